@@ -1,0 +1,141 @@
+/*
+ * hk/hkrt.h -- libhkrt, the embeddable runtime that replays .hkpack artifacts.
+ *
+ * The one public header of the loader. Typical use:
+ *
+ *   hk_pack_t *pack;    hk_pack_open_file("model.hkpack", NULL, &pack);
+ *   hk_session_t *s;    hk_session_create(pack, &(hk_session_options_t){.batch = 8}, &s);
+ *   hk_session_bind(s, "x", x_ptr, x_bytes);     ... every input, output and param
+ *   hk_session_run(s, NULL);                      ... as often as needed
+ *   hk_session_destroy(s); hk_pack_destroy(pack);
+ *
+ * Conventions: every fallible function returns hk_status_t; outputs come last
+ * and are named out_*; create/open pairs with destroy, and destroy(NULL) is a
+ * no-op. Strings and info structs returned by accessors are borrowed: they live
+ * as long as the object they came from. The detail of the last failure on the
+ * calling thread is available from hk_last_error(); objects also keep their
+ * own (hk_pack_error(), hk_session_error()).
+ *
+ * Memory: pointers bound to a session live where the session's target runs
+ * (host memory for the host target, device memory for GPU targets).
+ */
+#ifndef HK_HKRT_H
+#define HK_HKRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(HK_BUILDING_LIBRARY)
+#define HK_API __attribute__((visibility("default")))
+#else
+#define HK_API
+#endif
+
+#define HKRT_VERSION_STRING "0.1.0"
+
+/* Status codes. Pinned: never renumbered, only appended. */
+typedef enum hk_status {
+  HK_OK = 0,
+  HK_STATUS_INVALID_ARGUMENT = 1,    /* a caller mistake: NULL, bad name, wrong size */
+  HK_STATUS_NOT_FOUND = 2,           /* no such tensor / target / batch bucket */
+  HK_STATUS_CORRUPT = 3,             /* the artifact failed verification */
+  HK_STATUS_UNSUPPORTED_VERSION = 4, /* artifact format newer than this loader reads */
+  HK_STATUS_UNAVAILABLE = 5,         /* vendor runtime or device missing */
+  HK_STATUS_OUT_OF_MEMORY = 6,
+  HK_STATUS_IO = 7,                  /* open/read/mmap failed */
+  HK_STATUS_NO_COMPATIBLE_TARGET = 8,/* nothing in the pack runs on this machine */
+  HK_STATUS_DRIVER = 9,              /* a driver/runtime call failed */
+  HK_STATUS_FAILED_PRECONDITION = 10,/* e.g. run before every tensor is bound */
+  HK_STATUS_INTERNAL = 11,
+  HK_STATUS_COUNT_
+} hk_status_t;
+
+typedef enum hk_tensor_role {
+  HK_TENSOR_INPUT = 0, HK_TENSOR_OUTPUT = 1, HK_TENSOR_PARAM = 2
+} hk_tensor_role_t;
+
+typedef enum hk_element_type {
+  HK_ELEMENT_F32 = 0, HK_ELEMENT_F16 = 1, HK_ELEMENT_BF16 = 2
+} hk_element_type_t;
+
+#define HK_TENSOR_MAX_RANK 6
+
+typedef struct hk_allocator {
+  void *(*alloc)(void *ctx, size_t size); /* NULL on failure */
+  void (*free)(void *ctx, void *ptr);
+  void *ctx;
+} hk_allocator_t;
+
+typedef struct hk_pack hk_pack_t;
+typedef struct hk_session hk_session_t;
+
+typedef struct hk_tensor_info {
+  const char *name;          /* borrowed */
+  hk_tensor_role_t role;
+  hk_element_type_t element_type;
+  uint32_t rank;
+  int64_t dims[HK_TENSOR_MAX_RANK]; /* resolved for the session's batch */
+  size_t bytes;              /* size the bound buffer must have */
+} hk_tensor_info_t;
+
+typedef struct hk_session_options {
+  uint64_t batch;            /* must be one of the pack's batch sizes */
+  const char *target;        /* target name ("host-x86_64", "sm_90"); NULL: best for this machine */
+  int device;                /* GPU ordinal for GPU targets */
+} hk_session_options_t;
+
+/* ---- status ---------------------------------------------------------------- */
+HK_API const char *hk_status_string(hk_status_t status);
+/* Detail of the last failure on this thread ("" if none). Borrowed until the next call. */
+HK_API const char *hk_last_error(void);
+
+/* ---- packs -------------------------------------------------------------------- */
+/* Maps the file and verifies all of it (sizes, offsets, counts, checksums) before
+ * anything else reads it. Errors: IO, CORRUPT, UNSUPPORTED_VERSION, OUT_OF_MEMORY. */
+HK_API hk_status_t hk_pack_open_file(const char *path, const hk_allocator_t *allocator,
+                                     hk_pack_t **out_pack);
+/* Same over caller memory, which must outlive the pack (it is not copied). */
+HK_API hk_status_t hk_pack_open_memory(const void *data, size_t size, const hk_allocator_t *allocator,
+                                       hk_pack_t **out_pack);
+HK_API void hk_pack_destroy(hk_pack_t *pack);
+HK_API const char *hk_pack_error(const hk_pack_t *pack);
+
+HK_API const char *hk_pack_name(const hk_pack_t *pack);
+HK_API uint32_t hk_pack_target_count(const hk_pack_t *pack);
+HK_API const char *hk_pack_target_name(const hk_pack_t *pack, uint32_t index);
+HK_API uint32_t hk_pack_batch_count(const hk_pack_t *pack);
+HK_API uint64_t hk_pack_batch_size(const hk_pack_t *pack, uint32_t index);
+/* Name of the target a session would pick on this machine (or error listing both sides). */
+HK_API hk_status_t hk_pack_select_target(hk_pack_t *pack, const char *requested, const char **out_name);
+
+/* ---- sessions ----------------------------------------------------------------- */
+/* Loads the chosen target's code, allocates the workspace for options->batch.
+ * Errors: NOT_FOUND (batch or target), NO_COMPATIBLE_TARGET, UNAVAILABLE, CORRUPT, DRIVER. */
+HK_API hk_status_t hk_session_create(hk_pack_t *pack, const hk_session_options_t *options,
+                                     hk_session_t **out_session);
+HK_API void hk_session_destroy(hk_session_t *session);
+HK_API const char *hk_session_error(const hk_session_t *session);
+HK_API const char *hk_session_target(const hk_session_t *session);
+
+/* Application-visible tensors (inputs, outputs, params), shapes resolved for the batch. */
+HK_API uint32_t hk_session_tensor_count(const hk_session_t *session);
+HK_API hk_status_t hk_session_tensor_info(const hk_session_t *session, uint32_t index,
+                                          hk_tensor_info_t *out_info);
+
+/* Binds a buffer of exactly info.bytes bytes to the named tensor. Rebinding is allowed.
+ * Errors: NOT_FOUND (no such tensor; the message lists the names), INVALID_ARGUMENT (size). */
+HK_API hk_status_t hk_session_bind(hk_session_t *session, const char *name, void *data, size_t bytes);
+
+/* Runs the whole graph once. stream: the backend's stream (CUstream/hipStream_t) or NULL.
+ * For the host target it returns when results are written. Errors: FAILED_PRECONDITION
+ * when a tensor is unbound (named in the message), DRIVER. */
+HK_API hk_status_t hk_session_run(hk_session_t *session, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HK_HKRT_H */

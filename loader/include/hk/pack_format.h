@@ -1,0 +1,227 @@
+/*
+ * hk/pack_format.h -- the on-disk layout of a .hkpack artifact.
+ *
+ * This header is the single definition of the format. The loader (reader and
+ * verifier) owns it; the compiler's writer includes it. docs/FORMAT.md explains
+ * it in prose. Every multi-byte field is little-endian; every record is a
+ * fixed-size struct with explicit padding so that it can be read in place from
+ * a mapped file once hk verification has passed.
+ *
+ * File layout:
+ *   hk_pack_header_t                     (offset 0, 64 bytes)
+ *   hk_section_t[header.section_count]   (offset header.section_table_offset)
+ *   section payloads, each aligned to HK_SECTION_ALIGN
+ *
+ * Compatibility rules: a reader accepts any file whose major version equals
+ * its own and whose minor version is <= its own, or a newer minor whose extra
+ * sections are all flagged HK_SECTION_FLAG_OPTIONAL. A different major version
+ * is refused with HK_STATUS_UNSUPPORTED_VERSION.
+ */
+#ifndef HK_PACK_FORMAT_H
+#define HK_PACK_FORMAT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Magic: a high-bit byte (catches 7-bit transfers), "HKP", then CR LF SUB LF
+ * (catch line-ending conversion and DOS type). */
+#define HK_PACK_MAGIC "\x89HKP\r\n\x1a\n"
+#define HK_PACK_MAGIC_SIZE 8
+#define HK_PACK_VERSION_MAJOR 1
+#define HK_PACK_VERSION_MINOR 0
+#define HK_PACK_ENDIAN_TAG 0x01020304u
+#define HK_SECTION_ALIGN 64u
+
+/* Hard limits checked by the verifier before any allocation. Chosen far above
+ * any realistic model so that they only stop hostile or corrupt files. */
+#define HK_MAX_SECTIONS 4096u          /* ~ (targets x few) + fixed tables */
+#define HK_MAX_RANK 6u                 /* attention needs 4 at most, headroom */
+#define HK_MAX_TENSORS 65536u
+#define HK_MAX_KERNELS 65536u
+#define HK_MAX_TARGETS 64u
+#define HK_MAX_GRAPHS 4096u            /* targets x batch buckets */
+#define HK_MAX_NODES (1u << 22)        /* all graphs together */
+#define HK_MAX_ARGS_PER_NODE 64u       /* the widest kernel ABI uses ~20 */
+#define HK_MAX_DEPS_PER_NODE 4096u
+#define HK_MAX_STRINGS_BYTES (16u << 20)
+#define HK_MAX_CODE_BYTES (1ull << 30) /* decompressed code object per target */
+#define HK_MAX_NAME_LEN 255u           /* tensor, node, kernel and target names */
+
+typedef struct hk_pack_header {
+  uint8_t magic[8];             /* HK_PACK_MAGIC */
+  uint16_t version_major;       /* HK_PACK_VERSION_MAJOR */
+  uint16_t version_minor;       /* HK_PACK_VERSION_MINOR */
+  uint32_t endian_tag;          /* HK_PACK_ENDIAN_TAG as written by the host */
+  uint32_t header_size;         /* sizeof(hk_pack_header_t) */
+  uint32_t section_entry_size;  /* sizeof(hk_section_t) */
+  uint32_t section_count;       /* entries in the section table */
+  uint32_t reserved0;           /* zero */
+  uint64_t file_size;           /* total bytes; a truncated file is caught here */
+  uint64_t section_table_offset;
+  uint64_t table_checksum;      /* XXH3-64 of the section table bytes */
+  uint64_t header_checksum;     /* XXH3-64 of this header with this field zero */
+} hk_pack_header_t;
+
+typedef enum hk_section_kind {
+  HK_SECTION_STRINGS = 1,    /* NUL-terminated UTF-8 strings; refs are byte offsets */
+  HK_SECTION_MANIFEST = 2,   /* one hk_manifest_t */
+  HK_SECTION_TARGETS = 3,    /* hk_target_rec_t[] */
+  HK_SECTION_KERNELS = 4,    /* hk_kernel_rec_t[] (all targets) */
+  HK_SECTION_TENSORS = 5,    /* hk_tensor_rec_t[] */
+  HK_SECTION_GRAPHS = 6,     /* hk_graph_rec_t[] (one per target x batch) */
+  HK_SECTION_NODES = 7,      /* hk_node_rec_t[] (all graphs) */
+  HK_SECTION_ARGS = 8,       /* hk_arg_rec_t[] (all nodes) */
+  HK_SECTION_DEPS = 9,       /* uint32_t[]: node-local indices of predecessors */
+  HK_SECTION_PLACEMENTS = 10,/* uint64_t[]: per graph, per tensor workspace offset */
+  HK_SECTION_PROVENANCE = 11,/* UTF-8 text, "key=value\n" lines */
+  HK_SECTION_CODE = 12,      /* one code object per target (maybe compressed) */
+} hk_section_kind_t;
+
+#define HK_SECTION_FLAG_ZSTD 0x1u     /* payload is one zstd frame of raw_size bytes */
+#define HK_SECTION_FLAG_OPTIONAL 0x2u /* a reader that does not know the kind may skip it */
+
+typedef struct hk_section {
+  uint32_t kind;       /* hk_section_kind_t */
+  uint32_t flags;      /* HK_SECTION_FLAG_* */
+  uint64_t offset;     /* from file start; multiple of HK_SECTION_ALIGN */
+  uint64_t size;       /* stored bytes */
+  uint64_t raw_size;   /* bytes after decompression (== size when not compressed) */
+  uint64_t checksum;   /* XXH3-64 of the stored bytes */
+  uint32_t target;     /* for CODE: index into TARGETS; else UINT32_MAX */
+  uint32_t reserved;   /* zero */
+} hk_section_t;
+
+/* Element types, operations and roles. Pinned numbers: never renumber. */
+typedef enum hk_dtype { HK_DTYPE_F32 = 0, HK_DTYPE_F16 = 1, HK_DTYPE_BF16 = 2, HK_DTYPE_COUNT_ } hk_dtype_t;
+
+typedef enum hk_op {
+  HK_OP_GEMM = 0, HK_OP_ADD = 1, HK_OP_MUL = 2, HK_OP_RELU = 3, HK_OP_GELU = 4,
+  HK_OP_SILU = 5, HK_OP_LAYERNORM = 6, HK_OP_RMSNORM = 7, HK_OP_SOFTMAX = 8,
+  HK_OP_ATTENTION = 9, HK_OP_COUNT_
+} hk_op_t;
+
+typedef enum hk_act {
+  HK_ACT_NONE = 0, HK_ACT_RELU = 1, HK_ACT_GELU = 2, HK_ACT_SILU = 3, HK_ACT_GELU_TANH = 4, HK_ACT_COUNT_
+} hk_act_t;
+
+typedef enum hk_role {
+  HK_ROLE_INPUT = 0, HK_ROLE_OUTPUT = 1, HK_ROLE_PARAM = 2, HK_ROLE_INTERMEDIATE = 3, HK_ROLE_COUNT_
+} hk_role_t;
+
+typedef enum hk_target_kind {
+  HK_TARGET_HOST = 0,  /* code: ELF shared object for the arch in target name */
+  HK_TARGET_HIP = 1,   /* code: AMDGPU code object (ELF) */
+  HK_TARGET_CUDA = 2,  /* code: cubin */
+  HK_TARGET_KIND_COUNT_
+} hk_target_kind_t;
+
+typedef enum hk_arg_kind {
+  HK_ARG_TENSOR = 0,   /* value = tensor index; passed as a device pointer */
+  HK_ARG_NULL = 1,     /* a null pointer (absent optional tensor) */
+  HK_ARG_I64 = 2,      /* value = int64 bits */
+  HK_ARG_F32 = 3,      /* value low 32 bits = float bits */
+  HK_ARG_KIND_COUNT_
+} hk_arg_kind_t;
+
+typedef struct hk_manifest {
+  uint32_t name;             /* string ref: spec name */
+  uint32_t dtype;            /* default element type of the spec */
+  uint32_t target_count;     /* must equal the TARGETS record count */
+  uint32_t tensor_count;     /* must equal the TENSORS record count */
+  uint32_t batch_count;      /* batch buckets; each target has one graph per bucket */
+  uint32_t reserved0;
+  uint64_t spec_hash;        /* XXH3-64 of the spec file bytes */
+  uint64_t batch_sizes[16];  /* ascending; first batch_count used */
+} hk_manifest_t;
+#define HK_MAX_BATCH_BUCKETS 16u
+
+typedef struct hk_target_rec {
+  uint32_t name;           /* string ref: "host-x86_64", "gfx90a", "sm_90", ... */
+  uint32_t kind;           /* hk_target_kind_t */
+  uint32_t code_section;   /* index into the section table (a CODE section) */
+  uint32_t kernel_first;   /* this target's kernels: [first, first+count) */
+  uint32_t kernel_count;
+  uint32_t graph_first;    /* this target's graphs: [first, first+count), one per batch bucket */
+  uint32_t graph_count;
+  uint32_t features;       /* string ref: ISA feature string ("xnack-"), or "" */
+} hk_target_rec_t;
+
+typedef struct hk_kernel_rec {
+  uint32_t name;          /* string ref: symbol in the code object */
+  uint32_t op;            /* hk_op_t */
+  uint32_t target;        /* owning target index */
+  uint32_t params;        /* string ref: human-readable parameters ("act=gelu bm=64") */
+  /* Resources as the target's toolchain reported them; 0 when unknown. */
+  uint32_t vgprs;         /* vector registers (AMD) / registers per thread (NVIDIA) */
+  uint32_t agprs;         /* accumulation registers (AMD) */
+  uint32_t sgprs;         /* scalar registers (AMD) */
+  uint32_t shared_bytes;  /* LDS / static shared memory */
+  uint32_t scratch_bytes; /* private/local memory per lane: spills */
+  uint32_t wave_size;     /* 64/32 on GPUs; 1 on host */
+  uint32_t max_block;     /* largest block size the kernel is launched with */
+  uint32_t occupancy;     /* waves per SIMD / blocks per SM; 0 when unknown */
+  uint64_t source_hash;   /* XXH3-64 of the kernel source + options */
+} hk_kernel_rec_t;
+
+typedef struct hk_dim_rec {
+  int64_t mul;  /* value = mul * batch + add */
+  int64_t add;
+} hk_dim_rec_t;
+
+typedef struct hk_tensor_rec {
+  uint32_t name;   /* string ref */
+  uint32_t role;   /* hk_role_t */
+  uint32_t dtype;  /* hk_dtype_t */
+  uint32_t rank;   /* 1..HK_MAX_RANK */
+  hk_dim_rec_t dims[HK_MAX_RANK];
+} hk_tensor_rec_t;
+
+typedef struct hk_graph_rec {
+  uint32_t target;          /* owning target index */
+  uint32_t node_first;      /* [first, first+count) in NODES */
+  uint32_t node_count;
+  uint32_t reserved0;
+  uint64_t batch;           /* the bucket this graph was planned for */
+  uint64_t workspace_bytes; /* arena size for intermediates */
+  uint64_t placement_first; /* tensor_count entries in PLACEMENTS */
+} hk_graph_rec_t;
+
+#define HK_PLACEMENT_NONE UINT64_MAX /* tensor is bound by the application */
+
+typedef struct hk_node_rec {
+  uint32_t kernel;      /* global kernel index; must belong to the graph's target */
+  uint32_t name;        /* string ref: spec node name(s) this launch computes */
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t shared_bytes;/* dynamic shared memory */
+  uint32_t arg_first;   /* [first, first+count) in ARGS */
+  uint32_t arg_count;
+  uint32_t dep_first;   /* [first, first+count) in DEPS */
+  uint32_t dep_count;
+  uint32_t reserved0;
+} hk_node_rec_t;
+
+typedef struct hk_arg_rec {
+  uint32_t kind;   /* hk_arg_kind_t */
+  uint32_t reserved0;
+  uint64_t value;
+} hk_arg_rec_t;
+
+/* Sizes are part of the format: a change here is a format change. */
+_Static_assert(sizeof(hk_pack_header_t) == 64, "header size");
+_Static_assert(sizeof(hk_section_t) == 48, "section entry size");
+_Static_assert(sizeof(hk_manifest_t) == 160, "manifest size");
+_Static_assert(sizeof(hk_target_rec_t) == 32, "target record size");
+_Static_assert(sizeof(hk_kernel_rec_t) == 56, "kernel record size");
+_Static_assert(sizeof(hk_tensor_rec_t) == 16 + 16 * HK_MAX_RANK, "tensor record size");
+_Static_assert(sizeof(hk_graph_rec_t) == 40, "graph record size");
+_Static_assert(sizeof(hk_node_rec_t) == 56, "node record size");
+_Static_assert(sizeof(hk_arg_rec_t) == 16, "arg record size");
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HK_PACK_FORMAT_H */
