@@ -1,0 +1,3 @@
+/* placeholder until the example lands */
+#include "hk/hkrt.h"
+int main(void) { return 0; }
