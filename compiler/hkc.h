@@ -189,11 +189,15 @@ int hkc_kernel_key_equal(const hkc_kernel_key_t *a, const hkc_kernel_key_t *b);
  * application-bound tensors. Returns 0 / -1 (OOM). */
 int hkc_plan_memory(const hkc_spec_t *spec, int64_t batch, uint64_t *out_offsets,
                     uint64_t *out_arena_bytes);
-/* Dependencies of node j: the earlier nodes it must wait for -- read-after-write, and
- * write-after-read/write on arena bytes reused under the plan. out_deps must hold j
- * entries; returns the count. */
-int hkc_plan_deps(const hkc_spec_t *spec, int64_t batch, const uint64_t *offsets, size_t j,
-                  uint32_t *out_deps);
+/* Dependencies of every node on earlier nodes: read-after-write, and write-after-
+ * read/write on arena bytes reused under the plan; edges implied by others dropped.
+ * Node j waits for list[start[j] .. start[j+1]). Returns 0 / -1 (OOM). */
+typedef struct hkc_deps {
+  uint32_t *start; /* n_nodes + 1 entries */
+  uint32_t *list;
+} hkc_deps_t;
+int hkc_plan_deps(const hkc_spec_t *spec, int64_t batch, const uint64_t *offsets, hkc_deps_t *out);
+void hkc_deps_free(hkc_deps_t *deps);
 
 /* ---- targets and codegen ----------------------------------------------------------- */
 typedef struct hkc_kernel_out {
@@ -263,5 +267,40 @@ typedef struct hkc_pack_in {
 int hkc_pack_write(const hkc_pack_in_t *in, const char *path);
 /* Same, into a malloc'd buffer (tests, fuzz seeds). */
 int hkc_pack_write_memory(const hkc_pack_in_t *in, void **out_data, size_t *out_size);
+
+/* ---- element conversion and .npy files (hkc run) ------------------------------------- */
+uint16_t hkc_f32_to_f16(float f);   /* round to nearest even; overflow -> inf */
+float hkc_f16_to_f32(uint16_t h);
+uint16_t hkc_f32_to_bf16(float f);  /* round to nearest even */
+float hkc_bf16_to_f32(uint16_t h);
+
+/* A float array read from NumPy's .npy format (little-endian f2, f4 or f8; C order). */
+typedef struct hkc_npy {
+  uint32_t rank;
+  int64_t dims[HK_MAX_RANK];
+  size_t count;
+  float *data; /* owned; converted to f32 */
+} hkc_npy_t;
+/* Reads and bounds-checks a .npy file. Errors name the file and what was wrong. 0 / -1. */
+int hkc_npy_read(const char *path, hkc_npy_t *out);
+/* Parses .npy bytes already in memory (the fuzzable core of hkc_npy_read). */
+int hkc_npy_parse(const char *name, const unsigned char *bytes, size_t size, hkc_npy_t *out);
+void hkc_npy_free(hkc_npy_t *npy);
+/* Writes f32 data as .npy (format 1.0), atomically. 0 / -1. */
+int hkc_npy_write_f32(const char *path, const float *data, const int64_t *dims, uint32_t rank);
+
+/* ---- the build driver --------------------------------------------------------------- */
+typedef struct hkc_build_options {
+  const char *spec_path;
+  const char *out_path;
+  const char *targets;     /* comma-separated; NULL: the spec's `targets` */
+  int compression_level;   /* zstd level; 0 = default */
+  int quiet;               /* no summary on stdout */
+} hkc_build_options_t;
+
+/* spec -> IR -> per target: kernels, code, one graph per batch bucket -> artifact.
+ * Errors are reported through hkc_error; nothing is written unless every stage
+ * succeeds. Returns 0 / -1. */
+int hkc_build(const hkc_build_options_t *options);
 
 #endif /* HKC_HKC_H */

@@ -1,4 +1,417 @@
-/* hkc command line: placeholder until the CLI lands. */
+/*
+ * hkc: the command line.
+ *
+ *   hkc build SPEC -o OUT [--target LIST]
+ *   hkc inspect PACK
+ *   hkc run PACK [--target T] [--batch N] [--seed S] [--input NAME=FILE.npy] ...
+ *
+ * `run` goes through libhkrt's public API only: the same path an application takes.
+ */
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "hk/hkrt.h"
 #include "hkc.h"
-int main(void) { printf("hkc %s\n", HKC_VERSION_STRING); return 0; }
+#include "inspect.h"
+
+static const char k_usage[] =
+    "usage: hkc <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  build SPEC -o OUT [--target LIST]   compile a pipeline spec into a .hkpack artifact\n"
+    "  inspect PACK                        show targets, kernels, graphs, workspace, provenance\n"
+    "  run PACK [options]                  run a pack through libhkrt and time it\n"
+    "\n"
+    "  hkc <command> --help   options of one command\n"
+    "  hkc --version          versions of hkc and the artifact format\n";
+
+static const char k_build_usage[] =
+    "usage: hkc build SPEC -o OUT [options]\n"
+    "\n"
+    "Compiles the pipeline in SPEC (YAML, format v1) for each target and writes one\n"
+    "artifact. The file appears only when the whole build succeeded.\n"
+    "\n"
+    "options:\n"
+    "  -o, --output OUT       artifact path (required)\n"
+    "  -t, --target LIST      comma-separated targets, overriding the spec's `targets`\n"
+    "                         (this build supports: host)\n"
+    "  --zstd-level N         compression level of code sections, 1..22 (default 19)\n"
+    "  -q, --quiet            no summary\n";
+
+static const char k_run_usage[] =
+    "usage: hkc run PACK [options]\n"
+    "\n"
+    "Opens PACK through libhkrt, creates a session for one batch size, fills inputs and\n"
+    "params (random from --seed unless given as .npy), runs the graph and reports the\n"
+    "median latency. Outputs are poisoned (NaN) before the first run; a non-finite\n"
+    "output element is an error.\n"
+    "\n"
+    "Random values: inputs uniform in [-1, 1); params of rank >= 2 uniform in\n"
+    "[-1/sqrt(d0), 1/sqrt(d0)) with d0 their first dimension (fan-in of a [K, N] weight);\n"
+    "1-D params uniform in [-1, 1). Each tensor's stream depends only on the seed and its\n"
+    "name.\n"
+    "\n"
+    "options:\n"
+    "  --target T             run this target (default: the best one for this machine)\n"
+    "  --batch N              batch size; one of the pack's buckets (default: the smallest)\n"
+    "  --seed S               random seed (default 1)\n"
+    "  --input NAME=FILE.npy  take an input from a .npy file (f16/f32/f64, exact shape)\n"
+    "  --param NAME=FILE.npy  take a param from a .npy file\n"
+    "  --save-outputs DIR     write each output as DIR/NAME.npy (float32)\n"
+    "  --runs N               timed runs (default 10); --warmup N untimed runs first (default 2)\n";
+
+static const char k_inspect_usage[] =
+    "usage: hkc inspect PACK\n"
+    "\n"
+    "Verifies PACK and prints its manifest, targets, kernels with their resources,\n"
+    "tensors, graphs per batch size (nodes, workspace bytes) and provenance.\n";
+
+static int want_help(int argc, char **argv) {
+  for (int i = 0; i < argc; i++)
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
+  return 0;
+}
+
+/* Parses a positive integer option value; prints an error and returns -1 otherwise. */
+static int parse_count(const char *opt, const char *text, long long lo, long long hi, long long *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(text ? text : "", &end, 10);
+  if (!text || errno || *end || end == text || v < lo || v > hi) {
+    fprintf(stderr, "hkc: %s expects an integer in [%lld, %lld], got '%s'\n", opt, lo, hi, text ? text : "");
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+/* ---- build ---------------------------------------------------------------------------- */
+static int cmd_build(int argc, char **argv) {
+  if (want_help(argc, argv)) {
+    fputs(k_build_usage, stdout);
+    return 0;
+  }
+  hkc_build_options_t opt = {0};
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
+      if (++i >= argc) goto missing;
+      opt.out_path = argv[i];
+    } else if (strcmp(a, "-t") == 0 || strcmp(a, "--target") == 0) {
+      if (++i >= argc) goto missing;
+      opt.targets = argv[i];
+    } else if (strcmp(a, "--zstd-level") == 0) {
+      long long v;
+      if (++i >= argc) goto missing;
+      if (parse_count(a, argv[i], 1, 22, &v) != 0) return 2;
+      opt.compression_level = (int)v;
+    } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+      opt.quiet = 1;
+    } else if (a[0] == '-' && a[1]) {
+      fprintf(stderr, "hkc build: unknown option %s\n%s", a, k_build_usage);
+      return 2;
+    } else if (!opt.spec_path) {
+      opt.spec_path = a;
+    } else {
+      fprintf(stderr, "hkc build: more than one spec given (%s, %s)\n", opt.spec_path, a);
+      return 2;
+    }
+    continue;
+  missing:
+    fprintf(stderr, "hkc build: %s needs a value\n", a);
+    return 2;
+  }
+  if (!opt.spec_path || !opt.out_path) {
+    fprintf(stderr, "hkc build: %s\n%s", !opt.spec_path ? "no spec given" : "no output given (-o OUT)",
+            k_build_usage);
+    return 2;
+  }
+  return hkc_build(&opt) == 0 ? 0 : 1;
+}
+
+/* ---- run ------------------------------------------------------------------------------- */
+typedef struct {
+  const char *name;
+  const char *path;
+} named_file_t;
+
+#define MAX_NAMED_FILES 256
+
+static uint64_t splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static void store_elem(void *buf, hk_element_type_t t, size_t i, float v) {
+  if (t == HK_ELEMENT_F32) ((float *)buf)[i] = v;
+  else if (t == HK_ELEMENT_F16) ((uint16_t *)buf)[i] = hkc_f32_to_f16(v);
+  else ((uint16_t *)buf)[i] = hkc_f32_to_bf16(v);
+}
+
+static float load_elem(const void *buf, hk_element_type_t t, size_t i) {
+  if (t == HK_ELEMENT_F32) return ((const float *)buf)[i];
+  if (t == HK_ELEMENT_F16) return hkc_f16_to_f32(((const uint16_t *)buf)[i]);
+  return hkc_bf16_to_f32(((const uint16_t *)buf)[i]);
+}
+
+static size_t info_count(const hk_tensor_info_t *info) {
+  size_t n = 1;
+  for (uint32_t d = 0; d < info->rank; d++) n *= (size_t)info->dims[d];
+  return n;
+}
+
+static void format_shape(const hk_tensor_info_t *info, char *out, size_t size) {
+  int n = snprintf(out, size, "[");
+  for (uint32_t d = 0; d < info->rank && n > 0 && (size_t)n < size; d++)
+    n += snprintf(out + n, size - (size_t)n, "%s%lld", d ? ", " : "", (long long)info->dims[d]);
+  if (n > 0 && (size_t)n < size) snprintf(out + n, size - (size_t)n, "]");
+}
+
+/* Fills a tensor from a .npy file (exact shape) or from the seeded generator. */
+static int fill_tensor(const hk_tensor_info_t *info, void *buf, const char *npy_path, uint64_t seed) {
+  size_t n = info_count(info);
+  if (npy_path) {
+    hkc_npy_t npy;
+    if (hkc_npy_read(npy_path, &npy) != 0) return -1;
+    int same = npy.rank == info->rank;
+    for (uint32_t d = 0; same && d < info->rank; d++) same = npy.dims[d] == info->dims[d];
+    if (!same) {
+      char want[128];
+      format_shape(info, want, sizeof want);
+      fprintf(stderr, "hkc run: %s: shape does not match tensor %s %s\n", npy_path, info->name, want);
+      hkc_npy_free(&npy);
+      return -1;
+    }
+    for (size_t i = 0; i < n; i++) store_elem(buf, info->element_type, i, npy.data[i]);
+    hkc_npy_free(&npy);
+    return 0;
+  }
+  uint64_t s = seed ^ hkc_hash64(info->name, strlen(info->name));
+  double scale = 1.0;
+  if (info->role == HK_TENSOR_PARAM && info->rank >= 2) scale = 1.0 / sqrt((double)info->dims[0]);
+  for (size_t i = 0; i < n; i++) {
+    double u = (double)(splitmix64(&s) >> 11) * (1.0 / 9007199254740992.0); /* [0, 1) */
+    store_elem(buf, info->element_type, i, (float)((2.0 * u - 1.0) * scale));
+  }
+  return 0;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static const char *find_named(const named_file_t *files, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(files[i].name, name) == 0) return files[i].path;
+  return NULL;
+}
+
+static int cmd_run(int argc, char **argv) {
+  if (want_help(argc, argv)) {
+    fputs(k_run_usage, stdout);
+    return 0;
+  }
+  const char *pack_path = NULL, *target = NULL, *save_dir = NULL;
+  long long batch = 0, seed = 1, runs = 10, warmup = 2;
+  named_file_t files[MAX_NAMED_FILES];
+  int n_files = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int takes_value = strcmp(a, "--target") == 0 || strcmp(a, "--batch") == 0 || strcmp(a, "--seed") == 0 ||
+                      strcmp(a, "--input") == 0 || strcmp(a, "--param") == 0 ||
+                      strcmp(a, "--save-outputs") == 0 || strcmp(a, "--runs") == 0 || strcmp(a, "--warmup") == 0;
+    if (takes_value && !v) {
+      fprintf(stderr, "hkc run: %s needs a value\n", a);
+      return 2;
+    }
+    if (strcmp(a, "--target") == 0) target = v;
+    else if (strcmp(a, "--batch") == 0) { if (parse_count(a, v, 1, INT64_MAX / 2, &batch)) return 2; }
+    else if (strcmp(a, "--seed") == 0) { if (parse_count(a, v, 0, INT64_MAX, &seed)) return 2; }
+    else if (strcmp(a, "--runs") == 0) { if (parse_count(a, v, 1, 1000000, &runs)) return 2; }
+    else if (strcmp(a, "--warmup") == 0) { if (parse_count(a, v, 0, 1000000, &warmup)) return 2; }
+    else if (strcmp(a, "--save-outputs") == 0) save_dir = v;
+    else if (strcmp(a, "--input") == 0 || strcmp(a, "--param") == 0) {
+      char *eq = strchr(v, '=');
+      if (!eq || eq == v || !eq[1] || n_files >= MAX_NAMED_FILES) {
+        fprintf(stderr, "hkc run: %s expects NAME=FILE.npy, got '%s'\n", a, v);
+        return 2;
+      }
+      *eq = '\0';
+      files[n_files++] = (named_file_t){v, eq + 1};
+    } else if (a[0] == '-' && a[1]) {
+      fprintf(stderr, "hkc run: unknown option %s\n%s", a, k_run_usage);
+      return 2;
+    } else if (!pack_path) {
+      pack_path = a;
+      continue;
+    } else {
+      fprintf(stderr, "hkc run: more than one pack given\n");
+      return 2;
+    }
+    i++;
+  }
+  if (!pack_path) {
+    fprintf(stderr, "hkc run: no pack given\n%s", k_run_usage);
+    return 2;
+  }
+
+  int rc = 1;
+  hk_pack_t *pack = NULL;
+  hk_session_t *session = NULL;
+  uint32_t n_tensors = 0;
+  void **buffers = NULL;
+  hk_status_t st = hk_pack_open_file(pack_path, NULL, &pack);
+  if (st != HK_OK) {
+    fprintf(stderr, "hkc run: %s: %s\n", pack_path, hk_last_error());
+    return 1;
+  }
+  if (batch == 0) batch = (long long)hk_pack_batch_size(pack, 0);
+  hk_session_options_t so = {.batch = (uint64_t)batch, .target = target};
+  st = hk_session_create(pack, &so, &session);
+  if (st != HK_OK) {
+    fprintf(stderr, "hkc run: %s\n", hk_last_error());
+    goto done;
+  }
+  for (int f = 0; f < n_files; f++) {
+    int known = 0;
+    for (uint32_t t = 0; t < hk_session_tensor_count(session) && !known; t++) {
+      hk_tensor_info_t info;
+      hk_session_tensor_info(session, t, &info);
+      known = strcmp(info.name, files[f].name) == 0 && info.role != HK_TENSOR_OUTPUT;
+    }
+    if (!known) {
+      fprintf(stderr, "hkc run: the pack has no input or param named '%s'\n", files[f].name);
+      goto done;
+    }
+  }
+  n_tensors = hk_session_tensor_count(session);
+  buffers = calloc(n_tensors ? n_tensors : 1, sizeof *buffers);
+  if (!buffers) goto done;
+  for (uint32_t t = 0; t < n_tensors; t++) {
+    hk_tensor_info_t info;
+    hk_session_tensor_info(session, t, &info);
+    buffers[t] = malloc(info.bytes ? info.bytes : 1);
+    if (!buffers[t]) {
+      fprintf(stderr, "hkc run: out of memory for tensor %s (%zu bytes)\n", info.name, info.bytes);
+      goto done;
+    }
+    if (info.role == HK_TENSOR_OUTPUT) {
+      memset(buffers[t], 0xff, info.bytes); /* NaN in every element type */
+    } else if (fill_tensor(&info, buffers[t], find_named(files, n_files, info.name), (uint64_t)seed) != 0) {
+      goto done;
+    }
+    if (hk_session_bind(session, info.name, buffers[t], info.bytes) != HK_OK) {
+      fprintf(stderr, "hkc run: %s\n", hk_last_error());
+      goto done;
+    }
+  }
+
+  double *times = calloc((size_t)runs, sizeof *times);
+  if (!times) goto done;
+  for (long long r = 0; r < warmup + runs; r++) {
+    double t0 = now_ms();
+    st = hk_session_run(session, NULL);
+    double t1 = now_ms();
+    if (st != HK_OK) {
+      fprintf(stderr, "hkc run: %s\n", hk_last_error());
+      free(times);
+      goto done;
+    }
+    if (r >= warmup) times[r - warmup] = t1 - t0;
+  }
+  qsort(times, (size_t)runs, sizeof *times, cmp_double);
+  printf("target %s, batch %lld: median %.3f ms, min %.3f ms over %lld runs (%lld warm-up)\n",
+         hk_session_target(session), batch, times[runs / 2], times[0], runs, warmup);
+  free(times);
+
+  if (save_dir && mkdir(save_dir, 0777) != 0 && errno != EEXIST) {
+    fprintf(stderr, "hkc run: cannot create %s: %s\n", save_dir, strerror(errno));
+    goto done;
+  }
+  int bad = 0;
+  for (uint32_t t = 0; t < n_tensors; t++) {
+    hk_tensor_info_t info;
+    hk_session_tensor_info(session, t, &info);
+    if (info.role != HK_TENSOR_OUTPUT) continue;
+    size_t n = info_count(&info), nonfinite = 0;
+    float *f32 = malloc((n ? n : 1) * sizeof *f32);
+    if (!f32) goto done;
+    double sum = 0, absmax = 0;
+    for (size_t i = 0; i < n; i++) {
+      f32[i] = load_elem(buffers[t], info.element_type, i);
+      if (!isfinite(f32[i])) nonfinite++;
+      else {
+        sum += f32[i];
+        if (fabs(f32[i]) > absmax) absmax = fabs(f32[i]);
+      }
+    }
+    char shape[128];
+    format_shape(&info, shape, sizeof shape);
+    printf("  output %s %s: mean %.6g, max |x| %.6g%s\n", info.name, shape, n ? sum / (double)n : 0.0, absmax,
+           nonfinite ? "  NON-FINITE VALUES" : "");
+    if (nonfinite) {
+      fprintf(stderr, "hkc run: output %s has %zu non-finite element(s) of %zu\n", info.name, nonfinite, n);
+      bad = 1;
+    }
+    if (save_dir) {
+      char path[4096];
+      snprintf(path, sizeof path, "%s/%s.npy", save_dir, info.name);
+      if (hkc_npy_write_f32(path, f32, info.dims, info.rank) != 0) bad = 1;
+    }
+    free(f32);
+  }
+  if (save_dir && !bad) printf("  outputs saved to %s/\n", save_dir);
+  rc = bad ? 1 : 0;
+done:
+  if (buffers)
+    for (uint32_t t = 0; t < n_tensors; t++) free(buffers[t]);
+  free(buffers);
+  hk_session_destroy(session);
+  hk_pack_destroy(pack);
+  return rc;
+}
+
+/* ---- inspect ---------------------------------------------------------------------------- */
+static int cmd_inspect(int argc, char **argv) {
+  if (want_help(argc, argv)) {
+    fputs(k_inspect_usage, stdout);
+    return 0;
+  }
+  if (argc != 1 || argv[0][0] == '-') {
+    fprintf(stderr, "hkc inspect: expects exactly one pack\n%s", k_inspect_usage);
+    return 2;
+  }
+  return hkc_inspect(argv[0], stdout) == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+    fputs(k_usage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+    printf("hkc %s (artifact format %d.%d, libhkrt %s)\n", HKC_VERSION_STRING, HK_PACK_VERSION_MAJOR,
+           HK_PACK_VERSION_MINOR, HKRT_VERSION_STRING);
+    return 0;
+  }
+  if (strcmp(argv[1], "build") == 0) return cmd_build(argc - 2, argv + 2);
+  if (strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
+  if (strcmp(argv[1], "inspect") == 0) return cmd_inspect(argc - 2, argv + 2);
+  fprintf(stderr, "hkc: unknown command '%s'\n%s", argv[1], k_usage);
+  return 2;
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what hkc needs to build and test on Debian 12 / Ubuntu (needs root or sudo).
+# Skips the install when every package is already present.
+set -euo pipefail
+pkgs=(cmake gcc clang libclang-rt-dev make libyaml-dev libzstd-dev libxxhash-dev libcmocka-dev python3-numpy python3-yaml)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+echo "installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
