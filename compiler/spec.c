@@ -421,8 +421,7 @@ static int parse_shape(spec_ctx_t *c, const ynode_t *n, const char *what, hkc_te
   return 0;
 }
 
-static int parse_header(spec_ctx_t *c, const ynode_t *ver, const ynode_t *name, const ynode_t *dtype) {
-  hkc_spec_t *s = c->spec;
+static int parse_version(spec_ctx_t *c, const ynode_t *ver) {
   int64_t v;
   if (parse_int(ver, "hkc", INT32_MIN, INT32_MAX, &v) != 0) return -1;
   if (v != HKC_SPEC_VERSION) {
@@ -430,7 +429,11 @@ static int parse_header(spec_ctx_t *c, const ynode_t *ver, const ynode_t *name, 
               HKC_SPEC_VERSION);
     return -1;
   }
-  s->version = (int)v;
+  c->spec->version = (int)v;
+  return 0;
+}
+
+static int parse_spec_name(spec_ctx_t *c, const ynode_t *name) {
   if (expect_kind(name, Y_SCALAR, "a string", "name") != 0) return -1;
   size_t len = strlen(name->text);
   int ok = len > 0 && len <= HK_MAX_NAME_LEN;
@@ -442,7 +445,12 @@ static int parse_header(spec_ctx_t *c, const ynode_t *ver, const ynode_t *name, 
               HK_MAX_NAME_LEN);
     return -1;
   }
-  if (!(s->name = hkc_strdup(name->text))) return -1;
+  return (c->spec->name = hkc_strdup(name->text)) ? 0 : -1;
+}
+
+/* dtype: f32 when absent. */
+static int parse_dtype(spec_ctx_t *c, const ynode_t *dtype) {
+  hkc_spec_t *s = c->spec;
   s->dtype = HK_DTYPE_F32;
   if (dtype) {
     if (expect_kind(dtype, Y_SCALAR, "a dtype", "dtype") != 0) return -1;
@@ -575,6 +583,19 @@ static int parse_decls(spec_ctx_t *c, const ynode_t *n, const char *what, hk_rol
     if (t < 0) return -1;
     if (parse_shape(c, n->kids[p + 1], name, &c->spec->tensors[t]) != 0) return -1;
   }
+  return 0;
+}
+
+/* A count such as `heads`: a positive integer or an expression over the dims. */
+static int parse_count(spec_ctx_t *c, const ynode_t *n, const char *what, int64_t *out) {
+  if (expect_kind(n, Y_SCALAR, "a positive integer", what) != 0) return -1;
+  hkc_dim_t d;
+  if (hkc_dimexpr_eval(n->text, c->spec->dims, c->spec->n_dims, scalar_text_loc(n), &d) != 0) return -1;
+  if (d.mul != 0 || d.add > INT32_MAX) {
+    hkc_error(n->loc, "'%s' must be a positive integer below 2^31 that does not depend on batch", what);
+    return -1;
+  }
+  *out = d.add;
   return 0;
 }
 
@@ -711,9 +732,9 @@ static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
   }
   if (nd->op == HK_OP_ATTENTION) {
     int64_t h, kvh;
-    if (parse_int(v[NK_HEADS], "heads", 1, INT32_MAX, &h) != 0) return -1;
+    if (parse_count(c, v[NK_HEADS], "heads", &h) != 0) return -1;
     kvh = h;
-    if (v[NK_KV_HEADS] && parse_int(v[NK_KV_HEADS], "kv_heads", 1, INT32_MAX, &kvh) != 0) return -1;
+    if (v[NK_KV_HEADS] && parse_count(c, v[NK_KV_HEADS], "kv_heads", &kvh) != 0) return -1;
     if (h % kvh != 0) {
       hkc_error(v[NK_KV_HEADS]->loc, "node '%s': kv_heads (%lld) must divide heads (%lld)", nm, (long long)kvh,
                 (long long)h);
@@ -1224,19 +1245,33 @@ static int spec_build(spec_ctx_t *c, const ynode_t *root) {
   }
   const ynode_t *keys[K_COUNT], *v[K_COUNT];
   if (map_collect(root, top_keys, K_COUNT, (1u << K_COUNT) - 1, "", keys, v) != 0) return -1;
+  /* Sections in dependency order; a missing required key is reported when its turn
+   * comes, so errors appear in the order a reader fixes them. */
   for (int k = 0; k < K_COUNT; k++) {
     if ((TOP_REQUIRED >> k & 1u) && !v[k]) {
       hkc_error(root->loc, "missing required key '%s'", top_keys[k]);
       return -1;
     }
+    int rc = 0;
+    switch (k) {
+    case K_HKC: rc = parse_version(c, v[K_HKC]); break;
+    case K_NAME: rc = parse_spec_name(c, v[K_NAME]); break;
+    case K_DTYPE: rc = parse_dtype(c, v[K_DTYPE]); break;
+    case K_BATCH: rc = parse_batch_sizes(c, v[K_BATCH]); break;
+    case K_DIMS: rc = v[K_DIMS] ? parse_dims(c, v[K_DIMS]) : 0; break;
+    case K_TARGETS: rc = parse_targets(c, v[K_TARGETS]); break;
+    case K_INPUTS: rc = parse_decls(c, v[K_INPUTS], "inputs", HK_ROLE_INPUT); break;
+    case K_PARAMS:
+      rc = v[K_PARAMS] ? parse_decls(c, v[K_PARAMS], "params", HK_ROLE_PARAM) : 0;
+      c->n_decl = c->spec->n_tensors;
+      break;
+    case K_GRAPH: rc = parse_graph(c, v[K_GRAPH]); break;
+    case K_OUTPUTS: rc = parse_outputs(c, v[K_OUTPUTS]); break;
+    case K_FUSION: rc = parse_fusion(c, v[K_FUSION]); break;
+    default: break;
+    }
+    if (rc != 0) return -1;
   }
-  if (parse_header(c, v[K_HKC], v[K_NAME], v[K_DTYPE]) != 0 || parse_batch_sizes(c, v[K_BATCH]) != 0) return -1;
-  if (v[K_DIMS] && parse_dims(c, v[K_DIMS]) != 0) return -1;
-  if (parse_targets(c, v[K_TARGETS]) != 0 || parse_decls(c, v[K_INPUTS], "inputs", HK_ROLE_INPUT) != 0) return -1;
-  if (v[K_PARAMS] && parse_decls(c, v[K_PARAMS], "params", HK_ROLE_PARAM) != 0) return -1;
-  c->n_decl = c->spec->n_tensors;
-  if (parse_graph(c, v[K_GRAPH]) != 0 || parse_outputs(c, v[K_OUTPUTS]) != 0 || parse_fusion(c, v[K_FUSION]) != 0)
-    return -1;
   return check_tensors(c);
 }
 
@@ -1250,12 +1285,14 @@ int hkc_spec_parse(const char *path, const char *data, size_t size, hkc_spec_t *
     return -1;
   }
   spec->hash = hkc_hash64(data, size);
+  int errors_before = hkc_error_count();
   spec_ctx_t c = {.spec = spec, .file = spec->path};
   ynode_t *root = NULL;
   int rc = yaml_tree_build(c.file, data, size, &root);
   if (rc == 0) rc = spec_build(&c, root);
   ynode_free(root);
   free(c.pn);
+  if (rc != 0 && hkc_error_count() == errors_before) hkc_error((hkc_loc_t){path, 0, 0}, "out of memory");
   if (rc != 0) {
     hkc_spec_destroy(spec);
     return -1;
