@@ -216,10 +216,14 @@ static int parse_expr(dimexpr_parser_t *p, hkc_dim_t *out) {
     size_t at = p->pos++;
     hkc_dim_t rhs;
     if (parse_term(p, &rhs) != 0) return -1;
-    int ovf = op == '+' ? (__builtin_add_overflow(out->mul, rhs.mul, &out->mul) |
-                           __builtin_add_overflow(out->add, rhs.add, &out->add))
-                        : (__builtin_sub_overflow(out->mul, rhs.mul, &out->mul) |
-                           __builtin_sub_overflow(out->add, rhs.add, &out->add));
+    int ovf;
+    if (op == '+') {
+      ovf = __builtin_add_overflow(out->mul, rhs.mul, &out->mul);
+      ovf += __builtin_add_overflow(out->add, rhs.add, &out->add);
+    } else {
+      ovf = __builtin_sub_overflow(out->mul, rhs.mul, &out->mul);
+      ovf += __builtin_sub_overflow(out->add, rhs.add, &out->add);
+    }
     if (ovf) {
       dimexpr_fail(p, at, op == '+' ? "integer overflow in '+'" : "integer overflow in '-'");
       return -1;
