@@ -187,8 +187,7 @@ static int ynode_is_null(const ynode_t *n) {
           !strcmp(n->text, "NULL"));
 }
 
-/* What a node is, for "expected X, got Y" messages. Static buffer per call site is
- * avoided: the scalar text is quoted by the caller's format. */
+/* What a node is, for "expected X, got Y" messages (callers quote scalar text). */
 static const char *ynode_desc(const ynode_t *n) {
   if (n->kind == Y_MAP) return "a map";
   if (n->kind == Y_SEQ) return "a list";
@@ -639,11 +638,18 @@ static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
   nd->loc = map->loc;
   if (expect_kind(map, Y_MAP, "a node map {name, op, in, out, ...}", "graph") != 0) return -1;
 
-  const ynode_t *opv = NULL;
-  for (size_t p = 0; p + 1 < map->n && !opv; p += 2)
-    if (map->kids[p]->kind == Y_SCALAR && !strcmp(map->kids[p]->text, "op")) opv = map->kids[p + 1];
+  const ynode_t *opv = NULL, *namev = NULL;
+  for (size_t p = 0; p + 1 < map->n; p += 2) {
+    const ynode_t *k = map->kids[p];
+    if (k->kind != Y_SCALAR) continue;
+    if (!opv && !strcmp(k->text, "op")) opv = map->kids[p + 1];
+    if (!namev && !strcmp(k->text, "name") && map->kids[p + 1]->kind == Y_SCALAR) namev = map->kids[p + 1];
+  }
   if (!opv) {
-    hkc_error(map->loc, "node: missing required key 'op'");
+    if (namev)
+      hkc_error(map->loc, "node '%.64s': missing required key 'op'", namev->text);
+    else
+      hkc_error(map->loc, "node: missing required key 'op'");
     return -1;
   }
   if (expect_kind(opv, Y_SCALAR, "an op name", "op") != 0) return -1;

@@ -356,7 +356,7 @@ static void test_missing_keys(void **state) {
   expect_error_on(BASE "graph:\n  - {name: a, op: relu, in: [x]}\noutputs: [y]\n", 8, "{",
                   "node 'a': missing required key 'out'", NULL);
   expect_error_on(BASE "graph:\n  - name: a\n    in: [x]\n    out: y\noutputs: [y]\n", 8, "name",
-                  "missing required key 'op'", NULL);
+                  "node 'a': missing required key 'op'", NULL);
   expect_error_on(BASE "graph:\n  - {name: a, op: attention, in: [x], out: y}\noutputs: [y]\n", 8, "{",
                   "missing required key 'heads'", NULL);
   expect_error_on(BASE "graph:\n  - {name: a, op: layernorm, in: [x], gamma: g, out: y}\noutputs: [y]\n", 8, "{",
