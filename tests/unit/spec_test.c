@@ -1,0 +1,631 @@
+/* hkc_spec_parse / hkc_spec_load: the example specs, inferred shapes, roles, order and
+ * defaults; then one test per error class, each checking FILE:LINE:COL and the words
+ * of the message. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "hkc.h"
+#include "test_util.h"
+
+static char diag[16384];
+
+static hkc_spec_t *parse(const char *text) {
+  hkc_spec_t *spec = (hkc_spec_t *)(uintptr_t)1; /* must be overwritten */
+  hkc_diag_capture(diag, sizeof diag);
+  int rc = hkc_spec_parse("t.yaml", text, strlen(text), &spec);
+  hkc_diag_capture(NULL, 0);
+  assert_true(rc == 0 ? spec != NULL : spec == NULL);
+  return spec;
+}
+
+static hkc_spec_t *parse_ok(const char *text) {
+  hkc_spec_t *spec = parse(text);
+  if (!spec) fail_msg("spec rejected:\n%s\n--- diagnostics:\n%s", text, diag);
+  return spec;
+}
+
+/* The spec must be rejected with a message at t.yaml:LINE:COL containing every word. */
+static void expect_error_at(const char *text, int line, int col, const char *w1, const char *w2) {
+  hkc_spec_t *spec = parse(text);
+  if (spec) {
+    hkc_spec_destroy(spec);
+    fail_msg("spec accepted, expected an error at %d:%d (%s):\n%s", line, col, w1, text);
+  }
+  char where[64];
+  snprintf(where, sizeof where, "t.yaml:%d:%d: ", line, col);
+  if (strncmp(diag, where, strlen(where)) != 0 || !strstr(diag, w1) || (w2 && !strstr(diag, w2)))
+    fail_msg("expected '%s' with '%s'%s%s%s, got:\n%s", where, w1, w2 ? " and '" : "", w2 ? w2 : "", w2 ? "'" : "",
+             diag);
+}
+
+/* Same, with the column given as the place of `token` on that line: the first match
+ * of the token with any '|' removed; the column is at the '|' (or the token's start). */
+static void expect_error_on(const char *text, int line, const char *token, const char *w1, const char *w2) {
+  const char *p = text;
+  for (int l = 1; l < line; l++) {
+    p = strchr(p, '\n');
+    assert_non_null(p);
+    p++;
+  }
+  const char *eol = strchr(p, '\n');
+  size_t len = eol ? (size_t)(eol - p) : strlen(p);
+  char needle[128], row[1024];
+  const char *bar = strchr(token, '|');
+  size_t off = bar ? (size_t)(bar - token) : 0;
+  snprintf(needle, sizeof needle, "%.*s%s", (int)off, token, bar ? bar + 1 : token + off);
+  snprintf(row, sizeof row, "%.*s", (int)len, p);
+  const char *hit = strstr(row, needle);
+  if (!hit) fail_msg("test bug: '%s' not on line %d", needle, line);
+  expect_error_at(text, line, (int)(hit - row + off) + 1, w1, w2);
+}
+
+static int64_t dim_at(const hkc_tensor_t *t, uint32_t i, int64_t batch) { return hkc_dim_value(t->dims[i], batch); }
+
+static const hkc_tensor_t *tensor(const hkc_spec_t *s, const char *name) {
+  int i = hkc_tensor_find(s, name);
+  if (i == HKC_NONE) fail_msg("no tensor '%s'", name);
+  return &s->tensors[i];
+}
+
+/* Lines 1-6 of the inline specs. */
+#define BASE                                   \
+  "hkc: 1\n"                                   \
+  "name: t\n"                                  \
+  "batch_sizes: [4, 1, 4, 2]\n"                \
+  "dims: {d: 8, h: 2}\n"                       \
+  "inputs: {x: [batch, d]}\n"                  \
+  "params: {w: [d, 16], v: [4, 16], bias: [16], g: [d]}\n"
+#define RELU_GRAPH "graph:\n  - {name: a, op: relu, in: [x], out: y}\noutputs: [y]\n"
+
+/* ---- valid specs --------------------------------------------------------------------- */
+static void test_mlp_spec(void **state) {
+  (void)state;
+  hkc_spec_t *s = NULL;
+  const char *path = hk_test_source_path("specs/mlp.yaml");
+  hkc_diag_capture(diag, sizeof diag);
+  int rc = hkc_spec_load(path, &s);
+  hkc_diag_capture(NULL, 0);
+  if (rc != 0) fail_msg("%s", diag);
+  assert_string_equal(diag, ""); /* no warnings either */
+  assert_string_equal(s->name, "mlp");
+  assert_string_equal(s->path, path);
+  assert_int_equal(s->version, 1);
+  assert_int_equal(s->dtype, HK_DTYPE_F32);
+  assert_int_equal(s->n_batch, 2);
+  assert_int_equal(s->batch_sizes[0], 1);
+  assert_int_equal(s->batch_sizes[1], 4);
+  assert_int_equal(s->n_targets, 1);
+  assert_string_equal(s->targets[0], "host");
+  assert_int_equal(s->fusion, HKC_FUSION_AUTO);
+  char *bytes;
+  size_t size;
+  assert_int_equal(hkc_read_file(path, &bytes, &size), 0);
+  assert_true(s->hash == hkc_hash64(bytes, size));
+  free(bytes);
+
+  assert_int_equal(s->n_tensors, 11); /* x, 6 params, h y0 y1 y */
+  assert_int_equal(s->tensors[0].role, HK_ROLE_INPUT);
+  assert_string_equal(s->tensors[0].name, "x");
+  for (int i = 1; i <= 6; i++) assert_int_equal(s->tensors[i].role, HK_ROLE_PARAM);
+  const hkc_tensor_t *h = tensor(s, "h"), *y = tensor(s, "y"), *w1 = tensor(s, "w1");
+  assert_int_equal(h->role, HK_ROLE_INTERMEDIATE);
+  assert_int_equal(y->role, HK_ROLE_OUTPUT);
+  assert_int_equal(h->rank, 3);
+  assert_true(h->dims[0].mul == 1 && h->dims[0].add == 0);
+  assert_int_equal(dim_at(h, 1, 4), 16);
+  assert_int_equal(dim_at(h, 2, 4), 256);
+  assert_int_equal(hkc_tensor_elems(h, 4), 4 * 16 * 256);
+  assert_int_equal(hkc_tensor_elems(y, 1), 16 * 64);
+  assert_int_equal(w1->rank, 2);
+  assert_int_equal(hkc_tensor_elems(w1, 4), 64 * 256); /* params do not scale with batch */
+  assert_int_equal(w1->loc.line, 12);
+  assert_int_equal(w1->loc.col, 3);
+
+  assert_int_equal(s->n_nodes, 4);
+  const char *names[] = {"fc1", "fc2", "res", "ln"};
+  const hk_op_t ops[] = {HK_OP_GEMM, HK_OP_GEMM, HK_OP_ADD, HK_OP_LAYERNORM};
+  for (int i = 0; i < 4; i++) {
+    assert_string_equal(s->nodes[i].name, names[i]);
+    assert_int_equal(s->nodes[i].op, ops[i]);
+    assert_int_equal(s->tensors[s->nodes[i].out].producer, i);
+  }
+  const hkc_node_t *fc1 = &s->nodes[0], *ln = &s->nodes[3];
+  assert_int_equal(fc1->n_in, 2);
+  assert_int_equal(fc1->in[0], hkc_tensor_find(s, "x"));
+  assert_int_equal(fc1->in[1], hkc_tensor_find(s, "w1"));
+  assert_int_equal(fc1->bias, hkc_tensor_find(s, "b1"));
+  assert_int_equal(fc1->residual, HKC_NONE);
+  assert_int_equal(fc1->act, HK_ACT_GELU);
+  assert_int_equal(fc1->trans_b, 0);
+  assert_int_equal(ln->gamma, hkc_tensor_find(s, "g"));
+  assert_int_equal(ln->beta, hkc_tensor_find(s, "b"));
+  assert_float_equal(ln->eps, 1e-5f, 1e-12f);
+  assert_int_equal(s->n_outputs, 1);
+  assert_int_equal(s->outputs[0], hkc_tensor_find(s, "y"));
+  hkc_spec_destroy(s);
+}
+
+static void test_bert_layer_spec(void **state) {
+  (void)state;
+  hkc_spec_t *s = NULL;
+  hkc_diag_capture(diag, sizeof diag);
+  int rc = hkc_spec_load(hk_test_source_path("specs/bert_layer.yaml"), &s);
+  hkc_diag_capture(NULL, 0);
+  if (rc != 0) fail_msg("%s", diag);
+  assert_string_equal(diag, "");
+  assert_int_equal(s->dtype, HK_DTYPE_F16);
+  assert_int_equal(s->n_batch, 3);
+  assert_int_equal(s->batch_sizes[2], 32);
+  assert_int_equal(s->n_targets, 2);
+  assert_string_equal(s->targets[1], "sm_90");
+  assert_int_equal(s->n_dims, 4);
+  assert_string_equal(s->dims[1].name, "hidden");
+  assert_int_equal(s->dims[1].value, 768);
+  for (size_t i = 0; i < s->n_tensors; i++) assert_int_equal(s->tensors[i].dtype, HK_DTYPE_F16);
+  const hkc_tensor_t *qkv = tensor(s, "qkv"), *ctx = tensor(s, "ctx"), *f = tensor(s, "f");
+  assert_int_equal(dim_at(qkv, 2, 8), 3 * 768);
+  assert_int_equal(dim_at(tensor(s, "w_qkv"), 1, 8), 3 * 768);
+  assert_int_equal(ctx->rank, 3);
+  assert_int_equal(dim_at(ctx, 0, 8), 8);
+  assert_int_equal(dim_at(ctx, 1, 8), 128);
+  assert_int_equal(dim_at(ctx, 2, 8), 768);
+  assert_int_equal(dim_at(f, 2, 1), 3072);
+  assert_int_equal(hkc_tensor_elems(tensor(s, "y"), 32), 32 * 128 * 768);
+  assert_int_equal(s->n_nodes, 7);
+  const hkc_node_t *attn = &s->nodes[1];
+  assert_int_equal(attn->op, HK_OP_ATTENTION);
+  assert_int_equal(attn->n_in, 1);
+  assert_int_equal(attn->heads, 12);
+  assert_int_equal(attn->kv_heads, 12);
+  assert_int_equal(attn->causal, 0);
+  assert_int_equal(attn->has_scale, 0);
+  assert_float_equal(attn->scale, 0.125f, 1e-7f); /* 1/sqrt(768/12) */
+  assert_int_equal(s->nodes[2].residual, hkc_tensor_find(s, "x"));
+  assert_int_equal(s->nodes[5].residual, hkc_tensor_find(s, "h1"));
+  assert_float_equal(s->nodes[3].eps, 1e-12f, 1e-18f);
+  assert_int_equal(tensor(s, "y")->role, HK_ROLE_OUTPUT);
+  assert_int_equal(tensor(s, "h1")->role, HK_ROLE_INTERMEDIATE);
+  hkc_spec_destroy(s);
+}
+
+static void test_defaults_and_sorting_of_batch_sizes(void **state) {
+  (void)state;
+  hkc_spec_t *s = parse_ok(BASE RELU_GRAPH);
+  assert_int_equal(s->dtype, HK_DTYPE_F32); /* dtype absent: f32 */
+  assert_int_equal(s->n_targets, 1);        /* targets absent: [host] */
+  assert_string_equal(s->targets[0], "host");
+  assert_int_equal(s->fusion, HKC_FUSION_AUTO);
+  assert_int_equal(s->n_batch, 3); /* [4, 1, 4, 2] -> [1, 2, 4] */
+  assert_int_equal(s->batch_sizes[0], 1);
+  assert_int_equal(s->batch_sizes[1], 2);
+  assert_int_equal(s->batch_sizes[2], 4);
+  /* The unused params are warnings, not errors. */
+  assert_non_null(strstr(diag, "t.yaml:6:10: warning: tensor 'w' is never used"));
+  hkc_spec_destroy(s);
+}
+
+static void test_topological_order(void **state) {
+  (void)state;
+  /* Written consumers-first: sorted so producers come first. */
+  hkc_spec_t *s = parse_ok(BASE "graph:\n"
+                                "  - {name: c, op: add, in: [y2, y1], out: y3}\n"
+                                "  - {name: b, op: silu, in: [y1], out: y2}\n"
+                                "  - {name: a, op: relu, in: [x], out: y1}\n"
+                                "  - {name: z, op: softmax, in: [x], out: y4}\n"
+                                "outputs: [y3, y4]\n");
+  assert_int_equal(s->n_nodes, 4);
+  const char *order[] = {"a", "b", "c", "z"};
+  for (int i = 0; i < 4; i++) assert_string_equal(s->nodes[i].name, order[i]);
+  for (size_t j = 0; j < s->n_nodes; j++) {
+    const hkc_node_t *nd = &s->nodes[j];
+    for (int k = 0; k < nd->n_in; k++) assert_true(s->tensors[nd->in[k]].producer < (int)j);
+    assert_int_equal(s->tensors[nd->out].producer, (int)j);
+  }
+  /* Node outputs are stored after inputs and params, in node order. */
+  assert_int_equal(hkc_tensor_find(s, "y1"), 5);
+  assert_int_equal(hkc_tensor_find(s, "y4"), 8);
+  assert_int_equal(s->n_outputs, 2);
+  assert_int_equal(s->outputs[0], hkc_tensor_find(s, "y3"));
+  assert_int_equal(tensor(s, "y4")->role, HK_ROLE_OUTPUT);
+  assert_int_equal(tensor(s, "y1")->role, HK_ROLE_INTERMEDIATE);
+  hkc_spec_destroy(s);
+
+  /* An already sorted graph keeps its written order. */
+  s = parse_ok(BASE "graph:\n"
+                    "  - {name: p, op: relu, in: [x], out: y1}\n"
+                    "  - {name: q, op: gelu, in: [x], out: y2}\n"
+                    "  - {name: r, op: mul, in: [y1, y2], out: y3}\n"
+                    "outputs: [y3]\n");
+  assert_string_equal(s->nodes[0].name, "p");
+  assert_string_equal(s->nodes[1].name, "q");
+  assert_string_equal(s->nodes[2].name, "r");
+  hkc_spec_destroy(s);
+}
+
+static void test_expressions_broadcast_and_attributes(void **state) {
+  (void)state;
+  hkc_spec_t *s = parse_ok("hkc: 1\nname: ops-1.0\ndtype: bf16\nbatch_sizes: [2]\n"
+                           "dims: {heads: 4, kvh: 2, dh: 8, hid: heads*dh, kvw: kvh*dh}\n"
+                           "targets: [host, gfx90a, 'gfx90a:xnack-', sm_90a]\n"
+                           "inputs: {x: [batch, 3, hid], m: [1, 1, hid], t: [\"batch*3\", hid]}\n"
+                           "params: {wk: [kvw, hid], wv: [kvw, hid], s: [hid], one: [1]}\n"
+                           "graph:\n"
+                           "  - {name: k, op: gemm, in: [x, wk], trans_b: true, out: kk}\n"
+                           "  - {name: v, op: gemm, in: [x, wv], trans_b: true, act: gelu_tanh, out: vv}\n"
+                           "  - {name: at, op: attention, in: [x, kk, vv], heads: heads, kv_heads: kvh, causal: true,"
+                           " scale: 0.5, out: o}\n"
+                           "  - {name: b1, op: add, in: [m, o], out: o1}\n"
+                           "  - {name: b2, op: mul, in: [s, o1], out: o2}\n"
+                           "  - {name: b3, op: mul, in: [o2, one], out: o3}\n"
+                           "  - {name: rn, op: rmsnorm, in: [o3], gamma: s, out: o4}\n"
+                           "  - {name: n2, op: add, in: [t, t], out: o5}\n"
+                           "outputs: [o4, o5]\n"
+                           "fusion: {groups: [[b2, b1], [rn]]}\n");
+  assert_int_equal(s->dtype, HK_DTYPE_BF16);
+  assert_int_equal(s->dims[3].value, 32); /* hid = heads*dh */
+  assert_int_equal(s->n_targets, 4);
+  assert_string_equal(s->targets[2], "gfx90a:xnack-");
+  const hkc_tensor_t *kk = tensor(s, "kk"), *t = tensor(s, "t");
+  assert_int_equal(dim_at(kk, 2, 2), 16); /* [N, K] weight: N = kvh*dh */
+  assert_true(t->dims[0].mul == 3 && t->dims[0].add == 0);
+  assert_int_equal(s->nodes[0].trans_b, 1);
+  assert_int_equal(s->nodes[1].act, HK_ACT_GELU_TANH);
+  const hkc_node_t *at = &s->nodes[2];
+  assert_int_equal(at->n_in, 3);
+  assert_int_equal(at->heads, 4);
+  assert_int_equal(at->kv_heads, 2);
+  assert_int_equal(at->causal, 1);
+  assert_int_equal(at->has_scale, 1);
+  assert_float_equal(at->scale, 0.5f, 0);
+  assert_int_equal(dim_at(tensor(s, "o"), 2, 2), 32);
+  /* Broadcasts: [1,1,hid] + [b,3,hid] -> [b,3,hid]; [hid] * that; [..] * [1] keeps rank 3. */
+  const char *same[] = {"o1", "o2", "o3", "o4"};
+  for (int i = 0; i < 4; i++) {
+    const hkc_tensor_t *o = tensor(s, same[i]);
+    assert_int_equal(o->rank, 3);
+    assert_true(o->dims[0].mul == 1 && dim_at(o, 1, 2) == 3 && dim_at(o, 2, 2) == 32);
+  }
+  assert_int_equal(s->nodes[6].op, HK_OP_RMSNORM);
+  assert_float_equal(s->nodes[6].eps, 1e-5f, 0); /* default */
+  assert_int_equal(s->nodes[6].beta, HKC_NONE);
+  assert_int_equal(s->fusion, HKC_FUSION_GROUPS);
+  assert_int_equal(s->n_groups, 2);
+  assert_int_equal(s->group_sizes[0], 2);
+  assert_int_equal(s->groups[0][0], 4); /* b2, then b1: as written, as node indices */
+  assert_int_equal(s->groups[0][1], 3);
+  assert_int_equal(s->groups[1][0], 6);
+  hkc_spec_destroy(s);
+
+  /* A broadcast that pads the rank: [1, 1, 1, d] + [batch, d] -> [1, batch, 1?] no: -> [1, 1, batch, d] */
+  s = parse_ok("hkc: 1\nname: t\nbatch_sizes: [3]\ninputs: {a: [1, 1, 1, 5], c: [batch, 5]}\n"
+               "graph:\n  - {name: n, op: add, in: [a, c], out: y}\noutputs: [y]\nfusion: none\n");
+  const hkc_tensor_t *y = tensor(s, "y");
+  assert_int_equal(y->rank, 4);
+  assert_int_equal(dim_at(y, 0, 3), 1);
+  assert_int_equal(dim_at(y, 1, 3), 1);
+  assert_int_equal(dim_at(y, 2, 3), 3);
+  assert_int_equal(s->fusion, HKC_FUSION_NONE);
+  hkc_spec_destroy(s);
+}
+
+static void test_helpers(void **state) {
+  (void)state;
+  assert_int_equal(hkc_dtype_size(HK_DTYPE_F32), 4);
+  assert_int_equal(hkc_dtype_size(HK_DTYPE_F16), 2);
+  assert_int_equal(hkc_dtype_size(HK_DTYPE_BF16), 2);
+  assert_string_equal(hkc_dtype_name(HK_DTYPE_BF16), "bf16");
+  assert_string_equal(hkc_op_name(HK_OP_ATTENTION), "attention");
+  assert_string_equal(hkc_op_name(HK_OP_RMSNORM), "rmsnorm");
+  assert_string_equal(hkc_op_name(HK_OP_COUNT_), "?");
+  assert_string_equal(hkc_act_name(HK_ACT_GELU_TANH), "gelu_tanh");
+  assert_string_equal(hkc_act_name(HK_ACT_NONE), "none");
+  hkc_spec_destroy(NULL);
+  hkc_spec_t *s = parse_ok(BASE RELU_GRAPH);
+  assert_int_equal(hkc_tensor_find(s, "nope"), HKC_NONE);
+  assert_int_equal(hkc_tensor_find(s, "x"), 0);
+  hkc_tensor_t big = {.rank = 2, .dims = {{0, INT64_MAX / 2}, {1, 0}}};
+  assert_int_equal(hkc_tensor_elems(&big, 4), -1); /* overflow */
+  hkc_spec_destroy(s);
+}
+
+/* ---- errors, one class at a time ------------------------------------------------------------ */
+static void test_unknown_keys(void **state) {
+  (void)state;
+  expect_error_at(BASE "grph: 1\n" RELU_GRAPH, 7, 1, "unknown key 'grph'", "valid keys: hkc, name, dtype, batch_sizes");
+  expect_error_on(BASE "graph:\n  - {name: a, op: relu, in: [x], out: y, eps: 1}\noutputs: [y]\n", 8, "eps",
+                  "unknown key 'eps' for op 'relu'", "(valid keys: name, op, in, out)");
+  expect_error_on(BASE "graph:\n  - {name: a, op: gemm, in: [x, w], gamma: g, out: y}\noutputs: [y]\n", 8, "gamma",
+                  "unknown key 'gamma' for op 'gemm'", "valid keys: name, op, in, out, bias, residual, act, trans_b");
+  expect_error_on(BASE RELU_GRAPH "fusion: {group: [[a]]}\n", 10, "group", "unknown key 'group' in 'fusion'",
+                  "valid keys: groups");
+}
+
+static void test_missing_keys(void **state) {
+  (void)state;
+  expect_error_at(BASE "graph:\n  - {name: a, op: relu, in: [x], out: y}\n", 1, 1, "missing required key 'outputs'",
+                  NULL);
+  expect_error_at("hkc: 1\nbatch_sizes: [1]\n", 1, 1, "missing required key 'name'", NULL);
+  expect_error_on(BASE "graph:\n  - {name: a, op: relu, in: [x]}\noutputs: [y]\n", 8, "{",
+                  "node 'a': missing required key 'out'", NULL);
+  expect_error_on(BASE "graph:\n  - name: a\n    in: [x]\n    out: y\noutputs: [y]\n", 8, "name",
+                  "node 'a': missing required key 'op'", NULL);
+  expect_error_on(BASE "graph:\n  - {name: a, op: attention, in: [x], out: y}\noutputs: [y]\n", 8, "{",
+                  "missing required key 'heads'", NULL);
+  expect_error_on(BASE "graph:\n  - {name: a, op: layernorm, in: [x], gamma: g, out: y}\noutputs: [y]\n", 8, "{",
+                  "missing required key 'beta'", NULL);
+}
+
+static void test_undefined_tensor(void **state) {
+  (void)state;
+  expect_error_on(BASE "graph:\n  - {name: a, op: relu, in: [nope], out: y}\noutputs: [y]\n", 8, "nope",
+                  "undefined tensor 'nope'", "node 'a'");
+  expect_error_on(BASE "graph:\n  - {name: a, op: gemm, in: [x, w], bias: bb, out: y}\noutputs: [y]\n", 8, "bb",
+                  "undefined tensor 'bb' in 'bias'", NULL);
+}
+
+static void test_shape_mismatch(void **state) {
+  (void)state;
+  expect_error_on(BASE "graph:\n  - {name: a, op: gemm, in: [x, v], out: y}\noutputs: [y]\n", 8, "v]",
+                  "shape mismatch: gemm A 'x' [batch, 8] and B 'v' [4, 16]", "K");
+  expect_error_on(BASE "graph:\n  - {name: a, op: gemm, in: [x, w], trans_b: true, out: y}\noutputs: [y]\n", 8, "w]",
+                  "B 'w' [8, 16] (trans_b)", "shape mismatch");
+  expect_error_on(BASE "graph:\n  - {name: a, op: gemm, in: [x, bias], out: y}\noutputs: [y]\n", 8, "bias]",
+                  "B 'bias' must be 2-D [K, N], got [16]", NULL);
+  expect_error_on(BASE "graph:\n  - {name: a, op: gemm, in: [x, w], bias: g, out: y}\noutputs: [y]\n", 8, "bias: |g",
+                  "shape mismatch: bias 'g' is [8], expected [16]", NULL);
+  expect_error_on(BASE "graph:\n  - {name: a, op: gemm, in: [x, w], residual: x, out: y}\noutputs: [y]\n", 8,
+                  "residual: |x", "residual 'x' is [batch, 8], the output is [batch, 16]", NULL);
+  expect_error_on(BASE "graph:\n  - {name: a, op: add, in: [x, w], out: y}\noutputs: [y]\n", 8, "w]",
+                  "cannot broadcast 'x' [batch, 8] with 'w' [8, 16]", NULL);
+  expect_error_on(BASE "graph:\n  - {name: a, op: layernorm, in: [x], gamma: bias, beta: g, out: y}\noutputs: [y]\n",
+                  8, "bias", "gamma 'bias' is [16], expected [8]", "last dim of 'x' [batch, 8]");
+  expect_error_on(BASE "graph:\n  - {name: a, op: layernorm, in: [x], gamma: g, beta: bias, out: y}\noutputs: [y]\n",
+                  8, "bias", "beta 'bias' is [16], expected [8]", NULL);
+}
+
+#define QKV "hkc: 1\nname: t\nbatch_sizes: [1]\ndims: {s: 4}\ninputs: {x: [batch, s, 24], q: [batch, s, 8]}\n"
+static void test_attention_shapes(void **state) {
+  (void)state;
+#define ATT(in, extra) QKV "graph:\n  - {name: a, op: attention, in: " in ", heads: " extra ", out: y}\noutputs: [y]\n"
+  expect_error_on(ATT("[x]", "5"), 7, "x]", "packed qkv 'x' [batch, 4, 24]",
+                  "not divisible by heads + 2*kv_heads = 15");
+  expect_error_on(ATT("[x, x, x]", "5"), 7, "x,", "q 'x' [batch, 4, 24]", "not divisible by heads = 5");
+  expect_error_on(ATT("[x]", "4, kv_heads: 3"), 7, "3", "kv_heads (3) must divide heads (4)", NULL);
+  expect_error_on(ATT("[x]", "0"), 7, "0", "must be positive", NULL);
+  expect_error_on(ATT("[x]", "s*batch"), 7, "s*batch", "'heads' must be a positive integer", "not depend on batch");
+  expect_error_on(ATT("[x, q, q]", "2"), 7, "q,", "k 'q' is [batch, 4, 8]", "kv_heads*head_dim = 2*12");
+  expect_error_on(QKV "params: {w: [8, 8]}\ngraph:\n  - {name: a, op: attention, in: [x, w, x], heads: 1, out: y}\n"
+                      "outputs: [y]\n",
+                  8, "w,", "attention input 'w' must be 3-D", NULL);
+  expect_error_on("hkc: 1\nname: t\nbatch_sizes: [1]\ninputs: {q: [batch, 4, 8], k: [batch, 6, 8], v: [batch, 5, 8]}\n"
+                  "graph:\n  - {name: a, op: attention, in: [q, k, v], heads: 2, out: y}\noutputs: [y]\n",
+                  6, "v]", "k 'k' [batch, 6, 8] and v 'v' [batch, 5, 8] have different lengths", NULL);
+  expect_error_on("hkc: 1\nname: t\nbatch_sizes: [1]\ninputs: {q: [batch, 4, 8], k: [2, 6, 4], v: [2, 6, 4]}\n"
+                  "graph:\n  - {name: a, op: attention, in: [q, k, v], heads: 2, out: y}\noutputs: [y]\n",
+                  6, "k,", "batch dims differ", NULL);
+  /* Packed qkv with grouped-query heads: 4 q heads + 2*2 kv heads of 3 = 24 columns. */
+  hkc_spec_t *s = parse_ok(ATT("[x]", "4, kv_heads: 2"));
+  assert_int_equal(s->nodes[0].kv_heads, 2);
+  assert_int_equal(hkc_dim_value(tensor(s, "y")->dims[2], 1), 12);
+  assert_float_equal(s->nodes[0].scale, 1.0f / sqrtf(3.0f), 1e-6f);
+  hkc_spec_destroy(s);
+#undef ATT
+}
+#undef QKV
+
+static void test_cycles(void **state) {
+  (void)state;
+  expect_error_on(BASE "graph:\n  - {name: a, op: add, in: [x, z], out: y}\n  - {name: b, op: relu, in: [y], out: z}\n"
+                       "outputs: [y]\n",
+                  8, "{", "graph has a cycle through node 'a'", "(a -> b -> a;");
+  expect_error_on(BASE "graph:\n  - {name: a, op: relu, in: [y], out: y}\noutputs: [y]\n", 8, "{",
+                  "cycle through node 'a' (a -> a;", NULL);
+  /* A node downstream of a cycle is not named as being in it. */
+  expect_error_on(BASE "graph:\n  - {name: d, op: relu, in: [p], out: q}\n  - {name: b, op: relu, in: [r], out: p}\n"
+                       "  - {name: c, op: relu, in: [p], out: r}\noutputs: [q]\n",
+                  9, "{", "cycle through node 'b' (b -> c -> b;", NULL);
+}
+
+static void test_duplicates(void **state) {
+  (void)state;
+  expect_error_on(BASE "graph:\n  - {name: a, op: relu, in: [x], out: y}\n  - {name: a, op: relu, in: [y], out: z}\n"
+                       "outputs: [z]\n",
+                  9, "a,", "duplicate node name 'a' (first at 8:12)", NULL);
+  expect_error_on(BASE "graph:\n  - {name: a, op: relu, in: [x], out: x}\noutputs: [x]\n", 8, "x}",
+                  "duplicate tensor name 'x'", "declared at 5:10");
+  expect_error_on(BASE "graph:\n  - {name: a, op: relu, in: [x], out: y}\n  - {name: b, op: relu, in: [x], out: y}\n"
+                       "outputs: [y]\n",
+                  9, "y}", "duplicate tensor name 'y': also written by node 'a' at 8:39", NULL);
+  expect_error_on("hkc: 1\nname: t\nbatch_sizes: [1]\ninputs: {x: [4]}\nparams: {x: [4]}\n" RELU_GRAPH, 5, "x",
+                  "duplicate tensor name 'x' (first declared at 4:10)", NULL);
+  expect_error_at("hkc: 1\nname: t\nname: u\n", 3, 1, "duplicate key 'name' (first given at 2:1)", NULL);
+  expect_error_on("hkc: 1\nname: t\nbatch_sizes: [1]\ndims: {d: 1, d: 2}\n", 4, ", |d", "duplicate dim 'd'",
+                  "(first declared at 4:8)");
+  expect_error_on(BASE "graph:\n  - {name: a, op: relu, in: [x], out: y, out: z}\noutputs: [y]\n", 8, "out: z",
+                  "duplicate key 'out' (first given at 8:34)", NULL);
+  expect_error_on(BASE "graph:\n  - {name: a, op: relu, in: [x], out: y}\noutputs: [y, y]\n", 9, ", |y",
+                  "duplicate output 'y'", NULL);
+  expect_error_on(BASE "targets: [host, host]\n" RELU_GRAPH, 7, ", |host", "duplicate target 'host'", NULL);
+}
+
+#define HEAD3 "hkc: 1\nname: t\nbatch_sizes: [1]\n"
+#define TAIL_X "graph:\n  - {name: a, op: relu, in: [x], out: y}\noutputs: [y]\n"
+static void test_bad_dims(void **state) {
+  (void)state;
+  expect_error_on(HEAD3 "dims: {d: 0}\n", 4, "0", "must be positive", NULL);
+  expect_error_on(HEAD3 "dims: {d: -3}\n", 4, "-3", "must be positive", NULL);
+  expect_error_on(HEAD3 "dims: {d: 2.5}\n", 4, "2.5", "not an integer", NULL);
+  expect_error_on(HEAD3 "dims: {d: batch}\n", 4, "batch", "dim 'd' must not depend on batch", NULL);
+  expect_error_on(HEAD3 "dims: {batch: 2}\n", 4, "batch", "'batch' is the symbolic batch size", NULL);
+  expect_error_on(HEAD3 "dims: {2d: 2}\n", 4, "2d", "'2d' is not a valid dim name", NULL);
+  expect_error_on(HEAD3 "dims: {a: b, b: 2}\n", 4, "b,", "unknown dim 'b'", NULL); /* only earlier dims */
+  expect_error_on(HEAD3 "dims: {d: 8}\ninputs: {x: [batch, d/3]}\n" TAIL_X, 5, "d|/3",
+                  "inexact division: 8 is not divisible by 3", NULL);
+  /* In a quoted scalar the column still points into the expression. */
+  expect_error_on(HEAD3 "dims: {d: 8}\ninputs: {x: [batch, \"d/3\"]}\n" TAIL_X, 5, "d|/3", "inexact division", NULL);
+  expect_error_on(HEAD3 "inputs: {x: [batch, e]}\n" TAIL_X, 4, "e]", "unknown dim 'e'", NULL);
+  expect_error_on(HEAD3 "inputs: {x: []}\n" TAIL_X, 4, "[]", "must have 1 to 6 dims, got 0", NULL);
+  expect_error_on(HEAD3 "inputs: {x: [1,2,3,4,5,6,7]}\n" TAIL_X, 4, "[1", "must have 1 to 6 dims, got 7", NULL);
+  expect_error_on(HEAD3 "inputs: {x: [batch*1000000000, 1000000000]}\n" TAIL_X, 4, "x", "too large at batch 1",
+                  NULL);
+}
+
+static void test_bad_values(void **state) {
+  (void)state;
+  expect_error_on("hkc: 1\nname: t\ndtype: f64\n", 3, "f64", "unknown dtype 'f64' (expected f32, f16 or bf16)", NULL);
+  expect_error_on(BASE "graph:\n  - {name: a, op: conv, in: [x], out: y}\noutputs: [y]\n", 8, "conv",
+                  "unknown op 'conv'", "gemm, add");
+  expect_error_on(BASE "graph:\n  - {name: a, op: gemm, in: [x, w], act: tanh, out: y}\noutputs: [y]\n", 8, "tanh",
+                  "unknown act 'tanh'", NULL);
+  expect_error_on(BASE "graph:\n  - {name: a, op: gemm, in: [x, w], trans_b: yes, out: y}\noutputs: [y]\n", 8, "yes",
+                  "expected true or false for 'trans_b', got 'yes'", NULL);
+  expect_error_on(BASE "graph:\n  - {name: a, op: rmsnorm, in: [x], gamma: g, eps: tiny, out: y}\noutputs: [y]\n", 8,
+                  "tiny", "expected a finite number for 'eps'", NULL);
+  expect_error_on(BASE "graph:\n  - {name: a, op: rmsnorm, in: [x], gamma: g, eps: -1, out: y}\noutputs: [y]\n", 8,
+                  "-1", "'eps' must not be negative", NULL);
+  expect_error_on(BASE "graph:\n  - {name: a, op: gemm, in: [x], out: y}\noutputs: [y]\n", 8, "[x]",
+                  "op 'gemm' takes 2 inputs in 'in', got 1", NULL);
+  expect_error_on(BASE "graph:\n  - {name: a, op: attention, in: [x, x], heads: 1, out: y}\noutputs: [y]\n", 8, "[x",
+                  "takes 1 (packed qkv) or 3 (q, k, v) inputs", NULL);
+  expect_error_on("hkc: 2\n", 1, "2", "unsupported spec format version 2 (this hkc reads version 1)", NULL);
+  expect_error_on("hkc: one\n", 1, "one", "expected an integer for 'hkc', got 'one'", NULL);
+  expect_error_on("hkc: 1\nname: t\nbatch_sizes: [1, 0]\n", 3, "0", "'batch_sizes' must be between 1 and", NULL);
+  expect_error_on("hkc: 1\nname: t\nbatch_sizes: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 1, 17]\n", 3,
+                  "17", "too many batch sizes (at most 16)", NULL);
+  expect_error_on("hkc: 1\nname: t\nbatch_sizes: []\n", 3, "[]", "'batch_sizes' is empty", NULL);
+  expect_error_on("hkc: 1\nname: a b\n", 2, "a b", "invalid spec name 'a b'", NULL);
+  expect_error_on(BASE "graph:\n  - {name: a-b, op: relu, in: [x], out: y}\noutputs: [y]\n", 8, "a-b",
+                  "'a-b' is not a valid node name", NULL);
+  expect_error_on(BASE "targets: [\"cuda 12\"]\n" RELU_GRAPH, 7, "\"cuda", "invalid target name 'cuda 12'", NULL);
+  expect_error_on(BASE "targets: []\n" RELU_GRAPH, 7, "[]", "'targets' is empty", NULL);
+  expect_error_on(BASE RELU_GRAPH "fusion: greedy\n", 10, "greedy", "unknown fusion mode 'greedy'", NULL);
+}
+
+static void test_empty_graph(void **state) {
+  (void)state;
+  expect_error_on(BASE "graph: []\noutputs: []\n", 7, "[]", "empty graph", NULL);
+  expect_error_on(BASE "graph:\n  - {name: a, op: relu, in: [x], out: y}\noutputs: []\n", 9, "[]",
+                  "'outputs' is empty", NULL);
+  expect_error_on(HEAD3 "inputs: {}\n", 4, "{}", "'inputs' is empty", NULL);
+}
+
+static void test_outputs(void **state) {
+  (void)state;
+  expect_error_on(BASE "graph:\n  - {name: a, op: relu, in: [x], out: y}\noutputs: [y, zz]\n", 9, "zz",
+                  "output 'zz' is never produced", NULL);
+  expect_error_on(BASE "graph:\n  - {name: a, op: relu, in: [x], out: y}\noutputs: [x]\n", 9, "x",
+                  "graph input 'x' cannot be a graph output", NULL);
+  expect_error_on(BASE "graph:\n  - {name: a, op: relu, in: [x], out: y}\noutputs: [w]\n", 9, "w",
+                  "param 'w' cannot be a graph output", NULL);
+}
+
+static void test_unused_tensor_warning(void **state) {
+  (void)state;
+  hkc_spec_t *s = parse_ok(BASE "graph:\n  - {name: a, op: relu, in: [x], out: y}\n"
+                                "  - {name: b, op: gelu, in: [x], out: z}\noutputs: [y]\n");
+  assert_non_null(strstr(diag, "t.yaml:9:39: warning: tensor 'z' is never used and is not an output"));
+  assert_null(strstr(diag, "tensor 'y' is never used"));
+  assert_int_equal(tensor(s, "z")->role, HK_ROLE_INTERMEDIATE);
+  hkc_spec_destroy(s);
+}
+
+static void test_fusion_groups(void **state) {
+  (void)state;
+#define TWO BASE "graph:\n  - {name: a, op: relu, in: [x], out: y}\n  - {name: b, op: gelu, in: [y], out: z}\noutputs: [z]\n"
+  expect_error_on(TWO "fusion: {groups: [[a, c]]}\n", 11, "c]", "fusion group names unknown node 'c'", NULL);
+  expect_error_on(TWO "fusion: {groups: [[a, b], [b]]}\n", 11, "[|b]]",
+                  "node 'b' is in more than one fusion group (first at 11:23)", NULL);
+  expect_error_on(TWO "fusion: {groups: [[]]}\n", 11, "[|[]", "empty fusion group", NULL);
+  expect_error_on(TWO "fusion: {groups: [a, b]}\n", 11, "a,", "expected a list of node names for 'groups', got 'a'",
+                  NULL);
+  expect_error_on(TWO "fusion: {}\n", 11, "{}", "fusion: missing required key 'groups'", NULL);
+#undef TWO
+}
+
+static void test_yaml_syntax_error(void **state) {
+  (void)state;
+  expect_error_at("hkc: 1\nname: [unclosed\n", 3, 1, "YAML syntax error: did not find expected ',' or ']'",
+                  "while parsing a flow sequence at 2:7");
+  expect_error_on("hkc: 1\n  name: t\n", 2, ":", "YAML syntax error: mapping values are not allowed", NULL);
+  expect_error_on("hkc: 1\nname: \"t\\q\"\n", 2, "\\q", "YAML syntax error", "escape");
+  expect_error_on("a: &x 1\nb: *x\n", 2, "*x", "YAML aliases (*x) are not supported", NULL);
+  expect_error_at("hkc: 1\n---\nhkc: 1\n", 2, 1, "one YAML document", NULL);
+  expect_error_on("hkc: 1\nname: \"a\\0b\"\n", 2, "\"", "NUL character", NULL);
+  /* Invalid UTF-8 is a reader error: it has a byte offset, not a line. */
+  hkc_spec_t *s = parse("hkc: 1\nname: \xff\n");
+  assert_null(s);
+  assert_non_null(strstr(diag, "t.yaml: YAML error at byte 13: invalid leading UTF-8 octet"));
+  /* Deep nesting stops at the tree's depth limit (64 levels). */
+  char deep[300];
+  memset(deep, '[', 200);
+  deep[200] = '\0';
+  expect_error_at(deep, 1, 65, "YAML nested too deeply", NULL);
+}
+
+static void test_wrong_node_types(void **state) {
+  (void)state;
+  expect_error_on("hkc: 1\nname: t\nbatch_sizes: {a: 1}\n", 3, "{",
+                  "expected a list of batch sizes for 'batch_sizes', got a map", NULL);
+  expect_error_on("hkc: 1\nname: [t]\n", 2, "[", "expected a string for 'name', got a list", NULL);
+  expect_error_at("hkc: 1\nname:\nbatch_sizes: [1]\n", 2, 6, "expected a string for 'name', got nothing (null)", NULL);
+  expect_error_on(BASE "graph: {a: 1}\n", 7, "{", "expected a list of nodes for 'graph', got a map", NULL);
+  expect_error_on(BASE "graph:\n  - relu\n", 8, "relu", "expected a node map", "got 'relu'");
+  expect_error_on(BASE "graph:\n  - {name: a, op: relu, in: x, out: y}\noutputs: [y]\n", 8, "x,",
+                  "expected a list of tensor names for 'in', got 'x'", NULL);
+  expect_error_on(BASE "graph:\n  - {name: a, op: relu, in: [[x]], out: y}\noutputs: [y]\n", 8, "[|[x]",
+                  "expected a name for 'tensor', got a list", NULL);
+  expect_error_on(HEAD3 "inputs: {x: batch}\n", 4, "batch", "expected a shape list", NULL);
+  expect_error_on(HEAD3 "inputs: {x: [[1]]}\n", 4, "[|[1]", "expected a dimension", NULL);
+  expect_error_on(HEAD3 "inputs: [x]\n", 4, "[", "expected a map of tensor names to shapes", NULL);
+  expect_error_at("hkc: 1\n[a]: 1\n", 2, 1, "map keys must be strings, got a list", NULL);
+  expect_error_at("- 1\n", 1, 1, "a spec must be a map", NULL);
+  hkc_spec_t *s = parse("# nothing here\n");
+  assert_null(s);
+  assert_non_null(strstr(diag, "t.yaml: empty spec"));
+}
+
+static void test_missing_file(void **state) {
+  (void)state;
+  hkc_spec_t *s = (hkc_spec_t *)(uintptr_t)1;
+  hkc_diag_capture(diag, sizeof diag);
+  assert_int_equal(hkc_spec_load("/nonexistent/dir/m.yaml", &s), -1);
+  hkc_diag_capture(NULL, 0);
+  assert_null(s);
+  assert_string_equal(diag, "/nonexistent/dir/m.yaml: No such file or directory\n");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_mlp_spec),
+      cmocka_unit_test(test_bert_layer_spec),
+      cmocka_unit_test(test_defaults_and_sorting_of_batch_sizes),
+      cmocka_unit_test(test_topological_order),
+      cmocka_unit_test(test_expressions_broadcast_and_attributes),
+      cmocka_unit_test(test_helpers),
+      cmocka_unit_test(test_unknown_keys),
+      cmocka_unit_test(test_missing_keys),
+      cmocka_unit_test(test_undefined_tensor),
+      cmocka_unit_test(test_shape_mismatch),
+      cmocka_unit_test(test_attention_shapes),
+      cmocka_unit_test(test_cycles),
+      cmocka_unit_test(test_duplicates),
+      cmocka_unit_test(test_bad_dims),
+      cmocka_unit_test(test_bad_values),
+      cmocka_unit_test(test_empty_graph),
+      cmocka_unit_test(test_outputs),
+      cmocka_unit_test(test_unused_tensor_warning),
+      cmocka_unit_test(test_fusion_groups),
+      cmocka_unit_test(test_yaml_syntax_error),
+      cmocka_unit_test(test_wrong_node_types),
+      cmocka_unit_test(test_missing_file),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
