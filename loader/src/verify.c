@@ -141,6 +141,11 @@ static hk_status_t verify_sections(hk_pack_view_t *v) {
     CHECK(s->offset >= prev_end, "section %u (%s) at %llu overlaps the header or the previous section (ends at %llu); "
           "sections must be stored in increasing offset order", i, kn, (unsigned long long)s->offset,
           (unsigned long long)prev_end);
+    /* Padding before this section (after the table or the previous section) is zero,
+     * so that no byte of a valid file escapes verification. */
+    uint64_t gap = prev_end > table_end || s->offset < table_end ? prev_end : table_end;
+    for (uint64_t b = gap; b < s->offset; b++)
+      CHECK(v->base[b] == 0, "section %u (%s): padding byte at %llu is not zero", i, kn, (unsigned long long)b);
     uint64_t end = s->offset + s->size;
     CHECK(s->size == 0 || end <= h->section_table_offset || s->offset >= table_end,
           "section %u (%s) [%llu, %llu) overlaps the section table", i, kn, (unsigned long long)s->offset,
@@ -153,6 +158,8 @@ static hk_status_t verify_sections(hk_pack_view_t *v) {
     CHECK(cs == s->checksum, "section %u (%s): checksum mismatch (stored %016llx, computed %016llx)", i, kn,
           (unsigned long long)s->checksum, (unsigned long long)cs);
   }
+  for (uint64_t b = prev_end > table_end ? prev_end : table_end; b < v->size; b++)
+    CHECK(v->base[b] == 0, "trailing byte at %llu (after the last section) is not zero", (unsigned long long)b);
   return HK_OK;
 }
 
