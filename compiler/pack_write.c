@@ -379,7 +379,13 @@ static int compress_code(builder_t *b) {
       hkc_error(NOLOC, "cannot write the artifact: out of memory compressing target %s", to->name);
       return -1;
     }
-    size_t n = ZSTD_compress(b->code[t], bound, to->code_size ? to->code : "", to->code_size, level);
+    /* One frame with its content size and a content checksum, so damage inside the
+     * compressed payload is caught at decompression, before the object is loaded. */
+    ZSTD_CCtx *cctx = ZSTD_createCCtx();
+    size_t n = cctx ? ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level) : (size_t)-1;
+    if (!ZSTD_isError(n)) n = ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+    if (!ZSTD_isError(n)) n = ZSTD_compress2(cctx, b->code[t], bound, to->code_size ? to->code : "", to->code_size);
+    ZSTD_freeCCtx(cctx);
     if (ZSTD_isError(n)) {
       hkc_error(NOLOC, "cannot write the artifact: zstd failed on target %s: %s", to->name, ZSTD_getErrorName(n));
       return -1;
