@@ -545,7 +545,40 @@ static void test_open_arguments(void **ts) {
   assert_string_equal(hk_status_string((hk_status_t)99), "UNKNOWN_STATUS");
 }
 
+/* Seed corpus for tests/fuzz/fuzz_pack: valid packs and damaged variants, written to
+ * $HK_WRITE_FUZZ_CORPUS instead of running the tests. */
+static int write_corpus(const char *dir) {
+  state_t *st;
+  if (setup((void **)&st) != 0) return 1;
+  struct { const char *name; size_t cut; int flip; int one_target; int major; } seeds[] = {
+      {"valid_two_targets", 0, -1, 0, 0}, {"valid_host_only", 0, -1, 1, 0}, {"truncated_100", 100, -1, 0, 0},
+      {"truncated_700", 700, -1, 0, 0},   {"flipped_900", 0, 900, 0, 0},    {"version_2", 0, -1, 0, 2},
+  };
+  for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
+    st->fx.in.n_targets = seeds[i].one_target ? 1 : 2;
+    void *data;
+    size_t size;
+    if (hkc_pack_write_memory(&st->fx.in, &data, &size) != 0) return 1;
+    uint8_t *b = data;
+    if (seeds[i].cut) size = seeds[i].cut;
+    if (seeds[i].flip >= 0) b[seeds[i].flip] ^= 0x10;
+    if (seeds[i].major) {
+      ((hk_pack_header_t *)b)->version_major = (uint16_t)seeds[i].major;
+      hk_test_refix(b, size);
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, seeds[i].name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(b, 1, size, f) != size) return 1;
+    fclose(f);
+    free(data);
+  }
+  teardown((void **)&st);
+  return 0;
+}
+
 int main(void) {
+  if (getenv("HK_WRITE_FUZZ_CORPUS")) return write_corpus(getenv("HK_WRITE_FUZZ_CORPUS"));
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_roundtrip_memory, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unaligned_memory_is_copied, setup, teardown),
