@@ -1,0 +1,88 @@
+/*
+ * backend.h -- the interface every execution backend implements.
+ *
+ * A backend is a static const hk_backend_t (a table of function pointers). Its
+ * module and session state structs start with the common bases below, so the
+ * generic code (pack.c, session.c) can hold them without knowing the backend.
+ * Only the host backend exists today; HIP and CUDA slot in as backend_hip.c and
+ * backend_cuda.c plus one line each in hk_backends[] (backend.c order = preference).
+ *
+ * Ownership: modules are created by module_load and cached in the pack (one per
+ * target, shared by that target's sessions) until hk_pack_destroy calls module_unload.
+ * Backend sessions belong to one hk_session_t.
+ */
+#ifndef HK_BACKEND_H
+#define HK_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hk/hkrt.h"
+#include "pack_internal.h"
+
+typedef struct hk_backend hk_backend_t;
+
+/* Common base of every backend's loaded code object. */
+typedef struct hk_module {
+  const hk_backend_t *backend;
+  const hk_allocator_t *allocator; /* the pack's */
+  uint32_t target;                 /* index in the pack */
+  uint32_t kernel_count;           /* the target's kernels; launches use target-local indices */
+} hk_module_t;
+
+/* One kernel launch, prepared once per session. args[i] points at the value of
+ * argument i (CUDA kernelParams convention); the pointed-to storage belongs to the
+ * session and may change between runs (rebinding), the array itself does not. */
+typedef struct hk_launch_desc {
+  uint32_t kernel; /* target-local kernel index (< module->kernel_count) */
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t shared_bytes;
+  void **args;
+  uint32_t arg_count;
+} hk_launch_desc_t;
+
+/* Common base of every backend's per-session state. */
+typedef struct hk_backend_session {
+  const hk_backend_t *backend;
+  hk_module_t *module;
+  void *workspace;                   /* where intermediates live (device memory on GPUs); NULL if 0 bytes */
+  uint64_t workspace_bytes;
+  const hk_launch_desc_t *launches;  /* borrowed from the session, in a topological order */
+  uint32_t launch_count;
+} hk_backend_session_t;
+
+struct hk_backend {
+  const char *name;           /* "host", "hip", "cuda" */
+  hk_target_kind_t kind;
+  /* Whether this backend can run anything on this machine (driver present, device found).
+   * Cheap after the first call. */
+  bool (*available)(void);
+  /* Whether a target of this kind with this name/features runs here. */
+  bool (*runs_target)(const char *name, const char *features);
+  /* Names of the targets this machine runs, for error messages ("host-x86_64"). */
+  void (*describe)(char *out, size_t size);
+  /* Loads a code object (owned by the caller; may be freed after return) and resolves
+   * every kernel of the target. Errors: CORRUPT (bad object, missing symbol), UNAVAILABLE,
+   * OUT_OF_MEMORY, DRIVER. */
+  hk_status_t (*module_load)(const hk_pack_view_t *view, uint32_t target, const hk_allocator_t *allocator,
+                             const void *code, size_t code_size, hk_module_t **out_module);
+  void (*module_unload)(hk_module_t *module);
+  /* Allocates the workspace (at least 64-byte aligned) and whatever replay needs
+   * (e.g. an instantiated graph). launches stay valid until session_release. */
+  hk_status_t (*session_prepare)(hk_module_t *module, uint64_t workspace_bytes, const hk_launch_desc_t *launches,
+                                 uint32_t launch_count, hk_backend_session_t **out_session);
+  /* Runs every launch in order. stream: backend stream or NULL. */
+  hk_status_t (*run)(hk_backend_session_t *session, void *stream);
+  void (*session_release)(hk_backend_session_t *session);
+};
+
+extern const hk_backend_t hk_backend_host;
+
+/* Backends in order of preference (GPUs first once they exist); NULL-terminated. */
+extern const hk_backend_t *const hk_backends[];
+/* The backend for a target kind, or NULL when this build has none. */
+const hk_backend_t *hk_backend_for_kind(hk_target_kind_t kind);
+
+#endif /* HK_BACKEND_H */

@@ -1,0 +1,196 @@
+/*
+ * backend_host.c -- runs host targets: the code object is an ELF shared object for
+ * the CPU named in the target ("host-x86_64"), loaded from memory.
+ *
+ * Kernel ABI (fixed contract with hkc's host code generator):
+ *   void NAME(void *const *args, uint32_t block_begin, uint32_t block_end);
+ * args[i] points at argument i's value (a void* for tensors and NULL args, an int64_t,
+ * a float); the kernel processes blocks [block_begin, block_end) of grid.x.
+ * Launches run in stored order on the calling thread, one call per launch.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "status_internal.h"
+#include "util_internal.h"
+
+#if defined(__x86_64__)
+#define HK_HOST_ARCH "x86_64"
+#elif defined(__aarch64__)
+#define HK_HOST_ARCH "aarch64"
+#else
+#define HK_HOST_ARCH "unknown"
+#endif
+#define HK_HOST_TARGET "host-" HK_HOST_ARCH
+
+/* Intermediates get GPU-like alignment, so vectorized host kernels may assume it. */
+#define HK_HOST_WORKSPACE_ALIGN 256u
+
+typedef void (*hk_host_kernel_fn)(void *const *args, uint32_t block_begin, uint32_t block_end);
+
+typedef struct host_module {
+  hk_module_t base;
+  void *dl;
+  hk_host_kernel_fn *fns; /* base.kernel_count entries */
+} host_module_t;
+
+typedef struct host_session {
+  hk_backend_session_t base;
+  void *workspace_raw; /* unaligned allocation behind base.workspace */
+} host_session_t;
+
+static bool host_available(void) { return true; }
+
+static bool host_runs_target(const char *name, const char *features) {
+  return strcmp(name, HK_HOST_TARGET) == 0 && features[0] == '\0';
+}
+
+static void host_describe(char *out, size_t size) { snprintf(out, size, "%s", HK_HOST_TARGET); }
+
+static int write_all(int fd, const void *data, size_t size) {
+  const char *p = data;
+  while (size > 0) {
+    ssize_t n = write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    p += n;
+    size -= (size_t)n;
+  }
+  return 0;
+}
+
+/* dlopen()s the object from memory: an anonymous memfd, else a temp file unlinked
+ * right after dlopen. */
+static hk_status_t open_object(const char *target_name, const void *code, size_t size, void **out_dl) {
+  char path[64];
+  int fd = memfd_create("hk-host-code", MFD_CLOEXEC);
+  char tmp[4096] = "";
+  if (fd < 0) {
+    const char *dir = getenv("TMPDIR");
+    snprintf(tmp, sizeof tmp, "%s/hk-host-code.XXXXXX", dir && *dir ? dir : "/tmp");
+    fd = mkstemp(tmp);
+    HK_FAIL_IF(fd < 0, HK_STATUS_IO, "target %s: cannot create a file for the code object: %s", target_name,
+               strerror(errno));
+  }
+  if (write_all(fd, code, size) != 0) {
+    int e = errno;
+    close(fd);
+    if (tmp[0]) unlink(tmp);
+    return HK_ERROR(HK_STATUS_IO, "target %s: cannot write the code object: %s", target_name, strerror(e));
+  }
+  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+  void *dl = dlopen(tmp[0] ? tmp : path, RTLD_NOW | RTLD_LOCAL);
+  const char *err = dl ? NULL : dlerror();
+  close(fd);
+  if (tmp[0]) unlink(tmp);
+  HK_FAIL_IF(!dl, HK_STATUS_CORRUPT, "target %s: the code object does not load: %s", target_name,
+             err ? err : "unknown dlopen error");
+  *out_dl = dl;
+  return HK_OK;
+}
+
+static void host_module_unload(hk_module_t *module) {
+  if (!module) return;
+  host_module_t *m = (host_module_t *)module;
+  if (m->dl) dlclose(m->dl);
+  hk_free(module->allocator, m->fns);
+  hk_free(module->allocator, m);
+}
+
+static hk_status_t host_module_load(const hk_pack_view_t *view, uint32_t target, const hk_allocator_t *allocator,
+                                    const void *code, size_t code_size, hk_module_t **out_module) {
+  const hk_target_rec_t *t = &view->targets[target];
+  const char *tname = hk_pack_string(view, t->name);
+  host_module_t *m = hk_calloc(allocator, 1, sizeof *m);
+  HK_FAIL_IF(!m, HK_STATUS_OUT_OF_MEMORY, "out of memory loading target %s", tname);
+  m->base.backend = &hk_backend_host;
+  m->base.allocator = allocator;
+  m->base.target = target;
+  m->base.kernel_count = t->kernel_count;
+  m->fns = hk_calloc(allocator, t->kernel_count ? t->kernel_count : 1, sizeof *m->fns);
+  hk_status_t st = HK_OK;
+  if (!m->fns) {
+    st = HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "out of memory loading target %s", tname);
+    goto fail;
+  }
+  st = open_object(tname, code, code_size, &m->dl);
+  if (st != HK_OK) goto fail;
+  for (uint32_t k = 0; k < t->kernel_count; k++) {
+    const char *kname = hk_pack_string(view, view->kernels[t->kernel_first + k].name);
+    void *sym = dlsym(m->dl, kname);
+    if (!sym) {
+      st = HK_ERROR(HK_STATUS_CORRUPT, "target %s: kernel symbol \"%s\" is missing from the code object", tname,
+                    kname);
+      goto fail;
+    }
+    /* POSIX guarantees a data pointer from dlsym converts to a function pointer. */
+    memcpy(&m->fns[k], &sym, sizeof sym);
+  }
+  *out_module = &m->base;
+  return HK_OK;
+fail:
+  host_module_unload(&m->base);
+  return st;
+}
+
+static void host_session_release(hk_backend_session_t *session) {
+  if (!session) return;
+  host_session_t *s = (host_session_t *)session;
+  const hk_allocator_t *a = session->module->allocator;
+  hk_free(a, s->workspace_raw);
+  hk_free(a, s);
+}
+
+static hk_status_t host_session_prepare(hk_module_t *module, uint64_t workspace_bytes, const hk_launch_desc_t *launches,
+                                        uint32_t launch_count, hk_backend_session_t **out_session) {
+  const hk_allocator_t *a = module->allocator;
+  host_session_t *s = hk_calloc(a, 1, sizeof *s);
+  HK_FAIL_IF(!s, HK_STATUS_OUT_OF_MEMORY, "out of memory creating a host session");
+  s->base.backend = &hk_backend_host;
+  s->base.module = module;
+  s->base.launches = launches;
+  s->base.launch_count = launch_count;
+  s->base.workspace_bytes = workspace_bytes;
+  if (workspace_bytes > 0) {
+    uint64_t total;
+    if (!hk_add_u64(workspace_bytes, HK_HOST_WORKSPACE_ALIGN - 1, &total) || total > SIZE_MAX ||
+        !(s->workspace_raw = hk_alloc(a, (size_t)total))) {
+      hk_free(a, s);
+      return HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "out of memory allocating a %llu-byte workspace",
+                      (unsigned long long)workspace_bytes);
+    }
+    uintptr_t p = ((uintptr_t)s->workspace_raw + HK_HOST_WORKSPACE_ALIGN - 1) & ~(uintptr_t)(HK_HOST_WORKSPACE_ALIGN - 1);
+    s->base.workspace = (void *)p;
+  }
+  *out_session = &s->base;
+  return HK_OK;
+}
+
+static hk_status_t host_run(hk_backend_session_t *session, void *stream) {
+  (void)stream;
+  const host_module_t *m = (const host_module_t *)session->module;
+  for (uint32_t i = 0; i < session->launch_count; i++) {
+    const hk_launch_desc_t *l = &session->launches[i];
+    m->fns[l->kernel]((void *const *)l->args, 0, l->grid[0]);
+  }
+  return HK_OK;
+}
+
+const hk_backend_t hk_backend_host = {
+    .name = "host",
+    .kind = HK_TARGET_HOST,
+    .available = host_available,
+    .runs_target = host_runs_target,
+    .describe = host_describe,
+    .module_load = host_module_load,
+    .module_unload = host_module_unload,
+    .session_prepare = host_session_prepare,
+    .run = host_run,
+    .session_release = host_session_release,
+};

@@ -1,0 +1,284 @@
+/*
+ * pack.c -- opening an artifact (mmap'd file or caller memory), its accessors,
+ * target selection and the per-target module cache.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_customMem: zstd allocates through our allocator */
+#include <zstd.h>
+#include <zstd_errors.h>
+
+#include "backend.h"
+#include "pack_internal.h"
+#include "status_internal.h"
+#include "util_internal.h"
+
+struct hk_pack {
+  hk_allocator_t allocator;   /* zero: libc */
+  hk_pack_view_t view;
+  void *map;                  /* mmap'd file, or NULL */
+  size_t map_size;
+  void *copy;                 /* aligned copy of unaligned caller memory, or NULL */
+  pthread_mutex_t lock;       /* guards modules[] */
+  hk_module_t *modules[HK_MAX_TARGETS];
+  char error[HK_ERROR_MAX];
+};
+
+const hk_pack_view_t *hk_pack_view(const hk_pack_t *pack) { return &pack->view; }
+const hk_allocator_t *hk_pack_allocator(const hk_pack_t *pack) { return &pack->allocator; }
+void hk_pack_note_error(hk_pack_t *pack) { hk_error_copy(pack->error, sizeof pack->error); }
+
+static hk_status_t check_allocator(const hk_allocator_t *allocator) {
+  HK_FAIL_IF(allocator && (!allocator->alloc != !allocator->free), HK_STATUS_INVALID_ARGUMENT,
+             "allocator: set both alloc and free, or neither");
+  return HK_OK;
+}
+
+static hk_status_t pack_new(const hk_allocator_t *allocator, hk_pack_t **out_pack) {
+  HK_RETURN_IF_ERROR(check_allocator(allocator));
+  hk_allocator_t a = allocator ? *allocator : (hk_allocator_t){0};
+  hk_pack_t *p = hk_calloc(&a, 1, sizeof *p);
+  HK_FAIL_IF(!p, HK_STATUS_OUT_OF_MEMORY, "out of memory opening an artifact");
+  p->allocator = a;
+  if (pthread_mutex_init(&p->lock, NULL) != 0) {
+    hk_free(&a, p);
+    return HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "cannot create a mutex");
+  }
+  *out_pack = p;
+  return HK_OK;
+}
+
+HK_API void hk_pack_destroy(hk_pack_t *pack) {
+  if (!pack) return;
+  for (uint32_t t = 0; t < HK_MAX_TARGETS; t++)
+    if (pack->modules[t]) pack->modules[t]->backend->module_unload(pack->modules[t]);
+  if (pack->map) munmap(pack->map, pack->map_size);
+  hk_allocator_t a = pack->allocator;
+  hk_free(&a, pack->copy);
+  pthread_mutex_destroy(&pack->lock);
+  hk_free(&a, pack);
+}
+
+HK_API hk_status_t hk_pack_open_memory(const void *data, size_t size, const hk_allocator_t *allocator,
+                                       hk_pack_t **out_pack) {
+  HK_FAIL_IF(!out_pack, HK_STATUS_INVALID_ARGUMENT, "out_pack is NULL");
+  *out_pack = NULL;
+  HK_FAIL_IF(!data && size, HK_STATUS_INVALID_ARGUMENT, "data is NULL");
+  hk_pack_t *p;
+  HK_RETURN_IF_ERROR(pack_new(allocator, &p));
+  const void *bytes = data;
+  if (((uintptr_t)data & 7) != 0) {
+    /* Records are read in place; unaligned caller memory is copied once. */
+    p->copy = hk_alloc(&p->allocator, size);
+    if (!p->copy) {
+      hk_pack_destroy(p);
+      return HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "out of memory copying a %zu-byte artifact", size);
+    }
+    memcpy(p->copy, data, size);
+    bytes = p->copy;
+  }
+  hk_status_t st = hk_pack_verify(bytes, size, &p->view);
+  if (st != HK_OK) {
+    hk_pack_destroy(p);
+    return st;
+  }
+  *out_pack = p;
+  return HK_OK;
+}
+
+HK_API hk_status_t hk_pack_open_file(const char *path, const hk_allocator_t *allocator, hk_pack_t **out_pack) {
+  HK_FAIL_IF(!out_pack, HK_STATUS_INVALID_ARGUMENT, "out_pack is NULL");
+  *out_pack = NULL;
+  HK_FAIL_IF(!path, HK_STATUS_INVALID_ARGUMENT, "path is NULL");
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  HK_FAIL_IF(fd < 0, HK_STATUS_IO, "cannot open %s: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    return HK_ERROR(HK_STATUS_IO, "cannot stat %s: %s", path, strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return HK_ERROR(HK_STATUS_IO, "cannot open %s: not a regular file", path);
+  }
+  hk_pack_t *p;
+  hk_status_t s = pack_new(allocator, &p);
+  if (s != HK_OK) {
+    close(fd);
+    return s;
+  }
+  size_t size = (size_t)st.st_size;
+  if (size > 0) {
+    void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED) {
+      int e = errno;
+      close(fd);
+      hk_pack_destroy(p);
+      return HK_ERROR(HK_STATUS_IO, "cannot map %s: %s", path, strerror(e));
+    }
+    p->map = m;
+    p->map_size = size;
+  }
+  close(fd);
+  s = hk_pack_verify(p->map, size, &p->view);
+  if (s != HK_OK) {
+    hk_error_prefix(path);
+    hk_pack_destroy(p);
+    return s;
+  }
+  *out_pack = p;
+  return HK_OK;
+}
+
+HK_API const char *hk_pack_error(const hk_pack_t *pack) { return pack ? pack->error : ""; }
+
+HK_API const char *hk_pack_name(const hk_pack_t *pack) {
+  return hk_pack_string(&pack->view, pack->view.manifest->name);
+}
+HK_API uint32_t hk_pack_target_count(const hk_pack_t *pack) { return pack->view.target_count; }
+HK_API const char *hk_pack_target_name(const hk_pack_t *pack, uint32_t index) {
+  if (index >= pack->view.target_count) return NULL;
+  return hk_pack_string(&pack->view, pack->view.targets[index].name);
+}
+HK_API uint32_t hk_pack_batch_count(const hk_pack_t *pack) { return pack->view.manifest->batch_count; }
+HK_API uint64_t hk_pack_batch_size(const hk_pack_t *pack, uint32_t index) {
+  if (index >= pack->view.manifest->batch_count) return 0;
+  return pack->view.manifest->batch_sizes[index];
+}
+
+/* Appends "a, b, c" lists into a fixed buffer, cutting with "..." when full. */
+static void list_append(char *buf, size_t size, const char *item) {
+  size_t used = strlen(buf);
+  if (used + 4 >= size) return;
+  int n = snprintf(buf + used, size - used, "%s%s", used ? ", " : "", item);
+  if (n < 0 || (size_t)n >= size - used) memcpy(buf + size - 4, "...", 4);
+}
+
+static bool target_runs_here(const hk_pack_view_t *v, uint32_t t) {
+  const hk_backend_t *b = hk_backend_for_kind((hk_target_kind_t)v->targets[t].kind);
+  return b && b->available() &&
+         b->runs_target(hk_pack_string(v, v->targets[t].name), hk_pack_string(v, v->targets[t].features));
+}
+
+static hk_status_t no_compatible(const hk_pack_view_t *v, const char *what) {
+  char have[400] = "", can[200] = "";
+  for (uint32_t t = 0; t < v->target_count; t++) list_append(have, sizeof have, hk_pack_string(v, v->targets[t].name));
+  for (const hk_backend_t *const *b = hk_backends; *b; b++) {
+    if (!(*b)->available()) continue;
+    char one[128];
+    (*b)->describe(one, sizeof one);
+    list_append(can, sizeof can, one);
+  }
+  return HK_ERROR(HK_STATUS_NO_COMPATIBLE_TARGET, "%s; the artifact has [%s]; this machine runs [%s]", what, have, can);
+}
+
+hk_status_t hk_pack_select_target_index(hk_pack_t *pack, const char *requested, uint32_t *out_index) {
+  const hk_pack_view_t *v = &pack->view;
+  if (requested) {
+    for (uint32_t t = 0; t < v->target_count; t++) {
+      if (strcmp(requested, hk_pack_string(v, v->targets[t].name)) != 0) continue;
+      if (!target_runs_here(v, t)) {
+        char what[HK_MAX_NAME_LEN + 64];
+        snprintf(what, sizeof what, "target %s cannot run on this machine", requested);
+        return no_compatible(v, what);
+      }
+      *out_index = t;
+      return HK_OK;
+    }
+    char have[400] = "";
+    for (uint32_t t = 0; t < v->target_count; t++) list_append(have, sizeof have, hk_pack_string(v, v->targets[t].name));
+    return HK_ERROR(HK_STATUS_NOT_FOUND, "target %s is not in the artifact (it has: %s)", requested, have);
+  }
+  for (const hk_backend_t *const *b = hk_backends; *b; b++) {
+    for (uint32_t t = 0; t < v->target_count; t++) {
+      if (v->targets[t].kind == (uint32_t)(*b)->kind && target_runs_here(v, t)) {
+        *out_index = t;
+        return HK_OK;
+      }
+    }
+  }
+  return no_compatible(v, "no target of the artifact runs on this machine");
+}
+
+HK_API hk_status_t hk_pack_select_target(hk_pack_t *pack, const char *requested, const char **out_name) {
+  HK_FAIL_IF(!pack || !out_name, HK_STATUS_INVALID_ARGUMENT, "pack and out_name must not be NULL");
+  *out_name = NULL;
+  uint32_t t;
+  hk_status_t st = hk_pack_select_target_index(pack, requested, &t);
+  if (st != HK_OK) {
+    hk_pack_note_error(pack);
+    return st;
+  }
+  *out_name = hk_pack_string(&pack->view, pack->view.targets[t].name);
+  return HK_OK;
+}
+
+static void *zstd_alloc(void *opaque, size_t size) { return hk_alloc(opaque, size); }
+static void zstd_free(void *opaque, void *ptr) { hk_free(opaque, ptr); }
+
+hk_status_t hk_pack_code_load(const hk_pack_view_t *v, uint32_t target, const hk_allocator_t *allocator,
+                              void **out_code, size_t *out_size) {
+  *out_code = NULL;
+  *out_size = 0;
+  const hk_section_t *s = &v->sections[v->targets[target].code_section];
+  const char *tname = hk_pack_string(v, v->targets[target].name);
+  const uint8_t *src = v->base + s->offset;
+  size_t raw = (size_t)s->raw_size; /* <= HK_MAX_CODE_BYTES: verified */
+  void *dst = hk_alloc(allocator, raw ? raw : 1);
+  HK_FAIL_IF(!dst, HK_STATUS_OUT_OF_MEMORY, "out of memory for the %zu-byte code object of target %s", raw, tname);
+  if (!(s->flags & HK_SECTION_FLAG_ZSTD)) {
+    if (raw) memcpy(dst, src, raw);
+  } else {
+    hk_allocator_t a = allocator ? *allocator : (hk_allocator_t){0};
+    ZSTD_customMem mem = {zstd_alloc, zstd_free, &a};
+    ZSTD_DCtx *dctx = ZSTD_createDCtx_advanced(mem);
+    if (!dctx) {
+      hk_free(allocator, dst);
+      return HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "out of memory decompressing the code of target %s", tname);
+    }
+    size_t got = ZSTD_decompressDCtx(dctx, dst, raw ? raw : 1, src, (size_t)s->size);
+    ZSTD_freeDCtx(dctx);
+    if (ZSTD_isError(got) || got != raw) {
+      hk_free(allocator, dst);
+      bool oom = ZSTD_isError(got) && ZSTD_getErrorCode(got) == ZSTD_error_memory_allocation;
+      HK_FAIL_IF(oom, HK_STATUS_OUT_OF_MEMORY, "out of memory decompressing the code of target %s", tname);
+      return HK_ERROR(HK_STATUS_CORRUPT, "code of target %s: %s (declared %zu bytes)", tname,
+                      ZSTD_isError(got) ? ZSTD_getErrorName(got) : "decompressed size differs from raw_size", raw);
+    }
+  }
+  *out_code = dst;
+  *out_size = raw;
+  return HK_OK;
+}
+
+hk_status_t hk_pack_module(hk_pack_t *pack, uint32_t target, hk_module_t **out_module) {
+  const hk_pack_view_t *v = &pack->view;
+  pthread_mutex_lock(&pack->lock);
+  hk_status_t st = HK_OK;
+  if (!pack->modules[target]) {
+    const hk_backend_t *b = hk_backend_for_kind((hk_target_kind_t)v->targets[target].kind);
+    if (!b) {
+      st = HK_ERROR(HK_STATUS_UNAVAILABLE, "no backend for target %s in this build",
+                    hk_pack_string(v, v->targets[target].name));
+    } else {
+      void *code;
+      size_t size;
+      st = hk_pack_code_load(v, target, &pack->allocator, &code, &size);
+      if (st == HK_OK) {
+        st = b->module_load(v, target, &pack->allocator, code, size, &pack->modules[target]);
+        hk_free(&pack->allocator, code);
+      }
+    }
+  }
+  *out_module = pack->modules[target];
+  pthread_mutex_unlock(&pack->lock);
+  return st;
+}

@@ -1,0 +1,92 @@
+/*
+ * pack_internal.h -- the verified view of an artifact, for the loader and for tools.
+ *
+ * hk_pack_verify() checks every byte of an artifact that the loader will ever read
+ * (the rules are listed in docs/FORMAT.md, "Verification") and fills an
+ * hk_pack_view_t: typed pointers into the file plus record counts. After it returns
+ * HK_OK, code may index these tables without further checks:
+ *   - every string ref is inside STRINGS and NUL-terminated within HK_MAX_NAME_LEN+1 bytes;
+ *   - every index (target, kernel, graph, node, arg/dep/placement range, tensor in an
+ *     arg, code section) is in range, every enum is in range, tensor ranks are 1..6;
+ *   - each target has one graph per manifest batch bucket, in manifest order;
+ *   - every intermediate tensor placement fits the graph's workspace.
+ *
+ * Tools (hkc inspect) open a pack with hk_pack_open_file() and read it through
+ * hk_pack_view(); the view lives as long as the pack. Nothing here allocates
+ * except hk_pack_code_load().
+ */
+#ifndef HK_PACK_INTERNAL_H
+#define HK_PACK_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hk/hkrt.h"
+#include "hk/pack_format.h"
+
+typedef struct hk_pack_view {
+  const uint8_t *base;                /* file start */
+  uint64_t size;                      /* file bytes */
+  const hk_pack_header_t *header;
+  const hk_section_t *sections;       /* header->section_count entries, ascending offsets */
+  uint32_t section_count;
+  const char *strings;                /* STRINGS payload */
+  uint64_t strings_size;
+  const hk_manifest_t *manifest;
+  const hk_target_rec_t *targets;     uint32_t target_count;
+  const hk_kernel_rec_t *kernels;     uint32_t kernel_count;
+  const hk_tensor_rec_t *tensors;     uint32_t tensor_count;
+  const hk_graph_rec_t *graphs;       uint32_t graph_count;
+  const hk_node_rec_t *nodes;         uint32_t node_count;
+  const hk_arg_rec_t *args;           uint32_t arg_count;
+  const uint32_t *deps;               uint32_t dep_count;
+  const uint64_t *placements;         uint64_t placement_count;
+  const char *provenance;             /* not NUL-terminated: provenance_size bytes */
+  uint64_t provenance_size;
+} hk_pack_view_t;
+
+/* Verifies data[0, size) as an artifact and fills out_view. data must be 8-byte
+ * aligned. Errors: CORRUPT (with what and where), UNSUPPORTED_VERSION. No allocation. */
+hk_status_t hk_pack_verify(const void *data, size_t size, hk_pack_view_t *out_view);
+
+/* The verified view of an open pack (borrowed). */
+const hk_pack_view_t *hk_pack_view(const hk_pack_t *pack);
+
+/* A string by ref; only valid for refs that verify checked (every ref in a record). */
+static inline const char *hk_pack_string(const hk_pack_view_t *view, uint32_t ref) {
+  return view->strings + ref;
+}
+
+/* Size in bytes of one element of a verified dtype. */
+static inline uint64_t hk_dtype_bytes(uint32_t dtype) { return dtype == HK_DTYPE_F32 ? 4 : 2; }
+const char *hk_dtype_label(uint32_t dtype); /* "f32" | "f16" | "bf16" | "?" */
+
+/* Resolves a tensor's dims at `batch` (value = mul*batch + add) and its byte size.
+ * False when a dim is <= 0 or anything overflows (verify guarantees true for every
+ * tensor at every manifest batch size). */
+bool hk_tensor_shape(const hk_tensor_rec_t *tensor, uint64_t batch, int64_t out_dims[HK_MAX_RANK],
+                     uint64_t *out_bytes);
+
+/* The code object of target `target`: decompressed into memory from `allocator`
+ * (owned by the caller, release with hk_free), or when the section is stored raw,
+ * a copy as well, so the result is always owned. Checks that the decompressed size
+ * equals the declared raw_size. Errors: CORRUPT, OUT_OF_MEMORY. */
+hk_status_t hk_pack_code_load(const hk_pack_view_t *view, uint32_t target, const hk_allocator_t *allocator,
+                              void **out_code, size_t *out_size);
+
+/* Index of the graph of `target` planned for `batch`; false when none. */
+bool hk_pack_find_graph(const hk_pack_view_t *view, uint32_t target, uint64_t batch, uint32_t *out_graph);
+
+/* Picks a target as hk_pack_select_target does, returning its index. */
+hk_status_t hk_pack_select_target_index(hk_pack_t *pack, const char *requested, uint32_t *out_index);
+
+/* The loaded module of a target, loaded on first use and cached in the pack (shared by
+ * every session of that target; unloaded by hk_pack_destroy). Thread-safe. */
+struct hk_module;
+hk_status_t hk_pack_module(hk_pack_t *pack, uint32_t target, struct hk_module **out_module);
+const hk_allocator_t *hk_pack_allocator(const hk_pack_t *pack);
+/* Copies the thread's last error into the pack's own message buffer. */
+void hk_pack_note_error(hk_pack_t *pack);
+
+#endif /* HK_PACK_INTERNAL_H */

@@ -1,0 +1,81 @@
+/* Status names, the thread-local error message and allocator hooks. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "status_internal.h"
+#include "util_internal.h"
+
+static _Thread_local char tls_error[HK_ERROR_MAX];
+
+HK_API const char *hk_status_string(hk_status_t status) {
+  switch (status) {
+  case HK_OK: return "OK";
+  case HK_STATUS_INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+  case HK_STATUS_NOT_FOUND: return "NOT_FOUND";
+  case HK_STATUS_CORRUPT: return "CORRUPT";
+  case HK_STATUS_UNSUPPORTED_VERSION: return "UNSUPPORTED_VERSION";
+  case HK_STATUS_UNAVAILABLE: return "UNAVAILABLE";
+  case HK_STATUS_OUT_OF_MEMORY: return "OUT_OF_MEMORY";
+  case HK_STATUS_IO: return "IO";
+  case HK_STATUS_NO_COMPATIBLE_TARGET: return "NO_COMPATIBLE_TARGET";
+  case HK_STATUS_DRIVER: return "DRIVER";
+  case HK_STATUS_FAILED_PRECONDITION: return "FAILED_PRECONDITION";
+  case HK_STATUS_INTERNAL: return "INTERNAL";
+  case HK_STATUS_COUNT_: break;
+  }
+  return "UNKNOWN_STATUS";
+}
+
+HK_API const char *hk_last_error(void) { return tls_error; }
+
+hk_status_t hk_error_set_at(hk_status_t code, const char *file, int line, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(tls_error, sizeof tls_error, fmt, ap);
+  va_end(ap);
+#ifndef NDEBUG
+  if (n >= 0 && (size_t)n < sizeof tls_error) {
+    const char *base = strrchr(file, '/');
+    snprintf(tls_error + n, sizeof tls_error - (size_t)n, " [%s:%d]", base ? base + 1 : file, line);
+  }
+#else
+  (void)n;
+  (void)file;
+  (void)line;
+#endif
+  return code;
+}
+
+void hk_error_prefix(const char *prefix) {
+  char tmp[HK_ERROR_MAX];
+  if (snprintf(tmp, sizeof tmp, "%s: %s", prefix, tls_error) < 0) return; /* truncation is fine */
+  memcpy(tls_error, tmp, sizeof tls_error);
+}
+
+void hk_error_copy(char *dst, size_t size) {
+  if (size == 0) return;
+  snprintf(dst, size, "%s", tls_error);
+}
+
+void hk_error_clear(void) { tls_error[0] = '\0'; }
+
+void *hk_alloc(const hk_allocator_t *allocator, size_t size) {
+  if (allocator && allocator->alloc) return allocator->alloc(allocator->ctx, size);
+  return malloc(size);
+}
+
+void *hk_calloc(const hk_allocator_t *allocator, size_t count, size_t size) {
+  uint64_t total;
+  if (!hk_mul_u64(count, size, &total) || total > SIZE_MAX) return NULL;
+  void *p = hk_alloc(allocator, total ? (size_t)total : 1);
+  if (p) memset(p, 0, total ? (size_t)total : 1);
+  return p;
+}
+
+void hk_free(const hk_allocator_t *allocator, void *ptr) {
+  if (!ptr) return;
+  if (allocator && allocator->alloc) allocator->free(allocator->ctx, ptr);
+  else free(ptr);
+}

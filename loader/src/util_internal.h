@@ -1,0 +1,32 @@
+/*
+ * util_internal.h -- overflow-safe arithmetic and the allocator hooks.
+ *
+ * Every offset, length and count read from an artifact goes through the checked
+ * helpers below before it is used. All loader memory comes from hk_alloc/hk_free,
+ * which call the application's hk_allocator_t or, when it is zero, libc.
+ */
+#ifndef HK_UTIL_INTERNAL_H
+#define HK_UTIL_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hk/hkrt.h"
+
+static inline bool hk_add_u64(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_add_overflow(a, b, out); }
+static inline bool hk_mul_u64(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
+
+/* True when [offset, offset + length) lies within [0, limit). */
+static inline bool hk_range_ok(uint64_t offset, uint64_t length, uint64_t limit) {
+  uint64_t end;
+  return hk_add_u64(offset, length, &end) && end <= limit;
+}
+
+/* NULL on failure (or when size is 0 and the allocator says so). */
+void *hk_alloc(const hk_allocator_t *allocator, size_t size);
+/* Zeroed array of count elements; NULL on overflow or failure. */
+void *hk_calloc(const hk_allocator_t *allocator, size_t count, size_t size);
+void hk_free(const hk_allocator_t *allocator, void *ptr);
+
+#endif /* HK_UTIL_INTERNAL_H */

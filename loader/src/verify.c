@@ -1,0 +1,423 @@
+/*
+ * verify.c -- checks an untrusted artifact before anything else reads it.
+ *
+ * Order: magic, endian tag, major version, header fields, header checksum, file size,
+ * section table bounds + checksum, each section (alignment, bounds, order/overlap,
+ * flags, checksum), required sections, record sizes and counts, then every record:
+ * string refs, enums, index ranges, shapes, placements, code frame sizes. The first
+ * problem found is reported as CORRUPT (or UNSUPPORTED_VERSION) with what and where.
+ * No allocation: the view points into the caller's bytes.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "pack_internal.h"
+#include "status_internal.h"
+#include "util_internal.h"
+
+#define CORRUPT(...) HK_ERROR(HK_STATUS_CORRUPT, __VA_ARGS__)
+#define CHECK(cond, ...) HK_FAIL_IF(!(cond), HK_STATUS_CORRUPT, __VA_ARGS__)
+
+static const char *section_kind_name(uint32_t kind) {
+  static const char *const names[] = {"?", "STRINGS", "MANIFEST", "TARGETS", "KERNELS", "TENSORS", "GRAPHS",
+                                      "NODES", "ARGS", "DEPS", "PLACEMENTS", "PROVENANCE", "CODE"};
+  return kind <= HK_SECTION_CODE ? names[kind] : "unknown";
+}
+
+const char *hk_dtype_label(uint32_t dtype) {
+  switch (dtype) {
+  case HK_DTYPE_F32: return "f32";
+  case HK_DTYPE_F16: return "f16";
+  case HK_DTYPE_BF16: return "bf16";
+  default: return "?";
+  }
+}
+
+bool hk_tensor_shape(const hk_tensor_rec_t *tensor, uint64_t batch, int64_t out_dims[HK_MAX_RANK],
+                     uint64_t *out_bytes) {
+  if (batch > INT64_MAX || tensor->rank < 1 || tensor->rank > HK_MAX_RANK || tensor->dtype >= HK_DTYPE_COUNT_)
+    return false;
+  uint64_t bytes = hk_dtype_bytes(tensor->dtype);
+  for (uint32_t d = 0; d < tensor->rank; d++) {
+    int64_t v;
+    if (__builtin_mul_overflow(tensor->dims[d].mul, (int64_t)batch, &v) ||
+        __builtin_add_overflow(v, tensor->dims[d].add, &v) || v <= 0)
+      return false;
+    if (!hk_mul_u64(bytes, (uint64_t)v, &bytes)) return false;
+    if (out_dims) out_dims[d] = v;
+  }
+  if (bytes > (uint64_t)INT64_MAX || bytes > SIZE_MAX) return false;
+  if (out_bytes) *out_bytes = bytes;
+  return true;
+}
+
+/* A string ref must start inside STRINGS and end (NUL) within HK_MAX_NAME_LEN+1 bytes. */
+static hk_status_t check_string(const hk_pack_view_t *v, uint32_t ref, const char *what, uint64_t index) {
+  CHECK(ref < v->strings_size, "%s %llu: string ref %u is outside STRINGS (%llu bytes)", what,
+        (unsigned long long)index, ref, (unsigned long long)v->strings_size);
+  uint64_t avail = v->strings_size - ref;
+  if (avail > HK_MAX_NAME_LEN + 1) avail = HK_MAX_NAME_LEN + 1;
+  CHECK(memchr(v->strings + ref, 0, (size_t)avail) != NULL,
+        "%s %llu: string at %u is not NUL-terminated within %u bytes", what, (unsigned long long)index, ref,
+        HK_MAX_NAME_LEN + 1);
+  return HK_OK;
+}
+
+/* A [first, first+count) range of a table with `total` entries. */
+static hk_status_t check_range(uint64_t first, uint64_t count, uint64_t total, const char *what, uint64_t index,
+                               const char *table) {
+  CHECK(hk_range_ok(first, count, total), "%s %llu: %s range [%llu, +%llu) is outside %s (%llu entries)", what,
+        (unsigned long long)index, table, (unsigned long long)first, (unsigned long long)count, table,
+        (unsigned long long)total);
+  return HK_OK;
+}
+
+static hk_status_t verify_header(const uint8_t *data, size_t size, const hk_pack_header_t **out_header) {
+  CHECK(size > 0 && (size >= HK_PACK_MAGIC_SIZE || memcmp(data, HK_PACK_MAGIC, size) != 0),
+        "truncated: file has %zu bytes, the header needs %zu", size, sizeof(hk_pack_header_t));
+  CHECK(size >= HK_PACK_MAGIC_SIZE && memcmp(data, HK_PACK_MAGIC, HK_PACK_MAGIC_SIZE) == 0,
+        "not an hkpack artifact (bad magic: expected 89 48 4B 50 0D 0A 1A 0A%s)",
+        size >= 5 && memcmp(data, "\x89HKP\n", 5) == 0 ? "; the file went through a line-ending conversion" : "");
+  /* The first 16 bytes keep their meaning in every format version. */
+  CHECK(size >= 16, "truncated: file has %zu bytes, the header needs %zu", size, sizeof(hk_pack_header_t));
+  const hk_pack_header_t *h = (const hk_pack_header_t *)data;
+  if (h->endian_tag != HK_PACK_ENDIAN_TAG) {
+    return CORRUPT("wrong byte order: endian tag is 0x%08x, expected 0x%08x (the artifact was written on a %s host)",
+                   h->endian_tag, HK_PACK_ENDIAN_TAG,
+                   h->endian_tag == __builtin_bswap32(HK_PACK_ENDIAN_TAG) ? "big-endian" : "different or corrupt");
+  }
+  HK_FAIL_IF(h->version_major != HK_PACK_VERSION_MAJOR, HK_STATUS_UNSUPPORTED_VERSION,
+             "artifact format %u.x (%u.%u); this loader reads %u.x (use an hkc and libhkrt of the same major version)",
+             h->version_major, h->version_major, h->version_minor, HK_PACK_VERSION_MAJOR);
+  CHECK(size >= sizeof(hk_pack_header_t), "truncated: file has %zu bytes, the header needs %zu", size,
+        sizeof(hk_pack_header_t));
+  CHECK(h->header_size == sizeof(hk_pack_header_t), "header_size is %u, expected %zu", h->header_size,
+        sizeof(hk_pack_header_t));
+  CHECK(h->section_entry_size == sizeof(hk_section_t), "section_entry_size is %u, expected %zu",
+        h->section_entry_size, sizeof(hk_section_t));
+  hk_pack_header_t copy;
+  memcpy(&copy, h, sizeof copy);
+  copy.header_checksum = 0;
+  uint64_t sum = XXH3_64bits(&copy, sizeof copy);
+  CHECK(sum == h->header_checksum, "header checksum mismatch (stored %016llx, computed %016llx)",
+        (unsigned long long)h->header_checksum, (unsigned long long)sum);
+  CHECK(h->file_size <= size, "truncated: header says %llu bytes, file has %zu", (unsigned long long)h->file_size,
+        size);
+  CHECK(h->file_size == size, "trailing bytes: header says %llu bytes, file has %zu",
+        (unsigned long long)h->file_size, size);
+  CHECK(h->reserved0 == 0, "header reserved field is not zero");
+  *out_header = h;
+  return HK_OK;
+}
+
+static hk_status_t verify_sections(hk_pack_view_t *v) {
+  const hk_pack_header_t *h = v->header;
+  CHECK(h->section_count >= 1 && h->section_count <= HK_MAX_SECTIONS, "section_count %u is outside 1..%u",
+        h->section_count, HK_MAX_SECTIONS);
+  uint64_t table_bytes = (uint64_t)h->section_count * sizeof(hk_section_t);
+  uint64_t table_end;
+  CHECK(h->section_table_offset % 8 == 0 && h->section_table_offset >= sizeof(hk_pack_header_t) &&
+            hk_add_u64(h->section_table_offset, table_bytes, &table_end) && table_end <= v->size,
+        "section table [%llu, +%llu) is not inside the file (%llu bytes) after the header",
+        (unsigned long long)h->section_table_offset, (unsigned long long)table_bytes, (unsigned long long)v->size);
+  uint64_t sum = XXH3_64bits(v->base + h->section_table_offset, (size_t)table_bytes);
+  CHECK(sum == h->table_checksum, "section table checksum mismatch (stored %016llx, computed %016llx)",
+        (unsigned long long)h->table_checksum, (unsigned long long)sum);
+  v->sections = (const hk_section_t *)(v->base + h->section_table_offset);
+  v->section_count = h->section_count;
+
+  uint64_t prev_end = sizeof(hk_pack_header_t);
+  for (uint32_t i = 0; i < v->section_count; i++) {
+    const hk_section_t *s = &v->sections[i];
+    const char *kn = section_kind_name(s->kind);
+    CHECK(s->offset % HK_SECTION_ALIGN == 0, "section %u (%s): offset %llu is not a multiple of %u", i, kn,
+          (unsigned long long)s->offset, HK_SECTION_ALIGN);
+    CHECK(hk_range_ok(s->offset, s->size, v->size), "section %u (%s): [%llu, +%llu) is outside the file (%llu bytes)",
+          i, kn, (unsigned long long)s->offset, (unsigned long long)s->size, (unsigned long long)v->size);
+    CHECK(s->offset >= prev_end, "section %u (%s) at %llu overlaps the header or the previous section (ends at %llu); "
+          "sections must be stored in increasing offset order", i, kn, (unsigned long long)s->offset,
+          (unsigned long long)prev_end);
+    /* Padding before this section (after the table or the previous section) is zero,
+     * so that no byte of a valid file escapes verification. */
+    uint64_t gap = prev_end > table_end || s->offset < table_end ? prev_end : table_end;
+    for (uint64_t b = gap; b < s->offset; b++)
+      CHECK(v->base[b] == 0, "section %u (%s): padding byte at %llu is not zero", i, kn, (unsigned long long)b);
+    uint64_t end = s->offset + s->size;
+    CHECK(s->size == 0 || end <= h->section_table_offset || s->offset >= table_end,
+          "section %u (%s) [%llu, %llu) overlaps the section table", i, kn, (unsigned long long)s->offset,
+          (unsigned long long)end);
+    prev_end = end;
+    CHECK((s->flags & ~(HK_SECTION_FLAG_ZSTD | HK_SECTION_FLAG_OPTIONAL)) == 0, "section %u (%s): unknown flags 0x%x",
+          i, kn, s->flags);
+    CHECK(s->reserved == 0, "section %u (%s): reserved field is not zero", i, kn);
+    uint64_t cs = XXH3_64bits(v->base + s->offset, (size_t)s->size);
+    CHECK(cs == s->checksum, "section %u (%s): checksum mismatch (stored %016llx, computed %016llx)", i, kn,
+          (unsigned long long)s->checksum, (unsigned long long)cs);
+  }
+  for (uint64_t b = prev_end > table_end ? prev_end : table_end; b < v->size; b++)
+    CHECK(v->base[b] == 0, "trailing byte at %llu (after the last section) is not zero", (unsigned long long)b);
+  return HK_OK;
+}
+
+/* Finds the required sections (exactly once each) and sizes the record tables. */
+static hk_status_t map_tables(hk_pack_view_t *v) {
+  const hk_section_t *found[HK_SECTION_CODE] = {0};
+  for (uint32_t i = 0; i < v->section_count; i++) {
+    const hk_section_t *s = &v->sections[i];
+    if (s->kind == 0 || s->kind > HK_SECTION_CODE) {
+      CHECK(s->flags & HK_SECTION_FLAG_OPTIONAL,
+            "section %u has unknown kind %u and is not flagged optional (written by a newer hkc?)", i, s->kind);
+      continue;
+    }
+    if (s->kind == HK_SECTION_CODE) {
+      CHECK(s->raw_size <= HK_MAX_CODE_BYTES, "section %u (CODE): raw_size %llu exceeds the limit %llu", i,
+            (unsigned long long)s->raw_size, (unsigned long long)HK_MAX_CODE_BYTES);
+      continue; /* targets and frames are checked after TARGETS is known */
+    }
+    CHECK(found[s->kind] == NULL, "section %s appears more than once (sections %u and %u)", section_kind_name(s->kind),
+          (unsigned)(found[s->kind] - v->sections), i);
+    CHECK(!(s->flags & HK_SECTION_FLAG_ZSTD) && s->raw_size == s->size,
+          "section %u (%s): table sections are stored uncompressed (flags 0x%x, size %llu, raw_size %llu)", i,
+          section_kind_name(s->kind), s->flags, (unsigned long long)s->size, (unsigned long long)s->raw_size);
+    CHECK(s->target == UINT32_MAX, "section %u (%s): target field must be 0xffffffff", i, section_kind_name(s->kind));
+    found[s->kind] = s;
+  }
+  for (uint32_t k = HK_SECTION_STRINGS; k < HK_SECTION_CODE; k++)
+    CHECK(found[k] != NULL, "required section %s is missing", section_kind_name(k));
+
+#define TABLE(kind, rec_type, ptr, count, limit)                                                            \
+  do {                                                                                                      \
+    const hk_section_t *s_ = found[kind];                                                                   \
+    CHECK(s_->size % sizeof(rec_type) == 0, "section %s: size %llu is not a multiple of the record size %zu", \
+          section_kind_name(kind), (unsigned long long)s_->size, sizeof(rec_type));                         \
+    uint64_t n_ = s_->size / sizeof(rec_type);                                                              \
+    CHECK(n_ <= (limit), "section %s: %llu records exceed the limit %llu", section_kind_name(kind),          \
+          (unsigned long long)n_, (unsigned long long)(limit));                                             \
+    v->ptr = (const rec_type *)(v->base + s_->offset);                                                      \
+    v->count = (uint32_t)n_;                                                                                \
+  } while (0)
+
+  const hk_section_t *str = found[HK_SECTION_STRINGS];
+  CHECK(str->size <= HK_MAX_STRINGS_BYTES, "section STRINGS: %llu bytes exceed the limit %u",
+        (unsigned long long)str->size, HK_MAX_STRINGS_BYTES);
+  v->strings = (const char *)(v->base + str->offset);
+  v->strings_size = str->size;
+  const hk_section_t *man = found[HK_SECTION_MANIFEST];
+  CHECK(man->size == sizeof(hk_manifest_t), "section MANIFEST: size %llu, expected %zu",
+        (unsigned long long)man->size, sizeof(hk_manifest_t));
+  v->manifest = (const hk_manifest_t *)(v->base + man->offset);
+  TABLE(HK_SECTION_TARGETS, hk_target_rec_t, targets, target_count, HK_MAX_TARGETS);
+  TABLE(HK_SECTION_KERNELS, hk_kernel_rec_t, kernels, kernel_count, HK_MAX_KERNELS);
+  TABLE(HK_SECTION_TENSORS, hk_tensor_rec_t, tensors, tensor_count, HK_MAX_TENSORS);
+  TABLE(HK_SECTION_GRAPHS, hk_graph_rec_t, graphs, graph_count, HK_MAX_GRAPHS);
+  TABLE(HK_SECTION_NODES, hk_node_rec_t, nodes, node_count, HK_MAX_NODES);
+  TABLE(HK_SECTION_ARGS, hk_arg_rec_t, args, arg_count, (uint64_t)HK_MAX_NODES * HK_MAX_ARGS_PER_NODE);
+  TABLE(HK_SECTION_DEPS, uint32_t, deps, dep_count, UINT32_MAX);
+#undef TABLE
+  const hk_section_t *pl = found[HK_SECTION_PLACEMENTS];
+  CHECK(pl->size % sizeof(uint64_t) == 0, "section PLACEMENTS: size %llu is not a multiple of 8",
+        (unsigned long long)pl->size);
+  v->placements = (const uint64_t *)(v->base + pl->offset);
+  v->placement_count = pl->size / sizeof(uint64_t);
+  const hk_section_t *prov = found[HK_SECTION_PROVENANCE];
+  v->provenance = (const char *)(v->base + prov->offset);
+  v->provenance_size = prov->size;
+  return HK_OK;
+}
+
+static hk_status_t verify_manifest(const hk_pack_view_t *v) {
+  const hk_manifest_t *m = v->manifest;
+  HK_RETURN_IF_ERROR(check_string(v, m->name, "manifest", 0));
+  CHECK(m->dtype < HK_DTYPE_COUNT_, "manifest: dtype %u is not a known element type", m->dtype);
+  CHECK(m->target_count == v->target_count, "manifest: target_count %u, but TARGETS has %u records", m->target_count,
+        v->target_count);
+  CHECK(m->target_count >= 1, "manifest: the artifact has no targets");
+  CHECK(m->tensor_count == v->tensor_count, "manifest: tensor_count %u, but TENSORS has %u records", m->tensor_count,
+        v->tensor_count);
+  CHECK(m->batch_count >= 1 && m->batch_count <= HK_MAX_BATCH_BUCKETS, "manifest: batch_count %u is outside 1..%u",
+        m->batch_count, HK_MAX_BATCH_BUCKETS);
+  CHECK(m->reserved0 == 0, "manifest: reserved field is not zero");
+  for (uint32_t i = 0; i < m->batch_count; i++) {
+    CHECK(m->batch_sizes[i] >= 1 && m->batch_sizes[i] <= INT64_MAX, "manifest: batch size %llu is invalid",
+          (unsigned long long)m->batch_sizes[i]);
+    CHECK(i == 0 || m->batch_sizes[i] > m->batch_sizes[i - 1], "manifest: batch sizes are not strictly ascending");
+  }
+  return HK_OK;
+}
+
+static hk_status_t verify_targets(const hk_pack_view_t *v) {
+  for (uint32_t t = 0; t < v->target_count; t++) {
+    const hk_target_rec_t *r = &v->targets[t];
+    HK_RETURN_IF_ERROR(check_string(v, r->name, "target", t));
+    HK_RETURN_IF_ERROR(check_string(v, r->features, "target", t));
+    const char *name = hk_pack_string(v, r->name);
+    CHECK(name[0] != '\0', "target %u: empty name", t);
+    for (uint32_t u = 0; u < t; u++)
+      CHECK(strcmp(name, hk_pack_string(v, v->targets[u].name)) != 0, "target %u: duplicate name \"%s\"", t, name);
+    CHECK(r->kind < HK_TARGET_KIND_COUNT_, "target %u (%s): unknown kind %u", t, name, r->kind);
+    CHECK(r->code_section < v->section_count && v->sections[r->code_section].kind == HK_SECTION_CODE &&
+              v->sections[r->code_section].target == t,
+          "target %u (%s): code_section %u is not this target's CODE section", t, name, r->code_section);
+    HK_RETURN_IF_ERROR(check_range(r->kernel_first, r->kernel_count, v->kernel_count, "target", t, "KERNELS"));
+    HK_RETURN_IF_ERROR(check_range(r->graph_first, r->graph_count, v->graph_count, "target", t, "GRAPHS"));
+    CHECK(r->graph_count == v->manifest->batch_count, "target %u (%s): %u graphs, expected one per batch size (%u)", t,
+          name, r->graph_count, v->manifest->batch_count);
+    for (uint32_t i = 0; i < r->graph_count; i++) {
+      const hk_graph_rec_t *g = &v->graphs[r->graph_first + i];
+      CHECK(g->target == t && g->batch == v->manifest->batch_sizes[i],
+            "target %u (%s): graph %u is not its graph for batch %llu", t, name, r->graph_first + i,
+            (unsigned long long)v->manifest->batch_sizes[i]);
+    }
+  }
+  /* Every CODE section belongs to a target, and its frame declares raw_size. */
+  for (uint32_t i = 0; i < v->section_count; i++) {
+    const hk_section_t *s = &v->sections[i];
+    if (s->kind != HK_SECTION_CODE) continue;
+    CHECK(s->target < v->target_count && v->targets[s->target].code_section == i,
+          "section %u (CODE): target %u does not refer back to it", i, s->target);
+    if (s->flags & HK_SECTION_FLAG_ZSTD) {
+      const void *src = v->base + s->offset;
+      unsigned long long content = ZSTD_getFrameContentSize(src, (size_t)s->size);
+      CHECK(content != ZSTD_CONTENTSIZE_ERROR && content != ZSTD_CONTENTSIZE_UNKNOWN,
+            "section %u (CODE): not a zstd frame with a declared content size", i);
+      CHECK(content == s->raw_size, "section %u (CODE): zstd frame holds %llu bytes, raw_size says %llu", i, content,
+            (unsigned long long)s->raw_size);
+      size_t frame = ZSTD_findFrameCompressedSize(src, (size_t)s->size);
+      CHECK(!ZSTD_isError(frame) && frame == s->size, "section %u (CODE): the zstd frame does not fill the section", i);
+    } else {
+      CHECK(s->raw_size == s->size, "section %u (CODE): stored raw but raw_size %llu != size %llu", i,
+            (unsigned long long)s->raw_size, (unsigned long long)s->size);
+    }
+  }
+  return HK_OK;
+}
+
+static hk_status_t verify_kernels(const hk_pack_view_t *v) {
+  for (uint32_t k = 0; k < v->kernel_count; k++) {
+    const hk_kernel_rec_t *r = &v->kernels[k];
+    HK_RETURN_IF_ERROR(check_string(v, r->name, "kernel", k));
+    HK_RETURN_IF_ERROR(check_string(v, r->params, "kernel", k));
+    CHECK(r->op < HK_OP_COUNT_, "kernel %u (%s): unknown op %u", k, hk_pack_string(v, r->name), r->op);
+    CHECK(r->target < v->target_count, "kernel %u: target %u out of range", k, r->target);
+    const hk_target_rec_t *t = &v->targets[r->target];
+    CHECK(k >= t->kernel_first && k - t->kernel_first < t->kernel_count,
+          "kernel %u (%s): not in the kernel range of its target %u", k, hk_pack_string(v, r->name), r->target);
+  }
+  return HK_OK;
+}
+
+static hk_status_t verify_tensors(const hk_pack_view_t *v) {
+  for (uint32_t i = 0; i < v->tensor_count; i++) {
+    const hk_tensor_rec_t *r = &v->tensors[i];
+    HK_RETURN_IF_ERROR(check_string(v, r->name, "tensor", i));
+    const char *name = hk_pack_string(v, r->name);
+    CHECK(r->role < HK_ROLE_COUNT_, "tensor %u (%s): unknown role %u", i, name, r->role);
+    CHECK(r->dtype < HK_DTYPE_COUNT_, "tensor %u (%s): unknown dtype %u", i, name, r->dtype);
+    CHECK(r->rank >= 1 && r->rank <= HK_MAX_RANK, "tensor %u (%s): rank %u is outside 1..%u", i, name, r->rank,
+          HK_MAX_RANK);
+    for (uint32_t b = 0; b < v->manifest->batch_count; b++)
+      CHECK(hk_tensor_shape(r, v->manifest->batch_sizes[b], NULL, NULL),
+            "tensor %u (%s): a dimension is <= 0 or its size overflows at batch %llu", i, name,
+            (unsigned long long)v->manifest->batch_sizes[b]);
+  }
+  return HK_OK;
+}
+
+static hk_status_t verify_node(const hk_pack_view_t *v, const hk_graph_rec_t *g, uint32_t gi, uint32_t local) {
+  uint32_t n = g->node_first + local;
+  const hk_node_rec_t *r = &v->nodes[n];
+  const hk_target_rec_t *t = &v->targets[g->target];
+  HK_RETURN_IF_ERROR(check_string(v, r->name, "node", n));
+  CHECK(r->kernel < v->kernel_count && v->kernels[r->kernel].target == g->target,
+        "node %u (%s) of graph %u: kernel %u is not a kernel of the graph's target", n, hk_pack_string(v, r->name), gi,
+        r->kernel);
+  for (int d = 0; d < 3; d++)
+    CHECK(r->grid[d] >= 1 && r->block[d] >= 1, "node %u (%s): grid and block dimensions must be >= 1", n,
+          hk_pack_string(v, r->name));
+  CHECK(t->kind != HK_TARGET_HOST || (r->grid[1] == 1 && r->grid[2] == 1),
+        "node %u (%s): host launches use grid.y = grid.z = 1", n, hk_pack_string(v, r->name));
+  CHECK(r->reserved0 == 0, "node %u: reserved field is not zero", n);
+  CHECK(r->arg_count <= HK_MAX_ARGS_PER_NODE, "node %u: %u args exceed the limit %u", n, r->arg_count,
+        HK_MAX_ARGS_PER_NODE);
+  HK_RETURN_IF_ERROR(check_range(r->arg_first, r->arg_count, v->arg_count, "node", n, "ARGS"));
+  CHECK(r->dep_count <= HK_MAX_DEPS_PER_NODE, "node %u: %u deps exceed the limit %u", n, r->dep_count,
+        HK_MAX_DEPS_PER_NODE);
+  HK_RETURN_IF_ERROR(check_range(r->dep_first, r->dep_count, v->dep_count, "node", n, "DEPS"));
+  for (uint32_t a = 0; a < r->arg_count; a++) {
+    const hk_arg_rec_t *arg = &v->args[r->arg_first + a];
+    CHECK(arg->kind < HK_ARG_KIND_COUNT_, "node %u arg %u: unknown kind %u", n, a, arg->kind);
+    CHECK(arg->reserved0 == 0, "node %u arg %u: reserved field is not zero", n, a);
+    CHECK(arg->kind != HK_ARG_TENSOR || arg->value < v->tensor_count,
+          "node %u arg %u: tensor index %llu out of range (%u tensors)", n, a, (unsigned long long)arg->value,
+          v->tensor_count);
+  }
+  for (uint32_t d = 0; d < r->dep_count; d++) {
+    uint32_t dep = v->deps[r->dep_first + d];
+    CHECK(dep < local, "node %u (local %u) of graph %u: dependency %u is not an earlier node", n, local, gi, dep);
+  }
+  return HK_OK;
+}
+
+static hk_status_t verify_graphs(const hk_pack_view_t *v) {
+  for (uint32_t gi = 0; gi < v->graph_count; gi++) {
+    const hk_graph_rec_t *g = &v->graphs[gi];
+    CHECK(g->target < v->target_count, "graph %u: target %u out of range", gi, g->target);
+    const hk_target_rec_t *t = &v->targets[g->target];
+    CHECK(gi >= t->graph_first && gi - t->graph_first < t->graph_count,
+          "graph %u: not in the graph range of its target %u", gi, g->target);
+    CHECK(g->reserved0 == 0, "graph %u: reserved field is not zero", gi);
+    HK_RETURN_IF_ERROR(check_range(g->node_first, g->node_count, v->node_count, "graph", gi, "NODES"));
+    HK_RETURN_IF_ERROR(
+        check_range(g->placement_first, v->tensor_count, v->placement_count, "graph", gi, "PLACEMENTS"));
+    for (uint32_t j = 0; j < g->node_count; j++) HK_RETURN_IF_ERROR(verify_node(v, g, gi, j));
+    for (uint32_t i = 0; i < v->tensor_count; i++) {
+      const hk_tensor_rec_t *tr = &v->tensors[i];
+      uint64_t p = v->placements[g->placement_first + i];
+      if (tr->role != HK_ROLE_INTERMEDIATE) {
+        CHECK(p == HK_PLACEMENT_NONE, "graph %u: tensor %u (%s) is bound by the application but has a placement", gi,
+              i, hk_pack_string(v, tr->name));
+        continue;
+      }
+      uint64_t bytes = 0;
+      (void)hk_tensor_shape(tr, g->batch, NULL, &bytes); /* true: verify_tensors checked every batch */
+      CHECK(p % HK_SECTION_ALIGN == 0 && hk_range_ok(p, bytes, g->workspace_bytes),
+            "graph %u: tensor %u (%s) placed at %llu (+%llu bytes) does not fit the %llu-byte workspace (or is not "
+            "%u-byte aligned)",
+            gi, i, hk_pack_string(v, tr->name), (unsigned long long)p, (unsigned long long)bytes,
+            (unsigned long long)g->workspace_bytes, HK_SECTION_ALIGN);
+    }
+  }
+  return HK_OK;
+}
+
+hk_status_t hk_pack_verify(const void *data, size_t size, hk_pack_view_t *out_view) {
+  memset(out_view, 0, sizeof *out_view);
+  HK_FAIL_IF(data == NULL && size != 0, HK_STATUS_INVALID_ARGUMENT, "data is NULL");
+  HK_FAIL_IF(((uintptr_t)data & 7) != 0, HK_STATUS_INVALID_ARGUMENT, "artifact bytes must be 8-byte aligned");
+  hk_pack_view_t v = {.base = data, .size = size};
+  HK_RETURN_IF_ERROR(verify_header(data, size, &v.header));
+  HK_RETURN_IF_ERROR(verify_sections(&v));
+  HK_RETURN_IF_ERROR(map_tables(&v));
+  HK_RETURN_IF_ERROR(verify_manifest(&v));
+  HK_RETURN_IF_ERROR(verify_targets(&v));
+  HK_RETURN_IF_ERROR(verify_kernels(&v));
+  HK_RETURN_IF_ERROR(verify_tensors(&v));
+  HK_RETURN_IF_ERROR(verify_graphs(&v));
+  *out_view = v;
+  return HK_OK;
+}
+
+bool hk_pack_find_graph(const hk_pack_view_t *v, uint32_t target, uint64_t batch, uint32_t *out_graph) {
+  const hk_target_rec_t *t = &v->targets[target];
+  for (uint32_t i = 0; i < t->graph_count; i++) {
+    if (v->graphs[t->graph_first + i].batch == batch) {
+      *out_graph = t->graph_first + i;
+      return true;
+    }
+  }
+  return false;
+}

@@ -1,0 +1,211 @@
+/*
+ * A small pipeline built by hand for the pack and loader tests:
+ *   tensors  x: input f32 [batch, 100]   w: param f32 [100]
+ *            t: intermediate f32 [batch, 100] (workspace)   y: output f32 [batch, 100]
+ *   launch 0 hk_test_addc(x, t, n, 1.5f)          t = x + 1.5
+ *   launch 1 hk_test_mul(t, w, NULL, y, n, 100)   y = t * w[i % 100]   (depends on 0)
+ * at batch sizes 2 and 8, for the host target of this machine and (optionally) a fake
+ * "sm_90" target whose code is arbitrary bytes.
+ */
+#ifndef HK_PACK_FIXTURE_H
+#define HK_PACK_FIXTURE_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hkc.h"
+#include "test_util.h"
+
+#if defined(__x86_64__)
+#define FX_HOST "host-x86_64"
+#elif defined(__aarch64__)
+#define FX_HOST "host-aarch64"
+#else
+#define FX_HOST "host-unknown"
+#endif
+
+#define FX_COLS 100
+#define FX_BLOCK 64 /* elements per host block, as in the kernels below */
+
+static const char fx_kernel_source[] =
+    "#include <stdint.h>\n"
+    "#define BS 64\n"
+    "void hk_test_addc(void *const *args, uint32_t b0, uint32_t b1) {\n"
+    "  const float *x = *(float *const *)args[0]; float *y = *(float *const *)args[1];\n"
+    "  int64_t n = *(const int64_t *)args[2]; float c = *(const float *)args[3];\n"
+    "  for (int64_t i = (int64_t)b0 * BS; i < (int64_t)b1 * BS && i < n; i++) y[i] = x[i] + c;\n"
+    "}\n"
+    "void hk_test_mul(void *const *args, uint32_t b0, uint32_t b1) {\n"
+    "  const float *a = *(float *const *)args[0], *w = *(float *const *)args[1];\n"
+    "  const float *bias = *(float *const *)args[2]; float *y = *(float *const *)args[3];\n"
+    "  int64_t n = *(const int64_t *)args[4], nw = *(const int64_t *)args[5];\n"
+    "  for (int64_t i = (int64_t)b0 * BS; i < (int64_t)b1 * BS && i < n; i++)\n"
+    "    y[i] = a[i] * w[i % nw] + (bias ? bias[i % nw] : 0.0f);\n"
+    "}\n";
+
+typedef struct fx {
+  hkc_tensor_t tensors[4];
+  hkc_spec_t spec;
+  hkc_kernel_out_t kernels[2];
+  hkc_launch_t launches[2][2];
+  uint32_t dep0;
+  uint64_t placements[2][4];
+  hkc_graph_out_t graphs[2];
+  hkc_target_out_t targets[2];
+  hkc_pack_in_t in;
+} fx_t;
+
+static inline hkc_tensor_t fx_tensor(const char *name, hk_role_t role, uint32_t rank, int64_t mul0, int64_t add0,
+                                     int64_t mul1, int64_t add1) {
+  hkc_tensor_t t;
+  memset(&t, 0, sizeof t);
+  t.name = (char *)name;
+  t.role = role;
+  t.dtype = HK_DTYPE_F32;
+  t.rank = rank;
+  t.dims[0] = (hkc_dim_t){mul0, add0};
+  t.dims[1] = (hkc_dim_t){mul1, add1};
+  t.producer = -1;
+  return t;
+}
+
+/* Fills fx. host_code is the host target's code object (borrowed); with_cuda adds the
+ * fake sm_90 target after it. */
+static inline void fx_init(fx_t *fx, const void *host_code, size_t host_size, int with_cuda) {
+  memset(fx, 0, sizeof *fx);
+  fx->tensors[0] = fx_tensor("x", HK_ROLE_INPUT, 2, 1, 0, 0, FX_COLS);
+  fx->tensors[1] = fx_tensor("w", HK_ROLE_PARAM, 1, 0, FX_COLS, 0, 0);
+  fx->tensors[2] = fx_tensor("t", HK_ROLE_INTERMEDIATE, 2, 1, 0, 0, FX_COLS);
+  fx->tensors[3] = fx_tensor("y", HK_ROLE_OUTPUT, 2, 1, 0, 0, FX_COLS);
+  hkc_spec_t *s = &fx->spec;
+  s->path = (char *)"fixture.yaml";
+  s->name = (char *)"fixture";
+  s->version = 1;
+  s->dtype = HK_DTYPE_F32;
+  s->batch_sizes[0] = 2;
+  s->batch_sizes[1] = 8;
+  s->n_batch = 2;
+  s->tensors = fx->tensors;
+  s->n_tensors = 4;
+  s->hash = 0x1234abcdull;
+
+  snprintf(fx->kernels[0].name, sizeof fx->kernels[0].name, "hk_test_addc");
+  fx->kernels[0].key.op = HK_OP_ADD;
+  snprintf(fx->kernels[0].params, sizeof fx->kernels[0].params, "c=1.5");
+  snprintf(fx->kernels[1].name, sizeof fx->kernels[1].name, "hk_test_mul");
+  fx->kernels[1].key.op = HK_OP_MUL;
+  snprintf(fx->kernels[1].params, sizeof fx->kernels[1].params, "bcast=w");
+  for (int k = 0; k < 2; k++) fx->kernels[k].wave_size = 1;
+
+  fx->dep0 = 0;
+  for (int g = 0; g < 2; g++) {
+    int64_t batch = s->batch_sizes[g], n = batch * FX_COLS;
+    uint32_t blocks = (uint32_t)((n + FX_BLOCK - 1) / FX_BLOCK);
+    hkc_launch_t *l0 = &fx->launches[g][0], *l1 = &fx->launches[g][1];
+    l0->kernel = 0;
+    l0->node_name = "add";
+    l0->grid[0] = blocks;
+    l0->grid[1] = l0->grid[2] = 1;
+    l0->block[0] = l0->block[1] = l0->block[2] = 1;
+    l0->args[0] = (hkc_arg_t){HK_ARG_TENSOR, 0, 0};
+    l0->args[1] = (hkc_arg_t){HK_ARG_TENSOR, 2, 0};
+    l0->args[2] = (hkc_arg_t){HK_ARG_I64, n, 0};
+    l0->args[3] = (hkc_arg_t){HK_ARG_F32, 0, 1.5f};
+    l0->n_args = 4;
+    *l1 = *l0;
+    l1->kernel = 1;
+    l1->node_name = "mul";
+    l1->args[0] = (hkc_arg_t){HK_ARG_TENSOR, 2, 0};
+    l1->args[1] = (hkc_arg_t){HK_ARG_TENSOR, 1, 0};
+    l1->args[2] = (hkc_arg_t){HK_ARG_NULL, 0, 0};
+    l1->args[3] = (hkc_arg_t){HK_ARG_TENSOR, 3, 0};
+    l1->args[4] = (hkc_arg_t){HK_ARG_I64, n, 0};
+    l1->args[5] = (hkc_arg_t){HK_ARG_I64, FX_COLS, 0};
+    l1->n_args = 6;
+    l1->deps = &fx->dep0;
+    l1->n_deps = 1;
+    fx->placements[g][0] = fx->placements[g][1] = fx->placements[g][3] = HK_PLACEMENT_NONE;
+    fx->placements[g][2] = 0;
+    fx->graphs[g].batch = batch;
+    fx->graphs[g].workspace_bytes = (uint64_t)((n * 4 + 255) / 256 * 256);
+    fx->graphs[g].placements = fx->placements[g];
+    fx->graphs[g].launches = fx->launches[g];
+    fx->graphs[g].n_launches = 2;
+  }
+  for (int t = 0; t < 2; t++) {
+    hkc_target_out_t *to = &fx->targets[t];
+    to->kernels = fx->kernels;
+    to->n_kernels = 2;
+    to->graphs = fx->graphs;
+    to->n_graphs = 2;
+  }
+  snprintf(fx->targets[0].name, sizeof fx->targets[0].name, "%s", FX_HOST);
+  fx->targets[0].kind = HK_TARGET_HOST;
+  fx->targets[0].code = (void *)host_code;
+  fx->targets[0].code_size = host_size;
+  snprintf(fx->targets[0].toolchain, sizeof fx->targets[0].toolchain, "cc: test");
+  snprintf(fx->targets[1].name, sizeof fx->targets[1].name, "sm_90");
+  fx->targets[1].kind = HK_TARGET_CUDA;
+  fx->targets[1].code = (void *)"not a cubin, just bytes for the format tests";
+  fx->targets[1].code_size = 45;
+  fx->in.spec = s;
+  fx->in.targets = fx->targets;
+  fx->in.n_targets = with_cuda ? 2 : 1;
+  fx->in.provenance = "hkc=" HKC_VERSION_STRING "\nspec=fixture.yaml\n";
+  fx->in.compression_level = 3;
+}
+
+/* Compiles fx_kernel_source into a shared object in memory (malloc'd). 0 / -1. */
+static inline int fx_compile_kernels(void **out_code, size_t *out_size) {
+  char *dir = hk_test_tmpdir();
+  if (!dir) return -1;
+  char src[4200], so[4200], cmd[9000], log[4096];
+  snprintf(src, sizeof src, "%s/k.c", dir);
+  snprintf(so, sizeof so, "%s/k.so", dir);
+  FILE *f = fopen(src, "w");
+  if (!f) return -1;
+  fputs(fx_kernel_source, f);
+  fclose(f);
+  const char *cc = getenv("CC");
+  snprintf(cmd, sizeof cmd, "%s -O1 -shared -fPIC -o %s %s", cc && *cc ? cc : "cc", so, src);
+  int rc = hk_test_run(cmd, log, sizeof log);
+  char *data = NULL;
+  size_t size = 0;
+  if (rc == 0) rc = hkc_read_file(so, &data, &size);
+  else fprintf(stderr, "compiling test kernels failed: %s\n", log);
+  remove(src);
+  remove(so);
+  remove(dir);
+  free(dir);
+  *out_code = data;
+  *out_size = size;
+  return rc == 0 ? 0 : -1;
+}
+
+/* An exact-size heap copy (so ASan catches any read past the end). */
+static inline uint8_t *fx_copy(const void *data, size_t size) {
+  uint8_t *p = malloc(size ? size : 1);
+  if (p && size) memcpy(p, data, size);
+  return p;
+}
+
+/* Section table entry i of an artifact in buf. */
+static inline hk_section_t *fx_section(uint8_t *buf, uint32_t i) {
+  hk_pack_header_t *h = (hk_pack_header_t *)buf;
+  return (hk_section_t *)(buf + h->section_table_offset) + i;
+}
+
+/* Index of the first section of `kind`. */
+static inline uint32_t fx_find_section(uint8_t *buf, uint32_t kind) {
+  hk_pack_header_t *h = (hk_pack_header_t *)buf;
+  for (uint32_t i = 0; i < h->section_count; i++)
+    if (fx_section(buf, i)->kind == kind) return i;
+  return UINT32_MAX;
+}
+
+/* Pointer to the payload of the first section of `kind`. */
+static inline void *fx_payload(uint8_t *buf, uint32_t kind) {
+  return buf + fx_section(buf, fx_find_section(buf, kind))->offset;
+}
+#endif

@@ -1,0 +1,596 @@
+/* The artifact format: writer round trips, determinism, atomic writes, and the
+ * verifier's answer to truncated, flipped and patched files (every one a clean
+ * status and message, never a crash: these tests run under ASan+UBSan). */
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "hk/hkrt.h"
+#include "pack_fixture.h"
+#include "pack_internal.h"
+#include "pack_refix.h"
+
+static const char fake_host_code[] = "\x7f" "ELF pretend shared object: the format tests never load it";
+
+typedef struct {
+  fx_t fx;
+  uint8_t *pack; /* a valid artifact with both targets */
+  size_t size;
+  char diag[4096];
+} state_t;
+
+static int setup(void **ts) {
+  state_t *st = calloc(1, sizeof *st);
+  fx_init(&st->fx, fake_host_code, sizeof fake_host_code, 1);
+  hkc_diag_capture(st->diag, sizeof st->diag);
+  void *data;
+  if (hkc_pack_write_memory(&st->fx.in, &data, &st->size) != 0) {
+    fprintf(stderr, "%s", st->diag);
+    return -1;
+  }
+  st->pack = data;
+  *ts = st;
+  return 0;
+}
+
+static int teardown(void **ts) {
+  state_t *st = *ts;
+  hkc_diag_capture(NULL, 0);
+  free(st->pack);
+  free(st);
+  return 0;
+}
+
+/* Opens an exact-size copy of buf; returns the status and leaves the message in hk_last_error(). */
+static hk_status_t open_copy(const uint8_t *buf, size_t size) {
+  uint8_t *copy = fx_copy(buf, size);
+  hk_pack_t *pack = NULL;
+  hk_status_t s = hk_pack_open_memory(copy, size, NULL, &pack);
+  if (s == HK_OK) assert_non_null(pack);
+  else assert_null(pack);
+  hk_pack_destroy(pack);
+  free(copy);
+  return s;
+}
+
+static void expect_open(const uint8_t *buf, size_t size, hk_status_t code, const char *needle, int line) {
+  hk_status_t s = open_copy(buf, size);
+  if (s != code || (needle && !strstr(hk_last_error(), needle)))
+    fail_msg("line %d: expected %s containing \"%s\", got %s: %s", line, hk_status_string(code), needle ? needle : "",
+             hk_status_string(s), hk_last_error());
+}
+#define EXPECT_OPEN(buf, size, code, needle) expect_open((buf), (size), (code), (needle), __LINE__)
+
+static void test_roundtrip_memory(void **ts) {
+  state_t *st = *ts;
+  hk_pack_t *pack;
+  assert_int_equal(hk_pack_open_memory(st->pack, st->size, NULL, &pack), HK_OK);
+  assert_string_equal(hk_pack_name(pack), "fixture");
+  assert_int_equal(hk_pack_target_count(pack), 2);
+  assert_string_equal(hk_pack_target_name(pack, 0), FX_HOST);
+  assert_string_equal(hk_pack_target_name(pack, 1), "sm_90");
+  assert_null(hk_pack_target_name(pack, 2));
+  assert_int_equal(hk_pack_batch_count(pack), 2);
+  assert_int_equal(hk_pack_batch_size(pack, 0), 2);
+  assert_int_equal(hk_pack_batch_size(pack, 1), 8);
+  assert_int_equal(hk_pack_batch_size(pack, 2), 0);
+
+  const hk_pack_view_t *v = hk_pack_view(pack);
+  assert_int_equal(v->target_count, 2);
+  assert_int_equal(v->kernel_count, 4);
+  assert_int_equal(v->tensor_count, 4);
+  assert_int_equal(v->graph_count, 4);
+  assert_int_equal(v->node_count, 8);
+  assert_int_equal(v->arg_count, 40);
+  assert_int_equal(v->dep_count, 4);
+  assert_int_equal(v->placement_count, 16);
+  assert_int_equal(v->section_count, 13);
+  assert_int_equal(v->manifest->spec_hash, 0x1234abcdull);
+  /* The second target's kernels and nodes are renumbered globally. */
+  assert_int_equal(v->targets[1].kernel_first, 2);
+  assert_int_equal(v->graphs[3].batch, 8);
+  assert_int_equal(v->nodes[v->graphs[3].node_first + 1].kernel, 3);
+  assert_string_equal(hk_pack_string(v, v->kernels[3].name), "hk_test_mul");
+  assert_string_equal(hk_pack_string(v, v->kernels[0].params), "c=1.5");
+  assert_string_equal(hk_pack_string(v, v->nodes[1].name), "mul");
+  assert_int_equal(v->tensors[2].role, HK_ROLE_INTERMEDIATE);
+  assert_int_equal(v->tensors[0].dims[1].add, FX_COLS);
+  const hk_arg_rec_t *a = &v->args[v->nodes[0].arg_first];
+  assert_int_equal(a[2].kind, HK_ARG_I64);
+  assert_int_equal(a[2].value, 200);
+  float f;
+  uint32_t bits = (uint32_t)a[3].value;
+  memcpy(&f, &bits, 4);
+  assert_true(f == 1.5f);
+  assert_int_equal(v->deps[v->nodes[1].dep_first], 0);
+  assert_int_equal(v->placements[2], 0);
+  assert_true(v->placements[0] == HK_PLACEMENT_NONE);
+  /* Strings are deduplicated: both targets' kernels share one "hk_test_addc". */
+  assert_int_equal(v->kernels[0].name, v->kernels[2].name);
+  char prov[512];
+  snprintf(prov, sizeof prov, "%.*s", (int)v->provenance_size, v->provenance);
+  assert_non_null(strstr(prov, "hkc=" HKC_VERSION_STRING "\n"));
+  assert_non_null(strstr(prov, "toolchain." FX_HOST "=cc: test\n"));
+
+  for (uint32_t t = 0; t < 2; t++) {
+    void *code;
+    size_t size;
+    assert_int_equal(hk_pack_code_load(v, t, NULL, &code, &size), HK_OK);
+    assert_int_equal(size, st->fx.targets[t].code_size);
+    assert_memory_equal(code, st->fx.targets[t].code, size);
+    free(code);
+    const hk_section_t *cs = &v->sections[v->targets[t].code_section];
+    assert_int_equal(cs->flags & HK_SECTION_FLAG_ZSTD, HK_SECTION_FLAG_ZSTD);
+  }
+  for (uint32_t i = 0; i < v->section_count; i++) assert_int_equal(v->sections[i].offset % HK_SECTION_ALIGN, 0);
+  hk_pack_destroy(pack);
+  hk_pack_destroy(NULL);
+}
+
+static void test_unaligned_memory_is_copied(void **ts) {
+  state_t *st = *ts;
+  uint8_t *buf = malloc(st->size + 1);
+  memcpy(buf + 1, st->pack, st->size);
+  hk_pack_t *pack;
+  assert_int_equal(hk_pack_open_memory(buf + 1, st->size, NULL, &pack), HK_OK);
+  assert_string_equal(hk_pack_target_name(pack, 1), "sm_90");
+  hk_pack_destroy(pack);
+  free(buf);
+}
+
+static void test_deterministic(void **ts) {
+  state_t *st = *ts;
+  void *again;
+  size_t size;
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &again, &size), 0);
+  assert_int_equal(size, st->size);
+  assert_memory_equal(again, st->pack, size);
+  free(again);
+  /* Default level (19) is deterministic too and still opens. */
+  st->fx.in.compression_level = 0;
+  void *a, *b;
+  size_t sa, sb;
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &a, &sa), 0);
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &b, &sb), 0);
+  st->fx.in.compression_level = 3;
+  assert_int_equal(sa, sb);
+  assert_memory_equal(a, b, sa);
+  EXPECT_OPEN(a, sa, HK_OK, NULL);
+  free(a);
+  free(b);
+}
+
+static int count_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+  closedir(d);
+  return n;
+}
+
+static void test_write_file(void **ts) {
+  state_t *st = *ts;
+  char *dir = hk_test_tmpdir();
+  char path[4200];
+  snprintf(path, sizeof path, "%s/model.hkpack", dir);
+  assert_int_equal(hkc_pack_write(&st->fx.in, path), 0);
+  assert_int_equal(count_entries(dir), 1); /* no temp file left behind */
+  char *data;
+  size_t size;
+  assert_int_equal(hkc_read_file(path, &data, &size), 0);
+  assert_int_equal(size, st->size);
+  assert_memory_equal(data, st->pack, size);
+  free(data);
+  struct stat sb;
+  assert_int_equal(stat(path, &sb), 0);
+  assert_int_equal(sb.st_mode & 0777, 0644);
+
+  hk_pack_t *pack;
+  assert_int_equal(hk_pack_open_file(path, NULL, &pack), HK_OK);
+  assert_string_equal(hk_pack_name(pack), "fixture");
+  hk_pack_destroy(pack);
+
+  /* A file that does not verify names the path. */
+  assert_int_equal(truncate(path, (off_t)(st->size - 10)), 0);
+  assert_int_equal(hk_pack_open_file(path, NULL, &pack), HK_STATUS_CORRUPT);
+  assert_null(pack);
+  assert_non_null(strstr(hk_last_error(), path));
+  assert_non_null(strstr(hk_last_error(), "truncated"));
+  assert_int_equal(truncate(path, 0), 0);
+  assert_int_equal(hk_pack_open_file(path, NULL, &pack), HK_STATUS_CORRUPT);
+  unlink(path);
+  assert_int_equal(hk_pack_open_file(path, NULL, &pack), HK_STATUS_IO);
+  assert_non_null(strstr(hk_last_error(), "No such file"));
+  assert_int_equal(hk_pack_open_file(dir, NULL, &pack), HK_STATUS_IO);
+  rmdir(dir);
+  free(dir);
+}
+
+static void test_atomic_write(void **ts) {
+  state_t *st = *ts;
+  char *dir = hk_test_tmpdir();
+  char path[4200];
+  /* Destination directory does not exist: fails, creates nothing. */
+  snprintf(path, sizeof path, "%s/missing/model.hkpack", dir);
+  assert_int_equal(hkc_pack_write(&st->fx.in, path), -1);
+  assert_non_null(strstr(st->diag, "cannot write"));
+  assert_int_equal(count_entries(dir), 0);
+
+  /* An existing artifact survives a failed write (invalid input). */
+  snprintf(path, sizeof path, "%s/model.hkpack", dir);
+  FILE *f = fopen(path, "w");
+  fputs("OLD", f);
+  fclose(f);
+  st->fx.launches[1][1].kernel = 99;
+  assert_int_equal(hkc_pack_write(&st->fx.in, path), -1);
+  st->fx.launches[1][1].kernel = 1;
+  char *data;
+  size_t size;
+  assert_int_equal(hkc_read_file(path, &data, &size), 0);
+  assert_string_equal(data, "OLD");
+  free(data);
+  assert_int_equal(count_entries(dir), 1);
+
+  /* The destination is a directory: rename fails, the temp file is removed. */
+  char sub[4100];
+  snprintf(sub, sizeof sub, "%s/adir", dir);
+  assert_int_equal(mkdir(sub, 0755), 0);
+  snprintf(path, sizeof path, "%.4100s/keep", sub);
+  f = fopen(path, "w");
+  fclose(f);
+  assert_int_equal(hkc_pack_write(&st->fx.in, sub), -1);
+  assert_non_null(strstr(st->diag, "rename"));
+  assert_int_equal(count_entries(dir), 2);
+  assert_int_equal(count_entries(sub), 1);
+  unlink(path);
+  rmdir(sub);
+  snprintf(path, sizeof path, "%s/model.hkpack", dir);
+  /* And a good write replaces the old file. */
+  assert_int_equal(hkc_pack_write(&st->fx.in, path), 0);
+  EXPECT_OPEN(st->pack, st->size, HK_OK, NULL);
+  assert_int_equal(hkc_read_file(path, &data, &size), 0);
+  assert_int_equal(size, st->size);
+  free(data);
+  unlink(path);
+  rmdir(dir);
+  free(dir);
+}
+
+static void test_writer_rejects_bad_input(void **ts) {
+  state_t *st = *ts;
+  void *data;
+  size_t size;
+  char long_name[300];
+  memset(long_name, 'n', sizeof long_name - 1);
+  long_name[sizeof long_name - 1] = '\0';
+  st->fx.launches[0][1].node_name = long_name;
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &size), -1);
+  assert_null(data);
+  assert_non_null(strstr(st->diag, "longer than 255"));
+  st->fx.launches[0][1].node_name = "mul";
+
+  uint32_t dep = 1;
+  st->fx.launches[0][1].deps = &dep; /* itself */
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &size), -1);
+  assert_non_null(strstr(st->diag, "not an earlier launch"));
+  st->fx.launches[0][1].deps = &st->fx.dep0;
+
+  st->fx.launches[0][0].args[0].i = 4; /* tensor index out of range */
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &size), -1);
+  st->fx.launches[0][0].args[0].i = 0;
+
+  st->fx.placements[0][2] = 100000; /* does not fit the workspace: caught by the self-verify */
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &size), -1);
+  assert_non_null(strstr(st->diag, "does not verify"));
+  st->fx.placements[0][2] = 0;
+
+  st->fx.graphs[1].batch = 9;
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &size), -1);
+  st->fx.graphs[1].batch = 8;
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &size), 0);
+  free(data);
+}
+
+static void test_truncation(void **ts) {
+  state_t *st = *ts;
+  for (size_t len = 0; len < st->size; len = len < 256 ? len + 1 : len + 37) {
+    hk_status_t s = open_copy(st->pack, len);
+    assert_int_equal(s, HK_STATUS_CORRUPT);
+    assert_true(strlen(hk_last_error()) > 0);
+    if (len >= 8) assert_non_null(strstr(hk_last_error(), "truncated"));
+  }
+  EXPECT_OPEN(st->pack, st->size, HK_OK, NULL);
+  /* Extra bytes after the declared end are refused too. */
+  uint8_t *longer = calloc(1, st->size + 8);
+  memcpy(longer, st->pack, st->size);
+  EXPECT_OPEN(longer, st->size + 8, HK_STATUS_CORRUPT, "trailing bytes");
+  free(longer);
+}
+
+/* Every single-byte change anywhere in the file is detected (checksums, zero padding). */
+static void test_flip_every_byte(void **ts) {
+  state_t *st = *ts;
+  uint8_t *buf = fx_copy(st->pack, st->size);
+  for (size_t i = 0; i < st->size; i++) {
+    buf[i] ^= 0x20;
+    hk_status_t s = open_copy(buf, st->size);
+    if (s != HK_STATUS_CORRUPT && s != HK_STATUS_UNSUPPORTED_VERSION)
+      fail_msg("flipping byte %zu: %s (%s)", i, hk_status_string(s), hk_last_error());
+    assert_true(strlen(hk_last_error()) > 0);
+    buf[i] ^= 0x20;
+  }
+  free(buf);
+}
+
+static void test_flip_messages(void **ts) {
+  state_t *st = *ts;
+  uint8_t *buf = fx_copy(st->pack, st->size);
+  buf[1] = 'h';
+  EXPECT_OPEN(buf, st->size, HK_STATUS_CORRUPT, "bad magic");
+  buf[1] = 'H';
+  buf[40] ^= 1; /* file_size */
+  EXPECT_OPEN(buf, st->size, HK_STATUS_CORRUPT, "header checksum");
+  buf[40] ^= 1;
+  buf[64 + 3 * 48 + 8] ^= 1; /* an entry of the section table */
+  EXPECT_OPEN(buf, st->size, HK_STATUS_CORRUPT, "section table checksum");
+  buf[64 + 3 * 48 + 8] ^= 1;
+  static const char *const kinds[] = {"STRINGS", "MANIFEST", "TARGETS", "KERNELS", "TENSORS", "GRAPHS", "NODES",
+                                      "ARGS", "DEPS", "PLACEMENTS", "PROVENANCE", "CODE", "CODE"};
+  for (uint32_t i = 0; i < 13; i++) {
+    hk_section_t *s = fx_section(buf, i);
+    buf[s->offset + s->size / 2] ^= 0x80;
+    char needle[64];
+    snprintf(needle, sizeof needle, "section %u (%s): checksum mismatch", i, kinds[i]);
+    EXPECT_OPEN(buf, st->size, HK_STATUS_CORRUPT, needle);
+    buf[s->offset + s->size / 2] ^= 0x80;
+  }
+  /* A CR LF -> LF conversion is recognized in the message. */
+  uint8_t *lf = malloc(st->size - 1);
+  memcpy(lf, st->pack, 4);
+  memcpy(lf + 4, st->pack + 5, st->size - 5);
+  EXPECT_OPEN(lf, st->size - 1, HK_STATUS_CORRUPT, "line-ending conversion");
+  free(lf);
+  free(buf);
+}
+
+/* ---- patched records: checksums fixed up so the deeper checks are reached ---------- */
+typedef void (*patch_fn)(uint8_t *buf, size_t size);
+
+static void expect_patched(state_t *st, patch_fn patch, hk_status_t code, const char *needle, int line) {
+  uint8_t *buf = fx_copy(st->pack, st->size);
+  patch(buf, st->size);
+  hk_test_refix(buf, st->size);
+  hk_status_t s = open_copy(buf, st->size);
+  if (s != code || (needle && !strstr(hk_last_error(), needle)))
+    fail_msg("line %d: expected %s containing \"%s\", got %s: %s", line, hk_status_string(code), needle ? needle : "",
+             hk_status_string(s), hk_last_error());
+  free(buf);
+}
+#define PATCHED(fn, code, needle) expect_patched(st, fn, code, needle, __LINE__)
+
+static hk_pack_header_t *hdr(uint8_t *b) { return (hk_pack_header_t *)b; }
+static hk_manifest_t *man(uint8_t *b) { return fx_payload(b, HK_SECTION_MANIFEST); }
+static hk_target_rec_t *tgt(uint8_t *b) { return fx_payload(b, HK_SECTION_TARGETS); }
+static hk_kernel_rec_t *krn(uint8_t *b) { return fx_payload(b, HK_SECTION_KERNELS); }
+static hk_tensor_rec_t *tns(uint8_t *b) { return fx_payload(b, HK_SECTION_TENSORS); }
+static hk_graph_rec_t *grf(uint8_t *b) { return fx_payload(b, HK_SECTION_GRAPHS); }
+static hk_node_rec_t *nod(uint8_t *b) { return fx_payload(b, HK_SECTION_NODES); }
+static hk_arg_rec_t *arg(uint8_t *b) { return fx_payload(b, HK_SECTION_ARGS); }
+static uint32_t *dep(uint8_t *b) { return fx_payload(b, HK_SECTION_DEPS); }
+static uint64_t *plc(uint8_t *b) { return fx_payload(b, HK_SECTION_PLACEMENTS); }
+static hk_section_t *sec(uint8_t *b, uint32_t kind) { return fx_section(b, fx_find_section(b, kind)); }
+
+static void p_major(uint8_t *b, size_t n) { hdr(b)->version_major = 2; }
+static void p_minor(uint8_t *b, size_t n) { hdr(b)->version_minor = 7; }
+static void p_endian(uint8_t *b, size_t n) { hdr(b)->endian_tag = __builtin_bswap32(HK_PACK_ENDIAN_TAG); }
+static void p_header_size(uint8_t *b, size_t n) { hdr(b)->header_size = 72; }
+static void p_file_size(uint8_t *b, size_t n) { hdr(b)->file_size += 64; }
+static void p_section_count0(uint8_t *b, size_t n) { hdr(b)->section_count = 0; }
+static void p_section_count_big(uint8_t *b, size_t n) { hdr(b)->section_count = 100000; }
+static void p_table_offset(uint8_t *b, size_t n) { hdr(b)->section_table_offset = n - 8; }
+static void p_off_past_end(uint8_t *b, size_t n) { sec(b, HK_SECTION_DEPS)->offset = (n + 64) & ~63ull; }
+static void p_off_huge(uint8_t *b, size_t n) { sec(b, HK_SECTION_DEPS)->size = UINT64_MAX - 10; }
+static void p_overlap(uint8_t *b, size_t n) { sec(b, HK_SECTION_DEPS)->offset = sec(b, HK_SECTION_ARGS)->offset; }
+static void p_unaligned(uint8_t *b, size_t n) { sec(b, HK_SECTION_DEPS)->offset += 8; }
+static void p_over_table(uint8_t *b, size_t n) { fx_section(b, 0)->offset = 64; }
+static void p_unknown_kind(uint8_t *b, size_t n) { sec(b, HK_SECTION_PROVENANCE)->kind = 99; }
+static void p_unknown_optional(uint8_t *b, size_t n) {
+  hk_section_t *s = sec(b, HK_SECTION_PROVENANCE);
+  s->kind = 99;
+  s->flags = HK_SECTION_FLAG_OPTIONAL;
+}
+static void p_duplicate(uint8_t *b, size_t n) { sec(b, HK_SECTION_PROVENANCE)->kind = HK_SECTION_STRINGS; }
+static void p_bad_flags(uint8_t *b, size_t n) { sec(b, HK_SECTION_NODES)->flags = 0x80; }
+static void p_zstd_table(uint8_t *b, size_t n) { sec(b, HK_SECTION_NODES)->flags = HK_SECTION_FLAG_ZSTD; }
+static void p_record_size(uint8_t *b, size_t n) {
+  sec(b, HK_SECTION_TARGETS)->size -= 1;
+  sec(b, HK_SECTION_TARGETS)->raw_size -= 1;
+}
+static void p_manifest_targets(uint8_t *b, size_t n) { man(b)->target_count = 3; }
+static void p_manifest_batches(uint8_t *b, size_t n) { man(b)->batch_count = 17; }
+static void p_manifest_order(uint8_t *b, size_t n) { man(b)->batch_sizes[1] = 1; }
+static void p_manifest_dtype(uint8_t *b, size_t n) { man(b)->dtype = 3; }
+static void p_string_ref(uint8_t *b, size_t n) { man(b)->name = 1u << 30; }
+static void p_unterminated(uint8_t *b, size_t n) {
+  hk_section_t *s = sec(b, HK_SECTION_STRINGS);
+  b[s->offset + s->size - 1] = 'x'; /* the last string loses its NUL */
+}
+static void p_target_kind(uint8_t *b, size_t n) { tgt(b)[1].kind = 7; }
+static void p_target_code(uint8_t *b, size_t n) { tgt(b)[0].code_section = 0; }
+static void p_target_code_range(uint8_t *b, size_t n) { tgt(b)[0].code_section = 5000; }
+static void p_target_dup(uint8_t *b, size_t n) { tgt(b)[1].name = tgt(b)[0].name; }
+static void p_target_kernels(uint8_t *b, size_t n) { tgt(b)[1].kernel_count = 0xfffffff0u; }
+static void p_target_graphs(uint8_t *b, size_t n) { tgt(b)[1].graph_count = 1; }
+static void p_kernel_op(uint8_t *b, size_t n) { krn(b)[1].op = 99; }
+static void p_kernel_target(uint8_t *b, size_t n) { krn(b)[1].target = 1; }
+static void p_tensor_rank0(uint8_t *b, size_t n) { tns(b)[0].rank = 0; }
+static void p_tensor_rank7(uint8_t *b, size_t n) { tns(b)[0].rank = 7; }
+static void p_tensor_dtype(uint8_t *b, size_t n) { tns(b)[1].dtype = 5; }
+static void p_tensor_role(uint8_t *b, size_t n) { tns(b)[1].role = 4; }
+static void p_tensor_dim(uint8_t *b, size_t n) { tns(b)[0].dims[0].mul = -1; }
+static void p_tensor_overflow(uint8_t *b, size_t n) { tns(b)[0].dims[1].add = INT64_MAX / 2; }
+static void p_graph_batch(uint8_t *b, size_t n) { grf(b)[1].batch = 9; }
+static void p_graph_nodes(uint8_t *b, size_t n) { grf(b)[0].node_count = 100; }
+static void p_graph_placements(uint8_t *b, size_t n) { grf(b)[3].placement_first = 14; }
+static void p_node_kernel(uint8_t *b, size_t n) { nod(b)[0].kernel = 999; }
+static void p_node_kernel_other(uint8_t *b, size_t n) { nod(b)[0].kernel = 2; }
+static void p_node_grid(uint8_t *b, size_t n) { nod(b)[0].grid[1] = 2; }
+static void p_node_grid0(uint8_t *b, size_t n) { nod(b)[0].grid[0] = 0; }
+static void p_node_args(uint8_t *b, size_t n) { nod(b)[0].arg_count = 65; }
+static void p_node_arg_range(uint8_t *b, size_t n) { nod(b)[7].arg_first = 38; }
+static void p_node_dep_range(uint8_t *b, size_t n) { nod(b)[1].dep_first = 0xffffffffu; }
+static void p_node_name(uint8_t *b, size_t n) { nod(b)[1].name = 0xfffffff0u; }
+static void p_arg_kind(uint8_t *b, size_t n) { arg(b)[1].kind = 9; }
+static void p_arg_tensor(uint8_t *b, size_t n) { arg(b)[1].value = 77; }
+static void p_dep_self(uint8_t *b, size_t n) { dep(b)[0] = 1; }
+static void p_placement_fit(uint8_t *b, size_t n) { plc(b)[2] = 256; }
+static void p_placement_align(uint8_t *b, size_t n) { plc(b)[2] = 8; }
+static void p_placement_app(uint8_t *b, size_t n) { plc(b)[0] = 0; }
+static void p_placement_none(uint8_t *b, size_t n) { plc(b)[2] = HK_PLACEMENT_NONE; }
+static void p_code_raw(uint8_t *b, size_t n) { sec(b, HK_SECTION_CODE)->raw_size += 1; }
+static void p_code_limit(uint8_t *b, size_t n) { sec(b, HK_SECTION_CODE)->raw_size = HK_MAX_CODE_BYTES + 1; }
+static void p_code_target(uint8_t *b, size_t n) { sec(b, HK_SECTION_CODE)->target = 1; }
+static void p_code_frame(uint8_t *b, size_t n) { b[sec(b, HK_SECTION_CODE)->offset] ^= 0xff; }
+static void p_code_raw_flag(uint8_t *b, size_t n) { sec(b, HK_SECTION_CODE)->flags = 0; }
+
+static void test_patched_records(void **ts) {
+  state_t *st = *ts;
+  PATCHED(p_major, HK_STATUS_UNSUPPORTED_VERSION, "artifact format 2.x (2.0); this loader reads 1.x");
+  PATCHED(p_minor, HK_OK, NULL); /* newer minor, no unknown sections: readable */
+  PATCHED(p_endian, HK_STATUS_CORRUPT, "byte order");
+  PATCHED(p_header_size, HK_STATUS_CORRUPT, "header_size");
+  PATCHED(p_file_size, HK_STATUS_CORRUPT, "truncated: header says");
+  PATCHED(p_section_count0, HK_STATUS_CORRUPT, "section_count 0");
+  PATCHED(p_section_count_big, HK_STATUS_CORRUPT, "section_count 100000");
+  PATCHED(p_table_offset, HK_STATUS_CORRUPT, "section table");
+  PATCHED(p_off_past_end, HK_STATUS_CORRUPT, "outside the file");
+  PATCHED(p_off_huge, HK_STATUS_CORRUPT, "outside the file");
+  PATCHED(p_overlap, HK_STATUS_CORRUPT, "overlaps");
+  PATCHED(p_unaligned, HK_STATUS_CORRUPT, "not a multiple of 64");
+  PATCHED(p_over_table, HK_STATUS_CORRUPT, "overlaps");
+  PATCHED(p_unknown_kind, HK_STATUS_CORRUPT, "unknown kind 99 and is not flagged optional");
+  PATCHED(p_unknown_optional, HK_STATUS_CORRUPT, "required section PROVENANCE is missing");
+  PATCHED(p_duplicate, HK_STATUS_CORRUPT, "STRINGS appears more than once");
+  PATCHED(p_bad_flags, HK_STATUS_CORRUPT, "unknown flags");
+  PATCHED(p_zstd_table, HK_STATUS_CORRUPT, "stored uncompressed");
+  PATCHED(p_record_size, HK_STATUS_CORRUPT, "not a multiple of the record size");
+  PATCHED(p_manifest_targets, HK_STATUS_CORRUPT, "target_count 3");
+  PATCHED(p_manifest_batches, HK_STATUS_CORRUPT, "batch_count 17");
+  PATCHED(p_manifest_order, HK_STATUS_CORRUPT, "ascending");
+  PATCHED(p_manifest_dtype, HK_STATUS_CORRUPT, "dtype 3");
+  PATCHED(p_string_ref, HK_STATUS_CORRUPT, "outside STRINGS");
+  PATCHED(p_unterminated, HK_STATUS_CORRUPT, "not NUL-terminated");
+  PATCHED(p_target_kind, HK_STATUS_CORRUPT, "unknown kind 7");
+  PATCHED(p_target_code, HK_STATUS_CORRUPT, "code_section 0");
+  PATCHED(p_target_code_range, HK_STATUS_CORRUPT, "code_section 5000");
+  PATCHED(p_target_dup, HK_STATUS_CORRUPT, "duplicate name");
+  PATCHED(p_target_kernels, HK_STATUS_CORRUPT, "outside KERNELS");
+  PATCHED(p_target_graphs, HK_STATUS_CORRUPT, "1 graphs");
+  PATCHED(p_kernel_op, HK_STATUS_CORRUPT, "unknown op 99");
+  PATCHED(p_kernel_target, HK_STATUS_CORRUPT, "not in the kernel range");
+  PATCHED(p_tensor_rank0, HK_STATUS_CORRUPT, "rank 0");
+  PATCHED(p_tensor_rank7, HK_STATUS_CORRUPT, "rank 7");
+  PATCHED(p_tensor_dtype, HK_STATUS_CORRUPT, "unknown dtype 5");
+  PATCHED(p_tensor_role, HK_STATUS_CORRUPT, "unknown role 4");
+  PATCHED(p_tensor_dim, HK_STATUS_CORRUPT, "dimension is <= 0");
+  PATCHED(p_tensor_overflow, HK_STATUS_CORRUPT, "overflows");
+  PATCHED(p_graph_batch, HK_STATUS_CORRUPT, "not its graph for batch 8");
+  PATCHED(p_graph_nodes, HK_STATUS_CORRUPT, "outside NODES");
+  PATCHED(p_graph_placements, HK_STATUS_CORRUPT, "outside PLACEMENTS");
+  PATCHED(p_node_kernel, HK_STATUS_CORRUPT, "kernel 999");
+  PATCHED(p_node_kernel_other, HK_STATUS_CORRUPT, "not a kernel of the graph's target");
+  PATCHED(p_node_grid, HK_STATUS_CORRUPT, "grid.y");
+  PATCHED(p_node_grid0, HK_STATUS_CORRUPT, ">= 1");
+  PATCHED(p_node_args, HK_STATUS_CORRUPT, "65 args");
+  PATCHED(p_node_arg_range, HK_STATUS_CORRUPT, "outside ARGS");
+  PATCHED(p_node_dep_range, HK_STATUS_CORRUPT, "outside DEPS");
+  PATCHED(p_node_name, HK_STATUS_CORRUPT, "outside STRINGS");
+  PATCHED(p_arg_kind, HK_STATUS_CORRUPT, "unknown kind 9");
+  PATCHED(p_arg_tensor, HK_STATUS_CORRUPT, "tensor index 77");
+  PATCHED(p_dep_self, HK_STATUS_CORRUPT, "not an earlier node");
+  PATCHED(p_placement_fit, HK_STATUS_CORRUPT, "does not fit");
+  PATCHED(p_placement_align, HK_STATUS_CORRUPT, "does not fit");
+  PATCHED(p_placement_app, HK_STATUS_CORRUPT, "has a placement");
+  PATCHED(p_placement_none, HK_STATUS_CORRUPT, "does not fit");
+  PATCHED(p_code_raw, HK_STATUS_CORRUPT, "raw_size");
+  PATCHED(p_code_limit, HK_STATUS_CORRUPT, "exceeds the limit");
+  PATCHED(p_code_target, HK_STATUS_CORRUPT, "code_section 11 is not this target's CODE section");
+  PATCHED(p_code_frame, HK_STATUS_CORRUPT, "zstd frame");
+  PATCHED(p_code_raw_flag, HK_STATUS_CORRUPT, "stored raw");
+}
+
+static void test_open_arguments(void **ts) {
+  state_t *st = *ts;
+  hk_pack_t *pack = (hk_pack_t *)1;
+  assert_int_equal(hk_pack_open_memory(NULL, 10, NULL, &pack), HK_STATUS_INVALID_ARGUMENT);
+  assert_null(pack);
+  assert_int_equal(hk_pack_open_memory(st->pack, st->size, NULL, NULL), HK_STATUS_INVALID_ARGUMENT);
+  hk_allocator_t half = {.alloc = NULL, .free = NULL, .ctx = NULL};
+  assert_int_equal(hk_pack_open_memory(st->pack, st->size, &half, &pack), HK_OK); /* zero: libc */
+  hk_pack_destroy(pack);
+  assert_int_equal(hk_pack_open_file(NULL, NULL, &pack), HK_STATUS_INVALID_ARGUMENT);
+  assert_string_equal(hk_status_string(HK_STATUS_CORRUPT), "CORRUPT");
+  assert_string_equal(hk_status_string(HK_STATUS_NO_COMPATIBLE_TARGET), "NO_COMPATIBLE_TARGET");
+  assert_string_equal(hk_status_string((hk_status_t)99), "UNKNOWN_STATUS");
+}
+
+/* Seed corpus for tests/fuzz/fuzz_pack: valid packs and damaged variants, written to
+ * $HK_WRITE_FUZZ_CORPUS instead of running the tests. */
+static int write_corpus(const char *dir) {
+  state_t *st;
+  if (setup((void **)&st) != 0) return 1;
+  struct { const char *name; size_t cut; int flip; int one_target; int major; } seeds[] = {
+      {"valid_two_targets", 0, -1, 0, 0}, {"valid_host_only", 0, -1, 1, 0}, {"truncated_100", 100, -1, 0, 0},
+      {"truncated_700", 700, -1, 0, 0},   {"flipped_900", 0, 900, 0, 0},    {"version_2", 0, -1, 0, 2},
+  };
+  for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
+    st->fx.in.n_targets = seeds[i].one_target ? 1 : 2;
+    void *data;
+    size_t size;
+    if (hkc_pack_write_memory(&st->fx.in, &data, &size) != 0) return 1;
+    uint8_t *b = data;
+    if (seeds[i].cut) size = seeds[i].cut;
+    if (seeds[i].flip >= 0) b[seeds[i].flip] ^= 0x10;
+    if (seeds[i].major) {
+      ((hk_pack_header_t *)b)->version_major = (uint16_t)seeds[i].major;
+      hk_test_refix(b, size);
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, seeds[i].name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(b, 1, size, f) != size) return 1;
+    fclose(f);
+    free(data);
+  }
+  teardown((void **)&st);
+  return 0;
+}
+
+int main(void) {
+  if (getenv("HK_WRITE_FUZZ_CORPUS")) return write_corpus(getenv("HK_WRITE_FUZZ_CORPUS"));
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_roundtrip_memory, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_unaligned_memory_is_copied, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_deterministic, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_write_file, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_atomic_write, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_writer_rejects_bad_input, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_truncation, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_flip_every_byte, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_flip_messages, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_patched_records, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_open_arguments, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
