@@ -102,4 +102,9 @@ static inline float hk_act_gelu_tanh(float x) {
 }
 static inline float hk_act_silu(float x) { return x / (1.0f + expf(-x)); }
 
+/* Pairwise sum of 8 partial sums (the lanes of a reduction). */
+static inline float hk_sum8(const float *l) {
+  return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
 static inline int64_t hk_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }

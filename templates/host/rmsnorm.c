@@ -9,12 +9,12 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
   for (int64_t r = block_begin; r < (int64_t)block_end && r < rows; r++) {
     const HK_T *xr = x + r * cols;
     HK_T *yr = out + r * cols;
-    float sq = 0.0f;
+    float lane[8] = {0}; /* 8 partial sums: shorter rounding chains, more ILP */
     for (int64_t c = 0; c < cols; c++) {
       const float v = HK_LOAD(xr[c]);
-      sq += v * v;
+      lane[c & 7] += v * v;
     }
-    const float rstd = 1.0f / sqrtf(sq / (float)cols + eps);
+    const float rstd = 1.0f / sqrtf(hk_sum8(lane) / (float)cols + eps);
     for (int64_t c = 0; c < cols; c++) yr[c] = HK_STORE(HK_LOAD(xr[c]) * rstd * HK_LOAD(gamma[c]));
   }
 }

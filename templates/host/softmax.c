@@ -10,9 +10,9 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
     HK_T *yr = out + r * cols;
     float mx = -INFINITY;
     for (int64_t c = 0; c < cols; c++) mx = fmaxf(mx, HK_LOAD(xr[c]));
-    float sum = 0.0f;
-    for (int64_t c = 0; c < cols; c++) sum += expf(HK_LOAD(xr[c]) - mx);
-    const float inv = 1.0f / sum;
+    float lane[8] = {0};
+    for (int64_t c = 0; c < cols; c++) lane[c & 7] += expf(HK_LOAD(xr[c]) - mx);
+    const float inv = 1.0f / hk_sum8(lane);
     for (int64_t c = 0; c < cols; c++) yr[c] = HK_STORE(expf(HK_LOAD(xr[c]) - mx) * inv);
   }
 }
