@@ -260,10 +260,17 @@ static void arg_f32(call_t *c, float v) {
   c->n++;
 }
 
-/* Runs every block of grid.x: first the last block alone, which must write some but
- * not all of a multi-block output (block ranges are honoured); then the rest as
- * uneven ranges in reverse order (blocks are independent); then empty and
- * past-the-end ranges, which must write nothing (checked by the guard). */
+static size_t count_unwritten(const buf_t *out) {
+  size_t u = 0;
+  for (size_t i = 0; i < out->n; i++) u += isnan(buf_get(out, i));
+  return u;
+}
+
+/* Runs every block of grid.x. Blocks partition the output, so with several blocks:
+ * block 0 alone writes some but not all of it (block_end honoured), then the last
+ * block alone writes more but, with three or more blocks, not the rest (block_begin
+ * honoured). The middle blocks then run as uneven ranges in reverse order (blocks
+ * are independent); empty and past-the-end ranges must write nothing (guard). */
 static void run(const hkc_kernel_key_t *key, call_t *c, const buf_t *out) {
   kernel_fn_t fn = lookup(key);
   uint32_t grid[3], block[3];
@@ -272,18 +279,22 @@ static void run(const hkc_kernel_key_t *key, call_t *c, const buf_t *out) {
   assert_int_equal(grid[1], 1);
   assert_int_equal(grid[2], 1);
   const uint32_t n = grid[0];
-  fn(c->args, n - 1, n);
+  fn(c->args, 0, 1);
   if (n >= 2) {
-    size_t unwritten = 0;
-    for (size_t i = 0; i < out->n; i++) unwritten += isnan(buf_get(out, i));
-    if (unwritten == 0 || unwritten == out->n)
-      fail_msg("block %u of %u wrote %zu of %zu elements", n - 1, n, out->n - unwritten, out->n);
+    size_t u1 = count_unwritten(out);
+    if (u1 == 0 || u1 == out->n) fail_msg("block 0 of %u wrote %zu of %zu elements", n, out->n - u1, out->n);
+    fn(c->args, n - 1, n);
+    size_t u2 = count_unwritten(out);
+    if (u2 >= u1 || (n >= 3 && u2 == 0))
+      fail_msg("block %u of %u: %zu then %zu of %zu elements unwritten", n - 1, n, u1, u2, out->n);
   }
-  uint32_t a = (n - 1) / 3, b = (n - 1) - (n - 1) / 4;
-  fn(c->args, b, n - 1);
-  fn(c->args, a, b);
-  fn(c->args, 0, a);
-  fn(c->args, a, a);
+  if (n >= 3) {
+    uint32_t a = 1 + (n - 2) / 3, b = (n - 1) - (n - 2) / 4;
+    fn(c->args, b, n - 1);
+    fn(c->args, a, b);
+    fn(c->args, 1, a);
+  }
+  fn(c->args, 1, 1);
   fn(c->args, n, n + 3);
 }
 
