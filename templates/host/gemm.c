@@ -5,7 +5,8 @@
  * A block is a tile of HK_GEMM_BM rows x HK_GEMM_BN columns, numbered row-tile-major
  * (block = row_tile * col_tiles + col_tile); edge tiles are masked. Per K step a panel of
  * B is converted to f32 once and reused by every row of the tile; the inner loop runs
- * contiguously over columns (i-k-j order) so the compiler vectorizes it.
+ * contiguously over columns (i-k-j order); full tiles take loops with constant trip
+ * counts, which -O2's cheap vectorizer cost model accepts (tails take scalar loops).
  * Stack: (BM + BK) * BN floats (48 KiB with the default sizes). */
 HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_end) {
   const HK_T *A = (const HK_T *)hk_arg_ptr(args, 0);
@@ -34,12 +35,18 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
 #if HK_TRANS_B
       for (int64_t j = 0; j < nb; j++) {
         const HK_T *b_row = B + (j0 + j) * K + k0;
-        for (int64_t kk = 0; kk < kb; kk++) panel[kk][j] = HK_LOAD(b_row[kk]);
+        if (kb == HK_GEMM_BK)
+          for (int kk = 0; kk < HK_GEMM_BK; kk++) panel[kk][j] = HK_LOAD(b_row[kk]);
+        else
+          for (int64_t kk = 0; kk < kb; kk++) panel[kk][j] = HK_LOAD(b_row[kk]);
       }
 #else
       for (int64_t kk = 0; kk < kb; kk++) {
         const HK_T *b_row = B + (k0 + kk) * N + j0;
-        for (int64_t j = 0; j < nb; j++) panel[kk][j] = HK_LOAD(b_row[j]);
+        if (nb == HK_GEMM_BN)
+          for (int j = 0; j < HK_GEMM_BN; j++) panel[kk][j] = HK_LOAD(b_row[j]);
+        else
+          for (int64_t j = 0; j < nb; j++) panel[kk][j] = HK_LOAD(b_row[j]);
       }
 #endif
       for (int64_t i = 0; i < mb; i++) {
@@ -48,7 +55,10 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
         for (int64_t kk = 0; kk < kb; kk++) {
           const float a = HK_LOAD(a_row[kk]);
           const float *b = panel[kk];
-          for (int64_t j = 0; j < nb; j++) c[j] += a * b[j];
+          if (nb == HK_GEMM_BN) /* constant trip count: vectorized even by -O2's cheap model */
+            for (int j = 0; j < HK_GEMM_BN; j++) c[j] += a * b[j];
+          else
+            for (int64_t j = 0; j < nb; j++) c[j] += a * b[j];
         }
       }
     }

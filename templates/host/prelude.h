@@ -50,19 +50,16 @@ static inline float hk_bits_f32(uint32_t u) {
 static inline float hk_f32_load(float x) { return x; }
 static inline float hk_f32_store(float x) { return x; }
 
+/* Branch-free (selects only) so that loops converting arrays vectorize. Subnormals go
+ * through an exact int -> float conversion, never through f32 denormals, so the result
+ * is right even when the process runs with denormals-are-zero. */
 static inline float hk_f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-  if (exp == 0x1fu) return hk_bits_f32(sign | 0x7f800000u | (man << 13)); /* inf, NaN */
-  if (exp != 0) return hk_bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
-  if (man == 0) return hk_bits_f32(sign);
-  /* Subnormal: man * 2^-24; normalize so the implicit bit lands at bit 10. */
-  uint32_t e = 113u;
-  while (!(man & 0x400u)) {
-    man <<= 1;
-    e--;
-  }
-  return hk_bits_f32(sign | (e << 23) | ((man & 0x3ffu) << 13));
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  const uint32_t normal = sign | ((exp + 112u) << 23) | (man << 13);
+  const uint32_t special = sign | 0x7f800000u | (man << 13); /* inf, NaN */
+  const uint32_t subnormal = sign | hk_f32_bits((float)man * 0x1p-24f);
+  return hk_bits_f32(exp == 0 ? subnormal : exp == 0x1fu ? special : normal);
 }
 
 static inline uint16_t hk_f32_to_f16(float f) {
