@@ -16,6 +16,8 @@
 
 #define RTC_MAX_ARGV 64        /* words of $CC plus our ~14 flags */
 #define RTC_MAX_DIAG (16 << 10) /* compiler output kept for the error message */
+#define RTC_DIR_MAX 1024        /* the temporary directory's path ($TMPDIR + 15) */
+#define RTC_PATH_MAX (RTC_DIR_MAX + 320) /* a file in it: room for any d_name */
 
 /* Splits $CC (e.g. "ccache gcc") on blanks into argv; no shell quoting rules. */
 static int split_cc(char *cc, char **argv, int max) {
@@ -54,7 +56,7 @@ static void remove_tree(const char *dir) {
   DIR *d = opendir(dir);
   if (d) {
     struct dirent *e;
-    char path[4096];
+    char path[RTC_PATH_MAX];
     while ((e = readdir(d))) {
       if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
       snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
@@ -98,7 +100,7 @@ static void cc_version(char **cc_argv, int cc_n, const char *dir, char *out, siz
   argv[n] = NULL;
   snprintf(out, size, "unknown");
   if (run_in_dir(argv, dir, "version.txt") != 0) return;
-  char path[4096], *text = NULL;
+  char path[RTC_PATH_MAX], *text = NULL;
   size_t len = 0;
   snprintf(path, sizeof path, "%s/version.txt", dir);
   if (hkc_read_file(path, &text, &len) == 0) {
@@ -113,8 +115,12 @@ int hkc_rtc_host_compile(const char *source, void **out_code, size_t *out_size, 
   *out_code = NULL;
   *out_size = 0;
   const char *base = getenv("TMPDIR");
-  char dir[4096];
-  snprintf(dir, sizeof dir, "%s/hkc-rtc.XXXXXX", base && *base ? base : "/tmp");
+  char dir[RTC_DIR_MAX];
+  int len = snprintf(dir, sizeof dir, "%s/hkc-rtc.XXXXXX", base && *base ? base : "/tmp");
+  if (len < 0 || (size_t)len >= sizeof dir) {
+    hkc_error((hkc_loc_t){0}, "host compile: $TMPDIR is longer than %d bytes", RTC_DIR_MAX - 16);
+    return -1;
+  }
   if (!mkdtemp(dir)) {
     hkc_error((hkc_loc_t){0}, "host compile: cannot create a temporary directory under %s: %s",
               base && *base ? base : "/tmp", strerror(errno));
@@ -124,8 +130,8 @@ int hkc_rtc_host_compile(const char *source, void **out_code, size_t *out_size, 
   const char *cc_env = getenv("CC");
   char *cc = hkc_strdup(cc_env && *cc_env ? cc_env : "cc");
   char *argv[RTC_MAX_ARGV + 1];
-  char prefix_map[4200];
-  char path[4200];
+  char prefix_map[RTC_PATH_MAX];
+  char path[RTC_PATH_MAX];
   int rc = -1;
   if (!cc) goto done;
   int cc_n = split_cc(cc, argv, RTC_MAX_ARGV - 16);
