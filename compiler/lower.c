@@ -1,0 +1,174 @@
+/* Lowering: a spec node at one batch size -> kernel key + argument list (the kernel
+ * ABI documented above HKC_MAX_ARGS in hkc.h). Target-independent. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hkc.h"
+
+/* Local helpers: spec.c owns the public hkc_tensor_* / hkc_*_name ones. */
+static int64_t tensor_elems(const hkc_tensor_t *t, int64_t batch) {
+  int64_t n = 1;
+  for (uint32_t d = 0; d < t->rank; d++) n *= hkc_dim_value(t->dims[d], batch);
+  return n;
+}
+
+static int64_t tensor_dim(const hkc_tensor_t *t, uint32_t d, int64_t batch) {
+  return d < t->rank ? hkc_dim_value(t->dims[d], batch) : 1;
+}
+
+static int64_t last_dim(const hkc_tensor_t *t, int64_t batch) {
+  return t->rank ? tensor_dim(t, t->rank - 1, batch) : 1;
+}
+
+typedef struct arg_list {
+  hkc_arg_t *args;
+  int n;
+} arg_list_t;
+
+static void push_tensor(arg_list_t *l, int tensor) {
+  hkc_arg_t a = {.kind = tensor == HKC_NONE ? HK_ARG_NULL : HK_ARG_TENSOR, .i = tensor == HKC_NONE ? 0 : tensor};
+  l->args[l->n++] = a;
+}
+
+static void push_i64(arg_list_t *l, int64_t v) { l->args[l->n++] = (hkc_arg_t){.kind = HK_ARG_I64, .i = v}; }
+static void push_f32(arg_list_t *l, float v) { l->args[l->n++] = (hkc_arg_t){.kind = HK_ARG_F32, .f = v}; }
+
+/* Returns the number of arguments, or -1 (reported at the node) for a node whose
+ * sizes cannot be lowered. The key's flags that an op does not use stay zero, so
+ * equal kernels get equal keys. */
+int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kernel_key_t *out_key,
+                   hkc_arg_t out_args[HKC_MAX_ARGS]) {
+  const hkc_node_t *nd = &spec->nodes[node];
+  const hkc_tensor_t *out = &spec->tensors[nd->out];
+  const hkc_tensor_t *x = &spec->tensors[nd->in[0]];
+  arg_list_t l = {out_args, 0};
+  memset(out_key, 0, sizeof *out_key);
+  memset(out_args, 0, sizeof(hkc_arg_t) * HKC_MAX_ARGS);
+  out_key->op = nd->op;
+  out_key->dtype = out->dtype;
+  out_key->act = HK_ACT_NONE;
+
+  switch (nd->op) {
+  case HK_OP_GEMM: {
+    const hkc_tensor_t *b = &spec->tensors[nd->in[1]];
+    int64_t k = last_dim(x, batch);
+    int64_t n = nd->trans_b ? tensor_dim(b, 0, batch) : last_dim(b, batch);
+    if (k <= 0) break;
+    out_key->act = nd->act;
+    out_key->trans_b = nd->trans_b != 0;
+    out_key->has_bias = nd->bias != HKC_NONE;
+    out_key->has_residual = nd->residual != HKC_NONE;
+    push_tensor(&l, nd->in[0]);
+    push_tensor(&l, nd->in[1]);
+    push_tensor(&l, nd->bias);
+    push_tensor(&l, nd->residual);
+    push_tensor(&l, nd->out);
+    push_i64(&l, tensor_elems(x, batch) / k);
+    push_i64(&l, n);
+    push_i64(&l, k);
+    return l.n;
+  }
+  case HK_OP_ADD:
+  case HK_OP_MUL:
+    push_tensor(&l, nd->in[0]);
+    push_tensor(&l, nd->in[1]);
+    push_tensor(&l, nd->out);
+    push_i64(&l, tensor_elems(out, batch));
+    push_i64(&l, tensor_elems(x, batch));
+    push_i64(&l, tensor_elems(&spec->tensors[nd->in[1]], batch));
+    return l.n;
+  case HK_OP_RELU:
+  case HK_OP_GELU:
+  case HK_OP_SILU:
+    push_tensor(&l, nd->in[0]);
+    push_tensor(&l, nd->out);
+    push_i64(&l, tensor_elems(out, batch));
+    return l.n;
+  case HK_OP_LAYERNORM:
+  case HK_OP_RMSNORM:
+  case HK_OP_SOFTMAX: {
+    int64_t cols = last_dim(x, batch);
+    if (cols <= 0) break;
+    push_tensor(&l, nd->in[0]);
+    if (nd->op != HK_OP_SOFTMAX) push_tensor(&l, nd->gamma);
+    if (nd->op == HK_OP_LAYERNORM) push_tensor(&l, nd->beta);
+    push_tensor(&l, nd->out);
+    push_i64(&l, tensor_elems(x, batch) / cols);
+    push_i64(&l, cols);
+    if (nd->op != HK_OP_SOFTMAX) push_f32(&l, nd->eps);
+    return l.n;
+  }
+  case HK_OP_ATTENTION: {
+    /* q [.., seq_q, heads*dh] (leading dims flattened into batch), k and v
+     * [.., seq_kv, kv_heads*dh]; packed: one [.., seq, (heads + 2*kv_heads)*dh]. */
+    const int packed = nd->n_in == 1;
+    const hkc_tensor_t *k = packed ? x : &spec->tensors[nd->in[1]];
+    int64_t heads = nd->heads, kv_heads = nd->kv_heads > 0 ? nd->kv_heads : nd->heads;
+    if (heads <= 0 || x->rank < 2 || k->rank < 2 || heads % kv_heads != 0) break;
+    int64_t ld_q = last_dim(x, batch), ld_kv = last_dim(k, batch);
+    int64_t dh = packed ? ld_q / (heads + 2 * kv_heads) : ld_q / heads;
+    int64_t seq_q = tensor_dim(x, x->rank - 2, batch), seq_kv = tensor_dim(k, k->rank - 2, batch);
+    if (dh <= 0 || seq_q <= 0) break;
+    push_tensor(&l, nd->in[0]);
+    push_tensor(&l, packed ? nd->in[0] : nd->in[1]);
+    push_tensor(&l, packed ? nd->in[0] : nd->in[2]);
+    push_tensor(&l, nd->out);
+    push_i64(&l, tensor_elems(x, batch) / (seq_q * ld_q));
+    push_i64(&l, seq_q);
+    push_i64(&l, seq_kv);
+    push_i64(&l, heads);
+    push_i64(&l, kv_heads);
+    push_i64(&l, dh);
+    push_i64(&l, ld_q);
+    push_i64(&l, ld_kv);
+    push_i64(&l, 0);
+    push_i64(&l, packed ? heads * dh : 0);
+    push_i64(&l, packed ? (heads + kv_heads) * dh : 0);
+    push_i64(&l, nd->causal ? 1 : 0);
+    push_f32(&l, nd->has_scale ? nd->scale : (float)(1.0 / sqrt((double)dh)));
+    return l.n;
+  }
+  default: break;
+  }
+  hkc_error(nd->loc, "node '%s': cannot lower op %d at batch %lld (bad sizes)", nd->name ? nd->name : "?",
+            (int)nd->op, (long long)batch);
+  return -1;
+}
+
+static const char *key_op_name(hk_op_t op) {
+  static const char *const names[] = {"gemm", "add", "mul", "relu", "gelu", "silu",
+                                      "layernorm", "rmsnorm", "softmax", "attention"};
+  return (unsigned)op < sizeof names / sizeof names[0] ? names[op] : NULL;
+}
+
+static const char *key_dtype_name(hk_dtype_t t) {
+  static const char *const names[] = {"f32", "f16", "bf16"};
+  return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : NULL;
+}
+
+static const char *key_act_name(hk_act_t a) {
+  static const char *const names[] = {"none", "relu", "gelu", "silu", "gelu_tanh"};
+  return (unsigned)a < sizeof names / sizeof names[0] ? names[a] : NULL;
+}
+
+/* "hk_<op>_<dtype>[_<act>][_bias][_res][_tb]": a C identifier, one per distinct key
+ * (no flag name is a suffix of an act name; out-of-range enums print as numbers). */
+void hkc_kernel_key_name(const hkc_kernel_key_t *key, char *out, size_t size) {
+  char op[16], dt[16], act[16];
+  const char *s;
+  if ((s = key_op_name(key->op))) snprintf(op, sizeof op, "%s", s);
+  else snprintf(op, sizeof op, "op%d", (int)key->op);
+  if ((s = key_dtype_name(key->dtype))) snprintf(dt, sizeof dt, "%s", s);
+  else snprintf(dt, sizeof dt, "dt%d", (int)key->dtype);
+  if ((s = key_act_name(key->act))) snprintf(act, sizeof act, "%s", s);
+  else snprintf(act, sizeof act, "act%d", (int)key->act);
+  snprintf(out, size, "hk_%s_%s%s%s%s%s%s", op, dt, key->act != HK_ACT_NONE ? "_" : "",
+           key->act != HK_ACT_NONE ? act : "", key->has_bias ? "_bias" : "", key->has_residual ? "_res" : "",
+           key->trans_b ? "_tb" : "");
+}
+
+int hkc_kernel_key_equal(const hkc_kernel_key_t *a, const hkc_kernel_key_t *b) {
+  return a->op == b->op && a->dtype == b->dtype && a->act == b->act && !a->trans_b == !b->trans_b &&
+         !a->has_bias == !b->has_bias && !a->has_residual == !b->has_residual;
+}

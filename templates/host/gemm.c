@@ -1,0 +1,84 @@
+/* gemm: C = act(A @ B + bias) + residual (DESIGN "Op semantics"), f32 accumulation,
+ * one rounding to the output type at the end.
+ * Args: T A [M, K], T B [K, N] ([N, K] when HK_TRANS_B), T bias [N] or NULL,
+ *       T residual [M, N] or NULL, T C [M, N], I M, I N, I K.
+ * A block is a tile of HK_GEMM_BM rows x HK_GEMM_BN columns, numbered row-tile-major
+ * (block = row_tile * col_tiles + col_tile); edge tiles are masked. Per K step a panel of
+ * B is converted to f32 once and reused by every row of the tile; the inner loop runs
+ * contiguously over columns (i-k-j order); full tiles take loops with constant trip
+ * counts, which -O2's cheap vectorizer cost model accepts (tails take scalar loops).
+ * Stack: (BM + BK) * BN floats (48 KiB with the default sizes). */
+HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_end) {
+  const HK_T *A = (const HK_T *)hk_arg_ptr(args, 0);
+  const HK_T *B = (const HK_T *)hk_arg_ptr(args, 1);
+#if HK_HAS_BIAS
+  const HK_T *bias = (const HK_T *)hk_arg_ptr(args, 2);
+#endif
+#if HK_HAS_RESIDUAL
+  const HK_T *residual = (const HK_T *)hk_arg_ptr(args, 3);
+#endif
+  HK_T *C = (HK_T *)hk_arg_ptr(args, 4);
+  const int64_t M = hk_arg_i64(args, 5), N = hk_arg_i64(args, 6), K = hk_arg_i64(args, 7);
+  const int64_t col_tiles = (N + HK_GEMM_BN - 1) / HK_GEMM_BN;
+  const int64_t n_blocks = (M + HK_GEMM_BM - 1) / HK_GEMM_BM * col_tiles;
+  float acc[HK_GEMM_BM][HK_GEMM_BN];
+  float panel[HK_GEMM_BK][HK_GEMM_BN];
+
+  for (int64_t blk = block_begin; blk < (int64_t)block_end && blk < n_blocks; blk++) {
+    const int64_t i0 = blk / col_tiles * HK_GEMM_BM, j0 = blk % col_tiles * HK_GEMM_BN;
+    const int64_t mb = hk_min_i64(HK_GEMM_BM, M - i0), nb = hk_min_i64(HK_GEMM_BN, N - j0);
+    for (int64_t i = 0; i < mb; i++)
+      for (int64_t j = 0; j < nb; j++) acc[i][j] = 0.0f;
+
+    for (int64_t k0 = 0; k0 < K; k0 += HK_GEMM_BK) {
+      const int64_t kb = hk_min_i64(HK_GEMM_BK, K - k0);
+#if HK_TRANS_B
+      for (int64_t j = 0; j < nb; j++) {
+        const HK_T *b_row = B + (j0 + j) * K + k0;
+        if (kb == HK_GEMM_BK)
+          for (int kk = 0; kk < HK_GEMM_BK; kk++) panel[kk][j] = HK_LOAD(b_row[kk]);
+        else
+          for (int64_t kk = 0; kk < kb; kk++) panel[kk][j] = HK_LOAD(b_row[kk]);
+      }
+#else
+      for (int64_t kk = 0; kk < kb; kk++) {
+        const HK_T *b_row = B + (k0 + kk) * N + j0;
+        if (nb == HK_GEMM_BN)
+          for (int j = 0; j < HK_GEMM_BN; j++) panel[kk][j] = HK_LOAD(b_row[j]);
+        else
+          for (int64_t j = 0; j < nb; j++) panel[kk][j] = HK_LOAD(b_row[j]);
+      }
+#endif
+      for (int64_t i = 0; i < mb; i++) {
+        const HK_T *a_row = A + (i0 + i) * K + k0;
+        float *c = acc[i];
+        for (int64_t kk = 0; kk < kb; kk++) {
+          const float a = HK_LOAD(a_row[kk]);
+          const float *b = panel[kk];
+          if (nb == HK_GEMM_BN) /* constant trip count: vectorized even by -O2's cheap model */
+            for (int j = 0; j < HK_GEMM_BN; j++) c[j] += a * b[j];
+          else
+            for (int64_t j = 0; j < nb; j++) c[j] += a * b[j];
+        }
+      }
+    }
+
+    for (int64_t i = 0; i < mb; i++) {
+      HK_T *c_row = C + (i0 + i) * N + j0;
+#if HK_HAS_RESIDUAL
+      const HK_T *r_row = residual + (i0 + i) * N + j0;
+#endif
+      for (int64_t j = 0; j < nb; j++) {
+        float v = acc[i][j];
+#if HK_HAS_BIAS
+        v += HK_LOAD(bias[j0 + j]);
+#endif
+        v = HK_ACT(v);
+#if HK_HAS_RESIDUAL
+        v += HK_LOAD(r_row[j]);
+#endif
+        c_row[j] = HK_STORE(v);
+      }
+    }
+  }
+}

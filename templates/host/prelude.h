@@ -1,0 +1,107 @@
+/*
+ * templates/host/prelude.h -- shared helpers of the host (CPU fallback) kernels.
+ *
+ * The code generator emits, in this order: the block-size constants (HK_GEMM_BM,
+ * HK_GEMM_BN, HK_GEMM_BK, HK_EW_CHUNK, HK_ATTN_KB, HK_ATTN_DC), this prelude once,
+ * then for each kernel the parameter macros followed by one template from
+ * templates/host/<op>.c, and #undef's of those macros. Everything here is static
+ * inline so many kernel instances share one translation unit.
+ *
+ * Host kernel ABI (the loader's contract):
+ *   void NAME(void *const *args, uint32_t block_begin, uint32_t block_end)
+ * args[i] points to argument i, like CUDA kernelParams: for a tensor, to a void*
+ * holding the buffer address (NULL for an absent optional tensor); for I64, to an
+ * int64_t; for F32, to a float. A call processes blocks [block_begin, block_end)
+ * of grid.x; blocks are independent and may run concurrently on other threads.
+ *
+ * Storage types: f32 is float; f16 and bf16 are uint16_t bit patterns converted
+ * here with round-to-nearest-even (subnormals, infinities and NaN handled), so no
+ * compiler support for _Float16 is needed. All arithmetic is in f32.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#if !defined(HK_GEMM_BM) || !defined(HK_GEMM_BN) || !defined(HK_GEMM_BK) || !defined(HK_EW_CHUNK) || \
+    !defined(HK_ATTN_KB) || !defined(HK_ATTN_DC)
+#error "block-size constants must be defined by the code generator before the prelude"
+#endif
+
+#define HK_KERNEL __attribute__((visibility("default")))
+
+/* ---- arguments ------------------------------------------------------------------ */
+static inline void *hk_arg_ptr(void *const *args, int i) { return *(void *const *)args[i]; }
+static inline int64_t hk_arg_i64(void *const *args, int i) { return *(const int64_t *)args[i]; }
+static inline float hk_arg_f32(void *const *args, int i) { return *(const float *)args[i]; }
+
+/* ---- element conversions ------------------------------------------------------------ */
+static inline uint32_t hk_f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+static inline float hk_bits_f32(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+static inline float hk_f32_load(float x) { return x; }
+static inline float hk_f32_store(float x) { return x; }
+
+/* Branch-free (selects only) so that loops converting arrays vectorize. Subnormals go
+ * through an exact int -> float conversion, never through f32 denormals, so the result
+ * is right even when the process runs with denormals-are-zero. */
+static inline float hk_f16_to_f32(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  const uint32_t normal = sign | ((exp + 112u) << 23) | (man << 13);
+  const uint32_t special = sign | 0x7f800000u | (man << 13); /* inf, NaN */
+  const uint32_t subnormal = sign | hk_f32_bits((float)man * 0x1p-24f);
+  return hk_bits_f32(exp == 0 ? subnormal : exp == 0x1fu ? special : normal);
+}
+
+static inline uint16_t hk_f32_to_f16(float f) {
+  uint32_t u = hk_f32_bits(f);
+  uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu)); /* quiet NaN */
+  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 rounds to inf */
+  if (a >= 0x38800000u) {                                    /* normal f16: >= 2^-14 */
+    a += 0xfffu + ((a >> 13) & 1u);                          /* round to nearest even */
+    return (uint16_t)(sign | ((a - 0x38000000u) >> 13));     /* rebias 127 -> 15 */
+  }
+  if (a <= 0x33000000u) return (uint16_t)sign; /* <= 2^-25: ties to even give zero */
+  /* Subnormal f16: count units of 2^-24. a's exponent field is 102..112 here. */
+  uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
+  uint32_t shift = 126u - e; /* 14..24 */
+  uint32_t q = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+  if (rem > half || (rem == half && (q & 1u))) q++;
+  return (uint16_t)(sign | q);
+}
+
+static inline float hk_bf16_to_f32(uint16_t h) { return hk_bits_f32((uint32_t)h << 16); }
+
+static inline uint16_t hk_f32_to_bf16(float f) {
+  uint32_t u = hk_f32_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
+  u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even; overflow carries into inf */
+  return (uint16_t)(u >> 16);
+}
+
+/* ---- activations (DESIGN "Op semantics") ------------------------------------------- */
+static inline float hk_act_none(float x) { return x; }
+static inline float hk_act_relu(float x) { return x > 0.0f ? x : 0.0f; }
+/* Exact erf form, torch.nn.functional.gelu's default. */
+static inline float hk_act_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+static inline float hk_act_gelu_tanh(float x) {
+  return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+}
+static inline float hk_act_silu(float x) { return x / (1.0f + expf(-x)); }
+
+/* Pairwise sum of 8 partial sums (the lanes of a reduction). */
+static inline float hk_sum8(const float *l) {
+  return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+static inline int64_t hk_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }

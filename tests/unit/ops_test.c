@@ -1,0 +1,1001 @@
+/* Host kernels end to end: hkc_codegen_host -> hkc_rtc_host_compile -> dlopen -> the
+ * kernel ABI, for every op, activation and dtype, against double-precision references
+ * written here (independent of the templates). Also: lowering of a hand-built spec,
+ * kernel key names, the prelude's f16/bf16 conversions, and a -Wall -Wextra -Werror
+ * build of the whole template set.
+ *
+ * Everything needed is compiled once, in the group setup, as one translation unit. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <ctype.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hkc.h"
+#include "test_util.h"
+
+typedef void (*kernel_fn_t)(void *const *args, uint32_t block_begin, uint32_t block_end);
+
+#define N_DTYPES 3
+static const hk_dtype_t k_dtypes[N_DTYPES] = {HK_DTYPE_F32, HK_DTYPE_F16, HK_DTYPE_BF16};
+static const char *const k_dtype_names[N_DTYPES] = {"f32", "f16", "bf16"};
+/* Relative tolerance per dtype: one output rounding (2^-11, 2^-8) plus f32 math. */
+static const double k_tol[N_DTYPES] = {1e-5, 2e-3, 1.6e-2};
+static double g_tol_mult = 1; /* a case with known f32 conditioning may loosen tolerance */
+
+/* Extra functions appended to the generated source: the prelude's conversions. */
+static const char k_conv_source[] =
+    "\nHK_KERNEL void hkt_to_f16(const float *in, uint16_t *out, size_t n) {\n"
+    "  for (size_t i = 0; i < n; i++) out[i] = hk_f32_to_f16(in[i]);\n}\n"
+    "HK_KERNEL void hkt_to_bf16(const float *in, uint16_t *out, size_t n) {\n"
+    "  for (size_t i = 0; i < n; i++) out[i] = hk_f32_to_bf16(in[i]);\n}\n"
+    "HK_KERNEL void hkt_from_f16(const uint16_t *in, float *out, size_t n) {\n"
+    "  for (size_t i = 0; i < n; i++) out[i] = hk_f16_to_f32(in[i]);\n}\n"
+    "HK_KERNEL void hkt_from_bf16(const uint16_t *in, float *out, size_t n) {\n"
+    "  for (size_t i = 0; i < n; i++) out[i] = hk_bf16_to_f32(in[i]);\n}\n";
+
+static struct {
+  hkc_kernel_out_t *kernels;
+  size_t n_kernels;
+  char *source;
+  void *dl;
+  char *dir;
+  double compile_s;
+} g_ops;
+
+/* ---- the kernel set -------------------------------------------------------------- */
+static void add_key(hkc_kernel_key_t key) {
+  hkc_kernel_out_t *k = &g_ops.kernels[g_ops.n_kernels++];
+  memset(k, 0, sizeof *k);
+  k->key = key;
+  hkc_kernel_key_name(&key, k->name, sizeof k->name);
+}
+
+static const hk_op_t k_plain_ops[] = {HK_OP_ADD,       HK_OP_MUL,     HK_OP_RELU,    HK_OP_GELU,     HK_OP_SILU,
+                                      HK_OP_LAYERNORM, HK_OP_RMSNORM, HK_OP_SOFTMAX, HK_OP_ATTENTION};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int setup(void **state) {
+  (void)state;
+  g_ops.kernels = calloc(400, sizeof *g_ops.kernels);
+  if (!g_ops.kernels) return -1;
+  for (int d = 0; d < N_DTYPES; d++) {
+    for (int act = 0; act < HK_ACT_COUNT_; act++)
+      for (int flags = 0; flags < 8; flags++)
+        add_key((hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = k_dtypes[d], .act = (hk_act_t)act,
+                                   .trans_b = flags & 1, .has_bias = (flags >> 1) & 1,
+                                   .has_residual = (flags >> 2) & 1});
+    for (size_t o = 0; o < sizeof k_plain_ops / sizeof k_plain_ops[0]; o++)
+      add_key((hkc_kernel_key_t){.op = k_plain_ops[o], .dtype = k_dtypes[d]});
+  }
+  char *src = hkc_codegen_host(g_ops.kernels, g_ops.n_kernels);
+  if (!src) return -1;
+  size_t n = strlen(src);
+  g_ops.source = malloc(n + sizeof k_conv_source);
+  if (!g_ops.source) return -1;
+  memcpy(g_ops.source, src, n);
+  memcpy(g_ops.source + n, k_conv_source, sizeof k_conv_source);
+  free(src);
+
+  void *code = NULL;
+  size_t size = 0;
+  char version[160];
+  double t0 = now_s();
+  if (hkc_rtc_host_compile(g_ops.source, &code, &size, version, sizeof version) != 0) return -1;
+  g_ops.compile_s = now_s() - t0;
+  fprintf(stderr, "[ ops ] %zu kernels compiled in %.2f s (%zu bytes) by %s\n", g_ops.n_kernels, g_ops.compile_s, size,
+          version);
+  g_ops.dir = hk_test_tmpdir();
+  if (!g_ops.dir) return -1;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/kernels.so", g_ops.dir);
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(code, 1, size, f) != size || fclose(f) != 0) return -1;
+  free(code);
+  g_ops.dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!g_ops.dl) {
+    fprintf(stderr, "dlopen: %s\n", dlerror());
+    return -1;
+  }
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  if (g_ops.dl) dlclose(g_ops.dl);
+  if (g_ops.dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/kernels.so", g_ops.dir);
+    unlink(path);
+    rmdir(g_ops.dir);
+  }
+  free(g_ops.dir);
+  free(g_ops.source);
+  free(g_ops.kernels);
+  return 0;
+}
+
+static kernel_fn_t lookup(const hkc_kernel_key_t *key) {
+  char name[96];
+  hkc_kernel_key_name(key, name, sizeof name);
+  void *sym = dlsym(g_ops.dl, name);
+  if (!sym) fail_msg("kernel %s is not exported by the compiled object", name);
+  kernel_fn_t fn;
+  memcpy(&fn, &sym, sizeof fn);
+  return fn;
+}
+
+/* ---- buffers: storage bits + the exact value the kernel sees ------------------------ */
+#define GUARD 64 /* trailing elements checked for stray writes (the .so is not ASan'ed) */
+
+typedef struct buf {
+  int dt;      /* index into k_dtypes */
+  size_t n;
+  void *data;  /* n + GUARD elements */
+  double *val; /* the value of each stored element */
+} buf_t;
+
+static size_t esize(int dt) { return dt == 0 ? 4 : 2; }
+
+static buf_t buf_new(int dt, size_t n) {
+  buf_t b = {dt, n, malloc((n + GUARD) * esize(dt)), malloc(n * sizeof(double))};
+  assert_non_null(b.data);
+  assert_non_null(b.val);
+  memset((char *)b.data + n * esize(dt), 0xA5, GUARD * esize(dt));
+  return b;
+}
+
+static void buf_free(buf_t *b) {
+  free(b->data);
+  free(b->val);
+}
+
+static double buf_get(const buf_t *b, size_t i) {
+  if (b->dt == 0) return ((const float *)b->data)[i];
+  uint16_t h = ((const uint16_t *)b->data)[i];
+  return b->dt == 1 ? hk_test_f16_to_f32(h) : hk_test_bf16_to_f32(h);
+}
+
+static void buf_set(buf_t *b, size_t i, double v) {
+  if (b->dt == 0) ((float *)b->data)[i] = (float)v;
+  else if (b->dt == 1) ((uint16_t *)b->data)[i] = hk_test_f32_to_f16((float)v);
+  else ((uint16_t *)b->data)[i] = hk_test_f32_to_bf16((float)v);
+  b->val[i] = buf_get(b, i);
+}
+
+/* Uniform in [lo, hi), never zero (nor rounded to zero). */
+static void buf_fill(buf_t *b, hk_test_rng_t *rng, double lo, double hi) {
+  for (size_t i = 0; i < b->n; i++) {
+    do buf_set(b, i, hk_test_uniform(rng, lo, hi));
+    while (fabs(b->val[i]) < 1e-3 * (hi - lo));
+  }
+}
+
+static buf_t buf_random(int dt, size_t n, hk_test_rng_t *rng, double lo, double hi) {
+  buf_t b = buf_new(dt, n);
+  buf_fill(&b, rng, lo, hi);
+  return b;
+}
+
+static buf_t buf_poisoned(int dt, size_t n) {
+  buf_t b = buf_new(dt, n);
+  for (size_t i = 0; i < n; i++) {
+    if (dt == 0) ((float *)b.data)[i] = NAN;
+    else ((uint16_t *)b.data)[i] = dt == 1 ? 0x7e00 : 0x7fc0;
+  }
+  return b;
+}
+
+/* Worst |got - ref| / (tol * (|ref| + mag + floor)) over the buffer: <= 1 passes. NaN
+ * (an unwritten element) counts as infinitely wrong. Also checks the guard. */
+static double max_error(const buf_t *out, const double *ref, const double *mag, double floor, size_t *out_worst) {
+  const unsigned char *guard = (const unsigned char *)out->data + out->n * esize(out->dt);
+  for (size_t i = 0; i < GUARD * esize(out->dt); i++)
+    if (guard[i] != 0xA5) fail_msg("kernel wrote past the end of its output (guard byte %zu)", i);
+  double worst = 0;
+  *out_worst = 0;
+  for (size_t i = 0; i < out->n; i++) {
+    double got = buf_get(out, i);
+    double e = fabs(got - ref[i]) / (g_tol_mult * k_tol[out->dt] * (fabs(ref[i]) + (mag ? mag[i] : 0) + floor));
+    if (isnan(e)) e = INFINITY;
+    if (e > worst || (i == 0 && e >= worst)) {
+      worst = e;
+      *out_worst = i;
+    }
+  }
+  return worst;
+}
+
+static void check(const char *what, const buf_t *out, const double *ref, const double *mag, double floor) {
+  size_t i;
+  double e = max_error(out, ref, mag, floor, &i);
+  if (getenv("HK_OPS_VERBOSE")) fprintf(stderr, "  %-70s [%s] worst %.3f x tol\n", what, k_dtype_names[out->dt], e);
+  if (!(e <= 1.0))
+    fail_msg("%s [%s]: element %zu = %.9g, reference %.9g (error %.3g x tolerance)", what, k_dtype_names[out->dt],
+             i, buf_get(out, i), ref[i], e);
+}
+
+/* ---- calling a kernel through the ABI --------------------------------------------------- */
+typedef struct call {
+  void *ptrs[HKC_MAX_ARGS];
+  int64_t ints[HKC_MAX_ARGS];
+  float floats[HKC_MAX_ARGS];
+  void *args[HKC_MAX_ARGS];
+  hkc_arg_t desc[HKC_MAX_ARGS];
+  uint32_t n;
+} call_t;
+
+static void arg_tensor(call_t *c, const buf_t *b) {
+  c->ptrs[c->n] = b ? b->data : NULL;
+  c->args[c->n] = &c->ptrs[c->n];
+  c->desc[c->n] = (hkc_arg_t){.kind = b ? HK_ARG_TENSOR : HK_ARG_NULL, .i = (int64_t)c->n};
+  c->n++;
+}
+
+static void arg_i64(call_t *c, int64_t v) {
+  c->ints[c->n] = v;
+  c->args[c->n] = &c->ints[c->n];
+  c->desc[c->n] = (hkc_arg_t){.kind = HK_ARG_I64, .i = v};
+  c->n++;
+}
+
+static void arg_f32(call_t *c, float v) {
+  c->floats[c->n] = v;
+  c->args[c->n] = &c->floats[c->n];
+  c->desc[c->n] = (hkc_arg_t){.kind = HK_ARG_F32, .f = v};
+  c->n++;
+}
+
+static size_t count_unwritten(const buf_t *out) {
+  size_t u = 0;
+  for (size_t i = 0; i < out->n; i++) u += isnan(buf_get(out, i));
+  return u;
+}
+
+/* Runs every block of grid.x. Blocks partition the output, so with several blocks:
+ * block 0 alone writes some but not all of it (block_end honoured), then the last
+ * block alone writes more but, with three or more blocks, not the rest (block_begin
+ * honoured). The middle blocks then run as uneven ranges in reverse order (blocks
+ * are independent); empty and past-the-end ranges must write nothing (guard). */
+static void run(const hkc_kernel_key_t *key, call_t *c, const buf_t *out) {
+  kernel_fn_t fn = lookup(key);
+  uint32_t grid[3], block[3];
+  hkc_host_launch_dims(key, c->desc, c->n, grid, block);
+  assert_true(grid[0] >= 1);
+  assert_int_equal(grid[1], 1);
+  assert_int_equal(grid[2], 1);
+  const uint32_t n = grid[0];
+  fn(c->args, 0, 1);
+  if (n >= 2) {
+    size_t u1 = count_unwritten(out);
+    if (u1 == 0 || u1 == out->n) fail_msg("block 0 of %u wrote %zu of %zu elements", n, out->n - u1, out->n);
+    fn(c->args, n - 1, n);
+    size_t u2 = count_unwritten(out);
+    if (u2 >= u1 || (n >= 3 && u2 == 0))
+      fail_msg("block %u of %u: %zu then %zu of %zu elements unwritten", n - 1, n, u1, u2, out->n);
+  }
+  if (n >= 3) {
+    uint32_t a = 1 + (n - 2) / 3, b = (n - 1) - (n - 2) / 4;
+    fn(c->args, b, n - 1);
+    fn(c->args, a, b);
+    fn(c->args, 1, a);
+  }
+  fn(c->args, 1, 1);
+  fn(c->args, n, n + 3);
+}
+
+/* ---- references (double precision) ------------------------------------------------------- */
+static double ref_act(hk_act_t act, double x) {
+  switch (act) {
+  case HK_ACT_RELU: return x > 0 ? x : 0;
+  case HK_ACT_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+  case HK_ACT_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+  case HK_ACT_SILU: return x / (1 + exp(-x));
+  default: return x;
+  }
+}
+
+static const char *const k_act_names[] = {"none", "relu", "gelu", "silu", "gelu_tanh"};
+
+/* ---- gemm ---------------------------------------------------------------------------------- */
+static void gemm_case(int dt, hk_act_t act, int tb, int has_bias, int has_res, int64_t M, int64_t N, int64_t K,
+                      hk_test_rng_t *rng) {
+  buf_t A = buf_random(dt, (size_t)(M * K), rng, -1, 1);
+  buf_t B = buf_random(dt, (size_t)(K * N), rng, -1, 1);
+  buf_t bias = buf_random(dt, (size_t)N, rng, -1, 1);
+  buf_t res = buf_random(dt, (size_t)(M * N), rng, -1, 1);
+  buf_t C = buf_poisoned(dt, (size_t)(M * N));
+  double *ref = malloc(sizeof(double) * (size_t)(M * N)), *mag = malloc(sizeof(double) * (size_t)(M * N));
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      double s = 0, m = 0;
+      for (int64_t k = 0; k < K; k++) {
+        double p = A.val[i * K + k] * (tb ? B.val[j * K + k] : B.val[k * N + j]);
+        s += p;
+        m += fabs(p);
+      }
+      if (has_bias) s += bias.val[j], m += fabs(bias.val[j]);
+      s = ref_act(act, s);
+      if (has_res) s += res.val[i * N + j], m += fabs(res.val[i * N + j]);
+      ref[i * N + j] = s;
+      mag[i * N + j] = m;
+    }
+  hkc_kernel_key_t key = {.op = HK_OP_GEMM, .dtype = k_dtypes[dt], .act = act, .trans_b = tb,
+                          .has_bias = has_bias, .has_residual = has_res};
+  call_t c = {0};
+  arg_tensor(&c, &A);
+  arg_tensor(&c, &B);
+  arg_tensor(&c, has_bias ? &bias : NULL);
+  arg_tensor(&c, has_res ? &res : NULL);
+  arg_tensor(&c, &C);
+  arg_i64(&c, M);
+  arg_i64(&c, N);
+  arg_i64(&c, K);
+  run(&key, &c, &C);
+  char what[128];
+  snprintf(what, sizeof what, "gemm %lldx%lldx%lld act=%s tb=%d bias=%d res=%d", (long long)M, (long long)N,
+           (long long)K, k_act_names[act], tb, has_bias, has_res);
+  check(what, &C, ref, mag, 1e-3);
+  free(ref);
+  free(mag);
+  buf_free(&A);
+  buf_free(&B);
+  buf_free(&bias);
+  buf_free(&res);
+  buf_free(&C);
+}
+
+static void test_gemm(void **state) {
+  (void)state;
+  static const int64_t shapes[][3] = {{1, 1, 1}, {7, 13, 5}, {5, 9, 1}, {1, 300, 64}, {37, 260, 45}};
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 1);
+  for (int dt = 0; dt < N_DTYPES; dt++)
+    for (int act = 0; act < HK_ACT_COUNT_; act++)
+      for (int flags = 0; flags < 8; flags++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+          gemm_case(dt, (hk_act_t)act, flags & 1, (flags >> 1) & 1, (flags >> 2) & 1, shapes[s][0], shapes[s][1],
+                    shapes[s][2], &rng);
+  /* Larger: several row and column tiles, K crossing many panels. */
+  for (int dt = 0; dt < N_DTYPES; dt++) {
+    gemm_case(dt, HK_ACT_GELU, 0, 1, 1, 70, 530, 200, &rng);
+    gemm_case(dt, HK_ACT_SILU, 1, 1, 0, 33, 513, 97, &rng);
+  }
+}
+
+/* ---- element-wise ----------------------------------------------------------------------- */
+static void test_binary(void **state) {
+  (void)state;
+  /* n, na, nb: same shape (also across chunks), [rows, cols] op [cols] both ways, scalar. */
+  static const int64_t shapes[][3] = {{1, 1, 1},          {7, 7, 7},      {40000, 40000, 40000},
+                                      {3300, 3300, 100},  {3300, 100, 3300}, {35000, 35000, 1},
+                                      {16384, 1, 16384}};
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 2);
+  for (int dt = 0; dt < N_DTYPES; dt++)
+    for (int mul = 0; mul < 2; mul++)
+      for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int64_t n = shapes[s][0], na = shapes[s][1], nb = shapes[s][2];
+        buf_t a = buf_random(dt, (size_t)na, &rng, -2, 2), b = buf_random(dt, (size_t)nb, &rng, -2, 2);
+        buf_t out = buf_poisoned(dt, (size_t)n);
+        double *ref = malloc(sizeof(double) * (size_t)n), *mag = malloc(sizeof(double) * (size_t)n);
+        for (int64_t i = 0; i < n; i++) {
+          double x = a.val[i % na], y = b.val[i % nb];
+          ref[i] = mul ? x * y : x + y;
+          mag[i] = mul ? 0 : fabs(x) + fabs(y);
+        }
+        hkc_kernel_key_t key = {.op = mul ? HK_OP_MUL : HK_OP_ADD, .dtype = k_dtypes[dt]};
+        call_t c = {0};
+        arg_tensor(&c, &a);
+        arg_tensor(&c, &b);
+        arg_tensor(&c, &out);
+        arg_i64(&c, n);
+        arg_i64(&c, na);
+        arg_i64(&c, nb);
+        run(&key, &c, &out);
+        char what[96];
+        snprintf(what, sizeof what, "%s n=%lld na=%lld nb=%lld", mul ? "mul" : "add", (long long)n, (long long)na,
+                 (long long)nb);
+        check(what, &out, ref, mag, 0);
+        free(ref);
+        free(mag);
+        buf_free(&a);
+        buf_free(&b);
+        buf_free(&out);
+      }
+}
+
+static void test_unary(void **state) {
+  (void)state;
+  static const hk_op_t ops[] = {HK_OP_RELU, HK_OP_GELU, HK_OP_SILU};
+  static const hk_act_t acts[] = {HK_ACT_RELU, HK_ACT_GELU, HK_ACT_SILU};
+  static const int64_t sizes[] = {1, 7, 40000};
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 3);
+  for (int dt = 0; dt < N_DTYPES; dt++)
+    for (int o = 0; o < 3; o++)
+      for (int s = 0; s < 3; s++) {
+        int64_t n = sizes[s];
+        buf_t x = buf_random(dt, (size_t)n, &rng, -5, 5), out = buf_poisoned(dt, (size_t)n);
+        double *ref = malloc(sizeof(double) * (size_t)n), *mag = malloc(sizeof(double) * (size_t)n);
+        for (int64_t i = 0; i < n; i++) {
+          ref[i] = ref_act(acts[o], x.val[i]);
+          mag[i] = fabs(x.val[i]); /* 1 + erf and 1 + exp cancel for negative x */
+        }
+        hkc_kernel_key_t key = {.op = ops[o], .dtype = k_dtypes[dt]};
+        call_t c = {0};
+        arg_tensor(&c, &x);
+        arg_tensor(&c, &out);
+        arg_i64(&c, n);
+        run(&key, &c, &out);
+        char what[64];
+        snprintf(what, sizeof what, "%s n=%lld", k_act_names[acts[o]], (long long)n);
+        check(what, &out, ref, mag, 0);
+        free(ref);
+        free(mag);
+        buf_free(&x);
+        buf_free(&out);
+      }
+}
+
+/* ---- norms and softmax ---------------------------------------------------------------- */
+static void norm_case(int dt, int rms, int64_t rows, int64_t cols, double offset, hk_test_rng_t *rng) {
+  const float eps = 1e-5f;
+  size_t n = (size_t)(rows * cols);
+  buf_t x = buf_random(dt, n, rng, offset - 1, offset + 1);
+  buf_t gamma = buf_random(dt, (size_t)cols, rng, -1.5, 1.5), beta = buf_random(dt, (size_t)cols, rng, -1, 1);
+  buf_t out = buf_poisoned(dt, n);
+  double *ref = malloc(sizeof(double) * n), *mag = malloc(sizeof(double) * n);
+  for (int64_t r = 0; r < rows; r++) {
+    const double *xr = x.val + r * cols;
+    double mean = 0, var = 0;
+    for (int64_t c = 0; c < cols; c++) mean += xr[c];
+    mean = rms ? 0 : mean / (double)cols;
+    for (int64_t c = 0; c < cols; c++) var += (xr[c] - mean) * (xr[c] - mean);
+    double rstd = 1 / sqrt(var / (double)cols + (double)eps);
+    for (int64_t c = 0; c < cols; c++) {
+      double xh = (xr[c] - mean) * rstd;
+      ref[r * cols + c] = xh * gamma.val[c] + (rms ? 0 : beta.val[c]);
+      mag[r * cols + c] = fabs(gamma.val[c]) * (fabs(xh) + 1) + (rms ? 0 : fabs(beta.val[c]));
+    }
+  }
+  hkc_kernel_key_t key = {.op = rms ? HK_OP_RMSNORM : HK_OP_LAYERNORM, .dtype = k_dtypes[dt]};
+  call_t c = {0};
+  arg_tensor(&c, &x);
+  arg_tensor(&c, &gamma);
+  if (!rms) arg_tensor(&c, &beta);
+  arg_tensor(&c, &out);
+  arg_i64(&c, rows);
+  arg_i64(&c, cols);
+  arg_f32(&c, eps);
+  run(&key, &c, &out);
+  char what[64];
+  snprintf(what, sizeof what, "%s %lldx%lld offset %g", rms ? "rmsnorm" : "layernorm", (long long)rows,
+           (long long)cols, offset);
+  check(what, &out, ref, mag, 0);
+  free(ref);
+  free(mag);
+  buf_free(&x);
+  buf_free(&gamma);
+  buf_free(&beta);
+  buf_free(&out);
+}
+
+static void test_norms(void **state) {
+  (void)state;
+  static const int64_t shapes[][2] = {{1, 1}, {5, 1}, {3, 7}, {1, 768}, {9, 768}, {2, 1001}};
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 4);
+  for (int dt = 0; dt < N_DTYPES; dt++)
+    for (int rms = 0; rms < 2; rms++)
+      for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        norm_case(dt, rms, shapes[s][0], shapes[s][1], rms ? 0.5 : 20, &rng);
+  /* Mean 1700 x the spread: the f32 mean alone costs ~5e-5 relative, but a one-pass
+   * E[x^2] - E[x]^2 variance is off by tens of percent (or NaN). */
+  g_tol_mult = 100;
+  norm_case(0, 0, 4, 768, 1000, &rng);
+  g_tol_mult = 1;
+}
+
+static void test_softmax(void **state) {
+  (void)state;
+  static const int64_t shapes[][2] = {{1, 1}, {4, 7}, {3, 768}, {2, 1000}};
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 5);
+  for (int dt = 0; dt < N_DTYPES; dt++)
+    for (int big = 0; big < 2; big++)
+      for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int64_t rows = shapes[s][0], cols = shapes[s][1];
+        size_t n = (size_t)(rows * cols);
+        /* big: exp(150) overflows f32, so only a max-subtracted softmax survives. */
+        buf_t x = buf_random(dt, n, &rng, big ? -150 : -3, big ? 150 : 3), out = buf_poisoned(dt, n);
+        double *ref = malloc(sizeof(double) * n);
+        for (int64_t r = 0; r < rows; r++) {
+          const double *xr = x.val + r * cols;
+          double mx = -INFINITY, sum = 0;
+          for (int64_t c = 0; c < cols; c++) mx = fmax(mx, xr[c]);
+          for (int64_t c = 0; c < cols; c++) sum += exp(xr[c] - mx);
+          for (int64_t c = 0; c < cols; c++) ref[r * cols + c] = exp(xr[c] - mx) / sum;
+        }
+        hkc_kernel_key_t key = {.op = HK_OP_SOFTMAX, .dtype = k_dtypes[dt]};
+        call_t c = {0};
+        arg_tensor(&c, &x);
+        arg_tensor(&c, &out);
+        arg_i64(&c, rows);
+        arg_i64(&c, cols);
+        run(&key, &c, &out);
+        char what[64];
+        snprintf(what, sizeof what, "softmax %lldx%lld%s", (long long)rows, (long long)cols, big ? " large" : "");
+        check(what, &out, ref, NULL, 1e-4); /* floor: f32 exp underflow, f16 subnormals */
+        free(ref);
+        buf_free(&x);
+        buf_free(&out);
+      }
+}
+
+/* ---- attention ---------------------------------------------------------------------------- */
+typedef struct attn_case {
+  int64_t batch, seq_q, seq_kv, heads, kv_heads, dh;
+  int causal, packed;
+  float scale; /* 0: default 1/sqrt(dh) */
+  double qrange;
+} attn_case_t;
+
+static void attention_case(int dt, const attn_case_t *t, hk_test_rng_t *rng) {
+  const int64_t H = t->heads, Hkv = t->kv_heads, dh = t->dh, B = t->batch;
+  const int64_t ld_q = t->packed ? (H + 2 * Hkv) * dh : H * dh, ld_kv = t->packed ? ld_q : Hkv * dh;
+  const int64_t q_col = 0, k_col = t->packed ? H * dh : 0, v_col = t->packed ? (H + Hkv) * dh : 0;
+  const float scale = t->scale != 0 ? t->scale : (float)(1 / sqrt((double)dh));
+  assert_true(!t->packed || t->seq_q == t->seq_kv);
+  buf_t q = buf_random(dt, (size_t)(B * t->seq_q * ld_q), rng, -t->qrange, t->qrange);
+  buf_t k = t->packed ? q : buf_random(dt, (size_t)(B * t->seq_kv * ld_kv), rng, -1, 1);
+  buf_t v = t->packed ? q : buf_random(dt, (size_t)(B * t->seq_kv * ld_kv), rng, -1, 1);
+  size_t n_out = (size_t)(B * t->seq_q * H * dh);
+  buf_t out = buf_poisoned(dt, n_out);
+  double *ref = malloc(sizeof(double) * n_out), *mag = malloc(sizeof(double) * n_out);
+  double *p = malloc(sizeof(double) * (size_t)t->seq_kv);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < H; h++)
+      for (int64_t i = 0; i < t->seq_q; i++) {
+        int64_t g = h / (H / Hkv);
+        const double *qr = q.val + (b * t->seq_q + i) * ld_q + q_col + h * dh;
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < t->seq_kv; j++) {
+          if (t->causal && j > i) {
+            p[j] = -INFINITY;
+            continue;
+          }
+          const double *kr = k.val + (b * t->seq_kv + j) * ld_kv + k_col + g * dh;
+          double s = 0;
+          for (int64_t d = 0; d < dh; d++) s += qr[d] * kr[d];
+          p[j] = s * scale;
+          mx = fmax(mx, p[j]);
+        }
+        for (int64_t j = 0; j < t->seq_kv; j++) sum += (p[j] = exp(p[j] - mx));
+        for (int64_t d = 0; d < dh; d++) {
+          double o = 0, m = 0;
+          for (int64_t j = 0; j < t->seq_kv; j++) {
+            double vv = v.val[(b * t->seq_kv + j) * ld_kv + v_col + g * dh + d];
+            o += p[j] * vv;
+            m += p[j] * fabs(vv);
+          }
+          size_t idx = (size_t)((b * t->seq_q + i) * H * dh + h * dh + d);
+          ref[idx] = o / sum;
+          mag[idx] = m / sum;
+        }
+      }
+  hkc_kernel_key_t key = {.op = HK_OP_ATTENTION, .dtype = k_dtypes[dt]};
+  call_t c = {0};
+  arg_tensor(&c, &q);
+  arg_tensor(&c, &k);
+  arg_tensor(&c, &v);
+  arg_tensor(&c, &out);
+  int64_t ints[] = {B, t->seq_q, t->seq_kv, H, Hkv, dh, ld_q, ld_kv, q_col, k_col, v_col, t->causal};
+  for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) arg_i64(&c, ints[i]);
+  arg_f32(&c, scale);
+  run(&key, &c, &out);
+  char what[160];
+  snprintf(what, sizeof what, "attention b=%lld sq=%lld skv=%lld h=%lld kvh=%lld dh=%lld causal=%d packed=%d",
+           (long long)B, (long long)t->seq_q, (long long)t->seq_kv, (long long)H, (long long)Hkv, (long long)dh,
+           t->causal, t->packed);
+  check(what, &out, ref, mag, 1e-2);
+  free(p);
+  free(ref);
+  free(mag);
+  buf_free(&q);
+  if (!t->packed) {
+    buf_free(&k);
+    buf_free(&v);
+  }
+  buf_free(&out);
+}
+
+static void test_attention(void **state) {
+  (void)state;
+  static const attn_case_t cases[] = {
+      {2, 77, 77, 2, 2, 8, 0, 0, 0, 1},    /* plain, several key chunks */
+      {1, 77, 77, 4, 2, 64, 1, 0, 0, 1},   /* causal, grouped-query 4/2 */
+      {2, 1, 1, 4, 1, 8, 1, 0, 0, 1},      /* seq 1, multi-query 4/1 */
+      {1, 1, 77, 4, 4, 8, 0, 0, 0, 1},     /* one query, many keys */
+      {1, 5, 77, 4, 1, 64, 1, 0, 0, 1},    /* seq_q < seq_kv, causal: j > i masked */
+      {1, 77, 13, 2, 1, 16, 1, 0, 0, 1},   /* seq_q > seq_kv, causal */
+      {2, 33, 33, 4, 2, 16, 1, 1, 0, 1},   /* packed qkv, grouped-query */
+      {1, 20, 20, 3, 3, 8, 0, 1, 0.3f, 1}, /* packed, explicit scale */
+      {1, 3, 130, 2, 2, 300, 0, 0, 0, 1},  /* dh > 256: head dim in two column chunks */
+      {1, 70, 70, 2, 1, 32, 1, 0, 0, 6},   /* sharp scores: online-softmax rescaling */
+  };
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 6);
+  for (int dt = 0; dt < N_DTYPES; dt++)
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) attention_case(dt, &cases[i], &rng);
+}
+
+/* The checker must fail a wrong result: gelu output against a relu reference. */
+static void test_checker_catches_errors(void **state) {
+  (void)state;
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 7);
+  for (int dt = 0; dt < N_DTYPES; dt++) {
+    buf_t x = buf_random(dt, 64, &rng, -3, 3), out = buf_poisoned(dt, 64);
+    double ref[64], mag[64];
+    for (int i = 0; i < 64; i++) {
+      ref[i] = ref_act(HK_ACT_RELU, x.val[i]);
+      mag[i] = fabs(x.val[i]);
+    }
+    size_t worst;
+    assert_true(isinf(max_error(&out, ref, mag, 0, &worst))); /* poisoned = unwritten */
+    hkc_kernel_key_t key = {.op = HK_OP_GELU, .dtype = k_dtypes[dt]};
+    call_t c = {0};
+    arg_tensor(&c, &x);
+    arg_tensor(&c, &out);
+    arg_i64(&c, 64);
+    run(&key, &c, &out);
+    assert_true(max_error(&out, ref, mag, 0, &worst) > 1.0);
+    buf_free(&x);
+    buf_free(&out);
+  }
+}
+
+/* ---- the prelude's conversions against test_util's independent ones --------------------- */
+typedef void (*to16_fn_t)(const float *, uint16_t *, size_t);
+typedef void (*from16_fn_t)(const uint16_t *, float *, size_t);
+
+static void *sym(const char *name) {
+  void *s = dlsym(g_ops.dl, name);
+  assert_non_null(s);
+  return s;
+}
+
+static int same_float(float a, float b) {
+  if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
+  return memcmp(&a, &b, sizeof a) == 0;
+}
+
+static void test_conversions(void **state) {
+  (void)state;
+  to16_fn_t to_f16, to_bf16;
+  from16_fn_t from_f16, from_bf16;
+  void *s;
+  s = sym("hkt_to_f16"), memcpy(&to_f16, &s, sizeof s);
+  s = sym("hkt_to_bf16"), memcpy(&to_bf16, &s, sizeof s);
+  s = sym("hkt_from_f16"), memcpy(&from_f16, &s, sizeof s);
+  s = sym("hkt_from_bf16"), memcpy(&from_bf16, &s, sizeof s);
+
+  /* Every 16-bit pattern decodes exactly (subnormals, inf, NaN). */
+  uint16_t *h = malloc(65536 * sizeof *h);
+  float *f = malloc(65536 * sizeof *f);
+  for (uint32_t i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+  from_f16(h, f, 65536);
+  size_t bad = 65536;
+  for (uint32_t i = 0; i < 65536 && bad == 65536; i++)
+    if (!same_float(f[i], hk_test_f16_to_f32((uint16_t)i))) bad = i;
+  float got = bad < 65536 ? f[bad] : 0;
+  if (bad == 65536) {
+    from_bf16(h, f, 65536);
+    for (uint32_t i = 0; i < 65536 && bad == 65536; i++)
+      if (!same_float(f[i], hk_test_bf16_to_f32((uint16_t)i))) bad = 65536 + i, got = f[i];
+  }
+  free(h);
+  free(f);
+  if (bad < 65536) fail_msg("f16 0x%04zx decodes to %g", bad, got);
+  if (bad > 65536) fail_msg("bf16 0x%04zx decodes to %g", bad - 65536, got);
+
+  /* Encoding: a stride through all f32 bit patterns, plus every f16 value and the
+   * midpoints to its neighbours (the ties) and values one f32 ulp either side. */
+  enum { N = (1 << 20) + 65536 * 5 };
+  float *in = malloc(N * sizeof *in);
+  uint16_t *out16 = malloc(N * sizeof *out16);
+  size_t n = 0;
+  for (uint64_t u = 0; u < (1ull << 32); u += 4093) {
+    uint32_t b = (uint32_t)u;
+    memcpy(&in[n++], &b, 4);
+  }
+  for (uint32_t i = 0; i < 0x7c00; i++) {
+    float lo = hk_test_f16_to_f32((uint16_t)i), hi = hk_test_f16_to_f32((uint16_t)(i + 1));
+    float mid = (float)(((double)lo + (double)hi) / 2);
+    in[n++] = mid;
+    in[n++] = -mid;
+    in[n++] = nextafterf(mid, INFINITY);
+    in[n++] = nextafterf(mid, -INFINITY);
+    in[n++] = lo;
+  }
+  assert_true(n <= N);
+  to_f16(in, out16, n);
+  for (size_t i = 0; i < n; i++) {
+    uint16_t want = hk_test_f32_to_f16(in[i]);
+    int ok = isnan(in[i]) ? (out16[i] & 0x7c00) == 0x7c00 && (out16[i] & 0x3ff) != 0 : out16[i] == want;
+    if (!ok) fail_msg("f32 %a -> f16 0x%04x, expected 0x%04x", (double)in[i], out16[i], want);
+  }
+  to_bf16(in, out16, n);
+  for (size_t i = 0; i < n; i++) {
+    uint16_t want = hk_test_f32_to_bf16(in[i]);
+    int ok = isnan(in[i]) ? (out16[i] & 0x7f80) == 0x7f80 && (out16[i] & 0x7f) != 0 : out16[i] == want;
+    if (!ok) fail_msg("f32 %a -> bf16 0x%04x, expected 0x%04x", (double)in[i], out16[i], want);
+  }
+  free(in);
+  free(out16);
+}
+
+/* ---- build hygiene ---------------------------------------------------------------------- */
+static void test_templates_build_warning_free(void **state) {
+  (void)state;
+  char *dir = hk_test_tmpdir();
+  assert_non_null(dir);
+  char path[4096], cmd[8192], out[8192];
+  snprintf(path, sizeof path, "%s/all.c", dir);
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  fputs(g_ops.source, f);
+  fclose(f);
+  const char *cc = getenv("CC");
+  snprintf(cmd, sizeof cmd, "%s -std=c11 -fsyntax-only -Wall -Wextra -Wshadow -Wpedantic -Werror '%s'",
+           cc && *cc ? cc : "cc", path);
+  int st = hk_test_run(cmd, out, sizeof out);
+  unlink(path);
+  rmdir(dir);
+  free(dir);
+  if (st != 0) fail_msg("template set does not build warning-free (status %d):\n%s", st, out);
+}
+
+/* Same source -> same bytes; a broken source -> an error naming the kernels. */
+static void test_rtc_deterministic_and_errors(void **state) {
+  (void)state;
+  char *src = hkc_codegen_host(g_ops.kernels, 2);
+  assert_non_null(src);
+  void *a = NULL, *b = NULL;
+  size_t na = 0, nb = 0;
+  char ver[160];
+  assert_int_equal(hkc_rtc_host_compile(src, &a, &na, ver, sizeof ver), 0);
+  assert_int_equal(hkc_rtc_host_compile(src, &b, &nb, ver, sizeof ver), 0);
+  assert_true(na > 0);
+  assert_true(na == nb && memcmp(a, b, na) == 0);
+  assert_true(strlen(ver) > 0 && strcmp(ver, "unknown") != 0);
+  assert_null(memmem(a, na, "hkc-rtc.", 8)); /* no temporary path inside */
+  free(a);
+  free(b);
+  free(src);
+
+  char diag[4096];
+  hkc_diag_capture(diag, sizeof diag);
+  int before = hkc_error_count();
+  void *code = (void *)1;
+  size_t size = 1;
+  int rc = hkc_rtc_host_compile("#define HK_NAME hk_broken_kernel\nint x = ;\n", &code, &size, ver, sizeof ver);
+  hkc_diag_capture(NULL, 0);
+  assert_int_equal(rc, -1);
+  assert_null(code);
+  assert_int_equal(hkc_error_count(), before + 1);
+  assert_non_null(strstr(diag, "hk_broken_kernel"));
+  assert_non_null(strstr(diag, "error")); /* the compiler's own message */
+}
+
+/* ---- lowering ------------------------------------------------------------------------------ */
+static hkc_dim_t D(int64_t v) { return (hkc_dim_t){0, v}; }
+static const hkc_dim_t BATCH = {1, 0};
+
+static int add_tensor(hkc_spec_t *s, const char *name, hk_role_t role, int rank, hkc_dim_t d0, hkc_dim_t d1,
+                      hkc_dim_t d2) {
+  hkc_tensor_t *t = &s->tensors[s->n_tensors];
+  memset(t, 0, sizeof *t);
+  t->name = (char *)name;
+  t->role = role;
+  t->dtype = HK_DTYPE_F16;
+  t->rank = (uint32_t)rank;
+  t->dims[0] = d0;
+  t->dims[1] = d1;
+  t->dims[2] = d2;
+  t->producer = -1;
+  return (int)s->n_tensors++;
+}
+
+static hkc_node_t *add_node(hkc_spec_t *s, const char *name, hk_op_t op, int in0, int out) {
+  hkc_node_t *n = &s->nodes[s->n_nodes++];
+  memset(n, 0, sizeof *n);
+  n->name = (char *)name;
+  n->op = op;
+  n->in[0] = in0;
+  n->in[1] = n->in[2] = HKC_NONE;
+  n->n_in = 1;
+  n->bias = n->residual = n->gamma = n->beta = HKC_NONE;
+  n->out = out;
+  n->eps = 1e-5f;
+  return n;
+}
+
+static void expect_ints(const hkc_arg_t *args, int first, const int64_t *want, int n, const char *what) {
+  for (int i = 0; i < n; i++) {
+    if (args[first + i].kind != HK_ARG_I64 || args[first + i].i != want[i])
+      fail_msg("%s: arg %d is (%d, %lld), expected I64 %lld", what, first + i, (int)args[first + i].kind,
+               (long long)args[first + i].i, (long long)want[i]);
+  }
+}
+
+static void expect_tensor(const hkc_arg_t *a, int tensor) {
+  if (tensor == HKC_NONE) {
+    assert_int_equal(a->kind, HK_ARG_NULL);
+  } else {
+    assert_int_equal(a->kind, HK_ARG_TENSOR);
+    assert_int_equal(a->i, tensor);
+  }
+}
+
+static void test_lower_bert_like(void **state) {
+  (void)state;
+  enum { SEQ = 16, HID = 64, HEADS = 4 };
+  hkc_tensor_t tensors[16];
+  hkc_node_t nodes[8];
+  hkc_spec_t s = {.dtype = HK_DTYPE_F16, .tensors = tensors, .nodes = nodes};
+  int x = add_tensor(&s, "x", HK_ROLE_INPUT, 3, BATCH, D(SEQ), D(HID));
+  int w = add_tensor(&s, "w", HK_ROLE_PARAM, 2, D(HID), D(3 * HID), D(0));
+  int b = add_tensor(&s, "b", HK_ROLE_PARAM, 1, D(3 * HID), D(0), D(0));
+  int qkv = add_tensor(&s, "qkv", HK_ROLE_INTERMEDIATE, 3, BATCH, D(SEQ), D(3 * HID));
+  int a = add_tensor(&s, "a", HK_ROLE_INTERMEDIATE, 3, BATCH, D(SEQ), D(HID));
+  int wo = add_tensor(&s, "wo", HK_ROLE_PARAM, 2, D(HID), D(HID), D(0)); /* [N, K] */
+  int y = add_tensor(&s, "y", HK_ROLE_INTERMEDIATE, 3, BATCH, D(SEQ), D(HID));
+  int gm = add_tensor(&s, "g", HK_ROLE_PARAM, 1, D(HID), D(0), D(0));
+  int bt = add_tensor(&s, "beta", HK_ROLE_PARAM, 1, D(HID), D(0), D(0));
+  int z = add_tensor(&s, "z", HK_ROLE_OUTPUT, 3, BATCH, D(SEQ), D(HID));
+  int zb = add_tensor(&s, "zb", HK_ROLE_OUTPUT, 3, BATCH, D(SEQ), D(HID));
+  int gq = add_tensor(&s, "gq", HK_ROLE_INTERMEDIATE, 3, BATCH, D(SEQ), D((HEADS + 2 * 2) * 16));
+  int ag = add_tensor(&s, "ag", HK_ROLE_OUTPUT, 3, BATCH, D(SEQ), D(HID));
+
+  hkc_node_t *fc = add_node(&s, "fc", HK_OP_GEMM, x, qkv);
+  fc->in[1] = w, fc->n_in = 2, fc->bias = b, fc->act = HK_ACT_GELU;
+  hkc_node_t *at = add_node(&s, "attn", HK_OP_ATTENTION, qkv, a);
+  at->heads = HEADS, at->causal = 1;
+  hkc_node_t *pj = add_node(&s, "proj", HK_OP_GEMM, a, y);
+  pj->in[1] = wo, pj->n_in = 2, pj->trans_b = 1, pj->residual = x;
+  hkc_node_t *ln = add_node(&s, "ln", HK_OP_LAYERNORM, y, z);
+  ln->gamma = gm, ln->beta = bt;
+  hkc_node_t *ad = add_node(&s, "add", HK_OP_ADD, z, zb);
+  ad->in[1] = bt, ad->n_in = 2;
+  hkc_node_t *ga = add_node(&s, "gqa", HK_OP_ATTENTION, gq, ag);
+  ga->heads = HEADS, ga->kv_heads = 2, ga->has_scale = 1, ga->scale = 0.5f;
+
+  static const int64_t batches[] = {1, 8};
+  for (int bi = 0; bi < 2; bi++) {
+    const int64_t B = batches[bi], M = B * SEQ;
+    hkc_kernel_key_t key;
+    hkc_arg_t args[HKC_MAX_ARGS];
+
+    assert_int_equal(hkc_lower_node(&s, 0, B, &key, args), 8);
+    assert_int_equal(key.op, HK_OP_GEMM);
+    assert_int_equal(key.dtype, HK_DTYPE_F16);
+    assert_int_equal(key.act, HK_ACT_GELU);
+    assert_true(key.has_bias && !key.has_residual && !key.trans_b);
+    expect_tensor(&args[0], x), expect_tensor(&args[1], w), expect_tensor(&args[2], b);
+    expect_tensor(&args[3], HKC_NONE), expect_tensor(&args[4], qkv);
+    expect_ints(args, 5, (int64_t[]){M, 3 * HID, HID}, 3, "fc");
+
+    assert_int_equal(hkc_lower_node(&s, 1, B, &key, args), 17);
+    assert_int_equal(key.op, HK_OP_ATTENTION);
+    for (int i = 0; i < 3; i++) expect_tensor(&args[i], qkv);
+    expect_tensor(&args[3], a);
+    expect_ints(args, 4, (int64_t[]){B, SEQ, SEQ, HEADS, HEADS, 16, 3 * HID, 3 * HID, 0, HID, 2 * HID, 1}, 12,
+                "attn");
+    assert_int_equal(args[16].kind, HK_ARG_F32);
+    assert_true(fabsf(args[16].f - 0.25f) < 1e-7f);
+
+    assert_int_equal(hkc_lower_node(&s, 2, B, &key, args), 8);
+    assert_true(key.trans_b && key.has_residual && !key.has_bias && key.act == HK_ACT_NONE);
+    expect_tensor(&args[2], HKC_NONE), expect_tensor(&args[3], x);
+    expect_ints(args, 5, (int64_t[]){M, HID, HID}, 3, "proj");
+
+    assert_int_equal(hkc_lower_node(&s, 3, B, &key, args), 7);
+    assert_int_equal(key.op, HK_OP_LAYERNORM);
+    expect_tensor(&args[0], y), expect_tensor(&args[1], gm), expect_tensor(&args[2], bt), expect_tensor(&args[3], z);
+    expect_ints(args, 4, (int64_t[]){M, HID}, 2, "ln");
+    assert_int_equal(args[6].kind, HK_ARG_F32);
+    assert_true(args[6].f == 1e-5f);
+
+    assert_int_equal(hkc_lower_node(&s, 4, B, &key, args), 6);
+    expect_ints(args, 3, (int64_t[]){M * HID, M * HID, HID}, 3, "add");
+
+    assert_int_equal(hkc_lower_node(&s, 5, B, &key, args), 17);
+    expect_ints(args, 4, (int64_t[]){B, SEQ, SEQ, HEADS, 2, 16, 128, 128, 0, 64, 96, 0}, 12, "gqa");
+    assert_true(args[16].f == 0.5f);
+  }
+}
+
+static int is_identifier(const char *s) {
+  if (!(isalpha((unsigned char)s[0]) || s[0] == '_')) return 0;
+  for (; *s; s++)
+    if (!(isalnum((unsigned char)*s) || *s == '_')) return 0;
+  return 1;
+}
+
+static void test_key_names_unique(void **state) {
+  (void)state;
+  enum { MAXK = HK_OP_COUNT_ * HK_DTYPE_COUNT_ * HK_ACT_COUNT_ * 8 };
+  static hkc_kernel_key_t keys[MAXK];
+  static char names[MAXK][96];
+  size_t n = 0;
+  for (int op = 0; op < HK_OP_COUNT_; op++)
+    for (int dt = 0; dt < HK_DTYPE_COUNT_; dt++)
+      for (int act = 0; act < HK_ACT_COUNT_; act++)
+        for (int f = 0; f < 8; f++) {
+          keys[n] = (hkc_kernel_key_t){(hk_op_t)op, (hk_dtype_t)dt, (hk_act_t)act, f & 1, (f >> 1) & 1, (f >> 2) & 1};
+          hkc_kernel_key_name(&keys[n], names[n], sizeof names[n]);
+          if (!is_identifier(names[n]) || strncmp(names[n], "hk_", 3) != 0) fail_msg("bad name '%s'", names[n]);
+          n++;
+        }
+  for (size_t i = 0; i < n; i++) {
+    assert_true(hkc_kernel_key_equal(&keys[i], &keys[i]));
+    for (size_t j = i + 1; j < n; j++) {
+      assert_false(hkc_kernel_key_equal(&keys[i], &keys[j]));
+      if (strcmp(names[i], names[j]) == 0) fail_msg("two keys share the name %s", names[i]);
+    }
+  }
+  hkc_kernel_key_t k = {.op = HK_OP_GEMM, .dtype = HK_DTYPE_F16, .act = HK_ACT_GELU, .has_bias = 1, .has_residual = 1,
+                        .trans_b = 1};
+  char name[96];
+  hkc_kernel_key_name(&k, name, sizeof name);
+  assert_string_equal(name, "hk_gemm_f16_gelu_bias_res_tb");
+  hkc_kernel_key_name(&(hkc_kernel_key_t){.op = HK_OP_SOFTMAX, .dtype = HK_DTYPE_BF16}, name, sizeof name);
+  assert_string_equal(name, "hk_softmax_bf16");
+}
+
+static void test_host_target_name(void **state) {
+  (void)state;
+  const char *name = hkc_host_target_name();
+  assert_non_null(name);
+  assert_true(strncmp(name, "host-", 5) == 0);
+#if defined(__x86_64__)
+  assert_string_equal(name, "host-x86_64");
+#elif defined(__aarch64__)
+  assert_string_equal(name, "host-aarch64");
+#endif
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_key_names_unique),
+      cmocka_unit_test(test_lower_bert_like),
+      cmocka_unit_test(test_host_target_name),
+      cmocka_unit_test(test_conversions),
+      cmocka_unit_test(test_checker_catches_errors),
+      cmocka_unit_test(test_gemm),
+      cmocka_unit_test(test_binary),
+      cmocka_unit_test(test_unary),
+      cmocka_unit_test(test_norms),
+      cmocka_unit_test(test_softmax),
+      cmocka_unit_test(test_attention),
+      cmocka_unit_test(test_templates_build_warning_free),
+      cmocka_unit_test(test_rtc_deterministic_and_errors),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
