@@ -134,7 +134,7 @@ int hkc_plan_deps(const hkc_spec_t *spec, int64_t batch, const uint64_t *offsets
   out->start = calloc(n + 1, sizeof *out->start);
   size_t cap = 0, len = 0;
   size_t words = (n + 63) / 64;
-  uint64_t *anc = n <= HKC_REDUCE_MAX_NODES ? calloc(n * words ? n * words : 1, sizeof *anc) : NULL;
+  uint64_t *anc = n <= HKC_REDUCE_MAX_NODES ? calloc(n * words + 1, sizeof *anc) : NULL;
   uint32_t *direct = malloc((n ? n : 1) * sizeof *direct);
   if (!out->start || !direct || (n <= HKC_REDUCE_MAX_NODES && !anc)) goto oom;
   for (size_t j = 0; j < n; j++) {

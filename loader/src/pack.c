@@ -71,7 +71,7 @@ HK_API hk_status_t hk_pack_open_memory(const void *data, size_t size, const hk_a
   HK_FAIL_IF(!out_pack, HK_STATUS_INVALID_ARGUMENT, "out_pack is NULL");
   *out_pack = NULL;
   HK_FAIL_IF(!data && size, HK_STATUS_INVALID_ARGUMENT, "data is NULL");
-  hk_pack_t *p;
+  hk_pack_t *p = NULL;
   HK_RETURN_IF_ERROR(pack_new(allocator, &p));
   const void *bytes = data;
   if (((uintptr_t)data & 7) != 0) {
@@ -109,7 +109,7 @@ HK_API hk_status_t hk_pack_open_file(const char *path, const hk_allocator_t *all
     close(fd);
     return HK_ERROR(HK_STATUS_IO, "cannot open %s: not a regular file", path);
   }
-  hk_pack_t *p;
+  hk_pack_t *p = NULL;
   hk_status_t s = pack_new(allocator, &p);
   if (s != HK_OK) {
     close(fd);
