@@ -32,7 +32,7 @@ static int collect_kernels(const hkc_spec_t *spec, hkc_target_out_t *t, uint32_t
   for (size_t i = 0; i < spec->n_nodes; i++) {
     hkc_kernel_key_t key;
     hkc_arg_t args[HKC_MAX_ARGS];
-    hkc_lower_node(spec, i, spec->batch_sizes[0], &key, args);
+    if (hkc_lower_node(spec, i, spec->batch_sizes[0], &key, args) < 0) return -1;
     size_t k = 0;
     while (k < t->n_kernels && !hkc_kernel_key_equal(&t->kernels[k].key, &key)) k++;
     if (k == t->n_kernels) {
@@ -67,7 +67,12 @@ static int build_graph(const hkc_spec_t *spec, const hkc_target_out_t *t, const 
   for (size_t i = 0; i < spec->n_nodes; i++) {
     hkc_launch_t *l = &g->launches[i];
     hkc_kernel_key_t key;
-    l->n_args = (uint32_t)hkc_lower_node(spec, i, batch, &key, l->args);
+    int n_args = hkc_lower_node(spec, i, batch, &key, l->args);
+    if (n_args < 0) {
+      hkc_deps_free(&deps);
+      return -1;
+    }
+    l->n_args = (uint32_t)n_args;
     l->kernel = node_kernel[i];
     l->node_name = spec->nodes[i].name;
     if (t->kind == HK_TARGET_HOST) hkc_host_launch_dims(&key, l->args, l->n_args, l->grid, l->block);
@@ -90,7 +95,8 @@ static int build_host(const hkc_spec_t *spec, hkc_target_out_t *t) {
   t->kind = HK_TARGET_HOST;
   snprintf(t->name, sizeof t->name, "%s", hkc_host_target_name());
   uint32_t *node_kernel = calloc(spec->n_nodes, sizeof *node_kernel);
-  if (!node_kernel || collect_kernels(spec, t, node_kernel) != 0) goto oom;
+  if (!node_kernel) goto oom;
+  if (collect_kernels(spec, t, node_kernel) != 0) goto fail;
   char *source = hkc_codegen_host(t->kernels, t->n_kernels);
   if (!source) goto oom;
   for (size_t k = 0; k < t->n_kernels; k++) t->kernels[k].source_hash = hkc_hash64(source, strlen(source));
@@ -104,12 +110,14 @@ static int build_host(const hkc_spec_t *spec, hkc_target_out_t *t) {
   if (!t->graphs) goto oom;
   t->n_graphs = (size_t)spec->n_batch;
   for (int b = 0; b < spec->n_batch; b++)
-    if (build_graph(spec, t, node_kernel, spec->batch_sizes[b], &t->graphs[b]) != 0) goto oom;
+    if (build_graph(spec, t, node_kernel, spec->batch_sizes[b], &t->graphs[b]) != 0) goto fail;
   free(node_kernel);
   return 0;
 oom:
-  free(node_kernel);
   hkc_error((hkc_loc_t){0}, "out of memory while building target %s", t->name);
+fail:
+  free(node_kernel);
+  if (hkc_error_count() == 0) hkc_error((hkc_loc_t){0}, "out of memory while building target %s", t->name);
   return -1;
 }
 

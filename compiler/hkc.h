@@ -174,7 +174,8 @@ typedef struct hkc_arg {
   float f;     /* F32 */
 } hkc_arg_t;
 
-/* Fills the key and arguments of node `node` at batch size `batch`. Returns n_args. */
+/* Fills the key and arguments of node `node` at batch size `batch`. Returns n_args, or
+ * -1 after reporting an error when the node's sizes cannot be lowered. */
 int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kernel_key_t *out_key,
                    hkc_arg_t out_args[HKC_MAX_ARGS]);
 /* Canonical symbol name for a key: "hk_<op>_<dtype>[_<flags>]". Writes at most size bytes. */

@@ -1,0 +1,144 @@
+/* npy.c: .npy round trips, NumPy-written headers, every malformed-header class, and
+ * the f16/bf16 conversions against the independent ones in test_util.c. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "hkc.h"
+#include "test_util.h"
+
+static char diag[4096];
+
+static void test_conversions_exhaustive(void **state) {
+  (void)state;
+  for (uint32_t h = 0; h < 65536; h++) {
+    float a = hkc_f16_to_f32((uint16_t)h), b = hk_test_f16_to_f32((uint16_t)h);
+    if (!(a == b || (isnan(a) && isnan(b)))) fail_msg("f16 %04x: %g vs %g", h, a, b);
+    a = hkc_bf16_to_f32((uint16_t)h);
+    b = hk_test_bf16_to_f32((uint16_t)h);
+    if (!(a == b || (isnan(a) && isnan(b)))) fail_msg("bf16 %04x: %g vs %g", h, a, b);
+  }
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 3);
+  for (int i = 0; i < 200000; i++) {
+    /* wide range of magnitudes, including f16 subnormals and overflow */
+    float f = (float)(hk_test_uniform(&rng, -1, 1) * pow(2.0, hk_test_uniform(&rng, -30, 18)));
+    uint16_t x = hkc_f32_to_f16(f), y = hk_test_f32_to_f16(f);
+    if (x != y) fail_msg("f32->f16 %a: %04x vs %04x", f, x, y);
+    x = hkc_f32_to_bf16(f);
+    y = hk_test_f32_to_bf16(f);
+    if (x != y) fail_msg("f32->bf16 %a: %04x vs %04x", f, x, y);
+  }
+  assert_true(isnan(hkc_f16_to_f32(hkc_f32_to_f16(NAN))));
+  assert_true(isnan(hkc_bf16_to_f32(hkc_f32_to_bf16(NAN))));
+  assert_int_equal(hkc_f32_to_f16(INFINITY), 0x7c00);
+  assert_int_equal(hkc_f32_to_f16(1e6f), 0x7c00);
+}
+
+static void test_round_trip(void **state) {
+  (void)state;
+  char *dir = hk_test_tmpdir();
+  char path[4096];
+  snprintf(path, sizeof path, "%s/a.npy", dir);
+  float data[2 * 3 * 5];
+  for (int i = 0; i < 30; i++) data[i] = (float)i * 0.25f - 3.0f;
+  int64_t dims[3] = {2, 3, 5};
+  assert_int_equal(hkc_npy_write_f32(path, data, dims, 3), 0);
+  hkc_npy_t npy;
+  assert_int_equal(hkc_npy_read(path, &npy), 0);
+  assert_int_equal(npy.rank, 3);
+  assert_int_equal(npy.dims[0], 2);
+  assert_int_equal(npy.dims[2], 5);
+  assert_int_equal(npy.count, 30);
+  assert_memory_equal(npy.data, data, sizeof data);
+  hkc_npy_free(&npy);
+  /* rank 1 and a header NumPy itself would write */
+  int64_t d1 = 30;
+  assert_int_equal(hkc_npy_write_f32(path, data, &d1, 1), 0);
+  assert_int_equal(hkc_npy_read(path, &npy), 0);
+  assert_int_equal(npy.rank, 1);
+  assert_int_equal(npy.dims[0], 30);
+  hkc_npy_free(&npy);
+  /* when NumPy is around, it must read what we wrote */
+  char cmd[8192], out[1024];
+  snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as np; a=np.load('%s'); print(a.dtype, a.shape, a[5])\"", path);
+  if (hk_test_run(cmd, out, sizeof out) == 0) assert_non_null(strstr(out, "float32 (30,) -1.75"));
+  remove(path);
+  rmdir(dir);
+  free(dir);
+}
+
+static int parse_bytes(const void *b, size_t n, hkc_npy_t *out) {
+  hkc_diag_capture(diag, sizeof diag);
+  int rc = hkc_npy_parse("t.npy", b, n, out);
+  hkc_diag_capture(NULL, 0);
+  return rc;
+}
+
+/* Builds a v1 .npy with the given header dict and `data_bytes` payload bytes. */
+static size_t make_npy(unsigned char *buf, const char *dict, size_t data_bytes) {
+  size_t dl = strlen(dict);
+  memcpy(buf, "\x93NUMPY\x01\x00", 8);
+  buf[8] = (unsigned char)((dl + 1) & 0xff);
+  buf[9] = (unsigned char)((dl + 1) >> 8);
+  memcpy(buf + 10, dict, dl);
+  buf[10 + dl] = '\n';
+  for (size_t i = 0; i < data_bytes; i++) buf[11 + dl + i] = (unsigned char)(i * 7);
+  return 11 + dl + data_bytes;
+}
+
+static void test_malformed(void **state) {
+  (void)state;
+  unsigned char buf[1024];
+  hkc_npy_t npy;
+  size_t n = make_npy(buf, "{'descr': '<f2', 'fortran_order': False, 'shape': (3,), }", 6);
+  assert_int_equal(parse_bytes(buf, n, &npy), 0); /* f16 accepted */
+  assert_int_equal(npy.count, 3);
+  hkc_npy_free(&npy);
+  struct {
+    const char *dict;
+    size_t data;
+    const char *word;
+  } bad[] = {
+      {"{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }", 12, "dtype"},
+      {"{'descr': '<f4', 'fortran_order': True, 'shape': (3,), }", 12, "Fortran"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", 11, "bytes"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", 13, "bytes"},
+      {"{'descr': '<f4', 'fortran_order': False}", 0, "malformed"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (-3,), }", 0, "shape"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1), }", 4, "dimensions"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, 99999999999), }", 4, "large"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    n = make_npy(buf, bad[i].dict, bad[i].data);
+    assert_int_equal(parse_bytes(buf, n, &npy), -1);
+    if (!strstr(diag, bad[i].word) || strncmp(diag, "t.npy: ", 7) != 0)
+      fail_msg("case %zu: expected '%s' in: %s", i, bad[i].word, diag);
+    assert_null(npy.data);
+  }
+  /* every truncation of a valid file is an error, never a crash */
+  n = make_npy(buf, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }", 16);
+  for (size_t len = 0; len < n; len++) assert_int_equal(parse_bytes(buf, len, &npy), -1);
+  assert_int_equal(parse_bytes(buf, n, &npy), 0);
+  hkc_npy_free(&npy);
+  buf[0] = 'X';
+  assert_int_equal(parse_bytes(buf, n, &npy), -1);
+  assert_non_null(strstr(diag, "magic"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_conversions_exhaustive),
+      cmocka_unit_test(test_round_trip),
+      cmocka_unit_test(test_malformed),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
