@@ -99,12 +99,18 @@ static int build_host(const hkc_spec_t *spec, hkc_target_out_t *t) {
   if (collect_kernels(spec, t, node_kernel) != 0) goto fail;
   char *source = hkc_codegen_host(t->kernels, t->n_kernels);
   if (!source) goto oom;
-  for (size_t k = 0; k < t->n_kernels; k++) t->kernels[k].source_hash = hkc_hash64(source, strlen(source));
+  uint64_t source_hash = hkc_hash64(source, strlen(source));
   int rc = hkc_rtc_host_compile(source, &t->code, &t->code_size, t->toolchain, sizeof t->toolchain);
   free(source);
   if (rc != 0) {
     free(node_kernel);
     return -1;
+  }
+  /* One shared object holds every host kernel. */
+  for (size_t k = 0; k < t->n_kernels; k++) {
+    t->kernels[k].source_hash = source_hash;
+    t->kernels[k].code_offset = 0;
+    t->kernels[k].code_size = t->code_size;
   }
   t->graphs = calloc((size_t)spec->n_batch, sizeof *t->graphs);
   if (!t->graphs) goto oom;

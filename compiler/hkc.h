@@ -207,6 +207,8 @@ typedef struct hkc_kernel_out {
   char params[160];        /* human-readable parameters, stored in the pack */
   uint32_t vgprs, agprs, sgprs, shared_bytes, scratch_bytes, wave_size, max_block, occupancy;
   uint64_t source_hash;
+  uint64_t code_offset;    /* range of this kernel's code object in hkc_target_out_t.code */
+  uint64_t code_size;
 } hkc_kernel_out_t;
 
 typedef struct hkc_launch {
@@ -231,7 +233,8 @@ typedef struct hkc_target_out {
   char name[64];           /* "host-x86_64", "gfx90a", "sm_90" */
   hk_target_kind_t kind;
   char features[64];
-  void *code;              /* code object bytes (uncompressed), owned */
+  void *code;              /* code object(s), concatenated (uncompressed), owned; each
+                              kernel names its object's range (8-byte aligned offsets) */
   size_t code_size;
   char toolchain[160];     /* e.g. "cc: gcc (Debian 12.2.0-14) 12.2.0" -> provenance */
   hkc_kernel_out_t *kernels;

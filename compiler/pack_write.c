@@ -293,6 +293,8 @@ static int build_tables(builder_t *b) {
       kr->max_block = ko->max_block;
       kr->occupancy = ko->occupancy;
       kr->source_hash = ko->source_hash;
+      kr->code_offset = ko->code_offset;
+      kr->code_size = ko->code_size;
     }
     for (size_t g = 0; g < to->n_graphs; g++) {
       const hkc_graph_out_t *go = &to->graphs[g];

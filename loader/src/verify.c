@@ -306,6 +306,11 @@ static hk_status_t verify_kernels(const hk_pack_view_t *v) {
     const hk_target_rec_t *t = &v->targets[r->target];
     CHECK(k >= t->kernel_first && k - t->kernel_first < t->kernel_count,
           "kernel %u (%s): not in the kernel range of its target %u", k, hk_pack_string(v, r->name), r->target);
+    uint64_t raw = v->sections[t->code_section].raw_size;
+    CHECK(r->code_size > 0 && r->code_offset % 8 == 0 && r->code_offset <= raw && r->code_size <= raw - r->code_offset,
+          "kernel %u (%s): code range [%llu, +%llu) is not inside its target's %llu code bytes", k,
+          hk_pack_string(v, r->name), (unsigned long long)r->code_offset, (unsigned long long)r->code_size,
+          (unsigned long long)raw);
   }
   return HK_OK;
 }

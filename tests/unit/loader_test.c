@@ -239,6 +239,7 @@ static void test_bad_code_object(void **ts) {
   NEED_CC(st);
   st->fx.targets[0].code = "this is not an ELF file";
   st->fx.targets[0].code_size = 23;
+  for (int k = 0; k < 2; k++) st->fx.kernels[k].code_size = 23;
   void *bytes;
   hk_pack_t *pack = open_variant(st, &bytes);
   hk_session_t *s;

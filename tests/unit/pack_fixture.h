@@ -47,7 +47,8 @@ static const char fx_kernel_source[] =
 typedef struct fx {
   hkc_tensor_t tensors[4];
   hkc_spec_t spec;
-  hkc_kernel_out_t kernels[2];
+  hkc_kernel_out_t kernels[2];      /* host target */
+  hkc_kernel_out_t kernels_cuda[2]; /* the sm_90 target: same kernels, its own code range */
   hkc_launch_t launches[2][2];
   uint32_t dep0;
   uint64_t placements[2][4];
@@ -149,6 +150,13 @@ static inline void fx_init(fx_t *fx, const void *host_code, size_t host_size, in
   fx->targets[1].kind = HK_TARGET_CUDA;
   fx->targets[1].code = (void *)"not a cubin, just bytes for the format tests";
   fx->targets[1].code_size = 45;
+  memcpy(fx->kernels_cuda, fx->kernels, sizeof fx->kernels);
+  fx->targets[1].kernels = fx->kernels_cuda;
+  for (int k = 0; k < 2; k++) {
+    fx->kernels[k].code_size = host_size; /* one shared object holds both host kernels */
+    fx->kernels_cuda[k].code_offset = k ? 24 : 0; /* two "objects" in the cuda payload */
+    fx->kernels_cuda[k].code_size = k ? 21 : 24;
+  }
   fx->in.spec = s;
   fx->in.targets = fx->targets;
   fx->in.n_targets = with_cuda ? 2 : 1;

@@ -164,6 +164,12 @@ typedef struct hk_kernel_rec {
   uint32_t max_block;     /* largest block size the kernel is launched with */
   uint32_t occupancy;     /* waves per SIMD / blocks per SM; 0 when unknown */
   uint64_t source_hash;   /* XXH3-64 of the kernel source + options */
+  /* The code object holding this kernel: a byte range of the target's decompressed
+   * CODE payload (which may concatenate several objects, e.g. one per GPU kernel).
+   * Kernels that share an object give the same range; the loader loads each range once.
+   * code_offset is a multiple of 8. */
+  uint64_t code_offset;
+  uint64_t code_size;
 } hk_kernel_rec_t;
 
 typedef struct hk_dim_rec {
@@ -215,7 +221,7 @@ _Static_assert(sizeof(hk_pack_header_t) == 64, "header size");
 _Static_assert(sizeof(hk_section_t) == 48, "section entry size");
 _Static_assert(sizeof(hk_manifest_t) == 160, "manifest size");
 _Static_assert(sizeof(hk_target_rec_t) == 32, "target record size");
-_Static_assert(sizeof(hk_kernel_rec_t) == 56, "kernel record size");
+_Static_assert(sizeof(hk_kernel_rec_t) == 72, "kernel record size");
 _Static_assert(sizeof(hk_tensor_rec_t) == 16 + 16 * HK_MAX_RANK, "tensor record size");
 _Static_assert(sizeof(hk_graph_rec_t) == 40, "graph record size");
 _Static_assert(sizeof(hk_node_rec_t) == 56, "node record size");
