@@ -257,6 +257,110 @@ int hkc_rtc_host_compile(const char *source, void **out_code, size_t *out_size, 
 /* The host target's name for this machine: "host-<arch>" (e.g. host-x86_64). */
 const char *hkc_host_target_name(void);
 
+/* ---- GPU targets: the target table ------------------------------------------------------
+ * Figures per architecture for occupancy, legality (LDS / shared memory, registers) and
+ * rooflines. Each entry cites its source. AMD: per SIMD / CU; NVIDIA: per SM. */
+typedef enum hkc_matrix_path {
+  HKC_MATRIX_FMA = 0,      /* no matrix cores (gfx1030, anything unknown) */
+  HKC_MATRIX_MFMA = 1,     /* CDNA: gfx908, gfx90a, gfx942, gfx950 */
+  HKC_MATRIX_MMA_SYNC = 2, /* NVIDIA sm_80+ warp-level mma.sync */
+  HKC_MATRIX_WGMMA = 3,    /* NVIDIA sm_90a warpgroup wgmma */
+} hkc_matrix_path_t;
+
+typedef struct hkc_gpu_arch {
+  const char *name;              /* "gfx90a", "sm_90", "sm_90a" */
+  hk_target_kind_t kind;         /* HK_TARGET_HIP or HK_TARGET_CUDA */
+  const char *product;           /* the part the figures describe: "MI250X (one GCD)", "H200 SXM" */
+  uint32_t wave_size;            /* 64 (CDNA), 32 (RDNA wave32, NVIDIA warps) */
+  uint32_t compute_units;        /* CUs / SMs of that product */
+  uint32_t simds_per_cu;         /* AMD SIMDs per CU; NVIDIA SM sub-partitions (4) */
+  uint32_t max_waves_per_simd;   /* AMD waves per SIMD; NVIDIA warps per SM / simds_per_cu */
+  uint32_t vgprs_per_lane;       /* AMD: VGPR file per lane per SIMD (incl. AGPRs where unified);
+                                    NVIDIA: 32-bit registers per SM */
+  uint32_t vgpr_granule;         /* allocation granule (AMD per lane; NVIDIA per warp) */
+  uint32_t max_vgprs_per_thread; /* 512 gfx90a (VGPR+AGPR), 255 NVIDIA */
+  uint32_t sgprs_per_simd;       /* AMD; 0 on NVIDIA */
+  uint32_t max_sgprs_per_wave;
+  uint32_t lds_per_cu;           /* bytes of LDS per CU / shared memory per SM */
+  uint32_t max_lds_per_block;    /* bytes a single block may use */
+  uint32_t max_threads_per_block;
+  uint32_t max_blocks_per_cu;    /* NVIDIA 32 (sm_90); AMD: 0 = limited by waves only */
+  hkc_matrix_path_t matrix;
+  double hbm_gbps;               /* datasheet peak memory bandwidth, GB/s */
+  double matrix_tflops_f16;      /* datasheet dense f16/bf16 matrix rate, TFLOP/s */
+  const char *source;            /* where the figures come from */
+} hkc_gpu_arch_t;
+
+/* The entry for a target name; "gfx90a:xnack-" finds "gfx90a". NULL when unknown. */
+const hkc_gpu_arch_t *hkc_gpu_arch_find(const char *name);
+const hkc_gpu_arch_t *hkc_gpu_arch_list(size_t *out_count);
+/* Occupancy of a kernel launched with block_threads threads per block: AMD waves per
+ * SIMD, NVIDIA blocks per SM (limited by registers, SGPRs, LDS/shared memory, block
+ * size and the wave/block caps). out_percent: resident waves/warps over the maximum.
+ * out_limiter (may be NULL): "vgprs", "sgprs", "lds", "waves", "blocks". */
+uint32_t hkc_occupancy(const hkc_gpu_arch_t *arch, const hkc_kernel_out_t *kernel, uint32_t block_threads,
+                       double *out_percent, const char **out_limiter);
+
+/* ---- GPU code generation (templates/gpu/, HIP dialect for both vendors) -------------------
+ * One kernel's complete source for a GPU target: the vendor prelude, then the op template
+ * specialised by the key, defining `extern "C" __global__ void <kernel->name>(...)` with
+ * the parameters of the kernel ABI above (tensor -> pointer, I64 -> long long,
+ * F32 -> float). No standard or vendor headers. Caller frees. NULL on OOM. */
+char *hkc_codegen_gpu(const hkc_gpu_arch_t *arch, const hkc_kernel_out_t *kernel);
+/* Grid, block and dynamic shared memory of a GPU launch for these args. */
+void hkc_gpu_launch_dims(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
+                         uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared);
+
+/* ---- runtime compilers: hiprtc (+comgr) for gfx, nvrtc for sm ------------------------------
+ * Vendor libraries are dlopen'ed on first use. These functions are thread-safe and never
+ * print: problems come back in the result's log / the why buffer, and the caller
+ * reports them. */
+typedef struct hkc_rtc_result {
+  void *code;           /* code object: AMDGPU ELF or cubin; malloc'd */
+  size_t code_size;
+  char *log;            /* compiler log (errors, warnings); malloc'd, may be NULL */
+  /* resources of the named kernel as the toolchain reports them (0 = unknown) */
+  uint32_t vgprs, agprs, sgprs, shared_bytes, scratch_bytes, wave_size, max_block;
+} hkc_rtc_result_t;
+void hkc_rtc_result_free(hkc_rtc_result_t *result);
+
+/* 0 when the toolchain loads; else -1 and why names the missing library and the package. */
+int hkc_hiprtc_available(char *why, size_t why_size);
+/* "hiprtc 5.2.21153, comgr 2.4" (static string; "" when unavailable). */
+const char *hkc_hiprtc_version(void);
+/* Compiles one kernel's source for an AMD arch ("gfx90a", or with features "gfx90a:xnack-")
+ * into a code object; resources of kernel `name` read through comgr's metadata. 0 / -1. */
+int hkc_hiprtc_compile(const char *source, const char *name, const char *arch, hkc_rtc_result_t *out);
+/* ISAs comgr knows, as hkc target names ("gfx90a", "gfx90a:xnack-", ...). Caller frees
+ * each string and the array. 0 / -1 (why filled). */
+int hkc_comgr_isa_list(char ***out_names, size_t *out_count, char *why, size_t why_size);
+/* Disassembly of an AMDGPU code object (text, malloc'd). 0 / -1 (why filled). */
+int hkc_comgr_disassemble(const void *code, size_t size, const char *arch, char **out_text, char *why,
+                          size_t why_size);
+
+int hkc_nvrtc_available(char *why, size_t why_size);
+const char *hkc_nvrtc_version(void);  /* "nvrtc 13.0" */
+/* Compiles one kernel's source for "sm_80", "sm_90", "sm_90a" into a cubin; registers,
+ * shared and local (spill) memory of kernel `name` from ptxas' report. 0 / -1. */
+int hkc_nvrtc_compile(const char *source, const char *name, const char *arch, hkc_rtc_result_t *out);
+/* sm_XY numbers nvrtc can build (e.g. 75, 80, 86, 89, 90, 100, ...); caller frees. */
+int hkc_nvrtc_supported_archs(int **out_archs, size_t *out_count, char *why, size_t why_size);
+
+/* ---- compile cache ---------------------------------------------------------------------------
+ * Content-addressed: the key hashes kernel source, options, target and toolchain version.
+ * Entries are self-checking files written atomically; a corrupt entry is a miss (and is
+ * replaced), never trusted. Thread-safe. */
+typedef struct hkc_cache hkc_cache_t;
+/* dir NULL: $HKC_CACHE_DIR, else $XDG_CACHE_HOME/hkc, else ~/.cache/hkc. NULL when the
+ * directory cannot be used (the build then runs uncached, with a warning). */
+hkc_cache_t *hkc_cache_open(const char *dir);
+void hkc_cache_close(hkc_cache_t *cache);
+void hkc_cache_key(const char *source, const char *options, const char *target, const char *toolchain,
+                   char out_hex[33]);
+/* 0 on a hit (result filled, owned by the caller), -1 on a miss. */
+int hkc_cache_get(hkc_cache_t *cache, const char *key_hex, hkc_rtc_result_t *out);
+void hkc_cache_put(hkc_cache_t *cache, const char *key_hex, const hkc_rtc_result_t *result);
+
 /* ---- the artifact ------------------------------------------------------------------ */
 typedef struct hkc_pack_in {
   const hkc_spec_t *spec;

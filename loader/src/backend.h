@@ -51,6 +51,9 @@ typedef struct hk_backend_session {
   uint64_t workspace_bytes;
   const hk_launch_desc_t *launches;  /* borrowed from the session, in a topological order */
   uint32_t launch_count;
+  /* Incremented by every hk_session_bind: a backend that copied argument values (a GPU
+   * graph) refreshes them before the next run when this moved. */
+  uint64_t bind_generation;
 } hk_backend_session_t;
 
 struct hk_backend {
@@ -76,6 +79,11 @@ struct hk_backend {
   /* Runs every launch in order. stream: backend stream or NULL. */
   hk_status_t (*run)(hk_backend_session_t *session, void *stream);
   void (*session_release)(hk_backend_session_t *session);
+  /* Memory on the module's device (see hk_session_alloc). */
+  hk_status_t (*mem_alloc)(hk_module_t *module, size_t bytes, void **out_ptr);
+  void (*mem_free)(hk_module_t *module, void *ptr);
+  hk_status_t (*mem_copy)(hk_module_t *module, void *dst, const void *src, size_t bytes, hk_copy_kind_t kind);
+  hk_status_t (*synchronize)(hk_module_t *module, void *stream);
 };
 
 extern const hk_backend_t hk_backend_host;

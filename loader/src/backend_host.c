@@ -182,6 +182,34 @@ static hk_status_t host_run(hk_backend_session_t *session, void *stream) {
   return HK_OK;
 }
 
+static hk_status_t host_mem_alloc(hk_module_t *module, size_t bytes, void **out_ptr) {
+  (void)module;
+  void *p = NULL;
+  /* libc, not the pack allocator: these buffers belong to the application */
+  if (posix_memalign(&p, HK_HOST_WORKSPACE_ALIGN, bytes ? bytes : 1) != 0)
+    return HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "out of memory allocating %zu bytes", bytes);
+  *out_ptr = p;
+  return HK_OK;
+}
+
+static void host_mem_free(hk_module_t *module, void *ptr) {
+  (void)module;
+  free(ptr);
+}
+
+static hk_status_t host_mem_copy(hk_module_t *module, void *dst, const void *src, size_t bytes, hk_copy_kind_t kind) {
+  (void)module;
+  (void)kind;
+  if (bytes) memmove(dst, src, bytes);
+  return HK_OK;
+}
+
+static hk_status_t host_synchronize(hk_module_t *module, void *stream) {
+  (void)module;
+  (void)stream;
+  return HK_OK; /* host runs are synchronous */
+}
+
 const hk_backend_t hk_backend_host = {
     .name = "host",
     .kind = HK_TARGET_HOST,
@@ -193,4 +221,8 @@ const hk_backend_t hk_backend_host = {
     .session_prepare = host_session_prepare,
     .run = host_run,
     .session_release = host_session_release,
+    .mem_alloc = host_mem_alloc,
+    .mem_free = host_mem_free,
+    .mem_copy = host_mem_copy,
+    .synchronize = host_synchronize,
 };

@@ -232,6 +232,7 @@ HK_API hk_status_t hk_session_bind(hk_session_t *s, const char *name, void *data
     } else {
       s->tensor_ptrs[at->tensor] = data;
       at->bound = true;
+      s->backend->bind_generation++;
       return HK_OK;
     }
     hk_error_copy(s->error, sizeof s->error);
@@ -255,6 +256,34 @@ HK_API hk_status_t hk_session_run(hk_session_t *s, void *stream) {
     return st;
   }
   hk_status_t st = s->backend->backend->run(s->backend, stream);
+  if (st != HK_OK) hk_error_copy(s->error, sizeof s->error);
+  return st;
+}
+
+/* ---- memory ------------------------------------------------------------------------------ */
+HK_API hk_status_t hk_session_alloc(hk_session_t *s, size_t bytes, void **out_ptr) {
+  HK_FAIL_IF(!s || !out_ptr, HK_STATUS_INVALID_ARGUMENT, "session and out_ptr must not be NULL");
+  *out_ptr = NULL;
+  hk_status_t st = s->module->backend->mem_alloc(s->module, bytes, out_ptr);
+  if (st != HK_OK) hk_error_copy(s->error, sizeof s->error);
+  return st;
+}
+
+HK_API void hk_session_free(hk_session_t *s, void *ptr) {
+  if (s && ptr) s->module->backend->mem_free(s->module, ptr);
+}
+
+HK_API hk_status_t hk_session_copy(hk_session_t *s, void *dst, const void *src, size_t bytes, hk_copy_kind_t kind) {
+  HK_FAIL_IF(!s || ((!dst || !src) && bytes), HK_STATUS_INVALID_ARGUMENT, "session, dst and src must not be NULL");
+  HK_FAIL_IF(kind > HK_COPY_DEVICE_TO_DEVICE, HK_STATUS_INVALID_ARGUMENT, "unknown copy kind %d", (int)kind);
+  hk_status_t st = s->module->backend->mem_copy(s->module, dst, src, bytes, kind);
+  if (st != HK_OK) hk_error_copy(s->error, sizeof s->error);
+  return st;
+}
+
+HK_API hk_status_t hk_session_synchronize(hk_session_t *s, void *stream) {
+  HK_FAIL_IF(!s, HK_STATUS_INVALID_ARGUMENT, "session is NULL");
+  hk_status_t st = s->module->backend->synchronize(s->module, stream);
   if (st != HK_OK) hk_error_copy(s->error, sizeof s->error);
   return st;
 }

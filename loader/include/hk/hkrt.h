@@ -135,6 +135,23 @@ HK_API hk_status_t hk_session_bind(hk_session_t *session, const char *name, void
  * when a tensor is unbound (named in the message), DRIVER. */
 HK_API hk_status_t hk_session_run(hk_session_t *session, void *stream);
 
+/* ---- memory where the session's target runs --------------------------------------------
+ * For applications without an allocator of their own, and for tools: device memory for
+ * GPU targets (hipMalloc / cuMemAlloc), 256-byte-aligned host memory for the host target.
+ * Buffers belong to the session's device and must be freed before the session is
+ * destroyed. */
+typedef enum hk_copy_kind {
+  HK_COPY_HOST_TO_DEVICE = 0, HK_COPY_DEVICE_TO_HOST = 1, HK_COPY_DEVICE_TO_DEVICE = 2
+} hk_copy_kind_t;
+
+HK_API hk_status_t hk_session_alloc(hk_session_t *session, size_t bytes, void **out_ptr);
+HK_API void hk_session_free(hk_session_t *session, void *ptr);
+/* Synchronous copy (returns when the bytes have arrived). */
+HK_API hk_status_t hk_session_copy(hk_session_t *session, void *dst, const void *src, size_t bytes,
+                                   hk_copy_kind_t kind);
+/* Waits for the work submitted to stream (NULL: the default stream) to finish. */
+HK_API hk_status_t hk_session_synchronize(hk_session_t *session, void *stream);
+
 #ifdef __cplusplus
 }
 #endif
