@@ -2,16 +2,52 @@
  * The build driver: runs the stages of hkc_build() for every requested target and
  * batch bucket, then hands everything to the pack writer. Owns every intermediate
  * allocation; nothing reaches the output path unless all targets built.
+ *
+ * GPU kernels compile one per job on a pool of --jobs threads (hiprtc and nvrtc are
+ * thread-safe; the runtime-compiler wrappers never print), each through the
+ * content-addressed compile cache. The host target's single translation unit compiles
+ * on the main thread meanwhile. Diagnostics are reported from the main thread only.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hkc.h"
 
-typedef enum { TARGET_HOST, TARGET_UNKNOWN } target_family_t;
+typedef enum { FAMILY_HOST, FAMILY_HIP, FAMILY_CUDA, FAMILY_UNKNOWN } target_family_t;
 
-/* Target names a user may write, as accepted by this build of hkc. */
-static const char *const k_known_targets = "host";
+/* Code objects inside a GPU target's CODE payload start at multiples of this. */
+#define HKC_CODE_ALIGN 256
+/* Upper bound on compile threads: beyond this the toolchains' own locks dominate. */
+#define HKC_MAX_JOBS 64
+
+typedef struct target_plan {
+  char *name;                 /* as requested, e.g. "gfx90a:xnack-" */
+  target_family_t family;
+  const hkc_gpu_arch_t *arch; /* GPU targets */
+  hkc_target_out_t out;
+  uint32_t *node_kernel;      /* kernel index of each spec node */
+} target_plan_t;
+
+typedef struct compile_job {
+  target_plan_t *plan;
+  size_t kernel;
+  hkc_rtc_result_t result;
+  int rc;        /* 0 ok, -1 failed (result.log says why) */
+  int cached;
+} compile_job_t;
+
+typedef struct pool {
+  compile_job_t *jobs;
+  size_t n_jobs;
+  atomic_size_t next;
+  atomic_size_t done;
+  hkc_cache_t *cache;
+  int progress;  /* print [done/total] on a terminal */
+  pthread_mutex_t print_lock;
+} pool_t;
 
 static void target_out_free(hkc_target_out_t *t) {
   free(t->code);
@@ -54,8 +90,7 @@ static int collect_kernels(const hkc_spec_t *spec, hkc_target_out_t *t, uint32_t
 }
 
 /* Plans one batch bucket: memory, dependencies and the launch of every node. */
-static int build_graph(const hkc_spec_t *spec, const hkc_target_out_t *t, const uint32_t *node_kernel,
-                       int64_t batch, hkc_graph_out_t *g) {
+static int build_graph(const hkc_spec_t *spec, const target_plan_t *plan, int64_t batch, hkc_graph_out_t *g) {
   g->batch = batch;
   g->placements = calloc(spec->n_tensors ? spec->n_tensors : 1, sizeof *g->placements);
   g->launches = calloc(spec->n_nodes, sizeof *g->launches);
@@ -73,9 +108,12 @@ static int build_graph(const hkc_spec_t *spec, const hkc_target_out_t *t, const 
       return -1;
     }
     l->n_args = (uint32_t)n_args;
-    l->kernel = node_kernel[i];
+    l->kernel = plan->node_kernel[i];
     l->node_name = spec->nodes[i].name;
-    if (t->kind == HK_TARGET_HOST) hkc_host_launch_dims(&key, l->args, l->n_args, l->grid, l->block);
+    if (plan->family == FAMILY_HOST)
+      hkc_host_launch_dims(&key, l->args, l->n_args, l->grid, l->block);
+    else
+      hkc_gpu_launch_dims(plan->arch, &key, l->args, l->n_args, l->grid, l->block, &l->shared_bytes);
     uint32_t nd = deps.start[i + 1] - deps.start[i];
     if (nd) {
       l->deps = malloc(nd * sizeof *l->deps);
@@ -91,49 +129,223 @@ static int build_graph(const hkc_spec_t *spec, const hkc_target_out_t *t, const 
   return 0;
 }
 
-static int build_host(const hkc_spec_t *spec, hkc_target_out_t *t) {
-  t->kind = HK_TARGET_HOST;
-  snprintf(t->name, sizeof t->name, "%s", hkc_host_target_name());
-  uint32_t *node_kernel = calloc(spec->n_nodes, sizeof *node_kernel);
-  if (!node_kernel) goto oom;
-  if (collect_kernels(spec, t, node_kernel) != 0) goto fail;
+/* ---- compiling ---------------------------------------------------------------------------- */
+static const char *toolchain_version(target_family_t f) {
+  return f == FAMILY_HIP ? hkc_hiprtc_version() : f == FAMILY_CUDA ? hkc_nvrtc_version() : "";
+}
+
+/* Version of the kernel-source conventions: part of every cache key, so a change in how
+ * hkc drives the toolchains invalidates old entries. */
+#define HKC_CACHE_SCHEME "hkc-gpu-1"
+
+static void run_job(pool_t *pool, compile_job_t *job) {
+  target_plan_t *plan = job->plan;
+  hkc_kernel_out_t *k = &plan->out.kernels[job->kernel];
+  char *source = hkc_codegen_gpu(plan->arch, k);
+  job->rc = -1;
+  if (!source) {
+    job->result.log = hkc_strdup("out of memory generating the kernel source");
+    return;
+  }
+  k->source_hash = hkc_hash64(source, strlen(source));
+  char key[33];
+  hkc_cache_key(source, HKC_CACHE_SCHEME, plan->name, toolchain_version(plan->family), key);
+  if (pool->cache && hkc_cache_get(pool->cache, key, &job->result) == 0) {
+    job->rc = 0;
+    job->cached = 1;
+  } else {
+    job->rc = plan->family == FAMILY_HIP ? hkc_hiprtc_compile(source, k->name, plan->name, &job->result)
+                                         : hkc_nvrtc_compile(source, k->name, plan->arch->name, &job->result);
+    if (job->rc == 0 && pool->cache) hkc_cache_put(pool->cache, key, &job->result);
+  }
+  free(source);
+}
+
+static void *worker(void *arg) {
+  pool_t *pool = arg;
+  for (;;) {
+    size_t i = atomic_fetch_add(&pool->next, 1);
+    if (i >= pool->n_jobs) return NULL;
+    compile_job_t *job = &pool->jobs[i];
+    run_job(pool, job);
+    size_t done = atomic_fetch_add(&pool->done, 1) + 1;
+    if (pool->progress) {
+      pthread_mutex_lock(&pool->print_lock);
+      fprintf(stderr, "\r\033[K[%zu/%zu] %s %s%s", done, pool->n_jobs, job->plan->out.kernels[job->kernel].name,
+              job->plan->name, job->cached ? " (cached)" : "");
+      fflush(stderr);
+      pthread_mutex_unlock(&pool->print_lock);
+    }
+  }
+}
+
+static int default_jobs(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
+}
+
+/* Host target: one translation unit, compiled with the system C compiler. */
+static int compile_host(target_plan_t *plan) {
+  hkc_target_out_t *t = &plan->out;
   char *source = hkc_codegen_host(t->kernels, t->n_kernels);
-  if (!source) goto oom;
+  if (!source) {
+    hkc_error((hkc_loc_t){0}, "out of memory generating host kernels");
+    return -1;
+  }
   uint64_t source_hash = hkc_hash64(source, strlen(source));
   int rc = hkc_rtc_host_compile(source, &t->code, &t->code_size, t->toolchain, sizeof t->toolchain);
   free(source);
-  if (rc != 0) {
-    free(node_kernel);
-    return -1;
-  }
-  /* One shared object holds every host kernel. */
-  for (size_t k = 0; k < t->n_kernels; k++) {
+  if (rc != 0) return -1;
+  for (size_t k = 0; k < t->n_kernels; k++) { /* one shared object holds every host kernel */
     t->kernels[k].source_hash = source_hash;
     t->kernels[k].code_offset = 0;
     t->kernels[k].code_size = t->code_size;
   }
-  t->graphs = calloc((size_t)spec->n_batch, sizeof *t->graphs);
-  if (!t->graphs) goto oom;
-  t->n_graphs = (size_t)spec->n_batch;
-  for (int b = 0; b < spec->n_batch; b++)
-    if (build_graph(spec, t, node_kernel, spec->batch_sizes[b], &t->graphs[b]) != 0) goto fail;
-  free(node_kernel);
   return 0;
-oom:
-  hkc_error((hkc_loc_t){0}, "out of memory while building target %s", t->name);
-fail:
-  free(node_kernel);
-  if (hkc_error_count() == 0) hkc_error((hkc_loc_t){0}, "out of memory while building target %s", t->name);
-  return -1;
 }
 
-static target_family_t target_family(const char *name) {
-  if (strcmp(name, "host") == 0 || strcmp(name, hkc_host_target_name()) == 0) return TARGET_HOST;
-  return TARGET_UNKNOWN;
+/* Concatenates a GPU target's per-kernel code objects and records their resources. */
+static int assemble_gpu(target_plan_t *plan, compile_job_t *jobs, size_t n_jobs) {
+  hkc_target_out_t *t = &plan->out;
+  size_t total = 0;
+  for (size_t j = 0; j < n_jobs; j++)
+    if (jobs[j].plan == plan) total = (total + HKC_CODE_ALIGN - 1) / HKC_CODE_ALIGN * HKC_CODE_ALIGN + jobs[j].result.code_size;
+  t->code = calloc(total ? total : 1, 1);
+  if (!t->code) return -1;
+  size_t at = 0;
+  for (size_t j = 0; j < n_jobs; j++) {
+    if (jobs[j].plan != plan) continue;
+    const hkc_rtc_result_t *r = &jobs[j].result;
+    hkc_kernel_out_t *k = &t->kernels[jobs[j].kernel];
+    at = (at + HKC_CODE_ALIGN - 1) / HKC_CODE_ALIGN * HKC_CODE_ALIGN;
+    memcpy((char *)t->code + at, r->code, r->code_size);
+    k->code_offset = at;
+    k->code_size = r->code_size;
+    at += r->code_size;
+    k->vgprs = r->vgprs;
+    k->agprs = r->agprs;
+    k->sgprs = r->sgprs;
+    k->shared_bytes = r->shared_bytes;
+    k->scratch_bytes = r->scratch_bytes;
+    k->wave_size = r->wave_size ? r->wave_size : plan->arch->wave_size;
+  }
+  t->code_size = total;
+  snprintf(t->toolchain, sizeof t->toolchain, "%s", toolchain_version(plan->family));
+  return 0;
 }
 
-/* Splits the comma-separated list (or the spec's targets) into validated names. */
-static int resolve_targets(const hkc_spec_t *spec, const char *list, char ***out_names, size_t *out_n) {
+/* Largest block each kernel is launched with, occupancy, and the spill check. */
+static int finish_gpu_kernels(target_plan_t *plan, int werror_spills) {
+  hkc_target_out_t *t = &plan->out;
+  int rc = 0;
+  for (size_t g = 0; g < t->n_graphs; g++)
+    for (size_t l = 0; l < t->graphs[g].n_launches; l++) {
+      const hkc_launch_t *ln = &t->graphs[g].launches[l];
+      uint32_t threads = ln->block[0] * ln->block[1] * ln->block[2];
+      hkc_kernel_out_t *k = &t->kernels[ln->kernel];
+      if (threads > k->max_block) k->max_block = threads;
+      uint32_t shared = ln->shared_bytes;
+      if (shared > k->shared_bytes) k->shared_bytes = shared; /* dynamic shared memory counts too */
+    }
+  for (size_t i = 0; i < t->n_kernels; i++) {
+    hkc_kernel_out_t *k = &t->kernels[i];
+    k->occupancy = hkc_occupancy(plan->arch, k, k->max_block, NULL, NULL);
+    if (k->scratch_bytes) {
+      if (werror_spills) {
+        hkc_error((hkc_loc_t){0}, "kernel %s on %s spills %u bytes per thread to %s memory (--Werror-spills)",
+                  k->name, plan->name, k->scratch_bytes, plan->family == FAMILY_HIP ? "scratch" : "local");
+        rc = -1;
+      } else {
+        hkc_warning((hkc_loc_t){0}, "kernel %s on %s spills %u bytes per thread to %s memory", k->name, plan->name,
+                    k->scratch_bytes, plan->family == FAMILY_HIP ? "scratch" : "local");
+      }
+    }
+  }
+  return rc;
+}
+
+/* Compiles every target's kernels: GPU kernels on the pool, the host TU meanwhile. */
+static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_options_t *options) {
+  size_t n_jobs = 0;
+  for (size_t p = 0; p < n_plans; p++)
+    if (plans[p].family != FAMILY_HOST) n_jobs += plans[p].out.n_kernels;
+  pool_t pool = {.n_jobs = n_jobs, .progress = isatty(2) && !options->quiet};
+  pool.jobs = calloc(n_jobs ? n_jobs : 1, sizeof *pool.jobs);
+  if (!pool.jobs) return -1;
+  size_t j = 0;
+  for (size_t p = 0; p < n_plans; p++)
+    if (plans[p].family != FAMILY_HOST)
+      for (size_t k = 0; k < plans[p].out.n_kernels; k++) pool.jobs[j++] = (compile_job_t){.plan = &plans[p], .kernel = k};
+  atomic_init(&pool.next, 0);
+  atomic_init(&pool.done, 0);
+  pthread_mutex_init(&pool.print_lock, NULL);
+  if (n_jobs && !options->no_cache) {
+    pool.cache = hkc_cache_open(options->cache_dir);
+    if (!pool.cache) hkc_warning((hkc_loc_t){0}, "compile cache unavailable; building without it");
+  }
+  int jobs = options->jobs > 0 ? options->jobs : default_jobs();
+  if (jobs > HKC_MAX_JOBS) jobs = HKC_MAX_JOBS;
+  if ((size_t)jobs > n_jobs) jobs = (int)n_jobs;
+  pthread_t threads[HKC_MAX_JOBS];
+  int started = 0;
+  for (; started < jobs; started++)
+    if (pthread_create(&threads[started], NULL, worker, &pool) != 0) break;
+
+  int rc = 0;
+  for (size_t p = 0; p < n_plans; p++)
+    if (plans[p].family == FAMILY_HOST && compile_host(&plans[p]) != 0) rc = -1;
+  if (n_jobs && started == 0) worker(&pool); /* no threads: compile here */
+  for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
+  if (pool.progress && n_jobs) fprintf(stderr, "\r\033[K");
+
+  size_t cached = 0;
+  for (j = 0; j < n_jobs; j++) {
+    compile_job_t *job = &pool.jobs[j];
+    cached += (size_t)job->cached;
+    if (job->rc != 0) {
+      hkc_error((hkc_loc_t){0}, "kernel %s (op %s) for %s did not compile:\n%s", job->plan->out.kernels[job->kernel].name,
+                hkc_op_name(job->plan->out.kernels[job->kernel].key.op), job->plan->name,
+                job->result.log ? job->result.log : "(no log)");
+      rc = -1;
+    }
+  }
+  for (size_t p = 0; rc == 0 && p < n_plans; p++)
+    if (plans[p].family != FAMILY_HOST && assemble_gpu(&plans[p], pool.jobs, n_jobs) != 0) {
+      hkc_error((hkc_loc_t){0}, "out of memory assembling target %s", plans[p].name);
+      rc = -1;
+    }
+  if (n_jobs && !options->quiet)
+    printf("compiled %zu GPU kernel(s) on %d thread(s), %zu from the cache\n", n_jobs, started ? started : 1, cached);
+  for (j = 0; j < n_jobs; j++) hkc_rtc_result_free(&pool.jobs[j].result);
+  free(pool.jobs);
+  hkc_cache_close(pool.cache);
+  pthread_mutex_destroy(&pool.print_lock);
+  return rc;
+}
+
+/* ---- targets --------------------------------------------------------------------------------- */
+static target_family_t target_family(const char *name, const hkc_gpu_arch_t **out_arch) {
+  *out_arch = NULL;
+  if (strcmp(name, "host") == 0 || strcmp(name, hkc_host_target_name()) == 0) return FAMILY_HOST;
+  const hkc_gpu_arch_t *arch = hkc_gpu_arch_find(name);
+  if (!arch) return FAMILY_UNKNOWN;
+  *out_arch = arch;
+  /* features only exist for AMD ISAs ("gfx90a:xnack-") */
+  if (arch->kind == HK_TARGET_CUDA && strcmp(name, arch->name) != 0) return FAMILY_UNKNOWN;
+  return arch->kind == HK_TARGET_HIP ? FAMILY_HIP : FAMILY_CUDA;
+}
+
+static void known_targets(char *out, size_t size) {
+  size_t n;
+  const hkc_gpu_arch_t *list = hkc_gpu_arch_list(&n);
+  int len = snprintf(out, size, "host");
+  for (size_t i = 0; i < n && len > 0 && (size_t)len < size; i++)
+    len += snprintf(out + len, size - (size_t)len, ", %s", list[i].name);
+}
+
+/* Splits the comma-separated list (or the spec's targets) into validated plans, and checks
+ * that the toolchain each family needs is there before anything compiles. */
+static int resolve_targets(const hkc_spec_t *spec, const char *list, target_plan_t **out_plans, size_t *out_n) {
   char **names = NULL;
   size_t n = 0, cap = 0;
   if (list) {
@@ -151,91 +363,140 @@ static int resolve_targets(const hkc_spec_t *spec, const char *list, char ***out
       names[n++] = hkc_strdup(spec->targets[i]);
     }
   }
-  int rc = 0;
+  char known[1024];
+  known_targets(known, sizeof known);
+  target_plan_t *plans = calloc(n ? n : 1, sizeof *plans);
+  int rc = plans ? 0 : -1;
   if (n == 0) {
-    hkc_error((hkc_loc_t){spec->path, 0, 0},
-              "no targets: give `targets:` in the spec or --target (known: %s)", k_known_targets);
+    hkc_error((hkc_loc_t){spec->path, 0, 0}, "no targets: give `targets:` in the spec or --target (known: %s)", known);
     rc = -1;
   }
-  for (size_t i = 0; i < n; i++) {
+  int need_hip = 0, need_cuda = 0;
+  for (size_t i = 0; plans && i < n; i++) {
+    plans[i].name = names[i];
+    plans[i].family = target_family(names[i], &plans[i].arch);
     for (size_t j = 0; j < i; j++)
-      if (target_family(names[i]) == target_family(names[j]) && strcmp(names[i], names[j]) == 0) {
+      if (plans[i].family == plans[j].family &&
+          (strcmp(names[i], names[j]) == 0 || (plans[i].family == FAMILY_HOST))) {
         hkc_error((hkc_loc_t){0}, "target %s given twice", names[i]);
         rc = -1;
       }
-    if (target_family(names[i]) == TARGET_UNKNOWN) {
-      const char *why = (strncmp(names[i], "gfx", 3) == 0 || strncmp(names[i], "sm_", 3) == 0)
-                            ? "GPU targets are not supported by this build of hkc yet"
-                            : "unknown target";
-      hkc_error((hkc_loc_t){0}, "target %s: %s (this hkc builds: %s)", names[i], why, k_known_targets);
+    if (plans[i].family == FAMILY_UNKNOWN) {
+      hkc_error((hkc_loc_t){0}, "unknown target %s (hkc knows: %s; `hkc targets` shows what this machine builds)",
+                names[i], known);
       rc = -1;
     }
+    need_hip |= plans[i].family == FAMILY_HIP;
+    need_cuda |= plans[i].family == FAMILY_CUDA;
   }
-  *out_names = names;
-  *out_n = n;
+  char why[512];
+  if (need_hip && hkc_hiprtc_available(why, sizeof why) != 0) {
+    hkc_error((hkc_loc_t){0}, "AMD targets need hiprtc: %s", why);
+    rc = -1;
+  }
+  if (need_cuda && hkc_nvrtc_available(why, sizeof why) != 0) {
+    hkc_error((hkc_loc_t){0}, "NVIDIA targets need nvrtc: %s", why);
+    rc = -1;
+  }
+  free(names); /* the strings now belong to the plans */
+  *out_plans = plans;
+  *out_n = plans ? n : 0;
   return rc;
 }
 
-static void free_names(char **names, size_t n) {
-  for (size_t i = 0; i < n; i++) free(names[i]);
-  free(names);
+static void plans_free(target_plan_t *plans, size_t n) {
+  for (size_t i = 0; plans && i < n; i++) {
+    target_out_free(&plans[i].out);
+    free(plans[i].node_kernel);
+    free(plans[i].name);
+  }
+  free(plans);
+}
+
+/* Name and features of a built target: host targets are named for this machine; AMD
+ * feature suffixes ("gfx90a:xnack-") are stored apart from the ISA name. */
+static void name_target(target_plan_t *plan) {
+  hkc_target_out_t *t = &plan->out;
+  if (plan->family == FAMILY_HOST) {
+    t->kind = HK_TARGET_HOST;
+    snprintf(t->name, sizeof t->name, "%s", hkc_host_target_name());
+    return;
+  }
+  t->kind = plan->arch->kind;
+  const char *colon = strchr(plan->name, ':');
+  snprintf(t->name, sizeof t->name, "%.*s", colon ? (int)(colon - plan->name) : (int)strlen(plan->name), plan->name);
+  snprintf(t->features, sizeof t->features, "%s", colon ? colon + 1 : "");
 }
 
 int hkc_build(const hkc_build_options_t *options) {
   hkc_spec_t *spec = NULL;
   if (hkc_spec_load(options->spec_path, &spec) != 0) return -1;
-  char **names = NULL;
-  size_t n_names = 0;
-  hkc_target_out_t *targets = NULL;
+  target_plan_t *plans = NULL;
+  size_t n_plans = 0;
+  hkc_target_out_t *outs = NULL;
   char *provenance = NULL;
   int rc = -1;
-  if (resolve_targets(spec, options->targets, &names, &n_names) != 0) goto done;
-  targets = calloc(n_names, sizeof *targets);
-  if (!targets) goto done;
-  for (size_t i = 0; i < n_names; i++) {
-    if (target_family(names[i]) == TARGET_HOST && build_host(spec, &targets[i]) != 0) goto done;
+  if (resolve_targets(spec, options->targets, &plans, &n_plans) != 0) goto done;
+  for (size_t i = 0; i < n_plans; i++) {
+    target_plan_t *p = &plans[i];
+    name_target(p);
+    p->node_kernel = calloc(spec->n_nodes, sizeof *p->node_kernel);
+    if (!p->node_kernel || collect_kernels(spec, &p->out, p->node_kernel) != 0) goto fail;
+  }
+  if (compile_all(plans, n_plans, options) != 0) goto done;
+  for (size_t i = 0; i < n_plans; i++) {
+    hkc_target_out_t *t = &plans[i].out;
+    t->graphs = calloc((size_t)spec->n_batch, sizeof *t->graphs);
+    if (!t->graphs) goto fail;
+    t->n_graphs = (size_t)spec->n_batch;
+    for (int b = 0; b < spec->n_batch; b++)
+      if (build_graph(spec, &plans[i], spec->batch_sizes[b], &t->graphs[b]) != 0) goto fail;
+    if (plans[i].family != FAMILY_HOST && finish_gpu_kernels(&plans[i], options->werror_spills) != 0) goto done;
   }
 
   /* Provenance: what produced this artifact, without paths or time so that the same
    * inputs give the same bytes. */
-  size_t cap = 4096 + n_names * 256;
+  size_t cap = 4096 + n_plans * 256;
   provenance = malloc(cap);
-  if (!provenance) goto done;
+  outs = calloc(n_plans, sizeof *outs);
+  if (!provenance || !outs) goto fail;
   int len = snprintf(provenance, cap,
-                     "hkc_version=%s\nformat=%d.%d\nspec_name=%s\nspec_hash=%016llx\nfusion=%s\n"
-                     "zstd_level=%d\n",
+                     "hkc_version=%s\nformat=%d.%d\nspec_name=%s\nspec_hash=%016llx\nfusion=%s\nzstd_level=%d\n",
                      HKC_VERSION_STRING, HK_PACK_VERSION_MAJOR, HK_PACK_VERSION_MINOR, spec->name,
                      (unsigned long long)spec->hash,
                      spec->fusion == HKC_FUSION_NONE ? "none" : spec->fusion == HKC_FUSION_AUTO ? "auto" : "groups",
                      options->compression_level ? options->compression_level : 19);
-  for (size_t i = 0; i < n_names && len > 0 && (size_t)len < cap; i++)
-    len += snprintf(provenance + len, cap - (size_t)len, "toolchain.%s=%s\n", targets[i].name,
-                    targets[i].toolchain);
-
+  for (size_t i = 0; i < n_plans; i++) {
+    outs[i] = plans[i].out; /* shallow: plans keep ownership */
+    if (len > 0 && (size_t)len < cap)
+      len += snprintf(provenance + len, cap - (size_t)len, "target.%s=%s%s%s\n", plans[i].out.name, plans[i].name,
+                      plans[i].out.toolchain[0] ? " built with " : "", plans[i].out.toolchain);
+  }
   hkc_pack_in_t in = {.spec = spec,
-                      .targets = targets,
-                      .n_targets = n_names,
+                      .targets = outs,
+                      .n_targets = n_plans,
                       .provenance = provenance,
                       .compression_level = options->compression_level};
   if (hkc_pack_write(&in, options->out_path) != 0) goto done;
   if (!options->quiet) {
-    printf("wrote %s: %zu target(s), %d batch size(s)\n", options->out_path, n_names, spec->n_batch);
-    for (size_t i = 0; i < n_names; i++) {
-      printf("  %-14s %zu kernel(s), %zu bytes of code; workspace:", targets[i].name, targets[i].n_kernels,
-             targets[i].code_size);
-      for (size_t g = 0; g < targets[i].n_graphs; g++)
-        printf(" batch %lld %llu B%s", (long long)targets[i].graphs[g].batch,
-               (unsigned long long)targets[i].graphs[g].workspace_bytes, g + 1 < targets[i].n_graphs ? "," : "");
+    printf("wrote %s: %zu target(s), %d batch size(s)\n", options->out_path, n_plans, spec->n_batch);
+    for (size_t i = 0; i < n_plans; i++) {
+      const hkc_target_out_t *t = &plans[i].out;
+      printf("  %-14s %zu kernel(s), %zu bytes of code; workspace:", t->name, t->n_kernels, t->code_size);
+      for (size_t g = 0; g < t->n_graphs; g++)
+        printf(" batch %lld %llu B%s", (long long)t->graphs[g].batch, (unsigned long long)t->graphs[g].workspace_bytes,
+               g + 1 < t->n_graphs ? "," : "");
       printf("\n");
     }
   }
   rc = 0;
+  goto done;
+fail:
+  if (hkc_error_count() == 0) hkc_error((hkc_loc_t){0}, "out of memory while building %s", spec->path);
 done:
-  if (targets)
-    for (size_t i = 0; i < n_names; i++) target_out_free(&targets[i]);
-  free(targets);
+  plans_free(plans, n_plans);
+  free(outs);
   free(provenance);
-  free_names(names, n_names);
   hkc_spec_destroy(spec);
   return rc;
 }

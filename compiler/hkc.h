@@ -404,6 +404,10 @@ typedef struct hkc_build_options {
   const char *targets;     /* comma-separated; NULL: the spec's `targets` */
   int compression_level;   /* zstd level; 0 = default */
   int quiet;               /* no summary on stdout */
+  int jobs;                /* parallel kernel compiles; 0 = number of cores */
+  int no_cache;            /* bypass the compile cache */
+  int werror_spills;       /* a kernel that spills to scratch/local memory is an error */
+  const char *cache_dir;   /* NULL: hkc_cache_open's default */
 } hkc_build_options_t;
 
 /* spec -> IR -> per target: kernels, code, one graph per batch bucket -> artifact.

@@ -2,8 +2,12 @@
  * hkc inspect: prints what an artifact holds, read through the loader's verified view
  * (loader/src/pack_internal.h), so that a pack inspect accepts is one libhkrt accepts.
  */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "hk/hkrt.h"
 #include "hkc.h"
@@ -72,13 +76,24 @@ int hkc_inspect(const char *path, FILE *out) {
   for (uint32_t t = 0; t < v->target_count; t++) {
     const hk_target_rec_t *tr = &v->targets[t];
     fprintf(out, "\nkernels for %s:\n", hk_pack_string(v, tr->name));
-    fprintf(out, "  %-36s %5s %5s %5s %8s %8s %5s %6s  %s\n", "name", "vgpr", "agpr", "sgpr", "shared", "scratch",
-            "wave", "occup", "params");
+    const hkc_gpu_arch_t *arch = tr->kind == HK_TARGET_HOST ? NULL : hkc_gpu_arch_find(hk_pack_string(v, tr->name));
+    const char *occ_unit = tr->kind == HK_TARGET_HIP ? "waves/SIMD" : tr->kind == HK_TARGET_CUDA ? "blocks/SM" : "-";
+    fprintf(out, "  %-36s %5s %5s %5s %8s %8s %5s %6s %-10s %7s  %s\n", "name", "vgpr", "agpr", "sgpr", "shared",
+            "scratch", "wave", "block", occ_unit, "occup%", "params");
     for (uint32_t k = tr->kernel_first; k < tr->kernel_first + tr->kernel_count; k++) {
       const hk_kernel_rec_t *kr = &v->kernels[k];
-      fprintf(out, "  %-36s %5u %5u %5u %8u %8u %5u %6u  %s\n", hk_pack_string(v, kr->name), kr->vgprs, kr->agprs,
-              kr->sgprs, kr->shared_bytes, kr->scratch_bytes, kr->wave_size, kr->occupancy,
-              hk_pack_string(v, kr->params));
+      char pct[16] = "-";
+      if (arch) {
+        hkc_kernel_out_t ko = {.vgprs = kr->vgprs, .agprs = kr->agprs, .sgprs = kr->sgprs,
+                               .shared_bytes = kr->shared_bytes, .scratch_bytes = kr->scratch_bytes,
+                               .wave_size = kr->wave_size, .max_block = kr->max_block};
+        double percent = 0;
+        hkc_occupancy(arch, &ko, kr->max_block, &percent, NULL);
+        snprintf(pct, sizeof pct, "%.0f%%", percent);
+      }
+      fprintf(out, "  %-36s %5u %5u %5u %8u %8u %5u %6u %-10u %7s  %s%s\n", hk_pack_string(v, kr->name), kr->vgprs,
+              kr->agprs, kr->sgprs, kr->shared_bytes, kr->scratch_bytes, kr->wave_size, kr->max_block, kr->occupancy,
+              pct, hk_pack_string(v, kr->params), kr->scratch_bytes ? "  SPILLS" : "");
     }
     for (uint32_t g = tr->graph_first; g < tr->graph_first + tr->graph_count; g++) {
       const hk_graph_rec_t *gr = &v->graphs[g];
@@ -107,4 +122,129 @@ int hkc_inspect(const char *path, FILE *out) {
   }
   hk_pack_destroy(pack);
   return 0;
+}
+
+/* ---- disassembly ----------------------------------------------------------------------------- */
+/* Runs argv (no shell), its output going to ours. Returns the exit status, or -1 when the
+ * program could not be started. */
+static int run_tool(char *const argv[]) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    execvp(argv[0], argv);
+    _exit(127);
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  if (!WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status) == 127 ? -1 : WEXITSTATUS(status);
+}
+
+/* Writes bytes to a fresh temporary file; returns its path (malloc'd) or NULL. */
+static char *write_temp(const void *data, size_t size, const char *suffix) {
+  const char *dir = getenv("TMPDIR");
+  char *path = malloc(4096);
+  if (!path) return NULL;
+  snprintf(path, 4096, "%s/hkc-disasm-XXXXXX%s", dir && *dir ? dir : "/tmp", suffix);
+  int fd = mkstemps(path, (int)strlen(suffix));
+  if (fd < 0) {
+    free(path);
+    return NULL;
+  }
+  const char *p = data;
+  while (size) {
+    ssize_t n = write(fd, p, size);
+    if (n <= 0) {
+      close(fd);
+      unlink(path);
+      free(path);
+      return NULL;
+    }
+    p += n;
+    size -= (size_t)n;
+  }
+  close(fd);
+  return path;
+}
+
+static int disasm_cuda(const char *kernel, const void *code, size_t size) {
+  char *path = write_temp(code, size, ".cubin");
+  if (!path) return -1;
+  const char *cuda = getenv("HKC_CUDA_PATH");
+  char nvdisasm[4096], cuobjdump[4096];
+  snprintf(nvdisasm, sizeof nvdisasm, "%s/bin/nvdisasm", cuda && *cuda ? cuda : "/usr/local/cuda");
+  snprintf(cuobjdump, sizeof cuobjdump, "%s/bin/cuobjdump", cuda && *cuda ? cuda : "/usr/local/cuda");
+  char *a1[] = {nvdisasm, "-c", "-fun", (char *)kernel, path, NULL};
+  char *a2[] = {cuobjdump, "-sass", path, NULL};
+  int rc = run_tool(a1);
+  if (rc != 0) rc = run_tool(a2);
+  unlink(path);
+  free(path);
+  if (rc != 0) fprintf(stderr, "hkc inspect: nvdisasm and cuobjdump failed or are missing (set HKC_CUDA_PATH)\n");
+  return rc == 0 ? 0 : -1;
+}
+
+static int disasm_host(const char *kernel, const void *code, size_t size) {
+  char *path = write_temp(code, size, ".so");
+  if (!path) return -1;
+  char sel[512];
+  snprintf(sel, sizeof sel, "--disassemble=%s", kernel);
+  char *argv[] = {"objdump", "-d", "--no-show-raw-insn", sel, path, NULL};
+  int rc = run_tool(argv);
+  unlink(path);
+  free(path);
+  if (rc != 0) fprintf(stderr, "hkc inspect: objdump failed or is missing (Debian package binutils)\n");
+  return rc == 0 ? 0 : -1;
+}
+
+int hkc_inspect_disasm(const char *path, const char *kernel, const char *target, FILE *out) {
+  hk_pack_t *pack = NULL;
+  if (hk_pack_open_file(path, NULL, &pack) != HK_OK) {
+    fprintf(stderr, "hkc inspect: %s: %s\n", path, hk_last_error());
+    return -1;
+  }
+  const hk_pack_view_t *v = hk_pack_view(pack);
+  int rc = -1;
+  for (uint32_t t = 0; t < v->target_count; t++) {
+    const hk_target_rec_t *tr = &v->targets[t];
+    if (target && strcmp(target, hk_pack_string(v, tr->name)) != 0) continue;
+    for (uint32_t k = tr->kernel_first; k < tr->kernel_first + tr->kernel_count; k++) {
+      const hk_kernel_rec_t *kr = &v->kernels[k];
+      if (strcmp(hk_pack_string(v, kr->name), kernel) != 0) continue;
+      void *code = NULL;
+      size_t size = 0;
+      if (hk_pack_code_load(v, t, NULL, &code, &size) != HK_OK) {
+        fprintf(stderr, "hkc inspect: %s\n", hk_last_error());
+        goto done;
+      }
+      const char *obj = (const char *)code + kr->code_offset;
+      fprintf(out, "; kernel %s, target %s, %llu bytes of code object\n", kernel, hk_pack_string(v, tr->name),
+              (unsigned long long)kr->code_size);
+      if (tr->kind == HK_TARGET_HIP) {
+        char arch[160], why[512], *text = NULL;
+        const char *features = hk_pack_string(v, tr->features);
+        snprintf(arch, sizeof arch, "%s%s%s", hk_pack_string(v, tr->name), features[0] ? ":" : "", features);
+        if (hkc_comgr_disassemble(obj, (size_t)kr->code_size, arch, &text, why, sizeof why) == 0) {
+          fputs(text, out);
+          rc = 0;
+        } else {
+          fprintf(stderr, "hkc inspect: cannot disassemble: %s\n", why);
+        }
+        free(text);
+      } else if (tr->kind == HK_TARGET_CUDA) {
+        rc = disasm_cuda(kernel, obj, (size_t)kr->code_size);
+      } else {
+        rc = disasm_host(kernel, obj, (size_t)kr->code_size);
+      }
+      free(code);
+      goto done;
+    }
+  }
+  fprintf(stderr, "hkc inspect: no kernel %s%s%s in %s (hkc inspect lists them)\n", kernel, target ? " for target " : "",
+          target ? target : "", path);
+done:
+  hk_pack_destroy(pack);
+  return rc;
 }

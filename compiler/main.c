@@ -24,8 +24,9 @@ static const char k_usage[] =
     "\n"
     "commands:\n"
     "  build SPEC -o OUT [--target LIST]   compile a pipeline spec into a .hkpack artifact\n"
-    "  inspect PACK                        show targets, kernels, graphs, workspace, provenance\n"
+    "  inspect PACK [--disasm KERNEL]      show targets, kernels, graphs, workspace, provenance\n"
     "  run PACK [options]                  run a pack through libhkrt and time it\n"
+    "  targets                             what the installed toolchains can build\n"
     "\n"
     "  hkc <command> --help   options of one command\n"
     "  hkc --version          versions of hkc and the artifact format\n";
@@ -38,8 +39,13 @@ static const char k_build_usage[] =
     "\n"
     "options:\n"
     "  -o, --output OUT       artifact path (required)\n"
-    "  -t, --target LIST      comma-separated targets, overriding the spec's `targets`\n"
-    "                         (this build supports: host)\n"
+    "  -t, --target LIST      comma-separated targets, overriding the spec's `targets`:\n"
+    "                         host, AMD ISAs (gfx90a, gfx90a:xnack-, gfx908, gfx1030, ...),\n"
+    "                         NVIDIA (sm_80, sm_90, sm_90a); `hkc targets` lists them\n"
+    "  -j, --jobs N           parallel kernel compiles (default: number of cores)\n"
+    "  --no-cache             do not read or write the compile cache ($HKC_CACHE_DIR,\n"
+    "                         default ~/.cache/hkc)\n"
+    "  --Werror-spills        a kernel that spills registers to memory is an error\n"
     "  --zstd-level N         compression level of code sections, 1..22 (default 19)\n"
     "  -q, --quiet            no summary\n";
 
@@ -66,10 +72,21 @@ static const char k_run_usage[] =
     "  --runs N               timed runs (default 10); --warmup N untimed runs first (default 2)\n";
 
 static const char k_inspect_usage[] =
-    "usage: hkc inspect PACK\n"
+    "usage: hkc inspect PACK [--disasm KERNEL [--target T]]\n"
     "\n"
-    "Verifies PACK and prints its manifest, targets, kernels with their resources,\n"
-    "tensors, graphs per batch size (nodes, workspace bytes) and provenance.\n";
+    "Verifies PACK and prints its manifest, targets, kernels with their resources and\n"
+    "occupancy, tensors, graphs per batch size (nodes, workspace bytes) and provenance.\n"
+    "\n"
+    "  --disasm KERNEL   print the machine code of one kernel instead: AMD through comgr,\n"
+    "                    NVIDIA through nvdisasm/cuobjdump, host through objdump\n"
+    "  --target T        the target whose code to show (default: the first that has KERNEL)\n";
+
+static const char k_targets_usage[] =
+    "usage: hkc targets\n"
+    "\n"
+    "Probes the installed toolchains and prints which targets this machine can build:\n"
+    "host (the C compiler), AMD ISAs (comgr's list, each checked by compiling a test\n"
+    "kernel with hiprtc) and NVIDIA architectures (nvrtc's list).\n";
 
 static int want_help(int argc, char **argv) {
   for (int i = 0; i < argc; i++)
@@ -112,6 +129,15 @@ static int cmd_build(int argc, char **argv) {
       opt.compression_level = (int)v;
     } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
       opt.quiet = 1;
+    } else if (strcmp(a, "-j") == 0 || strcmp(a, "--jobs") == 0) {
+      long long v;
+      if (++i >= argc) goto missing;
+      if (parse_count(a, argv[i], 1, 1024, &v) != 0) return 2;
+      opt.jobs = (int)v;
+    } else if (strcmp(a, "--no-cache") == 0) {
+      opt.no_cache = 1;
+    } else if (strcmp(a, "--Werror-spills") == 0) {
+      opt.werror_spills = 1;
     } else if (a[0] == '-' && a[1]) {
       fprintf(stderr, "hkc build: unknown option %s\n%s", a, k_build_usage);
       return 2;
@@ -274,7 +300,8 @@ static int cmd_run(int argc, char **argv) {
   hk_pack_t *pack = NULL;
   hk_session_t *session = NULL;
   uint32_t n_tensors = 0;
-  void **buffers = NULL;
+  void **buffers = NULL;  /* host staging copies */
+  void **device = NULL;   /* the session's memory (device memory on GPU targets) */
   hk_status_t st = hk_pack_open_file(pack_path, NULL, &pack);
   if (st != HK_OK) {
     fprintf(stderr, "hkc run: %s: %s\n", pack_path, hk_last_error());
@@ -301,7 +328,8 @@ static int cmd_run(int argc, char **argv) {
   }
   n_tensors = hk_session_tensor_count(session);
   buffers = calloc(n_tensors ? n_tensors : 1, sizeof *buffers);
-  if (!buffers) goto done;
+  device = calloc(n_tensors ? n_tensors : 1, sizeof *device);
+  if (!buffers || !device) goto done;
   for (uint32_t t = 0; t < n_tensors; t++) {
     hk_tensor_info_t info;
     hk_session_tensor_info(session, t, &info);
@@ -315,7 +343,9 @@ static int cmd_run(int argc, char **argv) {
     } else if (fill_tensor(&info, buffers[t], find_named(files, n_files, info.name), (uint64_t)seed) != 0) {
       goto done;
     }
-    if (hk_session_bind(session, info.name, buffers[t], info.bytes) != HK_OK) {
+    if (hk_session_alloc(session, info.bytes, &device[t]) != HK_OK ||
+        hk_session_copy(session, device[t], buffers[t], info.bytes, HK_COPY_HOST_TO_DEVICE) != HK_OK ||
+        hk_session_bind(session, info.name, device[t], info.bytes) != HK_OK) {
       fprintf(stderr, "hkc run: %s\n", hk_last_error());
       goto done;
     }
@@ -326,6 +356,7 @@ static int cmd_run(int argc, char **argv) {
   for (long long r = 0; r < warmup + runs; r++) {
     double t0 = now_ms();
     st = hk_session_run(session, NULL);
+    if (st == HK_OK) st = hk_session_synchronize(session, NULL);
     double t1 = now_ms();
     if (st != HK_OK) {
       fprintf(stderr, "hkc run: %s\n", hk_last_error());
@@ -348,6 +379,10 @@ static int cmd_run(int argc, char **argv) {
     hk_tensor_info_t info;
     hk_session_tensor_info(session, t, &info);
     if (info.role != HK_TENSOR_OUTPUT) continue;
+    if (hk_session_copy(session, buffers[t], device[t], info.bytes, HK_COPY_DEVICE_TO_HOST) != HK_OK) {
+      fprintf(stderr, "hkc run: %s\n", hk_last_error());
+      goto done;
+    }
     size_t n = info_count(&info), nonfinite = 0;
     float *f32 = malloc((n ? n : 1) * sizeof *f32);
     if (!f32) goto done;
@@ -378,9 +413,12 @@ static int cmd_run(int argc, char **argv) {
   if (save_dir && !bad) printf("  outputs saved to %s/\n", save_dir);
   rc = bad ? 1 : 0;
 done:
-  if (buffers)
-    for (uint32_t t = 0; t < n_tensors; t++) free(buffers[t]);
+  for (uint32_t t = 0; t < n_tensors; t++) {
+    if (buffers) free(buffers[t]);
+    if (device) hk_session_free(session, device[t]);
+  }
   free(buffers);
+  free(device);
   hk_session_destroy(session);
   hk_pack_destroy(pack);
   return rc;
@@ -392,11 +430,44 @@ static int cmd_inspect(int argc, char **argv) {
     fputs(k_inspect_usage, stdout);
     return 0;
   }
-  if (argc != 1 || argv[0][0] == '-') {
-    fprintf(stderr, "hkc inspect: expects exactly one pack\n%s", k_inspect_usage);
+  const char *pack = NULL, *kernel = NULL, *target = NULL;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--disasm") == 0 || strcmp(argv[i], "--target") == 0) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "hkc inspect: %s needs a value\n", argv[i]);
+        return 2;
+      }
+      *(argv[i][2] == 'd' ? &kernel : &target) = argv[i + 1];
+      i++;
+    } else if (argv[i][0] == '-' || pack) {
+      fprintf(stderr, "hkc inspect: unexpected argument %s\n%s", argv[i], k_inspect_usage);
+      return 2;
+    } else {
+      pack = argv[i];
+    }
+  }
+  if (!pack) {
+    fprintf(stderr, "hkc inspect: no pack given\n%s", k_inspect_usage);
     return 2;
   }
-  return hkc_inspect(argv[0], stdout) == 0 ? 0 : 1;
+  if (target && !kernel) {
+    fprintf(stderr, "hkc inspect: --target goes with --disasm\n");
+    return 2;
+  }
+  if (kernel) return hkc_inspect_disasm(pack, kernel, target, stdout) == 0 ? 0 : 1;
+  return hkc_inspect(pack, stdout) == 0 ? 0 : 1;
+}
+
+static int cmd_targets(int argc, char **argv) {
+  if (want_help(argc, argv)) {
+    fputs(k_targets_usage, stdout);
+    return 0;
+  }
+  if (argc) {
+    fprintf(stderr, "hkc targets: takes no arguments\n");
+    return 2;
+  }
+  return hkc_print_targets(stdout) == 0 ? 0 : 1;
 }
 
 int main(int argc, char **argv) {
@@ -412,6 +483,7 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "build") == 0) return cmd_build(argc - 2, argv + 2);
   if (strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
   if (strcmp(argv[1], "inspect") == 0) return cmd_inspect(argc - 2, argv + 2);
+  if (strcmp(argv[1], "targets") == 0) return cmd_targets(argc - 2, argv + 2);
   fprintf(stderr, "hkc: unknown command '%s'\n%s", argv[1], k_usage);
   return 2;
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every spec in specs/ through the real hkc binary for the host target: build, inspect,
+# Every spec in specs/ and tests/specs/ (op coverage, odd shapes) through the real hkc binary for the host target: build, inspect,
 # run at every batch size, and compare the outputs with the NumPy reference
 # (reference.py, independent of hkc) on random inputs. Also runs the example app.
 set -euo pipefail
@@ -7,7 +7,7 @@ set -euo pipefail
 PY=${HK_PYTHON:-/usr/bin/python3}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-for spec in "$HK_SOURCE_DIR"/specs/*.yaml; do
+for spec in "$HK_SOURCE_DIR"/specs/*.yaml "$HK_SOURCE_DIR"/tests/specs/*.yaml; do
   name=$(basename "$spec" .yaml)
   "$HKC" build "$spec" -o "$work/$name.hkpack" --target host
   "$HKC" inspect "$work/$name.hkpack" > "$work/$name.inspect"
