@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# CPU-machine half of the device harness: a release build with static libyaml/zstd
+# (vendor libraries are dlopen'ed, so it runs on the GPU machine's newer glibc), and a
+# pack for every spec for host + sm_90 (nvrtc is installed here; no GPU needed).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DHK_BUILD_TESTS=ON >/dev/null
+cmake --build build-dev -j"$(nproc)" --target hkc hkrt hk_example
+mkdir -p build-dev/packs
+for spec in specs/*.yaml tests/specs/*.yaml; do
+  name=$(basename "$spec" .yaml)
+  build-dev/hkc build "$spec" -o "build-dev/packs/$name.hkpack" --target "host,${HK_GPU_TARGET:-sm_90}" -q
+done
+ls -la build-dev/packs

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The device harness (issue: NVIDIA target proven on the H200). Run on the GPU machine
+# from the repository root, with a build made on the CPU machine carried along:
+#
+#   on the CPU machine:  bash tests/device/prepare.sh         (builds build-dev/ and packs)
+#   on the GPU machine:  bash tests/device/run.sh [OUTDIR]
+#
+# For every pack in build-dev/packs/ (every spec in specs/ and tests/specs/, built for
+# host + sm_90): runs every op and spec at every batch size on the GPU and on the host
+# target, compares both with PyTorch (check.py), prints a table, exits 1 on any mismatch.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:-${OUT:-/tmp/hk-device}}
+mkdir -p "$out"
+HKC=build-dev/hkc
+GPU_TARGET=${HK_GPU_TARGET:-sm_90}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+"$HKC" --version
+fail=0
+for pack in build-dev/packs/*.hkpack; do
+  name=$(basename "$pack" .hkpack)
+  spec=specs/$name.yaml
+  [ -f "$spec" ] || spec=tests/specs/$name.yaml
+  python3 tests/device/check.py "$HKC" "$spec" "$pack" "$out/$name" --gpu-target "$GPU_TARGET" \
+    --host-target "$("$HKC" inspect "$pack" | awk '/^  host-/{print $1; exit}')" || fail=1
+done
+if [ $fail -ne 0 ]; then echo "DEVICE CHECK: MISMATCHES (see FAIL rows)"; else echo "DEVICE CHECK: all specs and ops match PyTorch"; fi
+exit $fail
