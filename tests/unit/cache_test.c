@@ -1,4 +1,5 @@
 /* The compile cache: round trips, misses, corrupt entries, unusable directories. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -213,11 +214,59 @@ static void test_unusable_dir(void **state) {
   free(dir);
 }
 
+typedef struct {
+  hkc_cache_t *cache;
+  const char *key;
+  int hits, bad;
+} race_t;
+
+/* Writers and readers of one key at once: every read is a clean miss or the full entry. */
+static void *race_thread(void *arg) {
+  race_t *r = arg;
+  for (int i = 0; i < 200; i++) {
+    hkc_rtc_result_t in = sample(), out;
+    hkc_cache_put(r->cache, r->key, &in);
+    if (hkc_cache_get(r->cache, r->key, &out) == 0) {
+      r->hits++;
+      if (out.code_size != sizeof k_code || memcmp(out.code, k_code, sizeof k_code) != 0 || out.vgprs != 40) r->bad++;
+      hkc_rtc_result_free(&out);
+    }
+    hkc_rtc_result_free(&in);
+  }
+  return NULL;
+}
+
+static void test_concurrent(void **state) {
+  char *dir = hk_test_tmpdir();
+  hkc_cache_t *c = hkc_cache_open(dir);
+  char key[33];
+  hkc_cache_key("race", "", "gfx90a", "t", key);
+  race_t r[4];
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++) {
+    r[i] = (race_t){c, key, 0, 0};
+    assert_int_equal(pthread_create(&th[i], NULL, race_thread, &r[i]), 0);
+  }
+  int hits = 0;
+  for (int i = 0; i < 4; i++) {
+    pthread_join(th[i], NULL);
+    assert_int_equal(r[i].bad, 0);
+    hits += r[i].hits;
+  }
+  assert_true(hits > 0);
+  char cmd[1200], out[256];
+  snprintf(cmd, sizeof cmd, "ls -A '%s' | wc -l", dir);
+  hk_test_run(cmd, out, sizeof out);
+  assert_int_equal(atoi(out), 1); /* one entry, no temporaries left */
+  hkc_cache_close(c);
+  free(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_key),           cmocka_unit_test(test_round_trip),
       cmocka_unit_test(test_corrupt),       cmocka_unit_test(test_wrong_key_echo),
-      cmocka_unit_test(test_unusable_dir),
+      cmocka_unit_test(test_unusable_dir),  cmocka_unit_test(test_concurrent),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
