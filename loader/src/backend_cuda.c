@@ -64,7 +64,7 @@ static const struct {
 };
 
 /* "CUDA_ERROR_OUT_OF_MEMORY", "out of memory" (or numbers when the driver cannot say). */
-static void cu_describe(CUresult r, char *name, size_t name_size, char *desc, size_t desc_size) {
+static void cu_describe(hk_cu_result_t r, char *name, size_t name_size, char *desc, size_t desc_size) {
   const char *n = NULL, *d = NULL;
   if (CU.cuGetErrorName && CU.cuGetErrorName(r, &n) != HK_CUDA_SUCCESS) n = NULL;
   if (CU.cuGetErrorString && CU.cuGetErrorString(r, &d) != HK_CUDA_SUCCESS) d = NULL;
@@ -75,7 +75,7 @@ static void cu_describe(CUresult r, char *name, size_t name_size, char *desc, si
 
 /* The check macro's body: HK_OK, or OUT_OF_MEMORY / DRIVER with
  * "cuXxx failed: CUDA_ERROR_NAME (description)". */
-static hk_status_t cu_status(CUresult r, const char *call, const char *file, int line) {
+static hk_status_t cu_status(hk_cu_result_t r, const char *call, const char *file, int line) {
   if (r == HK_CUDA_SUCCESS) return HK_OK;
   char name[96], desc[256];
   cu_describe(r, name, sizeof name, desc, sizeof desc);
@@ -112,7 +112,7 @@ static void cuda_probe_locked(void) {
     }
   }
   char name[96], desc[256];
-  CUresult r = CU.cuInit(0);
+  hk_cu_result_t r = CU.cuInit(0);
   if (r != HK_CUDA_SUCCESS) {
     cu_describe(r, name, sizeof name, desc, sizeof desc);
     snprintf(g_cuda.reason, sizeof g_cuda.reason, "no usable NVIDIA GPU: cuInit failed: %s (%s)", name, desc);
@@ -130,7 +130,7 @@ static void cuda_probe_locked(void) {
   if (count > CUDA_MAX_DEVICES) count = CUDA_MAX_DEVICES;
   for (int i = 0; i < count; i++) {
     cuda_device_t *d = &g_cuda.devices[i];
-    CUdevice dev;
+    hk_cu_device_t dev;
     memset(d, 0, sizeof *d);
     if (CU.cuDeviceGet(&dev, i) != HK_CUDA_SUCCESS ||
         CU.cuDeviceGetAttribute(&d->major, HK_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) != HK_CUDA_SUCCESS ||
@@ -203,16 +203,16 @@ static void cuda_describe(char *out, size_t size) {
 /* ---- modules ------------------------------------------------------------------------------- */
 typedef struct cuda_module {
   hk_module_t base;
-  CUdevice dev;
-  CUcontext ctx;          /* the device's primary context, retained; NULL before */
-  CUmodule *objects;      /* one per distinct code range */
+  hk_cu_device_t dev;
+  hk_cu_context_t ctx;          /* the device's primary context, retained; NULL before */
+  hk_cu_module_t *objects;      /* one per distinct code range */
   uint32_t object_count;
-  CUfunction *fns;        /* base.kernel_count entries */
+  hk_cu_function_t *fns;        /* base.kernel_count entries */
 } cuda_module_t;
 
 /* Makes m's context current on this thread. */
 static hk_status_t ctx_enter(const cuda_module_t *m) {
-  CUcontext cur = NULL;
+  hk_cu_context_t cur = NULL;
   if (CU.cuCtxGetCurrent(&cur) == HK_CUDA_SUCCESS && cur == m->ctx) return HK_OK;
   return CU_CHECK(cuCtxSetCurrent, (m->ctx));
 }
@@ -261,8 +261,8 @@ static hk_status_t load_objects(cuda_module_t *m, const hk_pack_view_t *v, const
       HK_FAIL_IF(!hk_gpu_image_ok(code + r->offset, (size_t)r->size, false, &why), HK_STATUS_CORRUPT,
                  "target %s: the code object of kernel %s (bytes [%llu, +%llu)) is invalid: %s", tname, kname,
                  (unsigned long long)r->offset, (unsigned long long)r->size, why);
-      CUmodule obj = NULL;
-      CUresult cr = CU.cuModuleLoadData(&obj, code + r->offset);
+      hk_cu_module_t obj = NULL;
+      hk_cu_result_t cr = CU.cuModuleLoadData(&obj, code + r->offset);
       if (cr != HK_CUDA_SUCCESS) {
         hk_status_t st = cu_status(cr, "cuModuleLoadData", __FILE__, __LINE__);
         char prefix[HK_MAX_NAME_LEN * 2 + 64];
@@ -272,7 +272,7 @@ static hk_status_t load_objects(cuda_module_t *m, const hk_pack_view_t *v, const
       }
       m->objects[m->object_count++] = obj;
     }
-    CUresult fr = CU.cuModuleGetFunction(&m->fns[r->kernel], m->objects[m->object_count - 1], kname);
+    hk_cu_result_t fr = CU.cuModuleGetFunction(&m->fns[r->kernel], m->objects[m->object_count - 1], kname);
     if (fr != HK_CUDA_SUCCESS) {
       hk_status_t st = cu_status(fr, "cuModuleGetFunction", __FILE__, __LINE__);
       char prefix[HK_MAX_NAME_LEN * 2 + 64];
@@ -326,10 +326,10 @@ done:
 /* ---- sessions -------------------------------------------------------------------------- */
 typedef struct cuda_session {
   hk_backend_session_t base;
-  CUdeviceptr workspace;
-  CUgraph graph;           /* NULL: stream launches */
-  CUgraphExec exec;
-  CUgraphNode *nodes;      /* launch_count entries */
+  hk_cu_deviceptr_t workspace;
+  hk_cu_graph_t graph;           /* NULL: stream launches */
+  hk_cu_graph_exec_t exec;
+  hk_cu_graph_node_t *nodes;      /* launch_count entries */
   bool refreshed;          /* node params hold the slot values of bind generation `generation` */
   uint64_t generation;
 } cuda_session_t;
@@ -372,7 +372,7 @@ static hk_status_t build_graph(cuda_session_t *s, const hk_allocator_t *a) {
   uint32_t max_deps = 0;
   for (uint32_t i = 0; i < s->base.launch_count; i++)
     if (s->base.launches[i].dep_count > max_deps) max_deps = s->base.launches[i].dep_count;
-  CUgraphNode *deps = hk_calloc(a, max_deps ? max_deps : 1, sizeof *deps);
+  hk_cu_graph_node_t *deps = hk_calloc(a, max_deps ? max_deps : 1, sizeof *deps);
   HK_FAIL_IF(!deps, HK_STATUS_OUT_OF_MEMORY, "out of memory building a CUDA graph");
   hk_status_t st = CU_CHECK(cuGraphCreate, (&s->graph, 0));
   for (uint32_t i = 0; st == HK_OK && i < s->base.launch_count; i++) {
@@ -478,12 +478,12 @@ static hk_status_t cuda_run(hk_backend_session_t *session, void *stream) {
       s->refreshed = true;
       s->generation = session->bind_generation;
     }
-    return CU_CHECK(cuGraphLaunch, (s->exec, (CUstream)stream));
+    return CU_CHECK(cuGraphLaunch, (s->exec, (hk_cu_stream_t)stream));
   }
   for (uint32_t i = 0; i < session->launch_count; i++) {
     const hk_launch_desc_t *l = &session->launches[i];
     HK_RETURN_IF_ERROR(CU_CHECK(cuLaunchKernel, (m->fns[l->kernel], l->grid[0], l->grid[1], l->grid[2], l->block[0],
-                                                 l->block[1], l->block[2], l->shared_bytes, (CUstream)stream, l->args,
+                                                 l->block[1], l->block[2], l->shared_bytes, (hk_cu_stream_t)stream, l->args,
                                                  NULL)));
   }
   return HK_OK;
@@ -492,31 +492,31 @@ static hk_status_t cuda_run(hk_backend_session_t *session, void *stream) {
 /* ---- memory -------------------------------------------------------------------------------- */
 static hk_status_t cuda_mem_alloc(hk_module_t *module, size_t bytes, void **out_ptr) {
   HK_RETURN_IF_ERROR(ctx_enter((const cuda_module_t *)module));
-  CUdeviceptr p = 0;
+  hk_cu_deviceptr_t p = 0;
   HK_RETURN_IF_ERROR(CU_CHECK(cuMemAlloc, (&p, bytes ? bytes : 1)));
   *out_ptr = (void *)(uintptr_t)p;
   return HK_OK;
 }
 
 static void cuda_mem_free(hk_module_t *module, void *ptr) {
-  if (ctx_enter((const cuda_module_t *)module) == HK_OK) (void)CU.cuMemFree((CUdeviceptr)(uintptr_t)ptr);
+  if (ctx_enter((const cuda_module_t *)module) == HK_OK) (void)CU.cuMemFree((hk_cu_deviceptr_t)(uintptr_t)ptr);
 }
 
 static hk_status_t cuda_mem_copy(hk_module_t *module, void *dst, const void *src, size_t bytes, hk_copy_kind_t kind) {
   if (bytes == 0) return HK_OK;
   HK_RETURN_IF_ERROR(ctx_enter((const cuda_module_t *)module));
   switch (kind) {
-  case HK_COPY_HOST_TO_DEVICE: return CU_CHECK(cuMemcpyHtoD, ((CUdeviceptr)(uintptr_t)dst, src, bytes));
-  case HK_COPY_DEVICE_TO_HOST: return CU_CHECK(cuMemcpyDtoH, (dst, (CUdeviceptr)(uintptr_t)src, bytes));
+  case HK_COPY_HOST_TO_DEVICE: return CU_CHECK(cuMemcpyHtoD, ((hk_cu_deviceptr_t)(uintptr_t)dst, src, bytes));
+  case HK_COPY_DEVICE_TO_HOST: return CU_CHECK(cuMemcpyDtoH, (dst, (hk_cu_deviceptr_t)(uintptr_t)src, bytes));
   case HK_COPY_DEVICE_TO_DEVICE:
-    return CU_CHECK(cuMemcpyDtoD, ((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes));
+    return CU_CHECK(cuMemcpyDtoD, ((hk_cu_deviceptr_t)(uintptr_t)dst, (hk_cu_deviceptr_t)(uintptr_t)src, bytes));
   }
   return HK_ERROR(HK_STATUS_INVALID_ARGUMENT, "unknown copy kind %d", (int)kind);
 }
 
 static hk_status_t cuda_synchronize(hk_module_t *module, void *stream) {
   HK_RETURN_IF_ERROR(ctx_enter((const cuda_module_t *)module));
-  if (stream) return CU_CHECK(cuStreamSynchronize, ((CUstream)stream));
+  if (stream) return CU_CHECK(cuStreamSynchronize, ((hk_cu_stream_t)stream));
   return CU_CHECK(cuCtxSynchronize, ());
 }
 

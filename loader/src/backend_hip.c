@@ -61,7 +61,7 @@ static const struct {
 #undef HK_HIP_ENTRY
 };
 
-static void hip_describe_error(hipError_t r, char *name, size_t name_size, char *desc, size_t desc_size) {
+static void hip_describe_error(hk_hip_error_t r, char *name, size_t name_size, char *desc, size_t desc_size) {
   const char *n = HIP.hipGetErrorName ? HIP.hipGetErrorName(r) : NULL;
   const char *d = HIP.hipGetErrorString ? HIP.hipGetErrorString(r) : NULL;
   if (n) snprintf(name, name_size, "%s", n);
@@ -71,7 +71,7 @@ static void hip_describe_error(hipError_t r, char *name, size_t name_size, char 
 
 /* The check macro's body: HK_OK, or OUT_OF_MEMORY / DRIVER with
  * "hipXxx failed: hipErrorName (description)". */
-static hk_status_t hip_status(hipError_t r, const char *call, const char *file, int line) {
+static hk_status_t hip_status(hk_hip_error_t r, const char *call, const char *file, int line) {
   if (r == HK_HIP_SUCCESS) return HK_OK;
   char name[96], desc[256];
   hip_describe_error(r, name, sizeof name, desc, sizeof desc);
@@ -153,9 +153,9 @@ static void hip_probe_locked(void) {
     }
   }
   /* hipGetDeviceCount names the problem best (hipInit without a GPU says hipErrorInvalidDevice). */
-  hipError_t init = HIP.hipInit(0);
+  hk_hip_error_t init = HIP.hipInit(0);
   int count = 0;
-  hipError_t r = HIP.hipGetDeviceCount(&count);
+  hk_hip_error_t r = HIP.hipGetDeviceCount(&count);
   if (r != HK_HIP_SUCCESS || count <= 0 || init != HK_HIP_SUCCESS) {
     char name[96], desc[256], iname[96], idesc[256];
     hip_describe_error(r == HK_HIP_SUCCESS && count <= 0 ? HK_HIP_ERROR_NO_DEVICE : r, name, sizeof name, desc,
@@ -275,9 +275,9 @@ static void hip_describe(char *out, size_t size) {
 /* ---- modules ------------------------------------------------------------------------------- */
 typedef struct hip_module {
   hk_module_t base;
-  hipModule_t *objects; /* one per distinct code range */
+  hk_hip_module_t *objects; /* one per distinct code range */
   uint32_t object_count;
-  hipFunction_t *fns;   /* base.kernel_count entries */
+  hk_hip_function_t *fns;   /* base.kernel_count entries */
 } hip_module_t;
 
 static hk_status_t device_enter(const hk_module_t *m) {
@@ -328,7 +328,7 @@ static hk_status_t load_objects(hip_module_t *m, const hk_pack_view_t *v, const 
       HK_FAIL_IF(!hk_gpu_image_ok(code + r->offset, (size_t)r->size, true, &why), HK_STATUS_CORRUPT,
                  "target %s: the code object of kernel %s (bytes [%llu, +%llu)) is invalid: %s", tname, kname,
                  (unsigned long long)r->offset, (unsigned long long)r->size, why);
-      hipModule_t obj = NULL;
+      hk_hip_module_t obj = NULL;
       hk_status_t st = HIP_CHECK(hipModuleLoadData, (&obj, code + r->offset));
       if (st != HK_OK) {
         snprintf(prefix, sizeof prefix, "target %s: loading the code object of kernel %s", tname, kname);
@@ -383,9 +383,9 @@ static hk_status_t hip_module_load(const hk_pack_view_t *view, uint32_t target, 
 /* ---- sessions -------------------------------------------------------------------------- */
 typedef struct hip_session {
   hk_backend_session_t base;
-  hipGraph_t graph; /* NULL: stream launches */
-  hipGraphExec_t exec;
-  hipGraphNode_t *nodes;
+  hk_hip_graph_t graph; /* NULL: stream launches */
+  hk_hip_graph_exec_t exec;
+  hk_hip_graph_node_t *nodes;
   bool refreshed;
   uint64_t generation;
 } hip_session_t;
@@ -416,7 +416,7 @@ static hk_status_t build_graph(hip_session_t *s, const hk_allocator_t *a) {
   uint32_t max_deps = 0;
   for (uint32_t i = 0; i < s->base.launch_count; i++)
     if (s->base.launches[i].dep_count > max_deps) max_deps = s->base.launches[i].dep_count;
-  hipGraphNode_t *deps = hk_calloc(a, max_deps ? max_deps : 1, sizeof *deps);
+  hk_hip_graph_node_t *deps = hk_calloc(a, max_deps ? max_deps : 1, sizeof *deps);
   HK_FAIL_IF(!deps, HK_STATUS_OUT_OF_MEMORY, "out of memory building a HIP graph");
   hk_status_t st = HIP_CHECK(hipGraphCreate, (&s->graph, 0));
   for (uint32_t i = 0; st == HK_OK && i < s->base.launch_count; i++) {
@@ -499,13 +499,13 @@ static hk_status_t hip_run(hk_backend_session_t *session, void *stream) {
       s->refreshed = true;
       s->generation = session->bind_generation;
     }
-    return HIP_CHECK(hipGraphLaunch, (s->exec, (hipStream_t)stream));
+    return HIP_CHECK(hipGraphLaunch, (s->exec, (hk_hip_stream_t)stream));
   }
   for (uint32_t i = 0; i < session->launch_count; i++) {
     const hk_launch_desc_t *l = &session->launches[i];
     HK_RETURN_IF_ERROR(HIP_CHECK(hipModuleLaunchKernel,
                                  (m->fns[l->kernel], l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1],
-                                  l->block[2], l->shared_bytes, (hipStream_t)stream, l->args, NULL)));
+                                  l->block[2], l->shared_bytes, (hk_hip_stream_t)stream, l->args, NULL)));
   }
   return HK_OK;
 }
@@ -531,7 +531,7 @@ static hk_status_t hip_mem_copy(hk_module_t *module, void *dst, const void *src,
 
 static hk_status_t hip_synchronize(hk_module_t *module, void *stream) {
   HK_RETURN_IF_ERROR(device_enter(module));
-  if (stream) return HIP_CHECK(hipStreamSynchronize, ((hipStream_t)stream));
+  if (stream) return HIP_CHECK(hipStreamSynchronize, ((hk_hip_stream_t)stream));
   return HIP_CHECK(hipDeviceSynchronize, ());
 }
 

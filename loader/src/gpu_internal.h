@@ -21,17 +21,17 @@
 #include <stdint.h>
 
 /* ---- CUDA driver API (libcuda.so.1) ------------------------------------------------ */
-typedef int CUresult; /* enum cudaError_enum; 0 = CUDA_SUCCESS */
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr; /* CUdeviceptr_v2 on 64-bit hosts */
-typedef struct CUctx_st *CUcontext;
-typedef struct CUmod_st *CUmodule;
-typedef struct CUfunc_st *CUfunction;
-typedef struct CUkern_st *CUkernel;
-typedef struct CUstream_st *CUstream;
-typedef struct CUgraph_st *CUgraph;
-typedef struct CUgraphNode_st *CUgraphNode;
-typedef struct CUgraphExec_st *CUgraphExec;
+typedef int hk_cu_result_t; /* enum cudaError_enum; 0 = CUDA_SUCCESS */
+typedef int hk_cu_device_t;
+typedef unsigned long long hk_cu_deviceptr_t; /* CUdeviceptr_v2 on 64-bit hosts */
+typedef struct CUctx_st *hk_cu_context_t;
+typedef struct CUmod_st *hk_cu_module_t;
+typedef struct CUfunc_st *hk_cu_function_t;
+typedef struct CUkern_st *hk_cu_kernel_t;
+typedef struct CUstream_st *hk_cu_stream_t;
+typedef struct CUgraph_st *hk_cu_graph_t;
+typedef struct CUgraphNode_st *hk_cu_graph_node_t;
+typedef struct CUgraphExec_st *hk_cu_graph_exec_t;
 
 #define HK_CUDA_SUCCESS 0
 #define HK_CUDA_ERROR_OUT_OF_MEMORY 2
@@ -42,7 +42,7 @@ typedef struct CUgraphExec_st *CUgraphExec;
 
 /* CUDA_KERNEL_NODE_PARAMS_v1 (cuGraphAddKernelNode, CUDA 10+) */
 typedef struct hk_cu_kernel_node_params_v1 {
-  CUfunction func;
+  hk_cu_function_t func;
   unsigned int gridDimX, gridDimY, gridDimZ;
   unsigned int blockDimX, blockDimY, blockDimZ;
   unsigned int sharedMemBytes;
@@ -53,64 +53,64 @@ typedef struct hk_cu_kernel_node_params_v1 {
 /* CUDA_KERNEL_NODE_PARAMS_v2 (cuGraphAddKernelNode_v2, CUDA 12+): v1 plus kern and ctx
  * (both ignored / NULL = current context when func is set). */
 typedef struct hk_cu_kernel_node_params_v2 {
-  CUfunction func;
+  hk_cu_function_t func;
   unsigned int gridDimX, gridDimY, gridDimZ;
   unsigned int blockDimX, blockDimY, blockDimZ;
   unsigned int sharedMemBytes;
   void **kernelParams;
   void **extra;
-  CUkernel kern;
-  CUcontext ctx;
+  hk_cu_kernel_t kern;
+  hk_cu_context_t ctx;
 } hk_cu_kernel_node_params_v2_t;
 
 /* X(member, symbol, alternative symbol or NULL, required, return type, parameters) */
 #define HK_CUDA_SYMBOLS(X)                                                                                     \
-  X(cuInit, "cuInit", NULL, true, CUresult, (unsigned int flags))                                             \
-  X(cuDeviceGetCount, "cuDeviceGetCount", NULL, true, CUresult, (int *count))                                 \
-  X(cuDeviceGet, "cuDeviceGet", NULL, true, CUresult, (CUdevice * device, int ordinal))                       \
-  X(cuDeviceGetAttribute, "cuDeviceGetAttribute", NULL, true, CUresult, (int *value, int attrib, CUdevice dev)) \
-  X(cuDeviceGetName, "cuDeviceGetName", NULL, true, CUresult, (char *name, int len, CUdevice dev))            \
-  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", NULL, true, CUresult, (CUcontext * ctx, CUdevice dev)) \
-  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease", true, CUresult,   \
-    (CUdevice dev))                                                                                            \
-  X(cuCtxSetCurrent, "cuCtxSetCurrent", NULL, true, CUresult, (CUcontext ctx))                                \
-  X(cuCtxGetCurrent, "cuCtxGetCurrent", NULL, true, CUresult, (CUcontext * ctx))                              \
-  X(cuCtxSynchronize, "cuCtxSynchronize", NULL, true, CUresult, (void))                                       \
-  X(cuModuleLoadData, "cuModuleLoadData", NULL, true, CUresult, (CUmodule * module, const void *image))       \
-  X(cuModuleUnload, "cuModuleUnload", NULL, true, CUresult, (CUmodule module))                                \
-  X(cuModuleGetFunction, "cuModuleGetFunction", NULL, true, CUresult,                                         \
-    (CUfunction * fn, CUmodule module, const char *name))                                                      \
-  X(cuMemAlloc, "cuMemAlloc_v2", NULL, true, CUresult, (CUdeviceptr * ptr, size_t bytes))                     \
-  X(cuMemFree, "cuMemFree_v2", NULL, true, CUresult, (CUdeviceptr ptr))                                       \
-  X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", NULL, true, CUresult, (CUdeviceptr dst, const void *src, size_t bytes))  \
-  X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", NULL, true, CUresult, (void *dst, CUdeviceptr src, size_t bytes))        \
-  X(cuMemcpyDtoD, "cuMemcpyDtoD_v2", NULL, true, CUresult, (CUdeviceptr dst, CUdeviceptr src, size_t bytes))  \
-  X(cuLaunchKernel, "cuLaunchKernel", NULL, true, CUresult,                                                   \
-    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,        \
-     unsigned int bz, unsigned int shared, CUstream stream, void **params, void **extra))                      \
-  X(cuStreamSynchronize, "cuStreamSynchronize", NULL, true, CUresult, (CUstream stream))                      \
-  X(cuGetErrorName, "cuGetErrorName", NULL, true, CUresult, (CUresult error, const char **str))               \
-  X(cuGetErrorString, "cuGetErrorString", NULL, true, CUresult, (CUresult error, const char **str))           \
+  X(cuInit, "cuInit", NULL, true, hk_cu_result_t, (unsigned int flags))                                             \
+  X(cuDeviceGetCount, "cuDeviceGetCount", NULL, true, hk_cu_result_t, (int *count))                                 \
+  X(cuDeviceGet, "cuDeviceGet", NULL, true, hk_cu_result_t, (hk_cu_device_t * device, int ordinal))                       \
+  X(cuDeviceGetAttribute, "cuDeviceGetAttribute", NULL, true, hk_cu_result_t, (int *value, int attrib, hk_cu_device_t dev)) \
+  X(cuDeviceGetName, "cuDeviceGetName", NULL, true, hk_cu_result_t, (char *name, int len, hk_cu_device_t dev))            \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", NULL, true, hk_cu_result_t, (hk_cu_context_t * ctx, hk_cu_device_t dev)) \
+  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease", true, hk_cu_result_t,   \
+    (hk_cu_device_t dev))                                                                                            \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent", NULL, true, hk_cu_result_t, (hk_cu_context_t ctx))                                \
+  X(cuCtxGetCurrent, "cuCtxGetCurrent", NULL, true, hk_cu_result_t, (hk_cu_context_t * ctx))                              \
+  X(cuCtxSynchronize, "cuCtxSynchronize", NULL, true, hk_cu_result_t, (void))                                       \
+  X(cuModuleLoadData, "cuModuleLoadData", NULL, true, hk_cu_result_t, (hk_cu_module_t * module, const void *image))       \
+  X(cuModuleUnload, "cuModuleUnload", NULL, true, hk_cu_result_t, (hk_cu_module_t module))                                \
+  X(cuModuleGetFunction, "cuModuleGetFunction", NULL, true, hk_cu_result_t,                                         \
+    (hk_cu_function_t * fn, hk_cu_module_t module, const char *name))                                                      \
+  X(cuMemAlloc, "cuMemAlloc_v2", NULL, true, hk_cu_result_t, (hk_cu_deviceptr_t * ptr, size_t bytes))                     \
+  X(cuMemFree, "cuMemFree_v2", NULL, true, hk_cu_result_t, (hk_cu_deviceptr_t ptr))                                       \
+  X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", NULL, true, hk_cu_result_t, (hk_cu_deviceptr_t dst, const void *src, size_t bytes))  \
+  X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", NULL, true, hk_cu_result_t, (void *dst, hk_cu_deviceptr_t src, size_t bytes))        \
+  X(cuMemcpyDtoD, "cuMemcpyDtoD_v2", NULL, true, hk_cu_result_t, (hk_cu_deviceptr_t dst, hk_cu_deviceptr_t src, size_t bytes))  \
+  X(cuLaunchKernel, "cuLaunchKernel", NULL, true, hk_cu_result_t,                                                   \
+    (hk_cu_function_t f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,        \
+     unsigned int bz, unsigned int shared, hk_cu_stream_t stream, void **params, void **extra))                      \
+  X(cuStreamSynchronize, "cuStreamSynchronize", NULL, true, hk_cu_result_t, (hk_cu_stream_t stream))                      \
+  X(cuGetErrorName, "cuGetErrorName", NULL, true, hk_cu_result_t, (hk_cu_result_t error, const char **str))               \
+  X(cuGetErrorString, "cuGetErrorString", NULL, true, hk_cu_result_t, (hk_cu_result_t error, const char **str))           \
   /* graphs: optional; without them (or when they fail) sessions launch on the stream */                      \
-  X(cuGraphCreate, "cuGraphCreate", NULL, false, CUresult, (CUgraph * graph, unsigned int flags))             \
-  X(cuGraphAddKernelNode_v2, "cuGraphAddKernelNode_v2", NULL, false, CUresult,                                \
-    (CUgraphNode * node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,                                 \
+  X(cuGraphCreate, "cuGraphCreate", NULL, false, hk_cu_result_t, (hk_cu_graph_t * graph, unsigned int flags))             \
+  X(cuGraphAddKernelNode_v2, "cuGraphAddKernelNode_v2", NULL, false, hk_cu_result_t,                                \
+    (hk_cu_graph_node_t * node, hk_cu_graph_t graph, const hk_cu_graph_node_t *deps, size_t ndeps,                                 \
      const hk_cu_kernel_node_params_v2_t *params))                                                             \
-  X(cuGraphAddKernelNode, "cuGraphAddKernelNode", NULL, false, CUresult,                                      \
-    (CUgraphNode * node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,                                 \
+  X(cuGraphAddKernelNode, "cuGraphAddKernelNode", NULL, false, hk_cu_result_t,                                      \
+    (hk_cu_graph_node_t * node, hk_cu_graph_t graph, const hk_cu_graph_node_t *deps, size_t ndeps,                                 \
      const hk_cu_kernel_node_params_v1_t *params))                                                             \
-  X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", NULL, false, CUresult,                        \
-    (CUgraphExec * exec, CUgraph graph, unsigned long long flags))                                             \
-  X(cuGraphInstantiate_v2, "cuGraphInstantiate_v2", NULL, false, CUresult,                                    \
-    (CUgraphExec * exec, CUgraph graph, CUgraphNode * error_node, char *log, size_t log_size))                \
-  X(cuGraphLaunch, "cuGraphLaunch", NULL, false, CUresult, (CUgraphExec exec, CUstream stream))               \
-  X(cuGraphExecKernelNodeSetParams_v2, "cuGraphExecKernelNodeSetParams_v2", NULL, false, CUresult,            \
-    (CUgraphExec exec, CUgraphNode node, const hk_cu_kernel_node_params_v2_t *params))                         \
-  X(cuGraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams", NULL, false, CUresult,                  \
-    (CUgraphExec exec, CUgraphNode node, const hk_cu_kernel_node_params_v1_t *params))                         \
-  X(cuGraphExecDestroy, "cuGraphExecDestroy", NULL, false, CUresult, (CUgraphExec exec))                      \
-  X(cuGraphDestroy, "cuGraphDestroy", NULL, false, CUresult, (CUgraph graph))                                 \
-  X(cuFuncGetAttribute, "cuFuncGetAttribute", NULL, false, CUresult, (int *value, int attrib, CUfunction f))
+  X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", NULL, false, hk_cu_result_t,                        \
+    (hk_cu_graph_exec_t * exec, hk_cu_graph_t graph, unsigned long long flags))                                             \
+  X(cuGraphInstantiate_v2, "cuGraphInstantiate_v2", NULL, false, hk_cu_result_t,                                    \
+    (hk_cu_graph_exec_t * exec, hk_cu_graph_t graph, hk_cu_graph_node_t * error_node, char *log, size_t log_size))                \
+  X(cuGraphLaunch, "cuGraphLaunch", NULL, false, hk_cu_result_t, (hk_cu_graph_exec_t exec, hk_cu_stream_t stream))               \
+  X(cuGraphExecKernelNodeSetParams_v2, "cuGraphExecKernelNodeSetParams_v2", NULL, false, hk_cu_result_t,            \
+    (hk_cu_graph_exec_t exec, hk_cu_graph_node_t node, const hk_cu_kernel_node_params_v2_t *params))                         \
+  X(cuGraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams", NULL, false, hk_cu_result_t,                  \
+    (hk_cu_graph_exec_t exec, hk_cu_graph_node_t node, const hk_cu_kernel_node_params_v1_t *params))                         \
+  X(cuGraphExecDestroy, "cuGraphExecDestroy", NULL, false, hk_cu_result_t, (hk_cu_graph_exec_t exec))                      \
+  X(cuGraphDestroy, "cuGraphDestroy", NULL, false, hk_cu_result_t, (hk_cu_graph_t graph))                                 \
+  X(cuFuncGetAttribute, "cuFuncGetAttribute", NULL, false, hk_cu_result_t, (int *value, int attrib, hk_cu_function_t f))
 
 #define HK_GPU_SYMBOL_MEMBER(member, symbol, alt, required, ret, params) ret(*member) params;
 typedef struct hk_cuda_symbols {
@@ -129,13 +129,13 @@ void hk_cuda_override_symbols(const hk_cuda_symbols_t *table);
 int hk_cuda_target_rank(const char *name, const char *features, int major, int minor);
 
 /* ---- HIP runtime (libamdhip64.so.6 / .so.5 / .so) -------------------------------- */
-typedef int hipError_t; /* 0 = hipSuccess */
-typedef struct ihipModule_t *hipModule_t;
-typedef struct ihipModuleSymbol_t *hipFunction_t;
-typedef struct ihipStream_t *hipStream_t;
-typedef struct ihipGraph *hipGraph_t;
-typedef struct hipGraphNode *hipGraphNode_t;
-typedef struct hipGraphExec *hipGraphExec_t;
+typedef int hk_hip_error_t; /* 0 = hipSuccess */
+typedef struct ihipModule_t *hk_hip_module_t;
+typedef struct ihipModuleSymbol_t *hk_hip_function_t;
+typedef struct ihipStream_t *hk_hip_stream_t;
+typedef struct ihipGraph *hk_hip_graph_t;
+typedef struct hipGraphNode *hk_hip_graph_node_t;
+typedef struct hipGraphExec *hk_hip_graph_exec_t;
 
 #define HK_HIP_SUCCESS 0
 #define HK_HIP_ERROR_OUT_OF_MEMORY 2
@@ -163,38 +163,38 @@ typedef struct hk_hip_kernel_node_params {
 #define HK_HIP_PROPS_BUFFER 16384u
 
 #define HK_HIP_SYMBOLS(X)                                                                                      \
-  X(hipInit, "hipInit", NULL, true, hipError_t, (unsigned int flags))                                         \
-  X(hipGetDeviceCount, "hipGetDeviceCount", NULL, true, hipError_t, (int *count))                             \
-  X(hipSetDevice, "hipSetDevice", NULL, true, hipError_t, (int device))                                       \
-  X(hipGetDevice, "hipGetDevice", NULL, true, hipError_t, (int *device))                                      \
+  X(hipInit, "hipInit", NULL, true, hk_hip_error_t, (unsigned int flags))                                         \
+  X(hipGetDeviceCount, "hipGetDeviceCount", NULL, true, hk_hip_error_t, (int *count))                             \
+  X(hipSetDevice, "hipSetDevice", NULL, true, hk_hip_error_t, (int device))                                       \
+  X(hipGetDevice, "hipGetDevice", NULL, true, hk_hip_error_t, (int *device))                                      \
   /* ROCm 6 has the R0600 layout under its own name; ROCm 5 only the plain one */                              \
-  X(hipGetDeviceProperties, "hipGetDevicePropertiesR0600", "hipGetDeviceProperties", true, hipError_t,        \
+  X(hipGetDeviceProperties, "hipGetDevicePropertiesR0600", "hipGetDeviceProperties", true, hk_hip_error_t,        \
     (void *props, int device))                                                                                 \
-  X(hipModuleLoadData, "hipModuleLoadData", NULL, true, hipError_t, (hipModule_t * module, const void *image)) \
-  X(hipModuleUnload, "hipModuleUnload", NULL, true, hipError_t, (hipModule_t module))                         \
-  X(hipModuleGetFunction, "hipModuleGetFunction", NULL, true, hipError_t,                                     \
-    (hipFunction_t * fn, hipModule_t module, const char *name))                                                \
-  X(hipMalloc, "hipMalloc", NULL, true, hipError_t, (void **ptr, size_t bytes))                               \
-  X(hipFree, "hipFree", NULL, true, hipError_t, (void *ptr))                                                  \
-  X(hipMemcpy, "hipMemcpy", NULL, true, hipError_t, (void *dst, const void *src, size_t bytes, int kind))     \
-  X(hipModuleLaunchKernel, "hipModuleLaunchKernel", NULL, true, hipError_t,                                   \
-    (hipFunction_t f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,     \
-     unsigned int bz, unsigned int shared, hipStream_t stream, void **params, void **extra))                   \
-  X(hipStreamSynchronize, "hipStreamSynchronize", NULL, true, hipError_t, (hipStream_t stream))               \
-  X(hipDeviceSynchronize, "hipDeviceSynchronize", NULL, true, hipError_t, (void))                             \
-  X(hipGetErrorName, "hipGetErrorName", NULL, true, const char *, (hipError_t error))                         \
-  X(hipGetErrorString, "hipGetErrorString", NULL, true, const char *, (hipError_t error))                     \
-  X(hipGraphCreate, "hipGraphCreate", NULL, false, hipError_t, (hipGraph_t * graph, unsigned int flags))      \
-  X(hipGraphAddKernelNode, "hipGraphAddKernelNode", NULL, false, hipError_t,                                  \
-    (hipGraphNode_t * node, hipGraph_t graph, const hipGraphNode_t *deps, size_t ndeps,                        \
+  X(hipModuleLoadData, "hipModuleLoadData", NULL, true, hk_hip_error_t, (hk_hip_module_t * module, const void *image)) \
+  X(hipModuleUnload, "hipModuleUnload", NULL, true, hk_hip_error_t, (hk_hip_module_t module))                         \
+  X(hipModuleGetFunction, "hipModuleGetFunction", NULL, true, hk_hip_error_t,                                     \
+    (hk_hip_function_t * fn, hk_hip_module_t module, const char *name))                                                \
+  X(hipMalloc, "hipMalloc", NULL, true, hk_hip_error_t, (void **ptr, size_t bytes))                               \
+  X(hipFree, "hipFree", NULL, true, hk_hip_error_t, (void *ptr))                                                  \
+  X(hipMemcpy, "hipMemcpy", NULL, true, hk_hip_error_t, (void *dst, const void *src, size_t bytes, int kind))     \
+  X(hipModuleLaunchKernel, "hipModuleLaunchKernel", NULL, true, hk_hip_error_t,                                   \
+    (hk_hip_function_t f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,     \
+     unsigned int bz, unsigned int shared, hk_hip_stream_t stream, void **params, void **extra))                   \
+  X(hipStreamSynchronize, "hipStreamSynchronize", NULL, true, hk_hip_error_t, (hk_hip_stream_t stream))               \
+  X(hipDeviceSynchronize, "hipDeviceSynchronize", NULL, true, hk_hip_error_t, (void))                             \
+  X(hipGetErrorName, "hipGetErrorName", NULL, true, const char *, (hk_hip_error_t error))                         \
+  X(hipGetErrorString, "hipGetErrorString", NULL, true, const char *, (hk_hip_error_t error))                     \
+  X(hipGraphCreate, "hipGraphCreate", NULL, false, hk_hip_error_t, (hk_hip_graph_t * graph, unsigned int flags))      \
+  X(hipGraphAddKernelNode, "hipGraphAddKernelNode", NULL, false, hk_hip_error_t,                                  \
+    (hk_hip_graph_node_t * node, hk_hip_graph_t graph, const hk_hip_graph_node_t *deps, size_t ndeps,                        \
      const hk_hip_kernel_node_params_t *params))                                                               \
-  X(hipGraphInstantiate, "hipGraphInstantiate", NULL, false, hipError_t,                                      \
-    (hipGraphExec_t * exec, hipGraph_t graph, hipGraphNode_t * error_node, char *log, size_t log_size))       \
-  X(hipGraphLaunch, "hipGraphLaunch", NULL, false, hipError_t, (hipGraphExec_t exec, hipStream_t stream))     \
-  X(hipGraphExecKernelNodeSetParams, "hipGraphExecKernelNodeSetParams", NULL, false, hipError_t,              \
-    (hipGraphExec_t exec, hipGraphNode_t node, const hk_hip_kernel_node_params_t *params))                     \
-  X(hipGraphExecDestroy, "hipGraphExecDestroy", NULL, false, hipError_t, (hipGraphExec_t exec))               \
-  X(hipGraphDestroy, "hipGraphDestroy", NULL, false, hipError_t, (hipGraph_t graph))
+  X(hipGraphInstantiate, "hipGraphInstantiate", NULL, false, hk_hip_error_t,                                      \
+    (hk_hip_graph_exec_t * exec, hk_hip_graph_t graph, hk_hip_graph_node_t * error_node, char *log, size_t log_size))       \
+  X(hipGraphLaunch, "hipGraphLaunch", NULL, false, hk_hip_error_t, (hk_hip_graph_exec_t exec, hk_hip_stream_t stream))     \
+  X(hipGraphExecKernelNodeSetParams, "hipGraphExecKernelNodeSetParams", NULL, false, hk_hip_error_t,              \
+    (hk_hip_graph_exec_t exec, hk_hip_graph_node_t node, const hk_hip_kernel_node_params_t *params))                     \
+  X(hipGraphExecDestroy, "hipGraphExecDestroy", NULL, false, hk_hip_error_t, (hk_hip_graph_exec_t exec))               \
+  X(hipGraphDestroy, "hipGraphDestroy", NULL, false, hk_hip_error_t, (hk_hip_graph_t graph))
 
 typedef struct hk_hip_symbols {
   HK_HIP_SYMBOLS(HK_GPU_SYMBOL_MEMBER)
