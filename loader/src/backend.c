@@ -4,7 +4,8 @@
 #include "backend.h"
 
 const hk_backend_t *const hk_backends[] = {
-    /* &hk_backend_cuda, &hk_backend_hip: when they exist, before host. */
+    &hk_backend_cuda,
+    &hk_backend_hip,
     &hk_backend_host,
     NULL,
 };

@@ -4,8 +4,8 @@
  * A backend is a static const hk_backend_t (a table of function pointers). Its
  * module and session state structs start with the common bases below, so the
  * generic code (pack.c, session.c) can hold them without knowing the backend.
- * Only the host backend exists today; HIP and CUDA slot in as backend_hip.c and
- * backend_cuda.c plus one line each in hk_backends[] (backend.c order = preference).
+ * Backends: backend_cuda.c, backend_hip.c, backend_host.c, listed in hk_backends[]
+ * (backend.c order = preference).
  *
  * Ownership: modules are created by module_load and cached in the pack (one per
  * target, shared by that target's sessions) until hk_pack_destroy calls module_unload.
@@ -29,6 +29,8 @@ typedef struct hk_module {
   const hk_allocator_t *allocator; /* the pack's */
   uint32_t target;                 /* index in the pack */
   uint32_t kernel_count;           /* the target's kernels; launches use target-local indices */
+  int device;                      /* GPU ordinal the module was loaded on (0 for host) */
+  struct hk_module *next;          /* the pack's cache: same target loaded on another device */
 } hk_module_t;
 
 /* One kernel launch, prepared once per session. args[i] points at the value of
@@ -41,6 +43,8 @@ typedef struct hk_launch_desc {
   uint32_t shared_bytes;
   void **args;
   uint32_t arg_count;
+  const uint32_t *deps; /* graph-local indices of earlier launches this one waits for (borrowed) */
+  uint32_t dep_count;
 } hk_launch_desc_t;
 
 /* Common base of every backend's per-session state. */
@@ -62,15 +66,21 @@ struct hk_backend {
   /* Whether this backend can run anything on this machine (driver present, device found).
    * Cheap after the first call. */
   bool (*available)(void);
-  /* Whether a target of this kind with this name/features runs here. */
-  bool (*runs_target)(const char *name, const char *features);
+  /* Whether a target of this kind with this name/features runs on GPU `device` (ignored
+   * by host): 0 no; otherwise a rank, higher = better match (an exact ISA match beats a
+   * compatible one), used to pick among several runnable targets. */
+  int (*runs_target)(const char *name, const char *features, int device);
   /* Names of the targets this machine runs, for error messages ("host-x86_64"). */
   void (*describe)(char *out, size_t size);
+  /* Why available() is false ("libcuda.so.1 not found ..."); "" when available. Borrowed,
+   * static. */
+  const char *(*unavailable_reason)(void);
   /* Loads a code object (owned by the caller; may be freed after return) and resolves
    * every kernel of the target. Errors: CORRUPT (bad object, missing symbol), UNAVAILABLE,
    * OUT_OF_MEMORY, DRIVER. */
-  hk_status_t (*module_load)(const hk_pack_view_t *view, uint32_t target, const hk_allocator_t *allocator,
-                             const void *code, size_t code_size, hk_module_t **out_module);
+  hk_status_t (*module_load)(const hk_pack_view_t *view, uint32_t target, int device,
+                             const hk_allocator_t *allocator, const void *code, size_t code_size,
+                             hk_module_t **out_module);
   void (*module_unload)(hk_module_t *module);
   /* Allocates the workspace (at least 64-byte aligned) and whatever replay needs
    * (e.g. an instantiated graph). launches stay valid until session_release. */
@@ -87,8 +97,10 @@ struct hk_backend {
 };
 
 extern const hk_backend_t hk_backend_host;
+extern const hk_backend_t hk_backend_cuda;
+extern const hk_backend_t hk_backend_hip;
 
-/* Backends in order of preference (GPUs first once they exist); NULL-terminated. */
+/* Backends in order of preference (cuda, hip, host); NULL-terminated. */
 extern const hk_backend_t *const hk_backends[];
 /* The backend for a target kind, or NULL when this build has none. */
 const hk_backend_t *hk_backend_for_kind(hk_target_kind_t kind);

@@ -47,9 +47,12 @@ typedef struct host_session {
 
 static bool host_available(void) { return true; }
 
-static bool host_runs_target(const char *name, const char *features) {
+static int host_runs_target(const char *name, const char *features, int device) {
+  (void)device;
   return strcmp(name, HK_HOST_TARGET) == 0 && features[0] == '\0';
 }
+
+static const char *host_unavailable_reason(void) { return ""; }
 
 static void host_describe(char *out, size_t size) { snprintf(out, size, "%s", HK_HOST_TARGET); }
 
@@ -103,8 +106,10 @@ static void host_module_unload(hk_module_t *module) {
   hk_free(module->allocator, m);
 }
 
-static hk_status_t host_module_load(const hk_pack_view_t *view, uint32_t target, const hk_allocator_t *allocator,
-                                    const void *code, size_t code_size, hk_module_t **out_module) {
+static hk_status_t host_module_load(const hk_pack_view_t *view, uint32_t target, int device,
+                                    const hk_allocator_t *allocator, const void *code, size_t code_size,
+                                    hk_module_t **out_module) {
+  (void)device;
   const hk_target_rec_t *t = &view->targets[target];
   const char *tname = hk_pack_string(view, t->name);
   host_module_t *m = hk_calloc(allocator, 1, sizeof *m);
@@ -216,6 +221,7 @@ const hk_backend_t hk_backend_host = {
     .available = host_available,
     .runs_target = host_runs_target,
     .describe = host_describe,
+    .unavailable_reason = host_unavailable_reason,
     .module_load = host_module_load,
     .module_unload = host_module_unload,
     .session_prepare = host_session_prepare,

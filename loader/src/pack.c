@@ -27,7 +27,7 @@ struct hk_pack {
   size_t map_size;
   void *copy;                 /* aligned copy of unaligned caller memory, or NULL */
   pthread_mutex_t lock;       /* guards modules[] */
-  hk_module_t *modules[HK_MAX_TARGETS];
+  hk_module_t *modules[HK_MAX_TARGETS]; /* per target, a list: one module per device */
   char error[HK_ERROR_MAX];
 };
 
@@ -57,8 +57,12 @@ static hk_status_t pack_new(const hk_allocator_t *allocator, hk_pack_t **out_pac
 
 HK_API void hk_pack_destroy(hk_pack_t *pack) {
   if (!pack) return;
-  for (uint32_t t = 0; t < HK_MAX_TARGETS; t++)
-    if (pack->modules[t]) pack->modules[t]->backend->module_unload(pack->modules[t]);
+  for (uint32_t t = 0; t < HK_MAX_TARGETS; t++) {
+    for (hk_module_t *m = pack->modules[t], *next; m; m = next) {
+      next = m->next;
+      m->backend->module_unload(m);
+    }
+  }
   if (pack->map) munmap(pack->map, pack->map_size);
   hk_allocator_t a = pack->allocator;
   hk_free(&a, pack->copy);
@@ -162,33 +166,42 @@ static void list_append(char *buf, size_t size, const char *item) {
   if (n < 0 || (size_t)n >= size - used) memcpy(buf + size - 4, "...", 4);
 }
 
-static bool target_runs_here(const hk_pack_view_t *v, uint32_t t) {
+/* How well target t runs on GPU `device` here (0: not at all; see runs_target). */
+static int target_rank(const hk_pack_view_t *v, uint32_t t, int device) {
   const hk_backend_t *b = hk_backend_for_kind((hk_target_kind_t)v->targets[t].kind);
-  return b && b->available() &&
-         b->runs_target(hk_pack_string(v, v->targets[t].name), hk_pack_string(v, v->targets[t].features));
+  if (!b || !b->available()) return 0;
+  return b->runs_target(hk_pack_string(v, v->targets[t].name), hk_pack_string(v, v->targets[t].features), device);
 }
 
-static hk_status_t no_compatible(const hk_pack_view_t *v, const char *what) {
-  char have[400] = "", can[200] = "";
+static hk_status_t no_compatible(const hk_pack_view_t *v, hk_status_t code, const char *what) {
+  char have[400] = "", can[400] = "";
   for (uint32_t t = 0; t < v->target_count; t++) list_append(have, sizeof have, hk_pack_string(v, v->targets[t].name));
   for (const hk_backend_t *const *b = hk_backends; *b; b++) {
     if (!(*b)->available()) continue;
-    char one[128];
+    char one[200];
     (*b)->describe(one, sizeof one);
     list_append(can, sizeof can, one);
   }
-  return HK_ERROR(HK_STATUS_NO_COMPATIBLE_TARGET, "%s; the artifact has [%s]; this machine runs [%s]", what, have, can);
+  return HK_ERROR(code, "%s; the artifact has [%s]; this machine runs [%s]", what, have, can);
 }
 
-hk_status_t hk_pack_select_target_index(hk_pack_t *pack, const char *requested, uint32_t *out_index) {
+hk_status_t hk_pack_select_target_on(hk_pack_t *pack, const char *requested, int device, uint32_t *out_index) {
   const hk_pack_view_t *v = &pack->view;
   if (requested) {
     for (uint32_t t = 0; t < v->target_count; t++) {
       if (strcmp(requested, hk_pack_string(v, v->targets[t].name)) != 0) continue;
-      if (!target_runs_here(v, t)) {
-        char what[HK_MAX_NAME_LEN + 64];
-        snprintf(what, sizeof what, "target %s cannot run on this machine", requested);
-        return no_compatible(v, what);
+      if (target_rank(v, t, device) == 0) {
+        /* A missing runtime or device is UNAVAILABLE (with the backend's reason); a
+         * device that exists but cannot run this ISA is NO_COMPATIBLE_TARGET. */
+        const hk_backend_t *b = hk_backend_for_kind((hk_target_kind_t)v->targets[t].kind);
+        char what[HK_MAX_NAME_LEN + 400];
+        if (!b || !b->available()) {
+          snprintf(what, sizeof what, "target %s cannot run on this machine: %s", requested,
+                   b ? b->unavailable_reason() : "no backend for it in this build");
+          return no_compatible(v, HK_STATUS_UNAVAILABLE, what);
+        }
+        snprintf(what, sizeof what, "target %s cannot run on this machine (device %d)", requested, device);
+        return no_compatible(v, HK_STATUS_NO_COMPATIBLE_TARGET, what);
       }
       *out_index = t;
       return HK_OK;
@@ -197,15 +210,24 @@ hk_status_t hk_pack_select_target_index(hk_pack_t *pack, const char *requested, 
     for (uint32_t t = 0; t < v->target_count; t++) list_append(have, sizeof have, hk_pack_string(v, v->targets[t].name));
     return HK_ERROR(HK_STATUS_NOT_FOUND, "target %s is not in the artifact (it has: %s)", requested, have);
   }
+  /* Backends in order of preference; within one, the best-ranked target (pack order breaks ties). */
   for (const hk_backend_t *const *b = hk_backends; *b; b++) {
+    int best = 0;
     for (uint32_t t = 0; t < v->target_count; t++) {
-      if (v->targets[t].kind == (uint32_t)(*b)->kind && target_runs_here(v, t)) {
+      if (v->targets[t].kind != (uint32_t)(*b)->kind) continue;
+      int r = target_rank(v, t, device);
+      if (r > best) {
+        best = r;
         *out_index = t;
-        return HK_OK;
       }
     }
+    if (best > 0) return HK_OK;
   }
-  return no_compatible(v, "no target of the artifact runs on this machine");
+  return no_compatible(v, HK_STATUS_NO_COMPATIBLE_TARGET, "no target of the artifact runs on this machine");
+}
+
+hk_status_t hk_pack_select_target_index(hk_pack_t *pack, const char *requested, uint32_t *out_index) {
+  return hk_pack_select_target_on(pack, requested, 0, out_index);
 }
 
 HK_API hk_status_t hk_pack_select_target(hk_pack_t *pack, const char *requested, const char **out_name) {
@@ -259,11 +281,13 @@ hk_status_t hk_pack_code_load(const hk_pack_view_t *v, uint32_t target, const hk
   return HK_OK;
 }
 
-hk_status_t hk_pack_module(hk_pack_t *pack, uint32_t target, hk_module_t **out_module) {
+hk_status_t hk_pack_module_on(hk_pack_t *pack, uint32_t target, int device, hk_module_t **out_module) {
   const hk_pack_view_t *v = &pack->view;
   pthread_mutex_lock(&pack->lock);
   hk_status_t st = HK_OK;
-  if (!pack->modules[target]) {
+  hk_module_t *m = pack->modules[target];
+  while (m && m->device != device) m = m->next;
+  if (!m) {
     const hk_backend_t *b = hk_backend_for_kind((hk_target_kind_t)v->targets[target].kind);
     if (!b) {
       st = HK_ERROR(HK_STATUS_UNAVAILABLE, "no backend for target %s in this build",
@@ -273,12 +297,23 @@ hk_status_t hk_pack_module(hk_pack_t *pack, uint32_t target, hk_module_t **out_m
       size_t size;
       st = hk_pack_code_load(v, target, &pack->allocator, &code, &size);
       if (st == HK_OK) {
-        st = b->module_load(v, target, &pack->allocator, code, size, &pack->modules[target]);
+        st = b->module_load(v, target, device, &pack->allocator, code, size, &m);
         hk_free(&pack->allocator, code);
+      }
+      if (st == HK_OK) {
+        m->device = device;
+        m->next = pack->modules[target];
+        pack->modules[target] = m;
+      } else {
+        m = NULL;
       }
     }
   }
-  *out_module = pack->modules[target];
+  *out_module = m;
   pthread_mutex_unlock(&pack->lock);
   return st;
+}
+
+hk_status_t hk_pack_module(hk_pack_t *pack, uint32_t target, hk_module_t **out_module) {
+  return hk_pack_module_on(pack, target, 0, out_module);
 }

@@ -78,13 +78,20 @@ hk_status_t hk_pack_code_load(const hk_pack_view_t *view, uint32_t target, const
 /* Index of the graph of `target` planned for `batch`; false when none. */
 bool hk_pack_find_graph(const hk_pack_view_t *view, uint32_t target, uint64_t batch, uint32_t *out_graph);
 
-/* Picks a target as hk_pack_select_target does, returning its index. */
+/* Picks a target as hk_pack_select_target does, returning its index: the named one, or
+ * the best one of the most preferred backend that runs here. Errors: NOT_FOUND (name not
+ * in the pack), UNAVAILABLE (its runtime or device is missing; the message says which),
+ * NO_COMPATIBLE_TARGET (both sides listed). _on: for GPU ordinal `device` (plain: 0). */
 hk_status_t hk_pack_select_target_index(hk_pack_t *pack, const char *requested, uint32_t *out_index);
+hk_status_t hk_pack_select_target_on(hk_pack_t *pack, const char *requested, int device, uint32_t *out_index);
 
 /* The loaded module of a target, loaded on first use and cached in the pack (shared by
- * every session of that target; unloaded by hk_pack_destroy). Thread-safe. */
+ * every session of that target; unloaded by hk_pack_destroy). Thread-safe. A failed load
+ * is not cached. */
 struct hk_module;
 hk_status_t hk_pack_module(hk_pack_t *pack, uint32_t target, struct hk_module **out_module);
+/* The same for GPU ordinal `device` (one module per target and device). */
+hk_status_t hk_pack_module_on(hk_pack_t *pack, uint32_t target, int device, struct hk_module **out_module);
 const hk_allocator_t *hk_pack_allocator(const hk_pack_t *pack);
 /* Copies the thread's last error into the pack's own message buffer. */
 void hk_pack_note_error(hk_pack_t *pack);

@@ -143,6 +143,8 @@ static hk_status_t session_build(hk_session_t *s) {
     l->shared_bytes = n->shared_bytes;
     l->args = &s->arg_ptrs[next];
     l->arg_count = n->arg_count;
+    l->deps = v->deps + n->dep_first; /* graph-local, earlier nodes: verified */
+    l->dep_count = n->dep_count;
     for (uint32_t i = 0; i < n->arg_count; i++, next++) {
       const hk_arg_rec_t *ar = &v->args[n->arg_first + i];
       hk_arg_slot_t *slot = &s->arg_slots[next];
@@ -166,7 +168,8 @@ static hk_status_t session_build(hk_session_t *s) {
 static hk_status_t session_create(hk_pack_t *pack, const hk_session_options_t *options, hk_session_t **out_session) {
   const hk_pack_view_t *v = hk_pack_view(pack);
   uint32_t target;
-  HK_RETURN_IF_ERROR(hk_pack_select_target_index(pack, options->target, &target));
+  HK_FAIL_IF(options->device < 0, HK_STATUS_INVALID_ARGUMENT, "device ordinal %d is negative", options->device);
+  HK_RETURN_IF_ERROR(hk_pack_select_target_on(pack, options->target, options->device, &target));
   uint32_t graph;
   if (!hk_pack_find_graph(v, target, options->batch, &graph)) {
     char sizes[16 * 24] = "";
@@ -178,7 +181,7 @@ static hk_status_t session_create(hk_pack_t *pack, const hk_session_options_t *o
                     (unsigned long long)options->batch, sizes);
   }
   hk_module_t *module;
-  HK_RETURN_IF_ERROR(hk_pack_module(pack, target, &module));
+  HK_RETURN_IF_ERROR(hk_pack_module_on(pack, target, options->device, &module));
 
   const hk_allocator_t *a = hk_pack_allocator(pack);
   hk_session_t *s = hk_calloc(a, 1, sizeof *s);

@@ -1,0 +1,226 @@
+/*
+ * gpu_internal.h -- the vendor driver symbol tables of the CUDA and HIP backends, their
+ * fault-injection hooks and the pure target-matching rules (exported for tests).
+ *
+ * No vendor header is included anywhere: the handful of types, enums and struct layouts
+ * the backends need are declared here from the vendors' API documentation (checked
+ * against CUDA 13.0's cuda.h and ROCm 5.2's hip_runtime_api.h on 2026-11-30). Each
+ * runtime is dlopen'ed on first use; the symbol lists below are X-macros expanded once
+ * into the members of the table struct and once into the dlsym loop.
+ *
+ * Fault injection: hk_cuda_override_symbols(table) / hk_hip_override_symbols(table) make
+ * the backend use the given table instead of the library (a fake driver in a test), and
+ * forget what it probed before; NULL goes back to dlopen. Not thread-safe: call it while
+ * no session of that backend exists.
+ */
+#ifndef HK_GPU_INTERNAL_H
+#define HK_GPU_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- CUDA driver API (libcuda.so.1) ------------------------------------------------ */
+typedef int hk_cu_result_t; /* enum cudaError_enum; 0 = CUDA_SUCCESS */
+typedef int hk_cu_device_t;
+typedef unsigned long long hk_cu_deviceptr_t; /* CUdeviceptr_v2 on 64-bit hosts */
+typedef struct CUctx_st *hk_cu_context_t;
+typedef struct CUmod_st *hk_cu_module_t;
+typedef struct CUfunc_st *hk_cu_function_t;
+typedef struct CUkern_st *hk_cu_kernel_t;
+typedef struct CUstream_st *hk_cu_stream_t;
+typedef struct CUgraph_st *hk_cu_graph_t;
+typedef struct CUgraphNode_st *hk_cu_graph_node_t;
+typedef struct CUgraphExec_st *hk_cu_graph_exec_t;
+
+#define HK_CUDA_SUCCESS 0
+#define HK_CUDA_ERROR_OUT_OF_MEMORY 2
+#define HK_CUDA_ERROR_NO_DEVICE 100
+#define HK_CUDA_ERROR_NOT_FOUND 500
+#define HK_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
+#define HK_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
+
+/* CUDA_KERNEL_NODE_PARAMS_v1 (cuGraphAddKernelNode, CUDA 10+) */
+typedef struct hk_cu_kernel_node_params_v1 {
+  hk_cu_function_t func;
+  unsigned int gridDimX, gridDimY, gridDimZ;
+  unsigned int blockDimX, blockDimY, blockDimZ;
+  unsigned int sharedMemBytes;
+  void **kernelParams;
+  void **extra;
+} hk_cu_kernel_node_params_v1_t;
+
+/* CUDA_KERNEL_NODE_PARAMS_v2 (cuGraphAddKernelNode_v2, CUDA 12+): v1 plus kern and ctx
+ * (both ignored / NULL = current context when func is set). */
+typedef struct hk_cu_kernel_node_params_v2 {
+  hk_cu_function_t func;
+  unsigned int gridDimX, gridDimY, gridDimZ;
+  unsigned int blockDimX, blockDimY, blockDimZ;
+  unsigned int sharedMemBytes;
+  void **kernelParams;
+  void **extra;
+  hk_cu_kernel_t kern;
+  hk_cu_context_t ctx;
+} hk_cu_kernel_node_params_v2_t;
+
+/* X(member, symbol, alternative symbol or NULL, required, return type, parameters) */
+#define HK_CUDA_SYMBOLS(X)                                                                                     \
+  X(cuInit, "cuInit", NULL, true, hk_cu_result_t, (unsigned int flags))                                             \
+  X(cuDeviceGetCount, "cuDeviceGetCount", NULL, true, hk_cu_result_t, (int *count))                                 \
+  X(cuDeviceGet, "cuDeviceGet", NULL, true, hk_cu_result_t, (hk_cu_device_t * device, int ordinal))                       \
+  X(cuDeviceGetAttribute, "cuDeviceGetAttribute", NULL, true, hk_cu_result_t, (int *value, int attrib, hk_cu_device_t dev)) \
+  X(cuDeviceGetName, "cuDeviceGetName", NULL, true, hk_cu_result_t, (char *name, int len, hk_cu_device_t dev))            \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", NULL, true, hk_cu_result_t, (hk_cu_context_t * ctx, hk_cu_device_t dev)) \
+  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease", true, hk_cu_result_t,   \
+    (hk_cu_device_t dev))                                                                                            \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent", NULL, true, hk_cu_result_t, (hk_cu_context_t ctx))                                \
+  X(cuCtxGetCurrent, "cuCtxGetCurrent", NULL, true, hk_cu_result_t, (hk_cu_context_t * ctx))                              \
+  X(cuCtxSynchronize, "cuCtxSynchronize", NULL, true, hk_cu_result_t, (void))                                       \
+  X(cuModuleLoadData, "cuModuleLoadData", NULL, true, hk_cu_result_t, (hk_cu_module_t * module, const void *image))       \
+  X(cuModuleUnload, "cuModuleUnload", NULL, true, hk_cu_result_t, (hk_cu_module_t module))                                \
+  X(cuModuleGetFunction, "cuModuleGetFunction", NULL, true, hk_cu_result_t,                                         \
+    (hk_cu_function_t * fn, hk_cu_module_t module, const char *name))                                                      \
+  X(cuMemAlloc, "cuMemAlloc_v2", NULL, true, hk_cu_result_t, (hk_cu_deviceptr_t * ptr, size_t bytes))                     \
+  X(cuMemFree, "cuMemFree_v2", NULL, true, hk_cu_result_t, (hk_cu_deviceptr_t ptr))                                       \
+  X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", NULL, true, hk_cu_result_t, (hk_cu_deviceptr_t dst, const void *src, size_t bytes))  \
+  X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", NULL, true, hk_cu_result_t, (void *dst, hk_cu_deviceptr_t src, size_t bytes))        \
+  X(cuMemcpyDtoD, "cuMemcpyDtoD_v2", NULL, true, hk_cu_result_t, (hk_cu_deviceptr_t dst, hk_cu_deviceptr_t src, size_t bytes))  \
+  X(cuLaunchKernel, "cuLaunchKernel", NULL, true, hk_cu_result_t,                                                   \
+    (hk_cu_function_t f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,        \
+     unsigned int bz, unsigned int shared, hk_cu_stream_t stream, void **params, void **extra))                      \
+  X(cuStreamSynchronize, "cuStreamSynchronize", NULL, true, hk_cu_result_t, (hk_cu_stream_t stream))                      \
+  X(cuGetErrorName, "cuGetErrorName", NULL, true, hk_cu_result_t, (hk_cu_result_t error, const char **str))               \
+  X(cuGetErrorString, "cuGetErrorString", NULL, true, hk_cu_result_t, (hk_cu_result_t error, const char **str))           \
+  /* graphs: optional; without them (or when they fail) sessions launch on the stream */                      \
+  X(cuGraphCreate, "cuGraphCreate", NULL, false, hk_cu_result_t, (hk_cu_graph_t * graph, unsigned int flags))             \
+  X(cuGraphAddKernelNode_v2, "cuGraphAddKernelNode_v2", NULL, false, hk_cu_result_t,                                \
+    (hk_cu_graph_node_t * node, hk_cu_graph_t graph, const hk_cu_graph_node_t *deps, size_t ndeps,                                 \
+     const hk_cu_kernel_node_params_v2_t *params))                                                             \
+  X(cuGraphAddKernelNode, "cuGraphAddKernelNode", NULL, false, hk_cu_result_t,                                      \
+    (hk_cu_graph_node_t * node, hk_cu_graph_t graph, const hk_cu_graph_node_t *deps, size_t ndeps,                                 \
+     const hk_cu_kernel_node_params_v1_t *params))                                                             \
+  X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", NULL, false, hk_cu_result_t,                        \
+    (hk_cu_graph_exec_t * exec, hk_cu_graph_t graph, unsigned long long flags))                                             \
+  X(cuGraphInstantiate_v2, "cuGraphInstantiate_v2", NULL, false, hk_cu_result_t,                                    \
+    (hk_cu_graph_exec_t * exec, hk_cu_graph_t graph, hk_cu_graph_node_t * error_node, char *log, size_t log_size))                \
+  X(cuGraphLaunch, "cuGraphLaunch", NULL, false, hk_cu_result_t, (hk_cu_graph_exec_t exec, hk_cu_stream_t stream))               \
+  X(cuGraphExecKernelNodeSetParams_v2, "cuGraphExecKernelNodeSetParams_v2", NULL, false, hk_cu_result_t,            \
+    (hk_cu_graph_exec_t exec, hk_cu_graph_node_t node, const hk_cu_kernel_node_params_v2_t *params))                         \
+  X(cuGraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams", NULL, false, hk_cu_result_t,                  \
+    (hk_cu_graph_exec_t exec, hk_cu_graph_node_t node, const hk_cu_kernel_node_params_v1_t *params))                         \
+  X(cuGraphExecDestroy, "cuGraphExecDestroy", NULL, false, hk_cu_result_t, (hk_cu_graph_exec_t exec))                      \
+  X(cuGraphDestroy, "cuGraphDestroy", NULL, false, hk_cu_result_t, (hk_cu_graph_t graph))                                 \
+  X(cuFuncGetAttribute, "cuFuncGetAttribute", NULL, false, hk_cu_result_t, (int *value, int attrib, hk_cu_function_t f))
+
+#define HK_GPU_SYMBOL_MEMBER(member, symbol, alt, required, ret, params) ret(*member) params;
+typedef struct hk_cuda_symbols {
+  HK_CUDA_SYMBOLS(HK_GPU_SYMBOL_MEMBER)
+} hk_cuda_symbols_t;
+
+/* See the file comment. table is copied. */
+void hk_cuda_override_symbols(const hk_cuda_symbols_t *table);
+
+/* Whether a cubin for target `name` (+ `features`, which must be "") runs on a device of
+ * compute capability major.minor: 0 no, else a rank (higher = better).
+ *   "sm_XY"  : same major, device minor >= Y (an sm_80 cubin runs on 8.6, not on 9.0)
+ *   "sm_XYf" : the same (family-portable, CUDA 12.9+)
+ *   "sm_XYa" : exactly X.Y (arch-specific features such as wgmma on sm_90a)
+ * Rank: 3 arch-specific exact, 2 exact, 1 an older minor of the same major. */
+int hk_cuda_target_rank(const char *name, const char *features, int major, int minor);
+
+/* ---- HIP runtime (libamdhip64.so.6 / .so.5 / .so) -------------------------------- */
+typedef int hk_hip_error_t; /* 0 = hipSuccess */
+typedef struct ihipModule_t *hk_hip_module_t;
+typedef struct ihipModuleSymbol_t *hk_hip_function_t;
+typedef struct ihipStream_t *hk_hip_stream_t;
+typedef struct ihipGraph *hk_hip_graph_t;
+typedef struct hipGraphNode *hk_hip_graph_node_t;
+typedef struct hipGraphExec *hk_hip_graph_exec_t;
+
+#define HK_HIP_SUCCESS 0
+#define HK_HIP_ERROR_OUT_OF_MEMORY 2
+#define HK_HIP_ERROR_NO_DEVICE 100
+#define HK_HIP_MEMCPY_HOST_TO_DEVICE 1
+#define HK_HIP_MEMCPY_DEVICE_TO_HOST 2
+#define HK_HIP_MEMCPY_DEVICE_TO_DEVICE 3
+
+typedef struct hk_hip_dim3 {
+  uint32_t x, y, z;
+} hk_hip_dim3_t;
+
+/* hipKernelNodeParams (ROCm 5.x and 6.x: unchanged) */
+typedef struct hk_hip_kernel_node_params {
+  hk_hip_dim3_t blockDim;
+  void **extra;
+  void *func;
+  hk_hip_dim3_t gridDim;
+  void **kernelParams;
+  unsigned int sharedMemBytes;
+} hk_hip_kernel_node_params_t;
+
+/* Bytes handed to hipGetDeviceProperties*: far more than any hipDeviceProp_t (ROCm 5.2:
+ * 792 bytes; ROCm 6's R0600 layout ~1.5 KB), so a newer, larger layout cannot overrun it. */
+#define HK_HIP_PROPS_BUFFER 16384u
+
+#define HK_HIP_SYMBOLS(X)                                                                                      \
+  X(hipInit, "hipInit", NULL, true, hk_hip_error_t, (unsigned int flags))                                         \
+  X(hipGetDeviceCount, "hipGetDeviceCount", NULL, true, hk_hip_error_t, (int *count))                             \
+  X(hipSetDevice, "hipSetDevice", NULL, true, hk_hip_error_t, (int device))                                       \
+  X(hipGetDevice, "hipGetDevice", NULL, true, hk_hip_error_t, (int *device))                                      \
+  /* ROCm 6 has the R0600 layout under its own name; ROCm 5 only the plain one */                              \
+  X(hipGetDeviceProperties, "hipGetDevicePropertiesR0600", "hipGetDeviceProperties", true, hk_hip_error_t,        \
+    (void *props, int device))                                                                                 \
+  X(hipModuleLoadData, "hipModuleLoadData", NULL, true, hk_hip_error_t, (hk_hip_module_t * module, const void *image)) \
+  X(hipModuleUnload, "hipModuleUnload", NULL, true, hk_hip_error_t, (hk_hip_module_t module))                         \
+  X(hipModuleGetFunction, "hipModuleGetFunction", NULL, true, hk_hip_error_t,                                     \
+    (hk_hip_function_t * fn, hk_hip_module_t module, const char *name))                                                \
+  X(hipMalloc, "hipMalloc", NULL, true, hk_hip_error_t, (void **ptr, size_t bytes))                               \
+  X(hipFree, "hipFree", NULL, true, hk_hip_error_t, (void *ptr))                                                  \
+  X(hipMemcpy, "hipMemcpy", NULL, true, hk_hip_error_t, (void *dst, const void *src, size_t bytes, int kind))     \
+  X(hipModuleLaunchKernel, "hipModuleLaunchKernel", NULL, true, hk_hip_error_t,                                   \
+    (hk_hip_function_t f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,     \
+     unsigned int bz, unsigned int shared, hk_hip_stream_t stream, void **params, void **extra))                   \
+  X(hipStreamSynchronize, "hipStreamSynchronize", NULL, true, hk_hip_error_t, (hk_hip_stream_t stream))               \
+  X(hipDeviceSynchronize, "hipDeviceSynchronize", NULL, true, hk_hip_error_t, (void))                             \
+  X(hipGetErrorName, "hipGetErrorName", NULL, true, const char *, (hk_hip_error_t error))                         \
+  X(hipGetErrorString, "hipGetErrorString", NULL, true, const char *, (hk_hip_error_t error))                     \
+  X(hipGraphCreate, "hipGraphCreate", NULL, false, hk_hip_error_t, (hk_hip_graph_t * graph, unsigned int flags))      \
+  X(hipGraphAddKernelNode, "hipGraphAddKernelNode", NULL, false, hk_hip_error_t,                                  \
+    (hk_hip_graph_node_t * node, hk_hip_graph_t graph, const hk_hip_graph_node_t *deps, size_t ndeps,                        \
+     const hk_hip_kernel_node_params_t *params))                                                               \
+  X(hipGraphInstantiate, "hipGraphInstantiate", NULL, false, hk_hip_error_t,                                      \
+    (hk_hip_graph_exec_t * exec, hk_hip_graph_t graph, hk_hip_graph_node_t * error_node, char *log, size_t log_size))       \
+  X(hipGraphLaunch, "hipGraphLaunch", NULL, false, hk_hip_error_t, (hk_hip_graph_exec_t exec, hk_hip_stream_t stream))     \
+  X(hipGraphExecKernelNodeSetParams, "hipGraphExecKernelNodeSetParams", NULL, false, hk_hip_error_t,              \
+    (hk_hip_graph_exec_t exec, hk_hip_graph_node_t node, const hk_hip_kernel_node_params_t *params))                     \
+  X(hipGraphExecDestroy, "hipGraphExecDestroy", NULL, false, hk_hip_error_t, (hk_hip_graph_exec_t exec))               \
+  X(hipGraphDestroy, "hipGraphDestroy", NULL, false, hk_hip_error_t, (hk_hip_graph_t graph))
+
+typedef struct hk_hip_symbols {
+  HK_HIP_SYMBOLS(HK_GPU_SYMBOL_MEMBER)
+} hk_hip_symbols_t;
+
+void hk_hip_override_symbols(const hk_hip_symbols_t *table);
+
+/* Whether code for target `name` + `features` (a name may carry features itself,
+ * "gfx90a:xnack-"; `features` is "xnack-" or "sramecc+:xnack-" or "") runs on a device
+ * whose ISA is `device_isa` ("gfx90a:sramecc+:xnack-"): 0 no, 2 exact (every feature
+ * the device reports is pinned to the device's value), 1 compatible (same processor,
+ * no pinned feature contradicts the device; unpinned = "any"). A feature the device does
+ * not report cannot be pinned. */
+int hk_hip_target_rank(const char *name, const char *features, const char *device_isa);
+
+/* Finds the ISA name ("gfx90a:sramecc+:xnack-") in the bytes of a hipDeviceProp_t of any
+ * layout: the longest NUL-terminated string that matches gfx<hex>(:<feature>[+-])* at
+ * any offset. False when there is none. */
+bool hk_hip_find_arch_name(const void *props, size_t size, char *out, size_t out_size);
+
+/* ---- code objects (gpu_image.c) ------------------------------------------------------- */
+/* Checks that [image, image + size) holds a GPU code object whose own tables stay inside
+ * it, before a driver that trusts the object's headers reads it: a little-endian ELF64
+ * (cubin, AMDGPU code object) with its program and section headers and every section's
+ * bytes in range, or (allow_bundle) a clang offload bundle whose entries are in range.
+ * False with a short reason in *out_why. */
+bool hk_gpu_image_ok(const void *image, size_t size, bool allow_bundle, const char **out_why);
+
+#endif /* HK_GPU_INTERNAL_H */

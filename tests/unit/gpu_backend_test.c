@@ -1,0 +1,701 @@
+/* The CUDA and HIP backends: (a) on a machine without the GPU or its runtime, named GPU
+ * targets are UNAVAILABLE with the reason and automatic choice falls back to host;
+ * (b) the target matching rules and the ISA-name scan as pure functions; (c) a whole
+ * CUDA session against a fake driver installed through the symbol-table override (graph
+ * built once with the stored edges, params refreshed only after a bind, stream fallback,
+ * injected driver errors); (d) a real device, skipped unless one is present. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "backend.h"
+#include "gpu_internal.h"
+#include "hk/hkrt.h"
+#include "pack_fixture.h"
+#include "pack_internal.h"
+
+#if defined(__has_include)
+#if __has_include(<hip/hip_runtime_api.h>)
+#define __HIP_PLATFORM_AMD__
+#include <hip/hip_runtime_api.h>
+#define HAVE_HIP_HEADER 1
+#endif
+#endif
+
+/* ---- fixture: the pack_fixture pipeline for sm_90 / gfx90a / host ------------------------- */
+#define ELF_SIZE 64
+static uint8_t g_cubins[2 * ELF_SIZE]; /* two minimal ELF64 objects: enough for the fake driver */
+
+typedef struct {
+  fx_t fx;
+  hkc_target_out_t targets[3];
+  void *bytes;
+  hk_pack_t *pack;
+  char diag[4096];
+} state_t;
+
+static int setup(void **ts) {
+  state_t *st = calloc(1, sizeof *st);
+  *ts = st;
+  hkc_diag_capture(st->diag, sizeof st->diag);
+  static const char host_code[] = "host code: never loaded in these tests";
+  fx_init(&st->fx, host_code, sizeof host_code, 1);
+  for (int i = 0; i < 2; i++) {
+    memset(g_cubins + i * ELF_SIZE, 0, ELF_SIZE);
+    memcpy(g_cubins + i * ELF_SIZE, "\x7f" "ELF\x02\x01\x01", 7);
+  }
+  hkc_target_out_t *cuda = &st->targets[0], *hip = &st->targets[1], *host = &st->targets[2];
+  *cuda = st->fx.targets[1];
+  cuda->code = g_cubins;
+  cuda->code_size = sizeof g_cubins;
+  for (int k = 0; k < 2; k++) {
+    st->fx.kernels_cuda[k].code_offset = (uint64_t)k * ELF_SIZE;
+    st->fx.kernels_cuda[k].code_size = ELF_SIZE;
+  }
+  *hip = *cuda;
+  snprintf(hip->name, sizeof hip->name, "gfx90a");
+  hip->kind = HK_TARGET_HIP;
+  *host = st->fx.targets[0];
+  st->fx.in.targets = st->targets;
+  st->fx.in.n_targets = 3;
+  return 0;
+}
+
+static int teardown(void **ts) {
+  state_t *st = *ts;
+  hk_pack_destroy(st->pack);
+  free(st->bytes);
+  hkc_diag_capture(NULL, 0);
+  hk_cuda_override_symbols(NULL);
+  hk_hip_override_symbols(NULL);
+  unsetenv("HK_LAUNCH");
+  free(st);
+  return 0;
+}
+
+/* Writes st->fx.in (targets [first, first + n) of st->targets) and opens it as st->pack. */
+static hk_pack_t *open_pack(state_t *st, uint32_t first, uint32_t n) {
+  hk_pack_destroy(st->pack);
+  free(st->bytes);
+  st->pack = NULL;
+  st->fx.in.targets = &st->targets[first];
+  st->fx.in.n_targets = n;
+  size_t size;
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &st->bytes, &size), 0);
+  assert_int_equal(hk_pack_open_memory(st->bytes, size, NULL, &st->pack), HK_OK);
+  return st->pack;
+}
+
+/* ---- (a) no GPU here ---------------------------------------------------------------------- */
+static void test_gpu_targets_unavailable(void **ts) {
+  state_t *st = *ts;
+  if (hk_backend_cuda.available() || hk_backend_hip.available()) {
+    fprintf(stderr, "a GPU runtime and device are present: this test is for machines without one\n");
+    skip();
+  }
+  hk_pack_t *pack = open_pack(st, 0, 3);
+  hk_session_t *s = NULL;
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2, .target = "sm_90"}, &s),
+                   HK_STATUS_UNAVAILABLE);
+  assert_null(s);
+  const char *e = hk_last_error();
+  assert_non_null(strstr(e, "target sm_90 cannot run on this machine: "));
+  assert_true(strstr(e, "libcuda.so.1 not found") || strstr(e, "no NVIDIA GPU found") || strstr(e, "cuInit failed"));
+  assert_non_null(strstr(e, "the artifact has [sm_90, gfx90a, " FX_HOST "]; this machine runs [" FX_HOST "]"));
+  assert_non_null(strstr(hk_pack_error(pack), "sm_90 cannot run"));
+
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2, .target = "gfx90a"}, &s),
+                   HK_STATUS_UNAVAILABLE);
+  e = hk_last_error();
+  assert_true(strstr(e, "no AMD GPU found: hipGetDeviceCount returned hipErrorNoDevice") ||
+              strstr(e, "libamdhip64.so.5 and libamdhip64.so not found"));
+  fprintf(stderr, "  gfx90a: %s\n", e);
+
+  /* Automatic choice: host when the artifact has it ... */
+  const char *name;
+  assert_int_equal(hk_pack_select_target(pack, NULL, &name), HK_OK);
+  assert_string_equal(name, FX_HOST);
+  /* ... and both sides listed when it does not. */
+  pack = open_pack(st, 0, 2);
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_STATUS_NO_COMPATIBLE_TARGET);
+  assert_non_null(strstr(hk_last_error(), "no target of the artifact runs on this machine; the artifact has "
+                                          "[sm_90, gfx90a]; this machine runs [" FX_HOST "]"));
+  /* Backend-level: nothing runs, describe says nothing, the reason is kept. */
+  assert_int_equal(hk_backend_hip.runs_target("gfx90a", "", 0), 0);
+  assert_true(hk_backend_hip.unavailable_reason()[0] != '\0');
+}
+
+/* ---- (b) pure rules ------------------------------------------------------------------------ */
+static void test_cuda_target_rank(void **ts) {
+  (void)ts;
+  assert_true(hk_cuda_target_rank("sm_80", "", 8, 6) > 0);  /* older minor, same major */
+  assert_int_equal(hk_cuda_target_rank("sm_80", "", 9, 0), 0); /* cubins do not cross majors */
+  assert_int_equal(hk_cuda_target_rank("sm_86", "", 8, 0), 0); /* nor run on an older minor */
+  assert_int_equal(hk_cuda_target_rank("sm_90a", "", 9, 0), 3);
+  assert_int_equal(hk_cuda_target_rank("sm_90", "", 9, 0), 2);
+  assert_int_equal(hk_cuda_target_rank("sm_80", "", 8, 6), 1);
+  assert_int_equal(hk_cuda_target_rank("sm_86a", "", 8, 9), 0); /* arch-specific: exact only */
+  assert_int_equal(hk_cuda_target_rank("sm_90a", "", 10, 0), 0);
+  assert_int_equal(hk_cuda_target_rank("sm_100", "", 10, 3), 1);
+  assert_int_equal(hk_cuda_target_rank("sm_100f", "", 10, 3), 1);
+  assert_int_equal(hk_cuda_target_rank("sm_120a", "", 12, 0), 3);
+  assert_int_equal(hk_cuda_target_rank("sm_90", "", 10, 0), 0);
+  /* malformed names and features never match */
+  assert_int_equal(hk_cuda_target_rank("sm_9", "", 0, 9), 0);
+  assert_int_equal(hk_cuda_target_rank("sm_90b", "", 9, 0), 0);
+  assert_int_equal(hk_cuda_target_rank("sm_90aa", "", 9, 0), 0);
+  assert_int_equal(hk_cuda_target_rank("gfx90a", "", 9, 0), 0);
+  assert_int_equal(hk_cuda_target_rank("sm_90", "xnack-", 9, 0), 0);
+  assert_int_equal(hk_cuda_target_rank("sm_", "", 9, 0), 0);
+}
+
+static void test_hip_target_rank(void **ts) {
+  (void)ts;
+  static const struct {
+    const char *name, *features, *device;
+    int rank;
+  } cases[] = {
+      {"gfx90a", "sramecc+:xnack-", "gfx90a:sramecc+:xnack-", 2}, /* exact */
+      {"gfx90a", "xnack-:sramecc+", "gfx90a:sramecc+:xnack-", 2}, /* order does not matter */
+      {"gfx90a:sramecc+:xnack-", "", "gfx90a:sramecc+:xnack-", 2}, /* features in the name */
+      {"gfx90a", "", "gfx90a:sramecc+:xnack-", 1},                /* "any": compatible */
+      {"gfx90a", "", "gfx90a:sramecc+:xnack+", 1},
+      {"gfx90a", "xnack-", "gfx90a:sramecc+:xnack-", 1},          /* sramecc any */
+      {"gfx90a:xnack-", "", "gfx90a:sramecc+:xnack+", 0},         /* contradicts the device */
+      {"gfx90a", "xnack+", "gfx90a:sramecc+:xnack-", 0},
+      {"gfx90a", "", "gfx908:sramecc+:xnack-", 0},                /* other processor */
+      {"gfx908", "", "gfx90a:sramecc+:xnack-", 0},
+      {"gfx1030", "", "gfx1030", 2},                              /* no features at all */
+      {"gfx1030", "xnack-", "gfx1030", 0},                        /* the device has no xnack */
+      {"gfx90", "", "gfx90a:xnack-", 0},                          /* prefix is not a match */
+      {"gfx90a", "xnack", "gfx90a:xnack-", 0},                    /* malformed feature */
+      {"gfx90a", "xnack-:xnack+", "gfx90a:xnack-", 0},            /* duplicate */
+      {"gfx90a", "", "", 0},                                      /* unknown device ISA */
+      {"sm_90", "", "gfx90a", 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int r = hk_hip_target_rank(cases[i].name, cases[i].features, cases[i].device);
+    if (r != cases[i].rank)
+      fail_msg("case %zu: %s + \"%s\" on %s: rank %d, expected %d", i, cases[i].name, cases[i].features,
+               cases[i].device, r, cases[i].rank);
+  }
+}
+
+static void test_hip_arch_name_scan(void **ts) {
+  (void)ts;
+  char out[128];
+  uint8_t *buf = calloc(1, HK_HIP_PROPS_BUFFER);
+  assert_non_null(buf);
+  /* Synthetic layout: a marketing name first, random-looking bytes, the ISA further on. */
+  strcpy((char *)buf, "AMD Instinct MI210");
+  memcpy(buf + 300, "\x13gfx9\x01\xff", 7); /* not NUL-terminated after a valid shape */
+  strcpy((char *)buf + 1100, "gfx942:sramecc+:xnack-");
+  assert_true(hk_hip_find_arch_name(buf, HK_HIP_PROPS_BUFFER, out, sizeof out));
+  assert_string_equal(out, "gfx942:sramecc+:xnack-");
+  /* The longest candidate wins (a name that is itself "gfx90a" loses to the full ISA). */
+  memset(buf, 0, HK_HIP_PROPS_BUFFER);
+  strcpy((char *)buf, "gfx90a");
+  strcpy((char *)buf + 396, "gfx90a:sramecc+:xnack-");
+  assert_true(hk_hip_find_arch_name(buf, HK_HIP_PROPS_BUFFER, out, sizeof out));
+  assert_string_equal(out, "gfx90a:sramecc+:xnack-");
+  memset(buf, 0, HK_HIP_PROPS_BUFFER);
+  strcpy((char *)buf, "AMD Radeon gfxx");
+  assert_false(hk_hip_find_arch_name(buf, HK_HIP_PROPS_BUFFER, out, sizeof out));
+#ifdef HAVE_HIP_HEADER
+  /* The installed ROCm's own layout. */
+  hipDeviceProp_t *p = (hipDeviceProp_t *)buf;
+  memset(buf, 0, HK_HIP_PROPS_BUFFER);
+  assert_true(sizeof *p < HK_HIP_PROPS_BUFFER);
+  strcpy(p->name, "AMD Instinct MI210");
+  p->gcnArch = 910;
+  p->totalGlobalMem = (size_t)64 << 30;
+  p->major = 9;
+  p->minor = 0;
+  strcpy(p->gcnArchName, "gfx90a:sramecc+:xnack-");
+  assert_true(hk_hip_find_arch_name(buf, HK_HIP_PROPS_BUFFER, out, sizeof out));
+  assert_string_equal(out, "gfx90a:sramecc+:xnack-");
+#else
+  fprintf(stderr, "no ROCm header here: the installed hipDeviceProp_t layout is not checked\n");
+#endif
+  free(buf);
+}
+
+static void test_image_check(void **ts) {
+  (void)ts;
+  const char *why;
+  uint8_t elf[256] = {0};
+  memcpy(elf, "\x7f" "ELF\x02\x01\x01", 7);
+  assert_true(hk_gpu_image_ok(elf, sizeof elf, false, &why));
+  assert_false(hk_gpu_image_ok(elf, 40, false, &why));
+  assert_non_null(strstr(why, "truncated"));
+  /* one section header at 128 whose bytes run past the end */
+  elf[40] = 128;              /* e_shoff */
+  elf[58] = 64;               /* e_shentsize */
+  elf[60] = 1;                /* e_shnum */
+  elf[128 + 4] = 1;           /* sh_type PROGBITS */
+  elf[128 + 24] = 200;        /* sh_offset */
+  elf[128 + 32] = 100;        /* sh_size: 200 + 100 > 256 */
+  assert_false(hk_gpu_image_ok(elf, sizeof elf, false, &why));
+  assert_non_null(strstr(why, "section"));
+  elf[128 + 32] = 56;
+  assert_true(hk_gpu_image_ok(elf, sizeof elf, false, &why));
+  elf[60] = 3; /* section table past the end */
+  assert_false(hk_gpu_image_ok(elf, sizeof elf, false, &why));
+  assert_false(hk_gpu_image_ok("not a cubin, just bytes", 24, false, &why));
+  assert_non_null(strstr(why, "not an ELF cubin"));
+  uint8_t bundle[64] = "__CLANG_OFFLOAD_BUNDLE__";
+  bundle[24] = 1; /* one entry: offset 0 size 8, id of 200 bytes: out of range */
+  bundle[48] = 200;
+  assert_false(hk_gpu_image_ok(bundle, sizeof bundle, true, &why));
+  bundle[48] = 4;
+  bundle[40] = 8;
+  assert_true(hk_gpu_image_ok(bundle, sizeof bundle, true, &why));
+  assert_false(hk_gpu_image_ok(bundle, sizeof bundle, false, &why));
+}
+
+/* ---- (c) a fake CUDA driver ------------------------------------------------------------------- */
+#define FAKE_MAX_NODES 16
+#define FAKE_OOM 2
+#define FAKE_NOT_FOUND 500
+#define FAKE_UNKNOWN 999
+
+static struct {
+  /* knobs */
+  int device_count, major, minor;
+  hk_cu_result_t fail_alloc, fail_instantiate, fail_graph_create;
+  const char *missing_kernel;
+  /* counters */
+  int loads, unloads, retains, releases, allocs, frees, graph_creates, graph_destroys, exec_destroys;
+  int instantiates, graph_launches, set_params, kernel_launches, ctx_syncs, stream_syncs;
+  /* the graph as built */
+  int node_count;
+  struct {
+    hk_cu_function_t func;
+    int deps[4];
+    size_t ndeps;
+    unsigned grid_x;
+    void *arg0; /* value of the first (tensor) argument at the last add/set */
+  } nodes[FAKE_MAX_NODES];
+  hk_cu_function_t launched[FAKE_MAX_NODES];
+  void *launched_arg0[FAKE_MAX_NODES];
+  hk_cu_stream_t last_stream;
+} F;
+
+static const char *fake_kernels[] = {"hk_test_addc", "hk_test_mul"};
+#define FAKE_FN(i) ((hk_cu_function_t)(uintptr_t)(0x100 + (i)))
+#define FAKE_NODE(i) ((hk_cu_graph_node_t)(uintptr_t)(0x200 + (i)))
+#define FAKE_GRAPH ((hk_cu_graph_t)(uintptr_t)0x300)
+#define FAKE_EXEC ((hk_cu_graph_exec_t)(uintptr_t)0x400)
+#define FAKE_CTX ((hk_cu_context_t)(uintptr_t)0x500)
+
+static hk_cu_context_t g_current;
+
+static hk_cu_result_t f_cuInit(unsigned int flags) { return flags == 0 ? 0 : 1; }
+static hk_cu_result_t f_cuDeviceGetCount(int *n) { *n = F.device_count; return F.device_count ? 0 : 100; }
+static hk_cu_result_t f_cuDeviceGet(hk_cu_device_t *d, int i) { *d = i; return i < F.device_count ? 0 : 101; }
+static hk_cu_result_t f_cuDeviceGetAttribute(int *v, int attr, hk_cu_device_t d) {
+  (void)d;
+  if (attr == HK_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) *v = F.major;
+  else if (attr == HK_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR) *v = F.minor;
+  else return 1;
+  return 0;
+}
+static hk_cu_result_t f_cuDeviceGetName(char *name, int len, hk_cu_device_t d) {
+  (void)d;
+  snprintf(name, (size_t)len, "Fake H200");
+  return 0;
+}
+static hk_cu_result_t f_cuDevicePrimaryCtxRetain(hk_cu_context_t *c, hk_cu_device_t d) { (void)d; F.retains++; *c = FAKE_CTX; return 0; }
+static hk_cu_result_t f_cuDevicePrimaryCtxRelease(hk_cu_device_t d) { (void)d; F.releases++; return 0; }
+static hk_cu_result_t f_cuCtxSetCurrent(hk_cu_context_t c) { g_current = c; return 0; }
+static hk_cu_result_t f_cuCtxGetCurrent(hk_cu_context_t *c) { *c = g_current; return 0; }
+static hk_cu_result_t f_cuCtxSynchronize(void) { F.ctx_syncs++; return g_current == FAKE_CTX ? 0 : 201; }
+static hk_cu_result_t f_cuModuleLoadData(hk_cu_module_t *m, const void *image) {
+  if (memcmp(image, "\x7f" "ELF", 4) != 0) return 200;
+  F.loads++;
+  *m = (hk_cu_module_t)(uintptr_t)(0x600 + F.loads);
+  return 0;
+}
+static hk_cu_result_t f_cuModuleUnload(hk_cu_module_t m) { (void)m; F.unloads++; return 0; }
+static hk_cu_result_t f_cuModuleGetFunction(hk_cu_function_t *fn, hk_cu_module_t m, const char *name) {
+  (void)m;
+  if (F.missing_kernel && strcmp(name, F.missing_kernel) == 0) return FAKE_NOT_FOUND;
+  for (int i = 0; i < 2; i++)
+    if (strcmp(name, fake_kernels[i]) == 0) {
+      *fn = FAKE_FN(i);
+      return 0;
+    }
+  return FAKE_NOT_FOUND;
+}
+static hk_cu_result_t f_cuMemAlloc(hk_cu_deviceptr_t *p, size_t bytes) {
+  if (F.fail_alloc) return F.fail_alloc;
+  void *m = malloc(bytes);
+  if (!m) return FAKE_OOM;
+  F.allocs++;
+  *p = (hk_cu_deviceptr_t)(uintptr_t)m;
+  return 0;
+}
+static hk_cu_result_t f_cuMemFree(hk_cu_deviceptr_t p) { F.frees++; free((void *)(uintptr_t)p); return 0; }
+static hk_cu_result_t f_cuMemcpyHtoD(hk_cu_deviceptr_t d, const void *s, size_t n) { memcpy((void *)(uintptr_t)d, s, n); return 0; }
+static hk_cu_result_t f_cuMemcpyDtoH(void *d, hk_cu_deviceptr_t s, size_t n) { memcpy(d, (void *)(uintptr_t)s, n); return 0; }
+static hk_cu_result_t f_cuMemcpyDtoD(hk_cu_deviceptr_t d, hk_cu_deviceptr_t s, size_t n) {
+  memcpy((void *)(uintptr_t)d, (void *)(uintptr_t)s, n);
+  return 0;
+}
+static hk_cu_result_t f_cuLaunchKernel(hk_cu_function_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                 unsigned bz, unsigned shared, hk_cu_stream_t stream, void **params, void **extra) {
+  (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared, (void)extra;
+  if (F.kernel_launches < FAKE_MAX_NODES) {
+    F.launched[F.kernel_launches] = f;
+    F.launched_arg0[F.kernel_launches] = *(void **)params[0];
+  }
+  F.kernel_launches++;
+  F.last_stream = stream;
+  return 0;
+}
+static hk_cu_result_t f_cuStreamSynchronize(hk_cu_stream_t s) { (void)s; F.stream_syncs++; return 0; }
+static hk_cu_result_t f_cuGetErrorName(hk_cu_result_t r, const char **s) {
+  switch (r) {
+  case FAKE_OOM: *s = "CUDA_ERROR_OUT_OF_MEMORY"; return 0;
+  case FAKE_NOT_FOUND: *s = "CUDA_ERROR_NOT_FOUND"; return 0;
+  case FAKE_UNKNOWN: *s = "CUDA_ERROR_UNKNOWN"; return 0;
+  case 200: *s = "CUDA_ERROR_INVALID_IMAGE"; return 0;
+  }
+  *s = NULL;
+  return 1;
+}
+static hk_cu_result_t f_cuGetErrorString(hk_cu_result_t r, const char **s) {
+  *s = r == FAKE_OOM ? "out of memory" : r == FAKE_NOT_FOUND ? "named symbol not found" : "unknown error";
+  return 0;
+}
+static hk_cu_result_t f_cuGraphCreate(hk_cu_graph_t *g, unsigned flags) {
+  if (F.fail_graph_create) return F.fail_graph_create;
+  F.graph_creates++;
+  F.node_count = 0;
+  *g = flags == 0 ? FAKE_GRAPH : NULL;
+  return 0;
+}
+static hk_cu_result_t f_cuGraphAddKernelNode_v2(hk_cu_graph_node_t *node, hk_cu_graph_t g, const hk_cu_graph_node_t *deps, size_t ndeps,
+                                          const hk_cu_kernel_node_params_v2_t *p) {
+  if (g != FAKE_GRAPH || F.node_count == FAKE_MAX_NODES || ndeps > 4) return 1;
+  int i = F.node_count++;
+  F.nodes[i].func = p->func;
+  F.nodes[i].ndeps = ndeps;
+  F.nodes[i].grid_x = p->gridDimX;
+  for (size_t d = 0; d < ndeps; d++) F.nodes[i].deps[d] = (int)((uintptr_t)deps[d] - 0x200);
+  F.nodes[i].arg0 = *(void **)p->kernelParams[0];
+  *node = FAKE_NODE(i);
+  return (p->kern == NULL && p->ctx == NULL && p->extra == NULL) ? 0 : 1;
+}
+static hk_cu_result_t f_cuGraphInstantiateWithFlags(hk_cu_graph_exec_t *e, hk_cu_graph_t g, unsigned long long flags) {
+  F.instantiates++;
+  if (F.fail_instantiate) return F.fail_instantiate;
+  *e = (g == FAKE_GRAPH && flags == 0) ? FAKE_EXEC : NULL;
+  return 0;
+}
+static hk_cu_result_t f_cuGraphLaunch(hk_cu_graph_exec_t e, hk_cu_stream_t s) {
+  F.graph_launches++;
+  F.last_stream = s;
+  return e == FAKE_EXEC ? 0 : 1;
+}
+static hk_cu_result_t f_cuGraphExecKernelNodeSetParams_v2(hk_cu_graph_exec_t e, hk_cu_graph_node_t n,
+                                                    const hk_cu_kernel_node_params_v2_t *p) {
+  int i = (int)((uintptr_t)n - 0x200);
+  if (e != FAKE_EXEC || i < 0 || i >= F.node_count || F.nodes[i].func != p->func) return 1;
+  F.set_params++;
+  F.nodes[i].arg0 = *(void **)p->kernelParams[0];
+  return 0;
+}
+static hk_cu_result_t f_cuGraphExecDestroy(hk_cu_graph_exec_t e) { (void)e; F.exec_destroys++; return 0; }
+static hk_cu_result_t f_cuGraphDestroy(hk_cu_graph_t g) { (void)g; F.graph_destroys++; return 0; }
+
+static void install_fake_cuda(void) {
+  memset(&F, 0, sizeof F);
+  F.device_count = 1;
+  F.major = 9;
+  F.minor = 0;
+  g_current = NULL;
+  hk_cuda_symbols_t t = {
+      .cuInit = f_cuInit,
+      .cuDeviceGetCount = f_cuDeviceGetCount,
+      .cuDeviceGet = f_cuDeviceGet,
+      .cuDeviceGetAttribute = f_cuDeviceGetAttribute,
+      .cuDeviceGetName = f_cuDeviceGetName,
+      .cuDevicePrimaryCtxRetain = f_cuDevicePrimaryCtxRetain,
+      .cuDevicePrimaryCtxRelease = f_cuDevicePrimaryCtxRelease,
+      .cuCtxSetCurrent = f_cuCtxSetCurrent,
+      .cuCtxGetCurrent = f_cuCtxGetCurrent,
+      .cuCtxSynchronize = f_cuCtxSynchronize,
+      .cuModuleLoadData = f_cuModuleLoadData,
+      .cuModuleUnload = f_cuModuleUnload,
+      .cuModuleGetFunction = f_cuModuleGetFunction,
+      .cuMemAlloc = f_cuMemAlloc,
+      .cuMemFree = f_cuMemFree,
+      .cuMemcpyHtoD = f_cuMemcpyHtoD,
+      .cuMemcpyDtoH = f_cuMemcpyDtoH,
+      .cuMemcpyDtoD = f_cuMemcpyDtoD,
+      .cuLaunchKernel = f_cuLaunchKernel,
+      .cuStreamSynchronize = f_cuStreamSynchronize,
+      .cuGetErrorName = f_cuGetErrorName,
+      .cuGetErrorString = f_cuGetErrorString,
+      .cuGraphCreate = f_cuGraphCreate,
+      .cuGraphAddKernelNode_v2 = f_cuGraphAddKernelNode_v2,
+      .cuGraphInstantiateWithFlags = f_cuGraphInstantiateWithFlags,
+      .cuGraphLaunch = f_cuGraphLaunch,
+      .cuGraphExecKernelNodeSetParams_v2 = f_cuGraphExecKernelNodeSetParams_v2,
+      .cuGraphExecDestroy = f_cuGraphExecDestroy,
+      .cuGraphDestroy = f_cuGraphDestroy,
+  };
+  hk_cuda_override_symbols(&t);
+}
+
+/* Allocates and binds x, w, y through the session (fake device memory = malloc). */
+typedef struct {
+  void *x, *w, *y;
+} bufs_t;
+
+static void bind_all(hk_session_t *s, uint64_t batch, bufs_t *b) {
+  size_t n = (size_t)batch * FX_COLS * sizeof(float);
+  assert_int_equal(hk_session_alloc(s, n, &b->x), HK_OK);
+  assert_int_equal(hk_session_alloc(s, FX_COLS * sizeof(float), &b->w), HK_OK);
+  assert_int_equal(hk_session_alloc(s, n, &b->y), HK_OK);
+  assert_int_equal(hk_session_bind(s, "x", b->x, n), HK_OK);
+  assert_int_equal(hk_session_bind(s, "w", b->w, FX_COLS * sizeof(float)), HK_OK);
+  assert_int_equal(hk_session_bind(s, "y", b->y, n), HK_OK);
+}
+
+static void free_all(hk_session_t *s, bufs_t *b) {
+  hk_session_free(s, b->x);
+  hk_session_free(s, b->w);
+  hk_session_free(s, b->y);
+}
+
+static void test_fake_cuda_graph_session(void **ts) {
+  state_t *st = *ts;
+  install_fake_cuda();
+  hk_pack_t *pack = open_pack(st, 0, 3); /* sm_90, gfx90a, host */
+  const char *name;
+  assert_int_equal(hk_pack_select_target(pack, NULL, &name), HK_OK);
+  assert_string_equal(name, "sm_90"); /* cuda before host */
+
+  hk_session_t *s;
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_OK);
+  assert_string_equal(hk_session_target(s), "sm_90");
+  assert_int_equal(F.retains, 1);
+  assert_int_equal(F.loads, 2); /* two distinct code ranges */
+  assert_int_equal(F.allocs, 1); /* the workspace */
+  assert_int_equal(F.graph_creates, 1);
+  assert_int_equal(F.instantiates, 1);
+  assert_int_equal(F.node_count, 2);
+  assert_ptr_equal(F.nodes[0].func, FAKE_FN(0));
+  assert_ptr_equal(F.nodes[1].func, FAKE_FN(1));
+  assert_int_equal(F.nodes[0].ndeps, 0);
+  assert_int_equal(F.nodes[1].ndeps, 1); /* mul waits for add */
+  assert_int_equal(F.nodes[1].deps[0], 0);
+  assert_int_equal(F.nodes[0].grid_x, (2 * FX_COLS + FX_BLOCK - 1) / FX_BLOCK);
+
+  assert_int_equal(hk_session_run(s, NULL), HK_STATUS_FAILED_PRECONDITION); /* unbound */
+  bufs_t b;
+  bind_all(s, 2, &b);
+  assert_int_equal(hk_session_run(s, NULL), HK_OK);
+  assert_int_equal(F.graph_launches, 1);
+  assert_int_equal(F.set_params, 2); /* first run: bound pointers and workspace reach the nodes */
+  assert_ptr_equal(F.nodes[0].arg0, b.x);
+  assert_non_null(F.nodes[1].arg0); /* t: in the workspace */
+  hk_cu_stream_t stream = (hk_cu_stream_t)(uintptr_t)0x777;
+  assert_int_equal(hk_session_run(s, stream), HK_OK);
+  assert_int_equal(F.graph_launches, 2);
+  assert_ptr_equal(F.last_stream, stream);
+  assert_int_equal(F.set_params, 2); /* nothing rebound: no update */
+
+  void *x2;
+  assert_int_equal(hk_session_alloc(s, 2 * FX_COLS * sizeof(float), &x2), HK_OK);
+  assert_int_equal(hk_session_bind(s, "x", x2, 2 * FX_COLS * sizeof(float)), HK_OK);
+  assert_int_equal(hk_session_run(s, NULL), HK_OK);
+  assert_int_equal(F.set_params, 4);
+  assert_ptr_equal(F.nodes[0].arg0, x2);
+  assert_int_equal(F.graph_launches, 3);
+  assert_int_equal(F.kernel_launches, 0);
+
+  /* memory and synchronization go to the driver */
+  float host[4] = {1, 2, 3, 4}, back[4] = {0};
+  assert_int_equal(hk_session_copy(s, x2, host, sizeof host, HK_COPY_HOST_TO_DEVICE), HK_OK);
+  assert_int_equal(hk_session_copy(s, b.x, x2, sizeof host, HK_COPY_DEVICE_TO_DEVICE), HK_OK);
+  assert_int_equal(hk_session_copy(s, back, b.x, sizeof back, HK_COPY_DEVICE_TO_HOST), HK_OK);
+  assert_memory_equal(back, host, sizeof host);
+  assert_int_equal(hk_session_synchronize(s, NULL), HK_OK);
+  assert_int_equal(hk_session_synchronize(s, stream), HK_OK);
+  assert_int_equal(F.ctx_syncs, 1);
+  assert_int_equal(F.stream_syncs, 1);
+
+  /* A second session shares the module (no new loads) and builds its own graph. */
+  hk_session_t *s8;
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 8}, &s8), HK_OK);
+  assert_int_equal(F.loads, 2);
+  assert_int_equal(F.graph_creates, 2);
+  hk_session_destroy(s8);
+
+  hk_session_free(s, x2);
+  free_all(s, &b);
+  hk_session_destroy(s);
+  assert_int_equal(F.exec_destroys, 2);
+  assert_int_equal(F.graph_destroys, 2);
+  assert_int_equal(F.frees, F.allocs);
+  hk_pack_destroy(pack);
+  st->pack = NULL;
+  assert_int_equal(F.unloads, 2);
+  assert_int_equal(F.releases, 1);
+}
+
+static void test_fake_cuda_stream_fallback(void **ts) {
+  state_t *st = *ts;
+  install_fake_cuda();
+  hk_pack_t *pack = open_pack(st, 0, 1);
+  setenv("HK_LAUNCH", "stream", 1);
+  hk_session_t *s;
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2, .target = "sm_90"}, &s), HK_OK);
+  unsetenv("HK_LAUNCH");
+  assert_int_equal(F.graph_creates, 0);
+  bufs_t b;
+  bind_all(s, 2, &b);
+  assert_int_equal(hk_session_run(s, NULL), HK_OK);
+  assert_int_equal(F.kernel_launches, 2);
+  assert_ptr_equal(F.launched[0], FAKE_FN(0)); /* stored order */
+  assert_ptr_equal(F.launched[1], FAKE_FN(1));
+  assert_ptr_equal(F.launched_arg0[0], b.x);
+  assert_int_equal(F.graph_launches, 0);
+  free_all(s, &b);
+  hk_session_destroy(s);
+
+  /* A failing instantiation falls back to stream launches, leaving nothing behind. */
+  F.fail_instantiate = FAKE_UNKNOWN;
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_OK);
+  assert_int_equal(F.graph_creates, 1);
+  assert_int_equal(F.graph_destroys, 1);
+  bind_all(s, 2, &b);
+  assert_int_equal(hk_session_run(s, NULL), HK_OK);
+  assert_int_equal(F.kernel_launches, 4);
+  assert_int_equal(F.graph_launches, 0);
+  free_all(s, &b);
+  hk_session_destroy(s);
+
+  /* So does a failing cuGraphCreate. */
+  F.fail_instantiate = 0;
+  F.fail_graph_create = FAKE_UNKNOWN;
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 8}, &s), HK_OK);
+  bind_all(s, 8, &b);
+  assert_int_equal(hk_session_run(s, NULL), HK_OK);
+  assert_int_equal(F.kernel_launches, 6);
+  free_all(s, &b);
+  hk_session_destroy(s);
+  assert_int_equal(F.frees, F.allocs);
+}
+
+static void test_fake_cuda_errors(void **ts) {
+  state_t *st = *ts;
+  install_fake_cuda();
+  hk_pack_t *pack = open_pack(st, 0, 1);
+  hk_session_t *s = NULL;
+
+  F.fail_alloc = FAKE_OOM;
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_STATUS_OUT_OF_MEMORY);
+  assert_null(s);
+  assert_non_null(strstr(hk_last_error(), "-byte workspace: cuMemAlloc failed: "
+                                          "CUDA_ERROR_OUT_OF_MEMORY (out of memory)"));
+  F.fail_alloc = FAKE_UNKNOWN;
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_STATUS_DRIVER);
+  assert_non_null(strstr(hk_last_error(), "cuMemAlloc failed: CUDA_ERROR_UNKNOWN (unknown error)"));
+  assert_int_equal(F.graph_creates, 0);
+  F.fail_alloc = 0;
+
+  /* Device ordinal past the devices: nothing runs there. */
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2, .target = "sm_90", .device = 1}, &s),
+                   HK_STATUS_NO_COMPATIBLE_TARGET);
+  assert_non_null(strstr(hk_last_error(), "(device 1)"));
+  assert_non_null(strstr(hk_last_error(), "this machine runs [sm_90, sm_90a on device 0 (Fake H200)"));
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2, .device = -1}, &s),
+                   HK_STATUS_INVALID_ARGUMENT);
+  hk_pack_destroy(pack);
+  st->pack = NULL;
+
+  /* A device of another major cannot run sm_90. */
+  install_fake_cuda();
+  F.major = 8;
+  F.minor = 6;
+  pack = open_pack(st, 0, 1);
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_STATUS_NO_COMPATIBLE_TARGET);
+  assert_non_null(strstr(hk_last_error(), "the artifact has [sm_90]; this machine runs [sm_80..sm_86, sm_86a on "
+                                          "device 0 (Fake H200)"));
+
+  /* A kernel missing from its object: CORRUPT, naming it, with the driver's name. */
+  install_fake_cuda();
+  F.missing_kernel = "hk_test_mul";
+  pack = open_pack(st, 0, 1);
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_STATUS_CORRUPT);
+  const char *e = hk_last_error();
+  assert_non_null(strstr(e, "target sm_90: kernel symbol \"hk_test_mul\" is missing from its code object: "
+                            "cuModuleGetFunction failed: CUDA_ERROR_NOT_FOUND (named symbol not found)"));
+  assert_int_equal(F.unloads, F.loads); /* the half-loaded module is released */
+  assert_int_equal(F.releases, F.retains);
+  /* not cached: it fails again the same way */
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 8}, &s), HK_STATUS_CORRUPT);
+
+  /* A code range that is not a cubin never reaches the driver. */
+  install_fake_cuda();
+  memcpy(g_cubins + ELF_SIZE, "garbage!", 8);
+  pack = open_pack(st, 0, 1);
+  int loads = F.loads;
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_STATUS_CORRUPT);
+  assert_non_null(strstr(hk_last_error(), "the code object of kernel hk_test_mul (bytes [64, +64)) is invalid: "
+                                          "not an ELF cubin"));
+  assert_int_equal(F.loads, loads + 1); /* only the first object was loaded */
+}
+
+/* Kernels sharing one code range: the object is loaded once. */
+static void test_fake_cuda_shared_object(void **ts) {
+  state_t *st = *ts;
+  install_fake_cuda();
+  st->fx.kernels_cuda[1].code_offset = 0;
+  hk_pack_t *pack = open_pack(st, 0, 1);
+  hk_session_t *s;
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_OK);
+  assert_int_equal(F.loads, 1);
+  hk_session_destroy(s);
+}
+
+/* ---- (d) a real device ------------------------------------------------------------------------- */
+static void test_real_cuda_device(void **ts) {
+  (void)ts;
+  hk_cuda_override_symbols(NULL);
+  if (!hk_backend_cuda.available()) {
+    fprintf(stderr, "no CUDA device: %s\n", hk_backend_cuda.unavailable_reason());
+    skip();
+  }
+  char d[256];
+  hk_backend_cuda.describe(d, sizeof d);
+  fprintf(stderr, "CUDA here: %s; running real cubins is left to the device harness\n", d);
+  assert_true(d[0] != '\0');
+  skip();
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_gpu_targets_unavailable, setup, teardown),
+      cmocka_unit_test(test_cuda_target_rank),
+      cmocka_unit_test(test_hip_target_rank),
+      cmocka_unit_test(test_hip_arch_name_scan),
+      cmocka_unit_test(test_image_check),
+      cmocka_unit_test_setup_teardown(test_fake_cuda_graph_session, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fake_cuda_stream_fallback, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fake_cuda_errors, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fake_cuda_shared_object, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_real_cuda_device, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
