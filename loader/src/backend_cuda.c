@@ -152,6 +152,8 @@ static bool cuda_available(void) {
 
 static const char *cuda_unavailable_reason(void) { return cuda_available() ? "" : g_cuda.reason; }
 
+const hk_cuda_symbols_t *hk_cuda_symbols(void) { return cuda_available() ? &g_cuda.sym : NULL; }
+
 void hk_cuda_override_symbols(const hk_cuda_symbols_t *table) {
   pthread_mutex_lock(&g_cuda.lock);
   g_cuda.overridden = table != NULL;

@@ -119,6 +119,9 @@ typedef struct hk_cuda_symbols {
 
 /* See the file comment. table is copied. */
 void hk_cuda_override_symbols(const hk_cuda_symbols_t *table);
+/* The loaded driver table, or NULL when CUDA is unavailable (benchmarks that drive the
+ * driver directly, next to libhkrt, use the same symbols). */
+const hk_cuda_symbols_t *hk_cuda_symbols(void);
 
 /* Whether a cubin for target `name` (+ `features`, which must be "") runs on a device of
  * compute capability major.minor: 0 no, else a rank (higher = better).
