@@ -1,0 +1,214 @@
+/* GPU code generation: one kernel key -> one HIP-dialect translation unit for an AMD
+ * (hiprtc) or NVIDIA (nvrtc) target, from templates/gpu, plus its launch dimensions. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hkc.h"
+
+/* Default tile sizes and block sizes of the simple GPU kernels. They are emitted into
+ * the generated source as macros, and hkc_gpu_launch_dims reads the same table, so the
+ * kernels and their launches cannot disagree. The tuner will choose them later; these
+ * are safe values for every arch (blocks are multiples of 64 threads, static shared
+ * memory below 48 KiB, no spills). Block size = max_block of the kernel (its
+ * __launch_bounds__): gemm 256, element-wise 256, norms and softmax 256, attention 128. */
+typedef struct gpu_params {
+  int threads;                   /* HK_THREADS: threads per block (a multiple of 64) */
+  int tile_m, tile_n, tile_k;    /* gemm: C tile and K step (HK_TILE_M/N/K) */
+  int gemm_tx;                   /* gemm: threads along N (HK_GEMM_TX) */
+  int ew_items;                  /* element-wise: elements per thread the grid is sized for */
+  int attn_bq, attn_bkv, attn_dc; /* attention: query rows, keys per tile, head-dim chunk */
+} gpu_params_t;
+
+static const gpu_params_t k_gemm = {.threads = 256, .tile_m = 64, .tile_n = 64, .tile_k = 16, .gemm_tx = 16};
+static const gpu_params_t k_elementwise = {.threads = 256, .ew_items = 4};
+static const gpu_params_t k_row = {.threads = 256};
+static const gpu_params_t k_attention = {.threads = 128, .attn_bq = 16, .attn_bkv = 32, .attn_dc = 128};
+
+/* grid.x limit on both vendors (2^31 - 1); kernels stride over blocks beyond it. */
+#define GPU_MAX_GRID_X 0x7fffffffLL
+
+static const gpu_params_t *gpu_params(hk_op_t op) {
+  switch (op) {
+  case HK_OP_GEMM: return &k_gemm;
+  case HK_OP_ADD:
+  case HK_OP_MUL:
+  case HK_OP_RELU:
+  case HK_OP_GELU:
+  case HK_OP_SILU: return &k_elementwise;
+  case HK_OP_LAYERNORM:
+  case HK_OP_RMSNORM:
+  case HK_OP_SOFTMAX: return &k_row;
+  case HK_OP_ATTENTION: return &k_attention;
+  default: return NULL;
+  }
+}
+
+static const char *gpu_template_path(hk_op_t op) {
+  switch (op) {
+  case HK_OP_GEMM: return "gpu/gemm.hip";
+  case HK_OP_ADD:
+  case HK_OP_MUL: return "gpu/binary.hip";
+  case HK_OP_RELU:
+  case HK_OP_GELU:
+  case HK_OP_SILU: return "gpu/unary.hip";
+  case HK_OP_LAYERNORM: return "gpu/layernorm.hip";
+  case HK_OP_RMSNORM: return "gpu/rmsnorm.hip";
+  case HK_OP_SOFTMAX: return "gpu/softmax.hip";
+  case HK_OP_ATTENTION: return "gpu/attention.hip";
+  default: return NULL;
+  }
+}
+
+static const char *gpu_act_fn(hk_act_t act) {
+  switch (act) {
+  case HK_ACT_RELU: return "hk_act_relu";
+  case HK_ACT_GELU: return "hk_act_gelu";
+  case HK_ACT_SILU: return "hk_act_silu";
+  case HK_ACT_GELU_TANH: return "hk_act_gelu_tanh";
+  default: return "hk_act_none";
+  }
+}
+
+typedef struct strbuf {
+  char *data;
+  size_t len, cap;
+  int failed;
+} strbuf_t;
+
+static void sb_append(strbuf_t *sb, const char *text, size_t n) {
+  if (sb->failed) return;
+  if (hkc_reserve((void **)&sb->data, &sb->cap, sb->len + n + 1, 1) != 0) {
+    sb->failed = 1;
+    return;
+  }
+  memcpy(sb->data + sb->len, text, n);
+  sb->len += n;
+  sb->data[sb->len] = '\0';
+}
+
+static void sb_printf(strbuf_t *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(strbuf_t *sb, const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= sizeof buf) {
+    sb->failed = 1;
+    return;
+  }
+  sb_append(sb, buf, (size_t)n);
+}
+
+/* Appends template `path`; 0, or -1 after reporting a template missing from the build. */
+static int sb_template(strbuf_t *sb, const char *path) {
+  size_t size = 0;
+  const char *text = hkc_template(path, &size);
+  if (!text) {
+    hkc_error((hkc_loc_t){0}, "GPU codegen: template %s is missing from this build", path);
+    return -1;
+  }
+  sb_printf(sb, "\n/* ---- templates/%s ---- */\n", path);
+  sb_append(sb, text, size);
+  if (size && text[size - 1] != '\n') sb_append(sb, "\n", 1);
+  return 0;
+}
+
+/* Emits: a header line, the kernel's macros (name, element type and converters, epilogue
+ * flags, tile sizes, wave size), the vendor prelude, common.h and the op template. The
+ * output depends only on (arch name, kind, wave size, kernel name, key). NULL after
+ * reporting an unknown op/dtype/target kind or a missing template, or on OOM. */
+char *hkc_codegen_gpu(const hkc_gpu_arch_t *arch, const hkc_kernel_out_t *kernel) {
+  const hkc_kernel_key_t *key = &kernel->key;
+  const gpu_params_t *p = gpu_params(key->op);
+  const char *tpl = gpu_template_path(key->op);
+  static const char *const types[] = {"float", "unsigned short", "unsigned short"};
+  static const char *const loads[] = {"hk_f32_load", "hk_f16_to_f32", "hk_bf16_to_f32"};
+  static const char *const stores[] = {"hk_f32_store", "hk_f32_to_f16", "hk_f32_to_bf16"};
+  if (!p || !tpl || (unsigned)key->dtype >= HK_DTYPE_COUNT_ || (unsigned)key->act >= HK_ACT_COUNT_) {
+    hkc_error((hkc_loc_t){0}, "GPU codegen: kernel %s has no GPU template (op %d, dtype %d, act %d)",
+              kernel->name, (int)key->op, (int)key->dtype, (int)key->act);
+    return NULL;
+  }
+  if (arch->kind != HK_TARGET_HIP && arch->kind != HK_TARGET_CUDA) {
+    hkc_error((hkc_loc_t){0}, "GPU codegen: %s is not a GPU target", arch->name ? arch->name : "?");
+    return NULL;
+  }
+  const size_t t = (size_t)key->dtype;
+  const hk_act_t unary = key->op == HK_OP_RELU ? HK_ACT_RELU
+                         : key->op == HK_OP_GELU ? HK_ACT_GELU
+                         : key->op == HK_OP_SILU ? HK_ACT_SILU
+                                                 : HK_ACT_NONE;
+  strbuf_t sb = {0};
+  sb_printf(&sb, "/* generated by hkc %s: %s for %s */\n", HKC_VERSION_STRING, kernel->name,
+            arch->name ? arch->name : "?");
+  sb_printf(&sb, "#define HK_NAME %s\n", kernel->name);
+  sb_printf(&sb, "#define HK_WAVE %u\n", arch->wave_size ? arch->wave_size : (arch->kind == HK_TARGET_HIP ? 64u : 32u));
+  sb_printf(&sb, "#define HK_T %s\n", types[t]);
+  sb_printf(&sb, "#define HK_LOAD(x) %s(x)\n", loads[t]);
+  sb_printf(&sb, "#define HK_STORE(x) %s(x)\n", stores[t]);
+  sb_printf(&sb, "#define HK_ACT(x) %s(x)\n", gpu_act_fn(key->act));
+  sb_printf(&sb, "#define HK_UNARY(x) %s(x)\n", gpu_act_fn(unary));
+  sb_printf(&sb, "#define HK_BINOP(x, y) ((x) %c (y))\n", key->op == HK_OP_MUL ? '*' : '+');
+  sb_printf(&sb, "#define HK_TRANS_B %d\n#define HK_HAS_BIAS %d\n#define HK_HAS_RESIDUAL %d\n", key->trans_b ? 1 : 0,
+            key->has_bias ? 1 : 0, key->has_residual ? 1 : 0);
+  sb_printf(&sb, "#define HK_THREADS %d\n", p->threads);
+  if (key->op == HK_OP_GEMM)
+    sb_printf(&sb, "#define HK_TILE_M %d\n#define HK_TILE_N %d\n#define HK_TILE_K %d\n#define HK_GEMM_TX %d\n",
+              p->tile_m, p->tile_n, p->tile_k, p->gemm_tx);
+  if (key->op == HK_OP_ATTENTION)
+    sb_printf(&sb, "#define HK_ATTN_BQ %d\n#define HK_ATTN_BKV %d\n#define HK_ATTN_DC %d\n", p->attn_bq,
+              p->attn_bkv, p->attn_dc);
+  if (sb_template(&sb, arch->kind == HK_TARGET_HIP ? "gpu/prelude_hip.h" : "gpu/prelude_cuda.h") != 0 ||
+      sb_template(&sb, "gpu/common.h") != 0 || sb_template(&sb, tpl) != 0 || sb.failed) {
+    free(sb.data);
+    return NULL;
+  }
+  return sb.data;
+}
+
+static int64_t arg_i64(const hkc_arg_t *args, uint32_t n_args, uint32_t i) {
+  return i < n_args && args[i].kind == HK_ARG_I64 ? args[i].i : 0;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) / b; }
+
+/* Blocks are 1-D (block.x = HK_THREADS of the op) and so is the grid (grid.x only: y and
+ * z are limited to 65535). What a block is, per op:
+ *   gemm        an HK_TILE_M x HK_TILE_N tile of C: ceil(M/TM) * ceil(N/TN) blocks
+ *   add..silu   HK_THREADS * ew_items elements (grid-stride loop inside)
+ *   norms, softmax   one row
+ *   attention   HK_ATTN_BQ query rows of one (batch, head)
+ * Every kernel strides over blocks beyond gridDim.x, so clamping grid.x to 2^31 - 1 keeps
+ * it correct. At least one block; no dynamic shared memory (all of it is static). */
+void hkc_gpu_launch_dims(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
+                         uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
+  const gpu_params_t *p = gpu_params(key->op);
+  int64_t blocks = 1;
+  switch (key->op) {
+  case HK_OP_GEMM:
+    blocks = ceil_div(arg_i64(args, n_args, 5), p->tile_m) * ceil_div(arg_i64(args, n_args, 6), p->tile_n);
+    break;
+  case HK_OP_ADD:
+  case HK_OP_MUL: blocks = ceil_div(arg_i64(args, n_args, 3), (int64_t)p->threads * p->ew_items); break;
+  case HK_OP_RELU:
+  case HK_OP_GELU:
+  case HK_OP_SILU: blocks = ceil_div(arg_i64(args, n_args, 2), (int64_t)p->threads * p->ew_items); break;
+  case HK_OP_LAYERNORM: blocks = arg_i64(args, n_args, 4); break;
+  case HK_OP_RMSNORM: blocks = arg_i64(args, n_args, 3); break;
+  case HK_OP_SOFTMAX: blocks = arg_i64(args, n_args, 2); break;
+  case HK_OP_ATTENTION:
+    blocks = arg_i64(args, n_args, 4) * arg_i64(args, n_args, 7) * ceil_div(arg_i64(args, n_args, 5), p->attn_bq);
+    break;
+  default: break;
+  }
+  (void)arch; /* the defaults suit every arch for now; the tuner's choices will depend on it */
+  if (blocks < 1) blocks = 1;
+  if (blocks > GPU_MAX_GRID_X) blocks = GPU_MAX_GRID_X;
+  out_grid[0] = (uint32_t)blocks;
+  out_grid[1] = out_grid[2] = 1;
+  out_block[0] = p ? (uint32_t)p->threads : 1;
+  out_block[1] = out_block[2] = 1;
+  *out_shared = 0;
+}
