@@ -393,6 +393,32 @@ static int resolve_targets(const hkc_spec_t *spec, const char *list, target_plan
   if (need_hip && hkc_hiprtc_available(why, sizeof why) != 0) {
     hkc_error((hkc_loc_t){0}, "AMD targets need hiprtc: %s", why);
     rc = -1;
+  } else if (need_hip) {
+    /* One clear error per target the installed toolchain cannot build (gfx942 on ROCm
+     * 5.2), rather than one per kernel. */
+    char **isas = NULL;
+    size_t n_isas = 0;
+    if (hkc_comgr_isa_list(&isas, &n_isas, why, sizeof why) == 0) {
+      for (size_t i = 0; plans && i < n; i++) {
+        if (plans[i].family != FAMILY_HIP) continue;
+        size_t base = strcspn(plans[i].name, ":");
+        int found = 0;
+        for (size_t k = 0; k < n_isas && !found; k++)
+          found = strlen(isas[k]) == base && strncmp(isas[k], plans[i].name, base) == 0;
+        if (!found) {
+          char list[2048];
+          int len = 0;
+          list[0] = '\0';
+          for (size_t k = 0; k < n_isas && len >= 0 && (size_t)len < sizeof list; k++)
+            if (!strchr(isas[k], ':') && hkc_gpu_arch_find(isas[k])) len += snprintf(list + len, sizeof list - (size_t)len, "%s%s", len ? " " : "", isas[k]);
+          hkc_error((hkc_loc_t){0}, "target %s: the installed toolchain (%s) cannot build it; it builds: %s",
+                    plans[i].name, hkc_hiprtc_version(), list);
+          rc = -1;
+        }
+      }
+      for (size_t k = 0; k < n_isas; k++) free(isas[k]);
+      free(isas);
+    }
   }
   if (need_cuda && hkc_nvrtc_available(why, sizeof why) != 0) {
     hkc_error((hkc_loc_t){0}, "NVIDIA targets need nvrtc: %s", why);

@@ -47,7 +47,8 @@ char *hkc_strdup(const char *s);
 /* XXH3-64 of bytes. */
 uint64_t hkc_hash64(const void *data, size_t size);
 /* A file under templates/, embedded at build time (path relative to templates/,
- * e.g. "host/gemm.c"). NULL when absent. */
+ * e.g. "host/gemm.c"), or read from $HKC_TEMPLATE_DIR/<path> when that variable is set
+ * and the file exists there. NULL when absent. Thread-safe. */
 const char *hkc_template(const char *path, size_t *out_size);
 /* Reads a whole file into a NUL-terminated malloc'd buffer. 0 / -1 (errno set). */
 int hkc_read_file(const char *path, char **out_data, size_t *out_size);

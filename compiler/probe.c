@@ -71,10 +71,8 @@ static void print_amd(FILE *out) {
       any = 1;
     }
   fprintf(out, "%s\n", any ? "" : " (none)");
-  fprintf(out, "               feature variants (append to a name, e.g. gfx90a:xnack-):");
-  for (size_t i = 0; i < n_isas; i++)
-    if (strncmp(isas[i], "gfx90a:", 7) == 0) fprintf(out, " %s", isas[i]);
-  fprintf(out, "\n");
+  fprintf(out, "               ISA features: append xnack+/xnack-/sramecc+/sramecc- to pin them "
+               "(gfx90a:xnack-); a bare name runs with either setting\n");
   free(p.names);
   free(p.ok);
   for (size_t i = 0; i < n_isas; i++) free(isas[i]);

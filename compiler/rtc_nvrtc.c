@@ -50,8 +50,8 @@ static int nvrtc_bind(nvrtc_lib_t *lib, const char *path) {
 #define X(name, ret, params, required)                                                             \
   *(void **)&lib->name = dlsym(lib->handle, #name);                                                \
   if (!lib->name && (required)) {                                                                  \
-    snprintf(lib->why, sizeof lib->why, "%s lacks symbol %s: install a CUDA toolkit >= 11.2 (nvrtc)", path, \
-             #name);                                                                               \
+    snprintf(lib->why, sizeof lib->why, "%.300s lacks symbol %s: install a CUDA toolkit >= 11.2 (nvrtc)", \
+             path, #name);                                                                         \
     return -1;                                                                                     \
   }
   NVRTC_SYMBOLS(X)

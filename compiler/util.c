@@ -1,5 +1,6 @@
 /* Diagnostics, small allocation helpers, hashing and embedded templates. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,7 +84,47 @@ uint64_t hkc_hash64(const void *data, size_t size) { return XXH3_64bits(data, si
 typedef struct { const char *path; const char *text; size_t size; } hkc_template_t;
 extern const hkc_template_t hkc_templates[];
 
+/* Templates read from $HKC_TEMPLATE_DIR, kept for the life of the process (reachable
+ * from this list, so they are not leaks). Guarded: code generation runs on the compile
+ * pool's threads. */
+typedef struct disk_template {
+  struct disk_template *next;
+  char *path, *text;
+  size_t size;
+} disk_template_t;
+static disk_template_t *g_disk_templates;
+static pthread_mutex_t g_template_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const char *disk_template(const char *dir, const char *path, size_t *out_size) {
+  pthread_mutex_lock(&g_template_lock);
+  disk_template_t *t = g_disk_templates;
+  while (t && strcmp(t->path, path) != 0) t = t->next;
+  if (!t) {
+    char full[4096];
+    snprintf(full, sizeof full, "%s/%s", dir, path);
+    char *text;
+    size_t size;
+    if (hkc_read_file(full, &text, &size) == 0 && (t = calloc(1, sizeof *t)) != NULL) {
+      t->path = hkc_strdup(path);
+      t->text = text;
+      t->size = size;
+      t->next = g_disk_templates;
+      g_disk_templates = t;
+    }
+  }
+  pthread_mutex_unlock(&g_template_lock);
+  if (t && out_size) *out_size = t->size;
+  return t ? t->text : NULL;
+}
+
 const char *hkc_template(const char *path, size_t *out_size) {
+  /* Template developers point HKC_TEMPLATE_DIR at a templates/ tree to try kernel changes
+   * without rebuilding hkc; files missing there fall back to the embedded copies. */
+  const char *dir = getenv("HKC_TEMPLATE_DIR");
+  if (dir && *dir) {
+    const char *text = disk_template(dir, path, out_size);
+    if (text) return text;
+  }
   for (const hkc_template_t *t = hkc_templates; t->path; t++) {
     if (strcmp(t->path, path) == 0) {
       if (out_size) *out_size = t->size;

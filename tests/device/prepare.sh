@@ -5,10 +5,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DHK_BUILD_TESTS=ON >/dev/null
-cmake --build build-dev -j"$(nproc)" --target hkc hkrt hk_example
+cmake --build build-dev -j"$(nproc)" --target hkc hkrt hk_example hk_bench_launch
 mkdir -p build-dev/packs
 for spec in specs/*.yaml tests/specs/*.yaml; do
   name=$(basename "$spec" .yaml)
   build-dev/hkc build "$spec" -o "build-dev/packs/$name.hkpack" --target "host,${HK_GPU_TARGET:-sm_90}" -q
 done
-ls -la build-dev/packs
+mkdir -p build-dev/bench
+bash bench/chain.sh 200 build-dev/bench/chain200.yaml
+build-dev/hkc build build-dev/bench/chain200.yaml -o build-dev/bench/chain200.hkpack --target "${HK_GPU_TARGET:-sm_90}" -q
+ls -la build-dev/packs build-dev/bench

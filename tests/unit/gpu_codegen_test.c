@@ -248,7 +248,7 @@ static void test_sources_deterministic_without_includes(void **state) {
       assert_string_equal(s1, s2);
       assert_null(strstr(s1, "#include"));
       char sig[160];
-      snprintf(sig, sizeof sig, "#define HK_NAME %s\n", v[i].name);
+      snprintf(sig, sizeof sig, "#define HK_NAME %.100s\n", v[i].name);
       assert_non_null(strstr(s1, sig));
       assert_non_null(strstr(s1, archs[a]->kind == HK_TARGET_HIP ? "__shfl_xor(" : "__shfl_xor_sync("));
       snprintf(sig, sizeof sig, "#define HK_WAVE %u\n", archs[a]->wave_size);

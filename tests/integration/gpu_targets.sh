@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# GPU targets without a GPU: AMD kernels through hiprtc + comgr and NVIDIA kernels through
+# nvrtc, built into packs and inspected; the compile cache; disassembly; and the bad
+# inputs (unknown target, unbuildable target, a kernel that fails to compile, spills
+# under --Werror-spills). Exits 77 (ctest: skipped) when neither toolchain is installed;
+# each half skips visibly on its own.
+set -euo pipefail
+: "${HKC:?}" "${HK_SOURCE_DIR:?}"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export HKC_CACHE_DIR="$work/cache"
+fail=0
+check() { # check DESCRIPTION COMMAND...: runs the command, prints ok/FAIL
+  local what=$1; shift
+  if "$@" >"$work/out" 2>&1; then echo "ok   $what"; else echo "FAIL $what"; cat "$work/out"; fail=1; fi
+}
+expect_fail() { # expect_fail DESCRIPTION REGEX PACK COMMAND...: must fail, match REGEX, leave no PACK
+  local what=$1 want=$2 pack=$3; shift 3
+  set +e; "$@" >"$work/out" 2>&1; local rc=$?; set -e
+  if [ $rc -ne 1 ] || ! grep -Eq "$want" "$work/out" || [ -e "$pack" ]; then
+    echo "FAIL $what (rc=$rc)"; cat "$work/out"; fail=1
+  else
+    echo "ok   $what: $(grep -Em1 "$want" "$work/out" | cut -c1-160)"
+  fi
+}
+
+"$HKC" targets > "$work/targets.txt"
+cat "$work/targets.txt"
+have_amd=1; grep -q "^AMD (gfx):     unavailable" "$work/targets.txt" && have_amd=0
+have_nv=1; grep -q "^NVIDIA (sm):   unavailable" "$work/targets.txt" && have_nv=0
+if [ $have_amd -eq 0 ] && [ $have_nv -eq 0 ]; then echo "SKIPPED: no hiprtc and no nvrtc"; exit 77; fi
+[ $have_amd -eq 1 ] || echo "SKIPPED (AMD half): hiprtc/comgr unavailable"
+[ $have_nv -eq 1 ] || echo "SKIPPED (NVIDIA half): nvrtc unavailable"
+
+bert=$HK_SOURCE_DIR/specs/bert_layer.yaml
+if [ $have_amd -eq 1 ]; then
+  grep -Eq "builds:.*gfx90a" "$work/targets.txt" && echo "ok   hkc targets lists gfx90a as buildable"
+  check "bert_layer for host,gfx90a,gfx1030" "$HKC" build "$bert" -o "$work/b.hkpack" --target host,gfx90a,gfx1030
+  grep -q "from the cache" "$work/out" && grep -q " 0 from the cache" "$work/out" || { echo "FAIL first build used the cache"; fail=1; }
+  "$HKC" inspect "$work/b.hkpack" > "$work/inspect.txt"
+  for t in host-x86_64 gfx90a gfx1030; do
+    grep -Eq "^  $t " "$work/inspect.txt" && echo "ok   inspect lists $t" || { echo "FAIL inspect lacks $t"; fail=1; }
+  done
+  # resources: every gfx kernel has VGPRs > 0, wave 64 on gfx90a and 32 on gfx1030, an occupancy %
+  awk '/^kernels for gfx90a/{on=1;next} /^kernels for/{on=0} on && /^  hk_/{n++; if ($2<=0 || $7!=64 || $10 !~ /%$/) bad++} END{exit !(n>0 && bad==0)}' \
+    "$work/inspect.txt" && echo "ok   gfx90a kernels: vgprs > 0, wave 64, occupancy shown" || { echo "FAIL gfx90a resources"; fail=1; }
+  awk '/^kernels for gfx1030/{on=1;next} /^kernels for/{on=0} on && /^  hk_/{n++; if ($2<=0 || $7!=32) bad++} END{exit !(n>0 && bad==0)}' \
+    "$work/inspect.txt" && echo "ok   gfx1030 kernels: vgprs > 0, wave 32" || { echo "FAIL gfx1030 resources"; fail=1; }
+  # cache: a second build compiles nothing and writes the same bytes
+  check "rebuild from the cache" "$HKC" build "$bert" -o "$work/b2.hkpack" --target host,gfx90a,gfx1030
+  grep -Eq "compiled 10 GPU kernel\(s\) .* 10 from the cache" "$work/out" || { echo "FAIL second build not cached"; cat "$work/out"; fail=1; }
+  cmp "$work/b.hkpack" "$work/b2.hkpack" && echo "ok   cached build is byte-identical" || { echo "FAIL cached build differs"; fail=1; }
+  # a corrupt cache entry is rebuilt, never trusted
+  victim=$(ls "$HKC_CACHE_DIR"/*.hkcc | head -n1)
+  printf '\xff\xff\xff\xff' | dd of="$victim" bs=1 seek=200 conv=notrunc status=none
+  check "rebuild with a corrupt cache entry" "$HKC" build "$bert" -o "$work/b3.hkpack" --target host,gfx90a,gfx1030
+  grep -Eq " 9 from the cache" "$work/out" && cmp -s "$work/b.hkpack" "$work/b3.hkpack" \
+    && echo "ok   corrupt entry recompiled, same pack" || { echo "FAIL corrupt cache entry"; cat "$work/out"; fail=1; }
+  check "--no-cache" "$HKC" build "$bert" -o "$work/b4.hkpack" --target gfx90a --no-cache
+  grep -q " 0 from the cache" "$work/out" || { echo "FAIL --no-cache used the cache"; fail=1; }
+  # disassembly through comgr
+  "$HKC" inspect "$work/b.hkpack" --disasm hk_gemm_f16_bias --target gfx90a > "$work/dis.txt"
+  grep -q "s_endpgm" "$work/dis.txt" && grep -q "v_" "$work/dis.txt" \
+    && echo "ok   gfx90a disassembly ($(wc -l < "$work/dis.txt") lines)" || { echo "FAIL disassembly"; fail=1; }
+  # bad inputs: nothing written
+  expect_fail "unknown target" "unknown target gfx9000x" "$work/x.hkpack" \
+    "$HKC" build "$bert" -o "$work/x.hkpack" --target host,gfx9000x
+  expect_fail "target the toolchain cannot build" "gfx942: the installed toolchain .* cannot build it; it builds: .*gfx90a" \
+    "$work/x.hkpack" "$HKC" build "$bert" -o "$work/x.hkpack" --target gfx942
+  mkdir -p "$work/tpl/gpu"
+  { echo "#error invalid template parameter HK_TILE_M"; cat "$HK_SOURCE_DIR/templates/gpu/gemm.hip"; } > "$work/tpl/gpu/gemm.hip"
+  expect_fail "kernel that fails to compile" "kernel hk_gemm_f16_bias \(op gemm\) for gfx90a did not compile" "$work/x.hkpack" \
+    env HKC_TEMPLATE_DIR="$work/tpl" "$HKC" build "$bert" -o "$work/x.hkpack" --target gfx90a --no-cache
+  grep -q "invalid template parameter" "$work/out" || { echo "FAIL compile error lacks the compiler's log"; fail=1; }
+  # a kernel that spills: a warning, and an error with --Werror-spills
+  mkdir -p "$work/spill/gpu"
+  cat > "$work/spill/gpu/unary.hip" <<'EOF'
+/* test template: forces register spills with a large dynamically indexed local array */
+HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS) HK_NAME(const HK_T *x, HK_T *out, long long n) {
+  float big[1024];
+  for (int j = 0; j < 1024; j++) big[j] = HK_LOAD(x[(j * 7) % n]);
+  for (long long i = HK_BID * HK_THREADS + HK_TID; i < n; i += HK_NBLOCKS * HK_THREADS)
+    out[i] = HK_STORE(big[(i * 13) % 1024]);
+}
+EOF
+  ew=$HK_SOURCE_DIR/tests/specs/op_elementwise.yaml
+  check "spilling kernel builds with a warning" env HKC_TEMPLATE_DIR="$work/spill" "$HKC" build "$ew" -o "$work/s.hkpack" --target gfx90a --no-cache
+  grep -Eq "warning: kernel hk_relu_f32 on gfx90a spills [0-9]+ bytes" "$work/out" || { echo "FAIL no spill warning"; cat "$work/out"; fail=1; }
+  rm -f "$work/s.hkpack"
+  expect_fail "--Werror-spills" "kernel hk_relu_f32 on gfx90a spills [0-9]+ bytes .*--Werror-spills" "$work/s.hkpack" \
+    env HKC_TEMPLATE_DIR="$work/spill" "$HKC" build "$ew" -o "$work/s.hkpack" --target gfx90a --no-cache --Werror-spills
+fi
+
+if [ $have_nv -eq 1 ]; then
+  for spec in "$HK_SOURCE_DIR"/specs/*.yaml "$HK_SOURCE_DIR"/tests/specs/*.yaml; do
+    name=$(basename "$spec" .yaml)
+    check "$name for sm_90 (cubins, no GPU needed)" "$HKC" build "$spec" -o "$work/$name.sm90.hkpack" --target host,sm_90
+  done
+  "$HKC" inspect "$work/bert_layer.sm90.hkpack" > "$work/inspect.txt"
+  awk '/^kernels for sm_90/{on=1;next} /^kernels for/{on=0} on && /^  hk_/{n++; if ($2<=0 || $7!=32 || $10 !~ /%$/) bad++} END{exit !(n>0 && bad==0)}' \
+    "$work/inspect.txt" && echo "ok   sm_90 kernels: registers > 0, warp 32, occupancy shown" || { echo "FAIL sm_90 resources"; fail=1; }
+  check "bert_layer for sm_80 and sm_90a" "$HKC" build "$bert" -o "$work/b80.hkpack" --target sm_80,sm_90a
+fi
+exit $fail
