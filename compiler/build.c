@@ -406,13 +406,13 @@ static int resolve_targets(const hkc_spec_t *spec, const char *list, target_plan
         for (size_t k = 0; k < n_isas && !found; k++)
           found = strlen(isas[k]) == base && strncmp(isas[k], plans[i].name, base) == 0;
         if (!found) {
-          char list[2048];
+          char buildable[2048];
           int len = 0;
-          list[0] = '\0';
-          for (size_t k = 0; k < n_isas && len >= 0 && (size_t)len < sizeof list; k++)
-            if (!strchr(isas[k], ':') && hkc_gpu_arch_find(isas[k])) len += snprintf(list + len, sizeof list - (size_t)len, "%s%s", len ? " " : "", isas[k]);
+          buildable[0] = '\0';
+          for (size_t k = 0; k < n_isas && len >= 0 && (size_t)len < sizeof buildable; k++)
+            if (!strchr(isas[k], ':') && hkc_gpu_arch_find(isas[k])) len += snprintf(buildable + len, sizeof buildable - (size_t)len, "%s%s", len ? " " : "", isas[k]);
           hkc_error((hkc_loc_t){0}, "target %s: the installed toolchain (%s) cannot build it; it builds: %s",
-                    plans[i].name, hkc_hiprtc_version(), list);
+                    plans[i].name, hkc_hiprtc_version(), buildable);
           rc = -1;
         }
       }

@@ -18,8 +18,7 @@ if [ "${HK_SKIP_SANITIZE:-0}" != 1 ]; then
   echo "== ASan + UBSan build + tests (clang, with libFuzzer targets)"
   CC=clang cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DHK_SANITIZE=ON -DHK_FUZZ=ON >/dev/null
   cmake --build build-asan -j"$jobs"
-  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --test-dir build-asan --output-on-failure -j"$jobs"
+  ctest --test-dir build-asan --output-on-failure -j"$jobs" # sanitizer options: tests/CMakeLists.txt
   secs=${HK_FUZZ_SECONDS:-20}
   for fuzzer in build-asan/tests/fuzz_*; do
     [ -x "$fuzzer" ] || continue
