@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gpu_variant.h"
 #include "hkc.h"
 
 typedef enum { FAMILY_HOST, FAMILY_HIP, FAMILY_CUDA, FAMILY_UNKNOWN } target_family_t;
@@ -69,6 +70,7 @@ static int collect_kernels(const hkc_spec_t *spec, hkc_target_out_t *t, uint32_t
     hkc_kernel_key_t key;
     hkc_arg_t args[HKC_MAX_ARGS];
     if (hkc_lower_node(spec, i, spec->batch_sizes[0], &key, args) < 0) return -1;
+    if (t->kind == HK_TARGET_HOST) key.align = key.head_dim = 0; /* one host kernel serves every shape */
     size_t k = 0;
     while (k < t->n_kernels && !hkc_kernel_key_equal(&t->kernels[k].key, &key)) k++;
     if (k == t->n_kernels) {
@@ -468,6 +470,12 @@ int hkc_build(const hkc_build_options_t *options) {
     name_target(p);
     p->node_kernel = calloc(spec->n_nodes, sizeof *p->node_kernel);
     if (!p->node_kernel || collect_kernels(spec, &p->out, p->node_kernel) != 0) goto fail;
+    for (size_t k = 0; p->arch && k < p->out.n_kernels; k++) {
+      hkc_kernel_out_t *ko = &p->out.kernels[k];
+      const hkc_gpu_variant_t *v = hkc_gpu_variant_for(p->arch, &ko->key);
+      size_t len = strlen(ko->params);
+      snprintf(ko->params + len, sizeof ko->params - len, " kernel=%s", v ? v->name : "simple");
+    }
   }
   if (compile_all(plans, n_plans, options) != 0) goto done;
   for (size_t i = 0; i < n_plans; i++) {

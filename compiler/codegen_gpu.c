@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_variant.h"
 #include "hkc.h"
 
 /* Default tile sizes and block sizes of the simple GPU kernels. They are emitted into
@@ -122,7 +123,8 @@ static int sb_template(strbuf_t *sb, const char *path) {
 char *hkc_codegen_gpu(const hkc_gpu_arch_t *arch, const hkc_kernel_out_t *kernel) {
   const hkc_kernel_key_t *key = &kernel->key;
   const gpu_params_t *p = gpu_params(key->op);
-  const char *tpl = gpu_template_path(key->op);
+  const hkc_gpu_variant_t *variant = hkc_gpu_variant_for(arch, key);
+  const char *tpl = variant ? variant->template_path : gpu_template_path(key->op);
   static const char *const types[] = {"float", "unsigned short", "unsigned short"};
   static const char *const loads[] = {"hk_f32_load", "hk_f16_to_f32", "hk_bf16_to_f32"};
   static const char *const stores[] = {"hk_f32_store", "hk_f32_to_f16", "hk_f32_to_bf16"};
@@ -153,15 +155,26 @@ char *hkc_codegen_gpu(const hkc_gpu_arch_t *arch, const hkc_kernel_out_t *kernel
   sb_printf(&sb, "#define HK_BINOP(x, y) ((x) %c (y))\n", key->op == HK_OP_MUL ? '*' : '+');
   sb_printf(&sb, "#define HK_TRANS_B %d\n#define HK_HAS_BIAS %d\n#define HK_HAS_RESIDUAL %d\n", key->trans_b ? 1 : 0,
             key->has_bias ? 1 : 0, key->has_residual ? 1 : 0);
-  sb_printf(&sb, "#define HK_THREADS %d\n", p->threads);
-  if (key->op == HK_OP_GEMM)
+  if (variant) {
+    char defs[2048] = "";
+    variant->defines(arch, key, defs, sizeof defs);
+    sb_printf(&sb, "/* variant %s */\n", variant->name);
+    sb_append(&sb, defs, strlen(defs));
+  } else {
+    sb_printf(&sb, "#define HK_THREADS %d\n", p->threads);
+  }
+  if (variant) {
+    /* the variant's macros replace the simple kernels' tile sizes */
+  } else if (key->op == HK_OP_GEMM)
     sb_printf(&sb, "#define HK_TILE_M %d\n#define HK_TILE_N %d\n#define HK_TILE_K %d\n#define HK_GEMM_TX %d\n",
               p->tile_m, p->tile_n, p->tile_k, p->gemm_tx);
-  if (key->op == HK_OP_ATTENTION)
+  else if (key->op == HK_OP_ATTENTION)
     sb_printf(&sb, "#define HK_ATTN_BQ %d\n#define HK_ATTN_BKV %d\n#define HK_ATTN_DC %d\n", p->attn_bq,
               p->attn_bkv, p->attn_dc);
-  if (sb_template(&sb, arch->kind == HK_TARGET_HIP ? "gpu/prelude_hip.h" : "gpu/prelude_cuda.h") != 0 ||
-      sb_template(&sb, "gpu/common.h") != 0 || sb_template(&sb, tpl) != 0 || sb.failed) {
+  int rc = sb_template(&sb, arch->kind == HK_TARGET_HIP ? "gpu/prelude_hip.h" : "gpu/prelude_cuda.h") |
+           sb_template(&sb, "gpu/common.h");
+  for (size_t i = 0; variant && variant->includes && variant->includes[i]; i++) rc |= sb_template(&sb, variant->includes[i]);
+  if (rc != 0 || sb_template(&sb, tpl) != 0 || sb.failed) {
     free(sb.data);
     return NULL;
   }
@@ -184,6 +197,11 @@ static int64_t ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) 
  * it correct. At least one block; no dynamic shared memory (all of it is static). */
 void hkc_gpu_launch_dims(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
                          uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
+  const hkc_gpu_variant_t *variant = hkc_gpu_variant_for(arch, key);
+  if (variant) {
+    variant->launch(arch, key, args, n_args, out_grid, out_block, out_shared);
+    return;
+  }
   const gpu_params_t *p = gpu_params(key->op);
   int64_t blocks = 1;
   switch (key->op) {

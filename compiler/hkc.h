@@ -167,6 +167,15 @@ typedef struct hkc_kernel_key {
   hk_dtype_t dtype;
   hk_act_t act;
   int trans_b, has_bias, has_residual;
+  /* Shape facts fixed at build time (the same at every batch size) that let a GPU target
+   * pick a specialised kernel. align: the largest of 8, 4, 2, 1 elements dividing every
+   * row length, row stride and column offset the kernel indexes with (gemm: K and N;
+   * norms/softmax: cols; element-wise: the operands' last dims; attention: ld_q, ld_kv,
+   * the column offsets and dh); with 16-byte-aligned tensors (hk_session_bind checks
+   * it) align 8 allows 16-byte vector access of f16/bf16 rows. head_dim: attention's dh.
+   * The host target ignores both (zero). */
+  int align;
+  int head_dim;
 } hkc_kernel_key_t;
 
 typedef struct hkc_arg {

@@ -32,6 +32,14 @@ static void push_tensor(arg_list_t *l, int tensor) {
 }
 
 static void push_i64(arg_list_t *l, int64_t v) { l->args[l->n++] = (hkc_arg_t){.kind = HK_ARG_I64, .i = v}; }
+
+/* Largest of 8, 4, 2, 1 dividing every value (see hkc_kernel_key_t.align). */
+static int align_of(const int64_t *values, int n) {
+  int a = 8;
+  for (int i = 0; i < n; i++)
+    while (a > 1 && values[i] % a != 0) a /= 2;
+  return a;
+}
 static void push_f32(arg_list_t *l, float v) { l->args[l->n++] = (hkc_arg_t){.kind = HK_ARG_F32, .f = v}; }
 
 /* Returns the number of arguments, or -1 (reported at the node) for a node whose
@@ -67,6 +75,7 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
     push_i64(&l, tensor_elems(x, batch) / k);
     push_i64(&l, n);
     push_i64(&l, k);
+    out_key->align = align_of((int64_t[]){k, n}, 2);
     return l.n;
   }
   case HK_OP_ADD:
@@ -77,6 +86,8 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
     push_i64(&l, tensor_elems(out, batch));
     push_i64(&l, tensor_elems(x, batch));
     push_i64(&l, tensor_elems(&spec->tensors[nd->in[1]], batch));
+    out_key->align = align_of((int64_t[]){last_dim(out, batch), last_dim(x, batch),
+                                          last_dim(&spec->tensors[nd->in[1]], batch)}, 3);
     return l.n;
   case HK_OP_RELU:
   case HK_OP_GELU:
@@ -84,6 +95,7 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
     push_tensor(&l, nd->in[0]);
     push_tensor(&l, nd->out);
     push_i64(&l, tensor_elems(out, batch));
+    out_key->align = align_of((int64_t[]){last_dim(out, batch)}, 1);
     return l.n;
   case HK_OP_LAYERNORM:
   case HK_OP_RMSNORM:
@@ -97,6 +109,7 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
     push_i64(&l, tensor_elems(x, batch) / cols);
     push_i64(&l, cols);
     if (nd->op != HK_OP_SOFTMAX) push_f32(&l, nd->eps);
+    out_key->align = align_of(&cols, 1);
     return l.n;
   }
   case HK_OP_ATTENTION: {
@@ -127,6 +140,8 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
     push_i64(&l, packed ? (heads + kv_heads) * dh : 0);
     push_i64(&l, nd->causal ? 1 : 0);
     push_f32(&l, nd->has_scale ? nd->scale : (float)(1.0 / sqrt((double)dh)));
+    out_key->align = align_of((int64_t[]){ld_q, ld_kv, heads * dh, (heads + kv_heads) * dh, dh}, 5);
+    out_key->head_dim = dh <= INT32_MAX ? (int)dh : 0;
     return l.n;
   }
   default: break;
@@ -163,12 +178,19 @@ void hkc_kernel_key_name(const hkc_kernel_key_t *key, char *out, size_t size) {
   else snprintf(dt, sizeof dt, "dt%d", (int)key->dtype);
   if ((s = key_act_name(key->act))) snprintf(act, sizeof act, "%s", s);
   else snprintf(act, sizeof act, "act%d", (int)key->act);
-  snprintf(out, size, "hk_%s_%s%s%s%s%s%s", op, dt, key->act != HK_ACT_NONE ? "_" : "",
+  char shape[32] = "";
+  int align = key->align > 1 ? key->align : 1;
+  if (align > 1 && key->head_dim > 0) snprintf(shape, sizeof shape, "_a%d_d%d", align, key->head_dim);
+  else if (align > 1) snprintf(shape, sizeof shape, "_a%d", align);
+  else if (key->head_dim > 0) snprintf(shape, sizeof shape, "_d%d", key->head_dim);
+  snprintf(out, size, "hk_%s_%s%s%s%s%s%s%s", op, dt, key->act != HK_ACT_NONE ? "_" : "",
            key->act != HK_ACT_NONE ? act : "", key->has_bias ? "_bias" : "", key->has_residual ? "_res" : "",
-           key->trans_b ? "_tb" : "");
+           key->trans_b ? "_tb" : "", shape);
 }
 
 int hkc_kernel_key_equal(const hkc_kernel_key_t *a, const hkc_kernel_key_t *b) {
+  int align_a = a->align > 1 ? a->align : 1, align_b = b->align > 1 ? b->align : 1;
   return a->op == b->op && a->dtype == b->dtype && a->act == b->act && !a->trans_b == !b->trans_b &&
-         !a->has_bias == !b->has_bias && !a->has_residual == !b->has_residual;
+         !a->has_bias == !b->has_bias && !a->has_residual == !b->has_residual && align_a == align_b &&
+         a->head_dim == b->head_dim;
 }

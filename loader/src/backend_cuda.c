@@ -433,6 +433,20 @@ static hk_status_t cuda_session_prepare(hk_module_t *module, uint64_t workspace_
   s->base.launch_count = launch_count;
   s->base.workspace_bytes = workspace_bytes;
   hk_status_t st = HK_OK;
+  /* Kernels launched with more than 48 KiB of dynamic shared memory must opt in. */
+  for (uint32_t i = 0; i < launch_count && st == HK_OK; i++)
+    if (launches[i].shared_bytes > HK_CU_DEFAULT_DYNAMIC_SHARED) {
+      if (!CU.cuFuncSetAttribute)
+        st = HK_ERROR(HK_STATUS_UNAVAILABLE, "this CUDA driver lacks cuFuncSetAttribute, needed for %u bytes of "
+                      "dynamic shared memory", launches[i].shared_bytes);
+      else
+        st = CU_CHECK(cuFuncSetAttribute, (m->fns[launches[i].kernel], HK_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                           (int)launches[i].shared_bytes));
+    }
+  if (st != HK_OK) {
+    hk_free(a, s);
+    return st;
+  }
   if (workspace_bytes > SIZE_MAX) {
     st = HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "a %llu-byte workspace does not fit in size_t",
                   (unsigned long long)workspace_bytes);

@@ -39,6 +39,9 @@ typedef struct CUgraphExec_st *hk_cu_graph_exec_t;
 #define HK_CUDA_ERROR_NOT_FOUND 500
 #define HK_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
 #define HK_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
+#define HK_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
+/* Dynamic shared memory a kernel may use without opting in (cuFuncSetAttribute). */
+#define HK_CU_DEFAULT_DYNAMIC_SHARED 49152
 
 /* CUDA_KERNEL_NODE_PARAMS_v1 (cuGraphAddKernelNode, CUDA 10+) */
 typedef struct hk_cu_kernel_node_params_v1 {
@@ -110,7 +113,8 @@ typedef struct hk_cu_kernel_node_params_v2 {
     (hk_cu_graph_exec_t exec, hk_cu_graph_node_t node, const hk_cu_kernel_node_params_v1_t *params))                         \
   X(cuGraphExecDestroy, "cuGraphExecDestroy", NULL, false, hk_cu_result_t, (hk_cu_graph_exec_t exec))                      \
   X(cuGraphDestroy, "cuGraphDestroy", NULL, false, hk_cu_result_t, (hk_cu_graph_t graph))                                 \
-  X(cuFuncGetAttribute, "cuFuncGetAttribute", NULL, false, hk_cu_result_t, (int *value, int attrib, hk_cu_function_t f))
+  X(cuFuncGetAttribute, "cuFuncGetAttribute", NULL, false, hk_cu_result_t, (int *value, int attrib, hk_cu_function_t f)) \
+  X(cuFuncSetAttribute, "cuFuncSetAttribute", NULL, false, hk_cu_result_t, (hk_cu_function_t f, int attrib, int value))
 
 #define HK_GPU_SYMBOL_MEMBER(member, symbol, alt, required, ret, params) ret(*member) params;
 typedef struct hk_cuda_symbols {

@@ -16,6 +16,10 @@
 #include "status_internal.h"
 #include "util_internal.h"
 
+/* Every bound buffer's address is a multiple of this: GPU kernels use 16-byte vector
+ * loads on rows whose length allows it (hkc_kernel_key_t.align). */
+#define HK_BIND_ALIGN 16u
+
 typedef union hk_arg_slot {
   void *ptr;     /* HK_ARG_NULL */
   int64_t i64;   /* HK_ARG_I64 */
@@ -232,6 +236,10 @@ HK_API hk_status_t hk_session_bind(hk_session_t *s, const char *name, void *data
                     shape, bytes);
     } else if (!data) {
       st = HK_ERROR(HK_STATUS_INVALID_ARGUMENT, "tensor %s: data is NULL", name);
+    } else if (((uintptr_t)data & (HK_BIND_ALIGN - 1)) != 0) {
+      st = HK_ERROR(HK_STATUS_INVALID_ARGUMENT,
+                    "tensor %s: buffer %p is not %u-byte aligned (kernels load 16-byte vectors; "
+                    "malloc, cudaMalloc and hk_session_alloc all align enough)", name, data, HK_BIND_ALIGN);
     } else {
       s->tensor_ptrs[at->tensor] = data;
       at->bound = true;

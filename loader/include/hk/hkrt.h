@@ -126,8 +126,9 @@ HK_API uint32_t hk_session_tensor_count(const hk_session_t *session);
 HK_API hk_status_t hk_session_tensor_info(const hk_session_t *session, uint32_t index,
                                           hk_tensor_info_t *out_info);
 
-/* Binds a buffer of exactly info.bytes bytes to the named tensor. Rebinding is allowed.
- * Errors: NOT_FOUND (no such tensor; the message lists the names), INVALID_ARGUMENT (size). */
+/* Binds a buffer of exactly info.bytes bytes, at a 16-byte-aligned address, to the named
+ * tensor. Rebinding is allowed. Errors: NOT_FOUND (no such tensor; the message lists the
+ * names), INVALID_ARGUMENT (size, alignment, NULL). */
 HK_API hk_status_t hk_session_bind(hk_session_t *session, const char *name, void *data, size_t bytes);
 
 /* Runs the whole graph once. stream: the backend's stream (CUstream/hipStream_t) or NULL.

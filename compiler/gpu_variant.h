@@ -1,0 +1,42 @@
+/*
+ * compiler/gpu_variant.h -- specialised GPU kernels ("variants") next to the simple,
+ * portable ones of templates/gpu/<op>.hip.
+ *
+ * A variant serves some kernel keys on some architectures (e.g. a wgmma GEMM for f16/bf16
+ * with align 8 on sm_90a). It names its template and the tile-library headers that go
+ * before it, writes its own macros (tile sizes, threads: what the tuner will choose), and
+ * computes its launch. hkc_gpu_variant_for() returns the first variant in the registry
+ * (gpu_variants.c) that accepts the key; keys no variant accepts use the simple kernels.
+ * A variant must be correct for every shape its applies() accepts (tails masked).
+ */
+#ifndef HKC_GPU_VARIANT_H
+#define HKC_GPU_VARIANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hkc.h"
+
+typedef struct hkc_gpu_variant {
+  const char *name;                 /* shown in the kernel's params: "gemm_wgmma" */
+  const char *template_path;        /* "gpu/gemm_wgmma.hip" */
+  const char *const *includes;      /* templates emitted before it (tile library), NULL-terminated; may be NULL */
+  /* Whether this variant computes `key` on `arch` (all shapes the key allows). */
+  int (*applies)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key);
+  /* Appends the variant's "#define ...\n" lines (must include HK_THREADS) to out. */
+  void (*defines)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size);
+  /* Grid, block and dynamic shared memory bytes for these args (the kernel ABI's). */
+  void (*launch)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
+                 uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared);
+} hkc_gpu_variant_t;
+
+/* The variant serving key on arch, or NULL for the simple kernel. */
+const hkc_gpu_variant_t *hkc_gpu_variant_for(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key);
+
+/* Helpers for variants. */
+static inline int64_t hkc_variant_arg_i64(const hkc_arg_t *args, uint32_t n_args, uint32_t i) {
+  return i < n_args && args[i].kind == HK_ARG_I64 ? args[i].i : 0;
+}
+static inline int64_t hkc_variant_ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) / b; }
+
+#endif /* HKC_GPU_VARIANT_H */
