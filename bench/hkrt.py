@@ -1,0 +1,73 @@
+"""ctypes binding of libhkrt (loader/include/hk/hkrt.h) for benchmarks and checks:
+open a pack, make a session, bind torch device tensors by their data pointers, run on
+torch's current stream. The same C entry points an application uses."""
+import ctypes
+import os
+
+HK_TENSOR_OUTPUT = 1
+HK_TENSOR_PARAM = 2
+_ELEM = {0: "float32", 1: "float16", 2: "bfloat16"}
+
+
+class TensorInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("role", ctypes.c_int), ("element_type", ctypes.c_int),
+                ("rank", ctypes.c_uint32), ("dims", ctypes.c_int64 * 6), ("bytes", ctypes.c_size_t)]
+
+
+class SessionOptions(ctypes.Structure):
+    _fields_ = [("batch", ctypes.c_uint64), ("target", ctypes.c_char_p), ("device", ctypes.c_int)]
+
+
+def _lib(path=None):
+    path = path or os.environ.get("HKRT_LIB") or os.path.join(os.path.dirname(__file__), "..", "build-dev", "libhkrt.so")
+    lib = ctypes.CDLL(path)
+    vp, c = ctypes.c_void_p, ctypes.c_char_p
+    lib.hk_last_error.restype = c
+    lib.hk_pack_open_file.argtypes = [c, vp, ctypes.POINTER(vp)]
+    lib.hk_pack_destroy.argtypes = [vp]
+    lib.hk_session_create.argtypes = [vp, ctypes.POINTER(SessionOptions), ctypes.POINTER(vp)]
+    lib.hk_session_destroy.argtypes = [vp]
+    lib.hk_session_target.argtypes = [vp]
+    lib.hk_session_target.restype = c
+    lib.hk_session_tensor_count.argtypes = [vp]
+    lib.hk_session_tensor_count.restype = ctypes.c_uint32
+    lib.hk_session_tensor_info.argtypes = [vp, ctypes.c_uint32, ctypes.POINTER(TensorInfo)]
+    lib.hk_session_bind.argtypes = [vp, c, vp, ctypes.c_size_t]
+    lib.hk_session_run.argtypes = [vp, vp]
+    lib.hk_session_synchronize.argtypes = [vp, vp]
+    return lib
+
+
+class Session:
+    def __init__(self, pack_path, batch, target=None, lib=None):
+        self.lib = lib or _lib()
+        self.pack = ctypes.c_void_p()
+        self._check(self.lib.hk_pack_open_file(pack_path.encode(), None, ctypes.byref(self.pack)))
+        self.s = ctypes.c_void_p()
+        opts = SessionOptions(batch, target.encode() if target else None, 0)
+        self._check(self.lib.hk_session_create(self.pack, ctypes.byref(opts), ctypes.byref(self.s)))
+        self.target = self.lib.hk_session_target(self.s).decode()
+        self.tensors = []
+        for i in range(self.lib.hk_session_tensor_count(self.s)):
+            info = TensorInfo()
+            self._check(self.lib.hk_session_tensor_info(self.s, i, ctypes.byref(info)))
+            self.tensors.append({"name": info.name.decode(), "output": info.role == HK_TENSOR_OUTPUT,
+                                 "param": info.role == HK_TENSOR_PARAM,
+                                 "dtype": _ELEM[info.element_type], "shape": list(info.dims[:info.rank]),
+                                 "bytes": info.bytes})
+
+    def _check(self, status):
+        if status != 0:
+            raise RuntimeError("libhkrt: " + self.lib.hk_last_error().decode())
+
+    def bind(self, name, tensor):
+        assert tensor.is_contiguous()
+        self._check(self.lib.hk_session_bind(self.s, name.encode(), ctypes.c_void_p(tensor.data_ptr()),
+                                             tensor.numel() * tensor.element_size()))
+
+    def run(self, stream=None):
+        self._check(self.lib.hk_session_run(self.s, ctypes.c_void_p(stream) if stream else None))
+
+    def close(self):
+        self.lib.hk_session_destroy(self.s)
+        self.lib.hk_pack_destroy(self.pack)
