@@ -155,7 +155,7 @@ static void test_bind_errors(void **ts) {
   NEED_CC(st);
   hk_session_t *s;
   assert_int_equal(hk_session_create(st->pack, &(hk_session_options_t){.batch = 2}, &s), HK_OK);
-  float buf[800];
+  _Alignas(16) float buf[804];
   assert_int_equal(hk_session_bind(s, "z", buf, 800), HK_STATUS_NOT_FOUND);
   assert_non_null(strstr(hk_last_error(), "no tensor named \"z\""));
   assert_non_null(strstr(hk_last_error(), "x, w, y"));
@@ -164,6 +164,8 @@ static void test_bind_errors(void **ts) {
   assert_int_equal(hk_session_bind(s, "x", buf, 1000), HK_STATUS_INVALID_ARGUMENT);
   assert_non_null(strstr(hk_last_error(), "tensor x expects 800 bytes (f32 [2,100]), got 1000"));
   assert_int_equal(hk_session_bind(s, "x", NULL, 800), HK_STATUS_INVALID_ARGUMENT);
+  assert_int_equal(hk_session_bind(s, "x", buf + 1, 800), HK_STATUS_INVALID_ARGUMENT); /* 4 bytes off */
+  assert_non_null(strstr(hk_last_error(), "is not 16-byte aligned"));
   assert_int_equal(hk_session_bind(s, "x", buf, 800), HK_OK);
   assert_int_equal(hk_session_bind(s, "w", buf, 400), HK_OK);
   assert_int_equal(hk_session_run(s, NULL), HK_STATUS_FAILED_PRECONDITION);
