@@ -6,10 +6,15 @@
  *   void NAME(void *const *args, uint32_t block_begin, uint32_t block_end);
  * args[i] points at argument i's value (a void* for tensors and NULL args, an int64_t,
  * a float); the kernel processes blocks [block_begin, block_end) of grid.x.
- * Launches run in stored order on the calling thread, one call per launch.
+ * Launches run in stored order. A launch's blocks are shared out in chunks between the
+ * calling thread and the session's worker threads (HK_HOST_THREADS, default: the online
+ * CPUs); the next launch starts when every block of this one is done. Blocks are
+ * independent, so results do not depend on the number of threads.
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,10 +45,123 @@ typedef struct host_module {
   hk_host_kernel_fn *fns; /* base.kernel_count entries */
 } host_module_t;
 
+/* Most threads a host session starts: beyond this, launches of layer-sized graphs have
+ * too few blocks per thread to gain. */
+#define HK_HOST_MAX_THREADS 64
+/* Chunks per thread a launch is cut into, so uneven blocks (causal attention) balance. */
+#define HK_HOST_CHUNKS_PER_THREAD 4
+
+/* Worker threads of one session. The caller publishes a launch under `lock` (a new
+ * generation), works on it too, and waits until `busy` helpers have finished it. */
+typedef struct host_pool {
+  pthread_t threads[HK_HOST_MAX_THREADS];
+  uint32_t n_threads;        /* helpers, not counting the caller */
+  pthread_mutex_t lock;
+  pthread_cond_t start, finished;
+  uint64_t generation;
+  int quit;
+  uint32_t busy;
+  hk_host_kernel_fn fn;
+  void *const *args;
+  uint32_t end, chunk;
+  atomic_uint next;
+} host_pool_t;
+
 typedef struct host_session {
   hk_backend_session_t base;
   void *workspace_raw; /* unaligned allocation behind base.workspace */
+  host_pool_t *pool;   /* NULL: single-threaded */
 } host_session_t;
+
+static void pool_work(host_pool_t *p) {
+  for (;;) {
+    uint32_t b = atomic_fetch_add(&p->next, p->chunk);
+    if (b >= p->end) return;
+    p->fn(p->args, b, p->end - b < p->chunk ? p->end : b + p->chunk);
+  }
+}
+
+static void *pool_main(void *arg) {
+  host_pool_t *p = arg;
+  uint64_t seen = 0;
+  pthread_mutex_lock(&p->lock);
+  for (;;) {
+    while (!p->quit && p->generation == seen) pthread_cond_wait(&p->start, &p->lock);
+    if (p->quit) break;
+    seen = p->generation;
+    pthread_mutex_unlock(&p->lock);
+    pool_work(p);
+    pthread_mutex_lock(&p->lock);
+    if (--p->busy == 0) pthread_cond_signal(&p->finished);
+  }
+  pthread_mutex_unlock(&p->lock);
+  return NULL;
+}
+
+static void pool_stop(host_pool_t *p, const hk_allocator_t *a) {
+  if (!p) return;
+  pthread_mutex_lock(&p->lock);
+  p->quit = 1;
+  pthread_cond_broadcast(&p->start);
+  pthread_mutex_unlock(&p->lock);
+  for (uint32_t i = 0; i < p->n_threads; i++) pthread_join(p->threads[i], NULL);
+  pthread_cond_destroy(&p->start);
+  pthread_cond_destroy(&p->finished);
+  pthread_mutex_destroy(&p->lock);
+  hk_free(a, p);
+}
+
+/* Threads to use: HK_HOST_THREADS when set (1 = no pool), else the online CPUs. */
+static uint32_t host_thread_count(void) {
+  const char *e = getenv("HK_HOST_THREADS");
+  long n = e && *e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+  if (n < 1) n = 1;
+  if (n > HK_HOST_MAX_THREADS) n = HK_HOST_MAX_THREADS;
+  return (uint32_t)n;
+}
+
+/* A pool of n-1 helpers in *out; *out stays NULL when n is 1 or no thread can be started
+ * (the session then runs single-threaded, which is always correct). Errors: OUT_OF_MEMORY
+ * from the allocator. */
+static hk_status_t pool_start(uint32_t n, const hk_allocator_t *a, host_pool_t **out) {
+  *out = NULL;
+  if (n <= 1) return HK_OK;
+  host_pool_t *p = hk_calloc(a, 1, sizeof *p);
+  HK_FAIL_IF(!p, HK_STATUS_OUT_OF_MEMORY, "out of memory creating the host session's thread pool");
+  pthread_mutex_init(&p->lock, NULL);
+  pthread_cond_init(&p->start, NULL);
+  pthread_cond_init(&p->finished, NULL);
+  atomic_init(&p->next, 0);
+  for (uint32_t i = 0; i + 1 < n; i++) {
+    if (pthread_create(&p->threads[i], NULL, pool_main, p) != 0) break;
+    p->n_threads++;
+  }
+  if (p->n_threads == 0) {
+    pool_stop(p, a);
+    return HK_OK;
+  }
+  *out = p;
+  return HK_OK;
+}
+
+/* Runs blocks [0, grid) of one launch on the pool and the calling thread. */
+static void pool_run(host_pool_t *p, hk_host_kernel_fn fn, void *const *args, uint32_t grid) {
+  uint32_t pieces = (p->n_threads + 1) * HK_HOST_CHUNKS_PER_THREAD;
+  pthread_mutex_lock(&p->lock);
+  p->fn = fn;
+  p->args = args;
+  p->end = grid;
+  p->chunk = grid / pieces ? grid / pieces : 1;
+  atomic_store(&p->next, 0);
+  p->busy = p->n_threads;
+  p->generation++;
+  pthread_cond_broadcast(&p->start);
+  pthread_mutex_unlock(&p->lock);
+  pool_work(p);
+  pthread_mutex_lock(&p->lock);
+  while (p->busy) pthread_cond_wait(&p->finished, &p->lock);
+  pthread_mutex_unlock(&p->lock);
+}
 
 static bool host_available(void) { return true; }
 
@@ -148,6 +266,7 @@ static void host_session_release(hk_backend_session_t *session) {
   if (!session) return;
   host_session_t *s = (host_session_t *)session;
   const hk_allocator_t *a = session->module->allocator;
+  pool_stop(s->pool, a);
   hk_free(a, s->workspace_raw);
   hk_free(a, s);
 }
@@ -173,6 +292,12 @@ static hk_status_t host_session_prepare(hk_module_t *module, uint64_t workspace_
     uintptr_t p = ((uintptr_t)s->workspace_raw + HK_HOST_WORKSPACE_ALIGN - 1) & ~(uintptr_t)(HK_HOST_WORKSPACE_ALIGN - 1);
     s->base.workspace = (void *)p;
   }
+  hk_status_t st = pool_start(host_thread_count(), a, &s->pool);
+  if (st != HK_OK) {
+    hk_free(a, s->workspace_raw);
+    hk_free(a, s);
+    return st;
+  }
   *out_session = &s->base;
   return HK_OK;
 }
@@ -180,9 +305,13 @@ static hk_status_t host_session_prepare(hk_module_t *module, uint64_t workspace_
 static hk_status_t host_run(hk_backend_session_t *session, void *stream) {
   (void)stream;
   const host_module_t *m = (const host_module_t *)session->module;
+  host_pool_t *pool = ((host_session_t *)session)->pool;
   for (uint32_t i = 0; i < session->launch_count; i++) {
     const hk_launch_desc_t *l = &session->launches[i];
-    m->fns[l->kernel]((void *const *)l->args, 0, l->grid[0]);
+    if (pool && l->grid[0] > 1)
+      pool_run(pool, m->fns[l->kernel], (void *const *)l->args, l->grid[0]);
+    else
+      m->fns[l->kernel]((void *const *)l->args, 0, l->grid[0]);
   }
   return HK_OK;
 }
