@@ -95,3 +95,54 @@ const hkc_gpu_variant_t hkc_variant_gemm_mma = {
     .defines = mma_defines,
     .launch = mma_launch,
 };
+
+/* ---- gemm_wgmma -----------------------------------------------------------------------------
+ * 128 x 256 x 64 tiles, 2 warpgroups of 64 x 256 (m64n256k16, 128 f32 accumulators per
+ * thread), 4 stages of 48 KiB (+1 KiB for aligning the dynamic base to 1024 bytes).
+ * HKC_GEMM_WGMMA_CFG="BN,STAGES" (BN 128 or 256) overrides, for experiments. */
+static gemm_cfg_t wgmma_cfg(const hkc_gpu_arch_t *arch) {
+  gemm_cfg_t c = {.bm = 128, .bn = 256, .bk = 64, .warps_m = 8, .warps_n = 1, .stages = 4, .group_m = 8};
+  const char *env = getenv("HKC_GEMM_WGMMA_CFG");
+  int bn = 0, st = 0;
+  if (env && sscanf(env, "%d,%d", &bn, &st) == 2 && (bn == 128 || bn == 256) && st >= 3 &&
+      (uint64_t)st * (uint64_t)(c.bm + bn) * 128u + 1024u <= arch->max_lds_per_block) {
+    c.bn = bn;
+    c.stages = st;
+  }
+  return c;
+}
+
+static int wgmma_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  return gemm_nv_key_ok(arch, key) && arch->matrix == HKC_MATRIX_WGMMA;
+}
+
+static void wgmma_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
+  const gemm_cfg_t c = wgmma_cfg(arch);
+  const int bf16 = key->dtype == HK_DTYPE_BF16;
+  size_t len = strlen(out);
+  snprintf(out + len, size > len ? size - len : 0,
+           "#define HK_THREADS %d\n#define HK_WGS %d\n#define HK_TILE_M %d\n#define HK_TILE_N %d\n#define HK_TILE_K %d\n"
+           "#define HK_STAGES %d\n#define HK_GROUP_M %d\n"
+           "#define HK_WGMMA(d, a, b, sc, tb) hk_wgmma_m64n%dk16_%s<tb>(d, a, b, sc)\n"
+           "#define HK_PACK(lo, hi) %s(lo, hi)\n",
+           2 * c.bm, c.bm / 64, c.bm, c.bn, c.bk, c.stages, c.group_m, c.bn, bf16 ? "bf16" : "f16",
+           bf16 ? "hk_pack_bf16x2" : "hk_pack_f16x2");
+}
+
+static void wgmma_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
+                         uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
+  (void)key;
+  const gemm_cfg_t c = wgmma_cfg(arch);
+  cfg_launch(&c, 2 * c.bm, args, n_args, out_grid, out_block, out_shared, cfg_shared(&c) + 1024u);
+}
+
+static const char *const k_wgmma_includes[] = {"gpu/tile_nv.h", "gpu/tile_wgmma.h", NULL};
+
+const hkc_gpu_variant_t hkc_variant_gemm_wgmma = {
+    .name = "gemm_wgmma",
+    .template_path = "gpu/gemm_wgmma.hip",
+    .includes = k_wgmma_includes,
+    .applies = wgmma_applies,
+    .defines = wgmma_defines,
+    .launch = wgmma_launch,
+};
