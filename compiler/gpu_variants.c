@@ -4,7 +4,12 @@
 
 #include "gpu_variant.h"
 
+extern const hkc_gpu_variant_t hkc_variant_gemm_wgmma;
+extern const hkc_gpu_variant_t hkc_variant_gemm_mma;
+
 static const hkc_gpu_variant_t *const k_variants[] = {
+    &hkc_variant_gemm_wgmma,
+    &hkc_variant_gemm_mma,
     NULL, /* variants are listed above this line */
 };
 

@@ -1,0 +1,125 @@
+/*
+ * templates/gpu/tile_nv.h -- NVIDIA tile primitives (sm_80+): shared-memory addresses,
+ * cp.async, ldmatrix, mma.sync m16n8k16, packing, the shared-tile swizzle; and, for
+ * sm_90a only, the warpgroup MMA (wgmma) helpers. Inline PTX only, no headers. Emitted
+ * by a variant's `includes` after prelude_cuda.h and common.h.
+ *
+ * Fragment layouts of mma.sync.m16n8k16 (PTX ISA "Matrix Fragments for mma.m16n8k16"),
+ * lane = threadIdx.x % 32, g = lane >> 2 (group), t = lane & 3 (thread in group):
+ *   A (16x16, row-major), 4 regs of 2 halves: a0 (row g,   k 2t..2t+1), a1 (row g+8, k 2t..),
+ *                                              a2 (row g,   k 2t+8..),   a3 (row g+8, k 2t+8..)
+ *   B (16x8, "col"),      2 regs of 2 halves: b0 (k 2t..2t+1, col g),   b1 (k 2t+8.., col g)
+ *   C/D (16x8, f32),      4 floats:           c0,c1 (row g, col 2t, 2t+1), c2,c3 (row g+8, ...)
+ * The low half of each register is the lower k (or column) index.
+ *
+ * ldmatrix .x4: lanes 8q..8q+7 give the 8 row addresses (16 bytes each) of matrix q;
+ * register q of every lane receives matrix q's (row g, cols 2t, 2t+1); with .trans it
+ * receives (rows 2t, 2t+1, col g) instead, i.e. the transposed 8x8 matrix.
+ */
+#ifndef HK_TILE_NV_H
+#define HK_TILE_NV_H
+
+/* Shared-window address of a generic pointer to shared memory (for PTX .shared operands). */
+HK_DEVICE unsigned hk_smem_u32(const void *p) {
+  unsigned r;
+  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+  return r;
+}
+
+/* ---- cp.async (sm_80+) ----------------------------------------------------------------- */
+/* 16 bytes global -> shared, L2 only (.cg); when !pred nothing is read and the 16 shared
+ * bytes are zero-filled (src-size 0). Callers pass an in-bounds gmem even when !pred
+ * (e.g. the tensor base): nothing is read then, but it keeps the address well-formed. */
+HK_DEVICE void hk_cp_async16(void *smem, const void *gmem, bool pred) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(hk_smem_u32(smem)), "l"(gmem),
+               "r"(pred ? 16 : 0)
+               : "memory");
+}
+HK_DEVICE void hk_cp_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+/* Waits until at most n (an integer constant) of this thread's committed groups are pending. */
+#define HK_CP_ASYNC_WAIT(n) asm volatile("cp.async.wait_group %0;\n" ::"n"(n) : "memory")
+
+/* ---- ldmatrix (sm_75+) ----------------------------------------------------------------- */
+HK_DEVICE void hk_ldmatrix_x4(unsigned r[4], const void *smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(hk_smem_u32(smem)));
+}
+HK_DEVICE void hk_ldmatrix_x4_trans(unsigned r[4], const void *smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(hk_smem_u32(smem)));
+}
+HK_DEVICE void hk_ldmatrix_x2(unsigned r[2], const void *smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(hk_smem_u32(smem)));
+}
+HK_DEVICE void hk_ldmatrix_x2_trans(unsigned r[2], const void *smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(hk_smem_u32(smem)));
+}
+
+/* ---- mma.sync m16n8k16, f32 accumulate in place (sm_80+) ------------------------------- */
+HK_DEVICE void hk_mma_16816_f16(float c[4], const unsigned a[4], const unsigned b[2]) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+               "{%8, %9}, {%0, %1, %2, %3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+HK_DEVICE void hk_mma_16816_bf16(float c[4], const unsigned a[4], const unsigned b[2]) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+               "{%8, %9}, {%0, %1, %2, %3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* ---- packing two floats, round to nearest even; lo -> bits 0..15 ----------------------- */
+/* cvt.rn.{f16,bf16}x2.f32 d, a, b puts a in the upper half and b in the lower half. */
+HK_DEVICE unsigned hk_pack_f16x2(float lo, float hi) {
+  unsigned r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+HK_DEVICE unsigned hk_pack_bf16x2(float lo, float hi) {
+  unsigned r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+/* ---- shared-tile swizzle -----------------------------------------------------------------
+ * A shared tile is stored as rows of 64 or 128 bytes, each made of 16-byte chunks (8
+ * halves). Logical chunk c of row r is stored at physical chunk
+ *   128-byte rows (8 chunks):  c ^ (r & 7)
+ *    64-byte rows (4 chunks):  c ^ ((r >> 1) & 3)
+ * so any 8 consecutive rows' chunk c land in 8 different 16-byte bank groups of a
+ * 128-byte line: ldmatrix (8 row addresses per matrix) and the 16-byte cp.async stores
+ * are conflict-free. With the tile base 1024-byte aligned these are exactly the 128B and
+ * 64B swizzle modes of wgmma's matrix descriptors (address bits [4,7) ^= bits [7,10),
+ * resp. bits [4,6) ^= bits [7,9)). The helpers return the offset in halves of (row,
+ * element e) with e the element index inside the row. */
+HK_DEVICE int hk_swz128(int row, int e) { return row * 64 + ((((e >> 3) ^ row) & 7) << 3) + (e & 7); }
+HK_DEVICE int hk_swz64(int row, int e) { return row * 32 + ((((e >> 3) ^ (row >> 1)) & 3) << 3) + (e & 7); }
+
+/* ---- warpgroup MMA (sm_90a only: nvrtc refuses wgmma for plain sm_90) ------------------- */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* Shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"): bits 0-13 start
+ * address >> 4, 16-29 leading-dimension byte offset >> 4, 32-45 stride-dimension byte
+ * offset >> 4, 49-51 base offset (0: tiles 1024-byte aligned), 62-63 swizzle mode
+ * (1 = 128B, 2 = 64B, 3 = 32B, 0 = none). */
+HK_DEVICE unsigned long long hk_wgmma_desc(const void *smem, unsigned lbo_bytes, unsigned sbo_bytes) {
+  const unsigned long long a = hk_smem_u32(smem);
+  return ((a & 0x3FFFFull) >> 4) | ((unsigned long long)((lbo_bytes >> 4) & 0x3FFF) << 16) |
+         ((unsigned long long)((sbo_bytes >> 4) & 0x3FFF) << 32) | (1ull << 62);
+}
+HK_DEVICE void hk_wgmma_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+HK_DEVICE void hk_wgmma_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+#define HK_WGMMA_WAIT(n) asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(n) : "memory")
+/* Orders generic-proxy shared writes (ld/st, cp.async) before async-proxy reads (wgmma). */
+HK_DEVICE void hk_fence_proxy_async(void) { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+/* Keeps the compiler from moving accumulator registers across a wgmma in flight. */
+#define HK_WGMMA_FENCE_REG(x) asm volatile("" : "+f"(x)::"memory")
+#endif
+
+#endif /* HK_TILE_NV_H */
