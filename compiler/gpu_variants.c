@@ -4,7 +4,10 @@
 
 #include "gpu_variant.h"
 
+extern const hkc_gpu_variant_t hkc_variant_attention_mma;
+
 static const hkc_gpu_variant_t *const k_variants[] = {
+    &hkc_variant_attention_mma,
     NULL, /* variants are listed above this line */
 };
 
