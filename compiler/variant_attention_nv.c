@@ -12,6 +12,7 @@
  *   minb     __launch_bounds__ minimum blocks per SM (caps registers at 64K/(threads*minb))
  * Dynamic shared memory: Q [BQ][dh] + 2 stages of K and of V [bkv][dh], f16/bf16. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gpu_variant.h"
@@ -21,10 +22,18 @@ typedef struct attn_cfg {
 } attn_cfg_t;
 
 /* dh 64: 128-row tiles, 48 KiB, two or more blocks per SM (registers capped at 128);
- * dh 128: 128-row tiles, 96 KiB, two blocks per SM by shared memory. */
+ * dh 128: 128-row tiles, 96 KiB (registers limit it to one block per SM).
+ * HKC_ATTN_TUNE="warps,bkv,minb" overrides the table for tuning experiments on a device
+ * (warps 4 or 8, bkv 32/64/128 as the template's checks allow); not for production builds. */
 static attn_cfg_t attn_cfg(const hkc_kernel_key_t *key) {
-  if (key->head_dim == 64) return (attn_cfg_t){.warps = 8, .bkv = 64, .minb = 2};
-  return (attn_cfg_t){.warps = 8, .bkv = 64, .minb = 1};
+  attn_cfg_t c = key->head_dim == 64 ? (attn_cfg_t){.warps = 8, .bkv = 64, .minb = 2}
+                                     : (attn_cfg_t){.warps = 8, .bkv = 64, .minb = 1};
+  const char *tune = getenv("HKC_ATTN_TUNE");
+  attn_cfg_t t;
+  if (tune && sscanf(tune, "%d,%d,%d", &t.warps, &t.bkv, &t.minb) == 3 && (t.warps == 4 || t.warps == 8) &&
+      (t.bkv == 32 || t.bkv == 64 || t.bkv == 128) && t.minb >= 1 && t.minb <= 4)
+    c = t;
+  return c;
 }
 
 static uint32_t attn_smem(const hkc_kernel_key_t *key, const attn_cfg_t *c) {
