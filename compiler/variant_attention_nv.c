@@ -25,8 +25,14 @@ typedef struct attn_cfg {
  * dh 128: 128-row tiles, 96 KiB (registers limit it to one block per SM).
  * HKC_ATTN_TUNE="warps,bkv,minb" overrides the table for tuning experiments on a device
  * (warps 4 or 8, bkv 32/64/128 as the template's checks allow); not for production builds. */
-static attn_cfg_t attn_cfg(const hkc_kernel_key_t *key) {
-  attn_cfg_t c = key->head_dim == 64 ? (attn_cfg_t){.warps = 8, .bkv = 64, .minb = 2}
+static int sm_number(const hkc_gpu_arch_t *arch) {
+  int cc = 0;
+  return arch->name && sscanf(arch->name, "sm_%d", &cc) == 1 ? cc : 0;
+}
+
+static attn_cfg_t attn_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  /* sm_80's ptxas needs a few more registers than 128 for dh 64 (it spilled 20 bytes) */
+  attn_cfg_t c = key->head_dim == 64 ? (attn_cfg_t){.warps = 8, .bkv = 64, .minb = sm_number(arch) >= 90 ? 2 : 1}
                                      : (attn_cfg_t){.warps = 8, .bkv = 64, .minb = 1};
   const char *tune = getenv("HKC_ATTN_TUNE");
   attn_cfg_t t;
@@ -40,24 +46,18 @@ static uint32_t attn_smem(const hkc_kernel_key_t *key, const attn_cfg_t *c) {
   return (uint32_t)(16 * c->warps * key->head_dim * 2 + 4 * c->bkv * key->head_dim * 2);
 }
 
-/* sm_NN with NN >= 80 (cp.async, bf16 mma.sync, ldmatrix). */
-static int sm_at_least_80(const hkc_gpu_arch_t *arch) {
-  int cc = 0;
-  return arch->name && sscanf(arch->name, "sm_%d", &cc) == 1 && cc >= 80;
-}
 
 static int attn_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
-  if (arch->kind != HK_TARGET_CUDA || !sm_at_least_80(arch)) return 0;
+  if (arch->kind != HK_TARGET_CUDA || sm_number(arch) < 80 /* cp.async, bf16 mma.sync */) return 0;
   if (arch->matrix != HKC_MATRIX_MMA_SYNC && arch->matrix != HKC_MATRIX_WGMMA) return 0;
   if (key->op != HK_OP_ATTENTION || (key->dtype != HK_DTYPE_F16 && key->dtype != HK_DTYPE_BF16)) return 0;
   if (key->align != 8 || (key->head_dim != 64 && key->head_dim != 128)) return 0;
-  const attn_cfg_t c = attn_cfg(key);
+  const attn_cfg_t c = attn_cfg(arch, key);
   return attn_smem(key, &c) <= arch->max_lds_per_block;
 }
 
 static void attn_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
-  (void)arch;
-  const attn_cfg_t c = attn_cfg(key);
+  const attn_cfg_t c = attn_cfg(arch, key);
   const size_t len = strlen(out);
   snprintf(out + len, size - len,
            "#define HK_THREADS %d\n#define HK_ATTN_WARPS %d\n#define HK_ATTN_BQ %d\n#define HK_ATTN_BKV %d\n"
@@ -70,8 +70,7 @@ static void attn_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
  * strides over the rest). Args: 4 batch, 5 seq_q, 7 heads. */
 static void attn_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
                         uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
-  (void)arch;
-  const attn_cfg_t c = attn_cfg(key);
+  const attn_cfg_t c = attn_cfg(arch, key);
   int64_t blocks = hkc_variant_arg_i64(args, n_args, 4) * hkc_variant_arg_i64(args, n_args, 7) *
                    hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, 5), 16 * c.warps);
   if (blocks < 1) blocks = 1;
