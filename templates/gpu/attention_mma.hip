@@ -1,0 +1,287 @@
+/* attention_mma: flash-attention-2 style forward on NVIDIA tensor cores (mma.sync
+ * m16n8k16, sm_80+), f16/bf16, head dim HK_DH (64 or 128) fixed at build time, every
+ * stride, column offset and dh a multiple of 8 elements and the tensors 16-byte aligned
+ * (kernel key align 8). Same ABI and semantics as attention.hip (see there and
+ * templates/host/attention.c): q [B, Sq, ld_q], k/v [B, Skv, ld_kv], head h at column
+ * q_col + h*dh (kv head h / (heads / kv_heads) at k_col/v_col), out [B, Sq, heads*dh],
+ * causal masks key j > query i (top-left aligned).
+ *
+ * Macros from the variant (compiler/variant_attention_nv.c): HK_THREADS = 32 *
+ * HK_ATTN_WARPS, HK_ATTN_BQ = 16 * HK_ATTN_WARPS, HK_DH, HK_ATTN_BKV (keys per tile, 64), HK_ATTN_BF16 (0/1),
+ * HK_ATTN_MINB (min blocks per SM for __launch_bounds__), HK_ATTN_SMEM (dynamic shared
+ * bytes, from launch()).
+ *
+ * A block is one (batch, head, query tile of HK_ATTN_BQ = 16 * HK_ATTN_WARPS rows);
+ * warp w owns query rows 16w .. 16w+15 of the tile. Blocks are numbered (b*heads + h) *
+ * q_tiles + tile, so blocks of one head run together and share its K/V in L2; with causal
+ * the tiles of a head go heaviest (last) first. grid.x may be smaller than the block
+ * count: blocks stride by gridDim.x.
+ *
+ * Per block:
+ *   shared memory: Q [BQ][DH], K [2][BKV][DH], V [2][BKV][DH] (dynamic), each row made
+ *     of DH/8 16-byte chunks, chunk c of row r stored at c ^ (r & 7) (XOR swizzle:
+ *     ldmatrix and cp.async are conflict-free);
+ *   Q fragments (A operand) go to registers once (ldmatrix);
+ *   key tiles stream through cp.async double buffers: K[j+1] loads while S = Q K[j]^T
+ *     and the softmax run, V[j+1] while O += P V[j] runs;
+ *   S = Q K^T with mma.sync (B fragments of K by ldmatrix), online softmax in registers
+ *     in the log2 domain (scores times scale*log2(e), ex2.approx), row max/sum across
+ *     the lane quad that holds a row; P rounded to f16/bf16 in registers becomes the A
+ *     operand of P V (B fragments of V by ldmatrix.trans); O in f32 registers;
+ *   masking only where needed: keys >= seq_kv get -inf (tail tile), causal masks only
+ *     tiles crossing the warp's diagonal, and key tiles past the diagonal of the whole
+ *     query tile are never loaded (per warp: never computed);
+ *   epilogue: O / l rounded to HK_T, staged in the warp's own Q rows of shared memory,
+ *     stored with 16-byte coalesced writes; rows >= seq_q are not stored.
+ */
+#ifndef HK_DH
+#error "attention_mma: HK_DH (head dim) must be defined"
+#endif
+#define HK_ATTN_CH (HK_DH / 8)  /* 16-byte chunks per row */
+#define HK_ATTN_KS (HK_DH / 16) /* k-steps of Q K^T */
+#define HK_ATTN_NT (HK_ATTN_BKV / 8) /* 8-key column tiles of S */
+#define HK_ATTN_OT (HK_DH / 8)  /* 8-column tiles of O */
+#define HK_ATTN_Q_BYTES (HK_ATTN_BQ * HK_DH * 2)
+#define HK_ATTN_KV_BYTES (HK_ATTN_BKV * HK_DH * 2)
+#if (HK_DH != 64 && HK_DH != 128) || HK_ATTN_BQ != 16 * HK_ATTN_WARPS || HK_THREADS % (8 * HK_ATTN_CH) != 0 || \
+    HK_ATTN_BKV % 16 != 0 || HK_THREADS != 32 * HK_ATTN_WARPS || \
+    (HK_ATTN_BQ * HK_ATTN_CH) % HK_THREADS != 0 || (HK_ATTN_BKV * HK_ATTN_CH) % HK_THREADS != 0 || \
+    HK_ATTN_SMEM != HK_ATTN_Q_BYTES + 4 * HK_ATTN_KV_BYTES
+#error "attention_mma: unsupported tile configuration"
+#endif
+
+#if HK_ATTN_BF16
+#define HK_ATTN_MMA hk_mma_16816_bf16
+#define HK_ATTN_PACK hk_pack_bf16x2
+#else
+#define HK_ATTN_MMA hk_mma_16816_f16
+#define HK_ATTN_PACK hk_pack_f16x2
+#endif
+
+/* Byte offset of chunk c (8 elements) of row r in a swizzled [rows][HK_DH] tile. */
+HK_DEVICE int hk_attn_swz(int r, int c) { return (r * HK_ATTN_CH + (c ^ (r & 7))) * 16; }
+
+HK_DEVICE float hk_attn_exp2(float x) { /* ex2.approx: -inf -> +0 */
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+struct __align__(16) hk_attn_u4 {
+  unsigned x, y, z, w;
+};
+
+/* cp.async of rows row0 .. row0+ROWS-1 of a [n_rows][ld] matrix (columns 0 .. HK_DH-1
+ * from src) into a swizzled tile; rows >= n_rows are zero-filled (and read nothing).
+ * HK_THREADS is a multiple of 8 * HK_ATTN_CH, so each thread copies one fixed chunk
+ * column c of rows r, r + HK_THREADS / HK_ATTN_CH, ... (all with the same r & 7). */
+#define HK_ATTN_RSTEP (HK_THREADS / HK_ATTN_CH)
+#define HK_ATTN_LOAD_TILE(dst, src, ld, row0, n_rows, ROWS)                                        \
+  do {                                                                                             \
+    const int r_ = HK_TID / HK_ATTN_CH, c_ = HK_TID % HK_ATTN_CH;                                  \
+    unsigned char *d_ = (dst) + hk_attn_swz(r_, c_);                                               \
+    _Pragma("unroll") for (int it_ = 0; it_ < (ROWS) / HK_ATTN_RSTEP; it_++) {                     \
+      const long long row_ = (row0) + r_ + it_ * HK_ATTN_RSTEP;                                    \
+      const bool ok_ = row_ < (n_rows);                                                            \
+      hk_cp_async16(d_ + it_ * HK_ATTN_RSTEP * HK_DH * 2, (src) + (ok_ ? row_ * (ld) + c_ * 8 : 0), ok_); \
+    }                                                                                              \
+  } while (0)
+
+/* Byte offset (from the tile base) of logical chunk 2*i + (the lane's chunk bit) in a
+ * swizzled tile, given lane_off = the offset of logical chunk (lane's chunk bit) of the
+ * lane's row, whose row index r has r & 7 == lane & 7: the swizzle of chunk c is
+ * c ^ (r & 7) on the low 3 bits, so the step to chunk pair i is an XOR of bits 5..6 with
+ * (i & 3) and a plus of 128 * (i >> 2) bytes (dh 128). Keeps every ldmatrix address one
+ * LOP3 (+ immediate) away from a per-stage base instead of a hoisted register each. */
+HK_DEVICE int hk_attn_pair(int lane_off, int i) { return (lane_off ^ (32 * (i & 3))) + 128 * (i >> 2); }
+
+extern "C" __global__ void __launch_bounds__(HK_THREADS, HK_ATTN_MINB)
+HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch, long long seq_q,
+        long long seq_kv, long long heads, long long kv_heads, long long dh, long long ld_q, long long ld_kv,
+        long long q_col, long long k_col, long long v_col, long long causal, float scale) {
+  extern __shared__ __align__(128) unsigned char hk_attn_smem[];
+  unsigned char *const sq = hk_attn_smem;
+  unsigned char *const sk = sq + HK_ATTN_Q_BYTES;         /* 2 stages */
+  unsigned char *const sv = sk + 2 * HK_ATTN_KV_BYTES;     /* 2 stages */
+  const int warp = HK_TID >> 5, lane = HK_TID & 31;
+  const int g = lane >> 2, t = lane & 3;
+  /* ldmatrix row/chunk of this lane: Q (A, x4), K (B, x4: 2 key tiles x 2 k halves),
+   * V (B via .trans, x4: 2 key halves x 2 column tiles) */
+  const int q_lane = hk_attn_swz(16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1), lane >> 4);
+  const int k_lane = hk_attn_swz((lane & 7) + 8 * (lane >> 4), (lane >> 3) & 1);
+  const int v_lane = hk_attn_swz((lane & 7) + 8 * ((lane >> 3) & 1), lane >> 4);
+  const long long group = kv_heads > 0 && heads >= kv_heads ? heads / kv_heads : 1;
+  const long long q_tiles = (seq_q + HK_ATTN_BQ - 1) / HK_ATTN_BQ;
+  const long long n_blocks = batch * heads * q_tiles;
+  const long long ld_o = heads * HK_DH;
+  const float sl2 = scale * 1.4426950408889634f; /* scores to the log2 domain */
+  (void)dh;                                        /* == HK_DH (the kernel key's head_dim) */
+
+  for (long long blk = HK_BID; blk < n_blocks; blk += HK_NBLOCKS) {
+    const long long bh = blk / q_tiles, h = bh % heads, b = bh / heads;
+    const long long qt = causal ? q_tiles - 1 - blk % q_tiles : blk % q_tiles;
+    const long long i0 = qt * HK_ATTN_BQ;
+    const HK_T *qb = q + b * seq_q * ld_q + q_col + h * HK_DH;
+    const HK_T *kb = k + b * seq_kv * ld_kv + k_col + h / group * HK_DH;
+    const HK_T *vb = v + b * seq_kv * ld_kv + v_col + h / group * HK_DH;
+    const long long n_keys = causal ? hk_min_ll(seq_kv, i0 + HK_ATTN_BQ) : seq_kv;
+    const int n_tiles = (int)((n_keys + HK_ATTN_BKV - 1) / HK_ATTN_BKV);
+    const long long w_row0 = i0 + 16 * warp;              /* first query row of this warp */
+    const long long row_a = w_row0 + g, row_b = row_a + 8; /* this lane's two rows */
+
+    HK_SYNC(); /* the previous block's readers of shared memory are done */
+    HK_ATTN_LOAD_TILE(sq, qb, ld_q, i0, seq_q, HK_ATTN_BQ);
+    HK_ATTN_LOAD_TILE(sk, kb, ld_kv, 0LL, n_keys, HK_ATTN_BKV);
+    hk_cp_async_commit();
+    HK_ATTN_LOAD_TILE(sv, vb, ld_kv, 0LL, n_keys, HK_ATTN_BKV);
+    hk_cp_async_commit();
+    HK_CP_ASYNC_WAIT(1);
+    HK_SYNC();
+
+    unsigned qf[HK_ATTN_KS][4];
+#pragma unroll
+    for (int kk = 0; kk < HK_ATTN_KS; kk++) hk_ldmatrix_x4(qf[kk], sq + hk_attn_pair(q_lane, kk));
+
+    float o[HK_ATTN_OT][4];
+#pragma unroll
+    for (int d = 0; d < HK_ATTN_OT; d++) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
+    float m_a = -hk_inf(), m_b = -hk_inf(); /* running max (log2 domain) of rows a, b */
+    float l_a = 0.0f, l_b = 0.0f;           /* running sums: this lane's columns only */
+
+    for (int jt = 0; jt < n_tiles; jt++) {
+      const int st = jt & 1;
+      const long long j0 = (long long)jt * HK_ATTN_BKV;
+      /* this lane's ldmatrix offsets in the current K and V stage (the stage offsets
+       * are multiples of 1024, below the XORed bits) */
+      const int k_off = (int)(sk - hk_attn_smem) + st * HK_ATTN_KV_BYTES + k_lane;
+      const int v_off = (int)(sv - hk_attn_smem) + st * HK_ATTN_KV_BYTES + v_lane;
+      /* the warp has an unmasked key in this tile (causal: its last row reaches j0) */
+      const bool active = !causal || j0 <= w_row0 + 15;
+
+      HK_CP_ASYNC_WAIT(1); /* K[jt] (and before it everything but V[jt]) has landed */
+      HK_SYNC();           /* ... for every thread; and S(jt-1) is done with the other K stage */
+      if (jt + 1 < n_tiles)
+        HK_ATTN_LOAD_TILE(sk + (st ^ 1) * HK_ATTN_KV_BYTES, kb, ld_kv, j0 + HK_ATTN_BKV, n_keys, HK_ATTN_BKV);
+      hk_cp_async_commit(); /* (possibly empty: keeps the group count uniform) */
+
+      float s[HK_ATTN_NT][4];
+#pragma unroll
+      for (int n = 0; n < HK_ATTN_NT; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+      if (active) {
+        /* S = Q K^T */
+#pragma unroll
+        for (int kk = 0; kk < HK_ATTN_KS; kk++) {
+#pragma unroll
+          for (int np = 0; np < HK_ATTN_NT / 2; np++) {
+            unsigned kf[4];
+            hk_ldmatrix_x4(kf, hk_attn_smem + hk_attn_pair(k_off, kk) + 16 * np * HK_DH * 2);
+            HK_ATTN_MMA(s[2 * np], qf[kk], kf);
+            HK_ATTN_MMA(s[2 * np + 1], qf[kk], kf + 2);
+          }
+        }
+        /* masks: keys past the end; causal keys past the row (only on tiles crossing
+         * this warp's diagonal) */
+        const bool tail = j0 + HK_ATTN_BKV > seq_kv;
+        const bool diag = causal && j0 + HK_ATTN_BKV - 1 > w_row0;
+        if (tail || diag) {
+#pragma unroll
+          for (int n = 0; n < HK_ATTN_NT; n++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+              const long long j = j0 + 8 * n + 2 * t + (e & 1);
+              const long long i = e < 2 ? row_a : row_b;
+              if (j >= seq_kv || (causal && j > i)) s[n][e] = -hk_inf();
+            }
+          }
+        }
+        /* online softmax in the log2 domain */
+        float mx_a = m_a, mx_b = m_b;
+#pragma unroll
+        for (int n = 0; n < HK_ATTN_NT; n++) {
+          s[n][0] *= sl2;
+          s[n][1] *= sl2;
+          s[n][2] *= sl2;
+          s[n][3] *= sl2;
+          mx_a = fmaxf(mx_a, fmaxf(s[n][0], s[n][1]));
+          mx_b = fmaxf(mx_b, fmaxf(s[n][2], s[n][3]));
+        }
+        /* the 4 lanes of a quad hold one row's 2*NT columns */
+        mx_a = fmaxf(mx_a, hk_shfl_xor(mx_a, 1));
+        mx_a = fmaxf(mx_a, hk_shfl_xor(mx_a, 2));
+        mx_b = fmaxf(mx_b, hk_shfl_xor(mx_b, 1));
+        mx_b = fmaxf(mx_b, hk_shfl_xor(mx_b, 2));
+        /* a row with no unmasked key yet keeps max -inf: subtract 0 (p = 0, alpha = 0) */
+        const float base_a = mx_a == -hk_inf() ? 0.0f : mx_a;
+        const float base_b = mx_b == -hk_inf() ? 0.0f : mx_b;
+        const float alpha_a = hk_attn_exp2(m_a - base_a), alpha_b = hk_attn_exp2(m_b - base_b);
+        m_a = mx_a;
+        m_b = mx_b;
+        float sum_a = 0.0f, sum_b = 0.0f;
+#pragma unroll
+        for (int n = 0; n < HK_ATTN_NT; n++) {
+          s[n][0] = hk_attn_exp2(s[n][0] - base_a);
+          s[n][1] = hk_attn_exp2(s[n][1] - base_a);
+          s[n][2] = hk_attn_exp2(s[n][2] - base_b);
+          s[n][3] = hk_attn_exp2(s[n][3] - base_b);
+          sum_a += s[n][0] + s[n][1];
+          sum_b += s[n][2] + s[n][3];
+        }
+        l_a = l_a * alpha_a + sum_a;
+        l_b = l_b * alpha_b + sum_b;
+#pragma unroll
+        for (int d = 0; d < HK_ATTN_OT; d++) {
+          o[d][0] *= alpha_a;
+          o[d][1] *= alpha_a;
+          o[d][2] *= alpha_b;
+          o[d][3] *= alpha_b;
+        }
+      }
+
+      HK_CP_ASYNC_WAIT(1); /* V[jt] has landed (K[jt+1] may be in flight) */
+      HK_SYNC();           /* ... for every thread; and P V(jt-1) is done with the other V stage */
+      if (jt + 1 < n_tiles)
+        HK_ATTN_LOAD_TILE(sv + (st ^ 1) * HK_ATTN_KV_BYTES, vb, ld_kv, j0 + HK_ATTN_BKV, n_keys, HK_ATTN_BKV);
+      hk_cp_async_commit();
+
+      if (active) {
+        /* O += P V: P's C fragments of key tiles 2kk, 2kk+1 are the A fragment of k-step kk */
+#pragma unroll
+        for (int kk = 0; kk < HK_ATTN_BKV / 16; kk++) {
+          unsigned pa[4];
+          pa[0] = HK_ATTN_PACK(s[2 * kk][0], s[2 * kk][1]);
+          pa[1] = HK_ATTN_PACK(s[2 * kk][2], s[2 * kk][3]);
+          pa[2] = HK_ATTN_PACK(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+          pa[3] = HK_ATTN_PACK(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+          for (int dp = 0; dp < HK_ATTN_OT / 2; dp++) {
+            unsigned vf[4];
+            hk_ldmatrix_x4_trans(vf, hk_attn_smem + hk_attn_pair(v_off, dp) + 16 * kk * HK_DH * 2);
+            HK_ATTN_MMA(o[2 * dp], pa, vf);
+            HK_ATTN_MMA(o[2 * dp + 1], pa, vf + 2);
+          }
+        }
+      }
+    }
+
+    /* epilogue: full row sums across the quad, O / l, staged in this warp's own Q rows
+     * (only this warp read them), then 16-byte stores of the rows < seq_q */
+    l_a += hk_shfl_xor(l_a, 1);
+    l_a += hk_shfl_xor(l_a, 2);
+    l_b += hk_shfl_xor(l_b, 1);
+    l_b += hk_shfl_xor(l_b, 2);
+    const float inv_a = 1.0f / l_a, inv_b = 1.0f / l_b;
+#pragma unroll
+    for (int d = 0; d < HK_ATTN_OT; d++) {
+      *(unsigned *)(sq + hk_attn_swz(16 * warp + g, d) + 4 * t) = HK_ATTN_PACK(o[d][0] * inv_a, o[d][1] * inv_a);
+      *(unsigned *)(sq + hk_attn_swz(16 * warp + g + 8, d) + 4 * t) = HK_ATTN_PACK(o[d][2] * inv_b, o[d][3] * inv_b);
+    }
+    __syncwarp();
+    HK_T *ob = out + (b * seq_q + w_row0) * ld_o + h * HK_DH;
+#pragma unroll
+    for (int it = 0; it < 16 * HK_ATTN_CH / 32; it++) {
+      const int e = lane + 32 * it, r = e / HK_ATTN_CH, c = e % HK_ATTN_CH;
+      if (w_row0 + r < seq_q)
+        *(hk_attn_u4 *)(ob + r * ld_o + c * 8) = *(const hk_attn_u4 *)(sq + hk_attn_swz(16 * warp + r, c));
+    }
+  }
+}

@@ -1,0 +1,163 @@
+/* The "attention_mma" GPU variant (compiler/variant_attention_nv.c,
+ * templates/gpu/attention_mma.hip): which keys it serves; that it compiles with nvrtc for
+ * sm_80, sm_90 and sm_90a in f16 and bf16 with head dims 64 and 128, reports registers,
+ * uses no local memory (spills) and fits its shared memory and registers on the arch;
+ * and that its launches cover odd sequence lengths and grouped-query heads.
+ * (cmocka skip() when nvrtc does not load.) Numerics are checked on the device. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_variant.h"
+#include "hkc.h"
+
+static const hkc_gpu_arch_t *arch(const char *name) {
+  const hkc_gpu_arch_t *a = hkc_gpu_arch_find(name);
+  assert_non_null(a);
+  return a;
+}
+
+static hkc_kernel_key_t attn_key(hk_dtype_t dtype, int dh, int align) {
+  return (hkc_kernel_key_t){.op = HK_OP_ATTENTION, .dtype = dtype, .align = align, .head_dim = dh};
+}
+
+static const char *variant_name(const char *arch_name, hkc_kernel_key_t key) {
+  const hkc_gpu_variant_t *v = hkc_gpu_variant_for(arch(arch_name), &key);
+  return v ? v->name : "simple";
+}
+
+static long long source_macro(const char *src, const char *name) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "#define %s ", name);
+  const char *p = strstr(src, pat);
+  assert_non_null(p);
+  return atoll(p + strlen(pat));
+}
+
+/* ---- which keys ---------------------------------------------------------------------- */
+static void test_variant_selection(void **state) {
+  (void)state;
+  if (getenv("HKC_SIMPLE_KERNELS")) skip();
+  static const char *const archs[] = {"sm_80", "sm_90", "sm_90a"};
+  for (size_t a = 0; a < 3; a++)
+    for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++)
+      for (int dh = 64; dh <= 128; dh += 64)
+        assert_string_equal(variant_name(archs[a], attn_key((hk_dtype_t)dt, dh, 8)), "attention_mma");
+  /* everything else keeps the simple kernel */
+  assert_string_equal(variant_name("sm_90", attn_key(HK_DTYPE_F32, 64, 8)), "simple");
+  assert_string_equal(variant_name("sm_90", attn_key(HK_DTYPE_F16, 64, 4)), "simple");
+  assert_string_equal(variant_name("sm_90", attn_key(HK_DTYPE_F16, 64, 0)), "simple");
+  assert_string_equal(variant_name("sm_90", attn_key(HK_DTYPE_F16, 32, 8)), "simple");
+  assert_string_equal(variant_name("sm_90", attn_key(HK_DTYPE_BF16, 96, 8)), "simple");
+  assert_string_equal(variant_name("sm_90", attn_key(HK_DTYPE_BF16, 256, 8)), "simple");
+  assert_string_equal(variant_name("gfx90a", attn_key(HK_DTYPE_F16, 64, 8)), "simple");
+  hkc_kernel_key_t gemm = attn_key(HK_DTYPE_F16, 64, 8);
+  gemm.op = HK_OP_GEMM;
+  const hkc_gpu_variant_t *v = hkc_gpu_variant_for(arch("sm_90"), &gemm);
+  assert_true(v == NULL || strcmp(v->name, "attention_mma") != 0);
+}
+
+/* ---- nvrtc -------------------------------------------------------------------------- */
+static void test_nvrtc_compiles_without_spills(void **state) {
+  (void)state;
+  char why[512];
+  if (hkc_nvrtc_available(why, sizeof why) != 0) {
+    printf("[ SKIP     ] nvrtc: %s\n", why);
+    skip();
+  }
+  if (getenv("HKC_SIMPLE_KERNELS")) skip();
+  printf("[ info     ] %s\n", hkc_nvrtc_version());
+  static const char *const archs[] = {"sm_80", "sm_90", "sm_90a"};
+  int failures = 0;
+  for (size_t a = 0; a < 3; a++)
+    for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++)
+      for (int dh = 64; dh <= 128; dh += 64) {
+        const hkc_gpu_arch_t *ar = arch(archs[a]);
+        hkc_kernel_out_t k = {.key = attn_key((hk_dtype_t)dt, dh, 8)};
+        snprintf(k.name, sizeof k.name, "hk_attention_%s_d%d", dt == HK_DTYPE_F16 ? "f16" : "bf16", dh);
+        char *src = hkc_codegen_gpu(ar, &k);
+        assert_non_null(src);
+        assert_non_null(strstr(src, "/* variant attention_mma */"));
+        assert_non_null(strstr(src, "templates/gpu/tile_nv.h"));
+        assert_null(strstr(src, "#include"));
+        const long long threads = source_macro(src, "HK_THREADS"), smem = source_macro(src, "HK_ATTN_SMEM");
+        const long long minb = source_macro(src, "HK_ATTN_MINB");
+        hkc_rtc_result_t r;
+        const int rc = hkc_nvrtc_compile(src, k.name, ar->name, &r);
+        printf("[ info     ] %-24s %-6s regs %3u  static smem %u  dynamic smem %lld  local %u  threads %lld\n",
+               k.name, ar->name, r.vgprs, r.shared_bytes, smem, r.scratch_bytes, threads);
+        const char *problem = rc != 0                                 ? "compile failed"
+                              : r.vgprs == 0                          ? "no register count reported"
+                              : r.scratch_bytes != 0                  ? "uses local memory (spills)"
+                              : r.shared_bytes + smem > ar->max_lds_per_block ? "shared memory over the block limit"
+                              : r.vgprs * threads * minb > ar->vgprs_per_lane ? "registers miss __launch_bounds__"
+                                                                             : NULL;
+        if (problem) {
+          printf("[ FAIL     ] %s for %s: %s\n%.2000s\n", k.name, ar->name, problem, r.log ? r.log : "");
+          failures++;
+        }
+        hkc_rtc_result_free(&r);
+        free(src);
+      }
+  assert_int_equal(failures, 0);
+}
+
+/* ---- launches -------------------------------------------------------------------------- */
+#define I64(v) ((hkc_arg_t){.kind = HK_ARG_I64, .i = (v)})
+#define TENSOR(v) ((hkc_arg_t){.kind = HK_ARG_TENSOR, .i = (v)})
+#define F32(v) ((hkc_arg_t){.kind = HK_ARG_F32, .f = (v)})
+
+static void test_launch_dims(void **state) {
+  (void)state;
+  if (getenv("HKC_SIMPLE_KERNELS")) skip();
+  /* batch, seq_q, seq_kv, heads, kv_heads */
+  static const long long shapes[][5] = {{1, 77, 77, 4, 2},  {2, 1, 1, 3, 3},        {1, 4097, 4097, 16, 4},
+                                        {8, 1024, 1024, 16, 16}, {3, 77, 50, 4, 4}, {1, 129, 1, 2, 1},
+                                        {8, 4096, 4096, 16, 16}};
+  static const char *const archs[] = {"sm_80", "sm_90", "sm_90a"};
+  for (size_t a = 0; a < 3; a++)
+    for (int dh = 64; dh <= 128; dh += 64)
+      for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const long long B = shapes[s][0], Sq = shapes[s][1], Skv = shapes[s][2], H = shapes[s][3],
+                        Hkv = shapes[s][4];
+        const hkc_gpu_arch_t *ar = arch(archs[a]);
+        hkc_kernel_out_t k = {.name = "hk_x", .key = attn_key(HK_DTYPE_BF16, dh, 8)};
+        hkc_arg_t args[17] = {TENSOR(0), TENSOR(1),   TENSOR(2),     TENSOR(3), I64(B),      I64(Sq),
+                              I64(Skv),  I64(H),      I64(Hkv),      I64(dh),   I64(H * dh), I64(Hkv * dh),
+                              I64(0),    I64(0),      I64(0),        I64(1),    F32(0.125f)};
+        uint32_t grid[3], block[3], shared = 0;
+        hkc_gpu_launch_dims(ar, &k.key, args, 17, grid, block, &shared);
+        char *src = hkc_codegen_gpu(ar, &k);
+        assert_non_null(src);
+        const long long bq = source_macro(src, "HK_ATTN_BQ"), threads = source_macro(src, "HK_THREADS");
+        assert_int_equal(bq, 16 * source_macro(src, "HK_ATTN_WARPS"));
+        assert_int_equal(threads, 32 * source_macro(src, "HK_ATTN_WARPS"));
+        assert_int_equal(block[0], threads);
+        assert_int_equal(block[1], 1);
+        assert_int_equal(block[2], 1);
+        assert_int_equal(grid[1], 1);
+        assert_int_equal(grid[2], 1);
+        assert_int_equal(shared, source_macro(src, "HK_ATTN_SMEM"));
+        assert_true(shared <= ar->max_lds_per_block);
+        /* one block per (batch, head, query tile): every query row is covered */
+        const long long tiles = (Sq + bq - 1) / bq;
+        assert_int_equal((long long)grid[0], B * H * tiles);
+        assert_true(tiles * bq >= Sq);
+        free(src);
+      }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_variant_selection),
+      cmocka_unit_test(test_launch_dims),
+      cmocka_unit_test(test_nvrtc_compiles_without_spills),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
