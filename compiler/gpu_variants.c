@@ -4,7 +4,10 @@
 
 #include "gpu_variant.h"
 
+extern const hkc_gpu_variant_t hkc_variant_rows_vec16, hkc_variant_elementwise_vec16; /* variant_rows.c */
+
 static const hkc_gpu_variant_t *const k_variants[] = {
+    &hkc_variant_rows_vec16, &hkc_variant_elementwise_vec16,
     NULL, /* variants are listed above this line */
 };
 
