@@ -6,7 +6,7 @@
  * are 16-byte aligned.
  *
  * Macros from the variant: HK_THREADS (block), HK_VEC (4 f32, 8 f16/bf16), HK_EW_UNROLL
- * (vectors per thread per step, loaded before any is used).
+ * (vectors per thread per step, loaded before any is used), HK_EW_MIN_BLOCKS (NVIDIA).
  *
  * Vector j of out covers elements j*V .. j*V+V-1; as na is a multiple of V, those are
  * a's elements (j % (na/V))*V .. +V-1: vector j of out reads vector j % (na/V) of a.
@@ -39,6 +39,13 @@ HK_DEVICE void ew_set(ew_vec &v, const float *f) {
 #endif
 
 #define EW_U HK_EW_UNROLL
+
+/* NVIDIA: ask ptxas for HK_EW_MIN_BLOCKS resident blocks (register cap 65536 / (threads x that)) */
+#if defined(__CUDA_ARCH__)
+#define HK_EW_BOUNDS __launch_bounds__(HK_THREADS, HK_EW_MIN_BLOCKS)
+#else
+#define HK_EW_BOUNDS HK_LAUNCH_BOUNDS(HK_THREADS)
+#endif
 
 #if HK_EW_BINARY
 /* BA / BB: operand a / b is broadcast (fewer vectors than out). */
@@ -86,7 +93,7 @@ HK_DEVICE void ew_binary(const ew_vec *a, const ew_vec *b, ew_vec *o, long long 
   }
 }
 
-HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)
+HK_GLOBAL void HK_EW_BOUNDS
 HK_NAME(const HK_T *a, const HK_T *b, HK_T *out, long long n, long long na, long long nb) {
   const long long nv = n / HK_VEC, nva = na / HK_VEC, nvb = nb / HK_VEC;
   if (nv <= 0 || nva <= 0 || nvb <= 0) return;
@@ -100,7 +107,7 @@ HK_NAME(const HK_T *a, const HK_T *b, HK_T *out, long long n, long long na, long
 
 #else
 
-HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS) HK_NAME(const HK_T *x, HK_T *out, long long n) {
+HK_GLOBAL void HK_EW_BOUNDS HK_NAME(const HK_T *x, HK_T *out, long long n) {
   const long long nv = n / HK_VEC;
   const ew_vec *vx = (const ew_vec *)x;
   ew_vec *vo = (ew_vec *)out;
