@@ -4,7 +4,10 @@
 
 #include "gpu_variant.h"
 
+extern const hkc_gpu_variant_t hkc_variant_gemm_mfma, hkc_variant_attention_mfma;
+
 static const hkc_gpu_variant_t *const k_variants[] = {
+    &hkc_variant_gemm_mfma, &hkc_variant_attention_mfma, /* AMD CDNA (variant_amd.c) */
     NULL, /* variants are listed above this line */
 };
 
