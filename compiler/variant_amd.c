@@ -24,10 +24,13 @@ static int amd_mfma_key(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key)
          (key->dtype == HK_DTYPE_F16 || key->dtype == HK_DTYPE_BF16) && key->align >= 8;
 }
 
-static void amd_common_defines(const hkc_kernel_key_t *key, char *out, size_t size) {
+/* gfx908 (CDNA1) lacks the bf16_1k MFMAs of gfx90a and later; tile_amd.h then pairs the
+ * older half-k bf16 instructions. */
+static void amd_common_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
   size_t len = strlen(out);
-  snprintf(out + len, size - len, "#define HK_THREADS %d\n#define HK_MFMA_BF16 %d\n", AMD_THREADS,
-           key->dtype == HK_DTYPE_BF16 ? 1 : 0);
+  const int cdna1 = arch->name && strncmp(arch->name, "gfx908", 6) == 0;
+  snprintf(out + len, size - len, "#define HK_THREADS %d\n#define HK_MFMA_BF16 %d\n#define HK_MFMA_BF16_1K %d\n",
+           AMD_THREADS, key->dtype == HK_DTYPE_BF16 ? 1 : 0, cdna1 ? 0 : 1);
 }
 
 static uint32_t clamp_grid(int64_t blocks) {
@@ -42,8 +45,7 @@ static int gemm_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key)
 }
 
 static void gemm_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
-  (void)arch;
-  amd_common_defines(key, out, size);
+  amd_common_defines(arch, key, out, size);
   size_t len = strlen(out);
   snprintf(out + len, size - len, "#define HK_BM %d\n#define HK_BN %d\n#define HK_BK %d\n", AMD_GEMM_BM, AMD_GEMM_BN,
            AMD_GEMM_BK);
@@ -76,8 +78,7 @@ static int attention_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t 
 }
 
 static void attention_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
-  (void)arch;
-  amd_common_defines(key, out, size);
+  amd_common_defines(arch, key, out, size);
   size_t len = strlen(out);
   snprintf(out + len, size - len, "#define HK_ATTN_DH %d\n#define HK_ATTN_BKV %d\n", key->head_dim, AMD_ATTN_BKV);
 }

@@ -23,6 +23,13 @@
  *     B: lane l holds B[4 * (l / 32) + j][l % 32],          j = 0..3
  *     C: lane l holds C[8 * (r / 4) + 4 * (l / 32) + r % 4][l % 32],  r = 0..15 (c[r])
  *
+ *   gfx908 bf16 (no _1k): v_mfma_f32_32x32x4bf16 / v_mfma_f32_16x16x8bf16 (a, b: 2 x bf16):
+ *     A: lane l holds A[l % 32][2 * (l / 32) + j] (16x16x8: A[l % 16][2 * (l / 16) + j]), j = 0..1,
+ *     B likewise, C as above. The wrappers issue two of them, on elements {0, 1} and {2, 3}
+ *     of the 4-element operands: since A and B are split the same way, every k of the
+ *     k = 8 (16) block is multiplied exactly once, so the result equals the _1k one up
+ *     to the order of the f32 additions.
+ *
  * So the k index of A and B is the same in a lane, every lane's C values lie in ONE
  * column (l % 16 or l % 32), and for 32x32x8 the four C values r = 4s..4s+3 of a lane
  * are exactly the B values (k = 4 * (l / 32) + j of the k-block 8s..8s+7) that the same
@@ -44,6 +51,11 @@
 #ifndef HK_MFMA_BF16
 #error "tile_amd.h: HK_MFMA_BF16 must be defined (0 = f16, 1 = bf16)"
 #endif
+/* HK_MFMA_BF16_1K: 1 where the bf16_1k instructions exist (gfx90a and later), 0 on gfx908,
+ * which only has the older bf16 MFMAs with half the k per instruction (set by the variant). */
+#ifndef HK_MFMA_BF16_1K
+#define HK_MFMA_BF16_1K 1
+#endif
 
 typedef float hk_f32x4 __attribute__((ext_vector_type(4)));
 typedef float hk_f32x16 __attribute__((ext_vector_type(16)));
@@ -51,12 +63,17 @@ typedef unsigned short hk_u16x4 __attribute__((ext_vector_type(4)));  /* 8 bytes
 typedef unsigned short hk_u16x8 __attribute__((ext_vector_type(8)));  /* 16 bytes: one global load */
 typedef _Float16 hk_f16x4 __attribute__((ext_vector_type(4)));
 typedef short hk_i16x4 __attribute__((ext_vector_type(4)));
+typedef short hk_i16x2 __attribute__((ext_vector_type(2)));
 
 #define HK_LDS_PAD 8
 
 /* ---- MFMA wrappers: d = a * b + c with 16-bit operands (f16 or bf16 per HK_MFMA_BF16) ------ */
 HK_DEVICE hk_f32x4 hk_mfma_16x16x16(hk_u16x4 a, hk_u16x4 b, hk_f32x4 c) {
-#if HK_MFMA_BF16
+#if HK_MFMA_BF16 && !HK_MFMA_BF16_1K
+  const hk_i16x4 a4 = __builtin_bit_cast(hk_i16x4, a), b4 = __builtin_bit_cast(hk_i16x4, b);
+  c = __builtin_amdgcn_mfma_f32_16x16x8bf16(a4.xy, b4.xy, c, 0, 0, 0);
+  return __builtin_amdgcn_mfma_f32_16x16x8bf16(a4.zw, b4.zw, c, 0, 0, 0);
+#elif HK_MFMA_BF16
   return __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(__builtin_bit_cast(hk_i16x4, a), __builtin_bit_cast(hk_i16x4, b),
                                                    c, 0, 0, 0);
 #else
@@ -66,7 +83,11 @@ HK_DEVICE hk_f32x4 hk_mfma_16x16x16(hk_u16x4 a, hk_u16x4 b, hk_f32x4 c) {
 }
 
 HK_DEVICE hk_f32x16 hk_mfma_32x32x8(hk_u16x4 a, hk_u16x4 b, hk_f32x16 c) {
-#if HK_MFMA_BF16
+#if HK_MFMA_BF16 && !HK_MFMA_BF16_1K
+  const hk_i16x4 a4 = __builtin_bit_cast(hk_i16x4, a), b4 = __builtin_bit_cast(hk_i16x4, b);
+  c = __builtin_amdgcn_mfma_f32_32x32x4bf16(a4.xy, b4.xy, c, 0, 0, 0);
+  return __builtin_amdgcn_mfma_f32_32x32x4bf16(a4.zw, b4.zw, c, 0, 0, 0);
+#elif HK_MFMA_BF16
   return __builtin_amdgcn_mfma_f32_32x32x8bf16_1k(__builtin_bit_cast(hk_i16x4, a), __builtin_bit_cast(hk_i16x4, b), c,
                                                   0, 0, 0);
 #else
