@@ -123,13 +123,17 @@ static uint32_t occupancy_amd(const hkc_gpu_arch_t *a, const hkc_kernel_out_t *k
   uint32_t simds = a->simds_per_cu, maxw = a->max_waves_per_simd;
   int unified = a->max_vgprs_per_thread > 256; /* gfx90a+: one 512-per-lane VGPR+AGPR file */
   int split = strcmp(a->name, "gfx908") == 0;   /* 256 VGPRs + 256 AGPRs, separate files */
-  if (unified ? k->vgprs + k->agprs > a->max_vgprs_per_thread
+  /* On the unified file comgr's .vgpr_count already includes the AGPRs (seen with ROCm 5.2
+   * on gfx90a: a kernel using v0-v171 and a0-a79 reports 252 = align4(172) + 80 VGPRs and
+   * 80 AGPRs). A count below the AGPRs cannot be inclusive: then add them. */
+  uint32_t unified_total = k->vgprs >= k->agprs ? k->vgprs : round_up(k->vgprs, AMD_AGPR_ALIGN) + k->agprs;
+  if (unified ? unified_total > a->max_vgprs_per_thread
               : k->vgprs > a->max_vgprs_per_thread || k->agprs > (split ? a->max_vgprs_per_thread : 0))
     return reject(out_percent, out_limiter, "vgprs");
   if (k->shared_bytes > a->max_lds_per_block) return reject(out_percent, out_limiter, "lds");
   uint32_t regs, file;
   if (unified) {
-    regs = round_up(round_up(k->vgprs, AMD_AGPR_ALIGN) + k->agprs, a->vgpr_granule);
+    regs = round_up(unified_total, a->vgpr_granule);
     file = a->vgprs_per_lane;
   } else if (split) {
     regs = round_up(k->vgprs > k->agprs ? k->vgprs : k->agprs, a->vgpr_granule);

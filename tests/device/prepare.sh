@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CPU-machine half of the device harness: a release build with static libyaml/zstd
 # (vendor libraries are dlopen'ed, so it runs on the GPU machine's newer glibc), and a
-# pack for every spec for host + sm_90 (nvrtc is installed here; no GPU needed).
+# pack for every spec for host + sm_90 + sm_90a (HK_GPU_TARGETS) (nvrtc is installed here; no GPU needed).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DHK_BUILD_TESTS=ON >/dev/null
@@ -9,7 +9,7 @@ cmake --build build-dev -j"$(nproc)" --target hkc hkrt hk_example hk_bench_launc
 mkdir -p build-dev/packs
 for spec in specs/*.yaml tests/specs/*.yaml; do
   name=$(basename "$spec" .yaml)
-  build-dev/hkc build "$spec" -o "build-dev/packs/$name.hkpack" --target "host,${HK_GPU_TARGET:-sm_90}" -q
+  build-dev/hkc build "$spec" -o "build-dev/packs/$name.hkpack" --target "host,${HK_GPU_TARGETS:-sm_90,sm_90a}" -q
 done
 mkdir -p build-dev/bench
 bash bench/chain.sh 200 build-dev/bench/chain200.yaml

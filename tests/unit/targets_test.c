@@ -66,10 +66,12 @@ static const occ_case_t k_cases[] = {
     {"gfx90a", 128, 0, 16, 0, 256, 4, "vgprs", 50.0},
     /* 65 -> granule 8 -> 72; 512 / 72 = 7 */
     {"gfx90a", 65, 0, 16, 0, 256, 7, "vgprs", 87.5},
-    /* unified file: 64 VGPRs + 64 AGPRs = 128 -> 4 */
-    {"gfx90a", 64, 64, 16, 0, 256, 4, "vgprs", 50.0},
-    /* 62 VGPRs -> AGPRs start at 64; + 2 = 66 -> 72; 512 / 72 = 7 */
-    {"gfx90a", 62, 2, 16, 0, 256, 7, "vgprs", 87.5},
+    /* unified file, comgr's inclusive count: 128 VGPRs of which 64 AGPRs -> 4 */
+    {"gfx90a", 128, 64, 16, 0, 256, 4, "vgprs", 50.0},
+    /* inclusive 66 (62 arch -> 64, + 2 AGPRs) -> granule 8 -> 72; 512 / 72 = 7 */
+    {"gfx90a", 66, 2, 16, 0, 256, 7, "vgprs", 87.5},
+    /* a count below the AGPRs is not inclusive: 40 -> 40 + 64 = 104 -> 512 / 104 = 4 */
+    {"gfx90a", 40, 64, 16, 0, 256, 4, "vgprs", 50.0},
     /* LDS: 64 KiB / 32 KiB = 2 WGs of 4 waves over 4 SIMDs -> 2 waves per SIMD */
     {"gfx90a", 32, 0, 16, 32768, 256, 2, "lds", 25.0},
     /* LDS granule 512: 20000 -> 20480; 65536 / 20480 = 3 WGs -> 3 waves per SIMD */
@@ -83,7 +85,7 @@ static const occ_case_t k_cases[] = {
     /* 64-thread WGs (1 wave): 8 waves per SIMD, 32 WGs per CU */
     {"gfx90a", 64, 0, 16, 0, 64, 8, "waves", 100.0},
     /* more than 512 registers in all: cannot launch */
-    {"gfx90a", 256, 264, 16, 0, 64, 0, "vgprs", 0.0},
+    {"gfx90a", 520, 264, 16, 0, 64, 0, "vgprs", 0.0},
     /* gfx908: separate files, max(40, 128) = 128 of 256 -> 2 waves */
     {"gfx908", 40, 128, 16, 0, 256, 2, "vgprs", 20.0},
     /* gfx908: 24 VGPRs -> 256 / 24 = 10 = the cap */
