@@ -1,0 +1,219 @@
+/* The NVIDIA GEMM variants (compiler/variant_gemm_nv.c): which keys and archs they serve,
+ * that they compile with nvrtc for their archs in f16/bf16 with every epilogue (registers
+ * reported, no local-memory spills, no ptxas warnings such as serialized wgmma), and that
+ * their launches cover odd shapes with shared memory within the arch's limit and no less
+ * than the template's stages need. Kernels do not run here (no GPU); bench/gemm_check.md
+ * says how numerics and speed are checked on the H200. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_variant.h"
+#include "hkc.h"
+
+static const hkc_gpu_arch_t *arch(const char *name) {
+  const hkc_gpu_arch_t *a = hkc_gpu_arch_find(name);
+  assert_non_null(a);
+  return a;
+}
+
+static hkc_kernel_key_t gemm_key(hk_dtype_t dtype, int act, int trans_b, int bias, int res, int align) {
+  return (hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = dtype, .act = (hk_act_t)act, .trans_b = trans_b,
+                            .has_bias = bias, .has_residual = res, .align = align};
+}
+
+static const char *variant_name(const char *arch_name, hkc_kernel_key_t key) {
+  const hkc_gpu_variant_t *v = hkc_gpu_variant_for(arch(arch_name), &key);
+  return v ? v->name : "simple";
+}
+
+static void test_selection(void **state) {
+  (void)state;
+  for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++) {
+    assert_string_equal(variant_name("sm_90a", gemm_key((hk_dtype_t)dt, 0, 0, 0, 0, 8)), "gemm_wgmma");
+    assert_string_equal(variant_name("sm_90a", gemm_key((hk_dtype_t)dt, 2, 1, 1, 1, 8)), "gemm_wgmma");
+    assert_string_equal(variant_name("sm_90", gemm_key((hk_dtype_t)dt, 0, 1, 0, 0, 8)), "gemm_mma");
+    assert_string_equal(variant_name("sm_80", gemm_key((hk_dtype_t)dt, 0, 0, 1, 0, 8)), "gemm_mma");
+    /* alignment below 8 elements, f32, AMD: the simple kernel */
+    assert_string_equal(variant_name("sm_90a", gemm_key((hk_dtype_t)dt, 0, 0, 0, 0, 4)), "simple");
+    assert_string_equal(variant_name("sm_90", gemm_key((hk_dtype_t)dt, 0, 0, 0, 0, 2)), "simple");
+    assert_string_equal(variant_name("gfx90a", gemm_key((hk_dtype_t)dt, 0, 0, 0, 0, 8)), "simple");
+  }
+  assert_string_equal(variant_name("sm_90a", gemm_key(HK_DTYPE_F32, 0, 0, 0, 0, 8)), "simple");
+  assert_string_equal(variant_name("sm_90", gemm_key(HK_DTYPE_F32, 0, 0, 0, 0, 8)), "simple");
+  /* a non-gemm key is not taken */
+  hkc_kernel_key_t add = {.op = HK_OP_ADD, .dtype = HK_DTYPE_F16, .align = 8};
+  assert_null(hkc_gpu_variant_for(arch("sm_90a"), &add));
+}
+
+/* ---- nvrtc compiles ---------------------------------------------------------------------- */
+typedef struct job {
+  const hkc_gpu_arch_t *arch;
+  hkc_kernel_out_t kernel;
+  int ok;
+  uint32_t regs, scratch, shared;
+  char error[600];
+} job_t;
+
+typedef struct pool {
+  job_t *jobs;
+  size_t n, next;
+  pthread_mutex_t lock;
+} pool_t;
+
+static void run_job(job_t *j) {
+  char *src = hkc_codegen_gpu(j->arch, &j->kernel);
+  if (!src) {
+    snprintf(j->error, sizeof j->error, "codegen failed");
+    return;
+  }
+  hkc_rtc_result_t r;
+  if (hkc_nvrtc_compile(src, j->kernel.name, j->arch->name, &r) != 0)
+    snprintf(j->error, sizeof j->error, "compile failed: %.560s", r.log ? r.log : "(no log)");
+  else if (r.log && strstr(r.log, "warning"))
+    snprintf(j->error, sizeof j->error, "compiler warning: %.560s", strstr(r.log, "warning"));
+  else
+    j->ok = 1;
+  j->regs = r.vgprs;
+  j->scratch = r.scratch_bytes;
+  j->shared = r.shared_bytes;
+  hkc_rtc_result_free(&r);
+  free(src);
+}
+
+static void *worker(void *arg) {
+  pool_t *p = arg;
+  for (;;) {
+    pthread_mutex_lock(&p->lock);
+    size_t i = p->next++;
+    pthread_mutex_unlock(&p->lock);
+    if (i >= p->n) return NULL;
+    run_job(&p->jobs[i]);
+  }
+}
+
+/* Every epilogue (5 activations x bias x residual x both B layouts) in f16 and bf16 on
+ * sm_90a, sm_90 and sm_80 when HKC_TEST_FULL is set; otherwise, per dtype: on sm_90a
+ * every flag combination with gelu and the plain and full epilogues of every
+ * activation; on sm_90 / sm_80 the plain and full epilogues with none and gelu. */
+static void test_nvrtc_variants(void **state) {
+  (void)state;
+  char why[512];
+  if (hkc_nvrtc_available(why, sizeof why) != 0) {
+    printf("[ SKIP     ] nvrtc: %s\n", why);
+    skip();
+  }
+  const char *env = getenv("HKC_TEST_FULL");
+  const int full = env && *env && strcmp(env, "0") != 0;
+  static const char *const archs[] = {"sm_90a", "sm_90", "sm_80"};
+  static const char *const expect[] = {"gemm_wgmma", "gemm_mma", "gemm_mma"};
+  job_t *jobs = calloc(3 * 2 * 40, sizeof *jobs);
+  assert_non_null(jobs);
+  size_t n = 0;
+  for (size_t a = 0; a < 3; a++)
+    for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++)
+      for (int act = 0; act < HK_ACT_COUNT_; act++)
+        for (int flags = 0; flags < 8; flags++) {
+          const int tb = flags & 1, res = (flags >> 1) & 1, bias = (flags >> 2) & 1;
+          const int ends = flags == 0 || flags == 7, gelu = act == HK_ACT_GELU;
+          const int pick = full || (a == 0 && (ends || gelu)) || (a > 0 && ends && (act == 0 || gelu));
+          if (!pick) continue;
+          job_t *j = &jobs[n++];
+          j->arch = arch(archs[a]);
+          j->kernel.key = gemm_key((hk_dtype_t)dt, act, tb, bias, res, 8);
+          hkc_kernel_key_name(&j->kernel.key, j->kernel.name, sizeof j->kernel.name);
+          assert_string_equal(hkc_gpu_variant_for(j->arch, &j->kernel.key)->name, expect[a]);
+        }
+  printf("[ info     ] %zu variant compiles%s\n", n, full ? "" : " (HKC_TEST_FULL=1 compiles every epilogue)");
+  pool_t p = {.jobs = jobs, .n = n};
+  pthread_mutex_init(&p.lock, NULL);
+  pthread_t th[2];
+  int started = 0;
+  for (int t = 0; t < 2; t++)
+    if (pthread_create(&th[t], NULL, worker, &p) == 0) started++;
+  if (!started) worker(&p);
+  for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+  pthread_mutex_destroy(&p.lock);
+  int failures = 0;
+  uint32_t max_regs[3] = {0, 0, 0};
+  for (size_t i = 0; i < n; i++) {
+    const job_t *j = &jobs[i];
+    const size_t a = strcmp(j->arch->name, "sm_90a") == 0 ? 0 : strcmp(j->arch->name, "sm_90") == 0 ? 1 : 2;
+    if (j->regs > max_regs[a]) max_regs[a] = j->regs;
+    const char *problem = !j->ok ? j->error : j->regs == 0 ? "no register count reported"
+                                          : j->scratch != 0 ? "uses local memory (spills)"
+                                                            : NULL;
+    if (problem) {
+      printf("[ FAIL     ] %s for %s: %s (regs %u, scratch %u)\n", j->kernel.name, j->arch->name, problem, j->regs,
+             j->scratch);
+      failures++;
+    }
+  }
+  for (size_t a = 0; a < 3; a++) printf("[ info     ] %s: at most %u registers\n", archs[a], max_regs[a]);
+  free(jobs);
+  assert_int_equal(failures, 0);
+}
+
+/* ---- launches -------------------------------------------------------------------------- */
+static long long source_macro(const char *src, const char *name) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "#define %s ", name);
+  const char *p = strstr(src, pat);
+  assert_non_null(p);
+  return atoll(p + strlen(pat));
+}
+
+#define I64(v) ((hkc_arg_t){.kind = HK_ARG_I64, .i = (v)})
+#define TENSOR(v) ((hkc_arg_t){.kind = HK_ARG_TENSOR, .i = (v)})
+#define NUL ((hkc_arg_t){.kind = HK_ARG_NULL})
+
+static void test_launch_covers_odd_shapes(void **state) {
+  (void)state;
+  static const char *const archs[] = {"sm_90a", "sm_90", "sm_80"};
+  static const long long ms[] = {1, 77, 128, 4097, 8192};
+  static const long long ns[] = {8, 136, 256, 4104, 14336};
+  for (size_t a = 0; a < 3; a++)
+    for (int tb = 0; tb < 2; tb++) {
+      const hkc_gpu_arch_t *ar = arch(archs[a]);
+      hkc_kernel_out_t k = {.name = "hk_x", .key = gemm_key(HK_DTYPE_BF16, 2, tb, 1, 1, 8)};
+      char *src = hkc_codegen_gpu(ar, &k);
+      assert_non_null(src);
+      const long long tm = source_macro(src, "HK_TILE_M"), tn = source_macro(src, "HK_TILE_N");
+      const long long threads = source_macro(src, "HK_THREADS"), stages = source_macro(src, "HK_STAGES");
+      assert_non_null(strstr(src, a == 0 ? "gemm_wgmma.hip" : "gemm_mma.hip"));
+      free(src);
+      for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+        for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++) {
+          const long long M = ms[i], N = ns[j], K = 72;
+          hkc_arg_t args[8] = {TENSOR(0), TENSOR(1), TENSOR(2), NUL, TENSOR(3), I64(M), I64(N), I64(K)};
+          uint32_t grid[3], block[3], shared = 0;
+          hkc_gpu_launch_dims(ar, &k.key, args, 8, grid, block, &shared);
+          assert_int_equal(grid[1], 1);
+          assert_int_equal(grid[2], 1);
+          assert_int_equal(block[1], 1);
+          assert_int_equal(block[2], 1);
+          assert_int_equal(block[0], (uint32_t)threads);
+          /* one block per tile (the kernel strides beyond grid.x) */
+          assert_true((long long)grid[0] >= ((M + tm - 1) / tm) * ((N + tn - 1) / tn));
+          /* the stages' tiles fit; within the arch's per-block limit */
+          assert_true((long long)shared >= stages * (tm + tn) * 64 * 2);
+          assert_true(shared <= ar->max_lds_per_block);
+        }
+    }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_selection),
+      cmocka_unit_test(test_launch_covers_odd_shapes),
+      cmocka_unit_test(test_nvrtc_variants),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
