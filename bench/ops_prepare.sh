@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${HK_GPU_TARGET:-sm_90a}
-dir=build-dev/bench/ops
+dir=${HK_OPS_DIR:-build-dev/bench/ops}   # several directories = several tunings, one device call
+only=${HK_OPS_ONLY:-.}                   # regex: build only the matching cases
 mkdir -p "$dir"
 rm -f "$dir"/*.yaml "$dir"/*.hkpack
 head() { printf 'hkc: 1\nname: %s\ndtype: %s\nbatch_sizes: [1]\n' "$1" "$2"; }
@@ -62,6 +63,7 @@ done; done; done
 attn attn_f16_b8h16_s4096_d128_full f16 4096 128 false
 
 for spec in "$dir"/*.yaml; do
+  if ! basename "$spec" .yaml | grep -Eq "$only"; then rm -f "$spec"; continue; fi
   build-dev/hkc build "$spec" -o "${spec%.yaml}.hkpack" --target "$target" -q
 done
 ls "$dir" | wc -l
