@@ -63,13 +63,21 @@ if [ $have_amd -eq 1 ]; then
   "$HKC" inspect "$work/b.hkpack" --disasm "$gemm" --target gfx90a > "$work/dis.txt"
   grep -q "s_endpgm" "$work/dis.txt" && grep -q "v_" "$work/dis.txt" \
     && echo "ok   gfx90a disassembly ($(wc -l < "$work/dis.txt") lines)" || { echo "FAIL disassembly"; fail=1; }
+  # CDNA matrix-core variants on gfx90a, the simple (FMA) kernels on gfx1030
+  awk '/^kernels for gfx90a/{on=1;next} /^kernels for/{on=0} on && /kernel=gemm_mfma/{g++} on && /kernel=attention_mfma/{a++} END{exit !(g>0 && a>0)}' \
+    "$work/inspect.txt" && grep -q "v_mfma_f32_32x32x8f16" "$work/dis.txt" \
+    && echo "ok   gfx90a: gemm_mfma / attention_mfma with v_mfma" || { echo "FAIL gfx90a MFMA variants"; fail=1; }
+  awk '/^kernels for gfx1030/{on=1;next} /^kernels for/{on=0} on && /_mfma/{bad++} END{exit bad>0}' "$work/inspect.txt" \
+    && echo "ok   gfx1030 keeps the simple kernels" || { echo "FAIL gfx1030 selected an MFMA variant"; fail=1; }
   # bad inputs: nothing written
   expect_fail "unknown target" "unknown target gfx9000x" "$work/x.hkpack" \
     "$HKC" build "$bert" -o "$work/x.hkpack" --target host,gfx9000x
   expect_fail "target the toolchain cannot build" "gfx942: the installed toolchain .* cannot build it; it builds: .*gfx90a" \
     "$work/x.hkpack" "$HKC" build "$bert" -o "$work/x.hkpack" --target gfx942
   mkdir -p "$work/tpl/gpu"
-  { echo "#error invalid template parameter HK_TILE_M"; cat "$HK_SOURCE_DIR/templates/gpu/gemm.hip"; } > "$work/tpl/gpu/gemm.hip"
+  for t in gemm gemm_mfma; do # the simple kernel and gfx90a's MFMA variant
+    { echo "#error invalid template parameter HK_TILE_M"; cat "$HK_SOURCE_DIR/templates/gpu/$t.hip"; } > "$work/tpl/gpu/$t.hip"
+  done
   expect_fail "kernel that fails to compile" "kernel hk_gemm_f16_bias(_a[0-9]+)? \(op gemm\) for gfx90a did not compile" "$work/x.hkpack" \
     env HKC_TEMPLATE_DIR="$work/tpl" "$HKC" build "$bert" -o "$work/x.hkpack" --target gfx90a --no-cache
   grep -q "invalid template parameter" "$work/out" || { echo "FAIL compile error lacks the compiler's log"; fail=1; }
