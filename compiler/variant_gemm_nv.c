@@ -146,3 +146,76 @@ const hkc_gpu_variant_t hkc_variant_gemm_wgmma = {
     .defines = wgmma_defines,
     .launch = wgmma_launch,
 };
+
+/* ---- gemm_wgmma_ws ---------------------------------------------------------------------------
+ * Warp-specialized: 384 threads = 1 producer warpgroup (cp.async into a ring guarded by
+ * full/empty mbarriers, setmaxnreg 40) + 2 consumer warpgroups (wgmma m64nNk16 on 64 rows
+ * each, setmaxnreg 232). 128 x 256 x 64 tiles, 4 stages of 48 KiB, + 16 KiB epilogue
+ * staging + barriers + 1 KiB for aligning the dynamic base to 1024 bytes. Persistent grid
+ * (min(tiles, SMs)) by default.
+ * HKC_GEMM_WS_CFG="BN,STAGES[,PERSISTENT]" (BN 128 or 256; PERSISTENT 0 = one block per
+ * tile) overrides, for experiments; configurations over the shared limit are ignored.
+ * HKC_GEMM_WS=0 turns the variant off (sm_90a keys then get gemm_wgmma). */
+typedef struct ws_cfg {
+  int bn, stages, persistent;
+} ws_cfg_t;
+
+static uint32_t ws_shared(const ws_cfg_t *c) {
+  return (uint32_t)(c->stages * (128 + c->bn) * 64 * 2 + 2 * 64 * 32 * 4 + 2 * 8 * c->stages + 1024);
+}
+
+static ws_cfg_t ws_cfg(const hkc_gpu_arch_t *arch) {
+  ws_cfg_t c = {.bn = 256, .stages = 4, .persistent = 1};
+  const char *env = getenv("HKC_GEMM_WS_CFG");
+  ws_cfg_t e = c;
+  if (env) {
+    const int n = sscanf(env, "%d,%d,%d", &e.bn, &e.stages, &e.persistent);
+    if (n >= 2 && (e.bn == 128 || e.bn == 256) && e.stages >= 2 && e.stages <= 12 && ws_shared(&e) <= arch->max_lds_per_block)
+      c = e;
+    if (n < 3) c.persistent = 1;
+  }
+  return c;
+}
+
+static int ws_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  const char *off = getenv("HKC_GEMM_WS"); /* "0": gemm_wgmma instead, for A/B runs */
+  if (off && strcmp(off, "0") == 0) return 0;
+  return gemm_nv_key_ok(arch, key) && arch->matrix == HKC_MATRIX_WGMMA;
+}
+
+static void ws_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
+  const ws_cfg_t c = ws_cfg(arch);
+  const int bf16 = key->dtype == HK_DTYPE_BF16;
+  size_t len = strlen(out);
+  snprintf(out + len, size > len ? size - len : 0,
+           "#define HK_THREADS 384\n#define HK_TILE_M 128\n#define HK_TILE_N %d\n#define HK_TILE_K 64\n"
+           "#define HK_STAGES %d\n#define HK_GROUP_M 8\n#define HK_WS_PRODUCER_REGS 40\n#define HK_WS_CONSUMER_REGS 232\n"
+           "#define HK_WGMMA(d, a, b, sc, tb) hk_wgmma_m64n%dk16_%s<tb>(d, a, b, sc)\n"
+           "#define HK_PACK(lo, hi) %s(lo, hi)\n",
+           c.bn, c.stages, c.bn, bf16 ? "bf16" : "f16", bf16 ? "hk_pack_bf16x2" : "hk_pack_f16x2");
+}
+
+static void ws_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
+                      uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
+  (void)key;
+  const ws_cfg_t c = ws_cfg(arch);
+  int64_t blocks = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, 5), 128) *
+                   hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, 6), c.bn);
+  if (c.persistent && arch->compute_units > 0 && blocks > (int64_t)arch->compute_units) blocks = arch->compute_units;
+  if (blocks < 1) blocks = 1;
+  if (blocks > 0x7fffffffLL) blocks = 0x7fffffffLL;
+  out_grid[0] = (uint32_t)blocks;
+  out_grid[1] = out_grid[2] = 1;
+  out_block[0] = 384;
+  out_block[1] = out_block[2] = 1;
+  *out_shared = ws_shared(&c);
+}
+
+const hkc_gpu_variant_t hkc_variant_gemm_wgmma_ws = {
+    .name = "gemm_wgmma_ws",
+    .template_path = "gpu/gemm_wgmma_ws.hip",
+    .includes = k_wgmma_includes,
+    .applies = ws_applies,
+    .defines = ws_defines,
+    .launch = ws_launch,
+};

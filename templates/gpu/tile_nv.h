@@ -120,6 +120,39 @@ HK_DEVICE void hk_wgmma_commit(void) { asm volatile("wgmma.commit_group.sync.ali
 HK_DEVICE void hk_fence_proxy_async(void) { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 /* Keeps the compiler from moving accumulator registers across a wgmma in flight. */
 #define HK_WGMMA_FENCE_REG(x) asm volatile("" : "+f"(x)::"memory")
+
+/* ---- mbarriers, producer/consumer pipelines (sm_90a kernels) -----------------------------
+ * A 64-bit mbarrier in shared memory (PTX ISA "Parallel Synchronization and Communication
+ * Instructions: mbarrier"): init sets phase 0 and the expected arrival count; a phase
+ * completes when that many arrivals happened, then the next phase starts. try_wait.parity
+ * P returns true once the phase of parity P has completed -- with P the parity of the
+ * phase before the current one it returns true at once (so a producer waiting on "empty"
+ * with parity 1 passes a fresh barrier). `bar` is a shared-window address (hk_smem_u32). */
+HK_DEVICE void hk_mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+HK_DEVICE void hk_mbar_wait(unsigned bar, unsigned parity) {
+  asm volatile("{\n.reg .pred p;\nHK_MBAR_WAIT:\n"
+               "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+               "@!p bra HK_MBAR_WAIT;\n}\n" ::"r"(bar),
+               "r"(parity)
+               : "memory");
+}
+/* One arrival (release semantics: this thread's prior memory accesses are ordered before it). */
+HK_DEVICE void hk_mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+/* One arrival, made by the hardware once all of this thread's prior cp.async copies have
+ * landed (.noinc: it counts toward the expected count given to init). */
+HK_DEVICE void hk_cp_async_mbar_arrive(unsigned bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+/* Named barrier `id` (1..15; 0 is __syncthreads) over `count` threads (a multiple of 32). */
+HK_DEVICE void hk_named_sync(int id, int count) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory"); }
+/* Per-warpgroup register budget (all 4 warps of a warpgroup execute it; needs a register
+ * cap at kernel entry, i.e. __launch_bounds__(threads, 1)). */
+#define HK_SETMAXNREG_DEC(n) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(n))
+#define HK_SETMAXNREG_INC(n) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(n))
 #endif
 
 #endif /* HK_TILE_NV_H */

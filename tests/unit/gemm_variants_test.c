@@ -37,19 +37,22 @@ static const char *variant_name(const char *arch_name, hkc_kernel_key_t key) {
 static void test_selection(void **state) {
   (void)state;
   for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++) {
-    assert_string_equal(variant_name("sm_90a", gemm_key((hk_dtype_t)dt, 0, 0, 0, 0, 8)), "gemm_wgmma");
+    assert_string_equal(variant_name("sm_90a", gemm_key((hk_dtype_t)dt, 0, 0, 0, 0, 8)), "gemm_wgmma_ws");
+    assert_string_equal(variant_name("sm_90a", gemm_key((hk_dtype_t)dt, 2, 1, 1, 1, 8)), "gemm_wgmma_ws");
+    /* HKC_GEMM_WS=0: the previous sm_90a kernel, for A/B runs */
+    setenv("HKC_GEMM_WS", "0", 1);
     assert_string_equal(variant_name("sm_90a", gemm_key((hk_dtype_t)dt, 2, 1, 1, 1, 8)), "gemm_wgmma");
+    unsetenv("HKC_GEMM_WS");
     assert_string_equal(variant_name("sm_90", gemm_key((hk_dtype_t)dt, 0, 1, 0, 0, 8)), "gemm_mma");
     assert_string_equal(variant_name("sm_80", gemm_key((hk_dtype_t)dt, 0, 0, 1, 0, 8)), "gemm_mma");
-    /* alignment below 8 elements, f32, AMD without MFMA: the simple kernel; CDNA: MFMA */
+    /* alignment below 8 elements, f32: the simple kernel; AMD CDNA: gemm_mfma (amd_variants_test) */
     assert_string_equal(variant_name("sm_90a", gemm_key((hk_dtype_t)dt, 0, 0, 0, 0, 4)), "simple");
     assert_string_equal(variant_name("sm_90", gemm_key((hk_dtype_t)dt, 0, 0, 0, 0, 2)), "simple");
     assert_string_equal(variant_name("gfx90a", gemm_key((hk_dtype_t)dt, 0, 0, 0, 0, 8)), "gemm_mfma");
-    assert_string_equal(variant_name("gfx1030", gemm_key((hk_dtype_t)dt, 0, 0, 0, 0, 8)), "simple");
   }
   assert_string_equal(variant_name("sm_90a", gemm_key(HK_DTYPE_F32, 0, 0, 0, 0, 8)), "simple");
   assert_string_equal(variant_name("sm_90", gemm_key(HK_DTYPE_F32, 0, 0, 0, 0, 8)), "simple");
-  /* a non-gemm key is not taken by a GEMM variant (element-wise ops have their own) */
+  /* a non-gemm key is not taken by a gemm variant (element-wise ones may serve it) */
   hkc_kernel_key_t add = {.op = HK_OP_ADD, .dtype = HK_DTYPE_F16, .align = 8};
   const hkc_gpu_variant_t *v = hkc_gpu_variant_for(arch("sm_90a"), &add);
   assert_true(v == NULL || strncmp(v->name, "gemm", 4) != 0);
@@ -115,7 +118,7 @@ static void test_nvrtc_variants(void **state) {
   const char *env = getenv("HKC_TEST_FULL");
   const int full = env && *env && strcmp(env, "0") != 0;
   static const char *const archs[] = {"sm_90a", "sm_90", "sm_80"};
-  static const char *const expect[] = {"gemm_wgmma", "gemm_mma", "gemm_mma"};
+  static const char *const expect[] = {"gemm_wgmma_ws", "gemm_mma", "gemm_mma"};
   job_t *jobs = calloc(3 * 2 * 40, sizeof *jobs);
   assert_non_null(jobs);
   size_t n = 0;
@@ -159,8 +162,44 @@ static void test_nvrtc_variants(void **state) {
     }
   }
   for (size_t a = 0; a < 3; a++) printf("[ info     ] %s: at most %u registers\n", archs[a], max_regs[a]);
+  /* gemm_wgmma_ws: ptxas reports the entry budget of 384 threads (<= 168); the consumer
+   * warpgroups raise theirs to 232 with setmaxnreg (a problem there would be a spill or a
+   * C7508 warning, both failures above) */
+  assert_true(max_regs[0] <= 232);
   free(jobs);
   assert_int_equal(failures, 0);
+}
+
+/* The other sm_90a configurations: gemm_wgmma (HKC_GEMM_WS=0) and gemm_wgmma_ws with
+ * BN 128 (HKC_GEMM_WS_CFG), plain and full epilogues, both B layouts, bf16. Serial: the
+ * environment picks the variant. */
+static void compile_one(const char *env, const char *value, const char *expect, int act, int tb, int full) {
+  setenv(env, value, 1);
+  job_t j = {.arch = arch("sm_90a")};
+  j.kernel.key = gemm_key(HK_DTYPE_BF16, act, tb, full, full, 8);
+  hkc_kernel_key_name(&j.kernel.key, j.kernel.name, sizeof j.kernel.name);
+  assert_string_equal(hkc_gpu_variant_for(j.arch, &j.kernel.key)->name, expect);
+  run_job(&j);
+  unsetenv(env);
+  printf("[ info     ] %s=%s %s: regs %u, scratch %u%s%s\n", env, value, j.kernel.name, j.regs, j.scratch,
+         j.ok ? "" : ", ", j.ok ? "" : j.error);
+  assert_true(j.ok);
+  assert_int_equal(j.scratch, 0);
+  assert_true(j.regs > 0);
+}
+
+static void test_nvrtc_sm90a_alternatives(void **state) {
+  (void)state;
+  char why[512];
+  if (hkc_nvrtc_available(why, sizeof why) != 0) {
+    printf("[ SKIP     ] nvrtc: %s\n", why);
+    skip();
+  }
+  for (int tb = 0; tb < 2; tb++)
+    for (int full = 0; full < 2; full++) {
+      compile_one("HKC_GEMM_WS", "0", "gemm_wgmma", full ? HK_ACT_GELU : 0, tb, full);
+      compile_one("HKC_GEMM_WS_CFG", "128,6,0", "gemm_wgmma_ws", full ? HK_ACT_GELU : 0, tb, full);
+    }
 }
 
 /* ---- launches -------------------------------------------------------------------------- */
@@ -189,7 +228,7 @@ static void test_launch_covers_odd_shapes(void **state) {
       assert_non_null(src);
       const long long tm = source_macro(src, "HK_TILE_M"), tn = source_macro(src, "HK_TILE_N");
       const long long threads = source_macro(src, "HK_THREADS"), stages = source_macro(src, "HK_STAGES");
-      assert_non_null(strstr(src, a == 0 ? "gemm_wgmma.hip" : "gemm_mma.hip"));
+      assert_non_null(strstr(src, a == 0 ? "gemm_wgmma_ws.hip" : "gemm_mma.hip"));
       free(src);
       for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
         for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++) {
@@ -202,8 +241,13 @@ static void test_launch_covers_odd_shapes(void **state) {
           assert_int_equal(block[1], 1);
           assert_int_equal(block[2], 1);
           assert_int_equal(block[0], (uint32_t)threads);
-          /* one block per tile (the kernel strides beyond grid.x) */
-          assert_true((long long)grid[0] >= ((M + tm - 1) / tm) * ((N + tn - 1) / tn));
+          /* one block per tile (the kernel strides beyond grid.x); sm_90a (gemm_wgmma_ws):
+           * persistent, one block per SM at most */
+          const long long tiles = ((M + tm - 1) / tm) * ((N + tn - 1) / tn);
+          if (a == 0)
+            assert_true((long long)grid[0] == (tiles < ar->compute_units ? tiles : (long long)ar->compute_units));
+          else
+            assert_true((long long)grid[0] >= tiles);
           /* the stages' tiles fit; within the arch's per-block limit */
           assert_true((long long)shared >= stages * (tm + tn) * 64 * 2);
           assert_true(shared <= ar->max_lds_per_block);
@@ -216,6 +260,7 @@ int main(void) {
       cmocka_unit_test(test_selection),
       cmocka_unit_test(test_launch_covers_odd_shapes),
       cmocka_unit_test(test_nvrtc_variants),
+      cmocka_unit_test(test_nvrtc_sm90a_alternatives),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
