@@ -150,7 +150,7 @@ const hkc_gpu_variant_t hkc_variant_gemm_wgmma = {
 /* ---- gemm_wgmma_ws ---------------------------------------------------------------------------
  * Warp-specialized: 384 threads = 1 producer warpgroup (cp.async into a ring guarded by
  * full/empty mbarriers, setmaxnreg 40) + 2 consumer warpgroups (wgmma m64nNk16 on 64 rows
- * each, setmaxnreg 232). 128 x 256 x 64 tiles, 4 stages of 48 KiB, + 16 KiB epilogue
+ * each, setmaxnreg 232). 128 x 256 x 64 tiles, 3 stages of 48 KiB, + 16 KiB epilogue
  * staging + barriers + 1 KiB for aligning the dynamic base to 1024 bytes. Persistent grid
  * (min(tiles, SMs)) by default.
  * HKC_GEMM_WS_CFG="BN,STAGES[,PERSISTENT]" (BN 128 or 256; PERSISTENT 0 = one block per
@@ -165,7 +165,9 @@ static uint32_t ws_shared(const ws_cfg_t *c) {
 }
 
 static ws_cfg_t ws_cfg(const hkc_gpu_arch_t *arch) {
-  ws_cfg_t c = {.bn = 256, .stages = 4, .persistent = 1};
+  /* 3 stages: measured on the H200 (2026-11-30), 5% faster than 4 on every benchmark shape
+   * (docs/device-runs/2026-11-30-tune-gemm-ws.log) */
+  ws_cfg_t c = {.bn = 256, .stages = 3, .persistent = 1};
   const char *env = getenv("HKC_GEMM_WS_CFG");
   ws_cfg_t e = c;
   if (env) {
