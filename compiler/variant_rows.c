@@ -49,14 +49,17 @@ static int rows_cfg_env(const char *name, rows_cfg_t *c) {
 }
 
 /* Defaults. NVIDIA 16-bit rows: one warp per row up to 16 vectors per lane (4096 bf16 =
- * 512 vectors: 32 lanes x 16), next row prefetched; 8 warps per block, register cap 255
- * (~170 used: a block per SM plus room), grid of 2 blocks per SM. NVIDIA f32: 32 vectors
- * per lane (4096 f32: one warp per row), no prefetch (the cache alone is 128 registers).
- * AMD: 8 vectors per lane (4096 bf16: one wave64 per row on CDNA), no prefetch. */
+ * 512 vectors: 32 lanes x 16), the next row prefetched (two 64-register copies of a row:
+ * ~200-215 registers on sm_90, so one 8-warp block per SM, 64 KiB of loads in flight per
+ * SM), a persistent grid of one block per SM. NVIDIA f32: 32 vectors per lane (4096 f32:
+ * one warp per row), no prefetch (the cache alone is 128 registers; ~230 used), one block
+ * per SM. AMD: 8 vectors per lane (4096 bf16: one wave64 per row on CDNA), no prefetch.
+ * Alternatives for a sweep (no spills on sm_90): "256,16,16,2,0,2" (no prefetch, <= 128
+ * registers, 16 warps per SM), "256,8,8,3,0,3" (two warps per row for 4096 bf16). */
 static rows_cfg_t rows_cfg(const hkc_gpu_arch_t *arch, hk_dtype_t dtype) {
   rows_cfg_t c;
   if (arch->kind == HK_TARGET_CUDA) {
-    if (dtype == HK_DTYPE_F32) c = (rows_cfg_t){256, 32, 32, 1, 0, 2};
+    if (dtype == HK_DTYPE_F32) c = (rows_cfg_t){256, 32, 32, 1, 0, 1};
     else c = (rows_cfg_t){256, 16, 16, 1, 1, 1};
   } else {
     c = (rows_cfg_t){256, 8, 8, 1, 0, 4};

@@ -174,6 +174,15 @@ HK_DEVICE void rf_load_row(rf_vec (&c)[RF_C], const rf_vec *xv, long long r, lon
 }
 
 /* ---- cached path: one read, one write per element ------------------------------------ */
+/* Sum of HK_VEC partial sums, pairwise. */
+HK_DEVICE float rf_add(const float (&a)[HK_VEC]) {
+#if HK_VEC == 8
+  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+#else
+  return (a[0] + a[1]) + (a[2] + a[3]);
+#endif
+}
+
 template <int G>
 HK_DEVICE void rf_cached(const HK_T *x, const HK_T *gamma, const HK_T *beta, HK_T *out, long long rows,
                          long long nvec, float fcols, float eps, int g, float *red) {
@@ -213,23 +222,26 @@ HK_DEVICE void rf_cached(const HK_T *x, const HK_T *gamma, const HK_T *beta, HK_
 #endif
     rf_vec *yr = ov + (live ? r : 0) * nvec;
 #if HK_ROW_OP == 1
-    float s = 0.0f;
+    float a[HK_VEC]; /* HK_VEC independent accumulators: short dependency chains */
+#pragma unroll
+    for (int e = 0; e < HK_VEC; e++) a[e] = 0.0f;
 #pragma unroll
     for (int k = 0; k < RF_C; k++)
       if (live && lane + k * g < n)
 #pragma unroll
-        for (int e = 0; e < HK_VEC; e++) s += rf_get(c[k], e);
-    const float mean = rf_group_sum<G>(s, red, g) / fcols;
-    float q = 0.0f;
+        for (int e = 0; e < HK_VEC; e++) a[e] += rf_get(c[k], e);
+    const float mean = rf_group_sum<G>(rf_add(a), red, g) / fcols;
+#pragma unroll
+    for (int e = 0; e < HK_VEC; e++) a[e] = 0.0f;
 #pragma unroll
     for (int k = 0; k < RF_C; k++)
       if (live && lane + k * g < n)
 #pragma unroll
         for (int e = 0; e < HK_VEC; e++) {
           const float d = rf_get(c[k], e) - mean;
-          q += d * d;
+          a[e] = fmaf(d, d, a[e]);
         }
-    const float rstd = 1.0f / sqrtf(rf_group_sum<G>(q, red, g) / fcols + eps);
+    const float rstd = 1.0f / sqrtf(rf_group_sum<G>(rf_add(a), red, g) / fcols + eps);
 #pragma unroll
     for (int k = 0; k < RF_C; k++) {
       const int j = lane + k * g;
@@ -244,16 +256,18 @@ HK_DEVICE void rf_cached(const HK_T *x, const HK_T *gamma, const HK_T *beta, HK_
       }
     }
 #elif HK_ROW_OP == 2
-    float q = 0.0f;
+    float a[HK_VEC]; /* HK_VEC independent accumulators: short dependency chains */
+#pragma unroll
+    for (int e = 0; e < HK_VEC; e++) a[e] = 0.0f;
 #pragma unroll
     for (int k = 0; k < RF_C; k++)
       if (live && lane + k * g < n)
 #pragma unroll
         for (int e = 0; e < HK_VEC; e++) {
           const float v = rf_get(c[k], e);
-          q += v * v;
+          a[e] = fmaf(v, v, a[e]);
         }
-    const float rstd = 1.0f / sqrtf(rf_group_sum<G>(q, red, g) / fcols + eps);
+    const float rstd = 1.0f / sqrtf(rf_group_sum<G>(rf_add(a), red, g) / fcols + eps);
 #pragma unroll
     for (int k = 0; k < RF_C; k++) {
       const int j = lane + k * g;
@@ -269,20 +283,28 @@ HK_DEVICE void rf_cached(const HK_T *x, const HK_T *gamma, const HK_T *beta, HK_
     }
 #else
     /* this lane's max, its sum of exp relative to it, then one joint reduction */
-    float m = -hk_inf();
+    float a[HK_VEC]; /* HK_VEC independent accumulators: short dependency chains */
+#pragma unroll
+    for (int e = 0; e < HK_VEC; e++) a[e] = -hk_inf();
 #pragma unroll
     for (int k = 0; k < RF_C; k++)
       if (live && lane + k * g < n)
 #pragma unroll
-        for (int e = 0; e < HK_VEC; e++) m = fmaxf(m, rf_get(c[k], e));
+        for (int e = 0; e < HK_VEC; e++) a[e] = fmaxf(a[e], rf_get(c[k], e));
+    float m = a[0];
+#pragma unroll
+    for (int e = 1; e < HK_VEC; e++) m = fmaxf(m, a[e]);
     float s = 0.0f;
     if (m != -hk_inf()) { /* a lane of only -inf (or nothing) adds 0, not exp(-inf + inf) */
       const float ml = m * RF_LOG2E;
 #pragma unroll
+      for (int e = 0; e < HK_VEC; e++) a[e] = 0.0f;
+#pragma unroll
       for (int k = 0; k < RF_C; k++)
         if (live && lane + k * g < n)
 #pragma unroll
-          for (int e = 0; e < HK_VEC; e++) s += RF_EXP(rf_get(c[k], e), m, ml);
+          for (int e = 0; e < HK_VEC; e++) a[e] += RF_EXP(rf_get(c[k], e), m, ml);
+      s = rf_add(a);
     }
     rf_group_maxsum<G>(m, s, red, g);
     const float inv = 1.0f / s, ml = m * RF_LOG2E;
