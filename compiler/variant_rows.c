@@ -7,20 +7,78 @@
  * bound tensors; the arena aligns intermediates to 256). Any arch: the templates are
  * portable (wave32 and wave64). Other keys keep the simple kernels. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gpu_variant.h"
 
-/* ---- shared choices -------------------------------------------------------------------- */
-#define ROWS_THREADS 512   /* block of the row kernels */
-#define ROWS_CACHE 8       /* 16-byte vectors per thread kept in registers (layernorm: 7, */
-                           /* which keeps it within 64 registers without spills on sm_90) */
-#define ROWS_TARGET 4      /* vectors per thread the group size aims at */
-#define ROWS_MIN_BLOCKS 2  /* NVIDIA: 2 blocks of 512 per SM -> <= 64 registers */
-#define EW_THREADS 256
-#define EW_UNROLL 4
-#define EW_MIN_BLOCKS 1    /* NVIDIA: no register cap (4 would cap at 64: f32 add spills) */
-#define EW_WAVES 4         /* element-wise grid: this many rounds of resident blocks */
+/* ---- configurations ------------------------------------------------------------------
+ * rows_vec16: threads per block, 16-byte vectors per lane kept in registers (cache), the
+ * vectors per lane the group size aims at (target <= cache), blocks per SM asked of ptxas
+ * (NVIDIA register cap 65536 / (threads x min_blocks)), next-row prefetch (0/1), and the
+ * persistent grid's blocks per CU/SM. For experiments (one sweep per device call),
+ *   HKC_ROWS_CFG="THREADS,CACHE,TARGET,MIN_BLOCKS,PREFETCH,GRID_PER_CU"
+ * overrides every dtype's choice; HKC_ROWS_CFG_F32 / HKC_ROWS_CFG_16 only f32's / f16's
+ * and bf16's (they win over HKC_ROWS_CFG). Invalid strings are ignored.
+ * elementwise_vec16: HKC_EW_CFG="THREADS,UNROLL,MIN_BLOCKS,WAVES" likewise. */
+typedef struct rows_cfg {
+  int threads, cache, target, min_blocks, prefetch, grid_per_cu;
+} rows_cfg_t;
+
+typedef struct ew_cfg {
+  int threads, unroll, min_blocks, waves;
+} ew_cfg_t;
+
+static int pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
+
+static int rows_cfg_ok(const rows_cfg_t *c) {
+  return c->threads >= 64 && c->threads <= 1024 && pow2(c->threads) && c->cache >= 1 && c->cache <= 64 &&
+         c->target >= 1 && c->target <= c->cache && c->min_blocks >= 1 && c->min_blocks <= 32 &&
+         (c->prefetch == 0 || c->prefetch == 1) && c->grid_per_cu >= 1 && c->grid_per_cu <= 64;
+}
+
+static int rows_cfg_env(const char *name, rows_cfg_t *c) {
+  const char *env = getenv(name);
+  rows_cfg_t e;
+  if (env && sscanf(env, "%d,%d,%d,%d,%d,%d", &e.threads, &e.cache, &e.target, &e.min_blocks, &e.prefetch,
+                    &e.grid_per_cu) == 6 && rows_cfg_ok(&e)) {
+    *c = e;
+    return 1;
+  }
+  return 0;
+}
+
+/* Defaults. NVIDIA 16-bit rows: one warp per row up to 16 vectors per lane (4096 bf16 =
+ * 512 vectors: 32 lanes x 16), the next row prefetched (two 64-register copies of a row:
+ * ~200-215 registers on sm_90, so one 8-warp block per SM, 64 KiB of loads in flight per
+ * SM), a persistent grid of one block per SM. NVIDIA f32: 32 vectors per lane (4096 f32:
+ * one warp per row), no prefetch (the cache alone is 128 registers; ~230 used), one block
+ * per SM. AMD: 8 vectors per lane (4096 bf16: one wave64 per row on CDNA), no prefetch.
+ * Alternatives for a sweep (no spills on sm_90): "256,16,16,2,0,2" (no prefetch, <= 128
+ * registers, 16 warps per SM), "256,8,8,3,0,3" (two warps per row for 4096 bf16). */
+static rows_cfg_t rows_cfg(const hkc_gpu_arch_t *arch, hk_dtype_t dtype) {
+  rows_cfg_t c;
+  if (arch->kind == HK_TARGET_CUDA) {
+    if (dtype == HK_DTYPE_F32) c = (rows_cfg_t){256, 32, 32, 1, 0, 1};
+    else c = (rows_cfg_t){256, 16, 16, 1, 1, 1};
+  } else {
+    c = (rows_cfg_t){256, 8, 8, 1, 0, 4};
+  }
+  if (!rows_cfg_env(dtype == HK_DTYPE_F32 ? "HKC_ROWS_CFG_F32" : "HKC_ROWS_CFG_16", &c)) rows_cfg_env("HKC_ROWS_CFG", &c);
+  return c;
+}
+
+static ew_cfg_t ew_cfg(void) {
+  /* NVIDIA: no register cap (min 1 block; a cap of 64 made f32 add spill) */
+  ew_cfg_t c = {256, 4, 1, 4};
+  const char *env = getenv("HKC_EW_CFG");
+  ew_cfg_t e;
+  if (env && sscanf(env, "%d,%d,%d,%d", &e.threads, &e.unroll, &e.min_blocks, &e.waves) == 4 && e.threads >= 64 &&
+      e.threads <= 1024 && e.threads % 64 == 0 && e.unroll >= 1 && e.unroll <= 16 && e.min_blocks >= 1 &&
+      e.min_blocks <= 32 && e.waves >= 1 && e.waves <= 64)
+    c = e;
+  return c;
+}
 
 static int vec_elems(hk_dtype_t dtype) { return dtype == HK_DTYPE_F32 ? 4 : 8; }
 
@@ -55,33 +113,38 @@ static int rows_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key)
 }
 
 static void rows_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
-  (void)arch;
+  const rows_cfg_t c = rows_cfg(arch, key->dtype);
   const int op = key->op == HK_OP_LAYERNORM ? 1 : key->op == HK_OP_RMSNORM ? 2 : 3;
   size_t len = strlen(out);
-  snprintf(out + len, size - len,
+  snprintf(out + len, size > len ? size - len : 0,
            "#define HK_THREADS %d\n#define HK_VEC %d\n#define HK_ROW_OP %d\n#define HK_ROW_CACHE %d\n"
-           "#define HK_ROW_TARGET %d\n#define HK_ROW_MIN_BLOCKS %d\n#define HK_ROW_FAST_EXP %d\n",
-           ROWS_THREADS, vec_elems(key->dtype), op, op == 1 ? ROWS_CACHE - 1 : ROWS_CACHE, ROWS_TARGET, ROWS_MIN_BLOCKS,
+           "#define HK_ROW_TARGET %d\n#define HK_ROW_MIN_BLOCKS %d\n#define HK_ROW_PREFETCH %d\n"
+           "#define HK_ROW_GRID_PER_CU %d\n#define HK_ROW_FAST_EXP %d\n",
+           c.threads, vec_elems(key->dtype), op, c.cache, c.target, c.min_blocks, c.prefetch, c.grid_per_cu,
            key->dtype == HK_DTYPE_F32 ? 0 : 1);
 }
 
 /* The template's rf_group: threads per row. */
-static int64_t rows_group(int64_t nvec) {
-  const int64_t want = hkc_variant_ceil_div(nvec, ROWS_TARGET);
+static int64_t rows_group(int64_t nvec, const rows_cfg_t *c) {
+  const int64_t want = hkc_variant_ceil_div(nvec, c->target);
   int64_t g = 1;
-  while (g < ROWS_THREADS && g < want) g <<= 1;
+  while (g < c->threads && g < want) g <<= 1;
   return g;
 }
 
-/* One block per tile of ROWS_THREADS / g rows (blocks stride over tiles beyond the grid). */
+/* A tile is threads / g rows; blocks stride over tiles: one block per tile, at most
+ * grid_per_cu blocks per CU (persistent; with prefetch each block's next tile is in flight). */
 static void rows_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
                         uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
-  (void)arch;
+  const rows_cfg_t c = rows_cfg(arch, key->dtype);
   const uint32_t first_i64 = key->op == HK_OP_LAYERNORM ? 4 : key->op == HK_OP_RMSNORM ? 3 : 2;
   const int64_t rows = hkc_variant_arg_i64(args, n_args, first_i64);
   const int64_t cols = hkc_variant_arg_i64(args, n_args, first_i64 + 1);
-  const int64_t rpb = ROWS_THREADS / rows_group(cols / vec_elems(key->dtype));
-  set_1d(out_grid, out_block, out_shared, hkc_variant_ceil_div(rows, rpb), ROWS_THREADS);
+  const int64_t rpb = c.threads / rows_group(cols / vec_elems(key->dtype), &c);
+  int64_t blocks = hkc_variant_ceil_div(rows, rpb);
+  const int64_t cap = cus(arch) * c.grid_per_cu;
+  if (blocks > cap) blocks = cap;
+  set_1d(out_grid, out_block, out_shared, blocks, c.threads);
 }
 
 const hkc_gpu_variant_t hkc_variant_rows_vec16 = {
@@ -102,23 +165,34 @@ static int ew_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
          vec_ok(key);
 }
 
+/* HK_EW_FAST_ACT: gelu / silu for 16-bit outputs through the hardware exp2 and reciprocal
+ * (templates/gpu/elementwise_fast.hip: errors ~1e-6 relative, far below the f16/bf16
+ * rounding); f32 keeps erff / expf and the IEEE division. */
 static void ew_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
   (void)arch;
+  const ew_cfg_t c = ew_cfg();
+  const int fast = key->dtype != HK_DTYPE_F32 && (key->op == HK_OP_GELU || key->op == HK_OP_SILU) &&
+                   !getenv("HKC_EW_EXACT_ACT");
   size_t len = strlen(out);
-  snprintf(out + len, size - len, "#define HK_THREADS %d\n#define HK_VEC %d\n#define HK_EW_UNROLL %d\n#define HK_EW_BINARY %d\n"
-           "#define HK_EW_MIN_BLOCKS %d\n",
-           EW_THREADS, vec_elems(key->dtype), EW_UNROLL, ew_binary(key->op) ? 1 : 0, EW_MIN_BLOCKS);
+  snprintf(out + len, size > len ? size - len : 0,
+           "#define HK_THREADS %d\n#define HK_VEC %d\n#define HK_EW_UNROLL %d\n#define HK_EW_BINARY %d\n"
+           "#define HK_EW_MIN_BLOCKS %d\n#define HK_EW_WAVES %d\n#define HK_EW_FAST_ACT %d\n",
+           c.threads, vec_elems(key->dtype), c.unroll, ew_binary(key->op) ? 1 : 0, c.min_blocks, c.waves,
+           fast ? (key->op == HK_OP_GELU ? 1 : 2) : 0);
 }
 
-/* Enough blocks for one pass of EW_UNROLL vectors per thread, at most EW_WAVES rounds of
+/* Enough blocks for one pass of unroll vectors per thread, at most `waves` rounds of
  * the blocks the device holds at once (the kernel strides beyond). */
 static void ew_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
                       uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
+  const ew_cfg_t c = ew_cfg();
   const int64_t n = hkc_variant_arg_i64(args, n_args, ew_binary(key->op) ? 3 : 2);
-  int64_t blocks = hkc_variant_ceil_div(n / vec_elems(key->dtype), (int64_t)EW_THREADS * EW_UNROLL);
-  const int64_t cap = cus(arch) * (threads_per_cu(arch) / EW_THREADS) * EW_WAVES;
+  int64_t blocks = hkc_variant_ceil_div(n / vec_elems(key->dtype), (int64_t)c.threads * c.unroll);
+  int64_t per_cu = threads_per_cu(arch) / c.threads;
+  if (per_cu < 1) per_cu = 1;
+  const int64_t cap = cus(arch) * per_cu * c.waves;
   if (blocks > cap) blocks = cap;
-  set_1d(out_grid, out_block, out_shared, blocks, EW_THREADS);
+  set_1d(out_grid, out_block, out_shared, blocks, c.threads);
 }
 
 const hkc_gpu_variant_t hkc_variant_elementwise_vec16 = {

@@ -174,11 +174,11 @@ static void dims(const char *a, const hkc_kernel_key_t *key, const hkc_arg_t *ar
 }
 
 /* Rows: the template's group rule, recomputed here from the source's macros; a block holds
- * HK_THREADS / g rows; the grid (one block per tile) covers every row; rows that fit the
- * register cache are the cached path's, and longer ones get g == HK_THREADS (the streaming
- * path's precondition). */
-static void test_row_dims(void **state) {
-  (void)state;
+ * HK_THREADS / g rows (a tile); the grid is one block per tile, capped at
+ * HK_ROW_GRID_PER_CU blocks per CU (persistent: blocks stride over tiles); rows that fit
+ * the register cache are the cached path's, and longer ones get g == HK_THREADS (the
+ * streaming path's precondition). */
+static void check_row_dims(void) {
   static const long long rows_list[] = {1, 2, 3, 7, 37, 513, 1000, 16384, 3 * 65537};
   static const long long cols_per_vec[] = {1, 2, 3, 7, 8, 33, 64, 127, 128, 129, 512, 1024, 1536, 4095, 5000, 100000};
   const char *const archs[] = {"sm_90", "gfx90a", "gfx1030"};
@@ -189,7 +189,11 @@ static void test_row_dims(void **state) {
         char *src = hkc_codegen_gpu(arch(archs[a]), &k);
         const long long threads = source_macro(src, "HK_THREADS"), vec = source_macro(src, "HK_VEC");
         const long long target = source_macro(src, "HK_ROW_TARGET"), cache = source_macro(src, "HK_ROW_CACHE");
+        const long long per_cu = source_macro(src, "HK_ROW_GRID_PER_CU");
+        const long long prefetch = source_macro(src, "HK_ROW_PREFETCH");
         free(src);
+        assert_true(target >= 1 && target <= cache && per_cu >= 1 && (prefetch == 0 || prefetch == 1));
+        const long long cap = (long long)arch(archs[a])->compute_units * per_cu;
         for (size_t r = 0; r < sizeof rows_list / sizeof rows_list[0]; r++)
           for (size_t c = 0; c < sizeof cols_per_vec / sizeof cols_per_vec[0]; c++) {
             const long long rows = rows_list[r], nvec = cols_per_vec[c], cols = nvec * vec;
@@ -207,12 +211,51 @@ static void test_row_dims(void **state) {
             assert_int_equal(block[0], (uint32_t)threads);
             long long g = 1;
             while (g < threads && g < (nvec + target - 1) / target) g <<= 1;
-            const long long rpb = threads / g;
-            assert_true((long long)grid[0] * rpb >= rows);               /* every row has a block */
-            assert_true(((long long)grid[0] - 1) * rpb < rows);           /* no empty block */
-            assert_true(nvec <= g * cache || g == threads);               /* streaming only at full block */
+            const long long rpb = threads / g, tiles = (rows + rpb - 1) / rpb;
+            assert_int_equal((long long)grid[0], tiles < cap ? tiles : cap); /* blocks stride over tiles */
+            assert_true(((long long)grid[0] - 1) * rpb < rows);               /* no empty block */
+            assert_true(nvec <= g * cache || g == threads);                   /* streaming only at full block */
           }
       }
+}
+
+static void test_row_dims(void **state) {
+  (void)state;
+  check_row_dims();
+}
+
+/* HKC_ROWS_CFG / HKC_EW_CFG: the source's macros follow the override (the launch rule is
+ * then checked against them), invalid strings leave the defaults. */
+static void test_cfg_env(void **state) {
+  (void)state;
+  hkc_kernel_out_t k = kernel_for(HK_OP_LAYERNORM, HK_DTYPE_BF16, 8);
+  char *def = hkc_codegen_gpu(arch("sm_90"), &k);
+  setenv("HKC_ROWS_CFG", "512,8,4,2,1,3", 1);
+  char *src = hkc_codegen_gpu(arch("sm_90"), &k);
+  assert_int_equal(source_macro(src, "HK_THREADS"), 512);
+  assert_int_equal(source_macro(src, "HK_ROW_CACHE"), 8);
+  assert_int_equal(source_macro(src, "HK_ROW_TARGET"), 4);
+  assert_int_equal(source_macro(src, "HK_ROW_MIN_BLOCKS"), 2);
+  assert_int_equal(source_macro(src, "HK_ROW_PREFETCH"), 1);
+  assert_int_equal(source_macro(src, "HK_ROW_GRID_PER_CU"), 3);
+  free(src);
+  check_row_dims();
+  setenv("HKC_ROWS_CFG", "500,8,4,2,1,3", 1); /* not a power of two: ignored */
+  src = hkc_codegen_gpu(arch("sm_90"), &k);
+  assert_string_equal(src, def);
+  free(src);
+  unsetenv("HKC_ROWS_CFG");
+  free(def);
+  hkc_kernel_out_t e = kernel_for(HK_OP_GELU, HK_DTYPE_BF16, 8);
+  setenv("HKC_EW_CFG", "128,8,2,3", 1);
+  src = hkc_codegen_gpu(arch("sm_90"), &e);
+  assert_int_equal(source_macro(src, "HK_THREADS"), 128);
+  assert_int_equal(source_macro(src, "HK_EW_UNROLL"), 8);
+  assert_int_equal(source_macro(src, "HK_EW_MIN_BLOCKS"), 2);
+  assert_int_equal(source_macro(src, "HK_EW_WAVES"), 3);
+  assert_int_equal(source_macro(src, "HK_EW_FAST_ACT"), 1);
+  free(src);
+  unsetenv("HKC_EW_CFG");
 }
 
 /* Element-wise: block = HK_THREADS; the grid either covers all vectors in one pass or is
@@ -227,7 +270,7 @@ static void test_elementwise_dims(void **state) {
         hkc_kernel_out_t k = kernel_for(k_ew_ops[o], k_dtypes[d], 8);
         char *src = hkc_codegen_gpu(arch(archs[a]), &k);
         const long long threads = source_macro(src, "HK_THREADS"), vec = source_macro(src, "HK_VEC");
-        const long long unroll = source_macro(src, "HK_EW_UNROLL");
+        const long long unroll = source_macro(src, "HK_EW_UNROLL"), waves = source_macro(src, "HK_EW_WAVES");
         free(src);
         const hkc_gpu_arch_t *ar = arch(archs[a]);
         const long long resident = (long long)ar->compute_units * ar->simds_per_cu * ar->max_waves_per_simd *
@@ -245,7 +288,7 @@ static void test_elementwise_dims(void **state) {
           assert_int_equal(block[0], (uint32_t)threads);
           const long long per_block = threads * unroll * vec;
           const long long one_pass = (n / vec + threads * unroll - 1) / (threads * unroll);
-          assert_true((long long)grid[0] == one_pass || (long long)grid[0] <= 8 * resident);
+          assert_true((long long)grid[0] == one_pass || (long long)grid[0] <= waves * resident);
           assert_true((long long)grid[0] <= one_pass || one_pass == 0);
           if ((long long)grid[0] < one_pass) assert_true((long long)grid[0] >= resident); /* a full device */
           (void)per_block;
@@ -257,7 +300,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_selection),        cmocka_unit_test(test_sources),
       cmocka_unit_test(test_row_dims),         cmocka_unit_test(test_elementwise_dims),
-      cmocka_unit_test(test_nvrtc),            cmocka_unit_test(test_hiprtc),
+      cmocka_unit_test(test_cfg_env),          cmocka_unit_test(test_nvrtc),
+      cmocka_unit_test(test_hiprtc),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
