@@ -6,7 +6,7 @@
 
 extern const hkc_gpu_variant_t hkc_variant_gemm_wgmma_ws, hkc_variant_gemm_wgmma,
     hkc_variant_gemm_mma; /* variant_gemm_nv.c */
-extern const hkc_gpu_variant_t hkc_variant_attention_mma;                        /* variant_attention_nv.c */
+extern const hkc_gpu_variant_t hkc_variant_attention_wgmma, hkc_variant_attention_mma; /* variant_attention_nv.c */
 extern const hkc_gpu_variant_t hkc_variant_rows_vec16, hkc_variant_elementwise_vec16; /* variant_rows.c */
 extern const hkc_gpu_variant_t hkc_variant_gemm_mfma, hkc_variant_attention_mfma; /* variant_amd.c */
 
@@ -14,6 +14,7 @@ static const hkc_gpu_variant_t *const k_variants[] = {
     &hkc_variant_gemm_wgmma_ws, /* NVIDIA sm_90a, warp-specialized */
     &hkc_variant_gemm_wgmma,  /* NVIDIA sm_90a (HKC_GEMM_WS=0) */
     &hkc_variant_gemm_mma,    /* NVIDIA sm_80+ */
+    &hkc_variant_attention_wgmma, /* NVIDIA sm_90a; opt-in (HKC_ATTN_WGMMA=1) until measured */
     &hkc_variant_attention_mma,
     &hkc_variant_gemm_mfma,   /* AMD CDNA */
     &hkc_variant_attention_mfma,

@@ -50,6 +50,13 @@
 #error "attention_mma: unsupported tile configuration"
 #endif
 
+/* rescale O only when a row's max changed: pays for its vote at dh 128 (64 FMULs per
+ * tile); at dh 64 it costs the register that makes ptxas spill under the 128 cap */
+#define HK_ATTN_SKIP_RESCALE (HK_DH == 128)
+/* p = exp2(fma(s, sl2, -m)) instead of s *= sl2 then exp2(s - m): one FMUL less per score
+ * at dh 128; at dh 64 ptxas spills 20 bytes with it under the 128-register cap */
+#define HK_ATTN_FOLD_SCALE (HK_DH == 128)
+
 #if HK_ATTN_BF16
 #define HK_ATTN_MMA hk_mma_16816_bf16
 #define HK_ATTN_PACK hk_pack_bf16x2
@@ -114,7 +121,17 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
   const long long q_tiles = (seq_q + HK_ATTN_BQ - 1) / HK_ATTN_BQ;
   const long long n_blocks = batch * heads * q_tiles;
   const long long ld_o = heads * HK_DH;
-  const float sl2 = scale * 1.4426950408889634f; /* scores to the log2 domain */
+  /* scores to the log2 domain: p = exp2(s * sl2 - m) with one FFMA per score. sl2 is
+   * kept positive so that the row max of the raw scores times sl2 is the max of the
+   * scaled ones: a negative scale negates Q instead (exact in f16/bf16: the sign bit);
+   * scale 0 becomes a tiny positive factor (all finite scores -> p = 1, masked -> 0). */
+#if HK_ATTN_FOLD_SCALE
+  const float sl2_signed = scale * 1.4426950408889634f;
+  const unsigned q_neg = sl2_signed < 0.0f ? 0x80008000u : 0u;
+  const float sl2 = fmaxf(fabsf(sl2_signed), 1e-30f);
+#else
+  const float sl2 = scale * 1.4426950408889634f;
+#endif
   (void)dh;                                        /* == HK_DH (the kernel key's head_dim) */
 
   for (long long blk = HK_BID; blk < n_blocks; blk += HK_NBLOCKS) {
@@ -140,7 +157,15 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
 
     unsigned qf[HK_ATTN_KS][4];
 #pragma unroll
-    for (int kk = 0; kk < HK_ATTN_KS; kk++) hk_ldmatrix_x4(qf[kk], sq + hk_attn_pair(q_lane, kk));
+    for (int kk = 0; kk < HK_ATTN_KS; kk++) {
+      hk_ldmatrix_x4(qf[kk], sq + hk_attn_pair(q_lane, kk));
+#if HK_ATTN_FOLD_SCALE
+      qf[kk][0] ^= q_neg;
+      qf[kk][1] ^= q_neg;
+      qf[kk][2] ^= q_neg;
+      qf[kk][3] ^= q_neg;
+#endif
+    }
 
     float o[HK_ATTN_OT][4];
 #pragma unroll
@@ -194,14 +219,21 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
             }
           }
         }
-        /* online softmax in the log2 domain */
-        float mx_a = m_a, mx_b = m_b;
+        /* online softmax in the log2 domain: row max of the raw scores (sl2 > 0), m_*
+         * the running max of the scaled ones */
+#if HK_ATTN_FOLD_SCALE
+        float mx_a = -hk_inf(), mx_b = -hk_inf();
+#else
+        float mx_a = m_a, mx_b = m_b; /* scaled in place: s *= sl2 */
+#endif
 #pragma unroll
         for (int n = 0; n < HK_ATTN_NT; n++) {
+#if !HK_ATTN_FOLD_SCALE
           s[n][0] *= sl2;
           s[n][1] *= sl2;
           s[n][2] *= sl2;
           s[n][3] *= sl2;
+#endif
           mx_a = fmaxf(mx_a, fmaxf(s[n][0], s[n][1]));
           mx_b = fmaxf(mx_b, fmaxf(s[n][2], s[n][3]));
         }
@@ -210,30 +242,45 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
         mx_a = fmaxf(mx_a, hk_shfl_xor(mx_a, 2));
         mx_b = fmaxf(mx_b, hk_shfl_xor(mx_b, 1));
         mx_b = fmaxf(mx_b, hk_shfl_xor(mx_b, 2));
+#if HK_ATTN_FOLD_SCALE
+        mx_a = fmaxf(m_a, mx_a * sl2);
+        mx_b = fmaxf(m_b, mx_b * sl2);
+#define HK_ATTN_P(x, base) hk_attn_exp2(fmaf((x), sl2, -(base)))
+#else
+#define HK_ATTN_P(x, base) hk_attn_exp2((x) - (base))
+#endif
         /* a row with no unmasked key yet keeps max -inf: subtract 0 (p = 0, alpha = 0) */
         const float base_a = mx_a == -hk_inf() ? 0.0f : mx_a;
         const float base_b = mx_b == -hk_inf() ? 0.0f : mx_b;
+        /* alpha == 1 exactly when the max did not change (m - m = 0; -inf - 0 -> 0 when
+         * the row is still empty, and then O and l are 0 anyway) */
         const float alpha_a = hk_attn_exp2(m_a - base_a), alpha_b = hk_attn_exp2(m_b - base_b);
         m_a = mx_a;
         m_b = mx_b;
         float sum_a = 0.0f, sum_b = 0.0f;
 #pragma unroll
         for (int n = 0; n < HK_ATTN_NT; n++) {
-          s[n][0] = hk_attn_exp2(s[n][0] - base_a);
-          s[n][1] = hk_attn_exp2(s[n][1] - base_a);
-          s[n][2] = hk_attn_exp2(s[n][2] - base_b);
-          s[n][3] = hk_attn_exp2(s[n][3] - base_b);
+          s[n][0] = HK_ATTN_P(s[n][0], base_a);
+          s[n][1] = HK_ATTN_P(s[n][1], base_a);
+          s[n][2] = HK_ATTN_P(s[n][2], base_b);
+          s[n][3] = HK_ATTN_P(s[n][3], base_b);
           sum_a += s[n][0] + s[n][1];
           sum_b += s[n][2] + s[n][3];
         }
-        l_a = l_a * alpha_a + sum_a;
-        l_b = l_b * alpha_b + sum_b;
+        l_a = fmaf(l_a, alpha_a, sum_a);
+        l_b = fmaf(l_b, alpha_b, sum_b);
+        /* rescale O only when some row of the warp changed its max (warp-uniform branch) */
+#if HK_ATTN_SKIP_RESCALE
+        if (__any_sync(0xffffffffu, alpha_a != 1.0f || alpha_b != 1.0f))
+#endif
+        {
 #pragma unroll
-        for (int d = 0; d < HK_ATTN_OT; d++) {
-          o[d][0] *= alpha_a;
-          o[d][1] *= alpha_a;
-          o[d][2] *= alpha_b;
-          o[d][3] *= alpha_b;
+          for (int d = 0; d < HK_ATTN_OT; d++) {
+            o[d][0] *= alpha_a;
+            o[d][1] *= alpha_a;
+            o[d][2] *= alpha_b;
+            o[d][3] *= alpha_b;
+          }
         }
       }
 
