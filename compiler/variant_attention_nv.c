@@ -133,11 +133,16 @@ static attn_wg_cfg_t attn_wg_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_ke
 }
 
 static int attn_wg_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  /* Measured on the H200 (2026-11-30, docs/device-runs/final/sweeps.log; numerics: awg.log):
+   * correct on every odd case, faster than attention_mma at dh 128 on every benchmark case
+   * (seq 4096: 325 vs 263 TFLOP/s full, 307 vs 247 causal), mixed at dh 64 (slower at seq
+   * 1024). So: default for dh 128; dh 64 only with HKC_ATTN_WGMMA=1; HKC_ATTN_WGMMA=0 off. */
   const char *on = getenv("HKC_ATTN_WGMMA");
-  if (!on || strcmp(on, "1") != 0) return 0; /* opt-in until measured on the device */
+  if (on && strcmp(on, "0") == 0) return 0;
   if (arch->kind != HK_TARGET_CUDA || arch->matrix != HKC_MATRIX_WGMMA) return 0;
   if (key->op != HK_OP_ATTENTION || (key->dtype != HK_DTYPE_F16 && key->dtype != HK_DTYPE_BF16)) return 0;
   if (key->align != 8 || (key->head_dim != 64 && key->head_dim != 128)) return 0;
+  if (key->head_dim == 64 && !(on && strcmp(on, "1") == 0)) return 0;
   const attn_wg_cfg_t c = attn_wg_cfg(arch, key);
   return attn_wg_smem(key, &c) <= arch->max_lds_per_block;
 }

@@ -48,10 +48,11 @@ static int rows_cfg_env(const char *name, rows_cfg_t *c) {
   return 0;
 }
 
-/* Defaults. NVIDIA 16-bit rows: one warp per row up to 16 vectors per lane (4096 bf16 =
- * 512 vectors: 32 lanes x 16), the next row prefetched (two 64-register copies of a row:
- * ~200-215 registers on sm_90, so one 8-warp block per SM, 64 KiB of loads in flight per
- * SM), a persistent grid of one block per SM. NVIDIA f32: 32 vectors per lane (4096 f32:
+/* Defaults. NVIDIA 16-bit rows: up to 8 vectors per lane (4096 bf16 = 512 vectors: two
+ * warps per row), no prefetch, 3 blocks per SM, a persistent grid of 3 blocks per SM --
+ * measured on the H200 (2026-11-30, docs/device-runs/final/sweeps.log) against one warp
+ * per row with prefetch ("256,16,16,1,1,1") and "256,16,16,2,0,2": best on every op
+ * (layernorm 3.47 vs 3.07 TB/s, softmax 3.23 vs 2.32, rmsnorm 3.51 vs 3.36). NVIDIA f32: 32 vectors per lane (4096 f32:
  * one warp per row), no prefetch (the cache alone is 128 registers; ~230 used), one block
  * per SM. AMD: 8 vectors per lane (4096 bf16: one wave64 per row on CDNA), no prefetch.
  * Alternatives for a sweep (no spills on sm_90): "256,16,16,2,0,2" (no prefetch, <= 128
@@ -60,7 +61,7 @@ static rows_cfg_t rows_cfg(const hkc_gpu_arch_t *arch, hk_dtype_t dtype) {
   rows_cfg_t c;
   if (arch->kind == HK_TARGET_CUDA) {
     if (dtype == HK_DTYPE_F32) c = (rows_cfg_t){256, 32, 32, 1, 0, 1};
-    else c = (rows_cfg_t){256, 16, 16, 1, 1, 1};
+    else c = (rows_cfg_t){256, 8, 8, 3, 0, 3};
   } else {
     c = (rows_cfg_t){256, 8, 8, 1, 0, 4};
   }

@@ -154,11 +154,100 @@ static void test_launch_dims(void **state) {
       }
 }
 
+/* ---- attention_wgmma (sm_90a: default for dh 128; dh 64 with HKC_ATTN_WGMMA=1; off with 0) - */
+static void test_wgmma_selection(void **state) {
+  (void)state;
+  if (getenv("HKC_SIMPLE_KERNELS")) skip();
+  const char *saved = getenv("HKC_ATTN_WGMMA");
+  char *keep = saved ? strdup(saved) : NULL;
+  unsetenv("HKC_ATTN_WGMMA");
+  assert_string_equal(variant_name("sm_90a", attn_key(HK_DTYPE_BF16, 128, 8)), "attention_wgmma"); /* default */
+  assert_string_equal(variant_name("sm_90a", attn_key(HK_DTYPE_BF16, 64, 8)), "attention_mma");
+  setenv("HKC_ATTN_WGMMA", "0", 1);
+  assert_string_equal(variant_name("sm_90a", attn_key(HK_DTYPE_BF16, 128, 8)), "attention_mma");
+  setenv("HKC_ATTN_WGMMA", "1", 1);
+  for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++)
+    for (int dh = 64; dh <= 128; dh += 64) {
+      assert_string_equal(variant_name("sm_90a", attn_key((hk_dtype_t)dt, dh, 8)), "attention_wgmma");
+      assert_string_equal(variant_name("sm_90", attn_key((hk_dtype_t)dt, dh, 8)), "attention_mma");
+      assert_string_equal(variant_name("sm_80", attn_key((hk_dtype_t)dt, dh, 8)), "attention_mma");
+    }
+  assert_string_equal(variant_name("sm_90a", attn_key(HK_DTYPE_F16, 64, 4)), "simple");
+  assert_string_equal(variant_name("sm_90a", attn_key(HK_DTYPE_BF16, 96, 8)), "simple");
+  if (keep) {
+    setenv("HKC_ATTN_WGMMA", keep, 1);
+    free(keep);
+  } else
+    unsetenv("HKC_ATTN_WGMMA");
+}
+
+static void test_wgmma_nvrtc(void **state) {
+  (void)state;
+  char why[512];
+  if (hkc_nvrtc_available(why, sizeof why) != 0) {
+    printf("[ SKIP     ] nvrtc: %s\n", why);
+    skip();
+  }
+  if (getenv("HKC_SIMPLE_KERNELS")) skip();
+  const char *saved_on = getenv("HKC_ATTN_WGMMA"), *saved_cfg = getenv("HKC_ATTN_WGMMA_CFG");
+  char *keep_on = saved_on ? strdup(saved_on) : NULL, *keep_cfg = saved_cfg ? strdup(saved_cfg) : NULL;
+  setenv("HKC_ATTN_WGMMA", "1", 1);
+  /* the defaults ("") and the spill-free configurations to sweep (per dh: "-" skips) */
+  static const char *const cfgs[][2] = {{"", ""}, {"2,64,1", "2,64,1"}, {"3,64,1", "-"}, {"2,128,1", "-"}, {"1,128,2", "-"}};
+  const hkc_gpu_arch_t *ar = arch("sm_90a");
+  int failures = 0;
+  for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
+    for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++)
+      for (int dh = 64; dh <= 128; dh += 64) {
+        const char *cfg = cfgs[ci][dh == 128];
+        if (!strcmp(cfg, "-")) continue;
+        if (cfg[0]) setenv("HKC_ATTN_WGMMA_CFG", cfg, 1);
+        else unsetenv("HKC_ATTN_WGMMA_CFG");
+        hkc_kernel_out_t k = {.key = attn_key((hk_dtype_t)dt, dh, 8)};
+        snprintf(k.name, sizeof k.name, "hk_attnwg_%s_d%d", dt == HK_DTYPE_F16 ? "f16" : "bf16", dh);
+        char *src = hkc_codegen_gpu(ar, &k);
+        assert_non_null(src);
+        assert_non_null(strstr(src, "/* variant attention_wgmma */"));
+        assert_non_null(strstr(src, "templates/gpu/tile_wgmma.h"));
+        const long long threads = source_macro(src, "HK_THREADS"), smem = source_macro(src, "HK_ATTN_SMEM");
+        const long long minb = source_macro(src, "HK_ATTN_MINB"), bkv = source_macro(src, "HK_ATTN_BKV");
+        hkc_rtc_result_t r;
+        const int rc = hkc_nvrtc_compile(src, k.name, ar->name, &r);
+        printf("[ info     ] %-20s cfg %-8s bkv %3lld threads %3lld minb %lld  regs %3u  dynamic smem %6lld  local %u\n",
+               k.name, cfg[0] ? cfg : "default", bkv, threads, minb, r.vgprs, smem, r.scratch_bytes);
+        const char *problem = rc != 0                                 ? "compile failed"
+                              : r.vgprs == 0                          ? "no register count reported"
+                              : r.scratch_bytes != 0                  ? "uses local memory (spills)"
+                              : (r.shared_bytes + smem) * minb > ar->max_lds_per_block ? "shared memory over the limit"
+                              : r.vgprs * threads * minb > ar->vgprs_per_lane ? "registers miss __launch_bounds__"
+                              : r.log && (strstr(r.log, "warning") || strstr(r.log, "C7512")) ? "ptxas warning or wgmma serialized (C7512)"
+                                                                             : NULL;
+        if (problem) {
+          printf("[ FAIL     ] %s (%s): %s\n%.3000s\n", k.name, cfg, problem, r.log ? r.log : "");
+          failures++;
+        }
+        hkc_rtc_result_free(&r);
+        free(src);
+      }
+  if (keep_on) setenv("HKC_ATTN_WGMMA", keep_on, 1);
+  else unsetenv("HKC_ATTN_WGMMA");
+  if (keep_cfg) setenv("HKC_ATTN_WGMMA_CFG", keep_cfg, 1);
+  else unsetenv("HKC_ATTN_WGMMA_CFG");
+  free(keep_on);
+  free(keep_cfg);
+  assert_int_equal(failures, 0);
+}
+
 int main(void) {
+  /* The attention_mma tests cover every arch, sm_90a included: keep wgmma off for them
+   * (the wgmma tests switch it on themselves). */
+  setenv("HKC_ATTN_WGMMA", "0", 1);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_variant_selection),
       cmocka_unit_test(test_launch_dims),
       cmocka_unit_test(test_nvrtc_compiles_without_spills),
+      cmocka_unit_test(test_wgmma_selection),
+      cmocka_unit_test(test_wgmma_nvrtc),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
