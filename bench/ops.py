@@ -22,11 +22,12 @@ import statistics
 import sys
 
 import torch
-import torch.nn.functional as F
 import yaml
 
 sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "device"))
 import hkrt  # noqa: E402
+from check import run_node as torch_node  # noqa: E402  (the ops in PyTorch, any dtype)
 
 DT = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 TOL = {"f32": 1e-4, "f16": 5e-3, "bf16": 3e-2}
@@ -58,47 +59,6 @@ def timeit(fn, rotate, reps=15, iters=20, warm=3):
         b.synchronize()
         times.append(a.elapsed_time(b) / iters)
     return statistics.median(times)
-
-
-def act(x, name):
-    if name in (None, "none"):
-        return x
-    if name == "gelu_tanh":
-        return F.gelu(x, approximate="tanh")
-    return {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}[name](x)
-
-
-def torch_node(node, t):
-    """The peer: what a PyTorch user writes for this node (in the spec dtype)."""
-    op, ins = node["op"], [t[n] for n in node["in"]]
-    if op == "gemm":
-        y = ins[0] @ (ins[1].T if node.get("trans_b") else ins[1])
-        if "bias" in node:
-            y = y + t[node["bias"]]
-        y = act(y, node.get("act"))
-        return y + t[node["residual"]] if "residual" in node else y
-    if op == "add":
-        return ins[0] + ins[1]
-    if op == "mul":
-        return ins[0] * ins[1]
-    if op in ("relu", "gelu", "silu"):
-        return act(ins[0], op)
-    c = ins[0].shape[-1]
-    if op == "layernorm":
-        return F.layer_norm(ins[0], (c,), t[node["gamma"]], t[node["beta"]], node.get("eps", 1e-5))
-    if op == "rmsnorm":
-        return F.rms_norm(ins[0], (c,), t[node["gamma"]], node.get("eps", 1e-5))
-    if op == "softmax":
-        return torch.softmax(ins[0], -1)
-    if op == "attention":
-        h, kvh = node["heads"], node.get("kv_heads", node["heads"])
-        q, k, v = ins
-        dh = q.shape[-1] // h
-        sp = lambda x, n: x.view(x.shape[0], x.shape[1], n, dh).transpose(1, 2)
-        o = F.scaled_dot_product_attention(sp(q, h), sp(k, kvh), sp(v, kvh), is_causal=node.get("causal", False),
-                                           enable_gqa=kvh != h)
-        return o.transpose(1, 2).reshape(q.shape[0], q.shape[1], h * dh)
-    raise ValueError(op)
 
 
 def work_of(spec, t):

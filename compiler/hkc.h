@@ -44,6 +44,17 @@ void hkc_error_reset(void);
 /* Growable-array helper: ensures *items has room for need elements. 0 / -1 on OOM. */
 int hkc_reserve(void **items, size_t *cap, size_t need, size_t elem_size);
 char *hkc_strdup(const char *s);
+/* A growable NUL-terminated string for code generation. Appends after an allocation
+ * failure (or a single hkc_sb_printf piece over 511 bytes) are dropped and set `failed`;
+ * the owner frees `data`. */
+typedef struct hkc_strbuf {
+  char *data;
+  size_t len, cap;
+  int failed;
+} hkc_strbuf_t;
+void hkc_sb_append(hkc_strbuf_t *sb, const char *text, size_t n);
+void hkc_sb_printf(hkc_strbuf_t *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* XXH3-64 of bytes. */
 uint64_t hkc_hash64(const void *data, size_t size);
 /* A file under templates/, embedded at build time (path relative to templates/,

@@ -81,6 +81,30 @@ char *hkc_strdup(const char *s) {
 
 uint64_t hkc_hash64(const void *data, size_t size) { return XXH3_64bits(data, size); }
 
+void hkc_sb_append(hkc_strbuf_t *sb, const char *text, size_t n) {
+  if (sb->failed) return;
+  if (hkc_reserve((void **)&sb->data, &sb->cap, sb->len + n + 1, 1) != 0) {
+    sb->failed = 1;
+    return;
+  }
+  memcpy(sb->data + sb->len, text, n);
+  sb->len += n;
+  sb->data[sb->len] = '\0';
+}
+
+void hkc_sb_printf(hkc_strbuf_t *sb, const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= sizeof buf) {
+    sb->failed = 1;
+    return;
+  }
+  hkc_sb_append(sb, buf, (size_t)n);
+}
+
 typedef struct { const char *path; const char *text; size_t size; } hkc_template_t;
 extern const hkc_template_t hkc_templates[];
 
