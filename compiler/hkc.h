@@ -98,26 +98,42 @@ typedef struct hkc_tensor {
 } hkc_tensor_t;
 
 #define HKC_NONE (-1)
+#define HKC_MAX_NODE_IN 5      /* ewchain: up to 5 operands */
+#define HKC_EW_PROGRAM_MAX 32  /* ewchain program text incl. NUL */
 
 typedef struct hkc_node {
   char *name;
   hk_op_t op;
   hkc_loc_t loc;
-  int in[3];        /* tensor indices; n_in used. gemm: A,B; add/mul: a,b; unary/norm/softmax: x;
-                       attention: q,k,v, or one packed qkv (n_in == 1) */
+  int in[HKC_MAX_NODE_IN]; /* tensor indices; n_in used. gemm: A,B; add/mul: a,b; unary/norm/softmax/
+                       rope: x; attention: q,k,v, or one packed qkv (n_in == 1); ewchain: the
+                       operands its program reads (in[0] is loaded first) */
   int n_in;
   int bias;         /* gemm: [N]; HKC_NONE when absent */
   int residual;     /* gemm: shaped like out; HKC_NONE when absent */
+  int mul;          /* gemm: shaped like out, multiplies the activated result (SwiGLU gate);
+                       HKC_NONE when absent. Epilogue order: act(acc + bias) * mul + residual */
   int gamma, beta;  /* layernorm: both; rmsnorm: gamma only */
+  int add_in;       /* layernorm/rmsnorm (fused residual add): normalises in[0] + add_in,
+                       same shape; HKC_NONE when absent */
+  int sum_out;      /* with add_in: also stores in[0] + add_in here; HKC_NONE when absent */
   int out;          /* tensor index */
   hk_act_t act;     /* gemm epilogue activation */
   int trans_b;      /* gemm: B stored [N, K] */
   float eps;        /* norms; default 1e-5 */
-  int heads;        /* attention */
+  int heads;        /* attention; rope: heads in the last dim (dh = last / heads) */
   int kv_heads;     /* attention; defaults to heads */
   int causal;       /* attention */
   int has_scale;    /* attention: scale given */
   float scale;      /* attention: default 1/sqrt(dh) */
+  float theta;      /* rope: base, default 10000 */
+  int64_t pos_offset; /* rope: position of the first sequence row, default 0 */
+  /* ewchain: the program, see hkc_kernel_key_t.program; steps[i] = op letter, operand */
+  char program[HKC_EW_PROGRAM_MAX];
+  /* Fusion: the spec nodes this node computes, comma-separated ("fc2,res"); NULL for an
+   * unfused node (then `name` is the only one). n_fused >= 1. */
+  char *fused_names;
+  int n_fused;
 } hkc_node_t;
 
 typedef enum hkc_fusion_mode { HKC_FUSION_AUTO = 0, HKC_FUSION_NONE = 1, HKC_FUSION_GROUPS = 2 } hkc_fusion_mode_t;
@@ -135,6 +151,7 @@ typedef struct hkc_spec {
   hkc_node_t *nodes; size_t n_nodes;         /* topological order (producers first) */
   int *outputs; size_t n_outputs;            /* tensor indices, role OUTPUT */
   hkc_fusion_mode_t fusion;
+  int batch_policy;      /* hk_batch_policy_rec_t: `batch_policy: pad` (default) | exact */
   int **groups; size_t *group_sizes; size_t n_groups; /* node indices, for GROUPS */
   uint64_t hash;         /* hkc_hash64 of the file bytes */
 } hkc_spec_t;
@@ -147,6 +164,24 @@ int hkc_spec_parse(const char *path, const char *data, size_t size, hkc_spec_t *
 void hkc_spec_destroy(hkc_spec_t *spec);
 
 int hkc_tensor_find(const hkc_spec_t *spec, const char *name); /* index or HKC_NONE */
+
+/* ---- fusion (fusion.c) ---------------------------------------------------------------------
+ * Rewrites spec in place by its fusion plan (spec->fusion; mode >= 0 overrides it with
+ * HKC_FUSION_AUTO / HKC_FUSION_NONE): each group of nodes becomes one node (gemm epilogue
+ * chains, residual add + norm, element-wise chains -> HK_OP_EWCHAIN), intermediate tensors
+ * that no longer exist are removed from the tensor table (indices compacted), nodes stay
+ * in a topological order. An explicit group that cannot be fused is an error at the group
+ * naming the node that breaks it and why. Returns 0 / -1 (reported). */
+int hkc_fuse(hkc_spec_t *spec, int mode);
+
+/* ---- cost model (cost.c) ------------------------------------------------------------------- */
+typedef struct hkc_cost {
+  uint64_t bytes;  /* every distinct tensor the node reads, once, + every tensor it writes */
+  uint64_t flops;  /* multiply-add = 2 */
+  int matrix;      /* flops are matrix-core work (gemm, attention) */
+} hkc_cost_t;
+/* Estimated minimum HBM traffic and arithmetic of node `node` at batch `batch`. */
+void hkc_node_cost(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_cost_t *out);
 int64_t hkc_tensor_elems(const hkc_tensor_t *t, int64_t batch);
 size_t hkc_dtype_size(hk_dtype_t dtype);
 const char *hkc_dtype_name(hk_dtype_t dtype); /* "f32" | "f16" | "bf16" */
@@ -159,25 +194,37 @@ const char *hkc_act_name(hk_act_t act);
  *
  * Argument layouts (T = tensor pointer or NULL, I = int64, F = float32), the same on
  * every target:
- *   gemm      T A, T B, T bias, T residual, T C, I M, I N, I K
- *             compile time: act, trans_b, has_bias, has_residual
+ *   gemm      T A, T B, T bias, T residual, T C, I M, I N, I K, T mul
+ *             compile time: act, trans_b, has_bias, has_residual, has_mul
+ *             (C = act(A @ B + bias) * mul + residual)
  *   add, mul  T a, T b, T out, I n, I na, I nb     (a[i % na] op b[i % nb], i < n)
  *   relu, gelu, silu   T x, T out, I n
- *   layernorm T x, T gamma, T beta, T out, I rows, I cols, F eps
- *   rmsnorm   T x, T gamma, T out, I rows, I cols, F eps
+ *   layernorm T x, T gamma, T beta, T out, I rows, I cols, F eps, T add, T sum
+ *   rmsnorm   T x, T gamma, T out, I rows, I cols, F eps, T add, T sum
+ *             (add/sum NULL unless has_add/has_sum: normalises x + add, stores it in sum)
  *   softmax   T x, T out, I rows, I cols
  *   attention T q, T k, T v, T out, I batch, I seq_q, I seq_kv, I heads, I kv_heads, I dh,
  *             I ld_q, I ld_kv, I q_col, I k_col, I v_col, I causal, F scale
  *             (row strides ld_* in elements; *_col: first column of head 0, so packed qkv
  *              passes the same tensor three times with columns 0, H*dh, (H+Hkv)*dh)
+ *   rope      T x, T out, I rows, I seq, I heads, I dh, I pos_offset, F theta
+ *             (x [rows, heads*dh]; row r is at position r % seq + pos_offset)
+ *   ewchain   T out, I n, then per operand j = 0 .. n_in-1: T in_j, I n_j
+ *             (out[i] = program over in_j[i % n_j], i < n)
  */
-#define HKC_MAX_ARGS 24
+#define HKC_MAX_ARGS 24 /* ewchain: 2 + 2*5 */
 
 typedef struct hkc_kernel_key {
   hk_op_t op;
   hk_dtype_t dtype;
   hk_act_t act;
   int trans_b, has_bias, has_residual;
+  int has_mul;          /* gemm: epilogue multiply (hkc_node_t.mul) */
+  int has_add, has_sum; /* layernorm/rmsnorm: fused residual add / also store the sum */
+  /* ewchain: the element-wise program, a C-identifier-safe string of steps applied to
+   * v = in0[i % n0]: a<j> v += in_j, m<j> v *= in_j (operand j in 1..4, element i % n_j),
+   * r relu, g gelu, s silu, t gelu_tanh. E.g. "a1gm2" = gelu(in0 + in1) * in2. "" else. */
+  char program[HKC_EW_PROGRAM_MAX];
   /* Shape facts fixed at build time (the same at every batch size) that let a GPU target
    * pick a specialised kernel. align: the largest of 8, 4, 2, 1 elements dividing every
    * row length, row stride and column offset the kernel indexes with (gemm: K and N;
@@ -248,6 +295,10 @@ typedef struct hkc_graph_out {
   uint64_t *placements;    /* spec->n_tensors entries */
   hkc_launch_t *launches;
   size_t n_launches;
+  hkc_cost_t *costs;       /* per launch (n_launches), from hkc_node_cost */
+  int *fused_counts;       /* per launch: spec nodes it computes */
+  hkc_cost_t unfused;      /* the spec without fusion: sums over its nodes */
+  uint32_t unfused_nodes;
 } hkc_graph_out_t;
 
 typedef struct hkc_target_out {
@@ -428,6 +479,7 @@ typedef struct hkc_build_options {
   int jobs;                /* parallel kernel compiles; 0 = number of cores */
   int no_cache;            /* bypass the compile cache */
   int werror_spills;       /* a kernel that spills to scratch/local memory is an error */
+  int fusion;              /* -1: the spec's `fusion:`; else HKC_FUSION_AUTO / HKC_FUSION_NONE */
   const char *cache_dir;   /* NULL: hkc_cache_open's default */
 } hkc_build_options_t;
 

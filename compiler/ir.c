@@ -15,7 +15,10 @@ void hkc_spec_destroy(hkc_spec_t *spec) {
   free(spec->targets);
   for (size_t i = 0; i < spec->n_tensors; i++) free(spec->tensors[i].name);
   free(spec->tensors);
-  for (size_t i = 0; i < spec->n_nodes; i++) free(spec->nodes[i].name);
+  for (size_t i = 0; i < spec->n_nodes; i++) {
+    free(spec->nodes[i].name);
+    free(spec->nodes[i].fused_names);
+  }
   free(spec->nodes);
   free(spec->outputs);
   for (size_t i = 0; i < spec->n_groups; i++) free(spec->groups[i]);
@@ -66,7 +69,7 @@ const char *hkc_op_name(hk_op_t op) {
       [HK_OP_GEMM] = "gemm",           [HK_OP_ADD] = "add",         [HK_OP_MUL] = "mul",
       [HK_OP_RELU] = "relu",           [HK_OP_GELU] = "gelu",       [HK_OP_SILU] = "silu",
       [HK_OP_LAYERNORM] = "layernorm", [HK_OP_RMSNORM] = "rmsnorm", [HK_OP_SOFTMAX] = "softmax",
-      [HK_OP_ATTENTION] = "attention",
+      [HK_OP_ATTENTION] = "attention", [HK_OP_ROPE] = "rope",       [HK_OP_EWCHAIN] = "ewchain",
   };
   return (unsigned)op < HK_OP_COUNT_ ? names[op] : "?";
 }

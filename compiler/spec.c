@@ -633,8 +633,10 @@ static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
   memset(pn, 0, sizeof *pn);
   pn->map = map;
   hkc_node_t *nd = &pn->node;
-  nd->bias = nd->residual = nd->gamma = nd->beta = nd->out = HKC_NONE;
-  nd->in[0] = nd->in[1] = nd->in[2] = HKC_NONE;
+  nd->bias = nd->residual = nd->mul = nd->gamma = nd->beta = nd->add_in = nd->sum_out = nd->out = HKC_NONE;
+  for (int i = 0; i < HKC_MAX_NODE_IN; i++) nd->in[i] = HKC_NONE;
+  nd->n_fused = 1;
+  nd->theta = 10000.0f;
   nd->loc = map->loc;
   if (expect_kind(map, Y_MAP, "a node map {name, op, in, out, ...}", "graph") != 0) return -1;
 
@@ -655,7 +657,7 @@ static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
   if (expect_kind(opv, Y_SCALAR, "an op name", "op") != 0) return -1;
   int op = -1;
   for (int o = 0; o < HK_OP_COUNT_; o++)
-    if (!strcmp(opv->text, hkc_op_name((hk_op_t)o))) op = o;
+    if (op_info[o].keys && !strcmp(opv->text, hkc_op_name((hk_op_t)o))) op = o; /* ewchain: fusion only */
   if (op < 0) {
     hkc_error(opv->loc,
               "unknown op '%.64s' (ops: gemm, add, mul, relu, gelu, silu, layernorm, rmsnorm, softmax, attention)",

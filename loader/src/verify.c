@@ -240,7 +240,7 @@ static hk_status_t verify_manifest(const hk_pack_view_t *v) {
         v->tensor_count);
   CHECK(m->batch_count >= 1 && m->batch_count <= HK_MAX_BATCH_BUCKETS, "manifest: batch_count %u is outside 1..%u",
         m->batch_count, HK_MAX_BATCH_BUCKETS);
-  CHECK(m->reserved0 == 0, "manifest: reserved field is not zero");
+  CHECK(m->batch_policy < HK_BATCH_POLICY_REC_COUNT_, "manifest: unknown batch policy %u", m->batch_policy);
   for (uint32_t i = 0; i < m->batch_count; i++) {
     CHECK(m->batch_sizes[i] >= 1 && m->batch_sizes[i] <= INT64_MAX, "manifest: batch size %llu is invalid",
           (unsigned long long)m->batch_sizes[i]);

@@ -948,7 +948,7 @@ static void test_key_names_unique(void **state) {
     for (int dt = 0; dt < HK_DTYPE_COUNT_; dt++)
       for (int act = 0; act < HK_ACT_COUNT_; act++)
         for (int f = 0; f < 8; f++) {
-          keys[n] = (hkc_kernel_key_t){(hk_op_t)op, (hk_dtype_t)dt, (hk_act_t)act, f & 1, (f >> 1) & 1, (f >> 2) & 1, 0, 0};
+          keys[n] = (hkc_kernel_key_t){.op = (hk_op_t)op, .dtype = (hk_dtype_t)dt, .act = (hk_act_t)act, .trans_b = f & 1, .has_bias = (f >> 1) & 1, .has_residual = (f >> 2) & 1};
           hkc_kernel_key_name(&keys[n], names[n], sizeof names[n]);
           if (!is_identifier(names[n]) || strncmp(names[n], "hk_", 3) != 0) fail_msg("bad name '%s'", names[n]);
           n++;

@@ -466,7 +466,11 @@ static void p_code_raw_flag(uint8_t *b, size_t n) { sec(b, HK_SECTION_CODE)->fla
 
 static void test_patched_records(void **ts) {
   state_t *st = *ts;
-  PATCHED(p_major, HK_STATUS_UNSUPPORTED_VERSION, "artifact format 2.x (2.0); this loader reads 1.x");
+  {
+    char msg[80];
+    snprintf(msg, sizeof msg, "artifact format 2.x (2.%d); this loader reads 1.x", HK_PACK_VERSION_MINOR);
+    PATCHED(p_major, HK_STATUS_UNSUPPORTED_VERSION, msg);
+  }
   PATCHED(p_minor, HK_OK, NULL); /* newer minor, no unknown sections: readable */
   PATCHED(p_endian, HK_STATUS_CORRUPT, "byte order");
   PATCHED(p_header_size, HK_STATUS_CORRUPT, "header_size");

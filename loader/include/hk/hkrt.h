@@ -82,8 +82,15 @@ typedef struct hk_tensor_info {
   size_t bytes;              /* size the bound buffer must have */
 } hk_tensor_info_t;
 
+/* What a session does with a batch size that is not one of the pack's buckets. */
+typedef enum hk_batch_policy {
+  HK_BATCH_POLICY_PAD = 0,   /* run the smallest bucket >= batch; inputs are copied into a
+                                padded staging buffer, outputs' real rows copied back */
+  HK_BATCH_POLICY_EXACT = 1  /* refuse (NOT_FOUND) */
+} hk_batch_policy_t;
+
 typedef struct hk_session_options {
-  uint64_t batch;            /* must be one of the pack's batch sizes */
+  uint64_t batch;            /* 1 .. the largest bucket under pad; a bucket under exact */
   const char *target;        /* target name ("host-x86_64", "sm_90"); NULL: best for this machine */
   int device;                /* GPU ordinal for GPU targets */
 } hk_session_options_t;
@@ -109,6 +116,7 @@ HK_API uint32_t hk_pack_target_count(const hk_pack_t *pack);
 HK_API const char *hk_pack_target_name(const hk_pack_t *pack, uint32_t index);
 HK_API uint32_t hk_pack_batch_count(const hk_pack_t *pack);
 HK_API uint64_t hk_pack_batch_size(const hk_pack_t *pack, uint32_t index);
+HK_API hk_batch_policy_t hk_pack_batch_policy(const hk_pack_t *pack);
 /* Name of the target a session would pick on this machine (or error listing both sides). */
 HK_API hk_status_t hk_pack_select_target(hk_pack_t *pack, const char *requested, const char **out_name);
 
@@ -135,6 +143,32 @@ HK_API hk_status_t hk_session_bind(hk_session_t *session, const char *name, void
  * For the host target it returns when results are written. Errors: FAILED_PRECONDITION
  * when a tensor is unbound (named in the message), DRIVER. */
 HK_API hk_status_t hk_session_run(hk_session_t *session, void *stream);
+
+/* ---- batch sizes ---------------------------------------------------------------------------
+ * A session runs any batch its pack's policy allows. The graph of a bucket is built and
+ * instantiated the first time a run needs it and kept for later runs (with its workspace).
+ * Batch-dependent tensors change size with the batch: after a change they must be bound
+ * again (run says which are unbound); others stay bound. Errors: NOT_FOUND (over the
+ * largest bucket, or not a bucket under exact; the message lists the buckets). */
+HK_API hk_status_t hk_session_set_batch(hk_session_t *session, uint64_t batch);
+HK_API uint64_t hk_session_batch(const hk_session_t *session);  /* the real batch */
+HK_API uint64_t hk_session_bucket(const hk_session_t *session); /* the bucket it runs */
+
+/* ---- profiling ------------------------------------------------------------------------------
+ * The launches of the current bucket's graph, and each one's time measured alone. */
+typedef struct hk_launch_info {
+  const char *kernel;  /* symbol (borrowed) */
+  const char *nodes;   /* spec node(s) it computes, comma-separated (borrowed) */
+  uint64_t bytes;      /* the compiler's estimate of its HBM traffic (0 if the pack has none) */
+  uint64_t flops;
+  int matrix;          /* flops are matrix-core work */
+} hk_launch_info_t;
+HK_API uint32_t hk_session_launch_count(const hk_session_t *session);
+HK_API hk_status_t hk_session_launch_info(const hk_session_t *session, uint32_t index, hk_launch_info_t *out_info);
+/* Runs every launch of the graph `repeats` times one by one on stream (after one warm-up
+ * pass) and stores each launch's median time in microseconds into out_us[launch_count].
+ * Needs every tensor bound; results in the outputs are those of a normal run. */
+HK_API hk_status_t hk_session_profile(hk_session_t *session, void *stream, uint32_t repeats, double *out_us);
 
 /* ---- memory where the session's target runs --------------------------------------------
  * For applications without an allocator of their own, and for tools: device memory for

@@ -31,7 +31,7 @@ extern "C" {
 #define HK_PACK_MAGIC "\x89HKP\r\n\x1a\n"
 #define HK_PACK_MAGIC_SIZE 8
 #define HK_PACK_VERSION_MAJOR 1
-#define HK_PACK_VERSION_MINOR 0
+#define HK_PACK_VERSION_MINOR 1 /* 1: manifest batch_policy, ops rope/ewchain, PLAN section */
 #define HK_PACK_ENDIAN_TAG 0x01020304u
 #define HK_SECTION_ALIGN 64u
 
@@ -78,6 +78,8 @@ typedef enum hk_section_kind {
   HK_SECTION_PLACEMENTS = 10,/* uint64_t[]: per graph, per tensor workspace offset */
   HK_SECTION_PROVENANCE = 11,/* UTF-8 text, "key=value\n" lines */
   HK_SECTION_CODE = 12,      /* one code object per target (maybe compressed) */
+  HK_SECTION_PLAN = 13,      /* optional: hk_plan_graph_rec_t[graph_count], then
+                                hk_plan_node_rec_t[node_count] (cost model, inspect --plan) */
 } hk_section_kind_t;
 
 #define HK_SECTION_FLAG_ZSTD 0x1u     /* payload is one zstd frame of raw_size bytes */
@@ -100,8 +102,18 @@ typedef enum hk_dtype { HK_DTYPE_F32 = 0, HK_DTYPE_F16 = 1, HK_DTYPE_BF16 = 2, H
 typedef enum hk_op {
   HK_OP_GEMM = 0, HK_OP_ADD = 1, HK_OP_MUL = 2, HK_OP_RELU = 3, HK_OP_GELU = 4,
   HK_OP_SILU = 5, HK_OP_LAYERNORM = 6, HK_OP_RMSNORM = 7, HK_OP_SOFTMAX = 8,
-  HK_OP_ATTENTION = 9, HK_OP_COUNT_
+  HK_OP_ATTENTION = 9,
+  HK_OP_ROPE = 10,     /* rotary position embedding (rotate-half form) */
+  HK_OP_EWCHAIN = 11,  /* a fused chain of element-wise ops (never written in a spec) */
+  HK_OP_COUNT_
 } hk_op_t;
+
+/* What a session does with a batch that is not a bucket (manifest.batch_policy). */
+typedef enum hk_batch_policy_rec {
+  HK_BATCH_POLICY_REC_PAD = 0,   /* run the smallest bucket that fits, padded */
+  HK_BATCH_POLICY_REC_EXACT = 1, /* refuse */
+  HK_BATCH_POLICY_REC_COUNT_
+} hk_batch_policy_rec_t;
 
 typedef enum hk_act {
   HK_ACT_NONE = 0, HK_ACT_RELU = 1, HK_ACT_GELU = 2, HK_ACT_SILU = 3, HK_ACT_GELU_TANH = 4, HK_ACT_COUNT_
@@ -132,7 +144,7 @@ typedef struct hk_manifest {
   uint32_t target_count;     /* must equal the TARGETS record count */
   uint32_t tensor_count;     /* must equal the TENSORS record count */
   uint32_t batch_count;      /* batch buckets; each target has one graph per bucket */
-  uint32_t reserved0;
+  uint32_t batch_policy;     /* hk_batch_policy_rec_t (format 1.1; zero = pad in 1.0 files) */
   uint64_t spec_hash;        /* XXH3-64 of the spec file bytes */
   uint64_t batch_sizes[16];  /* ascending; first batch_count used */
 } hk_manifest_t;
@@ -216,6 +228,24 @@ typedef struct hk_arg_rec {
   uint64_t value;
 } hk_arg_rec_t;
 
+/* PLAN section (optional; format 1.1): the compiler's cost model, for tools. Per graph,
+ * what the pipeline would cost unfused; per node (parallel to NODES), the estimated
+ * minimum HBM traffic and arithmetic of that launch. */
+typedef struct hk_plan_graph_rec {
+  uint64_t unfused_bytes;  /* sum over the spec's nodes, one kernel each */
+  uint64_t unfused_flops;
+  uint32_t unfused_nodes;  /* kernels before fusion */
+  uint32_t reserved0;
+} hk_plan_graph_rec_t;
+
+typedef struct hk_plan_node_rec {
+  uint64_t bytes;          /* every distinct tensor read once + every tensor written once */
+  uint64_t flops;          /* multiply-add = 2 */
+  uint32_t fused_nodes;    /* spec nodes this launch computes (>= 1) */
+  uint32_t flags;          /* HK_PLAN_MATRIX: flops run on matrix cores */
+} hk_plan_node_rec_t;
+#define HK_PLAN_MATRIX 0x1u
+
 /* Sizes are part of the format: a change here is a format change. */
 _Static_assert(sizeof(hk_pack_header_t) == 64, "header size");
 _Static_assert(sizeof(hk_section_t) == 48, "section entry size");
@@ -226,6 +256,8 @@ _Static_assert(sizeof(hk_tensor_rec_t) == 16 + 16 * HK_MAX_RANK, "tensor record 
 _Static_assert(sizeof(hk_graph_rec_t) == 40, "graph record size");
 _Static_assert(sizeof(hk_node_rec_t) == 56, "node record size");
 _Static_assert(sizeof(hk_arg_rec_t) == 16, "arg record size");
+_Static_assert(sizeof(hk_plan_graph_rec_t) == 24, "plan graph record size");
+_Static_assert(sizeof(hk_plan_node_rec_t) == 24, "plan node record size");
 
 #ifdef __cplusplus
 }
