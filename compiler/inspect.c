@@ -251,6 +251,7 @@ done:
 
 /* ---- the traffic and roofline report (--plan) ------------------------------------------------ */
 #define PLAN_MAX_COLUMNS 16 /* floor columns: 3 reference parts + the pack's other GPU targets */
+#define PLAN_LABEL_WIDTH 30 /* the totals' labels ("before fusion: N kernel(s)") fit the first columns */
 
 typedef struct plan_column {
   const hkc_gpu_arch_t *arch;
@@ -288,6 +289,7 @@ static void plan_bucket(FILE *out, const hk_pack_view_t *v, uint32_t gi, const p
     if (a > w_nodes) w_nodes = a;
     if (b > w_kernel) w_kernel = b;
   }
+  if (3 + 2 + w_nodes + 2 + w_kernel < PLAN_LABEL_WIDTH) w_kernel = PLAN_LABEL_WIDTH - 3 - 2 - w_nodes - 2;
   fprintf(out, "\nbatch %llu: %u launch(es) of target %s\n", (unsigned long long)g->batch, g->node_count, target);
   fprintf(out, "  %3s  %-*s  %-*s  %14s  %12s  %s  %s", "#", w_nodes, "nodes", w_kernel, "kernel", "bytes", "GFLOP",
           "M", "| floor us");
@@ -350,8 +352,8 @@ int hkc_inspect_plan(const char *path, uint64_t batch, const char *target, FILE 
   const hk_manifest_t *m = v->manifest;
   int rc = -1;
   if (!v->plan_graphs) {
-    fprintf(stderr, "hkc inspect: %s has no PLAN section (written before artifact format 1.1); rebuild it with this "
-            "hkc to get the plan\n", path);
+    fprintf(stderr, "hkc inspect: %s has no PLAN section (packs written before artifact format 1.1 have none); "
+            "rebuild it with this hkc for the plan\n", path);
     goto done;
   }
   /* The launches listed are those of one target: --target, else the first GPU target
@@ -377,21 +379,18 @@ int hkc_inspect_plan(const char *path, uint64_t batch, const char *target, FILE 
   for (uint32_t t = 0; t < v->target_count; t++)
     if (v->targets[t].kind != HK_TARGET_HOST) add_column(cols, &n_cols, hkc_gpu_arch_find(hk_pack_string(v, v->targets[t].name)));
 
-  uint32_t shown = 0;
-  fprintf(out, "plan of %s (%s): estimated least HBM traffic and FLOPs per launch, and the roofline floor\n", path,
-          hk_pack_string(v, m->name));
   const hk_target_rec_t *tr = &v->targets[ref];
-  for (uint32_t b = 0; b < tr->graph_count; b++) {
-    if (batch && v->graphs[tr->graph_first + b].batch != batch) continue;
-    plan_bucket(out, v, tr->graph_first + b, cols, n_cols);
-    shown++;
-  }
-  if (!shown) {
+  uint32_t graph;
+  if (batch && !hk_pack_find_graph(v, ref, batch, &graph)) {
     fprintf(stderr, "hkc inspect: %s has no batch bucket %llu (buckets:", path, (unsigned long long)batch);
     for (uint32_t b = 0; b < m->batch_count; b++) fprintf(stderr, " %llu", (unsigned long long)m->batch_sizes[b]);
     fprintf(stderr, ")\n");
     goto done;
   }
+  fprintf(out, "plan of %s (%s): estimated least HBM traffic and FLOPs per launch, and the roofline floor\n", path,
+          hk_pack_string(v, m->name));
+  for (uint32_t b = 0; b < tr->graph_count; b++)
+    if (!batch || v->graphs[tr->graph_first + b].batch == batch) plan_bucket(out, v, tr->graph_first + b, cols, n_cols);
   fprintf(out, "\n  bytes: every distinct tensor a launch reads, once, plus every tensor it writes (a packed qkv\n"
                "  tensor counts once). GFLOP: multiply-add = 2; M = matrix-core work (gemm incl. its epilogue,\n"
                "  attention). floor = max(bytes / HBM bandwidth, M FLOPs / dense f16 matrix rate), in us; FLOPs\n"
