@@ -377,7 +377,8 @@ int hkc_inspect_plan(const char *path, uint64_t batch, const char *target, FILE 
   add_column(cols, &n_cols, hkc_gpu_arch_find("gfx942"));
   add_column(cols, &n_cols, hkc_gpu_arch_find("sm_90"));
   for (uint32_t t = 0; t < v->target_count; t++)
-    if (v->targets[t].kind != HK_TARGET_HOST) add_column(cols, &n_cols, hkc_gpu_arch_find(hk_pack_string(v, v->targets[t].name)));
+    if (v->targets[t].kind != HK_TARGET_HOST)
+      add_column(cols, &n_cols, hkc_gpu_arch_find(hk_pack_string(v, v->targets[t].name)));
 
   const hk_target_rec_t *tr = &v->targets[ref];
   uint32_t graph;

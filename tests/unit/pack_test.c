@@ -640,7 +640,8 @@ static void test_plan_corrupt(void **ts) {
   PLAN_PATCHED(p_plan_fused0, HK_STATUS_CORRUPT, "PLAN node 5 (mul): fused_nodes is 0");
   PLAN_PATCHED(p_plan_flags, HK_STATUS_CORRUPT, "PLAN node 1 (mul): unknown flags 0x5");
   PLAN_PATCHED(p_plan_reserved, HK_STATUS_CORRUPT, "PLAN graph 1: reserved field is not zero");
-  PLAN_PATCHED(p_plan_required, HK_STATUS_CORRUPT, "section 13 (PLAN): must be stored uncompressed and flagged optional");
+  PLAN_PATCHED(p_plan_required, HK_STATUS_CORRUPT,
+               "section 13 (PLAN): must be stored uncompressed and flagged optional");
   PLAN_PATCHED(p_plan_zstd, HK_STATUS_CORRUPT, "flagged optional (flags 0x3");
   PLAN_PATCHED(p_plan_target, HK_STATUS_CORRUPT, "section 13 (PLAN): target field must be 0xffffffff");
   PLAN_PATCHED(p_plan_twice, HK_STATUS_CORRUPT, "section PLAN appears more than once (sections 10 and 13)");
