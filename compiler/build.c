@@ -58,6 +58,8 @@ static void target_out_free(hkc_target_out_t *t) {
     for (size_t l = 0; l < graph->n_launches; l++) free(graph->launches[l].deps);
     free(graph->launches);
     free(graph->placements);
+    free(graph->costs);
+    free(graph->fused_counts);
   }
   free(t->graphs);
   memset(t, 0, sizeof *t);
@@ -91,12 +93,15 @@ static int collect_kernels(const hkc_spec_t *spec, hkc_target_out_t *t, uint32_t
   return 0;
 }
 
-/* Plans one batch bucket: memory, dependencies and the launch of every node. */
+/* Plans one batch bucket: memory, dependencies and the launch of every node, with each
+ * launch's cost (cost.c) and the number of spec nodes it computes. */
 static int build_graph(const hkc_spec_t *spec, const target_plan_t *plan, int64_t batch, hkc_graph_out_t *g) {
   g->batch = batch;
   g->placements = calloc(spec->n_tensors ? spec->n_tensors : 1, sizeof *g->placements);
   g->launches = calloc(spec->n_nodes, sizeof *g->launches);
-  if (!g->placements || !g->launches) return -1;
+  g->costs = calloc(spec->n_nodes ? spec->n_nodes : 1, sizeof *g->costs);
+  g->fused_counts = calloc(spec->n_nodes ? spec->n_nodes : 1, sizeof *g->fused_counts);
+  if (!g->placements || !g->launches || !g->costs || !g->fused_counts) return -1;
   if (hkc_plan_memory(spec, batch, g->placements, &g->workspace_bytes) != 0) return -1;
   hkc_deps_t deps;
   if (hkc_plan_deps(spec, batch, g->placements, &deps) != 0) return -1;
@@ -111,7 +116,10 @@ static int build_graph(const hkc_spec_t *spec, const target_plan_t *plan, int64_
     }
     l->n_args = (uint32_t)n_args;
     l->kernel = plan->node_kernel[i];
-    l->node_name = spec->nodes[i].name;
+    /* A fused node names every spec node it computes ("fc2,res"). */
+    l->node_name = spec->nodes[i].fused_names ? spec->nodes[i].fused_names : spec->nodes[i].name;
+    hkc_node_cost(spec, i, batch, &g->costs[i]);
+    g->fused_counts[i] = spec->nodes[i].n_fused > 0 ? spec->nodes[i].n_fused : 1;
     if (plan->family == FAMILY_HOST)
       hkc_host_launch_dims(&key, l->args, l->n_args, l->grid, l->block);
     else
@@ -456,9 +464,28 @@ static void name_target(target_plan_t *plan) {
   snprintf(t->features, sizeof t->features, "%s", colon ? colon + 1 : "");
 }
 
+/* The pipeline as written, one kernel per spec node: the "before fusion" totals of each
+ * batch bucket (inspect --plan). The sum's `matrix` flag has no meaning and stays 0. */
+static void unfused_costs(const hkc_spec_t *spec, hkc_cost_t out[HK_MAX_BATCH_BUCKETS]) {
+  for (int b = 0; b < spec->n_batch; b++) {
+    memset(&out[b], 0, sizeof out[b]);
+    for (size_t i = 0; i < spec->n_nodes; i++) {
+      hkc_cost_t c;
+      hkc_node_cost(spec, i, spec->batch_sizes[b], &c);
+      out[b].bytes += c.bytes;
+      out[b].flops += c.flops;
+    }
+  }
+}
+
 int hkc_build(const hkc_build_options_t *options) {
   hkc_spec_t *spec = NULL;
   if (hkc_spec_load(options->spec_path, &spec) != 0) return -1;
+  /* Unfused accounting, on the spec exactly as loaded. */
+  hkc_cost_t unfused[HK_MAX_BATCH_BUCKETS];
+  const uint32_t unfused_nodes = (uint32_t)spec->n_nodes;
+  unfused_costs(spec, unfused);
+  /* ---- fusion runs after this: everything below sees the fused spec ---- */
   target_plan_t *plans = NULL;
   size_t n_plans = 0;
   hkc_target_out_t *outs = NULL;
@@ -483,8 +510,11 @@ int hkc_build(const hkc_build_options_t *options) {
     t->graphs = calloc((size_t)spec->n_batch, sizeof *t->graphs);
     if (!t->graphs) goto fail;
     t->n_graphs = (size_t)spec->n_batch;
-    for (int b = 0; b < spec->n_batch; b++)
+    for (int b = 0; b < spec->n_batch; b++) {
       if (build_graph(spec, &plans[i], spec->batch_sizes[b], &t->graphs[b]) != 0) goto fail;
+      t->graphs[b].unfused = unfused[b];
+      t->graphs[b].unfused_nodes = unfused_nodes;
+    }
     if (plans[i].family != FAMILY_HOST && finish_gpu_kernels(&plans[i], options->werror_spills) != 0) goto done;
   }
 

@@ -248,3 +248,163 @@ done:
   hk_pack_destroy(pack);
   return rc;
 }
+
+/* ---- the traffic and roofline report (--plan) ------------------------------------------------ */
+#define PLAN_MAX_COLUMNS 16 /* floor columns: 3 reference parts + the pack's other GPU targets */
+#define PLAN_LABEL_WIDTH 30 /* the totals' labels ("before fusion: N kernel(s)") fit the first columns */
+
+typedef struct plan_column {
+  const hkc_gpu_arch_t *arch;
+  char product[24]; /* short: the product up to " (" */
+} plan_column_t;
+
+/* Floor of one launch in µs: the slower of moving its bytes and doing its matrix FLOPs. */
+static double launch_floor_us(const hkc_gpu_arch_t *a, uint64_t bytes, uint64_t matrix_flops) {
+  double mem = (double)bytes / (a->hbm_gbps * 1e3);              /* GB/s = 1e3 bytes/µs */
+  double math = (double)matrix_flops / (a->matrix_tflops_f16 * 1e6); /* TFLOP/s = 1e6 FLOP/µs */
+  return mem > math ? mem : math;
+}
+
+static void add_column(plan_column_t *cols, size_t *n, const hkc_gpu_arch_t *a) {
+  if (!a || *n >= PLAN_MAX_COLUMNS) return;
+  for (size_t i = 0; i < *n; i++)
+    if (cols[i].arch == a) return;
+  size_t len = strcspn(a->product, "(");
+  while (len > 0 && a->product[len - 1] == ' ') len--;
+  snprintf(cols[*n].product, sizeof cols[*n].product, "%.*s", (int)len, a->product);
+  cols[(*n)++].arch = a;
+}
+
+static double ratio(double before, double after) { return after > 0 ? before / after : 0.0; }
+
+/* One batch bucket's table: the launches of graph gi, then the totals before and after. */
+static void plan_bucket(FILE *out, const hk_pack_view_t *v, uint32_t gi, const plan_column_t *cols, size_t n_cols) {
+  const hk_graph_rec_t *g = &v->graphs[gi];
+  const hk_plan_graph_rec_t *pg = &v->plan_graphs[gi];
+  const char *target = hk_pack_string(v, v->targets[g->target].name);
+  int w_nodes = 5, w_kernel = 6;
+  for (uint32_t j = 0; j < g->node_count; j++) {
+    const hk_node_rec_t *nr = &v->nodes[g->node_first + j];
+    int a = (int)strlen(hk_pack_string(v, nr->name)), b = (int)strlen(hk_pack_string(v, v->kernels[nr->kernel].name));
+    if (a > w_nodes) w_nodes = a;
+    if (b > w_kernel) w_kernel = b;
+  }
+  if (3 + 2 + w_nodes + 2 + w_kernel < PLAN_LABEL_WIDTH) w_kernel = PLAN_LABEL_WIDTH - 3 - 2 - w_nodes - 2;
+  fprintf(out, "\nbatch %llu: %u launch(es) of target %s\n", (unsigned long long)g->batch, g->node_count, target);
+  fprintf(out, "  %3s  %-*s  %-*s  %14s  %12s  %s  %s", "#", w_nodes, "nodes", w_kernel, "kernel", "bytes", "GFLOP",
+          "M", "| floor us");
+  for (size_t c = 0; c < n_cols; c++) fprintf(out, " %10s", cols[c].product);
+  fprintf(out, "\n  %3s  %-*s  %-*s  %14s  %12s  %s  %s", "", w_nodes, "", w_kernel, "", "", "", " ", "|         ");
+  for (size_t c = 0; c < n_cols; c++) fprintf(out, " %10s", cols[c].arch->name);
+  fprintf(out, "\n");
+
+  uint64_t bytes = 0, flops = 0, matrix = 0;
+  double sum_floor[PLAN_MAX_COLUMNS] = {0};
+  for (uint32_t j = 0; j < g->node_count; j++) {
+    const hk_node_rec_t *nr = &v->nodes[g->node_first + j];
+    const hk_plan_node_rec_t *pn = &v->plan_nodes[g->node_first + j];
+    int is_matrix = (pn->flags & HK_PLAN_MATRIX) != 0;
+    fprintf(out, "  %3u  %-*s  %-*s  %14llu  %12.6f  %s  %s", j, w_nodes, hk_pack_string(v, nr->name), w_kernel,
+            hk_pack_string(v, v->kernels[nr->kernel].name), (unsigned long long)pn->bytes, (double)pn->flops * 1e-9,
+            is_matrix ? "M" : " ", "|         ");
+    for (size_t c = 0; c < n_cols; c++) {
+      double f = launch_floor_us(cols[c].arch, pn->bytes, is_matrix ? pn->flops : 0);
+      sum_floor[c] += f;
+      fprintf(out, " %10.3f", f);
+    }
+    fprintf(out, "\n");
+    bytes += pn->bytes;
+    flops += pn->flops;
+    if (is_matrix) matrix += pn->flops;
+  }
+  /* Totals: the sum of the rows, then whole-graph floors before and after fusion. Both
+   * use the matrix FLOPs above: fusion moves element-wise work, never matrix work, and the
+   * pack keeps only totals of the unfused graph. */
+  int w_label = 3 + 2 + w_nodes + 2 + w_kernel;
+  char label[64];
+  fprintf(out, "  %-*s  %14llu  %12.6f     | sum      ", w_label, "total (the rows)", (unsigned long long)bytes,
+          (double)flops * 1e-9);
+  for (size_t c = 0; c < n_cols; c++) fprintf(out, " %10.3f", sum_floor[c]);
+  snprintf(label, sizeof label, "after fusion: %u launch(es)", g->node_count);
+  fprintf(out, "\n  %-*s  %14llu  %12.6f     | graph    ", w_label, label, (unsigned long long)bytes,
+          (double)flops * 1e-9);
+  for (size_t c = 0; c < n_cols; c++) fprintf(out, " %10.3f", launch_floor_us(cols[c].arch, bytes, matrix));
+  snprintf(label, sizeof label, "before fusion: %u kernel(s)", pg->unfused_nodes);
+  fprintf(out, "\n  %-*s  %14llu  %12.6f     | graph    ", w_label, label, (unsigned long long)pg->unfused_bytes,
+          (double)pg->unfused_flops * 1e-9);
+  for (size_t c = 0; c < n_cols; c++) fprintf(out, " %10.3f", launch_floor_us(cols[c].arch, pg->unfused_bytes, matrix));
+  snprintf(label, sizeof label, "before/after: %.2fx kernels", ratio(pg->unfused_nodes, g->node_count));
+  fprintf(out, "\n  %-*s  %13.2fx  %11.2fx     | graph    ", w_label, label,
+          ratio((double)pg->unfused_bytes, (double)bytes), ratio((double)pg->unfused_flops, (double)flops));
+  for (size_t c = 0; c < n_cols; c++)
+    fprintf(out, " %9.2fx", ratio(launch_floor_us(cols[c].arch, pg->unfused_bytes, matrix),
+                                  launch_floor_us(cols[c].arch, bytes, matrix)));
+  fprintf(out, "\n");
+}
+
+int hkc_inspect_plan(const char *path, uint64_t batch, const char *target, FILE *out) {
+  hk_pack_t *pack = NULL;
+  if (hk_pack_open_file(path, NULL, &pack) != HK_OK) {
+    fprintf(stderr, "hkc inspect: %s: %s\n", path, hk_last_error());
+    return -1;
+  }
+  const hk_pack_view_t *v = hk_pack_view(pack);
+  const hk_manifest_t *m = v->manifest;
+  int rc = -1;
+  if (!v->plan_graphs) {
+    fprintf(stderr, "hkc inspect: %s has no PLAN section (packs written before artifact format 1.1 have none); "
+            "rebuild it with this hkc for the plan\n", path);
+    goto done;
+  }
+  /* The launches listed are those of one target: --target, else the first GPU target
+   * (its kernel names), else the first. Costs are the same for every target. */
+  uint32_t ref = v->target_count;
+  for (uint32_t t = 0; t < v->target_count; t++) {
+    const char *name = hk_pack_string(v, v->targets[t].name);
+    if (target ? strcmp(name, target) == 0 : v->targets[t].kind != HK_TARGET_HOST) {
+      ref = t;
+      break;
+    }
+  }
+  if (ref == v->target_count && target) {
+    fprintf(stderr, "hkc inspect: %s has no target %s\n", path, target);
+    goto done;
+  }
+  if (ref == v->target_count) ref = 0;
+  plan_column_t cols[PLAN_MAX_COLUMNS];
+  size_t n_cols = 0;
+  add_column(cols, &n_cols, hkc_gpu_arch_find("gfx90a"));
+  add_column(cols, &n_cols, hkc_gpu_arch_find("gfx942"));
+  add_column(cols, &n_cols, hkc_gpu_arch_find("sm_90"));
+  for (uint32_t t = 0; t < v->target_count; t++)
+    if (v->targets[t].kind != HK_TARGET_HOST)
+      add_column(cols, &n_cols, hkc_gpu_arch_find(hk_pack_string(v, v->targets[t].name)));
+
+  const hk_target_rec_t *tr = &v->targets[ref];
+  uint32_t graph;
+  if (batch && !hk_pack_find_graph(v, ref, batch, &graph)) {
+    fprintf(stderr, "hkc inspect: %s has no batch bucket %llu (buckets:", path, (unsigned long long)batch);
+    for (uint32_t b = 0; b < m->batch_count; b++) fprintf(stderr, " %llu", (unsigned long long)m->batch_sizes[b]);
+    fprintf(stderr, ")\n");
+    goto done;
+  }
+  fprintf(out, "plan of %s (%s): estimated least HBM traffic and FLOPs per launch, and the roofline floor\n", path,
+          hk_pack_string(v, m->name));
+  for (uint32_t b = 0; b < tr->graph_count; b++)
+    if (!batch || v->graphs[tr->graph_first + b].batch == batch) plan_bucket(out, v, tr->graph_first + b, cols, n_cols);
+  fprintf(out, "\n  bytes: every distinct tensor a launch reads, once, plus every tensor it writes (a packed qkv\n"
+               "  tensor counts once). GFLOP: multiply-add = 2; M = matrix-core work (gemm incl. its epilogue,\n"
+               "  attention). floor = max(bytes / HBM bandwidth, M FLOPs / dense f16 matrix rate), in us; FLOPs\n"
+               "  without M (norms, softmax, element-wise) are left out of the floor (no vector rate is used).\n"
+               "  sum: the rows' floors added (launches run one after another). graph: the same formula\n"
+               "  over the whole graph's bytes and M FLOPs; before fusion uses the M FLOPs after it (fusion moves\n"
+               "  element-wise work, never matrix work; the pack keeps only the unfused totals).\n"
+               "  columns, from hkc's target table:\n");
+  for (size_t c = 0; c < n_cols; c++)
+    fprintf(out, "    %-8s %-18s %8.1f GB/s HBM, %7.1f TFLOP/s f16 matrix\n", cols[c].arch->name, cols[c].arch->product,
+            cols[c].arch->hbm_gbps, cols[c].arch->matrix_tflops_f16);
+  rc = 0;
+done:
+  hk_pack_destroy(pack);
+  return rc;
+}

@@ -2,8 +2,8 @@
  * hkc: the command line.
  *
  *   hkc build SPEC -o OUT [--target LIST]
- *   hkc inspect PACK
- *   hkc run PACK [--target T] [--batch N] [--seed S] [--input NAME=FILE.npy] ...
+ *   hkc inspect PACK [--disasm KERNEL | --plan [--batch N]]
+ *   hkc run PACK [--target T] [--batch N] [--seed S] [--input NAME=FILE.npy] [--profile] ...
  *
  * `run` goes through libhkrt's public API only: the same path an application takes.
  */
@@ -24,7 +24,8 @@ static const char k_usage[] =
     "\n"
     "commands:\n"
     "  build SPEC -o OUT [--target LIST]   compile a pipeline spec into a .hkpack artifact\n"
-    "  inspect PACK [--disasm KERNEL]      show targets, kernels, graphs, workspace, provenance\n"
+    "  inspect PACK [--disasm K | --plan]  show targets, kernels, graphs, workspace, provenance;\n"
+    "                                      --plan: traffic and roofline per launch\n"
     "  run PACK [options]                  run a pack through libhkrt and time it\n"
     "  targets                             what the installed toolchains can build\n"
     "\n"
@@ -69,14 +70,26 @@ static const char k_run_usage[] =
     "  --input NAME=FILE.npy  take an input from a .npy file (f16/f32/f64, exact shape)\n"
     "  --param NAME=FILE.npy  take a param from a .npy file\n"
     "  --save-outputs DIR     write each output as DIR/NAME.npy (float32)\n"
-    "  --runs N               timed runs (default 10); --warmup N untimed runs first (default 2)\n";
+    "  --runs N               timed runs (default 10); --warmup N untimed runs first (default 2)\n"
+    "  --profile              then time every launch alone (one warm-up pass, then --repeats\n"
+    "                         passes; median per launch) beside its roofline floor on the\n"
+    "                         session's GPU target (hkc inspect --plan explains the floor)\n"
+    "  --repeats R            passes of --profile (default 20)\n";
 
 static const char k_inspect_usage[] =
-    "usage: hkc inspect PACK [--disasm KERNEL [--target T]]\n"
+    "usage: hkc inspect PACK [--disasm KERNEL [--target T] | --plan [--batch N] [--target T]]\n"
     "\n"
     "Verifies PACK and prints its manifest, targets, kernels with their resources and\n"
     "occupancy, tensors, graphs per batch size (nodes, workspace bytes) and provenance.\n"
     "\n"
+    "  --plan            the traffic and roofline report instead: per batch bucket, each\n"
+    "                    launch's spec nodes, kernel, estimated HBM bytes and GFLOP, and its\n"
+    "                    floor in us on MI250X (gfx90a, one GCD), MI300X (gfx942), H200\n"
+    "                    (sm_90) and the pack's other GPU targets; totals before and after\n"
+    "                    fusion and their ratio\n"
+    "  --batch N         --plan: only this batch bucket\n"
+    "  --target T        --plan: list this target's launches and kernels (default: the\n"
+    "                    first GPU target of the pack)\n"
     "  --disasm KERNEL   print the machine code of one kernel instead: AMD through comgr,\n"
     "                    NVIDIA through nvdisasm/cuobjdump, host through objdump\n"
     "  --target T        the target whose code to show (default: the first that has KERNEL)\n";
@@ -246,13 +259,69 @@ static const char *find_named(const named_file_t *files, int n, const char *name
   return NULL;
 }
 
+/* --profile: every launch timed alone (hk_session_profile) beside its roofline floor on
+ * the session's target when the target table knows it. 0 / -1 (error printed). */
+static int print_profile(hk_session_t *session, uint32_t repeats, double graph_us) {
+  uint32_t n = hk_session_launch_count(session);
+  double *us = calloc(n ? n : 1, sizeof *us);
+  if (!us) return -1;
+  if (hk_session_profile(session, NULL, repeats, us) != HK_OK) {
+    fprintf(stderr, "hkc run: --profile: %s\n", hk_last_error());
+    free(us);
+    return -1;
+  }
+  const hkc_gpu_arch_t *arch = hkc_gpu_arch_find(hk_session_target(session)); /* NULL on host */
+  int w_nodes = 5, w_kernel = 6;
+  for (uint32_t i = 0; i < n; i++) {
+    hk_launch_info_t li;
+    hk_session_launch_info(session, i, &li);
+    if ((int)strlen(li.nodes) > w_nodes) w_nodes = (int)strlen(li.nodes);
+    if ((int)strlen(li.kernel) > w_kernel) w_kernel = (int)strlen(li.kernel);
+  }
+  printf("profile: each launch alone, median of %u pass(es) after one warm-up pass", repeats);
+  if (arch)
+    printf("; floor on %s (%s: %.1f GB/s, %.1f TFLOP/s f16 matrix)\n", arch->name, arch->product, arch->hbm_gbps,
+           arch->matrix_tflops_f16);
+  else
+    printf("; no floor (%s is not a GPU target of hkc's table)\n", hk_session_target(session));
+  printf("  %3s  %-*s  %-*s  %11s  %10s  %9s  %8s  %7s\n", "#", w_nodes, "nodes", w_kernel, "kernel", "median us",
+         "floor us", "GB/s", "TFLOP/s", "floor%");
+  double total = 0, total_floor = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    hk_launch_info_t li;
+    hk_session_launch_info(session, i, &li);
+    char floor_s[16] = "-", pct_s[16] = "-", gbs[16] = "-", tfs[16] = "-";
+    if (li.bytes) snprintf(gbs, sizeof gbs, "%.1f", (double)li.bytes / us[i] * 1e-3);
+    if (li.flops) snprintf(tfs, sizeof tfs, "%.2f", (double)li.flops / us[i] * 1e-6);
+    if (arch && li.bytes) {
+      double mem = (double)li.bytes / (arch->hbm_gbps * 1e3);
+      double math = li.matrix ? (double)li.flops / (arch->matrix_tflops_f16 * 1e6) : 0.0;
+      double fl = mem > math ? mem : math;
+      total_floor += fl;
+      snprintf(floor_s, sizeof floor_s, "%.3f", fl);
+      snprintf(pct_s, sizeof pct_s, "%.0f%%", fl / us[i] * 100.0);
+    }
+    total += us[i];
+    printf("  %3u  %-*s  %-*s  %11.3f  %10s  %9s  %8s  %7s\n", i, w_nodes, li.nodes, w_kernel, li.kernel, us[i],
+           floor_s, gbs, tfs, pct_s);
+  }
+  printf("  sum of launches %.3f us", total);
+  if (total_floor > 0) printf(", floor %.3f us (%.0f%% of floor)", total_floor, total_floor / total * 100.0);
+  printf("; whole graph (hk_session_run, median) %.3f us\n", graph_us);
+  printf("  floor%%: floor / measured (100%% = at the roofline). GB/s and TFLOP/s: the compiler's bytes and\n"
+         "  FLOPs over the measured time.\n");
+  free(us);
+  return 0;
+}
+
 static int cmd_run(int argc, char **argv) {
   if (want_help(argc, argv)) {
     fputs(k_run_usage, stdout);
     return 0;
   }
   const char *pack_path = NULL, *target = NULL, *save_dir = NULL;
-  long long batch = 0, seed = 1, runs = 10, warmup = 2;
+  long long batch = 0, seed = 1, runs = 10, warmup = 2, repeats = 20;
+  int profile = 0;
   named_file_t files[MAX_NAMED_FILES];
   int n_files = 0;
   for (int i = 0; i < argc; i++) {
@@ -260,7 +329,8 @@ static int cmd_run(int argc, char **argv) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     int takes_value = strcmp(a, "--target") == 0 || strcmp(a, "--batch") == 0 || strcmp(a, "--seed") == 0 ||
                       strcmp(a, "--input") == 0 || strcmp(a, "--param") == 0 ||
-                      strcmp(a, "--save-outputs") == 0 || strcmp(a, "--runs") == 0 || strcmp(a, "--warmup") == 0;
+                      strcmp(a, "--save-outputs") == 0 || strcmp(a, "--runs") == 0 || strcmp(a, "--warmup") == 0 ||
+                      strcmp(a, "--repeats") == 0;
     if (takes_value && !v) {
       fprintf(stderr, "hkc run: %s needs a value\n", a);
       return 2;
@@ -270,6 +340,8 @@ static int cmd_run(int argc, char **argv) {
     else if (strcmp(a, "--seed") == 0) { if (parse_count(a, v, 0, INT64_MAX, &seed)) return 2; }
     else if (strcmp(a, "--runs") == 0) { if (parse_count(a, v, 1, 1000000, &runs)) return 2; }
     else if (strcmp(a, "--warmup") == 0) { if (parse_count(a, v, 0, 1000000, &warmup)) return 2; }
+    else if (strcmp(a, "--repeats") == 0) { if (parse_count(a, v, 1, 100000, &repeats)) return 2; }
+    else if (strcmp(a, "--profile") == 0) { profile = 1; continue; }
     else if (strcmp(a, "--save-outputs") == 0) save_dir = v;
     else if (strcmp(a, "--input") == 0 || strcmp(a, "--param") == 0) {
       char *eq = strchr(v, '=');
@@ -368,7 +440,9 @@ static int cmd_run(int argc, char **argv) {
   qsort(times, (size_t)runs, sizeof *times, cmp_double);
   printf("target %s, batch %lld: median %.3f ms, min %.3f ms over %lld runs (%lld warm-up)\n",
          hk_session_target(session), batch, times[runs / 2], times[0], runs, warmup);
+  double graph_us = times[runs / 2] * 1e3;
   free(times);
+  if (profile && print_profile(session, (uint32_t)repeats, graph_us) != 0) goto done;
 
   if (save_dir && mkdir(save_dir, 0777) != 0 && errno != EEXIST) {
     fprintf(stderr, "hkc run: cannot create %s: %s\n", save_dir, strerror(errno));
@@ -431,8 +505,18 @@ static int cmd_inspect(int argc, char **argv) {
     return 0;
   }
   const char *pack = NULL, *kernel = NULL, *target = NULL;
+  int plan = 0;
+  long long batch = 0;
   for (int i = 0; i < argc; i++) {
-    if (strcmp(argv[i], "--disasm") == 0 || strcmp(argv[i], "--target") == 0) {
+    if (strcmp(argv[i], "--plan") == 0) {
+      plan = 1;
+    } else if (strcmp(argv[i], "--batch") == 0) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "hkc inspect: --batch needs a value\n");
+        return 2;
+      }
+      if (parse_count("--batch", argv[++i], 1, INT64_MAX, &batch) != 0) return 2;
+    } else if (strcmp(argv[i], "--disasm") == 0 || strcmp(argv[i], "--target") == 0) {
       if (i + 1 >= argc) {
         fprintf(stderr, "hkc inspect: %s needs a value\n", argv[i]);
         return 2;
@@ -450,8 +534,17 @@ static int cmd_inspect(int argc, char **argv) {
     fprintf(stderr, "hkc inspect: no pack given\n%s", k_inspect_usage);
     return 2;
   }
+  if (plan && kernel) {
+    fprintf(stderr, "hkc inspect: --plan and --disasm are separate reports\n");
+    return 2;
+  }
+  if (batch && !plan) {
+    fprintf(stderr, "hkc inspect: --batch goes with --plan\n");
+    return 2;
+  }
+  if (plan) return hkc_inspect_plan(pack, (uint64_t)batch, target, stdout) == 0 ? 0 : 1;
   if (target && !kernel) {
-    fprintf(stderr, "hkc inspect: --target goes with --disasm\n");
+    fprintf(stderr, "hkc inspect: --target goes with --disasm or --plan\n");
     return 2;
   }
   if (kernel) return hkc_inspect_disasm(pack, kernel, target, stdout) == 0 ? 0 : 1;

@@ -23,7 +23,8 @@
 #include "pack_internal.h" /* hk_pack_verify: self-check of the output */
 
 #define HKC_PACK_DEFAULT_LEVEL 19
-/* Table sections, in file order; CODE sections (one per target) follow. */
+/* Table sections, in file order; CODE sections (one per target) follow, then PLAN when
+ * the input has costs. */
 #define HKC_TABLE_SECTIONS 11
 
 static const hkc_loc_t NOLOC = {0};
@@ -97,6 +98,9 @@ typedef struct builder {
   hk_arg_rec_t *args;
   uint32_t *deps;
   uint64_t *placements;
+  uint8_t *plan; /* PLAN payload: hk_plan_graph_rec_t[n_graphs], hk_plan_node_rec_t[n_nodes]; NULL: none */
+  size_t plan_size;
+  int has_plan;  /* every graph carries costs */
   size_t n_kernels, n_graphs, n_nodes, n_args, n_deps, n_placements;
   char *provenance;
   size_t provenance_len;
@@ -115,6 +119,7 @@ static void builder_free(builder_t *b) {
   free(b->args);
   free(b->deps);
   free(b->placements);
+  free(b->plan);
   free(b->provenance);
   if (b->code)
     for (size_t t = 0; t < b->in->n_targets; t++) free(b->code[t]);
@@ -154,6 +159,10 @@ static int validate_and_count(builder_t *b) {
     return -1;
   }
   if (!name_ok("spec", spec->name)) return -1;
+  b->has_plan = 1;
+  for (size_t t = 0; t < in->n_targets; t++)
+    for (size_t g = 0; g < in->targets[t].n_graphs; g++)
+      if (!in->targets[t].graphs[g].costs || !in->targets[t].graphs[g].fused_counts) b->has_plan = 0;
   for (size_t i = 0; i < spec->n_tensors; i++)
     if (!name_ok("tensor", spec->tensors[i].name)) return -1;
   for (size_t t = 0; t < in->n_targets; t++) {
@@ -200,6 +209,11 @@ static int validate_and_count(builder_t *b) {
             return -1;
           }
         }
+        if (b->has_plan && go->fused_counts[j] < 1) {
+          hkc_error(NOLOC, "cannot write the artifact: target %s batch %lld launch %zu computes %d spec nodes "
+                    "(at least 1)", to->name, (long long)go->batch, j, go->fused_counts[j]);
+          return -1;
+        }
         for (uint32_t d = 0; d < l->n_deps; d++) {
           if (l->deps[d] >= j) {
             hkc_error(NOLOC, "cannot write the artifact: target %s launch %zu depends on %u, not an earlier launch",
@@ -220,6 +234,38 @@ static int validate_and_count(builder_t *b) {
     return -1;
   }
   b->n_placements = b->n_graphs * spec->n_tensors;
+  return 0;
+}
+
+/* The PLAN payload: per graph the unfused totals, per node (parallel to NODES) its cost. */
+static int build_plan(builder_t *b) {
+  if (!b->has_plan) return 0;
+  const hkc_pack_in_t *in = b->in;
+  b->plan_size = b->n_graphs * sizeof(hk_plan_graph_rec_t) + b->n_nodes * sizeof(hk_plan_node_rec_t);
+  b->plan = calloc(b->plan_size ? b->plan_size : 1, 1);
+  if (!b->plan) {
+    hkc_error(NOLOC, "cannot write the artifact: out of memory");
+    return -1;
+  }
+  hk_plan_graph_rec_t *graphs = (hk_plan_graph_rec_t *)b->plan;
+  hk_plan_node_rec_t *nodes = (hk_plan_node_rec_t *)(b->plan + b->n_graphs * sizeof *graphs);
+  size_t graph_at = 0, node_at = 0;
+  for (size_t t = 0; t < in->n_targets; t++) {
+    for (size_t g = 0; g < in->targets[t].n_graphs; g++) {
+      const hkc_graph_out_t *go = &in->targets[t].graphs[g];
+      hk_plan_graph_rec_t *gr = &graphs[graph_at++];
+      gr->unfused_bytes = go->unfused.bytes;
+      gr->unfused_flops = go->unfused.flops;
+      gr->unfused_nodes = go->unfused_nodes;
+      for (size_t j = 0; j < go->n_launches; j++) {
+        hk_plan_node_rec_t *nr = &nodes[node_at++];
+        nr->bytes = go->costs[j].bytes;
+        nr->flops = go->costs[j].flops;
+        nr->fused_nodes = (uint32_t)go->fused_counts[j];
+        nr->flags = go->costs[j].matrix ? HK_PLAN_MATRIX : 0;
+      }
+    }
+  }
   return 0;
 }
 
@@ -402,8 +448,8 @@ static uint64_t align_up(uint64_t x) { return (x + HK_SECTION_ALIGN - 1) & ~(uin
 /* Lays out header, table and payloads into one zeroed buffer and fills the checksums. */
 static int assemble(builder_t *b, void **out_data, size_t *out_size) {
   const hkc_pack_in_t *in = b->in;
-  size_t n_sections = HKC_TABLE_SECTIONS + in->n_targets;
-  payload_t pl[HKC_TABLE_SECTIONS + HK_MAX_TARGETS];
+  size_t n_sections = HKC_TABLE_SECTIONS + in->n_targets + (b->has_plan ? 1 : 0);
+  payload_t pl[HKC_TABLE_SECTIONS + HK_MAX_TARGETS + 1];
   const payload_t tables[HKC_TABLE_SECTIONS] = {
       {HK_SECTION_STRINGS, 0, UINT32_MAX, b->strings.data, b->strings.len, 0},
       {HK_SECTION_MANIFEST, 0, UINT32_MAX, &b->manifest, sizeof b->manifest, 0},
@@ -422,10 +468,13 @@ static int assemble(builder_t *b, void **out_data, size_t *out_size) {
   for (size_t t = 0; t < in->n_targets; t++)
     pl[HKC_TABLE_SECTIONS + t] = (payload_t){HK_SECTION_CODE, HK_SECTION_FLAG_ZSTD, (uint32_t)t, b->code[t],
                                              b->code_size[t], in->targets[t].code_size};
+  if (b->has_plan) /* last, so that the CODE sections keep their table indices */
+    pl[HKC_TABLE_SECTIONS + in->n_targets] =
+        (payload_t){HK_SECTION_PLAN, HK_SECTION_FLAG_OPTIONAL, UINT32_MAX, b->plan, b->plan_size, b->plan_size};
 
   uint64_t table_offset = sizeof(hk_pack_header_t);
   uint64_t at = align_up(table_offset + n_sections * sizeof(hk_section_t));
-  hk_section_t table[HKC_TABLE_SECTIONS + HK_MAX_TARGETS];
+  hk_section_t table[HKC_TABLE_SECTIONS + HK_MAX_TARGETS + 1];
   memset(table, 0, sizeof table);
   for (size_t i = 0; i < n_sections; i++) {
     table[i].kind = pl[i].kind;
@@ -480,8 +529,8 @@ int hkc_pack_write_memory(const hkc_pack_in_t *in, void **out_data, size_t *out_
     hkc_error(NOLOC, "cannot write the artifact: no input");
     return -1;
   }
-  if (validate_and_count(&b) == 0 && build_tables(&b) == 0 && build_provenance(&b) == 0 && compress_code(&b) == 0 &&
-      assemble(&b, &data, &size) == 0) {
+  if (validate_and_count(&b) == 0 && build_tables(&b) == 0 && build_plan(&b) == 0 && build_provenance(&b) == 0 &&
+      compress_code(&b) == 0 && assemble(&b, &data, &size) == 0) {
     hk_pack_view_t view;
     if (hk_pack_verify(data, size, &view) != HK_OK) {
       hkc_error(NOLOC, "cannot write the artifact: the result does not verify: %s", hk_last_error());

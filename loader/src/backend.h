@@ -94,6 +94,12 @@ struct hk_backend {
   void (*mem_free)(hk_module_t *module, void *ptr);
   hk_status_t (*mem_copy)(hk_module_t *module, void *dst, const void *src, size_t bytes, hk_copy_kind_t kind);
   hk_status_t (*synchronize)(hk_module_t *module, void *stream);
+  /* Profiling (hk_session_profile): runs every launch in stored order, `passes` times, each
+   * launch timed alone on stream (host: the wall clock around it; GPUs: events recorded
+   * before and after it on the stream), and returns when all of it finished.
+   * out_us[i * passes + p] = microseconds of launch i in pass p. Errors: UNAVAILABLE (the
+   * runtime lacks what timing needs), OUT_OF_MEMORY, DRIVER. */
+  hk_status_t (*profile)(hk_backend_session_t *session, void *stream, uint32_t passes, double *out_us);
 };
 
 extern const hk_backend_t hk_backend_host;

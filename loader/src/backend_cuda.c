@@ -505,6 +505,46 @@ static hk_status_t cuda_run(hk_backend_session_t *session, void *stream) {
   return HK_OK;
 }
 
+/* ---- profiling ------------------------------------------------------------------------------ */
+/* Each launch goes to the stream on its own (never through the graph) between two events;
+ * one synchronization per pass, then the elapsed times of that pass are read. */
+static hk_status_t cuda_profile(hk_backend_session_t *session, void *stream, uint32_t passes, double *out_us) {
+  const cuda_module_t *m = (const cuda_module_t *)session->module;
+  const hk_allocator_t *a = session->module->allocator;
+  HK_FAIL_IF(!CU.cuEventCreate || !CU.cuEventRecord || !CU.cuEventSynchronize || !CU.cuEventElapsedTime ||
+                 !CU.cuEventDestroy,
+             HK_STATUS_UNAVAILABLE, "this CUDA driver lacks the event API (cuEventCreate, cuEventRecord, "
+             "cuEventSynchronize, cuEventElapsedTime, cuEventDestroy) that timing launches needs");
+  uint32_t n = session->launch_count;
+  if (n == 0) return HK_OK;
+  HK_RETURN_IF_ERROR(ctx_enter(m));
+  hk_cu_event_t *ev = hk_calloc(a, (size_t)n * 2, sizeof *ev);
+  HK_FAIL_IF(!ev, HK_STATUS_OUT_OF_MEMORY, "out of memory creating %u timing events", n * 2);
+  hk_status_t st = HK_OK;
+  for (uint32_t i = 0; i < 2 * n && st == HK_OK; i++) st = CU_CHECK(cuEventCreate, (&ev[i], 0));
+  hk_cu_stream_t cs = (hk_cu_stream_t)stream;
+  for (uint32_t p = 0; p < passes && st == HK_OK; p++) {
+    for (uint32_t i = 0; i < n && st == HK_OK; i++) {
+      const hk_launch_desc_t *l = &session->launches[i];
+      st = CU_CHECK(cuEventRecord, (ev[2 * i], cs));
+      if (st == HK_OK)
+        st = CU_CHECK(cuLaunchKernel, (m->fns[l->kernel], l->grid[0], l->grid[1], l->grid[2], l->block[0],
+                                       l->block[1], l->block[2], l->shared_bytes, cs, l->args, NULL));
+      if (st == HK_OK) st = CU_CHECK(cuEventRecord, (ev[2 * i + 1], cs));
+    }
+    if (st == HK_OK) st = CU_CHECK(cuEventSynchronize, (ev[2 * n - 1]));
+    for (uint32_t i = 0; i < n && st == HK_OK; i++) {
+      float ms = 0;
+      st = CU_CHECK(cuEventElapsedTime, (&ms, ev[2 * i], ev[2 * i + 1]));
+      out_us[(size_t)i * passes + p] = (double)ms * 1e3;
+    }
+  }
+  for (uint32_t i = 0; i < 2 * n; i++)
+    if (ev[i]) (void)CU.cuEventDestroy(ev[i]);
+  hk_free(a, ev);
+  return st;
+}
+
 /* ---- memory -------------------------------------------------------------------------------- */
 static hk_status_t cuda_mem_alloc(hk_module_t *module, size_t bytes, void **out_ptr) {
   HK_RETURN_IF_ERROR(ctx_enter((const cuda_module_t *)module));
@@ -552,4 +592,5 @@ const hk_backend_t hk_backend_cuda = {
     .mem_free = cuda_mem_free,
     .mem_copy = cuda_mem_copy,
     .synchronize = cuda_synchronize,
+    .profile = cuda_profile,
 };

@@ -510,6 +510,47 @@ static hk_status_t hip_run(hk_backend_session_t *session, void *stream) {
   return HK_OK;
 }
 
+/* ---- profiling ------------------------------------------------------------------------------ */
+/* As cuda_profile: each launch alone on the stream between two events, one synchronization
+ * per pass. */
+static hk_status_t hip_profile(hk_backend_session_t *session, void *stream, uint32_t passes, double *out_us) {
+  const hip_module_t *m = (const hip_module_t *)session->module;
+  const hk_allocator_t *a = session->module->allocator;
+  HK_FAIL_IF(!HIP.hipEventCreate || !HIP.hipEventRecord || !HIP.hipEventSynchronize || !HIP.hipEventElapsedTime ||
+                 !HIP.hipEventDestroy,
+             HK_STATUS_UNAVAILABLE, "this HIP runtime (%s) lacks the event API (hipEventCreate, hipEventRecord, "
+             "hipEventSynchronize, hipEventElapsedTime, hipEventDestroy) that timing launches needs",
+             g_hip.library ? g_hip.library : "overridden");
+  uint32_t n = session->launch_count;
+  if (n == 0) return HK_OK;
+  HK_RETURN_IF_ERROR(device_enter(session->module));
+  hk_hip_event_t *ev = hk_calloc(a, (size_t)n * 2, sizeof *ev);
+  HK_FAIL_IF(!ev, HK_STATUS_OUT_OF_MEMORY, "out of memory creating %u timing events", n * 2);
+  hk_status_t st = HK_OK;
+  for (uint32_t i = 0; i < 2 * n && st == HK_OK; i++) st = HIP_CHECK(hipEventCreate, (&ev[i]));
+  hk_hip_stream_t hs = (hk_hip_stream_t)stream;
+  for (uint32_t p = 0; p < passes && st == HK_OK; p++) {
+    for (uint32_t i = 0; i < n && st == HK_OK; i++) {
+      const hk_launch_desc_t *l = &session->launches[i];
+      st = HIP_CHECK(hipEventRecord, (ev[2 * i], hs));
+      if (st == HK_OK)
+        st = HIP_CHECK(hipModuleLaunchKernel, (m->fns[l->kernel], l->grid[0], l->grid[1], l->grid[2], l->block[0],
+                                               l->block[1], l->block[2], l->shared_bytes, hs, l->args, NULL));
+      if (st == HK_OK) st = HIP_CHECK(hipEventRecord, (ev[2 * i + 1], hs));
+    }
+    if (st == HK_OK) st = HIP_CHECK(hipEventSynchronize, (ev[2 * n - 1]));
+    for (uint32_t i = 0; i < n && st == HK_OK; i++) {
+      float ms = 0;
+      st = HIP_CHECK(hipEventElapsedTime, (&ms, ev[2 * i], ev[2 * i + 1]));
+      out_us[(size_t)i * passes + p] = (double)ms * 1e3;
+    }
+  }
+  for (uint32_t i = 0; i < 2 * n; i++)
+    if (ev[i]) (void)HIP.hipEventDestroy(ev[i]);
+  hk_free(a, ev);
+  return st;
+}
+
 /* ---- memory -------------------------------------------------------------------------------- */
 static hk_status_t hip_mem_alloc(hk_module_t *module, size_t bytes, void **out_ptr) {
   HK_RETURN_IF_ERROR(device_enter(module));
@@ -551,4 +592,5 @@ const hk_backend_t hk_backend_hip = {
     .mem_free = hip_mem_free,
     .mem_copy = hip_mem_copy,
     .synchronize = hip_synchronize,
+    .profile = hip_profile,
 };

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -302,17 +303,38 @@ static hk_status_t host_session_prepare(hk_module_t *module, uint64_t workspace_
   return HK_OK;
 }
 
-static hk_status_t host_run(hk_backend_session_t *session, void *stream) {
-  (void)stream;
+/* Runs launch i of the session to completion (on the pool when it has blocks to share). */
+static void host_launch(hk_backend_session_t *session, uint32_t i) {
   const host_module_t *m = (const host_module_t *)session->module;
   host_pool_t *pool = ((host_session_t *)session)->pool;
-  for (uint32_t i = 0; i < session->launch_count; i++) {
-    const hk_launch_desc_t *l = &session->launches[i];
-    if (pool && l->grid[0] > 1)
-      pool_run(pool, m->fns[l->kernel], (void *const *)l->args, l->grid[0]);
-    else
-      m->fns[l->kernel]((void *const *)l->args, 0, l->grid[0]);
-  }
+  const hk_launch_desc_t *l = &session->launches[i];
+  if (pool && l->grid[0] > 1)
+    pool_run(pool, m->fns[l->kernel], (void *const *)l->args, l->grid[0]);
+  else
+    m->fns[l->kernel]((void *const *)l->args, 0, l->grid[0]);
+}
+
+static hk_status_t host_run(hk_backend_session_t *session, void *stream) {
+  (void)stream;
+  for (uint32_t i = 0; i < session->launch_count; i++) host_launch(session, i);
+  return HK_OK;
+}
+
+static double host_now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+/* Launches run synchronously here: the monotonic clock around each one times it alone. */
+static hk_status_t host_profile(hk_backend_session_t *session, void *stream, uint32_t passes, double *out_us) {
+  (void)stream;
+  for (uint32_t p = 0; p < passes; p++)
+    for (uint32_t i = 0; i < session->launch_count; i++) {
+      double t0 = host_now_us();
+      host_launch(session, i);
+      out_us[(size_t)i * passes + p] = host_now_us() - t0;
+    }
   return HK_OK;
 }
 
@@ -360,4 +382,5 @@ const hk_backend_t hk_backend_host = {
     .mem_free = host_mem_free,
     .mem_copy = host_mem_copy,
     .synchronize = host_synchronize,
+    .profile = host_profile,
 };

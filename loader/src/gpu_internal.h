@@ -32,6 +32,7 @@ typedef struct CUstream_st *hk_cu_stream_t;
 typedef struct CUgraph_st *hk_cu_graph_t;
 typedef struct CUgraphNode_st *hk_cu_graph_node_t;
 typedef struct CUgraphExec_st *hk_cu_graph_exec_t;
+typedef struct CUevent_st *hk_cu_event_t;
 
 #define HK_CUDA_SUCCESS 0
 #define HK_CUDA_ERROR_OUT_OF_MEMORY 2
@@ -114,7 +115,15 @@ typedef struct hk_cu_kernel_node_params_v2 {
   X(cuGraphExecDestroy, "cuGraphExecDestroy", NULL, false, hk_cu_result_t, (hk_cu_graph_exec_t exec))                      \
   X(cuGraphDestroy, "cuGraphDestroy", NULL, false, hk_cu_result_t, (hk_cu_graph_t graph))                                 \
   X(cuFuncGetAttribute, "cuFuncGetAttribute", NULL, false, hk_cu_result_t, (int *value, int attrib, hk_cu_function_t f)) \
-  X(cuFuncSetAttribute, "cuFuncSetAttribute", NULL, false, hk_cu_result_t, (hk_cu_function_t f, int attrib, int value))
+  X(cuFuncSetAttribute, "cuFuncSetAttribute", NULL, false, hk_cu_result_t, (hk_cu_function_t f, int attrib, int value)) \
+  /* events: optional; only hk_session_profile needs them (CUDA 13's cuda.h maps the */                      \
+  /* plain names of elapsed-time and destroy to their _v2 symbols) */                                        \
+  X(cuEventCreate, "cuEventCreate", NULL, false, hk_cu_result_t, (hk_cu_event_t * event, unsigned int flags))      \
+  X(cuEventRecord, "cuEventRecord", NULL, false, hk_cu_result_t, (hk_cu_event_t event, hk_cu_stream_t stream))      \
+  X(cuEventSynchronize, "cuEventSynchronize", NULL, false, hk_cu_result_t, (hk_cu_event_t event))                  \
+  X(cuEventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime", false, hk_cu_result_t,                      \
+    (float *ms, hk_cu_event_t start, hk_cu_event_t end))                                                         \
+  X(cuEventDestroy, "cuEventDestroy_v2", "cuEventDestroy", false, hk_cu_result_t, (hk_cu_event_t event))
 
 #define HK_GPU_SYMBOL_MEMBER(member, symbol, alt, required, ret, params) ret(*member) params;
 typedef struct hk_cuda_symbols {
@@ -143,6 +152,7 @@ typedef struct ihipStream_t *hk_hip_stream_t;
 typedef struct ihipGraph *hk_hip_graph_t;
 typedef struct hipGraphNode *hk_hip_graph_node_t;
 typedef struct hipGraphExec *hk_hip_graph_exec_t;
+typedef struct ihipEvent_t *hk_hip_event_t;
 
 #define HK_HIP_SUCCESS 0
 #define HK_HIP_ERROR_OUT_OF_MEMORY 2
@@ -201,7 +211,14 @@ typedef struct hk_hip_kernel_node_params {
   X(hipGraphExecKernelNodeSetParams, "hipGraphExecKernelNodeSetParams", NULL, false, hk_hip_error_t,              \
     (hk_hip_graph_exec_t exec, hk_hip_graph_node_t node, const hk_hip_kernel_node_params_t *params))                     \
   X(hipGraphExecDestroy, "hipGraphExecDestroy", NULL, false, hk_hip_error_t, (hk_hip_graph_exec_t exec))               \
-  X(hipGraphDestroy, "hipGraphDestroy", NULL, false, hk_hip_error_t, (hk_hip_graph_t graph))
+  X(hipGraphDestroy, "hipGraphDestroy", NULL, false, hk_hip_error_t, (hk_hip_graph_t graph))                    \
+  /* events: optional; only hk_session_profile needs them */                                                  \
+  X(hipEventCreate, "hipEventCreate", NULL, false, hk_hip_error_t, (hk_hip_event_t * event))                     \
+  X(hipEventRecord, "hipEventRecord", NULL, false, hk_hip_error_t, (hk_hip_event_t event, hk_hip_stream_t stream)) \
+  X(hipEventSynchronize, "hipEventSynchronize", NULL, false, hk_hip_error_t, (hk_hip_event_t event))             \
+  X(hipEventElapsedTime, "hipEventElapsedTime", NULL, false, hk_hip_error_t,                                     \
+    (float *ms, hk_hip_event_t start, hk_hip_event_t stop))                                                    \
+  X(hipEventDestroy, "hipEventDestroy", NULL, false, hk_hip_error_t, (hk_hip_event_t event))
 
 typedef struct hk_hip_symbols {
   HK_HIP_SYMBOLS(HK_GPU_SYMBOL_MEMBER)

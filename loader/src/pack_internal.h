@@ -9,7 +9,9 @@
  *   - every index (target, kernel, graph, node, arg/dep/placement range, tensor in an
  *     arg, code section) is in range, every enum is in range, tensor ranks are 1..6;
  *   - each target has one graph per manifest batch bucket, in manifest order;
- *   - every intermediate tensor placement fits the graph's workspace.
+ *   - every intermediate tensor placement fits the graph's workspace;
+ *   - PLAN, when present, holds exactly one record per graph and per node, each node's
+ *     fused_nodes >= 1 and only known flags.
  *
  * Tools (hkc inspect) open a pack with hk_pack_open_file() and read it through
  * hk_pack_view(); the view lives as long as the pack. Nothing here allocates
@@ -44,6 +46,10 @@ typedef struct hk_pack_view {
   const uint64_t *placements;         uint64_t placement_count;
   const char *provenance;             /* not NUL-terminated: provenance_size bytes */
   uint64_t provenance_size;
+  /* The optional PLAN section, parallel to GRAPHS (graph_count records) and NODES
+   * (node_count records); both NULL when the pack has none (format 1.0, older hkc). */
+  const hk_plan_graph_rec_t *plan_graphs;
+  const hk_plan_node_rec_t *plan_nodes;
 } hk_pack_view_t;
 
 /* Verifies data[0, size) as an artifact and fills out_view. data must be 8-byte

@@ -9,6 +9,7 @@
  * Intermediate tensors' slots point into the workspace.
  */
 #include <stdio.h>
+#include <stdlib.h> /* qsort */
 #include <string.h>
 
 #include "backend.h"
@@ -295,6 +296,69 @@ HK_API hk_status_t hk_session_copy(hk_session_t *s, void *dst, const void *src, 
 HK_API hk_status_t hk_session_synchronize(hk_session_t *s, void *stream) {
   HK_FAIL_IF(!s, HK_STATUS_INVALID_ARGUMENT, "session is NULL");
   hk_status_t st = s->module->backend->synchronize(s->module, stream);
+  if (st != HK_OK) hk_error_copy(s->error, sizeof s->error);
+  return st;
+}
+
+/* ---- profiling ----------------------------------------------------------------------------
+ * Self-contained on purpose: reads only s->view, s->graph, s->launches and s->backend. */
+
+/* Most passes hk_session_profile runs: bounds the sample buffer (8 bytes x launches x passes). */
+#define HK_PROFILE_MAX_REPEATS 100000u
+
+HK_API uint32_t hk_session_launch_count(const hk_session_t *s) { return s ? s->launch_count : 0; }
+
+HK_API hk_status_t hk_session_launch_info(const hk_session_t *s, uint32_t index, hk_launch_info_t *out_info) {
+  HK_FAIL_IF(!s || !out_info, HK_STATUS_INVALID_ARGUMENT, "session and out_info must not be NULL");
+  HK_FAIL_IF(index >= s->launch_count, HK_STATUS_NOT_FOUND, "launch index %u out of range (%u launches)", index,
+             s->launch_count);
+  const hk_pack_view_t *v = s->view;
+  uint32_t node = v->graphs[s->graph].node_first + index; /* in range: verified */
+  const hk_node_rec_t *n = &v->nodes[node];
+  memset(out_info, 0, sizeof *out_info);
+  out_info->kernel = hk_pack_string(v, v->kernels[n->kernel].name);
+  out_info->nodes = hk_pack_string(v, n->name);
+  if (v->plan_nodes) { /* packs before format 1.1 have no estimates: zeros */
+    out_info->bytes = v->plan_nodes[node].bytes;
+    out_info->flops = v->plan_nodes[node].flops;
+    out_info->matrix = (v->plan_nodes[node].flags & HK_PLAN_MATRIX) != 0;
+  }
+  return HK_OK;
+}
+
+static int cmp_us(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static hk_status_t session_profile(hk_session_t *s, void *stream, uint32_t repeats, double *out_us) {
+  HK_FAIL_IF(repeats == 0 || repeats > HK_PROFILE_MAX_REPEATS, HK_STATUS_INVALID_ARGUMENT,
+             "repeats must be 1..%u, got %u", HK_PROFILE_MAX_REPEATS, repeats);
+  for (uint32_t i = 0; i < s->app_count; i++) {
+    if (s->app[i].bound) continue;
+    char names[600];
+    list_names(s, true, names, sizeof names);
+    return HK_ERROR(HK_STATUS_FAILED_PRECONDITION, "profile before every tensor is bound: unbound %s", names);
+  }
+  const hk_backend_t *b = s->backend->backend;
+  HK_FAIL_IF(!b->profile, HK_STATUS_UNAVAILABLE, "the %s backend cannot time launches", b->name);
+  uint32_t n = s->launch_count, passes = repeats + 1; /* pass 0 warms up: not counted */
+  if (n == 0) return HK_OK;
+  double *samples = hk_calloc(s->allocator, (size_t)n * passes, sizeof *samples);
+  HK_FAIL_IF(!samples, HK_STATUS_OUT_OF_MEMORY, "out of memory for %u x %u timing samples", n, passes);
+  hk_status_t st = b->profile(s->backend, stream, passes, samples);
+  for (uint32_t i = 0; st == HK_OK && i < n; i++) {
+    double *t = samples + (size_t)i * passes + 1;
+    qsort(t, repeats, sizeof *t, cmp_us);
+    out_us[i] = repeats % 2 ? t[repeats / 2] : 0.5 * (t[repeats / 2 - 1] + t[repeats / 2]);
+  }
+  hk_free(s->allocator, samples);
+  return st;
+}
+
+HK_API hk_status_t hk_session_profile(hk_session_t *s, void *stream, uint32_t repeats, double *out_us) {
+  HK_FAIL_IF(!s || !out_us, HK_STATUS_INVALID_ARGUMENT, "session and out_us must not be NULL");
+  hk_status_t st = session_profile(s, stream, repeats, out_us);
   if (st != HK_OK) hk_error_copy(s->error, sizeof s->error);
   return st;
 }

@@ -4,7 +4,8 @@
  * Order: magic, endian tag, major version, header fields, header checksum, file size,
  * section table bounds + checksum, each section (alignment, bounds, order/overlap,
  * flags, checksum), required sections, record sizes and counts, then every record:
- * string refs, enums, index ranges, shapes, placements, code frame sizes. The first
+ * string refs, enums, index ranges, shapes, placements, code frame sizes, and the
+ * optional PLAN section's size, flags and reserved fields. The first
  * problem found is reported as CORRUPT (or UNSUPPORTED_VERSION) with what and where.
  * No allocation: the view points into the caller's bytes.
  */
@@ -24,8 +25,8 @@
 
 static const char *section_kind_name(uint32_t kind) {
   static const char *const names[] = {"?", "STRINGS", "MANIFEST", "TARGETS", "KERNELS", "TENSORS", "GRAPHS",
-                                      "NODES", "ARGS", "DEPS", "PLACEMENTS", "PROVENANCE", "CODE"};
-  return kind <= HK_SECTION_CODE ? names[kind] : "unknown";
+                                      "NODES", "ARGS", "DEPS", "PLACEMENTS", "PROVENANCE", "CODE", "PLAN"};
+  return kind <= HK_SECTION_PLAN ? names[kind] : "unknown";
 }
 
 const char *hk_dtype_label(uint32_t dtype) {
@@ -166,8 +167,20 @@ static hk_status_t verify_sections(hk_pack_view_t *v) {
 /* Finds the required sections (exactly once each) and sizes the record tables. */
 static hk_status_t map_tables(hk_pack_view_t *v) {
   const hk_section_t *found[HK_SECTION_CODE] = {0};
+  const hk_section_t *plan = NULL;
   for (uint32_t i = 0; i < v->section_count; i++) {
     const hk_section_t *s = &v->sections[i];
+    if (s->kind == HK_SECTION_PLAN) {
+      CHECK(plan == NULL, "section PLAN appears more than once (sections %u and %u)", (unsigned)(plan - v->sections),
+            i);
+      /* Optional by definition: a 1.0 reader must be able to skip it. */
+      CHECK(s->flags == HK_SECTION_FLAG_OPTIONAL && s->raw_size == s->size,
+            "section %u (PLAN): must be stored uncompressed and flagged optional (flags 0x%x, size %llu, raw_size "
+            "%llu)", i, s->flags, (unsigned long long)s->size, (unsigned long long)s->raw_size);
+      CHECK(s->target == UINT32_MAX, "section %u (PLAN): target field must be 0xffffffff", i);
+      plan = s;
+      continue;
+    }
     if (s->kind == 0 || s->kind > HK_SECTION_CODE) {
       CHECK(s->flags & HK_SECTION_FLAG_OPTIONAL,
             "section %u has unknown kind %u and is not flagged optional (written by a newer hkc?)", i, s->kind);
@@ -226,6 +239,17 @@ static hk_status_t map_tables(hk_pack_view_t *v) {
   const hk_section_t *prov = found[HK_SECTION_PROVENANCE];
   v->provenance = (const char *)(v->base + prov->offset);
   v->provenance_size = prov->size;
+  if (plan) { /* counts are under their limits: no overflow */
+    uint64_t want = (uint64_t)v->graph_count * sizeof(hk_plan_graph_rec_t) +
+                    (uint64_t)v->node_count * sizeof(hk_plan_node_rec_t);
+    CHECK(plan->size == want,
+          "section PLAN: size %llu, expected %llu (%zu bytes per graph x %u graphs + %zu per node x %u nodes)",
+          (unsigned long long)plan->size, (unsigned long long)want, sizeof(hk_plan_graph_rec_t), v->graph_count,
+          sizeof(hk_plan_node_rec_t), v->node_count);
+    v->plan_graphs = (const hk_plan_graph_rec_t *)(v->base + plan->offset);
+    v->plan_nodes = (const hk_plan_node_rec_t *)(v->base + plan->offset +
+                                                 (uint64_t)v->graph_count * sizeof(hk_plan_graph_rec_t));
+  }
   return HK_OK;
 }
 
@@ -399,6 +423,21 @@ static hk_status_t verify_graphs(const hk_pack_view_t *v) {
   return HK_OK;
 }
 
+/* PLAN (when present): records parallel to GRAPHS and NODES, sized by map_tables. */
+static hk_status_t verify_plan(const hk_pack_view_t *v) {
+  if (!v->plan_graphs) return HK_OK;
+  for (uint32_t g = 0; g < v->graph_count; g++)
+    CHECK(v->plan_graphs[g].reserved0 == 0, "PLAN graph %u: reserved field is not zero", g);
+  for (uint32_t n = 0; n < v->node_count; n++) {
+    const hk_plan_node_rec_t *r = &v->plan_nodes[n];
+    CHECK(r->fused_nodes >= 1, "PLAN node %u (%s): fused_nodes is 0 (a launch computes at least one spec node)", n,
+          hk_pack_string(v, v->nodes[n].name));
+    CHECK((r->flags & ~HK_PLAN_MATRIX) == 0, "PLAN node %u (%s): unknown flags 0x%x", n,
+          hk_pack_string(v, v->nodes[n].name), r->flags);
+  }
+  return HK_OK;
+}
+
 hk_status_t hk_pack_verify(const void *data, size_t size, hk_pack_view_t *out_view) {
   memset(out_view, 0, sizeof *out_view);
   HK_FAIL_IF(data == NULL && size != 0, HK_STATUS_INVALID_ARGUMENT, "data is NULL");
@@ -412,6 +451,7 @@ hk_status_t hk_pack_verify(const void *data, size_t size, hk_pack_view_t *out_vi
   HK_RETURN_IF_ERROR(verify_kernels(&v));
   HK_RETURN_IF_ERROR(verify_tensors(&v));
   HK_RETURN_IF_ERROR(verify_graphs(&v));
+  HK_RETURN_IF_ERROR(verify_plan(&v));
   *out_view = v;
   return HK_OK;
 }

@@ -4,7 +4,8 @@
  * Each input is opened twice: as given (exercises the magic/version/size/checksum
  * checks), then as a copy whose file_size and checksums the harness fixes up, so the
  * mutated records reach verify's deeper checks (ranges, indices, enums, shapes).
- * When a pack opens, every accessor and every record of the verified view is walked,
+ * When a pack opens, every accessor and every record of the verified view (the optional
+ * PLAN section's records included) is walked,
  * and code sections are decompressed (small ones only), so ASan proves that what
  * verify accepted is safe to read. Code objects are never loaded: that would run
  * fuzzed machine code.
@@ -59,6 +60,15 @@ static void walk(hk_pack_t *pack) {
         if (v->deps[n->dep_first + d] >= j) abort(); /* verified */
     }
     for (uint32_t i = 0; i < v->tensor_count; i++) sink += v->placements[gr->placement_first + i];
+  }
+  if ((v->plan_graphs == NULL) != (v->plan_nodes == NULL)) abort(); /* both or neither */
+  if (v->plan_graphs) {
+    for (uint32_t g = 0; g < v->graph_count; g++)
+      sink += v->plan_graphs[g].unfused_bytes + v->plan_graphs[g].unfused_flops + v->plan_graphs[g].unfused_nodes;
+    for (uint32_t n = 0; n < v->node_count; n++) {
+      if (v->plan_nodes[n].fused_nodes < 1 || (v->plan_nodes[n].flags & ~HK_PLAN_MATRIX)) abort(); /* verified */
+      sink += v->plan_nodes[n].bytes + v->plan_nodes[n].flops;
+    }
   }
   for (uint64_t i = 0; i < v->provenance_size; i++) sink += (uint8_t)v->provenance[i];
   for (uint32_t t = 0; t < v->target_count; t++) {

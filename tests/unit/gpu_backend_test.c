@@ -4,6 +4,7 @@
  * CUDA session against a fake driver installed through the symbol-table override (graph
  * built once with the stored edges, params refreshed only after a bind, stream fallback,
  * injected driver errors); (d) a real device, skipped unless one is present. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -285,6 +286,10 @@ static struct {
   hk_cu_function_t launched[FAKE_MAX_NODES];
   void *launched_arg0[FAKE_MAX_NODES];
   hk_cu_stream_t last_stream;
+  /* events: a fake device clock that each kernel launch advances */
+  double clock_ms;
+  int events_created, events_destroyed, event_syncs, event_stream_mismatch;
+  double event_ms[FAKE_MAX_NODES];
 } F;
 
 static const char *fake_kernels[] = {"hk_test_addc", "hk_test_mul"};
@@ -357,6 +362,7 @@ static hk_cu_result_t f_cuLaunchKernel(hk_cu_function_t f, unsigned gx, unsigned
   }
   F.kernel_launches++;
   F.last_stream = stream;
+  F.clock_ms += 0.002 * (double)((uintptr_t)f - 0x100 + 1); /* kernel i takes 2*(i+1) us */
   return 0;
 }
 static hk_cu_result_t f_cuStreamSynchronize(hk_cu_stream_t s) { (void)s; F.stream_syncs++; return 0; }
@@ -414,6 +420,32 @@ static hk_cu_result_t f_cuGraphExecKernelNodeSetParams_v2(hk_cu_graph_exec_t e, 
 }
 static hk_cu_result_t f_cuGraphExecDestroy(hk_cu_graph_exec_t e) { (void)e; F.exec_destroys++; return 0; }
 static hk_cu_result_t f_cuGraphDestroy(hk_cu_graph_t g) { (void)g; F.graph_destroys++; return 0; }
+
+#define FAKE_EVENT(i) ((hk_cu_event_t)(uintptr_t)(0x900 + (i)))
+static int fake_event_index(hk_cu_event_t e) {
+  int i = (int)((uintptr_t)e - 0x900);
+  return i >= 0 && i < F.events_created ? i : -1;
+}
+static hk_cu_result_t f_cuEventCreate(hk_cu_event_t *e, unsigned flags) {
+  if (flags != 0 || F.events_created == FAKE_MAX_NODES) return 1;
+  *e = FAKE_EVENT(F.events_created++);
+  return 0;
+}
+static hk_cu_result_t f_cuEventRecord(hk_cu_event_t e, hk_cu_stream_t stream) {
+  int i = fake_event_index(e);
+  if (i < 0) return 400;
+  if (stream != F.last_stream && F.kernel_launches) F.event_stream_mismatch++;
+  F.event_ms[i] = F.clock_ms;
+  return 0;
+}
+static hk_cu_result_t f_cuEventSynchronize(hk_cu_event_t e) { F.event_syncs++; return fake_event_index(e) < 0 ? 400 : 0; }
+static hk_cu_result_t f_cuEventElapsedTime(float *ms, hk_cu_event_t a, hk_cu_event_t b) {
+  int i = fake_event_index(a), j = fake_event_index(b);
+  if (i < 0 || j < 0) return 400;
+  *ms = (float)(F.event_ms[j] - F.event_ms[i]);
+  return 0;
+}
+static hk_cu_result_t f_cuEventDestroy(hk_cu_event_t e) { F.events_destroyed++; return fake_event_index(e) < 0 ? 400 : 0; }
 
 static void install_fake_cuda(void) {
   memset(&F, 0, sizeof F);
@@ -597,6 +629,55 @@ static void test_fake_cuda_stream_fallback(void **ts) {
   assert_int_equal(F.frees, F.allocs);
 }
 
+/* hk_session_profile: each launch on the stream alone between two events (not through the
+ * graph), one warm-up pass, medians; the events are released. */
+static void test_fake_cuda_profile(void **ts) {
+  state_t *st = *ts;
+  install_fake_cuda();
+  hk_pack_t *pack = open_pack(st, 0, 1);
+  hk_session_t *s;
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_OK);
+  bufs_t b;
+  bind_all(s, 2, &b);
+  double us[2];
+  /* this fake driver has no event API */
+  assert_int_equal(hk_session_profile(s, NULL, 3, us), HK_STATUS_UNAVAILABLE);
+  assert_non_null(strstr(hk_last_error(), "lacks the event API"));
+  free_all(s, &b);
+  hk_session_destroy(s);
+  hk_pack_destroy(pack);
+  st->pack = NULL;
+
+  install_fake_cuda();
+  hk_cuda_symbols_t t = *hk_cuda_symbols();
+  t.cuEventCreate = f_cuEventCreate;
+  t.cuEventRecord = f_cuEventRecord;
+  t.cuEventSynchronize = f_cuEventSynchronize;
+  t.cuEventElapsedTime = f_cuEventElapsedTime;
+  t.cuEventDestroy = f_cuEventDestroy;
+  hk_cuda_override_symbols(&t);
+  pack = open_pack(st, 0, 1);
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_OK);
+  bind_all(s, 2, &b);
+  hk_cu_stream_t stream = (hk_cu_stream_t)(uintptr_t)0x777;
+  assert_int_equal(hk_session_profile(s, stream, 4, us), HK_OK);
+  assert_int_equal(F.kernel_launches, 2 * 5); /* one warm-up pass + 4 */
+  assert_int_equal(F.graph_launches, 0);
+  assert_ptr_equal(F.launched[0], FAKE_FN(0));
+  assert_ptr_equal(F.launched[1], FAKE_FN(1));
+  assert_ptr_equal(F.last_stream, stream);
+  assert_int_equal(F.event_stream_mismatch, 0);
+  assert_int_equal(F.event_syncs, 5); /* once per pass */
+  assert_int_equal(F.events_created, 4);
+  assert_int_equal(F.events_destroyed, 4);
+  assert_true(fabs(us[0] - 2.0) < 1e-3 && fabs(us[1] - 4.0) < 1e-3);
+  /* the graph still runs afterwards */
+  assert_int_equal(hk_session_run(s, stream), HK_OK);
+  assert_int_equal(F.graph_launches, 1);
+  free_all(s, &b);
+  hk_session_destroy(s);
+}
+
 static void test_fake_cuda_errors(void **ts) {
   state_t *st = *ts;
   install_fake_cuda();
@@ -693,6 +774,7 @@ int main(void) {
       cmocka_unit_test(test_image_check),
       cmocka_unit_test_setup_teardown(test_fake_cuda_graph_session, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fake_cuda_stream_fallback, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fake_cuda_profile, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fake_cuda_errors, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fake_cuda_shared_object, setup, teardown),
       cmocka_unit_test_setup_teardown(test_real_cuda_device, setup, teardown),

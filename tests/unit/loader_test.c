@@ -134,6 +134,70 @@ static void test_run_two_batches(void **ts) {
   }
 }
 
+/* hk_session_profile on the host: a positive, finite median per launch, and outputs equal
+ * to those of a normal run (checked against a poisoned buffer); launch info from PLAN. */
+static void test_profile(void **ts) {
+  state_t *st = *ts;
+  NEED_CC(st);
+  const size_t n = 8 * FX_COLS;
+  float *x = malloc(n * 4), *y = malloc(n * 4), *y_run = malloc(n * 4), w[FX_COLS];
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 77);
+  for (size_t i = 0; i < n; i++) x[i] = (float)hk_test_uniform(&rng, -2, 2);
+  for (size_t i = 0; i < FX_COLS; i++) w[i] = (float)hk_test_uniform(&rng, -3, 3);
+  double us[2] = {-1, -1};
+  hk_session_t *s;
+  assert_int_equal(hk_session_create(st->pack, &(hk_session_options_t){.batch = 8}, &s), HK_OK);
+  assert_int_equal(hk_session_launch_count(s), 2);
+  assert_int_equal(hk_session_launch_count(NULL), 0);
+  hk_launch_info_t li;
+  assert_int_equal(hk_session_launch_info(s, 1, &li), HK_OK);
+  assert_string_equal(li.kernel, "hk_test_mul");
+  assert_string_equal(li.nodes, "mul");
+  assert_int_equal(li.bytes, 0); /* this pack has no PLAN section */
+  assert_int_equal(li.flops, 0);
+  assert_int_equal(hk_session_launch_info(s, 2, &li), HK_STATUS_NOT_FOUND);
+  assert_int_equal(hk_session_launch_info(s, 0, NULL), HK_STATUS_INVALID_ARGUMENT);
+
+  assert_int_equal(hk_session_profile(s, NULL, 3, us), HK_STATUS_FAILED_PRECONDITION); /* nothing bound */
+  assert_non_null(strstr(hk_session_error(s), "unbound x, w, y"));
+  assert_int_equal(hk_session_bind(s, "x", x, n * 4), HK_OK);
+  assert_int_equal(hk_session_bind(s, "w", w, sizeof w), HK_OK);
+  assert_int_equal(hk_session_bind(s, "y", y_run, n * 4), HK_OK);
+  assert_int_equal(hk_session_run(s, NULL), HK_OK);
+  for (size_t i = 0; i < n; i++) y[i] = NAN;
+  assert_int_equal(hk_session_bind(s, "y", y, n * 4), HK_OK);
+  assert_int_equal(hk_session_profile(s, NULL, 0, us), HK_STATUS_INVALID_ARGUMENT);
+  assert_int_equal(hk_session_profile(s, NULL, 3, NULL), HK_STATUS_INVALID_ARGUMENT);
+  for (uint32_t repeats = 1; repeats <= 4; repeats++) { /* odd and even counts */
+    us[0] = us[1] = -1;
+    assert_int_equal(hk_session_profile(s, NULL, repeats, us), HK_OK);
+    for (int i = 0; i < 2; i++)
+      if (!(isfinite(us[i]) && us[i] > 0)) fail_msg("repeats %u: launch %d took %g us", repeats, i, us[i]);
+  }
+  assert_memory_equal(y, y_run, n * 4);
+  hk_session_destroy(s);
+
+  /* With a PLAN section the estimates come along. */
+  fx_add_plan(&st->fx);
+  void *bytes;
+  hk_pack_t *pack = open_variant(st, &bytes);
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 8}, &s), HK_OK);
+  assert_int_equal(hk_session_launch_info(s, 1, &li), HK_OK);
+  assert_int_equal(li.bytes, 2001);
+  assert_int_equal(li.flops, 21);
+  assert_int_equal(li.matrix, 1);
+  assert_int_equal(hk_session_launch_info(s, 0, &li), HK_OK);
+  assert_int_equal(li.bytes, 2000);
+  assert_int_equal(li.matrix, 0);
+  hk_session_destroy(s);
+  hk_pack_destroy(pack);
+  free(bytes);
+  free(x);
+  free(y);
+  free(y_run);
+}
+
 static void test_sessions_share_module(void **ts) {
   state_t *st = *ts;
   NEED_CC(st);
@@ -353,6 +417,7 @@ static void test_open_file_and_run(void **ts) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_run_two_batches, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_profile, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sessions_share_module, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bind_errors, setup, teardown),
       cmocka_unit_test_setup_teardown(test_batch_not_found, setup, teardown),

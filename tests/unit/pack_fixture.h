@@ -5,7 +5,8 @@
  *   launch 0 hk_test_addc(x, t, n, 1.5f)          t = x + 1.5
  *   launch 1 hk_test_mul(t, w, NULL, y, n, 100)   y = t * w[i % 100]   (depends on 0)
  * at batch sizes 2 and 8, for the host target of this machine and (optionally) a fake
- * "sm_90" target whose code is arbitrary bytes.
+ * "sm_90" target whose code is arbitrary bytes; fx_add_plan adds cost figures (a PLAN
+ * section).
  */
 #ifndef HK_PACK_FIXTURE_H
 #define HK_PACK_FIXTURE_H
@@ -53,6 +54,8 @@ typedef struct fx {
   uint32_t dep0;
   uint64_t placements[2][4];
   hkc_graph_out_t graphs[2];
+  hkc_cost_t costs[2][2];           /* fx_add_plan: per graph, per launch */
+  int fused[2][2];
   hkc_target_out_t targets[2];
   hkc_pack_in_t in;
 } fx_t;
@@ -162,6 +165,23 @@ static inline void fx_init(fx_t *fx, const void *host_code, size_t host_size, in
   fx->in.n_targets = with_cuda ? 2 : 1;
   fx->in.provenance = "hkc=" HKC_VERSION_STRING "\nspec=fixture.yaml\n";
   fx->in.compression_level = 3;
+}
+
+/* Gives every graph (both targets share them) the cost-model figures that make the writer
+ * add a PLAN section: launch j of graph g moves 1000*(g+1)+j bytes and does
+ * 10*(g+1)+j FLOPs; launch 1 is marked matrix and computes 2 spec nodes; unfused: 3
+ * kernels, 5000*(g+1) bytes, 50*(g+1) FLOPs. */
+static inline void fx_add_plan(fx_t *fx) {
+  for (int g = 0; g < 2; g++) {
+    for (int j = 0; j < 2; j++) {
+      fx->costs[g][j] = (hkc_cost_t){.bytes = 1000u * (g + 1) + j, .flops = 10u * (g + 1) + j, .matrix = j == 1};
+      fx->fused[g][j] = j + 1;
+    }
+    fx->graphs[g].costs = fx->costs[g];
+    fx->graphs[g].fused_counts = fx->fused[g];
+    fx->graphs[g].unfused = (hkc_cost_t){.bytes = 5000u * (g + 1), .flops = 50u * (g + 1)};
+    fx->graphs[g].unfused_nodes = 3;
+  }
 }
 
 /* Compiles fx_kernel_source into a shared object in memory (malloc'd). 0 / -1. */

@@ -367,17 +367,18 @@ static void test_flip_messages(void **ts) {
 /* ---- patched records: checksums fixed up so the deeper checks are reached ---------- */
 typedef void (*patch_fn)(uint8_t *buf, size_t size);
 
-static void expect_patched(state_t *st, patch_fn patch, hk_status_t code, const char *needle, int line) {
-  uint8_t *buf = fx_copy(st->pack, st->size);
-  patch(buf, st->size);
-  hk_test_refix(buf, st->size);
-  hk_status_t s = open_copy(buf, st->size);
+static void expect_patched_in(const uint8_t *pack, size_t size, patch_fn patch, hk_status_t code, const char *needle,
+                              int line) {
+  uint8_t *buf = fx_copy(pack, size);
+  patch(buf, size);
+  hk_test_refix(buf, size);
+  hk_status_t s = open_copy(buf, size);
   if (s != code || (needle && !strstr(hk_last_error(), needle)))
     fail_msg("line %d: expected %s containing \"%s\", got %s: %s", line, hk_status_string(code), needle ? needle : "",
              hk_status_string(s), hk_last_error());
   free(buf);
 }
-#define PATCHED(fn, code, needle) expect_patched(st, fn, code, needle, __LINE__)
+#define PATCHED(fn, code, needle) expect_patched_in(st->pack, st->size, fn, code, needle, __LINE__)
 
 static hk_pack_header_t *hdr(uint8_t *b) { return (hk_pack_header_t *)b; }
 static hk_manifest_t *man(uint8_t *b) { return fx_payload(b, HK_SECTION_MANIFEST); }
@@ -534,6 +535,127 @@ static void test_patched_records(void **ts) {
   PATCHED(p_code_raw_flag, HK_STATUS_CORRUPT, "stored raw");
 }
 
+/* ---- the optional PLAN section ----------------------------------------------------------- */
+/* The fixture with cost figures: 14 sections, PLAN last. Caller frees. */
+static uint8_t *write_with_plan(state_t *st, size_t *out_size) {
+  fx_add_plan(&st->fx);
+  void *data;
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, out_size), 0);
+  return data;
+}
+
+static hk_plan_graph_rec_t *plan_graphs(uint8_t *b) { return fx_payload(b, HK_SECTION_PLAN); }
+static hk_plan_node_rec_t *plan_nodes(uint8_t *b) {
+  return (hk_plan_node_rec_t *)((uint8_t *)fx_payload(b, HK_SECTION_PLAN) + 4 * sizeof(hk_plan_graph_rec_t));
+}
+
+static void test_plan_absent(void **ts) {
+  state_t *st = *ts;
+  hk_pack_t *pack;
+  assert_int_equal(hk_pack_open_memory(st->pack, st->size, NULL, &pack), HK_OK);
+  const hk_pack_view_t *v = hk_pack_view(pack);
+  assert_null(v->plan_graphs); /* a pack without costs (as before format 1.1) */
+  assert_null(v->plan_nodes);
+  assert_int_equal(fx_find_section(st->pack, HK_SECTION_PLAN), UINT32_MAX);
+  hk_pack_destroy(pack);
+}
+
+static void test_plan_roundtrip(void **ts) {
+  state_t *st = *ts;
+  size_t size;
+  uint8_t *buf = write_with_plan(st, &size);
+  hk_pack_t *pack;
+  assert_int_equal(hk_pack_open_memory(buf, size, NULL, &pack), HK_OK);
+  const hk_pack_view_t *v = hk_pack_view(pack);
+  assert_int_equal(v->section_count, 14);
+  const hk_section_t *ps = &v->sections[13];
+  assert_int_equal(ps->kind, HK_SECTION_PLAN);
+  assert_int_equal(ps->flags, HK_SECTION_FLAG_OPTIONAL);
+  assert_int_equal(ps->size, 4 * 24 + 8 * 24);
+  assert_non_null(v->plan_graphs);
+  for (uint32_t g = 0; g < v->graph_count; g++) { /* two targets x batches 2, 8 */
+    uint32_t b = g % 2;
+    assert_int_equal(v->plan_graphs[g].unfused_bytes, 5000u * (b + 1));
+    assert_int_equal(v->plan_graphs[g].unfused_flops, 50u * (b + 1));
+    assert_int_equal(v->plan_graphs[g].unfused_nodes, 3);
+    for (uint32_t j = 0; j < 2; j++) {
+      const hk_plan_node_rec_t *n = &v->plan_nodes[v->graphs[g].node_first + j];
+      assert_int_equal(n->bytes, 1000u * (b + 1) + j);
+      assert_int_equal(n->flops, 10u * (b + 1) + j);
+      assert_int_equal(n->fused_nodes, j + 1);
+      assert_int_equal(n->flags, j == 1 ? HK_PLAN_MATRIX : 0);
+    }
+  }
+  /* Every other section is that of the pack without PLAN, byte for byte. */
+  for (uint32_t i = 0; i < 13; i++) {
+    const hk_section_t *a = fx_section(buf, i), *b = fx_section(st->pack, i);
+    assert_int_equal(a->kind, b->kind);
+    assert_int_equal(a->size, b->size);
+    assert_memory_equal(buf + a->offset, st->pack + b->offset, (size_t)a->size);
+  }
+  hk_pack_destroy(pack);
+
+  /* Every byte of the section is covered by its checksum. */
+  uint8_t *flip = fx_copy(buf, size);
+  flip[ps->offset + 30] ^= 0x04;
+  EXPECT_OPEN(flip, size, HK_STATUS_CORRUPT, "section 13 (PLAN): checksum mismatch");
+  free(flip);
+  free(buf);
+}
+
+static void p_plan_short(uint8_t *b, size_t n) {
+  hk_section_t *s = sec(b, HK_SECTION_PLAN);
+  s->size -= 24;
+  s->raw_size -= 24;
+  memset(b + s->offset + s->size, 0, 24); /* no longer inside a section: zero padding */
+}
+static void p_plan_odd(uint8_t *b, size_t n) {
+  hk_section_t *s = sec(b, HK_SECTION_PLAN);
+  s->size -= 1;
+  s->raw_size -= 1;
+  b[s->offset + s->size] = 0;
+}
+static void p_plan_fused0(uint8_t *b, size_t n) { plan_nodes(b)[5].fused_nodes = 0; }
+static void p_plan_flags(uint8_t *b, size_t n) { plan_nodes(b)[1].flags = 0x5; }
+static void p_plan_reserved(uint8_t *b, size_t n) { plan_graphs(b)[1].reserved0 = 7; }
+static void p_plan_required(uint8_t *b, size_t n) { sec(b, HK_SECTION_PLAN)->flags = 0; }
+static void p_plan_zstd(uint8_t *b, size_t n) { sec(b, HK_SECTION_PLAN)->flags |= HK_SECTION_FLAG_ZSTD; }
+static void p_plan_target(uint8_t *b, size_t n) { sec(b, HK_SECTION_PLAN)->target = 0; }
+static void p_plan_twice(uint8_t *b, size_t n) {
+  hk_section_t *s = sec(b, HK_SECTION_PROVENANCE);
+  s->kind = HK_SECTION_PLAN;
+  s->flags = HK_SECTION_FLAG_OPTIONAL;
+}
+/* What a reader that does not know the kind sees: an optional section it skips. */
+static void p_plan_unknown(uint8_t *b, size_t n) { sec(b, HK_SECTION_PLAN)->kind = 99; }
+
+static void test_plan_corrupt(void **ts) {
+  state_t *st = *ts;
+  size_t size;
+  uint8_t *buf = write_with_plan(st, &size);
+#define PLAN_PATCHED(fn, code, needle) expect_patched_in(buf, size, fn, code, needle, __LINE__)
+  PLAN_PATCHED(p_plan_short, HK_STATUS_CORRUPT, "section PLAN: size 264, expected 288 (24 bytes per graph x 4 graphs "
+                                                "+ 24 per node x 8 nodes)");
+  PLAN_PATCHED(p_plan_odd, HK_STATUS_CORRUPT, "section PLAN: size 287, expected 288");
+  PLAN_PATCHED(p_plan_fused0, HK_STATUS_CORRUPT, "PLAN node 5 (mul): fused_nodes is 0");
+  PLAN_PATCHED(p_plan_flags, HK_STATUS_CORRUPT, "PLAN node 1 (mul): unknown flags 0x5");
+  PLAN_PATCHED(p_plan_reserved, HK_STATUS_CORRUPT, "PLAN graph 1: reserved field is not zero");
+  PLAN_PATCHED(p_plan_required, HK_STATUS_CORRUPT,
+               "section 13 (PLAN): must be stored uncompressed and flagged optional");
+  PLAN_PATCHED(p_plan_zstd, HK_STATUS_CORRUPT, "flagged optional (flags 0x3");
+  PLAN_PATCHED(p_plan_target, HK_STATUS_CORRUPT, "section 13 (PLAN): target field must be 0xffffffff");
+  PLAN_PATCHED(p_plan_twice, HK_STATUS_CORRUPT, "section PLAN appears more than once (sections 10 and 13)");
+  PLAN_PATCHED(p_plan_unknown, HK_OK, NULL);
+#undef PLAN_PATCHED
+  /* The writer refuses a launch that computes no spec node. */
+  st->fx.fused[1][0] = 0;
+  void *data;
+  size_t n;
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &n), -1);
+  assert_non_null(strstr(st->diag, "launch 0 computes 0 spec nodes"));
+  free(buf);
+}
+
 static void test_open_arguments(void **ts) {
   state_t *st = *ts;
   hk_pack_t *pack = (hk_pack_t *)1;
@@ -554,16 +676,21 @@ static void test_open_arguments(void **ts) {
 static int write_corpus(const char *dir) {
   state_t *st;
   if (setup((void **)&st) != 0) return 1;
-  struct { const char *name; size_t cut; int flip; int one_target; int major; } seeds[] = {
-      {"valid_two_targets", 0, -1, 0, 0}, {"valid_host_only", 0, -1, 1, 0}, {"truncated_100", 100, -1, 0, 0},
-      {"truncated_700", 700, -1, 0, 0},   {"flipped_900", 0, 900, 0, 0},    {"version_2", 0, -1, 0, 2},
+  struct { const char *name; size_t cut; int flip; int one_target; int major; int plan; } seeds[] = {
+      {"valid_two_targets", 0, -1, 0, 0, 0}, {"valid_host_only", 0, -1, 1, 0, 0}, {"truncated_100", 100, -1, 0, 0, 0},
+      {"truncated_700", 700, -1, 0, 0, 0},   {"flipped_900", 0, 900, 0, 0, 0},    {"version_2", 0, -1, 0, 2, 0},
+      /* PLAN: a valid one, and one the harness' checksum fix-up turns into a record error */
+      {"valid_with_plan", 0, -1, 0, 0, 1},   {"plan_fused_zero", 0, -1, 0, 0, 2},
   };
   for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
     st->fx.in.n_targets = seeds[i].one_target ? 1 : 2;
+    for (int g = 0; g < 2; g++) st->fx.graphs[g].costs = NULL, st->fx.graphs[g].fused_counts = NULL;
+    if (seeds[i].plan) fx_add_plan(&st->fx);
     void *data;
     size_t size;
     if (hkc_pack_write_memory(&st->fx.in, &data, &size) != 0) return 1;
     uint8_t *b = data;
+    if (seeds[i].plan == 2) plan_nodes(b)[3].fused_nodes = 0; /* checksum left stale on purpose */
     if (seeds[i].cut) size = seeds[i].cut;
     if (seeds[i].flip >= 0) b[seeds[i].flip] ^= 0x10;
     if (seeds[i].major) {
@@ -594,6 +721,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_flip_every_byte, setup, teardown),
       cmocka_unit_test_setup_teardown(test_flip_messages, setup, teardown),
       cmocka_unit_test_setup_teardown(test_patched_records, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_plan_absent, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_plan_roundtrip, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_plan_corrupt, setup, teardown),
       cmocka_unit_test_setup_teardown(test_open_arguments, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
