@@ -6,8 +6,7 @@
  *   out[j + dh/2] = x[j + dh/2] * cos(angle) + x[j] * sin(angle)
  * f32 math, one rounding to the output type. Args: T x, T out, I rows, I seq, I heads,
  * I dh, I pos_offset, F theta. A block is one row. cos/sin depend on (p, j) only: they
- * are computed for HK_ROPE_JC frequencies at a time and reused by every head. out may
- * alias x (each pair is read before it is written). */
+ * are computed for HK_ROPE_JC frequencies at a time and reused by every head. */
 HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_end) {
   const HK_T *x = (const HK_T *)hk_arg_ptr(args, 0);
   HK_T *out = (HK_T *)hk_arg_ptr(args, 1);

@@ -421,6 +421,53 @@ static void test_attention_shapes(void **state) {
 }
 #undef QKV
 
+#define ROPE_HDR "hkc: 1\nname: t\nbatch_sizes: [1]\ndims: {s: 5, h: 3}\ninputs: {x: [batch, s, 24], r: [24], b: [batch, 24]}\n"
+static void test_rope(void **state) {
+  (void)state;
+#define ROPE(in, extra) ROPE_HDR "graph:\n  - {name: a, op: rope, in: " in ", " extra ", out: y}\noutputs: [y]\n"
+  hkc_spec_t *s = parse_ok(ROPE("[x]", "heads: 3"));
+  const hkc_node_t *nd = &s->nodes[0];
+  assert_int_equal(nd->op, HK_OP_ROPE);
+  assert_int_equal(nd->heads, 3);
+  assert_true(nd->theta == 10000.0f); /* defaults */
+  assert_int_equal(nd->pos_offset, 0);
+  const hkc_tensor_t *y = tensor(s, "y");
+  assert_int_equal(y->rank, 3);
+  assert_int_equal(dim_at(y, 0, 4), 4);
+  assert_int_equal(dim_at(y, 1, 4), 5);
+  assert_int_equal(dim_at(y, 2, 4), 24);
+  hkc_spec_destroy(s);
+  s = parse_ok(ROPE("[x]", "heads: h+1, theta: 500000.0, offset: 7")); /* dh 6: even is enough */
+  assert_int_equal(s->nodes[0].heads, 4);
+  assert_true(s->nodes[0].theta == 500000.0f);
+  assert_int_equal(s->nodes[0].pos_offset, 7);
+  hkc_spec_destroy(s);
+
+  expect_error_on(ROPE("[x]", "heads: 5"), 7, "x]", "rope input 'x' [batch, 5, 24]",
+                  "last dim 24 is not divisible by heads = 5");
+  expect_error_on(ROPE("[x]", "heads: 8"), 7, "x]", "head_dim = 24/8 = 3 must be even", NULL);
+  expect_error_on(ROPE("[x]", "heads: 0"), 7, "0", "must be positive", NULL);
+  expect_error_on(ROPE("[x]", "heads: 3, offset: -1"), 7, "-1", "'offset' must be between 0 and 16777215, got -1",
+                  NULL);
+  expect_error_on(ROPE("[x]", "heads: 3, offset: 2.5"), 7, "2.5", "expected an integer for 'offset', got '2.5'",
+                  NULL);
+  expect_error_on(ROPE("[x]", "heads: 3, offset: s"), 7, "s,", "expected an integer for 'offset'", NULL);
+  expect_error_on(ROPE("[x]", "heads: 3, offset: 16777212"), 7, "16777212",
+                  "rope positions reach offset + seq = 16777212 + 5, above 2^24", NULL);
+  expect_error_on(ROPE("[x]", "heads: 3, theta: 0"), 7, "0,", "'theta' must be positive, got 0", NULL);
+  expect_error_on(ROPE("[x]", "heads: 3, theta: -1.0e4"), 7, "-1.0e4", "'theta' must be positive", NULL);
+  expect_error_on(ROPE("[x]", "heads: 3, theta: .inf"), 7, ".inf", "expected a finite number for 'theta'", NULL);
+  expect_error_on(ROPE("[r]", "heads: 3"), 7, "r]", "rope input 'r' must have rank >= 2", "got [24]");
+  expect_error_on(ROPE("[b]", "heads: 3"), 7, "b]", "rope input 'b' [batch, 24]", "must not depend on batch");
+  expect_error_on(ROPE("[x, x]", "heads: 3"), 7, "[x, x]", "op 'rope' takes 1 input in 'in', got 2", NULL);
+  expect_error_on(ROPE("[x]", "heads: 3, kv_heads: 1"), 7, "kv_heads", "unknown key 'kv_heads' for op 'rope'",
+                  "valid keys: name, op, in, out, heads, theta, offset");
+  expect_error_on(ROPE_HDR "graph:\n  - {name: a, op: rope, in: [x], out: y}\noutputs: [y]\n", 7, "{",
+                  "node 'a': missing required key 'heads'", NULL);
+#undef ROPE
+}
+#undef ROPE_HDR
+
 static void test_cycles(void **state) {
   (void)state;
   expect_error_on(BASE "graph:\n  - {name: a, op: add, in: [x, z], out: y}\n  - {name: b, op: relu, in: [y], out: z}\n"
@@ -615,6 +662,7 @@ int main(void) {
       cmocka_unit_test(test_undefined_tensor),
       cmocka_unit_test(test_shape_mismatch),
       cmocka_unit_test(test_attention_shapes),
+      cmocka_unit_test(test_rope),
       cmocka_unit_test(test_cycles),
       cmocka_unit_test(test_duplicates),
       cmocka_unit_test(test_bad_dims),
