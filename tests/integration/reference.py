@@ -69,7 +69,7 @@ def act(x, name):
 
 def count(node, key, dims, default=None):
     """A node's integer attribute (heads, kv_heads): a literal or an expression over dims."""
-    return eval_dim(node[key], dims, 1) if key in node else default
+    return eval_dim(node[key], dims or {}, 1) if key in node else default
 
 
 def attention(node, ins, dims):
@@ -129,7 +129,7 @@ def rope(node, x, dims):
     return out.reshape(x.shape)
 
 
-def run_node(node, t, dims):
+def run_node(node, t, dims=None):
     op = node["op"]
     ins = [t[n] for n in node["in"]]
     if op == "gemm":
