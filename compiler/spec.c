@@ -664,7 +664,8 @@ static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
     if (op_info[o].keys && !strcmp(opv->text, hkc_op_name((hk_op_t)o))) op = o; /* ewchain: fusion only */
   if (op < 0) {
     hkc_error(opv->loc,
-              "unknown op '%.64s' (ops: gemm, add, mul, relu, gelu, silu, layernorm, rmsnorm, softmax, attention, rope)",
+              "unknown op '%.64s' (ops: gemm, add, mul, relu, gelu, silu, layernorm, rmsnorm, softmax, attention, "
+              "rope)",
               opv->text);
     return -1;
   }
@@ -1033,8 +1034,9 @@ static int infer_rope(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd, hk
   }
   if (nd->pos_offset > HKC_SPEC_MAX_ROPE_POSITIONS - seq.add) {
     const ynode_t *off = map_value(pn->map, "offset");
-    hkc_error(off ? off->loc : at, "node '%s': rope positions reach offset + seq = %lld + %lld, above 2^24 (f32 positions)",
-              nm, (long long)nd->pos_offset, (long long)seq.add);
+    hkc_error(off ? off->loc : at,
+              "node '%s': rope positions reach offset + seq = %lld + %lld, above 2^24 (f32 positions)", nm,
+              (long long)nd->pos_offset, (long long)seq.add);
     return -1;
   }
   *out = (hkc_tensor_t){.rank = x->rank};

@@ -468,7 +468,9 @@ static void test_attention_shapes(void **state) {
 }
 #undef QKV
 
-#define ROPE_HDR "hkc: 1\nname: t\nbatch_sizes: [1]\ndims: {s: 5, h: 3}\ninputs: {x: [batch, s, 24], r: [24], b: [batch, 24]}\n"
+#define ROPE_HDR                                                       \
+  "hkc: 1\nname: t\nbatch_sizes: [1]\ndims: {s: 5, h: 3}\n" \
+  "inputs: {x: [batch, s, 24], r: [24], b: [batch, 24]}\n"
 static void test_rope(void **state) {
   (void)state;
 #define ROPE(in, extra) ROPE_HDR "graph:\n  - {name: a, op: rope, in: " in ", " extra ", out: y}\noutputs: [y]\n"
