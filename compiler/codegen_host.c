@@ -14,6 +14,7 @@ enum {
   HOST_EW_CHUNK = 16384,  /* elements per element-wise block: amortizes the call */
   HOST_ATTN_KB = 64,      /* keys per online-softmax step */
   HOST_ATTN_DC = 256,     /* head-dim columns accumulated at once (every common dh) */
+  HOST_ROPE_JC = 64,      /* rope frequencies whose cos/sin are staged at once (dh 128) */
 };
 
 /* Template file for an op, NULL for an op the host target does not know. */
@@ -29,6 +30,7 @@ static const char *host_template_path(hk_op_t op) {
   case HK_OP_RMSNORM: return "host/rmsnorm.c";
   case HK_OP_SOFTMAX: return "host/softmax.c";
   case HK_OP_ATTENTION: return "host/attention.c";
+  case HK_OP_ROPE: return "host/rope.c";
   default: return NULL;
   }
 }
@@ -92,6 +94,7 @@ char *hkc_codegen_host(const hkc_kernel_out_t *kernels, size_t n_kernels) {
             HOST_GEMM_BN, HOST_GEMM_BK);
   hkc_sb_printf(&sb, "#define HK_EW_CHUNK %d\n#define HK_ATTN_KB %d\n#define HK_ATTN_DC %d\n", HOST_EW_CHUNK,
             HOST_ATTN_KB, HOST_ATTN_DC);
+  hkc_sb_printf(&sb, "#define HK_ROPE_JC %d\n", HOST_ROPE_JC);
   hkc_sb_append(&sb, prelude, prelude_size);
 
   for (size_t i = 0; i < n_kernels; i++) {
@@ -127,6 +130,7 @@ static int64_t ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) 
  *   add..silu   a chunk of HOST_EW_CHUNK elements
  *   norms, softmax   one row
  *   attention   one query row of one (batch, head)
+ *   rope        one row (all heads)
  * Never less than 1 block; kernels ignore blocks past the end. */
 void hkc_host_launch_dims(const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
                           uint32_t out_grid[3], uint32_t out_block[3]) {
@@ -146,6 +150,7 @@ void hkc_host_launch_dims(const hkc_kernel_key_t *key, const hkc_arg_t *args, ui
   case HK_OP_ATTENTION:
     blocks = arg_i64(args, n_args, 4) * arg_i64(args, n_args, 7) * arg_i64(args, n_args, 5);
     break;
+  case HK_OP_ROPE: blocks = arg_i64(args, n_args, 2); break;
   default: break;
   }
   if (blocks < 1) blocks = 1;

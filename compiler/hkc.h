@@ -229,8 +229,9 @@ typedef struct hkc_kernel_key {
    * pick a specialised kernel. align: the largest of 8, 4, 2, 1 elements dividing every
    * row length, row stride and column offset the kernel indexes with (gemm: K and N;
    * norms/softmax: cols; element-wise: the operands' last dims; attention: ld_q, ld_kv,
-   * the column offsets and dh); with 16-byte-aligned tensors (hk_session_bind checks
-   * it) align 8 allows 16-byte vector access of f16/bf16 rows. head_dim: attention's dh.
+   * the column offsets and dh; rope: the row length, dh and dh/2); with 16-byte-aligned
+   * tensors (hk_session_bind checks it) align 8 allows 16-byte vector access of f16/bf16
+   * rows. head_dim: attention's and rope's dh.
    * The host target ignores both (zero). */
   int align;
   int head_dim;

@@ -144,6 +144,24 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
     out_key->head_dim = dh <= INT32_MAX ? (int)dh : 0;
     return l.n;
   }
+  case HK_OP_ROPE: {
+    /* x [.., seq, heads*dh]: rows flattened; element j of a head pairs with j + dh/2. */
+    int64_t width = last_dim(x, batch), heads = nd->heads;
+    if (heads <= 0 || x->rank < 2 || width % heads != 0 || width / heads % 2 != 0) break;
+    int64_t dh = width / heads, seq = tensor_dim(x, x->rank - 2, batch);
+    if (seq <= 0) break;
+    push_tensor(&l, nd->in[0]);
+    push_tensor(&l, nd->out);
+    push_i64(&l, tensor_elems(x, batch) / width);
+    push_i64(&l, seq);
+    push_i64(&l, heads);
+    push_i64(&l, dh);
+    push_i64(&l, nd->pos_offset);
+    push_f32(&l, nd->theta);
+    out_key->align = align_of((int64_t[]){width, dh, dh / 2}, 3);
+    out_key->head_dim = dh <= INT32_MAX ? (int)dh : 0;
+    return l.n;
+  }
   default: break;
   }
   hkc_error(nd->loc, "node '%s': cannot lower op %d at batch %lld (bad sizes)", nd->name ? nd->name : "?",
@@ -153,7 +171,7 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
 
 static const char *key_op_name(hk_op_t op) {
   static const char *const names[] = {"gemm", "add", "mul", "relu", "gelu", "silu",
-                                      "layernorm", "rmsnorm", "softmax", "attention"};
+                                      "layernorm", "rmsnorm", "softmax", "attention", "rope"};
   return (unsigned)op < sizeof names / sizeof names[0] ? names[op] : NULL;
 }
 

@@ -31,6 +31,9 @@
 /* hkc_target_out_t.name holds 64 bytes. */
 #define HKC_SPEC_MAX_TARGET_LEN 63u
 #define HKC_SPEC_DEFAULT_EPS 1e-5f
+/* rope converts positions to f32 for the angle: up to 2^24 every position is exact,
+ * beyond it neighbouring positions would share an angle. offset + seq stays at most this. */
+#define HKC_SPEC_MAX_ROPE_POSITIONS (INT64_C(1) << 24)
 #define HKC_SPEC_VERSION 1
 
 /* ---- the YAML tree ------------------------------------------------------------ */
@@ -601,11 +604,11 @@ static int parse_count(spec_ctx_t *c, const ynode_t *n, const char *what, int64_
 /* ---- graph nodes ------------------------------------------------------------------------------ */
 enum {
   NK_NAME, NK_OP, NK_IN, NK_OUT, NK_BIAS, NK_RESIDUAL, NK_ACT, NK_TRANS_B, NK_GAMMA, NK_BETA, NK_EPS,
-  NK_HEADS, NK_KV_HEADS, NK_CAUSAL, NK_SCALE, NK_COUNT
+  NK_HEADS, NK_KV_HEADS, NK_CAUSAL, NK_SCALE, NK_THETA, NK_OFFSET, NK_COUNT
 };
 static const char *const node_keys[NK_COUNT] = {"name",  "op",   "in",  "out",   "bias",     "residual",
                                                 "act",   "trans_b", "gamma", "beta", "eps", "heads",
-                                                "kv_heads", "causal", "scale"};
+                                                "kv_heads", "causal", "scale", "theta", "offset"};
 #define NKB(k) (1u << (k))
 #define NK_COMMON (NKB(NK_NAME) | NKB(NK_OP) | NKB(NK_IN) | NKB(NK_OUT))
 
@@ -626,6 +629,7 @@ static const struct op_info {
     [HK_OP_SOFTMAX] = {NK_COMMON, NK_COMMON, 1, 1},
     [HK_OP_ATTENTION] = {NK_COMMON | NKB(NK_HEADS) | NKB(NK_KV_HEADS) | NKB(NK_CAUSAL) | NKB(NK_SCALE),
                          NK_COMMON | NKB(NK_HEADS), 1, 3},
+    [HK_OP_ROPE] = {NK_COMMON | NKB(NK_HEADS) | NKB(NK_THETA) | NKB(NK_OFFSET), NK_COMMON | NKB(NK_HEADS), 1, 1},
 };
 
 /* Parses one node map: keys, attributes and tensor names (unresolved). */
@@ -660,7 +664,8 @@ static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
     if (op_info[o].keys && !strcmp(opv->text, hkc_op_name((hk_op_t)o))) op = o; /* ewchain: fusion only */
   if (op < 0) {
     hkc_error(opv->loc,
-              "unknown op '%.64s' (ops: gemm, add, mul, relu, gelu, silu, layernorm, rmsnorm, softmax, attention)",
+              "unknown op '%.64s' (ops: gemm, add, mul, relu, gelu, silu, layernorm, rmsnorm, softmax, attention, "
+              "rope)",
               opv->text);
     return -1;
   }
@@ -755,6 +760,21 @@ static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
       if (parse_float(v[NK_SCALE], "scale", &nd->scale) != 0) return -1;
       nd->has_scale = 1;
     }
+  }
+  if (nd->op == HK_OP_ROPE) {
+    int64_t h;
+    if (parse_count(c, v[NK_HEADS], "heads", &h) != 0) return -1;
+    nd->heads = (int)h;
+    if (v[NK_THETA]) {
+      if (parse_float(v[NK_THETA], "theta", &nd->theta) != 0) return -1;
+      if (!(nd->theta > 0)) {
+        hkc_error(v[NK_THETA]->loc, "node '%s': 'theta' must be positive, got %g", nm, (double)nd->theta);
+        return -1;
+      }
+    }
+    if (v[NK_OFFSET] &&
+        parse_int(v[NK_OFFSET], "offset", 0, HKC_SPEC_MAX_ROPE_POSITIONS - 1, &nd->pos_offset) != 0)
+      return -1;
   }
   return 0;
 }
@@ -972,6 +992,58 @@ static int infer_attention(spec_ctx_t *c, const pnode_t *pn, hkc_node_t *nd, hkc
   return 0;
 }
 
+/* The value of `key` in a node map (already validated by map_collect), or NULL. */
+static const ynode_t *map_value(const ynode_t *map, const char *key) {
+  for (size_t p = 0; p + 1 < map->n; p += 2)
+    if (map->kids[p]->kind == Y_SCALAR && !strcmp(map->kids[p]->text, key)) return map->kids[p + 1];
+  return NULL;
+}
+
+/* rope: x [..., seq, heads*head_dim] with an even head_dim; output shaped like x. The
+ * sequence and feature dims must not depend on batch: positions restart every seq rows. */
+static int infer_rope(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd, hkc_tensor_t *out) {
+  const hkc_tensor_t *x = &c->spec->tensors[nd->in[0]];
+  const hkc_loc_t at = pn->ref[REF_IN0]->loc;
+  const char *nm = nd->name;
+  char s1[HKC_SHAPE_STR];
+  if (x->rank < 2) {
+    hkc_error(at, "node '%s': rope input '%s' must have rank >= 2 ([..., seq, heads*head_dim]), got %s", nm, x->name,
+              tensor_shape_str(x, s1));
+    return -1;
+  }
+  hkc_dim_t seq = x->dims[x->rank - 2], width = x->dims[x->rank - 1];
+  if (width.mul != 0 || seq.mul != 0) {
+    hkc_error(at,
+              "node '%s': rope input '%s' %s: its last two dims (seq, heads*head_dim) must not depend on batch "
+              "(positions restart every seq rows; write [batch, seq, heads*head_dim])",
+              nm, x->name, tensor_shape_str(x, s1));
+    return -1;
+  }
+  if (width.add % nd->heads != 0) {
+    hkc_error(at, "node '%s': rope input '%s' %s: last dim %lld is not divisible by heads = %d", nm, x->name,
+              tensor_shape_str(x, s1), (long long)width.add, nd->heads);
+    return -1;
+  }
+  int64_t dh = width.add / nd->heads;
+  if (dh % 2 != 0) {
+    hkc_error(at,
+              "node '%s': rope input '%s' %s: head_dim = %lld/%d = %lld must be even (rotate-half pairs element j "
+              "with j + head_dim/2)",
+              nm, x->name, tensor_shape_str(x, s1), (long long)width.add, nd->heads, (long long)dh);
+    return -1;
+  }
+  if (nd->pos_offset > HKC_SPEC_MAX_ROPE_POSITIONS - seq.add) {
+    const ynode_t *off = map_value(pn->map, "offset");
+    hkc_error(off ? off->loc : at,
+              "node '%s': rope positions reach offset + seq = %lld + %lld, above 2^24 (f32 positions)", nm,
+              (long long)nd->pos_offset, (long long)seq.add);
+    return -1;
+  }
+  *out = (hkc_tensor_t){.rank = x->rank};
+  memcpy(out->dims, x->dims, sizeof x->dims);
+  return 0;
+}
+
 /* Infers the output shape of one node whose inputs all have shapes. */
 static int infer_node(spec_ctx_t *c, const pnode_t *pn, hkc_node_t *nd) {
   hkc_tensor_t *T = c->spec->tensors, shape = {0};
@@ -997,6 +1069,9 @@ static int infer_node(spec_ctx_t *c, const pnode_t *pn, hkc_node_t *nd) {
     break;
   case HK_OP_ATTENTION:
     if (infer_attention(c, pn, nd, &shape) != 0) return -1;
+    break;
+  case HK_OP_ROPE:
+    if (infer_rope(c, pn, nd, &shape) != 0) return -1;
     break;
   default: /* relu, gelu, silu, softmax: shape kept */
     shape.rank = T[nd->in[0]].rank;

@@ -2,7 +2,7 @@
  * templates/host/prelude.h -- shared helpers of the host (CPU fallback) kernels.
  *
  * The code generator emits, in this order: the block-size constants (HK_GEMM_BM,
- * HK_GEMM_BN, HK_GEMM_BK, HK_EW_CHUNK, HK_ATTN_KB, HK_ATTN_DC), this prelude once,
+ * HK_GEMM_BN, HK_GEMM_BK, HK_EW_CHUNK, HK_ATTN_KB, HK_ATTN_DC, HK_ROPE_JC), this prelude once,
  * then for each kernel the parameter macros followed by one template from
  * templates/host/<op>.c, and #undef's of those macros. Everything here is static
  * inline so many kernel instances share one translation unit.
@@ -23,7 +23,7 @@
 #include <string.h>
 
 #if !defined(HK_GEMM_BM) || !defined(HK_GEMM_BN) || !defined(HK_GEMM_BK) || !defined(HK_EW_CHUNK) || \
-    !defined(HK_ATTN_KB) || !defined(HK_ATTN_DC)
+    !defined(HK_ATTN_KB) || !defined(HK_ATTN_DC) || !defined(HK_ROPE_JC)
 #error "block-size constants must be defined by the code generator before the prelude"
 #endif
 

@@ -40,9 +40,14 @@ def act(x, name):
     return {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}[name](x)
 
 
-def attention(node, ins):
-    heads = node["heads"]
-    kvh = node.get("kv_heads", heads)
+def count(node, key, dims, default=None):
+    """A node's integer attribute (heads, kv_heads): a literal or an expression over dims."""
+    return eval_dim(node[key], dims or {}, 1) if key in node else default
+
+
+def attention(node, ins, dims):
+    heads = count(node, "heads", dims)
+    kvh = count(node, "kv_heads", dims, heads)
     if len(ins) == 1:
         dh = ins[0].shape[-1] // (heads + 2 * kvh)
         q, k, v = torch.split(ins[0], [heads * dh, kvh * dh, kvh * dh], dim=-1)
@@ -61,7 +66,27 @@ def attention(node, ins):
     return o.transpose(1, 2).reshape(b, s, h * d)
 
 
-def run_node(node, t):
+def rope(node, x, dims):
+    """Hugging Face Llama's rotary embedding (rotate_half form): inv_freq and the angles
+    in float32 as LlamaRotaryEmbedding computes them, cos/sin and the rotation in x's
+    dtype (float32 for 16-bit x). Row i along the seq axis (dim -2) is at position
+    i + offset; x [..., seq, heads*dh]."""
+    heads = count(node, "heads", dims)
+    seq, width = x.shape[-2], x.shape[-1]
+    dh = width // heads
+    theta = float(node.get("theta", 10000.0))
+    inv_freq = 1.0 / (theta ** (torch.arange(0, dh, 2, dtype=torch.int64, device=x.device).float() / dh))
+    pos = torch.arange(seq, device=x.device).float() + float(node.get("offset", 0))
+    freqs = torch.outer(pos, inv_freq)  # [seq, dh/2], float32
+    emb = torch.cat((freqs, freqs), dim=-1)
+    ct = torch.float64 if x.dtype == torch.float64 else torch.float32
+    cos, sin = emb.to(ct).cos()[:, None, :], emb.to(ct).sin()[:, None, :]  # broadcast over heads
+    xh = x.to(ct).reshape(*x.shape[:-1], heads, dh)
+    rot = torch.cat((-xh[..., dh // 2:], xh[..., : dh // 2]), dim=-1)  # rotate_half
+    return (xh * cos + rot * sin).reshape(x.shape).to(x.dtype)
+
+
+def run_node(node, t, dims=None):
     op = node["op"]
     ins = [t[n] for n in node["in"]]
     if op == "gemm":
@@ -70,6 +95,8 @@ def run_node(node, t):
         if "bias" in node:
             y = y + t[node["bias"]]
         y = act(y, node.get("act"))
+        if "mul" in node:
+            y = y * t[node["mul"]]
         return y + t[node["residual"]] if "residual" in node else y
     if op == "add":
         return ins[0] + ins[1]
@@ -86,7 +113,9 @@ def run_node(node, t):
     if op == "softmax":
         return F.softmax(ins[0], dim=-1)
     if op == "attention":
-        return attention(node, ins)
+        return attention(node, ins, dims)
+    if op == "rope":
+        return rope(node, ins[0], dims)
     raise ValueError(op)
 
 
@@ -137,7 +166,7 @@ def main():
                 np.save(path, x.astype(np.float32))
                 args += ["--input" if kind == "inputs" else "--param", "%s=%s" % (name, path)]
         for node in spec["graph"]:
-            y = run_node(node, t)
+            y = run_node(node, t, dims)
             t[node["out"]] = t64(round_to(y.cpu().numpy(), dtype))
         results = {}
         for label, target in (("gpu", a.gpu_target), ("host", a.host_target)):

@@ -17,6 +17,13 @@ static void check_invariants(const hkc_spec_t *s) {
       if (refs[k] < 0 || (size_t)refs[k] >= s->n_tensors || s->tensors[refs[k]].producer >= (int)j) abort();
     }
     if (nd->out < 0 || (size_t)nd->out >= s->n_tensors || s->tensors[nd->out].producer != (int)j) abort();
+    if (nd->op == HK_OP_ROPE) { /* what lowering and the kernels assume */
+      const hkc_tensor_t *x = &s->tensors[nd->in[0]];
+      int64_t width = x->dims[x->rank - 1].add;
+      if (x->rank < 2 || nd->heads <= 0 || width % nd->heads != 0 || width / nd->heads % 2 != 0 ||
+          nd->pos_offset < 0 || !(nd->theta > 0))
+        abort();
+    }
   }
   for (size_t i = 0; i < s->n_tensors; i++) {
     const hkc_tensor_t *t = &s->tensors[i];

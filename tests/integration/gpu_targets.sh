@@ -32,7 +32,7 @@ if [ $have_amd -eq 0 ] && [ $have_nv -eq 0 ]; then echo "SKIPPED: no hiprtc and 
 [ $have_amd -eq 1 ] || echo "SKIPPED (AMD half): hiprtc/comgr unavailable"
 [ $have_nv -eq 1 ] || echo "SKIPPED (NVIDIA half): nvrtc unavailable"
 
-bert=$HK_SOURCE_DIR/specs/bert_layer.yaml
+bert=$HK_SOURCE_DIR/specs/bert_layer.yaml # bf16: the kernel names and MFMA instructions below say bf16
 if [ $have_amd -eq 1 ]; then
   grep -Eq "builds:.*gfx90a" "$work/targets.txt" && echo "ok   hkc targets lists gfx90a as buildable"
   check "bert_layer for host,gfx90a,gfx1030" "$HKC" build "$bert" -o "$work/b.hkpack" --target host,gfx90a,gfx1030
@@ -59,13 +59,13 @@ if [ $have_amd -eq 1 ]; then
   check "--no-cache" "$HKC" build "$bert" -o "$work/b4.hkpack" --target gfx90a --no-cache
   grep -q " 0 from the cache" "$work/out" || { echo "FAIL --no-cache used the cache"; fail=1; }
   # disassembly through comgr
-  gemm=$(awk '/^kernels for gfx90a/{on=1;next} on && /^  hk_gemm_f16_bias/{print $1; exit}' "$work/inspect.txt")
+  gemm=$(awk '/^kernels for gfx90a/{on=1;next} on && /^  hk_gemm_bf16_bias/{print $1; exit}' "$work/inspect.txt")
   "$HKC" inspect "$work/b.hkpack" --disasm "$gemm" --target gfx90a > "$work/dis.txt"
   grep -q "s_endpgm" "$work/dis.txt" && grep -q "v_" "$work/dis.txt" \
     && echo "ok   gfx90a disassembly ($(wc -l < "$work/dis.txt") lines)" || { echo "FAIL disassembly"; fail=1; }
   # CDNA matrix-core variants on gfx90a, the simple (FMA) kernels on gfx1030
   awk '/^kernels for gfx90a/{on=1;next} /^kernels for/{on=0} on && /kernel=gemm_mfma/{g++} on && /kernel=attention_mfma/{a++} END{exit !(g>0 && a>0)}' \
-    "$work/inspect.txt" && grep -q "v_mfma_f32_32x32x8f16" "$work/dis.txt" \
+    "$work/inspect.txt" && grep -q "v_mfma_f32_32x32x8bf16_1k" "$work/dis.txt" \
     && echo "ok   gfx90a: gemm_mfma / attention_mfma with v_mfma" || { echo "FAIL gfx90a MFMA variants"; fail=1; }
   awk '/^kernels for gfx1030/{on=1;next} /^kernels for/{on=0} on && /_mfma/{bad++} END{exit bad>0}' "$work/inspect.txt" \
     && echo "ok   gfx1030 keeps the simple kernels" || { echo "FAIL gfx1030 selected an MFMA variant"; fail=1; }
@@ -78,7 +78,7 @@ if [ $have_amd -eq 1 ]; then
   for t in gemm gemm_mfma; do # the simple kernel and gfx90a's MFMA variant
     { echo "#error invalid template parameter HK_TILE_M"; cat "$HK_SOURCE_DIR/templates/gpu/$t.hip"; } > "$work/tpl/gpu/$t.hip"
   done
-  expect_fail "kernel that fails to compile" "kernel hk_gemm_f16_bias(_a[0-9]+)? \(op gemm\) for gfx90a did not compile" "$work/x.hkpack" \
+  expect_fail "kernel that fails to compile" "kernel hk_gemm_bf16_bias(_a[0-9]+)? \(op gemm\) for gfx90a did not compile" "$work/x.hkpack" \
     env HKC_TEMPLATE_DIR="$work/tpl" "$HKC" build "$bert" -o "$work/x.hkpack" --target gfx90a --no-cache
   grep -q "invalid template parameter" "$work/out" || { echo "FAIL compile error lacks the compiler's log"; fail=1; }
   # a kernel that spills: a warning, and an error with --Werror-spills

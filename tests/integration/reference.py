@@ -67,9 +67,16 @@ def act(x, name):
     raise ValueError(name)
 
 
-def attention(node, ins):
-    heads = node["heads"]
-    kv_heads = node.get("kv_heads", heads)
+def count(node, key, dims, default=None):
+    """A node's integer attribute (heads, kv_heads): a literal or an expression over dims."""
+    return eval_dim(node[key], dims or {}, 1) if key in node else default
+
+
+def attention(node, ins, dims):
+    """softmax(q k^T * scale) v per head; grouped-query: q head h reads kv head
+    h // (heads / kv_heads); causal masks key j > query i (top-left aligned)."""
+    heads = count(node, "heads", dims)
+    kv_heads = count(node, "kv_heads", dims, heads)
     if len(ins) == 1:
         qkv = ins[0]
         width = qkv.shape[-1]
@@ -101,7 +108,28 @@ def attention(node, ins):
     return out
 
 
-def run_node(node, t):
+def rope(node, x, dims):
+    """Rotary embedding, rotate-half form (Hugging Face Llama): x [..., seq, heads*dh];
+    row i along the seq axis is at position i + offset. inv_freq = 1 / theta^(2j/dh) and
+    angle = position * inv_freq are rounded to f32, as Hugging Face computes them (and
+    as DESIGN's semantics say); cos, sin and the rotation are float64."""
+    heads = count(node, "heads", dims)
+    seq, width = x.shape[-2], x.shape[-1]
+    dh = width // heads
+    assert dh * heads == width and dh % 2 == 0
+    theta = np.float32(node.get("theta", 10000.0))
+    inv_freq = np.float32(1) / theta ** (np.arange(0, dh, 2).astype(np.float32) / np.float32(dh))
+    pos = (np.arange(seq) + int(node.get("offset", 0))).astype(np.float32)
+    angle = (pos[:, None] * inv_freq[None, :]).astype(np.float64)  # [seq, dh/2], f32 product
+    cos, sin = np.cos(angle), np.sin(angle)
+    xh = x.reshape(x.shape[:-1] + (heads, dh))  # [..., seq, heads, dh]
+    x1, x2 = xh[..., : dh // 2], xh[..., dh // 2 :]
+    cos, sin = cos[:, None, :], sin[:, None, :]  # broadcast over heads
+    out = np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    return out.reshape(x.shape)
+
+
+def run_node(node, t, dims=None):
     op = node["op"]
     ins = [t[n] for n in node["in"]]
     if op == "gemm":
@@ -112,6 +140,8 @@ def run_node(node, t):
         if "bias" in node:
             y = y + t[node["bias"]]
         y = act(y, node.get("act"))
+        if "mul" in node:
+            y = y * t[node["mul"]]
         if "residual" in node:
             y = y + t[node["residual"]]
         return y
@@ -134,7 +164,9 @@ def run_node(node, t):
         e = np.exp(x)
         return e / e.sum(-1, keepdims=True)
     if op == "attention":
-        return attention(node, ins)
+        return attention(node, ins, dims)
+    if op == "rope":
+        return rope(node, ins[0], dims)
     raise ValueError("op " + op)
 
 
@@ -181,7 +213,7 @@ def main():
             write_npy(path, x)
             cmd += ["--input" if kind == "inputs" else "--param", "%s=%s" % (name, path)]
     for node in spec["graph"]:
-        t[node["out"]] = round_to(run_node(node, t), dtype)
+        t[node["out"]] = round_to(run_node(node, t, dims), dtype)
     res = subprocess.run(cmd, capture_output=True, text=True)
     sys.stdout.write(res.stdout)
     if res.returncode != 0:

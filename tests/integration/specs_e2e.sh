@@ -1,22 +1,52 @@
 #!/usr/bin/env bash
 # Every spec in specs/ and tests/specs/ (op coverage, odd shapes) through the real hkc binary for the host target: build, inspect,
-# run at every batch size, and compare the outputs with the NumPy reference
-# (reference.py, independent of hkc) on random inputs. Also runs the example app.
+# run, and compare the outputs with the NumPy reference (reference.py, independent of hkc)
+# on random inputs. Also runs the example app.
+#
+# Batch sizes: every batch size of every spec, except two specs whose large buckets would
+# take many minutes on a 2-core CI machine (host kernels are plain C; the reference is
+# NumPy float64 on the reference BLAS, ~1.5 GFLOP/s):
+#   llama_block  batch 1 only: one batch-1 block is ~225 GFLOP of gemms, ~35-60 s in the
+#                host kernels plus ~2.5 minutes in the reference; 4 and 16 would add ~15
+#                minutes. Its graph is also checked small, in f32, by tests/specs/llama_small.
+#   bert_layer   batches 1 and 8: batch 128 alone is ~230 GFLOP (~4 minutes).
+# Every batch of both runs on the GPU in the device harness (tests/device/run.sh).
+# Tolerances are reference.py's TOL per dtype (bf16: relative-norm error <= 3e-2 and
+# every element within 0.15 * (1 + |ref|); the reference rounds each op's result to bf16
+# as stored tensors are, so fused kernels that skip those roundings stay well inside).
 set -euo pipefail
 : "${HKC:?}" "${HK_SOURCE_DIR:?}"
 PY=${HK_PYTHON:-/usr/bin/python3}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+
+# The batch sizes to check for spec NAME out of its batch sizes ALL... (a subset that no
+# longer matches the spec falls back to its smallest batch size).
+checked_batches() {
+  local name=$1 subset b out=""; shift
+  case $name in
+    llama_block) subset="1" ;;
+    bert_layer) subset="1 8" ;;
+    *) echo "$*"; return ;;
+  esac
+  for b in "$@"; do [[ " $subset " == *" $b "* ]] && out+="${out:+ }$b"; done
+  echo "${out:-$1}"
+}
+
 for spec in "$HK_SOURCE_DIR"/specs/*.yaml "$HK_SOURCE_DIR"/tests/specs/*.yaml; do
   name=$(basename "$spec" .yaml)
   "$HKC" build "$spec" -o "$work/$name.hkpack" --target host
   "$HKC" inspect "$work/$name.hkpack" > "$work/$name.inspect"
   grep -q "host-" "$work/$name.inspect"
-  batches=$("$PY" -c "import yaml,sys; print(' '.join(str(b) for b in yaml.safe_load(open(sys.argv[1]))['batch_sizes']))" "$spec")
+  all=$("$PY" -c "import yaml,sys; print(' '.join(str(b) for b in yaml.safe_load(open(sys.argv[1]))['batch_sizes']))" "$spec")
+  batches=$(checked_batches "$name" $all)
+  echo "specs_e2e: $name: checking batch sizes $batches (of $all)"
   for b in $batches; do
     "$PY" "$HK_SOURCE_DIR/tests/integration/reference.py" "$HKC" "$work/$name.hkpack" "$spec" "$b" "$work/$name-$b"
+    rm -rf "$work/$name-$b" # llama_block's inputs, params and outputs are ~0.9 GB of .npy
   done
-  if [ -n "${HK_EXAMPLE:-}" ]; then
+  # The example app runs a whole pack once more; llama_block's batch 1 alone takes ~1 minute.
+  if [ -n "${HK_EXAMPLE:-}" ] && [ "$name" != llama_block ]; then
     first=${batches%% *}
     "$HK_EXAMPLE" "$work/$name.hkpack" "$first" | grep -q "^output "
   fi

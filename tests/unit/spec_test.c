@@ -161,15 +161,16 @@ static void test_bert_layer_spec(void **state) {
   hkc_diag_capture(NULL, 0);
   if (rc != 0) fail_msg("%s", diag);
   assert_string_equal(diag, "");
-  assert_int_equal(s->dtype, HK_DTYPE_F16);
-  assert_int_equal(s->n_batch, 3);
+  assert_int_equal(s->dtype, HK_DTYPE_BF16);
+  assert_int_equal(s->n_batch, 4);
   assert_int_equal(s->batch_sizes[2], 32);
+  assert_int_equal(s->batch_sizes[3], 128);
   assert_int_equal(s->n_targets, 2);
   assert_string_equal(s->targets[1], "sm_90");
   assert_int_equal(s->n_dims, 4);
   assert_string_equal(s->dims[1].name, "hidden");
   assert_int_equal(s->dims[1].value, 768);
-  for (size_t i = 0; i < s->n_tensors; i++) assert_int_equal(s->tensors[i].dtype, HK_DTYPE_F16);
+  for (size_t i = 0; i < s->n_tensors; i++) assert_int_equal(s->tensors[i].dtype, HK_DTYPE_BF16);
   const hkc_tensor_t *qkv = tensor(s, "qkv"), *ctx = tensor(s, "ctx"), *f = tensor(s, "f");
   assert_int_equal(dim_at(qkv, 2, 8), 3 * 768);
   assert_int_equal(dim_at(tensor(s, "w_qkv"), 1, 8), 3 * 768);
@@ -178,7 +179,7 @@ static void test_bert_layer_spec(void **state) {
   assert_int_equal(dim_at(ctx, 1, 8), 128);
   assert_int_equal(dim_at(ctx, 2, 8), 768);
   assert_int_equal(dim_at(f, 2, 1), 3072);
-  assert_int_equal(hkc_tensor_elems(tensor(s, "y"), 32), 32 * 128 * 768);
+  assert_int_equal(hkc_tensor_elems(tensor(s, "y"), 128), 128 * 128 * 768);
   assert_int_equal(s->n_nodes, 7);
   const hkc_node_t *attn = &s->nodes[1];
   assert_int_equal(attn->op, HK_OP_ATTENTION);
@@ -193,6 +194,52 @@ static void test_bert_layer_spec(void **state) {
   assert_float_equal(s->nodes[3].eps, 1e-12f, 1e-18f);
   assert_int_equal(tensor(s, "y")->role, HK_ROLE_OUTPUT);
   assert_int_equal(tensor(s, "h1")->role, HK_ROLE_INTERMEDIATE);
+  hkc_spec_destroy(s);
+}
+
+static const hkc_node_t *node(const hkc_spec_t *s, const char *name) {
+  for (size_t i = 0; i < s->n_nodes; i++)
+    if (!strcmp(s->nodes[i].name, name)) return &s->nodes[i];
+  fail_msg("no node '%s'", name);
+  return NULL;
+}
+
+static void test_llama_block_spec(void **state) {
+  (void)state;
+  hkc_spec_t *s = NULL;
+  hkc_diag_capture(diag, sizeof diag);
+  int rc = hkc_spec_load(hk_test_source_path("specs/llama_block.yaml"), &s);
+  hkc_diag_capture(NULL, 0);
+  if (rc != 0) fail_msg("%s", diag);
+  assert_string_equal(diag, "");
+  assert_int_equal(s->dtype, HK_DTYPE_BF16);
+  assert_int_equal(s->n_batch, 3);
+  assert_int_equal(s->batch_sizes[0], 1);
+  assert_int_equal(s->batch_sizes[2], 16);
+  assert_int_equal(s->n_nodes, 15);
+  assert_int_equal(s->fusion, HKC_FUSION_AUTO);
+  assert_int_equal(dim_at(tensor(s, "wq"), 1, 1), 32 * 128);
+  assert_int_equal(dim_at(tensor(s, "k"), 2, 1), 8 * 128);
+  assert_int_equal(dim_at(tensor(s, "k_rot"), 1, 4), 512);
+  assert_int_equal(dim_at(tensor(s, "gate"), 2, 1), 14336);
+  assert_int_equal(hkc_tensor_elems(tensor(s, "y"), 16), 16 * 512 * 4096);
+  const hkc_node_t *qr = node(s, "q_rope"), *kr = node(s, "k_rope"), *at = node(s, "attn");
+  assert_int_equal(qr->op, HK_OP_ROPE);
+  assert_int_equal(qr->heads, 32);
+  assert_int_equal(kr->heads, 8);
+  assert_true(qr->theta == 500000.0f && kr->theta == 500000.0f);
+  assert_int_equal(qr->pos_offset, 0);
+  assert_int_equal(at->heads, 32);
+  assert_int_equal(at->kv_heads, 8);
+  assert_int_equal(at->causal, 1);
+  assert_float_equal(at->scale, 1.0f / sqrtf(128.0f), 1e-7f);
+  assert_int_equal(at->in[0], hkc_tensor_find(s, "q_rot"));
+  assert_int_equal(at->in[1], hkc_tensor_find(s, "k_rot"));
+  assert_int_equal(node(s, "gate_proj")->act, HK_ACT_SILU);
+  assert_int_equal(node(s, "swiglu")->op, HK_OP_MUL);
+  assert_int_equal(node(s, "ffn_res")->in[1], hkc_tensor_find(s, "h"));
+  assert_int_equal(s->n_outputs, 1);
+  assert_int_equal(s->outputs[0], hkc_tensor_find(s, "y"));
   hkc_spec_destroy(s);
 }
 
@@ -421,6 +468,55 @@ static void test_attention_shapes(void **state) {
 }
 #undef QKV
 
+#define ROPE_HDR                                                       \
+  "hkc: 1\nname: t\nbatch_sizes: [1]\ndims: {s: 5, h: 3}\n" \
+  "inputs: {x: [batch, s, 24], r: [24], b: [batch, 24]}\n"
+static void test_rope(void **state) {
+  (void)state;
+#define ROPE(in, extra) ROPE_HDR "graph:\n  - {name: a, op: rope, in: " in ", " extra ", out: y}\noutputs: [y]\n"
+  hkc_spec_t *s = parse_ok(ROPE("[x]", "heads: 3"));
+  const hkc_node_t *nd = &s->nodes[0];
+  assert_int_equal(nd->op, HK_OP_ROPE);
+  assert_int_equal(nd->heads, 3);
+  assert_true(nd->theta == 10000.0f); /* defaults */
+  assert_int_equal(nd->pos_offset, 0);
+  const hkc_tensor_t *y = tensor(s, "y");
+  assert_int_equal(y->rank, 3);
+  assert_int_equal(dim_at(y, 0, 4), 4);
+  assert_int_equal(dim_at(y, 1, 4), 5);
+  assert_int_equal(dim_at(y, 2, 4), 24);
+  hkc_spec_destroy(s);
+  s = parse_ok(ROPE("[x]", "heads: h+1, theta: 500000.0, offset: 7")); /* dh 6: even is enough */
+  assert_int_equal(s->nodes[0].heads, 4);
+  assert_true(s->nodes[0].theta == 500000.0f);
+  assert_int_equal(s->nodes[0].pos_offset, 7);
+  hkc_spec_destroy(s);
+
+  expect_error_on(ROPE("[x]", "heads: 5"), 7, "x]", "rope input 'x' [batch, 5, 24]",
+                  "last dim 24 is not divisible by heads = 5");
+  expect_error_on(ROPE("[x]", "heads: 8"), 7, "x]", "head_dim = 24/8 = 3 must be even", NULL);
+  expect_error_on(ROPE("[x]", "heads: 0"), 7, "0", "must be positive", NULL);
+  expect_error_on(ROPE("[x]", "heads: 3, offset: -1"), 7, "-1", "'offset' must be between 0 and 16777215, got -1",
+                  NULL);
+  expect_error_on(ROPE("[x]", "heads: 3, offset: 2.5"), 7, "2.5", "expected an integer for 'offset', got '2.5'",
+                  NULL);
+  expect_error_on(ROPE("[x]", "heads: 3, offset: s"), 7, "s,", "expected an integer for 'offset'", NULL);
+  expect_error_on(ROPE("[x]", "heads: 3, offset: 16777212"), 7, "16777212",
+                  "rope positions reach offset + seq = 16777212 + 5, above 2^24", NULL);
+  expect_error_on(ROPE("[x]", "heads: 3, theta: 0"), 7, "0,", "'theta' must be positive, got 0", NULL);
+  expect_error_on(ROPE("[x]", "heads: 3, theta: -1.0e4"), 7, "-1.0e4", "'theta' must be positive", NULL);
+  expect_error_on(ROPE("[x]", "heads: 3, theta: .inf"), 7, ".inf", "expected a finite number for 'theta'", NULL);
+  expect_error_on(ROPE("[r]", "heads: 3"), 7, "r]", "rope input 'r' must have rank >= 2", "got [24]");
+  expect_error_on(ROPE("[b]", "heads: 3"), 7, "b]", "rope input 'b' [batch, 24]", "must not depend on batch");
+  expect_error_on(ROPE("[x, x]", "heads: 3"), 7, "[x, x]", "op 'rope' takes 1 input in 'in', got 2", NULL);
+  expect_error_on(ROPE("[x]", "heads: 3, kv_heads: 1"), 7, "kv_heads", "unknown key 'kv_heads' for op 'rope'",
+                  "valid keys: name, op, in, out, heads, theta, offset");
+  expect_error_on(ROPE_HDR "graph:\n  - {name: a, op: rope, in: [x], out: y}\noutputs: [y]\n", 7, "{",
+                  "node 'a': missing required key 'heads'", NULL);
+#undef ROPE
+}
+#undef ROPE_HDR
+
 static void test_cycles(void **state) {
   (void)state;
   expect_error_on(BASE "graph:\n  - {name: a, op: add, in: [x, z], out: y}\n  - {name: b, op: relu, in: [y], out: z}\n"
@@ -606,6 +702,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mlp_spec),
       cmocka_unit_test(test_bert_layer_spec),
+      cmocka_unit_test(test_llama_block_spec),
       cmocka_unit_test(test_defaults_and_sorting_of_batch_sizes),
       cmocka_unit_test(test_topological_order),
       cmocka_unit_test(test_expressions_broadcast_and_attributes),
@@ -615,6 +712,7 @@ int main(void) {
       cmocka_unit_test(test_undefined_tensor),
       cmocka_unit_test(test_shape_mismatch),
       cmocka_unit_test(test_attention_shapes),
+      cmocka_unit_test(test_rope),
       cmocka_unit_test(test_cycles),
       cmocka_unit_test(test_duplicates),
       cmocka_unit_test(test_bad_dims),
