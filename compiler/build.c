@@ -79,10 +79,12 @@ static int collect_kernels(const hkc_spec_t *spec, hkc_target_out_t *t, uint32_t
       memset(ko, 0, sizeof *ko);
       ko->key = key;
       hkc_kernel_key_name(&key, ko->name, sizeof ko->name);
-      snprintf(ko->params, sizeof ko->params, "op=%s dtype=%s%s%s%s%s%s", hkc_op_name(key.op),
+      snprintf(ko->params, sizeof ko->params, "op=%s dtype=%s%s%s%s%s%s%s%s%s%s%s", hkc_op_name(key.op),
                hkc_dtype_name(key.dtype), key.op == HK_OP_GEMM ? " act=" : "",
                key.op == HK_OP_GEMM ? hkc_act_name(key.act) : "", key.has_bias ? " bias" : "",
-               key.has_residual ? " residual" : "", key.trans_b ? " trans_b" : "");
+               key.has_mul ? " mul" : "", key.has_residual ? " residual" : "", key.trans_b ? " trans_b" : "",
+               key.has_add ? " add" : "", key.has_sum ? " sum" : "", key.program[0] ? " program=" : "",
+               key.program);
       ko->wave_size = 1;
       t->n_kernels++;
     }
@@ -111,7 +113,10 @@ static int build_graph(const hkc_spec_t *spec, const target_plan_t *plan, int64_
     }
     l->n_args = (uint32_t)n_args;
     l->kernel = plan->node_kernel[i];
-    l->node_name = spec->nodes[i].name;
+    /* a fused node is named for the spec nodes it computes ("fc2,res"), when that fits */
+    const hkc_node_t *node = &spec->nodes[i];
+    l->node_name =
+        node->fused_names && strlen(node->fused_names) <= HK_MAX_NAME_LEN ? node->fused_names : node->name;
     if (plan->family == FAMILY_HOST)
       hkc_host_launch_dims(&key, l->args, l->n_args, l->grid, l->block);
     else
@@ -459,6 +464,10 @@ static void name_target(target_plan_t *plan) {
 int hkc_build(const hkc_build_options_t *options) {
   hkc_spec_t *spec = NULL;
   if (hkc_spec_load(options->spec_path, &spec) != 0) return -1;
+  if (hkc_fuse(spec, options->fusion) != 0) {
+    hkc_spec_destroy(spec);
+    return -1;
+  }
   target_plan_t *plans = NULL;
   size_t n_plans = 0;
   hkc_target_out_t *outs = NULL;
