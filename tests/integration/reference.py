@@ -112,6 +112,8 @@ def run_node(node, t):
         if "bias" in node:
             y = y + t[node["bias"]]
         y = act(y, node.get("act"))
+        if "mul" in node:
+            y = y * t[node["mul"]]
         if "residual" in node:
             y = y + t[node["residual"]]
         return y
