@@ -1,7 +1,7 @@
 /*
  * hkc: the command line.
  *
- *   hkc build SPEC -o OUT [--target LIST]
+ *   hkc build SPEC -o OUT [--target LIST] [--fusion auto|none]
  *   hkc inspect PACK
  *   hkc run PACK [--target T] [--batch N] [--seed S] [--input NAME=FILE.npy] ...
  *
