@@ -81,10 +81,12 @@ static int collect_kernels(const hkc_spec_t *spec, hkc_target_out_t *t, uint32_t
       memset(ko, 0, sizeof *ko);
       ko->key = key;
       hkc_kernel_key_name(&key, ko->name, sizeof ko->name);
-      snprintf(ko->params, sizeof ko->params, "op=%s dtype=%s%s%s%s%s%s", hkc_op_name(key.op),
+      snprintf(ko->params, sizeof ko->params, "op=%s dtype=%s%s%s%s%s%s%s%s%s%s%s", hkc_op_name(key.op),
                hkc_dtype_name(key.dtype), key.op == HK_OP_GEMM ? " act=" : "",
                key.op == HK_OP_GEMM ? hkc_act_name(key.act) : "", key.has_bias ? " bias" : "",
-               key.has_residual ? " residual" : "", key.trans_b ? " trans_b" : "");
+               key.has_mul ? " mul" : "", key.has_residual ? " residual" : "", key.trans_b ? " trans_b" : "",
+               key.has_add ? " add" : "", key.has_sum ? " sum" : "", key.program[0] ? " program=" : "",
+               key.program);
       ko->wave_size = 1;
       t->n_kernels++;
     }
@@ -116,10 +118,12 @@ static int build_graph(const hkc_spec_t *spec, const target_plan_t *plan, int64_
     }
     l->n_args = (uint32_t)n_args;
     l->kernel = plan->node_kernel[i];
-    /* A fused node names every spec node it computes ("fc2,res"). */
-    l->node_name = spec->nodes[i].fused_names ? spec->nodes[i].fused_names : spec->nodes[i].name;
+    /* A fused node is named for the spec nodes it computes ("fc2,res"), when that fits. */
+    const hkc_node_t *node = &spec->nodes[i];
+    l->node_name =
+        node->fused_names && strlen(node->fused_names) <= HK_MAX_NAME_LEN ? node->fused_names : node->name;
     hkc_node_cost(spec, i, batch, &g->costs[i]);
-    g->fused_counts[i] = spec->nodes[i].n_fused > 0 ? spec->nodes[i].n_fused : 1;
+    g->fused_counts[i] = node->n_fused > 0 ? node->n_fused : 1;
     if (plan->family == FAMILY_HOST)
       hkc_host_launch_dims(&key, l->args, l->n_args, l->grid, l->block);
     else
@@ -485,7 +489,11 @@ int hkc_build(const hkc_build_options_t *options) {
   hkc_cost_t unfused[HK_MAX_BATCH_BUCKETS];
   const uint32_t unfused_nodes = (uint32_t)spec->n_nodes;
   unfused_costs(spec, unfused);
-  /* ---- fusion runs after this: everything below sees the fused spec ---- */
+  /* ---- fusion: everything below sees the fused spec ---- */
+  if (hkc_fuse(spec, options->fusion) != 0) {
+    hkc_spec_destroy(spec);
+    return -1;
+  }
   target_plan_t *plans = NULL;
   size_t n_plans = 0;
   hkc_target_out_t *outs = NULL;

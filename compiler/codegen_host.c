@@ -31,6 +31,7 @@ static const char *host_template_path(hk_op_t op) {
   case HK_OP_SOFTMAX: return "host/softmax.c";
   case HK_OP_ATTENTION: return "host/attention.c";
   case HK_OP_ROPE: return "host/rope.c";
+  case HK_OP_EWCHAIN: return "host/ewchain.c";
   default: return NULL;
   }
 }
@@ -46,11 +47,41 @@ static const char *host_act_fn(hk_act_t act) {
 }
 
 static const char *const k_instance_macros[] = {
-    "HK_NAME", "HK_T", "HK_LOAD", "HK_STORE", "HK_ACT", "HK_TRANS_B", "HK_HAS_BIAS",
-    "HK_HAS_RESIDUAL", "HK_BINOP", "HK_UNARY",
+    "HK_NAME",  "HK_T",       "HK_LOAD",    "HK_STORE",  "HK_ACT",    "HK_TRANS_B",    "HK_HAS_BIAS",
+    "HK_HAS_RESIDUAL", "HK_HAS_MUL", "HK_HAS_ADD", "HK_HAS_SUM", "HK_BINOP", "HK_UNARY", "HK_EW_NIN",
+    "HK_EW_PROGRAM",
 };
 
-static void emit_instance(hkc_strbuf_t *sb, const hkc_kernel_out_t *k, const char *text, size_t size) {
+/* An ewchain program (hkc_kernel_key_t.program) as C statements on the f32 value v,
+ * reading operand j through HK_EW_X(j). *out_nin: operands read (1 + the largest j).
+ * 0, or -1 for a malformed program (reported). */
+static int ew_program_code(const char *name, const char *program, hkc_strbuf_t *code, int *out_nin) {
+  int nin = 1;
+  size_t len = strnlen(program, HKC_EW_PROGRAM_MAX);
+  if (len == 0 || len >= HKC_EW_PROGRAM_MAX) goto bad;
+  for (size_t i = 0; i < len; i++) {
+    char c = program[i];
+    if (c == 'a' || c == 'm') {
+      char j = program[++i];
+      if (j < '1' || j > '0' + HKC_MAX_NODE_IN - 1) goto bad;
+      if (j - '0' + 1 > nin) nin = j - '0' + 1;
+      hkc_sb_printf(code, " v %c= HK_EW_X(%c);", c == 'a' ? '+' : '*', j);
+    } else {
+      hk_act_t act = c == 'r' ? HK_ACT_RELU : c == 'g' ? HK_ACT_GELU : c == 's' ? HK_ACT_SILU
+                     : c == 't' ? HK_ACT_GELU_TANH : HK_ACT_NONE;
+      if (act == HK_ACT_NONE) goto bad;
+      hkc_sb_printf(code, " v = %s(v);", host_act_fn(act));
+    }
+  }
+  *out_nin = nin;
+  return 0;
+bad:
+  hkc_error((hkc_loc_t){0}, "host codegen: kernel %s has a malformed ewchain program '%.*s'", name,
+            HKC_EW_PROGRAM_MAX, program);
+  return -1;
+}
+
+static int emit_instance(hkc_strbuf_t *sb, const hkc_kernel_out_t *k, const char *text, size_t size) {
   const hkc_kernel_key_t *key = &k->key;
   static const char *const types[] = {"float", "uint16_t", "uint16_t"};
   static const char *const loads[] = {"hk_f32_load", "hk_f16_to_f32", "hk_bf16_to_f32"};
@@ -70,12 +101,30 @@ static void emit_instance(hkc_strbuf_t *sb, const hkc_kernel_out_t *k, const cha
   hkc_sb_printf(sb, "#define HK_TRANS_B %d\n", key->trans_b ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_HAS_BIAS %d\n", key->has_bias ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_HAS_RESIDUAL %d\n", key->has_residual ? 1 : 0);
+  hkc_sb_printf(sb, "#define HK_HAS_MUL %d\n", key->has_mul ? 1 : 0);
+  hkc_sb_printf(sb, "#define HK_HAS_ADD %d\n", key->has_add ? 1 : 0);
+  hkc_sb_printf(sb, "#define HK_HAS_SUM %d\n", key->has_add && key->has_sum ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_BINOP(x, y) ((x) %c (y))\n", key->op == HK_OP_MUL ? '*' : '+');
   hkc_sb_printf(sb, "#define HK_UNARY(x) %s(x)\n", host_act_fn(unary));
+  if (key->op == HK_OP_EWCHAIN) {
+    hkc_strbuf_t code = {0};
+    int nin = 1;
+    int rc = ew_program_code(k->name, key->program, &code, &nin);
+    if (rc == 0 && !code.failed) {
+      hkc_sb_printf(sb, "#define HK_EW_NIN %d\n", nin);
+      hkc_sb_append(sb, "#define HK_EW_PROGRAM", 21);
+      hkc_sb_append(sb, code.data, code.len);
+      hkc_sb_append(sb, "\n", 1);
+    }
+    free(code.data);
+    if (rc != 0) return -1;
+    if (code.failed) sb->failed = 1;
+  }
   hkc_sb_append(sb, text, size);
   if (size && text[size - 1] != '\n') hkc_sb_append(sb, "\n", 1);
   for (size_t i = 0; i < sizeof k_instance_macros / sizeof k_instance_macros[0]; i++)
     hkc_sb_printf(sb, "#undef %s\n", k_instance_macros[i]);
+  return 0;
 }
 
 /* Emits the block-size constants, the prelude, then one instance per kernel in the
@@ -110,7 +159,10 @@ char *hkc_codegen_host(const hkc_kernel_out_t *kernels, size_t n_kernels) {
       free(sb.data);
       return NULL;
     }
-    emit_instance(&sb, &kernels[i], text, size);
+    if (emit_instance(&sb, &kernels[i], text, size) != 0) {
+      free(sb.data);
+      return NULL;
+    }
   }
   if (sb.failed) {
     free(sb.data);
@@ -127,7 +179,7 @@ static int64_t ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) 
 
 /* What a block is, per op (grid.x = number of blocks; block = {1,1,1}):
  *   gemm        a tile of HOST_GEMM_BM rows x HOST_GEMM_BN columns
- *   add..silu   a chunk of HOST_EW_CHUNK elements
+ *   add..silu, ewchain   a chunk of HOST_EW_CHUNK elements
  *   norms, softmax   one row
  *   attention   one query row of one (batch, head)
  *   rope        one row (all heads)
@@ -144,6 +196,7 @@ void hkc_host_launch_dims(const hkc_kernel_key_t *key, const hkc_arg_t *args, ui
   case HK_OP_RELU:
   case HK_OP_GELU:
   case HK_OP_SILU: blocks = ceil_div(arg_i64(args, n_args, 2), HOST_EW_CHUNK); break;
+  case HK_OP_EWCHAIN: blocks = ceil_div(arg_i64(args, n_args, 1), HOST_EW_CHUNK); break;
   case HK_OP_LAYERNORM: blocks = arg_i64(args, n_args, 4); break;
   case HK_OP_RMSNORM: blocks = arg_i64(args, n_args, 3); break;
   case HK_OP_SOFTMAX: blocks = arg_i64(args, n_args, 2); break;

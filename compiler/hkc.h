@@ -153,6 +153,7 @@ typedef struct hkc_spec {
   hkc_fusion_mode_t fusion;
   int batch_policy;      /* hk_batch_policy_rec_t: `batch_policy: pad` (default) | exact */
   int **groups; size_t *group_sizes; size_t n_groups; /* node indices, for GROUPS */
+  hkc_loc_t *group_locs;  /* where each group is written (n_groups entries), for errors */
   uint64_t hash;         /* hkc_hash64 of the file bytes */
 } hkc_spec_t;
 

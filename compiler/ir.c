@@ -24,6 +24,7 @@ void hkc_spec_destroy(hkc_spec_t *spec) {
   for (size_t i = 0; i < spec->n_groups; i++) free(spec->groups[i]);
   free(spec->groups);
   free(spec->group_sizes);
+  free(spec->group_locs);
   free(spec);
 }
 

@@ -40,6 +40,24 @@ static int align_of(const int64_t *values, int n) {
     while (a > 1 && values[i] % a != 0) a /= 2;
   return a;
 }
+/* Operands an ewchain program reads (1 + its largest operand number), or -1 when it is
+ * malformed (see hkc_kernel_key_t.program). */
+static int ew_program_operands(const char *p) {
+  size_t len = strnlen(p, HKC_EW_PROGRAM_MAX);
+  int nin = 1;
+  if (len == 0 || len >= HKC_EW_PROGRAM_MAX) return -1;
+  for (size_t i = 0; i < len; i++) {
+    if (p[i] == 'a' || p[i] == 'm') {
+      int j = p[++i] - '0';
+      if (j < 1 || j >= HKC_MAX_NODE_IN) return -1;
+      if (j + 1 > nin) nin = j + 1;
+    } else if (!strchr("rgst", p[i])) {
+      return -1;
+    }
+  }
+  return nin;
+}
+
 static void push_f32(arg_list_t *l, float v) { l->args[l->n++] = (hkc_arg_t){.kind = HK_ARG_F32, .f = v}; }
 
 /* Returns the number of arguments, or -1 (reported at the node) for a node whose
@@ -67,6 +85,7 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
     out_key->trans_b = nd->trans_b != 0;
     out_key->has_bias = nd->bias != HKC_NONE;
     out_key->has_residual = nd->residual != HKC_NONE;
+    out_key->has_mul = nd->mul != HKC_NONE;
     push_tensor(&l, nd->in[0]);
     push_tensor(&l, nd->in[1]);
     push_tensor(&l, nd->bias);
@@ -75,6 +94,7 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
     push_i64(&l, tensor_elems(x, batch) / k);
     push_i64(&l, n);
     push_i64(&l, k);
+    push_tensor(&l, nd->mul);
     out_key->align = align_of((int64_t[]){k, n}, 2);
     return l.n;
   }
@@ -108,8 +128,32 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
     push_tensor(&l, nd->out);
     push_i64(&l, tensor_elems(x, batch) / cols);
     push_i64(&l, cols);
-    if (nd->op != HK_OP_SOFTMAX) push_f32(&l, nd->eps);
+    if (nd->op != HK_OP_SOFTMAX) {
+      push_f32(&l, nd->eps);
+      /* fused residual add: normalises x + add, optionally storing the sum */
+      out_key->has_add = nd->add_in != HKC_NONE;
+      out_key->has_sum = nd->add_in != HKC_NONE && nd->sum_out != HKC_NONE;
+      push_tensor(&l, out_key->has_add ? nd->add_in : HKC_NONE);
+      push_tensor(&l, out_key->has_sum ? nd->sum_out : HKC_NONE);
+    }
     out_key->align = align_of(&cols, 1);
+    return l.n;
+  }
+  case HK_OP_EWCHAIN: {
+    /* out[i] = program over in_j[i % n_j]; the program names operands 1..n_in-1. */
+    if (nd->n_in < 1 || nd->n_in > HKC_MAX_NODE_IN || ew_program_operands(nd->program) != nd->n_in) break;
+    int64_t lasts[HKC_MAX_NODE_IN + 1];
+    push_tensor(&l, nd->out);
+    push_i64(&l, tensor_elems(out, batch));
+    lasts[0] = last_dim(out, batch);
+    for (int j = 0; j < nd->n_in; j++) {
+      const hkc_tensor_t *t = &spec->tensors[nd->in[j]];
+      push_tensor(&l, nd->in[j]);
+      push_i64(&l, tensor_elems(t, batch));
+      lasts[j + 1] = last_dim(t, batch);
+    }
+    memcpy(out_key->program, nd->program, sizeof out_key->program);
+    out_key->align = align_of(lasts, nd->n_in + 1);
     return l.n;
   }
   case HK_OP_ATTENTION: {
@@ -170,8 +214,8 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
 }
 
 static const char *key_op_name(hk_op_t op) {
-  static const char *const names[] = {"gemm", "add", "mul", "relu", "gelu", "silu",
-                                      "layernorm", "rmsnorm", "softmax", "attention", "rope"};
+  static const char *const names[] = {"gemm",      "add",     "mul",     "relu",      "gelu", "silu",
+                                      "layernorm", "rmsnorm", "softmax", "attention", "rope", "ewchain"};
   return (unsigned)op < sizeof names / sizeof names[0] ? names[op] : NULL;
 }
 
@@ -185,8 +229,10 @@ static const char *key_act_name(hk_act_t a) {
   return (unsigned)a < sizeof names / sizeof names[0] ? names[a] : NULL;
 }
 
-/* "hk_<op>_<dtype>[_<act>][_bias][_res][_tb]": a C identifier, one per distinct key
- * (no flag name is a suffix of an act name; out-of-range enums print as numbers). */
+/* "hk_<op>_<dtype>[_<program>][_<act>][_bias][_mul][_res][_tb][_add][_sum][_a<align>][_d<dh>]":
+ * a C identifier, one per distinct key (no flag name is a suffix of an act name; an
+ * ewchain program is [a-z0-9] only and comes right after the dtype; out-of-range enums
+ * print as numbers). */
 void hkc_kernel_key_name(const hkc_kernel_key_t *key, char *out, size_t size) {
   char op[16], dt[16], act[16];
   const char *s;
@@ -201,14 +247,27 @@ void hkc_kernel_key_name(const hkc_kernel_key_t *key, char *out, size_t size) {
   if (align > 1 && key->head_dim > 0) snprintf(shape, sizeof shape, "_a%d_d%d", align, key->head_dim);
   else if (align > 1) snprintf(shape, sizeof shape, "_a%d", align);
   else if (key->head_dim > 0) snprintf(shape, sizeof shape, "_d%d", key->head_dim);
-  snprintf(out, size, "hk_%s_%s%s%s%s%s%s%s", op, dt, key->act != HK_ACT_NONE ? "_" : "",
-           key->act != HK_ACT_NONE ? act : "", key->has_bias ? "_bias" : "", key->has_residual ? "_res" : "",
-           key->trans_b ? "_tb" : "", shape);
+  char program[HKC_EW_PROGRAM_MAX + 1] = "";
+  size_t plen = strnlen(key->program, HKC_EW_PROGRAM_MAX - 1);
+  if (plen) {
+    program[0] = '_';
+    for (size_t i = 0; i < plen; i++) { /* keep the name an identifier whatever the bytes */
+      char c = key->program[i];
+      program[i + 1] = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ? c : 'x';
+    }
+    program[plen + 1] = '\0';
+  }
+  snprintf(out, size, "hk_%s_%s%s%s%s%s%s%s%s%s%s%s", op, dt, program, key->act != HK_ACT_NONE ? "_" : "",
+           key->act != HK_ACT_NONE ? act : "", key->has_bias ? "_bias" : "", key->has_mul ? "_mul" : "",
+           key->has_residual ? "_res" : "", key->trans_b ? "_tb" : "", key->has_add ? "_add" : "",
+           key->has_sum ? "_sum" : "", shape);
 }
 
 int hkc_kernel_key_equal(const hkc_kernel_key_t *a, const hkc_kernel_key_t *b) {
   int align_a = a->align > 1 ? a->align : 1, align_b = b->align > 1 ? b->align : 1;
   return a->op == b->op && a->dtype == b->dtype && a->act == b->act && !a->trans_b == !b->trans_b &&
-         !a->has_bias == !b->has_bias && !a->has_residual == !b->has_residual && align_a == align_b &&
+         !a->has_bias == !b->has_bias && !a->has_residual == !b->has_residual && !a->has_mul == !b->has_mul &&
+         !a->has_add == !b->has_add && !a->has_sum == !b->has_sum &&
+         strncmp(a->program, b->program, HKC_EW_PROGRAM_MAX) == 0 && align_a == align_b &&
          a->head_dim == b->head_dim;
 }

@@ -1,7 +1,7 @@
 /*
  * hkc: the command line.
  *
- *   hkc build SPEC -o OUT [--target LIST]
+ *   hkc build SPEC -o OUT [--target LIST] [--fusion auto|none]
  *   hkc inspect PACK [--disasm KERNEL | --plan [--batch N]]
  *   hkc run PACK [--target T] [--batch N] [--seed S] [--input NAME=FILE.npy] [--profile] ...
  *
@@ -47,6 +47,9 @@ static const char k_build_usage[] =
     "  --no-cache             do not read or write the compile cache ($HKC_CACHE_DIR,\n"
     "                         default ~/.cache/hkc)\n"
     "  --Werror-spills        a kernel that spills registers to memory is an error\n"
+    "  --fusion auto|none     fusion plan, overriding the spec's `fusion:` (auto: gemm\n"
+    "                         epilogues, residual add + norm, element-wise chains; none:\n"
+    "                         one kernel per spec node; explicit groups: only in the spec)\n"
     "  --zstd-level N         compression level of code sections, 1..22 (default 19)\n"
     "  -q, --quiet            no summary\n";
 
@@ -126,7 +129,7 @@ static int cmd_build(int argc, char **argv) {
     fputs(k_build_usage, stdout);
     return 0;
   }
-  hkc_build_options_t opt = {0};
+  hkc_build_options_t opt = {.fusion = -1};
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
@@ -151,6 +154,16 @@ static int cmd_build(int argc, char **argv) {
       opt.no_cache = 1;
     } else if (strcmp(a, "--Werror-spills") == 0) {
       opt.werror_spills = 1;
+    } else if (strcmp(a, "--fusion") == 0) {
+      if (++i >= argc) goto missing;
+      if (strcmp(argv[i], "auto") == 0) {
+        opt.fusion = HKC_FUSION_AUTO;
+      } else if (strcmp(argv[i], "none") == 0) {
+        opt.fusion = HKC_FUSION_NONE;
+      } else {
+        fprintf(stderr, "hkc build: --fusion expects auto or none, got '%s'\n", argv[i]);
+        return 2;
+      }
     } else if (a[0] == '-' && a[1]) {
       fprintf(stderr, "hkc build: unknown option %s\n%s", a, k_build_usage);
       return 2;

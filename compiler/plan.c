@@ -2,7 +2,9 @@
  * Memory plan and graph dependencies.
  *
  * Every intermediate tensor lives from the node that produces it to the last node
- * that reads it (node indices in the spec's topological order). Tensors whose
+ * that reads it (node indices in the spec's topological order). A node reads its
+ * inputs, bias, residual, mul, gamma, beta and add_in, and writes `out` and, for a norm
+ * with a fused residual add, also `sum_out`. Tensors whose
  * lifetimes overlap get disjoint byte ranges of one workspace arena; the others may
  * share. Placement is greedy: largest tensor first, each at the lowest aligned offset
  * free of every already placed tensor that is alive at the same time. That is the
@@ -20,14 +22,25 @@ typedef struct {
   uint64_t bytes;
 } interval_t;
 
+/* Most tensors one node touches: ewchain's 5 operands, or gemm's A, B, bias, residual,
+ * mul; plus the optional attribute tensors. */
+#define PLAN_MAX_READS (HKC_MAX_NODE_IN + 6)
+
 /* The tensors node n reads, into out; returns the count. */
-static size_t node_reads(const hkc_node_t *n, int out[8]) {
+static size_t node_reads(const hkc_node_t *n, int out[PLAN_MAX_READS]) {
   size_t k = 0;
-  for (int i = 0; i < n->n_in; i++) out[k++] = n->in[i];
-  if (n->bias != HKC_NONE) out[k++] = n->bias;
-  if (n->residual != HKC_NONE) out[k++] = n->residual;
-  if (n->gamma != HKC_NONE) out[k++] = n->gamma;
-  if (n->beta != HKC_NONE) out[k++] = n->beta;
+  for (int i = 0; i < n->n_in && i < HKC_MAX_NODE_IN; i++) out[k++] = n->in[i];
+  const int extra[] = {n->bias, n->residual, n->mul, n->gamma, n->beta, n->add_in};
+  for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
+    if (extra[i] != HKC_NONE) out[k++] = extra[i];
+  return k;
+}
+
+/* The tensors node n writes: out, and sum_out when set. */
+static size_t node_writes(const hkc_node_t *n, int out[2]) {
+  size_t k = 0;
+  out[k++] = n->out;
+  if (n->sum_out != HKC_NONE) out[k++] = n->sum_out;
   return k;
 }
 
@@ -46,29 +59,44 @@ int hkc_plan_memory(const hkc_spec_t *spec, int64_t batch, uint64_t *out_offsets
 
   interval_t *iv = calloc(spec->n_tensors ? spec->n_tensors : 1, sizeof *iv);
   size_t *placed = calloc(spec->n_tensors ? spec->n_tensors : 1, sizeof *placed);
-  if (!iv || !placed) {
+  int *slot = malloc((spec->n_tensors ? spec->n_tensors : 1) * sizeof *slot); /* tensor -> iv index */
+  if (!iv || !placed || !slot) {
     free(iv);
     free(placed);
+    free(slot);
     return -1;
   }
   size_t n_iv = 0;
   for (size_t t = 0; t < spec->n_tensors; t++) {
     const hkc_tensor_t *tensor = &spec->tensors[t];
+    slot[t] = -1;
     if (tensor->role != HK_ROLE_INTERMEDIATE) continue;
+    slot[t] = (int)n_iv;
     interval_t *v = &iv[n_iv++];
     v->tensor = (int)t;
-    v->first = v->last = (size_t)tensor->producer;
+    v->first = SIZE_MAX;
+    v->last = 0;
     v->bytes = align_up((uint64_t)hkc_tensor_elems(tensor, batch) * hkc_dtype_size(tensor->dtype),
                         HKC_ARENA_ALIGN);
   }
-  /* Last use of each intermediate. */
+  /* Lifetimes from the nodes themselves: first write (out or sum_out) to last read. */
   for (size_t j = 0; j < spec->n_nodes; j++) {
-    int reads[8];
-    size_t nr = node_reads(&spec->nodes[j], reads);
-    for (size_t r = 0; r < nr; r++)
-      for (size_t k = 0; k < n_iv; k++)
-        if (iv[k].tensor == reads[r] && iv[k].last < j) iv[k].last = j;
+    int ts[PLAN_MAX_READS];
+    size_t n = node_writes(&spec->nodes[j], ts);
+    for (size_t r = 0; r < n; r++) {
+      interval_t *v = slot[ts[r]] >= 0 ? &iv[slot[ts[r]]] : NULL;
+      if (v && v->first > j) v->first = j;
+      if (v && v->last < j) v->last = j;
+    }
+    n = node_reads(&spec->nodes[j], ts);
+    for (size_t r = 0; r < n; r++) {
+      interval_t *v = slot[ts[r]] >= 0 ? &iv[slot[ts[r]]] : NULL;
+      if (v && v->last < j) v->last = j;
+    }
   }
+  for (size_t k = 0; k < n_iv; k++) /* never written (not produced by any node): alive throughout */
+    if (iv[k].first == SIZE_MAX) iv[k].first = 0, iv[k].last = spec->n_nodes;
+  free(slot);
   qsort(iv, n_iv, sizeof *iv, cmp_interval);
 
   /* Greedy placement. `placed` lists indices into iv already placed, kept sorted by
@@ -110,18 +138,24 @@ static int may_alias(const hkc_spec_t *spec, int64_t batch, const uint64_t *offs
 }
 
 /* Raw dependencies of node j on earlier nodes: read-after-write, and
- * write-after-read/write where the plan reuses bytes. */
+ * write-after-read/write where the plan reuses bytes. Each node may write two tensors. */
 static int node_conflicts(const hkc_spec_t *spec, int64_t batch, const uint64_t *offsets, size_t i,
                           size_t j) {
   const hkc_node_t *ni = &spec->nodes[i], *nj = &spec->nodes[j];
-  int reads[8];
+  int wi[2], wj[2], reads[PLAN_MAX_READS];
+  size_t nwi = node_writes(ni, wi), nwj = node_writes(nj, wj);
   size_t nr = node_reads(nj, reads);
   for (size_t r = 0; r < nr; r++)
-    if (may_alias(spec, batch, offsets, reads[r], ni->out)) return 1;
+    for (size_t w = 0; w < nwi; w++)
+      if (may_alias(spec, batch, offsets, reads[r], wi[w])) return 1;
   nr = node_reads(ni, reads);
-  for (size_t r = 0; r < nr; r++)
-    if (may_alias(spec, batch, offsets, nj->out, reads[r])) return 1;
-  return may_alias(spec, batch, offsets, nj->out, ni->out);
+  for (size_t w = 0; w < nwj; w++) {
+    for (size_t r = 0; r < nr; r++)
+      if (may_alias(spec, batch, offsets, wj[w], reads[r])) return 1;
+    for (size_t v = 0; v < nwi; v++)
+      if (may_alias(spec, batch, offsets, wj[w], wi[v])) return 1;
+  }
+  return 0;
 }
 
 /* Largest graph for which implied edges are removed (the ancestor bitsets take

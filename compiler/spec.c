@@ -355,8 +355,8 @@ static int shape_equal(const hkc_dim_t *a, uint32_t ra, const hkc_dim_t *b, uint
 }
 
 /* ---- the builder ---------------------------------------------------------------------------- */
-enum { REF_IN0, REF_IN1, REF_IN2, REF_BIAS, REF_RESIDUAL, REF_GAMMA, REF_BETA, REF_COUNT };
-static const char *const ref_names[REF_COUNT] = {"in", "in", "in", "bias", "residual", "gamma", "beta"};
+enum { REF_IN0, REF_IN1, REF_IN2, REF_BIAS, REF_RESIDUAL, REF_MUL, REF_GAMMA, REF_BETA, REF_COUNT };
+static const char *const ref_names[REF_COUNT] = {"in", "in", "in", "bias", "residual", "mul", "gamma", "beta"};
 
 /* A graph node between parsing and sorting: names not yet resolved. */
 typedef struct pnode {
@@ -604,11 +604,11 @@ static int parse_count(spec_ctx_t *c, const ynode_t *n, const char *what, int64_
 /* ---- graph nodes ------------------------------------------------------------------------------ */
 enum {
   NK_NAME, NK_OP, NK_IN, NK_OUT, NK_BIAS, NK_RESIDUAL, NK_ACT, NK_TRANS_B, NK_GAMMA, NK_BETA, NK_EPS,
-  NK_HEADS, NK_KV_HEADS, NK_CAUSAL, NK_SCALE, NK_THETA, NK_OFFSET, NK_COUNT
+  NK_HEADS, NK_KV_HEADS, NK_CAUSAL, NK_SCALE, NK_THETA, NK_OFFSET, NK_MUL, NK_COUNT
 };
 static const char *const node_keys[NK_COUNT] = {"name",  "op",   "in",  "out",   "bias",     "residual",
                                                 "act",   "trans_b", "gamma", "beta", "eps", "heads",
-                                                "kv_heads", "causal", "scale", "theta", "offset"};
+                                                "kv_heads", "causal", "scale", "theta", "offset", "mul"};
 #define NKB(k) (1u << (k))
 #define NK_COMMON (NKB(NK_NAME) | NKB(NK_OP) | NKB(NK_IN) | NKB(NK_OUT))
 
@@ -617,7 +617,8 @@ static const struct op_info {
   uint32_t keys, required;
   int min_in, max_in;
 } op_info[HK_OP_COUNT_] = {
-    [HK_OP_GEMM] = {NK_COMMON | NKB(NK_BIAS) | NKB(NK_RESIDUAL) | NKB(NK_ACT) | NKB(NK_TRANS_B), NK_COMMON, 2, 2},
+    [HK_OP_GEMM] = {NK_COMMON | NKB(NK_BIAS) | NKB(NK_RESIDUAL) | NKB(NK_MUL) | NKB(NK_ACT) | NKB(NK_TRANS_B),
+                    NK_COMMON, 2, 2},
     [HK_OP_ADD] = {NK_COMMON, NK_COMMON, 2, 2},
     [HK_OP_MUL] = {NK_COMMON, NK_COMMON, 2, 2},
     [HK_OP_RELU] = {NK_COMMON, NK_COMMON, 1, 1},
@@ -712,7 +713,7 @@ static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
   if (parse_name(v[NK_OUT], "tensor", &tmp) != 0) return -1;
   pn->out = v[NK_OUT];
   static const int ref_keys[][2] = {
-      {NK_BIAS, REF_BIAS}, {NK_RESIDUAL, REF_RESIDUAL}, {NK_GAMMA, REF_GAMMA}, {NK_BETA, REF_BETA}};
+      {NK_BIAS, REF_BIAS}, {NK_RESIDUAL, REF_RESIDUAL}, {NK_MUL, REF_MUL}, {NK_GAMMA, REF_GAMMA}, {NK_BETA, REF_BETA}};
   for (size_t i = 0; i < sizeof ref_keys / sizeof ref_keys[0]; i++) {
     const ynode_t *r = v[ref_keys[i][0]];
     if (!r) continue;
@@ -891,11 +892,14 @@ static int infer_gemm(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd, hk
       return -1;
     }
   }
-  if (nd->residual != HKC_NONE) {
-    const hkc_tensor_t *r = &T[nd->residual];
+  static const int like_out[][2] = {{REF_RESIDUAL, 0}, {REF_MUL, 1}};
+  for (int i = 0; i < 2; i++) {
+    int t = like_out[i][1] ? nd->mul : nd->residual;
+    if (t == HKC_NONE) continue;
+    const hkc_tensor_t *r = &T[t];
     if (!shape_equal(r->dims, r->rank, out->dims, out->rank)) {
-      hkc_error(pn->ref[REF_RESIDUAL]->loc, "node '%s': shape mismatch: residual '%s' is %s, the output is %s", nm,
-                r->name, tensor_shape_str(r, s1), tensor_shape_str(out, s2));
+      hkc_error(pn->ref[like_out[i][0]]->loc, "node '%s': shape mismatch: %s '%s' is %s, the output is %s", nm,
+                ref_names[like_out[i][0]], r->name, tensor_shape_str(r, s1), tensor_shape_str(out, s2));
       return -1;
     }
   }
@@ -1170,6 +1174,7 @@ static int parse_graph(spec_ctx_t *c, const ynode_t *g) {
     for (int k = 0; k < nd->n_in; k++) nd->in[k] = val[REF_IN0 + k];
     nd->bias = val[REF_BIAS];
     nd->residual = val[REF_RESIDUAL];
+    nd->mul = val[REF_MUL];
     nd->gamma = val[REF_GAMMA];
     nd->beta = val[REF_BETA];
   }
@@ -1242,7 +1247,8 @@ static int parse_fusion(spec_ctx_t *c, const ynode_t *n) {
   const ynode_t **seen = calloc(s->n_nodes ? s->n_nodes : 1, sizeof *seen); /* node -> where grouped */
   int rc = -1;
   if (!seen) goto done;
-  if (g->n && (!(s->groups = calloc(g->n, sizeof *s->groups)) || !(s->group_sizes = calloc(g->n, sizeof *s->group_sizes))))
+  if (g->n && (!(s->groups = calloc(g->n, sizeof *s->groups)) || !(s->group_sizes = calloc(g->n, sizeof *s->group_sizes)) ||
+               !(s->group_locs = calloc(g->n, sizeof *s->group_locs))))
     goto done;
   for (size_t i = 0; i < g->n; i++) {
     const ynode_t *grp = g->kids[i];
@@ -1252,6 +1258,7 @@ static int parse_fusion(spec_ctx_t *c, const ynode_t *n) {
       goto done;
     }
     if (!(s->groups[i] = calloc(grp->n, sizeof *s->groups[i]))) goto done;
+    s->group_locs[i] = grp->loc;
     s->n_groups = i + 1;
     for (size_t k = 0; k < grp->n; k++) {
       const ynode_t *e = grp->kids[k];
@@ -1297,8 +1304,8 @@ static int check_tensors(spec_ctx_t *c) {
   for (size_t j = 0; j < s->n_nodes; j++) {
     const hkc_node_t *nd = &s->nodes[j];
     for (int k = 0; k < nd->n_in; k++) used[nd->in[k]] = 1;
-    int extra[4] = {nd->bias, nd->residual, nd->gamma, nd->beta};
-    for (int k = 0; k < 4; k++)
+    int extra[5] = {nd->bias, nd->residual, nd->mul, nd->gamma, nd->beta};
+    for (int k = 0; k < 5; k++)
       if (extra[k] != HKC_NONE) used[extra[k]] = 1;
   }
   for (size_t i = 0; i < s->n_tensors; i++)

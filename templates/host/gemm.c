@@ -1,7 +1,8 @@
-/* gemm: C = act(A @ B + bias) + residual (DESIGN "Op semantics"), f32 accumulation,
- * one rounding to the output type at the end.
+/* gemm: C = act(A @ B + bias) * mul + residual (DESIGN "Op semantics"; mul is the fused
+ * element-wise multiply of a SwiGLU gate), f32 accumulation and epilogue, one rounding
+ * to the output type at the end.
  * Args: T A [M, K], T B [K, N] ([N, K] when HK_TRANS_B), T bias [N] or NULL,
- *       T residual [M, N] or NULL, T C [M, N], I M, I N, I K.
+ *       T residual [M, N] or NULL, T C [M, N], I M, I N, I K, T mul [M, N] or NULL.
  * A block is a tile of HK_GEMM_BM rows x HK_GEMM_BN columns, numbered row-tile-major
  * (block = row_tile * col_tiles + col_tile); edge tiles are masked. Per K step a panel of
  * B is converted to f32 once and reused by every row of the tile; the inner loop runs
@@ -16,6 +17,9 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
 #endif
 #if HK_HAS_RESIDUAL
   const HK_T *residual = (const HK_T *)hk_arg_ptr(args, 3);
+#endif
+#if HK_HAS_MUL
+  const HK_T *mul = (const HK_T *)hk_arg_ptr(args, 8);
 #endif
   HK_T *C = (HK_T *)hk_arg_ptr(args, 4);
   const int64_t M = hk_arg_i64(args, 5), N = hk_arg_i64(args, 6), K = hk_arg_i64(args, 7);
@@ -68,12 +72,18 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
 #if HK_HAS_RESIDUAL
       const HK_T *r_row = residual + (i0 + i) * N + j0;
 #endif
+#if HK_HAS_MUL
+      const HK_T *m_row = mul + (i0 + i) * N + j0;
+#endif
       for (int64_t j = 0; j < nb; j++) {
         float v = acc[i][j];
 #if HK_HAS_BIAS
         v += HK_LOAD(bias[j0 + j]);
 #endif
         v = HK_ACT(v);
+#if HK_HAS_MUL
+        v *= HK_LOAD(m_row[j]);
+#endif
 #if HK_HAS_RESIDUAL
         v += HK_LOAD(r_row[j]);
 #endif

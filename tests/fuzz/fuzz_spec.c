@@ -1,6 +1,7 @@
-/* libFuzzer target for the spec parser: arbitrary bytes through hkc_spec_parse.
- * Diagnostics go to a buffer (not printed); a parsed spec is checked for the
- * invariants later stages rely on, then destroyed. */
+/* libFuzzer target for the spec parser and the fusion plan: arbitrary bytes through
+ * hkc_spec_parse, then hkc_fuse (the spec's own plan, and auto when that was not it).
+ * Diagnostics go to a buffer (not printed); a parsed and a fused spec are checked for
+ * the invariants later stages rely on, then destroyed. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -10,9 +11,11 @@ static void check_invariants(const hkc_spec_t *s) {
   /* Nodes are in topological order and every index is in range. */
   for (size_t j = 0; j < s->n_nodes; j++) {
     const hkc_node_t *nd = &s->nodes[j];
-    int refs[] = {nd->in[0], nd->in[1], nd->in[2], nd->bias, nd->residual, nd->gamma, nd->beta};
+    if (nd->n_in < 1 || nd->n_in > HKC_MAX_NODE_IN) abort();
+    int refs[] = {nd->in[0], nd->in[1], nd->in[2], nd->in[3], nd->in[4], nd->bias, nd->residual,
+                  nd->mul,   nd->gamma, nd->beta,  nd->add_in};
     for (size_t k = 0; k < sizeof refs / sizeof refs[0]; k++) {
-      if (k < 3 && (int)k >= nd->n_in) continue;
+      if (k < HKC_MAX_NODE_IN && (int)k >= nd->n_in) continue;
       if (refs[k] == HKC_NONE) continue;
       if (refs[k] < 0 || (size_t)refs[k] >= s->n_tensors || s->tensors[refs[k]].producer >= (int)j) abort();
     }
@@ -24,6 +27,10 @@ static void check_invariants(const hkc_spec_t *s) {
           nd->pos_offset < 0 || !(nd->theta > 0))
         abort();
     }
+    if (nd->sum_out != HKC_NONE && (nd->add_in == HKC_NONE || nd->sum_out < 0 ||
+                                    (size_t)nd->sum_out >= s->n_tensors || s->tensors[nd->sum_out].producer != (int)j))
+      abort();
+    if (nd->n_fused < 1 || (nd->n_fused > 1) != (nd->fused_names != NULL)) abort();
   }
   for (size_t i = 0; i < s->n_tensors; i++) {
     const hkc_tensor_t *t = &s->tensors[i];
@@ -39,7 +46,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static char diag[4096];
   hkc_spec_t *spec = NULL;
   hkc_diag_capture(diag, sizeof diag);
-  if (hkc_spec_parse("fuzz.yaml", (const char *)data, size, &spec) == 0) check_invariants(spec);
+  if (hkc_spec_parse("fuzz.yaml", (const char *)data, size, &spec) == 0) {
+    check_invariants(spec);
+    int was_auto = spec->fusion == HKC_FUSION_AUTO;
+    if (hkc_fuse(spec, -1) == 0) check_invariants(spec);
+    hkc_spec_destroy(spec);
+    spec = NULL;
+    if (!was_auto && hkc_spec_parse("fuzz.yaml", (const char *)data, size, &spec) == 0 &&
+        hkc_fuse(spec, HKC_FUSION_AUTO) == 0)
+      check_invariants(spec);
+  }
   hkc_diag_capture(NULL, 0);
   hkc_spec_destroy(spec);
   return 0;

@@ -1,6 +1,7 @@
 /* Host kernels end to end: hkc_codegen_host -> hkc_rtc_host_compile -> dlopen -> the
- * kernel ABI, for every op, activation and dtype, against double-precision references
- * written here (independent of the templates). Also: lowering of a hand-built spec,
+ * kernel ABI, for every op, activation and dtype, and the fused forms (gemm epilogue
+ * mul, norms with a residual add and a stored sum, element-wise chain programs), against
+ * double-precision references written here (independent of the templates). Also: lowering of a hand-built spec,
  * kernel key names, the prelude's f16/bf16 conversions, and a -Wall -Wextra -Werror
  * build of the whole template set.
  *
@@ -60,7 +61,13 @@ static void add_key(hkc_kernel_key_t key) {
   hkc_kernel_key_name(&key, k->name, sizeof k->name);
 }
 
-static const hk_op_t k_plain_ops[] = {HK_OP_ADD,       HK_OP_MUL,     HK_OP_RELU,    HK_OP_GELU,      HK_OP_SILU,
+/* gemm epilogue multiply: (act, trans_b, bias, residual) combinations compiled with mul. */
+static const int k_mul_cases[][4] = {{HK_ACT_NONE, 0, 0, 0}, {HK_ACT_SILU, 0, 0, 0}, {HK_ACT_GELU, 1, 1, 1},
+                                     {HK_ACT_SILU, 0, 1, 0}, {HK_ACT_NONE, 1, 0, 1}, {HK_ACT_RELU, 0, 1, 1}};
+/* ewchain programs: every step kind, operand reuse, all 5 operands, the longest program. */
+static const char *const k_programs[] = {"r", "a1", "m1ra2", "a1gm2m3a4", "st", "a1ra2sa3ga4ta1ra2sa3ga4tm1rm2sr"};
+
+static const hk_op_t k_plain_ops[] = {HK_OP_ADD,       HK_OP_MUL,     HK_OP_RELU,    HK_OP_GELU,     HK_OP_SILU,
                                       HK_OP_LAYERNORM, HK_OP_RMSNORM, HK_OP_SOFTMAX, HK_OP_ATTENTION, HK_OP_ROPE};
 
 static double now_s(void) {
@@ -81,6 +88,19 @@ static int setup(void **state) {
                                    .has_residual = (flags >> 2) & 1});
     for (size_t o = 0; o < sizeof k_plain_ops / sizeof k_plain_ops[0]; o++)
       add_key((hkc_kernel_key_t){.op = k_plain_ops[o], .dtype = k_dtypes[d]});
+    for (size_t m = 0; m < sizeof k_mul_cases / sizeof k_mul_cases[0]; m++)
+      add_key((hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = k_dtypes[d], .act = (hk_act_t)k_mul_cases[m][0],
+                                 .trans_b = k_mul_cases[m][1], .has_bias = k_mul_cases[m][2],
+                                 .has_residual = k_mul_cases[m][3], .has_mul = 1});
+    for (int rms = 0; rms < 2; rms++)
+      for (int sum = 0; sum < 2; sum++)
+        add_key((hkc_kernel_key_t){.op = rms ? HK_OP_RMSNORM : HK_OP_LAYERNORM, .dtype = k_dtypes[d], .has_add = 1,
+                                   .has_sum = sum});
+    for (size_t p = 0; p < sizeof k_programs / sizeof k_programs[0]; p++) {
+      hkc_kernel_key_t key = {.op = HK_OP_EWCHAIN, .dtype = k_dtypes[d]};
+      snprintf(key.program, sizeof key.program, "%s", k_programs[p]);
+      add_key(key);
+    }
   }
   char *src = hkc_codegen_host(g_ops.kernels, g_ops.n_kernels);
   if (!src) return -1;
@@ -312,12 +332,13 @@ static double ref_act(hk_act_t act, double x) {
 static const char *const k_act_names[] = {"none", "relu", "gelu", "silu", "gelu_tanh"};
 
 /* ---- gemm ---------------------------------------------------------------------------------- */
-static void gemm_case(int dt, hk_act_t act, int tb, int has_bias, int has_res, int64_t M, int64_t N, int64_t K,
-                      hk_test_rng_t *rng) {
+static void gemm_case_mul(int dt, hk_act_t act, int tb, int has_bias, int has_res, int has_mul, int64_t M, int64_t N,
+                          int64_t K, hk_test_rng_t *rng) {
   buf_t A = buf_random(dt, (size_t)(M * K), rng, -1, 1);
   buf_t B = buf_random(dt, (size_t)(K * N), rng, -1, 1);
   buf_t bias = buf_random(dt, (size_t)N, rng, -1, 1);
   buf_t res = buf_random(dt, (size_t)(M * N), rng, -1, 1);
+  buf_t mul = buf_random(dt, (size_t)(M * N), rng, -2, 2);
   buf_t C = buf_poisoned(dt, (size_t)(M * N));
   double *ref = malloc(sizeof(double) * (size_t)(M * N)), *mag = malloc(sizeof(double) * (size_t)(M * N));
   for (int64_t i = 0; i < M; i++)
@@ -330,12 +351,13 @@ static void gemm_case(int dt, hk_act_t act, int tb, int has_bias, int has_res, i
       }
       if (has_bias) s += bias.val[j], m += fabs(bias.val[j]);
       s = ref_act(act, s);
+      if (has_mul) s *= mul.val[i * N + j], m *= fabs(mul.val[i * N + j]);
       if (has_res) s += res.val[i * N + j], m += fabs(res.val[i * N + j]);
       ref[i * N + j] = s;
       mag[i * N + j] = m;
     }
   hkc_kernel_key_t key = {.op = HK_OP_GEMM, .dtype = k_dtypes[dt], .act = act, .trans_b = tb,
-                          .has_bias = has_bias, .has_residual = has_res};
+                          .has_bias = has_bias, .has_residual = has_res, .has_mul = has_mul};
   call_t c = {0};
   arg_tensor(&c, &A);
   arg_tensor(&c, &B);
@@ -345,10 +367,11 @@ static void gemm_case(int dt, hk_act_t act, int tb, int has_bias, int has_res, i
   arg_i64(&c, M);
   arg_i64(&c, N);
   arg_i64(&c, K);
+  arg_tensor(&c, has_mul ? &mul : NULL);
   run(&key, &c, &C);
   char what[128];
-  snprintf(what, sizeof what, "gemm %lldx%lldx%lld act=%s tb=%d bias=%d res=%d", (long long)M, (long long)N,
-           (long long)K, k_act_names[act], tb, has_bias, has_res);
+  snprintf(what, sizeof what, "gemm %lldx%lldx%lld act=%s tb=%d bias=%d res=%d mul=%d", (long long)M, (long long)N,
+           (long long)K, k_act_names[act], tb, has_bias, has_res, has_mul);
   check(what, &C, ref, mag, 1e-3);
   free(ref);
   free(mag);
@@ -356,7 +379,13 @@ static void gemm_case(int dt, hk_act_t act, int tb, int has_bias, int has_res, i
   buf_free(&B);
   buf_free(&bias);
   buf_free(&res);
+  buf_free(&mul);
   buf_free(&C);
+}
+
+static void gemm_case(int dt, hk_act_t act, int tb, int has_bias, int has_res, int64_t M, int64_t N, int64_t K,
+                      hk_test_rng_t *rng) {
+  gemm_case_mul(dt, act, tb, has_bias, has_res, 0, M, N, K, rng);
 }
 
 static void test_gemm(void **state) {
@@ -375,6 +404,89 @@ static void test_gemm(void **state) {
     gemm_case(dt, HK_ACT_GELU, 0, 1, 1, 70, 530, 200, &rng);
     gemm_case(dt, HK_ACT_SILU, 1, 1, 0, 33, 513, 97, &rng);
   }
+}
+
+/* The fused epilogue multiply (SwiGLU): act(A @ B + bias) * mul + residual, odd shapes,
+ * several tiles. */
+static void test_gemm_mul(void **state) {
+  (void)state;
+  static const int64_t shapes[][3] = {{1, 1, 1}, {37, 29, 13}, {5, 300, 64}, {70, 530, 45}};
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 11);
+  for (int dt = 0; dt < N_DTYPES; dt++)
+    for (size_t m = 0; m < sizeof k_mul_cases / sizeof k_mul_cases[0]; m++)
+      for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        gemm_case_mul(dt, (hk_act_t)k_mul_cases[m][0], k_mul_cases[m][1], k_mul_cases[m][2], k_mul_cases[m][3], 1,
+                      shapes[s][0], shapes[s][1], shapes[s][2], &rng);
+}
+
+/* ---- element-wise chains ------------------------------------------------------------------ */
+/* Operands of a program (1 + the largest operand number). */
+static int program_operands(const char *p) {
+  int n = 1;
+  for (; *p; p++)
+    if (*p >= '1' && *p <= '9' && *p - '0' + 1 > n) n = *p - '0' + 1;
+  return n;
+}
+
+static void ewchain_case(int dt, const char *program, int64_t n, const int64_t *sizes, hk_test_rng_t *rng) {
+  int nin = program_operands(program);
+  buf_t in[HKC_MAX_NODE_IN];
+  for (int j = 0; j < nin; j++) in[j] = buf_random(dt, (size_t)sizes[j], rng, -2, 2);
+  buf_t out = buf_poisoned(dt, (size_t)n);
+  double *ref = malloc(sizeof(double) * (size_t)n), *mag = malloc(sizeof(double) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) {
+    double v = in[0].val[i % sizes[0]], m = fabs(v);
+    for (const char *p = program; *p; p++) {
+      if (*p == 'a' || *p == 'm') {
+        int j = *++p - '0';
+        double o = in[j].val[i % sizes[j]];
+        if (p[-1] == 'a') v += o, m += fabs(o);
+        else v *= o, m *= fabs(o);
+      } else {
+        v = ref_act(*p == 'r' ? HK_ACT_RELU : *p == 'g' ? HK_ACT_GELU : *p == 's' ? HK_ACT_SILU : HK_ACT_GELU_TANH, v);
+        m = fabs(v) + m; /* 1 + erf / 1 + exp cancel for negative inputs */
+      }
+    }
+    ref[i] = v;
+    mag[i] = m;
+  }
+  hkc_kernel_key_t key = {.op = HK_OP_EWCHAIN, .dtype = k_dtypes[dt]};
+  snprintf(key.program, sizeof key.program, "%s", program);
+  call_t c = {0};
+  arg_tensor(&c, &out);
+  arg_i64(&c, n);
+  for (int j = 0; j < nin; j++) {
+    arg_tensor(&c, &in[j]);
+    arg_i64(&c, sizes[j]);
+  }
+  run(&key, &c, &out);
+  char what[128];
+  snprintf(what, sizeof what, "ewchain %s n=%lld n0=%lld", program, (long long)n, (long long)sizes[0]);
+  check(what, &out, ref, mag, 1e-3);
+  for (int j = 0; j < nin; j++) buf_free(&in[j]);
+  buf_free(&out);
+  free(ref);
+  free(mag);
+}
+
+static void test_ewchain(void **state) {
+  (void)state;
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 12);
+  for (int dt = 0; dt < N_DTYPES; dt++)
+    for (size_t p = 0; p < sizeof k_programs / sizeof k_programs[0]; p++) {
+      /* all full (the vectorizable path, across chunks); broadcast rows and scalars in
+       * any operand, the first included; a single element */
+      const int64_t full[5] = {40000, 40000, 40000, 40000, 40000};
+      const int64_t mixed[5] = {29, 37 * 29, 1, 29, 37 * 29};
+      const int64_t big[5] = {35000, 7, 35000, 1, 5000};
+      const int64_t one[5] = {1, 1, 1, 1, 1};
+      ewchain_case(dt, k_programs[p], 40000, full, &rng);
+      ewchain_case(dt, k_programs[p], 37 * 29, mixed, &rng);
+      ewchain_case(dt, k_programs[p], 35000, big, &rng);
+      ewchain_case(dt, k_programs[p], 1, one, &rng);
+    }
 }
 
 /* ---- element-wise ----------------------------------------------------------------------- */
@@ -453,15 +565,26 @@ static void test_unary(void **state) {
 }
 
 /* ---- norms and softmax ---------------------------------------------------------------- */
-static void norm_case(int dt, int rms, int64_t rows, int64_t cols, double offset, hk_test_rng_t *rng) {
+/* has_add: the row normalised is x + add (fused residual add); has_sum: that sum is also
+ * stored, and checked. */
+static void norm_case_add(int dt, int rms, int has_add, int has_sum, int64_t rows, int64_t cols, double offset,
+                          hk_test_rng_t *rng) {
   const float eps = 1e-5f;
   size_t n = (size_t)(rows * cols);
   buf_t x = buf_random(dt, n, rng, offset - 1, offset + 1);
+  buf_t add = buf_random(dt, n, rng, -1, 1);
   buf_t gamma = buf_random(dt, (size_t)cols, rng, -1.5, 1.5), beta = buf_random(dt, (size_t)cols, rng, -1, 1);
-  buf_t out = buf_poisoned(dt, n);
+  buf_t out = buf_poisoned(dt, n), sum = buf_poisoned(dt, n);
   double *ref = malloc(sizeof(double) * n), *mag = malloc(sizeof(double) * n);
+  double *ref_sum = malloc(sizeof(double) * n), *mag_sum = malloc(sizeof(double) * n);
+  double *row = malloc(sizeof(double) * (size_t)cols);
   for (int64_t r = 0; r < rows; r++) {
-    const double *xr = x.val + r * cols;
+    for (int64_t c = 0; c < cols; c++) {
+      row[c] = x.val[r * cols + c] + (has_add ? add.val[r * cols + c] : 0);
+      ref_sum[r * cols + c] = row[c];
+      mag_sum[r * cols + c] = fabs(x.val[r * cols + c]) + fabs(add.val[r * cols + c]);
+    }
+    const double *xr = row;
     double mean = 0, var = 0;
     for (int64_t c = 0; c < cols; c++) mean += xr[c];
     mean = rms ? 0 : mean / (double)cols;
@@ -473,7 +596,8 @@ static void norm_case(int dt, int rms, int64_t rows, int64_t cols, double offset
       mag[r * cols + c] = fabs(gamma.val[c]) * (fabs(xh) + 1) + (rms ? 0 : fabs(beta.val[c]));
     }
   }
-  hkc_kernel_key_t key = {.op = rms ? HK_OP_RMSNORM : HK_OP_LAYERNORM, .dtype = k_dtypes[dt]};
+  hkc_kernel_key_t key = {.op = rms ? HK_OP_RMSNORM : HK_OP_LAYERNORM, .dtype = k_dtypes[dt], .has_add = has_add,
+                          .has_sum = has_sum};
   call_t c = {0};
   arg_tensor(&c, &x);
   arg_tensor(&c, &gamma);
@@ -482,17 +606,47 @@ static void norm_case(int dt, int rms, int64_t rows, int64_t cols, double offset
   arg_i64(&c, rows);
   arg_i64(&c, cols);
   arg_f32(&c, eps);
+  arg_tensor(&c, has_add ? &add : NULL);
+  arg_tensor(&c, has_sum ? &sum : NULL);
   run(&key, &c, &out);
-  char what[64];
-  snprintf(what, sizeof what, "%s %lldx%lld offset %g", rms ? "rmsnorm" : "layernorm", (long long)rows,
-           (long long)cols, offset);
+  char what[96];
+  snprintf(what, sizeof what, "%s%s%s %lldx%lld offset %g", rms ? "rmsnorm" : "layernorm", has_add ? " +add" : "",
+           has_sum ? " +sum" : "", (long long)rows, (long long)cols, offset);
   check(what, &out, ref, mag, 0);
+  if (has_sum) {
+    strcat(what, " (stored sum)");
+    check(what, &sum, ref_sum, mag_sum, 0);
+  } else {
+    assert_int_equal(count_unwritten(&sum), n); /* no sum requested: nothing written there */
+  }
   free(ref);
   free(mag);
+  free(ref_sum);
+  free(mag_sum);
+  free(row);
   buf_free(&x);
+  buf_free(&add);
   buf_free(&gamma);
   buf_free(&beta);
   buf_free(&out);
+  buf_free(&sum);
+}
+
+static void norm_case(int dt, int rms, int64_t rows, int64_t cols, double offset, hk_test_rng_t *rng) {
+  norm_case_add(dt, rms, 0, 0, rows, cols, offset, rng);
+}
+
+/* The fused residual add + norm, with and without the stored sum. */
+static void test_norms_add(void **state) {
+  (void)state;
+  static const int64_t shapes[][2] = {{1, 1}, {3, 7}, {9, 768}, {2, 1001}};
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 13);
+  for (int dt = 0; dt < N_DTYPES; dt++)
+    for (int rms = 0; rms < 2; rms++)
+      for (int sum = 0; sum < 2; sum++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+          norm_case_add(dt, rms, 1, sum, shapes[s][0], shapes[s][1], rms ? 0.5 : 20, &rng);
 }
 
 static void test_norms(void **state) {
@@ -891,7 +1045,8 @@ static hkc_node_t *add_node(hkc_spec_t *s, const char *name, hk_op_t op, int in0
   n->in[0] = in0;
   n->in[1] = n->in[2] = HKC_NONE;
   n->n_in = 1;
-  n->bias = n->residual = n->gamma = n->beta = HKC_NONE;
+  n->bias = n->residual = n->mul = n->gamma = n->beta = n->add_in = n->sum_out = HKC_NONE;
+  n->n_fused = 1;
   n->out = out;
   n->eps = 1e-5f;
   return n;
@@ -953,8 +1108,10 @@ static void test_lower_bert_like(void **state) {
     hkc_kernel_key_t key;
     hkc_arg_t args[HKC_MAX_ARGS];
 
-    assert_int_equal(hkc_lower_node(&s, 0, B, &key, args), 8);
+    assert_int_equal(hkc_lower_node(&s, 0, B, &key, args), 9);
     assert_int_equal(key.op, HK_OP_GEMM);
+    assert_false(key.has_mul);
+    expect_tensor(&args[8], HKC_NONE);
     assert_int_equal(key.dtype, HK_DTYPE_F16);
     assert_int_equal(key.act, HK_ACT_GELU);
     assert_true(key.has_bias && !key.has_residual && !key.trans_b);
@@ -971,13 +1128,15 @@ static void test_lower_bert_like(void **state) {
     assert_int_equal(args[16].kind, HK_ARG_F32);
     assert_true(fabsf(args[16].f - 0.25f) < 1e-7f);
 
-    assert_int_equal(hkc_lower_node(&s, 2, B, &key, args), 8);
+    assert_int_equal(hkc_lower_node(&s, 2, B, &key, args), 9);
     assert_true(key.trans_b && key.has_residual && !key.has_bias && key.act == HK_ACT_NONE);
     expect_tensor(&args[2], HKC_NONE), expect_tensor(&args[3], x);
     expect_ints(args, 5, (int64_t[]){M, HID, HID}, 3, "proj");
 
-    assert_int_equal(hkc_lower_node(&s, 3, B, &key, args), 7);
+    assert_int_equal(hkc_lower_node(&s, 3, B, &key, args), 9);
     assert_int_equal(key.op, HK_OP_LAYERNORM);
+    assert_true(!key.has_add && !key.has_sum);
+    expect_tensor(&args[7], HKC_NONE), expect_tensor(&args[8], HKC_NONE);
     expect_tensor(&args[0], y), expect_tensor(&args[1], gm), expect_tensor(&args[2], bt), expect_tensor(&args[3], z);
     expect_ints(args, 4, (int64_t[]){M, HID}, 2, "ln");
     assert_int_equal(args[6].kind, HK_ARG_F32);
@@ -1044,19 +1203,30 @@ static int is_identifier(const char *s) {
 
 static void test_key_names_unique(void **state) {
   (void)state;
-  enum { MAXK = HK_OP_COUNT_ * HK_DTYPE_COUNT_ * HK_ACT_COUNT_ * 8 };
+  enum { NPROG = 4, MAXK = HK_OP_COUNT_ * HK_DTYPE_COUNT_ * HK_ACT_COUNT_ * 48 + NPROG * HK_DTYPE_COUNT_ };
   static hkc_kernel_key_t keys[MAXK];
   static char names[MAXK][96];
   size_t n = 0;
   for (int op = 0; op < HK_OP_COUNT_; op++)
     for (int dt = 0; dt < HK_DTYPE_COUNT_; dt++)
       for (int act = 0; act < HK_ACT_COUNT_; act++)
-        for (int f = 0; f < 8; f++) {
-          keys[n] = (hkc_kernel_key_t){.op = (hk_op_t)op, .dtype = (hk_dtype_t)dt, .act = (hk_act_t)act, .trans_b = f & 1, .has_bias = (f >> 1) & 1, .has_residual = (f >> 2) & 1};
+        for (int f = 0; f < 64; f++) {
+          if ((f >> 5 & 1) && !(f >> 4 & 1)) continue; /* has_sum only with has_add */
+          keys[n] = (hkc_kernel_key_t){.op = (hk_op_t)op, .dtype = (hk_dtype_t)dt, .act = (hk_act_t)act, .trans_b = f & 1, .has_bias = (f >> 1) & 1, .has_residual = (f >> 2) & 1,
+                                       .has_mul = (f >> 3) & 1, .has_add = (f >> 4) & 1, .has_sum = (f >> 5) & 1};
           hkc_kernel_key_name(&keys[n], names[n], sizeof names[n]);
           if (!is_identifier(names[n]) || strncmp(names[n], "hk_", 3) != 0) fail_msg("bad name '%s'", names[n]);
           n++;
         }
+  static const char *const programs[NPROG] = {"r", "a1", "a1gm2", "a1gm2r"};
+  for (int p = 0; p < NPROG; p++)
+    for (int dt = 0; dt < HK_DTYPE_COUNT_; dt++) {
+      keys[n] = (hkc_kernel_key_t){.op = HK_OP_EWCHAIN, .dtype = (hk_dtype_t)dt};
+      snprintf(keys[n].program, sizeof keys[n].program, "%s", programs[p]);
+      hkc_kernel_key_name(&keys[n], names[n], sizeof names[n]);
+      if (!is_identifier(names[n])) fail_msg("bad name '%s'", names[n]);
+      n++;
+    }
   for (size_t i = 0; i < n; i++) {
     assert_true(hkc_kernel_key_equal(&keys[i], &keys[i]));
     for (size_t j = i + 1; j < n; j++) {
@@ -1071,6 +1241,19 @@ static void test_key_names_unique(void **state) {
   assert_string_equal(name, "hk_gemm_f16_gelu_bias_res_tb");
   hkc_kernel_key_name(&(hkc_kernel_key_t){.op = HK_OP_SOFTMAX, .dtype = HK_DTYPE_BF16}, name, sizeof name);
   assert_string_equal(name, "hk_softmax_bf16");
+  hkc_kernel_key_name(&(hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = HK_DTYPE_F16, .has_bias = 1, .has_mul = 1,
+                                          .has_residual = 1},
+                      name, sizeof name);
+  assert_string_equal(name, "hk_gemm_f16_bias_mul_res");
+  hkc_kernel_key_name(&(hkc_kernel_key_t){.op = HK_OP_LAYERNORM, .dtype = HK_DTYPE_F16, .has_add = 1, .has_sum = 1},
+                      name, sizeof name);
+  assert_string_equal(name, "hk_layernorm_f16_add_sum");
+  hkc_kernel_key_t ew = {.op = HK_OP_EWCHAIN, .dtype = HK_DTYPE_F16, .align = 8};
+  snprintf(ew.program, sizeof ew.program, "a1gm2");
+  hkc_kernel_key_name(&ew, name, sizeof name);
+  assert_string_equal(name, "hk_ewchain_f16_a1gm2_a8");
+  hkc_kernel_key_name(&(hkc_kernel_key_t){.op = HK_OP_ROPE, .dtype = HK_DTYPE_F32}, name, sizeof name);
+  assert_string_equal(name, "hk_rope_f32");
 }
 
 static void test_host_target_name(void **state) {
@@ -1094,6 +1277,9 @@ int main(void) {
       cmocka_unit_test(test_conversions),
       cmocka_unit_test(test_checker_catches_errors),
       cmocka_unit_test(test_gemm),
+      cmocka_unit_test(test_gemm_mul),
+      cmocka_unit_test(test_ewchain),
+      cmocka_unit_test(test_norms_add),
       cmocka_unit_test(test_binary),
       cmocka_unit_test(test_unary),
       cmocka_unit_test(test_norms),

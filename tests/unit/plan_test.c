@@ -1,6 +1,7 @@
 /* plan.c: the workspace arena (liveness sharing, no overlap between tensors alive at
  * the same time, alignment) and graph dependencies (every conflicting pair ordered,
- * independent branches left parallel), on hand-written and random graphs. */
+ * independent branches left parallel), on hand-written and random graphs -- also fused
+ * ones, whose nodes read mul / add_in and may write two tensors (out and sum_out). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,20 +31,39 @@ static uint64_t tensor_bytes(const hkc_spec_t *s, int t, int64_t batch) {
   return (uint64_t)hkc_tensor_elems(&s->tensors[t], batch) * hkc_dtype_size(s->tensors[t].dtype);
 }
 
-/* Lifetime of an intermediate: [producer, last reader]. */
+/* What node n reads and writes (HKC_NONE entries included; callers skip them). */
+static int touched_reads(const hkc_node_t *n, int out[16]) {
+  int k = 0;
+  for (int r = 0; r < n->n_in; r++) out[k++] = n->in[r];
+  out[k++] = n->bias;
+  out[k++] = n->residual;
+  out[k++] = n->mul;
+  out[k++] = n->gamma;
+  out[k++] = n->beta;
+  out[k++] = n->add_in;
+  return k;
+}
+
+static int touched_writes(const hkc_node_t *n, int out[2]) {
+  out[0] = n->out;
+  out[1] = n->sum_out;
+  return 2;
+}
+
+/* Lifetime of an intermediate: [the node writing it, last reader], from the nodes
+ * (not from `producer`). */
 static void lifetime(const hkc_spec_t *s, int t, size_t *first, size_t *last) {
-  *first = *last = (size_t)s->tensors[t].producer;
+  *first = SIZE_MAX;
+  *last = 0;
   for (size_t j = 0; j < s->n_nodes; j++) {
-    const hkc_node_t *n = &s->nodes[j];
-    int reads[7], nr = 0;
-    for (int r = 0; r < n->n_in; r++) reads[nr++] = n->in[r];
-    reads[nr++] = n->bias;
-    reads[nr++] = n->residual;
-    reads[nr++] = n->gamma;
-    reads[nr++] = n->beta;
-    for (int r = 0; r < nr; r++)
-      if (reads[r] == t && j > *last) *last = j;
+    int w[2], r[16];
+    for (int k = 0, nw = touched_writes(&s->nodes[j], w); k < nw; k++)
+      if (w[k] == t && j < *first) *first = j;
+    for (int k = 0, nr = touched_reads(&s->nodes[j], r); k < nr; k++)
+      if (r[k] == t && j > *last) *last = j;
   }
+  assert_true(*first != SIZE_MAX);
+  if (*last < *first) *last = *first;
 }
 
 /* Checks every invariant of a plan; returns the sum of intermediate sizes. */
@@ -211,11 +231,155 @@ static void test_random_graphs(void **state) {
   }
 }
 
+static int overlap(const hkc_spec_t *s, const uint64_t *off, int64_t batch, int a, int b) {
+  if (a == HKC_NONE || b == HKC_NONE) return 0;
+  if (a == b) return 1;
+  if (off[a] == HK_PLACEMENT_NONE || off[b] == HK_PLACEMENT_NONE) return 0;
+  return off[a] < off[b] + tensor_bytes(s, b, batch) && off[b] < off[a] + tensor_bytes(s, a, batch);
+}
+
+/* Every pair i < j where j writes bytes i reads or writes, or reads bytes i writes, is
+ * ordered by the dependency edges (transitively). */
+static void check_deps(const hkc_spec_t *s, const uint64_t *off, int64_t batch, const hkc_deps_t *deps) {
+  size_t nn = s->n_nodes;
+  unsigned char *reach = calloc(nn * nn + 1, 1);
+  for (size_t j = 0; j < nn; j++)
+    for (uint32_t e = deps->start[j]; e < deps->start[j + 1]; e++) {
+      uint32_t i = deps->list[e];
+      assert_true(i < j);
+      reach[j * nn + i] = 1;
+      for (size_t k = 0; k < nn; k++)
+        if (reach[i * nn + k]) reach[j * nn + k] = 1;
+    }
+  for (size_t j = 0; j < nn; j++)
+    for (size_t i = 0; i < j; i++) {
+      int ri[16], rj[16], wi[2], wj[2];
+      int nri = touched_reads(&s->nodes[i], ri), nrj = touched_reads(&s->nodes[j], rj);
+      touched_writes(&s->nodes[i], wi);
+      touched_writes(&s->nodes[j], wj);
+      int conflict = 0;
+      for (int a = 0; a < 2; a++) {
+        for (int b = 0; b < nrj; b++) conflict |= overlap(s, off, batch, wi[a], rj[b]); /* RAW */
+        for (int b = 0; b < nri; b++) conflict |= overlap(s, off, batch, wj[a], ri[b]); /* WAR */
+        for (int b = 0; b < 2; b++) conflict |= overlap(s, off, batch, wj[a], wi[b]);   /* WAW */
+      }
+      if (conflict && !reach[j * nn + i])
+        fail_msg("node %zu (%s) touches bytes of node %zu (%s) but does not wait for it", j, s->nodes[j].name, i,
+                 s->nodes[i].name);
+    }
+  free(reach);
+}
+
+/* Random graphs of adds, muls, norms and gemms, fused (auto): norms with a fused residual
+ * add write the sum too when something else reads it, gemms read mul operands. Checks the
+ * arena and every RAW / WAR / WAW pair, including both outputs of a node. */
+static void test_random_fused_two_outputs(void **state) {
+  (void)state;
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 777);
+  int two_outputs = 0, muls = 0;
+  for (int trial = 0; trial < 60; trial++) {
+    int n = 4 + (int)hk_test_uniform(&rng, 0, 26);
+    int width = 1 + (int)hk_test_uniform(&rng, 0, 200);
+    char *text = malloc(65536);
+    int len = sprintf(text,
+                      "hkc: 1\nname: r\ndtype: f16\nbatch_sizes: [3]\ninputs: {x: [batch, %d]}\n"
+                      "params: {g: [%d], b: [%d], w: [%d, %d]}\ngraph:\n",
+                      width, width, width, width, width);
+    char outs[1024];
+    int olen = 0;
+    for (int i = 0; i < n; i++) {
+      int a = hk_test_uniform(&rng, 0, 1) < 0.5 ? i - 1 : (int)floor(hk_test_uniform(&rng, -1, i));
+      int c = (int)floor(hk_test_uniform(&rng, -1, i));
+      char ta[16], tc[16];
+      snprintf(ta, sizeof ta, a < 0 ? "x" : "t%d", a);
+      snprintf(tc, sizeof tc, c < 0 ? "x" : "t%d", c);
+      int kind = (int)hk_test_uniform(&rng, 0, 6);
+      if (kind == 0) len += sprintf(text + len, "  - {name: n%d, op: add, in: [%s, %s], out: t%d}\n", i, ta, tc, i);
+      else if (kind == 1)
+        len += sprintf(text + len, "  - {name: n%d, op: layernorm, in: [%s], gamma: g, beta: b, out: t%d}\n", i, ta, i);
+      else if (kind == 2) len += sprintf(text + len, "  - {name: n%d, op: rmsnorm, in: [%s], gamma: g, out: t%d}\n", i, ta, i);
+      else if (kind == 3) len += sprintf(text + len, "  - {name: n%d, op: gemm, in: [%s, w], out: t%d}\n", i, ta, i);
+      else if (kind == 4) len += sprintf(text + len, "  - {name: n%d, op: mul, in: [%s, %s], out: t%d}\n", i, tc, ta, i);
+      else len += sprintf(text + len, "  - {name: n%d, op: silu, in: [%s], out: t%d}\n", i, ta, i);
+      if (i == n - 1 || hk_test_uniform(&rng, 0, 1) < 0.1)
+        olen += snprintf(outs + olen, sizeof outs - (size_t)olen, "%st%d", olen ? ", " : "", i);
+    }
+    sprintf(text + len, "outputs: [%s]\n", outs);
+    hkc_spec_t *s = NULL;
+    hkc_diag_capture(diag, sizeof diag);
+    int rc = hkc_spec_parse("r.yaml", text, strlen(text), &s);
+    if (rc == 0) rc = hkc_fuse(s, HKC_FUSION_AUTO);
+    hkc_diag_capture(NULL, 0);
+    if (rc != 0) fail_msg("random spec rejected: %s\n%s", diag, text);
+    for (size_t j = 0; j < s->n_nodes; j++) {
+      two_outputs += s->nodes[j].sum_out != HKC_NONE;
+      muls += s->nodes[j].mul != HKC_NONE;
+    }
+    uint64_t *off = calloc(s->n_tensors, sizeof *off), arena;
+    assert_int_equal(hkc_plan_memory(s, 3, off, &arena), 0);
+    check_plan(s, 3, off, arena);
+    hkc_deps_t deps;
+    assert_int_equal(hkc_plan_deps(s, 3, off, &deps), 0);
+    check_deps(s, off, 3, &deps);
+    hkc_deps_free(&deps);
+    free(off);
+    hkc_spec_destroy(s);
+    free(text);
+  }
+  assert_true(two_outputs >= 10); /* the generator does exercise sum_out */
+  assert_true(muls >= 5);
+}
+
+/* A hand-made two-output node: the sum it stores is read later and its bytes must not
+ * be shared with anything alive meanwhile; the reader waits for the fused node. */
+static void test_sum_out_lifetime(void **state) {
+  (void)state;
+  hkc_spec_t *s = parse_ok("hkc: 1\nname: t\ndtype: f32\nbatch_sizes: [2]\n"
+                           "inputs: {x: [batch, 64], z: [batch, 64]}\nparams: {g: [64]}\n"
+                           "graph:\n"
+                           "  - {name: a0, op: relu, in: [x], out: p}\n"
+                           "  - {name: a1, op: silu, in: [z], out: q}\n"
+                           "  - {name: s, op: add, in: [p, q], out: r}\n"
+                           "  - {name: n, op: rmsnorm, in: [r], gamma: g, out: y0}\n"
+                           "  - {name: u, op: relu, in: [y0], out: y1}\n"
+                           "  - {name: v, op: gelu, in: [y1], out: y2}\n"
+                           "  - {name: late, op: softmax, in: [r], out: y3}\n"
+                           "outputs: [y2, y3]\n");
+  hkc_diag_capture(diag, sizeof diag);
+  int rc = hkc_fuse(s, HKC_FUSION_AUTO);
+  hkc_diag_capture(NULL, 0);
+  assert_int_equal(rc, 0);
+  int fused = -1, late = -1, r = hkc_tensor_find(s, "r");
+  for (size_t j = 0; j < s->n_nodes; j++) {
+    if (s->nodes[j].sum_out != HKC_NONE) fused = (int)j;
+    if (!strcmp(s->nodes[j].name, "late")) late = (int)j;
+  }
+  assert_true(fused >= 0 && late > fused);
+  assert_int_equal(s->nodes[fused].sum_out, r);
+  uint64_t *off = calloc(s->n_tensors, sizeof *off), arena;
+  assert_int_equal(hkc_plan_memory(s, 2, off, &arena), 0);
+  check_plan(s, 2, off, arena);
+  /* r lives from the fused norm to `late`: y0 and y1 (the chain between) may not share it */
+  for (size_t t = 0; t < s->n_tensors; t++)
+    if ((int)t != r && s->tensors[t].role == HK_ROLE_INTERMEDIATE && s->tensors[t].producer > fused &&
+        s->tensors[t].producer < late)
+      assert_false(overlap(s, off, 2, (int)t, r));
+  hkc_deps_t deps;
+  assert_int_equal(hkc_plan_deps(s, 2, off, &deps), 0);
+  check_deps(s, off, 2, &deps);
+  hkc_deps_free(&deps);
+  free(off);
+  hkc_spec_destroy(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_chain_reuses_memory),
       cmocka_unit_test(test_branches_stay_parallel),
       cmocka_unit_test(test_random_graphs),
+      cmocka_unit_test(test_random_fused_two_outputs),
+      cmocka_unit_test(test_sum_out_lifetime),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

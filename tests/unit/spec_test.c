@@ -180,7 +180,7 @@ static void test_bert_layer_spec(void **state) {
   assert_int_equal(dim_at(ctx, 2, 8), 768);
   assert_int_equal(dim_at(f, 2, 1), 3072);
   assert_int_equal(hkc_tensor_elems(tensor(s, "y"), 128), 128 * 128 * 768);
-  assert_int_equal(s->n_nodes, 7);
+  assert_int_equal(s->n_nodes, 10); /* one node per operation: fusion happens later */
   const hkc_node_t *attn = &s->nodes[1];
   assert_int_equal(attn->op, HK_OP_ATTENTION);
   assert_int_equal(attn->n_in, 1);
@@ -189,9 +189,11 @@ static void test_bert_layer_spec(void **state) {
   assert_int_equal(attn->causal, 0);
   assert_int_equal(attn->has_scale, 0);
   assert_float_equal(attn->scale, 0.125f, 1e-7f); /* 1/sqrt(768/12) */
-  assert_int_equal(s->nodes[2].residual, hkc_tensor_find(s, "x"));
-  assert_int_equal(s->nodes[5].residual, hkc_tensor_find(s, "h1"));
-  assert_float_equal(s->nodes[3].eps, 1e-12f, 1e-18f);
+  assert_int_equal(s->nodes[3].op, HK_OP_ADD);
+  assert_int_equal(s->nodes[3].in[1], hkc_tensor_find(s, "x"));
+  assert_int_equal(s->nodes[6].op, HK_OP_GELU);
+  assert_int_equal(s->nodes[8].in[1], hkc_tensor_find(s, "h1"));
+  assert_float_equal(s->nodes[4].eps, 1e-12f, 1e-18f);
   assert_int_equal(tensor(s, "y")->role, HK_ROLE_OUTPUT);
   assert_int_equal(tensor(s, "h1")->role, HK_ROLE_INTERMEDIATE);
   hkc_spec_destroy(s);
@@ -430,6 +432,10 @@ static void test_shape_mismatch(void **state) {
                   "shape mismatch: bias 'g' is [8], expected [16]", NULL);
   expect_error_on(BASE "graph:\n  - {name: a, op: gemm, in: [x, w], residual: x, out: y}\noutputs: [y]\n", 8,
                   "residual: |x", "residual 'x' is [batch, 8], the output is [batch, 16]", NULL);
+  expect_error_on(BASE "graph:\n  - {name: a, op: gemm, in: [x, w], mul: x, out: y}\noutputs: [y]\n", 8,
+                  "mul: |x", "shape mismatch: mul 'x' is [batch, 8], the output is [batch, 16]", NULL);
+  expect_error_on(BASE "graph:\n  - {name: a, op: relu, in: [x], mul: x, out: y}\noutputs: [y]\n", 8, "mul",
+                  "unknown key 'mul' for op 'relu'", NULL);
   expect_error_on(BASE "graph:\n  - {name: a, op: add, in: [x, w], out: y}\noutputs: [y]\n", 8, "w]",
                   "cannot broadcast 'x' [batch, 8] with 'w' [8, 16]", NULL);
   expect_error_on(BASE "graph:\n  - {name: a, op: layernorm, in: [x], gamma: bias, beta: g, out: y}\noutputs: [y]\n",
@@ -646,6 +652,28 @@ static void test_fusion_groups(void **state) {
 #undef TWO
 }
 
+/* gemm's `mul:` (the epilogue multiply, shaped like the output) and group locations. */
+static void test_gemm_mul_and_group_locations(void **state) {
+  (void)state;
+  hkc_spec_t *s = parse_ok("hkc: 1\nname: t\nbatch_sizes: [2]\ninputs: {x: [batch, 4], m: [batch, 6]}\n"
+                           "params: {w: [4, 6]}\n"
+                           "graph:\n"
+                           "  - {name: g, op: gemm, in: [x, w], act: silu, mul: m, out: y}\n"
+                           "  - {name: r, op: relu, in: [y], out: z}\n"
+                           "outputs: [z]\n"
+                           "fusion:\n  groups:\n    - [g]\n    - [r]\n");
+  assert_int_equal(s->nodes[0].mul, hkc_tensor_find(s, "m"));
+  assert_int_equal(s->nodes[0].act, HK_ACT_SILU);
+  assert_int_equal(s->nodes[1].mul, HKC_NONE);
+  assert_int_equal(s->n_groups, 2);
+  assert_non_null(s->group_locs);
+  assert_string_equal(s->group_locs[1].file, "t.yaml");
+  assert_int_equal(s->group_locs[0].line, 12);
+  assert_int_equal(s->group_locs[0].col, 7);
+  assert_int_equal(s->group_locs[1].line, 13);
+  hkc_spec_destroy(s);
+}
+
 static void test_yaml_syntax_error(void **state) {
   (void)state;
   expect_error_at("hkc: 1\nname: [unclosed\n", 3, 1, "YAML syntax error: did not find expected ',' or ']'",
@@ -721,6 +749,7 @@ int main(void) {
       cmocka_unit_test(test_outputs),
       cmocka_unit_test(test_unused_tensor_warning),
       cmocka_unit_test(test_fusion_groups),
+      cmocka_unit_test(test_gemm_mul_and_group_locations),
       cmocka_unit_test(test_yaml_syntax_error),
       cmocka_unit_test(test_wrong_node_types),
       cmocka_unit_test(test_missing_file),

@@ -1,0 +1,856 @@
+/* fusion.c: `fusion: auto` on BERT- and Llama-like snippets (gemm epilogues, SwiGLU,
+ * residual add + norm with and without a stored sum, element-wise chains with
+ * broadcasting), what must not fuse (graph outputs, a chain in the wrong epilogue order,
+ * attention), explicit groups and their errors (FILE:LINE:COL of the group, the node
+ * that breaks it, why), the compacted tensor table, and on random graphs that the fused
+ * spec computes what the unfused one does (a double-precision interpreter of the IR
+ * written here, independent of the kernels). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "hkc.h"
+#include "test_util.h"
+
+static char diag[16384];
+
+static hkc_spec_t *parse_ok(const char *text) {
+  hkc_spec_t *spec = NULL;
+  hkc_diag_capture(diag, sizeof diag);
+  int rc = hkc_spec_parse("t.yaml", text, strlen(text), &spec);
+  hkc_diag_capture(NULL, 0);
+  if (rc != 0) fail_msg("spec rejected:\n%s\n%s", text, diag);
+  return spec;
+}
+
+static void fuse_ok(hkc_spec_t *s, int mode) {
+  hkc_diag_capture(diag, sizeof diag);
+  int rc = hkc_fuse(s, mode);
+  hkc_diag_capture(NULL, 0);
+  if (rc != 0) fail_msg("hkc_fuse failed:\n%s", diag);
+}
+
+static int T(const hkc_spec_t *s, const char *name) {
+  int t = hkc_tensor_find(s, name);
+  if (t == HKC_NONE) fail_msg("no tensor '%s'", name);
+  return t;
+}
+
+/* The node computing exactly these spec nodes ("fc2,res" or "fc1"). */
+static const hkc_node_t *N(const hkc_spec_t *s, const char *label) {
+  for (size_t i = 0; i < s->n_nodes; i++) {
+    const hkc_node_t *n = &s->nodes[i];
+    if (!strcmp(n->fused_names ? n->fused_names : n->name, label)) return n;
+  }
+  char all[2048] = "";
+  for (size_t i = 0; i < s->n_nodes; i++) {
+    const hkc_node_t *n = &s->nodes[i];
+    strncat(all, n->fused_names ? n->fused_names : n->name, sizeof all - strlen(all) - 3);
+    strcat(all, " | ");
+  }
+  fail_msg("no node '%s' (nodes: %s)", label, all);
+  return NULL;
+}
+
+static size_t node_reads(const hkc_node_t *n, int out[16]) {
+  size_t k = 0;
+  for (int i = 0; i < n->n_in; i++) out[k++] = n->in[i];
+  const int extra[] = {n->bias, n->residual, n->mul, n->gamma, n->beta, n->add_in};
+  for (size_t i = 0; i < 6; i++)
+    if (extra[i] != HKC_NONE) out[k++] = extra[i];
+  return k;
+}
+
+/* Every invariant of a (fused) spec: indices in range, one writer per node-written
+ * tensor and `producer` naming it, producers before readers, outputs keep their role,
+ * inputs/params unproduced, n_fused matching fused_names. */
+static void check_consistent(const hkc_spec_t *s) {
+  int *writer = malloc((s->n_tensors + 1) * sizeof *writer);
+  for (size_t t = 0; t < s->n_tensors; t++) writer[t] = -1;
+  for (size_t j = 0; j < s->n_nodes; j++) {
+    const hkc_node_t *n = &s->nodes[j];
+    int w[2] = {n->out, n->sum_out};
+    for (int k = 0; k < 2; k++) {
+      if (w[k] == HKC_NONE) continue;
+      assert_true(w[k] >= 0 && (size_t)w[k] < s->n_tensors);
+      if (writer[w[k]] >= 0) fail_msg("tensor %s written twice", s->tensors[w[k]].name);
+      writer[w[k]] = (int)j;
+    }
+    if (n->sum_out != HKC_NONE) assert_true(n->add_in != HKC_NONE);
+    int n_commas = 0;
+    if (n->fused_names)
+      for (const char *p = n->fused_names; *p; p++) n_commas += *p == ',';
+    assert_int_equal(n->n_fused, n->fused_names ? n_commas + 1 : 1);
+    if (n->fused_names) assert_true(n->n_fused >= 2);
+  }
+  for (size_t j = 0; j < s->n_nodes; j++) {
+    int r[16];
+    size_t nr = node_reads(&s->nodes[j], r);
+    for (size_t k = 0; k < nr; k++) {
+      assert_true(r[k] >= 0 && (size_t)r[k] < s->n_tensors);
+      const hkc_tensor_t *t = &s->tensors[r[k]];
+      if (t->role == HK_ROLE_INPUT || t->role == HK_ROLE_PARAM) continue;
+      if (writer[r[k]] < 0 || (size_t)writer[r[k]] >= j)
+        fail_msg("node %zu reads %s before it is written", j, t->name);
+    }
+  }
+  for (size_t t = 0; t < s->n_tensors; t++) {
+    const hkc_tensor_t *x = &s->tensors[t];
+    if (x->role == HK_ROLE_INPUT || x->role == HK_ROLE_PARAM) {
+      assert_int_equal(x->producer, HKC_NONE);
+      assert_int_equal(writer[t], -1);
+    } else {
+      if (writer[t] < 0) fail_msg("tensor %s is never written", x->name);
+      assert_int_equal(x->producer, writer[t]);
+    }
+  }
+  for (size_t o = 0; o < s->n_outputs; o++) {
+    assert_true(s->outputs[o] >= 0 && (size_t)s->outputs[o] < s->n_tensors);
+    assert_int_equal(s->tensors[s->outputs[o]].role, HK_ROLE_OUTPUT);
+  }
+  free(writer);
+}
+
+/* ---- a double-precision interpreter of the IR ---------------------------------------- */
+static double act_ref(int act, double x) {
+  switch (act) {
+  case HK_ACT_RELU: return x > 0 ? x : 0;
+  case HK_ACT_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+  case HK_ACT_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+  case HK_ACT_SILU: return x / (1 + exp(-x));
+  default: return x;
+  }
+}
+
+static uint64_t name_seed(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+/* Runs the spec at `batch` on inputs and params drawn from their names; returns the
+ * values of every tensor (caller frees each and the array). */
+static double **interpret(const hkc_spec_t *s, int64_t batch) {
+  double **v = calloc(s->n_tensors, sizeof *v);
+  for (size_t t = 0; t < s->n_tensors; t++) {
+    const hkc_tensor_t *x = &s->tensors[t];
+    int64_t n = hkc_tensor_elems(x, batch);
+    v[t] = calloc((size_t)n, sizeof **v);
+    if (x->role != HK_ROLE_INPUT && x->role != HK_ROLE_PARAM) {
+      for (int64_t i = 0; i < n; i++) v[t][i] = NAN; /* unwritten shows */
+      continue;
+    }
+    hk_test_rng_t rng;
+    hk_test_rng_seed(&rng, name_seed(x->name));
+    double scale = x->rank == 2 ? 1 / sqrt((double)hkc_dim_value(x->dims[0], batch)) : 1;
+    for (int64_t i = 0; i < n; i++) v[t][i] = hk_test_uniform(&rng, -1, 1) * scale;
+  }
+  for (size_t j = 0; j < s->n_nodes; j++) {
+    const hkc_node_t *nd = &s->nodes[j];
+    const hkc_tensor_t *out = &s->tensors[nd->out];
+    int64_t n = hkc_tensor_elems(out, batch);
+    double *y = v[nd->out];
+    switch (nd->op) {
+    case HK_OP_GEMM: {
+      const hkc_tensor_t *a = &s->tensors[nd->in[0]], *b = &s->tensors[nd->in[1]];
+      int64_t K = hkc_dim_value(a->dims[a->rank - 1], batch);
+      int64_t N = hkc_dim_value(b->dims[nd->trans_b ? 0 : 1], batch), M = n / N;
+      for (int64_t i = 0; i < M; i++)
+        for (int64_t c = 0; c < N; c++) {
+          double acc = 0;
+          for (int64_t k = 0; k < K; k++)
+            acc += v[nd->in[0]][i * K + k] * (nd->trans_b ? v[nd->in[1]][c * K + k] : v[nd->in[1]][k * N + c]);
+          if (nd->bias != HKC_NONE) acc += v[nd->bias][c];
+          acc = act_ref(nd->act, acc);
+          if (nd->mul != HKC_NONE) acc *= v[nd->mul][i * N + c];
+          if (nd->residual != HKC_NONE) acc += v[nd->residual][i * N + c];
+          y[i * N + c] = acc;
+        }
+      break;
+    }
+    case HK_OP_ADD:
+    case HK_OP_MUL: {
+      int64_t na = hkc_tensor_elems(&s->tensors[nd->in[0]], batch), nb = hkc_tensor_elems(&s->tensors[nd->in[1]], batch);
+      for (int64_t i = 0; i < n; i++) {
+        double a = v[nd->in[0]][i % na], b = v[nd->in[1]][i % nb];
+        y[i] = nd->op == HK_OP_ADD ? a + b : a * b;
+      }
+      break;
+    }
+    case HK_OP_RELU:
+    case HK_OP_GELU:
+    case HK_OP_SILU: {
+      int act = nd->op == HK_OP_RELU ? HK_ACT_RELU : nd->op == HK_OP_GELU ? HK_ACT_GELU : HK_ACT_SILU;
+      for (int64_t i = 0; i < n; i++) y[i] = act_ref(act, v[nd->in[0]][i]);
+      break;
+    }
+    case HK_OP_LAYERNORM:
+    case HK_OP_RMSNORM: {
+      int64_t cols = hkc_dim_value(out->dims[out->rank - 1], batch), rows = n / cols;
+      double *row = malloc((size_t)cols * sizeof *row);
+      for (int64_t r = 0; r < rows; r++) {
+        double mean = 0, var = 0;
+        for (int64_t c = 0; c < cols; c++) {
+          row[c] = v[nd->in[0]][r * cols + c] + (nd->add_in != HKC_NONE ? v[nd->add_in][r * cols + c] : 0);
+          if (nd->sum_out != HKC_NONE) v[nd->sum_out][r * cols + c] = row[c];
+          mean += row[c];
+        }
+        mean = nd->op == HK_OP_RMSNORM ? 0 : mean / (double)cols;
+        for (int64_t c = 0; c < cols; c++) var += (row[c] - mean) * (row[c] - mean);
+        double rstd = 1 / sqrt(var / (double)cols + nd->eps);
+        for (int64_t c = 0; c < cols; c++)
+          y[r * cols + c] = (row[c] - mean) * rstd * v[nd->gamma][c] + (nd->beta != HKC_NONE ? v[nd->beta][c] : 0);
+      }
+      free(row);
+      break;
+    }
+    case HK_OP_SOFTMAX: {
+      int64_t cols = hkc_dim_value(out->dims[out->rank - 1], batch), rows = n / cols;
+      for (int64_t r = 0; r < rows; r++) {
+        const double *x = v[nd->in[0]] + r * cols;
+        double mx = -INFINITY, sum = 0;
+        for (int64_t c = 0; c < cols; c++) mx = fmax(mx, x[c]);
+        for (int64_t c = 0; c < cols; c++) sum += exp(x[c] - mx);
+        for (int64_t c = 0; c < cols; c++) y[r * cols + c] = exp(x[c] - mx) / sum;
+      }
+      break;
+    }
+    case HK_OP_EWCHAIN: {
+      int64_t nj[HKC_MAX_NODE_IN];
+      for (int k = 0; k < nd->n_in; k++) nj[k] = hkc_tensor_elems(&s->tensors[nd->in[k]], batch);
+      for (int64_t i = 0; i < n; i++) {
+        double x = v[nd->in[0]][i % nj[0]];
+        for (const char *p = nd->program; *p; p++) {
+          if (*p == 'a' || *p == 'm') {
+            int k = *++p - '0';
+            assert_true(k >= 1 && k < nd->n_in);
+            double o = v[nd->in[k]][i % nj[k]];
+            x = p[-1] == 'a' ? x + o : x * o;
+          } else {
+            x = act_ref(*p == 'r' ? HK_ACT_RELU : *p == 'g' ? HK_ACT_GELU : *p == 's' ? HK_ACT_SILU : HK_ACT_GELU_TANH, x);
+          }
+        }
+        y[i] = x;
+      }
+      break;
+    }
+    default: fail_msg("interpreter: op %d", (int)nd->op);
+    }
+  }
+  return v;
+}
+
+static void free_values(const hkc_spec_t *s, double **v) {
+  for (size_t t = 0; t < s->n_tensors; t++) free(v[t]);
+  free(v);
+}
+
+/* Fused and unfused specs give the same outputs (bit-equal up to reassociation: none). */
+static void expect_same_function(const hkc_spec_t *unfused, const hkc_spec_t *fused, int64_t batch) {
+  double **a = interpret(unfused, batch), **b = interpret(fused, batch);
+  assert_int_equal(unfused->n_outputs, fused->n_outputs);
+  for (size_t o = 0; o < unfused->n_outputs; o++) {
+    const hkc_tensor_t *ta = &unfused->tensors[unfused->outputs[o]];
+    int tb = hkc_tensor_find(fused, ta->name);
+    assert_int_equal(tb, fused->outputs[o]);
+    int64_t n = hkc_tensor_elems(ta, batch);
+    assert_int_equal(n, hkc_tensor_elems(&fused->tensors[tb], batch));
+    for (int64_t i = 0; i < n; i++) {
+      double x = a[unfused->outputs[o]][i], y = b[tb][i];
+      if (!(fabs(x - y) <= 1e-12 * (1 + fabs(x))))
+        fail_msg("output %s element %lld: unfused %.17g, fused %.17g", ta->name, (long long)i, x, y);
+    }
+  }
+  free_values(unfused, a);
+  free_values(fused, b);
+}
+
+/* ---- auto: BERT-like ------------------------------------------------------------------ */
+#define HEADER "hkc: 1\nname: t\ndtype: f16\nbatch_sizes: [1, 3]\ndims: {s: 5, h: 8, f: 12}\n"
+
+static const char k_bert[] = HEADER
+    "inputs: {x: [batch, s, h]}\n"
+    "params: {wqkv: [h, 3*h], bqkv: [3*h], wo: [h, h], bo: [h], g1: [h], b1: [h],\n"
+    "         w1: [h, f], bf1: [f], w2: [f, h], bf2: [h], g2: [h], b2: [h]}\n"
+    "graph:\n"
+    "  - {name: qkv_proj, op: gemm, in: [x, wqkv], bias: bqkv, out: qkv}\n"
+    "  - {name: attn, op: attention, in: [qkv], heads: 2, out: ctx}\n"
+    "  - {name: out_proj, op: gemm, in: [ctx, wo], out: o0}\n"
+    "  - {name: out_bias, op: add, in: [o0, bo], out: o1}\n"
+    "  - {name: res1, op: add, in: [x, o1], out: h0}\n"
+    "  - {name: ln1, op: layernorm, in: [h0], gamma: g1, beta: b1, out: h1}\n"
+    "  - {name: up, op: gemm, in: [h1, w1], bias: bf1, out: u0}\n"
+    "  - {name: act, op: gelu, in: [u0], out: u1}\n"
+    "  - {name: down, op: gemm, in: [u1, w2], bias: bf2, out: d0}\n"
+    "  - {name: res2, op: add, in: [d0, h1], out: h2}\n"
+    "  - {name: ln2, op: layernorm, in: [h2], gamma: g2, beta: b2, out: y}\n"
+    "outputs: [y]\n";
+
+static void test_auto_bert(void **state) {
+  (void)state;
+  hkc_spec_t *s = parse_ok(k_bert);
+  size_t tensors_before = s->n_tensors;
+  fuse_ok(s, HKC_FUSION_AUTO);
+  check_consistent(s);
+  assert_int_equal(s->fusion, HKC_FUSION_AUTO);
+  assert_int_equal(s->n_nodes, 7);
+  const hkc_node_t *op = N(s, "out_proj,out_bias,res1");
+  assert_int_equal(op->op, HK_OP_GEMM);
+  assert_string_equal(op->name, "out_proj");
+  assert_int_equal(op->n_fused, 3);
+  assert_int_equal(op->bias, T(s, "bo"));
+  assert_int_equal(op->residual, T(s, "x")); /* the gemm output was the second operand */
+  assert_int_equal(op->act, HK_ACT_NONE);
+  assert_int_equal(op->mul, HKC_NONE);
+  assert_int_equal(op->out, T(s, "h0"));
+  const hkc_node_t *up = N(s, "up,act");
+  assert_int_equal(up->act, HK_ACT_GELU);
+  assert_int_equal(up->bias, T(s, "bf1"));
+  assert_int_equal(up->out, T(s, "u1"));
+  const hkc_node_t *down = N(s, "down,res2");
+  assert_int_equal(down->residual, T(s, "h1"));
+  assert_int_equal(down->in[0], T(s, "u1"));
+  /* norms and attention stay; the norms read what the gemms now write */
+  assert_int_equal(N(s, "ln1")->in[0], T(s, "h0"));
+  assert_int_equal(N(s, "ln1")->add_in, HKC_NONE);
+  assert_int_equal(N(s, "ln2")->in[0], T(s, "h2"));
+  assert_int_equal(N(s, "attn")->op, HK_OP_ATTENTION);
+  /* eliminated: o0, o1, u0, d0 */
+  assert_int_equal(s->n_tensors, tensors_before - 4);
+  const char *gone[] = {"o0", "o1", "u0", "d0"};
+  for (int i = 0; i < 4; i++) assert_int_equal(hkc_tensor_find(s, gone[i]), HKC_NONE);
+  /* the order is still topological, in the written order */
+  static const char *const order[] = {"qkv_proj", "attn", "out_proj", "ln1", "up", "down", "ln2"};
+  for (int i = 0; i < 7; i++) assert_string_equal(s->nodes[i].name, order[i]);
+  /* lowering: the fused gemm's key and arguments */
+  hkc_kernel_key_t key;
+  hkc_arg_t args[HKC_MAX_ARGS];
+  assert_int_equal(hkc_lower_node(s, (size_t)(op - s->nodes), 3, &key, args), 9);
+  assert_true(key.has_bias && key.has_residual && !key.has_mul);
+  assert_int_equal(args[3].kind, HK_ARG_TENSOR);
+  assert_int_equal(args[3].i, T(s, "x"));
+  assert_int_equal(args[8].kind, HK_ARG_NULL);
+  char name[96];
+  hkc_kernel_key_name(&key, name, sizeof name);
+  assert_string_equal(name, "hk_gemm_f16_bias_res_a8");
+  hkc_spec_destroy(s);
+}
+
+/* ---- auto: Llama-like ------------------------------------------------------------------- */
+static const char k_llama[] = HEADER
+    "inputs: {x: [batch, s, h]}\n"
+    "params: {g1: [h], wq: [h, h], wo: [h, h], g2: [h], wg: [h, f], wu: [h, f], wd: [f, h]}\n"
+    "graph:\n"
+    "  - {name: n1, op: rmsnorm, in: [x], gamma: g1, out: xn}\n"
+    "  - {name: q, op: gemm, in: [xn, wq], out: qv}\n"
+    "  - {name: sm, op: softmax, in: [qv], out: p}\n"
+    "  - {name: o, op: gemm, in: [p, wo], out: o0}\n"
+    "  - {name: r1, op: add, in: [x, o0], out: h}\n"
+    "  - {name: n2, op: rmsnorm, in: [h], gamma: g2, out: hn}\n"
+    "  - {name: gate, op: gemm, in: [hn, wg], out: gt}\n"
+    "  - {name: up, op: gemm, in: [hn, wu], out: ut}\n"
+    "  - {name: sg, op: silu, in: [gt], out: ga}\n"
+    "  - {name: glu, op: mul, in: [ga, ut], out: m}\n"
+    "  - {name: down, op: gemm, in: [m, wd], out: d}\n"
+    "  - {name: r2, op: add, in: [h, d], out: y}\n"
+    "outputs: [y]\n";
+
+static void test_auto_llama_swiglu(void **state) {
+  (void)state;
+  hkc_spec_t *ref = parse_ok(k_llama), *s = parse_ok(k_llama);
+  fuse_ok(s, HKC_FUSION_AUTO);
+  check_consistent(s);
+  assert_int_equal(s->n_nodes, 8);
+  const hkc_node_t *gate = N(s, "gate,sg,glu");
+  assert_int_equal(gate->op, HK_OP_GEMM);
+  assert_int_equal(gate->act, HK_ACT_SILU);
+  assert_int_equal(gate->mul, T(s, "ut")); /* the other gemm's output */
+  assert_int_equal(gate->out, T(s, "m"));
+  assert_int_equal(N(s, "up")->op, HK_OP_GEMM);
+  const hkc_node_t *o = N(s, "o,r1");
+  assert_int_equal(o->residual, T(s, "x"));
+  assert_int_equal(o->out, T(s, "h"));
+  assert_int_equal(N(s, "down,r2")->residual, T(s, "h"));
+  assert_int_equal(N(s, "sm")->op, HK_OP_SOFTMAX);
+  /* up runs before the fused gate (it feeds its mul) */
+  assert_true(N(s, "up") < gate);
+  hkc_kernel_key_t key;
+  hkc_arg_t args[HKC_MAX_ARGS];
+  assert_int_equal(hkc_lower_node(s, (size_t)(gate - s->nodes), 1, &key, args), 9);
+  assert_true(key.has_mul && !key.has_bias && !key.has_residual);
+  assert_int_equal(args[8].kind, HK_ARG_TENSOR);
+  assert_int_equal(args[8].i, T(s, "ut"));
+  char name[96];
+  hkc_kernel_key_name(&key, name, sizeof name);
+  assert_string_equal(name, "hk_gemm_f16_silu_mul_a4"); /* N = 12 */
+  expect_same_function(ref, s, 1);
+  expect_same_function(ref, s, 3);
+  hkc_spec_destroy(ref);
+  hkc_spec_destroy(s);
+
+  /* SwiGLU written with act: silu on the gate gemm, up listed first. */
+  static const char swiglu[] = HEADER
+      "inputs: {x: [batch, s, h]}\n"
+      "params: {wg: [h, f], wu: [h, f], wd: [f, h]}\n"
+      "graph:\n"
+      "  - {name: up, op: gemm, in: [x, wu], out: ut}\n"
+      "  - {name: gate, op: gemm, in: [x, wg], act: silu, out: gt}\n"
+      "  - {name: glu, op: mul, in: [gt, ut], out: m}\n"
+      "  - {name: down, op: gemm, in: [m, wd], out: y}\n"
+      "outputs: [y]\n";
+  ref = parse_ok(swiglu), s = parse_ok(swiglu);
+  fuse_ok(s, -1);
+  check_consistent(s);
+  assert_int_equal(s->n_nodes, 3);
+  const hkc_node_t *f = N(s, "up,glu"); /* the first gemm in order takes the mul */
+  assert_int_equal(f->mul, T(s, "gt"));
+  assert_int_equal(f->act, HK_ACT_NONE);
+  assert_true(N(s, "gate") < f);
+  expect_same_function(ref, s, 3);
+  hkc_spec_destroy(ref);
+  hkc_spec_destroy(s);
+}
+
+/* ---- auto: add + norm --------------------------------------------------------------------- */
+static void test_auto_add_norm(void **state) {
+  (void)state;
+  /* r is read by the norm and by `side` (which comes between them): sum_out keeps it,
+   * and `side` moves after the fused norm. r2 is only the norm's: eliminated. */
+  static const char text[] = HEADER
+      "inputs: {a: [batch, s, h], b: [batch, s, h], c: [batch, s, h]}\n"
+      "params: {g: [h], be: [h]}\n"
+      "graph:\n"
+      "  - {name: add1, op: add, in: [a, b], out: r}\n"
+      "  - {name: side, op: softmax, in: [r], out: y2}\n"
+      "  - {name: ln, op: layernorm, in: [r], gamma: g, beta: be, eps: 1.0e-3, out: y1}\n"
+      "  - {name: add2, op: add, in: [y1, c], out: r2}\n"
+      "  - {name: rms, op: rmsnorm, in: [r2], gamma: g, out: y3}\n"
+      "outputs: [y1, y2, y3]\n";
+  hkc_spec_t *ref = parse_ok(text), *s = parse_ok(text);
+  fuse_ok(s, HKC_FUSION_AUTO);
+  check_consistent(s);
+  assert_int_equal(s->n_nodes, 3);
+  const hkc_node_t *ln = N(s, "add1,ln");
+  assert_int_equal(ln->op, HK_OP_LAYERNORM);
+  assert_int_equal(ln->in[0], T(s, "a"));
+  assert_int_equal(ln->add_in, T(s, "b"));
+  assert_int_equal(ln->sum_out, T(s, "r"));
+  assert_int_equal(ln->out, T(s, "y1"));
+  assert_true(ln->eps == 1.0e-3f);
+  assert_int_equal(s->tensors[T(s, "r")].producer, (int)(ln - s->nodes));
+  assert_true(N(s, "side") > ln);
+  const hkc_node_t *rms = N(s, "add2,rms");
+  assert_int_equal(rms->in[0], T(s, "y1"));
+  assert_int_equal(rms->add_in, T(s, "c"));
+  assert_int_equal(rms->sum_out, HKC_NONE);
+  assert_int_equal(hkc_tensor_find(s, "r2"), HKC_NONE);
+  hkc_kernel_key_t key;
+  hkc_arg_t args[HKC_MAX_ARGS];
+  char name[96];
+  assert_int_equal(hkc_lower_node(s, (size_t)(ln - s->nodes), 3, &key, args), 9);
+  assert_true(key.has_add && key.has_sum);
+  assert_int_equal(args[7].i, T(s, "b"));
+  assert_int_equal(args[8].kind, HK_ARG_TENSOR);
+  assert_int_equal(args[8].i, T(s, "r"));
+  hkc_kernel_key_name(&key, name, sizeof name);
+  assert_string_equal(name, "hk_layernorm_f16_add_sum_a8");
+  assert_int_equal(hkc_lower_node(s, (size_t)(rms - s->nodes), 3, &key, args), 8);
+  assert_true(key.has_add && !key.has_sum);
+  assert_int_equal(args[7].kind, HK_ARG_NULL);
+  hkc_kernel_key_name(&key, name, sizeof name);
+  assert_string_equal(name, "hk_rmsnorm_f16_add_a8");
+  expect_same_function(ref, s, 3);
+  hkc_spec_destroy(ref);
+  hkc_spec_destroy(s);
+
+  /* The sum is a graph output: kept through sum_out. A broadcast add is not fused. */
+  static const char out_sum[] = HEADER
+      "inputs: {a: [batch, s, h], b: [batch, s, h]}\n"
+      "params: {g: [h]}\n"
+      "graph:\n"
+      "  - {name: add1, op: add, in: [a, b], out: r}\n"
+      "  - {name: n1, op: rmsnorm, in: [r], gamma: g, out: y}\n"
+      "  - {name: add2, op: add, in: [y, g], out: r3}\n"
+      "  - {name: n2, op: rmsnorm, in: [r3], gamma: g, out: y3}\n"
+      "outputs: [y, r, y3]\n";
+  ref = parse_ok(out_sum), s = parse_ok(out_sum);
+  fuse_ok(s, HKC_FUSION_AUTO);
+  check_consistent(s);
+  assert_int_equal(N(s, "add1,n1")->sum_out, T(s, "r"));
+  assert_int_equal(s->tensors[T(s, "r")].role, HK_ROLE_OUTPUT);
+  assert_int_equal(N(s, "n2")->add_in, HKC_NONE); /* add2 broadcasts g: stays */
+  assert_int_equal(N(s, "add2")->op, HK_OP_ADD);
+  expect_same_function(ref, s, 1);
+  hkc_spec_destroy(ref);
+  hkc_spec_destroy(s);
+}
+
+/* ---- auto: element-wise chains ------------------------------------------------------------- */
+static void test_auto_ewchain(void **state) {
+  (void)state;
+  static const char text[] =
+      "hkc: 1\nname: t\ndtype: f32\nbatch_sizes: [1, 4]\ndims: {s: 3, c: 7}\n"
+      "inputs: {x: [batch, s, c], z: [batch, s, c]}\n"
+      "params: {row: [c], one: [1], mat: [s, c]}\n"
+      "graph:\n"
+      "  - {name: e1, op: add, in: [row, x], out: t1}\n"
+      "  - {name: e2, op: gelu, in: [t1], out: t2}\n"
+      "  - {name: e3, op: mul, in: [z, t2], out: t3}\n"
+      "  - {name: e4, op: mul, in: [t3, one], out: t4}\n"
+      "  - {name: e5, op: add, in: [t4, row], out: y}\n"
+      "  - {name: f1, op: mul, in: [mat, row], out: u1}\n"
+      "  - {name: f2, op: relu, in: [u1], out: u2}\n"
+      "  - {name: f3, op: add, in: [u2, x], out: y2}\n"
+      "outputs: [y, y2]\n";
+  hkc_spec_t *ref = parse_ok(text), *s = parse_ok(text);
+  fuse_ok(s, HKC_FUSION_AUTO);
+  check_consistent(s);
+  assert_int_equal(s->n_nodes, 2);
+  const hkc_node_t *c = N(s, "e1,e2,e3,e4,e5");
+  assert_int_equal(c->op, HK_OP_EWCHAIN);
+  assert_string_equal(c->name, "e1");
+  /* row is in0 (the first add's first operand); the last add reads it again as a new
+   * operand: steps only name operands 1..4 */
+  assert_string_equal(c->program, "a1gm2m3a4");
+  assert_int_equal(c->n_in, 5);
+  assert_int_equal(c->in[0], T(s, "row"));
+  assert_int_equal(c->in[1], T(s, "x"));
+  assert_int_equal(c->in[2], T(s, "z"));
+  assert_int_equal(c->in[3], T(s, "one"));
+  assert_int_equal(c->in[4], T(s, "row"));
+  const hkc_node_t *d = N(s, "f1,f2,f3");
+  assert_string_equal(d->program, "m1ra2");
+  assert_int_equal(d->in[0], T(s, "mat"));
+  for (int i = 0; i < 4; i++) assert_int_equal(hkc_tensor_find(s, (const char *[]){"t1", "t2", "t3", "t4"}[i]), HKC_NONE);
+  /* lowering: out, n, then each operand and its element count (broadcast by i % n_j) */
+  hkc_kernel_key_t key;
+  hkc_arg_t args[HKC_MAX_ARGS];
+  int n = hkc_lower_node(s, (size_t)(d - s->nodes), 4, &key, args);
+  assert_int_equal(n, 2 + 2 * 3);
+  assert_int_equal(key.op, HK_OP_EWCHAIN);
+  assert_string_equal(key.program, "m1ra2");
+  assert_int_equal(key.align, 1); /* c = 7 */
+  assert_int_equal(args[0].i, T(s, "y2"));
+  assert_int_equal(args[1].i, 4 * 3 * 7);
+  assert_int_equal(args[2].i, T(s, "mat"));
+  assert_int_equal(args[3].i, 3 * 7);
+  assert_int_equal(args[4].i, T(s, "row"));
+  assert_int_equal(args[5].i, 7);
+  assert_int_equal(args[6].i, T(s, "x"));
+  assert_int_equal(args[7].i, 4 * 3 * 7);
+  char name[96];
+  hkc_kernel_key_name(&key, name, sizeof name);
+  assert_string_equal(name, "hk_ewchain_f32_m1ra2");
+  expect_same_function(ref, s, 1);
+  expect_same_function(ref, s, 4);
+  hkc_spec_destroy(ref);
+  hkc_spec_destroy(s);
+}
+
+/* A chain longer than 5 operands splits; the first ewchain stops where it must. */
+static void test_auto_ewchain_limits(void **state) {
+  (void)state;
+  char text[4096];
+  int len = sprintf(text, "hkc: 1\nname: t\ndtype: f32\nbatch_sizes: [2]\ninputs: {x: [batch, 6]}\nparams: {");
+  for (int i = 0; i < 8; i++) len += sprintf(text + len, "%sp%d: [6]", i ? ", " : "", i);
+  len += sprintf(text + len, "}\ngraph:\n");
+  for (int i = 0; i < 8; i++) {
+    char prev[8];
+    snprintf(prev, sizeof prev, i ? "t%d" : "x", i - 1);
+    len += sprintf(text + len, "  - {name: n%d, op: add, in: [%s, p%d], out: t%d}\n", i, prev, i, i);
+  }
+  sprintf(text + len, "outputs: [t7]\n");
+  hkc_spec_t *ref = parse_ok(text), *s = parse_ok(text);
+  fuse_ok(s, HKC_FUSION_AUTO);
+  check_consistent(s);
+  assert_int_equal(s->n_nodes, 2);
+  const hkc_node_t *a = N(s, "n0,n1,n2,n3"), *b = N(s, "n4,n5,n6,n7");
+  assert_string_equal(a->program, "a1a2a3a4");
+  assert_int_equal(a->n_in, 5);
+  assert_int_equal(b->in[0], T(s, "t3"));
+  expect_same_function(ref, s, 2);
+  hkc_spec_destroy(ref);
+  hkc_spec_destroy(s);
+}
+
+/* ---- what auto must leave alone ------------------------------------------------------------ */
+static void test_auto_stops(void **state) {
+  (void)state;
+  /* h is a graph output: the gemm chain stops before it; hr is read twice: stays. The
+   * residual comes before the activation: the epilogue takes the residual, not the
+   * act, and the chain stops there (gelu stays its own node). */
+  static const char text[] = HEADER
+      "inputs: {x: [batch, s, h]}\n"
+      "params: {w: [h, h], w2: [h, h], w3: [h, h], bb: [h]}\n"
+      "graph:\n"
+      "  - {name: fc, op: gemm, in: [x, w], out: h0}\n"
+      "  - {name: act, op: relu, in: [h0], out: hr}\n"
+      "  - {name: twice, op: add, in: [hr, hr], out: hh}\n"
+      "  - {name: fc2, op: gemm, in: [hh, w2], out: k0}\n"
+      "  - {name: res, op: add, in: [k0, x], out: k1}\n"
+      "  - {name: late, op: gelu, in: [k1], out: k2}\n"
+      "  - {name: lateb, op: add, in: [k2, bb], out: k3}\n"
+      "  - {name: fc3, op: gemm, in: [k3, w3], out: o0}\n"
+      "  - {name: tail, op: silu, in: [o0], out: y}\n"
+      "outputs: [y, h0]\n";
+  hkc_spec_t *ref = parse_ok(text), *s = parse_ok(text);
+  fuse_ok(s, HKC_FUSION_AUTO);
+  check_consistent(s);
+  assert_int_equal(N(s, "fc")->act, HK_ACT_NONE); /* h0 is an output */
+  assert_int_equal(s->tensors[T(s, "h0")].role, HK_ROLE_OUTPUT);
+  /* relu -> add(hr, hr): hr read twice, so no chain through it */
+  assert_int_equal(N(s, "act")->op, HK_OP_RELU);
+  assert_int_equal(N(s, "twice")->op, HK_OP_ADD);
+  const hkc_node_t *f2 = N(s, "fc2,res");
+  assert_int_equal(f2->residual, T(s, "x"));
+  assert_int_equal(f2->act, HK_ACT_NONE);
+  /* gelu then a bias-shaped add: an element-wise chain, not part of fc2 */
+  const hkc_node_t *ch = N(s, "late,lateb");
+  assert_int_equal(ch->op, HK_OP_EWCHAIN);
+  assert_string_equal(ch->program, "ga1");
+  assert_int_equal(N(s, "fc3,tail")->act, HK_ACT_SILU);
+  expect_same_function(ref, s, 3);
+  hkc_spec_destroy(ref);
+  hkc_spec_destroy(s);
+
+  /* fusion: none leaves every node and tensor as it was. */
+  s = parse_ok(text);
+  size_t nn = s->n_nodes, nt = s->n_tensors;
+  fuse_ok(s, HKC_FUSION_NONE);
+  assert_int_equal(s->n_nodes, nn);
+  assert_int_equal(s->n_tensors, nt);
+  for (size_t i = 0; i < nn; i++) assert_null(s->nodes[i].fused_names);
+  assert_int_equal(s->fusion, HKC_FUSION_NONE);
+  hkc_spec_destroy(s);
+
+  /* a spec that says `fusion: none` is kept unfused when no mode is forced */
+  char none[sizeof text + 32];
+  snprintf(none, sizeof none, "%sfusion: none\n", text);
+  s = parse_ok(none);
+  fuse_ok(s, -1);
+  assert_int_equal(s->n_nodes, nn);
+  hkc_spec_destroy(s);
+}
+
+/* ---- explicit groups ------------------------------------------------------------------------- */
+static const char k_groups_base[] = HEADER
+    "inputs: {x: [batch, s, h], z: [batch, s, h]}\n"
+    "params: {w: [h, h], w2: [h, h], bb: [h], g: [h], be: [h]}\n"
+    "graph:\n"
+    "  - {name: fc, op: gemm, in: [x, w], out: h0}\n"
+    "  - {name: fb, op: add, in: [h0, bb], out: h1}\n"
+    "  - {name: res, op: add, in: [h1, z], out: h2}\n"
+    "  - {name: act, op: gelu, in: [h2], out: h3}\n"
+    "  - {name: ln, op: layernorm, in: [h3], gamma: g, beta: be, out: h4}\n"
+    "  - {name: fc2, op: gemm, in: [h4, w2], out: h5}\n"
+    "  - {name: at, op: attention, in: [h5, h5, h5], heads: 2, out: h6}\n"
+    "  - {name: r2, op: add, in: [h6, h4], out: h7}\n"
+    "  - {name: n2, op: rmsnorm, in: [h7], gamma: g, out: y}\n"
+    "outputs: [y]\n";
+
+/* Parses base + `fusion: <fusion>` (line 19) and expects hkc_fuse to fail at the place
+ * of `group` in that line, with every word, leaving the spec untouched. */
+static void expect_group_error(const char *fusion, const char *group, const char *w1, const char *w2) {
+  char text[4096];
+  snprintf(text, sizeof text, "%sfusion: %s\n", k_groups_base, fusion);
+  const char *at = strstr(fusion, group);
+  assert_non_null(at);
+  int col = 9 + (int)(at - fusion);
+  hkc_spec_t *s = parse_ok(text);
+  size_t nn = s->n_nodes, nt = s->n_tensors;
+  hkc_diag_capture(diag, sizeof diag);
+  int rc = hkc_fuse(s, -1);
+  hkc_diag_capture(NULL, 0);
+  char where[64];
+  snprintf(where, sizeof where, "t.yaml:19:%d: ", col);
+  if (rc != -1 || strncmp(diag, where, strlen(where)) != 0 || !strstr(diag, w1) || (w2 && !strstr(diag, w2)))
+    fail_msg("fusion '%s': expected an error at %s with '%s' and '%s', got rc %d:\n%s", fusion, where, w1,
+             w2 ? w2 : "", rc, diag);
+  assert_int_equal(s->n_nodes, nn);
+  assert_int_equal(s->n_tensors, nt);
+  for (size_t i = 0; i < nn; i++) assert_null(s->nodes[i].fused_names);
+  hkc_spec_destroy(s);
+}
+
+static void test_group_errors(void **state) {
+  (void)state;
+  expect_group_error("{groups: [[fc, fb, res, act]]}", "[fc,",
+                     "fusion group [fc, fb, res, act] cannot be one kernel: node 'act': activation after the residual "
+                     "add cannot be fused into gemm 'fc' (epilogue order: bias, act, mul, residual)",
+                     NULL);
+  expect_group_error("{groups: [[fc], [fc2, at]]}", "[fc2", "node 'at': op 'attention' cannot be fused",
+                     "kernel of its own");
+  expect_group_error("{groups: [[fc, fb, fc2]]}", "[fc,", "node 'fc2': a fused group holds one gemm", "SwiGLU");
+  expect_group_error("{groups: [[fc, res]]}", "[fc,", "node 'res': it does not read 'h0'", "chain");
+  expect_group_error("{groups: [[res, act, ln]]}", "[res", "node 'res'", "exactly one residual add");
+  expect_group_error("{groups: [[act, ln]]}", "[act", "node 'act': only a residual add can be fused into layernorm 'ln'",
+                     NULL);
+  expect_group_error("{groups: [[ln, fc2]]}", "[ln", "node 'ln': it runs before gemm 'fc2'", NULL);
+  expect_group_error("{groups: [[at, r2, n2]]}", "[at", "node 'at': op 'attention'", NULL);
+}
+
+static void test_group_errors_more(void **state) {
+  (void)state;
+  /* an intermediate read outside the group, or a graph output, must stay: error */
+  static const char text[] = HEADER
+      "inputs: {x: [batch, s, h]}\n"
+      "params: {w: [h, h], g: [h]}\n"
+      "graph:\n"
+      "  - {name: fc, op: gemm, in: [x, w], out: h0}\n"
+      "  - {name: a1, op: relu, in: [h0], out: h1}\n"
+      "  - {name: a2, op: silu, in: [h0], out: h2}\n"
+      "  - {name: m, op: mul, in: [h1, h2], out: y}\n"
+      "  - {name: sq, op: mul, in: [y, y], out: y2}\n"
+      "outputs: [y2, h1]\n";
+  struct {
+    const char *groups;
+    const char *w1, *w2;
+  } cases[] = {
+      {"[[fc, a1]]", "node 'a1': tensor 'h0' is also read by node 'a2'", "must be stored"},
+      {"[[a1, m]]", "node 'm': tensor 'h1' is a graph output", NULL},
+      {"[[m, sq]]", "node 'sq': it reads tensor 'y' twice", NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char t[2048];
+    snprintf(t, sizeof t, "%sfusion:\n  groups: %s\n", text, cases[i].groups);
+    hkc_spec_t *s = parse_ok(t);
+    hkc_diag_capture(diag, sizeof diag);
+    int rc = hkc_fuse(s, -1);
+    hkc_diag_capture(NULL, 0);
+    if (rc != -1 || strncmp(diag, "t.yaml:16:12: ", 14) != 0 || !strstr(diag, cases[i].w1) ||
+        (cases[i].w2 && !strstr(diag, cases[i].w2)))
+      fail_msg("groups %s: expected t.yaml:16:12 '%s', got rc %d:\n%s", cases[i].groups, cases[i].w1, rc, diag);
+    hkc_spec_destroy(s);
+  }
+}
+
+static void test_groups_ok(void **state) {
+  (void)state;
+  char text[4096];
+  snprintf(text, sizeof text, "%sfusion: {groups: [[fc, fb, res], [r2, n2], [fc2]]}\n", k_groups_base);
+  hkc_spec_t *s = parse_ok(text);
+  size_t nt = s->n_tensors;
+  fuse_ok(s, -1);
+  check_consistent(s);
+  assert_int_equal(s->fusion, HKC_FUSION_GROUPS);
+  assert_int_equal(s->n_groups, 0); /* consumed */
+  assert_int_equal(s->n_nodes, 6);
+  const hkc_node_t *g = N(s, "fc,fb,res");
+  assert_int_equal(g->bias, T(s, "bb"));
+  assert_int_equal(g->residual, T(s, "z"));
+  assert_int_equal(g->out, T(s, "h2"));
+  const hkc_node_t *n = N(s, "r2,n2");
+  assert_int_equal(n->op, HK_OP_RMSNORM);
+  assert_int_equal(n->in[0], T(s, "h6"));
+  assert_int_equal(n->add_in, T(s, "h4"));
+  /* outside the groups nothing fuses, even when auto would (act) */
+  assert_int_equal(N(s, "act")->op, HK_OP_GELU);
+  assert_int_equal(N(s, "fc2")->n_fused, 1);
+  assert_int_equal(s->n_tensors, nt - 3); /* h0, h1, h7 */
+  hkc_spec_destroy(s);
+
+  /* --fusion auto overrides explicit groups; --fusion none drops them */
+  s = parse_ok(text);
+  fuse_ok(s, HKC_FUSION_AUTO);
+  check_consistent(s);
+  assert_int_equal(s->fusion, HKC_FUSION_AUTO);
+  assert_int_equal(N(s, "fc,fb,res")->residual, T(s, "z"));
+  hkc_spec_destroy(s);
+}
+
+/* ---- random graphs: the fused spec computes the same function ------------------------------------ */
+static void test_random_same_function(void **state) {
+  (void)state;
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 4242);
+  int fused_total = 0, kinds_seen = 0;
+  for (int trial = 0; trial < 80; trial++) {
+    char *text = malloc(1 << 16);
+    int len = sprintf(text,
+                      "hkc: 1\nname: r\ndtype: f32\nbatch_sizes: [2]\ndims: {s: 3, n: 5}\n"
+                      "inputs: {x: [batch, s, n], z: [batch, s, n]}\n"
+                      "params: {w0: [n, n], w1: [n, n], bv: [n], g: [n], be: [n], sc: [1]}\n"
+                      "graph:\n");
+    int n = 3 + (int)hk_test_uniform(&rng, 0, 22);
+    char outs[512];
+    int olen = 0;
+    for (int i = 0; i < n; i++) {
+      char a[16], b[16];
+      int pa = hk_test_uniform(&rng, 0, 1) < 0.6 ? i - 1 : (int)floor(hk_test_uniform(&rng, -2, i));
+      int pb = (int)floor(hk_test_uniform(&rng, -2, i));
+      snprintf(a, sizeof a, pa == -2 ? "z" : pa < 0 ? "x" : "t%d", pa);
+      snprintf(b, sizeof b, pb == -2 ? "z" : pb < 0 ? "x" : "t%d", pb);
+      int kind = (int)hk_test_uniform(&rng, 0, 10);
+      static const char *const un[] = {"relu", "gelu", "silu"};
+      switch (kind) {
+      case 0:
+      case 1:
+        len += sprintf(text + len, "  - {name: n%d, op: gemm, in: [%s, w%d]%s, out: t%d}\n", i, a, i % 2,
+                       i % 3 == 0 ? ", bias: bv" : "", i);
+        break;
+      case 2: len += sprintf(text + len, "  - {name: n%d, op: add, in: [%s, %s], out: t%d}\n", i, a, b, i); break;
+      case 3: len += sprintf(text + len, "  - {name: n%d, op: add, in: [bv, %s], out: t%d}\n", i, a, i); break;
+      case 4: len += sprintf(text + len, "  - {name: n%d, op: mul, in: [%s, %s], out: t%d}\n", i, b, a, i); break;
+      case 5: len += sprintf(text + len, "  - {name: n%d, op: mul, in: [%s, sc], out: t%d}\n", i, a, i); break;
+      case 6:
+      case 7:
+        len += sprintf(text + len, "  - {name: n%d, op: %s, in: [%s], out: t%d}\n", i, un[i % 3], a, i);
+        break;
+      case 8:
+        len += sprintf(text + len, "  - {name: n%d, op: layernorm, in: [%s], gamma: g, beta: be, out: t%d}\n", i, a, i);
+        break;
+      default:
+        if (i % 2)
+          len += sprintf(text + len, "  - {name: n%d, op: rmsnorm, in: [%s], gamma: g, out: t%d}\n", i, a, i);
+        else
+          len += sprintf(text + len, "  - {name: n%d, op: softmax, in: [%s], out: t%d}\n", i, a, i);
+        break;
+      }
+      if (i == n - 1 || hk_test_uniform(&rng, 0, 1) < 0.12)
+        olen += snprintf(outs + olen, sizeof outs - (size_t)olen, "%st%d", olen ? ", " : "", i);
+    }
+    sprintf(text + len, "outputs: [%s]\n", outs);
+    hkc_spec_t *ref = parse_ok(text), *s = parse_ok(text);
+    fuse_ok(s, HKC_FUSION_AUTO);
+    check_consistent(s);
+    fused_total += (int)(ref->n_nodes - s->n_nodes);
+    for (size_t j = 0; j < s->n_nodes; j++) {
+      const hkc_node_t *nd = &s->nodes[j];
+      kinds_seen |= (nd->op == HK_OP_EWCHAIN) << 0 | (nd->sum_out != HKC_NONE) << 1 | (nd->mul != HKC_NONE) << 2 |
+                    (nd->add_in != HKC_NONE && nd->sum_out == HKC_NONE) << 3 | (nd->residual != HKC_NONE) << 4;
+      hkc_kernel_key_t key;
+      hkc_arg_t args[HKC_MAX_ARGS];
+      if (hkc_lower_node(s, j, 2, &key, args) < 0) fail_msg("node %zu does not lower:\n%s", j, text);
+    }
+    expect_same_function(ref, s, 2);
+    hkc_spec_destroy(ref);
+    hkc_spec_destroy(s);
+    free(text);
+  }
+  /* the generator must actually exercise every fused form */
+  assert_true(fused_total > 80);
+  assert_int_equal(kinds_seen, 31);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_auto_bert),
+      cmocka_unit_test(test_auto_llama_swiglu),
+      cmocka_unit_test(test_auto_add_norm),
+      cmocka_unit_test(test_auto_ewchain),
+      cmocka_unit_test(test_auto_ewchain_limits),
+      cmocka_unit_test(test_auto_stops),
+      cmocka_unit_test(test_group_errors),
+      cmocka_unit_test(test_group_errors_more),
+      cmocka_unit_test(test_groups_ok),
+      cmocka_unit_test(test_random_same_function),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
