@@ -68,11 +68,11 @@ for name in bert_layer mlp; do
   "$HKC" build "$HK_SOURCE_DIR/specs/$name.yaml" -o "$work/$name.hkpack" --target host -q
   "$HKC" inspect "$work/$name.hkpack" --plan > "$work/$name.plan"
 done
-check_plan "$work/bert_layer.plan" "1 8 32"
+check_plan "$work/bert_layer.plan" "1 8 32 128"
 check_plan "$work/mlp.plan" "1 4"
 "$HKC" inspect "$work/bert_layer.hkpack" --plan --batch 8 > "$work/bert8.plan"
 check_plan "$work/bert8.plan" "8"
-# bert at batch 8: qkv_proj reads x [8,128,768], w_qkv [768,2304], b_qkv and writes qkv, f16
+# bert at batch 8: qkv_proj reads x [8,128,768], w_qkv [768,2304], b_qkv and writes qkv, bf16
 grep -Eq "^ +0  qkv_proj .* 9835008 +3\.626238  M " "$work/bert8.plan"
 # attention reads the packed qkv once: 8*128*2304 + 8*128*768 halves
 grep -Eq "^ +1  attn .* 6291456 +0\.402653  M " "$work/bert8.plan"
@@ -93,7 +93,7 @@ set -e
 import re, sys
 text = open(sys.argv[1]).read()
 rows = [l.split() for l in text.splitlines() if re.match(r"^ +\d+  ", l)]
-assert [r[1] for r in rows] == ["fc1", "fc2", "res", "ln"], text
+assert [r[1] for r in rows] == ["fc1", "fc2,res", "ln"], text  # fusion: auto folds res into fc2
 for r in rows:
     assert float(r[3]) > 0 and r[4] == "-" and r[7] == "-", r  # median us > 0; host: no floor
 assert "no floor (host-" in text and "sum of launches" in text and "whole graph" in text, text
