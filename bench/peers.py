@@ -276,9 +276,16 @@ def main(argv=None):
                       len(rec["runs"]), m["ctx_ms"], m["first_result_ms"], m["first_result_no_upload_ms"],
                       m["process_s"]), flush=True)
     t0 = time.perf_counter()
-    import peers_torch
-    env["import_torch_s"] = time.perf_counter() - t0
-    fail += peers_torch.run(a, spec, batches, systems, W, deadline, lib, env)
+    try:
+        import peers_torch
+        env["import_torch_s"] = time.perf_counter() - t0
+        fail += peers_torch.run(a, spec, batches, systems, W, deadline, lib, env)
+    except Exception as e:  # noqa: BLE001  (print what was measured before failing)
+        import traceback
+        traceback.print_exc()
+        W({"kind": "skip", "spec": spec["name"], "batch": 0, "system": "run",
+           "reason": "the run stopped: %s: %s" % (type(e).__name__, str(e)[:300])})
+        fail += 1
     for p in pc.points(W.records):
         W(p)
     print()

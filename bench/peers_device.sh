@@ -16,7 +16,8 @@
 #
 # Time: PEERS_BUDGET_S (default 540 s) bounds the whole call: peers.py prints its estimate
 # first, skips what would not fit (each skip is a row in the table and the JSON) and
-# leaves time for the report. Output: $OUT/peers_PART.{jsonl,log,md,png}; the table last.
+# leaves time for the report. Output: $OUT/peers_PART.{jsonl,log,md,png} (PEERS_TAG=x:
+# peers_PART_x.*, for a follow-up call); the table last.
 # Exit 1 on any output mismatch or hkc failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,8 +38,9 @@ if [ ! -f "$pack" ] || [ ! -f "$spec" ]; then
   echo "peers_device: no $pack or $spec: run 'bash bench/peers_prepare.sh' on the CPU machine and carry build-dev"
   exit 2
 fi
-jsonl=$out/peers_$part.jsonl
-log=$out/peers_$part.log
+base=peers_$part${PEERS_TAG:+_$PEERS_TAG}   # PEERS_TAG names a follow-up call's files apart
+jsonl=$out/$base.jsonl
+log=$out/$base.log
 : > "$jsonl"
 export PYTHONUNBUFFERED=1
 tmp=$(mktemp -d /tmp/peers.XXXXXX)
@@ -59,8 +61,8 @@ fi
 left=$((budget - ($(date +%s) - start) - 15))
 python3 bench/peers.py "$spec" "$pack" --out "$jsonl" --budget "$left" "$@" 2>&1 | tee -a "$log"
 rc=${PIPESTATUS[0]}
-python3 bench/peers_report.py "$jsonl" > "$out/peers_$part.md" 2>> "$log" || echo "peers_device: report failed" | tee -a "$log"
-python3 bench/plot_peers.py "$jsonl" -o "$out/peers_$part.png" >> "$log" 2>&1 || echo "peers_device: plot failed" | tee -a "$log"
+python3 bench/peers_report.py "$jsonl" > "$out/$base.md" 2>> "$log" || echo "peers_device: report failed" | tee -a "$log"
+python3 bench/plot_peers.py "$jsonl" -o "$out/$base.png" >> "$log" 2>&1 || echo "peers_device: no plot (see the log)" | tee -a "$log"
 rm -rf "$tmp"
 echo "peers_device: $part done in $(($(date +%s) - start)) s, exit $rc; files: $(cd "$out" && ls | tr '\n' ' ')"
 exit "$rc"

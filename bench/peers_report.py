@@ -205,8 +205,9 @@ def verdicts(records):
                                                            r["reason"]))
     for r in by_kind(records, "compare"):
         if not r["ok"]:
-            out.append("- **mismatch**: %s batch %d, %s against %s: relative error %.2e" % (
-                r["spec"], r["batch"], pc.LABEL.get(r["system"], r["system"]), r["against"], r["rel"]))
+            out.append("- **mismatch**: %s batch %d, %s against %s: relative error %.2e%s" % (
+                r["spec"], r["batch"], pc.LABEL.get(r["system"], r["system"]), r["against"], r["rel"],
+                " (%s)" % r["error"] if r.get("error") else ""))
     return out or ["- every bar met, every figure measured"]
 
 
