@@ -198,6 +198,28 @@ def table(records):
                                                                             r["against"], r["rel"], r["worst"]))
     for (spec, batch, s), why in sorted(skips.items()):
         lines.append("not measured: %s batch %d %s: %s" % (spec, batch, s, why))
+    for r in records:
+        if r.get("kind") == "cold_hkc":
+            m = r["median"]
+            verdict = "" if r.get("met") is None else (" (bar %g ms: %s)" % (r["bar_ms"], "met" if r["met"] else "MISSED"))
+            lines.append("cold start %s batch %d, median of %d processes: CUDA context %s ms, then first result %s ms "
+                         "after opening the pack%s" % (r["spec"], r["batch"], len(r["runs"]), fmt_ms(m.get("ctx_ms")),
+                                                       fmt_ms(m.get("first_result_ms")), verdict))
+        elif r.get("kind") == "cold_torch":
+            lines.append("torch.compile first call in a fresh process, %s cache, %s batch %d: %.2f s (import torch "
+                         "%.2f s, CUDA context %.2f s)" % (r["cache"], r["spec"], r["batch"], r["first_call_s"],
+                                                           r["import_s"], r["ctx_s"]))
+        elif r.get("kind") == "build" and "cold_s" in r:
+            lines.append("hkc build %s for %s on the %s (%s cores): cold %.2f s, warm %.2f s" % (
+                r["spec"], r["target"], "CPU machine" if r["where"] == "cpu" else "GPU machine's CPUs", r.get("cores"),
+                r["cold_s"], r["warm_s"]))
+    comp = {}
+    for r in records:
+        if r.get("kind") == "latency" and r.get("compile_s") is not None:
+            comp.setdefault((r["spec"], r["system"]), []).append((r["batch"], r["compile_s"]))
+    for (spec, s), xs in sorted(comp.items()):
+        lines.append("compile time (first call) of %s, %s: %s" % (LABEL[s], spec, ", ".join(
+            "batch %d %.1f s" % x for x in sorted(xs))))
     return "\n".join(lines)
 
 

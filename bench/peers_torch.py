@@ -313,8 +313,11 @@ class Run:
                 "rel": rel, "worst": worst, "ok": ok, "tol": list(tol)})
         if not ok:
             self.bad += 1
-            print("  MISMATCH %s batch %d: %s vs %s: rel %.3e worst %.2f" % (self.name, batch, system, against, rel,
-                                                                           worst), flush=True)
+            hint = ""
+            if system == "eager" and not self.a.reference_ops:
+                hint = " (eager runs its own gemm and rope: --reference-ops runs check.py's instead)"
+            print("  MISMATCH %s batch %d: %s vs %s: rel %.3e worst %.2f%s" % (self.name, batch, system, against, rel,
+                                                                             worst, hint), flush=True)
         return ok
 
     def compare_all(self, batch, system, outs):
