@@ -249,6 +249,9 @@ def main(argv=None):
         spec["name"], batches, ", ".join(systems), os.path.relpath(a.pack), info["bytes"], ", ".join(info["targets"])))
     print("estimated run time: %.0f s (%.1f min)%s" % (est, est / 60, "; budget %.0f s" % a.budget if a.budget else ""),
           flush=True)
+    if a.budget and est > a.budget:
+        print("the estimate is over the budget: what does not fit is skipped and recorded, max-autotune at the "
+              "largest batches first (a later call can measure it: --systems max-autotune --batches ...)", flush=True)
     env = pc.machine_env(a.hkc, hkrt_path(a))
     env.update({"spec": spec["name"], "spec_path": os.path.relpath(a.spec, ROOT), "pack_bytes": info["bytes"],
                 "pack_targets": info["targets"], "batches": batches, "systems": systems, "estimate_s": est,
