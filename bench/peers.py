@@ -253,7 +253,7 @@ def main(argv=None):
         print("the estimate is over the budget: what does not fit is skipped and recorded, max-autotune at the "
               "largest batches first (a later call can measure it: --systems max-autotune --batches ...)", flush=True)
     env = pc.machine_env(a.hkc, hkrt_path(a))
-    env.update({"spec": spec["name"], "spec_path": os.path.relpath(a.spec, ROOT), "pack_bytes": info["bytes"],
+    env.update({"spec": spec["name"], "dtype": spec["dtype"], "spec_path": os.path.relpath(a.spec, ROOT), "pack_bytes": info["bytes"],
                 "pack_targets": info["targets"], "batches": batches, "systems": systems, "estimate_s": est,
                 "budget_s": a.budget, "seed": a.seed, "reference_ops": a.reference_ops, "dry_run": a.dry_run})
     W({"kind": "sizes", "spec": spec["name"], "pack_bytes": info["bytes"], "pack_targets": info["targets"],

@@ -62,9 +62,10 @@ def latency_tables(records):
     pts = {(p["spec"], p["batch"]): p for p in pc.points(records)}
     lat = {(r["spec"], r["batch"], r["system"]): r for r in by_kind(records, "latency") if not r.get("dry_run")}
     skips = {(r["spec"], r["batch"], r["system"]): r["reason"] for r in by_kind(records, "skip")}
+    dtypes = {r.get("spec"): r.get("dtype") for r in by_kind(records, "env")}
     for spec in sorted({k[0] for k in pts}):
         out.append("")
-        out.append("**%s** — median ms per call (p10–p90 below each), bf16" % spec)
+        out.append("**%s** — median ms per call (p10–p90 below each), %s" % (spec, dtypes.get(spec) or "?"))
         out.append("")
         out.append("| batch | " + " | ".join(pc.LABEL[s] for s in pc.SYSTEMS) + " | best peer | hkc / best | bar | verdict |")
         out.append("|---:|" + "---:|" * len(pc.SYSTEMS) + "---|---:|---:|---|")
