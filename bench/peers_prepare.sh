@@ -17,11 +17,16 @@ specs=${PEERS_SPECS:-specs/bert_layer.yaml specs/llama_block.yaml}
 cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DHK_BUILD_TESTS=ON >/dev/null
 cmake --build build-dev -j"${HK_JOBS:-2}" --target hkc hkrt hk_bench_cold
 mkdir -p build-dev/peers
-built=""
+built="" failed=0
 for spec in $specs; do
   if [ ! -f "$spec" ]; then echo "peers_prepare: $spec does not exist (yet): no pack for it"; continue; fi
   name=$(basename "$spec" .yaml)
-  build-dev/hkc build "$spec" -o "build-dev/peers/$name.hkpack" --target "$target"
+  rm -f "build-dev/peers/$name.hkpack" "build-dev/peers/$name.yaml"
+  if ! build-dev/hkc build "$spec" -o "build-dev/peers/$name.hkpack" --target "$target"; then
+    echo "peers_prepare: FAILED to build $spec for $target (the other specs go on)"
+    failed=1
+    continue
+  fi
   cp "$spec" "build-dev/peers/$name.yaml"
   built="$built $spec"
 done
@@ -33,3 +38,4 @@ if [ "${PEERS_BUILD_TIMES:-0}" = 1 ] && [ -n "$built" ]; then
 fi
 ls -la build-dev/peers
 du -sh build-dev | sed 's/$/  (build-dev, carried to the GPU machine; the limit is 64 MiB with the tree)/'
+exit $failed
