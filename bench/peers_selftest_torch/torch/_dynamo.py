@@ -1,0 +1,5 @@
+"""FAKE torch._dynamo (bench/peers_selftest.py only)."""
+
+
+def reset():
+    pass
