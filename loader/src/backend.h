@@ -82,8 +82,9 @@ struct hk_backend {
                              const hk_allocator_t *allocator, const void *code, size_t code_size,
                              hk_module_t **out_module);
   void (*module_unload)(hk_module_t *module);
-  /* Allocates the workspace (at least 64-byte aligned) and whatever replay needs
-   * (e.g. an instantiated graph). launches stay valid until session_release. */
+  /* Allocates the workspace (at least 256-byte aligned: the session carves padded staging
+   * buffers out of its end) and whatever replay needs (e.g. an instantiated graph).
+   * launches stay valid until session_release. */
   hk_status_t (*session_prepare)(hk_module_t *module, uint64_t workspace_bytes, const hk_launch_desc_t *launches,
                                  uint32_t launch_count, hk_backend_session_t **out_session);
   /* Runs every launch in order. stream: backend stream or NULL. */
@@ -94,6 +95,12 @@ struct hk_backend {
   void (*mem_free)(hk_module_t *module, void *ptr);
   hk_status_t (*mem_copy)(hk_module_t *module, void *dst, const void *src, size_t bytes, hk_copy_kind_t kind);
   hk_status_t (*synchronize)(hk_module_t *module, void *stream);
+  /* Padded runs (session.c): enqueue on `stream` (NULL: the default stream), in order with
+   * the runs on that stream, a copy of `bytes` between two buffers of the module's device /
+   * a fill of `bytes` zero bytes. The host backend does them at once (its runs are
+   * synchronous). Errors: DRIVER. */
+  hk_status_t (*copy_async)(hk_module_t *module, void *dst, const void *src, size_t bytes, void *stream);
+  hk_status_t (*zero_async)(hk_module_t *module, void *dst, size_t bytes, void *stream);
 };
 
 extern const hk_backend_t hk_backend_host;

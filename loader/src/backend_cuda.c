@@ -536,6 +536,19 @@ static hk_status_t cuda_synchronize(hk_module_t *module, void *stream) {
   return CU_CHECK(cuCtxSynchronize, ());
 }
 
+static hk_status_t cuda_copy_async(hk_module_t *module, void *dst, const void *src, size_t bytes, void *stream) {
+  if (bytes == 0) return HK_OK;
+  HK_RETURN_IF_ERROR(ctx_enter((const cuda_module_t *)module));
+  return CU_CHECK(cuMemcpyDtoDAsync, ((hk_cu_deviceptr_t)(uintptr_t)dst, (hk_cu_deviceptr_t)(uintptr_t)src, bytes,
+                                      (hk_cu_stream_t)stream));
+}
+
+static hk_status_t cuda_zero_async(hk_module_t *module, void *dst, size_t bytes, void *stream) {
+  if (bytes == 0) return HK_OK;
+  HK_RETURN_IF_ERROR(ctx_enter((const cuda_module_t *)module));
+  return CU_CHECK(cuMemsetD8Async, ((hk_cu_deviceptr_t)(uintptr_t)dst, 0, bytes, (hk_cu_stream_t)stream));
+}
+
 const hk_backend_t hk_backend_cuda = {
     .name = "cuda",
     .kind = HK_TARGET_CUDA,
@@ -552,4 +565,6 @@ const hk_backend_t hk_backend_cuda = {
     .mem_free = cuda_mem_free,
     .mem_copy = cuda_mem_copy,
     .synchronize = cuda_synchronize,
+    .copy_async = cuda_copy_async,
+    .zero_async = cuda_zero_async,
 };

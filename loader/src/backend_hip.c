@@ -535,6 +535,18 @@ static hk_status_t hip_synchronize(hk_module_t *module, void *stream) {
   return HIP_CHECK(hipDeviceSynchronize, ());
 }
 
+static hk_status_t hip_copy_async(hk_module_t *module, void *dst, const void *src, size_t bytes, void *stream) {
+  if (bytes == 0) return HK_OK;
+  HK_RETURN_IF_ERROR(device_enter(module));
+  return HIP_CHECK(hipMemcpyAsync, (dst, src, bytes, HK_HIP_MEMCPY_DEVICE_TO_DEVICE, (hk_hip_stream_t)stream));
+}
+
+static hk_status_t hip_zero_async(hk_module_t *module, void *dst, size_t bytes, void *stream) {
+  if (bytes == 0) return HK_OK;
+  HK_RETURN_IF_ERROR(device_enter(module));
+  return HIP_CHECK(hipMemsetAsync, (dst, 0, bytes, (hk_hip_stream_t)stream));
+}
+
 const hk_backend_t hk_backend_hip = {
     .name = "hip",
     .kind = HK_TARGET_HIP,
@@ -551,4 +563,6 @@ const hk_backend_t hk_backend_hip = {
     .mem_free = hip_mem_free,
     .mem_copy = hip_mem_copy,
     .synchronize = hip_synchronize,
+    .copy_async = hip_copy_async,
+    .zero_async = hip_zero_async,
 };

@@ -1,0 +1,20 @@
+/*
+ * session_internal.h -- what tests may observe of a session beyond the public API.
+ *
+ * Bucket states (see session.c) are built lazily and reused; these hooks let
+ * tests/unit/loader_test.c check that without timing anything.
+ */
+#ifndef HK_SESSION_INTERNAL_H
+#define HK_SESSION_INTERNAL_H
+
+#include <stdint.h>
+
+#include "hk/hkrt.h"
+
+/* Bucket states the session has built since it was created (a rebuild counts again). */
+uint32_t hk_session_debug_builds(const hk_session_t *session);
+/* The workspace arena of the current bucket's state; NULL when that state is not built
+ * (yet) or has no arena. */
+const void *hk_session_debug_arena(const hk_session_t *session);
+
+#endif /* HK_SESSION_INTERNAL_H */
