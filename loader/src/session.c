@@ -138,6 +138,14 @@ const void *hk_session_debug_arena(const hk_session_t *s) {
   return b ? b->backend->workspace : NULL;
 }
 
+const void *hk_session_debug_staging(const hk_session_t *s, const char *name) {
+  const hk_bucket_t *b = s->buckets[s->bucket];
+  for (uint32_t i = 0; b && i < s->app_count; i++)
+    if (strcmp(s->app[i].info.name, name) == 0 && b->staging[i] != HK_NO_STAGING)
+      return (const char *)b->backend->workspace + b->staging[i];
+  return NULL;
+}
+
 /* "f16 [8,128,192]" */
 static void describe_shape(const hk_tensor_info_t *info, char *out, size_t size) {
   int n = snprintf(out, size, "%s [", hk_dtype_label(info->element_type));
