@@ -9,7 +9,9 @@
  * refreshes every node's parameters (cuGraphExecKernelNodeSetParams) when a bind happened
  * since the last refresh, then launches the graph. Stream launches (cuLaunchKernel per
  * node, in stored order) replace the graph when HK_LAUNCH=stream is set or when the
- * driver lacks the graph API or fails to build or instantiate the graph.
+ * driver lacks the graph API or fails to build or instantiate the graph. For a batch
+ * between buckets the session enqueues the staging copies around that launch on the same
+ * stream (cuMemsetD8Async, cuMemcpyDtoDAsync_v2: copy_async / zero_async).
  *
  * Contexts: every entry point makes the module's primary context current on the calling
  * thread (the runtime API does the same) and leaves it current.

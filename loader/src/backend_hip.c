@@ -6,7 +6,8 @@
  * nodes per session, instantiated once, its node parameters refreshed after a bind;
  * stream launches (hipModuleLaunchKernel) with HK_LAUNCH=stream or when the graph cannot
  * be built (ROCm releases before ~5.6 may refuse hipGraphAddKernelNode for a function
- * from hipModuleGetFunction; the fallback covers that).
+ * from hipModuleGetFunction; the fallback covers that). Padded runs' staging copies go on
+ * the run's stream (hipMemsetAsync, hipMemcpyAsync device-to-device).
  *
  * The device's ISA name: hipDeviceProp_t.gcnArchName ("gfx90a:sramecc+:xnack-") sits at
  * different offsets in ROCm 5 (hipDeviceProp_t) and ROCm 6 (hipDeviceProp_tR0600, exported
