@@ -55,8 +55,9 @@ typedef struct hk_backend_session {
   uint64_t workspace_bytes;
   const hk_launch_desc_t *launches;  /* borrowed from the session, in a topological order */
   uint32_t launch_count;
-  /* Incremented by every hk_session_bind: a backend that copied argument values (a GPU
-   * graph) refreshes them before the next run when this moved. */
+  /* Incremented by the session before a run when a tensor slot changed (a new binding, or
+   * a switch between bound and staging buffers): a backend that copied argument values (a
+   * GPU graph) refreshes them in that run when this moved. */
   uint64_t bind_generation;
 } hk_backend_session_t;
 
