@@ -7,7 +7,8 @@
 #
 # For every pack in build-dev/packs/ (every spec in specs/ and tests/specs/, built for
 # host + sm_90): runs every op and spec at every batch size on the GPU and on the host
-# target, compares both with PyTorch (check.py), prints a table, exits 1 on any mismatch.
+# target (and one batch size between buckets, padded), compares both with PyTorch
+# (check.py), prints a table, exits 1 on any mismatch.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-${OUT:-/tmp/hk-device}}
