@@ -505,19 +505,28 @@ static hk_status_t unstage_outputs(hk_session_t *s, hk_bucket_t *b, void *stream
   return HK_OK;
 }
 
-/* Runs the current bucket's graph at s->batch, building its state first when needed.
- * Every application tensor is bound. */
-static hk_status_t session_run(hk_session_t *s, void *stream) {
+/* The state of the bucket that runs s->batch, built now if it does not exist yet (or
+ * lacks the staging buffers a padded batch needs); *out_pad: whether runs pad. Everything
+ * that replays the current graph (runs, and tools that walk its launches) goes through
+ * this. Errors: those of bucket_build. */
+static hk_status_t bucket_current(hk_session_t *s, hk_bucket_t **out_bucket, bool *out_pad) {
   bool pad = s->batch < s->view->manifest->batch_sizes[s->bucket];
   hk_bucket_t *b = s->buckets[s->bucket];
   if (b && pad && !b->has_staging) { /* built for its own batch size: rebuild once, with staging */
     bucket_destroy(s, b);
     s->buckets[s->bucket] = b = NULL;
   }
-  if (!b) {
-    HK_RETURN_IF_ERROR(bucket_build(s, s->bucket, pad));
-    b = s->buckets[s->bucket];
-  }
+  if (!b) HK_RETURN_IF_ERROR(bucket_build(s, s->bucket, pad));
+  *out_bucket = s->buckets[s->bucket];
+  *out_pad = pad;
+  return HK_OK;
+}
+
+/* Runs the current bucket's graph at s->batch. Every application tensor is bound. */
+static hk_status_t session_run(hk_session_t *s, void *stream) {
+  hk_bucket_t *b;
+  bool pad;
+  HK_RETURN_IF_ERROR(bucket_current(s, &b, &pad));
   bool moved = false;
   for (uint32_t i = 0; i < s->app_count; i++) {
     const hk_app_tensor_t *at = &s->app[i];
