@@ -474,7 +474,8 @@ static hk_status_t stage_inputs(hk_session_t *s, hk_bucket_t *b, void *stream) {
   const hk_backend_t *be = s->module->backend;
   char *base = b->backend->workspace;
   if (!b->staging_zeroed) {
-    HK_RETURN_IF_ERROR(be->zero_async(s->module, base + b->staging_first, (size_t)b->staging_bytes, stream));
+    if (b->staging_bytes) /* 0 when nothing depends on batch */
+      HK_RETURN_IF_ERROR(be->zero_async(s->module, base + b->staging_first, (size_t)b->staging_bytes, stream));
     b->staging_zeroed = true;
     b->input_rows = 0;
   }
