@@ -50,7 +50,7 @@ int hkc_inspect(const char *path, FILE *out) {
           (unsigned long long)m->spec_hash, hk_dtype_label(m->dtype));
   fprintf(out, "  batch sizes:");
   for (uint32_t b = 0; b < m->batch_count; b++) fprintf(out, " %llu", (unsigned long long)m->batch_sizes[b]);
-  fprintf(out, "\n\ntargets:\n");
+  fprintf(out, "; batch policy: %s\n\ntargets:\n", m->batch_policy == HK_BATCH_POLICY_REC_EXACT ? "exact" : "pad");
   for (uint32_t t = 0; t < v->target_count; t++) {
     const hk_target_rec_t *tr = &v->targets[t];
     const hk_section_t *cs = code_section(v, tr);

@@ -59,7 +59,9 @@ static const char k_run_usage[] =
     "Opens PACK through libhkrt, creates a session for one batch size, fills inputs and\n"
     "params (random from --seed unless given as .npy), runs the graph and reports the\n"
     "median latency. Outputs are poisoned (NaN) before the first run; a non-finite\n"
-    "output element is an error.\n"
+    "output element is an error. A batch size between two of the pack's buckets runs the\n"
+    "next larger bucket on padded tensors when the pack's batch policy is pad (the\n"
+    "default); inputs and outputs are still sized for N.\n"
     "\n"
     "Random values: inputs uniform in [-1, 1); params of rank >= 2 uniform in\n"
     "[-1/sqrt(d0), 1/sqrt(d0)) with d0 their first dimension (fan-in of a [K, N] weight);\n"
@@ -68,7 +70,8 @@ static const char k_run_usage[] =
     "\n"
     "options:\n"
     "  --target T             run this target (default: the best one for this machine)\n"
-    "  --batch N              batch size; one of the pack's buckets (default: the smallest)\n"
+    "  --batch N              batch size: a bucket of the pack, or under batch policy pad any\n"
+    "                         size up to the largest bucket (default: the smallest bucket)\n"
     "  --seed S               random seed (default 1)\n"
     "  --input NAME=FILE.npy  take an input from a .npy file (f16/f32/f64, exact shape)\n"
     "  --param NAME=FILE.npy  take a param from a .npy file\n"
@@ -451,8 +454,10 @@ static int cmd_run(int argc, char **argv) {
     if (r >= warmup) times[r - warmup] = t1 - t0;
   }
   qsort(times, (size_t)runs, sizeof *times, cmp_double);
-  printf("target %s, batch %lld: median %.3f ms, min %.3f ms over %lld runs (%lld warm-up)\n",
-         hk_session_target(session), batch, times[runs / 2], times[0], runs, warmup);
+  uint64_t bucket = hk_session_bucket(session);
+  printf("target %s, batch %lld, bucket %llu%s: median %.3f ms, min %.3f ms over %lld runs (%lld warm-up)\n",
+         hk_session_target(session), batch, (unsigned long long)bucket, bucket != (uint64_t)batch ? " (padded)" : "",
+         times[runs / 2], times[0], runs, warmup);
   double graph_us = times[runs / 2] * 1e3;
   free(times);
   if (profile && print_profile(session, (uint32_t)repeats, graph_us) != 0) goto done;

@@ -158,6 +158,10 @@ static int validate_and_count(builder_t *b) {
               HK_MAX_BATCH_BUCKETS, spec->n_tensors, HK_MAX_TENSORS);
     return -1;
   }
+  if (spec->batch_policy < 0 || spec->batch_policy >= (int)HK_BATCH_POLICY_REC_COUNT_) {
+    hkc_error(NOLOC, "cannot write the artifact: unknown batch policy %d", spec->batch_policy);
+    return -1;
+  }
   if (!name_ok("spec", spec->name)) return -1;
   b->has_plan = 1;
   for (size_t t = 0; t < in->n_targets; t++)
@@ -295,6 +299,7 @@ static int build_tables(builder_t *b) {
   m->target_count = (uint32_t)nt;
   m->tensor_count = (uint32_t)spec->n_tensors;
   m->batch_count = (uint32_t)spec->n_batch;
+  m->batch_policy = (uint32_t)spec->batch_policy;
   m->spec_hash = spec->hash;
   for (int i = 0; i < spec->n_batch; i++) m->batch_sizes[i] = (uint64_t)spec->batch_sizes[i];
 

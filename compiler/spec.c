@@ -3,8 +3,8 @@
  * Two steps. libyaml's event parser builds a small tree of maps, lists and scalars,
  * each with its 1-based line:col; aliases, several documents and deep nesting are
  * refused there. Then the tree is checked against the schema (docs/SPEC.md) in a
- * fixed order -- version, name, dtype, batch sizes, dims, targets, inputs, params,
- * graph, outputs, fusion -- so that dims exist before shapes use them. Graph nodes may
+ * fixed order -- version, name, dtype, batch sizes, batch policy, dims, targets, inputs,
+ * params, graph, outputs, fusion -- so that dims exist before shapes use them. Graph nodes may
  * be written in any order: they are sorted topologically (producers first, written
  * order kept where possible) before shapes are inferred. The first problem is
  * reported as FILE:LINE:COL and parsing stops. */
@@ -489,6 +489,17 @@ static int parse_batch_sizes(spec_ctx_t *c, const ynode_t *n) {
     s->n_batch++;
   }
   return 0;
+}
+
+/* batch_policy: pad (default) | exact. */
+static int parse_batch_policy(spec_ctx_t *c, const ynode_t *n) {
+  c->spec->batch_policy = HK_BATCH_POLICY_REC_PAD;
+  if (!n) return 0;
+  if (expect_kind(n, Y_SCALAR, "pad or exact", "batch_policy") != 0) return -1;
+  if (!strcmp(n->text, "pad")) return 0;
+  if (!strcmp(n->text, "exact")) return c->spec->batch_policy = HK_BATCH_POLICY_REC_EXACT, 0;
+  hkc_error(n->loc, "unknown batch policy '%.64s' (expected pad or exact)", n->text);
+  return -1;
 }
 
 /* dims: name -> positive integer, or an expression over the dims above it. */
@@ -1285,17 +1296,41 @@ done:
   return rc;
 }
 
-/* Whole-spec checks after the graph: sizes at the largest batch, unused tensors. */
+/* Under batch_policy: pad a batch between two buckets runs the larger bucket on padded
+ * tensors, so the real rows must be a prefix of every batch-dependent tensor and no op
+ * may mix rows: batch only in the leading dim (k*batch, no offset), and rank >= 2 (a 1-D
+ * [batch] tensor's only dim is also the last one, which norms and softmax reduce). */
+static int pad_layout_ok(const hkc_tensor_t *t) {
+  int batched = 0;
+  for (uint32_t d = 0; d < t->rank; d++) batched |= t->dims[d].mul != 0;
+  if (!batched) return 1;
+  if (t->rank < 2 || t->dims[0].mul <= 0 || t->dims[0].add != 0) return 0;
+  for (uint32_t d = 1; d < t->rank; d++)
+    if (t->dims[d].mul != 0) return 0;
+  return 1;
+}
+
+/* Whole-spec checks after the graph: sizes at the largest batch, layouts the batch
+ * policy can pad, unused tensors. */
 static int check_tensors(spec_ctx_t *c) {
   hkc_spec_t *s = c->spec;
   int64_t max_batch = s->batch_sizes[s->n_batch - 1];
   for (size_t i = 0; i < s->n_tensors; i++) {
     const hkc_tensor_t *t = &s->tensors[i];
     int64_t elems = hkc_tensor_elems(t, max_batch);
+    char sh[HKC_SHAPE_STR];
     if (elems < 0 || elems > HKC_SPEC_MAX_TENSOR_BYTES / (int64_t)hkc_dtype_size(t->dtype)) {
-      char sh[HKC_SHAPE_STR];
       hkc_error(t->loc, "tensor '%s' %s is too large at batch %lld (limit %lld bytes)", t->name,
                 tensor_shape_str(t, sh), (long long)max_batch, (long long)HKC_SPEC_MAX_TENSOR_BYTES);
+      return -1;
+    }
+    if (s->batch_policy == HK_BATCH_POLICY_REC_PAD && !pad_layout_ok(t)) {
+      hkc_error(t->loc,
+                "tensor '%s' %s cannot be padded: with batch_policy: pad (the default) a tensor that depends on "
+                "batch must have it in its leading dim only, as [batch, ...] or [k*batch, ...] of rank >= 2, so "
+                "that the rows of a smaller batch are a prefix; use batch_policy: exact to run only the built "
+                "batch sizes",
+                t->name, tensor_shape_str(t, sh));
       return -1;
     }
   }
@@ -1317,9 +1352,13 @@ static int check_tensors(spec_ctx_t *c) {
 }
 
 /* ---- entry points ------------------------------------------------------------------------------------ */
-enum { K_HKC, K_NAME, K_DTYPE, K_BATCH, K_DIMS, K_TARGETS, K_INPUTS, K_PARAMS, K_GRAPH, K_OUTPUTS, K_FUSION, K_COUNT };
-static const char *const top_keys[K_COUNT] = {"hkc",    "name",   "dtype", "batch_sizes", "dims",   "targets",
-                                              "inputs", "params", "graph", "outputs",     "fusion"};
+enum {
+  K_HKC, K_NAME, K_DTYPE, K_BATCH, K_BATCH_POLICY, K_DIMS, K_TARGETS, K_INPUTS, K_PARAMS, K_GRAPH, K_OUTPUTS,
+  K_FUSION, K_COUNT
+};
+static const char *const top_keys[K_COUNT] = {"hkc",    "name",    "dtype",  "batch_sizes", "batch_policy",
+                                              "dims",   "targets", "inputs", "params",      "graph",
+                                              "outputs", "fusion"};
 #define TOP_REQUIRED ((1u << K_HKC) | (1u << K_NAME) | (1u << K_BATCH) | (1u << K_INPUTS) | (1u << K_GRAPH) | (1u << K_OUTPUTS))
 
 static int spec_build(spec_ctx_t *c, const ynode_t *root) {
@@ -1348,6 +1387,7 @@ static int spec_build(spec_ctx_t *c, const ynode_t *root) {
     case K_NAME: rc = parse_spec_name(c, v[K_NAME]); break;
     case K_DTYPE: rc = parse_dtype(c, v[K_DTYPE]); break;
     case K_BATCH: rc = parse_batch_sizes(c, v[K_BATCH]); break;
+    case K_BATCH_POLICY: rc = parse_batch_policy(c, v[K_BATCH_POLICY]); break;
     case K_DIMS: rc = v[K_DIMS] ? parse_dims(c, v[K_DIMS]) : 0; break;
     case K_TARGETS: rc = parse_targets(c, v[K_TARGETS]); break;
     case K_INPUTS: rc = parse_decls(c, v[K_INPUTS], "inputs", HK_ROLE_INPUT); break;

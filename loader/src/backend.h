@@ -55,8 +55,9 @@ typedef struct hk_backend_session {
   uint64_t workspace_bytes;
   const hk_launch_desc_t *launches;  /* borrowed from the session, in a topological order */
   uint32_t launch_count;
-  /* Incremented by every hk_session_bind: a backend that copied argument values (a GPU
-   * graph) refreshes them before the next run when this moved. */
+  /* Incremented by the session before a run when a tensor slot changed (a new binding, or
+   * a switch between bound and staging buffers): a backend that copied argument values (a
+   * GPU graph) refreshes them in that run when this moved. */
   uint64_t bind_generation;
 } hk_backend_session_t;
 
@@ -82,8 +83,9 @@ struct hk_backend {
                              const hk_allocator_t *allocator, const void *code, size_t code_size,
                              hk_module_t **out_module);
   void (*module_unload)(hk_module_t *module);
-  /* Allocates the workspace (at least 64-byte aligned) and whatever replay needs
-   * (e.g. an instantiated graph). launches stay valid until session_release. */
+  /* Allocates the workspace (at least 256-byte aligned: the session carves padded staging
+   * buffers out of its end) and whatever replay needs (e.g. an instantiated graph).
+   * launches stay valid until session_release. */
   hk_status_t (*session_prepare)(hk_module_t *module, uint64_t workspace_bytes, const hk_launch_desc_t *launches,
                                  uint32_t launch_count, hk_backend_session_t **out_session);
   /* Runs every launch in order. stream: backend stream or NULL. */
@@ -100,6 +102,12 @@ struct hk_backend {
    * out_us[i * passes + p] = microseconds of launch i in pass p. Errors: UNAVAILABLE (the
    * runtime lacks what timing needs), OUT_OF_MEMORY, DRIVER. */
   hk_status_t (*profile)(hk_backend_session_t *session, void *stream, uint32_t passes, double *out_us);
+  /* Padded runs (session.c): enqueue on `stream` (NULL: the default stream), in order with
+   * the runs on that stream, a copy of `bytes` between two buffers of the module's device /
+   * a fill of `bytes` zero bytes. The host backend does them at once (its runs are
+   * synchronous). Errors: DRIVER. */
+  hk_status_t (*copy_async)(hk_module_t *module, void *dst, const void *src, size_t bytes, void *stream);
+  hk_status_t (*zero_async)(hk_module_t *module, void *dst, size_t bytes, void *stream);
 };
 
 extern const hk_backend_t hk_backend_host;

@@ -9,7 +9,9 @@
  * refreshes every node's parameters (cuGraphExecKernelNodeSetParams) when a bind happened
  * since the last refresh, then launches the graph. Stream launches (cuLaunchKernel per
  * node, in stored order) replace the graph when HK_LAUNCH=stream is set or when the
- * driver lacks the graph API or fails to build or instantiate the graph.
+ * driver lacks the graph API or fails to build or instantiate the graph. For a batch
+ * between buckets the session enqueues the staging copies around that launch on the same
+ * stream (cuMemsetD8Async, cuMemcpyDtoDAsync_v2: copy_async / zero_async).
  *
  * Contexts: every entry point makes the module's primary context current on the calling
  * thread (the runtime API does the same) and leaves it current.
@@ -576,6 +578,19 @@ static hk_status_t cuda_synchronize(hk_module_t *module, void *stream) {
   return CU_CHECK(cuCtxSynchronize, ());
 }
 
+static hk_status_t cuda_copy_async(hk_module_t *module, void *dst, const void *src, size_t bytes, void *stream) {
+  if (bytes == 0) return HK_OK;
+  HK_RETURN_IF_ERROR(ctx_enter((const cuda_module_t *)module));
+  return CU_CHECK(cuMemcpyDtoDAsync, ((hk_cu_deviceptr_t)(uintptr_t)dst, (hk_cu_deviceptr_t)(uintptr_t)src, bytes,
+                                      (hk_cu_stream_t)stream));
+}
+
+static hk_status_t cuda_zero_async(hk_module_t *module, void *dst, size_t bytes, void *stream) {
+  if (bytes == 0) return HK_OK;
+  HK_RETURN_IF_ERROR(ctx_enter((const cuda_module_t *)module));
+  return CU_CHECK(cuMemsetD8Async, ((hk_cu_deviceptr_t)(uintptr_t)dst, 0, bytes, (hk_cu_stream_t)stream));
+}
+
 const hk_backend_t hk_backend_cuda = {
     .name = "cuda",
     .kind = HK_TARGET_CUDA,
@@ -593,4 +608,6 @@ const hk_backend_t hk_backend_cuda = {
     .mem_copy = cuda_mem_copy,
     .synchronize = cuda_synchronize,
     .profile = cuda_profile,
+    .copy_async = cuda_copy_async,
+    .zero_async = cuda_zero_async,
 };

@@ -6,7 +6,8 @@
  * nodes per session, instantiated once, its node parameters refreshed after a bind;
  * stream launches (hipModuleLaunchKernel) with HK_LAUNCH=stream or when the graph cannot
  * be built (ROCm releases before ~5.6 may refuse hipGraphAddKernelNode for a function
- * from hipModuleGetFunction; the fallback covers that).
+ * from hipModuleGetFunction; the fallback covers that). Padded runs' staging copies go on
+ * the run's stream (hipMemsetAsync, hipMemcpyAsync device-to-device).
  *
  * The device's ISA name: hipDeviceProp_t.gcnArchName ("gfx90a:sramecc+:xnack-") sits at
  * different offsets in ROCm 5 (hipDeviceProp_t) and ROCm 6 (hipDeviceProp_tR0600, exported
@@ -576,6 +577,18 @@ static hk_status_t hip_synchronize(hk_module_t *module, void *stream) {
   return HIP_CHECK(hipDeviceSynchronize, ());
 }
 
+static hk_status_t hip_copy_async(hk_module_t *module, void *dst, const void *src, size_t bytes, void *stream) {
+  if (bytes == 0) return HK_OK;
+  HK_RETURN_IF_ERROR(device_enter(module));
+  return HIP_CHECK(hipMemcpyAsync, (dst, src, bytes, HK_HIP_MEMCPY_DEVICE_TO_DEVICE, (hk_hip_stream_t)stream));
+}
+
+static hk_status_t hip_zero_async(hk_module_t *module, void *dst, size_t bytes, void *stream) {
+  if (bytes == 0) return HK_OK;
+  HK_RETURN_IF_ERROR(device_enter(module));
+  return HIP_CHECK(hipMemsetAsync, (dst, 0, bytes, (hk_hip_stream_t)stream));
+}
+
 const hk_backend_t hk_backend_hip = {
     .name = "hip",
     .kind = HK_TARGET_HIP,
@@ -593,4 +606,6 @@ const hk_backend_t hk_backend_hip = {
     .mem_copy = hip_mem_copy,
     .synchronize = hip_synchronize,
     .profile = hip_profile,
+    .copy_async = hip_copy_async,
+    .zero_async = hip_zero_async,
 };

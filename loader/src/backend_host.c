@@ -366,6 +366,20 @@ static hk_status_t host_synchronize(hk_module_t *module, void *stream) {
   return HK_OK; /* host runs are synchronous */
 }
 
+static hk_status_t host_copy_async(hk_module_t *module, void *dst, const void *src, size_t bytes, void *stream) {
+  (void)module;
+  (void)stream;
+  if (bytes) memcpy(dst, src, bytes);
+  return HK_OK;
+}
+
+static hk_status_t host_zero_async(hk_module_t *module, void *dst, size_t bytes, void *stream) {
+  (void)module;
+  (void)stream;
+  if (bytes) memset(dst, 0, bytes);
+  return HK_OK;
+}
+
 const hk_backend_t hk_backend_host = {
     .name = "host",
     .kind = HK_TARGET_HOST,
@@ -383,4 +397,6 @@ const hk_backend_t hk_backend_host = {
     .mem_copy = host_mem_copy,
     .synchronize = host_synchronize,
     .profile = host_profile,
+    .copy_async = host_copy_async,
+    .zero_async = host_zero_async,
 };

@@ -89,6 +89,10 @@ typedef struct hk_cu_kernel_node_params_v2 {
   X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", NULL, true, hk_cu_result_t, (hk_cu_deviceptr_t dst, const void *src, size_t bytes))  \
   X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", NULL, true, hk_cu_result_t, (void *dst, hk_cu_deviceptr_t src, size_t bytes))        \
   X(cuMemcpyDtoD, "cuMemcpyDtoD_v2", NULL, true, hk_cu_result_t, (hk_cu_deviceptr_t dst, hk_cu_deviceptr_t src, size_t bytes))  \
+  X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", NULL, true, hk_cu_result_t,                                         \
+    (hk_cu_deviceptr_t dst, hk_cu_deviceptr_t src, size_t bytes, hk_cu_stream_t stream))                             \
+  X(cuMemsetD8Async, "cuMemsetD8Async", NULL, true, hk_cu_result_t,                                                 \
+    (hk_cu_deviceptr_t dst, unsigned char value, size_t count, hk_cu_stream_t stream))                               \
   X(cuLaunchKernel, "cuLaunchKernel", NULL, true, hk_cu_result_t,                                                   \
     (hk_cu_function_t f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,        \
      unsigned int bz, unsigned int shared, hk_cu_stream_t stream, void **params, void **extra))                      \
@@ -194,6 +198,9 @@ typedef struct hk_hip_kernel_node_params {
   X(hipMalloc, "hipMalloc", NULL, true, hk_hip_error_t, (void **ptr, size_t bytes))                               \
   X(hipFree, "hipFree", NULL, true, hk_hip_error_t, (void *ptr))                                                  \
   X(hipMemcpy, "hipMemcpy", NULL, true, hk_hip_error_t, (void *dst, const void *src, size_t bytes, int kind))     \
+  X(hipMemcpyAsync, "hipMemcpyAsync", NULL, true, hk_hip_error_t,                                                 \
+    (void *dst, const void *src, size_t bytes, int kind, hk_hip_stream_t stream))                                 \
+  X(hipMemsetAsync, "hipMemsetAsync", NULL, true, hk_hip_error_t, (void *dst, int value, size_t bytes, hk_hip_stream_t stream)) \
   X(hipModuleLaunchKernel, "hipModuleLaunchKernel", NULL, true, hk_hip_error_t,                                   \
     (hk_hip_function_t f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,     \
      unsigned int bz, unsigned int shared, hk_hip_stream_t stream, void **params, void **extra))                   \

@@ -157,6 +157,13 @@ HK_API uint64_t hk_pack_batch_size(const hk_pack_t *pack, uint32_t index) {
   if (index >= pack->view.manifest->batch_count) return 0;
   return pack->view.manifest->batch_sizes[index];
 }
+/* The record and API enums share their numbers (verify checked the range). */
+_Static_assert((int)HK_BATCH_POLICY_PAD == (int)HK_BATCH_POLICY_REC_PAD &&
+                   (int)HK_BATCH_POLICY_EXACT == (int)HK_BATCH_POLICY_REC_EXACT,
+               "batch policy numbers");
+HK_API hk_batch_policy_t hk_pack_batch_policy(const hk_pack_t *pack) {
+  return (hk_batch_policy_t)pack->view.manifest->batch_policy;
+}
 
 /* Appends "a, b, c" lists into a fixed buffer, cutting with "..." when full. */
 static void list_append(char *buf, size_t size, const char *item) {

@@ -1,12 +1,30 @@
 /*
- * session.c -- a session replays one graph (one target, one batch size): it owns the
- * argument arrays of every launch, the pointers of bound tensors and the backend's
- * per-session state (workspace). Everything is allocated at create; bind and run
- * allocate nothing.
+ * session.c -- a session replays one target of a pack at a real batch size n. It keeps
+ * the application's bound buffers and, per batch bucket, what replaying that bucket's
+ * graph needs (hk_bucket_t): the argument arrays of every launch, one pointer slot per
+ * tensor and the backend's per-session state (workspace arena, instantiated GPU graph).
+ * The bucket that runs n is the bucket equal to n, else (batch policy pad) the smallest
+ * one above it. A bucket's state is built the first time it is needed -- create builds
+ * the first one, a run after hk_session_set_batch the others -- and kept until destroy.
+ * bind allocates nothing; run allocates only when it builds a bucket's state.
  *
- * Argument storage: each tensor has one slot in tensor_ptrs[]; a tensor argument
- * points at that slot, so binding a buffer updates every launch that uses it.
- * Intermediate tensors' slots point into the workspace.
+ * Argument storage: each tensor has one slot in a bucket's tensor_ptrs[]; a tensor
+ * argument points at that slot, so changing a slot updates every launch that uses it.
+ * Intermediates' slots point into the workspace. Before each launch of the graph the
+ * slots of application tensors are set to the bound buffers (or staging buffers, below),
+ * and the backend is told through bind_generation when one changed.
+ *
+ * Padding (n < the bucket b): pad_layout_check() has made sure that every tensor whose
+ * size depends on batch has batch only in its leading dim (mul*batch, no offset, rank
+ * >= 2), so the n real rows are a prefix of the bucket's tensor and no op reduces over
+ * that dim: rows never mix. The graph's slots of batch-dependent application tensors then
+ * point at staging buffers of bucket size, carved from the end of the workspace arena
+ * (one backend allocation, HK_STAGING_ALIGN-aligned). A run copies each input's (and
+ * batch-dependent param's) n-row prefix in, launches, and copies each output's prefix
+ * back, all on the run's stream. Rows >= n of input staging hold zeros (the whole staging
+ * area is zeroed at its first use, and rows a larger n left behind are zeroed again when
+ * n shrinks), so padded runs are reproducible. When n equals the bucket, tensors are
+ * bound directly and nothing is copied.
  */
 #include <stdio.h>
 #include <stdlib.h> /* qsort */
@@ -14,12 +32,17 @@
 
 #include "backend.h"
 #include "pack_internal.h"
+#include "session_internal.h"
 #include "status_internal.h"
 #include "util_internal.h"
 
 /* Every bound buffer's address is a multiple of this: GPU kernels use 16-byte vector
  * loads on rows whose length allows it (hkc_kernel_key_t.align). */
 #define HK_BIND_ALIGN 16u
+/* Staging buffers start at multiples of this from the arena base (which backends align
+ * at least as much): what a device allocation would give the kernels. */
+#define HK_STAGING_ALIGN 256u
+#define HK_NO_STAGING UINT64_MAX
 
 typedef union hk_arg_slot {
   void *ptr;     /* HK_ARG_NULL */
@@ -29,38 +52,62 @@ typedef union hk_arg_slot {
 
 typedef struct hk_app_tensor {
   uint32_t tensor;        /* index in the pack's tensor table */
-  hk_tensor_info_t info;
-  bool bound;
+  hk_tensor_info_t info;  /* resolved at the session's real batch */
+  void *data;             /* the bound buffer; NULL when unbound */
+  bool batched;           /* some dim depends on batch */
 } hk_app_tensor_t;
 
-struct hk_session {
-  hk_pack_t *pack;
-  const hk_pack_view_t *view;
-  const hk_allocator_t *allocator;
-  uint32_t target, graph;
-  uint64_t batch;
-  hk_module_t *module;           /* borrowed from the pack's cache */
-  hk_backend_session_t *backend; /* owned */
-  hk_app_tensor_t *app;          /* inputs, outputs, params in tensor-table order */
-  uint32_t app_count;
+/* What one bucket's graph needs to replay. */
+typedef struct hk_bucket {
+  uint32_t graph;                /* index in the pack's graph table */
   void **tensor_ptrs;            /* one slot per pack tensor */
   void **arg_ptrs;               /* all launches' argument arrays, concatenated */
   hk_arg_slot_t *arg_slots;      /* values of non-tensor arguments */
   hk_launch_desc_t *launches;
   uint32_t launch_count;
+  hk_backend_session_t *backend; /* owned: workspace arena, GPU graph */
+  /* Padding: per application tensor, the arena offset of its bucket-sized staging buffer
+   * (HK_NO_STAGING when it does not depend on batch); all of them lie in
+   * [staging_first, +staging_bytes) of the arena. */
+  bool has_staging;
+  uint64_t *staging;
+  uint64_t staging_first, staging_bytes;
+  bool staging_zeroed;           /* the whole staging area was zeroed once */
+  uint64_t input_rows;           /* input staging may hold data in batch rows [0, input_rows) */
+} hk_bucket_t;
+
+struct hk_session {
+  hk_pack_t *pack;
+  const hk_pack_view_t *view;
+  const hk_allocator_t *allocator;
+  uint32_t target;
+  hk_module_t *module;           /* borrowed from the pack's cache */
+  uint64_t batch;                /* the real batch */
+  uint32_t bucket;               /* manifest index of the bucket that runs it */
+  hk_app_tensor_t *app;          /* inputs, outputs, params in tensor-table order */
+  uint32_t app_count;
+  hk_bucket_t *buckets[HK_MAX_BATCH_BUCKETS]; /* by manifest index; NULL until needed */
+  uint32_t builds;               /* bucket states built so far (hk_session_debug_builds) */
   char error[HK_ERROR_MAX];
 };
 
+static void bucket_destroy(const hk_session_t *s, hk_bucket_t *b) {
+  if (!b) return;
+  if (b->backend) b->backend->backend->session_release(b->backend);
+  const hk_allocator_t *a = s->allocator;
+  hk_free(a, b->tensor_ptrs);
+  hk_free(a, b->arg_ptrs);
+  hk_free(a, b->arg_slots);
+  hk_free(a, b->launches);
+  hk_free(a, b->staging);
+  hk_free(a, b);
+}
+
 HK_API void hk_session_destroy(hk_session_t *s) {
   if (!s) return;
-  if (s->backend) s->backend->backend->session_release(s->backend);
-  const hk_allocator_t *a = s->allocator;
-  hk_free(a, s->app);
-  hk_free(a, s->tensor_ptrs);
-  hk_free(a, s->arg_ptrs);
-  hk_free(a, s->arg_slots);
-  hk_free(a, s->launches);
-  hk_free(a, s);
+  for (uint32_t i = 0; i < HK_MAX_BATCH_BUCKETS; i++) bucket_destroy(s, s->buckets[i]);
+  hk_free(s->allocator, s->app);
+  hk_free(s->allocator, s);
 }
 
 HK_API const char *hk_session_error(const hk_session_t *s) { return s ? s->error : ""; }
@@ -79,6 +126,27 @@ HK_API hk_status_t hk_session_tensor_info(const hk_session_t *s, uint32_t index,
   return HK_OK;
 }
 
+HK_API uint64_t hk_session_batch(const hk_session_t *s) { return s ? s->batch : 0; }
+
+HK_API uint64_t hk_session_bucket(const hk_session_t *s) {
+  return s ? s->view->manifest->batch_sizes[s->bucket] : 0;
+}
+
+uint32_t hk_session_debug_builds(const hk_session_t *s) { return s->builds; }
+
+const void *hk_session_debug_arena(const hk_session_t *s) {
+  const hk_bucket_t *b = s->buckets[s->bucket];
+  return b ? b->backend->workspace : NULL;
+}
+
+const void *hk_session_debug_staging(const hk_session_t *s, const char *name) {
+  const hk_bucket_t *b = s->buckets[s->bucket];
+  for (uint32_t i = 0; b && i < s->app_count; i++)
+    if (strcmp(s->app[i].info.name, name) == 0 && b->staging[i] != HK_NO_STAGING)
+      return (const char *)b->backend->workspace + b->staging[i];
+  return NULL;
+}
+
 /* "f16 [8,128,192]" */
 static void describe_shape(const hk_tensor_info_t *info, char *out, size_t size) {
   int n = snprintf(out, size, "%s [", hk_dtype_label(info->element_type));
@@ -91,7 +159,7 @@ static void list_names(const hk_session_t *s, bool only_unbound, char *out, size
   out[0] = '\0';
   size_t used = 0;
   for (uint32_t i = 0; i < s->app_count; i++) {
-    if (only_unbound && s->app[i].bound) continue;
+    if (only_unbound && s->app[i].data) continue;
     if (used + 4 >= size) break;
     int n = snprintf(out + used, size - used, "%s%s", used ? ", " : "", s->app[i].info.name);
     if (n < 0 || (size_t)n >= size - used) {
@@ -102,27 +170,102 @@ static void list_names(const hk_session_t *s, bool only_unbound, char *out, size
   }
 }
 
-/* Builds the session's tables for graph s->graph. Errors: OUT_OF_MEMORY. */
-static hk_status_t session_build(hk_session_t *s) {
-  const hk_pack_view_t *v = s->view;
-  const hk_graph_rec_t *g = &v->graphs[s->graph];
-  const hk_target_rec_t *t = &v->targets[s->target];
-  const hk_allocator_t *a = s->allocator;
+/* ---- batch sizes ---------------------------------------------------------------------------- */
+/* Longest "1, 8, 32" list: 16 buckets of up to 20 digits and a separator. */
+#define HK_BUCKET_LIST_MAX (HK_MAX_BATCH_BUCKETS * 24)
 
+static void list_buckets(const hk_pack_view_t *v, char out[HK_BUCKET_LIST_MAX]) {
+  size_t used = 0;
+  out[0] = '\0';
+  for (uint32_t i = 0; i < v->manifest->batch_count; i++)
+    used += (size_t)snprintf(out + used, HK_BUCKET_LIST_MAX - used, "%s%llu", i ? ", " : "",
+                             (unsigned long long)v->manifest->batch_sizes[i]);
+}
+
+static bool tensor_batched(const hk_tensor_rec_t *t) {
+  for (uint32_t d = 0; d < t->rank; d++)
+    if (t->dims[d].mul != 0) return true;
+  return false;
+}
+
+/* Whether every batch-dependent tensor of the pack (application tensors and
+ * intermediates alike) has the layout padding needs: rank >= 2, dim 0 = mul*batch with
+ * mul > 0 and no offset, no other dim depending on batch. hkc refuses other layouts under
+ * `batch_policy: pad`, but the artifact is untrusted (and a format 1.0 file reads as pad
+ * whatever its layouts). On false, *out_tensor is the first offender. */
+static bool pad_layout_check(const hk_pack_view_t *v, uint32_t *out_tensor) {
+  for (uint32_t i = 0; i < v->tensor_count; i++) {
+    const hk_tensor_rec_t *t = &v->tensors[i];
+    if (!tensor_batched(t)) continue;
+    bool ok = t->rank >= 2 && t->dims[0].mul > 0 && t->dims[0].add == 0;
+    for (uint32_t d = 1; d < t->rank && ok; d++) ok = t->dims[d].mul == 0;
+    if (!ok) {
+      *out_tensor = i;
+      return false;
+    }
+  }
+  return true;
+}
+
+/* The manifest index of the bucket that runs `batch`: the bucket equal to it, else under
+ * pad the smallest one above it. Errors: NOT_FOUND (0, over the largest bucket, not a
+ * bucket under exact, or a pack whose layouts cannot be padded), listing the buckets. */
+static hk_status_t pick_bucket(const hk_pack_view_t *v, uint64_t batch, uint32_t *out_index) {
+  const hk_manifest_t *m = v->manifest;
+  char sizes[HK_BUCKET_LIST_MAX];
+  list_buckets(v, sizes);
+  HK_FAIL_IF(batch == 0, HK_STATUS_NOT_FOUND, "batch size 0 is not valid (batch sizes: %s)", sizes);
+  uint32_t i = 0;
+  while (i < m->batch_count && m->batch_sizes[i] < batch) i++;
+  HK_FAIL_IF(i == m->batch_count, HK_STATUS_NOT_FOUND,
+             "batch size %llu is larger than the largest batch size built into the artifact (batch sizes: %s)",
+             (unsigned long long)batch, sizes);
+  if (m->batch_sizes[i] != batch) {
+    HK_FAIL_IF(m->batch_policy == HK_BATCH_POLICY_REC_EXACT, HK_STATUS_NOT_FOUND,
+               "batch size %llu was not built into the artifact and its batch policy is exact (batch sizes: %s)",
+               (unsigned long long)batch, sizes);
+    uint32_t bad;
+    if (!pad_layout_check(v, &bad)) {
+      const hk_tensor_rec_t *t = &v->tensors[bad];
+      return HK_ERROR(HK_STATUS_NOT_FOUND,
+                      "batch size %llu was not built into the artifact and cannot be padded to %llu: tensor %s "
+                      "depends on batch elsewhere than (only) its leading dim, so its rows are not a prefix "
+                      "(batch sizes: %s)",
+                      (unsigned long long)batch, (unsigned long long)m->batch_sizes[i], hk_pack_string(v, t->name),
+                      sizes);
+    }
+  }
+  *out_index = i;
+  return HK_OK;
+}
+
+/* Resolves every application tensor's info at `batch`; a tensor whose size changes is
+ * unbound. All or nothing. Errors: CORRUPT (a shape that is not valid at batch: only a
+ * pack that got past pick_bucket's checks wrongly). */
+static hk_status_t app_set_batch(hk_session_t *s, uint64_t batch) {
+  for (uint32_t i = 0; i < s->app_count; i++) {
+    const hk_tensor_rec_t *tr = &s->view->tensors[s->app[i].tensor];
+    HK_FAIL_IF(!hk_tensor_shape(tr, batch, NULL, NULL), HK_STATUS_CORRUPT,
+               "tensor %s has no valid shape at batch %llu", s->app[i].info.name, (unsigned long long)batch);
+  }
+  for (uint32_t i = 0; i < s->app_count; i++) {
+    hk_app_tensor_t *at = &s->app[i];
+    uint64_t bytes = 0;
+    (void)hk_tensor_shape(&s->view->tensors[at->tensor], batch, at->info.dims, &bytes); /* checked above */
+    if (bytes != at->info.bytes) at->data = NULL;
+    at->info.bytes = (size_t)bytes;
+  }
+  s->batch = batch;
+  return HK_OK;
+}
+
+/* The application tensors, in tensor-table order. Errors: OUT_OF_MEMORY. */
+static hk_status_t app_build(hk_session_t *s) {
+  const hk_pack_view_t *v = s->view;
   for (uint32_t i = 0; i < v->tensor_count; i++)
     if (v->tensors[i].role != HK_ROLE_INTERMEDIATE) s->app_count++;
-  uint64_t total_args = 0;
-  for (uint32_t j = 0; j < g->node_count; j++) total_args += v->nodes[g->node_first + j].arg_count;
-
-  s->app = hk_calloc(a, s->app_count ? s->app_count : 1, sizeof *s->app);
-  s->tensor_ptrs = hk_calloc(a, v->tensor_count ? v->tensor_count : 1, sizeof *s->tensor_ptrs);
-  s->arg_ptrs = hk_calloc(a, total_args ? (size_t)total_args : 1, sizeof *s->arg_ptrs);
-  s->arg_slots = hk_calloc(a, total_args ? (size_t)total_args : 1, sizeof *s->arg_slots);
-  s->launches = hk_calloc(a, g->node_count ? g->node_count : 1, sizeof *s->launches);
-  HK_FAIL_IF(!s->app || !s->tensor_ptrs || !s->arg_ptrs || !s->arg_slots || !s->launches, HK_STATUS_OUT_OF_MEMORY,
-             "out of memory creating a session");
-  s->launch_count = g->node_count;
-
+  s->app = hk_calloc(s->allocator, s->app_count ? s->app_count : 1, sizeof *s->app);
+  HK_FAIL_IF(!s->app, HK_STATUS_OUT_OF_MEMORY, "out of memory creating a session");
   uint32_t k = 0;
   for (uint32_t i = 0; i < v->tensor_count; i++) {
     const hk_tensor_rec_t *tr = &v->tensors[i];
@@ -133,28 +276,33 @@ static hk_status_t session_build(hk_session_t *s) {
     at->info.role = (hk_tensor_role_t)tr->role; /* INPUT/OUTPUT/PARAM share numbers */
     at->info.element_type = (hk_element_type_t)tr->dtype;
     at->info.rank = tr->rank;
-    uint64_t bytes = 0;
-    (void)hk_tensor_shape(tr, s->batch, at->info.dims, &bytes); /* verified for every batch */
-    at->info.bytes = (size_t)bytes;
+    at->batched = tensor_batched(tr);
   }
+  return HK_OK;
+}
 
+/* ---- bucket states ------------------------------------------------------------------------- */
+/* Fills b's launch descriptors and argument storage for graph g. */
+static void bucket_fill_launches(const hk_session_t *s, hk_bucket_t *b, const hk_graph_rec_t *g) {
+  const hk_pack_view_t *v = s->view;
+  const hk_target_rec_t *t = &v->targets[s->target];
   size_t next = 0;
   for (uint32_t j = 0; j < g->node_count; j++) {
     const hk_node_rec_t *n = &v->nodes[g->node_first + j];
-    hk_launch_desc_t *l = &s->launches[j];
+    hk_launch_desc_t *l = &b->launches[j];
     l->kernel = n->kernel - t->kernel_first;
     memcpy(l->grid, n->grid, sizeof l->grid);
     memcpy(l->block, n->block, sizeof l->block);
     l->shared_bytes = n->shared_bytes;
-    l->args = &s->arg_ptrs[next];
+    l->args = &b->arg_ptrs[next];
     l->arg_count = n->arg_count;
     l->deps = v->deps + n->dep_first; /* graph-local, earlier nodes: verified */
     l->dep_count = n->dep_count;
     for (uint32_t i = 0; i < n->arg_count; i++, next++) {
       const hk_arg_rec_t *ar = &v->args[n->arg_first + i];
-      hk_arg_slot_t *slot = &s->arg_slots[next];
+      hk_arg_slot_t *slot = &b->arg_slots[next];
       switch ((hk_arg_kind_t)ar->kind) {
-      case HK_ARG_TENSOR: s->arg_ptrs[next] = &s->tensor_ptrs[ar->value]; continue;
+      case HK_ARG_TENSOR: b->arg_ptrs[next] = &b->tensor_ptrs[ar->value]; continue;
       case HK_ARG_NULL: slot->ptr = NULL; break;
       case HK_ARG_I64: slot->i64 = (int64_t)ar->value; break;
       case HK_ARG_F32: {
@@ -164,27 +312,84 @@ static hk_status_t session_build(hk_session_t *s) {
       }
       case HK_ARG_KIND_COUNT_: break; /* excluded by verify */
       }
-      s->arg_ptrs[next] = slot;
+      b->arg_ptrs[next] = slot;
     }
   }
-  return HK_OK;
 }
 
+/* Builds the state of bucket `index` (with staging buffers for padded runs when
+ * with_staging) and stores it in s->buckets[index]. Errors: OUT_OF_MEMORY, and the
+ * backend's (DRIVER, UNAVAILABLE). Nothing is kept on failure. */
+static hk_status_t bucket_build(hk_session_t *s, uint32_t index, bool with_staging) {
+  const hk_pack_view_t *v = s->view;
+  const hk_allocator_t *a = s->allocator;
+  uint32_t gi = v->targets[s->target].graph_first + index; /* one graph per bucket, in order: verified */
+  const hk_graph_rec_t *g = &v->graphs[gi];
+  uint64_t total_args = 0;
+  for (uint32_t j = 0; j < g->node_count; j++) total_args += v->nodes[g->node_first + j].arg_count;
+
+  hk_bucket_t *b = hk_calloc(a, 1, sizeof *b);
+  HK_FAIL_IF(!b, HK_STATUS_OUT_OF_MEMORY, "out of memory preparing batch size %llu", (unsigned long long)g->batch);
+  b->graph = gi;
+  b->has_staging = with_staging;
+  b->tensor_ptrs = hk_calloc(a, v->tensor_count ? v->tensor_count : 1, sizeof *b->tensor_ptrs);
+  b->arg_ptrs = hk_calloc(a, total_args ? (size_t)total_args : 1, sizeof *b->arg_ptrs);
+  b->arg_slots = hk_calloc(a, total_args ? (size_t)total_args : 1, sizeof *b->arg_slots);
+  b->launches = hk_calloc(a, g->node_count ? g->node_count : 1, sizeof *b->launches);
+  b->staging = hk_calloc(a, s->app_count ? s->app_count : 1, sizeof *b->staging);
+  hk_status_t st = HK_OK;
+  if (!b->tensor_ptrs || !b->arg_ptrs || !b->arg_slots || !b->launches || !b->staging) {
+    st = HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "out of memory preparing batch size %llu", (unsigned long long)g->batch);
+    goto fail;
+  }
+  b->launch_count = g->node_count;
+  bucket_fill_launches(s, b, g);
+
+  /* Arena: the graph's workspace, then one staging buffer per batch-dependent
+   * application tensor. */
+  uint64_t arena = g->workspace_bytes;
+  bool overflow = false;
+  for (uint32_t i = 0; i < s->app_count; i++) b->staging[i] = HK_NO_STAGING;
+  if (with_staging) {
+    overflow = !hk_add_u64(arena, HK_STAGING_ALIGN - 1, &arena);
+    arena = b->staging_first = arena / HK_STAGING_ALIGN * HK_STAGING_ALIGN;
+    for (uint32_t i = 0; i < s->app_count && !overflow; i++) {
+      if (!s->app[i].batched) continue;
+      uint64_t bytes = 0;
+      (void)hk_tensor_shape(&v->tensors[s->app[i].tensor], g->batch, NULL, &bytes); /* verified at every bucket */
+      b->staging[i] = arena;
+      overflow = !hk_add_u64(arena, bytes, &arena) || !hk_add_u64(arena, HK_STAGING_ALIGN - 1, &arena);
+      arena = arena / HK_STAGING_ALIGN * HK_STAGING_ALIGN;
+    }
+    b->staging_bytes = arena - b->staging_first;
+  }
+  if (overflow) {
+    st = HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "the staging buffers of batch size %llu overflow",
+                  (unsigned long long)g->batch);
+    goto fail;
+  }
+  st = s->module->backend->session_prepare(s->module, arena, b->launches, b->launch_count, &b->backend);
+  if (st != HK_OK) goto fail;
+  char *base = b->backend->workspace;
+  for (uint32_t i = 0; i < v->tensor_count; i++) {
+    uint64_t p = v->placements[g->placement_first + i];
+    if (p != HK_PLACEMENT_NONE) b->tensor_ptrs[i] = base + p; /* fits: verified */
+  }
+  s->buckets[index] = b;
+  s->builds++;
+  return HK_OK;
+fail:
+  bucket_destroy(s, b);
+  return st;
+}
+
+/* ---- create ---------------------------------------------------------------------------------- */
 static hk_status_t session_create(hk_pack_t *pack, const hk_session_options_t *options, hk_session_t **out_session) {
   const hk_pack_view_t *v = hk_pack_view(pack);
-  uint32_t target;
+  uint32_t target, bucket;
   HK_FAIL_IF(options->device < 0, HK_STATUS_INVALID_ARGUMENT, "device ordinal %d is negative", options->device);
   HK_RETURN_IF_ERROR(hk_pack_select_target_on(pack, options->target, options->device, &target));
-  uint32_t graph;
-  if (!hk_pack_find_graph(v, target, options->batch, &graph)) {
-    char sizes[16 * 24] = "";
-    size_t used = 0;
-    for (uint32_t i = 0; i < v->manifest->batch_count; i++)
-      used += (size_t)snprintf(sizes + used, sizeof sizes - used, "%s%llu", i ? ", " : "",
-                               (unsigned long long)v->manifest->batch_sizes[i]);
-    return HK_ERROR(HK_STATUS_NOT_FOUND, "batch size %llu was not built into the artifact (batch sizes: %s)",
-                    (unsigned long long)options->batch, sizes);
-  }
+  HK_RETURN_IF_ERROR(pick_bucket(v, options->batch, &bucket));
   hk_module_t *module;
   HK_RETURN_IF_ERROR(hk_pack_module_on(pack, target, options->device, &module));
 
@@ -195,20 +400,14 @@ static hk_status_t session_create(hk_pack_t *pack, const hk_session_options_t *o
   s->view = v;
   s->allocator = a;
   s->target = target;
-  s->graph = graph;
-  s->batch = options->batch;
   s->module = module;
-  hk_status_t st = session_build(s);
-  const hk_graph_rec_t *g = &v->graphs[graph];
-  if (st == HK_OK)
-    st = module->backend->session_prepare(module, g->workspace_bytes, s->launches, s->launch_count, &s->backend);
+  s->bucket = bucket;
+  hk_status_t st = app_build(s);
+  if (st == HK_OK) st = app_set_batch(s, options->batch);
+  if (st == HK_OK) st = bucket_build(s, bucket, options->batch < v->manifest->batch_sizes[bucket]);
   if (st != HK_OK) {
     hk_session_destroy(s);
     return st;
-  }
-  for (uint32_t i = 0; i < v->tensor_count; i++) {
-    uint64_t p = v->placements[g->placement_first + i];
-    if (p != HK_PLACEMENT_NONE) s->tensor_ptrs[i] = (char *)s->backend->workspace + p; /* fits: verified */
   }
   *out_session = s;
   return HK_OK;
@@ -224,6 +423,20 @@ HK_API hk_status_t hk_session_create(hk_pack_t *pack, const hk_session_options_t
   return st;
 }
 
+HK_API hk_status_t hk_session_set_batch(hk_session_t *s, uint64_t batch) {
+  HK_FAIL_IF(!s, HK_STATUS_INVALID_ARGUMENT, "session is NULL");
+  uint32_t bucket;
+  hk_status_t st = pick_bucket(s->view, batch, &bucket);
+  if (st == HK_OK) st = app_set_batch(s, batch);
+  if (st != HK_OK) {
+    hk_error_copy(s->error, sizeof s->error);
+    return st;
+  }
+  s->bucket = bucket;
+  return HK_OK;
+}
+
+/* ---- bind and run ------------------------------------------------------------------------------ */
 HK_API hk_status_t hk_session_bind(hk_session_t *s, const char *name, void *data, size_t bytes) {
   HK_FAIL_IF(!s || !name, HK_STATUS_INVALID_ARGUMENT, "session and name must not be NULL");
   hk_status_t st = HK_OK;
@@ -242,9 +455,7 @@ HK_API hk_status_t hk_session_bind(hk_session_t *s, const char *name, void *data
                     "tensor %s: buffer %p is not %u-byte aligned (kernels load 16-byte vectors; "
                     "malloc, cudaMalloc and hk_session_alloc all align enough)", name, data, HK_BIND_ALIGN);
     } else {
-      s->tensor_ptrs[at->tensor] = data;
-      at->bound = true;
-      s->backend->bind_generation++;
+      at->data = data; /* reaches the graph's slots at the next run */
       return HK_OK;
     }
     hk_error_copy(s->error, sizeof s->error);
@@ -257,17 +468,94 @@ HK_API hk_status_t hk_session_bind(hk_session_t *s, const char *name, void *data
   return st;
 }
 
+/* Enqueues, for a padded run at s->batch, the zeroing of input staging rows a larger
+ * batch left behind (or of the whole staging area at its first use) and the copies of
+ * the inputs' real rows into their staging buffers. */
+static hk_status_t stage_inputs(hk_session_t *s, hk_bucket_t *b, void *stream) {
+  const hk_backend_t *be = s->module->backend;
+  char *base = b->backend->workspace;
+  if (!b->staging_zeroed) {
+    if (b->staging_bytes) /* 0 when nothing depends on batch */
+      HK_RETURN_IF_ERROR(be->zero_async(s->module, base + b->staging_first, (size_t)b->staging_bytes, stream));
+    b->staging_zeroed = true;
+    b->input_rows = 0;
+  }
+  for (uint32_t i = 0; i < s->app_count && b->input_rows > s->batch; i++) {
+    const hk_app_tensor_t *at = &s->app[i];
+    if (b->staging[i] == HK_NO_STAGING || at->info.role == HK_TENSOR_OUTPUT) continue;
+    size_t row = at->info.bytes / s->batch; /* bytes per unit of batch: the layout is mul*batch x rest */
+    HK_RETURN_IF_ERROR(be->zero_async(s->module, base + b->staging[i] + at->info.bytes,
+                                      row * (size_t)(b->input_rows - s->batch), stream));
+  }
+  b->input_rows = s->batch;
+  for (uint32_t i = 0; i < s->app_count; i++) {
+    const hk_app_tensor_t *at = &s->app[i];
+    if (b->staging[i] == HK_NO_STAGING || at->info.role == HK_TENSOR_OUTPUT) continue;
+    HK_RETURN_IF_ERROR(be->copy_async(s->module, base + b->staging[i], at->data, at->info.bytes, stream));
+  }
+  return HK_OK;
+}
+
+static hk_status_t unstage_outputs(hk_session_t *s, hk_bucket_t *b, void *stream) {
+  const hk_backend_t *be = s->module->backend;
+  char *base = b->backend->workspace;
+  for (uint32_t i = 0; i < s->app_count; i++) {
+    const hk_app_tensor_t *at = &s->app[i];
+    if (b->staging[i] == HK_NO_STAGING || at->info.role != HK_TENSOR_OUTPUT) continue;
+    HK_RETURN_IF_ERROR(be->copy_async(s->module, at->data, base + b->staging[i], at->info.bytes, stream));
+  }
+  return HK_OK;
+}
+
+/* The state of the bucket that runs s->batch, built now if it does not exist yet (or
+ * lacks the staging buffers a padded batch needs); *out_pad: whether runs pad. Everything
+ * that replays the current graph (runs, and tools that walk its launches) goes through
+ * this. Errors: those of bucket_build. */
+static hk_status_t bucket_current(hk_session_t *s, hk_bucket_t **out_bucket, bool *out_pad) {
+  bool pad = s->batch < s->view->manifest->batch_sizes[s->bucket];
+  hk_bucket_t *b = s->buckets[s->bucket];
+  if (b && pad && !b->has_staging) { /* built for its own batch size: rebuild once, with staging */
+    bucket_destroy(s, b);
+    s->buckets[s->bucket] = b = NULL;
+  }
+  if (!b) HK_RETURN_IF_ERROR(bucket_build(s, s->bucket, pad));
+  *out_bucket = s->buckets[s->bucket];
+  *out_pad = pad;
+  return HK_OK;
+}
+
+/* Runs the current bucket's graph at s->batch. Every application tensor is bound. */
+static hk_status_t session_run(hk_session_t *s, void *stream) {
+  hk_bucket_t *b;
+  bool pad;
+  HK_RETURN_IF_ERROR(bucket_current(s, &b, &pad));
+  bool moved = false;
+  for (uint32_t i = 0; i < s->app_count; i++) {
+    const hk_app_tensor_t *at = &s->app[i];
+    void *p = pad && b->staging[i] != HK_NO_STAGING ? (char *)b->backend->workspace + b->staging[i] : at->data;
+    if (b->tensor_ptrs[at->tensor] != p) {
+      b->tensor_ptrs[at->tensor] = p;
+      moved = true;
+    }
+  }
+  if (moved) b->backend->bind_generation++;
+  if (pad) HK_RETURN_IF_ERROR(stage_inputs(s, b, stream));
+  HK_RETURN_IF_ERROR(b->backend->backend->run(b->backend, stream));
+  if (pad) HK_RETURN_IF_ERROR(unstage_outputs(s, b, stream));
+  return HK_OK;
+}
+
 HK_API hk_status_t hk_session_run(hk_session_t *s, void *stream) {
   HK_FAIL_IF(!s, HK_STATUS_INVALID_ARGUMENT, "session is NULL");
-  for (uint32_t i = 0; i < s->app_count; i++) {
-    if (s->app[i].bound) continue;
+  hk_status_t st = HK_OK;
+  for (uint32_t i = 0; i < s->app_count && st == HK_OK; i++) {
+    if (s->app[i].data) continue;
     char names[600];
     list_names(s, true, names, sizeof names);
-    hk_status_t st = HK_ERROR(HK_STATUS_FAILED_PRECONDITION, "run before every tensor is bound: unbound %s", names);
-    hk_error_copy(s->error, sizeof s->error);
-    return st;
+    st = HK_ERROR(HK_STATUS_FAILED_PRECONDITION, "run before every tensor is bound at batch size %llu: unbound %s",
+                  (unsigned long long)s->batch, names);
   }
-  hk_status_t st = s->backend->backend->run(s->backend, stream);
+  if (st == HK_OK) st = session_run(s, stream);
   if (st != HK_OK) hk_error_copy(s->error, sizeof s->error);
   return st;
 }
@@ -301,19 +589,25 @@ HK_API hk_status_t hk_session_synchronize(hk_session_t *s, void *stream) {
 }
 
 /* ---- profiling ----------------------------------------------------------------------------
- * Self-contained on purpose: reads only s->view, s->graph, s->launches and s->backend. */
+ * The launches of the current bucket's graph (the target's graphs are one per manifest
+ * bucket, in manifest order: verified). */
 
 /* Most passes hk_session_profile runs: bounds the sample buffer (8 bytes x launches x passes). */
 #define HK_PROFILE_MAX_REPEATS 100000u
 
-HK_API uint32_t hk_session_launch_count(const hk_session_t *s) { return s ? s->launch_count : 0; }
+static const hk_graph_rec_t *current_graph(const hk_session_t *s) {
+  return &s->view->graphs[s->view->targets[s->target].graph_first + s->bucket];
+}
+
+HK_API uint32_t hk_session_launch_count(const hk_session_t *s) { return s ? current_graph(s)->node_count : 0; }
 
 HK_API hk_status_t hk_session_launch_info(const hk_session_t *s, uint32_t index, hk_launch_info_t *out_info) {
   HK_FAIL_IF(!s || !out_info, HK_STATUS_INVALID_ARGUMENT, "session and out_info must not be NULL");
-  HK_FAIL_IF(index >= s->launch_count, HK_STATUS_NOT_FOUND, "launch index %u out of range (%u launches)", index,
-             s->launch_count);
+  const hk_graph_rec_t *g = current_graph(s);
+  HK_FAIL_IF(index >= g->node_count, HK_STATUS_NOT_FOUND, "launch index %u out of range (%u launches)", index,
+             g->node_count);
   const hk_pack_view_t *v = s->view;
-  uint32_t node = v->graphs[s->graph].node_first + index; /* in range: verified */
+  uint32_t node = g->node_first + index; /* in range: verified */
   const hk_node_rec_t *n = &v->nodes[node];
   memset(out_info, 0, sizeof *out_info);
   out_info->kernel = hk_pack_string(v, v->kernels[n->kernel].name);
@@ -331,22 +625,26 @@ static int cmp_us(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* One normal run (bucket built, tensors placed, a padded batch staged), then the backend
+ * times each launch alone over the same buffers. */
 static hk_status_t session_profile(hk_session_t *s, void *stream, uint32_t repeats, double *out_us) {
   HK_FAIL_IF(repeats == 0 || repeats > HK_PROFILE_MAX_REPEATS, HK_STATUS_INVALID_ARGUMENT,
              "repeats must be 1..%u, got %u", HK_PROFILE_MAX_REPEATS, repeats);
   for (uint32_t i = 0; i < s->app_count; i++) {
-    if (s->app[i].bound) continue;
+    if (s->app[i].data) continue;
     char names[600];
     list_names(s, true, names, sizeof names);
     return HK_ERROR(HK_STATUS_FAILED_PRECONDITION, "profile before every tensor is bound: unbound %s", names);
   }
-  const hk_backend_t *b = s->backend->backend;
+  HK_RETURN_IF_ERROR(session_run(s, stream));
+  hk_bucket_t *bk = s->buckets[s->bucket];
+  const hk_backend_t *b = bk->backend->backend;
   HK_FAIL_IF(!b->profile, HK_STATUS_UNAVAILABLE, "the %s backend cannot time launches", b->name);
-  uint32_t n = s->launch_count, passes = repeats + 1; /* pass 0 warms up: not counted */
+  uint32_t n = bk->launch_count, passes = repeats + 1; /* pass 0 warms up: not counted */
   if (n == 0) return HK_OK;
   double *samples = hk_calloc(s->allocator, (size_t)n * passes, sizeof *samples);
   HK_FAIL_IF(!samples, HK_STATUS_OUT_OF_MEMORY, "out of memory for %u x %u timing samples", n, passes);
-  hk_status_t st = b->profile(s->backend, stream, passes, samples);
+  hk_status_t st = b->profile(bk->backend, stream, passes, samples);
   for (uint32_t i = 0; st == HK_OK && i < n; i++) {
     double *t = samples + (size_t)i * passes + 1;
     qsort(t, repeats, sizeof *t, cmp_us);

@@ -7,7 +7,11 @@ the same data (outputs NaN-poisoned by hkc run), and compares both with PyTorch 
 the spec's ops in float64 (each op's result rounded to the spec dtype, as stored
 tensors are). Prints one row per output and exits 1 on any mismatch.
 
-usage: check.py HKC SPEC PACK WORKDIR --gpu-target sm_90 [--host-target host-x86_64] [--seed S]
+Batch buckets: when the spec's batch_policy is pad (the default) and two neighbouring
+buckets leave a gap, one batch size inside the first gap is checked too (hkc run must
+report it padded); --no-padded skips it.
+
+usage: check.py HKC SPEC PACK WORKDIR --gpu-target sm_90 [--host-target host-x86_64] [--seed S] [--no-padded]
 """
 import argparse
 import math
@@ -150,13 +154,22 @@ def main():
                     help="comma-separated batch sizes instead of the spec's buckets (a non-bucket pads)")
     ap.add_argument("--host-max-batch", type=int, default=None,
                     help="check the host target only up to this batch (it is slow on big specs)")
+    ap.add_argument("--no-padded", action="store_true")
     a = ap.parse_args()
     spec = yaml.safe_load(open(a.spec))
     dtype = spec.get("dtype", "f32")
     dims = spec.get("dims", {}) or {}
     ok = True
-    batches = [int(b) for b in a.batches.split(",")] if a.batches else spec["batch_sizes"]
-    for batch in batches:
+    if a.batches:
+        batches, padded = [int(x) for x in a.batches.split(",")], None
+    else:
+        batches = sorted(set(spec["batch_sizes"]))
+        padded = None
+        if not a.no_padded and spec.get("batch_policy", "pad") == "pad":
+            gaps = [(lo, hi) for lo, hi in zip(batches, batches[1:]) if hi - lo > 1]
+            if gaps:
+                padded = gaps[0][0] + (gaps[0][1] - gaps[0][0]) // 2
+    for batch in batches + ([padded] if padded else []):
         work = os.path.join(a.work, "b%d" % batch)
         os.makedirs(work, exist_ok=True)
         rng = np.random.default_rng(a.seed + batch)
@@ -184,6 +197,9 @@ def main():
                 ok = False
                 continue
             timing = log.splitlines()[0] if log else ""
+            if batch == padded and "(padded)" not in timing:
+                print("FAIL %-14s batch %-3d %s: hkc run did not run it padded: %s" % (spec["name"], batch, target, timing))
+                ok = False
             results[label] = (outdir, timing)
         for name in spec["outputs"]:
             ref = t[name].cpu().numpy()

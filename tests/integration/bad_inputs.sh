@@ -118,6 +118,24 @@ $base
 graph: []
 outputs: []
 EOF
+case_spec pad_layout 'cannot be padded.*batch_policy: exact' <<EOF
+hkc: 1
+name: t
+dtype: f32
+batch_sizes: [1, 8, 32]
+dims: {d: 8}
+inputs: {x: [d, batch]}
+graph:
+  - {name: a, op: relu, in: [x], out: y}
+outputs: [y]
+EOF
+case_spec bad_batch_policy 'unknown batch policy' <<EOF
+$base
+batch_policy: nearest
+graph:
+  - {name: a, op: relu, in: [x], out: y}
+outputs: [y]
+EOF
 case_spec yaml_syntax 'yaml|YAML|syntax|mapping|scan|parse|flow' <<EOF
 hkc: 1
 name: [unclosed

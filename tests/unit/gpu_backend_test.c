@@ -3,7 +3,8 @@
  * (b) the target matching rules and the ISA-name scan as pure functions; (c) a whole
  * CUDA session against a fake driver installed through the symbol-table override (graph
  * built once with the stored edges, params refreshed only after a bind, stream fallback,
- * injected driver errors); (d) a real device, skipped unless one is present. */
+ * injected driver errors, padded batches: staging zeroed and copied on the run's stream
+ * around the graph launch); (d) a real device, skipped unless one is present. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +21,7 @@
 #include "hk/hkrt.h"
 #include "pack_fixture.h"
 #include "pack_internal.h"
+#include "session_internal.h"
 
 #if defined(__has_include)
 #if __has_include(<hip/hip_runtime_api.h>)
@@ -290,7 +292,27 @@ static struct {
   double clock_ms;
   int events_created, events_destroyed, event_syncs, event_stream_mismatch;
   double event_ms[FAKE_MAX_NODES];
+  /* stream operations in order: 'z' memset, 'c' device copy, 'g' graph launch */
+  int ops;
+  struct {
+    char kind;
+    void *dst;
+    const void *src;
+    size_t bytes;
+    hk_cu_stream_t stream;
+  } op[32];
 } F;
+
+static void fake_op(char kind, void *dst, const void *src, size_t bytes, hk_cu_stream_t stream) {
+  if (F.ops < 32) {
+    F.op[F.ops].kind = kind;
+    F.op[F.ops].dst = dst;
+    F.op[F.ops].src = src;
+    F.op[F.ops].bytes = bytes;
+    F.op[F.ops].stream = stream;
+  }
+  F.ops++;
+}
 
 static const char *fake_kernels[] = {"hk_test_addc", "hk_test_mul"};
 #define FAKE_FN(i) ((hk_cu_function_t)(uintptr_t)(0x100 + (i)))
@@ -405,7 +427,18 @@ static hk_cu_result_t f_cuGraphInstantiateWithFlags(hk_cu_graph_exec_t *e, hk_cu
   *e = (g == FAKE_GRAPH && flags == 0) ? FAKE_EXEC : NULL;
   return 0;
 }
+static hk_cu_result_t f_cuMemcpyDtoDAsync(hk_cu_deviceptr_t d, hk_cu_deviceptr_t s, size_t n, hk_cu_stream_t stream) {
+  fake_op('c', (void *)(uintptr_t)d, (const void *)(uintptr_t)s, n, stream);
+  memcpy((void *)(uintptr_t)d, (void *)(uintptr_t)s, n);
+  return 0;
+}
+static hk_cu_result_t f_cuMemsetD8Async(hk_cu_deviceptr_t d, unsigned char v, size_t n, hk_cu_stream_t stream) {
+  fake_op('z', (void *)(uintptr_t)d, NULL, n, stream);
+  memset((void *)(uintptr_t)d, v, n);
+  return 0;
+}
 static hk_cu_result_t f_cuGraphLaunch(hk_cu_graph_exec_t e, hk_cu_stream_t s) {
+  fake_op('g', NULL, NULL, 0, s);
   F.graph_launches++;
   F.last_stream = s;
   return e == FAKE_EXEC ? 0 : 1;
@@ -472,6 +505,8 @@ static void install_fake_cuda(void) {
       .cuMemcpyHtoD = f_cuMemcpyHtoD,
       .cuMemcpyDtoH = f_cuMemcpyDtoH,
       .cuMemcpyDtoD = f_cuMemcpyDtoD,
+      .cuMemcpyDtoDAsync = f_cuMemcpyDtoDAsync,
+      .cuMemsetD8Async = f_cuMemsetD8Async,
       .cuLaunchKernel = f_cuLaunchKernel,
       .cuStreamSynchronize = f_cuStreamSynchronize,
       .cuGetErrorName = f_cuGetErrorName,
@@ -662,7 +697,7 @@ static void test_fake_cuda_profile(void **ts) {
   hk_cu_stream_t stream = (hk_cu_stream_t)(uintptr_t)0x777;
   assert_int_equal(hk_session_profile(s, stream, 4, us), HK_OK);
   assert_int_equal(F.kernel_launches, 2 * 5); /* one warm-up pass + 4 */
-  assert_int_equal(F.graph_launches, 0);
+  assert_int_equal(F.graph_launches, 1);      /* profile starts with one normal run */
   assert_ptr_equal(F.launched[0], FAKE_FN(0));
   assert_ptr_equal(F.launched[1], FAKE_FN(1));
   assert_ptr_equal(F.last_stream, stream);
@@ -673,7 +708,7 @@ static void test_fake_cuda_profile(void **ts) {
   assert_true(fabs(us[0] - 2.0) < 1e-3 && fabs(us[1] - 4.0) < 1e-3);
   /* the graph still runs afterwards */
   assert_int_equal(hk_session_run(s, stream), HK_OK);
-  assert_int_equal(F.graph_launches, 1);
+  assert_int_equal(F.graph_launches, 2);
   free_all(s, &b);
   hk_session_destroy(s);
 }
@@ -738,6 +773,90 @@ static void test_fake_cuda_errors(void **ts) {
   assert_int_equal(F.loads, loads + 1); /* only the first object was loaded */
 }
 
+/* A batch between buckets on the CUDA backend: one arena (workspace + staging), the graph
+ * reads the staging buffers, and each run enqueues on its stream: the zeroing of the
+ * staging area (first run only), the input's real rows in, the graph, the output's real
+ * rows out. A batch that is a bucket binds directly and copies nothing. */
+static void expect_op(int i, char kind, const void *dst, const void *src, size_t bytes, hk_cu_stream_t stream) {
+  if (F.op[i].kind != kind || F.op[i].dst != dst || F.op[i].src != src || F.op[i].bytes != bytes ||
+      F.op[i].stream != stream)
+    fail_msg("stream op %d: '%c' %p <- %p, %zu bytes on %p; expected '%c' %p <- %p, %zu bytes on %p", i, F.op[i].kind,
+             F.op[i].dst, F.op[i].src, F.op[i].bytes, (void *)F.op[i].stream, kind, dst, src, bytes, (void *)stream);
+}
+
+static void test_fake_cuda_padded_session(void **ts) {
+  state_t *st = *ts;
+  install_fake_cuda();
+  hk_pack_t *pack = open_pack(st, 0, 1); /* sm_90, buckets 2 and 8 */
+  hk_session_t *s;
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 5}, &s), HK_OK);
+  assert_int_equal(hk_session_bucket(s), 8);
+  assert_int_equal(F.allocs, 1); /* workspace and staging: one allocation */
+  assert_int_equal(F.graph_creates, 1);
+  const size_t row = FX_COLS * sizeof(float), ws = 8 * row;
+  char *xs = (char *)(uintptr_t)hk_session_debug_staging(s, "x"), *ys = (char *)(uintptr_t)hk_session_debug_staging(s, "y");
+  char *arena = (char *)(uintptr_t)hk_session_debug_arena(s);
+  assert_ptr_equal(xs, arena + (ws + 255) / 256 * 256); /* after the workspace, 256-aligned */
+  assert_ptr_equal(ys, xs + (ws + 255) / 256 * 256);
+  bufs_t b;
+  bind_all(s, 5, &b);
+  for (size_t i = 0; i < 5 * FX_COLS; i++) ((float *)b.x)[i] = (float)i + 1;
+  memset(xs, 0x7f, 8 * row); /* what an allocation might hold */
+  hk_cu_stream_t stream = (hk_cu_stream_t)(uintptr_t)0x777;
+  assert_int_equal(hk_session_run(s, stream), HK_OK);
+  assert_int_equal(F.ops, 4);
+  expect_op(0, 'z', xs, NULL, 2 * ((ws + 255) / 256 * 256), stream); /* both staging buffers, once */
+  expect_op(1, 'c', xs, b.x, 5 * row, stream);
+  expect_op(2, 'g', NULL, NULL, 0, stream);
+  expect_op(3, 'c', b.y, ys, 5 * row, stream);
+  assert_ptr_equal(F.nodes[0].arg0, xs); /* the graph reads the staging buffer */
+  assert_memory_equal(xs, b.x, 5 * row);
+  for (size_t i = 5 * row; i < 8 * row; i++) assert_int_equal(xs[i], 0);
+  int set_params = F.set_params;
+  assert_int_equal(hk_session_run(s, stream), HK_OK); /* no zeroing, no parameter update */
+  assert_int_equal(F.ops, 7);
+  expect_op(4, 'c', xs, b.x, 5 * row, stream);
+  expect_op(6, 'c', b.y, ys, 5 * row, stream);
+  assert_int_equal(F.set_params, set_params);
+
+  /* 7, then 5 again: the rows 5..6 that batch 7 copied in are zeroed before the copy. */
+  bufs_t b7, b5;
+  assert_int_equal(hk_session_set_batch(s, 7), HK_OK);
+  bind_all(s, 7, &b7);
+  assert_int_equal(hk_session_run(s, NULL), HK_OK);
+  assert_int_equal(F.ops, 10);
+  expect_op(7, 'c', xs, b7.x, 7 * row, NULL);
+  assert_int_equal(hk_session_set_batch(s, 5), HK_OK);
+  bind_all(s, 5, &b5);
+  assert_int_equal(hk_session_run(s, NULL), HK_OK);
+  assert_int_equal(F.ops, 14);
+  expect_op(10, 'z', xs + 5 * row, NULL, 2 * row, NULL);
+  expect_op(11, 'c', xs, b5.x, 5 * row, NULL);
+  expect_op(13, 'c', b5.y, ys, 5 * row, NULL);
+
+  /* The bucket's own batch: direct binding, the graph's parameters follow, no copies. */
+  bufs_t b8;
+  assert_int_equal(hk_session_set_batch(s, 8), HK_OK);
+  bind_all(s, 8, &b8);
+  assert_int_equal(hk_session_run(s, stream), HK_OK);
+  assert_int_equal(F.ops, 15);
+  expect_op(14, 'g', NULL, NULL, 0, stream);
+  assert_ptr_equal(F.nodes[0].arg0, b8.x);
+  assert_int_equal(F.graph_creates, 1);
+  assert_int_equal(F.allocs - 1 - 3 * 4, 0); /* the arena + 4 x bind_all's 3 buffers */
+
+  assert_int_equal(hk_session_set_batch(s, 9), HK_STATUS_NOT_FOUND);
+  free_all(s, &b);
+  free_all(s, &b7);
+  free_all(s, &b5);
+  free_all(s, &b8);
+  hk_session_destroy(s);
+  assert_int_equal(F.frees, F.allocs);
+  assert_int_equal(F.exec_destroys, 1);
+  hk_pack_destroy(pack);
+  st->pack = NULL;
+}
+
 /* Kernels sharing one code range: the object is loaded once. */
 static void test_fake_cuda_shared_object(void **ts) {
   state_t *st = *ts;
@@ -777,6 +896,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_fake_cuda_profile, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fake_cuda_errors, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fake_cuda_shared_object, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fake_cuda_padded_session, setup, teardown),
       cmocka_unit_test_setup_teardown(test_real_cuda_device, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

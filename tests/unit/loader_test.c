@@ -1,6 +1,10 @@
 /* libhkrt sessions on the host backend, with a real kernel .so compiled at test time:
  * numerics at two batch sizes, binding errors, target and batch selection, bad code
- * objects, and an allocator that fails the Nth allocation. */
+ * objects, and an allocator that fails the Nth allocation. Batch buckets: a batch between
+ * buckets runs padded (against the double reference, and bit for bit against a pack built
+ * for exactly that batch through hkc_build), bucket states are built lazily and reused,
+ * the exact policy and unpaddable layouts refuse, and allocation failures on the lazy
+ * paths leave a session that still works. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +21,7 @@
 #include "pack_fixture.h"
 #include "pack_internal.h"
 #include "pack_refix.h"
+#include "session_internal.h"
 
 typedef struct {
   void *code; /* the compiled kernels */
@@ -81,17 +86,22 @@ static hk_pack_t *open_variant(state_t *st, void **out_bytes) {
   return pack;
 }
 
+/* The weights of the last run_and_check (padded rows of y are (0 + 1.5) * w). */
+static _Alignas(16) float g_last_w[FX_COLS];
+/* Elements after y's bound bytes, poisoned: a run must never write past the real rows. */
+#define GUARD 64
+
 /* Runs the pipeline at `batch` on random inputs and compares with a double reference. */
 static void run_and_check(hk_session_t *s, int64_t batch, uint64_t seed) {
   size_t n = (size_t)batch * FX_COLS;
-  float *x = malloc(n * 4), *y = malloc(n * 4), w[FX_COLS];
+  float *x = malloc(n * 4), *y = malloc((n + GUARD) * 4), *w = g_last_w;
   hk_test_rng_t rng;
   hk_test_rng_seed(&rng, seed);
   for (size_t i = 0; i < n; i++) x[i] = (float)hk_test_uniform(&rng, -2, 2);
   for (size_t i = 0; i < FX_COLS; i++) w[i] = (float)hk_test_uniform(&rng, -3, 3);
-  for (size_t i = 0; i < n; i++) y[i] = NAN; /* poison: an unwritten element fails */
+  for (size_t i = 0; i < n + GUARD; i++) y[i] = NAN; /* poison: an unwritten element fails */
   assert_int_equal(hk_session_bind(s, "x", x, n * 4), HK_OK);
-  assert_int_equal(hk_session_bind(s, "w", w, sizeof w), HK_OK);
+  assert_int_equal(hk_session_bind(s, "w", w, FX_COLS * 4), HK_OK);
   assert_int_equal(hk_session_bind(s, "y", y, n * 4), HK_OK);
   assert_int_equal(hk_session_run(s, NULL), HK_OK);
   for (size_t i = 0; i < n; i++) {
@@ -99,6 +109,8 @@ static void run_and_check(hk_session_t *s, int64_t batch, uint64_t seed) {
     if (!(fabs((double)y[i] - ref) <= 1e-5 * (1 + fabs(ref))))
       fail_msg("batch %lld: y[%zu] = %g, expected %g", (long long)batch, i, (double)y[i], ref);
   }
+  for (size_t i = n; i < n + GUARD; i++)
+    if (!isnan(y[i])) fail_msg("batch %lld: y[%zu] past the real rows was written", (long long)batch, i);
   free(x);
   free(y);
 }
@@ -246,9 +258,9 @@ static void test_batch_not_found(void **ts) {
   state_t *st = *ts;
   NEED_CC(st);
   hk_session_t *s = (hk_session_t *)1;
-  assert_int_equal(hk_session_create(st->pack, &(hk_session_options_t){.batch = 3}, &s), HK_STATUS_NOT_FOUND);
+  assert_int_equal(hk_session_create(st->pack, &(hk_session_options_t){.batch = 9}, &s), HK_STATUS_NOT_FOUND);
   assert_null(s);
-  assert_non_null(strstr(hk_last_error(), "batch size 3"));
+  assert_non_null(strstr(hk_last_error(), "batch size 9 is larger than the largest batch size built into the artifact"));
   assert_non_null(strstr(hk_last_error(), "batch sizes: 2, 8"));
   assert_non_null(strstr(hk_pack_error(st->pack), "batch sizes: 2, 8"));
   assert_int_equal(hk_session_create(st->pack, NULL, &s), HK_STATUS_INVALID_ARGUMENT);
@@ -414,6 +426,386 @@ static void test_open_file_and_run(void **ts) {
   free(dir);
 }
 
+/* ---- batch buckets ------------------------------------------------------------------------- */
+/* The fixture at batch sizes [1, 8, 32] under `policy`. */
+static hk_pack_t *open_buckets(state_t *st, int policy, void **out_bytes) {
+  static const int64_t buckets[] = {1, 8, 32};
+  fx_set_batches(&st->fx, buckets, 3);
+  st->fx.spec.batch_policy = policy;
+  return open_variant(st, out_bytes);
+}
+
+static void expect_dims(hk_session_t *s, uint32_t index, int64_t d0, size_t bytes) {
+  hk_tensor_info_t info;
+  assert_int_equal(hk_session_tensor_info(s, index, &info), HK_OK);
+  assert_int_equal(info.dims[0], d0);
+  assert_int_equal(info.bytes, bytes);
+}
+
+/* Batch rows [from, to) of a staging buffer of FX_COLS floats per row hold zeros. */
+static void expect_zero_rows(const float *staging, int64_t from, int64_t to) {
+  for (int64_t i = from * FX_COLS; i < to * FX_COLS; i++)
+    if (staging[i] != 0.0f) fail_msg("staging element %lld (row %lld) is %g, expected 0", (long long)i,
+                                     (long long)(i / FX_COLS), (double)staging[i]);
+}
+
+static void test_pad_batch_between_buckets(void **ts) {
+  state_t *st = *ts;
+  NEED_CC(st);
+  void *bytes;
+  hk_pack_t *pack = open_buckets(st, HK_BATCH_POLICY_REC_PAD, &bytes);
+  assert_int_equal(hk_pack_batch_policy(pack), HK_BATCH_POLICY_PAD);
+  hk_session_t *s;
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 5}, &s), HK_OK);
+  assert_int_equal(hk_session_batch(s), 5);
+  assert_int_equal(hk_session_bucket(s), 8);
+  expect_dims(s, 0, 5, 5 * FX_COLS * 4);  /* x: sized for the real batch */
+  expect_dims(s, 1, FX_COLS, FX_COLS * 4); /* w: no batch */
+  expect_dims(s, 2, 5, 5 * FX_COLS * 4);  /* y */
+  assert_int_equal(hk_session_debug_builds(s), 1);
+  const void *arena8 = hk_session_debug_arena(s);
+  assert_non_null(arena8);
+  run_and_check(s, 5, 21);
+  /* Inside: x's rows past the real ones are zero, and the bucket computed on them. */
+  const float *xs = hk_session_debug_staging(s, "x"), *ys = hk_session_debug_staging(s, "y");
+  assert_non_null(xs);
+  assert_non_null(ys);
+  assert_null(hk_session_debug_staging(s, "w"));
+  expect_zero_rows(xs, 5, 8);
+  for (int64_t i = 5 * FX_COLS; i < 8 * FX_COLS; i++) assert_true(ys[i] == 1.5f * g_last_w[i % FX_COLS]);
+
+  /* Another batch in the same bucket: batch-dependent tensors must be bound again, the
+   * bucket's state (workspace, graph) is reused. */
+  assert_int_equal(hk_session_set_batch(s, 7), HK_OK);
+  assert_int_equal(hk_session_batch(s), 7);
+  assert_int_equal(hk_session_bucket(s), 8);
+  expect_dims(s, 0, 7, 7 * FX_COLS * 4);
+  assert_int_equal(hk_session_run(s, NULL), HK_STATUS_FAILED_PRECONDITION);
+  assert_non_null(strstr(hk_last_error(), "bound at batch size 7: unbound x, y"));
+  assert_non_null(strstr(hk_session_error(s), "unbound x, y"));
+  run_and_check(s, 7, 22);
+  assert_int_equal(hk_session_debug_builds(s), 1);
+  assert_ptr_equal(hk_session_debug_arena(s), arena8);
+  /* Shrinking again: the rows batch 7 left in x's staging are zeroed. */
+  assert_int_equal(hk_session_set_batch(s, 5), HK_OK);
+  run_and_check(s, 5, 23);
+  expect_zero_rows(xs, 5, 8);
+  assert_int_equal(hk_session_debug_builds(s), 1);
+
+  /* Another bucket: built by the first run that needs it, not by set_batch. */
+  assert_int_equal(hk_session_set_batch(s, 20), HK_OK);
+  assert_int_equal(hk_session_bucket(s), 32);
+  assert_int_equal(hk_session_debug_builds(s), 1);
+  assert_null(hk_session_debug_arena(s));
+  run_and_check(s, 20, 24);
+  assert_int_equal(hk_session_debug_builds(s), 2);
+
+  /* A batch that is a bucket binds directly: staging is left alone. */
+  assert_int_equal(hk_session_set_batch(s, 8), HK_OK);
+  assert_ptr_equal(hk_session_debug_arena(s), arena8);
+  memset((void *)(uintptr_t)xs, 0xff, 8 * FX_COLS * 4);
+  memset((void *)(uintptr_t)ys, 0xff, 8 * FX_COLS * 4);
+  run_and_check(s, 8, 25);
+  for (size_t i = 0; i < 8 * FX_COLS; i++) {
+    uint32_t u, v;
+    memcpy(&u, &xs[i], 4);
+    memcpy(&v, &ys[i], 4);
+    if (u != 0xffffffffu || v != 0xffffffffu) fail_msg("staging element %zu was used by an exact-batch run", i);
+  }
+  assert_int_equal(hk_session_debug_builds(s), 2);
+
+  /* Over the largest bucket, and zero: NOT_FOUND listing the buckets; nothing changes. */
+  assert_int_equal(hk_session_set_batch(s, 64), HK_STATUS_NOT_FOUND);
+  assert_non_null(strstr(hk_last_error(), "batch size 64 is larger than the largest batch size built into the "
+                                          "artifact (batch sizes: 1, 8, 32)"));
+  assert_non_null(strstr(hk_session_error(s), "(batch sizes: 1, 8, 32)"));
+  assert_int_equal(hk_session_set_batch(s, 0), HK_STATUS_NOT_FOUND);
+  assert_non_null(strstr(hk_last_error(), "batch size 0 is not valid (batch sizes: 1, 8, 32)"));
+  assert_int_equal(hk_session_batch(s), 8);
+  assert_int_equal(hk_session_bucket(s), 8);
+  run_and_check(s, 8, 28);
+  assert_int_equal(hk_session_set_batch(NULL, 5), HK_STATUS_INVALID_ARGUMENT);
+  assert_int_equal(hk_session_batch(NULL), 0);
+  hk_session_destroy(s);
+
+  hk_session_t *bad = (hk_session_t *)1;
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 64}, &bad), HK_STATUS_NOT_FOUND);
+  assert_null(bad);
+  assert_non_null(strstr(hk_pack_error(pack), "batch size 64 is larger"));
+  assert_non_null(strstr(hk_pack_error(pack), "(batch sizes: 1, 8, 32)"));
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 0}, &bad), HK_STATUS_NOT_FOUND);
+  assert_non_null(strstr(hk_last_error(), "(batch sizes: 1, 8, 32)"));
+  /* The smallest bucket pads nothing below it; batch 1 is a bucket. */
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_OK);
+  assert_int_equal(hk_session_bucket(s), 8);
+  run_and_check(s, 2, 26);
+  assert_int_equal(hk_session_set_batch(s, 1), HK_OK);
+  assert_int_equal(hk_session_bucket(s), 1);
+  run_and_check(s, 1, 27);
+  hk_session_destroy(s);
+  hk_pack_destroy(pack);
+  free(bytes);
+}
+
+/* A bucket first built for its own batch (no staging) is rebuilt once, with staging, when
+ * a smaller batch needs it padded; then reused. */
+static void test_pad_rebuilds_exact_bucket(void **ts) {
+  state_t *st = *ts;
+  NEED_CC(st);
+  void *bytes;
+  hk_pack_t *pack = open_buckets(st, HK_BATCH_POLICY_REC_PAD, &bytes);
+  hk_session_t *s;
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 8}, &s), HK_OK);
+  assert_null(hk_session_debug_staging(s, "x"));
+  run_and_check(s, 8, 31);
+  assert_int_equal(hk_session_set_batch(s, 3), HK_OK);
+  run_and_check(s, 3, 32);
+  assert_int_equal(hk_session_debug_builds(s), 2);
+  assert_non_null(hk_session_debug_staging(s, "x"));
+  assert_int_equal(hk_session_set_batch(s, 6), HK_OK);
+  run_and_check(s, 6, 33);
+  assert_int_equal(hk_session_set_batch(s, 8), HK_OK);
+  run_and_check(s, 8, 34);
+  assert_int_equal(hk_session_debug_builds(s), 2);
+  hk_session_destroy(s);
+  hk_pack_destroy(pack);
+  free(bytes);
+}
+
+static void test_exact_policy_refuses(void **ts) {
+  state_t *st = *ts;
+  NEED_CC(st);
+  void *bytes;
+  hk_pack_t *pack = open_buckets(st, HK_BATCH_POLICY_REC_EXACT, &bytes);
+  assert_int_equal(hk_pack_batch_policy(pack), HK_BATCH_POLICY_EXACT);
+  hk_session_t *s = (hk_session_t *)1;
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 5}, &s), HK_STATUS_NOT_FOUND);
+  assert_null(s);
+  assert_non_null(strstr(hk_last_error(), "batch size 5 was not built into the artifact and its batch policy is "
+                                          "exact (batch sizes: 1, 8, 32)"));
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 8}, &s), HK_OK);
+  run_and_check(s, 8, 41);
+  assert_int_equal(hk_session_set_batch(s, 5), HK_STATUS_NOT_FOUND);
+  assert_non_null(strstr(hk_session_error(s), "its batch policy is exact"));
+  assert_int_equal(hk_session_batch(s), 8);
+  assert_int_equal(hk_session_set_batch(s, 32), HK_OK);
+  run_and_check(s, 32, 42);
+  assert_int_equal(hk_session_debug_builds(s), 2);
+  hk_session_destroy(s);
+  hk_pack_destroy(pack);
+  free(bytes);
+}
+
+/* An artifact whose layouts cannot be padded (hkc refuses such specs under pad, but the
+ * bytes are untrusted, and a format 1.0 file reads as pad): its buckets still run, a batch
+ * between them is refused naming the tensor. */
+static void test_pad_refuses_unpaddable_layout(void **ts) {
+  state_t *st = *ts;
+  NEED_CC(st);
+  static const int64_t buckets[] = {2, 8};
+  for (int variant = 0; variant < 2; variant++) {
+    fx_init(&st->fx, g_code, g_code_size, 0);
+    fx_set_batches(&st->fx, buckets, 2);
+    if (variant == 0) /* t [100, batch]: same bytes, batch in the last dim */
+      st->fx.tensors[2] = fx_tensor("t", HK_ROLE_INTERMEDIATE, 2, 0, FX_COLS, 1, 0);
+    else /* x [batch + 0] as 2*batch - batch is not expressible: use an offset on the leading dim */
+      st->fx.tensors[3] = fx_tensor("y", HK_ROLE_OUTPUT, 2, 1, 1, 0, FX_COLS);
+    void *bytes;
+    hk_pack_t *pack = open_variant(st, &bytes);
+    hk_session_t *s = (hk_session_t *)1;
+    assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 5}, &s), HK_STATUS_NOT_FOUND);
+    assert_null(s);
+    assert_non_null(strstr(hk_last_error(), variant == 0 ? "cannot be padded to 8: tensor t depends on batch"
+                                                         : "cannot be padded to 8: tensor y depends on batch"));
+    assert_non_null(strstr(hk_last_error(), "(batch sizes: 2, 8)"));
+    if (variant == 0) {
+      assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 8}, &s), HK_OK);
+      run_and_check(s, 8, 51);
+      assert_int_equal(hk_session_set_batch(s, 3), HK_STATUS_NOT_FOUND);
+      assert_int_equal(hk_session_set_batch(s, 2), HK_OK);
+      run_and_check(s, 2, 52);
+      hk_session_destroy(s);
+    }
+    hk_pack_destroy(pack);
+    free(bytes);
+  }
+}
+
+/* ---- the same check on a real pipeline, built by hkc from a spec ---------------------------- */
+static const char k_pad_spec[] =
+    "hkc: 1\n"
+    "name: padtest\n"
+    "dtype: f32\n"
+    "batch_sizes: %s\n"
+    "dims: {s: 4, h: 32, f: 64}\n"
+    "inputs: {x: [batch, s, h]}\n"
+    "params: {w1: [h, f], b1: [f], w2: [f, h], g: [h], b: [h]}\n"
+    "graph:\n"
+    "  - {name: fc1, op: gemm, in: [x, w1], bias: b1, act: gelu, out: a}\n"
+    "  - {name: fc2, op: gemm, in: [a, w2], residual: x, out: r}\n"
+    "  - {name: ln, op: layernorm, in: [r], gamma: g, beta: b, out: n}\n"
+    "  - {name: att, op: attention, in: [n, n, n], heads: 2, causal: true, out: o}\n"
+    "  - {name: sm, op: softmax, in: [o], out: y}\n"
+    "outputs: [y, n]\n";
+
+/* Builds k_pad_spec at `batch_sizes` for the host into dir/name.hkpack and opens it. */
+static hk_pack_t *build_spec_pack(const char *dir, const char *name, const char *batch_sizes) {
+  char spec[4200], out[4200];
+  snprintf(spec, sizeof spec, "%s/%s.yaml", dir, name);
+  snprintf(out, sizeof out, "%s/%s.hkpack", dir, name);
+  FILE *f = fopen(spec, "w");
+  assert_non_null(f);
+  fprintf(f, k_pad_spec, batch_sizes);
+  fclose(f);
+  hkc_build_options_t o = {.spec_path = spec, .out_path = out, .targets = "host", .quiet = 1, .no_cache = 1,
+                           .fusion = -1};
+  if (hkc_build(&o) != 0) fail_msg("hkc_build %s failed", spec);
+  hk_pack_t *pack;
+  assert_int_equal(hk_pack_open_file(out, NULL, &pack), HK_OK);
+  remove(spec);
+  remove(out);
+  return pack;
+}
+
+/* Binds random inputs and params (seeded by name) and poisoned outputs with GUARD poisoned
+ * floats after them, runs, checks the guards, and returns the outputs concatenated in
+ * tensor order (malloc'd, *out_bytes). Every tensor is f32. */
+static float *run_pipeline(hk_session_t *s, uint64_t seed, size_t *out_bytes) {
+  uint32_t n = hk_session_tensor_count(s);
+  float *bufs[16] = {0};
+  size_t total = 0;
+  assert_true(n <= 16);
+  for (uint32_t t = 0; t < n; t++) {
+    hk_tensor_info_t info;
+    assert_int_equal(hk_session_tensor_info(s, t, &info), HK_OK);
+    assert_int_equal(info.element_type, HK_ELEMENT_F32);
+    size_t count = info.bytes / 4;
+    bufs[t] = malloc((count + GUARD) * 4);
+    hk_test_rng_t rng;
+    hk_test_rng_seed(&rng, seed * 131 + info.name[0] * 7 + strlen(info.name));
+    double scale = info.role == HK_TENSOR_PARAM && info.rank >= 2 ? 1 / sqrt((double)info.dims[0]) : 1;
+    for (size_t i = 0; i < count + GUARD; i++)
+      bufs[t][i] = info.role == HK_TENSOR_OUTPUT || i >= count ? NAN : (float)(hk_test_uniform(&rng, -1, 1) * scale);
+    if (info.role == HK_TENSOR_OUTPUT) total += info.bytes;
+    assert_int_equal(hk_session_bind(s, info.name, bufs[t], info.bytes), HK_OK);
+  }
+  assert_int_equal(hk_session_run(s, NULL), HK_OK);
+  float *out = malloc(total ? total : 1);
+  size_t at = 0;
+  for (uint32_t t = 0; t < n; t++) {
+    hk_tensor_info_t info;
+    hk_session_tensor_info(s, t, &info);
+    size_t count = info.bytes / 4;
+    for (size_t i = count; i < count + GUARD; i++)
+      if (!isnan(bufs[t][i])) fail_msg("tensor %s: element %zu past its bytes was written", info.name, i);
+    if (info.role == HK_TENSOR_OUTPUT) {
+      for (size_t i = 0; i < count; i++)
+        if (!isfinite(bufs[t][i])) fail_msg("output %s[%zu] is not finite (unwritten?)", info.name, i);
+      memcpy((char *)out + at, bufs[t], info.bytes);
+      at += info.bytes;
+    }
+    free(bufs[t]);
+  }
+  *out_bytes = total;
+  return out;
+}
+
+/* Batch 5 on buckets [1, 8, 32] (padded to 8) equals, bit for bit, the same inputs through
+ * a pack built for exactly batch 5: the same kernels on the same real rows. */
+static void test_pad_matches_exact_pack(void **ts) {
+  NEED_CC(*ts);
+  char *dir = hk_test_tmpdir();
+  assert_non_null(dir);
+  hk_pack_t *buckets = build_spec_pack(dir, "buckets", "[1, 8, 32]");
+  hk_pack_t *exact = build_spec_pack(dir, "exact5", "[5]");
+  hk_session_t *sp, *se;
+  assert_int_equal(hk_session_create(buckets, &(hk_session_options_t){.batch = 5}, &sp), HK_OK);
+  assert_int_equal(hk_session_create(exact, &(hk_session_options_t){.batch = 5}, &se), HK_OK);
+  assert_int_equal(hk_session_bucket(sp), 8);
+  assert_int_equal(hk_session_bucket(se), 5);
+  size_t bp, be;
+  float *padded = run_pipeline(sp, 3, &bp), *ref = run_pipeline(se, 3, &be);
+  assert_int_equal(bp, be);
+  assert_int_equal(bp, 2 * 5 * 4 * 32 * 4); /* y and n, [5, 4, 32] f32 */
+  assert_memory_equal(padded, ref, bp);
+  /* After a run at 7 in the same bucket and one at 20 in another, batch 5 again gives the
+   * same bits. */
+  size_t b2;
+  assert_int_equal(hk_session_set_batch(sp, 7), HK_OK);
+  free(run_pipeline(sp, 4, &b2));
+  assert_int_equal(hk_session_set_batch(sp, 20), HK_OK);
+  free(run_pipeline(sp, 5, &b2));
+  assert_int_equal(hk_session_set_batch(sp, 5), HK_OK);
+  float *again = run_pipeline(sp, 3, &b2);
+  assert_memory_equal(again, ref, bp);
+  assert_int_equal(hk_session_debug_builds(sp), 2);
+  free(again);
+  free(padded);
+  free(ref);
+  hk_session_destroy(sp);
+  hk_session_destroy(se);
+  hk_pack_destroy(buckets);
+  hk_pack_destroy(exact);
+  remove(dir);
+  free(dir);
+}
+
+/* Fault injection on the padded paths: the rebuild of a bucket with staging, the lazy
+ * build of other buckets inside run. A failing run reports OUT_OF_MEMORY and the session
+ * works on the next try; nothing leaks. */
+static void test_allocation_failures_padded(void **ts) {
+  state_t *st = *ts;
+  NEED_CC(st);
+  static const int64_t buckets[] = {1, 8, 32};
+  fx_set_batches(&st->fx, buckets, 3);
+  void *bytes;
+  size_t size;
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &bytes, &size), 0);
+  /* 8 (built at create, no staging), 5 (rebuilt with staging), 20 (built padded), 32
+   * (reused, exact), 1 (built), 7 (reused, padded) */
+  static const uint64_t steps[] = {8, 5, 20, 32, 1, 7};
+  int run_failures = 0;
+  for (long n = 0;; n++) {
+    counting_t c = {0, n, 0};
+    hk_allocator_t a = {counting_alloc, counting_free, &c};
+    hk_pack_t *pack = NULL;
+    hk_session_t *s = NULL;
+    hk_status_t st1 = hk_pack_open_memory(bytes, size, &a, &pack);
+    if (st1 == HK_OK) st1 = hk_session_create(pack, &(hk_session_options_t){.batch = 8}, &s);
+    for (size_t k = 0; st1 == HK_OK && k < sizeof steps / sizeof steps[0]; k++) {
+      long before = c.calls;
+      assert_int_equal(hk_session_set_batch(s, steps[k]), HK_OK);
+      assert_int_equal(c.calls, before); /* set_batch allocates nothing */
+      size_t nx = (size_t)steps[k] * FX_COLS;
+      float *x = calloc(nx, 4), *y = calloc(nx, 4);
+      _Alignas(16) float w[FX_COLS] = {0};
+      assert_int_equal(hk_session_bind(s, "x", x, nx * 4), HK_OK);
+      assert_int_equal(hk_session_bind(s, "w", w, sizeof w), HK_OK);
+      assert_int_equal(hk_session_bind(s, "y", y, nx * 4), HK_OK);
+      hk_status_t r = hk_session_run(s, NULL);
+      free(x);
+      free(y);
+      if (r != HK_OK) {
+        if (r != HK_STATUS_OUT_OF_MEMORY)
+          fail_msg("run at batch %llu, failing allocation %ld: %s (%s)", (unsigned long long)steps[k], n,
+                   hk_status_string(r), hk_last_error());
+        assert_true(c.calls > before && c.calls > n); /* it was this run's allocation */
+        run_failures++;
+        c.fail_at = -1; /* the allocator recovers: so does the session */
+      }
+      run_and_check(s, (int64_t)steps[k], 60 + k);
+    }
+    hk_session_destroy(s);
+    hk_pack_destroy(pack);
+    assert_int_equal(c.live, 0);
+    if (c.calls <= n) break; /* nothing failed: every allocation point has been tried */
+    if (st1 != HK_OK && st1 != HK_STATUS_OUT_OF_MEMORY)
+      fail_msg("failing allocation %ld: %s (%s)", n, hk_status_string(st1), hk_last_error());
+  }
+  assert_true(run_failures >= 3 * 6); /* three builds inside run, each with tables, backend state, arena */
+  free(bytes);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_run_two_batches, setup, teardown),
@@ -427,6 +819,14 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_damaged_code_payload, setup, teardown),
       cmocka_unit_test_setup_teardown(test_allocation_failures, setup, teardown),
       cmocka_unit_test_setup_teardown(test_open_file_and_run, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pad_batch_between_buckets, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pad_rebuilds_exact_bucket, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_exact_policy_refuses, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pad_refuses_unpaddable_layout, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pad_matches_exact_pack, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_allocation_failures_padded, setup, teardown),
   };
+  const char *filter = getenv("HK_TEST_FILTER"); /* e.g. "test_pad_*": run only those */
+  if (filter && *filter) cmocka_set_test_filter(filter);
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -4,9 +4,9 @@
  *            t: intermediate f32 [batch, 100] (workspace)   y: output f32 [batch, 100]
  *   launch 0 hk_test_addc(x, t, n, 1.5f)          t = x + 1.5
  *   launch 1 hk_test_mul(t, w, NULL, y, n, 100)   y = t * w[i % 100]   (depends on 0)
- * at batch sizes 2 and 8, for the host target of this machine and (optionally) a fake
- * "sm_90" target whose code is arbitrary bytes; fx_add_plan adds cost figures (a PLAN
- * section).
+ * at batch sizes 2 and 8 (fx_set_batches: others, up to FX_MAX_GRAPHS), for the host
+ * target of this machine and (optionally) a fake "sm_90" target whose code is arbitrary
+ * bytes; fx_add_plan adds cost figures (a PLAN section).
  */
 #ifndef HK_PACK_FIXTURE_H
 #define HK_PACK_FIXTURE_H
@@ -28,6 +28,7 @@
 
 #define FX_COLS 100
 #define FX_BLOCK 64 /* elements per host block, as in the kernels below */
+#define FX_MAX_GRAPHS 4 /* batch buckets fx_set_batches accepts */
 
 static const char fx_kernel_source[] =
     "#include <stdint.h>\n"
@@ -50,12 +51,12 @@ typedef struct fx {
   hkc_spec_t spec;
   hkc_kernel_out_t kernels[2];      /* host target */
   hkc_kernel_out_t kernels_cuda[2]; /* the sm_90 target: same kernels, its own code range */
-  hkc_launch_t launches[2][2];
+  hkc_launch_t launches[FX_MAX_GRAPHS][2];
   uint32_t dep0;
-  uint64_t placements[2][4];
-  hkc_graph_out_t graphs[2];
-  hkc_cost_t costs[2][2];           /* fx_add_plan: per graph, per launch */
-  int fused[2][2];
+  uint64_t placements[FX_MAX_GRAPHS][4];
+  hkc_graph_out_t graphs[FX_MAX_GRAPHS];
+  hkc_cost_t costs[FX_MAX_GRAPHS][2]; /* fx_add_plan: per graph, per launch */
+  int fused[FX_MAX_GRAPHS][2];
   hkc_target_out_t targets[2];
   hkc_pack_in_t in;
 } fx_t;
@@ -74,36 +75,10 @@ static inline hkc_tensor_t fx_tensor(const char *name, hk_role_t role, uint32_t 
   return t;
 }
 
-/* Fills fx. host_code is the host target's code object (borrowed); with_cuda adds the
- * fake sm_90 target after it. */
-static inline void fx_init(fx_t *fx, const void *host_code, size_t host_size, int with_cuda) {
-  memset(fx, 0, sizeof *fx);
-  fx->tensors[0] = fx_tensor("x", HK_ROLE_INPUT, 2, 1, 0, 0, FX_COLS);
-  fx->tensors[1] = fx_tensor("w", HK_ROLE_PARAM, 1, 0, FX_COLS, 0, 0);
-  fx->tensors[2] = fx_tensor("t", HK_ROLE_INTERMEDIATE, 2, 1, 0, 0, FX_COLS);
-  fx->tensors[3] = fx_tensor("y", HK_ROLE_OUTPUT, 2, 1, 0, 0, FX_COLS);
-  hkc_spec_t *s = &fx->spec;
-  s->path = (char *)"fixture.yaml";
-  s->name = (char *)"fixture";
-  s->version = 1;
-  s->dtype = HK_DTYPE_F32;
-  s->batch_sizes[0] = 2;
-  s->batch_sizes[1] = 8;
-  s->n_batch = 2;
-  s->tensors = fx->tensors;
-  s->n_tensors = 4;
-  s->hash = 0x1234abcdull;
-
-  snprintf(fx->kernels[0].name, sizeof fx->kernels[0].name, "hk_test_addc");
-  fx->kernels[0].key.op = HK_OP_ADD;
-  snprintf(fx->kernels[0].params, sizeof fx->kernels[0].params, "c=1.5");
-  snprintf(fx->kernels[1].name, sizeof fx->kernels[1].name, "hk_test_mul");
-  fx->kernels[1].key.op = HK_OP_MUL;
-  snprintf(fx->kernels[1].params, sizeof fx->kernels[1].params, "bcast=w");
-  for (int k = 0; k < 2; k++) fx->kernels[k].wave_size = 1;
-
-  fx->dep0 = 0;
-  for (int g = 0; g < 2; g++) {
+/* One graph per batch size of fx->spec (launches, placements, workspace). */
+static inline void fx_fill_graphs(fx_t *fx) {
+  const hkc_spec_t *s = &fx->spec;
+  for (int g = 0; g < s->n_batch; g++) {
     int64_t batch = s->batch_sizes[g], n = batch * FX_COLS;
     uint32_t blocks = (uint32_t)((n + FX_BLOCK - 1) / FX_BLOCK);
     hkc_launch_t *l0 = &fx->launches[g][0], *l1 = &fx->launches[g][1];
@@ -137,13 +112,46 @@ static inline void fx_init(fx_t *fx, const void *host_code, size_t host_size, in
     fx->graphs[g].launches = fx->launches[g];
     fx->graphs[g].n_launches = 2;
   }
+}
+
+/* Fills fx. host_code is the host target's code object (borrowed); with_cuda adds the
+ * fake sm_90 target after it. */
+static inline void fx_init(fx_t *fx, const void *host_code, size_t host_size, int with_cuda) {
+  memset(fx, 0, sizeof *fx);
+  fx->tensors[0] = fx_tensor("x", HK_ROLE_INPUT, 2, 1, 0, 0, FX_COLS);
+  fx->tensors[1] = fx_tensor("w", HK_ROLE_PARAM, 1, 0, FX_COLS, 0, 0);
+  fx->tensors[2] = fx_tensor("t", HK_ROLE_INTERMEDIATE, 2, 1, 0, 0, FX_COLS);
+  fx->tensors[3] = fx_tensor("y", HK_ROLE_OUTPUT, 2, 1, 0, 0, FX_COLS);
+  hkc_spec_t *s = &fx->spec;
+  s->path = (char *)"fixture.yaml";
+  s->name = (char *)"fixture";
+  s->version = 1;
+  s->dtype = HK_DTYPE_F32;
+  s->batch_sizes[0] = 2;
+  s->batch_sizes[1] = 8;
+  s->n_batch = 2;
+  s->tensors = fx->tensors;
+  s->n_tensors = 4;
+  s->hash = 0x1234abcdull;
+
+  snprintf(fx->kernels[0].name, sizeof fx->kernels[0].name, "hk_test_addc");
+  fx->kernels[0].key.op = HK_OP_ADD;
+  snprintf(fx->kernels[0].params, sizeof fx->kernels[0].params, "c=1.5");
+  snprintf(fx->kernels[1].name, sizeof fx->kernels[1].name, "hk_test_mul");
+  fx->kernels[1].key.op = HK_OP_MUL;
+  snprintf(fx->kernels[1].params, sizeof fx->kernels[1].params, "bcast=w");
+  for (int k = 0; k < 2; k++) fx->kernels[k].wave_size = 1;
+
+  fx->dep0 = 0;
+  fx_fill_graphs(fx);
   for (int t = 0; t < 2; t++) {
     hkc_target_out_t *to = &fx->targets[t];
     to->kernels = fx->kernels;
     to->n_kernels = 2;
     to->graphs = fx->graphs;
-    to->n_graphs = 2;
+    to->n_graphs = (size_t)s->n_batch;
   }
+
   snprintf(fx->targets[0].name, sizeof fx->targets[0].name, "%s", FX_HOST);
   fx->targets[0].kind = HK_TARGET_HOST;
   fx->targets[0].code = (void *)host_code;
@@ -182,6 +190,14 @@ static inline void fx_add_plan(fx_t *fx) {
     fx->graphs[g].unfused = (hkc_cost_t){.bytes = 5000u * (g + 1), .flops = 50u * (g + 1)};
     fx->graphs[g].unfused_nodes = 3;
   }
+}
+
+/* Replaces the batch sizes (ascending, at most FX_MAX_GRAPHS) and rebuilds the graphs. */
+static inline void fx_set_batches(fx_t *fx, const int64_t *batches, int n) {
+  fx->spec.n_batch = n;
+  for (int i = 0; i < n; i++) fx->spec.batch_sizes[i] = batches[i];
+  fx_fill_graphs(fx);
+  for (int t = 0; t < 2; t++) fx->targets[t].n_graphs = (size_t)n;
 }
 
 /* Compiles fx_kernel_source into a shared object in memory (malloc'd). 0 / -1. */

@@ -95,6 +95,8 @@ static void test_roundtrip_memory(void **ts) {
   assert_int_equal(v->placement_count, 16);
   assert_int_equal(v->section_count, 13);
   assert_int_equal(v->manifest->spec_hash, 0x1234abcdull);
+  assert_int_equal(v->manifest->batch_policy, HK_BATCH_POLICY_REC_PAD);
+  assert_int_equal(hk_pack_batch_policy(pack), HK_BATCH_POLICY_PAD);
   /* The second target's kernels and nodes are renumbered globally. */
   assert_int_equal(v->targets[1].kernel_first, 2);
   assert_int_equal(v->graphs[3].batch, 8);
@@ -422,6 +424,7 @@ static void p_manifest_targets(uint8_t *b, size_t n) { man(b)->target_count = 3;
 static void p_manifest_batches(uint8_t *b, size_t n) { man(b)->batch_count = 17; }
 static void p_manifest_order(uint8_t *b, size_t n) { man(b)->batch_sizes[1] = 1; }
 static void p_manifest_dtype(uint8_t *b, size_t n) { man(b)->dtype = 3; }
+static void p_manifest_policy(uint8_t *b, size_t n) { man(b)->batch_policy = 2; }
 static void p_string_ref(uint8_t *b, size_t n) { man(b)->name = 1u << 30; }
 static void p_unterminated(uint8_t *b, size_t n) {
   hk_section_t *s = sec(b, HK_SECTION_STRINGS);
@@ -494,6 +497,7 @@ static void test_patched_records(void **ts) {
   PATCHED(p_manifest_batches, HK_STATUS_CORRUPT, "batch_count 17");
   PATCHED(p_manifest_order, HK_STATUS_CORRUPT, "ascending");
   PATCHED(p_manifest_dtype, HK_STATUS_CORRUPT, "dtype 3");
+  PATCHED(p_manifest_policy, HK_STATUS_CORRUPT, "unknown batch policy 2");
   PATCHED(p_string_ref, HK_STATUS_CORRUPT, "outside STRINGS");
   PATCHED(p_unterminated, HK_STATUS_CORRUPT, "not NUL-terminated");
   PATCHED(p_target_kind, HK_STATUS_CORRUPT, "unknown kind 7");

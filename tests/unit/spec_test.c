@@ -252,6 +252,7 @@ static void test_defaults_and_sorting_of_batch_sizes(void **state) {
   assert_int_equal(s->n_targets, 1);        /* targets absent: [host] */
   assert_string_equal(s->targets[0], "host");
   assert_int_equal(s->fusion, HKC_FUSION_AUTO);
+  assert_int_equal(s->batch_policy, HK_BATCH_POLICY_REC_PAD); /* batch_policy absent: pad */
   assert_int_equal(s->n_batch, 3); /* [4, 1, 4, 2] -> [1, 2, 4] */
   assert_int_equal(s->batch_sizes[0], 1);
   assert_int_equal(s->batch_sizes[1], 2);
@@ -353,9 +354,11 @@ static void test_expressions_broadcast_and_attributes(void **state) {
   assert_int_equal(s->groups[1][0], 6);
   hkc_spec_destroy(s);
 
-  /* A broadcast that pads the rank: [1, 1, 1, d] + [batch, d] -> [1, batch, 1?] no: -> [1, 1, batch, d] */
-  s = parse_ok("hkc: 1\nname: t\nbatch_sizes: [3]\ninputs: {a: [1, 1, 1, 5], c: [batch, 5]}\n"
+  /* A broadcast that pads the rank: [1, 1, 1, d] + [batch, d] -> [1, 1, batch, d]; batch
+   * is then not leading, which only the exact batch policy accepts. */
+  s = parse_ok("hkc: 1\nname: t\nbatch_sizes: [3]\nbatch_policy: exact\ninputs: {a: [1, 1, 1, 5], c: [batch, 5]}\n"
                "graph:\n  - {name: n, op: add, in: [a, c], out: y}\noutputs: [y]\nfusion: none\n");
+  assert_int_equal(s->batch_policy, HK_BATCH_POLICY_REC_EXACT);
   const hkc_tensor_t *y = tensor(s, "y");
   assert_int_equal(y->rank, 4);
   assert_int_equal(dim_at(y, 0, 3), 1);
@@ -609,6 +612,48 @@ static void test_bad_values(void **state) {
   expect_error_on(BASE "targets: [\"cuda 12\"]\n" RELU_GRAPH, 7, "\"cuda", "invalid target name 'cuda 12'", NULL);
   expect_error_on(BASE "targets: []\n" RELU_GRAPH, 7, "[]", "'targets' is empty", NULL);
   expect_error_on(BASE RELU_GRAPH "fusion: greedy\n", 10, "greedy", "unknown fusion mode 'greedy'", NULL);
+  expect_error_on("hkc: 1\nname: t\nbatch_sizes: [1]\nbatch_policy: round\n", 4, "round",
+                  "unknown batch policy 'round' (expected pad or exact)", NULL);
+  expect_error_on("hkc: 1\nname: t\nbatch_sizes: [1]\nbatch_policy: [pad]\n", 4, "[pad]",
+                  "expected pad or exact for 'batch_policy', got a list", NULL);
+}
+
+/* batch_policy: pad (the default) needs batch in the leading dim only, of every tensor:
+ * inputs, params and what nodes produce; exact accepts the same specs. */
+static void test_pad_layouts(void **state) {
+  (void)state;
+#define PAD_HEAD "hkc: 1\nname: t\nbatch_sizes: [1, 8, 32]\n"
+  static const char *const bad[][3] = {
+      /* spec body, the token the error points at (line 4), the shape in the message */
+      {"inputs: {x: [4, batch]}\n" RELU_GRAPH, "x", "'x' [4, batch]"},
+      {"inputs: {x: [batch]}\n" RELU_GRAPH, "x", "'x' [batch]"},
+      {"inputs: {x: [\"batch+1\", 8]}\n" RELU_GRAPH, "x", "'x' [1*batch+1, 8]"},
+      {"inputs: {x: [batch, batch]}\n" RELU_GRAPH, "x", "'x' [batch, batch]"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char text[512];
+    snprintf(text, sizeof text, PAD_HEAD "%s", bad[i][0]);
+    expect_error_on(text, 4, bad[i][1], bad[i][2], "cannot be padded");
+    assert_non_null(strstr(diag, "use batch_policy: exact"));
+    snprintf(text, sizeof text, PAD_HEAD "batch_policy: exact\n%s", bad[i][0]);
+    hkc_spec_destroy(parse_ok(text));
+  }
+  /* A param that depends on batch. */
+  expect_error_on(PAD_HEAD "inputs: {x: [batch, 8]}\nparams: {p: [8, batch]}\n"
+                  "graph:\n  - {name: a, op: add, in: [x, x], out: y}\noutputs: [y]\n",
+                  5, "{|p:", "tensor 'p' [8, batch] cannot be padded", NULL);
+  /* Leading inputs, but a node output with batch in its last dim (x @ x^T mixes rows):
+   * reported where the node writes it. */
+  expect_error_on(PAD_HEAD "inputs: {x: [batch, 8]}\n"
+                  "graph:\n  - {name: s, op: gemm, in: [x, x], trans_b: true, out: sc}\n"
+                  "  - {name: p, op: gemm, in: [sc, x], out: y}\noutputs: [y]\n",
+                  6, "sc}", "tensor 'sc' [batch, batch] cannot be padded", NULL);
+  /* Leading batch with a multiplier is fine, as are tensors that do not depend on batch. */
+  hkc_spec_t *s = parse_ok(PAD_HEAD "dims: {s: 3}\ninputs: {x: [\"s*batch\", 8], c: [8]}\n"
+                           "graph:\n  - {name: a, op: add, in: [x, c], out: y}\noutputs: [y]\n");
+  assert_int_equal(s->batch_policy, HK_BATCH_POLICY_REC_PAD);
+  hkc_spec_destroy(s);
+#undef PAD_HEAD
 }
 
 static void test_empty_graph(void **state) {
@@ -745,6 +790,7 @@ int main(void) {
       cmocka_unit_test(test_duplicates),
       cmocka_unit_test(test_bad_dims),
       cmocka_unit_test(test_bad_values),
+      cmocka_unit_test(test_pad_layouts),
       cmocka_unit_test(test_empty_graph),
       cmocka_unit_test(test_outputs),
       cmocka_unit_test(test_unused_tensor_warning),

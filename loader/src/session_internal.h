@@ -1,0 +1,23 @@
+/*
+ * session_internal.h -- what tests may observe of a session beyond the public API.
+ *
+ * Bucket states (see session.c) are built lazily and reused; these hooks let
+ * tests/unit/loader_test.c check that without timing anything.
+ */
+#ifndef HK_SESSION_INTERNAL_H
+#define HK_SESSION_INTERNAL_H
+
+#include <stdint.h>
+
+#include "hk/hkrt.h"
+
+/* Bucket states the session has built since it was created (a rebuild counts again). */
+uint32_t hk_session_debug_builds(const hk_session_t *session);
+/* The workspace arena of the current bucket's state; NULL when that state is not built
+ * (yet) or has no arena. */
+const void *hk_session_debug_arena(const hk_session_t *session);
+/* The bucket-sized staging buffer of application tensor `name` in the current bucket's
+ * state, where padded runs copy its rows; NULL when there is none. */
+const void *hk_session_debug_staging(const hk_session_t *session, const char *name);
+
+#endif /* HK_SESSION_INTERNAL_H */
