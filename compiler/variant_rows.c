@@ -22,8 +22,8 @@
  * overrides every dtype's choice; HKC_ROWS_CFG_F32 / HKC_ROWS_CFG_16 only f32's / f16's
  * and bf16's (they win over HKC_ROWS_CFG). Invalid strings are ignored.
  * elementwise_vec16: HKC_EW_CFG="THREADS,UNROLL,MIN_BLOCKS,WAVES" likewise.
- * Layernorm / rmsnorm keys with has_add (x + add normalised) halve CACHE and TARGET of
- * whichever configuration applies (defaults or override). */
+ * Layernorm / rmsnorm keys with has_add (x + add normalised) or has_sum halve CACHE and
+ * TARGET of whichever configuration applies (defaults or override). */
 typedef struct rows_cfg {
   int threads, cache, target, min_blocks, prefetch, grid_per_cu;
 } rows_cfg_t;
@@ -70,9 +70,10 @@ static rows_cfg_t rows_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
     c = (rows_cfg_t){256, 8, 8, 1, 0, 4};
   }
   if (!rows_cfg_env(dtype == HK_DTYPE_F32 ? "HKC_ROWS_CFG_F32" : "HKC_ROWS_CFG_16", &c)) rows_cfg_env("HKC_ROWS_CFG", &c);
-  if (key->has_add && key->op != HK_OP_SOFTMAX) {
+  if ((key->has_add || key->has_sum) && key->op != HK_OP_SOFTMAX) {
     /* two input rows (x, add) per thread: half the vectors per lane keeps the bytes in
-     * flight, and the f32 sums take the registers two 16-bit caches would */
+     * flight, and the f32 sums take the registers two 16-bit caches would (has_sum alone,
+     * a copy of x, spilled at f32's full cache on sm_90) */
     c.cache = c.cache > 1 ? c.cache / 2 : 1;
     c.target = c.target > 1 ? c.target / 2 : 1;
   }

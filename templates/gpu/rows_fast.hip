@@ -20,6 +20,7 @@
  *                     the dtype, into sum (16-byte stores). The variant then halves
  *                     HK_ROW_CACHE / HK_ROW_TARGET (two input rows per thread: same bytes in
  *                     flight, and the f32 sums take the registers of the 16-bit pairs).
+ *                     HK_HAS_SUM alone stores a copy of x.
  *
  * Work split. A row of nvec = cols / HK_VEC vectors belongs to a group of g lanes, g the
  * smallest power of two >= ceil(nvec / HK_ROW_TARGET), at most HK_THREADS (rf_group; the
