@@ -12,7 +12,8 @@
  * kernels and their launches cannot disagree. The tuner will choose them later; these
  * are safe values for every arch (blocks are multiples of 64 threads, static shared
  * memory below 48 KiB, no spills). Block size = max_block of the kernel (its
- * __launch_bounds__): gemm 256, element-wise 256, norms and softmax 256, attention 128. */
+ * __launch_bounds__): gemm 256, element-wise (and ewchain) 256, norms and softmax 256,
+ * attention 128, rope 256. */
 typedef struct gpu_params {
   int threads;                   /* HK_THREADS: threads per block (a multiple of 64) */
   int tile_m, tile_n, tile_k;    /* gemm: C tile and K step (HK_TILE_M/N/K) */
@@ -210,9 +211,11 @@ static int64_t ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) 
 /* Blocks are 1-D (block.x = HK_THREADS of the op) and so is the grid (grid.x only: y and
  * z are limited to 65535). What a block is, per op:
  *   gemm        an HK_TILE_M x HK_TILE_N tile of C: ceil(M/TM) * ceil(N/TN) blocks
- *   add..silu   HK_THREADS * ew_items elements (grid-stride loop inside)
+ *   add..silu, ewchain   HK_THREADS * ew_items elements (grid-stride loop inside)
  *   norms, softmax   one row
  *   attention   HK_ATTN_BQ query rows of one (batch, head)
+ *   rope        one column block (HK_THREADS items of HK_ROPE_VEC pairs) of a strided
+ *               set of rows: grid = column blocks x row groups (rope.hip)
  * Every kernel strides over blocks beyond gridDim.x, so clamping grid.x to 2^31 - 1 keeps
  * it correct. At least one block; no dynamic shared memory (all of it is static). */
 void hkc_gpu_launch_dims(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,

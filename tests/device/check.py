@@ -61,6 +61,29 @@ def attention(node, ins):
     return o.transpose(1, 2).reshape(b, s, h * d)
 
 
+def rope(node, x):
+    """Rotate-half RoPE (Hugging Face Llama) on x [..., seq, heads*dh]: row r of the flattened
+    leading dims is at position r % seq + offset. inv_freq = theta^(-2j/dh) and the angle
+    position * inv_freq are f32, as HF's (and the kernels': the ABI's angle is an f32
+    product); their cos and sin and the rotation are float64."""
+    heads = node["heads"]
+    theta = float(node.get("theta", 10000.0))
+    offset = int(node.get("offset", 0))
+    hd = x.shape[-1]
+    dh = hd // heads
+    half = dh // 2
+    seq = x.shape[-2] if x.dim() >= 2 else 1
+    rows = x.numel() // hd
+    xr = x.reshape(rows, heads, dh)
+    pos = (torch.arange(rows, device=x.device) % seq + offset).to(torch.float32)
+    expo = -(2 * torch.arange(half, device=x.device)).to(torch.float32) / dh
+    inv_freq = torch.pow(torch.tensor(theta, dtype=torch.float32, device=x.device), expo)
+    ang = (pos[:, None] * inv_freq[None, :]).to(torch.float64)[:, None, :]  # [rows, 1, half]
+    c, s = torch.cos(ang), torch.sin(ang)
+    x1, x2 = xr[..., :half], xr[..., half:]
+    return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1).reshape(x.shape)
+
+
 def run_node(node, t):
     op = node["op"]
     ins = [t[n] for n in node["in"]]
@@ -70,6 +93,8 @@ def run_node(node, t):
         if "bias" in node:
             y = y + t[node["bias"]]
         y = act(y, node.get("act"))
+        if "mul" in node:  # the SwiGLU gate: act(A @ B + bias) * mul + residual
+            y = y * t[node["mul"]]
         return y + t[node["residual"]] if "residual" in node else y
     if op == "add":
         return ins[0] + ins[1]
@@ -87,6 +112,8 @@ def run_node(node, t):
         return F.softmax(ins[0], dim=-1)
     if op == "attention":
         return attention(node, ins)
+    if op == "rope":
+        return rope(node, ins[0])
     raise ValueError(op)
 
 
