@@ -76,8 +76,11 @@ static size_t fused_variants(hk_dtype_t dtype, int align, hkc_kernel_out_t *out,
     snprintf(out[n].key.program, sizeof out[n].key.program, "%s", programs[i]);
     n++;
   }
-  memset(&out[n], 0, sizeof out[n]);
-  out[n++].key = (hkc_kernel_key_t){.op = HK_OP_ROPE, .dtype = dtype, .align = align, .head_dim = 128};
+  /* rope: dh is a run-time argument (one source serves every dh; head_dim only names it) */
+  for (int dh = 64; dh <= 128; dh += 64) {
+    memset(&out[n], 0, sizeof out[n]);
+    out[n++].key = (hkc_kernel_key_t){.op = HK_OP_ROPE, .dtype = dtype, .align = align, .head_dim = dh};
+  }
   return n;
 }
 
