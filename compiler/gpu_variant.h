@@ -39,4 +39,23 @@ static inline int64_t hkc_variant_arg_i64(const hkc_arg_t *args, uint32_t n_args
 }
 static inline int64_t hkc_variant_ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) / b; }
 
+/* ewchain (hkc_kernel_key_t.program): the number of operands the kernel takes, 1 + the
+ * largest operand number the program names (operand 0 is always read), or -1 when the
+ * program is not a sequence of a<1-4>, m<1-4>, r, g, s, t. */
+static inline int hkc_variant_ew_operands(const char *program) {
+  int ops = 1;
+  for (size_t i = 0; i < HKC_EW_PROGRAM_MAX && program[i]; i++) {
+    const char c = program[i];
+    if (c == 'a' || c == 'm') {
+      if (i + 1 >= HKC_EW_PROGRAM_MAX) return -1;
+      const char d = program[++i];
+      if (d < '1' || d > '4') return -1;
+      if (d - '0' + 1 > ops) ops = d - '0' + 1;
+    } else if (c != 'r' && c != 'g' && c != 's' && c != 't') {
+      return -1;
+    }
+  }
+  return ops;
+}
+
 #endif /* HKC_GPU_VARIANT_H */

@@ -1,6 +1,7 @@
 /* Memory-bound GPU variants (see gpu_variant.h) with 16-byte vector access:
- *   rows_vec16        layernorm, rmsnorm, softmax   (templates/gpu/rows_fast.hip)
- *   elementwise_vec16 add, mul, relu, gelu, silu    (templates/gpu/elementwise_fast.hip)
+ *   rows_vec16        layernorm, rmsnorm (incl. the fused residual add), softmax
+ *                     (templates/gpu/rows_fast.hip)
+ *   elementwise_vec16 add, mul, relu, gelu, silu, ewchain (templates/gpu/elementwise_fast.hip)
  * Both serve a key when key.align is a multiple of the elements in 16 bytes (4 for f32,
  * 8 for f16/bf16): every row length (norms, softmax) or operand last dim (element-wise)
  * is a multiple of the vector, and tensors are 16-byte aligned (hk_session_bind checks
@@ -20,7 +21,9 @@
  *   HKC_ROWS_CFG="THREADS,CACHE,TARGET,MIN_BLOCKS,PREFETCH,GRID_PER_CU"
  * overrides every dtype's choice; HKC_ROWS_CFG_F32 / HKC_ROWS_CFG_16 only f32's / f16's
  * and bf16's (they win over HKC_ROWS_CFG). Invalid strings are ignored.
- * elementwise_vec16: HKC_EW_CFG="THREADS,UNROLL,MIN_BLOCKS,WAVES" likewise. */
+ * elementwise_vec16: HKC_EW_CFG="THREADS,UNROLL,MIN_BLOCKS,WAVES" likewise.
+ * Layernorm / rmsnorm keys with has_add (x + add normalised) or has_sum halve CACHE and
+ * TARGET of whichever configuration applies (defaults or override). */
 typedef struct rows_cfg {
   int threads, cache, target, min_blocks, prefetch, grid_per_cu;
 } rows_cfg_t;
@@ -57,7 +60,8 @@ static int rows_cfg_env(const char *name, rows_cfg_t *c) {
  * per SM. AMD: 8 vectors per lane (4096 bf16: one wave64 per row on CDNA), no prefetch.
  * Alternatives for a sweep (no spills on sm_90): "256,16,16,2,0,2" (no prefetch, <= 128
  * registers, 16 warps per SM), "256,8,8,3,0,3" (two warps per row for 4096 bf16). */
-static rows_cfg_t rows_cfg(const hkc_gpu_arch_t *arch, hk_dtype_t dtype) {
+static rows_cfg_t rows_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  const hk_dtype_t dtype = key->dtype;
   rows_cfg_t c;
   if (arch->kind == HK_TARGET_CUDA) {
     if (dtype == HK_DTYPE_F32) c = (rows_cfg_t){256, 32, 32, 1, 0, 1};
@@ -66,6 +70,13 @@ static rows_cfg_t rows_cfg(const hkc_gpu_arch_t *arch, hk_dtype_t dtype) {
     c = (rows_cfg_t){256, 8, 8, 1, 0, 4};
   }
   if (!rows_cfg_env(dtype == HK_DTYPE_F32 ? "HKC_ROWS_CFG_F32" : "HKC_ROWS_CFG_16", &c)) rows_cfg_env("HKC_ROWS_CFG", &c);
+  if ((key->has_add || key->has_sum) && key->op != HK_OP_SOFTMAX) {
+    /* two input rows (x, add) per thread: half the vectors per lane keeps the bytes in
+     * flight, and the f32 sums take the registers two 16-bit caches would (has_sum alone,
+     * a copy of x, spilled at f32's full cache on sm_90) */
+    c.cache = c.cache > 1 ? c.cache / 2 : 1;
+    c.target = c.target > 1 ? c.target / 2 : 1;
+  }
   return c;
 }
 
@@ -114,7 +125,7 @@ static int rows_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key)
 }
 
 static void rows_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
-  const rows_cfg_t c = rows_cfg(arch, key->dtype);
+  const rows_cfg_t c = rows_cfg(arch, key);
   const int op = key->op == HK_OP_LAYERNORM ? 1 : key->op == HK_OP_RMSNORM ? 2 : 3;
   size_t len = strlen(out);
   snprintf(out + len, size > len ? size - len : 0,
@@ -137,7 +148,7 @@ static int64_t rows_group(int64_t nvec, const rows_cfg_t *c) {
  * grid_per_cu blocks per CU (persistent; with prefetch each block's next tile is in flight). */
 static void rows_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
                         uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
-  const rows_cfg_t c = rows_cfg(arch, key->dtype);
+  const rows_cfg_t c = rows_cfg(arch, key);
   const uint32_t first_i64 = key->op == HK_OP_LAYERNORM ? 4 : key->op == HK_OP_RMSNORM ? 3 : 2;
   const int64_t rows = hkc_variant_arg_i64(args, n_args, first_i64);
   const int64_t cols = hkc_variant_arg_i64(args, n_args, first_i64 + 1);
@@ -162,24 +173,37 @@ static int ew_binary(hk_op_t op) { return op == HK_OP_ADD || op == HK_OP_MUL; }
 
 static int ew_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
   (void)arch;
+  if (key->op == HK_OP_EWCHAIN) return hkc_variant_ew_operands(key->program) >= 1 && vec_ok(key);
   return (ew_binary(key->op) || key->op == HK_OP_RELU || key->op == HK_OP_GELU || key->op == HK_OP_SILU) &&
          vec_ok(key);
 }
 
+/* Vectors per thread and operand per step: the configured unroll is for two operands
+ * (add, mul); an ewchain of k operands keeps about as many vectors in flight
+ * (unroll * 2 / k, at least 1). */
+static int ew_unroll(const hkc_kernel_key_t *key, const ew_cfg_t *c) {
+  if (key->op != HK_OP_EWCHAIN) return c->unroll;
+  const int ops = hkc_variant_ew_operands(key->program);
+  const int u = c->unroll * 2 / (ops > 0 ? ops : 1);
+  return u > 1 ? u : 1;
+}
+
 /* HK_EW_FAST_ACT: gelu / silu for 16-bit outputs through the hardware exp2 and reciprocal
  * (templates/gpu/elementwise_fast.hip: errors ~1e-6 relative, far below the f16/bf16
- * rounding); f32 keeps erff / expf and the IEEE division. */
+ * rounding); f32 keeps erff / expf and the IEEE division. ewchain: 3 (its g and s steps). */
 static void ew_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
   (void)arch;
   const ew_cfg_t c = ew_cfg();
-  const int fast = key->dtype != HK_DTYPE_F32 && (key->op == HK_OP_GELU || key->op == HK_OP_SILU) &&
+  const int fast = key->dtype != HK_DTYPE_F32 &&
+                   (key->op == HK_OP_GELU || key->op == HK_OP_SILU || key->op == HK_OP_EWCHAIN) &&
                    !getenv("HKC_EW_EXACT_ACT");
   size_t len = strlen(out);
   snprintf(out + len, size > len ? size - len : 0,
            "#define HK_THREADS %d\n#define HK_VEC %d\n#define HK_EW_UNROLL %d\n#define HK_EW_BINARY %d\n"
-           "#define HK_EW_MIN_BLOCKS %d\n#define HK_EW_WAVES %d\n#define HK_EW_FAST_ACT %d\n",
-           c.threads, vec_elems(key->dtype), c.unroll, ew_binary(key->op) ? 1 : 0, c.min_blocks, c.waves,
-           fast ? (key->op == HK_OP_GELU ? 1 : 2) : 0);
+           "#define HK_EW_CHAIN %d\n#define HK_EW_MIN_BLOCKS %d\n#define HK_EW_WAVES %d\n#define HK_EW_FAST_ACT %d\n",
+           c.threads, vec_elems(key->dtype), ew_unroll(key, &c), ew_binary(key->op) ? 1 : 0,
+           key->op == HK_OP_EWCHAIN ? 1 : 0, c.min_blocks, c.waves,
+           !fast ? 0 : key->op == HK_OP_GELU ? 1 : key->op == HK_OP_SILU ? 2 : 3);
 }
 
 /* Enough blocks for one pass of unroll vectors per thread, at most `waves` rounds of
@@ -187,8 +211,8 @@ static void ew_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, 
 static void ew_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
                       uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
   const ew_cfg_t c = ew_cfg();
-  const int64_t n = hkc_variant_arg_i64(args, n_args, ew_binary(key->op) ? 3 : 2);
-  int64_t blocks = hkc_variant_ceil_div(n / vec_elems(key->dtype), (int64_t)c.threads * c.unroll);
+  const int64_t n = hkc_variant_arg_i64(args, n_args, key->op == HK_OP_EWCHAIN ? 1 : ew_binary(key->op) ? 3 : 2);
+  int64_t blocks = hkc_variant_ceil_div(n / vec_elems(key->dtype), (int64_t)c.threads * ew_unroll(key, &c));
   int64_t per_cu = threads_per_cu(arch) / c.threads;
   if (per_cu < 1) per_cu = 1;
   const int64_t cap = cus(arch) * per_cu * c.waves;

@@ -1,14 +1,17 @@
 /* Element-wise ops with 16-byte vectors: add, mul (HK_EW_BINARY 1; args T a, T b, T out,
- * I n, I na, I nb: out[i] = a[i % na] HK_BINOP b[i % nb]) and relu, gelu, silu
- * (HK_EW_BINARY 0; args T x, T out, I n: out[i] = HK_UNARY(x[i])), the same results as
- * binary.hip / unary.hip. Served by the variant "elementwise_vec16" (variant_rows.c) when
- * n, na, nb are multiples of HK_VEC (key.align: the operands' last dims are) and tensors
- * are 16-byte aligned.
+ * I n, I na, I nb: out[i] = a[i % na] HK_BINOP b[i % nb]), relu, gelu, silu
+ * (HK_EW_BINARY 0; args T x, T out, I n: out[i] = HK_UNARY(x[i])) and ewchain
+ * (HK_EW_CHAIN 1; args T out, I n, then T in_j, I n_j per operand: out[i] =
+ * HK_EW_PROGRAM over in_j[i % n_j], see ewchain.hip), the same results as binary.hip /
+ * unary.hip / ewchain.hip. Served by the variant "elementwise_vec16" (variant_rows.c) when
+ * n and every operand's length are multiples of HK_VEC (key.align: the operands' last
+ * dims are) and tensors are 16-byte aligned.
  *
  * Macros from the variant: HK_THREADS (block), HK_VEC (4 f32, 8 f16/bf16), HK_EW_UNROLL
- * (vectors per thread per step, loaded before any is used), HK_EW_MIN_BLOCKS (NVIDIA),
- * HK_EW_FAST_ACT (1 gelu, 2 silu through exp2 / reciprocal approximations, for 16-bit
- * outputs only: see ew_gelu16 / ew_silu16; 0 the common.h functions).
+ * (vectors per thread and operand per step, loaded before any is used), HK_EW_MIN_BLOCKS
+ * (NVIDIA), HK_EW_FAST_ACT (1 gelu, 2 silu, 3 both (ewchain's g and s steps) through exp2
+ * / reciprocal approximations, for 16-bit outputs only: see ew_gelu16 / ew_silu16; 0 the
+ * common.h functions).
  *
  * Vector j of out covers elements j*V .. j*V+V-1; as na is a multiple of V, those are
  * a's elements (j % (na/V))*V .. +V-1: vector j of out reads vector j % (na/V) of a.
@@ -45,7 +48,9 @@ HK_DEVICE void ew_set(ew_vec &v, const float *f) {
 #ifndef HK_EW_FAST_ACT
 #define HK_EW_FAST_ACT 0
 #endif
-#if HK_EW_FAST_ACT == 1
+#ifndef HK_EW_CHAIN
+#define HK_EW_CHAIN 0
+#endif
 /* gelu(x) = x * Phi(x) in the erf form, Phi(x) = erfc(-x / sqrt 2) / 2, with erfc from the
  * Chebyshev fit erfc(z) = t * exp(-z^2 + P(t)), t = 1 / (1 + z/2), z >= 0, fractional
  * error < 1.2e-7 for every z (Numerical Recipes' erfcc); here in log2 units with the 1/2
@@ -71,9 +76,7 @@ HK_DEVICE float ew_gelu16(float x) {
   const float h = t * exp2f(fmaf(x * x, -0.721347520444f, p));
   return x * (x < 0.0f ? h : 1.0f - h);
 }
-#undef HK_UNARY
-#define HK_UNARY(x) ew_gelu16(x)
-#elif HK_EW_FAST_ACT == 2
+
 /* silu(x) = x * sigmoid(x), sigmoid from e = exp(-|x|) in (0, 1] (no overflow):
  * s = 1 / (1 + e), sigmoid = x >= 0 ? s : e * s; hardware exp2 and reciprocal (a few f32
  * ulp, far below f16/bf16 rounding). Tiny results stay (no flush through 1/inf). */
@@ -82,8 +85,22 @@ HK_DEVICE float ew_silu16(float x) {
   const float s = __fdividef(1.0f, 1.0f + e);
   return x * (x >= 0.0f ? s : e * s);
 }
+
+#if HK_EW_FAST_ACT == 1
+#undef HK_UNARY
+#define HK_UNARY(x) ew_gelu16(x)
+#elif HK_EW_FAST_ACT == 2
 #undef HK_UNARY
 #define HK_UNARY(x) ew_silu16(x)
+#elif HK_EW_FAST_ACT == 3
+#define HK_EW_GELU(x) ew_gelu16(x)
+#define HK_EW_SILU(x) ew_silu16(x)
+#endif
+#ifndef HK_EW_GELU
+#define HK_EW_GELU(x) hk_act_gelu(x)
+#endif
+#ifndef HK_EW_SILU
+#define HK_EW_SILU(x) hk_act_silu(x)
 #endif
 
 /* NVIDIA: ask ptxas for HK_EW_MIN_BLOCKS resident blocks (register cap 65536 / (threads x that)) */
@@ -93,7 +110,72 @@ HK_DEVICE float ew_silu16(float x) {
 #define HK_EW_BOUNDS HK_LAUNCH_BOUNDS(HK_THREADS)
 #endif
 
-#if HK_EW_BINARY
+#if HK_EW_CHAIN
+/* Operand j's vector for out vector i: src[j][i] when it is as long as out, else
+ * src[j][i % nvs[j]], kept per unrolled slot in idx[j][k] and advanced by stride mod
+ * nvs[j] with one conditional subtraction (bc[j], uniform over the grid). */
+#define EW_PARAM(j) , const HK_T *in##j, long long n##j
+#define EW_SETUP(j)                  \
+  src[j] = (const ew_vec *)in##j;    \
+  nvs[j] = n##j / HK_VEC;
+#define EW_X(j) ew_get(va[j][k], e)
+
+HK_GLOBAL void HK_EW_BOUNDS HK_NAME(HK_T *out, long long n, const HK_T *in0, long long n0 HK_EW_EACH(EW_PARAM)) {
+  const ew_vec *src[HK_EW_NOPS];
+  long long nvs[HK_EW_NOPS];
+  src[0] = (const ew_vec *)in0;
+  nvs[0] = n0 / HK_VEC;
+  HK_EW_EACH(EW_SETUP)
+  const long long nv = n / HK_VEC;
+  if (nv <= 0) return;
+  const long long stride = HK_NBLOCKS * HK_THREADS * EW_U;
+  long long i0 = HK_BID * HK_THREADS * EW_U + HK_TID;
+  bool bc[HK_EW_NOPS];
+  long long step[HK_EW_NOPS], idx[HK_EW_NOPS][EW_U];
+#pragma unroll
+  for (int j = 0; j < HK_EW_NOPS; j++) {
+    if (nvs[j] <= 0) return;
+    bc[j] = nvs[j] < nv;
+    step[j] = bc[j] ? stride % nvs[j] : 0;
+#pragma unroll
+    for (int k = 0; k < EW_U; k++) idx[j][k] = bc[j] ? (i0 + (long long)k * HK_THREADS) % nvs[j] : 0;
+  }
+  ew_vec *o = (ew_vec *)out;
+  for (; i0 < nv; i0 += stride) {
+    ew_vec va[HK_EW_NOPS][EW_U];
+#pragma unroll
+    for (int k = 0; k < EW_U; k++) {
+      const long long i = i0 + (long long)k * HK_THREADS;
+      if (i < nv)
+#pragma unroll
+        for (int j = 0; j < HK_EW_NOPS; j++) va[j][k] = src[j][bc[j] ? idx[j][k] : i];
+    }
+#pragma unroll
+    for (int k = 0; k < EW_U; k++) {
+      const long long i = i0 + (long long)k * HK_THREADS;
+      if (i < nv) {
+        float r[HK_VEC];
+#pragma unroll
+        for (int e = 0; e < HK_VEC; e++) {
+          float v = ew_get(va[0][k], e);
+          HK_EW_PROGRAM(v, EW_X)
+          r[e] = v;
+        }
+        ew_vec vo;
+        ew_set(vo, r);
+        o[i] = vo;
+      }
+#pragma unroll
+      for (int j = 0; j < HK_EW_NOPS; j++)
+        if (bc[j]) {
+          idx[j][k] += step[j];
+          if (idx[j][k] >= nvs[j]) idx[j][k] -= nvs[j];
+        }
+    }
+  }
+}
+
+#elif HK_EW_BINARY
 /* BA / BB: operand a / b is broadcast (fewer vectors than out). */
 template <int BA, int BB>
 HK_DEVICE void ew_binary(const ew_vec *a, const ew_vec *b, ew_vec *o, long long nv, long long nva, long long nvb) {

@@ -1,7 +1,9 @@
-/* gemm: C = act(A @ B + bias) + residual (DESIGN "Op semantics"), f32 accumulation,
- * one rounding to the output type at the end, as templates/host/gemm.c.
+/* gemm: C = act(A @ B + bias) * mul + residual (DESIGN "Op semantics"; mul is the fused
+ * SwiGLU gate), f32 accumulation and epilogue, one rounding to the output type at the end,
+ * as templates/host/gemm.c.
  * Args: T A [M, K], T B [K, N] ([N, K] when HK_TRANS_B), T bias [N] or NULL,
- *       T residual [M, N] or NULL, T C [M, N], I M, I N, I K.
+ *       T residual [M, N] or NULL, T C [M, N], I M, I N, I K, T mul [M, N] or NULL
+ *       (read only when HK_HAS_MUL; bias / residual when HK_HAS_BIAS / HK_HAS_RESIDUAL).
  *
  * A simple shared-memory tiled FMA GEMM (matrix-core kernels come later). A block owns
  * an HK_TILE_M x HK_TILE_N tile of C; blocks are numbered row-tile-major along grid.x
@@ -22,7 +24,7 @@
 
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)
 HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK_T *C, long long M, long long N,
-        long long K) {
+        long long K, const HK_T *mul) {
   /* +1 column: the transposing stores (A always, B when HK_TRANS_B) avoid bank conflicts */
   HK_SHARED float As[HK_TILE_K][HK_TILE_M + 1];
   HK_SHARED float Bs[HK_TILE_K][HK_TILE_N + 1];
@@ -88,6 +90,9 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
           v += HK_LOAD(bias[gn]);
 #endif
           v = HK_ACT(v);
+#if HK_HAS_MUL
+          v *= HK_LOAD(mul[gm * N + gn]);
+#endif
 #if HK_HAS_RESIDUAL
           v += HK_LOAD(residual[gm * N + gn]);
 #endif

@@ -1,8 +1,8 @@
-/* gemm_mfma: C = act(A @ B + bias) + residual on AMD matrix cores (v_mfma_f32_32x32x8
+/* gemm_mfma: C = act(A @ B + bias) * mul + residual on AMD matrix cores (v_mfma_f32_32x32x8
  * f16 / bf16_1k), f32 accumulation, one rounding at the end -- the semantics of gemm.hip
  * and templates/host/gemm.c, same ABI:
  *   T A [M, K], T B [K, N] ([N, K] when HK_TRANS_B), T bias [N] or NULL,
- *   T residual [M, N] or NULL, T C [M, N], I M, I N, I K.
+ *   T residual [M, N] or NULL, T C [M, N], I M, I N, I K, T mul [M, N] or NULL.
  * Requires (variant_amd.c): f16/bf16, align 8 (K % 8 == 0 and N % 8 == 0, tensors
  * 16-byte aligned), wave64. M is arbitrary.
  *
@@ -92,7 +92,7 @@ HK_DEVICE void hk_gemm_stage(unsigned short *As, unsigned short *Bs, const hk_u1
 
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)
 HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK_T *C, long long M, long long N,
-        long long K) {
+        long long K, const HK_T *mul) {
   __shared__ __attribute__((aligned(16))) unsigned short As[2][HK_BM * HK_LDK];
   __shared__ __attribute__((aligned(16))) unsigned short Bs[2][HK_BN * HK_LDK];
   const int lane = HK_TID % 64, wave = HK_TID / 64;
@@ -155,6 +155,9 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
           const long long gm = m0 + wm0 + i * 32 + hk_mfma32_c_row(lane, r);
           if (gm < M) {
             float v = HK_ACT(acc[i][j][r] + bv);
+#if HK_HAS_MUL
+            v *= HK_LOAD(mul[gm * N + gn]);
+#endif
 #if HK_HAS_RESIDUAL
             v += HK_LOAD(residual[gm * N + gn]);
 #endif

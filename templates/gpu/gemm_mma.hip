@@ -1,4 +1,4 @@
-/* gemm_mma: C = act(A @ B + bias) + residual on NVIDIA sm_80+ tensor cores (mma.sync
+/* gemm_mma: C = act(A @ B + bias) * mul + residual on NVIDIA sm_80+ tensor cores (mma.sync
  * m16n8k16, f32 accumulation, one rounding at the end), f16/bf16, K % 8 == 0, N % 8 == 0,
  * 16-byte-aligned tensors (key align 8). Same ABI as gemm.hip.
  *
@@ -61,7 +61,7 @@ HK_DEVICE void hk_gm_load(unsigned short *As, unsigned short *Bs, const HK_T *A,
 
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)
 HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK_T *C, long long M, long long N,
-        long long K) {
+        long long K, const HK_T *mul) {
   extern __shared__ __align__(1024) unsigned short hk_smem[];
   unsigned short *const As = hk_smem, *const Bs = hk_smem + HK_STAGES * HK_GM_A_STAGE;
   const int tid = HK_TID, lane = tid & 31, warp = tid >> 5;
@@ -153,6 +153,11 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #endif
           v0 = HK_ACT(v0);
           v1 = HK_ACT(v1);
+#if HK_HAS_MUL
+          const unsigned mm = *(const unsigned *)(mul + gm * N + gn);
+          v0 *= HK_LOAD((unsigned short)(mm & 0xffffu));
+          v1 *= HK_LOAD((unsigned short)(mm >> 16));
+#endif
 #if HK_HAS_RESIDUAL
           const unsigned rr = *(const unsigned *)(residual + gm * N + gn);
           v0 += HK_LOAD((unsigned short)(rr & 0xffffu));

@@ -1,4 +1,4 @@
-/* gemm_wgmma: C = act(A @ B + bias) + residual on sm_90a with warpgroup MMA
+/* gemm_wgmma: C = act(A @ B + bias) * mul + residual on sm_90a with warpgroup MMA
  * (wgmma.mma_async m64nNk16, f32 accumulators in registers, one rounding at the end),
  * f16/bf16, K % 8 == 0, N % 8 == 0, 16-byte-aligned tensors (key align 8). Same ABI as
  * gemm.hip.
@@ -67,7 +67,7 @@ HK_DEVICE void hk_gw_load(unsigned short *As, unsigned short *Bs, const HK_T *A,
 
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)
 HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK_T *C, long long M, long long N,
-        long long K) {
+        long long K, const HK_T *mul) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char hk_smem_raw[];
   unsigned short *const As = (unsigned short *)(hk_smem_raw + ((1024u - (hk_smem_u32(hk_smem_raw) & 1023u)) & 1023u));
@@ -149,6 +149,11 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #endif
         v0 = HK_ACT(v0);
         v1 = HK_ACT(v1);
+#if HK_HAS_MUL
+        const unsigned mm = *(const unsigned *)(mul + gm * N + gn);
+        v0 *= HK_LOAD((unsigned short)(mm & 0xffffu));
+        v1 *= HK_LOAD((unsigned short)(mm >> 16));
+#endif
 #if HK_HAS_RESIDUAL
         const unsigned rr = *(const unsigned *)(residual + gm * N + gn);
         v0 += HK_LOAD((unsigned short)(rr & 0xffffu));

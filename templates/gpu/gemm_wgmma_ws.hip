@@ -1,4 +1,4 @@
-/* gemm_wgmma_ws: C = act(A @ B + bias) + residual on sm_90a, warp-specialized: one
+/* gemm_wgmma_ws: C = act(A @ B + bias) * mul + residual on sm_90a, warp-specialized: one
  * producer warpgroup fills a shared-memory ring with cp.async, two consumer warpgroups
  * run wgmma m64nNk16 on it (f32 accumulators in registers, one rounding at the end).
  * f16/bf16, K % 8 == 0, N % 8 == 0, 16-byte-aligned tensors (key align 8). Same ABI as
@@ -37,8 +37,9 @@
  *   epilogue (each consumer warpgroup on its own 64 rows, 32 columns at a time): the
  *     accumulators go to E (float2 stores), a warpgroup barrier, then every thread reads 8
  *     consecutive columns of a row, adds the bias (16-byte load), applies the activation,
- *     adds the residual (16-byte load) and stores 8 outputs with one 16-byte store (rows
- *     >= M and columns >= N skipped; N % 8 == 0 so 8 columns are all in or all out); a
+ *     multiplies by mul and adds the residual (one 16-byte load each) and stores 8 outputs
+ *     with one 16-byte store (rows >= M and columns >= N skipped; N % 8 == 0 so 8 columns
+ *     are all in or all out); a
  *     second warpgroup barrier before E is rewritten. The producer meanwhile prefetches
  *     the next tile's k tiles (the ring is not used by the epilogue).
  * Tiles: grid-stride over the tiles in grouped raster order; the launch may be persistent
@@ -134,7 +135,7 @@ HK_DEVICE void hk_ws_tile(long long tile, long long tiles_m, long long tiles_n, 
 
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)
 HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK_T *C, long long M, long long N,
-        long long K) {
+        long long K, const HK_T *mul) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char hk_smem_raw[];
   unsigned short *const As = (unsigned short *)(hk_smem_raw + ((1024u - (hk_smem_u32(hk_smem_raw) & 1023u)) & 1023u));
@@ -261,6 +262,15 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #endif
 #pragma unroll
             for (int e = 0; e < 8; e++) v[e] = HK_ACT(v[e]);
+#if HK_HAS_MUL
+            const uint4 mm = *(const uint4 *)(mul + gm * N + gn);
+            const unsigned mw[4] = {mm.x, mm.y, mm.z, mm.w};
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+              v[2 * e] *= HK_LOAD((unsigned short)(mw[e] & 0xffffu));
+              v[2 * e + 1] *= HK_LOAD((unsigned short)(mw[e] >> 16));
+            }
+#endif
 #if HK_HAS_RESIDUAL
             const uint4 rr = *(const uint4 *)(residual + gm * N + gn);
             const unsigned rw[4] = {rr.x, rr.y, rr.z, rr.w};

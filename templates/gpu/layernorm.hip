@@ -1,26 +1,46 @@
 /* layernorm over the last axis: (x - mean) / sqrt(var + eps) * gamma + beta, biased
  * variance, statistics in f32, as templates/host/layernorm.c. Two passes over the row
  * (mean, then centred squares), so a large mean costs no precision in the variance.
- * Args: T x, T gamma, T beta, T out, I rows, I cols, F eps.
+ * Args: T x, T gamma, T beta, T out, I rows, I cols, F eps, T add, T sum.
+ * HK_HAS_ADD (fused residual add): the row normalised is v = x + add, kept in f32 (the
+ * statistics and the output come from the f32 sum); HK_HAS_SUM also stores v rounded to
+ * the dtype into sum (in the first pass). add / sum are NULL otherwise.
  * Block: HK_THREADS threads (a multiple of 32, at most 1024) per row; rows beyond
  * grid.x are taken by a grid-stride loop. */
+#if HK_HAS_ADD
+#define LN_V(c) (HK_LOAD(xr[c]) + HK_LOAD(ar[c]))
+#else
+#define LN_V(c) HK_LOAD(xr[c])
+#endif
+
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)
-HK_NAME(const HK_T *x, const HK_T *gamma, const HK_T *beta, HK_T *out, long long rows, long long cols,
-        float eps) {
+HK_NAME(const HK_T *x, const HK_T *gamma, const HK_T *beta, HK_T *out, long long rows, long long cols, float eps,
+        const HK_T *add, HK_T *sum) {
   HK_SHARED float red[HK_RED_GROUP];
+  (void)add;
+  (void)sum;
   for (long long r = HK_BID; r < rows; r += HK_NBLOCKS) {
     const HK_T *xr = x + r * cols;
+#if HK_HAS_ADD
+    const HK_T *ar = add + r * cols;
+#endif
     HK_T *yr = out + r * cols;
     float s = 0.0f;
-    for (long long c = HK_TID; c < cols; c += HK_THREADS) s += HK_LOAD(xr[c]);
+    for (long long c = HK_TID; c < cols; c += HK_THREADS) {
+      const float v = LN_V(c);
+#if HK_HAS_SUM
+      sum[r * cols + c] = HK_STORE(v);
+#endif
+      s += v;
+    }
     const float mean = hk_block_sum(s, red) / (float)cols;
     float q = 0.0f;
     for (long long c = HK_TID; c < cols; c += HK_THREADS) {
-      const float d = HK_LOAD(xr[c]) - mean;
+      const float d = LN_V(c) - mean;
       q += d * d;
     }
     const float rstd = 1.0f / sqrtf(hk_block_sum(q, red) / (float)cols + eps);
     for (long long c = HK_TID; c < cols; c += HK_THREADS)
-      yr[c] = HK_STORE((HK_LOAD(xr[c]) - mean) * rstd * HK_LOAD(gamma[c]) + HK_LOAD(beta[c]));
+      yr[c] = HK_STORE((LN_V(c) - mean) * rstd * HK_LOAD(gamma[c]) + HK_LOAD(beta[c]));
   }
 }

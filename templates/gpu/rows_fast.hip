@@ -14,6 +14,13 @@
  *   HK_ROW_GRID_PER_CU blocks per CU/SM the launch makes at most (persistent grid)
  *   HK_ROW_FAST_EXP   softmax: exp(x - m) as exp2f(x*log2e - m*log2e) (f16/bf16 outputs)
  *   HK_WAVE           lanes per warp / wavefront (32 NVIDIA and RDNA, 64 CDNA)
+ *   HK_HAS_ADD, HK_HAS_SUM  layernorm / rmsnorm with the fused residual add (args
+ *                     ..., T add, T sum): the row normalised is v = x + add in f32 (statistics
+ *                     and output from the f32 sum), with HK_HAS_SUM also stored, rounded to
+ *                     the dtype, into sum (16-byte stores). The variant then halves
+ *                     HK_ROW_CACHE / HK_ROW_TARGET (two input rows per thread: same bytes in
+ *                     flight, and the f32 sums take the registers of the 16-bit pairs).
+ *                     HK_HAS_SUM alone stores a copy of x.
  *
  * Work split. A row of nvec = cols / HK_VEC vectors belongs to a group of g lanes, g the
  * smallest power of two >= ceil(nvec / HK_ROW_TARGET), at most HK_THREADS (rf_group; the
@@ -47,6 +54,16 @@
 #define HK_ROW_PREFETCH 0
 #endif
 #define RF_C HK_ROW_CACHE
+#if HK_ROW_OP != 3 && defined(HK_HAS_ADD) && HK_HAS_ADD
+#define RF_ADD 1
+#else
+#define RF_ADD 0
+#endif
+#if HK_ROW_OP != 3 && defined(HK_HAS_SUM) && HK_HAS_SUM
+#define RF_SUM 1
+#else
+#define RF_SUM 0
+#endif
 #define RF_W HK_WAVE /* lanes one shuffle reduction spans */
 #if HK_THREADS % RF_W != 0 || RF_W > 64 || (RF_W & (RF_W - 1)) != 0
 #error "rows_fast.hip: HK_THREADS must be a multiple of the wave, a power of two <= 64"
@@ -71,6 +88,19 @@ HK_DEVICE void rf_set(rf_vec &v, const float *f) {
 }
 #else
 #error "rows_fast.hip: HK_VEC must be 4 (f32) or 8 (f16/bf16)"
+#endif
+
+/* The row values the cached path computes on: the loaded vectors themselves, or with
+ * RF_ADD the f32 sums x + add (rf_fold). rf_cget reads element e of either. */
+struct rf_fvec {
+  float f[HK_VEC];
+};
+HK_DEVICE float rf_cget(const rf_vec &v, int e) { return rf_get(v, e); }
+HK_DEVICE float rf_cget(const rf_fvec &v, int e) { return v.f[e]; }
+#if RF_ADD
+typedef rf_fvec rf_cvec;
+#else
+typedef rf_vec rf_cvec;
 #endif
 
 /* Group size for rows of nvec vectors (variant_rows.c: rows_group mirrors it). */
@@ -173,6 +203,30 @@ HK_DEVICE void rf_load_row(rf_vec (&c)[RF_C], const rf_vec *xv, long long r, lon
   }
 }
 
+/* RF_ADD: v = x + add per element, in f32. */
+HK_DEVICE void rf_fold(rf_fvec (&v)[RF_C], const rf_vec (&c)[RF_C], const rf_vec (&ca)[RF_C]) {
+#pragma unroll
+  for (int k = 0; k < RF_C; k++)
+#pragma unroll
+    for (int e = 0; e < HK_VEC; e++) v[k].f[e] = rf_get(c[k], e) + rf_get(ca[k], e);
+}
+
+/* RF_SUM: stores this lane's values of row r, rounded to the dtype, into sum. */
+HK_DEVICE void rf_vset(rf_vec &o, const rf_vec &v) { o = v; }
+HK_DEVICE void rf_vset(rf_vec &o, const rf_fvec &v) { rf_set(o, v.f); }
+HK_DEVICE void rf_store_sum(rf_vec *sv, const rf_cvec (&v)[RF_C], long long r, int n, int lane, int g, bool live) {
+  rf_vec *sr = sv + (live ? r : 0) * n;
+#pragma unroll
+  for (int k = 0; k < RF_C; k++) {
+    const int j = lane + k * g;
+    if (live && j < n) {
+      rf_vec o;
+      rf_vset(o, v[k]);
+      sr[j] = o;
+    }
+  }
+}
+
 /* ---- cached path: one read, one write per element ------------------------------------ */
 /* Sum of HK_VEC partial sums, pairwise. */
 HK_DEVICE float rf_add(const float (&a)[HK_VEC]) {
@@ -184,8 +238,8 @@ HK_DEVICE float rf_add(const float (&a)[HK_VEC]) {
 }
 
 template <int G>
-HK_DEVICE void rf_cached(const HK_T *x, const HK_T *gamma, const HK_T *beta, HK_T *out, long long rows,
-                         long long nvec, float fcols, float eps, int g, float *red) {
+HK_DEVICE void rf_cached(const HK_T *x, const HK_T *gamma, const HK_T *beta, HK_T *out, const HK_T *add, HK_T *sum,
+                         long long rows, long long nvec, float fcols, float eps, int g, float *red) {
   if (G) g = G;
   const int n = (int)nvec;
   const int lane = HK_TID & (g - 1);
@@ -196,15 +250,28 @@ HK_DEVICE void rf_cached(const HK_T *x, const HK_T *gamma, const HK_T *beta, HK_
   rf_vec *ov = (rf_vec *)out;
   const rf_vec *gv = (const rf_vec *)gamma;
   const rf_vec *bv = (const rf_vec *)beta;
+  const rf_vec *av = (const rf_vec *)add;
+  rf_vec *sv = (rf_vec *)sum;
   (void)gv;
   (void)bv;
+  (void)av;
+  (void)sv;
   (void)eps;
   rf_vec c[RF_C];
+#if RF_ADD
+  rf_vec ca[RF_C];
+#endif
 #if HK_ROW_PREFETCH
   rf_vec nx[RF_C];
+#if RF_ADD
+  rf_vec na[RF_C];
+#endif
   {
     const long long r0 = HK_BID * rpb + gi;
     rf_load_row(nx, xv, r0, nvec, lane, g, HK_BID < tiles && r0 < rows);
+#if RF_ADD
+    rf_load_row(na, av, r0, nvec, lane, g, HK_BID < tiles && r0 < rows);
+#endif
   }
 #endif
   for (long long t = HK_BID; t < tiles; t += HK_NBLOCKS) {
@@ -213,12 +280,31 @@ HK_DEVICE void rf_cached(const HK_T *x, const HK_T *gamma, const HK_T *beta, HK_
 #if HK_ROW_PREFETCH
 #pragma unroll
     for (int k = 0; k < RF_C; k++) c[k] = nx[k];
+#if RF_ADD
+#pragma unroll
+    for (int k = 0; k < RF_C; k++) ca[k] = na[k];
+#endif
     {
       const long long t2 = t + HK_NBLOCKS, r2 = t2 * rpb + gi;
       rf_load_row(nx, xv, r2, nvec, lane, g, t2 < tiles && r2 < rows);
+#if RF_ADD
+      rf_load_row(na, av, r2, nvec, lane, g, t2 < tiles && r2 < rows);
+#endif
     }
 #else
     rf_load_row(c, xv, r, nvec, lane, g, live);
+#if RF_ADD
+    rf_load_row(ca, av, r, nvec, lane, g, live);
+#endif
+#endif
+#if RF_ADD
+    rf_fvec cv[RF_C];
+    rf_fold(cv, c, ca);
+#else
+    const rf_vec(&cv)[RF_C] = c;
+#endif
+#if RF_SUM
+    rf_store_sum(sv, cv, r, n, lane, g, live);
 #endif
     rf_vec *yr = ov + (live ? r : 0) * nvec;
 #if HK_ROW_OP == 1
@@ -229,7 +315,7 @@ HK_DEVICE void rf_cached(const HK_T *x, const HK_T *gamma, const HK_T *beta, HK_
     for (int k = 0; k < RF_C; k++)
       if (live && lane + k * g < n)
 #pragma unroll
-        for (int e = 0; e < HK_VEC; e++) a[e] += rf_get(c[k], e);
+        for (int e = 0; e < HK_VEC; e++) a[e] += rf_cget(cv[k], e);
     const float mean = rf_group_sum<G>(rf_add(a), red, g) / fcols;
 #pragma unroll
     for (int e = 0; e < HK_VEC; e++) a[e] = 0.0f;
@@ -238,7 +324,7 @@ HK_DEVICE void rf_cached(const HK_T *x, const HK_T *gamma, const HK_T *beta, HK_
       if (live && lane + k * g < n)
 #pragma unroll
         for (int e = 0; e < HK_VEC; e++) {
-          const float d = rf_get(c[k], e) - mean;
+          const float d = rf_cget(cv[k], e) - mean;
           a[e] = fmaf(d, d, a[e]);
         }
     const float rstd = 1.0f / sqrtf(rf_group_sum<G>(rf_add(a), red, g) / fcols + eps);
@@ -249,7 +335,7 @@ HK_DEVICE void rf_cached(const HK_T *x, const HK_T *gamma, const HK_T *beta, HK_
         const rf_vec gk = gv[j], bk = bv[j];
         float o[HK_VEC];
 #pragma unroll
-        for (int e = 0; e < HK_VEC; e++) o[e] = (rf_get(c[k], e) - mean) * rstd * rf_get(gk, e) + rf_get(bk, e);
+        for (int e = 0; e < HK_VEC; e++) o[e] = (rf_cget(cv[k], e) - mean) * rstd * rf_get(gk, e) + rf_get(bk, e);
         rf_vec v;
         rf_set(v, o);
         yr[j] = v;
@@ -264,7 +350,7 @@ HK_DEVICE void rf_cached(const HK_T *x, const HK_T *gamma, const HK_T *beta, HK_
       if (live && lane + k * g < n)
 #pragma unroll
         for (int e = 0; e < HK_VEC; e++) {
-          const float v = rf_get(c[k], e);
+          const float v = rf_cget(cv[k], e);
           a[e] = fmaf(v, v, a[e]);
         }
     const float rstd = 1.0f / sqrtf(rf_group_sum<G>(rf_add(a), red, g) / fcols + eps);
@@ -275,7 +361,7 @@ HK_DEVICE void rf_cached(const HK_T *x, const HK_T *gamma, const HK_T *beta, HK_
         const rf_vec gk = gv[j];
         float o[HK_VEC];
 #pragma unroll
-        for (int e = 0; e < HK_VEC; e++) o[e] = rf_get(c[k], e) * rstd * rf_get(gk, e);
+        for (int e = 0; e < HK_VEC; e++) o[e] = rf_cget(cv[k], e) * rstd * rf_get(gk, e);
         rf_vec v;
         rf_set(v, o);
         yr[j] = v;
@@ -290,7 +376,7 @@ HK_DEVICE void rf_cached(const HK_T *x, const HK_T *gamma, const HK_T *beta, HK_
     for (int k = 0; k < RF_C; k++)
       if (live && lane + k * g < n)
 #pragma unroll
-        for (int e = 0; e < HK_VEC; e++) a[e] = fmaxf(a[e], rf_get(c[k], e));
+        for (int e = 0; e < HK_VEC; e++) a[e] = fmaxf(a[e], rf_cget(cv[k], e));
     float m = a[0];
 #pragma unroll
     for (int e = 1; e < HK_VEC; e++) m = fmaxf(m, a[e]);
@@ -303,7 +389,7 @@ HK_DEVICE void rf_cached(const HK_T *x, const HK_T *gamma, const HK_T *beta, HK_
       for (int k = 0; k < RF_C; k++)
         if (live && lane + k * g < n)
 #pragma unroll
-          for (int e = 0; e < HK_VEC; e++) a[e] += RF_EXP(rf_get(c[k], e), m, ml);
+          for (int e = 0; e < HK_VEC; e++) a[e] += RF_EXP(rf_cget(cv[k], e), m, ml);
       s = rf_add(a);
     }
     rf_group_maxsum<G>(m, s, red, g);
@@ -314,7 +400,7 @@ HK_DEVICE void rf_cached(const HK_T *x, const HK_T *gamma, const HK_T *beta, HK_
       if (live && j < n) {
         float o[HK_VEC];
 #pragma unroll
-        for (int e = 0; e < HK_VEC; e++) o[e] = RF_EXP(rf_get(c[k], e), m, ml) * inv;
+        for (int e = 0; e < HK_VEC; e++) o[e] = RF_EXP(rf_cget(cv[k], e), m, ml) * inv;
         rf_vec v;
         rf_set(v, o);
         yr[j] = v;
@@ -324,16 +410,44 @@ HK_DEVICE void rf_cached(const HK_T *x, const HK_T *gamma, const HK_T *beta, HK_
   }
 }
 
+/* Streaming path: the values of vector j of a row (x, or with RF_ADD x + add in f32);
+ * store: with RF_SUM also write them, rounded, to the sum row (first pass only). */
+HK_DEVICE void rf_stream_vals(const rf_vec *xr, const rf_vec *ar, rf_vec *sr, long long j, bool store,
+                              float (&v)[HK_VEC]) {
+  const rf_vec xv = xr[j];
+#if RF_ADD
+  const rf_vec av = ar[j];
+#pragma unroll
+  for (int e = 0; e < HK_VEC; e++) v[e] = rf_get(xv, e) + rf_get(av, e);
+#else
+  (void)ar;
+#pragma unroll
+  for (int e = 0; e < HK_VEC; e++) v[e] = rf_get(xv, e);
+#endif
+#if RF_SUM
+  if (store) {
+    rf_vec o;
+    rf_set(o, v);
+    sr[j] = o;
+  }
+#else
+  (void)sr;
+  (void)store;
+#endif
+}
+
 #if HK_ROW_OP == 1
 HK_GLOBAL void HK_ROW_BOUNDS HK_NAME(const HK_T *x, const HK_T *gamma, const HK_T *beta, HK_T *out,
-                                     long long rows, long long cols, float eps) {
+                                     long long rows, long long cols, float eps, const HK_T *add, HK_T *sum) {
 #elif HK_ROW_OP == 2
 HK_GLOBAL void HK_ROW_BOUNDS HK_NAME(const HK_T *x, const HK_T *gamma, HK_T *out, long long rows, long long cols,
-                                     float eps) {
+                                     float eps, const HK_T *add, HK_T *sum) {
   const HK_T *beta = gamma; /* unused */
 #elif HK_ROW_OP == 3
 HK_GLOBAL void HK_ROW_BOUNDS HK_NAME(const HK_T *x, HK_T *out, long long rows, long long cols) {
   const HK_T *gamma = x, *beta = x; /* unused */
+  const HK_T *add = x; /* unused */
+  HK_T *sum = out;     /* unused */
   const float eps = 0.0f;
 #else
 #error "rows_fast.hip: HK_ROW_OP must be 1, 2 or 3"
@@ -345,8 +459,8 @@ HK_GLOBAL void HK_ROW_BOUNDS HK_NAME(const HK_T *x, HK_T *out, long long rows, l
 
   if (nvec <= (long long)g * RF_C) {
     /* one warp / wavefront per row: every shuffle and index known at compile time */
-    if (g == RF_W) rf_cached<RF_W>(x, gamma, beta, out, rows, nvec, fcols, eps, g, red);
-    else rf_cached<0>(x, gamma, beta, out, rows, nvec, fcols, eps, g, red);
+    if (g == RF_W) rf_cached<RF_W>(x, gamma, beta, out, add, sum, rows, nvec, fcols, eps, g, red);
+    else rf_cached<0>(x, gamma, beta, out, add, sum, rows, nvec, fcols, eps, g, red);
     return;
   }
 #if HK_ROW_OP != 3
@@ -360,32 +474,41 @@ HK_GLOBAL void HK_ROW_BOUNDS HK_NAME(const HK_T *x, HK_T *out, long long rows, l
   for (long long r = HK_BID; r < rows; r += HK_NBLOCKS) {
     const rf_vec *xr = (const rf_vec *)(x + r * cols);
     rf_vec *yr = (rf_vec *)(out + r * cols);
+#if HK_ROW_OP != 3
+    const rf_vec *ar = (const rf_vec *)(add + (RF_ADD ? r * cols : 0));
+    rf_vec *sr = (rf_vec *)(sum + (RF_SUM ? r * cols : 0));
+    (void)ar;
+    (void)sr;
+#endif
 #if HK_ROW_OP == 1
     float s = 0.0f;
 #pragma unroll 4
     for (long long j = HK_TID; j < nvec; j += HK_THREADS) {
-      const rf_vec v = xr[j];
+      float v[HK_VEC];
+      rf_stream_vals(xr, ar, sr, j, true, v);
 #pragma unroll
-      for (int e = 0; e < HK_VEC; e++) s += rf_get(v, e);
+      for (int e = 0; e < HK_VEC; e++) s += v[e];
     }
     const float mean = rf_group_sum<HK_THREADS>(s, red, HK_THREADS) / fcols;
     float q = 0.0f;
 #pragma unroll 4
     for (long long j = HK_TID; j < nvec; j += HK_THREADS) {
-      const rf_vec v = xr[j];
+      float v[HK_VEC];
+      rf_stream_vals(xr, ar, sr, j, false, v);
 #pragma unroll
       for (int e = 0; e < HK_VEC; e++) {
-        const float d = rf_get(v, e) - mean;
+        const float d = v[e] - mean;
         q += d * d;
       }
     }
     const float rstd = 1.0f / sqrtf(rf_group_sum<HK_THREADS>(q, red, HK_THREADS) / fcols + eps);
 #pragma unroll 2
     for (long long j = HK_TID; j < nvec; j += HK_THREADS) {
-      const rf_vec v = xr[j], gk = gv[j], bk = bv[j];
-      float o[HK_VEC];
+      const rf_vec gk = gv[j], bk = bv[j];
+      float v[HK_VEC], o[HK_VEC];
+      rf_stream_vals(xr, ar, sr, j, false, v);
 #pragma unroll
-      for (int e = 0; e < HK_VEC; e++) o[e] = (rf_get(v, e) - mean) * rstd * rf_get(gk, e) + rf_get(bk, e);
+      for (int e = 0; e < HK_VEC; e++) o[e] = (v[e] - mean) * rstd * rf_get(gk, e) + rf_get(bk, e);
       rf_vec ov;
       rf_set(ov, o);
       yr[j] = ov;
@@ -394,20 +517,19 @@ HK_GLOBAL void HK_ROW_BOUNDS HK_NAME(const HK_T *x, HK_T *out, long long rows, l
     float q = 0.0f;
 #pragma unroll 4
     for (long long j = HK_TID; j < nvec; j += HK_THREADS) {
-      const rf_vec v = xr[j];
+      float v[HK_VEC];
+      rf_stream_vals(xr, ar, sr, j, true, v);
 #pragma unroll
-      for (int e = 0; e < HK_VEC; e++) {
-        const float f = rf_get(v, e);
-        q += f * f;
-      }
+      for (int e = 0; e < HK_VEC; e++) q += v[e] * v[e];
     }
     const float rstd = 1.0f / sqrtf(rf_group_sum<HK_THREADS>(q, red, HK_THREADS) / fcols + eps);
 #pragma unroll 2
     for (long long j = HK_TID; j < nvec; j += HK_THREADS) {
-      const rf_vec v = xr[j], gk = gv[j];
-      float o[HK_VEC];
+      const rf_vec gk = gv[j];
+      float v[HK_VEC], o[HK_VEC];
+      rf_stream_vals(xr, ar, sr, j, false, v);
 #pragma unroll
-      for (int e = 0; e < HK_VEC; e++) o[e] = rf_get(v, e) * rstd * rf_get(gk, e);
+      for (int e = 0; e < HK_VEC; e++) o[e] = v[e] * rstd * rf_get(gk, e);
       rf_vec ov;
       rf_set(ov, o);
       yr[j] = ov;

@@ -1,9 +1,9 @@
 /* The AMD matrix-core variants (compiler/variant_amd.c): which keys select gemm_mfma /
  * attention_mfma, their launches, and -- when hiprtc and comgr load (cmocka skip()
  * otherwise, with the reason printed) -- real compiles for gfx90a and gfx908 in f16 and
- * bf16 with epilogue combinations, checked statically: no scratch (spills), LDS within
- * 64 KiB, plausible VGPR/AGPR counts, v_mfma in the disassembly, occupancy >= 1 wave per
- * SIMD. gfx1030 (no matrix cores) must keep the simple kernels and still compile them.
+ * bf16 with epilogue combinations (incl. the epilogue multiply), checked statically: no
+ * scratch (spills), LDS within 64 KiB, plausible VGPR/AGPR counts, v_mfma in the
+ * disassembly, occupancy >= 1 wave per SIMD. gfx1030 (no matrix cores) must keep the simple kernels and still compile them.
  * Nothing runs: there is no AMD GPU; numerics are unverified on hardware. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -45,6 +45,9 @@ static void test_selection(void **state) {
     for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++) {
       assert_string_equal(variant_name(cdna[i], gemm_key((hk_dtype_t)dt, HK_ACT_GELU, 1, 1, 0, 8)), "gemm_mfma");
       assert_string_equal(variant_name(cdna[i], gemm_key((hk_dtype_t)dt, HK_ACT_NONE, 0, 0, 1, 8)), "gemm_mfma");
+      hkc_kernel_key_t gate = gemm_key((hk_dtype_t)dt, HK_ACT_SILU, 1, 1, 0, 8);
+      gate.has_mul = 1; /* the SwiGLU epilogue keeps the matrix cores */
+      assert_string_equal(variant_name(cdna[i], gate), "gemm_mfma");
       assert_string_equal(variant_name(cdna[i], attn_key((hk_dtype_t)dt, 64, 8)), "attention_mfma");
       assert_string_equal(variant_name(cdna[i], attn_key((hk_dtype_t)dt, 128, 8)), "attention_mfma");
       /* rows not 16-byte multiples, unsupported head dims: the simple kernels */
@@ -116,6 +119,10 @@ static void compile_checked(const char *arch_name, hkc_kernel_key_t key, const c
   memset(&k, 0, sizeof k);
   k.key = key;
   hkc_kernel_key_name(&key, k.name, sizeof k.name);
+  if (key.has_mul && !strstr(k.name, "_mul")) {
+    const size_t len = strlen(k.name);
+    snprintf(k.name + len, sizeof k.name - len, "_mul");
+  }
   char *src = hkc_codegen_gpu(a, &k);
   assert_non_null(src);
   const int mfma = want_variant != NULL;
@@ -173,21 +180,23 @@ static void compile_checked(const char *arch_name, hkc_kernel_key_t key, const c
   hkc_rtc_result_free(&r);
 }
 
+/* mul: the epilogue multiply act(acc + bias) * mul (+ residual), the SwiGLU gate */
 static const struct {
   hk_act_t act;
-  int bias, res, tb;
+  int bias, res, tb, mul;
 } k_epilogues[] = {
-    {HK_ACT_NONE, 0, 0, 0}, {HK_ACT_GELU, 1, 1, 1}, {HK_ACT_RELU, 1, 0, 0}, {HK_ACT_SILU, 0, 1, 1},
-    {HK_ACT_GELU_TANH, 1, 1, 0},
+    {HK_ACT_NONE, 0, 0, 0, 0}, {HK_ACT_GELU, 1, 1, 1, 0}, {HK_ACT_RELU, 1, 0, 0, 0}, {HK_ACT_SILU, 0, 1, 1, 0},
+    {HK_ACT_GELU_TANH, 1, 1, 0, 0}, {HK_ACT_SILU, 0, 0, 0, 1}, {HK_ACT_SILU, 1, 1, 1, 1},
 };
 
 static void gemm_on(const char *arch_name) {
   for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++)
-    for (size_t e = 0; e < sizeof k_epilogues / sizeof *k_epilogues; e++)
-      compile_checked(arch_name,
-                      gemm_key((hk_dtype_t)dt, k_epilogues[e].act, k_epilogues[e].bias, k_epilogues[e].res,
-                               k_epilogues[e].tb, 8),
-                      "gemm_mfma");
+    for (size_t e = 0; e < sizeof k_epilogues / sizeof *k_epilogues; e++) {
+      hkc_kernel_key_t key = gemm_key((hk_dtype_t)dt, k_epilogues[e].act, k_epilogues[e].bias, k_epilogues[e].res,
+                                      k_epilogues[e].tb, 8);
+      key.has_mul = k_epilogues[e].mul;
+      compile_checked(arch_name, key, "gemm_mfma");
+    }
 }
 static void attention_on(const char *arch_name) {
   for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++)
@@ -221,6 +230,9 @@ static void test_gfx1030_simple(void **state) {
   NEED_HIPRTC();
   compile_checked("gfx1030", gemm_key(HK_DTYPE_F16, HK_ACT_GELU, 1, 1, 0, 8), NULL);
   compile_checked("gfx1030", gemm_key(HK_DTYPE_BF16, HK_ACT_NONE, 0, 0, 1, 8), NULL);
+  hkc_kernel_key_t gate = gemm_key(HK_DTYPE_BF16, HK_ACT_SILU, 1, 1, 0, 8);
+  gate.has_mul = 1;
+  compile_checked("gfx1030", gate, NULL);
   compile_checked("gfx1030", attn_key(HK_DTYPE_F16, 64, 8), NULL);
   compile_checked("gfx1030", attn_key(HK_DTYPE_BF16, 128, 8), NULL);
 }

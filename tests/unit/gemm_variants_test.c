@@ -29,6 +29,20 @@ static hkc_kernel_key_t gemm_key(hk_dtype_t dtype, int act, int trans_b, int bia
                             .has_bias = bias, .has_residual = res, .align = align};
 }
 
+static hkc_kernel_key_t with_mul(hkc_kernel_key_t key) {
+  key.has_mul = 1;
+  return key;
+}
+
+/* The key's name, with "_mul" when the canonical name does not show has_mul (yet). */
+static void kernel_name(hkc_kernel_out_t *k) {
+  hkc_kernel_key_name(&k->key, k->name, sizeof k->name);
+  if (k->key.has_mul && !strstr(k->name, "_mul")) {
+    const size_t len = strlen(k->name);
+    snprintf(k->name + len, sizeof k->name - len, "_mul");
+  }
+}
+
 static const char *variant_name(const char *arch_name, hkc_kernel_key_t key) {
   const hkc_gpu_variant_t *v = hkc_gpu_variant_for(arch(arch_name), &key);
   return v ? v->name : "simple";
@@ -39,6 +53,15 @@ static void test_selection(void **state) {
   for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++) {
     assert_string_equal(variant_name("sm_90a", gemm_key((hk_dtype_t)dt, 0, 0, 0, 0, 8)), "gemm_wgmma_ws");
     assert_string_equal(variant_name("sm_90a", gemm_key((hk_dtype_t)dt, 2, 1, 1, 1, 8)), "gemm_wgmma_ws");
+    /* the epilogue multiply (SwiGLU gate) keeps every variant */
+    assert_string_equal(variant_name("sm_90a", with_mul(gemm_key((hk_dtype_t)dt, 3, 0, 0, 0, 8))), "gemm_wgmma_ws");
+    assert_string_equal(variant_name("sm_90", with_mul(gemm_key((hk_dtype_t)dt, 3, 1, 1, 1, 8))), "gemm_mma");
+    assert_string_equal(variant_name("sm_80", with_mul(gemm_key((hk_dtype_t)dt, 0, 0, 0, 1, 8))), "gemm_mma");
+    assert_string_equal(variant_name("gfx90a", with_mul(gemm_key((hk_dtype_t)dt, 3, 0, 1, 0, 8))), "gemm_mfma");
+    setenv("HKC_GEMM_WS", "0", 1);
+    assert_string_equal(variant_name("sm_90a", with_mul(gemm_key((hk_dtype_t)dt, 3, 1, 0, 1, 8))), "gemm_wgmma");
+    unsetenv("HKC_GEMM_WS");
+    assert_string_equal(variant_name("sm_90", with_mul(gemm_key((hk_dtype_t)dt, 3, 1, 0, 1, 4))), "simple");
     /* HKC_GEMM_WS=0: the previous sm_90a kernel, for A/B runs */
     setenv("HKC_GEMM_WS", "0", 1);
     assert_string_equal(variant_name("sm_90a", gemm_key((hk_dtype_t)dt, 2, 1, 1, 1, 8)), "gemm_wgmma");
@@ -104,10 +127,11 @@ static void *worker(void *arg) {
   }
 }
 
-/* Every epilogue (5 activations x bias x residual x both B layouts) in f16 and bf16 on
- * sm_90a, sm_90 and sm_80 when HKC_TEST_FULL is set; otherwise, per dtype: on sm_90a
- * every flag combination with gelu and the plain and full epilogues of every
- * activation; on sm_90 / sm_80 the plain and full epilogues with none and gelu. */
+/* Every epilogue (5 activations x bias x residual x mul x both B layouts) in f16 and bf16
+ * on sm_90a, sm_90 and sm_80 when HKC_TEST_FULL is set; otherwise, per dtype: on sm_90a
+ * every flag combination with gelu and the plain and full epilogues of every activation,
+ * each with and without mul; on sm_90 / sm_80 the plain and full epilogues with none and
+ * gelu, and silu with mul alone and with everything (the SwiGLU gate). */
 static void test_nvrtc_variants(void **state) {
   (void)state;
   char why[512];
@@ -119,21 +143,24 @@ static void test_nvrtc_variants(void **state) {
   const int full = env && *env && strcmp(env, "0") != 0;
   static const char *const archs[] = {"sm_90a", "sm_90", "sm_80"};
   static const char *const expect[] = {"gemm_wgmma_ws", "gemm_mma", "gemm_mma"};
-  job_t *jobs = calloc(3 * 2 * 40, sizeof *jobs);
+  job_t *jobs = calloc(3 * 2 * 80, sizeof *jobs);
   assert_non_null(jobs);
   size_t n = 0;
   for (size_t a = 0; a < 3; a++)
     for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++)
       for (int act = 0; act < HK_ACT_COUNT_; act++)
-        for (int flags = 0; flags < 8; flags++) {
-          const int tb = flags & 1, res = (flags >> 1) & 1, bias = (flags >> 2) & 1;
-          const int ends = flags == 0 || flags == 7, gelu = act == HK_ACT_GELU;
-          const int pick = full || (a == 0 && (ends || gelu)) || (a > 0 && ends && (act == 0 || gelu));
+        for (int flags = 0; flags < 16; flags++) {
+          const int tb = flags & 1, res = (flags >> 1) & 1, bias = (flags >> 2) & 1, mul = flags >> 3;
+          const int ends = (flags & 7) == 0 || (flags & 7) == 7, gelu = act == HK_ACT_GELU;
+          const int swiglu = act == HK_ACT_SILU && mul && ((flags & 7) == 0 || (flags & 7) == 7);
+          const int pick = full || (a == 0 && (ends || (gelu && !mul))) ||
+                           (a > 0 && ((ends && !mul && (act == 0 || gelu)) || swiglu));
           if (!pick) continue;
           job_t *j = &jobs[n++];
           j->arch = arch(archs[a]);
           j->kernel.key = gemm_key((hk_dtype_t)dt, act, tb, bias, res, 8);
-          hkc_kernel_key_name(&j->kernel.key, j->kernel.name, sizeof j->kernel.name);
+          j->kernel.key.has_mul = mul;
+          kernel_name(&j->kernel);
           assert_string_equal(hkc_gpu_variant_for(j->arch, &j->kernel.key)->name, expect[a]);
         }
   printf("[ info     ] %zu variant compiles%s\n", n, full ? "" : " (HKC_TEST_FULL=1 compiles every epilogue)");
@@ -171,13 +198,14 @@ static void test_nvrtc_variants(void **state) {
 }
 
 /* The other sm_90a configurations: gemm_wgmma (HKC_GEMM_WS=0) and gemm_wgmma_ws with
- * BN 128 (HKC_GEMM_WS_CFG), plain and full epilogues, both B layouts, bf16. Serial: the
- * environment picks the variant. */
+ * BN 128 (HKC_GEMM_WS_CFG), plain and full epilogues (bias, residual and mul), both B
+ * layouts, bf16. Serial: the environment picks the variant. */
 static void compile_one(const char *env, const char *value, const char *expect, int act, int tb, int full) {
   setenv(env, value, 1);
   job_t j = {.arch = arch("sm_90a")};
   j.kernel.key = gemm_key(HK_DTYPE_BF16, act, tb, full, full, 8);
-  hkc_kernel_key_name(&j.kernel.key, j.kernel.name, sizeof j.kernel.name);
+  j.kernel.key.has_mul = full;
+  kernel_name(&j.kernel);
   assert_string_equal(hkc_gpu_variant_for(j.arch, &j.kernel.key)->name, expect);
   run_job(&j);
   unsetenv(env);
@@ -223,7 +251,7 @@ static void test_launch_covers_odd_shapes(void **state) {
   for (size_t a = 0; a < 3; a++)
     for (int tb = 0; tb < 2; tb++) {
       const hkc_gpu_arch_t *ar = arch(archs[a]);
-      hkc_kernel_out_t k = {.name = "hk_x", .key = gemm_key(HK_DTYPE_BF16, 2, tb, 1, 1, 8)};
+      hkc_kernel_out_t k = {.name = "hk_x", .key = with_mul(gemm_key(HK_DTYPE_BF16, 2, tb, 1, 1, 8))};
       char *src = hkc_codegen_gpu(ar, &k);
       assert_non_null(src);
       const long long tm = source_macro(src, "HK_TILE_M"), tn = source_macro(src, "HK_TILE_N");
@@ -233,9 +261,9 @@ static void test_launch_covers_odd_shapes(void **state) {
       for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
         for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++) {
           const long long M = ms[i], N = ns[j], K = 72;
-          hkc_arg_t args[8] = {TENSOR(0), TENSOR(1), TENSOR(2), NUL, TENSOR(3), I64(M), I64(N), I64(K)};
+          hkc_arg_t args[9] = {TENSOR(0), TENSOR(1), TENSOR(2), NUL, TENSOR(3), I64(M), I64(N), I64(K), TENSOR(4)};
           uint32_t grid[3], block[3], shared = 0;
-          hkc_gpu_launch_dims(ar, &k.key, args, 8, grid, block, &shared);
+          hkc_gpu_launch_dims(ar, &k.key, args, 9, grid, block, &shared);
           assert_int_equal(grid[1], 1);
           assert_int_equal(grid[2], 1);
           assert_int_equal(block[1], 1);

@@ -1,5 +1,6 @@
 /* The memory-bound GPU variants of compiler/variant_rows.c: rows_vec16 (layernorm,
- * rmsnorm, softmax) and elementwise_vec16 (add, mul, relu, gelu, silu).
+ * rmsnorm -- also with the fused residual add (has_add, has_sum) -- and softmax) and
+ * elementwise_vec16 (add, mul, relu, gelu, silu, ewchain programs).
  *  - which keys they serve (align a multiple of the 16-byte vector; others stay simple)
  *  - every variant compiles with nvrtc (sm_90, sm_80) and hiprtc (gfx90a wave64, gfx1030
  *    wave32), reports registers and uses no scratch (spills); skip() when a toolchain
@@ -42,6 +43,47 @@ static hkc_kernel_out_t kernel_for(hk_op_t op, hk_dtype_t dtype, int align) {
   return k;
 }
 
+/* The key's name plus the flags the canonical name may not show (yet): _add, _sum, the
+ * ewchain program. */
+static void name_fused(hkc_kernel_out_t *k) {
+  hkc_kernel_key_name(&k->key, k->name, sizeof k->name);
+  size_t len = strlen(k->name);
+  if (k->key.has_add && !strstr(k->name, "_add")) len += (size_t)snprintf(k->name + len, sizeof k->name - len, "_add");
+  if (k->key.has_sum && !strstr(k->name, "_sum")) len += (size_t)snprintf(k->name + len, sizeof k->name - len, "_sum");
+  if (k->key.program[0] && !strstr(k->name, k->key.program))
+    snprintf(k->name + len, sizeof k->name - len, "_%s", k->key.program);
+}
+
+static hkc_kernel_out_t norm_kernel(hk_op_t op, hk_dtype_t dtype, int align, int add, int sum) {
+  hkc_kernel_out_t k = kernel_for(op, dtype, align);
+  k.key.has_add = add;
+  k.key.has_sum = sum;
+  name_fused(&k);
+  return k;
+}
+
+static hkc_kernel_out_t ewchain_kernel(const char *program, hk_dtype_t dtype, int align) {
+  hkc_kernel_out_t k = kernel_for(HK_OP_EWCHAIN, dtype, align);
+  snprintf(k.key.program, sizeof k.key.program, "%s", program);
+  name_fused(&k);
+  return k;
+}
+
+/* ewchain programs compiled: every letter, 1 to 5 operands */
+static const char *const k_programs[] = {"a1gm2", "m1a2a3a4rgst", "", "sm1", "ta1"};
+#define N_PROGRAMS (sizeof k_programs / sizeof k_programs[0])
+
+/* Every key this file compiles, of one dtype at align 8: the 8 plain ops, layernorm and
+ * rmsnorm with add, add+sum and sum alone, the ewchain programs. Returns the count. */
+static size_t vec_kernels(hk_dtype_t dtype, hkc_kernel_out_t out[32]) {
+  size_t n = 0;
+  for (size_t o = 0; o < 8; o++) out[n++] = kernel_for(o < 3 ? k_row_ops[o] : k_ew_ops[o - 3], dtype, 8);
+  for (int op = HK_OP_LAYERNORM; op <= HK_OP_RMSNORM; op++)
+    for (int f = 1; f < 4; f++) out[n++] = norm_kernel((hk_op_t)op, dtype, 8, f & 1, f >> 1);
+  for (size_t p = 0; p < N_PROGRAMS; p++) out[n++] = ewchain_kernel(k_programs[p], dtype, 8);
+  return n;
+}
+
 static long long source_macro(const char *src, const char *name) {
   char pat[64];
   snprintf(pat, sizeof pat, "#define %s ", name);
@@ -70,6 +112,29 @@ static void test_selection(void **state) {
           }
         }
       }
+  /* the fused keys: norms with add / sum stay rows_vec16, ewchain programs are
+   * elementwise_vec16's; below the vector they keep the simple kernels */
+  for (size_t a = 0; a < 4; a++)
+    for (size_t d = 0; d < 3; d++)
+      for (int align = 1; align <= 8; align *= 2) {
+        const int vec = k_dtypes[d] == HK_DTYPE_F32 ? 4 : 8;
+        for (int op = HK_OP_LAYERNORM; op <= HK_OP_RMSNORM; op++)
+          for (int f = 1; f < 4; f++) {
+            hkc_kernel_out_t k = norm_kernel((hk_op_t)op, k_dtypes[d], align, f & 1, f >> 1);
+            const hkc_gpu_variant_t *v = hkc_gpu_variant_for(arch(archs[a]), &k.key);
+            if (align >= vec) assert_string_equal(v ? v->name : "simple", "rows_vec16");
+            else assert_null(v);
+          }
+        for (size_t p = 0; p < N_PROGRAMS; p++) {
+          hkc_kernel_out_t k = ewchain_kernel(k_programs[p], k_dtypes[d], align);
+          const hkc_gpu_variant_t *v = hkc_gpu_variant_for(arch(archs[a]), &k.key);
+          if (align >= vec) assert_string_equal(v ? v->name : "simple", "elementwise_vec16");
+          else assert_null(v);
+        }
+      }
+  /* a malformed program is no variant's (codegen refuses it) */
+  hkc_kernel_out_t badp = ewchain_kernel("a9", HK_DTYPE_BF16, 8);
+  assert_null(hkc_gpu_variant_for(arch("sm_90"), &badp.key));
   /* gemm and attention are not ours */
   hkc_kernel_key_t g = {.op = HK_OP_GEMM, .dtype = HK_DTYPE_F16, .align = 8};
   const hkc_gpu_variant_t *v = hkc_gpu_variant_for(arch("sm_90"), &g);
@@ -95,9 +160,43 @@ static void test_sources(void **state) {
         assert_int_equal(source_macro(s1, "HK_VEC"), k_dtypes[d] == HK_DTYPE_F32 ? 4 : 8);
         const long long t = source_macro(s1, "HK_THREADS");
         assert_true(t % 64 == 0 && t <= 1024);
+        if (op == HK_OP_LAYERNORM || op == HK_OP_RMSNORM) {
+          /* with the residual add (or sum alone): half the vectors per lane, flags set */
+          hkc_kernel_out_t ka = norm_kernel(op, k_dtypes[d], 8, 1, 1);
+          char *sa = hkc_codegen_gpu(arch(archs[a]), &ka);
+          assert_non_null(sa);
+          const long long c = source_macro(s1, "HK_ROW_CACHE"), ca = source_macro(sa, "HK_ROW_CACHE");
+          assert_int_equal(ca, c > 1 ? c / 2 : 1);
+          assert_int_equal(source_macro(sa, "HK_ROW_TARGET"),
+                           source_macro(s1, "HK_ROW_TARGET") > 1 ? source_macro(s1, "HK_ROW_TARGET") / 2 : 1);
+          assert_int_equal(source_macro(sa, "HK_HAS_ADD"), 1);
+          assert_int_equal(source_macro(sa, "HK_HAS_SUM"), 1);
+          assert_int_equal(source_macro(s1, "HK_HAS_ADD"), 0);
+          free(sa);
+          ka = norm_kernel(op, k_dtypes[d], 8, 0, 1);
+          sa = hkc_codegen_gpu(arch(archs[a]), &ka);
+          assert_int_equal(source_macro(sa, "HK_ROW_CACHE"), c > 1 ? c / 2 : 1);
+          free(sa);
+        }
         free(s1);
         free(s2);
       }
+  /* ewchain: the chain mode of elementwise_fast.hip, about unroll * 2 vectors in flight
+   * over all operands; 16-bit outputs take the fast gelu / silu */
+  for (size_t d = 0; d < 3; d++)
+    for (size_t p = 0; p < N_PROGRAMS; p++) {
+      hkc_kernel_out_t k = ewchain_kernel(k_programs[p], k_dtypes[d], 8);
+      char *src = hkc_codegen_gpu(arch("sm_90"), &k);
+      assert_non_null(src);
+      assert_non_null(strstr(src, "/* variant elementwise_vec16 */"));
+      assert_int_equal(source_macro(src, "HK_EW_CHAIN"), 1);
+      const long long ops = hkc_variant_ew_operands(k_programs[p]);
+      assert_int_equal(source_macro(src, "HK_EW_NOPS"), ops);
+      const long long u = 4 * 2 / ops;
+      assert_int_equal(source_macro(src, "HK_EW_UNROLL"), u > 1 ? u : 1);
+      assert_int_equal(source_macro(src, "HK_EW_FAST_ACT"), k_dtypes[d] == HK_DTYPE_F32 ? 0 : 3);
+      free(src);
+    }
 }
 
 /* ---- compiles -------------------------------------------------------------------------- */
@@ -107,10 +206,11 @@ static int compile_all(const char *const *archs, size_t n_archs, compile_fn_t co
   static const unsigned char elf[4] = {0x7f, 'E', 'L', 'F'};
   int failures = 0, n = 0;
   for (size_t a = 0; a < n_archs; a++)
-    for (size_t d = 0; d < 3; d++)
-      for (size_t o = 0; o < 8; o++) {
-        const hk_op_t op = o < 3 ? k_row_ops[o] : k_ew_ops[o - 3];
-        hkc_kernel_out_t k = kernel_for(op, k_dtypes[d], 8);
+    for (size_t d = 0; d < 3; d++) {
+      hkc_kernel_out_t ks[32];
+      const size_t nk = vec_kernels(k_dtypes[d], ks);
+      for (size_t i = 0; i < nk; i++) {
+        hkc_kernel_out_t k = ks[i];
         char *src = hkc_codegen_gpu(arch(archs[a]), &k);
         assert_non_null(src);
         hkc_rtc_result_t r;
@@ -120,7 +220,7 @@ static int compile_all(const char *const *archs, size_t n_archs, compile_fn_t co
                               : r.vgprs == 0 ? "no register count"
                               : r.scratch_bytes != 0 ? "uses scratch (spills)"
                                                      : NULL;
-        printf("[ info     ] %-24s %-8s regs %3u scratch %u shared %u%s%s\n", k.name, archs[a], r.vgprs,
+        printf("[ info     ] %-36s %-8s regs %3u scratch %u shared %u%s%s\n", k.name, archs[a], r.vgprs,
                r.scratch_bytes, r.shared_bytes, problem ? "  FAIL: " : "", problem ? problem : "");
         if (problem && r.log) printf("%.2000s\n", r.log);
         failures += problem != NULL;
@@ -128,6 +228,7 @@ static int compile_all(const char *const *archs, size_t n_archs, compile_fn_t co
         hkc_rtc_result_free(&r);
         free(src);
       }
+    }
   printf("[ info     ] %d kernels compiled\n", n);
   return failures;
 }
@@ -183,9 +284,11 @@ static void check_row_dims(void) {
   static const long long cols_per_vec[] = {1, 2, 3, 7, 8, 33, 64, 127, 128, 129, 512, 1024, 1536, 4095, 5000, 100000};
   const char *const archs[] = {"sm_90", "gfx90a", "gfx1030"};
   for (size_t a = 0; a < 3; a++)
-    for (size_t o = 0; o < 3; o++)
+    for (size_t o = 0; o < 5; o++) /* softmax, and layernorm / rmsnorm without and with add */
       for (size_t d = 0; d < 3; d++) {
-        hkc_kernel_out_t k = kernel_for(k_row_ops[o], k_dtypes[d], 8);
+        hkc_kernel_out_t k = o < 3 ? kernel_for(k_row_ops[o], k_dtypes[d], 8)
+                                   : norm_kernel(k_row_ops[o - 3], k_dtypes[d], 8, 1, 1);
+        const hk_op_t op = k.key.op;
         char *src = hkc_codegen_gpu(arch(archs[a]), &k);
         const long long threads = source_macro(src, "HK_THREADS"), vec = source_macro(src, "HK_VEC");
         const long long target = source_macro(src, "HK_ROW_TARGET"), cache = source_macro(src, "HK_ROW_CACHE");
@@ -197,15 +300,19 @@ static void check_row_dims(void) {
         for (size_t r = 0; r < sizeof rows_list / sizeof rows_list[0]; r++)
           for (size_t c = 0; c < sizeof cols_per_vec / sizeof cols_per_vec[0]; c++) {
             const long long rows = rows_list[r], nvec = cols_per_vec[c], cols = nvec * vec;
-            hkc_arg_t args[7];
+            hkc_arg_t args[9];
             uint32_t n = 0;
             args[n++] = TENSOR(0);
-            if (k_row_ops[o] != HK_OP_SOFTMAX) args[n++] = TENSOR(1);
-            if (k_row_ops[o] == HK_OP_LAYERNORM) args[n++] = TENSOR(2);
+            if (op != HK_OP_SOFTMAX) args[n++] = TENSOR(1);
+            if (op == HK_OP_LAYERNORM) args[n++] = TENSOR(2);
             args[n++] = TENSOR(3);
             args[n++] = I64(rows);
             args[n++] = I64(cols);
-            if (k_row_ops[o] != HK_OP_SOFTMAX) args[n++] = F32(1e-5f);
+            if (op != HK_OP_SOFTMAX) {
+              args[n++] = F32(1e-5f);
+              args[n++] = k.key.has_add ? TENSOR(4) : (hkc_arg_t){.kind = HK_ARG_NULL};
+              args[n++] = k.key.has_sum ? TENSOR(5) : (hkc_arg_t){.kind = HK_ARG_NULL};
+            }
             uint32_t grid[3], block[3];
             dims(archs[a], &k.key, args, n, grid, block);
             assert_int_equal(block[0], (uint32_t)threads);
@@ -265,9 +372,10 @@ static void test_elementwise_dims(void **state) {
   static const long long sizes[] = {8, 16, 264, 792, 8 * 1001, 1 << 20, 16384LL * 4096, 3000000008LL};
   const char *const archs[] = {"sm_90", "gfx90a", "gfx1030"};
   for (size_t a = 0; a < 3; a++)
-    for (size_t o = 0; o < 5; o++)
+    for (size_t o = 0; o < 5 + N_PROGRAMS; o++)
       for (size_t d = 0; d < 3; d++) {
-        hkc_kernel_out_t k = kernel_for(k_ew_ops[o], k_dtypes[d], 8);
+        hkc_kernel_out_t k =
+            o < 5 ? kernel_for(k_ew_ops[o], k_dtypes[d], 8) : ewchain_kernel(k_programs[o - 5], k_dtypes[d], 8);
         char *src = hkc_codegen_gpu(arch(archs[a]), &k);
         const long long threads = source_macro(src, "HK_THREADS"), vec = source_macro(src, "HK_VEC");
         const long long unroll = source_macro(src, "HK_EW_UNROLL"), waves = source_macro(src, "HK_EW_WAVES");
@@ -278,7 +386,15 @@ static void test_elementwise_dims(void **state) {
         for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
           const long long n = sizes[s];
           uint32_t grid[3], block[3];
-          if (k_ew_ops[o] == HK_OP_ADD || k_ew_ops[o] == HK_OP_MUL) {
+          if (k.key.op == HK_OP_EWCHAIN) {
+            /* out, n, then (in_j, n_j): a full-size operand 0 and broadcast ones */
+            hkc_arg_t args[12] = {TENSOR(0), I64(n), TENSOR(1), I64(n)};
+            for (uint32_t j = 1; j < 5; j++) {
+              args[2 + 2 * j] = TENSOR(1 + j);
+              args[3 + 2 * j] = I64(j == 1 ? n : 8);
+            }
+            dims(archs[a], &k.key, args, 2 + 2 * (uint32_t)hkc_variant_ew_operands(k.key.program), grid, block);
+          } else if (k.key.op == HK_OP_ADD || k.key.op == HK_OP_MUL) {
             hkc_arg_t args[6] = {TENSOR(0), TENSOR(1), TENSOR(2), I64(n), I64(n), I64(8)};
             dims(archs[a], &k.key, args, 6, grid, block);
           } else {
