@@ -183,14 +183,22 @@ void hkc_kernel_key_name(const hkc_kernel_key_t *key, char *out, size_t size) {
   if (align > 1 && key->head_dim > 0) snprintf(shape, sizeof shape, "_a%d_d%d", align, key->head_dim);
   else if (align > 1) snprintf(shape, sizeof shape, "_a%d", align);
   else if (key->head_dim > 0) snprintf(shape, sizeof shape, "_d%d", key->head_dim);
-  snprintf(out, size, "hk_%s_%s%s%s%s%s%s%s", op, dt, key->act != HK_ACT_NONE ? "_" : "",
+  /* tuning: "_t" + 8 hex digits of the hash of "variant:params" (none for the defaults) */
+  char tune[16] = "";
+  if (key->variant[0] || key->tune[0]) {
+    char both[HKC_TUNE_VARIANT_MAX + HKC_TUNE_MAX + 2];
+    int n = snprintf(both, sizeof both, "%.*s:%.*s", HKC_TUNE_VARIANT_MAX, key->variant, HKC_TUNE_MAX, key->tune);
+    snprintf(tune, sizeof tune, "_t%08x", (unsigned)(hkc_hash64(both, (size_t)n) & 0xffffffffu));
+  }
+  snprintf(out, size, "hk_%s_%s%s%s%s%s%s%s%s", op, dt, key->act != HK_ACT_NONE ? "_" : "",
            key->act != HK_ACT_NONE ? act : "", key->has_bias ? "_bias" : "", key->has_residual ? "_res" : "",
-           key->trans_b ? "_tb" : "", shape);
+           key->trans_b ? "_tb" : "", shape, tune);
 }
 
 int hkc_kernel_key_equal(const hkc_kernel_key_t *a, const hkc_kernel_key_t *b) {
   int align_a = a->align > 1 ? a->align : 1, align_b = b->align > 1 ? b->align : 1;
   return a->op == b->op && a->dtype == b->dtype && a->act == b->act && !a->trans_b == !b->trans_b &&
          !a->has_bias == !b->has_bias && !a->has_residual == !b->has_residual && align_a == align_b &&
-         a->head_dim == b->head_dim;
+         a->head_dim == b->head_dim && strncmp(a->variant, b->variant, HKC_TUNE_VARIANT_MAX) == 0 &&
+         strncmp(a->tune, b->tune, HKC_TUNE_MAX) == 0;
 }
