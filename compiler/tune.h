@@ -229,7 +229,7 @@ typedef struct hkc_tune_run_options {
   int top;                 /* candidates measured per launch class (0 = 12), plus the default
                               and the model's choice */
   int runs;                /* timed samples (0 = 15) */
-  int warmup;              /* untimed runs (0 = 3) */
+  int warmup;              /* untimed runs (0 = 3, -1 = 1: the output check needs one) */
   int jobs, no_cache;
   const char *cache_dir;
   int quiet;
