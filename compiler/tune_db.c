@@ -150,15 +150,19 @@ static const char *check_signature(const char *sig) {
   return NULL;
 }
 
-/* Splits a line into fields on '|' (when it has one) or tabs. Returns the field count. */
-static int split_fields(char *line, char **fields, int max) {
+/* Splits a line into fields on '|' (when it has one) or tabs; cols[i]: 1-based column of
+ * field i in the line. Returns the field count. */
+static int split_fields(char *line, char **fields, int *cols, int max) {
   const char sep = strchr(line, '|') ? '|' : '\t';
   int n = 0;
   char *p = line;
   for (;;) {
     char *q = strchr(p, sep);
     if (q) *q = '\0';
-    if (n < max) fields[n] = trim(p);
+    if (n < max) {
+      fields[n] = trim(p);
+      cols[n] = (int)(fields[n] - line) + 1;
+    }
     n++;
     if (!q) break;
     p = q + 1;
@@ -168,10 +172,12 @@ static int split_fields(char *line, char **fields, int max) {
   return n;
 }
 
-static int parse_line(hkc_tune_db_t *db, const char *name, int line_no, char *line) {
-  hkc_loc_t loc = {name, line_no, 0};
+/* line: the text of line line_no from column col0 on. Errors point at the field. */
+static int parse_line(hkc_tune_db_t *db, const char *name, int line_no, int col0, char *line) {
+  hkc_loc_t loc = {name, line_no, col0};
   char *f[DB_FIELDS];
-  int n = split_fields(line, f, DB_FIELDS);
+  int cols[DB_FIELDS];
+  int n = split_fields(line, f, cols, DB_FIELDS);
   if (n != DB_FIELDS) {
     hkc_error(loc, "expected %d fields separated by ' | ' or tabs (target | units | toolchain | signature | variant | "
               "params | time), got %d", DB_FIELDS, n);
@@ -180,15 +186,17 @@ static int parse_line(hkc_tune_db_t *db, const char *name, int line_no, char *li
   long units;
   char *end;
   const char *problem = NULL;
+  int field = 0;
   if (!name_chars(f[0], "_-:+.")) problem = "target: an ISA name such as sm_90a, gfx90a or host-x86_64";
-  else if (parse_int(f[1], 1, 1 << 20, &units) != 0) problem = "units: the SM / CU count, a positive integer";
-  else if (!f[2][0]) problem = "toolchain: a version such as 'nvrtc 13.0'";
-  else if ((problem = check_signature(f[3])) != NULL) {
-  } else if (!name_chars(f[4], "_") || strlen(f[4]) >= HKC_TUNE_VARIANT_MAX)
+  else if (field = 1, parse_int(f[1], 1, 1 << 20, &units) != 0) problem = "units: the SM / CU count, a positive integer";
+  else if (field = 2, !f[2][0]) problem = "toolchain: a version such as 'nvrtc 13.0'";
+  else if (field = 3, (problem = check_signature(f[3])) != NULL) {
+  } else if (field = 4, !name_chars(f[4], "_") || strlen(f[4]) >= HKC_TUNE_VARIANT_MAX)
     problem = "variant: a variant name such as gemm_wgmma_ws";
-  else if (!name_chars(f[5], "=,") || strlen(f[5]) >= HKC_TUNE_MAX || !strchr(f[5], '='))
+  else if (field = 5, !name_chars(f[5], "=,") || strlen(f[5]) >= HKC_TUNE_MAX || !strchr(f[5], '='))
     problem = "params: name=value pairs separated by commas, such as bn=128,st=4,p=1";
   if (problem) {
+    loc.col = col0 + cols[field] - 1;
     hkc_error(loc, "bad entry (expected %s)", problem);
     return -1;
   }
@@ -196,6 +204,7 @@ static int parse_line(hkc_tune_db_t *db, const char *name, int line_no, char *li
   double t = strtod(f[6], &end);
   while (*end == ' ') end++;
   if (errno || end == f[6] || !(t > 0) || t > 1e12 || (*end && strcmp(end, "us") != 0)) {
+    loc.col = col0 + cols[6] - 1;
     hkc_error(loc, "bad time '%s' (expected the measured median in microseconds, such as '61.23 us')", f[6]);
     return -1;
   }
@@ -237,17 +246,18 @@ int hkc_tune_db_parse(hkc_tune_db_t *db, const char *name, const char *text, siz
     size_t len = nl ? (size_t)(nl - (text + at)) : size - at;
     line_no++;
     if (len > DB_MAX_LINE) {
-      hkc_error((hkc_loc_t){stored, line_no, 0}, "line longer than %d bytes", DB_MAX_LINE);
+      hkc_error((hkc_loc_t){stored, line_no, 1}, "line longer than %d bytes", DB_MAX_LINE);
       rc = -1;
     } else if (memchr(text + at, '\0', len)) {
-      hkc_error((hkc_loc_t){stored, line_no, 0}, "NUL byte in a text file");
+      hkc_error((hkc_loc_t){stored, line_no, 1}, "NUL byte in a text file");
       rc = -1;
     } else {
       memcpy(buf, text + at, len);
       buf[len] = '\0';
-      char *s = trim(buf);
-      while (*s == '\t') s++;
-      if (*s && *s != '#' && parse_line(db, stored, line_no, s) != 0) rc = -1;
+      char *s = buf;
+      while (*s == ' ' || *s == '\t') s++;
+      trim(s);
+      if (*s && *s != '#' && parse_line(db, stored, line_no, (int)(s - buf) + 1, s) != 0) rc = -1;
     }
     at += len + 1;
   }

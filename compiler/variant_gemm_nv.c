@@ -46,7 +46,8 @@ static uint32_t cfg_shared(const gemm_cfg_t *c) { return (uint32_t)(c->stages * 
 static const char *const k_mma_names[] = {"bm", "bn", "wm", "wn", "st"};
 
 static gemm_cfg_t mma_default(const hkc_gpu_arch_t *arch) {
-  /* 128x128x64, 8 warps of 64x32, 4 stages: 128 KiB of shared memory (sm_80: 3 stages, 96 KiB) */
+  /* 128x128x64, 8 warps of 64x32, 4 stages: 128 KiB of shared memory (3 stages, 96 KiB, where
+   * a block may not have 128 KiB) */
   gemm_cfg_t c = {.bm = 128, .bn = 128, .bk = 64, .warps_m = 2, .warps_n = 4, .stages = 4, .group_m = 8};
   if (arch->max_lds_per_block < 4u * (128 + 128) * 64 * 2) c.stages = 3;
   return c;
