@@ -352,8 +352,9 @@ size_t hkc_compile_gpu_items(hkc_compile_item_t *items, size_t n, int jobs, int 
   return failed;
 }
 
-/* Compiles every target's kernels: GPU kernels on the pool, the host TU meanwhile. */
-static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_options_t *options) {
+/* Compiles every target's kernels: GPU kernels on the pool (except those the tuner already
+ * compiled), the host TU meanwhile. */
+static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_options_t *options, hkc_tuner_t *tuner) {
   size_t n_jobs = 0;
   for (size_t p = 0; p < n_plans; p++)
     if (plans[p].family != FAMILY_HOST) n_jobs += plans[p].out.n_kernels;
@@ -370,15 +371,33 @@ static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_opt
     if (plans[p].family != FAMILY_HOST)
       for (size_t k = 0; k < plans[p].out.n_kernels; k++) {
         owners[j] = &plans[p];
-        jobs[j++] = (compile_job_t){.target = plans[p].name, .arch = plans[p].arch, .kernel = &plans[p].out.kernels[k]};
+        jobs[j] = (compile_job_t){.target = plans[p].name, .arch = plans[p].arch, .kernel = &plans[p].out.kernels[k]};
+        if (hkc_tuner_take(tuner, plans[p].name, jobs[j].kernel, &jobs[j].result, &jobs[j].cached)) jobs[j].rc = 0;
+        else jobs[j].rc = 1; /* to compile */
+        j++;
       }
+  /* the pool compiles the rest: moved to the front, in order */
+  size_t n_todo = 0;
+  for (j = 0; j < n_jobs; j++)
+    if (jobs[j].rc == 1) n_todo++;
+  compile_job_t *todo = calloc(n_todo ? n_todo : 1, sizeof *todo);
+  if (!todo) {
+    free(jobs);
+    free(owners);
+    return -1;
+  }
+  for (size_t i = 0, t = 0; i < n_jobs; i++)
+    if (jobs[i].rc == 1) todo[t++] = jobs[i];
   pthread_t threads[HKC_MAX_JOBS];
-  int started = pool_start(&pool, jobs, n_jobs, options->jobs, options->no_cache, options->cache_dir, threads);
+  int started = pool_start(&pool, todo, n_todo, options->jobs, options->no_cache, options->cache_dir, threads);
 
   int rc = 0;
   for (size_t p = 0; p < n_plans; p++)
     if (plans[p].family == FAMILY_HOST && compile_host(&plans[p]) != 0) rc = -1;
   pool_finish(&pool, threads, started);
+  for (size_t i = 0, t = 0; i < n_jobs; i++)
+    if (jobs[i].rc == 1) jobs[i] = todo[t++];
+  free(todo);
 
   size_t cached = 0;
   for (j = 0; j < n_jobs; j++) {
@@ -559,7 +578,7 @@ int hkc_build(const hkc_build_options_t *options) {
     if (!p->node_kernel) goto fail;
     if (collect_kernels(spec, p, tuner) != 0) goto done;
   }
-  if (compile_all(plans, n_plans, options) != 0) goto done;
+  if (compile_all(plans, n_plans, options, tuner) != 0) goto done;
   for (size_t i = 0; i < n_plans; i++) {
     hkc_target_out_t *t = &plans[i].out;
     t->graphs = calloc((size_t)spec->n_batch, sizeof *t->graphs);

@@ -210,6 +210,14 @@ int hkc_tune_rank(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_t
 }
 
 /* ---- the tuner: per-launch choices of a build -------------------------------------------------- */
+/* A compiled candidate kept for the build (hkc_tuner_take). */
+typedef struct kept_code {
+  char target[64];
+  hkc_kernel_out_t kernel;   /* name, key, source_hash */
+  hkc_rtc_result_t result;
+  int cached;
+} kept_code_t;
+
 struct hkc_tuner {
   hkc_tune_mode_t mode;
   const hkc_tune_db_t *db;
@@ -217,6 +225,8 @@ struct hkc_tuner {
   const char *cache_dir;
   const hkc_tune_entry_t **warned; /* database entries already reported unusable */
   size_t n_warned, cap_warned;
+  kept_code_t *kept;               /* the model's compiles, for the build to take */
+  size_t n_kept, cap_kept;
 };
 
 hkc_tuner_t *hkc_tuner_create(hkc_tune_mode_t mode, const hkc_tune_db_t *db, int verify, int jobs, int no_cache,
@@ -234,8 +244,39 @@ hkc_tuner_t *hkc_tuner_create(hkc_tune_mode_t mode, const hkc_tune_db_t *db, int
 
 void hkc_tuner_destroy(hkc_tuner_t *tuner) {
   if (!tuner) return;
+  for (size_t i = 0; i < tuner->n_kept; i++) hkc_rtc_result_free(&tuner->kept[i].result);
+  free(tuner->kept);
   free(tuner->warned);
   free(tuner);
+}
+
+int hkc_tuner_take(hkc_tuner_t *tuner, const char *target, hkc_kernel_out_t *kernel, hkc_rtc_result_t *out_result,
+                   int *out_cached) {
+  for (size_t i = 0; tuner && i < tuner->n_kept; i++) {
+    kept_code_t *k = &tuner->kept[i];
+    if (!k->result.code || strcmp(k->target, target) != 0 || !hkc_kernel_key_equal(&k->kernel.key, &kernel->key))
+      continue;
+    *out_result = k->result;
+    memset(&k->result, 0, sizeof k->result);
+    *out_cached = k->cached;
+    kernel->source_hash = k->kernel.source_hash;
+    return 1;
+  }
+  return 0;
+}
+
+/* Keeps the successful compiles of items for hkc_tuner_take (moves their results). */
+static void keep_compiles(hkc_tuner_t *t, const char *target, hkc_compile_item_t *items, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (items[i].rc != 0 || strlen(target) >= sizeof t->kept->target) continue;
+    if (hkc_reserve((void **)&t->kept, &t->cap_kept, t->n_kept + 1, sizeof *t->kept) != 0) return;
+    kept_code_t *k = &t->kept[t->n_kept++];
+    snprintf(k->target, sizeof k->target, "%s", target);
+    k->kernel = *items[i].kernel;
+    k->result = items[i].result;
+    k->cached = items[i].cached;
+    memset(&items[i].result, 0, sizeof items[i].result);
+  }
 }
 
 /* One launch class of the model: its candidates, ranked. */
@@ -336,7 +377,7 @@ static int model_choose(hkc_tuner_t *tuner, const char *target, const hkc_gpu_ar
         l->source = HKC_TUNE_SRC_MODEL;
       }
     }
-    if (!pick && arch) {
+    if (!pick && arch && mc->n_cands > 0) { /* no candidates at all: nothing to tune (the simple kernel) */
       char sig[160];
       hkc_tune_signature(&launches[mc->launch].key, launches[mc->launch].shape, sig, sizeof sig);
       hkc_warning((hkc_loc_t){0}, "%s: no candidate of %s survived the checks; using the defaults", target, sig);
@@ -344,6 +385,7 @@ static int model_choose(hkc_tuner_t *tuner, const char *target, const hkc_gpu_ar
     free(sub);
     free(sub_order);
   }
+  keep_compiles(tuner, target, items, n_items);
   rc = 0;
 done:
   for (size_t k = 0; k < n_items; k++) hkc_rtc_result_free(&items[k].result);

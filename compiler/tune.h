@@ -169,6 +169,11 @@ typedef struct hkc_tune_launch {
 int hkc_tuner_choose(hkc_tuner_t *tuner, const char *target, const hkc_gpu_arch_t *arch, hkc_tune_launch_t *launches,
                      size_t n);
 
+/* The build takes the model's compile of a kernel it needs (same target and key) instead
+ * of compiling it again: 1 (out_result moved to the caller, source_hash set) or 0. */
+int hkc_tuner_take(hkc_tuner_t *tuner, const char *target, hkc_kernel_out_t *kernel, hkc_rtc_result_t *out_result,
+                   int *out_cached);
+
 /* Units (SMs/CUs, or host CPU threads) and toolchain version the database keys use for a
  * target; the toolchain string has no '|' or tab. */
 int hkc_tune_units(const hkc_gpu_arch_t *arch);
