@@ -102,6 +102,8 @@ static const char k_tune_usage[] =
     "  --report FILE          also write the default / model / measured table as Markdown\n"
     "  -j, --jobs N           parallel kernel compiles (default: number of cores)\n"
     "  --no-cache             do not use the compile cache\n"
+    "  --dry-run              compile, prune and rank only: print the model's ranking (no GPU\n"
+    "                         needed, no database written)\n"
     "  -q, --quiet            no progress or table\n"
     "  --merge A B ...        union of databases; a key in several keeps the faster entry\n"
     "                         (each conflict is reported on stderr)\n";
@@ -253,6 +255,8 @@ static int cmd_tune(int argc, char **argv) {
       else opt.jobs = (int)v;
     } else if (strcmp(a, "--no-cache") == 0) {
       opt.no_cache = 1;
+    } else if (strcmp(a, "--dry-run") == 0) {
+      opt.dry_run = 1;
     } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
       opt.quiet = 1;
     } else if (a[0] == '-' && a[1]) {
@@ -275,12 +279,12 @@ static int cmd_tune(int argc, char **argv) {
     fprintf(stderr, "hkc tune: %s needs a value\n", a);
     return 2;
   }
-  if (!opt.out_path) {
+  if (!opt.out_path && !opt.dry_run) {
     fprintf(stderr, "hkc tune: no output given (-o DB)\n%s", k_tune_usage);
     return 2;
   }
   if (merging) {
-    if (n_merge == 0 || opt.spec_path || opt.target) {
+    if (n_merge == 0 || opt.spec_path || opt.target || !opt.out_path) {
       fprintf(stderr, "hkc tune --merge: give only database files and -o\n");
       return 2;
     }

@@ -238,6 +238,7 @@ typedef struct hkc_tune_run_options {
   int jobs, no_cache;
   const char *cache_dir;
   int quiet;
+  int dry_run;             /* compile, prune and rank only: print the model's ranking, no runs, no database */
 } hkc_tune_run_options_t;
 int hkc_tune_run(const hkc_tune_run_options_t *options);
 

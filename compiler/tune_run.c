@@ -460,6 +460,29 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
       if (tc->cands[j].cfg.is_default && !tc->cands[j].pruned) tc->def = j;
   }
 
+  if (o->dry_run) { /* the model's ranking, nothing run */
+    for (size_t c = 0; c < n_classes; c++) {
+      tune_class_t *tc = &classes[c];
+      char sig[160];
+      hkc_tune_signature(&tc->key, tc->shape, sig, sizeof sig);
+      int pruned = 0;
+      for (int j = 0; j < tc->n_cands; j++) pruned += tc->cands[j].pruned != NULL;
+      printf("%s (%s): %d candidate(s), %d pruned\n", sig, tc->nodes, tc->n_cands, pruned);
+      const double flops = 2.0 * (double)tc->shape.m * (double)tc->shape.n * (double)tc->shape.k;
+      for (int r = 0; r < tc->n_order && r < top; r++) {
+        const hkc_tune_cand_t *cand = &tc->cands[tc->order[r]];
+        if (arch)
+          printf("  %2d. %-14s %-28s %9.2f us %7.1f TFLOP/s  %-9s tiles %-6lld %u/SM%s\n", r + 1, cand->cfg.variant,
+                 cand->cfg.tune, cand->est.seconds * 1e6, flops / cand->est.seconds / 1e12, cand->est.limiter,
+                 (long long)cand->est.tiles, cand->per_cu, cand->cfg.is_default ? "  (default)" : "");
+        else
+          printf("  %2d. %-14s %s%s\n", r + 1, cand->cfg.variant, cand->cfg.tune, cand->cfg.is_default ? "  (default)" : "");
+      }
+    }
+    rc = 0;
+    goto done;
+  }
+
   /* 3. measure */
   const int units = hkc_tune_units(arch);
   char toolchain[160];
