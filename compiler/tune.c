@@ -414,8 +414,9 @@ int hkc_tuner_choose(hkc_tuner_t *tuner, const char *target, const hkc_gpu_arch_
                      size_t n) {
   const char *db_target = arch ? arch->name : hkc_host_target_name();
   const int units = hkc_tune_units(arch);
-  char toolchain[160];
-  hkc_tune_toolchain(arch, toolchain, sizeof toolchain);
+  char toolchain[160] = "";
+  if (tuner->db) hkc_tune_toolchain(arch, toolchain, sizeof toolchain); /* the host's runs `cc --version` */
+  size_t from_db = 0;
   size_t *pending = calloc(n ? n : 1, sizeof *pending);
   size_t n_pending = 0;
   if (!pending) {
@@ -436,12 +437,27 @@ int hkc_tuner_choose(hkc_tuner_t *tuner, const char *target, const hkc_gpu_arch_
       if (e && hkc_tune_lookup_cfg(arch, &l->key, e->variant, e->params, &cfg) == 0) {
         hkc_tune_apply(arch, &l->key, &cfg);
         l->source = HKC_TUNE_SRC_DB;
+        from_db++;
         continue;
       }
       if (e) warn_entry(tuner, e, "the configuration is not legal for this kernel and target");
     }
     if (tuner->mode == HKC_TUNE_MODEL) pending[n_pending++] = i;
   }
+  /* entries for this target that another toolchain or SM/CU count made are not used: say so */
+  size_t other = 0;
+  const hkc_tune_entry_t *example = NULL;
+  for (size_t i = 0; tuner->db && !from_db && i < tuner->db->n; i++) {
+    const hkc_tune_entry_t *e = &tuner->db->entries[i];
+    if (strcmp(e->target, db_target) == 0 && (e->units != units || strcmp(e->toolchain, toolchain) != 0)) {
+      other++;
+      if (!example) example = e;
+    }
+  }
+  if (other)
+    hkc_warning((hkc_loc_t){0}, "%s: the tuning database has %zu entr%s made with %s on %d units (e.g. %s:%d); this "
+                "build uses %s on %d: not used (tune again with this toolchain)", target, other, other == 1 ? "y" : "ies",
+                example->toolchain, example->units, example->file, example->line, toolchain, units);
   int rc = 0;
   if (n_pending) {
     warn_env_overrides();
