@@ -170,10 +170,6 @@ void hkc_tune_cand_resources(const hkc_gpu_arch_t *arch, hkc_tune_cand_t *cand, 
 
 static int epilogue_tensors(const hkc_kernel_key_t *key) { return (key->has_residual ? 1 : 0) + (key->has_mul ? 1 : 0); }
 
-typedef struct rank_ctx {
-  const hkc_tune_cand_t *cands;
-} rank_ctx_t;
-
 static int better(const hkc_tune_cand_t *a, int ia, const hkc_tune_cand_t *b, int ib) {
   if (a->est.seconds != b->est.seconds) return a->est.seconds < b->est.seconds;
   if (a->shared != b->shared) return a->shared < b->shared;

@@ -478,6 +478,14 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
         else
           printf("  %2d. %-14s %s%s\n", r + 1, cand->cfg.variant, cand->cfg.tune, cand->cfg.is_default ? "  (default)" : "");
       }
+      int shown = 0; /* the default, when it is not among the top */
+      for (int r = 0; r < tc->n_order && r < top; r++) shown |= tc->order[r] == tc->def;
+      if (arch && tc->def >= 0 && !shown) {
+        const hkc_tune_cand_t *cand = &tc->cands[tc->def];
+        printf("   -  %-14s %-28s %9.2f us %7.1f TFLOP/s  %-9s tiles %-6lld %u/SM  (default)\n", cand->cfg.variant,
+               cand->cfg.tune, cand->est.seconds * 1e6, flops / cand->est.seconds / 1e12, cand->est.limiter,
+               (long long)cand->est.tiles, cand->per_cu);
+      }
     }
     rc = 0;
     goto done;
