@@ -329,7 +329,9 @@ char *hkc_tune_db_format(const hkc_tune_db_t *db) {
   for (size_t i = 0; i < db->n; i++) {
     const hkc_tune_entry_t *e = sorted[i];
     hkc_sb_printf(&sb, "%s | %d | %s | ", e->target, e->units, e->toolchain);
-    hkc_sb_printf(&sb, "%s | %s | %s | %.2f us\n", e->signature, e->variant, e->params, e->time_us);
+    /* two decimals (diff-friendly); %g below 0.01 us, which two decimals would turn into 0 */
+    hkc_sb_printf(&sb, e->time_us >= 0.01 ? "%s | %s | %s | %.2f us\n" : "%s | %s | %s | %g us\n", e->signature,
+                  e->variant, e->params, e->time_us);
   }
   free(sorted);
   if (sb.failed) {
