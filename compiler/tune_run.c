@@ -356,6 +356,49 @@ static int host_compile(hkc_kernel_out_t *k, void **out_code, size_t *out_size) 
 
 static double ratio_pct(double num, double den) { return den > 0 && num > 0 ? 100.0 * num / den : 0; }
 
+/* Whether this machine runs the target: one candidate (a class's first, its default)
+ * compiled, packed and given a session. 0, or -1 after reporting why not (no GPU, no
+ * driver, another GPU) -- before minutes of compiling for nothing. */
+static int runnable(const hkc_tune_run_options_t *o, const hkc_spec_t *spec, const hkc_gpu_arch_t *arch,
+                    const tune_class_t *tc) {
+  hkc_kernel_out_t kernel;
+  memset(&kernel, 0, sizeof kernel);
+  kernel.key = tc->cands[0].key;
+  hkc_kernel_key_name(&kernel.key, kernel.name, sizeof kernel.name);
+  hkc_compile_item_t item = {.target = o->target, .arch = arch, .kernel = &kernel};
+  if (hkc_compile_gpu_items(&item, 1, 1, o->no_cache, o->cache_dir, 0) != 0) {
+    hkc_error((hkc_loc_t){0}, "tune: %s did not compile for %s:\n%s", kernel.name, o->target,
+              item.result.log ? item.result.log : "(no log)");
+    hkc_rtc_result_free(&item.result);
+    return -1;
+  }
+  mini_t m;
+  void *data = NULL;
+  size_t size = 0;
+  int rc = -1;
+  kernel.vgprs = item.result.vgprs;
+  kernel.wave_size = arch->wave_size;
+  if (mini_init(&m, spec, tc->node, tc->bucket) == 0 &&
+      mini_pack(&m, o->target, arch, &kernel, item.result.code, item.result.code_size, &data, &size) == 0) {
+    hk_pack_t *pack = NULL;
+    hk_session_t *s = NULL;
+    const char *colon = strchr(o->target, ':');
+    char target[64];
+    snprintf(target, sizeof target, "%.*s", colon ? (int)(colon - o->target) : (int)strlen(o->target), o->target);
+    if (hk_pack_open_memory(data, size, NULL, &pack) == HK_OK &&
+        hk_session_create(pack, &(hk_session_options_t){.batch = 1, .target = target}, &s) == HK_OK)
+      rc = 0;
+    else
+      hkc_error((hkc_loc_t){0}, "tune: this machine cannot run %s: %s (measured tuning runs where the GPU is; "
+                "--dry-run ranks without one)", o->target, hk_last_error());
+    hk_session_destroy(s);
+    hk_pack_destroy(pack);
+  }
+  free(data);
+  hkc_rtc_result_free(&item.result);
+  return rc;
+}
+
 int hkc_tune_run(const hkc_tune_run_options_t *o) {
   hkc_spec_t *spec = NULL;
   tune_class_t *classes = NULL;
@@ -423,7 +466,9 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
     }
   if (!o->quiet) fprintf(stderr, "hkc tune: %s for %s: %zu launch class(es)\n", spec->name, o->target, n_classes);
 
-  /* 2. compile every candidate of every distinct key (GPU), prune, rank */
+  /* 2. compile every candidate of every distinct key (GPU), prune, rank -- after checking,
+   * with the first class's default, that this machine runs the target at all */
+  if (arch && !o->dry_run && n_classes && classes[0].n_cands && runnable(o, spec, arch, &classes[0]) != 0) goto done;
   if (arch) {
     size_t cap = 0;
     for (size_t c = 0; c < n_classes; c++) cap += (size_t)classes[c].n_cands;
@@ -461,6 +506,7 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
   }
 
   if (o->dry_run) { /* the model's ranking, nothing run */
+    const char *unit = arch && arch->kind == HK_TARGET_HIP ? "CU" : "SM";
     for (size_t c = 0; c < n_classes; c++) {
       tune_class_t *tc = &classes[c];
       char sig[160];
@@ -472,9 +518,9 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
       for (int r = 0; r < tc->n_order && r < top; r++) {
         const hkc_tune_cand_t *cand = &tc->cands[tc->order[r]];
         if (arch)
-          printf("  %2d. %-14s %-28s %9.2f us %7.1f TFLOP/s  %-9s tiles %-6lld %u/SM%s\n", r + 1, cand->cfg.variant,
+          printf("  %2d. %-14s %-28s %9.2f us %7.1f TFLOP/s  %-9s tiles %-6lld %u/%s%s\n", r + 1, cand->cfg.variant,
                  cand->cfg.tune, cand->est.seconds * 1e6, flops / cand->est.seconds / 1e12, cand->est.limiter,
-                 (long long)cand->est.tiles, cand->per_cu, cand->cfg.is_default ? "  (default)" : "");
+                 (long long)cand->est.tiles, cand->per_cu, unit, cand->cfg.is_default ? "  (default)" : "");
         else
           printf("  %2d. %-14s %s%s\n", r + 1, cand->cfg.variant, cand->cfg.tune, cand->cfg.is_default ? "  (default)" : "");
       }
@@ -482,9 +528,9 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
       for (int r = 0; r < tc->n_order && r < top; r++) shown |= tc->order[r] == tc->def;
       if (arch && tc->def >= 0 && !shown) {
         const hkc_tune_cand_t *cand = &tc->cands[tc->def];
-        printf("   -  %-14s %-28s %9.2f us %7.1f TFLOP/s  %-9s tiles %-6lld %u/SM  (default)\n", cand->cfg.variant,
+        printf("   -  %-14s %-28s %9.2f us %7.1f TFLOP/s  %-9s tiles %-6lld %u/%s  (default)\n", cand->cfg.variant,
                cand->cfg.tune, cand->est.seconds * 1e6, flops / cand->est.seconds / 1e12, cand->est.limiter,
-               (long long)cand->est.tiles, cand->per_cu);
+               (long long)cand->est.tiles, cand->per_cu, unit);
       }
     }
     rc = 0;

@@ -140,6 +140,13 @@ else
   k1=$(grep -E "^    #0 +g_plain " "$work/nvdb.txt" | head -n1 | awk '{print $3}')
   gemm_lines "$work/nvdb.txt" | grep -E "^  $k1 " | grep -q "kernel=gemm_mma cfg=bm=64,bn=64,wm=2,wn=2,st=3 src=db" \
     && ok "sm_90a: the database entry wins over the model" || { bad "sm_90a db"; gemm_lines "$work/nvdb.txt"; }
+  if ! ldconfig -p 2>/dev/null | grep -q "libcuda.so.1 "; then
+    set +e
+    "$HKC" tune "$spec" --target sm_90a -o "$work/nogpu.db" >"$work/nogpu.out" 2>&1; rc=$?
+    set -e
+    [ $rc -eq 1 ] && grep -q "this machine cannot run sm_90a" "$work/nogpu.out" && [ ! -e "$work/nogpu.db" ] \
+      && ok "hkc tune without the GPU: a clear error before compiling the space" || { bad "tune without a GPU (rc $rc)"; cat "$work/nogpu.out"; }
+  fi
 fi
 if grep -q "^AMD (gfx):     unavailable" "$work/targets.txt"; then
   echo "SKIPPED (AMD part): hiprtc unavailable"
@@ -149,6 +156,11 @@ else
   n_model=$(gemm_lines "$work/amd.txt" | grep -c "kernel=gemm_mfma cfg=bm=[0-9]*,bn=[0-9]*,bk=[0-9]* src=model" || true)
   [ "$n_model" -ge 5 ] && ! gemm_lines "$work/amd.txt" | grep -q SPILLS \
     && ok "gfx90a: $n_model gemm_mfma kernels chosen by the model, none spills" || { bad "gfx90a model"; gemm_lines "$work/amd.txt"; }
+  # the whole space compiled and ranked, no GPU needed
+  "$HKC" tune "$spec" --target gfx90a --dry-run --top 3 >"$work/dry.txt" 2>"$work/dry.err"
+  [ "$(grep -c "^gemm bf16 m=" "$work/dry.txt")" -eq 10 ] && grep -q "0 failed" "$work/dry.err" \
+    && grep -Eq "^ +1\. gemm_mfma +bm=[0-9]+,bn=[0-9]+,bk=[0-9]+ +[0-9.]+ us" "$work/dry.txt" \
+    && ok "gfx90a --dry-run: 10 launch classes ranked, every candidate compiled" || { bad "gfx90a dry run"; cat "$work/dry.txt" "$work/dry.err"; }
 fi
 
 [ $fail -eq 0 ] && echo "tune: all checks passed"
