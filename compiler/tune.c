@@ -222,6 +222,39 @@ int hkc_tune_rank(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_t
   return m;
 }
 
+int hkc_tune_model_choice(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tune_shape_t shape,
+                          const hkc_tune_cand_t *cands, int n, int verify) {
+  if (n <= 0) return -1;
+  hkc_tune_cand_t *est = calloc((size_t)n, sizeof *est), *sub = calloc((size_t)n, sizeof *sub);
+  int *order = calloc((size_t)n, sizeof *order), *sub_order = calloc((size_t)n, sizeof *sub_order);
+  int *map = calloc((size_t)n, sizeof *map);
+  int pick = -1;
+  if (est && sub && order && sub_order && map) {
+    for (int i = 0; i < n; i++) { /* as the build starts: estimated resources */
+      est[i] = cands[i];
+      est[i].compiled = 0;
+      est[i].pruned = NULL;
+      est[i].regs = cands[i].cfg.regs;
+      est[i].agprs = est[i].sgprs = 0;
+      est[i].shared = cands[i].cfg.shared_bytes;
+    }
+    int m = hkc_tune_rank(arch, key, shape, est, n, order);
+    int k = 0;
+    for (int r = 0; r < m && r < (verify > 0 ? verify : 3); r++) {
+      map[k] = order[r];
+      sub[k++] = cands[order[r]]; /* then their compiled resources */
+    }
+    m = hkc_tune_rank(arch, key, shape, sub, k, sub_order);
+    if (m > 0) pick = map[sub_order[0]];
+  }
+  free(est);
+  free(sub);
+  free(order);
+  free(sub_order);
+  free(map);
+  return pick;
+}
+
 /* ---- the tuner: per-launch choices of a build -------------------------------------------------- */
 /* A compiled candidate kept for the build (hkc_tuner_take). */
 typedef struct kept_code {

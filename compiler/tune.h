@@ -206,6 +206,11 @@ void hkc_tune_cand_resources(const hkc_gpu_arch_t *arch, hkc_tune_cand_t *cand, 
  * targets (arch NULL) keep enumeration order. Returns the number ranked. */
 int hkc_tune_rank(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tune_shape_t shape, hkc_tune_cand_t *cands,
                   int n, int *order);
+/* The choice `hkc build --tune model` makes for a launch, from every candidate's compiled
+ * resources (cands as hkc_tune_cand_resources left them): the top `verify` (0 = 3) by
+ * estimated resources, ranked again with their compiled ones. Index into cands, or -1. */
+int hkc_tune_model_choice(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tune_shape_t shape,
+                          const hkc_tune_cand_t *cands, int n, int verify);
 /* The C compiler's version line (rtc_host.c), as hkc_rtc_host_compile reports it;
  * "unknown" when it cannot be run. Static; thread-safe. */
 const char *hkc_rtc_host_version(void);

@@ -500,9 +500,11 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
   for (size_t c = 0; c < n_classes; c++) {
     tune_class_t *tc = &classes[c];
     tc->n_order = hkc_tune_rank(arch, &tc->key, tc->shape, tc->cands, tc->n_cands, tc->order);
-    if (tc->n_order > 0) tc->model = tc->order[0];
+    /* what `hkc build --tune model` would take (it compiles only its estimated top 3) */
+    tc->model = hkc_tune_model_choice(arch, &tc->key, tc->shape, tc->cands, tc->n_cands, 0);
     for (int j = 0; j < tc->n_cands; j++)
       if (tc->cands[j].cfg.is_default && !tc->cands[j].pruned) tc->def = j;
+    if (tc->model < 0) tc->model = tc->def; /* the build falls back to the default */
   }
 
   if (o->dry_run) { /* the model's ranking, nothing run */
@@ -515,22 +517,31 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
       for (int j = 0; j < tc->n_cands; j++) pruned += tc->cands[j].pruned != NULL;
       printf("%s (%s): %d candidate(s), %d pruned\n", sig, tc->nodes, tc->n_cands, pruned);
       const double flops = 2.0 * (double)tc->shape.m * (double)tc->shape.n * (double)tc->shape.k;
+      /* the top, then the default and the build's choice when they are not among it */
+      int list[HKC_TUNE_MAX_CANDIDATES + 2], ranks[HKC_TUNE_MAX_CANDIDATES + 2], n_list = 0, shown_def = 0, shown_model = 0;
       for (int r = 0; r < tc->n_order && r < top; r++) {
-        const hkc_tune_cand_t *cand = &tc->cands[tc->order[r]];
-        if (arch)
-          printf("  %2d. %-14s %-28s %9.2f us %7.1f TFLOP/s  %-9s tiles %-6lld %u/%s%s\n", r + 1, cand->cfg.variant,
-                 cand->cfg.tune, cand->est.seconds * 1e6, flops / cand->est.seconds / 1e12, cand->est.limiter,
-                 (long long)cand->est.tiles, cand->per_cu, unit, cand->cfg.is_default ? "  (default)" : "");
-        else
-          printf("  %2d. %-14s %s%s\n", r + 1, cand->cfg.variant, cand->cfg.tune, cand->cfg.is_default ? "  (default)" : "");
+        shown_def |= tc->order[r] == tc->def;
+        shown_model |= tc->order[r] == tc->model;
+        ranks[n_list] = r + 1;
+        list[n_list++] = tc->order[r];
       }
-      int shown = 0; /* the default, when it is not among the top */
-      for (int r = 0; r < tc->n_order && r < top; r++) shown |= tc->order[r] == tc->def;
-      if (arch && tc->def >= 0 && !shown) {
-        const hkc_tune_cand_t *cand = &tc->cands[tc->def];
-        printf("   -  %-14s %-28s %9.2f us %7.1f TFLOP/s  %-9s tiles %-6lld %u/%s  (default)\n", cand->cfg.variant,
-               cand->cfg.tune, cand->est.seconds * 1e6, flops / cand->est.seconds / 1e12, cand->est.limiter,
-               (long long)cand->est.tiles, cand->per_cu, unit);
+      if (!shown_def && tc->def >= 0) ranks[n_list] = 0, list[n_list++] = tc->def;
+      if (!shown_model && tc->model >= 0 && tc->model != tc->def) ranks[n_list] = 0, list[n_list++] = tc->model;
+      for (int i = 0; i < n_list; i++) {
+        const int j = list[i];
+        const hkc_tune_cand_t *cand = &tc->cands[j];
+        char pos[8];
+        snprintf(pos, sizeof pos, ranks[i] ? "%2d." : " - ", ranks[i]);
+        const char *mark = j == tc->model && j == tc->def ? "  (default, build's choice)"
+                           : j == tc->model            ? "  (build's choice)"
+                           : j == tc->def              ? "  (default)"
+                                                       : "";
+        if (arch)
+          printf("  %s %-14s %-28s %9.2f us %7.1f TFLOP/s  %-9s tiles %-6lld %u/%s%s\n", pos, cand->cfg.variant,
+                 cand->cfg.tune, cand->est.seconds * 1e6, flops / cand->est.seconds / 1e12, cand->est.limiter,
+                 (long long)cand->est.tiles, cand->per_cu, unit, mark);
+        else
+          printf("  %s %-14s %s%s\n", pos, cand->cfg.variant, cand->cfg.tune, mark);
       }
     }
     rc = 0;
@@ -546,10 +557,14 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
     char sig[160];
     hkc_tune_signature(&tc->key, tc->shape, sig, sizeof sig);
     /* the measured set: default first (the reference), then the ranking's top, the model's pick */
-    int set[HKC_TUNE_MAX_CANDIDATES + 2], n_set = 0;
+    int set[HKC_TUNE_MAX_CANDIDATES + 2], n_set = 0, has_model = tc->model < 0 || tc->model == tc->def;
     if (tc->def >= 0) set[n_set++] = tc->def;
     for (int r = 0; r < tc->n_order && r < top; r++)
-      if (tc->order[r] != tc->def) set[n_set++] = tc->order[r];
+      if (tc->order[r] != tc->def) {
+        set[n_set++] = tc->order[r];
+        has_model |= tc->order[r] == tc->model;
+      }
+    if (!has_model) set[n_set++] = tc->model;
     if (!o->quiet) fprintf(stderr, "[%zu/%zu] %s (%s): %d candidate(s), %d after pruning, measuring %d\n", c + 1,
                            n_classes, sig, tc->nodes, tc->n_cands, tc->n_order, n_set);
     mini_t m;
