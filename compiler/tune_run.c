@@ -23,10 +23,12 @@
  * to --report FILE (Markdown).
  */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gpu_variant.h"
 #include "hk/hkrt.h"
@@ -38,6 +40,24 @@
 #define TUNE_SAMPLE_SECONDS 1e-3 /* a sample's length: launch overhead amortized, noise averaged */
 #define TUNE_MAX_REPS 1000
 #define TUNE_MAX_CLASSES 4096
+/* A candidate that has not finished its runs after this long hangs (the slowest launch of
+ * the issue's shapes takes ~2 ms; a candidate's runs ~50 of them): stop with its name
+ * instead of waiting for the machine's limit. The database written so far stays. */
+#define TUNE_WATCHDOG_SECONDS 120
+
+static char g_watch_label[256]; /* the candidate running, for the watchdog's message */
+
+static void watchdog(int sig) {
+  (void)sig;
+  static const char head[] = "\nhkc tune: candidate ", tail[] = " did not finish its runs within the watchdog's "
+                                                                  "time (a hang?); stopped. The database holds the "
+                                                                  "launches tuned before it.\n";
+  ssize_t w = write(2, head, sizeof head - 1);
+  w = write(2, g_watch_label, strnlen(g_watch_label, sizeof g_watch_label));
+  w = write(2, tail, sizeof tail - 1);
+  (void)w;
+  _exit(3);
+}
 
 /* One launch class: the first launch that has it and everything measured for it. */
 typedef struct tune_class {
@@ -604,7 +624,11 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
         tc->time_us[set[s]] = -1;
         continue;
       }
+      snprintf(g_watch_label, sizeof g_watch_label, "%s %s for %s", cand->cfg.variant, cand->cfg.tune, sig);
+      signal(SIGALRM, watchdog);
+      alarm(TUNE_WATCHDOG_SECONDS);
       double us = measure(o, &bufs, &m, label, data, size, tc->shape.k);
+      alarm(0);
       tc->time_us[set[s]] = us;
       if (us > 0 && (tc->best < 0 || us < tc->time_us[tc->best])) tc->best = set[s];
       if (!o->quiet) fprintf(stderr, "    %-14s %-28s %10.2f us%s\n", cand->cfg.variant, cand->cfg.tune, us,
@@ -620,6 +644,7 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
                           .toolchain = toolchain, .signature = sig, .variant = (char *)best->cfg.variant,
                           .params = (char *)best->cfg.tune, .time_us = tc->time_us[tc->best]};
     if (hkc_tune_db_put(&db, &e, 1) < 0) goto oom;
+    if (hkc_tune_db_write(&db, o->out_path) != 0) goto done; /* so far: a later hang or crash keeps these */
   }
 
   /* 4. the database and the table */
