@@ -16,6 +16,7 @@
 
 #include "gpu_variant.h"
 #include "hkc.h"
+#include "tune.h"
 
 typedef enum { FAMILY_HOST, FAMILY_HIP, FAMILY_CUDA, FAMILY_UNKNOWN } target_family_t;
 
@@ -29,16 +30,11 @@ typedef struct target_plan {
   target_family_t family;
   const hkc_gpu_arch_t *arch; /* GPU targets */
   hkc_target_out_t out;
-  uint32_t *node_kernel;      /* kernel index of each spec node */
+  uint32_t *node_kernel;      /* kernel index of each launch: [bucket * n_nodes + node] (tuning
+                                 may pick different kernels for one node in different buckets) */
 } target_plan_t;
 
-typedef struct compile_job {
-  target_plan_t *plan;
-  size_t kernel;
-  hkc_rtc_result_t result;
-  int rc;        /* 0 ok, -1 failed (result.log says why) */
-  int cached;
-} compile_job_t;
+typedef hkc_compile_item_t compile_job_t; /* tune.h: one GPU kernel to compile */
 
 typedef struct pool {
   compile_job_t *jobs;
@@ -65,39 +61,86 @@ static void target_out_free(hkc_target_out_t *t) {
   memset(t, 0, sizeof *t);
 }
 
-/* Collects the distinct kernels the spec needs; node_kernel[i] = kernel index of node i. */
-static int collect_kernels(const hkc_spec_t *spec, hkc_target_out_t *t, uint32_t *node_kernel) {
+/* The kernel's variant and, for a tunable kernel, its configuration and where the choice
+ * came from ("src=db+model": the sources of every launch using it), appended to params. */
+static void describe_tuning(const target_plan_t *plan, hkc_kernel_out_t *ko, int tunable, unsigned sources) {
+  size_t len = strlen(ko->params);
+  const hkc_gpu_variant_t *v = plan->arch ? hkc_gpu_variant_for(plan->arch, &ko->key) : NULL;
+  if (plan->arch) len += (size_t)snprintf(ko->params + len, sizeof ko->params - len, " kernel=%s", v ? v->name : "simple");
+  if (!tunable || len >= sizeof ko->params) return;
+  hkc_tile_cfg_t cfg;
+  const char *params = ko->key.tune;
+  if (!params[0] && hkc_tune_lookup_cfg(plan->arch, &ko->key, plan->arch ? (v ? v->name : "") : "host_gemm", "", &cfg) == 0)
+    params = cfg.tune;
+  len += (size_t)snprintf(ko->params + len, sizeof ko->params - len, " cfg=%s src=", params[0] ? params : "default");
+  int first = 1;
+  for (int s = HKC_TUNE_SRC_DB; s >= HKC_TUNE_SRC_DEFAULT && len < sizeof ko->params; s--)
+    if (sources & (1u << s)) {
+      len += (size_t)snprintf(ko->params + len, sizeof ko->params - len, "%s%s", first ? "" : "+",
+                              hkc_tune_source_name((hkc_tune_source_t)s));
+      first = 0;
+    }
+}
+
+/* Collects the distinct kernels the spec needs over every batch bucket, with the tuner's
+ * choice per launch; node_kernel[b * n_nodes + i] = kernel index of node i in bucket b.
+ * Kernels are numbered in first-use order (bucket-major), so the result is deterministic. */
+static int collect_kernels(const hkc_spec_t *spec, target_plan_t *plan, hkc_tuner_t *tuner) {
+  hkc_target_out_t *t = &plan->out;
+  const size_t n_launches = (size_t)spec->n_batch * spec->n_nodes;
+  hkc_tune_launch_t *launches = calloc(n_launches ? n_launches : 1, sizeof *launches);
+  unsigned *sources = NULL;
+  int *tunable = NULL;
   size_t cap = 0;
-  for (size_t i = 0; i < spec->n_nodes; i++) {
-    hkc_kernel_key_t key;
+  int rc = -1;
+  if (!launches) return -1;
+  for (size_t l = 0; l < n_launches; l++) {
     hkc_arg_t args[HKC_MAX_ARGS];
-    if (hkc_lower_node(spec, i, spec->batch_sizes[0], &key, args) < 0) return -1;
-    if (t->kind == HK_TARGET_HOST) key.align = key.head_dim = 0; /* one host kernel serves every shape */
+    int n_args = hkc_lower_node(spec, l % spec->n_nodes, spec->batch_sizes[l / spec->n_nodes], &launches[l].key, args);
+    if (n_args < 0) goto done;
+    if (t->kind == HK_TARGET_HOST) launches[l].key.align = launches[l].key.head_dim = 0; /* one host kernel serves every shape */
+    launches[l].tunable = hkc_tune_shape_of(&launches[l].key, args, (uint32_t)n_args, &launches[l].shape);
+  }
+  if (hkc_tuner_choose(tuner, plan->name, plan->arch, launches, n_launches) != 0) goto done;
+  sources = calloc(n_launches ? n_launches : 1, sizeof *sources);
+  tunable = calloc(n_launches ? n_launches : 1, sizeof *tunable);
+  if (!sources || !tunable) goto done;
+  for (size_t l = 0; l < n_launches; l++) {
+    const hkc_kernel_key_t *key = &launches[l].key;
     size_t k = 0;
-    while (k < t->n_kernels && !hkc_kernel_key_equal(&t->kernels[k].key, &key)) k++;
+    while (k < t->n_kernels && !hkc_kernel_key_equal(&t->kernels[k].key, key)) k++;
     if (k == t->n_kernels) {
-      if (hkc_reserve((void **)&t->kernels, &cap, k + 1, sizeof *t->kernels) != 0) return -1;
+      if (hkc_reserve((void **)&t->kernels, &cap, k + 1, sizeof *t->kernels) != 0) goto done;
       hkc_kernel_out_t *ko = &t->kernels[k];
       memset(ko, 0, sizeof *ko);
-      ko->key = key;
-      hkc_kernel_key_name(&key, ko->name, sizeof ko->name);
-      snprintf(ko->params, sizeof ko->params, "op=%s dtype=%s%s%s%s%s%s%s%s%s%s%s", hkc_op_name(key.op),
-               hkc_dtype_name(key.dtype), key.op == HK_OP_GEMM ? " act=" : "",
-               key.op == HK_OP_GEMM ? hkc_act_name(key.act) : "", key.has_bias ? " bias" : "",
-               key.has_mul ? " mul" : "", key.has_residual ? " residual" : "", key.trans_b ? " trans_b" : "",
-               key.has_add ? " add" : "", key.has_sum ? " sum" : "", key.program[0] ? " program=" : "",
-               key.program);
+      ko->key = *key;
+      hkc_kernel_key_name(key, ko->name, sizeof ko->name);
+      snprintf(ko->params, sizeof ko->params, "op=%s dtype=%s%s%s%s%s%s%s%s%s%s%s", hkc_op_name(key->op),
+               hkc_dtype_name(key->dtype), key->op == HK_OP_GEMM ? " act=" : "",
+               key->op == HK_OP_GEMM ? hkc_act_name(key->act) : "", key->has_bias ? " bias" : "",
+               key->has_mul ? " mul" : "", key->has_residual ? " residual" : "", key->trans_b ? " trans_b" : "",
+               key->has_add ? " add" : "", key->has_sum ? " sum" : "", key->program[0] ? " program=" : "",
+               key->program);
       ko->wave_size = 1;
       t->n_kernels++;
     }
-    node_kernel[i] = (uint32_t)k;
+    sources[k] |= 1u << launches[l].source;
+    tunable[k] |= launches[l].tunable;
+    plan->node_kernel[l] = (uint32_t)k;
   }
-  return 0;
+  for (size_t k = 0; k < t->n_kernels; k++) describe_tuning(plan, &t->kernels[k], tunable[k], sources[k]);
+  rc = 0;
+done:
+  free(launches);
+  free(sources);
+  free(tunable);
+  return rc;
 }
 
 /* Plans one batch bucket: memory, dependencies and the launch of every node, with each
  * launch's cost (cost.c) and the number of spec nodes it computes. */
-static int build_graph(const hkc_spec_t *spec, const target_plan_t *plan, int64_t batch, hkc_graph_out_t *g) {
+static int build_graph(const hkc_spec_t *spec, const target_plan_t *plan, int bucket, hkc_graph_out_t *g) {
+  const int64_t batch = spec->batch_sizes[bucket];
   g->batch = batch;
   g->placements = calloc(spec->n_tensors ? spec->n_tensors : 1, sizeof *g->placements);
   g->launches = calloc(spec->n_nodes, sizeof *g->launches);
@@ -117,17 +160,18 @@ static int build_graph(const hkc_spec_t *spec, const target_plan_t *plan, int64_
       return -1;
     }
     l->n_args = (uint32_t)n_args;
-    l->kernel = plan->node_kernel[i];
+    l->kernel = plan->node_kernel[(size_t)bucket * spec->n_nodes + i];
     /* A fused node is named for the spec nodes it computes ("fc2,res"), when that fits. */
     const hkc_node_t *node = &spec->nodes[i];
     l->node_name =
         node->fused_names && strlen(node->fused_names) <= HK_MAX_NAME_LEN ? node->fused_names : node->name;
     hkc_node_cost(spec, i, batch, &g->costs[i]);
     g->fused_counts[i] = node->n_fused > 0 ? node->n_fused : 1;
+    const hkc_kernel_key_t *kkey = &plan->out.kernels[l->kernel].key; /* with its tuning */
     if (plan->family == FAMILY_HOST)
-      hkc_host_launch_dims(&key, l->args, l->n_args, l->grid, l->block);
+      hkc_host_launch_dims(kkey, l->args, l->n_args, l->grid, l->block);
     else
-      hkc_gpu_launch_dims(plan->arch, &key, l->args, l->n_args, l->grid, l->block, &l->shared_bytes);
+      hkc_gpu_launch_dims(plan->arch, kkey, l->args, l->n_args, l->grid, l->block, &l->shared_bytes);
     uint32_t nd = deps.start[i + 1] - deps.start[i];
     if (nd) {
       l->deps = malloc(nd * sizeof *l->deps);
@@ -153,9 +197,9 @@ static const char *toolchain_version(target_family_t f) {
 #define HKC_CACHE_SCHEME "hkc-gpu-1"
 
 static void run_job(pool_t *pool, compile_job_t *job) {
-  target_plan_t *plan = job->plan;
-  hkc_kernel_out_t *k = &plan->out.kernels[job->kernel];
-  char *source = hkc_codegen_gpu(plan->arch, k);
+  hkc_kernel_out_t *k = job->kernel;
+  const target_family_t family = job->arch->kind == HK_TARGET_HIP ? FAMILY_HIP : FAMILY_CUDA;
+  char *source = hkc_codegen_gpu(job->arch, k);
   job->rc = -1;
   if (!source) {
     job->result.log = hkc_strdup("out of memory generating the kernel source");
@@ -163,13 +207,13 @@ static void run_job(pool_t *pool, compile_job_t *job) {
   }
   k->source_hash = hkc_hash64(source, strlen(source));
   char key[33];
-  hkc_cache_key(source, HKC_CACHE_SCHEME, plan->name, toolchain_version(plan->family), key);
+  hkc_cache_key(source, HKC_CACHE_SCHEME, job->target, toolchain_version(family), key);
   if (pool->cache && hkc_cache_get(pool->cache, key, &job->result) == 0) {
     job->rc = 0;
     job->cached = 1;
   } else {
-    job->rc = plan->family == FAMILY_HIP ? hkc_hiprtc_compile(source, k->name, plan->name, &job->result)
-                                         : hkc_nvrtc_compile(source, k->name, plan->arch->name, &job->result);
+    job->rc = family == FAMILY_HIP ? hkc_hiprtc_compile(source, k->name, job->target, &job->result)
+                                   : hkc_nvrtc_compile(source, k->name, job->arch->name, &job->result);
     if (job->rc == 0 && pool->cache) hkc_cache_put(pool->cache, key, &job->result);
   }
   free(source);
@@ -185,8 +229,8 @@ static void *worker(void *arg) {
     size_t done = atomic_fetch_add(&pool->done, 1) + 1;
     if (pool->progress) {
       pthread_mutex_lock(&pool->print_lock);
-      fprintf(stderr, "\r\033[K[%zu/%zu] %s %s%s", done, pool->n_jobs, job->plan->out.kernels[job->kernel].name,
-              job->plan->name, job->cached ? " (cached)" : "");
+      fprintf(stderr, "\r\033[K[%zu/%zu] %s %s%s", done, pool->n_jobs, job->kernel->name, job->target,
+              job->cached ? " (cached)" : "");
       fflush(stderr);
       pthread_mutex_unlock(&pool->print_lock);
     }
@@ -219,18 +263,18 @@ static int compile_host(target_plan_t *plan) {
 }
 
 /* Concatenates a GPU target's per-kernel code objects and records their resources. */
-static int assemble_gpu(target_plan_t *plan, compile_job_t *jobs, size_t n_jobs) {
+static int assemble_gpu(target_plan_t *plan, compile_job_t *jobs, target_plan_t *const *owners, size_t n_jobs) {
   hkc_target_out_t *t = &plan->out;
   size_t total = 0;
   for (size_t j = 0; j < n_jobs; j++)
-    if (jobs[j].plan == plan) total = (total + HKC_CODE_ALIGN - 1) / HKC_CODE_ALIGN * HKC_CODE_ALIGN + jobs[j].result.code_size;
+    if (owners[j] == plan) total = (total + HKC_CODE_ALIGN - 1) / HKC_CODE_ALIGN * HKC_CODE_ALIGN + jobs[j].result.code_size;
   t->code = calloc(total ? total : 1, 1);
   if (!t->code) return -1;
   size_t at = 0;
   for (size_t j = 0; j < n_jobs; j++) {
-    if (jobs[j].plan != plan) continue;
+    if (owners[j] != plan) continue;
     const hkc_rtc_result_t *r = &jobs[j].result;
-    hkc_kernel_out_t *k = &t->kernels[jobs[j].kernel];
+    hkc_kernel_out_t *k = jobs[j].kernel;
     at = (at + HKC_CODE_ALIGN - 1) / HKC_CODE_ALIGN * HKC_CODE_ALIGN;
     memcpy((char *)t->code + at, r->code, r->code_size);
     k->code_offset = at;
@@ -278,62 +322,115 @@ static int finish_gpu_kernels(target_plan_t *plan, int werror_spills) {
   return rc;
 }
 
-/* Compiles every target's kernels: GPU kernels on the pool, the host TU meanwhile. */
-static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_options_t *options) {
+/* Starts the pool's threads (at most jobs, at most one per job); returns how many started. */
+static int pool_start(pool_t *pool, compile_job_t *jobs, size_t n_jobs, int n_threads, int no_cache,
+                      const char *cache_dir, pthread_t *threads) {
+  pool->jobs = jobs;
+  pool->n_jobs = n_jobs;
+  atomic_init(&pool->next, 0);
+  atomic_init(&pool->done, 0);
+  pthread_mutex_init(&pool->print_lock, NULL);
+  if (n_jobs && !no_cache) {
+    pool->cache = hkc_cache_open(cache_dir);
+    if (!pool->cache) hkc_warning((hkc_loc_t){0}, "compile cache unavailable; building without it");
+  }
+  int want = n_threads > 0 ? n_threads : default_jobs();
+  if (want > HKC_MAX_JOBS) want = HKC_MAX_JOBS;
+  if ((size_t)want > n_jobs) want = (int)n_jobs;
+  int started = 0;
+  for (; started < want; started++)
+    if (pthread_create(&threads[started], NULL, worker, pool) != 0) break;
+  return started;
+}
+
+/* Waits for the pool (compiling on this thread when none started) and releases it. */
+static void pool_finish(pool_t *pool, pthread_t *threads, int started) {
+  if (pool->n_jobs && started == 0) worker(pool); /* no threads: compile here */
+  for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
+  if (pool->progress && pool->n_jobs) fprintf(stderr, "\r\033[K");
+  hkc_cache_close(pool->cache);
+  pool->cache = NULL;
+  pthread_mutex_destroy(&pool->print_lock);
+}
+
+size_t hkc_compile_gpu_items(hkc_compile_item_t *items, size_t n, int jobs, int no_cache, const char *cache_dir,
+                             int progress) {
+  pool_t pool = {.progress = progress && isatty(2)};
+  pthread_t threads[HKC_MAX_JOBS];
+  int started = pool_start(&pool, items, n, jobs, no_cache, cache_dir, threads);
+  pool_finish(&pool, threads, started);
+  size_t failed = 0;
+  for (size_t i = 0; i < n; i++) failed += items[i].rc != 0;
+  return failed;
+}
+
+/* Compiles every target's kernels: GPU kernels on the pool (except those the tuner already
+ * compiled), the host TU meanwhile. */
+static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_options_t *options, hkc_tuner_t *tuner) {
   size_t n_jobs = 0;
   for (size_t p = 0; p < n_plans; p++)
     if (plans[p].family != FAMILY_HOST) n_jobs += plans[p].out.n_kernels;
-  pool_t pool = {.n_jobs = n_jobs, .progress = isatty(2) && !options->quiet};
-  pool.jobs = calloc(n_jobs ? n_jobs : 1, sizeof *pool.jobs);
-  if (!pool.jobs) return -1;
+  pool_t pool = {.progress = isatty(2) && !options->quiet};
+  compile_job_t *jobs = calloc(n_jobs ? n_jobs : 1, sizeof *jobs);
+  target_plan_t **owners = calloc(n_jobs ? n_jobs : 1, sizeof *owners);
+  if (!jobs || !owners) {
+    free(jobs);
+    free(owners);
+    return -1;
+  }
   size_t j = 0;
   for (size_t p = 0; p < n_plans; p++)
     if (plans[p].family != FAMILY_HOST)
-      for (size_t k = 0; k < plans[p].out.n_kernels; k++) pool.jobs[j++] = (compile_job_t){.plan = &plans[p], .kernel = k};
-  atomic_init(&pool.next, 0);
-  atomic_init(&pool.done, 0);
-  pthread_mutex_init(&pool.print_lock, NULL);
-  if (n_jobs && !options->no_cache) {
-    pool.cache = hkc_cache_open(options->cache_dir);
-    if (!pool.cache) hkc_warning((hkc_loc_t){0}, "compile cache unavailable; building without it");
+      for (size_t k = 0; k < plans[p].out.n_kernels; k++) {
+        owners[j] = &plans[p];
+        jobs[j] = (compile_job_t){.target = plans[p].name, .arch = plans[p].arch, .kernel = &plans[p].out.kernels[k]};
+        if (hkc_tuner_take(tuner, plans[p].name, jobs[j].kernel, &jobs[j].result, &jobs[j].cached)) jobs[j].rc = 0;
+        else jobs[j].rc = 1; /* to compile */
+        j++;
+      }
+  /* the pool compiles the rest: moved to the front, in order */
+  size_t n_todo = 0;
+  for (j = 0; j < n_jobs; j++)
+    if (jobs[j].rc == 1) n_todo++;
+  compile_job_t *todo = calloc(n_todo ? n_todo : 1, sizeof *todo);
+  if (!todo) {
+    free(jobs);
+    free(owners);
+    return -1;
   }
-  int jobs = options->jobs > 0 ? options->jobs : default_jobs();
-  if (jobs > HKC_MAX_JOBS) jobs = HKC_MAX_JOBS;
-  if ((size_t)jobs > n_jobs) jobs = (int)n_jobs;
+  for (size_t i = 0, t = 0; i < n_jobs; i++)
+    if (jobs[i].rc == 1) todo[t++] = jobs[i];
   pthread_t threads[HKC_MAX_JOBS];
-  int started = 0;
-  for (; started < jobs; started++)
-    if (pthread_create(&threads[started], NULL, worker, &pool) != 0) break;
+  int started = pool_start(&pool, todo, n_todo, options->jobs, options->no_cache, options->cache_dir, threads);
 
   int rc = 0;
   for (size_t p = 0; p < n_plans; p++)
     if (plans[p].family == FAMILY_HOST && compile_host(&plans[p]) != 0) rc = -1;
-  if (n_jobs && started == 0) worker(&pool); /* no threads: compile here */
-  for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
-  if (pool.progress && n_jobs) fprintf(stderr, "\r\033[K");
+  pool_finish(&pool, threads, started);
+  for (size_t i = 0, t = 0; i < n_jobs; i++)
+    if (jobs[i].rc == 1) jobs[i] = todo[t++];
+  free(todo);
 
   size_t cached = 0;
   for (j = 0; j < n_jobs; j++) {
-    compile_job_t *job = &pool.jobs[j];
+    compile_job_t *job = &jobs[j];
     cached += (size_t)job->cached;
     if (job->rc != 0) {
-      hkc_error((hkc_loc_t){0}, "kernel %s (op %s) for %s did not compile:\n%s", job->plan->out.kernels[job->kernel].name,
-                hkc_op_name(job->plan->out.kernels[job->kernel].key.op), job->plan->name,
-                job->result.log ? job->result.log : "(no log)");
+      hkc_error((hkc_loc_t){0}, "kernel %s (op %s) for %s did not compile:\n%s", job->kernel->name,
+                hkc_op_name(job->kernel->key.op), job->target, job->result.log ? job->result.log : "(no log)");
       rc = -1;
     }
   }
   for (size_t p = 0; rc == 0 && p < n_plans; p++)
-    if (plans[p].family != FAMILY_HOST && assemble_gpu(&plans[p], pool.jobs, n_jobs) != 0) {
+    if (plans[p].family != FAMILY_HOST && assemble_gpu(&plans[p], jobs, owners, n_jobs) != 0) {
       hkc_error((hkc_loc_t){0}, "out of memory assembling target %s", plans[p].name);
       rc = -1;
     }
   if (n_jobs && !options->quiet)
     printf("compiled %zu GPU kernel(s) on %d thread(s), %zu from the cache\n", n_jobs, started ? started : 1, cached);
-  for (j = 0; j < n_jobs; j++) hkc_rtc_result_free(&pool.jobs[j].result);
-  free(pool.jobs);
-  hkc_cache_close(pool.cache);
-  pthread_mutex_destroy(&pool.print_lock);
+  for (j = 0; j < n_jobs; j++) hkc_rtc_result_free(&jobs[j].result);
+  free(jobs);
+  free(owners);
   return rc;
 }
 
@@ -499,27 +596,31 @@ int hkc_build(const hkc_build_options_t *options) {
   hkc_target_out_t *outs = NULL;
   char *provenance = NULL;
   int rc = -1;
+  /* tuning: the databases (first wins), then the model or the defaults (tune.c) */
+  hkc_tune_db_t db = {0};
+  hkc_tuner_t *tuner = NULL;
+  for (size_t i = 0; i < options->n_tuning_dbs; i++)
+    if (hkc_tune_db_load(&db, options->tuning_dbs[i]) != 0) goto done;
+  tuner = hkc_tuner_create(options->tune_mode == HKC_TUNE_DEFAULT ? HKC_TUNE_DEFAULT : HKC_TUNE_MODEL,
+                           options->n_tuning_dbs ? &db : NULL, options->tune_verify, options->jobs, options->no_cache,
+                           options->cache_dir);
+  if (!tuner) goto fail;
   if (resolve_targets(spec, options->targets, &plans, &n_plans) != 0) goto done;
   for (size_t i = 0; i < n_plans; i++) {
     target_plan_t *p = &plans[i];
     name_target(p);
-    p->node_kernel = calloc(spec->n_nodes, sizeof *p->node_kernel);
-    if (!p->node_kernel || collect_kernels(spec, &p->out, p->node_kernel) != 0) goto fail;
-    for (size_t k = 0; p->arch && k < p->out.n_kernels; k++) {
-      hkc_kernel_out_t *ko = &p->out.kernels[k];
-      const hkc_gpu_variant_t *v = hkc_gpu_variant_for(p->arch, &ko->key);
-      size_t len = strlen(ko->params);
-      snprintf(ko->params + len, sizeof ko->params - len, " kernel=%s", v ? v->name : "simple");
-    }
+    p->node_kernel = calloc((size_t)spec->n_batch * spec->n_nodes + 1, sizeof *p->node_kernel);
+    if (!p->node_kernel) goto fail;
+    if (collect_kernels(spec, p, tuner) != 0) goto done;
   }
-  if (compile_all(plans, n_plans, options) != 0) goto done;
+  if (compile_all(plans, n_plans, options, tuner) != 0) goto done;
   for (size_t i = 0; i < n_plans; i++) {
     hkc_target_out_t *t = &plans[i].out;
     t->graphs = calloc((size_t)spec->n_batch, sizeof *t->graphs);
     if (!t->graphs) goto fail;
     t->n_graphs = (size_t)spec->n_batch;
     for (int b = 0; b < spec->n_batch; b++) {
-      if (build_graph(spec, &plans[i], spec->batch_sizes[b], &t->graphs[b]) != 0) goto fail;
+      if (build_graph(spec, &plans[i], b, &t->graphs[b]) != 0) goto fail;
       t->graphs[b].unfused = unfused[b];
       t->graphs[b].unfused_nodes = unfused_nodes;
     }
@@ -538,6 +639,15 @@ int hkc_build(const hkc_build_options_t *options) {
                      (unsigned long long)spec->hash,
                      spec->fusion == HKC_FUSION_NONE ? "none" : spec->fusion == HKC_FUSION_AUTO ? "auto" : "groups",
                      options->compression_level ? options->compression_level : 19);
+  /* tuning: the mode and the databases' hash (never their paths) */
+  if (len > 0 && (size_t)len < cap)
+    len += snprintf(provenance + len, cap - (size_t)len, "tune=%s\n",
+                    options->tune_mode == HKC_TUNE_DEFAULT ? "default" : "model");
+  if (len > 0 && (size_t)len < cap && options->n_tuning_dbs)
+    len += snprintf(provenance + len, cap - (size_t)len, "tuning_db=%016llx (%zu file(s), %zu entries)\n",
+                    (unsigned long long)db.hash, db.n_files, db.n);
+  else if (len > 0 && (size_t)len < cap)
+    len += snprintf(provenance + len, cap - (size_t)len, "tuning_db=none\n");
   for (size_t i = 0; i < n_plans; i++) {
     outs[i] = plans[i].out; /* shallow: plans keep ownership */
     if (len > 0 && (size_t)len < cap)
@@ -569,6 +679,8 @@ done:
   plans_free(plans, n_plans);
   free(outs);
   free(provenance);
+  hkc_tuner_destroy(tuner);
+  hkc_tune_db_free(&db);
   hkc_spec_destroy(spec);
   return rc;
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "hkc.h"
+#include "tune.h"
 
 /* Block sizes of the host kernels. They are emitted into the generated source, so the
  * kernels and hkc_host_launch_dims below can never disagree. */
@@ -16,6 +17,79 @@ enum {
   HOST_ATTN_DC = 256,     /* head-dim columns accumulated at once (every common dh) */
   HOST_ROPE_JC = 64,      /* rope frequencies whose cos/sin are staged at once (dh 128) */
 };
+
+/* ---- host GEMM tuning ("host_gemm", tune.h) ---------------------------------------------------
+ * params "bm=R,bn=C,bk=K": rows and columns of a block's C tile and the K step. The space
+ * keeps the stack of a block, (bm + bk) * bn floats, within 128 KiB and bn a multiple of 64
+ * (whole vectors). The host target is not modelled (a CPU's caches are not in the target
+ * table): the model keeps the default; `hkc tune --target host` measures the space. */
+static const char *const k_host_gemm_names[] = {"bm", "bn", "bk"};
+#define HOST_GEMM_STACK_MAX (128 << 10)
+
+static int host_gemm_legal(int bm, int bn, int bk) {
+  return bm >= 1 && bm <= 128 && bn >= 64 && bn <= 1024 && bn % 64 == 0 && bk >= 8 && bk <= 256 &&
+         (int64_t)(bm + bk) * bn * 4 <= HOST_GEMM_STACK_MAX;
+}
+
+static void host_gemm_tile(int bm, int bn, int bk, hkc_tile_cfg_t *t) {
+  memset(t, 0, sizeof *t);
+  snprintf(t->variant, sizeof t->variant, "host_gemm");
+  snprintf(t->tune, sizeof t->tune, "bm=%d,bn=%d,bk=%d", bm, bn, bk);
+  t->bm = bm;
+  t->bn = bn;
+  t->bk = bk;
+  t->threads = 1;
+  t->inflight = 1;
+  t->is_default = bm == HOST_GEMM_BM && bn == HOST_GEMM_BN && bk == HOST_GEMM_BK;
+}
+
+int hkc_host_tune_parse(const hkc_kernel_key_t *key, const char *params, hkc_tile_cfg_t *out) {
+  int v[3] = {HOST_GEMM_BM, HOST_GEMM_BN, HOST_GEMM_BK};
+  if (key->op != HK_OP_GEMM) return -1;
+  if (params && params[0] && hkc_tune_params_parse(params, k_host_gemm_names, 3, v) != 0) return -1;
+  if (!host_gemm_legal(v[0], v[1], v[2])) return -1;
+  host_gemm_tile(v[0], v[1], v[2], out);
+  return 0;
+}
+
+int hkc_host_tune_space(const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max) {
+  static const int bms[] = {16, 8, 32, 64}, bns[] = {256, 128}, bks[] = {32, 64};
+  int n = 0;
+  if (max > 0 && hkc_host_tune_parse(key, "", &out[0]) == 0) n = 1;
+  for (size_t i = 0; i < 4; i++)
+    for (size_t j = 0; j < 2; j++)
+      for (size_t k = 0; k < 2; k++) {
+        if (!host_gemm_legal(bms[i], bns[j], bks[k]) || n >= max) continue;
+        host_gemm_tile(bms[i], bns[j], bks[k], &out[n]);
+        if (!out[n].is_default) n++;
+      }
+  return n;
+}
+
+/* The GEMM block of a key: its tuned configuration, else the defaults. */
+static void host_gemm_block(const hkc_kernel_key_t *key, int *bm, int *bn, int *bk) {
+  hkc_tile_cfg_t t;
+  *bm = HOST_GEMM_BM;
+  *bn = HOST_GEMM_BN;
+  *bk = HOST_GEMM_BK;
+  if (key->op == HK_OP_GEMM && strncmp(key->variant, "host_gemm", HKC_TUNE_VARIANT_MAX) == 0 &&
+      hkc_host_tune_parse(key, key->tune, &t) == 0) {
+    *bm = t.bm;
+    *bn = t.bn;
+    *bk = t.bk;
+  }
+}
+
+/* A tuned GEMM instance redefines HK_GEMM_BM/BN/BK around its template (restore = 1 puts
+ * the defaults back after it). */
+static void host_gemm_macros(hkc_strbuf_t *sb, const hkc_kernel_key_t *key, int restore) {
+  int bm, bn, bk;
+  host_gemm_block(key, &bm, &bn, &bk);
+  if (bm == HOST_GEMM_BM && bn == HOST_GEMM_BN && bk == HOST_GEMM_BK) return;
+  if (restore) bm = HOST_GEMM_BM, bn = HOST_GEMM_BN, bk = HOST_GEMM_BK;
+  hkc_sb_printf(sb, "#undef HK_GEMM_BM\n#undef HK_GEMM_BN\n#undef HK_GEMM_BK\n"
+                    "#define HK_GEMM_BM %d\n#define HK_GEMM_BN %d\n#define HK_GEMM_BK %d\n", bm, bn, bk);
+}
 
 /* Template file for an op, NULL for an op the host target does not know. */
 static const char *host_template_path(hk_op_t op) {
@@ -120,8 +194,10 @@ static int emit_instance(hkc_strbuf_t *sb, const hkc_kernel_out_t *k, const char
     if (rc != 0) return -1;
     if (code.failed) sb->failed = 1;
   }
+  host_gemm_macros(sb, key, 0); /* tuning */
   hkc_sb_append(sb, text, size);
   if (size && text[size - 1] != '\n') hkc_sb_append(sb, "\n", 1);
+  host_gemm_macros(sb, key, 1);
   for (size_t i = 0; i < sizeof k_instance_macros / sizeof k_instance_macros[0]; i++)
     hkc_sb_printf(sb, "#undef %s\n", k_instance_macros[i]);
   return 0;
@@ -178,7 +254,7 @@ static int64_t arg_i64(const hkc_arg_t *args, uint32_t n_args, uint32_t i) {
 static int64_t ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) / b; }
 
 /* What a block is, per op (grid.x = number of blocks; block = {1,1,1}):
- *   gemm        a tile of HOST_GEMM_BM rows x HOST_GEMM_BN columns
+ *   gemm        a tile of HOST_GEMM_BM rows x HOST_GEMM_BN columns (a tuned key: its own)
  *   add..silu, ewchain   a chunk of HOST_EW_CHUNK elements
  *   norms, softmax   one row
  *   attention   one query row of one (batch, head)
@@ -188,9 +264,12 @@ void hkc_host_launch_dims(const hkc_kernel_key_t *key, const hkc_arg_t *args, ui
                           uint32_t out_grid[3], uint32_t out_block[3]) {
   int64_t blocks = 1;
   switch (key->op) {
-  case HK_OP_GEMM:
-    blocks = ceil_div(arg_i64(args, n_args, 5), HOST_GEMM_BM) * ceil_div(arg_i64(args, n_args, 6), HOST_GEMM_BN);
+  case HK_OP_GEMM: {
+    int bm, bn, bk;
+    host_gemm_block(key, &bm, &bn, &bk);
+    blocks = ceil_div(arg_i64(args, n_args, 5), bm) * ceil_div(arg_i64(args, n_args, 6), bn);
     break;
+  }
   case HK_OP_ADD:
   case HK_OP_MUL: blocks = ceil_div(arg_i64(args, n_args, 3), HOST_EW_CHUNK); break;
   case HK_OP_RELU:

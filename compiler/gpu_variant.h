@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "hkc.h"
+#include "tune.h"
 
 typedef struct hkc_gpu_variant {
   const char *name;                 /* shown in the kernel's params: "gemm_wgmma" */
@@ -28,10 +29,22 @@ typedef struct hkc_gpu_variant {
   /* Grid, block and dynamic shared memory bytes for these args (the kernel ABI's). */
   void (*launch)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
                  uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared);
+  /* Tuning (tune.h; both NULL for a variant without parameters). tune_space writes the legal
+   * configurations for key on arch (shared memory / LDS, threads, registers within the
+   * arch's limits; this variant's default first) and returns how many (<= max).
+   * tune_parse fills the configuration that params names ("" = the default); 0, or -1 when
+   * params is not a canonical, legal configuration here. defines() and launch() use
+   * key->tune when key->variant names the variant (the tuner's choice wins over any
+   * HKC_*_CFG environment override, which applies to untuned keys only). */
+  int (*tune_space)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max);
+  int (*tune_parse)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params, hkc_tile_cfg_t *out);
 } hkc_gpu_variant_t;
 
-/* The variant serving key on arch, or NULL for the simple kernel. */
+/* The variant serving key on arch, or NULL for the simple kernel: the one key->variant
+ * names when it applies, else the registry's first that applies. */
 const hkc_gpu_variant_t *hkc_gpu_variant_for(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key);
+/* The registry, NULL-terminated, in order of preference (tune.c enumerates it). */
+const hkc_gpu_variant_t *const *hkc_gpu_variant_list(void);
 
 /* Helpers for variants. */
 static inline int64_t hkc_variant_arg_i64(const hkc_arg_t *args, uint32_t n_args, uint32_t i) {

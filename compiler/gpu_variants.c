@@ -1,6 +1,7 @@
 /* The registry of specialised GPU kernels (see gpu_variant.h), in order of preference:
  * the first variant whose applies() accepts a key serves it. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "gpu_variant.h"
 
@@ -23,8 +24,14 @@ static const hkc_gpu_variant_t *const k_variants[] = {
     NULL, /* variants are listed above this line */
 };
 
+const hkc_gpu_variant_t *const *hkc_gpu_variant_list(void) { return k_variants; }
+
 const hkc_gpu_variant_t *hkc_gpu_variant_for(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
   if (getenv("HKC_SIMPLE_KERNELS")) return NULL; /* A/B checks against the simple kernels */
+  if (key->variant[0]) /* a tuned key: the variant the tuner chose (tune.c checked it applies) */
+    for (size_t i = 0; k_variants[i]; i++)
+      if (strncmp(k_variants[i]->name, key->variant, HKC_TUNE_VARIANT_MAX) == 0 && k_variants[i]->applies(arch, key))
+        return k_variants[i];
   for (size_t i = 0; k_variants[i]; i++)
     if (k_variants[i]->applies(arch, key)) return k_variants[i];
   return NULL;

@@ -214,6 +214,8 @@ const char *hkc_act_name(hk_act_t act);
  *             (out[i] = program over in_j[i % n_j], i < n)
  */
 #define HKC_MAX_ARGS 24 /* ewchain: 2 + 2*5 */
+#define HKC_TUNE_VARIANT_MAX 24 /* longest variant name + NUL ("elementwise_vec16") */
+#define HKC_TUNE_MAX 48         /* longest parameter string + NUL ("bm=128,bn=128,wm=2,wn=4,st=4") */
 
 typedef struct hkc_kernel_key {
   hk_op_t op;
@@ -236,6 +238,12 @@ typedef struct hkc_kernel_key {
    * The host target ignores both (zero). */
   int align;
   int head_dim;
+  /* Tuning (compiler/tune.c): the variant this kernel uses ("" = the registry's first that
+   * applies; gpu_variant.h, or "host_gemm" on the host target) and its parameters, a
+   * canonical "bn=128,st=4,p=1" string ("" = the variant's defaults). Part of the kernel's
+   * identity: a non-empty choice adds a short hash of both to the name. */
+  char variant[HKC_TUNE_VARIANT_MAX];
+  char tune[HKC_TUNE_MAX];
 } hkc_kernel_key_t;
 
 typedef struct hkc_arg {
@@ -483,6 +491,13 @@ typedef struct hkc_build_options {
   int werror_spills;       /* a kernel that spills to scratch/local memory is an error */
   int fusion;              /* -1: the spec's `fusion:`; else HKC_FUSION_AUTO / HKC_FUSION_NONE */
   const char *cache_dir;   /* NULL: hkc_cache_open's default */
+  /* tuning (compiler/tune.h): how kernel parameters are chosen for launches no database
+   * entry covers (HKC_TUNE_MODEL, the default, or HKC_TUNE_DEFAULT), and the databases
+   * (`--tuning-db`, several allowed: the first that has a launch wins) */
+  int tune_mode;
+  const char *const *tuning_dbs;
+  size_t n_tuning_dbs;
+  int tune_verify;         /* model: compiled candidates per launch to check (0 = 3) */
 } hkc_build_options_t;
 
 /* spec -> IR -> per target: kernels, code, one graph per batch bucket -> artifact.

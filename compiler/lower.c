@@ -257,10 +257,17 @@ void hkc_kernel_key_name(const hkc_kernel_key_t *key, char *out, size_t size) {
     }
     program[plen + 1] = '\0';
   }
-  snprintf(out, size, "hk_%s_%s%s%s%s%s%s%s%s%s%s%s", op, dt, program, key->act != HK_ACT_NONE ? "_" : "",
+  /* tuning: "_t" + 8 hex digits of the hash of "variant:params" (none for the defaults) */
+  char tune[16] = "";
+  if (key->variant[0] || key->tune[0]) {
+    char both[HKC_TUNE_VARIANT_MAX + HKC_TUNE_MAX + 2];
+    int n = snprintf(both, sizeof both, "%.*s:%.*s", HKC_TUNE_VARIANT_MAX, key->variant, HKC_TUNE_MAX, key->tune);
+    snprintf(tune, sizeof tune, "_t%08x", (unsigned)(hkc_hash64(both, (size_t)n) & 0xffffffffu));
+  }
+  snprintf(out, size, "hk_%s_%s%s%s%s%s%s%s%s%s%s%s%s", op, dt, program, key->act != HK_ACT_NONE ? "_" : "",
            key->act != HK_ACT_NONE ? act : "", key->has_bias ? "_bias" : "", key->has_mul ? "_mul" : "",
            key->has_residual ? "_res" : "", key->trans_b ? "_tb" : "", key->has_add ? "_add" : "",
-           key->has_sum ? "_sum" : "", shape);
+           key->has_sum ? "_sum" : "", shape, tune);
 }
 
 int hkc_kernel_key_equal(const hkc_kernel_key_t *a, const hkc_kernel_key_t *b) {
@@ -269,5 +276,6 @@ int hkc_kernel_key_equal(const hkc_kernel_key_t *a, const hkc_kernel_key_t *b) {
          !a->has_bias == !b->has_bias && !a->has_residual == !b->has_residual && !a->has_mul == !b->has_mul &&
          !a->has_add == !b->has_add && !a->has_sum == !b->has_sum &&
          strncmp(a->program, b->program, HKC_EW_PROGRAM_MAX) == 0 && align_a == align_b &&
-         a->head_dim == b->head_dim;
+         a->head_dim == b->head_dim && strncmp(a->variant, b->variant, HKC_TUNE_VARIANT_MAX) == 0 &&
+         strncmp(a->tune, b->tune, HKC_TUNE_MAX) == 0;
 }

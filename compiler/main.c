@@ -1,7 +1,8 @@
 /*
  * hkc: the command line.
  *
- *   hkc build SPEC -o OUT [--target LIST] [--fusion auto|none]
+ *   hkc build SPEC -o OUT [--target LIST] [--fusion auto|none] [--tune model|default] [--tuning-db FILE]...
+ *   hkc tune SPEC --target T -o DB | hkc tune --merge A.db B.db ... -o DB
  *   hkc inspect PACK [--disasm KERNEL | --plan [--batch N]]
  *   hkc run PACK [--target T] [--batch N] [--seed S] [--input NAME=FILE.npy] [--profile] ...
  *
@@ -18,6 +19,7 @@
 #include "hk/hkrt.h"
 #include "hkc.h"
 #include "inspect.h"
+#include "tune.h"
 
 static const char k_usage[] =
     "usage: hkc <command> [options]\n"
@@ -27,6 +29,7 @@ static const char k_usage[] =
     "  inspect PACK [--disasm K | --plan]  show targets, kernels, graphs, workspace, provenance;\n"
     "                                      --plan: traffic and roofline per launch\n"
     "  run PACK [options]                  run a pack through libhkrt and time it\n"
+    "  tune SPEC --target T -o DB          measure kernel configurations, write a tuning database\n"
     "  targets                             what the installed toolchains can build\n"
     "\n"
     "  hkc <command> --help   options of one command\n"
@@ -50,6 +53,13 @@ static const char k_build_usage[] =
     "  --fusion auto|none     fusion plan, overriding the spec's `fusion:` (auto: gemm\n"
     "                         epilogues, residual add + norm, element-wise chains; none:\n"
     "                         one kernel per spec node; explicit groups: only in the spec)\n"
+    "  --tune MODE            how kernel parameters (GEMM tiles, stages, ...) are chosen for\n"
+    "                         launches no tuning database covers: model (default: the\n"
+    "                         analytical model ranks the candidates, its top ones are compiled\n"
+    "                         and checked) or default (each kernel's fixed defaults)\n"
+    "  --tuning-db FILE       use the measured choices of a tuning database (`hkc tune`); may\n"
+    "                         be given several times, the first file that has a launch wins\n"
+    "  --tune-verify N        model: candidates compiled and checked per launch (default 3)\n"
     "  --zstd-level N         compression level of code sections, 1..22 (default 19)\n"
     "  -q, --quiet            no summary\n";
 
@@ -81,6 +91,33 @@ static const char k_run_usage[] =
     "                         passes; median per launch) beside its roofline floor on the\n"
     "                         session's GPU target (hkc inspect --plan explains the floor)\n"
     "  --repeats R            passes of --profile (default 20)\n";
+
+static const char k_tune_usage[] =
+    "usage: hkc tune SPEC --target T -o DB [options]\n"
+    "       hkc tune --merge A.db B.db ... -o DB\n"
+    "\n"
+    "Measured tuning, on the machine that has the target's GPU (or the host target): every\n"
+    "distinct GEMM launch of SPEC (all nodes and batch sizes) is tuned once. Its candidate\n"
+    "configurations are compiled in parallel and pruned (spills, shared memory / LDS,\n"
+    "registers, occupancy), the analytical model ranks the survivors, the top K plus the\n"
+    "default run through libhkrt on random inputs (outputs cross-checked against the\n"
+    "default's), and the fastest (median of the timed samples) is written to DB.\n"
+    "`hkc build --tuning-db DB` then uses these choices. docs/TUNING.md has the format.\n"
+    "\n"
+    "options:\n"
+    "  -t, --target T         one target: host, sm_80, sm_90, sm_90a, gfx90a, ...\n"
+    "  -o, --output DB        database to write (replaced)\n"
+    "  --top K                candidates measured per launch after the model's ranking (default 12)\n"
+    "  --runs N               timed samples per candidate (default 15), each about 1 ms of\n"
+    "                         back-to-back runs; --warmup N untimed runs first (default 3)\n"
+    "  --report FILE          also write the default / model / measured table as Markdown\n"
+    "  -j, --jobs N           parallel kernel compiles (default: number of cores)\n"
+    "  --no-cache             do not use the compile cache\n"
+    "  --dry-run              compile, prune and rank only: print the model's ranking (no GPU\n"
+    "                         needed, no database written)\n"
+    "  -q, --quiet            no progress or table\n"
+    "  --merge A B ...        union of databases; a key in several keeps the faster entry\n"
+    "                         (each conflict is reported on stderr)\n";
 
 static const char k_inspect_usage[] =
     "usage: hkc inspect PACK [--disasm KERNEL [--target T] | --plan [--batch N] [--target T]]\n"
@@ -133,9 +170,31 @@ static int cmd_build(int argc, char **argv) {
     return 0;
   }
   hkc_build_options_t opt = {.fusion = -1};
+  const char *dbs[64];
+  size_t n_dbs = 0;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
-    if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
+    if (strcmp(a, "--tune") == 0) {
+      if (++i >= argc) goto missing;
+      if (strcmp(argv[i], "model") == 0) opt.tune_mode = HKC_TUNE_MODEL;
+      else if (strcmp(argv[i], "default") == 0) opt.tune_mode = HKC_TUNE_DEFAULT;
+      else {
+        fprintf(stderr, "hkc build: --tune expects model or default, got '%s'\n", argv[i]);
+        return 2;
+      }
+    } else if (strcmp(a, "--tuning-db") == 0) {
+      if (++i >= argc) goto missing;
+      if (n_dbs == sizeof dbs / sizeof *dbs) {
+        fprintf(stderr, "hkc build: more than %zu --tuning-db files\n", sizeof dbs / sizeof *dbs);
+        return 2;
+      }
+      dbs[n_dbs++] = argv[i];
+    } else if (strcmp(a, "--tune-verify") == 0) {
+      long long v;
+      if (++i >= argc) goto missing;
+      if (parse_count(a, argv[i], 1, 64, &v) != 0) return 2;
+      opt.tune_verify = (int)v;
+    } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
       if (++i >= argc) goto missing;
       opt.out_path = argv[i];
     } else if (strcmp(a, "-t") == 0 || strcmp(a, "--target") == 0) {
@@ -186,7 +245,85 @@ static int cmd_build(int argc, char **argv) {
             k_build_usage);
     return 2;
   }
+  opt.tuning_dbs = dbs;
+  opt.n_tuning_dbs = n_dbs;
   return hkc_build(&opt) == 0 ? 0 : 1;
+}
+
+/* ---- tune ------------------------------------------------------------------------------- */
+static int cmd_tune(int argc, char **argv) {
+  if (want_help(argc, argv)) {
+    fputs(k_tune_usage, stdout);
+    return 0;
+  }
+  hkc_tune_run_options_t opt = {0};
+  const char *merge[256];
+  size_t n_merge = 0;
+  int merging = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    long long v;
+    if (strcmp(a, "--merge") == 0) {
+      merging = 1;
+    } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
+      if (++i >= argc) goto missing;
+      opt.out_path = argv[i];
+    } else if (strcmp(a, "-t") == 0 || strcmp(a, "--target") == 0) {
+      if (++i >= argc) goto missing;
+      opt.target = argv[i];
+    } else if (strcmp(a, "--report") == 0) {
+      if (++i >= argc) goto missing;
+      opt.report_path = argv[i];
+    } else if (strcmp(a, "--top") == 0 || strcmp(a, "--runs") == 0 || strcmp(a, "--warmup") == 0 ||
+               strcmp(a, "-j") == 0 || strcmp(a, "--jobs") == 0) {
+      if (++i >= argc) goto missing;
+      if (parse_count(a, argv[i], strcmp(a, "--warmup") == 0 ? 0 : 1, 100000, &v) != 0) return 2;
+      if (strcmp(a, "--top") == 0) opt.top = (int)v;
+      else if (strcmp(a, "--runs") == 0) opt.runs = (int)v;
+      else if (strcmp(a, "--warmup") == 0) opt.warmup = v ? (int)v : -1;
+      else opt.jobs = (int)v;
+    } else if (strcmp(a, "--no-cache") == 0) {
+      opt.no_cache = 1;
+    } else if (strcmp(a, "--dry-run") == 0) {
+      opt.dry_run = 1;
+    } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+      opt.quiet = 1;
+    } else if (a[0] == '-' && a[1]) {
+      fprintf(stderr, "hkc tune: unknown option %s\n%s", a, k_tune_usage);
+      return 2;
+    } else if (merging) {
+      if (n_merge == sizeof merge / sizeof *merge) {
+        fprintf(stderr, "hkc tune: more than %zu files to merge\n", sizeof merge / sizeof *merge);
+        return 2;
+      }
+      merge[n_merge++] = a;
+    } else if (!opt.spec_path) {
+      opt.spec_path = a;
+    } else {
+      fprintf(stderr, "hkc tune: more than one spec given (%s, %s)\n", opt.spec_path, a);
+      return 2;
+    }
+    continue;
+  missing:
+    fprintf(stderr, "hkc tune: %s needs a value\n", a);
+    return 2;
+  }
+  if (!opt.out_path && !opt.dry_run) {
+    fprintf(stderr, "hkc tune: no output given (-o DB)\n%s", k_tune_usage);
+    return 2;
+  }
+  if (merging) {
+    if (n_merge == 0 || opt.spec_path || opt.target || !opt.out_path) {
+      fprintf(stderr, "hkc tune --merge: give only database files and -o\n");
+      return 2;
+    }
+    return hkc_tune_db_merge(merge, n_merge, opt.out_path, opt.quiet) == 0 ? 0 : 1;
+  }
+  if (!opt.spec_path || !opt.target) {
+    fprintf(stderr, "hkc tune: %s\n%s", !opt.spec_path ? "no spec given" : "no target given (--target T)", k_tune_usage);
+    return 2;
+  }
+  return hkc_tune_run(&opt) == 0 ? 0 : 1;
 }
 
 /* ---- run ------------------------------------------------------------------------------- */
@@ -593,6 +730,7 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "build") == 0) return cmd_build(argc - 2, argv + 2);
   if (strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
+  if (strcmp(argv[1], "tune") == 0) return cmd_tune(argc - 2, argv + 2);
   if (strcmp(argv[1], "inspect") == 0) return cmd_inspect(argc - 2, argv + 2);
   if (strcmp(argv[1], "targets") == 0) return cmd_targets(argc - 2, argv + 2);
   fprintf(stderr, "hkc: unknown command '%s'\n%s", argv[1], k_usage);

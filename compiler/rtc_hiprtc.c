@@ -50,12 +50,18 @@ static const char *const k_hiprtc_libs[] = {"libhiprtc.so.6", "libhiprtc.so", "l
 #define HIPRTC_LOG_MAX (1 << 20) /* a compile log larger than this is cut (runaway template errors) */
 #define EM_AMDGPU_MACHINE 224 /* ELF e_machine of AMDGPU code objects */
 
-/* hiprtc 5.2 compiles from several threads at once without trouble in our test
- * (rtc_amd_test: two threads); set to 1 to serialize if a version proves otherwise. */
+/* hiprtc 5.2 compiles from several threads at once without trouble once it has compiled
+ * something (rtc_amd_test: two threads); set to 1 to serialize if a version proves
+ * otherwise. Its first compile is not thread-safe: two threads starting their first compile
+ * together crash, or fail with "No available targets are compatible with triple
+ * amdgcn-amd-amdhsa" (seen with ROCm 5.2.3) -- so the first compile of the process runs
+ * alone (g_first_lock), and the others start after it. */
 #define HIPRTC_SERIALIZE 0
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t g_compile_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t g_first_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_warm; /* a compile has finished; under g_first_lock */
 static hiprtc_api_t g_api;
 static int g_ok;
 static char g_why[HIPRTC_WHY_MAX];
@@ -287,9 +293,16 @@ int hkc_hiprtc_compile(const char *source, const char *name, const char *arch, h
             arch, g_version, arch, list);
     return -1;
   }
+  pthread_mutex_lock(&g_first_lock);
+  const int first = !g_warm; /* keep the lock through the first compile */
+  if (!first) pthread_mutex_unlock(&g_first_lock);
   if (HIPRTC_SERIALIZE) pthread_mutex_lock(&g_compile_lock);
   int rc = compile_locked(source, name, arch, out);
   if (HIPRTC_SERIALIZE) pthread_mutex_unlock(&g_compile_lock);
+  if (first) {
+    g_warm = 1;
+    pthread_mutex_unlock(&g_first_lock);
+  }
   if (rc != 0) return -1;
 
   const unsigned char *bytes = out->code;

@@ -5,6 +5,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include "hkc.h"
+#include "tune.h"
 
 #define RTC_MAX_ARGV 64        /* words of $CC plus our ~14 flags */
 #define RTC_MAX_DIAG (16 << 10) /* compiler output kept for the error message */
@@ -189,4 +192,28 @@ done:
   free(cc);
   remove_tree(dir);
   return rc;
+}
+
+/* ---- the compiler's version without compiling (tune.h: the tuning database's key) ---------- */
+static char g_host_version[160];
+static pthread_once_t g_host_version_once = PTHREAD_ONCE_INIT;
+
+static void probe_host_version(void) {
+  snprintf(g_host_version, sizeof g_host_version, "unknown");
+  const char *base = getenv("TMPDIR");
+  char dir[RTC_DIR_MAX];
+  int len = snprintf(dir, sizeof dir, "%s/hkc-rtc.XXXXXX", base && *base ? base : "/tmp");
+  if (len < 0 || (size_t)len >= sizeof dir || !mkdtemp(dir)) return;
+  const char *cc_env = getenv("CC");
+  char *cc = hkc_strdup(cc_env && *cc_env ? cc_env : "cc");
+  char *argv[RTC_MAX_ARGV + 1];
+  int cc_n = cc ? split_cc(cc, argv, RTC_MAX_ARGV - 16) : 0;
+  if (cc_n > 0) cc_version(argv, cc_n, dir, g_host_version, sizeof g_host_version);
+  free(cc);
+  remove_tree(dir);
+}
+
+const char *hkc_rtc_host_version(void) {
+  pthread_once(&g_host_version_once, probe_host_version);
+  return g_host_version;
 }

@@ -43,6 +43,7 @@ typedef void (*hk_host_kernel_fn)(void *const *args, uint32_t block_begin, uint3
 typedef struct host_module {
   hk_module_t base;
   void *dl;
+  int fd;                 /* the memfd the object was loaded from, open while it is loaded, else -1 */
   hk_host_kernel_fn *fns; /* base.kernel_count entries */
 } host_module_t;
 
@@ -188,8 +189,10 @@ static int write_all(int fd, const void *data, size_t size) {
 }
 
 /* dlopen()s the object from memory: an anonymous memfd, else a temp file unlinked
- * right after dlopen. */
-static hk_status_t open_object(const char *target_name, const void *code, size_t size, void **out_dl) {
+ * right after dlopen. The memfd stays open (*out_fd) while the object is loaded: the
+ * dynamic loader recognises objects by path, and "/proc/self/fd/N" of a closed fd would
+ * be reused by the next pack's object, which dlopen would then take for the first one. */
+static hk_status_t open_object(const char *target_name, const void *code, size_t size, void **out_dl, int *out_fd) {
   char path[64];
   int fd = memfd_create("hk-host-code", MFD_CLOEXEC);
   char tmp[4096] = "";
@@ -209,7 +212,8 @@ static hk_status_t open_object(const char *target_name, const void *code, size_t
   snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
   void *dl = dlopen(tmp[0] ? tmp : path, RTLD_NOW | RTLD_LOCAL);
   const char *err = dl ? NULL : dlerror();
-  close(fd);
+  if (tmp[0] || !dl) close(fd);
+  else *out_fd = fd;
   if (tmp[0]) unlink(tmp);
   HK_FAIL_IF(!dl, HK_STATUS_CORRUPT, "target %s: the code object does not load: %s", target_name,
              err ? err : "unknown dlopen error");
@@ -221,6 +225,7 @@ static void host_module_unload(hk_module_t *module) {
   if (!module) return;
   host_module_t *m = (host_module_t *)module;
   if (m->dl) dlclose(m->dl);
+  if (m->fd >= 0) close(m->fd);
   hk_free(module->allocator, m->fns);
   hk_free(module->allocator, m);
 }
@@ -237,13 +242,14 @@ static hk_status_t host_module_load(const hk_pack_view_t *view, uint32_t target,
   m->base.allocator = allocator;
   m->base.target = target;
   m->base.kernel_count = t->kernel_count;
+  m->fd = -1;
   m->fns = hk_calloc(allocator, t->kernel_count ? t->kernel_count : 1, sizeof *m->fns);
   hk_status_t st = HK_OK;
   if (!m->fns) {
     st = HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "out of memory loading target %s", tname);
     goto fail;
   }
-  st = open_object(tname, code, code_size, &m->dl);
+  st = open_object(tname, code, code_size, &m->dl, &m->fd);
   if (st != HK_OK) goto fail;
   for (uint32_t k = 0; k < t->kernel_count; k++) {
     const char *kname = hk_pack_string(view, view->kernels[t->kernel_first + k].name);

@@ -9,7 +9,8 @@ cmake --build build-dev -j"$(nproc)" --target hkc hkrt hk_example hk_bench_launc
 mkdir -p build-dev/packs
 for spec in specs/*.yaml tests/specs/*.yaml; do
   name=$(basename "$spec" .yaml)
-  build-dev/hkc build "$spec" -o "build-dev/packs/$name.hkpack" --target "host,${HK_GPU_TARGETS:-sm_90,sm_90a}" -q
+  build-dev/hkc build "$spec" -o "build-dev/packs/$name.hkpack" --target "host,${HK_GPU_TARGETS:-sm_90,sm_90a}" -q \
+    ${HK_BUILD_FLAGS---tuning-db specs/tuning/h200.db} # HK_BUILD_FLAGS="--tune default": untuned kernels
 done
 mkdir -p build-dev/bench
 bash bench/chain.sh 200 build-dev/bench/chain200.yaml

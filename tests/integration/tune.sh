@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# Tuning end to end (docs/TUNING.md) through the real hkc binary:
+#   - `hkc tune` on the host target: candidates measured through libhkrt, a database written
+#     (sorted, well-formed, one entry per launch class) and a report;
+#   - a database entry changes the kernel a build records (cfg=..., src=db), the provenance
+#     carries the database's hash, outputs still match the NumPy reference;
+#   - several databases: the first that has a launch wins; an illegal entry is a warning;
+#   - `hkc tune --merge`: union, the faster entry of a conflict, reported;
+#   - a malformed database is an error with FILE:LINE, and nothing is written;
+#   - GPU targets without a GPU (nvrtc / hiprtc when installed): the model's choices are
+#     compiled and recorded (src=model), a database entry wins over the model.
+set -euo pipefail
+: "${HKC:?}" "${HK_SOURCE_DIR:?}"
+PY=${HK_PYTHON:-/usr/bin/python3}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export HKC_CACHE_DIR="$work/cache"
+fail=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fail=1; }
+mlp=$HK_SOURCE_DIR/specs/mlp.yaml
+gemm_lines() { grep -E '^  hk_gemm' "$1" || true; }
+
+# ---- 1. measured tuning on the host -------------------------------------------------------
+if "$HKC" tune "$mlp" --target host -o "$work/host.db" --top 2 --runs 3 --warmup 1 --report "$work/report.md" \
+    >"$work/tune.out" 2>"$work/tune.err"; then
+  ok "hkc tune specs/mlp.yaml --target host"
+else
+  bad "hkc tune failed"; cat "$work/tune.out" "$work/tune.err"
+fi
+grep -v '^#' "$work/host.db" > "$work/entries.txt" || true
+[ "$(wc -l < "$work/entries.txt")" -eq 4 ] && ok "4 launch classes (2 gemms x 2 batch sizes), 4 entries" \
+  || { bad "expected 4 entries"; cat "$work/host.db"; }
+LC_ALL=C sort -c "$work/entries.txt" && ok "entries sorted by key" || bad "entries not sorted"
+awk -F' \\| ' 'NF != 7 || $1 !~ /^host-/ || $2 !~ /^[0-9]+$/ || $5 != "host_gemm" || $6 !~ /^bm=[0-9]+,bn=[0-9]+,bk=[0-9]+$/ || $7 !~ / us$/ {bad=1} END {exit bad}' \
+  "$work/entries.txt" && ok "entries well-formed: $(head -n1 "$work/entries.txt")" || bad "malformed entries"
+grep -q "^\[1/4\] gemm f32 m=16 n=256 k=64 bias act=gelu (fc1@1)" "$work/tune.err" && ok "progress on stderr" || { bad "progress"; cat "$work/tune.err"; }
+grep -q "geomean of best / model" "$work/report.md" && grep -q "^| gemm f32 m=64 n=64 k=256 bias res | fc2@4 |" "$work/report.md" \
+  && ok "report table written" || { bad "report"; cat "$work/report.md"; }
+
+# ---- 2. a database entry changes the recorded kernel ---------------------------------------------
+units=$(head -n1 "$work/entries.txt" | awk -F' \\| ' '{print $2}')
+cc=$(head -n1 "$work/entries.txt" | awk -F' \\| ' '{print $3}')
+host=$(head -n1 "$work/entries.txt" | awk -F' \\| ' '{print $1}')
+{
+  echo "# hand-written: every mlp gemm on 8 x 128 tiles"
+  for sig in "gemm f32 m=16 n=256 k=64 bias act=gelu" "gemm f32 m=16 n=64 k=256 bias" \
+             "gemm f32 m=64 n=256 k=64 bias act=gelu" "gemm f32 m=64 n=64 k=256 bias"; do
+    echo "$host | $units | $cc | $sig | host_gemm | bm=8,bn=128,bk=64 | 1.00 us"
+  done
+} > "$work/hand.db"
+"$HKC" build "$mlp" -o "$work/plain.hkpack" -q
+"$HKC" build "$mlp" -o "$work/tuned.hkpack" --tuning-db "$work/hand.db" -q
+"$HKC" inspect "$work/plain.hkpack" > "$work/plain.txt"
+"$HKC" inspect "$work/tuned.hkpack" > "$work/tuned.txt"
+[ "$(gemm_lines "$work/plain.txt" | grep -c 'cfg=bm=16,bn=256,bk=32 src=model')" -eq 2 ] \
+  && ok "without a database: the host model keeps the defaults (cfg=bm=16,bn=256,bk=32 src=model)" \
+  || { bad "untuned params"; gemm_lines "$work/plain.txt"; }
+[ "$(gemm_lines "$work/tuned.txt" | grep -c 'cfg=bm=8,bn=128,bk=64 src=db')" -eq 2 ] \
+  && ok "with the database: cfg=bm=8,bn=128,bk=64 src=db" || { bad "db params"; gemm_lines "$work/tuned.txt"; }
+gemm_lines "$work/tuned.txt" | awk '{print $1}' | grep -Eq '^hk_gemm_f32_(gelu_)?bias_t[0-9a-f]{8}$' \
+  && ok "tuned kernels carry the configuration's hash in their names" || bad "tuned kernel names"
+grep -Eq "^  tuning_db=[0-9a-f]{16} \(1 file\(s\), 4 entries\)" "$work/tuned.txt" && grep -q "^  tuning_db=none" "$work/plain.txt" \
+  && ok "provenance: tuning_db=<hash>" || bad "provenance tuning_db"
+grep -aq "$work" "$work/tuned.hkpack" && bad "a path leaked into the pack" || ok "no path in the pack"
+if "$PY" -c "import numpy, yaml" 2>/dev/null; then
+  for b in 1 4; do
+    "$PY" "$HK_SOURCE_DIR/tests/integration/reference.py" "$HKC" "$work/tuned.hkpack" "$mlp" "$b" "$work/ref-$b" \
+      >"$work/ref.out" 2>&1 && ok "tuned pack matches the reference at batch $b" || { bad "tuned numerics batch $b"; cat "$work/ref.out"; }
+  done
+else
+  echo "SKIPPED numerics: no numpy/yaml for $PY"
+fi
+
+# ---- 3. several databases, illegal entries --------------------------------------------------------
+sed 's/bm=8,bn=128,bk=64/bm=32,bn=64,bk=32/' "$work/hand.db" > "$work/second.db"
+"$HKC" build "$mlp" -o "$work/two.hkpack" --tuning-db "$work/second.db" --tuning-db "$work/hand.db" -q
+"$HKC" inspect "$work/two.hkpack" > "$work/two.txt"
+[ "$(gemm_lines "$work/two.txt" | grep -c 'cfg=bm=32,bn=64,bk=32 src=db')" -eq 2 ] && grep -q "(2 file(s), 4 entries)" "$work/two.txt" \
+  && ok "two databases: the first that has the launch wins" || { bad "first wins"; gemm_lines "$work/two.txt"; }
+sed '3s/bm=8,bn=128,bk=64/bm=8,bn=100,bk=64/' "$work/hand.db" > "$work/illegal.db"
+"$HKC" build "$mlp" -o "$work/ill.hkpack" --tuning-db "$work/illegal.db" -q 2>"$work/ill.err"
+grep -q "illegal.db:3:.*not used" "$work/ill.err" && ok "an illegal configuration is a warning at its line: $(head -n1 "$work/ill.err" | cut -c1-120)" \
+  || { bad "illegal entry"; cat "$work/ill.err"; }
+
+# ---- 4. merge ------------------------------------------------------------------------------------------
+sed 's/| 1.00 us$/| 0.50 us/; s/bm=8,bn=128,bk=64/bm=64,bn=128,bk=32/' "$work/hand.db" | head -n3 > "$work/faster.db"
+"$HKC" tune --merge "$work/hand.db" "$work/faster.db" -o "$work/merged.db" >"$work/merge.out" 2>"$work/merge.err"
+[ "$(grep -vc '^#' "$work/merged.db")" -eq 4 ] && [ "$(grep -c 'bm=64,bn=128,bk=32 | 0.50 us' "$work/merged.db")" -eq 2 ] \
+  && [ "$(grep -c 'kept .*faster.db' "$work/merge.err")" -eq 2 ] && grep -q "2 conflict(s)" "$work/merge.out" \
+  && ok "merge: union, the faster entry of each conflict, conflicts reported" || { bad "merge"; cat "$work/merged.db" "$work/merge.err"; }
+grep -v '^#' "$work/merged.db" | LC_ALL=C sort -c && ok "merged file sorted" || bad "merged file not sorted"
+"$HKC" tune --merge "$work/merged.db" -o "$work/merged2.db" -q && cmp -s "$work/merged.db" "$work/merged2.db" \
+  && ok "merge of a canonical file is the identity" || bad "merge not idempotent"
+
+# ---- 5. malformed databases -------------------------------------------------------------------------
+{ head -n2 "$work/hand.db"; echo "$host | $units | $cc | gemm f32 m=16 n=64 | host_gemm | bm=8,bn=128,bk=64 | 1 us"; } > "$work/broken.db"
+set +e
+"$HKC" build "$mlp" -o "$work/broken.hkpack" --tuning-db "$work/broken.db" >"$work/broken.out" 2>&1
+rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q "broken.db:3:[0-9]*: bad entry (expected m=<rows> n=<cols> k=<depth>" "$work/broken.out" && [ ! -e "$work/broken.hkpack" ] \
+  && ok "malformed line: $(head -n1 "$work/broken.out")" || { bad "malformed db (rc $rc)"; cat "$work/broken.out"; }
+set +e
+"$HKC" tune --merge "$work/hand.db" "$work/broken.db" -o "$work/bm.db" >"$work/bm.out" 2>&1
+rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q "broken.db:3:" "$work/bm.out" && [ ! -e "$work/bm.db" ] && ok "merge refuses a malformed file" \
+  || { bad "merge of a malformed file (rc $rc)"; cat "$work/bm.out"; }
+set +e
+"$HKC" build "$mlp" -o "$work/x.hkpack" --tune fastest >"$work/x.out" 2>&1; rc=$?
+set -e
+[ $rc -eq 2 ] && grep -q "expects model or default" "$work/x.out" && ok "--tune checks its value" || bad "--tune value"
+
+# ---- 6. GPU targets: the model's choices, compiled without a GPU --------------------------------------
+"$HKC" targets > "$work/targets.txt"
+spec=$HK_SOURCE_DIR/tests/specs/op_gemm_aligned_bf16.yaml
+if grep -q "^NVIDIA (sm):   unavailable" "$work/targets.txt"; then
+  echo "SKIPPED (NVIDIA part): nvrtc unavailable"
+else
+  "$HKC" build "$spec" -o "$work/nv.hkpack" --target sm_90a -q
+  "$HKC" build "$spec" -o "$work/nv0.hkpack" --target sm_90a --tune default -q
+  "$HKC" inspect "$work/nv.hkpack" > "$work/nv.txt"
+  "$HKC" inspect "$work/nv0.hkpack" > "$work/nv0.txt"
+  n_model=$(gemm_lines "$work/nv.txt" | grep -c "src=model" || true)
+  [ "$n_model" -ge 5 ] && ! gemm_lines "$work/nv.txt" | grep -q SPILLS \
+    && ok "sm_90a: $n_model gemm kernels chosen by the model" || { bad "sm_90a model"; gemm_lines "$work/nv.txt"; }
+  gemm_lines "$work/nv0.txt" | grep -v "kernel=gemm_wgmma_ws cfg=bn=256,st=3,p=1 src=default" && bad "--tune default: not the defaults" \
+    || ok "sm_90a --tune default: gemm_wgmma_ws bn=256,st=3,p=1 everywhere"
+  # M = 77, N = 520 (batch 1): the default's 128x256 tiles make 3 blocks for 132 SMs; the
+  # model takes smaller ones
+  k1=$(grep -E "^    #0 +g_plain " "$work/nv.txt" | head -n1 | awk '{print $3}')
+  gemm_lines "$work/nv.txt" | grep -E "^  $k1 " | grep "src=model" | grep -vq "cfg=bn=256,st=3,p=1" \
+    && ok "sm_90a, M = 77: $(gemm_lines "$work/nv.txt" | grep -E "^  $k1 " | grep -o 'kernel=.*')" \
+    || { bad "M = 77 choice"; gemm_lines "$work/nv.txt"; }
+  nvrtc=$(grep -o "nvrtc [0-9.]*" "$work/targets.txt" | head -n1)
+  echo "sm_90a | 132 | $nvrtc | gemm bf16 m=77 n=520 k=264 | gemm_mma | bm=64,bn=64,wm=2,wn=2,st=3 | 3.00 us" > "$work/nv.db"
+  "$HKC" build "$spec" -o "$work/nvdb.hkpack" --target sm_90a --tuning-db "$work/nv.db" -q
+  "$HKC" inspect "$work/nvdb.hkpack" > "$work/nvdb.txt"
+  k1=$(grep -E "^    #0 +g_plain " "$work/nvdb.txt" | head -n1 | awk '{print $3}')
+  gemm_lines "$work/nvdb.txt" | grep -E "^  $k1 " | grep -q "kernel=gemm_mma cfg=bm=64,bn=64,wm=2,wn=2,st=3 src=db" \
+    && ok "sm_90a: the database entry wins over the model" || { bad "sm_90a db"; gemm_lines "$work/nvdb.txt"; }
+  if ! ldconfig -p 2>/dev/null | grep -q "libcuda.so.1 "; then
+    set +e
+    "$HKC" tune "$spec" --target sm_90a -o "$work/nogpu.db" >"$work/nogpu.out" 2>&1; rc=$?
+    set -e
+    [ $rc -eq 1 ] && grep -q "this machine cannot run sm_90a" "$work/nogpu.out" && [ ! -e "$work/nogpu.db" ] \
+      && ok "hkc tune without the GPU: a clear error before compiling the space" || { bad "tune without a GPU (rc $rc)"; cat "$work/nogpu.out"; }
+  fi
+fi
+if grep -q "^AMD (gfx):     unavailable" "$work/targets.txt"; then
+  echo "SKIPPED (AMD part): hiprtc unavailable"
+else
+  "$HKC" build "$spec" -o "$work/amd.hkpack" --target gfx90a -q
+  "$HKC" inspect "$work/amd.hkpack" > "$work/amd.txt"
+  n_model=$(gemm_lines "$work/amd.txt" | grep -c "kernel=gemm_mfma cfg=bm=[0-9]*,bn=[0-9]*,bk=[0-9]* src=model" || true)
+  [ "$n_model" -ge 5 ] && ! gemm_lines "$work/amd.txt" | grep -q SPILLS \
+    && ok "gfx90a: $n_model gemm_mfma kernels chosen by the model, none spills" || { bad "gfx90a model"; gemm_lines "$work/amd.txt"; }
+  # the whole space compiled and ranked, no GPU needed
+  "$HKC" tune "$spec" --target gfx90a --dry-run --top 3 >"$work/dry.txt" 2>"$work/dry.err"
+  [ "$(grep -c "^gemm bf16 m=" "$work/dry.txt")" -eq 10 ] && grep -q "0 failed" "$work/dry.err" \
+    && grep -Eq "^ +1\. gemm_mfma +bm=[0-9]+,bn=[0-9]+,bk=[0-9]+ +[0-9.]+ us" "$work/dry.txt" \
+    && ok "gfx90a --dry-run: 10 launch classes ranked, every candidate compiled" || { bad "gfx90a dry run"; cat "$work/dry.txt" "$work/dry.err"; }
+fi
+
+[ $fail -eq 0 ] && echo "tune: all checks passed"
+exit $fail

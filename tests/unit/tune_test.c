@@ -1,0 +1,529 @@
+/* Tuning (compiler/tune*.c, docs/TUNING.md): parameter strings, candidate spaces and their
+ * legality against the target table, the tuning choice in the kernel key (name, equality,
+ * the variants' macros and launches), the analytical model's behaviour on the shapes the
+ * issue names, the database (grammar, errors with line numbers, sorting, lookup with the
+ * epilogue fallback, merge) and the build-time choice from a database. Nothing runs on a
+ * GPU here; tests/integration/tune.sh drives `hkc tune` on the host target. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_variant.h"
+#include "hkc.h"
+#include "test_util.h"
+#include "tune.h"
+
+static const hkc_gpu_arch_t *arch(const char *name) {
+  const hkc_gpu_arch_t *a = hkc_gpu_arch_find(name);
+  assert_non_null(a);
+  return a;
+}
+
+static hkc_kernel_key_t gemm_key(hk_dtype_t dt, int bias, int act, int res, int tb) {
+  return (hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = dt, .act = (hk_act_t)act, .has_bias = bias,
+                            .has_residual = res, .trans_b = tb, .align = 8};
+}
+
+/* ---- parameter strings -------------------------------------------------------------------- */
+static void test_params_parse(void **state) {
+  (void)state;
+  static const char *const names[] = {"bn", "st", "p"};
+  int v[3];
+  assert_int_equal(hkc_tune_params_parse("bn=128,st=4,p=1", names, 3, v), 0);
+  assert_int_equal(v[0], 128);
+  assert_int_equal(v[1], 4);
+  assert_int_equal(v[2], 1);
+  assert_int_equal(hkc_tune_params_parse("bn=128,st=4,p=0", names, 3, v), 0);
+  assert_int_equal(v[2], 0);
+  /* not canonical: order, missing or extra names, signs, leading zeros, blanks, junk */
+  static const char *const bad[] = {"st=4,bn=128,p=1", "bn=128,st=4", "bn=128,st=4,p=1,x=2", "bn=+128,st=4,p=1",
+                                    "bn=0128,st=4,p=1", "bn=128, st=4,p=1", "bn=128,st=4,p=1 ", "bn=,st=4,p=1",
+                                    "bn=128;st=4;p=1", "", "bn=99999999,st=4,p=1"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    if (hkc_tune_params_parse(bad[i], names, 3, v) == 0) fail_msg("accepted '%s'", bad[i]);
+}
+
+/* ---- candidate spaces ------------------------------------------------------------------------ */
+static void check_space(const hkc_gpu_arch_t *a, hkc_kernel_key_t key, const char *default_variant,
+                        const char *default_params, int min_count) {
+  hkc_tile_cfg_t *c = calloc(HKC_TUNE_MAX_CANDIDATES, sizeof *c);
+  assert_non_null(c);
+  int n = hkc_tune_candidates(a, &key, c, HKC_TUNE_MAX_CANDIDATES);
+  printf("[ info     ] %s: %d candidates\n", a ? a->name : "host", n);
+  assert_true(n >= min_count && n < HKC_TUNE_MAX_CANDIDATES);
+  assert_string_equal(c[0].variant, default_variant);
+  assert_string_equal(c[0].tune, default_params);
+  assert_true(c[0].is_default);
+  for (int i = 0; i < n; i++) {
+    assert_true(i == 0 || !c[i].is_default);
+    for (int j = 0; j < i; j++)
+      if (!strcmp(c[i].variant, c[j].variant) && !strcmp(c[i].tune, c[j].tune))
+        fail_msg("%s %s listed twice", c[i].variant, c[i].tune);
+    /* within the target's limits, and what the variant parses back */
+    assert_true(c[i].bm > 0 && c[i].bn > 0 && c[i].bk > 0 && c[i].threads > 0 && c[i].inflight >= 1);
+    assert_true(!a || (c[i].efficiency > 0 && c[i].efficiency < 1));
+    hkc_tile_cfg_t back;
+    assert_int_equal(hkc_tune_lookup_cfg(a, &key, c[i].variant, c[i].tune, &back), 0);
+    assert_string_equal(back.tune, c[i].tune);
+    if (a) {
+      assert_true(c[i].shared_bytes <= a->max_lds_per_block);
+      assert_true((uint32_t)c[i].threads <= a->max_threads_per_block);
+      assert_true(hkc_model_blocks_per_cu(a, &c[i], c[i].regs, 0, 0) >= 1);
+    }
+  }
+  free(c);
+}
+
+static void test_spaces(void **state) {
+  (void)state;
+  check_space(arch("sm_90a"), gemm_key(HK_DTYPE_BF16, 1, 0, 0, 0), "gemm_wgmma_ws", "bn=256,st=3,p=1", 30);
+  check_space(arch("sm_90"), gemm_key(HK_DTYPE_F16, 1, 2, 1, 1), "gemm_mma", "bm=128,bn=128,wm=2,wn=4,st=4", 10);
+  check_space(arch("sm_80"), gemm_key(HK_DTYPE_BF16, 0, 0, 0, 0), "gemm_mma", "bm=128,bn=128,wm=2,wn=4,st=4", 8);
+  check_space(arch("gfx90a"), gemm_key(HK_DTYPE_F16, 1, 0, 0, 0), "gemm_mfma", "bm=128,bn=128,bk=32", 6);
+  check_space(arch("gfx942"), gemm_key(HK_DTYPE_BF16, 1, 0, 1, 1), "gemm_mfma", "bm=128,bn=128,bk=32", 6);
+  check_space(NULL, gemm_key(HK_DTYPE_F32, 1, 0, 0, 0), "host_gemm", "bm=16,bn=256,bk=32", 8);
+  /* nothing to tune: f32 on a GPU (simple kernel), gfx1030 (no matrix cores), other ops */
+  hkc_tile_cfg_t c[4];
+  assert_int_equal(hkc_tune_candidates(arch("sm_90a"), &(hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = HK_DTYPE_F32,
+                                                                            .align = 8}, c, 4), 0);
+  assert_int_equal(hkc_tune_candidates(arch("gfx1030"), &(hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = HK_DTYPE_F16,
+                                                                             .align = 8}, c, 4), 0);
+  assert_int_equal(hkc_tune_candidates(arch("sm_90a"), &(hkc_kernel_key_t){.op = HK_OP_LAYERNORM,
+                                                                            .dtype = HK_DTYPE_BF16, .align = 8}, c, 4), 0);
+  /* illegal configurations are refused: over shared memory, unknown wgmma N, LDS of the MFMA template */
+  hkc_tile_cfg_t t;
+  hkc_kernel_key_t k = gemm_key(HK_DTYPE_BF16, 0, 0, 0, 0);
+  assert_int_equal(hkc_tune_lookup_cfg(arch("sm_90a"), &k, "gemm_wgmma_ws", "bn=256,st=5,p=1", &t), -1);
+  assert_int_equal(hkc_tune_lookup_cfg(arch("sm_90a"), &k, "gemm_wgmma_ws", "bn=192,st=3,p=1", &t), -1);
+  assert_int_equal(hkc_tune_lookup_cfg(arch("sm_90a"), &k, "gemm_wgmma", "bm=128,bn=256,st=6", &t), -1);
+  assert_int_equal(hkc_tune_lookup_cfg(arch("sm_90"), &k, "gemm_wgmma", "bm=128,bn=256,st=4", &t), -1);
+  assert_int_equal(hkc_tune_lookup_cfg(arch("gfx90a"), &k, "gemm_mfma", "bm=256,bn=256,bk=32", &t), -1);
+  assert_int_equal(hkc_tune_lookup_cfg(arch("gfx90a"), &k, "gemm_mfma", "bm=128,bn=128,bk=64", &t), -1);
+  assert_int_equal(hkc_tune_lookup_cfg(arch("gfx90a"), &k, "gemm_nope", "bm=128", &t), -1);
+  assert_int_equal(hkc_tune_lookup_cfg(NULL, &k, "host_gemm", "bm=128,bn=1024,bk=256", &t), -1);
+  assert_int_equal(hkc_tune_lookup_cfg(arch("sm_90a"), &k, "gemm_mma", "bm=64,bn=64,wm=2,wn=2,st=3", &t), 0);
+  assert_false(t.is_default); /* gemm_mma is not sm_90a's default variant */
+}
+
+/* ---- the choice in the key ------------------------------------------------------------------------ */
+static void test_key_identity(void **state) {
+  (void)state;
+  const hkc_gpu_arch_t *a = arch("sm_90a");
+  hkc_kernel_key_t base = gemm_key(HK_DTYPE_BF16, 1, 0, 0, 0), k1 = base, k2 = base;
+  char n0[96], n1[96], n2[96];
+  hkc_kernel_key_name(&base, n0, sizeof n0);
+  assert_string_equal(n0, "hk_gemm_bf16_bias_a8");
+  hkc_tile_cfg_t c;
+  assert_int_equal(hkc_tune_lookup_cfg(a, &base, "gemm_wgmma_ws", "bn=128,st=4,p=1", &c), 0);
+  hkc_tune_apply(a, &k1, &c);
+  assert_string_equal(k1.variant, "gemm_wgmma_ws");
+  assert_string_equal(k1.tune, "bn=128,st=4,p=1");
+  assert_int_equal(hkc_tune_lookup_cfg(a, &base, "gemm_wgmma_ws", "bn=128,st=5,p=1", &c), 0);
+  hkc_tune_apply(a, &k2, &c);
+  hkc_kernel_key_name(&k1, n1, sizeof n1);
+  hkc_kernel_key_name(&k2, n2, sizeof n2);
+  assert_true(strncmp(n1, "hk_gemm_bf16_bias_a8_t", 22) == 0 && strlen(n1) == 22 + 8);
+  assert_string_not_equal(n1, n2);
+  assert_false(hkc_kernel_key_equal(&base, &k1));
+  assert_false(hkc_kernel_key_equal(&k1, &k2));
+  assert_true(hkc_kernel_key_equal(&k1, &k1));
+  /* the registry default in full is the untuned key: same name, same kernel */
+  hkc_kernel_key_t k3 = base;
+  assert_int_equal(hkc_tune_lookup_cfg(a, &base, "gemm_wgmma_ws", "bn=256,st=3,p=1", &c), 0);
+  hkc_tune_apply(a, &k3, &c);
+  assert_true(hkc_kernel_key_equal(&base, &k3));
+  /* a stable hash: the name is part of the ABI of packs and caches */
+  hkc_kernel_key_t k4 = base;
+  snprintf(k4.variant, sizeof k4.variant, "gemm_wgmma_ws");
+  snprintf(k4.tune, sizeof k4.tune, "bn=128,st=4,p=1");
+  hkc_kernel_key_name(&k4, n2, sizeof n2);
+  assert_string_equal(n1, n2);
+}
+
+static int has_line(const char *src, const char *line) { return strstr(src, line) != NULL; }
+
+static void test_variant_macros_and_launch(void **state) {
+  (void)state;
+  const hkc_gpu_arch_t *a = arch("sm_90a");
+  hkc_kernel_out_t k;
+  memset(&k, 0, sizeof k);
+  k.key = gemm_key(HK_DTYPE_BF16, 1, 0, 0, 0);
+  hkc_tile_cfg_t c;
+  hkc_arg_t args[8] = {{.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_TENSOR},
+                       {.kind = HK_ARG_NULL},   {.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_I64, .i = 4096},
+                       {.kind = HK_ARG_I64, .i = 768}, {.kind = HK_ARG_I64, .i = 768}};
+  uint32_t grid[3], block[3], shared;
+  /* untuned: the defaults, and an environment override applies */
+  hkc_kernel_key_name(&k.key, k.name, sizeof k.name);
+  char *src = hkc_codegen_gpu(a, &k);
+  assert_non_null(src);
+  assert_true(has_line(src, "#define HK_TILE_N 256\n") && has_line(src, "#define HK_STAGES 3\n"));
+  free(src);
+  setenv("HKC_GEMM_WS_CFG", "128,5,0", 1);
+  hkc_gpu_launch_dims(a, &k.key, args, 8, grid, block, &shared);
+  assert_int_equal(grid[0], 32 * 6); /* one block per 128x128 tile */
+  /* tuned: the key wins over the environment */
+  assert_int_equal(hkc_tune_lookup_cfg(a, &k.key, "gemm_wgmma_ws", "bn=128,st=4,p=1", &c), 0);
+  hkc_tune_apply(a, &k.key, &c);
+  hkc_kernel_key_name(&k.key, k.name, sizeof k.name);
+  src = hkc_codegen_gpu(a, &k);
+  assert_non_null(src);
+  assert_true(has_line(src, "#define HK_TILE_N 128\n") && has_line(src, "#define HK_STAGES 4\n"));
+  free(src);
+  hkc_gpu_launch_dims(a, &k.key, args, 8, grid, block, &shared);
+  assert_int_equal(grid[0], 132); /* persistent: min(192 tiles, 132 SMs) */
+  assert_int_equal(block[0], 384);
+  assert_int_equal(shared, c.shared_bytes);
+  unsetenv("HKC_GEMM_WS_CFG");
+  /* another variant chosen on sm_90a: gemm_wgmma with one warpgroup */
+  k.key = gemm_key(HK_DTYPE_BF16, 1, 0, 0, 0);
+  assert_int_equal(hkc_tune_lookup_cfg(a, &k.key, "gemm_wgmma", "bm=64,bn=128,st=4", &c), 0);
+  hkc_tune_apply(a, &k.key, &c);
+  assert_string_equal(hkc_gpu_variant_for(a, &k.key)->name, "gemm_wgmma");
+  hkc_kernel_key_name(&k.key, k.name, sizeof k.name);
+  src = hkc_codegen_gpu(a, &k);
+  assert_non_null(src);
+  assert_true(has_line(src, "#define HK_WGS 1\n") && has_line(src, "#define HK_TILE_M 64\n") &&
+              has_line(src, "hk_wgmma_m64n128k16_bf16"));
+  free(src);
+  hkc_gpu_launch_dims(a, &k.key, args, 8, grid, block, &shared);
+  assert_int_equal(grid[0], 64 * 6);
+  assert_int_equal(block[0], 128);
+  /* AMD */
+  const hkc_gpu_arch_t *g = arch("gfx90a");
+  k.key = gemm_key(HK_DTYPE_F16, 1, 0, 0, 0);
+  assert_int_equal(hkc_tune_lookup_cfg(g, &k.key, "gemm_mfma", "bm=64,bn=128,bk=64", &c), 0);
+  hkc_tune_apply(g, &k.key, &c);
+  hkc_kernel_key_name(&k.key, k.name, sizeof k.name);
+  src = hkc_codegen_gpu(g, &k);
+  assert_non_null(src);
+  assert_true(has_line(src, "#define HK_BM 64\n") && has_line(src, "#define HK_BN 128\n") && has_line(src, "#define HK_BK 64\n"));
+  free(src);
+  hkc_gpu_launch_dims(g, &k.key, args, 8, grid, block, &shared);
+  assert_int_equal(grid[0], 64 * 6);
+  /* host */
+  k.key = (hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = HK_DTYPE_F32, .has_bias = 1};
+  assert_int_equal(hkc_tune_lookup_cfg(NULL, &k.key, "host_gemm", "bm=32,bn=128,bk=64", &c), 0);
+  hkc_tune_apply(NULL, &k.key, &c);
+  hkc_kernel_key_name(&k.key, k.name, sizeof k.name);
+  src = hkc_codegen_host(&k, 1);
+  assert_non_null(src);
+  assert_true(has_line(src, "#define HK_GEMM_BM 32\n#define HK_GEMM_BN 128\n#define HK_GEMM_BK 64\n"));
+  free(src);
+  hkc_host_launch_dims(&k.key, args, 8, grid, block);
+  assert_int_equal(grid[0], 128 * 6);
+}
+
+/* ---- the model ------------------------------------------------------------------------------------ */
+/* The model's ranking (estimated resources, as `hkc build --tune model` starts with). */
+static int model_pick(const hkc_gpu_arch_t *a, hkc_kernel_key_t key, hkc_tune_shape_t shape, hkc_tune_cand_t *c,
+                      int *n_out) {
+  int order[HKC_TUNE_MAX_CANDIDATES];
+  int n = hkc_tune_cands(a, &key, c, HKC_TUNE_MAX_CANDIDATES);
+  int m = hkc_tune_rank(a, &key, shape, c, n, order);
+  assert_true(m > 0);
+  *n_out = n;
+  return order[0];
+}
+
+static void test_model(void **state) {
+  (void)state;
+  const hkc_gpu_arch_t *h200 = arch("sm_90a");
+  hkc_kernel_key_t key = gemm_key(HK_DTYPE_BF16, 1, 0, 0, 0);
+  hkc_tune_cand_t *c = calloc(HKC_TUNE_MAX_CANDIDATES, sizeof *c);
+  assert_non_null(c);
+  int n;
+  /* large shapes: the measured best family (gemm_wgmma_ws 128x256, 3 stages, persistent) */
+  int p = model_pick(h200, key, (hkc_tune_shape_t){8192, 14336, 4096}, c, &n);
+  assert_string_equal(c[p].cfg.variant, "gemm_wgmma_ws");
+  assert_string_equal(c[p].cfg.tune, "bn=256,st=3,p=1");
+  assert_string_equal(c[p].est.limiter, "compute");
+  /* and a rate close to what it measured (464.7 TFLOP/s at 8192^3) */
+  p = model_pick(h200, key, (hkc_tune_shape_t){8192, 8192, 8192}, c, &n);
+  const double tflops = 2.0 * 8192 * 8192 * 8192 / c[p].est.seconds / 1e12;
+  printf("[ info     ] sm_90a 8192^3: %s %s, %.0f TFLOP/s estimated\n", c[p].cfg.variant, c[p].cfg.tune, tflops);
+  assert_true(tflops > 420 && tflops < 510);
+  /* wave quantization: bert batch 1 (M = 128, N = K = 768) has 3 tiles of 128x256 for 132
+   * SMs; the model takes smaller tiles, more of them, and expects it to be faster */
+  p = model_pick(h200, key, (hkc_tune_shape_t){128, 768, 768}, c, &n);
+  int def = -1;
+  for (int i = 0; i < n; i++)
+    if (c[i].cfg.is_default) def = i;
+  assert_true(def >= 0);
+  printf("[ info     ] sm_90a 128x768x768: %s %s, %lld tiles (default %lld)\n", c[p].cfg.variant, c[p].cfg.tune,
+         (long long)c[p].est.tiles, (long long)c[def].est.tiles);
+  assert_true(c[p].est.tiles >= 4 * c[def].est.tiles);
+  assert_true(c[p].est.seconds < c[def].est.seconds / 2);
+  /* llama batch 1, M = 512: 4 x 16 tiles of 128x256 leave half of the SMs idle */
+  p = model_pick(h200, key, (hkc_tune_shape_t){512, 4096, 4096}, c, &n);
+  assert_true(c[p].est.tiles >= 128);
+  /* pipeline depth: a 2-slot ring leaves the k loop latency-bound where 3 slots do not */
+  hkc_tile_cfg_t s2, s3;
+  assert_int_equal(hkc_tune_lookup_cfg(h200, &key, "gemm_wgmma_ws", "bn=256,st=2,p=1", &s2), 0);
+  assert_int_equal(hkc_tune_lookup_cfg(h200, &key, "gemm_wgmma_ws", "bn=256,st=3,p=1", &s3), 0);
+  hkc_model_est_t e2, e3, e3k;
+  const hkc_tune_shape_t big = {4096, 4096, 4096}, bigk = {4096, 4096, 8192};
+  assert_int_equal(hkc_model_estimate(h200, &s2, big, HK_DTYPE_BF16, 0, 1, 1, &e2), 0);
+  assert_int_equal(hkc_model_estimate(h200, &s3, big, HK_DTYPE_BF16, 0, 1, 1, &e3), 0);
+  assert_string_equal(e2.limiter, "latency");
+  assert_true(e2.seconds > e3.seconds);
+  /* twice the K: about twice the time */
+  assert_int_equal(hkc_model_estimate(h200, &s3, bigk, HK_DTYPE_BF16, 0, 1, 1, &e3k), 0);
+  assert_true(e3k.seconds > 1.9 * e3.seconds && e3k.seconds < 2.05 * e3.seconds);
+  /* a configuration that cannot run has no estimate */
+  assert_int_equal(hkc_model_estimate(h200, &s3, big, HK_DTYPE_BF16, 0, 1, 0, &e2), -1);
+  /* AMD: MI300X (304 CUs) and MI250X (110): small M takes small tiles, large shapes large ones */
+  const hkc_gpu_arch_t *gfx = arch("gfx942");
+  key = gemm_key(HK_DTYPE_BF16, 1, 0, 0, 0);
+  p = model_pick(gfx, key, (hkc_tune_shape_t){128, 768, 768}, c, &n);
+  assert_true(c[p].cfg.bm * c[p].cfg.bn <= 128 * 64);
+  p = model_pick(gfx, key, (hkc_tune_shape_t){8192, 14336, 4096}, c, &n);
+  assert_true(c[p].cfg.bm * c[p].cfg.bn >= 128 * 128);
+  p = model_pick(arch("gfx90a"), key, (hkc_tune_shape_t){4096, 4096, 4096}, c, &n);
+  printf("[ info     ] gfx90a 4096^3: %s %s, %s-bound\n", c[p].cfg.variant, c[p].cfg.tune, c[p].est.limiter);
+  assert_string_equal(c[p].est.limiter, "compute");
+  free(c);
+}
+
+/* The occupancy floor and resources from a compile: spills and over-budget kernels drop. */
+static void test_pruning(void **state) {
+  (void)state;
+  const hkc_gpu_arch_t *a = arch("gfx90a");
+  hkc_kernel_key_t key = gemm_key(HK_DTYPE_F16, 1, 0, 0, 0);
+  hkc_tune_cand_t c[4];
+  assert_true(hkc_tune_cands(a, &key, c, 4) >= 1);
+  hkc_kernel_out_t ko = {0};
+  hkc_compile_item_t item = {.rc = 0, .kernel = &ko};
+  item.result.vgprs = 252;
+  item.result.agprs = 80;
+  item.result.sgprs = 70;
+  item.result.shared_bytes = 40960;
+  hkc_tune_cand_t ok = c[0];
+  hkc_tune_cand_resources(a, &ok, &item);
+  assert_null(ok.pruned);
+  assert_int_equal(ok.per_cu, 1);
+  hkc_tune_cand_t spill = c[0];
+  item.result.scratch_bytes = 16;
+  hkc_tune_cand_resources(a, &spill, &item);
+  assert_string_equal(spill.pruned, "spills");
+  hkc_tune_cand_t big = c[0];
+  item.result.scratch_bytes = 0;
+  item.result.vgprs = 600; /* over the 512-register file */
+  hkc_tune_cand_resources(a, &big, &item);
+  assert_string_equal(big.pruned, "registers/shared");
+  hkc_tune_cand_t failed = c[0];
+  item.rc = -1;
+  hkc_tune_cand_resources(a, &failed, &item);
+  assert_string_equal(failed.pruned, "compile");
+  /* floor: a 64-thread block alone on an SM (2 warps for 4 schedulers) */
+  hkc_tile_cfg_t tiny = c[0].cfg;
+  tiny.threads = 64;
+  assert_false(hkc_model_meets_floor(arch("sm_90a"), &tiny, 1));
+  assert_true(hkc_model_meets_floor(arch("sm_90a"), &tiny, 2));
+}
+
+/* ---- the database ---------------------------------------------------------------------------------- */
+static const char k_db[] =
+    "# a comment\n"
+    "\n"
+    "sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=4096 n=768 k=768 bias res | gemm_wgmma | bm=64,bn=128,st=4 | 30.5 us\n"
+    "sm_90a\t132\tnvrtc 13.0\tgemm bf16 m=128 n=2304 k=768 bias\tgemm_wgmma\tbm=64,bn=64,st=6\t6.25\n"
+    "   # indented comment\n"
+    "gfx90a | 110 | hiprtc 5.2.21153, comgr 2.4 | gemm f16 m=4096 n=4096 k=4096 tb bias act=gelu res | gemm_mfma | bm=128,bn=256,bk=32 | 1234 us\n";
+
+static void test_db_parse_format(void **state) {
+  (void)state;
+  hkc_tune_db_t db = {0};
+  assert_int_equal(hkc_tune_db_parse(&db, "a.db", k_db, sizeof k_db - 1), 0);
+  assert_int_equal(db.n, 3);
+  assert_int_equal(db.entries[1].line, 4);
+  assert_string_equal(db.entries[1].params, "bm=64,bn=64,st=6");
+  assert_true(db.entries[1].time_us == 6.25);
+  char *text = hkc_tune_db_format(&db);
+  assert_non_null(text);
+  /* sorted by key, " | " separators, two decimals, the header first */
+  const char *want =
+      "gfx90a | 110 | hiprtc 5.2.21153, comgr 2.4 | gemm f16 m=4096 n=4096 k=4096 tb bias act=gelu res | gemm_mfma | "
+      "bm=128,bn=256,bk=32 | 1234.00 us\n"
+      "sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=128 n=2304 k=768 bias | gemm_wgmma | bm=64,bn=64,st=6 | 6.25 us\n"
+      "sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=4096 n=768 k=768 bias res | gemm_wgmma | bm=64,bn=128,st=4 | 30.50 us\n";
+  const char *body = strstr(text, "gfx90a");
+  assert_non_null(body);
+  assert_string_equal(body, want);
+  assert_true(text[0] == '#');
+  /* the canonical text parses back to the same text */
+  hkc_tune_db_t again = {0};
+  assert_int_equal(hkc_tune_db_parse(&again, "b.db", text, strlen(text)), 0);
+  char *text2 = hkc_tune_db_format(&again);
+  assert_string_equal(text, text2);
+  assert_true(db.hash != 0 && again.hash != db.hash);
+  free(text);
+  free(text2);
+  hkc_tune_db_free(&again);
+
+  /* lookup: exact, then the same shape with another epilogue, else nothing */
+  int exact = 0;
+  const hkc_tune_entry_t *e =
+      hkc_tune_db_find(&db, "sm_90a", 132, "nvrtc 13.0", "gemm bf16 m=4096 n=768 k=768 bias res", &exact);
+  assert_non_null(e);
+  assert_true(exact);
+  e = hkc_tune_db_find(&db, "sm_90a", 132, "nvrtc 13.0", "gemm bf16 m=4096 n=768 k=768 act=gelu", &exact);
+  assert_non_null(e);
+  assert_false(exact);
+  assert_string_equal(e->params, "bm=64,bn=128,st=4");
+  assert_null(hkc_tune_db_find(&db, "sm_90a", 132, "nvrtc 13.0", "gemm bf16 m=4096 n=768 k=768 tb", &exact));
+  assert_null(hkc_tune_db_find(&db, "sm_90a", 114, "nvrtc 13.0", "gemm bf16 m=4096 n=768 k=768 bias res", &exact));
+  assert_null(hkc_tune_db_find(&db, "sm_90a", 132, "nvrtc 13.1", "gemm bf16 m=4096 n=768 k=768 bias res", &exact));
+  hkc_tune_db_free(&db);
+}
+
+static void test_db_errors(void **state) {
+  (void)state;
+  static const struct {
+    const char *text;
+    const char *want; /* "FILE:LINE: ..." and a word of the message */
+  } bad[] = {
+      {"# ok\nsm_90a | 132 | nvrtc 13.0 | gemm bf16 m=1 n=8 k=8 | gemm_wgmma | bm=64,bn=64,st=3\n", "t.db:2:1: expected 7"},
+      {"sm_90a | x | nvrtc 13.0 | gemm bf16 m=1 n=8 k=8 | gemm_wgmma | bm=64,bn=64,st=3 | 1 us\n", "t.db:1:10: bad entry (expected units"},
+      {"  sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=1 n=8 k=8 | gemm_wgmma | bm=64,bn=64,st=3 | 1 ms\n", "t.db:1:87: bad time"},
+      {"sm_90a | 132 | nvrtc 13.0 | gemm bf17 m=1 n=8 k=8 | gemm_wgmma | bm=64,bn=64,st=3 | 1 us\n", "dtype"},
+      {"sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=1 k=8 n=8 | gemm_wgmma | bm=64,bn=64,st=3 | 1 us\n", "m=<rows>"},
+      {"sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=1 n=8 k=8 res bias | gemm_wgmma | bm=64,bn=64,st=3 | 1 us\n", "flags"},
+      {"sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=1 n=8 k=8 act=swish | gemm_wgmma | bm=64,bn=64,st=3 | 1 us\n", "act="},
+      {"sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=1 n=8 k=8 | gemm wgmma | bm=64,bn=64,st=3 | 1 us\n", "variant"},
+      {"sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=1 n=8 k=8 | gemm_wgmma | bm 64 | 1 us\n", "params"},
+      {"sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=1 n=8 k=8 | gemm_wgmma | bm=64,bn=64,st=3 | fast\n", "time"},
+      {"sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=1 n=8 k=8 | gemm_wgmma | bm=64,bn=64,st=3 | -1 us\n", "time"},
+      {"sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=1 n=8 k=8 | gemm_wgmma | bm=64,bn=64,st=3 | 1 us\n\n"
+       "sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=1 n=8 k=8 | gemm_mma | bm=64,bn=64,wm=2,wn=2,st=3 | 2 us\n",
+       "t.db:3:1: duplicate key (first at line 1)"},
+      {"s m | 132 | nvrtc | gemm bf16 m=1 n=8 k=8 | gemm_wgmma | bm=64,bn=64,st=3 | 1 us\n", "target"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    char diag[1024];
+    hkc_tune_db_t db = {0};
+    hkc_error_reset();
+    hkc_diag_capture(diag, sizeof diag);
+    int rc = hkc_tune_db_parse(&db, "t.db", bad[i].text, strlen(bad[i].text));
+    hkc_diag_capture(NULL, 0);
+    hkc_tune_db_free(&db);
+    if (rc == 0 || strncmp(diag, "t.db:", 5) != 0 || !strstr(diag, bad[i].want))
+      fail_msg("case %zu: rc %d, diagnostic '%s' (wanted '%s')", i, rc, diag, bad[i].want);
+  }
+  hkc_error_reset();
+}
+
+static char *write_tmp(const char *dir, const char *name, const char *text) {
+  char *path = malloc(strlen(dir) + strlen(name) + 2);
+  assert_non_null(path);
+  sprintf(path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+  return path;
+}
+
+static void test_db_merge(void **state) {
+  (void)state;
+  char *dir = hk_test_tmpdir();
+  char *a = write_tmp(dir, "a.db",
+                      "sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=128 n=768 k=768 | gemm_wgmma | bm=64,bn=64,st=6 | 5.00 us\n"
+                      "sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=512 n=768 k=768 | gemm_wgmma | bm=64,bn=64,st=6 | 9.00 us\n");
+  char *b = write_tmp(dir, "b.db",
+                      "sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=512 n=768 k=768 | gemm_wgmma | bm=64,bn=128,st=4 | 8.00 us\n"
+                      "host-x86_64 | 4 | cc 12 | gemm f32 m=16 n=64 k=64 | host_gemm | bm=16,bn=256,bk=32 | 3.00 us\n"
+                      "sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=128 n=768 k=768 | gemm_mma | bm=64,bn=64,wm=2,wn=2,st=4 | 5.50 us\n");
+  char out[4096];
+  snprintf(out, sizeof out, "%s/c.db", dir);
+  const char *paths[] = {a, b};
+  assert_int_equal(hkc_tune_db_merge(paths, 2, out, 1), 0);
+  hkc_tune_db_t db = {0};
+  assert_int_equal(hkc_tune_db_load(&db, out), 0);
+  assert_int_equal(db.n, 3);
+  char *text = hkc_tune_db_format(&db);
+  const char *want = "host-x86_64 | 4 | cc 12 | gemm f32 m=16 n=64 k=64 | host_gemm | bm=16,bn=256,bk=32 | 3.00 us\n"
+                     "sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=128 n=768 k=768 | gemm_wgmma | bm=64,bn=64,st=6 | 5.00 us\n"
+                     "sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=512 n=768 k=768 | gemm_wgmma | bm=64,bn=128,st=4 | 8.00 us\n";
+  assert_string_equal(strstr(text, "host-"), want); /* the faster of each conflict, sorted */
+  free(text);
+  hkc_tune_db_free(&db);
+  /* a malformed input: an error, no output */
+  char *bad = write_tmp(dir, "bad.db", "sm_90a | 132\n");
+  char out2[4096];
+  snprintf(out2, sizeof out2, "%s/d.db", dir);
+  const char *paths2[] = {a, bad};
+  char diag[512];
+  hkc_diag_capture(diag, sizeof diag);
+  assert_int_equal(hkc_tune_db_merge(paths2, 2, out2, 1), -1);
+  hkc_diag_capture(NULL, 0);
+  hkc_error_reset();
+  assert_non_null(strstr(diag, "bad.db:1:"));
+  FILE *f = fopen(out2, "r");
+  assert_null(f);
+  free(a);
+  free(b);
+  free(bad);
+  char cmd[4200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+  free(dir);
+}
+
+/* ---- the build's choice ------------------------------------------------------------------------------ */
+static void test_tuner_db_choice(void **state) {
+  (void)state;
+  const hkc_gpu_arch_t *a = arch("sm_90a");
+  char toolchain[160], text[1024];
+  hkc_tune_toolchain(a, toolchain, sizeof toolchain);
+  snprintf(text, sizeof text,
+           "sm_90a | 132 | %s | gemm bf16 m=4096 n=768 k=768 bias | gemm_wgmma | bm=64,bn=128,st=4 | 30 us\n"
+           "sm_90a | 132 | %s | gemm bf16 m=128 n=768 k=768 bias | gemm_wgmma_ws | bn=256,st=9,p=1 | 30 us\n",
+           toolchain, toolchain);
+  hkc_tune_db_t db = {0};
+  assert_int_equal(hkc_tune_db_parse(&db, "x.db", text, strlen(text)), 0);
+  hkc_tuner_t *t = hkc_tuner_create(HKC_TUNE_DEFAULT, &db, 0, 1, 1, NULL);
+  assert_non_null(t);
+  hkc_tune_launch_t l[3];
+  memset(l, 0, sizeof l);
+  for (int i = 0; i < 3; i++) {
+    l[i].key = gemm_key(HK_DTYPE_BF16, 1, i == 1 ? HK_ACT_GELU : 0, 0, 0);
+    l[i].tunable = 1;
+    l[i].shape = (hkc_tune_shape_t){i == 2 ? 128 : 4096, 768, 768};
+  }
+  char diag[1024];
+  hkc_diag_capture(diag, sizeof diag);
+  assert_int_equal(hkc_tuner_choose(t, "sm_90a", a, l, 3), 0);
+  hkc_diag_capture(NULL, 0);
+  /* exact entry */
+  assert_int_equal(l[0].source, HKC_TUNE_SRC_DB);
+  assert_string_equal(l[0].key.variant, "gemm_wgmma");
+  assert_string_equal(l[0].key.tune, "bm=64,bn=128,st=4");
+  /* another epilogue, same shape: the entry still serves */
+  assert_int_equal(l[1].source, HKC_TUNE_SRC_DB);
+  assert_string_equal(l[1].key.tune, "bm=64,bn=128,st=4");
+  /* an illegal configuration (9 stages of 48 KiB): a warning at its line, then the mode's choice */
+  assert_int_equal(l[2].source, HKC_TUNE_SRC_DEFAULT);
+  assert_string_equal(l[2].key.variant, "");
+  assert_non_null(strstr(diag, "x.db:2:"));
+  hkc_tuner_destroy(t);
+  hkc_tune_db_free(&db);
+  hkc_error_reset();
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_params_parse),   cmocka_unit_test(test_spaces),
+      cmocka_unit_test(test_key_identity),   cmocka_unit_test(test_variant_macros_and_launch),
+      cmocka_unit_test(test_model),          cmocka_unit_test(test_pruning),
+      cmocka_unit_test(test_db_parse_format), cmocka_unit_test(test_db_errors),
+      cmocka_unit_test(test_db_merge),       cmocka_unit_test(test_tuner_db_choice),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
