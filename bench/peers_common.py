@@ -70,7 +70,21 @@ def load_spec(path):
     spec["inputs"] = spec["inputs"] or {}
     spec["params"] = spec["params"] or {}
     spec.setdefault("dtype", "f32")
+    # Node attributes written as dim expressions (`heads: kv_heads`) become numbers here, so
+    # every consumer (the torch module, check.py's ops without dims) sees what hkc resolved.
+    for node in spec["graph"]:
+        for key in ("heads", "kv_heads"):
+            if isinstance(node.get(key), str):
+                node[key] = eval_count(node[key], spec["dims"])
     return spec
+
+
+def eval_count(expr, dims):
+    """An integer dim expression over the spec's dims (no `batch`)."""
+    import re
+    if not re.fullmatch(r"[A-Za-z0-9_+\-*/() ]+", expr):
+        raise ValueError("bad dim expression %r" % expr)
+    return int(eval(expr.replace("/", "//"), {"__builtins__": {}}, dict(dims)))
 
 
 def shapes(spec, batch):
