@@ -100,4 +100,13 @@ assert "no floor (host-" in text and "sum of launches" in text and "whole graph"
 print("ok run --profile:", [r[3] for r in rows])
 EOF
 cmp "$work/plain/y.npy" "$work/prof/y.npy"
+# Graph structure: llama_block's q, k and v projections are parallel branches (each waits
+# only for the rmsnorm they read), not a chain.
+"$HKC" build "$HK_SOURCE_DIR/specs/llama_block.yaml" -o "$work/llama.hkpack" --target host -q
+"$HKC" inspect "$work/llama.hkpack" > "$work/llama.txt"
+for node in q_proj k_proj v_proj; do
+  grep -Eq "^ +#[0-9]+ +$node +hk_gemm.* after \[0\]$" "$work/llama.txt" \
+    || { echo "FAIL: $node does not depend on attn_norm alone:"; grep -E "#[0-9]+ " "$work/llama.txt" | head -12; exit 1; }
+done
+echo "ok q/k/v projections are parallel branches"
 echo "plan_report: ok"
