@@ -3,9 +3,10 @@
  * batch bucket, then hands everything to the pack writer. Owns every intermediate
  * allocation; nothing reaches the output path unless all targets built.
  *
- * GPU kernels compile one per job on a pool of --jobs threads (hiprtc and nvrtc are
- * thread-safe; the runtime-compiler wrappers never print), each through the
- * content-addressed compile cache. The host target's single translation unit compiles
+ * GPU kernels compile one per job on a pool of --jobs threads, each through the
+ * content-addressed compile cache (nvrtc compiles on the thread; hiprtc is not safe on
+ * threads, so an AMD compile goes to one of --jobs worker processes, rtc_worker.h; the
+ * runtime-compiler wrappers never print). The host target's single translation unit compiles
  * on the main thread meanwhile. Diagnostics are reported from the main thread only.
  */
 #include <pthread.h>

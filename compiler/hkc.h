@@ -394,9 +394,12 @@ void hkc_gpu_launch_dims(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
                          uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared);
 
 /* ---- runtime compilers: hiprtc (+comgr) for gfx, nvrtc for sm ------------------------------
- * Vendor libraries are dlopen'ed on first use. These functions are thread-safe and never
- * print: problems come back in the result's log / the why buffer, and the caller
- * reports them. */
+ * Vendor libraries are dlopen'ed on first use. These functions never print: problems come
+ * back in the result's log / the why buffer, and the caller reports them. They may be called
+ * from several threads. nvrtc is thread-safe and runs on the caller's thread. hiprtc and
+ * comgr are NOT (ROCm 5.2: LLVM's global option registry; rtc_worker.h): their calls run in
+ * worker processes once hkc_amd_workers_start has been called, else one at a time in this
+ * process. */
 typedef struct hkc_rtc_result {
   void *code;           /* code object: AMDGPU ELF or cubin; malloc'd */
   size_t code_size;
@@ -419,6 +422,15 @@ int hkc_comgr_isa_list(char ***out_names, size_t *out_count, char *why, size_t w
 /* Disassembly of an AMDGPU code object (text, malloc'd). 0 / -1 (why filled). */
 int hkc_comgr_disassemble(const void *code, size_t size, const char *arch, char **out_text, char *why,
                           size_t why_size);
+
+/* AMD toolchain calls go to up to max_workers processes `exe --rtc-worker` (exe: an hkc
+ * binary; /proc/self/exe from hkc itself); a call running longer than timeout_s (0: no
+ * limit) kills its worker. A worker that dies is replaced and the call retried once. 0 / -1. */
+int hkc_amd_workers_start(const char *exe, int max_workers, int timeout_s);
+void hkc_amd_workers_stop(void); /* ends the workers; later calls run in-process */
+void hkc_amd_workers_counts(unsigned *out_started, unsigned *out_replaced);
+/* The worker's side: serves jobs on fd 3 until its parent closes it; returns an exit status. */
+int hkc_amd_worker_main(void);
 
 int hkc_nvrtc_available(char *why, size_t why_size);
 const char *hkc_nvrtc_version(void);  /* "nvrtc 13.0" */

@@ -15,10 +15,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hk/hkrt.h"
 #include "hkc.h"
 #include "inspect.h"
+#include "rtc_worker.h"
 #include "tune.h"
 
 static const char k_usage[] =
@@ -46,7 +48,10 @@ static const char k_build_usage[] =
     "  -t, --target LIST      comma-separated targets, overriding the spec's `targets`:\n"
     "                         host, AMD ISAs (gfx90a, gfx90a:xnack-, gfx908, gfx1030, ...),\n"
     "                         NVIDIA (sm_80, sm_90, sm_90a); `hkc targets` lists them\n"
-    "  -j, --jobs N           parallel kernel compiles (default: number of cores)\n"
+    "  -j, --jobs N           parallel kernel compiles (default: number of cores); AMD\n"
+    "                         compiles run in as many hkc worker processes\n"
+    "  --compile-timeout SEC  a single AMD compile running longer is killed and retried once\n"
+    "                         (default 600)\n"
     "  --no-cache             do not read or write the compile cache ($HKC_CACHE_DIR,\n"
     "                         default ~/.cache/hkc)\n"
     "  --Werror-spills        a kernel that spills registers to memory is an error\n"
@@ -163,6 +168,23 @@ static int parse_count(const char *opt, const char *text, long long lo, long lon
   return 0;
 }
 
+/* AMD toolchain calls run in worker processes, this binary re-executed (rtc_worker.h says
+ * why); at most `jobs` of them (0: one per core), started when the first call needs one. */
+#define DEFAULT_COMPILE_TIMEOUT_S 600
+static int compile_timeout = DEFAULT_COMPILE_TIMEOUT_S;
+
+static int start_workers(int jobs, int timeout_s) {
+  if (jobs <= 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    jobs = n > 0 ? (int)n : 1;
+  }
+  if (hkc_amd_workers_start("/proc/self/exe", jobs, timeout_s) != 0) {
+    fprintf(stderr, "hkc: out of memory starting the compile workers\n");
+    return -1;
+  }
+  return 0;
+}
+
 /* ---- build ---------------------------------------------------------------------------- */
 static int cmd_build(int argc, char **argv) {
   if (want_help(argc, argv)) {
@@ -212,6 +234,11 @@ static int cmd_build(int argc, char **argv) {
       if (++i >= argc) goto missing;
       if (parse_count(a, argv[i], 1, 1024, &v) != 0) return 2;
       opt.jobs = (int)v;
+    } else if (strcmp(a, "--compile-timeout") == 0) {
+      long long v;
+      if (++i >= argc) goto missing;
+      if (parse_count(a, argv[i], 1, 86400, &v) != 0) return 2;
+      compile_timeout = (int)v;
     } else if (strcmp(a, "--no-cache") == 0) {
       opt.no_cache = 1;
     } else if (strcmp(a, "--Werror-spills") == 0) {
@@ -247,6 +274,7 @@ static int cmd_build(int argc, char **argv) {
   }
   opt.tuning_dbs = dbs;
   opt.n_tuning_dbs = n_dbs;
+  if (start_workers(opt.jobs, compile_timeout) != 0) return 1;
   return hkc_build(&opt) == 0 ? 0 : 1;
 }
 
@@ -323,6 +351,7 @@ static int cmd_tune(int argc, char **argv) {
     fprintf(stderr, "hkc tune: %s\n%s", !opt.spec_path ? "no spec given" : "no target given (--target T)", k_tune_usage);
     return 2;
   }
+  if (start_workers(opt.jobs, compile_timeout) != 0) return 1;
   return hkc_tune_run(&opt) == 0 ? 0 : 1;
 }
 
@@ -718,7 +747,18 @@ static int cmd_targets(int argc, char **argv) {
   return hkc_print_targets(stdout) == 0 ? 0 : 1;
 }
 
+static int dispatch(int argc, char **argv) {
+  if (strcmp(argv[1], "build") == 0) return cmd_build(argc - 2, argv + 2);
+  if (strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
+  if (strcmp(argv[1], "tune") == 0) return cmd_tune(argc - 2, argv + 2);
+  if (strcmp(argv[1], "inspect") == 0) return start_workers(1, compile_timeout) ? 1 : cmd_inspect(argc - 2, argv + 2);
+  if (strcmp(argv[1], "targets") == 0) return start_workers(0, compile_timeout) ? 1 : cmd_targets(argc - 2, argv + 2);
+  fprintf(stderr, "hkc: unknown command '%s'\n%s", argv[1], k_usage);
+  return 2;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], HKC_WORKER_ARG) == 0) _exit(hkc_amd_worker_main()); /* no atexit, no leak report */
   if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
     fputs(k_usage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
@@ -728,11 +768,7 @@ int main(int argc, char **argv) {
            HK_PACK_VERSION_MINOR, HKRT_VERSION_STRING);
     return 0;
   }
-  if (strcmp(argv[1], "build") == 0) return cmd_build(argc - 2, argv + 2);
-  if (strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
-  if (strcmp(argv[1], "tune") == 0) return cmd_tune(argc - 2, argv + 2);
-  if (strcmp(argv[1], "inspect") == 0) return cmd_inspect(argc - 2, argv + 2);
-  if (strcmp(argv[1], "targets") == 0) return cmd_targets(argc - 2, argv + 2);
-  fprintf(stderr, "hkc: unknown command '%s'\n%s", argv[1], k_usage);
-  return 2;
+  const int rc = dispatch(argc, argv);
+  hkc_amd_workers_stop();
+  return rc;
 }

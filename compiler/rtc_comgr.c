@@ -138,7 +138,7 @@ static int names_add(char ***names, size_t *count, size_t *cap, const char *s) {
 
 /* Every ISA comgr lists, as "gfx90a:sramecc+:xnack-" (the "amdgcn-amd-amdhsa--" prefix
  * removed), plus the bare processor name "gfx90a" once. */
-int hkc_comgr_isa_list(char ***out_names, size_t *out_count, char *why, size_t why_size) {
+int hkc_comgr_isa_list_local(char ***out_names, size_t *out_count, char *why, size_t why_size) {
   *out_names = NULL;
   *out_count = 0;
   if (hkc_comgr_available(why, why_size) != 0) return -1;
@@ -271,8 +271,8 @@ done_root:
 }
 
 /* Disassembles through DISASSEMBLE_EXECUTABLE_TO_SOURCE for "amdgcn-amd-amdhsa--<arch>". */
-int hkc_comgr_disassemble(const void *code, size_t size, const char *arch, char **out_text, char *why,
-                          size_t why_size) {
+int hkc_comgr_disassemble_local(const void *code, size_t size, const char *arch, char **out_text, char *why,
+                                size_t why_size) {
   *out_text = NULL;
   if (hkc_comgr_available(why, why_size) != 0) return -1;
   char isa[COMGR_ISA_NAME_MAX];

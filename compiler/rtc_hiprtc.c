@@ -50,24 +50,17 @@ static const char *const k_hiprtc_libs[] = {"libhiprtc.so.6", "libhiprtc.so", "l
 #define HIPRTC_LOG_MAX (1 << 20) /* a compile log larger than this is cut (runaway template errors) */
 #define EM_AMDGPU_MACHINE 224 /* ELF e_machine of AMDGPU code objects */
 
-/* hiprtc 5.2 compiles from several threads at once without trouble once it has compiled
- * something (rtc_amd_test: two threads); set to 1 to serialize if a version proves
- * otherwise. Its first compile is not thread-safe: two threads starting their first compile
- * together crash, or fail with "No available targets are compatible with triple
- * amdgcn-amd-amdhsa" (seen with ROCm 5.2.3) -- so the first compile of the process runs
- * alone (g_first_lock), and the others start after it. */
-#define HIPRTC_SERIALIZE 0
-
+/* Not safe on threads: see rtc_worker.h. This file is the in-process compile; callers reach
+ * it through rtc_amd_worker.c, which runs it in worker processes (or serialized). */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static pthread_mutex_t g_compile_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t g_first_lock = PTHREAD_MUTEX_INITIALIZER;
-static int g_warm; /* a compile has finished; under g_first_lock */
 static hiprtc_api_t g_api;
 static int g_ok;
 static char g_why[HIPRTC_WHY_MAX];
 static char g_version[96];
-static char **g_isas; /* comgr's ISA names, loaded once */
+static pthread_once_t g_isa_once = PTHREAD_ONCE_INIT;
+static char **g_isas; /* comgr's ISA names, loaded once by the first local compile */
 static size_t g_n_isas;
+static char g_isa_why[512];
 
 /* "5.2.21153" from the loaded library's real file name (libamdhip64.so.5.2.21153). */
 static void version_from_file(void *lib, char *out, size_t size) {
@@ -107,10 +100,6 @@ static void hiprtc_load(void) {
     snprintf(g_why, sizeof g_why, "hiprtc loads but %s", why);
     return;
   }
-  if (hkc_comgr_isa_list(&g_isas, &g_n_isas, why, sizeof why) != 0) {
-    snprintf(g_why, sizeof g_why, "hiprtc loads but comgr cannot list its ISAs: %s", why);
-    return;
-  }
   char file_version[32];
   version_from_file(lib, file_version, sizeof file_version);
   if (!file_version[0]) {
@@ -141,9 +130,7 @@ void hkc_rtc_result_free(hkc_rtc_result_t *result) {
   memset(result, 0, sizeof *result);
 }
 
-/* Sets out->log to a formatted message (replacing any). */
-static void set_log(hkc_rtc_result_t *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_log(hkc_rtc_result_t *out, const char *fmt, ...) {
+void hkc_rtc_set_log(hkc_rtc_result_t *out, const char *fmt, ...) {
   char msg[2048];
   va_list ap;
   va_start(ap, fmt);
@@ -246,14 +233,14 @@ static void take_log(hiprtc_program_t prog, hkc_rtc_result_t *out) {
   out->log = log;
 }
 
-static int compile_locked(const char *source, const char *name, const char *arch, hkc_rtc_result_t *out) {
+static int compile_one(const char *source, const char *name, const char *arch, hkc_rtc_result_t *out) {
   char opt_arch[HIPRTC_ARCH_MAX + 32];
   snprintf(opt_arch, sizeof opt_arch, "--offload-arch=%s", arch);
   const char *opts[] = {opt_arch, "-O3"};
   hiprtc_program_t prog = NULL;
   hiprtc_status_t st = g_api.hiprtcCreateProgram(&prog, source, "hkc_kernel.hip", 0, NULL, NULL);
   if (st != HIPRTC_SUCCESS) {
-    set_log(out, "hiprtcCreateProgram: %s", g_api.hiprtcGetErrorString(st));
+    hkc_rtc_set_log(out, "hiprtcCreateProgram: %s", g_api.hiprtcGetErrorString(st));
     return -1;
   }
   st = g_api.hiprtcCompileProgram(prog, (int)(sizeof opts / sizeof *opts), opts);
@@ -261,13 +248,13 @@ static int compile_locked(const char *source, const char *name, const char *arch
   int rc = -1;
   if (st != HIPRTC_SUCCESS) {
     if (!out->log || !out->log[0])
-      set_log(out, "hiprtc compile for %s failed: %s", arch, g_api.hiprtcGetErrorString(st));
+      hkc_rtc_set_log(out, "hiprtc compile for %s failed: %s", arch, g_api.hiprtcGetErrorString(st));
     goto done;
   }
   size_t size = 0;
   if (g_api.hiprtcGetCodeSize(prog, &size) != HIPRTC_SUCCESS || size == 0 || !(out->code = malloc(size)) ||
       g_api.hiprtcGetCode(prog, out->code) != HIPRTC_SUCCESS) {
-    set_log(out, "hiprtc produced no code for %s", arch);
+    hkc_rtc_set_log(out, "hiprtc produced no code for %s", arch);
     goto done;
   }
   out->code_size = size;
@@ -277,55 +264,55 @@ done:
   return rc;
 }
 
-/* Contract in hkc.h. On failure out->log says why (compiler diagnostics, an arch this
- * toolchain cannot build with the list of those it can, a missing kernel). */
-int hkc_hiprtc_compile(const char *source, const char *name, const char *arch, hkc_rtc_result_t *out) {
+static void isa_load(void) {
+  if (hkc_comgr_isa_list_local(&g_isas, &g_n_isas, g_isa_why, sizeof g_isa_why) != 0) g_n_isas = 0;
+  else g_isa_why[0] = '\0';
+}
+
+/* Contract in hkc.h (hkc_hiprtc_compile). On failure out->log says why (compiler diagnostics,
+ * an arch this toolchain cannot build with the list of those it can, a missing kernel). */
+int hkc_hiprtc_compile_local(const char *source, const char *name, const char *arch, hkc_rtc_result_t *out) {
   memset(out, 0, sizeof *out);
   char why[HIPRTC_WHY_MAX];
   if (hkc_hiprtc_available(why, sizeof why) != 0) {
-    set_log(out, "%s", why);
+    hkc_rtc_set_log(out, "%s", why);
+    return -1;
+  }
+  pthread_once(&g_isa_once, isa_load);
+  if (g_isa_why[0]) {
+    hkc_rtc_set_log(out, "hiprtc loads but comgr cannot list its ISAs: %s", g_isa_why);
     return -1;
   }
   if (strlen(arch) >= HIPRTC_ARCH_MAX || !arch_buildable(arch)) {
     char list[512];
     list_buildable(list, sizeof list);
-    set_log(out, "%s: this hiprtc (%s) cannot build for '%s'; buildable targets: %s (newer GPUs need ROCm >= 6)",
+    hkc_rtc_set_log(out, "%s: this hiprtc (%s) cannot build for '%s'; buildable targets: %s (newer GPUs need ROCm >= 6)",
             arch, g_version, arch, list);
     return -1;
   }
-  pthread_mutex_lock(&g_first_lock);
-  const int first = !g_warm; /* keep the lock through the first compile */
-  if (!first) pthread_mutex_unlock(&g_first_lock);
-  if (HIPRTC_SERIALIZE) pthread_mutex_lock(&g_compile_lock);
-  int rc = compile_locked(source, name, arch, out);
-  if (HIPRTC_SERIALIZE) pthread_mutex_unlock(&g_compile_lock);
-  if (first) {
-    g_warm = 1;
-    pthread_mutex_unlock(&g_first_lock);
-  }
-  if (rc != 0) return -1;
+  if (compile_one(source, name, arch, out) != 0) return -1;
 
   const unsigned char *bytes = out->code;
   size_t off = 0, len = out->code_size;
   if (len >= 24 && memcmp(bytes, "__CLANG_OFFLOAD_BUNDLE__", 24) == 0) {
     if (bundle_extract(bytes, out->code_size, arch, &off, &len) != 0) {
-      set_log(out, "hiprtc returned an offload bundle without a valid code object for %s", arch);
+      hkc_rtc_set_log(out, "hiprtc returned an offload bundle without a valid code object for %s", arch);
       goto fail;
     }
     memmove(out->code, bytes + off, len);
     out->code_size = len;
   } else if (len >= 4 && memcmp(bytes, "CCOB", 4) == 0) {
-    set_log(out, "hiprtc returned a compressed offload bundle (CCOB), which hkc does not read yet");
+    hkc_rtc_set_log(out, "hiprtc returned a compressed offload bundle (CCOB), which hkc does not read yet");
     goto fail;
   }
   /* ELF64, little-endian, e_machine at offset 18 */
   if (out->code_size < 64 || memcmp(out->code, "\177ELF\2\1", 6) != 0 ||
       (((const unsigned char *)out->code)[18] | ((const unsigned char *)out->code)[19] << 8) != EM_AMDGPU_MACHINE) {
-    set_log(out, "hiprtc output for %s is not an AMDGPU ELF code object", arch);
+    hkc_rtc_set_log(out, "hiprtc output for %s is not an AMDGPU ELF code object", arch);
     goto fail;
   }
   if (hkc_comgr_kernel_resources(out->code, out->code_size, name, out, why, sizeof why) != 0) {
-    set_log(out, "%s", why);
+    hkc_rtc_set_log(out, "%s", why);
     goto fail;
   }
   return 0;

@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "hkc.h"
+#include "test_util.h"
 
 /* The target table's entries (name, kind, wave size are what code generation reads). */
 static const hkc_gpu_arch_t *arch(const char *name) {
@@ -257,10 +258,11 @@ static void test_hiprtc_every_variant(void **state) {
   const hkc_gpu_arch_t *const archs[] = {arch("gfx90a"), arch("gfx908"), arch("gfx1030")};
   size_t n = 0;
   job_t *jobs = make_jobs(archs, 3, 1, &n);
-  /* On this thread only: hiprtc's LLVM installs its own signal stack in the threads it
-   * runs on, which ASan then fails to unmap when such a thread exits. hkc serializes
-   * hiprtc compiles anyway. */
-  compile_all(jobs, n, hkc_hiprtc_compile, 0);
+  /* In worker processes, as hkc build runs them (hiprtc is not safe on threads, and its
+   * LLVM's signal stacks stay out of this process's threads). */
+  const int workers = hk_test_start_amd_workers(N_THREADS) == 0;
+  compile_all(jobs, n, hkc_hiprtc_compile, workers ? N_THREADS : 0);
+  hkc_amd_workers_stop();
   free(jobs);
 }
 

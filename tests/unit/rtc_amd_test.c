@@ -1,5 +1,6 @@
-/* hiprtc + comgr: real compiles for gfx90a / gfx908 / gfx1030 (no GPU needed). Every test
- * skips visibly when the ROCm toolchain is not installed. */
+/* hiprtc + comgr: real compiles for gfx90a / gfx908 / gfx1030 (no GPU needed), once in this
+ * process (no workers started) and once through hkc's worker processes ($HKC_BIN), as
+ * `hkc build` runs them. Every test skips visibly when the ROCm toolchain is not installed. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,10 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "hkc.h"
+#include "test_util.h"
 
 static const char k_saxpy[] =
     "extern \"C\" __global__ void saxpy(float a, const float* x, float* y, int n) {\n"
@@ -243,6 +247,88 @@ static void test_two_threads(void **state) {
   assert_int_equal(jobs[1].vgprs, jobs[3].vgprs);
 }
 
+/* The same bytes through 4 threads on the workers as one at a time in this process. */
+typedef struct {
+  const char *arch;
+  hkc_rtc_result_t r;
+  int rc;
+} code_job_t;
+
+static void *code_thread(void *arg) {
+  code_job_t *job = arg;
+  job->rc = hkc_hiprtc_compile(k_lds, "rev", job->arch, &job->r);
+  return NULL;
+}
+
+static void test_workers_match_in_process(void **state) {
+  NEED_HIPRTC();
+  if (hk_test_start_amd_workers(2) != 0) skip();
+  code_job_t jobs[6] = {{.arch = "gfx90a"}, {.arch = "gfx908"}, {.arch = "gfx1030"},
+                        {.arch = "gfx90a"}, {.arch = "gfx908"}, {.arch = "gfx1030"}};
+  pthread_t th[6];
+  for (int i = 0; i < 6; i++) assert_int_equal(pthread_create(&th[i], NULL, code_thread, &jobs[i]), 0);
+  for (int i = 0; i < 6; i++) pthread_join(th[i], NULL);
+  unsigned started, replaced;
+  hkc_amd_workers_counts(&started, &replaced);
+  assert_true(started >= 1 && started <= 2);
+  assert_int_equal(replaced, 0);
+  hkc_amd_workers_stop(); /* from here on: in this process */
+  for (int i = 0; i < 6; i++) {
+    assert_int_equal(jobs[i].rc, 0);
+    hkc_rtc_result_t local;
+    compile_ok(k_lds, "rev", jobs[i].arch, &local);
+    assert_int_equal(local.code_size, jobs[i].r.code_size);
+    assert_memory_equal(local.code, jobs[i].r.code, local.code_size);
+    assert_int_equal(local.vgprs, jobs[i].r.vgprs);
+    assert_int_equal(local.shared_bytes, jobs[i].r.shared_bytes);
+    hkc_rtc_result_free(&local);
+    hkc_rtc_result_free(&jobs[i].r);
+  }
+}
+
+/* A worker that dies on every job: the compile fails (after one retry) with a log naming
+ * the kernel, the target and the signal; the caller survives. */
+static void test_dying_worker_is_reported(void **state) {
+  NEED_HIPRTC();
+  char *dir = hk_test_tmpdir(), script[512];
+  snprintf(script, sizeof script, "%s/dies.sh", dir);
+  FILE *f = fopen(script, "w");
+  assert_non_null(f);
+  fputs("#!/bin/sh\nkill -SEGV $$\n", f);
+  fclose(f);
+  assert_int_equal(chmod(script, 0755), 0);
+  assert_int_equal(hkc_amd_workers_start(script, 1, 60), 0);
+  hkc_rtc_result_t r;
+  assert_int_equal(hkc_hiprtc_compile(k_saxpy, "saxpy", "gfx90a", &r), -1);
+  assert_null(r.code);
+  assert_non_null(r.log);
+  printf("log: %s\n", r.log);
+  assert_non_null(strstr(r.log, "saxpy"));
+  assert_non_null(strstr(r.log, "gfx90a"));
+  assert_non_null(strstr(r.log, "signal 11"));
+  assert_non_null(strstr(r.log, "retried once"));
+  hkc_rtc_result_free(&r);
+  char **names = NULL;
+  size_t n = 0;
+  char why[512];
+  assert_int_equal(hkc_comgr_isa_list(&names, &n, why, sizeof why), -1);
+  assert_non_null(strstr(why, "signal 11"));
+  hkc_amd_workers_stop();
+  unlink(script);
+  rmdir(dir);
+  free(dir);
+}
+
+static int in_process(void **state) {
+  hkc_amd_workers_stop();
+  return 0;
+}
+
+static int on_workers(void **state) {
+  if (hk_test_start_amd_workers(2) != 0) printf("note: the worker group runs in this process\n");
+  return 0;
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_version),         cmocka_unit_test(test_isa_list),
@@ -252,5 +338,12 @@ int main(void) {
       cmocka_unit_test(test_missing_kernel),  cmocka_unit_test(test_unknown_arch),
       cmocka_unit_test(test_two_threads),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  const struct CMUnitTest own[] = {
+      cmocka_unit_test(test_workers_match_in_process),
+      cmocka_unit_test(test_dying_worker_is_reported),
+  };
+  int failed = cmocka_run_group_tests_name("in_process", tests, in_process, NULL);
+  failed += cmocka_run_group_tests_name("workers", tests, on_workers, in_process);
+  failed += cmocka_run_group_tests_name("worker_failures", own, NULL, in_process);
+  return failed;
 }

@@ -1,8 +1,10 @@
+#include "hkc.h"
 #include "test_util.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 float hk_test_f16_to_f32(uint16_t h) {
@@ -93,4 +95,17 @@ const char *hk_test_source_path(const char *rel) {
   const char *root = getenv("HK_SOURCE_DIR");
   snprintf(path, sizeof path, "%s/%s", root ? root : ".", rel);
   return path;
+}
+
+int hk_test_start_amd_workers(int n) {
+  const char *bin = getenv("HKC_BIN");
+  if (!bin || !*bin) {
+    printf("note: HKC_BIN is unset: AMD compiles run in this process, one at a time\n");
+    return -1;
+  }
+  if (n <= 0) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    n = cores > 0 ? (int)cores : 1;
+  }
+  return hkc_amd_workers_start(bin, n, 600);
 }

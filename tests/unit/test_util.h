@@ -22,4 +22,8 @@ char *hk_test_tmpdir(void);
 int hk_test_run(const char *cmd, char *out, size_t out_size);
 /* Path to a source-tree file: $HK_SOURCE_DIR/rel. Static buffer. */
 const char *hk_test_source_path(const char *rel);
+/* Starts hkc's AMD compile workers (the hkc binary at $HKC_BIN, n processes; 0: one per
+ * core), as `hkc build` does. 0, or -1 with a printed note when $HKC_BIN is unset (AMD
+ * calls then run in this process, one at a time). */
+int hk_test_start_amd_workers(int n);
 #endif
