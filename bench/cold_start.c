@@ -202,7 +202,8 @@ int main(int argc, char **argv) {
   if (hk_pack_open_file(path, NULL, &pack) != HK_OK) die_hk("hk_pack_open_file");
   double t_create = now_ms();
   hk_session_t *s;
-  if (hk_session_create(pack, &(hk_session_options_t){.batch = batch, .target = target, .device = device}, &s) != HK_OK)
+  if (hk_session_create(pack, &(hk_session_options_t){.struct_size = sizeof(hk_session_options_t), .batch = batch, .target = target,
+                                                  .device = device}, &s) != HK_OK)
     die_hk("hk_session_create");
   double t_created = now_ms();
   int same_context = -1; /* unknown on the host target */

@@ -14,8 +14,12 @@ class TensorInfo(ctypes.Structure):
                 ("rank", ctypes.c_uint32), ("dims", ctypes.c_int64 * 6), ("bytes", ctypes.c_size_t)]
 
 
+HK_LAUNCH_MODE_AUTO, HK_LAUNCH_MODE_GRAPH, HK_LAUNCH_MODE_STREAM = 0, 1, 2
+
+
 class SessionOptions(ctypes.Structure):
-    _fields_ = [("batch", ctypes.c_uint64), ("target", ctypes.c_char_p), ("device", ctypes.c_int)]
+    _fields_ = [("struct_size", ctypes.c_uint32), ("batch", ctypes.c_uint64), ("target", ctypes.c_char_p),
+                ("device", ctypes.c_int), ("launch_mode", ctypes.c_int), ("host_threads", ctypes.c_uint32)]
 
 
 def _lib(path=None):
@@ -39,12 +43,13 @@ def _lib(path=None):
 
 
 class Session:
-    def __init__(self, pack_path, batch, target=None, lib=None):
+    def __init__(self, pack_path, batch, target=None, lib=None, launch_mode=HK_LAUNCH_MODE_AUTO):
         self.lib = lib or _lib()
         self.pack = ctypes.c_void_p()
         self._check(self.lib.hk_pack_open_file(pack_path.encode(), None, ctypes.byref(self.pack)))
         self.s = ctypes.c_void_p()
-        opts = SessionOptions(batch, target.encode() if target else None, 0)
+        opts = SessionOptions(ctypes.sizeof(SessionOptions), batch, target.encode() if target else None, 0,
+                              launch_mode, 0)
         self._check(self.lib.hk_session_create(self.pack, ctypes.byref(opts), ctypes.byref(self.s)))
         self.target = self.lib.hk_session_target(self.s).decode()
         self.tensors = []

@@ -2,7 +2,7 @@
  * Launch overhead on a GPU: one pack of many tiny kernels, replayed three ways.
  *
  *   graph  -- hk_session_run with the pack's CUDA graph (the default)
- *   stream -- hk_session_run with HK_LAUNCH=stream (one cuLaunchKernel per node)
+ *   stream -- hk_session_run with HK_LAUNCH_MODE_STREAM (one cuLaunchKernel per node)
  *   raw    -- a CUDA graph of the same cubins and arguments built here directly with the
  *             driver API, the floor a graph-based runtime can reach
  *
@@ -57,9 +57,10 @@ typedef struct {
 } bound_t;
 
 /* A session with every application tensor bound to fresh device memory (filled). */
-static bound_t make_session(hk_pack_t *pack, uint64_t batch) {
+static bound_t make_session(hk_pack_t *pack, uint64_t batch, hk_launch_mode_t mode) {
   bound_t b = {0};
-  CHECK_HK(hk_session_create(pack, &(hk_session_options_t){.batch = batch}, &b.s));
+  hk_session_options_t so = {.struct_size = sizeof so, .batch = batch, .launch_mode = mode};
+  CHECK_HK(hk_session_create(pack, &so, &b.s));
   b.n = hk_session_tensor_count(b.s);
   b.buffers = calloc(b.n, sizeof *b.buffers);
   for (uint32_t t = 0; t < b.n; t++) {
@@ -191,11 +192,8 @@ int main(int argc, char **argv) {
   }
   hk_pack_t *pack;
   CHECK_HK(hk_pack_open_file(argv[1], NULL, &pack));
-  unsetenv("HK_LAUNCH");
-  bound_t graph = make_session(pack, batch);
-  setenv("HK_LAUNCH", "stream", 1);
-  bound_t stream = make_session(pack, batch);
-  unsetenv("HK_LAUNCH");
+  bound_t graph = make_session(pack, batch, HK_LAUNCH_MODE_GRAPH);
+  bound_t stream = make_session(pack, batch, HK_LAUNCH_MODE_STREAM);
   uint32_t nodes = 0;
   double raw = time_raw(pack, &graph, batch, reps, iters, &nodes);
   double tg = time_session(graph.s, reps, iters, nodes);

@@ -95,7 +95,14 @@ static const char k_run_usage[] =
     "  --profile              then time every launch alone (one warm-up pass, then --repeats\n"
     "                         passes; median per launch) beside its roofline floor on the\n"
     "                         session's GPU target (hkc inspect --plan explains the floor)\n"
-    "  --repeats R            passes of --profile (default 20)\n";
+    "  --repeats R            passes of --profile (default 20)\n"
+    "\n"
+    "environment:\n"
+    "  HK_LAUNCH=auto|graph|stream  GPU targets: replay one CUDA/HIP graph per run when the\n"
+    "                         driver can build it, else launch kernel by kernel with a warning\n"
+    "                         (auto, the default); insist on the graph (graph: an error when it\n"
+    "                         cannot be built); or launch kernel by kernel (stream)\n"
+    "  HK_HOST_THREADS=N      host target: threads sharing each launch (default: the online CPUs)\n";
 
 static const char k_tune_usage[] =
     "usage: hkc tune SPEC --target T -o DB [options]\n"
@@ -496,6 +503,33 @@ static int print_profile(hk_session_t *session, uint32_t repeats, double graph_u
   return 0;
 }
 
+/* The documented environment variables of hkc run as session options: HK_LAUNCH
+ * (auto|graph|stream) and HK_HOST_THREADS (a thread count, 0 = the online CPUs). 0, or -1
+ * with the problem printed. */
+static int run_options_from_env(hk_session_options_t *so) {
+  const char *e = getenv("HK_LAUNCH");
+  if (e && *e) {
+    if (strcmp(e, "auto") == 0) so->launch_mode = HK_LAUNCH_MODE_AUTO;
+    else if (strcmp(e, "graph") == 0) so->launch_mode = HK_LAUNCH_MODE_GRAPH;
+    else if (strcmp(e, "stream") == 0) so->launch_mode = HK_LAUNCH_MODE_STREAM;
+    else {
+      fprintf(stderr, "hkc run: HK_LAUNCH is '%s'; expected auto, graph or stream\n", e);
+      return -1;
+    }
+  }
+  e = getenv("HK_HOST_THREADS");
+  if (e && *e) {
+    char *end;
+    long long n = strtoll(e, &end, 10);
+    if (*end || n < 0 || n > UINT32_MAX) {
+      fprintf(stderr, "hkc run: HK_HOST_THREADS is '%s'; expected a thread count (0: the online CPUs)\n", e);
+      return -1;
+    }
+    so->host_threads = (uint32_t)n;
+  }
+  return 0;
+}
+
 static int cmd_run(int argc, char **argv) {
   if (want_help(argc, argv)) {
     fputs(k_run_usage, stdout);
@@ -562,12 +596,20 @@ static int cmd_run(int argc, char **argv) {
     return 1;
   }
   if (batch == 0) batch = (long long)hk_pack_batch_size(pack, 0);
-  hk_session_options_t so = {.batch = (uint64_t)batch, .target = target};
+  hk_session_options_t so = {.struct_size = sizeof so, .batch = (uint64_t)batch, .target = target};
+  if (run_options_from_env(&so) != 0) {
+    rc = 2;
+    goto done;
+  }
   st = hk_session_create(pack, &so, &session);
   if (st != HK_OK) {
     fprintf(stderr, "hkc run: %s\n", hk_last_error());
     goto done;
   }
+  const char *fallback = "";
+  (void)hk_session_launch_mode(session, &fallback);
+  if (fallback[0])
+    fprintf(stderr, "hkc run: warning: graph replay unavailable (%s); running with stream launches\n", fallback);
   for (int f = 0; f < n_files; f++) {
     int known = 0;
     for (uint32_t t = 0; t < hk_session_tensor_count(session) && !known; t++) {

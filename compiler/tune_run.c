@@ -263,6 +263,13 @@ static size_t output_check(const void *got, const void *ref, hk_dtype_t dtype, s
   return bad;
 }
 
+/* Options of a measuring session: batch 1 of `target`; on the host as many threads as the
+ * tuning model counts units (hkc_tune_units), so the measurements match what it assumes. */
+static hk_session_options_t tune_session_options(const char *target) {
+  return (hk_session_options_t){.struct_size = sizeof(hk_session_options_t), .batch = 1, .target = target,
+                                .host_threads = (uint32_t)hkc_tune_units(NULL)};
+}
+
 /* Runs one candidate's pack: binds the class buffers, warms up, checks the output, times.
  * Returns the median time in microseconds, or -1 (reported as a warning) when it cannot run
  * or its output is wrong. Creates the buffers with the first session it opens. */
@@ -276,8 +283,8 @@ static double measure(const hkc_tune_run_options_t *o, buffers_t *b, const mini_
   char target[64];
   if (strcmp(o->target, "host") == 0) snprintf(target, sizeof target, "%s", hkc_host_target_name());
   else snprintf(target, sizeof target, "%.*s", colon ? (int)(colon - o->target) : (int)strlen(o->target), o->target);
-  if (hk_pack_open_memory(data, size, NULL, &pack) != HK_OK ||
-      hk_session_create(pack, &(hk_session_options_t){.batch = 1, .target = target}, &s) != HK_OK) {
+  hk_session_options_t so = tune_session_options(target);
+  if (hk_pack_open_memory(data, size, NULL, &pack) != HK_OK || hk_session_create(pack, &so, &s) != HK_OK) {
     hkc_warning((hkc_loc_t){0}, "tune: %s: %s", label, hk_last_error());
     goto done;
   }
@@ -405,8 +412,8 @@ static int runnable(const hkc_tune_run_options_t *o, const hkc_spec_t *spec, con
     const char *colon = strchr(o->target, ':');
     char target[64];
     snprintf(target, sizeof target, "%.*s", colon ? (int)(colon - o->target) : (int)strlen(o->target), o->target);
-    if (hk_pack_open_memory(data, size, NULL, &pack) == HK_OK &&
-        hk_session_create(pack, &(hk_session_options_t){.batch = 1, .target = target}, &s) == HK_OK)
+    hk_session_options_t so = tune_session_options(target);
+    if (hk_pack_open_memory(data, size, NULL, &pack) == HK_OK && hk_session_create(pack, &so, &s) == HK_OK)
       rc = 0;
     else
       hkc_error((hkc_loc_t){0}, "tune: this machine cannot run %s: %s (measured tuning runs where the GPU is; "

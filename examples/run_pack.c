@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "open: %s\n", hk_last_error());
     return 1;
   }
-  hk_session_options_t options = {.batch = strtoull(argv[2], NULL, 10)};
+  hk_session_options_t options = {.struct_size = sizeof options, .batch = strtoull(argv[2], NULL, 10)};
   if (hk_session_create(pack, &options, &session) != HK_OK) {
     fprintf(stderr, "session: %s\n", hk_last_error());
     hk_pack_destroy(pack);

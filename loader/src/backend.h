@@ -47,6 +47,9 @@ typedef struct hk_launch_desc {
   uint32_t dep_count;
 } hk_launch_desc_t;
 
+/* Longest graph fallback reason kept (a driver message with its call; longer ones are cut). */
+#define HK_GRAPH_FALLBACK_MAX 512
+
 /* Common base of every backend's per-session state. */
 typedef struct hk_backend_session {
   const hk_backend_t *backend;
@@ -59,6 +62,11 @@ typedef struct hk_backend_session {
    * a switch between bound and staging buffers): a backend that copied argument values (a
    * GPU graph) refreshes them in that run when this moved. */
   uint64_t bind_generation;
+  /* Set by session_prepare: whether run replays one GPU graph, and, when a graph was wanted
+   * (HK_LAUNCH_MODE_AUTO) but the session launches kernel by kernel instead, why (the
+   * driver's message; "" otherwise). hk_session_launch_mode reports them. */
+  bool graph;
+  char graph_fallback[HK_GRAPH_FALLBACK_MAX];
 } hk_backend_session_t;
 
 struct hk_backend {
@@ -85,9 +93,12 @@ struct hk_backend {
   void (*module_unload)(hk_module_t *module);
   /* Allocates the workspace (at least 256-byte aligned: the session carves padded staging
    * buffers out of its end) and whatever replay needs (e.g. an instantiated graph).
-   * launches stay valid until session_release. */
-  hk_status_t (*session_prepare)(hk_module_t *module, uint64_t workspace_bytes, const hk_launch_desc_t *launches,
-                                 uint32_t launch_count, hk_backend_session_t **out_session);
+   * launches stay valid until session_release. options: the session's, complete (session.c
+   * has filled in what the caller's struct_size did not cover); a backend reads the fields
+   * meant for it (launch_mode, host_threads). */
+  hk_status_t (*session_prepare)(hk_module_t *module, const hk_session_options_t *options, uint64_t workspace_bytes,
+                                 const hk_launch_desc_t *launches, uint32_t launch_count,
+                                 hk_backend_session_t **out_session);
   /* Runs every launch in order. stream: backend stream or NULL. */
   hk_status_t (*run)(hk_backend_session_t *session, void *stream);
   void (*session_release)(hk_backend_session_t *session);

@@ -2,32 +2,30 @@
  * backend_cuda.c -- runs "sm_*" targets through the CUDA driver API, dlopen'ed from
  * libcuda.so.1 on first use (never linked; no CUDA header: see gpu_internal.h).
  *
- * A module is one target's cubins on one device: each distinct code range of the CODE
- * payload is loaded once (cuModuleLoadData) into the device's primary context, and every
- * kernel resolved (cuModuleGetFunction). A session allocates its workspace and builds ONE
- * CUDA graph of kernel nodes with the stored dependencies, instantiated once; run
- * refreshes every node's parameters (cuGraphExecKernelNodeSetParams) when a bind happened
- * since the last refresh, then launches the graph. Stream launches (cuLaunchKernel per
- * node, in stored order) replace the graph when HK_LAUNCH=stream is set or when the
- * driver lacks the graph API or fails to build or instantiate the graph. For a batch
- * between buckets the session enqueues the staging copies around that launch on the same
- * stream (cuMemsetD8Async, cuMemcpyDtoDAsync_v2: copy_async / zero_async).
+ * This file keeps what is CUDA's own: loading the driver's symbols, finding the devices
+ * and their compute capabilities, ranking sm_* targets, the primary context, and the
+ * driver calls behind the GPU core's table (hk_gpu_ops_t, gpu_backend.h), among them the
+ * packing of CUDA_KERNEL_NODE_PARAMS (v2 on CUDA 12+, else v1). Modules, sessions, graph
+ * replay and its stream fallback, profiling and memory are the core's (gpu_backend.c).
+ * Code objects are loaded with cuModuleLoadData, kernels launched with cuLaunchKernel,
+ * graphs built with cuGraphAddKernelNode(_v2), padded runs' staging copies enqueued with
+ * cuMemsetD8Async and cuMemcpyDtoDAsync_v2.
  *
  * Contexts: every entry point makes the module's primary context current on the calling
  * thread (the runtime API does the same) and leaves it current.
  */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
+#include "gpu_backend.h"
 #include "gpu_internal.h"
 #include "status_internal.h"
 #include "util_internal.h"
 
-#define CUDA_LIBRARY "libcuda.so.1"
+static const char *const k_cuda_libraries[] = {"libcuda.so.1"};
 #define CUDA_PACKAGE "the NVIDIA driver (libcuda1 / nvidia-driver, or the driver of your distribution)"
 /* Devices whose properties are cached; more are ignored (no machine has more GPUs today). */
 #define CUDA_MAX_DEVICES 64
@@ -39,34 +37,19 @@ typedef struct cuda_device {
   char name[96];
 } cuda_device_t;
 
-/* The driver, probed once under `lock` (again after an override). */
+/* The driver's symbols and devices, filled by g_cuda_driver's probe (gpu_backend.h). */
 static struct {
-  pthread_mutex_t lock;
-  bool probed, ok;
-  char reason[512]; /* why !ok */
-  void *dl;
-  bool overridden;
-  hk_cuda_symbols_t override;
-  hk_cuda_symbols_t sym;
-  int device_count;
+  hk_cuda_symbols_t sym, override;
   cuda_device_t devices[CUDA_MAX_DEVICES];
-} g_cuda = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} g_cuda;
 
 #define CU g_cuda.sym
 
-static const struct {
-  const char *symbol, *alt;
-  bool required;
-  size_t offset;
-} k_cuda_symbols[] = {
-#define HK_CUDA_ENTRY(member, symbol, alt, required, ret, params) \
-  {symbol, alt, required, offsetof(hk_cuda_symbols_t, member)},
-    HK_CUDA_SYMBOLS(HK_CUDA_ENTRY)
-#undef HK_CUDA_ENTRY
-};
+#define HK_GPU_SYMBOL_TABLE hk_cuda_symbols_t
+static const hk_gpu_symbol_t k_cuda_symbols[] = {HK_CUDA_SYMBOLS(HK_GPU_SYMBOL_ENTRY)};
 
 /* "CUDA_ERROR_OUT_OF_MEMORY", "out of memory" (or numbers when the driver cannot say). */
-static void cu_describe(hk_cu_result_t r, char *name, size_t name_size, char *desc, size_t desc_size) {
+static void cu_describe(int r, char *name, size_t name_size, char *desc, size_t desc_size) {
   const char *n = NULL, *d = NULL;
   if (CU.cuGetErrorName && CU.cuGetErrorName(r, &n) != HK_CUDA_SUCCESS) n = NULL;
   if (CU.cuGetErrorString && CU.cuGetErrorString(r, &d) != HK_CUDA_SUCCESS) d = NULL;
@@ -75,59 +58,26 @@ static void cu_describe(hk_cu_result_t r, char *name, size_t name_size, char *de
   snprintf(desc, desc_size, "%s", d ? d : "no description");
 }
 
-/* The check macro's body: HK_OK, or OUT_OF_MEMORY / DRIVER with
- * "cuXxx failed: CUDA_ERROR_NAME (description)". */
-static hk_status_t cu_status(hk_cu_result_t r, const char *call, const char *file, int line) {
-  if (r == HK_CUDA_SUCCESS) return HK_OK;
-  char name[96], desc[256];
-  cu_describe(r, name, sizeof name, desc, sizeof desc);
-  return hk_error_set_at(r == HK_CUDA_ERROR_OUT_OF_MEMORY ? HK_STATUS_OUT_OF_MEMORY : HK_STATUS_DRIVER, file, line,
-                         "%s failed: %s (%s)", call, name, desc);
-}
-#define CU_CHECK(fn, args) cu_status(CU.fn args, #fn, __FILE__, __LINE__)
+/* HK_OK, or OUT_OF_MEMORY / DRIVER with "cuXxx failed: CUDA_ERROR_NAME (description)". */
+#define CU_STATUS(r, call) hk_gpu_status((r), HK_CUDA_ERROR_OUT_OF_MEMORY, cu_describe, (call), __FILE__, __LINE__)
+#define CU_CHECK(fn, args) CU_STATUS(CU.fn args, #fn)
 
-static void cuda_probe_locked(void) {
-  if (g_cuda.probed) return;
-  g_cuda.probed = true;
-  g_cuda.ok = false;
-  g_cuda.device_count = 0;
-  memset(&g_cuda.sym, 0, sizeof g_cuda.sym);
-  if (g_cuda.overridden) {
-    g_cuda.sym = g_cuda.override;
-  } else {
-    if (!g_cuda.dl) g_cuda.dl = dlopen(CUDA_LIBRARY, RTLD_NOW | RTLD_LOCAL);
-    if (!g_cuda.dl) {
-      const char *e = dlerror();
-      snprintf(g_cuda.reason, sizeof g_cuda.reason, "%s not found (%s): install %s", CUDA_LIBRARY,
-               e ? e : "dlopen failed", CUDA_PACKAGE);
-      return;
-    }
-    for (size_t i = 0; i < sizeof k_cuda_symbols / sizeof k_cuda_symbols[0]; i++) {
-      void *p = dlsym(g_cuda.dl, k_cuda_symbols[i].symbol);
-      if (!p && k_cuda_symbols[i].alt) p = dlsym(g_cuda.dl, k_cuda_symbols[i].alt);
-      if (!p && k_cuda_symbols[i].required) {
-        snprintf(g_cuda.reason, sizeof g_cuda.reason, "%s lacks %s: the NVIDIA driver is too old; update %s",
-                 CUDA_LIBRARY, k_cuda_symbols[i].symbol, CUDA_PACKAGE);
-        return;
-      }
-      memcpy((char *)&g_cuda.sym + k_cuda_symbols[i].offset, &p, sizeof p);
-    }
-  }
+/* cuInit, then each device's compute capability and name. */
+static int cuda_find_devices(hk_gpu_driver_t *drv) {
   char name[96], desc[256];
   hk_cu_result_t r = CU.cuInit(0);
   if (r != HK_CUDA_SUCCESS) {
     cu_describe(r, name, sizeof name, desc, sizeof desc);
-    snprintf(g_cuda.reason, sizeof g_cuda.reason, "no usable NVIDIA GPU: cuInit failed: %s (%s)", name, desc);
-    return;
+    snprintf(drv->reason, sizeof drv->reason, "no usable NVIDIA GPU: cuInit failed: %s (%s)", name, desc);
+    return 0;
   }
   int count = 0;
   r = CU.cuDeviceGetCount(&count);
   if (r != HK_CUDA_SUCCESS || count <= 0) {
     if (r == HK_CUDA_SUCCESS) r = HK_CUDA_ERROR_NO_DEVICE;
     cu_describe(r, name, sizeof name, desc, sizeof desc);
-    snprintf(g_cuda.reason, sizeof g_cuda.reason, "no NVIDIA GPU found: cuDeviceGetCount returned %s (%s)", name,
-             desc);
-    return;
+    snprintf(drv->reason, sizeof drv->reason, "no NVIDIA GPU found: cuDeviceGetCount returned %s (%s)", name, desc);
+    return 0;
   }
   if (count > CUDA_MAX_DEVICES) count = CUDA_MAX_DEVICES;
   for (int i = 0; i < count; i++) {
@@ -140,29 +90,19 @@ static void cuda_probe_locked(void) {
       d->major = d->minor = -1; /* runs nothing */
     if (CU.cuDeviceGetName(d->name, (int)sizeof d->name, dev) != HK_CUDA_SUCCESS) snprintf(d->name, sizeof d->name, "?");
   }
-  g_cuda.device_count = count;
-  g_cuda.ok = true;
+  return count;
 }
 
-static bool cuda_available(void) {
-  pthread_mutex_lock(&g_cuda.lock);
-  cuda_probe_locked();
-  bool ok = g_cuda.ok;
-  pthread_mutex_unlock(&g_cuda.lock);
-  return ok;
-}
+static hk_gpu_driver_t g_cuda_driver = {
+    .libraries = k_cuda_libraries, .library_count = 1, .runtime = "the NVIDIA driver", .package = CUDA_PACKAGE,
+    .symbols = k_cuda_symbols, .symbol_count = sizeof k_cuda_symbols / sizeof k_cuda_symbols[0], .table = &g_cuda.sym,
+    .override_copy = &g_cuda.override, .table_size = sizeof g_cuda.sym, .find_devices = cuda_find_devices,
+    .lock = PTHREAD_MUTEX_INITIALIZER};
 
-static const char *cuda_unavailable_reason(void) { return cuda_available() ? "" : g_cuda.reason; }
-
+static bool cuda_available(void) { return hk_gpu_driver_available(&g_cuda_driver); }
+static const char *cuda_unavailable_reason(void) { return hk_gpu_driver_unavailable_reason(&g_cuda_driver); }
 const hk_cuda_symbols_t *hk_cuda_symbols(void) { return cuda_available() ? &g_cuda.sym : NULL; }
-
-void hk_cuda_override_symbols(const hk_cuda_symbols_t *table) {
-  pthread_mutex_lock(&g_cuda.lock);
-  g_cuda.overridden = table != NULL;
-  if (table) g_cuda.override = *table;
-  g_cuda.probed = false;
-  pthread_mutex_unlock(&g_cuda.lock);
-}
+void hk_cuda_override_symbols(const hk_cuda_symbols_t *table) { hk_gpu_driver_override(&g_cuda_driver, table); }
 
 int hk_cuda_target_rank(const char *name, const char *features, int major, int minor) {
   if (strncmp(name, "sm_", 3) != 0 || features[0] != '\0') return 0;
@@ -180,7 +120,7 @@ int hk_cuda_target_rank(const char *name, const char *features, int major, int m
 }
 
 static int cuda_runs_target(const char *name, const char *features, int device) {
-  if (!cuda_available() || device < 0 || device >= g_cuda.device_count) return 0;
+  if (!cuda_available() || device < 0 || device >= g_cuda_driver.device_count) return 0;
   const cuda_device_t *d = &g_cuda.devices[device];
   return hk_cuda_target_rank(name, features, d->major, d->minor);
 }
@@ -190,7 +130,7 @@ static void cuda_describe(char *out, size_t size) {
   out[0] = '\0';
   if (!cuda_available()) return;
   size_t used = 0;
-  for (int i = 0; i < g_cuda.device_count && used + 1 < size; i++) {
+  for (int i = 0; i < g_cuda_driver.device_count && used + 1 < size; i++) {
     const cuda_device_t *d = &g_cuda.devices[i];
     int n;
     if (d->minor > 0)
@@ -204,143 +144,69 @@ static void cuda_describe(char *out, size_t size) {
   }
 }
 
-/* ---- modules ------------------------------------------------------------------------------- */
+/* ---- modules --------------------------------------------------------------------------------- */
 typedef struct cuda_module {
-  hk_module_t base;
+  hk_gpu_module_t gpu;
   hk_cu_device_t dev;
-  hk_cu_context_t ctx;          /* the device's primary context, retained; NULL before */
-  hk_cu_module_t *objects;      /* one per distinct code range */
-  uint32_t object_count;
-  hk_cu_function_t *fns;        /* base.kernel_count entries */
+  hk_cu_context_t ctx; /* the device's primary context, retained; NULL before */
 } cuda_module_t;
 
 /* Makes m's context current on this thread. */
-static hk_status_t ctx_enter(const cuda_module_t *m) {
+static hk_status_t ctx_enter(const hk_gpu_module_t *gm) {
+  const cuda_module_t *m = (const cuda_module_t *)gm;
   hk_cu_context_t cur = NULL;
   if (CU.cuCtxGetCurrent(&cur) == HK_CUDA_SUCCESS && cur == m->ctx) return HK_OK;
   return CU_CHECK(cuCtxSetCurrent, (m->ctx));
 }
 
-static void cuda_module_unload(hk_module_t *module) {
-  if (!module) return;
-  cuda_module_t *m = (cuda_module_t *)module;
-  if (m->ctx) {
-    (void)ctx_enter(m);
-    for (uint32_t i = 0; i < m->object_count; i++)
-      if (m->objects[i]) (void)CU.cuModuleUnload(m->objects[i]);
-    (void)CU.cuDevicePrimaryCtxRelease(m->dev);
-  }
-  hk_free(module->allocator, m->objects);
-  hk_free(module->allocator, m->fns);
-  hk_free(module->allocator, m);
+/* Retains the device's primary context and makes it current. */
+static hk_status_t cuda_module_open(hk_gpu_module_t *gm) {
+  cuda_module_t *m = (cuda_module_t *)gm;
+  HK_RETURN_IF_ERROR(CU_CHECK(cuDeviceGet, (&m->dev, gm->base.device)));
+  HK_RETURN_IF_ERROR(CU_CHECK(cuDevicePrimaryCtxRetain, (&m->ctx, m->dev)));
+  return ctx_enter(gm);
 }
 
-/* Sort key for finding the distinct code ranges. */
-typedef struct range_ref {
-  uint64_t offset, size;
-  uint32_t kernel; /* target-local */
-} range_ref_t;
-
-static int range_cmp(const void *a, const void *b) {
-  const range_ref_t *x = a, *y = b;
-  if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
-  if (x->size != y->size) return x->size < y->size ? -1 : 1;
-  return x->kernel < y->kernel ? -1 : x->kernel > y->kernel;
+static void cuda_module_close(hk_gpu_module_t *gm) {
+  cuda_module_t *m = (cuda_module_t *)gm;
+  if (!m->ctx) return;
+  (void)ctx_enter(gm);
+  for (uint32_t i = 0; i < gm->object_count; i++)
+    if (gm->objects[i]) (void)CU.cuModuleUnload((hk_cu_module_t)gm->objects[i]);
+  (void)CU.cuDevicePrimaryCtxRelease(m->dev);
 }
 
-/* Loads every distinct code range once and resolves each kernel in its own object. */
-static hk_status_t load_objects(cuda_module_t *m, const hk_pack_view_t *v, const hk_target_rec_t *t,
-                                const char *tname, const uint8_t *code, range_ref_t *refs) {
-  uint32_t n = t->kernel_count;
-  for (uint32_t k = 0; k < n; k++) {
-    const hk_kernel_rec_t *kr = &v->kernels[t->kernel_first + k];
-    refs[k] = (range_ref_t){kr->code_offset, kr->code_size, k};
-  }
-  qsort(refs, n, sizeof *refs, range_cmp);
-  for (uint32_t i = 0; i < n; i++) {
-    const range_ref_t *r = &refs[i];
-    const char *kname = hk_pack_string(v, v->kernels[t->kernel_first + r->kernel].name);
-    if (i == 0 || r->offset != refs[i - 1].offset || r->size != refs[i - 1].size) {
-      const char *why;
-      HK_FAIL_IF(!hk_gpu_image_ok(code + r->offset, (size_t)r->size, false, &why), HK_STATUS_CORRUPT,
-                 "target %s: the code object of kernel %s (bytes [%llu, +%llu)) is invalid: %s", tname, kname,
-                 (unsigned long long)r->offset, (unsigned long long)r->size, why);
-      hk_cu_module_t obj = NULL;
-      hk_cu_result_t cr = CU.cuModuleLoadData(&obj, code + r->offset);
-      if (cr != HK_CUDA_SUCCESS) {
-        hk_status_t st = cu_status(cr, "cuModuleLoadData", __FILE__, __LINE__);
-        char prefix[HK_MAX_NAME_LEN * 2 + 64];
-        snprintf(prefix, sizeof prefix, "target %s: loading the code object of kernel %s", tname, kname);
-        hk_error_prefix(prefix);
-        return (cr == CUDA_ERROR_INVALID_IMAGE || cr == CUDA_ERROR_NO_BINARY_FOR_GPU) ? HK_STATUS_CORRUPT : st;
-      }
-      m->objects[m->object_count++] = obj;
-    }
-    hk_cu_result_t fr = CU.cuModuleGetFunction(&m->fns[r->kernel], m->objects[m->object_count - 1], kname);
-    if (fr != HK_CUDA_SUCCESS) {
-      hk_status_t st = cu_status(fr, "cuModuleGetFunction", __FILE__, __LINE__);
-      char prefix[HK_MAX_NAME_LEN * 2 + 64];
-      snprintf(prefix, sizeof prefix, "target %s: kernel symbol \"%s\" is missing from its code object", tname, kname);
-      hk_error_prefix(prefix);
-      return fr == HK_CUDA_ERROR_NOT_FOUND ? HK_STATUS_CORRUPT : st;
-    }
-  }
-  return HK_OK;
+static hk_status_t cuda_object_load(const void *image, void **out_object) {
+  hk_cu_module_t obj = NULL;
+  hk_cu_result_t r = CU.cuModuleLoadData(&obj, image);
+  hk_status_t st = CU_STATUS(r, "cuModuleLoadData");
+  if (r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_NO_BINARY_FOR_GPU) return HK_STATUS_CORRUPT;
+  *out_object = obj;
+  return st;
 }
 
-static hk_status_t cuda_module_load(const hk_pack_view_t *view, uint32_t target, int device,
-                                    const hk_allocator_t *allocator, const void *code, size_t code_size,
-                                    hk_module_t **out_module) {
-  (void)code_size; /* every kernel's range lies inside it: verified */
-  const hk_target_rec_t *t = &view->targets[target];
-  const char *tname = hk_pack_string(view, t->name);
-  HK_FAIL_IF(!cuda_available(), HK_STATUS_UNAVAILABLE, "target %s: %s", tname, g_cuda.reason);
-  HK_FAIL_IF(device < 0 || device >= g_cuda.device_count, HK_STATUS_NOT_FOUND,
-             "target %s: no CUDA device %d (this machine has %d)", tname, device, g_cuda.device_count);
-  cuda_module_t *m = hk_calloc(allocator, 1, sizeof *m);
-  HK_FAIL_IF(!m, HK_STATUS_OUT_OF_MEMORY, "out of memory loading target %s", tname);
-  m->base.backend = &hk_backend_cuda;
-  m->base.allocator = allocator;
-  m->base.target = target;
-  m->base.kernel_count = t->kernel_count;
-  m->base.device = device;
-  size_t n = t->kernel_count ? t->kernel_count : 1;
-  m->fns = hk_calloc(allocator, n, sizeof *m->fns);
-  m->objects = hk_calloc(allocator, n, sizeof *m->objects);
-  range_ref_t *refs = hk_calloc(allocator, n, sizeof *refs);
-  hk_status_t st = HK_OK;
-  if (!m->fns || !m->objects || !refs) {
-    st = HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "out of memory loading target %s", tname);
-    goto done;
-  }
-  st = CU_CHECK(cuDeviceGet, (&m->dev, device));
-  if (st == HK_OK) st = CU_CHECK(cuDevicePrimaryCtxRetain, (&m->ctx, m->dev));
-  if (st == HK_OK) st = ctx_enter(m);
-  if (st == HK_OK) st = load_objects(m, view, t, tname, code, refs);
-done:
-  hk_free(allocator, refs);
-  if (st != HK_OK) {
-    cuda_module_unload(&m->base);
-    return st;
-  }
-  *out_module = &m->base;
-  return HK_OK;
+static hk_status_t cuda_function_get(void *object, const char *name, void **out_fn) {
+  hk_cu_function_t fn = NULL;
+  hk_cu_result_t r = CU.cuModuleGetFunction(&fn, (hk_cu_module_t)object, name);
+  hk_status_t st = CU_STATUS(r, "cuModuleGetFunction");
+  *out_fn = fn;
+  return r == HK_CUDA_ERROR_NOT_FOUND ? HK_STATUS_CORRUPT : st;
 }
 
-/* ---- sessions -------------------------------------------------------------------------- */
-typedef struct cuda_session {
-  hk_backend_session_t base;
-  hk_cu_deviceptr_t workspace;
-  hk_cu_graph_t graph;           /* NULL: stream launches */
-  hk_cu_graph_exec_t exec;
-  hk_cu_graph_node_t *nodes;      /* launch_count entries */
-  bool refreshed;          /* node params hold the slot values of bind generation `generation` */
-  uint64_t generation;
-} cuda_session_t;
+/* Kernels launched with more than 48 KiB of dynamic shared memory must opt in. */
+static hk_status_t cuda_launch_prepare(const hk_gpu_module_t *m, const hk_launch_desc_t *l) {
+  if (l->shared_bytes <= HK_CU_DEFAULT_DYNAMIC_SHARED) return HK_OK;
+  HK_FAIL_IF(!CU.cuFuncSetAttribute, HK_STATUS_UNAVAILABLE,
+             "this CUDA driver lacks cuFuncSetAttribute, needed for %u bytes of dynamic shared memory",
+             l->shared_bytes);
+  return CU_CHECK(cuFuncSetAttribute, ((hk_cu_function_t)m->fns[l->kernel],
+                                       HK_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->shared_bytes));
+}
 
-static void node_params(const cuda_module_t *m, const hk_launch_desc_t *l, hk_cu_kernel_node_params_v2_t *p) {
+/* ---- kernel node parameters ------------------------------------------------------------------ */
+static void node_params(void *fn, const hk_launch_desc_t *l, hk_cu_kernel_node_params_v2_t *p) {
   memset(p, 0, sizeof *p);
-  p->func = m->fns[l->kernel];
+  p->func = (hk_cu_function_t)fn;
   p->gridDimX = l->grid[0];
   p->gridDimY = l->grid[1];
   p->gridDimZ = l->grid[2];
@@ -356,6 +222,35 @@ static void node_params_v1(const hk_cu_kernel_node_params_v2_t *p2, hk_cu_kernel
   memcpy(p1, p2, sizeof *p1);
 }
 
+/* ---- launches and their timing --------------------------------------------------------------- */
+static hk_status_t cuda_launch(void *fn, const hk_launch_desc_t *l, void *stream) {
+  return CU_CHECK(cuLaunchKernel, ((hk_cu_function_t)fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1],
+                                   l->block[2], l->shared_bytes, (hk_cu_stream_t)stream, l->args, NULL));
+}
+
+/* Events are optional in the driver: UNAVAILABLE when a part of the API is missing. */
+static hk_status_t cuda_event_create(void **out_event) {
+  HK_FAIL_IF(!CU.cuEventCreate || !CU.cuEventRecord || !CU.cuEventSynchronize || !CU.cuEventElapsedTime ||
+                 !CU.cuEventDestroy,
+             HK_STATUS_UNAVAILABLE, "this CUDA driver lacks the event API (cuEventCreate, cuEventRecord, "
+             "cuEventSynchronize, cuEventElapsedTime, cuEventDestroy) that timing launches needs");
+  hk_cu_event_t e = NULL;
+  hk_status_t st = CU_CHECK(cuEventCreate, (&e, 0));
+  *out_event = e;
+  return st;
+}
+
+static hk_status_t cuda_event_record(void *event, void *stream) {
+  return CU_CHECK(cuEventRecord, ((hk_cu_event_t)event, (hk_cu_stream_t)stream));
+}
+static hk_status_t cuda_event_sync(void *event) { return CU_CHECK(cuEventSynchronize, ((hk_cu_event_t)event)); }
+static hk_status_t cuda_event_elapsed(void *start, void *stop, float *out_ms) {
+  return CU_CHECK(cuEventElapsedTime, (out_ms, (hk_cu_event_t)start, (hk_cu_event_t)stop));
+}
+static void cuda_event_destroy(void *event) { (void)CU.cuEventDestroy((hk_cu_event_t)event); }
+
+/* ---- graphs ---------------------------------------------------------------------------------- */
+/* Whether the driver has the graph API, in one of its versions (v2 calls on CUDA 12+). */
 static bool graph_api_present(void) {
   return CU.cuGraphCreate && (CU.cuGraphAddKernelNode_v2 || CU.cuGraphAddKernelNode) &&
          (CU.cuGraphInstantiateWithFlags || CU.cuGraphInstantiate_v2) && CU.cuGraphLaunch &&
@@ -363,251 +258,115 @@ static bool graph_api_present(void) {
          CU.cuGraphDestroy;
 }
 
-static void destroy_graph(cuda_session_t *s) {
-  if (s->exec) (void)CU.cuGraphExecDestroy(s->exec);
-  if (s->graph) (void)CU.cuGraphDestroy(s->graph);
-  s->exec = NULL;
-  s->graph = NULL;
-}
-
-/* Builds and instantiates the graph: one kernel node per launch, edges from deps. */
-static hk_status_t build_graph(cuda_session_t *s, const hk_allocator_t *a) {
-  const cuda_module_t *m = (const cuda_module_t *)s->base.module;
-  uint32_t max_deps = 0;
-  for (uint32_t i = 0; i < s->base.launch_count; i++)
-    if (s->base.launches[i].dep_count > max_deps) max_deps = s->base.launches[i].dep_count;
-  hk_cu_graph_node_t *deps = hk_calloc(a, max_deps ? max_deps : 1, sizeof *deps);
-  HK_FAIL_IF(!deps, HK_STATUS_OUT_OF_MEMORY, "out of memory building a CUDA graph");
-  hk_status_t st = CU_CHECK(cuGraphCreate, (&s->graph, 0));
-  for (uint32_t i = 0; st == HK_OK && i < s->base.launch_count; i++) {
-    const hk_launch_desc_t *l = &s->base.launches[i];
-    for (uint32_t d = 0; d < l->dep_count; d++) deps[d] = s->nodes[l->deps[d]]; /* < i: verified */
-    hk_cu_kernel_node_params_v2_t p;
-    node_params(m, l, &p);
-    if (CU.cuGraphAddKernelNode_v2) {
-      st = CU_CHECK(cuGraphAddKernelNode_v2, (&s->nodes[i], s->graph, deps, l->dep_count, &p));
-    } else {
-      hk_cu_kernel_node_params_v1_t p1;
-      node_params_v1(&p, &p1);
-      st = CU_CHECK(cuGraphAddKernelNode, (&s->nodes[i], s->graph, deps, l->dep_count, &p1));
-    }
-  }
-  hk_free(a, deps);
-  if (st == HK_OK) {
-    if (CU.cuGraphInstantiateWithFlags) {
-      st = CU_CHECK(cuGraphInstantiateWithFlags, (&s->exec, s->graph, 0));
-    } else {
-      char log[256] = "";
-      st = CU_CHECK(cuGraphInstantiate_v2, (&s->exec, s->graph, NULL, log, sizeof log));
-    }
-  }
-  if (st != HK_OK) destroy_graph(s);
+/* The graph API is optional in the driver: UNAVAILABLE when a part of it is missing. */
+static hk_status_t cuda_graph_create(void **out_graph) {
+  HK_FAIL_IF(!graph_api_present(), HK_STATUS_UNAVAILABLE, "this CUDA driver lacks the graph API (cuGraphCreate, "
+             "cuGraphAddKernelNode, cuGraphInstantiate, cuGraphLaunch, cuGraphExecKernelNodeSetParams, cuGraphDestroy)");
+  hk_cu_graph_t g = NULL;
+  hk_status_t st = CU_CHECK(cuGraphCreate, (&g, 0));
+  *out_graph = g;
   return st;
 }
 
-static void cuda_session_release(hk_backend_session_t *session) {
-  if (!session) return;
-  cuda_session_t *s = (cuda_session_t *)session;
-  const hk_allocator_t *a = session->module->allocator;
-  (void)ctx_enter((const cuda_module_t *)session->module);
-  destroy_graph(s);
-  if (s->workspace) (void)CU.cuMemFree(s->workspace);
-  hk_free(a, s->nodes);
-  hk_free(a, s);
-}
-
-static bool stream_launch_requested(void) {
-  const char *e = getenv("HK_LAUNCH");
-  return e && strcmp(e, "stream") == 0;
-}
-
-static hk_status_t cuda_session_prepare(hk_module_t *module, uint64_t workspace_bytes,
-                                        const hk_launch_desc_t *launches, uint32_t launch_count,
-                                        hk_backend_session_t **out_session) {
-  const hk_allocator_t *a = module->allocator;
-  cuda_module_t *m = (cuda_module_t *)module;
-  HK_RETURN_IF_ERROR(ctx_enter(m));
-  cuda_session_t *s = hk_calloc(a, 1, sizeof *s);
-  HK_FAIL_IF(!s, HK_STATUS_OUT_OF_MEMORY, "out of memory creating a CUDA session");
-  s->base.backend = &hk_backend_cuda;
-  s->base.module = module;
-  s->base.launches = launches;
-  s->base.launch_count = launch_count;
-  s->base.workspace_bytes = workspace_bytes;
-  hk_status_t st = HK_OK;
-  /* Kernels launched with more than 48 KiB of dynamic shared memory must opt in. */
-  for (uint32_t i = 0; i < launch_count && st == HK_OK; i++)
-    if (launches[i].shared_bytes > HK_CU_DEFAULT_DYNAMIC_SHARED) {
-      if (!CU.cuFuncSetAttribute)
-        st = HK_ERROR(HK_STATUS_UNAVAILABLE, "this CUDA driver lacks cuFuncSetAttribute, needed for %u bytes of "
-                      "dynamic shared memory", launches[i].shared_bytes);
-      else
-        st = CU_CHECK(cuFuncSetAttribute, (m->fns[launches[i].kernel], HK_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                           (int)launches[i].shared_bytes));
-    }
-  if (st != HK_OK) {
-    hk_free(a, s);
-    return st;
+static hk_status_t cuda_graph_add_kernel(void *graph, void *fn, const hk_launch_desc_t *l, void *const *nodes,
+                                         void *scratch, void **out_node) {
+  hk_cu_graph_node_t *deps = scratch, node = NULL;
+  for (uint32_t d = 0; d < l->dep_count; d++) deps[d] = (hk_cu_graph_node_t)nodes[l->deps[d]];
+  hk_cu_kernel_node_params_v2_t p;
+  node_params(fn, l, &p);
+  hk_status_t st;
+  if (CU.cuGraphAddKernelNode_v2) {
+    st = CU_CHECK(cuGraphAddKernelNode_v2, (&node, (hk_cu_graph_t)graph, deps, l->dep_count, &p));
+  } else {
+    hk_cu_kernel_node_params_v1_t p1;
+    node_params_v1(&p, &p1);
+    st = CU_CHECK(cuGraphAddKernelNode, (&node, (hk_cu_graph_t)graph, deps, l->dep_count, &p1));
   }
-  if (workspace_bytes > SIZE_MAX) {
-    st = HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "a %llu-byte workspace does not fit in size_t",
-                  (unsigned long long)workspace_bytes);
-  } else if (workspace_bytes > 0) {
-    st = CU_CHECK(cuMemAlloc, (&s->workspace, (size_t)workspace_bytes));
-    if (st != HK_OK) {
-      char prefix[96];
-      snprintf(prefix, sizeof prefix, "allocating a %llu-byte workspace", (unsigned long long)workspace_bytes);
-      hk_error_prefix(prefix);
-    }
-    s->base.workspace = (void *)(uintptr_t)s->workspace;
-  }
-  if (st == HK_OK && !stream_launch_requested() && graph_api_present() && launch_count > 0) {
-    s->nodes = hk_calloc(a, launch_count, sizeof *s->nodes);
-    if (!s->nodes) st = HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "out of memory creating a CUDA session");
-    else if (build_graph(s, a) != HK_OK) hk_error_clear(); /* not fatal: launch on the stream instead */
-  }
-  if (st != HK_OK) {
-    cuda_session_release(&s->base);
-    return st;
-  }
-  *out_session = &s->base;
-  return HK_OK;
-}
-
-static hk_status_t cuda_run(hk_backend_session_t *session, void *stream) {
-  cuda_session_t *s = (cuda_session_t *)session;
-  const cuda_module_t *m = (const cuda_module_t *)session->module;
-  HK_RETURN_IF_ERROR(ctx_enter(m));
-  if (s->graph) {
-    if (!s->refreshed || s->generation != session->bind_generation) {
-      /* The args arrays point at the session's slots: re-reading them picks up new bindings. */
-      s->refreshed = false;
-      for (uint32_t i = 0; i < session->launch_count; i++) {
-        hk_cu_kernel_node_params_v2_t p;
-        node_params(m, &session->launches[i], &p);
-        if (CU.cuGraphExecKernelNodeSetParams_v2) {
-          HK_RETURN_IF_ERROR(CU_CHECK(cuGraphExecKernelNodeSetParams_v2, (s->exec, s->nodes[i], &p)));
-        } else {
-          hk_cu_kernel_node_params_v1_t p1;
-          node_params_v1(&p, &p1);
-          HK_RETURN_IF_ERROR(CU_CHECK(cuGraphExecKernelNodeSetParams, (s->exec, s->nodes[i], &p1)));
-        }
-      }
-      s->refreshed = true;
-      s->generation = session->bind_generation;
-    }
-    return CU_CHECK(cuGraphLaunch, (s->exec, (hk_cu_stream_t)stream));
-  }
-  for (uint32_t i = 0; i < session->launch_count; i++) {
-    const hk_launch_desc_t *l = &session->launches[i];
-    HK_RETURN_IF_ERROR(CU_CHECK(cuLaunchKernel, (m->fns[l->kernel], l->grid[0], l->grid[1], l->grid[2], l->block[0],
-                                                 l->block[1], l->block[2], l->shared_bytes, (hk_cu_stream_t)stream, l->args,
-                                                 NULL)));
-  }
-  return HK_OK;
-}
-
-/* ---- profiling ------------------------------------------------------------------------------ */
-/* Each launch goes to the stream on its own (never through the graph) between two events;
- * one synchronization per pass, then the elapsed times of that pass are read. */
-static hk_status_t cuda_profile(hk_backend_session_t *session, void *stream, uint32_t passes, double *out_us) {
-  const cuda_module_t *m = (const cuda_module_t *)session->module;
-  const hk_allocator_t *a = session->module->allocator;
-  HK_FAIL_IF(!CU.cuEventCreate || !CU.cuEventRecord || !CU.cuEventSynchronize || !CU.cuEventElapsedTime ||
-                 !CU.cuEventDestroy,
-             HK_STATUS_UNAVAILABLE, "this CUDA driver lacks the event API (cuEventCreate, cuEventRecord, "
-             "cuEventSynchronize, cuEventElapsedTime, cuEventDestroy) that timing launches needs");
-  uint32_t n = session->launch_count;
-  if (n == 0) return HK_OK;
-  HK_RETURN_IF_ERROR(ctx_enter(m));
-  hk_cu_event_t *ev = hk_calloc(a, (size_t)n * 2, sizeof *ev);
-  HK_FAIL_IF(!ev, HK_STATUS_OUT_OF_MEMORY, "out of memory creating %u timing events", n * 2);
-  hk_status_t st = HK_OK;
-  for (uint32_t i = 0; i < 2 * n && st == HK_OK; i++) st = CU_CHECK(cuEventCreate, (&ev[i], 0));
-  hk_cu_stream_t cs = (hk_cu_stream_t)stream;
-  for (uint32_t p = 0; p < passes && st == HK_OK; p++) {
-    for (uint32_t i = 0; i < n && st == HK_OK; i++) {
-      const hk_launch_desc_t *l = &session->launches[i];
-      st = CU_CHECK(cuEventRecord, (ev[2 * i], cs));
-      if (st == HK_OK)
-        st = CU_CHECK(cuLaunchKernel, (m->fns[l->kernel], l->grid[0], l->grid[1], l->grid[2], l->block[0],
-                                       l->block[1], l->block[2], l->shared_bytes, cs, l->args, NULL));
-      if (st == HK_OK) st = CU_CHECK(cuEventRecord, (ev[2 * i + 1], cs));
-    }
-    if (st == HK_OK) st = CU_CHECK(cuEventSynchronize, (ev[2 * n - 1]));
-    for (uint32_t i = 0; i < n && st == HK_OK; i++) {
-      float ms = 0;
-      st = CU_CHECK(cuEventElapsedTime, (&ms, ev[2 * i], ev[2 * i + 1]));
-      out_us[(size_t)i * passes + p] = (double)ms * 1e3;
-    }
-  }
-  for (uint32_t i = 0; i < 2 * n; i++)
-    if (ev[i]) (void)CU.cuEventDestroy(ev[i]);
-  hk_free(a, ev);
+  *out_node = node;
   return st;
 }
 
-/* ---- memory -------------------------------------------------------------------------------- */
-static hk_status_t cuda_mem_alloc(hk_module_t *module, size_t bytes, void **out_ptr) {
-  HK_RETURN_IF_ERROR(ctx_enter((const cuda_module_t *)module));
+static hk_status_t cuda_graph_instantiate(void *graph, void **out_exec) {
+  hk_cu_graph_exec_t exec = NULL;
+  hk_status_t st;
+  if (CU.cuGraphInstantiateWithFlags) {
+    st = CU_CHECK(cuGraphInstantiateWithFlags, (&exec, (hk_cu_graph_t)graph, 0));
+  } else {
+    char log[256] = "";
+    st = CU_CHECK(cuGraphInstantiate_v2, (&exec, (hk_cu_graph_t)graph, NULL, log, sizeof log));
+  }
+  *out_exec = exec;
+  return st;
+}
+
+static hk_status_t cuda_graph_set_params(void *exec, void *node, void *fn, const hk_launch_desc_t *l) {
+  hk_cu_kernel_node_params_v2_t p;
+  node_params(fn, l, &p);
+  if (CU.cuGraphExecKernelNodeSetParams_v2)
+    return CU_CHECK(cuGraphExecKernelNodeSetParams_v2, ((hk_cu_graph_exec_t)exec, (hk_cu_graph_node_t)node, &p));
+  hk_cu_kernel_node_params_v1_t p1;
+  node_params_v1(&p, &p1);
+  return CU_CHECK(cuGraphExecKernelNodeSetParams, ((hk_cu_graph_exec_t)exec, (hk_cu_graph_node_t)node, &p1));
+}
+
+static hk_status_t cuda_graph_launch(void *exec, void *stream) {
+  return CU_CHECK(cuGraphLaunch, ((hk_cu_graph_exec_t)exec, (hk_cu_stream_t)stream));
+}
+
+static void cuda_graph_exec_destroy(void *exec) { (void)CU.cuGraphExecDestroy((hk_cu_graph_exec_t)exec); }
+static void cuda_graph_destroy(void *graph) { (void)CU.cuGraphDestroy((hk_cu_graph_t)graph); }
+
+/* ---- memory: device pointers are CUdeviceptr integers ---------------------------------------- */
+static hk_cu_deviceptr_t dptr(const void *p) { return (hk_cu_deviceptr_t)(uintptr_t)p; }
+
+static hk_status_t cuda_mem_alloc(size_t bytes, void **out_ptr) {
   hk_cu_deviceptr_t p = 0;
-  HK_RETURN_IF_ERROR(CU_CHECK(cuMemAlloc, (&p, bytes ? bytes : 1)));
+  HK_RETURN_IF_ERROR(CU_CHECK(cuMemAlloc, (&p, bytes)));
   *out_ptr = (void *)(uintptr_t)p;
   return HK_OK;
 }
 
-static void cuda_mem_free(hk_module_t *module, void *ptr) {
-  if (ctx_enter((const cuda_module_t *)module) == HK_OK) (void)CU.cuMemFree((hk_cu_deviceptr_t)(uintptr_t)ptr);
-}
+static void cuda_mem_free(void *ptr) { (void)CU.cuMemFree(dptr(ptr)); }
 
-static hk_status_t cuda_mem_copy(hk_module_t *module, void *dst, const void *src, size_t bytes, hk_copy_kind_t kind) {
-  if (bytes == 0) return HK_OK;
-  HK_RETURN_IF_ERROR(ctx_enter((const cuda_module_t *)module));
+static hk_status_t cuda_mem_copy(void *dst, const void *src, size_t bytes, hk_copy_kind_t kind) {
   switch (kind) {
-  case HK_COPY_HOST_TO_DEVICE: return CU_CHECK(cuMemcpyHtoD, ((hk_cu_deviceptr_t)(uintptr_t)dst, src, bytes));
-  case HK_COPY_DEVICE_TO_HOST: return CU_CHECK(cuMemcpyDtoH, (dst, (hk_cu_deviceptr_t)(uintptr_t)src, bytes));
-  case HK_COPY_DEVICE_TO_DEVICE:
-    return CU_CHECK(cuMemcpyDtoD, ((hk_cu_deviceptr_t)(uintptr_t)dst, (hk_cu_deviceptr_t)(uintptr_t)src, bytes));
+  case HK_COPY_HOST_TO_DEVICE: return CU_CHECK(cuMemcpyHtoD, (dptr(dst), src, bytes));
+  case HK_COPY_DEVICE_TO_HOST: return CU_CHECK(cuMemcpyDtoH, (dst, dptr(src), bytes));
+  case HK_COPY_DEVICE_TO_DEVICE: return CU_CHECK(cuMemcpyDtoD, (dptr(dst), dptr(src), bytes));
   }
   return HK_ERROR(HK_STATUS_INVALID_ARGUMENT, "unknown copy kind %d", (int)kind);
 }
 
-static hk_status_t cuda_synchronize(hk_module_t *module, void *stream) {
-  HK_RETURN_IF_ERROR(ctx_enter((const cuda_module_t *)module));
+static hk_status_t cuda_copy_async(void *dst, const void *src, size_t bytes, void *stream) {
+  return CU_CHECK(cuMemcpyDtoDAsync, (dptr(dst), dptr(src), bytes, (hk_cu_stream_t)stream));
+}
+
+static hk_status_t cuda_zero_async(void *dst, size_t bytes, void *stream) {
+  return CU_CHECK(cuMemsetD8Async, (dptr(dst), 0, bytes, (hk_cu_stream_t)stream));
+}
+
+static hk_status_t cuda_synchronize(void *stream) {
   if (stream) return CU_CHECK(cuStreamSynchronize, ((hk_cu_stream_t)stream));
   return CU_CHECK(cuCtxSynchronize, ());
 }
 
-static hk_status_t cuda_copy_async(hk_module_t *module, void *dst, const void *src, size_t bytes, void *stream) {
-  if (bytes == 0) return HK_OK;
-  HK_RETURN_IF_ERROR(ctx_enter((const cuda_module_t *)module));
-  return CU_CHECK(cuMemcpyDtoDAsync, ((hk_cu_deviceptr_t)(uintptr_t)dst, (hk_cu_deviceptr_t)(uintptr_t)src, bytes,
-                                      (hk_cu_stream_t)stream));
-}
-
-static hk_status_t cuda_zero_async(hk_module_t *module, void *dst, size_t bytes, void *stream) {
-  if (bytes == 0) return HK_OK;
-  HK_RETURN_IF_ERROR(ctx_enter((const cuda_module_t *)module));
-  return CU_CHECK(cuMemsetD8Async, ((hk_cu_deviceptr_t)(uintptr_t)dst, 0, bytes, (hk_cu_stream_t)stream));
-}
-
-const hk_backend_t hk_backend_cuda = {
-    .name = "cuda",
-    .kind = HK_TARGET_CUDA,
-    .available = cuda_available,
-    .runs_target = cuda_runs_target,
-    .describe = cuda_describe,
-    .unavailable_reason = cuda_unavailable_reason,
-    .module_load = cuda_module_load,
-    .module_unload = cuda_module_unload,
-    .session_prepare = cuda_session_prepare,
-    .run = cuda_run,
-    .session_release = cuda_session_release,
-    .mem_alloc = cuda_mem_alloc,
-    .mem_free = cuda_mem_free,
-    .mem_copy = cuda_mem_copy,
-    .synchronize = cuda_synchronize,
-    .profile = cuda_profile,
-    .copy_async = cuda_copy_async,
-    .zero_async = cuda_zero_async,
+/* ---- the tables ------------------------------------------------------------------------------ */
+static const hk_gpu_ops_t k_cuda_ops = {
+    .backend = &hk_backend_cuda,
+    .driver = &g_cuda_driver,
+    .vendor = "CUDA",
+    .module_size = sizeof(cuda_module_t),
+    .allow_bundle = false,
+    .enter = ctx_enter,
+    .launch_prepare = cuda_launch_prepare,
+    HK_GPU_OPS_ENTRIES(cuda),
 };
+
+static hk_status_t cuda_module_load(const hk_pack_view_t *view, uint32_t target, int device,
+                                    const hk_allocator_t *allocator, const void *code, size_t code_size,
+                                    hk_module_t **out_module) {
+  (void)code_size; /* every kernel's range lies inside it: verified */
+  return hk_gpu_module_load(&k_cuda_ops, view, target, device, allocator, code, out_module);
+}
+
+const hk_backend_t hk_backend_cuda = {.name = "cuda", .kind = HK_TARGET_CUDA, HK_GPU_BACKEND_ENTRIES(cuda)};

@@ -7,8 +7,8 @@
  * args[i] points at argument i's value (a void* for tensors and NULL args, an int64_t,
  * a float); the kernel processes blocks [block_begin, block_end) of grid.x.
  * Launches run in stored order. A launch's blocks are shared out in chunks between the
- * calling thread and the session's worker threads (HK_HOST_THREADS, default: the online
- * CPUs); the next launch starts when every block of this one is done. Blocks are
+ * calling thread and the session's worker threads (hk_session_options_t.host_threads,
+ * default: the online CPUs); the next launch starts when every block of this one is done. Blocks are
  * independent, so results do not depend on the number of threads.
  */
 #include <dlfcn.h>
@@ -113,10 +113,9 @@ static void pool_stop(host_pool_t *p, const hk_allocator_t *a) {
   hk_free(a, p);
 }
 
-/* Threads to use: HK_HOST_THREADS when set (1 = no pool), else the online CPUs. */
-static uint32_t host_thread_count(void) {
-  const char *e = getenv("HK_HOST_THREADS");
-  long n = e && *e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+/* Threads to use: the session's host_threads when set (1 = no pool), else the online CPUs. */
+static uint32_t host_thread_count(uint32_t requested) {
+  long n = requested ? (long)requested : sysconf(_SC_NPROCESSORS_ONLN);
   if (n < 1) n = 1;
   if (n > HK_HOST_MAX_THREADS) n = HK_HOST_MAX_THREADS;
   return (uint32_t)n;
@@ -278,7 +277,8 @@ static void host_session_release(hk_backend_session_t *session) {
   hk_free(a, s);
 }
 
-static hk_status_t host_session_prepare(hk_module_t *module, uint64_t workspace_bytes, const hk_launch_desc_t *launches,
+static hk_status_t host_session_prepare(hk_module_t *module, const hk_session_options_t *options,
+                                        uint64_t workspace_bytes, const hk_launch_desc_t *launches,
                                         uint32_t launch_count, hk_backend_session_t **out_session) {
   const hk_allocator_t *a = module->allocator;
   host_session_t *s = hk_calloc(a, 1, sizeof *s);
@@ -299,7 +299,7 @@ static hk_status_t host_session_prepare(hk_module_t *module, uint64_t workspace_
     uintptr_t p = ((uintptr_t)s->workspace_raw + HK_HOST_WORKSPACE_ALIGN - 1) & ~(uintptr_t)(HK_HOST_WORKSPACE_ALIGN - 1);
     s->base.workspace = (void *)p;
   }
-  hk_status_t st = pool_start(host_thread_count(), a, &s->pool);
+  hk_status_t st = pool_start(host_thread_count(options->host_threads), a, &s->pool);
   if (st != HK_OK) {
     hk_free(a, s->workspace_raw);
     hk_free(a, s);

@@ -26,6 +26,7 @@
  * n shrinks), so padded runs are reproducible. When n equals the bucket, tensors are
  * bound directly and nothing is copied.
  */
+#include <stddef.h> /* offsetof */
 #include <stdio.h>
 #include <stdlib.h> /* qsort */
 #include <string.h>
@@ -88,6 +89,8 @@ struct hk_session {
   uint32_t app_count;
   hk_bucket_t *buckets[HK_MAX_BATCH_BUCKETS]; /* by manifest index; NULL until needed */
   uint32_t builds;               /* bucket states built so far (hk_session_debug_builds) */
+  uint32_t last_built;           /* manifest index of the bucket state built last */
+  hk_session_options_t options;  /* complete (options_read); target NULL: it is borrowed */
   char error[HK_ERROR_MAX];
 };
 
@@ -114,6 +117,12 @@ HK_API const char *hk_session_error(const hk_session_t *s) { return s ? s->error
 
 HK_API const char *hk_session_target(const hk_session_t *s) {
   return hk_pack_string(s->view, s->view->targets[s->target].name);
+}
+
+HK_API const char *hk_session_launch_mode(const hk_session_t *s, const char **out_reason) {
+  const hk_backend_session_t *b = s->buckets[s->last_built]->backend; /* create built one */
+  if (out_reason) *out_reason = b->graph_fallback;
+  return b->graph ? "graph" : "stream";
 }
 
 HK_API uint32_t hk_session_tensor_count(const hk_session_t *s) { return s->app_count; }
@@ -368,7 +377,7 @@ static hk_status_t bucket_build(hk_session_t *s, uint32_t index, bool with_stagi
                   (unsigned long long)g->batch);
     goto fail;
   }
-  st = s->module->backend->session_prepare(s->module, arena, b->launches, b->launch_count, &b->backend);
+  st = s->module->backend->session_prepare(s->module, &s->options, arena, b->launches, b->launch_count, &b->backend);
   if (st != HK_OK) goto fail;
   char *base = b->backend->workspace;
   for (uint32_t i = 0; i < v->tensor_count; i++) {
@@ -377,6 +386,7 @@ static hk_status_t bucket_build(hk_session_t *s, uint32_t index, bool with_stagi
   }
   s->buckets[index] = b;
   s->builds++;
+  s->last_built = index;
   return HK_OK;
 fail:
   bucket_destroy(s, b);
@@ -384,10 +394,40 @@ fail:
 }
 
 /* ---- create ---------------------------------------------------------------------------------- */
-static hk_status_t session_create(hk_pack_t *pack, const hk_session_options_t *options, hk_session_t **out_session) {
+/* Whether the caller's struct_size covers field `f` of hk_session_options_t. */
+#define OPTION_SET(size, f) ((size) >= offsetof(hk_session_options_t, f) + sizeof(((hk_session_options_t *)0)->f))
+
+/* Copies the fields of *in that its struct_size covers into *out and gives the others
+ * their defaults (hkrt.h: struct_size 0 is the first layout, batch/target/device), then
+ * checks the values. Errors: INVALID_ARGUMENT. */
+static hk_status_t options_read(const hk_session_options_t *in, hk_session_options_t *out) {
+  size_t size = in->struct_size ? in->struct_size : offsetof(hk_session_options_t, device) + sizeof in->device;
+  HK_FAIL_IF(!OPTION_SET(size, device) || size > sizeof *in, HK_STATUS_INVALID_ARGUMENT,
+             "options->struct_size is %u; this libhkrt reads hk_session_options_t of %zu to %zu bytes (set it to "
+             "sizeof(hk_session_options_t); a larger size means a newer hkrt.h than this library)",
+             in->struct_size, offsetof(hk_session_options_t, device) + sizeof in->device, sizeof *in);
+  memset(out, 0, sizeof *out);
+  out->struct_size = sizeof *out;
+  out->batch = in->batch;
+  out->target = in->target;
+  out->device = in->device;
+  if (OPTION_SET(size, launch_mode)) out->launch_mode = in->launch_mode;
+  if (OPTION_SET(size, host_threads)) out->host_threads = in->host_threads;
+  HK_FAIL_IF(out->device < 0, HK_STATUS_INVALID_ARGUMENT, "device ordinal %d is negative", out->device);
+  HK_FAIL_IF(out->launch_mode != HK_LAUNCH_MODE_AUTO && out->launch_mode != HK_LAUNCH_MODE_GRAPH &&
+                 out->launch_mode != HK_LAUNCH_MODE_STREAM,
+             HK_STATUS_INVALID_ARGUMENT, "launch_mode %d is not one of HK_LAUNCH_MODE_AUTO, _GRAPH, _STREAM",
+             (int)out->launch_mode);
+  return HK_OK;
+}
+
+static hk_status_t session_create(hk_pack_t *pack, const hk_session_options_t *caller_options,
+                                  hk_session_t **out_session) {
   const hk_pack_view_t *v = hk_pack_view(pack);
   uint32_t target, bucket;
-  HK_FAIL_IF(options->device < 0, HK_STATUS_INVALID_ARGUMENT, "device ordinal %d is negative", options->device);
+  hk_session_options_t opts;
+  HK_RETURN_IF_ERROR(options_read(caller_options, &opts));
+  const hk_session_options_t *options = &opts;
   HK_RETURN_IF_ERROR(hk_pack_select_target_on(pack, options->target, options->device, &target));
   HK_RETURN_IF_ERROR(pick_bucket(v, options->batch, &bucket));
   hk_module_t *module;
@@ -402,6 +442,8 @@ static hk_status_t session_create(hk_pack_t *pack, const hk_session_options_t *o
   s->target = target;
   s->module = module;
   s->bucket = bucket;
+  s->options = opts;
+  s->options.target = NULL;
   hk_status_t st = app_build(s);
   if (st == HK_OK) st = app_set_batch(s, options->batch);
   if (st == HK_OK) st = bucket_build(s, bucket, options->batch < v->manifest->batch_sizes[bucket]);

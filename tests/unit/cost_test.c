@@ -229,7 +229,7 @@ static void test_plan_roundtrip(void **ts) {
 
   /* Sessions hand the same numbers out per launch. */
   hk_session_t *s;
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 4}, &s), HK_OK);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 4), &s), HK_OK);
   assert_int_equal(hk_session_launch_count(s), spec->n_nodes);
   for (uint32_t j = 0; j < spec->n_nodes; j++) {
     hk_launch_info_t li;

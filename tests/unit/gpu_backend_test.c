@@ -22,6 +22,7 @@
 #include "pack_fixture.h"
 #include "pack_internal.h"
 #include "session_internal.h"
+#include "test_util.h"
 
 #if defined(__has_include)
 #if __has_include(<hip/hip_runtime_api.h>)
@@ -77,7 +78,6 @@ static int teardown(void **ts) {
   hkc_diag_capture(NULL, 0);
   hk_cuda_override_symbols(NULL);
   hk_hip_override_symbols(NULL);
-  unsetenv("HK_LAUNCH");
   free(st);
   return 0;
 }
@@ -104,7 +104,7 @@ static void test_gpu_targets_unavailable(void **ts) {
   }
   hk_pack_t *pack = open_pack(st, 0, 3);
   hk_session_t *s = NULL;
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2, .target = "sm_90"}, &s),
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .target = "sm_90"), &s),
                    HK_STATUS_UNAVAILABLE);
   assert_null(s);
   const char *e = hk_last_error();
@@ -113,7 +113,7 @@ static void test_gpu_targets_unavailable(void **ts) {
   assert_non_null(strstr(e, "the artifact has [sm_90, gfx90a, " FX_HOST "]; this machine runs [" FX_HOST "]"));
   assert_non_null(strstr(hk_pack_error(pack), "sm_90 cannot run"));
 
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2, .target = "gfx90a"}, &s),
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .target = "gfx90a"), &s),
                    HK_STATUS_UNAVAILABLE);
   e = hk_last_error();
   assert_true(strstr(e, "no AMD GPU found: hipGetDeviceCount returned hipErrorNoDevice") ||
@@ -126,7 +126,7 @@ static void test_gpu_targets_unavailable(void **ts) {
   assert_string_equal(name, FX_HOST);
   /* ... and both sides listed when it does not. */
   pack = open_pack(st, 0, 2);
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_STATUS_NO_COMPATIBLE_TARGET);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_STATUS_NO_COMPATIBLE_TARGET);
   assert_non_null(strstr(hk_last_error(), "no target of the artifact runs on this machine; the artifact has "
                                           "[sm_90, gfx90a]; this machine runs [" FX_HOST "]"));
   /* Backend-level: nothing runs, describe says nothing, the reason is kept. */
@@ -552,7 +552,7 @@ static void test_fake_cuda_graph_session(void **ts) {
   assert_string_equal(name, "sm_90"); /* cuda before host */
 
   hk_session_t *s;
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_OK);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_OK);
   assert_string_equal(hk_session_target(s), "sm_90");
   assert_int_equal(F.retains, 1);
   assert_int_equal(F.loads, 2); /* two distinct code ranges */
@@ -603,7 +603,7 @@ static void test_fake_cuda_graph_session(void **ts) {
 
   /* A second session shares the module (no new loads) and builds its own graph. */
   hk_session_t *s8;
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 8}, &s8), HK_OK);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 8), &s8), HK_OK);
   assert_int_equal(F.loads, 2);
   assert_int_equal(F.graph_creates, 2);
   hk_session_destroy(s8);
@@ -624,10 +624,10 @@ static void test_fake_cuda_stream_fallback(void **ts) {
   state_t *st = *ts;
   install_fake_cuda();
   hk_pack_t *pack = open_pack(st, 0, 1);
-  setenv("HK_LAUNCH", "stream", 1);
   hk_session_t *s;
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2, .target = "sm_90"}, &s), HK_OK);
-  unsetenv("HK_LAUNCH");
+  assert_int_equal(
+      hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .target = "sm_90", .launch_mode = HK_LAUNCH_MODE_STREAM), &s),
+      HK_OK);
   assert_int_equal(F.graph_creates, 0);
   bufs_t b;
   bind_all(s, 2, &b);
@@ -642,7 +642,7 @@ static void test_fake_cuda_stream_fallback(void **ts) {
 
   /* A failing instantiation falls back to stream launches, leaving nothing behind. */
   F.fail_instantiate = FAKE_UNKNOWN;
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_OK);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_OK);
   assert_int_equal(F.graph_creates, 1);
   assert_int_equal(F.graph_destroys, 1);
   bind_all(s, 2, &b);
@@ -655,7 +655,7 @@ static void test_fake_cuda_stream_fallback(void **ts) {
   /* So does a failing cuGraphCreate. */
   F.fail_instantiate = 0;
   F.fail_graph_create = FAKE_UNKNOWN;
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 8}, &s), HK_OK);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 8), &s), HK_OK);
   bind_all(s, 8, &b);
   assert_int_equal(hk_session_run(s, NULL), HK_OK);
   assert_int_equal(F.kernel_launches, 6);
@@ -671,7 +671,7 @@ static void test_fake_cuda_profile(void **ts) {
   install_fake_cuda();
   hk_pack_t *pack = open_pack(st, 0, 1);
   hk_session_t *s;
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_OK);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_OK);
   bufs_t b;
   bind_all(s, 2, &b);
   double us[2];
@@ -692,7 +692,7 @@ static void test_fake_cuda_profile(void **ts) {
   t.cuEventDestroy = f_cuEventDestroy;
   hk_cuda_override_symbols(&t);
   pack = open_pack(st, 0, 1);
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_OK);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_OK);
   bind_all(s, 2, &b);
   hk_cu_stream_t stream = (hk_cu_stream_t)(uintptr_t)0x777;
   assert_int_equal(hk_session_profile(s, stream, 4, us), HK_OK);
@@ -720,22 +720,22 @@ static void test_fake_cuda_errors(void **ts) {
   hk_session_t *s = NULL;
 
   F.fail_alloc = FAKE_OOM;
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_STATUS_OUT_OF_MEMORY);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_STATUS_OUT_OF_MEMORY);
   assert_null(s);
   assert_non_null(strstr(hk_last_error(), "-byte workspace: cuMemAlloc failed: "
                                           "CUDA_ERROR_OUT_OF_MEMORY (out of memory)"));
   F.fail_alloc = FAKE_UNKNOWN;
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_STATUS_DRIVER);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_STATUS_DRIVER);
   assert_non_null(strstr(hk_last_error(), "cuMemAlloc failed: CUDA_ERROR_UNKNOWN (unknown error)"));
   assert_int_equal(F.graph_creates, 0);
   F.fail_alloc = 0;
 
   /* Device ordinal past the devices: nothing runs there. */
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2, .target = "sm_90", .device = 1}, &s),
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .target = "sm_90", .device = 1), &s),
                    HK_STATUS_NO_COMPATIBLE_TARGET);
   assert_non_null(strstr(hk_last_error(), "(device 1)"));
   assert_non_null(strstr(hk_last_error(), "this machine runs [sm_90, sm_90a on device 0 (Fake H200)"));
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2, .device = -1}, &s),
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .device = -1), &s),
                    HK_STATUS_INVALID_ARGUMENT);
   hk_pack_destroy(pack);
   st->pack = NULL;
@@ -745,7 +745,7 @@ static void test_fake_cuda_errors(void **ts) {
   F.major = 8;
   F.minor = 6;
   pack = open_pack(st, 0, 1);
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_STATUS_NO_COMPATIBLE_TARGET);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_STATUS_NO_COMPATIBLE_TARGET);
   assert_non_null(strstr(hk_last_error(), "the artifact has [sm_90]; this machine runs [sm_80..sm_86, sm_86a on "
                                           "device 0 (Fake H200)"));
 
@@ -753,21 +753,21 @@ static void test_fake_cuda_errors(void **ts) {
   install_fake_cuda();
   F.missing_kernel = "hk_test_mul";
   pack = open_pack(st, 0, 1);
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_STATUS_CORRUPT);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_STATUS_CORRUPT);
   const char *e = hk_last_error();
   assert_non_null(strstr(e, "target sm_90: kernel symbol \"hk_test_mul\" is missing from its code object: "
                             "cuModuleGetFunction failed: CUDA_ERROR_NOT_FOUND (named symbol not found)"));
   assert_int_equal(F.unloads, F.loads); /* the half-loaded module is released */
   assert_int_equal(F.releases, F.retains);
   /* not cached: it fails again the same way */
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 8}, &s), HK_STATUS_CORRUPT);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 8), &s), HK_STATUS_CORRUPT);
 
   /* A code range that is not a cubin never reaches the driver. */
   install_fake_cuda();
   memcpy(g_cubins + ELF_SIZE, "garbage!", 8);
   pack = open_pack(st, 0, 1);
   int loads = F.loads;
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_STATUS_CORRUPT);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_STATUS_CORRUPT);
   assert_non_null(strstr(hk_last_error(), "the code object of kernel hk_test_mul (bytes [64, +64)) is invalid: "
                                           "not an ELF cubin"));
   assert_int_equal(F.loads, loads + 1); /* only the first object was loaded */
@@ -789,7 +789,7 @@ static void test_fake_cuda_padded_session(void **ts) {
   install_fake_cuda();
   hk_pack_t *pack = open_pack(st, 0, 1); /* sm_90, buckets 2 and 8 */
   hk_session_t *s;
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 5}, &s), HK_OK);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 5), &s), HK_OK);
   assert_int_equal(hk_session_bucket(s), 8);
   assert_int_equal(F.allocs, 1); /* workspace and staging: one allocation */
   assert_int_equal(F.graph_creates, 1);
@@ -864,7 +864,7 @@ static void test_fake_cuda_shared_object(void **ts) {
   st->fx.kernels_cuda[1].code_offset = 0;
   hk_pack_t *pack = open_pack(st, 0, 1);
   hk_session_t *s;
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_OK);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_OK);
   assert_int_equal(F.loads, 1);
   hk_session_destroy(s);
 }

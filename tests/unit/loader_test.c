@@ -22,6 +22,7 @@
 #include "pack_internal.h"
 #include "pack_refix.h"
 #include "session_internal.h"
+#include "test_util.h"
 
 typedef struct {
   void *code; /* the compiled kernels */
@@ -121,7 +122,7 @@ static void test_run_two_batches(void **ts) {
   for (int b = 0; b < 2; b++) {
     int64_t batch = b ? 8 : 2;
     hk_session_t *s;
-    assert_int_equal(hk_session_create(st->pack, &(hk_session_options_t){.batch = (uint64_t)batch}, &s), HK_OK);
+    assert_int_equal(hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = (uint64_t)batch), &s), HK_OK);
     assert_string_equal(hk_session_target(s), FX_HOST);
     assert_int_equal(hk_session_tensor_count(s), 3); /* x, w, y: not the intermediate */
     hk_tensor_info_t info;
@@ -159,7 +160,7 @@ static void test_profile(void **ts) {
   for (size_t i = 0; i < FX_COLS; i++) w[i] = (float)hk_test_uniform(&rng, -3, 3);
   double us[2] = {-1, -1};
   hk_session_t *s;
-  assert_int_equal(hk_session_create(st->pack, &(hk_session_options_t){.batch = 8}, &s), HK_OK);
+  assert_int_equal(hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 8), &s), HK_OK);
   assert_int_equal(hk_session_launch_count(s), 2);
   assert_int_equal(hk_session_launch_count(NULL), 0);
   hk_launch_info_t li;
@@ -194,7 +195,7 @@ static void test_profile(void **ts) {
   fx_add_plan(&st->fx);
   void *bytes;
   hk_pack_t *pack = open_variant(st, &bytes);
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 8}, &s), HK_OK);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 8), &s), HK_OK);
   assert_int_equal(hk_session_launch_info(s, 1, &li), HK_OK);
   assert_int_equal(li.bytes, 2001);
   assert_int_equal(li.flops, 21);
@@ -214,8 +215,8 @@ static void test_sessions_share_module(void **ts) {
   state_t *st = *ts;
   NEED_CC(st);
   hk_session_t *a, *b;
-  assert_int_equal(hk_session_create(st->pack, &(hk_session_options_t){.batch = 2}, &a), HK_OK);
-  assert_int_equal(hk_session_create(st->pack, &(hk_session_options_t){.batch = 8, .target = FX_HOST}, &b), HK_OK);
+  assert_int_equal(hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 2), &a), HK_OK);
+  assert_int_equal(hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 8, .target = FX_HOST), &b), HK_OK);
   hk_module_t *m1, *m2;
   assert_int_equal(hk_pack_module(st->pack, 0, &m1), HK_OK);
   assert_int_equal(hk_pack_module(st->pack, 0, &m2), HK_OK);
@@ -230,7 +231,7 @@ static void test_bind_errors(void **ts) {
   state_t *st = *ts;
   NEED_CC(st);
   hk_session_t *s;
-  assert_int_equal(hk_session_create(st->pack, &(hk_session_options_t){.batch = 2}, &s), HK_OK);
+  assert_int_equal(hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_OK);
   _Alignas(16) float buf[804];
   assert_int_equal(hk_session_bind(s, "z", buf, 800), HK_STATUS_NOT_FOUND);
   assert_non_null(strstr(hk_last_error(), "no tensor named \"z\""));
@@ -258,7 +259,7 @@ static void test_batch_not_found(void **ts) {
   state_t *st = *ts;
   NEED_CC(st);
   hk_session_t *s = (hk_session_t *)1;
-  assert_int_equal(hk_session_create(st->pack, &(hk_session_options_t){.batch = 9}, &s), HK_STATUS_NOT_FOUND);
+  assert_int_equal(hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 9), &s), HK_STATUS_NOT_FOUND);
   assert_null(s);
   assert_non_null(strstr(hk_last_error(), "batch size 9 is larger than the largest batch size built into the artifact"));
   assert_non_null(strstr(hk_last_error(), "batch sizes: 2, 8"));
@@ -276,7 +277,7 @@ static void test_target_selection(void **ts) {
   assert_string_equal(name, FX_HOST);
 
   hk_session_t *s;
-  assert_int_equal(hk_session_create(st->pack, &(hk_session_options_t){.batch = 2, .target = "gfx90a"}, &s),
+  assert_int_equal(hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 2, .target = "gfx90a"), &s),
                    HK_STATUS_NOT_FOUND);
   assert_non_null(strstr(hk_last_error(), "target gfx90a is not in the artifact (it has: " FX_HOST ", sm_90)"));
   /* No CUDA driver or device here: the named target is UNAVAILABLE, and says why. */
@@ -291,7 +292,7 @@ static void test_target_selection(void **ts) {
   st->fx.in.n_targets = 1;
   void *bytes;
   hk_pack_t *gpu_only = open_variant(st, &bytes);
-  assert_int_equal(hk_session_create(gpu_only, &(hk_session_options_t){.batch = 2}, &s),
+  assert_int_equal(hk_session_create(gpu_only, HK_TEST_OPTIONS(.batch = 2), &s),
                    HK_STATUS_NO_COMPATIBLE_TARGET);
   assert_non_null(strstr(hk_last_error(), "the artifact has [sm_90]; this machine runs [" FX_HOST "]"));
   hk_pack_destroy(gpu_only);
@@ -305,10 +306,10 @@ static void test_missing_symbol(void **ts) {
   void *bytes;
   hk_pack_t *pack = open_variant(st, &bytes);
   hk_session_t *s;
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_STATUS_CORRUPT);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_STATUS_CORRUPT);
   assert_non_null(strstr(hk_last_error(), "kernel symbol \"hk_test_nope\" is missing"));
   /* A failed load is not cached: the next attempt fails the same way. */
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 8}, &s), HK_STATUS_CORRUPT);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 8), &s), HK_STATUS_CORRUPT);
   hk_pack_destroy(pack);
   free(bytes);
 }
@@ -322,7 +323,7 @@ static void test_bad_code_object(void **ts) {
   void *bytes;
   hk_pack_t *pack = open_variant(st, &bytes);
   hk_session_t *s;
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_STATUS_CORRUPT);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_STATUS_CORRUPT);
   assert_non_null(strstr(hk_last_error(), "the code object does not load"));
   hk_pack_destroy(pack);
   free(bytes);
@@ -348,7 +349,7 @@ static void test_damaged_code_payload(void **ts) {
     hk_status_t s = hk_pack_open_memory(copy, size, NULL, &pack);
     if (s == HK_OK) {
       hk_session_t *sess;
-      s = hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &sess);
+      s = hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &sess);
       hk_session_destroy(sess);
       hk_pack_destroy(pack);
     }
@@ -391,7 +392,7 @@ static void test_allocation_failures(void **ts) {
     hk_pack_t *pack = NULL;
     hk_session_t *s = NULL;
     hk_status_t st1 = hk_pack_open_memory(st->pack_bytes, st->pack_size, &a, &pack);
-    if (st1 == HK_OK) st1 = hk_session_create(pack, &(hk_session_options_t){.batch = 8}, &s);
+    if (st1 == HK_OK) st1 = hk_session_create(pack, HK_TEST_OPTIONS(.batch = 8), &s);
     if (st1 == HK_OK) run_and_check(s, 8, 5);
     hk_session_destroy(s);
     hk_pack_destroy(pack);
@@ -417,7 +418,7 @@ static void test_open_file_and_run(void **ts) {
   hk_pack_t *pack;
   assert_int_equal(hk_pack_open_file(path, NULL, &pack), HK_OK);
   hk_session_t *s;
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_OK);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_OK);
   run_and_check(s, 2, 7);
   hk_session_destroy(s);
   hk_pack_destroy(pack);
@@ -456,7 +457,7 @@ static void test_pad_batch_between_buckets(void **ts) {
   hk_pack_t *pack = open_buckets(st, HK_BATCH_POLICY_REC_PAD, &bytes);
   assert_int_equal(hk_pack_batch_policy(pack), HK_BATCH_POLICY_PAD);
   hk_session_t *s;
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 5}, &s), HK_OK);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 5), &s), HK_OK);
   assert_int_equal(hk_session_batch(s), 5);
   assert_int_equal(hk_session_bucket(s), 8);
   expect_dims(s, 0, 5, 5 * FX_COLS * 4);  /* x: sized for the real batch */
@@ -529,14 +530,14 @@ static void test_pad_batch_between_buckets(void **ts) {
   hk_session_destroy(s);
 
   hk_session_t *bad = (hk_session_t *)1;
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 64}, &bad), HK_STATUS_NOT_FOUND);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 64), &bad), HK_STATUS_NOT_FOUND);
   assert_null(bad);
   assert_non_null(strstr(hk_pack_error(pack), "batch size 64 is larger"));
   assert_non_null(strstr(hk_pack_error(pack), "(batch sizes: 1, 8, 32)"));
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 0}, &bad), HK_STATUS_NOT_FOUND);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 0), &bad), HK_STATUS_NOT_FOUND);
   assert_non_null(strstr(hk_last_error(), "(batch sizes: 1, 8, 32)"));
   /* The smallest bucket pads nothing below it; batch 1 is a bucket. */
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 2}, &s), HK_OK);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_OK);
   assert_int_equal(hk_session_bucket(s), 8);
   run_and_check(s, 2, 26);
   assert_int_equal(hk_session_set_batch(s, 1), HK_OK);
@@ -555,7 +556,7 @@ static void test_pad_rebuilds_exact_bucket(void **ts) {
   void *bytes;
   hk_pack_t *pack = open_buckets(st, HK_BATCH_POLICY_REC_PAD, &bytes);
   hk_session_t *s;
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 8}, &s), HK_OK);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 8), &s), HK_OK);
   assert_null(hk_session_debug_staging(s, "x"));
   run_and_check(s, 8, 31);
   assert_int_equal(hk_session_set_batch(s, 3), HK_OK);
@@ -579,11 +580,11 @@ static void test_exact_policy_refuses(void **ts) {
   hk_pack_t *pack = open_buckets(st, HK_BATCH_POLICY_REC_EXACT, &bytes);
   assert_int_equal(hk_pack_batch_policy(pack), HK_BATCH_POLICY_EXACT);
   hk_session_t *s = (hk_session_t *)1;
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 5}, &s), HK_STATUS_NOT_FOUND);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 5), &s), HK_STATUS_NOT_FOUND);
   assert_null(s);
   assert_non_null(strstr(hk_last_error(), "batch size 5 was not built into the artifact and its batch policy is "
                                           "exact (batch sizes: 1, 8, 32)"));
-  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 8}, &s), HK_OK);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 8), &s), HK_OK);
   run_and_check(s, 8, 41);
   assert_int_equal(hk_session_set_batch(s, 5), HK_STATUS_NOT_FOUND);
   assert_non_null(strstr(hk_session_error(s), "its batch policy is exact"));
@@ -613,13 +614,13 @@ static void test_pad_refuses_unpaddable_layout(void **ts) {
     void *bytes;
     hk_pack_t *pack = open_variant(st, &bytes);
     hk_session_t *s = (hk_session_t *)1;
-    assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 5}, &s), HK_STATUS_NOT_FOUND);
+    assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 5), &s), HK_STATUS_NOT_FOUND);
     assert_null(s);
     assert_non_null(strstr(hk_last_error(), variant == 0 ? "cannot be padded to 8: tensor t depends on batch"
                                                          : "cannot be padded to 8: tensor y depends on batch"));
     assert_non_null(strstr(hk_last_error(), "(batch sizes: 2, 8)"));
     if (variant == 0) {
-      assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.batch = 8}, &s), HK_OK);
+      assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 8), &s), HK_OK);
       run_and_check(s, 8, 51);
       assert_int_equal(hk_session_set_batch(s, 3), HK_STATUS_NOT_FOUND);
       assert_int_equal(hk_session_set_batch(s, 2), HK_OK);
@@ -719,8 +720,8 @@ static void test_pad_matches_exact_pack(void **ts) {
   hk_pack_t *buckets = build_spec_pack(dir, "buckets", "[1, 8, 32]");
   hk_pack_t *exact = build_spec_pack(dir, "exact5", "[5]");
   hk_session_t *sp, *se;
-  assert_int_equal(hk_session_create(buckets, &(hk_session_options_t){.batch = 5}, &sp), HK_OK);
-  assert_int_equal(hk_session_create(exact, &(hk_session_options_t){.batch = 5}, &se), HK_OK);
+  assert_int_equal(hk_session_create(buckets, HK_TEST_OPTIONS(.batch = 5), &sp), HK_OK);
+  assert_int_equal(hk_session_create(exact, HK_TEST_OPTIONS(.batch = 5), &se), HK_OK);
   assert_int_equal(hk_session_bucket(sp), 8);
   assert_int_equal(hk_session_bucket(se), 5);
   size_t bp, be;
@@ -771,7 +772,7 @@ static void test_allocation_failures_padded(void **ts) {
     hk_pack_t *pack = NULL;
     hk_session_t *s = NULL;
     hk_status_t st1 = hk_pack_open_memory(bytes, size, &a, &pack);
-    if (st1 == HK_OK) st1 = hk_session_create(pack, &(hk_session_options_t){.batch = 8}, &s);
+    if (st1 == HK_OK) st1 = hk_session_create(pack, HK_TEST_OPTIONS(.batch = 8), &s);
     for (size_t k = 0; st1 == HK_OK && k < sizeof steps / sizeof steps[0]; k++) {
       long before = c.calls;
       assert_int_equal(hk_session_set_batch(s, steps[k]), HK_OK);

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hk/hkrt.h"
+
 float hk_test_f16_to_f32(uint16_t h);
 uint16_t hk_test_f32_to_f16(float f);   /* round to nearest even */
 float hk_test_bf16_to_f32(uint16_t h);
@@ -26,4 +28,8 @@ const char *hk_test_source_path(const char *rel);
  * core), as `hkc build` does. 0, or -1 with a printed note when $HKC_BIN is unset (AMD
  * calls then run in this process, one at a time). */
 int hk_test_start_amd_workers(int n);
+
+/* Session options with struct_size set, the fields given by name:
+ * hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .target = "sm_90"), &s). */
+#define HK_TEST_OPTIONS(...) (&(hk_session_options_t){.struct_size = sizeof(hk_session_options_t), __VA_ARGS__})
 #endif

@@ -4,7 +4,8 @@
  * The one public header of the loader. Typical use:
  *
  *   hk_pack_t *pack;    hk_pack_open_file("model.hkpack", NULL, &pack);
- *   hk_session_t *s;    hk_session_create(pack, &(hk_session_options_t){.batch = 8}, &s);
+ *   hk_session_t *s;    hk_session_create(pack, &(hk_session_options_t){.struct_size = sizeof(hk_session_options_t),
+ *                                                                   .batch = 8}, &s);
  *   hk_session_bind(s, "x", x_ptr, x_bytes);     ... every input, output and param
  *   hk_session_run(s, NULL);                      ... as often as needed
  *   hk_session_destroy(s); hk_pack_destroy(pack);
@@ -89,10 +90,37 @@ typedef enum hk_batch_policy {
   HK_BATCH_POLICY_EXACT = 1  /* refuse (NOT_FOUND) */
 } hk_batch_policy_t;
 
+/* How a GPU session launches the kernels of a run. */
+typedef enum hk_launch_mode {
+  HK_LAUNCH_MODE_AUTO = 0,   /* one GPU graph (CUDA graph, hipGraph) replayed per run when the driver
+                                can build it, else one launch per kernel; hk_session_launch_mode
+                                says which and why */
+  HK_LAUNCH_MODE_GRAPH = 1,  /* a GPU graph or an error (UNAVAILABLE, DRIVER) from the call that
+                                builds the batch bucket's state */
+  HK_LAUNCH_MODE_STREAM = 2  /* one launch per kernel, in stored order, on the run's stream */
+} hk_launch_mode_t;
+
+/* Options of hk_session_create. The struct grows at its end; struct_size tells the library
+ * which fields the caller knows:
+ *   sizeof(hk_session_options_t)  every field below is read;
+ *   0                             only batch, target and device are read (the first
+ *                                 layout's fields; callers that predate struct_size and
+ *                                 initialize by name get this when recompiled);
+ *   other values                  the fields that end within struct_size are read; a size
+ *                                 below the end of `device`, or above this header's
+ *                                 sizeof, is INVALID_ARGUMENT (built against a newer hkrt.h).
+ * Fields not read take their zero defaults. Binaries built before struct_size existed
+ * (libhkrt 0.1.0 headers) must be rebuilt: the field moved the others. */
 typedef struct hk_session_options {
+  uint32_t struct_size;      /* sizeof(hk_session_options_t), or 0 (see above) */
   uint64_t batch;            /* 1 .. the largest bucket under pad; a bucket under exact */
   const char *target;        /* target name ("host-x86_64", "sm_90"); NULL: best for this machine */
   int device;                /* GPU ordinal for GPU targets */
+  /* ---- read when struct_size covers them ---- */
+  hk_launch_mode_t launch_mode; /* GPU targets; the host target ignores it */
+  uint32_t host_threads;     /* host target: threads that share a launch's blocks, the calling
+                                one included (1: the calling thread alone; at most 64 are used);
+                                0: the online CPUs. GPU targets ignore it */
 } hk_session_options_t;
 
 /* ---- status ---------------------------------------------------------------- */
@@ -128,6 +156,14 @@ HK_API hk_status_t hk_session_create(hk_pack_t *pack, const hk_session_options_t
 HK_API void hk_session_destroy(hk_session_t *session);
 HK_API const char *hk_session_error(const hk_session_t *session);
 HK_API const char *hk_session_target(const hk_session_t *session);
+/* How runs launch the kernels of the batch bucket whose state was built last (create builds
+ * the first; a run after hk_session_set_batch may build another): "graph" (one GPU graph
+ * replay) or "stream" (one launch per kernel: asked for with HK_LAUNCH_MODE_STREAM, the
+ * host target, or a fallback). *out_reason (out_reason may be NULL): why the GPU graph that
+ * HK_LAUNCH_MODE_AUTO wanted is not used -- the driver lacks the graph API, or building or
+ * instantiating the graph failed, with the driver's message -- and "" when nothing fell
+ * back. Both strings are borrowed from the session. */
+HK_API const char *hk_session_launch_mode(const hk_session_t *session, const char **out_reason);
 
 /* Application-visible tensors (inputs, outputs, params), shapes resolved for the batch. */
 HK_API uint32_t hk_session_tensor_count(const hk_session_t *session);

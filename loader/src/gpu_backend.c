@@ -1,0 +1,413 @@
+/*
+ * gpu_backend.c -- the GPU backend core shared by backend_cuda.c and backend_hip.c (see
+ * gpu_backend.h): modules, sessions, graph replay with its stream fallback, profiling and
+ * memory, over the vendor's hk_gpu_ops_t.
+ *
+ * Every entry point first makes the module's device (CUDA: its primary context) current
+ * on the calling thread, as the vendors' runtime APIs do, and leaves it current.
+ */
+#include <assert.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_backend.h"
+#include "gpu_internal.h"
+#include "status_internal.h"
+#include "util_internal.h"
+
+/* ---- the vendor runtime --------------------------------------------------------------------- */
+/* dlopen()s the first library that loads (once) and dlsym()s every symbol into the table
+ * (optional ones NULL when absent). False with d->reason when no library loads or one
+ * lacks a required symbol. */
+static bool driver_open(hk_gpu_driver_t *d) {
+  const char *err = NULL;
+  for (size_t i = 0; !d->dl && i < d->library_count; i++) {
+    d->dl = dlopen(d->libraries[i], RTLD_NOW | RTLD_LOCAL);
+    if (d->dl) d->dl_name = d->libraries[i];
+    else if (!err) err = dlerror();
+  }
+  d->library = d->dl_name;
+  if (!d->dl) {
+    d->library = NULL;
+    char names[256] = ""; /* "a", "a and b", "a, b and c" */
+    size_t used = 0;
+    for (size_t i = 0; i < d->library_count && used < sizeof names; i++) {
+      const char *sep = i == 0 ? "" : i + 1 == d->library_count ? " and " : ", ";
+      int n = snprintf(names + used, sizeof names - used, "%s%s", sep, d->libraries[i]);
+      used += n > 0 ? (size_t)n : 0;
+    }
+    snprintf(d->reason, sizeof d->reason, "%s not found (%s): install %s", names, err ? err : "dlopen failed",
+             d->package);
+    return false;
+  }
+  for (size_t i = 0; i < d->symbol_count; i++) {
+    const hk_gpu_symbol_t *s = &d->symbols[i];
+    void *p = dlsym(d->dl, s->symbol);
+    if (!p && s->alt) p = dlsym(d->dl, s->alt);
+    if (!p && s->required) {
+      snprintf(d->reason, sizeof d->reason, "%s lacks %s: %s is too old; update %s", d->library, s->symbol,
+               d->runtime, d->package);
+      return false;
+    }
+    memcpy((char *)d->table + s->offset, &p, sizeof p);
+  }
+  return true;
+}
+
+bool hk_gpu_driver_available(hk_gpu_driver_t *d) {
+  pthread_mutex_lock(&d->lock);
+  if (!d->probed) {
+    d->probed = true;
+    d->ok = false;
+    d->device_count = 0;
+    memset(d->table, 0, d->table_size);
+    if (d->overridden) {
+      memcpy(d->table, d->override_copy, d->table_size);
+      d->library = "(override)";
+    }
+    if (d->overridden || driver_open(d)) d->device_count = d->find_devices(d);
+    d->ok = d->device_count > 0;
+  }
+  bool ok = d->ok;
+  pthread_mutex_unlock(&d->lock);
+  return ok;
+}
+
+const char *hk_gpu_driver_unavailable_reason(hk_gpu_driver_t *d) { return hk_gpu_driver_available(d) ? "" : d->reason; }
+
+void hk_gpu_driver_override(hk_gpu_driver_t *d, const void *table) {
+  pthread_mutex_lock(&d->lock);
+  d->overridden = table != NULL;
+  if (table) memcpy(d->override_copy, table, d->table_size);
+  d->probed = false;
+  pthread_mutex_unlock(&d->lock);
+}
+
+/* ---- errors -------------------------------------------------------------------------------- */
+hk_status_t hk_gpu_status(int r, int oom, hk_gpu_describe_fn describe, const char *call, const char *file, int line) {
+  if (r == 0) return HK_OK;
+  char name[96], desc[256];
+  describe(r, name, sizeof name, desc, sizeof desc);
+  return hk_error_set_at(r == oom ? HK_STATUS_OUT_OF_MEMORY : HK_STATUS_DRIVER, file, line, "%s failed: %s (%s)", call,
+                         name, desc);
+}
+
+/* ---- modules ------------------------------------------------------------------------------- */
+void hk_gpu_module_unload(hk_module_t *module) {
+  if (!module) return;
+  hk_gpu_module_t *m = (hk_gpu_module_t *)module;
+  m->ops->module_close(m);
+  hk_free(module->allocator, m->objects);
+  hk_free(module->allocator, m->fns);
+  hk_free(module->allocator, m);
+}
+
+/* Sort key for finding the distinct code ranges. */
+typedef struct range_ref {
+  uint64_t offset, size;
+  uint32_t kernel; /* target-local */
+} range_ref_t;
+
+static int range_cmp(const void *a, const void *b) {
+  const range_ref_t *x = a, *y = b;
+  if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
+  if (x->size != y->size) return x->size < y->size ? -1 : 1;
+  return x->kernel < y->kernel ? -1 : x->kernel > y->kernel;
+}
+
+/* Loads every distinct code range once and resolves each kernel in its own object.
+ * Errors: CORRUPT (an invalid object, checked before the driver reads it, or one the
+ * driver rejects; a missing symbol), and the driver's. */
+static hk_status_t load_objects(hk_gpu_module_t *m, const hk_pack_view_t *v, const hk_target_rec_t *t,
+                                const char *tname, const uint8_t *code, range_ref_t *refs) {
+  const hk_gpu_ops_t *ops = m->ops;
+  uint32_t n = t->kernel_count;
+  for (uint32_t k = 0; k < n; k++) {
+    const hk_kernel_rec_t *kr = &v->kernels[t->kernel_first + k];
+    refs[k] = (range_ref_t){kr->code_offset, kr->code_size, k};
+  }
+  qsort(refs, n, sizeof *refs, range_cmp);
+  char prefix[HK_MAX_NAME_LEN * 2 + 64];
+  for (uint32_t i = 0; i < n; i++) {
+    const range_ref_t *r = &refs[i];
+    const char *kname = hk_pack_string(v, v->kernels[t->kernel_first + r->kernel].name);
+    if (i == 0 || r->offset != refs[i - 1].offset || r->size != refs[i - 1].size) {
+      const char *why;
+      HK_FAIL_IF(!hk_gpu_image_ok(code + r->offset, (size_t)r->size, ops->allow_bundle, &why), HK_STATUS_CORRUPT,
+                 "target %s: the code object of kernel %s (bytes [%llu, +%llu)) is invalid: %s", tname, kname,
+                 (unsigned long long)r->offset, (unsigned long long)r->size, why);
+      void *obj = NULL;
+      hk_status_t st = ops->object_load(code + r->offset, &obj);
+      if (st != HK_OK) {
+        snprintf(prefix, sizeof prefix, "target %s: loading the code object of kernel %s", tname, kname);
+        hk_error_prefix(prefix);
+        return st;
+      }
+      m->objects[m->object_count++] = obj;
+    }
+    hk_status_t st = ops->function_get(m->objects[m->object_count - 1], kname, &m->fns[r->kernel]);
+    if (st != HK_OK) {
+      snprintf(prefix, sizeof prefix, "target %s: kernel symbol \"%s\" is missing from its code object", tname, kname);
+      hk_error_prefix(prefix);
+      return st;
+    }
+  }
+  return HK_OK;
+}
+
+hk_status_t hk_gpu_module_load(const hk_gpu_ops_t *ops, const hk_pack_view_t *view, uint32_t target, int device,
+                               const hk_allocator_t *allocator, const void *code, hk_module_t **out_module) {
+  const hk_target_rec_t *t = &view->targets[target];
+  const char *tname = hk_pack_string(view, t->name);
+  HK_FAIL_IF(!hk_gpu_driver_available(ops->driver), HK_STATUS_UNAVAILABLE, "target %s: %s", tname,
+             ops->driver->reason);
+  int count = ops->driver->device_count;
+  HK_FAIL_IF(device < 0 || device >= count, HK_STATUS_NOT_FOUND, "target %s: no %s device %d (this machine has %d)",
+             tname, ops->vendor, device, count);
+  assert(ops->module_size >= sizeof(hk_gpu_module_t));
+  hk_gpu_module_t *m = hk_calloc(allocator, 1, ops->module_size);
+  HK_FAIL_IF(!m, HK_STATUS_OUT_OF_MEMORY, "out of memory loading target %s", tname);
+  m->base.backend = ops->backend;
+  m->base.allocator = allocator;
+  m->base.target = target;
+  m->base.kernel_count = t->kernel_count;
+  m->base.device = device;
+  m->ops = ops;
+  size_t n = t->kernel_count ? t->kernel_count : 1;
+  m->fns = hk_calloc(allocator, n, sizeof *m->fns);
+  m->objects = hk_calloc(allocator, n, sizeof *m->objects);
+  range_ref_t *refs = hk_calloc(allocator, n, sizeof *refs);
+  hk_status_t st = HK_OK;
+  if (!m->fns || !m->objects || !refs) st = HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "out of memory loading target %s", tname);
+  if (st == HK_OK) st = ops->module_open(m);
+  if (st == HK_OK) st = load_objects(m, view, t, tname, code, refs);
+  hk_free(allocator, refs);
+  if (st != HK_OK) {
+    hk_gpu_module_unload(&m->base);
+    return st;
+  }
+  *out_module = &m->base;
+  return HK_OK;
+}
+
+/* ---- sessions -------------------------------------------------------------------------- */
+typedef struct gpu_session {
+  hk_backend_session_t base; /* base.graph: exec holds the instantiated graph */
+  void *graph;               /* NULL: stream launches */
+  void *exec;
+  void **nodes;              /* launch_count entries */
+  bool refreshed;            /* node params hold the slot values of bind generation `generation` */
+  uint64_t generation;
+} gpu_session_t;
+
+static const hk_gpu_module_t *session_module(const hk_backend_session_t *session) {
+  return (const hk_gpu_module_t *)session->module;
+}
+
+static void destroy_graph(gpu_session_t *s) {
+  const hk_gpu_ops_t *ops = session_module(&s->base)->ops;
+  if (s->exec) ops->graph_exec_destroy(s->exec);
+  if (s->graph) ops->graph_destroy(s->graph);
+  s->exec = NULL;
+  s->graph = NULL;
+}
+
+/* Builds and instantiates the graph: one kernel node per launch, edges from deps. On
+ * failure nothing of the graph is left. */
+static hk_status_t build_graph(gpu_session_t *s, const hk_allocator_t *a) {
+  const hk_gpu_module_t *m = session_module(&s->base);
+  const hk_gpu_ops_t *ops = m->ops;
+  uint32_t max_deps = 0;
+  for (uint32_t i = 0; i < s->base.launch_count; i++)
+    if (s->base.launches[i].dep_count > max_deps) max_deps = s->base.launches[i].dep_count;
+  void *scratch = hk_calloc(a, max_deps ? max_deps : 1, sizeof(void *));
+  HK_FAIL_IF(!scratch, HK_STATUS_OUT_OF_MEMORY, "out of memory building a %s graph", ops->vendor);
+  hk_status_t st = ops->graph_create(&s->graph);
+  for (uint32_t i = 0; st == HK_OK && i < s->base.launch_count; i++) {
+    const hk_launch_desc_t *l = &s->base.launches[i]; /* deps < i: verified */
+    st = ops->graph_add_kernel(s->graph, m->fns[l->kernel], l, s->nodes, scratch, &s->nodes[i]);
+  }
+  hk_free(a, scratch);
+  if (st == HK_OK) st = ops->graph_instantiate(s->graph, &s->exec);
+  if (st != HK_OK) destroy_graph(s);
+  return st;
+}
+
+/* The graph of a session that wants one (auto or graph mode). Auto mode falls back to
+ * stream launches when the driver lacks the graph API or building the graph fails,
+ * keeping the reason in base.graph_fallback; graph mode returns that error. Errors:
+ * OUT_OF_MEMORY (the node array), and in graph mode UNAVAILABLE and the driver's. */
+static hk_status_t graph_setup(gpu_session_t *s, const hk_session_options_t *options) {
+  const hk_gpu_ops_t *ops = session_module(&s->base)->ops;
+  const hk_allocator_t *a = s->base.module->allocator;
+  s->nodes = hk_calloc(a, s->base.launch_count, sizeof *s->nodes);
+  HK_FAIL_IF(!s->nodes, HK_STATUS_OUT_OF_MEMORY, "out of memory creating a %s session", ops->vendor);
+  hk_status_t st = build_graph(s, a);
+  if (st == HK_OK) {
+    s->base.graph = true;
+    return HK_OK;
+  }
+  if (options->launch_mode == HK_LAUNCH_MODE_GRAPH) {
+    hk_error_prefix("graph launch mode asked for, but the graph cannot be built");
+    return st;
+  }
+  hk_error_copy(s->base.graph_fallback, sizeof s->base.graph_fallback);
+  hk_error_clear(); /* not fatal: launch on the stream instead */
+  return HK_OK;
+}
+
+void hk_gpu_session_release(hk_backend_session_t *session) {
+  if (!session) return;
+  gpu_session_t *s = (gpu_session_t *)session;
+  const hk_gpu_module_t *m = session_module(session);
+  const hk_allocator_t *a = session->module->allocator;
+  (void)m->ops->enter(m);
+  destroy_graph(s);
+  if (session->workspace) m->ops->mem_free(session->workspace);
+  hk_free(a, s->nodes);
+  hk_free(a, s);
+}
+
+hk_status_t hk_gpu_session_prepare(hk_module_t *module, const hk_session_options_t *options, uint64_t workspace_bytes,
+                                   const hk_launch_desc_t *launches, uint32_t launch_count,
+                                   hk_backend_session_t **out_session) {
+  const hk_allocator_t *a = module->allocator;
+  const hk_gpu_module_t *m = (const hk_gpu_module_t *)module;
+  const hk_gpu_ops_t *ops = m->ops;
+  HK_RETURN_IF_ERROR(ops->enter(m));
+  gpu_session_t *s = hk_calloc(a, 1, sizeof *s);
+  HK_FAIL_IF(!s, HK_STATUS_OUT_OF_MEMORY, "out of memory creating a %s session", ops->vendor);
+  s->base.backend = ops->backend;
+  s->base.module = module;
+  s->base.launches = launches;
+  s->base.launch_count = launch_count;
+  s->base.workspace_bytes = workspace_bytes;
+  hk_status_t st = HK_OK;
+  for (uint32_t i = 0; i < launch_count && st == HK_OK && ops->launch_prepare; i++)
+    st = ops->launch_prepare(m, &launches[i]);
+  if (st != HK_OK) {
+    hk_free(a, s);
+    return st;
+  }
+  if (workspace_bytes > SIZE_MAX) {
+    st = HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "a %llu-byte workspace does not fit in size_t",
+                  (unsigned long long)workspace_bytes);
+  } else if (workspace_bytes > 0) {
+    st = ops->mem_alloc((size_t)workspace_bytes, &s->base.workspace);
+    if (st != HK_OK) {
+      char prefix[96];
+      snprintf(prefix, sizeof prefix, "allocating a %llu-byte workspace", (unsigned long long)workspace_bytes);
+      hk_error_prefix(prefix);
+    }
+  }
+  if (st == HK_OK && options->launch_mode != HK_LAUNCH_MODE_STREAM && launch_count > 0) st = graph_setup(s, options);
+  if (st != HK_OK) {
+    hk_gpu_session_release(&s->base);
+    return st;
+  }
+  *out_session = &s->base;
+  return HK_OK;
+}
+
+hk_status_t hk_gpu_run(hk_backend_session_t *session, void *stream) {
+  gpu_session_t *s = (gpu_session_t *)session;
+  const hk_gpu_module_t *m = session_module(session);
+  const hk_gpu_ops_t *ops = m->ops;
+  HK_RETURN_IF_ERROR(ops->enter(m));
+  if (s->graph) {
+    if (!s->refreshed || s->generation != session->bind_generation) {
+      /* The args arrays point at the session's slots: re-reading them picks up new bindings. */
+      s->refreshed = false;
+      for (uint32_t i = 0; i < session->launch_count; i++) {
+        const hk_launch_desc_t *l = &session->launches[i];
+        HK_RETURN_IF_ERROR(ops->graph_set_params(s->exec, s->nodes[i], m->fns[l->kernel], l));
+      }
+      s->refreshed = true;
+      s->generation = session->bind_generation;
+    }
+    return ops->graph_launch(s->exec, stream);
+  }
+  for (uint32_t i = 0; i < session->launch_count; i++) {
+    const hk_launch_desc_t *l = &session->launches[i];
+    HK_RETURN_IF_ERROR(ops->launch(m->fns[l->kernel], l, stream));
+  }
+  return HK_OK;
+}
+
+/* ---- profiling ------------------------------------------------------------------------------ */
+/* Each launch goes to the stream on its own (never through the graph) between two events;
+ * one synchronization per pass, then the elapsed times of that pass are read. A driver
+ * without events fails at the first event_create (UNAVAILABLE). */
+hk_status_t hk_gpu_profile(hk_backend_session_t *session, void *stream, uint32_t passes, double *out_us) {
+  const hk_gpu_module_t *m = session_module(session);
+  const hk_gpu_ops_t *ops = m->ops;
+  const hk_allocator_t *a = session->module->allocator;
+  uint32_t n = session->launch_count;
+  if (n == 0) return HK_OK;
+  HK_RETURN_IF_ERROR(ops->enter(m));
+  void **ev = hk_calloc(a, (size_t)n * 2, sizeof *ev);
+  HK_FAIL_IF(!ev, HK_STATUS_OUT_OF_MEMORY, "out of memory creating %u timing events", n * 2);
+  hk_status_t st = HK_OK;
+  for (uint32_t i = 0; i < 2 * n && st == HK_OK; i++) st = ops->event_create(&ev[i]);
+  for (uint32_t p = 0; p < passes && st == HK_OK; p++) {
+    for (uint32_t i = 0; i < n && st == HK_OK; i++) {
+      const hk_launch_desc_t *l = &session->launches[i];
+      st = ops->event_record(ev[2 * i], stream);
+      if (st == HK_OK) st = ops->launch(m->fns[l->kernel], l, stream);
+      if (st == HK_OK) st = ops->event_record(ev[2 * i + 1], stream);
+    }
+    if (st == HK_OK) st = ops->event_sync(ev[2 * n - 1]);
+    for (uint32_t i = 0; i < n && st == HK_OK; i++) {
+      float ms = 0;
+      st = ops->event_elapsed(ev[2 * i], ev[2 * i + 1], &ms);
+      out_us[(size_t)i * passes + p] = (double)ms * 1e3;
+    }
+  }
+  for (uint32_t i = 0; i < 2 * n; i++)
+    if (ev[i]) ops->event_destroy(ev[i]);
+  hk_free(a, ev);
+  return st;
+}
+
+/* ---- memory -------------------------------------------------------------------------------- */
+static const hk_gpu_module_t *gpu_module(const hk_module_t *module) { return (const hk_gpu_module_t *)module; }
+
+hk_status_t hk_gpu_mem_alloc(hk_module_t *module, size_t bytes, void **out_ptr) {
+  const hk_gpu_module_t *m = gpu_module(module);
+  HK_RETURN_IF_ERROR(m->ops->enter(m));
+  return m->ops->mem_alloc(bytes ? bytes : 1, out_ptr);
+}
+
+void hk_gpu_mem_free(hk_module_t *module, void *ptr) {
+  const hk_gpu_module_t *m = gpu_module(module);
+  if (m->ops->enter(m) == HK_OK) m->ops->mem_free(ptr);
+}
+
+hk_status_t hk_gpu_mem_copy(hk_module_t *module, void *dst, const void *src, size_t bytes, hk_copy_kind_t kind) {
+  const hk_gpu_module_t *m = gpu_module(module);
+  if (bytes == 0) return HK_OK;
+  HK_RETURN_IF_ERROR(m->ops->enter(m));
+  return m->ops->mem_copy(dst, src, bytes, kind);
+}
+
+hk_status_t hk_gpu_synchronize(hk_module_t *module, void *stream) {
+  const hk_gpu_module_t *m = gpu_module(module);
+  HK_RETURN_IF_ERROR(m->ops->enter(m));
+  return m->ops->synchronize(stream);
+}
+
+hk_status_t hk_gpu_copy_async(hk_module_t *module, void *dst, const void *src, size_t bytes, void *stream) {
+  const hk_gpu_module_t *m = gpu_module(module);
+  if (bytes == 0) return HK_OK;
+  HK_RETURN_IF_ERROR(m->ops->enter(m));
+  return m->ops->copy_async(dst, src, bytes, stream);
+}
+
+hk_status_t hk_gpu_zero_async(hk_module_t *module, void *dst, size_t bytes, void *stream) {
+  const hk_gpu_module_t *m = gpu_module(module);
+  if (bytes == 0) return HK_OK;
+  HK_RETURN_IF_ERROR(m->ops->enter(m));
+  return m->ops->zero_async(dst, bytes, stream);
+}
