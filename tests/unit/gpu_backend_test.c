@@ -1,10 +1,12 @@
 /* The CUDA and HIP backends: (a) on a machine without the GPU or its runtime, named GPU
  * targets are UNAVAILABLE with the reason and automatic choice falls back to host;
- * (b) the target matching rules and the ISA-name scan as pure functions; (c) a whole
- * CUDA session against a fake driver installed through the symbol-table override (graph
- * built once with the stored edges, params refreshed only after a bind, stream fallback,
- * injected driver errors, padded batches: staging zeroed and copied on the run's stream
- * around the graph launch); (d) a real device, skipped unless one is present. */
+ * (b) the target matching rules and the ISA-name scan as pure functions; (c) whole
+ * sessions of the GPU core through each vendor's table, against a fake CUDA driver and a
+ * fake HIP runtime installed through the symbol-table overrides (graph built once with
+ * the stored edges, params refreshed only after a bind, stream launches asked for and as
+ * the reported fallback, graph mode's error, profiling with events, copies, injected
+ * driver errors, padded batches: staging zeroed and copied on the run's stream around the
+ * graph launch; CUDA's v1 graph calls); (d) a real device, skipped unless one is present. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -262,32 +264,46 @@ static void test_image_check(void **ts) {
   assert_false(hk_gpu_image_ok(bundle, sizeof bundle, false, &why));
 }
 
-/* ---- (c) a fake CUDA driver ------------------------------------------------------------------- */
+/* ---- (c) fake CUDA and HIP runtimes -------------------------------------------------------------
+ * One fake device (F) behind two symbol tables: the CUDA driver's and the HIP runtime's,
+ * installed through hk_cuda_override_symbols / hk_hip_override_symbols. Handles are small
+ * integers; device memory is malloc. The session tests below run through each table (the
+ * GPU core with each vendor's ops). Error codes have the same numbers in both APIs. */
 #define FAKE_MAX_NODES 16
-#define FAKE_OOM 2
-#define FAKE_NOT_FOUND 500
-#define FAKE_UNKNOWN 999
+#define FAKE_OOM 2          /* CUDA_ERROR_OUT_OF_MEMORY, hipErrorOutOfMemory */
+#define FAKE_NO_DEVICE 100  /* CUDA_ERROR_NO_DEVICE, hipErrorNoDevice */
+#define FAKE_BAD_IMAGE 200  /* CUDA_ERROR_INVALID_IMAGE, hipErrorInvalidImage */
+#define FAKE_NOT_FOUND 500  /* CUDA_ERROR_NOT_FOUND, hipErrorNotFound */
+#define FAKE_UNKNOWN 999    /* CUDA_ERROR_UNKNOWN, hipErrorUnknown */
+#define FAKE_FN(i) ((uintptr_t)0x100 + (uintptr_t)(i))
+#define FAKE_NODE(i) ((uintptr_t)0x200 + (uintptr_t)(i))
+#define FAKE_GRAPH ((uintptr_t)0x300)
+#define FAKE_EXEC ((uintptr_t)0x400)
+#define FAKE_CTX ((uintptr_t)0x500)
+#define FAKE_EVENT(i) ((uintptr_t)0x900 + (uintptr_t)(i))
 
 static struct {
   /* knobs */
-  int device_count, major, minor;
-  hk_cu_result_t fail_alloc, fail_instantiate, fail_graph_create;
+  int device_count, major, minor;  /* CUDA: compute capability */
+  const char *isa;                 /* HIP: the device's ISA name */
+  int fail_alloc, fail_instantiate, fail_graph_create;
   const char *missing_kernel;
   /* counters */
   int loads, unloads, retains, releases, allocs, frees, graph_creates, graph_destroys, exec_destroys;
-  int instantiates, graph_launches, set_params, kernel_launches, ctx_syncs, stream_syncs;
+  int instantiates, graph_launches, set_params, kernel_launches, device_syncs, stream_syncs;
+  int v1_calls; /* CUDA: graph calls through the v1 node-parameter layout */
   /* the graph as built */
   int node_count;
   struct {
-    hk_cu_function_t func;
+    uintptr_t func;
     int deps[4];
     size_t ndeps;
     unsigned grid_x;
     void *arg0; /* value of the first (tensor) argument at the last add/set */
   } nodes[FAKE_MAX_NODES];
-  hk_cu_function_t launched[FAKE_MAX_NODES];
+  uintptr_t launched[FAKE_MAX_NODES];
   void *launched_arg0[FAKE_MAX_NODES];
-  hk_cu_stream_t last_stream;
+  void *last_stream;
   /* events: a fake device clock that each kernel launch advances */
   double clock_ms;
   int events_created, events_destroyed, event_syncs, event_stream_mismatch;
@@ -299,11 +315,22 @@ static struct {
     void *dst;
     const void *src;
     size_t bytes;
-    hk_cu_stream_t stream;
+    void *stream;
   } op[32];
+  uintptr_t current; /* CUDA: the current context; HIP: the current device + 1 */
 } F;
 
-static void fake_op(char kind, void *dst, const void *src, size_t bytes, hk_cu_stream_t stream) {
+static const char *fake_kernels[] = {"hk_test_addc", "hk_test_mul"};
+
+static void fake_reset(void) {
+  memset(&F, 0, sizeof F);
+  F.device_count = 1;
+  F.major = 9;
+  F.minor = 0;
+  F.isa = "gfx90a:sramecc+:xnack-";
+}
+
+static void fake_op(char kind, void *dst, const void *src, size_t bytes, void *stream) {
   if (F.ops < 32) {
     F.op[F.ops].kind = kind;
     F.op[F.ops].dst = dst;
@@ -314,17 +341,120 @@ static void fake_op(char kind, void *dst, const void *src, size_t bytes, hk_cu_s
   F.ops++;
 }
 
-static const char *fake_kernels[] = {"hk_test_addc", "hk_test_mul"};
-#define FAKE_FN(i) ((hk_cu_function_t)(uintptr_t)(0x100 + (i)))
-#define FAKE_NODE(i) ((hk_cu_graph_node_t)(uintptr_t)(0x200 + (i)))
-#define FAKE_GRAPH ((hk_cu_graph_t)(uintptr_t)0x300)
-#define FAKE_EXEC ((hk_cu_graph_exec_t)(uintptr_t)0x400)
-#define FAKE_CTX ((hk_cu_context_t)(uintptr_t)0x500)
+/* What both APIs do, on plain values; the vendor functions below convert. */
+static int dev_load(const void *image, uintptr_t *out) {
+  if (memcmp(image, "\x7f" "ELF", 4) != 0) return FAKE_BAD_IMAGE;
+  F.loads++;
+  *out = 0x600 + (uintptr_t)F.loads;
+  return 0;
+}
+static int dev_function(const char *name, uintptr_t *out) {
+  if (F.missing_kernel && strcmp(name, F.missing_kernel) == 0) return FAKE_NOT_FOUND;
+  for (int i = 0; i < 2; i++)
+    if (strcmp(name, fake_kernels[i]) == 0) {
+      *out = FAKE_FN(i);
+      return 0;
+    }
+  return FAKE_NOT_FOUND;
+}
+static int dev_alloc(void **p, size_t bytes) {
+  if (F.fail_alloc) return F.fail_alloc;
+  if (!(*p = malloc(bytes))) return FAKE_OOM;
+  F.allocs++;
+  return 0;
+}
+static int dev_free(void *p) {
+  F.frees++;
+  free(p);
+  return 0;
+}
+static int dev_launch(uintptr_t f, void **params, void *stream) {
+  if (F.kernel_launches < FAKE_MAX_NODES) {
+    F.launched[F.kernel_launches] = f;
+    F.launched_arg0[F.kernel_launches] = *(void **)params[0];
+  }
+  F.kernel_launches++;
+  F.last_stream = stream;
+  F.clock_ms += 0.002 * (double)(f - FAKE_FN(0) + 1); /* kernel i takes 2*(i+1) us */
+  return 0;
+}
+static int dev_graph_create(uintptr_t *g, unsigned flags) {
+  if (F.fail_graph_create) return F.fail_graph_create;
+  F.graph_creates++;
+  F.node_count = 0;
+  *g = flags == 0 ? FAKE_GRAPH : 0;
+  return 0;
+}
+/* deps: the dependency handles, as the driver got them (read through the vendor's type). */
+static int dev_add_node(uintptr_t *node, uintptr_t g, const uintptr_t *deps, size_t ndeps, uintptr_t func,
+                        unsigned grid_x, void **params, bool extras_clear) {
+  if (g != FAKE_GRAPH || F.node_count == FAKE_MAX_NODES || ndeps > 4) return 1;
+  int i = F.node_count++;
+  F.nodes[i].func = func;
+  F.nodes[i].ndeps = ndeps;
+  F.nodes[i].grid_x = grid_x;
+  for (size_t d = 0; d < ndeps; d++) F.nodes[i].deps[d] = (int)(deps[d] - FAKE_NODE(0));
+  F.nodes[i].arg0 = *(void **)params[0];
+  *node = FAKE_NODE(i);
+  return extras_clear ? 0 : 1;
+}
+static int dev_instantiate(uintptr_t *e, uintptr_t g) {
+  F.instantiates++;
+  if (F.fail_instantiate) return F.fail_instantiate;
+  *e = g == FAKE_GRAPH ? FAKE_EXEC : 0;
+  return 0;
+}
+static int dev_graph_launch(uintptr_t e, void *stream) {
+  fake_op('g', NULL, NULL, 0, stream);
+  F.graph_launches++;
+  F.last_stream = stream;
+  return e == FAKE_EXEC ? 0 : 1;
+}
+static int dev_set_params(uintptr_t e, uintptr_t n, uintptr_t func, void **params) {
+  int i = (int)(n - FAKE_NODE(0));
+  if (e != FAKE_EXEC || i < 0 || i >= F.node_count || F.nodes[i].func != func) return 1;
+  F.set_params++;
+  F.nodes[i].arg0 = *(void **)params[0];
+  return 0;
+}
+static int dev_event_index(uintptr_t e) {
+  int i = (int)(e - FAKE_EVENT(0));
+  return i >= 0 && i < F.events_created ? i : -1;
+}
+static int dev_event_create(uintptr_t *e) {
+  if (F.events_created == FAKE_MAX_NODES) return 1;
+  *e = FAKE_EVENT(F.events_created++);
+  return 0;
+}
+static int dev_event_record(uintptr_t e, void *stream) {
+  int i = dev_event_index(e);
+  if (i < 0) return 400;
+  if (stream != F.last_stream && F.kernel_launches) F.event_stream_mismatch++;
+  F.event_ms[i] = F.clock_ms;
+  return 0;
+}
+static int dev_event_sync(uintptr_t e) {
+  F.event_syncs++;
+  return dev_event_index(e) < 0 ? 400 : 0;
+}
+static int dev_event_elapsed(float *ms, uintptr_t a, uintptr_t b) {
+  int i = dev_event_index(a), j = dev_event_index(b);
+  if (i < 0 || j < 0) return 400;
+  *ms = (float)(F.event_ms[j] - F.event_ms[i]);
+  return 0;
+}
+static int dev_event_destroy(uintptr_t e) {
+  F.events_destroyed++;
+  return dev_event_index(e) < 0 ? 400 : 0;
+}
+static const char *dev_error_string(int r) {
+  return r == FAKE_OOM ? "out of memory" : r == FAKE_NOT_FOUND ? "named symbol not found" : "unknown error";
+}
 
-static hk_cu_context_t g_current;
-
+/* ---- the CUDA driver ---- */
+#define U(h) ((uintptr_t)(h))
 static hk_cu_result_t f_cuInit(unsigned int flags) { return flags == 0 ? 0 : 1; }
-static hk_cu_result_t f_cuDeviceGetCount(int *n) { *n = F.device_count; return F.device_count ? 0 : 100; }
+static hk_cu_result_t f_cuDeviceGetCount(int *n) { *n = F.device_count; return F.device_count ? 0 : FAKE_NO_DEVICE; }
 static hk_cu_result_t f_cuDeviceGet(hk_cu_device_t *d, int i) { *d = i; return i < F.device_count ? 0 : 101; }
 static hk_cu_result_t f_cuDeviceGetAttribute(int *v, int attr, hk_cu_device_t d) {
   (void)d;
@@ -338,93 +468,41 @@ static hk_cu_result_t f_cuDeviceGetName(char *name, int len, hk_cu_device_t d) {
   snprintf(name, (size_t)len, "Fake H200");
   return 0;
 }
-static hk_cu_result_t f_cuDevicePrimaryCtxRetain(hk_cu_context_t *c, hk_cu_device_t d) { (void)d; F.retains++; *c = FAKE_CTX; return 0; }
-static hk_cu_result_t f_cuDevicePrimaryCtxRelease(hk_cu_device_t d) { (void)d; F.releases++; return 0; }
-static hk_cu_result_t f_cuCtxSetCurrent(hk_cu_context_t c) { g_current = c; return 0; }
-static hk_cu_result_t f_cuCtxGetCurrent(hk_cu_context_t *c) { *c = g_current; return 0; }
-static hk_cu_result_t f_cuCtxSynchronize(void) { F.ctx_syncs++; return g_current == FAKE_CTX ? 0 : 201; }
-static hk_cu_result_t f_cuModuleLoadData(hk_cu_module_t *m, const void *image) {
-  if (memcmp(image, "\x7f" "ELF", 4) != 0) return 200;
-  F.loads++;
-  *m = (hk_cu_module_t)(uintptr_t)(0x600 + F.loads);
+static hk_cu_result_t f_cuDevicePrimaryCtxRetain(hk_cu_context_t *c, hk_cu_device_t d) {
+  (void)d;
+  F.retains++;
+  *c = (hk_cu_context_t)FAKE_CTX;
   return 0;
+}
+static hk_cu_result_t f_cuDevicePrimaryCtxRelease(hk_cu_device_t d) { (void)d; F.releases++; return 0; }
+static hk_cu_result_t f_cuCtxSetCurrent(hk_cu_context_t c) { F.current = U(c); return 0; }
+static hk_cu_result_t f_cuCtxGetCurrent(hk_cu_context_t *c) { *c = (hk_cu_context_t)F.current; return 0; }
+static hk_cu_result_t f_cuCtxSynchronize(void) { F.device_syncs++; return F.current == FAKE_CTX ? 0 : 201; }
+static hk_cu_result_t f_cuModuleLoadData(hk_cu_module_t *m, const void *image) {
+  uintptr_t h = 0;
+  int r = dev_load(image, &h);
+  *m = (hk_cu_module_t)h;
+  return r;
 }
 static hk_cu_result_t f_cuModuleUnload(hk_cu_module_t m) { (void)m; F.unloads++; return 0; }
 static hk_cu_result_t f_cuModuleGetFunction(hk_cu_function_t *fn, hk_cu_module_t m, const char *name) {
   (void)m;
-  if (F.missing_kernel && strcmp(name, F.missing_kernel) == 0) return FAKE_NOT_FOUND;
-  for (int i = 0; i < 2; i++)
-    if (strcmp(name, fake_kernels[i]) == 0) {
-      *fn = FAKE_FN(i);
-      return 0;
-    }
-  return FAKE_NOT_FOUND;
+  uintptr_t h = 0;
+  int r = dev_function(name, &h);
+  *fn = (hk_cu_function_t)h;
+  return r;
 }
 static hk_cu_result_t f_cuMemAlloc(hk_cu_deviceptr_t *p, size_t bytes) {
-  if (F.fail_alloc) return F.fail_alloc;
-  void *m = malloc(bytes);
-  if (!m) return FAKE_OOM;
-  F.allocs++;
-  *p = (hk_cu_deviceptr_t)(uintptr_t)m;
-  return 0;
+  void *m = NULL;
+  int r = dev_alloc(&m, bytes);
+  if (r == 0) *p = (hk_cu_deviceptr_t)(uintptr_t)m;
+  return r;
 }
-static hk_cu_result_t f_cuMemFree(hk_cu_deviceptr_t p) { F.frees++; free((void *)(uintptr_t)p); return 0; }
+static hk_cu_result_t f_cuMemFree(hk_cu_deviceptr_t p) { return dev_free((void *)(uintptr_t)p); }
 static hk_cu_result_t f_cuMemcpyHtoD(hk_cu_deviceptr_t d, const void *s, size_t n) { memcpy((void *)(uintptr_t)d, s, n); return 0; }
 static hk_cu_result_t f_cuMemcpyDtoH(void *d, hk_cu_deviceptr_t s, size_t n) { memcpy(d, (void *)(uintptr_t)s, n); return 0; }
 static hk_cu_result_t f_cuMemcpyDtoD(hk_cu_deviceptr_t d, hk_cu_deviceptr_t s, size_t n) {
   memcpy((void *)(uintptr_t)d, (void *)(uintptr_t)s, n);
-  return 0;
-}
-static hk_cu_result_t f_cuLaunchKernel(hk_cu_function_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                                 unsigned bz, unsigned shared, hk_cu_stream_t stream, void **params, void **extra) {
-  (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared, (void)extra;
-  if (F.kernel_launches < FAKE_MAX_NODES) {
-    F.launched[F.kernel_launches] = f;
-    F.launched_arg0[F.kernel_launches] = *(void **)params[0];
-  }
-  F.kernel_launches++;
-  F.last_stream = stream;
-  F.clock_ms += 0.002 * (double)((uintptr_t)f - 0x100 + 1); /* kernel i takes 2*(i+1) us */
-  return 0;
-}
-static hk_cu_result_t f_cuStreamSynchronize(hk_cu_stream_t s) { (void)s; F.stream_syncs++; return 0; }
-static hk_cu_result_t f_cuGetErrorName(hk_cu_result_t r, const char **s) {
-  switch (r) {
-  case FAKE_OOM: *s = "CUDA_ERROR_OUT_OF_MEMORY"; return 0;
-  case FAKE_NOT_FOUND: *s = "CUDA_ERROR_NOT_FOUND"; return 0;
-  case FAKE_UNKNOWN: *s = "CUDA_ERROR_UNKNOWN"; return 0;
-  case 200: *s = "CUDA_ERROR_INVALID_IMAGE"; return 0;
-  }
-  *s = NULL;
-  return 1;
-}
-static hk_cu_result_t f_cuGetErrorString(hk_cu_result_t r, const char **s) {
-  *s = r == FAKE_OOM ? "out of memory" : r == FAKE_NOT_FOUND ? "named symbol not found" : "unknown error";
-  return 0;
-}
-static hk_cu_result_t f_cuGraphCreate(hk_cu_graph_t *g, unsigned flags) {
-  if (F.fail_graph_create) return F.fail_graph_create;
-  F.graph_creates++;
-  F.node_count = 0;
-  *g = flags == 0 ? FAKE_GRAPH : NULL;
-  return 0;
-}
-static hk_cu_result_t f_cuGraphAddKernelNode_v2(hk_cu_graph_node_t *node, hk_cu_graph_t g, const hk_cu_graph_node_t *deps, size_t ndeps,
-                                          const hk_cu_kernel_node_params_v2_t *p) {
-  if (g != FAKE_GRAPH || F.node_count == FAKE_MAX_NODES || ndeps > 4) return 1;
-  int i = F.node_count++;
-  F.nodes[i].func = p->func;
-  F.nodes[i].ndeps = ndeps;
-  F.nodes[i].grid_x = p->gridDimX;
-  for (size_t d = 0; d < ndeps; d++) F.nodes[i].deps[d] = (int)((uintptr_t)deps[d] - 0x200);
-  F.nodes[i].arg0 = *(void **)p->kernelParams[0];
-  *node = FAKE_NODE(i);
-  return (p->kern == NULL && p->ctx == NULL && p->extra == NULL) ? 0 : 1;
-}
-static hk_cu_result_t f_cuGraphInstantiateWithFlags(hk_cu_graph_exec_t *e, hk_cu_graph_t g, unsigned long long flags) {
-  F.instantiates++;
-  if (F.fail_instantiate) return F.fail_instantiate;
-  *e = (g == FAKE_GRAPH && flags == 0) ? FAKE_EXEC : NULL;
   return 0;
 }
 static hk_cu_result_t f_cuMemcpyDtoDAsync(hk_cu_deviceptr_t d, hk_cu_deviceptr_t s, size_t n, hk_cu_stream_t stream) {
@@ -437,56 +515,95 @@ static hk_cu_result_t f_cuMemsetD8Async(hk_cu_deviceptr_t d, unsigned char v, si
   memset((void *)(uintptr_t)d, v, n);
   return 0;
 }
-static hk_cu_result_t f_cuGraphLaunch(hk_cu_graph_exec_t e, hk_cu_stream_t s) {
-  fake_op('g', NULL, NULL, 0, s);
-  F.graph_launches++;
-  F.last_stream = s;
-  return e == FAKE_EXEC ? 0 : 1;
+static hk_cu_result_t f_cuLaunchKernel(hk_cu_function_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                       unsigned bz, unsigned shared, hk_cu_stream_t stream, void **params, void **extra) {
+  (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared;
+  return extra ? 1 : dev_launch(U(f), params, stream);
 }
+static hk_cu_result_t f_cuStreamSynchronize(hk_cu_stream_t s) { (void)s; F.stream_syncs++; return 0; }
+static hk_cu_result_t f_cuGetErrorName(hk_cu_result_t r, const char **s) {
+  switch (r) {
+  case FAKE_OOM: *s = "CUDA_ERROR_OUT_OF_MEMORY"; return 0;
+  case FAKE_NOT_FOUND: *s = "CUDA_ERROR_NOT_FOUND"; return 0;
+  case FAKE_UNKNOWN: *s = "CUDA_ERROR_UNKNOWN"; return 0;
+  case FAKE_BAD_IMAGE: *s = "CUDA_ERROR_INVALID_IMAGE"; return 0;
+  }
+  *s = NULL;
+  return 1;
+}
+static hk_cu_result_t f_cuGetErrorString(hk_cu_result_t r, const char **s) { *s = dev_error_string(r); return 0; }
+static hk_cu_result_t f_cuGraphCreate(hk_cu_graph_t *g, unsigned flags) {
+  uintptr_t h = 0;
+  int r = dev_graph_create(&h, flags);
+  *g = (hk_cu_graph_t)h;
+  return r;
+}
+static uintptr_t *cu_deps(const hk_cu_graph_node_t *deps, size_t n, uintptr_t *out) {
+  for (size_t d = 0; d < n && d < 4; d++) out[d] = U(deps[d]);
+  return out;
+}
+static hk_cu_result_t f_cuGraphAddKernelNode_v2(hk_cu_graph_node_t *node, hk_cu_graph_t g, const hk_cu_graph_node_t *deps,
+                                                size_t ndeps, const hk_cu_kernel_node_params_v2_t *p) {
+  uintptr_t h = 0, d[4];
+  int r = dev_add_node(&h, U(g), cu_deps(deps, ndeps, d), ndeps, U(p->func), p->gridDimX, p->kernelParams,
+                       p->kern == NULL && p->ctx == NULL && p->extra == NULL);
+  *node = (hk_cu_graph_node_t)h;
+  return r;
+}
+static hk_cu_result_t f_cuGraphAddKernelNode(hk_cu_graph_node_t *node, hk_cu_graph_t g, const hk_cu_graph_node_t *deps,
+                                             size_t ndeps, const hk_cu_kernel_node_params_v1_t *p) {
+  uintptr_t h = 0, d[4];
+  F.v1_calls++;
+  int r = dev_add_node(&h, U(g), cu_deps(deps, ndeps, d), ndeps, U(p->func), p->gridDimX, p->kernelParams,
+                       p->extra == NULL);
+  *node = (hk_cu_graph_node_t)h;
+  return r;
+}
+static hk_cu_result_t f_cuGraphInstantiateWithFlags(hk_cu_graph_exec_t *e, hk_cu_graph_t g, unsigned long long flags) {
+  uintptr_t h = 0;
+  int r = flags == 0 ? dev_instantiate(&h, U(g)) : 1;
+  *e = (hk_cu_graph_exec_t)h;
+  return r;
+}
+static hk_cu_result_t f_cuGraphInstantiate_v2(hk_cu_graph_exec_t *e, hk_cu_graph_t g, hk_cu_graph_node_t *error_node,
+                                              char *log, size_t log_size) {
+  uintptr_t h = 0;
+  F.v1_calls++;
+  int r = log && log_size ? dev_instantiate(&h, U(g)) : 1;
+  (void)error_node;
+  *e = (hk_cu_graph_exec_t)h;
+  return r;
+}
+static hk_cu_result_t f_cuGraphLaunch(hk_cu_graph_exec_t e, hk_cu_stream_t s) { return dev_graph_launch(U(e), s); }
 static hk_cu_result_t f_cuGraphExecKernelNodeSetParams_v2(hk_cu_graph_exec_t e, hk_cu_graph_node_t n,
-                                                    const hk_cu_kernel_node_params_v2_t *p) {
-  int i = (int)((uintptr_t)n - 0x200);
-  if (e != FAKE_EXEC || i < 0 || i >= F.node_count || F.nodes[i].func != p->func) return 1;
-  F.set_params++;
-  F.nodes[i].arg0 = *(void **)p->kernelParams[0];
-  return 0;
+                                                          const hk_cu_kernel_node_params_v2_t *p) {
+  return dev_set_params(U(e), U(n), U(p->func), p->kernelParams);
+}
+static hk_cu_result_t f_cuGraphExecKernelNodeSetParams(hk_cu_graph_exec_t e, hk_cu_graph_node_t n,
+                                                       const hk_cu_kernel_node_params_v1_t *p) {
+  F.v1_calls++;
+  return dev_set_params(U(e), U(n), U(p->func), p->kernelParams);
 }
 static hk_cu_result_t f_cuGraphExecDestroy(hk_cu_graph_exec_t e) { (void)e; F.exec_destroys++; return 0; }
 static hk_cu_result_t f_cuGraphDestroy(hk_cu_graph_t g) { (void)g; F.graph_destroys++; return 0; }
-
-#define FAKE_EVENT(i) ((hk_cu_event_t)(uintptr_t)(0x900 + (i)))
-static int fake_event_index(hk_cu_event_t e) {
-  int i = (int)((uintptr_t)e - 0x900);
-  return i >= 0 && i < F.events_created ? i : -1;
-}
 static hk_cu_result_t f_cuEventCreate(hk_cu_event_t *e, unsigned flags) {
-  if (flags != 0 || F.events_created == FAKE_MAX_NODES) return 1;
-  *e = FAKE_EVENT(F.events_created++);
-  return 0;
+  uintptr_t h = 0;
+  int r = flags == 0 ? dev_event_create(&h) : 1;
+  *e = (hk_cu_event_t)h;
+  return r;
 }
-static hk_cu_result_t f_cuEventRecord(hk_cu_event_t e, hk_cu_stream_t stream) {
-  int i = fake_event_index(e);
-  if (i < 0) return 400;
-  if (stream != F.last_stream && F.kernel_launches) F.event_stream_mismatch++;
-  F.event_ms[i] = F.clock_ms;
-  return 0;
-}
-static hk_cu_result_t f_cuEventSynchronize(hk_cu_event_t e) { F.event_syncs++; return fake_event_index(e) < 0 ? 400 : 0; }
+static hk_cu_result_t f_cuEventRecord(hk_cu_event_t e, hk_cu_stream_t s) { return dev_event_record(U(e), s); }
+static hk_cu_result_t f_cuEventSynchronize(hk_cu_event_t e) { return dev_event_sync(U(e)); }
 static hk_cu_result_t f_cuEventElapsedTime(float *ms, hk_cu_event_t a, hk_cu_event_t b) {
-  int i = fake_event_index(a), j = fake_event_index(b);
-  if (i < 0 || j < 0) return 400;
-  *ms = (float)(F.event_ms[j] - F.event_ms[i]);
-  return 0;
+  return dev_event_elapsed(ms, U(a), U(b));
 }
-static hk_cu_result_t f_cuEventDestroy(hk_cu_event_t e) { F.events_destroyed++; return fake_event_index(e) < 0 ? 400 : 0; }
+static hk_cu_result_t f_cuEventDestroy(hk_cu_event_t e) { return dev_event_destroy(U(e)); }
+
+static hk_cuda_symbols_t g_cu_table; /* the table installed last */
 
 static void install_fake_cuda(void) {
-  memset(&F, 0, sizeof F);
-  F.device_count = 1;
-  F.major = 9;
-  F.minor = 0;
-  g_current = NULL;
-  hk_cuda_symbols_t t = {
+  fake_reset();
+  g_cu_table = (hk_cuda_symbols_t){
       .cuInit = f_cuInit,
       .cuDeviceGetCount = f_cuDeviceGetCount,
       .cuDeviceGet = f_cuDeviceGet,
@@ -519,7 +636,219 @@ static void install_fake_cuda(void) {
       .cuGraphExecDestroy = f_cuGraphExecDestroy,
       .cuGraphDestroy = f_cuGraphDestroy,
   };
-  hk_cuda_override_symbols(&t);
+  hk_cuda_override_symbols(&g_cu_table);
+}
+
+static void cuda_add_events(void) {
+  g_cu_table.cuEventCreate = f_cuEventCreate;
+  g_cu_table.cuEventRecord = f_cuEventRecord;
+  g_cu_table.cuEventSynchronize = f_cuEventSynchronize;
+  g_cu_table.cuEventElapsedTime = f_cuEventElapsedTime;
+  g_cu_table.cuEventDestroy = f_cuEventDestroy;
+  hk_cuda_override_symbols(&g_cu_table);
+}
+
+static void cuda_drop_graphs(void) {
+  g_cu_table.cuGraphInstantiateWithFlags = NULL; /* one missing piece is enough */
+  hk_cuda_override_symbols(&g_cu_table);
+}
+
+/* ---- the HIP runtime ---- */
+static hk_hip_error_t f_hipInit(unsigned int flags) { return flags == 0 ? 0 : 1; }
+static hk_hip_error_t f_hipGetDeviceCount(int *n) { *n = F.device_count; return F.device_count ? 0 : FAKE_NO_DEVICE; }
+static hk_hip_error_t f_hipSetDevice(int d) {
+  if (d < 0 || d >= F.device_count) return 101;
+  F.current = (uintptr_t)d + 1;
+  return 0;
+}
+static hk_hip_error_t f_hipGetDevice(int *d) { *d = (int)F.current - 1; return 0; }
+static hk_hip_error_t f_hipGetDeviceProperties(void *props, int d) {
+  if (d < 0 || d >= F.device_count) return 101;
+  strcpy((char *)props, "Fake MI210");
+  strcpy((char *)props + 396, F.isa); /* somewhere in the struct */
+  return 0;
+}
+static hk_hip_error_t f_hipModuleLoadData(hk_hip_module_t *m, const void *image) {
+  uintptr_t h = 0;
+  int r = dev_load(image, &h);
+  *m = (hk_hip_module_t)h;
+  return r;
+}
+static hk_hip_error_t f_hipModuleUnload(hk_hip_module_t m) { (void)m; F.unloads++; return 0; }
+static hk_hip_error_t f_hipModuleGetFunction(hk_hip_function_t *fn, hk_hip_module_t m, const char *name) {
+  (void)m;
+  uintptr_t h = 0;
+  int r = dev_function(name, &h);
+  *fn = (hk_hip_function_t)h;
+  return r;
+}
+static hk_hip_error_t f_hipMalloc(void **p, size_t bytes) { return dev_alloc(p, bytes); }
+static hk_hip_error_t f_hipFree(void *p) { return dev_free(p); }
+static hk_hip_error_t f_hipMemcpy(void *d, const void *s, size_t n, int kind) {
+  if (kind < HK_HIP_MEMCPY_HOST_TO_DEVICE || kind > HK_HIP_MEMCPY_DEVICE_TO_DEVICE) return 1;
+  memcpy(d, s, n);
+  return 0;
+}
+static hk_hip_error_t f_hipMemcpyAsync(void *d, const void *s, size_t n, int kind, hk_hip_stream_t stream) {
+  if (kind != HK_HIP_MEMCPY_DEVICE_TO_DEVICE) return 1;
+  fake_op('c', d, s, n, stream);
+  memcpy(d, s, n);
+  return 0;
+}
+static hk_hip_error_t f_hipMemsetAsync(void *d, int v, size_t n, hk_hip_stream_t stream) {
+  fake_op('z', d, NULL, n, stream);
+  memset(d, v, n);
+  return 0;
+}
+static hk_hip_error_t f_hipModuleLaunchKernel(hk_hip_function_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                              unsigned by, unsigned bz, unsigned shared, hk_hip_stream_t stream,
+                                              void **params, void **extra) {
+  (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared;
+  return extra ? 1 : dev_launch(U(f), params, stream);
+}
+static hk_hip_error_t f_hipStreamSynchronize(hk_hip_stream_t s) { (void)s; F.stream_syncs++; return 0; }
+static hk_hip_error_t f_hipDeviceSynchronize(void) { F.device_syncs++; return F.current ? 0 : 101; }
+static const char *f_hipGetErrorName(hk_hip_error_t r) {
+  switch (r) {
+  case FAKE_OOM: return "hipErrorOutOfMemory";
+  case FAKE_NO_DEVICE: return "hipErrorNoDevice";
+  case FAKE_NOT_FOUND: return "hipErrorNotFound";
+  case FAKE_UNKNOWN: return "hipErrorUnknown";
+  case FAKE_BAD_IMAGE: return "hipErrorInvalidImage";
+  }
+  return NULL;
+}
+static const char *f_hipGetErrorString(hk_hip_error_t r) { return dev_error_string(r); }
+static hk_hip_error_t f_hipGraphCreate(hk_hip_graph_t *g, unsigned flags) {
+  uintptr_t h = 0;
+  int r = dev_graph_create(&h, flags);
+  *g = (hk_hip_graph_t)h;
+  return r;
+}
+static hk_hip_error_t f_hipGraphAddKernelNode(hk_hip_graph_node_t *node, hk_hip_graph_t g, const hk_hip_graph_node_t *deps,
+                                              size_t ndeps, const hk_hip_kernel_node_params_t *p) {
+  uintptr_t h = 0, d[4];
+  for (size_t i = 0; i < ndeps && i < 4; i++) d[i] = U(deps[i]);
+  int r = dev_add_node(&h, U(g), d, ndeps, U(p->func), p->gridDim.x, p->kernelParams, p->extra == NULL);
+  *node = (hk_hip_graph_node_t)h;
+  return r;
+}
+static hk_hip_error_t f_hipGraphInstantiate(hk_hip_graph_exec_t *e, hk_hip_graph_t g, hk_hip_graph_node_t *error_node,
+                                            char *log, size_t log_size) {
+  uintptr_t h = 0;
+  (void)error_node;
+  int r = log && log_size ? dev_instantiate(&h, U(g)) : 1;
+  *e = (hk_hip_graph_exec_t)h;
+  return r;
+}
+static hk_hip_error_t f_hipGraphLaunch(hk_hip_graph_exec_t e, hk_hip_stream_t s) { return dev_graph_launch(U(e), s); }
+static hk_hip_error_t f_hipGraphExecKernelNodeSetParams(hk_hip_graph_exec_t e, hk_hip_graph_node_t n,
+                                                        const hk_hip_kernel_node_params_t *p) {
+  return dev_set_params(U(e), U(n), U(p->func), p->kernelParams);
+}
+static hk_hip_error_t f_hipGraphExecDestroy(hk_hip_graph_exec_t e) { (void)e; F.exec_destroys++; return 0; }
+static hk_hip_error_t f_hipGraphDestroy(hk_hip_graph_t g) { (void)g; F.graph_destroys++; return 0; }
+static hk_hip_error_t f_hipEventCreate(hk_hip_event_t *e) {
+  uintptr_t h = 0;
+  int r = dev_event_create(&h);
+  *e = (hk_hip_event_t)h;
+  return r;
+}
+static hk_hip_error_t f_hipEventRecord(hk_hip_event_t e, hk_hip_stream_t s) { return dev_event_record(U(e), s); }
+static hk_hip_error_t f_hipEventSynchronize(hk_hip_event_t e) { return dev_event_sync(U(e)); }
+static hk_hip_error_t f_hipEventElapsedTime(float *ms, hk_hip_event_t a, hk_hip_event_t b) {
+  return dev_event_elapsed(ms, U(a), U(b));
+}
+static hk_hip_error_t f_hipEventDestroy(hk_hip_event_t e) { return dev_event_destroy(U(e)); }
+
+static hk_hip_symbols_t g_hip_table; /* the table installed last */
+
+static void install_fake_hip(void) {
+  fake_reset();
+  g_hip_table = (hk_hip_symbols_t){
+      .hipInit = f_hipInit,
+      .hipGetDeviceCount = f_hipGetDeviceCount,
+      .hipSetDevice = f_hipSetDevice,
+      .hipGetDevice = f_hipGetDevice,
+      .hipGetDeviceProperties = f_hipGetDeviceProperties,
+      .hipModuleLoadData = f_hipModuleLoadData,
+      .hipModuleUnload = f_hipModuleUnload,
+      .hipModuleGetFunction = f_hipModuleGetFunction,
+      .hipMalloc = f_hipMalloc,
+      .hipFree = f_hipFree,
+      .hipMemcpy = f_hipMemcpy,
+      .hipMemcpyAsync = f_hipMemcpyAsync,
+      .hipMemsetAsync = f_hipMemsetAsync,
+      .hipModuleLaunchKernel = f_hipModuleLaunchKernel,
+      .hipStreamSynchronize = f_hipStreamSynchronize,
+      .hipDeviceSynchronize = f_hipDeviceSynchronize,
+      .hipGetErrorName = f_hipGetErrorName,
+      .hipGetErrorString = f_hipGetErrorString,
+      .hipGraphCreate = f_hipGraphCreate,
+      .hipGraphAddKernelNode = f_hipGraphAddKernelNode,
+      .hipGraphInstantiate = f_hipGraphInstantiate,
+      .hipGraphLaunch = f_hipGraphLaunch,
+      .hipGraphExecKernelNodeSetParams = f_hipGraphExecKernelNodeSetParams,
+      .hipGraphExecDestroy = f_hipGraphExecDestroy,
+      .hipGraphDestroy = f_hipGraphDestroy,
+  };
+  hk_hip_override_symbols(&g_hip_table);
+}
+
+static void hip_add_events(void) {
+  g_hip_table.hipEventCreate = f_hipEventCreate;
+  g_hip_table.hipEventRecord = f_hipEventRecord;
+  g_hip_table.hipEventSynchronize = f_hipEventSynchronize;
+  g_hip_table.hipEventElapsedTime = f_hipEventElapsedTime;
+  g_hip_table.hipEventDestroy = f_hipEventDestroy;
+  hk_hip_override_symbols(&g_hip_table);
+}
+
+static void hip_drop_graphs(void) {
+  g_hip_table.hipGraphExecKernelNodeSetParams = NULL;
+  hk_hip_override_symbols(&g_hip_table);
+}
+
+/* ---- one vendor, as the session tests see it ---- */
+typedef struct vendor {
+  bool cuda;
+  const char *target;   /* the fixture's target of this vendor */
+  uint32_t first;       /* its index in state_t.targets */
+  void (*install)(void); /* a fresh fake device; graph API, no events */
+  void (*add_events)(void);
+  void (*drop_graphs)(void);
+  /* in messages */
+  const char *alloc_call, *get_function_call, *graph_create_call, *instantiate_call;
+  const char *oom, *unknown, *not_found; /* error names */
+  const char *runs;     /* what this machine runs, as the error messages list it */
+  const char *not_object; /* why a code range that is not an object is refused */
+} vendor_t;
+
+static const vendor_t k_cuda = {
+    .cuda = true, .target = "sm_90", .first = 0,
+    .install = install_fake_cuda, .add_events = cuda_add_events, .drop_graphs = cuda_drop_graphs,
+    .alloc_call = "cuMemAlloc", .get_function_call = "cuModuleGetFunction", .graph_create_call = "cuGraphCreate",
+    .instantiate_call = "cuGraphInstantiateWithFlags",
+    .oom = "CUDA_ERROR_OUT_OF_MEMORY", .unknown = "CUDA_ERROR_UNKNOWN", .not_found = "CUDA_ERROR_NOT_FOUND",
+    .runs = "sm_90, sm_90a on device 0 (Fake H200)", .not_object = "not an ELF cubin",
+};
+
+static const vendor_t k_hip = {
+    .cuda = false, .target = "gfx90a", .first = 1,
+    .install = install_fake_hip, .add_events = hip_add_events, .drop_graphs = hip_drop_graphs,
+    .alloc_call = "hipMalloc", .get_function_call = "hipModuleGetFunction", .graph_create_call = "hipGraphCreate",
+    .instantiate_call = "hipGraphInstantiate",
+    .oom = "hipErrorOutOfMemory", .unknown = "hipErrorUnknown", .not_found = "hipErrorNotFound",
+    .runs = "gfx90a:sramecc+:xnack- on device 0", .not_object = "not an ELF code object or offload bundle",
+};
+
+/* Defines test_<name>_cuda and test_<name>_hip, each running body(ts, vendor). */
+#define FOR_BOTH_VENDORS(name)                                          \
+  static void test_##name##_cuda(void **ts) { name(ts, &k_cuda); }      \
+  static void test_##name##_hip(void **ts) { name(ts, &k_hip); }
+
+static void assert_contains(const char *s, const char *part) {
+  if (!strstr(s, part)) fail_msg("\"%s\" does not contain \"%s\"", s, part);
 }
 
 /* Allocates and binds x, w, y through the session (fake device memory = malloc). */
@@ -543,25 +872,35 @@ static void free_all(hk_session_t *s, bufs_t *b) {
   hk_session_free(s, b->y);
 }
 
-static void test_fake_cuda_graph_session(void **ts) {
+static void assert_launch_mode(const hk_session_t *s, const char *mode, const char *reason_part) {
+  const char *reason = NULL;
+  assert_string_equal(hk_session_launch_mode(s, &reason), mode);
+  assert_non_null(reason);
+  if (reason_part) assert_contains(reason, reason_part);
+  else assert_string_equal(reason, "");
+}
+
+/* The graph: built once with the stored edges, parameters refreshed only after a bind;
+ * memory and synchronization go to the runtime; a second session shares the module. */
+static void graph_session(void **ts, const vendor_t *v) {
   state_t *st = *ts;
-  install_fake_cuda();
-  hk_pack_t *pack = open_pack(st, 0, 3); /* sm_90, gfx90a, host */
+  v->install();
+  hk_pack_t *pack = open_pack(st, v->first, 3 - v->first); /* this vendor's target, then the rest */
   const char *name;
   assert_int_equal(hk_pack_select_target(pack, NULL, &name), HK_OK);
-  assert_string_equal(name, "sm_90"); /* cuda before host */
+  assert_string_equal(name, v->target); /* GPU before host */
 
   hk_session_t *s;
   assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_OK);
-  assert_string_equal(hk_session_target(s), "sm_90");
-  assert_int_equal(F.retains, 1);
+  assert_string_equal(hk_session_target(s), v->target);
+  assert_launch_mode(s, "graph", NULL);
+  if (v->cuda) assert_int_equal(F.retains, 1);
   assert_int_equal(F.loads, 2); /* two distinct code ranges */
   assert_int_equal(F.allocs, 1); /* the workspace */
   assert_int_equal(F.graph_creates, 1);
   assert_int_equal(F.instantiates, 1);
   assert_int_equal(F.node_count, 2);
-  assert_ptr_equal(F.nodes[0].func, FAKE_FN(0));
-  assert_ptr_equal(F.nodes[1].func, FAKE_FN(1));
+  assert_true(F.nodes[0].func == FAKE_FN(0) && F.nodes[1].func == FAKE_FN(1));
   assert_int_equal(F.nodes[0].ndeps, 0);
   assert_int_equal(F.nodes[1].ndeps, 1); /* mul waits for add */
   assert_int_equal(F.nodes[1].deps[0], 0);
@@ -575,7 +914,7 @@ static void test_fake_cuda_graph_session(void **ts) {
   assert_int_equal(F.set_params, 2); /* first run: bound pointers and workspace reach the nodes */
   assert_ptr_equal(F.nodes[0].arg0, b.x);
   assert_non_null(F.nodes[1].arg0); /* t: in the workspace */
-  hk_cu_stream_t stream = (hk_cu_stream_t)(uintptr_t)0x777;
+  void *stream = (void *)(uintptr_t)0x777;
   assert_int_equal(hk_session_run(s, stream), HK_OK);
   assert_int_equal(F.graph_launches, 2);
   assert_ptr_equal(F.last_stream, stream);
@@ -590,7 +929,6 @@ static void test_fake_cuda_graph_session(void **ts) {
   assert_int_equal(F.graph_launches, 3);
   assert_int_equal(F.kernel_launches, 0);
 
-  /* memory and synchronization go to the driver */
   float host[4] = {1, 2, 3, 4}, back[4] = {0};
   assert_int_equal(hk_session_copy(s, x2, host, sizeof host, HK_COPY_HOST_TO_DEVICE), HK_OK);
   assert_int_equal(hk_session_copy(s, b.x, x2, sizeof host, HK_COPY_DEVICE_TO_DEVICE), HK_OK);
@@ -598,10 +936,9 @@ static void test_fake_cuda_graph_session(void **ts) {
   assert_memory_equal(back, host, sizeof host);
   assert_int_equal(hk_session_synchronize(s, NULL), HK_OK);
   assert_int_equal(hk_session_synchronize(s, stream), HK_OK);
-  assert_int_equal(F.ctx_syncs, 1);
+  assert_int_equal(F.device_syncs, 1);
   assert_int_equal(F.stream_syncs, 1);
 
-  /* A second session shares the module (no new loads) and builds its own graph. */
   hk_session_t *s8;
   assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 8), &s8), HK_OK);
   assert_int_equal(F.loads, 2);
@@ -617,177 +954,199 @@ static void test_fake_cuda_graph_session(void **ts) {
   hk_pack_destroy(pack);
   st->pack = NULL;
   assert_int_equal(F.unloads, 2);
-  assert_int_equal(F.releases, 1);
+  if (v->cuda) assert_int_equal(F.releases, 1);
 }
+FOR_BOTH_VENDORS(graph_session)
 
-static void test_fake_cuda_stream_fallback(void **ts) {
-  state_t *st = *ts;
-  install_fake_cuda();
-  hk_pack_t *pack = open_pack(st, 0, 1);
+/* Runs one batch-2 session of `pack` with `mode`, binding and running it once; returns
+ * with the session destroyed. Checks the launch mode it reports. */
+static void run_once(hk_pack_t *pack, hk_launch_mode_t mode, const char *expect_mode, const char *reason_part) {
   hk_session_t *s;
-  assert_int_equal(
-      hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .target = "sm_90", .launch_mode = HK_LAUNCH_MODE_STREAM), &s),
-      HK_OK);
-  assert_int_equal(F.graph_creates, 0);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .launch_mode = mode), &s), HK_OK);
+  assert_launch_mode(s, expect_mode, reason_part);
   bufs_t b;
   bind_all(s, 2, &b);
   assert_int_equal(hk_session_run(s, NULL), HK_OK);
-  assert_int_equal(F.kernel_launches, 2);
-  assert_ptr_equal(F.launched[0], FAKE_FN(0)); /* stored order */
-  assert_ptr_equal(F.launched[1], FAKE_FN(1));
-  assert_ptr_equal(F.launched_arg0[0], b.x);
-  assert_int_equal(F.graph_launches, 0);
   free_all(s, &b);
   hk_session_destroy(s);
+}
+
+/* Stream launches: asked for (no graph at all), and as the fallback when the graph cannot
+ * be built, the reason kept; graph mode makes that an error. */
+static void stream_fallback(void **ts, const vendor_t *v) {
+  state_t *st = *ts;
+  v->install();
+  hk_pack_t *pack = open_pack(st, v->first, 1);
+  run_once(pack, HK_LAUNCH_MODE_STREAM, "stream", NULL);
+  assert_int_equal(F.graph_creates, 0);
+  assert_int_equal(F.kernel_launches, 2);
+  assert_true(F.launched[0] == FAKE_FN(0) && F.launched[1] == FAKE_FN(1)); /* stored order */
+  assert_non_null(F.launched_arg0[0]);
+  assert_int_equal(F.graph_launches, 0);
 
   /* A failing instantiation falls back to stream launches, leaving nothing behind. */
   F.fail_instantiate = FAKE_UNKNOWN;
-  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_OK);
+  char reason[128];
+  snprintf(reason, sizeof reason, "%s failed: %s (unknown error)", v->instantiate_call, v->unknown);
+  run_once(pack, HK_LAUNCH_MODE_AUTO, "stream", reason);
   assert_int_equal(F.graph_creates, 1);
   assert_int_equal(F.graph_destroys, 1);
-  bind_all(s, 2, &b);
-  assert_int_equal(hk_session_run(s, NULL), HK_OK);
   assert_int_equal(F.kernel_launches, 4);
   assert_int_equal(F.graph_launches, 0);
-  free_all(s, &b);
-  hk_session_destroy(s);
+  assert_string_equal(hk_last_error(), ""); /* not an error of create */
 
-  /* So does a failing cuGraphCreate. */
+  /* Asked for a graph: the same failure is the session's error. */
+  hk_session_t *s = NULL;
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .launch_mode = HK_LAUNCH_MODE_GRAPH), &s),
+                   HK_STATUS_DRIVER);
+  assert_null(s);
+  assert_contains(hk_last_error(), "graph launch mode asked for, but the graph cannot be built: ");
+  assert_contains(hk_last_error(), reason);
+
+  /* So does a failing graph creation. */
   F.fail_instantiate = 0;
   F.fail_graph_create = FAKE_UNKNOWN;
-  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 8), &s), HK_OK);
-  bind_all(s, 8, &b);
-  assert_int_equal(hk_session_run(s, NULL), HK_OK);
+  snprintf(reason, sizeof reason, "%s failed: %s", v->graph_create_call, v->unknown);
+  run_once(pack, HK_LAUNCH_MODE_AUTO, "stream", reason);
   assert_int_equal(F.kernel_launches, 6);
-  free_all(s, &b);
-  hk_session_destroy(s);
   assert_int_equal(F.frees, F.allocs);
+  hk_pack_destroy(pack);
+  st->pack = NULL;
+
+  /* A runtime without (part of) the graph API. */
+  v->drop_graphs();
+  pack = open_pack(st, v->first, 1);
+  F.fail_graph_create = 0;
+  int creates = F.graph_creates;
+  run_once(pack, HK_LAUNCH_MODE_AUTO, "stream", "lacks the graph API");
+  assert_int_equal(F.graph_creates, creates); /* the driver was not asked */
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .launch_mode = HK_LAUNCH_MODE_GRAPH), &s),
+                   HK_STATUS_UNAVAILABLE);
+  assert_contains(hk_last_error(), "lacks the graph API");
 }
+FOR_BOTH_VENDORS(stream_fallback)
 
 /* hk_session_profile: each launch on the stream alone between two events (not through the
  * graph), one warm-up pass, medians; the events are released. */
-static void test_fake_cuda_profile(void **ts) {
+static void profile(void **ts, const vendor_t *v) {
   state_t *st = *ts;
-  install_fake_cuda();
-  hk_pack_t *pack = open_pack(st, 0, 1);
+  v->install();
+  hk_pack_t *pack = open_pack(st, v->first, 1);
   hk_session_t *s;
   assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_OK);
   bufs_t b;
   bind_all(s, 2, &b);
   double us[2];
-  /* this fake driver has no event API */
-  assert_int_equal(hk_session_profile(s, NULL, 3, us), HK_STATUS_UNAVAILABLE);
-  assert_non_null(strstr(hk_last_error(), "lacks the event API"));
+  assert_int_equal(hk_session_profile(s, NULL, 3, us), HK_STATUS_UNAVAILABLE); /* no event API yet */
+  assert_contains(hk_last_error(), "lacks the event API");
   free_all(s, &b);
   hk_session_destroy(s);
   hk_pack_destroy(pack);
   st->pack = NULL;
 
-  install_fake_cuda();
-  hk_cuda_symbols_t t = *hk_cuda_symbols();
-  t.cuEventCreate = f_cuEventCreate;
-  t.cuEventRecord = f_cuEventRecord;
-  t.cuEventSynchronize = f_cuEventSynchronize;
-  t.cuEventElapsedTime = f_cuEventElapsedTime;
-  t.cuEventDestroy = f_cuEventDestroy;
-  hk_cuda_override_symbols(&t);
-  pack = open_pack(st, 0, 1);
+  v->install();
+  v->add_events();
+  pack = open_pack(st, v->first, 1);
   assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_OK);
   bind_all(s, 2, &b);
-  hk_cu_stream_t stream = (hk_cu_stream_t)(uintptr_t)0x777;
+  void *stream = (void *)(uintptr_t)0x777;
   assert_int_equal(hk_session_profile(s, stream, 4, us), HK_OK);
   assert_int_equal(F.kernel_launches, 2 * 5); /* one warm-up pass + 4 */
   assert_int_equal(F.graph_launches, 1);      /* profile starts with one normal run */
-  assert_ptr_equal(F.launched[0], FAKE_FN(0));
-  assert_ptr_equal(F.launched[1], FAKE_FN(1));
+  assert_true(F.launched[0] == FAKE_FN(0) && F.launched[1] == FAKE_FN(1));
   assert_ptr_equal(F.last_stream, stream);
   assert_int_equal(F.event_stream_mismatch, 0);
   assert_int_equal(F.event_syncs, 5); /* once per pass */
   assert_int_equal(F.events_created, 4);
   assert_int_equal(F.events_destroyed, 4);
   assert_true(fabs(us[0] - 2.0) < 1e-3 && fabs(us[1] - 4.0) < 1e-3);
-  /* the graph still runs afterwards */
-  assert_int_equal(hk_session_run(s, stream), HK_OK);
+  assert_int_equal(hk_session_run(s, stream), HK_OK); /* the graph still runs afterwards */
   assert_int_equal(F.graph_launches, 2);
   free_all(s, &b);
   hk_session_destroy(s);
 }
+FOR_BOTH_VENDORS(profile)
 
-static void test_fake_cuda_errors(void **ts) {
+static void errors(void **ts, const vendor_t *v) {
   state_t *st = *ts;
-  install_fake_cuda();
-  hk_pack_t *pack = open_pack(st, 0, 1);
+  v->install();
+  hk_pack_t *pack = open_pack(st, v->first, 1);
   hk_session_t *s = NULL;
+  char msg[256];
 
   F.fail_alloc = FAKE_OOM;
   assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_STATUS_OUT_OF_MEMORY);
   assert_null(s);
-  assert_non_null(strstr(hk_last_error(), "-byte workspace: cuMemAlloc failed: "
-                                          "CUDA_ERROR_OUT_OF_MEMORY (out of memory)"));
+  snprintf(msg, sizeof msg, "-byte workspace: %s failed: %s (out of memory)", v->alloc_call, v->oom);
+  assert_contains(hk_last_error(), msg);
   F.fail_alloc = FAKE_UNKNOWN;
   assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_STATUS_DRIVER);
-  assert_non_null(strstr(hk_last_error(), "cuMemAlloc failed: CUDA_ERROR_UNKNOWN (unknown error)"));
+  snprintf(msg, sizeof msg, "%s failed: %s (unknown error)", v->alloc_call, v->unknown);
+  assert_contains(hk_last_error(), msg);
   assert_int_equal(F.graph_creates, 0);
   F.fail_alloc = 0;
 
   /* Device ordinal past the devices: nothing runs there. */
-  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .target = "sm_90", .device = 1), &s),
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .target = v->target, .device = 1), &s),
                    HK_STATUS_NO_COMPATIBLE_TARGET);
-  assert_non_null(strstr(hk_last_error(), "(device 1)"));
-  assert_non_null(strstr(hk_last_error(), "this machine runs [sm_90, sm_90a on device 0 (Fake H200)"));
-  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .device = -1), &s),
-                   HK_STATUS_INVALID_ARGUMENT);
+  assert_contains(hk_last_error(), "(device 1)");
+  snprintf(msg, sizeof msg, "this machine runs [%s", v->runs);
+  assert_contains(hk_last_error(), msg);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .device = -1), &s), HK_STATUS_INVALID_ARGUMENT);
   hk_pack_destroy(pack);
   st->pack = NULL;
 
-  /* A device of another major cannot run sm_90. */
-  install_fake_cuda();
+  /* A device of another architecture cannot run the target. */
+  v->install();
   F.major = 8;
   F.minor = 6;
-  pack = open_pack(st, 0, 1);
+  F.isa = "gfx908:sramecc+:xnack-";
+  pack = open_pack(st, v->first, 1);
   assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_STATUS_NO_COMPATIBLE_TARGET);
-  assert_non_null(strstr(hk_last_error(), "the artifact has [sm_90]; this machine runs [sm_80..sm_86, sm_86a on "
-                                          "device 0 (Fake H200)"));
+  snprintf(msg, sizeof msg, "the artifact has [%s]; this machine runs [%s", v->target,
+           v->cuda ? "sm_80..sm_86, sm_86a on device 0 (Fake H200)" : "gfx908:sramecc+:xnack- on device 0");
+  assert_contains(hk_last_error(), msg);
 
-  /* A kernel missing from its object: CORRUPT, naming it, with the driver's name. */
-  install_fake_cuda();
+  /* A kernel missing from its object: CORRUPT, naming it, with the runtime's name. */
+  v->install();
   F.missing_kernel = "hk_test_mul";
-  pack = open_pack(st, 0, 1);
+  pack = open_pack(st, v->first, 1);
   assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_STATUS_CORRUPT);
-  const char *e = hk_last_error();
-  assert_non_null(strstr(e, "target sm_90: kernel symbol \"hk_test_mul\" is missing from its code object: "
-                            "cuModuleGetFunction failed: CUDA_ERROR_NOT_FOUND (named symbol not found)"));
+  snprintf(msg, sizeof msg, "target %s: kernel symbol \"hk_test_mul\" is missing from its code object: %s failed: %s "
+           "(named symbol not found)", v->target, v->get_function_call, v->not_found);
+  assert_contains(hk_last_error(), msg);
   assert_int_equal(F.unloads, F.loads); /* the half-loaded module is released */
-  assert_int_equal(F.releases, F.retains);
+  if (v->cuda) assert_int_equal(F.releases, F.retains);
   /* not cached: it fails again the same way */
   assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 8), &s), HK_STATUS_CORRUPT);
 
-  /* A code range that is not a cubin never reaches the driver. */
-  install_fake_cuda();
+  /* A code range that is not a code object never reaches the runtime. */
+  v->install();
   memcpy(g_cubins + ELF_SIZE, "garbage!", 8);
-  pack = open_pack(st, 0, 1);
+  pack = open_pack(st, v->first, 1);
   int loads = F.loads;
   assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_STATUS_CORRUPT);
-  assert_non_null(strstr(hk_last_error(), "the code object of kernel hk_test_mul (bytes [64, +64)) is invalid: "
-                                          "not an ELF cubin"));
+  snprintf(msg, sizeof msg, "the code object of kernel hk_test_mul (bytes [64, +64)) is invalid: %s", v->not_object);
+  assert_contains(hk_last_error(), msg);
   assert_int_equal(F.loads, loads + 1); /* only the first object was loaded */
 }
+FOR_BOTH_VENDORS(errors)
 
-/* A batch between buckets on the CUDA backend: one arena (workspace + staging), the graph
- * reads the staging buffers, and each run enqueues on its stream: the zeroing of the
- * staging area (first run only), the input's real rows in, the graph, the output's real
- * rows out. A batch that is a bucket binds directly and copies nothing. */
-static void expect_op(int i, char kind, const void *dst, const void *src, size_t bytes, hk_cu_stream_t stream) {
+/* A batch between buckets: one arena (workspace + staging), the graph reads the staging
+ * buffers, and each run enqueues on its stream: the zeroing of the staging area (first
+ * run only), the input's real rows in, the graph, the output's real rows out. A batch
+ * that is a bucket binds directly and copies nothing. */
+static void expect_op(int i, char kind, const void *dst, const void *src, size_t bytes, void *stream) {
   if (F.op[i].kind != kind || F.op[i].dst != dst || F.op[i].src != src || F.op[i].bytes != bytes ||
       F.op[i].stream != stream)
     fail_msg("stream op %d: '%c' %p <- %p, %zu bytes on %p; expected '%c' %p <- %p, %zu bytes on %p", i, F.op[i].kind,
-             F.op[i].dst, F.op[i].src, F.op[i].bytes, (void *)F.op[i].stream, kind, dst, src, bytes, (void *)stream);
+             F.op[i].dst, F.op[i].src, F.op[i].bytes, F.op[i].stream, kind, dst, src, bytes, stream);
 }
 
-static void test_fake_cuda_padded_session(void **ts) {
+static void padded_session(void **ts, const vendor_t *v) {
   state_t *st = *ts;
-  install_fake_cuda();
-  hk_pack_t *pack = open_pack(st, 0, 1); /* sm_90, buckets 2 and 8 */
+  v->install();
+  hk_pack_t *pack = open_pack(st, v->first, 1); /* buckets 2 and 8 */
   hk_session_t *s;
   assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 5), &s), HK_OK);
   assert_int_equal(hk_session_bucket(s), 8);
@@ -802,7 +1161,7 @@ static void test_fake_cuda_padded_session(void **ts) {
   bind_all(s, 5, &b);
   for (size_t i = 0; i < 5 * FX_COLS; i++) ((float *)b.x)[i] = (float)i + 1;
   memset(xs, 0x7f, 8 * row); /* what an allocation might hold */
-  hk_cu_stream_t stream = (hk_cu_stream_t)(uintptr_t)0x777;
+  void *stream = (void *)(uintptr_t)0x777;
   assert_int_equal(hk_session_run(s, stream), HK_OK);
   assert_int_equal(F.ops, 4);
   expect_op(0, 'z', xs, NULL, 2 * ((ws + 255) / 256 * 256), stream); /* both staging buffers, once */
@@ -856,16 +1215,46 @@ static void test_fake_cuda_padded_session(void **ts) {
   hk_pack_destroy(pack);
   st->pack = NULL;
 }
+FOR_BOTH_VENDORS(padded_session)
 
 /* Kernels sharing one code range: the object is loaded once. */
-static void test_fake_cuda_shared_object(void **ts) {
+static void shared_object(void **ts, const vendor_t *v) {
   state_t *st = *ts;
-  install_fake_cuda();
+  v->install();
   st->fx.kernels_cuda[1].code_offset = 0;
-  hk_pack_t *pack = open_pack(st, 0, 1);
+  hk_pack_t *pack = open_pack(st, v->first, 1);
   hk_session_t *s;
   assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_OK);
   assert_int_equal(F.loads, 1);
+  hk_session_destroy(s);
+}
+FOR_BOTH_VENDORS(shared_object)
+
+/* CUDA drivers before 12 have only the v1 node-parameter calls: the same graph through
+ * cuGraphAddKernelNode, cuGraphInstantiate_v2 and cuGraphExecKernelNodeSetParams. */
+static void test_fake_cuda_v1_graph_api(void **ts) {
+  state_t *st = *ts;
+  install_fake_cuda();
+  g_cu_table.cuGraphAddKernelNode_v2 = NULL;
+  g_cu_table.cuGraphInstantiateWithFlags = NULL;
+  g_cu_table.cuGraphExecKernelNodeSetParams_v2 = NULL;
+  g_cu_table.cuGraphAddKernelNode = f_cuGraphAddKernelNode;
+  g_cu_table.cuGraphInstantiate_v2 = f_cuGraphInstantiate_v2;
+  g_cu_table.cuGraphExecKernelNodeSetParams = f_cuGraphExecKernelNodeSetParams;
+  hk_cuda_override_symbols(&g_cu_table);
+  hk_pack_t *pack = open_pack(st, 0, 1);
+  hk_session_t *s;
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_OK);
+  assert_launch_mode(s, "graph", NULL);
+  assert_int_equal(F.node_count, 2);
+  assert_int_equal(F.nodes[1].deps[0], 0);
+  bufs_t b;
+  bind_all(s, 2, &b);
+  assert_int_equal(hk_session_run(s, NULL), HK_OK);
+  assert_ptr_equal(F.nodes[0].arg0, b.x);
+  assert_int_equal(F.v1_calls, 2 + 1 + 2); /* two nodes, one instantiation, two refreshes */
+  assert_int_equal(F.graph_launches, 1);
+  free_all(s, &b);
   hk_session_destroy(s);
 }
 
@@ -885,18 +1274,22 @@ static void test_real_cuda_device(void **ts) {
 }
 
 int main(void) {
+#define BOTH(name)                                                              \
+  cmocka_unit_test_setup_teardown(test_##name##_cuda, setup, teardown),         \
+      cmocka_unit_test_setup_teardown(test_##name##_hip, setup, teardown)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_gpu_targets_unavailable, setup, teardown),
       cmocka_unit_test(test_cuda_target_rank),
       cmocka_unit_test(test_hip_target_rank),
       cmocka_unit_test(test_hip_arch_name_scan),
       cmocka_unit_test(test_image_check),
-      cmocka_unit_test_setup_teardown(test_fake_cuda_graph_session, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_fake_cuda_stream_fallback, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_fake_cuda_profile, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_fake_cuda_errors, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_fake_cuda_shared_object, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_fake_cuda_padded_session, setup, teardown),
+      BOTH(graph_session),
+      BOTH(stream_fallback),
+      BOTH(profile),
+      BOTH(errors),
+      BOTH(shared_object),
+      BOTH(padded_session),
+      cmocka_unit_test_setup_teardown(test_fake_cuda_v1_graph_api, setup, teardown),
       cmocka_unit_test_setup_teardown(test_real_cuda_device, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -267,6 +267,51 @@ static void test_batch_not_found(void **ts) {
   assert_int_equal(hk_session_create(st->pack, NULL, &s), HK_STATUS_INVALID_ARGUMENT);
 }
 
+/* hk_session_options_t: struct_size says which fields the caller knows (0: batch, target,
+ * device only), out-of-range sizes and modes are refused; the host target reports stream
+ * launches without a fallback and gives the same results on 1 or 3 threads. */
+static void test_session_options(void **ts) {
+  state_t *st = *ts;
+  NEED_CC(st);
+  const hk_launch_mode_t bad_mode = (hk_launch_mode_t)99;
+  hk_session_t *s = NULL;
+  /* 0: the first layout; launch_mode and host_threads are not read */
+  assert_int_equal(hk_session_create(st->pack, &(hk_session_options_t){.batch = 2, .launch_mode = bad_mode}, &s),
+                   HK_OK);
+  hk_session_destroy(s);
+  /* a size that ends before host_threads reads launch_mode but not host_threads */
+  uint32_t up_to_mode = (uint32_t)(offsetof(hk_session_options_t, launch_mode) + sizeof(hk_launch_mode_t));
+  assert_int_equal(hk_session_create(st->pack, &(hk_session_options_t){.struct_size = up_to_mode, .batch = 2,
+                                                                      .host_threads = 1000000}, &s), HK_OK);
+  hk_session_destroy(s);
+  assert_int_equal(hk_session_create(st->pack, &(hk_session_options_t){.struct_size = up_to_mode, .batch = 2,
+                                                                      .launch_mode = bad_mode}, &s),
+                   HK_STATUS_INVALID_ARGUMENT);
+  assert_non_null(strstr(hk_last_error(), "launch_mode 99 is not one of"));
+  assert_int_equal(hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 2, .launch_mode = bad_mode), &s),
+                   HK_STATUS_INVALID_ARGUMENT);
+  /* sizes this library cannot read */
+  assert_int_equal(hk_session_create(st->pack, &(hk_session_options_t){.struct_size = 4, .batch = 2}, &s),
+                   HK_STATUS_INVALID_ARGUMENT);
+  assert_non_null(strstr(hk_last_error(), "options->struct_size is 4"));
+  uint32_t newer = (uint32_t)sizeof(hk_session_options_t) + 8;
+  assert_int_equal(hk_session_create(st->pack, &(hk_session_options_t){.struct_size = newer, .batch = 2}, &s),
+                   HK_STATUS_INVALID_ARGUMENT);
+  assert_non_null(strstr(hk_last_error(), "newer hkrt.h"));
+  assert_null(s);
+
+  for (uint32_t threads = 1; threads <= 3; threads += 2) {
+    assert_int_equal(hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 8, .host_threads = threads,
+                                                                  .launch_mode = HK_LAUNCH_MODE_GRAPH), &s),
+                     HK_OK); /* graph mode means nothing to the host target */
+    const char *reason = NULL;
+    assert_string_equal(hk_session_launch_mode(s, &reason), "stream");
+    assert_string_equal(reason, "");
+    run_and_check(s, 8, 40 + threads);
+    hk_session_destroy(s);
+  }
+}
+
 static void test_target_selection(void **ts) {
   state_t *st = *ts;
   NEED_CC(st);
@@ -814,6 +859,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_sessions_share_module, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bind_errors, setup, teardown),
       cmocka_unit_test_setup_teardown(test_batch_not_found, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_session_options, setup, teardown),
       cmocka_unit_test_setup_teardown(test_target_selection, setup, teardown),
       cmocka_unit_test_setup_teardown(test_missing_symbol, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_code_object, setup, teardown),
