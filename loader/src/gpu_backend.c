@@ -28,9 +28,8 @@ static bool driver_open(hk_gpu_driver_t *d) {
     if (d->dl) d->dl_name = d->libraries[i];
     else if (!err) err = dlerror();
   }
-  d->library = d->dl_name;
+  d->library = d->dl_name; /* NULL when none opened */
   if (!d->dl) {
-    d->library = NULL;
     char names[256] = ""; /* "a", "a and b", "a, b and c" */
     size_t used = 0;
     for (size_t i = 0; i < d->library_count && used < sizeof names; i++) {

@@ -100,21 +100,20 @@ struct hk_gpu_ops {
 
 /* The entries of a vendor's hk_gpu_ops_t initializer that follow the naming rule: the
  * vendor defines static <prefix>_<op> for each op listed (CUDA: cuda_graph_create, ...).
- * The vendor sets backend, vendor, module_size, allow_bundle, enter and launch_prepare
- * itself. */
-#define HK_GPU_OPS_ENTRIES(prefix)                                                                          \
-  .module_open = prefix##_module_open,                                                                   \
-  .module_close = prefix##_module_close, .object_load = prefix##_object_load,                              \
-  .function_get = prefix##_function_get, .mem_alloc = prefix##_mem_alloc, .mem_free = prefix##_mem_free,    \
-  .mem_copy = prefix##_mem_copy, .copy_async = prefix##_copy_async, .zero_async = prefix##_zero_async,      \
-  .synchronize = prefix##_synchronize, .launch = prefix##_launch,                                           \
-  .graph_create = prefix##_graph_create, .graph_add_kernel = prefix##_graph_add_kernel,                    \
-  .graph_instantiate = prefix##_graph_instantiate, .graph_set_params = prefix##_graph_set_params,          \
-  .graph_launch = prefix##_graph_launch, .graph_exec_destroy = prefix##_graph_exec_destroy,                \
-  .graph_destroy = prefix##_graph_destroy,                                                            \
-  .event_create = prefix##_event_create, .event_record = prefix##_event_record,                            \
-  .event_sync = prefix##_event_sync, .event_elapsed = prefix##_event_elapsed,                              \
-  .event_destroy = prefix##_event_destroy
+ * The vendor sets backend, driver, vendor, module_size, allow_bundle, enter and
+ * launch_prepare itself. */
+#define HK_GPU_OPS_ENTRIES(prefix)                                                                        \
+  .module_open = prefix##_module_open, .module_close = prefix##_module_close,                             \
+  .object_load = prefix##_object_load, .function_get = prefix##_function_get,                             \
+  .mem_alloc = prefix##_mem_alloc, .mem_free = prefix##_mem_free, .mem_copy = prefix##_mem_copy,          \
+  .copy_async = prefix##_copy_async, .zero_async = prefix##_zero_async,                                   \
+  .synchronize = prefix##_synchronize, .launch = prefix##_launch,                                         \
+  .graph_create = prefix##_graph_create, .graph_add_kernel = prefix##_graph_add_kernel,                   \
+  .graph_instantiate = prefix##_graph_instantiate, .graph_set_params = prefix##_graph_set_params,         \
+  .graph_launch = prefix##_graph_launch, .graph_exec_destroy = prefix##_graph_exec_destroy,               \
+  .graph_destroy = prefix##_graph_destroy, .event_create = prefix##_event_create,                         \
+  .event_record = prefix##_event_record, .event_sync = prefix##_event_sync,                               \
+  .event_elapsed = prefix##_event_elapsed, .event_destroy = prefix##_event_destroy
 
 /* module_load of a GPU backend: checks that the backend is available and the device
  * exists, then loads every distinct code range of the target once and resolves every
@@ -142,17 +141,10 @@ hk_status_t hk_gpu_zero_async(hk_module_t *module, void *dst, size_t bytes, void
 #define HK_GPU_BACKEND_ENTRIES(prefix)                                                                    \
   .available = prefix##_available, .runs_target = prefix##_runs_target, .describe = prefix##_describe,    \
   .unavailable_reason = prefix##_unavailable_reason, .module_load = prefix##_module_load,                 \
-  .module_unload = hk_gpu_module_unload,        \
-  .session_prepare = hk_gpu_session_prepare,    \
-  .run = hk_gpu_run,                            \
-  .session_release = hk_gpu_session_release,    \
-  .mem_alloc = hk_gpu_mem_alloc,                \
-  .mem_free = hk_gpu_mem_free,                  \
-  .mem_copy = hk_gpu_mem_copy,                  \
-  .synchronize = hk_gpu_synchronize,            \
-  .profile = hk_gpu_profile,                    \
-  .copy_async = hk_gpu_copy_async,              \
-  .zero_async = hk_gpu_zero_async
+  .module_unload = hk_gpu_module_unload, .session_prepare = hk_gpu_session_prepare, .run = hk_gpu_run,    \
+  .session_release = hk_gpu_session_release, .mem_alloc = hk_gpu_mem_alloc, .mem_free = hk_gpu_mem_free,  \
+  .mem_copy = hk_gpu_mem_copy, .synchronize = hk_gpu_synchronize, .profile = hk_gpu_profile,              \
+  .copy_async = hk_gpu_copy_async, .zero_async = hk_gpu_zero_async
 
 /* ---- driver errors ------------------------------------------------------------------------------ */
 /* Writes the driver's name for result r ("CUDA_ERROR_OUT_OF_MEMORY") and its description. */
