@@ -120,6 +120,8 @@ HK_API const char *hk_session_target(const hk_session_t *s) {
 }
 
 HK_API const char *hk_session_launch_mode(const hk_session_t *s, const char **out_reason) {
+  if (out_reason) *out_reason = "";
+  if (!s) return "";
   const hk_backend_session_t *b = s->buckets[s->last_built]->backend; /* create built one */
   if (out_reason) *out_reason = b->graph_fallback;
   return b->graph ? "graph" : "stream";

@@ -162,7 +162,7 @@ HK_API const char *hk_session_target(const hk_session_t *session);
  * host target, or a fallback). *out_reason (out_reason may be NULL): why the GPU graph that
  * HK_LAUNCH_MODE_AUTO wanted is not used -- the driver lacks the graph API, or building or
  * instantiating the graph failed, with the driver's message -- and "" when nothing fell
- * back. Both strings are borrowed from the session. */
+ * back. Both strings are borrowed from the session ("" for a NULL session). */
 HK_API const char *hk_session_launch_mode(const hk_session_t *session, const char **out_reason);
 
 /* Application-visible tensors (inputs, outputs, params), shapes resolved for the batch. */
