@@ -55,10 +55,11 @@ sys.exit(0 if ok else 1)
 EOF
 }
 
-# run_ref PACK SPEC BATCH DIR LABEL: reference.py on one pack (seed fixed, so every pack
-# of a spec sees the same inputs); prints its verdict lines.
+# run_ref PACK SPEC BATCH DIR LABEL: reference.py on one pack (its default seed, so every
+# pack of a spec sees the same inputs, and $HK_REF_CACHE holds one reference per spec and
+# batch for this test and specs_e2e); prints its verdict lines.
 run_ref() {
-  if "$PY" "$REF" "$HKC" "$1" "$2" "$3" "$4" --seed 11 > "$4.log" 2>&1; then
+  if "$PY" "$REF" "$HKC" "$1" "$2" "$3" "$4" > "$4.log" 2>&1; then
     grep -v '^ \|^target' "$4.log" | sed "s/^/     [$5] /"
   else
     sed "s/^/     [$5] /" "$4.log"

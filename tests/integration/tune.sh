@@ -14,7 +14,7 @@ set -euo pipefail
 PY=${HK_PYTHON:-/usr/bin/python3}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-export HKC_CACHE_DIR="$work/cache"
+export HKC_CACHE_DIR="${HKC_CACHE_DIR:-$work/cache}" # scripts/test.sh shares one between its passes
 fail=0
 ok() { echo "ok   $*"; }
 bad() { echo "FAIL $*"; fail=1; }
