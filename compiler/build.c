@@ -3,17 +3,12 @@
  * batch bucket, then hands everything to the pack writer. Owns every intermediate
  * allocation; nothing reaches the output path unless all targets built.
  *
- * GPU kernels compile one per job on a pool of --jobs threads, each through the
- * content-addressed compile cache (nvrtc compiles on the thread; hiprtc is not safe on
- * threads, so an AMD compile goes to one of --jobs worker processes, rtc_worker.h; the
- * runtime-compiler wrappers never print). The host target's single translation unit compiles
- * on the main thread meanwhile. Diagnostics are reported from the main thread only.
+ * GPU kernels compile on the compile pool (compile_pool.c: --jobs threads, the compile
+ * cache, AMD compiles in worker processes). The host target's single translation unit
+ * compiles on the main thread meanwhile. Diagnostics are reported from the main thread only.
  */
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "gpu_variant.h"
 #include "hkc.h"
@@ -23,8 +18,6 @@ typedef enum { FAMILY_HOST, FAMILY_HIP, FAMILY_CUDA, FAMILY_UNKNOWN } target_fam
 
 /* Code objects inside a GPU target's CODE payload start at multiples of this. */
 #define HKC_CODE_ALIGN 256
-/* Upper bound on compile threads: beyond this the toolchains' own locks dominate. */
-#define HKC_MAX_JOBS 64
 
 typedef struct target_plan {
   char *name;                 /* as requested, e.g. "gfx90a:xnack-" */
@@ -36,16 +29,6 @@ typedef struct target_plan {
 } target_plan_t;
 
 typedef hkc_compile_item_t compile_job_t; /* tune.h: one GPU kernel to compile */
-
-typedef struct pool {
-  compile_job_t *jobs;
-  size_t n_jobs;
-  atomic_size_t next;
-  atomic_size_t done;
-  hkc_cache_t *cache;
-  int progress;  /* print [done/total] on a terminal */
-  pthread_mutex_t print_lock;
-} pool_t;
 
 static void target_out_free(hkc_target_out_t *t) {
   free(t->code);
@@ -193,56 +176,6 @@ static const char *toolchain_version(target_family_t f) {
   return f == FAMILY_HIP ? hkc_hiprtc_version() : f == FAMILY_CUDA ? hkc_nvrtc_version() : "";
 }
 
-/* Version of the kernel-source conventions: part of every cache key, so a change in how
- * hkc drives the toolchains invalidates old entries. */
-#define HKC_CACHE_SCHEME "hkc-gpu-1"
-
-static void run_job(pool_t *pool, compile_job_t *job) {
-  hkc_kernel_out_t *k = job->kernel;
-  const target_family_t family = job->arch->kind == HK_TARGET_HIP ? FAMILY_HIP : FAMILY_CUDA;
-  char *source = hkc_codegen_gpu(job->arch, k);
-  job->rc = -1;
-  if (!source) {
-    job->result.log = hkc_strdup("out of memory generating the kernel source");
-    return;
-  }
-  k->source_hash = hkc_hash64(source, strlen(source));
-  char key[33];
-  hkc_cache_key(source, HKC_CACHE_SCHEME, job->target, toolchain_version(family), key);
-  if (pool->cache && hkc_cache_get(pool->cache, key, &job->result) == 0) {
-    job->rc = 0;
-    job->cached = 1;
-  } else {
-    job->rc = family == FAMILY_HIP ? hkc_hiprtc_compile(source, k->name, job->target, &job->result)
-                                   : hkc_nvrtc_compile(source, k->name, job->arch->name, &job->result);
-    if (job->rc == 0 && pool->cache) hkc_cache_put(pool->cache, key, &job->result);
-  }
-  free(source);
-}
-
-static void *worker(void *arg) {
-  pool_t *pool = arg;
-  for (;;) {
-    size_t i = atomic_fetch_add(&pool->next, 1);
-    if (i >= pool->n_jobs) return NULL;
-    compile_job_t *job = &pool->jobs[i];
-    run_job(pool, job);
-    size_t done = atomic_fetch_add(&pool->done, 1) + 1;
-    if (pool->progress) {
-      pthread_mutex_lock(&pool->print_lock);
-      fprintf(stderr, "\r\033[K[%zu/%zu] %s %s%s", done, pool->n_jobs, job->kernel->name, job->target,
-              job->cached ? " (cached)" : "");
-      fflush(stderr);
-      pthread_mutex_unlock(&pool->print_lock);
-    }
-  }
-}
-
-static int default_jobs(void) {
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (int)n : 1;
-}
-
 /* Host target: one translation unit, compiled with the system C compiler. */
 static int compile_host(target_plan_t *plan) {
   hkc_target_out_t *t = &plan->out;
@@ -323,55 +256,12 @@ static int finish_gpu_kernels(target_plan_t *plan, int werror_spills) {
   return rc;
 }
 
-/* Starts the pool's threads (at most jobs, at most one per job); returns how many started. */
-static int pool_start(pool_t *pool, compile_job_t *jobs, size_t n_jobs, int n_threads, int no_cache,
-                      const char *cache_dir, pthread_t *threads) {
-  pool->jobs = jobs;
-  pool->n_jobs = n_jobs;
-  atomic_init(&pool->next, 0);
-  atomic_init(&pool->done, 0);
-  pthread_mutex_init(&pool->print_lock, NULL);
-  if (n_jobs && !no_cache) {
-    pool->cache = hkc_cache_open(cache_dir);
-    if (!pool->cache) hkc_warning((hkc_loc_t){0}, "compile cache unavailable; building without it");
-  }
-  int want = n_threads > 0 ? n_threads : default_jobs();
-  if (want > HKC_MAX_JOBS) want = HKC_MAX_JOBS;
-  if ((size_t)want > n_jobs) want = (int)n_jobs;
-  int started = 0;
-  for (; started < want; started++)
-    if (pthread_create(&threads[started], NULL, worker, pool) != 0) break;
-  return started;
-}
-
-/* Waits for the pool (compiling on this thread when none started) and releases it. */
-static void pool_finish(pool_t *pool, pthread_t *threads, int started) {
-  if (pool->n_jobs && started == 0) worker(pool); /* no threads: compile here */
-  for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
-  if (pool->progress && pool->n_jobs) fprintf(stderr, "\r\033[K");
-  hkc_cache_close(pool->cache);
-  pool->cache = NULL;
-  pthread_mutex_destroy(&pool->print_lock);
-}
-
-size_t hkc_compile_gpu_items(hkc_compile_item_t *items, size_t n, int jobs, int no_cache, const char *cache_dir,
-                             int progress) {
-  pool_t pool = {.progress = progress && isatty(2)};
-  pthread_t threads[HKC_MAX_JOBS];
-  int started = pool_start(&pool, items, n, jobs, no_cache, cache_dir, threads);
-  pool_finish(&pool, threads, started);
-  size_t failed = 0;
-  for (size_t i = 0; i < n; i++) failed += items[i].rc != 0;
-  return failed;
-}
-
 /* Compiles every target's kernels: GPU kernels on the pool (except those the tuner already
  * compiled), the host TU meanwhile. */
 static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_options_t *options, hkc_tuner_t *tuner) {
   size_t n_jobs = 0;
   for (size_t p = 0; p < n_plans; p++)
     if (plans[p].family != FAMILY_HOST) n_jobs += plans[p].out.n_kernels;
-  pool_t pool = {.progress = isatty(2) && !options->quiet};
   compile_job_t *jobs = calloc(n_jobs ? n_jobs : 1, sizeof *jobs);
   target_plan_t **owners = calloc(n_jobs ? n_jobs : 1, sizeof *owners);
   if (!jobs || !owners) {
@@ -401,13 +291,20 @@ static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_opt
   }
   for (size_t i = 0, t = 0; i < n_jobs; i++)
     if (jobs[i].rc == 1) todo[t++] = jobs[i];
-  pthread_t threads[HKC_MAX_JOBS];
-  int started = pool_start(&pool, todo, n_todo, options->jobs, options->no_cache, options->cache_dir, threads);
+  hkc_compile_pool_t *pool =
+      hkc_compile_pool_start(todo, n_todo, options->jobs, options->no_cache, options->cache_dir, !options->quiet);
+  if (!pool) {
+    for (j = 0; j < n_jobs; j++) hkc_rtc_result_free(&jobs[j].result);
+    free(todo);
+    free(jobs);
+    free(owners);
+    return -1;
+  }
 
   int rc = 0;
   for (size_t p = 0; p < n_plans; p++)
     if (plans[p].family == FAMILY_HOST && compile_host(&plans[p]) != 0) rc = -1;
-  pool_finish(&pool, threads, started);
+  const int started = hkc_compile_pool_finish(pool);
   for (size_t i = 0, t = 0; i < n_jobs; i++)
     if (jobs[i].rc == 1) jobs[i] = todo[t++];
   free(todo);

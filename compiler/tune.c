@@ -24,25 +24,6 @@
 #include "gpu_variant.h"
 #include "tune.h"
 
-int hkc_tune_params_parse(const char *params, const char *const *names, int n, int *out_values) {
-  const char *p = params;
-  if (!p) return -1;
-  for (int i = 0; i < n; i++) {
-    size_t len = strlen(names[i]);
-    if (strncmp(p, names[i], len) != 0 || p[len] != '=') return -1;
-    p += len + 1;
-    if (*p < '0' || *p > '9' || (*p == '0' && p[1] >= '0' && p[1] <= '9')) return -1; /* canonical: no sign, no leading 0 */
-    long v = 0;
-    while (*p >= '0' && *p <= '9') {
-      v = v * 10 + (*p++ - '0');
-      if (v > (1 << 20)) return -1;
-    }
-    out_values[i] = (int)v;
-    if (i + 1 < n && *p++ != ',') return -1;
-  }
-  return *p == '\0' ? 0 : -1;
-}
-
 const char *hkc_tune_source_name(hkc_tune_source_t source) {
   return source == HKC_TUNE_SRC_DB ? "db" : source == HKC_TUNE_SRC_MODEL ? "model" : "default";
 }

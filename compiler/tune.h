@@ -215,7 +215,7 @@ int hkc_tune_model_choice(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
  * "unknown" when it cannot be run. Static; thread-safe. */
 const char *hkc_rtc_host_version(void);
 
-/* ---- compiling candidates (build.c's compile pool) -------------------------------------------- */
+/* ---- the GPU compile pool (compile_pool.c; used by the build and the tuner) ------------------- */
 struct hkc_compile_item {
   const char *target;              /* as requested ("gfx90a:xnack-", "sm_90a") */
   const hkc_gpu_arch_t *arch;
@@ -229,6 +229,14 @@ struct hkc_compile_item {
  * "[done/total]" on stderr when it is a terminal. Returns the number of failures. */
 size_t hkc_compile_gpu_items(hkc_compile_item_t *items, size_t n, int jobs, int no_cache, const char *cache_dir,
                              int progress);
+/* The same in two steps, so that the caller can work meanwhile (the build compiles the host
+ * target): start returns at once with the threads compiling (NULL on OOM: nothing started);
+ * finish waits for every item (compiling on the calling thread when no thread started),
+ * frees the pool and returns the number of threads that ran. */
+typedef struct hkc_compile_pool hkc_compile_pool_t;
+hkc_compile_pool_t *hkc_compile_pool_start(hkc_compile_item_t *items, size_t n, int jobs, int no_cache,
+                                           const char *cache_dir, int progress);
+int hkc_compile_pool_finish(hkc_compile_pool_t *pool);
 
 /* ---- `hkc tune` (tune_run.c) ----------------------------------------------------------------- */
 typedef struct hkc_tune_run_options {
