@@ -231,24 +231,26 @@ void hkc_gpu_launch_dims(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
   int64_t blocks = 1;
   switch (key->op) {
   case HK_OP_GEMM:
-    blocks = ceil_div(arg_i64(args, n_args, 5), p->tile_m) * ceil_div(arg_i64(args, n_args, 6), p->tile_n);
+    blocks = ceil_div(arg_i64(args, n_args, HKC_GEMM_ARG_M), p->tile_m) * ceil_div(arg_i64(args, n_args, HKC_GEMM_ARG_N), p->tile_n);
     break;
   case HK_OP_ADD:
-  case HK_OP_MUL: blocks = ceil_div(arg_i64(args, n_args, 3), (int64_t)p->threads * p->ew_items); break;
+  case HK_OP_MUL: blocks = ceil_div(arg_i64(args, n_args, HKC_BINARY_ARG_N), (int64_t)p->threads * p->ew_items); break;
   case HK_OP_RELU:
   case HK_OP_GELU:
-  case HK_OP_SILU: blocks = ceil_div(arg_i64(args, n_args, 2), (int64_t)p->threads * p->ew_items); break;
-  case HK_OP_LAYERNORM: blocks = arg_i64(args, n_args, 4); break;
-  case HK_OP_RMSNORM: blocks = arg_i64(args, n_args, 3); break;
-  case HK_OP_SOFTMAX: blocks = arg_i64(args, n_args, 2); break;
+  case HK_OP_SILU: blocks = ceil_div(arg_i64(args, n_args, HKC_UNARY_ARG_N), (int64_t)p->threads * p->ew_items); break;
+  case HK_OP_LAYERNORM: blocks = arg_i64(args, n_args, HKC_LAYERNORM_ARG_ROWS); break;
+  case HK_OP_RMSNORM: blocks = arg_i64(args, n_args, HKC_RMSNORM_ARG_ROWS); break;
+  case HK_OP_SOFTMAX: blocks = arg_i64(args, n_args, HKC_SOFTMAX_ARG_ROWS); break;
   case HK_OP_ATTENTION:
-    blocks = arg_i64(args, n_args, 4) * arg_i64(args, n_args, 7) * ceil_div(arg_i64(args, n_args, 5), p->attn_bq);
+    blocks = arg_i64(args, n_args, HKC_ATTENTION_ARG_BATCH) * arg_i64(args, n_args, HKC_ATTENTION_ARG_HEADS) *
+             ceil_div(arg_i64(args, n_args, HKC_ATTENTION_ARG_SEQ_Q), p->attn_bq);
     break;
-  case HK_OP_EWCHAIN: blocks = ceil_div(arg_i64(args, n_args, 1), (int64_t)p->threads * p->ew_items); break;
+  case HK_OP_EWCHAIN: blocks = ceil_div(arg_i64(args, n_args, HKC_EWCHAIN_ARG_N), (int64_t)p->threads * p->ew_items); break;
   case HK_OP_ROPE: {
     /* column blocks (a row's pairs over HK_THREADS threads) x row groups, about
      * GPU_ROPE_BLOCKS_PER_CU blocks per CU in all (templates/gpu/rope.hip) */
-    const int64_t rows = arg_i64(args, n_args, 2), heads = arg_i64(args, n_args, 4), dh = arg_i64(args, n_args, 5);
+    const int64_t rows = arg_i64(args, n_args, HKC_ROPE_ARG_ROWS), heads = arg_i64(args, n_args, HKC_ROPE_ARG_HEADS),
+                  dh = arg_i64(args, n_args, HKC_ROPE_ARG_DH);
     const int64_t half = dh / 2, vec = half % GPU_ROPE_VEC == 0 ? GPU_ROPE_VEC : 1;
     const int64_t col_blocks = ceil_div(heads * half / vec, p->threads);
     const int64_t want = (int64_t)(arch->compute_units ? arch->compute_units : 80) * GPU_ROPE_BLOCKS_PER_CU;

@@ -268,22 +268,23 @@ void hkc_host_launch_dims(const hkc_kernel_key_t *key, const hkc_arg_t *args, ui
   case HK_OP_GEMM: {
     int bm, bn, bk;
     host_gemm_block(key, &bm, &bn, &bk);
-    blocks = ceil_div(arg_i64(args, n_args, 5), bm) * ceil_div(arg_i64(args, n_args, 6), bn);
+    blocks = ceil_div(arg_i64(args, n_args, HKC_GEMM_ARG_M), bm) * ceil_div(arg_i64(args, n_args, HKC_GEMM_ARG_N), bn);
     break;
   }
   case HK_OP_ADD:
-  case HK_OP_MUL: blocks = ceil_div(arg_i64(args, n_args, 3), HOST_EW_CHUNK); break;
+  case HK_OP_MUL: blocks = ceil_div(arg_i64(args, n_args, HKC_BINARY_ARG_N), HOST_EW_CHUNK); break;
   case HK_OP_RELU:
   case HK_OP_GELU:
-  case HK_OP_SILU: blocks = ceil_div(arg_i64(args, n_args, 2), HOST_EW_CHUNK); break;
-  case HK_OP_EWCHAIN: blocks = ceil_div(arg_i64(args, n_args, 1), HOST_EW_CHUNK); break;
-  case HK_OP_LAYERNORM: blocks = arg_i64(args, n_args, 4); break;
-  case HK_OP_RMSNORM: blocks = arg_i64(args, n_args, 3); break;
-  case HK_OP_SOFTMAX: blocks = arg_i64(args, n_args, 2); break;
+  case HK_OP_SILU: blocks = ceil_div(arg_i64(args, n_args, HKC_UNARY_ARG_N), HOST_EW_CHUNK); break;
+  case HK_OP_EWCHAIN: blocks = ceil_div(arg_i64(args, n_args, HKC_EWCHAIN_ARG_N), HOST_EW_CHUNK); break;
+  case HK_OP_LAYERNORM: blocks = arg_i64(args, n_args, HKC_LAYERNORM_ARG_ROWS); break;
+  case HK_OP_RMSNORM: blocks = arg_i64(args, n_args, HKC_RMSNORM_ARG_ROWS); break;
+  case HK_OP_SOFTMAX: blocks = arg_i64(args, n_args, HKC_SOFTMAX_ARG_ROWS); break;
   case HK_OP_ATTENTION:
-    blocks = arg_i64(args, n_args, 4) * arg_i64(args, n_args, 7) * arg_i64(args, n_args, 5);
+    blocks = arg_i64(args, n_args, HKC_ATTENTION_ARG_BATCH) * arg_i64(args, n_args, HKC_ATTENTION_ARG_HEADS) *
+             arg_i64(args, n_args, HKC_ATTENTION_ARG_SEQ_Q);
     break;
-  case HK_OP_ROPE: blocks = arg_i64(args, n_args, 2); break;
+  case HK_OP_ROPE: blocks = arg_i64(args, n_args, HKC_ROPE_ARG_ROWS); break;
   default: break;
   }
   if (blocks < 1) blocks = 1;

@@ -1,5 +1,6 @@
 /* Lowering: a spec node at one batch size -> kernel key + argument list (the kernel
  * ABI documented above HKC_MAX_ARGS in lower.h). Target-independent. */
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,12 +29,21 @@ typedef struct arg_list {
   int n;
 } arg_list_t;
 
-static void push_tensor(arg_list_t *l, int tensor) {
+/* push_*: appends the argument that lands at index `at` of the op's layout (lower.h,
+ * HKC_<OP>_ARG_*): the names say which argument each push is, the assert that the order
+ * matches them. */
+static void push_tensor(arg_list_t *l, int at, int tensor) {
+  assert(at == l->n);
+  (void)at;
   hkc_arg_t a = {.kind = tensor == HKC_NONE ? HK_ARG_NULL : HK_ARG_TENSOR, .i = tensor == HKC_NONE ? 0 : tensor};
   l->args[l->n++] = a;
 }
 
-static void push_i64(arg_list_t *l, int64_t v) { l->args[l->n++] = (hkc_arg_t){.kind = HK_ARG_I64, .i = v}; }
+static void push_i64(arg_list_t *l, int at, int64_t v) {
+  assert(at == l->n);
+  (void)at;
+  l->args[l->n++] = (hkc_arg_t){.kind = HK_ARG_I64, .i = v};
+}
 
 /* Largest of 8, 4, 2, 1 dividing every value (see hkc_kernel_key_t.align). */
 static int align_of(const int64_t *values, int n) {
@@ -60,7 +70,11 @@ static int ew_program_operands(const char *p) {
   return nin;
 }
 
-static void push_f32(arg_list_t *l, float v) { l->args[l->n++] = (hkc_arg_t){.kind = HK_ARG_F32, .f = v}; }
+static void push_f32(arg_list_t *l, int at, float v) {
+  assert(at == l->n);
+  (void)at;
+  l->args[l->n++] = (hkc_arg_t){.kind = HK_ARG_F32, .f = v};
+}
 
 /* Returns the number of arguments, or -1 (reported at the node) for a node whose
  * sizes cannot be lowered. The key's flags that an op does not use stay zero, so
@@ -88,35 +102,38 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
     out_key->has_bias = nd->bias != HKC_NONE;
     out_key->has_residual = nd->residual != HKC_NONE;
     out_key->has_mul = nd->mul != HKC_NONE;
-    push_tensor(&l, nd->in[0]);
-    push_tensor(&l, nd->in[1]);
-    push_tensor(&l, nd->bias);
-    push_tensor(&l, nd->residual);
-    push_tensor(&l, nd->out);
-    push_i64(&l, tensor_elems(x, batch) / k);
-    push_i64(&l, n);
-    push_i64(&l, k);
-    push_tensor(&l, nd->mul);
+    push_tensor(&l, HKC_GEMM_ARG_A, nd->in[0]);
+    push_tensor(&l, HKC_GEMM_ARG_B, nd->in[1]);
+    push_tensor(&l, HKC_GEMM_ARG_BIAS, nd->bias);
+    push_tensor(&l, HKC_GEMM_ARG_RESIDUAL, nd->residual);
+    push_tensor(&l, HKC_GEMM_ARG_C, nd->out);
+    push_i64(&l, HKC_GEMM_ARG_M, tensor_elems(x, batch) / k);
+    push_i64(&l, HKC_GEMM_ARG_N, n);
+    push_i64(&l, HKC_GEMM_ARG_K, k);
+    push_tensor(&l, HKC_GEMM_ARG_MUL, nd->mul);
+    assert(l.n == HKC_GEMM_N_ARGS);
     out_key->align = align_of((int64_t[]){k, n}, 2);
     return l.n;
   }
   case HK_OP_ADD:
   case HK_OP_MUL:
-    push_tensor(&l, nd->in[0]);
-    push_tensor(&l, nd->in[1]);
-    push_tensor(&l, nd->out);
-    push_i64(&l, tensor_elems(out, batch));
-    push_i64(&l, tensor_elems(x, batch));
-    push_i64(&l, tensor_elems(&spec->tensors[nd->in[1]], batch));
+    push_tensor(&l, HKC_BINARY_ARG_A, nd->in[0]);
+    push_tensor(&l, HKC_BINARY_ARG_B, nd->in[1]);
+    push_tensor(&l, HKC_BINARY_ARG_OUT, nd->out);
+    push_i64(&l, HKC_BINARY_ARG_N, tensor_elems(out, batch));
+    push_i64(&l, HKC_BINARY_ARG_NA, tensor_elems(x, batch));
+    push_i64(&l, HKC_BINARY_ARG_NB, tensor_elems(&spec->tensors[nd->in[1]], batch));
+    assert(l.n == HKC_BINARY_N_ARGS);
     out_key->align = align_of((int64_t[]){last_dim(out, batch), last_dim(x, batch),
                                           last_dim(&spec->tensors[nd->in[1]], batch)}, 3);
     return l.n;
   case HK_OP_RELU:
   case HK_OP_GELU:
   case HK_OP_SILU:
-    push_tensor(&l, nd->in[0]);
-    push_tensor(&l, nd->out);
-    push_i64(&l, tensor_elems(out, batch));
+    push_tensor(&l, HKC_UNARY_ARG_X, nd->in[0]);
+    push_tensor(&l, HKC_UNARY_ARG_OUT, nd->out);
+    push_i64(&l, HKC_UNARY_ARG_N, tensor_elems(out, batch));
+    assert(l.n == HKC_UNARY_N_ARGS);
     out_key->align = align_of((int64_t[]){last_dim(out, batch)}, 1);
     return l.n;
   case HK_OP_LAYERNORM:
@@ -124,20 +141,28 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
   case HK_OP_SOFTMAX: {
     int64_t cols = last_dim(x, batch);
     if (cols <= 0) break;
-    push_tensor(&l, nd->in[0]);
-    if (nd->op != HK_OP_SOFTMAX) push_tensor(&l, nd->gamma);
-    if (nd->op == HK_OP_LAYERNORM) push_tensor(&l, nd->beta);
-    push_tensor(&l, nd->out);
-    push_i64(&l, tensor_elems(x, batch) / cols);
-    push_i64(&l, cols);
+    /* the three layouts share their order: layernorm's, less beta (rmsnorm), less gamma,
+     * eps, add and sum (softmax) */
+    const int ln = nd->op == HK_OP_LAYERNORM, rms = nd->op == HK_OP_RMSNORM;
+#define ROW_ARG(name) (ln ? HKC_LAYERNORM_ARG_##name : rms ? HKC_RMSNORM_ARG_##name : HKC_SOFTMAX_ARG_##name)
+#define NORM_ARG(name) (ln ? HKC_LAYERNORM_ARG_##name : HKC_RMSNORM_ARG_##name)
+    push_tensor(&l, ROW_ARG(X), nd->in[0]);
+    if (nd->op != HK_OP_SOFTMAX) push_tensor(&l, NORM_ARG(GAMMA), nd->gamma);
+    if (nd->op == HK_OP_LAYERNORM) push_tensor(&l, HKC_LAYERNORM_ARG_BETA, nd->beta);
+    push_tensor(&l, ROW_ARG(OUT), nd->out);
+    push_i64(&l, ROW_ARG(ROWS), tensor_elems(x, batch) / cols);
+    push_i64(&l, ROW_ARG(COLS), cols);
     if (nd->op != HK_OP_SOFTMAX) {
-      push_f32(&l, nd->eps);
+      push_f32(&l, NORM_ARG(EPS), nd->eps);
       /* fused residual add: normalises x + add, optionally storing the sum */
       out_key->has_add = nd->add_in != HKC_NONE;
       out_key->has_sum = nd->add_in != HKC_NONE && nd->sum_out != HKC_NONE;
-      push_tensor(&l, out_key->has_add ? nd->add_in : HKC_NONE);
-      push_tensor(&l, out_key->has_sum ? nd->sum_out : HKC_NONE);
+      push_tensor(&l, NORM_ARG(ADD), out_key->has_add ? nd->add_in : HKC_NONE);
+      push_tensor(&l, NORM_ARG(SUM), out_key->has_sum ? nd->sum_out : HKC_NONE);
     }
+    assert(l.n == (ln ? HKC_LAYERNORM_N_ARGS : rms ? HKC_RMSNORM_N_ARGS : HKC_SOFTMAX_N_ARGS));
+#undef ROW_ARG
+#undef NORM_ARG
     out_key->align = align_of(&cols, 1);
     return l.n;
   }
@@ -145,15 +170,16 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
     /* out[i] = program over in_j[i % n_j]; the program names operands 1..n_in-1. */
     if (nd->n_in < 1 || nd->n_in > HKC_MAX_NODE_IN || ew_program_operands(nd->program) != nd->n_in) break;
     int64_t lasts[HKC_MAX_NODE_IN + 1];
-    push_tensor(&l, nd->out);
-    push_i64(&l, tensor_elems(out, batch));
+    push_tensor(&l, HKC_EWCHAIN_ARG_OUT, nd->out);
+    push_i64(&l, HKC_EWCHAIN_ARG_N, tensor_elems(out, batch));
     lasts[0] = last_dim(out, batch);
     for (int j = 0; j < nd->n_in; j++) {
       const hkc_tensor_t *t = &spec->tensors[nd->in[j]];
-      push_tensor(&l, nd->in[j]);
-      push_i64(&l, tensor_elems(t, batch));
+      push_tensor(&l, HKC_EWCHAIN_ARG_IN(j), nd->in[j]);
+      push_i64(&l, HKC_EWCHAIN_ARG_N_IN(j), tensor_elems(t, batch));
       lasts[j + 1] = last_dim(t, batch);
     }
+    assert(l.n == HKC_EWCHAIN_ARG_IN(nd->n_in));
     memcpy(out_key->program, nd->program, sizeof out_key->program);
     out_key->align = align_of(lasts, nd->n_in + 1);
     return l.n;
@@ -169,23 +195,24 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
     int64_t dh = packed ? ld_q / (heads + 2 * kv_heads) : ld_q / heads;
     int64_t seq_q = tensor_dim(x, x->rank - 2, batch), seq_kv = tensor_dim(k, k->rank - 2, batch);
     if (dh <= 0 || seq_q <= 0) break;
-    push_tensor(&l, nd->in[0]);
-    push_tensor(&l, packed ? nd->in[0] : nd->in[1]);
-    push_tensor(&l, packed ? nd->in[0] : nd->in[2]);
-    push_tensor(&l, nd->out);
-    push_i64(&l, tensor_elems(x, batch) / (seq_q * ld_q));
-    push_i64(&l, seq_q);
-    push_i64(&l, seq_kv);
-    push_i64(&l, heads);
-    push_i64(&l, kv_heads);
-    push_i64(&l, dh);
-    push_i64(&l, ld_q);
-    push_i64(&l, ld_kv);
-    push_i64(&l, 0);
-    push_i64(&l, packed ? heads * dh : 0);
-    push_i64(&l, packed ? (heads + kv_heads) * dh : 0);
-    push_i64(&l, nd->causal ? 1 : 0);
-    push_f32(&l, nd->has_scale ? nd->scale : (float)(1.0 / sqrt((double)dh)));
+    push_tensor(&l, HKC_ATTENTION_ARG_Q, nd->in[0]);
+    push_tensor(&l, HKC_ATTENTION_ARG_K, packed ? nd->in[0] : nd->in[1]);
+    push_tensor(&l, HKC_ATTENTION_ARG_V, packed ? nd->in[0] : nd->in[2]);
+    push_tensor(&l, HKC_ATTENTION_ARG_OUT, nd->out);
+    push_i64(&l, HKC_ATTENTION_ARG_BATCH, tensor_elems(x, batch) / (seq_q * ld_q));
+    push_i64(&l, HKC_ATTENTION_ARG_SEQ_Q, seq_q);
+    push_i64(&l, HKC_ATTENTION_ARG_SEQ_KV, seq_kv);
+    push_i64(&l, HKC_ATTENTION_ARG_HEADS, heads);
+    push_i64(&l, HKC_ATTENTION_ARG_KV_HEADS, kv_heads);
+    push_i64(&l, HKC_ATTENTION_ARG_DH, dh);
+    push_i64(&l, HKC_ATTENTION_ARG_LD_Q, ld_q);
+    push_i64(&l, HKC_ATTENTION_ARG_LD_KV, ld_kv);
+    push_i64(&l, HKC_ATTENTION_ARG_Q_COL, 0);
+    push_i64(&l, HKC_ATTENTION_ARG_K_COL, packed ? heads * dh : 0);
+    push_i64(&l, HKC_ATTENTION_ARG_V_COL, packed ? (heads + kv_heads) * dh : 0);
+    push_i64(&l, HKC_ATTENTION_ARG_CAUSAL, nd->causal ? 1 : 0);
+    push_f32(&l, HKC_ATTENTION_ARG_SCALE, nd->has_scale ? nd->scale : (float)(1.0 / sqrt((double)dh)));
+    assert(l.n == HKC_ATTENTION_N_ARGS);
     out_key->align = align_of((int64_t[]){ld_q, ld_kv, heads * dh, (heads + kv_heads) * dh, dh}, 5);
     out_key->head_dim = dh <= INT32_MAX ? (int)dh : 0;
     return l.n;
@@ -196,14 +223,15 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
     if (heads <= 0 || x->rank < 2 || width % heads != 0 || width / heads % 2 != 0) break;
     int64_t dh = width / heads, seq = tensor_dim(x, x->rank - 2, batch);
     if (seq <= 0) break;
-    push_tensor(&l, nd->in[0]);
-    push_tensor(&l, nd->out);
-    push_i64(&l, tensor_elems(x, batch) / width);
-    push_i64(&l, seq);
-    push_i64(&l, heads);
-    push_i64(&l, dh);
-    push_i64(&l, nd->pos_offset);
-    push_f32(&l, nd->theta);
+    push_tensor(&l, HKC_ROPE_ARG_X, nd->in[0]);
+    push_tensor(&l, HKC_ROPE_ARG_OUT, nd->out);
+    push_i64(&l, HKC_ROPE_ARG_ROWS, tensor_elems(x, batch) / width);
+    push_i64(&l, HKC_ROPE_ARG_SEQ, seq);
+    push_i64(&l, HKC_ROPE_ARG_HEADS, heads);
+    push_i64(&l, HKC_ROPE_ARG_DH, dh);
+    push_i64(&l, HKC_ROPE_ARG_POS_OFFSET, nd->pos_offset);
+    push_f32(&l, HKC_ROPE_ARG_THETA, nd->theta);
+    assert(l.n == HKC_ROPE_N_ARGS);
     out_key->align = align_of((int64_t[]){width, dh, dh / 2}, 3);
     out_key->head_dim = dh <= INT32_MAX ? (int)dh : 0;
     return l.n;

@@ -50,6 +50,51 @@ void hkc_node_cost(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_cost_
  *             (out[i] = program over in_j[i % n_j], i < n)
  */
 #define HKC_MAX_ARGS 24 /* ewchain: 2 + 2*5 */
+
+/* The layouts above as named indices into a launch's arguments (lower.c pushes them in this
+ * order and checks each index; codegen, the variants and tuning read sizes by these names).
+ * HKC_<OP>_N_ARGS: the number of arguments. */
+enum hkc_gemm_arg {
+  HKC_GEMM_ARG_A, HKC_GEMM_ARG_B, HKC_GEMM_ARG_BIAS, HKC_GEMM_ARG_RESIDUAL, HKC_GEMM_ARG_C,
+  HKC_GEMM_ARG_M, HKC_GEMM_ARG_N, HKC_GEMM_ARG_K, HKC_GEMM_ARG_MUL, HKC_GEMM_N_ARGS
+};
+enum hkc_binary_arg { /* add, mul */
+  HKC_BINARY_ARG_A, HKC_BINARY_ARG_B, HKC_BINARY_ARG_OUT, HKC_BINARY_ARG_N, HKC_BINARY_ARG_NA, HKC_BINARY_ARG_NB,
+  HKC_BINARY_N_ARGS
+};
+enum hkc_unary_arg { /* relu, gelu, silu */
+  HKC_UNARY_ARG_X, HKC_UNARY_ARG_OUT, HKC_UNARY_ARG_N, HKC_UNARY_N_ARGS
+};
+enum hkc_layernorm_arg {
+  HKC_LAYERNORM_ARG_X, HKC_LAYERNORM_ARG_GAMMA, HKC_LAYERNORM_ARG_BETA, HKC_LAYERNORM_ARG_OUT,
+  HKC_LAYERNORM_ARG_ROWS, HKC_LAYERNORM_ARG_COLS, HKC_LAYERNORM_ARG_EPS, HKC_LAYERNORM_ARG_ADD,
+  HKC_LAYERNORM_ARG_SUM, HKC_LAYERNORM_N_ARGS
+};
+enum hkc_rmsnorm_arg {
+  HKC_RMSNORM_ARG_X, HKC_RMSNORM_ARG_GAMMA, HKC_RMSNORM_ARG_OUT, HKC_RMSNORM_ARG_ROWS, HKC_RMSNORM_ARG_COLS,
+  HKC_RMSNORM_ARG_EPS, HKC_RMSNORM_ARG_ADD, HKC_RMSNORM_ARG_SUM, HKC_RMSNORM_N_ARGS
+};
+enum hkc_softmax_arg {
+  HKC_SOFTMAX_ARG_X, HKC_SOFTMAX_ARG_OUT, HKC_SOFTMAX_ARG_ROWS, HKC_SOFTMAX_ARG_COLS, HKC_SOFTMAX_N_ARGS
+};
+enum hkc_attention_arg {
+  HKC_ATTENTION_ARG_Q, HKC_ATTENTION_ARG_K, HKC_ATTENTION_ARG_V, HKC_ATTENTION_ARG_OUT,
+  HKC_ATTENTION_ARG_BATCH, HKC_ATTENTION_ARG_SEQ_Q, HKC_ATTENTION_ARG_SEQ_KV, HKC_ATTENTION_ARG_HEADS,
+  HKC_ATTENTION_ARG_KV_HEADS, HKC_ATTENTION_ARG_DH, HKC_ATTENTION_ARG_LD_Q, HKC_ATTENTION_ARG_LD_KV,
+  HKC_ATTENTION_ARG_Q_COL, HKC_ATTENTION_ARG_K_COL, HKC_ATTENTION_ARG_V_COL, HKC_ATTENTION_ARG_CAUSAL,
+  HKC_ATTENTION_ARG_SCALE, HKC_ATTENTION_N_ARGS
+};
+enum hkc_rope_arg {
+  HKC_ROPE_ARG_X, HKC_ROPE_ARG_OUT, HKC_ROPE_ARG_ROWS, HKC_ROPE_ARG_SEQ, HKC_ROPE_ARG_HEADS, HKC_ROPE_ARG_DH,
+  HKC_ROPE_ARG_POS_OFFSET, HKC_ROPE_ARG_THETA, HKC_ROPE_N_ARGS
+};
+enum hkc_ewchain_arg { HKC_EWCHAIN_ARG_OUT, HKC_EWCHAIN_ARG_N, HKC_EWCHAIN_ARG_OPERANDS };
+/* ewchain operand j (0 .. n_in-1): its tensor and its element count */
+#define HKC_EWCHAIN_ARG_IN(j) (HKC_EWCHAIN_ARG_OPERANDS + 2 * (j))
+#define HKC_EWCHAIN_ARG_N_IN(j) (HKC_EWCHAIN_ARG_OPERANDS + 2 * (j) + 1)
+_Static_assert(HKC_ATTENTION_N_ARGS <= HKC_MAX_ARGS && HKC_EWCHAIN_ARG_IN(HKC_MAX_NODE_IN) <= HKC_MAX_ARGS,
+               "HKC_MAX_ARGS holds the longest argument list");
+
 #define HKC_TUNE_VARIANT_MAX 24 /* longest variant name + NUL ("elementwise_vec16") */
 #define HKC_TUNE_MAX 48         /* longest parameter string + NUL ("bm=128,bn=128,wm=2,wn=4,st=4") */
 

@@ -35,10 +35,10 @@ const char *hkc_tune_source_name(hkc_tune_source_t source) {
 
 int hkc_tune_shape_of(const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args, hkc_tune_shape_t *out) {
   memset(out, 0, sizeof *out);
-  if (key->op != HK_OP_GEMM || n_args < 8) return 0;
-  out->m = args[5].kind == HK_ARG_I64 ? args[5].i : 0;
-  out->n = args[6].kind == HK_ARG_I64 ? args[6].i : 0;
-  out->k = args[7].kind == HK_ARG_I64 ? args[7].i : 0;
+  if (key->op != HK_OP_GEMM || n_args <= HKC_GEMM_ARG_K) return 0;
+  out->m = args[HKC_GEMM_ARG_M].kind == HK_ARG_I64 ? args[HKC_GEMM_ARG_M].i : 0;
+  out->n = args[HKC_GEMM_ARG_N].kind == HK_ARG_I64 ? args[HKC_GEMM_ARG_N].i : 0;
+  out->k = args[HKC_GEMM_ARG_K].kind == HK_ARG_I64 ? args[HKC_GEMM_ARG_K].i : 0;
   return out->m > 0 && out->n > 0 && out->k > 0;
 }
 

@@ -147,7 +147,7 @@ static void gemm_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
 static void gemm_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
                         uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
   const mfma_cfg_t c = mfma_cfg(arch, key);
-  const int64_t m = hkc_variant_arg_i64(args, n_args, 5), n = hkc_variant_arg_i64(args, n_args, 6);
+  const int64_t m = hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_M), n = hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_N);
   out_grid[0] = clamp_grid(hkc_variant_ceil_div(m, c.bm) * hkc_variant_ceil_div(n, c.bn));
   out_grid[1] = out_grid[2] = 1;
   out_block[0] = AMD_THREADS;
@@ -181,8 +181,9 @@ static void attention_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t 
                              uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
   (void)arch;
   (void)key;
-  const int64_t batch = hkc_variant_arg_i64(args, n_args, 4), seq_q = hkc_variant_arg_i64(args, n_args, 5),
-                heads = hkc_variant_arg_i64(args, n_args, 7);
+  const int64_t batch = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_BATCH),
+                seq_q = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_SEQ_Q),
+                heads = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_HEADS);
   out_grid[0] = clamp_grid(batch * heads * hkc_variant_ceil_div(seq_q, AMD_ATTN_BQ));
   out_grid[1] = out_grid[2] = 1;
   out_block[0] = AMD_THREADS;

@@ -74,12 +74,12 @@ static void attn_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
 }
 
 /* One block per (batch, head, query tile), 1-D grid clamped to 2^31 - 1 (the kernel
- * strides over the rest). Args: 4 batch, 5 seq_q, 7 heads. */
+ * strides over the rest). */
 static void attn_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
                         uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
   const attn_cfg_t c = attn_cfg(arch, key);
-  int64_t blocks = hkc_variant_arg_i64(args, n_args, 4) * hkc_variant_arg_i64(args, n_args, 7) *
-                   hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, 5), 16 * c.warps);
+  int64_t blocks = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_BATCH) * hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_HEADS) *
+                   hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_SEQ_Q), 16 * c.warps);
   if (blocks < 1) blocks = 1;
   if (blocks > 0x7fffffffLL) blocks = 0x7fffffffLL;
   out_grid[0] = (uint32_t)blocks;
@@ -164,8 +164,8 @@ static void attn_wg_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *
 static void attn_wg_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
                            uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
   const attn_wg_cfg_t c = attn_wg_cfg(arch, key);
-  int64_t blocks = hkc_variant_arg_i64(args, n_args, 4) * hkc_variant_arg_i64(args, n_args, 7) *
-                   hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, 5), 64 * c.wgs);
+  int64_t blocks = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_BATCH) * hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_HEADS) *
+                   hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_SEQ_Q), 64 * c.wgs);
   if (blocks < 1) blocks = 1;
   if (blocks > 0x7fffffffLL) blocks = 0x7fffffffLL;
   out_grid[0] = (uint32_t)blocks;

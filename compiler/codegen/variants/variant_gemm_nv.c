@@ -155,8 +155,8 @@ static void cfg_defines(const hkc_kernel_key_t *key, const gemm_cfg_t *c, char *
 /* One block per C tile (grid-stride beyond 2^31 - 1 blocks), at least one block. */
 static void cfg_launch(const gemm_cfg_t *c, int threads, const hkc_arg_t *args, uint32_t n_args,
                        uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared, uint32_t shared) {
-  int64_t blocks = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, 5), c->bm) *
-                   hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, 6), c->bn);
+  int64_t blocks = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_M), c->bm) *
+                   hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_N), c->bn);
   if (blocks < 1) blocks = 1;
   if (blocks > 0x7fffffffLL) blocks = 0x7fffffffLL;
   out_grid[0] = (uint32_t)blocks;
@@ -444,8 +444,8 @@ static void ws_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, 
 static void ws_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
                       uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
   const ws_cfg_t c = ws_cfg(arch, key);
-  int64_t blocks = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, 5), 128) *
-                   hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, 6), c.bn);
+  int64_t blocks = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_M), 128) *
+                   hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_N), c.bn);
   if (c.persistent && arch->compute_units > 0 && blocks > (int64_t)arch->compute_units) blocks = arch->compute_units;
   if (blocks < 1) blocks = 1;
   if (blocks > 0x7fffffffLL) blocks = 0x7fffffffLL;

@@ -151,9 +151,9 @@ static int64_t rows_group(int64_t nvec, const rows_cfg_t *c) {
 static void rows_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
                         uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
   const rows_cfg_t c = rows_cfg(arch, key);
-  const uint32_t first_i64 = key->op == HK_OP_LAYERNORM ? 4 : key->op == HK_OP_RMSNORM ? 3 : 2;
-  const int64_t rows = hkc_variant_arg_i64(args, n_args, first_i64);
-  const int64_t cols = hkc_variant_arg_i64(args, n_args, first_i64 + 1);
+  const int ln = key->op == HK_OP_LAYERNORM, rms = key->op == HK_OP_RMSNORM;
+  const int64_t rows = hkc_variant_arg_i64(args, n_args, ln ? HKC_LAYERNORM_ARG_ROWS : rms ? HKC_RMSNORM_ARG_ROWS : HKC_SOFTMAX_ARG_ROWS);
+  const int64_t cols = hkc_variant_arg_i64(args, n_args, ln ? HKC_LAYERNORM_ARG_COLS : rms ? HKC_RMSNORM_ARG_COLS : HKC_SOFTMAX_ARG_COLS);
   const int64_t rpb = c.threads / rows_group(cols / vec_elems(key->dtype), &c);
   int64_t blocks = hkc_variant_ceil_div(rows, rpb);
   const int64_t cap = cus(arch) * c.grid_per_cu;
@@ -213,7 +213,8 @@ static void ew_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, 
 static void ew_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
                       uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
   const ew_cfg_t c = ew_cfg();
-  const int64_t n = hkc_variant_arg_i64(args, n_args, key->op == HK_OP_EWCHAIN ? 1 : ew_binary(key->op) ? 3 : 2);
+  const int64_t n = hkc_variant_arg_i64(args, n_args, key->op == HK_OP_EWCHAIN ? HKC_EWCHAIN_ARG_N
+                                             : ew_binary(key->op) ? HKC_BINARY_ARG_N : HKC_UNARY_ARG_N);
   int64_t blocks = hkc_variant_ceil_div(n / vec_elems(key->dtype), (int64_t)c.threads * ew_unroll(key, &c));
   int64_t per_cu = threads_per_cu(arch) / c.threads;
   if (per_cu < 1) per_cu = 1;
