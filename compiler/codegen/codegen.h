@@ -93,10 +93,9 @@ void hkc_gpu_launch_dims(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
                          uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared);
 
 /* ---- kernel configurations (tile_cfg.c; the host GEMM's in codegen_host.c) ---------------------
- * A tunable kernel's configurations: the GPU variants (variants/gpu_variant.h tune_space /
- * tune_parse) and the host GEMM enumerate and parse them; tune/ ranks and chooses. */
-/* One configuration of a tunable kernel and the figures the static pruning and the model
- * need. GPU variants fill it (gpu_variant.h tune_space / tune_parse), the host GEMM too. */
+ * One configuration of a tunable kernel and the figures the static pruning and the model
+ * need. The GPU variants (variants/gpu_variant.h tune_space / tune_parse) and the host GEMM
+ * enumerate and parse them; tune/ ranks and chooses. */
 typedef struct hkc_tile_cfg {
   char variant[HKC_TUNE_VARIANT_MAX]; /* "gemm_wgmma_ws", "host_gemm" */
   char tune[HKC_TUNE_MAX];            /* canonical parameters ("bn=256,st=3,p=1") */
