@@ -1,0 +1,125 @@
+/*
+ * compiler/codegen/codegen.h -- kernel source for each target, and what a target is.
+ *
+ *   targets.c        the GPU target table (figures per architecture) and occupancy
+ *   codegen_host.c   host kernels: one C translation unit from templates/host
+ *   codegen_gpu.c    one GPU kernel's source from templates/gpu (HIP dialect for both vendors)
+ *   tile_cfg.c       kernel configurations' parameter strings
+ *   variants/        specialised GPU kernels (variants/gpu_variant.h)
+ *
+ * Uses lower/, frontend/ and util/. Tuning (tune/) chooses among the configurations that
+ * codegen and its variants enumerate; codegen never calls tuning.
+ */
+#ifndef HKC_CODEGEN_H
+#define HKC_CODEGEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lower/lower.h"
+
+/* ---- compiled kernels ------------------------------------------------------------------------ */
+typedef struct hkc_kernel_out {
+  char name[96];           /* symbol */
+  hkc_kernel_key_t key;
+  char params[160];        /* human-readable parameters, stored in the pack */
+  uint32_t vgprs, agprs, sgprs, shared_bytes, scratch_bytes, wave_size, max_block, occupancy;
+  uint64_t source_hash;
+  uint64_t code_offset;    /* range of this kernel's code object in hkc_target_out_t.code */
+  uint64_t code_size;
+} hkc_kernel_out_t;
+
+/* Host code generation: the full C translation unit for the given kernels (prelude
+ * + one function per kernel, named kernels[i].name). Caller frees. NULL on OOM. */
+char *hkc_codegen_host(const hkc_kernel_out_t *kernels, size_t n_kernels);
+/* Launch dimensions of a host kernel for the given args (grid.x = independent blocks). */
+void hkc_host_launch_dims(const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
+                          uint32_t out_grid[3], uint32_t out_block[3]);
+/* The host target's name for this machine: "host-<arch>" (e.g. host-x86_64). */
+const char *hkc_host_target_name(void);
+
+/* ---- GPU targets: the target table ------------------------------------------------------
+ * Figures per architecture for occupancy, legality (LDS / shared memory, registers) and
+ * rooflines. Each entry cites its source. AMD: per SIMD / CU; NVIDIA: per SM. */
+typedef enum hkc_matrix_path {
+  HKC_MATRIX_FMA = 0,      /* no matrix cores (gfx1030, anything unknown) */
+  HKC_MATRIX_MFMA = 1,     /* CDNA: gfx908, gfx90a, gfx942, gfx950 */
+  HKC_MATRIX_MMA_SYNC = 2, /* NVIDIA sm_80+ warp-level mma.sync */
+  HKC_MATRIX_WGMMA = 3,    /* NVIDIA sm_90a warpgroup wgmma */
+} hkc_matrix_path_t;
+
+typedef struct hkc_gpu_arch {
+  const char *name;              /* "gfx90a", "sm_90", "sm_90a" */
+  hk_target_kind_t kind;         /* HK_TARGET_HIP or HK_TARGET_CUDA */
+  const char *product;           /* the part the figures describe: "MI250X (one GCD)", "H200 SXM" */
+  uint32_t wave_size;            /* 64 (CDNA), 32 (RDNA wave32, NVIDIA warps) */
+  uint32_t compute_units;        /* CUs / SMs of that product */
+  uint32_t simds_per_cu;         /* AMD SIMDs per CU; NVIDIA SM sub-partitions (4) */
+  uint32_t max_waves_per_simd;   /* AMD waves per SIMD; NVIDIA warps per SM / simds_per_cu */
+  uint32_t vgprs_per_lane;       /* AMD: VGPR file per lane per SIMD (incl. AGPRs where unified);
+                                    NVIDIA: 32-bit registers per SM */
+  uint32_t vgpr_granule;         /* allocation granule (AMD per lane; NVIDIA per warp) */
+  uint32_t max_vgprs_per_thread; /* 512 gfx90a (VGPR+AGPR), 255 NVIDIA */
+  uint32_t sgprs_per_simd;       /* AMD; 0 on NVIDIA */
+  uint32_t max_sgprs_per_wave;
+  uint32_t lds_per_cu;           /* bytes of LDS per CU / shared memory per SM */
+  uint32_t max_lds_per_block;    /* bytes a single block may use */
+  uint32_t max_threads_per_block;
+  uint32_t max_blocks_per_cu;    /* NVIDIA 32 (sm_90); AMD: 0 = limited by waves only */
+  hkc_matrix_path_t matrix;
+  double hbm_gbps;               /* datasheet peak memory bandwidth, GB/s */
+  double matrix_tflops_f16;      /* datasheet dense f16/bf16 matrix rate, TFLOP/s */
+  const char *source;            /* where the figures come from */
+} hkc_gpu_arch_t;
+
+/* The entry for a target name; "gfx90a:xnack-" finds "gfx90a". NULL when unknown. */
+const hkc_gpu_arch_t *hkc_gpu_arch_find(const char *name);
+const hkc_gpu_arch_t *hkc_gpu_arch_list(size_t *out_count);
+/* Occupancy of a kernel launched with block_threads threads per block: AMD waves per
+ * SIMD, NVIDIA blocks per SM (limited by registers, SGPRs, LDS/shared memory, block
+ * size and the wave/block caps). out_percent: resident waves/warps over the maximum.
+ * out_limiter (may be NULL): "vgprs", "sgprs", "lds", "waves", "blocks". */
+uint32_t hkc_occupancy(const hkc_gpu_arch_t *arch, const hkc_kernel_out_t *kernel, uint32_t block_threads,
+                       double *out_percent, const char **out_limiter);
+
+/* ---- GPU code generation (templates/gpu/, HIP dialect for both vendors) -------------------
+ * One kernel's complete source for a GPU target: the vendor prelude, then the op template
+ * specialised by the key, defining `extern "C" __global__ void <kernel->name>(...)` with
+ * the parameters of the kernel ABI above (tensor -> pointer, I64 -> long long,
+ * F32 -> float). No standard or vendor headers. Caller frees. NULL on OOM. */
+char *hkc_codegen_gpu(const hkc_gpu_arch_t *arch, const hkc_kernel_out_t *kernel);
+/* Grid, block and dynamic shared memory of a GPU launch for these args. */
+void hkc_gpu_launch_dims(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
+                         uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared);
+
+/* ---- kernel configurations (tile_cfg.c; the host GEMM's in codegen_host.c) ---------------------
+ * One configuration of a tunable kernel and the figures the static pruning and the model
+ * need. The GPU variants (variants/gpu_variant.h tune_space / tune_parse) and the host GEMM
+ * enumerate and parse them; tune/ ranks and chooses. */
+typedef struct hkc_tile_cfg {
+  char variant[HKC_TUNE_VARIANT_MAX]; /* "gemm_wgmma_ws", "host_gemm" */
+  char tune[HKC_TUNE_MAX];            /* canonical parameters ("bn=256,st=3,p=1") */
+  int bm, bn, bk;          /* C tile of a block and its K step */
+  int threads;             /* per block */
+  int inflight;            /* k tiles a block has in flight ahead of the one it multiplies (>= 1) */
+  int persistent;          /* grid = min(tiles, compute units); a block's next tile loads while it
+                              finishes the current one */
+  uint32_t shared_bytes;   /* static + dynamic shared memory / LDS per block */
+  uint32_t regs;           /* registers per thread, estimated before compiling (accumulators,
+                              fragments, addressing); the compiled count replaces it */
+  double efficiency;       /* fraction of the per-SM/CU matrix peak the kernel reaches on full,
+                              compute-bound tiles (each variant cites where its number is from) */
+  int is_default;          /* the configuration `--tune default` uses */
+} hkc_tile_cfg_t;
+
+/* Parses a parameter string "a=1,b=2" whose names are exactly names[0..n) in this order,
+ * each value a decimal integer in [0, 1 << 20]. 0 / -1. */
+int hkc_tune_params_parse(const char *params, const char *const *names, int n, int *out_values);
+
+/* Host GEMM (templates/host/gemm.c, variant name "host_gemm", params "bm=16,bn=256,bk=32"):
+ * the space (default first) and one configuration; codegen_host.c. Same contracts as the
+ * GPU variants' hooks. */
+int hkc_host_tune_space(const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max);
+int hkc_host_tune_parse(const hkc_kernel_key_t *key, const char *params, hkc_tile_cfg_t *out);
+
+#endif /* HKC_CODEGEN_H */

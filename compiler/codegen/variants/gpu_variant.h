@@ -1,0 +1,74 @@
+/*
+ * compiler/codegen/variants/gpu_variant.h -- specialised GPU kernels ("variants") next to the simple,
+ * portable ones of templates/gpu/<op>.hip.
+ *
+ * A variant serves some kernel keys on some architectures (e.g. a wgmma GEMM for f16/bf16
+ * with align 8 on sm_90a). It names its template and the tile-library headers that go
+ * before it, writes its own macros (tile sizes, threads: what the tuner will choose), and
+ * computes its launch. hkc_gpu_variant_for() returns the first variant in the registry
+ * (gpu_variants.c) that accepts the key; keys no variant accepts use the simple kernels.
+ * A variant must be correct for every shape its applies() accepts (tails masked).
+ */
+#ifndef HKC_GPU_VARIANT_H
+#define HKC_GPU_VARIANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codegen/codegen.h"
+
+typedef struct hkc_gpu_variant {
+  const char *name;                 /* shown in the kernel's params: "gemm_wgmma" */
+  const char *template_path;        /* "gpu/gemm_wgmma.hip" */
+  const char *const *includes;      /* templates emitted before it (tile library), NULL-terminated; may be NULL */
+  /* Whether this variant computes `key` on `arch` (all shapes the key allows). */
+  int (*applies)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key);
+  /* Appends the variant's "#define ...\n" lines (must include HK_THREADS) to out. */
+  void (*defines)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size);
+  /* Grid, block and dynamic shared memory bytes for these args (the kernel ABI's). */
+  void (*launch)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
+                 uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared);
+  /* Tuning (codegen.h's hkc_tile_cfg_t; tune/ chooses; both NULL for a variant without
+   * parameters). tune_space writes the legal configurations for key on arch (shared memory /
+   * LDS, threads, registers within the arch's limits; this variant's default first) and
+   * returns how many (<= max).
+   * tune_parse fills the configuration that params names ("" = the default); 0, or -1 when
+   * params is not a canonical, legal configuration here. defines() and launch() use
+   * key->tune when key->variant names the variant (the tuner's choice wins over any
+   * HKC_*_CFG environment override, which applies to untuned keys only). */
+  int (*tune_space)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max);
+  int (*tune_parse)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params, hkc_tile_cfg_t *out);
+} hkc_gpu_variant_t;
+
+/* The variant serving key on arch, or NULL for the simple kernel: the one key->variant
+ * names when it applies, else the registry's first that applies. */
+const hkc_gpu_variant_t *hkc_gpu_variant_for(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key);
+/* The registry, NULL-terminated, in order of preference (tune.c enumerates it). */
+const hkc_gpu_variant_t *const *hkc_gpu_variant_list(void);
+
+/* Helpers for variants. */
+static inline int64_t hkc_variant_arg_i64(const hkc_arg_t *args, uint32_t n_args, uint32_t i) {
+  return i < n_args && args[i].kind == HK_ARG_I64 ? args[i].i : 0;
+}
+static inline int64_t hkc_variant_ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) / b; }
+
+/* ewchain (hkc_kernel_key_t.program): the number of operands the kernel takes, 1 + the
+ * largest operand number the program names (operand 0 is always read), or -1 when the
+ * program is not a sequence of a<1-4>, m<1-4>, r, g, s, t. */
+static inline int hkc_variant_ew_operands(const char *program) {
+  int ops = 1;
+  for (size_t i = 0; i < HKC_EW_PROGRAM_MAX && program[i]; i++) {
+    const char c = program[i];
+    if (c == 'a' || c == 'm') {
+      if (i + 1 >= HKC_EW_PROGRAM_MAX) return -1;
+      const char d = program[++i];
+      if (d < '1' || d > '4') return -1;
+      if (d - '0' + 1 > ops) ops = d - '0' + 1;
+    } else if (c != 'r' && c != 'g' && c != 's' && c != 't') {
+      return -1;
+    }
+  }
+  return ops;
+}
+
+#endif /* HKC_GPU_VARIANT_H */

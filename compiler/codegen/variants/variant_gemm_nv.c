@@ -1,0 +1,468 @@
+/* NVIDIA tensor-core GEMM variants (see gpu_variant.h):
+ *   gemm_wgmma  sm_90a (HKC_MATRIX_WGMMA): warpgroup MMA from swizzled shared memory
+ *   gemm_mma    sm_80+ (HKC_MATRIX_MMA_SYNC or WGMMA): mma.sync m16n8k16
+ * Both: f16/bf16, align 8 (K % 8 == 0, N % 8 == 0, 16-byte-aligned tensors), every M, N,
+ * K >= 1 (tails masked / zero-filled), every epilogue. Everything else keeps gemm.hip.
+ *
+ * The tile configuration comes from the kernel key (key->tune, chosen by compiler/tune/tune.c:
+ * a tuning database, the analytical model or the defaults below); defines() and launch()
+ * read the same configuration, so kernel and launch cannot disagree. Each variant's
+ * tune_space() lists its legal configurations, default first. For experiments on untuned
+ * keys (`hkc build --tune default`), HKC_GEMM_MMA_CFG="BM,BN,WARPS_M,WARPS_N,STAGES"
+ * overrides gemm_mma's defaults (and HKC_GEMM_WGMMA_CFG / HKC_GEMM_WS_CFG below). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
+#include "codegen/variants/gpu_variant.h"
+#include "lower/lower.h"
+
+typedef struct gemm_cfg {
+  int bm, bn, bk, warps_m, warps_n, stages, group_m;
+} gemm_cfg_t;
+
+/* The variant's own configuration of a key: key->tune when key->variant names it. */
+static const char *tuned_params(const char *variant, const hkc_kernel_key_t *key) {
+  return key->variant[0] && strncmp(key->variant, variant, HKC_TUNE_VARIANT_MAX) == 0 ? key->tune : NULL;
+}
+
+/* Registers per thread a configuration needs beyond its accumulators and fragments:
+ * addressing, loop state and epilogue temporaries, read off ptxas reports of the default
+ * configurations (gemm_mma 160-236 with 64 + 24 operand registers, gemm_wgmma 200-220
+ * with 128 accumulators). An estimate for ranking before compiling only. */
+#define NV_GEMM_REGS_OVERHEAD 72
+
+static int cfg_ok(const gemm_cfg_t *c) {
+  const int threads = 32 * c->warps_m * c->warps_n;
+  return c->bm > 0 && c->bn > 0 && c->warps_m > 0 && c->warps_n > 0 && c->stages >= 2 && threads <= 1024 &&
+         c->bm % (16 * c->warps_m) == 0 && c->bn % (16 * c->warps_n) == 0 && c->bn % 64 == 0 &&
+         (c->bm * 8) % threads == 0 && (c->bn * 8) % threads == 0;
+}
+
+static uint32_t cfg_shared(const gemm_cfg_t *c) { return (uint32_t)(c->stages * (c->bm + c->bn) * c->bk * 2); }
+
+/* ---- gemm_mma configurations --------------------------------------------------------------
+ * params "bm=B,bn=B,wm=W,wn=W,st=S": C tile bm x bn, warps_m x warps_n warps, S-stage cp.async
+ * pipeline (prefetch distance S - 1). */
+static const char *const k_mma_names[] = {"bm", "bn", "wm", "wn", "st"};
+
+static gemm_cfg_t mma_default(const hkc_gpu_arch_t *arch) {
+  /* 128x128x64, 8 warps of 64x32, 4 stages: 128 KiB of shared memory (3 stages, 96 KiB, where
+   * a block may not have 128 KiB) */
+  gemm_cfg_t c = {.bm = 128, .bn = 128, .bk = 64, .warps_m = 2, .warps_n = 4, .stages = 4, .group_m = 8};
+  if (arch->max_lds_per_block < 4u * (128 + 128) * 64 * 2) c.stages = 3;
+  return c;
+}
+
+static int mma_legal(const hkc_gpu_arch_t *arch, const gemm_cfg_t *c) {
+  const int threads = 32 * c->warps_m * c->warps_n;
+  const int acc = (c->bm / c->warps_m) * (c->bn / c->warps_n) / 32;
+  return cfg_ok(c) && c->bk == 64 && threads >= 64 && threads <= 256 && (c->bn / c->warps_n) % 16 == 0 &&
+         cfg_shared(c) <= arch->max_lds_per_block && acc + NV_GEMM_REGS_OVERHEAD <= (int)arch->max_vgprs_per_thread;
+}
+
+/* The configuration of a key (tuned, else the default with HKC_GEMM_MMA_CFG applied). */
+static gemm_cfg_t mma_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  gemm_cfg_t c = mma_default(arch), e = c;
+  const char *params = tuned_params("gemm_mma", key);
+  int v[5];
+  if (params) {
+    if (params[0] && hkc_tune_params_parse(params, k_mma_names, 5, v) == 0) {
+      e = (gemm_cfg_t){.bm = v[0], .bn = v[1], .bk = 64, .warps_m = v[2], .warps_n = v[3], .stages = v[4], .group_m = 8};
+      if (mma_legal(arch, &e)) c = e;
+    }
+    return c;
+  }
+  const char *env = getenv("HKC_GEMM_MMA_CFG");
+  if (env && sscanf(env, "%d,%d,%d,%d,%d", &e.bm, &e.bn, &e.warps_m, &e.warps_n, &e.stages) == 5 && cfg_ok(&e) &&
+      (uint64_t)e.stages * (uint64_t)(e.bm + e.bn) * 128u <= arch->max_lds_per_block)
+    c = e;
+  return c;
+}
+
+/* Model figures of a gemm_mma configuration. Efficiency 0.30: an estimate, not measured on
+ * the H200 (mma.sync kernels reach about 2/3 of the wgmma rate on Hopper; ours reaches
+ * 0.42 with wgmma, see wgmma_tile); it only ranks gemm_mma against the wgmma variants. */
+static void mma_tile(const hkc_gpu_arch_t *arch, const gemm_cfg_t *c, hkc_tile_cfg_t *t) {
+  memset(t, 0, sizeof *t);
+  snprintf(t->variant, sizeof t->variant, "gemm_mma");
+  snprintf(t->tune, sizeof t->tune, "bm=%d,bn=%d,wm=%d,wn=%d,st=%d", c->bm, c->bn, c->warps_m, c->warps_n, c->stages);
+  const int wtm = c->bm / c->warps_m, wtn = c->bn / c->warps_n;
+  t->bm = c->bm;
+  t->bn = c->bn;
+  t->bk = c->bk;
+  t->threads = 32 * c->warps_m * c->warps_n;
+  t->inflight = c->stages - 1;
+  t->shared_bytes = cfg_shared(c);
+  t->regs = (uint32_t)(wtm * wtn / 32 + (wtm / 16) * 4 + (wtn / 8) * 2 + NV_GEMM_REGS_OVERHEAD);
+  t->efficiency = 0.30;
+  const gemm_cfg_t d = mma_default(arch);
+  t->is_default = memcmp(&d, c, sizeof d) == 0;
+}
+
+static int mma_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params,
+                          hkc_tile_cfg_t *out) {
+  (void)key;
+  gemm_cfg_t c = mma_default(arch);
+  int v[5];
+  if (params && params[0]) {
+    if (hkc_tune_params_parse(params, k_mma_names, 5, v) != 0) return -1;
+    c = (gemm_cfg_t){.bm = v[0], .bn = v[1], .bk = 64, .warps_m = v[2], .warps_n = v[3], .stages = v[4], .group_m = 8};
+    if (!mma_legal(arch, &c)) return -1;
+  }
+  mma_tile(arch, &c, out);
+  return 0;
+}
+
+/* Tiles 64..256 on each side, warp tiles 32x32 .. 64x64 (4 or 8 warps), 3 or 4 stages. */
+static int mma_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max) {
+  static const int sides[] = {64, 128, 256}, warp_tiles[][2] = {{64, 32}, {32, 64}, {64, 64}, {32, 32}};
+  int n = 0;
+  if (max > 0 && mma_tune_parse(arch, key, "", &out[0]) == 0) n = 1;
+  for (int st = 4; st >= 3; st--)
+    for (size_t i = 0; i < 3; i++)
+      for (size_t j = 0; j < 3; j++)
+        for (size_t w = 0; w < 4; w++) {
+          const int bm = sides[i], bn = sides[j];
+          if (bm % warp_tiles[w][0] || bn % warp_tiles[w][1]) continue;
+          gemm_cfg_t c = {.bm = bm, .bn = bn, .bk = 64, .warps_m = bm / warp_tiles[w][0],
+                          .warps_n = bn / warp_tiles[w][1], .stages = st, .group_m = 8};
+          const int warps = c.warps_m * c.warps_n;
+          if ((warps != 4 && warps != 8) || !mma_legal(arch, &c) || n >= max) continue;
+          mma_tile(arch, &c, &out[n]);
+          if (!out[n].is_default) n++;
+        }
+  return n;
+}
+
+static int gemm_nv_key_ok(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  return arch->kind == HK_TARGET_CUDA && key->op == HK_OP_GEMM &&
+         (key->dtype == HK_DTYPE_F16 || key->dtype == HK_DTYPE_BF16) && key->align >= 8 && key->align % 8 == 0;
+}
+
+static void cfg_defines(const hkc_kernel_key_t *key, const gemm_cfg_t *c, char *out, size_t size) {
+  const int bf16 = key->dtype == HK_DTYPE_BF16;
+  size_t len = strlen(out);
+  snprintf(out + len, size > len ? size - len : 0,
+           "#define HK_THREADS %d\n#define HK_TILE_M %d\n#define HK_TILE_N %d\n#define HK_TILE_K %d\n"
+           "#define HK_WARPS_M %d\n#define HK_WARPS_N %d\n#define HK_STAGES %d\n#define HK_GROUP_M %d\n"
+           "#define HK_MMA(c, a, b) %s(c, a, b)\n#define HK_PACK(lo, hi) %s(lo, hi)\n",
+           32 * c->warps_m * c->warps_n, c->bm, c->bn, c->bk, c->warps_m, c->warps_n, c->stages, c->group_m,
+           bf16 ? "hk_mma_16816_bf16" : "hk_mma_16816_f16", bf16 ? "hk_pack_bf16x2" : "hk_pack_f16x2");
+}
+
+/* One block per C tile (grid-stride beyond 2^31 - 1 blocks), at least one block. */
+static void cfg_launch(const gemm_cfg_t *c, int threads, const hkc_arg_t *args, uint32_t n_args,
+                       uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared, uint32_t shared) {
+  int64_t blocks = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_M), c->bm) *
+                   hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_N), c->bn);
+  if (blocks < 1) blocks = 1;
+  if (blocks > 0x7fffffffLL) blocks = 0x7fffffffLL;
+  out_grid[0] = (uint32_t)blocks;
+  out_grid[1] = out_grid[2] = 1;
+  out_block[0] = (uint32_t)threads;
+  out_block[1] = out_block[2] = 1;
+  *out_shared = shared;
+}
+
+/* ---- gemm_mma ---------------------------------------------------------------------------- */
+static int mma_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  return gemm_nv_key_ok(arch, key) && (arch->matrix == HKC_MATRIX_MMA_SYNC || arch->matrix == HKC_MATRIX_WGMMA);
+}
+
+static void mma_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
+  const gemm_cfg_t c = mma_cfg(arch, key);
+  cfg_defines(key, &c, out, size);
+}
+
+static void mma_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
+                       uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
+  const gemm_cfg_t c = mma_cfg(arch, key);
+  cfg_launch(&c, 32 * c.warps_m * c.warps_n, args, n_args, out_grid, out_block, out_shared, cfg_shared(&c));
+}
+
+static const char *const k_nv_includes[] = {"gpu/tile_nv.h", NULL};
+
+const hkc_gpu_variant_t hkc_variant_gemm_mma = {
+    .name = "gemm_mma",
+    .template_path = "gpu/gemm_mma.hip",
+    .includes = k_nv_includes,
+    .applies = mma_applies,
+    .defines = mma_defines,
+    .launch = mma_launch,
+    .tune_space = mma_tune_space,
+    .tune_parse = mma_tune_parse,
+};
+
+/* ---- gemm_wgmma -----------------------------------------------------------------------------
+ * Default 128 x 256 x 64 tiles, 2 warpgroups of 64 x 256 (m64n256k16, 128 f32 accumulators
+ * per thread), 4 stages of 48 KiB (+1 KiB for aligning the dynamic base to 1024 bytes).
+ * params "bm=B,bn=B,st=S": bm 64 or 128 (one warpgroup per 64 rows), bn 64 / 128 / 256
+ * (the wgmma N), S >= 3 stages (prefetch distance S - 2).
+ * HKC_GEMM_WGMMA_CFG="BN,STAGES" (BN 128 or 256) overrides untuned keys, for experiments. */
+static const char *const k_wgmma_names[] = {"bm", "bn", "st"};
+
+static int wgmma_legal(const hkc_gpu_arch_t *arch, const gemm_cfg_t *c) {
+  return (c->bm == 64 || c->bm == 128) && (c->bn == 64 || c->bn == 128 || c->bn == 256) && c->stages >= 3 &&
+         c->stages <= 8 && cfg_shared(c) + 1024u <= arch->max_lds_per_block;
+}
+
+static gemm_cfg_t wgmma_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  gemm_cfg_t c = {.bm = 128, .bn = 256, .bk = 64, .warps_m = 8, .warps_n = 1, .stages = 4, .group_m = 8};
+  const char *params = tuned_params("gemm_wgmma", key);
+  int v[3];
+  if (params) {
+    gemm_cfg_t e = c;
+    if (params[0] && hkc_tune_params_parse(params, k_wgmma_names, 3, v) == 0) {
+      e.bm = v[0];
+      e.bn = v[1];
+      e.stages = v[2];
+      e.warps_m = e.bm / 16;
+      if (wgmma_legal(arch, &e)) c = e;
+    }
+    return c;
+  }
+  const char *env = getenv("HKC_GEMM_WGMMA_CFG");
+  int bn = 0, st = 0;
+  if (env && sscanf(env, "%d,%d", &bn, &st) == 2 && (bn == 128 || bn == 256) && st >= 3 &&
+      (uint64_t)st * (uint64_t)(c.bm + bn) * 128u + 1024u <= arch->max_lds_per_block) {
+    c.bn = bn;
+    c.stages = st;
+  }
+  return c;
+}
+
+/* Model figures. Efficiency by the wgmma N (the A operand is read from shared memory once
+ * per N columns, so narrower instructions reach less of the peak): 256: 0.42 -- gemm_wgmma
+ * 128x256, 4 stages reached 400.2 TFLOP/s at 4096^3 bf16 on the H200
+ * (docs/device-runs/2026-11-30-tune-round1.log, t_gemm_256_4) = 0.405 of the 989 TFLOP/s
+ * peak with 512 tiles on 132 SMs (3.88 of 4 rounds used: 0.97); 128: 0.40 -- 128x128
+ * reached 381.0 (t_gemm_128_4, 1024 tiles, again 0.97); 64: 0.30, an estimate (not
+ * measured). */
+static void wgmma_tile(const gemm_cfg_t *c, hkc_tile_cfg_t *t) {
+  memset(t, 0, sizeof *t);
+  snprintf(t->variant, sizeof t->variant, "gemm_wgmma");
+  snprintf(t->tune, sizeof t->tune, "bm=%d,bn=%d,st=%d", c->bm, c->bn, c->stages);
+  t->bm = c->bm;
+  t->bn = c->bn;
+  t->bk = 64;
+  t->threads = 2 * c->bm;
+  t->inflight = c->stages - 2;
+  t->shared_bytes = cfg_shared(c) + 1024u;
+  t->regs = (uint32_t)(c->bn / 2 + NV_GEMM_REGS_OVERHEAD);
+  t->efficiency = c->bn == 256 ? 0.42 : c->bn == 128 ? 0.40 : 0.30;
+  t->is_default = c->bm == 128 && c->bn == 256 && c->stages == 4;
+}
+
+static int wgmma_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params,
+                            hkc_tile_cfg_t *out) {
+  (void)key;
+  gemm_cfg_t c = {.bm = 128, .bn = 256, .bk = 64, .warps_m = 8, .warps_n = 1, .stages = 4, .group_m = 8};
+  int v[3];
+  if (params && params[0]) {
+    if (hkc_tune_params_parse(params, k_wgmma_names, 3, v) != 0) return -1;
+    c.bm = v[0];
+    c.bn = v[1];
+    c.stages = v[2];
+    if (!wgmma_legal(arch, &c)) return -1;
+  }
+  wgmma_tile(&c, out);
+  return 0;
+}
+
+static int wgmma_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max) {
+  static const int bms[] = {128, 64}, bns[] = {256, 128, 64};
+  int n = 0;
+  if (max > 0 && wgmma_tune_parse(arch, key, "", &out[0]) == 0) n = 1;
+  for (size_t i = 0; i < 2; i++)
+    for (size_t j = 0; j < 3; j++)
+      for (int st = 3; st <= 6; st++) {
+        gemm_cfg_t c = {.bm = bms[i], .bn = bns[j], .bk = 64, .warps_m = bms[i] / 16, .warps_n = 1, .stages = st, .group_m = 8};
+        if (!wgmma_legal(arch, &c) || n >= max) continue;
+        wgmma_tile(&c, &out[n]);
+        if (!out[n].is_default) n++;
+      }
+  return n;
+}
+
+static int wgmma_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  return gemm_nv_key_ok(arch, key) && arch->matrix == HKC_MATRIX_WGMMA;
+}
+
+static void wgmma_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
+  const gemm_cfg_t c = wgmma_cfg(arch, key);
+  const int bf16 = key->dtype == HK_DTYPE_BF16;
+  size_t len = strlen(out);
+  snprintf(out + len, size > len ? size - len : 0,
+           "#define HK_THREADS %d\n#define HK_WGS %d\n#define HK_TILE_M %d\n#define HK_TILE_N %d\n#define HK_TILE_K %d\n"
+           "#define HK_STAGES %d\n#define HK_GROUP_M %d\n"
+           "#define HK_WGMMA(d, a, b, sc, tb) hk_wgmma_m64n%dk16_%s<tb>(d, a, b, sc)\n"
+           "#define HK_PACK(lo, hi) %s(lo, hi)\n",
+           2 * c.bm, c.bm / 64, c.bm, c.bn, c.bk, c.stages, c.group_m, c.bn, bf16 ? "bf16" : "f16",
+           bf16 ? "hk_pack_bf16x2" : "hk_pack_f16x2");
+}
+
+static void wgmma_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
+                         uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
+  const gemm_cfg_t c = wgmma_cfg(arch, key);
+  cfg_launch(&c, 2 * c.bm, args, n_args, out_grid, out_block, out_shared, cfg_shared(&c) + 1024u);
+}
+
+static const char *const k_wgmma_includes[] = {"gpu/tile_nv.h", "gpu/tile_wgmma.h", NULL};
+
+const hkc_gpu_variant_t hkc_variant_gemm_wgmma = {
+    .name = "gemm_wgmma",
+    .template_path = "gpu/gemm_wgmma.hip",
+    .includes = k_wgmma_includes,
+    .applies = wgmma_applies,
+    .defines = wgmma_defines,
+    .launch = wgmma_launch,
+    .tune_space = wgmma_tune_space,
+    .tune_parse = wgmma_tune_parse,
+};
+
+/* ---- gemm_wgmma_ws ---------------------------------------------------------------------------
+ * Warp-specialized: 384 threads = 1 producer warpgroup (cp.async into a ring guarded by
+ * full/empty mbarriers, setmaxnreg 40) + 2 consumer warpgroups (wgmma m64nNk16 on 64 rows
+ * each, setmaxnreg 232). Default 128 x 256 x 64 tiles, 3 stages of 48 KiB, + 16 KiB
+ * epilogue staging + barriers + 1 KiB for aligning the dynamic base to 1024 bytes.
+ * Persistent grid (min(tiles, SMs)) by default.
+ * params "bn=B,st=S,p=P": bn 128 or 256, S >= 2 ring slots, P 1 persistent / 0 one block
+ * per tile.
+ * HKC_GEMM_WS_CFG="BN,STAGES[,PERSISTENT]" overrides untuned keys, for experiments;
+ * configurations over the shared limit are ignored.
+ * HKC_GEMM_WS=0 turns the variant off (sm_90a keys then get gemm_wgmma). */
+typedef struct ws_cfg {
+  int bn, stages, persistent;
+} ws_cfg_t;
+
+static const char *const k_ws_names[] = {"bn", "st", "p"};
+
+static uint32_t ws_shared(const ws_cfg_t *c) {
+  return (uint32_t)(c->stages * (128 + c->bn) * 64 * 2 + 2 * 64 * 32 * 4 + 2 * 8 * c->stages + 1024);
+}
+
+static int ws_legal(const hkc_gpu_arch_t *arch, const ws_cfg_t *c) {
+  return (c->bn == 128 || c->bn == 256) && c->stages >= 2 && c->stages <= 12 && (c->persistent == 0 || c->persistent == 1) &&
+         ws_shared(c) <= arch->max_lds_per_block;
+}
+
+static ws_cfg_t ws_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  /* 3 stages: measured on the H200 (2026-11-30), 5% faster than 4 on every benchmark shape
+   * (docs/device-runs/2026-11-30-tune-gemm-ws.log) */
+  ws_cfg_t c = {.bn = 256, .stages = 3, .persistent = 1};
+  const char *params = tuned_params("gemm_wgmma_ws", key);
+  int v[3];
+  if (params) {
+    if (params[0] && hkc_tune_params_parse(params, k_ws_names, 3, v) == 0) {
+      const ws_cfg_t e = {.bn = v[0], .stages = v[1], .persistent = v[2]};
+      if (ws_legal(arch, &e)) c = e;
+    }
+    return c;
+  }
+  const char *env = getenv("HKC_GEMM_WS_CFG");
+  ws_cfg_t e = c;
+  if (env) {
+    const int n = sscanf(env, "%d,%d,%d", &e.bn, &e.stages, &e.persistent);
+    if (n >= 2 && (e.bn == 128 || e.bn == 256) && e.stages >= 2 && e.stages <= 12 && ws_shared(&e) <= arch->max_lds_per_block)
+      c = e;
+    if (n < 3) c.persistent = 1;
+  }
+  return c;
+}
+
+/* Model figures. Efficiency by BN: 256: 0.49 -- gemm_wgmma_ws 128x256, 3 stages,
+ * persistent reached 473.7 TFLOP/s at 4096^3 bf16 and 464.7 at 8192^3 on the H200
+ * (docs/device-runs/2026-11-30-tune-gemm-ws.log, t_ws_256_3) = 0.479 / 0.470 of the
+ * 989 TFLOP/s peak, with 97% of the last round of tiles used at both shapes; 128: 0.40 --
+ * 128x128, 6 stages reached 389.1 at 4096^3 (t_ws_128_6; 1024 tiles, 0.97). Registers:
+ * ptxas reports the entry budget of 384 threads (168); the consumers raise theirs to 232. */
+static void ws_tile(const ws_cfg_t *c, hkc_tile_cfg_t *t) {
+  memset(t, 0, sizeof *t);
+  snprintf(t->variant, sizeof t->variant, "gemm_wgmma_ws");
+  snprintf(t->tune, sizeof t->tune, "bn=%d,st=%d,p=%d", c->bn, c->stages, c->persistent);
+  t->bm = 128;
+  t->bn = c->bn;
+  t->bk = 64;
+  t->threads = 384;
+  t->inflight = c->stages - 1;
+  t->persistent = c->persistent;
+  t->shared_bytes = ws_shared(c);
+  t->regs = 168;
+  t->efficiency = c->bn == 256 ? 0.49 : 0.40;
+  t->is_default = c->bn == 256 && c->stages == 3 && c->persistent == 1;
+}
+
+static int ws_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params,
+                         hkc_tile_cfg_t *out) {
+  (void)key;
+  ws_cfg_t c = {.bn = 256, .stages = 3, .persistent = 1};
+  int v[3];
+  if (params && params[0]) {
+    if (hkc_tune_params_parse(params, k_ws_names, 3, v) != 0) return -1;
+    c = (ws_cfg_t){.bn = v[0], .stages = v[1], .persistent = v[2]};
+    if (!ws_legal(arch, &c)) return -1;
+  }
+  ws_tile(&c, out);
+  return 0;
+}
+
+static int ws_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max) {
+  static const int bns[] = {256, 128};
+  int n = 0;
+  if (max > 0 && ws_tune_parse(arch, key, "", &out[0]) == 0) n = 1;
+  for (int p = 1; p >= 0; p--)
+    for (size_t j = 0; j < 2; j++)
+      for (int st = 2; st <= 8; st++) {
+        const ws_cfg_t c = {.bn = bns[j], .stages = st, .persistent = p};
+        if (!ws_legal(arch, &c) || n >= max) continue;
+        ws_tile(&c, &out[n]);
+        if (!out[n].is_default) n++;
+      }
+  return n;
+}
+
+static int ws_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  const char *off = getenv("HKC_GEMM_WS"); /* "0": gemm_wgmma instead, for A/B runs */
+  if (off && strcmp(off, "0") == 0) return 0;
+  return gemm_nv_key_ok(arch, key) && arch->matrix == HKC_MATRIX_WGMMA;
+}
+
+static void ws_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
+  const ws_cfg_t c = ws_cfg(arch, key);
+  const int bf16 = key->dtype == HK_DTYPE_BF16;
+  size_t len = strlen(out);
+  snprintf(out + len, size > len ? size - len : 0,
+           "#define HK_THREADS 384\n#define HK_TILE_M 128\n#define HK_TILE_N %d\n#define HK_TILE_K 64\n"
+           "#define HK_STAGES %d\n#define HK_GROUP_M 8\n#define HK_WS_PRODUCER_REGS 40\n#define HK_WS_CONSUMER_REGS 232\n"
+           "#define HK_WGMMA(d, a, b, sc, tb) hk_wgmma_m64n%dk16_%s<tb>(d, a, b, sc)\n"
+           "#define HK_PACK(lo, hi) %s(lo, hi)\n",
+           c.bn, c.stages, c.bn, bf16 ? "bf16" : "f16", bf16 ? "hk_pack_bf16x2" : "hk_pack_f16x2");
+}
+
+static void ws_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
+                      uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
+  const ws_cfg_t c = ws_cfg(arch, key);
+  int64_t blocks = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_M), 128) *
+                   hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_N), c.bn);
+  if (c.persistent && arch->compute_units > 0 && blocks > (int64_t)arch->compute_units) blocks = arch->compute_units;
+  if (blocks < 1) blocks = 1;
+  if (blocks > 0x7fffffffLL) blocks = 0x7fffffffLL;
+  out_grid[0] = (uint32_t)blocks;
+  out_grid[1] = out_grid[2] = 1;
+  out_block[0] = 384;
+  out_block[1] = out_block[2] = 1;
+  *out_shared = ws_shared(&c);
+}
+
+const hkc_gpu_variant_t hkc_variant_gemm_wgmma_ws = {
+    .name = "gemm_wgmma_ws",
+    .template_path = "gpu/gemm_wgmma_ws.hip",
+    .includes = k_wgmma_includes,
+    .applies = ws_applies,
+    .defines = ws_defines,
+    .launch = ws_launch,
+    .tune_space = ws_tune_space,
+    .tune_parse = ws_tune_parse,
+};

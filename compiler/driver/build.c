@@ -1,0 +1,590 @@
+/*
+ * The build driver: runs the stages of hkc_build() for every requested target and
+ * batch bucket, then hands everything to the pack writer. Owns every intermediate
+ * allocation; nothing reaches the output path unless all targets built.
+ *
+ * GPU kernels compile on the compile pool (compile_pool.c: --jobs threads, the compile
+ * cache, AMD compiles in worker processes). The host target's single translation unit
+ * compiles on the main thread meanwhile. Diagnostics are reported from the main thread only.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
+#include "codegen/variants/gpu_variant.h"
+#include "driver/driver.h"
+#include "frontend/frontend.h"
+#include "lower/lower.h"
+#include "pack/pack.h"
+#include "rtc/rtc.h"
+#include "tune/tune.h"
+#include "util/util.h"
+
+typedef enum { FAMILY_HOST, FAMILY_HIP, FAMILY_CUDA, FAMILY_UNKNOWN } target_family_t;
+
+/* Code objects inside a GPU target's CODE payload start at multiples of this. */
+#define HKC_CODE_ALIGN 256
+
+typedef struct target_plan {
+  char *name;                 /* as requested, e.g. "gfx90a:xnack-" */
+  target_family_t family;
+  const hkc_gpu_arch_t *arch; /* GPU targets */
+  hkc_target_out_t out;
+  uint32_t *node_kernel;      /* kernel index of each launch: [bucket * n_nodes + node] (tuning
+                                 may pick different kernels for one node in different buckets) */
+} target_plan_t;
+
+typedef hkc_compile_item_t compile_job_t; /* rtc.h: one GPU kernel to compile */
+
+static void target_out_free(hkc_target_out_t *t) {
+  free(t->code);
+  free(t->kernels);
+  for (size_t g = 0; g < t->n_graphs; g++) {
+    hkc_graph_out_t *graph = &t->graphs[g];
+    for (size_t l = 0; l < graph->n_launches; l++) free(graph->launches[l].deps);
+    free(graph->launches);
+    free(graph->placements);
+    free(graph->costs);
+    free(graph->fused_counts);
+  }
+  free(t->graphs);
+  memset(t, 0, sizeof *t);
+}
+
+/* The kernel's variant and, for a tunable kernel, its configuration and where the choice
+ * came from ("src=db+model": the sources of every launch using it), appended to params. */
+static void describe_tuning(const target_plan_t *plan, hkc_kernel_out_t *ko, int tunable, unsigned sources) {
+  size_t len = strlen(ko->params);
+  const hkc_gpu_variant_t *v = plan->arch ? hkc_gpu_variant_for(plan->arch, &ko->key) : NULL;
+  if (plan->arch) len += (size_t)snprintf(ko->params + len, sizeof ko->params - len, " kernel=%s", v ? v->name : "simple");
+  if (!tunable || len >= sizeof ko->params) return;
+  hkc_tile_cfg_t cfg;
+  const char *params = ko->key.tune;
+  if (!params[0] && hkc_tune_lookup_cfg(plan->arch, &ko->key, plan->arch ? (v ? v->name : "") : "host_gemm", "", &cfg) == 0)
+    params = cfg.tune;
+  len += (size_t)snprintf(ko->params + len, sizeof ko->params - len, " cfg=%s src=", params[0] ? params : "default");
+  int first = 1;
+  for (int s = HKC_TUNE_SRC_DB; s >= HKC_TUNE_SRC_DEFAULT && len < sizeof ko->params; s--)
+    if (sources & (1u << s)) {
+      len += (size_t)snprintf(ko->params + len, sizeof ko->params - len, "%s%s", first ? "" : "+",
+                              hkc_tune_source_name((hkc_tune_source_t)s));
+      first = 0;
+    }
+}
+
+/* Collects the distinct kernels the spec needs over every batch bucket, with the tuner's
+ * choice per launch; node_kernel[b * n_nodes + i] = kernel index of node i in bucket b.
+ * Kernels are numbered in first-use order (bucket-major), so the result is deterministic. */
+static int collect_kernels(const hkc_spec_t *spec, target_plan_t *plan, hkc_tuner_t *tuner) {
+  hkc_target_out_t *t = &plan->out;
+  const size_t n_launches = (size_t)spec->n_batch * spec->n_nodes;
+  hkc_tune_launch_t *launches = calloc(n_launches ? n_launches : 1, sizeof *launches);
+  unsigned *sources = NULL;
+  int *tunable = NULL;
+  size_t cap = 0;
+  int rc = -1;
+  if (!launches) return -1;
+  for (size_t l = 0; l < n_launches; l++) {
+    hkc_arg_t args[HKC_MAX_ARGS];
+    int n_args = hkc_lower_node(spec, l % spec->n_nodes, spec->batch_sizes[l / spec->n_nodes], &launches[l].key, args);
+    if (n_args < 0) goto done;
+    if (t->kind == HK_TARGET_HOST) launches[l].key.align = launches[l].key.head_dim = 0; /* one host kernel serves every shape */
+    launches[l].tunable = hkc_tune_shape_of(&launches[l].key, args, (uint32_t)n_args, &launches[l].shape);
+  }
+  if (hkc_tuner_choose(tuner, plan->name, plan->arch, launches, n_launches) != 0) goto done;
+  sources = calloc(n_launches ? n_launches : 1, sizeof *sources);
+  tunable = calloc(n_launches ? n_launches : 1, sizeof *tunable);
+  if (!sources || !tunable) goto done;
+  for (size_t l = 0; l < n_launches; l++) {
+    const hkc_kernel_key_t *key = &launches[l].key;
+    size_t k = 0;
+    while (k < t->n_kernels && !hkc_kernel_key_equal(&t->kernels[k].key, key)) k++;
+    if (k == t->n_kernels) {
+      if (hkc_reserve((void **)&t->kernels, &cap, k + 1, sizeof *t->kernels) != 0) goto done;
+      hkc_kernel_out_t *ko = &t->kernels[k];
+      memset(ko, 0, sizeof *ko);
+      ko->key = *key;
+      hkc_kernel_key_name(key, ko->name, sizeof ko->name);
+      snprintf(ko->params, sizeof ko->params, "op=%s dtype=%s%s%s%s%s%s%s%s%s%s%s", hkc_op_name(key->op),
+               hkc_dtype_name(key->dtype), key->op == HK_OP_GEMM ? " act=" : "",
+               key->op == HK_OP_GEMM ? hkc_act_name(key->act) : "", key->has_bias ? " bias" : "",
+               key->has_mul ? " mul" : "", key->has_residual ? " residual" : "", key->trans_b ? " trans_b" : "",
+               key->has_add ? " add" : "", key->has_sum ? " sum" : "", key->program[0] ? " program=" : "",
+               key->program);
+      ko->wave_size = 1;
+      t->n_kernels++;
+    }
+    sources[k] |= 1u << launches[l].source;
+    tunable[k] |= launches[l].tunable;
+    plan->node_kernel[l] = (uint32_t)k;
+  }
+  for (size_t k = 0; k < t->n_kernels; k++) describe_tuning(plan, &t->kernels[k], tunable[k], sources[k]);
+  rc = 0;
+done:
+  free(launches);
+  free(sources);
+  free(tunable);
+  return rc;
+}
+
+/* Plans one batch bucket: memory, dependencies and the launch of every node, with each
+ * launch's cost (cost.c) and the number of spec nodes it computes. */
+static int build_graph(const hkc_spec_t *spec, const target_plan_t *plan, int bucket, hkc_graph_out_t *g) {
+  const int64_t batch = spec->batch_sizes[bucket];
+  g->batch = batch;
+  g->placements = calloc(spec->n_tensors ? spec->n_tensors : 1, sizeof *g->placements);
+  g->launches = calloc(spec->n_nodes, sizeof *g->launches);
+  g->costs = calloc(spec->n_nodes ? spec->n_nodes : 1, sizeof *g->costs);
+  g->fused_counts = calloc(spec->n_nodes ? spec->n_nodes : 1, sizeof *g->fused_counts);
+  if (!g->placements || !g->launches || !g->costs || !g->fused_counts) return -1;
+  if (hkc_plan_memory(spec, batch, g->placements, &g->workspace_bytes) != 0) return -1;
+  hkc_deps_t deps;
+  if (hkc_plan_deps(spec, batch, g->placements, &deps) != 0) return -1;
+  g->n_launches = spec->n_nodes;
+  for (size_t i = 0; i < spec->n_nodes; i++) {
+    hkc_launch_t *l = &g->launches[i];
+    hkc_kernel_key_t key;
+    int n_args = hkc_lower_node(spec, i, batch, &key, l->args);
+    if (n_args < 0) {
+      hkc_deps_free(&deps);
+      return -1;
+    }
+    l->n_args = (uint32_t)n_args;
+    l->kernel = plan->node_kernel[(size_t)bucket * spec->n_nodes + i];
+    /* A fused node is named for the spec nodes it computes ("fc2,res"), when that fits. */
+    const hkc_node_t *node = &spec->nodes[i];
+    l->node_name =
+        node->fused_names && strlen(node->fused_names) <= HK_MAX_NAME_LEN ? node->fused_names : node->name;
+    hkc_node_cost(spec, i, batch, &g->costs[i]);
+    g->fused_counts[i] = node->n_fused > 0 ? node->n_fused : 1;
+    const hkc_kernel_key_t *kkey = &plan->out.kernels[l->kernel].key; /* with its tuning */
+    if (plan->family == FAMILY_HOST)
+      hkc_host_launch_dims(kkey, l->args, l->n_args, l->grid, l->block);
+    else
+      hkc_gpu_launch_dims(plan->arch, kkey, l->args, l->n_args, l->grid, l->block, &l->shared_bytes);
+    uint32_t nd = deps.start[i + 1] - deps.start[i];
+    if (nd) {
+      l->deps = malloc(nd * sizeof *l->deps);
+      if (!l->deps) {
+        hkc_deps_free(&deps);
+        return -1;
+      }
+      memcpy(l->deps, &deps.list[deps.start[i]], nd * sizeof *l->deps);
+      l->n_deps = nd;
+    }
+  }
+  hkc_deps_free(&deps);
+  return 0;
+}
+
+/* ---- compiling ---------------------------------------------------------------------------- */
+static const char *toolchain_version(target_family_t f) {
+  return f == FAMILY_HIP ? hkc_hiprtc_version() : f == FAMILY_CUDA ? hkc_nvrtc_version() : "";
+}
+
+/* Host target: one translation unit, compiled with the system C compiler. */
+static int compile_host(target_plan_t *plan) {
+  hkc_target_out_t *t = &plan->out;
+  char *source = hkc_codegen_host(t->kernels, t->n_kernels);
+  if (!source) {
+    hkc_error((hkc_loc_t){0}, "out of memory generating host kernels");
+    return -1;
+  }
+  uint64_t source_hash = hkc_hash64(source, strlen(source));
+  int rc = hkc_rtc_host_compile(source, &t->code, &t->code_size, t->toolchain, sizeof t->toolchain);
+  free(source);
+  if (rc != 0) return -1;
+  for (size_t k = 0; k < t->n_kernels; k++) { /* one shared object holds every host kernel */
+    t->kernels[k].source_hash = source_hash;
+    t->kernels[k].code_offset = 0;
+    t->kernels[k].code_size = t->code_size;
+  }
+  return 0;
+}
+
+/* Concatenates a GPU target's per-kernel code objects and records their resources. */
+static int assemble_gpu(target_plan_t *plan, compile_job_t *jobs, target_plan_t *const *owners, size_t n_jobs) {
+  hkc_target_out_t *t = &plan->out;
+  size_t total = 0;
+  for (size_t j = 0; j < n_jobs; j++)
+    if (owners[j] == plan) total = (total + HKC_CODE_ALIGN - 1) / HKC_CODE_ALIGN * HKC_CODE_ALIGN + jobs[j].result.code_size;
+  t->code = calloc(total ? total : 1, 1);
+  if (!t->code) return -1;
+  size_t at = 0;
+  for (size_t j = 0; j < n_jobs; j++) {
+    if (owners[j] != plan) continue;
+    const hkc_rtc_result_t *r = &jobs[j].result;
+    hkc_kernel_out_t *k = jobs[j].kernel;
+    at = (at + HKC_CODE_ALIGN - 1) / HKC_CODE_ALIGN * HKC_CODE_ALIGN;
+    memcpy((char *)t->code + at, r->code, r->code_size);
+    k->code_offset = at;
+    k->code_size = r->code_size;
+    at += r->code_size;
+    k->vgprs = r->vgprs;
+    k->agprs = r->agprs;
+    k->sgprs = r->sgprs;
+    k->shared_bytes = r->shared_bytes;
+    k->scratch_bytes = r->scratch_bytes;
+    k->wave_size = r->wave_size ? r->wave_size : plan->arch->wave_size;
+  }
+  t->code_size = total;
+  snprintf(t->toolchain, sizeof t->toolchain, "%s", toolchain_version(plan->family));
+  return 0;
+}
+
+/* Largest block each kernel is launched with, occupancy, and the spill check. */
+static int finish_gpu_kernels(target_plan_t *plan, int werror_spills) {
+  hkc_target_out_t *t = &plan->out;
+  int rc = 0;
+  for (size_t g = 0; g < t->n_graphs; g++)
+    for (size_t l = 0; l < t->graphs[g].n_launches; l++) {
+      const hkc_launch_t *ln = &t->graphs[g].launches[l];
+      uint32_t threads = ln->block[0] * ln->block[1] * ln->block[2];
+      hkc_kernel_out_t *k = &t->kernels[ln->kernel];
+      if (threads > k->max_block) k->max_block = threads;
+      uint32_t shared = ln->shared_bytes;
+      if (shared > k->shared_bytes) k->shared_bytes = shared; /* dynamic shared memory counts too */
+    }
+  for (size_t i = 0; i < t->n_kernels; i++) {
+    hkc_kernel_out_t *k = &t->kernels[i];
+    k->occupancy = hkc_occupancy(plan->arch, k, k->max_block, NULL, NULL);
+    if (k->scratch_bytes) {
+      if (werror_spills) {
+        hkc_error((hkc_loc_t){0}, "kernel %s on %s spills %u bytes per thread to %s memory (--Werror-spills)",
+                  k->name, plan->name, k->scratch_bytes, plan->family == FAMILY_HIP ? "scratch" : "local");
+        rc = -1;
+      } else {
+        hkc_warning((hkc_loc_t){0}, "kernel %s on %s spills %u bytes per thread to %s memory", k->name, plan->name,
+                    k->scratch_bytes, plan->family == FAMILY_HIP ? "scratch" : "local");
+      }
+    }
+  }
+  return rc;
+}
+
+/* Compiles every target's kernels: GPU kernels on the pool (except those the tuner already
+ * compiled), the host TU meanwhile. */
+static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_options_t *options, hkc_tuner_t *tuner) {
+  size_t n_jobs = 0;
+  for (size_t p = 0; p < n_plans; p++)
+    if (plans[p].family != FAMILY_HOST) n_jobs += plans[p].out.n_kernels;
+  compile_job_t *jobs = calloc(n_jobs ? n_jobs : 1, sizeof *jobs);
+  target_plan_t **owners = calloc(n_jobs ? n_jobs : 1, sizeof *owners);
+  if (!jobs || !owners) {
+    free(jobs);
+    free(owners);
+    return -1;
+  }
+  size_t j = 0;
+  for (size_t p = 0; p < n_plans; p++)
+    if (plans[p].family != FAMILY_HOST)
+      for (size_t k = 0; k < plans[p].out.n_kernels; k++) {
+        owners[j] = &plans[p];
+        jobs[j] = (compile_job_t){.target = plans[p].name, .arch = plans[p].arch, .kernel = &plans[p].out.kernels[k]};
+        if (hkc_tuner_take(tuner, plans[p].name, jobs[j].kernel, &jobs[j].result, &jobs[j].cached)) jobs[j].rc = 0;
+        else jobs[j].rc = 1; /* to compile */
+        j++;
+      }
+  /* the pool compiles the rest: moved to the front, in order */
+  size_t n_todo = 0;
+  for (j = 0; j < n_jobs; j++)
+    if (jobs[j].rc == 1) n_todo++;
+  compile_job_t *todo = calloc(n_todo ? n_todo : 1, sizeof *todo);
+  if (!todo) {
+    free(jobs);
+    free(owners);
+    return -1;
+  }
+  for (size_t i = 0, t = 0; i < n_jobs; i++)
+    if (jobs[i].rc == 1) todo[t++] = jobs[i];
+  hkc_compile_pool_t *pool =
+      hkc_compile_pool_start(todo, n_todo, options->jobs, options->no_cache, options->cache_dir, !options->quiet);
+  if (!pool) {
+    for (j = 0; j < n_jobs; j++) hkc_rtc_result_free(&jobs[j].result);
+    free(todo);
+    free(jobs);
+    free(owners);
+    return -1;
+  }
+
+  int rc = 0;
+  for (size_t p = 0; p < n_plans; p++)
+    if (plans[p].family == FAMILY_HOST && compile_host(&plans[p]) != 0) rc = -1;
+  const int started = hkc_compile_pool_finish(pool);
+  for (size_t i = 0, t = 0; i < n_jobs; i++)
+    if (jobs[i].rc == 1) jobs[i] = todo[t++];
+  free(todo);
+
+  size_t cached = 0;
+  for (j = 0; j < n_jobs; j++) {
+    compile_job_t *job = &jobs[j];
+    cached += (size_t)job->cached;
+    if (job->rc != 0) {
+      hkc_error((hkc_loc_t){0}, "kernel %s (op %s) for %s did not compile:\n%s", job->kernel->name,
+                hkc_op_name(job->kernel->key.op), job->target, job->result.log ? job->result.log : "(no log)");
+      rc = -1;
+    }
+  }
+  for (size_t p = 0; rc == 0 && p < n_plans; p++)
+    if (plans[p].family != FAMILY_HOST && assemble_gpu(&plans[p], jobs, owners, n_jobs) != 0) {
+      hkc_error((hkc_loc_t){0}, "out of memory assembling target %s", plans[p].name);
+      rc = -1;
+    }
+  if (n_jobs && !options->quiet)
+    printf("compiled %zu GPU kernel(s) on %d thread(s), %zu from the cache\n", n_jobs, started ? started : 1, cached);
+  for (j = 0; j < n_jobs; j++) hkc_rtc_result_free(&jobs[j].result);
+  free(jobs);
+  free(owners);
+  return rc;
+}
+
+/* ---- targets --------------------------------------------------------------------------------- */
+static target_family_t target_family(const char *name, const hkc_gpu_arch_t **out_arch) {
+  *out_arch = NULL;
+  if (strcmp(name, "host") == 0 || strcmp(name, hkc_host_target_name()) == 0) return FAMILY_HOST;
+  const hkc_gpu_arch_t *arch = hkc_gpu_arch_find(name);
+  if (!arch) return FAMILY_UNKNOWN;
+  *out_arch = arch;
+  /* features only exist for AMD ISAs ("gfx90a:xnack-") */
+  if (arch->kind == HK_TARGET_CUDA && strcmp(name, arch->name) != 0) return FAMILY_UNKNOWN;
+  return arch->kind == HK_TARGET_HIP ? FAMILY_HIP : FAMILY_CUDA;
+}
+
+static void known_targets(char *out, size_t size) {
+  size_t n;
+  const hkc_gpu_arch_t *list = hkc_gpu_arch_list(&n);
+  int len = snprintf(out, size, "host");
+  for (size_t i = 0; i < n && len > 0 && (size_t)len < size; i++)
+    len += snprintf(out + len, size - (size_t)len, ", %s", list[i].name);
+}
+
+/* Splits the comma-separated list (or the spec's targets) into validated plans, and checks
+ * that the toolchain each family needs is there before anything compiles. */
+static int resolve_targets(const hkc_spec_t *spec, const char *list, target_plan_t **out_plans, size_t *out_n) {
+  char **names = NULL;
+  size_t n = 0, cap = 0;
+  if (list) {
+    char *copy = hkc_strdup(list), *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+      while (*tok == ' ') tok++;
+      if (!*tok) continue;
+      if (hkc_reserve((void **)&names, &cap, n + 1, sizeof *names) != 0) break;
+      names[n++] = hkc_strdup(tok);
+    }
+    free(copy);
+  } else {
+    for (size_t i = 0; i < spec->n_targets; i++) {
+      if (hkc_reserve((void **)&names, &cap, n + 1, sizeof *names) != 0) break;
+      names[n++] = hkc_strdup(spec->targets[i]);
+    }
+  }
+  char known[1024];
+  known_targets(known, sizeof known);
+  target_plan_t *plans = calloc(n ? n : 1, sizeof *plans);
+  int rc = plans ? 0 : -1;
+  if (n == 0) {
+    hkc_error((hkc_loc_t){spec->path, 0, 0}, "no targets: give `targets:` in the spec or --target (known: %s)", known);
+    rc = -1;
+  }
+  int need_hip = 0, need_cuda = 0;
+  for (size_t i = 0; plans && i < n; i++) {
+    plans[i].name = names[i];
+    plans[i].family = target_family(names[i], &plans[i].arch);
+    for (size_t j = 0; j < i; j++)
+      if (plans[i].family == plans[j].family &&
+          (strcmp(names[i], names[j]) == 0 || (plans[i].family == FAMILY_HOST))) {
+        hkc_error((hkc_loc_t){0}, "target %s given twice", names[i]);
+        rc = -1;
+      }
+    if (plans[i].family == FAMILY_UNKNOWN) {
+      hkc_error((hkc_loc_t){0}, "unknown target %s (hkc knows: %s; `hkc targets` shows what this machine builds)",
+                names[i], known);
+      rc = -1;
+    }
+    need_hip |= plans[i].family == FAMILY_HIP;
+    need_cuda |= plans[i].family == FAMILY_CUDA;
+  }
+  char why[512];
+  if (need_hip && hkc_hiprtc_available(why, sizeof why) != 0) {
+    hkc_error((hkc_loc_t){0}, "AMD targets need hiprtc: %s", why);
+    rc = -1;
+  } else if (need_hip) {
+    /* One clear error per target the installed toolchain cannot build (gfx942 on ROCm
+     * 5.2), rather than one per kernel. */
+    char **isas = NULL;
+    size_t n_isas = 0;
+    if (hkc_comgr_isa_list(&isas, &n_isas, why, sizeof why) == 0) {
+      for (size_t i = 0; plans && i < n; i++) {
+        if (plans[i].family != FAMILY_HIP) continue;
+        size_t base = strcspn(plans[i].name, ":");
+        int found = 0;
+        for (size_t k = 0; k < n_isas && !found; k++)
+          found = strlen(isas[k]) == base && strncmp(isas[k], plans[i].name, base) == 0;
+        if (!found) {
+          char buildable[2048];
+          int len = 0;
+          buildable[0] = '\0';
+          for (size_t k = 0; k < n_isas && len >= 0 && (size_t)len < sizeof buildable; k++)
+            if (!strchr(isas[k], ':') && hkc_gpu_arch_find(isas[k])) len += snprintf(buildable + len, sizeof buildable - (size_t)len, "%s%s", len ? " " : "", isas[k]);
+          hkc_error((hkc_loc_t){0}, "target %s: the installed toolchain (%s) cannot build it; it builds: %s",
+                    plans[i].name, hkc_hiprtc_version(), buildable);
+          rc = -1;
+        }
+      }
+      for (size_t k = 0; k < n_isas; k++) free(isas[k]);
+      free(isas);
+    }
+  }
+  if (need_cuda && hkc_nvrtc_available(why, sizeof why) != 0) {
+    hkc_error((hkc_loc_t){0}, "NVIDIA targets need nvrtc: %s", why);
+    rc = -1;
+  }
+  free(names); /* the strings now belong to the plans */
+  *out_plans = plans;
+  *out_n = plans ? n : 0;
+  return rc;
+}
+
+static void plans_free(target_plan_t *plans, size_t n) {
+  for (size_t i = 0; plans && i < n; i++) {
+    target_out_free(&plans[i].out);
+    free(plans[i].node_kernel);
+    free(plans[i].name);
+  }
+  free(plans);
+}
+
+/* Name and features of a built target: host targets are named for this machine; AMD
+ * feature suffixes ("gfx90a:xnack-") are stored apart from the ISA name. */
+static void name_target(target_plan_t *plan) {
+  hkc_target_out_t *t = &plan->out;
+  if (plan->family == FAMILY_HOST) {
+    t->kind = HK_TARGET_HOST;
+    snprintf(t->name, sizeof t->name, "%s", hkc_host_target_name());
+    return;
+  }
+  t->kind = plan->arch->kind;
+  const char *colon = strchr(plan->name, ':');
+  snprintf(t->name, sizeof t->name, "%.*s", colon ? (int)(colon - plan->name) : (int)strlen(plan->name), plan->name);
+  snprintf(t->features, sizeof t->features, "%s", colon ? colon + 1 : "");
+}
+
+/* The pipeline as written, one kernel per spec node: the "before fusion" totals of each
+ * batch bucket (inspect --plan). The sum's `matrix` flag has no meaning and stays 0. */
+static void unfused_costs(const hkc_spec_t *spec, hkc_cost_t out[HK_MAX_BATCH_BUCKETS]) {
+  for (int b = 0; b < spec->n_batch; b++) {
+    memset(&out[b], 0, sizeof out[b]);
+    for (size_t i = 0; i < spec->n_nodes; i++) {
+      hkc_cost_t c;
+      hkc_node_cost(spec, i, spec->batch_sizes[b], &c);
+      out[b].bytes += c.bytes;
+      out[b].flops += c.flops;
+    }
+  }
+}
+
+int hkc_build(const hkc_build_options_t *options) {
+  hkc_spec_t *spec = NULL;
+  if (hkc_spec_load(options->spec_path, &spec) != 0) return -1;
+  /* Unfused accounting, on the spec exactly as loaded. */
+  hkc_cost_t unfused[HK_MAX_BATCH_BUCKETS];
+  const uint32_t unfused_nodes = (uint32_t)spec->n_nodes;
+  unfused_costs(spec, unfused);
+  /* ---- fusion: everything below sees the fused spec ---- */
+  if (hkc_fuse(spec, options->fusion) != 0) {
+    hkc_spec_destroy(spec);
+    return -1;
+  }
+  target_plan_t *plans = NULL;
+  size_t n_plans = 0;
+  hkc_target_out_t *outs = NULL;
+  char *provenance = NULL;
+  int rc = -1;
+  /* tuning: the databases (first wins), then the model or the defaults (tune.c) */
+  hkc_tune_db_t db = {0};
+  hkc_tuner_t *tuner = NULL;
+  for (size_t i = 0; i < options->n_tuning_dbs; i++)
+    if (hkc_tune_db_load(&db, options->tuning_dbs[i]) != 0) goto done;
+  tuner = hkc_tuner_create(options->tune_mode == HKC_TUNE_DEFAULT ? HKC_TUNE_DEFAULT : HKC_TUNE_MODEL,
+                           options->n_tuning_dbs ? &db : NULL, options->tune_verify, options->jobs, options->no_cache,
+                           options->cache_dir);
+  if (!tuner) goto fail;
+  if (resolve_targets(spec, options->targets, &plans, &n_plans) != 0) goto done;
+  for (size_t i = 0; i < n_plans; i++) {
+    target_plan_t *p = &plans[i];
+    name_target(p);
+    p->node_kernel = calloc((size_t)spec->n_batch * spec->n_nodes + 1, sizeof *p->node_kernel);
+    if (!p->node_kernel) goto fail;
+    if (collect_kernels(spec, p, tuner) != 0) goto done;
+  }
+  if (compile_all(plans, n_plans, options, tuner) != 0) goto done;
+  for (size_t i = 0; i < n_plans; i++) {
+    hkc_target_out_t *t = &plans[i].out;
+    t->graphs = calloc((size_t)spec->n_batch, sizeof *t->graphs);
+    if (!t->graphs) goto fail;
+    t->n_graphs = (size_t)spec->n_batch;
+    for (int b = 0; b < spec->n_batch; b++) {
+      if (build_graph(spec, &plans[i], b, &t->graphs[b]) != 0) goto fail;
+      t->graphs[b].unfused = unfused[b];
+      t->graphs[b].unfused_nodes = unfused_nodes;
+    }
+    if (plans[i].family != FAMILY_HOST && finish_gpu_kernels(&plans[i], options->werror_spills) != 0) goto done;
+  }
+
+  /* Provenance: what produced this artifact, without paths or time so that the same
+   * inputs give the same bytes. */
+  size_t cap = 4096 + n_plans * 256;
+  provenance = malloc(cap);
+  outs = calloc(n_plans, sizeof *outs);
+  if (!provenance || !outs) goto fail;
+  int len = snprintf(provenance, cap,
+                     "hkc_version=%s\nformat=%d.%d\nspec_name=%s\nspec_hash=%016llx\nfusion=%s\nzstd_level=%d\n",
+                     HKC_VERSION_STRING, HK_PACK_VERSION_MAJOR, HK_PACK_VERSION_MINOR, spec->name,
+                     (unsigned long long)spec->hash,
+                     spec->fusion == HKC_FUSION_NONE ? "none" : spec->fusion == HKC_FUSION_AUTO ? "auto" : "groups",
+                     options->compression_level ? options->compression_level : 19);
+  /* tuning: the mode and the databases' hash (never their paths) */
+  if (len > 0 && (size_t)len < cap)
+    len += snprintf(provenance + len, cap - (size_t)len, "tune=%s\n",
+                    options->tune_mode == HKC_TUNE_DEFAULT ? "default" : "model");
+  if (len > 0 && (size_t)len < cap && options->n_tuning_dbs)
+    len += snprintf(provenance + len, cap - (size_t)len, "tuning_db=%016llx (%zu file(s), %zu entries)\n",
+                    (unsigned long long)db.hash, db.n_files, db.n);
+  else if (len > 0 && (size_t)len < cap)
+    len += snprintf(provenance + len, cap - (size_t)len, "tuning_db=none\n");
+  for (size_t i = 0; i < n_plans; i++) {
+    outs[i] = plans[i].out; /* shallow: plans keep ownership */
+    if (len > 0 && (size_t)len < cap)
+      len += snprintf(provenance + len, cap - (size_t)len, "target.%s=%s%s%s\n", plans[i].out.name, plans[i].name,
+                      plans[i].out.toolchain[0] ? " built with " : "", plans[i].out.toolchain);
+  }
+  hkc_pack_in_t in = {.spec = spec,
+                      .targets = outs,
+                      .n_targets = n_plans,
+                      .provenance = provenance,
+                      .compression_level = options->compression_level};
+  if (hkc_pack_write(&in, options->out_path) != 0) goto done;
+  if (!options->quiet) {
+    printf("wrote %s: %zu target(s), %d batch size(s)\n", options->out_path, n_plans, spec->n_batch);
+    for (size_t i = 0; i < n_plans; i++) {
+      const hkc_target_out_t *t = &plans[i].out;
+      printf("  %-14s %zu kernel(s), %zu bytes of code; workspace:", t->name, t->n_kernels, t->code_size);
+      for (size_t g = 0; g < t->n_graphs; g++)
+        printf(" batch %lld %llu B%s", (long long)t->graphs[g].batch, (unsigned long long)t->graphs[g].workspace_bytes,
+               g + 1 < t->n_graphs ? "," : "");
+      printf("\n");
+    }
+  }
+  rc = 0;
+  goto done;
+fail:
+  if (hkc_error_count() == 0) hkc_error((hkc_loc_t){0}, "out of memory while building %s", spec->path);
+done:
+  plans_free(plans, n_plans);
+  free(outs);
+  free(provenance);
+  hkc_tuner_destroy(tuner);
+  hkc_tune_db_free(&db);
+  hkc_spec_destroy(spec);
+  return rc;
+}

@@ -1,0 +1,38 @@
+/*
+ * compiler/driver/driver.h -- the build driver (build.c): spec -> fusion -> per target the
+ * kernels (tuned), their code and one graph per batch bucket -> the artifact.
+ *
+ * Uses every stage below it: frontend, lower, codegen, rtc, tune, pack.
+ */
+#ifndef HKC_DRIVER_H
+#define HKC_DRIVER_H
+
+#include <stddef.h>
+
+/* ---- the build driver --------------------------------------------------------------- */
+typedef struct hkc_build_options {
+  const char *spec_path;
+  const char *out_path;
+  const char *targets;     /* comma-separated; NULL: the spec's `targets` */
+  int compression_level;   /* zstd level; 0 = default */
+  int quiet;               /* no summary on stdout */
+  int jobs;                /* parallel kernel compiles; 0 = number of cores */
+  int no_cache;            /* bypass the compile cache */
+  int werror_spills;       /* a kernel that spills to scratch/local memory is an error */
+  int fusion;              /* -1: the spec's `fusion:`; else HKC_FUSION_AUTO / HKC_FUSION_NONE */
+  const char *cache_dir;   /* NULL: hkc_cache_open's default */
+  /* tuning (compiler/tune/tune.h): how kernel parameters are chosen for launches no database
+   * entry covers (HKC_TUNE_MODEL, the default, or HKC_TUNE_DEFAULT), and the databases
+   * (`--tuning-db`, several allowed: the first that has a launch wins) */
+  int tune_mode;
+  const char *const *tuning_dbs;
+  size_t n_tuning_dbs;
+  int tune_verify;         /* model: compiled candidates per launch to check (0 = 3) */
+} hkc_build_options_t;
+
+/* spec -> IR -> per target: kernels, code, one graph per batch bucket -> artifact.
+ * Errors are reported through hkc_error; nothing is written unless every stage
+ * succeeds. Returns 0 / -1. */
+int hkc_build(const hkc_build_options_t *options);
+
+#endif /* HKC_DRIVER_H */

@@ -1,0 +1,138 @@
+/*
+ * compiler/frontend/frontend.h -- the spec and its IR.
+ *
+ *   spec.c      YAML -> hkc_spec_t (validated IR, shapes inferred, nodes in topological order)
+ *   dimexpr.c   shape arithmetic over dims and the symbolic `batch`
+ *   ir.c        names and sizes of IR values (dtypes, ops, tensors)
+ *   fusion.c    the fusion plan: rewrites the IR, groups of nodes -> one node
+ *
+ * Uses util/ only.
+ */
+#ifndef HKC_FRONTEND_H
+#define HKC_FRONTEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hk/pack_format.h"
+#include "util/util.h"
+
+/* ---- dims and shapes ------------------------------------------------------- */
+/* A dimension is linear in the symbolic batch: value = mul * batch + add. */
+typedef struct hkc_dim {
+  int64_t mul;
+  int64_t add;
+} hkc_dim_t;
+
+typedef struct hkc_named_dim {
+  char *name;
+  int64_t value; /* > 0 */
+  hkc_loc_t loc;
+} hkc_named_dim_t;
+
+/* Evaluates a shape expression: integers, dim names, `batch`, + - * / and parentheses.
+ * `batch` may only appear linearly (batch*seq is fine, batch*batch is not); division
+ * must be exact. On error reports at loc (column offset by the error position) and
+ * returns -1. */
+int hkc_dimexpr_eval(const char *text, const hkc_named_dim_t *dims, size_t n_dims, hkc_loc_t loc,
+                     hkc_dim_t *out_dim);
+static inline int64_t hkc_dim_value(hkc_dim_t d, int64_t batch) { return d.mul * batch + d.add; }
+static inline int hkc_dim_equal(hkc_dim_t a, hkc_dim_t b) { return a.mul == b.mul && a.add == b.add; }
+
+/* ---- the IR ------------------------------------------------------------------ */
+typedef struct hkc_tensor {
+  char *name;
+  hk_role_t role;       /* INPUT, OUTPUT (graph output), PARAM, INTERMEDIATE */
+  hk_dtype_t dtype;
+  uint32_t rank;        /* 1..HK_MAX_RANK */
+  hkc_dim_t dims[HK_MAX_RANK];
+  int producer;         /* node index, -1 for inputs/params */
+  hkc_loc_t loc;        /* where it was declared or produced */
+} hkc_tensor_t;
+
+#define HKC_NONE (-1)
+#define HKC_MAX_NODE_IN 5      /* ewchain: up to 5 operands */
+#define HKC_EW_PROGRAM_MAX 32  /* ewchain program text incl. NUL */
+
+typedef struct hkc_node {
+  char *name;
+  hk_op_t op;
+  hkc_loc_t loc;
+  int in[HKC_MAX_NODE_IN]; /* tensor indices; n_in used. gemm: A,B; add/mul: a,b; unary/norm/softmax/
+                       rope: x; attention: q,k,v, or one packed qkv (n_in == 1); ewchain: the
+                       operands its program reads (in[0] is loaded first) */
+  int n_in;
+  int bias;         /* gemm: [N]; HKC_NONE when absent */
+  int residual;     /* gemm: shaped like out; HKC_NONE when absent */
+  int mul;          /* gemm: shaped like out, multiplies the activated result (SwiGLU gate);
+                       HKC_NONE when absent. Epilogue order: act(acc + bias) * mul + residual */
+  int gamma, beta;  /* layernorm: both; rmsnorm: gamma only */
+  int add_in;       /* layernorm/rmsnorm (fused residual add): normalises in[0] + add_in,
+                       same shape; HKC_NONE when absent */
+  int sum_out;      /* with add_in: also stores in[0] + add_in here; HKC_NONE when absent */
+  int out;          /* tensor index */
+  hk_act_t act;     /* gemm epilogue activation */
+  int trans_b;      /* gemm: B stored [N, K] */
+  float eps;        /* norms; default 1e-5 */
+  int heads;        /* attention; rope: heads in the last dim (dh = last / heads) */
+  int kv_heads;     /* attention; defaults to heads */
+  int causal;       /* attention */
+  int has_scale;    /* attention: scale given */
+  float scale;      /* attention: default 1/sqrt(dh) */
+  float theta;      /* rope: base, default 10000 */
+  int64_t pos_offset; /* rope: position of the first sequence row, default 0 */
+  /* ewchain: the program, see hkc_kernel_key_t.program; steps[i] = op letter, operand */
+  char program[HKC_EW_PROGRAM_MAX];
+  /* Fusion: the spec nodes this node computes, comma-separated ("fc2,res"); NULL for an
+   * unfused node (then `name` is the only one). n_fused >= 1. */
+  char *fused_names;
+  int n_fused;
+} hkc_node_t;
+
+typedef enum hkc_fusion_mode { HKC_FUSION_AUTO = 0, HKC_FUSION_NONE = 1, HKC_FUSION_GROUPS = 2 } hkc_fusion_mode_t;
+
+typedef struct hkc_spec {
+  char *path;            /* as given; locations point into it */
+  char *name;
+  int version;           /* `hkc:` value; only 1 exists */
+  hk_dtype_t dtype;
+  int64_t batch_sizes[HK_MAX_BATCH_BUCKETS]; /* ascending, unique, > 0 */
+  int n_batch;
+  hkc_named_dim_t *dims; size_t n_dims;
+  char **targets; size_t n_targets;          /* default targets, as written */
+  hkc_tensor_t *tensors; size_t n_tensors;   /* inputs, params, then node outputs */
+  hkc_node_t *nodes; size_t n_nodes;         /* topological order (producers first) */
+  int *outputs; size_t n_outputs;            /* tensor indices, role OUTPUT */
+  hkc_fusion_mode_t fusion;
+  int batch_policy;      /* hk_batch_policy_rec_t: `batch_policy: pad` (default) | exact */
+  int **groups; size_t *group_sizes; size_t n_groups; /* node indices, for GROUPS */
+  hkc_loc_t *group_locs;  /* where each group is written (n_groups entries), for errors */
+  uint64_t hash;         /* hkc_hash64 of the file bytes */
+} hkc_spec_t;
+
+/* Parses and validates a spec file. On any problem prints FILE:LINE:COL errors and
+ * returns -1 with *out_spec NULL. The caller owns the result (hkc_spec_destroy). */
+int hkc_spec_load(const char *path, hkc_spec_t **out_spec);
+/* Same over a buffer; `path` is used only in messages. */
+int hkc_spec_parse(const char *path, const char *data, size_t size, hkc_spec_t **out_spec);
+void hkc_spec_destroy(hkc_spec_t *spec);
+
+int hkc_tensor_find(const hkc_spec_t *spec, const char *name); /* index or HKC_NONE */
+
+/* ---- fusion (fusion.c) ---------------------------------------------------------------------
+ * Rewrites spec in place by its fusion plan (spec->fusion; mode >= 0 overrides it with
+ * HKC_FUSION_AUTO / HKC_FUSION_NONE): each group of nodes becomes one node (gemm epilogue
+ * chains, residual add + norm, element-wise chains -> HK_OP_EWCHAIN), intermediate tensors
+ * that no longer exist are removed from the tensor table (indices compacted), nodes stay
+ * in a topological order. An explicit group that cannot be fused is an error at the group
+ * naming the node that breaks it and why. Returns 0 / -1 (reported). */
+int hkc_fuse(hkc_spec_t *spec, int mode);
+
+/* ---- IR helpers (ir.c) ------------------------------------------------------------------- */
+int64_t hkc_tensor_elems(const hkc_tensor_t *t, int64_t batch);
+size_t hkc_dtype_size(hk_dtype_t dtype);
+const char *hkc_dtype_name(hk_dtype_t dtype); /* "f32" | "f16" | "bf16" */
+const char *hkc_op_name(hk_op_t op);
+const char *hkc_act_name(hk_act_t act);
+
+#endif /* HKC_FRONTEND_H */

@@ -1,0 +1,775 @@
+/*
+ * fusion.c -- the fusion plan: groups of spec nodes become one node each.
+ *
+ * Three fused forms, exactly what the IR and the kernel ABI (lower/lower.h) can express:
+ *   gemm epilogue   out = act(A @ B + bias) * mul + residual, absorbing the add / relu /
+ *                   gelu / silu / mul nodes that follow a gemm, in that order;
+ *   add + norm      norm(a + b) -> a layernorm/rmsnorm node with add_in (and sum_out when
+ *                   the sum is needed elsewhere);
+ *   ewchain         a chain of add, mul, relu, gelu, silu -> HK_OP_EWCHAIN and its program.
+ *
+ * `auto` applies them greedily in that priority (the gemm epilogue saves the most
+ * traffic); explicit groups are checked member by member with the same rules, so an
+ * error names the node that breaks a group and why. The work happens on a copy of the
+ * nodes ("slots", one per spec node); the spec is rewritten only when everything
+ * succeeded: fused nodes take their last member's slot, nodes are re-sorted
+ * topologically (stable), eliminated intermediates leave the tensor table and every
+ * index is compacted.
+ */
+#include <assert.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/frontend.h"
+#include "util/util.h"
+
+/* Reasons are one sentence; the group's names are printed apart from them. */
+#define FUSE_WHY 384
+/* The most tensors one node reads: ewchain operands, or gemm A, B, bias, residual, mul. */
+#define FUSE_MAX_READS (HKC_MAX_NODE_IN + 6)
+
+typedef struct fuse_ctx {
+  hkc_spec_t *spec;
+  size_t n;               /* spec nodes = slots */
+  hkc_node_t *slot;       /* working copy; slot[i] is valid while alive[i] */
+  unsigned char *alive;   /* slot holds a node (original or fused) */
+  unsigned char *refused; /* slot holds a node built here (owns its fused_names) */
+  int *anchor;            /* slot -> original node whose name the slot uses */
+  int *reads;             /* tensor -> number of reads by alive slots (each operand counts) */
+  int *reader;            /* tensor -> a slot that reads it (exact when reads == 1, checked) */
+  int *producer;          /* tensor -> slot writing it (out or sum_out), -1 for inputs/params */
+  unsigned char *dead;    /* tensor eliminated */
+} fuse_ctx_t;
+
+/* ---- small helpers ---------------------------------------------------------------------- */
+static size_t node_reads(const hkc_node_t *n, int out[FUSE_MAX_READS]) {
+  size_t k = 0;
+  for (int i = 0; i < n->n_in; i++) out[k++] = n->in[i];
+  const int extra[] = {n->bias, n->residual, n->mul, n->gamma, n->beta, n->add_in};
+  for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
+    if (extra[i] != HKC_NONE) out[k++] = extra[i];
+  return k;
+}
+
+static int reads_tensor(const hkc_node_t *n, int t) {
+  int r[FUSE_MAX_READS];
+  size_t nr = node_reads(n, r);
+  for (size_t i = 0; i < nr; i++)
+    if (r[i] == t) return 1;
+  return 0;
+}
+
+static int is_elementwise(hk_op_t op) {
+  return op == HK_OP_ADD || op == HK_OP_MUL || op == HK_OP_RELU || op == HK_OP_GELU || op == HK_OP_SILU;
+}
+
+static int is_unary(hk_op_t op) { return op == HK_OP_RELU || op == HK_OP_GELU || op == HK_OP_SILU; }
+
+static int is_norm(hk_op_t op) { return op == HK_OP_LAYERNORM || op == HK_OP_RMSNORM; }
+
+static hk_act_t unary_act(hk_op_t op) {
+  return op == HK_OP_RELU ? HK_ACT_RELU : op == HK_OP_GELU ? HK_ACT_GELU : HK_ACT_SILU;
+}
+
+static int same_shape(const hkc_tensor_t *a, const hkc_tensor_t *b) {
+  if (a->rank != b->rank) return 0;
+  for (uint32_t i = 0; i < a->rank; i++)
+    if (!hkc_dim_equal(a->dims[i], b->dims[i])) return 0;
+  return 1;
+}
+
+/* "[batch, 16, 64]" into buf (size >= 96). */
+static const char *shape_text(const hkc_tensor_t *t, char *buf, size_t size) {
+  size_t len = 0;
+  buf[len++] = '[';
+  for (uint32_t i = 0; i < t->rank && len + 40 < size; i++) {
+    hkc_dim_t d = t->dims[i];
+    int n;
+    if (d.mul == 0) n = snprintf(buf + len, size - len, "%s%lld", i ? ", " : "", (long long)d.add);
+    else if (d.mul == 1 && d.add == 0) n = snprintf(buf + len, size - len, "%sbatch", i ? ", " : "");
+    else n = snprintf(buf + len, size - len, "%s%lld*batch%+lld", i ? ", " : "", (long long)d.mul, (long long)d.add);
+    if (n > 0) len += (size_t)n;
+  }
+  if (len + 2 > size) len = size - 2;
+  buf[len++] = ']';
+  buf[len] = '\0';
+  return buf;
+}
+
+static const char *node_label(const hkc_node_t *n) { return n->fused_names ? n->fused_names : n->name; }
+
+static void why_set(char *why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void why_set(char *why, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, FUSE_WHY, fmt, ap);
+  va_end(ap);
+}
+
+/* The slot that reads t, when exactly one operand of one alive slot does; else -1. */
+static int sole_reader(const fuse_ctx_t *f, int t) {
+  if (f->reads[t] != 1) return -1;
+  int r = f->reader[t];
+  if (r >= 0 && f->alive[r] && reads_tensor(&f->slot[r], t)) return r;
+  for (size_t i = 0; i < f->n; i++)
+    if (f->alive[i] && reads_tensor(&f->slot[i], t)) return (int)i;
+  return -1;
+}
+
+/* Another alive slot (not `except`) that reads t, for messages; -1 when none. */
+static int other_reader(const fuse_ctx_t *f, int t, int except) {
+  for (size_t i = 0; i < f->n; i++)
+    if ((int)i != except && f->alive[i] && reads_tensor(&f->slot[i], t)) return (int)i;
+  return -1;
+}
+
+/* Whether t (written by the group so far) may disappear once node c joins: c must be its
+ * only reader, reading it once, and t must not be a graph output. */
+static int can_eliminate(const fuse_ctx_t *f, int t, int c, char *why) {
+  const hkc_tensor_t *T = &f->spec->tensors[t];
+  if (T->role == HK_ROLE_OUTPUT) {
+    why_set(why, "tensor '%s' is a graph output, so it must be stored and cannot stay inside a fused node", T->name);
+    return 0;
+  }
+  if (f->reads[t] != 1 || sole_reader(f, t) != c) {
+    int o = other_reader(f, t, c);
+    if (o >= 0)
+      why_set(why, "tensor '%s' is also read by node '%s', so it must be stored and cannot stay inside a fused node",
+              T->name, node_label(&f->slot[o]));
+    else
+      why_set(why, "it reads tensor '%s' twice; a fused node can only pass it on once", T->name);
+    return 0;
+  }
+  return 1;
+}
+
+/* The operand of binary node c that is not t (c reads t); HKC_NONE with why when c reads
+ * t twice. */
+static int other_operand(const fuse_ctx_t *f, const hkc_node_t *c, int t, char *why) {
+  if (c->in[0] == t && c->in[1] == t) {
+    why_set(why, "it reads tensor '%s' as both operands", f->spec->tensors[t].name);
+    return HKC_NONE;
+  }
+  return c->in[0] == t ? c->in[1] : c->in[0];
+}
+
+static int dtype_ok(const fuse_ctx_t *f, hk_dtype_t dtype, int t, char *why) {
+  const hkc_tensor_t *T = &f->spec->tensors[t];
+  if (T->dtype == dtype) return 1;
+  why_set(why, "tensor '%s' is %s, the group is %s (a fused node has one dtype)", T->name, hkc_dtype_name(T->dtype),
+          hkc_dtype_name(dtype));
+  return 0;
+}
+
+/* ---- gemm epilogue ---------------------------------------------------------------------- */
+static const char k_epilogue_order[] = "(epilogue order: bias, act, mul, residual)";
+
+/* What the epilogue already holds past a stage, for "X after the Y" messages. */
+static const char *latest_stage(const hkc_node_t *g, int past_act) {
+  if (g->residual != HKC_NONE) return "the residual add";
+  if (g->mul != HKC_NONE) return "the mul";
+  if (past_act && g->act != HK_ACT_NONE) return "the activation";
+  return NULL;
+}
+
+/* Absorbs node c, which must read g's output, into the epilogue of the gemm chain g.
+ * 0 with g updated, or -1 with why (g unchanged). */
+static int gemm_absorb(const fuse_ctx_t *f, hkc_node_t *g, int c_slot, char *why) {
+  const hkc_tensor_t *T = f->spec->tensors;
+  const hkc_node_t *c = &f->slot[c_slot];
+  const int t = g->out;
+  const char *gname = g->name;
+  char s1[96], s2[96];
+  if (!reads_tensor(c, t)) {
+    why_set(why, "it does not read '%s', the output of the group so far (a fused group is a chain: each node reads "
+                 "the previous one's output)", T[t].name);
+    return -1;
+  }
+  if (!is_elementwise(c->op) || c->n_fused > 1) {
+    why_set(why, "op '%s' cannot be fused into gemm '%s' (its epilogue takes add, mul, relu, gelu, silu: bias, act, "
+                 "mul, residual)", hkc_op_name(c->op), gname);
+    return -1;
+  }
+  if (!can_eliminate(f, t, c_slot, why)) return -1;
+  if (!dtype_ok(f, T[t].dtype, c->out, why)) return -1;
+  hkc_node_t n = *g;
+  if (is_unary(c->op)) {
+    const char *after = latest_stage(g, 0);
+    if (after) {
+      why_set(why, "activation after %s cannot be fused into gemm '%s' %s", after, gname, k_epilogue_order);
+      return -1;
+    }
+    if (g->act != HK_ACT_NONE) {
+      why_set(why, "a second activation cannot be fused into gemm '%s' (it already applies %s)", gname,
+              hkc_act_name(g->act));
+      return -1;
+    }
+    n.act = unary_act(c->op);
+  } else {
+    int o = other_operand(f, c, t, why);
+    if (o == HKC_NONE) return -1;
+    if (!dtype_ok(f, T[t].dtype, o, why)) return -1;
+    const hkc_tensor_t *out = &T[t], *opd = &T[o];
+    const hkc_dim_t n_dim = out->dims[out->rank - 1];
+    const int bias_like = opd->rank == 1 && hkc_dim_equal(opd->dims[0], n_dim);
+    const int out_like = same_shape(opd, out);
+    if (c->op == HK_OP_MUL) {
+      if (!out_like) {
+        why_set(why, "mul operand '%s' %s is not shaped like the output of gemm '%s' %s (a fused mul is element by "
+                     "element)", opd->name, shape_text(opd, s1, sizeof s1), gname, shape_text(out, s2, sizeof s2));
+        return -1;
+      }
+      if (g->residual != HKC_NONE) {
+        why_set(why, "mul after the residual add cannot be fused into gemm '%s' %s", gname, k_epilogue_order);
+        return -1;
+      }
+      if (g->mul != HKC_NONE) {
+        why_set(why, "a second mul cannot be fused into gemm '%s' (it already multiplies by '%s')", gname,
+                T[g->mul].name);
+        return -1;
+      }
+      n.mul = o;
+    } else if (bias_like && g->bias == HKC_NONE && !latest_stage(g, 1)) {
+      n.bias = o;
+    } else if (out_like) {
+      if (g->residual != HKC_NONE) {
+        why_set(why, "a second residual add cannot be fused into gemm '%s' (it already adds '%s')", gname,
+                T[g->residual].name);
+        return -1;
+      }
+      n.residual = o;
+    } else if (bias_like) {
+      const char *after = latest_stage(g, 1);
+      if (after)
+        why_set(why, "bias add after %s cannot be fused into gemm '%s' %s", after, gname, k_epilogue_order);
+      else
+        why_set(why, "a second bias add cannot be fused into gemm '%s' (it already adds '%s')", gname, T[g->bias].name);
+      return -1;
+    } else {
+      why_set(why, "add operand '%s' %s is neither [N] (a bias) nor shaped like the output of gemm '%s' %s (a "
+                   "residual)", opd->name, shape_text(opd, s1, sizeof s1), gname, shape_text(out, s2, sizeof s2));
+      return -1;
+    }
+  }
+  if (!same_shape(&T[c->out], &T[t])) { /* implied by the cases above; kept as a guard */
+    why_set(why, "its output '%s' is not shaped like the output of gemm '%s'", T[c->out].name, gname);
+    return -1;
+  }
+  n.out = c->out;
+  *g = n;
+  return 0;
+}
+
+/* ---- residual add + norm ----------------------------------------------------------------------- */
+/* Fuses add node p into norm node `nm` (which reads p's sum): 0 with *out the fused
+ * node, or -1 with why. */
+static int norm_absorb(const fuse_ctx_t *f, int p_slot, int n_slot, hkc_node_t *out, char *why) {
+  const hkc_tensor_t *T = f->spec->tensors;
+  const hkc_node_t *p = &f->slot[p_slot], *nm = &f->slot[n_slot];
+  char s1[96], s2[96];
+  if (p->op != HK_OP_ADD || p->n_fused > 1) {
+    why_set(why, "only a residual add can be fused into %s '%s' (add + norm), not op '%s'", hkc_op_name(nm->op),
+            nm->name, hkc_op_name(p->op));
+    return -1;
+  }
+  const int s = p->out;
+  if (nm->in[0] != s) {
+    why_set(why, "%s '%s' does not normalise '%s', the output of add '%s' (add + norm fuses norm(a + b))",
+            hkc_op_name(nm->op), nm->name, T[s].name, p->name);
+    return -1;
+  }
+  if (nm->add_in != HKC_NONE) {
+    why_set(why, "%s '%s' already adds '%s'", hkc_op_name(nm->op), nm->name, T[nm->add_in].name);
+    return -1;
+  }
+  if (nm->gamma == s || nm->beta == s) {
+    why_set(why, "%s '%s' reads the sum '%s' as a parameter", hkc_op_name(nm->op), nm->name, T[s].name);
+    return -1;
+  }
+  for (int i = 0; i < 2; i++) {
+    const hkc_tensor_t *opd = &T[p->in[i]];
+    if (!same_shape(opd, &T[s])) {
+      why_set(why, "add operand '%s' %s is broadcast; add + norm needs both operands shaped like the sum '%s' %s",
+              opd->name, shape_text(opd, s1, sizeof s1), T[s].name, shape_text(&T[s], s2, sizeof s2));
+      return -1;
+    }
+    if (!dtype_ok(f, T[s].dtype, p->in[i], why)) return -1;
+  }
+  if (!dtype_ok(f, T[s].dtype, nm->out, why)) return -1;
+  /* The sum stays stored when anything but the norm reads it (or it is an output). */
+  const int keep_sum = T[s].role == HK_ROLE_OUTPUT || f->reads[s] != 1 || sole_reader(f, s) != n_slot;
+  if (keep_sum) {
+    /* The fused node runs no earlier than the norm did; the sum's other readers may then
+     * move after it, which needs gamma and beta not to depend on the sum. */
+    const int params[2] = {nm->gamma, nm->beta};
+    for (int i = 0; i < 2; i++)
+      if (params[i] != HKC_NONE && f->producer[params[i]] > p_slot) {
+        why_set(why, "the sum '%s' is also needed elsewhere, and '%s' is computed after it", T[s].name,
+                T[params[i]].name);
+        return -1;
+      }
+  }
+  *out = *nm;
+  out->in[0] = p->in[0];
+  out->add_in = p->in[1];
+  out->sum_out = keep_sum ? s : HKC_NONE;
+  return 0;
+}
+
+/* ---- element-wise chains ------------------------------------------------------------------------ */
+static char step_letter(hk_op_t op) {
+  switch (op) {
+  case HK_OP_ADD: return 'a';
+  case HK_OP_MUL: return 'm';
+  case HK_OP_RELU: return 'r';
+  case HK_OP_GELU: return 'g';
+  default: return 's';
+  }
+}
+
+/* Appends "<letter>[<operand>]" to the chain's program; operand o is reused when the
+ * chain already reads it (as operand 1..4), else added. 0 / -1 with why. */
+static int chain_step(const fuse_ctx_t *f, hkc_node_t *ch, hk_op_t op, int o, char *why) {
+  size_t len = strlen(ch->program);
+  char step[3] = {step_letter(op), 0, 0};
+  if (o != HKC_NONE) {
+    int j = 1;
+    while (j < ch->n_in && ch->in[j] != o) j++;
+    if (j == ch->n_in) {
+      if (ch->n_in >= HKC_MAX_NODE_IN) {
+        why_set(why, "the chain would read more than %d tensors (adding '%s')", HKC_MAX_NODE_IN,
+                f->spec->tensors[o].name);
+        return -1;
+      }
+      ch->in[ch->n_in++] = o;
+    }
+    step[1] = (char)('0' + j);
+  }
+  if (len + strlen(step) >= HKC_EW_PROGRAM_MAX) {
+    why_set(why, "the chain's program would exceed %d characters", HKC_EW_PROGRAM_MAX - 1);
+    return -1;
+  }
+  memcpy(ch->program + len, step, strlen(step) + 1);
+  return 0;
+}
+
+/* A chain of one element-wise node h (not yet an ewchain: committed only with >= 2). */
+static void chain_start(const fuse_ctx_t *f, const hkc_node_t *h, hkc_node_t *ch) {
+  *ch = *h;
+  ch->op = HK_OP_EWCHAIN;
+  ch->program[0] = '\0';
+  ch->n_in = 1;
+  for (int i = 1; i < HKC_MAX_NODE_IN; i++) ch->in[i] = HKC_NONE;
+  char why[FUSE_WHY];
+  int rc = chain_step(f, ch, h->op, is_unary(h->op) ? HKC_NONE : h->in[1], why);
+  assert(rc == 0);
+  (void)rc;
+}
+
+static int chain_absorb(const fuse_ctx_t *f, hkc_node_t *ch, int c_slot, char *why) {
+  const hkc_tensor_t *T = f->spec->tensors;
+  const hkc_node_t *c = &f->slot[c_slot];
+  const int t = ch->out;
+  if (!reads_tensor(c, t)) {
+    why_set(why, "it does not read '%s', the output of the group so far (a fused group is a chain: each node reads "
+                 "the previous one's output)", T[t].name);
+    return -1;
+  }
+  if (!is_elementwise(c->op) || c->n_fused > 1) {
+    why_set(why, "op '%s' cannot join an element-wise chain (add, mul, relu, gelu, silu)", hkc_op_name(c->op));
+    return -1;
+  }
+  if (!can_eliminate(f, t, c_slot, why)) return -1;
+  if (!dtype_ok(f, T[t].dtype, c->out, why)) return -1;
+  hkc_node_t n = *ch;
+  int o = HKC_NONE;
+  if (!is_unary(c->op)) {
+    if ((o = other_operand(f, c, t, why)) == HKC_NONE) return -1;
+    if (!dtype_ok(f, T[t].dtype, o, why)) return -1;
+  }
+  if (chain_step(f, &n, c->op, o, why) != 0) return -1;
+  n.out = c->out;
+  *ch = n;
+  return 0;
+}
+
+/* ---- committing a group ------------------------------------------------------------------------ */
+/* Replaces the member slots (in topological order, the last one last) by `fused`, which
+ * takes the last member's slot. Eliminated tensors: every member output but the last,
+ * except a kept sum_out. Keeps reads/reader/producer exact. 0 / -1 on OOM. */
+static int commit(fuse_ctx_t *f, const int *members, size_t n_members, hkc_node_t fused, int anchor) {
+  size_t len = 1;
+  int count = 0;
+  assert(n_members >= 2);
+  for (size_t m = 0; m < n_members; m++) {
+    len += strlen(node_label(&f->slot[members[m]])) + 1;
+    count += f->slot[members[m]].n_fused;
+  }
+  char *names = malloc(len);
+  if (!names) {
+    hkc_error((hkc_loc_t){f->spec->path, 0, 0}, "out of memory while fusing");
+    return -1;
+  }
+  names[0] = '\0';
+  for (size_t m = 0; m < n_members; m++) {
+    if (m) strcat(names, ",");
+    strcat(names, node_label(&f->slot[members[m]]));
+  }
+  const int last = members[n_members - 1];
+  int r[FUSE_MAX_READS];
+  for (size_t m = 0; m < n_members; m++) {
+    const hkc_node_t *mn = &f->slot[members[m]];
+    size_t nr = node_reads(mn, r);
+    for (size_t i = 0; i < nr; i++) f->reads[r[i]]--;
+    if (m + 1 < n_members && mn->out != fused.sum_out) f->dead[mn->out] = 1;
+    if (f->refused[members[m]]) free(f->slot[members[m]].fused_names);
+    f->alive[members[m]] = 0;
+    f->refused[members[m]] = 0;
+  }
+  fused.fused_names = names;
+  fused.n_fused = count;
+  fused.name = f->spec->nodes[anchor].name;
+  f->slot[last] = fused;
+  f->alive[last] = 1;
+  f->refused[last] = 1;
+  f->anchor[last] = anchor;
+  size_t nr = node_reads(&fused, r);
+  for (size_t i = 0; i < nr; i++) {
+    f->reads[r[i]]++;
+    f->reader[r[i]] = last;
+  }
+  f->producer[fused.out] = last;
+  if (fused.sum_out != HKC_NONE) f->producer[fused.sum_out] = last;
+  return 0;
+}
+
+/* ---- auto ---------------------------------------------------------------------------------------- */
+/* Grows a chain from slot `head` through sole readers while `absorb` accepts them. */
+typedef int (*absorb_fn_t)(const fuse_ctx_t *, hkc_node_t *, int, char *);
+
+static int grow_chain(fuse_ctx_t *f, int head, hkc_node_t *state, absorb_fn_t absorb, int *members) {
+  char why[FUSE_WHY];
+  int n = 1;
+  members[0] = head;
+  for (;;) {
+    int c = sole_reader(f, state->out);
+    if (c < 0 || f->spec->tensors[state->out].role == HK_ROLE_OUTPUT || (size_t)n >= f->n) break;
+    if (absorb(f, state, c, why) != 0) break;
+    members[n++] = c;
+  }
+  return n;
+}
+
+static int auto_fuse(fuse_ctx_t *f, int *members) {
+  /* 1. gemm epilogues */
+  for (size_t i = 0; i < f->n; i++) {
+    if (!f->alive[i] || f->slot[i].op != HK_OP_GEMM) continue;
+    hkc_node_t g = f->slot[i];
+    int n = grow_chain(f, (int)i, &g, gemm_absorb, members);
+    if (n > 1 && commit(f, members, (size_t)n, g, f->anchor[i]) != 0) return -1;
+  }
+  /* 2. residual add + norm */
+  for (size_t i = 0; i < f->n; i++) {
+    if (!f->alive[i] || !is_norm(f->slot[i].op) || f->slot[i].add_in != HKC_NONE) continue;
+    int p = f->producer[f->slot[i].in[0]];
+    if (p < 0 || !f->alive[p]) continue;
+    hkc_node_t fused;
+    char why[FUSE_WHY];
+    if (norm_absorb(f, p, (int)i, &fused, why) != 0) continue;
+    members[0] = p, members[1] = (int)i;
+    if (commit(f, members, 2, fused, f->anchor[i]) != 0) return -1;
+  }
+  /* 3. element-wise chains */
+  for (size_t i = 0; i < f->n; i++) {
+    if (!f->alive[i] || !is_elementwise(f->slot[i].op) || f->slot[i].n_fused > 1) continue;
+    hkc_node_t ch;
+    chain_start(f, &f->slot[i], &ch);
+    int n = grow_chain(f, (int)i, &ch, chain_absorb, members);
+    if (n > 1 && commit(f, members, (size_t)n, ch, f->anchor[i]) != 0) return -1;
+  }
+  return 0;
+}
+
+/* ---- explicit groups --------------------------------------------------------------------------- */
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+/* Builds the fused node of one explicit group (members sorted). 0, or -1 with *bad the
+ * member that breaks it and why. */
+static int group_build(const fuse_ctx_t *f, const int *m, size_t k, hkc_node_t *out, int *anchor, int *bad,
+                       char *why) {
+  const hkc_node_t *S = f->slot;
+  int gemm = -1, norm = -1;
+  for (size_t i = 0; i < k; i++) {
+    const hkc_node_t *n = &S[m[i]];
+    *bad = m[i];
+    if (n->op == HK_OP_GEMM) {
+      if (gemm >= 0) {
+        why_set(why, "a fused group holds one gemm, and '%s' is already in it (SwiGLU: group the mul with one of "
+                     "the two gemms; the other's output becomes the mul operand)", S[gemm].name);
+        return -1;
+      }
+      gemm = m[i];
+    } else if (is_norm(n->op)) {
+      if (norm >= 0) {
+        why_set(why, "a fused group holds one norm, and '%s' is already in it", S[norm].name);
+        return -1;
+      }
+      norm = m[i];
+    } else if (!is_elementwise(n->op)) {
+      why_set(why, "op '%s' cannot be fused with other nodes (it runs as a kernel of its own)", hkc_op_name(n->op));
+      return -1;
+    }
+  }
+  if (gemm >= 0) {
+    if (gemm != m[0]) {
+      *bad = m[0];
+      why_set(why, "it runs before gemm '%s'; only nodes that consume the gemm's output can join its epilogue",
+              S[gemm].name);
+      return -1;
+    }
+    *out = S[gemm];
+    for (size_t i = 1; i < k; i++) {
+      *bad = m[i];
+      if (gemm_absorb(f, out, m[i], why) != 0) return -1;
+    }
+    *anchor = f->anchor[gemm];
+    return 0;
+  }
+  if (norm >= 0) {
+    if (norm != m[k - 1]) {
+      *bad = m[k - 1];
+      why_set(why, "it comes after %s '%s'; nothing can be fused after a norm", hkc_op_name(S[norm].op), S[norm].name);
+      return -1;
+    }
+    if (k != 2) {
+      *bad = m[0];
+      why_set(why, "add + norm fuses exactly one residual add into %s '%s' (this group has %zu nodes)",
+              hkc_op_name(S[norm].op), S[norm].name, k);
+      return -1;
+    }
+    *bad = m[0];
+    if (norm_absorb(f, m[0], norm, out, why) != 0) return -1;
+    *anchor = f->anchor[norm];
+    return 0;
+  }
+  chain_start(f, &S[m[0]], out);
+  for (size_t i = 1; i < k; i++) {
+    *bad = m[i];
+    if (chain_absorb(f, out, m[i], why) != 0) return -1;
+  }
+  *anchor = f->anchor[m[0]];
+  return 0;
+}
+
+static int groups_fuse(fuse_ctx_t *f, int *members) {
+  const hkc_spec_t *s = f->spec;
+  for (size_t g = 0; g < s->n_groups; g++) {
+    size_t k = s->group_sizes[g];
+    memcpy(members, s->groups[g], k * sizeof *members);
+    qsort(members, k, sizeof *members, cmp_int);
+    if (k < 2) continue;
+    hkc_node_t fused;
+    int anchor = -1, bad = -1;
+    char why[FUSE_WHY];
+    if (group_build(f, members, k, &fused, &anchor, &bad, why) != 0) {
+      char list[512];
+      size_t len = 0;
+      list[0] = '\0';
+      for (size_t i = 0; i < s->group_sizes[g] && len + 8 < sizeof list; i++) {
+        int n = snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", s->nodes[s->groups[g][i]].name);
+        if (n > 0) len = len + (size_t)n < sizeof list ? len + (size_t)n : sizeof list - 1;
+      }
+      hkc_loc_t loc = s->group_locs ? s->group_locs[g] : (hkc_loc_t){s->path, 0, 0};
+      hkc_error(loc, "fusion group [%s] cannot be one kernel: node '%s': %s", list, s->nodes[bad].name, why);
+      return -1;
+    }
+    if (commit(f, members, k, fused, anchor) != 0) return -1;
+  }
+  return 0;
+}
+
+/* ---- rewriting the spec --------------------------------------------------------------------------- */
+/* Stable topological order of the alive slots (producers first, slot order kept where
+ * possible), as in spec.c: iterative DFS over producers. -1 on a cycle (a bug). */
+static int order_slots(const fuse_ctx_t *f, int *order, size_t *out_n) {
+  size_t n = f->n, n_order = 0;
+  unsigned char *state = calloc(n ? n : 1, 1);
+  int *stack = malloc((n ? n : 1) * sizeof *stack);
+  size_t *next = malloc((n ? n : 1) * sizeof *next);
+  int rc = -1;
+  if (!state || !stack || !next) goto done;
+  for (size_t root = 0; root < n; root++) {
+    if (!f->alive[root] || state[root]) continue;
+    size_t sp = 0;
+    stack[sp] = (int)root, next[sp] = 0, sp++;
+    state[root] = 1;
+    while (sp) {
+      int v = stack[sp - 1];
+      int r[FUSE_MAX_READS];
+      size_t nr = node_reads(&f->slot[v], r);
+      if (next[sp - 1] < nr) {
+        int p = f->producer[r[next[sp - 1]++]];
+        if (p < 0 || p == v) continue;
+        assert(f->alive[p]);
+        if (state[p] == 1) goto done; /* cycle */
+        if (state[p] == 0) {
+          state[p] = 1;
+          stack[sp] = p, next[sp] = 0, sp++;
+        }
+      } else {
+        state[v] = 2;
+        order[n_order++] = v;
+        sp--;
+      }
+    }
+  }
+  *out_n = n_order;
+  rc = 0;
+done:
+  free(state);
+  free(stack);
+  free(next);
+  return rc;
+}
+
+static void remap(int *t, const int *map) {
+  if (*t != HKC_NONE) *t = map[*t];
+}
+
+/* Installs the alive slots as the spec's nodes and drops eliminated tensors. */
+static int rewrite_spec(fuse_ctx_t *f) {
+  hkc_spec_t *s = f->spec;
+  int *order = malloc((f->n ? f->n : 1) * sizeof *order);
+  int *map = malloc((s->n_tensors ? s->n_tensors : 1) * sizeof *map);
+  hkc_node_t *nodes = calloc(f->n ? f->n : 1, sizeof *nodes);
+  unsigned char *keep_name = calloc(f->n ? f->n : 1, 1);
+  size_t n_nodes = 0;
+  int rc = -1;
+  if (!order || !map || !nodes || !keep_name) {
+    hkc_error((hkc_loc_t){s->path, 0, 0}, "out of memory while fusing");
+    goto done;
+  }
+  if (order_slots(f, order, &n_nodes) != 0) {
+    hkc_error((hkc_loc_t){s->path, 0, 0}, "internal error: fusion produced a cycle");
+    goto done;
+  }
+  /* Tensor compaction. */
+  size_t nt = 0;
+  for (size_t t = 0; t < s->n_tensors; t++) {
+    if (f->dead[t]) {
+      free(s->tensors[t].name);
+      map[t] = HKC_NONE;
+      continue;
+    }
+    map[t] = (int)nt;
+    s->tensors[nt++] = s->tensors[t];
+  }
+  s->n_tensors = nt;
+  for (size_t t = 0; t < nt; t++) s->tensors[t].producer = HKC_NONE;
+  for (size_t o = 0; o < s->n_outputs; o++) remap(&s->outputs[o], map);
+  /* Nodes in their new order; names and fused_names change owners. */
+  for (size_t j = 0; j < n_nodes; j++) {
+    hkc_node_t *nd = &nodes[j];
+    *nd = f->slot[order[j]];
+    keep_name[f->anchor[order[j]]] = 1;
+    for (int i = 0; i < nd->n_in; i++) remap(&nd->in[i], map);
+    int *fields[] = {&nd->bias, &nd->residual, &nd->mul, &nd->gamma, &nd->beta, &nd->add_in, &nd->sum_out, &nd->out};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) remap(fields[i], map);
+    s->tensors[nd->out].producer = (int)j;
+    if (nd->sum_out != HKC_NONE) s->tensors[nd->sum_out].producer = (int)j;
+  }
+  for (size_t i = 0; i < f->n; i++) {
+    if (!keep_name[i]) free(s->nodes[i].name);
+    /* an original node's fused_names survives only in an untouched slot */
+    if (!(f->alive[i] && !f->refused[i])) free(s->nodes[i].fused_names);
+    f->refused[i] = 0; /* ownership passed to the spec */
+  }
+  free(s->nodes);
+  s->nodes = nodes;
+  s->n_nodes = n_nodes;
+  nodes = NULL;
+  rc = 0;
+done:
+  free(order);
+  free(map);
+  free(nodes);
+  free(keep_name);
+  return rc;
+}
+
+static void free_groups(hkc_spec_t *s) {
+  for (size_t i = 0; i < s->n_groups; i++) free(s->groups[i]);
+  free(s->groups);
+  free(s->group_sizes);
+  free(s->group_locs);
+  s->groups = NULL;
+  s->group_sizes = NULL;
+  s->group_locs = NULL;
+  s->n_groups = 0;
+}
+
+/* Contract in frontend.h. Works on copies: on error the spec is unchanged. Explicit groups
+ * are consumed (their node indices would be stale after the rewrite). */
+int hkc_fuse(hkc_spec_t *spec, int mode) {
+  if (mode >= 0) {
+    if (mode != HKC_FUSION_AUTO && mode != HKC_FUSION_NONE) {
+      hkc_error((hkc_loc_t){spec->path, 0, 0}, "internal error: fusion mode %d", mode);
+      return -1;
+    }
+    spec->fusion = (hkc_fusion_mode_t)mode;
+  }
+  if (spec->fusion == HKC_FUSION_NONE || spec->n_nodes == 0) {
+    if (spec->fusion != HKC_FUSION_GROUPS) free_groups(spec);
+    return 0;
+  }
+  fuse_ctx_t f = {.spec = spec, .n = spec->n_nodes};
+  size_t nt = spec->n_tensors ? spec->n_tensors : 1;
+  f.slot = malloc(f.n * sizeof *f.slot);
+  f.alive = malloc(f.n);
+  f.refused = calloc(f.n, 1);
+  f.anchor = malloc(f.n * sizeof *f.anchor);
+  f.reads = calloc(nt, sizeof *f.reads);
+  f.reader = malloc(nt * sizeof *f.reader);
+  f.producer = malloc(nt * sizeof *f.producer);
+  f.dead = calloc(nt, 1);
+  int *members = malloc(f.n * sizeof *members);
+  int rc = -1;
+  if (!f.slot || !f.alive || !f.refused || !f.anchor || !f.reads || !f.reader || !f.producer || !f.dead || !members) {
+    hkc_error((hkc_loc_t){spec->path, 0, 0}, "out of memory while fusing");
+    goto done;
+  }
+  memcpy(f.slot, spec->nodes, f.n * sizeof *f.slot);
+  memset(f.alive, 1, f.n);
+  for (size_t t = 0; t < nt; t++) f.reader[t] = f.producer[t] = -1;
+  for (size_t i = 0; i < f.n; i++) {
+    f.anchor[i] = (int)i;
+    int r[FUSE_MAX_READS];
+    size_t nr = node_reads(&f.slot[i], r);
+    for (size_t k = 0; k < nr; k++) {
+      f.reads[r[k]]++;
+      f.reader[r[k]] = (int)i;
+    }
+    f.producer[f.slot[i].out] = (int)i;
+    if (f.slot[i].sum_out != HKC_NONE) f.producer[f.slot[i].sum_out] = (int)i;
+  }
+  /* Each step reports its own errors. */
+  if ((spec->fusion == HKC_FUSION_GROUPS ? groups_fuse(&f, members) : auto_fuse(&f, members)) != 0) goto done;
+  if (rewrite_spec(&f) != 0) goto done;
+  free_groups(spec);
+  rc = 0;
+done:
+  for (size_t i = 0; f.refused && f.slot && i < f.n; i++)
+    if (f.refused[i]) free(f.slot[i].fused_names);
+  free(f.slot);
+  free(f.alive);
+  free(f.refused);
+  free(f.anchor);
+  free(f.reads);
+  free(f.reader);
+  free(f.producer);
+  free(f.dead);
+  free(members);
+  return rc;
+}

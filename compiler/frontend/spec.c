@@ -1,0 +1,1446 @@
+/* spec.c -- YAML pipeline spec (format v1) -> validated hkc_spec_t.
+ *
+ * Two steps. libyaml's event parser builds a small tree of maps, lists and scalars,
+ * each with its 1-based line:col; aliases, several documents and deep nesting are
+ * refused there. Then the tree is checked against the schema (docs/SPEC.md) in a
+ * fixed order -- version, name, dtype, batch sizes, batch policy, dims, targets, inputs,
+ * params, graph, outputs, fusion -- so that dims exist before shapes use them. Graph nodes may
+ * be written in any order: they are sorted topologically (producers first, written
+ * order kept where possible) before shapes are inferred. The first problem is
+ * reported as FILE:LINE:COL and parsing stops. */
+#include <assert.h>
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "frontend/frontend.h"
+#include "util/util.h"
+
+/* Nesting bound for the YAML tree: a spec needs 4 levels (graph > node > in > name);
+ * the bound keeps the recursive walks shallow on hostile input. */
+#define HKC_SPEC_MAX_DEPTH 64
+/* Nodes per spec. Name lookups are linear, so this also bounds the quadratic work. */
+#define HKC_SPEC_MAX_NODES 16384u
+/* Batch sizes end up in launch dimensions (uint32). */
+#define HKC_SPEC_MAX_BATCH INT32_MAX
+/* One tensor's bytes at the largest batch size: far above any device memory, low
+ * enough that later stages can add and align sizes without overflow. */
+#define HKC_SPEC_MAX_TENSOR_BYTES (INT64_C(1) << 48)
+/* hkc_target_out_t.name holds 64 bytes. */
+#define HKC_SPEC_MAX_TARGET_LEN 63u
+#define HKC_SPEC_DEFAULT_EPS 1e-5f
+/* rope converts positions to f32 for the angle: up to 2^24 every position is exact,
+ * beyond it neighbouring positions would share an angle. offset + seq stays at most this. */
+#define HKC_SPEC_MAX_ROPE_POSITIONS (INT64_C(1) << 24)
+#define HKC_SPEC_VERSION 1
+
+/* ---- the YAML tree ------------------------------------------------------------ */
+typedef enum ykind { Y_SCALAR, Y_SEQ, Y_MAP } ykind_t;
+
+typedef struct ynode {
+  ykind_t kind;
+  hkc_loc_t loc;          /* start mark, 1-based */
+  char *text;             /* scalar: NUL-terminated, no embedded NUL */
+  int quoted;             /* scalar written in '...' or "..." */
+  int plain;              /* scalar written without quotes or block indicators */
+  struct ynode **kids;    /* list items, or map key/value pairs interleaved */
+  size_t n, cap;
+} ynode_t;
+
+static void ynode_free(ynode_t *n) {
+  if (!n) return;
+  for (size_t i = 0; i < n->n; i++) ynode_free(n->kids[i]);
+  free(n->kids);
+  free(n->text);
+  free(n);
+}
+
+static hkc_loc_t mark_loc(const char *file, yaml_mark_t m) {
+  hkc_loc_t loc = {file, m.line < INT32_MAX ? (int)m.line + 1 : INT32_MAX,
+                   m.column < INT32_MAX ? (int)m.column + 1 : INT32_MAX};
+  return loc;
+}
+
+static void report_yaml_error(const char *file, const yaml_parser_t *p) {
+  const char *problem = p->problem ? p->problem : "unknown problem";
+  if (p->error == YAML_MEMORY_ERROR) {
+    hkc_error((hkc_loc_t){file, 0, 0}, "out of memory while reading YAML");
+  } else if (p->error == YAML_READER_ERROR) {
+    hkc_error((hkc_loc_t){file, 0, 0}, "YAML error at byte %zu: %s", p->problem_offset, problem);
+  } else if (p->context) {
+    hkc_error(mark_loc(file, p->problem_mark), "YAML syntax error: %s (%s at %d:%d)", problem, p->context,
+              (int)p->context_mark.line + 1, (int)p->context_mark.column + 1);
+  } else {
+    hkc_error(mark_loc(file, p->problem_mark), "YAML syntax error: %s", problem);
+  }
+}
+
+static ynode_t *ynode_new(ykind_t kind, hkc_loc_t loc) {
+  ynode_t *n = calloc(1, sizeof *n);
+  if (n) {
+    n->kind = kind;
+    n->loc = loc;
+  }
+  return n;
+}
+
+/* Parses the bytes into a tree. *out_root is NULL for an empty document. 0 / -1
+ * (reported). The caller frees the tree. */
+static int yaml_tree_build(const char *file, const char *data, size_t size, ynode_t **out_root) {
+  yaml_parser_t parser;
+  ynode_t *stack[HKC_SPEC_MAX_DEPTH];
+  int depth = 0, docs = 0, rc = -1;
+  ynode_t *root = NULL;
+  *out_root = NULL;
+  if (!yaml_parser_initialize(&parser)) {
+    hkc_error((hkc_loc_t){file, 0, 0}, "out of memory");
+    return -1;
+  }
+  yaml_parser_set_input_string(&parser, (const unsigned char *)data, size);
+  for (;;) {
+    yaml_event_t ev;
+    if (!yaml_parser_parse(&parser, &ev)) {
+      report_yaml_error(file, &parser);
+      goto done;
+    }
+    hkc_loc_t loc = mark_loc(file, ev.start_mark);
+    int stop = 0, bad = 0;
+    ynode_t *node = NULL;
+    switch (ev.type) {
+    case YAML_STREAM_END_EVENT: stop = 1; break;
+    case YAML_DOCUMENT_START_EVENT:
+      if (++docs > 1) {
+        hkc_error(loc, "a spec is one YAML document; found a second one here");
+        bad = 1;
+      }
+      break;
+    case YAML_ALIAS_EVENT:
+      hkc_error(loc, "YAML aliases (*%s) are not supported in a spec", (const char *)ev.data.alias.anchor);
+      bad = 1;
+      break;
+    case YAML_SCALAR_EVENT:
+      if (memchr(ev.data.scalar.value, 0, ev.data.scalar.length)) {
+        hkc_error(loc, "NUL character in a string");
+        bad = 1;
+        break;
+      }
+      node = ynode_new(Y_SCALAR, loc);
+      if (node) {
+        node->text = hkc_strdup((const char *)ev.data.scalar.value);
+        node->quoted = ev.data.scalar.style == YAML_SINGLE_QUOTED_SCALAR_STYLE ||
+                       ev.data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE;
+        node->plain = ev.data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+      }
+      break;
+    case YAML_SEQUENCE_START_EVENT:
+    case YAML_MAPPING_START_EVENT:
+      if (depth >= HKC_SPEC_MAX_DEPTH) {
+        hkc_error(loc, "YAML nested too deeply (more than %d levels)", HKC_SPEC_MAX_DEPTH);
+        bad = 1;
+        break;
+      }
+      node = ynode_new(ev.type == YAML_SEQUENCE_START_EVENT ? Y_SEQ : Y_MAP, loc);
+      break;
+    case YAML_SEQUENCE_END_EVENT:
+    case YAML_MAPPING_END_EVENT:
+      if (depth > 0) depth--;
+      break;
+    default: break;
+    }
+    int is_node = ev.type == YAML_SCALAR_EVENT || ev.type == YAML_SEQUENCE_START_EVENT ||
+                  ev.type == YAML_MAPPING_START_EVENT;
+    yaml_event_delete(&ev);
+    if (bad) goto done;
+    if (is_node) {
+      if (!node || (node->kind == Y_SCALAR && !node->text)) {
+        ynode_free(node);
+        hkc_error(loc, "out of memory");
+        goto done;
+      }
+      if (depth == 0) {
+        root = node; /* one document, one root */
+      } else {
+        ynode_t *parent = stack[depth - 1];
+        if (hkc_reserve((void **)&parent->kids, &parent->cap, parent->n + 1, sizeof *parent->kids) != 0) {
+          ynode_free(node);
+          hkc_error(loc, "out of memory");
+          goto done;
+        }
+        parent->kids[parent->n++] = node;
+      }
+      if (node->kind != Y_SCALAR) stack[depth++] = node;
+    }
+    if (stop) break;
+  }
+  *out_root = root;
+  root = NULL;
+  rc = 0;
+done:
+  ynode_free(root);
+  yaml_parser_delete(&parser);
+  return rc;
+}
+
+/* ---- typed access to tree nodes ---------------------------------------------------- */
+static int ynode_is_null(const ynode_t *n) {
+  return n->kind == Y_SCALAR && n->plain &&
+         (n->text[0] == '\0' || !strcmp(n->text, "~") || !strcmp(n->text, "null") || !strcmp(n->text, "Null") ||
+          !strcmp(n->text, "NULL"));
+}
+
+/* What a node is, for "expected X, got Y" messages (callers quote scalar text). */
+static const char *ynode_desc(const ynode_t *n) {
+  if (n->kind == Y_MAP) return "a map";
+  if (n->kind == Y_SEQ) return "a list";
+  if (ynode_is_null(n)) return "nothing (null)";
+  return "a scalar";
+}
+
+/* Checks the node kind; "what" names the key in the message. */
+static int expect_kind(const ynode_t *n, ykind_t kind, const char *expected, const char *what) {
+  if (n->kind == kind && !(kind == Y_SCALAR && ynode_is_null(n))) return 0;
+  if (n->kind == Y_SCALAR && !ynode_is_null(n))
+    hkc_error(n->loc, "expected %s for '%s', got '%.64s'", expected, what, n->text);
+  else
+    hkc_error(n->loc, "expected %s for '%s', got %s", expected, what, ynode_desc(n));
+  return -1;
+}
+
+/* The column where a scalar's text starts (after an opening quote). */
+static hkc_loc_t scalar_text_loc(const ynode_t *n) {
+  hkc_loc_t loc = n->loc;
+  if (n->quoted) loc.col++;
+  return loc;
+}
+
+static int parse_int(const ynode_t *n, const char *what, int64_t min, int64_t max, int64_t *out) {
+  if (expect_kind(n, Y_SCALAR, "an integer", what) != 0) return -1;
+  const char *s = n->text;
+  int neg = 0;
+  if (*s == '-' || *s == '+') neg = *s++ == '-';
+  int64_t v = 0;
+  if (!*s) goto bad;
+  for (; *s; s++) {
+    if (*s < '0' || *s > '9') goto bad;
+    if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, neg ? -(*s - '0') : *s - '0', &v)) {
+      hkc_error(n->loc, "'%s' is out of range (%lld to %lld)", what, (long long)min, (long long)max);
+      return -1;
+    }
+  }
+  if (v < min || v > max) {
+    hkc_error(n->loc, "'%s' must be between %lld and %lld, got %lld", what, (long long)min, (long long)max,
+              (long long)v);
+    return -1;
+  }
+  *out = v;
+  return 0;
+bad:
+  hkc_error(n->loc, "expected an integer for '%s', got '%.64s'", what, n->text);
+  return -1;
+}
+
+static int parse_float(const ynode_t *n, const char *what, float *out) {
+  if (expect_kind(n, Y_SCALAR, "a number", what) != 0) return -1;
+  errno = 0;
+  char *end = NULL;
+  double v = strtod(n->text, &end);
+  if (end == n->text || *end != '\0' || errno == ERANGE || !isfinite(v) || fabs(v) > FLT_MAX) {
+    hkc_error(n->loc, "expected a finite number for '%s', got '%.64s'", what, n->text);
+    return -1;
+  }
+  *out = (float)v;
+  return 0;
+}
+
+static int parse_bool(const ynode_t *n, const char *what, int *out) {
+  if (expect_kind(n, Y_SCALAR, "true or false", what) != 0) return -1;
+  static const char *const yes[] = {"true", "True", "TRUE"}, *const no[] = {"false", "False", "FALSE"};
+  for (int i = 0; i < 3; i++) {
+    if (!strcmp(n->text, yes[i])) return *out = 1, 0;
+    if (!strcmp(n->text, no[i])) return *out = 0, 0;
+  }
+  hkc_error(n->loc, "expected true or false for '%s', got '%.64s'", what, n->text);
+  return -1;
+}
+
+static int is_identifier(const char *s) {
+  if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_')) return 0;
+  for (s++; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_')) return 0;
+  return 1;
+}
+
+/* A tensor, node or dim name: an identifier of at most HK_MAX_NAME_LEN bytes. */
+static int parse_name(const ynode_t *n, const char *what, const char **out) {
+  if (expect_kind(n, Y_SCALAR, "a name", what) != 0) return -1;
+  if (!is_identifier(n->text) || strlen(n->text) > HK_MAX_NAME_LEN) {
+    hkc_error(n->loc,
+              "'%.64s' is not a valid %s name (letters, digits and '_', not starting with a digit, at most %u bytes)",
+              n->text, what, HK_MAX_NAME_LEN);
+    return -1;
+  }
+  *out = n->text;
+  return 0;
+}
+
+/* Sorts a map's pairs into slots by key. Keys outside `valid` (or outside `mask`, a
+ * bit per valid index) are "unknown key" errors naming the valid keys; a key given
+ * twice is a "duplicate key" error. values[i] / keys[i] stay NULL for absent keys. */
+static int map_collect(const ynode_t *map, const char *const *valid, size_t n_valid, uint32_t mask,
+                       const char *context, const ynode_t **keys, const ynode_t **values) {
+  for (size_t i = 0; i < n_valid; i++) keys[i] = values[i] = NULL;
+  for (size_t p = 0; p + 1 < map->n; p += 2) {
+    const ynode_t *k = map->kids[p];
+    if (k->kind != Y_SCALAR) {
+      hkc_error(k->loc, "map keys must be strings, got %s", ynode_desc(k));
+      return -1;
+    }
+    size_t idx = n_valid;
+    for (size_t i = 0; i < n_valid; i++)
+      if ((mask >> i & 1u) && !strcmp(valid[i], k->text)) idx = i;
+    if (idx == n_valid) {
+      char list[512];
+      size_t len = 0;
+      list[0] = '\0';
+      for (size_t i = 0; i < n_valid; i++)
+        if ((mask >> i & 1u) && len < sizeof list)
+          len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", len ? ", " : "", valid[i]);
+      hkc_error(k->loc, "unknown key '%.64s'%s (valid keys: %s)", k->text, context, list);
+      return -1;
+    }
+    if (keys[idx]) {
+      hkc_error(k->loc, "duplicate key '%s' (first given at %d:%d)", k->text, keys[idx]->loc.line,
+                keys[idx]->loc.col);
+      return -1;
+    }
+    keys[idx] = k;
+    values[idx] = map->kids[p + 1];
+  }
+  return 0;
+}
+
+/* ---- shapes ---------------------------------------------------------------------------- */
+static size_t dim_print(hkc_dim_t d, char *out, size_t size) {
+  int n;
+  if (d.mul == 0) n = snprintf(out, size, "%lld", (long long)d.add);
+  else if (d.mul == 1 && d.add == 0) n = snprintf(out, size, "batch");
+  else if (d.add == 0) n = snprintf(out, size, "%lld*batch", (long long)d.mul);
+  else n = snprintf(out, size, "%lld*batch%+lld", (long long)d.mul, (long long)d.add);
+  return n < 0 ? 0 : (size_t)n >= size ? size - 1 : (size_t)n;
+}
+
+/* "[batch, 128, 768]" into a caller buffer (HKC_SHAPE_STR bytes). */
+#define HKC_SHAPE_STR 192
+static const char *shape_str(const hkc_dim_t *dims, uint32_t rank, char *buf) {
+  size_t len = 0;
+  buf[len++] = '[';
+  for (uint32_t i = 0; i < rank && len < HKC_SHAPE_STR - 40; i++) {
+    if (i) buf[len++] = ',', buf[len++] = ' ';
+    len += dim_print(dims[i], buf + len, HKC_SHAPE_STR - 2 - len);
+  }
+  buf[len++] = ']';
+  buf[len] = '\0';
+  return buf;
+}
+
+static const char *tensor_shape_str(const hkc_tensor_t *t, char *buf) { return shape_str(t->dims, t->rank, buf); }
+
+static int shape_equal(const hkc_dim_t *a, uint32_t ra, const hkc_dim_t *b, uint32_t rb) {
+  if (ra != rb) return 0;
+  for (uint32_t i = 0; i < ra; i++)
+    if (!hkc_dim_equal(a[i], b[i])) return 0;
+  return 1;
+}
+
+/* ---- the builder ---------------------------------------------------------------------------- */
+enum { REF_IN0, REF_IN1, REF_IN2, REF_BIAS, REF_RESIDUAL, REF_MUL, REF_GAMMA, REF_BETA, REF_COUNT };
+static const char *const ref_names[REF_COUNT] = {"in", "in", "in", "bias", "residual", "mul", "gamma", "beta"};
+
+/* A graph node between parsing and sorting: names not yet resolved. */
+typedef struct pnode {
+  const ynode_t *map, *name, *out;
+  const ynode_t *ref[REF_COUNT]; /* NULL when absent */
+  int ref_val[REF_COUNT];        /* >= 0: declared tensor; <= -2: output of pnode -(v+2) */
+  hkc_node_t node;               /* attributes; tensor fields filled after sorting */
+} pnode_t;
+
+typedef struct spec_ctx {
+  hkc_spec_t *spec;
+  const char *file;
+  size_t cap_dims, cap_targets, cap_tensors;
+  size_t n_decl; /* inputs + params: tensors[0, n_decl) */
+  pnode_t *pn;
+  size_t n_pn;
+} spec_ctx_t;
+
+static int add_tensor(spec_ctx_t *c, const char *name, hk_role_t role, hkc_loc_t loc) {
+  hkc_spec_t *s = c->spec;
+  for (size_t i = 0; i < s->n_tensors; i++) {
+    if (!strcmp(s->tensors[i].name, name)) {
+      hkc_error(loc, "duplicate tensor name '%s' (first declared at %d:%d)", name, s->tensors[i].loc.line,
+                s->tensors[i].loc.col);
+      return -1;
+    }
+  }
+  if (s->n_tensors >= HK_MAX_TENSORS) {
+    hkc_error(loc, "too many tensors (at most %u)", HK_MAX_TENSORS);
+    return -1;
+  }
+  if (hkc_reserve((void **)&s->tensors, &c->cap_tensors, s->n_tensors + 1, sizeof *s->tensors) != 0) {
+    hkc_error(loc, "out of memory");
+    return -1;
+  }
+  hkc_tensor_t *t = &s->tensors[s->n_tensors];
+  memset(t, 0, sizeof *t);
+  t->name = hkc_strdup(name);
+  if (!t->name) {
+    hkc_error(loc, "out of memory");
+    return -1;
+  }
+  s->n_tensors++;
+  t->role = role;
+  t->dtype = s->dtype;
+  t->producer = HKC_NONE;
+  t->loc = loc;
+  return (int)(s->n_tensors - 1);
+}
+
+/* A shape list: 1..HK_MAX_RANK expressions over the dims. */
+static int parse_shape(spec_ctx_t *c, const ynode_t *n, const char *what, hkc_tensor_t *t) {
+  if (expect_kind(n, Y_SEQ, "a shape list like [batch, seq, hidden]", what) != 0) return -1;
+  if (n->n < 1 || n->n > HK_MAX_RANK) {
+    hkc_error(n->loc, "shape of '%s' must have 1 to %u dims, got %zu", what, HK_MAX_RANK, n->n);
+    return -1;
+  }
+  for (size_t i = 0; i < n->n; i++) {
+    const ynode_t *d = n->kids[i];
+    if (expect_kind(d, Y_SCALAR, "a dimension (integer or expression)", what) != 0) return -1;
+    if (hkc_dimexpr_eval(d->text, c->spec->dims, c->spec->n_dims, scalar_text_loc(d), &t->dims[i]) != 0) return -1;
+  }
+  t->rank = (uint32_t)n->n;
+  return 0;
+}
+
+static int parse_version(spec_ctx_t *c, const ynode_t *ver) {
+  int64_t v;
+  if (parse_int(ver, "hkc", INT32_MIN, INT32_MAX, &v) != 0) return -1;
+  if (v != HKC_SPEC_VERSION) {
+    hkc_error(ver->loc, "unsupported spec format version %lld (this hkc reads version %d)", (long long)v,
+              HKC_SPEC_VERSION);
+    return -1;
+  }
+  c->spec->version = (int)v;
+  return 0;
+}
+
+static int parse_spec_name(spec_ctx_t *c, const ynode_t *name) {
+  if (expect_kind(name, Y_SCALAR, "a string", "name") != 0) return -1;
+  size_t len = strlen(name->text);
+  int ok = len > 0 && len <= HK_MAX_NAME_LEN;
+  for (const char *p = name->text; ok && *p; p++)
+    ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+         *p == '-' || *p == '.';
+  if (!ok) {
+    hkc_error(name->loc, "invalid spec name '%.64s' (letters, digits, '_', '-' and '.', at most %u bytes)", name->text,
+              HK_MAX_NAME_LEN);
+    return -1;
+  }
+  return (c->spec->name = hkc_strdup(name->text)) ? 0 : -1;
+}
+
+/* dtype: f32 when absent. */
+static int parse_dtype(spec_ctx_t *c, const ynode_t *dtype) {
+  hkc_spec_t *s = c->spec;
+  s->dtype = HK_DTYPE_F32;
+  if (dtype) {
+    if (expect_kind(dtype, Y_SCALAR, "a dtype", "dtype") != 0) return -1;
+    int found = 0;
+    for (int d = 0; d < HK_DTYPE_COUNT_; d++)
+      if (!strcmp(dtype->text, hkc_dtype_name((hk_dtype_t)d))) s->dtype = (hk_dtype_t)d, found = 1;
+    if (!found) {
+      hkc_error(dtype->loc, "unknown dtype '%.64s' (expected f32, f16 or bf16)", dtype->text);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static int parse_batch_sizes(spec_ctx_t *c, const ynode_t *n) {
+  hkc_spec_t *s = c->spec;
+  if (expect_kind(n, Y_SEQ, "a list of batch sizes", "batch_sizes") != 0) return -1;
+  if (n->n == 0) {
+    hkc_error(n->loc, "'batch_sizes' is empty (give at least one batch size)");
+    return -1;
+  }
+  for (size_t i = 0; i < n->n; i++) {
+    int64_t b;
+    if (parse_int(n->kids[i], "batch_sizes", 1, HKC_SPEC_MAX_BATCH, &b) != 0) return -1;
+    int at = 0;
+    while (at < s->n_batch && s->batch_sizes[at] < b) at++;
+    if (at < s->n_batch && s->batch_sizes[at] == b) continue; /* duplicates collapse */
+    if (s->n_batch >= (int)HK_MAX_BATCH_BUCKETS) {
+      hkc_error(n->kids[i]->loc, "too many batch sizes (at most %u)", HK_MAX_BATCH_BUCKETS);
+      return -1;
+    }
+    memmove(&s->batch_sizes[at + 1], &s->batch_sizes[at], (size_t)(s->n_batch - at) * sizeof s->batch_sizes[0]);
+    s->batch_sizes[at] = b;
+    s->n_batch++;
+  }
+  return 0;
+}
+
+/* batch_policy: pad (default) | exact. */
+static int parse_batch_policy(spec_ctx_t *c, const ynode_t *n) {
+  c->spec->batch_policy = HK_BATCH_POLICY_REC_PAD;
+  if (!n) return 0;
+  if (expect_kind(n, Y_SCALAR, "pad or exact", "batch_policy") != 0) return -1;
+  if (!strcmp(n->text, "pad")) return 0;
+  if (!strcmp(n->text, "exact")) return c->spec->batch_policy = HK_BATCH_POLICY_REC_EXACT, 0;
+  hkc_error(n->loc, "unknown batch policy '%.64s' (expected pad or exact)", n->text);
+  return -1;
+}
+
+/* dims: name -> positive integer, or an expression over the dims above it. */
+static int parse_dims(spec_ctx_t *c, const ynode_t *n) {
+  hkc_spec_t *s = c->spec;
+  if (expect_kind(n, Y_MAP, "a map of dim names to sizes", "dims") != 0) return -1;
+  for (size_t p = 0; p + 1 < n->n; p += 2) {
+    const ynode_t *k = n->kids[p], *v = n->kids[p + 1];
+    const char *name;
+    if (parse_name(k, "dim", &name) != 0) return -1;
+    if (!strcmp(name, "batch")) {
+      hkc_error(k->loc, "'batch' is the symbolic batch size and cannot be declared as a dim");
+      return -1;
+    }
+    for (size_t i = 0; i < s->n_dims; i++) {
+      if (!strcmp(s->dims[i].name, name)) {
+        hkc_error(k->loc, "duplicate dim '%s' (first declared at %d:%d)", name, s->dims[i].loc.line,
+                  s->dims[i].loc.col);
+        return -1;
+      }
+    }
+    if (expect_kind(v, Y_SCALAR, "a positive integer", name) != 0) return -1;
+    hkc_dim_t d;
+    if (hkc_dimexpr_eval(v->text, s->dims, s->n_dims, scalar_text_loc(v), &d) != 0) return -1;
+    if (d.mul != 0) {
+      hkc_error(v->loc, "dim '%s' must not depend on batch", name);
+      return -1;
+    }
+    if (hkc_reserve((void **)&s->dims, &c->cap_dims, s->n_dims + 1, sizeof *s->dims) != 0) return -1;
+    hkc_named_dim_t *nd = &s->dims[s->n_dims];
+    if (!(nd->name = hkc_strdup(name))) return -1;
+    nd->value = d.add;
+    nd->loc = k->loc;
+    s->n_dims++;
+  }
+  return 0;
+}
+
+static int add_target(spec_ctx_t *c, const char *name, hkc_loc_t loc) {
+  hkc_spec_t *s = c->spec;
+  if (hkc_reserve((void **)&s->targets, &c->cap_targets, s->n_targets + 1, sizeof *s->targets) != 0) return -1;
+  if (!(s->targets[s->n_targets] = hkc_strdup(name))) return -1;
+  s->n_targets++;
+  return 0;
+}
+
+/* targets: names as written ("host", "gfx90a:xnack-", "sm_90"); checked by the build. */
+static int parse_targets(spec_ctx_t *c, const ynode_t *n) {
+  hkc_spec_t *s = c->spec;
+  if (!n) return add_target(c, "host", (hkc_loc_t){c->file, 0, 0});
+  if (expect_kind(n, Y_SEQ, "a list of target names", "targets") != 0) return -1;
+  if (n->n == 0) {
+    hkc_error(n->loc, "'targets' is empty (leave the key out for the default [host])");
+    return -1;
+  }
+  if (n->n > HK_MAX_TARGETS) {
+    hkc_error(n->loc, "too many targets (at most %u)", HK_MAX_TARGETS);
+    return -1;
+  }
+  for (size_t i = 0; i < n->n; i++) {
+    const ynode_t *t = n->kids[i];
+    if (expect_kind(t, Y_SCALAR, "a target name", "targets") != 0) return -1;
+    size_t len = strlen(t->text);
+    int ok = len > 0 && len <= HKC_SPEC_MAX_TARGET_LEN;
+    for (const char *p = t->text; ok && *p; p++)
+      ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("_-.:+", *p);
+    if (!ok) {
+      hkc_error(t->loc, "invalid target name '%.64s' (like host, gfx90a, gfx90a:xnack-, sm_90; at most %u bytes)",
+                t->text, HKC_SPEC_MAX_TARGET_LEN);
+      return -1;
+    }
+    for (size_t j = 0; j < s->n_targets; j++) {
+      if (!strcmp(s->targets[j], t->text)) {
+        hkc_error(t->loc, "duplicate target '%s'", t->text);
+        return -1;
+      }
+    }
+    if (add_target(c, t->text, t->loc) != 0) return -1;
+  }
+  return 0;
+}
+
+/* inputs / params: name -> shape. */
+static int parse_decls(spec_ctx_t *c, const ynode_t *n, const char *what, hk_role_t role) {
+  if (expect_kind(n, Y_MAP, "a map of tensor names to shapes", what) != 0) return -1;
+  if (role == HK_ROLE_INPUT && n->n == 0) {
+    hkc_error(n->loc, "'inputs' is empty (a graph needs at least one input)");
+    return -1;
+  }
+  for (size_t p = 0; p + 1 < n->n; p += 2) {
+    const char *name;
+    if (parse_name(n->kids[p], "tensor", &name) != 0) return -1;
+    int t = add_tensor(c, name, role, n->kids[p]->loc);
+    if (t < 0) return -1;
+    if (parse_shape(c, n->kids[p + 1], name, &c->spec->tensors[t]) != 0) return -1;
+  }
+  return 0;
+}
+
+/* A count such as `heads`: a positive integer or an expression over the dims. */
+static int parse_count(spec_ctx_t *c, const ynode_t *n, const char *what, int64_t *out) {
+  if (expect_kind(n, Y_SCALAR, "a positive integer", what) != 0) return -1;
+  hkc_dim_t d;
+  if (hkc_dimexpr_eval(n->text, c->spec->dims, c->spec->n_dims, scalar_text_loc(n), &d) != 0) return -1;
+  if (d.mul != 0 || d.add > INT32_MAX) {
+    hkc_error(n->loc, "'%s' must be a positive integer below 2^31 that does not depend on batch", what);
+    return -1;
+  }
+  *out = d.add;
+  return 0;
+}
+
+/* ---- graph nodes ------------------------------------------------------------------------------ */
+enum {
+  NK_NAME, NK_OP, NK_IN, NK_OUT, NK_BIAS, NK_RESIDUAL, NK_ACT, NK_TRANS_B, NK_GAMMA, NK_BETA, NK_EPS,
+  NK_HEADS, NK_KV_HEADS, NK_CAUSAL, NK_SCALE, NK_THETA, NK_OFFSET, NK_MUL, NK_COUNT
+};
+static const char *const node_keys[NK_COUNT] = {"name",  "op",   "in",  "out",   "bias",     "residual",
+                                                "act",   "trans_b", "gamma", "beta", "eps", "heads",
+                                                "kv_heads", "causal", "scale", "theta", "offset", "mul"};
+#define NKB(k) (1u << (k))
+#define NK_COMMON (NKB(NK_NAME) | NKB(NK_OP) | NKB(NK_IN) | NKB(NK_OUT))
+
+/* Keys each op accepts, and how many inputs `in` takes (min..max). */
+static const struct op_info {
+  uint32_t keys, required;
+  int min_in, max_in;
+} op_info[HK_OP_COUNT_] = {
+    [HK_OP_GEMM] = {NK_COMMON | NKB(NK_BIAS) | NKB(NK_RESIDUAL) | NKB(NK_MUL) | NKB(NK_ACT) | NKB(NK_TRANS_B),
+                    NK_COMMON, 2, 2},
+    [HK_OP_ADD] = {NK_COMMON, NK_COMMON, 2, 2},
+    [HK_OP_MUL] = {NK_COMMON, NK_COMMON, 2, 2},
+    [HK_OP_RELU] = {NK_COMMON, NK_COMMON, 1, 1},
+    [HK_OP_GELU] = {NK_COMMON, NK_COMMON, 1, 1},
+    [HK_OP_SILU] = {NK_COMMON, NK_COMMON, 1, 1},
+    [HK_OP_LAYERNORM] = {NK_COMMON | NKB(NK_GAMMA) | NKB(NK_BETA) | NKB(NK_EPS), NK_COMMON | NKB(NK_GAMMA) | NKB(NK_BETA),
+                         1, 1},
+    [HK_OP_RMSNORM] = {NK_COMMON | NKB(NK_GAMMA) | NKB(NK_EPS), NK_COMMON | NKB(NK_GAMMA), 1, 1},
+    [HK_OP_SOFTMAX] = {NK_COMMON, NK_COMMON, 1, 1},
+    [HK_OP_ATTENTION] = {NK_COMMON | NKB(NK_HEADS) | NKB(NK_KV_HEADS) | NKB(NK_CAUSAL) | NKB(NK_SCALE),
+                         NK_COMMON | NKB(NK_HEADS), 1, 3},
+    [HK_OP_ROPE] = {NK_COMMON | NKB(NK_HEADS) | NKB(NK_THETA) | NKB(NK_OFFSET), NK_COMMON | NKB(NK_HEADS), 1, 1},
+};
+
+/* Parses one node map: keys, attributes and tensor names (unresolved). */
+static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
+  memset(pn, 0, sizeof *pn);
+  pn->map = map;
+  hkc_node_t *nd = &pn->node;
+  nd->bias = nd->residual = nd->mul = nd->gamma = nd->beta = nd->add_in = nd->sum_out = nd->out = HKC_NONE;
+  for (int i = 0; i < HKC_MAX_NODE_IN; i++) nd->in[i] = HKC_NONE;
+  nd->n_fused = 1;
+  nd->theta = 10000.0f;
+  nd->loc = map->loc;
+  if (expect_kind(map, Y_MAP, "a node map {name, op, in, out, ...}", "graph") != 0) return -1;
+
+  const ynode_t *opv = NULL, *namev = NULL;
+  for (size_t p = 0; p + 1 < map->n; p += 2) {
+    const ynode_t *k = map->kids[p];
+    if (k->kind != Y_SCALAR) continue;
+    if (!opv && !strcmp(k->text, "op")) opv = map->kids[p + 1];
+    if (!namev && !strcmp(k->text, "name") && map->kids[p + 1]->kind == Y_SCALAR) namev = map->kids[p + 1];
+  }
+  if (!opv) {
+    if (namev)
+      hkc_error(map->loc, "node '%.64s': missing required key 'op'", namev->text);
+    else
+      hkc_error(map->loc, "node: missing required key 'op'");
+    return -1;
+  }
+  if (expect_kind(opv, Y_SCALAR, "an op name", "op") != 0) return -1;
+  int op = -1;
+  for (int o = 0; o < HK_OP_COUNT_; o++)
+    if (op_info[o].keys && !strcmp(opv->text, hkc_op_name((hk_op_t)o))) op = o; /* ewchain: fusion only */
+  if (op < 0) {
+    hkc_error(opv->loc,
+              "unknown op '%.64s' (ops: gemm, add, mul, relu, gelu, silu, layernorm, rmsnorm, softmax, attention, "
+              "rope)",
+              opv->text);
+    return -1;
+  }
+  nd->op = (hk_op_t)op;
+  const struct op_info *info = &op_info[op];
+  const ynode_t *keys[NK_COUNT], *v[NK_COUNT];
+  char context[64];
+  snprintf(context, sizeof context, " for op '%s'", hkc_op_name(nd->op));
+  if (map_collect(map, node_keys, NK_COUNT, info->keys, context, keys, v) != 0) return -1;
+  const char *tmp;
+  if (v[NK_NAME] && parse_name(v[NK_NAME], "node", &tmp) != 0) return -1;
+  for (int k = 0; k < NK_COUNT; k++) {
+    if ((info->required >> k & 1u) && !v[k]) {
+      if (v[NK_NAME])
+        hkc_error(map->loc, "node '%s': missing required key '%s'", v[NK_NAME]->text, node_keys[k]);
+      else
+        hkc_error(map->loc, "node: missing required key '%s'", node_keys[k]);
+      return -1;
+    }
+  }
+  pn->name = v[NK_NAME];
+  const char *nm = pn->name->text;
+
+  if (expect_kind(v[NK_IN], Y_SEQ, "a list of tensor names", "in") != 0) return -1;
+  const ynode_t *in = v[NK_IN];
+  if ((int)in->n < info->min_in || (int)in->n > info->max_in) {
+    if (info->min_in == info->max_in)
+      hkc_error(in->loc, "node '%s': op '%s' takes %d input%s in 'in', got %zu", nm, hkc_op_name(nd->op),
+                info->min_in, info->min_in == 1 ? "" : "s", in->n);
+    else
+      hkc_error(in->loc, "node '%s': op 'attention' takes 1 (packed qkv) or 3 (q, k, v) inputs in 'in', got %zu", nm,
+                in->n);
+    return -1;
+  }
+  if (nd->op == HK_OP_ATTENTION && in->n == 2) {
+    hkc_error(in->loc, "node '%s': op 'attention' takes 1 (packed qkv) or 3 (q, k, v) inputs in 'in', got 2", nm);
+    return -1;
+  }
+  nd->n_in = (int)in->n;
+  for (size_t i = 0; i < in->n; i++) {
+    if (parse_name(in->kids[i], "tensor", &tmp) != 0) return -1;
+    pn->ref[REF_IN0 + i] = in->kids[i];
+  }
+  if (parse_name(v[NK_OUT], "tensor", &tmp) != 0) return -1;
+  pn->out = v[NK_OUT];
+  static const int ref_keys[][2] = {
+      {NK_BIAS, REF_BIAS}, {NK_RESIDUAL, REF_RESIDUAL}, {NK_MUL, REF_MUL}, {NK_GAMMA, REF_GAMMA}, {NK_BETA, REF_BETA}};
+  for (size_t i = 0; i < sizeof ref_keys / sizeof ref_keys[0]; i++) {
+    const ynode_t *r = v[ref_keys[i][0]];
+    if (!r) continue;
+    if (parse_name(r, "tensor", &tmp) != 0) return -1;
+    pn->ref[ref_keys[i][1]] = r;
+  }
+
+  nd->act = HK_ACT_NONE;
+  if (v[NK_ACT]) {
+    if (expect_kind(v[NK_ACT], Y_SCALAR, "an activation", "act") != 0) return -1;
+    int act = -1;
+    for (int a = 0; a < HK_ACT_COUNT_; a++)
+      if (!strcmp(v[NK_ACT]->text, hkc_act_name((hk_act_t)a))) act = a;
+    if (act < 0) {
+      hkc_error(v[NK_ACT]->loc, "unknown act '%.64s' (expected none, relu, gelu, silu or gelu_tanh)", v[NK_ACT]->text);
+      return -1;
+    }
+    nd->act = (hk_act_t)act;
+  }
+  if (v[NK_TRANS_B] && parse_bool(v[NK_TRANS_B], "trans_b", &nd->trans_b) != 0) return -1;
+  if (nd->op == HK_OP_LAYERNORM || nd->op == HK_OP_RMSNORM) {
+    nd->eps = HKC_SPEC_DEFAULT_EPS;
+    if (v[NK_EPS]) {
+      if (parse_float(v[NK_EPS], "eps", &nd->eps) != 0) return -1;
+      if (nd->eps < 0) {
+        hkc_error(v[NK_EPS]->loc, "'eps' must not be negative, got %g", (double)nd->eps);
+        return -1;
+      }
+    }
+  }
+  if (nd->op == HK_OP_ATTENTION) {
+    int64_t h, kvh;
+    if (parse_count(c, v[NK_HEADS], "heads", &h) != 0) return -1;
+    kvh = h;
+    if (v[NK_KV_HEADS] && parse_count(c, v[NK_KV_HEADS], "kv_heads", &kvh) != 0) return -1;
+    if (h % kvh != 0) {
+      hkc_error(v[NK_KV_HEADS]->loc, "node '%s': kv_heads (%lld) must divide heads (%lld)", nm, (long long)kvh,
+                (long long)h);
+      return -1;
+    }
+    nd->heads = (int)h;
+    nd->kv_heads = (int)kvh;
+    if (v[NK_CAUSAL] && parse_bool(v[NK_CAUSAL], "causal", &nd->causal) != 0) return -1;
+    if (v[NK_SCALE]) {
+      if (parse_float(v[NK_SCALE], "scale", &nd->scale) != 0) return -1;
+      nd->has_scale = 1;
+    }
+  }
+  if (nd->op == HK_OP_ROPE) {
+    int64_t h;
+    if (parse_count(c, v[NK_HEADS], "heads", &h) != 0) return -1;
+    nd->heads = (int)h;
+    if (v[NK_THETA]) {
+      if (parse_float(v[NK_THETA], "theta", &nd->theta) != 0) return -1;
+      if (!(nd->theta > 0)) {
+        hkc_error(v[NK_THETA]->loc, "node '%s': 'theta' must be positive, got %g", nm, (double)nd->theta);
+        return -1;
+      }
+    }
+    if (v[NK_OFFSET] &&
+        parse_int(v[NK_OFFSET], "offset", 0, HKC_SPEC_MAX_ROPE_POSITIONS - 1, &nd->pos_offset) != 0)
+      return -1;
+  }
+  return 0;
+}
+
+/* Resolves a tensor name to a declared tensor (>= 0) or a node output (-(k+2)). */
+static int resolve_ref(spec_ctx_t *c, const char *name, int *out) {
+  for (size_t i = 0; i < c->n_decl; i++)
+    if (!strcmp(c->spec->tensors[i].name, name)) return *out = (int)i, 0;
+  for (size_t k = 0; k < c->n_pn; k++)
+    if (!strcmp(c->pn[k].out->text, name)) return *out = -(int)k - 2, 0;
+  return -1;
+}
+
+/* Depth-first topological sort, iterative (long chains must not recurse). Visiting
+ * nodes in written order and emitting each after its producers keeps an already
+ * sorted graph unchanged. A back edge is a cycle: reported with its path. */
+static int topo_sort(spec_ctx_t *c, size_t *order) {
+  size_t n = c->n_pn, n_order = 0;
+  unsigned char *state = calloc(n ? n : 1, 1); /* 0 new, 1 on the stack, 2 done */
+  size_t *stack = malloc((n ? n : 1) * sizeof *stack), *next = malloc((n ? n : 1) * sizeof *next);
+  int rc = -1;
+  if (!state || !stack || !next) {
+    hkc_error((hkc_loc_t){c->file, 0, 0}, "out of memory");
+    goto done;
+  }
+  for (size_t root = 0; root < n; root++) {
+    if (state[root]) continue;
+    size_t sp = 0;
+    stack[sp] = root, next[sp] = 0, sp++;
+    state[root] = 1;
+    while (sp) {
+      size_t v = stack[sp - 1];
+      if (next[sp - 1] < REF_COUNT) {
+        int r = c->pn[v].ref_val[next[sp - 1]++];
+        if (!c->pn[v].ref[next[sp - 1] - 1] || r >= 0) continue;
+        size_t d = (size_t)(-r - 2);
+        if (state[d] == 0) {
+          state[d] = 1;
+          stack[sp] = d, next[sp] = 0, sp++;
+        } else if (state[d] == 1) {
+          char path[512];
+          size_t len = 0, from = 0;
+          while (stack[from] != d) from++;
+          /* stack[from..sp) is the chain d <- ... <- v: each reads the next one's output */
+          for (size_t i = from; i < sp && len < sizeof path; i++)
+            len += (size_t)snprintf(path + len, sizeof path - len, "%s -> ", c->pn[stack[i]].name->text);
+          if (len < sizeof path) snprintf(path + len, sizeof path - len, "%s", c->pn[d].name->text);
+          hkc_error(c->pn[d].map->loc, "graph has a cycle through node '%s' (%s; each reads the next one's output)",
+                    c->pn[d].name->text, path);
+          goto done;
+        }
+      } else {
+        state[v] = 2;
+        order[n_order++] = v;
+        sp--;
+      }
+    }
+  }
+  assert(n_order == n);
+  rc = 0;
+done:
+  free(state);
+  free(stack);
+  free(next);
+  return rc;
+}
+
+/* ---- shape inference ---------------------------------------------------------------------------- */
+/* NumPy-style broadcast restricted to suffixes: after dropping leading 1s, one shape
+ * must be a suffix of the other; the result has the longer operand's dims and the
+ * larger rank. 0 / -1 (not broadcastable). */
+static int broadcast(const hkc_tensor_t *a, const hkc_tensor_t *b, hkc_tensor_t *out) {
+  for (int pass = 0; pass < 2; pass++) {
+    const hkc_tensor_t *s = pass ? a : b, *l = pass ? b : a; /* try s as the short one */
+    uint32_t skip = 0;
+    while (skip < s->rank && s->dims[skip].mul == 0 && s->dims[skip].add == 1) skip++;
+    uint32_t sr = s->rank - skip;
+    if (sr > l->rank || !shape_equal(s->dims + skip, sr, l->dims + l->rank - sr, sr)) continue;
+    uint32_t rank = a->rank > b->rank ? a->rank : b->rank, pad = rank - l->rank;
+    for (uint32_t i = 0; i < pad; i++) out->dims[i] = (hkc_dim_t){0, 1};
+    memcpy(out->dims + pad, l->dims, l->rank * sizeof l->dims[0]);
+    out->rank = rank;
+    return 0;
+  }
+  return -1;
+}
+
+static int infer_gemm(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd, hkc_tensor_t *out) {
+  const hkc_tensor_t *T = c->spec->tensors, *A = &T[nd->in[0]], *B = &T[nd->in[1]];
+  const char *nm = nd->name;
+  char s1[HKC_SHAPE_STR], s2[HKC_SHAPE_STR];
+  if (B->rank != 2) {
+    hkc_error(pn->ref[REF_IN1]->loc, "node '%s': gemm B '%s' must be 2-D %s, got %s", nm, B->name,
+              nd->trans_b ? "[N, K]" : "[K, N]", tensor_shape_str(B, s1));
+    return -1;
+  }
+  hkc_dim_t k = A->dims[A->rank - 1], kb = B->dims[nd->trans_b ? 1 : 0], n = B->dims[nd->trans_b ? 0 : 1];
+  if (!hkc_dim_equal(k, kb)) {
+    hkc_error(pn->ref[REF_IN1]->loc,
+              "node '%s': shape mismatch: gemm A '%s' %s and B '%s' %s%s disagree on K (the last dim of A must equal "
+              "B's %s dim)",
+              nm, A->name, tensor_shape_str(A, s1), B->name, tensor_shape_str(B, s2),
+              nd->trans_b ? " (trans_b)" : "", nd->trans_b ? "second" : "first");
+    return -1;
+  }
+  out->rank = A->rank;
+  memcpy(out->dims, A->dims, A->rank * sizeof A->dims[0]);
+  out->dims[A->rank - 1] = n;
+  if (nd->bias != HKC_NONE) {
+    const hkc_tensor_t *bias = &T[nd->bias];
+    if (!shape_equal(bias->dims, bias->rank, &n, 1)) {
+      hkc_error(pn->ref[REF_BIAS]->loc, "node '%s': shape mismatch: bias '%s' is %s, expected %s ([N])", nm, bias->name,
+                tensor_shape_str(bias, s1), shape_str(&n, 1, s2));
+      return -1;
+    }
+  }
+  static const int like_out[][2] = {{REF_RESIDUAL, 0}, {REF_MUL, 1}};
+  for (int i = 0; i < 2; i++) {
+    int t = like_out[i][1] ? nd->mul : nd->residual;
+    if (t == HKC_NONE) continue;
+    const hkc_tensor_t *r = &T[t];
+    if (!shape_equal(r->dims, r->rank, out->dims, out->rank)) {
+      hkc_error(pn->ref[like_out[i][0]]->loc, "node '%s': shape mismatch: %s '%s' is %s, the output is %s", nm,
+                ref_names[like_out[i][0]], r->name, tensor_shape_str(r, s1), tensor_shape_str(out, s2));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static int infer_norm(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd, hkc_tensor_t *out) {
+  const hkc_tensor_t *T = c->spec->tensors, *x = &T[nd->in[0]];
+  char s1[HKC_SHAPE_STR], s2[HKC_SHAPE_STR], s3[HKC_SHAPE_STR];
+  const hkc_dim_t *last = &x->dims[x->rank - 1];
+  int which[2] = {REF_GAMMA, REF_BETA};
+  int idx[2] = {nd->gamma, nd->beta};
+  for (int i = 0; i < 2; i++) {
+    if (idx[i] == HKC_NONE) continue;
+    const hkc_tensor_t *g = &T[idx[i]];
+    if (!shape_equal(g->dims, g->rank, last, 1)) {
+      hkc_error(pn->ref[which[i]]->loc, "node '%s': shape mismatch: %s '%s' is %s, expected %s (the last dim of '%s' %s)",
+                nd->name, ref_names[which[i]], g->name, tensor_shape_str(g, s1), shape_str(last, 1, s2), x->name,
+                tensor_shape_str(x, s3));
+      return -1;
+    }
+  }
+  *out = (hkc_tensor_t){.rank = x->rank};
+  memcpy(out->dims, x->dims, sizeof x->dims);
+  return 0;
+}
+
+static int infer_attention(spec_ctx_t *c, const pnode_t *pn, hkc_node_t *nd, hkc_tensor_t *out) {
+  const hkc_tensor_t *T = c->spec->tensors;
+  const char *nm = nd->name;
+  char s1[HKC_SHAPE_STR], s2[HKC_SHAPE_STR];
+  for (int i = 0; i < nd->n_in; i++) {
+    const hkc_tensor_t *t = &T[nd->in[i]];
+    if (t->rank != 3) {
+      hkc_error(pn->ref[REF_IN0 + i]->loc, "node '%s': attention input '%s' must be 3-D [batch, seq, features], got %s",
+                nm, t->name, tensor_shape_str(t, s1));
+      return -1;
+    }
+    if (t->dims[2].mul != 0) {
+      hkc_error(pn->ref[REF_IN0 + i]->loc, "node '%s': the last dim of attention input '%s' %s must not depend on batch",
+                nm, t->name, tensor_shape_str(t, s1));
+      return -1;
+    }
+  }
+  const hkc_tensor_t *q = &T[nd->in[0]];
+  int64_t h = nd->heads, hkv = nd->kv_heads, dh;
+  if (nd->n_in == 1) {
+    int64_t parts = h + 2 * hkv;
+    if (q->dims[2].add % parts != 0) {
+      hkc_error(pn->ref[REF_IN0]->loc,
+                "node '%s': packed qkv '%s' %s: last dim %lld is not divisible by heads + 2*kv_heads = %lld", nm,
+                q->name, tensor_shape_str(q, s1), (long long)q->dims[2].add, (long long)parts);
+      return -1;
+    }
+    dh = q->dims[2].add / parts;
+  } else {
+    if (q->dims[2].add % h != 0) {
+      hkc_error(pn->ref[REF_IN0]->loc, "node '%s': q '%s' %s: last dim %lld is not divisible by heads = %lld", nm,
+                q->name, tensor_shape_str(q, s1), (long long)q->dims[2].add, (long long)h);
+      return -1;
+    }
+    dh = q->dims[2].add / h;
+    const hkc_tensor_t *k = &T[nd->in[1]], *v = &T[nd->in[2]];
+    hkc_dim_t want = {0, hkv * dh};
+    for (int i = 1; i < 3; i++) {
+      const hkc_tensor_t *t = i == 1 ? k : v;
+      const char *role = i == 1 ? "k" : "v";
+      const ynode_t *where = pn->ref[REF_IN0 + i];
+      if (!hkc_dim_equal(t->dims[0], q->dims[0])) {
+        hkc_error(where->loc, "node '%s': shape mismatch: batch dims differ: q '%s' %s, %s '%s' %s", nm, q->name,
+                  tensor_shape_str(q, s1), role, t->name, tensor_shape_str(t, s2));
+        return -1;
+      }
+      if (!hkc_dim_equal(t->dims[2], want)) {
+        hkc_error(where->loc,
+                  "node '%s': shape mismatch: %s '%s' is %s, its last dim must be kv_heads*head_dim = %lld*%lld "
+                  "(q '%s' is %s)",
+                  nm, role, t->name, tensor_shape_str(t, s1), (long long)hkv, (long long)dh, q->name,
+                  tensor_shape_str(q, s2));
+        return -1;
+      }
+    }
+    if (!hkc_dim_equal(k->dims[1], v->dims[1])) {
+      hkc_error(pn->ref[REF_IN2]->loc, "node '%s': shape mismatch: k '%s' %s and v '%s' %s have different lengths", nm,
+                k->name, tensor_shape_str(k, s1), v->name, tensor_shape_str(v, s2));
+      return -1;
+    }
+  }
+  out->rank = 3;
+  out->dims[0] = q->dims[0];
+  out->dims[1] = q->dims[1];
+  out->dims[2] = (hkc_dim_t){0, h * dh};
+  if (!nd->has_scale) nd->scale = (float)(1.0 / sqrt((double)dh));
+  return 0;
+}
+
+/* The value of `key` in a node map (already validated by map_collect), or NULL. */
+static const ynode_t *map_value(const ynode_t *map, const char *key) {
+  for (size_t p = 0; p + 1 < map->n; p += 2)
+    if (map->kids[p]->kind == Y_SCALAR && !strcmp(map->kids[p]->text, key)) return map->kids[p + 1];
+  return NULL;
+}
+
+/* rope: x [..., seq, heads*head_dim] with an even head_dim; output shaped like x. The
+ * sequence and feature dims must not depend on batch: positions restart every seq rows. */
+static int infer_rope(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd, hkc_tensor_t *out) {
+  const hkc_tensor_t *x = &c->spec->tensors[nd->in[0]];
+  const hkc_loc_t at = pn->ref[REF_IN0]->loc;
+  const char *nm = nd->name;
+  char s1[HKC_SHAPE_STR];
+  if (x->rank < 2) {
+    hkc_error(at, "node '%s': rope input '%s' must have rank >= 2 ([..., seq, heads*head_dim]), got %s", nm, x->name,
+              tensor_shape_str(x, s1));
+    return -1;
+  }
+  hkc_dim_t seq = x->dims[x->rank - 2], width = x->dims[x->rank - 1];
+  if (width.mul != 0 || seq.mul != 0) {
+    hkc_error(at,
+              "node '%s': rope input '%s' %s: its last two dims (seq, heads*head_dim) must not depend on batch "
+              "(positions restart every seq rows; write [batch, seq, heads*head_dim])",
+              nm, x->name, tensor_shape_str(x, s1));
+    return -1;
+  }
+  if (width.add % nd->heads != 0) {
+    hkc_error(at, "node '%s': rope input '%s' %s: last dim %lld is not divisible by heads = %d", nm, x->name,
+              tensor_shape_str(x, s1), (long long)width.add, nd->heads);
+    return -1;
+  }
+  int64_t dh = width.add / nd->heads;
+  if (dh % 2 != 0) {
+    hkc_error(at,
+              "node '%s': rope input '%s' %s: head_dim = %lld/%d = %lld must be even (rotate-half pairs element j "
+              "with j + head_dim/2)",
+              nm, x->name, tensor_shape_str(x, s1), (long long)width.add, nd->heads, (long long)dh);
+    return -1;
+  }
+  if (nd->pos_offset > HKC_SPEC_MAX_ROPE_POSITIONS - seq.add) {
+    const ynode_t *off = map_value(pn->map, "offset");
+    hkc_error(off ? off->loc : at,
+              "node '%s': rope positions reach offset + seq = %lld + %lld, above 2^24 (f32 positions)", nm,
+              (long long)nd->pos_offset, (long long)seq.add);
+    return -1;
+  }
+  *out = (hkc_tensor_t){.rank = x->rank};
+  memcpy(out->dims, x->dims, sizeof x->dims);
+  return 0;
+}
+
+/* Infers the output shape of one node whose inputs all have shapes. */
+static int infer_node(spec_ctx_t *c, const pnode_t *pn, hkc_node_t *nd) {
+  hkc_tensor_t *T = c->spec->tensors, shape = {0};
+  char s1[HKC_SHAPE_STR], s2[HKC_SHAPE_STR];
+  switch (nd->op) {
+  case HK_OP_GEMM:
+    if (infer_gemm(c, pn, nd, &shape) != 0) return -1;
+    break;
+  case HK_OP_ADD:
+  case HK_OP_MUL:
+    if (broadcast(&T[nd->in[0]], &T[nd->in[1]], &shape) != 0) {
+      hkc_error(pn->ref[REF_IN1]->loc,
+                "node '%s': shape mismatch: cannot broadcast '%s' %s with '%s' %s (after dropping leading 1s, one shape "
+                "must be a suffix of the other)",
+                nd->name, T[nd->in[0]].name, tensor_shape_str(&T[nd->in[0]], s1), T[nd->in[1]].name,
+                tensor_shape_str(&T[nd->in[1]], s2));
+      return -1;
+    }
+    break;
+  case HK_OP_LAYERNORM:
+  case HK_OP_RMSNORM:
+    if (infer_norm(c, pn, nd, &shape) != 0) return -1;
+    break;
+  case HK_OP_ATTENTION:
+    if (infer_attention(c, pn, nd, &shape) != 0) return -1;
+    break;
+  case HK_OP_ROPE:
+    if (infer_rope(c, pn, nd, &shape) != 0) return -1;
+    break;
+  default: /* relu, gelu, silu, softmax: shape kept */
+    shape.rank = T[nd->in[0]].rank;
+    memcpy(shape.dims, T[nd->in[0]].dims, sizeof shape.dims);
+    break;
+  }
+  hkc_tensor_t *o = &T[nd->out];
+  o->rank = shape.rank;
+  memcpy(o->dims, shape.dims, sizeof o->dims);
+  return 0;
+}
+
+/* ---- the graph ------------------------------------------------------------------------------------- */
+static int parse_graph(spec_ctx_t *c, const ynode_t *g) {
+  hkc_spec_t *s = c->spec;
+  if (expect_kind(g, Y_SEQ, "a list of nodes", "graph") != 0) return -1;
+  if (g->n == 0) {
+    hkc_error(g->loc, "empty graph (give at least one node)");
+    return -1;
+  }
+  if (g->n > HKC_SPEC_MAX_NODES) {
+    hkc_error(g->loc, "too many nodes (at most %u)", HKC_SPEC_MAX_NODES);
+    return -1;
+  }
+  c->pn = calloc(g->n, sizeof *c->pn);
+  size_t *order = calloc(g->n, sizeof *order);
+  int rc = -1;
+  if (!c->pn || !order) goto oom;
+  for (size_t j = 0; j < g->n; j++) {
+    pnode_t *pn = &c->pn[j];
+    if (parse_node(c, g->kids[j], pn) != 0) goto done;
+    for (size_t k = 0; k < j; k++) {
+      if (!strcmp(c->pn[k].name->text, pn->name->text)) {
+        hkc_error(pn->name->loc, "duplicate node name '%s' (first at %d:%d)", pn->name->text, c->pn[k].name->loc.line,
+                  c->pn[k].name->loc.col);
+        goto done;
+      }
+    }
+    /* Output names are new tensors: unique among declarations and earlier outputs. */
+    for (size_t i = 0; i < c->n_decl; i++) {
+      if (!strcmp(s->tensors[i].name, pn->out->text)) {
+        hkc_error(pn->out->loc, "duplicate tensor name '%s': node '%s' writes a tensor already declared at %d:%d",
+                  pn->out->text, pn->name->text, s->tensors[i].loc.line, s->tensors[i].loc.col);
+        goto done;
+      }
+    }
+    for (size_t k = 0; k < j; k++) {
+      if (!strcmp(c->pn[k].out->text, pn->out->text)) {
+        hkc_error(pn->out->loc, "duplicate tensor name '%s': also written by node '%s' at %d:%d", pn->out->text,
+                  c->pn[k].name->text, c->pn[k].out->loc.line, c->pn[k].out->loc.col);
+        goto done;
+      }
+    }
+    c->n_pn = j + 1;
+  }
+  for (size_t j = 0; j < c->n_pn; j++) {
+    for (int r = 0; r < REF_COUNT; r++) {
+      const ynode_t *ref = c->pn[j].ref[r];
+      if (ref && resolve_ref(c, ref->text, &c->pn[j].ref_val[r]) != 0) {
+        hkc_error(ref->loc, "node '%s': undefined tensor '%s' in '%s' (not an input, a param or a node output)",
+                  c->pn[j].name->text, ref->text, ref_names[r]);
+        goto done;
+      }
+    }
+  }
+  if (topo_sort(c, order) != 0) goto done;
+
+  /* Nodes and their output tensors in sorted order. */
+  if (!(s->nodes = calloc(c->n_pn, sizeof *s->nodes))) goto oom;
+  int *out_of = calloc(c->n_pn, sizeof *out_of); /* pnode -> its output tensor */
+  if (!out_of) goto oom;
+  for (size_t i = 0; i < c->n_pn; i++) {
+    pnode_t *pn = &c->pn[order[i]];
+    int t = add_tensor(c, pn->out->text, HK_ROLE_INTERMEDIATE, pn->out->loc);
+    if (t < 0) {
+      free(out_of);
+      goto done;
+    }
+    out_of[order[i]] = t;
+    s->tensors[t].producer = (int)i;
+    hkc_node_t *nd = &s->nodes[i];
+    *nd = pn->node;
+    nd->out = t;
+    if (!(nd->name = hkc_strdup(pn->name->text))) {
+      free(out_of);
+      goto oom;
+    }
+    s->n_nodes = i + 1;
+  }
+  for (size_t i = 0; i < c->n_pn; i++) {
+    const pnode_t *pn = &c->pn[order[i]];
+    hkc_node_t *nd = &s->nodes[i];
+    int val[REF_COUNT];
+    for (int r = 0; r < REF_COUNT; r++)
+      val[r] = !pn->ref[r] ? HKC_NONE : pn->ref_val[r] >= 0 ? pn->ref_val[r] : out_of[-pn->ref_val[r] - 2];
+    for (int k = 0; k < nd->n_in; k++) nd->in[k] = val[REF_IN0 + k];
+    nd->bias = val[REF_BIAS];
+    nd->residual = val[REF_RESIDUAL];
+    nd->mul = val[REF_MUL];
+    nd->gamma = val[REF_GAMMA];
+    nd->beta = val[REF_BETA];
+  }
+  free(out_of);
+  for (size_t i = 0; i < c->n_pn; i++)
+    if (infer_node(c, &c->pn[order[i]], &s->nodes[i]) != 0) goto done;
+  rc = 0;
+  goto done;
+oom:
+  hkc_error(g->loc, "out of memory");
+done:
+  free(order);
+  return rc;
+}
+
+static int parse_outputs(spec_ctx_t *c, const ynode_t *n) {
+  hkc_spec_t *s = c->spec;
+  if (expect_kind(n, Y_SEQ, "a list of tensor names", "outputs") != 0) return -1;
+  if (n->n == 0) {
+    hkc_error(n->loc, "'outputs' is empty (a graph needs at least one output)");
+    return -1;
+  }
+  if (!(s->outputs = calloc(n->n, sizeof *s->outputs))) return -1;
+  for (size_t i = 0; i < n->n; i++) {
+    const ynode_t *o = n->kids[i];
+    const char *name;
+    if (parse_name(o, "tensor", &name) != 0) return -1;
+    int t = hkc_tensor_find(s, name);
+    if (t == HKC_NONE) {
+      hkc_error(o->loc, "output '%s' is never produced (no node has out: %s)", name, name);
+      return -1;
+    }
+    if (s->tensors[t].role == HK_ROLE_INPUT || s->tensors[t].role == HK_ROLE_PARAM) {
+      hkc_error(o->loc, "%s '%s' cannot be a graph output (outputs are written by nodes)",
+                s->tensors[t].role == HK_ROLE_INPUT ? "graph input" : "param", name);
+      return -1;
+    }
+    if (s->tensors[t].role == HK_ROLE_OUTPUT) {
+      hkc_error(o->loc, "duplicate output '%s'", name);
+      return -1;
+    }
+    s->tensors[t].role = HK_ROLE_OUTPUT;
+    s->outputs[s->n_outputs++] = t;
+  }
+  return 0;
+}
+
+/* fusion: auto | none | {groups: [[node, ...], ...]} */
+static int parse_fusion(spec_ctx_t *c, const ynode_t *n) {
+  hkc_spec_t *s = c->spec;
+  s->fusion = HKC_FUSION_AUTO;
+  if (!n) return 0;
+  if (n->kind == Y_SCALAR && !ynode_is_null(n)) {
+    if (!strcmp(n->text, "auto")) return 0;
+    if (!strcmp(n->text, "none")) return s->fusion = HKC_FUSION_NONE, 0;
+    hkc_error(n->loc, "unknown fusion mode '%.64s' (expected auto, none or {groups: [[node, ...], ...]})", n->text);
+    return -1;
+  }
+  if (expect_kind(n, Y_MAP, "auto, none or {groups: [[node, ...], ...]}", "fusion") != 0) return -1;
+  static const char *const fusion_keys[] = {"groups"};
+  const ynode_t *keys[1], *vals[1];
+  if (map_collect(n, fusion_keys, 1, 1u, " in 'fusion'", keys, vals) != 0) return -1;
+  if (!vals[0]) {
+    hkc_error(n->loc, "fusion: missing required key 'groups'");
+    return -1;
+  }
+  const ynode_t *g = vals[0];
+  if (expect_kind(g, Y_SEQ, "a list of node-name lists", "groups") != 0) return -1;
+  s->fusion = HKC_FUSION_GROUPS;
+  const ynode_t **seen = calloc(s->n_nodes ? s->n_nodes : 1, sizeof *seen); /* node -> where grouped */
+  int rc = -1;
+  if (!seen) goto done;
+  if (g->n && (!(s->groups = calloc(g->n, sizeof *s->groups)) || !(s->group_sizes = calloc(g->n, sizeof *s->group_sizes)) ||
+               !(s->group_locs = calloc(g->n, sizeof *s->group_locs))))
+    goto done;
+  for (size_t i = 0; i < g->n; i++) {
+    const ynode_t *grp = g->kids[i];
+    if (expect_kind(grp, Y_SEQ, "a list of node names", "groups") != 0) goto done;
+    if (grp->n == 0) {
+      hkc_error(grp->loc, "empty fusion group");
+      goto done;
+    }
+    if (!(s->groups[i] = calloc(grp->n, sizeof *s->groups[i]))) goto done;
+    s->group_locs[i] = grp->loc;
+    s->n_groups = i + 1;
+    for (size_t k = 0; k < grp->n; k++) {
+      const ynode_t *e = grp->kids[k];
+      const char *name;
+      if (parse_name(e, "node", &name) != 0) goto done;
+      size_t j = 0;
+      while (j < s->n_nodes && strcmp(s->nodes[j].name, name)) j++;
+      if (j == s->n_nodes) {
+        hkc_error(e->loc, "fusion group names unknown node '%s'", name);
+        goto done;
+      }
+      if (seen[j]) {
+        hkc_error(e->loc, "node '%s' is in more than one fusion group (first at %d:%d)", name, seen[j]->loc.line,
+                  seen[j]->loc.col);
+        goto done;
+      }
+      seen[j] = e;
+      s->groups[i][s->group_sizes[i]++] = (int)j;
+    }
+  }
+  rc = 0;
+done:
+  free(seen);
+  return rc;
+}
+
+/* Under batch_policy: pad a batch between two buckets runs the larger bucket on padded
+ * tensors, so the real rows must be a prefix of every batch-dependent tensor and no op
+ * may mix rows: batch only in the leading dim (k*batch, no offset), and rank >= 2 (a 1-D
+ * [batch] tensor's only dim is also the last one, which norms and softmax reduce). */
+static int pad_layout_ok(const hkc_tensor_t *t) {
+  int batched = 0;
+  for (uint32_t d = 0; d < t->rank; d++) batched |= t->dims[d].mul != 0;
+  if (!batched) return 1;
+  if (t->rank < 2 || t->dims[0].mul <= 0 || t->dims[0].add != 0) return 0;
+  for (uint32_t d = 1; d < t->rank; d++)
+    if (t->dims[d].mul != 0) return 0;
+  return 1;
+}
+
+/* Whole-spec checks after the graph: sizes at the largest batch, layouts the batch
+ * policy can pad, unused tensors. */
+static int check_tensors(spec_ctx_t *c) {
+  hkc_spec_t *s = c->spec;
+  int64_t max_batch = s->batch_sizes[s->n_batch - 1];
+  for (size_t i = 0; i < s->n_tensors; i++) {
+    const hkc_tensor_t *t = &s->tensors[i];
+    int64_t elems = hkc_tensor_elems(t, max_batch);
+    char sh[HKC_SHAPE_STR];
+    if (elems < 0 || elems > HKC_SPEC_MAX_TENSOR_BYTES / (int64_t)hkc_dtype_size(t->dtype)) {
+      hkc_error(t->loc, "tensor '%s' %s is too large at batch %lld (limit %lld bytes)", t->name,
+                tensor_shape_str(t, sh), (long long)max_batch, (long long)HKC_SPEC_MAX_TENSOR_BYTES);
+      return -1;
+    }
+    if (s->batch_policy == HK_BATCH_POLICY_REC_PAD && !pad_layout_ok(t)) {
+      hkc_error(t->loc,
+                "tensor '%s' %s cannot be padded: with batch_policy: pad (the default) a tensor that depends on "
+                "batch must have it in its leading dim only, as [batch, ...] or [k*batch, ...] of rank >= 2, so "
+                "that the rows of a smaller batch are a prefix; use batch_policy: exact to run only the built "
+                "batch sizes",
+                t->name, tensor_shape_str(t, sh));
+      return -1;
+    }
+  }
+  unsigned char *used = calloc(s->n_tensors, 1);
+  if (!used) return -1;
+  for (size_t j = 0; j < s->n_nodes; j++) {
+    const hkc_node_t *nd = &s->nodes[j];
+    for (int k = 0; k < nd->n_in; k++) used[nd->in[k]] = 1;
+    int extra[5] = {nd->bias, nd->residual, nd->mul, nd->gamma, nd->beta};
+    for (int k = 0; k < 5; k++)
+      if (extra[k] != HKC_NONE) used[extra[k]] = 1;
+  }
+  for (size_t i = 0; i < s->n_tensors; i++)
+    if (!used[i] && s->tensors[i].role != HK_ROLE_OUTPUT)
+      hkc_warning(s->tensors[i].loc, "tensor '%s' is never used%s", s->tensors[i].name,
+                  s->tensors[i].role == HK_ROLE_INTERMEDIATE ? " and is not an output" : "");
+  free(used);
+  return 0;
+}
+
+/* ---- entry points ------------------------------------------------------------------------------------ */
+enum {
+  K_HKC, K_NAME, K_DTYPE, K_BATCH, K_BATCH_POLICY, K_DIMS, K_TARGETS, K_INPUTS, K_PARAMS, K_GRAPH, K_OUTPUTS,
+  K_FUSION, K_COUNT
+};
+static const char *const top_keys[K_COUNT] = {"hkc",    "name",    "dtype",  "batch_sizes", "batch_policy",
+                                              "dims",   "targets", "inputs", "params",      "graph",
+                                              "outputs", "fusion"};
+#define TOP_REQUIRED ((1u << K_HKC) | (1u << K_NAME) | (1u << K_BATCH) | (1u << K_INPUTS) | (1u << K_GRAPH) | (1u << K_OUTPUTS))
+
+static int spec_build(spec_ctx_t *c, const ynode_t *root) {
+  if (!root) {
+    hkc_error((hkc_loc_t){c->file, 0, 0}, "empty spec (expected a map with keys hkc, name, batch_sizes, inputs, graph, "
+                                          "outputs)");
+    return -1;
+  }
+  if (root->kind != Y_MAP) {
+    hkc_error(root->loc, "a spec must be a map (keys hkc, name, batch_sizes, inputs, graph, outputs, ...), got %s",
+              ynode_desc(root));
+    return -1;
+  }
+  const ynode_t *keys[K_COUNT], *v[K_COUNT];
+  if (map_collect(root, top_keys, K_COUNT, (1u << K_COUNT) - 1, "", keys, v) != 0) return -1;
+  /* Sections in dependency order; a missing required key is reported when its turn
+   * comes, so errors appear in the order a reader fixes them. */
+  for (int k = 0; k < K_COUNT; k++) {
+    if ((TOP_REQUIRED >> k & 1u) && !v[k]) {
+      hkc_error(root->loc, "missing required key '%s'", top_keys[k]);
+      return -1;
+    }
+    int rc = 0;
+    switch (k) {
+    case K_HKC: rc = parse_version(c, v[K_HKC]); break;
+    case K_NAME: rc = parse_spec_name(c, v[K_NAME]); break;
+    case K_DTYPE: rc = parse_dtype(c, v[K_DTYPE]); break;
+    case K_BATCH: rc = parse_batch_sizes(c, v[K_BATCH]); break;
+    case K_BATCH_POLICY: rc = parse_batch_policy(c, v[K_BATCH_POLICY]); break;
+    case K_DIMS: rc = v[K_DIMS] ? parse_dims(c, v[K_DIMS]) : 0; break;
+    case K_TARGETS: rc = parse_targets(c, v[K_TARGETS]); break;
+    case K_INPUTS: rc = parse_decls(c, v[K_INPUTS], "inputs", HK_ROLE_INPUT); break;
+    case K_PARAMS:
+      rc = v[K_PARAMS] ? parse_decls(c, v[K_PARAMS], "params", HK_ROLE_PARAM) : 0;
+      c->n_decl = c->spec->n_tensors;
+      break;
+    case K_GRAPH: rc = parse_graph(c, v[K_GRAPH]); break;
+    case K_OUTPUTS: rc = parse_outputs(c, v[K_OUTPUTS]); break;
+    case K_FUSION: rc = parse_fusion(c, v[K_FUSION]); break;
+    default: break;
+    }
+    if (rc != 0) return -1;
+  }
+  return check_tensors(c);
+}
+
+/* Contract in frontend.h. Every error is reported before returning -1; nothing is kept. */
+int hkc_spec_parse(const char *path, const char *data, size_t size, hkc_spec_t **out_spec) {
+  *out_spec = NULL;
+  hkc_spec_t *spec = calloc(1, sizeof *spec);
+  if (!spec || !(spec->path = hkc_strdup(path ? path : "<spec>"))) {
+    free(spec);
+    hkc_error((hkc_loc_t){path, 0, 0}, "out of memory");
+    return -1;
+  }
+  spec->hash = hkc_hash64(data, size);
+  int errors_before = hkc_error_count();
+  spec_ctx_t c = {.spec = spec, .file = spec->path};
+  ynode_t *root = NULL;
+  int rc = yaml_tree_build(c.file, data, size, &root);
+  if (rc == 0) rc = spec_build(&c, root);
+  ynode_free(root);
+  free(c.pn);
+  if (rc != 0 && hkc_error_count() == errors_before) hkc_error((hkc_loc_t){path, 0, 0}, "out of memory");
+  if (rc != 0) {
+    hkc_spec_destroy(spec);
+    return -1;
+  }
+  *out_spec = spec;
+  return 0;
+}
+
+int hkc_spec_load(const char *path, hkc_spec_t **out_spec) {
+  *out_spec = NULL;
+  char *data;
+  size_t size;
+  if (hkc_read_file(path, &data, &size) != 0) {
+    hkc_error((hkc_loc_t){path, 0, 0}, "%s", strerror(errno));
+    return -1;
+  }
+  int rc = hkc_spec_parse(path, data, size, out_spec);
+  free(data);
+  return rc;
+}

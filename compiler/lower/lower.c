@@ -1,0 +1,311 @@
+/* Lowering: a spec node at one batch size -> kernel key + argument list (the kernel
+ * ABI documented above HKC_MAX_ARGS in lower.h). Target-independent. */
+#include <assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "frontend/frontend.h"
+#include "lower/lower.h"
+#include "util/util.h"
+
+/* Local helpers: ir.c owns the public hkc_tensor_* / hkc_*_name ones. */
+static int64_t tensor_elems(const hkc_tensor_t *t, int64_t batch) {
+  int64_t n = 1;
+  for (uint32_t d = 0; d < t->rank; d++) n *= hkc_dim_value(t->dims[d], batch);
+  return n;
+}
+
+static int64_t tensor_dim(const hkc_tensor_t *t, uint32_t d, int64_t batch) {
+  return d < t->rank ? hkc_dim_value(t->dims[d], batch) : 1;
+}
+
+static int64_t last_dim(const hkc_tensor_t *t, int64_t batch) {
+  return t->rank ? tensor_dim(t, t->rank - 1, batch) : 1;
+}
+
+typedef struct arg_list {
+  hkc_arg_t *args;
+  int n;
+} arg_list_t;
+
+/* push_*: appends the argument that lands at index `at` of the op's layout (lower.h,
+ * HKC_<OP>_ARG_*): the names say which argument each push is, the assert that the order
+ * matches them. */
+static void push_tensor(arg_list_t *l, int at, int tensor) {
+  assert(at == l->n);
+  (void)at;
+  hkc_arg_t a = {.kind = tensor == HKC_NONE ? HK_ARG_NULL : HK_ARG_TENSOR, .i = tensor == HKC_NONE ? 0 : tensor};
+  l->args[l->n++] = a;
+}
+
+static void push_i64(arg_list_t *l, int at, int64_t v) {
+  assert(at == l->n);
+  (void)at;
+  l->args[l->n++] = (hkc_arg_t){.kind = HK_ARG_I64, .i = v};
+}
+
+/* Largest of 8, 4, 2, 1 dividing every value (see hkc_kernel_key_t.align). */
+static int align_of(const int64_t *values, int n) {
+  int a = 8;
+  for (int i = 0; i < n; i++)
+    while (a > 1 && values[i] % a != 0) a /= 2;
+  return a;
+}
+/* Operands an ewchain program reads (1 + its largest operand number), or -1 when it is
+ * malformed (see hkc_kernel_key_t.program). */
+static int ew_program_operands(const char *p) {
+  size_t len = strnlen(p, HKC_EW_PROGRAM_MAX);
+  int nin = 1;
+  if (len == 0 || len >= HKC_EW_PROGRAM_MAX) return -1;
+  for (size_t i = 0; i < len; i++) {
+    if (p[i] == 'a' || p[i] == 'm') {
+      int j = p[++i] - '0';
+      if (j < 1 || j >= HKC_MAX_NODE_IN) return -1;
+      if (j + 1 > nin) nin = j + 1;
+    } else if (!strchr("rgst", p[i])) {
+      return -1;
+    }
+  }
+  return nin;
+}
+
+static void push_f32(arg_list_t *l, int at, float v) {
+  assert(at == l->n);
+  (void)at;
+  l->args[l->n++] = (hkc_arg_t){.kind = HK_ARG_F32, .f = v};
+}
+
+/* Returns the number of arguments, or -1 (reported at the node) for a node whose
+ * sizes cannot be lowered. The key's flags that an op does not use stay zero, so
+ * equal kernels get equal keys. */
+int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kernel_key_t *out_key,
+                   hkc_arg_t out_args[HKC_MAX_ARGS]) {
+  const hkc_node_t *nd = &spec->nodes[node];
+  const hkc_tensor_t *out = &spec->tensors[nd->out];
+  const hkc_tensor_t *x = &spec->tensors[nd->in[0]];
+  arg_list_t l = {out_args, 0};
+  memset(out_key, 0, sizeof *out_key);
+  memset(out_args, 0, sizeof(hkc_arg_t) * HKC_MAX_ARGS);
+  out_key->op = nd->op;
+  out_key->dtype = out->dtype;
+  out_key->act = HK_ACT_NONE;
+
+  switch (nd->op) {
+  case HK_OP_GEMM: {
+    const hkc_tensor_t *b = &spec->tensors[nd->in[1]];
+    int64_t k = last_dim(x, batch);
+    int64_t n = nd->trans_b ? tensor_dim(b, 0, batch) : last_dim(b, batch);
+    if (k <= 0) break;
+    out_key->act = nd->act;
+    out_key->trans_b = nd->trans_b != 0;
+    out_key->has_bias = nd->bias != HKC_NONE;
+    out_key->has_residual = nd->residual != HKC_NONE;
+    out_key->has_mul = nd->mul != HKC_NONE;
+    push_tensor(&l, HKC_GEMM_ARG_A, nd->in[0]);
+    push_tensor(&l, HKC_GEMM_ARG_B, nd->in[1]);
+    push_tensor(&l, HKC_GEMM_ARG_BIAS, nd->bias);
+    push_tensor(&l, HKC_GEMM_ARG_RESIDUAL, nd->residual);
+    push_tensor(&l, HKC_GEMM_ARG_C, nd->out);
+    push_i64(&l, HKC_GEMM_ARG_M, tensor_elems(x, batch) / k);
+    push_i64(&l, HKC_GEMM_ARG_N, n);
+    push_i64(&l, HKC_GEMM_ARG_K, k);
+    push_tensor(&l, HKC_GEMM_ARG_MUL, nd->mul);
+    assert(l.n == HKC_GEMM_N_ARGS);
+    out_key->align = align_of((int64_t[]){k, n}, 2);
+    return l.n;
+  }
+  case HK_OP_ADD:
+  case HK_OP_MUL:
+    push_tensor(&l, HKC_BINARY_ARG_A, nd->in[0]);
+    push_tensor(&l, HKC_BINARY_ARG_B, nd->in[1]);
+    push_tensor(&l, HKC_BINARY_ARG_OUT, nd->out);
+    push_i64(&l, HKC_BINARY_ARG_N, tensor_elems(out, batch));
+    push_i64(&l, HKC_BINARY_ARG_NA, tensor_elems(x, batch));
+    push_i64(&l, HKC_BINARY_ARG_NB, tensor_elems(&spec->tensors[nd->in[1]], batch));
+    assert(l.n == HKC_BINARY_N_ARGS);
+    out_key->align = align_of((int64_t[]){last_dim(out, batch), last_dim(x, batch),
+                                          last_dim(&spec->tensors[nd->in[1]], batch)}, 3);
+    return l.n;
+  case HK_OP_RELU:
+  case HK_OP_GELU:
+  case HK_OP_SILU:
+    push_tensor(&l, HKC_UNARY_ARG_X, nd->in[0]);
+    push_tensor(&l, HKC_UNARY_ARG_OUT, nd->out);
+    push_i64(&l, HKC_UNARY_ARG_N, tensor_elems(out, batch));
+    assert(l.n == HKC_UNARY_N_ARGS);
+    out_key->align = align_of((int64_t[]){last_dim(out, batch)}, 1);
+    return l.n;
+  case HK_OP_LAYERNORM:
+  case HK_OP_RMSNORM:
+  case HK_OP_SOFTMAX: {
+    int64_t cols = last_dim(x, batch);
+    if (cols <= 0) break;
+    /* the three layouts share their order: layernorm's, less beta (rmsnorm), less gamma,
+     * eps, add and sum (softmax) */
+    const int ln = nd->op == HK_OP_LAYERNORM, rms = nd->op == HK_OP_RMSNORM;
+#define ROW_ARG(name) (ln ? HKC_LAYERNORM_ARG_##name : rms ? HKC_RMSNORM_ARG_##name : HKC_SOFTMAX_ARG_##name)
+#define NORM_ARG(name) (ln ? HKC_LAYERNORM_ARG_##name : HKC_RMSNORM_ARG_##name)
+    push_tensor(&l, ROW_ARG(X), nd->in[0]);
+    if (nd->op != HK_OP_SOFTMAX) push_tensor(&l, NORM_ARG(GAMMA), nd->gamma);
+    if (nd->op == HK_OP_LAYERNORM) push_tensor(&l, HKC_LAYERNORM_ARG_BETA, nd->beta);
+    push_tensor(&l, ROW_ARG(OUT), nd->out);
+    push_i64(&l, ROW_ARG(ROWS), tensor_elems(x, batch) / cols);
+    push_i64(&l, ROW_ARG(COLS), cols);
+    if (nd->op != HK_OP_SOFTMAX) {
+      push_f32(&l, NORM_ARG(EPS), nd->eps);
+      /* fused residual add: normalises x + add, optionally storing the sum */
+      out_key->has_add = nd->add_in != HKC_NONE;
+      out_key->has_sum = nd->add_in != HKC_NONE && nd->sum_out != HKC_NONE;
+      push_tensor(&l, NORM_ARG(ADD), out_key->has_add ? nd->add_in : HKC_NONE);
+      push_tensor(&l, NORM_ARG(SUM), out_key->has_sum ? nd->sum_out : HKC_NONE);
+    }
+    assert(l.n == (ln ? HKC_LAYERNORM_N_ARGS : rms ? HKC_RMSNORM_N_ARGS : HKC_SOFTMAX_N_ARGS));
+#undef ROW_ARG
+#undef NORM_ARG
+    out_key->align = align_of(&cols, 1);
+    return l.n;
+  }
+  case HK_OP_EWCHAIN: {
+    /* out[i] = program over in_j[i % n_j]; the program names operands 1..n_in-1. */
+    if (nd->n_in < 1 || nd->n_in > HKC_MAX_NODE_IN || ew_program_operands(nd->program) != nd->n_in) break;
+    int64_t lasts[HKC_MAX_NODE_IN + 1];
+    push_tensor(&l, HKC_EWCHAIN_ARG_OUT, nd->out);
+    push_i64(&l, HKC_EWCHAIN_ARG_N, tensor_elems(out, batch));
+    lasts[0] = last_dim(out, batch);
+    for (int j = 0; j < nd->n_in; j++) {
+      const hkc_tensor_t *t = &spec->tensors[nd->in[j]];
+      push_tensor(&l, HKC_EWCHAIN_ARG_IN(j), nd->in[j]);
+      push_i64(&l, HKC_EWCHAIN_ARG_N_IN(j), tensor_elems(t, batch));
+      lasts[j + 1] = last_dim(t, batch);
+    }
+    assert(l.n == HKC_EWCHAIN_ARG_IN(nd->n_in));
+    memcpy(out_key->program, nd->program, sizeof out_key->program);
+    out_key->align = align_of(lasts, nd->n_in + 1);
+    return l.n;
+  }
+  case HK_OP_ATTENTION: {
+    /* q [.., seq_q, heads*dh] (leading dims flattened into batch), k and v
+     * [.., seq_kv, kv_heads*dh]; packed: one [.., seq, (heads + 2*kv_heads)*dh]. */
+    const int packed = nd->n_in == 1;
+    const hkc_tensor_t *k = packed ? x : &spec->tensors[nd->in[1]];
+    int64_t heads = nd->heads, kv_heads = nd->kv_heads > 0 ? nd->kv_heads : nd->heads;
+    if (heads <= 0 || x->rank < 2 || k->rank < 2 || heads % kv_heads != 0) break;
+    int64_t ld_q = last_dim(x, batch), ld_kv = last_dim(k, batch);
+    int64_t dh = packed ? ld_q / (heads + 2 * kv_heads) : ld_q / heads;
+    int64_t seq_q = tensor_dim(x, x->rank - 2, batch), seq_kv = tensor_dim(k, k->rank - 2, batch);
+    if (dh <= 0 || seq_q <= 0) break;
+    push_tensor(&l, HKC_ATTENTION_ARG_Q, nd->in[0]);
+    push_tensor(&l, HKC_ATTENTION_ARG_K, packed ? nd->in[0] : nd->in[1]);
+    push_tensor(&l, HKC_ATTENTION_ARG_V, packed ? nd->in[0] : nd->in[2]);
+    push_tensor(&l, HKC_ATTENTION_ARG_OUT, nd->out);
+    push_i64(&l, HKC_ATTENTION_ARG_BATCH, tensor_elems(x, batch) / (seq_q * ld_q));
+    push_i64(&l, HKC_ATTENTION_ARG_SEQ_Q, seq_q);
+    push_i64(&l, HKC_ATTENTION_ARG_SEQ_KV, seq_kv);
+    push_i64(&l, HKC_ATTENTION_ARG_HEADS, heads);
+    push_i64(&l, HKC_ATTENTION_ARG_KV_HEADS, kv_heads);
+    push_i64(&l, HKC_ATTENTION_ARG_DH, dh);
+    push_i64(&l, HKC_ATTENTION_ARG_LD_Q, ld_q);
+    push_i64(&l, HKC_ATTENTION_ARG_LD_KV, ld_kv);
+    push_i64(&l, HKC_ATTENTION_ARG_Q_COL, 0);
+    push_i64(&l, HKC_ATTENTION_ARG_K_COL, packed ? heads * dh : 0);
+    push_i64(&l, HKC_ATTENTION_ARG_V_COL, packed ? (heads + kv_heads) * dh : 0);
+    push_i64(&l, HKC_ATTENTION_ARG_CAUSAL, nd->causal ? 1 : 0);
+    push_f32(&l, HKC_ATTENTION_ARG_SCALE, nd->has_scale ? nd->scale : (float)(1.0 / sqrt((double)dh)));
+    assert(l.n == HKC_ATTENTION_N_ARGS);
+    out_key->align = align_of((int64_t[]){ld_q, ld_kv, heads * dh, (heads + kv_heads) * dh, dh}, 5);
+    out_key->head_dim = dh <= INT32_MAX ? (int)dh : 0;
+    return l.n;
+  }
+  case HK_OP_ROPE: {
+    /* x [.., seq, heads*dh]: rows flattened; element j of a head pairs with j + dh/2. */
+    int64_t width = last_dim(x, batch), heads = nd->heads;
+    if (heads <= 0 || x->rank < 2 || width % heads != 0 || width / heads % 2 != 0) break;
+    int64_t dh = width / heads, seq = tensor_dim(x, x->rank - 2, batch);
+    if (seq <= 0) break;
+    push_tensor(&l, HKC_ROPE_ARG_X, nd->in[0]);
+    push_tensor(&l, HKC_ROPE_ARG_OUT, nd->out);
+    push_i64(&l, HKC_ROPE_ARG_ROWS, tensor_elems(x, batch) / width);
+    push_i64(&l, HKC_ROPE_ARG_SEQ, seq);
+    push_i64(&l, HKC_ROPE_ARG_HEADS, heads);
+    push_i64(&l, HKC_ROPE_ARG_DH, dh);
+    push_i64(&l, HKC_ROPE_ARG_POS_OFFSET, nd->pos_offset);
+    push_f32(&l, HKC_ROPE_ARG_THETA, nd->theta);
+    assert(l.n == HKC_ROPE_N_ARGS);
+    out_key->align = align_of((int64_t[]){width, dh, dh / 2}, 3);
+    out_key->head_dim = dh <= INT32_MAX ? (int)dh : 0;
+    return l.n;
+  }
+  default: break;
+  }
+  hkc_error(nd->loc, "node '%s': cannot lower op %d at batch %lld (bad sizes)", nd->name ? nd->name : "?",
+            (int)nd->op, (long long)batch);
+  return -1;
+}
+
+static const char *key_op_name(hk_op_t op) {
+  static const char *const names[] = {"gemm",      "add",     "mul",     "relu",      "gelu", "silu",
+                                      "layernorm", "rmsnorm", "softmax", "attention", "rope", "ewchain"};
+  return (unsigned)op < sizeof names / sizeof names[0] ? names[op] : NULL;
+}
+
+static const char *key_dtype_name(hk_dtype_t t) {
+  static const char *const names[] = {"f32", "f16", "bf16"};
+  return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : NULL;
+}
+
+static const char *key_act_name(hk_act_t a) {
+  static const char *const names[] = {"none", "relu", "gelu", "silu", "gelu_tanh"};
+  return (unsigned)a < sizeof names / sizeof names[0] ? names[a] : NULL;
+}
+
+/* "hk_<op>_<dtype>[_<program>][_<act>][_bias][_mul][_res][_tb][_add][_sum][_a<align>][_d<dh>]":
+ * a C identifier, one per distinct key (no flag name is a suffix of an act name; an
+ * ewchain program is [a-z0-9] only and comes right after the dtype; out-of-range enums
+ * print as numbers). */
+void hkc_kernel_key_name(const hkc_kernel_key_t *key, char *out, size_t size) {
+  char op[16], dt[16], act[16];
+  const char *s;
+  if ((s = key_op_name(key->op))) snprintf(op, sizeof op, "%s", s);
+  else snprintf(op, sizeof op, "op%d", (int)key->op);
+  if ((s = key_dtype_name(key->dtype))) snprintf(dt, sizeof dt, "%s", s);
+  else snprintf(dt, sizeof dt, "dt%d", (int)key->dtype);
+  if ((s = key_act_name(key->act))) snprintf(act, sizeof act, "%s", s);
+  else snprintf(act, sizeof act, "act%d", (int)key->act);
+  char shape[32] = "";
+  int align = key->align > 1 ? key->align : 1;
+  if (align > 1 && key->head_dim > 0) snprintf(shape, sizeof shape, "_a%d_d%d", align, key->head_dim);
+  else if (align > 1) snprintf(shape, sizeof shape, "_a%d", align);
+  else if (key->head_dim > 0) snprintf(shape, sizeof shape, "_d%d", key->head_dim);
+  char program[HKC_EW_PROGRAM_MAX + 1] = "";
+  size_t plen = strnlen(key->program, HKC_EW_PROGRAM_MAX - 1);
+  if (plen) {
+    program[0] = '_';
+    for (size_t i = 0; i < plen; i++) { /* keep the name an identifier whatever the bytes */
+      char c = key->program[i];
+      program[i + 1] = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ? c : 'x';
+    }
+    program[plen + 1] = '\0';
+  }
+  /* tuning: "_t" + 8 hex digits of the hash of "variant:params" (none for the defaults) */
+  char tune[16] = "";
+  if (key->variant[0] || key->tune[0]) {
+    char both[HKC_TUNE_VARIANT_MAX + HKC_TUNE_MAX + 2];
+    int n = snprintf(both, sizeof both, "%.*s:%.*s", HKC_TUNE_VARIANT_MAX, key->variant, HKC_TUNE_MAX, key->tune);
+    snprintf(tune, sizeof tune, "_t%08x", (unsigned)(hkc_hash64(both, (size_t)n) & 0xffffffffu));
+  }
+  snprintf(out, size, "hk_%s_%s%s%s%s%s%s%s%s%s%s%s%s", op, dt, program, key->act != HK_ACT_NONE ? "_" : "",
+           key->act != HK_ACT_NONE ? act : "", key->has_bias ? "_bias" : "", key->has_mul ? "_mul" : "",
+           key->has_residual ? "_res" : "", key->trans_b ? "_tb" : "", key->has_add ? "_add" : "",
+           key->has_sum ? "_sum" : "", shape, tune);
+}
+
+int hkc_kernel_key_equal(const hkc_kernel_key_t *a, const hkc_kernel_key_t *b) {
+  int align_a = a->align > 1 ? a->align : 1, align_b = b->align > 1 ? b->align : 1;
+  return a->op == b->op && a->dtype == b->dtype && a->act == b->act && !a->trans_b == !b->trans_b &&
+         !a->has_bias == !b->has_bias && !a->has_residual == !b->has_residual && !a->has_mul == !b->has_mul &&
+         !a->has_add == !b->has_add && !a->has_sum == !b->has_sum &&
+         strncmp(a->program, b->program, HKC_EW_PROGRAM_MAX) == 0 && align_a == align_b &&
+         a->head_dim == b->head_dim && strncmp(a->variant, b->variant, HKC_TUNE_VARIANT_MAX) == 0 &&
+         strncmp(a->tune, b->tune, HKC_TUNE_MAX) == 0;
+}

@@ -1,0 +1,162 @@
+/*
+ * compiler/lower/lower.h -- from the IR to kernels: what each node costs, the kernel a node
+ * becomes with its arguments (the target-independent kernel ABI), the memory plan.
+ *
+ *   cost.c    bytes and FLOPs per node (inspect --plan, rooflines)
+ *   lower.c   node -> kernel key + argument list
+ *   plan.c    memory plan (liveness -> one workspace arena) and graph dependencies
+ *
+ * Uses frontend/ and util/.
+ */
+#ifndef HKC_LOWER_H
+#define HKC_LOWER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "frontend/frontend.h"
+
+/* ---- cost model (cost.c) ------------------------------------------------------------------- */
+typedef struct hkc_cost {
+  uint64_t bytes;  /* every distinct tensor the node reads, once, + every tensor it writes */
+  uint64_t flops;  /* multiply-add = 2 */
+  int matrix;      /* flops are matrix-core work (gemm, attention) */
+} hkc_cost_t;
+/* Estimated minimum HBM traffic and arithmetic of node `node` at batch `batch`. */
+void hkc_node_cost(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_cost_t *out);
+
+/* ---- lowering: the kernel ABI ---------------------------------------------------
+ * A kernel key names one compiled kernel: the op and every compile-time choice.
+ * Runtime sizes are arguments, so one kernel serves every batch bucket.
+ *
+ * Argument layouts (T = tensor pointer or NULL, I = int64, F = float32), the same on
+ * every target:
+ *   gemm      T A, T B, T bias, T residual, T C, I M, I N, I K, T mul
+ *             compile time: act, trans_b, has_bias, has_residual, has_mul
+ *             (C = act(A @ B + bias) * mul + residual)
+ *   add, mul  T a, T b, T out, I n, I na, I nb     (a[i % na] op b[i % nb], i < n)
+ *   relu, gelu, silu   T x, T out, I n
+ *   layernorm T x, T gamma, T beta, T out, I rows, I cols, F eps, T add, T sum
+ *   rmsnorm   T x, T gamma, T out, I rows, I cols, F eps, T add, T sum
+ *             (add/sum NULL unless has_add/has_sum: normalises x + add, stores it in sum)
+ *   softmax   T x, T out, I rows, I cols
+ *   attention T q, T k, T v, T out, I batch, I seq_q, I seq_kv, I heads, I kv_heads, I dh,
+ *             I ld_q, I ld_kv, I q_col, I k_col, I v_col, I causal, F scale
+ *             (row strides ld_* in elements; *_col: first column of head 0, so packed qkv
+ *              passes the same tensor three times with columns 0, H*dh, (H+Hkv)*dh)
+ *   rope      T x, T out, I rows, I seq, I heads, I dh, I pos_offset, F theta
+ *             (x [rows, heads*dh]; row r is at position r % seq + pos_offset)
+ *   ewchain   T out, I n, then per operand j = 0 .. n_in-1: T in_j, I n_j
+ *             (out[i] = program over in_j[i % n_j], i < n)
+ */
+#define HKC_MAX_ARGS 24 /* ewchain: 2 + 2*5 */
+
+/* The layouts above as named indices into a launch's arguments (lower.c pushes them in this
+ * order and checks each index; codegen, the variants and tuning read sizes by these names).
+ * HKC_<OP>_N_ARGS: the number of arguments. */
+enum hkc_gemm_arg {
+  HKC_GEMM_ARG_A, HKC_GEMM_ARG_B, HKC_GEMM_ARG_BIAS, HKC_GEMM_ARG_RESIDUAL, HKC_GEMM_ARG_C,
+  HKC_GEMM_ARG_M, HKC_GEMM_ARG_N, HKC_GEMM_ARG_K, HKC_GEMM_ARG_MUL, HKC_GEMM_N_ARGS
+};
+enum hkc_binary_arg { /* add, mul */
+  HKC_BINARY_ARG_A, HKC_BINARY_ARG_B, HKC_BINARY_ARG_OUT, HKC_BINARY_ARG_N, HKC_BINARY_ARG_NA, HKC_BINARY_ARG_NB,
+  HKC_BINARY_N_ARGS
+};
+enum hkc_unary_arg { /* relu, gelu, silu */
+  HKC_UNARY_ARG_X, HKC_UNARY_ARG_OUT, HKC_UNARY_ARG_N, HKC_UNARY_N_ARGS
+};
+enum hkc_layernorm_arg {
+  HKC_LAYERNORM_ARG_X, HKC_LAYERNORM_ARG_GAMMA, HKC_LAYERNORM_ARG_BETA, HKC_LAYERNORM_ARG_OUT,
+  HKC_LAYERNORM_ARG_ROWS, HKC_LAYERNORM_ARG_COLS, HKC_LAYERNORM_ARG_EPS, HKC_LAYERNORM_ARG_ADD,
+  HKC_LAYERNORM_ARG_SUM, HKC_LAYERNORM_N_ARGS
+};
+enum hkc_rmsnorm_arg {
+  HKC_RMSNORM_ARG_X, HKC_RMSNORM_ARG_GAMMA, HKC_RMSNORM_ARG_OUT, HKC_RMSNORM_ARG_ROWS, HKC_RMSNORM_ARG_COLS,
+  HKC_RMSNORM_ARG_EPS, HKC_RMSNORM_ARG_ADD, HKC_RMSNORM_ARG_SUM, HKC_RMSNORM_N_ARGS
+};
+enum hkc_softmax_arg {
+  HKC_SOFTMAX_ARG_X, HKC_SOFTMAX_ARG_OUT, HKC_SOFTMAX_ARG_ROWS, HKC_SOFTMAX_ARG_COLS, HKC_SOFTMAX_N_ARGS
+};
+enum hkc_attention_arg {
+  HKC_ATTENTION_ARG_Q, HKC_ATTENTION_ARG_K, HKC_ATTENTION_ARG_V, HKC_ATTENTION_ARG_OUT,
+  HKC_ATTENTION_ARG_BATCH, HKC_ATTENTION_ARG_SEQ_Q, HKC_ATTENTION_ARG_SEQ_KV, HKC_ATTENTION_ARG_HEADS,
+  HKC_ATTENTION_ARG_KV_HEADS, HKC_ATTENTION_ARG_DH, HKC_ATTENTION_ARG_LD_Q, HKC_ATTENTION_ARG_LD_KV,
+  HKC_ATTENTION_ARG_Q_COL, HKC_ATTENTION_ARG_K_COL, HKC_ATTENTION_ARG_V_COL, HKC_ATTENTION_ARG_CAUSAL,
+  HKC_ATTENTION_ARG_SCALE, HKC_ATTENTION_N_ARGS
+};
+enum hkc_rope_arg {
+  HKC_ROPE_ARG_X, HKC_ROPE_ARG_OUT, HKC_ROPE_ARG_ROWS, HKC_ROPE_ARG_SEQ, HKC_ROPE_ARG_HEADS, HKC_ROPE_ARG_DH,
+  HKC_ROPE_ARG_POS_OFFSET, HKC_ROPE_ARG_THETA, HKC_ROPE_N_ARGS
+};
+enum hkc_ewchain_arg { HKC_EWCHAIN_ARG_OUT, HKC_EWCHAIN_ARG_N, HKC_EWCHAIN_ARG_OPERANDS };
+/* ewchain operand j (0 .. n_in-1): its tensor and its element count */
+#define HKC_EWCHAIN_ARG_IN(j) (HKC_EWCHAIN_ARG_OPERANDS + 2 * (j))
+#define HKC_EWCHAIN_ARG_N_IN(j) (HKC_EWCHAIN_ARG_OPERANDS + 2 * (j) + 1)
+_Static_assert(HKC_ATTENTION_N_ARGS <= HKC_MAX_ARGS && HKC_EWCHAIN_ARG_IN(HKC_MAX_NODE_IN) <= HKC_MAX_ARGS,
+               "HKC_MAX_ARGS holds the longest argument list");
+
+#define HKC_TUNE_VARIANT_MAX 24 /* longest variant name + NUL ("elementwise_vec16") */
+#define HKC_TUNE_MAX 48         /* longest parameter string + NUL ("bm=128,bn=128,wm=2,wn=4,st=4") */
+
+typedef struct hkc_kernel_key {
+  hk_op_t op;
+  hk_dtype_t dtype;
+  hk_act_t act;
+  int trans_b, has_bias, has_residual;
+  int has_mul;          /* gemm: epilogue multiply (hkc_node_t.mul) */
+  int has_add, has_sum; /* layernorm/rmsnorm: fused residual add / also store the sum */
+  /* ewchain: the element-wise program, a C-identifier-safe string of steps applied to
+   * v = in0[i % n0]: a<j> v += in_j, m<j> v *= in_j (operand j in 1..4, element i % n_j),
+   * r relu, g gelu, s silu, t gelu_tanh. E.g. "a1gm2" = gelu(in0 + in1) * in2. "" else. */
+  char program[HKC_EW_PROGRAM_MAX];
+  /* Shape facts fixed at build time (the same at every batch size) that let a GPU target
+   * pick a specialised kernel. align: the largest of 8, 4, 2, 1 elements dividing every
+   * row length, row stride and column offset the kernel indexes with (gemm: K and N;
+   * norms/softmax: cols; element-wise: the operands' last dims; attention: ld_q, ld_kv,
+   * the column offsets and dh; rope: the row length, dh and dh/2); with 16-byte-aligned
+   * tensors (hk_session_bind checks it) align 8 allows 16-byte vector access of f16/bf16
+   * rows. head_dim: attention's and rope's dh.
+   * The host target ignores both (zero). */
+  int align;
+  int head_dim;
+  /* Tuning (compiler/tune/tune.c): the variant this kernel uses ("" = the registry's first that
+   * applies; codegen/variants/gpu_variant.h, or "host_gemm" on the host target) and its parameters, a
+   * canonical "bn=128,st=4,p=1" string ("" = the variant's defaults). Part of the kernel's
+   * identity: a non-empty choice adds a short hash of both to the name. */
+  char variant[HKC_TUNE_VARIANT_MAX];
+  char tune[HKC_TUNE_MAX];
+} hkc_kernel_key_t;
+
+typedef struct hkc_arg {
+  hk_arg_kind_t kind;
+  int64_t i;   /* tensor index (TENSOR) or value (I64) */
+  float f;     /* F32 */
+} hkc_arg_t;
+
+/* Fills the key and arguments of node `node` at batch size `batch`. Returns n_args, or
+ * -1 after reporting an error when the node's sizes cannot be lowered. */
+int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kernel_key_t *out_key,
+                   hkc_arg_t out_args[HKC_MAX_ARGS]);
+/* Canonical symbol name for a key: "hk_<op>_<dtype>[_<flags>]". Writes at most size bytes. */
+void hkc_kernel_key_name(const hkc_kernel_key_t *key, char *out, size_t size);
+int hkc_kernel_key_equal(const hkc_kernel_key_t *a, const hkc_kernel_key_t *b);
+
+/* ---- memory plan and dependencies ------------------------------------------------ */
+#define HKC_ARENA_ALIGN 256 /* GPU-friendly alignment for every intermediate */
+
+/* Assigns each INTERMEDIATE tensor an offset in one arena by liveness (tensors whose
+ * lifetimes do not overlap may share bytes). out_offsets[t] = HK_PLACEMENT_NONE for
+ * application-bound tensors. Returns 0 / -1 (OOM). */
+int hkc_plan_memory(const hkc_spec_t *spec, int64_t batch, uint64_t *out_offsets,
+                    uint64_t *out_arena_bytes);
+/* Dependencies of every node on earlier nodes: read-after-write, and write-after-
+ * read/write on arena bytes reused under the plan; edges implied by others dropped.
+ * Node j waits for list[start[j] .. start[j+1]). Returns 0 / -1 (OOM). */
+typedef struct hkc_deps {
+  uint32_t *start; /* n_nodes + 1 entries */
+  uint32_t *list;
+} hkc_deps_t;
+int hkc_plan_deps(const hkc_spec_t *spec, int64_t batch, const uint64_t *offsets, hkc_deps_t *out);
+void hkc_deps_free(hkc_deps_t *deps);
+
+#endif /* HKC_LOWER_H */

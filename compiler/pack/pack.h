@@ -1,0 +1,67 @@
+/*
+ * compiler/pack/pack.h -- what a build produced, and the artifact writer (pack_write.c; the
+ * format is defined in loader/include/hk/pack_format.h, which the loader owns).
+ *
+ * Uses codegen/ (compiled kernels), lower/ (arguments, costs), frontend/ and util/.
+ */
+#ifndef HKC_PACK_H
+#define HKC_PACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codegen/codegen.h"
+
+/* ---- built targets ------------------------------------------------------------------------- */
+typedef struct hkc_launch {
+  uint32_t kernel;         /* index into the target's kernels */
+  const char *node_name;   /* borrowed from the spec */
+  uint32_t grid[3], block[3], shared_bytes;
+  hkc_arg_t args[HKC_MAX_ARGS];
+  uint32_t n_args;
+  uint32_t *deps;          /* graph-local indices of earlier launches */
+  uint32_t n_deps;
+} hkc_launch_t;
+
+typedef struct hkc_graph_out {
+  int64_t batch;
+  uint64_t workspace_bytes;
+  uint64_t *placements;    /* spec->n_tensors entries */
+  hkc_launch_t *launches;
+  size_t n_launches;
+  hkc_cost_t *costs;       /* per launch (n_launches), from hkc_node_cost */
+  int *fused_counts;       /* per launch: spec nodes it computes */
+  hkc_cost_t unfused;      /* the spec without fusion: sums over its nodes */
+  uint32_t unfused_nodes;
+} hkc_graph_out_t;
+
+typedef struct hkc_target_out {
+  char name[64];           /* "host-x86_64", "gfx90a", "sm_90" */
+  hk_target_kind_t kind;
+  char features[64];
+  void *code;              /* code object(s), concatenated (uncompressed), owned; each
+                              kernel names its object's range (8-byte aligned offsets) */
+  size_t code_size;
+  char toolchain[160];     /* e.g. "cc: gcc (Debian 12.2.0-14) 12.2.0" -> provenance */
+  hkc_kernel_out_t *kernels;
+  size_t n_kernels;
+  hkc_graph_out_t *graphs; /* one per spec batch size, same order */
+  size_t n_graphs;
+} hkc_target_out_t;
+
+/* ---- the artifact ------------------------------------------------------------------ */
+typedef struct hkc_pack_in {
+  const hkc_spec_t *spec;
+  const hkc_target_out_t *targets;
+  size_t n_targets;
+  const char *provenance;  /* "key=value\n" lines */
+  int compression_level;   /* zstd level; 0 = default (19) */
+} hkc_pack_in_t;
+
+/* Writes the artifact atomically: a temporary file in the destination directory,
+ * fsync, rename. On failure nothing is left at `path` (an existing file is kept). */
+int hkc_pack_write(const hkc_pack_in_t *in, const char *path);
+/* Same, into a malloc'd buffer (tests, fuzz seeds). */
+int hkc_pack_write_memory(const hkc_pack_in_t *in, void **out_data, size_t *out_size);
+
+#endif /* HKC_PACK_H */

@@ -1,0 +1,622 @@
+/*
+ * pack_write.c -- the artifact writer: compiler structs -> .hkpack bytes.
+ *
+ * The layout is defined in loader/include/hk/pack_format.h and explained in
+ * docs/FORMAT.md. Output is deterministic: the same input gives the same bytes
+ * (no timestamps; every padding byte is zero; strings deduplicated in first-use
+ * order; zstd at a fixed level). Before returning, the writer runs the loader's
+ * own verifier over the result, so an artifact hkc writes is one libhkrt accepts.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "codegen/codegen.h"
+#include "frontend/frontend.h"
+#include "lower/lower.h"
+#include "pack/pack.h"
+#include "pack_internal.h" /* hk_pack_verify: self-check of the output */
+#include "util/util.h"
+
+#define HKC_PACK_DEFAULT_LEVEL 19
+/* Table sections, in file order; CODE sections (one per target) follow, then PLAN when
+ * the input has costs. */
+#define HKC_TABLE_SECTIONS 11
+
+static const hkc_loc_t NOLOC = {0};
+
+/* ---- string table: deduplicated, first-use order, ref 0 is "" ----------------------- */
+typedef struct strtab {
+  char *data;
+  size_t len, cap;
+  uint32_t *slots; /* open addressing: offset + 1, 0 = empty */
+  size_t n_slots, n_used;
+} strtab_t;
+
+static int strtab_grow_slots(strtab_t *st) {
+  size_t n = st->n_slots ? st->n_slots * 2 : 256;
+  uint32_t *slots = calloc(n, sizeof *slots);
+  if (!slots) return -1;
+  for (size_t i = 0; i < st->n_slots; i++) {
+    if (!st->slots[i]) continue;
+    const char *s = st->data + st->slots[i] - 1;
+    size_t h = (size_t)XXH3_64bits(s, strlen(s)) & (n - 1);
+    while (slots[h]) h = (h + 1) & (n - 1);
+    slots[h] = st->slots[i];
+  }
+  free(st->slots);
+  st->slots = slots;
+  st->n_slots = n;
+  return 0;
+}
+
+/* Adds s (NULL means "") and returns its ref in *out_ref. 0 / -1 (OOM or too large). */
+static int strtab_add(strtab_t *st, const char *s, uint32_t *out_ref) {
+  if (!s) s = "";
+  size_t n = strlen(s);
+  if ((st->n_used + 1) * 2 > st->n_slots && strtab_grow_slots(st) != 0) return -1;
+  size_t h = (size_t)XXH3_64bits(s, n) & (st->n_slots - 1);
+  while (st->slots[h]) {
+    const char *have = st->data + st->slots[h] - 1;
+    if (strcmp(have, s) == 0) {
+      *out_ref = st->slots[h] - 1;
+      return 0;
+    }
+    h = (h + 1) & (st->n_slots - 1);
+  }
+  if (st->len + n + 1 > HK_MAX_STRINGS_BYTES) return -1;
+  if (hkc_reserve((void **)&st->data, &st->cap, st->len + n + 1, 1) != 0) return -1;
+  memcpy(st->data + st->len, s, n + 1);
+  *out_ref = (uint32_t)st->len;
+  st->slots[h] = (uint32_t)st->len + 1;
+  st->len += n + 1;
+  st->n_used++;
+  return 0;
+}
+
+/* ---- building ------------------------------------------------------------------------ */
+typedef struct payload {
+  uint32_t kind, flags, target;
+  const void *data;
+  size_t size;
+  uint64_t raw_size;
+} payload_t;
+
+typedef struct builder {
+  const hkc_pack_in_t *in;
+  strtab_t strings;
+  hk_manifest_t manifest;
+  hk_target_rec_t *targets;
+  hk_kernel_rec_t *kernels;
+  hk_tensor_rec_t *tensors;
+  hk_graph_rec_t *graphs;
+  hk_node_rec_t *nodes;
+  hk_arg_rec_t *args;
+  uint32_t *deps;
+  uint64_t *placements;
+  uint8_t *plan; /* PLAN payload: hk_plan_graph_rec_t[n_graphs], hk_plan_node_rec_t[n_nodes]; NULL: none */
+  size_t plan_size;
+  int has_plan;  /* every graph carries costs */
+  size_t n_kernels, n_graphs, n_nodes, n_args, n_deps, n_placements;
+  char *provenance;
+  size_t provenance_len;
+  void **code;
+  size_t *code_size;
+} builder_t;
+
+static void builder_free(builder_t *b) {
+  free(b->strings.data);
+  free(b->strings.slots);
+  free(b->targets);
+  free(b->kernels);
+  free(b->tensors);
+  free(b->graphs);
+  free(b->nodes);
+  free(b->args);
+  free(b->deps);
+  free(b->placements);
+  free(b->plan);
+  free(b->provenance);
+  if (b->code)
+    for (size_t t = 0; t < b->in->n_targets; t++) free(b->code[t]);
+  free(b->code);
+  free(b->code_size);
+}
+
+static int name_ok(const char *what, const char *name) {
+  if (name && strlen(name) > HK_MAX_NAME_LEN) {
+    hkc_error(NOLOC, "cannot write the artifact: %s name \"%.40s...\" is longer than %u bytes", what, name,
+              HK_MAX_NAME_LEN);
+    return 0;
+  }
+  return 1;
+}
+
+#define ADD_STRING(b, s, out)                                                   \
+  do {                                                                          \
+    if (strtab_add(&(b)->strings, (s), (out)) != 0) {                           \
+      hkc_error(NOLOC, "cannot write the artifact: out of memory (or over %u bytes of strings)", \
+                HK_MAX_STRINGS_BYTES);                                          \
+      return -1;                                                                \
+    }                                                                           \
+  } while (0)
+
+/* Checks the input against the format's rules and counts the records. */
+static int validate_and_count(builder_t *b) {
+  const hkc_pack_in_t *in = b->in;
+  const hkc_spec_t *spec = in->spec;
+  if (!spec || !in->targets || in->n_targets == 0 || in->n_targets > HK_MAX_TARGETS) {
+    hkc_error(NOLOC, "cannot write the artifact: need a spec and 1..%u targets", HK_MAX_TARGETS);
+    return -1;
+  }
+  if (spec->n_batch < 1 || spec->n_batch > (int)HK_MAX_BATCH_BUCKETS || spec->n_tensors > HK_MAX_TENSORS) {
+    hkc_error(NOLOC, "cannot write the artifact: %d batch sizes (1..%u), %zu tensors (max %u)", spec->n_batch,
+              HK_MAX_BATCH_BUCKETS, spec->n_tensors, HK_MAX_TENSORS);
+    return -1;
+  }
+  if (spec->batch_policy < 0 || spec->batch_policy >= (int)HK_BATCH_POLICY_REC_COUNT_) {
+    hkc_error(NOLOC, "cannot write the artifact: unknown batch policy %d", spec->batch_policy);
+    return -1;
+  }
+  if (!name_ok("spec", spec->name)) return -1;
+  b->has_plan = 1;
+  for (size_t t = 0; t < in->n_targets; t++)
+    for (size_t g = 0; g < in->targets[t].n_graphs; g++)
+      if (!in->targets[t].graphs[g].costs || !in->targets[t].graphs[g].fused_counts) b->has_plan = 0;
+  for (size_t i = 0; i < spec->n_tensors; i++)
+    if (!name_ok("tensor", spec->tensors[i].name)) return -1;
+  for (size_t t = 0; t < in->n_targets; t++) {
+    const hkc_target_out_t *to = &in->targets[t];
+    if (!to->name[0] || (to->code_size && !to->code) || (size_t)to->code_size > HK_MAX_CODE_BYTES) {
+      hkc_error(NOLOC, "cannot write the artifact: target %zu has no name or a bad code object", t);
+      return -1;
+    }
+    for (size_t u = 0; u < t; u++) {
+      if (strcmp(in->targets[u].name, to->name) == 0) {
+        hkc_error(NOLOC, "cannot write the artifact: target %s appears twice", to->name);
+        return -1;
+      }
+    }
+    if (to->n_graphs != (size_t)spec->n_batch) {
+      hkc_error(NOLOC, "cannot write the artifact: target %s has %zu graphs for %d batch sizes", to->name,
+                to->n_graphs, spec->n_batch);
+      return -1;
+    }
+    for (size_t k = 0; k < to->n_kernels; k++)
+      if (!name_ok("kernel", to->kernels[k].name)) return -1;
+    b->n_kernels += to->n_kernels;
+    for (size_t g = 0; g < to->n_graphs; g++) {
+      const hkc_graph_out_t *go = &to->graphs[g];
+      if (go->batch != spec->batch_sizes[g] || (spec->n_tensors && !go->placements)) {
+        hkc_error(NOLOC, "cannot write the artifact: target %s graph %zu is for batch %lld, expected %lld", to->name,
+                  g, (long long)go->batch, (long long)spec->batch_sizes[g]);
+        return -1;
+      }
+      for (size_t j = 0; j < go->n_launches; j++) {
+        const hkc_launch_t *l = &go->launches[j];
+        if (l->kernel >= to->n_kernels || l->n_args > HKC_MAX_ARGS || l->n_deps > HK_MAX_DEPS_PER_NODE ||
+            !name_ok("node", l->node_name)) {
+          hkc_error(NOLOC, "cannot write the artifact: target %s batch %lld launch %zu: bad kernel index %u or "
+                    "too many args/deps", to->name, (long long)go->batch, j, l->kernel);
+          return -1;
+        }
+        for (uint32_t a = 0; a < l->n_args; a++) {
+          const hkc_arg_t *arg = &l->args[a];
+          if ((unsigned)arg->kind >= HK_ARG_KIND_COUNT_ ||
+              (arg->kind == HK_ARG_TENSOR && (arg->i < 0 || (uint64_t)arg->i >= spec->n_tensors))) {
+            hkc_error(NOLOC, "cannot write the artifact: target %s launch %zu arg %u is not a valid argument",
+                      to->name, j, a);
+            return -1;
+          }
+        }
+        if (b->has_plan && go->fused_counts[j] < 1) {
+          hkc_error(NOLOC, "cannot write the artifact: target %s batch %lld launch %zu computes %d spec nodes "
+                    "(at least 1)", to->name, (long long)go->batch, j, go->fused_counts[j]);
+          return -1;
+        }
+        for (uint32_t d = 0; d < l->n_deps; d++) {
+          if (l->deps[d] >= j) {
+            hkc_error(NOLOC, "cannot write the artifact: target %s launch %zu depends on %u, not an earlier launch",
+                      to->name, j, l->deps[d]);
+            return -1;
+          }
+        }
+        b->n_args += l->n_args;
+        b->n_deps += l->n_deps;
+      }
+      b->n_nodes += go->n_launches;
+      b->n_graphs++;
+    }
+  }
+  if (b->n_kernels > HK_MAX_KERNELS || b->n_graphs > HK_MAX_GRAPHS || b->n_nodes > HK_MAX_NODES) {
+    hkc_error(NOLOC, "cannot write the artifact: %zu kernels, %zu graphs, %zu nodes exceed the format's limits",
+              b->n_kernels, b->n_graphs, b->n_nodes);
+    return -1;
+  }
+  b->n_placements = b->n_graphs * spec->n_tensors;
+  return 0;
+}
+
+/* The PLAN payload: per graph the unfused totals, per node (parallel to NODES) its cost. */
+static int build_plan(builder_t *b) {
+  if (!b->has_plan) return 0;
+  const hkc_pack_in_t *in = b->in;
+  b->plan_size = b->n_graphs * sizeof(hk_plan_graph_rec_t) + b->n_nodes * sizeof(hk_plan_node_rec_t);
+  b->plan = calloc(b->plan_size ? b->plan_size : 1, 1);
+  if (!b->plan) {
+    hkc_error(NOLOC, "cannot write the artifact: out of memory");
+    return -1;
+  }
+  hk_plan_graph_rec_t *graphs = (hk_plan_graph_rec_t *)b->plan;
+  hk_plan_node_rec_t *nodes = (hk_plan_node_rec_t *)(b->plan + b->n_graphs * sizeof *graphs);
+  size_t graph_at = 0, node_at = 0;
+  for (size_t t = 0; t < in->n_targets; t++) {
+    for (size_t g = 0; g < in->targets[t].n_graphs; g++) {
+      const hkc_graph_out_t *go = &in->targets[t].graphs[g];
+      hk_plan_graph_rec_t *gr = &graphs[graph_at++];
+      gr->unfused_bytes = go->unfused.bytes;
+      gr->unfused_flops = go->unfused.flops;
+      gr->unfused_nodes = go->unfused_nodes;
+      for (size_t j = 0; j < go->n_launches; j++) {
+        hk_plan_node_rec_t *nr = &nodes[node_at++];
+        nr->bytes = go->costs[j].bytes;
+        nr->flops = go->costs[j].flops;
+        nr->fused_nodes = (uint32_t)go->fused_counts[j];
+        nr->flags = go->costs[j].matrix ? HK_PLAN_MATRIX : 0;
+      }
+    }
+  }
+  return 0;
+}
+
+static int build_tables(builder_t *b) {
+  const hkc_pack_in_t *in = b->in;
+  const hkc_spec_t *spec = in->spec;
+  size_t nt = in->n_targets;
+  b->targets = calloc(nt, sizeof *b->targets);
+  b->kernels = calloc(b->n_kernels + 1, sizeof *b->kernels);
+  b->tensors = calloc(spec->n_tensors + 1, sizeof *b->tensors);
+  b->graphs = calloc(b->n_graphs + 1, sizeof *b->graphs);
+  b->nodes = calloc(b->n_nodes + 1, sizeof *b->nodes);
+  b->args = calloc(b->n_args + 1, sizeof *b->args);
+  b->deps = calloc(b->n_deps + 1, sizeof *b->deps);
+  b->placements = calloc(b->n_placements + 1, sizeof *b->placements);
+  if (!b->targets || !b->kernels || !b->tensors || !b->graphs || !b->nodes || !b->args || !b->deps ||
+      !b->placements) {
+    hkc_error(NOLOC, "cannot write the artifact: out of memory");
+    return -1;
+  }
+  uint32_t empty;
+  ADD_STRING(b, "", &empty);
+
+  hk_manifest_t *m = &b->manifest;
+  ADD_STRING(b, spec->name, &m->name);
+  m->dtype = (uint32_t)spec->dtype;
+  m->target_count = (uint32_t)nt;
+  m->tensor_count = (uint32_t)spec->n_tensors;
+  m->batch_count = (uint32_t)spec->n_batch;
+  m->batch_policy = (uint32_t)spec->batch_policy;
+  m->spec_hash = spec->hash;
+  for (int i = 0; i < spec->n_batch; i++) m->batch_sizes[i] = (uint64_t)spec->batch_sizes[i];
+
+  for (size_t i = 0; i < spec->n_tensors; i++) {
+    const hkc_tensor_t *t = &spec->tensors[i];
+    hk_tensor_rec_t *r = &b->tensors[i];
+    ADD_STRING(b, t->name, &r->name);
+    r->role = (uint32_t)t->role;
+    r->dtype = (uint32_t)t->dtype;
+    r->rank = t->rank;
+    for (uint32_t d = 0; d < t->rank && d < HK_MAX_RANK; d++) {
+      r->dims[d].mul = t->dims[d].mul;
+      r->dims[d].add = t->dims[d].add;
+    }
+  }
+
+  size_t kernel_at = 0, graph_at = 0, node_at = 0, arg_at = 0, dep_at = 0, place_at = 0;
+  for (size_t t = 0; t < nt; t++) {
+    const hkc_target_out_t *to = &in->targets[t];
+    hk_target_rec_t *tr = &b->targets[t];
+    ADD_STRING(b, to->name, &tr->name);
+    ADD_STRING(b, to->features, &tr->features);
+    tr->kind = (uint32_t)to->kind;
+    tr->code_section = (uint32_t)(HKC_TABLE_SECTIONS + t);
+    tr->kernel_first = (uint32_t)kernel_at;
+    tr->kernel_count = (uint32_t)to->n_kernels;
+    tr->graph_first = (uint32_t)graph_at;
+    tr->graph_count = (uint32_t)to->n_graphs;
+    for (size_t k = 0; k < to->n_kernels; k++) {
+      const hkc_kernel_out_t *ko = &to->kernels[k];
+      hk_kernel_rec_t *kr = &b->kernels[kernel_at + k];
+      ADD_STRING(b, ko->name, &kr->name);
+      ADD_STRING(b, ko->params, &kr->params);
+      kr->op = (uint32_t)ko->key.op;
+      kr->target = (uint32_t)t;
+      kr->vgprs = ko->vgprs;
+      kr->agprs = ko->agprs;
+      kr->sgprs = ko->sgprs;
+      kr->shared_bytes = ko->shared_bytes;
+      kr->scratch_bytes = ko->scratch_bytes;
+      kr->wave_size = ko->wave_size;
+      kr->max_block = ko->max_block;
+      kr->occupancy = ko->occupancy;
+      kr->source_hash = ko->source_hash;
+      kr->code_offset = ko->code_offset;
+      kr->code_size = ko->code_size;
+    }
+    for (size_t g = 0; g < to->n_graphs; g++) {
+      const hkc_graph_out_t *go = &to->graphs[g];
+      hk_graph_rec_t *gr = &b->graphs[graph_at++];
+      gr->target = (uint32_t)t;
+      gr->node_first = (uint32_t)node_at;
+      gr->node_count = (uint32_t)go->n_launches;
+      gr->batch = (uint64_t)go->batch;
+      gr->workspace_bytes = go->workspace_bytes;
+      gr->placement_first = place_at;
+      if (spec->n_tensors) memcpy(&b->placements[place_at], go->placements, spec->n_tensors * sizeof(uint64_t));
+      place_at += spec->n_tensors;
+      for (size_t j = 0; j < go->n_launches; j++) {
+        const hkc_launch_t *l = &go->launches[j];
+        hk_node_rec_t *nr = &b->nodes[node_at++];
+        nr->kernel = (uint32_t)kernel_at + l->kernel;
+        ADD_STRING(b, l->node_name, &nr->name);
+        memcpy(nr->grid, l->grid, sizeof nr->grid);
+        memcpy(nr->block, l->block, sizeof nr->block);
+        nr->shared_bytes = l->shared_bytes;
+        nr->arg_first = (uint32_t)arg_at;
+        nr->arg_count = l->n_args;
+        nr->dep_first = (uint32_t)dep_at;
+        nr->dep_count = l->n_deps;
+        for (uint32_t a = 0; a < l->n_args; a++) {
+          const hkc_arg_t *arg = &l->args[a];
+          hk_arg_rec_t *ar = &b->args[arg_at++];
+          ar->kind = (uint32_t)arg->kind;
+          if (arg->kind == HK_ARG_TENSOR || arg->kind == HK_ARG_I64) {
+            ar->value = (uint64_t)arg->i;
+          } else if (arg->kind == HK_ARG_F32) {
+            uint32_t bits;
+            memcpy(&bits, &arg->f, sizeof bits);
+            ar->value = bits;
+          }
+        }
+        if (l->n_deps) memcpy(&b->deps[dep_at], l->deps, l->n_deps * sizeof(uint32_t));
+        dep_at += l->n_deps;
+      }
+    }
+    kernel_at += to->n_kernels;
+  }
+  return 0;
+}
+
+/* Provenance: the caller's lines, then "toolchain.<target>=<toolchain>" per target. */
+static int build_provenance(builder_t *b) {
+  const hkc_pack_in_t *in = b->in;
+  size_t cap = 0, len = 0;
+  char *p = NULL;
+  const char *base = in->provenance ? in->provenance : "";
+  size_t need = strlen(base) + 2;
+  for (size_t t = 0; t < in->n_targets; t++)
+    need += strlen(in->targets[t].name) + strlen(in->targets[t].toolchain) + 16;
+  if (hkc_reserve((void **)&p, &cap, need, 1) != 0) {
+    hkc_error(NOLOC, "cannot write the artifact: out of memory");
+    return -1;
+  }
+  len = (size_t)snprintf(p, cap, "%s", base);
+  if (len && p[len - 1] != '\n') p[len++] = '\n';
+  for (size_t t = 0; t < in->n_targets; t++) {
+    if (!in->targets[t].toolchain[0]) continue;
+    len += (size_t)snprintf(p + len, cap - len, "toolchain.%s=%s\n", in->targets[t].name, in->targets[t].toolchain);
+  }
+  b->provenance = p;
+  b->provenance_len = len;
+  return 0;
+}
+
+static int compress_code(builder_t *b) {
+  const hkc_pack_in_t *in = b->in;
+  int level = in->compression_level ? in->compression_level : HKC_PACK_DEFAULT_LEVEL;
+  b->code = calloc(in->n_targets, sizeof *b->code);
+  b->code_size = calloc(in->n_targets, sizeof *b->code_size);
+  if (!b->code || !b->code_size) {
+    hkc_error(NOLOC, "cannot write the artifact: out of memory");
+    return -1;
+  }
+  for (size_t t = 0; t < in->n_targets; t++) {
+    const hkc_target_out_t *to = &in->targets[t];
+    size_t bound = ZSTD_compressBound(to->code_size);
+    b->code[t] = malloc(bound);
+    if (!b->code[t]) {
+      hkc_error(NOLOC, "cannot write the artifact: out of memory compressing target %s", to->name);
+      return -1;
+    }
+    /* One frame with its content size and a content checksum, so damage inside the
+     * compressed payload is caught at decompression, before the object is loaded. */
+    ZSTD_CCtx *cctx = ZSTD_createCCtx();
+    size_t n = cctx ? ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level) : (size_t)-1;
+    if (!ZSTD_isError(n)) n = ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+    if (!ZSTD_isError(n)) n = ZSTD_compress2(cctx, b->code[t], bound, to->code_size ? to->code : "", to->code_size);
+    ZSTD_freeCCtx(cctx);
+    if (ZSTD_isError(n)) {
+      hkc_error(NOLOC, "cannot write the artifact: zstd failed on target %s: %s", to->name, ZSTD_getErrorName(n));
+      return -1;
+    }
+    b->code_size[t] = n;
+  }
+  return 0;
+}
+
+static uint64_t align_up(uint64_t x) { return (x + HK_SECTION_ALIGN - 1) & ~(uint64_t)(HK_SECTION_ALIGN - 1); }
+
+/* Lays out header, table and payloads into one zeroed buffer and fills the checksums. */
+static int assemble(builder_t *b, void **out_data, size_t *out_size) {
+  const hkc_pack_in_t *in = b->in;
+  size_t n_sections = HKC_TABLE_SECTIONS + in->n_targets + (b->has_plan ? 1 : 0);
+  payload_t pl[HKC_TABLE_SECTIONS + HK_MAX_TARGETS + 1];
+  const payload_t tables[HKC_TABLE_SECTIONS] = {
+      {HK_SECTION_STRINGS, 0, UINT32_MAX, b->strings.data, b->strings.len, 0},
+      {HK_SECTION_MANIFEST, 0, UINT32_MAX, &b->manifest, sizeof b->manifest, 0},
+      {HK_SECTION_TARGETS, 0, UINT32_MAX, b->targets, in->n_targets * sizeof *b->targets, 0},
+      {HK_SECTION_KERNELS, 0, UINT32_MAX, b->kernels, b->n_kernels * sizeof *b->kernels, 0},
+      {HK_SECTION_TENSORS, 0, UINT32_MAX, b->tensors, in->spec->n_tensors * sizeof *b->tensors, 0},
+      {HK_SECTION_GRAPHS, 0, UINT32_MAX, b->graphs, b->n_graphs * sizeof *b->graphs, 0},
+      {HK_SECTION_NODES, 0, UINT32_MAX, b->nodes, b->n_nodes * sizeof *b->nodes, 0},
+      {HK_SECTION_ARGS, 0, UINT32_MAX, b->args, b->n_args * sizeof *b->args, 0},
+      {HK_SECTION_DEPS, 0, UINT32_MAX, b->deps, b->n_deps * sizeof *b->deps, 0},
+      {HK_SECTION_PLACEMENTS, 0, UINT32_MAX, b->placements, b->n_placements * sizeof *b->placements, 0},
+      {HK_SECTION_PROVENANCE, 0, UINT32_MAX, b->provenance, b->provenance_len, 0},
+  };
+  memcpy(pl, tables, sizeof tables);
+  for (size_t i = 0; i < HKC_TABLE_SECTIONS; i++) pl[i].raw_size = pl[i].size;
+  for (size_t t = 0; t < in->n_targets; t++)
+    pl[HKC_TABLE_SECTIONS + t] = (payload_t){HK_SECTION_CODE, HK_SECTION_FLAG_ZSTD, (uint32_t)t, b->code[t],
+                                             b->code_size[t], in->targets[t].code_size};
+  if (b->has_plan) /* last, so that the CODE sections keep their table indices */
+    pl[HKC_TABLE_SECTIONS + in->n_targets] =
+        (payload_t){HK_SECTION_PLAN, HK_SECTION_FLAG_OPTIONAL, UINT32_MAX, b->plan, b->plan_size, b->plan_size};
+
+  uint64_t table_offset = sizeof(hk_pack_header_t);
+  uint64_t at = align_up(table_offset + n_sections * sizeof(hk_section_t));
+  hk_section_t table[HKC_TABLE_SECTIONS + HK_MAX_TARGETS + 1];
+  memset(table, 0, sizeof table);
+  for (size_t i = 0; i < n_sections; i++) {
+    table[i].kind = pl[i].kind;
+    table[i].flags = pl[i].flags;
+    table[i].offset = at;
+    table[i].size = pl[i].size;
+    table[i].raw_size = pl[i].raw_size;
+    table[i].checksum = XXH3_64bits(pl[i].size ? pl[i].data : "", pl[i].size);
+    table[i].target = pl[i].target;
+    at = (i + 1 < n_sections) ? align_up(at + pl[i].size) : at + pl[i].size;
+  }
+  uint64_t file_size = at;
+  uint8_t *data = calloc(1, (size_t)file_size);
+  if (!data) {
+    hkc_error(NOLOC, "cannot write the artifact: out of memory (%llu bytes)", (unsigned long long)file_size);
+    return -1;
+  }
+  for (size_t i = 0; i < n_sections; i++)
+    if (pl[i].size) memcpy(data + table[i].offset, pl[i].data, pl[i].size);
+  memcpy(data + table_offset, table, n_sections * sizeof(hk_section_t));
+
+  hk_pack_header_t h;
+  memset(&h, 0, sizeof h);
+  memcpy(h.magic, HK_PACK_MAGIC, HK_PACK_MAGIC_SIZE);
+  h.version_major = HK_PACK_VERSION_MAJOR;
+  h.version_minor = HK_PACK_VERSION_MINOR;
+  h.endian_tag = HK_PACK_ENDIAN_TAG;
+  h.header_size = sizeof h;
+  h.section_entry_size = sizeof(hk_section_t);
+  h.section_count = (uint32_t)n_sections;
+  h.file_size = file_size;
+  h.section_table_offset = table_offset;
+  h.table_checksum = XXH3_64bits(data + table_offset, n_sections * sizeof(hk_section_t));
+  h.header_checksum = 0;
+  h.header_checksum = XXH3_64bits(&h, sizeof h);
+  memcpy(data, &h, sizeof h);
+  *out_data = data;
+  *out_size = (size_t)file_size;
+  return 0;
+}
+
+int hkc_pack_write_memory(const hkc_pack_in_t *in, void **out_data, size_t *out_size) {
+  *out_data = NULL;
+  *out_size = 0;
+  builder_t b;
+  memset(&b, 0, sizeof b);
+  b.in = in;
+  void *data = NULL;
+  size_t size = 0;
+  int rc = -1;
+  if (!in) {
+    hkc_error(NOLOC, "cannot write the artifact: no input");
+    return -1;
+  }
+  if (validate_and_count(&b) == 0 && build_tables(&b) == 0 && build_plan(&b) == 0 && build_provenance(&b) == 0 &&
+      compress_code(&b) == 0 && assemble(&b, &data, &size) == 0) {
+    hk_pack_view_t view;
+    if (hk_pack_verify(data, size, &view) != HK_OK) {
+      hkc_error(NOLOC, "cannot write the artifact: the result does not verify: %s", hk_last_error());
+      free(data);
+    } else {
+      *out_data = data;
+      *out_size = size;
+      rc = 0;
+    }
+  }
+  builder_free(&b);
+  return rc;
+}
+
+static int write_all(int fd, const void *data, size_t size) {
+  const char *p = data;
+  while (size > 0) {
+    ssize_t n = write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    p += n;
+    size -= (size_t)n;
+  }
+  return 0;
+}
+
+int hkc_pack_write(const hkc_pack_in_t *in, const char *path) {
+  void *data;
+  size_t size;
+  if (hkc_pack_write_memory(in, &data, &size) != 0) return -1;
+  const char *slash = strrchr(path, '/');
+  size_t dir_len = slash ? (size_t)(slash - path) + 1 : 0;
+  const char *base = path + dir_len;
+  size_t tmp_cap = strlen(path) + 32;
+  char *tmp = malloc(tmp_cap);
+  if (!tmp) {
+    free(data);
+    hkc_error(NOLOC, "cannot write %s: out of memory", path);
+    return -1;
+  }
+  snprintf(tmp, tmp_cap, "%.*s.%s.tmp.XXXXXX", (int)dir_len, path, base);
+  int fd = mkstemp(tmp);
+  if (fd < 0) {
+    hkc_error(NOLOC, "cannot write %s: cannot create a temporary file next to it: %s", path, strerror(errno));
+    free(tmp);
+    free(data);
+    return -1;
+  }
+  const char *step = NULL;
+  if (write_all(fd, data, size) != 0) step = "write";
+  else if (fchmod(fd, 0644) != 0) step = "chmod";
+  else if (fsync(fd) != 0) step = "fsync";
+  int err = errno;
+  if (close(fd) != 0 && !step) {
+    step = "close";
+    err = errno;
+  }
+  if (!step && rename(tmp, path) != 0) {
+    step = "rename";
+    err = errno;
+  }
+  if (step) {
+    unlink(tmp);
+    hkc_error(NOLOC, "cannot write %s: %s failed: %s", path, step, strerror(err));
+    free(tmp);
+    free(data);
+    return -1;
+  }
+  /* Make the rename durable (best effort: some file systems refuse fsync on a directory). */
+  char *dir = strndup(path, dir_len ? dir_len : 0);
+  int dfd = open(dir && dir[0] ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)fsync(dfd);
+    close(dfd);
+  }
+  free(dir);
+  free(tmp);
+  free(data);
+  return 0;
+}

@@ -1,0 +1,135 @@
+/*
+ * The GPU compile pool: kernels compile one per job on a pool of threads, each through the
+ * content-addressed compile cache. nvrtc compiles on the thread; hiprtc is not safe on
+ * threads, so an AMD compile goes to one of the worker processes (rtc_worker.h). The
+ * runtime-compiler wrappers never print; the pool prints only its progress line. Used by
+ * the build (every kernel of every GPU target) and by the tuner (its top candidates).
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "codegen/codegen.h"
+#include "rtc/rtc.h"
+#include "util/util.h"
+
+/* Upper bound on compile threads: beyond this the toolchains' own locks dominate. */
+#define HKC_MAX_JOBS 64
+
+/* Version of the kernel-source conventions: part of every cache key, so a change in how
+ * hkc drives the toolchains invalidates old entries. */
+#define HKC_CACHE_SCHEME "hkc-gpu-1"
+
+struct hkc_compile_pool {
+  hkc_compile_item_t *jobs;
+  size_t n_jobs;
+  atomic_size_t next;
+  atomic_size_t done;
+  hkc_cache_t *cache;
+  int progress;  /* print [done/total] on a terminal */
+  pthread_mutex_t print_lock;
+  pthread_t threads[HKC_MAX_JOBS];
+  int started;
+};
+
+static const char *toolchain_version(const hkc_gpu_arch_t *arch) {
+  return arch->kind == HK_TARGET_HIP ? hkc_hiprtc_version() : hkc_nvrtc_version();
+}
+
+static void run_job(hkc_compile_pool_t *pool, hkc_compile_item_t *job) {
+  hkc_kernel_out_t *k = job->kernel;
+  const int hip = job->arch->kind == HK_TARGET_HIP;
+  char *source = hkc_codegen_gpu(job->arch, k);
+  job->rc = -1;
+  if (!source) {
+    job->result.log = hkc_strdup("out of memory generating the kernel source");
+    return;
+  }
+  k->source_hash = hkc_hash64(source, strlen(source));
+  char key[33];
+  hkc_cache_key(source, HKC_CACHE_SCHEME, job->target, toolchain_version(job->arch), key);
+  if (pool->cache && hkc_cache_get(pool->cache, key, &job->result) == 0) {
+    job->rc = 0;
+    job->cached = 1;
+  } else {
+    job->rc = hip ? hkc_hiprtc_compile(source, k->name, job->target, &job->result)
+                  : hkc_nvrtc_compile(source, k->name, job->arch->name, &job->result);
+    if (job->rc == 0 && pool->cache) hkc_cache_put(pool->cache, key, &job->result);
+  }
+  free(source);
+}
+
+static void *worker(void *arg) {
+  hkc_compile_pool_t *pool = arg;
+  for (;;) {
+    size_t i = atomic_fetch_add(&pool->next, 1);
+    if (i >= pool->n_jobs) return NULL;
+    hkc_compile_item_t *job = &pool->jobs[i];
+    run_job(pool, job);
+    size_t done = atomic_fetch_add(&pool->done, 1) + 1;
+    if (pool->progress) {
+      pthread_mutex_lock(&pool->print_lock);
+      fprintf(stderr, "\r\033[K[%zu/%zu] %s %s%s", done, pool->n_jobs, job->kernel->name, job->target,
+              job->cached ? " (cached)" : "");
+      fflush(stderr);
+      pthread_mutex_unlock(&pool->print_lock);
+    }
+  }
+}
+
+static int default_jobs(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
+}
+
+hkc_compile_pool_t *hkc_compile_pool_start(hkc_compile_item_t *items, size_t n, int jobs, int no_cache,
+                                           const char *cache_dir, int progress) {
+  hkc_compile_pool_t *pool = calloc(1, sizeof *pool);
+  if (!pool) return NULL;
+  pool->jobs = items;
+  pool->n_jobs = n;
+  pool->progress = progress && isatty(2);
+  atomic_init(&pool->next, 0);
+  atomic_init(&pool->done, 0);
+  pthread_mutex_init(&pool->print_lock, NULL);
+  if (n && !no_cache) {
+    pool->cache = hkc_cache_open(cache_dir);
+    if (!pool->cache) hkc_warning((hkc_loc_t){0}, "compile cache unavailable; building without it");
+  }
+  int want = jobs > 0 ? jobs : default_jobs();
+  if (want > HKC_MAX_JOBS) want = HKC_MAX_JOBS;
+  if ((size_t)want > n) want = (int)n;
+  for (; pool->started < want; pool->started++)
+    if (pthread_create(&pool->threads[pool->started], NULL, worker, pool) != 0) break;
+  return pool;
+}
+
+int hkc_compile_pool_finish(hkc_compile_pool_t *pool) {
+  if (!pool) return 0;
+  if (pool->n_jobs && pool->started == 0) worker(pool); /* no threads: compile here */
+  for (int i = 0; i < pool->started; i++) pthread_join(pool->threads[i], NULL);
+  if (pool->progress && pool->n_jobs) fprintf(stderr, "\r\033[K");
+  hkc_cache_close(pool->cache);
+  pthread_mutex_destroy(&pool->print_lock);
+  const int started = pool->started;
+  free(pool);
+  return started;
+}
+
+size_t hkc_compile_gpu_items(hkc_compile_item_t *items, size_t n, int jobs, int no_cache, const char *cache_dir,
+                             int progress) {
+  hkc_compile_pool_t *pool = hkc_compile_pool_start(items, n, jobs, no_cache, cache_dir, progress);
+  if (!pool) { /* out of memory: every item fails with a log saying so */
+    for (size_t i = 0; i < n; i++) {
+      items[i].rc = -1;
+      if (!items[i].result.log) items[i].result.log = hkc_strdup("out of memory starting the compile pool");
+    }
+    return n;
+  }
+  hkc_compile_pool_finish(pool);
+  size_t failed = 0;
+  for (size_t i = 0; i < n; i++) failed += items[i].rc != 0;
+  return failed;
+}

@@ -1,0 +1,119 @@
+/*
+ * compiler/rtc/rtc.h -- the toolchains: runtime compilers, their worker processes, the compile
+ * cache and the GPU compile pool.
+ *
+ *   rtc_nvrtc.c        nvrtc (NVIDIA), on the calling thread
+ *   rtc_hiprtc.c, rtc_comgr.c   hiprtc + comgr (AMD), in-process calls (rtc_amd_internal.h)
+ *   rtc_amd_worker.c   the AMD calls in worker processes; rtc_worker.c the process pool and
+ *                      its protocol (rtc_worker.h)
+ *   rtc_host.c         the system C compiler for the host target
+ *   cache.c            the content-addressed compile cache
+ *   compile_pool.c     GPU kernels compiled on threads through the cache (build and tuner)
+ *
+ * Uses codegen/ (the pool generates each kernel's source) and the stages below it.
+ */
+#ifndef HKC_RTC_H
+#define HKC_RTC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codegen/codegen.h"
+
+/* ---- runtime compilers: hiprtc (+comgr) for gfx, nvrtc for sm ------------------------------
+ * Vendor libraries are dlopen'ed on first use. These functions never print: problems come
+ * back in the result's log / the why buffer, and the caller reports them. They may be called
+ * from several threads. nvrtc is thread-safe and runs on the caller's thread. hiprtc and
+ * comgr are NOT (ROCm 5.2: LLVM's global option registry; rtc_worker.h): their calls run in
+ * worker processes once hkc_amd_workers_start has been called, else one at a time in this
+ * process. */
+typedef struct hkc_rtc_result {
+  void *code;           /* code object: AMDGPU ELF or cubin; malloc'd */
+  size_t code_size;
+  char *log;            /* compiler log (errors, warnings); malloc'd, may be NULL */
+  /* resources of the named kernel as the toolchain reports them (0 = unknown) */
+  uint32_t vgprs, agprs, sgprs, shared_bytes, scratch_bytes, wave_size, max_block;
+} hkc_rtc_result_t;
+void hkc_rtc_result_free(hkc_rtc_result_t *result);
+
+/* 0 when the toolchain loads; else -1 and why names the missing library and the package. */
+int hkc_hiprtc_available(char *why, size_t why_size);
+/* "hiprtc 5.2.21153, comgr 2.4" (static string; "" when unavailable). */
+const char *hkc_hiprtc_version(void);
+/* Compiles one kernel's source for an AMD arch ("gfx90a", or with features "gfx90a:xnack-")
+ * into a code object; resources of kernel `name` read through comgr's metadata. 0 / -1. */
+int hkc_hiprtc_compile(const char *source, const char *name, const char *arch, hkc_rtc_result_t *out);
+/* ISAs comgr knows, as hkc target names ("gfx90a", "gfx90a:xnack-", ...). Caller frees
+ * each string and the array. 0 / -1 (why filled). */
+int hkc_comgr_isa_list(char ***out_names, size_t *out_count, char *why, size_t why_size);
+/* Disassembly of an AMDGPU code object (text, malloc'd). 0 / -1 (why filled). */
+int hkc_comgr_disassemble(const void *code, size_t size, const char *arch, char **out_text, char *why,
+                          size_t why_size);
+
+/* AMD toolchain calls go to up to max_workers processes `exe --rtc-worker` (exe: an hkc
+ * binary; /proc/self/exe from hkc itself); a call running longer than timeout_s (0: no
+ * limit) kills its worker. A worker that dies is replaced and the call retried once. 0 / -1. */
+int hkc_amd_workers_start(const char *exe, int max_workers, int timeout_s);
+void hkc_amd_workers_stop(void); /* ends the workers; later calls run in-process */
+void hkc_amd_workers_counts(unsigned *out_started, unsigned *out_replaced);
+/* The worker's side: serves jobs on fd 3 until its parent closes it; returns an exit status. */
+int hkc_amd_worker_main(void);
+
+int hkc_nvrtc_available(char *why, size_t why_size);
+const char *hkc_nvrtc_version(void);  /* "nvrtc 13.0" */
+/* Compiles one kernel's source for "sm_80", "sm_90", "sm_90a" into a cubin; registers,
+ * shared and local (spill) memory of kernel `name` from ptxas' report. 0 / -1. */
+int hkc_nvrtc_compile(const char *source, const char *name, const char *arch, hkc_rtc_result_t *out);
+/* sm_XY numbers nvrtc can build (e.g. 75, 80, 86, 89, 90, 100, ...); caller frees. */
+int hkc_nvrtc_supported_archs(int **out_archs, size_t *out_count, char *why, size_t why_size);
+
+/* ---- compile cache ---------------------------------------------------------------------------
+ * Content-addressed: the key hashes kernel source, options, target and toolchain version.
+ * Entries are self-checking files written atomically; a corrupt entry is a miss (and is
+ * replaced), never trusted. Thread-safe. */
+typedef struct hkc_cache hkc_cache_t;
+/* dir NULL: $HKC_CACHE_DIR, else $XDG_CACHE_HOME/hkc, else ~/.cache/hkc. NULL when the
+ * directory cannot be used (the build then runs uncached, with a warning). */
+hkc_cache_t *hkc_cache_open(const char *dir);
+void hkc_cache_close(hkc_cache_t *cache);
+void hkc_cache_key(const char *source, const char *options, const char *target, const char *toolchain,
+                   char out_hex[33]);
+/* 0 on a hit (result filled, owned by the caller), -1 on a miss. */
+int hkc_cache_get(hkc_cache_t *cache, const char *key_hex, hkc_rtc_result_t *out);
+void hkc_cache_put(hkc_cache_t *cache, const char *key_hex, const hkc_rtc_result_t *result);
+
+/* ---- the host C compiler (rtc_host.c) ---------------------------------------------------------- */
+/* Compiles C source with $CC (else cc) -O2 -shared -fPIC into a shared object held in
+ * memory. Errors (with the compiler's output) are reported through hkc_error. 0 / -1.
+ * out_version receives the first line of `cc --version`. */
+int hkc_rtc_host_compile(const char *source, void **out_code, size_t *out_size, char *out_version,
+                         size_t version_size);
+/* The C compiler's version line (rtc_host.c), as hkc_rtc_host_compile reports it;
+ * "unknown" when it cannot be run. Static; thread-safe. */
+const char *hkc_rtc_host_version(void);
+
+typedef struct hkc_compile_item hkc_compile_item_t;
+/* ---- the GPU compile pool (compile_pool.c; used by the build and the tuner) ------------------- */
+struct hkc_compile_item {
+  const char *target;              /* as requested ("gfx90a:xnack-", "sm_90a") */
+  const hkc_gpu_arch_t *arch;
+  hkc_kernel_out_t *kernel;        /* name and key in; source_hash out */
+  hkc_rtc_result_t result;         /* out: code, log and resources; the caller frees */
+  int rc;                          /* 0 compiled, -1 failed (result.log says why) */
+  int cached;
+};
+/* Compiles GPU kernels on a pool of `jobs` threads (0: cores) through the compile cache
+ * (unless no_cache). Results land in items[i] whatever the completion order. progress:
+ * "[done/total]" on stderr when it is a terminal. Returns the number of failures. */
+size_t hkc_compile_gpu_items(hkc_compile_item_t *items, size_t n, int jobs, int no_cache, const char *cache_dir,
+                             int progress);
+/* The same in two steps, so that the caller can work meanwhile (the build compiles the host
+ * target): start returns at once with the threads compiling (NULL on OOM: nothing started);
+ * finish waits for every item (compiling on the calling thread when no thread started),
+ * frees the pool and returns the number of threads that ran. */
+typedef struct hkc_compile_pool hkc_compile_pool_t;
+hkc_compile_pool_t *hkc_compile_pool_start(hkc_compile_item_t *items, size_t n, int jobs, int no_cache,
+                                           const char *cache_dir, int progress);
+int hkc_compile_pool_finish(hkc_compile_pool_t *pool);
+
+#endif /* HKC_RTC_H */

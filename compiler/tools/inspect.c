@@ -1,0 +1,412 @@
+/*
+ * hkc inspect: prints what an artifact holds, read through the loader's verified view
+ * (loader/src/pack_internal.h), so that a pack inspect accepts is one libhkrt accepts.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "codegen/codegen.h"
+#include "hk/hkrt.h"
+#include "pack_internal.h"
+#include "rtc/rtc.h"
+#include "tools/tools.h"
+#include "util/util.h"
+
+static const char *const k_target_kinds[] = {"host", "hip", "cuda"};
+static const char *const k_roles[] = {"input", "output", "param", "intermediate"};
+
+static void print_dim(FILE *out, const hk_dim_rec_t *d) {
+  if (d->mul == 0) fprintf(out, "%lld", (long long)d->add);
+  else {
+    if (d->mul == 1) fprintf(out, "batch");
+    else fprintf(out, "%lld*batch", (long long)d->mul);
+    if (d->add) fprintf(out, "%+lld", (long long)d->add);
+  }
+}
+
+static void print_bytes(FILE *out, uint64_t b) {
+  if (b >= (1u << 20)) fprintf(out, "%.2f MiB", (double)b / (1u << 20));
+  else if (b >= 1024) fprintf(out, "%.1f KiB", (double)b / 1024);
+  else fprintf(out, "%llu B", (unsigned long long)b);
+}
+
+static const hk_section_t *code_section(const hk_pack_view_t *v, const hk_target_rec_t *t) {
+  return &v->sections[t->code_section];
+}
+
+int hkc_inspect(const char *path, FILE *out) {
+  hk_pack_t *pack = NULL;
+  if (hk_pack_open_file(path, NULL, &pack) != HK_OK) {
+    fprintf(stderr, "hkc inspect: %s: %s\n", path, hk_last_error());
+    return -1;
+  }
+  const hk_pack_view_t *v = hk_pack_view(pack);
+  const hk_manifest_t *m = v->manifest;
+  fprintf(out, "pack %s: %s\n", path, hk_pack_string(v, m->name));
+  fprintf(out, "  format %u.%u, %llu bytes, %u sections, spec hash %016llx, dtype %s\n", v->header->version_major,
+          v->header->version_minor, (unsigned long long)v->size, v->section_count,
+          (unsigned long long)m->spec_hash, hk_dtype_label(m->dtype));
+  fprintf(out, "  batch sizes:");
+  for (uint32_t b = 0; b < m->batch_count; b++) fprintf(out, " %llu", (unsigned long long)m->batch_sizes[b]);
+  fprintf(out, "; batch policy: %s\n\ntargets:\n", m->batch_policy == HK_BATCH_POLICY_REC_EXACT ? "exact" : "pad");
+  for (uint32_t t = 0; t < v->target_count; t++) {
+    const hk_target_rec_t *tr = &v->targets[t];
+    const hk_section_t *cs = code_section(v, tr);
+    fprintf(out, "  %-16s %-5s %u kernel(s), code ", hk_pack_string(v, tr->name), k_target_kinds[tr->kind],
+            tr->kernel_count);
+    print_bytes(out, cs->raw_size);
+    fprintf(out, " (");
+    print_bytes(out, cs->size);
+    fprintf(out, " stored%s)\n", cs->flags & HK_SECTION_FLAG_ZSTD ? ", zstd" : "");
+  }
+
+  fprintf(out, "\ntensors:\n");
+  for (uint32_t i = 0; i < v->tensor_count; i++) {
+    const hk_tensor_rec_t *tr = &v->tensors[i];
+    fprintf(out, "  %-20s %-12s %-4s [", hk_pack_string(v, tr->name), k_roles[tr->role], hk_dtype_label(tr->dtype));
+    for (uint32_t d = 0; d < tr->rank; d++) {
+      if (d) fprintf(out, ", ");
+      print_dim(out, &tr->dims[d]);
+    }
+    fprintf(out, "]\n");
+  }
+
+  for (uint32_t t = 0; t < v->target_count; t++) {
+    const hk_target_rec_t *tr = &v->targets[t];
+    fprintf(out, "\nkernels for %s:\n", hk_pack_string(v, tr->name));
+    const hkc_gpu_arch_t *arch = tr->kind == HK_TARGET_HOST ? NULL : hkc_gpu_arch_find(hk_pack_string(v, tr->name));
+    const char *occ_unit = tr->kind == HK_TARGET_HIP ? "waves/SIMD" : tr->kind == HK_TARGET_CUDA ? "blocks/SM" : "-";
+    fprintf(out, "  %-36s %5s %5s %5s %8s %8s %5s %6s %-10s %7s  %s\n", "name", "vgpr", "agpr", "sgpr", "shared",
+            "scratch", "wave", "block", occ_unit, "occup%", "params");
+    for (uint32_t k = tr->kernel_first; k < tr->kernel_first + tr->kernel_count; k++) {
+      const hk_kernel_rec_t *kr = &v->kernels[k];
+      char pct[16] = "-";
+      if (arch) {
+        hkc_kernel_out_t ko = {.vgprs = kr->vgprs, .agprs = kr->agprs, .sgprs = kr->sgprs,
+                               .shared_bytes = kr->shared_bytes, .scratch_bytes = kr->scratch_bytes,
+                               .wave_size = kr->wave_size, .max_block = kr->max_block};
+        double percent = 0;
+        hkc_occupancy(arch, &ko, kr->max_block, &percent, NULL);
+        snprintf(pct, sizeof pct, "%.0f%%", percent);
+      }
+      fprintf(out, "  %-36s %5u %5u %5u %8u %8u %5u %6u %-10u %7s  %s%s\n", hk_pack_string(v, kr->name), kr->vgprs,
+              kr->agprs, kr->sgprs, kr->shared_bytes, kr->scratch_bytes, kr->wave_size, kr->max_block, kr->occupancy,
+              pct, hk_pack_string(v, kr->params), kr->scratch_bytes ? "  SPILLS" : "");
+    }
+    for (uint32_t g = tr->graph_first; g < tr->graph_first + tr->graph_count; g++) {
+      const hk_graph_rec_t *gr = &v->graphs[g];
+      fprintf(out, "\n  graph %s, batch %llu: %u node(s), workspace ", hk_pack_string(v, tr->name),
+              (unsigned long long)gr->batch, gr->node_count);
+      print_bytes(out, gr->workspace_bytes);
+      fprintf(out, "\n");
+      for (uint32_t n = 0; n < gr->node_count; n++) {
+        const hk_node_rec_t *nr = &v->nodes[gr->node_first + n];
+        fprintf(out, "    #%-3u %-14s %-36s grid [%u,%u,%u] block [%u,%u,%u] after [", n,
+                hk_pack_string(v, nr->name), hk_pack_string(v, v->kernels[nr->kernel].name), nr->grid[0],
+                nr->grid[1], nr->grid[2], nr->block[0], nr->block[1], nr->block[2]);
+        for (uint32_t d = 0; d < nr->dep_count; d++) fprintf(out, "%s%u", d ? "," : "", v->deps[nr->dep_first + d]);
+        fprintf(out, "]\n");
+      }
+    }
+  }
+
+  fprintf(out, "\nprovenance:\n");
+  const char *p = v->provenance, *end = v->provenance + v->provenance_size;
+  while (p < end) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+    fprintf(out, "  %.*s\n", (int)len, p);
+    p += len + 1;
+  }
+  hk_pack_destroy(pack);
+  return 0;
+}
+
+/* ---- disassembly ----------------------------------------------------------------------------- */
+/* Runs argv (no shell), its output going to ours. Returns the exit status, or -1 when the
+ * program could not be started. */
+static int run_tool(char *const argv[]) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    execvp(argv[0], argv);
+    _exit(127);
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  if (!WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status) == 127 ? -1 : WEXITSTATUS(status);
+}
+
+/* Writes bytes to a fresh temporary file; returns its path (malloc'd) or NULL. */
+static char *write_temp(const void *data, size_t size, const char *suffix) {
+  const char *dir = getenv("TMPDIR");
+  char *path = malloc(4096);
+  if (!path) return NULL;
+  snprintf(path, 4096, "%s/hkc-disasm-XXXXXX%s", dir && *dir ? dir : "/tmp", suffix);
+  int fd = mkstemps(path, (int)strlen(suffix));
+  if (fd < 0) {
+    free(path);
+    return NULL;
+  }
+  const char *p = data;
+  while (size) {
+    ssize_t n = write(fd, p, size);
+    if (n <= 0) {
+      close(fd);
+      unlink(path);
+      free(path);
+      return NULL;
+    }
+    p += n;
+    size -= (size_t)n;
+  }
+  close(fd);
+  return path;
+}
+
+static int disasm_cuda(const char *kernel, const void *code, size_t size) {
+  char *path = write_temp(code, size, ".cubin");
+  if (!path) return -1;
+  const char *cuda = getenv("HKC_CUDA_PATH");
+  char nvdisasm[4096], cuobjdump[4096];
+  snprintf(nvdisasm, sizeof nvdisasm, "%s/bin/nvdisasm", cuda && *cuda ? cuda : "/usr/local/cuda");
+  snprintf(cuobjdump, sizeof cuobjdump, "%s/bin/cuobjdump", cuda && *cuda ? cuda : "/usr/local/cuda");
+  char *a1[] = {nvdisasm, "-c", "-fun", (char *)kernel, path, NULL};
+  char *a2[] = {cuobjdump, "-sass", path, NULL};
+  int rc = run_tool(a1);
+  if (rc != 0) rc = run_tool(a2);
+  unlink(path);
+  free(path);
+  if (rc != 0) fprintf(stderr, "hkc inspect: nvdisasm and cuobjdump failed or are missing (set HKC_CUDA_PATH)\n");
+  return rc == 0 ? 0 : -1;
+}
+
+static int disasm_host(const char *kernel, const void *code, size_t size) {
+  char *path = write_temp(code, size, ".so");
+  if (!path) return -1;
+  char sel[512];
+  snprintf(sel, sizeof sel, "--disassemble=%s", kernel);
+  char *argv[] = {"objdump", "-d", "--no-show-raw-insn", sel, path, NULL};
+  int rc = run_tool(argv);
+  unlink(path);
+  free(path);
+  if (rc != 0) fprintf(stderr, "hkc inspect: objdump failed or is missing (Debian package binutils)\n");
+  return rc == 0 ? 0 : -1;
+}
+
+int hkc_inspect_disasm(const char *path, const char *kernel, const char *target, FILE *out) {
+  hk_pack_t *pack = NULL;
+  if (hk_pack_open_file(path, NULL, &pack) != HK_OK) {
+    fprintf(stderr, "hkc inspect: %s: %s\n", path, hk_last_error());
+    return -1;
+  }
+  const hk_pack_view_t *v = hk_pack_view(pack);
+  int rc = -1;
+  for (uint32_t t = 0; t < v->target_count; t++) {
+    const hk_target_rec_t *tr = &v->targets[t];
+    if (target && strcmp(target, hk_pack_string(v, tr->name)) != 0) continue;
+    for (uint32_t k = tr->kernel_first; k < tr->kernel_first + tr->kernel_count; k++) {
+      const hk_kernel_rec_t *kr = &v->kernels[k];
+      if (strcmp(hk_pack_string(v, kr->name), kernel) != 0) continue;
+      void *code = NULL;
+      size_t size = 0;
+      if (hk_pack_code_load(v, t, NULL, &code, &size) != HK_OK) {
+        fprintf(stderr, "hkc inspect: %s\n", hk_last_error());
+        goto done;
+      }
+      const char *obj = (const char *)code + kr->code_offset;
+      fprintf(out, "; kernel %s, target %s, %llu bytes of code object\n", kernel, hk_pack_string(v, tr->name),
+              (unsigned long long)kr->code_size);
+      if (tr->kind == HK_TARGET_HIP) {
+        char arch[160], why[512], *text = NULL;
+        const char *features = hk_pack_string(v, tr->features);
+        snprintf(arch, sizeof arch, "%s%s%s", hk_pack_string(v, tr->name), features[0] ? ":" : "", features);
+        if (hkc_comgr_disassemble(obj, (size_t)kr->code_size, arch, &text, why, sizeof why) == 0) {
+          fputs(text, out);
+          rc = 0;
+        } else {
+          fprintf(stderr, "hkc inspect: cannot disassemble: %s\n", why);
+        }
+        free(text);
+      } else if (tr->kind == HK_TARGET_CUDA) {
+        rc = disasm_cuda(kernel, obj, (size_t)kr->code_size);
+      } else {
+        rc = disasm_host(kernel, obj, (size_t)kr->code_size);
+      }
+      free(code);
+      goto done;
+    }
+  }
+  fprintf(stderr, "hkc inspect: no kernel %s%s%s in %s (hkc inspect lists them)\n", kernel, target ? " for target " : "",
+          target ? target : "", path);
+done:
+  hk_pack_destroy(pack);
+  return rc;
+}
+
+/* ---- the traffic and roofline report (--plan) ------------------------------------------------ */
+#define PLAN_MAX_COLUMNS 16 /* floor columns: 3 reference parts + the pack's other GPU targets */
+#define PLAN_LABEL_WIDTH 30 /* the totals' labels ("before fusion: N kernel(s)") fit the first columns */
+
+typedef struct plan_column {
+  const hkc_gpu_arch_t *arch;
+  char product[24]; /* short: the product up to " (" */
+} plan_column_t;
+
+/* Floor of one launch in µs: the slower of moving its bytes and doing its matrix FLOPs. */
+static double launch_floor_us(const hkc_gpu_arch_t *a, uint64_t bytes, uint64_t matrix_flops) {
+  double mem = (double)bytes / (a->hbm_gbps * 1e3);              /* GB/s = 1e3 bytes/µs */
+  double math = (double)matrix_flops / (a->matrix_tflops_f16 * 1e6); /* TFLOP/s = 1e6 FLOP/µs */
+  return mem > math ? mem : math;
+}
+
+static void add_column(plan_column_t *cols, size_t *n, const hkc_gpu_arch_t *a) {
+  if (!a || *n >= PLAN_MAX_COLUMNS) return;
+  for (size_t i = 0; i < *n; i++)
+    if (cols[i].arch == a) return;
+  size_t len = strcspn(a->product, "(");
+  while (len > 0 && a->product[len - 1] == ' ') len--;
+  snprintf(cols[*n].product, sizeof cols[*n].product, "%.*s", (int)len, a->product);
+  cols[(*n)++].arch = a;
+}
+
+static double ratio(double before, double after) { return after > 0 ? before / after : 0.0; }
+
+/* One batch bucket's table: the launches of graph gi, then the totals before and after. */
+static void plan_bucket(FILE *out, const hk_pack_view_t *v, uint32_t gi, const plan_column_t *cols, size_t n_cols) {
+  const hk_graph_rec_t *g = &v->graphs[gi];
+  const hk_plan_graph_rec_t *pg = &v->plan_graphs[gi];
+  const char *target = hk_pack_string(v, v->targets[g->target].name);
+  int w_nodes = 5, w_kernel = 6;
+  for (uint32_t j = 0; j < g->node_count; j++) {
+    const hk_node_rec_t *nr = &v->nodes[g->node_first + j];
+    int a = (int)strlen(hk_pack_string(v, nr->name)), b = (int)strlen(hk_pack_string(v, v->kernels[nr->kernel].name));
+    if (a > w_nodes) w_nodes = a;
+    if (b > w_kernel) w_kernel = b;
+  }
+  if (3 + 2 + w_nodes + 2 + w_kernel < PLAN_LABEL_WIDTH) w_kernel = PLAN_LABEL_WIDTH - 3 - 2 - w_nodes - 2;
+  fprintf(out, "\nbatch %llu: %u launch(es) of target %s\n", (unsigned long long)g->batch, g->node_count, target);
+  fprintf(out, "  %3s  %-*s  %-*s  %14s  %12s  %s  %s", "#", w_nodes, "nodes", w_kernel, "kernel", "bytes", "GFLOP",
+          "M", "| floor us");
+  for (size_t c = 0; c < n_cols; c++) fprintf(out, " %10s", cols[c].product);
+  fprintf(out, "\n  %3s  %-*s  %-*s  %14s  %12s  %s  %s", "", w_nodes, "", w_kernel, "", "", "", " ", "|         ");
+  for (size_t c = 0; c < n_cols; c++) fprintf(out, " %10s", cols[c].arch->name);
+  fprintf(out, "\n");
+
+  uint64_t bytes = 0, flops = 0, matrix = 0;
+  double sum_floor[PLAN_MAX_COLUMNS] = {0};
+  for (uint32_t j = 0; j < g->node_count; j++) {
+    const hk_node_rec_t *nr = &v->nodes[g->node_first + j];
+    const hk_plan_node_rec_t *pn = &v->plan_nodes[g->node_first + j];
+    int is_matrix = (pn->flags & HK_PLAN_MATRIX) != 0;
+    fprintf(out, "  %3u  %-*s  %-*s  %14llu  %12.6f  %s  %s", j, w_nodes, hk_pack_string(v, nr->name), w_kernel,
+            hk_pack_string(v, v->kernels[nr->kernel].name), (unsigned long long)pn->bytes, (double)pn->flops * 1e-9,
+            is_matrix ? "M" : " ", "|         ");
+    for (size_t c = 0; c < n_cols; c++) {
+      double f = launch_floor_us(cols[c].arch, pn->bytes, is_matrix ? pn->flops : 0);
+      sum_floor[c] += f;
+      fprintf(out, " %10.3f", f);
+    }
+    fprintf(out, "\n");
+    bytes += pn->bytes;
+    flops += pn->flops;
+    if (is_matrix) matrix += pn->flops;
+  }
+  /* Totals: the sum of the rows, then whole-graph floors before and after fusion. Both
+   * use the matrix FLOPs above: fusion moves element-wise work, never matrix work, and the
+   * pack keeps only totals of the unfused graph. */
+  int w_label = 3 + 2 + w_nodes + 2 + w_kernel;
+  char label[64];
+  fprintf(out, "  %-*s  %14llu  %12.6f     | sum      ", w_label, "total (the rows)", (unsigned long long)bytes,
+          (double)flops * 1e-9);
+  for (size_t c = 0; c < n_cols; c++) fprintf(out, " %10.3f", sum_floor[c]);
+  snprintf(label, sizeof label, "after fusion: %u launch(es)", g->node_count);
+  fprintf(out, "\n  %-*s  %14llu  %12.6f     | graph    ", w_label, label, (unsigned long long)bytes,
+          (double)flops * 1e-9);
+  for (size_t c = 0; c < n_cols; c++) fprintf(out, " %10.3f", launch_floor_us(cols[c].arch, bytes, matrix));
+  snprintf(label, sizeof label, "before fusion: %u kernel(s)", pg->unfused_nodes);
+  fprintf(out, "\n  %-*s  %14llu  %12.6f     | graph    ", w_label, label, (unsigned long long)pg->unfused_bytes,
+          (double)pg->unfused_flops * 1e-9);
+  for (size_t c = 0; c < n_cols; c++) fprintf(out, " %10.3f", launch_floor_us(cols[c].arch, pg->unfused_bytes, matrix));
+  snprintf(label, sizeof label, "before/after: %.2fx kernels", ratio(pg->unfused_nodes, g->node_count));
+  fprintf(out, "\n  %-*s  %13.2fx  %11.2fx     | graph    ", w_label, label,
+          ratio((double)pg->unfused_bytes, (double)bytes), ratio((double)pg->unfused_flops, (double)flops));
+  for (size_t c = 0; c < n_cols; c++)
+    fprintf(out, " %9.2fx", ratio(launch_floor_us(cols[c].arch, pg->unfused_bytes, matrix),
+                                  launch_floor_us(cols[c].arch, bytes, matrix)));
+  fprintf(out, "\n");
+}
+
+int hkc_inspect_plan(const char *path, uint64_t batch, const char *target, FILE *out) {
+  hk_pack_t *pack = NULL;
+  if (hk_pack_open_file(path, NULL, &pack) != HK_OK) {
+    fprintf(stderr, "hkc inspect: %s: %s\n", path, hk_last_error());
+    return -1;
+  }
+  const hk_pack_view_t *v = hk_pack_view(pack);
+  const hk_manifest_t *m = v->manifest;
+  int rc = -1;
+  if (!v->plan_graphs) {
+    fprintf(stderr, "hkc inspect: %s has no PLAN section (packs written before artifact format 1.1 have none); "
+            "rebuild it with this hkc for the plan\n", path);
+    goto done;
+  }
+  /* The launches listed are those of one target: --target, else the first GPU target
+   * (its kernel names), else the first. Costs are the same for every target. */
+  uint32_t ref = v->target_count;
+  for (uint32_t t = 0; t < v->target_count; t++) {
+    const char *name = hk_pack_string(v, v->targets[t].name);
+    if (target ? strcmp(name, target) == 0 : v->targets[t].kind != HK_TARGET_HOST) {
+      ref = t;
+      break;
+    }
+  }
+  if (ref == v->target_count && target) {
+    fprintf(stderr, "hkc inspect: %s has no target %s\n", path, target);
+    goto done;
+  }
+  if (ref == v->target_count) ref = 0;
+  plan_column_t cols[PLAN_MAX_COLUMNS];
+  size_t n_cols = 0;
+  add_column(cols, &n_cols, hkc_gpu_arch_find("gfx90a"));
+  add_column(cols, &n_cols, hkc_gpu_arch_find("gfx942"));
+  add_column(cols, &n_cols, hkc_gpu_arch_find("sm_90"));
+  for (uint32_t t = 0; t < v->target_count; t++)
+    if (v->targets[t].kind != HK_TARGET_HOST)
+      add_column(cols, &n_cols, hkc_gpu_arch_find(hk_pack_string(v, v->targets[t].name)));
+
+  const hk_target_rec_t *tr = &v->targets[ref];
+  uint32_t graph;
+  if (batch && !hk_pack_find_graph(v, ref, batch, &graph)) {
+    fprintf(stderr, "hkc inspect: %s has no batch bucket %llu (buckets:", path, (unsigned long long)batch);
+    for (uint32_t b = 0; b < m->batch_count; b++) fprintf(stderr, " %llu", (unsigned long long)m->batch_sizes[b]);
+    fprintf(stderr, ")\n");
+    goto done;
+  }
+  fprintf(out, "plan of %s (%s): estimated least HBM traffic and FLOPs per launch, and the roofline floor\n", path,
+          hk_pack_string(v, m->name));
+  for (uint32_t b = 0; b < tr->graph_count; b++)
+    if (!batch || v->graphs[tr->graph_first + b].batch == batch) plan_bucket(out, v, tr->graph_first + b, cols, n_cols);
+  fprintf(out, "\n  bytes: every distinct tensor a launch reads, once, plus every tensor it writes (a packed qkv\n"
+               "  tensor counts once). GFLOP: multiply-add = 2; M = matrix-core work (gemm incl. its epilogue,\n"
+               "  attention). floor = max(bytes / HBM bandwidth, M FLOPs / dense f16 matrix rate), in us; FLOPs\n"
+               "  without M (norms, softmax, element-wise) are left out of the floor (no vector rate is used).\n"
+               "  sum: the rows' floors added (launches run one after another). graph: the same formula\n"
+               "  over the whole graph's bytes and M FLOPs; before fusion uses the M FLOPs after it (fusion moves\n"
+               "  element-wise work, never matrix work; the pack keeps only the unfused totals).\n"
+               "  columns, from hkc's target table:\n");
+  for (size_t c = 0; c < n_cols; c++)
+    fprintf(out, "    %-8s %-18s %8.1f GB/s HBM, %7.1f TFLOP/s f16 matrix\n", cols[c].arch->name, cols[c].arch->product,
+            cols[c].arch->hbm_gbps, cols[c].arch->matrix_tflops_f16);
+  rc = 0;
+done:
+  hk_pack_destroy(pack);
+  return rc;
+}

@@ -1,0 +1,820 @@
+/*
+ * hkc: the command line.
+ *
+ *   hkc build SPEC -o OUT [--target LIST] [--fusion auto|none] [--tune model|default] [--tuning-db FILE]...
+ *   hkc tune SPEC --target T -o DB | hkc tune --merge A.db B.db ... -o DB
+ *   hkc inspect PACK [--disasm KERNEL | --plan [--batch N]]
+ *   hkc run PACK [--target T] [--batch N] [--seed S] [--input NAME=FILE.npy] [--profile] ...
+ *
+ * `run` goes through libhkrt's public API only: the same path an application takes.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "codegen/codegen.h"
+#include "driver/driver.h"
+#include "frontend/frontend.h"
+#include "hk/hkrt.h"
+#include "rtc/rtc.h"
+#include "rtc/rtc_worker.h"
+#include "tools/tools.h"
+#include "tune/tune.h"
+#include "util/util.h"
+
+static const char k_usage[] =
+    "usage: hkc <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  build SPEC -o OUT [--target LIST]   compile a pipeline spec into a .hkpack artifact\n"
+    "  inspect PACK [--disasm K | --plan]  show targets, kernels, graphs, workspace, provenance;\n"
+    "                                      --plan: traffic and roofline per launch\n"
+    "  run PACK [options]                  run a pack through libhkrt and time it\n"
+    "  tune SPEC --target T -o DB          measure kernel configurations, write a tuning database\n"
+    "  targets                             what the installed toolchains can build\n"
+    "\n"
+    "  hkc <command> --help   options of one command\n"
+    "  hkc --version          versions of hkc and the artifact format\n";
+
+static const char k_build_usage[] =
+    "usage: hkc build SPEC -o OUT [options]\n"
+    "\n"
+    "Compiles the pipeline in SPEC (YAML, format v1) for each target and writes one\n"
+    "artifact. The file appears only when the whole build succeeded.\n"
+    "\n"
+    "options:\n"
+    "  -o, --output OUT       artifact path (required)\n"
+    "  -t, --target LIST      comma-separated targets, overriding the spec's `targets`:\n"
+    "                         host, AMD ISAs (gfx90a, gfx90a:xnack-, gfx908, gfx1030, ...),\n"
+    "                         NVIDIA (sm_80, sm_90, sm_90a); `hkc targets` lists them\n"
+    "  -j, --jobs N           parallel kernel compiles (default: number of cores); AMD\n"
+    "                         compiles run in as many hkc worker processes\n"
+    "  --compile-timeout SEC  a single AMD compile running longer is killed and retried once\n"
+    "                         (default 600)\n"
+    "  --no-cache             do not read or write the compile cache ($HKC_CACHE_DIR,\n"
+    "                         default ~/.cache/hkc)\n"
+    "  --Werror-spills        a kernel that spills registers to memory is an error\n"
+    "  --fusion auto|none     fusion plan, overriding the spec's `fusion:` (auto: gemm\n"
+    "                         epilogues, residual add + norm, element-wise chains; none:\n"
+    "                         one kernel per spec node; explicit groups: only in the spec)\n"
+    "  --tune MODE            how kernel parameters (GEMM tiles, stages, ...) are chosen for\n"
+    "                         launches no tuning database covers: model (default: the\n"
+    "                         analytical model ranks the candidates, its top ones are compiled\n"
+    "                         and checked) or default (each kernel's fixed defaults)\n"
+    "  --tuning-db FILE       use the measured choices of a tuning database (`hkc tune`); may\n"
+    "                         be given several times, the first file that has a launch wins\n"
+    "  --tune-verify N        model: candidates compiled and checked per launch (default 3)\n"
+    "  --zstd-level N         compression level of code sections, 1..22 (default 19)\n"
+    "  -q, --quiet            no summary\n";
+
+static const char k_run_usage[] =
+    "usage: hkc run PACK [options]\n"
+    "\n"
+    "Opens PACK through libhkrt, creates a session for one batch size, fills inputs and\n"
+    "params (random from --seed unless given as .npy), runs the graph and reports the\n"
+    "median latency. Outputs are poisoned (NaN) before the first run; a non-finite\n"
+    "output element is an error. A batch size between two of the pack's buckets runs the\n"
+    "next larger bucket on padded tensors when the pack's batch policy is pad (the\n"
+    "default); inputs and outputs are still sized for N.\n"
+    "\n"
+    "Random values: inputs uniform in [-1, 1); params of rank >= 2 uniform in\n"
+    "[-1/sqrt(d0), 1/sqrt(d0)) with d0 their first dimension (fan-in of a [K, N] weight);\n"
+    "1-D params uniform in [-1, 1). Each tensor's stream depends only on the seed and its\n"
+    "name.\n"
+    "\n"
+    "options:\n"
+    "  --target T             run this target (default: the best one for this machine)\n"
+    "  --batch N              batch size: a bucket of the pack, or under batch policy pad any\n"
+    "                         size up to the largest bucket (default: the smallest bucket)\n"
+    "  --seed S               random seed (default 1)\n"
+    "  --input NAME=FILE.npy  take an input from a .npy file (f16/f32/f64, exact shape)\n"
+    "  --param NAME=FILE.npy  take a param from a .npy file\n"
+    "  --save-outputs DIR     write each output as DIR/NAME.npy (float32)\n"
+    "  --runs N               timed runs (default 10); --warmup N untimed runs first (default 2)\n"
+    "  --profile              then time every launch alone (one warm-up pass, then --repeats\n"
+    "                         passes; median per launch) beside its roofline floor on the\n"
+    "                         session's GPU target (hkc inspect --plan explains the floor)\n"
+    "  --repeats R            passes of --profile (default 20)\n"
+    "\n"
+    "environment:\n"
+    "  HK_LAUNCH=auto|graph|stream  GPU targets: replay one CUDA/HIP graph per run when the\n"
+    "                         driver can build it, else launch kernel by kernel with a warning\n"
+    "                         (auto, the default); insist on the graph (graph: an error when it\n"
+    "                         cannot be built); or launch kernel by kernel (stream)\n"
+    "  HK_HOST_THREADS=N      host target: threads sharing each launch (default: the online CPUs)\n";
+
+static const char k_tune_usage[] =
+    "usage: hkc tune SPEC --target T -o DB [options]\n"
+    "       hkc tune --merge A.db B.db ... -o DB\n"
+    "\n"
+    "Measured tuning, on the machine that has the target's GPU (or the host target): every\n"
+    "distinct GEMM launch of SPEC (all nodes and batch sizes) is tuned once. Its candidate\n"
+    "configurations are compiled in parallel and pruned (spills, shared memory / LDS,\n"
+    "registers, occupancy), the analytical model ranks the survivors, the top K plus the\n"
+    "default run through libhkrt on random inputs (outputs cross-checked against the\n"
+    "default's), and the fastest (median of the timed samples) is written to DB.\n"
+    "`hkc build --tuning-db DB` then uses these choices. docs/TUNING.md has the format.\n"
+    "\n"
+    "options:\n"
+    "  -t, --target T         one target: host, sm_80, sm_90, sm_90a, gfx90a, ...\n"
+    "  -o, --output DB        database to write (replaced)\n"
+    "  --top K                candidates measured per launch after the model's ranking (default 12)\n"
+    "  --runs N               timed samples per candidate (default 15), each about 1 ms of\n"
+    "                         back-to-back runs; --warmup N untimed runs first (default 3)\n"
+    "  --report FILE          also write the default / model / measured table as Markdown\n"
+    "  -j, --jobs N           parallel kernel compiles (default: number of cores)\n"
+    "  --no-cache             do not use the compile cache\n"
+    "  --dry-run              compile, prune and rank only: print the model's ranking (no GPU\n"
+    "                         needed, no database written)\n"
+    "  -q, --quiet            no progress or table\n"
+    "  --merge A B ...        union of databases; a key in several keeps the faster entry\n"
+    "                         (each conflict is reported on stderr)\n";
+
+static const char k_inspect_usage[] =
+    "usage: hkc inspect PACK [--disasm KERNEL [--target T] | --plan [--batch N] [--target T]]\n"
+    "\n"
+    "Verifies PACK and prints its manifest, targets, kernels with their resources and\n"
+    "occupancy, tensors, graphs per batch size (nodes, workspace bytes) and provenance.\n"
+    "\n"
+    "  --plan            the traffic and roofline report instead: per batch bucket, each\n"
+    "                    launch's spec nodes, kernel, estimated HBM bytes and GFLOP, and its\n"
+    "                    floor in us on MI250X (gfx90a, one GCD), MI300X (gfx942), H200\n"
+    "                    (sm_90) and the pack's other GPU targets; totals before and after\n"
+    "                    fusion and their ratio\n"
+    "  --batch N         --plan: only this batch bucket\n"
+    "  --target T        --plan: list this target's launches and kernels (default: the\n"
+    "                    first GPU target of the pack)\n"
+    "  --disasm KERNEL   print the machine code of one kernel instead: AMD through comgr,\n"
+    "                    NVIDIA through nvdisasm/cuobjdump, host through objdump\n"
+    "  --target T        the target whose code to show (default: the first that has KERNEL)\n";
+
+static const char k_targets_usage[] =
+    "usage: hkc targets\n"
+    "\n"
+    "Probes the installed toolchains and prints which targets this machine can build:\n"
+    "host (the C compiler), AMD ISAs (comgr's list, each checked by compiling a test\n"
+    "kernel with hiprtc) and NVIDIA architectures (nvrtc's list).\n";
+
+static int want_help(int argc, char **argv) {
+  for (int i = 0; i < argc; i++)
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
+  return 0;
+}
+
+/* Parses a positive integer option value; prints an error and returns -1 otherwise. */
+static int parse_count(const char *opt, const char *text, long long lo, long long hi, long long *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(text ? text : "", &end, 10);
+  if (!text || errno || *end || end == text || v < lo || v > hi) {
+    fprintf(stderr, "hkc: %s expects an integer in [%lld, %lld], got '%s'\n", opt, lo, hi, text ? text : "");
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+/* AMD toolchain calls run in worker processes, this binary re-executed (rtc_worker.h says
+ * why); at most `jobs` of them (0: one per core), started when the first call needs one. */
+#define DEFAULT_COMPILE_TIMEOUT_S 600
+static int compile_timeout = DEFAULT_COMPILE_TIMEOUT_S;
+
+static int start_workers(int jobs, int timeout_s) {
+  if (jobs <= 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    jobs = n > 0 ? (int)n : 1;
+  }
+  if (hkc_amd_workers_start("/proc/self/exe", jobs, timeout_s) != 0) {
+    fprintf(stderr, "hkc: out of memory starting the compile workers\n");
+    return -1;
+  }
+  return 0;
+}
+
+/* ---- build ---------------------------------------------------------------------------- */
+static int cmd_build(int argc, char **argv) {
+  if (want_help(argc, argv)) {
+    fputs(k_build_usage, stdout);
+    return 0;
+  }
+  hkc_build_options_t opt = {.fusion = -1};
+  const char *dbs[64];
+  size_t n_dbs = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--tune") == 0) {
+      if (++i >= argc) goto missing;
+      if (strcmp(argv[i], "model") == 0) opt.tune_mode = HKC_TUNE_MODEL;
+      else if (strcmp(argv[i], "default") == 0) opt.tune_mode = HKC_TUNE_DEFAULT;
+      else {
+        fprintf(stderr, "hkc build: --tune expects model or default, got '%s'\n", argv[i]);
+        return 2;
+      }
+    } else if (strcmp(a, "--tuning-db") == 0) {
+      if (++i >= argc) goto missing;
+      if (n_dbs == sizeof dbs / sizeof *dbs) {
+        fprintf(stderr, "hkc build: more than %zu --tuning-db files\n", sizeof dbs / sizeof *dbs);
+        return 2;
+      }
+      dbs[n_dbs++] = argv[i];
+    } else if (strcmp(a, "--tune-verify") == 0) {
+      long long v;
+      if (++i >= argc) goto missing;
+      if (parse_count(a, argv[i], 1, 64, &v) != 0) return 2;
+      opt.tune_verify = (int)v;
+    } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
+      if (++i >= argc) goto missing;
+      opt.out_path = argv[i];
+    } else if (strcmp(a, "-t") == 0 || strcmp(a, "--target") == 0) {
+      if (++i >= argc) goto missing;
+      opt.targets = argv[i];
+    } else if (strcmp(a, "--zstd-level") == 0) {
+      long long v;
+      if (++i >= argc) goto missing;
+      if (parse_count(a, argv[i], 1, 22, &v) != 0) return 2;
+      opt.compression_level = (int)v;
+    } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+      opt.quiet = 1;
+    } else if (strcmp(a, "-j") == 0 || strcmp(a, "--jobs") == 0) {
+      long long v;
+      if (++i >= argc) goto missing;
+      if (parse_count(a, argv[i], 1, 1024, &v) != 0) return 2;
+      opt.jobs = (int)v;
+    } else if (strcmp(a, "--compile-timeout") == 0) {
+      long long v;
+      if (++i >= argc) goto missing;
+      if (parse_count(a, argv[i], 1, 86400, &v) != 0) return 2;
+      compile_timeout = (int)v;
+    } else if (strcmp(a, "--no-cache") == 0) {
+      opt.no_cache = 1;
+    } else if (strcmp(a, "--Werror-spills") == 0) {
+      opt.werror_spills = 1;
+    } else if (strcmp(a, "--fusion") == 0) {
+      if (++i >= argc) goto missing;
+      if (strcmp(argv[i], "auto") == 0) {
+        opt.fusion = HKC_FUSION_AUTO;
+      } else if (strcmp(argv[i], "none") == 0) {
+        opt.fusion = HKC_FUSION_NONE;
+      } else {
+        fprintf(stderr, "hkc build: --fusion expects auto or none, got '%s'\n", argv[i]);
+        return 2;
+      }
+    } else if (a[0] == '-' && a[1]) {
+      fprintf(stderr, "hkc build: unknown option %s\n%s", a, k_build_usage);
+      return 2;
+    } else if (!opt.spec_path) {
+      opt.spec_path = a;
+    } else {
+      fprintf(stderr, "hkc build: more than one spec given (%s, %s)\n", opt.spec_path, a);
+      return 2;
+    }
+    continue;
+  missing:
+    fprintf(stderr, "hkc build: %s needs a value\n", a);
+    return 2;
+  }
+  if (!opt.spec_path || !opt.out_path) {
+    fprintf(stderr, "hkc build: %s\n%s", !opt.spec_path ? "no spec given" : "no output given (-o OUT)",
+            k_build_usage);
+    return 2;
+  }
+  opt.tuning_dbs = dbs;
+  opt.n_tuning_dbs = n_dbs;
+  if (start_workers(opt.jobs, compile_timeout) != 0) return 1;
+  return hkc_build(&opt) == 0 ? 0 : 1;
+}
+
+/* ---- tune ------------------------------------------------------------------------------- */
+static int cmd_tune(int argc, char **argv) {
+  if (want_help(argc, argv)) {
+    fputs(k_tune_usage, stdout);
+    return 0;
+  }
+  hkc_tune_run_options_t opt = {0};
+  const char *merge[256];
+  size_t n_merge = 0;
+  int merging = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    long long v;
+    if (strcmp(a, "--merge") == 0) {
+      merging = 1;
+    } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
+      if (++i >= argc) goto missing;
+      opt.out_path = argv[i];
+    } else if (strcmp(a, "-t") == 0 || strcmp(a, "--target") == 0) {
+      if (++i >= argc) goto missing;
+      opt.target = argv[i];
+    } else if (strcmp(a, "--report") == 0) {
+      if (++i >= argc) goto missing;
+      opt.report_path = argv[i];
+    } else if (strcmp(a, "--top") == 0 || strcmp(a, "--runs") == 0 || strcmp(a, "--warmup") == 0 ||
+               strcmp(a, "-j") == 0 || strcmp(a, "--jobs") == 0) {
+      if (++i >= argc) goto missing;
+      if (parse_count(a, argv[i], strcmp(a, "--warmup") == 0 ? 0 : 1, 100000, &v) != 0) return 2;
+      if (strcmp(a, "--top") == 0) opt.top = (int)v;
+      else if (strcmp(a, "--runs") == 0) opt.runs = (int)v;
+      else if (strcmp(a, "--warmup") == 0) opt.warmup = v ? (int)v : -1;
+      else opt.jobs = (int)v;
+    } else if (strcmp(a, "--no-cache") == 0) {
+      opt.no_cache = 1;
+    } else if (strcmp(a, "--dry-run") == 0) {
+      opt.dry_run = 1;
+    } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+      opt.quiet = 1;
+    } else if (a[0] == '-' && a[1]) {
+      fprintf(stderr, "hkc tune: unknown option %s\n%s", a, k_tune_usage);
+      return 2;
+    } else if (merging) {
+      if (n_merge == sizeof merge / sizeof *merge) {
+        fprintf(stderr, "hkc tune: more than %zu files to merge\n", sizeof merge / sizeof *merge);
+        return 2;
+      }
+      merge[n_merge++] = a;
+    } else if (!opt.spec_path) {
+      opt.spec_path = a;
+    } else {
+      fprintf(stderr, "hkc tune: more than one spec given (%s, %s)\n", opt.spec_path, a);
+      return 2;
+    }
+    continue;
+  missing:
+    fprintf(stderr, "hkc tune: %s needs a value\n", a);
+    return 2;
+  }
+  if (!opt.out_path && !opt.dry_run) {
+    fprintf(stderr, "hkc tune: no output given (-o DB)\n%s", k_tune_usage);
+    return 2;
+  }
+  if (merging) {
+    if (n_merge == 0 || opt.spec_path || opt.target || !opt.out_path) {
+      fprintf(stderr, "hkc tune --merge: give only database files and -o\n");
+      return 2;
+    }
+    return hkc_tune_db_merge(merge, n_merge, opt.out_path, opt.quiet) == 0 ? 0 : 1;
+  }
+  if (!opt.spec_path || !opt.target) {
+    fprintf(stderr, "hkc tune: %s\n%s", !opt.spec_path ? "no spec given" : "no target given (--target T)", k_tune_usage);
+    return 2;
+  }
+  if (start_workers(opt.jobs, compile_timeout) != 0) return 1;
+  return hkc_tune_run(&opt) == 0 ? 0 : 1;
+}
+
+/* ---- run ------------------------------------------------------------------------------- */
+typedef struct {
+  const char *name;
+  const char *path;
+} named_file_t;
+
+#define MAX_NAMED_FILES 256
+
+static uint64_t splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static void store_elem(void *buf, hk_element_type_t t, size_t i, float v) {
+  if (t == HK_ELEMENT_F32) ((float *)buf)[i] = v;
+  else if (t == HK_ELEMENT_F16) ((uint16_t *)buf)[i] = hkc_f32_to_f16(v);
+  else ((uint16_t *)buf)[i] = hkc_f32_to_bf16(v);
+}
+
+static float load_elem(const void *buf, hk_element_type_t t, size_t i) {
+  if (t == HK_ELEMENT_F32) return ((const float *)buf)[i];
+  if (t == HK_ELEMENT_F16) return hkc_f16_to_f32(((const uint16_t *)buf)[i]);
+  return hkc_bf16_to_f32(((const uint16_t *)buf)[i]);
+}
+
+static size_t info_count(const hk_tensor_info_t *info) {
+  size_t n = 1;
+  for (uint32_t d = 0; d < info->rank; d++) n *= (size_t)info->dims[d];
+  return n;
+}
+
+static void format_shape(const hk_tensor_info_t *info, char *out, size_t size) {
+  int n = snprintf(out, size, "[");
+  for (uint32_t d = 0; d < info->rank && n > 0 && (size_t)n < size; d++)
+    n += snprintf(out + n, size - (size_t)n, "%s%lld", d ? ", " : "", (long long)info->dims[d]);
+  if (n > 0 && (size_t)n < size) snprintf(out + n, size - (size_t)n, "]");
+}
+
+/* Fills a tensor from a .npy file (exact shape) or from the seeded generator. */
+static int fill_tensor(const hk_tensor_info_t *info, void *buf, const char *npy_path, uint64_t seed) {
+  size_t n = info_count(info);
+  if (npy_path) {
+    hkc_npy_t npy;
+    if (hkc_npy_read(npy_path, &npy) != 0) return -1;
+    int same = npy.rank == info->rank;
+    for (uint32_t d = 0; same && d < info->rank; d++) same = npy.dims[d] == info->dims[d];
+    if (!same) {
+      char want[128];
+      format_shape(info, want, sizeof want);
+      fprintf(stderr, "hkc run: %s: shape does not match tensor %s %s\n", npy_path, info->name, want);
+      hkc_npy_free(&npy);
+      return -1;
+    }
+    for (size_t i = 0; i < n; i++) store_elem(buf, info->element_type, i, npy.data[i]);
+    hkc_npy_free(&npy);
+    return 0;
+  }
+  uint64_t s = seed ^ hkc_hash64(info->name, strlen(info->name));
+  double scale = 1.0;
+  if (info->role == HK_TENSOR_PARAM && info->rank >= 2) scale = 1.0 / sqrt((double)info->dims[0]);
+  for (size_t i = 0; i < n; i++) {
+    double u = (double)(splitmix64(&s) >> 11) * (1.0 / 9007199254740992.0); /* [0, 1) */
+    store_elem(buf, info->element_type, i, (float)((2.0 * u - 1.0) * scale));
+  }
+  return 0;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static const char *find_named(const named_file_t *files, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(files[i].name, name) == 0) return files[i].path;
+  return NULL;
+}
+
+/* --profile: every launch timed alone (hk_session_profile) beside its roofline floor on
+ * the session's target when the target table knows it. 0 / -1 (error printed). */
+static int print_profile(hk_session_t *session, uint32_t repeats, double graph_us) {
+  uint32_t n = hk_session_launch_count(session);
+  double *us = calloc(n ? n : 1, sizeof *us);
+  if (!us) return -1;
+  if (hk_session_profile(session, NULL, repeats, us) != HK_OK) {
+    fprintf(stderr, "hkc run: --profile: %s\n", hk_last_error());
+    free(us);
+    return -1;
+  }
+  const hkc_gpu_arch_t *arch = hkc_gpu_arch_find(hk_session_target(session)); /* NULL on host */
+  int w_nodes = 5, w_kernel = 6;
+  for (uint32_t i = 0; i < n; i++) {
+    hk_launch_info_t li;
+    hk_session_launch_info(session, i, &li);
+    if ((int)strlen(li.nodes) > w_nodes) w_nodes = (int)strlen(li.nodes);
+    if ((int)strlen(li.kernel) > w_kernel) w_kernel = (int)strlen(li.kernel);
+  }
+  printf("profile: each launch alone, median of %u pass(es) after one warm-up pass", repeats);
+  if (arch)
+    printf("; floor on %s (%s: %.1f GB/s, %.1f TFLOP/s f16 matrix)\n", arch->name, arch->product, arch->hbm_gbps,
+           arch->matrix_tflops_f16);
+  else
+    printf("; no floor (%s is not a GPU target of hkc's table)\n", hk_session_target(session));
+  printf("  %3s  %-*s  %-*s  %11s  %10s  %9s  %8s  %7s\n", "#", w_nodes, "nodes", w_kernel, "kernel", "median us",
+         "floor us", "GB/s", "TFLOP/s", "floor%");
+  double total = 0, total_floor = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    hk_launch_info_t li;
+    hk_session_launch_info(session, i, &li);
+    char floor_s[16] = "-", pct_s[16] = "-", gbs[16] = "-", tfs[16] = "-";
+    if (li.bytes) snprintf(gbs, sizeof gbs, "%.1f", (double)li.bytes / us[i] * 1e-3);
+    if (li.flops) snprintf(tfs, sizeof tfs, "%.2f", (double)li.flops / us[i] * 1e-6);
+    if (arch && li.bytes) {
+      double mem = (double)li.bytes / (arch->hbm_gbps * 1e3);
+      double math = li.matrix ? (double)li.flops / (arch->matrix_tflops_f16 * 1e6) : 0.0;
+      double fl = mem > math ? mem : math;
+      total_floor += fl;
+      snprintf(floor_s, sizeof floor_s, "%.3f", fl);
+      snprintf(pct_s, sizeof pct_s, "%.0f%%", fl / us[i] * 100.0);
+    }
+    total += us[i];
+    printf("  %3u  %-*s  %-*s  %11.3f  %10s  %9s  %8s  %7s\n", i, w_nodes, li.nodes, w_kernel, li.kernel, us[i],
+           floor_s, gbs, tfs, pct_s);
+  }
+  printf("  sum of launches %.3f us", total);
+  if (total_floor > 0) printf(", floor %.3f us (%.0f%% of floor)", total_floor, total_floor / total * 100.0);
+  printf("; whole graph (hk_session_run, median) %.3f us\n", graph_us);
+  printf("  floor%%: floor / measured (100%% = at the roofline). GB/s and TFLOP/s: the compiler's bytes and\n"
+         "  FLOPs over the measured time.\n");
+  free(us);
+  return 0;
+}
+
+/* The documented environment variables of hkc run as session options: HK_LAUNCH
+ * (auto|graph|stream) and HK_HOST_THREADS (a thread count, 0 = the online CPUs). 0, or -1
+ * with the problem printed. */
+static int run_options_from_env(hk_session_options_t *so) {
+  const char *e = getenv("HK_LAUNCH");
+  if (e && *e) {
+    if (strcmp(e, "auto") == 0) so->launch_mode = HK_LAUNCH_MODE_AUTO;
+    else if (strcmp(e, "graph") == 0) so->launch_mode = HK_LAUNCH_MODE_GRAPH;
+    else if (strcmp(e, "stream") == 0) so->launch_mode = HK_LAUNCH_MODE_STREAM;
+    else {
+      fprintf(stderr, "hkc run: HK_LAUNCH is '%s'; expected auto, graph or stream\n", e);
+      return -1;
+    }
+  }
+  e = getenv("HK_HOST_THREADS");
+  if (e && *e) {
+    char *end;
+    long long n = strtoll(e, &end, 10);
+    if (*end || n < 0 || n > UINT32_MAX) {
+      fprintf(stderr, "hkc run: HK_HOST_THREADS is '%s'; expected a thread count (0: the online CPUs)\n", e);
+      return -1;
+    }
+    so->host_threads = (uint32_t)n;
+  }
+  return 0;
+}
+
+static int cmd_run(int argc, char **argv) {
+  if (want_help(argc, argv)) {
+    fputs(k_run_usage, stdout);
+    return 0;
+  }
+  const char *pack_path = NULL, *target = NULL, *save_dir = NULL;
+  long long batch = 0, seed = 1, runs = 10, warmup = 2, repeats = 20;
+  int profile = 0;
+  named_file_t files[MAX_NAMED_FILES];
+  int n_files = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int takes_value = strcmp(a, "--target") == 0 || strcmp(a, "--batch") == 0 || strcmp(a, "--seed") == 0 ||
+                      strcmp(a, "--input") == 0 || strcmp(a, "--param") == 0 ||
+                      strcmp(a, "--save-outputs") == 0 || strcmp(a, "--runs") == 0 || strcmp(a, "--warmup") == 0 ||
+                      strcmp(a, "--repeats") == 0;
+    if (takes_value && !v) {
+      fprintf(stderr, "hkc run: %s needs a value\n", a);
+      return 2;
+    }
+    if (strcmp(a, "--target") == 0) target = v;
+    else if (strcmp(a, "--batch") == 0) { if (parse_count(a, v, 1, INT64_MAX / 2, &batch)) return 2; }
+    else if (strcmp(a, "--seed") == 0) { if (parse_count(a, v, 0, INT64_MAX, &seed)) return 2; }
+    else if (strcmp(a, "--runs") == 0) { if (parse_count(a, v, 1, 1000000, &runs)) return 2; }
+    else if (strcmp(a, "--warmup") == 0) { if (parse_count(a, v, 0, 1000000, &warmup)) return 2; }
+    else if (strcmp(a, "--repeats") == 0) { if (parse_count(a, v, 1, 100000, &repeats)) return 2; }
+    else if (strcmp(a, "--profile") == 0) { profile = 1; continue; }
+    else if (strcmp(a, "--save-outputs") == 0) save_dir = v;
+    else if (strcmp(a, "--input") == 0 || strcmp(a, "--param") == 0) {
+      char *eq = strchr(v, '=');
+      if (!eq || eq == v || !eq[1] || n_files >= MAX_NAMED_FILES) {
+        fprintf(stderr, "hkc run: %s expects NAME=FILE.npy, got '%s'\n", a, v);
+        return 2;
+      }
+      *eq = '\0';
+      files[n_files++] = (named_file_t){v, eq + 1};
+    } else if (a[0] == '-' && a[1]) {
+      fprintf(stderr, "hkc run: unknown option %s\n%s", a, k_run_usage);
+      return 2;
+    } else if (!pack_path) {
+      pack_path = a;
+      continue;
+    } else {
+      fprintf(stderr, "hkc run: more than one pack given\n");
+      return 2;
+    }
+    i++;
+  }
+  if (!pack_path) {
+    fprintf(stderr, "hkc run: no pack given\n%s", k_run_usage);
+    return 2;
+  }
+
+  int rc = 1;
+  hk_pack_t *pack = NULL;
+  hk_session_t *session = NULL;
+  uint32_t n_tensors = 0;
+  void **buffers = NULL;  /* host staging copies */
+  void **device = NULL;   /* the session's memory (device memory on GPU targets) */
+  hk_status_t st = hk_pack_open_file(pack_path, NULL, &pack);
+  if (st != HK_OK) {
+    fprintf(stderr, "hkc run: %s: %s\n", pack_path, hk_last_error());
+    return 1;
+  }
+  if (batch == 0) batch = (long long)hk_pack_batch_size(pack, 0);
+  hk_session_options_t so = {.struct_size = sizeof so, .batch = (uint64_t)batch, .target = target};
+  if (run_options_from_env(&so) != 0) {
+    rc = 2;
+    goto done;
+  }
+  st = hk_session_create(pack, &so, &session);
+  if (st != HK_OK) {
+    fprintf(stderr, "hkc run: %s\n", hk_last_error());
+    goto done;
+  }
+  const char *fallback = "";
+  (void)hk_session_launch_mode(session, &fallback);
+  if (fallback[0])
+    fprintf(stderr, "hkc run: warning: graph replay unavailable (%s); running with stream launches\n", fallback);
+  for (int f = 0; f < n_files; f++) {
+    int known = 0;
+    for (uint32_t t = 0; t < hk_session_tensor_count(session) && !known; t++) {
+      hk_tensor_info_t info;
+      hk_session_tensor_info(session, t, &info);
+      known = strcmp(info.name, files[f].name) == 0 && info.role != HK_TENSOR_OUTPUT;
+    }
+    if (!known) {
+      fprintf(stderr, "hkc run: the pack has no input or param named '%s'\n", files[f].name);
+      goto done;
+    }
+  }
+  n_tensors = hk_session_tensor_count(session);
+  buffers = calloc(n_tensors ? n_tensors : 1, sizeof *buffers);
+  device = calloc(n_tensors ? n_tensors : 1, sizeof *device);
+  if (!buffers || !device) goto done;
+  for (uint32_t t = 0; t < n_tensors; t++) {
+    hk_tensor_info_t info;
+    hk_session_tensor_info(session, t, &info);
+    buffers[t] = malloc(info.bytes ? info.bytes : 1);
+    if (!buffers[t]) {
+      fprintf(stderr, "hkc run: out of memory for tensor %s (%zu bytes)\n", info.name, info.bytes);
+      goto done;
+    }
+    if (info.role == HK_TENSOR_OUTPUT) {
+      memset(buffers[t], 0xff, info.bytes); /* NaN in every element type */
+    } else if (fill_tensor(&info, buffers[t], find_named(files, n_files, info.name), (uint64_t)seed) != 0) {
+      goto done;
+    }
+    if (hk_session_alloc(session, info.bytes, &device[t]) != HK_OK ||
+        hk_session_copy(session, device[t], buffers[t], info.bytes, HK_COPY_HOST_TO_DEVICE) != HK_OK ||
+        hk_session_bind(session, info.name, device[t], info.bytes) != HK_OK) {
+      fprintf(stderr, "hkc run: %s\n", hk_last_error());
+      goto done;
+    }
+  }
+
+  double *times = calloc((size_t)runs, sizeof *times);
+  if (!times) goto done;
+  for (long long r = 0; r < warmup + runs; r++) {
+    double t0 = now_ms();
+    st = hk_session_run(session, NULL);
+    if (st == HK_OK) st = hk_session_synchronize(session, NULL);
+    double t1 = now_ms();
+    if (st != HK_OK) {
+      fprintf(stderr, "hkc run: %s\n", hk_last_error());
+      free(times);
+      goto done;
+    }
+    if (r >= warmup) times[r - warmup] = t1 - t0;
+  }
+  qsort(times, (size_t)runs, sizeof *times, cmp_double);
+  uint64_t bucket = hk_session_bucket(session);
+  printf("target %s, batch %lld, bucket %llu%s: median %.3f ms, min %.3f ms over %lld runs (%lld warm-up)\n",
+         hk_session_target(session), batch, (unsigned long long)bucket, bucket != (uint64_t)batch ? " (padded)" : "",
+         times[runs / 2], times[0], runs, warmup);
+  double graph_us = times[runs / 2] * 1e3;
+  free(times);
+  if (profile && print_profile(session, (uint32_t)repeats, graph_us) != 0) goto done;
+
+  if (save_dir && mkdir(save_dir, 0777) != 0 && errno != EEXIST) {
+    fprintf(stderr, "hkc run: cannot create %s: %s\n", save_dir, strerror(errno));
+    goto done;
+  }
+  int bad = 0;
+  for (uint32_t t = 0; t < n_tensors; t++) {
+    hk_tensor_info_t info;
+    hk_session_tensor_info(session, t, &info);
+    if (info.role != HK_TENSOR_OUTPUT) continue;
+    if (hk_session_copy(session, buffers[t], device[t], info.bytes, HK_COPY_DEVICE_TO_HOST) != HK_OK) {
+      fprintf(stderr, "hkc run: %s\n", hk_last_error());
+      goto done;
+    }
+    size_t n = info_count(&info), nonfinite = 0;
+    float *f32 = malloc((n ? n : 1) * sizeof *f32);
+    if (!f32) goto done;
+    double sum = 0, absmax = 0;
+    for (size_t i = 0; i < n; i++) {
+      f32[i] = load_elem(buffers[t], info.element_type, i);
+      if (!isfinite(f32[i])) nonfinite++;
+      else {
+        sum += f32[i];
+        if (fabs(f32[i]) > absmax) absmax = fabs(f32[i]);
+      }
+    }
+    char shape[128];
+    format_shape(&info, shape, sizeof shape);
+    printf("  output %s %s: mean %.6g, max |x| %.6g%s\n", info.name, shape, n ? sum / (double)n : 0.0, absmax,
+           nonfinite ? "  NON-FINITE VALUES" : "");
+    if (nonfinite) {
+      fprintf(stderr, "hkc run: output %s has %zu non-finite element(s) of %zu\n", info.name, nonfinite, n);
+      bad = 1;
+    }
+    if (save_dir) {
+      char path[4096];
+      snprintf(path, sizeof path, "%s/%s.npy", save_dir, info.name);
+      if (hkc_npy_write_f32(path, f32, info.dims, info.rank) != 0) bad = 1;
+    }
+    free(f32);
+  }
+  if (save_dir && !bad) printf("  outputs saved to %s/\n", save_dir);
+  rc = bad ? 1 : 0;
+done:
+  for (uint32_t t = 0; t < n_tensors; t++) {
+    if (buffers) free(buffers[t]);
+    if (device) hk_session_free(session, device[t]);
+  }
+  free(buffers);
+  free(device);
+  hk_session_destroy(session);
+  hk_pack_destroy(pack);
+  return rc;
+}
+
+/* ---- inspect ---------------------------------------------------------------------------- */
+static int cmd_inspect(int argc, char **argv) {
+  if (want_help(argc, argv)) {
+    fputs(k_inspect_usage, stdout);
+    return 0;
+  }
+  const char *pack = NULL, *kernel = NULL, *target = NULL;
+  int plan = 0;
+  long long batch = 0;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--plan") == 0) {
+      plan = 1;
+    } else if (strcmp(argv[i], "--batch") == 0) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "hkc inspect: --batch needs a value\n");
+        return 2;
+      }
+      if (parse_count("--batch", argv[++i], 1, INT64_MAX, &batch) != 0) return 2;
+    } else if (strcmp(argv[i], "--disasm") == 0 || strcmp(argv[i], "--target") == 0) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "hkc inspect: %s needs a value\n", argv[i]);
+        return 2;
+      }
+      *(argv[i][2] == 'd' ? &kernel : &target) = argv[i + 1];
+      i++;
+    } else if (argv[i][0] == '-' || pack) {
+      fprintf(stderr, "hkc inspect: unexpected argument %s\n%s", argv[i], k_inspect_usage);
+      return 2;
+    } else {
+      pack = argv[i];
+    }
+  }
+  if (!pack) {
+    fprintf(stderr, "hkc inspect: no pack given\n%s", k_inspect_usage);
+    return 2;
+  }
+  if (plan && kernel) {
+    fprintf(stderr, "hkc inspect: --plan and --disasm are separate reports\n");
+    return 2;
+  }
+  if (batch && !plan) {
+    fprintf(stderr, "hkc inspect: --batch goes with --plan\n");
+    return 2;
+  }
+  if (plan) return hkc_inspect_plan(pack, (uint64_t)batch, target, stdout) == 0 ? 0 : 1;
+  if (target && !kernel) {
+    fprintf(stderr, "hkc inspect: --target goes with --disasm or --plan\n");
+    return 2;
+  }
+  if (kernel) return hkc_inspect_disasm(pack, kernel, target, stdout) == 0 ? 0 : 1;
+  return hkc_inspect(pack, stdout) == 0 ? 0 : 1;
+}
+
+static int cmd_targets(int argc, char **argv) {
+  if (want_help(argc, argv)) {
+    fputs(k_targets_usage, stdout);
+    return 0;
+  }
+  if (argc) {
+    fprintf(stderr, "hkc targets: takes no arguments\n");
+    return 2;
+  }
+  return hkc_print_targets(stdout) == 0 ? 0 : 1;
+}
+
+static int dispatch(int argc, char **argv) {
+  if (strcmp(argv[1], "build") == 0) return cmd_build(argc - 2, argv + 2);
+  if (strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
+  if (strcmp(argv[1], "tune") == 0) return cmd_tune(argc - 2, argv + 2);
+  if (strcmp(argv[1], "inspect") == 0) return start_workers(1, compile_timeout) ? 1 : cmd_inspect(argc - 2, argv + 2);
+  if (strcmp(argv[1], "targets") == 0) return start_workers(0, compile_timeout) ? 1 : cmd_targets(argc - 2, argv + 2);
+  fprintf(stderr, "hkc: unknown command '%s'\n%s", argv[1], k_usage);
+  return 2;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], HKC_WORKER_ARG) == 0) _exit(hkc_amd_worker_main()); /* no atexit, no leak report */
+  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+    fputs(k_usage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+    printf("hkc %s (artifact format %d.%d, libhkrt %s)\n", HKC_VERSION_STRING, HK_PACK_VERSION_MAJOR,
+           HK_PACK_VERSION_MINOR, HKRT_VERSION_STRING);
+    return 0;
+  }
+  const int rc = dispatch(argc, argv);
+  hkc_amd_workers_stop();
+  return rc;
+}

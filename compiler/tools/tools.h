@@ -1,0 +1,71 @@
+/*
+ * compiler/tools/tools.h -- the commands of the hkc binary that are more than a build.
+ *
+ *   main.c       the CLI (not in hkc_core)
+ *   inspect.c    `hkc inspect`: report, --plan, --disasm of a verified artifact
+ *   probe.c      `hkc targets`: what this machine's toolchains build
+ *   tune_run.c   `hkc tune`: measures candidates through libhkrt and writes a database
+ *   npy.c        .npy files for `hkc run`
+ *
+ * The top stage: may use every other stage; none uses it.
+ */
+#ifndef HKC_TOOLS_H
+#define HKC_TOOLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "hk/pack_format.h"
+#include "util/util.h"
+
+/* ---- hkc inspect (inspect.c), hkc targets (probe.c) ------------------------------------------ */
+/* Opens and verifies the pack at path, prints the report to out. 0 / -1 (error printed). */
+int hkc_inspect(const char *path, FILE *out);
+/* `--plan`: per batch bucket (batch 0: all; else that bucket), the launches of one target
+ * (target NULL: the first GPU target, else the first) with their nodes, kernel, estimated
+ * bytes and FLOPs from the PLAN section, and the roofline floor on MI250X, MI300X, H200
+ * and every other GPU target of the pack; totals before and after fusion. 0 / -1 (error
+ * printed; a pack without PLAN is an error). */
+int hkc_inspect_plan(const char *path, uint64_t batch, const char *target, FILE *out);
+/* Prints the machine code of one kernel of the pack (target NULL: the first target that
+ * has it). AMD through comgr; NVIDIA through nvdisasm or cuobjdump; host through objdump.
+ * 0 / -1 (error printed). */
+int hkc_inspect_disasm(const char *path, const char *kernel, const char *target, FILE *out);
+/* `hkc targets`: probes the toolchains and prints what this machine can build. 0 / -1. */
+int hkc_print_targets(FILE *out);
+
+/* ---- `hkc tune` (tune_run.c) ----------------------------------------------------------------- */
+typedef struct hkc_tune_run_options {
+  const char *spec_path;
+  const char *target;      /* one target; must run on this machine */
+  const char *out_path;    /* database to write */
+  const char *report_path; /* optional: a Markdown table default / model / measured per shape */
+  int top;                 /* candidates measured per launch class (0 = 12), plus the default
+                              and the model's choice */
+  int runs;                /* timed samples (0 = 15) */
+  int warmup;              /* untimed runs (0 = 3, -1 = 1: the output check needs one) */
+  int jobs, no_cache;
+  const char *cache_dir;
+  int quiet;
+  int dry_run;             /* compile, prune and rank only: print the model's ranking, no runs, no database */
+} hkc_tune_run_options_t;
+int hkc_tune_run(const hkc_tune_run_options_t *options);
+
+/* ---- .npy files (npy.c; hkc run) ------------------------------------------------------------ */
+/* A float array read from NumPy's .npy format (little-endian f2, f4 or f8; C order). */
+typedef struct hkc_npy {
+  uint32_t rank;
+  int64_t dims[HK_MAX_RANK];
+  size_t count;
+  float *data; /* owned; converted to f32 */
+} hkc_npy_t;
+/* Reads and bounds-checks a .npy file. Errors name the file and what was wrong. 0 / -1. */
+int hkc_npy_read(const char *path, hkc_npy_t *out);
+/* Parses .npy bytes already in memory (the fuzzable core of hkc_npy_read). */
+int hkc_npy_parse(const char *name, const unsigned char *bytes, size_t size, hkc_npy_t *out);
+void hkc_npy_free(hkc_npy_t *npy);
+/* Writes f32 data as .npy (format 1.0), atomically. 0 / -1. */
+int hkc_npy_write_f32(const char *path, const float *data, const int64_t *dims, uint32_t rank);
+
+#endif /* HKC_TOOLS_H */

@@ -1,0 +1,500 @@
+/*
+ * Tuning (issue 7, docs/TUNING.md): candidate spaces, the static pruning and ranking of
+ * candidates, and the per-launch choice a build makes.
+ *
+ * A build chooses per launch (spec node x batch bucket), because the best tile depends on
+ * M, which changes with the bucket: one spec node may become different kernels in
+ * different buckets. For each tunable launch, in order:
+ *   1. a tuning-database entry for (target, units, toolchain, signature) -- exact, else the
+ *      same shape with another epilogue -- whose configuration is legal here;
+ *   2. --tune model: the model ranks the candidates with estimated resources, the top
+ *      `verify` (3) of each launch are compiled (in parallel, through the compile cache),
+ *      those that fail, spill, exceed the register file or shared memory / LDS, or fall under
+ *      the occupancy floor are dropped, and the survivors are ranked again with their real
+ *      resources; the best wins (the default configuration when none survives);
+ *   3. --tune default: the variant's defaults.
+ * The registry's default configuration leaves the key's variant/tune empty, so a build that
+ * chooses the defaults everywhere is byte-identical to an untuned one.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "codegen/codegen.h"
+#include "codegen/variants/gpu_variant.h"
+#include "frontend/frontend.h"
+#include "lower/lower.h"
+#include "rtc/rtc.h"
+#include "tune/tune.h"
+#include "util/util.h"
+
+const char *hkc_tune_source_name(hkc_tune_source_t source) {
+  return source == HKC_TUNE_SRC_DB ? "db" : source == HKC_TUNE_SRC_MODEL ? "model" : "default";
+}
+
+int hkc_tune_shape_of(const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args, hkc_tune_shape_t *out) {
+  memset(out, 0, sizeof *out);
+  if (key->op != HK_OP_GEMM || n_args <= HKC_GEMM_ARG_K) return 0;
+  out->m = args[HKC_GEMM_ARG_M].kind == HK_ARG_I64 ? args[HKC_GEMM_ARG_M].i : 0;
+  out->n = args[HKC_GEMM_ARG_N].kind == HK_ARG_I64 ? args[HKC_GEMM_ARG_N].i : 0;
+  out->k = args[HKC_GEMM_ARG_K].kind == HK_ARG_I64 ? args[HKC_GEMM_ARG_K].i : 0;
+  return out->m > 0 && out->n > 0 && out->k > 0;
+}
+
+void hkc_tune_signature(const hkc_kernel_key_t *key, hkc_tune_shape_t shape, char *out, size_t size) {
+  snprintf(out, size, "%s %s m=%lld n=%lld k=%lld%s%s%s%s%s%s", hkc_op_name(key->op), hkc_dtype_name(key->dtype),
+           (long long)shape.m, (long long)shape.n, (long long)shape.k, key->trans_b ? " tb" : "",
+           key->has_bias ? " bias" : "", key->act != HK_ACT_NONE ? " act=" : "",
+           key->act != HK_ACT_NONE ? hkc_act_name(key->act) : "", key->has_residual ? " res" : "",
+           key->has_mul ? " mul" : "");
+}
+
+int hkc_tune_units(const hkc_gpu_arch_t *arch) {
+  if (arch) return (int)arch->compute_units;
+  /* the host backend's threads: HK_HOST_THREADS, else the online CPUs (backend_host.c) */
+  const char *e = getenv("HK_HOST_THREADS");
+  long n = e && *e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 && n < 1 << 20 ? (int)n : 1;
+}
+
+void hkc_tune_toolchain(const hkc_gpu_arch_t *arch, char *out, size_t size) {
+  const char *v = !arch ? hkc_rtc_host_version()
+                  : arch->kind == HK_TARGET_HIP ? hkc_hiprtc_version()
+                                                : hkc_nvrtc_version();
+  snprintf(out, size, "%s", v && *v ? v : "unknown");
+  for (char *c = out; *c; c++)
+    if (*c == '|' || *c == '\t' || *c == '\n' || *c == '\r') *c = ' ';
+}
+
+/* ---- candidates ------------------------------------------------------------------------------ */
+int hkc_tune_candidates(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max) {
+  if (!arch) return hkc_host_tune_space(key, out, max);
+  hkc_kernel_key_t base = *key;
+  base.variant[0] = base.tune[0] = '\0';
+  const hkc_gpu_variant_t *first = hkc_gpu_variant_for(arch, &base);
+  if (!first || !first->tune_space) return 0;
+  int n = first->tune_space(arch, &base, out, max); /* the default variant's default first */
+  const hkc_gpu_variant_t *const *list = hkc_gpu_variant_list();
+  for (size_t i = 0; list[i] && n < max; i++) {
+    if (list[i] == first || !list[i]->tune_space || !list[i]->applies(arch, &base)) continue;
+    int m = list[i]->tune_space(arch, &base, out + n, max - n);
+    for (int j = 0; j < m; j++) out[n + j].is_default = 0; /* only the registry's first is the default */
+    n += m;
+  }
+  return n;
+}
+
+int hkc_tune_lookup_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *variant,
+                        const char *params, hkc_tile_cfg_t *out) {
+  hkc_kernel_key_t base = *key;
+  base.variant[0] = base.tune[0] = '\0';
+  if (!arch) return strcmp(variant, "host_gemm") == 0 ? hkc_host_tune_parse(&base, params, out) : -1;
+  const hkc_gpu_variant_t *first = hkc_gpu_variant_for(arch, &base);
+  const hkc_gpu_variant_t *const *list = hkc_gpu_variant_list();
+  for (size_t i = 0; list[i]; i++) {
+    if (strcmp(list[i]->name, variant) != 0) continue;
+    if (!list[i]->tune_parse || !list[i]->applies(arch, &base) || list[i]->tune_parse(arch, &base, params, out) != 0)
+      return -1;
+    /* the db may spell the default as "" or in full; either way the canonical string */
+    if (list[i] != first) out->is_default = 0;
+    return 0;
+  }
+  return -1;
+}
+
+void hkc_tune_apply(const hkc_gpu_arch_t *arch, hkc_kernel_key_t *key, const hkc_tile_cfg_t *cfg) {
+  (void)arch;
+  key->variant[0] = key->tune[0] = '\0';
+  if (cfg->is_default) return; /* the registry's choice with its defaults: an untuned key */
+  snprintf(key->variant, sizeof key->variant, "%s", cfg->variant);
+  snprintf(key->tune, sizeof key->tune, "%s", cfg->tune);
+}
+
+int hkc_tune_cands(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tune_cand_t *cands, int max) {
+  hkc_tile_cfg_t *cfgs = calloc((size_t)(max > 0 ? max : 1), sizeof *cfgs);
+  if (!cfgs) return 0;
+  int n = hkc_tune_candidates(arch, key, cfgs, max);
+  for (int i = 0; i < n; i++) {
+    hkc_tune_cand_t *c = &cands[i];
+    memset(c, 0, sizeof *c);
+    c->cfg = cfgs[i];
+    c->key = *key;
+    hkc_tune_apply(arch, &c->key, &cfgs[i]);
+    c->regs = cfgs[i].regs;
+    c->shared = cfgs[i].shared_bytes;
+  }
+  free(cfgs);
+  return n;
+}
+
+void hkc_tune_cand_resources(const hkc_gpu_arch_t *arch, hkc_tune_cand_t *cand, const hkc_compile_item_t *item) {
+  cand->compiled = 1;
+  if (item->rc != 0) {
+    cand->pruned = "compile";
+    return;
+  }
+  const hkc_rtc_result_t *r = &item->result;
+  if (r->scratch_bytes) {
+    cand->pruned = "spills";
+    return;
+  }
+  cand->regs = r->vgprs ? r->vgprs : cand->cfg.regs;
+  cand->agprs = r->agprs;
+  cand->sgprs = r->sgprs;
+  /* static shared memory as reported, or the dynamic amount the launch asks, whichever is
+   * larger (the build records the same in the pack) */
+  cand->shared = r->shared_bytes > cand->cfg.shared_bytes ? r->shared_bytes : cand->cfg.shared_bytes;
+  if (arch) {
+    hkc_tile_cfg_t cfg = cand->cfg;
+    cfg.shared_bytes = cand->shared;
+    cand->per_cu = hkc_model_blocks_per_cu(arch, &cfg, cand->regs, cand->agprs, cand->sgprs);
+    if (cand->per_cu == 0) cand->pruned = "registers/shared";
+    else if (!hkc_model_meets_floor(arch, &cfg, cand->per_cu)) cand->pruned = "occupancy";
+  }
+}
+
+/* How much faster (estimated) than the default a candidate must be to replace it. */
+#define HKC_MODEL_DEFAULT_MARGIN 0.05
+
+static int epilogue_tensors(const hkc_kernel_key_t *key) { return (key->has_residual ? 1 : 0) + (key->has_mul ? 1 : 0); }
+
+static int better(const hkc_tune_cand_t *a, int ia, const hkc_tune_cand_t *b, int ib) {
+  if (a->est.seconds != b->est.seconds) return a->est.seconds < b->est.seconds;
+  if (a->shared != b->shared) return a->shared < b->shared;
+  if (a->cfg.threads != b->cfg.threads) return a->cfg.threads < b->cfg.threads;
+  return ia < ib;
+}
+
+int hkc_tune_rank(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tune_shape_t shape, hkc_tune_cand_t *cands,
+                  int n, int *order) {
+  int m = 0;
+  for (int i = 0; i < n; i++) {
+    hkc_tune_cand_t *c = &cands[i];
+    if (c->pruned) continue;
+    if (arch) {
+      hkc_tile_cfg_t cfg = c->cfg;
+      cfg.shared_bytes = c->shared;
+      if (!c->compiled) {
+        c->per_cu = hkc_model_blocks_per_cu(arch, &cfg, c->regs, 0, 0);
+        if (c->per_cu == 0 || !hkc_model_meets_floor(arch, &cfg, c->per_cu)) continue; /* estimated: skip, not pruned */
+      }
+      if (hkc_model_estimate(arch, &cfg, shape, key->dtype, epilogue_tensors(key), key->has_bias, c->per_cu, &c->est) != 0)
+        continue;
+    }
+    /* insertion into order by `better` (stable, n is small) */
+    int at = m;
+    while (at > 0 && arch && better(c, i, &cands[order[at - 1]], order[at - 1])) {
+      order[at] = order[at - 1];
+      at--;
+    }
+    order[at] = i;
+    m++;
+  }
+  /* The default configuration is the one whose speed was measured when it was made the
+   * default; the model is about 5% off on measured shapes (docs/TUNING.md). So the default
+   * keeps first place unless a candidate is estimated at least HKC_MODEL_DEFAULT_MARGIN
+   * faster: a switch to an unmeasured configuration must be worth more than the error. */
+  for (int r = 1; arch && r < m; r++) {
+    const hkc_tune_cand_t *d = &cands[order[r]];
+    if (!d->cfg.is_default) continue;
+    if (d->est.seconds <= cands[order[0]].est.seconds * (1.0 + HKC_MODEL_DEFAULT_MARGIN)) {
+      const int keep = order[r];
+      memmove(&order[1], &order[0], (size_t)r * sizeof *order);
+      order[0] = keep;
+    }
+    break;
+  }
+  return m;
+}
+
+int hkc_tune_model_choice(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tune_shape_t shape,
+                          const hkc_tune_cand_t *cands, int n, int verify) {
+  if (n <= 0) return -1;
+  hkc_tune_cand_t *est = calloc((size_t)n, sizeof *est), *sub = calloc((size_t)n, sizeof *sub);
+  int *order = calloc((size_t)n, sizeof *order), *sub_order = calloc((size_t)n, sizeof *sub_order);
+  int *map = calloc((size_t)n, sizeof *map);
+  int pick = -1;
+  if (est && sub && order && sub_order && map) {
+    for (int i = 0; i < n; i++) { /* as the build starts: estimated resources */
+      est[i] = cands[i];
+      est[i].compiled = 0;
+      est[i].pruned = NULL;
+      est[i].regs = cands[i].cfg.regs;
+      est[i].agprs = est[i].sgprs = 0;
+      est[i].shared = cands[i].cfg.shared_bytes;
+    }
+    int m = hkc_tune_rank(arch, key, shape, est, n, order);
+    int k = 0;
+    for (int r = 0; r < m && r < (verify > 0 ? verify : 3); r++) {
+      map[k] = order[r];
+      sub[k++] = cands[order[r]]; /* then their compiled resources */
+    }
+    m = hkc_tune_rank(arch, key, shape, sub, k, sub_order);
+    if (m > 0) pick = map[sub_order[0]];
+  }
+  free(est);
+  free(sub);
+  free(order);
+  free(sub_order);
+  free(map);
+  return pick;
+}
+
+/* ---- the tuner: per-launch choices of a build -------------------------------------------------- */
+/* A compiled candidate kept for the build (hkc_tuner_take). */
+typedef struct kept_code {
+  char target[64];
+  hkc_kernel_out_t kernel;   /* name, key, source_hash */
+  hkc_rtc_result_t result;
+  int cached;
+} kept_code_t;
+
+struct hkc_tuner {
+  hkc_tune_mode_t mode;
+  const hkc_tune_db_t *db;
+  int verify, jobs, no_cache;
+  const char *cache_dir;
+  const hkc_tune_entry_t **warned; /* database entries already reported unusable */
+  size_t n_warned, cap_warned;
+  kept_code_t *kept;               /* the model's compiles, for the build to take */
+  size_t n_kept, cap_kept;
+};
+
+hkc_tuner_t *hkc_tuner_create(hkc_tune_mode_t mode, const hkc_tune_db_t *db, int verify, int jobs, int no_cache,
+                              const char *cache_dir) {
+  hkc_tuner_t *t = calloc(1, sizeof *t);
+  if (!t) return NULL;
+  t->mode = mode;
+  t->db = db;
+  t->verify = verify > 0 ? verify : 3;
+  t->jobs = jobs;
+  t->no_cache = no_cache;
+  t->cache_dir = cache_dir;
+  return t;
+}
+
+void hkc_tuner_destroy(hkc_tuner_t *tuner) {
+  if (!tuner) return;
+  for (size_t i = 0; i < tuner->n_kept; i++) hkc_rtc_result_free(&tuner->kept[i].result);
+  free(tuner->kept);
+  free(tuner->warned);
+  free(tuner);
+}
+
+int hkc_tuner_take(hkc_tuner_t *tuner, const char *target, hkc_kernel_out_t *kernel, hkc_rtc_result_t *out_result,
+                   int *out_cached) {
+  for (size_t i = 0; tuner && i < tuner->n_kept; i++) {
+    kept_code_t *k = &tuner->kept[i];
+    if (!k->result.code || strcmp(k->target, target) != 0 || !hkc_kernel_key_equal(&k->kernel.key, &kernel->key))
+      continue;
+    *out_result = k->result;
+    memset(&k->result, 0, sizeof k->result);
+    *out_cached = k->cached;
+    kernel->source_hash = k->kernel.source_hash;
+    return 1;
+  }
+  return 0;
+}
+
+/* Keeps the successful compiles of items for hkc_tuner_take (moves their results). */
+static void keep_compiles(hkc_tuner_t *t, const char *target, hkc_compile_item_t *items, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (items[i].rc != 0 || strlen(target) >= sizeof t->kept->target) continue;
+    if (hkc_reserve((void **)&t->kept, &t->cap_kept, t->n_kept + 1, sizeof *t->kept) != 0) return;
+    kept_code_t *k = &t->kept[t->n_kept++];
+    snprintf(k->target, sizeof k->target, "%s", target);
+    k->kernel = *items[i].kernel;
+    k->result = items[i].result;
+    k->cached = items[i].cached;
+    memset(&items[i].result, 0, sizeof items[i].result);
+  }
+}
+
+/* One launch class of the model: its candidates, ranked. */
+typedef struct model_class {
+  size_t launch;           /* first launch of the class */
+  hkc_tune_cand_t *cands;
+  int n_cands;
+  int *order;
+  int n_order;
+} model_class_t;
+
+static int same_class(const hkc_tune_launch_t *a, const hkc_tune_launch_t *b) {
+  return hkc_kernel_key_equal(&a->key, &b->key) && a->shape.m == b->shape.m && a->shape.n == b->shape.n &&
+         a->shape.k == b->shape.k;
+}
+
+/* Which environment override would the tuner's choice replace (reported once). */
+static void warn_env_overrides(void) {
+  static const char *const vars[] = {"HKC_GEMM_WS_CFG", "HKC_GEMM_WGMMA_CFG", "HKC_GEMM_MMA_CFG"};
+  static int done;
+  for (size_t i = 0; i < 3 && !done; i++)
+    if (getenv(vars[i])) {
+      hkc_warning((hkc_loc_t){0}, "%s applies to untuned kernels only; the tuner's choices win (use --tune default "
+                  "for experiments with it)", vars[i]);
+      done = 1;
+    }
+}
+
+/* The model's choices for launches[idx[0..n)] (all tunable, not served by the database). */
+static int model_choose(hkc_tuner_t *tuner, const char *target, const hkc_gpu_arch_t *arch, hkc_tune_launch_t *launches,
+                        const size_t *idx, size_t n) {
+  model_class_t *classes = calloc(n ? n : 1, sizeof *classes);
+  size_t *class_of = calloc(n ? n : 1, sizeof *class_of);
+  size_t n_classes = 0;
+  int rc = -1;
+  hkc_compile_item_t *items = NULL;
+  hkc_kernel_out_t *kouts = NULL;
+  size_t n_items = 0;
+  if (!classes || !class_of) goto done;
+  for (size_t i = 0; i < n; i++) {
+    size_t c = 0;
+    while (c < n_classes && !same_class(&launches[classes[c].launch], &launches[idx[i]])) c++;
+    class_of[i] = c;
+    if (c < n_classes) continue;
+    model_class_t *mc = &classes[n_classes++];
+    mc->launch = idx[i];
+    mc->cands = calloc(HKC_TUNE_MAX_CANDIDATES, sizeof *mc->cands);
+    mc->order = calloc(HKC_TUNE_MAX_CANDIDATES, sizeof *mc->order);
+    if (!mc->cands || !mc->order) goto done;
+    mc->n_cands = hkc_tune_cands(arch, &launches[idx[i]].key, mc->cands, HKC_TUNE_MAX_CANDIDATES);
+    mc->n_order = hkc_tune_rank(arch, &launches[idx[i]].key, launches[idx[i]].shape, mc->cands, mc->n_cands, mc->order);
+  }
+  /* compile the top `verify` of every class (GPU targets; the host keeps its default) */
+  size_t cap = n_classes * (size_t)tuner->verify;
+  items = calloc(cap ? cap : 1, sizeof *items);
+  kouts = calloc(cap ? cap : 1, sizeof *kouts);
+  if (!items || !kouts) goto done;
+  for (size_t c = 0; arch && c < n_classes; c++)
+    for (int r = 0; r < classes[c].n_order && r < tuner->verify; r++) {
+      const hkc_tune_cand_t *cand = &classes[c].cands[classes[c].order[r]];
+      size_t k = 0;
+      while (k < n_items && !hkc_kernel_key_equal(&kouts[k].key, &cand->key)) k++;
+      if (k < n_items) continue;
+      kouts[k].key = cand->key;
+      hkc_kernel_key_name(&cand->key, kouts[k].name, sizeof kouts[k].name);
+      items[k] = (hkc_compile_item_t){.target = target, .arch = arch, .kernel = &kouts[k]};
+      n_items++;
+    }
+  if (n_items) hkc_compile_gpu_items(items, n_items, tuner->jobs, tuner->no_cache, tuner->cache_dir, 0);
+  for (size_t c = 0; c < n_classes; c++) {
+    model_class_t *mc = &classes[c];
+    const int top = mc->n_order < tuner->verify ? mc->n_order : tuner->verify;
+    int checked[64];
+    int n_checked = 0;
+    for (int r = 0; arch && r < top && n_checked < 64; r++) {
+      hkc_tune_cand_t *cand = &mc->cands[mc->order[r]];
+      for (size_t k = 0; k < n_items; k++)
+        if (hkc_kernel_key_equal(&kouts[k].key, &cand->key)) hkc_tune_cand_resources(arch, cand, &items[k]);
+      checked[n_checked++] = mc->order[r];
+    }
+    /* re-rank the checked ones with their real resources */
+    hkc_tune_cand_t *sub = calloc((size_t)(n_checked ? n_checked : 1), sizeof *sub);
+    int *sub_order = calloc((size_t)(n_checked ? n_checked : 1), sizeof *sub_order);
+    if (!sub || !sub_order) {
+      free(sub);
+      free(sub_order);
+      goto done;
+    }
+    for (int j = 0; j < n_checked; j++) sub[j] = mc->cands[checked[j]];
+    int m = hkc_tune_rank(arch, &launches[mc->launch].key, launches[mc->launch].shape, sub, n_checked, sub_order);
+    const hkc_tune_cand_t *pick = arch && m > 0 ? &sub[sub_order[0]] : NULL;
+    if (!arch && mc->n_order > 0) pick = &mc->cands[mc->order[0]]; /* host: the default */
+    for (size_t i = 0; i < n; i++) {
+      if (class_of[i] != c) continue;
+      hkc_tune_launch_t *l = &launches[idx[i]];
+      if (pick) {
+        l->key = pick->key;
+        l->source = HKC_TUNE_SRC_MODEL;
+      }
+    }
+    if (!pick && arch && mc->n_cands > 0) { /* no candidates at all: nothing to tune (the simple kernel) */
+      char sig[160];
+      hkc_tune_signature(&launches[mc->launch].key, launches[mc->launch].shape, sig, sizeof sig);
+      hkc_warning((hkc_loc_t){0}, "%s: no candidate of %s survived the checks; using the defaults", target, sig);
+    }
+    free(sub);
+    free(sub_order);
+  }
+  keep_compiles(tuner, target, items, n_items);
+  rc = 0;
+done:
+  for (size_t k = 0; k < n_items; k++) hkc_rtc_result_free(&items[k].result);
+  free(items);
+  free(kouts);
+  for (size_t c = 0; classes && c < n_classes; c++) {
+    free(classes[c].cands);
+    free(classes[c].order);
+  }
+  free(classes);
+  free(class_of);
+  if (rc != 0) hkc_error((hkc_loc_t){0}, "out of memory while tuning for %s", target);
+  return rc;
+}
+
+/* Reports a database entry that cannot be used here, once. */
+static void warn_entry(hkc_tuner_t *t, const hkc_tune_entry_t *e, const char *why) {
+  for (size_t i = 0; i < t->n_warned; i++)
+    if (t->warned[i] == e) return;
+  if (hkc_reserve((void **)&t->warned, &t->cap_warned, t->n_warned + 1, sizeof *t->warned) == 0)
+    t->warned[t->n_warned++] = e;
+  hkc_warning((hkc_loc_t){e->file, e->line, 0}, "tuning entry %s %s not used: %s", e->variant, e->params, why);
+}
+
+int hkc_tuner_choose(hkc_tuner_t *tuner, const char *target, const hkc_gpu_arch_t *arch, hkc_tune_launch_t *launches,
+                     size_t n) {
+  const char *db_target = arch ? arch->name : hkc_host_target_name();
+  const int units = hkc_tune_units(arch);
+  char toolchain[160] = "";
+  if (tuner->db) hkc_tune_toolchain(arch, toolchain, sizeof toolchain); /* the host's runs `cc --version` */
+  size_t from_db = 0;
+  size_t *pending = calloc(n ? n : 1, sizeof *pending);
+  size_t n_pending = 0;
+  if (!pending) {
+    hkc_error((hkc_loc_t){0}, "out of memory while tuning for %s", target);
+    return -1;
+  }
+  for (size_t i = 0; i < n; i++) {
+    hkc_tune_launch_t *l = &launches[i];
+    l->source = HKC_TUNE_SRC_DEFAULT;
+    if (!l->tunable) continue;
+    l->key.variant[0] = l->key.tune[0] = '\0';
+    if (tuner->db) {
+      char sig[160];
+      int exact = 0;
+      hkc_tune_signature(&l->key, l->shape, sig, sizeof sig);
+      const hkc_tune_entry_t *e = hkc_tune_db_find(tuner->db, db_target, units, toolchain, sig, &exact);
+      hkc_tile_cfg_t cfg;
+      if (e && hkc_tune_lookup_cfg(arch, &l->key, e->variant, e->params, &cfg) == 0) {
+        hkc_tune_apply(arch, &l->key, &cfg);
+        l->source = HKC_TUNE_SRC_DB;
+        from_db++;
+        continue;
+      }
+      if (e) warn_entry(tuner, e, "the configuration is not legal for this kernel and target");
+    }
+    if (tuner->mode == HKC_TUNE_MODEL) pending[n_pending++] = i;
+  }
+  /* entries for this target that another toolchain or SM/CU count made are not used: say so */
+  size_t other = 0;
+  const hkc_tune_entry_t *example = NULL;
+  for (size_t i = 0; tuner->db && !from_db && i < tuner->db->n; i++) {
+    const hkc_tune_entry_t *e = &tuner->db->entries[i];
+    if (strcmp(e->target, db_target) == 0 && (e->units != units || strcmp(e->toolchain, toolchain) != 0)) {
+      other++;
+      if (!example) example = e;
+    }
+  }
+  if (other)
+    hkc_warning((hkc_loc_t){0}, "%s: the tuning database has %zu entr%s made with %s on %d units (e.g. %s:%d); this "
+                "build uses %s on %d: not used (tune again with this toolchain)", target, other, other == 1 ? "y" : "ies",
+                example->toolchain, example->units, example->file, example->line, toolchain, units);
+  int rc = 0;
+  if (n_pending) {
+    warn_env_overrides();
+    rc = model_choose(tuner, target, arch, launches, pending, n_pending);
+  }
+  free(pending);
+  return rc;
+}

@@ -1,0 +1,135 @@
+/*
+ * The analytical model (issue 7): estimates the time of one GEMM launch for a tile
+ * configuration on a target of the target table, so that candidates can be ranked without
+ * a GPU (every gfx target, and sm_* targets on a build machine). docs/TUNING.md explains
+ * it with a worked example.
+ *
+ * Per configuration (C tile bm x bn, K step bk, threads, k tiles in flight, persistent or
+ * not, efficiency; hkc_tile_cfg_t) and launch (M, N, K, element size), with U = the
+ * target's SMs / CUs:
+ *
+ *   tiles   = ceil(M / bm) * ceil(N / bn)          edge tiles cost a full tile (masked)
+ *   n_sm    = ceil(tiles / U)                       tiles on the busiest SM (wave
+ *                                                   quantization: the scheduler spreads
+ *                                                   blocks evenly, co-resident blocks share
+ *                                                   the SM's matrix units)
+ *   b       = blocks sharing an SM at once: min(resident blocks per SM from hkc_occupancy
+ *             with the kernel's registers and shared memory, n_sm); 1 for persistent grids
+ *             (one block per SM)
+ *   R_sm    = matrix_tflops_f16 / U * efficiency    the SM's matrix rate for this kernel
+ *   t_mma   = 2 bm bn bk / R_sm                     one k step of one tile
+ *   t_xfer  = (bm + bn) bk elem / (L2_OVER_HBM * hbm_gbps / U)
+ *                                                   the k step's A and B tiles at the SM's
+ *                                                   share of L2 bandwidth: small tiles reuse
+ *                                                   each loaded element less
+ *   t_step  = max(t_mma, t_xfer, (L + t_xfer) / (inflight * b))
+ *                                                   the last term is Little's law: an SM has
+ *                                                   inflight * b k tiles of loads in flight,
+ *                                                   each arriving after the latency L plus its
+ *                                                   transfer; a shallow pipeline makes the k
+ *                                                   loop latency-bound
+ *   main    = n_sm * ceil(K / bk) * t_step
+ *   t_epi   = bm bn elem (1 + epilogue tensors) / (hbm_gbps / U)
+ *                                                   writing a tile (and reading the residual
+ *                                                   / multiplier) at the SM's bandwidth share
+ *   fill    = L + t_xfer                            the first k tile of a tile arriving
+ *   over    = persistent: fill + n_sm t_epi         the next tile's loads overlap the
+ *                                                   epilogue: one pipeline fill per block
+ *             else:       n_sm (fill + t_epi) / b   a fill per tile; other resident blocks
+ *                                                   compute meanwhile
+ *   t_sm    = main + over
+ *   t_mem   = max(compulsory / hbm_gbps, operand traffic / (L2_OVER_HBM * hbm_gbps))
+ *             compulsory = (M K + K N + M N (1 + epilogue tensors) + N bias) elem: every
+ *             tensor once; operand traffic = (M K ceil(N/bn) + K N ceil(M/bm)) elem: A is
+ *             re-read for every column of tiles and B for every row (tile reuse), served by
+ *             L2
+ *   time    = max(t_sm, t_mem)
+ *
+ * The efficiency of each variant (and tile width) is measured where a measurement exists
+ * and cited where it is set (variant_gemm_nv.c, variant_amd.c). Ties rank by fewer
+ * resources (tune.c).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
+#include "frontend/frontend.h"
+#include "tune/tune.h"
+
+/* Global-memory load latency under load, seconds. NVIDIA: microbenchmarks of Hopper and
+ * Ampere put an HBM load at 480-750 ns unloaded and over 800 ns under load; AMD CDNA2: HBM
+ * loads take about 1 us (vendor optimisation guides; CDNA latency microbenchmarks). The
+ * model only needs the order of magnitude: it decides whether a pipeline of one or two
+ * k tiles keeps the matrix units busy. */
+#define MODEL_LATENCY_NV 0.8e-6
+#define MODEL_LATENCY_AMD 1.0e-6
+/* L2 bandwidth over HBM bandwidth, for operand traffic that hits L2: about 2x on H100/H200
+ * (L2 ~10 TB/s measured by microbenchmarks vs 4.8 TB/s HBM) and on MI250X/MI300X
+ * (vendor figures); a conservative round number. */
+#define MODEL_L2_OVER_HBM 2.0
+
+uint32_t hkc_model_blocks_per_cu(const hkc_gpu_arch_t *arch, const hkc_tile_cfg_t *cfg, uint32_t regs,
+                                 uint32_t agprs, uint32_t sgprs) {
+  hkc_kernel_out_t k;
+  memset(&k, 0, sizeof k);
+  k.vgprs = regs;
+  k.agprs = agprs;
+  k.sgprs = sgprs;
+  k.shared_bytes = cfg->shared_bytes;
+  k.wave_size = arch->wave_size;
+  k.max_block = (uint32_t)cfg->threads;
+  uint32_t occ = hkc_occupancy(arch, &k, (uint32_t)cfg->threads, NULL, NULL);
+  if (arch->kind == HK_TARGET_CUDA || occ == 0) return occ; /* NVIDIA: blocks per SM */
+  /* AMD: waves per SIMD -> workgroups per CU */
+  const uint32_t waves = ((uint32_t)cfg->threads + arch->wave_size - 1) / arch->wave_size;
+  const uint32_t per_cu = occ * arch->simds_per_cu / (waves ? waves : 1);
+  return per_cu ? per_cu : 1;
+}
+
+int hkc_model_meets_floor(const hkc_gpu_arch_t *arch, const hkc_tile_cfg_t *cfg, uint32_t per_cu) {
+  const uint32_t warps = ((uint32_t)cfg->threads + arch->wave_size - 1) / arch->wave_size;
+  return per_cu > 0 && per_cu * warps >= arch->simds_per_cu;
+}
+
+static double ceil_div_d(int64_t a, int64_t b) { return a <= 0 ? 0.0 : (double)((a + b - 1) / b); }
+
+int hkc_model_estimate(const hkc_gpu_arch_t *arch, const hkc_tile_cfg_t *cfg, hkc_tune_shape_t shape,
+                       hk_dtype_t dtype, int epilogue_tensors, int has_bias, uint32_t per_cu,
+                       hkc_model_est_t *out) {
+  memset(out, 0, sizeof *out);
+  if (per_cu == 0 || cfg->bm <= 0 || cfg->bn <= 0 || cfg->bk <= 0 || arch->compute_units == 0) return -1;
+  const double elem = (double)hkc_dtype_size(dtype);
+  const double units = arch->compute_units;
+  const double tiles_m = ceil_div_d(shape.m, cfg->bm), tiles_n = ceil_div_d(shape.n, cfg->bn);
+  const double tiles = tiles_m * tiles_n;
+  const double n_sm = ceil(tiles / units);
+  double b = cfg->persistent ? 1.0 : (double)per_cu;
+  if (b > n_sm) b = n_sm;
+  if (b < 1) b = 1;
+  const double latency = arch->kind == HK_TARGET_HIP ? MODEL_LATENCY_AMD : MODEL_LATENCY_NV;
+  const double efficiency = cfg->efficiency > 0 ? cfg->efficiency : 0.5;
+  const double r_sm = arch->matrix_tflops_f16 * 1e12 / units * efficiency;
+  const double bw = arch->hbm_gbps * 1e9;
+  const double t_mma = 2.0 * cfg->bm * cfg->bn * cfg->bk / r_sm;
+  const double t_xfer = (double)(cfg->bm + cfg->bn) * cfg->bk * elem / (MODEL_L2_OVER_HBM * bw / units);
+  const double t_lat = (latency + t_xfer) / ((cfg->inflight > 0 ? cfg->inflight : 1) * b);
+  double t_step = t_mma > t_xfer ? t_mma : t_xfer;
+  if (t_lat > t_step) t_step = t_lat;
+  const double main_loop = n_sm * ceil_div_d(shape.k, cfg->bk) * t_step;
+  const double t_epi = (double)cfg->bm * cfg->bn * elem * (1 + epilogue_tensors) / (bw / units);
+  const double fill = latency + t_xfer;
+  const double over = cfg->persistent ? fill + n_sm * t_epi : n_sm * (fill + t_epi) / b;
+  const double t_sm = main_loop + over;
+  const double m = (double)shape.m, n = (double)shape.n, k = (double)shape.k;
+  const double compulsory = (m * k + k * n + m * n * (1 + epilogue_tensors) + (has_bias ? n : 0)) * elem;
+  const double operands = (m * k * tiles_n + k * n * tiles_m) * elem;
+  const double t_hbm = compulsory / bw, t_l2 = operands / (MODEL_L2_OVER_HBM * bw);
+  const double t_mem = t_hbm > t_l2 ? t_hbm : t_l2;
+  out->t_sm = t_sm;
+  out->t_mem = t_mem;
+  out->seconds = t_sm > t_mem ? t_sm : t_mem;
+  out->tiles = (int64_t)tiles;
+  out->per_cu = per_cu;
+  out->limiter = t_mem > t_sm ? "memory" : t_step == t_mma ? "compute" : t_step == t_xfer ? "bandwidth" : "latency";
+  return 0;
+}

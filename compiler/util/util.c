@@ -1,0 +1,190 @@
+/* Diagnostics, small allocation helpers, hashing and embedded templates. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "util/util.h"
+
+static char *g_capture;      /* NULL: print to stderr */
+static size_t g_capture_size;
+static int g_errors;
+
+static void diag_emit(const char *kind, hkc_loc_t loc, const char *fmt, va_list ap) {
+  char msg[2048];
+  int n = 0;
+  if (loc.file && loc.line > 0)
+    n = snprintf(msg, sizeof msg, "%s:%d:%d: %s", loc.file, loc.line, loc.col > 0 ? loc.col : 1, kind);
+  else if (loc.file)
+    n = snprintf(msg, sizeof msg, "%s: %s", loc.file, kind);
+  else
+    n = snprintf(msg, sizeof msg, "hkc: %s", kind);
+  if (n < 0 || (size_t)n >= sizeof msg) n = (int)strlen(msg);
+  vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+  if (g_capture) {
+    size_t used = strlen(g_capture);
+    if (used + 1 < g_capture_size) snprintf(g_capture + used, g_capture_size - used, "%s\n", msg);
+  } else {
+    fprintf(stderr, "%s\n", msg);
+  }
+}
+
+void hkc_error(hkc_loc_t loc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  diag_emit("", loc, fmt, ap);
+  va_end(ap);
+  g_errors++;
+}
+
+void hkc_warning(hkc_loc_t loc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  diag_emit("warning: ", loc, fmt, ap);
+  va_end(ap);
+}
+
+void hkc_diag_capture(char *buf, size_t size) {
+  g_capture = buf;
+  g_capture_size = size;
+  if (buf && size) buf[0] = '\0';
+}
+
+int hkc_error_count(void) { return g_errors; }
+void hkc_error_reset(void) { g_errors = 0; }
+
+int hkc_reserve(void **items, size_t *cap, size_t need, size_t elem_size) {
+  if (need <= *cap) return 0;
+  size_t n = *cap ? *cap : 8;
+  while (n < need) {
+    if (n > SIZE_MAX / 2) return -1;
+    n *= 2;
+  }
+  if (n > SIZE_MAX / elem_size) return -1;
+  void *p = realloc(*items, n * elem_size);
+  if (!p) return -1;
+  *items = p;
+  *cap = n;
+  return 0;
+}
+
+char *hkc_strdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *p = malloc(n);
+  if (p) memcpy(p, s, n);
+  return p;
+}
+
+uint64_t hkc_hash64(const void *data, size_t size) { return XXH3_64bits(data, size); }
+
+void hkc_sb_append(hkc_strbuf_t *sb, const char *text, size_t n) {
+  if (sb->failed) return;
+  if (hkc_reserve((void **)&sb->data, &sb->cap, sb->len + n + 1, 1) != 0) {
+    sb->failed = 1;
+    return;
+  }
+  memcpy(sb->data + sb->len, text, n);
+  sb->len += n;
+  sb->data[sb->len] = '\0';
+}
+
+void hkc_sb_printf(hkc_strbuf_t *sb, const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= sizeof buf) {
+    sb->failed = 1;
+    return;
+  }
+  hkc_sb_append(sb, buf, (size_t)n);
+}
+
+typedef struct { const char *path; const char *text; size_t size; } hkc_template_t;
+extern const hkc_template_t hkc_templates[];
+
+/* Templates read from $HKC_TEMPLATE_DIR, kept for the life of the process (reachable
+ * from this list, so they are not leaks). Guarded: code generation runs on the compile
+ * pool's threads. */
+typedef struct disk_template {
+  struct disk_template *next;
+  char *path, *text;
+  size_t size;
+} disk_template_t;
+static disk_template_t *g_disk_templates;
+static pthread_mutex_t g_template_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const char *disk_template(const char *dir, const char *path, size_t *out_size) {
+  pthread_mutex_lock(&g_template_lock);
+  disk_template_t *t = g_disk_templates;
+  while (t && strcmp(t->path, path) != 0) t = t->next;
+  if (!t) {
+    char full[4096];
+    snprintf(full, sizeof full, "%s/%s", dir, path);
+    char *text;
+    size_t size;
+    if (hkc_read_file(full, &text, &size) == 0 && (t = calloc(1, sizeof *t)) != NULL) {
+      t->path = hkc_strdup(path);
+      t->text = text;
+      t->size = size;
+      t->next = g_disk_templates;
+      g_disk_templates = t;
+    }
+  }
+  pthread_mutex_unlock(&g_template_lock);
+  if (t && out_size) *out_size = t->size;
+  return t ? t->text : NULL;
+}
+
+const char *hkc_template(const char *path, size_t *out_size) {
+  /* Template developers point HKC_TEMPLATE_DIR at a templates/ tree to try kernel changes
+   * without rebuilding hkc; files missing there fall back to the embedded copies. */
+  const char *dir = getenv("HKC_TEMPLATE_DIR");
+  if (dir && *dir) {
+    const char *text = disk_template(dir, path, out_size);
+    if (text) return text;
+  }
+  for (const hkc_template_t *t = hkc_templates; t->path; t++) {
+    if (strcmp(t->path, path) == 0) {
+      if (out_size) *out_size = t->size;
+      return t->text;
+    }
+  }
+  return NULL;
+}
+
+int hkc_read_file(const char *path, char **out_data, size_t *out_size) {
+  *out_data = NULL;
+  *out_size = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) return -1;
+  char *buf = NULL;
+  size_t cap = 0, len = 0;
+  for (;;) {
+    if (hkc_reserve((void **)&buf, &cap, len + 65536 + 1, 1) != 0) {
+      free(buf);
+      fclose(f);
+      errno = ENOMEM;
+      return -1;
+    }
+    size_t got = fread(buf + len, 1, cap - len - 1, f);
+    len += got;
+    if (got == 0) break;
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (err) {
+    free(buf);
+    errno = EIO;
+    return -1;
+  }
+  buf[len] = '\0';
+  *out_data = buf;
+  *out_size = len;
+  return 0;
+}

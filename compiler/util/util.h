@@ -1,0 +1,66 @@
+/*
+ * compiler/util/util.h -- what every stage uses: diagnostics, growable arrays and strings,
+ * hashing, the embedded templates, whole-file reads, float16/bfloat16 conversions.
+ *
+ *   util.c   diagnostics, allocation and string helpers, hashing, templates, file reads
+ *   half.c   float16 / bfloat16 <-> float32
+ *
+ * The lowest stage: it includes no other stage's header.
+ */
+#ifndef HKC_UTIL_H
+#define HKC_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define HKC_VERSION_STRING "0.1.0"
+
+/* ---- diagnostics ----------------------------------------------------------- */
+/* Every stage reports errors through hkc_error(): "FILE:LINE:COL: message" when a
+ * location is known, "hkc: message" otherwise. Printed to the diag stream (stderr by
+ * default; tests capture it with hkc_diag_capture). */
+typedef struct hkc_loc {
+  const char *file; /* borrowed; NULL when not from a file */
+  int line;         /* 1-based; 0 = unknown */
+  int col;          /* 1-based; 0 = unknown */
+} hkc_loc_t;
+
+void hkc_error(hkc_loc_t loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void hkc_warning(hkc_loc_t loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Redirects diagnostics into buf (NUL-terminated, truncated) until called with NULL. */
+void hkc_diag_capture(char *buf, size_t size);
+/* Number of errors reported since the last reset. */
+int hkc_error_count(void);
+void hkc_error_reset(void);
+
+/* Growable-array helper: ensures *items has room for need elements. 0 / -1 on OOM. */
+int hkc_reserve(void **items, size_t *cap, size_t need, size_t elem_size);
+char *hkc_strdup(const char *s);
+/* A growable NUL-terminated string for code generation. Appends after an allocation
+ * failure (or a single hkc_sb_printf piece over 511 bytes) are dropped and set `failed`;
+ * the owner frees `data`. */
+typedef struct hkc_strbuf {
+  char *data;
+  size_t len, cap;
+  int failed;
+} hkc_strbuf_t;
+void hkc_sb_append(hkc_strbuf_t *sb, const char *text, size_t n);
+void hkc_sb_printf(hkc_strbuf_t *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* XXH3-64 of bytes. */
+uint64_t hkc_hash64(const void *data, size_t size);
+/* A file under templates/, embedded at build time (path relative to templates/,
+ * e.g. "host/gemm.c"), or read from $HKC_TEMPLATE_DIR/<path> when that variable is set
+ * and the file exists there. NULL when absent. Thread-safe. */
+const char *hkc_template(const char *path, size_t *out_size);
+/* Reads a whole file into a NUL-terminated malloc'd buffer. 0 / -1 (errno set). */
+int hkc_read_file(const char *path, char **out_data, size_t *out_size);
+
+/* ---- element conversion (half.c) ---------------------------------------------------- */
+uint16_t hkc_f32_to_f16(float f);   /* round to nearest even; overflow -> inf */
+float hkc_f16_to_f32(uint16_t h);
+uint16_t hkc_f32_to_bf16(float f);  /* round to nearest even */
+float hkc_bf16_to_f32(uint16_t h);
+
+#endif /* HKC_UTIL_H */
