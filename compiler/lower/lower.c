@@ -9,12 +9,10 @@
 #include "lower/lower.h"
 #include "util/util.h"
 
-/* Local helpers: ir.c owns the public hkc_tensor_* / hkc_*_name ones. */
-static int64_t tensor_elems(const hkc_tensor_t *t, int64_t batch) {
-  int64_t n = 1;
-  for (uint32_t d = 0; d < t->rank; d++) n *= hkc_dim_value(t->dims[d], batch);
-  return n;
-}
+/* Local helpers; ir.c owns the public hkc_tensor_* / hkc_*_name ones. Element counts are
+ * ir.c's hkc_tensor_elems (overflow-checked): hkc_lower_node checks every tensor of the
+ * node first, so the counts used below are positive and exact. */
+#define tensor_elems hkc_tensor_elems
 
 static int64_t tensor_dim(const hkc_tensor_t *t, uint32_t d, int64_t batch) {
   return d < t->rank ? hkc_dim_value(t->dims[d], batch) : 1;
@@ -90,6 +88,16 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
   out_key->op = nd->op;
   out_key->dtype = out->dtype;
   out_key->act = HK_ACT_NONE;
+  const int operands[] = {nd->out, nd->bias, nd->residual, nd->mul, nd->gamma, nd->beta, nd->add_in};
+  for (int i = -HKC_MAX_NODE_IN; i < (int)(sizeof operands / sizeof *operands); i++) {
+    const int t = i < 0 ? (HKC_MAX_NODE_IN + i < nd->n_in ? nd->in[HKC_MAX_NODE_IN + i] : HKC_NONE) : operands[i];
+    if (t == HKC_NONE || t < 0 || (size_t)t >= spec->n_tensors) continue;
+    if (hkc_tensor_elems(&spec->tensors[t], batch) <= 0) {
+      hkc_error(nd->loc, "node '%s': tensor '%s' at batch %lld has a non-positive dimension or more than 2^63 "
+                "elements", nd->name ? nd->name : "?", spec->tensors[t].name, (long long)batch);
+      return -1;
+    }
+  }
 
   switch (nd->op) {
   case HK_OP_GEMM: {

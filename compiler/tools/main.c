@@ -373,25 +373,11 @@ typedef struct {
 } named_file_t;
 
 #define MAX_NAMED_FILES 256
+/* hkc_load_elem / hkc_store_elem take either enum: the values must agree. */
+_Static_assert(HK_ELEMENT_F32 == (int)HK_DTYPE_F32 && HK_ELEMENT_F16 == (int)HK_DTYPE_F16 &&
+                   HK_ELEMENT_BF16 == (int)HK_DTYPE_BF16,
+               "hk_element_type_t and hk_dtype_t differ");
 
-static uint64_t splitmix64(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-static void store_elem(void *buf, hk_element_type_t t, size_t i, float v) {
-  if (t == HK_ELEMENT_F32) ((float *)buf)[i] = v;
-  else if (t == HK_ELEMENT_F16) ((uint16_t *)buf)[i] = hkc_f32_to_f16(v);
-  else ((uint16_t *)buf)[i] = hkc_f32_to_bf16(v);
-}
-
-static float load_elem(const void *buf, hk_element_type_t t, size_t i) {
-  if (t == HK_ELEMENT_F32) return ((const float *)buf)[i];
-  if (t == HK_ELEMENT_F16) return hkc_f16_to_f32(((const uint16_t *)buf)[i]);
-  return hkc_bf16_to_f32(((const uint16_t *)buf)[i]);
-}
 
 static size_t info_count(const hk_tensor_info_t *info) {
   size_t n = 1;
@@ -421,17 +407,14 @@ static int fill_tensor(const hk_tensor_info_t *info, void *buf, const char *npy_
       hkc_npy_free(&npy);
       return -1;
     }
-    for (size_t i = 0; i < n; i++) store_elem(buf, info->element_type, i, npy.data[i]);
+    for (size_t i = 0; i < n; i++) hkc_store_elem(buf, (int)info->element_type, i, npy.data[i]);
     hkc_npy_free(&npy);
     return 0;
   }
   uint64_t s = seed ^ hkc_hash64(info->name, strlen(info->name));
   double scale = 1.0;
   if (info->role == HK_TENSOR_PARAM && info->rank >= 2) scale = 1.0 / sqrt((double)info->dims[0]);
-  for (size_t i = 0; i < n; i++) {
-    double u = (double)(splitmix64(&s) >> 11) * (1.0 / 9007199254740992.0); /* [0, 1) */
-    store_elem(buf, info->element_type, i, (float)((2.0 * u - 1.0) * scale));
-  }
+  for (size_t i = 0; i < n; i++) hkc_store_elem(buf, (int)info->element_type, i, (float)hkc_uniform_pm(&s, scale));
   return 0;
 }
 
@@ -692,7 +675,7 @@ static int cmd_run(int argc, char **argv) {
     if (!f32) goto done;
     double sum = 0, absmax = 0;
     for (size_t i = 0; i < n; i++) {
-      f32[i] = load_elem(buffers[t], info.element_type, i);
+      f32[i] = hkc_load_elem(buffers[t], (int)info.element_type, i);
       if (!isfinite(f32[i])) nonfinite++;
       else {
         sum += f32[i];

@@ -46,7 +46,6 @@
 #define TUNE_DEFAULT_WARMUP 3
 #define TUNE_SAMPLE_SECONDS 1e-3 /* a sample's length: launch overhead amortized, noise averaged */
 #define TUNE_MAX_REPS 1000
-#define TUNE_MAX_CLASSES 4096
 /* A candidate that has not finished its runs after this long hangs (the slowest launch of
  * the issue's shapes takes ~2 ms; a candidate's runs ~50 of them): stop with its name
  * instead of waiting for the machine's limit. The database written so far stays. */
@@ -92,24 +91,6 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static uint64_t splitmix64(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-static void store_elem(void *buf, hk_dtype_t t, size_t i, float v) {
-  if (t == HK_DTYPE_F32) ((float *)buf)[i] = v;
-  else if (t == HK_DTYPE_F16) ((uint16_t *)buf)[i] = hkc_f32_to_f16(v);
-  else ((uint16_t *)buf)[i] = hkc_f32_to_bf16(v);
-}
-
-static float load_elem(const void *buf, hk_dtype_t t, size_t i) {
-  if (t == HK_DTYPE_F32) return ((const float *)buf)[i];
-  if (t == HK_DTYPE_F16) return hkc_f16_to_f32(((const uint16_t *)buf)[i]);
-  return hkc_bf16_to_f32(((const uint16_t *)buf)[i]);
-}
 
 /* ---- the one-launch pack of a candidate ----------------------------------------------------- */
 typedef struct mini {
@@ -231,10 +212,7 @@ static int buffers_fill(buffers_t *b, hk_session_t *s, const mini_t *m, int64_t 
     else {
       uint64_t seed = 0x7475e3e5u + i;
       const double scale = i == 1 && k > 0 ? 1.0 / sqrt((double)k) : 1.0;
-      for (size_t e = 0; e < count; e++) {
-        double u = (double)(splitmix64(&seed) >> 11) * (1.0 / 9007199254740992.0);
-        store_elem(host, t->dtype, e, (float)((2.0 * u - 1.0) * scale));
-      }
+      for (size_t e = 0; e < count; e++) hkc_store_elem(host, (int)t->dtype, e, (float)hkc_uniform_pm(&seed, scale));
     }
     b->bytes[i] = bytes;
     hk_status_t st = hk_session_alloc(s, bytes, &b->dev[i]);
@@ -257,11 +235,11 @@ static int buffers_fill(buffers_t *b, hk_session_t *s, const mini_t *m, int64_t 
 static size_t output_check(const void *got, const void *ref, hk_dtype_t dtype, size_t count, double *out_err) {
   const double rel = dtype == HK_DTYPE_BF16 ? 1.6e-2 : dtype == HK_DTYPE_F16 ? 2e-3 : 1e-4;
   double amax = 0;
-  for (size_t i = 0; i < count; i++) amax = fmax(amax, fabs(load_elem(ref, dtype, i)));
+  for (size_t i = 0; i < count; i++) amax = fmax(amax, fabs(hkc_load_elem(ref, (int)dtype, i)));
   size_t bad = 0;
   double worst = 0;
   for (size_t i = 0; i < count; i++) {
-    const double g = load_elem(got, dtype, i), r = load_elem(ref, dtype, i);
+    const double g = hkc_load_elem(got, (int)dtype, i), r = hkc_load_elem(ref, (int)dtype, i);
     const double err = fabs(g - r);
     if (!isfinite(g) || err > rel * (fabs(r) + 0.05 * amax)) bad++;
     if (err > worst || !isfinite(g)) worst = isfinite(g) ? err : INFINITY;
@@ -468,8 +446,7 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
   }
 
   /* 1. launch classes, bucket-major (the build's order) */
-  classes = calloc(TUNE_MAX_CLASSES, sizeof *classes);
-  if (!classes) goto oom;
+  size_t cap_classes = 0;
   for (int b = 0; b < spec->n_batch; b++)
     for (size_t i = 0; i < spec->n_nodes; i++) {
       hkc_kernel_key_t key;
@@ -483,7 +460,10 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
       while (c < n_classes && !(hkc_kernel_key_equal(&classes[c].key, &key) && classes[c].shape.m == shape.m &&
                                 classes[c].shape.n == shape.n && classes[c].shape.k == shape.k))
         c++;
-      if (c == TUNE_MAX_CLASSES) break;
+      if (c == n_classes) { /* a new class: room for it, zeroed */
+        if (hkc_reserve((void **)&classes, &cap_classes, n_classes + 1, sizeof *classes) != 0) goto oom;
+        memset(&classes[c], 0, sizeof *classes);
+      }
       tune_class_t *tc = &classes[c];
       size_t len = strlen(tc->nodes);
       if (len + 2 < sizeof tc->nodes)

@@ -54,3 +54,27 @@ float hkc_bf16_to_f32(uint16_t h) {
   memcpy(&f, &x, 4);
   return f;
 }
+
+float hkc_load_elem(const void *buf, int type, size_t i) {
+  if (type == 0) return ((const float *)buf)[i];
+  if (type == 1) return hkc_f16_to_f32(((const uint16_t *)buf)[i]);
+  return hkc_bf16_to_f32(((const uint16_t *)buf)[i]);
+}
+
+void hkc_store_elem(void *buf, int type, size_t i, float v) {
+  if (type == 0) ((float *)buf)[i] = v;
+  else if (type == 1) ((uint16_t *)buf)[i] = hkc_f32_to_f16(v);
+  else ((uint16_t *)buf)[i] = hkc_f32_to_bf16(v);
+}
+
+uint64_t hkc_splitmix64(uint64_t *state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+double hkc_uniform_pm(uint64_t *state, double scale) {
+  const double u = (double)(hkc_splitmix64(state) >> 11) * (1.0 / 9007199254740992.0); /* [0, 1) */
+  return (2.0 * u - 1.0) * scale;
+}

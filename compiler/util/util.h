@@ -62,5 +62,13 @@ uint16_t hkc_f32_to_f16(float f);   /* round to nearest even; overflow -> inf */
 float hkc_f16_to_f32(uint16_t h);
 uint16_t hkc_f32_to_bf16(float f);  /* round to nearest even */
 float hkc_bf16_to_f32(uint16_t h);
+/* Element i of a buffer of element type `type` (0 f32, 1 f16, 2 bf16: hk_dtype_t and the
+ * loader's hk_element_type_t share these values) as f32 / stored from f32 (rounded). */
+float hkc_load_elem(const void *buf, int type, size_t i);
+void hkc_store_elem(void *buf, int type, size_t i, float v);
+/* splitmix64: the next value of a 64-bit seed stream (test inputs of hkc run and hkc tune). */
+uint64_t hkc_splitmix64(uint64_t *state);
+/* Uniform in [-scale, scale) from the stream. */
+double hkc_uniform_pm(uint64_t *state, double scale);
 
 #endif /* HKC_UTIL_H */
