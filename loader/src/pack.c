@@ -234,7 +234,8 @@ hk_status_t hk_pack_select_target_on(hk_pack_t *pack, const char *requested, int
   return no_compatible(v, HK_STATUS_NO_COMPATIBLE_TARGET, "no target of the artifact runs on this machine");
 }
 
-hk_status_t hk_pack_select_target_index(hk_pack_t *pack, const char *requested, uint32_t *out_index) {
+/* hk_pack_select_target_on for GPU ordinal 0, as sessions created without a device pick. */
+static hk_status_t hk_pack_select_target_index(hk_pack_t *pack, const char *requested, uint32_t *out_index) {
   return hk_pack_select_target_on(pack, requested, 0, out_index);
 }
 
