@@ -74,7 +74,7 @@ HK_API hk_status_t hk_pack_open_memory(const void *data, size_t size, const hk_a
                                        hk_pack_t **out_pack) {
   HK_FAIL_IF(!out_pack, HK_STATUS_INVALID_ARGUMENT, "out_pack is NULL");
   *out_pack = NULL;
-  HK_FAIL_IF(!data && size, HK_STATUS_INVALID_ARGUMENT, "data is NULL");
+  HK_FAIL_IF(!data, HK_STATUS_INVALID_ARGUMENT, "data is NULL");
   hk_pack_t *p = NULL;
   HK_RETURN_IF_ERROR(pack_new(allocator, &p));
   const void *bytes = data;
@@ -144,17 +144,18 @@ HK_API hk_status_t hk_pack_open_file(const char *path, const hk_allocator_t *all
 
 HK_API const char *hk_pack_error(const hk_pack_t *pack) { return pack ? pack->error : ""; }
 
+/* Accessors: a NULL pack gives the neutral value (hkrt.h, "NULL"). */
 HK_API const char *hk_pack_name(const hk_pack_t *pack) {
-  return hk_pack_string(&pack->view, pack->view.manifest->name);
+  return pack ? hk_pack_string(&pack->view, pack->view.manifest->name) : "";
 }
-HK_API uint32_t hk_pack_target_count(const hk_pack_t *pack) { return pack->view.target_count; }
+HK_API uint32_t hk_pack_target_count(const hk_pack_t *pack) { return pack ? pack->view.target_count : 0; }
 HK_API const char *hk_pack_target_name(const hk_pack_t *pack, uint32_t index) {
-  if (index >= pack->view.target_count) return NULL;
+  if (index >= hk_pack_target_count(pack)) return NULL;
   return hk_pack_string(&pack->view, pack->view.targets[index].name);
 }
-HK_API uint32_t hk_pack_batch_count(const hk_pack_t *pack) { return pack->view.manifest->batch_count; }
+HK_API uint32_t hk_pack_batch_count(const hk_pack_t *pack) { return pack ? pack->view.manifest->batch_count : 0; }
 HK_API uint64_t hk_pack_batch_size(const hk_pack_t *pack, uint32_t index) {
-  if (index >= pack->view.manifest->batch_count) return 0;
+  if (index >= hk_pack_batch_count(pack)) return 0;
   return pack->view.manifest->batch_sizes[index];
 }
 /* The record and API enums share their numbers (verify checked the range). */
@@ -162,7 +163,7 @@ _Static_assert((int)HK_BATCH_POLICY_PAD == (int)HK_BATCH_POLICY_REC_PAD &&
                    (int)HK_BATCH_POLICY_EXACT == (int)HK_BATCH_POLICY_REC_EXACT,
                "batch policy numbers");
 HK_API hk_batch_policy_t hk_pack_batch_policy(const hk_pack_t *pack) {
-  return (hk_batch_policy_t)pack->view.manifest->batch_policy;
+  return pack ? (hk_batch_policy_t)pack->view.manifest->batch_policy : HK_BATCH_POLICY_PAD;
 }
 
 /* Appends "a, b, c" lists into a fixed buffer, cutting with "..." when full. */
@@ -233,13 +234,14 @@ hk_status_t hk_pack_select_target_on(hk_pack_t *pack, const char *requested, int
   return no_compatible(v, HK_STATUS_NO_COMPATIBLE_TARGET, "no target of the artifact runs on this machine");
 }
 
-hk_status_t hk_pack_select_target_index(hk_pack_t *pack, const char *requested, uint32_t *out_index) {
+/* hk_pack_select_target_on for GPU ordinal 0, as sessions created without a device pick. */
+static hk_status_t hk_pack_select_target_index(hk_pack_t *pack, const char *requested, uint32_t *out_index) {
   return hk_pack_select_target_on(pack, requested, 0, out_index);
 }
 
 HK_API hk_status_t hk_pack_select_target(hk_pack_t *pack, const char *requested, const char **out_name) {
+  if (out_name) *out_name = NULL;
   HK_FAIL_IF(!pack || !out_name, HK_STATUS_INVALID_ARGUMENT, "pack and out_name must not be NULL");
-  *out_name = NULL;
   uint32_t t;
   hk_status_t st = hk_pack_select_target_index(pack, requested, &t);
   if (st != HK_OK) {

@@ -87,8 +87,7 @@ bool hk_pack_find_graph(const hk_pack_view_t *view, uint32_t target, uint64_t ba
 /* Picks a target as hk_pack_select_target does, returning its index: the named one, or
  * the best one of the most preferred backend that runs here. Errors: NOT_FOUND (name not
  * in the pack), UNAVAILABLE (its runtime or device is missing; the message says which),
- * NO_COMPATIBLE_TARGET (both sides listed). _on: for GPU ordinal `device` (plain: 0). */
-hk_status_t hk_pack_select_target_index(hk_pack_t *pack, const char *requested, uint32_t *out_index);
+ * NO_COMPATIBLE_TARGET (both sides listed), for GPU ordinal `device`. */
 hk_status_t hk_pack_select_target_on(hk_pack_t *pack, const char *requested, int device, uint32_t *out_index);
 
 /* The loaded module of a target, loaded on first use and cached in the pack (shared by

@@ -116,7 +116,7 @@ HK_API void hk_session_destroy(hk_session_t *s) {
 HK_API const char *hk_session_error(const hk_session_t *s) { return s ? s->error : ""; }
 
 HK_API const char *hk_session_target(const hk_session_t *s) {
-  return hk_pack_string(s->view, s->view->targets[s->target].name);
+  return s ? hk_pack_string(s->view, s->view->targets[s->target].name) : "";
 }
 
 HK_API const char *hk_session_launch_mode(const hk_session_t *s, const char **out_reason) {
@@ -127,7 +127,7 @@ HK_API const char *hk_session_launch_mode(const hk_session_t *s, const char **ou
   return b->graph ? "graph" : "stream";
 }
 
-HK_API uint32_t hk_session_tensor_count(const hk_session_t *s) { return s->app_count; }
+HK_API uint32_t hk_session_tensor_count(const hk_session_t *s) { return s ? s->app_count : 0; }
 
 HK_API hk_status_t hk_session_tensor_info(const hk_session_t *s, uint32_t index, hk_tensor_info_t *out_info) {
   HK_FAIL_IF(!s || !out_info, HK_STATUS_INVALID_ARGUMENT, "session and out_info must not be NULL");
@@ -459,9 +459,9 @@ static hk_status_t session_create(hk_pack_t *pack, const hk_session_options_t *c
 
 HK_API hk_status_t hk_session_create(hk_pack_t *pack, const hk_session_options_t *options,
                                      hk_session_t **out_session) {
+  if (out_session) *out_session = NULL;
   HK_FAIL_IF(!pack || !options || !out_session, HK_STATUS_INVALID_ARGUMENT,
              "pack, options and out_session must not be NULL");
-  *out_session = NULL;
   hk_status_t st = session_create(pack, options, out_session);
   if (st != HK_OK) hk_pack_note_error(pack);
   return st;
@@ -484,6 +484,11 @@ HK_API hk_status_t hk_session_set_batch(hk_session_t *s, uint64_t batch) {
 HK_API hk_status_t hk_session_bind(hk_session_t *s, const char *name, void *data, size_t bytes) {
   HK_FAIL_IF(!s || !name, HK_STATUS_INVALID_ARGUMENT, "session and name must not be NULL");
   hk_status_t st = HK_OK;
+  if (!data) { /* a NULL required pointer, whatever else is wrong */
+    st = HK_ERROR(HK_STATUS_INVALID_ARGUMENT, "tensor %s: data is NULL", name);
+    hk_error_copy(s->error, sizeof s->error);
+    return st;
+  }
   for (uint32_t i = 0; i < s->app_count; i++) {
     hk_app_tensor_t *at = &s->app[i];
     if (strcmp(at->info.name, name) != 0) continue;
@@ -492,8 +497,6 @@ HK_API hk_status_t hk_session_bind(hk_session_t *s, const char *name, void *data
       describe_shape(&at->info, shape, sizeof shape);
       st = HK_ERROR(HK_STATUS_INVALID_ARGUMENT, "tensor %s expects %zu bytes (%s), got %zu", name, at->info.bytes,
                     shape, bytes);
-    } else if (!data) {
-      st = HK_ERROR(HK_STATUS_INVALID_ARGUMENT, "tensor %s: data is NULL", name);
     } else if (((uintptr_t)data & (HK_BIND_ALIGN - 1)) != 0) {
       st = HK_ERROR(HK_STATUS_INVALID_ARGUMENT,
                     "tensor %s: buffer %p is not %u-byte aligned (kernels load 16-byte vectors; "
@@ -606,10 +609,13 @@ HK_API hk_status_t hk_session_run(hk_session_t *s, void *stream) {
 
 /* ---- memory ------------------------------------------------------------------------------ */
 HK_API hk_status_t hk_session_alloc(hk_session_t *s, size_t bytes, void **out_ptr) {
+  if (out_ptr) *out_ptr = NULL;
   HK_FAIL_IF(!s || !out_ptr, HK_STATUS_INVALID_ARGUMENT, "session and out_ptr must not be NULL");
-  *out_ptr = NULL;
   hk_status_t st = s->module->backend->mem_alloc(s->module, bytes, out_ptr);
-  if (st != HK_OK) hk_error_copy(s->error, sizeof s->error);
+  if (st != HK_OK) {
+    *out_ptr = NULL; /* whatever the driver left there */
+    hk_error_copy(s->error, sizeof s->error);
+  }
   return st;
 }
 

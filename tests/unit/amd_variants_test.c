@@ -17,12 +17,7 @@
 
 #include "gpu_variant.h"
 #include "hkc.h"
-
-static const hkc_gpu_arch_t *arch(const char *name) {
-  const hkc_gpu_arch_t *a = hkc_gpu_arch_find(name);
-  assert_non_null(a);
-  return a;
-}
+#include "test_util.h"
 
 static hkc_kernel_key_t gemm_key(hk_dtype_t dt, hk_act_t act, int bias, int res, int tb, int align) {
   return (hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = dt, .act = act, .trans_b = tb, .has_bias = bias,
@@ -32,40 +27,37 @@ static hkc_kernel_key_t attn_key(hk_dtype_t dt, int dh, int align) {
   return (hkc_kernel_key_t){.op = HK_OP_ATTENTION, .dtype = dt, .align = align, .head_dim = dh};
 }
 
-static const char *variant_name(const char *a, hkc_kernel_key_t key) {
-  const hkc_gpu_variant_t *v = hkc_gpu_variant_for(arch(a), &key);
-  return v ? v->name : "simple";
-}
-
 /* ---- selection (no toolchain needed) ------------------------------------------------------ */
 static void test_selection(void **state) {
   (void)state;
   static const char *const cdna[] = {"gfx90a", "gfx908", "gfx942", "gfx950"};
   for (size_t i = 0; i < 4; i++) {
     for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++) {
-      assert_string_equal(variant_name(cdna[i], gemm_key((hk_dtype_t)dt, HK_ACT_GELU, 1, 1, 0, 8)), "gemm_mfma");
-      assert_string_equal(variant_name(cdna[i], gemm_key((hk_dtype_t)dt, HK_ACT_NONE, 0, 0, 1, 8)), "gemm_mfma");
+      assert_string_equal(hk_test_variant_name(cdna[i], gemm_key((hk_dtype_t)dt, HK_ACT_GELU, 1, 1, 0, 8)),
+                          "gemm_mfma");
+      assert_string_equal(hk_test_variant_name(cdna[i], gemm_key((hk_dtype_t)dt, HK_ACT_NONE, 0, 0, 1, 8)),
+                          "gemm_mfma");
       hkc_kernel_key_t gate = gemm_key((hk_dtype_t)dt, HK_ACT_SILU, 1, 1, 0, 8);
       gate.has_mul = 1; /* the SwiGLU epilogue keeps the matrix cores */
-      assert_string_equal(variant_name(cdna[i], gate), "gemm_mfma");
-      assert_string_equal(variant_name(cdna[i], attn_key((hk_dtype_t)dt, 64, 8)), "attention_mfma");
-      assert_string_equal(variant_name(cdna[i], attn_key((hk_dtype_t)dt, 128, 8)), "attention_mfma");
+      assert_string_equal(hk_test_variant_name(cdna[i], gate), "gemm_mfma");
+      assert_string_equal(hk_test_variant_name(cdna[i], attn_key((hk_dtype_t)dt, 64, 8)), "attention_mfma");
+      assert_string_equal(hk_test_variant_name(cdna[i], attn_key((hk_dtype_t)dt, 128, 8)), "attention_mfma");
       /* rows not 16-byte multiples, unsupported head dims: the simple kernels */
-      assert_string_equal(variant_name(cdna[i], gemm_key((hk_dtype_t)dt, HK_ACT_NONE, 0, 0, 0, 4)), "simple");
-      assert_string_equal(variant_name(cdna[i], gemm_key((hk_dtype_t)dt, HK_ACT_NONE, 0, 0, 0, 0)), "simple");
-      assert_string_equal(variant_name(cdna[i], attn_key((hk_dtype_t)dt, 64, 4)), "simple");
-      assert_string_equal(variant_name(cdna[i], attn_key((hk_dtype_t)dt, 96, 8)), "simple");
-      assert_string_equal(variant_name(cdna[i], attn_key((hk_dtype_t)dt, 0, 8)), "simple");
+      assert_string_equal(hk_test_variant_name(cdna[i], gemm_key((hk_dtype_t)dt, HK_ACT_NONE, 0, 0, 0, 4)), "simple");
+      assert_string_equal(hk_test_variant_name(cdna[i], gemm_key((hk_dtype_t)dt, HK_ACT_NONE, 0, 0, 0, 0)), "simple");
+      assert_string_equal(hk_test_variant_name(cdna[i], attn_key((hk_dtype_t)dt, 64, 4)), "simple");
+      assert_string_equal(hk_test_variant_name(cdna[i], attn_key((hk_dtype_t)dt, 96, 8)), "simple");
+      assert_string_equal(hk_test_variant_name(cdna[i], attn_key((hk_dtype_t)dt, 0, 8)), "simple");
     }
-    assert_string_equal(variant_name(cdna[i], gemm_key(HK_DTYPE_F32, HK_ACT_NONE, 0, 0, 0, 8)), "simple");
-    assert_string_equal(variant_name(cdna[i], attn_key(HK_DTYPE_F32, 64, 8)), "simple");
+    assert_string_equal(hk_test_variant_name(cdna[i], gemm_key(HK_DTYPE_F32, HK_ACT_NONE, 0, 0, 0, 8)), "simple");
+    assert_string_equal(hk_test_variant_name(cdna[i], attn_key(HK_DTYPE_F32, 64, 8)), "simple");
   }
   /* no matrix cores: FMA path */
-  assert_string_equal(variant_name("gfx1030", gemm_key(HK_DTYPE_F16, HK_ACT_NONE, 1, 0, 0, 8)), "simple");
-  assert_string_equal(variant_name("gfx1030", attn_key(HK_DTYPE_BF16, 64, 8)), "simple");
+  assert_string_equal(hk_test_variant_name("gfx1030", gemm_key(HK_DTYPE_F16, HK_ACT_NONE, 1, 0, 0, 8)), "simple");
+  assert_string_equal(hk_test_variant_name("gfx1030", attn_key(HK_DTYPE_BF16, 64, 8)), "simple");
   /* NVIDIA targets never get an AMD variant */
-  assert_string_not_equal(variant_name("sm_90", gemm_key(HK_DTYPE_F16, HK_ACT_NONE, 1, 0, 0, 8)), "gemm_mfma");
-  assert_string_not_equal(variant_name("sm_90", attn_key(HK_DTYPE_F16, 64, 8)), "attention_mfma");
+  assert_string_not_equal(hk_test_variant_name("sm_90", gemm_key(HK_DTYPE_F16, HK_ACT_NONE, 1, 0, 0, 8)), "gemm_mfma");
+  assert_string_not_equal(hk_test_variant_name("sm_90", attn_key(HK_DTYPE_F16, 64, 8)), "attention_mfma");
 }
 
 /* ---- launches cover tails ------------------------------------------------------------------- */
@@ -76,13 +68,13 @@ static void test_launch(void **state) {
   hkc_arg_t ga[8] = {{.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_TENSOR},
                      {.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_I64, .i = 1000},
                      {.kind = HK_ARG_I64, .i = 776}, {.kind = HK_ARG_I64, .i = 520}};
-  hkc_gpu_launch_dims(arch("gfx90a"), &g, ga, 8, grid, block, &shared);
+  hkc_gpu_launch_dims(hk_test_arch("gfx90a"), &g, ga, 8, grid, block, &shared);
   assert_int_equal(grid[0], 8 * 7); /* ceil(1000/128) * ceil(776/128) */
   assert_int_equal(block[0], 256);
   assert_int_equal(grid[1] * grid[2] * block[1] * block[2], 1);
   assert_int_equal(shared, 0);
   ga[5].i = 1; /* M = 1: one row tile */
-  hkc_gpu_launch_dims(arch("gfx908"), &g, ga, 8, grid, block, &shared);
+  hkc_gpu_launch_dims(hk_test_arch("gfx908"), &g, ga, 8, grid, block, &shared);
   assert_int_equal(grid[0], 7);
 
   hkc_kernel_key_t a = attn_key(HK_DTYPE_BF16, 64, 8);
@@ -92,42 +84,25 @@ static void test_launch(void **state) {
   const int64_t iv[] = {2, 300, 300, 12, 4, 64, 3 * 768, 3 * 768, 0, 768, 1536, 1};
   for (int i = 0; i < 12; i++) aa[4 + i] = (hkc_arg_t){.kind = HK_ARG_I64, .i = iv[i]};
   aa[16].kind = HK_ARG_F32;
-  hkc_gpu_launch_dims(arch("gfx90a"), &a, aa, 17, grid, block, &shared);
+  hkc_gpu_launch_dims(hk_test_arch("gfx90a"), &a, aa, 17, grid, block, &shared);
   assert_int_equal(grid[0], 2 * 12 * 3); /* batch * heads * ceil(300 / 128) */
   assert_int_equal(block[0], 256);
   assert_int_equal(shared, 0);
 }
 
 /* ---- real compiles ----------------------------------------------------------------------- */
-static int need_hiprtc(void) {
-  char why[768];
-  if (hkc_hiprtc_available(why, sizeof why) != 0) {
-    printf("[ SKIP     ] hiprtc: %s\n", why);
-    return -1;
-  }
-  return 0;
-}
-#define NEED_HIPRTC()               \
-  do {                              \
-    if (need_hiprtc() != 0) skip(); \
-  } while (0)
-
 /* Generates and compiles key for arch; checks the variant's static properties. */
 static void compile_checked(const char *arch_name, hkc_kernel_key_t key, const char *want_variant) {
-  const hkc_gpu_arch_t *a = arch(arch_name);
+  const hkc_gpu_arch_t *a = hk_test_arch(arch_name);
   hkc_kernel_out_t k;
   memset(&k, 0, sizeof k);
   k.key = key;
-  hkc_kernel_key_name(&key, k.name, sizeof k.name);
-  if (key.has_mul && !strstr(k.name, "_mul")) {
-    const size_t len = strlen(k.name);
-    snprintf(k.name + len, sizeof k.name - len, "_mul");
-  }
+  hk_test_kernel_name(&k);
   char *src = hkc_codegen_gpu(a, &k);
   assert_non_null(src);
   const int mfma = want_variant != NULL;
   assert_true((strstr(src, "templates/gpu/tile_amd.h") != NULL) == mfma);
-  assert_string_equal(variant_name(arch_name, key), mfma ? want_variant : "simple");
+  assert_string_equal(hk_test_variant_name(arch_name, key), mfma ? want_variant : "simple");
   hkc_rtc_result_t r;
   int rc = hkc_hiprtc_compile(src, k.name, arch_name, &r);
   if (rc != 0) print_message("%s for %s did not compile:\n%s\n", k.name, arch_name, r.log ? r.log : "(no log)");
@@ -205,29 +180,29 @@ static void attention_on(const char *arch_name) {
 
 static void test_gemm_gfx90a(void **state) {
   (void)state;
-  NEED_HIPRTC();
+  HK_TEST_NEED_HIPRTC();
   gemm_on("gfx90a");
 }
 static void test_gemm_gfx908(void **state) {
   (void)state;
-  NEED_HIPRTC();
+  HK_TEST_NEED_HIPRTC();
   gemm_on("gfx908");
 }
 static void test_attention_gfx90a(void **state) {
   (void)state;
-  NEED_HIPRTC();
+  HK_TEST_NEED_HIPRTC();
   attention_on("gfx90a");
 }
 static void test_attention_gfx908(void **state) {
   (void)state;
-  NEED_HIPRTC();
+  HK_TEST_NEED_HIPRTC();
   attention_on("gfx908");
 }
 
 /* gfx1030 has no MFMA: the same keys build through the simple (FMA) kernels. */
 static void test_gfx1030_simple(void **state) {
   (void)state;
-  NEED_HIPRTC();
+  HK_TEST_NEED_HIPRTC();
   compile_checked("gfx1030", gemm_key(HK_DTYPE_F16, HK_ACT_GELU, 1, 1, 0, 8), NULL);
   compile_checked("gfx1030", gemm_key(HK_DTYPE_BF16, HK_ACT_NONE, 0, 0, 1, 8), NULL);
   hkc_kernel_key_t gate = gemm_key(HK_DTYPE_BF16, HK_ACT_SILU, 1, 1, 0, 8);

@@ -16,28 +16,10 @@
 
 #include "gpu_variant.h"
 #include "hkc.h"
-
-static const hkc_gpu_arch_t *arch(const char *name) {
-  const hkc_gpu_arch_t *a = hkc_gpu_arch_find(name);
-  assert_non_null(a);
-  return a;
-}
+#include "test_util.h"
 
 static hkc_kernel_key_t attn_key(hk_dtype_t dtype, int dh, int align) {
   return (hkc_kernel_key_t){.op = HK_OP_ATTENTION, .dtype = dtype, .align = align, .head_dim = dh};
-}
-
-static const char *variant_name(const char *arch_name, hkc_kernel_key_t key) {
-  const hkc_gpu_variant_t *v = hkc_gpu_variant_for(arch(arch_name), &key);
-  return v ? v->name : "simple";
-}
-
-static long long source_macro(const char *src, const char *name) {
-  char pat[64];
-  snprintf(pat, sizeof pat, "#define %s ", name);
-  const char *p = strstr(src, pat);
-  assert_non_null(p);
-  return atoll(p + strlen(pat));
 }
 
 /* ---- which keys ---------------------------------------------------------------------- */
@@ -48,30 +30,26 @@ static void test_variant_selection(void **state) {
   for (size_t a = 0; a < 3; a++)
     for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++)
       for (int dh = 64; dh <= 128; dh += 64)
-        assert_string_equal(variant_name(archs[a], attn_key((hk_dtype_t)dt, dh, 8)), "attention_mma");
+        assert_string_equal(hk_test_variant_name(archs[a], attn_key((hk_dtype_t)dt, dh, 8)), "attention_mma");
   /* everything else keeps the simple kernel */
-  assert_string_equal(variant_name("sm_90", attn_key(HK_DTYPE_F32, 64, 8)), "simple");
-  assert_string_equal(variant_name("sm_90", attn_key(HK_DTYPE_F16, 64, 4)), "simple");
-  assert_string_equal(variant_name("sm_90", attn_key(HK_DTYPE_F16, 64, 0)), "simple");
-  assert_string_equal(variant_name("sm_90", attn_key(HK_DTYPE_F16, 32, 8)), "simple");
-  assert_string_equal(variant_name("sm_90", attn_key(HK_DTYPE_BF16, 96, 8)), "simple");
-  assert_string_equal(variant_name("sm_90", attn_key(HK_DTYPE_BF16, 256, 8)), "simple");
-  assert_string_equal(variant_name("gfx90a", attn_key(HK_DTYPE_F16, 64, 8)), "attention_mfma"); /* CDNA */
-  assert_string_equal(variant_name("gfx1030", attn_key(HK_DTYPE_F16, 64, 8)), "simple");
+  assert_string_equal(hk_test_variant_name("sm_90", attn_key(HK_DTYPE_F32, 64, 8)), "simple");
+  assert_string_equal(hk_test_variant_name("sm_90", attn_key(HK_DTYPE_F16, 64, 4)), "simple");
+  assert_string_equal(hk_test_variant_name("sm_90", attn_key(HK_DTYPE_F16, 64, 0)), "simple");
+  assert_string_equal(hk_test_variant_name("sm_90", attn_key(HK_DTYPE_F16, 32, 8)), "simple");
+  assert_string_equal(hk_test_variant_name("sm_90", attn_key(HK_DTYPE_BF16, 96, 8)), "simple");
+  assert_string_equal(hk_test_variant_name("sm_90", attn_key(HK_DTYPE_BF16, 256, 8)), "simple");
+  assert_string_equal(hk_test_variant_name("gfx90a", attn_key(HK_DTYPE_F16, 64, 8)), "attention_mfma"); /* CDNA */
+  assert_string_equal(hk_test_variant_name("gfx1030", attn_key(HK_DTYPE_F16, 64, 8)), "simple");
   hkc_kernel_key_t gemm = attn_key(HK_DTYPE_F16, 64, 8);
   gemm.op = HK_OP_GEMM;
-  const hkc_gpu_variant_t *v = hkc_gpu_variant_for(arch("sm_90"), &gemm);
+  const hkc_gpu_variant_t *v = hkc_gpu_variant_for(hk_test_arch("sm_90"), &gemm);
   assert_true(v == NULL || strcmp(v->name, "attention_mma") != 0);
 }
 
 /* ---- nvrtc -------------------------------------------------------------------------- */
 static void test_nvrtc_compiles_without_spills(void **state) {
   (void)state;
-  char why[512];
-  if (hkc_nvrtc_available(why, sizeof why) != 0) {
-    printf("[ SKIP     ] nvrtc: %s\n", why);
-    skip();
-  }
+  HK_TEST_NEED_NVRTC();
   if (getenv("HKC_SIMPLE_KERNELS")) skip();
   printf("[ info     ] %s\n", hkc_nvrtc_version());
   static const char *const archs[] = {"sm_80", "sm_90", "sm_90a"};
@@ -79,7 +57,7 @@ static void test_nvrtc_compiles_without_spills(void **state) {
   for (size_t a = 0; a < 3; a++)
     for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++)
       for (int dh = 64; dh <= 128; dh += 64) {
-        const hkc_gpu_arch_t *ar = arch(archs[a]);
+        const hkc_gpu_arch_t *ar = hk_test_arch(archs[a]);
         hkc_kernel_out_t k = {.key = attn_key((hk_dtype_t)dt, dh, 8)};
         snprintf(k.name, sizeof k.name, "hk_attention_%s_d%d", dt == HK_DTYPE_F16 ? "f16" : "bf16", dh);
         char *src = hkc_codegen_gpu(ar, &k);
@@ -87,8 +65,9 @@ static void test_nvrtc_compiles_without_spills(void **state) {
         assert_non_null(strstr(src, "/* variant attention_mma */"));
         assert_non_null(strstr(src, "templates/gpu/tile_nv.h"));
         assert_null(strstr(src, "#include"));
-        const long long threads = source_macro(src, "HK_THREADS"), smem = source_macro(src, "HK_ATTN_SMEM");
-        const long long minb = source_macro(src, "HK_ATTN_MINB");
+        const long long threads = hk_test_source_macro(src, "HK_THREADS");
+        const long long smem = hk_test_source_macro(src, "HK_ATTN_SMEM");
+        const long long minb = hk_test_source_macro(src, "HK_ATTN_MINB");
         hkc_rtc_result_t r;
         const int rc = hkc_nvrtc_compile(src, k.name, ar->name, &r);
         printf("[ info     ] %-24s %-6s regs %3u  static smem %u  dynamic smem %lld  local %u  threads %lld\n",
@@ -127,7 +106,7 @@ static void test_launch_dims(void **state) {
       for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const long long B = shapes[s][0], Sq = shapes[s][1], Skv = shapes[s][2], H = shapes[s][3],
                         Hkv = shapes[s][4];
-        const hkc_gpu_arch_t *ar = arch(archs[a]);
+        const hkc_gpu_arch_t *ar = hk_test_arch(archs[a]);
         hkc_kernel_out_t k = {.name = "hk_x", .key = attn_key(HK_DTYPE_BF16, dh, 8)};
         hkc_arg_t args[17] = {TENSOR(0), TENSOR(1),   TENSOR(2),     TENSOR(3), I64(B),      I64(Sq),
                               I64(Skv),  I64(H),      I64(Hkv),      I64(dh),   I64(H * dh), I64(Hkv * dh),
@@ -136,15 +115,15 @@ static void test_launch_dims(void **state) {
         hkc_gpu_launch_dims(ar, &k.key, args, 17, grid, block, &shared);
         char *src = hkc_codegen_gpu(ar, &k);
         assert_non_null(src);
-        const long long bq = source_macro(src, "HK_ATTN_BQ"), threads = source_macro(src, "HK_THREADS");
-        assert_int_equal(bq, 16 * source_macro(src, "HK_ATTN_WARPS"));
-        assert_int_equal(threads, 32 * source_macro(src, "HK_ATTN_WARPS"));
+        const long long bq = hk_test_source_macro(src, "HK_ATTN_BQ"), threads = hk_test_source_macro(src, "HK_THREADS");
+        assert_int_equal(bq, 16 * hk_test_source_macro(src, "HK_ATTN_WARPS"));
+        assert_int_equal(threads, 32 * hk_test_source_macro(src, "HK_ATTN_WARPS"));
         assert_int_equal(block[0], threads);
         assert_int_equal(block[1], 1);
         assert_int_equal(block[2], 1);
         assert_int_equal(grid[1], 1);
         assert_int_equal(grid[2], 1);
-        assert_int_equal(shared, source_macro(src, "HK_ATTN_SMEM"));
+        assert_int_equal(shared, hk_test_source_macro(src, "HK_ATTN_SMEM"));
         assert_true(shared <= ar->max_lds_per_block);
         /* one block per (batch, head, query tile): every query row is covered */
         const long long tiles = (Sq + bq - 1) / bq;
@@ -161,19 +140,19 @@ static void test_wgmma_selection(void **state) {
   const char *saved = getenv("HKC_ATTN_WGMMA");
   char *keep = saved ? strdup(saved) : NULL;
   unsetenv("HKC_ATTN_WGMMA");
-  assert_string_equal(variant_name("sm_90a", attn_key(HK_DTYPE_BF16, 128, 8)), "attention_wgmma"); /* default */
-  assert_string_equal(variant_name("sm_90a", attn_key(HK_DTYPE_BF16, 64, 8)), "attention_mma");
+  assert_string_equal(hk_test_variant_name("sm_90a", attn_key(HK_DTYPE_BF16, 128, 8)), "attention_wgmma"); /* default */
+  assert_string_equal(hk_test_variant_name("sm_90a", attn_key(HK_DTYPE_BF16, 64, 8)), "attention_mma");
   setenv("HKC_ATTN_WGMMA", "0", 1);
-  assert_string_equal(variant_name("sm_90a", attn_key(HK_DTYPE_BF16, 128, 8)), "attention_mma");
+  assert_string_equal(hk_test_variant_name("sm_90a", attn_key(HK_DTYPE_BF16, 128, 8)), "attention_mma");
   setenv("HKC_ATTN_WGMMA", "1", 1);
   for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++)
     for (int dh = 64; dh <= 128; dh += 64) {
-      assert_string_equal(variant_name("sm_90a", attn_key((hk_dtype_t)dt, dh, 8)), "attention_wgmma");
-      assert_string_equal(variant_name("sm_90", attn_key((hk_dtype_t)dt, dh, 8)), "attention_mma");
-      assert_string_equal(variant_name("sm_80", attn_key((hk_dtype_t)dt, dh, 8)), "attention_mma");
+      assert_string_equal(hk_test_variant_name("sm_90a", attn_key((hk_dtype_t)dt, dh, 8)), "attention_wgmma");
+      assert_string_equal(hk_test_variant_name("sm_90", attn_key((hk_dtype_t)dt, dh, 8)), "attention_mma");
+      assert_string_equal(hk_test_variant_name("sm_80", attn_key((hk_dtype_t)dt, dh, 8)), "attention_mma");
     }
-  assert_string_equal(variant_name("sm_90a", attn_key(HK_DTYPE_F16, 64, 4)), "simple");
-  assert_string_equal(variant_name("sm_90a", attn_key(HK_DTYPE_BF16, 96, 8)), "simple");
+  assert_string_equal(hk_test_variant_name("sm_90a", attn_key(HK_DTYPE_F16, 64, 4)), "simple");
+  assert_string_equal(hk_test_variant_name("sm_90a", attn_key(HK_DTYPE_BF16, 96, 8)), "simple");
   if (keep) {
     setenv("HKC_ATTN_WGMMA", keep, 1);
     free(keep);
@@ -183,18 +162,14 @@ static void test_wgmma_selection(void **state) {
 
 static void test_wgmma_nvrtc(void **state) {
   (void)state;
-  char why[512];
-  if (hkc_nvrtc_available(why, sizeof why) != 0) {
-    printf("[ SKIP     ] nvrtc: %s\n", why);
-    skip();
-  }
+  HK_TEST_NEED_NVRTC();
   if (getenv("HKC_SIMPLE_KERNELS")) skip();
   const char *saved_on = getenv("HKC_ATTN_WGMMA"), *saved_cfg = getenv("HKC_ATTN_WGMMA_CFG");
   char *keep_on = saved_on ? strdup(saved_on) : NULL, *keep_cfg = saved_cfg ? strdup(saved_cfg) : NULL;
   setenv("HKC_ATTN_WGMMA", "1", 1);
   /* the defaults ("") and the spill-free configurations to sweep (per dh: "-" skips) */
   static const char *const cfgs[][2] = {{"", ""}, {"2,64,1", "2,64,1"}, {"3,64,1", "-"}, {"2,128,1", "-"}, {"1,128,2", "-"}};
-  const hkc_gpu_arch_t *ar = arch("sm_90a");
+  const hkc_gpu_arch_t *ar = hk_test_arch("sm_90a");
   int failures = 0;
   for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
     for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++)
@@ -209,8 +184,10 @@ static void test_wgmma_nvrtc(void **state) {
         assert_non_null(src);
         assert_non_null(strstr(src, "/* variant attention_wgmma */"));
         assert_non_null(strstr(src, "templates/gpu/tile_wgmma.h"));
-        const long long threads = source_macro(src, "HK_THREADS"), smem = source_macro(src, "HK_ATTN_SMEM");
-        const long long minb = source_macro(src, "HK_ATTN_MINB"), bkv = source_macro(src, "HK_ATTN_BKV");
+        const long long threads = hk_test_source_macro(src, "HK_THREADS");
+        const long long smem = hk_test_source_macro(src, "HK_ATTN_SMEM");
+        const long long minb = hk_test_source_macro(src, "HK_ATTN_MINB");
+        const long long bkv = hk_test_source_macro(src, "HK_ATTN_BKV");
         hkc_rtc_result_t r;
         const int rc = hkc_nvrtc_compile(src, k.name, ar->name, &r);
         printf("[ info     ] %-20s cfg %-8s bkv %3lld threads %3lld minb %lld  regs %3u  dynamic smem %6lld  local %u\n",

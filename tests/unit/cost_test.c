@@ -19,26 +19,11 @@
 
 static char diag[16384];
 
-static hkc_spec_t *parse_ok(const char *text) {
-  hkc_spec_t *spec = NULL;
-  hkc_diag_capture(diag, sizeof diag);
-  int rc = hkc_spec_parse("t.yaml", text, strlen(text), &spec);
-  hkc_diag_capture(NULL, 0);
-  if (rc != 0) fail_msg("spec rejected:\n%s\n--- diagnostics:\n%s", text, diag);
-  return spec;
-}
-
 static size_t node(const hkc_spec_t *s, const char *name) {
   for (size_t i = 0; i < s->n_nodes; i++)
     if (strcmp(s->nodes[i].name, name) == 0) return i;
   fail_msg("no node '%s'", name);
   return 0;
-}
-
-static int tensor(const hkc_spec_t *s, const char *name) {
-  int t = hkc_tensor_find(s, name);
-  if (t == HKC_NONE) fail_msg("no tensor '%s'", name);
-  return t;
 }
 
 static hkc_cost_t cost(const hkc_spec_t *s, const char *name, int64_t batch) {
@@ -68,7 +53,7 @@ static const char k_gemm[] =
 
 static void test_gemm_bias_residual(void **ts) {
   (void)ts;
-  hkc_spec_t *s = parse_ok(k_gemm);
+  hkc_spec_t *s = hk_test_spec_parse(k_gemm);
   /* bytes: A 37*64 + B 64*29 + bias 29 + residual 37*29 + C 37*29 floats */
   /* flops: 2*37*29*64 matrix + 37*29 each for bias and residual */
   EXPECT_COST(cost(s, "g", 1), 4 * (37 * 64 + 64 * 29 + 29 + 37 * 29 + 37 * 29), 2 * 37 * 29 * 64 + 2 * 37 * 29, 1);
@@ -81,7 +66,7 @@ static void test_gemm_bias_residual(void **ts) {
    * read once; the epilogue costs one FLOP per element per step (bias, act, mul, residual). */
   hkc_node_t *g = &s->nodes[node(s, "g")];
   g->act = HK_ACT_GELU;
-  g->mul = tensor(s, "r");
+  g->mul = hk_test_tensor(s, "r");
   EXPECT_COST(cost(s, "g", 1), 25596, 2 * 37 * 29 * 64 + 4 * 37 * 29, 1);
   hkc_spec_destroy(s);
 }
@@ -100,7 +85,7 @@ static const char k_attention[] =
 
 static void test_attention(void **ts) {
   (void)ts;
-  hkc_spec_t *s = parse_ok(k_attention);
+  hkc_spec_t *s = hk_test_spec_parse(k_attention);
   /* packed: dh = 288 / (3 + 2*3) = 32; qkv read once (not three times), out [b, 77, 96] */
   const uint64_t packed_bytes = 2 * (2 * 77 * 288) + 2 * (2 * 77 * 96); /* 118272 at batch 2 */
   const uint64_t full = 4ull * 2 * 3 * 77 * 77 * 32;                   /* 4*b*heads*sq*skv*dh */
@@ -128,7 +113,7 @@ static const char k_rows[] =
 
 static void test_norms_and_elementwise(void **ts) {
   (void)ts;
-  hkc_spec_t *s = parse_ok(k_rows);
+  hkc_spec_t *s = hk_test_spec_parse(k_rows);
   const uint64_t n = 2 * 3 * 10; /* elements of x at batch 2 */
   EXPECT_COST(cost(s, "ln", 2), 4 * (n + 10 + 10 + n), 8 * n, 0);
   EXPECT_COST(cost(s, "rms", 2), 4 * (n + 10 + n), 4 * n, 0);
@@ -144,9 +129,9 @@ static void test_norms_and_elementwise(void **ts) {
    * FLOPs as the two nodes apart; the sum is written but not read back. */
   hkc_cost_t add = cost(s, "res", 2), ln = cost(s, "ln", 2);
   hkc_node_t *nd = &s->nodes[node(s, "ln")];
-  nd->in[0] = tensor(s, "x");
-  nd->add_in = tensor(s, "r");
-  nd->sum_out = tensor(s, "s1");
+  nd->in[0] = hk_test_tensor(s, "x");
+  nd->add_in = hk_test_tensor(s, "r");
+  nd->sum_out = hk_test_tensor(s, "s1");
   nd->fused_names = hkc_strdup("res,ln");
   nd->n_fused = 2;
   hkc_cost_t fused = cost(s, "ln", 2);
@@ -159,13 +144,13 @@ static void test_norms_and_elementwise(void **ts) {
   /* ewchain "a1gm2" = gelu(x + b) * r: operands read once each, 3 steps per element */
   nd = &s->nodes[node(s, "act")];
   nd->op = HK_OP_EWCHAIN;
-  nd->in[0] = tensor(s, "x");
-  nd->in[1] = tensor(s, "b");
-  nd->in[2] = tensor(s, "r");
+  nd->in[0] = hk_test_tensor(s, "x");
+  nd->in[1] = hk_test_tensor(s, "b");
+  nd->in[2] = hk_test_tensor(s, "r");
   nd->n_in = 3;
   snprintf(nd->program, sizeof nd->program, "a1gm2");
   EXPECT_COST(cost(s, "act", 2), 4 * (n + 10 + n + n), 3 * n, 0);
-  nd->in[2] = tensor(s, "x"); /* "a1gm2" over (x, b, x): x once */
+  nd->in[2] = hk_test_tensor(s, "x"); /* "a1gm2" over (x, b, x): x once */
   EXPECT_COST(cost(s, "act", 2), 4 * (n + 10 + n), 3 * n, 0);
 
   /* rope over x: 3 FLOPs per element */

@@ -21,28 +21,6 @@
 
 static char diag[16384];
 
-static hkc_spec_t *parse_ok(const char *text) {
-  hkc_spec_t *spec = NULL;
-  hkc_diag_capture(diag, sizeof diag);
-  int rc = hkc_spec_parse("t.yaml", text, strlen(text), &spec);
-  hkc_diag_capture(NULL, 0);
-  if (rc != 0) fail_msg("spec rejected:\n%s\n%s", text, diag);
-  return spec;
-}
-
-static void fuse_ok(hkc_spec_t *s, int mode) {
-  hkc_diag_capture(diag, sizeof diag);
-  int rc = hkc_fuse(s, mode);
-  hkc_diag_capture(NULL, 0);
-  if (rc != 0) fail_msg("hkc_fuse failed:\n%s", diag);
-}
-
-static int T(const hkc_spec_t *s, const char *name) {
-  int t = hkc_tensor_find(s, name);
-  if (t == HKC_NONE) fail_msg("no tensor '%s'", name);
-  return t;
-}
-
 /* The node computing exactly these spec nodes ("fc2,res" or "fc1"). */
 static const hkc_node_t *N(const hkc_spec_t *s, const char *label) {
   for (size_t i = 0; i < s->n_nodes; i++) {
@@ -119,16 +97,6 @@ static void check_consistent(const hkc_spec_t *s) {
 }
 
 /* ---- a double-precision interpreter of the IR ---------------------------------------- */
-static double act_ref(int act, double x) {
-  switch (act) {
-  case HK_ACT_RELU: return x > 0 ? x : 0;
-  case HK_ACT_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
-  case HK_ACT_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-  case HK_ACT_SILU: return x / (1 + exp(-x));
-  default: return x;
-  }
-}
-
 static uint64_t name_seed(const char *s) {
   uint64_t h = 1469598103934665603ull;
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
@@ -168,7 +136,7 @@ static double **interpret(const hkc_spec_t *s, int64_t batch) {
           for (int64_t k = 0; k < K; k++)
             acc += v[nd->in[0]][i * K + k] * (nd->trans_b ? v[nd->in[1]][c * K + k] : v[nd->in[1]][k * N + c]);
           if (nd->bias != HKC_NONE) acc += v[nd->bias][c];
-          acc = act_ref(nd->act, acc);
+          acc = hk_test_act_ref(nd->act, acc);
           if (nd->mul != HKC_NONE) acc *= v[nd->mul][i * N + c];
           if (nd->residual != HKC_NONE) acc += v[nd->residual][i * N + c];
           y[i * N + c] = acc;
@@ -188,7 +156,7 @@ static double **interpret(const hkc_spec_t *s, int64_t batch) {
     case HK_OP_GELU:
     case HK_OP_SILU: {
       int act = nd->op == HK_OP_RELU ? HK_ACT_RELU : nd->op == HK_OP_GELU ? HK_ACT_GELU : HK_ACT_SILU;
-      for (int64_t i = 0; i < n; i++) y[i] = act_ref(act, v[nd->in[0]][i]);
+      for (int64_t i = 0; i < n; i++) y[i] = hk_test_act_ref(act, v[nd->in[0]][i]);
       break;
     }
     case HK_OP_LAYERNORM:
@@ -234,7 +202,7 @@ static double **interpret(const hkc_spec_t *s, int64_t batch) {
             double o = v[nd->in[k]][i % nj[k]];
             x = p[-1] == 'a' ? x + o : x * o;
           } else {
-            x = act_ref(*p == 'r' ? HK_ACT_RELU : *p == 'g' ? HK_ACT_GELU : *p == 's' ? HK_ACT_SILU : HK_ACT_GELU_TANH, x);
+            x = hk_test_act_ref(hk_test_ewchain_act(*p), x);
           }
         }
         y[i] = x;
@@ -295,9 +263,9 @@ static const char k_bert[] = HEADER
 
 static void test_auto_bert(void **state) {
   (void)state;
-  hkc_spec_t *s = parse_ok(k_bert);
+  hkc_spec_t *s = hk_test_spec_parse(k_bert);
   size_t tensors_before = s->n_tensors;
-  fuse_ok(s, HKC_FUSION_AUTO);
+  hk_test_spec_fuse(s, HKC_FUSION_AUTO);
   check_consistent(s);
   assert_int_equal(s->fusion, HKC_FUSION_AUTO);
   assert_int_equal(s->n_nodes, 7);
@@ -305,22 +273,22 @@ static void test_auto_bert(void **state) {
   assert_int_equal(op->op, HK_OP_GEMM);
   assert_string_equal(op->name, "out_proj");
   assert_int_equal(op->n_fused, 3);
-  assert_int_equal(op->bias, T(s, "bo"));
-  assert_int_equal(op->residual, T(s, "x")); /* the gemm output was the second operand */
+  assert_int_equal(op->bias, hk_test_tensor(s, "bo"));
+  assert_int_equal(op->residual, hk_test_tensor(s, "x")); /* the gemm output was the second operand */
   assert_int_equal(op->act, HK_ACT_NONE);
   assert_int_equal(op->mul, HKC_NONE);
-  assert_int_equal(op->out, T(s, "h0"));
+  assert_int_equal(op->out, hk_test_tensor(s, "h0"));
   const hkc_node_t *up = N(s, "up,act");
   assert_int_equal(up->act, HK_ACT_GELU);
-  assert_int_equal(up->bias, T(s, "bf1"));
-  assert_int_equal(up->out, T(s, "u1"));
+  assert_int_equal(up->bias, hk_test_tensor(s, "bf1"));
+  assert_int_equal(up->out, hk_test_tensor(s, "u1"));
   const hkc_node_t *down = N(s, "down,res2");
-  assert_int_equal(down->residual, T(s, "h1"));
-  assert_int_equal(down->in[0], T(s, "u1"));
+  assert_int_equal(down->residual, hk_test_tensor(s, "h1"));
+  assert_int_equal(down->in[0], hk_test_tensor(s, "u1"));
   /* norms and attention stay; the norms read what the gemms now write */
-  assert_int_equal(N(s, "ln1")->in[0], T(s, "h0"));
+  assert_int_equal(N(s, "ln1")->in[0], hk_test_tensor(s, "h0"));
   assert_int_equal(N(s, "ln1")->add_in, HKC_NONE);
-  assert_int_equal(N(s, "ln2")->in[0], T(s, "h2"));
+  assert_int_equal(N(s, "ln2")->in[0], hk_test_tensor(s, "h2"));
   assert_int_equal(N(s, "attn")->op, HK_OP_ATTENTION);
   /* eliminated: o0, o1, u0, d0 */
   assert_int_equal(s->n_tensors, tensors_before - 4);
@@ -335,7 +303,7 @@ static void test_auto_bert(void **state) {
   assert_int_equal(hkc_lower_node(s, (size_t)(op - s->nodes), 3, &key, args), 9);
   assert_true(key.has_bias && key.has_residual && !key.has_mul);
   assert_int_equal(args[3].kind, HK_ARG_TENSOR);
-  assert_int_equal(args[3].i, T(s, "x"));
+  assert_int_equal(args[3].i, hk_test_tensor(s, "x"));
   assert_int_equal(args[8].kind, HK_ARG_NULL);
   char name[96];
   hkc_kernel_key_name(&key, name, sizeof name);
@@ -364,20 +332,20 @@ static const char k_llama[] = HEADER
 
 static void test_auto_llama_swiglu(void **state) {
   (void)state;
-  hkc_spec_t *ref = parse_ok(k_llama), *s = parse_ok(k_llama);
-  fuse_ok(s, HKC_FUSION_AUTO);
+  hkc_spec_t *ref = hk_test_spec_parse(k_llama), *s = hk_test_spec_parse(k_llama);
+  hk_test_spec_fuse(s, HKC_FUSION_AUTO);
   check_consistent(s);
   assert_int_equal(s->n_nodes, 8);
   const hkc_node_t *gate = N(s, "gate,sg,glu");
   assert_int_equal(gate->op, HK_OP_GEMM);
   assert_int_equal(gate->act, HK_ACT_SILU);
-  assert_int_equal(gate->mul, T(s, "ut")); /* the other gemm's output */
-  assert_int_equal(gate->out, T(s, "m"));
+  assert_int_equal(gate->mul, hk_test_tensor(s, "ut")); /* the other gemm's output */
+  assert_int_equal(gate->out, hk_test_tensor(s, "m"));
   assert_int_equal(N(s, "up")->op, HK_OP_GEMM);
   const hkc_node_t *o = N(s, "o,r1");
-  assert_int_equal(o->residual, T(s, "x"));
-  assert_int_equal(o->out, T(s, "h"));
-  assert_int_equal(N(s, "down,r2")->residual, T(s, "h"));
+  assert_int_equal(o->residual, hk_test_tensor(s, "x"));
+  assert_int_equal(o->out, hk_test_tensor(s, "h"));
+  assert_int_equal(N(s, "down,r2")->residual, hk_test_tensor(s, "h"));
   assert_int_equal(N(s, "sm")->op, HK_OP_SOFTMAX);
   /* up runs before the fused gate (it feeds its mul) */
   assert_true(N(s, "up") < gate);
@@ -386,7 +354,7 @@ static void test_auto_llama_swiglu(void **state) {
   assert_int_equal(hkc_lower_node(s, (size_t)(gate - s->nodes), 1, &key, args), 9);
   assert_true(key.has_mul && !key.has_bias && !key.has_residual);
   assert_int_equal(args[8].kind, HK_ARG_TENSOR);
-  assert_int_equal(args[8].i, T(s, "ut"));
+  assert_int_equal(args[8].i, hk_test_tensor(s, "ut"));
   char name[96];
   hkc_kernel_key_name(&key, name, sizeof name);
   assert_string_equal(name, "hk_gemm_f16_silu_mul_a4"); /* N = 12 */
@@ -405,12 +373,12 @@ static void test_auto_llama_swiglu(void **state) {
       "  - {name: glu, op: mul, in: [gt, ut], out: m}\n"
       "  - {name: down, op: gemm, in: [m, wd], out: y}\n"
       "outputs: [y]\n";
-  ref = parse_ok(swiglu), s = parse_ok(swiglu);
-  fuse_ok(s, -1);
+  ref = hk_test_spec_parse(swiglu), s = hk_test_spec_parse(swiglu);
+  hk_test_spec_fuse(s, -1);
   check_consistent(s);
   assert_int_equal(s->n_nodes, 3);
   const hkc_node_t *f = N(s, "up,glu"); /* the first gemm in order takes the mul */
-  assert_int_equal(f->mul, T(s, "gt"));
+  assert_int_equal(f->mul, hk_test_tensor(s, "gt"));
   assert_int_equal(f->act, HK_ACT_NONE);
   assert_true(N(s, "gate") < f);
   expect_same_function(ref, s, 3);
@@ -433,22 +401,22 @@ static void test_auto_add_norm(void **state) {
       "  - {name: add2, op: add, in: [y1, c], out: r2}\n"
       "  - {name: rms, op: rmsnorm, in: [r2], gamma: g, out: y3}\n"
       "outputs: [y1, y2, y3]\n";
-  hkc_spec_t *ref = parse_ok(text), *s = parse_ok(text);
-  fuse_ok(s, HKC_FUSION_AUTO);
+  hkc_spec_t *ref = hk_test_spec_parse(text), *s = hk_test_spec_parse(text);
+  hk_test_spec_fuse(s, HKC_FUSION_AUTO);
   check_consistent(s);
   assert_int_equal(s->n_nodes, 3);
   const hkc_node_t *ln = N(s, "add1,ln");
   assert_int_equal(ln->op, HK_OP_LAYERNORM);
-  assert_int_equal(ln->in[0], T(s, "a"));
-  assert_int_equal(ln->add_in, T(s, "b"));
-  assert_int_equal(ln->sum_out, T(s, "r"));
-  assert_int_equal(ln->out, T(s, "y1"));
+  assert_int_equal(ln->in[0], hk_test_tensor(s, "a"));
+  assert_int_equal(ln->add_in, hk_test_tensor(s, "b"));
+  assert_int_equal(ln->sum_out, hk_test_tensor(s, "r"));
+  assert_int_equal(ln->out, hk_test_tensor(s, "y1"));
   assert_true(ln->eps == 1.0e-3f);
-  assert_int_equal(s->tensors[T(s, "r")].producer, (int)(ln - s->nodes));
+  assert_int_equal(s->tensors[hk_test_tensor(s, "r")].producer, (int)(ln - s->nodes));
   assert_true(N(s, "side") > ln);
   const hkc_node_t *rms = N(s, "add2,rms");
-  assert_int_equal(rms->in[0], T(s, "y1"));
-  assert_int_equal(rms->add_in, T(s, "c"));
+  assert_int_equal(rms->in[0], hk_test_tensor(s, "y1"));
+  assert_int_equal(rms->add_in, hk_test_tensor(s, "c"));
   assert_int_equal(rms->sum_out, HKC_NONE);
   assert_int_equal(hkc_tensor_find(s, "r2"), HKC_NONE);
   hkc_kernel_key_t key;
@@ -456,9 +424,9 @@ static void test_auto_add_norm(void **state) {
   char name[96];
   assert_int_equal(hkc_lower_node(s, (size_t)(ln - s->nodes), 3, &key, args), 9);
   assert_true(key.has_add && key.has_sum);
-  assert_int_equal(args[7].i, T(s, "b"));
+  assert_int_equal(args[7].i, hk_test_tensor(s, "b"));
   assert_int_equal(args[8].kind, HK_ARG_TENSOR);
-  assert_int_equal(args[8].i, T(s, "r"));
+  assert_int_equal(args[8].i, hk_test_tensor(s, "r"));
   hkc_kernel_key_name(&key, name, sizeof name);
   assert_string_equal(name, "hk_layernorm_f16_add_sum_a8");
   assert_int_equal(hkc_lower_node(s, (size_t)(rms - s->nodes), 3, &key, args), 8);
@@ -480,11 +448,11 @@ static void test_auto_add_norm(void **state) {
       "  - {name: add2, op: add, in: [y, g], out: r3}\n"
       "  - {name: n2, op: rmsnorm, in: [r3], gamma: g, out: y3}\n"
       "outputs: [y, r, y3]\n";
-  ref = parse_ok(out_sum), s = parse_ok(out_sum);
-  fuse_ok(s, HKC_FUSION_AUTO);
+  ref = hk_test_spec_parse(out_sum), s = hk_test_spec_parse(out_sum);
+  hk_test_spec_fuse(s, HKC_FUSION_AUTO);
   check_consistent(s);
-  assert_int_equal(N(s, "add1,n1")->sum_out, T(s, "r"));
-  assert_int_equal(s->tensors[T(s, "r")].role, HK_ROLE_OUTPUT);
+  assert_int_equal(N(s, "add1,n1")->sum_out, hk_test_tensor(s, "r"));
+  assert_int_equal(s->tensors[hk_test_tensor(s, "r")].role, HK_ROLE_OUTPUT);
   assert_int_equal(N(s, "n2")->add_in, HKC_NONE); /* add2 broadcasts g: stays */
   assert_int_equal(N(s, "add2")->op, HK_OP_ADD);
   expect_same_function(ref, s, 1);
@@ -509,8 +477,8 @@ static void test_auto_ewchain(void **state) {
       "  - {name: f2, op: relu, in: [u1], out: u2}\n"
       "  - {name: f3, op: add, in: [u2, x], out: y2}\n"
       "outputs: [y, y2]\n";
-  hkc_spec_t *ref = parse_ok(text), *s = parse_ok(text);
-  fuse_ok(s, HKC_FUSION_AUTO);
+  hkc_spec_t *ref = hk_test_spec_parse(text), *s = hk_test_spec_parse(text);
+  hk_test_spec_fuse(s, HKC_FUSION_AUTO);
   check_consistent(s);
   assert_int_equal(s->n_nodes, 2);
   const hkc_node_t *c = N(s, "e1,e2,e3,e4,e5");
@@ -520,14 +488,14 @@ static void test_auto_ewchain(void **state) {
    * operand: steps only name operands 1..4 */
   assert_string_equal(c->program, "a1gm2m3a4");
   assert_int_equal(c->n_in, 5);
-  assert_int_equal(c->in[0], T(s, "row"));
-  assert_int_equal(c->in[1], T(s, "x"));
-  assert_int_equal(c->in[2], T(s, "z"));
-  assert_int_equal(c->in[3], T(s, "one"));
-  assert_int_equal(c->in[4], T(s, "row"));
+  assert_int_equal(c->in[0], hk_test_tensor(s, "row"));
+  assert_int_equal(c->in[1], hk_test_tensor(s, "x"));
+  assert_int_equal(c->in[2], hk_test_tensor(s, "z"));
+  assert_int_equal(c->in[3], hk_test_tensor(s, "one"));
+  assert_int_equal(c->in[4], hk_test_tensor(s, "row"));
   const hkc_node_t *d = N(s, "f1,f2,f3");
   assert_string_equal(d->program, "m1ra2");
-  assert_int_equal(d->in[0], T(s, "mat"));
+  assert_int_equal(d->in[0], hk_test_tensor(s, "mat"));
   for (int i = 0; i < 4; i++) assert_int_equal(hkc_tensor_find(s, (const char *[]){"t1", "t2", "t3", "t4"}[i]), HKC_NONE);
   /* lowering: out, n, then each operand and its element count (broadcast by i % n_j) */
   hkc_kernel_key_t key;
@@ -537,13 +505,13 @@ static void test_auto_ewchain(void **state) {
   assert_int_equal(key.op, HK_OP_EWCHAIN);
   assert_string_equal(key.program, "m1ra2");
   assert_int_equal(key.align, 1); /* c = 7 */
-  assert_int_equal(args[0].i, T(s, "y2"));
+  assert_int_equal(args[0].i, hk_test_tensor(s, "y2"));
   assert_int_equal(args[1].i, 4 * 3 * 7);
-  assert_int_equal(args[2].i, T(s, "mat"));
+  assert_int_equal(args[2].i, hk_test_tensor(s, "mat"));
   assert_int_equal(args[3].i, 3 * 7);
-  assert_int_equal(args[4].i, T(s, "row"));
+  assert_int_equal(args[4].i, hk_test_tensor(s, "row"));
   assert_int_equal(args[5].i, 7);
-  assert_int_equal(args[6].i, T(s, "x"));
+  assert_int_equal(args[6].i, hk_test_tensor(s, "x"));
   assert_int_equal(args[7].i, 4 * 3 * 7);
   char name[96];
   hkc_kernel_key_name(&key, name, sizeof name);
@@ -567,14 +535,14 @@ static void test_auto_ewchain_limits(void **state) {
     len += sprintf(text + len, "  - {name: n%d, op: add, in: [%s, p%d], out: t%d}\n", i, prev, i, i);
   }
   sprintf(text + len, "outputs: [t7]\n");
-  hkc_spec_t *ref = parse_ok(text), *s = parse_ok(text);
-  fuse_ok(s, HKC_FUSION_AUTO);
+  hkc_spec_t *ref = hk_test_spec_parse(text), *s = hk_test_spec_parse(text);
+  hk_test_spec_fuse(s, HKC_FUSION_AUTO);
   check_consistent(s);
   assert_int_equal(s->n_nodes, 2);
   const hkc_node_t *a = N(s, "n0,n1,n2,n3"), *b = N(s, "n4,n5,n6,n7");
   assert_string_equal(a->program, "a1a2a3a4");
   assert_int_equal(a->n_in, 5);
-  assert_int_equal(b->in[0], T(s, "t3"));
+  assert_int_equal(b->in[0], hk_test_tensor(s, "t3"));
   expect_same_function(ref, s, 2);
   hkc_spec_destroy(ref);
   hkc_spec_destroy(s);
@@ -600,16 +568,16 @@ static void test_auto_stops(void **state) {
       "  - {name: fc3, op: gemm, in: [k3, w3], out: o0}\n"
       "  - {name: tail, op: silu, in: [o0], out: y}\n"
       "outputs: [y, h0]\n";
-  hkc_spec_t *ref = parse_ok(text), *s = parse_ok(text);
-  fuse_ok(s, HKC_FUSION_AUTO);
+  hkc_spec_t *ref = hk_test_spec_parse(text), *s = hk_test_spec_parse(text);
+  hk_test_spec_fuse(s, HKC_FUSION_AUTO);
   check_consistent(s);
   assert_int_equal(N(s, "fc")->act, HK_ACT_NONE); /* h0 is an output */
-  assert_int_equal(s->tensors[T(s, "h0")].role, HK_ROLE_OUTPUT);
+  assert_int_equal(s->tensors[hk_test_tensor(s, "h0")].role, HK_ROLE_OUTPUT);
   /* relu -> add(hr, hr): hr read twice, so no chain through it */
   assert_int_equal(N(s, "act")->op, HK_OP_RELU);
   assert_int_equal(N(s, "twice")->op, HK_OP_ADD);
   const hkc_node_t *f2 = N(s, "fc2,res");
-  assert_int_equal(f2->residual, T(s, "x"));
+  assert_int_equal(f2->residual, hk_test_tensor(s, "x"));
   assert_int_equal(f2->act, HK_ACT_NONE);
   /* gelu then a bias-shaped add: an element-wise chain, not part of fc2 */
   const hkc_node_t *ch = N(s, "late,lateb");
@@ -621,9 +589,9 @@ static void test_auto_stops(void **state) {
   hkc_spec_destroy(s);
 
   /* fusion: none leaves every node and tensor as it was. */
-  s = parse_ok(text);
+  s = hk_test_spec_parse(text);
   size_t nn = s->n_nodes, nt = s->n_tensors;
-  fuse_ok(s, HKC_FUSION_NONE);
+  hk_test_spec_fuse(s, HKC_FUSION_NONE);
   assert_int_equal(s->n_nodes, nn);
   assert_int_equal(s->n_tensors, nt);
   for (size_t i = 0; i < nn; i++) assert_null(s->nodes[i].fused_names);
@@ -633,8 +601,8 @@ static void test_auto_stops(void **state) {
   /* a spec that says `fusion: none` is kept unfused when no mode is forced */
   char none[sizeof text + 32];
   snprintf(none, sizeof none, "%sfusion: none\n", text);
-  s = parse_ok(none);
-  fuse_ok(s, -1);
+  s = hk_test_spec_parse(none);
+  hk_test_spec_fuse(s, -1);
   assert_int_equal(s->n_nodes, nn);
   hkc_spec_destroy(s);
 }
@@ -663,7 +631,7 @@ static void expect_group_error(const char *fusion, const char *group, const char
   const char *at = strstr(fusion, group);
   assert_non_null(at);
   int col = 9 + (int)(at - fusion);
-  hkc_spec_t *s = parse_ok(text);
+  hkc_spec_t *s = hk_test_spec_parse(text);
   size_t nn = s->n_nodes, nt = s->n_tensors;
   hkc_diag_capture(diag, sizeof diag);
   int rc = hkc_fuse(s, -1);
@@ -720,7 +688,7 @@ static void test_group_errors_more(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char t[2048];
     snprintf(t, sizeof t, "%sfusion:\n  groups: %s\n", text, cases[i].groups);
-    hkc_spec_t *s = parse_ok(t);
+    hkc_spec_t *s = hk_test_spec_parse(t);
     hkc_diag_capture(diag, sizeof diag);
     int rc = hkc_fuse(s, -1);
     hkc_diag_capture(NULL, 0);
@@ -735,21 +703,21 @@ static void test_groups_ok(void **state) {
   (void)state;
   char text[4096];
   snprintf(text, sizeof text, "%sfusion: {groups: [[fc, fb, res], [r2, n2], [fc2]]}\n", k_groups_base);
-  hkc_spec_t *s = parse_ok(text);
+  hkc_spec_t *s = hk_test_spec_parse(text);
   size_t nt = s->n_tensors;
-  fuse_ok(s, -1);
+  hk_test_spec_fuse(s, -1);
   check_consistent(s);
   assert_int_equal(s->fusion, HKC_FUSION_GROUPS);
   assert_int_equal(s->n_groups, 0); /* consumed */
   assert_int_equal(s->n_nodes, 6);
   const hkc_node_t *g = N(s, "fc,fb,res");
-  assert_int_equal(g->bias, T(s, "bb"));
-  assert_int_equal(g->residual, T(s, "z"));
-  assert_int_equal(g->out, T(s, "h2"));
+  assert_int_equal(g->bias, hk_test_tensor(s, "bb"));
+  assert_int_equal(g->residual, hk_test_tensor(s, "z"));
+  assert_int_equal(g->out, hk_test_tensor(s, "h2"));
   const hkc_node_t *n = N(s, "r2,n2");
   assert_int_equal(n->op, HK_OP_RMSNORM);
-  assert_int_equal(n->in[0], T(s, "h6"));
-  assert_int_equal(n->add_in, T(s, "h4"));
+  assert_int_equal(n->in[0], hk_test_tensor(s, "h6"));
+  assert_int_equal(n->add_in, hk_test_tensor(s, "h4"));
   /* outside the groups nothing fuses, even when auto would (act) */
   assert_int_equal(N(s, "act")->op, HK_OP_GELU);
   assert_int_equal(N(s, "fc2")->n_fused, 1);
@@ -757,11 +725,11 @@ static void test_groups_ok(void **state) {
   hkc_spec_destroy(s);
 
   /* --fusion auto overrides explicit groups; --fusion none drops them */
-  s = parse_ok(text);
-  fuse_ok(s, HKC_FUSION_AUTO);
+  s = hk_test_spec_parse(text);
+  hk_test_spec_fuse(s, HKC_FUSION_AUTO);
   check_consistent(s);
   assert_int_equal(s->fusion, HKC_FUSION_AUTO);
-  assert_int_equal(N(s, "fc,fb,res")->residual, T(s, "z"));
+  assert_int_equal(N(s, "fc,fb,res")->residual, hk_test_tensor(s, "z"));
   hkc_spec_destroy(s);
 }
 
@@ -817,8 +785,8 @@ static void test_random_same_function(void **state) {
         olen += snprintf(outs + olen, sizeof outs - (size_t)olen, "%st%d", olen ? ", " : "", i);
     }
     sprintf(text + len, "outputs: [%s]\n", outs);
-    hkc_spec_t *ref = parse_ok(text), *s = parse_ok(text);
-    fuse_ok(s, HKC_FUSION_AUTO);
+    hkc_spec_t *ref = hk_test_spec_parse(text), *s = hk_test_spec_parse(text);
+    hk_test_spec_fuse(s, HKC_FUSION_AUTO);
     check_consistent(s);
     fused_total += (int)(ref->n_nodes - s->n_nodes);
     for (size_t j = 0; j < s->n_nodes; j++) {

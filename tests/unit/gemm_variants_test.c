@@ -10,19 +10,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpu_variant.h"
 #include "hkc.h"
-
-static const hkc_gpu_arch_t *arch(const char *name) {
-  const hkc_gpu_arch_t *a = hkc_gpu_arch_find(name);
-  assert_non_null(a);
-  return a;
-}
+#include "test_util.h"
 
 static hkc_kernel_key_t gemm_key(hk_dtype_t dtype, int act, int trans_b, int bias, int res, int align) {
   return (hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = dtype, .act = (hk_act_t)act, .trans_b = trans_b,
@@ -34,99 +28,42 @@ static hkc_kernel_key_t with_mul(hkc_kernel_key_t key) {
   return key;
 }
 
-/* The key's name, with "_mul" when the canonical name does not show has_mul (yet). */
-static void kernel_name(hkc_kernel_out_t *k) {
-  hkc_kernel_key_name(&k->key, k->name, sizeof k->name);
-  if (k->key.has_mul && !strstr(k->name, "_mul")) {
-    const size_t len = strlen(k->name);
-    snprintf(k->name + len, sizeof k->name - len, "_mul");
-  }
-}
-
-static const char *variant_name(const char *arch_name, hkc_kernel_key_t key) {
-  const hkc_gpu_variant_t *v = hkc_gpu_variant_for(arch(arch_name), &key);
-  return v ? v->name : "simple";
-}
-
 static void test_selection(void **state) {
   (void)state;
   for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++) {
-    assert_string_equal(variant_name("sm_90a", gemm_key((hk_dtype_t)dt, 0, 0, 0, 0, 8)), "gemm_wgmma_ws");
-    assert_string_equal(variant_name("sm_90a", gemm_key((hk_dtype_t)dt, 2, 1, 1, 1, 8)), "gemm_wgmma_ws");
+    assert_string_equal(hk_test_variant_name("sm_90a", gemm_key((hk_dtype_t)dt, 0, 0, 0, 0, 8)), "gemm_wgmma_ws");
+    assert_string_equal(hk_test_variant_name("sm_90a", gemm_key((hk_dtype_t)dt, 2, 1, 1, 1, 8)), "gemm_wgmma_ws");
     /* the epilogue multiply (SwiGLU gate) keeps every variant */
-    assert_string_equal(variant_name("sm_90a", with_mul(gemm_key((hk_dtype_t)dt, 3, 0, 0, 0, 8))), "gemm_wgmma_ws");
-    assert_string_equal(variant_name("sm_90", with_mul(gemm_key((hk_dtype_t)dt, 3, 1, 1, 1, 8))), "gemm_mma");
-    assert_string_equal(variant_name("sm_80", with_mul(gemm_key((hk_dtype_t)dt, 0, 0, 0, 1, 8))), "gemm_mma");
-    assert_string_equal(variant_name("gfx90a", with_mul(gemm_key((hk_dtype_t)dt, 3, 0, 1, 0, 8))), "gemm_mfma");
+    assert_string_equal(hk_test_variant_name("sm_90a", with_mul(gemm_key((hk_dtype_t)dt, 3, 0, 0, 0, 8))),
+                        "gemm_wgmma_ws");
+    assert_string_equal(hk_test_variant_name("sm_90", with_mul(gemm_key((hk_dtype_t)dt, 3, 1, 1, 1, 8))), "gemm_mma");
+    assert_string_equal(hk_test_variant_name("sm_80", with_mul(gemm_key((hk_dtype_t)dt, 0, 0, 0, 1, 8))), "gemm_mma");
+    assert_string_equal(hk_test_variant_name("gfx90a", with_mul(gemm_key((hk_dtype_t)dt, 3, 0, 1, 0, 8))), "gemm_mfma");
     setenv("HKC_GEMM_WS", "0", 1);
-    assert_string_equal(variant_name("sm_90a", with_mul(gemm_key((hk_dtype_t)dt, 3, 1, 0, 1, 8))), "gemm_wgmma");
+    assert_string_equal(hk_test_variant_name("sm_90a", with_mul(gemm_key((hk_dtype_t)dt, 3, 1, 0, 1, 8))),
+                        "gemm_wgmma");
     unsetenv("HKC_GEMM_WS");
-    assert_string_equal(variant_name("sm_90", with_mul(gemm_key((hk_dtype_t)dt, 3, 1, 0, 1, 4))), "simple");
+    assert_string_equal(hk_test_variant_name("sm_90", with_mul(gemm_key((hk_dtype_t)dt, 3, 1, 0, 1, 4))), "simple");
     /* HKC_GEMM_WS=0: the previous sm_90a kernel, for A/B runs */
     setenv("HKC_GEMM_WS", "0", 1);
-    assert_string_equal(variant_name("sm_90a", gemm_key((hk_dtype_t)dt, 2, 1, 1, 1, 8)), "gemm_wgmma");
+    assert_string_equal(hk_test_variant_name("sm_90a", gemm_key((hk_dtype_t)dt, 2, 1, 1, 1, 8)), "gemm_wgmma");
     unsetenv("HKC_GEMM_WS");
-    assert_string_equal(variant_name("sm_90", gemm_key((hk_dtype_t)dt, 0, 1, 0, 0, 8)), "gemm_mma");
-    assert_string_equal(variant_name("sm_80", gemm_key((hk_dtype_t)dt, 0, 0, 1, 0, 8)), "gemm_mma");
+    assert_string_equal(hk_test_variant_name("sm_90", gemm_key((hk_dtype_t)dt, 0, 1, 0, 0, 8)), "gemm_mma");
+    assert_string_equal(hk_test_variant_name("sm_80", gemm_key((hk_dtype_t)dt, 0, 0, 1, 0, 8)), "gemm_mma");
     /* alignment below 8 elements, f32: the simple kernel; AMD CDNA: gemm_mfma (amd_variants_test) */
-    assert_string_equal(variant_name("sm_90a", gemm_key((hk_dtype_t)dt, 0, 0, 0, 0, 4)), "simple");
-    assert_string_equal(variant_name("sm_90", gemm_key((hk_dtype_t)dt, 0, 0, 0, 0, 2)), "simple");
-    assert_string_equal(variant_name("gfx90a", gemm_key((hk_dtype_t)dt, 0, 0, 0, 0, 8)), "gemm_mfma");
+    assert_string_equal(hk_test_variant_name("sm_90a", gemm_key((hk_dtype_t)dt, 0, 0, 0, 0, 4)), "simple");
+    assert_string_equal(hk_test_variant_name("sm_90", gemm_key((hk_dtype_t)dt, 0, 0, 0, 0, 2)), "simple");
+    assert_string_equal(hk_test_variant_name("gfx90a", gemm_key((hk_dtype_t)dt, 0, 0, 0, 0, 8)), "gemm_mfma");
   }
-  assert_string_equal(variant_name("sm_90a", gemm_key(HK_DTYPE_F32, 0, 0, 0, 0, 8)), "simple");
-  assert_string_equal(variant_name("sm_90", gemm_key(HK_DTYPE_F32, 0, 0, 0, 0, 8)), "simple");
+  assert_string_equal(hk_test_variant_name("sm_90a", gemm_key(HK_DTYPE_F32, 0, 0, 0, 0, 8)), "simple");
+  assert_string_equal(hk_test_variant_name("sm_90", gemm_key(HK_DTYPE_F32, 0, 0, 0, 0, 8)), "simple");
   /* a non-gemm key is not taken by a gemm variant (element-wise ones may serve it) */
   hkc_kernel_key_t add = {.op = HK_OP_ADD, .dtype = HK_DTYPE_F16, .align = 8};
-  const hkc_gpu_variant_t *v = hkc_gpu_variant_for(arch("sm_90a"), &add);
+  const hkc_gpu_variant_t *v = hkc_gpu_variant_for(hk_test_arch("sm_90a"), &add);
   assert_true(v == NULL || strncmp(v->name, "gemm", 4) != 0);
 }
 
 /* ---- nvrtc compiles ---------------------------------------------------------------------- */
-typedef struct job {
-  const hkc_gpu_arch_t *arch;
-  hkc_kernel_out_t kernel;
-  int ok;
-  uint32_t regs, scratch, shared;
-  char error[600];
-} job_t;
-
-typedef struct pool {
-  job_t *jobs;
-  size_t n, next;
-  pthread_mutex_t lock;
-} pool_t;
-
-static void run_job(job_t *j) {
-  char *src = hkc_codegen_gpu(j->arch, &j->kernel);
-  if (!src) {
-    snprintf(j->error, sizeof j->error, "codegen failed");
-    return;
-  }
-  hkc_rtc_result_t r;
-  if (hkc_nvrtc_compile(src, j->kernel.name, j->arch->name, &r) != 0)
-    snprintf(j->error, sizeof j->error, "compile failed: %.560s", r.log ? r.log : "(no log)");
-  else if (r.log && strstr(r.log, "warning"))
-    snprintf(j->error, sizeof j->error, "compiler warning: %.560s", strstr(r.log, "warning"));
-  else
-    j->ok = 1;
-  j->regs = r.vgprs;
-  j->scratch = r.scratch_bytes;
-  j->shared = r.shared_bytes;
-  hkc_rtc_result_free(&r);
-  free(src);
-}
-
-static void *worker(void *arg) {
-  pool_t *p = arg;
-  for (;;) {
-    pthread_mutex_lock(&p->lock);
-    size_t i = p->next++;
-    pthread_mutex_unlock(&p->lock);
-    if (i >= p->n) return NULL;
-    run_job(&p->jobs[i]);
-  }
-}
-
 /* Every epilogue (5 activations x bias x residual x mul x both B layouts) in f16 and bf16
  * on sm_90a, sm_90 and sm_80 when HKC_TEST_FULL is set; otherwise, per dtype: on sm_90a
  * every flag combination with gelu and the plain and full epilogues of every activation,
@@ -134,16 +71,12 @@ static void *worker(void *arg) {
  * gelu, and silu with mul alone and with everything (the SwiGLU gate). */
 static void test_nvrtc_variants(void **state) {
   (void)state;
-  char why[512];
-  if (hkc_nvrtc_available(why, sizeof why) != 0) {
-    printf("[ SKIP     ] nvrtc: %s\n", why);
-    skip();
-  }
+  HK_TEST_NEED_NVRTC();
   const char *env = getenv("HKC_TEST_FULL");
   const int full = env && *env && strcmp(env, "0") != 0;
   static const char *const archs[] = {"sm_90a", "sm_90", "sm_80"};
   static const char *const expect[] = {"gemm_wgmma_ws", "gemm_mma", "gemm_mma"};
-  job_t *jobs = calloc(3 * 2 * 80, sizeof *jobs);
+  hk_test_compile_job_t *jobs = calloc(3 * 2 * 80, sizeof *jobs);
   assert_non_null(jobs);
   size_t n = 0;
   for (size_t a = 0; a < 3; a++)
@@ -156,37 +89,21 @@ static void test_nvrtc_variants(void **state) {
           const int pick = full || (a == 0 && (ends || (gelu && !mul))) ||
                            (a > 0 && ((ends && !mul && (act == 0 || gelu)) || swiglu));
           if (!pick) continue;
-          job_t *j = &jobs[n++];
-          j->arch = arch(archs[a]);
+          hk_test_compile_job_t *j = &jobs[n++];
+          j->arch = hk_test_arch(archs[a]);
           j->kernel.key = gemm_key((hk_dtype_t)dt, act, tb, bias, res, 8);
           j->kernel.key.has_mul = mul;
-          kernel_name(&j->kernel);
+          hk_test_kernel_name(&j->kernel);
           assert_string_equal(hkc_gpu_variant_for(j->arch, &j->kernel.key)->name, expect[a]);
         }
   printf("[ info     ] %zu variant compiles%s\n", n, full ? "" : " (HKC_TEST_FULL=1 compiles every epilogue)");
-  pool_t p = {.jobs = jobs, .n = n};
-  pthread_mutex_init(&p.lock, NULL);
-  pthread_t th[2];
-  int started = 0;
-  for (int t = 0; t < 2; t++)
-    if (pthread_create(&th[t], NULL, worker, &p) == 0) started++;
-  if (!started) worker(&p);
-  for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
-  pthread_mutex_destroy(&p.lock);
-  int failures = 0;
+  hk_test_compile_all(jobs, n, hkc_nvrtc_compile, 2, HK_TEST_COMPILE_NO_WARNINGS);
+  const int failures = hk_test_compile_failures(jobs, n);
   uint32_t max_regs[3] = {0, 0, 0};
   for (size_t i = 0; i < n; i++) {
-    const job_t *j = &jobs[i];
+    const hk_test_compile_job_t *j = &jobs[i];
     const size_t a = strcmp(j->arch->name, "sm_90a") == 0 ? 0 : strcmp(j->arch->name, "sm_90") == 0 ? 1 : 2;
     if (j->regs > max_regs[a]) max_regs[a] = j->regs;
-    const char *problem = !j->ok ? j->error : j->regs == 0 ? "no register count reported"
-                                          : j->scratch != 0 ? "uses local memory (spills)"
-                                                            : NULL;
-    if (problem) {
-      printf("[ FAIL     ] %s for %s: %s (regs %u, scratch %u)\n", j->kernel.name, j->arch->name, problem, j->regs,
-             j->scratch);
-      failures++;
-    }
   }
   for (size_t a = 0; a < 3; a++) printf("[ info     ] %s: at most %u registers\n", archs[a], max_regs[a]);
   /* gemm_wgmma_ws: ptxas reports the entry budget of 384 threads (<= 168); the consumer
@@ -202,12 +119,12 @@ static void test_nvrtc_variants(void **state) {
  * layouts, bf16. Serial: the environment picks the variant. */
 static void compile_one(const char *env, const char *value, const char *expect, int act, int tb, int full) {
   setenv(env, value, 1);
-  job_t j = {.arch = arch("sm_90a")};
+  hk_test_compile_job_t j = {.arch = hk_test_arch("sm_90a")};
   j.kernel.key = gemm_key(HK_DTYPE_BF16, act, tb, full, full, 8);
   j.kernel.key.has_mul = full;
-  kernel_name(&j.kernel);
+  hk_test_kernel_name(&j.kernel);
   assert_string_equal(hkc_gpu_variant_for(j.arch, &j.kernel.key)->name, expect);
-  run_job(&j);
+  hk_test_compile_one(&j, hkc_nvrtc_compile, HK_TEST_COMPILE_NO_WARNINGS);
   unsetenv(env);
   printf("[ info     ] %s=%s %s: regs %u, scratch %u%s%s\n", env, value, j.kernel.name, j.regs, j.scratch,
          j.ok ? "" : ", ", j.ok ? "" : j.error);
@@ -218,11 +135,7 @@ static void compile_one(const char *env, const char *value, const char *expect, 
 
 static void test_nvrtc_sm90a_alternatives(void **state) {
   (void)state;
-  char why[512];
-  if (hkc_nvrtc_available(why, sizeof why) != 0) {
-    printf("[ SKIP     ] nvrtc: %s\n", why);
-    skip();
-  }
+  HK_TEST_NEED_NVRTC();
   for (int tb = 0; tb < 2; tb++)
     for (int full = 0; full < 2; full++) {
       compile_one("HKC_GEMM_WS", "0", "gemm_wgmma", full ? HK_ACT_GELU : 0, tb, full);
@@ -231,14 +144,6 @@ static void test_nvrtc_sm90a_alternatives(void **state) {
 }
 
 /* ---- launches -------------------------------------------------------------------------- */
-static long long source_macro(const char *src, const char *name) {
-  char pat[64];
-  snprintf(pat, sizeof pat, "#define %s ", name);
-  const char *p = strstr(src, pat);
-  assert_non_null(p);
-  return atoll(p + strlen(pat));
-}
-
 #define I64(v) ((hkc_arg_t){.kind = HK_ARG_I64, .i = (v)})
 #define TENSOR(v) ((hkc_arg_t){.kind = HK_ARG_TENSOR, .i = (v)})
 #define NUL ((hkc_arg_t){.kind = HK_ARG_NULL})
@@ -250,12 +155,13 @@ static void test_launch_covers_odd_shapes(void **state) {
   static const long long ns[] = {8, 136, 256, 4104, 14336};
   for (size_t a = 0; a < 3; a++)
     for (int tb = 0; tb < 2; tb++) {
-      const hkc_gpu_arch_t *ar = arch(archs[a]);
+      const hkc_gpu_arch_t *ar = hk_test_arch(archs[a]);
       hkc_kernel_out_t k = {.name = "hk_x", .key = with_mul(gemm_key(HK_DTYPE_BF16, 2, tb, 1, 1, 8))};
       char *src = hkc_codegen_gpu(ar, &k);
       assert_non_null(src);
-      const long long tm = source_macro(src, "HK_TILE_M"), tn = source_macro(src, "HK_TILE_N");
-      const long long threads = source_macro(src, "HK_THREADS"), stages = source_macro(src, "HK_STAGES");
+      const long long tm = hk_test_source_macro(src, "HK_TILE_M"), tn = hk_test_source_macro(src, "HK_TILE_N");
+      const long long threads = hk_test_source_macro(src, "HK_THREADS");
+      const long long stages = hk_test_source_macro(src, "HK_STAGES");
       assert_non_null(strstr(src, a == 0 ? "gemm_wgmma_ws.hip" : "gemm_mma.hip"));
       free(src);
       for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)

@@ -14,40 +14,15 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "hkc.h"
 #include "test_util.h"
 
-/* The target table's entries (name, kind, wave size are what code generation reads). */
-static const hkc_gpu_arch_t *arch(const char *name) {
-  const hkc_gpu_arch_t *a = hkc_gpu_arch_find(name);
-  assert_non_null(a);
-  return a;
-}
-
 /* ---- the variants -------------------------------------------------------------------- */
 #define MAX_VARIANTS 80
-
-/* The kernel's name: the key's canonical name, plus the flags it may not show yet
- * (_mul, _add, _sum, the ewchain program), so failures name the kernel. */
-static void test_kernel_name(hkc_kernel_out_t *k) {
-  hkc_kernel_key_name(&k->key, k->name, sizeof k->name);
-  size_t len = strlen(k->name);
-  const struct {
-    int on;
-    const char *tag;
-  } flags[] = {{k->key.has_mul, "_mul"}, {k->key.has_add, "_add"}, {k->key.has_sum, "_sum"}};
-  for (size_t i = 0; i < 3; i++)
-    if (flags[i].on && !strstr(k->name, flags[i].tag))
-      len += (size_t)snprintf(k->name + len, sizeof k->name - len, "%s", flags[i].tag);
-  if (k->key.program[0] && !strstr(k->name, k->key.program))
-    snprintf(k->name + len, sizeof k->name - len, "_%s", k->key.program);
-}
 
 /* The fused keys (gemm has_mul, norms has_add/has_sum, ewchain programs, rope) of one dtype
  * and align, appended to out[n..]; returns the new count. Align 0 selects the simple
@@ -105,93 +80,19 @@ static size_t all_variants(hk_dtype_t dtype, hkc_kernel_out_t *out) {
     n++;
   }
   n = fused_variants(dtype, 0, out, n);
-  for (size_t i = 0; i < n; i++) test_kernel_name(&out[i]);
+  for (size_t i = 0; i < n; i++) hk_test_kernel_name(&out[i]);
   assert_true(n <= MAX_VARIANTS);
   return n;
 }
 
 /* ---- compiling many kernels on a few threads ---------------------------------------------- */
-typedef int (*compile_fn_t)(const char *source, const char *name, const char *arch, hkc_rtc_result_t *out);
-
-typedef struct job {
-  const hkc_gpu_arch_t *arch;
-  hkc_kernel_out_t kernel;
-  int ok;
-  uint32_t regs, scratch;
-  char error[512];
-} job_t;
-
-typedef struct pool {
-  job_t *jobs;
-  size_t n_jobs, next;
-  compile_fn_t compile;
-  pthread_mutex_t lock;
-} pool_t;
-
-static void run_job(job_t *j, compile_fn_t compile) {
-  static const unsigned char elf[4] = {0x7f, 'E', 'L', 'F'};
-  char *src = hkc_codegen_gpu(j->arch, &j->kernel);
-  if (!src) {
-    snprintf(j->error, sizeof j->error, "codegen failed");
-    return;
-  }
-  hkc_rtc_result_t r;
-  int rc = compile(src, j->kernel.name, j->arch->name, &r);
-  if (rc != 0)
-    snprintf(j->error, sizeof j->error, "compile failed: %.480s", r.log ? r.log : "(no log)");
-  else if (r.code_size < 4 || memcmp(r.code, elf, 4) != 0)
-    snprintf(j->error, sizeof j->error, "code object is not ELF (%zu bytes)", r.code_size);
-  else
-    j->ok = 1;
-  j->regs = r.vgprs;
-  j->scratch = r.scratch_bytes;
-  hkc_rtc_result_free(&r);
-  free(src);
-}
-
-static void *worker(void *arg) {
-  pool_t *p = arg;
-  for (;;) {
-    pthread_mutex_lock(&p->lock);
-    size_t i = p->next++;
-    pthread_mutex_unlock(&p->lock);
-    if (i >= p->n_jobs) return NULL;
-    run_job(&p->jobs[i], p->compile);
-  }
-}
-
 #define N_THREADS 2 /* the build machines have 2 cores */
 
-/* Compiles every job; then asserts (on this thread) success, registers > 0, no scratch. */
-static void compile_all(job_t *jobs, size_t n_jobs, compile_fn_t compile, int n_threads) {
-  pool_t p = {.jobs = jobs, .n_jobs = n_jobs, .compile = compile};
-  pthread_t threads[N_THREADS];
-  pthread_mutex_init(&p.lock, NULL);
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  int started = 0;
-  for (int t = 0; t < n_threads && t < N_THREADS; t++)
-    if (pthread_create(&threads[t], NULL, worker, &p) == 0) started++;
-  if (started == 0) worker(&p);
-  for (int t = 0; t < started; t++) pthread_join(threads[t], NULL);
-  pthread_mutex_destroy(&p.lock);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  printf("[ info     ] %zu compiles in %.1f s\n", n_jobs,
-         (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
-
-  int failures = 0;
-  for (size_t i = 0; i < n_jobs; i++) {
-    const job_t *j = &jobs[i];
-    const char *problem = !j->ok ? j->error : j->regs == 0 ? "no register count reported"
-                                          : j->scratch != 0 ? "uses scratch / local memory (spills)"
-                                                            : NULL;
-    if (problem) {
-      printf("[ FAIL     ] %s for %s: %s (regs %u, scratch %u)\n", j->kernel.name, j->arch->name, problem, j->regs,
-             j->scratch);
-      failures++;
-    }
-  }
-  assert_int_equal(failures, 0);
+/* Compiles every job (the code objects must be ELF); then asserts (on this thread)
+ * success, registers > 0, no scratch. */
+static void compile_all(hk_test_compile_job_t *jobs, size_t n_jobs, hk_test_compile_fn compile, int n_threads) {
+  hk_test_compile_all(jobs, n_jobs, compile, n_threads, HK_TEST_COMPILE_ELF);
+  assert_int_equal(hk_test_compile_failures(jobs, n_jobs), 0);
 }
 
 /* The gemm variants compiled for every dtype; f16 (and HKC_TEST_FULL=1) compile all 40.
@@ -210,11 +111,12 @@ static int representative(const hkc_kernel_key_t *k) {
  * others_f16_only (hiprtc: the conversions are the same code on every AMD arch). The
  * whole matrix (~0.25 s per nvrtc compile, ~0.65 s per serialized hiprtc compile on
  * these machines) is too slow for every build. */
-static job_t *make_jobs(const hkc_gpu_arch_t *const *archs, size_t n_archs, int others_f16_only, size_t *out_n) {
+static hk_test_compile_job_t *make_jobs(const hkc_gpu_arch_t *const *archs, size_t n_archs, int others_f16_only,
+                                        size_t *out_n) {
   static const hk_dtype_t dtypes[] = {HK_DTYPE_F32, HK_DTYPE_F16, HK_DTYPE_BF16};
   const char *env = getenv("HKC_TEST_FULL");
   const int full = env && *env && strcmp(env, "0") != 0;
-  job_t *jobs = calloc(3 * MAX_VARIANTS * n_archs, sizeof *jobs);
+  hk_test_compile_job_t *jobs = calloc(3 * MAX_VARIANTS * n_archs, sizeof *jobs);
   assert_non_null(jobs);
   size_t n = 0;
   for (size_t d = 0; d < 3; d++) {
@@ -224,7 +126,7 @@ static job_t *make_jobs(const hkc_gpu_arch_t *const *archs, size_t n_archs, int 
       for (size_t i = 0; i < nv; i++)
         if (full || (dtypes[d] == HK_DTYPE_F16 && a == 0) ||
             (representative(&v[i].key) && (a == 0 || !others_f16_only || dtypes[d] == HK_DTYPE_F16)))
-          jobs[n++] = (job_t){.arch = archs[a], .kernel = v[i]};
+          jobs[n++] = (hk_test_compile_job_t){.arch = archs[a], .kernel = v[i]};
   }
   printf("[ info     ] %s matrix: %zu kernels%s\n", full ? "full" : "reduced", n,
          full ? "" : " (HKC_TEST_FULL=1 compiles every variant in every dtype)");
@@ -234,30 +136,22 @@ static job_t *make_jobs(const hkc_gpu_arch_t *const *archs, size_t n_archs, int 
 
 static void test_nvrtc_every_variant(void **state) {
   (void)state;
-  char why[512];
-  if (hkc_nvrtc_available(why, sizeof why) != 0) {
-    printf("[ SKIP     ] nvrtc: %s\n", why);
-    skip();
-  }
+  HK_TEST_NEED_NVRTC();
   printf("[ info     ] %s\n", hkc_nvrtc_version());
-  const hkc_gpu_arch_t *const archs[] = {arch("sm_90"), arch("sm_80")};
+  const hkc_gpu_arch_t *const archs[] = {hk_test_arch("sm_90"), hk_test_arch("sm_80")};
   size_t n = 0;
-  job_t *jobs = make_jobs(archs, 2, 0, &n);
+  hk_test_compile_job_t *jobs = make_jobs(archs, 2, 0, &n);
   compile_all(jobs, n, hkc_nvrtc_compile, N_THREADS);
   free(jobs);
 }
 
 static void test_hiprtc_every_variant(void **state) {
   (void)state;
-  char why[512];
-  if (hkc_hiprtc_available(why, sizeof why) != 0) {
-    printf("[ SKIP     ] hiprtc: %s\n", why);
-    skip();
-  }
+  HK_TEST_NEED_HIPRTC();
   printf("[ info     ] %s\n", hkc_hiprtc_version());
-  const hkc_gpu_arch_t *const archs[] = {arch("gfx90a"), arch("gfx908"), arch("gfx1030")};
+  const hkc_gpu_arch_t *const archs[] = {hk_test_arch("gfx90a"), hk_test_arch("gfx908"), hk_test_arch("gfx1030")};
   size_t n = 0;
-  job_t *jobs = make_jobs(archs, 3, 1, &n);
+  hk_test_compile_job_t *jobs = make_jobs(archs, 3, 1, &n);
   /* In worker processes, as hkc build runs them (hiprtc is not safe on threads, and its
    * LLVM's signal stacks stay out of this process's threads). */
   const int workers = hk_test_start_amd_workers(N_THREADS) == 0;
@@ -271,15 +165,11 @@ static void test_hiprtc_every_variant(void **state) {
  * (align 8), bf16 and f32 (every dtype with HKC_TEST_FULL). */
 static void test_nvrtc_sm90a_fused(void **state) {
   (void)state;
-  char why[512];
-  if (hkc_nvrtc_available(why, sizeof why) != 0) {
-    printf("[ SKIP     ] nvrtc: %s\n", why);
-    skip();
-  }
+  HK_TEST_NEED_NVRTC();
   const char *env = getenv("HKC_TEST_FULL");
   const int full = env && *env && strcmp(env, "0") != 0;
   static const hk_dtype_t dtypes[] = {HK_DTYPE_BF16, HK_DTYPE_F32, HK_DTYPE_F16};
-  job_t *jobs = calloc(3 * 2 * MAX_VARIANTS, sizeof *jobs);
+  hk_test_compile_job_t *jobs = calloc(3 * 2 * MAX_VARIANTS, sizeof *jobs);
   assert_non_null(jobs);
   size_t n = 0;
   for (size_t d = 0; d < (full ? 3u : 2u); d++)
@@ -288,8 +178,8 @@ static void test_nvrtc_sm90a_fused(void **state) {
       const size_t nv = fused_variants(dtypes[d], align, v, 0);
       for (size_t i = 0; i < nv; i++) {
         if (align == 8 && v[i].key.op == HK_OP_GEMM && dtypes[d] != HK_DTYPE_F32) continue;
-        test_kernel_name(&v[i]);
-        jobs[n++] = (job_t){.arch = arch("sm_90a"), .kernel = v[i]};
+        hk_test_kernel_name(&v[i]);
+        jobs[n++] = (hk_test_compile_job_t){.arch = hk_test_arch("sm_90a"), .kernel = v[i]};
       }
     }
   compile_all(jobs, n, hkc_nvrtc_compile, N_THREADS);
@@ -325,7 +215,7 @@ static void test_nvrtc_reports_errors(void **state) {
 /* ---- sources --------------------------------------------------------------------------- */
 static void test_sources_deterministic_without_includes(void **state) {
   (void)state;
-  const hkc_gpu_arch_t *const archs[] = {arch("sm_90"), arch("gfx90a"), arch("gfx1030")};
+  const hkc_gpu_arch_t *const archs[] = {hk_test_arch("sm_90"), hk_test_arch("gfx90a"), hk_test_arch("gfx1030")};
   hkc_kernel_out_t v[MAX_VARIANTS];
   for (size_t a = 0; a < 3; a++) {
     size_t nv = all_variants(HK_DTYPE_BF16, v);
@@ -350,7 +240,7 @@ static void test_sources_deterministic_without_includes(void **state) {
   hkc_kernel_out_t bad = {.name = "hk_bad", .key = {.op = HK_OP_COUNT_, .dtype = HK_DTYPE_F32}};
   char diag[256];
   hkc_diag_capture(diag, sizeof diag);
-  assert_null(hkc_codegen_gpu(arch("sm_90"), &bad));
+  assert_null(hkc_codegen_gpu(hk_test_arch("sm_90"), &bad));
   /* so is a malformed ewchain program (unknown letter, operand 0 or 5, a dangling a/m),
    * for the simple kernel and the vector variant alike */
   static const char *const programs[] = {"x", "a0", "a5", "m", "a1g m2", "ga"};
@@ -358,7 +248,7 @@ static void test_sources_deterministic_without_includes(void **state) {
     for (int align = 0; align <= 8; align += 8) {
       hkc_kernel_out_t ew = {.name = "hk_ew", .key = {.op = HK_OP_EWCHAIN, .dtype = HK_DTYPE_BF16, .align = align}};
       snprintf(ew.key.program, sizeof ew.key.program, "%s", programs[i]);
-      assert_null(hkc_codegen_gpu(arch("sm_90"), &ew));
+      assert_null(hkc_codegen_gpu(hk_test_arch("sm_90"), &ew));
       assert_non_null(strstr(diag, "malformed ewchain program"));
     }
   hkc_diag_capture(NULL, 0);
@@ -366,7 +256,7 @@ static void test_sources_deterministic_without_includes(void **state) {
   /* the program becomes the step macro; operands 0 .. the largest one named */
   hkc_kernel_out_t ew = {.name = "hk_ew", .key = {.op = HK_OP_EWCHAIN, .dtype = HK_DTYPE_F16}};
   snprintf(ew.key.program, sizeof ew.key.program, "a1gm3rst");
-  char *src = hkc_codegen_gpu(arch("gfx90a"), &ew);
+  char *src = hkc_codegen_gpu(hk_test_arch("gfx90a"), &ew);
   assert_non_null(src);
   assert_non_null(strstr(src, "#define HK_EW_NOPS 4\n#define HK_EW_EACH(F) F(1) F(2) F(3)\n"));
   assert_non_null(strstr(src, "#define HK_EW_PROGRAM(v, X) v = v + X(1); v = HK_EW_GELU(v); v = v * X(3); "
@@ -377,18 +267,10 @@ static void test_sources_deterministic_without_includes(void **state) {
 /* ---- launch dimensions ------------------------------------------------------------------
  * Covered work is computed from the grid and the template's tile macros as they appear in
  * the generated source, so a drift between launch and template fails here. */
-static long long source_macro(const char *src, const char *name) {
-  char pat[64];
-  snprintf(pat, sizeof pat, "#define %s ", name);
-  const char *p = strstr(src, pat);
-  assert_non_null(p);
-  return atoll(p + strlen(pat));
-}
-
 static void launch(const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n, uint32_t grid[3],
                    uint32_t block[3], long long *threads) {
   uint32_t shared = 99;
-  hkc_gpu_launch_dims(arch("sm_90"), key, args, n, grid, block, &shared);
+  hkc_gpu_launch_dims(hk_test_arch("sm_90"), key, args, n, grid, block, &shared);
   assert_int_equal(grid[1], 1);
   assert_int_equal(grid[2], 1);
   assert_int_equal(block[1], 1);
@@ -396,9 +278,9 @@ static void launch(const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t 
   assert_true(grid[0] >= 1);
   assert_int_equal(shared, 0);
   hkc_kernel_out_t k = {.name = "hk_x", .key = *key};
-  char *src = hkc_codegen_gpu(arch("sm_90"), &k);
+  char *src = hkc_codegen_gpu(hk_test_arch("sm_90"), &k);
   assert_non_null(src);
-  *threads = source_macro(src, "HK_THREADS");
+  *threads = hk_test_source_macro(src, "HK_THREADS");
   assert_int_equal(block[0], (uint32_t)*threads);
   assert_true(*threads % 64 == 0 && *threads <= 1024);
   free(src);
@@ -420,8 +302,8 @@ static void test_launch_dims_cover_odd_shapes(void **state) {
     hkc_arg_t a[8] = {TENSOR(0), TENSOR(1), TENSOR(2), NUL, TENSOR(3), I64(M), I64(N), I64(K)};
     launch(&key, a, 8, grid, block, &threads);
     hkc_kernel_out_t k = {.name = "hk_x", .key = key};
-    char *src = hkc_codegen_gpu(arch("sm_90"), &k);
-    const long long tm = source_macro(src, "HK_TILE_M"), tn = source_macro(src, "HK_TILE_N");
+    char *src = hkc_codegen_gpu(hk_test_arch("sm_90"), &k);
+    const long long tm = hk_test_source_macro(src, "HK_TILE_M"), tn = hk_test_source_macro(src, "HK_TILE_N");
     free(src);
     /* blocks are row-tile-major over (ceil(M/TM), ceil(N/TN)) tiles */
     const long long col_tiles = (N + tn - 1) / tn;
@@ -474,8 +356,9 @@ static void test_launch_dims_cover_odd_shapes(void **state) {
     hkc_arg_t a[8] = {TENSOR(0), TENSOR(1), I64(rows), I64(5), I64(heads), I64(dh), I64(3), F32(10000.0f)};
     launch(&key, a, 8, grid, block, &threads);
     hkc_kernel_out_t k = {.name = "hk_x", .key = key};
-    char *src = hkc_codegen_gpu(arch("sm_90"), &k);
-    const long long vec = (dh / 2) % source_macro(src, "HK_ROPE_VEC") == 0 ? source_macro(src, "HK_ROPE_VEC") : 1;
+    char *src = hkc_codegen_gpu(hk_test_arch("sm_90"), &k);
+    const long long rope_vec = hk_test_source_macro(src, "HK_ROPE_VEC");
+    const long long vec = (dh / 2) % rope_vec == 0 ? rope_vec : 1;
     free(src);
     const long long cb = (heads * (dh / 2) / vec + threads - 1) / threads;
     assert_true((long long)grid[0] % cb == 0);
@@ -492,8 +375,8 @@ static void test_launch_dims_cover_odd_shapes(void **state) {
                        I64(2 * heads * 64), I64(1), F32(0.125f)};
     launch(&key, a, 17, grid, block, &threads);
     hkc_kernel_out_t k = {.name = "hk_x", .key = key};
-    char *src = hkc_codegen_gpu(arch("sm_90"), &k);
-    const long long bq = source_macro(src, "HK_ATTN_BQ");
+    char *src = hkc_codegen_gpu(hk_test_arch("sm_90"), &k);
+    const long long bq = hk_test_source_macro(src, "HK_ATTN_BQ");
     free(src);
     assert_true((long long)grid[0] == batch * heads * ((seq + bq - 1) / bq));
     assert_true((long long)grid[0] / (batch * heads) * bq >= seq);

@@ -852,12 +852,115 @@ static void test_allocation_failures_padded(void **ts) {
   free(bytes);
 }
 
+/* ---- NULL arguments (hkrt.h, "NULL"): every public function -------------------------------- */
+/* A fallible call refused for a NULL object or required pointer, saying so. */
+#define EXPECT_NULL_REFUSED(call)                                    \
+  do {                                                               \
+    assert_int_equal((call), HK_STATUS_INVALID_ARGUMENT);            \
+    if (!strstr(hk_last_error(), "NULL"))                            \
+      fail_msg("%s: the message does not name the NULL: %s", #call,  \
+               hk_last_error());                                     \
+  } while (0)
+
+/* A NULL object: destroy and free do nothing, accessors return their neutral value,
+ * fallible functions INVALID_ARGUMENT and clear their out_* pointer. No pack needed. */
+static void test_null_objects(void **ts) {
+  (void)ts;
+  hk_pack_destroy(NULL);
+  assert_string_equal(hk_pack_error(NULL), "");
+  assert_string_equal(hk_pack_name(NULL), "");
+  assert_int_equal(hk_pack_target_count(NULL), 0);
+  assert_null(hk_pack_target_name(NULL, 0));
+  assert_int_equal(hk_pack_batch_count(NULL), 0);
+  assert_int_equal(hk_pack_batch_size(NULL, 0), 0);
+  assert_int_equal(hk_pack_batch_policy(NULL), HK_BATCH_POLICY_PAD);
+  const char *name = "poison";
+  EXPECT_NULL_REFUSED(hk_pack_select_target(NULL, NULL, &name));
+  assert_null(name);
+  hk_pack_t *pack = (hk_pack_t *)1;
+  EXPECT_NULL_REFUSED(hk_pack_open_file(NULL, NULL, &pack));
+  assert_null(pack);
+  pack = (hk_pack_t *)1;
+  EXPECT_NULL_REFUSED(hk_pack_open_memory(NULL, 0, NULL, &pack));
+  assert_null(pack);
+  EXPECT_NULL_REFUSED(hk_pack_open_file("unused.hkpack", NULL, NULL));
+  EXPECT_NULL_REFUSED(hk_pack_open_memory("", 0, NULL, NULL));
+
+  hk_session_t *s = (hk_session_t *)1;
+  EXPECT_NULL_REFUSED(hk_session_create(NULL, HK_TEST_OPTIONS(.batch = 2), &s));
+  assert_null(s);
+  hk_session_destroy(NULL);
+  assert_string_equal(hk_session_error(NULL), "");
+  assert_string_equal(hk_session_target(NULL), "");
+  const char *reason = "poison";
+  assert_string_equal(hk_session_launch_mode(NULL, &reason), "");
+  assert_string_equal(reason, "");
+  assert_string_equal(hk_session_launch_mode(NULL, NULL), "");
+  assert_int_equal(hk_session_tensor_count(NULL), 0);
+  hk_tensor_info_t info;
+  EXPECT_NULL_REFUSED(hk_session_tensor_info(NULL, 0, &info));
+  _Alignas(16) float buf[4];
+  EXPECT_NULL_REFUSED(hk_session_bind(NULL, "x", buf, sizeof buf));
+  EXPECT_NULL_REFUSED(hk_session_run(NULL, NULL));
+  EXPECT_NULL_REFUSED(hk_session_set_batch(NULL, 2));
+  assert_int_equal(hk_session_batch(NULL), 0);
+  assert_int_equal(hk_session_bucket(NULL), 0);
+  assert_int_equal(hk_session_launch_count(NULL), 0);
+  hk_launch_info_t launch;
+  EXPECT_NULL_REFUSED(hk_session_launch_info(NULL, 0, &launch));
+  double us[4];
+  EXPECT_NULL_REFUSED(hk_session_profile(NULL, NULL, 1, us));
+  void *ptr = buf;
+  EXPECT_NULL_REFUSED(hk_session_alloc(NULL, 16, &ptr));
+  assert_null(ptr);
+  hk_session_free(NULL, buf); /* not touched: there is no session to free it from */
+  hk_session_free(NULL, NULL);
+  EXPECT_NULL_REFUSED(hk_session_copy(NULL, buf, buf, sizeof buf, HK_COPY_HOST_TO_DEVICE));
+  EXPECT_NULL_REFUSED(hk_session_synchronize(NULL, NULL));
+  assert_string_equal(hk_status_string(HK_STATUS_INVALID_ARGUMENT), "INVALID_ARGUMENT");
+}
+
+/* A real pack and session with NULL required pointers: refused; the optional NULLs
+ * (requested target, stream, out_reason, 0-byte copy buffers, free(NULL)) work. */
+static void test_null_arguments(void **ts) {
+  state_t *st = *ts;
+  NEED_CC(st);
+  const char *name = NULL;
+  EXPECT_NULL_REFUSED(hk_pack_select_target(st->pack, NULL, NULL));
+  assert_int_equal(hk_pack_select_target(st->pack, NULL, &name), HK_OK); /* NULL: best here */
+  assert_string_equal(name, FX_HOST);
+  hk_session_t *s = (hk_session_t *)1;
+  EXPECT_NULL_REFUSED(hk_session_create(st->pack, NULL, &s));
+  assert_null(s);
+  EXPECT_NULL_REFUSED(hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 2), NULL));
+  assert_int_equal(hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_OK);
+
+  assert_string_equal(hk_session_launch_mode(s, NULL), "stream");
+  EXPECT_NULL_REFUSED(hk_session_tensor_info(s, 0, NULL));
+  _Alignas(16) float buf[256];
+  EXPECT_NULL_REFUSED(hk_session_bind(s, NULL, buf, 800));
+  EXPECT_NULL_REFUSED(hk_session_bind(s, "x", NULL, 800));
+  EXPECT_NULL_REFUSED(hk_session_bind(s, "no_such_tensor", NULL, 0)); /* the NULL first */
+  assert_non_null(strstr(hk_session_error(s), "data is NULL"));
+  EXPECT_NULL_REFUSED(hk_session_launch_info(s, 0, NULL));
+  EXPECT_NULL_REFUSED(hk_session_profile(s, NULL, 1, NULL));
+  EXPECT_NULL_REFUSED(hk_session_alloc(s, 16, NULL));
+  EXPECT_NULL_REFUSED(hk_session_copy(s, NULL, buf, 16, HK_COPY_HOST_TO_DEVICE));
+  EXPECT_NULL_REFUSED(hk_session_copy(s, buf, NULL, 16, HK_COPY_DEVICE_TO_HOST));
+  assert_int_equal(hk_session_copy(s, NULL, NULL, 0, HK_COPY_DEVICE_TO_DEVICE), HK_OK);
+  hk_session_free(s, NULL);
+  assert_int_equal(hk_session_synchronize(s, NULL), HK_OK);
+  hk_session_destroy(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_run_two_batches, setup, teardown),
       cmocka_unit_test_setup_teardown(test_profile, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sessions_share_module, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bind_errors, setup, teardown),
+      cmocka_unit_test(test_null_objects),
+      cmocka_unit_test_setup_teardown(test_null_arguments, setup, teardown),
       cmocka_unit_test_setup_teardown(test_batch_not_found, setup, teardown),
       cmocka_unit_test_setup_teardown(test_session_options, setup, teardown),
       cmocka_unit_test_setup_teardown(test_target_selection, setup, teardown),

@@ -319,16 +319,6 @@ static void run(const hkc_kernel_key_t *key, call_t *c, const buf_t *out) {
 }
 
 /* ---- references (double precision) ------------------------------------------------------- */
-static double ref_act(hk_act_t act, double x) {
-  switch (act) {
-  case HK_ACT_RELU: return x > 0 ? x : 0;
-  case HK_ACT_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
-  case HK_ACT_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-  case HK_ACT_SILU: return x / (1 + exp(-x));
-  default: return x;
-  }
-}
-
 static const char *const k_act_names[] = {"none", "relu", "gelu", "silu", "gelu_tanh"};
 
 /* ---- gemm ---------------------------------------------------------------------------------- */
@@ -350,7 +340,7 @@ static void gemm_case_mul(int dt, hk_act_t act, int tb, int has_bias, int has_re
         m += fabs(p);
       }
       if (has_bias) s += bias.val[j], m += fabs(bias.val[j]);
-      s = ref_act(act, s);
+      s = hk_test_act_ref(act, s);
       if (has_mul) s *= mul.val[i * N + j], m *= fabs(mul.val[i * N + j]);
       if (has_res) s += res.val[i * N + j], m += fabs(res.val[i * N + j]);
       ref[i * N + j] = s;
@@ -444,7 +434,7 @@ static void ewchain_case(int dt, const char *program, int64_t n, const int64_t *
         if (p[-1] == 'a') v += o, m += fabs(o);
         else v *= o, m *= fabs(o);
       } else {
-        v = ref_act(*p == 'r' ? HK_ACT_RELU : *p == 'g' ? HK_ACT_GELU : *p == 's' ? HK_ACT_SILU : HK_ACT_GELU_TANH, v);
+        v = hk_test_act_ref(hk_test_ewchain_act(*p), v);
         m = fabs(v) + m; /* 1 + erf / 1 + exp cancel for negative inputs */
       }
     }
@@ -545,7 +535,7 @@ static void test_unary(void **state) {
         buf_t x = buf_random(dt, (size_t)n, &rng, -5, 5), out = buf_poisoned(dt, (size_t)n);
         double *ref = malloc(sizeof(double) * (size_t)n), *mag = malloc(sizeof(double) * (size_t)n);
         for (int64_t i = 0; i < n; i++) {
-          ref[i] = ref_act(acts[o], x.val[i]);
+          ref[i] = hk_test_act_ref(acts[o], x.val[i]);
           mag[i] = fabs(x.val[i]); /* 1 + erf and 1 + exp cancel for negative x */
         }
         hkc_kernel_key_t key = {.op = ops[o], .dtype = k_dtypes[dt]};
@@ -868,7 +858,7 @@ static void test_checker_catches_errors(void **state) {
     buf_t x = buf_random(dt, 64, &rng, -3, 3), out = buf_poisoned(dt, 64);
     double ref[64], mag[64];
     for (int i = 0; i < 64; i++) {
-      ref[i] = ref_act(HK_ACT_RELU, x.val[i]);
+      ref[i] = hk_test_act_ref(HK_ACT_RELU, x.val[i]);
       mag[i] = fabs(x.val[i]);
     }
     size_t worst;

@@ -18,15 +18,6 @@
 
 static char diag[16384];
 
-static hkc_spec_t *parse_ok(const char *text) {
-  hkc_spec_t *spec = NULL;
-  hkc_diag_capture(diag, sizeof diag);
-  int rc = hkc_spec_parse("t.yaml", text, strlen(text), &spec);
-  hkc_diag_capture(NULL, 0);
-  if (rc != 0) fail_msg("spec rejected:\n%s\n%s", text, diag);
-  return spec;
-}
-
 static uint64_t tensor_bytes(const hkc_spec_t *s, int t, int64_t batch) {
   return (uint64_t)hkc_tensor_elems(&s->tensors[t], batch) * hkc_dtype_size(s->tensors[t].dtype);
 }
@@ -94,15 +85,15 @@ static uint64_t check_plan(const hkc_spec_t *s, int64_t batch, const uint64_t *o
 
 static void test_chain_reuses_memory(void **state) {
   (void)state;
-  hkc_spec_t *s = parse_ok("hkc: 1\nname: chain\ndtype: f32\nbatch_sizes: [1, 4]\n"
-                           "inputs: {x: [batch, 1000]}\n"
-                           "graph:\n"
-                           "  - {name: n0, op: relu, in: [x], out: a}\n"
-                           "  - {name: n1, op: relu, in: [a], out: b}\n"
-                           "  - {name: n2, op: relu, in: [b], out: c}\n"
-                           "  - {name: n3, op: relu, in: [c], out: d}\n"
-                           "  - {name: n4, op: relu, in: [d], out: y}\n"
-                           "outputs: [y]\n");
+  hkc_spec_t *s = hk_test_spec_parse("hkc: 1\nname: chain\ndtype: f32\nbatch_sizes: [1, 4]\n"
+                                     "inputs: {x: [batch, 1000]}\n"
+                                     "graph:\n"
+                                     "  - {name: n0, op: relu, in: [x], out: a}\n"
+                                     "  - {name: n1, op: relu, in: [a], out: b}\n"
+                                     "  - {name: n2, op: relu, in: [b], out: c}\n"
+                                     "  - {name: n3, op: relu, in: [c], out: d}\n"
+                                     "  - {name: n4, op: relu, in: [d], out: y}\n"
+                                     "outputs: [y]\n");
   uint64_t *off = calloc(s->n_tensors, sizeof *off);
   for (int64_t batch = 1; batch <= 4; batch += 3) {
     uint64_t arena = 0;
@@ -131,16 +122,16 @@ static void test_chain_reuses_memory(void **state) {
 static void test_branches_stay_parallel(void **state) {
   (void)state;
   /* q, k, v projections read x only: they must not wait for each other. */
-  hkc_spec_t *s = parse_ok("hkc: 1\nname: fan\ndtype: f16\nbatch_sizes: [2]\n"
-                           "inputs: {x: [batch, 64]}\n"
-                           "params: {wq: [64, 64], wk: [64, 64], wv: [64, 64]}\n"
-                           "graph:\n"
-                           "  - {name: q, op: gemm, in: [x, wq], out: tq}\n"
-                           "  - {name: k, op: gemm, in: [x, wk], out: tk}\n"
-                           "  - {name: v, op: gemm, in: [x, wv], out: tv}\n"
-                           "  - {name: s1, op: add, in: [tq, tk], out: u}\n"
-                           "  - {name: s2, op: add, in: [u, tv], out: y}\n"
-                           "outputs: [y]\n");
+  hkc_spec_t *s = hk_test_spec_parse("hkc: 1\nname: fan\ndtype: f16\nbatch_sizes: [2]\n"
+                                     "inputs: {x: [batch, 64]}\n"
+                                     "params: {wq: [64, 64], wk: [64, 64], wv: [64, 64]}\n"
+                                     "graph:\n"
+                                     "  - {name: q, op: gemm, in: [x, wq], out: tq}\n"
+                                     "  - {name: k, op: gemm, in: [x, wk], out: tk}\n"
+                                     "  - {name: v, op: gemm, in: [x, wv], out: tv}\n"
+                                     "  - {name: s1, op: add, in: [tq, tk], out: u}\n"
+                                     "  - {name: s2, op: add, in: [u, tv], out: y}\n"
+                                     "outputs: [y]\n");
   uint64_t *off = calloc(s->n_tensors, sizeof *off), arena;
   assert_int_equal(hkc_plan_memory(s, 2, off, &arena), 0);
   check_plan(s, 2, off, arena);
@@ -335,17 +326,17 @@ static void test_random_fused_two_outputs(void **state) {
  * be shared with anything alive meanwhile; the reader waits for the fused node. */
 static void test_sum_out_lifetime(void **state) {
   (void)state;
-  hkc_spec_t *s = parse_ok("hkc: 1\nname: t\ndtype: f32\nbatch_sizes: [2]\n"
-                           "inputs: {x: [batch, 64], z: [batch, 64]}\nparams: {g: [64]}\n"
-                           "graph:\n"
-                           "  - {name: a0, op: relu, in: [x], out: p}\n"
-                           "  - {name: a1, op: silu, in: [z], out: q}\n"
-                           "  - {name: s, op: add, in: [p, q], out: r}\n"
-                           "  - {name: n, op: rmsnorm, in: [r], gamma: g, out: y0}\n"
-                           "  - {name: u, op: relu, in: [y0], out: y1}\n"
-                           "  - {name: v, op: gelu, in: [y1], out: y2}\n"
-                           "  - {name: late, op: softmax, in: [r], out: y3}\n"
-                           "outputs: [y2, y3]\n");
+  hkc_spec_t *s = hk_test_spec_parse("hkc: 1\nname: t\ndtype: f32\nbatch_sizes: [2]\n"
+                                     "inputs: {x: [batch, 64], z: [batch, 64]}\nparams: {g: [64]}\n"
+                                     "graph:\n"
+                                     "  - {name: a0, op: relu, in: [x], out: p}\n"
+                                     "  - {name: a1, op: silu, in: [z], out: q}\n"
+                                     "  - {name: s, op: add, in: [p, q], out: r}\n"
+                                     "  - {name: n, op: rmsnorm, in: [r], gamma: g, out: y0}\n"
+                                     "  - {name: u, op: relu, in: [y0], out: y1}\n"
+                                     "  - {name: v, op: gelu, in: [y1], out: y2}\n"
+                                     "  - {name: late, op: softmax, in: [r], out: y3}\n"
+                                     "outputs: [y2, y3]\n");
   hkc_diag_capture(diag, sizeof diag);
   int rc = hkc_fuse(s, HKC_FUSION_AUTO);
   hkc_diag_capture(NULL, 0);

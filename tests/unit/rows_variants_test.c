@@ -20,12 +20,7 @@
 
 #include "gpu_variant.h"
 #include "hkc.h"
-
-static const hkc_gpu_arch_t *arch(const char *name) {
-  const hkc_gpu_arch_t *a = hkc_gpu_arch_find(name);
-  assert_non_null(a);
-  return a;
-}
+#include "test_util.h"
 
 static const hk_op_t k_row_ops[] = {HK_OP_LAYERNORM, HK_OP_RMSNORM, HK_OP_SOFTMAX};
 static const hk_op_t k_ew_ops[] = {HK_OP_ADD, HK_OP_MUL, HK_OP_RELU, HK_OP_GELU, HK_OP_SILU};
@@ -43,29 +38,18 @@ static hkc_kernel_out_t kernel_for(hk_op_t op, hk_dtype_t dtype, int align) {
   return k;
 }
 
-/* The key's name plus the flags the canonical name may not show (yet): _add, _sum, the
- * ewchain program. */
-static void name_fused(hkc_kernel_out_t *k) {
-  hkc_kernel_key_name(&k->key, k->name, sizeof k->name);
-  size_t len = strlen(k->name);
-  if (k->key.has_add && !strstr(k->name, "_add")) len += (size_t)snprintf(k->name + len, sizeof k->name - len, "_add");
-  if (k->key.has_sum && !strstr(k->name, "_sum")) len += (size_t)snprintf(k->name + len, sizeof k->name - len, "_sum");
-  if (k->key.program[0] && !strstr(k->name, k->key.program))
-    snprintf(k->name + len, sizeof k->name - len, "_%s", k->key.program);
-}
-
 static hkc_kernel_out_t norm_kernel(hk_op_t op, hk_dtype_t dtype, int align, int add, int sum) {
   hkc_kernel_out_t k = kernel_for(op, dtype, align);
   k.key.has_add = add;
   k.key.has_sum = sum;
-  name_fused(&k);
+  hk_test_kernel_name(&k);
   return k;
 }
 
 static hkc_kernel_out_t ewchain_kernel(const char *program, hk_dtype_t dtype, int align) {
   hkc_kernel_out_t k = kernel_for(HK_OP_EWCHAIN, dtype, align);
   snprintf(k.key.program, sizeof k.key.program, "%s", program);
-  name_fused(&k);
+  hk_test_kernel_name(&k);
   return k;
 }
 
@@ -84,14 +68,6 @@ static size_t vec_kernels(hk_dtype_t dtype, hkc_kernel_out_t out[32]) {
   return n;
 }
 
-static long long source_macro(const char *src, const char *name) {
-  char pat[64];
-  snprintf(pat, sizeof pat, "#define %s ", name);
-  const char *p = strstr(src, pat);
-  assert_non_null(p);
-  return atoll(p + strlen(pat));
-}
-
 /* ---- selection ----------------------------------------------------------------------- */
 static void test_selection(void **state) {
   (void)state;
@@ -103,7 +79,7 @@ static void test_selection(void **state) {
         for (size_t o = 0; o < 8; o++) {
           const hk_op_t op = o < 3 ? k_row_ops[o] : k_ew_ops[o - 3];
           hkc_kernel_key_t key = {.op = op, .dtype = k_dtypes[d], .align = align};
-          const hkc_gpu_variant_t *v = hkc_gpu_variant_for(arch(archs[a]), &key);
+          const hkc_gpu_variant_t *v = hkc_gpu_variant_for(hk_test_arch(archs[a]), &key);
           if (align >= vec) {
             assert_non_null(v);
             assert_string_equal(v->name, is_row_op(op) ? "rows_vec16" : "elementwise_vec16");
@@ -121,23 +97,23 @@ static void test_selection(void **state) {
         for (int op = HK_OP_LAYERNORM; op <= HK_OP_RMSNORM; op++)
           for (int f = 1; f < 4; f++) {
             hkc_kernel_out_t k = norm_kernel((hk_op_t)op, k_dtypes[d], align, f & 1, f >> 1);
-            const hkc_gpu_variant_t *v = hkc_gpu_variant_for(arch(archs[a]), &k.key);
+            const hkc_gpu_variant_t *v = hkc_gpu_variant_for(hk_test_arch(archs[a]), &k.key);
             if (align >= vec) assert_string_equal(v ? v->name : "simple", "rows_vec16");
             else assert_null(v);
           }
         for (size_t p = 0; p < N_PROGRAMS; p++) {
           hkc_kernel_out_t k = ewchain_kernel(k_programs[p], k_dtypes[d], align);
-          const hkc_gpu_variant_t *v = hkc_gpu_variant_for(arch(archs[a]), &k.key);
+          const hkc_gpu_variant_t *v = hkc_gpu_variant_for(hk_test_arch(archs[a]), &k.key);
           if (align >= vec) assert_string_equal(v ? v->name : "simple", "elementwise_vec16");
           else assert_null(v);
         }
       }
   /* a malformed program is no variant's (codegen refuses it) */
   hkc_kernel_out_t badp = ewchain_kernel("a9", HK_DTYPE_BF16, 8);
-  assert_null(hkc_gpu_variant_for(arch("sm_90"), &badp.key));
+  assert_null(hkc_gpu_variant_for(hk_test_arch("sm_90"), &badp.key));
   /* gemm and attention are not ours */
   hkc_kernel_key_t g = {.op = HK_OP_GEMM, .dtype = HK_DTYPE_F16, .align = 8};
-  const hkc_gpu_variant_t *v = hkc_gpu_variant_for(arch("sm_90"), &g);
+  const hkc_gpu_variant_t *v = hkc_gpu_variant_for(hk_test_arch("sm_90"), &g);
   assert_true(v == NULL || strcmp(v->name, "rows_vec16") != 0);
 }
 
@@ -150,32 +126,32 @@ static void test_sources(void **state) {
       for (size_t o = 0; o < 8; o++) {
         const hk_op_t op = o < 3 ? k_row_ops[o] : k_ew_ops[o - 3];
         hkc_kernel_out_t k = kernel_for(op, k_dtypes[d], 8);
-        char *s1 = hkc_codegen_gpu(arch(archs[a]), &k), *s2 = hkc_codegen_gpu(arch(archs[a]), &k);
+        char *s1 = hkc_codegen_gpu(hk_test_arch(archs[a]), &k), *s2 = hkc_codegen_gpu(hk_test_arch(archs[a]), &k);
         assert_non_null(s1);
         assert_non_null(s2);
         assert_string_equal(s1, s2);
         assert_null(strstr(s1, "#include"));
         assert_non_null(strstr(s1, is_row_op(op) ? "/* variant rows_vec16 */" : "/* variant elementwise_vec16 */"));
         assert_non_null(strstr(s1, is_row_op(op) ? "templates/gpu/rows_fast.hip" : "templates/gpu/elementwise_fast.hip"));
-        assert_int_equal(source_macro(s1, "HK_VEC"), k_dtypes[d] == HK_DTYPE_F32 ? 4 : 8);
-        const long long t = source_macro(s1, "HK_THREADS");
+        assert_int_equal(hk_test_source_macro(s1, "HK_VEC"), k_dtypes[d] == HK_DTYPE_F32 ? 4 : 8);
+        const long long t = hk_test_source_macro(s1, "HK_THREADS");
         assert_true(t % 64 == 0 && t <= 1024);
         if (op == HK_OP_LAYERNORM || op == HK_OP_RMSNORM) {
           /* with the residual add (or sum alone): half the vectors per lane, flags set */
           hkc_kernel_out_t ka = norm_kernel(op, k_dtypes[d], 8, 1, 1);
-          char *sa = hkc_codegen_gpu(arch(archs[a]), &ka);
+          char *sa = hkc_codegen_gpu(hk_test_arch(archs[a]), &ka);
           assert_non_null(sa);
-          const long long c = source_macro(s1, "HK_ROW_CACHE"), ca = source_macro(sa, "HK_ROW_CACHE");
+          const long long c = hk_test_source_macro(s1, "HK_ROW_CACHE"), ca = hk_test_source_macro(sa, "HK_ROW_CACHE");
           assert_int_equal(ca, c > 1 ? c / 2 : 1);
-          assert_int_equal(source_macro(sa, "HK_ROW_TARGET"),
-                           source_macro(s1, "HK_ROW_TARGET") > 1 ? source_macro(s1, "HK_ROW_TARGET") / 2 : 1);
-          assert_int_equal(source_macro(sa, "HK_HAS_ADD"), 1);
-          assert_int_equal(source_macro(sa, "HK_HAS_SUM"), 1);
-          assert_int_equal(source_macro(s1, "HK_HAS_ADD"), 0);
+          const long long target = hk_test_source_macro(s1, "HK_ROW_TARGET");
+          assert_int_equal(hk_test_source_macro(sa, "HK_ROW_TARGET"), target > 1 ? target / 2 : 1);
+          assert_int_equal(hk_test_source_macro(sa, "HK_HAS_ADD"), 1);
+          assert_int_equal(hk_test_source_macro(sa, "HK_HAS_SUM"), 1);
+          assert_int_equal(hk_test_source_macro(s1, "HK_HAS_ADD"), 0);
           free(sa);
           ka = norm_kernel(op, k_dtypes[d], 8, 0, 1);
-          sa = hkc_codegen_gpu(arch(archs[a]), &ka);
-          assert_int_equal(source_macro(sa, "HK_ROW_CACHE"), c > 1 ? c / 2 : 1);
+          sa = hkc_codegen_gpu(hk_test_arch(archs[a]), &ka);
+          assert_int_equal(hk_test_source_macro(sa, "HK_ROW_CACHE"), c > 1 ? c / 2 : 1);
           free(sa);
         }
         free(s1);
@@ -186,75 +162,58 @@ static void test_sources(void **state) {
   for (size_t d = 0; d < 3; d++)
     for (size_t p = 0; p < N_PROGRAMS; p++) {
       hkc_kernel_out_t k = ewchain_kernel(k_programs[p], k_dtypes[d], 8);
-      char *src = hkc_codegen_gpu(arch("sm_90"), &k);
+      char *src = hkc_codegen_gpu(hk_test_arch("sm_90"), &k);
       assert_non_null(src);
       assert_non_null(strstr(src, "/* variant elementwise_vec16 */"));
-      assert_int_equal(source_macro(src, "HK_EW_CHAIN"), 1);
+      assert_int_equal(hk_test_source_macro(src, "HK_EW_CHAIN"), 1);
       const long long ops = hkc_variant_ew_operands(k_programs[p]);
-      assert_int_equal(source_macro(src, "HK_EW_NOPS"), ops);
+      assert_int_equal(hk_test_source_macro(src, "HK_EW_NOPS"), ops);
       const long long u = 4 * 2 / ops;
-      assert_int_equal(source_macro(src, "HK_EW_UNROLL"), u > 1 ? u : 1);
-      assert_int_equal(source_macro(src, "HK_EW_FAST_ACT"), k_dtypes[d] == HK_DTYPE_F32 ? 0 : 3);
+      assert_int_equal(hk_test_source_macro(src, "HK_EW_UNROLL"), u > 1 ? u : 1);
+      assert_int_equal(hk_test_source_macro(src, "HK_EW_FAST_ACT"), k_dtypes[d] == HK_DTYPE_F32 ? 0 : 3);
       free(src);
     }
 }
 
 /* ---- compiles -------------------------------------------------------------------------- */
-typedef int (*compile_fn_t)(const char *source, const char *name, const char *arch, hkc_rtc_result_t *out);
-
-static int compile_all(const char *const *archs, size_t n_archs, compile_fn_t compile) {
-  static const unsigned char elf[4] = {0x7f, 'E', 'L', 'F'};
-  int failures = 0, n = 0;
+/* Compiles vec_kernels of every dtype for each arch on n_threads threads (0: this one),
+ * prints each kernel's resources, and returns how many failed (not compiled, not ELF, no
+ * register count, scratch). */
+static int compile_all(const char *const *archs, size_t n_archs, hk_test_compile_fn compile, int n_threads) {
+  hk_test_compile_job_t *jobs = calloc(n_archs * 3 * 32, sizeof *jobs);
+  assert_non_null(jobs);
+  size_t n = 0;
   for (size_t a = 0; a < n_archs; a++)
     for (size_t d = 0; d < 3; d++) {
       hkc_kernel_out_t ks[32];
       const size_t nk = vec_kernels(k_dtypes[d], ks);
-      for (size_t i = 0; i < nk; i++) {
-        hkc_kernel_out_t k = ks[i];
-        char *src = hkc_codegen_gpu(arch(archs[a]), &k);
-        assert_non_null(src);
-        hkc_rtc_result_t r;
-        const int rc = compile(src, k.name, archs[a], &r);
-        const char *problem = rc != 0 ? "compile failed"
-                              : r.code_size < 4 || memcmp(r.code, elf, 4) != 0 ? "code object is not ELF"
-                              : r.vgprs == 0 ? "no register count"
-                              : r.scratch_bytes != 0 ? "uses scratch (spills)"
-                                                     : NULL;
-        printf("[ info     ] %-36s %-8s regs %3u scratch %u shared %u%s%s\n", k.name, archs[a], r.vgprs,
-               r.scratch_bytes, r.shared_bytes, problem ? "  FAIL: " : "", problem ? problem : "");
-        if (problem && r.log) printf("%.2000s\n", r.log);
-        failures += problem != NULL;
-        n++;
-        hkc_rtc_result_free(&r);
-        free(src);
-      }
+      for (size_t i = 0; i < nk; i++)
+        jobs[n++] = (hk_test_compile_job_t){.arch = hk_test_arch(archs[a]), .kernel = ks[i]};
     }
-  printf("[ info     ] %d kernels compiled\n", n);
+  hk_test_compile_all(jobs, n, compile, n_threads, HK_TEST_COMPILE_ELF);
+  for (size_t i = 0; i < n; i++)
+    printf("[ info     ] %-36s %-8s regs %3u scratch %u shared %u\n", jobs[i].kernel.name, jobs[i].arch->name,
+           jobs[i].regs, jobs[i].scratch, jobs[i].shared);
+  printf("[ info     ] %zu kernels compiled\n", n);
+  const int failures = hk_test_compile_failures(jobs, n);
+  free(jobs);
   return failures;
 }
 
 static void test_nvrtc(void **state) {
   (void)state;
-  char why[512];
-  if (hkc_nvrtc_available(why, sizeof why) != 0) {
-    printf("[ SKIP     ] nvrtc: %s\n", why);
-    skip();
-  }
+  HK_TEST_NEED_NVRTC();
   printf("[ info     ] %s\n", hkc_nvrtc_version());
   const char *const archs[] = {"sm_90", "sm_80"};
-  assert_int_equal(compile_all(archs, 2, hkc_nvrtc_compile), 0);
+  assert_int_equal(compile_all(archs, 2, hkc_nvrtc_compile, 2), 0);
 }
 
 static void test_hiprtc(void **state) {
   (void)state;
-  char why[512];
-  if (hkc_hiprtc_available(why, sizeof why) != 0) {
-    printf("[ SKIP     ] hiprtc: %s\n", why);
-    skip();
-  }
+  HK_TEST_NEED_HIPRTC();
   printf("[ info     ] %s\n", hkc_hiprtc_version());
   const char *const archs[] = {"gfx90a", "gfx1030"};
-  assert_int_equal(compile_all(archs, 2, hkc_hiprtc_compile), 0);
+  assert_int_equal(compile_all(archs, 2, hkc_hiprtc_compile, 0), 0); /* hiprtc: not on threads */
 }
 
 /* ---- launch dims ----------------------------------------------------------------------- */
@@ -265,7 +224,7 @@ static void test_hiprtc(void **state) {
 static void dims(const char *a, const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n, uint32_t grid[3],
                  uint32_t block[3]) {
   uint32_t shared = 99;
-  hkc_gpu_launch_dims(arch(a), key, args, n, grid, block, &shared);
+  hkc_gpu_launch_dims(hk_test_arch(a), key, args, n, grid, block, &shared);
   assert_int_equal(shared, 0);
   assert_true(grid[0] >= 1 && grid[0] <= 0x7fffffffu);
   assert_int_equal(grid[1], 1);
@@ -289,14 +248,15 @@ static void check_row_dims(void) {
         hkc_kernel_out_t k = o < 3 ? kernel_for(k_row_ops[o], k_dtypes[d], 8)
                                    : norm_kernel(k_row_ops[o - 3], k_dtypes[d], 8, 1, 1);
         const hk_op_t op = k.key.op;
-        char *src = hkc_codegen_gpu(arch(archs[a]), &k);
-        const long long threads = source_macro(src, "HK_THREADS"), vec = source_macro(src, "HK_VEC");
-        const long long target = source_macro(src, "HK_ROW_TARGET"), cache = source_macro(src, "HK_ROW_CACHE");
-        const long long per_cu = source_macro(src, "HK_ROW_GRID_PER_CU");
-        const long long prefetch = source_macro(src, "HK_ROW_PREFETCH");
+        char *src = hkc_codegen_gpu(hk_test_arch(archs[a]), &k);
+        const long long threads = hk_test_source_macro(src, "HK_THREADS"), vec = hk_test_source_macro(src, "HK_VEC");
+        const long long target = hk_test_source_macro(src, "HK_ROW_TARGET");
+        const long long cache = hk_test_source_macro(src, "HK_ROW_CACHE");
+        const long long per_cu = hk_test_source_macro(src, "HK_ROW_GRID_PER_CU");
+        const long long prefetch = hk_test_source_macro(src, "HK_ROW_PREFETCH");
         free(src);
         assert_true(target >= 1 && target <= cache && per_cu >= 1 && (prefetch == 0 || prefetch == 1));
-        const long long cap = (long long)arch(archs[a])->compute_units * per_cu;
+        const long long cap = (long long)hk_test_arch(archs[a])->compute_units * per_cu;
         for (size_t r = 0; r < sizeof rows_list / sizeof rows_list[0]; r++)
           for (size_t c = 0; c < sizeof cols_per_vec / sizeof cols_per_vec[0]; c++) {
             const long long rows = rows_list[r], nvec = cols_per_vec[c], cols = nvec * vec;
@@ -336,31 +296,31 @@ static void test_row_dims(void **state) {
 static void test_cfg_env(void **state) {
   (void)state;
   hkc_kernel_out_t k = kernel_for(HK_OP_LAYERNORM, HK_DTYPE_BF16, 8);
-  char *def = hkc_codegen_gpu(arch("sm_90"), &k);
+  char *def = hkc_codegen_gpu(hk_test_arch("sm_90"), &k);
   setenv("HKC_ROWS_CFG", "512,8,4,2,1,3", 1);
-  char *src = hkc_codegen_gpu(arch("sm_90"), &k);
-  assert_int_equal(source_macro(src, "HK_THREADS"), 512);
-  assert_int_equal(source_macro(src, "HK_ROW_CACHE"), 8);
-  assert_int_equal(source_macro(src, "HK_ROW_TARGET"), 4);
-  assert_int_equal(source_macro(src, "HK_ROW_MIN_BLOCKS"), 2);
-  assert_int_equal(source_macro(src, "HK_ROW_PREFETCH"), 1);
-  assert_int_equal(source_macro(src, "HK_ROW_GRID_PER_CU"), 3);
+  char *src = hkc_codegen_gpu(hk_test_arch("sm_90"), &k);
+  assert_int_equal(hk_test_source_macro(src, "HK_THREADS"), 512);
+  assert_int_equal(hk_test_source_macro(src, "HK_ROW_CACHE"), 8);
+  assert_int_equal(hk_test_source_macro(src, "HK_ROW_TARGET"), 4);
+  assert_int_equal(hk_test_source_macro(src, "HK_ROW_MIN_BLOCKS"), 2);
+  assert_int_equal(hk_test_source_macro(src, "HK_ROW_PREFETCH"), 1);
+  assert_int_equal(hk_test_source_macro(src, "HK_ROW_GRID_PER_CU"), 3);
   free(src);
   check_row_dims();
   setenv("HKC_ROWS_CFG", "500,8,4,2,1,3", 1); /* not a power of two: ignored */
-  src = hkc_codegen_gpu(arch("sm_90"), &k);
+  src = hkc_codegen_gpu(hk_test_arch("sm_90"), &k);
   assert_string_equal(src, def);
   free(src);
   unsetenv("HKC_ROWS_CFG");
   free(def);
   hkc_kernel_out_t e = kernel_for(HK_OP_GELU, HK_DTYPE_BF16, 8);
   setenv("HKC_EW_CFG", "128,8,2,3", 1);
-  src = hkc_codegen_gpu(arch("sm_90"), &e);
-  assert_int_equal(source_macro(src, "HK_THREADS"), 128);
-  assert_int_equal(source_macro(src, "HK_EW_UNROLL"), 8);
-  assert_int_equal(source_macro(src, "HK_EW_MIN_BLOCKS"), 2);
-  assert_int_equal(source_macro(src, "HK_EW_WAVES"), 3);
-  assert_int_equal(source_macro(src, "HK_EW_FAST_ACT"), 1);
+  src = hkc_codegen_gpu(hk_test_arch("sm_90"), &e);
+  assert_int_equal(hk_test_source_macro(src, "HK_THREADS"), 128);
+  assert_int_equal(hk_test_source_macro(src, "HK_EW_UNROLL"), 8);
+  assert_int_equal(hk_test_source_macro(src, "HK_EW_MIN_BLOCKS"), 2);
+  assert_int_equal(hk_test_source_macro(src, "HK_EW_WAVES"), 3);
+  assert_int_equal(hk_test_source_macro(src, "HK_EW_FAST_ACT"), 1);
   free(src);
   unsetenv("HKC_EW_CFG");
 }
@@ -376,11 +336,12 @@ static void test_elementwise_dims(void **state) {
       for (size_t d = 0; d < 3; d++) {
         hkc_kernel_out_t k =
             o < 5 ? kernel_for(k_ew_ops[o], k_dtypes[d], 8) : ewchain_kernel(k_programs[o - 5], k_dtypes[d], 8);
-        char *src = hkc_codegen_gpu(arch(archs[a]), &k);
-        const long long threads = source_macro(src, "HK_THREADS"), vec = source_macro(src, "HK_VEC");
-        const long long unroll = source_macro(src, "HK_EW_UNROLL"), waves = source_macro(src, "HK_EW_WAVES");
+        char *src = hkc_codegen_gpu(hk_test_arch(archs[a]), &k);
+        const long long threads = hk_test_source_macro(src, "HK_THREADS"), vec = hk_test_source_macro(src, "HK_VEC");
+        const long long unroll = hk_test_source_macro(src, "HK_EW_UNROLL");
+        const long long waves = hk_test_source_macro(src, "HK_EW_WAVES");
         free(src);
-        const hkc_gpu_arch_t *ar = arch(archs[a]);
+        const hkc_gpu_arch_t *ar = hk_test_arch(archs[a]);
         const long long resident = (long long)ar->compute_units * ar->simds_per_cu * ar->max_waves_per_simd *
                                    ar->wave_size / threads;
         for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {

@@ -55,19 +55,6 @@ static const char k_syntax[] =
     "  y[1] = 2.0f;\n"
     "}\n";
 
-static int need_hiprtc(void) {
-  char why[768];
-  if (hkc_hiprtc_available(why, sizeof why) != 0) {
-    printf("SKIP: %s\n", why);
-    return -1;
-  }
-  return 0;
-}
-#define NEED_HIPRTC()               \
-  do {                              \
-    if (need_hiprtc() != 0) skip(); \
-  } while (0)
-
 static void check_elf(const hkc_rtc_result_t *r) {
   assert_non_null(r->code);
   assert_true(r->code_size > 64);
@@ -84,7 +71,7 @@ static void compile_ok(const char *src, const char *name, const char *arch, hkc_
 }
 
 static void test_version(void **state) {
-  NEED_HIPRTC();
+  HK_TEST_NEED_HIPRTC();
   const char *v = hkc_hiprtc_version();
   printf("%s\n", v);
   assert_true(strncmp(v, "hiprtc ", 7) == 0);
@@ -92,7 +79,7 @@ static void test_version(void **state) {
 }
 
 static void test_isa_list(void **state) {
-  NEED_HIPRTC();
+  HK_TEST_NEED_HIPRTC();
   char **names = NULL;
   size_t n = 0;
   char why[256];
@@ -108,7 +95,7 @@ static void test_isa_list(void **state) {
 }
 
 static void test_saxpy_archs(void **state) {
-  NEED_HIPRTC();
+  HK_TEST_NEED_HIPRTC();
   static const struct { const char *arch; uint32_t wave; } cases[] = {
       {"gfx90a", 64}, {"gfx90a:xnack-", 64}, {"gfx908", 64}, {"gfx1030", 32}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -128,7 +115,7 @@ static void test_saxpy_archs(void **state) {
 }
 
 static void test_lds_and_bounds(void **state) {
-  NEED_HIPRTC();
+  HK_TEST_NEED_HIPRTC();
   hkc_rtc_result_t r;
   compile_ok(k_lds, "rev", "gfx90a", &r);
   assert_int_equal(r.shared_bytes, 1024 * sizeof(float));
@@ -137,7 +124,7 @@ static void test_lds_and_bounds(void **state) {
 }
 
 static void test_spill_scratch(void **state) {
-  NEED_HIPRTC();
+  HK_TEST_NEED_HIPRTC();
   hkc_rtc_result_t r;
   compile_ok(k_spill, "spill", "gfx90a", &r);
   printf("spill: scratch %u bytes\n", r.scratch_bytes);
@@ -146,7 +133,7 @@ static void test_spill_scratch(void **state) {
 }
 
 static void test_mfma_disassembly(void **state) {
-  NEED_HIPRTC();
+  HK_TEST_NEED_HIPRTC();
   static const char *const archs[] = {"gfx90a", "gfx908"};
   for (size_t i = 0; i < 2; i++) {
     hkc_rtc_result_t r;
@@ -164,7 +151,7 @@ static void test_mfma_disassembly(void **state) {
 }
 
 static void test_mfma_refused_on_rdna(void **state) {
-  NEED_HIPRTC();
+  HK_TEST_NEED_HIPRTC();
   hkc_rtc_result_t r;
   assert_int_equal(hkc_hiprtc_compile(k_mfma, "mm", "gfx1030", &r), -1);
   assert_non_null(r.log);
@@ -173,7 +160,7 @@ static void test_mfma_refused_on_rdna(void **state) {
 }
 
 static void test_syntax_error(void **state) {
-  NEED_HIPRTC();
+  HK_TEST_NEED_HIPRTC();
   hkc_rtc_result_t r;
   assert_int_equal(hkc_hiprtc_compile(k_syntax, "broken", "gfx90a", &r), -1);
   assert_null(r.code);
@@ -185,7 +172,7 @@ static void test_syntax_error(void **state) {
 }
 
 static void test_missing_kernel(void **state) {
-  NEED_HIPRTC();
+  HK_TEST_NEED_HIPRTC();
   hkc_rtc_result_t r;
   assert_int_equal(hkc_hiprtc_compile(k_saxpy, "nosuch", "gfx90a", &r), -1);
   assert_null(r.code);
@@ -194,7 +181,7 @@ static void test_missing_kernel(void **state) {
 }
 
 static void test_unknown_arch(void **state) {
-  NEED_HIPRTC();
+  HK_TEST_NEED_HIPRTC();
   char **names = NULL;
   size_t n = 0;
   char why[256];
@@ -234,7 +221,7 @@ static void *compile_thread(void *arg) {
 }
 
 static void test_two_threads(void **state) {
-  NEED_HIPRTC();
+  HK_TEST_NEED_HIPRTC();
   thread_job_t jobs[4] = {{"gfx90a", -1, 0}, {"gfx908", -1, 0}, {"gfx90a", -1, 0}, {"gfx908", -1, 0}};
   pthread_t th[4];
   for (int i = 0; i < 4; i++) assert_int_equal(pthread_create(&th[i], NULL, compile_thread, &jobs[i]), 0);
@@ -261,7 +248,7 @@ static void *code_thread(void *arg) {
 }
 
 static void test_workers_match_in_process(void **state) {
-  NEED_HIPRTC();
+  HK_TEST_NEED_HIPRTC();
   if (hk_test_start_amd_workers(2) != 0) skip();
   code_job_t jobs[6] = {{.arch = "gfx90a"}, {.arch = "gfx908"}, {.arch = "gfx1030"},
                         {.arch = "gfx90a"}, {.arch = "gfx908"}, {.arch = "gfx1030"}};
@@ -289,7 +276,7 @@ static void test_workers_match_in_process(void **state) {
 /* A worker that dies on every job: the compile fails (after one retry) with a log naming
  * the kernel, the target and the signal; the caller survives. */
 static void test_dying_worker_is_reported(void **state) {
-  NEED_HIPRTC();
+  HK_TEST_NEED_HIPRTC();
   char *dir = hk_test_tmpdir(), script[512];
   snprintf(script, sizeof script, "%s/dies.sh", dir);
   FILE *f = fopen(script, "w");

@@ -26,12 +26,6 @@ static hkc_spec_t *parse(const char *text) {
   return spec;
 }
 
-static hkc_spec_t *parse_ok(const char *text) {
-  hkc_spec_t *spec = parse(text);
-  if (!spec) fail_msg("spec rejected:\n%s\n--- diagnostics:\n%s", text, diag);
-  return spec;
-}
-
 /* The spec must be rejected with a message at t.yaml:LINE:COL containing every word. */
 static void expect_error_at(const char *text, int line, int col, const char *w1, const char *w2) {
   hkc_spec_t *spec = parse(text);
@@ -247,7 +241,7 @@ static void test_llama_block_spec(void **state) {
 
 static void test_defaults_and_sorting_of_batch_sizes(void **state) {
   (void)state;
-  hkc_spec_t *s = parse_ok(BASE RELU_GRAPH);
+  hkc_spec_t *s = hk_test_spec_parse(BASE RELU_GRAPH);
   assert_int_equal(s->dtype, HK_DTYPE_F32); /* dtype absent: f32 */
   assert_int_equal(s->n_targets, 1);        /* targets absent: [host] */
   assert_string_equal(s->targets[0], "host");
@@ -258,19 +252,19 @@ static void test_defaults_and_sorting_of_batch_sizes(void **state) {
   assert_int_equal(s->batch_sizes[1], 2);
   assert_int_equal(s->batch_sizes[2], 4);
   /* The unused params are warnings, not errors. */
-  assert_non_null(strstr(diag, "t.yaml:6:10: warning: tensor 'w' is never used"));
+  assert_non_null(strstr(hk_test_spec_diag(), "t.yaml:6:10: warning: tensor 'w' is never used"));
   hkc_spec_destroy(s);
 }
 
 static void test_topological_order(void **state) {
   (void)state;
   /* Written consumers-first: sorted so producers come first. */
-  hkc_spec_t *s = parse_ok(BASE "graph:\n"
-                                "  - {name: c, op: add, in: [y2, y1], out: y3}\n"
-                                "  - {name: b, op: silu, in: [y1], out: y2}\n"
-                                "  - {name: a, op: relu, in: [x], out: y1}\n"
-                                "  - {name: z, op: softmax, in: [x], out: y4}\n"
-                                "outputs: [y3, y4]\n");
+  hkc_spec_t *s = hk_test_spec_parse(BASE "graph:\n"
+                                          "  - {name: c, op: add, in: [y2, y1], out: y3}\n"
+                                          "  - {name: b, op: silu, in: [y1], out: y2}\n"
+                                          "  - {name: a, op: relu, in: [x], out: y1}\n"
+                                          "  - {name: z, op: softmax, in: [x], out: y4}\n"
+                                          "outputs: [y3, y4]\n");
   assert_int_equal(s->n_nodes, 4);
   const char *order[] = {"a", "b", "c", "z"};
   for (int i = 0; i < 4; i++) assert_string_equal(s->nodes[i].name, order[i]);
@@ -289,11 +283,11 @@ static void test_topological_order(void **state) {
   hkc_spec_destroy(s);
 
   /* An already sorted graph keeps its written order. */
-  s = parse_ok(BASE "graph:\n"
-                    "  - {name: p, op: relu, in: [x], out: y1}\n"
-                    "  - {name: q, op: gelu, in: [x], out: y2}\n"
-                    "  - {name: r, op: mul, in: [y1, y2], out: y3}\n"
-                    "outputs: [y3]\n");
+  s = hk_test_spec_parse(BASE "graph:\n"
+                              "  - {name: p, op: relu, in: [x], out: y1}\n"
+                              "  - {name: q, op: gelu, in: [x], out: y2}\n"
+                              "  - {name: r, op: mul, in: [y1, y2], out: y3}\n"
+                              "outputs: [y3]\n");
   assert_string_equal(s->nodes[0].name, "p");
   assert_string_equal(s->nodes[1].name, "q");
   assert_string_equal(s->nodes[2].name, "r");
@@ -302,23 +296,23 @@ static void test_topological_order(void **state) {
 
 static void test_expressions_broadcast_and_attributes(void **state) {
   (void)state;
-  hkc_spec_t *s = parse_ok("hkc: 1\nname: ops-1.0\ndtype: bf16\nbatch_sizes: [2]\n"
-                           "dims: {heads: 4, kvh: 2, dh: 8, hid: heads*dh, kvw: kvh*dh}\n"
-                           "targets: [host, gfx90a, 'gfx90a:xnack-', sm_90a]\n"
-                           "inputs: {x: [batch, 3, hid], m: [1, 1, hid], t: [\"batch*3\", hid]}\n"
-                           "params: {wk: [kvw, hid], wv: [kvw, hid], s: [hid], one: [1]}\n"
-                           "graph:\n"
-                           "  - {name: k, op: gemm, in: [x, wk], trans_b: true, out: kk}\n"
-                           "  - {name: v, op: gemm, in: [x, wv], trans_b: true, act: gelu_tanh, out: vv}\n"
-                           "  - {name: at, op: attention, in: [x, kk, vv], heads: heads, kv_heads: kvh, causal: true,"
-                           " scale: 0.5, out: o}\n"
-                           "  - {name: b1, op: add, in: [m, o], out: o1}\n"
-                           "  - {name: b2, op: mul, in: [s, o1], out: o2}\n"
-                           "  - {name: b3, op: mul, in: [o2, one], out: o3}\n"
-                           "  - {name: rn, op: rmsnorm, in: [o3], gamma: s, out: o4}\n"
-                           "  - {name: n2, op: add, in: [t, t], out: o5}\n"
-                           "outputs: [o4, o5]\n"
-                           "fusion: {groups: [[b2, b1], [rn]]}\n");
+  hkc_spec_t *s = hk_test_spec_parse("hkc: 1\nname: ops-1.0\ndtype: bf16\nbatch_sizes: [2]\n"
+                                     "dims: {heads: 4, kvh: 2, dh: 8, hid: heads*dh, kvw: kvh*dh}\n"
+                                     "targets: [host, gfx90a, 'gfx90a:xnack-', sm_90a]\n"
+                                     "inputs: {x: [batch, 3, hid], m: [1, 1, hid], t: [\"batch*3\", hid]}\n"
+                                     "params: {wk: [kvw, hid], wv: [kvw, hid], s: [hid], one: [1]}\n"
+                                     "graph:\n"
+                                     "  - {name: k, op: gemm, in: [x, wk], trans_b: true, out: kk}\n"
+                                     "  - {name: v, op: gemm, in: [x, wv], trans_b: true, act: gelu_tanh, out: vv}\n"
+                                     "  - {name: at, op: attention, in: [x, kk, vv], heads: heads, kv_heads: kvh,"
+                                     " causal: true, scale: 0.5, out: o}\n"
+                                     "  - {name: b1, op: add, in: [m, o], out: o1}\n"
+                                     "  - {name: b2, op: mul, in: [s, o1], out: o2}\n"
+                                     "  - {name: b3, op: mul, in: [o2, one], out: o3}\n"
+                                     "  - {name: rn, op: rmsnorm, in: [o3], gamma: s, out: o4}\n"
+                                     "  - {name: n2, op: add, in: [t, t], out: o5}\n"
+                                     "outputs: [o4, o5]\n"
+                                     "fusion: {groups: [[b2, b1], [rn]]}\n");
   assert_int_equal(s->dtype, HK_DTYPE_BF16);
   assert_int_equal(s->dims[3].value, 32); /* hid = heads*dh */
   assert_int_equal(s->n_targets, 4);
@@ -356,8 +350,9 @@ static void test_expressions_broadcast_and_attributes(void **state) {
 
   /* A broadcast that pads the rank: [1, 1, 1, d] + [batch, d] -> [1, 1, batch, d]; batch
    * is then not leading, which only the exact batch policy accepts. */
-  s = parse_ok("hkc: 1\nname: t\nbatch_sizes: [3]\nbatch_policy: exact\ninputs: {a: [1, 1, 1, 5], c: [batch, 5]}\n"
-               "graph:\n  - {name: n, op: add, in: [a, c], out: y}\noutputs: [y]\nfusion: none\n");
+  s = hk_test_spec_parse("hkc: 1\nname: t\nbatch_sizes: [3]\nbatch_policy: exact\n"
+                         "inputs: {a: [1, 1, 1, 5], c: [batch, 5]}\n"
+                         "graph:\n  - {name: n, op: add, in: [a, c], out: y}\noutputs: [y]\nfusion: none\n");
   assert_int_equal(s->batch_policy, HK_BATCH_POLICY_REC_EXACT);
   const hkc_tensor_t *y = tensor(s, "y");
   assert_int_equal(y->rank, 4);
@@ -380,7 +375,7 @@ static void test_helpers(void **state) {
   assert_string_equal(hkc_act_name(HK_ACT_GELU_TANH), "gelu_tanh");
   assert_string_equal(hkc_act_name(HK_ACT_NONE), "none");
   hkc_spec_destroy(NULL);
-  hkc_spec_t *s = parse_ok(BASE RELU_GRAPH);
+  hkc_spec_t *s = hk_test_spec_parse(BASE RELU_GRAPH);
   assert_int_equal(hkc_tensor_find(s, "nope"), HKC_NONE);
   assert_int_equal(hkc_tensor_find(s, "x"), 0);
   hkc_tensor_t big = {.rank = 2, .dims = {{0, INT64_MAX / 2}, {1, 0}}};
@@ -468,7 +463,7 @@ static void test_attention_shapes(void **state) {
                   "graph:\n  - {name: a, op: attention, in: [q, k, v], heads: 2, out: y}\noutputs: [y]\n",
                   6, "k,", "batch dims differ", NULL);
   /* Packed qkv with grouped-query heads: 4 q heads + 2*2 kv heads of 3 = 24 columns. */
-  hkc_spec_t *s = parse_ok(ATT("[x]", "4, kv_heads: 2"));
+  hkc_spec_t *s = hk_test_spec_parse(ATT("[x]", "4, kv_heads: 2"));
   assert_int_equal(s->nodes[0].kv_heads, 2);
   assert_int_equal(hkc_dim_value(tensor(s, "y")->dims[2], 1), 12);
   assert_float_equal(s->nodes[0].scale, 1.0f / sqrtf(3.0f), 1e-6f);
@@ -483,7 +478,7 @@ static void test_attention_shapes(void **state) {
 static void test_rope(void **state) {
   (void)state;
 #define ROPE(in, extra) ROPE_HDR "graph:\n  - {name: a, op: rope, in: " in ", " extra ", out: y}\noutputs: [y]\n"
-  hkc_spec_t *s = parse_ok(ROPE("[x]", "heads: 3"));
+  hkc_spec_t *s = hk_test_spec_parse(ROPE("[x]", "heads: 3"));
   const hkc_node_t *nd = &s->nodes[0];
   assert_int_equal(nd->op, HK_OP_ROPE);
   assert_int_equal(nd->heads, 3);
@@ -495,7 +490,7 @@ static void test_rope(void **state) {
   assert_int_equal(dim_at(y, 1, 4), 5);
   assert_int_equal(dim_at(y, 2, 4), 24);
   hkc_spec_destroy(s);
-  s = parse_ok(ROPE("[x]", "heads: h+1, theta: 500000.0, offset: 7")); /* dh 6: even is enough */
+  s = hk_test_spec_parse(ROPE("[x]", "heads: h+1, theta: 500000.0, offset: 7")); /* dh 6: even is enough */
   assert_int_equal(s->nodes[0].heads, 4);
   assert_true(s->nodes[0].theta == 500000.0f);
   assert_int_equal(s->nodes[0].pos_offset, 7);
@@ -636,7 +631,7 @@ static void test_pad_layouts(void **state) {
     expect_error_on(text, 4, bad[i][1], bad[i][2], "cannot be padded");
     assert_non_null(strstr(diag, "use batch_policy: exact"));
     snprintf(text, sizeof text, PAD_HEAD "batch_policy: exact\n%s", bad[i][0]);
-    hkc_spec_destroy(parse_ok(text));
+    hkc_spec_destroy(hk_test_spec_parse(text));
   }
   /* A param that depends on batch. */
   expect_error_on(PAD_HEAD "inputs: {x: [batch, 8]}\nparams: {p: [8, batch]}\n"
@@ -649,8 +644,8 @@ static void test_pad_layouts(void **state) {
                   "  - {name: p, op: gemm, in: [sc, x], out: y}\noutputs: [y]\n",
                   6, "sc}", "tensor 'sc' [batch, batch] cannot be padded", NULL);
   /* Leading batch with a multiplier is fine, as are tensors that do not depend on batch. */
-  hkc_spec_t *s = parse_ok(PAD_HEAD "dims: {s: 3}\ninputs: {x: [\"s*batch\", 8], c: [8]}\n"
-                           "graph:\n  - {name: a, op: add, in: [x, c], out: y}\noutputs: [y]\n");
+  hkc_spec_t *s = hk_test_spec_parse(PAD_HEAD "dims: {s: 3}\ninputs: {x: [\"s*batch\", 8], c: [8]}\n"
+                                     "graph:\n  - {name: a, op: add, in: [x, c], out: y}\noutputs: [y]\n");
   assert_int_equal(s->batch_policy, HK_BATCH_POLICY_REC_PAD);
   hkc_spec_destroy(s);
 #undef PAD_HEAD
@@ -676,10 +671,10 @@ static void test_outputs(void **state) {
 
 static void test_unused_tensor_warning(void **state) {
   (void)state;
-  hkc_spec_t *s = parse_ok(BASE "graph:\n  - {name: a, op: relu, in: [x], out: y}\n"
-                                "  - {name: b, op: gelu, in: [x], out: z}\noutputs: [y]\n");
-  assert_non_null(strstr(diag, "t.yaml:9:39: warning: tensor 'z' is never used and is not an output"));
-  assert_null(strstr(diag, "tensor 'y' is never used"));
+  hkc_spec_t *s = hk_test_spec_parse(BASE "graph:\n  - {name: a, op: relu, in: [x], out: y}\n"
+                                          "  - {name: b, op: gelu, in: [x], out: z}\noutputs: [y]\n");
+  assert_non_null(strstr(hk_test_spec_diag(), "t.yaml:9:39: warning: tensor 'z' is never used and is not an output"));
+  assert_null(strstr(hk_test_spec_diag(), "tensor 'y' is never used"));
   assert_int_equal(tensor(s, "z")->role, HK_ROLE_INTERMEDIATE);
   hkc_spec_destroy(s);
 }
@@ -700,13 +695,13 @@ static void test_fusion_groups(void **state) {
 /* gemm's `mul:` (the epilogue multiply, shaped like the output) and group locations. */
 static void test_gemm_mul_and_group_locations(void **state) {
   (void)state;
-  hkc_spec_t *s = parse_ok("hkc: 1\nname: t\nbatch_sizes: [2]\ninputs: {x: [batch, 4], m: [batch, 6]}\n"
-                           "params: {w: [4, 6]}\n"
-                           "graph:\n"
-                           "  - {name: g, op: gemm, in: [x, w], act: silu, mul: m, out: y}\n"
-                           "  - {name: r, op: relu, in: [y], out: z}\n"
-                           "outputs: [z]\n"
-                           "fusion:\n  groups:\n    - [g]\n    - [r]\n");
+  hkc_spec_t *s = hk_test_spec_parse("hkc: 1\nname: t\nbatch_sizes: [2]\ninputs: {x: [batch, 4], m: [batch, 6]}\n"
+                                     "params: {w: [4, 6]}\n"
+                                     "graph:\n"
+                                     "  - {name: g, op: gemm, in: [x, w], act: silu, mul: m, out: y}\n"
+                                     "  - {name: r, op: relu, in: [y], out: z}\n"
+                                     "outputs: [z]\n"
+                                     "fusion:\n  groups:\n    - [g]\n    - [r]\n");
   assert_int_equal(s->nodes[0].mul, hkc_tensor_find(s, "m"));
   assert_int_equal(s->nodes[0].act, HK_ACT_SILU);
   assert_int_equal(s->nodes[1].mul, HKC_NONE);

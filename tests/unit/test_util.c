@@ -1,11 +1,19 @@
-#include "hkc.h"
-#include "test_util.h"
-
 #include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "gpu_variant.h"
+#include "hkc.h"
+#include "test_util.h"
 
 float hk_test_f16_to_f32(uint16_t h) {
   int sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
@@ -108,4 +116,171 @@ int hk_test_start_amd_workers(int n) {
     n = cores > 0 ? (int)cores : 1;
   }
   return hkc_amd_workers_start(bin, n, 600);
+}
+
+/* ---- the compiler's front end ------------------------------------------------------------ */
+static char spec_diag[16384]; /* the helpers' captured diagnostics (tests run one at a time) */
+
+hkc_spec_t *hk_test_spec_parse(const char *text) {
+  hkc_spec_t *spec = (hkc_spec_t *)(uintptr_t)1; /* must be overwritten */
+  hkc_diag_capture(spec_diag, sizeof spec_diag);
+  int rc = hkc_spec_parse("t.yaml", text, strlen(text), &spec);
+  hkc_diag_capture(NULL, 0);
+  assert_true(rc == 0 ? spec != NULL : spec == NULL);
+  if (rc != 0) fail_msg("spec rejected:\n%s\n--- diagnostics:\n%s", text, spec_diag);
+  return spec;
+}
+
+void hk_test_spec_fuse(hkc_spec_t *spec, int mode) {
+  hkc_diag_capture(spec_diag, sizeof spec_diag);
+  int rc = hkc_fuse(spec, mode);
+  hkc_diag_capture(NULL, 0);
+  if (rc != 0) fail_msg("hkc_fuse failed:\n%s", spec_diag);
+}
+
+const char *hk_test_spec_diag(void) { return spec_diag; }
+
+int hk_test_tensor(const hkc_spec_t *spec, const char *name) {
+  int t = hkc_tensor_find(spec, name);
+  if (t == HKC_NONE) fail_msg("no tensor '%s'", name);
+  return t;
+}
+
+double hk_test_act_ref(int act, double x) {
+  switch (act) {
+  case HK_ACT_RELU: return x > 0 ? x : 0;
+  case HK_ACT_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+  case HK_ACT_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+  case HK_ACT_SILU: return x / (1 + exp(-x));
+  default: return x;
+  }
+}
+
+int hk_test_ewchain_act(char letter) {
+  return letter == 'r' ? HK_ACT_RELU : letter == 'g' ? HK_ACT_GELU : letter == 's' ? HK_ACT_SILU : HK_ACT_GELU_TANH;
+}
+
+/* ---- GPU targets and generated sources -------------------------------------------------------- */
+const hkc_gpu_arch_t *hk_test_arch(const char *name) {
+  const hkc_gpu_arch_t *a = hkc_gpu_arch_find(name);
+  assert_non_null(a);
+  return a;
+}
+
+const char *hk_test_variant_name(const char *arch_name, hkc_kernel_key_t key) {
+  const hkc_gpu_variant_t *v = hkc_gpu_variant_for(hk_test_arch(arch_name), &key);
+  return v ? v->name : "simple";
+}
+
+long long hk_test_source_macro(const char *src, const char *name) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "#define %s ", name);
+  const char *p = strstr(src, pat);
+  assert_non_null(p);
+  return atoll(p + strlen(pat));
+}
+
+void hk_test_kernel_name(hkc_kernel_out_t *k) {
+  hkc_kernel_key_name(&k->key, k->name, sizeof k->name);
+  size_t len = strlen(k->name);
+  const struct {
+    int on;
+    const char *tag;
+  } flags[] = {{k->key.has_mul, "_mul"}, {k->key.has_add, "_add"}, {k->key.has_sum, "_sum"}};
+  for (size_t i = 0; i < 3; i++)
+    if (flags[i].on && !strstr(k->name, flags[i].tag))
+      len += (size_t)snprintf(k->name + len, sizeof k->name - len, "%s", flags[i].tag);
+  if (k->key.program[0] && !strstr(k->name, k->key.program))
+    snprintf(k->name + len, sizeof k->name - len, "_%s", k->key.program);
+}
+
+int hk_test_need_nvrtc(void) {
+  char why[768];
+  if (hkc_nvrtc_available(why, sizeof why) == 0) return 0;
+  printf("[ SKIP     ] nvrtc: %s\n", why);
+  return -1;
+}
+
+int hk_test_need_hiprtc(void) {
+  char why[768];
+  if (hkc_hiprtc_available(why, sizeof why) == 0) return 0;
+  printf("[ SKIP     ] hiprtc: %s\n", why);
+  return -1;
+}
+
+/* ---- the compile pool ---------------------------------------------------------------------------- */
+void hk_test_compile_one(hk_test_compile_job_t *j, hk_test_compile_fn compile, unsigned flags) {
+  static const unsigned char elf[4] = {0x7f, 'E', 'L', 'F'};
+  char *src = hkc_codegen_gpu(j->arch, &j->kernel);
+  if (!src) {
+    snprintf(j->error, sizeof j->error, "codegen failed");
+    return;
+  }
+  hkc_rtc_result_t r;
+  if (compile(src, j->kernel.name, j->arch->name, &r) != 0)
+    snprintf(j->error, sizeof j->error, "compile failed: %.560s", r.log ? r.log : "(no log)");
+  else if ((flags & HK_TEST_COMPILE_ELF) && (r.code_size < 4 || memcmp(r.code, elf, 4) != 0))
+    snprintf(j->error, sizeof j->error, "code object is not ELF (%zu bytes)", r.code_size);
+  else if ((flags & HK_TEST_COMPILE_NO_WARNINGS) && r.log && strstr(r.log, "warning"))
+    snprintf(j->error, sizeof j->error, "compiler warning: %.560s", strstr(r.log, "warning"));
+  else
+    j->ok = 1;
+  j->regs = r.vgprs;
+  j->scratch = r.scratch_bytes;
+  j->shared = r.shared_bytes;
+  hkc_rtc_result_free(&r);
+  free(src);
+}
+
+typedef struct compile_pool {
+  hk_test_compile_job_t *jobs;
+  size_t n_jobs, next;
+  hk_test_compile_fn compile;
+  unsigned flags;
+  pthread_mutex_t lock;
+} compile_pool_t;
+
+static void *compile_worker(void *arg) {
+  compile_pool_t *p = arg;
+  for (;;) {
+    pthread_mutex_lock(&p->lock);
+    size_t i = p->next++;
+    pthread_mutex_unlock(&p->lock);
+    if (i >= p->n_jobs) return NULL;
+    hk_test_compile_one(&p->jobs[i], p->compile, p->flags);
+  }
+}
+
+void hk_test_compile_all(hk_test_compile_job_t *jobs, size_t n_jobs, hk_test_compile_fn compile, int n_threads,
+                         unsigned flags) {
+  compile_pool_t p = {.jobs = jobs, .n_jobs = n_jobs, .compile = compile, .flags = flags};
+  pthread_t threads[HK_TEST_COMPILE_MAX_THREADS];
+  pthread_mutex_init(&p.lock, NULL);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int started = 0;
+  for (int t = 0; t < n_threads && t < HK_TEST_COMPILE_MAX_THREADS; t++)
+    if (pthread_create(&threads[t], NULL, compile_worker, &p) == 0) started++;
+  if (started == 0) compile_worker(&p);
+  for (int t = 0; t < started; t++) pthread_join(threads[t], NULL);
+  pthread_mutex_destroy(&p.lock);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  printf("[ info     ] %zu compiles in %.1f s\n", n_jobs,
+         (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+}
+
+int hk_test_compile_failures(const hk_test_compile_job_t *jobs, size_t n_jobs) {
+  int failures = 0;
+  for (size_t i = 0; i < n_jobs; i++) {
+    const hk_test_compile_job_t *j = &jobs[i];
+    const char *problem = !j->ok ? j->error : j->regs == 0 ? "no register count reported"
+                                          : j->scratch != 0 ? "uses scratch / local memory (spills)"
+                                                            : NULL;
+    if (problem) {
+      printf("[ FAIL     ] %s for %s: %s (regs %u, scratch %u)\n", j->kernel.name, j->arch->name, problem, j->regs,
+             j->scratch);
+      failures++;
+    }
+  }
+  return failures;
 }

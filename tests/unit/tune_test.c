@@ -19,12 +19,6 @@
 #include "test_util.h"
 #include "tune.h"
 
-static const hkc_gpu_arch_t *arch(const char *name) {
-  const hkc_gpu_arch_t *a = hkc_gpu_arch_find(name);
-  assert_non_null(a);
-  return a;
-}
-
 static hkc_kernel_key_t gemm_key(hk_dtype_t dt, int bias, int act, int res, int tb) {
   return (hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = dt, .act = (hk_act_t)act, .has_bias = bias,
                             .has_residual = res, .trans_b = tb, .align = 8};
@@ -82,39 +76,45 @@ static void check_space(const hkc_gpu_arch_t *a, hkc_kernel_key_t key, const cha
 
 static void test_spaces(void **state) {
   (void)state;
-  check_space(arch("sm_90a"), gemm_key(HK_DTYPE_BF16, 1, 0, 0, 0), "gemm_wgmma_ws", "bn=256,st=3,p=1", 30);
-  check_space(arch("sm_90"), gemm_key(HK_DTYPE_F16, 1, 2, 1, 1), "gemm_mma", "bm=128,bn=128,wm=2,wn=4,st=4", 10);
-  check_space(arch("sm_80"), gemm_key(HK_DTYPE_BF16, 0, 0, 0, 0), "gemm_mma", "bm=128,bn=128,wm=2,wn=4,st=4", 8);
-  check_space(arch("gfx90a"), gemm_key(HK_DTYPE_F16, 1, 0, 0, 0), "gemm_mfma", "bm=128,bn=128,bk=32", 6);
-  check_space(arch("gfx942"), gemm_key(HK_DTYPE_BF16, 1, 0, 1, 1), "gemm_mfma", "bm=128,bn=128,bk=32", 6);
+  check_space(hk_test_arch("sm_90a"), gemm_key(HK_DTYPE_BF16, 1, 0, 0, 0), "gemm_wgmma_ws", "bn=256,st=3,p=1", 30);
+  check_space(hk_test_arch("sm_90"), gemm_key(HK_DTYPE_F16, 1, 2, 1, 1), "gemm_mma", "bm=128,bn=128,wm=2,wn=4,st=4",
+              10);
+  check_space(hk_test_arch("sm_80"), gemm_key(HK_DTYPE_BF16, 0, 0, 0, 0), "gemm_mma", "bm=128,bn=128,wm=2,wn=4,st=4",
+              8);
+  check_space(hk_test_arch("gfx90a"), gemm_key(HK_DTYPE_F16, 1, 0, 0, 0), "gemm_mfma", "bm=128,bn=128,bk=32", 6);
+  check_space(hk_test_arch("gfx942"), gemm_key(HK_DTYPE_BF16, 1, 0, 1, 1), "gemm_mfma", "bm=128,bn=128,bk=32", 6);
   check_space(NULL, gemm_key(HK_DTYPE_F32, 1, 0, 0, 0), "host_gemm", "bm=16,bn=256,bk=32", 8);
   /* nothing to tune: f32 on a GPU (simple kernel), gfx1030 (no matrix cores), other ops */
   hkc_tile_cfg_t c[4];
-  assert_int_equal(hkc_tune_candidates(arch("sm_90a"), &(hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = HK_DTYPE_F32,
-                                                                            .align = 8}, c, 4), 0);
-  assert_int_equal(hkc_tune_candidates(arch("gfx1030"), &(hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = HK_DTYPE_F16,
-                                                                             .align = 8}, c, 4), 0);
-  assert_int_equal(hkc_tune_candidates(arch("sm_90a"), &(hkc_kernel_key_t){.op = HK_OP_LAYERNORM,
-                                                                            .dtype = HK_DTYPE_BF16, .align = 8}, c, 4), 0);
+  assert_int_equal(hkc_tune_candidates(hk_test_arch("sm_90a"),
+                                       &(hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = HK_DTYPE_F32, .align = 8}, c, 4),
+                   0);
+  assert_int_equal(hkc_tune_candidates(hk_test_arch("gfx1030"),
+                                       &(hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = HK_DTYPE_F16, .align = 8}, c, 4),
+                   0);
+  assert_int_equal(hkc_tune_candidates(hk_test_arch("sm_90a"),
+                                       &(hkc_kernel_key_t){.op = HK_OP_LAYERNORM, .dtype = HK_DTYPE_BF16, .align = 8},
+                                       c, 4),
+                   0);
   /* illegal configurations are refused: over shared memory, unknown wgmma N, LDS of the MFMA template */
   hkc_tile_cfg_t t;
   hkc_kernel_key_t k = gemm_key(HK_DTYPE_BF16, 0, 0, 0, 0);
-  assert_int_equal(hkc_tune_lookup_cfg(arch("sm_90a"), &k, "gemm_wgmma_ws", "bn=256,st=5,p=1", &t), -1);
-  assert_int_equal(hkc_tune_lookup_cfg(arch("sm_90a"), &k, "gemm_wgmma_ws", "bn=192,st=3,p=1", &t), -1);
-  assert_int_equal(hkc_tune_lookup_cfg(arch("sm_90a"), &k, "gemm_wgmma", "bm=128,bn=256,st=6", &t), -1);
-  assert_int_equal(hkc_tune_lookup_cfg(arch("sm_90"), &k, "gemm_wgmma", "bm=128,bn=256,st=4", &t), -1);
-  assert_int_equal(hkc_tune_lookup_cfg(arch("gfx90a"), &k, "gemm_mfma", "bm=256,bn=256,bk=32", &t), -1);
-  assert_int_equal(hkc_tune_lookup_cfg(arch("gfx90a"), &k, "gemm_mfma", "bm=128,bn=128,bk=64", &t), -1);
-  assert_int_equal(hkc_tune_lookup_cfg(arch("gfx90a"), &k, "gemm_nope", "bm=128", &t), -1);
+  assert_int_equal(hkc_tune_lookup_cfg(hk_test_arch("sm_90a"), &k, "gemm_wgmma_ws", "bn=256,st=5,p=1", &t), -1);
+  assert_int_equal(hkc_tune_lookup_cfg(hk_test_arch("sm_90a"), &k, "gemm_wgmma_ws", "bn=192,st=3,p=1", &t), -1);
+  assert_int_equal(hkc_tune_lookup_cfg(hk_test_arch("sm_90a"), &k, "gemm_wgmma", "bm=128,bn=256,st=6", &t), -1);
+  assert_int_equal(hkc_tune_lookup_cfg(hk_test_arch("sm_90"), &k, "gemm_wgmma", "bm=128,bn=256,st=4", &t), -1);
+  assert_int_equal(hkc_tune_lookup_cfg(hk_test_arch("gfx90a"), &k, "gemm_mfma", "bm=256,bn=256,bk=32", &t), -1);
+  assert_int_equal(hkc_tune_lookup_cfg(hk_test_arch("gfx90a"), &k, "gemm_mfma", "bm=128,bn=128,bk=64", &t), -1);
+  assert_int_equal(hkc_tune_lookup_cfg(hk_test_arch("gfx90a"), &k, "gemm_nope", "bm=128", &t), -1);
   assert_int_equal(hkc_tune_lookup_cfg(NULL, &k, "host_gemm", "bm=128,bn=1024,bk=256", &t), -1);
-  assert_int_equal(hkc_tune_lookup_cfg(arch("sm_90a"), &k, "gemm_mma", "bm=64,bn=64,wm=2,wn=2,st=3", &t), 0);
+  assert_int_equal(hkc_tune_lookup_cfg(hk_test_arch("sm_90a"), &k, "gemm_mma", "bm=64,bn=64,wm=2,wn=2,st=3", &t), 0);
   assert_false(t.is_default); /* gemm_mma is not sm_90a's default variant */
 }
 
 /* ---- the choice in the key ------------------------------------------------------------------------ */
 static void test_key_identity(void **state) {
   (void)state;
-  const hkc_gpu_arch_t *a = arch("sm_90a");
+  const hkc_gpu_arch_t *a = hk_test_arch("sm_90a");
   hkc_kernel_key_t base = gemm_key(HK_DTYPE_BF16, 1, 0, 0, 0), k1 = base, k2 = base;
   char n0[96], n1[96], n2[96];
   hkc_kernel_key_name(&base, n0, sizeof n0);
@@ -150,7 +150,7 @@ static int has_line(const char *src, const char *line) { return strstr(src, line
 
 static void test_variant_macros_and_launch(void **state) {
   (void)state;
-  const hkc_gpu_arch_t *a = arch("sm_90a");
+  const hkc_gpu_arch_t *a = hk_test_arch("sm_90a");
   hkc_kernel_out_t k;
   memset(&k, 0, sizeof k);
   k.key = gemm_key(HK_DTYPE_BF16, 1, 0, 0, 0);
@@ -196,7 +196,7 @@ static void test_variant_macros_and_launch(void **state) {
   assert_int_equal(grid[0], 64 * 6);
   assert_int_equal(block[0], 128);
   /* AMD */
-  const hkc_gpu_arch_t *g = arch("gfx90a");
+  const hkc_gpu_arch_t *g = hk_test_arch("gfx90a");
   k.key = gemm_key(HK_DTYPE_F16, 1, 0, 0, 0);
   assert_int_equal(hkc_tune_lookup_cfg(g, &k.key, "gemm_mfma", "bm=64,bn=128,bk=64", &c), 0);
   hkc_tune_apply(g, &k.key, &c);
@@ -234,7 +234,7 @@ static int model_pick(const hkc_gpu_arch_t *a, hkc_kernel_key_t key, hkc_tune_sh
 
 static void test_model(void **state) {
   (void)state;
-  const hkc_gpu_arch_t *h200 = arch("sm_90a");
+  const hkc_gpu_arch_t *h200 = hk_test_arch("sm_90a");
   hkc_kernel_key_t key = gemm_key(HK_DTYPE_BF16, 1, 0, 0, 0);
   hkc_tune_cand_t *c = calloc(HKC_TUNE_MAX_CANDIDATES, sizeof *c);
   assert_non_null(c);
@@ -279,13 +279,13 @@ static void test_model(void **state) {
   /* a configuration that cannot run has no estimate */
   assert_int_equal(hkc_model_estimate(h200, &s3, big, HK_DTYPE_BF16, 0, 1, 0, &e2), -1);
   /* AMD: MI300X (304 CUs) and MI250X (110): small M takes small tiles, large shapes large ones */
-  const hkc_gpu_arch_t *gfx = arch("gfx942");
+  const hkc_gpu_arch_t *gfx = hk_test_arch("gfx942");
   key = gemm_key(HK_DTYPE_BF16, 1, 0, 0, 0);
   p = model_pick(gfx, key, (hkc_tune_shape_t){128, 768, 768}, c, &n);
   assert_true(c[p].cfg.bm * c[p].cfg.bn <= 128 * 64);
   p = model_pick(gfx, key, (hkc_tune_shape_t){8192, 14336, 4096}, c, &n);
   assert_true(c[p].cfg.bm * c[p].cfg.bn >= 128 * 128);
-  p = model_pick(arch("gfx90a"), key, (hkc_tune_shape_t){4096, 4096, 4096}, c, &n);
+  p = model_pick(hk_test_arch("gfx90a"), key, (hkc_tune_shape_t){4096, 4096, 4096}, c, &n);
   printf("[ info     ] gfx90a 4096^3: %s %s, %s-bound\n", c[p].cfg.variant, c[p].cfg.tune, c[p].est.limiter);
   assert_string_equal(c[p].est.limiter, "compute");
   free(c);
@@ -294,7 +294,7 @@ static void test_model(void **state) {
 /* The occupancy floor and resources from a compile: spills and over-budget kernels drop. */
 static void test_pruning(void **state) {
   (void)state;
-  const hkc_gpu_arch_t *a = arch("gfx90a");
+  const hkc_gpu_arch_t *a = hk_test_arch("gfx90a");
   hkc_kernel_key_t key = gemm_key(HK_DTYPE_F16, 1, 0, 0, 0);
   hkc_tune_cand_t c[4];
   assert_true(hkc_tune_cands(a, &key, c, 4) >= 1);
@@ -324,8 +324,8 @@ static void test_pruning(void **state) {
   /* floor: a 64-thread block alone on an SM (2 warps for 4 schedulers) */
   hkc_tile_cfg_t tiny = c[0].cfg;
   tiny.threads = 64;
-  assert_false(hkc_model_meets_floor(arch("sm_90a"), &tiny, 1));
-  assert_true(hkc_model_meets_floor(arch("sm_90a"), &tiny, 2));
+  assert_false(hkc_model_meets_floor(hk_test_arch("sm_90a"), &tiny, 1));
+  assert_true(hkc_model_meets_floor(hk_test_arch("sm_90a"), &tiny, 2));
 }
 
 /* ---- the database ---------------------------------------------------------------------------------- */
@@ -479,7 +479,7 @@ static void test_db_merge(void **state) {
 /* ---- the build's choice ------------------------------------------------------------------------------ */
 static void test_tuner_db_choice(void **state) {
   (void)state;
-  const hkc_gpu_arch_t *a = arch("sm_90a");
+  const hkc_gpu_arch_t *a = hk_test_arch("sm_90a");
   char toolchain[160], text[1024];
   hkc_tune_toolchain(a, toolchain, sizeof toolchain);
   snprintf(text, sizeof text,

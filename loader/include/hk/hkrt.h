@@ -17,6 +17,20 @@
  * calling thread is available from hk_last_error(); objects also keep their
  * own (hk_pack_error(), hk_session_error()).
  *
+ * NULL, one rule for every function:
+ *  - destroy/free functions accept a NULL object (or pointer) and do nothing;
+ *  - accessors (functions that return a value, not a status) accept a NULL object and
+ *    return a neutral value: 0 for counts and sizes, "" for strings (names, errors, launch
+ *    modes, out_reason), HK_BATCH_POLICY_PAD (0) for the batch policy, and NULL from
+ *    hk_pack_target_name, as for any index out of range (a NULL pack has no targets);
+ *  - fallible functions return HK_STATUS_INVALID_ARGUMENT for a NULL object or a NULL
+ *    required pointer (paths, artifact bytes, names, bound data, out_* pointers), with
+ *    the reason in hk_last_error(). NULL is allowed only where documented: the allocator
+ *    (libc), hk_pack_select_target's `requested` and the options' `target` (best for this
+ *    machine), streams (the default stream), out_reason, and the buffers of a 0-byte
+ *    hk_session_copy. On failure (of any kind) a non-NULL out_pack, out_session, out_name
+ *    or out_ptr is set to NULL.
+ *
  * Memory: pointers bound to a session live where the session's target runs
  * (host memory for the host target, device memory for GPU targets).
  */

@@ -1,5 +1,0 @@
-"""FAKE torch._dynamo (bench/peers_selftest.py only)."""
-
-
-def reset():
-    pass
