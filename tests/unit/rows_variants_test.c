@@ -213,7 +213,11 @@ static void test_hiprtc(void **state) {
   HK_TEST_NEED_HIPRTC();
   printf("[ info     ] %s\n", hkc_hiprtc_version());
   const char *const archs[] = {"gfx90a", "gfx1030"};
-  assert_int_equal(compile_all(archs, 2, hkc_hiprtc_compile, 0), 0); /* hiprtc: not on threads */
+  /* hiprtc is not safe on threads: two worker processes, as hkc build runs it */
+  const int workers = hk_test_start_amd_workers(2) == 0;
+  const int failures = compile_all(archs, 2, hkc_hiprtc_compile, workers ? 2 : 0);
+  hkc_amd_workers_stop();
+  assert_int_equal(failures, 0);
 }
 
 /* ---- launch dims ----------------------------------------------------------------------- */
