@@ -5,6 +5,7 @@
  *   codegen_host.c   host kernels: one C translation unit from templates/host
  *   codegen_gpu.c    one GPU kernel's source from templates/gpu (HIP dialect for both vendors)
  *   tile_cfg.c       kernel configurations' parameter strings
+ *   kernel_options.c kernel options (`hkc build --kernel-option`): parsed, checked, recorded
  *   variants/        specialised GPU kernels (variants/gpu_variant.h)
  *
  * Uses lower/, frontend/ and util/. Tuning (tune/) chooses among the configurations that
@@ -91,6 +92,57 @@ char *hkc_codegen_gpu(const hkc_gpu_arch_t *arch, const hkc_kernel_out_t *kernel
 /* Grid, block and dynamic shared memory of a GPU launch for these args. */
 void hkc_gpu_launch_dims(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
                          uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared);
+
+/* ---- kernel options (kernel_options.c) ------------------------------------------------------
+ * Inputs that change which GPU kernels a build makes, beyond the spec and the tuning: variant
+ * switches and forced configurations for experiments and A/B runs. A build gets them from its
+ * options (the CLI maps `--kernel-option NAME=VALUE` and the documented HKC_* environment
+ * variables onto them); no compiler stage reads the environment. They act through the kernel
+ * key only: tune/ turns them into each launch's key->variant / key->tune (legality-checked by
+ * the variant's tune_parse), so every option that changes a kernel's code changes its name
+ * (the tuning hash) and its source, hence its compile-cache key; they are recorded in the
+ * pack's provenance (`kernel_options=`). Default-initialised ({0}) options change nothing. */
+typedef enum hkc_switch { HKC_SWITCH_AUTO = 0, HKC_SWITCH_OFF = 1, HKC_SWITCH_ON = 2 } hkc_switch_t;
+
+/* Forced configurations, one per option; the string is the variant's canonical parameter
+ * string (its tune_parse syntax), "" = not forced. */
+typedef enum hkc_kopt_cfg {
+  HKC_KOPT_GEMM_MMA_CFG,    /* gemm_mma */
+  HKC_KOPT_GEMM_WGMMA_CFG,  /* gemm_wgmma */
+  HKC_KOPT_GEMM_WS_CFG,     /* gemm_wgmma_ws */
+  HKC_KOPT_ATTN_MMA_CFG,    /* attention_mma */
+  HKC_KOPT_ATTN_WGMMA_CFG,  /* attention_wgmma */
+  HKC_KOPT_ROWS_CFG,        /* rows_vec16, every dtype */
+  HKC_KOPT_ROWS_CFG_F32,    /* rows_vec16, f32 keys (wins over rows_cfg) */
+  HKC_KOPT_ROWS_CFG_16,     /* rows_vec16, f16/bf16 keys (wins over rows_cfg) */
+  HKC_KOPT_EW_CFG,          /* elementwise_vec16 */
+  HKC_KOPT_N_CFG
+} hkc_kopt_cfg_t;
+
+typedef struct hkc_kernel_options {
+  int simple_kernels;       /* 1: every GPU kernel uses its simple template (no variants) */
+  hkc_switch_t gemm_ws;     /* gemm_wgmma_ws on sm_90a: auto/on = used, off = gemm_wgmma instead */
+  hkc_switch_t attn_wgmma;  /* attention_wgmma: auto = head_dim 128 only, on = 64 too, off = never */
+  int ew_exact_act;         /* 1: 16-bit gelu/silu/ewchain through erff/expf (elementwise_vec16 x=1) */
+  char cfg[HKC_KOPT_N_CFG][HKC_TUNE_MAX];
+} hkc_kernel_options_t;
+
+/* Sets option `name` from its text value: booleans 0/1 (also off/on, false/true), switches
+ * auto/off/on (also 0/1), configurations in the variant's canonical form ("bn=128,st=5,p=0")
+ * or the documented positional form of the environment variable ("128,5,0"), stored
+ * canonical after a syntax check (names, integers; per-target legality is checked where the
+ * option is applied, by the variant's tune_parse). 0, or -1 with a message naming the option
+ * and what was expected in err. */
+int hkc_kernel_options_set(hkc_kernel_options_t *o, const char *name, const char *value, char *err, size_t err_size);
+/* Same with "NAME=VALUE". */
+int hkc_kernel_options_set_arg(hkc_kernel_options_t *o, const char *arg, char *err, size_t err_size);
+/* The documented environment variable of each option, for the CLI to map: the i-th option's
+ * name, env variable and a one-line help; NULL name past the end. */
+int hkc_kernel_options_describe(size_t i, const char **out_name, const char **out_env, const char **out_help);
+/* Canonical text of the non-default options, "name=value" joined by ';' in table order,
+ * "none" when all are defaults (the provenance value). */
+void hkc_kernel_options_format(const hkc_kernel_options_t *o, char *out, size_t size);
+int hkc_kernel_options_is_default(const hkc_kernel_options_t *o);
 
 /* ---- kernel configurations (tile_cfg.c; the host GEMM's in codegen_host.c) ---------------------
  * One configuration of a tunable kernel and the figures the static pruning and the model

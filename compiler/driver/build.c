@@ -57,14 +57,15 @@ static void describe_tuning(const target_plan_t *plan, hkc_kernel_out_t *ko, int
   size_t len = strlen(ko->params);
   const hkc_gpu_variant_t *v = plan->arch ? hkc_gpu_variant_for(plan->arch, &ko->key) : NULL;
   if (plan->arch) len += (size_t)snprintf(ko->params + len, sizeof ko->params - len, " kernel=%s", v ? v->name : "simple");
-  if (!tunable || len >= sizeof ko->params) return;
+  if ((!tunable && !ko->key.variant[0]) || len >= sizeof ko->params) return; /* untuned, not chosen by an option */
   hkc_tile_cfg_t cfg;
   const char *params = ko->key.tune;
-  if (!params[0] && hkc_tune_lookup_cfg(plan->arch, &ko->key, plan->arch ? (v ? v->name : "") : "host_gemm", "", &cfg) == 0)
+  if (!params[0] && (!plan->arch || v) &&
+      hkc_tune_lookup_cfg(plan->arch, &ko->key, plan->arch ? v->name : "host_gemm", "", &cfg) == 0)
     params = cfg.tune;
   len += (size_t)snprintf(ko->params + len, sizeof ko->params - len, " cfg=%s src=", params[0] ? params : "default");
   int first = 1;
-  for (int s = HKC_TUNE_SRC_DB; s >= HKC_TUNE_SRC_DEFAULT && len < sizeof ko->params; s--)
+  for (int s = HKC_TUNE_SRC_OPTION; s >= HKC_TUNE_SRC_DEFAULT && len < sizeof ko->params; s--)
     if (sources & (1u << s)) {
       len += (size_t)snprintf(ko->params + len, sizeof ko->params - len, "%s%s", first ? "" : "+",
                               hkc_tune_source_name((hkc_tune_source_t)s));
@@ -509,6 +510,7 @@ int hkc_build(const hkc_build_options_t *options) {
                            options->n_tuning_dbs ? &db : NULL, options->tune_verify, options->jobs, options->no_cache,
                            options->cache_dir);
   if (!tuner) goto fail;
+  hkc_tuner_set_options(tuner, options->kernel_options, options->host_threads);
   if (resolve_targets(spec, options->targets, &plans, &n_plans) != 0) goto done;
   for (size_t i = 0; i < n_plans; i++) {
     target_plan_t *p = &plans[i];
@@ -552,6 +554,12 @@ int hkc_build(const hkc_build_options_t *options) {
                     (unsigned long long)db.hash, db.n_files, db.n);
   else if (len > 0 && (size_t)len < cap)
     len += snprintf(provenance + len, cap - (size_t)len, "tuning_db=none\n");
+  if (len > 0 && (size_t)len < cap && options->host_threads > 0)
+    len += snprintf(provenance + len, cap - (size_t)len, "host_threads=%d\n", options->host_threads);
+  /* kernel options: canonical, "none" for the defaults (codegen.h) */
+  char kopts[HKC_KOPT_N_CFG * (HKC_TUNE_MAX + 24) + 128] = "none";
+  if (options->kernel_options) hkc_kernel_options_format(options->kernel_options, kopts, sizeof kopts);
+  if (len > 0 && (size_t)len < cap) len += snprintf(provenance + len, cap - (size_t)len, "kernel_options=%s\n", kopts);
   for (size_t i = 0; i < n_plans; i++) {
     outs[i] = plans[i].out; /* shallow: plans keep ownership */
     if (len > 0 && (size_t)len < cap)

@@ -9,6 +9,8 @@
 
 #include <stddef.h>
 
+#include "codegen/codegen.h"
+
 /* ---- the build driver --------------------------------------------------------------- */
 typedef struct hkc_build_options {
   const char *spec_path;
@@ -28,6 +30,10 @@ typedef struct hkc_build_options {
   const char *const *tuning_dbs;
   size_t n_tuning_dbs;
   int tune_verify;         /* model: compiled candidates per launch to check (0 = 3) */
+  /* kernel options (codegen.h; NULL = the defaults): recorded in provenance as
+   * kernel_options=, applied per launch by the tuner (tune.h hkc_tuner_set_options) */
+  const hkc_kernel_options_t *kernel_options;
+  int host_threads;        /* host target's threads for tuning-database keys (0: online CPUs) */
 } hkc_build_options_t;
 
 /* spec -> IR -> per target: kernels, code, one graph per batch bucket -> artifact.

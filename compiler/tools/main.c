@@ -2,6 +2,7 @@
  * hkc: the command line.
  *
  *   hkc build SPEC -o OUT [--target LIST] [--fusion auto|none] [--tune model|default] [--tuning-db FILE]...
+ *             [--kernel-option NAME=VALUE]...
  *   hkc tune SPEC --target T -o DB | hkc tune --merge A.db B.db ... -o DB
  *   hkc inspect PACK [--disasm KERNEL | --plan [--batch N]]
  *   hkc run PACK [--target T] [--batch N] [--seed S] [--input NAME=FILE.npy] [--profile] ...
@@ -70,7 +71,20 @@ static const char k_build_usage[] =
     "                         be given several times, the first file that has a launch wins\n"
     "  --tune-verify N        model: candidates compiled and checked per launch (default 3)\n"
     "  --zstd-level N         compression level of code sections, 1..22 (default 19)\n"
-    "  -q, --quiet            no summary\n";
+    "  --kernel-option NAME=VALUE\n"
+    "                         a kernel option, for experiments and A/B runs (repeatable; the\n"
+    "                         last of one name wins): recorded in the pack's provenance\n"
+    "                         (kernel_options=), and every kernel whose code it changes gets\n"
+    "                         another name (and compile-cache key). A forced configuration is\n"
+    "                         checked by its variant's tuning rules on each target: an illegal\n"
+    "                         one is an error and nothing is written. Options (HKC_* variable):\n"
+    "%s"
+    "  --host-threads N       host target: the CPU threads tuning-database entries are matched\n"
+    "                         for (default: $HK_HOST_THREADS, else the online CPUs)\n"
+    "  -q, --quiet            no summary\n"
+    "\n"
+    "environment: the HKC_* variables above map onto their kernel options (boolean ones: set\n"
+    "and not 0 = 1; flags win over them); HKC_CACHE_DIR: the compile cache.\n";
 
 static const char k_run_usage[] =
     "usage: hkc run PACK [options]\n"
@@ -132,6 +146,9 @@ static const char k_tune_usage[] =
     "  --dry-run              compile, prune and rank only: print the model's ranking (no GPU\n"
     "                         needed, no database written)\n"
     "  -q, --quiet            no progress or table\n"
+    "  --kernel-option NAME=VALUE, --host-threads N\n"
+    "                         as for `hkc build` (candidates of variants the options turn off\n"
+    "                         are not measured; HKC_* variables map the same way)\n"
     "  --merge A B ...        union of databases; a key in several keeps the faster entry\n"
     "                         (each conflict is reported on stderr)\n";
 
@@ -196,17 +213,88 @@ static int start_workers(int jobs, int timeout_s) {
   return 0;
 }
 
+/* ---- kernel options ------------------------------------------------------------------------ */
+/* The kernel options' lines of `hkc build --help`. */
+static void print_build_usage(void) {
+  char list[4096] = "";
+  size_t at = 0;
+  const char *name, *env, *help;
+  for (size_t i = 0; hkc_kernel_options_describe(i, &name, &env, &help) && at < sizeof list; i++) {
+    int n = snprintf(list + at, sizeof list - at, "                           %s (%s): %s\n", name, env, help);
+    at += n > 0 ? (size_t)n : 0;
+  }
+  printf(k_build_usage, list);
+}
+
+/* The documented HKC_* environment variables mapped onto kernel options (the compiler's
+ * stages never read them): boolean ones "set and not 0" = 1, as they always meant. 0, or
+ * -1 after printing which variable is wrong. */
+static int kernel_options_from_env(hkc_kernel_options_t *o, const char *cmd) {
+  const char *name, *env, *help;
+  for (size_t i = 0; hkc_kernel_options_describe(i, &name, &env, &help); i++) {
+    const char *v = getenv(env);
+    if (!v || !v[0]) continue;
+    char err[1024];
+    if ((strcmp(name, "simple_kernels") == 0 || strcmp(name, "ew_exact_act") == 0) && strcmp(v, "0") != 0) v = "1";
+    if (hkc_kernel_options_set(o, name, v, err, sizeof err) != 0) {
+      fprintf(stderr, "hkc %s: environment variable %s: %s\n", cmd, env, err);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* HK_HOST_THREADS (the loader's variable) as the default of --host-threads; 0 if unset or
+ * not a positive count (the loader reports a bad value when it runs). */
+static int host_threads_from_env(void) {
+  const char *e = getenv("HK_HOST_THREADS");
+  char *end;
+  long n = e && *e ? strtol(e, &end, 10) : 0;
+  return e && *e && !*end && n > 0 && n < 1 << 20 ? (int)n : 0;
+}
+
+/* --kernel-option VALUE and --host-threads N, shared by build and tune: 1 consumed (i
+ * advanced), 0 not one of them, -1 error (printed). */
+static int kernel_option_flag(const char *cmd, int argc, char **argv, int *i, hkc_kernel_options_t *ko,
+                              int *host_threads) {
+  const char *a = argv[*i];
+  if (strcmp(a, "--kernel-option") != 0 && strcmp(a, "--host-threads") != 0) return 0;
+  if (*i + 1 >= argc) {
+    fprintf(stderr, "hkc %s: %s needs a value\n", cmd, a);
+    return -1;
+  }
+  const char *v = argv[++*i];
+  if (strcmp(a, "--host-threads") == 0) {
+    long long n;
+    if (parse_count(a, v, 1, 1 << 20, &n) != 0) return -1;
+    *host_threads = (int)n;
+    return 1;
+  }
+  char err[1024];
+  if (hkc_kernel_options_set_arg(ko, v, err, sizeof err) != 0) {
+    fprintf(stderr, "hkc %s: --kernel-option %s\n", cmd, err);
+    return -1;
+  }
+  return 1;
+}
+
 /* ---- build ---------------------------------------------------------------------------- */
 static int cmd_build(int argc, char **argv) {
   if (want_help(argc, argv)) {
-    fputs(k_build_usage, stdout);
+    print_build_usage();
     return 0;
   }
   hkc_build_options_t opt = {.fusion = -1};
+  hkc_kernel_options_t ko = {0};
+  if (kernel_options_from_env(&ko, "build") != 0) return 2;
+  opt.host_threads = host_threads_from_env();
   const char *dbs[64];
   size_t n_dbs = 0;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
+    const int kf = kernel_option_flag("build", argc, argv, &i, &ko, &opt.host_threads);
+    if (kf < 0) return 2;
+    if (kf > 0) continue;
     if (strcmp(a, "--tune") == 0) {
       if (++i >= argc) goto missing;
       if (strcmp(argv[i], "model") == 0) opt.tune_mode = HKC_TUNE_MODEL;
@@ -285,6 +373,7 @@ static int cmd_build(int argc, char **argv) {
   }
   opt.tuning_dbs = dbs;
   opt.n_tuning_dbs = n_dbs;
+  opt.kernel_options = &ko;
   if (start_workers(opt.jobs, compile_timeout) != 0) return 1;
   return hkc_build(&opt) == 0 ? 0 : 1;
 }
@@ -296,12 +385,19 @@ static int cmd_tune(int argc, char **argv) {
     return 0;
   }
   hkc_tune_run_options_t opt = {0};
+  hkc_kernel_options_t ko = {0};
+  if (kernel_options_from_env(&ko, "tune") != 0) return 2;
+  opt.kernel_options = &ko;
+  opt.host_threads = host_threads_from_env();
   const char *merge[256];
   size_t n_merge = 0;
   int merging = 0;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     long long v;
+    const int kf = kernel_option_flag("tune", argc, argv, &i, &ko, &opt.host_threads);
+    if (kf < 0) return 2;
+    if (kf > 0) continue;
     if (strcmp(a, "--merge") == 0) {
       merging = 1;
     } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "codegen/codegen.h"
 #include "hk/pack_format.h"
 #include "util/util.h"
 
@@ -49,6 +50,8 @@ typedef struct hkc_tune_run_options {
   const char *cache_dir;
   int quiet;
   int dry_run;             /* compile, prune and rank only: print the model's ranking, no runs, no database */
+  const hkc_kernel_options_t *kernel_options; /* NULL: the defaults (candidates of variants they turn off are left out) */
+  int host_threads;        /* host target's threads (0: the online CPUs) */
 } hkc_tune_run_options_t;
 int hkc_tune_run(const hkc_tune_run_options_t *options);
 

@@ -250,9 +250,9 @@ static size_t output_check(const void *got, const void *ref, hk_dtype_t dtype, s
 
 /* Options of a measuring session: batch 1 of `target`; on the host as many threads as the
  * tuning model counts units (hkc_tune_units), so the measurements match what it assumes. */
-static hk_session_options_t tune_session_options(const char *target) {
+static hk_session_options_t tune_session_options(const hkc_tune_run_options_t *o, const char *target) {
   return (hk_session_options_t){.struct_size = sizeof(hk_session_options_t), .batch = 1, .target = target,
-                                .host_threads = (uint32_t)hkc_tune_units(NULL)};
+                                .host_threads = (uint32_t)hkc_tune_units(NULL, o->host_threads)};
 }
 
 /* Runs one candidate's pack: binds the class buffers, warms up, checks the output, times.
@@ -268,7 +268,7 @@ static double measure(const hkc_tune_run_options_t *o, buffers_t *b, const mini_
   char target[64];
   if (strcmp(o->target, "host") == 0) snprintf(target, sizeof target, "%s", hkc_host_target_name());
   else snprintf(target, sizeof target, "%.*s", colon ? (int)(colon - o->target) : (int)strlen(o->target), o->target);
-  hk_session_options_t so = tune_session_options(target);
+  hk_session_options_t so = tune_session_options(o, target);
   if (hk_pack_open_memory(data, size, NULL, &pack) != HK_OK || hk_session_create(pack, &so, &s) != HK_OK) {
     hkc_warning((hkc_loc_t){0}, "tune: %s: %s", label, hk_last_error());
     goto done;
@@ -397,7 +397,7 @@ static int runnable(const hkc_tune_run_options_t *o, const hkc_spec_t *spec, con
     const char *colon = strchr(o->target, ':');
     char target[64];
     snprintf(target, sizeof target, "%.*s", colon ? (int)(colon - o->target) : (int)strlen(o->target), o->target);
-    hk_session_options_t so = tune_session_options(target);
+    hk_session_options_t so = tune_session_options(o, target);
     if (hk_pack_open_memory(data, size, NULL, &pack) == HK_OK && hk_session_create(pack, &so, &s) == HK_OK)
       rc = 0;
     else
@@ -480,7 +480,7 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
       tc->order = calloc(HKC_TUNE_MAX_CANDIDATES, sizeof *tc->order);
       tc->time_us = calloc(HKC_TUNE_MAX_CANDIDATES, sizeof *tc->time_us);
       if (!tc->cands || !tc->order || !tc->time_us) goto oom;
-      tc->n_cands = hkc_tune_cands(arch, &key, tc->cands, HKC_TUNE_MAX_CANDIDATES);
+      tc->n_cands = hkc_tune_cands_for(arch, o->kernel_options, &key, tc->cands, HKC_TUNE_MAX_CANDIDATES);
     }
   if (!o->quiet) fprintf(stderr, "hkc tune: %s for %s: %zu launch class(es)\n", spec->name, o->target, n_classes);
 
@@ -567,7 +567,7 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
   }
 
   /* 3. measure */
-  const int units = hkc_tune_units(arch);
+  const int units = hkc_tune_units(arch, o->host_threads);
   char toolchain[160];
   hkc_tune_toolchain(arch, toolchain, sizeof toolchain);
   for (size_t c = 0; c < n_classes; c++) {

@@ -30,7 +30,8 @@
 #include "util/util.h"
 
 const char *hkc_tune_source_name(hkc_tune_source_t source) {
-  return source == HKC_TUNE_SRC_DB ? "db" : source == HKC_TUNE_SRC_MODEL ? "model" : "default";
+  return source == HKC_TUNE_SRC_OPTION ? "option" : source == HKC_TUNE_SRC_DB ? "db"
+         : source == HKC_TUNE_SRC_MODEL ? "model" : "default";
 }
 
 int hkc_tune_shape_of(const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args, hkc_tune_shape_t *out) {
@@ -50,11 +51,11 @@ void hkc_tune_signature(const hkc_kernel_key_t *key, hkc_tune_shape_t shape, cha
            key->has_mul ? " mul" : "");
 }
 
-int hkc_tune_units(const hkc_gpu_arch_t *arch) {
+int hkc_tune_units(const hkc_gpu_arch_t *arch, int host_threads) {
   if (arch) return (int)arch->compute_units;
-  /* the host backend's threads: HK_HOST_THREADS, else the online CPUs (backend_host.c) */
-  const char *e = getenv("HK_HOST_THREADS");
-  long n = e && *e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+  /* the host backend's threads: as given (the CLI maps HK_HOST_THREADS, as the loader's
+   * backend_host.c reads it), else the online CPUs */
+  long n = host_threads > 0 ? host_threads : sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 && n < 1 << 20 ? (int)n : 1;
 }
 
@@ -68,21 +69,29 @@ void hkc_tune_toolchain(const hkc_gpu_arch_t *arch, char *out, size_t size) {
 }
 
 /* ---- candidates ------------------------------------------------------------------------------ */
-int hkc_tune_candidates(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max) {
+int hkc_tune_candidates_for(const hkc_gpu_arch_t *arch, const hkc_kernel_options_t *options, const hkc_kernel_key_t *key,
+                            hkc_tile_cfg_t *out, int max) {
   if (!arch) return hkc_host_tune_space(key, out, max);
   hkc_kernel_key_t base = *key;
   base.variant[0] = base.tune[0] = '\0';
-  const hkc_gpu_variant_t *first = hkc_gpu_variant_for(arch, &base);
+  const hkc_gpu_variant_t *first = hkc_gpu_variant_for_options(arch, options, &base);
   if (!first || !first->tune_space) return 0;
   int n = first->tune_space(arch, &base, out, max); /* the default variant's default first */
+  if (first != hkc_gpu_variant_for(arch, &base)) /* options chose another variant: named in every key */
+    for (int j = 0; j < n; j++) out[j].is_default = 0;
   const hkc_gpu_variant_t *const *list = hkc_gpu_variant_list();
   for (size_t i = 0; list[i] && n < max; i++) {
     if (list[i] == first || !list[i]->tune_space || !list[i]->applies(arch, &base)) continue;
+    if (options && !hkc_kernel_options_allow(options, list[i], &base)) continue;
     int m = list[i]->tune_space(arch, &base, out + n, max - n);
     for (int j = 0; j < m; j++) out[n + j].is_default = 0; /* only the registry's first is the default */
     n += m;
   }
   return n;
+}
+
+int hkc_tune_candidates(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max) {
+  return hkc_tune_candidates_for(arch, NULL, key, out, max);
 }
 
 int hkc_tune_lookup_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *variant,
@@ -111,10 +120,11 @@ void hkc_tune_apply(const hkc_gpu_arch_t *arch, hkc_kernel_key_t *key, const hkc
   snprintf(key->tune, sizeof key->tune, "%s", cfg->tune);
 }
 
-int hkc_tune_cands(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tune_cand_t *cands, int max) {
+int hkc_tune_cands_for(const hkc_gpu_arch_t *arch, const hkc_kernel_options_t *options, const hkc_kernel_key_t *key,
+                       hkc_tune_cand_t *cands, int max) {
   hkc_tile_cfg_t *cfgs = calloc((size_t)(max > 0 ? max : 1), sizeof *cfgs);
   if (!cfgs) return 0;
-  int n = hkc_tune_candidates(arch, key, cfgs, max);
+  int n = hkc_tune_candidates_for(arch, options, key, cfgs, max);
   for (int i = 0; i < n; i++) {
     hkc_tune_cand_t *c = &cands[i];
     memset(c, 0, sizeof *c);
@@ -126,6 +136,10 @@ int hkc_tune_cands(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_
   }
   free(cfgs);
   return n;
+}
+
+int hkc_tune_cands(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tune_cand_t *cands, int max) {
+  return hkc_tune_cands_for(arch, NULL, key, cands, max);
 }
 
 void hkc_tune_cand_resources(const hkc_gpu_arch_t *arch, hkc_tune_cand_t *cand, const hkc_compile_item_t *item) {
@@ -255,6 +269,8 @@ struct hkc_tuner {
   const hkc_tune_db_t *db;
   int verify, jobs, no_cache;
   const char *cache_dir;
+  const hkc_kernel_options_t *options; /* NULL: the defaults */
+  int host_threads;
   const hkc_tune_entry_t **warned; /* database entries already reported unusable */
   size_t n_warned, cap_warned;
   kept_code_t *kept;               /* the model's compiles, for the build to take */
@@ -272,6 +288,11 @@ hkc_tuner_t *hkc_tuner_create(hkc_tune_mode_t mode, const hkc_tune_db_t *db, int
   t->no_cache = no_cache;
   t->cache_dir = cache_dir;
   return t;
+}
+
+void hkc_tuner_set_options(hkc_tuner_t *tuner, const hkc_kernel_options_t *options, int host_threads) {
+  tuner->options = options;
+  tuner->host_threads = host_threads;
 }
 
 void hkc_tuner_destroy(hkc_tuner_t *tuner) {
@@ -325,17 +346,6 @@ static int same_class(const hkc_tune_launch_t *a, const hkc_tune_launch_t *b) {
          a->shape.k == b->shape.k;
 }
 
-/* Which environment override would the tuner's choice replace (reported once). */
-static void warn_env_overrides(void) {
-  static const char *const vars[] = {"HKC_GEMM_WS_CFG", "HKC_GEMM_WGMMA_CFG", "HKC_GEMM_MMA_CFG"};
-  static int done;
-  for (size_t i = 0; i < 3 && !done; i++)
-    if (getenv(vars[i])) {
-      hkc_warning((hkc_loc_t){0}, "%s applies to untuned kernels only; the tuner's choices win (use --tune default "
-                  "for experiments with it)", vars[i]);
-      done = 1;
-    }
-}
 
 /* The model's choices for launches[idx[0..n)] (all tunable, not served by the database). */
 static int model_choose(hkc_tuner_t *tuner, const char *target, const hkc_gpu_arch_t *arch, hkc_tune_launch_t *launches,
@@ -358,7 +368,7 @@ static int model_choose(hkc_tuner_t *tuner, const char *target, const hkc_gpu_ar
     mc->cands = calloc(HKC_TUNE_MAX_CANDIDATES, sizeof *mc->cands);
     mc->order = calloc(HKC_TUNE_MAX_CANDIDATES, sizeof *mc->order);
     if (!mc->cands || !mc->order) goto done;
-    mc->n_cands = hkc_tune_cands(arch, &launches[idx[i]].key, mc->cands, HKC_TUNE_MAX_CANDIDATES);
+    mc->n_cands = hkc_tune_cands_for(arch, tuner->options, &launches[idx[i]].key, mc->cands, HKC_TUNE_MAX_CANDIDATES);
     mc->n_order = hkc_tune_rank(arch, &launches[idx[i]].key, launches[idx[i]].shape, mc->cands, mc->n_cands, mc->order);
   }
   /* compile the top `verify` of every class (GPU targets; the host keeps its default) */
@@ -433,6 +443,16 @@ done:
   return rc;
 }
 
+/* Whether the kernel options turn off the variant a database entry names. */
+static int entry_disallowed(const hkc_tuner_t *t, const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key,
+                            const hkc_tune_entry_t *e) {
+  if (!t->options || !arch) return 0;
+  const hkc_gpu_variant_t *const *list = hkc_gpu_variant_list();
+  for (size_t i = 0; list[i]; i++)
+    if (strcmp(list[i]->name, e->variant) == 0) return !hkc_kernel_options_allow(t->options, list[i], key);
+  return 0;
+}
+
 /* Reports a database entry that cannot be used here, once. */
 static void warn_entry(hkc_tuner_t *t, const hkc_tune_entry_t *e, const char *why) {
   for (size_t i = 0; i < t->n_warned; i++)
@@ -442,10 +462,44 @@ static void warn_entry(hkc_tuner_t *t, const hkc_tune_entry_t *e, const char *wh
   hkc_warning((hkc_loc_t){e->file, e->line, 0}, "tuning entry %s %s not used: %s", e->variant, e->params, why);
 }
 
+int hkc_tune_apply_options(const hkc_kernel_options_t *o, const char *target, const hkc_gpu_arch_t *arch,
+                           hkc_kernel_key_t *key) {
+  if (!o || !arch) return 0;
+  key->variant[0] = key->tune[0] = '\0';
+  const hkc_gpu_variant_t *plain = hkc_gpu_variant_for(arch, key);
+  const hkc_gpu_variant_t *v = hkc_gpu_variant_for_options(arch, o, key);
+  if (!v) {
+    if (!plain) return 0; /* the simple kernel either way */
+    snprintf(key->variant, sizeof key->variant, "simple");
+    return 2;
+  }
+  hkc_tile_cfg_t cfg;
+  const int forced = hkc_kernel_options_force(o, target, arch, v, key, &cfg);
+  if (forced < 0) return -1;
+  if (forced > 0) {
+    if (v != plain) cfg.is_default = 0;
+    hkc_tune_apply(arch, key, &cfg);
+    return 2;
+  }
+  if (v == plain) return 0;
+  snprintf(key->variant, sizeof key->variant, "%s", v->name); /* its defaults, unless tuning chooses */
+  return 1;
+}
+
+/* The kernel options' choice for one GPU launch: 1 when they fix it, 0 when the database /
+ * model / defaults still choose, -1 on an illegal forced configuration (reported). */
+static int options_choose(const hkc_tuner_t *tuner, const char *target, const hkc_gpu_arch_t *arch,
+                          hkc_tune_launch_t *l) {
+  const int r = hkc_tune_apply_options(tuner->options, target, arch, &l->key);
+  if (r < 0) return -1;
+  if (r > 0) l->source = HKC_TUNE_SRC_OPTION;
+  return r == 2 || (r == 1 && !l->tunable);
+}
+
 int hkc_tuner_choose(hkc_tuner_t *tuner, const char *target, const hkc_gpu_arch_t *arch, hkc_tune_launch_t *launches,
                      size_t n) {
   const char *db_target = arch ? arch->name : hkc_host_target_name();
-  const int units = hkc_tune_units(arch);
+  const int units = hkc_tune_units(arch, tuner->host_threads);
   char toolchain[160] = "";
   if (tuner->db) hkc_tune_toolchain(arch, toolchain, sizeof toolchain); /* the host's runs `cc --version` */
   size_t from_db = 0;
@@ -455,24 +509,34 @@ int hkc_tuner_choose(hkc_tuner_t *tuner, const char *target, const hkc_gpu_arch_
     hkc_error((hkc_loc_t){0}, "out of memory while tuning for %s", target);
     return -1;
   }
+  int bad_option = 0;
   for (size_t i = 0; i < n; i++) {
     hkc_tune_launch_t *l = &launches[i];
     l->source = HKC_TUNE_SRC_DEFAULT;
-    if (!l->tunable) continue;
     l->key.variant[0] = l->key.tune[0] = '\0';
+    const int fixed = options_choose(tuner, target, arch, l);
+    if (fixed < 0) { /* reported: one error per build is enough (every launch of the variant has it) */
+      bad_option = 1;
+      break;
+    }
+    if (fixed || !l->tunable) continue;
     if (tuner->db) {
       char sig[160];
       int exact = 0;
       hkc_tune_signature(&l->key, l->shape, sig, sizeof sig);
       const hkc_tune_entry_t *e = hkc_tune_db_find(tuner->db, db_target, units, toolchain, sig, &exact);
       hkc_tile_cfg_t cfg;
-      if (e && hkc_tune_lookup_cfg(arch, &l->key, e->variant, e->params, &cfg) == 0) {
+      hkc_kernel_key_t base = l->key;
+      base.variant[0] = base.tune[0] = '\0';
+      if (e && hkc_tune_lookup_cfg(arch, &base, e->variant, e->params, &cfg) == 0 && !entry_disallowed(tuner, arch, &base, e)) {
+        l->key = base;
         hkc_tune_apply(arch, &l->key, &cfg);
         l->source = HKC_TUNE_SRC_DB;
         from_db++;
         continue;
       }
-      if (e) warn_entry(tuner, e, "the configuration is not legal for this kernel and target");
+      if (e) warn_entry(tuner, e, entry_disallowed(tuner, arch, &base, e) ? "its variant is off (kernel options)"
+                                  : "the configuration is not legal for this kernel and target");
     }
     if (tuner->mode == HKC_TUNE_MODEL) pending[n_pending++] = i;
   }
@@ -490,11 +554,8 @@ int hkc_tuner_choose(hkc_tuner_t *tuner, const char *target, const hkc_gpu_arch_
     hkc_warning((hkc_loc_t){0}, "%s: the tuning database has %zu entr%s made with %s on %d units (e.g. %s:%d); this "
                 "build uses %s on %d: not used (tune again with this toolchain)", target, other, other == 1 ? "y" : "ies",
                 example->toolchain, example->units, example->file, example->line, toolchain, units);
-  int rc = 0;
-  if (n_pending) {
-    warn_env_overrides();
-    rc = model_choose(tuner, target, arch, launches, pending, n_pending);
-  }
+  int rc = bad_option ? -1 : 0;
+  if (n_pending && rc == 0) rc = model_choose(tuner, target, arch, launches, pending, n_pending);
   free(pending);
   return rc;
 }

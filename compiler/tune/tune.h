@@ -37,6 +37,11 @@ int hkc_tune_shape_of(const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32
  * that apply to the key, in a fixed order: the default configuration first, then by
  * variant registry order and each variant's enumeration. Returns the count (<= max). */
 int hkc_tune_candidates(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max);
+/* Same under kernel options (codegen.h; NULL = the defaults): only the variants the options
+ * allow, the first of them the options' registry choice; when that is not the default
+ * registry's first, no candidate is the default (each names its variant in the key). */
+int hkc_tune_candidates_for(const hkc_gpu_arch_t *arch, const hkc_kernel_options_t *options, const hkc_kernel_key_t *key,
+                            hkc_tile_cfg_t *out, int max);
 #define HKC_TUNE_MAX_CANDIDATES 128 /* largest space: sm_90a gemm, about 70 */
 
 /* The configuration variant/params names for key on a target: 0 when it is legal (the
@@ -119,8 +124,13 @@ void hkc_tune_signature(const hkc_kernel_key_t *key, hkc_tune_shape_t shape, cha
 
 /* ---- the per-launch choice of a build (tune.c) ------------------------------------------------ */
 typedef enum hkc_tune_mode { HKC_TUNE_MODEL = 0, HKC_TUNE_DEFAULT = 1 } hkc_tune_mode_t;
-typedef enum hkc_tune_source { HKC_TUNE_SRC_DEFAULT = 0, HKC_TUNE_SRC_MODEL = 1, HKC_TUNE_SRC_DB = 2 } hkc_tune_source_t;
-const char *hkc_tune_source_name(hkc_tune_source_t source); /* "default" | "model" | "db" */
+typedef enum hkc_tune_source {
+  HKC_TUNE_SRC_DEFAULT = 0,
+  HKC_TUNE_SRC_MODEL = 1,
+  HKC_TUNE_SRC_DB = 2,
+  HKC_TUNE_SRC_OPTION = 3, /* a kernel option (codegen.h) fixed the variant or its configuration */
+} hkc_tune_source_t;
+const char *hkc_tune_source_name(hkc_tune_source_t source); /* "default" | "model" | "db" | "option" */
 
 typedef struct hkc_tuner hkc_tuner_t;
 /* jobs, no_cache, cache_dir: as for the build's compile pool (the model compiles its top
@@ -128,6 +138,20 @@ typedef struct hkc_tuner hkc_tuner_t;
 hkc_tuner_t *hkc_tuner_create(hkc_tune_mode_t mode, const hkc_tune_db_t *db, int verify, int jobs, int no_cache,
                               const char *cache_dir);
 void hkc_tuner_destroy(hkc_tuner_t *tuner);
+/* The build's kernel options (borrowed until destroy; NULL = the defaults) and the host
+ * backend's threads the database keys of the host target use (0: the online CPUs). With
+ * options, every GPU launch (tunable or not) first gets the options' choice: "simple" under
+ * simple_kernels, a forced configuration (checked by the variant's tune_parse: an illegal
+ * one is an error) or the variant a switch selects; the database and the model then choose
+ * only among the variants the options allow, and never replace a forced configuration. */
+void hkc_tuner_set_options(hkc_tuner_t *tuner, const hkc_kernel_options_t *options, int host_threads);
+/* The options' choice for one lowered GPU key (what the tuner does first for each launch;
+ * key->variant / tune are reset): 2 the options fixed variant and configuration, 1 they
+ * chose the variant (named in the key, its defaults; tuning may still choose its
+ * configuration), 0 nothing to do (NULL options or arch: the host), -1 an illegal forced
+ * configuration (reported through hkc_error). */
+int hkc_tune_apply_options(const hkc_kernel_options_t *o, const char *target, const hkc_gpu_arch_t *arch,
+                           hkc_kernel_key_t *key);
 
 /* One launch to choose for. */
 typedef struct hkc_tune_launch {
@@ -149,9 +173,9 @@ int hkc_tuner_choose(hkc_tuner_t *tuner, const char *target, const hkc_gpu_arch_
 int hkc_tuner_take(hkc_tuner_t *tuner, const char *target, hkc_kernel_out_t *kernel, hkc_rtc_result_t *out_result,
                    int *out_cached);
 
-/* Units (SMs/CUs, or host CPU threads) and toolchain version the database keys use for a
- * target; the toolchain string has no '|' or tab. */
-int hkc_tune_units(const hkc_gpu_arch_t *arch);
+/* Units (SMs/CUs, or host CPU threads: host_threads, else the online CPUs) and toolchain
+ * version the database keys use for a target; the toolchain string has no '|' or tab. */
+int hkc_tune_units(const hkc_gpu_arch_t *arch, int host_threads);
 void hkc_tune_toolchain(const hkc_gpu_arch_t *arch, char *out, size_t size);
 
 /* ---- candidates of a launch class (tune.c; used by the build and by `hkc tune`) ---------------- */
@@ -171,6 +195,9 @@ typedef struct hkc_tune_cand {
 void hkc_tune_apply(const hkc_gpu_arch_t *arch, hkc_kernel_key_t *key, const hkc_tile_cfg_t *cfg);
 /* Fills cands (<= HKC_TUNE_MAX_CANDIDATES) for key on a target; estimates resources. */
 int hkc_tune_cands(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tune_cand_t *cands, int max);
+/* Same under kernel options (hkc_tune_candidates_for). */
+int hkc_tune_cands_for(const hkc_gpu_arch_t *arch, const hkc_kernel_options_t *options, const hkc_kernel_key_t *key,
+                       hkc_tune_cand_t *cands, int max);
 /* Records the compiled resources of a candidate (result of compiling cand->key) and prunes
  * it: failed compile, spills, over the register file / shared memory, occupancy floor. */
 void hkc_tune_cand_resources(const hkc_gpu_arch_t *arch, hkc_tune_cand_t *cand, const hkc_compile_item_t *item);

@@ -22,25 +22,41 @@ static hkc_kernel_key_t attn_key(hk_dtype_t dtype, int dh, int align) {
   return (hkc_kernel_key_t){.op = HK_OP_ATTENTION, .dtype = dtype, .align = align, .head_dim = dh};
 }
 
+/* attention_mma named in the key (as the kernel option attn_wgmma=off makes the tuner do on
+ * sm_90a, where attention_wgmma is the default at head_dim 128); other archs ignore the name
+ * when the variant does not apply. */
+static hkc_kernel_key_t mma_key(hk_dtype_t dtype, int dh, int align) {
+  hkc_kernel_key_t k = attn_key(dtype, dh, align);
+  snprintf(k.variant, sizeof k.variant, "attention_mma");
+  return k;
+}
+
+
+/* The variant the registry picks under kernel options (untuned key). */
+static const char *variant_name_opt(const char *arch_name, const hkc_kernel_options_t *o, hkc_kernel_key_t key) {
+  const hkc_gpu_variant_t *v = hkc_gpu_variant_for_options(hk_test_arch(arch_name), o, &key);
+  return v ? v->name : "simple";
+}
+
+
 /* ---- which keys ---------------------------------------------------------------------- */
 static void test_variant_selection(void **state) {
   (void)state;
-  if (getenv("HKC_SIMPLE_KERNELS")) skip();
   static const char *const archs[] = {"sm_80", "sm_90", "sm_90a"};
   for (size_t a = 0; a < 3; a++)
     for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++)
       for (int dh = 64; dh <= 128; dh += 64)
-        assert_string_equal(hk_test_variant_name(archs[a], attn_key((hk_dtype_t)dt, dh, 8)), "attention_mma");
+        assert_string_equal(hk_test_variant_name(archs[a], mma_key((hk_dtype_t)dt, dh, 8)), "attention_mma");
   /* everything else keeps the simple kernel */
-  assert_string_equal(hk_test_variant_name("sm_90", attn_key(HK_DTYPE_F32, 64, 8)), "simple");
-  assert_string_equal(hk_test_variant_name("sm_90", attn_key(HK_DTYPE_F16, 64, 4)), "simple");
-  assert_string_equal(hk_test_variant_name("sm_90", attn_key(HK_DTYPE_F16, 64, 0)), "simple");
-  assert_string_equal(hk_test_variant_name("sm_90", attn_key(HK_DTYPE_F16, 32, 8)), "simple");
-  assert_string_equal(hk_test_variant_name("sm_90", attn_key(HK_DTYPE_BF16, 96, 8)), "simple");
-  assert_string_equal(hk_test_variant_name("sm_90", attn_key(HK_DTYPE_BF16, 256, 8)), "simple");
-  assert_string_equal(hk_test_variant_name("gfx90a", attn_key(HK_DTYPE_F16, 64, 8)), "attention_mfma"); /* CDNA */
-  assert_string_equal(hk_test_variant_name("gfx1030", attn_key(HK_DTYPE_F16, 64, 8)), "simple");
-  hkc_kernel_key_t gemm = attn_key(HK_DTYPE_F16, 64, 8);
+  assert_string_equal(hk_test_variant_name("sm_90", mma_key(HK_DTYPE_F32, 64, 8)), "simple");
+  assert_string_equal(hk_test_variant_name("sm_90", mma_key(HK_DTYPE_F16, 64, 4)), "simple");
+  assert_string_equal(hk_test_variant_name("sm_90", mma_key(HK_DTYPE_F16, 64, 0)), "simple");
+  assert_string_equal(hk_test_variant_name("sm_90", mma_key(HK_DTYPE_F16, 32, 8)), "simple");
+  assert_string_equal(hk_test_variant_name("sm_90", mma_key(HK_DTYPE_BF16, 96, 8)), "simple");
+  assert_string_equal(hk_test_variant_name("sm_90", mma_key(HK_DTYPE_BF16, 256, 8)), "simple");
+  assert_string_equal(hk_test_variant_name("gfx90a", mma_key(HK_DTYPE_F16, 64, 8)), "attention_mfma"); /* CDNA */
+  assert_string_equal(hk_test_variant_name("gfx1030", mma_key(HK_DTYPE_F16, 64, 8)), "simple");
+  hkc_kernel_key_t gemm = mma_key(HK_DTYPE_F16, 64, 8);
   gemm.op = HK_OP_GEMM;
   const hkc_gpu_variant_t *v = hkc_gpu_variant_for(hk_test_arch("sm_90"), &gemm);
   assert_true(v == NULL || strcmp(v->name, "attention_mma") != 0);
@@ -49,8 +65,11 @@ static void test_variant_selection(void **state) {
 /* ---- nvrtc -------------------------------------------------------------------------- */
 static void test_nvrtc_compiles_without_spills(void **state) {
   (void)state;
-  HK_TEST_NEED_NVRTC();
-  if (getenv("HKC_SIMPLE_KERNELS")) skip();
+  char why[512];
+  if (hkc_nvrtc_available(why, sizeof why) != 0) {
+    printf("[ SKIP     ] nvrtc: %s\n", why);
+    skip();
+  }
   printf("[ info     ] %s\n", hkc_nvrtc_version());
   static const char *const archs[] = {"sm_80", "sm_90", "sm_90a"};
   int failures = 0;
@@ -58,7 +77,7 @@ static void test_nvrtc_compiles_without_spills(void **state) {
     for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++)
       for (int dh = 64; dh <= 128; dh += 64) {
         const hkc_gpu_arch_t *ar = hk_test_arch(archs[a]);
-        hkc_kernel_out_t k = {.key = attn_key((hk_dtype_t)dt, dh, 8)};
+        hkc_kernel_out_t k = {.key = mma_key((hk_dtype_t)dt, dh, 8)};
         snprintf(k.name, sizeof k.name, "hk_attention_%s_d%d", dt == HK_DTYPE_F16 ? "f16" : "bf16", dh);
         char *src = hkc_codegen_gpu(ar, &k);
         assert_non_null(src);
@@ -95,7 +114,6 @@ static void test_nvrtc_compiles_without_spills(void **state) {
 
 static void test_launch_dims(void **state) {
   (void)state;
-  if (getenv("HKC_SIMPLE_KERNELS")) skip();
   /* batch, seq_q, seq_kv, heads, kv_heads */
   static const long long shapes[][5] = {{1, 77, 77, 4, 2},  {2, 1, 1, 3, 3},        {1, 4097, 4097, 16, 4},
                                         {8, 1024, 1024, 16, 16}, {3, 77, 50, 4, 4}, {1, 129, 1, 2, 1},
@@ -107,7 +125,7 @@ static void test_launch_dims(void **state) {
         const long long B = shapes[s][0], Sq = shapes[s][1], Skv = shapes[s][2], H = shapes[s][3],
                         Hkv = shapes[s][4];
         const hkc_gpu_arch_t *ar = hk_test_arch(archs[a]);
-        hkc_kernel_out_t k = {.name = "hk_x", .key = attn_key(HK_DTYPE_BF16, dh, 8)};
+        hkc_kernel_out_t k = {.name = "hk_x", .key = mma_key(HK_DTYPE_BF16, dh, 8)};
         hkc_arg_t args[17] = {TENSOR(0), TENSOR(1),   TENSOR(2),     TENSOR(3), I64(B),      I64(Sq),
                               I64(Skv),  I64(H),      I64(Hkv),      I64(dh),   I64(H * dh), I64(Hkv * dh),
                               I64(0),    I64(0),      I64(0),        I64(1),    F32(0.125f)};
@@ -133,40 +151,41 @@ static void test_launch_dims(void **state) {
       }
 }
 
-/* ---- attention_wgmma (sm_90a: default for dh 128; dh 64 with HKC_ATTN_WGMMA=1; off with 0) - */
+/* ---- attention_wgmma (sm_90a: default for dh 128; dh 64 with attn_wgmma=on; off with off) - */
 static void test_wgmma_selection(void **state) {
   (void)state;
-  if (getenv("HKC_SIMPLE_KERNELS")) skip();
-  const char *saved = getenv("HKC_ATTN_WGMMA");
-  char *keep = saved ? strdup(saved) : NULL;
-  unsetenv("HKC_ATTN_WGMMA");
+  hkc_kernel_options_t o = {0};
   assert_string_equal(hk_test_variant_name("sm_90a", attn_key(HK_DTYPE_BF16, 128, 8)), "attention_wgmma"); /* default */
   assert_string_equal(hk_test_variant_name("sm_90a", attn_key(HK_DTYPE_BF16, 64, 8)), "attention_mma");
-  setenv("HKC_ATTN_WGMMA", "0", 1);
-  assert_string_equal(hk_test_variant_name("sm_90a", attn_key(HK_DTYPE_BF16, 128, 8)), "attention_mma");
-  setenv("HKC_ATTN_WGMMA", "1", 1);
+  assert_string_equal(variant_name_opt("sm_90a", &o, attn_key(HK_DTYPE_BF16, 128, 8)), "attention_wgmma");
+  o.attn_wgmma = HKC_SWITCH_OFF;
+  assert_string_equal(variant_name_opt("sm_90a", &o, attn_key(HK_DTYPE_BF16, 128, 8)), "attention_mma");
+  o.attn_wgmma = HKC_SWITCH_ON;
   for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++)
     for (int dh = 64; dh <= 128; dh += 64) {
-      assert_string_equal(hk_test_variant_name("sm_90a", attn_key((hk_dtype_t)dt, dh, 8)), "attention_wgmma");
-      assert_string_equal(hk_test_variant_name("sm_90", attn_key((hk_dtype_t)dt, dh, 8)), "attention_mma");
-      assert_string_equal(hk_test_variant_name("sm_80", attn_key((hk_dtype_t)dt, dh, 8)), "attention_mma");
+      assert_string_equal(variant_name_opt("sm_90a", &o, attn_key((hk_dtype_t)dt, dh, 8)), "attention_wgmma");
+      assert_string_equal(variant_name_opt("sm_90", &o, attn_key((hk_dtype_t)dt, dh, 8)), "attention_mma");
+      assert_string_equal(variant_name_opt("sm_80", &o, attn_key((hk_dtype_t)dt, dh, 8)), "attention_mma");
     }
-  assert_string_equal(hk_test_variant_name("sm_90a", attn_key(HK_DTYPE_F16, 64, 4)), "simple");
-  assert_string_equal(hk_test_variant_name("sm_90a", attn_key(HK_DTYPE_BF16, 96, 8)), "simple");
-  if (keep) {
-    setenv("HKC_ATTN_WGMMA", keep, 1);
-    free(keep);
-  } else
-    unsetenv("HKC_ATTN_WGMMA");
+  assert_string_equal(variant_name_opt("sm_90a", &o, attn_key(HK_DTYPE_F16, 64, 4)), "simple");
+  assert_string_equal(variant_name_opt("sm_90a", &o, attn_key(HK_DTYPE_BF16, 96, 8)), "simple");
+  /* what the tuner does with them: dh 64 names attention_wgmma; simple_kernels "simple" */
+  hkc_kernel_key_t k = attn_key(HK_DTYPE_BF16, 64, 8);
+  assert_int_equal(hkc_tune_apply_options(&o, "sm_90a", hk_test_arch("sm_90a"), &k), 1);
+  assert_string_equal(k.variant, "attention_wgmma");
+  assert_string_equal(hk_test_variant_name("sm_90a", k), "attention_wgmma");
+  o.simple_kernels = 1;
+  assert_int_equal(hkc_tune_apply_options(&o, "sm_90a", hk_test_arch("sm_90a"), &k), 2);
+  assert_string_equal(hk_test_variant_name("sm_90a", k), "simple");
 }
 
 static void test_wgmma_nvrtc(void **state) {
   (void)state;
-  HK_TEST_NEED_NVRTC();
-  if (getenv("HKC_SIMPLE_KERNELS")) skip();
-  const char *saved_on = getenv("HKC_ATTN_WGMMA"), *saved_cfg = getenv("HKC_ATTN_WGMMA_CFG");
-  char *keep_on = saved_on ? strdup(saved_on) : NULL, *keep_cfg = saved_cfg ? strdup(saved_cfg) : NULL;
-  setenv("HKC_ATTN_WGMMA", "1", 1);
+  char why[512];
+  if (hkc_nvrtc_available(why, sizeof why) != 0) {
+    printf("[ SKIP     ] nvrtc: %s\n", why);
+    skip();
+  }
   /* the defaults ("") and the spill-free configurations to sweep (per dh: "-" skips) */
   static const char *const cfgs[][2] = {{"", ""}, {"2,64,1", "2,64,1"}, {"3,64,1", "-"}, {"2,128,1", "-"}, {"1,128,2", "-"}};
   const hkc_gpu_arch_t *ar = hk_test_arch("sm_90a");
@@ -176,9 +195,11 @@ static void test_wgmma_nvrtc(void **state) {
       for (int dh = 64; dh <= 128; dh += 64) {
         const char *cfg = cfgs[ci][dh == 128];
         if (!strcmp(cfg, "-")) continue;
-        if (cfg[0]) setenv("HKC_ATTN_WGMMA_CFG", cfg, 1);
-        else unsetenv("HKC_ATTN_WGMMA_CFG");
+        hkc_kernel_options_t o = {.attn_wgmma = HKC_SWITCH_ON};
+        char err[512];
+        assert_int_equal(hkc_kernel_options_set(&o, "attn_wgmma_cfg", cfg, err, sizeof err), 0);
         hkc_kernel_out_t k = {.key = attn_key((hk_dtype_t)dt, dh, 8)};
+        assert_true(hkc_tune_apply_options(&o, "sm_90a", ar, &k.key) > 0 || (dh == 128 && !cfg[0]));
         snprintf(k.name, sizeof k.name, "hk_attnwg_%s_d%d", dt == HK_DTYPE_F16 ? "f16" : "bf16", dh);
         char *src = hkc_codegen_gpu(ar, &k);
         assert_non_null(src);
@@ -206,19 +227,12 @@ static void test_wgmma_nvrtc(void **state) {
         hkc_rtc_result_free(&r);
         free(src);
       }
-  if (keep_on) setenv("HKC_ATTN_WGMMA", keep_on, 1);
-  else unsetenv("HKC_ATTN_WGMMA");
-  if (keep_cfg) setenv("HKC_ATTN_WGMMA_CFG", keep_cfg, 1);
-  else unsetenv("HKC_ATTN_WGMMA_CFG");
-  free(keep_on);
-  free(keep_cfg);
   assert_int_equal(failures, 0);
 }
 
 int main(void) {
-  /* The attention_mma tests cover every arch, sm_90a included: keep wgmma off for them
-   * (the wgmma tests switch it on themselves). */
-  setenv("HKC_ATTN_WGMMA", "0", 1);
+  /* The attention_mma tests cover every arch, sm_90a included: their keys name attention_mma
+   * (mma_key); the wgmma tests use kernel options. */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_variant_selection),
       cmocka_unit_test(test_launch_dims),

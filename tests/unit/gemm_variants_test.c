@@ -28,26 +28,30 @@ static hkc_kernel_key_t with_mul(hkc_kernel_key_t key) {
   return key;
 }
 
+/* The key's name, with "_mul" when the canonical name does not show has_mul (yet). */
+
+
+/* Under the kernel option gemm_ws=off (the previous sm_90a kernel, for A/B runs). */
+static const char *variant_name_ws_off(const char *arch_name, hkc_kernel_key_t key) {
+  const hkc_kernel_options_t o = {.gemm_ws = HKC_SWITCH_OFF};
+  const hkc_gpu_variant_t *v = hkc_gpu_variant_for_options(hk_test_arch(arch_name), &o, &key);
+  return v ? v->name : "simple";
+}
+
 static void test_selection(void **state) {
   (void)state;
   for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++) {
     assert_string_equal(hk_test_variant_name("sm_90a", gemm_key((hk_dtype_t)dt, 0, 0, 0, 0, 8)), "gemm_wgmma_ws");
     assert_string_equal(hk_test_variant_name("sm_90a", gemm_key((hk_dtype_t)dt, 2, 1, 1, 1, 8)), "gemm_wgmma_ws");
     /* the epilogue multiply (SwiGLU gate) keeps every variant */
-    assert_string_equal(hk_test_variant_name("sm_90a", with_mul(gemm_key((hk_dtype_t)dt, 3, 0, 0, 0, 8))),
-                        "gemm_wgmma_ws");
+    assert_string_equal(hk_test_variant_name("sm_90a", with_mul(gemm_key((hk_dtype_t)dt, 3, 0, 0, 0, 8))), "gemm_wgmma_ws");
     assert_string_equal(hk_test_variant_name("sm_90", with_mul(gemm_key((hk_dtype_t)dt, 3, 1, 1, 1, 8))), "gemm_mma");
     assert_string_equal(hk_test_variant_name("sm_80", with_mul(gemm_key((hk_dtype_t)dt, 0, 0, 0, 1, 8))), "gemm_mma");
     assert_string_equal(hk_test_variant_name("gfx90a", with_mul(gemm_key((hk_dtype_t)dt, 3, 0, 1, 0, 8))), "gemm_mfma");
-    setenv("HKC_GEMM_WS", "0", 1);
-    assert_string_equal(hk_test_variant_name("sm_90a", with_mul(gemm_key((hk_dtype_t)dt, 3, 1, 0, 1, 8))),
-                        "gemm_wgmma");
-    unsetenv("HKC_GEMM_WS");
+    assert_string_equal(variant_name_ws_off("sm_90a", with_mul(gemm_key((hk_dtype_t)dt, 3, 1, 0, 1, 8))), "gemm_wgmma");
     assert_string_equal(hk_test_variant_name("sm_90", with_mul(gemm_key((hk_dtype_t)dt, 3, 1, 0, 1, 4))), "simple");
-    /* HKC_GEMM_WS=0: the previous sm_90a kernel, for A/B runs */
-    setenv("HKC_GEMM_WS", "0", 1);
-    assert_string_equal(hk_test_variant_name("sm_90a", gemm_key((hk_dtype_t)dt, 2, 1, 1, 1, 8)), "gemm_wgmma");
-    unsetenv("HKC_GEMM_WS");
+    /* gemm_ws=off: the previous sm_90a kernel, for A/B runs */
+    assert_string_equal(variant_name_ws_off("sm_90a", gemm_key((hk_dtype_t)dt, 2, 1, 1, 1, 8)), "gemm_wgmma");
     assert_string_equal(hk_test_variant_name("sm_90", gemm_key((hk_dtype_t)dt, 0, 1, 0, 0, 8)), "gemm_mma");
     assert_string_equal(hk_test_variant_name("sm_80", gemm_key((hk_dtype_t)dt, 0, 0, 1, 0, 8)), "gemm_mma");
     /* alignment below 8 elements, f32: the simple kernel; AMD CDNA: gemm_mfma (amd_variants_test) */
@@ -114,19 +118,21 @@ static void test_nvrtc_variants(void **state) {
   assert_int_equal(failures, 0);
 }
 
-/* The other sm_90a configurations: gemm_wgmma (HKC_GEMM_WS=0) and gemm_wgmma_ws with
- * BN 128 (HKC_GEMM_WS_CFG), plain and full epilogues (bias, residual and mul), both B
- * layouts, bf16. Serial: the environment picks the variant. */
-static void compile_one(const char *env, const char *value, const char *expect, int act, int tb, int full) {
-  setenv(env, value, 1);
+/* The other sm_90a configurations: gemm_wgmma (kernel option gemm_ws=off) and gemm_wgmma_ws
+ * with BN 128 (gemm_ws_cfg), plain and full epilogues (bias, residual and mul), both B
+ * layouts, bf16. The options set the key as the tuner does. */
+static void compile_one(const char *option, const char *expect, int act, int tb, int full) {
+  hkc_kernel_options_t o = {0};
+  char err[512];
+  assert_int_equal(hkc_kernel_options_set_arg(&o, option, err, sizeof err), 0);
   hk_test_compile_job_t j = {.arch = hk_test_arch("sm_90a")};
   j.kernel.key = gemm_key(HK_DTYPE_BF16, act, tb, full, full, 8);
   j.kernel.key.has_mul = full;
+  assert_true(hkc_tune_apply_options(&o, "sm_90a", j.arch, &j.kernel.key) > 0);
   hk_test_kernel_name(&j.kernel);
   assert_string_equal(hkc_gpu_variant_for(j.arch, &j.kernel.key)->name, expect);
   hk_test_compile_one(&j, hkc_nvrtc_compile, HK_TEST_COMPILE_NO_WARNINGS);
-  unsetenv(env);
-  printf("[ info     ] %s=%s %s: regs %u, scratch %u%s%s\n", env, value, j.kernel.name, j.regs, j.scratch,
+  printf("[ info     ] %s %s: regs %u, scratch %u%s%s\n", option, j.kernel.name, j.regs, j.scratch,
          j.ok ? "" : ", ", j.ok ? "" : j.error);
   assert_true(j.ok);
   assert_int_equal(j.scratch, 0);
@@ -138,8 +144,8 @@ static void test_nvrtc_sm90a_alternatives(void **state) {
   HK_TEST_NEED_NVRTC();
   for (int tb = 0; tb < 2; tb++)
     for (int full = 0; full < 2; full++) {
-      compile_one("HKC_GEMM_WS", "0", "gemm_wgmma", full ? HK_ACT_GELU : 0, tb, full);
-      compile_one("HKC_GEMM_WS_CFG", "128,6,0", "gemm_wgmma_ws", full ? HK_ACT_GELU : 0, tb, full);
+      compile_one("gemm_ws=off", "gemm_wgmma", full ? HK_ACT_GELU : 0, tb, full);
+      compile_one("gemm_ws_cfg=128,6,0", "gemm_wgmma_ws", full ? HK_ACT_GELU : 0, tb, full);
     }
 }
 

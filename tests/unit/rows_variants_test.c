@@ -295,13 +295,20 @@ static void test_row_dims(void **state) {
   check_row_dims();
 }
 
-/* HKC_ROWS_CFG / HKC_EW_CFG: the source's macros follow the override (the launch rule is
- * then checked against them), invalid strings leave the defaults. */
-static void test_cfg_env(void **state) {
+/* Kernel options rows_cfg / ew_cfg / ew_exact_act: the key the tuner makes from them names
+ * the configuration, the source's macros follow it (the launch rule is then checked against
+ * them); an illegal configuration is refused (by the variant's tune_parse), never ignored. */
+static void test_cfg_options(void **state) {
   (void)state;
+  char err[512];
   hkc_kernel_out_t k = kernel_for(HK_OP_LAYERNORM, HK_DTYPE_BF16, 8);
   char *def = hkc_codegen_gpu(hk_test_arch("sm_90"), &k);
-  setenv("HKC_ROWS_CFG", "512,8,4,2,1,3", 1);
+  hkc_kernel_options_t o = {0};
+  assert_int_equal(hkc_kernel_options_set(&o, "rows_cfg", "512,8,4,2,1,3", err, sizeof err), 0);
+  assert_string_equal(o.cfg[HKC_KOPT_ROWS_CFG], "t=512,c=8,tg=4,mb=2,pf=1,g=3");
+  assert_int_equal(hkc_tune_apply_options(&o, "sm_90", hk_test_arch("sm_90"), &k.key), 2);
+  assert_string_equal(k.key.variant, "rows_vec16");
+  hkc_kernel_key_name(&k.key, k.name, sizeof k.name);
   char *src = hkc_codegen_gpu(hk_test_arch("sm_90"), &k);
   assert_int_equal(hk_test_source_macro(src, "HK_THREADS"), 512);
   assert_int_equal(hk_test_source_macro(src, "HK_ROW_CACHE"), 8);
@@ -309,16 +316,28 @@ static void test_cfg_env(void **state) {
   assert_int_equal(hk_test_source_macro(src, "HK_ROW_MIN_BLOCKS"), 2);
   assert_int_equal(hk_test_source_macro(src, "HK_ROW_PREFETCH"), 1);
   assert_int_equal(hk_test_source_macro(src, "HK_ROW_GRID_PER_CU"), 3);
+  assert_string_not_equal(src, def);
   free(src);
-  check_row_dims();
-  setenv("HKC_ROWS_CFG", "500,8,4,2,1,3", 1); /* not a power of two: ignored */
-  src = hkc_codegen_gpu(hk_test_arch("sm_90"), &k);
-  assert_string_equal(src, def);
-  free(src);
-  unsetenv("HKC_ROWS_CFG");
   free(def);
+  /* not a power of two: parses, but the variant refuses it (an error, not the defaults) */
+  assert_int_equal(hkc_kernel_options_set(&o, "rows_cfg", "500,8,4,2,1,3", err, sizeof err), 0);
+  k = kernel_for(HK_OP_LAYERNORM, HK_DTYPE_BF16, 8);
+  assert_int_equal(hkc_tune_apply_options(&o, "sm_90", hk_test_arch("sm_90"), &k.key), -1);
+  /* per dtype: rows_cfg_f32 applies to f32 keys only */
+  hkc_kernel_options_t o2 = {0};
+  assert_int_equal(hkc_kernel_options_set(&o2, "rows_cfg_f32", "t=128,c=4,tg=4,mb=1,pf=0,g=2", err, sizeof err), 0);
+  k = kernel_for(HK_OP_SOFTMAX, HK_DTYPE_BF16, 8);
+  assert_int_equal(hkc_tune_apply_options(&o2, "sm_90", hk_test_arch("sm_90"), &k.key), 0);
+  k = kernel_for(HK_OP_SOFTMAX, HK_DTYPE_F32, 4);
+  assert_int_equal(hkc_tune_apply_options(&o2, "sm_90", hk_test_arch("sm_90"), &k.key), 2);
+  assert_string_equal(k.key.tune, "t=128,c=4,tg=4,mb=1,pf=0,g=2");
+  /* element-wise */
   hkc_kernel_out_t e = kernel_for(HK_OP_GELU, HK_DTYPE_BF16, 8);
-  setenv("HKC_EW_CFG", "128,8,2,3", 1);
+  hkc_kernel_options_t oe = {0};
+  assert_int_equal(hkc_kernel_options_set(&oe, "ew_cfg", "128,8,2,3", err, sizeof err), 0);
+  assert_string_equal(oe.cfg[HKC_KOPT_EW_CFG], "t=128,u=8,mb=2,w=3,x=0");
+  assert_int_equal(hkc_tune_apply_options(&oe, "sm_90", hk_test_arch("sm_90"), &e.key), 2);
+  hkc_kernel_key_name(&e.key, e.name, sizeof e.name);
   src = hkc_codegen_gpu(hk_test_arch("sm_90"), &e);
   assert_int_equal(hk_test_source_macro(src, "HK_THREADS"), 128);
   assert_int_equal(hk_test_source_macro(src, "HK_EW_UNROLL"), 8);
@@ -326,7 +345,18 @@ static void test_cfg_env(void **state) {
   assert_int_equal(hk_test_source_macro(src, "HK_EW_WAVES"), 3);
   assert_int_equal(hk_test_source_macro(src, "HK_EW_FAST_ACT"), 1);
   free(src);
-  unsetenv("HKC_EW_CFG");
+  /* ew_exact_act: the same configuration with x=1, fast activations off; f32 keys untouched */
+  oe.ew_exact_act = 1;
+  e = kernel_for(HK_OP_GELU, HK_DTYPE_BF16, 8);
+  assert_int_equal(hkc_tune_apply_options(&oe, "sm_90", hk_test_arch("sm_90"), &e.key), 2);
+  assert_string_equal(e.key.tune, "t=128,u=8,mb=2,w=3,x=1");
+  hkc_kernel_key_name(&e.key, e.name, sizeof e.name);
+  src = hkc_codegen_gpu(hk_test_arch("sm_90"), &e);
+  assert_int_equal(hk_test_source_macro(src, "HK_EW_FAST_ACT"), 0);
+  free(src);
+  hkc_kernel_options_t ox = {.ew_exact_act = 1};
+  e = kernel_for(HK_OP_GELU, HK_DTYPE_F32, 4);
+  assert_int_equal(hkc_tune_apply_options(&ox, "sm_90", hk_test_arch("sm_90"), &e.key), 0);
 }
 
 /* Element-wise: block = HK_THREADS; the grid either covers all vectors in one pass or is
@@ -381,7 +411,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_selection),        cmocka_unit_test(test_sources),
       cmocka_unit_test(test_row_dims),         cmocka_unit_test(test_elementwise_dims),
-      cmocka_unit_test(test_cfg_env),          cmocka_unit_test(test_nvrtc),
+      cmocka_unit_test(test_cfg_options),          cmocka_unit_test(test_nvrtc),
       cmocka_unit_test(test_hiprtc),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -84,18 +84,22 @@ static void test_spaces(void **state) {
   check_space(hk_test_arch("gfx90a"), gemm_key(HK_DTYPE_F16, 1, 0, 0, 0), "gemm_mfma", "bm=128,bn=128,bk=32", 6);
   check_space(hk_test_arch("gfx942"), gemm_key(HK_DTYPE_BF16, 1, 0, 1, 1), "gemm_mfma", "bm=128,bn=128,bk=32", 6);
   check_space(NULL, gemm_key(HK_DTYPE_F32, 1, 0, 0, 0), "host_gemm", "bm=16,bn=256,bk=32", 8);
-  /* nothing to tune: f32 on a GPU (simple kernel), gfx1030 (no matrix cores), other ops */
+  /* nothing to tune: f32 on a GPU (simple kernel), gfx1030 (no matrix cores); other ops have
+   * spaces (parse + legality for kernel options) but no launch of theirs is tunable yet */
   hkc_tile_cfg_t c[4];
-  assert_int_equal(hkc_tune_candidates(hk_test_arch("sm_90a"),
-                                       &(hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = HK_DTYPE_F32, .align = 8}, c, 4),
-                   0);
-  assert_int_equal(hkc_tune_candidates(hk_test_arch("gfx1030"),
-                                       &(hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = HK_DTYPE_F16, .align = 8}, c, 4),
-                   0);
-  assert_int_equal(hkc_tune_candidates(hk_test_arch("sm_90a"),
-                                       &(hkc_kernel_key_t){.op = HK_OP_LAYERNORM, .dtype = HK_DTYPE_BF16, .align = 8},
-                                       c, 4),
-                   0);
+  assert_int_equal(hkc_tune_candidates(hk_test_arch("sm_90a"), &(hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = HK_DTYPE_F32,
+                                                                            .align = 8}, c, 4), 0);
+  assert_int_equal(hkc_tune_candidates(hk_test_arch("gfx1030"), &(hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = HK_DTYPE_F16,
+                                                                             .align = 8}, c, 4), 0);
+  assert_int_equal(hkc_tune_candidates(hk_test_arch("sm_90a"), &(hkc_kernel_key_t){.op = HK_OP_LAYERNORM,
+                                                                            .dtype = HK_DTYPE_BF16, .align = 8}, c, 4), 3);
+  assert_string_equal(c[0].variant, "rows_vec16");
+  assert_string_equal(c[0].tune, "t=256,c=8,tg=8,mb=3,pf=0,g=3");
+  assert_true(c[0].is_default && !c[1].is_default);
+  hkc_tune_shape_t shape;
+  const hkc_arg_t rows_args[4] = {{.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_I64, .i = 8},
+                                  {.kind = HK_ARG_I64, .i = 768}};
+  assert_int_equal(hkc_tune_shape_of(&(hkc_kernel_key_t){.op = HK_OP_LAYERNORM}, rows_args, 4, &shape), 0);
   /* illegal configurations are refused: over shared memory, unknown wgmma N, LDS of the MFMA template */
   hkc_tile_cfg_t t;
   hkc_kernel_key_t k = gemm_key(HK_DTYPE_BF16, 0, 0, 0, 0);
@@ -159,16 +163,23 @@ static void test_variant_macros_and_launch(void **state) {
                        {.kind = HK_ARG_NULL},   {.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_I64, .i = 4096},
                        {.kind = HK_ARG_I64, .i = 768}, {.kind = HK_ARG_I64, .i = 768}};
   uint32_t grid[3], block[3], shared;
-  /* untuned: the defaults, and an environment override applies */
+  /* untuned: the defaults; a forced configuration (kernel option) goes through the key */
   hkc_kernel_key_name(&k.key, k.name, sizeof k.name);
   char *src = hkc_codegen_gpu(a, &k);
   assert_non_null(src);
   assert_true(has_line(src, "#define HK_TILE_N 256\n") && has_line(src, "#define HK_STAGES 3\n"));
   free(src);
-  setenv("HKC_GEMM_WS_CFG", "128,5,0", 1);
-  hkc_gpu_launch_dims(a, &k.key, args, 8, grid, block, &shared);
-  assert_int_equal(grid[0], 32 * 6); /* one block per 128x128 tile */
-  /* tuned: the key wins over the environment */
+  {
+    hkc_kernel_options_t o = {0};
+    char err[256];
+    assert_int_equal(hkc_kernel_options_set(&o, "gemm_ws_cfg", "128,5,0", err, sizeof err), 0);
+    hkc_kernel_key_t fk = k.key;
+    assert_int_equal(hkc_tune_apply_options(&o, "sm_90a", a, &fk), 2);
+    assert_string_equal(fk.tune, "bn=128,st=5,p=0");
+    hkc_gpu_launch_dims(a, &fk, args, 8, grid, block, &shared);
+    assert_int_equal(grid[0], 32 * 6); /* one block per 128x128 tile */
+  }
+  /* tuned */
   assert_int_equal(hkc_tune_lookup_cfg(a, &k.key, "gemm_wgmma_ws", "bn=128,st=4,p=1", &c), 0);
   hkc_tune_apply(a, &k.key, &c);
   hkc_kernel_key_name(&k.key, k.name, sizeof k.name);
@@ -180,7 +191,6 @@ static void test_variant_macros_and_launch(void **state) {
   assert_int_equal(grid[0], 132); /* persistent: min(192 tiles, 132 SMs) */
   assert_int_equal(block[0], 384);
   assert_int_equal(shared, c.shared_bytes);
-  unsetenv("HKC_GEMM_WS_CFG");
   /* another variant chosen on sm_90a: gemm_wgmma with one warpgroup */
   k.key = gemm_key(HK_DTYPE_BF16, 1, 0, 0, 0);
   assert_int_equal(hkc_tune_lookup_cfg(a, &k.key, "gemm_wgmma", "bm=64,bn=128,st=4", &c), 0);

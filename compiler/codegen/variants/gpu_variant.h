@@ -34,15 +34,32 @@ typedef struct hkc_gpu_variant {
    * returns how many (<= max).
    * tune_parse fills the configuration that params names ("" = the default); 0, or -1 when
    * params is not a canonical, legal configuration here. defines() and launch() use
-   * key->tune when key->variant names the variant (the tuner's choice wins over any
-   * HKC_*_CFG environment override, which applies to untuned keys only). */
+   * key->tune when key->variant names the variant, else the defaults. */
   int (*tune_space)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max);
   int (*tune_parse)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params, hkc_tile_cfg_t *out);
+  /* The parameter names of tune_parse's canonical string, in order (n_params of them), and
+   * its legality rules in words (kernel options quote them when a forced one is refused). */
+  const char *const *params;
+  int n_params;
+  const char *rules;
 } hkc_gpu_variant_t;
 
 /* The variant serving key on arch, or NULL for the simple kernel: the one key->variant
- * names when it applies, else the registry's first that applies. */
+ * names when it applies ("simple": NULL), else the registry's first that applies. */
 const hkc_gpu_variant_t *hkc_gpu_variant_for(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key);
+/* Same under kernel options (codegen.h; NULL = the defaults): for an untuned key, the
+ * registry's first variant that applies and that the options allow. */
+const hkc_gpu_variant_t *hkc_gpu_variant_for_options(const hkc_gpu_arch_t *arch, const hkc_kernel_options_t *o,
+                                                     const hkc_kernel_key_t *key);
+/* Whether the options let the registry pick v for key (simple_kernels, gemm_ws, attn_wgmma).
+ * The defaults allow everything except attention_wgmma at head_dim 64. */
+int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_gpu_variant_t *v, const hkc_kernel_key_t *key);
+/* The configuration the options force on variant v for key on arch (target names it in
+ * messages): 1 and *out (v's tune_parse of it: canonical, is_default relative to v's
+ * defaults), 0 when nothing is forced, -1 when the forced configuration is not legal here
+ * (reported through hkc_error: the option, its value, kernel, target and v's rules). */
+int hkc_kernel_options_force(const hkc_kernel_options_t *o, const char *target, const hkc_gpu_arch_t *arch,
+                             const hkc_gpu_variant_t *v, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out);
 /* The registry, NULL-terminated, in order of preference (tune.c enumerates it). */
 const hkc_gpu_variant_t *const *hkc_gpu_variant_list(void);
 

@@ -1,6 +1,5 @@
 /* The registry of specialised GPU kernels (see gpu_variant.h), in order of preference:
  * the first variant whose applies() accepts a key serves it. */
-#include <stdlib.h>
 #include <string.h>
 
 #include "codegen/codegen.h"
@@ -14,9 +13,9 @@ extern const hkc_gpu_variant_t hkc_variant_gemm_mfma, hkc_variant_attention_mfma
 
 static const hkc_gpu_variant_t *const k_variants[] = {
     &hkc_variant_gemm_wgmma_ws, /* NVIDIA sm_90a, warp-specialized */
-    &hkc_variant_gemm_wgmma,  /* NVIDIA sm_90a (HKC_GEMM_WS=0) */
+    &hkc_variant_gemm_wgmma,  /* NVIDIA sm_90a (kernel option gemm_ws=off) */
     &hkc_variant_gemm_mma,    /* NVIDIA sm_80+ */
-    &hkc_variant_attention_wgmma, /* NVIDIA sm_90a; opt-in (HKC_ATTN_WGMMA=1) until measured */
+    &hkc_variant_attention_wgmma, /* NVIDIA sm_90a; head_dim 128 (64: attn_wgmma=on) */
     &hkc_variant_attention_mma,
     &hkc_variant_gemm_mfma,   /* AMD CDNA */
     &hkc_variant_attention_mfma,
@@ -27,13 +26,31 @@ static const hkc_gpu_variant_t *const k_variants[] = {
 
 const hkc_gpu_variant_t *const *hkc_gpu_variant_list(void) { return k_variants; }
 
-const hkc_gpu_variant_t *hkc_gpu_variant_for(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
-  if (getenv("HKC_SIMPLE_KERNELS")) return NULL; /* A/B checks against the simple kernels */
-  if (key->variant[0]) /* a tuned key: the variant the tuner chose (tune.c checked it applies) */
+int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_gpu_variant_t *v, const hkc_kernel_key_t *key) {
+  if (v == &hkc_variant_attention_wgmma) { /* default for head_dim 128 only (measured, variant_attention_nv.c) */
+    const hkc_switch_t s = o ? o->attn_wgmma : HKC_SWITCH_AUTO;
+    if (s == HKC_SWITCH_OFF) return 0;
+    if (s != HKC_SWITCH_ON && key->head_dim != 128) return 0;
+  }
+  if (!o) return 1;
+  if (o->simple_kernels) return 0; /* A/B checks against the simple kernels */
+  if (v == &hkc_variant_gemm_wgmma_ws && o->gemm_ws == HKC_SWITCH_OFF) return 0; /* gemm_wgmma instead */
+  return 1;
+}
+
+const hkc_gpu_variant_t *hkc_gpu_variant_for_options(const hkc_gpu_arch_t *arch, const hkc_kernel_options_t *o,
+                                                     const hkc_kernel_key_t *key) {
+  if (key->variant[0]) { /* a tuned key: the variant the tuner chose (tune.c checked it applies) */
+    if (strncmp(key->variant, "simple", HKC_TUNE_VARIANT_MAX) == 0) return NULL;
     for (size_t i = 0; k_variants[i]; i++)
       if (strncmp(k_variants[i]->name, key->variant, HKC_TUNE_VARIANT_MAX) == 0 && k_variants[i]->applies(arch, key))
         return k_variants[i];
+  }
   for (size_t i = 0; k_variants[i]; i++)
-    if (k_variants[i]->applies(arch, key)) return k_variants[i];
+    if (k_variants[i]->applies(arch, key) && hkc_kernel_options_allow(o, k_variants[i], key)) return k_variants[i];
   return NULL;
+}
+
+const hkc_gpu_variant_t *hkc_gpu_variant_for(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  return hkc_gpu_variant_for_options(arch, NULL, key);
 }

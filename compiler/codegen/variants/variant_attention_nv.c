@@ -12,7 +12,6 @@
  *   minb     __launch_bounds__ minimum blocks per SM (caps registers at 64K/(threads*minb))
  * Dynamic shared memory: Q [BQ][dh] + 2 stages of K and of V [bkv][dh], f16/bf16. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "codegen/codegen.h"
@@ -28,29 +27,89 @@ typedef struct attn_cfg {
  * dh 128 on sm_90/sm_90a: 64-row tiles (4 warps), 80 KiB, two blocks per SM (measured on
  * the H200, batch 8 x 16 heads, seq 4096: 4,64,2 258 TFLOP/s full / 246 causal against
  * 238 / 229 for 8,64,1); sm_80 keeps 128-row tiles, 96 KiB, one block per SM.
- * HKC_ATTN_TUNE="warps,bkv,minb" overrides the table for tuning experiments on a device
- * (warps 4 or 8, bkv 32/64/128 as the template's checks allow); not for production builds. */
+ * params "w=W,kv=K,mb=M" (key->tune; the kernel option attn_mma_cfg forces one for
+ * experiments): warps 4 or 8, bkv 32/64/128 as the template's checks allow, minb 1..4. */
 static int sm_number(const hkc_gpu_arch_t *arch) {
   int cc = 0;
   return arch->name && sscanf(arch->name, "sm_%d", &cc) == 1 ? cc : 0;
 }
 
-static attn_cfg_t attn_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+static attn_cfg_t attn_default(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
   /* sm_80's ptxas needs a few more registers than 128 for dh 64 (it spilled 20 bytes) */
   const int sm90 = sm_number(arch) >= 90;
-  attn_cfg_t c = key->head_dim == 64 ? (attn_cfg_t){.warps = 8, .bkv = 64, .minb = sm90 ? 2 : 1}
-                 : sm90              ? (attn_cfg_t){.warps = 4, .bkv = 64, .minb = 2}
-                                     : (attn_cfg_t){.warps = 8, .bkv = 64, .minb = 1};
-  const char *tune = getenv("HKC_ATTN_TUNE");
-  attn_cfg_t t;
-  if (tune && sscanf(tune, "%d,%d,%d", &t.warps, &t.bkv, &t.minb) == 3 && (t.warps == 4 || t.warps == 8) &&
-      (t.bkv == 32 || t.bkv == 64 || t.bkv == 128) && t.minb >= 1 && t.minb <= 4)
-    c = t;
-  return c;
+  return key->head_dim == 64 ? (attn_cfg_t){.warps = 8, .bkv = 64, .minb = sm90 ? 2 : 1}
+         : sm90              ? (attn_cfg_t){.warps = 4, .bkv = 64, .minb = 2}
+                             : (attn_cfg_t){.warps = 8, .bkv = 64, .minb = 1};
 }
 
 static uint32_t attn_smem(const hkc_kernel_key_t *key, const attn_cfg_t *c) {
   return (uint32_t)(16 * c->warps * key->head_dim * 2 + 4 * c->bkv * key->head_dim * 2);
+}
+
+static const char *const k_attn_names[] = {"w", "kv", "mb"};
+
+static int attn_legal(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const attn_cfg_t *c) {
+  return (c->warps == 4 || c->warps == 8) && (c->bkv == 32 || c->bkv == 64 || c->bkv == 128) && c->minb >= 1 &&
+         c->minb <= 4 && attn_smem(key, c) <= arch->max_lds_per_block;
+}
+
+/* The variant's own parameters of a key: key->tune when key->variant names it. */
+static const char *tuned_params(const char *variant, const hkc_kernel_key_t *key) {
+  return key->variant[0] && strncmp(key->variant, variant, HKC_TUNE_VARIANT_MAX) == 0 ? key->tune : NULL;
+}
+
+static attn_cfg_t attn_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  attn_cfg_t c = attn_default(arch, key);
+  const char *params = tuned_params("attention_mma", key);
+  int v[3];
+  if (params && params[0] && hkc_tune_params_parse(params, k_attn_names, 3, v) == 0) {
+    const attn_cfg_t e = {.warps = v[0], .bkv = v[1], .minb = v[2]};
+    if (attn_legal(arch, key, &e)) c = e;
+  }
+  return c;
+}
+
+/* Tile figures (no model for attention yet: threads and shared memory only). */
+static void attn_tile(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const attn_cfg_t *c, hkc_tile_cfg_t *t) {
+  memset(t, 0, sizeof *t);
+  snprintf(t->variant, sizeof t->variant, "attention_mma");
+  snprintf(t->tune, sizeof t->tune, "w=%d,kv=%d,mb=%d", c->warps, c->bkv, c->minb);
+  t->bm = 16 * c->warps;
+  t->bn = c->bkv;
+  t->bk = key->head_dim;
+  t->threads = 32 * c->warps;
+  t->inflight = 1;
+  t->shared_bytes = attn_smem(key, c);
+  const attn_cfg_t d = attn_default(arch, key);
+  t->is_default = d.warps == c->warps && d.bkv == c->bkv && d.minb == c->minb;
+}
+
+static int attn_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params,
+                           hkc_tile_cfg_t *out) {
+  attn_cfg_t c = attn_default(arch, key);
+  int v[3];
+  if (params && params[0]) {
+    if (hkc_tune_params_parse(params, k_attn_names, 3, v) != 0) return -1;
+    c = (attn_cfg_t){.warps = v[0], .bkv = v[1], .minb = v[2]};
+  }
+  if (!attn_legal(arch, key, &c)) return -1;
+  attn_tile(arch, key, &c, out);
+  return 0;
+}
+
+static int attn_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max) {
+  static const int warps[] = {8, 4}, bkvs[] = {64, 32, 128};
+  int n = 0;
+  if (max > 0 && attn_tune_parse(arch, key, "", &out[0]) == 0) n = 1;
+  for (size_t i = 0; i < 2; i++)
+    for (size_t j = 0; j < 3; j++)
+      for (int mb = 1; mb <= 2; mb++) {
+        const attn_cfg_t c = {.warps = warps[i], .bkv = bkvs[j], .minb = mb};
+        if (!attn_legal(arch, key, &c) || n >= max) continue;
+        attn_tile(arch, key, &c, &out[n]);
+        if (!out[n].is_default) n++;
+      }
+  return n;
 }
 
 
@@ -98,6 +157,12 @@ const hkc_gpu_variant_t hkc_variant_attention_mma = {
     .applies = attn_applies,
     .defines = attn_defines,
     .launch = attn_launch,
+    .tune_space = attn_tune_space,
+    .tune_parse = attn_tune_parse,
+    .params = k_attn_names,
+    .n_params = 3,
+    .rules = "w (warps) 4 or 8; kv 32, 64 or 128; mb 1..4; (16 w + 4 kv) head_dim 2 bytes of shared memory "
+             "within the block limit",
 };
 
 /* ---- attention_wgmma (sm_90a, HKC_MATRIX_WGMMA) -------------------------------------------
@@ -112,8 +177,8 @@ const hkc_gpu_variant_t hkc_variant_attention_mma = {
  * registers, 57 KiB). Spill-free sweeps: dh 128 "2,64,1"; dh 64 "2,64,1", "3,64,1",
  * "2,128,1" (223 registers), "1,128,2" (238). Spilling (valid but slow): dh 128 with 128
  * keys or 3 warpgroups, dh 64 "3,128,1", and anything with minb 2 at 256 threads.
- * EXPERIMENTAL, not yet run on a device: serves keys only when HKC_ATTN_WGMMA=1 (else
- * attention_mma keeps them). HKC_ATTN_WGMMA_CFG="wgs,bkv,minb" overrides the table. */
+ * params "wg=W,kv=K,mb=M" (key->tune; the kernel option attn_wgmma_cfg forces one). Which
+ * keys it serves by default: gpu_variants.c (head_dim 128; the option attn_wgmma). */
 typedef struct attn_wg_cfg {
   int wgs, bkv, minb;
 } attn_wg_cfg_t;
@@ -122,29 +187,79 @@ static uint32_t attn_wg_smem(const hkc_kernel_key_t *key, const attn_wg_cfg_t *c
   return (uint32_t)(64 * c->wgs * key->head_dim * 2 + 4 * c->bkv * key->head_dim * 2 + 1024);
 }
 
+static attn_wg_cfg_t attn_wg_default(const hkc_kernel_key_t *key) {
+  return key->head_dim == 128 ? (attn_wg_cfg_t){.wgs = 2, .bkv = 64, .minb = 1}
+                              : (attn_wg_cfg_t){.wgs = 3, .bkv = 64, .minb = 1};
+}
+
+static const char *const k_attn_wg_names[] = {"wg", "kv", "mb"};
+
+static int attn_wg_legal(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const attn_wg_cfg_t *c) {
+  return c->wgs >= 1 && c->wgs <= 3 && (c->bkv == 64 || c->bkv == 128) && c->minb >= 1 && c->minb <= 2 &&
+         (uint64_t)attn_wg_smem(key, c) * (uint64_t)c->minb <= arch->max_lds_per_block;
+}
+
 static attn_wg_cfg_t attn_wg_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
-  attn_wg_cfg_t c = key->head_dim == 128 ? (attn_wg_cfg_t){.wgs = 2, .bkv = 64, .minb = 1}
-                                         : (attn_wg_cfg_t){.wgs = 3, .bkv = 64, .minb = 1};
-  const char *env = getenv("HKC_ATTN_WGMMA_CFG");
-  attn_wg_cfg_t e;
-  if (env && sscanf(env, "%d,%d,%d", &e.wgs, &e.bkv, &e.minb) == 3 && e.wgs >= 1 && e.wgs <= 3 &&
-      (e.bkv == 64 || e.bkv == 128) && e.minb >= 1 && e.minb <= 2 &&
-      (uint64_t)attn_wg_smem(key, &e) * (uint64_t)e.minb <= arch->max_lds_per_block)
-    c = e;
+  attn_wg_cfg_t c = attn_wg_default(key);
+  const char *params = tuned_params("attention_wgmma", key);
+  int v[3];
+  if (params && params[0] && hkc_tune_params_parse(params, k_attn_wg_names, 3, v) == 0) {
+    const attn_wg_cfg_t e = {.wgs = v[0], .bkv = v[1], .minb = v[2]};
+    if (attn_wg_legal(arch, key, &e)) c = e;
+  }
   return c;
+}
+
+static void attn_wg_tile(const hkc_kernel_key_t *key, const attn_wg_cfg_t *c, hkc_tile_cfg_t *t) {
+  memset(t, 0, sizeof *t);
+  snprintf(t->variant, sizeof t->variant, "attention_wgmma");
+  snprintf(t->tune, sizeof t->tune, "wg=%d,kv=%d,mb=%d", c->wgs, c->bkv, c->minb);
+  t->bm = 64 * c->wgs;
+  t->bn = c->bkv;
+  t->bk = key->head_dim;
+  t->threads = 128 * c->wgs;
+  t->inflight = 1;
+  t->shared_bytes = attn_wg_smem(key, c);
+  const attn_wg_cfg_t d = attn_wg_default(key);
+  t->is_default = d.wgs == c->wgs && d.bkv == c->bkv && d.minb == c->minb;
+}
+
+static int attn_wg_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params,
+                              hkc_tile_cfg_t *out) {
+  attn_wg_cfg_t c = attn_wg_default(key);
+  int v[3];
+  if (params && params[0]) {
+    if (hkc_tune_params_parse(params, k_attn_wg_names, 3, v) != 0) return -1;
+    c = (attn_wg_cfg_t){.wgs = v[0], .bkv = v[1], .minb = v[2]};
+  }
+  if (!attn_wg_legal(arch, key, &c)) return -1;
+  attn_wg_tile(key, &c, out);
+  return 0;
+}
+
+static int attn_wg_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max) {
+  int n = 0;
+  if (max > 0 && attn_wg_tune_parse(arch, key, "", &out[0]) == 0) n = 1;
+  for (int wgs = 3; wgs >= 1; wgs--)
+    for (int kv = 64; kv <= 128; kv += 64)
+      for (int mb = 1; mb <= 2; mb++) {
+        const attn_wg_cfg_t c = {.wgs = wgs, .bkv = kv, .minb = mb};
+        if (!attn_wg_legal(arch, key, &c) || n >= max) continue;
+        attn_wg_tile(key, &c, &out[n]);
+        if (!out[n].is_default) n++;
+      }
+  return n;
 }
 
 static int attn_wg_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
   /* Measured on the H200 (2026-11-30, docs/device-runs/final/sweeps.log; numerics: awg.log):
    * correct on every odd case, faster than attention_mma at dh 128 on every benchmark case
    * (seq 4096: 325 vs 263 TFLOP/s full, 307 vs 247 causal), mixed at dh 64 (slower at seq
-   * 1024). So: default for dh 128; dh 64 only with HKC_ATTN_WGMMA=1; HKC_ATTN_WGMMA=0 off. */
-  const char *on = getenv("HKC_ATTN_WGMMA");
-  if (on && strcmp(on, "0") == 0) return 0;
+   * 1024). So: default for dh 128 (gpu_variants.c); dh 64 when named (kernel option
+   * attn_wgmma=on). */
   if (arch->kind != HK_TARGET_CUDA || arch->matrix != HKC_MATRIX_WGMMA) return 0;
   if (key->op != HK_OP_ATTENTION || (key->dtype != HK_DTYPE_F16 && key->dtype != HK_DTYPE_BF16)) return 0;
   if (key->align != 8 || (key->head_dim != 64 && key->head_dim != 128)) return 0;
-  if (key->head_dim == 64 && !(on && strcmp(on, "1") == 0)) return 0;
   const attn_wg_cfg_t c = attn_wg_cfg(arch, key);
   return attn_wg_smem(key, &c) <= arch->max_lds_per_block;
 }
@@ -184,4 +299,10 @@ const hkc_gpu_variant_t hkc_variant_attention_wgmma = {
     .applies = attn_wg_applies,
     .defines = attn_wg_defines,
     .launch = attn_wg_launch,
+    .tune_space = attn_wg_tune_space,
+    .tune_parse = attn_wg_tune_parse,
+    .params = k_attn_wg_names,
+    .n_params = 3,
+    .rules = "wg (warpgroups) 1..3; kv 64 or 128; mb 1 or 2; mb x ((64 wg + 4 kv) head_dim 2 + 1024) bytes of "
+             "shared memory within the block limit",
 };

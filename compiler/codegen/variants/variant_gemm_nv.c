@@ -7,11 +7,10 @@
  * The tile configuration comes from the kernel key (key->tune, chosen by compiler/tune/tune.c:
  * a tuning database, the analytical model or the defaults below); defines() and launch()
  * read the same configuration, so kernel and launch cannot disagree. Each variant's
- * tune_space() lists its legal configurations, default first. For experiments on untuned
- * keys (`hkc build --tune default`), HKC_GEMM_MMA_CFG="BM,BN,WARPS_M,WARPS_N,STAGES"
- * overrides gemm_mma's defaults (and HKC_GEMM_WGMMA_CFG / HKC_GEMM_WS_CFG below). */
+ * tune_space() lists its legal configurations, default first. For experiments, the kernel
+ * options gemm_mma_cfg / gemm_wgmma_cfg / gemm_ws_cfg force a configuration through the same
+ * key->tune (codegen.h: parsed by the CLI, checked by tune_parse here, applied by tune/). */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "codegen/codegen.h"
@@ -62,22 +61,15 @@ static int mma_legal(const hkc_gpu_arch_t *arch, const gemm_cfg_t *c) {
          cfg_shared(c) <= arch->max_lds_per_block && acc + NV_GEMM_REGS_OVERHEAD <= (int)arch->max_vgprs_per_thread;
 }
 
-/* The configuration of a key (tuned, else the default with HKC_GEMM_MMA_CFG applied). */
+/* The configuration of a key (tuned, else the default). */
 static gemm_cfg_t mma_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
   gemm_cfg_t c = mma_default(arch), e = c;
   const char *params = tuned_params("gemm_mma", key);
   int v[5];
-  if (params) {
-    if (params[0] && hkc_tune_params_parse(params, k_mma_names, 5, v) == 0) {
-      e = (gemm_cfg_t){.bm = v[0], .bn = v[1], .bk = 64, .warps_m = v[2], .warps_n = v[3], .stages = v[4], .group_m = 8};
-      if (mma_legal(arch, &e)) c = e;
-    }
-    return c;
+  if (params && params[0] && hkc_tune_params_parse(params, k_mma_names, 5, v) == 0) {
+    e = (gemm_cfg_t){.bm = v[0], .bn = v[1], .bk = 64, .warps_m = v[2], .warps_n = v[3], .stages = v[4], .group_m = 8};
+    if (mma_legal(arch, &e)) c = e;
   }
-  const char *env = getenv("HKC_GEMM_MMA_CFG");
-  if (env && sscanf(env, "%d,%d,%d,%d,%d", &e.bm, &e.bn, &e.warps_m, &e.warps_n, &e.stages) == 5 && cfg_ok(&e) &&
-      (uint64_t)e.stages * (uint64_t)(e.bm + e.bn) * 128u <= arch->max_lds_per_block)
-    c = e;
   return c;
 }
 
@@ -87,7 +79,9 @@ static gemm_cfg_t mma_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
 static void mma_tile(const hkc_gpu_arch_t *arch, const gemm_cfg_t *c, hkc_tile_cfg_t *t) {
   memset(t, 0, sizeof *t);
   snprintf(t->variant, sizeof t->variant, "gemm_mma");
-  snprintf(t->tune, sizeof t->tune, "bm=%d,bn=%d,wm=%d,wn=%d,st=%d", c->bm, c->bn, c->warps_m, c->warps_n, c->stages);
+  char tune[96] = ""; /* legal values fit HKC_TUNE_MAX ("bm=256,bn=256,wm=8,wn=8,st=4") */
+  snprintf(tune, sizeof tune, "bm=%d,bn=%d,wm=%d,wn=%d,st=%d", c->bm, c->bn, c->warps_m, c->warps_n, c->stages);
+  memcpy(t->tune, tune, sizeof t->tune - 1);
   const int wtm = c->bm / c->warps_m, wtn = c->bn / c->warps_n;
   t->bm = c->bm;
   t->bn = c->bn;
@@ -193,14 +187,18 @@ const hkc_gpu_variant_t hkc_variant_gemm_mma = {
     .launch = mma_launch,
     .tune_space = mma_tune_space,
     .tune_parse = mma_tune_parse,
+    .params = k_mma_names,
+    .n_params = 5,
+    .rules = "bk 64; bm, bn > 0 with bm % (16 wm) == 0, bn % (16 wn) == 0, bn % 64 == 0; 64..256 threads "
+             "(32 wm wn); (bm 8) and (bn 8) multiples of the threads; st >= 2; st (bm + bn) 128 bytes of shared "
+             "memory within the block limit; accumulators + 72 registers within the per-thread limit",
 };
 
 /* ---- gemm_wgmma -----------------------------------------------------------------------------
  * Default 128 x 256 x 64 tiles, 2 warpgroups of 64 x 256 (m64n256k16, 128 f32 accumulators
  * per thread), 4 stages of 48 KiB (+1 KiB for aligning the dynamic base to 1024 bytes).
  * params "bm=B,bn=B,st=S": bm 64 or 128 (one warpgroup per 64 rows), bn 64 / 128 / 256
- * (the wgmma N), S >= 3 stages (prefetch distance S - 2).
- * HKC_GEMM_WGMMA_CFG="BN,STAGES" (BN 128 or 256) overrides untuned keys, for experiments. */
+ * (the wgmma N), S >= 3 stages (prefetch distance S - 2). */
 static const char *const k_wgmma_names[] = {"bm", "bn", "st"};
 
 static int wgmma_legal(const hkc_gpu_arch_t *arch, const gemm_cfg_t *c) {
@@ -212,23 +210,13 @@ static gemm_cfg_t wgmma_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *
   gemm_cfg_t c = {.bm = 128, .bn = 256, .bk = 64, .warps_m = 8, .warps_n = 1, .stages = 4, .group_m = 8};
   const char *params = tuned_params("gemm_wgmma", key);
   int v[3];
-  if (params) {
+  if (params && params[0] && hkc_tune_params_parse(params, k_wgmma_names, 3, v) == 0) {
     gemm_cfg_t e = c;
-    if (params[0] && hkc_tune_params_parse(params, k_wgmma_names, 3, v) == 0) {
-      e.bm = v[0];
-      e.bn = v[1];
-      e.stages = v[2];
-      e.warps_m = e.bm / 16;
-      if (wgmma_legal(arch, &e)) c = e;
-    }
-    return c;
-  }
-  const char *env = getenv("HKC_GEMM_WGMMA_CFG");
-  int bn = 0, st = 0;
-  if (env && sscanf(env, "%d,%d", &bn, &st) == 2 && (bn == 128 || bn == 256) && st >= 3 &&
-      (uint64_t)st * (uint64_t)(c.bm + bn) * 128u + 1024u <= arch->max_lds_per_block) {
-    c.bn = bn;
-    c.stages = st;
+    e.bm = v[0];
+    e.bn = v[1];
+    e.stages = v[2];
+    e.warps_m = e.bm / 16;
+    if (wgmma_legal(arch, &e)) c = e;
   }
   return c;
 }
@@ -320,6 +308,10 @@ const hkc_gpu_variant_t hkc_variant_gemm_wgmma = {
     .launch = wgmma_launch,
     .tune_space = wgmma_tune_space,
     .tune_parse = wgmma_tune_parse,
+    .params = k_wgmma_names,
+    .n_params = 3,
+    .rules = "bm 64 or 128; bn 64, 128 or 256; st 3..8; st (bm + bn) 128 + 1024 bytes of shared memory within the "
+             "block limit",
 };
 
 /* ---- gemm_wgmma_ws ---------------------------------------------------------------------------
@@ -329,10 +321,8 @@ const hkc_gpu_variant_t hkc_variant_gemm_wgmma = {
  * epilogue staging + barriers + 1 KiB for aligning the dynamic base to 1024 bytes.
  * Persistent grid (min(tiles, SMs)) by default.
  * params "bn=B,st=S,p=P": bn 128 or 256, S >= 2 ring slots, P 1 persistent / 0 one block
- * per tile.
- * HKC_GEMM_WS_CFG="BN,STAGES[,PERSISTENT]" overrides untuned keys, for experiments;
- * configurations over the shared limit are ignored.
- * HKC_GEMM_WS=0 turns the variant off (sm_90a keys then get gemm_wgmma). */
+ * per tile. The kernel option gemm_ws=off turns the variant off (sm_90a keys then get
+ * gemm_wgmma; gpu_variants.c). */
 typedef struct ws_cfg {
   int bn, stages, persistent;
 } ws_cfg_t;
@@ -354,20 +344,9 @@ static ws_cfg_t ws_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) 
   ws_cfg_t c = {.bn = 256, .stages = 3, .persistent = 1};
   const char *params = tuned_params("gemm_wgmma_ws", key);
   int v[3];
-  if (params) {
-    if (params[0] && hkc_tune_params_parse(params, k_ws_names, 3, v) == 0) {
-      const ws_cfg_t e = {.bn = v[0], .stages = v[1], .persistent = v[2]};
-      if (ws_legal(arch, &e)) c = e;
-    }
-    return c;
-  }
-  const char *env = getenv("HKC_GEMM_WS_CFG");
-  ws_cfg_t e = c;
-  if (env) {
-    const int n = sscanf(env, "%d,%d,%d", &e.bn, &e.stages, &e.persistent);
-    if (n >= 2 && (e.bn == 128 || e.bn == 256) && e.stages >= 2 && e.stages <= 12 && ws_shared(&e) <= arch->max_lds_per_block)
-      c = e;
-    if (n < 3) c.persistent = 1;
+  if (params && params[0] && hkc_tune_params_parse(params, k_ws_names, 3, v) == 0) {
+    const ws_cfg_t e = {.bn = v[0], .stages = v[1], .persistent = v[2]};
+    if (ws_legal(arch, &e)) c = e;
   }
   return c;
 }
@@ -424,8 +403,6 @@ static int ws_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
 }
 
 static int ws_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
-  const char *off = getenv("HKC_GEMM_WS"); /* "0": gemm_wgmma instead, for A/B runs */
-  if (off && strcmp(off, "0") == 0) return 0;
   return gemm_nv_key_ok(arch, key) && arch->matrix == HKC_MATRIX_WGMMA;
 }
 
@@ -465,4 +442,8 @@ const hkc_gpu_variant_t hkc_variant_gemm_wgmma_ws = {
     .launch = ws_launch,
     .tune_space = ws_tune_space,
     .tune_parse = ws_tune_parse,
+    .params = k_ws_names,
+    .n_params = 3,
+    .rules = "bn 128 or 256; st 2..12; p 0 or 1; st (128 + bn) 128 bytes + 16 KiB epilogue + barriers + 1 KiB of "
+             "shared memory within the block limit",
 };

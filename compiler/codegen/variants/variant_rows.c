@@ -8,7 +8,6 @@
  * bound tensors; the arena aligns intermediates to 256). Any arch: the templates are
  * portable (wave32 and wave64). Other keys keep the simple kernels. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "codegen/codegen.h"
@@ -19,20 +18,28 @@
  * rows_vec16: threads per block, 16-byte vectors per lane kept in registers (cache), the
  * vectors per lane the group size aims at (target <= cache), blocks per SM asked of ptxas
  * (NVIDIA register cap 65536 / (threads x min_blocks)), next-row prefetch (0/1), and the
- * persistent grid's blocks per CU/SM. For experiments (one sweep per device call),
- *   HKC_ROWS_CFG="THREADS,CACHE,TARGET,MIN_BLOCKS,PREFETCH,GRID_PER_CU"
- * overrides every dtype's choice; HKC_ROWS_CFG_F32 / HKC_ROWS_CFG_16 only f32's / f16's
- * and bf16's (they win over HKC_ROWS_CFG). Invalid strings are ignored.
- * elementwise_vec16: HKC_EW_CFG="THREADS,UNROLL,MIN_BLOCKS,WAVES" likewise.
+ * persistent grid's blocks per CU/SM: params "t=,c=,tg=,mb=,pf=,g=" (key->tune).
+ * elementwise_vec16: threads, unroll, blocks per SM, waves of resident blocks and exact
+ * activations (x=1: 16-bit gelu/silu through erff/expf): params "t=,u=,mb=,w=,x=".
+ * For experiments the kernel options rows_cfg (rows_cfg_f32, rows_cfg_16), ew_cfg and
+ * ew_exact_act force them (codegen.h; applied by tune/ through key->tune).
  * Layernorm / rmsnorm keys with has_add (x + add normalised) or has_sum halve CACHE and
- * TARGET of whichever configuration applies (defaults or override). */
+ * TARGET of whichever configuration applies (defaults or forced). */
 typedef struct rows_cfg {
   int threads, cache, target, min_blocks, prefetch, grid_per_cu;
 } rows_cfg_t;
 
 typedef struct ew_cfg {
-  int threads, unroll, min_blocks, waves;
+  int threads, unroll, min_blocks, waves, exact;
 } ew_cfg_t;
+
+static const char *const k_rows_names[] = {"t", "c", "tg", "mb", "pf", "g"};
+static const char *const k_ew_names[] = {"t", "u", "mb", "w", "x"};
+
+/* The variant's own parameters of a key: key->tune when key->variant names it. */
+static const char *tuned_params(const char *variant, const hkc_kernel_key_t *key) {
+  return key->variant[0] && strncmp(key->variant, variant, HKC_TUNE_VARIANT_MAX) == 0 ? key->tune : NULL;
+}
 
 static int pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
@@ -42,15 +49,9 @@ static int rows_cfg_ok(const rows_cfg_t *c) {
          (c->prefetch == 0 || c->prefetch == 1) && c->grid_per_cu >= 1 && c->grid_per_cu <= 64;
 }
 
-static int rows_cfg_env(const char *name, rows_cfg_t *c) {
-  const char *env = getenv(name);
-  rows_cfg_t e;
-  if (env && sscanf(env, "%d,%d,%d,%d,%d,%d", &e.threads, &e.cache, &e.target, &e.min_blocks, &e.prefetch,
-                    &e.grid_per_cu) == 6 && rows_cfg_ok(&e)) {
-    *c = e;
-    return 1;
-  }
-  return 0;
+static int ew_cfg_ok(const ew_cfg_t *e) {
+  return e->threads >= 64 && e->threads <= 1024 && e->threads % 64 == 0 && e->unroll >= 1 && e->unroll <= 16 &&
+         e->min_blocks >= 1 && e->min_blocks <= 32 && e->waves >= 1 && e->waves <= 64 && (e->exact == 0 || e->exact == 1);
 }
 
 /* Defaults. NVIDIA 16-bit rows: up to 8 vectors per lane (4096 bf16 = 512 vectors: two
@@ -62,16 +63,26 @@ static int rows_cfg_env(const char *name, rows_cfg_t *c) {
  * per SM. AMD: 8 vectors per lane (4096 bf16: one wave64 per row on CDNA), no prefetch.
  * Alternatives for a sweep (no spills on sm_90): "256,16,16,2,0,2" (no prefetch, <= 128
  * registers, 16 warps per SM), "256,8,8,3,0,3" (two warps per row for 4096 bf16). */
-static rows_cfg_t rows_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
-  const hk_dtype_t dtype = key->dtype;
-  rows_cfg_t c;
-  if (arch->kind == HK_TARGET_CUDA) {
-    if (dtype == HK_DTYPE_F32) c = (rows_cfg_t){256, 32, 32, 1, 0, 1};
-    else c = (rows_cfg_t){256, 8, 8, 3, 0, 3};
-  } else {
-    c = (rows_cfg_t){256, 8, 8, 1, 0, 4};
+static rows_cfg_t rows_default(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  if (arch->kind == HK_TARGET_CUDA)
+    return key->dtype == HK_DTYPE_F32 ? (rows_cfg_t){256, 32, 32, 1, 0, 1} : (rows_cfg_t){256, 8, 8, 3, 0, 3};
+  return (rows_cfg_t){256, 8, 8, 1, 0, 4};
+}
+
+/* The configuration of a key before the has_add / has_sum halving: tuned, else the default. */
+static rows_cfg_t rows_base(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  rows_cfg_t c = rows_default(arch, key);
+  const char *params = tuned_params("rows_vec16", key);
+  int v[6];
+  if (params && params[0] && hkc_tune_params_parse(params, k_rows_names, 6, v) == 0) {
+    const rows_cfg_t e = {v[0], v[1], v[2], v[3], v[4], v[5]};
+    if (rows_cfg_ok(&e)) c = e;
   }
-  if (!rows_cfg_env(dtype == HK_DTYPE_F32 ? "HKC_ROWS_CFG_F32" : "HKC_ROWS_CFG_16", &c)) rows_cfg_env("HKC_ROWS_CFG", &c);
+  return c;
+}
+
+static rows_cfg_t rows_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  rows_cfg_t c = rows_base(arch, key);
   if ((key->has_add || key->has_sum) && key->op != HK_OP_SOFTMAX) {
     /* two input rows (x, add) per thread: half the vectors per lane keeps the bytes in
      * flight, and the f32 sums take the registers two 16-bit caches would (has_sum alone,
@@ -82,16 +93,90 @@ static rows_cfg_t rows_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
   return c;
 }
 
-static ew_cfg_t ew_cfg(void) {
+static ew_cfg_t ew_cfg(const hkc_kernel_key_t *key) {
   /* NVIDIA: no register cap (min 1 block; a cap of 64 made f32 add spill) */
-  ew_cfg_t c = {256, 4, 1, 4};
-  const char *env = getenv("HKC_EW_CFG");
-  ew_cfg_t e;
-  if (env && sscanf(env, "%d,%d,%d,%d", &e.threads, &e.unroll, &e.min_blocks, &e.waves) == 4 && e.threads >= 64 &&
-      e.threads <= 1024 && e.threads % 64 == 0 && e.unroll >= 1 && e.unroll <= 16 && e.min_blocks >= 1 &&
-      e.min_blocks <= 32 && e.waves >= 1 && e.waves <= 64)
-    c = e;
+  ew_cfg_t c = {256, 4, 1, 4, 0};
+  const char *params = tuned_params("elementwise_vec16", key);
+  int v[5];
+  if (params && params[0] && hkc_tune_params_parse(params, k_ew_names, 5, v) == 0) {
+    const ew_cfg_t e = {v[0], v[1], v[2], v[3], v[4]};
+    if (ew_cfg_ok(&e)) c = e;
+  }
   return c;
+}
+
+/* ---- tuning hooks (parse + legality; the spaces are the defaults plus the measured
+ * alternatives, for `hkc tune` once these ops are tunable) ---------------------------------- */
+static void rows_tile(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const rows_cfg_t *c, hkc_tile_cfg_t *t) {
+  memset(t, 0, sizeof *t);
+  snprintf(t->variant, sizeof t->variant, "rows_vec16");
+  snprintf(t->tune, sizeof t->tune, "t=%d,c=%d,tg=%d,mb=%d,pf=%d,g=%d", c->threads, c->cache, c->target,
+           c->min_blocks, c->prefetch, c->grid_per_cu);
+  t->threads = c->threads;
+  t->inflight = 1 + c->prefetch;
+  t->persistent = 1;
+  const rows_cfg_t d = rows_default(arch, key);
+  t->is_default = memcmp(&d, c, sizeof d) == 0;
+}
+
+static int rows_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params,
+                           hkc_tile_cfg_t *out) {
+  rows_cfg_t c = rows_default(arch, key);
+  int v[6];
+  if (params && params[0]) {
+    if (hkc_tune_params_parse(params, k_rows_names, 6, v) != 0) return -1;
+    c = (rows_cfg_t){v[0], v[1], v[2], v[3], v[4], v[5]};
+    if (!rows_cfg_ok(&c)) return -1;
+  }
+  rows_tile(arch, key, &c, out);
+  return 0;
+}
+
+static int rows_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max) {
+  static const rows_cfg_t alt[] = {{256, 16, 16, 2, 0, 2}, {256, 8, 8, 3, 0, 3}, {256, 16, 16, 1, 1, 1}};
+  int n = 0;
+  if (max > 0 && rows_tune_parse(arch, key, "", &out[0]) == 0) n = 1;
+  for (size_t i = 0; i < sizeof alt / sizeof alt[0] && n < max; i++) {
+    rows_tile(arch, key, &alt[i], &out[n]);
+    if (!out[n].is_default) n++;
+  }
+  return n;
+}
+
+static void ew_tile(const ew_cfg_t *c, hkc_tile_cfg_t *t) {
+  memset(t, 0, sizeof *t);
+  snprintf(t->variant, sizeof t->variant, "elementwise_vec16");
+  snprintf(t->tune, sizeof t->tune, "t=%d,u=%d,mb=%d,w=%d,x=%d", c->threads, c->unroll, c->min_blocks, c->waves,
+           c->exact);
+  t->threads = c->threads;
+  t->inflight = c->unroll;
+  t->is_default = c->threads == 256 && c->unroll == 4 && c->min_blocks == 1 && c->waves == 4 && c->exact == 0;
+}
+
+static int ew_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params,
+                         hkc_tile_cfg_t *out) {
+  (void)arch;
+  (void)key;
+  ew_cfg_t c = {256, 4, 1, 4, 0};
+  int v[5];
+  if (params && params[0]) {
+    if (hkc_tune_params_parse(params, k_ew_names, 5, v) != 0) return -1;
+    c = (ew_cfg_t){v[0], v[1], v[2], v[3], v[4]};
+    if (!ew_cfg_ok(&c)) return -1;
+  }
+  ew_tile(&c, out);
+  return 0;
+}
+
+static int ew_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max) {
+  static const ew_cfg_t alt[] = {{256, 8, 1, 4, 0}, {512, 4, 1, 4, 0}, {128, 8, 2, 3, 0}};
+  int n = 0;
+  if (max > 0 && ew_tune_parse(arch, key, "", &out[0]) == 0) n = 1;
+  for (size_t i = 0; i < sizeof alt / sizeof alt[0] && n < max; i++) {
+    ew_tile(&alt[i], &out[n]);
+    if (!out[n].is_default) n++;
+  }
+  return n;
 }
 
 static int vec_elems(hk_dtype_t dtype) { return dtype == HK_DTYPE_F32 ? 4 : 8; }
@@ -168,6 +253,12 @@ const hkc_gpu_variant_t hkc_variant_rows_vec16 = {
     .applies = rows_applies,
     .defines = rows_defines,
     .launch = rows_launch,
+    .tune_space = rows_tune_space,
+    .tune_parse = rows_tune_parse,
+    .params = k_rows_names,
+    .n_params = 6,
+    .rules = "t (threads) a power of two in 64..1024; c (vectors cached per lane) 1..64; tg 1..c; mb 1..32; "
+             "pf 0 or 1; g (blocks per CU/SM) 1..64",
 };
 
 /* ---- elementwise_vec16 ------------------------------------------------------------------ */
@@ -195,10 +286,9 @@ static int ew_unroll(const hkc_kernel_key_t *key, const ew_cfg_t *c) {
  * rounding); f32 keeps erff / expf and the IEEE division. ewchain: 3 (its g and s steps). */
 static void ew_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
   (void)arch;
-  const ew_cfg_t c = ew_cfg();
+  const ew_cfg_t c = ew_cfg(key);
   const int fast = key->dtype != HK_DTYPE_F32 &&
-                   (key->op == HK_OP_GELU || key->op == HK_OP_SILU || key->op == HK_OP_EWCHAIN) &&
-                   !getenv("HKC_EW_EXACT_ACT");
+                   (key->op == HK_OP_GELU || key->op == HK_OP_SILU || key->op == HK_OP_EWCHAIN) && !c.exact;
   size_t len = strlen(out);
   snprintf(out + len, size > len ? size - len : 0,
            "#define HK_THREADS %d\n#define HK_VEC %d\n#define HK_EW_UNROLL %d\n#define HK_EW_BINARY %d\n"
@@ -212,7 +302,7 @@ static void ew_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, 
  * the blocks the device holds at once (the kernel strides beyond). */
 static void ew_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
                       uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
-  const ew_cfg_t c = ew_cfg();
+  const ew_cfg_t c = ew_cfg(key);
   const int64_t n = hkc_variant_arg_i64(args, n_args, key->op == HK_OP_EWCHAIN ? HKC_EWCHAIN_ARG_N
                                              : ew_binary(key->op) ? HKC_BINARY_ARG_N : HKC_UNARY_ARG_N);
   int64_t blocks = hkc_variant_ceil_div(n / vec_elems(key->dtype), (int64_t)c.threads * ew_unroll(key, &c));
@@ -230,4 +320,9 @@ const hkc_gpu_variant_t hkc_variant_elementwise_vec16 = {
     .applies = ew_applies,
     .defines = ew_defines,
     .launch = ew_launch,
+    .tune_space = ew_tune_space,
+    .tune_parse = ew_tune_parse,
+    .params = k_ew_names,
+    .n_params = 5,
+    .rules = "t (threads) a multiple of 64 in 64..1024; u (unroll) 1..16; mb 1..32; w (waves) 1..64; x 0 or 1",
 };

@@ -1,0 +1,297 @@
+/* Kernel options (codegen.h): the table of options, their parsing into hkc_kernel_options_t,
+ * the canonical text recorded in provenance, and the configuration they force on a variant
+ * (checked by that variant's tune_parse, the tuner's own legality rules). */
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
+#include "codegen/variants/gpu_variant.h"
+#include "lower/lower.h"
+#include "util/util.h"
+
+typedef enum { KOPT_BOOL, KOPT_SWITCH, KOPT_CFG } kopt_kind_t;
+
+typedef struct kopt {
+  const char *name;
+  const char *env;          /* the environment variable the CLI maps onto it */
+  kopt_kind_t kind;
+  int cfg;                  /* KOPT_CFG: index into hkc_kernel_options_t.cfg */
+  const char *variant;      /* KOPT_CFG: whose tune_parse checks it */
+  const char *positional;   /* KOPT_CFG: the environment variable's value order */
+  int n_required;           /* KOPT_CFG: positional values that must be given */
+  const char *fill;         /* KOPT_CFG: values the positional form leaves out ("bm=128") */
+  const char *help;
+} kopt_t;
+
+/* Table order is the order of the provenance text. */
+static const kopt_t k_opts[] = {
+    {"simple_kernels", "HKC_SIMPLE_KERNELS", KOPT_BOOL, 0, NULL, NULL, 0, NULL,
+     "0|1: every GPU kernel from its simple template (A/B checks)"},
+    {"gemm_ws", "HKC_GEMM_WS", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
+     "auto|on|off: gemm_wgmma_ws on sm_90a (off: gemm_wgmma)"},
+    {"attn_wgmma", "HKC_ATTN_WGMMA", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
+     "auto|on|off: attention_wgmma on sm_90a (auto: head_dim 128; on: 64 too)"},
+    {"ew_exact_act", "HKC_EW_EXACT_ACT", KOPT_BOOL, 0, NULL, NULL, 0, NULL,
+     "0|1: 16-bit gelu/silu/ewchain through erff/expf"},
+    {"gemm_mma_cfg", "HKC_GEMM_MMA_CFG", KOPT_CFG, HKC_KOPT_GEMM_MMA_CFG, "gemm_mma", "bm,bn,wm,wn,st", 5, "",
+     "gemm_mma tile: bm=,bn=,wm=,wn=,st= or BM,BN,WARPS_M,WARPS_N,STAGES"},
+    {"gemm_wgmma_cfg", "HKC_GEMM_WGMMA_CFG", KOPT_CFG, HKC_KOPT_GEMM_WGMMA_CFG, "gemm_wgmma", "bn,st", 2, "bm=128",
+     "gemm_wgmma tile: bm=,bn=,st= or BN,STAGES (bm 128)"},
+    {"gemm_ws_cfg", "HKC_GEMM_WS_CFG", KOPT_CFG, HKC_KOPT_GEMM_WS_CFG, "gemm_wgmma_ws", "bn,st,p", 2, "p=1",
+     "gemm_wgmma_ws tile: bn=,st=,p= or BN,STAGES[,PERSISTENT]"},
+    {"attn_mma_cfg", "HKC_ATTN_TUNE", KOPT_CFG, HKC_KOPT_ATTN_MMA_CFG, "attention_mma", "w,kv,mb", 3, "",
+     "attention_mma tile: w=,kv=,mb= or WARPS,BKV,MIN_BLOCKS"},
+    {"attn_wgmma_cfg", "HKC_ATTN_WGMMA_CFG", KOPT_CFG, HKC_KOPT_ATTN_WGMMA_CFG, "attention_wgmma", "wg,kv,mb", 3, "",
+     "attention_wgmma tile: wg=,kv=,mb= or WGS,BKV,MIN_BLOCKS"},
+    {"rows_cfg", "HKC_ROWS_CFG", KOPT_CFG, HKC_KOPT_ROWS_CFG, "rows_vec16", "t,c,tg,mb,pf,g", 6, "",
+     "rows_vec16: t=,c=,tg=,mb=,pf=,g= or THREADS,CACHE,TARGET,MIN_BLOCKS,PREFETCH,GRID_PER_CU"},
+    {"rows_cfg_f32", "HKC_ROWS_CFG_F32", KOPT_CFG, HKC_KOPT_ROWS_CFG_F32, "rows_vec16", "t,c,tg,mb,pf,g", 6, "",
+     "rows_vec16, f32 keys only (wins over rows_cfg)"},
+    {"rows_cfg_16", "HKC_ROWS_CFG_16", KOPT_CFG, HKC_KOPT_ROWS_CFG_16, "rows_vec16", "t,c,tg,mb,pf,g", 6, "",
+     "rows_vec16, f16/bf16 keys only (wins over rows_cfg)"},
+    {"ew_cfg", "HKC_EW_CFG", KOPT_CFG, HKC_KOPT_EW_CFG, "elementwise_vec16", "t,u,mb,w", 4, "x=0",
+     "elementwise_vec16: t=,u=,mb=,w=[,x=] or THREADS,UNROLL,MIN_BLOCKS,WAVES"},
+};
+#define N_OPTS (sizeof k_opts / sizeof k_opts[0])
+
+/* Longest list of parameters a configuration has (rows_vec16: 6). */
+#define KOPT_MAX_PARAMS 8
+
+static const hkc_gpu_variant_t *variant_named(const char *name) {
+  const hkc_gpu_variant_t *const *list = hkc_gpu_variant_list();
+  for (size_t i = 0; list[i]; i++)
+    if (strcmp(list[i]->name, name) == 0) return list[i];
+  return NULL;
+}
+
+int hkc_kernel_options_describe(size_t i, const char **out_name, const char **out_env, const char **out_help) {
+  if (i >= N_OPTS) {
+    *out_name = *out_env = *out_help = NULL;
+    return 0;
+  }
+  *out_name = k_opts[i].name;
+  *out_env = k_opts[i].env;
+  *out_help = k_opts[i].help;
+  return 1;
+}
+
+/* A decimal integer in [0, 2^20] (the range hkc_tune_params_parse accepts). */
+static int parse_uint(const char *s, size_t len, int *out) {
+  long v = 0;
+  if (len == 0) return -1;
+  for (size_t i = 0; i < len; i++) {
+    if (s[i] < '0' || s[i] > '9') return -1;
+    v = v * 10 + (s[i] - '0');
+    if (v > (1 << 20)) return -1;
+  }
+  *out = (int)v;
+  return 0;
+}
+
+/* value ("bn=128,st=5" or "128,5") -> the variant's canonical string in out. */
+static int parse_cfg(const kopt_t *k, const char *value, char *out, size_t size, char *err, size_t err_size) {
+  const hkc_gpu_variant_t *v = variant_named(k->variant);
+  if (!v || !v->params || v->n_params > KOPT_MAX_PARAMS) {
+    snprintf(err, err_size, "%s: variant %s has no parameters", k->name, k->variant);
+    return -1;
+  }
+  int vals[KOPT_MAX_PARAMS], have[KOPT_MAX_PARAMS] = {0};
+  const int named = strchr(value, '=') != NULL;
+  int n_values = 0;
+  for (const char *p = value;; n_values++) {
+    size_t len = strcspn(p, ",");
+    const char *eq = named ? memchr(p, '=', len) : NULL;
+    const char *name = named ? p : NULL;
+    size_t name_len = eq ? (size_t)(eq - p) : 0;
+    if (!named) { /* positional: the environment variable's order */
+      const char *q = k->positional;
+      for (int j = 0; j < n_values && *q; j++) q += strcspn(q, ",") + (q[strcspn(q, ",")] == ',');
+      if (!*q) {
+        snprintf(err, err_size, "%s=%s: too many values (expected %s)", k->name, value, k->help);
+        return -1;
+      }
+      name = q;
+      name_len = strcspn(q, ",");
+    } else if (!eq) {
+      snprintf(err, err_size, "%s=%s: '%.*s' is not NAME=VALUE (expected %s)", k->name, value, (int)len, p, k->help);
+      return -1;
+    }
+    int idx = -1;
+    for (int j = 0; j < v->n_params; j++)
+      if (strlen(v->params[j]) == name_len && strncmp(v->params[j], name, name_len) == 0) idx = j;
+    if (idx < 0) {
+      snprintf(err, err_size, "%s=%s: unknown parameter '%.*s' (%s has:", k->name, value, (int)name_len, name, v->name);
+      for (int j = 0; j < v->n_params; j++) {
+        size_t l = strlen(err);
+        snprintf(err + l, err_size > l ? err_size - l : 0, " %s", v->params[j]);
+      }
+      size_t l = strlen(err);
+      snprintf(err + l, err_size > l ? err_size - l : 0, ")");
+      return -1;
+    }
+    const char *num = named ? eq + 1 : p;
+    const size_t num_len = named ? len - name_len - 1 : len;
+    if (have[idx] || parse_uint(num, num_len, &vals[idx]) != 0) {
+      snprintf(err, err_size, "%s=%s: %s %.*s (expected %s, each value an integer 0..1048576 given once)", k->name,
+               value, have[idx] ? "repeated" : "bad value", (int)name_len, name, k->help);
+      return -1;
+    }
+    have[idx] = 1;
+    p += len;
+    if (!*p) {
+      n_values++;
+      break;
+    }
+    p++;
+  }
+  if (!named && n_values < k->n_required) {
+    snprintf(err, err_size, "%s=%s: too few values (expected %s)", k->name, value, k->help);
+    return -1;
+  }
+  /* what the positional form leaves out */
+  for (const char *p = k->fill; *p;) {
+    size_t len = strcspn(p, ",");
+    const char *eq = memchr(p, '=', len);
+    int idx = -1;
+    for (int j = 0; eq && j < v->n_params; j++)
+      if (strlen(v->params[j]) == (size_t)(eq - p) && strncmp(v->params[j], p, (size_t)(eq - p)) == 0) idx = j;
+    if (idx >= 0 && !have[idx] && parse_uint(eq + 1, len - (size_t)(eq - p) - 1, &vals[idx]) == 0) have[idx] = 1;
+    p += len;
+    if (*p) p++;
+  }
+  size_t at = 0;
+  for (int j = 0; j < v->n_params; j++) {
+    if (!have[j]) {
+      snprintf(err, err_size, "%s=%s: missing %s (expected %s)", k->name, value, v->params[j], k->help);
+      return -1;
+    }
+    int n = snprintf(out + at, size > at ? size - at : 0, "%s%s=%d", j ? "," : "", v->params[j], vals[j]);
+    at += n > 0 ? (size_t)n : 0;
+  }
+  if (at >= size) {
+    snprintf(err, err_size, "%s=%s: too long", k->name, value);
+    return -1;
+  }
+  assert(hkc_tune_params_parse(out, v->params, v->n_params, vals) == 0);
+  return 0;
+}
+
+int hkc_kernel_options_set(hkc_kernel_options_t *o, const char *name, const char *value, char *err, size_t err_size) {
+  const kopt_t *k = NULL;
+  for (size_t i = 0; i < N_OPTS && !k; i++)
+    if (strcmp(k_opts[i].name, name) == 0) k = &k_opts[i];
+  if (!k) {
+    snprintf(err, err_size, "unknown kernel option '%s' (known:", name);
+    for (size_t i = 0; i < N_OPTS; i++) {
+      size_t l = strlen(err);
+      snprintf(err + l, err_size > l ? err_size - l : 0, " %s", k_opts[i].name);
+    }
+    size_t l = strlen(err);
+    snprintf(err + l, err_size > l ? err_size - l : 0, ")");
+    return -1;
+  }
+  const int on = strcmp(value, "1") == 0 || strcmp(value, "on") == 0 || strcmp(value, "true") == 0;
+  const int off = strcmp(value, "0") == 0 || strcmp(value, "off") == 0 || strcmp(value, "false") == 0;
+  switch (k->kind) {
+  case KOPT_BOOL:
+    if (!on && !off) break;
+    if (strcmp(k->name, "simple_kernels") == 0) o->simple_kernels = on;
+    else o->ew_exact_act = on;
+    return 0;
+  case KOPT_SWITCH: {
+    const int autov = strcmp(value, "auto") == 0;
+    if (!on && !off && !autov) break;
+    hkc_switch_t *s = strcmp(k->name, "gemm_ws") == 0 ? &o->gemm_ws : &o->attn_wgmma;
+    *s = on ? HKC_SWITCH_ON : off ? HKC_SWITCH_OFF : HKC_SWITCH_AUTO;
+    return 0;
+  }
+  case KOPT_CFG:
+    if (!value[0]) { /* empty: not forced */
+      o->cfg[k->cfg][0] = '\0';
+      return 0;
+    }
+    return parse_cfg(k, value, o->cfg[k->cfg], sizeof o->cfg[k->cfg], err, err_size);
+  }
+  snprintf(err, err_size, "%s=%s: expected %s", name, value, k->help);
+  return -1;
+}
+
+int hkc_kernel_options_set_arg(hkc_kernel_options_t *o, const char *arg, char *err, size_t err_size) {
+  const char *eq = strchr(arg, '=');
+  char name[64];
+  if (!eq || (size_t)(eq - arg) >= sizeof name) {
+    snprintf(err, err_size, "'%s' is not NAME=VALUE", arg);
+    return -1;
+  }
+  snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
+  return hkc_kernel_options_set(o, name, eq + 1, err, err_size);
+}
+
+void hkc_kernel_options_format(const hkc_kernel_options_t *o, char *out, size_t size) {
+  static const char *const k_switch[] = {"auto", "off", "on"};
+  size_t at = 0;
+  if (size) out[0] = '\0';
+  for (size_t i = 0; i < N_OPTS; i++) {
+    const kopt_t *k = &k_opts[i];
+    char value[HKC_TUNE_MAX + 8] = "";
+    if (k->kind == KOPT_BOOL) {
+      const int on = strcmp(k->name, "simple_kernels") == 0 ? o->simple_kernels : o->ew_exact_act;
+      if (on) snprintf(value, sizeof value, "1");
+    } else if (k->kind == KOPT_SWITCH) {
+      const hkc_switch_t s = strcmp(k->name, "gemm_ws") == 0 ? o->gemm_ws : o->attn_wgmma;
+      if (s != HKC_SWITCH_AUTO && (unsigned)s < 3) snprintf(value, sizeof value, "%s", k_switch[s]);
+    } else {
+      snprintf(value, sizeof value, "%.*s", HKC_TUNE_MAX, o->cfg[k->cfg]);
+    }
+    if (!value[0]) continue;
+    int n = snprintf(out + at, size > at ? size - at : 0, "%s%s=%s", at ? ";" : "", k->name, value);
+    at += n > 0 ? (size_t)n : 0;
+  }
+  if (at == 0) snprintf(out, size, "none");
+}
+
+int hkc_kernel_options_is_default(const hkc_kernel_options_t *o) {
+  char text[16];
+  hkc_kernel_options_format(o, text, sizeof text);
+  return strcmp(text, "none") == 0;
+}
+
+/* ew_exact_act: the keys whose code it changes (elementwise_vec16's HK_EW_FAST_ACT). */
+static int ew_fast_act(const hkc_kernel_key_t *key) {
+  return key->dtype != HK_DTYPE_F32 && (key->op == HK_OP_GELU || key->op == HK_OP_SILU || key->op == HK_OP_EWCHAIN);
+}
+
+int hkc_kernel_options_force(const hkc_kernel_options_t *o, const char *target, const hkc_gpu_arch_t *arch,
+                             const hkc_gpu_variant_t *v, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out) {
+  if (!o || !v || !v->tune_parse) return 0;
+  const kopt_t *k = NULL;
+  for (size_t i = 0; i < N_OPTS; i++) {
+    const kopt_t *c = &k_opts[i];
+    if (c->kind != KOPT_CFG || strcmp(c->variant, v->name) != 0 || !o->cfg[c->cfg][0]) continue;
+    if (c->cfg == HKC_KOPT_ROWS_CFG_F32 && key->dtype != HK_DTYPE_F32) continue;
+    if (c->cfg == HKC_KOPT_ROWS_CFG_16 && key->dtype == HK_DTYPE_F32) continue;
+    if (!k || c->cfg == HKC_KOPT_ROWS_CFG_F32 || c->cfg == HKC_KOPT_ROWS_CFG_16) k = c; /* per dtype wins */
+  }
+  const int exact = o->ew_exact_act && strcmp(v->name, "elementwise_vec16") == 0 && ew_fast_act(key);
+  if (!k && !exact) return 0;
+  char params[HKC_TUNE_MAX];
+  snprintf(params, sizeof params, "%s", k ? o->cfg[k->cfg] : "");
+  int rc = v->tune_parse(arch, key, params, out);
+  if (rc == 0 && exact) { /* the same configuration with x=1 */
+    char *x = strstr(out->tune, "x=0");
+    if (x) {
+      x[2] = '1';
+      snprintf(params, sizeof params, "%s", out->tune);
+      rc = v->tune_parse(arch, key, params, out);
+    }
+  }
+  if (rc != 0) {
+    char kname[96];
+    hkc_kernel_key_name(key, kname, sizeof kname);
+    hkc_error((hkc_loc_t){0}, "kernel option %s=%s is not legal for kernel %s on %s (%s: %s)", k ? k->name : "ew_exact_act",
+              k ? o->cfg[k->cfg] : "1", kname, target, v->name, v->rules ? v->rules : "see its tune_parse");
+    return -1;
+  }
+  return 1;
+}

@@ -1,0 +1,211 @@
+/* Kernel options (compiler/codegen/kernel_options.c, tune.c hkc_tune_apply_options):
+ *  - the parser: every option, good values in both spellings, bad names and values, each
+ *    error naming the option and what was expected; canonical text for provenance
+ *  - legality: a forced configuration the variant's tune_parse refuses on a target is an
+ *    error (never silently replaced by the defaults)
+ *  - identity: different option sets give different kernel names (the symbol) and sources
+ *    (the compile-cache key); the defaults give exactly today's keys
+ *  - provenance: `hkc build --kernel-option` records kernel_options= (host target, no GPU
+ *    toolchain needed). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_variant.h"
+#include "hkc.h"
+#include "test_util.h"
+
+static const hkc_gpu_arch_t *arch(const char *name) {
+  const hkc_gpu_arch_t *a = hkc_gpu_arch_find(name);
+  assert_non_null(a);
+  return a;
+}
+
+static hkc_kernel_key_t gemm_key(void) {
+  return (hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = HK_DTYPE_BF16, .has_bias = 1, .align = 8};
+}
+
+static void set_ok(hkc_kernel_options_t *o, const char *arg) {
+  char err[1024] = "";
+  if (hkc_kernel_options_set_arg(o, arg, err, sizeof err) != 0) fail_msg("%s: %s", arg, err);
+}
+
+static void set_bad(const char *arg, const char *expect_in_error) {
+  hkc_kernel_options_t o = {0};
+  char err[1024] = "";
+  assert_int_equal(hkc_kernel_options_set_arg(&o, arg, err, sizeof err), -1);
+  if (!strstr(err, expect_in_error)) fail_msg("%s: error '%s' lacks '%s'", arg, err, expect_in_error);
+}
+
+static void test_parse(void **state) {
+  (void)state;
+  hkc_kernel_options_t o = {0};
+  char text[1024];
+  hkc_kernel_options_format(&o, text, sizeof text);
+  assert_string_equal(text, "none");
+  assert_true(hkc_kernel_options_is_default(&o));
+  set_ok(&o, "simple_kernels=1");
+  set_ok(&o, "gemm_ws=off");
+  set_ok(&o, "attn_wgmma=on");
+  set_ok(&o, "ew_exact_act=true");
+  set_ok(&o, "gemm_mma_cfg=128,256,2,4,3");
+  set_ok(&o, "gemm_wgmma_cfg=128,4"); /* BN,STAGES: bm 128 filled in */
+  set_ok(&o, "gemm_ws_cfg=128,5");    /* persistent defaults to 1 */
+  set_ok(&o, "attn_mma_cfg=w=4,kv=64,mb=2");
+  set_ok(&o, "attn_wgmma_cfg=2,64,1");
+  set_ok(&o, "rows_cfg=256,16,16,2,0,2");
+  set_ok(&o, "ew_cfg=mb=2,t=128,u=8,w=3"); /* named, any order; x filled in */
+  assert_int_equal(o.simple_kernels, 1);
+  assert_int_equal(o.gemm_ws, HKC_SWITCH_OFF);
+  assert_int_equal(o.attn_wgmma, HKC_SWITCH_ON);
+  assert_int_equal(o.ew_exact_act, 1);
+  assert_string_equal(o.cfg[HKC_KOPT_GEMM_MMA_CFG], "bm=128,bn=256,wm=2,wn=4,st=3");
+  assert_string_equal(o.cfg[HKC_KOPT_GEMM_WGMMA_CFG], "bm=128,bn=128,st=4");
+  assert_string_equal(o.cfg[HKC_KOPT_GEMM_WS_CFG], "bn=128,st=5,p=1");
+  assert_string_equal(o.cfg[HKC_KOPT_ATTN_MMA_CFG], "w=4,kv=64,mb=2");
+  assert_string_equal(o.cfg[HKC_KOPT_ATTN_WGMMA_CFG], "wg=2,kv=64,mb=1");
+  assert_string_equal(o.cfg[HKC_KOPT_EW_CFG], "t=128,u=8,mb=2,w=3,x=0");
+  hkc_kernel_options_format(&o, text, sizeof text);
+  assert_string_equal(text, "simple_kernels=1;gemm_ws=off;attn_wgmma=on;ew_exact_act=1;"
+                            "gemm_mma_cfg=bm=128,bn=256,wm=2,wn=4,st=3;gemm_wgmma_cfg=bm=128,bn=128,st=4;"
+                            "gemm_ws_cfg=bn=128,st=5,p=1;attn_mma_cfg=w=4,kv=64,mb=2;attn_wgmma_cfg=wg=2,kv=64,mb=1;"
+                            "rows_cfg=t=256,c=16,tg=16,mb=2,pf=0,g=2;ew_cfg=t=128,u=8,mb=2,w=3,x=0");
+  /* back to the defaults */
+  set_ok(&o, "simple_kernels=0");
+  set_ok(&o, "gemm_ws=auto");
+  set_ok(&o, "attn_wgmma=auto");
+  set_ok(&o, "ew_exact_act=off");
+  for (int i = 0; i < HKC_KOPT_N_CFG; i++) o.cfg[i][0] = '\0';
+  assert_true(hkc_kernel_options_is_default(&o));
+  /* every option is described, with its environment variable */
+  const char *name, *env, *help;
+  size_t n = 0;
+  while (hkc_kernel_options_describe(n, &name, &env, &help)) {
+    assert_non_null(strstr(env, "HKC_"));
+    n++;
+  }
+  assert_int_equal(n, 13);
+}
+
+static void test_parse_errors(void **state) {
+  (void)state;
+  set_bad("bogus=1", "unknown kernel option 'bogus'");
+  set_bad("simple_kernels", "not NAME=VALUE");
+  set_bad("simple_kernels=2", "simple_kernels=2: expected 0|1");
+  set_bad("gemm_ws=maybe", "expected auto|on|off");
+  set_bad("gemm_ws_cfg=256", "too few values");
+  set_bad("gemm_ws_cfg=256,3,1,7", "too many values");
+  set_bad("gemm_ws_cfg=256,-3", "bad value st");
+  set_bad("gemm_ws_cfg=256,x", "bad value st");
+  set_bad("gemm_ws_cfg=bn=256,st=3,q=1", "unknown parameter 'q' (gemm_wgmma_ws has: bn st p)");
+  set_bad("gemm_ws_cfg=bn=256,bn=128,st=3", "repeated bn");
+  set_bad("gemm_mma_cfg=bm=128,bn=128", "missing wm");
+  set_bad("rows_cfg=256,8,8,1,0,99999999", "bad value g");
+}
+
+/* A forced configuration is checked on each target by the variant's tune_parse. */
+static void test_legality(void **state) {
+  (void)state;
+  hkc_kernel_options_t o = {0};
+  hkc_kernel_key_t k = gemm_key();
+  set_ok(&o, "gemm_ws_cfg=256,12,1"); /* 12 stages of 48 KiB: over sm_90a's 227 KiB */
+  assert_int_equal(hkc_tune_apply_options(&o, "sm_90a", arch("sm_90a"), &k), -1);
+  assert_true(hkc_error_count() > 0);
+  set_ok(&o, "gemm_ws_cfg=128,4,1");
+  assert_int_equal(hkc_tune_apply_options(&o, "sm_90a", arch("sm_90a"), &k), 2);
+  assert_string_equal(k.variant, "gemm_wgmma_ws");
+  assert_string_equal(k.tune, "bn=128,st=4,p=1");
+  /* gemm_mma: HKC_GEMM_MMA_CFG used to skip the register and thread rules; now refused */
+  hkc_kernel_options_t m = {0};
+  set_ok(&m, "gemm_mma_cfg=256,256,4,8,3"); /* 1024 threads */
+  k = gemm_key();
+  assert_int_equal(hkc_tune_apply_options(&m, "sm_90", arch("sm_90"), &k), -1);
+  /* not the variant serving the key there: no effect (sm_90a uses gemm_wgmma_ws) */
+  k = gemm_key();
+  assert_int_equal(hkc_tune_apply_options(&m, "sm_90a", arch("sm_90a"), &k), 0);
+  /* the host target: options are GPU-only */
+  assert_int_equal(hkc_tune_apply_options(&m, "host", NULL, &k), 0);
+  /* attention: shared memory depends on the key (head_dim) */
+  hkc_kernel_options_t a = {0};
+  set_ok(&a, "attn_mma_cfg=8,128,1"); /* (128 + 512) x 128 x 2 = 160 KiB at dh 128: fits sm_90's 227 */
+  hkc_kernel_key_t ak = {.op = HK_OP_ATTENTION, .dtype = HK_DTYPE_BF16, .align = 8, .head_dim = 128};
+  assert_int_equal(hkc_tune_apply_options(&a, "sm_90", arch("sm_90"), &ak), 2);
+  assert_string_equal(ak.tune, "w=8,kv=128,mb=1");
+  set_ok(&a, "attn_mma_cfg=6,64,1"); /* parses; 6 warps is not a tile the template has */
+  ak = (hkc_kernel_key_t){.op = HK_OP_ATTENTION, .dtype = HK_DTYPE_BF16, .align = 8, .head_dim = 128};
+  assert_int_equal(hkc_tune_apply_options(&a, "sm_90", arch("sm_90"), &ak), -1);
+}
+
+/* Names and sources (hence cache keys) of one GEMM on sm_90a under several option sets. */
+static void test_identity(void **state) {
+  (void)state;
+  static const char *const sets[] = {"", "gemm_ws=off", "gemm_ws_cfg=128,5,0", "gemm_ws_cfg=256,3,1", "simple_kernels=1"};
+  enum { N = sizeof sets / sizeof sets[0] };
+  char names[N][96], keys[N][33];
+  const hkc_gpu_arch_t *a = arch("sm_90a");
+  for (size_t i = 0; i < N; i++) {
+    hkc_kernel_options_t o = {0};
+    if (sets[i][0]) set_ok(&o, sets[i]);
+    hkc_kernel_out_t k;
+    memset(&k, 0, sizeof k);
+    k.key = gemm_key();
+    assert_true(hkc_tune_apply_options(&o, "sm_90a", a, &k.key) >= 0);
+    hkc_kernel_key_name(&k.key, k.name, sizeof k.name);
+    snprintf(names[i], sizeof names[i], "%s", k.name);
+    char *src = hkc_codegen_gpu(a, &k);
+    assert_non_null(src);
+    hkc_cache_key(src, "scheme", "sm_90a", "nvrtc x", keys[i]);
+    free(src);
+  }
+  assert_string_equal(names[0], "hk_gemm_bf16_bias_a8"); /* the defaults: today's name */
+  /* gemm_ws_cfg=256,3,1 is gemm_wgmma_ws's default: the same kernel, the same name */
+  assert_string_equal(names[3], names[0]);
+  assert_string_equal(keys[3], keys[0]);
+  for (size_t i = 0; i < N; i++)
+    for (size_t j = i + 1; j < N; j++) {
+      if (i == 0 && j == 3) continue;
+      if (!strcmp(names[i], names[j]) || !strcmp(keys[i], keys[j]))
+        fail_msg("options '%s' and '%s' share a kernel name or cache key (%s)", sets[i], sets[j], names[i]);
+    }
+}
+
+/* `hkc build --kernel-option` records the options; an illegal value writes nothing. */
+static void test_provenance(void **state) {
+  (void)state;
+  const char *bin = getenv("HKC_BIN");
+  if (!bin) skip();
+  char *dir = hk_test_tmpdir();
+  char cmd[4096], out[16384];
+  snprintf(cmd, sizeof cmd, "%s build %s --target host -q --kernel-option gemm_ws=off --kernel-option ew_cfg=128,8,2,3 "
+           "-o %s/a.hkpack && %s inspect %s/a.hkpack", bin, hk_test_source_path("specs/bert_layer.yaml"), dir, bin, dir);
+  assert_int_equal(hk_test_run(cmd, out, sizeof out), 0);
+  if (!strstr(out, "kernel_options=gemm_ws=off;ew_cfg=t=128,u=8,mb=2,w=3,x=0\n")) fail_msg("%s", out);
+  snprintf(cmd, sizeof cmd, "%s build %s --target host -q -o %s/b.hkpack && %s inspect %s/b.hkpack", bin,
+           hk_test_source_path("specs/bert_layer.yaml"), dir, bin, dir);
+  assert_int_equal(hk_test_run(cmd, out, sizeof out), 0);
+  if (!strstr(out, "kernel_options=none\n")) fail_msg("%s", out);
+  snprintf(cmd, sizeof cmd, "%s build %s --target host -q --kernel-option gemm_ws=sometimes -o %s/c.hkpack; test ! -e %s/c.hkpack",
+           bin, hk_test_source_path("specs/bert_layer.yaml"), dir, dir);
+  assert_int_equal(hk_test_run(cmd, out, sizeof out), 0);
+  assert_non_null(strstr(out, "gemm_ws=sometimes: expected auto|on|off"));
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(hk_test_run(cmd, out, sizeof out), 0);
+  free(dir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_parse),
+      cmocka_unit_test(test_parse_errors),
+      cmocka_unit_test(test_legality),
+      cmocka_unit_test(test_identity),
+      cmocka_unit_test(test_provenance),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
