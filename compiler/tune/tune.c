@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "codegen/codegen.h"
+#include "hk/hkrt.h" /* HK_HOST_MAX_THREADS */
 #include "codegen/variants/gpu_variant.h"
 #include "frontend/frontend.h"
 #include "lower/lower.h"
@@ -54,9 +55,9 @@ void hkc_tune_signature(const hkc_kernel_key_t *key, hkc_tune_shape_t shape, cha
 int hkc_tune_units(const hkc_gpu_arch_t *arch, int host_threads) {
   if (arch) return (int)arch->compute_units;
   /* the host backend's threads: as given (the CLI maps HK_HOST_THREADS, as the loader's
-   * backend_host.c reads it), else the online CPUs */
+   * backend_host.c reads it), else the online CPUs; capped as the loader caps them */
   long n = host_threads > 0 ? host_threads : sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 && n < 1 << 20 ? (int)n : 1;
+  return n < 1 ? 1 : n > HK_HOST_MAX_THREADS ? HK_HOST_MAX_THREADS : (int)n;
 }
 
 void hkc_tune_toolchain(const hkc_gpu_arch_t *arch, char *out, size_t size) {

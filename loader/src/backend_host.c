@@ -49,7 +49,6 @@ typedef struct host_module {
 
 /* Most threads a host session starts: beyond this, launches of layer-sized graphs have
  * too few blocks per thread to gain. */
-#define HK_HOST_MAX_THREADS 64
 /* Chunks per thread a launch is cut into, so uneven blocks (causal attention) balance. */
 #define HK_HOST_CHUNKS_PER_THREAD 4
 

@@ -104,6 +104,9 @@ typedef enum hk_batch_policy {
   HK_BATCH_POLICY_EXACT = 1  /* refuse (NOT_FOUND) */
 } hk_batch_policy_t;
 
+/* The host target shares a launch's blocks over at most this many threads. */
+#define HK_HOST_MAX_THREADS 64
+
 /* How a GPU session launches the kernels of a run. */
 typedef enum hk_launch_mode {
   HK_LAUNCH_MODE_AUTO = 0,   /* one GPU graph (CUDA graph, hipGraph) replayed per run when the driver
@@ -133,7 +136,8 @@ typedef struct hk_session_options {
   /* ---- read when struct_size covers them ---- */
   hk_launch_mode_t launch_mode; /* GPU targets; the host target ignores it */
   uint32_t host_threads;     /* host target: threads that share a launch's blocks, the calling
-                                one included (1: the calling thread alone; at most 64 are used);
+                                one included (1: the calling thread alone; at most
+                                HK_HOST_MAX_THREADS are used);
                                 0: the online CPUs. GPU targets ignore it */
 } hk_session_options_t;
 
