@@ -416,7 +416,7 @@ static int resolve_targets(const hkc_spec_t *spec, const char *list, target_plan
         char builds[2048];
         int len = 0;
         builds[0] = '\0';
-        for (size_t k = 0; k < n_buildable && len >= 0 && (size_t)len < sizeof list; k++)
+        for (size_t k = 0; k < n_buildable && len >= 0 && (size_t)len < sizeof builds; k++)
           if (!strchr(buildable[k], ':') && hkc_gpu_arch_find(buildable[k]))
             len += snprintf(builds + len, sizeof builds - (size_t)len, "%s%s", len ? " " : "", buildable[k]);
         hkc_error((hkc_loc_t){0}, "target %s: the installed toolchain (%s) cannot build it; it builds: %s",
