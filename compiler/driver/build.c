@@ -20,14 +20,12 @@
 #include "tune/tune.h"
 #include "util/util.h"
 
-typedef enum { FAMILY_HOST, FAMILY_HIP, FAMILY_CUDA, FAMILY_UNKNOWN } target_family_t;
-
 /* Code objects inside a GPU target's CODE payload start at multiples of this. */
 #define HKC_CODE_ALIGN 256
 
 typedef struct target_plan {
   char *name;                 /* as requested, e.g. "gfx90a:xnack-" */
-  target_family_t family;
+  const hkc_toolchain_t *tc;  /* rtc/toolchain.h; NULL: unknown target */
   const hkc_gpu_arch_t *arch; /* GPU targets */
   hkc_target_out_t out;
   uint32_t *node_kernel;      /* kernel index of each launch: [bucket * n_nodes + node] (tuning
@@ -159,10 +157,7 @@ static int build_graph(const hkc_spec_t *spec, const target_plan_t *plan, int bu
     hkc_node_cost(spec, i, batch, &g->costs[i]);
     g->fused_counts[i] = node->n_fused > 0 ? node->n_fused : 1;
     const hkc_kernel_key_t *kkey = &plan->out.kernels[l->kernel].key; /* with its tuning */
-    if (plan->family == FAMILY_HOST)
-      hkc_host_launch_dims(kkey, l->args, l->n_args, l->grid, l->block);
-    else
-      hkc_gpu_launch_dims(plan->arch, kkey, l->args, l->n_args, l->grid, l->block, &l->shared_bytes);
+    plan->tc->launch_dims(plan->arch, kkey, l->args, l->n_args, l->grid, l->block, &l->shared_bytes);
     uint32_t nd = deps.start[i + 1] - deps.start[i];
     if (nd) {
       l->deps = malloc(nd * sizeof *l->deps);
@@ -179,23 +174,33 @@ static int build_graph(const hkc_spec_t *spec, const target_plan_t *plan, int bu
 }
 
 /* ---- compiling ---------------------------------------------------------------------------- */
-static const char *toolchain_version(target_family_t f) {
-  return f == FAMILY_HIP ? hkc_hiprtc_version() : f == FAMILY_CUDA ? hkc_nvrtc_version() : "";
-}
+/* Whether the target's kernels are one translation unit (the host's C compiler), compiled
+ * on the build's thread, rather than one code object each on the compile pool. */
+static int one_unit(const target_plan_t *plan) { return plan->tc->codegen_unit != NULL; }
 
-/* Host target: one translation unit, compiled with the system C compiler. */
-static int compile_host(target_plan_t *plan) {
+/* A target compiled as one translation unit (the host: the system C compiler). */
+static int compile_unit(target_plan_t *plan) {
   hkc_target_out_t *t = &plan->out;
-  char *source = hkc_codegen_host(t->kernels, t->n_kernels);
+  char *source = plan->tc->codegen_unit(t->kernels, t->n_kernels);
   if (!source) {
-    hkc_error((hkc_loc_t){0}, "out of memory generating host kernels");
+    hkc_error((hkc_loc_t){0}, "out of memory generating %s kernels", plan->tc->vendor);
     return -1;
   }
   uint64_t source_hash = hkc_hash64(source, strlen(source));
-  int rc = hkc_rtc_host_compile(source, &t->code, &t->code_size, t->toolchain, sizeof t->toolchain);
+  hkc_rtc_result_t r = {0};
+  int rc = plan->tc->compile(source, NULL, plan->name, &r);
   free(source);
-  if (rc != 0) return -1;
-  for (size_t k = 0; k < t->n_kernels; k++) { /* one shared object holds every host kernel */
+  if (rc != 0) {
+    if (r.log) hkc_error((hkc_loc_t){0}, "%s", r.log);
+    hkc_rtc_result_free(&r);
+    return -1;
+  }
+  t->code = r.code; /* taken from the result */
+  t->code_size = r.code_size;
+  r.code = NULL;
+  hkc_rtc_result_free(&r);
+  snprintf(t->toolchain, sizeof t->toolchain, "%s", plan->tc->version());
+  for (size_t k = 0; k < t->n_kernels; k++) { /* one code object holds every kernel */
     t->kernels[k].source_hash = source_hash;
     t->kernels[k].code_offset = 0;
     t->kernels[k].code_size = t->code_size;
@@ -229,7 +234,7 @@ static int assemble_gpu(target_plan_t *plan, compile_job_t *jobs, target_plan_t 
     k->wave_size = r->wave_size ? r->wave_size : plan->arch->wave_size;
   }
   t->code_size = total;
-  snprintf(t->toolchain, sizeof t->toolchain, "%s", toolchain_version(plan->family));
+  snprintf(t->toolchain, sizeof t->toolchain, "%s", plan->tc->version());
   return 0;
 }
 
@@ -252,11 +257,11 @@ static int finish_gpu_kernels(target_plan_t *plan, int werror_spills) {
     if (k->scratch_bytes) {
       if (werror_spills) {
         hkc_error((hkc_loc_t){0}, "kernel %s on %s spills %u bytes per thread to %s memory (--Werror-spills)",
-                  k->name, plan->name, k->scratch_bytes, plan->family == FAMILY_HIP ? "scratch" : "local");
+                  k->name, plan->name, k->scratch_bytes, plan->tc->spill_memory);
         rc = -1;
       } else {
         hkc_warning((hkc_loc_t){0}, "kernel %s on %s spills %u bytes per thread to %s memory", k->name, plan->name,
-                    k->scratch_bytes, plan->family == FAMILY_HIP ? "scratch" : "local");
+                    k->scratch_bytes, plan->tc->spill_memory);
       }
     }
   }
@@ -264,11 +269,11 @@ static int finish_gpu_kernels(target_plan_t *plan, int werror_spills) {
 }
 
 /* Compiles every target's kernels: GPU kernels on the pool (except those the tuner already
- * compiled), the host TU meanwhile. */
+ * compiled), the host TU (one_unit) meanwhile. */
 static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_options_t *options, hkc_tuner_t *tuner) {
   size_t n_jobs = 0;
   for (size_t p = 0; p < n_plans; p++)
-    if (plans[p].family != FAMILY_HOST) n_jobs += plans[p].out.n_kernels;
+    if (!one_unit(&plans[p])) n_jobs += plans[p].out.n_kernels;
   compile_job_t *jobs = calloc(n_jobs ? n_jobs : 1, sizeof *jobs);
   target_plan_t **owners = calloc(n_jobs ? n_jobs : 1, sizeof *owners);
   if (!jobs || !owners) {
@@ -278,7 +283,7 @@ static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_opt
   }
   size_t j = 0;
   for (size_t p = 0; p < n_plans; p++)
-    if (plans[p].family != FAMILY_HOST)
+    if (!one_unit(&plans[p]))
       for (size_t k = 0; k < plans[p].out.n_kernels; k++) {
         owners[j] = &plans[p];
         jobs[j] = (compile_job_t){.target = plans[p].name, .arch = plans[p].arch, .kernel = &plans[p].out.kernels[k]};
@@ -310,7 +315,7 @@ static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_opt
 
   int rc = 0;
   for (size_t p = 0; p < n_plans; p++)
-    if (plans[p].family == FAMILY_HOST && compile_host(&plans[p]) != 0) rc = -1;
+    if (one_unit(&plans[p]) && compile_unit(&plans[p]) != 0) rc = -1;
   const int started = hkc_compile_pool_finish(pool);
   for (size_t i = 0, t = 0; i < n_jobs; i++)
     if (jobs[i].rc == 1) jobs[i] = todo[t++];
@@ -327,7 +332,7 @@ static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_opt
     }
   }
   for (size_t p = 0; rc == 0 && p < n_plans; p++)
-    if (plans[p].family != FAMILY_HOST && assemble_gpu(&plans[p], jobs, owners, n_jobs) != 0) {
+    if (!one_unit(&plans[p]) && assemble_gpu(&plans[p], jobs, owners, n_jobs) != 0) {
       hkc_error((hkc_loc_t){0}, "out of memory assembling target %s", plans[p].name);
       rc = -1;
     }
@@ -339,28 +344,9 @@ static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_opt
   return rc;
 }
 
-/* ---- targets --------------------------------------------------------------------------------- */
-static target_family_t target_family(const char *name, const hkc_gpu_arch_t **out_arch) {
-  *out_arch = NULL;
-  if (strcmp(name, "host") == 0 || strcmp(name, hkc_host_target_name()) == 0) return FAMILY_HOST;
-  const hkc_gpu_arch_t *arch = hkc_gpu_arch_find(name);
-  if (!arch) return FAMILY_UNKNOWN;
-  *out_arch = arch;
-  /* features only exist for AMD ISAs ("gfx90a:xnack-") */
-  if (arch->kind == HK_TARGET_CUDA && strcmp(name, arch->name) != 0) return FAMILY_UNKNOWN;
-  return arch->kind == HK_TARGET_HIP ? FAMILY_HIP : FAMILY_CUDA;
-}
-
-static void known_targets(char *out, size_t size) {
-  size_t n;
-  const hkc_gpu_arch_t *list = hkc_gpu_arch_list(&n);
-  int len = snprintf(out, size, "host");
-  for (size_t i = 0; i < n && len > 0 && (size_t)len < size; i++)
-    len += snprintf(out + len, size - (size_t)len, ", %s", list[i].name);
-}
-
+/* ---- targets ---------------------------------------------------------------------------------- */
 /* Splits the comma-separated list (or the spec's targets) into validated plans, and checks
- * that the toolchain each family needs is there before anything compiles. */
+ * that the toolchain each target needs is there, and builds it, before anything compiles. */
 static int resolve_targets(const hkc_spec_t *spec, const char *list, target_plan_t **out_plans, size_t *out_n) {
   char **names = NULL;
   size_t n = 0, cap = 0;
@@ -380,65 +366,67 @@ static int resolve_targets(const hkc_spec_t *spec, const char *list, target_plan
     }
   }
   char known[1024];
-  known_targets(known, sizeof known);
+  hkc_toolchain_known_targets(known, sizeof known);
   target_plan_t *plans = calloc(n ? n : 1, sizeof *plans);
   int rc = plans ? 0 : -1;
   if (n == 0) {
     hkc_error((hkc_loc_t){spec->path, 0, 0}, "no targets: give `targets:` in the spec or --target (known: %s)", known);
     rc = -1;
   }
-  int need_hip = 0, need_cuda = 0;
   for (size_t i = 0; plans && i < n; i++) {
     plans[i].name = names[i];
-    plans[i].family = target_family(names[i], &plans[i].arch);
+    plans[i].tc = hkc_toolchain_for_target(names[i], &plans[i].arch, NULL, 0);
+    /* "host" and "host-x86_64" are one target: a toolchain without target table rows has one */
     for (size_t j = 0; j < i; j++)
-      if (plans[i].family == plans[j].family &&
-          (strcmp(names[i], names[j]) == 0 || (plans[i].family == FAMILY_HOST))) {
+      if (plans[i].tc && plans[i].tc == plans[j].tc && (strcmp(names[i], names[j]) == 0 || !plans[i].arch)) {
         hkc_error((hkc_loc_t){0}, "target %s given twice", names[i]);
         rc = -1;
       }
-    if (plans[i].family == FAMILY_UNKNOWN) {
+    if (!plans[i].tc) {
       hkc_error((hkc_loc_t){0}, "unknown target %s (hkc knows: %s; `hkc targets` shows what this machine builds)",
                 names[i], known);
       rc = -1;
     }
-    need_hip |= plans[i].family == FAMILY_HIP;
-    need_cuda |= plans[i].family == FAMILY_CUDA;
   }
-  char why[512];
-  if (need_hip && hkc_hiprtc_available(why, sizeof why) != 0) {
-    hkc_error((hkc_loc_t){0}, "AMD targets need hiprtc: %s", why);
-    rc = -1;
-  } else if (need_hip) {
-    /* One clear error per target the installed toolchain cannot build (gfx942 on ROCm
-     * 5.2), rather than one per kernel. */
-    char **isas = NULL;
-    size_t n_isas = 0;
-    if (hkc_comgr_isa_list(&isas, &n_isas, why, sizeof why) == 0) {
-      for (size_t i = 0; plans && i < n; i++) {
-        if (plans[i].family != FAMILY_HIP) continue;
-        size_t base = strcspn(plans[i].name, ":");
-        int found = 0;
-        for (size_t k = 0; k < n_isas && !found; k++)
-          found = strlen(isas[k]) == base && strncmp(isas[k], plans[i].name, base) == 0;
-        if (!found) {
-          char buildable[2048];
-          int len = 0;
-          buildable[0] = '\0';
-          for (size_t k = 0; k < n_isas && len >= 0 && (size_t)len < sizeof buildable; k++)
-            if (!strchr(isas[k], ':') && hkc_gpu_arch_find(isas[k])) len += snprintf(buildable + len, sizeof buildable - (size_t)len, "%s%s", len ? " " : "", isas[k]);
-          hkc_error((hkc_loc_t){0}, "target %s: the installed toolchain (%s) cannot build it; it builds: %s",
-                    plans[i].name, hkc_hiprtc_version(), buildable);
-          rc = -1;
-        }
-      }
-      for (size_t k = 0; k < n_isas; k++) free(isas[k]);
-      free(isas);
+  /* Each toolchain the targets need must load, and say it builds them: one clear error per
+   * target the installed toolchain cannot build (gfx942 on ROCm 5.2), rather than one per
+   * kernel. A toolchain that cannot list its targets is taken at its word. */
+  size_t n_tc;
+  const hkc_toolchain_t *const *tcs = hkc_toolchain_list(&n_tc);
+  for (size_t c = 0; plans && c < n_tc; c++) {
+    const hkc_toolchain_t *tc = tcs[c];
+    int needed = 0;
+    for (size_t i = 0; i < n; i++) needed |= plans[i].tc == tc;
+    if (!needed) continue;
+    char why[512];
+    if (tc->available(why, sizeof why) != 0) {
+      hkc_error((hkc_loc_t){0}, "%s targets need %s: %s", tc->vendor, tc->program, why);
+      rc = -1;
+      continue;
     }
-  }
-  if (need_cuda && hkc_nvrtc_available(why, sizeof why) != 0) {
-    hkc_error((hkc_loc_t){0}, "NVIDIA targets need nvrtc: %s", why);
-    rc = -1;
+    char **buildable = NULL;
+    size_t n_buildable = 0;
+    if (tc->list_targets(&buildable, &n_buildable, why, sizeof why) != 0) continue;
+    for (size_t i = 0; i < n; i++) {
+      if (plans[i].tc != tc) continue;
+      size_t base = strcspn(plans[i].name, ":");
+      int found = !plans[i].arch; /* the host builds for this machine */
+      for (size_t k = 0; k < n_buildable && !found; k++)
+        found = strlen(buildable[k]) == base && strncmp(buildable[k], plans[i].name, base) == 0;
+      if (!found) {
+        char builds[2048];
+        int len = 0;
+        builds[0] = '\0';
+        for (size_t k = 0; k < n_buildable && len >= 0 && (size_t)len < sizeof builds; k++)
+          if (!strchr(buildable[k], ':') && hkc_gpu_arch_find(buildable[k]))
+            len += snprintf(builds + len, sizeof builds - (size_t)len, "%s%s", len ? " " : "", buildable[k]);
+        hkc_error((hkc_loc_t){0}, "target %s: the installed toolchain (%s) cannot build it; it builds: %s",
+                  plans[i].name, tc->version(), builds);
+        rc = -1;
+      }
+    }
+    for (size_t k = 0; k < n_buildable; k++) free(buildable[k]);
+    free(buildable);
   }
   free(names); /* the strings now belong to the plans */
   *out_plans = plans;
@@ -459,12 +447,11 @@ static void plans_free(target_plan_t *plans, size_t n) {
  * feature suffixes ("gfx90a:xnack-") are stored apart from the ISA name. */
 static void name_target(target_plan_t *plan) {
   hkc_target_out_t *t = &plan->out;
-  if (plan->family == FAMILY_HOST) {
-    t->kind = HK_TARGET_HOST;
+  t->kind = plan->tc->kind;
+  if (!plan->arch) { /* no target table row: this machine */
     snprintf(t->name, sizeof t->name, "%s", hkc_host_target_name());
     return;
   }
-  t->kind = plan->arch->kind;
   const char *colon = strchr(plan->name, ':');
   snprintf(t->name, sizeof t->name, "%.*s", colon ? (int)(colon - plan->name) : (int)strlen(plan->name), plan->name);
   snprintf(t->features, sizeof t->features, "%s", colon ? colon + 1 : "");
@@ -530,7 +517,7 @@ int hkc_build(const hkc_build_options_t *options) {
       t->graphs[b].unfused = unfused[b];
       t->graphs[b].unfused_nodes = unfused_nodes;
     }
-    if (plans[i].family != FAMILY_HOST && finish_gpu_kernels(&plans[i], options->werror_spills) != 0) goto done;
+    if (plans[i].arch && finish_gpu_kernels(&plans[i], options->werror_spills) != 0) goto done;
   }
 
   /* Provenance: what produced this artifact, without paths or time so that the same

@@ -1,9 +1,10 @@
 /*
  * The GPU compile pool: kernels compile one per job on a pool of threads, each through the
- * content-addressed compile cache. nvrtc compiles on the thread; hiprtc is not safe on
- * threads, so an AMD compile goes to one of the worker processes (rtc_worker.h). The
- * runtime-compiler wrappers never print; the pool prints only its progress line. Used by
- * the build (every kernel of every GPU target) and by the tuner (its top candidates).
+ * content-addressed compile cache, through the kernel's toolchain entry (toolchain.h). nvrtc
+ * compiles on the thread; hiprtc is not safe on threads, so the AMD entry's compile goes to
+ * one of the worker processes (rtc_worker.h). The runtime compilers never print; the pool
+ * prints only its progress line. Used by the build (every kernel of every GPU target) and by
+ * the tuner (its top candidates).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -34,28 +35,28 @@ struct hkc_compile_pool {
   int started;
 };
 
-static const char *toolchain_version(const hkc_gpu_arch_t *arch) {
-  return arch->kind == HK_TARGET_HIP ? hkc_hiprtc_version() : hkc_nvrtc_version();
-}
-
+/* One kernel through its toolchain's entry (toolchain.h): source, cache, compile. */
 static void run_job(hkc_compile_pool_t *pool, hkc_compile_item_t *job) {
   hkc_kernel_out_t *k = job->kernel;
-  const int hip = job->arch->kind == HK_TARGET_HIP;
-  char *source = hkc_codegen_gpu(job->arch, k);
+  const hkc_toolchain_t *tc = hkc_toolchain_for_arch(job->arch);
   job->rc = -1;
+  if (!tc || !tc->codegen_kernel) {
+    job->result.log = hkc_strdup("no toolchain compiles this target's kernels one by one");
+    return;
+  }
+  char *source = tc->codegen_kernel(job->arch, k);
   if (!source) {
     job->result.log = hkc_strdup("out of memory generating the kernel source");
     return;
   }
   k->source_hash = hkc_hash64(source, strlen(source));
   char key[33];
-  hkc_cache_key(source, HKC_CACHE_SCHEME, job->target, toolchain_version(job->arch), key);
+  hkc_cache_key(source, HKC_CACHE_SCHEME, job->target, tc->version(), key);
   if (pool->cache && hkc_cache_get(pool->cache, key, &job->result) == 0) {
     job->rc = 0;
     job->cached = 1;
   } else {
-    job->rc = hip ? hkc_hiprtc_compile(source, k->name, job->target, &job->result)
-                  : hkc_nvrtc_compile(source, k->name, job->arch->name, &job->result);
+    job->rc = tc->compile(source, k->name, job->target, &job->result);
     if (job->rc == 0 && pool->cache) hkc_cache_put(pool->cache, key, &job->result);
   }
   free(source);

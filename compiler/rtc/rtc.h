@@ -9,6 +9,8 @@
  *   rtc_host.c         the system C compiler for the host target
  *   cache.c            the content-addressed compile cache
  *   compile_pool.c     GPU kernels compiled on threads through the cache (build and tuner)
+ *   toolchain.c, rtc_exec.c   the toolchain table (toolchain.h): one entry per toolchain, what
+ *                      the build, the pool, the tuner and the tools call
  *
  * Uses codegen/ (the pool generates each kernel's source) and the stages below it.
  */
@@ -19,6 +21,7 @@
 #include <stdint.h>
 
 #include "codegen/codegen.h"
+#include "rtc/toolchain.h"
 
 /* ---- runtime compilers: hiprtc (+comgr) for gfx, nvrtc for sm ------------------------------
  * Vendor libraries are dlopen'ed on first use. These functions never print: problems come

@@ -11,7 +11,10 @@
  * A reply's kind is 0 when the call succeeded; a failed call still carries its log or why.
  *
  * Without hkc_amd_workers_start (a program that embeds hkc_core and never starts workers)
- * the calls run in this process, one at a time under one lock: correct, not parallel. */
+ * the calls run in this process, one at a time under one lock: correct, not parallel.
+ *
+ * The AMD entry of the toolchain table (toolchain.h) is defined here, so that every AMD
+ * call made through the table goes through these jobs. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,6 +179,35 @@ int hkc_comgr_disassemble(const void *code, size_t size, const char *arch, char 
   hkc_wmsg_free(&reply);
   return 0;
 }
+
+/* ---- the AMD entry of the toolchain table (toolchain.h) ------------------------------------- */
+/* comgr disassembles the kernel's whole code object (one kernel each) for the ISA with its
+ * features ("gfx90a:xnack-"). */
+static int amd_disassemble(const void *code, size_t size, const char *kernel, const char *target, char **out_text,
+                           char *why, size_t why_size) {
+  return hkc_comgr_disassemble(code, size, target, out_text, why, why_size);
+}
+
+const hkc_toolchain_t hkc_toolchain_hiprtc = {
+    .name = "hiprtc",
+    .kind = HK_TARGET_HIP,
+    .vendor = "AMD",
+    .program = "hiprtc",
+    .label = "AMD (gfx)",
+    .features = "append xnack+/xnack-/sramecc+/sramecc- to pin them (gfx90a:xnack-); a bare name runs with "
+                "either setting",
+    .probe_compile = "comgr lists, hiprtc cannot build",
+    .spill_memory = "scratch",
+    .compute_unit = "CU",
+    .occupancy_unit = "waves/SIMD",
+    .available = hkc_hiprtc_available,
+    .version = hkc_hiprtc_version,
+    .codegen_kernel = hkc_codegen_gpu,
+    .launch_dims = hkc_gpu_launch_dims,
+    .compile = hkc_hiprtc_compile,
+    .disassemble = amd_disassemble,
+    .list_targets = hkc_comgr_isa_list,
+};
 
 /* ---- worker side ----------------------------------------------------------------------- */
 static void reply_text(hkc_wmsg_t *reply, uint32_t kind, const char *text) {

@@ -217,3 +217,81 @@ const char *hkc_rtc_host_version(void) {
   pthread_once(&g_host_version_once, probe_host_version);
   return g_host_version;
 }
+
+/* ---- the host entry of the toolchain table (toolchain.h) ------------------------------------ */
+/* The C compiler is there when `$CC --version` runs. */
+static int host_available(char *why, size_t why_size) {
+  if (strcmp(hkc_rtc_host_version(), "unknown") != 0) return 0;
+  const char *cc = getenv("CC");
+  if (why && why_size)
+    snprintf(why, why_size, "cannot run `%s --version`: install a C compiler (Debian package gcc) or set $CC",
+             cc && *cc ? cc : "cc");
+  return -1;
+}
+
+/* The one translation unit of a host target; errors go through hkc_error (rtc_host.c's
+ * compile reports them itself). */
+static int host_compile(const char *source, const char *name, const char *target, hkc_rtc_result_t *out) {
+  memset(out, 0, sizeof *out);
+  char version[160];
+  return hkc_rtc_host_compile(source, &out->code, &out->code_size, version, sizeof version);
+}
+
+static void host_launch_dims(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
+                             uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
+  hkc_host_launch_dims(key, args, n_args, out_grid, out_block);
+  *out_shared = 0;
+}
+
+/* objdump on the shared object, the kernel's function only. */
+static int host_disassemble(const void *code, size_t size, const char *kernel, const char *target, char **out_text,
+                            char *why, size_t why_size) {
+  *out_text = NULL;
+  char *path = hkc_rtc_temp_file(code, size, ".so");
+  if (!path) {
+    snprintf(why, why_size, "cannot write a temporary file for objdump");
+    return -1;
+  }
+  char sel[512];
+  snprintf(sel, sizeof sel, "--disassemble=%s", kernel);
+  char *argv[] = {"objdump", "-d", "--no-show-raw-insn", sel, path, NULL};
+  int rc = hkc_rtc_exec_capture(argv, out_text);
+  unlink(path);
+  free(path);
+  if (rc == 0) return 0;
+  free(*out_text);
+  *out_text = NULL;
+  snprintf(why, why_size, "objdump failed or is missing (Debian package binutils)");
+  return -1;
+}
+
+static int host_list_targets(char ***out_names, size_t *out_count, char *why, size_t why_size) {
+  *out_count = 0;
+  *out_names = calloc(1, sizeof **out_names);
+  if (!*out_names || !((*out_names)[0] = hkc_strdup(hkc_host_target_name()))) {
+    free(*out_names);
+    *out_names = NULL;
+    snprintf(why, why_size, "out of memory");
+    return -1;
+  }
+  *out_count = 1;
+  return 0;
+}
+
+const hkc_toolchain_t hkc_toolchain_host = {
+    .name = "host",
+    .kind = HK_TARGET_HOST,
+    .vendor = "host",
+    .program = "a C compiler",
+    .label = "host",
+    .spill_memory = "stack",
+    .compute_unit = "core",
+    .occupancy_unit = "-",
+    .available = host_available,
+    .version = hkc_rtc_host_version,
+    .codegen_unit = hkc_codegen_host,
+    .launch_dims = host_launch_dims,
+    .compile = host_compile,
+    .disassemble = host_disassemble,
+    .list_targets = host_list_targets,
+};

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rtc/rtc.h"
 #include "util/util.h"
@@ -279,3 +280,83 @@ int hkc_nvrtc_compile(const char *source, const char *name, const char *arch, hk
   if (out->log) parse_ptxas(out->log, name, out);
   return 0;
 }
+
+/* ---- the NVIDIA entry of the toolchain table (toolchain.h) ---------------------------------- */
+/* nvdisasm on the cubin (the kernel's function), else cuobjdump -sass; from $HKC_CUDA_PATH/bin,
+ * else /usr/local/cuda/bin. */
+static int nvrtc_disassemble(const void *code, size_t size, const char *kernel, const char *target, char **out_text,
+                             char *why, size_t why_size) {
+  *out_text = NULL;
+  char *path = hkc_rtc_temp_file(code, size, ".cubin");
+  if (!path) {
+    snprintf(why, why_size, "cannot write a temporary file for nvdisasm");
+    return -1;
+  }
+  const char *cuda = getenv("HKC_CUDA_PATH");
+  char nvdisasm[4096], cuobjdump[4096];
+  snprintf(nvdisasm, sizeof nvdisasm, "%s/bin/nvdisasm", cuda && *cuda ? cuda : "/usr/local/cuda");
+  snprintf(cuobjdump, sizeof cuobjdump, "%s/bin/cuobjdump", cuda && *cuda ? cuda : "/usr/local/cuda");
+  char *a1[] = {nvdisasm, "-c", "-fun", (char *)kernel, path, NULL};
+  char *a2[] = {cuobjdump, "-sass", path, NULL};
+  int rc = hkc_rtc_exec_capture(a1, out_text);
+  if (rc != 0) {
+    free(*out_text);
+    rc = hkc_rtc_exec_capture(a2, out_text);
+  }
+  unlink(path);
+  free(path);
+  if (rc == 0) return 0;
+  free(*out_text);
+  *out_text = NULL;
+  snprintf(why, why_size, "nvdisasm and cuobjdump failed or are missing (set HKC_CUDA_PATH)");
+  return -1;
+}
+
+/* nvrtc's sm_XY as target names; sm_90a (wgmma, setmaxnreg) builds wherever sm_90 does. */
+static int nvrtc_list_targets(char ***out_names, size_t *out_count, char *why, size_t why_size) {
+  *out_names = NULL;
+  *out_count = 0;
+  int *archs = NULL;
+  size_t n = 0;
+  if (hkc_nvrtc_supported_archs(&archs, &n, why, why_size) != 0) return -1;
+  char **names = calloc(2 * n + 1, sizeof *names);
+  size_t count = 0;
+  for (size_t i = 0; names && i < n; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "sm_%d", archs[i]);
+    names[count++] = hkc_strdup(name);
+    if (archs[i] == 90) names[count++] = hkc_strdup("sm_90a");
+  }
+  free(archs);
+  for (size_t i = 0; names && i < count; i++)
+    if (!names[i]) {
+      for (size_t j = 0; j < count; j++) free(names[j]);
+      free(names);
+      names = NULL;
+    }
+  if (!names) {
+    snprintf(why, why_size, "out of memory");
+    return -1;
+  }
+  *out_names = names;
+  *out_count = count;
+  return 0;
+}
+
+const hkc_toolchain_t hkc_toolchain_nvrtc = {
+    .name = "nvrtc",
+    .kind = HK_TARGET_CUDA,
+    .vendor = "NVIDIA",
+    .program = "nvrtc",
+    .label = "NVIDIA (sm)",
+    .spill_memory = "local",
+    .compute_unit = "SM",
+    .occupancy_unit = "blocks/SM",
+    .available = hkc_nvrtc_available,
+    .version = hkc_nvrtc_version,
+    .codegen_kernel = hkc_codegen_gpu,
+    .launch_dims = hkc_gpu_launch_dims,
+    .compile = hkc_nvrtc_compile,
+    .disassemble = nvrtc_disassemble,
+    .list_targets = nvrtc_list_targets,
+};

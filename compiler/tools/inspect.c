@@ -2,12 +2,9 @@
  * hkc inspect: prints what an artifact holds, read through the loader's verified view
  * (loader/src/pack_internal.h), so that a pack inspect accepts is one libhkrt accepts.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "codegen/codegen.h"
 #include "hk/hkrt.h"
@@ -79,7 +76,8 @@ int hkc_inspect(const char *path, FILE *out) {
     const hk_target_rec_t *tr = &v->targets[t];
     fprintf(out, "\nkernels for %s:\n", hk_pack_string(v, tr->name));
     const hkc_gpu_arch_t *arch = tr->kind == HK_TARGET_HOST ? NULL : hkc_gpu_arch_find(hk_pack_string(v, tr->name));
-    const char *occ_unit = tr->kind == HK_TARGET_HIP ? "waves/SIMD" : tr->kind == HK_TARGET_CUDA ? "blocks/SM" : "-";
+    const hkc_toolchain_t *tc = hkc_toolchain_for_kind((hk_target_kind_t)tr->kind);
+    const char *occ_unit = tc ? tc->occupancy_unit : "-";
     fprintf(out, "  %-36s %5s %5s %5s %8s %8s %5s %6s %-10s %7s  %s\n", "name", "vgpr", "agpr", "sgpr", "shared",
             "scratch", "wave", "block", occ_unit, "occup%", "params");
     for (uint32_t k = tr->kernel_first; k < tr->kernel_first + tr->kernel_count; k++) {
@@ -126,81 +124,7 @@ int hkc_inspect(const char *path, FILE *out) {
   return 0;
 }
 
-/* ---- disassembly ----------------------------------------------------------------------------- */
-/* Runs argv (no shell), its output going to ours. Returns the exit status, or -1 when the
- * program could not be started. */
-static int run_tool(char *const argv[]) {
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    execvp(argv[0], argv);
-    _exit(127);
-  }
-  int status;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return -1;
-  if (!WIFEXITED(status)) return -1;
-  return WEXITSTATUS(status) == 127 ? -1 : WEXITSTATUS(status);
-}
-
-/* Writes bytes to a fresh temporary file; returns its path (malloc'd) or NULL. */
-static char *write_temp(const void *data, size_t size, const char *suffix) {
-  const char *dir = getenv("TMPDIR");
-  char *path = malloc(4096);
-  if (!path) return NULL;
-  snprintf(path, 4096, "%s/hkc-disasm-XXXXXX%s", dir && *dir ? dir : "/tmp", suffix);
-  int fd = mkstemps(path, (int)strlen(suffix));
-  if (fd < 0) {
-    free(path);
-    return NULL;
-  }
-  const char *p = data;
-  while (size) {
-    ssize_t n = write(fd, p, size);
-    if (n <= 0) {
-      close(fd);
-      unlink(path);
-      free(path);
-      return NULL;
-    }
-    p += n;
-    size -= (size_t)n;
-  }
-  close(fd);
-  return path;
-}
-
-static int disasm_cuda(const char *kernel, const void *code, size_t size) {
-  char *path = write_temp(code, size, ".cubin");
-  if (!path) return -1;
-  const char *cuda = getenv("HKC_CUDA_PATH");
-  char nvdisasm[4096], cuobjdump[4096];
-  snprintf(nvdisasm, sizeof nvdisasm, "%s/bin/nvdisasm", cuda && *cuda ? cuda : "/usr/local/cuda");
-  snprintf(cuobjdump, sizeof cuobjdump, "%s/bin/cuobjdump", cuda && *cuda ? cuda : "/usr/local/cuda");
-  char *a1[] = {nvdisasm, "-c", "-fun", (char *)kernel, path, NULL};
-  char *a2[] = {cuobjdump, "-sass", path, NULL};
-  int rc = run_tool(a1);
-  if (rc != 0) rc = run_tool(a2);
-  unlink(path);
-  free(path);
-  if (rc != 0) fprintf(stderr, "hkc inspect: nvdisasm and cuobjdump failed or are missing (set HKC_CUDA_PATH)\n");
-  return rc == 0 ? 0 : -1;
-}
-
-static int disasm_host(const char *kernel, const void *code, size_t size) {
-  char *path = write_temp(code, size, ".so");
-  if (!path) return -1;
-  char sel[512];
-  snprintf(sel, sizeof sel, "--disassemble=%s", kernel);
-  char *argv[] = {"objdump", "-d", "--no-show-raw-insn", sel, path, NULL};
-  int rc = run_tool(argv);
-  unlink(path);
-  free(path);
-  if (rc != 0) fprintf(stderr, "hkc inspect: objdump failed or is missing (Debian package binutils)\n");
-  return rc == 0 ? 0 : -1;
-}
-
+/* ---- disassembly: through the target's toolchain entry (rtc/toolchain.h) ---------------------- */
 int hkc_inspect_disasm(const char *path, const char *kernel, const char *target, FILE *out) {
   hk_pack_t *pack = NULL;
   if (hk_pack_open_file(path, NULL, &pack) != HK_OK) {
@@ -224,22 +148,18 @@ int hkc_inspect_disasm(const char *path, const char *kernel, const char *target,
       const char *obj = (const char *)code + kr->code_offset;
       fprintf(out, "; kernel %s, target %s, %llu bytes of code object\n", kernel, hk_pack_string(v, tr->name),
               (unsigned long long)kr->code_size);
-      if (tr->kind == HK_TARGET_HIP) {
-        char arch[160], why[512], *text = NULL;
-        const char *features = hk_pack_string(v, tr->features);
-        snprintf(arch, sizeof arch, "%s%s%s", hk_pack_string(v, tr->name), features[0] ? ":" : "", features);
-        if (hkc_comgr_disassemble(obj, (size_t)kr->code_size, arch, &text, why, sizeof why) == 0) {
-          fputs(text, out);
-          rc = 0;
-        } else {
-          fprintf(stderr, "hkc inspect: cannot disassemble: %s\n", why);
-        }
-        free(text);
-      } else if (tr->kind == HK_TARGET_CUDA) {
-        rc = disasm_cuda(kernel, obj, (size_t)kr->code_size);
+      const hkc_toolchain_t *tc = hkc_toolchain_for_kind((hk_target_kind_t)tr->kind);
+      char target_name[160], why[512] = "no toolchain for this kind of target", *text = NULL;
+      const char *features = hk_pack_string(v, tr->features);
+      snprintf(target_name, sizeof target_name, "%s%s%s", hk_pack_string(v, tr->name), features[0] ? ":" : "",
+               features);
+      if (tc && tc->disassemble(obj, (size_t)kr->code_size, kernel, target_name, &text, why, sizeof why) == 0) {
+        fputs(text, out);
+        rc = 0;
       } else {
-        rc = disasm_host(kernel, obj, (size_t)kr->code_size);
+        fprintf(stderr, "hkc inspect: cannot disassemble: %s\n", why);
       }
+      free(text);
       free(code);
       goto done;
     }

@@ -355,14 +355,20 @@ static void class_free(tune_class_t *c) {
   free(c->time_us);
 }
 
-/* Compiles the host code of one candidate (a one-kernel translation unit). */
-static int host_compile(hkc_kernel_out_t *k, void **out_code, size_t *out_size) {
-  char *src = hkc_codegen_host(k, 1);
+/* Compiles one candidate of a one-translation-unit toolchain (the host's C compiler): a
+ * one-kernel unit. */
+static int unit_compile(const hkc_toolchain_t *tc, hkc_kernel_out_t *k, void **out_code, size_t *out_size) {
+  char *src = tc->codegen_unit(k, 1);
   if (!src) return -1;
-  char version[160];
-  int rc = hkc_rtc_host_compile(src, out_code, out_size, version, sizeof version);
+  hkc_rtc_result_t r = {0};
+  int rc = tc->compile(src, NULL, NULL, &r);
+  if (rc != 0 && r.log) hkc_error((hkc_loc_t){0}, "%s", r.log);
   k->source_hash = hkc_hash64(src, strlen(src));
   free(src);
+  *out_code = rc == 0 ? r.code : NULL;
+  *out_size = rc == 0 ? r.code_size : 0;
+  if (rc == 0) r.code = NULL;
+  hkc_rtc_result_free(&r);
   return rc;
 }
 
@@ -425,16 +431,14 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
   const hkc_gpu_arch_t *arch = NULL;
   char why[512];
 
-  if (strcmp(o->target, "host") != 0 && strcmp(o->target, hkc_host_target_name()) != 0) {
-    arch = hkc_gpu_arch_find(o->target);
-    if (!arch || (arch->kind == HK_TARGET_CUDA && strchr(o->target, ':'))) {
-      hkc_error((hkc_loc_t){0}, "tune: unknown target %s (one of host, sm_80, sm_90, sm_90a, gfx90a, ...)", o->target);
-      return -1;
-    }
-    if ((arch->kind == HK_TARGET_CUDA ? hkc_nvrtc_available(why, sizeof why) : hkc_hiprtc_available(why, sizeof why)) != 0) {
-      hkc_error((hkc_loc_t){0}, "tune: %s needs its toolchain: %s", o->target, why);
-      return -1;
-    }
+  const hkc_toolchain_t *tc_entry = hkc_toolchain_for_target(o->target, &arch, NULL, 0);
+  if (!tc_entry) {
+    hkc_error((hkc_loc_t){0}, "tune: unknown target %s (one of host, sm_80, sm_90, sm_90a, gfx90a, ...)", o->target);
+    return -1;
+  }
+  if (tc_entry->available(why, sizeof why) != 0) {
+    hkc_error((hkc_loc_t){0}, "tune: %s needs its toolchain: %s", o->target, why);
+    return -1;
   }
   if (hkc_spec_load(o->spec_path, &spec) != 0) return -1;
   /* As hkc_build() does: the spec's own fusion plan, so the launch classes are the build's
@@ -526,7 +530,7 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
   }
 
   if (o->dry_run) { /* the model's ranking, nothing run */
-    const char *unit = arch && arch->kind == HK_TARGET_HIP ? "CU" : "SM";
+    const char *unit = tc_entry->compute_unit;
     for (size_t c = 0; c < n_classes; c++) {
       tune_class_t *tc = &classes[c];
       char sig[160];
@@ -611,7 +615,7 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
             kernel.shared_bytes = cand->shared;
             kernel.wave_size = arch->wave_size;
           }
-      } else if (host_compile(&kernel, &code, &code_size) != 0) {
+      } else if (unit_compile(tc_entry, &kernel, &code, &code_size) != 0) {
         tc->time_us[set[s]] = -1;
         continue;
       }

@@ -61,9 +61,8 @@ int hkc_tune_units(const hkc_gpu_arch_t *arch, int host_threads) {
 }
 
 void hkc_tune_toolchain(const hkc_gpu_arch_t *arch, char *out, size_t size) {
-  const char *v = !arch ? hkc_rtc_host_version()
-                  : arch->kind == HK_TARGET_HIP ? hkc_hiprtc_version()
-                                                : hkc_nvrtc_version();
+  const hkc_toolchain_t *tc = hkc_toolchain_for_arch(arch);
+  const char *v = tc ? tc->version() : "";
   snprintf(out, size, "%s", v && *v ? v : "unknown");
   for (char *c = out; *c; c++)
     if (*c == '|' || *c == '\t' || *c == '\n' || *c == '\r') *c = ' ';
