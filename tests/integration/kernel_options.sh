@@ -35,7 +35,8 @@ msg=$(HKC_GEMM_WS=maybe "$HKC" build "$spec" --target host -o "$work/bad2.hkpack
 set -e
 [ $rc -ne 0 ] && [ ! -e "$work/bad2.hkpack" ] && grep -q "environment variable HKC_GEMM_WS" <<<"$msg" \
   && ok "bad environment value names the variable" || bad "bad env: exit $rc: $msg"
-"$HKC" build --help | grep -q "gemm_ws_cfg (HKC_GEMM_WS_CFG)" && ok "--help lists the options and their variables" || bad "--help"
+"$HKC" build --help > "$work/help.txt" # (no pipe into grep -q: SIGPIPE under pipefail)
+grep -q "gemm_ws_cfg (HKC_GEMM_WS_CFG)" "$work/help.txt" && ok "--help lists the options and their variables" || bad "--help"
 
 # ---- sm_90a (nvrtc): the kernel's configuration and name ---------------------------------------
 if ! "$HKC" build "$spec" --target sm_90a -q --tune default -o "$work/g0.hkpack" 2>"$work/g0.err"; then
