@@ -23,6 +23,7 @@ static void apply_env_options(const hkc_gpu_arch_t *arch, hkc_kernel_key_t *key)
 }
 
 int main(int argc, char **argv) {
+  hkc_env_from_process(); /* HKC_TEMPLATE_DIR, CC, TMPDIR, ... as hkc maps them */
   const hkc_gpu_arch_t *a = hkc_gpu_arch_find(argv[1]);
   hkc_kernel_out_t k = {.name = "hk_attn", .key = {.op = HK_OP_ATTENTION, .dtype = atoi(argv[2]), .align = 8, .head_dim = atoi(argv[3])}};
   apply_env_options(a, &k.key); /* HKC_ATTN_TUNE etc. */

@@ -42,6 +42,7 @@ static void apply_env_options(const hkc_gpu_arch_t *arch, hkc_kernel_key_t *key)
 }
 
 int main(int argc, char **argv) {
+  hkc_env_from_process(); /* HKC_TEMPLATE_DIR, CC, TMPDIR, ... as hkc maps them */
   if (argc < 6) {
     fprintf(stderr, "usage: see the header of rows_tool.c\n");
     return 2;

@@ -74,18 +74,10 @@ static int mkdir_p(const char *path) {
  * file is created and removed). */
 hkc_cache_t *hkc_cache_open(const char *dir) {
   char path[CACHE_DIR_MAX];
-  const char *env;
   int n;
-  if (dir)
-    n = snprintf(path, sizeof path, "%s", dir);
-  else if ((env = getenv("HKC_CACHE_DIR")) && env[0])
-    n = snprintf(path, sizeof path, "%s", env);
-  else if ((env = getenv("XDG_CACHE_HOME")) && env[0])
-    n = snprintf(path, sizeof path, "%s/hkc", env);
-  else if ((env = getenv("HOME")) && env[0])
-    n = snprintf(path, sizeof path, "%s/.cache/hkc", env);
-  else
-    return NULL;
+  if (!dir) dir = hkc_env_cache_dir(); /* the CLI's $HKC_CACHE_DIR / $XDG_CACHE_HOME / $HOME mapping */
+  if (!dir) return NULL;
+  n = snprintf(path, sizeof path, "%s", dir);
   if (n < 0 || (size_t)n >= sizeof path) return NULL;
   while (n > 1 && path[n - 1] == '/') path[--n] = '\0';
   if (mkdir_p(path) != 0) return NULL;

@@ -75,8 +75,9 @@ int hkc_nvrtc_supported_archs(int **out_archs, size_t *out_count, char *why, siz
  * Entries are self-checking files written atomically; a corrupt entry is a miss (and is
  * replaced), never trusted. Thread-safe. */
 typedef struct hkc_cache hkc_cache_t;
-/* dir NULL: $HKC_CACHE_DIR, else $XDG_CACHE_HOME/hkc, else ~/.cache/hkc. NULL when the
- * directory cannot be used (the build then runs uncached, with a warning). */
+/* dir NULL: hkc_env_cache_dir() (the CLI maps $HKC_CACHE_DIR, else $XDG_CACHE_HOME/hkc, else
+ * ~/.cache/hkc onto it). NULL when there is none or it cannot be used (the build then runs
+ * uncached, with a warning). */
 hkc_cache_t *hkc_cache_open(const char *dir);
 void hkc_cache_close(hkc_cache_t *cache);
 void hkc_cache_key(const char *source, const char *options, const char *target, const char *toolchain,

@@ -68,10 +68,9 @@ int hkc_rtc_exec_capture(char *const argv[], char **out_text) {
 }
 
 char *hkc_rtc_temp_file(const void *data, size_t size, const char *suffix) {
-  const char *dir = getenv("TMPDIR");
   char *path = malloc(4096);
   if (!path) return NULL;
-  snprintf(path, 4096, "%s/hkc-disasm-XXXXXX%s", dir && *dir ? dir : "/tmp", suffix);
+  snprintf(path, 4096, "%s/hkc-disasm-XXXXXX%s", hkc_env_tmp_dir(), suffix);
   int fd = mkstemps(path, (int)strlen(suffix));
   if (fd < 0) {
     free(path);

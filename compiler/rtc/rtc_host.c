@@ -117,21 +117,20 @@ int hkc_rtc_host_compile(const char *source, void **out_code, size_t *out_size, 
                          size_t version_size) {
   *out_code = NULL;
   *out_size = 0;
-  const char *base = getenv("TMPDIR");
+  const char *base = hkc_env_tmp_dir();
   char dir[RTC_DIR_MAX];
-  int len = snprintf(dir, sizeof dir, "%s/hkc-rtc.XXXXXX", base && *base ? base : "/tmp");
+  int len = snprintf(dir, sizeof dir, "%s/hkc-rtc.XXXXXX", base);
   if (len < 0 || (size_t)len >= sizeof dir) {
     hkc_error((hkc_loc_t){0}, "host compile: $TMPDIR is longer than %d bytes", RTC_DIR_MAX - 16);
     return -1;
   }
   if (!mkdtemp(dir)) {
-    hkc_error((hkc_loc_t){0}, "host compile: cannot create a temporary directory under %s: %s",
-              base && *base ? base : "/tmp", strerror(errno));
+    hkc_error((hkc_loc_t){0}, "host compile: cannot create a temporary directory under %s: %s", base,
+              strerror(errno));
     return -1;
   }
 
-  const char *cc_env = getenv("CC");
-  char *cc = hkc_strdup(cc_env && *cc_env ? cc_env : "cc");
+  char *cc = hkc_strdup(hkc_env_cc());
   char *argv[RTC_MAX_ARGV + 1];
   char prefix_map[RTC_PATH_MAX];
   char path[RTC_PATH_MAX];
@@ -200,12 +199,10 @@ static pthread_once_t g_host_version_once = PTHREAD_ONCE_INIT;
 
 static void probe_host_version(void) {
   snprintf(g_host_version, sizeof g_host_version, "unknown");
-  const char *base = getenv("TMPDIR");
   char dir[RTC_DIR_MAX];
-  int len = snprintf(dir, sizeof dir, "%s/hkc-rtc.XXXXXX", base && *base ? base : "/tmp");
+  int len = snprintf(dir, sizeof dir, "%s/hkc-rtc.XXXXXX", hkc_env_tmp_dir());
   if (len < 0 || (size_t)len >= sizeof dir || !mkdtemp(dir)) return;
-  const char *cc_env = getenv("CC");
-  char *cc = hkc_strdup(cc_env && *cc_env ? cc_env : "cc");
+  char *cc = hkc_strdup(hkc_env_cc());
   char *argv[RTC_MAX_ARGV + 1];
   int cc_n = cc ? split_cc(cc, argv, RTC_MAX_ARGV - 16) : 0;
   if (cc_n > 0) cc_version(argv, cc_n, dir, g_host_version, sizeof g_host_version);
@@ -222,10 +219,9 @@ const char *hkc_rtc_host_version(void) {
 /* The C compiler is there when `$CC --version` runs. */
 static int host_available(char *why, size_t why_size) {
   if (strcmp(hkc_rtc_host_version(), "unknown") != 0) return 0;
-  const char *cc = getenv("CC");
   if (why && why_size)
     snprintf(why, why_size, "cannot run `%s --version`: install a C compiler (Debian package gcc) or set $CC",
-             cc && *cc ? cc : "cc");
+             hkc_env_cc());
   return -1;
 }
 

@@ -65,8 +65,9 @@ static void nvrtc_load(void) {
   static const char *const names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
   char tried[384] = "", path[512];
   size_t used = 0;
-  const char *env = getenv("HKC_CUDA_PATH");
-  /* candidates: $HKC_CUDA_PATH/lib64/<name>, /usr/local/cuda/lib64/<name>, <name> */
+  const char *env = hkc_env_cuda_path();
+  if (strcmp(env, "/usr/local/cuda") == 0) env = NULL; /* the second candidate already */
+  /* candidates: $HKC_CUDA_PATH/lib64/<name> (hkc_env), /usr/local/cuda/lib64/<name>, <name> */
   for (int dir = 0; dir < 3 && !g_nvrtc.handle; dir++) {
     if (dir == 0 && (!env || !*env)) continue;
     for (size_t i = 0; i < sizeof names / sizeof names[0] && !g_nvrtc.handle; i++) {
@@ -292,10 +293,10 @@ static int nvrtc_disassemble(const void *code, size_t size, const char *kernel, 
     snprintf(why, why_size, "cannot write a temporary file for nvdisasm");
     return -1;
   }
-  const char *cuda = getenv("HKC_CUDA_PATH");
+  const char *cuda = hkc_env_cuda_path();
   char nvdisasm[4096], cuobjdump[4096];
-  snprintf(nvdisasm, sizeof nvdisasm, "%s/bin/nvdisasm", cuda && *cuda ? cuda : "/usr/local/cuda");
-  snprintf(cuobjdump, sizeof cuobjdump, "%s/bin/cuobjdump", cuda && *cuda ? cuda : "/usr/local/cuda");
+  snprintf(nvdisasm, sizeof nvdisasm, "%s/bin/nvdisasm", cuda);
+  snprintf(cuobjdump, sizeof cuobjdump, "%s/bin/cuobjdump", cuda);
   char *a1[] = {nvdisasm, "-c", "-fun", (char *)kernel, path, NULL};
   char *a2[] = {cuobjdump, "-sass", path, NULL};
   int rc = hkc_rtc_exec_capture(a1, out_text);

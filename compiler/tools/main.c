@@ -883,6 +883,7 @@ static int dispatch(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+  hkc_env_from_process(); /* the stages read no environment themselves */
   if (argc == 2 && strcmp(argv[1], HKC_WORKER_ARG) == 0) _exit(hkc_amd_worker_main()); /* no atexit, no leak report */
   if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
     fputs(k_usage, argc < 2 ? stderr : stdout);

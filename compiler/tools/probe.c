@@ -99,8 +99,7 @@ static void print_toolchain(FILE *out, const hkc_toolchain_t *tc) {
 }
 
 int hkc_print_targets(FILE *out) {
-  const char *cc = getenv("CC");
-  fprintf(out, "host:          %s (C compiler: %s)\n", hkc_host_target_name(), cc && *cc ? cc : "cc");
+  fprintf(out, "host:          %s (C compiler: %s)\n", hkc_host_target_name(), hkc_env_cc());
   size_t n_tc;
   const hkc_toolchain_t *const *tcs = hkc_toolchain_list(&n_tc);
   for (size_t c = 0; c < n_tc; c++)

@@ -35,6 +35,9 @@ int hkc_inspect_plan(const char *path, uint64_t batch, const char *target, FILE 
 int hkc_inspect_disasm(const char *path, const char *kernel, const char *target, FILE *out);
 /* `hkc targets`: probes the toolchains and prints what this machine can build. 0 / -1. */
 int hkc_print_targets(FILE *out);
+/* Maps the documented environment variables (TMPDIR, CC, HKC_CUDA_PATH, HKC_CACHE_DIR /
+ * XDG_CACHE_HOME / HOME, HKC_TEMPLATE_DIR) onto hkc_env_set (util.h); env.c. */
+void hkc_env_from_process(void);
 
 /* ---- `hkc tune` (tune_run.c) ----------------------------------------------------------------- */
 typedef struct hkc_tune_run_options {

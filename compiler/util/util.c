@@ -142,10 +142,10 @@ static const char *disk_template(const char *dir, const char *path, size_t *out_
 }
 
 const char *hkc_template(const char *path, size_t *out_size) {
-  /* Template developers point HKC_TEMPLATE_DIR at a templates/ tree to try kernel changes
+  /* Template developers point HKC_TEMPLATE_DIR (hkc_env) at a templates/ tree to try kernel changes
    * without rebuilding hkc; files missing there fall back to the embedded copies. */
-  const char *dir = getenv("HKC_TEMPLATE_DIR");
-  if (dir && *dir) {
+  const char *dir = hkc_env_template_dir();
+  if (dir) {
     const char *text = disk_template(dir, path, out_size);
     if (text) return text;
   }
@@ -188,3 +188,27 @@ int hkc_read_file(const char *path, char **out_data, size_t *out_size) {
   *out_size = len;
   return 0;
 }
+
+/* ---- settings from the environment (util.h) ------------------------------------------------ */
+static struct {
+  char *tmp_dir, *cc, *cuda_path, *cache_dir, *template_dir;
+} g_env;
+
+static void env_field(char **slot, const char *value) {
+  free(*slot);
+  *slot = value && *value ? hkc_strdup(value) : NULL;
+}
+
+void hkc_env_set(const hkc_env_t *env) {
+  env_field(&g_env.tmp_dir, env ? env->tmp_dir : NULL);
+  env_field(&g_env.cc, env ? env->cc : NULL);
+  env_field(&g_env.cuda_path, env ? env->cuda_path : NULL);
+  env_field(&g_env.cache_dir, env ? env->cache_dir : NULL);
+  env_field(&g_env.template_dir, env ? env->template_dir : NULL);
+}
+
+const char *hkc_env_tmp_dir(void) { return g_env.tmp_dir ? g_env.tmp_dir : "/tmp"; }
+const char *hkc_env_cc(void) { return g_env.cc ? g_env.cc : "cc"; }
+const char *hkc_env_cuda_path(void) { return g_env.cuda_path ? g_env.cuda_path : "/usr/local/cuda"; }
+const char *hkc_env_cache_dir(void) { return g_env.cache_dir; }
+const char *hkc_env_template_dir(void) { return g_env.template_dir; }

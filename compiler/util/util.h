@@ -57,6 +57,26 @@ const char *hkc_template(const char *path, size_t *out_size);
 /* Reads a whole file into a NUL-terminated malloc'd buffer. 0 / -1 (errno set). */
 int hkc_read_file(const char *path, char **out_data, size_t *out_size);
 
+/* ---- the process environment, as the CLI maps it (tools/env.c, util.c) -------------------
+ * The stages read these settings, never the environment: `hkc` (tools/main.c) maps the
+ * documented variables once, before any stage runs; a program embedding hkc_core sets what
+ * it wants (or nothing: the defaults). hkc_env_set copies the strings; NULL or "" selects
+ * the default. Not thread-safe: set it before starting work. */
+typedef struct hkc_env {
+  const char *tmp_dir;      /* temporary files and directories; default /tmp          ($TMPDIR) */
+  const char *cc;           /* the host target's C compiler command; default "cc"       ($CC) */
+  const char *cuda_path;    /* CUDA toolkit (nvrtc, nvdisasm); default /usr/local/cuda  ($HKC_CUDA_PATH) */
+  const char *cache_dir;    /* the compile cache when a build names none; default none
+                               ($HKC_CACHE_DIR, else $XDG_CACHE_HOME/hkc, else $HOME/.cache/hkc) */
+  const char *template_dir; /* kernel templates read from here first; default none ($HKC_TEMPLATE_DIR) */
+} hkc_env_t;
+void hkc_env_set(const hkc_env_t *env);
+const char *hkc_env_tmp_dir(void);      /* never NULL */
+const char *hkc_env_cc(void);           /* never NULL */
+const char *hkc_env_cuda_path(void);    /* never NULL */
+const char *hkc_env_cache_dir(void);    /* NULL when unset */
+const char *hkc_env_template_dir(void); /* NULL when unset */
+
 /* ---- element conversion (half.c) ---------------------------------------------------- */
 uint16_t hkc_f32_to_f16(float f);   /* round to nearest even; overflow -> inf */
 float hkc_f16_to_f32(uint16_t h);

@@ -195,8 +195,8 @@ static hk_status_t open_object(const char *target_name, const void *code, size_t
   int fd = memfd_create("hk-host-code", MFD_CLOEXEC);
   char tmp[4096] = "";
   if (fd < 0) {
-    const char *dir = getenv("TMPDIR");
-    snprintf(tmp, sizeof tmp, "%s/hk-host-code.XXXXXX", dir && *dir ? dir : "/tmp");
+    /* only where memfd_create is missing (Linux < 3.17); libhkrt reads no environment */
+    snprintf(tmp, sizeof tmp, "%s/hk-host-code.XXXXXX", P_tmpdir);
     fd = mkstemp(tmp);
     HK_FAIL_IF(fd < 0, HK_STATUS_IO, "target %s: cannot create a file for the code object: %s", target_name,
                strerror(errno));

@@ -200,17 +200,21 @@ static void test_unusable_dir(void **state) {
   } else {
     printf("running as root: read-only directory case not checked\n");
   }
-  /* the environment fallbacks */
+  /* the default directory: none set, none used; then the CLI's mapping of $HKC_CACHE_DIR */
   char env_dir[1024];
   snprintf(env_dir, sizeof env_dir, "%s/env", dir);
+  hkc_env_set(NULL);
+  assert_null(hkc_cache_open(NULL));
   setenv("HKC_CACHE_DIR", env_dir, 1);
+  hkc_env_from_process();
+  unsetenv("HKC_CACHE_DIR");
   hkc_cache_t *c = hkc_cache_open(NULL);
   assert_non_null(c);
   hkc_cache_close(c);
   struct stat st;
   assert_int_equal(stat(env_dir, &st), 0);
   assert_true(S_ISDIR(st.st_mode));
-  unsetenv("HKC_CACHE_DIR");
+  hkc_env_set(NULL);
   free(dir);
 }
 

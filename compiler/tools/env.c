@@ -1,0 +1,22 @@
+/* The one place the compiler reads the process environment: the documented variables,
+ * mapped onto the stages' settings (util.h, hkc_env_t). tools/main.c calls it first;
+ * tests that want the same mapping call it too. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "tools/tools.h"
+#include "util/util.h"
+
+void hkc_env_from_process(void) {
+  const char *cache = getenv("HKC_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  char cache_dir[4096] = "";
+  if (cache && *cache) snprintf(cache_dir, sizeof cache_dir, "%s", cache);
+  else if (xdg && *xdg) snprintf(cache_dir, sizeof cache_dir, "%s/hkc", xdg);
+  else if (home && *home) snprintf(cache_dir, sizeof cache_dir, "%s/.cache/hkc", home);
+  const hkc_env_t env = {.tmp_dir = getenv("TMPDIR"),
+                         .cc = getenv("CC"),
+                         .cuda_path = getenv("HKC_CUDA_PATH"),
+                         .cache_dir = cache_dir,
+                         .template_dir = getenv("HKC_TEMPLATE_DIR")};
+  hkc_env_set(&env);
+}
