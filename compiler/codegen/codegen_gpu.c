@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
-#include "codegen/variants/gpu_variant.h"
+#include "codegen/variants/variant.h"
 #include "lower/lower.h"
 #include "util/util.h"
 
@@ -156,7 +156,7 @@ static const gpu_dialect_t *gpu_dialect(hk_target_kind_t kind) {
 char *hkc_codegen_gpu(const hkc_gpu_arch_t *arch, const hkc_kernel_out_t *kernel) {
   const hkc_kernel_key_t *key = &kernel->key;
   const gpu_params_t *p = gpu_params(key->op);
-  const hkc_gpu_variant_t *variant = hkc_gpu_variant_for(arch, key);
+  const hkc_variant_t *variant = hkc_variant_for(arch, key);
   const char *tpl = variant ? variant->template_path : gpu_template_path(key->op);
   static const char *const types[] = {"float", "unsigned short", "unsigned short"};
   static const char *const loads[] = {"hk_f32_load", "hk_f16_to_f32", "hk_bf16_to_f32"};
@@ -241,7 +241,7 @@ static int64_t ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) 
  * it correct. At least one block; no dynamic shared memory (all of it is static). */
 void hkc_gpu_launch_dims(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
                          uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
-  const hkc_gpu_variant_t *variant = hkc_gpu_variant_for(arch, key);
+  const hkc_variant_t *variant = hkc_variant_for(arch, key);
   if (variant) {
     variant->launch(arch, key, args, n_args, out_grid, out_block, out_shared);
     return;

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
-#include "codegen/variants/gpu_variant.h"
+#include "codegen/variants/variant.h"
 #include "driver/driver.h"
 #include "frontend/frontend.h"
 #include "lower/lower.h"
@@ -53,7 +53,7 @@ static void target_out_free(hkc_target_out_t *t) {
  * came from ("src=db+model": the sources of every launch using it), appended to params. */
 static void describe_tuning(const target_plan_t *plan, hkc_kernel_out_t *ko, int tunable, unsigned sources) {
   size_t len = strlen(ko->params);
-  const hkc_gpu_variant_t *v = plan->arch ? hkc_gpu_variant_for(plan->arch, &ko->key) : NULL;
+  const hkc_variant_t *v = plan->arch ? hkc_variant_for(plan->arch, &ko->key) : NULL;
   if (plan->arch) len += (size_t)snprintf(ko->params + len, sizeof ko->params - len, " kernel=%s", v ? v->name : "simple");
   if ((!tunable && !ko->key.variant[0]) || len >= sizeof ko->params) return; /* untuned, not chosen by an option */
   hkc_tile_cfg_t cfg;

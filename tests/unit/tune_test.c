@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu_variant.h"
+#include "variant.h"
 #include "hkc.h"
 #include "test_util.h"
 #include "tune.h"
@@ -195,7 +195,7 @@ static void test_variant_macros_and_launch(void **state) {
   k.key = gemm_key(HK_DTYPE_BF16, 1, 0, 0, 0);
   assert_int_equal(hkc_tune_lookup_cfg(a, &k.key, "gemm_wgmma", "bm=64,bn=128,st=4", &c), 0);
   hkc_tune_apply(a, &k.key, &c);
-  assert_string_equal(hkc_gpu_variant_for(a, &k.key)->name, "gemm_wgmma");
+  assert_string_equal(hkc_variant_for(a, &k.key)->name, "gemm_wgmma");
   hkc_kernel_key_name(&k.key, k.name, sizeof k.name);
   src = hkc_codegen_gpu(a, &k);
   assert_non_null(src);

@@ -1,17 +1,17 @@
-/* The registry of specialised GPU kernels (see gpu_variant.h), in order of preference:
+/* The registry of specialised GPU kernels (see variant.h), in order of preference:
  * the first variant whose applies() accepts a key serves it. */
 #include <string.h>
 
 #include "codegen/codegen.h"
-#include "codegen/variants/gpu_variant.h"
+#include "codegen/variants/variant.h"
 
-extern const hkc_gpu_variant_t hkc_variant_gemm_wgmma_ws, hkc_variant_gemm_wgmma,
+extern const hkc_variant_t hkc_variant_gemm_wgmma_ws, hkc_variant_gemm_wgmma,
     hkc_variant_gemm_mma; /* variant_gemm_nv.c */
-extern const hkc_gpu_variant_t hkc_variant_attention_wgmma, hkc_variant_attention_mma; /* variant_attention_nv.c */
-extern const hkc_gpu_variant_t hkc_variant_rows_vec16, hkc_variant_elementwise_vec16; /* variant_rows.c */
-extern const hkc_gpu_variant_t hkc_variant_gemm_mfma, hkc_variant_attention_mfma; /* variant_amd.c */
+extern const hkc_variant_t hkc_variant_attention_wgmma, hkc_variant_attention_mma; /* variant_attention_nv.c */
+extern const hkc_variant_t hkc_variant_rows_vec16, hkc_variant_elementwise_vec16; /* variant_rows.c */
+extern const hkc_variant_t hkc_variant_gemm_mfma, hkc_variant_attention_mfma; /* variant_amd.c */
 
-static const hkc_gpu_variant_t *const k_variants[] = {
+static const hkc_variant_t *const k_variants[] = {
     &hkc_variant_gemm_wgmma_ws, /* NVIDIA sm_90a, warp-specialized */
     &hkc_variant_gemm_wgmma,  /* NVIDIA sm_90a (kernel option gemm_ws=off) */
     &hkc_variant_gemm_mma,    /* NVIDIA sm_80+ */
@@ -24,9 +24,9 @@ static const hkc_gpu_variant_t *const k_variants[] = {
     NULL, /* variants are listed above this line */
 };
 
-const hkc_gpu_variant_t *const *hkc_gpu_variant_list(void) { return k_variants; }
+const hkc_variant_t *const *hkc_variant_list(void) { return k_variants; }
 
-int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_gpu_variant_t *v, const hkc_kernel_key_t *key) {
+int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_variant_t *v, const hkc_kernel_key_t *key) {
   if (v == &hkc_variant_attention_wgmma) { /* default for head_dim 128 only (measured, variant_attention_nv.c) */
     const hkc_switch_t s = o ? o->attn_wgmma : HKC_SWITCH_AUTO;
     if (s == HKC_SWITCH_OFF) return 0;
@@ -38,7 +38,7 @@ int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_gpu_varian
   return 1;
 }
 
-const hkc_gpu_variant_t *hkc_gpu_variant_for_options(const hkc_gpu_arch_t *arch, const hkc_kernel_options_t *o,
+const hkc_variant_t *hkc_variant_for_options(const hkc_gpu_arch_t *arch, const hkc_kernel_options_t *o,
                                                      const hkc_kernel_key_t *key) {
   if (key->variant[0]) { /* a tuned key: the variant the tuner chose (tune.c checked it applies) */
     if (strncmp(key->variant, "simple", HKC_TUNE_VARIANT_MAX) == 0) return NULL;
@@ -51,6 +51,6 @@ const hkc_gpu_variant_t *hkc_gpu_variant_for_options(const hkc_gpu_arch_t *arch,
   return NULL;
 }
 
-const hkc_gpu_variant_t *hkc_gpu_variant_for(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
-  return hkc_gpu_variant_for_options(arch, NULL, key);
+const hkc_variant_t *hkc_variant_for(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  return hkc_variant_for_options(arch, NULL, key);
 }
