@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu_variant.h"
+#include "variant.h"
 #include "hkc.h"
 
 static hk_op_t op_of(const char *s) {
@@ -77,7 +77,7 @@ int main(int argc, char **argv) {
   hkc_rtc_result_t r;
   int rc = arch->kind == HK_TARGET_CUDA ? hkc_nvrtc_compile(src, k.name, arch->name, &r)
                                         : hkc_hiprtc_compile(src, k.name, arch->name, &r);
-  const hkc_gpu_variant_t *v = hkc_gpu_variant_for(arch, &k.key);
+  const hkc_variant_t *v = hkc_variant_for(arch, &k.key);
   printf("%s %s %s a%d %s: rc %d regs %u scratch %u shared %u\n", arch->name, argv[3], argv[4], k.key.align,
          v ? v->name : "simple", rc, r.vgprs, r.scratch_bytes, r.shared_bytes);
   if (rc != 0 && r.log) fputs(r.log, stdout);

@@ -6,7 +6,7 @@
  *   codegen_gpu.c    one GPU kernel's source from templates/gpu (HIP dialect for both vendors)
  *   tile_cfg.c       kernel configurations' parameter strings
  *   kernel_options.c kernel options (`hkc build --kernel-option`): parsed, checked, recorded
- *   variants/        specialised GPU kernels (variants/gpu_variant.h)
+ *   variants/        the variant registry: every kernel a key can become, per target (variants/variant.h)
  *
  * Uses lower/, frontend/ and util/. Tuning (tune/) chooses among the configurations that
  * codegen and its variants enumerate; codegen never calls tuning.
@@ -146,7 +146,7 @@ int hkc_kernel_options_is_default(const hkc_kernel_options_t *o);
 
 /* ---- kernel configurations (tile_cfg.c; the host GEMM's in codegen_host.c) ---------------------
  * One configuration of a tunable kernel and the figures the static pruning and the model
- * need. The GPU variants (variants/gpu_variant.h tune_space / tune_parse) and the host GEMM
+ * need. The GPU variants (variants/variant.h tune_space / tune_parse) and the host GEMM
  * enumerate and parse them; tune/ ranks and chooses. */
 typedef struct hkc_tile_cfg {
   char variant[HKC_TUNE_VARIANT_MAX]; /* "gemm_wgmma_ws", "host_gemm" */
@@ -170,7 +170,7 @@ int hkc_tune_params_parse(const char *params, const char *const *names, int n, i
 
 /* Host GEMM (templates/host/gemm.c, variant name "host_gemm", params "bm=16,bn=256,bk=32"):
  * the space (default first) and one configuration; codegen_host.c. Same contracts as the
- * GPU variants' hooks. */
+ * GPU variants' hooks; the registry's host_gemm entry (variants/variant_host.c) serves them. */
 int hkc_host_tune_space(const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max);
 int hkc_host_tune_parse(const hkc_kernel_key_t *key, const char *params, hkc_tile_cfg_t *out);
 

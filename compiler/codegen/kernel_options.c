@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
-#include "codegen/variants/gpu_variant.h"
+#include "codegen/variants/variant.h"
 #include "lower/lower.h"
 #include "util/util.h"
 
@@ -58,8 +58,8 @@ static const kopt_t k_opts[] = {
 /* Longest list of parameters a configuration has (rows_vec16: 6). */
 #define KOPT_MAX_PARAMS 8
 
-static const hkc_gpu_variant_t *variant_named(const char *name) {
-  const hkc_gpu_variant_t *const *list = hkc_gpu_variant_list();
+static const hkc_variant_t *variant_named(const char *name) {
+  const hkc_variant_t *const *list = hkc_variant_list();
   for (size_t i = 0; list[i]; i++)
     if (strcmp(list[i]->name, name) == 0) return list[i];
   return NULL;
@@ -91,7 +91,7 @@ static int parse_uint(const char *s, size_t len, int *out) {
 
 /* value ("bn=128,st=5" or "128,5") -> the variant's canonical string in out. */
 static int parse_cfg(const kopt_t *k, const char *value, char *out, size_t size, char *err, size_t err_size) {
-  const hkc_gpu_variant_t *v = variant_named(k->variant);
+  const hkc_variant_t *v = variant_named(k->variant);
   if (!v || !v->params || v->n_params > KOPT_MAX_PARAMS) {
     snprintf(err, err_size, "%s: variant %s has no parameters", k->name, k->variant);
     return -1;
@@ -263,7 +263,7 @@ static int ew_fast_act(const hkc_kernel_key_t *key) {
 }
 
 int hkc_kernel_options_force(const hkc_kernel_options_t *o, const char *target, const hkc_gpu_arch_t *arch,
-                             const hkc_gpu_variant_t *v, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out) {
+                             const hkc_variant_t *v, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out) {
   if (!o || !v || !v->tune_parse) return 0;
   const kopt_t *k = NULL;
   for (size_t i = 0; i < N_OPTS; i++) {

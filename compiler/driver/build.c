@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
-#include "codegen/variants/gpu_variant.h"
+#include "codegen/variants/variant.h"
 #include "driver/driver.h"
 #include "frontend/frontend.h"
 #include "lower/lower.h"
@@ -53,13 +53,12 @@ static void target_out_free(hkc_target_out_t *t) {
  * came from ("src=db+model": the sources of every launch using it), appended to params. */
 static void describe_tuning(const target_plan_t *plan, hkc_kernel_out_t *ko, int tunable, unsigned sources) {
   size_t len = strlen(ko->params);
-  const hkc_gpu_variant_t *v = plan->arch ? hkc_gpu_variant_for(plan->arch, &ko->key) : NULL;
-  if (plan->arch) len += (size_t)snprintf(ko->params + len, sizeof ko->params - len, " kernel=%s", v ? v->name : "simple");
+  const hkc_variant_t *v = hkc_variant_for(plan->arch, &ko->key); /* codegen accepted the key: never NULL */
+  if (plan->arch && v) len += (size_t)snprintf(ko->params + len, sizeof ko->params - len, " kernel=%s", v->name);
   if ((!tunable && !ko->key.variant[0]) || len >= sizeof ko->params) return; /* untuned, not chosen by an option */
   hkc_tile_cfg_t cfg;
   const char *params = ko->key.tune;
-  if (!params[0] && (!plan->arch || v) &&
-      hkc_tune_lookup_cfg(plan->arch, &ko->key, plan->arch ? v->name : "host_gemm", "", &cfg) == 0)
+  if (!params[0] && v && hkc_tune_lookup_cfg(plan->arch, &ko->key, v->name, "", &cfg) == 0)
     params = cfg.tune;
   len += (size_t)snprintf(ko->params + len, sizeof ko->params - len, " cfg=%s src=", params[0] ? params : "default");
   int first = 1;

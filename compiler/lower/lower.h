@@ -120,7 +120,7 @@ typedef struct hkc_kernel_key {
   int align;
   int head_dim;
   /* Tuning (compiler/tune/tune.c): the variant this kernel uses ("" = the registry's first that
-   * applies; codegen/variants/gpu_variant.h, or "host_gemm" on the host target) and its parameters, a
+   * applies: codegen/variants/variant.h, e.g. "gemm_wgmma" or "host_gemm") and its parameters, a
    * canonical "bn=128,st=4,p=1" string ("" = the variant's defaults). Part of the kernel's
    * identity: a non-empty choice adds a short hash of both to the name. */
   char variant[HKC_TUNE_VARIANT_MAX];

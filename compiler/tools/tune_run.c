@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "codegen/codegen.h"
-#include "codegen/variants/gpu_variant.h"
+#include "codegen/variants/variant.h"
 #include "frontend/frontend.h"
 #include "hk/hkrt.h"
 #include "lower/lower.h"

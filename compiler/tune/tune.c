@@ -23,7 +23,7 @@
 
 #include "codegen/codegen.h"
 #include "hk/hkrt.h" /* HK_HOST_MAX_THREADS */
-#include "codegen/variants/gpu_variant.h"
+#include "codegen/variants/variant.h"
 #include "frontend/frontend.h"
 #include "lower/lower.h"
 #include "rtc/rtc.h"
@@ -71,17 +71,16 @@ void hkc_tune_toolchain(const hkc_gpu_arch_t *arch, char *out, size_t size) {
 /* ---- candidates ------------------------------------------------------------------------------ */
 int hkc_tune_candidates_for(const hkc_gpu_arch_t *arch, const hkc_kernel_options_t *options, const hkc_kernel_key_t *key,
                             hkc_tile_cfg_t *out, int max) {
-  if (!arch) return hkc_host_tune_space(key, out, max);
   hkc_kernel_key_t base = *key;
   base.variant[0] = base.tune[0] = '\0';
-  const hkc_gpu_variant_t *first = hkc_gpu_variant_for_options(arch, options, &base);
-  if (!first || !first->tune_space) return 0;
+  const hkc_variant_t *first = hkc_variant_for_options(arch, options, &base);
+  if (!first || !first->tune_space) return 0; /* an invalid key; a kernel without parameters */
   int n = first->tune_space(arch, &base, out, max); /* the default variant's default first */
-  if (first != hkc_gpu_variant_for(arch, &base)) /* options chose another variant: named in every key */
+  if (first != hkc_variant_for(arch, &base)) /* options chose another variant: named in every key */
     for (int j = 0; j < n; j++) out[j].is_default = 0;
-  const hkc_gpu_variant_t *const *list = hkc_gpu_variant_list();
+  const hkc_variant_t *const *list = hkc_variant_list();
   for (size_t i = 0; list[i] && n < max; i++) {
-    if (list[i] == first || !list[i]->tune_space || !list[i]->applies(arch, &base)) continue;
+    if (list[i] == first || !list[i]->tune_space || !hkc_variant_serves(list[i], arch, &base)) continue;
     if (options && !hkc_kernel_options_allow(options, list[i], &base)) continue;
     int m = list[i]->tune_space(arch, &base, out + n, max - n);
     for (int j = 0; j < m; j++) out[n + j].is_default = 0; /* only the registry's first is the default */
@@ -98,11 +97,10 @@ int hkc_tune_lookup_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key,
                         const char *params, hkc_tile_cfg_t *out) {
   hkc_kernel_key_t base = *key;
   base.variant[0] = base.tune[0] = '\0';
-  if (!arch) return strcmp(variant, "host_gemm") == 0 ? hkc_host_tune_parse(&base, params, out) : -1;
-  const hkc_gpu_variant_t *first = hkc_gpu_variant_for(arch, &base);
-  const hkc_gpu_variant_t *const *list = hkc_gpu_variant_list();
+  const hkc_variant_t *first = hkc_variant_for(arch, &base);
+  const hkc_variant_t *const *list = hkc_variant_list();
   for (size_t i = 0; list[i]; i++) {
-    if (strcmp(list[i]->name, variant) != 0) continue;
+    if (strcmp(list[i]->name, variant) != 0 || (arch ? list[i]->host : !list[i]->host)) continue;
     if (!list[i]->tune_parse || !list[i]->applies(arch, &base) || list[i]->tune_parse(arch, &base, params, out) != 0)
       return -1;
     /* the db may spell the default as "" or in full; either way the canonical string */
@@ -419,7 +417,7 @@ static int model_choose(hkc_tuner_t *tuner, const char *target, const hkc_gpu_ar
         l->source = HKC_TUNE_SRC_MODEL;
       }
     }
-    if (!pick && arch && mc->n_cands > 0) { /* no candidates at all: nothing to tune (the simple kernel) */
+    if (!pick && arch && mc->n_cands > 0) { /* every candidate failed its checks */
       char sig[160];
       hkc_tune_signature(&launches[mc->launch].key, launches[mc->launch].shape, sig, sizeof sig);
       hkc_warning((hkc_loc_t){0}, "%s: no candidate of %s survived the checks; using the defaults", target, sig);
@@ -447,7 +445,7 @@ done:
 static int entry_disallowed(const hkc_tuner_t *t, const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key,
                             const hkc_tune_entry_t *e) {
   if (!t->options || !arch) return 0;
-  const hkc_gpu_variant_t *const *list = hkc_gpu_variant_list();
+  const hkc_variant_t *const *list = hkc_variant_list();
   for (size_t i = 0; list[i]; i++)
     if (strcmp(list[i]->name, e->variant) == 0) return !hkc_kernel_options_allow(t->options, list[i], key);
   return 0;
@@ -466,11 +464,12 @@ int hkc_tune_apply_options(const hkc_kernel_options_t *o, const char *target, co
                            hkc_kernel_key_t *key) {
   if (!o || !arch) return 0;
   key->variant[0] = key->tune[0] = '\0';
-  const hkc_gpu_variant_t *plain = hkc_gpu_variant_for(arch, key);
-  const hkc_gpu_variant_t *v = hkc_gpu_variant_for_options(arch, o, key);
-  if (!v) {
-    if (!plain) return 0; /* the simple kernel either way */
-    snprintf(key->variant, sizeof key->variant, "simple");
+  const hkc_variant_t *plain = hkc_variant_for(arch, key);
+  const hkc_variant_t *v = hkc_variant_for_options(arch, o, key);
+  if (!v) return 0; /* an invalid key (codegen reports it) */
+  if (v->portable) { /* the simple kernel: nothing to tune */
+    if (v == plain) return 0;
+    snprintf(key->variant, sizeof key->variant, "%s", v->name); /* simple_kernels=1: named in the key */
     return 2;
   }
   hkc_tile_cfg_t cfg;

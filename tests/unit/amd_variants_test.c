@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "gpu_variant.h"
+#include "variant.h"
 #include "hkc.h"
 #include "test_util.h"
 

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu_variant.h"
+#include "variant.h"
 #include "hkc.h"
 #include "test_util.h"
 
@@ -34,8 +34,9 @@ static hkc_kernel_key_t mma_key(hk_dtype_t dtype, int dh, int align) {
 
 /* The variant the registry picks under kernel options (untuned key). */
 static const char *variant_name_opt(const char *arch_name, const hkc_kernel_options_t *o, hkc_kernel_key_t key) {
-  const hkc_gpu_variant_t *v = hkc_gpu_variant_for_options(hk_test_arch(arch_name), o, &key);
-  return v ? v->name : "simple";
+  const hkc_variant_t *v = hkc_variant_for_options(hk_test_arch(arch_name), o, &key);
+  assert_non_null(v);
+  return v->name;
 }
 
 
@@ -58,8 +59,9 @@ static void test_variant_selection(void **state) {
   assert_string_equal(hk_test_variant_name("gfx1030", mma_key(HK_DTYPE_F16, 64, 8)), "simple");
   hkc_kernel_key_t gemm = mma_key(HK_DTYPE_F16, 64, 8);
   gemm.op = HK_OP_GEMM;
-  const hkc_gpu_variant_t *v = hkc_gpu_variant_for(hk_test_arch("sm_90"), &gemm);
-  assert_true(v == NULL || strcmp(v->name, "attention_mma") != 0);
+  const hkc_variant_t *v = hkc_variant_for(hk_test_arch("sm_90"), &gemm);
+  assert_non_null(v);
+  assert_true(strcmp(v->name, "attention_mma") != 0);
 }
 
 /* ---- nvrtc -------------------------------------------------------------------------- */

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu_variant.h"
+#include "variant.h"
 #include "hkc.h"
 #include "test_util.h"
 
@@ -34,8 +34,9 @@ static hkc_kernel_key_t with_mul(hkc_kernel_key_t key) {
 /* Under the kernel option gemm_ws=off (the previous sm_90a kernel, for A/B runs). */
 static const char *variant_name_ws_off(const char *arch_name, hkc_kernel_key_t key) {
   const hkc_kernel_options_t o = {.gemm_ws = HKC_SWITCH_OFF};
-  const hkc_gpu_variant_t *v = hkc_gpu_variant_for_options(hk_test_arch(arch_name), &o, &key);
-  return v ? v->name : "simple";
+  const hkc_variant_t *v = hkc_variant_for_options(hk_test_arch(arch_name), &o, &key);
+  assert_non_null(v);
+  return v->name;
 }
 
 static void test_selection(void **state) {
@@ -63,8 +64,9 @@ static void test_selection(void **state) {
   assert_string_equal(hk_test_variant_name("sm_90", gemm_key(HK_DTYPE_F32, 0, 0, 0, 0, 8)), "simple");
   /* a non-gemm key is not taken by a gemm variant (element-wise ones may serve it) */
   hkc_kernel_key_t add = {.op = HK_OP_ADD, .dtype = HK_DTYPE_F16, .align = 8};
-  const hkc_gpu_variant_t *v = hkc_gpu_variant_for(hk_test_arch("sm_90a"), &add);
-  assert_true(v == NULL || strncmp(v->name, "gemm", 4) != 0);
+  const hkc_variant_t *v = hkc_variant_for(hk_test_arch("sm_90a"), &add);
+  assert_non_null(v);
+  assert_true(strncmp(v->name, "gemm", 4) != 0);
 }
 
 /* ---- nvrtc compiles ---------------------------------------------------------------------- */
@@ -98,7 +100,7 @@ static void test_nvrtc_variants(void **state) {
           j->kernel.key = gemm_key((hk_dtype_t)dt, act, tb, bias, res, 8);
           j->kernel.key.has_mul = mul;
           hk_test_kernel_name(&j->kernel);
-          assert_string_equal(hkc_gpu_variant_for(j->arch, &j->kernel.key)->name, expect[a]);
+          assert_string_equal(hkc_variant_for(j->arch, &j->kernel.key)->name, expect[a]);
         }
   printf("[ info     ] %zu variant compiles%s\n", n, full ? "" : " (HKC_TEST_FULL=1 compiles every epilogue)");
   hk_test_compile_all(jobs, n, hkc_nvrtc_compile, 2, HK_TEST_COMPILE_NO_WARNINGS);
@@ -130,7 +132,7 @@ static void compile_one(const char *option, const char *expect, int act, int tb,
   j.kernel.key.has_mul = full;
   assert_true(hkc_tune_apply_options(&o, "sm_90a", j.arch, &j.kernel.key) > 0);
   hk_test_kernel_name(&j.kernel);
-  assert_string_equal(hkc_gpu_variant_for(j.arch, &j.kernel.key)->name, expect);
+  assert_string_equal(hkc_variant_for(j.arch, &j.kernel.key)->name, expect);
   hk_test_compile_one(&j, hkc_nvrtc_compile, HK_TEST_COMPILE_NO_WARNINGS);
   printf("[ info     ] %s %s: regs %u, scratch %u%s%s\n", option, j.kernel.name, j.regs, j.scratch,
          j.ok ? "" : ", ", j.ok ? "" : j.error);

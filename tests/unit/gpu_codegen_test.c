@@ -4,7 +4,7 @@
  * Each compile must succeed, yield an ELF code object, report registers and use no
  * scratch (spills) at the default tile sizes. Also: launch dimensions cover odd shapes,
  * sources are deterministic and include no headers, unknown ops and malformed ewchain
- * programs are refused.
+ * programs are refused, and every valid key resolves to a variant of the registry.
  *
  * Nothing runs kernels here (no GPU on the build machines); numerics are checked on a
  * device elsewhere. */
@@ -20,6 +20,7 @@
 
 #include "hkc.h"
 #include "test_util.h"
+#include "variant.h"
 
 /* ---- the variants -------------------------------------------------------------------- */
 #define MAX_VARIANTS 80
@@ -212,6 +213,91 @@ static void test_nvrtc_reports_errors(void **state) {
   free(archs);
 }
 
+/* ---- the registry ---------------------------------------------------------------------------
+ * Every valid key resolves to a variant on every target of the table: the registry's first
+ * that applies; the last entry of the target's part that applies is a portable one (the
+ * op's simple kernel on a GPU, "host_gemm" / "host" on the host), and the portable entries
+ * end each target's part. Under simple_kernels=1, or named "simple" in the key, every GPU
+ * key gets its simple kernel, whose source has no variant line. */
+static void test_registry_every_key_resolves(void **state) {
+  (void)state;
+  const hkc_variant_t *const *list = hkc_variant_list();
+  size_t n_list = 0;
+  int seen_portable[2] = {0, 0}; /* per target kind: GPU, host */
+  for (; list[n_list]; n_list++) {
+    const hkc_variant_t *v = list[n_list];
+    assert_non_null(v->name);
+    assert_non_null(v->applies);
+    if (v->portable) seen_portable[v->host] = 1;
+    else if (seen_portable[v->host]) fail_msg("%s comes after a portable entry of its target", v->name);
+    if (!v->host) { /* a GPU kernel: its source and launch */
+      assert_non_null(v->template_path);
+      assert_non_null(v->defines);
+      assert_non_null(v->launch);
+    }
+    if (v->tune_space) assert_non_null(v->tune_parse); /* the tuner and the database parse what it lists */
+    if (v->params) assert_true(v->n_params > 0 && v->tune_parse && v->rules);
+    if (v->portable && !v->host) assert_string_equal(v->name, "simple");
+  }
+  assert_true(seen_portable[0] && seen_portable[1]);
+  assert_true(list[n_list - 1]->host && list[n_list - 1]->portable);
+
+  hkc_kernel_options_t simple = {.simple_kernels = 1};
+  size_t n_archs = 0;
+  const hkc_gpu_arch_t *archs = hkc_gpu_arch_list(&n_archs);
+  size_t checked = 0;
+  for (size_t a = 0; a <= n_archs; a++) {
+    const hkc_gpu_arch_t *arch = a < n_archs ? &archs[a] : NULL; /* NULL: the host */
+    for (int op = 0; op < HK_OP_COUNT_; op++)
+      for (int dt = 0; dt < HK_DTYPE_COUNT_; dt++)
+        for (int align = 0; align <= 8; align += 8)
+          for (int dh = 64; dh <= 128; dh += 64) {
+            hkc_kernel_key_t key = {.op = (hk_op_t)op, .dtype = (hk_dtype_t)dt, .align = align, .head_dim = dh};
+            if (op == HK_OP_EWCHAIN) snprintf(key.program, sizeof key.program, "a1g");
+            const char *where = arch ? arch->name : "host";
+            const hkc_variant_t *v = hkc_variant_for(arch, &key);
+            if (!v) fail_msg("%s: no variant for op %d dtype %d align %d", where, op, dt, align);
+            assert_true(hkc_variant_serves(v, arch, &key));
+            const hkc_variant_t *last = NULL;
+            for (size_t i = 0; list[i]; i++)
+              if (hkc_variant_serves(list[i], arch, &key)) last = list[i];
+            assert_non_null(last);
+            assert_true(last->portable);
+            if (!arch) {
+              assert_string_equal(v->name, op == HK_OP_GEMM ? "host_gemm" : "host");
+              checked++;
+              continue;
+            }
+            assert_string_equal(last->name, "simple");
+            /* the options' A/B switch and a key naming "simple" get that same entry */
+            assert_ptr_equal(hkc_variant_for_options(arch, &simple, &key), last);
+            hkc_kernel_key_t named = key;
+            snprintf(named.variant, sizeof named.variant, "simple");
+            assert_ptr_equal(hkc_variant_for(arch, &named), last);
+            /* the chosen variant's source and launch */
+            hkc_kernel_out_t k = {.name = "hk_x", .key = key};
+            char *src = hkc_codegen_gpu(arch, &k);
+            if (!src) fail_msg("%s: no source for op %d dtype %d align %d (%s)", where, op, dt, align, v->name);
+            assert_true((strstr(src, "/* variant ") != NULL) == !v->portable);
+            free(src);
+            k.key = named;
+            src = hkc_codegen_gpu(arch, &k);
+            assert_non_null(src);
+            assert_null(strstr(src, "/* variant "));
+            free(src);
+            uint32_t grid[3], block[3], shared;
+            hkc_gpu_launch_dims(arch, &key, NULL, 0, grid, block, &shared);
+            assert_true(grid[0] >= 1 && block[0] >= 1);
+            checked++;
+          }
+  }
+  printf("[ info     ] %zu keys x targets resolved; %zu registry entries\n", checked, n_list);
+  /* an invalid key resolves to nothing, on any target */
+  hkc_kernel_key_t bad = {.op = HK_OP_COUNT_, .dtype = HK_DTYPE_F32};
+  assert_null(hkc_variant_for(hk_test_arch("sm_90"), &bad));
+  assert_null(hkc_variant_for(NULL, &bad));
+}
+
 /* ---- sources --------------------------------------------------------------------------- */
 static void test_sources_deterministic_without_includes(void **state) {
   (void)state;
@@ -385,6 +471,7 @@ static void test_launch_dims_cover_odd_shapes(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_registry_every_key_resolves),
       cmocka_unit_test(test_sources_deterministic_without_includes),
       cmocka_unit_test(test_launch_dims_cover_odd_shapes),
       cmocka_unit_test(test_nvrtc_reports_errors),

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu_variant.h"
+#include "variant.h"
 #include "hkc.h"
 #include "test_util.h"
 

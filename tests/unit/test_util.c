@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "gpu_variant.h"
+#include "variant.h"
 #include "hkc.h"
 #include "test_util.h"
 
@@ -168,8 +168,9 @@ const hkc_gpu_arch_t *hk_test_arch(const char *name) {
 }
 
 const char *hk_test_variant_name(const char *arch_name, hkc_kernel_key_t key) {
-  const hkc_gpu_variant_t *v = hkc_gpu_variant_for(hk_test_arch(arch_name), &key);
-  return v ? v->name : "simple";
+  const hkc_variant_t *v = hkc_variant_for(hk_test_arch(arch_name), &key);
+  assert_non_null(v); /* every valid key has one: "simple" when nothing better applies */
+  return v->name;
 }
 
 long long hk_test_source_macro(const char *src, const char *name) {

@@ -56,8 +56,8 @@ int hk_test_ewchain_act(char letter);
 /* ---- GPU targets and generated sources -------------------------------------------------------- */
 /* The target table's entry for name ("sm_90", "gfx90a"); fails the test when there is none. */
 const hkc_gpu_arch_t *hk_test_arch(const char *name);
-/* The name of the variant that serves key on the arch named arch_name; "simple" when none
- * does (the simple kernels). */
+/* The name of the variant that serves key on the arch named arch_name ("simple": the
+ * simple kernels); fails the test when none does. */
 const char *hk_test_variant_name(const char *arch_name, hkc_kernel_key_t key);
 /* The integer of `#define NAME <value>` in generated source; fails the test when absent. */
 long long hk_test_source_macro(const char *src, const char *name);

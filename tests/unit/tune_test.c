@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu_variant.h"
+#include "variant.h"
 #include "hkc.h"
 #include "test_util.h"
 #include "tune.h"
@@ -84,6 +84,31 @@ static void test_spaces(void **state) {
   check_space(hk_test_arch("gfx90a"), gemm_key(HK_DTYPE_F16, 1, 0, 0, 0), "gemm_mfma", "bm=128,bn=128,bk=32", 6);
   check_space(hk_test_arch("gfx942"), gemm_key(HK_DTYPE_BF16, 1, 0, 1, 1), "gemm_mfma", "bm=128,bn=128,bk=32", 6);
   check_space(NULL, gemm_key(HK_DTYPE_F32, 1, 0, 0, 0), "host_gemm", "bm=16,bn=256,bk=32", 8);
+  /* the host's candidates are its registry entry's space, as on every target; other host ops
+   * resolve to the untunable "host" entry */
+  {
+    const hkc_kernel_key_t hk = gemm_key(HK_DTYPE_F32, 1, 0, 0, 0);
+    const hkc_variant_t *hv = hkc_variant_for(NULL, &hk);
+    assert_non_null(hv);
+    assert_string_equal(hv->name, "host_gemm");
+    assert_true(hv->host && hv->portable && hv->tune_space && hv->tune_parse);
+    hkc_tile_cfg_t *space = calloc(HKC_TUNE_MAX_CANDIDATES, sizeof *space);
+    hkc_tile_cfg_t *cands = calloc(HKC_TUNE_MAX_CANDIDATES, sizeof *cands);
+    assert_true(space && cands);
+    const int ns = hv->tune_space(NULL, &hk, space, HKC_TUNE_MAX_CANDIDATES);
+    assert_true(ns >= 8);
+    assert_int_equal(hkc_tune_candidates(NULL, &hk, cands, HKC_TUNE_MAX_CANDIDATES), ns);
+    for (int i = 0; i < ns; i++) assert_string_equal(cands[i].tune, space[i].tune);
+    const hkc_kernel_key_t ln = {.op = HK_OP_LAYERNORM, .dtype = HK_DTYPE_F32};
+    assert_string_equal(hkc_variant_for(NULL, &ln)->name, "host");
+    assert_int_equal(hkc_tune_candidates(NULL, &ln, cands, HKC_TUNE_MAX_CANDIDATES), 0);
+    /* a GPU variant's name is no host configuration, and the host's none on a GPU */
+    hkc_tile_cfg_t t;
+    assert_int_equal(hkc_tune_lookup_cfg(NULL, &hk, "gemm_mma", "", &t), -1);
+    assert_int_equal(hkc_tune_lookup_cfg(hk_test_arch("sm_90a"), &hk, "host_gemm", "", &t), -1);
+    free(space);
+    free(cands);
+  }
   /* nothing to tune: f32 on a GPU (simple kernel), gfx1030 (no matrix cores); other ops have
    * spaces (parse + legality for kernel options) but no launch of theirs is tunable yet */
   hkc_tile_cfg_t c[4];
@@ -195,7 +220,7 @@ static void test_variant_macros_and_launch(void **state) {
   k.key = gemm_key(HK_DTYPE_BF16, 1, 0, 0, 0);
   assert_int_equal(hkc_tune_lookup_cfg(a, &k.key, "gemm_wgmma", "bm=64,bn=128,st=4", &c), 0);
   hkc_tune_apply(a, &k.key, &c);
-  assert_string_equal(hkc_gpu_variant_for(a, &k.key)->name, "gemm_wgmma");
+  assert_string_equal(hkc_variant_for(a, &k.key)->name, "gemm_wgmma");
   hkc_kernel_key_name(&k.key, k.name, sizeof k.name);
   src = hkc_codegen_gpu(a, &k);
   assert_non_null(src);

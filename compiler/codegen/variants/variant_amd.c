@@ -1,4 +1,4 @@
-/* AMD CDNA matrix-core variants (see gpu_variant.h): "gemm_mfma" and "attention_mfma",
+/* AMD CDNA matrix-core variants (see variant.h): "gemm_mfma" and "attention_mfma",
  * templates/gpu/{gemm,attention}_mfma.hip on the tile library templates/gpu/tile_amd.h.
  * They serve f16/bf16 keys with align 8 (16-byte rows) on HIP targets whose matrix path
  * is MFMA (gfx908, gfx90a, gfx942, gfx950) with wave64; attention only for head_dim 64
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
-#include "codegen/variants/gpu_variant.h"
+#include "codegen/variants/variant.h"
 #include "lower/lower.h"
 
 /* Default tile sizes (`hkc build --tune default`); gemm_mfma's tuned keys carry their own
@@ -155,7 +155,7 @@ static void gemm_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key,
   *out_shared = 0; /* static LDS only */
 }
 
-const hkc_gpu_variant_t hkc_variant_gemm_mfma = {
+const hkc_variant_t hkc_variant_gemm_mfma = {
     .name = "gemm_mfma",
     .template_path = "gpu/gemm_mfma.hip",
     .includes = k_amd_includes,
@@ -191,7 +191,7 @@ static void attention_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t 
   *out_shared = 0;
 }
 
-const hkc_gpu_variant_t hkc_variant_attention_mfma = {
+const hkc_variant_t hkc_variant_attention_mfma = {
     .name = "attention_mfma",
     .template_path = "gpu/attention_mfma.hip",
     .includes = k_amd_includes,

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
-#include "codegen/variants/gpu_variant.h"
+#include "codegen/variants/variant.h"
 #include "lower/lower.h"
 
 typedef struct attn_cfg {
@@ -150,7 +150,7 @@ static void attn_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key,
 
 static const char *const attn_includes[] = {"gpu/tile_nv.h", NULL};
 
-const hkc_gpu_variant_t hkc_variant_attention_mma = {
+const hkc_variant_t hkc_variant_attention_mma = {
     .name = "attention_mma",
     .template_path = "gpu/attention_mma.hip",
     .includes = attn_includes,
@@ -178,7 +178,7 @@ const hkc_gpu_variant_t hkc_variant_attention_mma = {
  * "2,128,1" (223 registers), "1,128,2" (238). Spilling (valid but slow): dh 128 with 128
  * keys or 3 warpgroups, dh 64 "3,128,1", and anything with minb 2 at 256 threads.
  * params "wg=W,kv=K,mb=M" (key->tune; the kernel option attn_wgmma_cfg forces one). Which
- * keys it serves by default: gpu_variants.c (head_dim 128; the option attn_wgmma). */
+ * keys it serves by default: registry.c (head_dim 128; the option attn_wgmma). */
 typedef struct attn_wg_cfg {
   int wgs, bkv, minb;
 } attn_wg_cfg_t;
@@ -255,7 +255,7 @@ static int attn_wg_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
   /* Measured on the H200 (2026-11-30, docs/device-runs/final/sweeps.log; numerics: awg.log):
    * correct on every odd case, faster than attention_mma at dh 128 on every benchmark case
    * (seq 4096: 325 vs 263 TFLOP/s full, 307 vs 247 causal), mixed at dh 64 (slower at seq
-   * 1024). So: default for dh 128 (gpu_variants.c); dh 64 when named (kernel option
+   * 1024). So: default for dh 128 (registry.c); dh 64 when named (kernel option
    * attn_wgmma=on). */
   if (arch->kind != HK_TARGET_CUDA || arch->matrix != HKC_MATRIX_WGMMA) return 0;
   if (key->op != HK_OP_ATTENTION || (key->dtype != HK_DTYPE_F16 && key->dtype != HK_DTYPE_BF16)) return 0;
@@ -292,7 +292,7 @@ static void attn_wg_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
 
 static const char *const attn_wg_includes[] = {"gpu/tile_nv.h", "gpu/tile_wgmma.h", NULL};
 
-const hkc_gpu_variant_t hkc_variant_attention_wgmma = {
+const hkc_variant_t hkc_variant_attention_wgmma = {
     .name = "attention_wgmma",
     .template_path = "gpu/attention_wgmma.hip",
     .includes = attn_wg_includes,

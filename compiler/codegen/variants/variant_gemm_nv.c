@@ -1,4 +1,4 @@
-/* NVIDIA tensor-core GEMM variants (see gpu_variant.h):
+/* NVIDIA tensor-core GEMM variants (see variant.h):
  *   gemm_wgmma  sm_90a (HKC_MATRIX_WGMMA): warpgroup MMA from swizzled shared memory
  *   gemm_mma    sm_80+ (HKC_MATRIX_MMA_SYNC or WGMMA): mma.sync m16n8k16
  * Both: f16/bf16, align 8 (K % 8 == 0, N % 8 == 0, 16-byte-aligned tensors), every M, N,
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
-#include "codegen/variants/gpu_variant.h"
+#include "codegen/variants/variant.h"
 #include "lower/lower.h"
 
 typedef struct gemm_cfg {
@@ -178,7 +178,7 @@ static void mma_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, 
 
 static const char *const k_nv_includes[] = {"gpu/tile_nv.h", NULL};
 
-const hkc_gpu_variant_t hkc_variant_gemm_mma = {
+const hkc_variant_t hkc_variant_gemm_mma = {
     .name = "gemm_mma",
     .template_path = "gpu/gemm_mma.hip",
     .includes = k_nv_includes,
@@ -299,7 +299,7 @@ static void wgmma_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
 
 static const char *const k_wgmma_includes[] = {"gpu/tile_nv.h", "gpu/tile_wgmma.h", NULL};
 
-const hkc_gpu_variant_t hkc_variant_gemm_wgmma = {
+const hkc_variant_t hkc_variant_gemm_wgmma = {
     .name = "gemm_wgmma",
     .template_path = "gpu/gemm_wgmma.hip",
     .includes = k_wgmma_includes,
@@ -322,7 +322,7 @@ const hkc_gpu_variant_t hkc_variant_gemm_wgmma = {
  * Persistent grid (min(tiles, SMs)) by default.
  * params "bn=B,st=S,p=P": bn 128 or 256, S >= 2 ring slots, P 1 persistent / 0 one block
  * per tile. The kernel option gemm_ws=off turns the variant off (sm_90a keys then get
- * gemm_wgmma; gpu_variants.c). */
+ * gemm_wgmma; registry.c). */
 typedef struct ws_cfg {
   int bn, stages, persistent;
 } ws_cfg_t;
@@ -433,7 +433,7 @@ static void ws_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, c
   *out_shared = ws_shared(&c);
 }
 
-const hkc_gpu_variant_t hkc_variant_gemm_wgmma_ws = {
+const hkc_variant_t hkc_variant_gemm_wgmma_ws = {
     .name = "gemm_wgmma_ws",
     .template_path = "gpu/gemm_wgmma_ws.hip",
     .includes = k_wgmma_includes,

@@ -1,4 +1,4 @@
-/* Memory-bound GPU variants (see gpu_variant.h) with 16-byte vector access:
+/* Memory-bound GPU variants (see variant.h) with 16-byte vector access:
  *   rows_vec16        layernorm, rmsnorm (incl. the fused residual add), softmax
  *                     (templates/gpu/rows_fast.hip)
  *   elementwise_vec16 add, mul, relu, gelu, silu, ewchain (templates/gpu/elementwise_fast.hip)
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
-#include "codegen/variants/gpu_variant.h"
+#include "codegen/variants/variant.h"
 #include "lower/lower.h"
 
 /* ---- configurations ------------------------------------------------------------------
@@ -246,7 +246,7 @@ static void rows_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key,
   set_1d(out_grid, out_block, out_shared, blocks, c.threads);
 }
 
-const hkc_gpu_variant_t hkc_variant_rows_vec16 = {
+const hkc_variant_t hkc_variant_rows_vec16 = {
     .name = "rows_vec16",
     .template_path = "gpu/rows_fast.hip",
     .includes = NULL,
@@ -313,7 +313,7 @@ static void ew_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, c
   set_1d(out_grid, out_block, out_shared, blocks, c.threads);
 }
 
-const hkc_gpu_variant_t hkc_variant_elementwise_vec16 = {
+const hkc_variant_t hkc_variant_elementwise_vec16 = {
     .name = "elementwise_vec16",
     .template_path = "gpu/elementwise_fast.hip",
     .includes = NULL,

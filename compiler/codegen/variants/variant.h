@@ -1,31 +1,41 @@
 /*
- * compiler/codegen/variants/gpu_variant.h -- specialised GPU kernels ("variants") next to the simple,
- * portable ones of templates/gpu/<op>.hip.
+ * compiler/codegen/variants/variant.h -- the variant registry: every kernel a key can become,
+ * on every target, in order of preference.
  *
- * A variant serves some kernel keys on some architectures (e.g. a wgmma GEMM for f16/bf16
- * with align 8 on sm_90a). It names its template and the tile-library headers that go
+ * A variant serves some kernel keys on some targets (e.g. a wgmma GEMM for f16/bf16 with
+ * align 8 on sm_90a). A GPU variant names its template and the tile-library headers that go
  * before it, writes its own macros (tile sizes, threads: what the tuner will choose), and
- * computes its launch. hkc_gpu_variant_for() returns the first variant in the registry
- * (gpu_variants.c) that accepts the key; keys no variant accepts use the simple kernels.
- * A variant must be correct for every shape its applies() accepts (tails masked).
+ * computes its launch. hkc_variant_for() returns the first variant in the registry
+ * (registry.c) that serves the target and accepts the key. Each target's part of the
+ * registry ends with its portable entries, which accept every valid key of their ops: the
+ * simple GPU kernels (variant_simple.c, templates/gpu/<op>.hip, all named "simple") and the
+ * host kernels (variant_host.c: "host_gemm" with its tuning space, "host" for the other
+ * ops; their source is codegen_host.c's one translation unit). So every valid key resolves
+ * to a variant on every target. A variant must be correct for every shape its applies()
+ * accepts (tails masked).
  */
-#ifndef HKC_GPU_VARIANT_H
-#define HKC_GPU_VARIANT_H
+#ifndef HKC_VARIANT_H
+#define HKC_VARIANT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "codegen/codegen.h"
 
-typedef struct hkc_gpu_variant {
+typedef struct hkc_variant {
   const char *name;                 /* shown in the kernel's params: "gemm_wgmma" */
-  const char *template_path;        /* "gpu/gemm_wgmma.hip" */
+  const char *template_path;        /* "gpu/gemm_wgmma.hip"; the host entries' is informative (may be NULL) */
+  int host;                         /* 1: serves the host target (arch NULL in every hook); 0: GPU targets */
+  int portable;                     /* 1: a portable kernel ending its target's part of the registry (the
+                                       simple GPU kernels, the host kernels): no "variant" comment in
+                                       its source, always allowed by the kernel options */
   const char *const *includes;      /* templates emitted before it (tile library), NULL-terminated; may be NULL */
-  /* Whether this variant computes `key` on `arch` (all shapes the key allows). */
+  /* Whether this variant computes `key` on `arch` (all shapes the key allows). Called only
+   * for a target the variant serves (`host`). */
   int (*applies)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key);
-  /* Appends the variant's "#define ...\n" lines (must include HK_THREADS) to out. */
+  /* GPU variants: appends the variant's "#define ...\n" lines (must include HK_THREADS) to out. */
   void (*defines)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size);
-  /* Grid, block and dynamic shared memory bytes for these args (the kernel ABI's). */
+  /* GPU variants: grid, block and dynamic shared memory bytes for these args (the kernel ABI's). */
   void (*launch)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
                  uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared);
   /* Tuning (codegen.h's hkc_tile_cfg_t; tune/ chooses; both NULL for a variant without
@@ -42,26 +52,33 @@ typedef struct hkc_gpu_variant {
   const char *const *params;
   int n_params;
   const char *rules;
-} hkc_gpu_variant_t;
+} hkc_variant_t;
 
-/* The variant serving key on arch, or NULL for the simple kernel: the one key->variant
- * names when it applies ("simple": NULL), else the registry's first that applies. */
-const hkc_gpu_variant_t *hkc_gpu_variant_for(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key);
+/* The variant serving key on arch (NULL: the host target): the one key->variant names when
+ * it applies, else the registry's first that applies. NULL only for an invalid key (an op,
+ * dtype or activation the kernel ABI does not define). */
+const hkc_variant_t *hkc_variant_for(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key);
 /* Same under kernel options (codegen.h; NULL = the defaults): for an untuned key, the
  * registry's first variant that applies and that the options allow. */
-const hkc_gpu_variant_t *hkc_gpu_variant_for_options(const hkc_gpu_arch_t *arch, const hkc_kernel_options_t *o,
-                                                     const hkc_kernel_key_t *key);
+const hkc_variant_t *hkc_variant_for_options(const hkc_gpu_arch_t *arch, const hkc_kernel_options_t *o,
+                                             const hkc_kernel_key_t *key);
 /* Whether the options let the registry pick v for key (simple_kernels, gemm_ws, attn_wgmma).
- * The defaults allow everything except attention_wgmma at head_dim 64. */
-int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_gpu_variant_t *v, const hkc_kernel_key_t *key);
+ * The defaults allow everything except attention_wgmma at head_dim 64; portable entries are
+ * always allowed. */
+int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_variant_t *v, const hkc_kernel_key_t *key);
 /* The configuration the options force on variant v for key on arch (target names it in
  * messages): 1 and *out (v's tune_parse of it: canonical, is_default relative to v's
  * defaults), 0 when nothing is forced, -1 when the forced configuration is not legal here
  * (reported through hkc_error: the option, its value, kernel, target and v's rules). */
 int hkc_kernel_options_force(const hkc_kernel_options_t *o, const char *target, const hkc_gpu_arch_t *arch,
-                             const hkc_gpu_variant_t *v, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out);
-/* The registry, NULL-terminated, in order of preference (tune.c enumerates it). */
-const hkc_gpu_variant_t *const *hkc_gpu_variant_list(void);
+                             const hkc_variant_t *v, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out);
+/* The registry, NULL-terminated, in order of preference (tune.c enumerates it): the GPU
+ * entries, then the host's. */
+const hkc_variant_t *const *hkc_variant_list(void);
+/* Whether v serves the target of arch (NULL: the host) and accepts key there. */
+static inline int hkc_variant_serves(const hkc_variant_t *v, const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  return (arch ? !v->host : v->host) && v->applies(arch, key);
+}
 
 /* Helpers for variants. */
 static inline int64_t hkc_variant_arg_i64(const hkc_arg_t *args, uint32_t n_args, uint32_t i) {
@@ -88,4 +105,4 @@ static inline int hkc_variant_ew_operands(const char *program) {
   return ops;
 }
 
-#endif /* HKC_GPU_VARIANT_H */
+#endif /* HKC_VARIANT_H */

@@ -1,0 +1,76 @@
+/* The variant registry (see variant.h), in order of preference: the first variant that
+ * serves the target and whose applies() accepts a key serves it. Each target's part ends
+ * with its portable entries, so every valid key finds one. */
+#include <string.h>
+
+#include "codegen/codegen.h"
+#include "codegen/variants/variant.h"
+
+extern const hkc_variant_t hkc_variant_gemm_wgmma_ws, hkc_variant_gemm_wgmma,
+    hkc_variant_gemm_mma; /* variant_gemm_nv.c */
+extern const hkc_variant_t hkc_variant_attention_wgmma, hkc_variant_attention_mma; /* variant_attention_nv.c */
+extern const hkc_variant_t hkc_variant_rows_vec16, hkc_variant_elementwise_vec16; /* variant_rows.c */
+extern const hkc_variant_t hkc_variant_gemm_mfma, hkc_variant_attention_mfma; /* variant_amd.c */
+extern const hkc_variant_t hkc_variant_simple_gemm, hkc_variant_simple_binary, hkc_variant_simple_unary,
+    hkc_variant_simple_layernorm, hkc_variant_simple_rmsnorm, hkc_variant_simple_softmax,
+    hkc_variant_simple_attention, hkc_variant_simple_rope, hkc_variant_simple_ewchain; /* variant_simple.c */
+extern const hkc_variant_t hkc_variant_host_gemm, hkc_variant_host; /* variant_host.c */
+
+static const hkc_variant_t *const k_variants[] = {
+    /* GPU targets: the specialised kernels */
+    &hkc_variant_gemm_wgmma_ws, /* NVIDIA sm_90a, warp-specialized */
+    &hkc_variant_gemm_wgmma,  /* NVIDIA sm_90a (kernel option gemm_ws=off) */
+    &hkc_variant_gemm_mma,    /* NVIDIA sm_80+ */
+    &hkc_variant_attention_wgmma, /* NVIDIA sm_90a; head_dim 128 (64: attn_wgmma=on) */
+    &hkc_variant_attention_mma,
+    &hkc_variant_gemm_mfma,   /* AMD CDNA */
+    &hkc_variant_attention_mfma,
+    &hkc_variant_rows_vec16,  /* both vendors */
+    &hkc_variant_elementwise_vec16,
+    /* GPU targets, last: the simple kernels, one per template (every valid key of its ops) */
+    &hkc_variant_simple_gemm,
+    &hkc_variant_simple_binary,
+    &hkc_variant_simple_unary,
+    &hkc_variant_simple_layernorm,
+    &hkc_variant_simple_rmsnorm,
+    &hkc_variant_simple_softmax,
+    &hkc_variant_simple_attention,
+    &hkc_variant_simple_rope,
+    &hkc_variant_simple_ewchain,
+    /* the host target: the GEMM (tunable), then every other op */
+    &hkc_variant_host_gemm,
+    &hkc_variant_host,
+    NULL, /* variants are listed above this line */
+};
+
+const hkc_variant_t *const *hkc_variant_list(void) { return k_variants; }
+
+int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_variant_t *v, const hkc_kernel_key_t *key) {
+  if (v->portable) return 1; /* what every key falls back to */
+  if (v == &hkc_variant_attention_wgmma) { /* default for head_dim 128 only (measured, variant_attention_nv.c) */
+    const hkc_switch_t s = o ? o->attn_wgmma : HKC_SWITCH_AUTO;
+    if (s == HKC_SWITCH_OFF) return 0;
+    if (s != HKC_SWITCH_ON && key->head_dim != 128) return 0;
+  }
+  if (!o) return 1;
+  if (o->simple_kernels) return 0; /* A/B checks against the simple kernels */
+  if (v == &hkc_variant_gemm_wgmma_ws && o->gemm_ws == HKC_SWITCH_OFF) return 0; /* gemm_wgmma instead */
+  return 1;
+}
+
+const hkc_variant_t *hkc_variant_for_options(const hkc_gpu_arch_t *arch, const hkc_kernel_options_t *o,
+                                             const hkc_kernel_key_t *key) {
+  if (key->variant[0]) /* a tuned key: the variant the tuner chose (tune.c checked it applies) */
+    for (size_t i = 0; k_variants[i]; i++)
+      if (strncmp(k_variants[i]->name, key->variant, HKC_TUNE_VARIANT_MAX) == 0 &&
+          hkc_variant_serves(k_variants[i], arch, key))
+        return k_variants[i];
+  for (size_t i = 0; k_variants[i]; i++)
+    if (hkc_variant_serves(k_variants[i], arch, key) && hkc_kernel_options_allow(o, k_variants[i], key))
+      return k_variants[i];
+  return NULL;
+}
+
+const hkc_variant_t *hkc_variant_for(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  return hkc_variant_for_options(arch, NULL, key);
+}

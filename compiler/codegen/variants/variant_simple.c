@@ -1,0 +1,165 @@
+/* The simple GPU kernels (templates/gpu/<op>.hip): portable, untuned, correct for every key
+ * of their op on every GPU arch. They end the GPU part of the registry, one entry per
+ * template, all named "simple", so every valid key on a GPU target resolves to a variant.
+ *
+ * Their tile sizes and block sizes are emitted into the generated source as macros
+ * (simple_defines), and simple_launch reads the same table, so the kernels and their
+ * launches cannot disagree. They are safe values for every arch (blocks are multiples of 64
+ * threads, static shared memory below 48 KiB, no spills). Block size = max_block of the
+ * kernel (its __launch_bounds__): gemm 256, element-wise (and ewchain) 256, norms and
+ * softmax 256, attention 128, rope 256. */
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
+#include "codegen/variants/variant.h"
+#include "lower/lower.h"
+
+typedef struct simple_params {
+  int threads;                   /* HK_THREADS: threads per block (a multiple of 64) */
+  int tile_m, tile_n, tile_k;    /* gemm: C tile and K step (HK_TILE_M/N/K) */
+  int gemm_tx;                   /* gemm: threads along N (HK_GEMM_TX) */
+  int ew_items;                  /* element-wise: elements per thread the grid is sized for */
+  int attn_bq, attn_bkv, attn_dc; /* attention: query rows, keys per tile, head-dim chunk */
+} simple_params_t;
+
+static const simple_params_t k_gemm = {.threads = 256, .tile_m = 64, .tile_n = 64, .tile_k = 16, .gemm_tx = 16};
+static const simple_params_t k_elementwise = {.threads = 256, .ew_items = 4};
+static const simple_params_t k_row = {.threads = 256};
+static const simple_params_t k_attention = {.threads = 128, .attn_bq = 16, .attn_bkv = 32, .attn_dc = 128};
+/* rope: HK_ROPE_VEC rotation pairs per thread when dh/2 is a multiple of it (else 1);
+ * blocks per CU the launch aims at (each block then walks a strided set of rows) */
+static const simple_params_t k_rope = {.threads = 256};
+#define SIMPLE_ROPE_VEC 4
+#define SIMPLE_ROPE_BLOCKS_PER_CU 16
+
+/* grid.x limit on both vendors (2^31 - 1); kernels stride over blocks beyond it. */
+#define SIMPLE_MAX_GRID_X 0x7fffffffLL
+
+static const simple_params_t *simple_params(hk_op_t op) {
+  switch (op) {
+  case HK_OP_GEMM: return &k_gemm;
+  case HK_OP_ADD:
+  case HK_OP_MUL:
+  case HK_OP_RELU:
+  case HK_OP_GELU:
+  case HK_OP_SILU:
+  case HK_OP_EWCHAIN: return &k_elementwise;
+  case HK_OP_ROPE: return &k_rope;
+  case HK_OP_LAYERNORM:
+  case HK_OP_RMSNORM:
+  case HK_OP_SOFTMAX: return &k_row;
+  case HK_OP_ATTENTION: return &k_attention;
+  default: return NULL;
+  }
+}
+
+/* HK_THREADS and the op's tile sizes. */
+static void simple_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
+  (void)arch;
+  const simple_params_t *p = simple_params(key->op);
+  size_t len = strlen(out);
+  if (!p || len >= size) return;
+  len += (size_t)snprintf(out + len, size - len, "#define HK_THREADS %d\n", p->threads);
+  if (len >= size) return;
+  if (key->op == HK_OP_GEMM)
+    snprintf(out + len, size - len, "#define HK_TILE_M %d\n#define HK_TILE_N %d\n#define HK_TILE_K %d\n#define HK_GEMM_TX %d\n",
+             p->tile_m, p->tile_n, p->tile_k, p->gemm_tx);
+  else if (key->op == HK_OP_ATTENTION)
+    snprintf(out + len, size - len, "#define HK_ATTN_BQ %d\n#define HK_ATTN_BKV %d\n#define HK_ATTN_DC %d\n", p->attn_bq,
+             p->attn_bkv, p->attn_dc);
+  else if (key->op == HK_OP_ROPE)
+    snprintf(out + len, size - len, "#define HK_ROPE_VEC %d\n", SIMPLE_ROPE_VEC);
+}
+
+/* Blocks are 1-D (block.x = HK_THREADS of the op) and so is the grid (grid.x only: y and
+ * z are limited to 65535). What a block is, per op:
+ *   gemm        an HK_TILE_M x HK_TILE_N tile of C: ceil(M/TM) * ceil(N/TN) blocks
+ *   add..silu, ewchain   HK_THREADS * ew_items elements (grid-stride loop inside)
+ *   norms, softmax   one row
+ *   attention   HK_ATTN_BQ query rows of one (batch, head)
+ *   rope        one column block (HK_THREADS items of HK_ROPE_VEC pairs) of a strided
+ *               set of rows: grid = column blocks x row groups (rope.hip)
+ * Every kernel strides over blocks beyond gridDim.x, so clamping grid.x to 2^31 - 1 keeps
+ * it correct. At least one block; no dynamic shared memory (all of it is static). */
+static void simple_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
+                          uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
+  const simple_params_t *p = simple_params(key->op);
+  int64_t blocks = 1;
+  switch (p ? key->op : HK_OP_COUNT_) {
+  case HK_OP_GEMM:
+    blocks = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_M), p->tile_m) *
+             hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_N), p->tile_n);
+    break;
+  case HK_OP_ADD:
+  case HK_OP_MUL:
+    blocks = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_BINARY_ARG_N), (int64_t)p->threads * p->ew_items);
+    break;
+  case HK_OP_RELU:
+  case HK_OP_GELU:
+  case HK_OP_SILU:
+    blocks = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_UNARY_ARG_N), (int64_t)p->threads * p->ew_items);
+    break;
+  case HK_OP_LAYERNORM: blocks = hkc_variant_arg_i64(args, n_args, HKC_LAYERNORM_ARG_ROWS); break;
+  case HK_OP_RMSNORM: blocks = hkc_variant_arg_i64(args, n_args, HKC_RMSNORM_ARG_ROWS); break;
+  case HK_OP_SOFTMAX: blocks = hkc_variant_arg_i64(args, n_args, HKC_SOFTMAX_ARG_ROWS); break;
+  case HK_OP_ATTENTION:
+    blocks = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_BATCH) *
+             hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_HEADS) *
+             hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_SEQ_Q), p->attn_bq);
+    break;
+  case HK_OP_EWCHAIN:
+    blocks = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_EWCHAIN_ARG_N), (int64_t)p->threads * p->ew_items);
+    break;
+  case HK_OP_ROPE: {
+    /* column blocks (a row's pairs over HK_THREADS threads) x row groups, about
+     * SIMPLE_ROPE_BLOCKS_PER_CU blocks per CU in all (templates/gpu/rope.hip) */
+    const int64_t rows = hkc_variant_arg_i64(args, n_args, HKC_ROPE_ARG_ROWS),
+                  heads = hkc_variant_arg_i64(args, n_args, HKC_ROPE_ARG_HEADS),
+                  dh = hkc_variant_arg_i64(args, n_args, HKC_ROPE_ARG_DH);
+    const int64_t half = dh / 2, vec = half % SIMPLE_ROPE_VEC == 0 ? SIMPLE_ROPE_VEC : 1;
+    const int64_t col_blocks = hkc_variant_ceil_div(heads * half / vec, p->threads);
+    const int64_t want = (int64_t)(arch->compute_units ? arch->compute_units : 80) * SIMPLE_ROPE_BLOCKS_PER_CU;
+    int64_t row_groups = hkc_variant_ceil_div(want, col_blocks > 0 ? col_blocks : 1);
+    if (row_groups > rows) row_groups = rows;
+    if (row_groups < 1) row_groups = 1;
+    blocks = col_blocks * row_groups;
+    if (blocks > SIMPLE_MAX_GRID_X) blocks = SIMPLE_MAX_GRID_X / (col_blocks > 0 ? col_blocks : 1) * col_blocks;
+    break;
+  }
+  default: break;
+  }
+  if (blocks < 1) blocks = 1;
+  if (blocks > SIMPLE_MAX_GRID_X) blocks = SIMPLE_MAX_GRID_X;
+  out_grid[0] = (uint32_t)blocks;
+  out_grid[1] = out_grid[2] = 1;
+  out_block[0] = p ? (uint32_t)p->threads : 1;
+  out_block[1] = out_block[2] = 1;
+  *out_shared = 0;
+}
+
+/* Any dtype and epilogue activation the kernel ABI defines. */
+static int simple_key_ok(const hkc_kernel_key_t *key) {
+  return (unsigned)key->dtype < HK_DTYPE_COUNT_ && (unsigned)key->act < HK_ACT_COUNT_;
+}
+
+/* One entry per template: its ops. */
+#define SIMPLE_ENTRY(ident, path, ops_test)                                                          \
+  static int ident##_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {             \
+    (void)arch;                                                                                      \
+    const hk_op_t op = key->op;                                                                      \
+    return simple_key_ok(key) && (ops_test);                                                         \
+  }                                                                                                  \
+  const hkc_variant_t hkc_variant_##ident = {                                                        \
+      .name = "simple", .template_path = path, .portable = 1, .applies = ident##_applies,          \
+      .defines = simple_defines, .launch = simple_launch}
+
+SIMPLE_ENTRY(simple_gemm, "gpu/gemm.hip", op == HK_OP_GEMM);
+SIMPLE_ENTRY(simple_binary, "gpu/binary.hip", op == HK_OP_ADD || op == HK_OP_MUL);
+SIMPLE_ENTRY(simple_unary, "gpu/unary.hip", op == HK_OP_RELU || op == HK_OP_GELU || op == HK_OP_SILU);
+SIMPLE_ENTRY(simple_layernorm, "gpu/layernorm.hip", op == HK_OP_LAYERNORM);
+SIMPLE_ENTRY(simple_rmsnorm, "gpu/rmsnorm.hip", op == HK_OP_RMSNORM);
+SIMPLE_ENTRY(simple_softmax, "gpu/softmax.hip", op == HK_OP_SOFTMAX);
+SIMPLE_ENTRY(simple_attention, "gpu/attention.hip", op == HK_OP_ATTENTION);
+SIMPLE_ENTRY(simple_rope, "gpu/rope.hip", op == HK_OP_ROPE);
+SIMPLE_ENTRY(simple_ewchain, "gpu/ewchain.hip", op == HK_OP_EWCHAIN);
