@@ -34,7 +34,7 @@ if [ "${HK_SKIP_SANITIZE:-0}" != 1 ]; then
   CC=clang cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DHK_SANITIZE=ON -DHK_FUZZ=ON >/dev/null
   cmake --build build-asan -j"$jobs"
   skipped=$(ctest --test-dir build-asan -N -L toolchain | sed -n 's/^ *Test *#[0-9]*: //p' | tr '\n' ' ')
-  echo "note: not run under ASan (vendor-compiler matrices, run in the release pass above): $skipped"
+  echo "note: not run under ASan (toolchain tests: their time is in nvrtc/hiprtc; they ran in the release pass above): $skipped"
   ctest --test-dir build-asan --output-on-failure -j"$test_jobs" -LE toolchain # sanitizer options: tests/CMakeLists.txt
   elapsed
   secs=${HK_FUZZ_SECONDS:-20}
