@@ -8,18 +8,8 @@
  * the build's tuner does (tune.h hkc_tune_apply_options). Exits on a bad value. */
 static void apply_env_options(const hkc_gpu_arch_t *arch, hkc_kernel_key_t *key) {
   hkc_kernel_options_t o = {0};
-  const char *name, *env, *help;
-  char err[1024];
-  for (size_t i = 0; hkc_kernel_options_describe(i, &name, &env, &help); i++) {
-    const char *v = getenv(env);
-    if (!v || !v[0]) continue;
-    if ((strcmp(name, "simple_kernels") == 0 || strcmp(name, "ew_exact_act") == 0) && strcmp(v, "0") != 0) v = "1";
-    if (hkc_kernel_options_set(&o, name, v, err, sizeof err) != 0) {
-      fprintf(stderr, "%s: %s\n", env, err);
-      exit(2);
-    }
-  }
-  if (hkc_tune_apply_options(&o, arch->name, arch, key) < 0) exit(2);
+  if (hkc_kernel_options_from_env(&o, "kernel options") != 0 || hkc_tune_apply_options(&o, arch->name, arch, key) < 0)
+    exit(2);
 }
 
 int main(int argc, char **argv) {

@@ -3,6 +3,9 @@
  * tests that want the same mapping call it too. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
 
 #include "tools/tools.h"
 #include "util/util.h"
@@ -19,4 +22,19 @@ void hkc_env_from_process(void) {
                          .cache_dir = cache_dir,
                          .template_dir = getenv("HKC_TEMPLATE_DIR")};
   hkc_env_set(&env);
+}
+
+int hkc_kernel_options_from_env(hkc_kernel_options_t *o, const char *cmd) {
+  const char *name, *env, *help;
+  for (size_t i = 0; hkc_kernel_options_describe(i, &name, &env, &help); i++) {
+    const char *v = getenv(env);
+    if (!v || !v[0]) continue;
+    char err[1024];
+    if ((strcmp(name, "simple_kernels") == 0 || strcmp(name, "ew_exact_act") == 0) && strcmp(v, "0") != 0) v = "1";
+    if (hkc_kernel_options_set(o, name, v, err, sizeof err) != 0) {
+      fprintf(stderr, "%s: environment variable %s: %s\n", cmd, env, err);
+      return -1;
+    }
+  }
+  return 0;
 }

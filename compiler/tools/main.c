@@ -226,24 +226,6 @@ static void print_build_usage(void) {
   printf(k_build_usage, list);
 }
 
-/* The documented HKC_* environment variables mapped onto kernel options (the compiler's
- * stages never read them): boolean ones "set and not 0" = 1, as they always meant. 0, or
- * -1 after printing which variable is wrong. */
-static int kernel_options_from_env(hkc_kernel_options_t *o, const char *cmd) {
-  const char *name, *env, *help;
-  for (size_t i = 0; hkc_kernel_options_describe(i, &name, &env, &help); i++) {
-    const char *v = getenv(env);
-    if (!v || !v[0]) continue;
-    char err[1024];
-    if ((strcmp(name, "simple_kernels") == 0 || strcmp(name, "ew_exact_act") == 0) && strcmp(v, "0") != 0) v = "1";
-    if (hkc_kernel_options_set(o, name, v, err, sizeof err) != 0) {
-      fprintf(stderr, "hkc %s: environment variable %s: %s\n", cmd, env, err);
-      return -1;
-    }
-  }
-  return 0;
-}
-
 /* HK_HOST_THREADS (the loader's variable) as the default of --host-threads; 0 if unset or
  * not a positive count (the loader reports a bad value when it runs). */
 static int host_threads_from_env(void) {
@@ -286,7 +268,7 @@ static int cmd_build(int argc, char **argv) {
   }
   hkc_build_options_t opt = {.fusion = -1};
   hkc_kernel_options_t ko = {0};
-  if (kernel_options_from_env(&ko, "build") != 0) return 2;
+  if (hkc_kernel_options_from_env(&ko, "hkc build") != 0) return 2;
   opt.host_threads = host_threads_from_env();
   const char *dbs[64];
   size_t n_dbs = 0;
@@ -386,7 +368,7 @@ static int cmd_tune(int argc, char **argv) {
   }
   hkc_tune_run_options_t opt = {0};
   hkc_kernel_options_t ko = {0};
-  if (kernel_options_from_env(&ko, "tune") != 0) return 2;
+  if (hkc_kernel_options_from_env(&ko, "hkc tune") != 0) return 2;
   opt.kernel_options = &ko;
   opt.host_threads = host_threads_from_env();
   const char *merge[256];

@@ -38,6 +38,10 @@ int hkc_print_targets(FILE *out);
 /* Maps the documented environment variables (TMPDIR, CC, HKC_CUDA_PATH, HKC_CACHE_DIR /
  * XDG_CACHE_HOME / HOME, HKC_TEMPLATE_DIR) onto hkc_env_set (util.h); env.c. */
 void hkc_env_from_process(void);
+/* The documented HKC_* kernel-knob variables mapped onto kernel options (the stages never
+ * read them): boolean ones "set and not 0" = 1, as they always meant. 0, or -1 after
+ * printing "CMD: environment variable NAME: why" to stderr. env.c. */
+int hkc_kernel_options_from_env(hkc_kernel_options_t *o, const char *cmd);
 
 /* ---- `hkc tune` (tune_run.c) ----------------------------------------------------------------- */
 typedef struct hkc_tune_run_options {

@@ -85,6 +85,18 @@ static inline int64_t hkc_variant_arg_i64(const hkc_arg_t *args, uint32_t n_args
   return i < n_args && args[i].kind == HK_ARG_I64 ? args[i].i : 0;
 }
 static inline int64_t hkc_variant_ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) / b; }
+/* A 1-D launch: `blocks` clamped to [1, 2^31 - 1] (kernels stride over the rest), `threads`
+ * per block, `shared` bytes of dynamic shared memory. */
+static inline void hkc_variant_launch_1d(int64_t blocks, uint32_t threads, uint32_t shared, uint32_t out_grid[3],
+                                         uint32_t out_block[3], uint32_t *out_shared) {
+  if (blocks < 1) blocks = 1;
+  if (blocks > 0x7fffffffLL) blocks = 0x7fffffffLL;
+  out_grid[0] = (uint32_t)blocks;
+  out_grid[1] = out_grid[2] = 1;
+  out_block[0] = threads;
+  out_block[1] = out_block[2] = 1;
+  *out_shared = shared;
+}
 
 /* ewchain (hkc_kernel_key_t.program): the number of operands the kernel takes, 1 + the
  * largest operand number the program names (operand 0 is always read), or -1 when the

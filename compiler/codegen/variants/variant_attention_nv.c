@@ -139,13 +139,7 @@ static void attn_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key,
   const attn_cfg_t c = attn_cfg(arch, key);
   int64_t blocks = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_BATCH) * hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_HEADS) *
                    hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_SEQ_Q), 16 * c.warps);
-  if (blocks < 1) blocks = 1;
-  if (blocks > 0x7fffffffLL) blocks = 0x7fffffffLL;
-  out_grid[0] = (uint32_t)blocks;
-  out_grid[1] = out_grid[2] = 1;
-  out_block[0] = (uint32_t)(32 * c.warps);
-  out_block[1] = out_block[2] = 1;
-  *out_shared = attn_smem(key, &c);
+  hkc_variant_launch_1d(blocks, (uint32_t)(32 * c.warps), attn_smem(key, &c), out_grid, out_block, out_shared);
 }
 
 static const char *const attn_includes[] = {"gpu/tile_nv.h", NULL};
@@ -281,13 +275,8 @@ static void attn_wg_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
   const attn_wg_cfg_t c = attn_wg_cfg(arch, key);
   int64_t blocks = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_BATCH) * hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_HEADS) *
                    hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_SEQ_Q), 64 * c.wgs);
-  if (blocks < 1) blocks = 1;
-  if (blocks > 0x7fffffffLL) blocks = 0x7fffffffLL;
-  out_grid[0] = (uint32_t)blocks;
-  out_grid[1] = out_grid[2] = 1;
-  out_block[0] = (uint32_t)(128 * c.wgs);
-  out_block[1] = out_block[2] = 1;
-  *out_shared = attn_wg_smem(key, &c);
+  hkc_variant_launch_1d(blocks, (uint32_t)(128 * c.wgs), attn_wg_smem(key, &c), out_grid, out_block,
+                        out_shared);
 }
 
 static const char *const attn_wg_includes[] = {"gpu/tile_nv.h", "gpu/tile_wgmma.h", NULL};

@@ -151,13 +151,7 @@ static void cfg_launch(const gemm_cfg_t *c, int threads, const hkc_arg_t *args, 
                        uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared, uint32_t shared) {
   int64_t blocks = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_M), c->bm) *
                    hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_N), c->bn);
-  if (blocks < 1) blocks = 1;
-  if (blocks > 0x7fffffffLL) blocks = 0x7fffffffLL;
-  out_grid[0] = (uint32_t)blocks;
-  out_grid[1] = out_grid[2] = 1;
-  out_block[0] = (uint32_t)threads;
-  out_block[1] = out_block[2] = 1;
-  *out_shared = shared;
+  hkc_variant_launch_1d(blocks, (uint32_t)threads, shared, out_grid, out_block, out_shared);
 }
 
 /* ---- gemm_mma ---------------------------------------------------------------------------- */
@@ -424,13 +418,7 @@ static void ws_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, c
   int64_t blocks = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_M), 128) *
                    hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_N), c.bn);
   if (c.persistent && arch->compute_units > 0 && blocks > (int64_t)arch->compute_units) blocks = arch->compute_units;
-  if (blocks < 1) blocks = 1;
-  if (blocks > 0x7fffffffLL) blocks = 0x7fffffffLL;
-  out_grid[0] = (uint32_t)blocks;
-  out_grid[1] = out_grid[2] = 1;
-  out_block[0] = 384;
-  out_block[1] = out_block[2] = 1;
-  *out_shared = ws_shared(&c);
+  hkc_variant_launch_1d(blocks, 384, ws_shared(&c), out_grid, out_block, out_shared);
 }
 
 const hkc_variant_t hkc_variant_gemm_wgmma_ws = {

@@ -196,13 +196,7 @@ static int64_t cus(const hkc_gpu_arch_t *arch) { return arch->compute_units ? ar
 
 static void set_1d(uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared, int64_t blocks,
                    int threads) {
-  if (blocks < 1) blocks = 1;
-  if (blocks > 0x7fffffffLL) blocks = 0x7fffffffLL;
-  out_grid[0] = (uint32_t)blocks;
-  out_grid[1] = out_grid[2] = 1;
-  out_block[0] = (uint32_t)threads;
-  out_block[1] = out_block[2] = 1;
-  *out_shared = 0;
+  hkc_variant_launch_1d(blocks, (uint32_t)threads, 0, out_grid, out_block, out_shared);
 }
 
 /* ---- rows_vec16 ------------------------------------------------------------------------- */
