@@ -145,6 +145,10 @@ static double time_raw(hk_pack_t *pack, const bound_t *b, uint64_t batch, int re
     for (uint32_t a = 0; a < nr->arg_count; a++) {
       const hk_arg_rec_t *ar = &v->args[nr->arg_first + a];
       uint64_t *slot = &values[(size_t)n * HK_MAX_ARGS_PER_NODE + a];
+      if (ar->kind == HK_ARG_TMAP) { /* a 128-byte descriptor, built by libhkrt only */
+        fprintf(stderr, "raw graph: node %u takes a TMA tensor map, which this benchmark does not build\n", n);
+        exit(1);
+      }
       if (ar->kind == HK_ARG_TENSOR) *slot = (uint64_t)(uintptr_t)tensor_ptr[ar->value];
       else if (ar->kind == HK_ARG_NULL) *slot = 0;
       else *slot = ar->value; /* I64, or F32 in the low 32 bits (little-endian) */

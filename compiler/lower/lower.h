@@ -48,6 +48,9 @@ void hkc_node_cost(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_cost_
  *             (x [rows, heads*dh]; row r is at position r % seq + pos_offset)
  *   ewchain   T out, I n, then per operand j = 0 .. n_in-1: T in_j, I n_j
  *             (out[i] = program over in_j[i % n_j], i < n)
+ * lower.c produces exactly these. A GPU variant may append arguments of its own after them
+ * (variants/variant.h, launch_args: e.g. TMA tensor maps, kind HK_ARG_TMAP, of the GEMM's
+ * operands on sm_90a); the build adds them to the launch after its launch dimensions.
  */
 #define HKC_MAX_ARGS 24 /* ewchain: 2 + 2*5 */
 
@@ -129,7 +132,8 @@ typedef struct hkc_kernel_key {
 
 typedef struct hkc_arg {
   hk_arg_kind_t kind;
-  int64_t i;   /* tensor index (TENSOR) or value (I64) */
+  int64_t i;   /* tensor index (TENSOR), value (I64), or for TMAP the packed field of the format
+                  (hk_tmap_pack in hk/pack_format.h: tensor index, box, swizzle) as int64 bits */
   float f;     /* F32 */
 } hkc_arg_t;
 

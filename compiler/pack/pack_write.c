@@ -149,6 +149,27 @@ static int name_ok(const char *what, const char *name) {
     }                                                                           \
   } while (0)
 
+/* Whether TMAP argument `value` of a launch of target `to` at `batch` follows the format's
+ * rules (pack_format.h, docs/FORMAT.md), which the loader checks again: a CUDA target, a
+ * tensor of the spec of a dtype TMA loads, a box of 1..256 whose inner row is a multiple of
+ * 16 bytes within the swizzle's span, a row stride that is a multiple of 16 bytes. NULL, or
+ * what is wrong. */
+static const char *tmap_problem(const hkc_spec_t *spec, const hkc_target_out_t *to, int64_t batch, uint64_t value) {
+  if (to->kind != HK_TARGET_CUDA) return "tensor maps are for CUDA targets only";
+  if (value & HK_TMAP_RESERVED_MASK) return "reserved bits are set";
+  if (hk_tmap_tensor(value) >= spec->n_tensors) return "its tensor index is out of range";
+  const uint32_t inner = hk_tmap_box_inner(value), outer = hk_tmap_box_outer(value), swz = hk_tmap_swizzle(value);
+  if (inner < 1 || inner > HK_TMAP_BOX_MAX || outer < 1 || outer > HK_TMAP_BOX_MAX) return "its box is not 1..256";
+  const hkc_tensor_t *t = &spec->tensors[hk_tmap_tensor(value)];
+  if (t->dtype != HK_DTYPE_F16 && t->dtype != HK_DTYPE_BF16 && t->dtype != HK_DTYPE_F32)
+    return "its tensor's dtype is not f16, bf16 or f32";
+  const int64_t esize = t->dtype == HK_DTYPE_F32 ? 4 : 2, cols = hkc_dim_value(t->dims[t->rank - 1], batch);
+  if ((inner * esize) % 16 != 0 || (swz && (uint32_t)(inner * esize) > hk_tmap_swizzle_bytes(swz)))
+    return "its box inner row is not a multiple of 16 bytes within the swizzle span";
+  if (cols < 1 || (cols * esize) % 16 != 0) return "its tensor's row stride is not a multiple of 16 bytes";
+  return NULL;
+}
+
 /* Checks the input against the format's rules and counts the records. */
 static int validate_and_count(builder_t *b) {
   const hkc_pack_in_t *in = b->in;
@@ -214,6 +235,12 @@ static int validate_and_count(builder_t *b) {
               (arg->kind == HK_ARG_TENSOR && (arg->i < 0 || (uint64_t)arg->i >= spec->n_tensors))) {
             hkc_error(NOLOC, "cannot write the artifact: target %s launch %zu arg %u is not a valid argument",
                       to->name, j, a);
+            return -1;
+          }
+          const char *problem = arg->kind == HK_ARG_TMAP ? tmap_problem(spec, to, go->batch, (uint64_t)arg->i) : NULL;
+          if (problem) {
+            hkc_error(NOLOC, "cannot write the artifact: target %s batch %lld launch %zu arg %u is a TMA tensor map "
+                      "the format does not allow: %s", to->name, (long long)go->batch, j, a, problem);
             return -1;
           }
         }
@@ -378,8 +405,8 @@ static int build_tables(builder_t *b) {
           const hkc_arg_t *arg = &l->args[a];
           hk_arg_rec_t *ar = &b->args[arg_at++];
           ar->kind = (uint32_t)arg->kind;
-          if (arg->kind == HK_ARG_TENSOR || arg->kind == HK_ARG_I64) {
-            ar->value = (uint64_t)arg->i;
+          if (arg->kind == HK_ARG_TENSOR || arg->kind == HK_ARG_I64 || arg->kind == HK_ARG_TMAP) {
+            ar->value = (uint64_t)arg->i; /* TMAP: the packed fields (hk_tmap_pack) */
           } else if (arg->kind == HK_ARG_F32) {
             uint32_t bits;
             memcpy(&bits, &arg->f, sizeof bits);

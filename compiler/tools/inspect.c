@@ -31,6 +31,23 @@ static void print_bytes(FILE *out, uint64_t b) {
   else fprintf(out, "%llu B", (unsigned long long)b);
 }
 
+/* The TMA tensor map arguments of a node, when it has any, on a line of their own:
+ * "      tensor maps: arg 9 tmap(x, box 64x128, swz128), arg 10 tmap(w, box 64x256, none)"
+ * (box inner x outer elements; verified). */
+static void print_tmaps(FILE *out, const hk_pack_view_t *v, const hk_node_rec_t *nr) {
+  static const char *const swizzles[] = {"none", "swz32", "swz64", "swz128"};
+  int first = 1;
+  for (uint32_t a = 0; a < nr->arg_count; a++) {
+    const hk_arg_rec_t *ar = &v->args[nr->arg_first + a];
+    if (ar->kind != HK_ARG_TMAP) continue;
+    fprintf(out, "%sarg %u tmap(%s, box %ux%u, %s)", first ? "      tensor maps: " : ", ", a,
+            hk_pack_string(v, v->tensors[hk_tmap_tensor(ar->value)].name), hk_tmap_box_inner(ar->value),
+            hk_tmap_box_outer(ar->value), swizzles[hk_tmap_swizzle(ar->value)]);
+    first = 0;
+  }
+  if (!first) fprintf(out, "\n");
+}
+
 static const hk_section_t *code_section(const hk_pack_view_t *v, const hk_target_rec_t *t) {
   return &v->sections[t->code_section];
 }
@@ -108,6 +125,7 @@ int hkc_inspect(const char *path, FILE *out) {
                 nr->grid[1], nr->grid[2], nr->block[0], nr->block[1], nr->block[2]);
         for (uint32_t d = 0; d < nr->dep_count; d++) fprintf(out, "%s%u", d ? "," : "", v->deps[nr->dep_first + d]);
         fprintf(out, "]\n");
+        print_tmaps(out, v, nr);
       }
     }
   }

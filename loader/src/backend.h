@@ -47,6 +47,15 @@ typedef struct hk_launch_desc {
   uint32_t dep_count;
 } hk_launch_desc_t;
 
+/* What a TMA tensor map (HK_ARG_TMAP, pack_format.h) describes: the row-major matrix
+ * [rows, cols] of dtype, read in boxes of box_inner x box_outer elements with swizzle. */
+typedef struct hk_tmap_desc {
+  uint32_t dtype;      /* hk_dtype_t: f16, bf16 or f32 (verified) */
+  uint32_t swizzle;    /* hk_tmap_swizzle_t */
+  uint64_t rows, cols; /* 1..2^32 each; cols * element size a multiple of 16 below 2^40 (verified) */
+  uint32_t box_inner, box_outer; /* 1..256 (verified) */
+} hk_tmap_desc_t;
+
 /* Longest graph fallback reason kept (a driver message with its call; longer ones are cut). */
 #define HK_GRAPH_FALLBACK_MAX 512
 
@@ -119,6 +128,13 @@ struct hk_backend {
    * synchronous). Errors: DRIVER. */
   hk_status_t (*copy_async)(hk_module_t *module, void *dst, const void *src, size_t bytes, void *stream);
   hk_status_t (*zero_async)(hk_module_t *module, void *dst, size_t bytes, void *stream);
+  /* Tensor maps (HK_ARG_TMAP); NULL when the backend cannot build them (host, HIP).
+   * Encodes into out (HK_TMAP_BYTES bytes, HK_TMAP_ALIGN-aligned) the map of desc over the
+   * device buffer data (16-byte aligned). With desc NULL it only checks that this module's
+   * runtime can encode (data and out are ignored), so a session refuses a graph with tensor
+   * maps when it is created rather than at its first run. Errors: UNAVAILABLE (the runtime
+   * lacks the call), DRIVER (the driver's message). */
+  hk_status_t (*tensor_map_encode)(hk_module_t *module, const hk_tmap_desc_t *desc, void *data, void *out);
 };
 
 extern const hk_backend_t hk_backend_host;

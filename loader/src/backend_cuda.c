@@ -9,7 +9,8 @@
  * replay and its stream fallback, profiling and memory are the core's (gpu_backend.c).
  * Code objects are loaded with cuModuleLoadData, kernels launched with cuLaunchKernel,
  * graphs built with cuGraphAddKernelNode(_v2), padded runs' staging copies enqueued with
- * cuMemsetD8Async and cuMemcpyDtoDAsync_v2.
+ * cuMemsetD8Async and cuMemcpyDtoDAsync_v2, TMA tensor maps (HK_ARG_TMAP) encoded with
+ * cuTensorMapEncodeTiled (optional: CUDA 12.0+).
  *
  * Contexts: every entry point makes the module's primary context current on the calling
  * thread (the runtime API does the same) and leaves it current.
@@ -316,6 +317,30 @@ static hk_status_t cuda_graph_launch(void *exec, void *stream) {
 static void cuda_graph_exec_destroy(void *exec) { (void)CU.cuGraphExecDestroy((hk_cu_graph_exec_t)exec); }
 static void cuda_graph_destroy(void *graph) { (void)CU.cuGraphDestroy((hk_cu_graph_t)graph); }
 
+/* ---- TMA tensor maps (cuTensorMapEncodeTiled, CUDA 12.0+) ------------------------------------ */
+static int tmap_data_type(uint32_t dtype) {
+  switch (dtype) {
+  case HK_DTYPE_F16: return HK_CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  case HK_DTYPE_BF16: return HK_CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  default: return HK_CU_TENSOR_MAP_DATA_TYPE_FLOAT32; /* f32: verify admits no other dtype */
+  }
+}
+
+/* The map of the row-major matrix [rows, cols] (pack_format.h, HK_ARG_TMAP): rank 2, dims
+ * innermost first, one row stride, unit element strides, no interleave, L2 promotion 256 B,
+ * zero fill out of bounds. desc NULL: whether the driver has the call. */
+static hk_status_t cuda_tensor_map_encode(const hk_tmap_desc_t *d, void *data, void *out) {
+  HK_FAIL_IF(!CU.cuTensorMapEncodeTiled, HK_STATUS_UNAVAILABLE,
+             "the NVIDIA driver lacks cuTensorMapEncodeTiled (CUDA 12.0+): update the driver");
+  if (!d) return HK_OK;
+  const uint64_t dims[2] = {d->cols, d->rows}, strides[1] = {d->cols * hk_dtype_bytes(d->dtype)};
+  const uint32_t box[2] = {d->box_inner, d->box_outer}, element_strides[2] = {1, 1};
+  return CU_CHECK(cuTensorMapEncodeTiled,
+                  ((hk_cu_tensor_map_t *)out, tmap_data_type(d->dtype), 2, data, dims, strides, box, element_strides,
+                   HK_CU_TENSOR_MAP_INTERLEAVE_NONE, (int)d->swizzle, HK_CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                   HK_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+}
+
 /* ---- memory: device pointers are CUdeviceptr integers ---------------------------------------- */
 static hk_cu_deviceptr_t dptr(const void *p) { return (hk_cu_deviceptr_t)(uintptr_t)p; }
 
@@ -359,6 +384,7 @@ static const hk_gpu_ops_t k_cuda_ops = {
     .allow_bundle = false,
     .enter = ctx_enter,
     .launch_prepare = cuda_launch_prepare,
+    .tensor_map_encode = cuda_tensor_map_encode,
     HK_GPU_OPS_ENTRIES(cuda),
 };
 
@@ -369,4 +395,5 @@ static hk_status_t cuda_module_load(const hk_pack_view_t *view, uint32_t target,
   return hk_gpu_module_load(&k_cuda_ops, view, target, device, allocator, code, out_module);
 }
 
-const hk_backend_t hk_backend_cuda = {.name = "cuda", .kind = HK_TARGET_CUDA, HK_GPU_BACKEND_ENTRIES(cuda)};
+const hk_backend_t hk_backend_cuda = {.name = "cuda", .kind = HK_TARGET_CUDA, HK_GPU_BACKEND_ENTRIES(cuda),
+                                      .tensor_map_encode = hk_gpu_tensor_map_encode};

@@ -410,3 +410,12 @@ hk_status_t hk_gpu_zero_async(hk_module_t *module, void *dst, size_t bytes, void
   HK_RETURN_IF_ERROR(m->ops->enter(m));
   return m->ops->zero_async(dst, bytes, stream);
 }
+
+/* ---- tensor maps ------------------------------------------------------------------------- */
+hk_status_t hk_gpu_tensor_map_encode(hk_module_t *module, const hk_tmap_desc_t *desc, void *data, void *out) {
+  const hk_gpu_module_t *m = gpu_module(module);
+  HK_FAIL_IF(!m->ops->tensor_map_encode, HK_STATUS_UNAVAILABLE, "the %s backend cannot build TMA tensor maps",
+             m->ops->vendor);
+  HK_RETURN_IF_ERROR(m->ops->enter(m));
+  return m->ops->tensor_map_encode(desc, data, out);
+}

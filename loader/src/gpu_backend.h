@@ -7,7 +7,8 @@
  * one graph of kernel nodes built from the stored dependencies and instantiated once, its
  * node parameters refreshed in the first run after a bind; stream launches instead when
  * the session asks for them or the graph cannot be built (recorded in the base session's
- * graph / graph_fallback); event profiling; memory, copies and fills.
+ * graph / graph_fallback); event profiling; memory, copies and fills; TMA tensor maps
+ * through the vendor's encoder when it has one (CUDA).
  *
  * A vendor file (backend_cuda.c, backend_hip.c) keeps symbol loading, device discovery,
  * target ranking and the packing of its own structs, and fills one static const
@@ -75,6 +76,9 @@ struct hk_gpu_ops {
   /* Waits for stream, or (NULL) for all work of the current device. */
   hk_status_t (*synchronize)(void *stream);
   hk_status_t (*launch)(void *fn, const hk_launch_desc_t *l, void *stream);
+  /* Tensor maps (hk_backend_t.tensor_map_encode, same contract, with the module's device
+   * current); NULL when the vendor has none (HIP). CUDA: cuTensorMapEncodeTiled. */
+  hk_status_t (*tensor_map_encode)(const hk_tmap_desc_t *desc, void *data, void *out);
 
   /* Graphs. graph_create: UNAVAILABLE, naming what, when the driver lacks the graph API.
    * graph_add_kernel: a node launching fn with l's geometry and args, after the nodes
@@ -100,8 +104,8 @@ struct hk_gpu_ops {
 
 /* The entries of a vendor's hk_gpu_ops_t initializer that follow the naming rule: the
  * vendor defines static <prefix>_<op> for each op listed (CUDA: cuda_graph_create, ...).
- * The vendor sets backend, driver, vendor, module_size, allow_bundle, enter and
- * launch_prepare itself. */
+ * The vendor sets backend, driver, vendor, module_size, allow_bundle, enter,
+ * launch_prepare and tensor_map_encode itself (the last two may stay NULL). */
 #define HK_GPU_OPS_ENTRIES(prefix)                                                                        \
   .module_open = prefix##_module_open, .module_close = prefix##_module_close,                             \
   .object_load = prefix##_object_load, .function_get = prefix##_function_get,                             \
@@ -134,6 +138,10 @@ hk_status_t hk_gpu_synchronize(hk_module_t *module, void *stream);
 hk_status_t hk_gpu_profile(hk_backend_session_t *session, void *stream, uint32_t passes, double *out_us);
 hk_status_t hk_gpu_copy_async(hk_module_t *module, void *dst, const void *src, size_t bytes, void *stream);
 hk_status_t hk_gpu_zero_async(hk_module_t *module, void *dst, size_t bytes, void *stream);
+/* hk_backend_t.tensor_map_encode through the vendor's ops->tensor_map_encode; a vendor whose
+ * backend builds tensor maps names it in its hk_backend_t (it is not among
+ * HK_GPU_BACKEND_ENTRIES, so the other vendors' entry stays NULL). */
+hk_status_t hk_gpu_tensor_map_encode(hk_module_t *module, const hk_tmap_desc_t *desc, void *data, void *out);
 
 /* The entries of a vendor's hk_backend_t after name and kind: its own <prefix>_available,
  * _runs_target, _describe, _unavailable_reason and _module_load (which calls

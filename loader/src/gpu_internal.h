@@ -67,6 +67,21 @@ typedef struct hk_cu_kernel_node_params_v2 {
   hk_cu_context_t ctx;
 } hk_cu_kernel_node_params_v2_t;
 
+/* CUtensorMap (CUDA 12+): an opaque 128-byte descriptor (CU_TENSOR_MAP_NUM_QWORDS = 16).
+ * cuda.h declares it 128-byte aligned; cuTensorMapEncodeTiled requires 64. */
+typedef struct hk_cu_tensor_map {
+  uint64_t opaque[16];
+} hk_cu_tensor_map_t;
+/* The cuTensorMapEncodeTiled enum values hkc uses (CUtensorMapDataType, ..._Interleave,
+ * ..._L2promotion, ..._FloatOOBfill); CUtensorMapSwizzle's values are the pack's own
+ * (hk_tmap_swizzle_t). */
+#define HK_CU_TENSOR_MAP_DATA_TYPE_FLOAT16 6
+#define HK_CU_TENSOR_MAP_DATA_TYPE_FLOAT32 7
+#define HK_CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 9
+#define HK_CU_TENSOR_MAP_INTERLEAVE_NONE 0
+#define HK_CU_TENSOR_MAP_L2_PROMOTION_L2_256B 3
+#define HK_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE 0
+
 /* X(member, symbol, alternative symbol or NULL, required, return type, parameters) */
 #define HK_CUDA_SYMBOLS(X)                                                                                     \
   X(cuInit, "cuInit", NULL, true, hk_cu_result_t, (unsigned int flags))                                             \
@@ -127,7 +142,13 @@ typedef struct hk_cu_kernel_node_params_v2 {
   X(cuEventSynchronize, "cuEventSynchronize", NULL, false, hk_cu_result_t, (hk_cu_event_t event))                  \
   X(cuEventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime", false, hk_cu_result_t,                      \
     (float *ms, hk_cu_event_t start, hk_cu_event_t end))                                                         \
-  X(cuEventDestroy, "cuEventDestroy_v2", "cuEventDestroy", false, hk_cu_result_t, (hk_cu_event_t event))
+  X(cuEventDestroy, "cuEventDestroy_v2", "cuEventDestroy", false, hk_cu_result_t, (hk_cu_event_t event))   \
+  /* TMA tensor maps: optional (CUDA 12.0+); only packs with TMAP arguments need it. The */               \
+  /* enums (data type, interleave, swizzle, L2 promotion, OOB fill) are C enums: int */                  \
+  X(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", NULL, false, hk_cu_result_t,                       \
+    (hk_cu_tensor_map_t * tensorMap, int dataType, uint32_t rank, void *globalAddress,                    \
+     const uint64_t *globalDim, const uint64_t *globalStrides, const uint32_t *boxDim,                    \
+     const uint32_t *elementStrides, int interleave, int swizzle, int l2Promotion, int oobFill))
 
 #define HK_GPU_SYMBOL_MEMBER(member, symbol, alt, required, ret, params) ret(*member) params;
 typedef struct hk_cuda_symbols {

@@ -9,6 +9,8 @@
  *   - every index (target, kernel, graph, node, arg/dep/placement range, tensor in an
  *     arg, code section) is in range, every enum is in range, tensor ranks are 1..6;
  *   - each target has one graph per manifest batch bucket, in manifest order;
+ *   - every TMAP argument is in a graph of a CUDA target, names a f16/bf16/f32 tensor and a
+ *     box, swizzle and matrix view (rows, cols at the graph's batch) that TMA accepts;
  *   - every intermediate tensor placement fits the graph's workspace;
  *   - PLAN, when present, holds exactly one record per graph and per node, each node's
  *     fused_nodes >= 1 and only known flags.

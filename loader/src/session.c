@@ -14,6 +14,15 @@
  * slots of application tensors are set to the bound buffers (or staging buffers, below),
  * and the backend is told through bind_generation when one changed.
  *
+ * TMA tensor maps (HK_ARG_TMAP, CUDA): the argument is a 128-byte descriptor that holds a
+ * tensor's address, so it cannot point at the slot. A bucket keeps one map per TMAP
+ * argument (64-byte-aligned storage from the session allocator) with what it describes
+ * (the tensor's matrix view at the bucket's batch, box, swizzle); the argument points at
+ * the map. A bucket is refused (UNAVAILABLE) when its backend cannot build maps. A run
+ * (profiling runs included) encodes every map of the bucket through the backend from the
+ * current slots when a slot moved or the maps were never built, and then moves
+ * bind_generation, so a GPU graph refreshes its node parameters (no re-instantiation).
+ *
  * Padding (n < the bucket b): pad_layout_check() has made sure that every tensor whose
  * size depends on batch has batch only in its leading dim (mul*batch, no offset, rank
  * >= 2), so the n real rows are a prefix of the bucket's tensor and no op reduces over
@@ -58,6 +67,15 @@ typedef struct hk_app_tensor {
   bool batched;           /* some dim depends on batch */
 } hk_app_tensor_t;
 
+/* One TMA tensor map argument (HK_ARG_TMAP) of a bucket's graph. */
+typedef struct hk_bucket_tmap {
+  void *map;             /* HK_TMAP_BYTES, HK_TMAP_ALIGN-aligned, in the bucket's tmap_block;
+                            the argument's arg_ptrs entry points here */
+  uint32_t tensor;       /* whose slot (tensor_ptrs) is the map's global address */
+  uint32_t launch;       /* graph-local launch index, for messages */
+  hk_tmap_desc_t desc;   /* the tensor's matrix view at the graph's batch, box, swizzle */
+} hk_bucket_tmap_t;
+
 /* What one bucket's graph needs to replay. */
 typedef struct hk_bucket {
   uint32_t graph;                /* index in the pack's graph table */
@@ -75,6 +93,12 @@ typedef struct hk_bucket {
   uint64_t staging_first, staging_bytes;
   bool staging_zeroed;           /* the whole staging area was zeroed once */
   uint64_t input_rows;           /* input staging may hold data in batch rows [0, input_rows) */
+  /* TMA tensor maps, one per TMAP argument in launch order, and the session allocation
+   * holding their storage (over-allocated by one map so they can start HK_TMAP_ALIGN-aligned). */
+  hk_bucket_tmap_t *tmaps;
+  uint32_t tmap_count;
+  void *tmap_block;
+  bool tmaps_encoded;            /* every map holds its tensor's current slot */
 } hk_bucket_t;
 
 struct hk_session {
@@ -103,6 +127,8 @@ static void bucket_destroy(const hk_session_t *s, hk_bucket_t *b) {
   hk_free(a, b->arg_slots);
   hk_free(a, b->launches);
   hk_free(a, b->staging);
+  hk_free(a, b->tmaps);
+  hk_free(a, b->tmap_block);
   hk_free(a, b);
 }
 
@@ -293,11 +319,27 @@ static hk_status_t app_build(hk_session_t *s) {
 }
 
 /* ---- bucket states ------------------------------------------------------------------------- */
-/* Fills b's launch descriptors and argument storage for graph g. */
+/* What TMAP argument `value` of graph g maps: the tensor as the matrix [elements / last
+ * dim, last dim] at the graph's batch, its box and swizzle (all verified). */
+static hk_tmap_desc_t tmap_desc(const hk_pack_view_t *v, const hk_graph_rec_t *g, uint64_t value) {
+  const hk_tensor_rec_t *tr = &v->tensors[hk_tmap_tensor(value)];
+  int64_t dims[HK_MAX_RANK];
+  uint64_t bytes = 0;
+  (void)hk_tensor_shape(tr, g->batch, dims, &bytes); /* true at every bucket: verified */
+  hk_tmap_desc_t d = {.dtype = tr->dtype, .swizzle = hk_tmap_swizzle(value), .cols = (uint64_t)dims[tr->rank - 1],
+                      .box_inner = hk_tmap_box_inner(value), .box_outer = hk_tmap_box_outer(value)};
+  d.rows = bytes / hk_dtype_bytes(tr->dtype) / d.cols;
+  return d;
+}
+
+/* Fills b's launch descriptors and argument storage for graph g; b->tmaps and the maps'
+ * storage exist when the graph has TMAP arguments. */
 static void bucket_fill_launches(const hk_session_t *s, hk_bucket_t *b, const hk_graph_rec_t *g) {
   const hk_pack_view_t *v = s->view;
   const hk_target_rec_t *t = &v->targets[s->target];
   size_t next = 0;
+  uint32_t tmap = 0;
+  char *maps = (char *)(((uintptr_t)b->tmap_block + HK_TMAP_ALIGN - 1) & ~(uintptr_t)(HK_TMAP_ALIGN - 1));
   for (uint32_t j = 0; j < g->node_count; j++) {
     const hk_node_rec_t *n = &v->nodes[g->node_first + j];
     hk_launch_desc_t *l = &b->launches[j];
@@ -314,6 +356,15 @@ static void bucket_fill_launches(const hk_session_t *s, hk_bucket_t *b, const hk
       hk_arg_slot_t *slot = &b->arg_slots[next];
       switch ((hk_arg_kind_t)ar->kind) {
       case HK_ARG_TENSOR: b->arg_ptrs[next] = &b->tensor_ptrs[ar->value]; continue;
+      case HK_ARG_TMAP: {
+        hk_bucket_tmap_t *m = &b->tmaps[tmap];
+        m->map = maps + (size_t)tmap++ * HK_TMAP_BYTES;
+        m->tensor = hk_tmap_tensor(ar->value);
+        m->launch = j;
+        m->desc = tmap_desc(v, g, ar->value);
+        b->arg_ptrs[next] = m->map; /* the kernel parameter is the map itself */
+        continue;
+      }
       case HK_ARG_NULL: slot->ptr = NULL; break;
       case HK_ARG_I64: slot->i64 = (int64_t)ar->value; break;
       case HK_ARG_F32: {
@@ -328,16 +379,72 @@ static void bucket_fill_launches(const hk_session_t *s, hk_bucket_t *b, const hk
   }
 }
 
+/* Launch j of graph g takes a TMA tensor map: whether this session's backend (and its
+ * runtime) can build one. Errors: UNAVAILABLE, naming the kernel and the launch. */
+static hk_status_t tmap_check_backend(const hk_session_t *s, const hk_graph_rec_t *g, uint32_t j) {
+  const hk_pack_view_t *v = s->view;
+  const hk_node_rec_t *n = &v->nodes[g->node_first + j];
+  const char *kernel = hk_pack_string(v, v->kernels[n->kernel].name);
+  const hk_backend_t *be = s->module->backend;
+  HK_FAIL_IF(!be->tensor_map_encode, HK_STATUS_UNAVAILABLE,
+             "kernel %s (launch %u, %s, batch size %llu) takes a TMA tensor map, and the %s backend cannot build "
+             "tensor maps", kernel, j, hk_pack_string(v, n->name), (unsigned long long)g->batch, be->name);
+  hk_status_t st = be->tensor_map_encode(s->module, NULL, NULL, NULL);
+  if (st != HK_OK) {
+    char prefix[HK_MAX_NAME_LEN * 2 + 96];
+    snprintf(prefix, sizeof prefix, "kernel %s (launch %u, %s, batch size %llu) takes a TMA tensor map", kernel, j,
+             hk_pack_string(v, n->name), (unsigned long long)g->batch);
+    hk_error_prefix(prefix);
+  }
+  return st;
+}
+
+/* Encodes every tensor map of b over its tensor's current slot (an intermediate's place in
+ * the workspace, an application tensor's bound or staging buffer). The maps are host
+ * memory that the driver copies into the kernel parameters when a launch is enqueued or a
+ * graph node's parameters are set, so rewriting them never races with queued work.
+ * Errors: the backend's (DRIVER), naming the kernel and the tensor; b->tmaps_encoded stays
+ * false then, so the next run tries again. */
+static hk_status_t tmaps_encode(const hk_session_t *s, hk_bucket_t *b) {
+  const hk_pack_view_t *v = s->view;
+  const hk_graph_rec_t *g = &v->graphs[b->graph];
+  b->tmaps_encoded = false;
+  for (uint32_t i = 0; i < b->tmap_count; i++) {
+    const hk_bucket_tmap_t *m = &b->tmaps[i];
+    hk_status_t st = s->module->backend->tensor_map_encode(s->module, &m->desc, b->tensor_ptrs[m->tensor], m->map);
+    if (st != HK_OK) {
+      const hk_node_rec_t *n = &v->nodes[g->node_first + m->launch];
+      char prefix[HK_MAX_NAME_LEN * 3 + 128];
+      snprintf(prefix, sizeof prefix, "kernel %s (launch %u, %s): building the tensor map of %s [%llu x %llu, box "
+               "%ux%u]", hk_pack_string(v, v->kernels[n->kernel].name), m->launch, hk_pack_string(v, n->name),
+               hk_pack_string(v, v->tensors[m->tensor].name), (unsigned long long)m->desc.rows,
+               (unsigned long long)m->desc.cols, m->desc.box_inner, m->desc.box_outer);
+      hk_error_prefix(prefix);
+      return st;
+    }
+  }
+  b->tmaps_encoded = true;
+  return HK_OK;
+}
+
 /* Builds the state of bucket `index` (with staging buffers for padded runs when
- * with_staging) and stores it in s->buckets[index]. Errors: OUT_OF_MEMORY, and the
- * backend's (DRIVER, UNAVAILABLE). Nothing is kept on failure. */
+ * with_staging) and stores it in s->buckets[index]. Errors: OUT_OF_MEMORY, UNAVAILABLE (the
+ * graph has TMA tensor maps the backend cannot build), and the backend's (DRIVER,
+ * UNAVAILABLE). Nothing is kept on failure. */
 static hk_status_t bucket_build(hk_session_t *s, uint32_t index, bool with_staging) {
   const hk_pack_view_t *v = s->view;
   const hk_allocator_t *a = s->allocator;
   uint32_t gi = v->targets[s->target].graph_first + index; /* one graph per bucket, in order: verified */
   const hk_graph_rec_t *g = &v->graphs[gi];
   uint64_t total_args = 0;
-  for (uint32_t j = 0; j < g->node_count; j++) total_args += v->nodes[g->node_first + j].arg_count;
+  uint32_t tmap_count = 0;
+  for (uint32_t j = 0; j < g->node_count; j++) {
+    const hk_node_rec_t *n = &v->nodes[g->node_first + j];
+    total_args += n->arg_count;
+    for (uint32_t i = 0; i < n->arg_count; i++)
+      if (v->args[n->arg_first + i].kind == HK_ARG_TMAP && tmap_count++ == 0)
+        HK_RETURN_IF_ERROR(tmap_check_backend(s, g, j));
+  }
 
   hk_bucket_t *b = hk_calloc(a, 1, sizeof *b);
   HK_FAIL_IF(!b, HK_STATUS_OUT_OF_MEMORY, "out of memory preparing batch size %llu", (unsigned long long)g->batch);
@@ -348,8 +455,14 @@ static hk_status_t bucket_build(hk_session_t *s, uint32_t index, bool with_stagi
   b->arg_slots = hk_calloc(a, total_args ? (size_t)total_args : 1, sizeof *b->arg_slots);
   b->launches = hk_calloc(a, g->node_count ? g->node_count : 1, sizeof *b->launches);
   b->staging = hk_calloc(a, s->app_count ? s->app_count : 1, sizeof *b->staging);
+  if (tmap_count) {
+    b->tmap_count = tmap_count;
+    b->tmaps = hk_calloc(a, tmap_count, sizeof *b->tmaps);
+    b->tmap_block = hk_calloc(a, (size_t)tmap_count + 1, HK_TMAP_BYTES); /* + 1: room to align */
+  }
   hk_status_t st = HK_OK;
-  if (!b->tensor_ptrs || !b->arg_ptrs || !b->arg_slots || !b->launches || !b->staging) {
+  if (!b->tensor_ptrs || !b->arg_ptrs || !b->arg_slots || !b->launches || !b->staging ||
+      (tmap_count && (!b->tmaps || !b->tmap_block))) {
     st = HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "out of memory preparing batch size %llu", (unsigned long long)g->batch);
     goto fail;
   }
@@ -584,6 +697,10 @@ static hk_status_t session_run(hk_session_t *s, void *stream) {
       b->tensor_ptrs[at->tensor] = p;
       moved = true;
     }
+  }
+  if (b->tmap_count && (moved || !b->tmaps_encoded)) { /* maps hold addresses: rebuild them */
+    HK_RETURN_IF_ERROR(tmaps_encode(s, b));
+    moved = true;
   }
   if (moved) b->backend->bind_generation++;
   if (pad) HK_RETURN_IF_ERROR(stage_inputs(s, b, stream));

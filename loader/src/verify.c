@@ -4,8 +4,8 @@
  * Order: magic, endian tag, major version, header fields, header checksum, file size,
  * section table bounds + checksum, each section (alignment, bounds, order/overlap,
  * flags, checksum), required sections, record sizes and counts, then every record:
- * string refs, enums, index ranges, shapes, placements, code frame sizes, and the
- * optional PLAN section's size, flags and reserved fields. The first
+ * string refs, enums, index ranges, shapes, TMA tensor map arguments (format 1.2), placements,
+ * code frame sizes, and the optional PLAN section's size, flags and reserved fields. The first
  * problem found is reported as CORRUPT (or UNSUPPORTED_VERSION) with what and where.
  * No allocation: the view points into the caller's bytes.
  */
@@ -356,6 +356,55 @@ static hk_status_t verify_tensors(const hk_pack_view_t *v) {
   return HK_OK;
 }
 
+/* Largest TMA global dimension (elements) and global stride (bytes, exclusive): the limits
+ * cuTensorMapEncodeTiled documents. */
+#define HK_TMAP_MAX_DIM (1ull << 32)
+#define HK_TMAP_MAX_STRIDE (1ull << 40)
+
+/* A TMAP argument (pack_format.h) of node n (graph gi, target t), argument a: a tensor of a
+ * dtype TMA loads, a box TMA accepts, no reserved bits, and a matrix view at the graph's
+ * batch whose dims and row stride are within TMA's limits, so that cuTensorMapEncodeTiled
+ * can build it from any 16-byte-aligned buffer the session binds. */
+static hk_status_t verify_tmap(const hk_pack_view_t *v, const hk_graph_rec_t *g, uint32_t gi, uint32_t n, uint32_t a,
+                               uint64_t value) {
+  const hk_target_rec_t *t = &v->targets[g->target];
+  const char *node = hk_pack_string(v, v->nodes[n].name);
+  CHECK(t->kind == HK_TARGET_CUDA, "graph %u node %u (%s) arg %u: a TMA tensor map argument in a graph of target %s, "
+        "which is not a CUDA target", gi, n, node, a, hk_pack_string(v, t->name));
+  CHECK((value & HK_TMAP_RESERVED_MASK) == 0, "graph %u node %u (%s) arg %u: tensor map reserved bits are set "
+        "(value 0x%016llx)", gi, n, node, a, (unsigned long long)value);
+  uint32_t ti = hk_tmap_tensor(value), inner = hk_tmap_box_inner(value), outer = hk_tmap_box_outer(value);
+  uint32_t swizzle = hk_tmap_swizzle(value);
+  CHECK(ti < v->tensor_count, "graph %u node %u (%s) arg %u: tensor map of tensor index %u out of range (%u tensors)",
+        gi, n, node, a, ti, v->tensor_count);
+  const hk_tensor_rec_t *tr = &v->tensors[ti];
+  const char *tname = hk_pack_string(v, tr->name);
+  CHECK(inner >= 1 && inner <= HK_TMAP_BOX_MAX && outer >= 1 && outer <= HK_TMAP_BOX_MAX,
+        "graph %u node %u (%s) arg %u: tensor map of %s has box %ux%u (inner x outer); each must be 1..%u", gi, n, node,
+        a, tname, inner, outer, HK_TMAP_BOX_MAX);
+  CHECK(tr->dtype == HK_DTYPE_F16 || tr->dtype == HK_DTYPE_BF16 || tr->dtype == HK_DTYPE_F32,
+        "graph %u node %u (%s) arg %u: tensor map of %s: dtype %s is not one TMA loads (f16, bf16, f32)", gi, n, node,
+        a, tname, hk_dtype_label(tr->dtype));
+  uint64_t esize = hk_dtype_bytes(tr->dtype), box_bytes = (uint64_t)inner * esize;
+  CHECK(box_bytes % 16 == 0, "graph %u node %u (%s) arg %u: tensor map of %s: box inner %u x %llu bytes is not a "
+        "multiple of 16 bytes", gi, n, node, a, tname, inner, (unsigned long long)esize);
+  CHECK(swizzle == HK_TMAP_SWIZZLE_NONE || box_bytes <= hk_tmap_swizzle_bytes(swizzle),
+        "graph %u node %u (%s) arg %u: tensor map of %s: box inner %u x %llu bytes exceeds the %u-byte swizzle span",
+        gi, n, node, a, tname, inner, (unsigned long long)esize, hk_tmap_swizzle_bytes(swizzle));
+  int64_t dims[HK_MAX_RANK];
+  uint64_t bytes = 0;
+  (void)hk_tensor_shape(tr, g->batch, dims, &bytes); /* true: verify_tensors checked every batch */
+  uint64_t cols = (uint64_t)dims[tr->rank - 1], rows = bytes / esize / cols, stride = cols * esize; /* no overflow */
+  CHECK(stride % 16 == 0 && stride < HK_TMAP_MAX_STRIDE,
+        "graph %u node %u (%s) arg %u: tensor map of %s: row stride %llu x %llu bytes is not a multiple of 16 bytes "
+        "below 2^40", gi, n, node, a, tname, (unsigned long long)cols, (unsigned long long)esize);
+  CHECK(rows <= HK_TMAP_MAX_DIM && cols <= HK_TMAP_MAX_DIM,
+        "graph %u node %u (%s) arg %u: tensor map of %s: matrix [%llu, %llu] at batch %llu exceeds TMA's 2^32 "
+        "elements per dim", gi, n, node, a, tname, (unsigned long long)rows, (unsigned long long)cols,
+        (unsigned long long)g->batch);
+  return HK_OK;
+}
+
 static hk_status_t verify_node(const hk_pack_view_t *v, const hk_graph_rec_t *g, uint32_t gi, uint32_t local) {
   uint32_t n = g->node_first + local;
   const hk_node_rec_t *r = &v->nodes[n];
@@ -378,11 +427,13 @@ static hk_status_t verify_node(const hk_pack_view_t *v, const hk_graph_rec_t *g,
   HK_RETURN_IF_ERROR(check_range(r->dep_first, r->dep_count, v->dep_count, "node", n, "DEPS"));
   for (uint32_t a = 0; a < r->arg_count; a++) {
     const hk_arg_rec_t *arg = &v->args[r->arg_first + a];
-    CHECK(arg->kind < HK_ARG_KIND_COUNT_, "node %u arg %u: unknown kind %u", n, a, arg->kind);
+    CHECK(arg->kind < HK_ARG_KIND_COUNT_, "node %u arg %u: unknown kind %u (written by a newer hkc?)", n, a,
+          arg->kind);
     CHECK(arg->reserved0 == 0, "node %u arg %u: reserved field is not zero", n, a);
     CHECK(arg->kind != HK_ARG_TENSOR || arg->value < v->tensor_count,
           "node %u arg %u: tensor index %llu out of range (%u tensors)", n, a, (unsigned long long)arg->value,
           v->tensor_count);
+    if (arg->kind == HK_ARG_TMAP) HK_RETURN_IF_ERROR(verify_tmap(v, g, gi, n, a, arg->value));
   }
   for (uint32_t d = 0; d < r->dep_count; d++) {
     uint32_t dep = v->deps[r->dep_first + d];

@@ -55,6 +55,12 @@ static void walk(hk_pack_t *pack) {
       for (uint32_t a = 0; a < n->arg_count; a++) {
         const hk_arg_rec_t *arg = &v->args[n->arg_first + a];
         if (arg->kind == HK_ARG_TENSOR) sink += v->tensors[arg->value].rank;
+        if (arg->kind == HK_ARG_TMAP) { /* verified: tensor in range, box 1..256, no reserved bits */
+          if (hk_tmap_box_inner(arg->value) - 1 >= HK_TMAP_BOX_MAX || hk_tmap_box_outer(arg->value) - 1 >= HK_TMAP_BOX_MAX ||
+              (arg->value & HK_TMAP_RESERVED_MASK) || v->targets[gr->target].kind != HK_TARGET_CUDA)
+            abort();
+          sink += v->tensors[hk_tmap_tensor(arg->value)].rank;
+        }
       }
       for (uint32_t d = 0; d < n->dep_count; d++)
         if (v->deps[n->dep_first + d] >= j) abort(); /* verified */

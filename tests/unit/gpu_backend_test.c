@@ -6,7 +6,10 @@
  * the stored edges, params refreshed only after a bind, stream launches asked for and as
  * the reported fallback, graph mode's error, profiling with events, copies, injected
  * driver errors, padded batches: staging zeroed and copied on the run's stream around the
- * graph launch; CUDA's v1 graph calls); (d) a real device, skipped unless one is present. */
+ * graph launch; CUDA's v1 graph calls; TMA tensor map arguments: encoded from the bound,
+ * staging and workspace addresses, the kernel parameter pointing at the map, re-encoded and
+ * refreshed after a bind, a driver without the encoder refused at create); (d) a real
+ * device, skipped unless one is present. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -318,6 +321,20 @@ static struct {
     void *stream;
   } op[32];
   uintptr_t current; /* CUDA: the current context; HIP: the current device + 1 */
+  /* TMA tensor maps (CUDA): cuTensorMapEncodeTiled's calls, and what launch 0 (hk_test_addc)
+   * received as its argument tmap_arg (0: not watched) at the last graph node add/set or
+   * stream launch */
+  int fail_encode;
+  int encodes;
+  struct {
+    int dtype, interleave, swizzle, l2, oob;
+    uint32_t rank, box[2], estr[2];
+    void *addr, *map;
+    uint64_t dims[2], stride;
+  } enc[16];
+  int tmap_arg;
+  const void *tmap_param; /* the parameter pointer */
+  uint8_t tmap_bytes[128];  /* the 128 bytes it pointed at */
 } F;
 
 static const char *fake_kernels[] = {"hk_test_addc", "hk_test_mul"};
@@ -368,7 +385,14 @@ static int dev_free(void *p) {
   free(p);
   return 0;
 }
+/* Launch 0's tensor map argument, as a launch or a graph node got it. */
+static void watch_tmap(void **params) {
+  if (!F.tmap_arg) return;
+  F.tmap_param = params[F.tmap_arg];
+  memcpy(F.tmap_bytes, F.tmap_param, sizeof F.tmap_bytes);
+}
 static int dev_launch(uintptr_t f, void **params, void *stream) {
+  if (f == FAKE_FN(0)) watch_tmap(params);
   if (F.kernel_launches < FAKE_MAX_NODES) {
     F.launched[F.kernel_launches] = f;
     F.launched_arg0[F.kernel_launches] = *(void **)params[0];
@@ -395,6 +419,7 @@ static int dev_add_node(uintptr_t *node, uintptr_t g, const uintptr_t *deps, siz
   F.nodes[i].grid_x = grid_x;
   for (size_t d = 0; d < ndeps; d++) F.nodes[i].deps[d] = (int)(deps[d] - FAKE_NODE(0));
   F.nodes[i].arg0 = *(void **)params[0];
+  if (func == FAKE_FN(0)) watch_tmap(params);
   *node = FAKE_NODE(i);
   return extras_clear ? 0 : 1;
 }
@@ -415,6 +440,7 @@ static int dev_set_params(uintptr_t e, uintptr_t n, uintptr_t func, void **param
   if (e != FAKE_EXEC || i < 0 || i >= F.node_count || F.nodes[i].func != func) return 1;
   F.set_params++;
   F.nodes[i].arg0 = *(void **)params[0];
+  if (func == FAKE_FN(0)) watch_tmap(params);
   return 0;
 }
 static int dev_event_index(uintptr_t e) {
@@ -598,6 +624,31 @@ static hk_cu_result_t f_cuEventElapsedTime(float *ms, hk_cu_event_t a, hk_cu_eve
   return dev_event_elapsed(ms, U(a), U(b));
 }
 static hk_cu_result_t f_cuEventDestroy(hk_cu_event_t e) { return dev_event_destroy(U(e)); }
+
+/* Records its arguments and writes a recognizable map: the global address, then 0xa5. */
+static hk_cu_result_t f_cuTensorMapEncodeTiled(hk_cu_tensor_map_t *map, int dtype, uint32_t rank, void *addr,
+                                               const uint64_t *dims, const uint64_t *strides, const uint32_t *box,
+                                               const uint32_t *estr, int interleave, int swizzle, int l2, int oob) {
+  if (F.fail_encode) return F.fail_encode;
+  if (F.encodes < 16) {
+    F.enc[F.encodes].dtype = dtype;
+    F.enc[F.encodes].rank = rank;
+    F.enc[F.encodes].addr = addr;
+    F.enc[F.encodes].map = map;
+    memcpy(F.enc[F.encodes].dims, dims, 2 * sizeof *dims);
+    F.enc[F.encodes].stride = strides[0];
+    memcpy(F.enc[F.encodes].box, box, 2 * sizeof *box);
+    memcpy(F.enc[F.encodes].estr, estr, 2 * sizeof *estr);
+    F.enc[F.encodes].interleave = interleave;
+    F.enc[F.encodes].swizzle = swizzle;
+    F.enc[F.encodes].l2 = l2;
+    F.enc[F.encodes].oob = oob;
+  }
+  F.encodes++;
+  memset(map, 0xa5, sizeof *map);
+  memcpy(map, &addr, sizeof addr);
+  return 0;
+}
 
 static hk_cuda_symbols_t g_cu_table; /* the table installed last */
 
@@ -1258,6 +1309,156 @@ static void test_fake_cuda_v1_graph_api(void **ts) {
   hk_session_destroy(s);
 }
 
+/* ---- TMA tensor maps (CUDA) ---------------------------------------------------------------------
+ * The fixture's sm_90 launches with tensor map arguments: launch 0 (add) maps the input x
+ * (f32 [batch, 100]) in 32 x 2 boxes with the 128-byte swizzle, launch 1 (mul) the
+ * intermediate t in 4 x 256 boxes. */
+#define TMAP_X hk_tmap_pack(0, 32, 2, HK_TMAP_SWIZZLE_128B)
+#define TMAP_T hk_tmap_pack(2, 4, 256, HK_TMAP_SWIZZLE_NONE)
+
+static hk_pack_t *open_tmap_pack(state_t *st, bool with_encoder) {
+  install_fake_cuda();
+  if (with_encoder) {
+    g_cu_table.cuTensorMapEncodeTiled = f_cuTensorMapEncodeTiled;
+    hk_cuda_override_symbols(&g_cu_table);
+  }
+  fx_add_tmap(&st->fx, 0, TMAP_X);
+  fx_add_tmap(&st->fx, 1, TMAP_T);
+  st->targets[0].graphs = st->fx.graphs_cuda; /* the sm_90 target, copied by setup */
+  F.tmap_arg = 4;                             /* after hk_test_addc's four ABI arguments */
+  return open_pack(st, 0, 1);
+}
+
+/* Checks encode call i: x's or t's matrix at `rows` rows over `addr`, and what the launch
+ * or graph node of launch 0 last got: x's map, 64-byte aligned, holding the fake's pattern
+ * for x_addr. */
+static void expect_encode(int i, bool x, uint64_t rows, const void *addr) {
+  assert_true(i < F.encodes);
+  assert_int_equal(F.enc[i].dtype, HK_CU_TENSOR_MAP_DATA_TYPE_FLOAT32);
+  assert_int_equal(F.enc[i].rank, 2);
+  assert_ptr_equal(F.enc[i].addr, addr);
+  assert_int_equal(F.enc[i].dims[0], FX_COLS); /* innermost first */
+  assert_int_equal(F.enc[i].dims[1], rows);
+  assert_int_equal(F.enc[i].stride, FX_COLS * sizeof(float));
+  assert_int_equal(F.enc[i].box[0], x ? 32 : 4);
+  assert_int_equal(F.enc[i].box[1], x ? 2 : 256);
+  assert_true(F.enc[i].estr[0] == 1 && F.enc[i].estr[1] == 1);
+  assert_int_equal(F.enc[i].interleave, 0);
+  assert_int_equal(F.enc[i].swizzle, x ? 3 : 0);
+  assert_int_equal(F.enc[i].l2, HK_CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
+  assert_int_equal(F.enc[i].oob, 0);
+  assert_int_equal((uintptr_t)F.enc[i].map % 64, 0);
+}
+
+static void expect_x_param(const void *x_addr) {
+  uint8_t want[128];
+  memset(want, 0xa5, sizeof want);
+  memcpy(want, &x_addr, sizeof x_addr);
+  assert_non_null(F.tmap_param);
+  assert_int_equal((uintptr_t)F.tmap_param % 64, 0);
+  assert_memory_equal(F.tmap_bytes, want, sizeof want);
+}
+
+/* Graph mode: maps built at the first run from the bound input and the workspace, the
+ * kernel's parameter is the map; rebinding re-encodes and refreshes the node parameters
+ * (no new graph); nothing is re-encoded while nothing moves. */
+static void test_fake_cuda_tmap_graph(void **ts) {
+  state_t *st = *ts;
+  hk_pack_t *pack = open_tmap_pack(st, true);
+  hk_session_t *s;
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_OK);
+  assert_launch_mode(s, "graph", NULL);
+  assert_int_equal(F.encodes, 0); /* inputs are not bound yet */
+  bufs_t b;
+  bind_all(s, 2, &b);
+  assert_int_equal(hk_session_run(s, NULL), HK_OK);
+  assert_int_equal(F.encodes, 2);
+  expect_encode(0, true, 2, b.x);
+  expect_encode(1, false, 2, hk_session_debug_arena(s)); /* t: placed at 0 in the workspace */
+  assert_int_equal(F.set_params, 2);
+  expect_x_param(b.x);
+  assert_ptr_equal(F.tmap_param, F.enc[0].map);
+
+  assert_int_equal(hk_session_run(s, NULL), HK_OK); /* nothing moved */
+  assert_int_equal(F.encodes, 2);
+  assert_int_equal(F.set_params, 2);
+
+  void *x2;
+  assert_int_equal(hk_session_alloc(s, 2 * FX_COLS * sizeof(float), &x2), HK_OK);
+  assert_int_equal(hk_session_bind(s, "x", x2, 2 * FX_COLS * sizeof(float)), HK_OK);
+  assert_int_equal(hk_session_run(s, NULL), HK_OK);
+  assert_int_equal(F.encodes, 4);
+  expect_encode(2, true, 2, x2);
+  assert_int_equal(F.set_params, 4); /* refreshed ... */
+  assert_int_equal(F.graph_creates, 1); /* ... not rebuilt */
+  assert_int_equal(F.instantiates, 1);
+  expect_x_param(x2);
+
+  /* A driver error while encoding names the launch and the tensor; the next run retries. */
+  assert_int_equal(hk_session_bind(s, "x", b.x, 2 * FX_COLS * sizeof(float)), HK_OK);
+  F.fail_encode = FAKE_UNKNOWN;
+  assert_int_equal(hk_session_run(s, NULL), HK_STATUS_DRIVER);
+  assert_contains(hk_session_error(s), "kernel hk_test_addc (launch 0, add): building the tensor map of x [2 x 100, "
+                                       "box 32x2]: cuTensorMapEncodeTiled failed: CUDA_ERROR_UNKNOWN");
+  int launches = F.graph_launches;
+  F.fail_encode = 0;
+  assert_int_equal(hk_session_run(s, NULL), HK_OK);
+  assert_int_equal(F.graph_launches, launches + 1);
+  expect_encode(F.encodes - 2, true, 2, b.x);
+  expect_x_param(b.x);
+
+  hk_session_free(s, x2);
+  free_all(s, &b);
+  hk_session_destroy(s);
+  assert_int_equal(F.frees, F.allocs);
+}
+
+/* Stream launches read the maps directly; a padded batch maps the input's staging buffer
+ * at the bucket's rows. */
+static void test_fake_cuda_tmap_stream_padded(void **ts) {
+  state_t *st = *ts;
+  hk_pack_t *pack = open_tmap_pack(st, true);
+  hk_session_t *s;
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 5, .launch_mode = HK_LAUNCH_MODE_STREAM), &s),
+                   HK_OK);
+  assert_int_equal(hk_session_bucket(s), 8);
+  bufs_t b;
+  bind_all(s, 5, &b);
+  assert_int_equal(hk_session_run(s, NULL), HK_OK);
+  const void *xs = hk_session_debug_staging(s, "x");
+  assert_non_null(xs);
+  assert_int_equal(F.encodes, 2);
+  expect_encode(0, true, 8, xs);
+  expect_encode(1, false, 8, hk_session_debug_arena(s));
+  assert_int_equal(F.kernel_launches, 2);
+  expect_x_param(xs);
+  /* batch 8 binds directly: the map follows the bound buffer */
+  bufs_t b8;
+  assert_int_equal(hk_session_set_batch(s, 8), HK_OK);
+  bind_all(s, 8, &b8);
+  assert_int_equal(hk_session_run(s, NULL), HK_OK);
+  assert_int_equal(F.encodes, 4);
+  expect_encode(2, true, 8, b8.x);
+  expect_x_param(b8.x);
+  free_all(s, &b);
+  free_all(s, &b8);
+  hk_session_destroy(s);
+}
+
+/* A driver before CUDA 12.0 has no cuTensorMapEncodeTiled: the session is refused when it is
+ * created, naming the kernel. */
+static void test_fake_cuda_tmap_no_encoder(void **ts) {
+  state_t *st = *ts;
+  hk_pack_t *pack = open_tmap_pack(st, false);
+  hk_session_t *s = NULL;
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_STATUS_UNAVAILABLE);
+  assert_null(s);
+  assert_contains(hk_last_error(), "kernel hk_test_addc (launch 0, add, batch size 2) takes a TMA tensor map: the "
+                                   "NVIDIA driver lacks cuTensorMapEncodeTiled (CUDA 12.0+): update the driver");
+  assert_int_equal(F.allocs, F.frees); /* nothing kept */
+  assert_int_equal(F.graph_creates, 0);
+}
+
 /* ---- (d) a real device ------------------------------------------------------------------------- */
 static void test_real_cuda_device(void **ts) {
   (void)ts;
@@ -1290,6 +1491,9 @@ int main(void) {
       BOTH(shared_object),
       BOTH(padded_session),
       cmocka_unit_test_setup_teardown(test_fake_cuda_v1_graph_api, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fake_cuda_tmap_graph, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fake_cuda_tmap_stream_padded, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fake_cuda_tmap_no_encoder, setup, teardown),
       cmocka_unit_test_setup_teardown(test_real_cuda_device, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

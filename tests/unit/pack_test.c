@@ -660,6 +660,175 @@ static void test_plan_corrupt(void **ts) {
   free(buf);
 }
 
+/* ---- TMA tensor map arguments (format 1.2) ----------------------------------------------- */
+/* x is f32 [batch, 100]: 400-byte rows. Launch 0 (add) of the sm_90 target maps x in boxes
+ * of 32 x 2 (128-byte rows, the 128-byte swizzle's span), launch 1 (mul) maps t unswizzled. */
+#define TMAP_X hk_tmap_pack(0, 32, 2, HK_TMAP_SWIZZLE_128B)
+#define TMAP_T hk_tmap_pack(2, 4, 256, HK_TMAP_SWIZZLE_NONE)
+
+static uint8_t *write_with_tmaps(state_t *st, size_t *out_size) {
+  fx_add_tmap(&st->fx, 0, TMAP_X);
+  fx_add_tmap(&st->fx, 1, TMAP_T);
+  void *data;
+  if (hkc_pack_write_memory(&st->fx.in, &data, out_size) != 0) fail_msg("writing: %s", st->diag);
+  return data;
+}
+
+static void test_tmap_fields(void **ts) {
+  (void)ts;
+  uint64_t v = hk_tmap_pack(0xfffffffeu, 256, 1, HK_TMAP_SWIZZLE_64B);
+  assert_int_equal(hk_tmap_tensor(v), 0xfffffffeu);
+  assert_int_equal(hk_tmap_box_inner(v), 256);
+  assert_int_equal(hk_tmap_box_outer(v), 1);
+  assert_int_equal(hk_tmap_swizzle(v), HK_TMAP_SWIZZLE_64B);
+  assert_int_equal(v & HK_TMAP_RESERVED_MASK, 0);
+  /* the documented bit positions */
+  assert_int_equal(hk_tmap_pack(7, 1, 0, 0), (1ull << 32) | 7);
+  assert_int_equal(hk_tmap_pack(0, 0, 1, 0), 1ull << 41);
+  assert_int_equal(hk_tmap_pack(0, 0, 0, 3), 3ull << 50);
+  assert_int_equal(hk_tmap_box_outer(0x1ffull << 41), 511);
+  assert_int_equal(hk_tmap_swizzle_bytes(HK_TMAP_SWIZZLE_NONE), 0);
+  assert_int_equal(hk_tmap_swizzle_bytes(HK_TMAP_SWIZZLE_32B), 32);
+  assert_int_equal(hk_tmap_swizzle_bytes(HK_TMAP_SWIZZLE_128B), 128);
+}
+
+/* hkc's writer -> libhkrt's reader: the packed field survives, version 1.2, host untouched. */
+static void test_tmap_roundtrip(void **ts) {
+  state_t *st = *ts;
+  size_t size;
+  uint8_t *buf = write_with_tmaps(st, &size);
+  hk_pack_t *pack;
+  assert_int_equal(hk_pack_open_memory(buf, size, NULL, &pack), HK_OK);
+  const hk_pack_view_t *v = hk_pack_view(pack);
+  assert_int_equal(v->header->version_major, 1);
+  assert_int_equal(v->header->version_minor, 2);
+  assert_int_equal(v->arg_count, 40 + 4); /* one more argument per sm_90 launch */
+  for (uint32_t g = 0; g < v->graph_count; g++) {
+    const hk_graph_rec_t *gr = &v->graphs[g];
+    int cuda = v->targets[gr->target].kind == HK_TARGET_CUDA;
+    const hk_node_rec_t *n0 = &v->nodes[gr->node_first], *n1 = n0 + 1;
+    assert_int_equal(n0->arg_count, cuda ? 5 : 4);
+    assert_int_equal(n1->arg_count, cuda ? 7 : 6);
+    if (!cuda) continue;
+    const hk_arg_rec_t *a0 = &v->args[n0->arg_first + 4], *a1 = &v->args[n1->arg_first + 6];
+    assert_int_equal(a0->kind, HK_ARG_TMAP);
+    assert_int_equal(a0->value, TMAP_X);
+    assert_int_equal(hk_tmap_tensor(a0->value), 0);
+    assert_int_equal(hk_tmap_box_inner(a0->value), 32);
+    assert_int_equal(hk_tmap_box_outer(a0->value), 2);
+    assert_int_equal(hk_tmap_swizzle(a0->value), HK_TMAP_SWIZZLE_128B);
+    assert_int_equal(a1->kind, HK_ARG_TMAP);
+    assert_int_equal(a1->value, TMAP_T);
+    assert_int_equal(v->args[n1->arg_first + 5].kind, HK_ARG_I64); /* the ABI's arguments come first */
+  }
+  hk_pack_destroy(pack);
+  free(buf);
+
+  /* hkc inspect lists them under their launch, for the sm_90 target only. */
+  char *dir = hk_test_tmpdir();
+  char path[4200];
+  snprintf(path, sizeof path, "%s/tmap.hkpack", dir);
+  assert_int_equal(hkc_pack_write(&st->fx.in, path), 0);
+  char *text = NULL;
+  size_t text_size = 0;
+  FILE *out = open_memstream(&text, &text_size);
+  assert_int_equal(hkc_inspect(path, out), 0);
+  fclose(out);
+  const char *line = "      tensor maps: arg 4 tmap(x, box 32x2, swz128)\n";
+  const char *first = strstr(text, line);
+  if (!first) fail_msg("no \"%s\" in:\n%s", line, text);
+  assert_non_null(strstr(text, "      tensor maps: arg 6 tmap(t, box 4x256, none)\n"));
+  assert_true(first > strstr(text, "graph sm_90, batch 2")); /* not under the host's graphs */
+  assert_non_null(strstr(first + 1, line)); /* batch 8 too */
+  free(text);
+  unlink(path);
+  rmdir(dir);
+  free(dir);
+}
+
+/* The first TMAP argument of the ARGS section. */
+static hk_arg_rec_t *tmap_arg(uint8_t *b) {
+  hk_arg_rec_t *a = arg(b);
+  uint64_t n = sec(b, HK_SECTION_ARGS)->size / sizeof *a;
+  for (uint64_t i = 0; i < n; i++)
+    if (a[i].kind == HK_ARG_TMAP) return &a[i];
+  fail_msg("no TMAP argument in the pack");
+  return NULL;
+}
+static void p_tmap_tensor(uint8_t *b, size_t n) { tmap_arg(b)->value = hk_tmap_pack(77, 32, 2, 3); }
+static void p_tmap_inner0(uint8_t *b, size_t n) { tmap_arg(b)->value = hk_tmap_pack(0, 0, 2, 0); }
+static void p_tmap_outer(uint8_t *b, size_t n) { tmap_arg(b)->value = hk_tmap_pack(0, 32, 300, 0); }
+static void p_tmap_reserved(uint8_t *b, size_t n) { tmap_arg(b)->value = TMAP_X | 1ull << 60; }
+static void p_tmap_host(uint8_t *b, size_t n) { /* a host launch's tensor argument t becomes a map of x */
+  arg(b)[1].kind = HK_ARG_TMAP;
+  arg(b)[1].value = TMAP_X;
+}
+static void p_tmap_box16(uint8_t *b, size_t n) { tmap_arg(b)->value = hk_tmap_pack(0, 3, 2, 0); } /* 12 bytes */
+static void p_tmap_span(uint8_t *b, size_t n) { tmap_arg(b)->value = hk_tmap_pack(0, 32, 2, HK_TMAP_SWIZZLE_32B); }
+static void p_tmap_stride16(uint8_t *b, size_t n) { tns(b)[0].dims[1].add = 101; } /* 404-byte rows */
+static void p_tmap_stride40(uint8_t *b, size_t n) { tns(b)[0].dims[1].add = 1ll << 38; } /* 2^40-byte rows */
+static void p_tmap_rows(uint8_t *b, size_t n) { tns(b)[0].dims[0].mul = 1ll << 30; } /* 2^33 rows at batch 8 */
+static void p_tmap_cols(uint8_t *b, size_t n) { tns(b)[0].dims[1].add = (1ll << 32) + 4; }
+
+/* Every rule of FORMAT.md's verification step 12 for TMAP arguments (the dtype rule cannot
+ * be broken: every dtype of the format is one TMA loads). */
+static void test_tmap_corrupt(void **ts) {
+  state_t *st = *ts;
+  size_t size;
+  uint8_t *buf = write_with_tmaps(st, &size);
+#define TMAP_PATCHED(fn, needle) expect_patched_in(buf, size, fn, HK_STATUS_CORRUPT, needle, __LINE__)
+  TMAP_PATCHED(p_tmap_tensor, "graph 2 node 4 (add) arg 4: tensor map of tensor index 77 out of range (4 tensors)");
+  TMAP_PATCHED(p_tmap_inner0, "graph 2 node 4 (add) arg 4: tensor map of x has box 0x2 (inner x outer); each must "
+                              "be 1..256");
+  TMAP_PATCHED(p_tmap_outer, "tensor map of x has box 32x300");
+  TMAP_PATCHED(p_tmap_reserved, "graph 2 node 4 (add) arg 4: tensor map reserved bits are set");
+  TMAP_PATCHED(p_tmap_host, "graph 0 node 0 (add) arg 1: a TMA tensor map argument in a graph of target " FX_HOST
+                            ", which is not a CUDA target");
+  TMAP_PATCHED(p_tmap_box16, "tensor map of x: box inner 3 x 4 bytes is not a multiple of 16 bytes");
+  TMAP_PATCHED(p_tmap_span, "tensor map of x: box inner 32 x 4 bytes exceeds the 32-byte swizzle span");
+  TMAP_PATCHED(p_tmap_stride16, "tensor map of x: row stride 101 x 4 bytes is not a multiple of 16 bytes below 2^40");
+  TMAP_PATCHED(p_tmap_stride40, "row stride 274877906944 x 4 bytes is not a multiple of 16 bytes below 2^40");
+  TMAP_PATCHED(p_tmap_rows, "graph 3 node 6 (add) arg 4: tensor map of x: matrix [8589934592, 100] at batch 8 "
+                            "exceeds TMA's 2^32 elements per dim");
+  TMAP_PATCHED(p_tmap_cols, "matrix [2, 4294967300] at batch 2 exceeds TMA's 2^32 elements per dim");
+#undef TMAP_PATCHED
+  free(buf);
+}
+
+/* Older minor versions are read as before. */
+static void p_minor0(uint8_t *b, size_t n) { hdr(b)->version_minor = 0; }
+static void p_minor1(uint8_t *b, size_t n) { hdr(b)->version_minor = 1; }
+static void test_older_minor(void **ts) {
+  state_t *st = *ts;
+  assert_int_equal(hdr(st->pack)->version_minor, HK_PACK_VERSION_MINOR);
+  assert_int_equal(HK_PACK_VERSION_MINOR, 2);
+  PATCHED(p_minor0, HK_OK, NULL);
+  PATCHED(p_minor1, HK_OK, NULL);
+}
+
+/* The writer refuses tensor maps the loader would refuse. */
+static void test_tmap_writer_rejects(void **ts) {
+  state_t *st = *ts;
+  void *data = NULL;
+  size_t n;
+  /* on the host target (the graphs both targets share) */
+  hkc_launch_t *l = &st->fx.launches[0][0];
+  l->args[l->n_args++] = (hkc_arg_t){HK_ARG_TMAP, (int64_t)TMAP_X, 0};
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &n), -1);
+  assert_non_null(strstr(st->diag, "cannot write the artifact: target " FX_HOST " batch 2 launch 0 arg 4 is a TMA "
+                                   "tensor map the format does not allow: tensor maps are for CUDA targets only"));
+  l->n_args--;
+  /* a box whose row exceeds the swizzle span, on the sm_90 target */
+  fx_add_tmap(&st->fx, 0, hk_tmap_pack(0, 64, 2, HK_TMAP_SWIZZLE_128B));
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &n), -1);
+  assert_non_null(strstr(st->diag, "target sm_90 batch 2 launch 0 arg 4 is a TMA tensor map the format does not "
+                                   "allow: its box inner row is not a multiple of 16 bytes within the swizzle span"));
+  st->fx.launches_cuda[0][0].args[4].i = (int64_t)hk_tmap_pack(9, 32, 2, 0);
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &n), -1);
+  assert_non_null(strstr(st->diag, "its tensor index is out of range"));
+  assert_null(data);
+}
+
 static void test_open_arguments(void **ts) {
   state_t *st = *ts;
   hk_pack_t *pack = (hk_pack_t *)1;
@@ -708,6 +877,23 @@ static int write_corpus(const char *dir) {
     fclose(f);
     free(data);
   }
+  /* TMAP arguments (format 1.2): a valid pack, and one whose box the harness' checksum fix-up
+   * turns into a record error */
+  st->fx.in.n_targets = 2;
+  fx_add_tmap(&st->fx, 0, TMAP_X);
+  fx_add_tmap(&st->fx, 1, TMAP_T);
+  void *data;
+  size_t size;
+  if (hkc_pack_write_memory(&st->fx.in, &data, &size) != 0) return 1;
+  for (int bad = 0; bad < 2; bad++) {
+    if (bad) tmap_arg(data)->value = hk_tmap_pack(0, 32, 300, HK_TMAP_SWIZZLE_128B); /* checksum left stale */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, bad ? "tmap_box_300" : "valid_tmap");
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, size, f) != size) return 1;
+    fclose(f);
+  }
+  free(data);
   teardown((void **)&st);
   return 0;
 }
@@ -728,6 +914,11 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_plan_absent, setup, teardown),
       cmocka_unit_test_setup_teardown(test_plan_roundtrip, setup, teardown),
       cmocka_unit_test_setup_teardown(test_plan_corrupt, setup, teardown),
+      cmocka_unit_test(test_tmap_fields),
+      cmocka_unit_test_setup_teardown(test_tmap_roundtrip, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_tmap_corrupt, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_tmap_writer_rejects, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_older_minor, setup, teardown),
       cmocka_unit_test_setup_teardown(test_open_arguments, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

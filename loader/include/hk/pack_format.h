@@ -14,8 +14,9 @@
  *
  * Compatibility rules: a reader accepts any file whose major version equals
  * its own and whose minor version is <= its own, or a newer minor whose extra
- * sections are all flagged HK_SECTION_FLAG_OPTIONAL. A different major version
- * is refused with HK_STATUS_UNSUPPORTED_VERSION.
+ * sections are all flagged HK_SECTION_FLAG_OPTIONAL. A newer minor may also add
+ * argument kinds (1.2: HK_ARG_TMAP); a reader refuses a node that uses one it does not
+ * know. A different major version is refused with HK_STATUS_UNSUPPORTED_VERSION.
  */
 #ifndef HK_PACK_FORMAT_H
 #define HK_PACK_FORMAT_H
@@ -31,7 +32,8 @@ extern "C" {
 #define HK_PACK_MAGIC "\x89HKP\r\n\x1a\n"
 #define HK_PACK_MAGIC_SIZE 8
 #define HK_PACK_VERSION_MAJOR 1
-#define HK_PACK_VERSION_MINOR 1 /* 1: manifest batch_policy, ops rope/ewchain, PLAN section */
+/* Minor versions: 1: manifest batch_policy, ops rope/ewchain, PLAN section; 2: TMAP arguments */
+#define HK_PACK_VERSION_MINOR 2
 #define HK_PACK_ENDIAN_TAG 0x01020304u
 #define HK_SECTION_ALIGN 64u
 
@@ -135,8 +137,56 @@ typedef enum hk_arg_kind {
   HK_ARG_NULL = 1,     /* a null pointer (absent optional tensor) */
   HK_ARG_I64 = 2,      /* value = int64 bits */
   HK_ARG_F32 = 3,      /* value low 32 bits = float bits */
+  HK_ARG_TMAP = 4,     /* format 1.2, CUDA targets only: value = the fields below; passed as a
+                          128-byte TMA tensor map (CUtensorMap) the loader builds at run time */
   HK_ARG_KIND_COUNT_
 } hk_arg_kind_t;
+
+/* HK_ARG_TMAP: a TMA tensor map of one tensor, viewed as the row-major matrix
+ * [rows = elements / last dim, cols = last dim] of its dtype at the graph's batch size. The
+ * kernel parameter is the 128-byte, 64-byte-aligned CUtensorMap that cuTensorMapEncodeTiled
+ * builds for it: rank 2, globalDim {cols, rows}, globalStrides {cols * element size},
+ * boxDim {box inner, box outer}, elementStrides {1, 1}, no interleave, the swizzle below,
+ * L2 promotion 256 B, no float OOB fill (elements outside the matrix read as zero).
+ * The fields of hk_arg_rec_t.value:
+ *   bits [0, 32)   tensor index (< tensor_count)
+ *   bits [32, 41)  box inner: elements along the last dim, 1..256
+ *   bits [41, 50)  box outer: rows, 1..256
+ *   bits [50, 52)  swizzle (hk_tmap_swizzle_t; the values of CUtensorMapSwizzle)
+ *   bits [52, 64)  zero (reserved)
+ * docs/FORMAT.md lists the rules verify checks (dtype, box and stride limits of TMA). */
+typedef enum hk_tmap_swizzle {
+  HK_TMAP_SWIZZLE_NONE = 0, HK_TMAP_SWIZZLE_32B = 1, HK_TMAP_SWIZZLE_64B = 2, HK_TMAP_SWIZZLE_128B = 3
+} hk_tmap_swizzle_t;
+#define HK_TMAP_BYTES 128u   /* sizeof(CUtensorMap): the kernel parameter */
+#define HK_TMAP_ALIGN 64u    /* what cuTensorMapEncodeTiled requires of the map's address */
+#define HK_TMAP_BOX_MAX 256u /* TMA's largest box dimension, in elements */
+#define HK_TMAP_BOX_SHIFT_INNER 32
+#define HK_TMAP_BOX_SHIFT_OUTER 41
+#define HK_TMAP_SWIZZLE_SHIFT 50
+#define HK_TMAP_BOX_MASK 0x1ffu  /* 9 bits: 0..511, of which 1..256 are valid */
+#define HK_TMAP_SWIZZLE_MASK 0x3u
+#define HK_TMAP_RESERVED_MASK (~0ull << 52)
+
+/* The value of a TMAP argument. Each field is masked to its width; a caller passes values
+ * in range (box 1..256), which the loader's verify checks again. */
+static inline uint64_t hk_tmap_pack(uint32_t tensor, uint32_t box_inner, uint32_t box_outer, uint32_t swizzle) {
+  return (uint64_t)tensor | (uint64_t)(box_inner & HK_TMAP_BOX_MASK) << HK_TMAP_BOX_SHIFT_INNER |
+         (uint64_t)(box_outer & HK_TMAP_BOX_MASK) << HK_TMAP_BOX_SHIFT_OUTER |
+         (uint64_t)(swizzle & HK_TMAP_SWIZZLE_MASK) << HK_TMAP_SWIZZLE_SHIFT;
+}
+static inline uint32_t hk_tmap_tensor(uint64_t value) { return (uint32_t)value; }
+static inline uint32_t hk_tmap_box_inner(uint64_t value) {
+  return (uint32_t)(value >> HK_TMAP_BOX_SHIFT_INNER) & HK_TMAP_BOX_MASK;
+}
+static inline uint32_t hk_tmap_box_outer(uint64_t value) {
+  return (uint32_t)(value >> HK_TMAP_BOX_SHIFT_OUTER) & HK_TMAP_BOX_MASK;
+}
+static inline uint32_t hk_tmap_swizzle(uint64_t value) {
+  return (uint32_t)(value >> HK_TMAP_SWIZZLE_SHIFT) & HK_TMAP_SWIZZLE_MASK;
+}
+/* Bytes of the swizzle pattern's span (32, 64, 128); 0 for HK_TMAP_SWIZZLE_NONE. */
+static inline uint32_t hk_tmap_swizzle_bytes(uint32_t swizzle) { return swizzle ? 16u << swizzle : 0u; }
 
 typedef struct hk_manifest {
   uint32_t name;             /* string ref: spec name */
