@@ -92,6 +92,11 @@ char *hkc_codegen_gpu(const hkc_gpu_arch_t *arch, const hkc_kernel_out_t *kernel
 /* Grid, block and dynamic shared memory of a GPU launch for these args. */
 void hkc_gpu_launch_dims(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
                          uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared);
+/* The launch's full argument list: the kernel's variant appends its extra arguments (e.g.
+ * HK_ARG_TMAP tensor maps; variants/variant.h, launch_args) after the op ABI's args[0,
+ * n_args); returns the new count (<= max_args), n_args when the variant adds none. */
+uint32_t hkc_gpu_launch_args(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_arg_t *args,
+                             uint32_t n_args, uint32_t max_args);
 
 /* ---- kernel options (kernel_options.c) ------------------------------------------------------
  * Inputs that change which GPU kernels a build makes, beyond the spec and the tuning: variant

@@ -2,6 +2,7 @@
  * (hiprtc) or NVIDIA (nvrtc) target, from templates/gpu, plus its launch dimensions. What
  * differs per kernel (template, tile macros, launch) is the variant's (variants/variant.h):
  * the registry's choice, the op's simple kernel when nothing better applies. */
+#include <assert.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,4 +160,13 @@ void hkc_gpu_launch_dims(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
   out_grid[0] = out_grid[1] = out_grid[2] = 1;
   out_block[0] = out_block[1] = out_block[2] = 1;
   *out_shared = 0;
+}
+
+uint32_t hkc_gpu_launch_args(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_arg_t *args,
+                             uint32_t n_args, uint32_t max_args) {
+  const hkc_variant_t *variant = hkc_variant_for(arch, key);
+  if (!variant || !variant->launch_args) return n_args;
+  uint32_t n = variant->launch_args(arch, key, args, n_args, max_args);
+  assert(n >= n_args && n <= max_args);
+  return n;
 }

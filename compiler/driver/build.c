@@ -157,6 +157,8 @@ static int build_graph(const hkc_spec_t *spec, const target_plan_t *plan, int bu
     g->fused_counts[i] = node->n_fused > 0 ? node->n_fused : 1;
     const hkc_kernel_key_t *kkey = &plan->out.kernels[l->kernel].key; /* with its tuning */
     plan->tc->launch_dims(plan->arch, kkey, l->args, l->n_args, l->grid, l->block, &l->shared_bytes);
+    if (plan->tc->launch_args) /* the variant's extra arguments (TMA tensor maps) after the ABI's */
+      l->n_args = plan->tc->launch_args(plan->arch, kkey, l->args, l->n_args, HKC_MAX_ARGS);
     uint32_t nd = deps.start[i + 1] - deps.start[i];
     if (nd) {
       l->deps = malloc(nd * sizeof *l->deps);

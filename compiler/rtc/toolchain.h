@@ -57,6 +57,12 @@ typedef struct hkc_toolchain {
   /* Grid, block and dynamic shared memory of one launch (arch NULL for the host). */
   void (*launch_dims)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
                       uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared);
+  /* Optional (NULL: a launch passes the op ABI's arguments only): the launch's full argument
+   * list, the kernel's extra arguments appended after the ABI's args[0, n_args); returns the
+   * new count (<= max_args). nvrtc: hkc_gpu_launch_args (TMA tensor maps of sm_90a variants);
+   * NULL for the host and hiprtc, whose loader backends build no tensor maps. */
+  uint32_t (*launch_args)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_arg_t *args, uint32_t n_args,
+                          uint32_t max_args);
   /* Compiles source for target (as requested: "gfx90a:xnack-", "sm_90a"; ignored by the host)
    * into out->code; resources of kernel `name` (NULL for a translation unit) in out. 0 / -1.
    * GPU toolchains never print: problems come back in out->log; they may be called from

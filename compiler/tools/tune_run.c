@@ -146,9 +146,12 @@ static int mini_pack(mini_t *m, const char *target, const hkc_gpu_arch_t *arch, 
   for (size_t i = 0; i < m->spec.n_tensors; i++) placements[i] = HK_PLACEMENT_NONE;
   hkc_launch_t launch = m->launch;
   launch.kernel = 0;
-  if (arch)
+  if (arch) {
     hkc_gpu_launch_dims(arch, &kernel->key, launch.args, launch.n_args, launch.grid, launch.block, &launch.shared_bytes);
-  else
+    const hkc_toolchain_t *tc = hkc_toolchain_for_arch(arch);
+    if (tc && tc->launch_args) /* extra arguments (TMA tensor maps) over the mini pack's tensor indices */
+      launch.n_args = tc->launch_args(arch, &kernel->key, launch.args, launch.n_args, HKC_MAX_ARGS);
+  } else
     hkc_host_launch_dims(&kernel->key, launch.args, launch.n_args, launch.grid, launch.block);
   kernel->code_offset = 0;
   kernel->code_size = code_size;

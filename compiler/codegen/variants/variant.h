@@ -5,7 +5,8 @@
  * A variant serves some kernel keys on some targets (e.g. a wgmma GEMM for f16/bf16 with
  * align 8 on sm_90a). A GPU variant names its template and the tile-library headers that go
  * before it, writes its own macros (tile sizes, threads: what the tuner will choose), and
- * computes its launch. hkc_variant_for() returns the first variant in the registry
+ * computes its launch (and, optionally, extra launch arguments such as TMA tensor maps).
+ * hkc_variant_for() returns the first variant in the registry
  * (registry.c) that serves the target and accepts the key. Each target's part of the
  * registry ends with its portable entries, which accept every valid key of their ops: the
  * simple GPU kernels (variant_simple.c, templates/gpu/<op>.hip, all named "simple") and the
@@ -38,6 +39,16 @@ typedef struct hkc_variant {
   /* GPU variants: grid, block and dynamic shared memory bytes for these args (the kernel ABI's). */
   void (*launch)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
                  uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared);
+  /* GPU variants, optional (NULL: the kernel takes the op ABI's arguments only): appends the
+   * kernel's extra arguments after the op ABI's args[0, n_args) -- e.g. TMA tensor maps
+   * (hkc_variant_arg_tmap) of the tensors args[HKC_GEMM_ARG_A].i and args[HKC_GEMM_ARG_B].i,
+   * which the kernel declares as `const __grid_constant__ CUtensorMap` parameters after the
+   * ABI's, in the same order -- and returns the new count, n_args <= count <= max_args.
+   * Called once per launch (codegen.h's hkc_gpu_launch_args), after launch() and with the
+   * same key (tuning included), so the boxes can follow the tile configuration. The pack
+   * writer and the loader check tensor maps against the format's rules (FORMAT.md, ARGS). */
+  uint32_t (*launch_args)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_arg_t *args, uint32_t n_args,
+                          uint32_t max_args);
   /* Tuning (codegen.h's hkc_tile_cfg_t; tune/ chooses; both NULL for a variant without
    * parameters). tune_space writes the legal configurations for key on arch (shared memory /
    * LDS, threads, registers within the arch's limits; this variant's default first) and
@@ -85,6 +96,15 @@ static inline int64_t hkc_variant_arg_i64(const hkc_arg_t *args, uint32_t n_args
   return i < n_args && args[i].kind == HK_ARG_I64 ? args[i].i : 0;
 }
 static inline int64_t hkc_variant_ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) / b; }
+/* A TMA tensor map argument (HK_ARG_TMAP) of spec tensor `tensor` (an args[...].i of kind
+ * TENSOR): boxes of box_inner elements along its last dim x box_outer rows, swizzle an
+ * hk_tmap_swizzle_t (box 1..256; the inner row a multiple of 16 bytes within the swizzle's
+ * span). */
+static inline hkc_arg_t hkc_variant_arg_tmap(int64_t tensor, uint32_t box_inner, uint32_t box_outer,
+                                             hk_tmap_swizzle_t swizzle) {
+  hkc_arg_t a = {.kind = HK_ARG_TMAP, .i = (int64_t)hk_tmap_pack((uint32_t)tensor, box_inner, box_outer, swizzle)};
+  return a;
+}
 /* A 1-D launch: `blocks` clamped to [1, 2^31 - 1] (kernels stride over the rest), `threads`
  * per block, `shared` bytes of dynamic shared memory. */
 static inline void hkc_variant_launch_1d(int64_t blocks, uint32_t threads, uint32_t shared, uint32_t out_grid[3],
