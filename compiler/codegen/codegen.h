@@ -115,6 +115,7 @@ typedef enum hkc_kopt_cfg {
   HKC_KOPT_GEMM_MMA_CFG,    /* gemm_mma */
   HKC_KOPT_GEMM_WGMMA_CFG,  /* gemm_wgmma */
   HKC_KOPT_GEMM_WS_CFG,     /* gemm_wgmma_ws */
+  HKC_KOPT_GEMM_TMA_CFG,    /* gemm_tma */
   HKC_KOPT_ATTN_MMA_CFG,    /* attention_mma */
   HKC_KOPT_ATTN_WGMMA_CFG,  /* attention_wgmma */
   HKC_KOPT_ROWS_CFG,        /* rows_vec16, every dtype */
@@ -126,6 +127,7 @@ typedef enum hkc_kopt_cfg {
 
 typedef struct hkc_kernel_options {
   int simple_kernels;       /* 1: every GPU kernel uses its simple template (no variants) */
+  hkc_switch_t gemm_tma;    /* gemm_tma on sm_90a: auto/on = used, off = gemm_wgmma_ws (or gemm_ws's choice) */
   hkc_switch_t gemm_ws;     /* gemm_wgmma_ws on sm_90a: auto/on = used, off = gemm_wgmma instead */
   hkc_switch_t attn_wgmma;  /* attention_wgmma: auto = head_dim 128 only, on = 64 too, off = never */
   int ew_exact_act;         /* 1: 16-bit gelu/silu/ewchain through erff/expf (elementwise_vec16 x=1) */
@@ -161,6 +163,8 @@ typedef struct hkc_tile_cfg {
   int inflight;            /* k tiles a block has in flight ahead of the one it multiplies (>= 1) */
   int persistent;          /* grid = min(tiles, compute units); a block's next tile loads while it
                               finishes the current one */
+  int split_k;             /* > 1: each tile's K is split over this many blocks (a cluster), whose f32
+                              partial sums one block adds up before the epilogue; 0 or 1: none */
   uint32_t shared_bytes;   /* static + dynamic shared memory / LDS per block */
   uint32_t regs;           /* registers per thread, estimated before compiling (accumulators,
                               fragments, addressing); the compiled count replaces it */

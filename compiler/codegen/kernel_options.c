@@ -28,6 +28,8 @@ typedef struct kopt {
 static const kopt_t k_opts[] = {
     {"simple_kernels", "HKC_SIMPLE_KERNELS", KOPT_BOOL, 0, NULL, NULL, 0, NULL,
      "0|1: every GPU kernel from its simple template (A/B checks)"},
+    {"gemm_tma", "HKC_GEMM_TMA", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
+     "auto|on|off: gemm_tma on sm_90a (off: gemm_wgmma_ws, or gemm_wgmma with gemm_ws=off)"},
     {"gemm_ws", "HKC_GEMM_WS", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: gemm_wgmma_ws on sm_90a (off: gemm_wgmma)"},
     {"attn_wgmma", "HKC_ATTN_WGMMA", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
@@ -40,6 +42,8 @@ static const kopt_t k_opts[] = {
      "gemm_wgmma tile: bm=,bn=,st= or BN,STAGES (bm 128)"},
     {"gemm_ws_cfg", "HKC_GEMM_WS_CFG", KOPT_CFG, HKC_KOPT_GEMM_WS_CFG, "gemm_wgmma_ws", "bn,st,p", 2, "p=1",
      "gemm_wgmma_ws tile: bn=,st=,p= or BN,STAGES[,PERSISTENT]"},
+    {"gemm_tma_cfg", "HKC_GEMM_TMA_CFG", KOPT_CFG, HKC_KOPT_GEMM_TMA_CFG, "gemm_tma", "pp,mw,bn,st,sk", 4, "sk=1",
+     "gemm_tma tile: pp=,mw=,bn=,st=,sk= or PINGPONG,MW,BN,STAGES[,SPLIT_K]"},
     {"attn_mma_cfg", "HKC_ATTN_TUNE", KOPT_CFG, HKC_KOPT_ATTN_MMA_CFG, "attention_mma", "w,kv,mb", 3, "",
      "attention_mma tile: w=,kv=,mb= or WARPS,BKV,MIN_BLOCKS"},
     {"attn_wgmma_cfg", "HKC_ATTN_WGMMA_CFG", KOPT_CFG, HKC_KOPT_ATTN_WGMMA_CFG, "attention_wgmma", "wg,kv,mb", 3, "",
@@ -74,6 +78,13 @@ int hkc_kernel_options_describe(size_t i, const char **out_name, const char **ou
   *out_env = k_opts[i].env;
   *out_help = k_opts[i].help;
   return 1;
+}
+
+/* The field of switch option `name`. */
+static hkc_switch_t *switch_field(hkc_kernel_options_t *o, const char *name) {
+  if (strcmp(name, "gemm_tma") == 0) return &o->gemm_tma;
+  if (strcmp(name, "gemm_ws") == 0) return &o->gemm_ws;
+  return &o->attn_wgmma;
 }
 
 /* A decimal integer in [0, 2^20] (the range hkc_tune_params_parse accepts). */
@@ -202,7 +213,7 @@ int hkc_kernel_options_set(hkc_kernel_options_t *o, const char *name, const char
   case KOPT_SWITCH: {
     const int autov = strcmp(value, "auto") == 0;
     if (!on && !off && !autov) break;
-    hkc_switch_t *s = strcmp(k->name, "gemm_ws") == 0 ? &o->gemm_ws : &o->attn_wgmma;
+    hkc_switch_t *s = switch_field(o, k->name);
     *s = on ? HKC_SWITCH_ON : off ? HKC_SWITCH_OFF : HKC_SWITCH_AUTO;
     return 0;
   }
@@ -239,7 +250,7 @@ void hkc_kernel_options_format(const hkc_kernel_options_t *o, char *out, size_t 
       const int on = strcmp(k->name, "simple_kernels") == 0 ? o->simple_kernels : o->ew_exact_act;
       if (on) snprintf(value, sizeof value, "1");
     } else if (k->kind == KOPT_SWITCH) {
-      const hkc_switch_t s = strcmp(k->name, "gemm_ws") == 0 ? o->gemm_ws : o->attn_wgmma;
+      const hkc_switch_t s = *switch_field((hkc_kernel_options_t *)o, k->name);
       if (s != HKC_SWITCH_AUTO && (unsigned)s < 3) snprintf(value, sizeof value, "%s", k_switch[s]);
     } else {
       snprintf(value, sizeof value, "%.*s", HKC_TUNE_MAX, o->cfg[k->cfg]);

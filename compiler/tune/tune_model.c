@@ -9,7 +9,8 @@
  * target's SMs / CUs:
  *
  *   tiles   = ceil(M / bm) * ceil(N / bn)          edge tiles cost a full tile (masked)
- *   n_sm    = ceil(tiles / U)                       tiles on the busiest SM (wave
+ *   S       = split_k (1 without): S blocks per tile, each over ceil(K / bk) / S k steps
+ *   n_sm    = ceil(S tiles / U)                     blocks on the busiest SM (wave
  *                                                   quantization: the scheduler spreads
  *                                                   blocks evenly, co-resident blocks share
  *                                                   the SM's matrix units)
@@ -28,7 +29,7 @@
  *                                                   each arriving after the latency L plus its
  *                                                   transfer; a shallow pipeline makes the k
  *                                                   loop latency-bound
- *   main    = n_sm * ceil(K / bk) * t_step
+ *   main    = n_sm * ceil(ceil(K / bk) / S) * t_step
  *   t_epi   = bm bn elem (1 + epilogue tensors) / (hbm_gbps / U)
  *                                                   writing a tile (and reading the residual
  *                                                   / multiplier) at the SM's bandwidth share
@@ -37,7 +38,11 @@
  *                                                   epilogue: one pipeline fill per block
  *             else:       n_sm (fill + t_epi) / b   a fill per tile; other resident blocks
  *                                                   compute meanwhile
- *   t_sm    = main + over
+ *   red     = (S - 1) bm bn 4 / (L2_OVER_HBM * hbm_gbps / U)
+ *                                                   split-K: one block reads the others' f32
+ *                                                   partial tiles (distributed shared memory,
+ *                                                   taken at the SM's L2 share)
+ *   t_sm    = main + over + red
  *   t_mem   = max(compulsory / hbm_gbps, operand traffic / (L2_OVER_HBM * hbm_gbps))
  *             compulsory = (M K + K N + M N (1 + epilogue tensors) + N bias) elem: every
  *             tensor once; operand traffic = (M K ceil(N/bn) + K N ceil(M/bm)) elem: A is
@@ -102,7 +107,8 @@ int hkc_model_estimate(const hkc_gpu_arch_t *arch, const hkc_tile_cfg_t *cfg, hk
   const double units = arch->compute_units;
   const double tiles_m = ceil_div_d(shape.m, cfg->bm), tiles_n = ceil_div_d(shape.n, cfg->bn);
   const double tiles = tiles_m * tiles_n;
-  const double n_sm = ceil(tiles / units);
+  const double split = cfg->split_k > 1 ? cfg->split_k : 1;
+  const double n_sm = ceil(tiles * split / units);
   double b = cfg->persistent ? 1.0 : (double)per_cu;
   if (b > n_sm) b = n_sm;
   if (b < 1) b = 1;
@@ -115,11 +121,12 @@ int hkc_model_estimate(const hkc_gpu_arch_t *arch, const hkc_tile_cfg_t *cfg, hk
   const double t_lat = (latency + t_xfer) / ((cfg->inflight > 0 ? cfg->inflight : 1) * b);
   double t_step = t_mma > t_xfer ? t_mma : t_xfer;
   if (t_lat > t_step) t_step = t_lat;
-  const double main_loop = n_sm * ceil_div_d(shape.k, cfg->bk) * t_step;
+  const double main_loop = n_sm * ceil(ceil_div_d(shape.k, cfg->bk) / split) * t_step;
   const double t_epi = (double)cfg->bm * cfg->bn * elem * (1 + epilogue_tensors) / (bw / units);
   const double fill = latency + t_xfer;
   const double over = cfg->persistent ? fill + n_sm * t_epi : n_sm * (fill + t_epi) / b;
-  const double t_sm = main_loop + over;
+  const double red = (split - 1) * cfg->bm * cfg->bn * 4.0 / (MODEL_L2_OVER_HBM * bw / units);
+  const double t_sm = main_loop + over + red;
   const double m = (double)shape.m, n = (double)shape.n, k = (double)shape.k;
   const double compulsory = (m * k + k * n + m * n * (1 + epilogue_tensors) + (has_bias ? n : 0)) * elem;
   const double operands = (m * k * tiles_n + k * n * tiles_m) * elem;

@@ -153,6 +153,32 @@ HK_DEVICE void hk_named_sync(int id, int count) { asm volatile("bar.sync %0, %1;
  * cap at kernel entry, i.e. __launch_bounds__(threads, 1)). */
 #define HK_SETMAXNREG_DEC(n) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(n))
 #define HK_SETMAXNREG_INC(n) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(n))
+
+/* ---- TMA (sm_90a kernels) ------------------------------------------------------------------
+ * A tensor map is a 128-byte CUtensorMap that libhkrt builds at run time (pack argument
+ * kind TMAP, docs/FORMAT.md) and passes as a `const __grid_constant__` kernel parameter;
+ * its generic address is what cp.async.bulk.tensor takes. The copy lands in shared memory
+ * (out-of-bounds elements as zeros) and completes `bytes` transactions on an mbarrier whose
+ * expected count the issuing thread raised with hk_mbar_expect_tx. */
+struct __align__(64) hk_tmap_t {
+  unsigned long long bits[16];
+};
+/* Orders the barrier inits before their use by the async proxy (TMA) and other threads;
+ * then a block-wide barrier. */
+HK_DEVICE void hk_mbar_init_fence(void) { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+/* One arrival that also expects `bytes` more transactions in the current phase. */
+HK_DEVICE void hk_mbar_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+/* 2-D tile (c0 along the inner dim, c1 the row) of the map into shared memory at dst. */
+HK_DEVICE void hk_tma_load_2d(unsigned dst, const hk_tmap_t *map, int c0, int c1, unsigned bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+               ::"r"(dst), "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar)
+               : "memory");
+}
+HK_DEVICE void hk_tma_prefetch_map(const hk_tmap_t *map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"((unsigned long long)map) : "memory");
+}
 #endif
 
 #endif /* HK_TILE_NV_H */

@@ -6,7 +6,7 @@
 #include "codegen/codegen.h"
 #include "codegen/variants/variant.h"
 
-extern const hkc_variant_t hkc_variant_gemm_wgmma_ws, hkc_variant_gemm_wgmma,
+extern const hkc_variant_t hkc_variant_gemm_tma, hkc_variant_gemm_wgmma_ws, hkc_variant_gemm_wgmma,
     hkc_variant_gemm_mma; /* variant_gemm_nv.c */
 extern const hkc_variant_t hkc_variant_attention_wgmma, hkc_variant_attention_mma; /* variant_attention_nv.c */
 extern const hkc_variant_t hkc_variant_rows_vec16, hkc_variant_elementwise_vec16; /* variant_rows.c */
@@ -18,7 +18,8 @@ extern const hkc_variant_t hkc_variant_host_gemm, hkc_variant_host; /* variant_h
 
 static const hkc_variant_t *const k_variants[] = {
     /* GPU targets: the specialised kernels */
-    &hkc_variant_gemm_wgmma_ws, /* NVIDIA sm_90a, warp-specialized */
+    &hkc_variant_gemm_tma,      /* NVIDIA sm_90a, TMA loads (kernel option gemm_tma=off) */
+    &hkc_variant_gemm_wgmma_ws, /* NVIDIA sm_90a, warp-specialized, cp.async loads */
     &hkc_variant_gemm_wgmma,  /* NVIDIA sm_90a (kernel option gemm_ws=off) */
     &hkc_variant_gemm_mma,    /* NVIDIA sm_80+ */
     &hkc_variant_attention_wgmma, /* NVIDIA sm_90a; head_dim 128 (64: attn_wgmma=on) */
@@ -54,6 +55,7 @@ int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_variant_t 
   }
   if (!o) return 1;
   if (o->simple_kernels) return 0; /* A/B checks against the simple kernels */
+  if (v == &hkc_variant_gemm_tma && o->gemm_tma == HKC_SWITCH_OFF) return 0;     /* gemm_wgmma_ws instead */
   if (v == &hkc_variant_gemm_wgmma_ws && o->gemm_ws == HKC_SWITCH_OFF) return 0; /* gemm_wgmma instead */
   return 1;
 }

@@ -435,3 +435,156 @@ const hkc_variant_t hkc_variant_gemm_wgmma_ws = {
     .rules = "bn 128 or 256; st 2..12; p 0 or 1; st (128 + bn) 128 bytes + 16 KiB epilogue + barriers + 1 KiB of "
              "shared memory within the block limit",
 };
+
+/* ---- gemm_tma ---------------------------------------------------------------------------------
+ * TMA loads (tensor maps built by libhkrt: pack argument kind TMAP), 384 threads = a
+ * producer warpgroup (one thread issues the copies; setmaxnreg 40) + 2 consumer warpgroups
+ * (setmaxnreg 232), persistent grid (min(tiles, SMs)) in grouped raster order.
+ * params "pp=P,mw=W,bn=B,st=S,sk=K": P 0 cooperative (both consumers on one 128 W x B tile) or
+ * 1 ping-pong (consumers on alternate 64 W x B tiles, one's epilogue under the other's
+ * MMAs); W 1 or 2 m64 blocks per consumer; B the wgmma N (64, 128, 256) with W B <= 256
+ * (at most 128 accumulators per thread); S ring slots; K split K ways over a cluster of K
+ * blocks per tile (K > 1: one tile per cluster, no persistence; W B <= 128). Shared memory: S slots of
+ * (rows + B) x 128 bytes (rows = 128 W cooperative, 64 W ping-pong) + 16 KiB epilogue
+ * staging + barriers + 1 KiB for aligning the base. Kernel option gemm_tma=off turns it
+ * off (sm_90a keys then get gemm_wgmma_ws). */
+typedef struct tma_cfg {
+  int pingpong, mw, bn, stages, splitk;
+} tma_cfg_t;
+
+static const char *const k_tma_names[] = {"pp", "mw", "bn", "st", "sk"};
+static const tma_cfg_t k_tma_default = {.pingpong = 0, .mw = 1, .bn = 256, .stages = 4, .splitk = 1};
+
+static int tma_rows(const tma_cfg_t *c) { return (2 - c->pingpong) * 64 * c->mw; }
+
+static uint32_t tma_shared(const tma_cfg_t *c) {
+  return (uint32_t)(c->stages * (tma_rows(c) + c->bn) * 128 + 2 * 64 * 32 * 4 + 8 * (2 * c->stages + 2) + 1024);
+}
+
+static int tma_legal(const hkc_gpu_arch_t *arch, const tma_cfg_t *c) {
+  /* split-K partial sums (rows x bn f32) go over the ring */
+  const int64_t ring = (int64_t)c->stages * (tma_rows(c) + c->bn) * 128, partial = (int64_t)tma_rows(c) * c->bn * 4;
+  return (c->pingpong == 0 || c->pingpong == 1) && (c->mw == 1 || c->mw == 2) &&
+         (c->bn == 64 || c->bn == 128 || c->bn == 256) && c->mw * c->bn <= 256 && c->stages >= 2 && c->stages <= 16 &&
+         c->splitk >= 1 && c->splitk <= 8 && (c->splitk == 1 || (ring >= partial && c->mw * c->bn <= 128)) &&
+         tma_shared(c) <= arch->max_lds_per_block;
+}
+
+static int tma_parse(const hkc_gpu_arch_t *arch, const char *params, tma_cfg_t *out) {
+  int v[5];
+  if (hkc_tune_params_parse(params, k_tma_names, 5, v) != 0) return -1;
+  const tma_cfg_t c = {.pingpong = v[0], .mw = v[1], .bn = v[2], .stages = v[3], .splitk = v[4]};
+  if (!tma_legal(arch, &c)) return -1;
+  *out = c;
+  return 0;
+}
+
+static tma_cfg_t tma_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  tma_cfg_t c = k_tma_default;
+  const char *params = tuned_params("gemm_tma", key);
+  if (params && params[0]) (void)tma_parse(arch, params, &c);
+  return c;
+}
+
+/* Model figures. Efficiency: 0.55 for B 256 and 0.50 below -- estimates above
+ * gemm_wgmma_ws's measured 0.49 (the same MMAs, loads no longer issued by 128 threads),
+ * to be replaced by the H200 measurements in docs/BENCHMARKS.md. */
+static void tma_tile(const tma_cfg_t *c, hkc_tile_cfg_t *t) {
+  memset(t, 0, sizeof *t);
+  snprintf(t->variant, sizeof t->variant, "gemm_tma");
+  snprintf(t->tune, sizeof t->tune, "pp=%d,mw=%d,bn=%d,st=%d,sk=%d", c->pingpong, c->mw, c->bn, c->stages, c->splitk);
+  t->bm = tma_rows(c);
+  t->bn = c->bn;
+  t->bk = 64;
+  t->threads = 384;
+  t->inflight = c->stages - 1;
+  t->persistent = c->splitk == 1;
+  t->split_k = c->splitk;
+  t->shared_bytes = tma_shared(c);
+  t->regs = 168;
+  t->efficiency = c->bn == 256 ? 0.55 : 0.50;
+  t->is_default = memcmp(c, &k_tma_default, sizeof *c) == 0;
+}
+
+static int tma_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params,
+                          hkc_tile_cfg_t *out) {
+  (void)key;
+  tma_cfg_t c = k_tma_default;
+  if (params && params[0] && tma_parse(arch, params, &c) != 0) return -1;
+  tma_tile(&c, out);
+  return 0;
+}
+
+static int tma_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max) {
+  static const int shapes[][2] = {{1, 256}, {1, 128}, {2, 128}, {2, 64}, {1, 64}}; /* mw, bn */
+  int n = 0;
+  if (max > 0 && tma_tune_parse(arch, key, "", &out[0]) == 0) n = 1;
+  for (int pp = 0; pp <= 1; pp++)
+    for (size_t j = 0; j < sizeof shapes / sizeof shapes[0]; j++)
+      for (int st = 2; st <= 8; st++)
+        for (int sk = 1; sk <= 8; sk *= 2) {
+          const tma_cfg_t c = {.pingpong = pp, .mw = shapes[j][0], .bn = shapes[j][1], .stages = st, .splitk = sk};
+          if (!tma_legal(arch, &c) || n >= max) continue;
+          tma_tile(&c, &out[n]);
+          if (!out[n].is_default) n++;
+        }
+  return n;
+}
+
+static int tma_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  return gemm_nv_key_ok(arch, key) && arch->matrix == HKC_MATRIX_WGMMA;
+}
+
+static void tma_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
+  const tma_cfg_t c = tma_cfg(arch, key);
+  const int bf16 = key->dtype == HK_DTYPE_BF16;
+  size_t len = strlen(out);
+  snprintf(out + len, size > len ? size - len : 0,
+           "#define HK_THREADS 384\n#define HK_PINGPONG %d\n#define HK_MW %d\n#define HK_TILE_N %d\n#define HK_SPLITK %d\n"
+           "#define HK_STAGES %d\n#define HK_GROUP_M 8\n#define HK_PRODUCER_REGS %d\n#define HK_CONSUMER_REGS %d\n"
+           "#define HK_WGMMA(d, a, b, sc, tb) hk_wgmma_m64n%dk16_%s<tb>(d, a, b, sc)\n"
+           "#define HK_PACK(lo, hi) %s(lo, hi)\n",
+           c.pingpong, c.mw, c.bn, c.splitk, c.stages, c.splitk > 1 ? 56 : 40, c.splitk > 1 ? 224 : 232, c.bn, bf16 ? "bf16" : "f16", bf16 ? "hk_pack_bf16x2" : "hk_pack_f16x2");
+}
+
+static void tma_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
+                       uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
+  const tma_cfg_t c = tma_cfg(arch, key);
+  int64_t blocks = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_M), tma_rows(&c)) *
+                   hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_N), c.bn);
+  if (c.splitk > 1) /* one tile per cluster of splitk blocks (the kernel's __cluster_dims__) */
+    blocks = blocks * c.splitk <= 0x7fffffffLL / c.splitk * c.splitk ? blocks * c.splitk : 0x7fffffffLL / c.splitk * c.splitk;
+  else if (arch->compute_units > 0 && blocks > (int64_t)arch->compute_units)
+    blocks = arch->compute_units;
+  hkc_variant_launch_1d(blocks, 384, tma_shared(&c), out_grid, out_block, out_shared);
+}
+
+/* The two tensor maps after the gemm ABI: A as [M][K] with a 64 x rows box, B as [N][K]
+ * (trans_b) with a 64 x bn box or as [K][N] with 64 x 64 panels; 128-byte swizzle. */
+static uint32_t tma_launch_args(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_arg_t *args,
+                                uint32_t n_args, uint32_t max_args) {
+  const tma_cfg_t c = tma_cfg(arch, key);
+  if (n_args != HKC_GEMM_N_ARGS || n_args + 2 > max_args) return n_args; /* not the gemm ABI: codegen reports */
+  const int64_t a = args[HKC_GEMM_ARG_A].i, b = args[HKC_GEMM_ARG_B].i;
+  args[n_args++] = hkc_variant_arg_tmap(a, 64, tma_rows(&c), HK_TMAP_SWIZZLE_128B);
+  args[n_args++] = hkc_variant_arg_tmap(b, 64, key->trans_b ? c.bn : 64, HK_TMAP_SWIZZLE_128B);
+  return n_args;
+}
+
+const hkc_variant_t hkc_variant_gemm_tma = {
+    .name = "gemm_tma",
+    .template_path = "gpu/gemm_tma.hip",
+    .includes = k_wgmma_includes,
+    .applies = tma_applies,
+    .defines = tma_defines,
+    .launch = tma_launch,
+    .launch_args = tma_launch_args,
+    .tune_space = tma_tune_space,
+    .tune_parse = tma_tune_parse,
+    .params = k_tma_names,
+    .n_params = 5,
+    .rules = "pp 0 or 1; mw 1 or 2; bn 64, 128 or 256 with mw bn <= 256; st 2..16; sk 1..8; st (rows + bn) 128 "
+             "bytes (rows = 128 mw for pp 0, 64 mw for pp 1) + 16 KiB epilogue + barriers + 1 KiB of shared memory "
+             "within the block limit; sk > 1: mw bn <= 128 (the reduction's registers) and the ring holds rows x bn f32 "
+             "partial sums",
+};

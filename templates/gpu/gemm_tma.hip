@@ -1,0 +1,358 @@
+/* gemm_tma: C = act(A @ B + bias) * mul + residual on sm_90a, warp-specialized, operands
+ * loaded by TMA. One producer warp issues cp.async.bulk.tensor copies of A and B k tiles
+ * into a shared-memory ring (mbarrier transaction counts); two consumer warpgroups run
+ * wgmma m64nNk16 on it (f32 accumulators in registers, one rounding at the end) and write
+ * C through a fused epilogue. f16/bf16, K % 8 == 0, N % 8 == 0, 16-byte-aligned tensors
+ * (key align 8). Same ABI as gemm.hip, then two tensor maps that libhkrt builds at run time
+ * (pack argument kind TMAP, docs/FORMAT.md): tm_a of A as [M][K], box 64 x HK_BM_STAGE,
+ * and tm_b of B: HK_TRANS_B: [N][K], box 64 x HK_TILE_N; else [K][N], box 64 x 64; both
+ * with the 128-byte swizzle. Rows and columns past the matrix arrive as zeros, so tails
+ * need no masking until the epilogue.
+ *
+ * Schedules (HK_PINGPONG):
+ *   0 cooperative: the block's tile is 128 HK_MW rows x HK_TILE_N; consumer warpgroup c
+ *     owns rows [64 HK_MW c, 64 HK_MW (c + 1)) of every k tile in the ring.
+ *   1 ping-pong: the block's tiles alternate between the two consumers (local tile i goes
+ *     to consumer i % 2), each tile 64 HK_MW x HK_TILE_N; one consumer's epilogue runs
+ *     while the other's MMAs use the tensor cores.
+ * HK_MW (1 or 2): m64 row blocks per consumer; accumulators per thread HK_MW HK_TILE_N / 2.
+ *
+ * Macros (compiler/codegen/variants/variant_gemm_nv.c): HK_THREADS = 384, HK_PINGPONG,
+ * HK_MW, HK_TILE_N (the wgmma N: 64, 128 or 256; HK_WGMMA the matching tile_wgmma.h
+ * wrapper), HK_STAGES ring slots, HK_GROUP_M row tiles per L2 raster group, HK_PACK,
+ * HK_PRODUCER_REGS / HK_CONSUMER_REGS the setmaxnreg budgets.
+ *
+ * Shared memory (dynamic; base aligned up to 1024 bytes here, launch() asks 1 KiB extra):
+ *   A ring  HK_STAGES x [HK_BM_STAGE][64] K-major, 128-byte swizzle (= wgmma's), SBO 1024
+ *   B ring  HK_STAGES x (HK_TRANS_B: [HK_TILE_N][64] K-major, as A;
+ *                        else HK_TILE_N / 64 panels of [64 k][64 n], N-major, LBO 8192)
+ *   E       2 x [64][32] f32: each consumer's epilogue staging (hk_tma_e)
+ *   bars    full[HK_STAGES], empty[HK_STAGES], done[2] (ping-pong order, below)
+ * TMA writes exactly the layout the wgmma descriptors read (row r of a box at r * 128
+ * bytes, 16-byte chunk j at j ^ (r & 7)), as gemm_wgmma_ws's cp.async copies do by hand.
+ *
+ * Pipeline. Ring use u (k tiles counted over every tile this block loads, in load order,
+ * identically in producer and consumers) goes to slot u % S with phase parity (u / S) & 1.
+ *   producer (thread 0): wait empty[s] for parity ph ^ 1 (a fresh barrier passes); arrive
+ *     on full[s] expecting the stage's bytes; issue the A and B copies on full[s].
+ *   consumers: wait full[s] for parity ph; wgmma.fence; 4 x (HK_MW wgmma k16); commit;
+ *     wgmma.wait_group 1 -- the previous k tile's group has retired, so lane 0 of each
+ *     warp arrives on empty[previous slot] (empty[s] expects 4 arrivals per consumer that
+ *     reads the slot: 8 cooperative, 4 ping-pong). After the last k tile: wait_group 0,
+ *     release the last slot, then the epilogue.
+ *   epilogue: per 64 rows and 32 columns, accumulators -> E (float2), a warpgroup barrier,
+ *     then each thread takes 8 consecutive columns of a row: bias, activation, mul,
+ *     residual, one 16-byte store (rows >= M and columns >= N skipped; N % 8 == 0).
+ * Tiles: grid-stride (persistent grid, min(tiles, SMs) blocks) in grouped raster order. */
+#define HK_BM_STAGE ((2 - HK_PINGPONG) * 64 * HK_MW) /* rows of A per ring slot */
+#define HK_TMA_A_STAGE (HK_BM_STAGE * 64)            /* halves */
+#define HK_TMA_B_STAGE (HK_TILE_N * 64)
+#define HK_TMA_NACC (HK_TILE_N / 2)
+#define HK_TMA_E_FLOATS (64 * 32)
+#if HK_THREADS != 384 || (HK_MW != 1 && HK_MW != 2) || (HK_PINGPONG != 0 && HK_PINGPONG != 1) || \
+    (HK_TILE_N != 64 && HK_TILE_N != 128 && HK_TILE_N != 256) || HK_MW * HK_TILE_N > 256 || HK_STAGES < 2
+#error "gemm_tma: bad tile configuration"
+#endif
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* Offset (floats) of (row, col) in a [64][32] f32 staging tile; 16-byte chunks XOR-swizzled
+ * by row so that the accumulator stores and the row reads spread over the banks (the
+ * scheme of gemm_wgmma_ws's hk_ws_e). */
+HK_DEVICE int hk_tma_e(int row, int col) { return row * 32 + ((((col >> 2) ^ ((row & 3) << 1)) & 7) << 2) + (col & 3); }
+
+/* Thread-block clusters (split-K): this block's rank, a cluster-wide barrier (every thread
+ * of every block of the cluster; release/acquire orders shared-memory writes before it with
+ * reads after it, in any block of the cluster), and a 16-byte load from the shared memory of
+ * block `rank` at the address that corresponds to local address `addr`. */
+HK_DEVICE unsigned hk_cluster_rank(void) {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+HK_DEVICE void hk_cluster_sync(void) {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+HK_DEVICE float4 hk_cluster_ld4(unsigned addr, unsigned rank) {
+  unsigned remote;
+  float4 v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(addr), "r"(rank));
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(remote)
+               : "memory");
+  return v;
+}
+
+/* Tile number -> (m0, n0): groups of HK_GROUP_M row tiles x all column tiles, column-major
+ * inside a group. 32-bit: TMA coordinates are 32-bit, and so M, N < 2^31 (launch checks). */
+HK_DEVICE void hk_tma_tile(int tile, int tiles_m, int tiles_n, int *m0, int *n0) {
+  const int group = HK_GROUP_M * tiles_n;
+  const int first_m = tile / group * HK_GROUP_M;
+  const int gsize = min(tiles_m - first_m, HK_GROUP_M);
+  const int in_group = tile % group;
+  *m0 = (first_m + in_group % gsize) * HK_BM_STAGE;
+  *n0 = in_group / gsize * HK_TILE_N;
+}
+
+/* The epilogue of 64 rows (row0.. of C) x HK_TILE_N columns (n0..) from one m64 block of
+ * accumulators, 32 columns per round through E (this consumer's staging tile). lt: thread
+ * in the warpgroup; bar: its named barrier. */
+HK_DEVICE void hk_tma_epilogue(const float *acc, float *E, long long row0, long long n0, long long M, long long N,
+                               const HK_T *bias, const HK_T *residual, const HK_T *mul, HK_T *C, int lt, int bar) {
+  const int lane = lt & 31, wq = lt >> 5, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int c = 0; c < HK_TILE_N / 32; c++) {
+#pragma unroll
+    for (int jj = 0; jj < 4; jj++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int r = wq * 16 + g + 8 * h, col = jj * 8 + 2 * t;
+        *(float2 *)(E + hk_tma_e(r, col)) = make_float2(acc[4 * (4 * c + jj) + 2 * h], acc[4 * (4 * c + jj) + 2 * h + 1]);
+      }
+    hk_named_sync(bar, 128);
+#pragma unroll
+    for (int p = 0; p < 2; p++) {
+      const int i = lt + 128 * p, r = i >> 2, q = i & 3, odd = r & 1;
+      const long long gm = row0 + r, gn = n0 + c * 32 + q * 8;
+      const float4 x = *(const float4 *)(E + hk_tma_e(r, q * 8 + 4 * odd));
+      const float4 y = *(const float4 *)(E + hk_tma_e(r, q * 8 + 4 - 4 * odd));
+      const float4 lo = odd ? y : x, hi = odd ? x : y;
+      float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      if (gm < M && gn < N) {
+#if HK_HAS_BIAS
+        const uint4 bb = *(const uint4 *)(bias + gn);
+        const unsigned bw[4] = {bb.x, bb.y, bb.z, bb.w};
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          v[2 * e] += HK_LOAD((unsigned short)(bw[e] & 0xffffu));
+          v[2 * e + 1] += HK_LOAD((unsigned short)(bw[e] >> 16));
+        }
+#endif
+#pragma unroll
+        for (int e = 0; e < 8; e++) v[e] = HK_ACT(v[e]);
+#if HK_HAS_MUL
+        const uint4 mm = *(const uint4 *)(mul + gm * N + gn);
+        const unsigned mw[4] = {mm.x, mm.y, mm.z, mm.w};
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          v[2 * e] *= HK_LOAD((unsigned short)(mw[e] & 0xffffu));
+          v[2 * e + 1] *= HK_LOAD((unsigned short)(mw[e] >> 16));
+        }
+#endif
+#if HK_HAS_RESIDUAL
+        const uint4 rr = *(const uint4 *)(residual + gm * N + gn);
+        const unsigned rw[4] = {rr.x, rr.y, rr.z, rr.w};
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          v[2 * e] += HK_LOAD((unsigned short)(rw[e] & 0xffffu));
+          v[2 * e + 1] += HK_LOAD((unsigned short)(rw[e] >> 16));
+        }
+#endif
+        *(uint4 *)(C + gm * N + gn) =
+            make_uint4(HK_PACK(v[0], v[1]), HK_PACK(v[2], v[3]), HK_PACK(v[4], v[5]), HK_PACK(v[6], v[7]));
+      }
+    }
+    hk_named_sync(bar, 128); /* E is rewritten by the next round */
+  }
+}
+#endif
+
+#if HK_SPLITK > 1
+#define HK_TMA_CLUSTER __cluster_dims__(HK_SPLITK, 1, 1)
+#else
+#define HK_TMA_CLUSTER
+#endif
+HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS) HK_TMA_CLUSTER
+HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK_T *C, long long M, long long N,
+        long long K, const HK_T *mul, const __grid_constant__ hk_tmap_t tm_a, const __grid_constant__ hk_tmap_t tm_b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) unsigned char hk_smem_raw[];
+  unsigned short *const As = (unsigned short *)(hk_smem_raw + ((1024u - (hk_smem_u32(hk_smem_raw) & 1023u)) & 1023u));
+  unsigned short *const Bs = As + HK_STAGES * HK_TMA_A_STAGE;
+  float *const Es = (float *)(Bs + HK_STAGES * HK_TMA_B_STAGE);
+  const unsigned bars = hk_smem_u32(Es + 2 * HK_TMA_E_FLOATS);
+#define HK_TMA_FULL(s) (bars + 8u * (unsigned)(s))
+#define HK_TMA_EMPTY(s) (bars + 8u * (unsigned)(HK_STAGES + (s)))
+#define HK_TMA_DONE(c) (bars + 8u * (unsigned)(2 * HK_STAGES + (c))) /* ping-pong: consumer c's mainloops */
+  const int tid = HK_TID, wg = tid >> 7;
+  const int tiles_m = (int)((M + HK_BM_STAGE - 1) / HK_BM_STAGE), tiles_n = (int)((N + HK_TILE_N - 1) / HK_TILE_N);
+  const int n_tiles = tiles_m * tiles_n;
+  /* Work: tiles from `first` by `stride`, each over k tiles [kt0, kt1). Split-K: cluster
+   * rank r of the cluster for tile blockIdx.x / S takes the r-th of S near-equal k ranges. */
+#if HK_SPLITK > 1
+  const unsigned rank = hk_cluster_rank();
+  const int first = blockIdx.x / HK_SPLITK, stride = n_tiles;
+  const int k_all = (int)((K + 63) / 64);
+  const int kt0 = (int)((long long)k_all * rank / HK_SPLITK), kt1 = (int)((long long)k_all * (rank + 1) / HK_SPLITK);
+#else
+  const unsigned rank = 0;
+  const int first = blockIdx.x, stride = gridDim.x;
+  const int kt0 = 0, kt1 = (int)((K + 63) / 64);
+#endif
+  const int k_tiles = kt1 - kt0;
+  (void)A;
+  (void)B;
+
+  if (tid == 0) {
+    hk_tma_prefetch_map(&tm_a);
+    hk_tma_prefetch_map(&tm_b);
+#pragma unroll
+    for (int s = 0; s < HK_STAGES; s++) {
+      hk_mbar_init(HK_TMA_FULL(s), 1u);                      /* the producer's expect_tx arrival */
+      hk_mbar_init(HK_TMA_EMPTY(s), HK_PINGPONG ? 4u : 8u);  /* lane 0 of each reading consumer warp */
+    }
+    hk_mbar_init(HK_TMA_DONE(0), 4u); /* lane 0 of each of the consumer's warps */
+    hk_mbar_init(HK_TMA_DONE(1), 4u);
+    hk_mbar_init_fence();
+  }
+  HK_SYNC(); /* the barriers are initialised before anyone uses them */
+
+  if (wg == 0) {
+    /* ---- producer: one thread issues every copy ---- */
+    HK_SETMAXNREG_DEC(HK_PRODUCER_REGS);
+    if (tid == 0) {
+      unsigned u = 0;
+      const unsigned a_ring = hk_smem_u32(As), b_ring = hk_smem_u32(Bs);
+      for (int tile = first; tile < n_tiles; tile += stride) {
+        int m0, n0;
+        hk_tma_tile(tile, tiles_m, tiles_n, &m0, &n0);
+        for (int kt = 0; kt < k_tiles; kt++, u++) {
+          const unsigned s = u % HK_STAGES, ph = (u / HK_STAGES) & 1u;
+          hk_mbar_wait(HK_TMA_EMPTY(s), ph ^ 1u); /* the consumers released this slot's previous use */
+          hk_mbar_expect_tx(HK_TMA_FULL(s), (unsigned)(HK_TMA_A_STAGE + HK_TMA_B_STAGE) * 2u);
+          const int k0 = (kt0 + kt) * 64;
+          hk_tma_load_2d(a_ring + s * (HK_TMA_A_STAGE * 2), &tm_a, k0, m0, HK_TMA_FULL(s));
+#if HK_TRANS_B
+          hk_tma_load_2d(b_ring + s * (HK_TMA_B_STAGE * 2), &tm_b, k0, n0, HK_TMA_FULL(s));
+#else
+#pragma unroll
+          for (int p = 0; p < HK_TILE_N / 64; p++)
+            hk_tma_load_2d(b_ring + s * (HK_TMA_B_STAGE * 2) + p * 8192, &tm_b, n0 + 64 * p, k0, HK_TMA_FULL(s));
+#endif
+        }
+      }
+    }
+  } else {
+    /* ---- consumers ---- */
+    HK_SETMAXNREG_INC(HK_CONSUMER_REGS);
+    const int cw = wg - 1, lt = tid & 127, lane = tid & 31;
+    float *const E = Es + cw * HK_TMA_E_FLOATS;
+    unsigned u = 0;
+    unsigned local = 0; /* this block's tile count so far */
+    for (int tile = first; tile < n_tiles; tile += stride, local++) {
+      if (HK_PINGPONG && (local & 1) != cw) { /* the other consumer's tile: skip its ring uses */
+        u += (unsigned)k_tiles;
+        continue;
+      }
+      /* Ping-pong order: this tile's mainloop starts when the other consumer's mainloop of
+       * the block's previous tile has finished (its phase local / 2 - 1 + cw of DONE). That
+       * keeps the two mainloops apart -- one consumer's epilogue runs under the other's
+       * MMAs -- and the ring uses in order, so no consumer waits on a slot more than one
+       * phase ahead of it (mbarrier parity would alias). */
+      if (HK_PINGPONG && local > 0) hk_mbar_wait(HK_TMA_DONE(1 - cw), ((local - 1) >> 1) & 1u);
+      int m0, n0;
+      hk_tma_tile(tile, tiles_m, tiles_n, &m0, &n0);
+
+      float acc[HK_MW][HK_TMA_NACC];
+#pragma unroll
+      for (int w = 0; w < HK_MW; w++)
+#pragma unroll
+        for (int i = 0; i < HK_TMA_NACC; i++) acc[w][i] = 0.0f; /* also the sum of an empty k range (split-K) */
+
+      unsigned prev = 0;
+      for (int kt = 0; kt < k_tiles; kt++, u++) {
+        const unsigned s = u % HK_STAGES, ph = (u / HK_STAGES) & 1u;
+        hk_mbar_wait(HK_TMA_FULL(s), ph);
+        const unsigned short *as = As + s * HK_TMA_A_STAGE + (HK_PINGPONG ? 0 : cw * HK_MW * 64 * 64);
+        const unsigned short *bs = Bs + s * HK_TMA_B_STAGE;
+#pragma unroll
+        for (int w = 0; w < HK_MW; w++)
+#pragma unroll
+          for (int i = 0; i < HK_TMA_NACC; i++) HK_WGMMA_FENCE_REG(acc[w][i]);
+        hk_wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+#if HK_TRANS_B
+          const unsigned long long db = hk_wgmma_desc(bs + kk * 16, 16, 1024);
+#else
+          const unsigned long long db = hk_wgmma_desc(bs + kk * 16 * 64, 8192, 1024);
+#endif
+#pragma unroll
+          for (int w = 0; w < HK_MW; w++) {
+            const unsigned long long da = hk_wgmma_desc(as + w * 64 * 64 + kk * 16, 16, 1024);
+            HK_WGMMA(acc[w], da, db, 1, HK_TRANS_B ? 0 : 1);
+          }
+        }
+        hk_wgmma_commit();
+#pragma unroll
+        for (int w = 0; w < HK_MW; w++)
+#pragma unroll
+          for (int i = 0; i < HK_TMA_NACC; i++) HK_WGMMA_FENCE_REG(acc[w][i]);
+        HK_WGMMA_WAIT(1); /* the group of k tile kt - 1 has retired: its slot may be refilled */
+        if (kt > 0 && lane == 0) hk_mbar_arrive(HK_TMA_EMPTY(prev));
+        prev = s;
+      }
+      HK_WGMMA_WAIT(0);
+#pragma unroll
+      for (int w = 0; w < HK_MW; w++)
+#pragma unroll
+        for (int i = 0; i < HK_TMA_NACC; i++) HK_WGMMA_FENCE_REG(acc[w][i]);
+      if (k_tiles > 0 && lane == 0) hk_mbar_arrive(HK_TMA_EMPTY(prev));
+      if (HK_PINGPONG && lane == 0) hk_mbar_arrive(HK_TMA_DONE(cw));
+
+#if HK_SPLITK > 1
+      /* Split-K: ranks 1.. leave their f32 partial sums in their own shared memory (over the
+       * ring, idle now: both consumers are past their last wgmma, named barrier 3); rank 0
+       * adds them to its accumulators in rank order -- the same sum every run -- through
+       * distributed shared memory, then runs the epilogue. The second cluster barrier keeps
+       * every block's shared memory alive until rank 0 has read it. Partial layout: per
+       * consumer, m64 block and group of 4 accumulators, 128 threads x float4. */
+      float4 *const part = (float4 *)As + (cw * HK_MW) * (HK_TMA_NACC / 4) * 128;
+      if (rank > 0) {
+        if (!HK_PINGPONG) hk_named_sync(3, 256);
+#pragma unroll
+        for (int w = 0; w < HK_MW; w++)
+#pragma unroll
+          for (int i = 0; i < HK_TMA_NACC / 4; i++)
+            part[(w * (HK_TMA_NACC / 4) + i) * 128 + lt] =
+                make_float4(acc[w][4 * i], acc[w][4 * i + 1], acc[w][4 * i + 2], acc[w][4 * i + 3]);
+      }
+      hk_cluster_sync();
+      if (rank == 0) {
+        for (unsigned r = 1; r < HK_SPLITK; r++)
+#pragma unroll
+          for (int w = 0; w < HK_MW; w++)
+#pragma unroll
+            for (int i = 0; i < HK_TMA_NACC / 4; i++) {
+              const float4 v = hk_cluster_ld4(hk_smem_u32(part + (w * (HK_TMA_NACC / 4) + i) * 128 + lt), r);
+              acc[w][4 * i] += v.x;
+              acc[w][4 * i + 1] += v.y;
+              acc[w][4 * i + 2] += v.z;
+              acc[w][4 * i + 3] += v.w;
+            }
+      }
+#endif
+      const long long row0 = (long long)m0 + (HK_PINGPONG ? 0 : cw * HK_MW * 64);
+      if (HK_SPLITK == 1 || rank == 0) {
+#pragma unroll
+        for (int w = 0; w < HK_MW; w++)
+          hk_tma_epilogue(acc[w], E, row0 + 64 * w, n0, M, N, bias, residual, mul, C, lt, 1 + cw);
+      }
+#if HK_SPLITK > 1
+      hk_cluster_sync();
+#endif
+    }
+  }
+#if HK_SPLITK > 1
+  /* The producer warpgroup, and with ping-pong the second consumer (a split-K cluster has
+   * one tile, the first consumer's), take part in the two cluster barriers. */
+  if (wg == 0 || (HK_PINGPONG && wg == 2)) {
+    hk_cluster_sync();
+    hk_cluster_sync();
+  }
+#endif
+#undef HK_TMA_FULL
+#undef HK_TMA_EMPTY
+#undef HK_TMA_DONE
+#endif /* sm_90a; the variant serves only sm_90a */
+}
