@@ -18,7 +18,8 @@
  * HK_MW (1 or 2): m64 row blocks per consumer; accumulators per thread HK_MW HK_TILE_N / 2.
  *
  * Macros (compiler/codegen/variants/variant_gemm_nv.c): HK_THREADS = 384, HK_PINGPONG,
- * HK_MW, HK_TILE_N (the wgmma N: 64, 128 or 256; HK_WGMMA the matching tile_wgmma.h
+ * HK_MW, HK_TILE_N (the wgmma N: 64, 96, 128, 192 or 256, a multiple of 64 unless
+ * HK_TRANS_B; HK_WGMMA the matching tile_wgmma.h
  * wrapper), HK_STAGES ring slots, HK_GROUP_M row tiles per L2 raster group, HK_PACK,
  * HK_PRODUCER_REGS / HK_CONSUMER_REGS the setmaxnreg budgets.
  *
@@ -50,7 +51,8 @@
 #define HK_TMA_NACC (HK_TILE_N / 2)
 #define HK_TMA_E_FLOATS (64 * 32)
 #if HK_THREADS != 384 || (HK_MW != 1 && HK_MW != 2) || (HK_PINGPONG != 0 && HK_PINGPONG != 1) || \
-    (HK_TILE_N != 64 && HK_TILE_N != 128 && HK_TILE_N != 256) || HK_MW * HK_TILE_N > 256 || HK_STAGES < 2
+    (HK_TILE_N != 64 && HK_TILE_N != 96 && HK_TILE_N != 128 && HK_TILE_N != 192 && HK_TILE_N != 256) ||        \
+    HK_MW * HK_TILE_N > 256 || HK_STAGES < 2 || (!HK_TRANS_B && HK_TILE_N % 64 != 0)
 #error "gemm_tma: bad tile configuration"
 #endif
 

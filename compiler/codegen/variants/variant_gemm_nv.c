@@ -442,7 +442,8 @@ const hkc_variant_t hkc_variant_gemm_wgmma_ws = {
  * (setmaxnreg 232), persistent grid (min(tiles, SMs)) in grouped raster order.
  * params "pp=P,mw=W,bn=B,st=S,sk=K": P 0 cooperative (both consumers on one 128 W x B tile) or
  * 1 ping-pong (consumers on alternate 64 W x B tiles, one's epilogue under the other's
- * MMAs); W 1 or 2 m64 blocks per consumer; B the wgmma N (64, 128, 256) with W B <= 256
+ * MMAs); W 1 or 2 m64 blocks per consumer; B the wgmma N (64, 96, 128, 192, 256; 96 only
+ * for trans_b, whose B tile is one K-major box) with W B <= 256
  * (at most 128 accumulators per thread); S ring slots; K split K ways over a cluster of K
  * blocks per tile (K > 1: one tile per cluster, no persistence; W B <= 128). Shared memory: S slots of
  * (rows + B) x 128 bytes (rows = 128 W cooperative, 64 W ping-pong) + 16 KiB epilogue
@@ -461,20 +462,21 @@ static uint32_t tma_shared(const tma_cfg_t *c) {
   return (uint32_t)(c->stages * (tma_rows(c) + c->bn) * 128 + 2 * 64 * 32 * 4 + 8 * (2 * c->stages + 2) + 1024);
 }
 
-static int tma_legal(const hkc_gpu_arch_t *arch, const tma_cfg_t *c) {
+static int tma_legal(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const tma_cfg_t *c) {
   /* split-K partial sums (rows x bn f32) go over the ring */
   const int64_t ring = (int64_t)c->stages * (tma_rows(c) + c->bn) * 128, partial = (int64_t)tma_rows(c) * c->bn * 4;
   return (c->pingpong == 0 || c->pingpong == 1) && (c->mw == 1 || c->mw == 2) &&
-         (c->bn == 64 || c->bn == 128 || c->bn == 256) && c->mw * c->bn <= 256 && c->stages >= 2 && c->stages <= 16 &&
+         (c->bn == 64 || c->bn == 96 || c->bn == 128 || c->bn == 192 || c->bn == 256) &&
+         (c->bn % 64 == 0 || key->trans_b) && c->mw * c->bn <= 256 && c->stages >= 2 && c->stages <= 16 &&
          c->splitk >= 1 && c->splitk <= 8 && (c->splitk == 1 || (ring >= partial && c->mw * c->bn <= 128)) &&
          tma_shared(c) <= arch->max_lds_per_block;
 }
 
-static int tma_parse(const hkc_gpu_arch_t *arch, const char *params, tma_cfg_t *out) {
+static int tma_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params, tma_cfg_t *out) {
   int v[5];
   if (hkc_tune_params_parse(params, k_tma_names, 5, v) != 0) return -1;
   const tma_cfg_t c = {.pingpong = v[0], .mw = v[1], .bn = v[2], .stages = v[3], .splitk = v[4]};
-  if (!tma_legal(arch, &c)) return -1;
+  if (!tma_legal(arch, key, &c)) return -1;
   *out = c;
   return 0;
 }
@@ -482,7 +484,7 @@ static int tma_parse(const hkc_gpu_arch_t *arch, const char *params, tma_cfg_t *
 static tma_cfg_t tma_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
   tma_cfg_t c = k_tma_default;
   const char *params = tuned_params("gemm_tma", key);
-  if (params && params[0]) (void)tma_parse(arch, params, &c);
+  if (params && params[0]) (void)tma_parse(arch, key, params, &c);
   return c;
 }
 
@@ -502,21 +504,20 @@ static void tma_tile(const tma_cfg_t *c, hkc_tile_cfg_t *t) {
   t->split_k = c->splitk;
   t->shared_bytes = tma_shared(c);
   t->regs = 168;
-  t->efficiency = c->bn == 256 ? 0.55 : 0.50;
+  t->efficiency = c->bn >= 192 ? 0.55 : 0.50;
   t->is_default = memcmp(c, &k_tma_default, sizeof *c) == 0;
 }
 
 static int tma_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params,
                           hkc_tile_cfg_t *out) {
-  (void)key;
   tma_cfg_t c = k_tma_default;
-  if (params && params[0] && tma_parse(arch, params, &c) != 0) return -1;
+  if (params && params[0] && tma_parse(arch, key, params, &c) != 0) return -1;
   tma_tile(&c, out);
   return 0;
 }
 
 static int tma_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max) {
-  static const int shapes[][2] = {{1, 256}, {1, 128}, {2, 128}, {2, 64}, {1, 64}}; /* mw, bn */
+  static const int shapes[][2] = {{1, 256}, {1, 192}, {1, 128}, {2, 128}, {1, 96}, {2, 96}, {2, 64}, {1, 64}}; /* mw, bn */
   int n = 0;
   if (max > 0 && tma_tune_parse(arch, key, "", &out[0]) == 0) n = 1;
   for (int pp = 0; pp <= 1; pp++)
@@ -524,7 +525,7 @@ static int tma_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
       for (int st = 2; st <= 8; st++)
         for (int sk = 1; sk <= 8; sk *= 2) {
           const tma_cfg_t c = {.pingpong = pp, .mw = shapes[j][0], .bn = shapes[j][1], .stages = st, .splitk = sk};
-          if (!tma_legal(arch, &c) || n >= max) continue;
+          if (!tma_legal(arch, key, &c) || n >= max) continue;
           tma_tile(&c, &out[n]);
           if (!out[n].is_default) n++;
         }
@@ -583,7 +584,7 @@ const hkc_variant_t hkc_variant_gemm_tma = {
     .tune_parse = tma_tune_parse,
     .params = k_tma_names,
     .n_params = 5,
-    .rules = "pp 0 or 1; mw 1 or 2; bn 64, 128 or 256 with mw bn <= 256; st 2..16; sk 1..8; st (rows + bn) 128 "
+    .rules = "pp 0 or 1; mw 1 or 2; bn 64, 96 (trans_b only), 128, 192 or 256 with mw bn <= 256; st 2..16; sk 1..8; st (rows + bn) 128 "
              "bytes (rows = 128 mw for pp 0, 64 mw for pp 1) + 16 KiB epilogue + barriers + 1 KiB of shared memory "
              "within the block limit; sk > 1: mw bn <= 128 (the reduction's registers) and the ring holds rows x bn f32 "
              "partial sums",
