@@ -159,8 +159,12 @@ HK_DEVICE void hk_tma_epilogue(const float *acc, float *E, long long row0, long 
 }
 #endif
 
-#if HK_SPLITK > 1
+#if HK_SPLITK > 1 && HK_CM > 1
+#error "gemm_tma: split-K and multicast clusters are exclusive"
+#elif HK_SPLITK > 1
 #define HK_TMA_CLUSTER __cluster_dims__(HK_SPLITK, 1, 1)
+#elif HK_CM > 1
+#define HK_TMA_CLUSTER __cluster_dims__(HK_CM, 1, 1)
 #else
 #define HK_TMA_CLUSTER
 #endif
@@ -177,15 +181,24 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #define HK_TMA_EMPTY(s) (bars + 8u * (unsigned)(HK_STAGES + (s)))
 #define HK_TMA_DONE(c) (bars + 8u * (unsigned)(2 * HK_STAGES + (c))) /* ping-pong: consumer c's mainloops */
   const int tid = HK_TID, wg = tid >> 7;
-  const int tiles_m = (int)((M + HK_BM_STAGE - 1) / HK_BM_STAGE), tiles_n = (int)((N + HK_TILE_N - 1) / HK_TILE_N);
+  /* Multicast clusters (HK_CM = 2): the two blocks of a cluster take row tiles 2 i and
+   * 2 i + 1 of the same column tile (hk_tma_tile counts row-tile pairs; a pair's second tile
+   * past M computes zeros that the epilogue masks) and share B: each loads half of the B
+   * tile into both blocks' rings. */
+  const int tiles_m = (int)((M + HK_BM_STAGE * HK_CM - 1) / (HK_BM_STAGE * HK_CM)),
+            tiles_n = (int)((N + HK_TILE_N - 1) / HK_TILE_N);
   const int n_tiles = tiles_m * tiles_n;
   /* Work: tiles from `first` by `stride`, each over k tiles [kt0, kt1). Split-K: cluster
    * rank r of the cluster for tile blockIdx.x / S takes the r-th of S near-equal k ranges. */
 #if HK_SPLITK > 1
   const unsigned rank = hk_cluster_rank();
-  const int first = blockIdx.x / HK_SPLITK, stride = n_tiles;
+  const int first = blockIdx.x / HK_SPLITK, stride = gridDim.x / HK_SPLITK;
   const int k_all = (int)((K + 63) / 64);
   const int kt0 = (int)((long long)k_all * rank / HK_SPLITK), kt1 = (int)((long long)k_all * (rank + 1) / HK_SPLITK);
+#elif HK_CM > 1
+  const unsigned rank = hk_cluster_rank();
+  const int first = blockIdx.x / HK_CM, stride = gridDim.x / HK_CM;
+  const int kt0 = 0, kt1 = (int)((K + 63) / 64);
 #else
   const unsigned rank = 0;
   const int first = blockIdx.x, stride = gridDim.x;
@@ -201,13 +214,17 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #pragma unroll
     for (int s = 0; s < HK_STAGES; s++) {
       hk_mbar_init(HK_TMA_FULL(s), 1u);                      /* the producer's expect_tx arrival */
-      hk_mbar_init(HK_TMA_EMPTY(s), HK_PINGPONG ? 4u : 8u);  /* lane 0 of each reading consumer warp */
+      hk_mbar_init(HK_TMA_EMPTY(s), (HK_PINGPONG ? 4u : 8u) * HK_CM); /* lane 0 of each reading consumer warp,
+                                                                        of every block the slot's B goes to */
     }
     hk_mbar_init(HK_TMA_DONE(0), 4u); /* lane 0 of each of the consumer's warps */
     hk_mbar_init(HK_TMA_DONE(1), 4u);
     hk_mbar_init_fence();
   }
   HK_SYNC(); /* the barriers are initialised before anyone uses them */
+#if HK_CM > 1
+  hk_cluster_sync(); /* ... in both blocks of the cluster (multicast copies and remote arrivals) */
+#endif
 
   if (wg == 0) {
     /* ---- producer: one thread issues every copy ---- */
@@ -218,13 +235,20 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
       for (int tile = first; tile < n_tiles; tile += stride) {
         int m0, n0;
         hk_tma_tile(tile, tiles_m, tiles_n, &m0, &n0);
+        m0 = m0 * HK_CM + (int)rank * HK_BM_STAGE;
         for (int kt = 0; kt < k_tiles; kt++, u++) {
           const unsigned s = u % HK_STAGES, ph = (u / HK_STAGES) & 1u;
           hk_mbar_wait(HK_TMA_EMPTY(s), ph ^ 1u); /* the consumers released this slot's previous use */
           hk_mbar_expect_tx(HK_TMA_FULL(s), (unsigned)(HK_TMA_A_STAGE + HK_TMA_B_STAGE) * 2u);
           const int k0 = (kt0 + kt) * 64;
           hk_tma_load_2d(a_ring + s * (HK_TMA_A_STAGE * 2), &tm_a, k0, m0, HK_TMA_FULL(s));
-#if HK_TRANS_B
+#if HK_CM > 1 && HK_TRANS_B /* rows [rank B / 2, (rank + 1) B / 2) of the B tile, to both blocks */
+          hk_tma_load_2d_mc(b_ring + s * (HK_TMA_B_STAGE * 2) + rank * (HK_TILE_N / 2) * 128, &tm_b, k0,
+                            n0 + (int)rank * (HK_TILE_N / 2), HK_TMA_FULL(s), 3);
+#elif HK_CM > 1 /* panels rank, rank + 2, ... of the B tile, to both blocks */
+          for (int p = (int)rank; p < HK_TILE_N / 64; p += 2)
+            hk_tma_load_2d_mc(b_ring + s * (HK_TMA_B_STAGE * 2) + p * 8192, &tm_b, n0 + 64 * p, k0, HK_TMA_FULL(s), 3);
+#elif HK_TRANS_B
           hk_tma_load_2d(b_ring + s * (HK_TMA_B_STAGE * 2), &tm_b, k0, n0, HK_TMA_FULL(s));
 #else
 #pragma unroll
@@ -232,8 +256,20 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
             hk_tma_load_2d(b_ring + s * (HK_TMA_B_STAGE * 2) + p * 8192, &tm_b, n0 + 64 * p, k0, HK_TMA_FULL(s));
 #endif
         }
+#if HK_SPLITK > 1
+        hk_cluster_sync(); /* the consumers' two cluster barriers of this tile (below) */
+        hk_cluster_sync();
+#endif
       }
     }
+#if HK_SPLITK > 1
+    else {
+      for (int tile = first; tile < n_tiles; tile += stride) { /* the other producer threads, likewise */
+        hk_cluster_sync();
+        hk_cluster_sync();
+      }
+    }
+#endif
   } else {
     /* ---- consumers ---- */
     HK_SETMAXNREG_INC(HK_CONSUMER_REGS);
@@ -244,6 +280,10 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
     for (int tile = first; tile < n_tiles; tile += stride, local++) {
       if (HK_PINGPONG && (local & 1) != cw) { /* the other consumer's tile: skip its ring uses */
         u += (unsigned)k_tiles;
+#if HK_SPLITK > 1
+        hk_cluster_sync(); /* ... and take part in its two cluster barriers */
+        hk_cluster_sync();
+#endif
         continue;
       }
       /* Ping-pong order: this tile's mainloop starts when the other consumer's mainloop of
@@ -254,6 +294,7 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
       if (HK_PINGPONG && local > 0) hk_mbar_wait(HK_TMA_DONE(1 - cw), ((local - 1) >> 1) & 1u);
       int m0, n0;
       hk_tma_tile(tile, tiles_m, tiles_n, &m0, &n0);
+      m0 = m0 * HK_CM + (int)rank * HK_BM_STAGE;
 
       float acc[HK_MW][HK_TMA_NACC];
 #pragma unroll
@@ -291,7 +332,12 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #pragma unroll
           for (int i = 0; i < HK_TMA_NACC; i++) HK_WGMMA_FENCE_REG(acc[w][i]);
         HK_WGMMA_WAIT(1); /* the group of k tile kt - 1 has retired: its slot may be refilled */
-        if (kt > 0 && lane == 0) hk_mbar_arrive(HK_TMA_EMPTY(prev));
+        if (kt > 0 && lane == 0) {
+          hk_mbar_arrive(HK_TMA_EMPTY(prev));
+#if HK_CM > 1
+          hk_mbar_arrive_cluster(HK_TMA_EMPTY(prev), rank ^ 1u); /* the peer's producer writes our slot too */
+#endif
+        }
         prev = s;
       }
       HK_WGMMA_WAIT(0);
@@ -299,7 +345,12 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
       for (int w = 0; w < HK_MW; w++)
 #pragma unroll
         for (int i = 0; i < HK_TMA_NACC; i++) HK_WGMMA_FENCE_REG(acc[w][i]);
-      if (k_tiles > 0 && lane == 0) hk_mbar_arrive(HK_TMA_EMPTY(prev));
+      if (k_tiles > 0 && lane == 0) {
+        hk_mbar_arrive(HK_TMA_EMPTY(prev));
+#if HK_CM > 1
+        hk_mbar_arrive_cluster(HK_TMA_EMPTY(prev), rank ^ 1u);
+#endif
+      }
       if (HK_PINGPONG && lane == 0) hk_mbar_arrive(HK_TMA_DONE(cw));
 
 #if HK_SPLITK > 1
@@ -345,13 +396,8 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #endif
     }
   }
-#if HK_SPLITK > 1
-  /* The producer warpgroup, and with ping-pong the second consumer (a split-K cluster has
-   * one tile, the first consumer's), take part in the two cluster barriers. */
-  if (wg == 0 || (HK_PINGPONG && wg == 2)) {
-    hk_cluster_sync();
-    hk_cluster_sync();
-  }
+#if HK_CM > 1
+  hk_cluster_sync(); /* no block leaves while its peer may still write to it or arrive on its barriers */
 #endif
 #undef HK_TMA_FULL
 #undef HK_TMA_EMPTY

@@ -176,6 +176,22 @@ HK_DEVICE void hk_tma_load_2d(unsigned dst, const hk_tmap_t *map, int c0, int c1
                ::"r"(dst), "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar)
                : "memory");
 }
+/* The same tile written to the same offset of the shared memory of every block of the
+ * cluster in `mask` (bit r: rank r), completing `bytes` on each one's mbarrier at `bar`'s
+ * offset. */
+HK_DEVICE void hk_tma_load_2d_mc(unsigned dst, const hk_tmap_t *map, int c0, int c1, unsigned bar, unsigned short mask) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+               " [%0], [%1, {%2, %3}], [%4], %5;\n"
+               ::"r"(dst), "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+               : "memory");
+}
+/* One arrival on the mbarrier at local address `bar`'s offset in block `rank` of the
+ * cluster (release at cluster scope). */
+HK_DEVICE void hk_mbar_arrive_cluster(unsigned bar, unsigned rank) {
+  asm volatile("{\n.reg .b32 r;\nmapa.shared::cluster.u32 r, %0, %1;\n"
+               "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [r];\n}\n" ::"r"(bar), "r"(rank)
+               : "memory");
+}
 HK_DEVICE void hk_tma_prefetch_map(const hk_tmap_t *map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"((unsigned long long)map) : "memory");
 }

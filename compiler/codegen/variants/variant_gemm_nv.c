@@ -450,11 +450,11 @@ const hkc_variant_t hkc_variant_gemm_wgmma_ws = {
  * staging + barriers + 1 KiB for aligning the base. Kernel option gemm_tma=off turns it
  * off (sm_90a keys then get gemm_wgmma_ws). */
 typedef struct tma_cfg {
-  int pingpong, mw, bn, stages, splitk;
+  int pingpong, mw, bn, stages, splitk, cm;
 } tma_cfg_t;
 
-static const char *const k_tma_names[] = {"pp", "mw", "bn", "st", "sk"};
-static const tma_cfg_t k_tma_default = {.pingpong = 0, .mw = 1, .bn = 256, .stages = 4, .splitk = 1};
+static const char *const k_tma_names[] = {"pp", "mw", "bn", "st", "sk", "cm"};
+static const tma_cfg_t k_tma_default = {.pingpong = 0, .mw = 1, .bn = 256, .stages = 4, .splitk = 1, .cm = 1};
 
 static int tma_rows(const tma_cfg_t *c) { return (2 - c->pingpong) * 64 * c->mw; }
 
@@ -469,13 +469,14 @@ static int tma_legal(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, co
          (c->bn == 64 || c->bn == 96 || c->bn == 128 || c->bn == 192 || c->bn == 256) &&
          (c->bn % 64 == 0 || key->trans_b) && c->mw * c->bn <= 256 && c->stages >= 2 && c->stages <= 16 &&
          c->splitk >= 1 && c->splitk <= 8 && (c->splitk == 1 || (ring >= partial && c->mw * c->bn <= 128)) &&
+         (c->cm == 1 || (c->cm == 2 && c->splitk == 1)) &&
          tma_shared(c) <= arch->max_lds_per_block;
 }
 
 static int tma_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params, tma_cfg_t *out) {
-  int v[5];
-  if (hkc_tune_params_parse(params, k_tma_names, 5, v) != 0) return -1;
-  const tma_cfg_t c = {.pingpong = v[0], .mw = v[1], .bn = v[2], .stages = v[3], .splitk = v[4]};
+  int v[6];
+  if (hkc_tune_params_parse(params, k_tma_names, 6, v) != 0) return -1;
+  const tma_cfg_t c = {.pingpong = v[0], .mw = v[1], .bn = v[2], .stages = v[3], .splitk = v[4], .cm = v[5]};
   if (!tma_legal(arch, key, &c)) return -1;
   *out = c;
   return 0;
@@ -494,7 +495,8 @@ static tma_cfg_t tma_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
 static void tma_tile(const tma_cfg_t *c, hkc_tile_cfg_t *t) {
   memset(t, 0, sizeof *t);
   snprintf(t->variant, sizeof t->variant, "gemm_tma");
-  snprintf(t->tune, sizeof t->tune, "pp=%d,mw=%d,bn=%d,st=%d,sk=%d", c->pingpong, c->mw, c->bn, c->stages, c->splitk);
+  snprintf(t->tune, sizeof t->tune, "pp=%d,mw=%d,bn=%d,st=%d,sk=%d,cm=%d", c->pingpong, c->mw, c->bn, c->stages,
+           c->splitk, c->cm);
   t->bm = tma_rows(c);
   t->bn = c->bn;
   t->bk = 64;
@@ -542,10 +544,11 @@ static void tma_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key,
   size_t len = strlen(out);
   snprintf(out + len, size > len ? size - len : 0,
            "#define HK_THREADS 384\n#define HK_PINGPONG %d\n#define HK_MW %d\n#define HK_TILE_N %d\n#define HK_SPLITK %d\n"
+           "#define HK_CM %d\n"
            "#define HK_STAGES %d\n#define HK_GROUP_M 8\n#define HK_PRODUCER_REGS %d\n#define HK_CONSUMER_REGS %d\n"
            "#define HK_WGMMA(d, a, b, sc, tb) hk_wgmma_m64n%dk16_%s<tb>(d, a, b, sc)\n"
            "#define HK_PACK(lo, hi) %s(lo, hi)\n",
-           c.pingpong, c.mw, c.bn, c.splitk, c.stages, c.splitk > 1 ? 56 : 40, c.splitk > 1 ? 224 : 232, c.bn, bf16 ? "bf16" : "f16", bf16 ? "hk_pack_bf16x2" : "hk_pack_f16x2");
+           c.pingpong, c.mw, c.bn, c.splitk, c.cm, c.stages, c.splitk > 1 ? 56 : 40, c.splitk > 1 ? 224 : 232, c.bn, bf16 ? "bf16" : "f16", bf16 ? "hk_pack_bf16x2" : "hk_pack_f16x2");
 }
 
 static void tma_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
@@ -555,8 +558,11 @@ static void tma_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, 
                    hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_N), c.bn);
   if (c.splitk > 1) /* one tile per cluster of splitk blocks (the kernel's __cluster_dims__) */
     blocks = blocks * c.splitk <= 0x7fffffffLL / c.splitk * c.splitk ? blocks * c.splitk : 0x7fffffffLL / c.splitk * c.splitk;
-  else if (arch->compute_units > 0 && blocks > (int64_t)arch->compute_units)
-    blocks = arch->compute_units;
+  else if (c.cm > 1) /* clusters of cm blocks on cm row tiles each; persistent */
+    blocks = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_M), (int64_t)tma_rows(&c) * c.cm) *
+             hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_N), c.bn) * c.cm;
+  if (c.splitk == 1 && arch->compute_units > 0 && blocks > (int64_t)arch->compute_units)
+    blocks = (int64_t)arch->compute_units / c.cm * c.cm;
   hkc_variant_launch_1d(blocks, 384, tma_shared(&c), out_grid, out_block, out_shared);
 }
 
@@ -568,7 +574,7 @@ static uint32_t tma_launch_args(const hkc_gpu_arch_t *arch, const hkc_kernel_key
   if (n_args != HKC_GEMM_N_ARGS || n_args + 2 > max_args) return n_args; /* not the gemm ABI: codegen reports */
   const int64_t a = args[HKC_GEMM_ARG_A].i, b = args[HKC_GEMM_ARG_B].i;
   args[n_args++] = hkc_variant_arg_tmap(a, 64, tma_rows(&c), HK_TMAP_SWIZZLE_128B);
-  args[n_args++] = hkc_variant_arg_tmap(b, 64, key->trans_b ? c.bn : 64, HK_TMAP_SWIZZLE_128B);
+  args[n_args++] = hkc_variant_arg_tmap(b, 64, key->trans_b ? c.bn / c.cm : 64, HK_TMAP_SWIZZLE_128B);
   return n_args;
 }
 
@@ -583,9 +589,9 @@ const hkc_variant_t hkc_variant_gemm_tma = {
     .tune_space = tma_tune_space,
     .tune_parse = tma_tune_parse,
     .params = k_tma_names,
-    .n_params = 5,
+    .n_params = 6,
     .rules = "pp 0 or 1; mw 1 or 2; bn 64, 96 (trans_b only), 128, 192 or 256 with mw bn <= 256; st 2..16; sk 1..8; st (rows + bn) 128 "
              "bytes (rows = 128 mw for pp 0, 64 mw for pp 1) + 16 KiB epilogue + barriers + 1 KiB of shared memory "
              "within the block limit; sk > 1: mw bn <= 128 (the reduction's registers) and the ring holds rows x bn f32 "
-             "partial sums",
+             "partial sums; cm 1 or 2 (2: clusters of two blocks on adjacent row tiles sharing B by TMA multicast; sk 1)",
 };
