@@ -42,7 +42,7 @@ int hkc_tune_candidates(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key,
  * registry's first, no candidate is the default (each names its variant in the key). */
 int hkc_tune_candidates_for(const hkc_gpu_arch_t *arch, const hkc_kernel_options_t *options, const hkc_kernel_key_t *key,
                             hkc_tile_cfg_t *out, int max);
-#define HKC_TUNE_MAX_CANDIDATES 128 /* largest space: sm_90a gemm, about 70 */
+#define HKC_TUNE_MAX_CANDIDATES 256 /* largest space: sm_90a gemm (gemm_tma about 130, then the others) */
 
 /* The configuration variant/params names for key on a target: 0 when it is legal (the
  * variant applies to key there and the parameters are canonical and within limits). */

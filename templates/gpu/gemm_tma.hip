@@ -44,7 +44,9 @@
  *   epilogue: per 64 rows and 32 columns, accumulators -> E (float2), a warpgroup barrier,
  *     then each thread takes 8 consecutive columns of a row: bias, activation, mul,
  *     residual, one 16-byte store (rows >= M and columns >= N skipped; N % 8 == 0).
- * Tiles: grid-stride (persistent grid, min(tiles, SMs) blocks) in grouped raster order. */
+ * Tiles: grid-stride (persistent grid, min(tiles, SMs) blocks) in grouped raster order.
+ * Programmatic dependent launch: the prologue (barrier init, tensor map prefetch) runs
+ * before griddepcontrol.wait, so a PDL launch overlaps it with the previous kernel. */
 #define HK_BM_STAGE ((2 - HK_PINGPONG) * 64 * HK_MW) /* rows of A per ring slot */
 #define HK_TMA_A_STAGE (HK_BM_STAGE * 64)            /* halves */
 #define HK_TMA_B_STAGE (HK_TILE_N * 64)
@@ -222,6 +224,11 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
     hk_mbar_init_fence();
   }
   HK_SYNC(); /* the barriers are initialised before anyone uses them */
+  /* PDL: the next kernel may start its prologue; this one's prologue (above: barriers, tensor
+   * map prefetch) ran under the previous kernel's tail, and nothing of global memory is read
+   * or written before the wait. */
+  hk_pdl_launch_dependents();
+  hk_pdl_wait();
 #if HK_CM > 1
   hk_cluster_sync(); /* ... in both blocks of the cluster (multicast copies and remote arrivals) */
 #endif
@@ -235,7 +242,7 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
       for (int tile = first; tile < n_tiles; tile += stride) {
         int m0, n0;
         hk_tma_tile(tile, tiles_m, tiles_n, &m0, &n0);
-        m0 = m0 * HK_CM + (int)rank * HK_BM_STAGE;
+        m0 = m0 * HK_CM + (HK_CM > 1 ? (int)rank * HK_BM_STAGE : 0); /* split-K ranks share the tile */
         for (int kt = 0; kt < k_tiles; kt++, u++) {
           const unsigned s = u % HK_STAGES, ph = (u / HK_STAGES) & 1u;
           hk_mbar_wait(HK_TMA_EMPTY(s), ph ^ 1u); /* the consumers released this slot's previous use */
@@ -294,7 +301,7 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
       if (HK_PINGPONG && local > 0) hk_mbar_wait(HK_TMA_DONE(1 - cw), ((local - 1) >> 1) & 1u);
       int m0, n0;
       hk_tma_tile(tile, tiles_m, tiles_n, &m0, &n0);
-      m0 = m0 * HK_CM + (int)rank * HK_BM_STAGE;
+      m0 = m0 * HK_CM + (HK_CM > 1 ? (int)rank * HK_BM_STAGE : 0); /* split-K ranks share the tile */
 
       float acc[HK_MW][HK_TMA_NACC];
 #pragma unroll

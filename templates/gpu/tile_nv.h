@@ -186,12 +186,21 @@ HK_DEVICE void hk_tma_load_2d_mc(unsigned dst, const hk_tmap_t *map, int c0, int
                : "memory");
 }
 /* One arrival on the mbarrier at local address `bar`'s offset in block `rank` of the
- * cluster (release at cluster scope). */
+ * cluster (the default semantics, release at CTA scope: what a consumer releasing a ring
+ * slot needs -- its reads of the slot are complete -- without the cost of a cluster-scope
+ * fence on every k tile). */
 HK_DEVICE void hk_mbar_arrive_cluster(unsigned bar, unsigned rank) {
   asm volatile("{\n.reg .b32 r;\nmapa.shared::cluster.u32 r, %0, %1;\n"
-               "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [r];\n}\n" ::"r"(bar), "r"(rank)
+               "mbarrier.arrive.shared::cluster.b64 _, [r];\n}\n" ::"r"(bar), "r"(rank)
                : "memory");
 }
+/* Programmatic dependent launch (a launch flagged PDL in the pack: libhkrt lets it start
+ * while the kernels before it finish). launch_dependents: the kernels after this one may
+ * start their own prologues now; wait: blocks until every kernel this one depends on has
+ * completed and its memory is visible -- every thread executes it before touching global
+ * memory an earlier kernel may write or read. Both are no-ops in a launch without PDL. */
+HK_DEVICE void hk_pdl_launch_dependents(void) { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+HK_DEVICE void hk_pdl_wait(void) { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 HK_DEVICE void hk_tma_prefetch_map(const hk_tmap_t *map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"((unsigned long long)map) : "memory");
 }

@@ -518,19 +518,29 @@ static int tma_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
   return 0;
 }
 
+/* The space: every legal tile shape (pp, mw, bn) with the stage counts that matter (deeper
+ * rings for narrow tiles, whose k loops are latency-bound), split-K 2/4/8 for the shapes
+ * that allow it, and multicast pairs (cm 2) for the persistent ones; the default first. */
 static int tma_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max) {
   static const int shapes[][2] = {{1, 256}, {1, 192}, {1, 128}, {2, 128}, {1, 96}, {2, 96}, {2, 64}, {1, 64}}; /* mw, bn */
+  static const int stages[] = {3, 4, 5, 6, 8, 10, 12};
   int n = 0;
   if (max > 0 && tma_tune_parse(arch, key, "", &out[0]) == 0) n = 1;
   for (int pp = 0; pp <= 1; pp++)
     for (size_t j = 0; j < sizeof shapes / sizeof shapes[0]; j++)
-      for (int st = 2; st <= 8; st++)
-        for (int sk = 1; sk <= 8; sk *= 2) {
-          const tma_cfg_t c = {.pingpong = pp, .mw = shapes[j][0], .bn = shapes[j][1], .stages = st, .splitk = sk};
-          if (!tma_legal(arch, key, &c) || n >= max) continue;
-          tma_tile(&c, &out[n]);
-          if (!out[n].is_default) n++;
-        }
+      for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++)
+        for (int sk = 1; sk <= 8; sk *= 2)
+          for (int cm = 1; cm <= 2; cm++) {
+            const tma_cfg_t c = {.pingpong = pp, .mw = shapes[j][0], .bn = shapes[j][1], .stages = stages[i],
+                                 .splitk = sk, .cm = cm};
+            /* the deepest legal ring per shape for split-K and pairs; every depth without */
+            tma_cfg_t deeper = c;
+            deeper.stages = i + 1 < sizeof stages / sizeof stages[0] ? stages[i + 1] : 99;
+            if ((sk > 1 || cm > 1) && tma_legal(arch, key, &deeper)) continue;
+            if (!tma_legal(arch, key, &c) || n >= max) continue;
+            tma_tile(&c, &out[n]);
+            if (!out[n].is_default) n++;
+          }
   return n;
 }
 
