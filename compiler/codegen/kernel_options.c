@@ -29,7 +29,8 @@ static const kopt_t k_opts[] = {
     {"simple_kernels", "HKC_SIMPLE_KERNELS", KOPT_BOOL, 0, NULL, NULL, 0, NULL,
      "0|1: every GPU kernel from its simple template (A/B checks)"},
     {"gemm_tma", "HKC_GEMM_TMA", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
-     "auto|on|off: gemm_tma on sm_90a (off: gemm_wgmma_ws, or gemm_wgmma with gemm_ws=off)"},
+     "auto|on|off: gemm_tma on sm_90a (on: no other GEMM variant where it applies, e.g. in hkc tune's space; "
+     "off: gemm_wgmma_ws, or gemm_wgmma with gemm_ws=off)"},
     {"gemm_ws", "HKC_GEMM_WS", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: gemm_wgmma_ws on sm_90a (off: gemm_wgmma)"},
     {"attn_wgmma", "HKC_ATTN_WGMMA", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,

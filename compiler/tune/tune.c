@@ -81,7 +81,7 @@ int hkc_tune_candidates_for(const hkc_gpu_arch_t *arch, const hkc_kernel_options
   const hkc_variant_t *const *list = hkc_variant_list();
   for (size_t i = 0; list[i] && n < max; i++) {
     if (list[i] == first || !list[i]->tune_space || !hkc_variant_serves(list[i], arch, &base)) continue;
-    if (options && !hkc_kernel_options_allow(options, list[i], &base)) continue;
+    if (options && !hkc_kernel_options_allow(options, arch, list[i], &base)) continue;
     int m = list[i]->tune_space(arch, &base, out + n, max - n);
     for (int j = 0; j < m; j++) out[n + j].is_default = 0; /* only the registry's first is the default */
     n += m;
@@ -447,7 +447,7 @@ static int entry_disallowed(const hkc_tuner_t *t, const hkc_gpu_arch_t *arch, co
   if (!t->options || !arch) return 0;
   const hkc_variant_t *const *list = hkc_variant_list();
   for (size_t i = 0; list[i]; i++)
-    if (strcmp(list[i]->name, e->variant) == 0) return !hkc_kernel_options_allow(t->options, list[i], key);
+    if (strcmp(list[i]->name, e->variant) == 0) return !hkc_kernel_options_allow(t->options, arch, list[i], key);
   return 0;
 }
 

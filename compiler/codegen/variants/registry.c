@@ -46,7 +46,8 @@ static const hkc_variant_t *const k_variants[] = {
 
 const hkc_variant_t *const *hkc_variant_list(void) { return k_variants; }
 
-int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_variant_t *v, const hkc_kernel_key_t *key) {
+int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *arch, const hkc_variant_t *v,
+                             const hkc_kernel_key_t *key) {
   if (v->portable) return 1; /* what every key falls back to */
   if (v == &hkc_variant_attention_wgmma) { /* default for head_dim 128 only (measured, variant_attention_nv.c) */
     const hkc_switch_t s = o ? o->attn_wgmma : HKC_SWITCH_AUTO;
@@ -56,6 +57,10 @@ int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_variant_t 
   if (!o) return 1;
   if (o->simple_kernels) return 0; /* A/B checks against the simple kernels */
   if (v == &hkc_variant_gemm_tma && o->gemm_tma == HKC_SWITCH_OFF) return 0;     /* gemm_wgmma_ws instead */
+  /* gemm_tma=on: no other GEMM variant where gemm_tma serves the key (tuning measures it alone) */
+  if (o->gemm_tma == HKC_SWITCH_ON && v != &hkc_variant_gemm_tma && key->op == HK_OP_GEMM &&
+      hkc_variant_serves(&hkc_variant_gemm_tma, arch, key))
+    return 0;
   if (v == &hkc_variant_gemm_wgmma_ws && o->gemm_ws == HKC_SWITCH_OFF) return 0; /* gemm_wgmma instead */
   return 1;
 }
@@ -68,7 +73,7 @@ const hkc_variant_t *hkc_variant_for_options(const hkc_gpu_arch_t *arch, const h
           hkc_variant_serves(k_variants[i], arch, key))
         return k_variants[i];
   for (size_t i = 0; k_variants[i]; i++)
-    if (hkc_variant_serves(k_variants[i], arch, key) && hkc_kernel_options_allow(o, k_variants[i], key))
+    if (hkc_variant_serves(k_variants[i], arch, key) && hkc_kernel_options_allow(o, arch, k_variants[i], key))
       return k_variants[i];
   return NULL;
 }

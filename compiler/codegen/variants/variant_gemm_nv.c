@@ -518,29 +518,30 @@ static int tma_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
   return 0;
 }
 
-/* The space: every legal tile shape (pp, mw, bn) with the stage counts that matter (deeper
- * rings for narrow tiles, whose k loops are latency-bound), split-K 2/4/8 for the shapes
- * that allow it, and multicast pairs (cm 2) for the persistent ones; the default first. */
+/* The space (about 40, default first): the tile shapes that won somewhere on the H200
+ * (docs/BENCHMARKS.md, GEMM issue) with the ring depths that matter -- deep rings for the
+ * narrow tiles, whose k loops are latency-bound on short K -- split-K 2/4/8 for the narrow
+ * ping-pong tiles and 128 x 128 (small M, long K), multicast pairs (cm 2) for a few
+ * persistent shapes. Entries illegal for the key (bn 96 without trans_b) drop out. */
 static int tma_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max) {
-  static const int shapes[][2] = {{1, 256}, {1, 192}, {1, 128}, {2, 128}, {1, 96}, {2, 96}, {2, 64}, {1, 64}}; /* mw, bn */
-  static const int stages[] = {3, 4, 5, 6, 8, 10, 12};
+  static const tma_cfg_t space[] = {
+      /* cooperative */
+      {0, 1, 256, 3, 1, 1}, {0, 1, 192, 4, 1, 1}, {0, 1, 128, 5, 1, 1}, {0, 1, 128, 6, 1, 1}, {0, 2, 128, 4, 1, 1},
+      {0, 1, 128, 5, 2, 1}, {0, 1, 128, 5, 4, 1}, {0, 1, 96, 6, 1, 1}, {0, 1, 256, 4, 1, 2}, {0, 1, 192, 4, 1, 2},
+      /* ping-pong */
+      {1, 1, 256, 5, 1, 1}, {1, 1, 192, 5, 1, 1}, {1, 1, 128, 7, 1, 1}, {1, 1, 128, 10, 1, 1}, {1, 2, 128, 6, 1, 1},
+      {1, 1, 96, 6, 1, 1}, {1, 1, 96, 10, 1, 1}, {1, 2, 96, 6, 1, 1}, {1, 1, 64, 8, 1, 1}, {1, 1, 64, 12, 1, 1},
+      {1, 2, 64, 8, 1, 1}, {1, 1, 64, 8, 2, 1}, {1, 1, 64, 8, 4, 1}, {1, 1, 64, 8, 8, 1}, {1, 1, 96, 6, 2, 1},
+      {1, 1, 96, 6, 4, 1}, {1, 1, 96, 6, 8, 1}, {1, 1, 128, 6, 2, 1}, {1, 1, 128, 6, 4, 1}, {1, 1, 128, 7, 1, 2},
+      {1, 1, 96, 10, 1, 2}, {1, 1, 64, 8, 1, 2}, {1, 1, 256, 5, 1, 2},
+  };
   int n = 0;
   if (max > 0 && tma_tune_parse(arch, key, "", &out[0]) == 0) n = 1;
-  for (int pp = 0; pp <= 1; pp++)
-    for (size_t j = 0; j < sizeof shapes / sizeof shapes[0]; j++)
-      for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++)
-        for (int sk = 1; sk <= 8; sk *= 2)
-          for (int cm = 1; cm <= 2; cm++) {
-            const tma_cfg_t c = {.pingpong = pp, .mw = shapes[j][0], .bn = shapes[j][1], .stages = stages[i],
-                                 .splitk = sk, .cm = cm};
-            /* the deepest legal ring per shape for split-K and pairs; every depth without */
-            tma_cfg_t deeper = c;
-            deeper.stages = i + 1 < sizeof stages / sizeof stages[0] ? stages[i + 1] : 99;
-            if ((sk > 1 || cm > 1) && tma_legal(arch, key, &deeper)) continue;
-            if (!tma_legal(arch, key, &c) || n >= max) continue;
-            tma_tile(&c, &out[n]);
-            if (!out[n].is_default) n++;
-          }
+  for (size_t i = 0; i < sizeof space / sizeof space[0] && n < max; i++) {
+    if (!tma_legal(arch, key, &space[i])) continue;
+    tma_tile(&space[i], &out[n]);
+    if (!out[n].is_default) n++;
+  }
   return n;
 }
 
