@@ -489,9 +489,12 @@ static tma_cfg_t tma_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
   return c;
 }
 
-/* Model figures. Efficiency: 0.55 for B 256 and 0.50 below -- estimates above
- * gemm_wgmma_ws's measured 0.49 (the same MMAs, loads no longer issued by 128 threads),
- * to be replaced by the H200 measurements in docs/BENCHMARKS.md. */
+/* Model figures. Efficiency by the wgmma N, from the H200 runs of bench/gemm_bars.py
+ * (docs/device-runs/s4-gemm/): 256: 0.75 -- cooperative 128x256, 4 stages, 747 TFLOP/s at
+ * 4096^3 bf16 = 0.755 of the 989 TFLOP/s peak (512 tiles, 0.97 of the last round used);
+ * 192: 0.68 -- 128x192 at 4096x768x3072, 644 TFLOP/s with 128 tiles on 132 SMs; 128: 0.65 --
+ * 128x128, 6 stages at 512x4096x4096, 629 TFLOP/s with 128 tiles; 96 and 64: 0.55 and 0.50,
+ * estimates (their launches are latency-bound, which the model's other terms carry). */
 static void tma_tile(const tma_cfg_t *c, hkc_tile_cfg_t *t) {
   memset(t, 0, sizeof *t);
   snprintf(t->variant, sizeof t->variant, "gemm_tma");
@@ -506,7 +509,7 @@ static void tma_tile(const tma_cfg_t *c, hkc_tile_cfg_t *t) {
   t->split_k = c->splitk;
   t->shared_bytes = tma_shared(c);
   t->regs = 168;
-  t->efficiency = c->bn >= 192 ? 0.55 : 0.50;
+  t->efficiency = c->bn == 256 ? 0.75 : c->bn == 192 ? 0.68 : c->bn == 128 ? 0.65 : c->bn == 96 ? 0.55 : 0.50;
   t->is_default = memcmp(c, &k_tma_default, sizeof *c) == 0;
 }
 
