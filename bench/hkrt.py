@@ -19,7 +19,8 @@ HK_LAUNCH_MODE_AUTO, HK_LAUNCH_MODE_GRAPH, HK_LAUNCH_MODE_STREAM = 0, 1, 2
 
 class SessionOptions(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint32), ("batch", ctypes.c_uint64), ("target", ctypes.c_char_p),
-                ("device", ctypes.c_int), ("launch_mode", ctypes.c_int), ("host_threads", ctypes.c_uint32)]
+                ("device", ctypes.c_int), ("launch_mode", ctypes.c_int), ("host_threads", ctypes.c_uint32),
+                ("reserved0", ctypes.c_uint32), ("no_pdl", ctypes.c_uint32)]
 
 
 def _lib(path=None):
@@ -39,19 +40,23 @@ def _lib(path=None):
     lib.hk_session_bind.argtypes = [vp, c, vp, ctypes.c_size_t]
     lib.hk_session_run.argtypes = [vp, vp]
     lib.hk_session_synchronize.argtypes = [vp, vp]
+    lib.hk_session_pdl_count.argtypes = [vp]
+    lib.hk_session_pdl_count.restype = ctypes.c_uint32
     return lib
 
 
 class Session:
-    def __init__(self, pack_path, batch, target=None, lib=None, launch_mode=HK_LAUNCH_MODE_AUTO):
+    def __init__(self, pack_path, batch, target=None, lib=None, launch_mode=HK_LAUNCH_MODE_AUTO, no_pdl=False):
         self.lib = lib or _lib()
         self.pack = ctypes.c_void_p()
         self._check(self.lib.hk_pack_open_file(pack_path.encode(), None, ctypes.byref(self.pack)))
         self.s = ctypes.c_void_p()
         opts = SessionOptions(ctypes.sizeof(SessionOptions), batch, target.encode() if target else None, 0,
-                              launch_mode, 0)
+                              launch_mode, 0, 0, 1 if no_pdl else 0)
         self._check(self.lib.hk_session_create(self.pack, ctypes.byref(opts), ctypes.byref(self.s)))
         self.target = self.lib.hk_session_target(self.s).decode()
+        # programmatic edges (graph) or launches (stream) in use; 0 without PDL
+        self.pdl_count = self.lib.hk_session_pdl_count(self.s)
         self.tensors = []
         for i in range(self.lib.hk_session_tensor_count(self.s)):
             info = TensorInfo()

@@ -154,6 +154,8 @@ static double time_raw(hk_pack_t *pack, const bound_t *b, uint64_t batch, int re
       else *slot = ar->value; /* I64, or F32 in the low 32 bits (little-endian) */
       params[(size_t)n * HK_MAX_ARGS_PER_NODE + a] = slot;
     }
+    /* plain edges even into HK_NODE_FLAG_PDL nodes: correct (their wait returns at once), but
+     * without the overlap libhkrt's graph gets from programmatic edges */
     hk_cu_graph_node_t deps[64];
     uint32_t nd = nr->dep_count < 64 ? nr->dep_count : 64;
     for (uint32_t d = 0; d < nd; d++) deps[d] = nodes[v->deps[nr->dep_first + d]];

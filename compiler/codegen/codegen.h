@@ -97,6 +97,11 @@ void hkc_gpu_launch_dims(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
  * n_args); returns the new count (<= max_args), n_args when the variant adds none. */
 uint32_t hkc_gpu_launch_args(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_arg_t *args,
                              uint32_t n_args, uint32_t max_args);
+/* 1 when the launches of key's variant on arch may be programmatic dependent launches (the
+ * variant's pdl, variants/variant.h: the kernel waits with griddepcontrol.wait before it
+ * touches earlier launches' data), so the build marks them HK_NODE_FLAG_PDL; 0 otherwise,
+ * and always 0 on targets other than CUDA. */
+int hkc_gpu_launch_pdl(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key);
 
 /* ---- kernel options (kernel_options.c) ------------------------------------------------------
  * Inputs that change which GPU kernels a build makes, beyond the spec and the tuning: variant

@@ -170,3 +170,9 @@ uint32_t hkc_gpu_launch_args(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t 
   assert(n >= n_args && n <= max_args);
   return n;
 }
+
+int hkc_gpu_launch_pdl(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  if (!arch || arch->kind != HK_TARGET_CUDA) return 0; /* griddepcontrol is PTX: CUDA only */
+  const hkc_variant_t *variant = hkc_variant_for(arch, key);
+  return variant && variant->pdl ? 1 : 0;
+}

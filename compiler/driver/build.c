@@ -126,8 +126,10 @@ done:
 }
 
 /* Plans one batch bucket: memory, dependencies and the launch of every node, with each
- * launch's cost (cost.c) and the number of spec nodes it computes. */
-static int build_graph(const hkc_spec_t *spec, const target_plan_t *plan, int bucket, hkc_graph_out_t *g) {
+ * launch's cost (cost.c) and the number of spec nodes it computes; a launch whose variant
+ * waits with griddepcontrol is marked for programmatic dependent launch unless no_pdl. */
+static int build_graph(const hkc_spec_t *spec, const target_plan_t *plan, int bucket, int no_pdl,
+                       hkc_graph_out_t *g) {
   const int64_t batch = spec->batch_sizes[bucket];
   g->batch = batch;
   g->placements = calloc(spec->n_tensors ? spec->n_tensors : 1, sizeof *g->placements);
@@ -159,6 +161,7 @@ static int build_graph(const hkc_spec_t *spec, const target_plan_t *plan, int bu
     plan->tc->launch_dims(plan->arch, kkey, l->args, l->n_args, l->grid, l->block, &l->shared_bytes);
     if (plan->tc->launch_args) /* the variant's extra arguments (TMA tensor maps) after the ABI's */
       l->n_args = plan->tc->launch_args(plan->arch, kkey, l->args, l->n_args, HKC_MAX_ARGS);
+    l->pdl = !no_pdl && plan->tc->launch_pdl && plan->tc->launch_pdl(plan->arch, kkey);
     uint32_t nd = deps.start[i + 1] - deps.start[i];
     if (nd) {
       l->deps = malloc(nd * sizeof *l->deps);
@@ -514,7 +517,7 @@ int hkc_build(const hkc_build_options_t *options) {
     if (!t->graphs) goto fail;
     t->n_graphs = (size_t)spec->n_batch;
     for (int b = 0; b < spec->n_batch; b++) {
-      if (build_graph(spec, &plans[i], b, &t->graphs[b]) != 0) goto fail;
+      if (build_graph(spec, &plans[i], b, options->no_pdl, &t->graphs[b]) != 0) goto fail;
       t->graphs[b].unfused = unfused[b];
       t->graphs[b].unfused_nodes = unfused_nodes;
     }
@@ -544,6 +547,8 @@ int hkc_build(const hkc_build_options_t *options) {
     len += snprintf(provenance + len, cap - (size_t)len, "tuning_db=none\n");
   if (len > 0 && (size_t)len < cap && options->host_threads > 0)
     len += snprintf(provenance + len, cap - (size_t)len, "host_threads=%d\n", options->host_threads);
+  if (len > 0 && (size_t)len < cap && options->no_pdl) /* only when given: other packs keep their bytes */
+    len += snprintf(provenance + len, cap - (size_t)len, "pdl=off\n");
   /* kernel options: canonical, "none" for the defaults (codegen.h) */
   char kopts[HKC_KOPT_N_CFG * (HKC_TUNE_MAX + 24) + 128] = "none";
   if (options->kernel_options) hkc_kernel_options_format(options->kernel_options, kopts, sizeof kopts);

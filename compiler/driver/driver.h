@@ -34,6 +34,8 @@ typedef struct hkc_build_options {
    * kernel_options=, applied per launch by the tuner (tune.h hkc_tuner_set_options) */
   const hkc_kernel_options_t *kernel_options;
   int host_threads;        /* host target's threads for tuning-database keys (0: online CPUs) */
+  int no_pdl;              /* 1: mark no launch for programmatic dependent launch (HK_NODE_FLAG_PDL),
+                              whatever its variant allows; recorded in provenance as pdl=off */
 } hkc_build_options_t;
 
 /* spec -> IR -> per target: kernels, code, one graph per batch bucket -> artifact.

@@ -21,6 +21,8 @@ typedef struct hkc_launch {
   uint32_t n_args;
   uint32_t *deps;          /* graph-local indices of earlier launches */
   uint32_t n_deps;
+  int pdl;                 /* 1: programmatic dependent launch (HK_NODE_FLAG_PDL; CUDA targets
+                              only, the writer refuses it elsewhere) */
 } hkc_launch_t;
 
 typedef struct hkc_graph_out {

@@ -229,6 +229,11 @@ static int validate_and_count(builder_t *b) {
                     "too many args/deps", to->name, (long long)go->batch, j, l->kernel);
           return -1;
         }
+        if (l->pdl && to->kind != HK_TARGET_CUDA) {
+          hkc_error(NOLOC, "cannot write the artifact: target %s batch %lld launch %zu is marked for programmatic "
+                    "dependent launch, which the format allows on CUDA targets only", to->name, (long long)go->batch, j);
+          return -1;
+        }
         for (uint32_t a = 0; a < l->n_args; a++) {
           const hkc_arg_t *arg = &l->args[a];
           if ((unsigned)arg->kind >= HK_ARG_KIND_COUNT_ ||
@@ -401,6 +406,7 @@ static int build_tables(builder_t *b) {
         nr->arg_count = l->n_args;
         nr->dep_first = (uint32_t)dep_at;
         nr->dep_count = l->n_deps;
+        nr->flags = l->pdl ? HK_NODE_FLAG_PDL : 0;
         for (uint32_t a = 0; a < l->n_args; a++) {
           const hkc_arg_t *arg = &l->args[a];
           hk_arg_rec_t *ar = &b->args[arg_at++];

@@ -63,6 +63,11 @@ typedef struct hkc_toolchain {
    * NULL for the host and hiprtc, whose loader backends build no tensor maps. */
   uint32_t (*launch_args)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_arg_t *args, uint32_t n_args,
                           uint32_t max_args);
+  /* Optional (NULL: never): 1 when a launch of key on arch may be a programmatic dependent
+   * launch (the build marks its node HK_NODE_FLAG_PDL). nvrtc: hkc_gpu_launch_pdl (the
+   * variant's pdl); NULL for the host and hiprtc, since only CUDA kernels wait with
+   * griddepcontrol and only CUDA targets may carry the flag. */
+  int (*launch_pdl)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key);
   /* Compiles source for target (as requested: "gfx90a:xnack-", "sm_90a"; ignored by the host)
    * into out->code; resources of kernel `name` (NULL for a translation unit) in out. 0 / -1.
    * GPU toolchains never print: problems come back in out->log; they may be called from

@@ -124,7 +124,8 @@ int hkc_inspect(const char *path, FILE *out) {
                 hk_pack_string(v, nr->name), hk_pack_string(v, v->kernels[nr->kernel].name), nr->grid[0],
                 nr->grid[1], nr->grid[2], nr->block[0], nr->block[1], nr->block[2]);
         for (uint32_t d = 0; d < nr->dep_count; d++) fprintf(out, "%s%u", d ? "," : "", v->deps[nr->dep_first + d]);
-        fprintf(out, "]\n");
+        /* pdl: may start while its dependencies finish (HK_NODE_FLAG_PDL) */
+        fprintf(out, "]%s\n", nr->flags & HK_NODE_FLAG_PDL ? " pdl" : "");
         print_tmaps(out, v, nr);
       }
     }

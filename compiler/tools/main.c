@@ -60,6 +60,11 @@ static const char k_build_usage[] =
     "  --no-cache             do not read or write the compile cache ($HKC_CACHE_DIR,\n"
     "                         default ~/.cache/hkc)\n"
     "  --Werror-spills        a kernel that spills registers to memory is an error\n"
+    "  --no-pdl               mark no launch for programmatic dependent launch (PDL: on CUDA\n"
+    "                         targets, a kernel whose variant waits with griddepcontrol may\n"
+    "                         start while the kernels it depends on finish); recorded in the\n"
+    "                         pack's provenance (pdl=off). hkc run --no-pdl turns it off at\n"
+    "                         run time instead\n"
     "  --fusion auto|none     fusion plan, overriding the spec's `fusion:` (auto: gemm\n"
     "                         epilogues, residual add + norm, element-wise chains; none:\n"
     "                         one kernel per spec node; explicit groups: only in the spec)\n"
@@ -114,6 +119,9 @@ static const char k_run_usage[] =
     "                         passes; median per launch) beside its roofline floor on the\n"
     "                         session's GPU target (hkc inspect --plan explains the floor)\n"
     "  --repeats R            passes of --profile (default 20)\n"
+    "  --no-pdl               launch every kernel the ordinary way: no programmatic dependent\n"
+    "                         launch (PDL) of the kernels the pack marks for it (session option\n"
+    "                         no_pdl); when PDL is in use, hkc run says how much\n"
     "\n"
     "environment:\n"
     "  HK_LAUNCH=auto|graph|stream  GPU targets: replay one CUDA/HIP graph per run when the\n"
@@ -324,6 +332,8 @@ static int cmd_build(int argc, char **argv) {
       opt.no_cache = 1;
     } else if (strcmp(a, "--Werror-spills") == 0) {
       opt.werror_spills = 1;
+    } else if (strcmp(a, "--no-pdl") == 0) {
+      opt.no_pdl = 1;
     } else if (strcmp(a, "--fusion") == 0) {
       if (++i >= argc) goto missing;
       if (strcmp(argv[i], "auto") == 0) {
@@ -602,7 +612,7 @@ static int cmd_run(int argc, char **argv) {
   }
   const char *pack_path = NULL, *target = NULL, *save_dir = NULL;
   long long batch = 0, seed = 1, runs = 10, warmup = 2, repeats = 20;
-  int profile = 0;
+  int profile = 0, no_pdl = 0;
   named_file_t files[MAX_NAMED_FILES];
   int n_files = 0;
   for (int i = 0; i < argc; i++) {
@@ -623,6 +633,7 @@ static int cmd_run(int argc, char **argv) {
     else if (strcmp(a, "--warmup") == 0) { if (parse_count(a, v, 0, 1000000, &warmup)) return 2; }
     else if (strcmp(a, "--repeats") == 0) { if (parse_count(a, v, 1, 100000, &repeats)) return 2; }
     else if (strcmp(a, "--profile") == 0) { profile = 1; continue; }
+    else if (strcmp(a, "--no-pdl") == 0) { no_pdl = 1; continue; }
     else if (strcmp(a, "--save-outputs") == 0) save_dir = v;
     else if (strcmp(a, "--input") == 0 || strcmp(a, "--param") == 0) {
       char *eq = strchr(v, '=');
@@ -661,7 +672,8 @@ static int cmd_run(int argc, char **argv) {
     return 1;
   }
   if (batch == 0) batch = (long long)hk_pack_batch_size(pack, 0);
-  hk_session_options_t so = {.struct_size = sizeof so, .batch = (uint64_t)batch, .target = target};
+  hk_session_options_t so = {.struct_size = sizeof so, .batch = (uint64_t)batch, .target = target,
+                             .no_pdl = (uint32_t)no_pdl};
   if (run_options_from_env(&so) != 0) {
     rc = 2;
     goto done;
@@ -672,9 +684,13 @@ static int cmd_run(int argc, char **argv) {
     goto done;
   }
   const char *fallback = "";
-  (void)hk_session_launch_mode(session, &fallback);
+  const int graph = strcmp(hk_session_launch_mode(session, &fallback), "graph") == 0;
   if (fallback[0])
     fprintf(stderr, "hkc run: warning: graph replay unavailable (%s); running with stream launches\n", fallback);
+  const uint32_t pdl = hk_session_pdl_count(session);
+  if (pdl)
+    printf("programmatic dependent launch: %u %s\n", pdl,
+           graph ? "programmatic edge(s) in the graph" : "launch(es) overlapping the kernel before them");
   for (int f = 0; f < n_files; f++) {
     int known = 0;
     for (uint32_t t = 0; t < hk_session_tensor_count(session) && !known; t++) {

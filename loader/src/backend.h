@@ -45,6 +45,11 @@ typedef struct hk_launch_desc {
   uint32_t arg_count;
   const uint32_t *deps; /* graph-local indices of earlier launches this one waits for (borrowed) */
   uint32_t dep_count;
+  /* The node is flagged HK_NODE_FLAG_PDL (CUDA targets; verified) and the session's options
+   * allow PDL: the kernel waits with griddepcontrol.wait before touching earlier launches'
+   * data, so a backend may launch it as a programmatic dependent of its predecessors (GPU
+   * core: programmatic graph edges, or a programmatic stream launch). Ignoring it is correct. */
+  bool pdl;
 } hk_launch_desc_t;
 
 /* What a TMA tensor map (HK_ARG_TMAP, pack_format.h) describes: the row-major matrix
@@ -76,6 +81,10 @@ typedef struct hk_backend_session {
    * driver's message; "" otherwise). hk_session_launch_mode reports them. */
   bool graph;
   char graph_fallback[HK_GRAPH_FALLBACK_MAX];
+  /* Set by session_prepare: with a graph, its programmatic edges; with stream launches, the
+   * launches that go as programmatic dependents of the kernel before them; 0 when none
+   * (hk_session_pdl_count). */
+  uint32_t pdl_count;
 } hk_backend_session_t;
 
 struct hk_backend {
@@ -104,7 +113,7 @@ struct hk_backend {
    * buffers out of its end) and whatever replay needs (e.g. an instantiated graph).
    * launches stay valid until session_release. options: the session's, complete (session.c
    * has filled in what the caller's struct_size did not cover); a backend reads the fields
-   * meant for it (launch_mode, host_threads). */
+   * meant for it (launch_mode, host_threads; no_pdl is already applied to launches[].pdl). */
   hk_status_t (*session_prepare)(hk_module_t *module, const hk_session_options_t *options, uint64_t workspace_bytes,
                                  const hk_launch_desc_t *launches, uint32_t launch_count,
                                  hk_backend_session_t **out_session);
@@ -118,7 +127,8 @@ struct hk_backend {
   hk_status_t (*synchronize)(hk_module_t *module, void *stream);
   /* Profiling (hk_session_profile): runs every launch in stored order, `passes` times, each
    * launch timed alone on stream (host: the wall clock around it; GPUs: events recorded
-   * before and after it on the stream), and returns when all of it finished.
+   * before and after it on the stream; never as a programmatic dependent, even when
+   * launches[i].pdl), and returns when all of it finished.
    * out_us[i * passes + p] = microseconds of launch i in pass p. Errors: UNAVAILABLE (the
    * runtime lacks what timing needs), OUT_OF_MEMORY, DRIVER. */
   hk_status_t (*profile)(hk_backend_session_t *session, void *stream, uint32_t passes, double *out_us);

@@ -10,7 +10,10 @@
  * Code objects are loaded with cuModuleLoadData, kernels launched with cuLaunchKernel,
  * graphs built with cuGraphAddKernelNode(_v2), padded runs' staging copies enqueued with
  * cuMemsetD8Async and cuMemcpyDtoDAsync_v2, TMA tensor maps (HK_ARG_TMAP) encoded with
- * cuTensorMapEncodeTiled (optional: CUDA 12.0+).
+ * cuTensorMapEncodeTiled (optional: CUDA 12.0+). Programmatic dependent launch (launches
+ * marked pdl): stream launches through cuLaunchKernelEx with programmatic stream
+ * serialization, graph edges through cuGraphAddDependencies_v2 with programmatic edge data
+ * (both optional; without them such launches go the ordinary way).
  *
  * Contexts: every entry point makes the module's primary context current on the calling
  * thread (the runtime API does the same) and leaves it current.
@@ -224,9 +227,28 @@ static void node_params_v1(const hk_cu_kernel_node_params_v2_t *p2, hk_cu_kernel
 }
 
 /* ---- launches and their timing --------------------------------------------------------------- */
-static hk_status_t cuda_launch(void *fn, const hk_launch_desc_t *l, void *stream) {
-  return CU_CHECK(cuLaunchKernel, ((hk_cu_function_t)fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1],
-                                   l->block[2], l->shared_bytes, (hk_cu_stream_t)stream, l->args, NULL));
+/* programmatic: cuLaunchKernelEx with the one attribute that lets the kernel start while the
+ * kernel before it on the stream finishes (the core asks only when cuda_pdl_support says the
+ * driver has the call). */
+static hk_status_t cuda_launch(void *fn, const hk_launch_desc_t *l, bool programmatic, void *stream) {
+  if (!programmatic)
+    return CU_CHECK(cuLaunchKernel, ((hk_cu_function_t)fn, l->grid[0], l->grid[1], l->grid[2], l->block[0],
+                                     l->block[1], l->block[2], l->shared_bytes, (hk_cu_stream_t)stream, l->args, NULL));
+  hk_cu_launch_attribute_t attr;
+  memset(&attr, 0, sizeof attr);
+  attr.id = HK_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr.value.programmaticStreamSerializationAllowed = 1;
+  const hk_cu_launch_config_t config = {
+      .gridDimX = l->grid[0], .gridDimY = l->grid[1], .gridDimZ = l->grid[2],
+      .blockDimX = l->block[0], .blockDimY = l->block[1], .blockDimZ = l->block[2],
+      .sharedMemBytes = l->shared_bytes, .hStream = (hk_cu_stream_t)stream, .attrs = &attr, .numAttrs = 1};
+  return CU_CHECK(cuLaunchKernelEx, (&config, (hk_cu_function_t)fn, l->args, NULL));
+}
+
+/* Programmatic stream launches need cuLaunchKernelEx, programmatic graph edges
+ * cuGraphAddDependencies_v2 (edge data: CUDA 12.3+). */
+static unsigned cuda_pdl_support(void) {
+  return (CU.cuLaunchKernelEx ? HK_GPU_PDL_STREAM : 0u) | (CU.cuGraphAddDependencies_v2 ? HK_GPU_PDL_GRAPH : 0u);
 }
 
 /* Events are optional in the driver: UNAVAILABLE when a part of the API is missing. */
@@ -269,22 +291,35 @@ static hk_status_t cuda_graph_create(void **out_graph) {
   return st;
 }
 
+/* programmatic: the node goes in without dependencies, then its edges from them with
+ * cuGraphAddDependencies_v2 and programmatic edge data (the core asks only when
+ * cuda_pdl_support says the driver has the call). Scratch: the upstream nodes, the node
+ * repeated, the edge records (HK_GPU_GRAPH_SCRATCH_SLOTS handles per dependency). */
 static hk_status_t cuda_graph_add_kernel(void *graph, void *fn, const hk_launch_desc_t *l, void *const *nodes,
-                                         void *scratch, void **out_node) {
-  hk_cu_graph_node_t *deps = scratch, node = NULL;
-  for (uint32_t d = 0; d < l->dep_count; d++) deps[d] = (hk_cu_graph_node_t)nodes[l->deps[d]];
+                                         void *scratch, bool programmatic, void **out_node) {
+  const uint32_t n = l->dep_count;
+  hk_cu_graph_node_t *deps = scratch, *to = deps + n, node = NULL;
+  hk_cu_graph_edge_data_t *edges = (hk_cu_graph_edge_data_t *)(void *)(to + n);
+  for (uint32_t d = 0; d < n; d++) deps[d] = (hk_cu_graph_node_t)nodes[l->deps[d]];
+  const size_t node_deps = programmatic ? 0 : n;
   hk_cu_kernel_node_params_v2_t p;
   node_params(fn, l, &p);
   hk_status_t st;
   if (CU.cuGraphAddKernelNode_v2) {
-    st = CU_CHECK(cuGraphAddKernelNode_v2, (&node, (hk_cu_graph_t)graph, deps, l->dep_count, &p));
+    st = CU_CHECK(cuGraphAddKernelNode_v2, (&node, (hk_cu_graph_t)graph, deps, node_deps, &p));
   } else {
     hk_cu_kernel_node_params_v1_t p1;
     node_params_v1(&p, &p1);
-    st = CU_CHECK(cuGraphAddKernelNode, (&node, (hk_cu_graph_t)graph, deps, l->dep_count, &p1));
+    st = CU_CHECK(cuGraphAddKernelNode, (&node, (hk_cu_graph_t)graph, deps, node_deps, &p1));
   }
   *out_node = node;
-  return st;
+  if (st != HK_OK || !programmatic || n == 0) return st;
+  for (uint32_t d = 0; d < n; d++) {
+    to[d] = node;
+    edges[d] = (hk_cu_graph_edge_data_t){.from_port = HK_CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC,
+                                         .type = HK_CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC};
+  }
+  return CU_CHECK(cuGraphAddDependencies_v2, ((hk_cu_graph_t)graph, deps, to, edges, n));
 }
 
 static hk_status_t cuda_graph_instantiate(void *graph, void **out_exec) {
@@ -385,6 +420,7 @@ static const hk_gpu_ops_t k_cuda_ops = {
     .enter = ctx_enter,
     .launch_prepare = cuda_launch_prepare,
     .tensor_map_encode = cuda_tensor_map_encode,
+    .pdl_support = cuda_pdl_support,
     HK_GPU_OPS_ENTRIES(cuda),
 };
 

@@ -269,7 +269,10 @@ static void node_params(void *fn, const hk_launch_desc_t *l, hk_hip_kernel_node_
 }
 
 /* ---- launches and their timing --------------------------------------------------------------- */
-static hk_status_t hip_launch(void *fn, const hk_launch_desc_t *l, void *stream) {
+/* programmatic is never set: this vendor has no pdl_support (and verify allows PDL only on
+ * CUDA targets). */
+static hk_status_t hip_launch(void *fn, const hk_launch_desc_t *l, bool programmatic, void *stream) {
+  (void)programmatic;
   return HIP_CHECK(hipModuleLaunchKernel, ((hk_hip_function_t)fn, l->grid[0], l->grid[1], l->grid[2], l->block[0],
                                            l->block[1], l->block[2], l->shared_bytes, (hk_hip_stream_t)stream,
                                            l->args, NULL));
@@ -312,7 +315,8 @@ static hk_status_t hip_graph_create(void **out_graph) {
 }
 
 static hk_status_t hip_graph_add_kernel(void *graph, void *fn, const hk_launch_desc_t *l, void *const *nodes,
-                                        void *scratch, void **out_node) {
+                                        void *scratch, bool programmatic, void **out_node) {
+  (void)programmatic; /* never set: see hip_launch */
   hk_hip_graph_node_t *deps = scratch, node = NULL;
   for (uint32_t d = 0; d < l->dep_count; d++) deps[d] = (hk_hip_graph_node_t)nodes[l->deps[d]];
   hk_hip_kernel_node_params_t p;

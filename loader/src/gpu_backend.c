@@ -199,10 +199,27 @@ typedef struct gpu_session {
   void **nodes;              /* launch_count entries */
   bool refreshed;            /* node params hold the slot values of bind generation `generation` */
   uint64_t generation;
+  unsigned pdl_support;      /* the driver's HK_GPU_PDL_* (0: every launch the ordinary way) */
 } gpu_session_t;
 
 static const hk_gpu_module_t *session_module(const hk_backend_session_t *session) {
   return (const hk_gpu_module_t *)session->module;
+}
+
+/* Whether launch i goes to the stream as a programmatic dependent of the kernel before it:
+ * a PDL launch, the driver can, and not a run's first launch, whose predecessor on the stream
+ * is whatever the application queued before the run (its kernels may write what the PDL
+ * kernel reads before its griddepcontrol.wait, e.g. weights). */
+static bool stream_programmatic(const gpu_session_t *s, uint32_t i) {
+  return i > 0 && s->base.launches[i].pdl && (s->pdl_support & HK_GPU_PDL_STREAM);
+}
+
+/* Whether launch i's graph edges are programmatic: a PDL launch with dependencies, and the
+ * driver has programmatic edges. (A launch without dependencies is a root of the graph and
+ * starts only after the work queued before the graph launch.) */
+static bool graph_programmatic(const gpu_session_t *s, uint32_t i) {
+  const hk_launch_desc_t *l = &s->base.launches[i];
+  return l->pdl && l->dep_count > 0 && (s->pdl_support & HK_GPU_PDL_GRAPH);
 }
 
 static void destroy_graph(gpu_session_t *s) {
@@ -213,24 +230,29 @@ static void destroy_graph(gpu_session_t *s) {
   s->graph = NULL;
 }
 
-/* Builds and instantiates the graph: one kernel node per launch, edges from deps. On
- * failure nothing of the graph is left. */
+/* Builds and instantiates the graph: one kernel node per launch, edges from deps
+ * (programmatic ones into PDL launches when the driver has them; counted in
+ * base.pdl_count). On failure nothing of the graph is left. */
 static hk_status_t build_graph(gpu_session_t *s, const hk_allocator_t *a) {
   const hk_gpu_module_t *m = session_module(&s->base);
   const hk_gpu_ops_t *ops = m->ops;
-  uint32_t max_deps = 0;
+  uint32_t max_deps = 0, edges = 0;
   for (uint32_t i = 0; i < s->base.launch_count; i++)
     if (s->base.launches[i].dep_count > max_deps) max_deps = s->base.launches[i].dep_count;
-  void *scratch = hk_calloc(a, max_deps ? max_deps : 1, sizeof(void *));
+  /* max_deps <= HK_MAX_DEPS_PER_NODE: verified, so the product is small */
+  void *scratch = hk_calloc(a, (size_t)(max_deps ? max_deps : 1) * HK_GPU_GRAPH_SCRATCH_SLOTS, sizeof(void *));
   HK_FAIL_IF(!scratch, HK_STATUS_OUT_OF_MEMORY, "out of memory building a %s graph", ops->vendor);
   hk_status_t st = ops->graph_create(&s->graph);
   for (uint32_t i = 0; st == HK_OK && i < s->base.launch_count; i++) {
     const hk_launch_desc_t *l = &s->base.launches[i]; /* deps < i: verified */
-    st = ops->graph_add_kernel(s->graph, m->fns[l->kernel], l, s->nodes, scratch, &s->nodes[i]);
+    const bool programmatic = graph_programmatic(s, i);
+    st = ops->graph_add_kernel(s->graph, m->fns[l->kernel], l, s->nodes, scratch, programmatic, &s->nodes[i]);
+    if (programmatic) edges += l->dep_count;
   }
   hk_free(a, scratch);
   if (st == HK_OK) st = ops->graph_instantiate(s->graph, &s->exec);
   if (st != HK_OK) destroy_graph(s);
+  else s->base.pdl_count = edges;
   return st;
 }
 
@@ -301,11 +323,13 @@ hk_status_t hk_gpu_session_prepare(hk_module_t *module, const hk_session_options
       hk_error_prefix(prefix);
     }
   }
+  s->pdl_support = ops->pdl_support ? ops->pdl_support() : 0;
   if (st == HK_OK && options->launch_mode != HK_LAUNCH_MODE_STREAM && launch_count > 0) st = graph_setup(s, options);
   if (st != HK_OK) {
     hk_gpu_session_release(&s->base);
     return st;
   }
+  for (uint32_t i = 0; !s->graph && i < launch_count; i++) s->base.pdl_count += stream_programmatic(s, i);
   *out_session = &s->base;
   return HK_OK;
 }
@@ -330,15 +354,16 @@ hk_status_t hk_gpu_run(hk_backend_session_t *session, void *stream) {
   }
   for (uint32_t i = 0; i < session->launch_count; i++) {
     const hk_launch_desc_t *l = &session->launches[i];
-    HK_RETURN_IF_ERROR(ops->launch(m->fns[l->kernel], l, stream));
+    HK_RETURN_IF_ERROR(ops->launch(m->fns[l->kernel], l, stream_programmatic(s, i), stream));
   }
   return HK_OK;
 }
 
 /* ---- profiling ------------------------------------------------------------------------------ */
-/* Each launch goes to the stream on its own (never through the graph) between two events;
- * one synchronization per pass, then the elapsed times of that pass are read. A driver
- * without events fails at the first event_create (UNAVAILABLE). */
+/* Each launch goes to the stream on its own (never through the graph, never as a
+ * programmatic dependent: its time is its own) between two events; one synchronization per
+ * pass, then the elapsed times of that pass are read. A driver without events fails at the
+ * first event_create (UNAVAILABLE). */
 hk_status_t hk_gpu_profile(hk_backend_session_t *session, void *stream, uint32_t passes, double *out_us) {
   const hk_gpu_module_t *m = session_module(session);
   const hk_gpu_ops_t *ops = m->ops;
@@ -354,7 +379,7 @@ hk_status_t hk_gpu_profile(hk_backend_session_t *session, void *stream, uint32_t
     for (uint32_t i = 0; i < n && st == HK_OK; i++) {
       const hk_launch_desc_t *l = &session->launches[i];
       st = ops->event_record(ev[2 * i], stream);
-      if (st == HK_OK) st = ops->launch(m->fns[l->kernel], l, stream);
+      if (st == HK_OK) st = ops->launch(m->fns[l->kernel], l, false, stream);
       if (st == HK_OK) st = ops->event_record(ev[2 * i + 1], stream);
     }
     if (st == HK_OK) st = ops->event_sync(ev[2 * n - 1]);

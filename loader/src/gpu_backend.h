@@ -7,8 +7,11 @@
  * one graph of kernel nodes built from the stored dependencies and instantiated once, its
  * node parameters refreshed in the first run after a bind; stream launches instead when
  * the session asks for them or the graph cannot be built (recorded in the base session's
- * graph / graph_fallback); event profiling; memory, copies and fills; TMA tensor maps
- * through the vendor's encoder when it has one (CUDA).
+ * graph / graph_fallback); programmatic dependent launch of the launches marked pdl
+ * (programmatic edges in the graph; programmatic stream launches, never for a run's first
+ * launch) when the vendor's driver can do it (pdl_support); event profiling, every launch
+ * the ordinary way; memory, copies and fills; TMA tensor maps through the vendor's encoder
+ * when it has one (CUDA).
  *
  * A vendor file (backend_cuda.c, backend_hip.c) keeps symbol loading, device discovery,
  * target ranking and the packing of its own structs, and fills one static const
@@ -75,18 +78,28 @@ struct hk_gpu_ops {
   hk_status_t (*zero_async)(void *dst, size_t bytes, void *stream);
   /* Waits for stream, or (NULL) for all work of the current device. */
   hk_status_t (*synchronize)(void *stream);
-  hk_status_t (*launch)(void *fn, const hk_launch_desc_t *l, void *stream);
+  /* Launches l on stream. programmatic (only when pdl_support has HK_GPU_PDL_STREAM): as a
+   * programmatic dependent of the kernel before it on the stream (CUDA: cuLaunchKernelEx with
+   * programmatic stream serialization allowed). */
+  hk_status_t (*launch)(void *fn, const hk_launch_desc_t *l, bool programmatic, void *stream);
+  /* What programmatic dependent launch this driver can do: HK_GPU_PDL_* bits; NULL when the
+   * vendor has none (HIP). The core asks before it sets `programmatic` in launch and
+   * graph_add_kernel, and launches the ordinary way otherwise. */
+  unsigned (*pdl_support)(void);
   /* Tensor maps (hk_backend_t.tensor_map_encode, same contract, with the module's device
    * current); NULL when the vendor has none (HIP). CUDA: cuTensorMapEncodeTiled. */
   hk_status_t (*tensor_map_encode)(const hk_tmap_desc_t *desc, void *data, void *out);
 
   /* Graphs. graph_create: UNAVAILABLE, naming what, when the driver lacks the graph API.
    * graph_add_kernel: a node launching fn with l's geometry and args, after the nodes
-   * nodes[l->deps[...]]; scratch has room for l->dep_count handles. *out_* are written
-   * whatever the driver returned. */
+   * nodes[l->deps[...]]; with `programmatic` (only when pdl_support has HK_GPU_PDL_GRAPH and
+   * l->dep_count > 0) every one of those edges is programmatic (CUDA: from the upstream
+   * kernel's programmatic port, type programmatic). scratch has room for
+   * HK_GPU_GRAPH_SCRATCH_SLOTS * l->dep_count handles (void *). *out_* are written whatever
+   * the driver returned. */
   hk_status_t (*graph_create)(void **out_graph);
   hk_status_t (*graph_add_kernel)(void *graph, void *fn, const hk_launch_desc_t *l, void *const *nodes, void *scratch,
-                                  void **out_node);
+                                  bool programmatic, void **out_node);
   hk_status_t (*graph_instantiate)(void *graph, void **out_exec);
   hk_status_t (*graph_set_params)(void *exec, void *node, void *fn, const hk_launch_desc_t *l);
   hk_status_t (*graph_launch)(void *exec, void *stream);
@@ -102,10 +115,18 @@ struct hk_gpu_ops {
   void (*event_destroy)(void *event);
 };
 
+/* hk_gpu_ops_t.pdl_support bits: stream launches as programmatic dependents; programmatic
+ * graph edges. */
+#define HK_GPU_PDL_STREAM 0x1u
+#define HK_GPU_PDL_GRAPH 0x2u
+/* Handles of scratch per dependency graph_add_kernel may use: the upstream nodes, the
+ * downstream node repeated, and one 8-byte edge record (at most 2 handles on any host). */
+#define HK_GPU_GRAPH_SCRATCH_SLOTS 4
+
 /* The entries of a vendor's hk_gpu_ops_t initializer that follow the naming rule: the
  * vendor defines static <prefix>_<op> for each op listed (CUDA: cuda_graph_create, ...).
  * The vendor sets backend, driver, vendor, module_size, allow_bundle, enter,
- * launch_prepare and tensor_map_encode itself (the last two may stay NULL). */
+ * launch_prepare, tensor_map_encode and pdl_support itself (the last three may stay NULL). */
 #define HK_GPU_OPS_ENTRIES(prefix)                                                                        \
   .module_open = prefix##_module_open, .module_close = prefix##_module_close,                             \
   .object_load = prefix##_object_load, .function_get = prefix##_function_get,                             \

@@ -82,6 +82,52 @@ typedef struct hk_cu_tensor_map {
 #define HK_CU_TENSOR_MAP_L2_PROMOTION_L2_256B 3
 #define HK_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE 0
 
+/* Programmatic dependent launch (PDL). Layouts and values from CUDA 13.0's cuda.h (checked
+ * with sizeof/offsetof against it on 2026-12-01; tests/unit/gpu_backend_test.c compares them
+ * again whenever the build finds a cuda.h). Stream launches: cuLaunchKernelEx with one
+ * CUlaunchAttribute, id CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, value
+ * programmaticStreamSerializationAllowed = 1. */
+#define HK_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION 6
+/* CUlaunchAttributeValue: a union padded to 64 bytes (char pad[64]) whose members include
+ * pointers (CUevent), hence pointer-aligned; hkc sets only the int below. */
+typedef union hk_cu_launch_attribute_value {
+  char pad[64];
+  int programmaticStreamSerializationAllowed;
+  void *align_; /* the union's alignment, as cuda.h's pointer members give it */
+} hk_cu_launch_attribute_value_t;
+/* CUlaunchAttribute: id (CUlaunchAttributeID, a C enum), padding to 8 bytes
+ * (char pad[8 - sizeof(CUlaunchAttributeID)]), value: 72 bytes on 64-bit hosts. */
+typedef struct hk_cu_launch_attribute {
+  int id;
+  char pad[4];
+  hk_cu_launch_attribute_value_t value;
+} hk_cu_launch_attribute_t;
+/* CUlaunchConfig: 56 bytes on 64-bit hosts (hStream at 32, attrs at 40, numAttrs at 48). */
+typedef struct hk_cu_launch_config {
+  unsigned int gridDimX, gridDimY, gridDimZ;
+  unsigned int blockDimX, blockDimY, blockDimZ;
+  unsigned int sharedMemBytes;
+  hk_cu_stream_t hStream;
+  hk_cu_launch_attribute_t *attrs;
+  unsigned int numAttrs;
+} hk_cu_launch_config_t;
+/* Graph edges (cuGraphAddDependencies_v2, CUDA 12.3+): CUgraphEdgeData, 8 bytes. A
+ * programmatic edge leaves the upstream kernel node from its programmatic port (it fires
+ * when every block of the upstream kernel has triggered launch_dependents or exited) and has
+ * type CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC; to_port must be 0, reserved zero. Both ends
+ * must be kernel nodes. */
+#define HK_CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC 1
+#define HK_CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC 1
+typedef struct hk_cu_graph_edge_data {
+  unsigned char from_port;
+  unsigned char to_port;
+  unsigned char type;
+  unsigned char reserved[5];
+} hk_cu_graph_edge_data_t;
+_Static_assert(sizeof(hk_cu_graph_edge_data_t) == 8, "CUgraphEdgeData is 8 bytes");
+_Static_assert(sizeof(hk_cu_launch_attribute_value_t) == 64, "CUlaunchAttributeValue is 64 bytes");
+_Static_assert(offsetof(hk_cu_launch_attribute_t, value) == 8, "CUlaunchAttribute.value follows 8 bytes");
+
 /* X(member, symbol, alternative symbol or NULL, required, return type, parameters) */
 #define HK_CUDA_SYMBOLS(X)                                                                                     \
   X(cuInit, "cuInit", NULL, true, hk_cu_result_t, (unsigned int flags))                                             \
@@ -148,7 +194,13 @@ typedef struct hk_cu_tensor_map {
   X(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", NULL, false, hk_cu_result_t,                       \
     (hk_cu_tensor_map_t * tensorMap, int dataType, uint32_t rank, void *globalAddress,                    \
      const uint64_t *globalDim, const uint64_t *globalStrides, const uint32_t *boxDim,                    \
-     const uint32_t *elementStrides, int interleave, int swizzle, int l2Promotion, int oobFill))
+     const uint32_t *elementStrides, int interleave, int swizzle, int l2Promotion, int oobFill))           \
+  /* programmatic dependent launch: optional; without them PDL launches go the ordinary way */          \
+  X(cuLaunchKernelEx, "cuLaunchKernelEx", NULL, false, hk_cu_result_t,                                   \
+    (const hk_cu_launch_config_t *config, hk_cu_function_t f, void **params, void **extra))               \
+  X(cuGraphAddDependencies_v2, "cuGraphAddDependencies_v2", NULL, false, hk_cu_result_t,                 \
+    (hk_cu_graph_t graph, const hk_cu_graph_node_t *from, const hk_cu_graph_node_t *to,                   \
+     const hk_cu_graph_edge_data_t *edgeData, size_t numDependencies))
 
 #define HK_GPU_SYMBOL_MEMBER(member, symbol, alt, required, ret, params) ret(*member) params;
 typedef struct hk_cuda_symbols {

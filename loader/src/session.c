@@ -153,6 +153,10 @@ HK_API const char *hk_session_launch_mode(const hk_session_t *s, const char **ou
   return b->graph ? "graph" : "stream";
 }
 
+HK_API uint32_t hk_session_pdl_count(const hk_session_t *s) {
+  return s ? s->buckets[s->last_built]->backend->pdl_count : 0; /* create built one */
+}
+
 HK_API uint32_t hk_session_tensor_count(const hk_session_t *s) { return s ? s->app_count : 0; }
 
 HK_API hk_status_t hk_session_tensor_info(const hk_session_t *s, uint32_t index, hk_tensor_info_t *out_info) {
@@ -351,6 +355,7 @@ static void bucket_fill_launches(const hk_session_t *s, hk_bucket_t *b, const hk
     l->arg_count = n->arg_count;
     l->deps = v->deps + n->dep_first; /* graph-local, earlier nodes: verified */
     l->dep_count = n->dep_count;
+    l->pdl = (n->flags & HK_NODE_FLAG_PDL) && !s->options.no_pdl; /* CUDA targets only: verified */
     for (uint32_t i = 0; i < n->arg_count; i++, next++) {
       const hk_arg_rec_t *ar = &v->args[n->arg_first + i];
       hk_arg_slot_t *slot = &b->arg_slots[next];
@@ -511,6 +516,13 @@ fail:
 /* ---- create ---------------------------------------------------------------------------------- */
 /* Whether the caller's struct_size covers field `f` of hk_session_options_t. */
 #define OPTION_SET(size, f) ((size) >= offsetof(hk_session_options_t, f) + sizeof(((hk_session_options_t *)0)->f))
+/* sizeof the layout that ended with host_threads: a caller built against it passes this as
+ * struct_size, with undefined tail padding, so every later field must start at or after it. */
+#define OPTIONS_SIZE_HOST_THREADS                                                                   \
+  ((offsetof(hk_session_options_t, host_threads) + sizeof(uint32_t) + _Alignof(hk_session_options_t) - 1) / \
+   _Alignof(hk_session_options_t) * _Alignof(hk_session_options_t))
+_Static_assert(offsetof(hk_session_options_t, no_pdl) >= OPTIONS_SIZE_HOST_THREADS,
+               "no_pdl must lie past the end of the previous hk_session_options_t layout");
 
 /* Copies the fields of *in that its struct_size covers into *out and gives the others
  * their defaults (hkrt.h: struct_size 0 is the first layout, batch/target/device), then
@@ -528,11 +540,13 @@ static hk_status_t options_read(const hk_session_options_t *in, hk_session_optio
   out->device = in->device;
   if (OPTION_SET(size, launch_mode)) out->launch_mode = in->launch_mode;
   if (OPTION_SET(size, host_threads)) out->host_threads = in->host_threads;
+  if (OPTION_SET(size, no_pdl)) out->no_pdl = in->no_pdl; /* reserved0 is never read */
   HK_FAIL_IF(out->device < 0, HK_STATUS_INVALID_ARGUMENT, "device ordinal %d is negative", out->device);
   HK_FAIL_IF(out->launch_mode != HK_LAUNCH_MODE_AUTO && out->launch_mode != HK_LAUNCH_MODE_GRAPH &&
                  out->launch_mode != HK_LAUNCH_MODE_STREAM,
              HK_STATUS_INVALID_ARGUMENT, "launch_mode %d is not one of HK_LAUNCH_MODE_AUTO, _GRAPH, _STREAM",
              (int)out->launch_mode);
+  HK_FAIL_IF(out->no_pdl > 1, HK_STATUS_INVALID_ARGUMENT, "no_pdl %u is not 0 or 1", out->no_pdl);
   return HK_OK;
 }
 

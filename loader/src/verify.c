@@ -4,9 +4,10 @@
  * Order: magic, endian tag, major version, header fields, header checksum, file size,
  * section table bounds + checksum, each section (alignment, bounds, order/overlap,
  * flags, checksum), required sections, record sizes and counts, then every record:
- * string refs, enums, index ranges, shapes, TMA tensor map arguments (format 1.2), placements,
- * code frame sizes, and the optional PLAN section's size, flags and reserved fields. The first
- * problem found is reported as CORRUPT (or UNSUPPORTED_VERSION) with what and where.
+ * string refs, enums, index ranges, shapes, node flags and TMA tensor map arguments (format
+ * 1.2), placements, code frame sizes, and the optional PLAN section's size, flags and reserved
+ * fields. The first problem found is reported as CORRUPT (or UNSUPPORTED_VERSION) with what
+ * and where.
  * No allocation: the view points into the caller's bytes.
  */
 #include <stdio.h>
@@ -418,7 +419,11 @@ static hk_status_t verify_node(const hk_pack_view_t *v, const hk_graph_rec_t *g,
           hk_pack_string(v, r->name));
   CHECK(t->kind != HK_TARGET_HOST || (r->grid[1] == 1 && r->grid[2] == 1),
         "node %u (%s): host launches use grid.y = grid.z = 1", n, hk_pack_string(v, r->name));
-  CHECK(r->reserved0 == 0, "node %u: reserved field is not zero", n);
+  CHECK((r->flags & ~HK_NODE_FLAGS_KNOWN) == 0, "node %u (%s) of graph %u: unknown flags 0x%x (written by a newer hkc?)",
+        n, hk_pack_string(v, r->name), gi, r->flags & ~HK_NODE_FLAGS_KNOWN);
+  CHECK(!(r->flags & HK_NODE_FLAG_PDL) || t->kind == HK_TARGET_CUDA,
+        "node %u (%s) of graph %u: flagged for programmatic dependent launch (PDL) in a graph of target %s, which is "
+        "not a CUDA target", n, hk_pack_string(v, r->name), gi, hk_pack_string(v, t->name));
   CHECK(r->arg_count <= HK_MAX_ARGS_PER_NODE, "node %u: %u args exceed the limit %u", n, r->arg_count,
         HK_MAX_ARGS_PER_NODE);
   HK_RETURN_IF_ERROR(check_range(r->arg_first, r->arg_count, v->arg_count, "node", n, "ARGS"));

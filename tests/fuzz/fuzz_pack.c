@@ -4,8 +4,8 @@
  * Each input is opened twice: as given (exercises the magic/version/size/checksum
  * checks), then as a copy whose file_size and checksums the harness fixes up, so the
  * mutated records reach verify's deeper checks (ranges, indices, enums, shapes).
- * When a pack opens, every accessor and every record of the verified view (the optional
- * PLAN section's records included) is walked,
+ * When a pack opens, every accessor and every record of the verified view (node flags and
+ * the optional PLAN section's records included) is walked,
  * and code sections are decompressed (small ones only), so ASan proves that what
  * verify accepted is safe to read. Code objects are never loaded: that would run
  * fuzzed machine code.
@@ -52,6 +52,9 @@ static void walk(hk_pack_t *pack) {
     for (uint32_t j = 0; j < gr->node_count; j++) {
       const hk_node_rec_t *n = &v->nodes[gr->node_first + j];
       sink += strlen(hk_pack_string(v, n->name)) + v->kernels[n->kernel].op;
+      if ((n->flags & ~HK_NODE_FLAGS_KNOWN) ||
+          ((n->flags & HK_NODE_FLAG_PDL) && v->targets[gr->target].kind != HK_TARGET_CUDA))
+        abort(); /* verified: known flags only, PDL on CUDA targets */
       for (uint32_t a = 0; a < n->arg_count; a++) {
         const hk_arg_rec_t *arg = &v->args[n->arg_first + a];
         if (arg->kind == HK_ARG_TENSOR) sink += v->tensors[arg->value].rank;

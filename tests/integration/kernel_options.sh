@@ -4,7 +4,8 @@
 #   - a forced configuration changes the kernel's recorded config (cfg=..., src=option), its
 #     name, and the provenance; the documented HKC_* variable maps onto the same option;
 #   - an illegal configuration (the variant's tuning rules) and a bad value are clear errors
-#     and write no file.
+#     and write no file;
+#   - the build option --no-pdl is recorded (pdl=off) and changes nothing else on the host.
 # GPU kernels compile with nvrtc (no GPU needed); without nvrtc only the host part runs.
 set -euo pipefail
 : "${HKC:?}" "${HK_SOURCE_DIR:?}"
@@ -38,6 +39,19 @@ set -e
 "$HKC" build --help > "$work/help.txt" # (no pipe into grep -q: SIGPIPE under pipefail)
 grep -q "gemm_ws_cfg (HKC_GEMM_WS_CFG)" "$work/help.txt" && ok "--help lists the options and their variables" || bad "--help"
 
+# ---- --no-pdl (a build option beside the kernel options): provenance pdl=off only when given;
+# host launches are never marked for programmatic dependent launch ------------------------------
+"$HKC" build "$spec" --target host -q --no-pdl -o "$work/h2.hkpack"
+"$HKC" inspect "$work/h2.hkpack" > "$work/h2.txt"
+grep -qx "  pdl=off" "$work/h2.txt" && ! grep -q "pdl=" "$work/h0.txt" && ok "--no-pdl: provenance pdl=off, absent otherwise" \
+  || bad "--no-pdl provenance"
+diff <(grep -vx "  pdl=off" "$work/h2.txt" | tail -n +2) <(tail -n +2 "$work/h0.txt") >/dev/null \
+  && ok "--no-pdl: host pack otherwise the same" || bad "--no-pdl changed the host pack"
+grep -q "\] pdl$" "$work/h0.txt" && bad "a host launch is marked pdl" || ok "no host launch marked pdl"
+grep -q -- "--no-pdl" "$work/help.txt" && ok "build --help lists --no-pdl" || bad "build --help lacks --no-pdl"
+"$HKC" run "$work/h0.hkpack" --runs 1 --warmup 0 --no-pdl > "$work/run.txt" 2>&1 && ! grep -q "programmatic" "$work/run.txt" \
+  && ok "run --no-pdl" || { bad "run --no-pdl"; cat "$work/run.txt"; }
+
 # ---- sm_90a (nvrtc): the kernel's configuration and name ---------------------------------------
 if ! "$HKC" build "$spec" --target sm_90a -q --tune default -o "$work/g0.hkpack" 2>"$work/g0.err"; then
   if grep -q "need nvrtc" "$work/g0.err"; then echo "skip sm_90a part: $(cat "$work/g0.err")"; exit $fail; fi
@@ -54,6 +68,8 @@ grep -qx "  kernel_options=gemm_ws_cfg=bn=128,st=4,p=0" "$work/g1.txt" && ok "pr
 grep -E "^  hk_gemm_bf16_bias_a8_t[0-9a-f]{8} .*kernel=gemm_wgmma cfg=bm=128,bn=256,st=4 src=option$" "$work/g2.txt" >/dev/null \
   && grep -qx "  kernel_options=gemm_ws=off" "$work/g2.txt" && ok "HKC_GEMM_WS=0 maps to gemm_ws=off" \
   || { bad "HKC_GEMM_WS=0"; grep -E "hk_gemm|kernel_options" "$work/g2.txt"; }
+# no variant waits with griddepcontrol yet (variant_gemm_nv.c, HKC_GEMM_TMA_PDL): nothing marked
+grep -q "\] pdl$" "$work/g0.txt" && bad "an sm_90a launch is marked pdl" || ok "no sm_90a launch marked pdl (yet)"
 set +e
 msg=$("$HKC" build "$spec" --target sm_90a --kernel-option gemm_ws_cfg=256,12,1 -o "$work/bad3.hkpack" 2>&1); rc=$?
 set -e

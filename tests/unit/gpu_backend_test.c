@@ -285,6 +285,15 @@ static void test_image_check(void **ts) {
 #define FAKE_CTX ((uintptr_t)0x500)
 #define FAKE_EVENT(i) ((uintptr_t)0x900 + (uintptr_t)(i))
 
+/* One cuLaunchKernelEx call as the fake driver saw it. */
+typedef struct fake_ex {
+  unsigned grid[3], block[3], shared, num_attrs;
+  void *stream;
+  int attr_id, attr_value;
+  bool attr_rest_zero; /* the attribute's padding and the value's other 60 bytes */
+  void *arg0;          /* value of the first (tensor) argument */
+} fake_ex_t;
+
 static struct {
   /* knobs */
   int device_count, major, minor;  /* CUDA: compute capability */
@@ -335,6 +344,16 @@ static struct {
   int tmap_arg;
   const void *tmap_param; /* the parameter pointer */
   uint8_t tmap_bytes[128];  /* the 128 bytes it pointed at */
+  /* programmatic dependent launch (CUDA): cuLaunchKernelEx's calls (each also a kernel
+   * launch above, launched_ex[i] set) and cuGraphAddDependencies_v2's edges */
+  int ex_launches;
+  bool launched_ex[FAKE_MAX_NODES];
+  fake_ex_t ex[FAKE_MAX_NODES];
+  int fail_add_deps, add_deps_calls, n_edges;
+  struct {
+    int from, to;
+    hk_cu_graph_edge_data_t data;
+  } edges[FAKE_MAX_NODES];
 } F;
 
 static const char *fake_kernels[] = {"hk_test_addc", "hk_test_mul"};
@@ -546,6 +565,30 @@ static hk_cu_result_t f_cuLaunchKernel(hk_cu_function_t f, unsigned gx, unsigned
   (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared;
   return extra ? 1 : dev_launch(U(f), params, stream);
 }
+/* Records the configuration and its one attribute, then launches like cuLaunchKernel. */
+static hk_cu_result_t f_cuLaunchKernelEx(const hk_cu_launch_config_t *c, hk_cu_function_t f, void **params,
+                                         void **extra) {
+  if (extra || !c || (c->numAttrs && !c->attrs)) return 1;
+  if (F.ex_launches < FAKE_MAX_NODES) {
+    fake_ex_t *e = &F.ex[F.ex_launches];
+    e->grid[0] = c->gridDimX, e->grid[1] = c->gridDimY, e->grid[2] = c->gridDimZ;
+    e->block[0] = c->blockDimX, e->block[1] = c->blockDimY, e->block[2] = c->blockDimZ;
+    e->shared = c->sharedMemBytes;
+    e->stream = c->hStream;
+    e->num_attrs = c->numAttrs;
+    e->arg0 = *(void **)params[0];
+    if (c->numAttrs) {
+      const hk_cu_launch_attribute_t *a = &c->attrs[0];
+      e->attr_id = a->id;
+      e->attr_value = a->value.programmaticStreamSerializationAllowed;
+      e->attr_rest_zero = a->pad[0] == 0 && a->pad[1] == 0 && a->pad[2] == 0 && a->pad[3] == 0;
+      for (size_t i = sizeof(int); i < sizeof a->value.pad; i++) e->attr_rest_zero &= a->value.pad[i] == 0;
+    }
+  }
+  F.ex_launches++;
+  if (F.kernel_launches < FAKE_MAX_NODES) F.launched_ex[F.kernel_launches] = true;
+  return dev_launch(U(f), params, c->hStream);
+}
 static hk_cu_result_t f_cuStreamSynchronize(hk_cu_stream_t s) { (void)s; F.stream_syncs++; return 0; }
 static hk_cu_result_t f_cuGetErrorName(hk_cu_result_t r, const char **s) {
   switch (r) {
@@ -584,6 +627,26 @@ static hk_cu_result_t f_cuGraphAddKernelNode(hk_cu_graph_node_t *node, hk_cu_gra
                        p->extra == NULL);
   *node = (hk_cu_graph_node_t)h;
   return r;
+}
+/* Records each edge (graph-local node indices and its data) and adds it to the downstream
+ * node's dependencies, as cuGraphAddKernelNode's would be. */
+static hk_cu_result_t f_cuGraphAddDependencies_v2(hk_cu_graph_t g, const hk_cu_graph_node_t *from,
+                                                  const hk_cu_graph_node_t *to, const hk_cu_graph_edge_data_t *data,
+                                                  size_t n) {
+  F.add_deps_calls++;
+  if (F.fail_add_deps) return F.fail_add_deps;
+  if (U(g) != FAKE_GRAPH || !from || !to || !data) return 1;
+  for (size_t i = 0; i < n; i++) {
+    int a = (int)(U(from[i]) - FAKE_NODE(0)), b = (int)(U(to[i]) - FAKE_NODE(0));
+    if (a < 0 || a >= F.node_count || b < 0 || b >= F.node_count || a >= b || F.nodes[b].ndeps == 4 ||
+        F.n_edges == FAKE_MAX_NODES)
+      return 1;
+    F.edges[F.n_edges].from = a;
+    F.edges[F.n_edges].to = b;
+    F.edges[F.n_edges++].data = data[i];
+    F.nodes[b].deps[F.nodes[b].ndeps++] = a;
+  }
+  return 0;
 }
 static hk_cu_result_t f_cuGraphInstantiateWithFlags(hk_cu_graph_exec_t *e, hk_cu_graph_t g, unsigned long long flags) {
   uintptr_t h = 0;
@@ -945,6 +1008,7 @@ static void graph_session(void **ts, const vendor_t *v) {
   assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_OK);
   assert_string_equal(hk_session_target(s), v->target);
   assert_launch_mode(s, "graph", NULL);
+  assert_int_equal(hk_session_pdl_count(s), 0); /* no launch is marked PDL */
   if (v->cuda) assert_int_equal(F.retains, 1);
   assert_int_equal(F.loads, 2); /* two distinct code ranges */
   assert_int_equal(F.allocs, 1); /* the workspace */
@@ -1459,6 +1523,217 @@ static void test_fake_cuda_tmap_no_encoder(void **ts) {
   assert_int_equal(F.graph_creates, 0);
 }
 
+/* ---- programmatic dependent launch (CUDA) -------------------------------------------------------
+ * The fixture's sm_90 launch 1 (mul, after add) marked PDL (with `first_too`, launch 0 as
+ * well), with a geometry of its own so that cuLaunchKernelEx's configuration is checked field
+ * by field: grid [blocks, 3, 2], block [32, 2, 1], 4096 bytes of dynamic shared memory. `ex`
+ * and `edges` give the fake driver cuLaunchKernelEx and cuGraphAddDependencies_v2. */
+#define PDL_BLOCKS(batch) (((batch) * FX_COLS + FX_BLOCK - 1) / FX_BLOCK)
+
+static hk_pack_t *open_pdl_pack(state_t *st, bool ex, bool edges, bool first_too) {
+  install_fake_cuda();
+  if (ex) g_cu_table.cuLaunchKernelEx = f_cuLaunchKernelEx;
+  if (edges) g_cu_table.cuGraphAddDependencies_v2 = f_cuGraphAddDependencies_v2;
+  hk_cuda_override_symbols(&g_cu_table);
+  fx_add_pdl(&st->fx, 1);
+  if (first_too) fx_add_pdl(&st->fx, 0);
+  for (int g = 0; g < st->fx.spec.n_batch; g++) {
+    hkc_launch_t *l = &st->fx.launches_cuda[g][1];
+    l->grid[1] = 3;
+    l->grid[2] = 2;
+    l->block[0] = 32;
+    l->block[1] = 2;
+    l->shared_bytes = 4096;
+  }
+  st->targets[0].graphs = st->fx.graphs_cuda; /* the sm_90 target, copied by setup */
+  return open_pack(st, 0, 1);
+}
+
+/* Creates a batch-2 session with `options`, binds it and runs it once on `stream`. */
+static hk_session_t *pdl_session(hk_pack_t *pack, const hk_session_options_t *options, bufs_t *b, void *stream) {
+  hk_session_t *s = NULL;
+  assert_int_equal(hk_session_create(pack, options, &s), HK_OK);
+  bind_all(s, 2, b);
+  assert_int_equal(hk_session_run(s, stream), HK_OK);
+  return s;
+}
+
+static void close_session(hk_session_t *s, bufs_t *b) {
+  free_all(s, b);
+  hk_session_destroy(s);
+}
+
+/* Graph mode: the PDL launch goes in without dependencies, then its edge from add with
+ * programmatic edge data; add (no dependencies) gets no edge even when marked. */
+static void test_fake_cuda_pdl_graph(void **ts) {
+  state_t *st = *ts;
+  hk_pack_t *pack = open_pdl_pack(st, true, true, false);
+  bufs_t b;
+  hk_session_t *s = pdl_session(pack, HK_TEST_OPTIONS(.batch = 2), &b, NULL);
+  assert_launch_mode(s, "graph", NULL);
+  assert_int_equal(hk_session_pdl_count(s), 1);
+  assert_int_equal(F.node_count, 2);
+  assert_int_equal(F.nodes[0].ndeps, 0);
+  assert_int_equal(F.add_deps_calls, 1);
+  assert_int_equal(F.n_edges, 1);
+  assert_int_equal(F.edges[0].from, 0);
+  assert_int_equal(F.edges[0].to, 1);
+  assert_int_equal(F.edges[0].data.from_port, HK_CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC);
+  assert_int_equal(F.edges[0].data.to_port, 0);
+  assert_int_equal(F.edges[0].data.type, HK_CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC);
+  static const unsigned char zero[5] = {0};
+  assert_memory_equal(F.edges[0].data.reserved, zero, sizeof zero);
+  assert_int_equal(F.nodes[1].ndeps, 1); /* only through the programmatic edge */
+  assert_int_equal(F.nodes[1].deps[0], 0);
+  assert_int_equal(F.graph_launches, 1);
+  assert_int_equal(F.kernel_launches, 0);
+  assert_int_equal(F.ex_launches, 0);
+  assert_int_equal(F.set_params, 2);
+  assert_ptr_equal(F.nodes[0].arg0, b.x);
+  close_session(s, &b);
+  assert_int_equal(F.frees, F.allocs);
+
+  pack = open_pdl_pack(st, true, true, true);
+  s = pdl_session(pack, HK_TEST_OPTIONS(.batch = 2), &b, NULL);
+  assert_int_equal(hk_session_pdl_count(s), 1);
+  assert_int_equal(F.add_deps_calls, 1);
+  assert_int_equal(F.n_edges, 1);
+  assert_int_equal(F.nodes[0].ndeps, 0);
+  close_session(s, &b);
+}
+
+/* Stream launches: the PDL launch through cuLaunchKernelEx with programmatic stream
+ * serialization and its own configuration, the other through cuLaunchKernel; a run's
+ * first launch goes the ordinary way even when marked. */
+static void test_fake_cuda_pdl_stream(void **ts) {
+  state_t *st = *ts;
+  hk_pack_t *pack = open_pdl_pack(st, true, true, false);
+  void *stream = (void *)(uintptr_t)0x777;
+  bufs_t b;
+  hk_session_t *s = pdl_session(pack, HK_TEST_OPTIONS(.batch = 2, .launch_mode = HK_LAUNCH_MODE_STREAM), &b, stream);
+  assert_launch_mode(s, "stream", NULL);
+  assert_int_equal(hk_session_pdl_count(s), 1);
+  assert_int_equal(F.graph_creates, 0);
+  assert_int_equal(F.kernel_launches, 2);
+  assert_true(F.launched[0] == FAKE_FN(0) && !F.launched_ex[0]);
+  assert_true(F.launched[1] == FAKE_FN(1) && F.launched_ex[1]);
+  assert_int_equal(F.ex_launches, 1);
+  const fake_ex_t *e = &F.ex[0];
+  assert_int_equal(e->grid[0], PDL_BLOCKS(2));
+  assert_int_equal(e->grid[1], 3);
+  assert_int_equal(e->grid[2], 2);
+  assert_true(e->block[0] == 32 && e->block[1] == 2 && e->block[2] == 1);
+  assert_int_equal(e->shared, 4096);
+  assert_ptr_equal(e->stream, stream);
+  assert_int_equal(e->num_attrs, 1);
+  assert_int_equal(e->attr_id, HK_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+  assert_int_equal(e->attr_value, 1);
+  assert_true(e->attr_rest_zero);
+  assert_ptr_equal(e->arg0, hk_session_debug_arena(s)); /* mul reads t, placed at 0 in the workspace */
+  assert_ptr_equal(F.launched_arg0[0], b.x);
+  assert_int_equal(hk_session_run(s, stream), HK_OK); /* every run */
+  assert_int_equal(F.ex_launches, 2);
+  assert_true(!F.launched_ex[2] && F.launched_ex[3]);
+  close_session(s, &b);
+
+  pack = open_pdl_pack(st, true, true, true);
+  s = pdl_session(pack, HK_TEST_OPTIONS(.batch = 2, .launch_mode = HK_LAUNCH_MODE_STREAM), &b, NULL);
+  assert_int_equal(hk_session_pdl_count(s), 1);
+  assert_true(!F.launched_ex[0] && F.launched_ex[1]); /* add: the run's first launch */
+  close_session(s, &b);
+}
+
+/* Drivers without the calls launch everything the ordinary way, and it still runs:
+ * neither call; only cuLaunchKernelEx (CUDA 12.0 to 12.2); only programmatic edges. */
+static void test_fake_cuda_pdl_old_driver(void **ts) {
+  state_t *st = *ts;
+  for (int variant = 0; variant < 3; variant++) {
+    const bool ex = variant == 1, edges = variant == 2;
+    hk_pack_t *pack = open_pdl_pack(st, ex, edges, false);
+    bufs_t b;
+    hk_session_t *s = pdl_session(pack, HK_TEST_OPTIONS(.batch = 2), &b, NULL);
+    assert_launch_mode(s, "graph", NULL);
+    assert_int_equal(hk_session_pdl_count(s), edges ? 1 : 0);
+    assert_int_equal(F.add_deps_calls, edges ? 1 : 0);
+    assert_int_equal(F.nodes[1].ndeps, 1); /* a plain edge when not programmatic */
+    assert_int_equal(F.nodes[1].deps[0], 0);
+    assert_int_equal(F.graph_launches, 1);
+    close_session(s, &b);
+
+    s = pdl_session(pack, HK_TEST_OPTIONS(.batch = 2, .launch_mode = HK_LAUNCH_MODE_STREAM), &b, NULL);
+    assert_int_equal(hk_session_pdl_count(s), ex ? 1 : 0);
+    assert_int_equal(F.kernel_launches, 2);
+    assert_int_equal(F.ex_launches, ex ? 1 : 0);
+    assert_true(F.launched[1] == FAKE_FN(1) && F.launched_ex[1] == ex);
+    close_session(s, &b);
+  }
+}
+
+/* Session option no_pdl: plain edges and launches although the driver has both calls. */
+static void test_fake_cuda_pdl_option_off(void **ts) {
+  state_t *st = *ts;
+  hk_pack_t *pack = open_pdl_pack(st, true, true, true);
+  bufs_t b;
+  hk_session_t *s = pdl_session(pack, HK_TEST_OPTIONS(.batch = 2, .no_pdl = 1), &b, NULL);
+  assert_launch_mode(s, "graph", NULL);
+  assert_int_equal(hk_session_pdl_count(s), 0);
+  assert_int_equal(F.add_deps_calls, 0);
+  assert_int_equal(F.nodes[1].ndeps, 1);
+  close_session(s, &b);
+  s = pdl_session(pack, HK_TEST_OPTIONS(.batch = 2, .launch_mode = HK_LAUNCH_MODE_STREAM, .no_pdl = 1), &b, NULL);
+  assert_int_equal(hk_session_pdl_count(s), 0);
+  assert_int_equal(F.kernel_launches, 2);
+  assert_int_equal(F.ex_launches, 0);
+  close_session(s, &b);
+}
+
+/* hk_session_profile times each launch alone: never through cuLaunchKernelEx (the stream
+ * session's one normal run before it is the only programmatic launch). */
+static void test_fake_cuda_pdl_profile(void **ts) {
+  state_t *st = *ts;
+  hk_pack_t *pack = open_pdl_pack(st, true, true, false);
+  cuda_add_events();
+  double us[2];
+  for (int stream_mode = 0; stream_mode < 2; stream_mode++) {
+    hk_session_t *s = NULL;
+    assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .launch_mode = stream_mode ?
+                                                             HK_LAUNCH_MODE_STREAM : HK_LAUNCH_MODE_AUTO), &s),
+                     HK_OK);
+    assert_int_equal(hk_session_pdl_count(s), 1);
+    bufs_t b;
+    bind_all(s, 2, &b);
+    const int launches = F.kernel_launches, ex = F.ex_launches;
+    assert_int_equal(hk_session_profile(s, NULL, 4, us), HK_OK);
+    const int normal = stream_mode ? 2 : 0; /* the run before the passes */
+    assert_int_equal(F.kernel_launches - launches, normal + 2 * 5);
+    assert_int_equal(F.ex_launches - ex, stream_mode ? 1 : 0);
+    for (int i = launches + normal; i < F.kernel_launches && i < FAKE_MAX_NODES; i++) assert_false(F.launched_ex[i]);
+    assert_true(fabs(us[0] - 2.0) < 1e-3 && fabs(us[1] - 4.0) < 1e-3);
+    close_session(s, &b);
+  }
+}
+
+/* A driver that refuses the programmatic edge: auto mode falls back to stream launches with
+ * the driver's reason (and launches programmatically there); graph mode is an error. */
+static void test_fake_cuda_pdl_edge_error(void **ts) {
+  state_t *st = *ts;
+  hk_pack_t *pack = open_pdl_pack(st, true, true, false);
+  F.fail_add_deps = FAKE_UNKNOWN;
+  bufs_t b;
+  hk_session_t *s = pdl_session(pack, HK_TEST_OPTIONS(.batch = 2), &b, NULL);
+  assert_launch_mode(s, "stream", "cuGraphAddDependencies_v2 failed: CUDA_ERROR_UNKNOWN (unknown error)");
+  assert_int_equal(hk_session_pdl_count(s), 1);
+  assert_int_equal(F.graph_destroys, F.graph_creates); /* nothing of the graph left */
+  assert_int_equal(F.ex_launches, 1);
+  close_session(s, &b);
+  s = NULL;
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .launch_mode = HK_LAUNCH_MODE_GRAPH), &s),
+                   HK_STATUS_DRIVER);
+  assert_null(s);
+  assert_contains(hk_last_error(), "graph launch mode asked for, but the graph cannot be built: ");
+  assert_contains(hk_last_error(), "cuGraphAddDependencies_v2 failed");
+}
+
 /* ---- (d) a real device ------------------------------------------------------------------------- */
 static void test_real_cuda_device(void **ts) {
   (void)ts;
@@ -1494,6 +1769,12 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_fake_cuda_tmap_graph, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fake_cuda_tmap_stream_padded, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fake_cuda_tmap_no_encoder, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fake_cuda_pdl_graph, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fake_cuda_pdl_stream, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fake_cuda_pdl_old_driver, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fake_cuda_pdl_option_off, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fake_cuda_pdl_profile, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fake_cuda_pdl_edge_error, setup, teardown),
       cmocka_unit_test_setup_teardown(test_real_cuda_device, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

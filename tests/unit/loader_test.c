@@ -299,6 +299,19 @@ static void test_session_options(void **ts) {
                    HK_STATUS_INVALID_ARGUMENT);
   assert_non_null(strstr(hk_last_error(), "newer hkrt.h"));
   assert_null(s);
+  /* no_pdl: 0 or 1; not read from a caller whose struct ends before it (the layout that
+   * ended with host_threads, whose tail padding lies where reserved0 is now) */
+  assert_int_equal(hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 2, .no_pdl = 2), &s),
+                   HK_STATUS_INVALID_ARGUMENT);
+  assert_non_null(strstr(hk_last_error(), "no_pdl 2 is not 0 or 1"));
+  const uint32_t before_pdl = (uint32_t)offsetof(hk_session_options_t, no_pdl);
+  assert_true(before_pdl >= offsetof(hk_session_options_t, host_threads) + sizeof(uint32_t));
+  assert_int_equal(hk_session_create(st->pack, &(hk_session_options_t){.struct_size = before_pdl, .batch = 2,
+                                                                      .reserved0 = 0xdead, .no_pdl = 7}, &s), HK_OK);
+  assert_int_equal(hk_session_pdl_count(s), 0); /* the host target */
+  hk_session_destroy(s);
+  assert_int_equal(hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 2, .no_pdl = 1), &s), HK_OK);
+  hk_session_destroy(s);
 
   for (uint32_t threads = 1; threads <= 3; threads += 2) {
     assert_int_equal(hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 8, .host_threads = threads,
@@ -896,6 +909,7 @@ static void test_null_objects(void **ts) {
   assert_string_equal(hk_session_launch_mode(NULL, &reason), "");
   assert_string_equal(reason, "");
   assert_string_equal(hk_session_launch_mode(NULL, NULL), "");
+  assert_int_equal(hk_session_pdl_count(NULL), 0);
   assert_int_equal(hk_session_tensor_count(NULL), 0);
   hk_tensor_info_t info;
   EXPECT_NULL_REFUSED(hk_session_tensor_info(NULL, 0, &info));

@@ -7,7 +7,8 @@
  * at batch sizes 2 and 8 (fx_set_batches: others, up to FX_MAX_GRAPHS), for the host
  * target of this machine and (optionally) a fake "sm_90" target whose code is arbitrary
  * bytes; fx_add_plan adds cost figures (a PLAN section), fx_add_tmap TMA tensor map
- * arguments to the sm_90 launches.
+ * arguments to the sm_90 launches, fx_add_pdl marks sm_90 launches for programmatic
+ * dependent launch.
  */
 #ifndef HK_PACK_FIXTURE_H
 #define HK_PACK_FIXTURE_H
@@ -60,7 +61,8 @@ typedef struct fx {
   int fused[FX_MAX_GRAPHS][2];
   hkc_target_out_t targets[2];
   hkc_pack_in_t in;
-  /* fx_add_tmap: the sm_90 target's own launches and graphs (the host's stay as they are) */
+  /* fx_add_tmap, fx_add_pdl: the sm_90 target's own launches and graphs (the host's stay as
+   * they are) */
   hkc_launch_t launches_cuda[FX_MAX_GRAPHS][2];
   hkc_graph_out_t graphs_cuda[FX_MAX_GRAPHS];
 } fx_t;
@@ -204,22 +206,35 @@ static inline void fx_set_batches(fx_t *fx, const int64_t *batches, int n) {
   for (int t = 0; t < 2; t++) fx->targets[t].n_graphs = (size_t)n;
 }
 
-/* Appends a TMA tensor map argument (HK_ARG_TMAP, `value` = hk_tmap_pack(...)) to launch
- * `launch` of every graph of the sm_90 target, which gets its own copy of the graphs the
- * first time (the host target's launches stay without it). Call after fx_set_batches. */
-static inline void fx_add_tmap(fx_t *fx, int launch, uint64_t value) {
-  if (fx->targets[1].graphs != fx->graphs_cuda) {
-    for (int g = 0; g < fx->spec.n_batch; g++) {
-      memcpy(fx->launches_cuda[g], fx->launches[g], sizeof fx->launches[g]);
-      fx->graphs_cuda[g] = fx->graphs[g];
-      fx->graphs_cuda[g].launches = fx->launches_cuda[g];
-    }
-    fx->targets[1].graphs = fx->graphs_cuda;
+/* Gives the sm_90 target its own copy of the graphs (once), so that its launches can differ
+ * from the host's. Call after fx_set_batches. */
+static inline void fx_own_cuda_graphs(fx_t *fx) {
+  if (fx->targets[1].graphs == fx->graphs_cuda) return;
+  for (int g = 0; g < fx->spec.n_batch; g++) {
+    memcpy(fx->launches_cuda[g], fx->launches[g], sizeof fx->launches[g]);
+    fx->graphs_cuda[g] = fx->graphs[g];
+    fx->graphs_cuda[g].launches = fx->launches_cuda[g];
   }
+  fx->targets[1].graphs = fx->graphs_cuda;
+}
+
+/* Appends a TMA tensor map argument (HK_ARG_TMAP, `value` = hk_tmap_pack(...)) to launch
+ * `launch` of every graph of the sm_90 target (the host target's launches stay without it).
+ * Call after fx_set_batches. */
+static inline void fx_add_tmap(fx_t *fx, int launch, uint64_t value) {
+  fx_own_cuda_graphs(fx);
   for (int g = 0; g < fx->spec.n_batch; g++) {
     hkc_launch_t *l = &fx->launches_cuda[g][launch];
     l->args[l->n_args++] = (hkc_arg_t){HK_ARG_TMAP, (int64_t)value, 0};
   }
+}
+
+/* Marks launch `launch` of every graph of the sm_90 target for programmatic dependent
+ * launch (HK_NODE_FLAG_PDL; the host target's launches stay without it). Call after
+ * fx_set_batches. */
+static inline void fx_add_pdl(fx_t *fx, int launch) {
+  fx_own_cuda_graphs(fx);
+  for (int g = 0; g < fx->spec.n_batch; g++) fx->launches_cuda[g][launch].pdl = 1;
 }
 
 /* Compiles fx_kernel_source into a shared object in memory (malloc'd). 0 / -1. */

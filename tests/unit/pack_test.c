@@ -829,6 +829,108 @@ static void test_tmap_writer_rejects(void **ts) {
   assert_null(data);
 }
 
+/* ---- node flags: programmatic dependent launch (format 1.2) ------------------------------- */
+/* Launch 1 (mul, after add) of the sm_90 target is marked PDL; the host's are not. */
+static uint8_t *write_with_pdl(state_t *st, size_t *out_size) {
+  fx_add_pdl(&st->fx, 1);
+  void *data;
+  if (hkc_pack_write_memory(&st->fx.in, &data, out_size) != 0) fail_msg("writing: %s", st->diag);
+  return data;
+}
+
+/* hkc's writer -> libhkrt's reader: the flag on the marked sm_90 nodes only; hkc inspect
+ * shows it on their lines. */
+static void test_pdl_roundtrip(void **ts) {
+  state_t *st = *ts;
+  size_t size;
+  uint8_t *buf = write_with_pdl(st, &size);
+  hk_pack_t *pack;
+  assert_int_equal(hk_pack_open_memory(buf, size, NULL, &pack), HK_OK);
+  const hk_pack_view_t *v = hk_pack_view(pack);
+  assert_int_equal(v->header->version_minor, 2);
+  int flagged = 0;
+  for (uint32_t g = 0; g < v->graph_count; g++) {
+    const hk_graph_rec_t *gr = &v->graphs[g];
+    int cuda = v->targets[gr->target].kind == HK_TARGET_CUDA;
+    const hk_node_rec_t *n0 = &v->nodes[gr->node_first], *n1 = n0 + 1;
+    assert_int_equal(n0->flags, 0);
+    assert_int_equal(n1->flags, cuda ? HK_NODE_FLAG_PDL : 0);
+    assert_int_equal(n1->dep_count, 1); /* the flag changes nothing else */
+    flagged += cuda;
+  }
+  assert_int_equal(flagged, 2); /* sm_90 at batch 2 and 8 */
+  hk_pack_destroy(pack);
+  /* Only the node records differ from the pack without the flag. */
+  for (uint32_t i = 0; i < hdr(buf)->section_count; i++) {
+    const hk_section_t *a = fx_section(buf, i), *b = fx_section(st->pack, i);
+    assert_int_equal(a->size, b->size);
+    if (a->kind != HK_SECTION_NODES) assert_memory_equal(buf + a->offset, st->pack + b->offset, (size_t)a->size);
+  }
+  free(buf);
+
+  char *dir = hk_test_tmpdir();
+  char path[4200];
+  snprintf(path, sizeof path, "%s/pdl.hkpack", dir);
+  assert_int_equal(hkc_pack_write(&st->fx.in, path), 0);
+  char *text = NULL;
+  size_t text_size = 0;
+  FILE *out = open_memstream(&text, &text_size);
+  assert_int_equal(hkc_inspect(path, out), 0);
+  fclose(out);
+  const char *cuda = strstr(text, "graph sm_90, batch 2");
+  assert_non_null(cuda);
+  const char *mul = strstr(cuda, "#1   mul");
+  if (!mul) fail_msg("no sm_90 mul line in:\n%s", text);
+  const char *eol = strchr(mul, '\n');
+  const size_t tail = strlen("after [0] pdl");
+  if ((size_t)(eol - mul) < tail || memcmp(eol - tail, "after [0] pdl", tail) != 0)
+    fail_msg("the sm_90 mul line does not end with \"after [0] pdl\": %.*s", (int)(eol - mul), mul);
+  /* one pdl per sm_90 graph, none under the host's graphs (which come first) */
+  int count = 0;
+  for (const char *p = text; (p = strstr(p, "] pdl\n")) != NULL; p++, count++) assert_true(p > cuda);
+  assert_int_equal(count, 2);
+  free(text);
+  unlink(path);
+  rmdir(dir);
+  free(dir);
+}
+
+/* The NODES records of graph 2 (sm_90, batch 2): nodes 4 and 5; host graph 0: nodes 0 and 1. */
+static void p_pdl_unknown_bit(uint8_t *b, size_t n) { nod(b)[5].flags = HK_NODE_FLAG_PDL | 0x4; }
+static void p_pdl_high_bit(uint8_t *b, size_t n) { nod(b)[4].flags = 0x80000000u; }
+static void p_pdl_host(uint8_t *b, size_t n) { nod(b)[1].flags = HK_NODE_FLAG_PDL; }
+static void p_pdl_first(uint8_t *b, size_t n) { nod(b)[4].flags = HK_NODE_FLAG_PDL; } /* no deps: allowed */
+static void p_pdl_clear(uint8_t *b, size_t n) { nod(b)[5].flags = 0; } /* a zero reserved field, as before */
+
+/* FORMAT.md's node flag rules: unknown bits and PDL outside CUDA targets are refused. */
+static void test_pdl_corrupt(void **ts) {
+  state_t *st = *ts;
+  size_t size;
+  uint8_t *buf = write_with_pdl(st, &size);
+#define PDL_PATCHED(fn, code, needle) expect_patched_in(buf, size, fn, code, needle, __LINE__)
+  PDL_PATCHED(p_pdl_unknown_bit, HK_STATUS_CORRUPT, "node 5 (mul) of graph 2: unknown flags 0x4 (written by a newer "
+                                                    "hkc?)");
+  PDL_PATCHED(p_pdl_high_bit, HK_STATUS_CORRUPT, "node 4 (add) of graph 2: unknown flags 0x80000000");
+  PDL_PATCHED(p_pdl_host, HK_STATUS_CORRUPT, "node 1 (mul) of graph 0: flagged for programmatic dependent launch "
+                                             "(PDL) in a graph of target " FX_HOST ", which is not a CUDA target");
+  PDL_PATCHED(p_pdl_first, HK_OK, NULL);
+  PDL_PATCHED(p_pdl_clear, HK_OK, NULL);
+#undef PDL_PATCHED
+  free(buf);
+}
+
+/* The writer refuses the flag where the loader would. */
+static void test_pdl_writer_rejects(void **ts) {
+  state_t *st = *ts;
+  void *data = NULL;
+  size_t n;
+  st->fx.launches[1][1].pdl = 1; /* the host target's graph for batch 8 */
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &n), -1);
+  assert_non_null(strstr(st->diag, "cannot write the artifact: target " FX_HOST " batch 8 launch 1 is marked for "
+                                   "programmatic dependent launch, which the format allows on CUDA targets only"));
+  assert_null(data);
+}
+
 static void test_open_arguments(void **ts) {
   state_t *st = *ts;
   hk_pack_t *pack = (hk_pack_t *)1;
@@ -894,6 +996,19 @@ static int write_corpus(const char *dir) {
     fclose(f);
   }
   free(data);
+  /* node flags (format 1.2): PDL on the sm_90 mul launches (with their tensor maps), and an
+   * unknown flag bit the harness' checksum fix-up turns into a record error */
+  fx_add_pdl(&st->fx, 1);
+  if (hkc_pack_write_memory(&st->fx.in, &data, &size) != 0) return 1;
+  for (int bad = 0; bad < 2; bad++) {
+    if (bad) nod(data)[5].flags |= 0x4; /* checksum left stale */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, bad ? "pdl_flag_unknown" : "valid_pdl");
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, size, f) != size) return 1;
+    fclose(f);
+  }
+  free(data);
   teardown((void **)&st);
   return 0;
 }
@@ -919,6 +1034,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_tmap_corrupt, setup, teardown),
       cmocka_unit_test_setup_teardown(test_tmap_writer_rejects, setup, teardown),
       cmocka_unit_test_setup_teardown(test_older_minor, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pdl_roundtrip, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pdl_corrupt, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pdl_writer_rejects, setup, teardown),
       cmocka_unit_test_setup_teardown(test_open_arguments, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

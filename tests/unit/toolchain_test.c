@@ -1,8 +1,9 @@
 /* The toolchain table (compiler/rtc/toolchain.h): every target name of the GPU target table
  * and "host" find their toolchain, unknown names fail with a message that lists the known
- * ones, every entry is complete, and a small kernel compiles (and disassembles) through each
- * toolchain installed here, called only through the table. A missing toolchain or
- * disassembler skips its test, saying why. */
+ * ones, every entry is complete, only nvrtc marks launches for programmatic dependent launch
+ * (and only for variants whose kernels wait), and a small kernel compiles (and
+ * disassembles) through each toolchain installed here, called only through the table. A
+ * missing toolchain or disassembler skips its test, saying why. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <cmocka.h>
 
 #include "test_util.h"
+#include "variant.h"
 
 /* ---- lookups ------------------------------------------------------------------------------ */
 static void test_every_target_finds_its_toolchain(void **state) {
@@ -98,6 +100,47 @@ static void test_entries_are_complete(void **state) {
   assert_string_equal(hkc_toolchain_nvrtc.name, "nvrtc");
   assert_string_equal(hkc_toolchain_hiprtc.spill_memory, "scratch");
   assert_string_equal(hkc_toolchain_nvrtc.spill_memory, "local");
+}
+
+/* ---- programmatic dependent launch ------------------------------------------------------------
+ * Only nvrtc marks launches (launch_pdl); a launch is marked exactly when its variant says
+ * so, on CUDA targets only; and a variant may say so only when its source contains
+ * griddepcontrol.wait (necessary, not sufficient: a marked kernel that does not wait before
+ * touching its predecessors' data races with them; the device harness checks the numbers). */
+static void test_launch_pdl(void **state) {
+  assert_null(hkc_toolchain_host.launch_pdl);
+  assert_null(hkc_toolchain_hiprtc.launch_pdl);
+  assert_ptr_equal(hkc_toolchain_nvrtc.launch_pdl, hkc_gpu_launch_pdl);
+  for (const hkc_variant_t *const *v = hkc_variant_list(); *v; v++) {
+    if (!(*v)->pdl) continue;
+    assert_false((*v)->host);
+    size_t size = 0;
+    const char *text = (*v)->template_path ? hkc_template((*v)->template_path, &size) : NULL;
+    int waits = text && strstr(text, "griddepcontrol.wait"); /* in the template or a header before it */
+    for (const char *const *inc = (*v)->includes; inc && *inc && !waits; inc++)
+      waits = (text = hkc_template(*inc, &size)) != NULL && strstr(text, "griddepcontrol.wait");
+    if (!waits)
+      fail_msg("variant %s has pdl = 1, but neither its template %s nor its includes contain griddepcontrol.wait",
+               (*v)->name, (*v)->template_path ? (*v)->template_path : "(none)");
+  }
+  size_t n;
+  const hkc_gpu_arch_t *list = hkc_gpu_arch_list(&n);
+  int tma = 0;
+  for (size_t i = 0; i < n; i++) {
+    for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++) {
+      hkc_kernel_key_t key = {.op = HK_OP_GEMM, .dtype = (hk_dtype_t)dt, .trans_b = 1, .align = 8};
+      for (int named = 0; named < 2; named++) {
+        if (named) snprintf(key.variant, sizeof key.variant, "gemm_tma"); /* as a tuned key names it */
+        const hkc_variant_t *v = hkc_variant_for(&list[i], &key);
+        assert_non_null(v);
+        tma += strcmp(v->name, "gemm_tma") == 0;
+        assert_int_equal(hkc_gpu_launch_pdl(&list[i], &key), list[i].kind == HK_TARGET_CUDA && v->pdl);
+      }
+    }
+  }
+  assert_true(tma > 0); /* sm_90a's TMA GEMM was among them */
+  hkc_kernel_key_t relu = {.op = HK_OP_RELU, .dtype = HK_DTYPE_F32};
+  assert_int_equal(hkc_gpu_launch_pdl(NULL, &relu), 0); /* the host */
 }
 
 /* ---- a kernel through each toolchain ---------------------------------------------------------- */
@@ -224,6 +267,7 @@ int main(void) {
       cmocka_unit_test(test_every_target_finds_its_toolchain),
       cmocka_unit_test(test_unknown_names_fail_clearly),
       cmocka_unit_test(test_entries_are_complete),
+      cmocka_unit_test(test_launch_pdl),
       PER_TOOLCHAIN(test_compile),
       PER_TOOLCHAIN(test_compile_error),
       PER_TOOLCHAIN(test_disassemble),

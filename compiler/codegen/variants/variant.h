@@ -5,7 +5,8 @@
  * A variant serves some kernel keys on some targets (e.g. a wgmma GEMM for f16/bf16 with
  * align 8 on sm_90a). A GPU variant names its template and the tile-library headers that go
  * before it, writes its own macros (tile sizes, threads: what the tuner will choose), and
- * computes its launch (and, optionally, extra launch arguments such as TMA tensor maps).
+ * computes its launch (and, optionally, extra launch arguments such as TMA tensor maps, and
+ * whether its launches may be programmatic dependents: pdl).
  * hkc_variant_for() returns the first variant in the registry
  * (registry.c) that serves the target and accepts the key. Each target's part of the
  * registry ends with its portable entries, which accept every valid key of their ops: the
@@ -49,6 +50,17 @@ typedef struct hkc_variant {
    * writer and the loader check tensor maps against the format's rules (FORMAT.md, ARGS). */
   uint32_t (*launch_args)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_arg_t *args, uint32_t n_args,
                           uint32_t max_args);
+  /* CUDA variants: 1 when the kernel executes griddepcontrol.wait before it reads or writes
+   * anything an earlier launch touches, in every block (a launch must not finish before its
+   * predecessors: the planner's dependencies leave out implied edges), and may execute
+   * griddepcontrol.launch_dependents: its launches are marked HK_NODE_FLAG_PDL (programmatic
+   * dependent launch, FORMAT.md), so libhkrt may start it while the kernels it depends on are
+   * finishing. Before the wait the kernel may only read what no launch writes (params, e.g.
+   * weights) and its own arguments, and write nothing; a wrong 1 is a data race. 0 (the
+   * default): launched the ordinary way.
+   * codegen.h's hkc_gpu_launch_pdl reads it (0 on other vendors); `hkc build --no-pdl`
+   * ignores it. */
+  int pdl;
   /* Tuning (codegen.h's hkc_tile_cfg_t; tune/ chooses; both NULL for a variant without
    * parameters). tune_space writes the legal configurations for key on arch (shared memory /
    * LDS, threads, registers within the arch's limits; this variant's default first) and

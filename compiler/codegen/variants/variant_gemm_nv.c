@@ -592,6 +592,10 @@ static uint32_t tma_launch_args(const hkc_gpu_arch_t *arch, const hkc_kernel_key
   return n_args;
 }
 
+/* Programmatic dependent launch of gemm_tma's launches (variant.h, pdl). 1 once
+ * templates/gpu/gemm_tma.hip waits with griddepcontrol. */
+#define HKC_GEMM_TMA_PDL 0
+
 const hkc_variant_t hkc_variant_gemm_tma = {
     .name = "gemm_tma",
     .template_path = "gpu/gemm_tma.hip",
@@ -600,6 +604,7 @@ const hkc_variant_t hkc_variant_gemm_tma = {
     .defines = tma_defines,
     .launch = tma_launch,
     .launch_args = tma_launch_args,
+    .pdl = HKC_GEMM_TMA_PDL,
     .tune_space = tma_tune_space,
     .tune_parse = tma_tune_parse,
     .params = k_tma_names,

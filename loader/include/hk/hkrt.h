@@ -139,6 +139,18 @@ typedef struct hk_session_options {
                                 one included (1: the calling thread alone; at most
                                 HK_HOST_MAX_THREADS are used);
                                 0: the online CPUs. GPU targets ignore it */
+  uint32_t reserved0;        /* never read: the tail padding of the layout that ended with
+                                host_threads (40 bytes on 64-bit hosts), kept so that no_pdl lies
+                                past it and a caller built against that header (struct_size 40,
+                                padding bytes undefined) never has them read as no_pdl */
+  uint32_t no_pdl;           /* 0: kernels the pack marks for programmatic dependent launch (PDL,
+                                CUDA targets on Hopper and later) start while the kernels they
+                                depend on are still finishing (graph: programmatic edges, CUDA
+                                12.3+; stream launches: cuLaunchKernelEx with programmatic
+                                stream serialization, CUDA 12.0+; an older driver launches them
+                                the ordinary way); 1: every kernel launches the ordinary way.
+                                Other values are INVALID_ARGUMENT. hk_session_pdl_count says
+                                what is in use */
 } hk_session_options_t;
 
 /* ---- status ---------------------------------------------------------------- */
@@ -182,6 +194,16 @@ HK_API const char *hk_session_target(const hk_session_t *session);
  * instantiating the graph failed, with the driver's message -- and "" when nothing fell
  * back. Both strings are borrowed from the session ("" for a NULL session). */
 HK_API const char *hk_session_launch_mode(const hk_session_t *session, const char **out_reason);
+/* Programmatic dependent launch (PDL) in the batch bucket whose state was built last: with
+ * graph replay, the programmatic edges of its graph (each from a launch to a PDL launch that
+ * depends on it); with stream launches, the launches that go to the stream as programmatic
+ * dependents of the kernel before them (every PDL launch but a run's first, which never
+ * overlaps the work queued before the run). 0 when nothing overlaps: the pack marks no launch
+ * for PDL (hkc build --no-pdl, or no kernel waits with griddepcontrol), options.no_pdl, a
+ * target other than CUDA, or a driver without the calls (cuGraphAddDependencies_v2, CUDA
+ * 12.3, for graphs; cuLaunchKernelEx, CUDA 12.0, for streams), which then launches those
+ * kernels the ordinary way (correct, without the overlap). 0 for a NULL session. */
+HK_API uint32_t hk_session_pdl_count(const hk_session_t *session);
 
 /* Application-visible tensors (inputs, outputs, params), shapes resolved for the batch. */
 HK_API uint32_t hk_session_tensor_count(const hk_session_t *session);

@@ -15,8 +15,9 @@
  * Compatibility rules: a reader accepts any file whose major version equals
  * its own and whose minor version is <= its own, or a newer minor whose extra
  * sections are all flagged HK_SECTION_FLAG_OPTIONAL. A newer minor may also add
- * argument kinds (1.2: HK_ARG_TMAP); a reader refuses a node that uses one it does not
- * know. A different major version is refused with HK_STATUS_UNSUPPORTED_VERSION.
+ * argument kinds (1.2: HK_ARG_TMAP) and node flags (1.2: HK_NODE_FLAG_PDL); a reader refuses
+ * a node that uses one it does not know. A different major version is refused with
+ * HK_STATUS_UNSUPPORTED_VERSION.
  */
 #ifndef HK_PACK_FORMAT_H
 #define HK_PACK_FORMAT_H
@@ -32,7 +33,8 @@ extern "C" {
 #define HK_PACK_MAGIC "\x89HKP\r\n\x1a\n"
 #define HK_PACK_MAGIC_SIZE 8
 #define HK_PACK_VERSION_MAJOR 1
-/* Minor versions: 1: manifest batch_policy, ops rope/ewchain, PLAN section; 2: TMAP arguments */
+/* Minor versions: 1: manifest batch_policy, ops rope/ewchain, PLAN section; 2: TMAP arguments,
+ * node flags (HK_NODE_FLAG_PDL) */
 #define HK_PACK_VERSION_MINOR 2
 #define HK_PACK_ENDIAN_TAG 0x01020304u
 #define HK_SECTION_ALIGN 64u
@@ -269,8 +271,20 @@ typedef struct hk_node_rec {
   uint32_t arg_count;
   uint32_t dep_first;   /* [first, first+count) in DEPS */
   uint32_t dep_count;
-  uint32_t reserved0;
+  uint32_t flags;       /* HK_NODE_FLAG_* (a zero reserved field before PDL: such files read as before) */
 } hk_node_rec_t;
+
+/* hk_node_rec_t.flags. Other bits must be zero (verify refuses them).
+ * HK_NODE_FLAG_PDL (CUDA targets only): programmatic dependent launch. The launch's kernel
+ * executes griddepcontrol.wait before it reads or writes anything an earlier launch touches,
+ * and does not finish before the wait returned (every block waits; DEPS lists only the edges
+ * not implied by others, so later launches rely on a launch finishing after its
+ * predecessors); it may execute griddepcontrol.launch_dependents. So it may be launched as a
+ * programmatic dependent of its predecessors: its blocks may start while they are still
+ * running. A loader may always launch it the ordinary way instead (the wait then returns at
+ * once). */
+#define HK_NODE_FLAG_PDL 0x1u
+#define HK_NODE_FLAGS_KNOWN HK_NODE_FLAG_PDL
 
 typedef struct hk_arg_rec {
   uint32_t kind;   /* hk_arg_kind_t */
