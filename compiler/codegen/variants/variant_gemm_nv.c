@@ -592,9 +592,10 @@ static uint32_t tma_launch_args(const hkc_gpu_arch_t *arch, const hkc_kernel_key
   return n_args;
 }
 
-/* Programmatic dependent launch of gemm_tma's launches (variant.h, pdl). 1 once
- * templates/gpu/gemm_tma.hip waits with griddepcontrol. */
-#define HKC_GEMM_TMA_PDL 0
+/* Programmatic dependent launch of gemm_tma's launches (variant.h, pdl): every thread of
+ * every block executes griddepcontrol.wait (hk_pdl_wait) after the prologue and before any
+ * global memory access, and triggers its dependents there (templates/gpu/gemm_tma.hip). */
+#define HKC_GEMM_TMA_PDL 1
 
 const hkc_variant_t hkc_variant_gemm_tma = {
     .name = "gemm_tma",
