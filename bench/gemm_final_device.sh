@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The GEMM issue's closing measurements, one device call (build-dev carried, prepared by
+# tests/device/prepare.sh, `python3 bench/gemm_bars.py prepare` and bench/peers_prepare.sh
+# with the tuning database): the bars (bench/gemm_bars.py run), ncu on three short GEMMs,
+# and bert_layer / llama_block against PyTorch eager and eager under a CUDA graph.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/hk-final}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+start=$(date +%s)
+budget=${DEVICE_BUDGET_S:-560}
+left() { echo $((budget - ($(date +%s) - start))); }
+rc=0
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader > "$out/gpu.txt" 2>&1
+python3 bench/gemm_bars.py run --out "$out/bars.jsonl" > "$out/bars.log" 2>&1 || rc=1
+echo "bars: $(grep -c 'NUMERICS FAIL' "$out/bars.log") numerics failures ($(( $(date +%s) - start )) s)"
+for c in small_bf16_128x768x768 small_bf16_1024x768x768 small_bf16_512x1024x4096; do
+  [ "$(left)" -gt 300 ] || break
+  timeout 60 /usr/local/cuda/bin/ncu --clock-control none --section SpeedOfLight --section Occupancy \
+    --section WarpStateStats --section SchedulerStats --section LaunchStats --launch-count 1 \
+    build-dev/hkc run "build-dev/bench/gemm/$c.hkpack" --batch 1 --runs 1 --warmup 0 > "$out/ncu_$c.txt" 2>&1 || true
+done
+echo "ncu done ($(( $(date +%s) - start )) s)"
+for part in bert llama; do
+  b=$(( ($(left) - 20) / 2 ))
+  [ "$part" = llama ] && b=$(( $(left) - 20 ))
+  [ "$b" -gt 60 ] || { echo "peers $part: SKIPPED, $(left) s left"; continue; }
+  OUT=$out PEERS_BUDGET_S=$b PEERS_DEVICE_BUILD=0 bash bench/peers_device.sh $part --systems eager,cudagraph,hkc \
+    --cold-runs 0 --no-torch-cold > "$out/peers_$part.out" 2>&1 || rc=1
+  tail -n 12 "$out/peers_$part.out"
+done
+echo "gemm_final_device: $(( $(date +%s) - start )) s, exit $rc"
+exit $rc
