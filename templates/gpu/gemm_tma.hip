@@ -379,16 +379,26 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
       }
       hk_cluster_sync();
       if (rank == 0) {
+        /* 8 remote loads in flight before their sums (one at a time, each would wait out the
+         * distributed-shared-memory latency) */
         for (unsigned r = 1; r < HK_SPLITK; r++)
 #pragma unroll
           for (int w = 0; w < HK_MW; w++)
 #pragma unroll
-            for (int i = 0; i < HK_TMA_NACC / 4; i++) {
-              const float4 v = hk_cluster_ld4(hk_smem_u32(part + (w * (HK_TMA_NACC / 4) + i) * 128 + lt), r);
-              acc[w][4 * i] += v.x;
-              acc[w][4 * i + 1] += v.y;
-              acc[w][4 * i + 2] += v.z;
-              acc[w][4 * i + 3] += v.w;
+            for (int i0 = 0; i0 < HK_TMA_NACC / 4; i0 += 8) {
+              float4 v[8];
+#pragma unroll
+              for (int i = 0; i < 8; i++)
+                if (i0 + i < HK_TMA_NACC / 4)
+                  v[i] = hk_cluster_ld4(hk_smem_u32(part + (w * (HK_TMA_NACC / 4) + i0 + i) * 128 + lt), r);
+#pragma unroll
+              for (int i = 0; i < 8; i++)
+                if (i0 + i < HK_TMA_NACC / 4) {
+                  acc[w][4 * (i0 + i)] += v[i].x;
+                  acc[w][4 * (i0 + i) + 1] += v[i].y;
+                  acc[w][4 * (i0 + i) + 2] += v[i].z;
+                  acc[w][4 * (i0 + i) + 3] += v[i].w;
+                }
             }
       }
 #endif
