@@ -43,6 +43,9 @@ for m in (128, 1024):
 for n, k in ((4096, 4096), (1024, 4096), (14336, 4096), (4096, 14336)):
     CASES.append(("small_bf16_512x%dx%d" % (n, k), "bf16", 512, n, k, "nt", ""))
 CASES.append(("epi_bf16_4096x4096x4096", "bf16", 4096, 4096, 4096, "nn", "bias_gelu_res"))
+# SwiGLU as one dual gemm (fusion auto on sm_90a) against cuBLAS gate + cuBLAS up + silu * mul
+CASES.append(("swiglu_bf16_4096x14336x4096", "bf16", 4096, 14336, 4096, "nn", "swiglu"))
+CASES.append(("swiglu_bf16_77x776x1000", "bf16", 77, 776, 1000, "nt", "swiglu"))
 # Odd shapes (numerics first: tails in M, N and K, one row, tiles that do not divide)
 for m, n, k in ((1, 768, 768), (77, 776, 1000), (1000, 1000, 1000), (129, 264, 4104), (3000, 5000, 136)):
     for layout in ("nn", "nt"):
@@ -52,8 +55,14 @@ CASES.append(("odd_f16_77x776x1000_epi", "f16", 77, 776, 1000, "nn", "bias_gelu_
 
 def spec_text(name, dt, m, n, k, layout, epi):
     w = "[%d, %d]" % ((n, k) if layout == "nt" else (k, n))
+    tb = "trans_b: true, " if layout == "nt" else ""
     lines = ["hkc: 1", "name: %s" % name, "dtype: %s" % dt, "batch_sizes: [1]"]
-    if epi:
+    if epi == "swiglu":
+        lines += ["inputs: {x: [%d, %d]}" % (m, k), "params: {wg: %s, wu: %s}" % (w, w), "graph:",
+                  "  - {name: gate, op: gemm, in: [x, wg], %sact: silu, out: g}" % tb,
+                  "  - {name: up, op: gemm, in: [x, wu], %sout: u}" % tb,
+                  "  - {name: swiglu, op: mul, in: [g, u], out: y}"]
+    elif epi:
         lines += ["inputs: {x: [%d, %d], r: [%d, %d]}" % (m, k, m, n), "params: {w: %s, b: [%d]}" % (w, n), "graph:",
                   "  - {name: g, op: gemm, in: [x, w], %sbias: b, act: gelu, residual: r, out: y}"
                   % ("trans_b: true, " if layout == "nt" else "")]
@@ -76,9 +85,12 @@ def prepare(args):
         with open(yaml_path, "w") as f:
             f.write(spec_text(*case))
         builds = [("", [])] + [("@" + c, ["--kernel-option", "gemm_tma_cfg=" + c]) for c in configs]
+        if case[6] == "swiglu":  # today's form for comparison: with sm_90 in the pack, fusion keeps gate * up
+            builds.append(("@nodual", ["--target", "sm_90a,sm_90"]))
         for tag, extra in builds:
             out = os.path.join(DIR, case[0] + tag + ".hkpack")
-            cmd = [hkc, "build", yaml_path, "--target", "sm_90a", "-q", "-o", out] + args.build_flags.split() + extra
+            target = [] if "--target" in extra else ["--target", "sm_90a"]
+            cmd = [hkc, "build", yaml_path] + target + ["-q", "-o", out] + args.build_flags.split() + extra
             r = subprocess.run(cmd, stderr=subprocess.PIPE, text=True)
             if r.returncode != 0 and tag:  # a configuration this case's kernel cannot take (hkc says why)
                 print("skipped %s%s: %s" % (case[0], tag, r.stderr.strip().splitlines()[-1][:160]), flush=True)
@@ -105,24 +117,34 @@ def run(args):
         if not packs:
             continue
         t = dts[dt]
-        per = (m * k + k * n + m * n * (2 if epi else 1)) * 2
+        per = (m * k + k * n * (2 if epi == "swiglu" else 1) + m * n * (2 if epi else 1)) * 2
         R = max(2, min(64, math.ceil(3 * L2_BYTES / per)))
         xs = [torch.randn(m, k, device="cuda", dtype=t) for _ in range(R)]
         ws = [(torch.randn(n, k, device="cuda", dtype=t) if layout == "nt" else torch.randn(k, n, device="cuda", dtype=t))
               / math.sqrt(k) for _ in range(R)]
-        bs = [torch.randn(n, device="cuda", dtype=t) for _ in range(R)] if epi else None
-        rs = [torch.randn(m, n, device="cuda", dtype=t) for _ in range(R)] if epi else None
+        w2s = [(torch.randn(n, k, device="cuda", dtype=t) if layout == "nt" else torch.randn(k, n, device="cuda", dtype=t))
+               / math.sqrt(k) for _ in range(R)] if epi == "swiglu" else None
+        bs = [torch.randn(n, device="cuda", dtype=t) for _ in range(R)] if epi == "bias_gelu_res" else None
+        rs = [torch.randn(m, n, device="cuda", dtype=t) for _ in range(R)] if epi == "bias_gelu_res" else None
         ys = [torch.empty(m, n, device="cuda", dtype=t) for _ in range(R)]
 
+        def prod(x, w):
+            return F.linear(x, w) if layout == "nt" else torch.matmul(x, w)
+
         def peer(i):
-            y = F.linear(xs[i], ws[i]) if layout == "nt" else torch.matmul(xs[i], ws[i])
+            if epi == "swiglu":
+                return F.silu(prod(xs[i], ws[i])) * prod(xs[i], w2s[i])
+            y = prod(xs[i], ws[i])
             if epi:
                 y = F.gelu(y + bs[i]) + rs[i]
             return y
 
         def ref(i):
-            w = ws[i].double().t() if layout == "nt" else ws[i].double()
-            y = xs[i].double() @ w
+            def p64(w):
+                return xs[i].double() @ (w.double().t() if layout == "nt" else w.double())
+            if epi == "swiglu":
+                return F.silu(p64(ws[i])) * p64(w2s[i])
+            y = p64(ws[i])
             if epi:
                 y = F.gelu(y + bs[i].double()) + rs[i].double()
             return y
@@ -139,8 +161,12 @@ def run(args):
             try:
                 def bind(i):
                     s.bind("x", xs[i])
-                    s.bind("w", ws[i])
                     s.bind("y", ys[i])
+                    if epi == "swiglu":
+                        s.bind("wg", ws[i])
+                        s.bind("wu", w2s[i])
+                        return
+                    s.bind("w", ws[i])
                     if epi:
                         s.bind("b", bs[i])
                         s.bind("r", rs[i])
@@ -157,7 +183,7 @@ def run(args):
                 hk_us = capture_time(torch, hk, R, args.reps)
             finally:
                 s.close()
-            flops = 2.0 * m * n * k
+            flops = 2.0 * m * n * k * (2 if epi == "swiglu" else 1)
             row = {"case": name, "pack": tag, "dtype": dt, "M": m, "N": n, "K": k, "layout": layout, "epilogue": epi,
                    "hkc_us": hk_us, "torch_us": torch_us, "ratio": torch_us / hk_us, "hkc_tflops": flops / hk_us / 1e6,
                    "torch_tflops": flops / torch_us / 1e6, "err": err, "torch_err": torch_err, "ok": ok, "R": R}
@@ -167,7 +193,7 @@ def run(args):
             if out:
                 out.write(json.dumps(row) + "\n")
                 out.flush()
-        del xs, ws, ys, bs, rs
+        del xs, ws, ys, bs, rs, w2s
         torch.cuda.empty_cache()
 
 

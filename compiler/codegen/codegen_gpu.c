@@ -130,6 +130,7 @@ char *hkc_codegen_gpu(const hkc_gpu_arch_t *arch, const hkc_kernel_out_t *kernel
             key->has_bias ? 1 : 0, key->has_residual ? 1 : 0);
   hkc_sb_printf(&sb, "#define HK_HAS_MUL %d\n#define HK_HAS_ADD %d\n#define HK_HAS_SUM %d\n", key->has_mul ? 1 : 0,
                 key->has_add ? 1 : 0, key->has_sum ? 1 : 0);
+  hkc_sb_printf(&sb, "#define HK_DUAL %d\n", key->dual ? 1 : 0);
   if (key->op == HK_OP_EWCHAIN && sb_ewchain(&sb, kernel) != 0) {
     free(sb.data);
     return NULL;

@@ -177,6 +177,7 @@ static int emit_instance(hkc_strbuf_t *sb, const hkc_kernel_out_t *k, const char
   hkc_sb_printf(sb, "#define HK_HAS_BIAS %d\n", key->has_bias ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_HAS_RESIDUAL %d\n", key->has_residual ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_HAS_MUL %d\n", key->has_mul ? 1 : 0);
+  hkc_sb_printf(sb, "#define HK_DUAL %d\n", key->dual ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_HAS_ADD %d\n", key->has_add ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_HAS_SUM %d\n", key->has_add && key->has_sum ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_BINOP(x, y) ((x) %c (y))\n", key->op == HK_OP_MUL ? '*' : '+');

@@ -106,7 +106,8 @@ static int collect_kernels(const hkc_spec_t *spec, target_plan_t *plan, hkc_tune
       snprintf(ko->params, sizeof ko->params, "op=%s dtype=%s%s%s%s%s%s%s%s%s%s%s", hkc_op_name(key->op),
                hkc_dtype_name(key->dtype), key->op == HK_OP_GEMM ? " act=" : "",
                key->op == HK_OP_GEMM ? hkc_act_name(key->act) : "", key->has_bias ? " bias" : "",
-               key->has_mul ? " mul" : "", key->has_residual ? " residual" : "", key->trans_b ? " trans_b" : "",
+               key->dual ? " dual" : key->has_mul ? " mul" : "", key->has_residual ? " residual" : "",
+               key->trans_b ? " trans_b" : "",
                key->has_add ? " add" : "", key->has_sum ? " sum" : "", key->program[0] ? " program=" : "",
                key->program);
       ko->wave_size = 1;
@@ -482,11 +483,6 @@ int hkc_build(const hkc_build_options_t *options) {
   hkc_cost_t unfused[HK_MAX_BATCH_BUCKETS];
   const uint32_t unfused_nodes = (uint32_t)spec->n_nodes;
   unfused_costs(spec, unfused);
-  /* ---- fusion: everything below sees the fused spec ---- */
-  if (hkc_fuse(spec, options->fusion) != 0) {
-    hkc_spec_destroy(spec);
-    return -1;
-  }
   target_plan_t *plans = NULL;
   size_t n_plans = 0;
   hkc_target_out_t *outs = NULL;
@@ -503,6 +499,14 @@ int hkc_build(const hkc_build_options_t *options) {
   if (!tuner) goto fail;
   hkc_tuner_set_options(tuner, options->kernel_options, options->host_threads);
   if (resolve_targets(spec, options->targets, &plans, &n_plans) != 0) goto done;
+  /* ---- fusion: everything below sees the fused spec. The dual gemm (SwiGLU) only where
+   * every target has a kernel for it that is not the simple one (sm_90a's gemm_tma; the host) */
+  for (size_t i = 0; i < n_plans; i++) {
+    const hkc_kernel_key_t dual = {.op = HK_OP_GEMM, .dtype = HK_DTYPE_BF16, .act = HK_ACT_SILU, .dual = 1, .align = 8};
+    const hkc_variant_t *v = plans[i].arch ? hkc_variant_for(plans[i].arch, &dual) : NULL;
+    if (plans[i].arch && (!v || v->portable)) spec->fusion_no_dual = 1;
+  }
+  if (hkc_fuse(spec, options->fusion) != 0) goto done;
   for (size_t i = 0; i < n_plans; i++) {
     target_plan_t *p = &plans[i];
     name_target(p);

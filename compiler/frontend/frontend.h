@@ -58,7 +58,9 @@ typedef struct hkc_node {
   char *name;
   hk_op_t op;
   hkc_loc_t loc;
-  int in[HKC_MAX_NODE_IN]; /* tensor indices; n_in used. gemm: A,B; add/mul: a,b; unary/norm/softmax/
+  int in[HKC_MAX_NODE_IN]; /* tensor indices; n_in used. gemm: A,B (a dual gemm, made by fusion only:
+                       A, B, B2 -- out = act(A @ B + bias) * (A @ B2) + residual, no mul);
+                       add/mul: a,b; unary/norm/softmax/
                        rope: x; attention: q,k,v, or one packed qkv (n_in == 1); ewchain: the
                        operands its program reads (in[0] is loaded first) */
   int n_in;
@@ -104,6 +106,8 @@ typedef struct hkc_spec {
   hkc_node_t *nodes; size_t n_nodes;         /* topological order (producers first) */
   int *outputs; size_t n_outputs;            /* tensor indices, role OUTPUT */
   hkc_fusion_mode_t fusion;
+  int fusion_no_dual;    /* set by the build: some target has no dual gemm kernel but the simple
+                            one, so auto fusion keeps SwiGLU as a gate gemm with a fused mul */
   int batch_policy;      /* hk_batch_policy_rec_t: `batch_policy: pad` (default) | exact */
   int **groups; size_t *group_sizes; size_t n_groups; /* node indices, for GROUPS */
   hkc_loc_t *group_locs;  /* where each group is written (n_groups entries), for errors */

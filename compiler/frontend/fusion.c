@@ -6,7 +6,10 @@
  *                   gelu / silu / mul nodes that follow a gemm, in that order;
  *   add + norm      norm(a + b) -> a layernorm/rmsnorm node with add_in (and sum_out when
  *                   the sum is needed elsewhere);
- *   ewchain         a chain of add, mul, relu, gelu, silu -> HK_OP_EWCHAIN and its program.
+ *   ewchain         a chain of add, mul, relu, gelu, silu -> HK_OP_EWCHAIN and its program;
+ *   dual gemm       (auto only) act(A @ Bg + bias) * (A @ Bu) + residual: a gemm whose fused
+ *                   mul is another gemm's plain product over the same A (SwiGLU's gate and
+ *                   up projections) -> one gemm node with in = {A, Bg, Bu}.
  *
  * `auto` applies them greedily in that priority (the gemm epilogue saves the most
  * traffic); explicit groups are checked member by member with the same rules, so an
@@ -262,6 +265,33 @@ static int gemm_absorb(const fuse_ctx_t *f, hkc_node_t *g, int c_slot, char *why
   return 0;
 }
 
+/* ---- dual gemm (SwiGLU) ------------------------------------------------------------------------ */
+/* Gemm slot g multiplies its activated product by `mul`; when `mul` is the plain product of
+ * another gemm u over the same A (same layout of B, no epilogue of its own, read by g
+ * alone and not a spec output), g and u become one dual gemm: in = {A, B_g, B_u},
+ * out = act(A @ B_g + bias) * (A @ B_u) + residual (frontend.h). 0 with *out and *u_slot,
+ * -1 when the pattern does not hold. */
+static int dual_build(const fuse_ctx_t *f, int g_slot, hkc_node_t *out, int *u_slot) {
+  const hkc_tensor_t *T = f->spec->tensors;
+  const hkc_node_t *g = &f->slot[g_slot];
+  if (g->n_in != 2) return -1;
+  const int u = f->producer[g->mul];
+  if (u < 0 || !f->alive[u]) return -1;
+  const hkc_node_t *up = &f->slot[u];
+  if (up->op != HK_OP_GEMM || up->n_in != 2 || up->in[0] != g->in[0] || up->trans_b != g->trans_b ||
+      up->bias != HKC_NONE || up->residual != HKC_NONE || up->mul != HKC_NONE || up->act != HK_ACT_NONE)
+    return -1;
+  if (f->reads[up->out] != 1 || T[up->out].role == HK_ROLE_OUTPUT) return -1;
+  if (!same_shape(&T[up->in[1]], &T[g->in[1]]) || T[up->in[1]].dtype != T[g->in[1]].dtype) return -1;
+  hkc_node_t d = *g;
+  d.in[2] = up->in[1];
+  d.n_in = 3;
+  d.mul = HKC_NONE;
+  *out = d;
+  *u_slot = u;
+  return 0;
+}
+
 /* ---- residual add + norm ----------------------------------------------------------------------- */
 /* Fuses add node p into norm node `nm` (which reads p's sum): 0 with *out the fused
  * node, or -1 with why. */
@@ -469,6 +499,17 @@ static int auto_fuse(fuse_ctx_t *f, int *members) {
     hkc_node_t g = f->slot[i];
     int n = grow_chain(f, (int)i, &g, gemm_absorb, members);
     if (n > 1 && commit(f, members, (size_t)n, g, f->anchor[i]) != 0) return -1;
+  }
+  /* 1b. SwiGLU: a gemm whose fused mul operand is the output of another gemm over the same
+   * A becomes one dual gemm (both products share the A tiles) */
+  for (size_t i = 0; i < f->n; i++) {
+    if (f->spec->fusion_no_dual) break;
+    if (!f->alive[i] || f->slot[i].op != HK_OP_GEMM || f->slot[i].mul == HKC_NONE) continue;
+    hkc_node_t d;
+    int u;
+    if (dual_build(f, (int)i, &d, &u) != 0) continue;
+    members[0] = u, members[1] = (int)i;
+    if (commit(f, members, 2, d, f->anchor[i]) != 0) return -1;
   }
   /* 2. residual add + norm */
   for (size_t i = 0; i < f->n; i++) {

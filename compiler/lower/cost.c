@@ -85,7 +85,8 @@ void hkc_node_cost(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_cost_
     uint64_t m = elems(spec, nd->in[0], batch) / (uint64_t)k;
     uint64_t epilogue = (uint64_t)(nd->bias != HKC_NONE) + (uint64_t)(nd->act != HK_ACT_NONE) +
                         (uint64_t)(nd->mul != HKC_NONE) + (uint64_t)(nd->residual != HKC_NONE);
-    out->flops = 2 * m * (uint64_t)n * (uint64_t)k + m * (uint64_t)n * epilogue;
+    const uint64_t products = nd->n_in == 3 ? 2 : 1; /* a dual gemm (fusion's SwiGLU): two, and their product */
+    out->flops = 2 * products * m * (uint64_t)n * (uint64_t)k + m * (uint64_t)n * (epilogue + products - 1);
     out->matrix = 1;
     break;
   }

@@ -120,6 +120,10 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
     push_i64(&l, HKC_GEMM_ARG_K, k);
     push_tensor(&l, HKC_GEMM_ARG_MUL, nd->mul);
     assert(l.n == HKC_GEMM_N_ARGS);
+    if (nd->n_in == 3) { /* dual gemm (fusion): B2 shaped like B */
+      out_key->dual = 1;
+      push_tensor(&l, HKC_GEMM_ARG_B2, nd->in[2]);
+    }
     out_key->align = align_of((int64_t[]){k, n}, 2);
     return l.n;
   }
@@ -303,7 +307,8 @@ void hkc_kernel_key_name(const hkc_kernel_key_t *key, char *out, size_t size) {
     snprintf(tune, sizeof tune, "_t%08x", (unsigned)(hkc_hash64(both, (size_t)n) & 0xffffffffu));
   }
   snprintf(out, size, "hk_%s_%s%s%s%s%s%s%s%s%s%s%s%s", op, dt, program, key->act != HK_ACT_NONE ? "_" : "",
-           key->act != HK_ACT_NONE ? act : "", key->has_bias ? "_bias" : "", key->has_mul ? "_mul" : "",
+           key->act != HK_ACT_NONE ? act : "", key->has_bias ? "_bias" : "",
+           key->dual ? "_dual" : key->has_mul ? "_mul" : "",
            key->has_residual ? "_res" : "", key->trans_b ? "_tb" : "", key->has_add ? "_add" : "",
            key->has_sum ? "_sum" : "", shape, tune);
 }
@@ -311,7 +316,7 @@ void hkc_kernel_key_name(const hkc_kernel_key_t *key, char *out, size_t size) {
 int hkc_kernel_key_equal(const hkc_kernel_key_t *a, const hkc_kernel_key_t *b) {
   int align_a = a->align > 1 ? a->align : 1, align_b = b->align > 1 ? b->align : 1;
   return a->op == b->op && a->dtype == b->dtype && a->act == b->act && !a->trans_b == !b->trans_b &&
-         !a->has_bias == !b->has_bias && !a->has_residual == !b->has_residual && !a->has_mul == !b->has_mul &&
+         !a->has_bias == !b->has_bias && !a->has_residual == !b->has_residual && !a->has_mul == !b->has_mul && !a->dual == !b->dual &&
          !a->has_add == !b->has_add && !a->has_sum == !b->has_sum &&
          strncmp(a->program, b->program, HKC_EW_PROGRAM_MAX) == 0 && align_a == align_b &&
          a->head_dim == b->head_dim && strncmp(a->variant, b->variant, HKC_TUNE_VARIANT_MAX) == 0 &&

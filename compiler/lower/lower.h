@@ -59,7 +59,9 @@ void hkc_node_cost(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_cost_
  * HKC_<OP>_N_ARGS: the number of arguments. */
 enum hkc_gemm_arg {
   HKC_GEMM_ARG_A, HKC_GEMM_ARG_B, HKC_GEMM_ARG_BIAS, HKC_GEMM_ARG_RESIDUAL, HKC_GEMM_ARG_C,
-  HKC_GEMM_ARG_M, HKC_GEMM_ARG_N, HKC_GEMM_ARG_K, HKC_GEMM_ARG_MUL, HKC_GEMM_N_ARGS
+  HKC_GEMM_ARG_M, HKC_GEMM_ARG_N, HKC_GEMM_ARG_K, HKC_GEMM_ARG_MUL, HKC_GEMM_N_ARGS,
+  HKC_GEMM_ARG_B2 = HKC_GEMM_N_ARGS, /* a dual gemm's second B (key.dual): one argument more */
+  HKC_GEMM_N_ARGS_DUAL
 };
 enum hkc_binary_arg { /* add, mul */
   HKC_BINARY_ARG_A, HKC_BINARY_ARG_B, HKC_BINARY_ARG_OUT, HKC_BINARY_ARG_N, HKC_BINARY_ARG_NA, HKC_BINARY_ARG_NB,
@@ -107,6 +109,8 @@ typedef struct hkc_kernel_key {
   hk_act_t act;
   int trans_b, has_bias, has_residual;
   int has_mul;          /* gemm: epilogue multiply (hkc_node_t.mul) */
+  int dual;             /* gemm: a dual gemm (fusion's SwiGLU form: act(A @ B + bias) * (A @ B2) +
+                           residual; B2 is argument HKC_GEMM_ARG_B2) */
   int has_add, has_sum; /* layernorm/rmsnorm: fused residual add / also store the sum */
   /* ewchain: the element-wise program, a C-identifier-safe string of steps applied to
    * v = in0[i % n0]: a<j> v += in_j, m<j> v *= in_j (operand j in 1..4, element i % n_j),

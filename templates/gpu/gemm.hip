@@ -1,9 +1,11 @@
 /* gemm: C = act(A @ B + bias) * mul + residual (DESIGN "Op semantics"; mul is the fused
  * SwiGLU gate), f32 accumulation and epilogue, one rounding to the output type at the end,
- * as templates/host/gemm.c.
+ * as templates/host/gemm.c. HK_DUAL (fusion's dual gemm): C = act(A @ B + bias) * (A @ B2)
+ * + residual -- a second pass over K with B2 in place of B.
  * Args: T A [M, K], T B [K, N] ([N, K] when HK_TRANS_B), T bias [N] or NULL,
  *       T residual [M, N] or NULL, T C [M, N], I M, I N, I K, T mul [M, N] or NULL
- *       (read only when HK_HAS_MUL; bias / residual when HK_HAS_BIAS / HK_HAS_RESIDUAL).
+ *       (read only when HK_HAS_MUL; bias / residual when HK_HAS_BIAS / HK_HAS_RESIDUAL),
+ *       and with HK_DUAL T B2 shaped like B.
  *
  * A simple shared-memory tiled FMA GEMM (matrix-core kernels come later). A block owns
  * an HK_TILE_M x HK_TILE_N tile of C; blocks are numbered row-tile-major along grid.x
@@ -24,7 +26,11 @@
 
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)
 HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK_T *C, long long M, long long N,
-        long long K, const HK_T *mul) {
+        long long K, const HK_T *mul
+#if HK_DUAL
+        , const HK_T *B2
+#endif
+        ) {
   /* +1 column: the transposing stores (A always, B when HK_TRANS_B) avoid bank conflicts */
   HK_SHARED float As[HK_TILE_K][HK_TILE_M + 1];
   HK_SHARED float Bs[HK_TILE_K][HK_TILE_N + 1];
@@ -35,6 +41,13 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
   for (long long tile = HK_BID; tile < n_tiles; tile += HK_NBLOCKS) {
     const long long m0 = tile / col_tiles * HK_TILE_M, n0 = tile % col_tiles * HK_TILE_N;
     float acc[HK_GEMM_RM][HK_GEMM_RN];
+#if HK_DUAL
+    float gate[HK_GEMM_RM][HK_GEMM_RN]; /* the first product, activated */
+    for (int pass = 0; pass < 2; pass++) {
+    const HK_T *const Bp = pass ? B2 : B;
+#else
+    const HK_T *const Bp = B;
+#endif
 #pragma unroll
     for (int i = 0; i < HK_GEMM_RM; i++)
 #pragma unroll
@@ -52,14 +65,14 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
       for (int e = HK_TID; e < HK_TILE_N * HK_TILE_K; e += HK_THREADS) {
         const int n = e / HK_TILE_K, c = e % HK_TILE_K;
         const long long gn = n0 + n, gk = k0 + c;
-        Bs[c][n] = gn < N && gk < K ? HK_LOAD(B[gn * K + gk]) : 0.0f;
+        Bs[c][n] = gn < N && gk < K ? HK_LOAD(Bp[gn * K + gk]) : 0.0f;
       }
 #else
       /* B stored [K, N]: element e = (k r, column n), read along n, stored Bs[r][n] */
       for (int e = HK_TID; e < HK_TILE_K * HK_TILE_N; e += HK_THREADS) {
         const int r = e / HK_TILE_N, n = e % HK_TILE_N;
         const long long gk = k0 + r, gn = n0 + n;
-        Bs[r][n] = gk < K && gn < N ? HK_LOAD(B[gk * N + gn]) : 0.0f;
+        Bs[r][n] = gk < K && gn < N ? HK_LOAD(Bp[gk * N + gn]) : 0.0f;
       }
 #endif
       HK_SYNC();
@@ -77,6 +90,22 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
       }
       HK_SYNC(); /* the next step overwrites As and Bs */
     }
+#if HK_DUAL
+    if (pass == 0) {
+#pragma unroll
+      for (int i = 0; i < HK_GEMM_RM; i++)
+#pragma unroll
+        for (int j = 0; j < HK_GEMM_RN; j++) {
+          float v = acc[i][j];
+#if HK_HAS_BIAS
+          const long long gn = n0 + tx + j * HK_GEMM_TX;
+          v += gn < N ? HK_LOAD(bias[gn]) : 0.0f;
+#endif
+          gate[i][j] = HK_ACT(v);
+        }
+    }
+    } /* pass */
+#endif
 
 #pragma unroll
     for (int i = 0; i < HK_GEMM_RM; i++) {
@@ -85,11 +114,15 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
       for (int j = 0; j < HK_GEMM_RN; j++) {
         const long long gn = n0 + tx + j * HK_GEMM_TX;
         if (gm < M && gn < N) {
+#if HK_DUAL
+          float v = gate[i][j] * acc[i][j];
+#else
           float v = acc[i][j];
 #if HK_HAS_BIAS
           v += HK_LOAD(bias[gn]);
 #endif
           v = HK_ACT(v);
+#endif
 #if HK_HAS_MUL
           v *= HK_LOAD(mul[gm * N + gn]);
 #endif

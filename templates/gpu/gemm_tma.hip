@@ -9,6 +9,11 @@
  * with the 128-byte swizzle. Rows and columns past the matrix arrive as zeros, so tails
  * need no masking until the epilogue.
  *
+ * HK_DUAL (fusion's dual gemm, SwiGLU): C = act(A @ B + bias) * (A @ B2) + residual, B2 a
+ * third tensor map tm_b2 (as tm_b) after tm_b and the pointer B2 after mul; each ring slot
+ * holds a B2 tile next to the B tile, each consumer a second set of accumulators, and the
+ * epilogue starts from act(acc + bias) * acc2 (hk_tma_dual_combine).
+ *
  * Schedules (HK_PINGPONG):
  *   0 cooperative: the block's tile is 128 HK_MW rows x HK_TILE_N; consumer warpgroup c
  *     owns rows [64 HK_MW c, 64 HK_MW (c + 1)) of every k tile in the ring.
@@ -50,11 +55,13 @@
 #define HK_BM_STAGE ((2 - HK_PINGPONG) * 64 * HK_MW) /* rows of A per ring slot */
 #define HK_TMA_A_STAGE (HK_BM_STAGE * 64)            /* halves */
 #define HK_TMA_B_STAGE (HK_TILE_N * 64)
+#define HK_TMA_NB (1 + HK_DUAL) /* B tiles per ring slot */
 #define HK_TMA_NACC (HK_TILE_N / 2)
 #define HK_TMA_E_FLOATS (64 * 32)
 #if HK_THREADS != 384 || (HK_MW != 1 && HK_MW != 2) || (HK_PINGPONG != 0 && HK_PINGPONG != 1) || \
     (HK_TILE_N != 64 && HK_TILE_N != 96 && HK_TILE_N != 128 && HK_TILE_N != 192 && HK_TILE_N != 256) ||        \
-    HK_MW * HK_TILE_N > 256 || HK_STAGES < 2 || (!HK_TRANS_B && HK_TILE_N % 64 != 0)
+    HK_MW * HK_TILE_N * (1 + HK_DUAL) > 256 || HK_STAGES < 2 || (!HK_TRANS_B && HK_TILE_N % 64 != 0) ||            \
+    (HK_DUAL && (HK_SPLITK > 1 || HK_CM > 1))
 #error "gemm_tma: bad tile configuration"
 #endif
 
@@ -98,6 +105,31 @@ HK_DEVICE void hk_tma_tile(int tile, int tiles_m, int tiles_n, int *m0, int *n0)
   *n0 = in_group / gsize * HK_TILE_N;
 }
 
+#if HK_DUAL
+/* acc = act(acc + bias) * acc2 over one m64 block's fragments: acc[4j + 2h + e] is column
+ * n0 + 8j + 2t + e (tile_wgmma.h's layout); columns >= N are never stored. */
+HK_DEVICE void hk_tma_dual_combine(float *acc, const float *acc2, const HK_T *bias, long long n0, long long N, int lt) {
+  const int t = lt & 3;
+  (void)bias;
+  (void)N;
+#pragma unroll
+  for (int j = 0; j < HK_TMA_NACC / 4; j++)
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      float b = 0.0f;
+#if HK_HAS_BIAS
+      const long long col = n0 + 8 * j + 2 * t + e;
+      if (col < N) b = HK_LOAD(bias[col]);
+#endif
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int i = 4 * j + 2 * h + e;
+        acc[i] = HK_ACT(acc[i] + b) * acc2[i];
+      }
+    }
+}
+#endif
+
 /* The epilogue of 64 rows (row0.. of C) x HK_TILE_N columns (n0..) from one m64 block of
  * accumulators, 32 columns per round through E (this consumer's staging tile). lt: thread
  * in the warpgroup; bar: its named barrier. */
@@ -123,7 +155,7 @@ HK_DEVICE void hk_tma_epilogue(const float *acc, float *E, long long row0, long 
       const float4 lo = odd ? y : x, hi = odd ? x : y;
       float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
       if (gm < M && gn < N) {
-#if HK_HAS_BIAS
+#if HK_HAS_BIAS && !HK_DUAL /* a dual gemm's bias and activation are in acc already */
         const uint4 bb = *(const uint4 *)(bias + gn);
         const unsigned bw[4] = {bb.x, bb.y, bb.z, bb.w};
 #pragma unroll
@@ -132,8 +164,10 @@ HK_DEVICE void hk_tma_epilogue(const float *acc, float *E, long long row0, long 
           v[2 * e + 1] += HK_LOAD((unsigned short)(bw[e] >> 16));
         }
 #endif
+#if !HK_DUAL
 #pragma unroll
         for (int e = 0; e < 8; e++) v[e] = HK_ACT(v[e]);
+#endif
 #if HK_HAS_MUL
         const uint4 mm = *(const uint4 *)(mul + gm * N + gn);
         const unsigned mw[4] = {mm.x, mm.y, mm.z, mm.w};
@@ -172,12 +206,20 @@ HK_DEVICE void hk_tma_epilogue(const float *acc, float *E, long long row0, long 
 #endif
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS) HK_TMA_CLUSTER
 HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK_T *C, long long M, long long N,
-        long long K, const HK_T *mul, const __grid_constant__ hk_tmap_t tm_a, const __grid_constant__ hk_tmap_t tm_b) {
+        long long K, const HK_T *mul,
+#if HK_DUAL
+        const HK_T *B2,
+#endif
+        const __grid_constant__ hk_tmap_t tm_a, const __grid_constant__ hk_tmap_t tm_b
+#if HK_DUAL
+        , const __grid_constant__ hk_tmap_t tm_b2
+#endif
+        ) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char hk_smem_raw[];
   unsigned short *const As = (unsigned short *)(hk_smem_raw + ((1024u - (hk_smem_u32(hk_smem_raw) & 1023u)) & 1023u));
-  unsigned short *const Bs = As + HK_STAGES * HK_TMA_A_STAGE;
-  float *const Es = (float *)(Bs + HK_STAGES * HK_TMA_B_STAGE);
+  unsigned short *const Bs = As + HK_STAGES * HK_TMA_A_STAGE; /* slot s: B tile, then (dual) the B2 tile */
+  float *const Es = (float *)(Bs + HK_STAGES * HK_TMA_NB * HK_TMA_B_STAGE);
   const unsigned bars = hk_smem_u32(Es + 2 * HK_TMA_E_FLOATS);
 #define HK_TMA_FULL(s) (bars + 8u * (unsigned)(s))
 #define HK_TMA_EMPTY(s) (bars + 8u * (unsigned)(HK_STAGES + (s)))
@@ -213,6 +255,9 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
   if (tid == 0) {
     hk_tma_prefetch_map(&tm_a);
     hk_tma_prefetch_map(&tm_b);
+#if HK_DUAL
+    hk_tma_prefetch_map(&tm_b2);
+#endif
 #pragma unroll
     for (int s = 0; s < HK_STAGES; s++) {
       hk_mbar_init(HK_TMA_FULL(s), 1u);                      /* the producer's expect_tx arrival */
@@ -246,21 +291,29 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
         for (int kt = 0; kt < k_tiles; kt++, u++) {
           const unsigned s = u % HK_STAGES, ph = (u / HK_STAGES) & 1u;
           hk_mbar_wait(HK_TMA_EMPTY(s), ph ^ 1u); /* the consumers released this slot's previous use */
-          hk_mbar_expect_tx(HK_TMA_FULL(s), (unsigned)(HK_TMA_A_STAGE + HK_TMA_B_STAGE) * 2u);
+          hk_mbar_expect_tx(HK_TMA_FULL(s), (unsigned)(HK_TMA_A_STAGE + HK_TMA_NB * HK_TMA_B_STAGE) * 2u);
           const int k0 = (kt0 + kt) * 64;
           hk_tma_load_2d(a_ring + s * (HK_TMA_A_STAGE * 2), &tm_a, k0, m0, HK_TMA_FULL(s));
 #if HK_CM > 1 && HK_TRANS_B /* rows [rank B / 2, (rank + 1) B / 2) of the B tile, to both blocks */
-          hk_tma_load_2d_mc(b_ring + s * (HK_TMA_B_STAGE * 2) + rank * (HK_TILE_N / 2) * 128, &tm_b, k0,
+          hk_tma_load_2d_mc(b_ring + s * (HK_TMA_NB * HK_TMA_B_STAGE * 2) + rank * (HK_TILE_N / 2) * 128, &tm_b, k0,
                             n0 + (int)rank * (HK_TILE_N / 2), HK_TMA_FULL(s), 3);
 #elif HK_CM > 1 /* panels rank, rank + 2, ... of the B tile, to both blocks */
           for (int p = (int)rank; p < HK_TILE_N / 64; p += 2)
-            hk_tma_load_2d_mc(b_ring + s * (HK_TMA_B_STAGE * 2) + p * 8192, &tm_b, n0 + 64 * p, k0, HK_TMA_FULL(s), 3);
+            hk_tma_load_2d_mc(b_ring + s * (HK_TMA_NB * HK_TMA_B_STAGE * 2) + p * 8192, &tm_b, n0 + 64 * p, k0, HK_TMA_FULL(s), 3);
 #elif HK_TRANS_B
-          hk_tma_load_2d(b_ring + s * (HK_TMA_B_STAGE * 2), &tm_b, k0, n0, HK_TMA_FULL(s));
+          hk_tma_load_2d(b_ring + s * (HK_TMA_NB * HK_TMA_B_STAGE * 2), &tm_b, k0, n0, HK_TMA_FULL(s));
+#if HK_DUAL
+          hk_tma_load_2d(b_ring + s * (HK_TMA_NB * HK_TMA_B_STAGE * 2) + HK_TMA_B_STAGE * 2, &tm_b2, k0, n0, HK_TMA_FULL(s));
+#endif
 #else
 #pragma unroll
-          for (int p = 0; p < HK_TILE_N / 64; p++)
-            hk_tma_load_2d(b_ring + s * (HK_TMA_B_STAGE * 2) + p * 8192, &tm_b, n0 + 64 * p, k0, HK_TMA_FULL(s));
+          for (int p = 0; p < HK_TILE_N / 64; p++) {
+            hk_tma_load_2d(b_ring + s * (HK_TMA_NB * HK_TMA_B_STAGE * 2) + p * 8192, &tm_b, n0 + 64 * p, k0, HK_TMA_FULL(s));
+#if HK_DUAL
+            hk_tma_load_2d(b_ring + s * (HK_TMA_NB * HK_TMA_B_STAGE * 2) + HK_TMA_B_STAGE * 2 + p * 8192, &tm_b2,
+                           n0 + 64 * p, k0, HK_TMA_FULL(s));
+#endif
+          }
 #endif
         }
 #if HK_SPLITK > 1
@@ -308,36 +361,59 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
       for (int w = 0; w < HK_MW; w++)
 #pragma unroll
         for (int i = 0; i < HK_TMA_NACC; i++) acc[w][i] = 0.0f; /* also the sum of an empty k range (split-K) */
+#if HK_DUAL
+      float acc2[HK_MW][HK_TMA_NACC]; /* A @ B2 */
+#pragma unroll
+      for (int w = 0; w < HK_MW; w++)
+#pragma unroll
+        for (int i = 0; i < HK_TMA_NACC; i++) acc2[w][i] = 0.0f;
+#define HK_TMA_FENCE_ACC()                                                                                             \
+  do {                                                                                                                 \
+    _Pragma("unroll") for (int w = 0; w < HK_MW; w++) _Pragma("unroll") for (int i = 0; i < HK_TMA_NACC; i++) {        \
+      HK_WGMMA_FENCE_REG(acc[w][i]);                                                                                   \
+      HK_WGMMA_FENCE_REG(acc2[w][i]);                                                                                  \
+    }                                                                                                                  \
+  } while (0)
+#else
+#define HK_TMA_FENCE_ACC()                                                                                             \
+  do {                                                                                                                 \
+    _Pragma("unroll") for (int w = 0; w < HK_MW; w++) _Pragma("unroll") for (int i = 0; i < HK_TMA_NACC; i++)          \
+        HK_WGMMA_FENCE_REG(acc[w][i]);                                                                                 \
+  } while (0)
+#endif
 
       unsigned prev = 0;
       for (int kt = 0; kt < k_tiles; kt++, u++) {
         const unsigned s = u % HK_STAGES, ph = (u / HK_STAGES) & 1u;
         hk_mbar_wait(HK_TMA_FULL(s), ph);
         const unsigned short *as = As + s * HK_TMA_A_STAGE + (HK_PINGPONG ? 0 : cw * HK_MW * 64 * 64);
-        const unsigned short *bs = Bs + s * HK_TMA_B_STAGE;
-#pragma unroll
-        for (int w = 0; w < HK_MW; w++)
-#pragma unroll
-          for (int i = 0; i < HK_TMA_NACC; i++) HK_WGMMA_FENCE_REG(acc[w][i]);
+        const unsigned short *bs = Bs + s * HK_TMA_NB * HK_TMA_B_STAGE;
+        HK_TMA_FENCE_ACC();
         hk_wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
 #if HK_TRANS_B
           const unsigned long long db = hk_wgmma_desc(bs + kk * 16, 16, 1024);
+#if HK_DUAL
+          const unsigned long long db2 = hk_wgmma_desc(bs + HK_TMA_B_STAGE + kk * 16, 16, 1024);
+#endif
 #else
           const unsigned long long db = hk_wgmma_desc(bs + kk * 16 * 64, 8192, 1024);
+#if HK_DUAL
+          const unsigned long long db2 = hk_wgmma_desc(bs + HK_TMA_B_STAGE + kk * 16 * 64, 8192, 1024);
+#endif
 #endif
 #pragma unroll
           for (int w = 0; w < HK_MW; w++) {
             const unsigned long long da = hk_wgmma_desc(as + w * 64 * 64 + kk * 16, 16, 1024);
             HK_WGMMA(acc[w], da, db, 1, HK_TRANS_B ? 0 : 1);
+#if HK_DUAL
+            HK_WGMMA(acc2[w], da, db2, 1, HK_TRANS_B ? 0 : 1); /* the B2 tile */
+#endif
           }
         }
         hk_wgmma_commit();
-#pragma unroll
-        for (int w = 0; w < HK_MW; w++)
-#pragma unroll
-          for (int i = 0; i < HK_TMA_NACC; i++) HK_WGMMA_FENCE_REG(acc[w][i]);
+        HK_TMA_FENCE_ACC();
         HK_WGMMA_WAIT(1); /* the group of k tile kt - 1 has retired: its slot may be refilled */
         if (kt > 0 && lane == 0) {
           hk_mbar_arrive(HK_TMA_EMPTY(prev));
@@ -348,10 +424,8 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
         prev = s;
       }
       HK_WGMMA_WAIT(0);
-#pragma unroll
-      for (int w = 0; w < HK_MW; w++)
-#pragma unroll
-        for (int i = 0; i < HK_TMA_NACC; i++) HK_WGMMA_FENCE_REG(acc[w][i]);
+      HK_TMA_FENCE_ACC();
+#undef HK_TMA_FENCE_ACC
       if (k_tiles > 0 && lane == 0) {
         hk_mbar_arrive(HK_TMA_EMPTY(prev));
 #if HK_CM > 1
@@ -403,6 +477,10 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
       }
 #endif
       const long long row0 = (long long)m0 + (HK_PINGPONG ? 0 : cw * HK_MW * 64);
+#if HK_DUAL
+#pragma unroll
+      for (int w = 0; w < HK_MW; w++) hk_tma_dual_combine(acc[w], acc2[w], bias, n0, N, lt);
+#endif
       if (HK_SPLITK == 1 || rank == 0) {
 #pragma unroll
         for (int w = 0; w < HK_MW; w++)

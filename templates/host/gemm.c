@@ -1,6 +1,7 @@
 /* gemm: C = act(A @ B + bias) * mul + residual (DESIGN "Op semantics"; mul is the fused
  * element-wise multiply of a SwiGLU gate), f32 accumulation and epilogue, one rounding
- * to the output type at the end.
+ * to the output type at the end. HK_DUAL (fusion's dual gemm, B2 = args[9]):
+ * C = act(A @ B + bias) * (A @ B2) + residual, the second product a second pass over K.
  * Args: T A [M, K], T B [K, N] ([N, K] when HK_TRANS_B), T bias [N] or NULL,
  *       T residual [M, N] or NULL, T C [M, N], I M, I N, I K, T mul [M, N] or NULL.
  * A block is a tile of HK_GEMM_BM rows x HK_GEMM_BN columns, numbered row-tile-major
@@ -8,7 +9,7 @@
  * B is converted to f32 once and reused by every row of the tile; the inner loop runs
  * contiguously over columns (i-k-j order); full tiles take loops with constant trip
  * counts, which -O2's cheap vectorizer cost model accepts (tails take scalar loops).
- * Stack: (BM + BK) * BN floats (48 KiB with the default sizes). */
+ * Stack: (BM + BK) * BN floats (48 KiB with the default sizes), BM * BN more with HK_DUAL. */
 HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_end) {
   const HK_T *A = (const HK_T *)hk_arg_ptr(args, 0);
   const HK_T *B = (const HK_T *)hk_arg_ptr(args, 1);
@@ -22,6 +23,10 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
   const HK_T *mul = (const HK_T *)hk_arg_ptr(args, 8);
 #endif
   HK_T *C = (HK_T *)hk_arg_ptr(args, 4);
+#if HK_DUAL
+  const HK_T *B2 = (const HK_T *)hk_arg_ptr(args, 9);
+  float gate[HK_GEMM_BM][HK_GEMM_BN]; /* the first product, activated (on the stack as acc) */
+#endif
   const int64_t M = hk_arg_i64(args, 5), N = hk_arg_i64(args, 6), K = hk_arg_i64(args, 7);
   const int64_t col_tiles = (N + HK_GEMM_BN - 1) / HK_GEMM_BN;
   const int64_t n_blocks = (M + HK_GEMM_BM - 1) / HK_GEMM_BM * col_tiles;
@@ -31,6 +36,12 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
   for (int64_t blk = block_begin; blk < (int64_t)block_end && blk < n_blocks; blk++) {
     const int64_t i0 = blk / col_tiles * HK_GEMM_BM, j0 = blk % col_tiles * HK_GEMM_BN;
     const int64_t mb = hk_min_i64(HK_GEMM_BM, M - i0), nb = hk_min_i64(HK_GEMM_BN, N - j0);
+#if HK_DUAL
+    for (int pass = 0; pass < 2; pass++) {
+    const HK_T *const Bp = pass ? B2 : B;
+#else
+    const HK_T *const Bp = B;
+#endif
     for (int64_t i = 0; i < mb; i++)
       for (int64_t j = 0; j < nb; j++) acc[i][j] = 0.0f;
 
@@ -38,7 +49,7 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
       const int64_t kb = hk_min_i64(HK_GEMM_BK, K - k0);
 #if HK_TRANS_B
       for (int64_t j = 0; j < nb; j++) {
-        const HK_T *b_row = B + (j0 + j) * K + k0;
+        const HK_T *b_row = Bp + (j0 + j) * K + k0;
         if (kb == HK_GEMM_BK)
           for (int kk = 0; kk < HK_GEMM_BK; kk++) panel[kk][j] = HK_LOAD(b_row[kk]);
         else
@@ -46,7 +57,7 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
       }
 #else
       for (int64_t kk = 0; kk < kb; kk++) {
-        const HK_T *b_row = B + (k0 + kk) * N + j0;
+        const HK_T *b_row = Bp + (k0 + kk) * N + j0;
         if (nb == HK_GEMM_BN)
           for (int j = 0; j < HK_GEMM_BN; j++) panel[kk][j] = HK_LOAD(b_row[j]);
         else
@@ -66,6 +77,18 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
         }
       }
     }
+#if HK_DUAL
+    if (pass == 0)
+      for (int64_t i = 0; i < mb; i++)
+        for (int64_t j = 0; j < nb; j++) {
+          float v = acc[i][j];
+#if HK_HAS_BIAS
+          v += HK_LOAD(bias[j0 + j]);
+#endif
+          gate[i][j] = HK_ACT(v);
+        }
+    } /* pass */
+#endif
 
     for (int64_t i = 0; i < mb; i++) {
       HK_T *c_row = C + (i0 + i) * N + j0;
@@ -76,11 +99,15 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
       const HK_T *m_row = mul + (i0 + i) * N + j0;
 #endif
       for (int64_t j = 0; j < nb; j++) {
+#if HK_DUAL
+        float v = gate[i][j] * acc[i][j];
+#else
         float v = acc[i][j];
 #if HK_HAS_BIAS
         v += HK_LOAD(bias[j0 + j]);
 #endif
         v = HK_ACT(v);
+#endif
 #if HK_HAS_MUL
         v *= HK_LOAD(m_row[j]);
 #endif

@@ -105,7 +105,7 @@ check_spec "$forms" "1 2"
 
 # The fused forms the auto build must contain (host kernel names carry no alignment).
 "$HKC" inspect "$work/fusion_forms.auto.hkpack" > "$work/forms.inspect"
-for k in hk_gemm_f16_gelu_bias_mul_res hk_gemm_f16_silu_mul hk_gemm_f16_res hk_layernorm_f16_add_sum \
+for k in hk_gemm_f16_gelu_bias_mul_res hk_gemm_f16_silu_dual "up,gate,glu" hk_gemm_f16_res hk_layernorm_f16_add_sum \
   hk_rmsnorm_f16_add hk_ewchain_f16_a1m2sm3 "g1,g1_bias,g1_act,g1_mul,g1_res"; do
   grep -q -- "$k" "$work/forms.inspect" || { echo "FAIL fusion_forms auto: no $k"; fail=1; }
 done

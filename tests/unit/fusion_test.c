@@ -138,6 +138,12 @@ static double **interpret(const hkc_spec_t *s, int64_t batch) {
           if (nd->bias != HKC_NONE) acc += v[nd->bias][c];
           acc = hk_test_act_ref(nd->act, acc);
           if (nd->mul != HKC_NONE) acc *= v[nd->mul][i * N + c];
+          if (nd->n_in == 3) { /* dual gemm: times the second product */
+            double acc2 = 0;
+            for (int64_t k = 0; k < K; k++)
+              acc2 += v[nd->in[0]][i * K + k] * (nd->trans_b ? v[nd->in[2]][c * K + k] : v[nd->in[2]][k * N + c]);
+            acc *= acc2;
+          }
           if (nd->residual != HKC_NONE) acc += v[nd->residual][i * N + c];
           y[i * N + c] = acc;
         }
@@ -335,29 +341,33 @@ static void test_auto_llama_swiglu(void **state) {
   hkc_spec_t *ref = hk_test_spec_parse(k_llama), *s = hk_test_spec_parse(k_llama);
   hk_test_spec_fuse(s, HKC_FUSION_AUTO);
   check_consistent(s);
-  assert_int_equal(s->n_nodes, 8);
-  const hkc_node_t *gate = N(s, "gate,sg,glu");
+  assert_int_equal(s->n_nodes, 7);
+  /* gate + silu + mul by up's product over the same A: one dual gemm, up's output gone */
+  const hkc_node_t *gate = N(s, "up,gate,sg,glu");
   assert_int_equal(gate->op, HK_OP_GEMM);
   assert_int_equal(gate->act, HK_ACT_SILU);
-  assert_int_equal(gate->mul, hk_test_tensor(s, "ut")); /* the other gemm's output */
+  assert_int_equal(gate->n_in, 3);
+  assert_int_equal(gate->in[0], hk_test_tensor(s, "hn"));
+  assert_int_equal(gate->in[1], hk_test_tensor(s, "wg"));
+  assert_int_equal(gate->in[2], hk_test_tensor(s, "wu"));
+  assert_int_equal(gate->mul, HKC_NONE);
   assert_int_equal(gate->out, hk_test_tensor(s, "m"));
-  assert_int_equal(N(s, "up")->op, HK_OP_GEMM);
+  assert_int_equal(hkc_tensor_find(s, "ut"), HKC_NONE);
   const hkc_node_t *o = N(s, "o,r1");
   assert_int_equal(o->residual, hk_test_tensor(s, "x"));
   assert_int_equal(o->out, hk_test_tensor(s, "h"));
   assert_int_equal(N(s, "down,r2")->residual, hk_test_tensor(s, "h"));
   assert_int_equal(N(s, "sm")->op, HK_OP_SOFTMAX);
-  /* up runs before the fused gate (it feeds its mul) */
-  assert_true(N(s, "up") < gate);
   hkc_kernel_key_t key;
   hkc_arg_t args[HKC_MAX_ARGS];
-  assert_int_equal(hkc_lower_node(s, (size_t)(gate - s->nodes), 1, &key, args), 9);
-  assert_true(key.has_mul && !key.has_bias && !key.has_residual);
-  assert_int_equal(args[8].kind, HK_ARG_TENSOR);
-  assert_int_equal(args[8].i, hk_test_tensor(s, "ut"));
+  assert_int_equal(hkc_lower_node(s, (size_t)(gate - s->nodes), 1, &key, args), HKC_GEMM_N_ARGS_DUAL);
+  assert_true(key.dual && !key.has_mul && !key.has_bias && !key.has_residual);
+  assert_int_equal(args[HKC_GEMM_ARG_MUL].kind, HK_ARG_NULL);
+  assert_int_equal(args[HKC_GEMM_ARG_B2].kind, HK_ARG_TENSOR);
+  assert_int_equal(args[HKC_GEMM_ARG_B2].i, hk_test_tensor(s, "wu"));
   char name[96];
   hkc_kernel_key_name(&key, name, sizeof name);
-  assert_string_equal(name, "hk_gemm_f16_silu_mul_a4"); /* N = 12 */
+  assert_string_equal(name, "hk_gemm_f16_silu_dual_a4"); /* N = 12 */
   expect_same_function(ref, s, 1);
   expect_same_function(ref, s, 3);
   hkc_spec_destroy(ref);

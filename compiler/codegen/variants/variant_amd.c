@@ -134,7 +134,7 @@ static int gemm_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
 }
 
 static int gemm_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
-  return amd_mfma_key(arch, key) && key->op == HK_OP_GEMM;
+  return amd_mfma_key(arch, key) && key->op == HK_OP_GEMM && !key->dual; /* dual gemms: the simple kernel */
 }
 
 static void gemm_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {

@@ -156,7 +156,7 @@ static void cfg_launch(const gemm_cfg_t *c, int threads, const hkc_arg_t *args, 
 
 /* ---- gemm_mma ---------------------------------------------------------------------------- */
 static int mma_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
-  return gemm_nv_key_ok(arch, key) && (arch->matrix == HKC_MATRIX_MMA_SYNC || arch->matrix == HKC_MATRIX_WGMMA);
+  return gemm_nv_key_ok(arch, key) && !key->dual && (arch->matrix == HKC_MATRIX_MMA_SYNC || arch->matrix == HKC_MATRIX_WGMMA);
 }
 
 static void mma_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
@@ -269,7 +269,7 @@ static int wgmma_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *
 }
 
 static int wgmma_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
-  return gemm_nv_key_ok(arch, key) && arch->matrix == HKC_MATRIX_WGMMA;
+  return gemm_nv_key_ok(arch, key) && !key->dual && arch->matrix == HKC_MATRIX_WGMMA;
 }
 
 static void wgmma_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
@@ -397,7 +397,7 @@ static int ws_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
 }
 
 static int ws_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
-  return gemm_nv_key_ok(arch, key) && arch->matrix == HKC_MATRIX_WGMMA;
+  return gemm_nv_key_ok(arch, key) && !key->dual && arch->matrix == HKC_MATRIX_WGMMA;
 }
 
 static void ws_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
@@ -458,19 +458,31 @@ static const tma_cfg_t k_tma_default = {.pingpong = 0, .mw = 1, .bn = 256, .stag
 
 static int tma_rows(const tma_cfg_t *c) { return (2 - c->pingpong) * 64 * c->mw; }
 
-static uint32_t tma_shared(const tma_cfg_t *c) {
-  return (uint32_t)(c->stages * (tma_rows(c) + c->bn) * 128 + 2 * 64 * 32 * 4 + 8 * (2 * c->stages + 2) + 1024);
+/* B tiles per ring slot: 2 for a dual gemm (B and B2). */
+static int tma_nb(const hkc_kernel_key_t *key) { return key->dual ? 2 : 1; }
+
+static uint32_t tma_shared(const hkc_kernel_key_t *key, const tma_cfg_t *c) {
+  return (uint32_t)(c->stages * (tma_rows(c) + tma_nb(key) * c->bn) * 128 + 2 * 64 * 32 * 4 + 8 * (2 * c->stages + 2) +
+                    1024);
+}
+
+/* The default: 128 x 256 cooperative, 4 stages; a dual gemm (two accumulator sets) 128 x 128. */
+static tma_cfg_t tma_default(const hkc_kernel_key_t *key) {
+  tma_cfg_t c = k_tma_default;
+  if (key->dual) c.bn = 128;
+  return c;
 }
 
 static int tma_legal(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const tma_cfg_t *c) {
   /* split-K partial sums (rows x bn f32) go over the ring */
   const int64_t ring = (int64_t)c->stages * (tma_rows(c) + c->bn) * 128, partial = (int64_t)tma_rows(c) * c->bn * 4;
+  if (key->dual && (c->mw * c->bn > 128 || c->splitk != 1 || c->cm != 1)) return 0; /* two accumulator sets */
   return (c->pingpong == 0 || c->pingpong == 1) && (c->mw == 1 || c->mw == 2) &&
          (c->bn == 64 || c->bn == 96 || c->bn == 128 || c->bn == 192 || c->bn == 256) &&
          (c->bn % 64 == 0 || key->trans_b) && c->mw * c->bn <= 256 && c->stages >= 2 && c->stages <= 16 &&
          c->splitk >= 1 && c->splitk <= 8 && (c->splitk == 1 || (ring >= partial && c->mw * c->bn <= 128)) &&
          (c->cm == 1 || (c->cm == 2 && c->splitk == 1)) &&
-         tma_shared(c) <= arch->max_lds_per_block;
+         tma_shared(key, c) <= arch->max_lds_per_block;
 }
 
 static int tma_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params, tma_cfg_t *out) {
@@ -483,7 +495,7 @@ static int tma_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, co
 }
 
 static tma_cfg_t tma_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
-  tma_cfg_t c = k_tma_default;
+  tma_cfg_t c = tma_default(key);
   const char *params = tuned_params("gemm_tma", key);
   if (params && params[0]) (void)tma_parse(arch, key, params, &c);
   return c;
@@ -495,7 +507,7 @@ static tma_cfg_t tma_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
  * 192: 0.68 -- 128x192 at 4096x768x3072, 644 TFLOP/s with 128 tiles on 132 SMs; 128: 0.65 --
  * 128x128, 6 stages at 512x4096x4096, 629 TFLOP/s with 128 tiles; 96 and 64: 0.55 and 0.50,
  * estimates (their launches are latency-bound, which the model's other terms carry). */
-static void tma_tile(const tma_cfg_t *c, hkc_tile_cfg_t *t) {
+static void tma_tile(const hkc_kernel_key_t *key, const tma_cfg_t *c, hkc_tile_cfg_t *t) {
   memset(t, 0, sizeof *t);
   snprintf(t->variant, sizeof t->variant, "gemm_tma");
   snprintf(t->tune, sizeof t->tune, "pp=%d,mw=%d,bn=%d,st=%d,sk=%d,cm=%d", c->pingpong, c->mw, c->bn, c->stages,
@@ -507,17 +519,18 @@ static void tma_tile(const tma_cfg_t *c, hkc_tile_cfg_t *t) {
   t->inflight = c->stages - 1;
   t->persistent = c->splitk == 1;
   t->split_k = c->splitk;
-  t->shared_bytes = tma_shared(c);
+  t->shared_bytes = tma_shared(key, c);
   t->regs = 168;
   t->efficiency = c->bn == 256 ? 0.75 : c->bn == 192 ? 0.68 : c->bn == 128 ? 0.65 : c->bn == 96 ? 0.55 : 0.50;
-  t->is_default = memcmp(c, &k_tma_default, sizeof *c) == 0;
+  const tma_cfg_t d = tma_default(key);
+  t->is_default = memcmp(c, &d, sizeof *c) == 0;
 }
 
 static int tma_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params,
                           hkc_tile_cfg_t *out) {
-  tma_cfg_t c = k_tma_default;
+  tma_cfg_t c = tma_default(key);
   if (params && params[0] && tma_parse(arch, key, params, &c) != 0) return -1;
-  tma_tile(&c, out);
+  tma_tile(key, &c, out);
   return 0;
 }
 
@@ -542,7 +555,7 @@ static int tma_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
   if (max > 0 && tma_tune_parse(arch, key, "", &out[0]) == 0) n = 1;
   for (size_t i = 0; i < sizeof space / sizeof space[0] && n < max; i++) {
     if (!tma_legal(arch, key, &space[i])) continue;
-    tma_tile(&space[i], &out[n]);
+    tma_tile(key, &space[i], &out[n]);
     if (!out[n].is_default) n++;
   }
   return n;
@@ -577,7 +590,7 @@ static void tma_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, 
              hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_N), c.bn) * c.cm;
   if (c.splitk == 1 && arch->compute_units > 0 && blocks > (int64_t)arch->compute_units)
     blocks = (int64_t)arch->compute_units / c.cm * c.cm;
-  hkc_variant_launch_1d(blocks, 384, tma_shared(&c), out_grid, out_block, out_shared);
+  hkc_variant_launch_1d(blocks, 384, tma_shared(key, &c), out_grid, out_block, out_shared);
 }
 
 /* The two tensor maps after the gemm ABI: A as [M][K] with a 64 x rows box, B as [N][K]
@@ -585,10 +598,13 @@ static void tma_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, 
 static uint32_t tma_launch_args(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_arg_t *args,
                                 uint32_t n_args, uint32_t max_args) {
   const tma_cfg_t c = tma_cfg(arch, key);
-  if (n_args != HKC_GEMM_N_ARGS || n_args + 2 > max_args) return n_args; /* not the gemm ABI: codegen reports */
+  const uint32_t abi = key->dual ? HKC_GEMM_N_ARGS_DUAL : HKC_GEMM_N_ARGS;
+  if (n_args != abi || n_args + 2 + (uint32_t)key->dual > max_args) return n_args; /* not the ABI: codegen reports */
   const int64_t a = args[HKC_GEMM_ARG_A].i, b = args[HKC_GEMM_ARG_B].i;
+  const uint32_t b_rows = key->trans_b ? (uint32_t)(c.bn / c.cm) : 64;
   args[n_args++] = hkc_variant_arg_tmap(a, 64, tma_rows(&c), HK_TMAP_SWIZZLE_128B);
-  args[n_args++] = hkc_variant_arg_tmap(b, 64, key->trans_b ? c.bn / c.cm : 64, HK_TMAP_SWIZZLE_128B);
+  args[n_args++] = hkc_variant_arg_tmap(b, 64, b_rows, HK_TMAP_SWIZZLE_128B);
+  if (key->dual) args[n_args++] = hkc_variant_arg_tmap(args[HKC_GEMM_ARG_B2].i, 64, b_rows, HK_TMAP_SWIZZLE_128B);
   return n_args;
 }
 
@@ -613,5 +629,6 @@ const hkc_variant_t hkc_variant_gemm_tma = {
     .rules = "pp 0 or 1; mw 1 or 2; bn 64, 96 (trans_b only), 128, 192 or 256 with mw bn <= 256; st 2..16; sk 1..8; st (rows + bn) 128 "
              "bytes (rows = 128 mw for pp 0, 64 mw for pp 1) + 16 KiB epilogue + barriers + 1 KiB of shared memory "
              "within the block limit; sk > 1: mw bn <= 128 (the reduction's registers) and the ring holds rows x bn f32 "
-             "partial sums; cm 1 or 2 (2: clusters of two blocks on adjacent row tiles sharing B by TMA multicast; sk 1)",
+             "partial sums; cm 1 or 2 (2: clusters of two blocks on adjacent row tiles sharing B by TMA multicast; sk 1); "
+             "dual gemms: mw bn <= 128, sk 1, cm 1",
 };
