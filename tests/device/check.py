@@ -196,7 +196,7 @@ def main():
                 print("FAIL %-14s batch %-3d %s: hkc run exited %d: %s" % (spec["name"], batch, target, rc, log[-400:]))
                 ok = False
                 continue
-            timing = log.splitlines()[0] if log else ""
+            timing = next((l for l in log.splitlines() if l.startswith("target ")), "")  # hkc run's summary line
             if batch == padded and "(padded)" not in timing:
                 print("FAIL %-14s batch %-3d %s: hkc run did not run it padded: %s" % (spec["name"], batch, target, timing))
                 ok = False
