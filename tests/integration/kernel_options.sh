@@ -3,6 +3,11 @@
 #   - the defaults record kernel_options=none and change no kernel;
 #   - a forced configuration changes the kernel's recorded config (cfg=..., src=option), its
 #     name, and the provenance; the documented HKC_* variable maps onto the same option;
+#   - sm_90a: gemm_tma by default (two tensor maps per GEMM launch, a persistent grid within
+#     the 132 SMs); gemm_tma_cfg forces its configurations (split-K: a cluster of sk blocks
+#     per tile; multicast pairs: even grids, 64-row A boxes for ping-pong); gemm_tma=off gives
+#     gemm_wgmma_ws (no tensor maps), with gemm_ws=off gemm_wgmma; gemm_ws=off alone keeps
+#     gemm_tma;
 #   - an illegal configuration (the variant's tuning rules) and a bad value are clear errors
 #     and write no file;
 #   - the build option --no-pdl is recorded (pdl=off) and changes nothing else on the host.
@@ -37,7 +42,8 @@ set -e
 [ $rc -ne 0 ] && [ ! -e "$work/bad2.hkpack" ] && grep -q "environment variable HKC_GEMM_WS" <<<"$msg" \
   && ok "bad environment value names the variable" || bad "bad env: exit $rc: $msg"
 "$HKC" build --help > "$work/help.txt" # (no pipe into grep -q: SIGPIPE under pipefail)
-grep -q "gemm_ws_cfg (HKC_GEMM_WS_CFG)" "$work/help.txt" && ok "--help lists the options and their variables" || bad "--help"
+grep -q "gemm_ws_cfg (HKC_GEMM_WS_CFG)" "$work/help.txt" && grep -q "gemm_tma (HKC_GEMM_TMA)" "$work/help.txt" \
+  && grep -q "gemm_tma_cfg (HKC_GEMM_TMA_CFG)" "$work/help.txt" && ok "--help lists the options and their variables" || bad "--help"
 
 # ---- --no-pdl (a build option beside the kernel options): provenance pdl=off only when given;
 # host launches are never marked for programmatic dependent launch ------------------------------
@@ -57,23 +63,79 @@ if ! "$HKC" build "$spec" --target sm_90a -q --tune default -o "$work/g0.hkpack"
   if grep -q "need nvrtc" "$work/g0.err"; then echo "skip sm_90a part: $(cat "$work/g0.err")"; exit $fail; fi
   bad "sm_90a build"; cat "$work/g0.err"; exit 1
 fi
-"$HKC" build "$spec" --target sm_90a -q --tune default --kernel-option gemm_ws_cfg=128,4,0 -o "$work/g1.hkpack"
-HKC_GEMM_WS=0 "$HKC" build "$spec" --target sm_90a -q --tune default -o "$work/g2.hkpack"
-for i in 0 1 2; do "$HKC" inspect "$work/g$i.hkpack" > "$work/g$i.txt"; done
-grep -E "^  hk_gemm_bf16_bias_a8 .*kernel=gemm_wgmma_ws cfg=bn=256,st=3,p=1 src=default$" "$work/g0.txt" >/dev/null && ok "default: gemm_wgmma_ws, untuned name" \
-  || { bad "default gemm"; grep hk_gemm "$work/g0.txt"; }
-grep -E "^  hk_gemm_bf16_bias_a8_t[0-9a-f]{8} .*kernel=gemm_wgmma_ws cfg=bn=128,st=4,p=0 src=option$" "$work/g1.txt" >/dev/null \
-  && ok "gemm_ws_cfg: recorded config, src=option, another name" || { bad "forced config"; grep hk_gemm "$work/g1.txt"; }
-grep -qx "  kernel_options=gemm_ws_cfg=bn=128,st=4,p=0" "$work/g1.txt" && ok "provenance: gemm_ws_cfg" || bad "provenance gemm_ws_cfg"
-grep -E "^  hk_gemm_bf16_bias_a8_t[0-9a-f]{8} .*kernel=gemm_wgmma cfg=bm=128,bn=256,st=4 src=option$" "$work/g2.txt" >/dev/null \
-  && grep -qx "  kernel_options=gemm_ws=off" "$work/g2.txt" && ok "HKC_GEMM_WS=0 maps to gemm_ws=off" \
-  || { bad "HKC_GEMM_WS=0"; grep -E "hk_gemm|kernel_options" "$work/g2.txt"; }
-# no variant waits with griddepcontrol yet (variant_gemm_nv.c, HKC_GEMM_TMA_PDL): nothing marked
-grep -q "\] pdl$" "$work/g0.txt" && bad "an sm_90a launch is marked pdl" || ok "no sm_90a launch marked pdl (yet)"
-set +e
-msg=$("$HKC" build "$spec" --target sm_90a --kernel-option gemm_ws_cfg=256,12,1 -o "$work/bad3.hkpack" 2>&1); rc=$?
-set -e
-[ $rc -ne 0 ] && [ ! -e "$work/bad3.hkpack" ] && [ "$(grep -c 'is not legal' <<<"$msg")" -eq 1 ] \
-  && grep -q "kernel option gemm_ws_cfg=bn=256,st=12,p=1 is not legal for kernel hk_gemm_bf16_bias_a8 on sm_90a (gemm_wgmma_ws: " <<<"$msg" \
-  && ok "illegal configuration: one clear error, no file" || bad "illegal config: exit $rc: $msg"
+build() { local out=$1; shift; "$HKC" build "$spec" --target sm_90a -q --tune default -o "$work/$out.hkpack" "$@"; "$HKC" inspect "$work/$out.hkpack" > "$work/$out.txt"; }
+build g0
+build g1 --kernel-option gemm_tma_cfg=1,1,64,8,1,2
+HKC_GEMM_TMA_CFG=0,1,128,5,4 build g2
+HKC_GEMM_TMA=0 build g3
+build g4 --kernel-option gemm_tma=off --kernel-option gemm_ws_cfg=128,4,0
+HKC_GEMM_TMA=0 HKC_GEMM_WS=0 build g5
+HKC_GEMM_WS=0 build g6
+kernels() { grep -E "^  hk_gemm" "$1"; }
+# the GEMM launches of a pack: "kernel grid" per line, and their tensor-map lines
+launches() { grep -E "^    #[0-9]+ .* hk_gemm" "$1" | sed -E 's/.* (hk_gemm[^ ]*) +grid \[([0-9]+),1,1\].*/\1 \2/'; }
+tmaps() { grep -E "^      tensor maps: " "$1" || true; }
+n_gemm=$(launches "$work/g0.txt" | wc -l)
+[ "$n_gemm" -ge 4 ] || bad "no GEMM launches in the sm_90a pack"
+# every GEMM kernel: gemm_tma with cfg (the name: untuned for the defaults, _t<hash> when forced)
+all_kernels() { # file, name suffix pattern, expected tail of the params
+  local n; n=$(kernels "$1" | wc -l)
+  [ "$n" -ge 3 ] && [ "$(kernels "$1" | grep -cE "^  hk_gemm_[a-z0-9_]+_a8$2 .*$3$")" -eq "$n" ]
+}
+all_kernels "$work/g0.txt" "" "kernel=gemm_tma cfg=pp=0,mw=1,bn=256,st=4,sk=1,cm=1 src=default" \
+  && ok "default: gemm_tma, untuned names" || { bad "default gemm"; kernels "$work/g0.txt"; }
+# tensor maps: one line per GEMM launch, A [M][K] in 64 x 128 boxes, B [K][N] in 64 x 64 panels
+[ "$(tmaps "$work/g0.txt" | wc -l)" -eq "$n_gemm" ] \
+  && [ "$(tmaps "$work/g0.txt" | grep -cE "^      tensor maps: arg 9 tmap\([a-z0-9_]+, box 64x128, swz128\), arg 10 tmap\(w_[a-z0-9]+, box 64x64, swz128\)$")" -eq "$n_gemm" ] \
+  && ok "default: two tensor maps per GEMM launch ($n_gemm), boxes 64x128 and 64x64" || { bad "default tensor maps"; tmaps "$work/g0.txt"; }
+launches "$work/g0.txt" | awk '$2 < 1 || $2 > 132 {bad=1} END {exit bad}' \
+  && ok "default: persistent grids within the 132 SMs" || { bad "default grids"; launches "$work/g0.txt"; }
+# gemm_tma waits with griddepcontrol (variant_gemm_nv.c, HKC_GEMM_TMA_PDL): its launches with a
+# predecessor are marked pdl; gemm_wgmma_ws (gemm_tma=off, g3 below) never is
+[ "$(grep -cE "^    #[0-9]+ .* hk_gemm.* after \[[0-9,]+\] pdl$" "$work/g0.txt")" -eq "$(grep -cE "^    #[0-9]+ .* hk_gemm.* after \[[0-9,]+\]" "$work/g0.txt")" ] \
+  && ok "default: every gemm_tma launch after another is marked pdl" || { bad "pdl marks"; grep -E "^    #" "$work/g0.txt"; }
+# gemm_tma_cfg=1,1,64,8,1,2: ping-pong 64x64 tiles in multicast pairs
+all_kernels "$work/g1.txt" "_t[0-9a-f]{8}" "kernel=gemm_tma cfg=pp=1,mw=1,bn=64,st=8,sk=1,cm=2 src=option" \
+  && ok "gemm_tma_cfg: recorded config, src=option, another name" || { bad "forced gemm_tma config"; kernels "$work/g1.txt"; }
+grep -qx "  kernel_options=gemm_tma_cfg=pp=1,mw=1,bn=64,st=8,sk=1,cm=2" "$work/g1.txt" && ok "provenance: gemm_tma_cfg" || bad "provenance gemm_tma_cfg"
+launches "$work/g1.txt" | awk '$2 < 2 || $2 > 132 || $2 % 2 {bad=1} END {exit bad}' \
+  && [ "$(tmaps "$work/g1.txt" | grep -c "arg 9 tmap([a-z0-9_]*, box 64x64, swz128), arg 10 tmap(w_[a-z0-9]*, box 64x64, swz128)$")" -eq "$n_gemm" ] \
+  && ok "multicast pairs: even grids within the 132 SMs, 64x64 A boxes" || { bad "cm=2 launches"; grep -E "hk_gemm|tensor maps" "$work/g1.txt"; }
+# HKC_GEMM_TMA_CFG=0,1,128,5,4 (split-K 4): one cluster of 4 blocks per 128x128 tile; batch 1:
+# qkv_proj M = 128, N = 2304: 18 tiles, 72 blocks
+all_kernels "$work/g2.txt" "_t[0-9a-f]{8}" "kernel=gemm_tma cfg=pp=0,mw=1,bn=128,st=5,sk=4,cm=1 src=option" \
+  && grep -qx "  kernel_options=gemm_tma_cfg=pp=0,mw=1,bn=128,st=5,sk=4,cm=1" "$work/g2.txt" \
+  && ok "HKC_GEMM_TMA_CFG maps to gemm_tma_cfg (positional SPLIT_K)" || { bad "HKC_GEMM_TMA_CFG"; grep -E "hk_gemm|kernel_options" "$work/g2.txt"; }
+grep -qE "^    #0 +qkv_proj +hk_gemm_bf16_bias_a8_t[0-9a-f]{8} +grid \[72,1,1\]" "$work/g2.txt" \
+  && launches "$work/g2.txt" | awk '$2 % 4 {bad=1} END {exit bad}' \
+  && ok "split-K: grid = tiles x 4 (qkv_proj, batch 1: 72)" || { bad "split-K grid"; launches "$work/g2.txt"; }
+# gemm_tma=off: gemm_wgmma_ws (named in the key: src=option), no tensor maps
+all_kernels "$work/g3.txt" "_t[0-9a-f]{8}" "kernel=gemm_wgmma_ws cfg=bn=256,st=3,p=1 src=option" \
+  && grep -qx "  kernel_options=gemm_tma=off" "$work/g3.txt" && [ "$(tmaps "$work/g3.txt" | wc -l)" -eq 0 ] \
+  && ok "HKC_GEMM_TMA=0 maps to gemm_tma=off: gemm_wgmma_ws, no tensor maps" || { bad "HKC_GEMM_TMA=0"; grep -E "hk_gemm|kernel_options|tensor maps" "$work/g3.txt"; }
+grep -q "\] pdl$" "$work/g3.txt" && bad "a gemm_wgmma_ws launch is marked pdl" || ok "gemm_wgmma_ws launches: no pdl"
+all_kernels "$work/g4.txt" "_t[0-9a-f]{8}" "kernel=gemm_wgmma_ws cfg=bn=128,st=4,p=0 src=option" \
+  && ok "gemm_tma=off + gemm_ws_cfg: recorded config, src=option, another name" || { bad "forced gemm_ws config"; kernels "$work/g4.txt"; }
+grep -qx "  kernel_options=gemm_tma=off;gemm_ws_cfg=bn=128,st=4,p=0" "$work/g4.txt" && ok "provenance: gemm_ws_cfg" || bad "provenance gemm_ws_cfg"
+all_kernels "$work/g5.txt" "_t[0-9a-f]{8}" "kernel=gemm_wgmma cfg=bm=128,bn=256,st=4 src=option" \
+  && grep -qx "  kernel_options=gemm_tma=off;gemm_ws=off" "$work/g5.txt" \
+  && ok "HKC_GEMM_TMA=0 HKC_GEMM_WS=0: gemm_wgmma" || { bad "HKC_GEMM_TMA=0 HKC_GEMM_WS=0"; grep -E "hk_gemm|kernel_options" "$work/g5.txt"; }
+diff <(kernels "$work/g0.txt") <(kernels "$work/g6.txt") >/dev/null && grep -qx "  kernel_options=gemm_ws=off" "$work/g6.txt" \
+  && ok "gemm_ws=off alone: recorded, the gemm_tma kernels unchanged" || { bad "gemm_ws=off alone"; grep -E "hk_gemm|kernel_options" "$work/g6.txt"; }
+# illegal configurations: one clear error quoting the rules, no file
+illegal() { # name, expected message, build options...
+  local name=$1 want=$2; shift 2
+  set +e
+  msg=$("$HKC" build "$spec" --target sm_90a "$@" -o "$work/$name.hkpack" 2>&1); rc=$?
+  set -e
+  [ $rc -ne 0 ] && [ ! -e "$work/$name.hkpack" ] && [ "$(grep -c 'is not legal' <<<"$msg")" -eq 1 ] && grep -qF "$want" <<<"$msg" \
+    && ok "illegal configuration ${*:-(environment)}: one clear error, no file" || bad "illegal config ${*:-(environment)}: exit $rc: $msg"
+}
+illegal bad3 "kernel option gemm_ws_cfg=bn=256,st=12,p=1 is not legal for kernel hk_gemm_bf16_bias_a8 on sm_90a (gemm_wgmma_ws: " \
+  --kernel-option gemm_tma=off --kernel-option gemm_ws_cfg=256,12,1
+illegal bad4 "kernel option gemm_tma_cfg=pp=0,mw=1,bn=96,st=4,sk=1,cm=1 is not legal for kernel hk_gemm_bf16_bias_a8 on sm_90a (gemm_tma: pp 0 or 1; mw 1 or 2; bn 64, 96 (trans_b only)" \
+  --kernel-option gemm_tma_cfg=0,1,96,4
+illegal bad5 "kernel option gemm_tma_cfg=pp=0,mw=1,bn=256,st=4,sk=2,cm=1 is not legal for kernel hk_gemm_bf16_bias_a8 on sm_90a (gemm_tma: " \
+  --kernel-option gemm_tma_cfg=0,1,256,4,2
+HKC_GEMM_TMA_CFG=1,1,64,8,2,2 illegal bad6 "kernel option gemm_tma_cfg=pp=1,mw=1,bn=64,st=8,sk=2,cm=2 is not legal"
 exit $fail

@@ -8,7 +8,9 @@
 #   - `hkc tune --merge`: union, the faster entry of a conflict, reported;
 #   - a malformed database is an error with FILE:LINE, and nothing is written;
 #   - GPU targets without a GPU (nvrtc / hiprtc when installed): the model's choices are
-#     compiled and recorded (src=model), a database entry wins over the model.
+#     compiled and recorded (src=model), a database entry wins over the model; on sm_90a
+#     (gemm_tma) each GEMM launch's grid and tensor maps agree with its kernel's recorded
+#     configuration.
 set -euo pipefail
 : "${HKC:?}" "${HK_SOURCE_DIR:?}"
 PY=${HK_PYTHON:-/usr/bin/python3}
@@ -20,6 +22,33 @@ ok() { echo "ok   $*"; }
 bad() { echo "FAIL $*"; fail=1; }
 mlp=$HK_SOURCE_DIR/specs/mlp.yaml
 gemm_lines() { grep -E '^  hk_gemm' "$1" || true; }
+# sm_90a gemm_tma packs (hkc inspect): every GEMM launch runs a gemm_tma kernel, has the two
+# tensor maps of its recorded configuration -- A in 64 x rows boxes (rows = 128 mw for
+# pp=0, 64 mw for pp=1), B in 64 x bn/cm boxes (trans_b) or 64 x 64 panels -- and a grid of
+# whole clusters (sk, cm), within the 132 SMs unless split-K. Prints what disagrees.
+check_tma_launches() {
+  awk '
+    /^  hk_gemm/ && / kernel=gemm_tma cfg=/ {
+      cfg = $0; sub(/.* cfg=/, "", cfg); sub(/ .*/, "", cfg)
+      n = split(cfg, kv, ","); delete c
+      for (i = 1; i <= n; i++) { split(kv[i], p, "="); c[p[1]] = p[2] }
+      rows[$1] = (2 - c["pp"]) * 64 * c["mw"]; sk[$1] = c["sk"]; cm[$1] = c["cm"]
+      bbox[$1] = / trans_b / ? c["bn"] / c["cm"] : 64
+    }
+    pending != "" {
+      want = "tensor maps: arg 9 tmap\([a-z0-9_]+, box 64x" rows[pending] ", swz128\), arg 10 tmap\([a-z0-9_]+, box 64x" bbox[pending] ", swz128\)$"
+      if ($0 !~ want) { print "tensor maps of " pending ": " $0; bad = 1 }
+      pending = ""
+    }
+    /^    #[0-9]+ .* hk_gemm.* grid \[/ {
+      k = ""; for (i = 1; i <= NF; i++) if ($i ~ /^hk_gemm/) k = $i
+      g = $0; sub(/.*grid \[/, "", g); sub(/,.*/, "", g); g += 0
+      if (!(k in rows)) { print "not a gemm_tma kernel: " $0; bad = 1; next }
+      if (g < 1 || g % sk[k] || g % cm[k] || (sk[k] == 1 && g > 132)) { print "grid of " k ": " g; bad = 1 }
+      pending = k; launches++
+    }
+    END { if (!launches) { print "no GEMM launches"; bad = 1 } exit bad }' "$1"
+}
 
 # ---- 1. measured tuning on the host -------------------------------------------------------
 if "$HKC" tune "$mlp" --target host -o "$work/host.db" --top 2 --runs 3 --warmup 1 --report "$work/report.md" \
@@ -125,12 +154,19 @@ else
   n_model=$(gemm_lines "$work/nv.txt" | grep -c "src=model" || true)
   [ "$n_model" -ge 5 ] && ! gemm_lines "$work/nv.txt" | grep -q SPILLS \
     && ok "sm_90a: $n_model gemm kernels chosen by the model" || { bad "sm_90a model"; gemm_lines "$work/nv.txt"; }
-  gemm_lines "$work/nv0.txt" | grep -v "kernel=gemm_wgmma_ws cfg=bn=256,st=3,p=1 src=default" && bad "--tune default: not the defaults" \
-    || ok "sm_90a --tune default: gemm_wgmma_ws bn=256,st=3,p=1 everywhere"
+  gemm_lines "$work/nv0.txt" | grep -v "kernel=gemm_tma cfg=pp=0,mw=1,bn=256,st=4,sk=1,cm=1 src=default" && bad "--tune default: not the defaults" \
+    || ok "sm_90a --tune default: gemm_tma pp=0,mw=1,bn=256,st=4,sk=1,cm=1 everywhere"
+  check_tma_launches "$work/nv0.txt" > "$work/nv0.chk" \
+    && grep -q "tmap(wt, box 64x256, swz128)" "$work/nv0.txt" && grep -q "tmap(w, box 64x64, swz128)" "$work/nv0.txt" \
+    && ok "sm_90a --tune default: tensor maps 64x128 (A), 64x256 (trans_b B), 64x64 (B panels); persistent grids" \
+    || { bad "sm_90a default launches"; cat "$work/nv0.chk"; }
+  check_tma_launches "$work/nv.txt" > "$work/nv.chk" \
+    && ok "sm_90a model: every launch's grid and tensor maps follow its kernel's configuration" \
+    || { bad "sm_90a model launches"; cat "$work/nv.chk"; }
   # M = 77, N = 520 (batch 1): the default's 128x256 tiles make 3 blocks for 132 SMs; the
   # model takes smaller ones
   k1=$(grep -E "^    #0 +g_plain " "$work/nv.txt" | head -n1 | awk '{print $3}')
-  gemm_lines "$work/nv.txt" | grep -E "^  $k1 " | grep "src=model" | grep -vq "cfg=bn=256,st=3,p=1" \
+  gemm_lines "$work/nv.txt" | grep -E "^  $k1 " | grep "src=model" | grep -vq "cfg=pp=0,mw=1,bn=256,st=4,sk=1,cm=1" \
     && ok "sm_90a, M = 77: $(gemm_lines "$work/nv.txt" | grep -E "^  $k1 " | grep -o 'kernel=.*')" \
     || { bad "M = 77 choice"; gemm_lines "$work/nv.txt"; }
   nvrtc=$(grep -o "nvrtc [0-9.]*" "$work/targets.txt" | head -n1)

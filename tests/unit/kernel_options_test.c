@@ -2,7 +2,9 @@
  *  - the parser: every option, good values in both spellings, bad names and values, each
  *    error naming the option and what was expected; canonical text for provenance
  *  - legality: a forced configuration the variant's tune_parse refuses on a target is an
- *    error (never silently replaced by the defaults)
+ *    error (never silently replaced by the defaults) quoting the variant's rules; a forced
+ *    configuration of a variant that does not serve the key there changes nothing (sm_90a:
+ *    gemm_tma unless gemm_tma=off, then gemm_wgmma_ws unless gemm_ws=off)
  *  - identity: different option sets give different kernel names (the symbol) and sources
  *    (the compile-cache key); the defaults give exactly today's keys
  *  - provenance: `hkc build --kernel-option` records kernel_options= (host target, no GPU
@@ -51,33 +53,48 @@ static void test_parse(void **state) {
   assert_string_equal(text, "none");
   assert_true(hkc_kernel_options_is_default(&o));
   set_ok(&o, "simple_kernels=1");
+  set_ok(&o, "gemm_tma=off");
   set_ok(&o, "gemm_ws=off");
   set_ok(&o, "attn_wgmma=on");
   set_ok(&o, "ew_exact_act=true");
   set_ok(&o, "gemm_mma_cfg=128,256,2,4,3");
   set_ok(&o, "gemm_wgmma_cfg=128,4"); /* BN,STAGES: bm 128 filled in */
   set_ok(&o, "gemm_ws_cfg=128,5");    /* persistent defaults to 1 */
+  set_ok(&o, "gemm_tma_cfg=1,2,64,8"); /* PINGPONG,MW,BN,STAGES: sk 1 and cm 1 filled in */
   set_ok(&o, "attn_mma_cfg=w=4,kv=64,mb=2");
   set_ok(&o, "attn_wgmma_cfg=2,64,1");
   set_ok(&o, "rows_cfg=256,16,16,2,0,2");
   set_ok(&o, "ew_cfg=mb=2,t=128,u=8,w=3"); /* named, any order; x filled in */
   assert_int_equal(o.simple_kernels, 1);
+  assert_int_equal(o.gemm_tma, HKC_SWITCH_OFF);
   assert_int_equal(o.gemm_ws, HKC_SWITCH_OFF);
   assert_int_equal(o.attn_wgmma, HKC_SWITCH_ON);
   assert_int_equal(o.ew_exact_act, 1);
   assert_string_equal(o.cfg[HKC_KOPT_GEMM_MMA_CFG], "bm=128,bn=256,wm=2,wn=4,st=3");
   assert_string_equal(o.cfg[HKC_KOPT_GEMM_WGMMA_CFG], "bm=128,bn=128,st=4");
   assert_string_equal(o.cfg[HKC_KOPT_GEMM_WS_CFG], "bn=128,st=5,p=1");
+  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=1,mw=2,bn=64,st=8,sk=1,cm=1");
   assert_string_equal(o.cfg[HKC_KOPT_ATTN_MMA_CFG], "w=4,kv=64,mb=2");
   assert_string_equal(o.cfg[HKC_KOPT_ATTN_WGMMA_CFG], "wg=2,kv=64,mb=1");
   assert_string_equal(o.cfg[HKC_KOPT_EW_CFG], "t=128,u=8,mb=2,w=3,x=0");
   hkc_kernel_options_format(&o, text, sizeof text);
-  assert_string_equal(text, "simple_kernels=1;gemm_ws=off;attn_wgmma=on;ew_exact_act=1;"
+  assert_string_equal(text, "simple_kernels=1;gemm_tma=off;gemm_ws=off;attn_wgmma=on;ew_exact_act=1;"
                             "gemm_mma_cfg=bm=128,bn=256,wm=2,wn=4,st=3;gemm_wgmma_cfg=bm=128,bn=128,st=4;"
-                            "gemm_ws_cfg=bn=128,st=5,p=1;attn_mma_cfg=w=4,kv=64,mb=2;attn_wgmma_cfg=wg=2,kv=64,mb=1;"
+                            "gemm_ws_cfg=bn=128,st=5,p=1;gemm_tma_cfg=pp=1,mw=2,bn=64,st=8,sk=1,cm=1;"
+                            "attn_mma_cfg=w=4,kv=64,mb=2;attn_wgmma_cfg=wg=2,kv=64,mb=1;"
                             "rows_cfg=t=256,c=16,tg=16,mb=2,pf=0,g=2;ew_cfg=t=128,u=8,mb=2,w=3,x=0");
+  /* gemm_tma_cfg: the optional SPLIT_K and CLUSTER_M positions, and the named form */
+  set_ok(&o, "gemm_tma_cfg=0,1,128,5,4");
+  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=0,mw=1,bn=128,st=5,sk=4,cm=1");
+  set_ok(&o, "gemm_tma_cfg=1,1,64,8,1,2");
+  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=1,mw=1,bn=64,st=8,sk=1,cm=2");
+  set_ok(&o, "gemm_tma_cfg=cm=2,bn=256,st=4,pp=0,mw=1,sk=1");
+  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=0,mw=1,bn=256,st=4,sk=1,cm=2");
+  set_ok(&o, "gemm_tma=on");
+  assert_int_equal(o.gemm_tma, HKC_SWITCH_ON);
   /* back to the defaults */
   set_ok(&o, "simple_kernels=0");
+  set_ok(&o, "gemm_tma=auto");
   set_ok(&o, "gemm_ws=auto");
   set_ok(&o, "attn_wgmma=auto");
   set_ok(&o, "ew_exact_act=off");
@@ -86,11 +103,15 @@ static void test_parse(void **state) {
   /* every option is described, with its environment variable */
   const char *name, *env, *help;
   size_t n = 0;
+  int tma = 0, tma_cfg = 0;
   while (hkc_kernel_options_describe(n, &name, &env, &help)) {
     assert_non_null(strstr(env, "HKC_"));
+    if (!strcmp(name, "gemm_tma")) tma = !strcmp(env, "HKC_GEMM_TMA");
+    if (!strcmp(name, "gemm_tma_cfg")) tma_cfg = !strcmp(env, "HKC_GEMM_TMA_CFG");
     n++;
   }
-  assert_int_equal(n, 13);
+  assert_int_equal(n, 15);
+  assert_true(tma && tma_cfg);
 }
 
 static void test_parse_errors(void **state) {
@@ -99,6 +120,12 @@ static void test_parse_errors(void **state) {
   set_bad("simple_kernels", "not NAME=VALUE");
   set_bad("simple_kernels=2", "simple_kernels=2: expected 0|1");
   set_bad("gemm_ws=maybe", "expected auto|on|off");
+  set_bad("gemm_tma=maybe", "gemm_tma=maybe: expected auto|on|off");
+  set_bad("gemm_tma_cfg=0,1,256", "too few values");
+  set_bad("gemm_tma_cfg=0,1,256,4,1,1,9", "too many values");
+  set_bad("gemm_tma_cfg=pp=0,mw=1,bn=256,st=4,sk=1,cm=1,x=2", "unknown parameter 'x' (gemm_tma has: pp mw bn st sk cm)");
+  set_bad("gemm_tma_cfg=pp=0,mw=1,bn=256", "missing st");
+  set_bad("gemm_tma_cfg=0,1,256,-4", "bad value st");
   set_bad("gemm_ws_cfg=256", "too few values");
   set_bad("gemm_ws_cfg=256,3,1,7", "too many values");
   set_bad("gemm_ws_cfg=256,-3", "bad value st");
@@ -109,24 +136,124 @@ static void test_parse_errors(void **state) {
   set_bad("rows_cfg=256,8,8,1,0,99999999", "bad value g");
 }
 
+/* options (hk_test_options) applied to key on target: hkc_tune_apply_options' result, with its
+ * diagnostics in diag. */
+static int apply(const char *options, const char *target, hkc_kernel_key_t *key, char *diag, size_t diag_size) {
+  hkc_kernel_options_t o = {0};
+  hk_test_options(&o, options);
+  diag[0] = '\0';
+  hkc_diag_capture(diag, diag_size);
+  const int r = hkc_tune_apply_options(&o, target, arch(target), key);
+  hkc_diag_capture(NULL, 0);
+  return r;
+}
+
+/* A forced gemm_tma configuration refused on sm_90a: -1 and one error naming the option in
+ * canonical form, the kernel, the target and gemm_tma's rules. */
+static void tma_refused(const char *options, const char *canonical, hkc_kernel_key_t k) {
+  char diag[2048], kname[96], want[256];
+  hkc_error_reset();
+  hkc_kernel_key_name(&k, kname, sizeof kname);
+  if (apply(options, "sm_90a", &k, diag, sizeof diag) != -1) fail_msg("%s accepted for %s", options, kname);
+  assert_int_equal(hkc_error_count(), 1);
+  snprintf(want, sizeof want, "kernel option gemm_tma_cfg=%s is not legal for kernel %s on sm_90a (gemm_tma: pp 0 or 1;",
+           canonical, kname);
+  if (!strstr(diag, want) || !strstr(diag, "96 (trans_b only)") || !strstr(diag, "sk > 1: mw bn <= 128") ||
+      !strstr(diag, "cm 1 or 2"))
+    fail_msg("%s: diagnostic '%s' lacks '%s' or the rules", options, diag, want);
+  hkc_error_reset();
+}
+
 /* A forced configuration is checked on each target by the variant's tune_parse. */
 static void test_legality(void **state) {
   (void)state;
-  hkc_kernel_options_t o = {0};
-  hkc_kernel_key_t k = gemm_key();
-  set_ok(&o, "gemm_ws_cfg=256,12,1"); /* 12 stages of 48 KiB: over sm_90a's 227 KiB */
-  assert_int_equal(hkc_tune_apply_options(&o, "sm_90a", arch("sm_90a"), &k), -1);
+  char diag[2048];
+  hkc_kernel_key_t k = gemm_key(), tk = gemm_key();
+  tk.trans_b = 1;
+  /* gemm_wgmma_ws, reached with gemm_tma=off */
+  k = gemm_key();
+  assert_int_equal(apply("gemm_tma=off;gemm_ws_cfg=256,12,1", "sm_90a", &k, diag, sizeof diag), -1); /* 12 stages of 48 KiB: over sm_90a's 227 KiB */
   assert_true(hkc_error_count() > 0);
-  set_ok(&o, "gemm_ws_cfg=128,4,1");
-  assert_int_equal(hkc_tune_apply_options(&o, "sm_90a", arch("sm_90a"), &k), 2);
+  assert_non_null(strstr(diag, "kernel option gemm_ws_cfg=bn=256,st=12,p=1 is not legal for kernel hk_gemm_bf16_bias_a8 on sm_90a (gemm_wgmma_ws: "));
+  hkc_error_reset();
+  k = gemm_key();
+  assert_int_equal(apply("gemm_tma=off;gemm_ws_cfg=128,4,1", "sm_90a", &k, diag, sizeof diag), 2);
   assert_string_equal(k.variant, "gemm_wgmma_ws");
   assert_string_equal(k.tune, "bn=128,st=4,p=1");
+  /* gemm_tma serves sm_90a by default: gemm_ws_cfg alone forces nothing (no error either) */
+  k = gemm_key();
+  assert_int_equal(apply("gemm_ws_cfg=256,12,1", "sm_90a", &k, diag, sizeof diag), 0);
+  assert_string_equal(k.variant, "");
+  assert_int_equal(hkc_error_count(), 0);
+  /* gemm_tma=off alone: gemm_wgmma_ws with its defaults, named in the key; with gemm_ws=off too:
+   * gemm_wgmma; gemm_tma=on / gemm_ws=off alone: the default kernel, an untouched key */
+  k = gemm_key();
+  assert_int_equal(apply("gemm_tma=off", "sm_90a", &k, diag, sizeof diag), 1);
+  assert_string_equal(k.variant, "gemm_wgmma_ws");
+  assert_string_equal(k.tune, "");
+  k = gemm_key();
+  assert_int_equal(apply("gemm_tma=off;gemm_ws=off", "sm_90a", &k, diag, sizeof diag), 1);
+  assert_string_equal(k.variant, "gemm_wgmma");
+  k = gemm_key();
+  assert_int_equal(apply("gemm_tma=on", "sm_90a", &k, diag, sizeof diag), 0);
+  assert_int_equal(apply("gemm_ws=off", "sm_90a", &k, diag, sizeof diag), 0);
+  assert_string_equal(k.variant, "");
+  /* gemm_tma: forced configurations go into the key, canonical */
+  static const struct {
+    const char *options, *canonical;
+    int trans_b;
+  } legal[] = {
+      {"gemm_tma_cfg=1,1,256,5", "pp=1,mw=1,bn=256,st=5,sk=1,cm=1", 0},
+      {"gemm_tma_cfg=1,2,128,6", "pp=1,mw=2,bn=128,st=6,sk=1,cm=1", 0},
+      {"gemm_tma_cfg=1,1,96,10", "pp=1,mw=1,bn=96,st=10,sk=1,cm=1", 1}, /* bn 96: trans_b */
+      {"gemm_tma_cfg=0,1,192,4", "pp=0,mw=1,bn=192,st=4,sk=1,cm=1", 0},
+      {"gemm_tma_cfg=1,1,64,8,4", "pp=1,mw=1,bn=64,st=8,sk=4,cm=1", 0},
+      {"gemm_tma_cfg=0,1,128,5,4", "pp=0,mw=1,bn=128,st=5,sk=4,cm=1", 0}, /* mw bn = 128 */
+      {"gemm_tma_cfg=0,2,64,5,8", "pp=0,mw=2,bn=64,st=5,sk=8,cm=1", 0},
+      {"gemm_tma_cfg=0,1,256,4,1,2", "pp=0,mw=1,bn=256,st=4,sk=1,cm=2", 0},
+      {"gemm_tma_cfg=1,1,64,8,1,2", "pp=1,mw=1,bn=64,st=8,sk=1,cm=2", 1},
+  };
+  for (size_t i = 0; i < sizeof legal / sizeof legal[0]; i++) {
+    k = legal[i].trans_b ? tk : gemm_key();
+    if (apply(legal[i].options, "sm_90a", &k, diag, sizeof diag) != 2) fail_msg("%s refused: %s", legal[i].options, diag);
+    assert_string_equal(k.variant, "gemm_tma");
+    assert_string_equal(k.tune, legal[i].canonical);
+  }
+  /* gemm_tma's default, forced: the untuned key (the same kernel) */
+  k = gemm_key();
+  assert_int_equal(apply("gemm_tma_cfg=0,1,256,4", "sm_90a", &k, diag, sizeof diag), 2);
+  assert_string_equal(k.variant, "");
+  assert_string_equal(k.tune, "");
+  /* refused, with the rules: bn 96 for [K][N] B; split-K with mw bn > 128 (the reduction's
+   * registers); multicast pairs with split-K; the ring over shared memory; out of range */
+  tma_refused("gemm_tma_cfg=1,1,96,10", "pp=1,mw=1,bn=96,st=10,sk=1,cm=1", gemm_key());
+  tma_refused("gemm_tma_cfg=0,1,96,4", "pp=0,mw=1,bn=96,st=4,sk=1,cm=1", gemm_key());
+  tma_refused("gemm_tma_cfg=0,1,256,4,2", "pp=0,mw=1,bn=256,st=4,sk=2,cm=1", gemm_key());
+  tma_refused("gemm_tma_cfg=1,1,192,6,4", "pp=1,mw=1,bn=192,st=6,sk=4,cm=1", tk);
+  tma_refused("gemm_tma_cfg=1,2,128,6,2", "pp=1,mw=2,bn=128,st=6,sk=2,cm=1", gemm_key());
+  tma_refused("gemm_tma_cfg=1,2,96,6,2", "pp=1,mw=2,bn=96,st=6,sk=2,cm=1", tk);
+  tma_refused("gemm_tma_cfg=1,1,64,8,4,2", "pp=1,mw=1,bn=64,st=8,sk=4,cm=2", gemm_key());
+  tma_refused("gemm_tma_cfg=0,1,128,5,2,2", "pp=0,mw=1,bn=128,st=5,sk=2,cm=2", tk);
+  tma_refused("gemm_tma_cfg=0,1,256,5", "pp=0,mw=1,bn=256,st=5,sk=1,cm=1", gemm_key()); /* 5 x 48 KiB */
+  tma_refused("gemm_tma_cfg=0,1,256,4,1,3", "pp=0,mw=1,bn=256,st=4,sk=1,cm=3", gemm_key());
+  tma_refused("gemm_tma_cfg=0,1,64,4,16", "pp=0,mw=1,bn=64,st=4,sk=16,cm=1", gemm_key());
+  tma_refused("gemm_tma_cfg=0,1,64,17", "pp=0,mw=1,bn=64,st=17,sk=1,cm=1", gemm_key());
+  tma_refused("gemm_tma_cfg=0,2,256,3", "pp=0,mw=2,bn=256,st=3,sk=1,cm=1", gemm_key()); /* 256 accumulators */
+  tma_refused("gemm_tma_cfg=2,1,128,4", "pp=2,mw=1,bn=128,st=4,sk=1,cm=1", gemm_key());
+  /* gemm_tma_cfg where gemm_tma does not serve: nothing forced (gemm_tma=off; sm_90) */
+  k = gemm_key();
+  assert_int_equal(apply("gemm_tma=off;gemm_tma_cfg=0,1,96,4", "sm_90a", &k, diag, sizeof diag), 1);
+  assert_string_equal(k.variant, "gemm_wgmma_ws");
+  k = gemm_key();
+  assert_int_equal(apply("gemm_tma_cfg=0,1,96,4", "sm_90", &k, diag, sizeof diag), 0);
+  assert_int_equal(hkc_error_count(), 0);
   /* gemm_mma: HKC_GEMM_MMA_CFG used to skip the register and thread rules; now refused */
   hkc_kernel_options_t m = {0};
   set_ok(&m, "gemm_mma_cfg=256,256,4,8,3"); /* 1024 threads */
   k = gemm_key();
   assert_int_equal(hkc_tune_apply_options(&m, "sm_90", arch("sm_90"), &k), -1);
-  /* not the variant serving the key there: no effect (sm_90a uses gemm_wgmma_ws) */
+  hkc_error_reset();
+  /* not the variant serving the key there: no effect (sm_90a uses gemm_tma) */
   k = gemm_key();
   assert_int_equal(hkc_tune_apply_options(&m, "sm_90a", arch("sm_90a"), &k), 0);
   /* the host target: options are GPU-only */
@@ -140,18 +267,39 @@ static void test_legality(void **state) {
   set_ok(&a, "attn_mma_cfg=6,64,1"); /* parses; 6 warps is not a tile the template has */
   ak = (hkc_kernel_key_t){.op = HK_OP_ATTENTION, .dtype = HK_DTYPE_BF16, .align = 8, .head_dim = 128};
   assert_int_equal(hkc_tune_apply_options(&a, "sm_90", arch("sm_90"), &ak), -1);
+  hkc_error_reset();
 }
 
-/* Names and sources (hence cache keys) of one GEMM on sm_90a under several option sets. */
+/* Names and sources (hence cache keys) of one GEMM on sm_90a under several option sets: the
+ * sets of one group give the same kernel (name and source), sets of different groups
+ * different ones. */
 static void test_identity(void **state) {
   (void)state;
-  static const char *const sets[] = {"", "gemm_ws=off", "gemm_ws_cfg=128,5,0", "gemm_ws_cfg=256,3,1", "simple_kernels=1"};
+  static const struct {
+    const char *options;
+    int group;
+  } sets[] = {
+      {"", 0},
+      {"gemm_tma=on", 0},                 /* gemm_tma is the default */
+      {"gemm_ws=off", 0},                 /* gemm_ws=off alone: gemm_tma still serves */
+      {"gemm_tma_cfg=0,1,256,4", 0},      /* gemm_tma's default, forced: the same kernel */
+      {"gemm_tma_cfg=0,1,256,4,1,1", 0},
+      {"gemm_tma=off", 1},                /* gemm_wgmma_ws */
+      {"gemm_tma=off;gemm_ws=off", 2},    /* gemm_wgmma */
+      {"gemm_tma=off;gemm_ws_cfg=128,5,0", 3},
+      {"gemm_tma_cfg=1,1,64,8", 4},
+      {"gemm_tma_cfg=1,1,64,8,4", 5},
+      {"gemm_tma_cfg=1,1,64,8,1,2", 6},
+      {"gemm_tma_cfg=0,1,256,4,1,2", 7},
+      {"gemm_tma_cfg=0,1,192,4", 8},
+      {"simple_kernels=1", 9},
+  };
   enum { N = sizeof sets / sizeof sets[0] };
   char names[N][96], keys[N][33];
   const hkc_gpu_arch_t *a = arch("sm_90a");
   for (size_t i = 0; i < N; i++) {
     hkc_kernel_options_t o = {0};
-    if (sets[i][0]) set_ok(&o, sets[i]);
+    hk_test_options(&o, sets[i].options);
     hkc_kernel_out_t k;
     memset(&k, 0, sizeof k);
     k.key = gemm_key();
@@ -164,14 +312,15 @@ static void test_identity(void **state) {
     free(src);
   }
   assert_string_equal(names[0], "hk_gemm_bf16_bias_a8"); /* the defaults: today's name */
-  /* gemm_ws_cfg=256,3,1 is gemm_wgmma_ws's default: the same kernel, the same name */
-  assert_string_equal(names[3], names[0]);
-  assert_string_equal(keys[3], keys[0]);
   for (size_t i = 0; i < N; i++)
     for (size_t j = i + 1; j < N; j++) {
-      if (i == 0 && j == 3) continue;
-      if (!strcmp(names[i], names[j]) || !strcmp(keys[i], keys[j]))
-        fail_msg("options '%s' and '%s' share a kernel name or cache key (%s)", sets[i], sets[j], names[i]);
+      const int same_name = !strcmp(names[i], names[j]), same_key = !strcmp(keys[i], keys[j]);
+      if (sets[i].group == sets[j].group && (!same_name || !same_key))
+        fail_msg("options '%s' and '%s' give different kernels (%s, %s)", sets[i].options, sets[j].options, names[i],
+                 names[j]);
+      if (sets[i].group != sets[j].group && (same_name || same_key))
+        fail_msg("options '%s' and '%s' share a kernel name or cache key (%s)", sets[i].options, sets[j].options,
+                 names[i]);
     }
 }
 
@@ -183,9 +332,12 @@ static void test_provenance(void **state) {
   char *dir = hk_test_tmpdir();
   char cmd[4096], out[16384];
   snprintf(cmd, sizeof cmd, "%s build %s --target host -q --kernel-option gemm_ws=off --kernel-option ew_cfg=128,8,2,3 "
+           "--kernel-option gemm_tma_cfg=1,1,64,8,4 --kernel-option gemm_tma=off "
            "-o %s/a.hkpack && %s inspect %s/a.hkpack", bin, hk_test_source_path("specs/bert_layer.yaml"), dir, bin, dir);
   assert_int_equal(hk_test_run(cmd, out, sizeof out), 0);
-  if (!strstr(out, "kernel_options=gemm_ws=off;ew_cfg=t=128,u=8,mb=2,w=3,x=0\n")) fail_msg("%s", out);
+  if (!strstr(out, "kernel_options=gemm_tma=off;gemm_ws=off;gemm_tma_cfg=pp=1,mw=1,bn=64,st=8,sk=4,cm=1;"
+                  "ew_cfg=t=128,u=8,mb=2,w=3,x=0\n"))
+    fail_msg("%s", out);
   snprintf(cmd, sizeof cmd, "%s build %s --target host -q -o %s/b.hkpack && %s inspect %s/b.hkpack", bin,
            hk_test_source_path("specs/bert_layer.yaml"), dir, bin, dir);
   assert_int_equal(hk_test_run(cmd, out, sizeof out), 0);

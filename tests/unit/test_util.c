@@ -195,6 +195,19 @@ void hk_test_kernel_name(hkc_kernel_out_t *k) {
     snprintf(k->name + len, sizeof k->name - len, "_%s", k->key.program);
 }
 
+void hk_test_options(hkc_kernel_options_t *o, const char *list) {
+  char item[512], err[1024];
+  for (const char *p = list; *p;) {
+    const size_t len = strcspn(p, ";");
+    assert_true(len < sizeof item);
+    snprintf(item, sizeof item, "%.*s", (int)len, p);
+    err[0] = '\0';
+    if (hkc_kernel_options_set_arg(o, item, err, sizeof err) != 0) fail_msg("kernel option %s: %s", item, err);
+    p += len;
+    if (*p) p++;
+  }
+}
+
 int hk_test_need_nvrtc(void) {
   char why[768];
   if (hkc_nvrtc_available(why, sizeof why) == 0) return 0;

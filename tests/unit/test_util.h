@@ -65,6 +65,10 @@ long long hk_test_source_macro(const char *src, const char *name);
  * _add, _sum, the ewchain program -- so failures name the kernel. */
 void hk_test_kernel_name(hkc_kernel_out_t *k);
 
+/* Sets the kernel options a ';'-separated list of NAME=VALUE names ("gemm_tma=off;gemm_ws=off";
+ * "" sets none) on top of *o; a rejected one fails the test with the parser's message. */
+void hk_test_options(hkc_kernel_options_t *o, const char *list);
+
 /* 0 when the toolchain loads; else prints "[ SKIP     ] nvrtc: why" and returns -1. */
 int hk_test_need_nvrtc(void);
 int hk_test_need_hiprtc(void);

@@ -51,6 +51,12 @@ static void check_space(const hkc_gpu_arch_t *a, hkc_kernel_key_t key, const cha
   int n = hkc_tune_candidates(a, &key, c, HKC_TUNE_MAX_CANDIDATES);
   printf("[ info     ] %s: %d candidates\n", a ? a->name : "host", n);
   assert_true(n >= min_count && n < HKC_TUNE_MAX_CANDIDATES);
+  { /* the whole space fits: a larger buffer gets no more */
+    hkc_tile_cfg_t *all = calloc(4 * HKC_TUNE_MAX_CANDIDATES, sizeof *all);
+    assert_non_null(all);
+    assert_int_equal(hkc_tune_candidates(a, &key, all, 4 * HKC_TUNE_MAX_CANDIDATES), n);
+    free(all);
+  }
   assert_string_equal(c[0].variant, default_variant);
   assert_string_equal(c[0].tune, default_params);
   assert_true(c[0].is_default);
@@ -74,9 +80,55 @@ static void check_space(const hkc_gpu_arch_t *a, hkc_kernel_key_t key, const cha
   free(c);
 }
 
+/* The configurations of variant in key's candidates on a (options: hkc_tune_candidates_for's). */
+static int count_variant(const hkc_gpu_arch_t *a, const hkc_kernel_options_t *o, hkc_kernel_key_t key,
+                         const char *variant, const char *tune_part) {
+  hkc_tile_cfg_t *c = calloc(HKC_TUNE_MAX_CANDIDATES, sizeof *c);
+  assert_non_null(c);
+  const int n = hkc_tune_candidates_for(a, o, &key, c, HKC_TUNE_MAX_CANDIDATES);
+  int count = 0;
+  for (int i = 0; i < n; i++)
+    count += !strcmp(c[i].variant, variant) && (!tune_part || strstr(c[i].tune, tune_part));
+  free(c);
+  return count;
+}
+
+#define TMA_DEFAULT "pp=0,mw=1,bn=256,st=4,sk=1,cm=1"
+
 static void test_spaces(void **state) {
   (void)state;
-  check_space(hk_test_arch("sm_90a"), gemm_key(HK_DTYPE_BF16, 1, 0, 0, 0), "gemm_wgmma_ws", "bn=256,st=3,p=1", 30);
+  /* sm_90a: gemm_tma's default first, then its space and the other sm_90a variants' */
+  const hkc_gpu_arch_t *h200 = hk_test_arch("sm_90a");
+  check_space(h200, gemm_key(HK_DTYPE_BF16, 1, 0, 0, 0), "gemm_tma", TMA_DEFAULT, 120);
+  check_space(h200, gemm_key(HK_DTYPE_F16, 1, 2, 1, 1), "gemm_tma", TMA_DEFAULT, 150); /* trans_b: bn 96 too */
+  {
+    const hkc_kernel_key_t k = gemm_key(HK_DTYPE_BF16, 1, 0, 0, 0), tk = gemm_key(HK_DTYPE_BF16, 1, 0, 0, 1);
+    static const char *const variants[] = {"gemm_tma", "gemm_wgmma_ws", "gemm_wgmma", "gemm_mma"};
+    for (size_t i = 0; i < 4; i++) assert_true(count_variant(h200, NULL, k, variants[i], NULL) > 0);
+    /* split-K (2, 4, 8) and multicast pairs; wgmma N 96 for trans_b only */
+    assert_true(count_variant(h200, NULL, k, "gemm_tma", ",sk=2,") > 0 && count_variant(h200, NULL, k, "gemm_tma", ",sk=4,") > 0 &&
+                count_variant(h200, NULL, k, "gemm_tma", ",sk=8,") > 0 && count_variant(h200, NULL, k, "gemm_tma", ",cm=2") > 0);
+    assert_int_equal(count_variant(h200, NULL, k, "gemm_tma", ",bn=96,"), 0);
+    assert_true(count_variant(h200, NULL, tk, "gemm_tma", ",bn=96,") > 0);
+    assert_int_equal(count_variant(h200, NULL, k, "gemm_tma", "sk=2,cm=2"), 0);
+    /* gemm_tma=off: no gemm_tma candidate; gemm_wgmma_ws's default first, named in the key
+     * (not the registry's default); with gemm_ws=off too, gemm_wgmma's */
+    hkc_kernel_options_t off = {0}, off2 = {0};
+    hk_test_options(&off, "gemm_tma=off");
+    hk_test_options(&off2, "gemm_tma=off;gemm_ws=off");
+    assert_int_equal(count_variant(h200, &off, k, "gemm_tma", NULL), 0);
+    assert_true(count_variant(h200, &off, k, "gemm_wgmma_ws", NULL) > 0);
+    assert_int_equal(count_variant(h200, &off2, k, "gemm_wgmma_ws", NULL), 0);
+    hkc_tile_cfg_t c[HKC_TUNE_MAX_CANDIDATES];
+    const int n = hkc_tune_candidates_for(h200, &off, &k, c, HKC_TUNE_MAX_CANDIDATES);
+    assert_true(n > 0);
+    assert_string_equal(c[0].variant, "gemm_wgmma_ws");
+    assert_string_equal(c[0].tune, "bn=256,st=3,p=1");
+    for (int i = 0; i < n; i++) assert_false(c[i].is_default);
+    assert_true(hkc_tune_candidates_for(h200, &off2, &k, c, HKC_TUNE_MAX_CANDIDATES) > 0);
+    assert_string_equal(c[0].variant, "gemm_wgmma");
+    assert_string_equal(c[0].tune, "bm=128,bn=256,st=4");
+  }
   check_space(hk_test_arch("sm_90"), gemm_key(HK_DTYPE_F16, 1, 2, 1, 1), "gemm_mma", "bm=128,bn=128,wm=2,wn=4,st=4",
               10);
   check_space(hk_test_arch("sm_80"), gemm_key(HK_DTYPE_BF16, 0, 0, 0, 0), "gemm_mma", "bm=128,bn=128,wm=2,wn=4,st=4",
@@ -138,6 +190,34 @@ static void test_spaces(void **state) {
   assert_int_equal(hkc_tune_lookup_cfg(NULL, &k, "host_gemm", "bm=128,bn=1024,bk=256", &t), -1);
   assert_int_equal(hkc_tune_lookup_cfg(hk_test_arch("sm_90a"), &k, "gemm_mma", "bm=64,bn=64,wm=2,wn=2,st=3", &t), 0);
   assert_false(t.is_default); /* gemm_mma is not sm_90a's default variant */
+  assert_int_equal(hkc_tune_lookup_cfg(hk_test_arch("sm_90a"), &k, "gemm_wgmma_ws", "bn=256,st=3,p=1", &t), 0);
+  assert_false(t.is_default); /* nor is gemm_wgmma_ws any more */
+  /* gemm_tma: its default ("" or in full), legal configurations, and the refused ones */
+  hkc_kernel_key_t tk = gemm_key(HK_DTYPE_BF16, 0, 0, 0, 1);
+  assert_int_equal(hkc_tune_lookup_cfg(hk_test_arch("sm_90a"), &k, "gemm_tma", "", &t), 0);
+  assert_string_equal(t.tune, TMA_DEFAULT);
+  assert_true(t.is_default && t.split_k == 1 && t.persistent && t.bm == 128 && t.bn == 256 && t.threads == 384);
+  assert_int_equal(hkc_tune_lookup_cfg(hk_test_arch("sm_90a"), &k, "gemm_tma", TMA_DEFAULT, &t), 0);
+  assert_true(t.is_default);
+  assert_int_equal(hkc_tune_lookup_cfg(hk_test_arch("sm_90a"), &k, "gemm_tma", "pp=1,mw=1,bn=64,st=8,sk=4,cm=1", &t), 0);
+  assert_true(!t.is_default && t.split_k == 4 && !t.persistent && t.bm == 64 && t.bn == 64);
+  assert_int_equal(hkc_tune_lookup_cfg(hk_test_arch("sm_90a"), &k, "gemm_tma", "pp=0,mw=2,bn=128,st=4,sk=1,cm=2", &t), 0);
+  assert_true(t.split_k == 1 && t.persistent && t.bm == 256 && t.bn == 128);
+  assert_int_equal(hkc_tune_lookup_cfg(hk_test_arch("sm_90a"), &tk, "gemm_tma", "pp=1,mw=1,bn=96,st=10,sk=1,cm=1", &t), 0);
+  static const char *const tma_bad[] = {
+      "pp=1,mw=1,bn=96,st=10,sk=1,cm=1", /* bn 96: trans_b only (k is not) */
+      "pp=0,mw=1,bn=256,st=4,sk=2,cm=1", /* split-K: mw bn <= 128 */
+      "pp=1,mw=2,bn=128,st=6,sk=4,cm=1",
+      "pp=1,mw=1,bn=64,st=8,sk=2,cm=2",  /* multicast pairs without split-K */
+      "pp=0,mw=1,bn=256,st=5,sk=1,cm=1", /* over shared memory */
+      "pp=0,mw=2,bn=256,st=3,sk=1,cm=1", /* 256 accumulators */
+      "pp=0,mw=1,bn=160,st=4,sk=1,cm=1", /* no such wgmma N here */
+      "pp=0,mw=1,bn=64,st=4,sk=9,cm=1",
+      "pp=0,mw=1,bn=256,st=4",           /* not canonical */
+  };
+  for (size_t i = 0; i < sizeof tma_bad / sizeof tma_bad[0]; i++)
+    if (hkc_tune_lookup_cfg(hk_test_arch("sm_90a"), &k, "gemm_tma", tma_bad[i], &t) != -1) fail_msg("accepted %s", tma_bad[i]);
+  assert_int_equal(hkc_tune_lookup_cfg(hk_test_arch("sm_90"), &k, "gemm_tma", "", &t), -1); /* sm_90a only */
 }
 
 /* ---- the choice in the key ------------------------------------------------------------------------ */
@@ -164,9 +244,27 @@ static void test_key_identity(void **state) {
   assert_true(hkc_kernel_key_equal(&k1, &k1));
   /* the registry default in full is the untuned key: same name, same kernel */
   hkc_kernel_key_t k3 = base;
-  assert_int_equal(hkc_tune_lookup_cfg(a, &base, "gemm_wgmma_ws", "bn=256,st=3,p=1", &c), 0);
+  assert_int_equal(hkc_tune_lookup_cfg(a, &base, "gemm_tma", "pp=0,mw=1,bn=256,st=4,sk=1,cm=1", &c), 0);
   hkc_tune_apply(a, &k3, &c);
   assert_true(hkc_kernel_key_equal(&base, &k3));
+  /* gemm_wgmma_ws's default is no longer the registry's: a tuned key that names it */
+  k3 = base;
+  assert_int_equal(hkc_tune_lookup_cfg(a, &base, "gemm_wgmma_ws", "bn=256,st=3,p=1", &c), 0);
+  hkc_tune_apply(a, &k3, &c);
+  assert_false(hkc_kernel_key_equal(&base, &k3));
+  assert_string_equal(k3.variant, "gemm_wgmma_ws");
+  /* gemm_tma configurations: each its own name */
+  hkc_kernel_key_t k5 = base, k6 = base;
+  assert_int_equal(hkc_tune_lookup_cfg(a, &base, "gemm_tma", "pp=1,mw=1,bn=64,st=8,sk=4,cm=1", &c), 0);
+  hkc_tune_apply(a, &k5, &c);
+  assert_int_equal(hkc_tune_lookup_cfg(a, &base, "gemm_tma", "pp=1,mw=1,bn=64,st=8,sk=1,cm=2", &c), 0);
+  hkc_tune_apply(a, &k6, &c);
+  char n5[96], n6[96];
+  hkc_kernel_key_name(&k5, n5, sizeof n5);
+  hkc_kernel_key_name(&k6, n6, sizeof n6);
+  assert_true(strncmp(n5, "hk_gemm_bf16_bias_a8_t", 22) == 0 && strlen(n5) == 22 + 8);
+  assert_string_not_equal(n5, n6);
+  assert_false(hkc_kernel_key_equal(&k5, &k6));
   /* a stable hash: the name is part of the ABI of packs and caches */
   hkc_kernel_key_t k4 = base;
   snprintf(k4.variant, sizeof k4.variant, "gemm_wgmma_ws");
@@ -188,21 +286,48 @@ static void test_variant_macros_and_launch(void **state) {
                        {.kind = HK_ARG_NULL},   {.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_I64, .i = 4096},
                        {.kind = HK_ARG_I64, .i = 768}, {.kind = HK_ARG_I64, .i = 768}};
   uint32_t grid[3], block[3], shared;
-  /* untuned: the defaults; a forced configuration (kernel option) goes through the key */
+  /* untuned: gemm_tma's defaults (cooperative 128 x 256 tiles, 4 stages, no split-K or
+   * clusters), persistent: min(32 x 3 tiles, 132 SMs) */
   hkc_kernel_key_name(&k.key, k.name, sizeof k.name);
   char *src = hkc_codegen_gpu(a, &k);
   assert_non_null(src);
-  assert_true(has_line(src, "#define HK_TILE_N 256\n") && has_line(src, "#define HK_STAGES 3\n"));
+  assert_true(has_line(src, "gemm_tma.hip") && has_line(src, "#define HK_PINGPONG 0\n") && has_line(src, "#define HK_MW 1\n") &&
+              has_line(src, "#define HK_TILE_N 256\n") && has_line(src, "#define HK_STAGES 4\n") &&
+              has_line(src, "#define HK_SPLITK 1\n") && has_line(src, "#define HK_CM 1\n") &&
+              has_line(src, "hk_wgmma_m64n256k16_bf16"));
   free(src);
+  hkc_gpu_launch_dims(a, &k.key, args, 8, grid, block, &shared);
+  assert_int_equal(grid[0], 32 * 3);
+  assert_int_equal(block[0], 384);
+  assert_int_equal(hkc_tune_lookup_cfg(a, &k.key, "gemm_tma", "", &c), 0);
+  assert_int_equal(shared, c.shared_bytes);
+  /* forced configurations (kernel options) go through the key */
   {
-    hkc_kernel_options_t o = {0};
-    char err[256];
-    assert_int_equal(hkc_kernel_options_set(&o, "gemm_ws_cfg", "128,5,0", err, sizeof err), 0);
-    hkc_kernel_key_t fk = k.key;
-    assert_int_equal(hkc_tune_apply_options(&o, "sm_90a", a, &fk), 2);
-    assert_string_equal(fk.tune, "bn=128,st=5,p=0");
-    hkc_gpu_launch_dims(a, &fk, args, 8, grid, block, &shared);
-    assert_int_equal(grid[0], 32 * 6); /* one block per 128x128 tile */
+    static const struct {
+      const char *options, *tune;
+      uint32_t grid;
+    } forced[] = {
+        {"gemm_tma=off;gemm_ws_cfg=128,5,0", "bn=128,st=5,p=0", 32 * 6}, /* one block per 128x128 tile */
+        /* gemm_tma, split-K: a cluster of sk blocks per tile (64 x 12 tiles of 64x64; 32 x 6 of 128x128) */
+        {"gemm_tma_cfg=1,1,64,8,4", "pp=1,mw=1,bn=64,st=8,sk=4,cm=1", 64 * 12 * 4},
+        {"gemm_tma_cfg=0,1,128,5,2", "pp=0,mw=1,bn=128,st=5,sk=2,cm=1", 32 * 6 * 2},
+        /* persistent: 192 tiles of 128x128 (ping-pong, 2 m64 blocks per consumer) on 132 SMs */
+        {"gemm_tma_cfg=1,2,128,6", "pp=1,mw=2,bn=128,st=6,sk=1,cm=1", 132},
+        /* multicast pairs: 8 pairs of 256-row tiles x 6 columns = 96 blocks; 32 pairs x 12
+         * of 64x64 tiles = 768 blocks: the 132 SMs (an even count: whole clusters) */
+        {"gemm_tma_cfg=0,2,128,4,1,2", "pp=0,mw=2,bn=128,st=4,sk=1,cm=2", 16 * 6},
+        {"gemm_tma_cfg=1,1,64,8,1,2", "pp=1,mw=1,bn=64,st=8,sk=1,cm=2", 132},
+    };
+    for (size_t i = 0; i < sizeof forced / sizeof forced[0]; i++) {
+      hkc_kernel_options_t o = {0};
+      hk_test_options(&o, forced[i].options);
+      hkc_kernel_key_t fk = k.key;
+      assert_int_equal(hkc_tune_apply_options(&o, "sm_90a", a, &fk), 2);
+      assert_string_equal(fk.tune, forced[i].tune);
+      hkc_gpu_launch_dims(a, &fk, args, 8, grid, block, &shared);
+      if (grid[0] != forced[i].grid) fail_msg("%s: grid %u, expected %u", forced[i].options, grid[0], forced[i].grid);
+      assert_int_equal(block[0], 384);
+    }
   }
   /* tuned */
   assert_int_equal(hkc_tune_lookup_cfg(a, &k.key, "gemm_wgmma_ws", "bn=128,st=4,p=1", &c), 0);
@@ -274,16 +399,40 @@ static void test_model(void **state) {
   hkc_tune_cand_t *c = calloc(HKC_TUNE_MAX_CANDIDATES, sizeof *c);
   assert_non_null(c);
   int n;
-  /* large shapes: the measured best family (gemm_wgmma_ws 128x256, 3 stages, persistent) */
+  /* large shapes: 128-row gemm_tma tiles with the widest wgmma N (192 or 256), persistent,
+   * no split-K, compute-bound; gemm_tma's efficiencies are estimates (variant_gemm_nv.c, not
+   * yet measured), so its rate is only bounded: above gemm_wgmma_ws's measured 464.7 TFLOP/s
+   * at 8192^3 and below the 0.55 of the 989 TFLOP/s peak it assumes */
   int p = model_pick(h200, key, (hkc_tune_shape_t){8192, 14336, 4096}, c, &n);
-  assert_string_equal(c[p].cfg.variant, "gemm_wgmma_ws");
-  assert_string_equal(c[p].cfg.tune, "bn=256,st=3,p=1");
+  printf("[ info     ] sm_90a 8192x14336x4096: %s %s\n", c[p].cfg.variant, c[p].cfg.tune);
+  assert_string_equal(c[p].cfg.variant, "gemm_tma");
+  assert_true(c[p].cfg.bm == 128 && c[p].cfg.bn >= 192 && c[p].cfg.split_k == 1 && c[p].cfg.persistent);
   assert_string_equal(c[p].est.limiter, "compute");
-  /* and a rate close to what it measured (464.7 TFLOP/s at 8192^3) */
   p = model_pick(h200, key, (hkc_tune_shape_t){8192, 8192, 8192}, c, &n);
-  const double tflops = 2.0 * 8192 * 8192 * 8192 / c[p].est.seconds / 1e12;
+  double tflops = 2.0 * 8192 * 8192 * 8192 / c[p].est.seconds / 1e12;
   printf("[ info     ] sm_90a 8192^3: %s %s, %.0f TFLOP/s estimated\n", c[p].cfg.variant, c[p].cfg.tune, tflops);
-  assert_true(tflops > 420 && tflops < 510);
+  assert_string_equal(c[p].cfg.variant, "gemm_tma");
+  assert_true(tflops > 465 && tflops < 0.55 * 989);
+  /* gemm_tma=off: the measured best of gemm_wgmma_ws (128x256, 3 stages, persistent) and a
+   * rate close to what it measured (464.7 TFLOP/s at 8192^3) */
+  {
+    hkc_kernel_options_t off = {0};
+    hk_test_options(&off, "gemm_tma=off");
+    int order[HKC_TUNE_MAX_CANDIDATES];
+    static const hkc_tune_shape_t shapes[] = {{8192, 14336, 4096}, {8192, 8192, 8192}};
+    for (size_t i = 0; i < 2; i++) {
+      const int m = hkc_tune_cands_for(h200, &off, &key, c, HKC_TUNE_MAX_CANDIDATES);
+      assert_true(hkc_tune_rank(h200, &key, shapes[i], c, m, order) > 0);
+      p = order[0];
+      assert_string_equal(c[p].cfg.variant, "gemm_wgmma_ws");
+      assert_string_equal(c[p].cfg.tune, "bn=256,st=3,p=1");
+      assert_string_equal(c[p].est.limiter, "compute");
+    }
+    tflops = 2.0 * 8192 * 8192 * 8192 / c[p].est.seconds / 1e12;
+    printf("[ info     ] sm_90a 8192^3, gemm_tma=off: %s %s, %.0f TFLOP/s estimated\n", c[p].cfg.variant, c[p].cfg.tune,
+           tflops);
+    assert_true(tflops > 420 && tflops < 510);
+  }
   /* wave quantization: bert batch 1 (M = 128, N = K = 768) has 3 tiles of 128x256 for 132
    * SMs; the model takes smaller tiles, more of them, and expects it to be faster */
   p = model_pick(h200, key, (hkc_tune_shape_t){128, 768, 768}, c, &n);
@@ -298,6 +447,24 @@ static void test_model(void **state) {
   /* llama batch 1, M = 512: 4 x 16 tiles of 128x256 leave half of the SMs idle */
   p = model_pick(h200, key, (hkc_tune_shape_t){512, 4096, 4096}, c, &n);
   assert_true(c[p].est.tiles >= 128);
+  /* split-K (hkc_tile_cfg_t.split_k): few tiles and a long K -- 128 x 768 x 8192 has 6
+   * tiles of 128x128 for 132 SMs -- run faster split 4 ways over clusters; with tiles for
+   * every SM (4096^3: 1024 tiles) the split only adds the reduction */
+  {
+    hkc_tile_cfg_t s1, s4;
+    hkc_model_est_t e1, e4;
+    assert_int_equal(hkc_tune_lookup_cfg(h200, &key, "gemm_tma", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1", &s1), 0);
+    assert_int_equal(hkc_tune_lookup_cfg(h200, &key, "gemm_tma", "pp=0,mw=1,bn=128,st=6,sk=4,cm=1", &s4), 0);
+    assert_true(s1.split_k == 1 && s4.split_k == 4);
+    const hkc_tune_shape_t thin = {128, 768, 8192}, square = {4096, 4096, 4096};
+    assert_int_equal(hkc_model_estimate(h200, &s1, thin, HK_DTYPE_BF16, 0, 1, 1, &e1), 0);
+    assert_int_equal(hkc_model_estimate(h200, &s4, thin, HK_DTYPE_BF16, 0, 1, 1, &e4), 0);
+    printf("[ info     ] sm_90a 128x768x8192: sk=1 %.1f us, sk=4 %.1f us\n", e1.seconds * 1e6, e4.seconds * 1e6);
+    assert_true(e4.seconds < e1.seconds / 2);
+    assert_int_equal(hkc_model_estimate(h200, &s1, square, HK_DTYPE_BF16, 0, 1, 1, &e1), 0);
+    assert_int_equal(hkc_model_estimate(h200, &s4, square, HK_DTYPE_BF16, 0, 1, 1, &e4), 0);
+    assert_true(e4.seconds > e1.seconds);
+  }
   /* pipeline depth: a 2-slot ring leaves the k loop latency-bound where 3 slots do not */
   hkc_tile_cfg_t s2, s3;
   assert_int_equal(hkc_tune_lookup_cfg(h200, &key, "gemm_wgmma_ws", "bn=256,st=2,p=1", &s2), 0);
