@@ -330,10 +330,15 @@ char *hkc_tune_db_format(const hkc_tune_db_t *db) {
   hkc_sb_append(&sb, k_header, sizeof k_header - 1);
   for (size_t i = 0; i < db->n; i++) {
     const hkc_tune_entry_t *e = sorted[i];
-    hkc_sb_printf(&sb, "%s | %d | %s | ", e->target, e->units, e->toolchain);
+    /* fields appended whole (hkc_sb_printf formats at most 511 bytes; a parsed field may be longer) */
+    const char *const fields[] = {e->target, NULL, e->toolchain, e->signature, e->variant, e->params};
+    for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
+      if (fields[f]) hkc_sb_append(&sb, fields[f], strlen(fields[f]));
+      else hkc_sb_printf(&sb, "%d", e->units);
+      hkc_sb_append(&sb, " | ", 3);
+    }
     /* two decimals (diff-friendly); %g below 0.01 us, which two decimals would turn into 0 */
-    hkc_sb_printf(&sb, e->time_us >= 0.01 ? "%s | %s | %s | %.2f us\n" : "%s | %s | %s | %g us\n", e->signature,
-                  e->variant, e->params, e->time_us);
+    hkc_sb_printf(&sb, e->time_us >= 0.01 ? "%.2f us\n" : "%g us\n", e->time_us);
   }
   free(sorted);
   if (sb.failed) {
