@@ -382,25 +382,6 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
   } while (0)
 #endif
 
-#if (HK_HAS_RESIDUAL || HK_HAS_MUL) && HK_SPLITK == 1 /* (split-K: no registers to spare) */
-      /* The epilogue's residual / mul rows into L2 while the k loop runs (its loads would
-       * otherwise each wait out a DRAM round trip, one 32-column round after another): this
-       * warpgroup's 64 HK_MW rows x HK_TILE_N columns, 128-byte lines, spread over its threads. */
-      {
-        const long long prow0 = (long long)m0 + (HK_PINGPONG ? 0 : cw * HK_MW * 64);
-        constexpr int lines_per_row = (HK_TILE_N * 2 + 127) / 128;
-        for (int l = lt; l < 64 * HK_MW * lines_per_row; l += 128) {
-          const long long gm = prow0 + l / lines_per_row, gn = n0 + (long long)(l % lines_per_row) * 64;
-          if (gm >= M || gn >= N) continue;
-#if HK_HAS_RESIDUAL
-          asm volatile("prefetch.global.L2 [%0];\n" ::"l"(residual + gm * N + gn));
-#endif
-#if HK_HAS_MUL
-          asm volatile("prefetch.global.L2 [%0];\n" ::"l"(mul + gm * N + gn));
-#endif
-        }
-      }
-#endif
       unsigned prev = 0;
       for (int kt = 0; kt < k_tiles; kt++, u++) {
         const unsigned s = u % HK_STAGES, ph = (u / HK_STAGES) & 1u;
