@@ -373,6 +373,20 @@ static void test_auto_llama_swiglu(void **state) {
   hkc_spec_destroy(ref);
   hkc_spec_destroy(s);
 
+  /* A build with a target that has no dual kernel (hkc_build sets fusion_no_dual: sm_80,
+   * sm_90, AMD) keeps the gate gemm with up's output as its fused mul. */
+  s = hk_test_spec_parse(k_llama);
+  s->fusion_no_dual = 1;
+  hk_test_spec_fuse(s, HKC_FUSION_AUTO);
+  check_consistent(s);
+  assert_int_equal(s->n_nodes, 8);
+  gate = N(s, "gate,sg,glu");
+  assert_int_equal(gate->n_in, 2);
+  assert_int_equal(gate->mul, hk_test_tensor(s, "ut"));
+  assert_int_equal(N(s, "up")->op, HK_OP_GEMM);
+  assert_true(N(s, "up") < gate);
+  hkc_spec_destroy(s);
+
   /* SwiGLU written with act: silu on the gate gemm, up listed first. */
   static const char swiglu[] = HEADER
       "inputs: {x: [batch, s, h]}\n"

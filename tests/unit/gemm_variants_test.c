@@ -447,11 +447,71 @@ static void test_tma_launch(void **state) {
   free(space);
 }
 
+/* ---- dual gemm (fusion's SwiGLU form) -------------------------------------------------------
+ * Selection: gemm_tma on sm_90a (its 128 x 128 default: two accumulator sets), the simple
+ * kernel elsewhere (no other variant takes a dual key); launch: a third tensor map, of B2, like
+ * B's; compiles: the default and a ping-pong 64 x 64 configuration, both B layouts, with bias
+ * and silu, no spills. */
+static void test_dual(void **state) {
+  (void)state;
+  const hkc_gpu_arch_t *ar = hk_test_arch("sm_90a");
+  for (int tb = 0; tb < 2; tb++) {
+    hkc_kernel_key_t key = gemm_key(HK_DTYPE_BF16, HK_ACT_SILU, tb, 1, 0, 8);
+    key.dual = 1;
+    assert_string_equal(hk_test_variant_name("sm_90a", key), "gemm_tma");
+    assert_string_equal(hk_test_variant_name("sm_90", key), "simple");
+    assert_string_equal(hk_test_variant_name("sm_80", key), "simple");
+    assert_string_equal(hk_test_variant_name("gfx90a", key), "simple");
+    char src[16384] = "";
+    const hkc_variant_t *v = hkc_variant_for(ar, &key);
+    v->defines(ar, &key, src, sizeof src);
+    assert_int_equal(hk_test_source_macro(src, "HK_TILE_N"), 128);
+    hkc_arg_t args[HKC_MAX_ARGS] = GEMM_ARGS(4096, 14336, 4096);
+    args[HKC_GEMM_ARG_B2] = TENSOR(13);
+    const uint32_t n = hkc_gpu_launch_args(ar, &key, args, HKC_GEMM_N_ARGS_DUAL, HKC_MAX_ARGS);
+    assert_int_equal(n, HKC_GEMM_N_ARGS_DUAL + 3);
+    assert_int_equal(args[n - 1].kind, HK_ARG_TMAP);
+    assert_int_equal(hk_tmap_tensor((uint64_t)args[n - 1].i), 13);
+    assert_int_equal(hk_tmap_box_outer((uint64_t)args[n - 1].i), hk_tmap_box_outer((uint64_t)args[n - 2].i));
+    assert_int_equal(hk_tmap_tensor((uint64_t)args[n - 2].i), TENSOR_B);
+    /* no room for the three maps: the ABI's arguments alone */
+    assert_int_equal(hkc_gpu_launch_args(ar, &key, args, HKC_GEMM_N_ARGS_DUAL, HKC_GEMM_N_ARGS_DUAL + 2),
+                     HKC_GEMM_N_ARGS_DUAL);
+    /* two accumulator sets: 128 x 256 and split-K are refused */
+    hkc_tile_cfg_t t;
+    assert_int_equal(hkc_tune_lookup_cfg(ar, &key, "gemm_tma", "pp=0,mw=1,bn=256,st=4,sk=1,cm=1", &t), -1);
+    assert_int_equal(hkc_tune_lookup_cfg(ar, &key, "gemm_tma", "pp=1,mw=1,bn=64,st=8,sk=4,cm=1", &t), -1);
+    assert_int_equal(hkc_tune_lookup_cfg(ar, &key, "gemm_tma", "pp=1,mw=1,bn=64,st=8,sk=1,cm=1", &t), 0);
+  }
+  HK_TEST_NEED_NVRTC();
+  hk_test_compile_job_t jobs[4];
+  memset(jobs, 0, sizeof jobs);
+  size_t n = 0;
+  for (int tb = 0; tb < 2; tb++)
+    for (int c = 0; c < 2; c++) {
+      hkc_kernel_key_t key = gemm_key(HK_DTYPE_BF16, HK_ACT_SILU, tb, 1, 0, 8);
+      key.dual = 1;
+      jobs[n].arch = ar;
+      jobs[n].kernel.key = c ? key_with(ar, "gemm_tma_cfg=1,1,64,8", key) : key;
+      hk_test_kernel_name(&jobs[n].kernel);
+      n++;
+    }
+  hk_test_compile_all(jobs, n, hkc_nvrtc_compile, 2, HK_TEST_COMPILE_NO_WARNINGS);
+  for (size_t i = 0; i < n; i++) {
+    printf("[ info     ] %s: regs %u, scratch %u%s%s\n", jobs[i].kernel.name, jobs[i].regs, jobs[i].scratch,
+           jobs[i].ok ? "" : ", ", jobs[i].ok ? "" : jobs[i].error);
+    assert_true(jobs[i].ok);
+    assert_int_equal(jobs[i].scratch, 0);
+    assert_true(jobs[i].regs > 0 && jobs[i].regs <= 232);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_selection),
       cmocka_unit_test(test_launch_covers_odd_shapes),
       cmocka_unit_test(test_tma_launch),
+      cmocka_unit_test(test_dual),
       cmocka_unit_test(test_nvrtc_variants),
       cmocka_unit_test(test_nvrtc_sm90a_configurations),
   };
