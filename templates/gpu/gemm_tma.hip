@@ -32,7 +32,7 @@
  *   A ring  HK_STAGES x [HK_BM_STAGE][64] K-major, 128-byte swizzle (= wgmma's), SBO 1024
  *   B ring  HK_STAGES x (HK_TRANS_B: [HK_TILE_N][64] K-major, as A;
  *                        else HK_TILE_N / 64 panels of [64 k][64 n], N-major, LBO 8192)
- *   E       2 x [64][32] f32: each consumer's epilogue staging (hk_tma_e)
+ *   E       2 x [64][32] f32: each consumer's epilogue staging (gemm_epilogue_wgmma.h)
  *   bars    full[HK_STAGES], empty[HK_STAGES], done[2] (ping-pong order, below)
  * TMA writes exactly the layout the wgmma descriptors read (row r of a box at r * 128
  * bytes, 16-byte chunk j at j ^ (r & 7)), as gemm_wgmma_ws's cp.async copies do by hand.
@@ -66,10 +66,6 @@
 #endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-/* Offset (floats) of (row, col) in a [64][32] f32 staging tile; 16-byte chunks XOR-swizzled
- * by row so that the accumulator stores and the row reads spread over the banks (the
- * scheme of gemm_wgmma_ws's hk_ws_e). */
-HK_DEVICE int hk_tma_e(int row, int col) { return row * 32 + ((((col >> 2) ^ ((row & 3) << 1)) & 7) << 2) + (col & 3); }
 
 /* Thread-block clusters (split-K): this block's rank, a cluster-wide barrier (every thread
  * of every block of the cluster; release/acquire orders shared-memory writes before it with
@@ -130,69 +126,6 @@ HK_DEVICE void hk_tma_dual_combine(float *acc, const float *acc2, const HK_T *bi
 }
 #endif
 
-/* The epilogue of 64 rows (row0.. of C) x HK_TILE_N columns (n0..) from one m64 block of
- * accumulators, 32 columns per round through E (this consumer's staging tile). lt: thread
- * in the warpgroup; bar: its named barrier. */
-HK_DEVICE void hk_tma_epilogue(const float *acc, float *E, long long row0, long long n0, long long M, long long N,
-                               const HK_T *bias, const HK_T *residual, const HK_T *mul, HK_T *C, int lt, int bar) {
-  const int lane = lt & 31, wq = lt >> 5, g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int c = 0; c < HK_TILE_N / 32; c++) {
-#pragma unroll
-    for (int jj = 0; jj < 4; jj++)
-#pragma unroll
-      for (int h = 0; h < 2; h++) {
-        const int r = wq * 16 + g + 8 * h, col = jj * 8 + 2 * t;
-        *(float2 *)(E + hk_tma_e(r, col)) = make_float2(acc[4 * (4 * c + jj) + 2 * h], acc[4 * (4 * c + jj) + 2 * h + 1]);
-      }
-    hk_named_sync(bar, 128);
-#pragma unroll
-    for (int p = 0; p < 2; p++) {
-      const int i = lt + 128 * p, r = i >> 2, q = i & 3, odd = r & 1;
-      const long long gm = row0 + r, gn = n0 + c * 32 + q * 8;
-      const float4 x = *(const float4 *)(E + hk_tma_e(r, q * 8 + 4 * odd));
-      const float4 y = *(const float4 *)(E + hk_tma_e(r, q * 8 + 4 - 4 * odd));
-      const float4 lo = odd ? y : x, hi = odd ? x : y;
-      float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-      if (gm < M && gn < N) {
-#if HK_HAS_BIAS && !HK_DUAL /* a dual gemm's bias and activation are in acc already */
-        const uint4 bb = *(const uint4 *)(bias + gn);
-        const unsigned bw[4] = {bb.x, bb.y, bb.z, bb.w};
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          v[2 * e] += HK_LOAD((unsigned short)(bw[e] & 0xffffu));
-          v[2 * e + 1] += HK_LOAD((unsigned short)(bw[e] >> 16));
-        }
-#endif
-#if !HK_DUAL
-#pragma unroll
-        for (int e = 0; e < 8; e++) v[e] = HK_ACT(v[e]);
-#endif
-#if HK_HAS_MUL
-        const uint4 mm = *(const uint4 *)(mul + gm * N + gn);
-        const unsigned mw[4] = {mm.x, mm.y, mm.z, mm.w};
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          v[2 * e] *= HK_LOAD((unsigned short)(mw[e] & 0xffffu));
-          v[2 * e + 1] *= HK_LOAD((unsigned short)(mw[e] >> 16));
-        }
-#endif
-#if HK_HAS_RESIDUAL
-        const uint4 rr = *(const uint4 *)(residual + gm * N + gn);
-        const unsigned rw[4] = {rr.x, rr.y, rr.z, rr.w};
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          v[2 * e] += HK_LOAD((unsigned short)(rw[e] & 0xffffu));
-          v[2 * e + 1] += HK_LOAD((unsigned short)(rw[e] >> 16));
-        }
-#endif
-        *(uint4 *)(C + gm * N + gn) =
-            make_uint4(HK_PACK(v[0], v[1]), HK_PACK(v[2], v[3]), HK_PACK(v[4], v[5]), HK_PACK(v[6], v[7]));
-      }
-    }
-    hk_named_sync(bar, 128); /* E is rewritten by the next round */
-  }
-}
 #endif
 
 #if HK_SPLITK > 1 && HK_CM > 1
@@ -484,7 +417,7 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
       if (HK_SPLITK == 1 || rank == 0) {
 #pragma unroll
         for (int w = 0; w < HK_MW; w++)
-          hk_tma_epilogue(acc[w], E, row0 + 64 * w, n0, M, N, bias, residual, mul, C, lt, 1 + cw);
+          hk_wgmma_epilogue(acc[w], E, row0 + 64 * w, n0, M, N, bias, residual, mul, C, lt, 1 + cw);
       }
 #if HK_SPLITK > 1
       hk_cluster_sync();

@@ -15,8 +15,8 @@
  *   A ring   HK_STAGES x [128][64] K-major, hk_swz128 (= wgmma 128-byte swizzle), SBO 1024
  *   B ring   HK_STAGES x (HK_TRANS_B: [HK_TILE_N][64] K-major, as A;
  *                         else HK_TILE_N/64 panels of [64 k][64 n], N-major, LBO 8192, SBO 1024)
- *   E        2 x [64][32] f32: each consumer warpgroup's epilogue staging (16-byte chunks
- *            XOR-swizzled, see hk_ws_e)
+ *   E        2 x [64][32] f32: each consumer warpgroup's epilogue staging
+ *            (gemm_epilogue_wgmma.h)
  *   bars     full[HK_STAGES], empty[HK_STAGES] mbarriers
  * Same stage layouts and descriptors as gemm_wgmma.hip.
  *
@@ -54,12 +54,6 @@
 #endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-/* Offset (floats) of (row, col) in a [64][32] f32 staging tile: 16-byte chunk col / 4 of the
- * row is stored at chunk (col / 4) ^ ((row & 3) << 1). Accumulator stores (a half warp
- * writes rows g = 0..3, chunks {2j, 2j+1}) and the row reads (2 rows x 4 chunk pairs per
- * 8 lanes, odd rows reading their odd chunk first) then hit 32 different banks. */
-HK_DEVICE int hk_ws_e(int row, int col) { return row * 32 + ((((col >> 2) ^ ((row & 3) << 1)) & 7) << 2) + (col & 3); }
-
 /* The producer's (128 threads, ptid 0..127) cp.async copies of k tile kt into one slot.
  * Rolled loops with running pointers (HK_WS_LOAD_UNROLL): the producer runs on
  * HK_WS_PRODUCER_REGS registers. */
@@ -180,8 +174,7 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
   } else {
     /* ---- consumers ---- */
     HK_SETMAXNREG_INC(HK_WS_CONSUMER_REGS);
-    const int cw = wg - 1, lt = tid & 127, lane = tid & 31, wq = lt >> 5;
-    const int g = lane >> 2, t = lane & 3;
+    const int cw = wg - 1, lt = tid & 127, lane = tid & 31;
     float *const E = Es + cw * HK_WS_E_FLOATS;
     int s = 0;
     unsigned ph = 0;
@@ -228,64 +221,8 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
       for (int i = 0; i < HK_WS_NACC; i++) HK_WGMMA_FENCE_REG(acc[i]);
       if (k_tiles > 0 && lane == 0) hk_mbar_arrive(HK_WS_EMPTY(prev));
 
-      /* ---- epilogue: acc[4j + 2h + e] = (row 16 wq + g + 8h, col 8j + 2t + e) of this
-       * warpgroup's 64 rows; 32 columns (n8 tiles 4c .. 4c + 3) per round through E ---- */
-      const long long row0 = m0 + cw * 64;
-#pragma unroll
-      for (int c = 0; c < HK_TILE_N / 32; c++) {
-#pragma unroll
-        for (int jj = 0; jj < 4; jj++)
-#pragma unroll
-          for (int h = 0; h < 2; h++) {
-            const int r = wq * 16 + g + 8 * h, col = jj * 8 + 2 * t;
-            *(float2 *)(E + hk_ws_e(r, col)) = make_float2(acc[4 * (4 * c + jj) + 2 * h], acc[4 * (4 * c + jj) + 2 * h + 1]);
-          }
-        hk_named_sync(1 + cw, 128);
-#pragma unroll
-        for (int p = 0; p < 2; p++) {
-          const int i = lt + 128 * p, r = i >> 2, q = i & 3, odd = r & 1;
-          const long long gm = row0 + r, gn = n0 + c * 32 + q * 8;
-          /* odd rows read their second chunk first (bank spread, see hk_ws_e) */
-          const float4 x = *(const float4 *)(E + hk_ws_e(r, q * 8 + 4 * odd));
-          const float4 y = *(const float4 *)(E + hk_ws_e(r, q * 8 + 4 - 4 * odd));
-          const float4 lo = odd ? y : x, hi = odd ? x : y;
-          float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-          if (gm < M && gn < N) {
-#if HK_HAS_BIAS
-            const uint4 bb = *(const uint4 *)(bias + gn);
-            const unsigned bw[4] = {bb.x, bb.y, bb.z, bb.w};
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-              v[2 * e] += HK_LOAD((unsigned short)(bw[e] & 0xffffu));
-              v[2 * e + 1] += HK_LOAD((unsigned short)(bw[e] >> 16));
-            }
-#endif
-#pragma unroll
-            for (int e = 0; e < 8; e++) v[e] = HK_ACT(v[e]);
-#if HK_HAS_MUL
-            const uint4 mm = *(const uint4 *)(mul + gm * N + gn);
-            const unsigned mw[4] = {mm.x, mm.y, mm.z, mm.w};
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-              v[2 * e] *= HK_LOAD((unsigned short)(mw[e] & 0xffffu));
-              v[2 * e + 1] *= HK_LOAD((unsigned short)(mw[e] >> 16));
-            }
-#endif
-#if HK_HAS_RESIDUAL
-            const uint4 rr = *(const uint4 *)(residual + gm * N + gn);
-            const unsigned rw[4] = {rr.x, rr.y, rr.z, rr.w};
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-              v[2 * e] += HK_LOAD((unsigned short)(rw[e] & 0xffffu));
-              v[2 * e + 1] += HK_LOAD((unsigned short)(rw[e] >> 16));
-            }
-#endif
-            *(uint4 *)(C + gm * N + gn) =
-                make_uint4(HK_PACK(v[0], v[1]), HK_PACK(v[2], v[3]), HK_PACK(v[4], v[5]), HK_PACK(v[6], v[7]));
-          }
-        }
-        hk_named_sync(1 + cw, 128); /* E is rewritten by the next round */
-      }
+      /* ---- epilogue (gemm_epilogue_wgmma.h): this warpgroup's 64 rows through E ---- */
+      hk_wgmma_epilogue(acc, E, m0 + cw * 64, n0, M, N, bias, residual, mul, C, lt, 1 + cw);
     }
   }
 #undef HK_WS_FULL

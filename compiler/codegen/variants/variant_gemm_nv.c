@@ -292,6 +292,8 @@ static void wgmma_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
 }
 
 static const char *const k_wgmma_includes[] = {"gpu/tile_nv.h", "gpu/tile_wgmma.h", NULL};
+/* the warp-specialized kernels: their shared epilogue too */
+static const char *const k_ws_includes[] = {"gpu/tile_nv.h", "gpu/tile_wgmma.h", "gpu/gemm_epilogue_wgmma.h", NULL};
 
 const hkc_variant_t hkc_variant_gemm_wgmma = {
     .name = "gemm_wgmma",
@@ -424,7 +426,7 @@ static void ws_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, c
 const hkc_variant_t hkc_variant_gemm_wgmma_ws = {
     .name = "gemm_wgmma_ws",
     .template_path = "gpu/gemm_wgmma_ws.hip",
-    .includes = k_wgmma_includes,
+    .includes = k_ws_includes,
     .applies = ws_applies,
     .defines = ws_defines,
     .launch = ws_launch,
@@ -619,7 +621,7 @@ static uint32_t tma_launch_args(const hkc_gpu_arch_t *arch, const hkc_kernel_key
 const hkc_variant_t hkc_variant_gemm_tma = {
     .name = "gemm_tma",
     .template_path = "gpu/gemm_tma.hip",
-    .includes = k_wgmma_includes,
+    .includes = k_ws_includes,
     .applies = tma_applies,
     .defines = tma_defines,
     .launch = tma_launch,
