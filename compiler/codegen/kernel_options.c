@@ -251,7 +251,9 @@ void hkc_kernel_options_format(const hkc_kernel_options_t *o, char *out, size_t 
       const int on = strcmp(k->name, "simple_kernels") == 0 ? o->simple_kernels : o->ew_exact_act;
       if (on) snprintf(value, sizeof value, "1");
     } else if (k->kind == KOPT_SWITCH) {
-      const hkc_switch_t s = *switch_field((hkc_kernel_options_t *)o, k->name);
+      const hkc_switch_t s = strcmp(k->name, "gemm_tma") == 0 ? o->gemm_tma
+                             : strcmp(k->name, "gemm_ws") == 0  ? o->gemm_ws
+                                                                : o->attn_wgmma;
       if (s != HKC_SWITCH_AUTO && (unsigned)s < 3) snprintf(value, sizeof value, "%s", k_switch[s]);
     } else {
       snprintf(value, sizeof value, "%.*s", HKC_TUNE_MAX, o->cfg[k->cfg]);

@@ -297,22 +297,22 @@ static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_opt
         j++;
       }
   /* the pool compiles the rest: moved to the front, in order */
-  size_t n_todo = 0;
+  size_t n_pending = 0;
   for (j = 0; j < n_jobs; j++)
-    if (jobs[j].rc == 1) n_todo++;
-  compile_job_t *todo = calloc(n_todo ? n_todo : 1, sizeof *todo);
-  if (!todo) {
+    if (jobs[j].rc == 1) n_pending++;
+  compile_job_t *pending = calloc(n_pending ? n_pending : 1, sizeof *pending);
+  if (!pending) {
     free(jobs);
     free(owners);
     return -1;
   }
   for (size_t i = 0, t = 0; i < n_jobs; i++)
-    if (jobs[i].rc == 1) todo[t++] = jobs[i];
+    if (jobs[i].rc == 1) pending[t++] = jobs[i];
   hkc_compile_pool_t *pool =
-      hkc_compile_pool_start(todo, n_todo, options->jobs, options->no_cache, options->cache_dir, !options->quiet);
+      hkc_compile_pool_start(pending, n_pending, options->jobs, options->no_cache, options->cache_dir, !options->quiet);
   if (!pool) {
     for (j = 0; j < n_jobs; j++) hkc_rtc_result_free(&jobs[j].result);
-    free(todo);
+    free(pending);
     free(jobs);
     free(owners);
     return -1;
@@ -323,8 +323,8 @@ static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_opt
     if (one_unit(&plans[p]) && compile_unit(&plans[p]) != 0) rc = -1;
   const int started = hkc_compile_pool_finish(pool);
   for (size_t i = 0, t = 0; i < n_jobs; i++)
-    if (jobs[i].rc == 1) jobs[i] = todo[t++];
-  free(todo);
+    if (jobs[i].rc == 1) jobs[i] = pending[t++];
+  free(pending);
 
   size_t cached = 0;
   for (j = 0; j < n_jobs; j++) {

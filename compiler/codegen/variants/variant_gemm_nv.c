@@ -135,6 +135,15 @@ static int gemm_nv_key_ok(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
          (key->dtype == HK_DTYPE_F16 || key->dtype == HK_DTYPE_BF16) && key->align >= 8 && key->align % 8 == 0;
 }
 
+/* The wgmma variants' instruction and packing macros for key's dtype and wgmma N `bn`. */
+static void wgmma_macros(const hkc_kernel_key_t *key, int bn, char *out, size_t size) {
+  const int bf16 = key->dtype == HK_DTYPE_BF16;
+  size_t len = strlen(out);
+  snprintf(out + len, size > len ? size - len : 0,
+           "#define HK_WGMMA(d, a, b, sc, tb) hk_wgmma_m64n%dk16_%s<tb>(d, a, b, sc)\n#define HK_PACK(lo, hi) %s(lo, hi)\n",
+           bn, bf16 ? "bf16" : "f16", bf16 ? "hk_pack_bf16x2" : "hk_pack_f16x2");
+}
+
 static void cfg_defines(const hkc_kernel_key_t *key, const gemm_cfg_t *c, char *out, size_t size) {
   const int bf16 = key->dtype == HK_DTYPE_BF16;
   size_t len = strlen(out);
@@ -274,15 +283,12 @@ static int wgmma_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
 
 static void wgmma_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
   const gemm_cfg_t c = wgmma_cfg(arch, key);
-  const int bf16 = key->dtype == HK_DTYPE_BF16;
   size_t len = strlen(out);
   snprintf(out + len, size > len ? size - len : 0,
            "#define HK_THREADS %d\n#define HK_WGS %d\n#define HK_TILE_M %d\n#define HK_TILE_N %d\n#define HK_TILE_K %d\n"
-           "#define HK_STAGES %d\n#define HK_GROUP_M %d\n"
-           "#define HK_WGMMA(d, a, b, sc, tb) hk_wgmma_m64n%dk16_%s<tb>(d, a, b, sc)\n"
-           "#define HK_PACK(lo, hi) %s(lo, hi)\n",
-           2 * c.bm, c.bm / 64, c.bm, c.bn, c.bk, c.stages, c.group_m, c.bn, bf16 ? "bf16" : "f16",
-           bf16 ? "hk_pack_bf16x2" : "hk_pack_f16x2");
+           "#define HK_STAGES %d\n#define HK_GROUP_M %d\n",
+           2 * c.bm, c.bm / 64, c.bm, c.bn, c.bk, c.stages, c.group_m);
+  wgmma_macros(key, c.bn, out, size);
 }
 
 static void wgmma_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
@@ -404,14 +410,12 @@ static int ws_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
 
 static void ws_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
   const ws_cfg_t c = ws_cfg(arch, key);
-  const int bf16 = key->dtype == HK_DTYPE_BF16;
   size_t len = strlen(out);
   snprintf(out + len, size > len ? size - len : 0,
            "#define HK_THREADS 384\n#define HK_TILE_M 128\n#define HK_TILE_N %d\n#define HK_TILE_K 64\n"
-           "#define HK_STAGES %d\n#define HK_GROUP_M 8\n#define HK_WS_PRODUCER_REGS 40\n#define HK_WS_CONSUMER_REGS 232\n"
-           "#define HK_WGMMA(d, a, b, sc, tb) hk_wgmma_m64n%dk16_%s<tb>(d, a, b, sc)\n"
-           "#define HK_PACK(lo, hi) %s(lo, hi)\n",
-           c.bn, c.stages, c.bn, bf16 ? "bf16" : "f16", bf16 ? "hk_pack_bf16x2" : "hk_pack_f16x2");
+           "#define HK_STAGES %d\n#define HK_GROUP_M 8\n#define HK_WS_PRODUCER_REGS 40\n#define HK_WS_CONSUMER_REGS 232\n",
+           c.bn, c.stages);
+  wgmma_macros(key, c.bn, out, size);
 }
 
 static void ws_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
@@ -572,29 +576,29 @@ static int tma_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) 
 
 static void tma_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
   const tma_cfg_t c = tma_cfg(arch, key);
-  const int bf16 = key->dtype == HK_DTYPE_BF16;
   size_t len = strlen(out);
+  /* split-K's producer computes its k range: 56 registers (40 spill there), the consumers 224 */
   snprintf(out + len, size > len ? size - len : 0,
            "#define HK_THREADS 384\n#define HK_PINGPONG %d\n#define HK_MW %d\n#define HK_TILE_N %d\n#define HK_SPLITK %d\n"
            "#define HK_CM %d\n"
-           "#define HK_STAGES %d\n#define HK_GROUP_M 8\n#define HK_PRODUCER_REGS %d\n#define HK_CONSUMER_REGS %d\n"
-           "#define HK_WGMMA(d, a, b, sc, tb) hk_wgmma_m64n%dk16_%s<tb>(d, a, b, sc)\n"
-           "#define HK_PACK(lo, hi) %s(lo, hi)\n",
-           c.pingpong, c.mw, c.bn, c.splitk, c.cm, c.stages, c.splitk > 1 ? 56 : 40, c.splitk > 1 ? 224 : 232, c.bn, bf16 ? "bf16" : "f16", bf16 ? "hk_pack_bf16x2" : "hk_pack_f16x2");
+           "#define HK_STAGES %d\n#define HK_GROUP_M 8\n#define HK_PRODUCER_REGS %d\n#define HK_CONSUMER_REGS %d\n",
+           c.pingpong, c.mw, c.bn, c.splitk, c.cm, c.stages, c.splitk > 1 ? 56 : 40, c.splitk > 1 ? 224 : 232);
+  wgmma_macros(key, c.bn, out, size);
 }
 
 static void tma_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
                        uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
   const tma_cfg_t c = tma_cfg(arch, key);
-  int64_t blocks = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_M), tma_rows(&c)) *
-                   hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_N), c.bn);
-  if (c.splitk > 1) /* one tile per cluster of splitk blocks (the kernel's __cluster_dims__) */
-    blocks = blocks * c.splitk <= 0x7fffffffLL / c.splitk * c.splitk ? blocks * c.splitk : 0x7fffffffLL / c.splitk * c.splitk;
-  else if (c.cm > 1) /* clusters of cm blocks on cm row tiles each; persistent */
-    blocks = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_M), (int64_t)tma_rows(&c) * c.cm) *
-             hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_N), c.bn) * c.cm;
-  if (c.splitk == 1 && arch->compute_units > 0 && blocks > (int64_t)arch->compute_units)
-    blocks = (int64_t)arch->compute_units / c.cm * c.cm;
+  /* A cluster (the kernel's __cluster_dims__: sk blocks on one tile, or cm blocks on cm row
+   * tiles; at most one of the two is > 1) takes one unit of work: units x cluster blocks, a
+   * multiple of the cluster size; persistent (at most the SMs) without split-K. The kernel
+   * strides over units beyond the grid. */
+  const int cluster = c.splitk * c.cm;
+  const int64_t units = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_M), (int64_t)tma_rows(&c) * c.cm) *
+                        hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_N), c.bn);
+  int64_t max_units = 0x7fffffffLL / cluster;
+  if (c.splitk == 1 && arch->compute_units > 0) max_units = arch->compute_units / cluster;
+  const int64_t blocks = (units < max_units ? units : max_units) * cluster;
   hkc_variant_launch_1d(blocks, 384, tma_shared(key, &c), out_grid, out_block, out_shared);
 }
 
