@@ -82,7 +82,7 @@ all_kernels() { # file, name suffix pattern, expected tail of the params
   local n; n=$(kernels "$1" | wc -l)
   [ "$n" -ge 3 ] && [ "$(kernels "$1" | grep -cE "^  hk_gemm_[a-z0-9_]+_a8$2 .*$3$")" -eq "$n" ]
 }
-all_kernels "$work/g0.txt" "" "kernel=gemm_tma cfg=pp=0,mw=1,bn=256,st=4,sk=1,cm=1 src=default" \
+all_kernels "$work/g0.txt" "" "kernel=gemm_tma cfg=pp=0,mw=1,bn=256,st=4,sk=1,cm=1,ts=0 src=default" \
   && ok "default: gemm_tma, untuned names" || { bad "default gemm"; kernels "$work/g0.txt"; }
 # tensor maps: one line per GEMM launch, A [M][K] in 64 x 128 boxes, B [K][N] in 64 x 64 panels
 [ "$(tmaps "$work/g0.txt" | wc -l)" -eq "$n_gemm" ] \
@@ -95,16 +95,16 @@ launches "$work/g0.txt" | awk '$2 < 1 || $2 > 132 {bad=1} END {exit bad}' \
 [ "$(grep -cE "^    #[0-9]+ .* hk_gemm.* after \[[0-9,]+\] pdl$" "$work/g0.txt")" -eq "$(grep -cE "^    #[0-9]+ .* hk_gemm.* after \[[0-9,]+\]" "$work/g0.txt")" ] \
   && ok "default: every gemm_tma launch after another is marked pdl" || { bad "pdl marks"; grep -E "^    #" "$work/g0.txt"; }
 # gemm_tma_cfg=1,1,64,8,1,2: ping-pong 64x64 tiles in multicast pairs
-all_kernels "$work/g1.txt" "_t[0-9a-f]{8}" "kernel=gemm_tma cfg=pp=1,mw=1,bn=64,st=8,sk=1,cm=2 src=option" \
+all_kernels "$work/g1.txt" "_t[0-9a-f]{8}" "kernel=gemm_tma cfg=pp=1,mw=1,bn=64,st=8,sk=1,cm=2,ts=0 src=option" \
   && ok "gemm_tma_cfg: recorded config, src=option, another name" || { bad "forced gemm_tma config"; kernels "$work/g1.txt"; }
-grep -qx "  kernel_options=gemm_tma_cfg=pp=1,mw=1,bn=64,st=8,sk=1,cm=2" "$work/g1.txt" && ok "provenance: gemm_tma_cfg" || bad "provenance gemm_tma_cfg"
+grep -qx "  kernel_options=gemm_tma_cfg=pp=1,mw=1,bn=64,st=8,sk=1,cm=2,ts=0" "$work/g1.txt" && ok "provenance: gemm_tma_cfg" || bad "provenance gemm_tma_cfg"
 launches "$work/g1.txt" | awk '$2 < 2 || $2 > 132 || $2 % 2 {bad=1} END {exit bad}' \
   && [ "$(tmaps "$work/g1.txt" | grep -c "arg 9 tmap([a-z0-9_]*, box 64x64, swz128), arg 10 tmap(w_[a-z0-9]*, box 64x64, swz128)$")" -eq "$n_gemm" ] \
   && ok "multicast pairs: even grids within the 132 SMs, 64x64 A boxes" || { bad "cm=2 launches"; grep -E "hk_gemm|tensor maps" "$work/g1.txt"; }
 # HKC_GEMM_TMA_CFG=0,1,128,5,4 (split-K 4): one cluster of 4 blocks per 128x128 tile; batch 1:
 # qkv_proj M = 128, N = 2304: 18 tiles, 72 blocks
-all_kernels "$work/g2.txt" "_t[0-9a-f]{8}" "kernel=gemm_tma cfg=pp=0,mw=1,bn=128,st=5,sk=4,cm=1 src=option" \
-  && grep -qx "  kernel_options=gemm_tma_cfg=pp=0,mw=1,bn=128,st=5,sk=4,cm=1" "$work/g2.txt" \
+all_kernels "$work/g2.txt" "_t[0-9a-f]{8}" "kernel=gemm_tma cfg=pp=0,mw=1,bn=128,st=5,sk=4,cm=1,ts=0 src=option" \
+  && grep -qx "  kernel_options=gemm_tma_cfg=pp=0,mw=1,bn=128,st=5,sk=4,cm=1,ts=0" "$work/g2.txt" \
   && ok "HKC_GEMM_TMA_CFG maps to gemm_tma_cfg (positional SPLIT_K)" || { bad "HKC_GEMM_TMA_CFG"; grep -E "hk_gemm|kernel_options" "$work/g2.txt"; }
 grep -qE "^    #0 +qkv_proj +hk_gemm_bf16_bias_a8_t[0-9a-f]{8} +grid \[72,1,1\]" "$work/g2.txt" \
   && launches "$work/g2.txt" | awk '$2 % 4 {bad=1} END {exit bad}' \
@@ -133,9 +133,9 @@ illegal() { # name, expected message, build options...
 }
 illegal bad3 "kernel option gemm_ws_cfg=bn=256,st=12,p=1 is not legal for kernel hk_gemm_bf16_bias_a8 on sm_90a (gemm_wgmma_ws: " \
   --kernel-option gemm_tma=off --kernel-option gemm_ws_cfg=256,12,1
-illegal bad4 "kernel option gemm_tma_cfg=pp=0,mw=1,bn=96,st=4,sk=1,cm=1 is not legal for kernel hk_gemm_bf16_bias_a8 on sm_90a (gemm_tma: pp 0 or 1; mw 1 or 2; bn 64, 96 (trans_b only)" \
+illegal bad4 "kernel option gemm_tma_cfg=pp=0,mw=1,bn=96,st=4,sk=1,cm=1,ts=0 is not legal for kernel hk_gemm_bf16_bias_a8 on sm_90a (gemm_tma: pp 0 or 1; mw 1 or 2; bn 64, 96 (trans_b only)" \
   --kernel-option gemm_tma_cfg=0,1,96,4
-illegal bad5 "kernel option gemm_tma_cfg=pp=0,mw=1,bn=256,st=4,sk=2,cm=1 is not legal for kernel hk_gemm_bf16_bias_a8 on sm_90a (gemm_tma: " \
+illegal bad5 "kernel option gemm_tma_cfg=pp=0,mw=1,bn=256,st=4,sk=2,cm=1,ts=0 is not legal for kernel hk_gemm_bf16_bias_a8 on sm_90a (gemm_tma: " \
   --kernel-option gemm_tma_cfg=0,1,256,4,2
-HKC_GEMM_TMA_CFG=1,1,64,8,2,2 illegal bad6 "kernel option gemm_tma_cfg=pp=1,mw=1,bn=64,st=8,sk=2,cm=2 is not legal"
+HKC_GEMM_TMA_CFG=1,1,64,8,2,2 illegal bad6 "kernel option gemm_tma_cfg=pp=1,mw=1,bn=64,st=8,sk=2,cm=2,ts=0 is not legal"
 exit $fail

@@ -73,23 +73,25 @@ static void test_parse(void **state) {
   assert_string_equal(o.cfg[HKC_KOPT_GEMM_MMA_CFG], "bm=128,bn=256,wm=2,wn=4,st=3");
   assert_string_equal(o.cfg[HKC_KOPT_GEMM_WGMMA_CFG], "bm=128,bn=128,st=4");
   assert_string_equal(o.cfg[HKC_KOPT_GEMM_WS_CFG], "bn=128,st=5,p=1");
-  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=1,mw=2,bn=64,st=8,sk=1,cm=1");
+  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=1,mw=2,bn=64,st=8,sk=1,cm=1,ts=0");
   assert_string_equal(o.cfg[HKC_KOPT_ATTN_MMA_CFG], "w=4,kv=64,mb=2");
   assert_string_equal(o.cfg[HKC_KOPT_ATTN_WGMMA_CFG], "wg=2,kv=64,mb=1");
   assert_string_equal(o.cfg[HKC_KOPT_EW_CFG], "t=128,u=8,mb=2,w=3,x=0");
   hkc_kernel_options_format(&o, text, sizeof text);
   assert_string_equal(text, "simple_kernels=1;gemm_tma=off;gemm_ws=off;attn_wgmma=on;ew_exact_act=1;"
                             "gemm_mma_cfg=bm=128,bn=256,wm=2,wn=4,st=3;gemm_wgmma_cfg=bm=128,bn=128,st=4;"
-                            "gemm_ws_cfg=bn=128,st=5,p=1;gemm_tma_cfg=pp=1,mw=2,bn=64,st=8,sk=1,cm=1;"
+                            "gemm_ws_cfg=bn=128,st=5,p=1;gemm_tma_cfg=pp=1,mw=2,bn=64,st=8,sk=1,cm=1,ts=0;"
                             "attn_mma_cfg=w=4,kv=64,mb=2;attn_wgmma_cfg=wg=2,kv=64,mb=1;"
                             "rows_cfg=t=256,c=16,tg=16,mb=2,pf=0,g=2;ew_cfg=t=128,u=8,mb=2,w=3,x=0");
-  /* gemm_tma_cfg: the optional SPLIT_K and CLUSTER_M positions, and the named form */
+  /* gemm_tma_cfg: the optional SPLIT_K, CLUSTER_M and TMA_STORE positions, and the named form */
   set_ok(&o, "gemm_tma_cfg=0,1,128,5,4");
-  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=0,mw=1,bn=128,st=5,sk=4,cm=1");
+  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=0,mw=1,bn=128,st=5,sk=4,cm=1,ts=0");
   set_ok(&o, "gemm_tma_cfg=1,1,64,8,1,2");
-  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=1,mw=1,bn=64,st=8,sk=1,cm=2");
+  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=1,mw=1,bn=64,st=8,sk=1,cm=2,ts=0");
   set_ok(&o, "gemm_tma_cfg=cm=2,bn=256,st=4,pp=0,mw=1,sk=1");
-  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=0,mw=1,bn=256,st=4,sk=1,cm=2");
+  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=0,mw=1,bn=256,st=4,sk=1,cm=2,ts=0");
+  set_ok(&o, "gemm_tma_cfg=1,1,128,7,1,1,1");
+  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=1,mw=1,bn=128,st=7,sk=1,cm=1,ts=1");
   set_ok(&o, "gemm_tma=on");
   assert_int_equal(o.gemm_tma, HKC_SWITCH_ON);
   /* back to the defaults */
@@ -122,8 +124,8 @@ static void test_parse_errors(void **state) {
   set_bad("gemm_ws=maybe", "expected auto|on|off");
   set_bad("gemm_tma=maybe", "gemm_tma=maybe: expected auto|on|off");
   set_bad("gemm_tma_cfg=0,1,256", "too few values");
-  set_bad("gemm_tma_cfg=0,1,256,4,1,1,9", "too many values");
-  set_bad("gemm_tma_cfg=pp=0,mw=1,bn=256,st=4,sk=1,cm=1,x=2", "unknown parameter 'x' (gemm_tma has: pp mw bn st sk cm)");
+  set_bad("gemm_tma_cfg=0,1,256,4,1,1,0,9", "too many values");
+  set_bad("gemm_tma_cfg=pp=0,mw=1,bn=256,st=4,sk=1,cm=1,x=2", "unknown parameter 'x' (gemm_tma has: pp mw bn st sk cm ts)");
   set_bad("gemm_tma_cfg=pp=0,mw=1,bn=256", "missing st");
   set_bad("gemm_tma_cfg=0,1,256,-4", "bad value st");
   set_bad("gemm_ws_cfg=256", "too few values");
@@ -203,15 +205,16 @@ static void test_legality(void **state) {
     const char *options, *canonical;
     int trans_b;
   } legal[] = {
-      {"gemm_tma_cfg=1,1,256,5", "pp=1,mw=1,bn=256,st=5,sk=1,cm=1", 0},
-      {"gemm_tma_cfg=1,2,128,6", "pp=1,mw=2,bn=128,st=6,sk=1,cm=1", 0},
-      {"gemm_tma_cfg=1,1,96,10", "pp=1,mw=1,bn=96,st=10,sk=1,cm=1", 1}, /* bn 96: trans_b */
-      {"gemm_tma_cfg=0,1,192,4", "pp=0,mw=1,bn=192,st=4,sk=1,cm=1", 0},
-      {"gemm_tma_cfg=1,1,64,8,4", "pp=1,mw=1,bn=64,st=8,sk=4,cm=1", 0},
-      {"gemm_tma_cfg=0,1,128,5,4", "pp=0,mw=1,bn=128,st=5,sk=4,cm=1", 0}, /* mw bn = 128 */
-      {"gemm_tma_cfg=0,2,64,5,8", "pp=0,mw=2,bn=64,st=5,sk=8,cm=1", 0},
-      {"gemm_tma_cfg=0,1,256,4,1,2", "pp=0,mw=1,bn=256,st=4,sk=1,cm=2", 0},
-      {"gemm_tma_cfg=1,1,64,8,1,2", "pp=1,mw=1,bn=64,st=8,sk=1,cm=2", 1},
+      {"gemm_tma_cfg=1,1,256,5", "pp=1,mw=1,bn=256,st=5,sk=1,cm=1,ts=0", 0},
+      {"gemm_tma_cfg=1,2,128,6", "pp=1,mw=2,bn=128,st=6,sk=1,cm=1,ts=0", 0},
+      {"gemm_tma_cfg=1,1,96,10", "pp=1,mw=1,bn=96,st=10,sk=1,cm=1,ts=0", 1}, /* bn 96: trans_b */
+      {"gemm_tma_cfg=0,1,192,4", "pp=0,mw=1,bn=192,st=4,sk=1,cm=1,ts=0", 0},
+      {"gemm_tma_cfg=1,1,64,8,4", "pp=1,mw=1,bn=64,st=8,sk=4,cm=1,ts=0", 0},
+      {"gemm_tma_cfg=0,1,128,5,4", "pp=0,mw=1,bn=128,st=5,sk=4,cm=1,ts=0", 0}, /* mw bn = 128 */
+      {"gemm_tma_cfg=0,2,64,5,8", "pp=0,mw=2,bn=64,st=5,sk=8,cm=1,ts=0", 0},
+      {"gemm_tma_cfg=0,1,256,4,1,2", "pp=0,mw=1,bn=256,st=4,sk=1,cm=2,ts=0", 0},
+      {"gemm_tma_cfg=1,1,64,8,1,2", "pp=1,mw=1,bn=64,st=8,sk=1,cm=2,ts=0", 1},
+      {"gemm_tma_cfg=pp=1,mw=1,bn=128,st=7,ts=1,sk=1,cm=1", "pp=1,mw=1,bn=128,st=7,sk=1,cm=1,ts=1", 0},
   };
   for (size_t i = 0; i < sizeof legal / sizeof legal[0]; i++) {
     k = legal[i].trans_b ? tk : gemm_key();
@@ -226,20 +229,20 @@ static void test_legality(void **state) {
   assert_string_equal(k.tune, "");
   /* refused, with the rules: bn 96 for [K][N] B; split-K with mw bn > 128 (the reduction's
    * registers); multicast pairs with split-K; the ring over shared memory; out of range */
-  tma_refused("gemm_tma_cfg=1,1,96,10", "pp=1,mw=1,bn=96,st=10,sk=1,cm=1", gemm_key());
-  tma_refused("gemm_tma_cfg=0,1,96,4", "pp=0,mw=1,bn=96,st=4,sk=1,cm=1", gemm_key());
-  tma_refused("gemm_tma_cfg=0,1,256,4,2", "pp=0,mw=1,bn=256,st=4,sk=2,cm=1", gemm_key());
-  tma_refused("gemm_tma_cfg=1,1,192,6,4", "pp=1,mw=1,bn=192,st=6,sk=4,cm=1", tk);
-  tma_refused("gemm_tma_cfg=1,2,128,6,2", "pp=1,mw=2,bn=128,st=6,sk=2,cm=1", gemm_key());
-  tma_refused("gemm_tma_cfg=1,2,96,6,2", "pp=1,mw=2,bn=96,st=6,sk=2,cm=1", tk);
-  tma_refused("gemm_tma_cfg=1,1,64,8,4,2", "pp=1,mw=1,bn=64,st=8,sk=4,cm=2", gemm_key());
-  tma_refused("gemm_tma_cfg=0,1,128,5,2,2", "pp=0,mw=1,bn=128,st=5,sk=2,cm=2", tk);
-  tma_refused("gemm_tma_cfg=0,1,256,5", "pp=0,mw=1,bn=256,st=5,sk=1,cm=1", gemm_key()); /* 5 x 48 KiB */
-  tma_refused("gemm_tma_cfg=0,1,256,4,1,3", "pp=0,mw=1,bn=256,st=4,sk=1,cm=3", gemm_key());
-  tma_refused("gemm_tma_cfg=0,1,64,4,16", "pp=0,mw=1,bn=64,st=4,sk=16,cm=1", gemm_key());
-  tma_refused("gemm_tma_cfg=0,1,64,17", "pp=0,mw=1,bn=64,st=17,sk=1,cm=1", gemm_key());
-  tma_refused("gemm_tma_cfg=0,2,256,3", "pp=0,mw=2,bn=256,st=3,sk=1,cm=1", gemm_key()); /* 256 accumulators */
-  tma_refused("gemm_tma_cfg=2,1,128,4", "pp=2,mw=1,bn=128,st=4,sk=1,cm=1", gemm_key());
+  tma_refused("gemm_tma_cfg=1,1,96,10", "pp=1,mw=1,bn=96,st=10,sk=1,cm=1,ts=0", gemm_key());
+  tma_refused("gemm_tma_cfg=0,1,96,4", "pp=0,mw=1,bn=96,st=4,sk=1,cm=1,ts=0", gemm_key());
+  tma_refused("gemm_tma_cfg=0,1,256,4,2", "pp=0,mw=1,bn=256,st=4,sk=2,cm=1,ts=0", gemm_key());
+  tma_refused("gemm_tma_cfg=1,1,192,6,4", "pp=1,mw=1,bn=192,st=6,sk=4,cm=1,ts=0", tk);
+  tma_refused("gemm_tma_cfg=1,2,128,6,2", "pp=1,mw=2,bn=128,st=6,sk=2,cm=1,ts=0", gemm_key());
+  tma_refused("gemm_tma_cfg=1,2,96,6,2", "pp=1,mw=2,bn=96,st=6,sk=2,cm=1,ts=0", tk);
+  tma_refused("gemm_tma_cfg=1,1,64,8,4,2", "pp=1,mw=1,bn=64,st=8,sk=4,cm=2,ts=0", gemm_key());
+  tma_refused("gemm_tma_cfg=0,1,128,5,2,2", "pp=0,mw=1,bn=128,st=5,sk=2,cm=2,ts=0", tk);
+  tma_refused("gemm_tma_cfg=0,1,256,5", "pp=0,mw=1,bn=256,st=5,sk=1,cm=1,ts=0", gemm_key()); /* 5 x 48 KiB */
+  tma_refused("gemm_tma_cfg=0,1,256,4,1,3", "pp=0,mw=1,bn=256,st=4,sk=1,cm=3,ts=0", gemm_key());
+  tma_refused("gemm_tma_cfg=0,1,64,4,16", "pp=0,mw=1,bn=64,st=4,sk=16,cm=1,ts=0", gemm_key());
+  tma_refused("gemm_tma_cfg=0,1,64,17", "pp=0,mw=1,bn=64,st=17,sk=1,cm=1,ts=0", gemm_key());
+  tma_refused("gemm_tma_cfg=0,2,256,3", "pp=0,mw=2,bn=256,st=3,sk=1,cm=1,ts=0", gemm_key()); /* 256 accumulators */
+  tma_refused("gemm_tma_cfg=2,1,128,4", "pp=2,mw=1,bn=128,st=4,sk=1,cm=1,ts=0", gemm_key());
   /* gemm_tma_cfg where gemm_tma does not serve: nothing forced (gemm_tma=off; sm_90) */
   k = gemm_key();
   assert_int_equal(apply("gemm_tma=off;gemm_tma_cfg=0,1,96,4", "sm_90a", &k, diag, sizeof diag), 1);
@@ -335,7 +338,7 @@ static void test_provenance(void **state) {
            "--kernel-option gemm_tma_cfg=1,1,64,8,4 --kernel-option gemm_tma=off "
            "-o %s/a.hkpack && %s inspect %s/a.hkpack", bin, hk_test_source_path("specs/bert_layer.yaml"), dir, bin, dir);
   assert_int_equal(hk_test_run(cmd, out, sizeof out), 0);
-  if (!strstr(out, "kernel_options=gemm_tma=off;gemm_ws=off;gemm_tma_cfg=pp=1,mw=1,bn=64,st=8,sk=4,cm=1;"
+  if (!strstr(out, "kernel_options=gemm_tma=off;gemm_ws=off;gemm_tma_cfg=pp=1,mw=1,bn=64,st=8,sk=4,cm=1,ts=0;"
                   "ew_cfg=t=128,u=8,mb=2,w=3,x=0\n"))
     fail_msg("%s", out);
   snprintf(cmd, sizeof cmd, "%s build %s --target host -q -o %s/b.hkpack && %s inspect %s/b.hkpack", bin,

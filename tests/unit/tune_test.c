@@ -93,7 +93,7 @@ static int count_variant(const hkc_gpu_arch_t *a, const hkc_kernel_options_t *o,
   return count;
 }
 
-#define TMA_DEFAULT "pp=0,mw=1,bn=256,st=4,sk=1,cm=1"
+#define TMA_DEFAULT "pp=0,mw=1,bn=256,st=4,sk=1,cm=1,ts=0"
 
 static void test_spaces(void **state) {
   (void)state;
@@ -114,7 +114,7 @@ static void test_spaces(void **state) {
     hkc_tile_cfg_t c[HKC_TUNE_MAX_CANDIDATES];
     const int n = hkc_tune_candidates_for(h200, &on, &d, c, HKC_TUNE_MAX_CANDIDATES);
     assert_true(n >= 5);
-    assert_string_equal(c[0].tune, "pp=0,mw=1,bn=128,st=4,sk=1,cm=1");
+    assert_string_equal(c[0].tune, "pp=0,mw=1,bn=128,st=4,sk=1,cm=1,ts=0");
     for (int i = 0; i < n; i++) assert_true(strstr(c[i].tune, ",sk=1,cm=1") != NULL && c[i].bn <= 128);
   }
   {
@@ -325,14 +325,14 @@ static void test_variant_macros_and_launch(void **state) {
     } forced[] = {
         {"gemm_tma=off;gemm_ws_cfg=128,5,0", "bn=128,st=5,p=0", 32 * 6}, /* one block per 128x128 tile */
         /* gemm_tma, split-K: a cluster of sk blocks per tile (64 x 12 tiles of 64x64; 32 x 6 of 128x128) */
-        {"gemm_tma_cfg=1,1,64,8,4", "pp=1,mw=1,bn=64,st=8,sk=4,cm=1", 64 * 12 * 4},
-        {"gemm_tma_cfg=0,1,128,5,2", "pp=0,mw=1,bn=128,st=5,sk=2,cm=1", 32 * 6 * 2},
+        {"gemm_tma_cfg=1,1,64,8,4", "pp=1,mw=1,bn=64,st=8,sk=4,cm=1,ts=0", 64 * 12 * 4},
+        {"gemm_tma_cfg=0,1,128,5,2", "pp=0,mw=1,bn=128,st=5,sk=2,cm=1,ts=0", 32 * 6 * 2},
         /* persistent: 192 tiles of 128x128 (ping-pong, 2 m64 blocks per consumer) on 132 SMs */
-        {"gemm_tma_cfg=1,2,128,6", "pp=1,mw=2,bn=128,st=6,sk=1,cm=1", 132},
+        {"gemm_tma_cfg=1,2,128,6", "pp=1,mw=2,bn=128,st=6,sk=1,cm=1,ts=0", 132},
         /* multicast pairs: 8 pairs of 256-row tiles x 6 columns = 96 blocks; 32 pairs x 12
          * of 64x64 tiles = 768 blocks: the 132 SMs (an even count: whole clusters) */
-        {"gemm_tma_cfg=0,2,128,4,1,2", "pp=0,mw=2,bn=128,st=4,sk=1,cm=2", 16 * 6},
-        {"gemm_tma_cfg=1,1,64,8,1,2", "pp=1,mw=1,bn=64,st=8,sk=1,cm=2", 132},
+        {"gemm_tma_cfg=0,2,128,4,1,2", "pp=0,mw=2,bn=128,st=4,sk=1,cm=2,ts=0", 16 * 6},
+        {"gemm_tma_cfg=1,1,64,8,1,2", "pp=1,mw=1,bn=64,st=8,sk=1,cm=2,ts=0", 132},
     };
     for (size_t i = 0; i < sizeof forced / sizeof forced[0]; i++) {
       hkc_kernel_options_t o = {0};

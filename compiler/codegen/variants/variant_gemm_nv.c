@@ -456,20 +456,26 @@ const hkc_variant_t hkc_variant_gemm_wgmma_ws = {
  * staging + barriers + 1 KiB for aligning the base. Kernel option gemm_tma=off turns it
  * off (sm_90a keys then get gemm_wgmma_ws). */
 typedef struct tma_cfg {
-  int pingpong, mw, bn, stages, splitk, cm;
+  int pingpong, mw, bn, stages, splitk, cm, tma_store;
 } tma_cfg_t;
 
-static const char *const k_tma_names[] = {"pp", "mw", "bn", "st", "sk", "cm"};
-static const tma_cfg_t k_tma_default = {.pingpong = 0, .mw = 1, .bn = 256, .stages = 4, .splitk = 1, .cm = 1};
+/* ts (TMA store of C) came last; a parameter string without it (tuning databases written
+ * before it) means ts=0. */
+static const char *const k_tma_names[] = {"pp", "mw", "bn", "st", "sk", "cm", "ts"};
+#define TMA_N_PARAMS 7
+static const tma_cfg_t k_tma_default = {
+    .pingpong = 0, .mw = 1, .bn = 256, .stages = 4, .splitk = 1, .cm = 1, .tma_store = 0};
 
 static int tma_rows(const tma_cfg_t *c) { return (2 - c->pingpong) * 64 * c->mw; }
 
 /* B tiles per ring slot: 2 for a dual gemm (B and B2). */
 static int tma_nb(const hkc_kernel_key_t *key) { return key->dual ? 2 : 1; }
 
+/* The ring, the f32 staging E, the output buffers of the TMA store, the barriers, and 1 KiB
+ * for aligning the base (templates/gpu/gemm_tma.hip, "Shared memory"). */
 static uint32_t tma_shared(const hkc_kernel_key_t *key, const tma_cfg_t *c) {
-  return (uint32_t)(c->stages * (tma_rows(c) + tma_nb(key) * c->bn) * 128 + 2 * 64 * 32 * 4 + 8 * (2 * c->stages + 2) +
-                    1024);
+  return (uint32_t)(c->stages * (tma_rows(c) + tma_nb(key) * c->bn) * 128 + 2 * 64 * 32 * 4 +
+                    c->tma_store * 4 * 64 * 32 * 2 + 8 * (2 * c->stages + 2) + 1024);
 }
 
 /* The default: 128 x 256 cooperative, 4 stages; a dual gemm (two accumulator sets) 128 x 128. */
@@ -487,14 +493,17 @@ static int tma_legal(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, co
          (c->bn == 64 || c->bn == 96 || c->bn == 128 || c->bn == 192 || c->bn == 256) &&
          (c->bn % 64 == 0 || key->trans_b) && c->mw * c->bn <= 256 && c->stages >= 2 && c->stages <= 16 &&
          c->splitk >= 1 && c->splitk <= 8 && (c->splitk == 1 || (ring >= partial && c->mw * c->bn <= 128)) &&
-         (c->cm == 1 || (c->cm == 2 && c->splitk == 1)) &&
+         (c->cm == 1 || (c->cm == 2 && c->splitk == 1)) && (c->tma_store == 0 || c->tma_store == 1) &&
          tma_shared(key, c) <= arch->max_lds_per_block;
 }
 
 static int tma_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params, tma_cfg_t *out) {
-  int v[6];
-  if (hkc_tune_params_parse(params, k_tma_names, 6, v) != 0) return -1;
-  const tma_cfg_t c = {.pingpong = v[0], .mw = v[1], .bn = v[2], .stages = v[3], .splitk = v[4], .cm = v[5]};
+  int v[TMA_N_PARAMS] = {0};
+  if (hkc_tune_params_parse(params, k_tma_names, TMA_N_PARAMS, v) != 0 &&
+      hkc_tune_params_parse(params, k_tma_names, TMA_N_PARAMS - 1, v) != 0) /* without ts: 0 */
+    return -1;
+  const tma_cfg_t c = {
+      .pingpong = v[0], .mw = v[1], .bn = v[2], .stages = v[3], .splitk = v[4], .cm = v[5], .tma_store = v[6]};
   if (!tma_legal(arch, key, &c)) return -1;
   *out = c;
   return 0;
@@ -516,8 +525,8 @@ static tma_cfg_t tma_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
 static void tma_tile(const hkc_kernel_key_t *key, const tma_cfg_t *c, hkc_tile_cfg_t *t) {
   memset(t, 0, sizeof *t);
   snprintf(t->variant, sizeof t->variant, "gemm_tma");
-  snprintf(t->tune, sizeof t->tune, "pp=%d,mw=%d,bn=%d,st=%d,sk=%d,cm=%d", c->pingpong, c->mw, c->bn, c->stages,
-           c->splitk, c->cm);
+  snprintf(t->tune, sizeof t->tune, "pp=%d,mw=%d,bn=%d,st=%d,sk=%d,cm=%d,ts=%d", c->pingpong, c->mw, c->bn,
+           c->stages, c->splitk, c->cm, c->tma_store);
   t->bm = tma_rows(c);
   t->bn = c->bn;
   t->bk = 64;
@@ -540,7 +549,7 @@ static int tma_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
   return 0;
 }
 
-/* The space (about 40, default first): the tile shapes that won somewhere on the H200
+/* The space (about 45, default first): the tile shapes that won somewhere on the H200
  * (docs/BENCHMARKS.md, GEMM issue) with the ring depths that matter -- deep rings for the
  * narrow tiles, whose k loops are latency-bound on short K -- split-K 2/4/8 for the narrow
  * ping-pong tiles and 128 x 128 (small M, long K), multicast pairs (cm 2) for a few
@@ -548,17 +557,21 @@ static int tma_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
 static int tma_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max) {
   static const tma_cfg_t space[] = {
       /* cooperative */
-      {0, 1, 256, 3, 1, 1}, {0, 1, 192, 4, 1, 1}, {0, 1, 128, 5, 1, 1}, {0, 1, 128, 6, 1, 1}, {0, 2, 128, 4, 1, 1},
-      {0, 1, 128, 5, 2, 1}, {0, 1, 128, 5, 4, 1}, {0, 1, 96, 6, 1, 1}, {0, 1, 256, 4, 1, 2}, {0, 1, 192, 4, 1, 2},
+      {0, 1, 256, 3, 1, 1, 0}, {0, 1, 192, 4, 1, 1, 0}, {0, 1, 128, 5, 1, 1, 0}, {0, 1, 128, 6, 1, 1, 0}, {0, 2, 128, 4, 1, 1, 0},
+      {0, 1, 128, 5, 2, 1, 0}, {0, 1, 128, 5, 4, 1, 0}, {0, 1, 96, 6, 1, 1, 0}, {0, 1, 256, 4, 1, 2, 0}, {0, 1, 192, 4, 1, 2, 0},
       /* ping-pong */
-      {1, 1, 256, 5, 1, 1}, {1, 1, 192, 5, 1, 1}, {1, 1, 128, 7, 1, 1}, {1, 1, 128, 10, 1, 1}, {1, 2, 128, 6, 1, 1},
-      {1, 1, 96, 6, 1, 1}, {1, 1, 96, 10, 1, 1}, {1, 2, 96, 6, 1, 1}, {1, 1, 64, 8, 1, 1}, {1, 1, 64, 12, 1, 1},
-      {1, 2, 64, 8, 1, 1}, {1, 1, 64, 8, 2, 1}, {1, 1, 64, 8, 4, 1}, {1, 1, 64, 8, 8, 1}, {1, 1, 96, 6, 2, 1},
-      {1, 1, 96, 6, 4, 1}, {1, 1, 96, 6, 8, 1}, {1, 1, 128, 6, 2, 1}, {1, 1, 128, 6, 4, 1}, {1, 1, 128, 7, 1, 2},
-      {1, 1, 96, 10, 1, 2}, {1, 1, 64, 8, 1, 2}, {1, 1, 256, 5, 1, 2},
+      {1, 1, 256, 5, 1, 1, 0}, {1, 1, 192, 5, 1, 1, 0}, {1, 1, 128, 7, 1, 1, 0}, {1, 1, 128, 10, 1, 1, 0}, {1, 2, 128, 6, 1, 1, 0},
+      {1, 1, 96, 6, 1, 1, 0}, {1, 1, 96, 10, 1, 1, 0}, {1, 2, 96, 6, 1, 1, 0}, {1, 1, 64, 8, 1, 1, 0}, {1, 1, 64, 12, 1, 1, 0},
+      {1, 2, 64, 8, 1, 1, 0}, {1, 1, 64, 8, 2, 1, 0}, {1, 1, 64, 8, 4, 1, 0}, {1, 1, 64, 8, 8, 1, 0}, {1, 1, 96, 6, 2, 1, 0},
+      {1, 1, 96, 6, 4, 1, 0}, {1, 1, 96, 6, 8, 1, 0}, {1, 1, 128, 6, 2, 1, 0}, {1, 1, 128, 6, 4, 1, 0}, {1, 1, 128, 7, 1, 2, 0},
+      {1, 1, 96, 10, 1, 2, 0}, {1, 1, 64, 8, 1, 2, 0}, {1, 1, 256, 5, 1, 2, 0},
       /* shallow rings that fit a dual gemm's two B tiles (and serve plain keys as well) */
-      {0, 1, 128, 3, 1, 1}, {0, 1, 128, 4, 1, 1}, {1, 1, 128, 4, 1, 1}, {1, 1, 128, 5, 1, 1}, {0, 2, 64, 4, 1, 1},
-      {1, 2, 64, 5, 1, 1}, {0, 1, 64, 6, 1, 1},
+      {0, 1, 128, 3, 1, 1, 0}, {0, 1, 128, 4, 1, 1, 0}, {1, 1, 128, 4, 1, 1, 0}, {1, 1, 128, 5, 1, 1, 0}, {0, 2, 64, 4, 1, 1, 0},
+      {1, 2, 64, 5, 1, 1, 0}, {0, 1, 64, 6, 1, 1, 0},
+      /* C by TMA stores (ts 1; this machine's ptxas spills 8 bytes in the plain 4-stage bn 256
+       * ones, which the tuner then drops) */
+      {0, 1, 256, 3, 1, 1, 1}, {0, 1, 256, 4, 1, 1, 1}, {1, 1, 256, 3, 1, 1, 1}, {1, 1, 256, 4, 1, 1, 1},
+      {0, 1, 192, 3, 1, 1, 1}, {0, 1, 128, 5, 1, 1, 1}, {1, 1, 128, 7, 1, 1, 1},
   };
   int n = 0;
   if (max > 0 && tma_tune_parse(arch, key, "", &out[0]) == 0) n = 1;
@@ -577,12 +590,14 @@ static int tma_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) 
 static void tma_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
   const tma_cfg_t c = tma_cfg(arch, key);
   size_t len = strlen(out);
-  /* split-K's producer computes its k range: 56 registers (40 spill there), the consumers 224 */
+  /* split-K's producer computes its k range: 56 registers (40 spill there), the consumers 224; its
+   * epilogue reads each round's inputs in place (the reduction needs the registers of the lookahead) */
   snprintf(out + len, size > len ? size - len : 0,
            "#define HK_THREADS 384\n#define HK_PINGPONG %d\n#define HK_MW %d\n#define HK_TILE_N %d\n#define HK_SPLITK %d\n"
-           "#define HK_CM %d\n"
+           "#define HK_CM %d\n#define HK_TMA_STORE %d\n#define HK_EPI_LOOKAHEAD %d\n"
            "#define HK_STAGES %d\n#define HK_GROUP_M 8\n#define HK_PRODUCER_REGS %d\n#define HK_CONSUMER_REGS %d\n",
-           c.pingpong, c.mw, c.bn, c.splitk, c.cm, c.stages, c.splitk > 1 ? 56 : 40, c.splitk > 1 ? 224 : 232);
+           c.pingpong, c.mw, c.bn, c.splitk, c.cm, c.tma_store, c.splitk == 1, c.stages, c.splitk > 1 ? 56 : 40,
+           c.splitk > 1 ? 224 : 232);
   wgmma_macros(key, c.bn, out, size);
 }
 
@@ -608,12 +623,14 @@ static uint32_t tma_launch_args(const hkc_gpu_arch_t *arch, const hkc_kernel_key
                                 uint32_t n_args, uint32_t max_args) {
   const tma_cfg_t c = tma_cfg(arch, key);
   const uint32_t abi = key->dual ? HKC_GEMM_N_ARGS_DUAL : HKC_GEMM_N_ARGS;
-  if (n_args != abi || n_args + 2 + (uint32_t)key->dual > max_args) return n_args; /* not the ABI: codegen reports */
+  if (n_args != abi || n_args + 2 + (uint32_t)key->dual + (uint32_t)c.tma_store > max_args)
+    return n_args; /* not the ABI: codegen reports */
   const int64_t a = args[HKC_GEMM_ARG_A].i, b = args[HKC_GEMM_ARG_B].i;
   const uint32_t b_rows = key->trans_b ? (uint32_t)(c.bn / c.cm) : 64;
   args[n_args++] = hkc_variant_arg_tmap(a, 64, tma_rows(&c), HK_TMAP_SWIZZLE_128B);
   args[n_args++] = hkc_variant_arg_tmap(b, 64, b_rows, HK_TMAP_SWIZZLE_128B);
   if (key->dual) args[n_args++] = hkc_variant_arg_tmap(args[HKC_GEMM_ARG_B2].i, 64, b_rows, HK_TMAP_SWIZZLE_128B);
+  if (c.tma_store) args[n_args++] = hkc_variant_arg_tmap(args[HKC_GEMM_ARG_C].i, 32, 64, HK_TMAP_SWIZZLE_NONE);
   return n_args;
 }
 
@@ -634,10 +651,11 @@ const hkc_variant_t hkc_variant_gemm_tma = {
     .tune_space = tma_tune_space,
     .tune_parse = tma_tune_parse,
     .params = k_tma_names,
-    .n_params = 6,
+    .n_params = TMA_N_PARAMS,
     .rules = "pp 0 or 1; mw 1 or 2; bn 64, 96 (trans_b only), 128, 192 or 256 with mw bn <= 256; st 2..16; sk 1..8; st (rows + bn) 128 "
              "bytes (rows = 128 mw for pp 0, 64 mw for pp 1) + 16 KiB epilogue + barriers + 1 KiB of shared memory "
              "within the block limit; sk > 1: mw bn <= 128 (the reduction's registers) and the ring holds rows x bn f32 "
              "partial sums; cm 1 or 2 (2: clusters of two blocks on adjacent row tiles sharing B by TMA multicast; sk 1); "
-             "dual gemms: mw bn <= 128, sk 1, cm 1",
+             "dual gemms: mw bn <= 128, sk 1, cm 1; ts 0 or 1 (1: C leaves by TMA stores through 16 KiB of output "
+             "buffers; optional, 0 when absent)",
 };
