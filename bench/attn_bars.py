@@ -18,7 +18,8 @@ one run through libhkrt (bench/hkrt.py), compared with a float64 reference (soft
 causal top-left, GQA by repeat): relative Frobenius error <= 2 x SDPA's own error + 1e-3,
 every row written. Case `tailnan`: the second sequence's first K/V rows are +inf/NaN, only the
 first sequence is compared (a box running past the first sequence must not leak them). A
-watchdog (--hang-s) ends the process with "HANG <pack>" when a run does not complete; the
+watchdog (--hang-s) ends the process with "HANG <case>__<tag>" (exit 3) when a run does not
+complete, a broken CUDA context after a failed run with "FAULT <case>__<tag>" (exit 4); the
 device script then reruns the step without that tag. Writes the tags that failed or hung to
 --bad (JSON), which timing skips.
 
@@ -225,6 +226,16 @@ class Watchdog:
         os._exit(3)
 
 
+def check_context(torch, label):
+    """After a failed run: when the CUDA context is broken (a fault is sticky), end the process
+    with 'FAULT <label>' (exit 4) so that the device script reruns the step without the tag."""
+    try:
+        torch.cuda.synchronize()
+    except Exception as e:
+        print("FAULT %s (%s)" % (label, str(e)[:200]), flush=True)
+        os._exit(4)
+
+
 def packs_of(name, skip_tags):
     out = []
     for p in sorted(glob.glob(os.path.join(DIR, name + "__*.hkpack"))):
@@ -264,17 +275,25 @@ def numerics(args):
         sdpa_err = rel(peer[first], expect)
         for tag, pack in packs:
             y = torch.full((case[2], case[3], case[5] * case[7]), float("nan"), dtype=dt, device="cuda")
-            s = hkrt.Session(pack, 1, lib=lib, launch_mode=hkrt.HK_LAUNCH_MODE_STREAM)
             try:
-                for k, v in t.items():
-                    s.bind(k, v)
-                s.bind("y", y)
-                dog.arm("%s__%s" % (name, tag))
-                s.run(torch.cuda.current_stream().cuda_stream)
-                torch.cuda.synchronize()
+                s = hkrt.Session(pack, 1, lib=lib, launch_mode=hkrt.HK_LAUNCH_MODE_STREAM)
+                try:
+                    for k, v in t.items():
+                        s.bind(k, v)
+                    s.bind("y", y)
+                    dog.arm("%s__%s" % (name, tag))
+                    s.run(torch.cuda.current_stream().cuda_stream)
+                    torch.cuda.synchronize()
+                    dog.disarm()
+                finally:
+                    s.close()
+            except Exception as e:  # a failed launch or session: reported, the other packs still run
                 dog.disarm()
-            finally:
-                s.close()
+                check_context(torch, "%s__%s" % (name, tag))
+                fails += 1
+                bad.setdefault(tag, []).append(name)
+                print("%-30s %-10s ERROR %s" % (name, tag, str(e)[:300]), flush=True)
+                continue
             got = y[first]
             err = rel(got, expect)
             unwritten = int(torch.isnan(got).any(dim=-1).sum().item())
@@ -357,22 +376,28 @@ def timing(args):
         dog.disarm()
         row = {"case": name, "sdpa_us": sdpa_us, "tags": {}}
         for tag, pack in packs:
-            s = hkrt.Session(pack, 1, lib=lib, launch_mode=hkrt.HK_LAUNCH_MODE_STREAM)
             try:
-                def hk(i):
-                    for k, v in sets[i].items():
-                        s.bind(k, v)
-                    s.bind("y", ys[i])
-                    s.run(torch.cuda.current_stream().cuda_stream)
-                ys[0].fill_(float("nan"))
-                dog.arm("%s__%s" % (name, tag))
-                hk(0)
-                torch.cuda.synchronize()
-                err = rel(ys[0], peer0.double())
-                us = capture_time(torch, hk, R, args.reps)
+                s = hkrt.Session(pack, 1, lib=lib, launch_mode=hkrt.HK_LAUNCH_MODE_STREAM)
+                try:
+                    def hk(i):
+                        for k, v in sets[i].items():
+                            s.bind(k, v)
+                        s.bind("y", ys[i])
+                        s.run(torch.cuda.current_stream().cuda_stream)
+                    ys[0].fill_(float("nan"))
+                    dog.arm("%s__%s" % (name, tag))
+                    hk(0)
+                    torch.cuda.synchronize()
+                    err = rel(ys[0], peer0.double())
+                    us = capture_time(torch, hk, R, args.reps)
+                    dog.disarm()
+                finally:
+                    s.close()
+            except Exception as e:  # reported; the other packs still run
                 dog.disarm()
-            finally:
-                s.close()
+                check_context(torch, "%s__%s" % (name, tag))
+                print("%-26s %-10s ERROR %s" % (name, tag, str(e)[:300]), flush=True)
+                continue
             kern = index.get(name, {}).get(tag, {}).get("kernel", "?")
             ok = math.isfinite(err) and err < (2e-2 if dtn == "bf16" else 5e-3)
             row["tags"][tag] = {"us": us, "err": err, "ok": ok, "kernel": kern,
