@@ -30,13 +30,13 @@ class Named:
         if s.arrived == s.count: s.who = set()
         if s.arrived == s.count: s.arrived = 0; s.gen += 1
 
-def run(WGS, ST, PP, LAG, tiles, seed):
+def run(WGS, ST, PP, LAG, tiles, seed, QB=1):
     rnd = random.Random(seed)
-    qfull, qempty, aux = MBar(1), MBar(4 * WGS), MBar(1)
+    qfull, qempty, aux = [MBar(1) for _ in range(QB)], [MBar(4 * WGS) for _ in range(QB)], MBar(1)
     kfull = [MBar(1) for _ in range(ST)]; kempty = [MBar(4 * WGS) for _ in range(ST)]
     vfull = [MBar(1) for _ in range(ST)]; vempty = [MBar(4 * WGS) for _ in range(ST)]
     named = [Named(2) for _ in range(WGS)]  # one unit per warpgroup (256 threads)
-    kslot = [None] * ST; vslot = [None] * ST; qslot = [None]
+    kslot = [None] * ST; vslot = [None] * ST; qslot = [None] * QB
     reading = {}  # (kind, slot) -> set of (wg, use)
 
     def wait(bar, parity):
@@ -64,8 +64,9 @@ def run(WGS, ST, PP, LAG, tiles, seed):
                 yield from wait(kempty[s], ph ^ 1)
                 write('k', s, kslot, u); kfull[s].arrive()  # expect_tx + copy landing, merged
                 if j == 0:
-                    yield from wait(qempty, (lt & 1) ^ 1)
-                    write('q', 0, qslot, lt); qfull.arrive()
+                    qb, qph = lt % QB, (lt // QB) & 1
+                    yield from wait(qempty[qb], qph ^ 1)
+                    write('q', qb, qslot, lt); qfull[qb].arrive()
                 yield from wait(vempty[s], ph ^ 1)
                 if j == tail_j:
                     write('v', s, vslot, u); aux.arrive()
@@ -82,8 +83,9 @@ def run(WGS, ST, PP, LAG, tiles, seed):
         if PP and c == WGS - 1: named[0].arrive(('arr', c))
         for lt, (n, nacts, tail_j) in enumerate(tiles):
             n_act = nacts[c]
-            yield from wait(qfull, lt & 1)
-            start_read('q', 0, qslot, lt, c)
+            qb, qph = lt % QB, (lt // QB) & 1
+            yield from wait(qfull[qb], qph)
+            start_read('q', qb, qslot, lt, c)
             if not LAG:
                 for j in range(n):
                     s, ph = u % ST, (u // ST) & 1
@@ -91,7 +93,7 @@ def run(WGS, ST, PP, LAG, tiles, seed):
                     act = j < n_act
                     if act: start_read('k', s, kslot, u, c); yield; end_read('k', s, u, c)
                     rel(kempty[s])
-                    if j == n_act - 1: end_read('q', 0, lt, c); rel(qempty)
+                    if j == n_act - 1: end_read('q', qb, lt, c); rel(qempty[qb])
                     yield from wait(vfull[s], ph)
                     if act: start_read('v', s, vslot, u, c); yield; end_read('v', s, u, c)
                     rel(vempty[s]); u += 1
@@ -104,7 +106,7 @@ def run(WGS, ST, PP, LAG, tiles, seed):
                 if PP: named[(c + 1) % WGS].arrive(('arr', c))
                 yield
                 end_read('k', S(0), u0, c); rel(kempty[S(0)])
-                if n_act == 1: end_read('q', 0, lt, c); rel(qempty)
+                if n_act == 1: end_read('q', qb, lt, c); rel(qempty[qb])
                 for j in range(1, n_act):
                     yield from wait(kfull[S(j)], P(j))
                     if PP: yield from nsync(c)
@@ -114,7 +116,7 @@ def run(WGS, ST, PP, LAG, tiles, seed):
                     if PP: named[(c + 1) % WGS].arrive(('arr', c))
                     yield
                     end_read('k', S(j), u0 + j, c); rel(kempty[S(j)])
-                    if j == n_act - 1: end_read('q', 0, lt, c); rel(qempty)
+                    if j == n_act - 1: end_read('q', qb, lt, c); rel(qempty[qb])
                     yield
                     end_read('v', S(j - 1), u0 + j - 1, c); rel(vempty[S(j - 1)])
                 yield from wait(vfull[S(n_act - 1)], P(n_act - 1))
@@ -165,8 +167,9 @@ for WGS in (1, 2, 3):
                         sched = work[0::3]  # one block's share of a persistent grid
                         tiles = tiles_for(WGS, BKV, sq, skv, causal, 2, sched)
                         for seed in range(3):
+                          for QB in (1, 2):
                             try:
-                                run(WGS, ST, PP, LAG, tiles, seed); count += 1
+                                run(WGS, ST, PP, LAG, tiles, seed, QB); count += 1
                             except AssertionError as e:
-                                print("FAIL", WGS, ST, PP, LAG, BKV, sq, skv, causal, tiles, e); sys.exit(1)
+                                print("FAIL", WGS, ST, PP, LAG, QB, BKV, sq, skv, causal, tiles, e); sys.exit(1)
 print("ok:", count, "simulations")

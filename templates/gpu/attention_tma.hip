@@ -28,16 +28,21 @@
  * per work tile (consumer warpgroup c owns rows 64c .. 64c + 63), HK_ATTN_BKV keys per K/V
  * tile (64, 128 or 192), HK_AT_STAGES K/V ring slots, HK_AT_PP ping-pong, HK_AT_OV
  * intra-warpgroup overlap, HK_DH, HK_ATTN_BF16, HK_ATTN_MINB (__launch_bounds__),
- * HK_ATTN_SMEM (dynamic bytes, incl. 1024 for aligning the base), HK_AT_PRODUCER_REGS /
+ * HK_AT_QBUF Q buffers, HK_ATTN_SMEM (dynamic bytes, incl. 1024 for aligning the base),
+ * HK_AT_PRODUCER_REGS /
  * HK_AT_CONSUMER_REGS (setmaxnreg budgets), HK_AT_S / HK_AT_O (tile_wgmma.h's ss m64n{BKV}
  * and rs m64n{DH} wrappers).
  *
  * Shared memory (dynamic, base aligned up to 1024 bytes; every tile below starts on a
  * 1024-byte boundary):
- *   Q      [BQ][DH]          DH/64 panels of [BQ][64]  (panel p at p BQ 128 bytes)
+ *   Q      QBUF x [BQ][DH]   DH/64 panels of [BQ][64]  (panel p at p BQ 128 bytes)
  *   K ring STAGES x [BKV][DH] DH/64 panels of [BKV][64] (slot s at s BKV DH 2 bytes)
  *   V ring STAGES x [BKV][DH] likewise
- *   bars   q_full, q_empty, aux, k_full[S], k_empty[S], v_full[S], v_empty[S] (8 bytes each)
+ *   bars   q_full[QBUF], q_empty[QBUF], aux, k_full[S], k_empty[S], v_full[S], v_empty[S] (8
+ *          bytes each)
+ * HK_AT_QBUF (1 or 2, the variant's choice: 2 where shared memory allows) Q buffers: work tile lt
+ * uses buffer lt % QBUF, so with two the producer loads the next tile's Q while this one's
+ * last Q K^T is still to come (short sequences have one or two key tiles per work tile).
  * A panel holds R rows of 128 bytes; 16-byte chunk c of row r is stored at chunk c ^ (r & 7):
  * what TMA's 128-byte swizzle writes for a box of 64 columns and what wgmma's 128-byte
  * swizzle mode reads. The descriptors (re-derived from attention_wgmma.hip and gemm_tma.hip,
@@ -63,10 +68,12 @@
  *
  * Barriers (every mbarrier phase; "wait P" = mbarrier.try_wait.parity P, which passes once
  * the phase of parity P has completed, at once for the phase before a fresh barrier's):
- *   q_full   count 1: the producer's arrive.expect_tx(Q bytes), then the Q copies. Work tile
- *            lt (this block's lt-th) completes phase lt; consumers wait lt & 1.
- *   q_empty  count 4 WGS: lane 0 of every consumer warp, after its warpgroup's last Q K^T of
- *            the tile retired. The producer waits (lt & 1) ^ 1 before loading tile lt's Q.
+ *   q_full[i]   count 1: the producer's arrive.expect_tx(Q bytes), then the Q copies. Work tile
+ *            lt (this block's lt-th) uses buffer i = lt % QBUF and completes its phase lt / QBUF;
+ *            consumers wait parity (lt / QBUF) & 1.
+ *   q_empty[i]  count 4 WGS: lane 0 of every consumer warp, after its warpgroup's last Q K^T of
+ *            the tile retired. The producer waits parity ((lt / QBUF) & 1) ^ 1 before loading
+ *            tile lt's Q into buffer i.
  *   k_full[s], v_full[s]  count 1 (+ the slot's bytes); k_empty[s], v_empty[s] count 4 WGS.
  *            Ring use u (key tiles counted over every work tile of the block, in order,
  *            identically in producer and consumers) is slot u % S, phase parity (u / S) & 1:
@@ -119,7 +126,9 @@
 #if (HK_DH != 64 && HK_DH != 128) || (HK_ATTN_BKV != 64 && HK_ATTN_BKV != 128 && HK_ATTN_BKV != 192) ||          \
     HK_AT_WGS < 1 || HK_AT_WGS > 3 || HK_ATTN_BQ != 64 * HK_AT_WGS || HK_THREADS != 128 * (1 + HK_AT_WGS) ||       \
     HK_AT_STAGES < 2 || (HK_AT_PP && HK_AT_WGS < 2) ||                                                             \
-    HK_ATTN_SMEM != HK_AT_Q_BYTES + 2 * HK_AT_STAGES * HK_AT_KV_BYTES + 8 * (3 + 4 * HK_AT_STAGES) + 1024
+    (HK_AT_QBUF != 1 && HK_AT_QBUF != 2) ||                                                                       \
+    HK_ATTN_SMEM != HK_AT_QBUF * HK_AT_Q_BYTES + 2 * HK_AT_STAGES * HK_AT_KV_BYTES +                               \
+                        8 * (2 * HK_AT_QBUF + 1 + 4 * HK_AT_STAGES) + 1024
 #error "attention_tma: unsupported tile configuration"
 #endif
 
@@ -294,16 +303,17 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char hk_at_raw[];
   unsigned char *const sq = hk_at_raw + ((1024u - (hk_smem_u32(hk_at_raw) & 1023u)) & 1023u);
-  unsigned char *const sk = sq + HK_AT_Q_BYTES;                     /* HK_AT_STAGES slots */
+  unsigned char *const sk = sq + HK_AT_QBUF * HK_AT_Q_BYTES;        /* HK_AT_STAGES slots */
   unsigned char *const sv = sk + HK_AT_STAGES * HK_AT_KV_BYTES;     /* HK_AT_STAGES slots */
   const unsigned bars = hk_smem_u32(sv + HK_AT_STAGES * HK_AT_KV_BYTES);
-#define HK_AT_QFULL (bars)
-#define HK_AT_QEMPTY (bars + 8u)
-#define HK_AT_AUX (bars + 16u)
-#define HK_AT_KFULL(s) (bars + 24u + 8u * (unsigned)(s))
-#define HK_AT_KEMPTY(s) (bars + 24u + 8u * (unsigned)(HK_AT_STAGES + (s)))
-#define HK_AT_VFULL(s) (bars + 24u + 8u * (unsigned)(2 * HK_AT_STAGES + (s)))
-#define HK_AT_VEMPTY(s) (bars + 24u + 8u * (unsigned)(3 * HK_AT_STAGES + (s)))
+#define HK_AT_QFULL(i) (bars + 8u * (unsigned)(i))
+#define HK_AT_QEMPTY(i) (bars + 8u * (unsigned)(HK_AT_QBUF + (i)))
+#define HK_AT_AUX (bars + 16u * HK_AT_QBUF)
+#define HK_AT_KBASE (bars + 16u * HK_AT_QBUF + 8u)
+#define HK_AT_KFULL(s) (HK_AT_KBASE + 8u * (unsigned)(s))
+#define HK_AT_KEMPTY(s) (HK_AT_KBASE + 8u * (unsigned)(HK_AT_STAGES + (s)))
+#define HK_AT_VFULL(s) (HK_AT_KBASE + 8u * (unsigned)(2 * HK_AT_STAGES + (s)))
+#define HK_AT_VEMPTY(s) (HK_AT_KBASE + 8u * (unsigned)(3 * HK_AT_STAGES + (s)))
 #define HK_AT_BAR(c) (1 + (c)) /* named barrier of consumer warpgroup c (ping-pong) */
   const int tid = HK_TID, wg = tid >> 7;
   (void)q;
@@ -328,8 +338,11 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
     hk_tma_prefetch_map(&tm_q);
     hk_tma_prefetch_map(&tm_k);
     hk_tma_prefetch_map(&tm_v);
-    hk_mbar_init(HK_AT_QFULL, 1u);
-    hk_mbar_init(HK_AT_QEMPTY, 4u * HK_AT_WGS);
+#pragma unroll
+    for (int i = 0; i < HK_AT_QBUF; i++) {
+      hk_mbar_init(HK_AT_QFULL(i), 1u);
+      hk_mbar_init(HK_AT_QEMPTY(i), 4u * HK_AT_WGS);
+    }
     hk_mbar_init(HK_AT_AUX, 1u);
 #pragma unroll
     for (int s = 0; s < HK_AT_STAGES; s++) {
@@ -372,11 +385,13 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
               hk_tma_load_2d(k_dst + s * HK_AT_KV_BYTES + p * HK_ATTN_BKV * 128, &tm_k, kc + 64 * p, kv_row + j0,
                              HK_AT_KFULL(s));
             if (j == 0) { /* Q after the first K tile: that one is in flight while Q waits */
-              hk_mbar_wait(HK_AT_QEMPTY, (lt & 1u) ^ 1u); /* the previous tile's last Q K^T retired */
-              hk_mbar_expect_tx(HK_AT_QFULL, (unsigned)HK_AT_Q_BYTES);
+              const unsigned qb = lt % HK_AT_QBUF, qph = (lt / HK_AT_QBUF) & 1u;
+              hk_mbar_wait(HK_AT_QEMPTY(qb), qph ^ 1u); /* the last Q K^T of the buffer's previous tile retired */
+              hk_mbar_expect_tx(HK_AT_QFULL(qb), (unsigned)HK_AT_Q_BYTES);
 #pragma unroll
               for (int p = 0; p < HK_DH / 64; p++)
-                hk_tma_load_2d(q_dst + p * HK_ATTN_BQ * 128, &tm_q, qc + 64 * p, q_row, HK_AT_QFULL);
+                hk_tma_load_2d(q_dst + qb * HK_AT_Q_BYTES + p * HK_ATTN_BQ * 128, &tm_q, qc + 64 * p, q_row,
+                               HK_AT_QFULL(qb));
             }
             hk_mbar_wait(HK_AT_VEMPTY(s), ph ^ 1u);
             const unsigned vbar = j == tail_j ? HK_AT_AUX : HK_AT_VFULL(s);
@@ -426,13 +441,14 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
       const int row_a = w_row0 + g;            /* this lane's rows: row_a, row_a + 8 */
       /* key tiles with a key <= the warpgroup's last row (>= 1: key 0 <= every row) */
       const int n_act = is_causal && (r0 + 63) / HK_ATTN_BKV + 1 < n ? (r0 + 63) / HK_ATTN_BKV + 1 : n;
-      const unsigned q_lo = hk_at_desc_lo(q_addr, 16);
+      const unsigned qb = lt % HK_AT_QBUF, qph = (lt / HK_AT_QBUF) & 1u; /* Q buffer of this tile */
+      const unsigned q_lo = hk_at_desc_lo(q_addr + qb * HK_AT_Q_BYTES, 16);
 #pragma unroll
       for (int i = 0; i < HK_AT_NO; i++) o[i] = 0.0f;
       float m_a = -hk_inf(), m_b = -hk_inf(); /* running max (log2 domain) of rows a, b */
       float l_a = 0.0f, l_b = 0.0f;           /* running sums: this lane's columns only */
       float alpha_a = 1.0f, alpha_b = 1.0f;   /* O's pending factor (lagged pipeline) */
-      hk_mbar_wait(HK_AT_QFULL, lt & 1u);
+      hk_mbar_wait(HK_AT_QFULL(qb), qph);
 #if !HK_AT_LAG
       /* ---- the simple pipeline: S_j, softmax, P_j V_j, one key tile at a time ---- */
       for (int j = 0; j < n; j++, u++) {
@@ -448,7 +464,7 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
         }
         if (lane == 0) {
           hk_mbar_arrive(HK_AT_KEMPTY(st));
-          if (j == n_act - 1) hk_mbar_arrive(HK_AT_QEMPTY); /* the tile's last Q K^T retired */
+          if (j == n_act - 1) hk_mbar_arrive(HK_AT_QEMPTY(qb)); /* the tile's last Q K^T retired */
         }
         if (act) {
           const bool masked = j0 + HK_ATTN_BKV > skv32 || (is_causal && j0 + HK_ATTN_BKV - 1 > w_row0);
@@ -488,7 +504,7 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
       for (int i = 0; i < HK_AT_NS; i++) HK_WGMMA_FENCE_REG(s[i]);
       if (lane == 0) {
         hk_mbar_arrive(HK_AT_KEMPTY(HK_AT_SLOT(0)));
-        if (n_act == 1) hk_mbar_arrive(HK_AT_QEMPTY); /* the tile's last Q K^T retired */
+        if (n_act == 1) hk_mbar_arrive(HK_AT_QEMPTY(qb)); /* the tile's last Q K^T retired */
       }
       {
         const bool masked = HK_ATTN_BKV > skv32 || (is_causal && HK_ATTN_BKV - 1 > w_row0);
@@ -518,7 +534,7 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
         for (int i = 0; i < HK_AT_NS; i++) HK_WGMMA_FENCE_REG(s[i]);
         if (lane == 0) {
           hk_mbar_arrive(HK_AT_KEMPTY(sk_));
-          if (j == n_act - 1) hk_mbar_arrive(HK_AT_QEMPTY);
+          if (j == n_act - 1) hk_mbar_arrive(HK_AT_QEMPTY(qb));
         }
         const int j0 = j * HK_ATTN_BKV;
         const bool masked = j0 + HK_ATTN_BKV > skv32 || (is_causal && j0 + HK_ATTN_BKV - 1 > w_row0);
@@ -592,6 +608,7 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
 #undef HK_AT_QFULL
 #undef HK_AT_QEMPTY
 #undef HK_AT_AUX
+#undef HK_AT_KBASE
 #undef HK_AT_KFULL
 #undef HK_AT_KEMPTY
 #undef HK_AT_VFULL

@@ -310,8 +310,9 @@ const hkc_variant_t hkc_variant_attention_wgmma = {
  *   pp   1: ping-pong (named barriers; wg >= 2); ov 1: intra-warpgroup overlap. pp = ov = 0
  *        is the simple pipeline (S, softmax, P V, one tile at a time), for bisecting
  *   p    1: persistent grid (min(tiles, SMs x blocks per SM)), 0: one block per work tile
- * Shared memory: Q [BQ][dh] + st x (K + V) [kv][dh] + 8 (3 + 4 st) bytes of barriers + 1 KiB
- * to align the base. One block per SM for wg >= 2; wg 1 asks two (__launch_bounds__ min 2),
+ * Shared memory: qbuf x Q [BQ][dh] + st x (K + V) [kv][dh] + 8 (2 qbuf + 1 + 4 st) bytes of
+ * barriers + 1 KiB to align the base; qbuf = 2 Q buffers where they fit (the next work tile's
+ * Q loads during this one's last key tiles), else 1. One block per SM for wg >= 2; wg 1 asks two (__launch_bounds__ min 2),
  * so that short sequences and small batches (64-row tiles) still fill the SMs.
  * Registers (setmaxnreg): producer 40 / consumers 232 at wg 2 (384 threads, entry 168);
  * 32 / 160 at wg 3 (512 threads, entry 128); 40 / 216 at wg 1 (256 threads x 2 blocks,
@@ -332,13 +333,31 @@ static const attn_tma_cfg_t k_attn_tma_default = {.wgs = 2, .bkv = 128, .stages 
  * legality rule only: the compile test checks every configuration of the space). */
 #define ATTN_TMA_REGS_OVERHEAD 32
 
-static uint32_t attn_tma_smem(const hkc_kernel_key_t *key, const attn_tma_cfg_t *c) {
-  return (uint32_t)(64 * c->wgs * key->head_dim * 2 + 2 * c->stages * c->bkv * key->head_dim * 2 +
-                    8 * (3 + 4 * c->stages) + 1024);
+/* Shared memory with qbuf Q buffers (1 KiB to align the base included). */
+static uint32_t attn_tma_smem_q(const hkc_kernel_key_t *key, const attn_tma_cfg_t *c, int qbuf) {
+  return (uint32_t)(qbuf * 64 * c->wgs * key->head_dim * 2 + 2 * c->stages * c->bkv * key->head_dim * 2 +
+                    8 * (2 * qbuf + 1 + 4 * c->stages) + 1024);
 }
 
 /* Blocks per SM the kernel asks for (__launch_bounds__): 2 for one consumer warpgroup. */
 static int attn_tma_minb(const attn_tma_cfg_t *c) { return c->wgs == 1 ? 2 : 1; }
+
+/* Whether shared memory of `bytes` per block fits the block limit and minb blocks per SM. */
+static int attn_tma_fits(const hkc_gpu_arch_t *arch, const attn_tma_cfg_t *c, uint64_t bytes) {
+  return bytes <= arch->max_lds_per_block && (uint64_t)attn_tma_minb(c) * (bytes + 1024) <= arch->lds_per_cu;
+}
+
+/* Q buffers: two (the next work tile's Q loads while this one finishes) where they fit beside
+ * the ring, else one; one at wg 3, whose producer's 32 registers do not hold the buffer index
+ * (ptxas 13.0 spills 8-20 bytes). Decided by the configuration alone, so kernel and launch
+ * agree. */
+static int attn_tma_qbuf(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const attn_tma_cfg_t *c) {
+  return c->wgs < 3 && attn_tma_fits(arch, c, attn_tma_smem_q(key, c, 2)) ? 2 : 1;
+}
+
+static uint32_t attn_tma_smem(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const attn_tma_cfg_t *c) {
+  return attn_tma_smem_q(key, c, attn_tma_qbuf(arch, key, c));
+}
 
 /* setmaxnreg budgets: the entry budget 65536 / (threads x minb) split so that the block's
  * pool is not exceeded: 128 producer x P + 128 wg x C <= threads x entry. */
@@ -351,9 +370,7 @@ static int attn_tma_legal(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
       (c->persistent != 0 && c->persistent != 1) || (c->pp && c->wgs < 2))
     return 0;
   const int regs = key->head_dim / 2 + c->bkv / 2 + c->bkv / 4 + ATTN_TMA_REGS_OVERHEAD;
-  const uint64_t smem = attn_tma_smem(key, c);
-  return regs <= attn_tma_consumer_regs(c) && smem <= arch->max_lds_per_block &&
-         (uint64_t)attn_tma_minb(c) * (smem + 1024) <= arch->lds_per_cu; /* 1 KiB per block reserved */
+  return regs <= attn_tma_consumer_regs(c) && attn_tma_fits(arch, c, attn_tma_smem_q(key, c, 1));
 }
 
 static int attn_tma_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params,
@@ -387,7 +404,8 @@ static double attn_tma_efficiency(const hkc_kernel_key_t *key, const attn_tma_cf
   return e;
 }
 
-static void attn_tma_tile(const hkc_kernel_key_t *key, const attn_tma_cfg_t *c, hkc_tile_cfg_t *t) {
+static void attn_tma_tile(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const attn_tma_cfg_t *c,
+                          hkc_tile_cfg_t *t) {
   memset(t, 0, sizeof *t);
   snprintf(t->variant, sizeof t->variant, "attention_tma");
   snprintf(t->tune, sizeof t->tune, "wg=%d,kv=%d,st=%d,pp=%d,ov=%d,p=%d", c->wgs, c->bkv, c->stages, c->pp, c->ov,
@@ -398,7 +416,7 @@ static void attn_tma_tile(const hkc_kernel_key_t *key, const attn_tma_cfg_t *c, 
   t->threads = 128 * (1 + c->wgs);
   t->inflight = c->stages - 1;
   t->persistent = c->persistent;
-  t->shared_bytes = attn_tma_smem(key, c);
+  t->shared_bytes = attn_tma_smem(arch, key, c);
   t->regs = (uint32_t)(65536 / (t->threads * attn_tma_minb(c)) / 8 * 8); /* the entry budget ptxas reports */
   t->efficiency = attn_tma_efficiency(key, c);
   t->is_default = memcmp(c, &k_attn_tma_default, sizeof *c) == 0;
@@ -409,7 +427,7 @@ static int attn_tma_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_
   attn_tma_cfg_t c = k_attn_tma_default;
   if (params && params[0] && attn_tma_parse(arch, key, params, &c) != 0) return -1;
   if (!attn_tma_legal(arch, key, &c)) return -1;
-  attn_tma_tile(key, &c, out);
+  attn_tma_tile(arch, key, &c, out);
   return 0;
 }
 
@@ -429,7 +447,7 @@ static int attn_tma_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_
           const attn_tma_cfg_t c = {.wgs = wgs[w], .bkv = bkvs[b], .stages = st, .pp = wgs[w] >= 2, .ov = 1,
                                     .persistent = p};
           if (!attn_tma_legal(arch, key, &c) || n >= max) continue;
-          attn_tma_tile(key, &c, &out[n]);
+          attn_tma_tile(arch, key, &c, &out[n]);
           if (!out[n].is_default) n++;
         }
   return n;
@@ -453,11 +471,12 @@ static void attn_tma_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t 
   snprintf(out + len, size > len ? size - len : 0,
            "#define HK_THREADS %d\n#define HK_AT_WGS %d\n#define HK_ATTN_BQ %d\n#define HK_ATTN_BKV %d\n"
            "#define HK_AT_STAGES %d\n#define HK_AT_PP %d\n#define HK_AT_OV %d\n#define HK_ATTN_MINB %d\n"
-           "#define HK_DH %d\n#define HK_ATTN_BF16 %d\n#define HK_ATTN_SMEM %u\n"
+           "#define HK_AT_QBUF %d\n#define HK_DH %d\n#define HK_ATTN_BF16 %d\n#define HK_ATTN_SMEM %u\n"
            "#define HK_AT_PRODUCER_REGS %d\n#define HK_AT_CONSUMER_REGS %d\n"
            "#define HK_AT_S hk_wgmma_m64n%dk16_%s\n#define HK_AT_O hk_wgmma_rs_m64n%dk16_%s\n",
-           128 * (1 + c.wgs), c.wgs, 64 * c.wgs, c.bkv, c.stages, c.pp, c.ov, attn_tma_minb(&c), key->head_dim,
-           key->dtype == HK_DTYPE_BF16 ? 1 : 0, attn_tma_smem(key, &c), attn_tma_producer_regs(&c),
+           128 * (1 + c.wgs), c.wgs, 64 * c.wgs, c.bkv, c.stages, c.pp, c.ov, attn_tma_minb(&c),
+           attn_tma_qbuf(arch, key, &c), key->head_dim, key->dtype == HK_DTYPE_BF16 ? 1 : 0,
+           attn_tma_smem(arch, key, &c), attn_tma_producer_regs(&c),
            attn_tma_consumer_regs(&c), c.bkv, ty, key->head_dim, ty);
 }
 
@@ -471,7 +490,7 @@ static void attn_tma_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *
                    hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_SEQ_Q), 64 * c.wgs);
   const int64_t resident = (int64_t)arch->compute_units * attn_tma_minb(&c);
   if (c.persistent && resident > 0 && blocks > resident) blocks = resident;
-  hkc_variant_launch_1d(blocks, (uint32_t)(128 * (1 + c.wgs)), attn_tma_smem(key, &c), out_grid, out_block,
+  hkc_variant_launch_1d(blocks, (uint32_t)(128 * (1 + c.wgs)), attn_tma_smem(arch, key, &c), out_grid, out_block,
                         out_shared);
 }
 
