@@ -123,6 +123,7 @@ typedef enum hkc_kopt_cfg {
   HKC_KOPT_GEMM_TMA_CFG,    /* gemm_tma */
   HKC_KOPT_ATTN_MMA_CFG,    /* attention_mma */
   HKC_KOPT_ATTN_WGMMA_CFG,  /* attention_wgmma */
+  HKC_KOPT_ATTN_TMA_CFG,    /* attention_tma */
   HKC_KOPT_ROWS_CFG,        /* rows_vec16, every dtype */
   HKC_KOPT_ROWS_CFG_F32,    /* rows_vec16, f32 keys (wins over rows_cfg) */
   HKC_KOPT_ROWS_CFG_16,     /* rows_vec16, f16/bf16 keys (wins over rows_cfg) */
@@ -135,6 +136,8 @@ typedef struct hkc_kernel_options {
   hkc_switch_t gemm_tma;    /* gemm_tma on sm_90a: auto/on = used, off = gemm_wgmma_ws (or gemm_ws's choice) */
   hkc_switch_t gemm_ws;     /* gemm_wgmma_ws on sm_90a: auto/on = used, off = gemm_wgmma instead */
   hkc_switch_t attn_wgmma;  /* attention_wgmma: auto = head_dim 128 only, on = 64 too, off = never */
+  hkc_switch_t attn_tma;    /* attention_tma on sm_90a: auto/on = used (on: alone in the tuner's space),
+                               off = attention_wgmma / attention_mma */
   int ew_exact_act;         /* 1: 16-bit gelu/silu/ewchain through erff/expf (elementwise_vec16 x=1) */
   char cfg[HKC_KOPT_N_CFG][HKC_TUNE_MAX];
 } hkc_kernel_options_t;

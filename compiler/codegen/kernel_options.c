@@ -35,6 +35,9 @@ static const kopt_t k_opts[] = {
      "auto|on|off: gemm_wgmma_ws on sm_90a (off: gemm_wgmma)"},
     {"attn_wgmma", "HKC_ATTN_WGMMA", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: attention_wgmma on sm_90a (auto: head_dim 128; on: 64 too)"},
+    {"attn_tma", "HKC_ATTN_TMA", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
+     "auto|on|off: attention_tma on sm_90a (on: no other attention variant where it applies, e.g. in hkc tune's "
+     "space; off: attention_wgmma at head_dim 128, attention_mma at 64)"},
     {"ew_exact_act", "HKC_EW_EXACT_ACT", KOPT_BOOL, 0, NULL, NULL, 0, NULL,
      "0|1: 16-bit gelu/silu/ewchain through erff/expf"},
     {"gemm_mma_cfg", "HKC_GEMM_MMA_CFG", KOPT_CFG, HKC_KOPT_GEMM_MMA_CFG, "gemm_mma", "bm,bn,wm,wn,st", 5, "",
@@ -49,6 +52,10 @@ static const kopt_t k_opts[] = {
      "attention_mma tile: w=,kv=,mb= or WARPS,BKV,MIN_BLOCKS"},
     {"attn_wgmma_cfg", "HKC_ATTN_WGMMA_CFG", KOPT_CFG, HKC_KOPT_ATTN_WGMMA_CFG, "attention_wgmma", "wg,kv,mb", 3, "",
      "attention_wgmma tile: wg=,kv=,mb= or WGS,BKV,MIN_BLOCKS"},
+    {"attn_tma_cfg", "HKC_ATTN_TMA_CFG", KOPT_CFG, HKC_KOPT_ATTN_TMA_CFG, "attention_tma", "wg,kv,st,pp,ov,p", 3,
+     "pp=1,ov=1,p=1",
+     "attention_tma tile: wg=,kv=,st=,pp=,ov=,p= or WGS,BKV,STAGES[,PINGPONG[,OVERLAP[,PERSISTENT]]] (pp=0,ov=0: the "
+     "simple pipeline)"},
     {"rows_cfg", "HKC_ROWS_CFG", KOPT_CFG, HKC_KOPT_ROWS_CFG, "rows_vec16", "t,c,tg,mb,pf,g", 6, "",
      "rows_vec16: t=,c=,tg=,mb=,pf=,g= or THREADS,CACHE,TARGET,MIN_BLOCKS,PREFETCH,GRID_PER_CU"},
     {"rows_cfg_f32", "HKC_ROWS_CFG_F32", KOPT_CFG, HKC_KOPT_ROWS_CFG_F32, "rows_vec16", "t,c,tg,mb,pf,g", 6, "",
@@ -85,7 +92,16 @@ int hkc_kernel_options_describe(size_t i, const char **out_name, const char **ou
 static hkc_switch_t *switch_field(hkc_kernel_options_t *o, const char *name) {
   if (strcmp(name, "gemm_tma") == 0) return &o->gemm_tma;
   if (strcmp(name, "gemm_ws") == 0) return &o->gemm_ws;
+  if (strcmp(name, "attn_tma") == 0) return &o->attn_tma;
   return &o->attn_wgmma;
+}
+
+/* The value of switch option `name`. */
+static hkc_switch_t switch_value(const hkc_kernel_options_t *o, const char *name) {
+  if (strcmp(name, "gemm_tma") == 0) return o->gemm_tma;
+  if (strcmp(name, "gemm_ws") == 0) return o->gemm_ws;
+  if (strcmp(name, "attn_tma") == 0) return o->attn_tma;
+  return o->attn_wgmma;
 }
 
 /* A decimal integer in [0, 2^20] (the range hkc_tune_params_parse accepts). */
@@ -251,9 +267,7 @@ void hkc_kernel_options_format(const hkc_kernel_options_t *o, char *out, size_t 
       const int on = strcmp(k->name, "simple_kernels") == 0 ? o->simple_kernels : o->ew_exact_act;
       if (on) snprintf(value, sizeof value, "1");
     } else if (k->kind == KOPT_SWITCH) {
-      const hkc_switch_t s = strcmp(k->name, "gemm_tma") == 0 ? o->gemm_tma
-                             : strcmp(k->name, "gemm_ws") == 0  ? o->gemm_ws
-                                                                : o->attn_wgmma;
+      const hkc_switch_t s = switch_value(o, k->name);
       if (s != HKC_SWITCH_AUTO && (unsigned)s < 3) snprintf(value, sizeof value, "%s", k_switch[s]);
     } else {
       snprintf(value, sizeof value, "%.*s", HKC_TUNE_MAX, o->cfg[k->cfg]);

@@ -87,7 +87,7 @@ static int collect_kernels(const hkc_spec_t *spec, target_plan_t *plan, hkc_tune
     int n_args = hkc_lower_node(spec, l % spec->n_nodes, spec->batch_sizes[l / spec->n_nodes], &launches[l].key, args);
     if (n_args < 0) goto done;
     if (t->kind == HK_TARGET_HOST) launches[l].key.align = launches[l].key.head_dim = 0; /* one host kernel serves every shape */
-    launches[l].tunable = hkc_tune_shape_of(&launches[l].key, args, (uint32_t)n_args, &launches[l].shape);
+    launches[l].tunable = hkc_tune_shape_of(plan->arch, &launches[l].key, args, (uint32_t)n_args, &launches[l].shape);
   }
   if (hkc_tuner_choose(tuner, plan->name, plan->arch, launches, n_launches) != 0) goto done;
   sources = calloc(n_launches ? n_launches : 1, sizeof *sources);

@@ -462,10 +462,9 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
       if (n_args < 0) goto done;
       if (!arch) key.align = key.head_dim = 0;
       hkc_tune_shape_t shape;
-      if (!hkc_tune_shape_of(&key, args, (uint32_t)n_args, &shape)) continue;
+      if (!hkc_tune_shape_of(arch, &key, args, (uint32_t)n_args, &shape)) continue;
       size_t c = 0;
-      while (c < n_classes && !(hkc_kernel_key_equal(&classes[c].key, &key) && classes[c].shape.m == shape.m &&
-                                classes[c].shape.n == shape.n && classes[c].shape.k == shape.k))
+      while (c < n_classes && !(hkc_kernel_key_equal(&classes[c].key, &key) && hkc_tune_shape_equal(classes[c].shape, shape)))
         c++;
       if (c == n_classes) { /* a new class: room for it, zeroed */
         if (hkc_reserve((void **)&classes, &cap_classes, n_classes + 1, sizeof *classes) != 0) goto oom;
@@ -541,7 +540,7 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
       int pruned = 0;
       for (int j = 0; j < tc->n_cands; j++) pruned += tc->cands[j].pruned != NULL;
       printf("%s (%s): %d candidate(s), %d pruned\n", sig, tc->nodes, tc->n_cands, pruned);
-      const double flops = 2.0 * (double)tc->shape.m * (double)tc->shape.n * (double)tc->shape.k;
+      const double flops = hkc_tune_shape_flops(&tc->key, tc->shape);
       /* the top, then the default and the build's choice when they are not among it */
       int list[HKC_TUNE_MAX_CANDIDATES + 2], ranks[HKC_TUNE_MAX_CANDIDATES + 2], n_list = 0, shown_def = 0, shown_model = 0;
       for (int r = 0; r < tc->n_order && r < top; r++) {

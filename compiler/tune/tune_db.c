@@ -126,8 +126,22 @@ static const char *check_signature(const char *sig) {
   int known = 0;
   for (int op = 0; tok && op < HK_OP_COUNT_; op++) known |= hkc_op_name((hk_op_t)op) && strcmp(tok, hkc_op_name((hk_op_t)op)) == 0;
   if (!known) return "an op name first (gemm, ...)";
+  const int attention = strcmp(buf, "attention") == 0;
   tok = strtok_r(NULL, " ", &save);
   if (!tok || (strcmp(tok, "f32") && strcmp(tok, "f16") && strcmp(tok, "bf16"))) return "a dtype second (f32, f16, bf16)";
+  if (attention) { /* attention <dtype> b= h= kvh= sq= skv= d= [causal] */
+    static const char *const adims[] = {"b=", "h=", "kvh=", "sq=", "skv=", "d="};
+    for (int d = 0; d < 6; d++) {
+      tok = strtok_r(NULL, " ", &save);
+      const size_t len = strlen(adims[d]);
+      long v;
+      if (!tok || strncmp(tok, adims[d], len) != 0 || parse_int(tok + len, 1, LONG_MAX / 2, &v) != 0)
+        return "b=<batch> h=<heads> kvh=<kv heads> sq=<queries> skv=<keys> d=<head dim> after the dtype";
+    }
+    tok = strtok_r(NULL, " ", &save);
+    if (tok && (strcmp(tok, "causal") != 0 || strtok_r(NULL, " ", &save))) return "nothing but causal after d=";
+    return NULL;
+  }
   static const char *const dims[] = {"m=", "n=", "k="};
   for (int d = 0; d < 3; d++) {
     tok = strtok_r(NULL, " ", &save);

@@ -149,6 +149,11 @@ HK_DEVICE void hk_cp_async_mbar_arrive(unsigned bar) {
 }
 /* Named barrier `id` (1..15; 0 is __syncthreads) over `count` threads (a multiple of 32). */
 HK_DEVICE void hk_named_sync(int id, int count) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory"); }
+/* Arrives on named barrier `id` without waiting (the producer side of an ordering: the
+ * barrier's phase completes when `count` threads have arrived or synced). */
+HK_DEVICE void hk_named_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
 /* Per-warpgroup register budget (all 4 warps of a warpgroup execute it; needs a register
  * cap at kernel entry, i.e. __launch_bounds__(threads, 1)). */
 #define HK_SETMAXNREG_DEC(n) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(n))

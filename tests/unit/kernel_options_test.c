@@ -56,6 +56,7 @@ static void test_parse(void **state) {
   set_ok(&o, "gemm_tma=off");
   set_ok(&o, "gemm_ws=off");
   set_ok(&o, "attn_wgmma=on");
+  set_ok(&o, "attn_tma=off");
   set_ok(&o, "ew_exact_act=true");
   set_ok(&o, "gemm_mma_cfg=128,256,2,4,3");
   set_ok(&o, "gemm_wgmma_cfg=128,4"); /* BN,STAGES: bm 128 filled in */
@@ -63,12 +64,14 @@ static void test_parse(void **state) {
   set_ok(&o, "gemm_tma_cfg=1,2,64,8"); /* PINGPONG,MW,BN,STAGES: sk 1 and cm 1 filled in */
   set_ok(&o, "attn_mma_cfg=w=4,kv=64,mb=2");
   set_ok(&o, "attn_wgmma_cfg=2,64,1");
+  set_ok(&o, "attn_tma_cfg=2,64,3"); /* WGS,BKV,STAGES: pp 1, ov 1, p 1 filled in */
   set_ok(&o, "rows_cfg=256,16,16,2,0,2");
   set_ok(&o, "ew_cfg=mb=2,t=128,u=8,w=3"); /* named, any order; x filled in */
   assert_int_equal(o.simple_kernels, 1);
   assert_int_equal(o.gemm_tma, HKC_SWITCH_OFF);
   assert_int_equal(o.gemm_ws, HKC_SWITCH_OFF);
   assert_int_equal(o.attn_wgmma, HKC_SWITCH_ON);
+  assert_int_equal(o.attn_tma, HKC_SWITCH_OFF);
   assert_int_equal(o.ew_exact_act, 1);
   assert_string_equal(o.cfg[HKC_KOPT_GEMM_MMA_CFG], "bm=128,bn=256,wm=2,wn=4,st=3");
   assert_string_equal(o.cfg[HKC_KOPT_GEMM_WGMMA_CFG], "bm=128,bn=128,st=4");
@@ -76,12 +79,14 @@ static void test_parse(void **state) {
   assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=1,mw=2,bn=64,st=8,sk=1,cm=1,ts=0");
   assert_string_equal(o.cfg[HKC_KOPT_ATTN_MMA_CFG], "w=4,kv=64,mb=2");
   assert_string_equal(o.cfg[HKC_KOPT_ATTN_WGMMA_CFG], "wg=2,kv=64,mb=1");
+  assert_string_equal(o.cfg[HKC_KOPT_ATTN_TMA_CFG], "wg=2,kv=64,st=3,pp=1,ov=1,p=1");
   assert_string_equal(o.cfg[HKC_KOPT_EW_CFG], "t=128,u=8,mb=2,w=3,x=0");
   hkc_kernel_options_format(&o, text, sizeof text);
-  assert_string_equal(text, "simple_kernels=1;gemm_tma=off;gemm_ws=off;attn_wgmma=on;ew_exact_act=1;"
+  assert_string_equal(text, "simple_kernels=1;gemm_tma=off;gemm_ws=off;attn_wgmma=on;attn_tma=off;ew_exact_act=1;"
                             "gemm_mma_cfg=bm=128,bn=256,wm=2,wn=4,st=3;gemm_wgmma_cfg=bm=128,bn=128,st=4;"
                             "gemm_ws_cfg=bn=128,st=5,p=1;gemm_tma_cfg=pp=1,mw=2,bn=64,st=8,sk=1,cm=1,ts=0;"
                             "attn_mma_cfg=w=4,kv=64,mb=2;attn_wgmma_cfg=wg=2,kv=64,mb=1;"
+                            "attn_tma_cfg=wg=2,kv=64,st=3,pp=1,ov=1,p=1;"
                             "rows_cfg=t=256,c=16,tg=16,mb=2,pf=0,g=2;ew_cfg=t=128,u=8,mb=2,w=3,x=0");
   /* gemm_tma_cfg: the optional SPLIT_K, CLUSTER_M and TMA_STORE positions, and the named form */
   set_ok(&o, "gemm_tma_cfg=0,1,128,5,4");
@@ -94,26 +99,36 @@ static void test_parse(void **state) {
   assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=1,mw=1,bn=128,st=7,sk=1,cm=1,ts=1");
   set_ok(&o, "gemm_tma=on");
   assert_int_equal(o.gemm_tma, HKC_SWITCH_ON);
+  /* attn_tma_cfg: the simple pipeline (PINGPONG, OVERLAP given) and the named form */
+  set_ok(&o, "attn_tma_cfg=2,128,2,0,0");
+  assert_string_equal(o.cfg[HKC_KOPT_ATTN_TMA_CFG], "wg=2,kv=128,st=2,pp=0,ov=0,p=1");
+  set_ok(&o, "attn_tma_cfg=p=0,wg=1,kv=64,st=2,pp=0,ov=1");
+  assert_string_equal(o.cfg[HKC_KOPT_ATTN_TMA_CFG], "wg=1,kv=64,st=2,pp=0,ov=1,p=0");
+  set_ok(&o, "attn_tma=on");
+  assert_int_equal(o.attn_tma, HKC_SWITCH_ON);
   /* back to the defaults */
   set_ok(&o, "simple_kernels=0");
   set_ok(&o, "gemm_tma=auto");
   set_ok(&o, "gemm_ws=auto");
   set_ok(&o, "attn_wgmma=auto");
+  set_ok(&o, "attn_tma=auto");
   set_ok(&o, "ew_exact_act=off");
   for (int i = 0; i < HKC_KOPT_N_CFG; i++) o.cfg[i][0] = '\0';
   assert_true(hkc_kernel_options_is_default(&o));
   /* every option is described, with its environment variable */
   const char *name, *env, *help;
   size_t n = 0;
-  int tma = 0, tma_cfg = 0;
+  int tma = 0, tma_cfg = 0, attn_tma = 0, attn_tma_cfg = 0;
   while (hkc_kernel_options_describe(n, &name, &env, &help)) {
     assert_non_null(strstr(env, "HKC_"));
     if (!strcmp(name, "gemm_tma")) tma = !strcmp(env, "HKC_GEMM_TMA");
     if (!strcmp(name, "gemm_tma_cfg")) tma_cfg = !strcmp(env, "HKC_GEMM_TMA_CFG");
+    if (!strcmp(name, "attn_tma")) attn_tma = !strcmp(env, "HKC_ATTN_TMA");
+    if (!strcmp(name, "attn_tma_cfg")) attn_tma_cfg = !strcmp(env, "HKC_ATTN_TMA_CFG");
     n++;
   }
-  assert_int_equal(n, 15);
-  assert_true(tma && tma_cfg);
+  assert_int_equal(n, 17);
+  assert_true(tma && tma_cfg && attn_tma && attn_tma_cfg);
 }
 
 static void test_parse_errors(void **state) {

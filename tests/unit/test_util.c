@@ -237,6 +237,9 @@ void hk_test_compile_one(hk_test_compile_job_t *j, hk_test_compile_fn compile, u
     snprintf(j->error, sizeof j->error, "code object is not ELF (%zu bytes)", r.code_size);
   else if ((flags & HK_TEST_COMPILE_NO_WARNINGS) && r.log && strstr(r.log, "warning"))
     snprintf(j->error, sizeof j->error, "compiler warning: %.560s", strstr(r.log, "warning"));
+  else if ((flags & HK_TEST_COMPILE_NO_WGMMA_SERIAL) && r.log && strstr(r.log, "wgmma.mma_async instructions are serialized"))
+    snprintf(j->error, sizeof j->error, "ptxas serialized the wgmmas: %.560s",
+             strstr(r.log, "wgmma.mma_async instructions are serialized"));
   else
     j->ok = 1;
   j->regs = r.vgprs;

@@ -99,6 +99,8 @@ typedef struct hk_test_compile_job {
 enum {
   HK_TEST_COMPILE_ELF = 1,         /* the code object must be an ELF file */
   HK_TEST_COMPILE_NO_WARNINGS = 2, /* a "warning" in the compiler's log fails the job */
+  HK_TEST_COMPILE_NO_WGMMA_SERIAL = 4, /* ptxas's note that it serialized wgmmas (C7510..C7520, "info"
+                                          lines, not warnings) fails the job */
 };
 
 /* The most threads one pool starts (callers ask for the build machines' 2 cores). */

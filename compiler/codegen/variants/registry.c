@@ -8,7 +8,8 @@
 
 extern const hkc_variant_t hkc_variant_gemm_tma, hkc_variant_gemm_wgmma_ws, hkc_variant_gemm_wgmma,
     hkc_variant_gemm_mma; /* variant_gemm_nv.c */
-extern const hkc_variant_t hkc_variant_attention_wgmma, hkc_variant_attention_mma; /* variant_attention_nv.c */
+extern const hkc_variant_t hkc_variant_attention_tma, hkc_variant_attention_wgmma,
+    hkc_variant_attention_mma; /* variant_attention_nv.c */
 extern const hkc_variant_t hkc_variant_rows_vec16, hkc_variant_elementwise_vec16; /* variant_rows.c */
 extern const hkc_variant_t hkc_variant_gemm_mfma, hkc_variant_attention_mfma; /* variant_amd.c */
 extern const hkc_variant_t hkc_variant_simple_gemm, hkc_variant_simple_binary, hkc_variant_simple_unary,
@@ -22,6 +23,7 @@ static const hkc_variant_t *const k_variants[] = {
     &hkc_variant_gemm_wgmma_ws, /* NVIDIA sm_90a, warp-specialized, cp.async loads */
     &hkc_variant_gemm_wgmma,  /* NVIDIA sm_90a (kernel option gemm_ws=off) */
     &hkc_variant_gemm_mma,    /* NVIDIA sm_80+ */
+    &hkc_variant_attention_tma,   /* NVIDIA sm_90a, TMA + warp-specialized (kernel option attn_tma=off) */
     &hkc_variant_attention_wgmma, /* NVIDIA sm_90a; head_dim 128 (64: attn_wgmma=on) */
     &hkc_variant_attention_mma,
     &hkc_variant_gemm_mfma,   /* AMD CDNA */
@@ -62,6 +64,11 @@ int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_gpu_arch_t
       hkc_variant_serves(&hkc_variant_gemm_tma, arch, key))
     return 0;
   if (v == &hkc_variant_gemm_wgmma_ws && o->gemm_ws == HKC_SWITCH_OFF) return 0; /* gemm_wgmma instead */
+  if (v == &hkc_variant_attention_tma && o->attn_tma == HKC_SWITCH_OFF) return 0; /* attention_wgmma / _mma */
+  /* attn_tma=on: no other attention variant where attention_tma serves the key */
+  if (o->attn_tma == HKC_SWITCH_ON && v != &hkc_variant_attention_tma && key->op == HK_OP_ATTENTION &&
+      hkc_variant_serves(&hkc_variant_attention_tma, arch, key))
+    return 0;
   return 1;
 }
 
