@@ -7,10 +7,11 @@ F.scaled_dot_product_attention, same run.
   python3 bench/attn_bars.py timing [--only REGEX] [--out F.jsonl]       # H200
 
 prepare writes build-dev/bench/attn/<case>.yaml (one attention node) and packs for sm_90a,
-one per tag (TAGS below): the compiler's own choice (`default`: attention_tma, the model's
-configuration), attention_tma forced into each of its schedules (`simple`: pp=0,ov=0, the
+one per tag (TAGS below): `default`: attention_tma (opt-in: attn_tma=on) in the model's
+configuration, attention_tma forced into each of its schedules (`simple`: pp=0,ov=0, the
 bisecting baseline; `ov`: overlap only; `pp`: ping-pong only; `full`: both) and a few other
-configurations, and `old` (attn_tma=off: attention_wgmma at dh 128, attention_mma at 64).
+configurations, and `old` (the build's default without attn_tma=on: attention_wgmma at dh 128,
+attention_mma at 64).
 Pack file names: <case>__<tag>.hkpack; build-dev/bench/attn/tags.json maps tags to options.
 
 numerics, per numerics case and tag: random inputs (never zeros), the output poisoned with NaN,
@@ -89,21 +90,22 @@ SCHEDULES = {"simple": "pp=0,ov=0", "ov": "pp=0,ov=1", "pp": "pp=1,ov=0", "full"
 def tags_for(case):
     """The packs of a case: tag -> hkc build options."""
     dh, kind = case[7], case[10]
-    t = {"default": [], "old": ["--kernel-option", "attn_tma=off"]}
+    on = ["--kernel-option", "attn_tma=on"]  # attention_tma is opt-in until proven here
+    t = {"default": on, "old": []}
     for tag, sched in SCHEDULES.items():  # the default tile in each schedule: bisecting
-        t[tag] = ["--kernel-option", "attn_tma_cfg=wg=2,kv=128,st=2,%s,p=1" % sched]
-    t["np"] = ["--kernel-option", "attn_tma_cfg=wg=2,kv=128,st=2,pp=1,ov=1,p=0"]  # one block per work tile
-    t["wg1"] = ["--kernel-option", "attn_tma_cfg=wg=1,kv=64,st=2,pp=0,ov=1,p=1"]  # 64-row tiles, 2 blocks/SM
-    t["kv64"] = ["--kernel-option", "attn_tma_cfg=wg=2,kv=64,st=3,pp=1,ov=1,p=1"]
+        t[tag] = on + ["--kernel-option", "attn_tma_cfg=wg=2,kv=128,st=2,%s,p=1" % sched]
+    t["np"] = on + ["--kernel-option", "attn_tma_cfg=wg=2,kv=128,st=2,pp=1,ov=1,p=0"]  # one block per work tile
+    t["wg1"] = on + ["--kernel-option", "attn_tma_cfg=wg=1,kv=64,st=2,pp=0,ov=1,p=1"]  # 64-row tiles, 2 blocks/SM
+    t["kv64"] = on + ["--kernel-option", "attn_tma_cfg=wg=2,kv=64,st=3,pp=1,ov=1,p=1"]
     if dh == 64:
-        t["wg3"] = ["--kernel-option", "attn_tma_cfg=wg=3,kv=128,st=2,pp=1,ov=1,p=1"]
-        t["kv192"] = ["--kernel-option", "attn_tma_cfg=wg=2,kv=192,st=2,pp=1,ov=1,p=1"]
-        t["wg1kv128"] = ["--kernel-option", "attn_tma_cfg=wg=1,kv=128,st=2,pp=0,ov=1,p=1"]
+        t["wg3"] = on + ["--kernel-option", "attn_tma_cfg=wg=3,kv=128,st=2,pp=1,ov=1,p=1"]
+        t["kv192"] = on + ["--kernel-option", "attn_tma_cfg=wg=2,kv=192,st=2,pp=1,ov=1,p=1"]
+        t["wg1kv128"] = on + ["--kernel-option", "attn_tma_cfg=wg=1,kv=128,st=2,pp=0,ov=1,p=1"]
     else:
-        t["st3"] = ["--kernel-option", "attn_tma_cfg=wg=2,kv=128,st=3,pp=1,ov=1,p=1"]
-        t["wg3"] = ["--kernel-option", "attn_tma_cfg=wg=3,kv=64,st=2,pp=1,ov=1,p=1"]
+        t["st3"] = on + ["--kernel-option", "attn_tma_cfg=wg=2,kv=128,st=3,pp=1,ov=1,p=1"]
+        t["wg3"] = on + ["--kernel-option", "attn_tma_cfg=wg=3,kv=64,st=2,pp=1,ov=1,p=1"]
     if kind == "numerics":  # the schedules with other tiles too (they share the kernel's code paths)
-        t["simple_wg3"] = ["--kernel-option", "attn_tma_cfg=wg=3,kv=64,st=2,pp=0,ov=0,p=1"]
+        t["simple_wg3"] = on + ["--kernel-option", "attn_tma_cfg=wg=3,kv=64,st=2,pp=0,ov=0,p=1"]
     return t
 
 

@@ -50,7 +50,7 @@ grep -qx default <<<"${skip//,/$'\n'}" || for s in tests/specs/op_attention.yaml
   specs/bert_layer.yaml specs/llama_block.yaml; do
   n=$(basename "$s" .yaml)
   echo "== $n" >> "$out/check.log"
-  timeout -s KILL 60 python3 tests/device/check.py build-dev/hkc "$s" "build-dev/packs/$n.hkpack" "/tmp/attn-check-$n" \
+  timeout -s KILL 60 python3 tests/device/check.py build-dev/hkc "$s" "build-dev/packs-attn/$n.hkpack" "/tmp/attn-check-$n" \
     --gpu-target sm_90a >> "$out/check.log" 2>&1 || { rc=1; echo "check $n: FAILED or timed out" >> "$out/check.log"; }
 done
 echo "harness: $(grep -c '^ok' "$out/check.log") ok, $(grep -c 'FAIL' "$out/check.log") FAIL ($(( $(date +%s) - start )) s)"

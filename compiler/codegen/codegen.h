@@ -136,8 +136,8 @@ typedef struct hkc_kernel_options {
   hkc_switch_t gemm_tma;    /* gemm_tma on sm_90a: auto/on = used, off = gemm_wgmma_ws (or gemm_ws's choice) */
   hkc_switch_t gemm_ws;     /* gemm_wgmma_ws on sm_90a: auto/on = used, off = gemm_wgmma instead */
   hkc_switch_t attn_wgmma;  /* attention_wgmma: auto = head_dim 128 only, on = 64 too, off = never */
-  hkc_switch_t attn_tma;    /* attention_tma on sm_90a: auto/on = used (on: alone in the tuner's space),
-                               off = attention_wgmma / attention_mma */
+  hkc_switch_t attn_tma;    /* attention_tma on sm_90a: on = used (alone in the tuner's space); auto/off =
+                               attention_wgmma / attention_mma (opt-in until proven on the H200) */
   int ew_exact_act;         /* 1: 16-bit gelu/silu/ewchain through erff/expf (elementwise_vec16 x=1) */
   char cfg[HKC_KOPT_N_CFG][HKC_TUNE_MAX];
 } hkc_kernel_options_t;

@@ -36,8 +36,8 @@ static const kopt_t k_opts[] = {
     {"attn_wgmma", "HKC_ATTN_WGMMA", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: attention_wgmma on sm_90a (auto: head_dim 128; on: 64 too)"},
     {"attn_tma", "HKC_ATTN_TMA", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
-     "auto|on|off: attention_tma on sm_90a (on: no other attention variant where it applies, e.g. in hkc tune's "
-     "space; off: attention_wgmma at head_dim 128, attention_mma at 64)"},
+     "auto|on|off: attention_tma on sm_90a, opt-in until proven on the H200 (on: used, and alone in hkc tune's "
+     "space where it applies; auto, off: attention_wgmma at head_dim 128, attention_mma at 64)"},
     {"ew_exact_act", "HKC_EW_EXACT_ACT", KOPT_BOOL, 0, NULL, NULL, 0, NULL,
      "0|1: 16-bit gelu/silu/ewchain through erff/expf"},
     {"gemm_mma_cfg", "HKC_GEMM_MMA_CFG", KOPT_CFG, HKC_KOPT_GEMM_MMA_CFG, "gemm_mma", "bm,bn,wm,wn,st", 5, "",

@@ -39,8 +39,8 @@ int hkc_tune_shape_of(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, c
                       hkc_tune_shape_t *out) {
   memset(out, 0, sizeof *out);
   if (key->op == HK_OP_ATTENTION && arch && n_args >= HKC_ATTENTION_N_ARGS) {
-    hkc_kernel_key_t base = *key;
-    base.variant[0] = base.tune[0] = '\0';
+    hkc_kernel_key_t base = *key; /* the variant the key names (attn_tma=on), else the default one */
+    base.tune[0] = '\0';
     const hkc_variant_t *v = hkc_variant_for(arch, &base);
     hkc_tile_cfg_t cfg;
     if (!v || !v->tune_parse || v->tune_parse(arch, &base, "", &cfg) != 0 || cfg.efficiency <= 0) return 0;

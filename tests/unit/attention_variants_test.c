@@ -205,7 +205,8 @@ static void test_wgmma_nvrtc(void **state) {
         char err[512];
         assert_int_equal(hkc_kernel_options_set(&o, "attn_wgmma_cfg", cfg, err, sizeof err), 0);
         hkc_kernel_out_t k = {.key = attn_key((hk_dtype_t)dt, dh, 8)};
-        assert_true(hkc_tune_apply_options(&o, "sm_90a", ar, &k.key) > 0);
+        assert_true(hkc_tune_apply_options(&o, "sm_90a", ar, &k.key) >= 0); /* dh 128 default: nothing to name */
+        assert_string_equal(hkc_variant_for(ar, &k.key)->name, "attention_wgmma");
         snprintf(k.name, sizeof k.name, "hk_attnwg_%s_d%d", dt == HK_DTYPE_F16 ? "f16" : "bf16", dh);
         char *src = hkc_codegen_gpu(ar, &k);
         assert_non_null(src);
@@ -237,13 +238,13 @@ static void test_wgmma_nvrtc(void **state) {
 }
 
 
-/* ---- attention_tma (sm_90a default; attn_tma=off gives the previous kernels) -------------- */
+/* ---- attention_tma (sm_90a, opt-in with attn_tma=on until proven on the H200) --------------- */
+/* A key naming attention_tma, as attn_tma=on (or a tuning database) makes it; params NULL: its
+ * defaults. */
 static hkc_kernel_key_t tma_key(hk_dtype_t dtype, int dh, const char *params) {
   hkc_kernel_key_t k = attn_key(dtype, dh, 8);
-  if (params) {
-    snprintf(k.variant, sizeof k.variant, "attention_tma");
-    snprintf(k.tune, sizeof k.tune, "%s", params);
-  }
+  snprintf(k.variant, sizeof k.variant, "attention_tma");
+  snprintf(k.tune, sizeof k.tune, "%s", params ? params : "");
   return k;
 }
 
@@ -252,21 +253,23 @@ static void test_tma_selection(void **state) {
   for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++)
     for (int dh = 64; dh <= 128; dh += 64) {
       const hkc_kernel_key_t k = attn_key((hk_dtype_t)dt, dh, 8);
-      assert_string_equal(hk_test_variant_name("sm_90a", k), "attention_tma");
+      const char *const old = dh == 128 ? "attention_wgmma" : "attention_mma";
+      assert_string_equal(hk_test_variant_name("sm_90a", k), old); /* attention_tma is opt-in */
       /* sm_90 (no wgmma, no setmaxnreg in nvrtc's sm_90) and sm_80 keep the mma.sync kernel */
       assert_string_equal(hk_test_variant_name("sm_90", k), "attention_mma");
       assert_string_equal(hk_test_variant_name("sm_80", k), "attention_mma");
       hkc_kernel_options_t o = {0};
-      hk_test_options(&o, "attn_tma=off");
-      assert_string_equal(variant_name_opt("sm_90a", &o, k), dh == 128 ? "attention_wgmma" : "attention_mma");
+      hk_test_options(&o, "attn_tma=off"); /* the default already: the key stays untouched */
+      assert_string_equal(variant_name_opt("sm_90a", &o, k), old);
       hkc_kernel_key_t named = k;
-      assert_int_equal(hkc_tune_apply_options(&o, "sm_90a", hk_test_arch("sm_90a"), &named), 1);
-      assert_string_equal(named.variant, dh == 128 ? "attention_wgmma" : "attention_mma");
-      hk_test_options(&o, "attn_tma=on"); /* the default already: the key stays untouched */
-      assert_string_equal(variant_name_opt("sm_90a", &o, k), "attention_tma");
-      named = k;
       assert_int_equal(hkc_tune_apply_options(&o, "sm_90a", hk_test_arch("sm_90a"), &named), 0);
       assert_string_equal(named.variant, "");
+      hk_test_options(&o, "attn_tma=on"); /* named in the key */
+      assert_string_equal(variant_name_opt("sm_90a", &o, k), "attention_tma");
+      named = k;
+      assert_int_equal(hkc_tune_apply_options(&o, "sm_90a", hk_test_arch("sm_90a"), &named), 1);
+      assert_string_equal(named.variant, "attention_tma");
+      assert_string_equal(hkc_variant_for(hk_test_arch("sm_90a"), &named)->name, "attention_tma");
       hk_test_options(&o, "simple_kernels=1");
       assert_string_equal(variant_name_opt("sm_90a", &o, k), "simple");
     }
@@ -290,8 +293,8 @@ static void test_tma_selection(void **state) {
 static void test_tma_legality(void **state) {
   (void)state;
   const hkc_gpu_arch_t *ar = hk_test_arch("sm_90a");
-  const hkc_variant_t *v = hkc_variant_for(ar, &(hkc_kernel_key_t){.op = HK_OP_ATTENTION, .dtype = HK_DTYPE_BF16,
-                                                                   .align = 8, .head_dim = 128});
+  const hkc_kernel_key_t named = tma_key(HK_DTYPE_BF16, 128, NULL);
+  const hkc_variant_t *v = hkc_variant_for(ar, &named);
   assert_string_equal(v->name, "attention_tma");
   hkc_tile_cfg_t t;
   static const struct {

@@ -23,7 +23,7 @@ static const hkc_variant_t *const k_variants[] = {
     &hkc_variant_gemm_wgmma_ws, /* NVIDIA sm_90a, warp-specialized, cp.async loads */
     &hkc_variant_gemm_wgmma,  /* NVIDIA sm_90a (kernel option gemm_ws=off) */
     &hkc_variant_gemm_mma,    /* NVIDIA sm_80+ */
-    &hkc_variant_attention_tma,   /* NVIDIA sm_90a, TMA + warp-specialized (kernel option attn_tma=off) */
+    &hkc_variant_attention_tma,   /* NVIDIA sm_90a, TMA + warp-specialized (opt-in: kernel option attn_tma=on) */
     &hkc_variant_attention_wgmma, /* NVIDIA sm_90a; head_dim 128 (64: attn_wgmma=on) */
     &hkc_variant_attention_mma,
     &hkc_variant_gemm_mfma,   /* AMD CDNA */
@@ -56,6 +56,10 @@ int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_gpu_arch_t
     if (s == HKC_SWITCH_OFF) return 0;
     if (s != HKC_SWITCH_ON && key->head_dim != 128) return 0;
   }
+  if (v == &hkc_variant_attention_tma) { /* opt-in (attn_tma=on) until its numerics are proven on the H200 */
+    const hkc_switch_t s = o ? o->attn_tma : HKC_SWITCH_AUTO;
+    if (s != HKC_SWITCH_ON) return 0;
+  }
   if (!o) return 1;
   if (o->simple_kernels) return 0; /* A/B checks against the simple kernels */
   if (v == &hkc_variant_gemm_tma && o->gemm_tma == HKC_SWITCH_OFF) return 0;     /* gemm_wgmma_ws instead */
@@ -64,7 +68,6 @@ int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_gpu_arch_t
       hkc_variant_serves(&hkc_variant_gemm_tma, arch, key))
     return 0;
   if (v == &hkc_variant_gemm_wgmma_ws && o->gemm_ws == HKC_SWITCH_OFF) return 0; /* gemm_wgmma instead */
-  if (v == &hkc_variant_attention_tma && o->attn_tma == HKC_SWITCH_OFF) return 0; /* attention_wgmma / _mma */
   /* attn_tma=on: no other attention variant where attention_tma serves the key */
   if (o->attn_tma == HKC_SWITCH_ON && v != &hkc_variant_attention_tma && key->op == HK_OP_ATTENTION &&
       hkc_variant_serves(&hkc_variant_attention_tma, arch, key))
