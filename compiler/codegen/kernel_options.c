@@ -35,6 +35,9 @@ static const kopt_t k_opts[] = {
      "auto|on|off: gemm_wgmma_ws on sm_90a (off: gemm_wgmma)"},
     {"attn_wgmma", "HKC_ATTN_WGMMA", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: attention_wgmma on sm_90a (auto: head_dim 128; on: 64 too)"},
+    {"gemm_mfma_pp", "HKC_GEMM_MFMA_PP", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
+     "auto|on|off: the 8-wave ping-pong gemm_mfma_pp on AMD CDNA (auto: when tuning chooses it; on: instead "
+     "of gemm_mfma)"},
     {"ew_exact_act", "HKC_EW_EXACT_ACT", KOPT_BOOL, 0, NULL, NULL, 0, NULL,
      "0|1: 16-bit gelu/silu/ewchain through erff/expf"},
     {"gemm_mma_cfg", "HKC_GEMM_MMA_CFG", KOPT_CFG, HKC_KOPT_GEMM_MMA_CFG, "gemm_mma", "bm,bn,wm,wn,st", 5, "",
@@ -55,6 +58,10 @@ static const kopt_t k_opts[] = {
      "rows_vec16, f32 keys only (wins over rows_cfg)"},
     {"rows_cfg_16", "HKC_ROWS_CFG_16", KOPT_CFG, HKC_KOPT_ROWS_CFG_16, "rows_vec16", "t,c,tg,mb,pf,g", 6, "",
      "rows_vec16, f16/bf16 keys only (wins over rows_cfg)"},
+    {"gemm_mfma_cfg", "HKC_GEMM_MFMA_CFG", KOPT_CFG, HKC_KOPT_GEMM_MFMA_CFG, "gemm_mfma", "bm,bn,bk", 3, "",
+     "gemm_mfma tile: bm=,bn=,bk= or BM,BN,BK"},
+    {"gemm_mfma_pp_cfg", "HKC_GEMM_MFMA_PP_CFG", KOPT_CFG, HKC_KOPT_GEMM_MFMA_PP_CFG, "gemm_mfma_pp", "bm,bn,bk", 3, "",
+     "gemm_mfma_pp tile: bm=,bn=,bk= or BM,BN,BK"},
     {"ew_cfg", "HKC_EW_CFG", KOPT_CFG, HKC_KOPT_EW_CFG, "elementwise_vec16", "t,u,mb,w", 4, "x=0",
      "elementwise_vec16: t=,u=,mb=,w=[,x=] or THREADS,UNROLL,MIN_BLOCKS,WAVES"},
 };
@@ -85,6 +92,7 @@ int hkc_kernel_options_describe(size_t i, const char **out_name, const char **ou
 static hkc_switch_t *switch_field(hkc_kernel_options_t *o, const char *name) {
   if (strcmp(name, "gemm_tma") == 0) return &o->gemm_tma;
   if (strcmp(name, "gemm_ws") == 0) return &o->gemm_ws;
+  if (strcmp(name, "gemm_mfma_pp") == 0) return &o->gemm_mfma_pp;
   return &o->attn_wgmma;
 }
 
@@ -251,9 +259,10 @@ void hkc_kernel_options_format(const hkc_kernel_options_t *o, char *out, size_t 
       const int on = strcmp(k->name, "simple_kernels") == 0 ? o->simple_kernels : o->ew_exact_act;
       if (on) snprintf(value, sizeof value, "1");
     } else if (k->kind == KOPT_SWITCH) {
-      const hkc_switch_t s = strcmp(k->name, "gemm_tma") == 0 ? o->gemm_tma
-                             : strcmp(k->name, "gemm_ws") == 0  ? o->gemm_ws
-                                                                : o->attn_wgmma;
+      const hkc_switch_t s = strcmp(k->name, "gemm_tma") == 0       ? o->gemm_tma
+                             : strcmp(k->name, "gemm_ws") == 0      ? o->gemm_ws
+                             : strcmp(k->name, "gemm_mfma_pp") == 0 ? o->gemm_mfma_pp
+                                                                    : o->attn_wgmma;
       if (s != HKC_SWITCH_AUTO && (unsigned)s < 3) snprintf(value, sizeof value, "%s", k_switch[s]);
     } else {
       snprintf(value, sizeof value, "%.*s", HKC_TUNE_MAX, o->cfg[k->cfg]);
