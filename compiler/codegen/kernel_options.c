@@ -38,6 +38,9 @@ static const kopt_t k_opts[] = {
     {"attn_tma", "HKC_ATTN_TMA", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: attention_tma on sm_90a, opt-in until proven on the H200 (on: used, and alone in hkc tune's "
      "space where it applies; auto, off: attention_wgmma at head_dim 128, attention_mma at 64)"},
+    {"gemm_mfma_pp", "HKC_GEMM_MFMA_PP", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
+     "auto|on|off: the 8-wave ping-pong gemm_mfma_pp on AMD CDNA (auto: when tuning chooses it; on: instead "
+     "of gemm_mfma)"},
     {"ew_exact_act", "HKC_EW_EXACT_ACT", KOPT_BOOL, 0, NULL, NULL, 0, NULL,
      "0|1: 16-bit gelu/silu/ewchain through erff/expf"},
     {"gemm_mma_cfg", "HKC_GEMM_MMA_CFG", KOPT_CFG, HKC_KOPT_GEMM_MMA_CFG, "gemm_mma", "bm,bn,wm,wn,st", 5, "",
@@ -62,6 +65,10 @@ static const kopt_t k_opts[] = {
      "rows_vec16, f32 keys only (wins over rows_cfg)"},
     {"rows_cfg_16", "HKC_ROWS_CFG_16", KOPT_CFG, HKC_KOPT_ROWS_CFG_16, "rows_vec16", "t,c,tg,mb,pf,g", 6, "",
      "rows_vec16, f16/bf16 keys only (wins over rows_cfg)"},
+    {"gemm_mfma_cfg", "HKC_GEMM_MFMA_CFG", KOPT_CFG, HKC_KOPT_GEMM_MFMA_CFG, "gemm_mfma", "bm,bn,bk", 3, "",
+     "gemm_mfma tile: bm=,bn=,bk= or BM,BN,BK"},
+    {"gemm_mfma_pp_cfg", "HKC_GEMM_MFMA_PP_CFG", KOPT_CFG, HKC_KOPT_GEMM_MFMA_PP_CFG, "gemm_mfma_pp", "bm,bn,bk", 3, "",
+     "gemm_mfma_pp tile: bm=,bn=,bk= or BM,BN,BK"},
     {"ew_cfg", "HKC_EW_CFG", KOPT_CFG, HKC_KOPT_EW_CFG, "elementwise_vec16", "t,u,mb,w", 4, "x=0",
      "elementwise_vec16: t=,u=,mb=,w=[,x=] or THREADS,UNROLL,MIN_BLOCKS,WAVES"},
 };
@@ -93,6 +100,7 @@ static hkc_switch_t *switch_field(hkc_kernel_options_t *o, const char *name) {
   if (strcmp(name, "gemm_tma") == 0) return &o->gemm_tma;
   if (strcmp(name, "gemm_ws") == 0) return &o->gemm_ws;
   if (strcmp(name, "attn_tma") == 0) return &o->attn_tma;
+  if (strcmp(name, "gemm_mfma_pp") == 0) return &o->gemm_mfma_pp;
   return &o->attn_wgmma;
 }
 
@@ -101,6 +109,7 @@ static hkc_switch_t switch_value(const hkc_kernel_options_t *o, const char *name
   if (strcmp(name, "gemm_tma") == 0) return o->gemm_tma;
   if (strcmp(name, "gemm_ws") == 0) return o->gemm_ws;
   if (strcmp(name, "attn_tma") == 0) return o->attn_tma;
+  if (strcmp(name, "gemm_mfma_pp") == 0) return o->gemm_mfma_pp;
   return o->attn_wgmma;
 }
 

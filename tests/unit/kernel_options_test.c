@@ -127,8 +127,21 @@ static void test_parse(void **state) {
     if (!strcmp(name, "attn_tma_cfg")) attn_tma_cfg = !strcmp(env, "HKC_ATTN_TMA_CFG");
     n++;
   }
-  assert_int_equal(n, 17);
+  assert_int_equal(n, 20);
   assert_true(tma && tma_cfg && attn_tma && attn_tma_cfg);
+  /* the AMD GEMM options: the 8-wave switch and both variants' tiles */
+  hkc_kernel_options_t m = {0};
+  set_ok(&m, "gemm_mfma_pp=on");
+  set_ok(&m, "gemm_mfma_cfg=256,128,32");
+  set_ok(&m, "gemm_mfma_pp_cfg=bk=32,bm=128,bn=256");
+  assert_int_equal(m.gemm_mfma_pp, HKC_SWITCH_ON);
+  assert_string_equal(m.cfg[HKC_KOPT_GEMM_MFMA_CFG], "bm=256,bn=128,bk=32");
+  assert_string_equal(m.cfg[HKC_KOPT_GEMM_MFMA_PP_CFG], "bm=128,bn=256,bk=32");
+  hkc_kernel_options_format(&m, text, sizeof text);
+  assert_string_equal(text, "gemm_mfma_pp=on;gemm_mfma_cfg=bm=256,bn=128,bk=32;gemm_mfma_pp_cfg=bm=128,bn=256,bk=32");
+  set_bad("gemm_mfma_pp=8", "gemm_mfma_pp=8: expected auto|on|off");
+  set_bad("gemm_mfma_pp_cfg=256,256", "too few values");
+  set_bad("gemm_mfma_cfg=bm=128,bn=128,bk=32,w=8", "unknown parameter 'w' (gemm_mfma has: bm bn bk)");
 }
 
 static void test_parse_errors(void **state) {
@@ -276,6 +289,36 @@ static void test_legality(void **state) {
   assert_int_equal(hkc_tune_apply_options(&m, "sm_90a", arch("sm_90a"), &k), 0);
   /* the host target: options are GPU-only */
   assert_int_equal(hkc_tune_apply_options(&m, "host", NULL, &k), 0);
+  /* AMD: gemm_mfma serves CDNA keys; gemm_mfma_pp=on puts the 8-wave kernel in its place
+   * with its largest legal tile (gfx90a 256 x 256, gfx908 256 x 128: the key names the
+   * variant, the tile stays its default); forced tiles are checked per target */
+  k = gemm_key();
+  assert_int_equal(apply("gemm_mfma_pp=on", "gfx90a", &k, diag, sizeof diag), 1);
+  assert_string_equal(k.variant, "gemm_mfma_pp");
+  assert_string_equal(k.tune, "");
+  k = gemm_key();
+  assert_int_equal(apply("gemm_mfma_pp=off;gemm_mfma_pp_cfg=128,128,32", "gfx90a", &k, diag, sizeof diag), 0);
+  assert_string_equal(k.variant, ""); /* off, and gemm_mfma serves: nothing forced */
+  k = gemm_key();
+  assert_int_equal(apply("gemm_mfma_pp=on;gemm_mfma_pp_cfg=128,256,32", "gfx908", &k, diag, sizeof diag), 2);
+  assert_string_equal(k.variant, "gemm_mfma_pp");
+  assert_string_equal(k.tune, "bm=128,bn=256,bk=32");
+  k = gemm_key();
+  assert_int_equal(apply("gemm_mfma_pp=on;gemm_mfma_pp_cfg=256,256,32", "gfx908", &k, diag, sizeof diag), -1);
+  assert_non_null(strstr(diag, "kernel option gemm_mfma_pp_cfg=bm=256,bn=256,bk=32 is not legal for kernel "
+                               "hk_gemm_bf16_bias_a8 on gfx908 (gemm_mfma_pp: bm 64, 128 or 256;"));
+  hkc_error_reset();
+  k = gemm_key();
+  assert_int_equal(apply("gemm_mfma_cfg=256,128,32", "gfx90a", &k, diag, sizeof diag), 2);
+  assert_string_equal(k.variant, "gemm_mfma");
+  assert_string_equal(k.tune, "bm=256,bn=128,bk=32");
+  k = gemm_key();
+  assert_int_equal(apply("gemm_mfma_cfg=256,256,32", "gfx90a", &k, diag, sizeof diag), -1); /* 80 KiB of LDS */
+  assert_non_null(strstr(diag, "(gemm_mfma: bm, bn 64, 128 or 256;"));
+  hkc_error_reset();
+  k = gemm_key();
+  assert_int_equal(apply("gemm_mfma_pp=on", "gfx1030", &k, diag, sizeof diag), 0); /* no matrix cores */
+  assert_string_equal(k.variant, "");
   /* attention: shared memory depends on the key (head_dim) */
   hkc_kernel_options_t a = {0};
   set_ok(&a, "attn_mma_cfg=8,128,1"); /* (128 + 512) x 128 x 2 = 160 KiB at dh 128: fits sm_90's 227 */

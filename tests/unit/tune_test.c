@@ -506,6 +506,29 @@ static void test_model(void **state) {
   p = model_pick(hk_test_arch("gfx90a"), key, (hkc_tune_shape_t){.m = 4096, .n = 4096, .k = 4096}, c, &n);
   printf("[ info     ] gfx90a 4096^3: %s %s, %s-bound\n", c[p].cfg.variant, c[p].cfg.tune, c[p].est.limiter);
   assert_string_equal(c[p].est.limiter, "compute");
+  /* 4 waves or 8: gemm_mfma's single wave per SIMD waits for its own LDS reads and barriers
+   * between MFMAs, gemm_mfma_pp's other group hides them -- so large GEMMs take the 8-wave
+   * kernel (on both CDNA1 and CDNA2, within their registers), while the smallest tiles of the
+   * 4-wave kernel still win where M is small (its 64-row, 64-column tiles spread over more CUs) */
+  static const char *const cdna[] = {"gfx90a", "gfx908"};
+  for (size_t i = 0; i < 2; i++) {
+    const hkc_gpu_arch_t *g = hk_test_arch(cdna[i]);
+    p = model_pick(g, key, (hkc_tune_shape_t){4096, 4096, 4096}, c, &n);
+    assert_string_equal(c[p].cfg.variant, "gemm_mfma_pp");
+    assert_int_equal(c[p].cfg.threads, 512);
+    int best4 = -1;
+    for (int j = 0; j < n; j++)
+      if (!strcmp(c[j].cfg.variant, "gemm_mfma") && c[j].est.seconds > 0 &&
+          (best4 < 0 || c[j].est.seconds < c[best4].est.seconds))
+        best4 = j;
+    assert_true(best4 >= 0 && c[p].est.seconds < c[best4].est.seconds);
+    printf("[ info     ] %s 4096^3: %s %s %.0f us, best 4-wave %s %.0f us\n", cdna[i], c[p].cfg.variant, c[p].cfg.tune,
+           c[p].est.seconds * 1e6, c[best4].cfg.tune, c[best4].est.seconds * 1e6);
+    p = model_pick(g, key, (hkc_tune_shape_t){8, 4096, 4096}, c, &n);
+    printf("[ info     ] %s 8x4096x4096: %s %s\n", cdna[i], c[p].cfg.variant, c[p].cfg.tune);
+    assert_string_equal(c[p].cfg.variant, "gemm_mfma");
+    assert_int_equal(c[p].cfg.bm, 64);
+  }
   free(c);
 }
 

@@ -11,7 +11,8 @@ extern const hkc_variant_t hkc_variant_gemm_tma, hkc_variant_gemm_wgmma_ws, hkc_
 extern const hkc_variant_t hkc_variant_attention_tma, hkc_variant_attention_wgmma,
     hkc_variant_attention_mma; /* variant_attention_nv.c */
 extern const hkc_variant_t hkc_variant_rows_vec16, hkc_variant_elementwise_vec16; /* variant_rows.c */
-extern const hkc_variant_t hkc_variant_gemm_mfma, hkc_variant_attention_mfma; /* variant_amd.c */
+extern const hkc_variant_t hkc_variant_gemm_mfma, hkc_variant_gemm_mfma_pp,
+    hkc_variant_attention_mfma; /* variant_amd.c */
 extern const hkc_variant_t hkc_variant_simple_gemm, hkc_variant_simple_binary, hkc_variant_simple_unary,
     hkc_variant_simple_layernorm, hkc_variant_simple_rmsnorm, hkc_variant_simple_softmax,
     hkc_variant_simple_attention, hkc_variant_simple_rope, hkc_variant_simple_ewchain; /* variant_simple.c */
@@ -26,7 +27,8 @@ static const hkc_variant_t *const k_variants[] = {
     &hkc_variant_attention_tma,   /* NVIDIA sm_90a, TMA + warp-specialized (opt-in: kernel option attn_tma=on) */
     &hkc_variant_attention_wgmma, /* NVIDIA sm_90a; head_dim 128 (64: attn_wgmma=on) */
     &hkc_variant_attention_mma,
-    &hkc_variant_gemm_mfma,   /* AMD CDNA */
+    &hkc_variant_gemm_mfma,   /* AMD CDNA, 4 waves */
+    &hkc_variant_gemm_mfma_pp, /* AMD CDNA, 8-wave ping-pong: chosen by tuning (kernel option gemm_mfma_pp) */
     &hkc_variant_attention_mfma,
     &hkc_variant_rows_vec16,  /* both vendors */
     &hkc_variant_elementwise_vec16,
@@ -71,6 +73,11 @@ int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_gpu_arch_t
   /* attn_tma=on: no other attention variant where attention_tma serves the key */
   if (o->attn_tma == HKC_SWITCH_ON && v != &hkc_variant_attention_tma && key->op == HK_OP_ATTENTION &&
       hkc_variant_serves(&hkc_variant_attention_tma, arch, key))
+    return 0;
+  if (v == &hkc_variant_gemm_mfma_pp && o->gemm_mfma_pp == HKC_SWITCH_OFF) return 0;
+  /* gemm_mfma_pp=on: it replaces gemm_mfma wherever it serves the key */
+  if (v == &hkc_variant_gemm_mfma && o->gemm_mfma_pp == HKC_SWITCH_ON &&
+      hkc_variant_serves(&hkc_variant_gemm_mfma_pp, arch, key))
     return 0;
   return 1;
 }
