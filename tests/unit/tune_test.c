@@ -513,7 +513,7 @@ static void test_model(void **state) {
   static const char *const cdna[] = {"gfx90a", "gfx908"};
   for (size_t i = 0; i < 2; i++) {
     const hkc_gpu_arch_t *g = hk_test_arch(cdna[i]);
-    p = model_pick(g, key, (hkc_tune_shape_t){4096, 4096, 4096}, c, &n);
+    p = model_pick(g, key, (hkc_tune_shape_t){.m = 4096, .n = 4096, .k = 4096}, c, &n);
     assert_string_equal(c[p].cfg.variant, "gemm_mfma_pp");
     assert_int_equal(c[p].cfg.threads, 512);
     int best4 = -1;
@@ -524,7 +524,7 @@ static void test_model(void **state) {
     assert_true(best4 >= 0 && c[p].est.seconds < c[best4].est.seconds);
     printf("[ info     ] %s 4096^3: %s %s %.0f us, best 4-wave %s %.0f us\n", cdna[i], c[p].cfg.variant, c[p].cfg.tune,
            c[p].est.seconds * 1e6, c[best4].cfg.tune, c[best4].est.seconds * 1e6);
-    p = model_pick(g, key, (hkc_tune_shape_t){8, 4096, 4096}, c, &n);
+    p = model_pick(g, key, (hkc_tune_shape_t){.m = 8, .n = 4096, .k = 4096}, c, &n);
     printf("[ info     ] %s 8x4096x4096: %s %s\n", cdna[i], c[p].cfg.variant, c[p].cfg.tune);
     assert_string_equal(c[p].cfg.variant, "gemm_mfma");
     assert_int_equal(c[p].cfg.bm, 64);
