@@ -1432,12 +1432,16 @@ int hkc_spec_parse(const char *path, const char *data, size_t size, hkc_spec_t *
   return 0;
 }
 
+/* A spec is a page or two of YAML; anything this large is not one (and reading it whole
+ * would only delay the error). */
+#define HKC_SPEC_MAX_BYTES ((size_t)16 << 20)
+
 int hkc_spec_load(const char *path, hkc_spec_t **out_spec) {
   *out_spec = NULL;
   char *data;
   size_t size;
-  if (hkc_read_file(path, &data, &size) != 0) {
-    hkc_error((hkc_loc_t){path, 0, 0}, "%s", strerror(errno));
+  if (hkc_read_file_max(path, HKC_SPEC_MAX_BYTES, &data, &size) != 0) {
+    hkc_error((hkc_loc_t){path, 0, 0}, "%s", hkc_strerror(errno));
     return -1;
   }
   int rc = hkc_spec_parse(path, data, size, out_spec);

@@ -184,18 +184,6 @@ int hkc_cache_get(hkc_cache_t *cache, const char *key_hex, hkc_rtc_result_t *out
   return 0;
 }
 
-static int write_all(int fd, const void *p, size_t n) {
-  const char *c = p;
-  while (n) {
-    ssize_t w = write(fd, c, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return -1;
-    c += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
 /* Contract in rtc.h. Best effort: a failed write leaves no entry (and no temporary). */
 void hkc_cache_put(hkc_cache_t *cache, const char *key_hex, const hkc_rtc_result_t *result) {
   if (!cache || !key_valid(key_hex) || !result || !result->code || result->code_size == 0 ||
@@ -226,16 +214,9 @@ void hkc_cache_put(hkc_cache_t *cache, const char *key_hex, const hkc_rtc_result
   h.max_block = result->max_block;
   h.checksum = entry_checksum(&h, buf, payload);
 
-  char tmp[CACHE_PATH_MAX], path[CACHE_PATH_MAX];
+  char path[CACHE_PATH_MAX];
   snprintf(path, sizeof path, "%s/%.32s.hkcc", cache->dir, key_hex);
-  snprintf(tmp, sizeof tmp, "%s/%.32s.hkcc.tmp.XXXXXX", cache->dir, key_hex);
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    free(buf);
-    return;
-  }
-  int ok = write_all(fd, &h, sizeof h) == 0 && write_all(fd, buf, payload) == 0;
-  ok = (close(fd) == 0) && ok;
-  if (!ok || rename(tmp, path) != 0) unlink(tmp);
+  hkc_chunk_t chunks[2] = {{&h, sizeof h}, {buf, payload}};
+  (void)hkc_file_replace(path, chunks, 2, 0666, NULL, 0); /* best effort: a failure leaves no entry */
   free(buf);
 }

@@ -153,7 +153,7 @@ int hkc_npy_read(const char *path, hkc_npy_t *out) {
   size_t size;
   memset(out, 0, sizeof *out);
   if (hkc_read_file(path, &bytes, &size) != 0) {
-    hkc_error((hkc_loc_t){path, 0, 0}, "%s", strerror(errno));
+    hkc_error((hkc_loc_t){path, 0, 0}, "%s", hkc_strerror(errno));
     return -1;
   }
   int rc = hkc_npy_parse(path, (const unsigned char *)bytes, size, out);
@@ -168,36 +168,99 @@ void hkc_npy_free(hkc_npy_t *npy) {
 }
 
 /* ---- writing ---------------------------------------------------------------------- */
-int hkc_npy_write_f32(const char *path, const float *data, const int64_t *dims, uint32_t rank) {
+/* The format 1.0 header of an f32 array: magic, version, length, the dict padded with
+ * spaces and a newline to a multiple of 64 bytes. Returns its length (<= size). */
+static size_t npy_header(char *out, size_t size, const int64_t *dims, uint32_t rank) {
   char dict[512];
   int n = snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (");
-  size_t count = 1;
-  for (uint32_t i = 0; i < rank; i++) {
+  for (uint32_t i = 0; i < rank; i++)
     n += snprintf(dict + n, sizeof dict - (size_t)n, "%lld,%s", (long long)dims[i], rank > 1 && i + 1 < rank ? " " : "");
-    count *= (size_t)dims[i];
-  }
   n += snprintf(dict + n, sizeof dict - (size_t)n, "), }");
-  /* magic(6) + version(2) + len(2) + dict + padding + '\n' is a multiple of 64 */
   size_t total = 10 + (size_t)n + 1;
   size_t pad = (64 - total % 64) % 64;
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    hkc_error((hkc_loc_t){path, 0, 0}, "cannot create: %s", strerror(errno));
-    return -1;
-  }
-  FILE *f = fdopen(fd, "wb");
   unsigned short hl = (unsigned short)((size_t)n + pad + 1);
   unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 0xff), (unsigned char)(hl >> 8)};
-  int ok = f && fwrite(pre, 1, 10, f) == 10 && fwrite(dict, 1, (size_t)n, f) == (size_t)n;
-  for (size_t i = 0; ok && i < pad; i++) ok = fputc(' ', f) != EOF;
-  ok = ok && fputc('\n', f) != EOF && fwrite(data, sizeof(float), count, f) == count;
-  ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-  if (f) ok = (fclose(f) == 0) && ok;
-  if (!ok || rename(tmp, path) != 0) {
-    hkc_error((hkc_loc_t){path, 0, 0}, "cannot write: %s", strerror(errno));
-    unlink(tmp);
+  if (total + pad > size) return 0;
+  memcpy(out, pre, 10);
+  memcpy(out + 10, dict, (size_t)n);
+  memset(out + 10 + n, ' ', pad);
+  out[total + pad - 1] = '\n';
+  return total + pad;
+}
+
+/* A file name the writer accepts: a tensor name is untrusted (it comes from the pack), so
+ * it must not leave the directory or hide: no '/', no "..", no leading '.', no control
+ * characters. */
+static int name_ok(const char *name) {
+  if (!name[0] || name[0] == '.' || strchr(name, '/') || strstr(name, "..")) return 0;
+  for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+    if (*p < 0x20 || *p == 0x7f) return 0;
+  return 1;
+}
+
+int hkc_npy_set_add(hkc_npy_set_t *set, const char *dir, const char *name, const float *data, const int64_t *dims,
+                    uint32_t rank) {
+  hkc_loc_t loc = {dir, 0, 0};
+  if (!name_ok(name)) {
+    hkc_error(loc, "refusing to write an output named \"%s\" (a file name may not contain '/' or '..', start with "
+                   "'.' or hold control characters)", name);
+    return -1;
+  }
+  char header[640];
+  size_t hlen = npy_header(header, sizeof header, dims, rank);
+  size_t count = 1;
+  for (uint32_t i = 0; i < rank; i++) count *= (size_t)dims[i];
+  size_t plen = strlen(dir) + strlen(name) + 6;
+  char *path = malloc(plen);
+  if (!path || hlen == 0 || set->n == HKC_NPY_SET_MAX) {
+    free(path);
+    hkc_error(loc, "cannot write output %s: %s", name, hlen ? "too many outputs" : "out of memory");
+    return -1;
+  }
+  snprintf(path, plen, "%s/%s.npy", dir, name);
+  hkc_chunk_t chunks[2] = {{header, hlen}, {data, count * sizeof(float)}};
+  char err[4200], *tmp;
+  if (hkc_file_stage(path, chunks, 2, 0666, &tmp, err, sizeof err) != 0) {
+    hkc_error((hkc_loc_t){0}, "%s", err);
+    free(path);
+    return -1;
+  }
+  set->paths[set->n] = path;
+  set->tmps[set->n++] = tmp;
+  return 0;
+}
+
+int hkc_npy_set_commit(hkc_npy_set_t *set) {
+  char err[4200];
+  size_t done = 0;
+  for (; done < set->n; done++) {
+    char *tmp = set->tmps[done];
+    set->tmps[done] = NULL;
+    if (hkc_file_commit(tmp, set->paths[done], err, sizeof err) != 0) break;
+  }
+  if (done == set->n) return 0;
+  hkc_error((hkc_loc_t){0}, "%s (no output written)", err);
+  for (size_t i = 0; i < done; i++) unlink(set->paths[i]); /* all or nothing: the ones renamed already go */
+  return -1;
+}
+
+void hkc_npy_set_free(hkc_npy_set_t *set) {
+  for (size_t i = 0; i < set->n; i++) {
+    hkc_file_discard(set->tmps[i]);
+    free(set->paths[i]);
+  }
+  memset(set, 0, sizeof *set);
+}
+
+int hkc_npy_write_f32(const char *path, const float *data, const int64_t *dims, uint32_t rank) {
+  char header[640];
+  size_t hlen = npy_header(header, sizeof header, dims, rank);
+  size_t count = 1;
+  for (uint32_t i = 0; i < rank; i++) count *= (size_t)dims[i];
+  hkc_chunk_t chunks[2] = {{header, hlen}, {data, count * sizeof(float)}};
+  char err[4200];
+  if (hlen == 0 || hkc_file_replace(path, chunks, 2, 0666, err, sizeof err) != 0) {
+    hkc_error((hkc_loc_t){0}, "%s", hlen ? err : "cannot write a .npy header that large");
     return -1;
   }
   return 0;
