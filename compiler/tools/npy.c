@@ -21,18 +21,107 @@
 /* ---- reading ---------------------------------------------------------------------- */
 #define NPY_MAX_HEADER (1u << 20) /* NumPy itself caps headers far below this */
 
-/* Finds the value text after 'key': in the header dict; NULL when absent. */
-static const char *dict_value(const char *hdr, const char *key) {
-  char pat[32];
-  snprintf(pat, sizeof pat, "'%s'", key);
-  const char *p = strstr(hdr, pat);
-  if (!p) return NULL;
-  p += strlen(pat);
-  while (*p == ' ') p++;
-  if (*p != ':') return NULL;
-  p++;
-  while (*p == ' ') p++;
-  return p;
+/* The header dict, parsed strictly: {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
+ * -- each of the three keys exactly once and nothing else, values of their own syntax
+ * (a quoted string, the word True or False, a tuple of integers), then only the padding
+ * spaces and newline. A key is only ever read as a key, so 'shape' inside another value
+ * is not a shape, and 'Falsey' is not False. */
+typedef struct npy_dict {
+  char descr[16];
+  int fortran;               /* -1: absent */
+  int has_shape;
+  uint32_t rank;
+  int64_t dims[HK_MAX_RANK];
+  const char *why;           /* what was wrong, for the message */
+} npy_dict_t;
+
+static void skip_space(const char **p) {
+  while (**p == ' ' || **p == '\t') (*p)++;
+}
+
+/* A '...' or "..." string without escapes into out. 0 / -1. */
+static int parse_quoted(const char **p, char *out, size_t size) {
+  char q = **p;
+  if (q != '\'' && q != '"') return -1;
+  const char *end = strchr(*p + 1, q);
+  if (!end || (size_t)(end - *p - 1) >= size || memchr(*p + 1, '\\', (size_t)(end - *p - 1))) return -1;
+  memcpy(out, *p + 1, (size_t)(end - *p - 1));
+  out[end - *p - 1] = '\0';
+  *p = end + 1;
+  return 0;
+}
+
+/* A tuple of non-negative integers: (), (3,), (2, 3) or (2, 3,). 0 / -1 (d->why set). */
+static int parse_shape(const char **p, npy_dict_t *d) {
+  if (**p != '(') return d->why = "malformed .npy shape", -1;
+  (*p)++;
+  int comma = 0; /* the last dimension was followed by ',' */
+  for (;;) {
+    skip_space(p);
+    if (**p == ')') break;
+    if (**p < '0' || **p > '9') return d->why = "malformed .npy shape", -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(*p, &end, 10);
+    if (errno || d->rank >= HK_MAX_RANK) return d->why = ".npy shape has a bad dimension or too many dimensions", -1;
+    d->dims[d->rank++] = v;
+    *p = end;
+    skip_space(p);
+    comma = **p == ',';
+    if (comma) (*p)++;
+    else if (**p != ')') return d->why = "malformed .npy shape", -1;
+  }
+  /* (3) is the integer 3 in Python, not a tuple: NumPy writes (3,) */
+  if (d->rank == 1 && !comma) return d->why = "malformed .npy shape (a 1-D shape is written (N,))", -1;
+  (*p)++;
+  return 0;
+}
+
+static int parse_value(const char **p, const char *key, npy_dict_t *d) {
+  if (strcmp(key, "descr") == 0 && !d->descr[0]) {
+    if (parse_quoted(p, d->descr, sizeof d->descr) == 0 && d->descr[0]) return 0;
+    return d->why = "unsupported .npy dtype (expected '<f2', '<f4' or '<f8')", -1;
+  }
+  if (strcmp(key, "fortran_order") == 0 && d->fortran < 0) {
+    size_t n = 0;
+    while (((*p)[n] >= 'a' && (*p)[n] <= 'z') || ((*p)[n] >= 'A' && (*p)[n] <= 'Z') || (*p)[n] == '_') n++;
+    if (n == 5 && strncmp(*p, "False", 5) == 0) d->fortran = 0;
+    else if (n == 4 && strncmp(*p, "True", 4) == 0) d->fortran = 1;
+    else return d->why = "malformed .npy header (fortran_order must be True or False)", -1;
+    *p += n;
+    return 0;
+  }
+  if (strcmp(key, "shape") == 0 && !d->has_shape) {
+    d->has_shape = 1;
+    return parse_shape(p, d);
+  }
+  return d->why = "malformed .npy header (an unknown or repeated key)", -1;
+}
+
+static int parse_dict(const char *hdr, npy_dict_t *d) {
+  memset(d, 0, sizeof *d);
+  d->fortran = -1;
+  const char *p = hdr;
+  skip_space(&p);
+  if (*p++ != '{') return d->why = "malformed .npy header (not a dict)", -1;
+  for (;;) {
+    skip_space(&p);
+    if (*p == '}') break;
+    char key[32];
+    if (parse_quoted(&p, key, sizeof key) != 0) return d->why = "malformed .npy header (a key is not a string)", -1;
+    skip_space(&p);
+    if (*p++ != ':') return d->why = "malformed .npy header (no ':' after a key)", -1;
+    skip_space(&p);
+    if (parse_value(&p, key, d) != 0) return -1;
+    skip_space(&p);
+    if (*p == ',') p++;
+    else if (*p != '}') return d->why = "malformed .npy header (no ',' or '}' after a value)", -1;
+  }
+  for (p++; *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'; p++) {}
+  if (*p) return d->why = "malformed .npy header (text after the dict)", -1;
+  if (!d->descr[0] || d->fortran < 0 || !d->has_shape)
+    return d->why = "malformed .npy header (needs descr, fortran_order, shape)", -1;
+  return 0;
 }
 
 int hkc_npy_parse(const char *name, const unsigned char *b, size_t size, hkc_npy_t *out) {
@@ -71,55 +160,34 @@ int hkc_npy_parse(const char *name, const unsigned char *b, size_t size, hkc_npy
     return -1;
   }
   int rc = -1;
-  const char *descr = dict_value(hdr, "descr");
-  const char *fortran = dict_value(hdr, "fortran_order");
-  const char *shape = dict_value(hdr, "shape");
-  size_t esize = 0;
+  npy_dict_t d;
   int kind = 0; /* 2, 4, 8 = float width */
-  if (!descr || !fortran || !shape) {
-    hkc_error(loc, "malformed .npy header (needs descr, fortran_order, shape)");
+  size_t esize = 0, count = 1;
+  if (parse_dict(hdr, &d) != 0) {
+    hkc_error(loc, "%s", d.why);
     goto done;
   }
-  if (strncmp(descr, "'<f4'", 5) == 0) kind = 4;
-  else if (strncmp(descr, "'<f8'", 5) == 0) kind = 8;
-  else if (strncmp(descr, "'<f2'", 5) == 0) kind = 2;
+  if (strcmp(d.descr, "<f4") == 0) kind = 4;
+  else if (strcmp(d.descr, "<f8") == 0) kind = 8;
+  else if (strcmp(d.descr, "<f2") == 0) kind = 2;
   else {
-    hkc_error(loc, "unsupported .npy dtype %.8s (expected '<f2', '<f4' or '<f8')", descr);
+    hkc_error(loc, "unsupported .npy dtype '%.8s' (expected '<f2', '<f4' or '<f8')", d.descr);
     goto done;
   }
   esize = (size_t)kind;
-  if (strncmp(fortran, "False", 5) != 0) {
+  if (d.fortran) {
     hkc_error(loc, "Fortran-ordered .npy arrays are not supported (save with C order)");
     goto done;
   }
-  if (*shape != '(') {
-    hkc_error(loc, "malformed .npy shape");
-    goto done;
-  }
-  const char *p = shape + 1;
-  size_t count = 1;
-  for (;;) {
-    while (*p == ' ' || *p == ',') p++;
-    if (*p == ')') break;
-    if (*p < '0' || *p > '9') {
-      hkc_error(loc, "malformed .npy shape");
-      goto done;
-    }
-    char *end;
-    errno = 0;
-    long long d = strtoll(p, &end, 10);
-    if (errno || d < 0 || out->rank >= HK_MAX_RANK) {
-      hkc_error(loc, ".npy shape has a bad dimension or more than %u dimensions", HK_MAX_RANK);
-      goto done;
-    }
-    if (d != 0 && count > SIZE_MAX / 8 / (size_t)d) {
+  for (uint32_t i = 0; i < d.rank; i++) {
+    if (d.dims[i] != 0 && count > SIZE_MAX / 8 / (size_t)d.dims[i]) {
       hkc_error(loc, ".npy shape is too large");
       goto done;
     }
-    count *= (size_t)d;
-    out->dims[out->rank++] = d;
-    p = end;
+    count *= (size_t)d.dims[i];
+    out->dims[i] = d.dims[i];
   }
+  out->rank = d.rank;
   size_t data_off = hstart + hlen;
   if (count * esize != size - data_off) {
     hkc_error(loc, ".npy data is %zu bytes; shape and dtype need %zu", size - data_off, count * esize);
@@ -128,16 +196,16 @@ int hkc_npy_parse(const char *name, const unsigned char *b, size_t size, hkc_npy
   out->count = count;
   out->data = malloc(count ? count * sizeof(float) : 1);
   if (!out->data) goto done;
-  const unsigned char *d = b + data_off;
+  const unsigned char *src = b + data_off;
   for (size_t i = 0; i < count; i++) {
-    if (kind == 4) memcpy(&out->data[i], d + 4 * i, 4);
+    if (kind == 4) memcpy(&out->data[i], src + 4 * i, 4);
     else if (kind == 8) {
       double v;
-      memcpy(&v, d + 8 * i, 8);
+      memcpy(&v, src + 8 * i, 8);
       out->data[i] = (float)v;
     } else {
       uint16_t h;
-      memcpy(&h, d + 2 * i, 2);
+      memcpy(&h, src + 2 * i, 2);
       out->data[i] = hkc_f16_to_f32(h);
     }
   }
