@@ -86,7 +86,8 @@ static int write_tunedb(const char *path) {
   return rc;
 }
 
-static const char k_key[] = "0123456789abcdef0123456789abcdef";
+static const hkc_cache_request_t k_request = {"kernel source", "-O3", "sm_90", "nvrtc test"};
+static char g_cache_file[48]; /* <key>.hkcc of k_request: main() fills it */
 
 /* The cache is best effort (no status): a failed put leaves the old file. The entry's
  * path is <dir>/<key>.hkcc, which the harness passes. */
@@ -98,7 +99,7 @@ static int write_cache(const char *path) {
   assert_non_null(c);
   char code[] = "cubin bytes";
   hkc_rtc_result_t r = {.code = code, .code_size = sizeof code, .log = (char *)"log"};
-  hkc_cache_put(c, k_key, &r);
+  hkc_cache_put(c, &k_request, &r);
   hkc_cache_close(c);
   return 0;
 }
@@ -118,7 +119,7 @@ typedef struct {
 static const writer_t k_writers[] = {
     {"pack", "model.hkpack", write_pack, 1},
     {"tuning database", "tuning.db", write_tunedb, 1},
-    {"cache entry", "0123456789abcdef0123456789abcdef.hkcc", write_cache, 0},
+    {"cache entry", g_cache_file, write_cache, 0},
     {"npy", "y.npy", write_npy, 1},
 };
 
@@ -313,6 +314,9 @@ static void test_inputs_regular_and_capped(void **state) {
 }
 
 int main(void) {
+  char key[33];
+  hkc_cache_key(k_request.source, k_request.options, k_request.target, k_request.toolchain, key);
+  snprintf(g_cache_file, sizeof g_cache_file, "%s.hkcc", key);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_writers_under_faults),
       cmocka_unit_test(test_npy_set_all_or_nothing),
