@@ -478,6 +478,11 @@ static void unfused_costs(const hkc_spec_t *spec, hkc_cost_t out[HK_MAX_BATCH_BU
 
 int hkc_build(const hkc_build_options_t *options) {
   hkc_spec_t *spec = NULL;
+  char err[4200];
+  if (options->out_path && hkc_output_check(options->out_path, err, sizeof err) != 0) { /* before any compile */
+    hkc_error((hkc_loc_t){0}, "%s", err);
+    return -1;
+  }
   if (hkc_spec_load(options->spec_path, &spec) != 0) return -1;
   /* Unfused accounting, on the spec exactly as loaded. */
   hkc_cost_t unfused[HK_MAX_BATCH_BUCKETS];

@@ -2,6 +2,7 @@
  * hkc inspect: prints what an artifact holds, read through the loader's verified view
  * (loader/src/pack_internal.h), so that a pack inspect accepts is one libhkrt accepts.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,12 +53,20 @@ static const hk_section_t *code_section(const hk_pack_view_t *v, const hk_target
   return &v->sections[t->code_section];
 }
 
+hk_status_t hkc_tool_open_pack(const char *tool, const char *path, hk_pack_t **out_pack) {
+  *out_pack = NULL;
+  if (hkc_input_check(path, HKC_PACK_FILE_MAX) != 0) {
+    fprintf(stderr, "hkc %s: %s: %s\n", tool, path, hkc_strerror(errno));
+    return HK_STATUS_IO;
+  }
+  hk_status_t st = hk_pack_open_file(path, NULL, out_pack);
+  if (st != HK_OK) fprintf(stderr, "hkc %s: %s: %s\n", tool, path, hk_last_error());
+  return st;
+}
+
 int hkc_inspect(const char *path, FILE *out) {
   hk_pack_t *pack = NULL;
-  if (hk_pack_open_file(path, NULL, &pack) != HK_OK) {
-    fprintf(stderr, "hkc inspect: %s: %s\n", path, hk_last_error());
-    return -1;
-  }
+  if (hkc_tool_open_pack("inspect", path, &pack) != HK_OK) return -1;
   const hk_pack_view_t *v = hk_pack_view(pack);
   const hk_manifest_t *m = v->manifest;
   fprintf(out, "pack %s: %s\n", path, hk_pack_string(v, m->name));
@@ -146,10 +155,7 @@ int hkc_inspect(const char *path, FILE *out) {
 /* ---- disassembly: through the target's toolchain entry (rtc/toolchain.h) ---------------------- */
 int hkc_inspect_disasm(const char *path, const char *kernel, const char *target, FILE *out) {
   hk_pack_t *pack = NULL;
-  if (hk_pack_open_file(path, NULL, &pack) != HK_OK) {
-    fprintf(stderr, "hkc inspect: %s: %s\n", path, hk_last_error());
-    return -1;
-  }
+  if (hkc_tool_open_pack("inspect", path, &pack) != HK_OK) return -1;
   const hk_pack_view_t *v = hk_pack_view(pack);
   int rc = -1;
   for (uint32_t t = 0; t < v->target_count; t++) {
@@ -285,10 +291,7 @@ static void plan_bucket(FILE *out, const hk_pack_view_t *v, uint32_t gi, const p
 
 int hkc_inspect_plan(const char *path, uint64_t batch, const char *target, FILE *out) {
   hk_pack_t *pack = NULL;
-  if (hk_pack_open_file(path, NULL, &pack) != HK_OK) {
-    fprintf(stderr, "hkc inspect: %s: %s\n", path, hk_last_error());
-    return -1;
-  }
+  if (hkc_tool_open_pack("inspect", path, &pack) != HK_OK) return -1;
   const hk_pack_view_t *v = hk_pack_view(pack);
   const hk_manifest_t *m = v->manifest;
   int rc = -1;

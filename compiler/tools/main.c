@@ -666,11 +666,8 @@ static int cmd_run(int argc, char **argv) {
   uint32_t n_tensors = 0;
   void **buffers = NULL;  /* host staging copies */
   void **device = NULL;   /* the session's memory (device memory on GPU targets) */
-  hk_status_t st = hk_pack_open_file(pack_path, NULL, &pack);
-  if (st != HK_OK) {
-    fprintf(stderr, "hkc run: %s: %s\n", pack_path, hk_last_error());
-    return 1;
-  }
+  hk_status_t st = hkc_tool_open_pack("run", pack_path, &pack);
+  if (st != HK_OK) return 1;
   if (batch == 0) batch = (long long)hk_pack_batch_size(pack, 0);
   hk_session_options_t so = {.struct_size = sizeof so, .batch = (uint64_t)batch, .target = target,
                              .no_pdl = (uint32_t)no_pdl};
@@ -755,18 +752,23 @@ static int cmd_run(int argc, char **argv) {
     fprintf(stderr, "hkc run: cannot create %s: %s\n", save_dir, strerror(errno));
     goto done;
   }
-  int bad = 0;
+  int bad = 0, save_failed = 0;
+  hkc_npy_set_t saved = {0}; /* all outputs or none (a later failure removes the earlier files) */
   for (uint32_t t = 0; t < n_tensors; t++) {
     hk_tensor_info_t info;
     hk_session_tensor_info(session, t, &info);
     if (info.role != HK_TENSOR_OUTPUT) continue;
     if (hk_session_copy(session, buffers[t], device[t], info.bytes, HK_COPY_DEVICE_TO_HOST) != HK_OK) {
       fprintf(stderr, "hkc run: %s\n", hk_last_error());
+      hkc_npy_set_free(&saved);
       goto done;
     }
     size_t n = info_count(&info), nonfinite = 0;
     float *f32 = malloc((n ? n : 1) * sizeof *f32);
-    if (!f32) goto done;
+    if (!f32) {
+      hkc_npy_set_free(&saved);
+      goto done;
+    }
     double sum = 0, absmax = 0;
     for (size_t i = 0; i < n; i++) {
       f32[i] = hkc_load_elem(buffers[t], (int)info.element_type, i);
@@ -784,13 +786,14 @@ static int cmd_run(int argc, char **argv) {
       fprintf(stderr, "hkc run: output %s has %zu non-finite element(s) of %zu\n", info.name, nonfinite, n);
       bad = 1;
     }
-    if (save_dir) {
-      char path[4096];
-      snprintf(path, sizeof path, "%s/%s.npy", save_dir, info.name);
-      if (hkc_npy_write_f32(path, f32, info.dims, info.rank) != 0) bad = 1;
-    }
+    if (save_dir && !save_failed && hkc_npy_set_add(&saved, save_dir, info.name, f32, info.dims, info.rank) != 0)
+      save_failed = 1;
     free(f32);
   }
+  if (save_dir && !save_failed && hkc_npy_set_commit(&saved) != 0) save_failed = 1;
+  hkc_npy_set_free(&saved);
+  if (save_dir && save_failed) fprintf(stderr, "hkc run: no output saved to %s/\n", save_dir);
+  bad |= save_failed;
   if (save_dir && !bad) printf("  outputs saved to %s/\n", save_dir);
   rc = bad ? 1 : 0;
 done:

@@ -28,12 +28,17 @@ struct hk_pack {
   void *copy;                 /* aligned copy of unaligned caller memory, or NULL */
   pthread_mutex_t lock;       /* guards modules[] */
   hk_module_t *modules[HK_MAX_TARGETS]; /* per target, a list: one module per device */
+  pthread_mutex_t error_lock; /* guards error: failing sessions of several threads write it */
   char error[HK_ERROR_MAX];
 };
 
 const hk_pack_view_t *hk_pack_view(const hk_pack_t *pack) { return &pack->view; }
 const hk_allocator_t *hk_pack_allocator(const hk_pack_t *pack) { return &pack->allocator; }
-void hk_pack_note_error(hk_pack_t *pack) { hk_error_copy(pack->error, sizeof pack->error); }
+void hk_pack_note_error(hk_pack_t *pack) {
+  pthread_mutex_lock(&pack->error_lock);
+  hk_error_copy(pack->error, sizeof pack->error);
+  pthread_mutex_unlock(&pack->error_lock);
+}
 
 static hk_status_t check_allocator(const hk_allocator_t *allocator) {
   HK_FAIL_IF(allocator && (!allocator->alloc != !allocator->free), HK_STATUS_INVALID_ARGUMENT,
@@ -48,6 +53,11 @@ static hk_status_t pack_new(const hk_allocator_t *allocator, hk_pack_t **out_pac
   HK_FAIL_IF(!p, HK_STATUS_OUT_OF_MEMORY, "out of memory opening an artifact");
   p->allocator = a;
   if (pthread_mutex_init(&p->lock, NULL) != 0) {
+    hk_free(&a, p);
+    return HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "cannot create a mutex");
+  }
+  if (pthread_mutex_init(&p->error_lock, NULL) != 0) {
+    pthread_mutex_destroy(&p->lock);
     hk_free(&a, p);
     return HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "cannot create a mutex");
   }
@@ -67,6 +77,7 @@ HK_API void hk_pack_destroy(hk_pack_t *pack) {
   hk_allocator_t a = pack->allocator;
   hk_free(&a, pack->copy);
   pthread_mutex_destroy(&pack->lock);
+  pthread_mutex_destroy(&pack->error_lock);
   hk_free(&a, pack);
 }
 
@@ -142,7 +153,18 @@ HK_API hk_status_t hk_pack_open_file(const char *path, const hk_allocator_t *all
   return HK_OK;
 }
 
-HK_API const char *hk_pack_error(const hk_pack_t *pack) { return pack ? pack->error : ""; }
+/* A copy per thread: another thread's failing call may rewrite pack->error while the
+ * caller reads the string it got (hkrt.h, "Threads"). */
+static _Thread_local char tls_pack_error[HK_ERROR_MAX];
+
+HK_API const char *hk_pack_error(const hk_pack_t *pack) {
+  if (!pack) return "";
+  hk_pack_t *p = (hk_pack_t *)pack; /* the lock is not part of the pack's observable state */
+  pthread_mutex_lock(&p->error_lock);
+  memcpy(tls_pack_error, p->error, sizeof tls_pack_error);
+  pthread_mutex_unlock(&p->error_lock);
+  return tls_pack_error;
+}
 
 /* Accessors: a NULL pack gives the neutral value (hkrt.h, "NULL"). */
 HK_API const char *hk_pack_name(const hk_pack_t *pack) {

@@ -227,6 +227,49 @@ static void test_sessions_share_module(void **ts) {
   hk_session_destroy(b);
 }
 
+/* A session is used by one thread at a time (hkrt.h, "Threads"): while one call holds it,
+ * every state-changing call answers BUSY at once, does nothing and leaves the session's own
+ * message alone; after it is released the session runs normally. */
+static void test_session_busy(void **ts) {
+  state_t *st = *ts;
+  NEED_CC(st);
+  assert_string_equal(hk_status_string(HK_STATUS_BUSY), "BUSY");
+  hk_session_t *s;
+  assert_int_equal(hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 2, .target = FX_HOST), &s), HK_OK);
+  assert_true(hk_session_debug_hold(s, true));
+  assert_false(hk_session_debug_hold(s, true)); /* the claim is exclusive */
+  _Alignas(16) float buf[2 * FX_COLS] = {0};
+  void *p = NULL;
+  assert_int_equal(hk_session_bind(s, "x", buf, sizeof buf), HK_STATUS_BUSY);
+  assert_non_null(strstr(hk_last_error(), "in use by another thread"));
+  assert_int_equal(hk_session_run(s, NULL), HK_STATUS_BUSY);
+  assert_int_equal(hk_session_set_batch(s, 8), HK_STATUS_BUSY);
+  assert_int_equal(hk_session_alloc(s, 64, &p), HK_STATUS_BUSY);
+  assert_null(p);
+  assert_int_equal(hk_session_copy(s, buf, buf + FX_COLS, 16, HK_COPY_HOST_TO_DEVICE), HK_STATUS_BUSY);
+  assert_int_equal(hk_session_synchronize(s, NULL), HK_STATUS_BUSY);
+  double us[2];
+  assert_int_equal(hk_session_profile(s, NULL, 1, us), HK_STATUS_BUSY);
+  assert_string_equal(hk_session_error(s), ""); /* the holder's message is its own */
+  assert_int_equal(hk_session_batch(s), 2);      /* set_batch did nothing */
+  assert_true(hk_session_debug_hold(s, false));
+  run_and_check(s, 2, 11);
+  hk_session_destroy(s);
+}
+
+/* hk_pack_error is a copy per thread, taken under the pack's lock: a failing call on
+ * another thread later does not change a string this thread already holds. */
+static void test_pack_error_per_thread(void **ts) {
+  state_t *st = *ts;
+  hk_session_t *s;
+  assert_int_equal(hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 3000), &s), HK_STATUS_NOT_FOUND);
+  const char *mine = hk_pack_error(st->pack);
+  assert_non_null(strstr(mine, "batch size 3000"));
+  assert_int_equal(hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 0), &s), HK_STATUS_NOT_FOUND);
+  assert_non_null(strstr(mine, "batch size 3000")); /* until this thread asks again */
+  assert_non_null(strstr(hk_pack_error(st->pack), "batch size 0"));
+}
+
 static void test_bind_errors(void **ts) {
   state_t *st = *ts;
   NEED_CC(st);
@@ -973,6 +1016,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_profile, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sessions_share_module, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bind_errors, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_session_busy, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pack_error_per_thread, setup, teardown),
       cmocka_unit_test(test_null_objects),
       cmocka_unit_test_setup_teardown(test_null_arguments, setup, teardown),
       cmocka_unit_test_setup_teardown(test_batch_not_found, setup, teardown),

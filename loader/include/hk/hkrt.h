@@ -33,6 +33,24 @@
  *
  * Memory: pointers bound to a session live where the session's target runs
  * (host memory for the host target, device memory for GPU targets).
+ *
+ * Threads:
+ *  - A pack may be shared by any number of threads: opening, hk_pack_* accessors,
+ *    hk_pack_select_target and hk_session_create/destroy of different sessions may run
+ *    concurrently on one pack (its module cache is locked). hk_pack_destroy must come
+ *    after every session of the pack is destroyed and no other call on it is running.
+ *  - A session is used by one thread at a time (any thread, one after the other). The
+ *    calls that change or run a session -- hk_session_bind, _run, _set_batch, _profile,
+ *    _alloc, _copy and _synchronize -- detect a second thread inside one of them on the
+ *    same session and return HK_STATUS_BUSY at once (nothing done, the session's own error
+ *    message untouched, the detail in hk_last_error()) instead of racing or blocking.
+ *    Other calls on a session that another thread is using (accessors, hk_session_free,
+ *    hk_session_destroy) are the caller's race. Use one session per thread to run in
+ *    parallel: sessions of one pack share its loaded code and nothing else.
+ *  - hk_last_error() is per thread. hk_pack_error() returns this thread's copy of the
+ *    pack's last message (taken under the pack's lock), so concurrent failing calls on a
+ *    shared pack do not race on it; it is borrowed until this thread's next
+ *    hk_pack_error() call.
  */
 #ifndef HK_HKRT_H
 #define HK_HKRT_H
@@ -66,6 +84,8 @@ typedef enum hk_status {
   HK_STATUS_DRIVER = 9,              /* a driver/runtime call failed */
   HK_STATUS_FAILED_PRECONDITION = 10,/* e.g. run before every tensor is bound */
   HK_STATUS_INTERNAL = 11,
+  HK_STATUS_BUSY = 12,               /* another thread is inside a call on the same session
+                                        (see "Threads" above); nothing was done */
   HK_STATUS_COUNT_
 } hk_status_t;
 
@@ -167,6 +187,7 @@ HK_API hk_status_t hk_pack_open_file(const char *path, const hk_allocator_t *all
 HK_API hk_status_t hk_pack_open_memory(const void *data, size_t size, const hk_allocator_t *allocator,
                                        hk_pack_t **out_pack);
 HK_API void hk_pack_destroy(hk_pack_t *pack);
+/* The pack's last failure message, as a copy owned by the calling thread (see "Threads"). */
 HK_API const char *hk_pack_error(const hk_pack_t *pack);
 
 HK_API const char *hk_pack_name(const hk_pack_t *pack);
