@@ -577,6 +577,9 @@ int hkc_pack_write_memory(const hkc_pack_in_t *in, void **out_data, size_t *out_
     if (hk_pack_verify(data, size, &view) != HK_OK) {
       hkc_error(NOLOC, "cannot write the artifact: the result does not verify: %s", hk_last_error());
       free(data);
+    } else if (in->sign_seed) {
+      rc = hkc_pack_sign_memory(data, size, in->sign_seed, out_data, out_size);
+      free(data);
     } else {
       *out_data = data;
       *out_size = size;
@@ -603,13 +606,18 @@ int hkc_pack_write(const hkc_pack_in_t *in, const char *path) {
   void *data;
   size_t size;
   if (hkc_pack_write_memory(in, &data, &size) != 0) return -1;
+  int rc = hkc_pack_write_bytes(data, size, path);
+  free(data);
+  return rc;
+}
+
+int hkc_pack_write_bytes(const void *data, size_t size, const char *path) {
   const char *slash = strrchr(path, '/');
   size_t dir_len = slash ? (size_t)(slash - path) + 1 : 0;
   const char *base = path + dir_len;
   size_t tmp_cap = strlen(path) + 32;
   char *tmp = malloc(tmp_cap);
   if (!tmp) {
-    free(data);
     hkc_error(NOLOC, "cannot write %s: out of memory", path);
     return -1;
   }
@@ -618,7 +626,6 @@ int hkc_pack_write(const hkc_pack_in_t *in, const char *path) {
   if (fd < 0) {
     hkc_error(NOLOC, "cannot write %s: cannot create a temporary file next to it: %s", path, strerror(errno));
     free(tmp);
-    free(data);
     return -1;
   }
   const char *step = NULL;
@@ -638,7 +645,6 @@ int hkc_pack_write(const hkc_pack_in_t *in, const char *path) {
     unlink(tmp);
     hkc_error(NOLOC, "cannot write %s: %s failed: %s", path, step, strerror(err));
     free(tmp);
-    free(data);
     return -1;
   }
   /* Make the rename durable (best effort: some file systems refuse fsync on a directory). */
@@ -650,6 +656,5 @@ int hkc_pack_write(const hkc_pack_in_t *in, const char *path) {
   }
   free(dir);
   free(tmp);
-  free(data);
   return 0;
 }

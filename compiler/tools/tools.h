@@ -17,12 +17,19 @@
 #include <stdio.h>
 
 #include "codegen/codegen.h"
+#include "hk/hkrt.h"
 #include "hk/pack_format.h"
 #include "util/util.h"
 
 /* ---- hkc inspect (inspect.c), hkc targets (probe.c) ------------------------------------------ */
 /* Opens and verifies the pack at path, prints the report to out. 0 / -1 (error printed). */
 int hkc_inspect(const char *path, FILE *out);
+/* The same, and the signature line says whether its key is one of `trusted` (n_trusted public
+ * keys; hkrt.h). Packs are opened metadata_only: inspect never loads code. */
+int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY_BYTES], uint32_t n_trusted,
+                        FILE *out);
+/* Reads a public key file (KEY.pub, hkc keygen) into out_key. 0 / -1 (error printed). */
+int hkc_public_key_load(const char *path, uint8_t out_key[HK_PUBLIC_KEY_BYTES]);
 /* `--plan`: per batch bucket (batch 0: all; else that bucket), the launches of one target
  * (target NULL: the first GPU target, else the first) with their nodes, kernel, estimated
  * bytes and FLOPs from the PLAN section, and the roofline floor on MI250X, MI300X, H200
