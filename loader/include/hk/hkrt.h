@@ -3,7 +3,8 @@
  *
  * The one public header of the loader. Typical use:
  *
- *   hk_pack_t *pack;    hk_pack_open_file("model.hkpack", NULL, &pack);
+ *   hk_pack_open_options_t po = {.struct_size = sizeof po, .trusted_keys = &key, .trusted_key_count = 1};
+ *   hk_pack_t *pack;    hk_pack_open_file_ex("model.hkpack", &po, &pack);   (trust: see "packs" below)
  *   hk_session_t *s;    hk_session_create(pack, &(hk_session_options_t){.struct_size = sizeof(hk_session_options_t),
  *                                                                   .batch = 8}, &s);
  *   hk_session_bind(s, "x", x_ptr, x_bytes);     ... every input, output and param
