@@ -116,9 +116,10 @@ static hk_status_t apply_trust(hk_pack_t *p, const hk_pack_open_options_t *o) {
              "a signature by a trusted key is required and %s (pass the signer's public key as trusted)", who);
   const char *native = native_target(&p->view);
   HK_FAIL_IF(native && !o->allow_unsigned_native_code, HK_STATUS_UNTRUSTED,
-             "the pack carries native host code (target %s), which would run in this process, and %s; sign it "
-             "(hkc sign) and trust the key (hkc run --trust KEY.pub), or allow unsigned native code "
-             "(allow_unsigned_native_code, hkc run --allow-unsigned-native)", native, who);
+             "the pack carries native host code (target %s), which would run in this process, and %s; %s, or "
+             "allow unsigned native code (allow_unsigned_native_code, hkc run --allow-unsigned-native)", native, who,
+             sig->state == HK_SIGNATURE_VALID ? "trust its key (hkc run --trust KEY.pub)"
+                                              : "sign it (hkc sign) and trust the key (hkc run --trust KEY.pub)");
   return HK_OK;
 }
 
