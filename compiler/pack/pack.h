@@ -77,13 +77,15 @@ int hkc_pack_write_bytes(const void *data, size_t size, const char *path);
 int hkc_key_generate(const char *path, int quiet);
 /* Reads a secret key file written by hkc_key_generate. Returns 0 / -1 (reported). */
 int hkc_key_load(const char *path, uint8_t out_seed[HKC_KEY_SEED_BYTES]);
+/* The key id (16 hex digits and a NUL; docs/FORMAT.md) of a secret key's public half. */
+#define HKC_KEY_ID_HEX_BYTES 17
+void hkc_key_id(const uint8_t seed[HKC_KEY_SEED_BYTES], char out_hex[HKC_KEY_ID_HEX_BYTES]);
+/* Zeroes secret bytes in a way the compiler cannot drop. */
+void hkc_key_wipe(void *data, size_t size);
 /* Signs an artifact in memory: a copy of data laid out again with a SIGNATURE section (an
  * existing one is replaced in place; nothing else changes but offsets and checksums), into a
  * malloc'd buffer. The input must verify. Returns 0 / -1 (reported). */
 int hkc_pack_sign_memory(const void *data, size_t size, const uint8_t seed[HKC_KEY_SEED_BYTES], void **out_data,
                          size_t *out_size);
-/* hkc sign: signs the artifact at in_path and writes it atomically to out_path (may equal
- * in_path). Prints the key id unless quiet. Returns 0 / -1. */
-int hkc_pack_sign_file(const char *in_path, const char *key_path, const char *out_path, int quiet);
 
 #endif /* HKC_PACK_H */

@@ -113,6 +113,16 @@ int hkc_key_load(const char *path, uint8_t out_seed[HKC_KEY_SEED_BYTES]) {
   return 0;
 }
 
+void hkc_key_id(const uint8_t seed[HKC_KEY_SEED_BYTES], char out_hex[HKC_KEY_ID_HEX_BYTES]) {
+  _Static_assert(HKC_KEY_ID_HEX_BYTES == HK_KEY_ID_HEX_SIZE, "key id text");
+  uint8_t pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
+  crypto_sign_seed_keypair(pk, sk, seed);
+  sodium_memzero(sk, sizeof sk);
+  hk_key_id_hex(pk, out_hex);
+}
+
+void hkc_key_wipe(void *data, size_t size) { sodium_memzero(data, size); }
+
 static uint64_t align_up(uint64_t x) { return (x + HK_SECTION_ALIGN - 1) & ~(uint64_t)(HK_SECTION_ALIGN - 1); }
 
 /* The SIGNATURE section's index in v, or section_count when the pack has none. */
@@ -223,35 +233,4 @@ int hkc_pack_sign_memory(const void *data, size_t size, const uint8_t seed[HKC_K
   *out_data = buf;
   *out_size = (size_t)n;
   return 0;
-}
-
-int hkc_pack_sign_file(const char *in_path, const char *key_path, const char *out_path, int quiet) {
-  uint8_t seed[HKC_KEY_SEED_BYTES];
-  if (hkc_key_load(key_path, seed) != 0) return -1;
-  char *data = NULL;
-  size_t size = 0;
-  void *signed_data = NULL;
-  size_t signed_size = 0;
-  int rc = -1;
-  if (hkc_read_file(in_path, &data, &size) != 0) {
-    hkc_error(NOLOC, "cannot read %s: %s", in_path, strerror(errno));
-    goto done;
-  }
-  /* hkc_read_file's buffer comes from malloc: aligned for the records. */
-  if (hkc_pack_sign_memory(data, size, seed, &signed_data, &signed_size) != 0) goto done;
-  if (hkc_pack_write_bytes(signed_data, signed_size, out_path) != 0) goto done;
-  if (!quiet) {
-    uint8_t pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
-    crypto_sign_seed_keypair(pk, sk, seed);
-    sodium_memzero(sk, sizeof sk);
-    char id[HK_KEY_ID_HEX_SIZE];
-    hk_key_id_hex(pk, id);
-    printf("signed %s with key %s -> %s\n", in_path, id, out_path);
-  }
-  rc = 0;
-done:
-  sodium_memzero(seed, sizeof seed);
-  free(data);
-  free(signed_data);
-  return rc;
 }
