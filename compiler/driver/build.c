@@ -572,7 +572,8 @@ int hkc_build(const hkc_build_options_t *options) {
                       .targets = outs,
                       .n_targets = n_plans,
                       .provenance = provenance,
-                      .compression_level = options->compression_level};
+                      .compression_level = options->compression_level,
+                      .sign_seed = options->sign_seed};
   if (hkc_pack_write(&in, options->out_path) != 0) goto done;
   if (!options->quiet) {
     printf("wrote %s: %zu target(s), %d batch size(s)\n", options->out_path, n_plans, spec->n_batch);

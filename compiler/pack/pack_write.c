@@ -577,6 +577,9 @@ int hkc_pack_write_memory(const hkc_pack_in_t *in, void **out_data, size_t *out_
     if (hk_pack_verify(data, size, &view) != HK_OK) {
       hkc_error(NOLOC, "cannot write the artifact: the result does not verify: %s", hk_last_error());
       free(data);
+    } else if (in->sign_seed) {
+      rc = hkc_pack_sign_memory(data, size, in->sign_seed, out_data, out_size);
+      free(data);
     } else {
       *out_data = data;
       *out_size = size;
@@ -598,9 +601,16 @@ int hkc_pack_write(const hkc_pack_in_t *in, const char *path) {
   void *data;
   size_t size;
   if (hkc_pack_write_memory(in, &data, &size) != 0) return -1;
-  hkc_chunk_t chunk = {data, size};
-  int rc = hkc_file_replace(path, &chunk, 1, 0666, err, sizeof err);
-  if (rc != 0) hkc_error(NOLOC, "%s", err);
+  int rc = hkc_pack_write_bytes(data, size, path);
   free(data);
+  return rc;
+}
+
+/* data's size bytes as the file at path, through the write layer as hkc_pack_write. */
+int hkc_pack_write_bytes(const void *data, size_t size, const char *path) {
+  char err[4200];
+  const hkc_chunk_t chunk = {data, size};
+  const int rc = hkc_file_replace(path, &chunk, 1, 0666, err, sizeof err);
+  if (rc != 0) hkc_error(NOLOC, "%s", err);
   return rc;
 }

@@ -49,24 +49,50 @@ static void print_tmaps(FILE *out, const hk_pack_view_t *v, const hk_node_rec_t 
   if (!first) fprintf(out, "\n");
 }
 
+/* Opens a pack for reading only (hkrt.h, metadata_only): no code can load, and a signature
+ * that does not verify is shown rather than refused. NULL on failure (printed). */
+static hk_pack_t *open_for_tools(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY_BYTES], uint32_t n_trusted) {
+  hk_pack_open_options_t o = {.struct_size = sizeof o, .metadata_only = 1, .trusted_keys = trusted,
+                              .trusted_key_count = n_trusted};
+  hk_pack_t *pack = NULL;
+  return hkc_tool_open_pack("inspect", path, &o, &pack) == HK_OK ? pack : NULL;
+}
+
 static const hk_section_t *code_section(const hk_pack_view_t *v, const hk_target_rec_t *t) {
   return &v->sections[t->code_section];
 }
 
-hk_status_t hkc_tool_open_pack(const char *tool, const char *path, hk_pack_t **out_pack) {
+hk_status_t hkc_tool_open_pack(const char *tool, const char *path, const hk_pack_open_options_t *options,
+                               hk_pack_t **out_pack) {
   *out_pack = NULL;
   if (hkc_input_check(path, HKC_PACK_FILE_MAX) != 0) {
     fprintf(stderr, "hkc %s: %s: %s\n", tool, path, hkc_strerror(errno));
     return HK_STATUS_IO;
   }
-  hk_status_t st = hk_pack_open_file(path, NULL, out_pack);
+  hk_status_t st = hk_pack_open_file_ex(path, options, out_pack);
   if (st != HK_OK) fprintf(stderr, "hkc %s: %s: %s\n", tool, path, hk_last_error());
   return st;
 }
 
-int hkc_inspect(const char *path, FILE *out) {
-  hk_pack_t *pack = NULL;
-  if (hkc_tool_open_pack("inspect", path, &pack) != HK_OK) return -1;
+int hkc_inspect(const char *path, FILE *out) { return hkc_inspect_trusted(path, NULL, 0, out); }
+
+/* "signature: ed25519 key <id> verified (trusted|not trusted)", "... INVALID (why)", "none". */
+static void print_signature(const hk_pack_t *pack, uint32_t n_trusted, FILE *out) {
+  const char *id;
+  hk_signature_state_t s = hk_pack_signature(pack, &id);
+  if (s == HK_SIGNATURE_NONE) {
+    fprintf(out, "  signature: none\n");
+    return;
+  }
+  fprintf(out, "  signature: ed25519 key %s %s", id, s == HK_SIGNATURE_INVALID ? "INVALID" : "verified");
+  if (s != HK_SIGNATURE_INVALID && n_trusted) fprintf(out, ", %s", s == HK_SIGNATURE_TRUSTED ? "trusted" : "NOT trusted");
+  fprintf(out, "\n");
+}
+
+int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY_BYTES], uint32_t n_trusted,
+                        FILE *out) {
+  hk_pack_t *pack = open_for_tools(path, trusted, n_trusted);
+  if (!pack) return -1;
   const hk_pack_view_t *v = hk_pack_view(pack);
   const hk_manifest_t *m = v->manifest;
   fprintf(out, "pack %s: %s\n", path, hk_pack_string(v, m->name));
@@ -75,7 +101,9 @@ int hkc_inspect(const char *path, FILE *out) {
           (unsigned long long)m->spec_hash, hk_dtype_label(m->dtype));
   fprintf(out, "  batch sizes:");
   for (uint32_t b = 0; b < m->batch_count; b++) fprintf(out, " %llu", (unsigned long long)m->batch_sizes[b]);
-  fprintf(out, "; batch policy: %s\n\ntargets:\n", m->batch_policy == HK_BATCH_POLICY_REC_EXACT ? "exact" : "pad");
+  fprintf(out, "; batch policy: %s\n", m->batch_policy == HK_BATCH_POLICY_REC_EXACT ? "exact" : "pad");
+  print_signature(pack, n_trusted, out);
+  fprintf(out, "\ntargets:\n");
   for (uint32_t t = 0; t < v->target_count; t++) {
     const hk_target_rec_t *tr = &v->targets[t];
     const hk_section_t *cs = code_section(v, tr);
@@ -154,8 +182,8 @@ int hkc_inspect(const char *path, FILE *out) {
 
 /* ---- disassembly: through the target's toolchain entry (rtc/toolchain.h) ---------------------- */
 int hkc_inspect_disasm(const char *path, const char *kernel, const char *target, FILE *out) {
-  hk_pack_t *pack = NULL;
-  if (hkc_tool_open_pack("inspect", path, &pack) != HK_OK) return -1;
+  hk_pack_t *pack = open_for_tools(path, NULL, 0);
+  if (!pack) return -1;
   const hk_pack_view_t *v = hk_pack_view(pack);
   int rc = -1;
   for (uint32_t t = 0; t < v->target_count; t++) {
@@ -290,8 +318,8 @@ static void plan_bucket(FILE *out, const hk_pack_view_t *v, uint32_t gi, const p
 }
 
 int hkc_inspect_plan(const char *path, uint64_t batch, const char *target, FILE *out) {
-  hk_pack_t *pack = NULL;
-  if (hkc_tool_open_pack("inspect", path, &pack) != HK_OK) return -1;
+  hk_pack_t *pack = open_for_tools(path, NULL, 0);
+  if (!pack) return -1;
   const hk_pack_view_t *v = hk_pack_view(pack);
   const hk_manifest_t *m = v->manifest;
   int rc = -1;
@@ -351,4 +379,17 @@ int hkc_inspect_plan(const char *path, uint64_t batch, const char *target, FILE 
 done:
   hk_pack_destroy(pack);
   return rc;
+}
+
+int hkc_public_key_load(const char *path, uint8_t out_key[HK_PUBLIC_KEY_BYTES]) {
+  char *text = NULL;
+  size_t size = 0;
+  if (hkc_read_file(path, &text, &size) != 0) {
+    fprintf(stderr, "hkc: cannot read the public key %s: %s\n", path, strerror(errno));
+    return -1;
+  }
+  hk_status_t st = hk_public_key_parse(text, size, out_key);
+  free(text);
+  if (st != HK_OK) fprintf(stderr, "hkc: %s: %s\n", path, hk_last_error());
+  return st == HK_OK ? 0 : -1;
 }

@@ -24,6 +24,12 @@
 /* ---- hkc inspect (inspect.c), hkc targets (probe.c) ------------------------------------------ */
 /* Opens and verifies the pack at path, prints the report to out. 0 / -1 (error printed). */
 int hkc_inspect(const char *path, FILE *out);
+/* The same, and the signature line says whether its key is one of `trusted` (n_trusted public
+ * keys; hkrt.h). Packs are opened metadata_only: inspect never loads code. */
+int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY_BYTES], uint32_t n_trusted,
+                        FILE *out);
+/* Reads a public key file (KEY.pub, hkc keygen) into out_key. 0 / -1 (error printed). */
+int hkc_public_key_load(const char *path, uint8_t out_key[HK_PUBLIC_KEY_BYTES]);
 /* `--plan`: per batch bucket (batch 0: all; else that bucket), the launches of one target
  * (target NULL: the first GPU target, else the first) with their nodes, kernel, estimated
  * bytes and FLOPs from the PLAN section, and the roofline floor on MI250X, MI300X, H200
@@ -66,9 +72,10 @@ int hkc_tune_run(const hkc_tune_run_options_t *options);
 /* The largest pack file the tools open: a few targets of at most HK_MAX_CODE_BYTES (1 GiB)
  * of code each, compressed. */
 #define HKC_PACK_FILE_MAX ((uint64_t)4 << 30)
-/* hk_pack_open_file for the tools, after hkc_input_check (a device or FIFO is refused at
+/* hk_pack_open_file_ex (options) for the tools, after hkc_input_check (a device or FIFO is refused at
  * once, not mapped or waited on); errors printed as "hkc TOOL: PATH: why". HK_OK or the status. */
-hk_status_t hkc_tool_open_pack(const char *tool, const char *path, hk_pack_t **out_pack);
+hk_status_t hkc_tool_open_pack(const char *tool, const char *path, const hk_pack_open_options_t *options,
+                               hk_pack_t **out_pack);
 
 /* ---- .npy files (npy.c; hkc run) ------------------------------------------------------------ */
 /* A float array read from NumPy's .npy format (little-endian f2, f4 or f8; C order). */

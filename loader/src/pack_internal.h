@@ -3,7 +3,8 @@
  *
  * hk_pack_verify() checks every byte of an artifact that the loader will ever read
  * (the rules are listed in docs/FORMAT.md, "Verification") and fills an
- * hk_pack_view_t: typed pointers into the file plus record counts. After it returns
+ * hk_pack_view_t: typed pointers into the verified bytes (the pack's own copy of a file) plus
+ * record counts. After it returns
  * HK_OK, code may index these tables without further checks:
  *   - every string ref is inside STRINGS and NUL-terminated within HK_MAX_NAME_LEN+1 bytes;
  *   - every index (target, kernel, graph, node, arg/dep/placement range, tensor in an

@@ -24,6 +24,7 @@ HK_API const char *hk_status_string(hk_status_t status) {
   case HK_STATUS_FAILED_PRECONDITION: return "FAILED_PRECONDITION";
   case HK_STATUS_INTERNAL: return "INTERNAL";
   case HK_STATUS_BUSY: return "BUSY";
+  case HK_STATUS_UNTRUSTED: return "UNTRUSTED";
   case HK_STATUS_COUNT_: break;
   }
   return "UNKNOWN_STATUS";

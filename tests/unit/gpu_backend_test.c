@@ -96,7 +96,7 @@ static hk_pack_t *open_pack(state_t *st, uint32_t first, uint32_t n) {
   st->fx.in.n_targets = n;
   size_t size;
   assert_int_equal(hkc_pack_write_memory(&st->fx.in, &st->bytes, &size), 0);
-  assert_int_equal(hk_pack_open_memory(st->bytes, size, NULL, &st->pack), HK_OK);
+  assert_int_equal(hk_test_open_memory(st->bytes, size, NULL, &st->pack), HK_OK);
   return st->pack;
 }
 

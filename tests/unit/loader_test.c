@@ -57,7 +57,7 @@ static int setup(void **ts) {
   fx_init(&st->fx, g_code, g_code_size, 1);
   hkc_diag_capture(st->diag, sizeof st->diag);
   if (hkc_pack_write_memory(&st->fx.in, &st->pack_bytes, &st->pack_size) != 0) return -1;
-  if (hk_pack_open_memory(st->pack_bytes, st->pack_size, NULL, &st->pack) != HK_OK) return -1;
+  if (hk_test_open_memory(st->pack_bytes, st->pack_size, NULL, &st->pack) != HK_OK) return -1;
   return 0;
 }
 
@@ -83,7 +83,7 @@ static hk_pack_t *open_variant(state_t *st, void **out_bytes) {
   size_t size;
   assert_int_equal(hkc_pack_write_memory(&st->fx.in, out_bytes, &size), 0);
   hk_pack_t *pack = NULL;
-  assert_int_equal(hk_pack_open_memory(*out_bytes, size, NULL, &pack), HK_OK);
+  assert_int_equal(hk_test_open_memory(*out_bytes, size, NULL, &pack), HK_OK);
   return pack;
 }
 
@@ -447,7 +447,7 @@ static void test_damaged_code_payload(void **ts) {
     copy[cs->offset + at] ^= 0x5a;
     hk_test_refix(copy, size);
     hk_pack_t *pack;
-    hk_status_t s = hk_pack_open_memory(copy, size, NULL, &pack);
+    hk_status_t s = hk_test_open_memory(copy, size, NULL, &pack);
     if (s == HK_OK) {
       hk_session_t *sess;
       s = hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &sess);
@@ -492,7 +492,7 @@ static void test_allocation_failures(void **ts) {
     hk_allocator_t a = {counting_alloc, counting_free, &c};
     hk_pack_t *pack = NULL;
     hk_session_t *s = NULL;
-    hk_status_t st1 = hk_pack_open_memory(st->pack_bytes, st->pack_size, &a, &pack);
+    hk_status_t st1 = hk_test_open_memory(st->pack_bytes, st->pack_size, &a, &pack);
     if (st1 == HK_OK) st1 = hk_session_create(pack, HK_TEST_OPTIONS(.batch = 8), &s);
     if (st1 == HK_OK) run_and_check(s, 8, 5);
     hk_session_destroy(s);
@@ -517,7 +517,7 @@ static void test_open_file_and_run(void **ts) {
   snprintf(path, sizeof path, "%s/m.hkpack", dir);
   assert_int_equal(hkc_pack_write(&st->fx.in, path), 0);
   hk_pack_t *pack;
-  assert_int_equal(hk_pack_open_file(path, NULL, &pack), HK_OK);
+  assert_int_equal(hk_test_open_file(path, NULL, &pack), HK_OK);
   hk_session_t *s;
   assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_OK);
   run_and_check(s, 2, 7);
@@ -763,7 +763,7 @@ static hk_pack_t *build_spec_pack(const char *dir, const char *name, const char 
                            .fusion = -1};
   if (hkc_build(&o) != 0) fail_msg("hkc_build %s failed", spec);
   hk_pack_t *pack;
-  assert_int_equal(hk_pack_open_file(out, NULL, &pack), HK_OK);
+  assert_int_equal(hk_test_open_file(out, NULL, &pack), HK_OK);
   remove(spec);
   remove(out);
   return pack;
@@ -872,7 +872,7 @@ static void test_allocation_failures_padded(void **ts) {
     hk_allocator_t a = {counting_alloc, counting_free, &c};
     hk_pack_t *pack = NULL;
     hk_session_t *s = NULL;
-    hk_status_t st1 = hk_pack_open_memory(bytes, size, &a, &pack);
+    hk_status_t st1 = hk_test_open_memory(bytes, size, &a, &pack);
     if (st1 == HK_OK) st1 = hk_session_create(pack, HK_TEST_OPTIONS(.batch = 8), &s);
     for (size_t k = 0; st1 == HK_OK && k < sizeof steps / sizeof steps[0]; k++) {
       long before = c.calls;

@@ -54,7 +54,7 @@ static int teardown(void **ts) {
 static hk_status_t open_copy(const uint8_t *buf, size_t size) {
   uint8_t *copy = fx_copy(buf, size);
   hk_pack_t *pack = NULL;
-  hk_status_t s = hk_pack_open_memory(copy, size, NULL, &pack);
+  hk_status_t s = hk_test_open_memory(copy, size, NULL, &pack);
   if (s == HK_OK) assert_non_null(pack);
   else assert_null(pack);
   hk_pack_destroy(pack);
@@ -73,7 +73,7 @@ static void expect_open(const uint8_t *buf, size_t size, hk_status_t code, const
 static void test_roundtrip_memory(void **ts) {
   state_t *st = *ts;
   hk_pack_t *pack;
-  assert_int_equal(hk_pack_open_memory(st->pack, st->size, NULL, &pack), HK_OK);
+  assert_int_equal(hk_test_open_memory(st->pack, st->size, NULL, &pack), HK_OK);
   assert_string_equal(hk_pack_name(pack), "fixture");
   assert_int_equal(hk_pack_target_count(pack), 2);
   assert_string_equal(hk_pack_target_name(pack, 0), FX_HOST);
@@ -143,7 +143,7 @@ static void test_unaligned_memory_is_copied(void **ts) {
   uint8_t *buf = malloc(st->size + 1);
   memcpy(buf + 1, st->pack, st->size);
   hk_pack_t *pack;
-  assert_int_equal(hk_pack_open_memory(buf + 1, st->size, NULL, &pack), HK_OK);
+  assert_int_equal(hk_test_open_memory(buf + 1, st->size, NULL, &pack), HK_OK);
   assert_string_equal(hk_pack_target_name(pack, 1), "sm_90");
   hk_pack_destroy(pack);
   free(buf);
@@ -199,22 +199,22 @@ static void test_write_file(void **ts) {
   assert_int_equal(sb.st_mode & 0777, 0644);
 
   hk_pack_t *pack;
-  assert_int_equal(hk_pack_open_file(path, NULL, &pack), HK_OK);
+  assert_int_equal(hk_test_open_file(path, NULL, &pack), HK_OK);
   assert_string_equal(hk_pack_name(pack), "fixture");
   hk_pack_destroy(pack);
 
   /* A file that does not verify names the path. */
   assert_int_equal(truncate(path, (off_t)(st->size - 10)), 0);
-  assert_int_equal(hk_pack_open_file(path, NULL, &pack), HK_STATUS_CORRUPT);
+  assert_int_equal(hk_test_open_file(path, NULL, &pack), HK_STATUS_CORRUPT);
   assert_null(pack);
   assert_non_null(strstr(hk_last_error(), path));
   assert_non_null(strstr(hk_last_error(), "truncated"));
   assert_int_equal(truncate(path, 0), 0);
-  assert_int_equal(hk_pack_open_file(path, NULL, &pack), HK_STATUS_CORRUPT);
+  assert_int_equal(hk_test_open_file(path, NULL, &pack), HK_STATUS_CORRUPT);
   unlink(path);
-  assert_int_equal(hk_pack_open_file(path, NULL, &pack), HK_STATUS_IO);
+  assert_int_equal(hk_test_open_file(path, NULL, &pack), HK_STATUS_IO);
   assert_non_null(strstr(hk_last_error(), "No such file"));
-  assert_int_equal(hk_pack_open_file(dir, NULL, &pack), HK_STATUS_IO);
+  assert_int_equal(hk_test_open_file(dir, NULL, &pack), HK_STATUS_IO);
   rmdir(dir);
   free(dir);
 }
@@ -556,7 +556,7 @@ static hk_plan_node_rec_t *plan_nodes(uint8_t *b) {
 static void test_plan_absent(void **ts) {
   state_t *st = *ts;
   hk_pack_t *pack;
-  assert_int_equal(hk_pack_open_memory(st->pack, st->size, NULL, &pack), HK_OK);
+  assert_int_equal(hk_test_open_memory(st->pack, st->size, NULL, &pack), HK_OK);
   const hk_pack_view_t *v = hk_pack_view(pack);
   assert_null(v->plan_graphs); /* a pack without costs (as before format 1.1) */
   assert_null(v->plan_nodes);
@@ -569,7 +569,7 @@ static void test_plan_roundtrip(void **ts) {
   size_t size;
   uint8_t *buf = write_with_plan(st, &size);
   hk_pack_t *pack;
-  assert_int_equal(hk_pack_open_memory(buf, size, NULL, &pack), HK_OK);
+  assert_int_equal(hk_test_open_memory(buf, size, NULL, &pack), HK_OK);
   const hk_pack_view_t *v = hk_pack_view(pack);
   assert_int_equal(v->section_count, 14);
   const hk_section_t *ps = &v->sections[13];
@@ -698,7 +698,7 @@ static void test_tmap_roundtrip(void **ts) {
   size_t size;
   uint8_t *buf = write_with_tmaps(st, &size);
   hk_pack_t *pack;
-  assert_int_equal(hk_pack_open_memory(buf, size, NULL, &pack), HK_OK);
+  assert_int_equal(hk_test_open_memory(buf, size, NULL, &pack), HK_OK);
   const hk_pack_view_t *v = hk_pack_view(pack);
   assert_int_equal(v->header->version_major, 1);
   assert_int_equal(v->header->version_minor, 2);
@@ -845,7 +845,7 @@ static void test_pdl_roundtrip(void **ts) {
   size_t size;
   uint8_t *buf = write_with_pdl(st, &size);
   hk_pack_t *pack;
-  assert_int_equal(hk_pack_open_memory(buf, size, NULL, &pack), HK_OK);
+  assert_int_equal(hk_test_open_memory(buf, size, NULL, &pack), HK_OK);
   const hk_pack_view_t *v = hk_pack_view(pack);
   assert_int_equal(v->header->version_minor, 2);
   int flagged = 0;
@@ -938,7 +938,7 @@ static void test_open_arguments(void **ts) {
   assert_null(pack);
   assert_int_equal(hk_pack_open_memory(st->pack, st->size, NULL, NULL), HK_STATUS_INVALID_ARGUMENT);
   hk_allocator_t half = {.alloc = NULL, .free = NULL, .ctx = NULL};
-  assert_int_equal(hk_pack_open_memory(st->pack, st->size, &half, &pack), HK_OK); /* zero: libc */
+  assert_int_equal(hk_test_open_memory(st->pack, st->size, &half, &pack), HK_OK); /* zero: libc */
   hk_pack_destroy(pack);
   assert_int_equal(hk_pack_open_file(NULL, NULL, &pack), HK_STATUS_INVALID_ARGUMENT);
   assert_string_equal(hk_status_string(HK_STATUS_CORRUPT), "CORRUPT");
