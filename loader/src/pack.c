@@ -72,9 +72,16 @@ HK_API void hk_pack_destroy(hk_pack_t *pack) {
 
 HK_API hk_status_t hk_pack_open_memory(const void *data, size_t size, const hk_allocator_t *allocator,
                                        hk_pack_t **out_pack) {
+  return hk_pack_open_memory_ex(data, size, allocator, NULL, out_pack);
+}
+
+HK_API hk_status_t hk_pack_open_memory_ex(const void *data, size_t size, const hk_allocator_t *allocator,
+                                          const hk_pack_open_options_t *options, hk_pack_t **out_pack) {
   HK_FAIL_IF(!out_pack, HK_STATUS_INVALID_ARGUMENT, "out_pack is NULL");
   *out_pack = NULL;
   HK_FAIL_IF(!data, HK_STATUS_INVALID_ARGUMENT, "data is NULL");
+  hk_pack_limits_t limits;
+  HK_RETURN_IF_ERROR(hk_pack_limits_from(options, &limits));
   hk_pack_t *p = NULL;
   HK_RETURN_IF_ERROR(pack_new(allocator, &p));
   const void *bytes = data;
@@ -88,7 +95,7 @@ HK_API hk_status_t hk_pack_open_memory(const void *data, size_t size, const hk_a
     memcpy(p->copy, data, size);
     bytes = p->copy;
   }
-  hk_status_t st = hk_pack_verify(bytes, size, &p->view);
+  hk_status_t st = hk_pack_verify(bytes, size, &limits, &p->view);
   if (st != HK_OK) {
     hk_pack_destroy(p);
     return st;
@@ -98,9 +105,16 @@ HK_API hk_status_t hk_pack_open_memory(const void *data, size_t size, const hk_a
 }
 
 HK_API hk_status_t hk_pack_open_file(const char *path, const hk_allocator_t *allocator, hk_pack_t **out_pack) {
+  return hk_pack_open_file_ex(path, allocator, NULL, out_pack);
+}
+
+HK_API hk_status_t hk_pack_open_file_ex(const char *path, const hk_allocator_t *allocator,
+                                        const hk_pack_open_options_t *options, hk_pack_t **out_pack) {
   HK_FAIL_IF(!out_pack, HK_STATUS_INVALID_ARGUMENT, "out_pack is NULL");
   *out_pack = NULL;
   HK_FAIL_IF(!path, HK_STATUS_INVALID_ARGUMENT, "path is NULL");
+  hk_pack_limits_t limits;
+  HK_RETURN_IF_ERROR(hk_pack_limits_from(options, &limits));
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   HK_FAIL_IF(fd < 0, HK_STATUS_IO, "cannot open %s: %s", path, strerror(errno));
   struct stat st;
@@ -132,7 +146,7 @@ HK_API hk_status_t hk_pack_open_file(const char *path, const hk_allocator_t *all
     p->map_size = size;
   }
   close(fd);
-  s = hk_pack_verify(p->map, size, &p->view);
+  s = hk_pack_verify(p->map, size, &limits, &p->view);
   if (s != HK_OK) {
     hk_error_prefix(path);
     hk_pack_destroy(p);

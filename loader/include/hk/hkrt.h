@@ -153,6 +153,21 @@ typedef struct hk_session_options {
                                 what is in use */
 } hk_session_options_t;
 
+/* Options of hk_pack_open_file_ex / hk_pack_open_memory_ex. The struct grows at its end;
+ * struct_size is sizeof(hk_pack_open_options_t) as the caller was built (fields past it
+ * read as 0). Every field's 0 is its default, so a zeroed struct opens like
+ * hk_pack_open_file. Limits refuse a pack (CORRUPT, naming the limit) before the work
+ * they bound is done: a pack's records are checked once each, so verification time and
+ * memory follow the file's size and these limits. */
+typedef struct hk_pack_open_options {
+  uint32_t struct_size;      /* sizeof(hk_pack_open_options_t); 0 reads no field */
+  uint32_t max_nodes;        /* kernel launches in all graphs together; 0: 4 Mi (the format's limit) */
+  uint64_t max_code_bytes;   /* a target's decompressed code object; 0: 128 x its compressed size
+                                + 1 MiB, and at most 1 GiB (the format's limit, never exceeded) */
+  uint32_t max_deps;         /* dependency entries of all nodes together; 0: 64 Mi */
+  uint32_t reserved0;        /* zero */
+} hk_pack_open_options_t;
+
 /* ---- status ---------------------------------------------------------------- */
 HK_API const char *hk_status_string(hk_status_t status);
 /* Detail of the last failure on this thread ("" if none). Borrowed until the next call. */
@@ -166,6 +181,12 @@ HK_API hk_status_t hk_pack_open_file(const char *path, const hk_allocator_t *all
 /* Same over caller memory, which must outlive the pack (it is not copied). */
 HK_API hk_status_t hk_pack_open_memory(const void *data, size_t size, const hk_allocator_t *allocator,
                                        hk_pack_t **out_pack);
+/* The same with options (NULL: the defaults). Errors as above, and INVALID_ARGUMENT for a
+ * struct_size above this header's sizeof or a non-zero reserved field. */
+HK_API hk_status_t hk_pack_open_file_ex(const char *path, const hk_allocator_t *allocator,
+                                        const hk_pack_open_options_t *options, hk_pack_t **out_pack);
+HK_API hk_status_t hk_pack_open_memory_ex(const void *data, size_t size, const hk_allocator_t *allocator,
+                                          const hk_pack_open_options_t *options, hk_pack_t **out_pack);
 HK_API void hk_pack_destroy(hk_pack_t *pack);
 HK_API const char *hk_pack_error(const hk_pack_t *pack);
 
