@@ -577,6 +577,34 @@ static void test_issue17_limits(void **ts) {
   free(zeros);
 }
 
+/* hkc inspect: provenance (free text) is printed with its control bytes escaped, and the
+ * disassembly path refuses a code object that is not one for its target before a
+ * disassembler reads it (the fixture's sm_90 code is plain text). */
+static void test_issue17_inspect(void **ts) {
+  state_t *st = *ts;
+  st->fx.in.provenance = "hkc=test\nnote=\x1b]0;pwned\x07\x1b[2J\n";
+  char *dir = hk_test_tmpdir(), path[4200];
+  snprintf(path, sizeof path, "%s/esc.hkpack", dir);
+  assert_int_equal(hkc_pack_write(&st->fx.in, path), 0);
+  char *text = NULL;
+  size_t text_size = 0;
+  FILE *out = open_memstream(&text, &text_size);
+  assert_int_equal(hkc_inspect(path, out), 0);
+  fclose(out);
+  assert_null(memchr(text, 0x1b, text_size));
+  assert_null(memchr(text, 0x07, text_size));
+  if (!strstr(text, "  note=\\x1b]0;pwned\\x07\\x1b[2J\n")) fail_msg("provenance not escaped:\n%s", text);
+  free(text);
+  text = NULL;
+  out = open_memstream(&text, &text_size);
+  assert_int_equal(hkc_inspect_disasm(path, "hk_test_addc", "sm_90", out), -1);
+  fclose(out);
+  free(text);
+  unlink(path);
+  rmdir(dir);
+  free(dir);
+}
+
 static void test_patched_records(void **ts) {
   state_t *st = *ts;
   {
@@ -1137,6 +1165,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_patched_records, setup, teardown),
       cmocka_unit_test_setup_teardown(test_issue17_records, setup, teardown),
       cmocka_unit_test_setup_teardown(test_issue17_limits, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_issue17_inspect, setup, teardown),
       cmocka_unit_test_setup_teardown(test_plan_absent, setup, teardown),
       cmocka_unit_test_setup_teardown(test_plan_roundtrip, setup, teardown),
       cmocka_unit_test_setup_teardown(test_plan_corrupt, setup, teardown),
