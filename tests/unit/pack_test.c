@@ -1083,6 +1083,31 @@ static void test_open_arguments(void **ts) {
   assert_string_equal(hk_status_string((hk_status_t)99), "UNKNOWN_STATUS");
 }
 
+/* Seeds of issue 17's findings (checksums left stale: the harness fixes them up), from a
+ * fresh fixture with PLAN, so every record kind the findings touch is in the corpus. */
+static int write_issue17_corpus(const char *dir) {
+  static const struct { const char *name; patch_fn patch; } seeds[] = {
+      {"unreferenced_node_plan", p_node_unreferenced}, {"kernel_range_foreign", p_kernel_range_foreign},
+      {"deps_shared", p_dep_shared},                   {"tensor_name_path", p_tensor_path},
+      {"params_escape", p_params_escape},              {"frame_no_checksum", p_frame_no_checksum},
+  };
+  for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
+    state_t *st;
+    if (setup((void **)&st) != 0) return 1;
+    size_t size;
+    uint8_t *b = write_with_plan(st, &size);
+    seeds[i].patch(b, size);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, seeds[i].name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(b, 1, size, f) != size) return 1;
+    fclose(f);
+    free(b);
+    teardown((void **)&st);
+  }
+  return 0;
+}
+
 /* Seed corpus for tests/fuzz/fuzz_pack: valid packs and damaged variants, written to
  * $HK_WRITE_FUZZ_CORPUS instead of running the tests. */
 static int write_corpus(const char *dir) {
@@ -1147,7 +1172,7 @@ static int write_corpus(const char *dir) {
   }
   free(data);
   teardown((void **)&st);
-  return 0;
+  return write_issue17_corpus(dir);
 }
 
 int main(void) {

@@ -174,8 +174,10 @@ HK_API const char *hk_status_string(hk_status_t status);
 HK_API const char *hk_last_error(void);
 
 /* ---- packs -------------------------------------------------------------------- */
-/* Maps the file and verifies all of it (sizes, offsets, counts, checksums) before
- * anything else reads it. Errors: IO, CORRUPT, UNSUPPORTED_VERSION, OUT_OF_MEMORY. */
+/* Maps the file and verifies all of it (sizes, offsets, counts, checksums, every record
+ * once, names' characters; docs/FORMAT.md, "Verification") before anything else reads it,
+ * under the default limits (hk_pack_open_options_t). Code objects are checked again when
+ * a session loads them. Errors: IO, CORRUPT, UNSUPPORTED_VERSION, OUT_OF_MEMORY. */
 HK_API hk_status_t hk_pack_open_file(const char *path, const hk_allocator_t *allocator,
                                      hk_pack_t **out_pack);
 /* Same over caller memory, which must outlive the pack (it is not copied). */
