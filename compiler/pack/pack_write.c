@@ -574,7 +574,10 @@ int hkc_pack_write_memory(const hkc_pack_in_t *in, void **out_data, size_t *out_
   if (validate_and_count(&b) == 0 && build_tables(&b) == 0 && build_plan(&b) == 0 && build_provenance(&b) == 0 &&
       compress_code(&b) == 0 && assemble(&b, &data, &size) == 0) {
     hk_pack_view_t view;
-    if (hk_pack_verify(data, size, &view) != HK_OK) {
+    /* The format's own limits: a loader's default limits (proportionate to the file) are a
+     * policy of the app that opens the pack, which its open options can change. */
+    const hk_pack_limits_t format = {HK_MAX_CODE_BYTES, HK_MAX_NODES, HK_MAX_DEPS};
+    if (hk_pack_verify(data, size, &format, &view) != HK_OK) {
       hkc_error(NOLOC, "cannot write the artifact: the result does not verify: %s", hk_last_error());
       free(data);
     } else if (in->sign_seed) {

@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
+#include "gpu_internal.h"
 #include "hk/hkrt.h"
+#include "image_internal.h"
 #include "pack_internal.h"
 #include "rtc/rtc.h"
 #include "tools/tools.h"
@@ -56,6 +58,17 @@ static hk_pack_t *open_for_tools(const char *path, const uint8_t (*trusted)[HK_P
                               .trusted_key_count = n_trusted};
   hk_pack_t *pack = NULL;
   return hkc_tool_open_pack("inspect", path, &o, &pack) == HK_OK ? pack : NULL;
+}
+
+/* Text from the pack that verify does not restrict (provenance): bytes outside printable
+ * ASCII are written as \xNN, so an ESC sequence never reaches the terminal raw. (Names are
+ * restricted to safe characters by verify and printed as they are.) */
+static void print_escaped(FILE *out, const char *p, size_t len) {
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)p[i];
+    if (c >= 0x20 && c < 0x7f && c != '\\') fputc(c, out);
+    else fprintf(out, "\\x%02x", c);
+  }
 }
 
 static const hk_section_t *code_section(const hk_pack_view_t *v, const hk_target_rec_t *t) {
@@ -173,7 +186,9 @@ int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY
   while (p < end) {
     const char *nl = memchr(p, '\n', (size_t)(end - p));
     size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
-    fprintf(out, "  %.*s\n", (int)len, p);
+    fprintf(out, "  ");
+    print_escaped(out, p, len);
+    fprintf(out, "\n");
     p += len + 1;
   }
   hk_pack_destroy(pack);
@@ -198,7 +213,21 @@ int hkc_inspect_disasm(const char *path, const char *kernel, const char *target,
         fprintf(stderr, "hkc inspect: %s\n", hk_last_error());
         goto done;
       }
-      const char *obj = (const char *)code + kr->code_offset;
+      const char *obj = (const char *)code + kr->code_offset; /* verify: inside its target's code */
+      /* The object is checked as the loader would before a disassembler, which trusts its
+       * headers, reads it (AMD's comgr runs in a worker process besides: rtc_worker.h). */
+      const char *bad;
+      bool ok = tr->kind == HK_TARGET_HOST
+                    ? hk_elf_image_ok(obj, (size_t)kr->code_size, hk_elf_host_machine(hk_pack_string(v, tr->name)),
+                                      HK_ET_DYN, &bad)
+                    : hk_gpu_image_ok(obj, (size_t)kr->code_size, tr->kind == HK_TARGET_HIP,
+                                      tr->kind == HK_TARGET_HIP ? HK_EM_AMDGPU : HK_EM_CUDA, &bad);
+      if (!ok) {
+        fprintf(stderr, "hkc inspect: cannot disassemble %s for %s: its code object is invalid: %s\n", kernel,
+                hk_pack_string(v, tr->name), bad);
+        free(code);
+        goto done;
+      }
       fprintf(out, "; kernel %s, target %s, %llu bytes of code object\n", kernel, hk_pack_string(v, tr->name),
               (unsigned long long)kr->code_size);
       const hkc_toolchain_t *tc = hkc_toolchain_for_kind((hk_target_kind_t)tr->kind);

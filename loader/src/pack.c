@@ -138,7 +138,9 @@ static hk_status_t apply_trust(hk_pack_t *p, const hk_pack_open_options_t *o) {
  * destroys p on failure. */
 static hk_status_t open_bytes(hk_pack_t *p, const void *bytes, size_t size, const hk_pack_open_options_t *o,
                               hk_pack_t **out_pack) {
-  hk_status_t st = hk_pack_verify(bytes, size, &p->view);
+  hk_pack_limits_t limits;
+  hk_pack_limits_from(o, &limits);
+  hk_status_t st = hk_pack_verify(bytes, size, &limits, &p->view);
   if (st == HK_OK) st = apply_trust(p, o);
   if (st != HK_OK) {
     hk_pack_destroy(p);

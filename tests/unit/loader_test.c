@@ -425,9 +425,47 @@ static void test_bad_code_object(void **ts) {
   hk_pack_t *pack = open_variant(st, &bytes);
   hk_session_t *s;
   assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_STATUS_CORRUPT);
-  assert_non_null(strstr(hk_last_error(), "the code object does not load"));
+  assert_non_null(strstr(hk_last_error(), "the code object is not a shared object for"));
   hk_pack_destroy(pack);
   free(bytes);
+}
+
+/* The host object's ELF headers are checked before the dynamic loader sees it (issue 17: a
+ * truncated object segfaulted inside it): a complete ELF64 shared object of this machine
+ * that defines every kernel in .dynsym. Each variant: a CORRUPT naming what is wrong. */
+static void expect_host_object(state_t *st, const uint8_t *code, size_t size, const char *needle) {
+  st->fx.targets[0].code = (void *)code;
+  st->fx.targets[0].code_size = size;
+  for (int k = 0; k < 2; k++) st->fx.kernels[k].code_size = size;
+  void *bytes;
+  hk_pack_t *pack = open_variant(st, &bytes);
+  hk_session_t *s;
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_STATUS_CORRUPT);
+  if (!strstr(hk_last_error(), needle)) fail_msg("expected \"%s\" in: %s", needle, hk_last_error());
+  hk_pack_destroy(pack);
+  free(bytes);
+}
+
+static void test_host_elf_checks(void **ts) {
+  state_t *st = *ts;
+  NEED_CC(st);
+  uint8_t *so = fx_copy(g_code, g_code_size);
+  /* truncated: the headers are there, the segments they map are not */
+  expect_host_object(st, so, g_code_size / 2, "lies outside the object");
+  expect_host_object(st, so, 40, "truncated ELF header");
+  so[4] = 1; /* ELFCLASS32 */
+  expect_host_object(st, so, g_code_size, "not a 64-bit little-endian ELF object");
+  so[4] = ((const uint8_t *)g_code)[4];
+  so[18] ^= 0x40; /* e_machine */
+  expect_host_object(st, so, g_code_size, "another machine");
+  so[18] = ((const uint8_t *)g_code)[18];
+  so[16] = 2; /* e_type EXEC */
+  expect_host_object(st, so, g_code_size, "not a shared object (e_type)");
+  so[16] = ((const uint8_t *)g_code)[16];
+  /* a kernel name that is not in .dynsym is found missing before dlopen */
+  snprintf(st->fx.kernels[1].name, sizeof st->fx.kernels[1].name, "hk_test_nope");
+  expect_host_object(st, so, g_code_size, "\"hk_test_nope\" is missing from the code object's dynamic symbols");
+  free(so);
 }
 
 /* Damage inside the zstd payload (checksums fixed up, so verify passes): the lazy
@@ -1025,6 +1063,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_target_selection, setup, teardown),
       cmocka_unit_test_setup_teardown(test_missing_symbol, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_code_object, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_host_elf_checks, setup, teardown),
       cmocka_unit_test_setup_teardown(test_damaged_code_payload, setup, teardown),
       cmocka_unit_test_setup_teardown(test_allocation_failures, setup, teardown),
       cmocka_unit_test_setup_teardown(test_open_file_and_run, setup, teardown),

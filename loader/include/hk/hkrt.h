@@ -176,6 +176,7 @@ typedef struct hk_session_options {
                                 what is in use */
 } hk_session_options_t;
 
+
 /* ---- status ---------------------------------------------------------------- */
 HK_API const char *hk_status_string(hk_status_t status);
 /* Detail of the last failure on this thread ("" if none). Borrowed until the next call. */
@@ -217,6 +218,13 @@ typedef struct hk_pack_open_options {
                                         hk_session_create fails (FAILED_PRECONDITION): no code
                                         is ever loaded */
   uint32_t reserved0;                /* zero */
+  /* Limits, refusing a pack (CORRUPT, naming the limit) before the work they bound is done: a
+   * pack's records are checked once each, so verification time and memory follow the file's
+   * size and these limits (docs/FORMAT.md, "Verification"). 0: the default. */
+  uint32_t max_nodes;                /* kernel launches in all graphs together; 0: 4 Mi (the format's limit) */
+  uint32_t max_deps;                 /* dependency entries of all nodes together; 0: 64 Mi */
+  uint64_t max_code_bytes;           /* a target's decompressed code object; 0: 128 x its compressed size
+                                        + 1 MiB, and at most 1 GiB (the format's limit, never exceeded) */
 } hk_pack_open_options_t;
 
 /* Reads the whole file into memory the pack owns and verifies all of it (sizes, offsets,

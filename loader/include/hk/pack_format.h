@@ -52,7 +52,15 @@ extern "C" {
 #define HK_MAX_DEPS_PER_NODE 4096u
 #define HK_MAX_STRINGS_BYTES (16u << 20)
 #define HK_MAX_CODE_BYTES (1ull << 30) /* decompressed code object per target */
+#define HK_MAX_DEPS (1u << 26)         /* DEPS entries, all nodes: 16 per node of the largest pack */
 #define HK_MAX_NAME_LEN 255u           /* tensor, node, kernel and target names */
+
+/* Default limits proportionate to the file (the open options may set others). A compressed
+ * code object may declare at most HK_CODE_RATIO_MAX times its stored size plus
+ * HK_CODE_SLACK_BYTES: hkc's code compresses 3-8x, so a small file cannot make the loader
+ * decompress a gigabyte before the content checksum fails. */
+#define HK_CODE_RATIO_MAX 128u
+#define HK_CODE_SLACK_BYTES (1ull << 20)
 
 typedef struct hk_pack_header {
   uint8_t magic[8];             /* HK_PACK_MAGIC */
