@@ -201,7 +201,7 @@ int hkc_pack_sign_memory(const void *data, size_t size, const uint8_t seed[HKC_K
   *out_data = NULL;
   *out_size = 0;
   hk_pack_view_t v;
-  if (hk_pack_verify(data, size, &v) != HK_OK) {
+  if (hk_pack_verify(data, size, NULL, &v) != HK_OK) {
     hkc_error(NOLOC, "cannot sign: the artifact does not verify: %s", hk_last_error());
     return -1;
   }
@@ -223,7 +223,7 @@ int hkc_pack_sign_memory(const void *data, size_t size, const uint8_t seed[HKC_K
   sodium_memzero(sk, sizeof sk);
   /* Check the result as a loader would: a signer bug must not produce a pack that fails. */
   hk_signature_t check;
-  if (hk_pack_verify(buf, (size_t)n, &v) != HK_OK || hk_signature_check(&v, &check) != HK_OK ||
+  if (hk_pack_verify(buf, (size_t)n, NULL, &v) != HK_OK || hk_signature_check(&v, &check) != HK_OK ||
       check.state != HK_SIGNATURE_VALID) {
     hkc_error(NOLOC, "cannot sign: the signed artifact does not verify (%s)",
               check.state == HK_SIGNATURE_INVALID ? check.reason : hk_last_error());

@@ -131,7 +131,7 @@ static void test_tamper_after_sign(void **ts) {
   uint8_t *data = write_pack(g_code, g_code_size, k_seed_a, &size), pk[HK_PUBLIC_KEY_BYTES];
   public_key(k_seed_a, pk);
   hk_pack_view_t v;
-  assert_int_equal(hk_pack_verify(data, size, &v), HK_OK);
+  assert_int_equal(hk_pack_verify(data, size, NULL, &v), HK_OK);
   uint32_t sig = fx_find_section(data, HK_SECTION_SIGNATURE);
   assert_int_not_equal(sig, UINT32_MAX);
   const uint64_t entry = v.header->section_table_offset + sig * sizeof(hk_section_t);
