@@ -83,7 +83,11 @@ hk_status_t hkc_tool_open_pack(const char *tool, const char *path, const hk_pack
     return HK_STATUS_IO;
   }
   hk_status_t st = hk_pack_open_file_ex(path, options, out_pack);
-  if (st != HK_OK) fprintf(stderr, "hkc %s: %s: %s\n", tool, path, hk_last_error());
+  if (st != HK_OK) { /* the loader's message names the file already when it is about the file */
+    const char *why = hk_last_error();
+    if (strncmp(why, path, strlen(path)) == 0) fprintf(stderr, "hkc %s: %s\n", tool, why);
+    else fprintf(stderr, "hkc %s: %s: %s\n", tool, path, why);
+  }
   return st;
 }
 

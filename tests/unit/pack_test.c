@@ -542,10 +542,11 @@ static void test_issue17_records(void **ts) {
 static void test_issue17_limits(void **ts) {
   state_t *st = *ts;
   hk_pack_t *pack;
-  hk_pack_open_options_t o = {.struct_size = sizeof o, .max_nodes = 4};
+  /* the fixture has a host target: its own unsigned code (hkrt.h, trust) */
+  hk_pack_open_options_t o = {.struct_size = sizeof o, .allow_unsigned_native_code = 1, .max_nodes = 4};
   assert_int_equal(hk_pack_open_memory_ex(st->pack, st->size, &o, &pack), HK_STATUS_CORRUPT);
   assert_non_null(strstr(hk_last_error(), "NODES: 8 records exceed the limit 4"));
-  o = (hk_pack_open_options_t){.struct_size = sizeof o, .max_deps = 3};
+  o = (hk_pack_open_options_t){.struct_size = sizeof o, .allow_unsigned_native_code = 1, .max_deps = 3};
   assert_int_equal(hk_pack_open_memory_ex(st->pack, st->size, &o, &pack), HK_STATUS_CORRUPT);
   assert_non_null(strstr(hk_last_error(), "DEPS: 4 records exceed the limit 3"));
   o.max_deps = 4;
@@ -553,7 +554,7 @@ static void test_issue17_limits(void **ts) {
   hk_pack_destroy(pack);
   o.struct_size = sizeof o + 8;
   assert_int_equal(hk_pack_open_memory_ex(st->pack, st->size, &o, &pack), HK_STATUS_INVALID_ARGUMENT);
-  o = (hk_pack_open_options_t){.struct_size = sizeof o, .reserved0 = 1};
+  o = (hk_pack_open_options_t){.struct_size = sizeof o, .allow_unsigned_native_code = 1, .reserved0 = 1};
   assert_int_equal(hk_pack_open_memory_ex(st->pack, st->size, &o, &pack), HK_STATUS_INVALID_ARGUMENT);
 
   /* 4 MiB of zeros compress to a few hundred bytes: over 128 x stored + 1 MiB. */
@@ -568,7 +569,7 @@ static void test_issue17_limits(void **ts) {
   assert_true(size < 64 * 1024);
   assert_int_equal(hk_pack_open_memory(data, size, NULL, &pack), HK_STATUS_CORRUPT);
   assert_non_null(strstr(hk_last_error(), "exceeds the limit"));
-  o = (hk_pack_open_options_t){.struct_size = sizeof o, .max_code_bytes = 8u << 20};
+  o = (hk_pack_open_options_t){.struct_size = sizeof o, .allow_unsigned_native_code = 1, .max_code_bytes = 8u << 20};
   assert_int_equal(hk_pack_open_memory_ex(data, size, &o, &pack), HK_OK);
   hk_pack_destroy(pack);
   o.max_code_bytes = 1u << 20;
