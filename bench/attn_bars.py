@@ -38,10 +38,12 @@ import json
 import math
 import os
 import re
-import statistics
 import subprocess
 import sys
 import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gemm_bars import capture_time  # noqa: E402  the same graph-captured protocol as the GEMM bars
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -317,30 +319,6 @@ def numerics(args):
         json.dump(bad, open(args.bad, "w"))
     print("numerics: %d failure(s)" % fails)
     return 1 if fails else 0
-
-
-def capture_time(torch, fn, R, reps):
-    """Median microseconds per call: R calls (i = 0..R-1) captured in one CUDA graph,
-    replayed `reps` times after warm-up, CUDA events around each replay."""
-    for i in range(R):
-        fn(i)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, capture_error_mode="relaxed"):
-        for i in range(R):
-            fn(i)
-    for _ in range(3):
-        g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1000.0 / R)
-    return statistics.median(times)
 
 
 def timing(args):
