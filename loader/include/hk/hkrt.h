@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hk/hkrt.h -- libhkrt, the embeddable runtime that replays .hkpack artifacts.
  *
@@ -69,7 +70,19 @@ extern "C" {
 #define HK_API
 #endif
 
-#define HKRT_VERSION_STRING "0.1.0"
+/* ---- version ------------------------------------------------------------------
+ * libhkrt's version, semantic versioning (docs/ABI.md). These lines are the one place it is
+ * written: CMake reads them for the project's version, the shared library's file name and
+ * the package's version files. The macros say which header a program was compiled with;
+ * hk_version() / hk_version_number() which library it runs with. */
+#define HKRT_VERSION_MAJOR 0
+#define HKRT_VERSION_MINOR 1
+#define HKRT_VERSION_PATCH 0
+#define HKRT_VERSION_NUMBER (HKRT_VERSION_MAJOR * 10000 + HKRT_VERSION_MINOR * 100 + HKRT_VERSION_PATCH)
+#define HKRT_VERSION_STR_(x) #x
+#define HKRT_VERSION_STR(x) HKRT_VERSION_STR_(x)
+#define HKRT_VERSION_STRING \
+  HKRT_VERSION_STR(HKRT_VERSION_MAJOR) "." HKRT_VERSION_STR(HKRT_VERSION_MINOR) "." HKRT_VERSION_STR(HKRT_VERSION_PATCH)
 
 /* Status codes. Pinned: never renumbered, only appended. */
 typedef enum hk_status {
@@ -177,7 +190,14 @@ typedef struct hk_session_options {
 } hk_session_options_t;
 
 
+/* ---- version of the running library ------------------------------------------ */
+/* "MAJOR.MINOR.PATCH" of the libhkrt this program runs with (static storage). */
+HK_API const char *hk_version(void);
+/* The same as MAJOR * 10000 + MINOR * 100 + PATCH, to compare with HKRT_VERSION_NUMBER. */
+HK_API uint32_t hk_version_number(void);
+
 /* ---- status ---------------------------------------------------------------- */
+/* The code's name ("OK", "INVALID_ARGUMENT", ...); "UNKNOWN_STATUS" for a value outside the enum. */
 HK_API const char *hk_status_string(hk_status_t status);
 /* Detail of the last failure on this thread ("" if none). Borrowed until the next call. */
 HK_API const char *hk_last_error(void);
