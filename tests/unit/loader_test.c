@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libhkrt sessions on the host backend, with a real kernel .so compiled at test time:
  * numerics at two batch sizes, binding errors, target and batch selection, bad code
  * objects, and an allocator that fails the Nth allocation. Batch buckets: a batch between
