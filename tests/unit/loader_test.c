@@ -117,6 +117,18 @@ static void run_and_check(hk_session_t *s, int64_t batch, uint64_t seed) {
   free(y);
 }
 
+/* The running library's version is the header's (hkrt.h, "version"; the build reads both from
+ * the header, docs/ABI.md). */
+static void test_version(void **ts) {
+  (void)ts;
+  assert_string_equal(hk_version(), HKRT_VERSION_STRING);
+  assert_int_equal(hk_version_number(), HKRT_VERSION_NUMBER);
+  unsigned major, minor, patch;
+  assert_int_equal(sscanf(hk_version(), "%u.%u.%u", &major, &minor, &patch), 3);
+  assert_int_equal(hk_version_number(), major * 10000 + minor * 100 + patch);
+  assert_true(minor < 100 && patch < 100);
+}
+
 static void test_run_two_batches(void **ts) {
   state_t *st = *ts;
   NEED_CC(st);
@@ -1051,6 +1063,7 @@ static void test_null_arguments(void **ts) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_version),
       cmocka_unit_test_setup_teardown(test_run_two_batches, setup, teardown),
       cmocka_unit_test_setup_teardown(test_profile, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sessions_share_module, setup, teardown),
