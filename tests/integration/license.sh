@@ -10,7 +10,7 @@ cd "$HK_SOURCE_DIR"
 missing=$(find .ci bench cmake compiler examples loader scripts templates tests CMakeLists.txt -type f \
   \( -name '*.c' -o -name '*.h' -o -name '*.hip' -o -name '*.cu' -o -name '*.cpp' -o -name '*.inc' \
      -o -name '*.py' -o -name '*.sh' -o -name '*.cmake' -o -name '*.in' -o -name CMakeLists.txt \
-     -o -name Makefile -o -path ./.ci/run \) -not -path '*/__pycache__/*' |
+     -o -name Makefile -o -path .ci/run \) -not -path '*/__pycache__/*' |
   while read -r f; do head -n 2 "$f" | grep -q "SPDX-License-Identifier: Apache-2.0" || echo "$f"; done)
 [ -z "$missing" ] || { echo "FAIL: no SPDX-License-Identifier line in:"; echo "$missing"; exit 1; }
 echo "license: ok"
