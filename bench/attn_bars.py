@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Attention on the H200 (issue 15): hkc's single-op attention packs against
 F.scaled_dot_product_attention, same run.
 

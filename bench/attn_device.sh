@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Issue 15's device call (H200; build-dev carried, prepared by bench/attn_prepare.sh), under 8
 # minutes:
 #   1. attention numerics of every pack of bench/attn_bars.py (attention_tma in each schedule --

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # CPU-machine half of bench/attn_device.sh (issue 15): build-dev/ and the device harness's packs
 # (tests/device/prepare.sh: every spec for host, sm_90 and sm_90a -- on sm_90a the attention
 # nodes are attention_tma), then the attention packs: one single-op spec per case, one pack per

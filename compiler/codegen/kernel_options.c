@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kernel options (codegen.h): the table of options, their parsing into hkc_kernel_options_t,
  * the canonical text recorded in provenance, and the configuration they force on a variant
  * (checked by that variant's tune_parse, the tuner's own legality rules). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* attention_tma: FlashAttention-3-style forward on sm_90a: a producer warp loads Q and a
  * ring of K/V tiles with TMA (mbarrier transaction counts), consumer warpgroups run both
  * products on wgmma (S = Q K^T from shared memory; O += P V with P in registers) and the

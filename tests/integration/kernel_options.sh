@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Kernel options (`hkc build --kernel-option NAME=VALUE`, codegen.h) through the real hkc:
 #   - the defaults record kernel_options=none and change no kernel;
 #   - a forced configuration changes the kernel's recorded config (cfg=..., src=option), its

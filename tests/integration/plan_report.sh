@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The traffic and roofline report through the real binary: `hkc inspect --plan` on real
 # specs (every row has numbers, the totals are the sums of the rows, before fusion >=
 # after, --batch picks one bucket, the reference parts are there), a pack without a

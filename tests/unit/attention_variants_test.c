@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The "attention_mma" GPU variant (compiler/variant_attention_nv.c,
  * templates/gpu/attention_mma.hip): which keys it serves; that it compiles with nvrtc for
  * sm_80, sm_90 and sm_90a in f16 and bf16 with head dims 64 and 128, reports registers,

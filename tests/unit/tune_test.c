@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tuning (compiler/tune*.c, docs/TUNING.md): parameter strings, candidate spaces and their
  * legality against the target table, the tuning choice in the kernel key (name, equality,
  * the variants' macros and launches), the analytical model's behaviour on the shapes the

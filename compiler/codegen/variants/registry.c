@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The variant registry (see variant.h), in order of preference: the first variant that
  * serves the target and whose applies() accepts a key serves it. Each target's part ends
  * with its portable entries, so every valid key finds one. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Variant "attention_mma": flash-attention-2 style forward on NVIDIA tensor cores
  * (templates/gpu/attention_mma.hip over gpu/tile_nv.h): mma.sync m16n8k16 with f32
  * accumulation, cp.async double-buffered K/V tiles in XOR-swizzled shared memory, online
