@@ -326,10 +326,11 @@ static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_opt
     if (jobs[i].rc == 1) jobs[i] = pending[t++];
   free(pending);
 
-  size_t cached = 0;
+  size_t cached = 0, shared = 0;
   for (j = 0; j < n_jobs; j++) {
     compile_job_t *job = &jobs[j];
-    cached += (size_t)job->cached;
+    cached += job->cached != 0;
+    shared += job->cached == 2;
     if (job->rc != 0) {
       hkc_error((hkc_loc_t){0}, "kernel %s (op %s) for %s did not compile:\n%s", job->kernel->name,
                 hkc_op_name(job->kernel->key.op), job->target, job->result.log ? job->result.log : "(no log)");
@@ -341,8 +342,11 @@ static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_opt
       hkc_error((hkc_loc_t){0}, "out of memory assembling target %s", plans[p].name);
       rc = -1;
     }
-  if (n_jobs && !options->quiet)
-    printf("compiled %zu GPU kernel(s) on %d thread(s), %zu from the cache\n", n_jobs, started ? started : 1, cached);
+  if (n_jobs && !options->quiet) {
+    printf("compiled %zu GPU kernel(s) on %d thread(s), %zu from the cache", n_jobs, started ? started : 1, cached);
+    if (hkc_env_cache_url() && !options->no_cache) printf(" (%zu from the shared cache)", shared);
+    printf("\n");
+  }
   for (j = 0; j < n_jobs; j++) hkc_rtc_result_free(&jobs[j].result);
   free(jobs);
   free(owners);
