@@ -327,10 +327,11 @@ static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_opt
     if (jobs[i].rc == 1) jobs[i] = pending[t++];
   free(pending);
 
-  size_t cached = 0;
+  size_t cached = 0, shared = 0;
   for (j = 0; j < n_jobs; j++) {
     compile_job_t *job = &jobs[j];
-    cached += (size_t)job->cached;
+    cached += job->cached != 0;
+    shared += job->cached == 2;
     if (job->rc != 0) {
       hkc_error((hkc_loc_t){0}, "kernel %s (op %s) for %s did not compile:\n%s", job->kernel->name,
                 hkc_op_name(job->kernel->key.op), job->target, job->result.log ? job->result.log : "(no log)");
@@ -342,8 +343,11 @@ static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_opt
       hkc_error((hkc_loc_t){0}, "out of memory assembling target %s", plans[p].name);
       rc = -1;
     }
-  if (n_jobs && !options->quiet)
-    printf("compiled %zu GPU kernel(s) on %d thread(s), %zu from the cache\n", n_jobs, started ? started : 1, cached);
+  if (n_jobs && !options->quiet) {
+    printf("compiled %zu GPU kernel(s) on %d thread(s), %zu from the cache", n_jobs, started ? started : 1, cached);
+    if (hkc_env_cache_url() && !options->no_cache) printf(" (%zu from the shared cache)", shared);
+    printf("\n");
+  }
   for (j = 0; j < n_jobs; j++) hkc_rtc_result_free(&jobs[j].result);
   free(jobs);
   free(owners);
@@ -477,6 +481,51 @@ static void unfused_costs(const hkc_spec_t *spec, hkc_cost_t out[HK_MAX_BATCH_BU
   }
 }
 
+/* Whether a target of this architecture (NULL: the host) has a dual gemm kernel that is not
+ * the simple one; if any target lacks one, SwiGLU stays two gemms for every target. */
+static int dual_gemm_ok(const hkc_gpu_arch_t *arch) {
+  const hkc_kernel_key_t dual = {.op = HK_OP_GEMM, .dtype = HK_DTYPE_BF16, .act = HK_ACT_SILU, .dual = 1, .align = 8};
+  const hkc_variant_t *v = arch ? hkc_variant_for(arch, &dual) : NULL;
+  return !arch || (v && !v->portable);
+}
+
+/* --merge-targets: every built target must be in the list, and fusion is decided for the
+ * whole list (dual_gemm_ok). 0 / -1 (reported). */
+static int check_merge_targets(const char *list, const target_plan_t *plans, size_t n_plans, hkc_spec_t *spec) {
+  char *copy = hkc_strdup(list), *save = NULL;
+  int rc = copy ? 0 : -1;
+  const hkc_toolchain_t *tcs[HK_MAX_TARGETS];
+  const hkc_gpu_arch_t *archs[HK_MAX_TARGETS];
+  size_t n = 0;
+  for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok && rc == 0; tok = strtok_r(NULL, ",", &save)) {
+    while (*tok == ' ') tok++;
+    if (!*tok) continue;
+    if (n == HK_MAX_TARGETS) {
+      hkc_error((hkc_loc_t){0}, "--merge-targets: more than %u targets", HK_MAX_TARGETS);
+      rc = -1;
+      break;
+    }
+    tcs[n] = hkc_toolchain_for_target(tok, &archs[n], NULL, 0);
+    if (!tcs[n]) {
+      hkc_error((hkc_loc_t){0}, "--merge-targets: unknown target %s", tok);
+      rc = -1;
+    }
+    if (!dual_gemm_ok(archs[n])) spec->fusion_no_dual = 1;
+    n++;
+  }
+  for (size_t i = 0; i < n_plans && rc == 0; i++) {
+    int found = 0;
+    for (size_t k = 0; k < n && !found; k++) found = tcs[k] == plans[i].tc && archs[k] == plans[i].arch;
+    if (!found) {
+      hkc_error((hkc_loc_t){0}, "target %s is not in --merge-targets %s (list every target of the merged pack)",
+                plans[i].name, list);
+      rc = -1;
+    }
+  }
+  free(copy);
+  return rc;
+}
+
 int hkc_build(const hkc_build_options_t *options) {
   hkc_spec_t *spec = NULL;
   char err[4200];
@@ -507,10 +556,11 @@ int hkc_build(const hkc_build_options_t *options) {
   if (resolve_targets(spec, options->targets, &plans, &n_plans) != 0) goto done;
   /* ---- fusion: everything below sees the fused spec. The dual gemm (SwiGLU) only where
    * every target has a kernel for it that is not the simple one (sm_90a's gemm_tma; the host) */
-  for (size_t i = 0; i < n_plans; i++) {
-    const hkc_kernel_key_t dual = {.op = HK_OP_GEMM, .dtype = HK_DTYPE_BF16, .act = HK_ACT_SILU, .dual = 1, .align = 8};
-    const hkc_variant_t *v = plans[i].arch ? hkc_variant_for(plans[i].arch, &dual) : NULL;
-    if (plans[i].arch && (!v || v->portable)) spec->fusion_no_dual = 1;
+  if (options->merge_targets) {
+    if (check_merge_targets(options->merge_targets, plans, n_plans, spec) != 0) goto done;
+  } else {
+    for (size_t i = 0; i < n_plans; i++)
+      if (!dual_gemm_ok(plans[i].arch)) spec->fusion_no_dual = 1;
   }
   if (hkc_fuse(spec, options->fusion) != 0) goto done;
   for (size_t i = 0; i < n_plans; i++) {
@@ -559,6 +609,8 @@ int hkc_build(const hkc_build_options_t *options) {
     len += snprintf(provenance + len, cap - (size_t)len, "host_threads=%d\n", options->host_threads);
   if (len > 0 && (size_t)len < cap && options->no_pdl) /* only when given: other packs keep their bytes */
     len += snprintf(provenance + len, cap - (size_t)len, "pdl=off\n");
+  if (len > 0 && (size_t)len < cap && spec->fusion_dual_blocked) /* a target without a dual gemm kept SwiGLU apart */
+    len += snprintf(provenance + len, cap - (size_t)len, "fusion_dual=off\n");
   /* kernel options: canonical, "none" for the defaults (codegen.h) */
   char kopts[HKC_KOPT_N_CFG * (HKC_TUNE_MAX + 24) + 128] = "none";
   if (options->kernel_options) hkc_kernel_options_format(options->kernel_options, kopts, sizeof kopts);

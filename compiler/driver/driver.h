@@ -17,6 +17,10 @@ typedef struct hkc_build_options {
   const char *spec_path;
   const char *out_path;
   const char *targets;     /* comma-separated; NULL: the spec's `targets` */
+  const char *merge_targets; /* comma-separated; NULL: `targets`. The build is one part of
+                              `hkc merge`: decisions that depend on the whole target list (dual
+                              gemm fusion) are made for these targets, so that the parts equal
+                              one build of them all. Must include every target built */
   int compression_level;   /* zstd level; 0 = default */
   int quiet;               /* no summary on stdout */
   int jobs;                /* parallel kernel compiles; 0 = number of cores */

@@ -109,6 +109,7 @@ typedef struct hkc_spec {
   hkc_fusion_mode_t fusion;
   int fusion_no_dual;    /* set by the build: some target has no dual gemm kernel but the simple
                             one, so auto fusion keeps SwiGLU as a gate gemm with a fused mul */
+  int fusion_dual_blocked; /* set by fusion: fusion_no_dual kept at least one SwiGLU unfused */
   int batch_policy;      /* hk_batch_policy_rec_t: `batch_policy: pad` (default) | exact */
   int **groups; size_t *group_sizes; size_t n_groups; /* node indices, for GROUPS */
   hkc_loc_t *group_locs;  /* where each group is written (n_groups entries), for errors */

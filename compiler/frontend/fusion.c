@@ -504,11 +504,14 @@ static int auto_fuse(fuse_ctx_t *f, int *members) {
   /* 1b. SwiGLU: a gemm whose fused mul operand is the output of another gemm over the same
    * A becomes one dual gemm (both products share the A tiles) */
   for (size_t i = 0; i < f->n; i++) {
-    if (f->spec->fusion_no_dual) break;
     if (!f->alive[i] || f->slot[i].op != HK_OP_GEMM || f->slot[i].mul == HKC_NONE) continue;
     hkc_node_t d;
     int u;
     if (dual_build(f, (int)i, &d, &u) != 0) continue;
+    if (f->spec->fusion_no_dual) { /* a target cannot run it: recorded (provenance fusion_dual=off) */
+      f->spec->fusion_dual_blocked = 1;
+      continue;
+    }
     members[0] = u, members[1] = (int)i;
     if (commit(f, members, 2, d, f->anchor[i]) != 0) return -1;
   }

@@ -13,6 +13,9 @@
 
 #include "codegen/codegen.h"
 
+struct hk_pack_view; /* loader/src/pack_internal.h: a verified pack */
+typedef struct hk_pack_view hk_pack_view_t;
+
 /* ---- built targets ------------------------------------------------------------------------- */
 typedef struct hkc_launch {
   uint32_t kernel;         /* index into the target's kernels */
@@ -45,6 +48,10 @@ typedef struct hkc_target_out {
   void *code;              /* code object(s), concatenated (uncompressed), owned; each
                               kernel names its object's range (8-byte aligned offsets) */
   size_t code_size;
+  const void *code_zstd;   /* set: the CODE payload as it is stored, one zstd frame of code_size
+                              bytes (hkc merge keeps an input's frame byte for byte); code may
+                              then be NULL. Borrowed. NULL: the writer compresses code */
+  size_t code_zstd_size;
   char toolchain[160];     /* e.g. "cc: gcc (Debian 12.2.0-14) 12.2.0" -> provenance */
   hkc_kernel_out_t *kernels;
   size_t n_kernels;
@@ -88,5 +95,18 @@ void hkc_key_wipe(void *data, size_t size);
  * malloc'd buffer. The input must verify. Returns 0 / -1 (reported). */
 int hkc_pack_sign_memory(const void *data, size_t size, const uint8_t seed[HKC_KEY_SEED_BYTES], void **out_data,
                          size_t *out_size);
+
+/* ---- merging (pack_merge.c; README, "CI fan-out") -------------------------------------------- */
+/* Combines verified packs of one spec built for different targets into the pack one build of
+ * all their targets writes (same bytes): targets in input order, the inputs' provenance
+ * lines that are not per target (hkc version, spec hash, fusion, tuning, kernel options, ...)
+ * once, per-target lines and code as they are. Refuses (reported, naming both inputs and what
+ * differs) inputs of another format version, spec, tensor table, batch buckets or build
+ * options, a target found twice, and more targets than the format holds. Input signatures
+ * are not carried over; sign_seed (NULL: unsigned) signs the result. `views` are borrowed
+ * (hk_pack_view of packs opened by the caller), `names` label them in messages.
+ * Returns 0 / -1. */
+int hkc_pack_merge_memory(const hk_pack_view_t *const *views, const char *const *names, size_t n,
+                          const uint8_t *sign_seed, void **out_data, size_t *out_size);
 
 #endif /* HKC_PACK_H */

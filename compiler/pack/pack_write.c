@@ -197,7 +197,7 @@ static int validate_and_count(builder_t *b) {
     if (!name_ok("tensor", spec->tensors[i].name)) return -1;
   for (size_t t = 0; t < in->n_targets; t++) {
     const hkc_target_out_t *to = &in->targets[t];
-    if (!to->name[0] || (to->code_size && !to->code) || (size_t)to->code_size > HK_MAX_CODE_BYTES) {
+    if (!to->name[0] || (to->code_size && !to->code && !to->code_zstd) || (size_t)to->code_size > HK_MAX_CODE_BYTES) {
       hkc_error(NOLOC, "cannot write the artifact: target %zu has no name or a bad code object", t);
       return -1;
     }
@@ -464,6 +464,16 @@ static int compress_code(builder_t *b) {
   }
   for (size_t t = 0; t < in->n_targets; t++) {
     const hkc_target_out_t *to = &in->targets[t];
+    if (to->code_zstd) { /* stored as given (hkc merge): the frame the input's build wrote */
+      b->code[t] = malloc(to->code_zstd_size ? to->code_zstd_size : 1);
+      if (!b->code[t]) {
+        hkc_error(NOLOC, "cannot write the artifact: out of memory copying target %s", to->name);
+        return -1;
+      }
+      memcpy(b->code[t], to->code_zstd, to->code_zstd_size);
+      b->code_size[t] = to->code_zstd_size;
+      continue;
+    }
     size_t bound = ZSTD_compressBound(to->code_size);
     b->code[t] = malloc(bound);
     if (!b->code[t]) {

@@ -15,7 +15,13 @@
  * request). The checksum is not a signature: the directory's permissions (hkc_cache_open)
  * keep other users from writing entries at all. Writers create a unique temporary file in the
  * cache directory and rename it over the entry: readers see the old entry, the new one
- * or none, never a half-written one, even with concurrent builds. */
+ * or none, never a half-written one, even with concurrent builds.
+ *
+ * Second level (cache_remote.c, HKC_CACHE_URL): the same entry bytes in a shared Redis under
+ * "hkc:cc<version>:<key>". Read-through: a local miss asks the remote, checks the answer with
+ * entry_ok exactly as a local file (a bad one is ignored with a warning, then replaced after
+ * the compile), stores it locally and serves it. Write-back: every entry put locally is also
+ * set remotely. The remote never fails a build (cache_remote.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -26,6 +32,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "rtc/cache_remote.h"
 #include "rtc/rtc.h"
 #include "util/util.h"
 
@@ -51,6 +58,7 @@ typedef struct cache_header {
 
 struct hkc_cache {
   char dir[CACHE_DIR_MAX];
+  hkc_remote_cache_t *remote; /* NULL: none (or it failed at open) */
 };
 
 /* mkdir -p path with mode 0700 for what it creates. 0 / -1 (errno). */
@@ -133,11 +141,20 @@ hkc_cache_t *hkc_cache_open(const char *dir) {
   close(fd);
   unlink(probe);
   hkc_cache_t *c = calloc(1, sizeof *c);
-  if (c) memcpy(c->dir, path, (size_t)n + 1);
+  if (!c) return NULL;
+  memcpy(c->dir, path, (size_t)n + 1);
+  c->remote = hkc_remote_cache_open(hkc_env_cache_url(), hkc_env_cache_timeout_ms()); /* NULL: none, or warned */
   return c;
 }
 
-void hkc_cache_close(hkc_cache_t *cache) { free(cache); }
+void hkc_cache_close(hkc_cache_t *cache) {
+  if (!cache) return;
+  hkc_remote_cache_close(cache->remote);
+  free(cache);
+}
+
+/* The remote key of an entry: the version keeps entries of other layouts apart. */
+static void remote_key(const char *key, char out[64]) { snprintf(out, 64, "hkc:cc%u:%.32s", CACHE_VERSION, key); }
 
 /* Appends one field, prefixed by its length (UINT64_MAX for NULL, so NULL and "" differ), to
  * buf (NULL: only counts). Returns the bytes it takes. */
@@ -214,8 +231,12 @@ static int entry_ok(const char *data, size_t size, const char *key, const char *
          entry_checksum(h, data + sizeof *h, payload) == h->checksum;
 }
 
-/* Contract in rtc.h. Any mismatch (size, magic, version, key, request, checksum) is a miss,
- * and the bad file is removed so the next put replaces it. */
+static int entry_result(char *data, const cache_header_t *h, hkc_rtc_result_t *out);
+static int remote_get(hkc_cache_t *cache, const char *key, const char *blob, size_t blob_size, const char *path,
+                      hkc_rtc_result_t *out);
+
+/* Contract in rtc.h. Any mismatch (size, magic, version, key, request, checksum) is a local
+ * miss, and the bad file is removed so the next put replaces it; a local miss asks the remote. */
 int hkc_cache_get(hkc_cache_t *cache, const hkc_cache_request_t *request, hkc_rtc_result_t *out) {
   memset(out, 0, sizeof *out);
   if (!cache || !request) return -1;
@@ -230,16 +251,46 @@ int hkc_cache_get(hkc_cache_t *cache, const hkc_cache_request_t *request, hkc_rt
   cache_header_t h;
   /* absent: a plain miss; no entry is near the cap (a device or FIFO here is refused) */
   if (hkc_read_file_max(path, sizeof h + blob_size + 2 * CACHE_MAX_PAYLOAD, &data, &size) != 0) {
+    int rc = cache->remote ? remote_get(cache, key, blob, blob_size, path, out) : -1;
     free(blob);
-    return -1;
+    return rc;
   }
   int ok = entry_ok(data, size, key, blob, blob_size, &h);
-  free(blob);
   if (!ok) {
     free(data);
     unlink(path);
+    int rc = cache->remote ? remote_get(cache, key, blob, blob_size, path, out) : -1;
+    free(blob);
+    return rc;
+  }
+  free(blob);
+  return entry_result(data, &h, out) == 0 ? 0 : -1;
+}
+
+/* A local miss: the remote's entry, checked as a local one, stored locally and served. 1 on a
+ * hit, -1 on a miss. */
+static int remote_get(hkc_cache_t *cache, const char *key, const char *blob, size_t blob_size, const char *path,
+                      hkc_rtc_result_t *out) {
+  char rkey[64], *data = NULL;
+  size_t size = 0;
+  cache_header_t h;
+  remote_key(key, rkey);
+  if (hkc_remote_cache_get(cache->remote, rkey, sizeof h + blob_size + 2 * CACHE_MAX_PAYLOAD, &data, &size) != 0)
+    return -1;
+  if (!entry_ok(data, size, key, blob, blob_size, &h)) {
+    hkc_warning((hkc_loc_t){0}, "shared compile cache %s: entry %s is damaged or not for this compile (%zu bytes); "
+                "ignored, compiling", hkc_remote_cache_url(cache->remote), rkey, size);
+    free(data);
     return -1;
   }
+  const hkc_chunk_t chunk = {data, size};
+  (void)hkc_file_replace(path, &chunk, 1, 0666, NULL, 0); /* best effort, as put */
+  return entry_result(data, &h, out) == 0 ? 1 : -1;
+}
+
+/* Fills out from a checked entry and frees data. 0 / -1 (OOM). */
+static int entry_result(char *data, const cache_header_t *hp, hkc_rtc_result_t *out) {
+  const cache_header_t h = *hp;
   const char *code = data + sizeof h + h.request_size;
   out->code = malloc((size_t)h.code_size);
   out->log = h.log_size ? malloc((size_t)h.log_size + 1) : NULL;
@@ -309,5 +360,12 @@ void hkc_cache_put(hkc_cache_t *cache, const hkc_cache_request_t *request, const
   snprintf(path, sizeof path, "%s/%.32s.hkcc", cache->dir, key);
   hkc_chunk_t chunks[2] = {{&h, sizeof h}, {buf, payload}};
   (void)hkc_file_replace(path, chunks, 2, 0666, NULL, 0); /* best effort: a failure leaves no entry */
+  if (cache->remote) {
+    char rkey[64];
+    remote_key(key, rkey);
+    const void *parts[2] = {&h, buf};
+    const size_t sizes[2] = {sizeof h, payload};
+    hkc_remote_cache_set(cache->remote, rkey, parts, sizes, 2);
+  }
   free(buf);
 }

@@ -52,9 +52,10 @@ static void run_job(hkc_compile_pool_t *pool, hkc_compile_item_t *job) {
   }
   k->source_hash = hkc_hash64(source, strlen(source));
   const hkc_cache_request_t request = {source, HKC_CACHE_SCHEME, job->target, tc->version()};
-  if (pool->cache && hkc_cache_get(pool->cache, &request, &job->result) == 0) {
+  const int got = pool->cache ? hkc_cache_get(pool->cache, &request, &job->result) : -1;
+  if (got >= 0) {
     job->rc = 0;
-    job->cached = 1;
+    job->cached = got == 1 ? 2 : 1;
   } else {
     job->rc = tc->compile(source, k->name, job->target, &job->result);
     if (job->rc == 0 && pool->cache) hkc_cache_put(pool->cache, &request, &job->result);
@@ -73,7 +74,7 @@ static void *worker(void *arg) {
     if (pool->progress) {
       pthread_mutex_lock(&pool->print_lock);
       fprintf(stderr, "\r\033[K[%zu/%zu] %s %s%s", done, pool->n_jobs, job->kernel->name, job->target,
-              job->cached ? " (cached)" : "");
+              job->cached == 2 ? " (shared cache)" : job->cached ? " (cached)" : "");
       fflush(stderr);
       pthread_mutex_unlock(&pool->print_lock);
     }

@@ -74,7 +74,9 @@ int hkc_nvrtc_supported_archs(int **out_archs, size_t *out_count, char *why, siz
 /* ---- compile cache ---------------------------------------------------------------------------
  * Content-addressed: the key hashes kernel source, options, target and toolchain version.
  * Entries are self-checking files written atomically; a corrupt entry is a miss (and is
- * replaced), never trusted. Thread-safe. */
+ * replaced), never trusted. With hkc_env_cache_url() (HKC_CACHE_URL) a shared Redis is a
+ * second level behind the directory (read-through, write-back; cache_remote.h): used only
+ * with a usable directory, and never a reason for a build to fail. Thread-safe. */
 typedef struct hkc_cache hkc_cache_t;
 /* dir NULL: hkc_env_cache_dir() (the CLI maps $HKC_CACHE_DIR, else $XDG_CACHE_HOME/hkc, else
  * ~/.cache/hkc onto it). NULL, with one warning saying why, when there is none or it cannot be used:
@@ -90,8 +92,11 @@ void hkc_cache_key(const char *source, const char *options, const char *target, 
 typedef struct hkc_cache_request {
   const char *source, *options, *target, *toolchain;
 } hkc_cache_request_t;
-/* 0 on a hit (result filled, owned by the caller), -1 on a miss. */
+/* 0 on a hit in the directory, 1 on a hit in the shared cache (HKC_CACHE_URL: cache_remote.h;
+ * the entry, checked as a local one, is now in the directory too) -- result filled, owned by
+ * the caller -- and -1 on a miss. */
 int hkc_cache_get(hkc_cache_t *cache, const hkc_cache_request_t *request, hkc_rtc_result_t *out);
+/* Stores the entry in the directory and, with a shared cache, there too. Best effort. */
 void hkc_cache_put(hkc_cache_t *cache, const hkc_cache_request_t *request, const hkc_rtc_result_t *result);
 
 /* ---- the host C compiler (rtc_host.c) ---------------------------------------------------------- */
@@ -112,7 +117,8 @@ struct hkc_compile_item {
   hkc_kernel_out_t *kernel;        /* name and key in; source_hash out */
   hkc_rtc_result_t result;         /* out: code, log and resources; the caller frees */
   int rc;                          /* 0 compiled, -1 failed (result.log says why) */
-  int cached;
+  int cached;                      /* out: 0 compiled, 1 from the cache directory, 2 from the
+                                      shared cache (HKC_CACHE_URL) */
 };
 /* Compiles GPU kernels on a pool of `jobs` threads (0: cores) through the compile cache
  * (unless no_cache). Results land in items[i] whatever the completion order. progress:

@@ -17,11 +17,24 @@ void hkc_env_from_process(void) {
   if (cache && *cache) snprintf(cache_dir, sizeof cache_dir, "%s", cache);
   else if (xdg && *xdg) snprintf(cache_dir, sizeof cache_dir, "%s/hkc", xdg);
   else if (home && *home) snprintf(cache_dir, sizeof cache_dir, "%s/.cache/hkc", home);
+  /* HKC_CACHE_TIMEOUT_MS: 1..60000 ms; anything else is reported and the default used */
+  const char *tmo = getenv("HKC_CACHE_TIMEOUT_MS");
+  int timeout_ms = 0;
+  if (tmo && *tmo) {
+    char *end;
+    long v = strtol(tmo, &end, 10);
+    if (*end || v < 1 || v > 60000)
+      fprintf(stderr, "hkc: warning: HKC_CACHE_TIMEOUT_MS=%.40s is not 1..60000 (milliseconds); using 200\n", tmo);
+    else
+      timeout_ms = (int)v;
+  }
   const hkc_env_t env = {.tmp_dir = getenv("TMPDIR"),
                          .cc = getenv("CC"),
                          .cuda_path = getenv("HKC_CUDA_PATH"),
                          .cache_dir = cache_dir,
-                         .template_dir = getenv("HKC_TEMPLATE_DIR")};
+                         .template_dir = getenv("HKC_TEMPLATE_DIR"),
+                         .cache_url = getenv("HKC_CACHE_URL"),
+                         .cache_timeout_ms = timeout_ms};
   hkc_env_set(&env);
 }
 

@@ -8,6 +8,7 @@
  *   hkc inspect PACK [--disasm KERNEL | --plan [--batch N]]
  *   hkc run PACK [--target T] [--batch N] [--seed S] [--input NAME=FILE.npy] [--profile] ...
  *   hkc keygen -o KEY | hkc sign PACK --key KEY [-o OUT]
+ *   hkc merge PACK PACK... -o OUT [--sign KEY]
  *
  * `run` goes through libhkrt's public API only: the same path an application takes.
  */
@@ -25,6 +26,7 @@
 #include "frontend/frontend.h"
 #include "hk/hkrt.h"
 #include "pack/pack.h"
+#include "pack_internal.h" /* hk_pack_view: the verified records, for merge */
 #include "rtc/rtc.h"
 #include "rtc/rtc_worker.h"
 #include "tools/tools.h"
@@ -43,6 +45,7 @@ static const char k_usage[] =
     "  targets                             what the installed toolchains can build\n"
     "  keygen -o KEY                       create a signing key pair (KEY, KEY.pub)\n"
     "  sign PACK --key KEY [-o OUT]        sign a pack (libhkrt's trust policy: README, Embedding)\n"
+    "  merge PACK... -o OUT [--sign KEY]   one pack from packs of one spec built per target\n"
     "\n"
     "  hkc <command> --help   options of one command\n"
     "  hkc --version          versions of hkc and the artifact format\n";
@@ -58,6 +61,9 @@ static const char k_build_usage[] =
     "  -t, --target LIST      comma-separated targets, overriding the spec's `targets`:\n"
     "                         host, AMD ISAs (gfx90a, gfx90a:xnack-, gfx908, gfx1030, ...),\n"
     "                         NVIDIA (sm_80, sm_90, sm_90a); `hkc targets` lists them\n"
+    "  --merge-targets LIST   this build is one part of `hkc merge`: fuse as one build of all\n"
+    "                         of LIST (which must hold --target) would, so that merging the\n"
+    "                         parts gives the same pack (needed only for specs with SwiGLU)\n"
     "  -j, --jobs N           parallel kernel compiles (default: number of cores); AMD\n"
     "                         compiles run in as many hkc worker processes\n"
     "  --compile-timeout SEC  a single AMD compile running longer is killed and retried once\n"
@@ -209,6 +215,20 @@ static const char k_sign_usage[] =
     "existing one) covering every other byte of the pack, and writes the result atomically to\n"
     "OUT (default: PACK itself). docs/FORMAT.md, Signatures.\n";
 
+static const char k_merge_usage[] =
+    "usage: hkc merge PACK PACK... -o OUT [--sign KEY] [-q]\n"
+    "\n"
+    "Combines packs of one spec built for different targets (one build per target, on any\n"
+    "machines) into one pack: the same bytes as one `hkc build --target A,B,...` of their\n"
+    "targets, in the order the packs are given. The packs must come from the same hkc, spec,\n"
+    "batch buckets and build options (fusion, tuning databases, kernel options, ...); what\n"
+    "differs is named. Each target may appear once. Input signatures are dropped (they do not\n"
+    "cover the merged bytes).\n"
+    "\n"
+    "  -o OUT       the merged pack (written atomically; may be one of the inputs)\n"
+    "  --sign KEY   sign the merged pack with the secret key KEY (hkc keygen)\n"
+    "  -q           no summary on stdout\n";
+
 static const char k_targets_usage[] =
     "usage: hkc targets\n"
     "\n"
@@ -342,6 +362,9 @@ static int cmd_build(int argc, char **argv) {
     } else if (strcmp(a, "-t") == 0 || strcmp(a, "--target") == 0) {
       if (++i >= argc) goto missing;
       opt.targets = argv[i];
+    } else if (strcmp(a, "--merge-targets") == 0) {
+      if (++i >= argc) goto missing;
+      opt.merge_targets = argv[i];
     } else if (strcmp(a, "--zstd-level") == 0) {
       long long v;
       if (++i >= argc) goto missing;
@@ -1011,6 +1034,83 @@ static int cmd_sign(int argc, char **argv) {
   return sign_file(pack, key, out ? out : pack, quiet) == 0 ? 0 : 1;
 }
 
+/* ---- merge ---------------------------------------------------------------------------------- */
+/* The inputs are untrusted: opened through the verifying reader, metadata only (no code is
+ * loaded; merge decompresses each target's code itself to check it). */
+static int cmd_merge(int argc, char **argv) {
+  if (want_help(argc, argv)) {
+    fputs(k_merge_usage, stdout);
+    return 0;
+  }
+  const char *out = NULL, *key = NULL;
+  const char **paths = calloc((size_t)argc + 1, sizeof *paths);
+  size_t n = 0;
+  int quiet = 0;
+  if (!paths) return 1;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if ((strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) && i + 1 < argc) out = argv[++i];
+    else if (strcmp(a, "--sign") == 0 && i + 1 < argc) key = argv[++i];
+    else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) quiet = 1;
+    else if (a[0] != '-') paths[n++] = a;
+    else {
+      fprintf(stderr, "hkc merge: unexpected argument %s\n%s", a, k_merge_usage);
+      free(paths);
+      return 2;
+    }
+  }
+  if (n < 2 || !out) {
+    fprintf(stderr, "hkc merge: %s\n%s", !out ? "no output given (-o OUT)" : "give at least two packs", k_merge_usage);
+    free(paths);
+    return 2;
+  }
+  char err[4200];
+  uint8_t seed[HKC_KEY_SEED_BYTES];
+  hk_pack_t **packs = calloc(n, sizeof *packs);
+  const hk_pack_view_t **views = calloc(n, sizeof *views);
+  void *data = NULL;
+  size_t size = 0;
+  int rc = 1, have_key = 0;
+  if (!packs || !views) goto done;
+  if (hkc_output_check(out, err, sizeof err) != 0) {
+    fprintf(stderr, "hkc merge: %s\n", err);
+    goto done;
+  }
+  if (key) { /* before reading the inputs: a bad key fails at once */
+    if (hkc_key_load(key, seed) != 0) goto done;
+    have_key = 1;
+  }
+  for (size_t i = 0; i < n; i++) {
+    hk_pack_open_options_t o = {.struct_size = sizeof o, .metadata_only = 1};
+    if (hkc_tool_open_pack("merge", paths[i], &o, &packs[i]) != HK_OK) goto done;
+    views[i] = hk_pack_view(packs[i]);
+    const char *id;
+    hk_signature_state_t s = hk_pack_signature(packs[i], &id);
+    if (s != HK_SIGNATURE_NONE && !quiet)
+      fprintf(stderr, "hkc merge: note: %s is signed (key %s%s); the merged pack does not keep the signature%s\n",
+              paths[i], id, s == HK_SIGNATURE_INVALID ? ", INVALID" : "", have_key ? "" : " (--sign KEY signs it)");
+  }
+  if (hkc_pack_merge_memory(views, paths, n, have_key ? seed : NULL, &data, &size) != 0 ||
+      hkc_pack_write_bytes(data, size, out) != 0)
+    goto done;
+  if (!quiet) {
+    printf("merged %zu packs -> %s (%zu bytes%s):", n, out, size, have_key ? ", signed" : "");
+    for (size_t i = 0; i < n; i++)
+      for (uint32_t t = 0; t < views[i]->target_count; t++)
+        printf(" %s", hk_pack_string(views[i], views[i]->targets[t].name));
+    printf("\n");
+  }
+  rc = 0;
+done:
+  if (have_key) hkc_key_wipe(seed, sizeof seed);
+  for (size_t i = 0; packs && i < n; i++) hk_pack_destroy(packs[i]);
+  free(packs);
+  free(views);
+  free(paths);
+  free(data);
+  return rc;
+}
+
 static int cmd_targets(int argc, char **argv) {
   if (want_help(argc, argv)) {
     fputs(k_targets_usage, stdout);
@@ -1030,6 +1130,7 @@ static int dispatch(int argc, char **argv) {
   if (strcmp(argv[1], "inspect") == 0) return start_workers(1, compile_timeout) ? 1 : cmd_inspect(argc - 2, argv + 2);
   if (strcmp(argv[1], "keygen") == 0) return cmd_keygen(argc - 2, argv + 2);
   if (strcmp(argv[1], "sign") == 0) return cmd_sign(argc - 2, argv + 2);
+  if (strcmp(argv[1], "merge") == 0) return cmd_merge(argc - 2, argv + 2);
   if (strcmp(argv[1], "targets") == 0) return start_workers(0, compile_timeout) ? 1 : cmd_targets(argc - 2, argv + 2);
   fprintf(stderr, "hkc: unknown command '%s'\n%s", argv[1], k_usage);
   return 2;

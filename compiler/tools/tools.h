@@ -44,7 +44,8 @@ int hkc_inspect_disasm(const char *path, const char *kernel, const char *target,
 /* `hkc targets`: probes the toolchains and prints what this machine can build. 0 / -1. */
 int hkc_print_targets(FILE *out);
 /* Maps the documented environment variables (TMPDIR, CC, HKC_CUDA_PATH, HKC_CACHE_DIR /
- * XDG_CACHE_HOME / HOME, HKC_TEMPLATE_DIR) onto hkc_env_set (util.h); env.c. */
+ * XDG_CACHE_HOME / HOME, HKC_TEMPLATE_DIR, HKC_CACHE_URL, HKC_CACHE_TIMEOUT_MS) onto hkc_env_set
+ * (util.h); env.c. */
 void hkc_env_from_process(void);
 /* The documented HKC_* kernel-knob variables mapped onto kernel options (the stages never
  * read them): boolean ones "set and not 0" = 1, as they always meant. 0, or -1 after

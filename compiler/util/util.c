@@ -161,7 +161,8 @@ const char *hkc_template(const char *path, size_t *out_size) {
 
 /* ---- settings from the environment (util.h) ------------------------------------------------ */
 static struct {
-  char *tmp_dir, *cc, *cuda_path, *cache_dir, *template_dir;
+  char *tmp_dir, *cc, *cuda_path, *cache_dir, *template_dir, *cache_url;
+  int cache_timeout_ms;
 } g_env;
 
 static void env_field(char **slot, const char *value) {
@@ -175,6 +176,8 @@ void hkc_env_set(const hkc_env_t *env) {
   env_field(&g_env.cuda_path, env ? env->cuda_path : NULL);
   env_field(&g_env.cache_dir, env ? env->cache_dir : NULL);
   env_field(&g_env.template_dir, env ? env->template_dir : NULL);
+  env_field(&g_env.cache_url, env ? env->cache_url : NULL);
+  g_env.cache_timeout_ms = env && env->cache_timeout_ms > 0 ? env->cache_timeout_ms : 0;
 }
 
 const char *hkc_env_tmp_dir(void) { return g_env.tmp_dir ? g_env.tmp_dir : "/tmp"; }
@@ -182,3 +185,5 @@ const char *hkc_env_cc(void) { return g_env.cc ? g_env.cc : "cc"; }
 const char *hkc_env_cuda_path(void) { return g_env.cuda_path ? g_env.cuda_path : "/usr/local/cuda"; }
 const char *hkc_env_cache_dir(void) { return g_env.cache_dir; }
 const char *hkc_env_template_dir(void) { return g_env.template_dir; }
+const char *hkc_env_cache_url(void) { return g_env.cache_url; }
+int hkc_env_cache_timeout_ms(void) { return g_env.cache_timeout_ms; }

@@ -122,6 +122,9 @@ typedef struct hkc_env {
   const char *cache_dir;    /* the compile cache when a build names none; default none
                                ($HKC_CACHE_DIR, else $XDG_CACHE_HOME/hkc, else $HOME/.cache/hkc) */
   const char *template_dir; /* kernel templates read from here first; default none ($HKC_TEMPLATE_DIR) */
+  const char *cache_url;    /* the shared second level of the compile cache, redis://host[:port][/db];
+                               default none ($HKC_CACHE_URL) */
+  int cache_timeout_ms;     /* its connect and command timeout; 0: 200 ms ($HKC_CACHE_TIMEOUT_MS) */
 } hkc_env_t;
 void hkc_env_set(const hkc_env_t *env);
 const char *hkc_env_tmp_dir(void);      /* never NULL */
@@ -129,6 +132,8 @@ const char *hkc_env_cc(void);           /* never NULL */
 const char *hkc_env_cuda_path(void);    /* never NULL */
 const char *hkc_env_cache_dir(void);    /* NULL when unset */
 const char *hkc_env_template_dir(void); /* NULL when unset */
+const char *hkc_env_cache_url(void);    /* NULL when unset */
+int hkc_env_cache_timeout_ms(void);     /* 0 when unset: the default */
 
 /* ---- element conversion (half.c) ---------------------------------------------------- */
 uint16_t hkc_f32_to_f16(float f);   /* round to nearest even; overflow -> inf */
