@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pack_merge.c -- `hkc merge`: packs of one spec, built for different targets (one CI job per
  * target, possibly on different machines), into the pack a single build of all their targets

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The compile cache's shared second level on Redis (contract in cache_remote.h).
  *
  * One connection per open remote, made at open (on the calling thread, so that an unreachable

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * compiler/rtc/cache_remote.h -- the shared second level of the compile cache (cache_remote.c):
  * entries, byte for byte as the local cache stores them, in a Redis server that several

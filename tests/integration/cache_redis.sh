@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The compile cache's shared second level (HKC_CACHE_URL, README "Shared compile cache"),
 # against a redis-server this test starts on a free port and stops: two builds with separate
 # cache directories share compiled kernels (the second compiles nothing: every kernel from the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # hkc merge (README, "CI fan-out"): packs of one spec built one target at a time merge into
 # the same bytes (cmp) as one build of all the targets, unsigned and with --sign; a spec with
 # SwiGLU needs --merge-targets on the parts; mismatched inputs (another spec, other build
