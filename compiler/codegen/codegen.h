@@ -97,6 +97,11 @@ void hkc_gpu_launch_dims(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
  * n_args); returns the new count (<= max_args), n_args when the variant adds none. */
 uint32_t hkc_gpu_launch_args(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_arg_t *args,
                              uint32_t n_args, uint32_t max_args);
+/* The workspace (scratch bytes and semaphore counters; lower.h) a launch of key with these
+ * args (the op ABI's) needs: 1 and *out's scratch_bytes and counters (both >= 1) when the
+ * variant's kernel takes them (variants/variant.h, workspace), else 0 with both zero. */
+int hkc_gpu_launch_workspace(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
+                             uint32_t n_args, hkc_node_workspace_t *out);
 /* 1 when the launches of key's variant on arch may be programmatic dependent launches (the
  * variant's pdl, variants/variant.h: the kernel waits with griddepcontrol.wait before it
  * touches earlier launches' data), so the build marks them HK_NODE_FLAG_PDL; 0 otherwise,

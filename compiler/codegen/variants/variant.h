@@ -50,6 +50,16 @@ typedef struct hkc_variant {
    * writer and the loader check tensor maps against the format's rules (FORMAT.md, ARGS). */
   uint32_t (*launch_args)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_arg_t *args, uint32_t n_args,
                           uint32_t max_args);
+  /* GPU variants, optional (NULL: never): the workspace one launch of key with these args (the
+   * op ABI's) needs besides its tensors (lower.h, hkc_node_workspace_t: scratch_bytes and
+   * counters, both >= 1) -- 1 when the kernel takes it, as its last two parameters after the
+   * op ABI's and launch_args' (a pointer to its scratch bytes, a pointer to its u32
+   * counters, which it finds at zero and leaves at zero), 0 when it takes none (out
+   * untouched). Whether it takes them depends on the key's configuration only (the
+   * kernel's parameters do), the amounts on the launch's sizes too; the memory plan places
+   * them (plan.c) and the build appends the two arguments (hkc_plan_workspace_args). */
+  int (*workspace)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
+                   hkc_node_workspace_t *out);
   /* CUDA variants: 1 when the kernel executes griddepcontrol.wait before it reads or writes
    * anything an earlier launch touches, in every block (a launch must not finish before its
    * predecessors: the planner's dependencies leave out implied edges), and may execute
