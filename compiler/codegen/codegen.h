@@ -173,8 +173,14 @@ typedef struct hkc_tile_cfg {
   int inflight;            /* k tiles a block has in flight ahead of the one it multiplies (>= 1) */
   int persistent;          /* grid = min(tiles, compute units); a block's next tile loads while it
                               finishes the current one */
-  int split_k;             /* > 1: each tile's K is split over this many blocks (a cluster), whose f32
-                              partial sums one block adds up before the epilogue; 0 or 1: none */
+  int split_k;             /* > 1: each tile's K is split over this many blocks, whose f32 partial sums
+                              one block adds up before the epilogue; 0 or 1: none */
+  int split_global;        /* split_k's partial sums go through the launch's scratch in global memory
+                              (each block stores its partial, the last to arrive on the tile's counter
+                              reads them all) rather than a cluster's distributed shared memory */
+  int stream_k;            /* > 0: stream-K, a persistent grid whose blocks take near-equal ranges of
+                              every tile's k steps, at least this many each (split tiles reduced as
+                              split_global's are); 0: none */
   uint32_t shared_bytes;   /* static + dynamic shared memory / LDS per block */
   uint32_t regs;           /* registers per thread, estimated before compiling (accumulators,
                               fragments, addressing); the compiled count replaces it */

@@ -81,9 +81,14 @@ typedef struct hkc_variant {
   int (*tune_space)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max);
   int (*tune_parse)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params, hkc_tile_cfg_t *out);
   /* The parameter names of tune_parse's canonical string, in order (n_params of them), and
-   * its legality rules in words (kernel options quote them when a forced one is refused). */
+   * its legality rules in words (kernel options quote them when a forced one is refused).
+   * n_required_params (0: all): the first ones, which every canonical string names; the
+   * later ones are optional, named only when not at their default (a parameter added to a
+   * variant keeps the strings, kernel names and tuning entries of the configurations without
+   * it; the kernel option's `fill` gives the default). */
   const char *const *params;
   int n_params;
+  int n_required_params;
   const char *rules;
 } hkc_variant_t;
 
