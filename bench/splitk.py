@@ -14,7 +14,11 @@ for (a forced split that silently fell back would measure nothing):
     and its default on sm_90a;
   timing cases (bar_*): the GEMM issue's small-M bars (bf16, no epilogue, weights [N, K] as
     F.linear), per target the build's own choice (sm_90a: the tuning database, as
-    bench/gemm_bars.py; both: the model) next to forced split / stream-K configurations.
+    bench/gemm_bars.py; both: the model) next to forced split / stream-K configurations;
+  whole layers (model_<spec>.hkpack, sm_90 + sm_90a): specs/bert_layer.yaml and
+    specs/llama_block.yaml with every GEMM split (gemm_mma sk 4 on sm_90, gemm_tma stream-K on
+    sm_90a: PDL launches whose scratch shares the workspace with intermediates), for
+    tests/device/check.py (bench/splitk_device.sh runs it).
 
 run, per numerics pack: random inputs (never zeros), the output poisoned with NaN before each
 run, two runs (CUDA graph replays of one session), the relative Frobenius error against a
@@ -75,6 +79,11 @@ BAR_CONFIGS = {
               [c for c in TMA_STREAMK if c[0] != "tma_pp128_skm8"],
 }
 
+# Whole layers: every GEMM forced to split, on both targets of one pack (with sm_90 in the pack,
+# fusion keeps SwiGLU's gate-with-mul form: no dual gemm, which stream-K does not take).
+MODELS = ("bert_layer", "llama_block")
+MODEL_FLAGS = ["--target", "sm_90,sm_90a"] + mma("64,64,2,2,4,4") + tma("0,1,128,6,1,1,4")
+
 # name, dtype, M, N, K, layout ("nt": weight [N, K]; "nn": B [K, N]), epilogue
 NUM_CASES = []
 for m, n, k in ((77, 776, 1000), (128, 768, 3072), (333, 1000, 2056), (2100, 2304, 1000)):
@@ -120,12 +129,33 @@ def all_packs(only):
             yield case, target, tag, flags, expect
 
 
+def model_pack(name):
+    return os.path.join(DIR, "model_%s.hkpack" % name)
+
+
 def cmd_list(args):
     n = 0
     for case, target, tag, flags, expect in all_packs(args.only):
         print("%-26s %-7s %-20s %s" % (case[0], target, tag, " ".join(flags)))
         n += 1
-    print("%d packs" % n)
+    for name in MODELS:
+        print("%-26s %s" % (os.path.basename(model_pack(name)), " ".join(MODEL_FLAGS)))
+    print("%d packs" % (n + len(MODELS)))
+
+
+def prepare_models(n_before):
+    """The whole-layer packs; every GEMM kernel must be the forced split one."""
+    for name in MODELS:
+        out = model_pack(name)
+        r = subprocess.run([HKC, "build", "specs/%s.yaml" % name, "-q", "--Werror-spills", "-o", out] + MODEL_FLAGS,
+                           stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            sys.exit("hkc build failed for %s:\n%s" % (name, r.stderr))
+        shown = subprocess.run([HKC, "inspect", out], stdout=subprocess.PIPE, text=True, check=True).stdout
+        gemms = [l for l in shown.splitlines() if l.startswith("  hk_gemm_") and "dtype=f32" not in l]
+        if not gemms or any(",sk=4 " not in l and ",skm=4 " not in l for l in gemms):
+            sys.exit("%s: a GEMM kernel is not split:\n%s" % (out, "\n".join(gemms)))
+    return n_before + len(MODELS)
 
 
 def cmd_prepare(args):
@@ -149,6 +179,8 @@ def cmd_prepare(args):
         if expect not in shown:
             sys.exit("%s: the kernel is not %s:\n%s" % (out, expect, shown))
         n += 1
+    if not args.only:
+        n = prepare_models(n)
     print("prepared %d packs in %s" % (n, DIR))
 
 

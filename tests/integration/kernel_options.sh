@@ -10,7 +10,9 @@
 #     gemm_tma;
 #   - an illegal configuration (the variant's tuning rules) and a bad value are clear errors
 #     and write no file;
-#   - the build option --no-pdl is recorded (pdl=off) and changes nothing else on the host.
+#   - the build option --no-pdl is recorded (pdl=off) and changes nothing else on the host;
+#   - split-K (gemm_mma_cfg ...,sk) and stream-K (gemm_tma_cfg ...,skm) launches take scratch and
+#     disjoint semaphores (format 1.3); the host target beside them takes none.
 # GPU kernels compile with nvrtc (no GPU needed); without nvrtc only the host part runs.
 set -euo pipefail
 : "${HKC:?}" "${HK_SOURCE_DIR:?}"
@@ -138,4 +140,37 @@ illegal bad4 "kernel option gemm_tma_cfg=pp=0,mw=1,bn=96,st=4,sk=1,cm=1 is not l
 illegal bad5 "kernel option gemm_tma_cfg=pp=0,mw=1,bn=256,st=4,sk=2,cm=1 is not legal for kernel hk_gemm_bf16_bias_a8 on sm_90a (gemm_tma: " \
   --kernel-option gemm_tma_cfg=0,1,256,4,2
 HKC_GEMM_TMA_CFG=1,1,64,8,2,2 illegal bad6 "kernel option gemm_tma_cfg=pp=1,mw=1,bn=64,st=8,sk=2,cm=2 is not legal"
+illegal bad7 "kernel option gemm_tma_cfg=pp=0,mw=1,bn=256,st=4,sk=1,cm=1,skm=4 is not legal" \
+  --kernel-option gemm_tma_cfg=0,1,256,4,1,1,4
+
+# ---- launch workspace (format 1.3): gemm_mma split-K on sm_90, gemm_tma stream-K on sm_90a ------
+# Every GEMM launch of those targets takes scratch and semaphores as its last two arguments,
+# the semaphore ranges of a graph are disjoint and add up to the graph's count; the host
+# target in the same pack has none and runs as before.
+"$HKC" build "$spec" --target host,sm_90,sm_90a -q --tune default --kernel-option gemm_mma_cfg=64,64,2,2,4,4 \
+  --kernel-option gemm_tma_cfg=0,1,128,6,1,1,4 -o "$work/w.hkpack"
+"$HKC" inspect "$work/w.hkpack" > "$work/w.txt"
+# per graph: "target batch semaphores" then per GEMM launch "arg_scratch arg_semaphore first count"
+awk '/^  graph /{t=$2; sub(",", "", t); b=$4; sub(":", "", b); n=0; if (match($0, /, [0-9]+ semaphore/)) n=substr($0, RSTART+2, RLENGTH-12); print "G", t, b, n}
+     /^      workspace: /{print "W", t, b, $0}' "$work/w.txt" > "$work/w.ws"
+check_ws() { # target, scratch arg, semaphore arg
+  awk -v t="$1" -v sa="arg $2 scratch" -v ma="arg $3 semaphores" '
+    $1 == "G" && $2 == t { graphs++; want[$3] = $4 }
+    $1 == "W" && $2 == t {
+      if (index($0, sa) == 0 || index($0, ma) == 0) bad = 1
+      match($0, /semaphores\([0-9]+ from [0-9]+\)/); split(substr($0, RSTART + 11, RLENGTH - 12), f, " from ")
+      if (f[2] != next_first[$3] + 0) bad = 1   # ranges in launch order, disjoint
+      next_first[$3] = f[2] + f[1]; launches++ }
+    END { for (b in want) if (next_first[b] + 0 != want[b]) bad = 1
+          exit !(graphs > 0 && launches >= 4 * graphs && !bad) }' "$work/w.ws"
+}
+check_ws sm_90 9 10 && ok "sm_90 split-K launches: scratch and disjoint semaphores after the ABI's arguments" \
+  || { bad "sm_90 workspace"; cat "$work/w.ws"; }
+check_ws sm_90a 11 12 && ok "sm_90a stream-K launches: scratch and semaphores after the tensor maps" \
+  || { bad "sm_90a workspace"; cat "$work/w.ws"; }
+grep -E "^W host" "$work/w.ws" >/dev/null && bad "host launches with workspace" || ok "host launches: no workspace"
+awk '$1 == "G" && $2 ~ /^host/ && $4 != 0 {bad=1} END {exit bad}' "$work/w.ws" && ok "host graphs: no semaphores" || bad "host semaphores"
+host_target=$(awk '/^  host-/ {print $1; exit}' "$work/w.txt")
+"$HKC" run "$work/w.hkpack" --target "$host_target" --runs 1 --warmup 0 > "$work/wrun.txt" 2>&1 && ok "the host target of that pack runs" \
+  || { bad "host run"; cat "$work/wrun.txt"; }
 exit $fail
