@@ -108,7 +108,8 @@ static int fill_value(const kopt_t *k, const hkc_variant_t *v, int j) {
   for (const char *p = k->fill; *p;) {
     int value;
     const size_t item = strcspn(p, ",");
-    if (item > len + 1 && strncmp(p, v->params[j], len) == 0 && p[len] == '=' && parse_uint(p + len + 1, item - len - 1, &value) == 0)
+    if (item > len + 1 && strncmp(p, v->params[j], len) == 0 && p[len] == '=' &&
+        parse_uint(p + len + 1, item - len - 1, &value) == 0)
       return value;
     p += item + (p[item] == ',');
   }

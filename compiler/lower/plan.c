@@ -73,9 +73,8 @@ static size_t collect_intervals(const hkc_spec_t *spec, int64_t batch, const hkc
     slot[t] = -1;
     if (tensor->role != HK_ROLE_INTERMEDIATE) continue;
     slot[t] = (int)n_iv;
-    iv[n_iv++] = (interval_t){.tensor = (int)t, .first = SIZE_MAX, .last = 0,
-                              .bytes = align_up((uint64_t)hkc_tensor_elems(tensor, batch) * hkc_dtype_size(tensor->dtype),
-                                                HKC_ARENA_ALIGN)};
+    const uint64_t bytes = (uint64_t)hkc_tensor_elems(tensor, batch) * hkc_dtype_size(tensor->dtype);
+    iv[n_iv++] = (interval_t){.tensor = (int)t, .first = SIZE_MAX, .last = 0, .bytes = align_up(bytes, HKC_ARENA_ALIGN)};
   }
   for (size_t j = 0; j < spec->n_nodes; j++) {
     int ts[PLAN_MAX_READS];
@@ -180,7 +179,8 @@ uint32_t hkc_plan_workspace_args(const hkc_node_workspace_t *ws, hkc_arg_t *args
   assert(n_args + 2 <= max_args && ws->counters > 0 && ws->scratch_offset % HK_SCRATCH_UNIT == 0);
   (void)max_args;
   const uint64_t units = (ws->scratch_bytes + HK_SCRATCH_UNIT - 1) / HK_SCRATCH_UNIT;
-  args[n_args++] = (hkc_arg_t){.kind = HK_ARG_SCRATCH, .i = (int64_t)hk_scratch_pack(ws->scratch_offset / HK_SCRATCH_UNIT, units)};
+  const uint64_t scratch = hk_scratch_pack(ws->scratch_offset / HK_SCRATCH_UNIT, units);
+  args[n_args++] = (hkc_arg_t){.kind = HK_ARG_SCRATCH, .i = (int64_t)scratch};
   args[n_args++] = (hkc_arg_t){.kind = HK_ARG_SEMAPHORE, .i = (int64_t)hk_semaphore_pack(ws->first_counter, ws->counters)};
   return n_args;
 }
@@ -237,7 +237,8 @@ static int node_conflicts(const hkc_spec_t *spec, int64_t batch, const uint64_t 
                           const hkc_node_workspace_t *nodes, size_t i, size_t j) {
   span_t ri[PLAN_MAX_READS], rj[PLAN_MAX_READS], wi[3], wj[3];
   const size_t nri = read_spans(spec, batch, offsets, i, ri), nrj = read_spans(spec, batch, offsets, j, rj);
-  const size_t nwi = write_spans(spec, batch, offsets, nodes, i, wi), nwj = write_spans(spec, batch, offsets, nodes, j, wj);
+  const size_t nwi = write_spans(spec, batch, offsets, nodes, i, wi);
+  const size_t nwj = write_spans(spec, batch, offsets, nodes, j, wj);
   return any_alias(rj, nrj, wi, nwi) || any_alias(wj, nwj, ri, nri) || any_alias(wj, nwj, wi, nwi);
 }
 

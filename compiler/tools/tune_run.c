@@ -162,9 +162,9 @@ static int mini_pack(mini_t *m, const char *target, const hkc_gpu_arch_t *arch, 
   kernel->code_offset = 0;
   kernel->code_size = code_size;
   kernel->max_block = launch.block[0] * launch.block[1] * launch.block[2];
+  const uint64_t arena = (ws.scratch_bytes + HKC_ARENA_ALIGN - 1) / HKC_ARENA_ALIGN * HKC_ARENA_ALIGN;
   hkc_graph_out_t graph = {.batch = 1, .placements = placements, .launches = &launch, .n_launches = 1,
-                           .workspace_bytes = (ws.scratch_bytes + HKC_ARENA_ALIGN - 1) / HKC_ARENA_ALIGN * HKC_ARENA_ALIGN,
-                           .semaphore_count = ws.counters};
+                           .workspace_bytes = arena, .semaphore_count = ws.counters};
   hkc_target_out_t t;
   memset(&t, 0, sizeof t);
   t.kind = arch ? arch->kind : HK_TARGET_HOST;

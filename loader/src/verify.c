@@ -6,8 +6,8 @@
  * flags, checksum), required sections, record sizes and counts, then every record:
  * string refs, enums, index ranges, shapes, node flags and TMA tensor map arguments (format
  * 1.2), scratch and semaphore arguments (1.3), placements, code frame sizes, and the optional
- * PLAN section's size, flags and reserved fields. The first problem found is reported as CORRUPT (or UNSUPPORTED_VERSION) with what
- * and where.
+ * PLAN section's size, flags and reserved fields. The first problem found is reported as
+ * CORRUPT (or UNSUPPORTED_VERSION) with what and where.
  * No allocation: the view points into the caller's bytes.
  */
 #include <stdio.h>

@@ -142,15 +142,14 @@ HK_DEVICE int hk_tma_next(hk_tma_sched_t *s, hk_sk_unit_t *w) {
 #define HK_TMA_GROUP (HK_PINGPONG ? 128 : 256) /* consumer threads of a unit */
 #define HK_TMA_PART_FLOATS (HK_BM_STAGE * HK_TILE_N) /* one partial tile */
 #define HK_TMA_SK_BATCH 8 /* partial loads in flight before their sums */
-/* Stream-K: this block's piece of a split tile, whose pieces are *q (consumer cw's
- * accumulators; every thread of the unit's group calls it: both consumers cooperative,
- * consumer cw ping-pong) stores its partial sums in its scratch slot and arrives on the tile's
- * counter (tile_nv.h, split GEMMs;
- * the group's barrier is named barrier 4 cooperative, 1 + cw ping-pong, as the epilogue's);
- * returns 1 in the piece that arrives last, with acc = the pieces' partials added in block
- * order (= k order), from the registers for the first piece when it is this block's, else
- * from scratch. Partial layout: float4 (w (HK_TMA_NACC / 4) + i) HK_TMA_GROUP + thread of the
- * group. `flag`: this consumer's shared word. */
+/* Stream-K: this block's piece of a split tile, whose pieces are *q, stores its partial sums
+ * (consumer cw's accumulators) in its scratch slot and arrives on the tile's `counter`
+ * (tile_nv.h, split GEMMs); returns 1 in the piece that arrives last, with acc = the pieces'
+ * partials added in block order (= k order): from the registers for the first piece when it
+ * is this block's, else from scratch. Every thread of the unit's group calls it (both
+ * consumers cooperative, consumer cw ping-pong); the group's barrier is named barrier 4
+ * cooperative, 1 + cw ping-pong (as the epilogue's); `flag` is this consumer's shared word.
+ * Partial layout: float4 (w (HK_TMA_NACC / 4) + i) HK_TMA_GROUP + thread of the group. */
 HK_DEVICE int hk_tma_sk_finish(float (*acc)[HK_TMA_NACC], float *part, unsigned *counter, const hk_sk_pieces_t *q,
                                int cw, int lt, volatile unsigned *flag) {
   const int gt = HK_PINGPONG ? lt : cw * 128 + lt, bar = HK_PINGPONG ? 1 + cw : 4;

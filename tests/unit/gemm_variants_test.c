@@ -561,7 +561,8 @@ static void test_streamk_schedule(void **state) {
   for (size_t t = 0; t < sizeof tiles / sizeof *tiles; t++)
     for (size_t k = 0; k < sizeof ks / sizeof *ks; k++)
       for (size_t u = 0; u < sizeof units / sizeof *units; u++)
-        for (size_t m = 0; m < sizeof skms / sizeof *skms; m++, n++) check_streamk_schedule(tiles[t], ks[k], units[u], skms[m]);
+        for (size_t m = 0; m < sizeof skms / sizeof *skms; m++, n++)
+          check_streamk_schedule(tiles[t], ks[k], units[u], skms[m]);
   /* 4 tiles of 16 k tiles (77 x 776 x 1000 in 128 x 256 tiles), 4 per block: 16 blocks,
    * each tile in 4 pieces */
   const hk_sk_plan_t p = hk_sk_plan(4, 16, hk_sk_grid(4, 16, 132, 4));

@@ -1020,7 +1020,9 @@ static void p_ws_huge(uint8_t *b, size_t n) { /* offset + bytes past 2^40: no ov
 }
 static void p_sem_outside(uint8_t *b, size_t n) { kind_arg(b, HK_ARG_SEMAPHORE)->value = hk_semaphore_pack(2, 3); }
 static void p_sem_empty(uint8_t *b, size_t n) { kind_arg(b, HK_ARG_SEMAPHORE)->value = hk_semaphore_pack(0, 0); }
-static void p_sem_wrap(uint8_t *b, size_t n) { kind_arg(b, HK_ARG_SEMAPHORE)->value = hk_semaphore_pack(0xffffffffu, 2); }
+static void p_sem_wrap(uint8_t *b, size_t n) {
+  kind_arg(b, HK_ARG_SEMAPHORE)->value = hk_semaphore_pack(0xffffffffu, 2);
+}
 static void p_sem_count(uint8_t *b, size_t n) { grf(b)[2].semaphore_count = HK_MAX_SEMAPHORES + 1; }
 static void p_sem_host(uint8_t *b, size_t n) { /* a host graph without counters gets a semaphore argument */
   arg(b)[1].kind = HK_ARG_SEMAPHORE;

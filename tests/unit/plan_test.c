@@ -239,7 +239,8 @@ static int overlap(const hkc_spec_t *s, const uint64_t *off, int64_t batch, int 
 static int scratch_overlaps_tensor(const hkc_spec_t *s, const uint64_t *off, int64_t batch,
                                    const hkc_node_workspace_t *ws, size_t i, int t) {
   if (!ws || !ws[i].scratch_bytes || t == HKC_NONE || off[t] == HK_PLACEMENT_NONE) return 0;
-  return ws[i].scratch_offset < off[t] + tensor_bytes(s, t, batch) && off[t] < ws[i].scratch_offset + ws[i].scratch_bytes;
+  return ws[i].scratch_offset < off[t] + tensor_bytes(s, t, batch) &&
+         off[t] < ws[i].scratch_offset + ws[i].scratch_bytes;
 }
 static int scratches_overlap(const hkc_node_workspace_t *ws, size_t i, size_t j) {
   if (!ws || !ws[i].scratch_bytes || !ws[j].scratch_bytes) return 0;

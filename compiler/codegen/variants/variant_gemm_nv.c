@@ -98,7 +98,8 @@ static void mma_tile(const hkc_gpu_arch_t *arch, const gemm_cfg_t *c, hkc_tile_c
   memset(t, 0, sizeof *t);
   snprintf(t->variant, sizeof t->variant, "gemm_mma");
   char tune[96] = ""; /* legal values fit HKC_TUNE_MAX ("bm=256,bn=256,wm=8,wn=8,st=4,sk=8") */
-  int len = snprintf(tune, sizeof tune, "bm=%d,bn=%d,wm=%d,wn=%d,st=%d", c->bm, c->bn, c->warps_m, c->warps_n, c->stages);
+  const int len =
+      snprintf(tune, sizeof tune, "bm=%d,bn=%d,wm=%d,wn=%d,st=%d", c->bm, c->bn, c->warps_m, c->warps_n, c->stages);
   if (c->splitk > 1 && len > 0) snprintf(tune + len, sizeof tune - (size_t)len, ",sk=%d", c->splitk);
   memcpy(t->tune, tune, sizeof t->tune - 1);
   t->split_k = c->splitk;
@@ -181,7 +182,8 @@ static void cfg_defines(const hkc_kernel_key_t *key, const gemm_cfg_t *c, char *
   size_t len = strlen(out);
   snprintf(out + len, size > len ? size - len : 0,
            "#define HK_THREADS %d\n#define HK_TILE_M %d\n#define HK_TILE_N %d\n#define HK_TILE_K %d\n"
-           "#define HK_WARPS_M %d\n#define HK_WARPS_N %d\n#define HK_STAGES %d\n#define HK_GROUP_M %d\n#define HK_SPLITK %d\n"
+           "#define HK_WARPS_M %d\n#define HK_WARPS_N %d\n#define HK_STAGES %d\n#define HK_GROUP_M %d\n"
+           "#define HK_SPLITK %d\n"
            "#define HK_MMA(c, a, b) %s(c, a, b)\n#define HK_PACK(lo, hi) %s(lo, hi)\n",
            32 * c->warps_m * c->warps_n, c->bm, c->bn, c->bk, c->warps_m, c->warps_n, c->stages, c->group_m, c->splitk,
            bf16 ? "hk_mma_16816_bf16" : "hk_mma_16816_f16", bf16 ? "hk_pack_bf16x2" : "hk_pack_f16x2");
@@ -521,7 +523,8 @@ typedef struct tma_cfg {
 static const char *const k_tma_names[] = {"pp", "mw", "bn", "st", "sk", "cm", "skm"};
 #define TMA_NAMES_NO_SKM 6 /* the string without skm */
 #define TMA_MAX_STREAMK 64 /* k tiles per block: past a tile's worth or so stream-K is data-parallel */
-static const tma_cfg_t k_tma_default = {.pingpong = 0, .mw = 1, .bn = 256, .stages = 4, .splitk = 1, .cm = 1, .streamk = 0};
+static const tma_cfg_t k_tma_default = {
+    .pingpong = 0, .mw = 1, .bn = 256, .stages = 4, .splitk = 1, .cm = 1, .streamk = 0};
 
 static int tma_rows(const tma_cfg_t *c) { return (2 - c->pingpong) * 64 * c->mw; }
 
@@ -543,7 +546,8 @@ static tma_cfg_t tma_default(const hkc_kernel_key_t *key) {
 static int tma_legal(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const tma_cfg_t *c) {
   /* split-K partial sums (rows x bn f32) go over the ring */
   const int64_t ring = (int64_t)c->stages * (tma_rows(c) + c->bn) * 128, partial = (int64_t)tma_rows(c) * c->bn * 4;
-  if (key->dual && (c->mw * c->bn > 128 || c->splitk != 1 || c->cm != 1 || c->streamk)) return 0; /* two accumulator sets */
+  if (key->dual && (c->mw * c->bn > 128 || c->splitk != 1 || c->cm != 1 || c->streamk))
+    return 0; /* two accumulator sets */
   /* stream-K: its reduction needs registers beside the accumulators, as split-K's does */
   if (c->streamk < 0 || c->streamk > TMA_MAX_STREAMK ||
       (c->streamk && (c->splitk != 1 || c->cm != 1 || c->mw * c->bn > 128)))
