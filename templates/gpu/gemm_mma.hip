@@ -136,7 +136,6 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
     const long long tile = unit / HK_SPLITK;
     const int slice = (int)(unit % HK_SPLITK);
     const long long kt0 = k_tiles * slice / HK_SPLITK, kt1 = k_tiles * (slice + 1) / HK_SPLITK;
-    (void)slice;
     /* raster: HK_GROUP_M row tiles x all column tiles per group, column-major inside */
     const long long first_m = tile / group * HK_GROUP_M;
     const long long gsize = hk_min_ll(tiles_m - first_m, HK_GROUP_M);
