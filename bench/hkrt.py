@@ -23,12 +23,26 @@ class SessionOptions(ctypes.Structure):
                 ("reserved0", ctypes.c_uint32), ("no_pdl", ctypes.c_uint32)]
 
 
+class PackOpenOptions(ctypes.Structure):  # hkrt.h hk_pack_open_options_t
+    _fields_ = [("struct_size", ctypes.c_uint32), ("require_signature", ctypes.c_uint32),
+                ("allocator", ctypes.c_void_p), ("trusted_keys", ctypes.c_void_p),
+                ("trusted_key_count", ctypes.c_uint32), ("allow_unsigned_native_code", ctypes.c_uint32),
+                ("metadata_only", ctypes.c_uint32), ("reserved0", ctypes.c_uint32),
+                ("max_nodes", ctypes.c_uint32), ("max_deps", ctypes.c_uint32), ("max_code_bytes", ctypes.c_uint64)]
+
+
+def open_own_pack(lib, path, out_pack):
+    """hk_pack_open_file_ex for packs the benchmarks built themselves (unsigned; host code allowed)."""
+    o = PackOpenOptions(struct_size=ctypes.sizeof(PackOpenOptions), allow_unsigned_native_code=1)
+    return lib.hk_pack_open_file_ex(path.encode(), ctypes.byref(o), out_pack)
+
+
 def _lib(path=None):
     path = path or os.environ.get("HKRT_LIB") or os.path.join(os.path.dirname(__file__), "..", "build-dev", "libhkrt.so")
     lib = ctypes.CDLL(path)
     vp, c = ctypes.c_void_p, ctypes.c_char_p
     lib.hk_last_error.restype = c
-    lib.hk_pack_open_file.argtypes = [c, vp, ctypes.POINTER(vp)]
+    lib.hk_pack_open_file_ex.argtypes = [c, ctypes.POINTER(PackOpenOptions), ctypes.POINTER(vp)]
     lib.hk_pack_destroy.argtypes = [vp]
     lib.hk_session_create.argtypes = [vp, ctypes.POINTER(SessionOptions), ctypes.POINTER(vp)]
     lib.hk_session_destroy.argtypes = [vp]
@@ -49,7 +63,7 @@ class Session:
     def __init__(self, pack_path, batch, target=None, lib=None, launch_mode=HK_LAUNCH_MODE_AUTO, no_pdl=False):
         self.lib = lib or _lib()
         self.pack = ctypes.c_void_p()
-        self._check(self.lib.hk_pack_open_file(pack_path.encode(), None, ctypes.byref(self.pack)))
+        self._check(open_own_pack(self.lib, pack_path, ctypes.byref(self.pack)))
         self.s = ctypes.c_void_p()
         opts = SessionOptions(ctypes.sizeof(SessionOptions), batch, target.encode() if target else None, 0,
                               launch_mode, 0, 0, 1 if no_pdl else 0)

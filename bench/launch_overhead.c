@@ -197,7 +197,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--iters")) iters = atoi(argv[i + 1]);
   }
   hk_pack_t *pack;
-  CHECK_HK(hk_pack_open_file(argv[1], NULL, &pack));
+  const hk_pack_open_options_t oo = {.struct_size = sizeof oo, .allow_unsigned_native_code = 1}; /* its own pack */
+  CHECK_HK(hk_pack_open_file_ex(argv[1], &oo, &pack));
   bound_t graph = make_session(pack, batch, HK_LAUNCH_MODE_GRAPH);
   bound_t stream = make_session(pack, batch, HK_LAUNCH_MODE_STREAM);
   uint32_t nodes = 0;

@@ -289,8 +289,16 @@ def pack_info(lib, path):
     lib.hk_pack_batch_count.restype = ctypes.c_uint32
     lib.hk_pack_batch_size.argtypes = [vp, ctypes.c_uint32]
     lib.hk_pack_batch_size.restype = ctypes.c_uint64
+    class OpenOptions(ctypes.Structure):  # hkrt.h hk_pack_open_options_t
+        _fields_ = [("struct_size", ctypes.c_uint32), ("require_signature", ctypes.c_uint32), ("allocator", vp),
+                    ("trusted_keys", vp), ("trusted_key_count", ctypes.c_uint32),
+                    ("allow_unsigned_native_code", ctypes.c_uint32), ("metadata_only", ctypes.c_uint32),
+                    ("reserved0", ctypes.c_uint32), ("max_nodes", ctypes.c_uint32), ("max_deps", ctypes.c_uint32),
+                    ("max_code_bytes", ctypes.c_uint64)]
+    lib.hk_pack_open_file_ex.argtypes = [ctypes.c_char_p, ctypes.POINTER(OpenOptions), ctypes.POINTER(vp)]
+    opts = OpenOptions(struct_size=ctypes.sizeof(OpenOptions), metadata_only=1)  # reads it, never runs it
     pack = vp()
-    if lib.hk_pack_open_file(path.encode(), None, ctypes.byref(pack)) != 0:
+    if lib.hk_pack_open_file_ex(path.encode(), ctypes.byref(opts), ctypes.byref(pack)) != 0:
         raise RuntimeError("libhkrt: " + lib.hk_last_error().decode())
     try:
         return {"name": lib.hk_pack_name(pack).decode(),

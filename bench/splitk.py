@@ -44,6 +44,10 @@ ROOT = os.path.dirname(HERE)
 DIR = os.path.join(ROOT, "build-dev", "splitk")
 HKC = os.path.join(ROOT, "build-dev", "hkc")
 DB = ["--tuning-db", "specs/tuning/h200.db"]
+# Split-K through the workspace and stream-K are opt-in (kernel option gemm_split, off by
+# default until this run proves them): every pack here is built with them on, so that the
+# model's own choice ("model" tags) may pick them too.
+SPLIT_ON = ["--kernel-option", "gemm_split=on"]
 
 
 def mma(cfg):
@@ -59,17 +63,17 @@ MMA_SPLITS = [("mma_64x64_sk%d" % s, mma("64,64,2,2,4,%d" % s), "bm=64,bn=64,wm=
              [("mma_64x128_sk%d" % s, mma("64,128,1,4,4,%d" % s), "bm=64,bn=128,wm=1,wn=4,st=4,sk=%d" % s) for s in (2, 4, 8)] + \
              [("mma_128x128_sk%d" % s, mma("128,128,2,4,4,%d" % s), "bm=128,bn=128,wm=2,wn=4,st=4,sk=%d" % s)
               for s in (2, 4, 8)]
-TMA_STREAMK = [("tma_coop128_skm4", tma("0,1,128,6,1,1,4"), "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,skm=4"),
-               ("tma_coop128_skm8", tma("0,1,128,6,1,1,8"), "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,skm=8"),
-               ("tma_pp128_skm4", tma("1,1,128,7,1,1,4"), "pp=1,mw=1,bn=128,st=7,sk=1,cm=1,skm=4"),
-               ("tma_pp128_skm8", tma("1,1,128,7,1,1,8"), "pp=1,mw=1,bn=128,st=7,sk=1,cm=1,skm=8"),
-               ("tma_pp64_skm4", tma("1,1,64,8,1,1,4"), "pp=1,mw=1,bn=64,st=8,sk=1,cm=1,skm=4"),
-               ("tma_coop2x64_skm4", tma("0,2,64,4,1,1,4"), "pp=0,mw=2,bn=64,st=4,sk=1,cm=1,skm=4")]
+TMA_STREAMK = [("tma_coop128_skm4", tma("0,1,128,6,1,1,0,4"), "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=0,skm=4"),
+               ("tma_coop128_skm8", tma("0,1,128,6,1,1,0,8"), "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=0,skm=8"),
+               ("tma_pp128_skm4", tma("1,1,128,7,1,1,0,4"), "pp=1,mw=1,bn=128,st=7,sk=1,cm=1,ts=0,skm=4"),
+               ("tma_pp128_skm8", tma("1,1,128,7,1,1,0,8"), "pp=1,mw=1,bn=128,st=7,sk=1,cm=1,ts=0,skm=8"),
+               ("tma_pp64_skm4", tma("1,1,64,8,1,1,0,4"), "pp=1,mw=1,bn=64,st=8,sk=1,cm=1,ts=0,skm=4"),
+               ("tma_coop2x64_skm4", tma("0,2,64,4,1,1,0,4"), "pp=0,mw=2,bn=64,st=4,sk=1,cm=1,ts=0,skm=4")]
 NUM_CONFIGS = {
     "sm_80": [("mma", ["--tune", "default"], "kernel=gemm_mma")] + MMA_SPLITS,
     "sm_90": [("mma", ["--tune", "default"], "kernel=gemm_mma")] + MMA_SPLITS,
     "sm_90a": [("tma", ["--tune", "default"], "kernel=gemm_tma"),
-               ("tma_cluster_sk4", tma("0,1,128,5,4"), "pp=0,mw=1,bn=128,st=5,sk=4,cm=1")] + TMA_STREAMK,
+               ("tma_cluster_sk4", tma("0,1,128,5,4"), "pp=0,mw=1,bn=128,st=5,sk=4,cm=1,ts=0")] + TMA_STREAMK,
 }
 BAR_CONFIGS = {
     "sm_90": [("mma", ["--tune", "default"], "kernel=gemm_mma"), ("model", [], "kernel=")] +
@@ -82,7 +86,7 @@ BAR_CONFIGS = {
 # Whole layers: every GEMM forced to split, on both targets of one pack (with sm_90 in the pack,
 # fusion keeps SwiGLU's gate-with-mul form: no dual gemm, which stream-K does not take).
 MODELS = ("bert_layer", "llama_block")
-MODEL_FLAGS = ["--target", "sm_90,sm_90a"] + mma("64,64,2,2,4,4") + tma("0,1,128,6,1,1,4")
+MODEL_FLAGS = ["--target", "sm_90,sm_90a"] + SPLIT_ON + mma("64,64,2,2,4,4") + tma("0,1,128,6,1,1,0,4")
 
 # name, dtype, M, N, K, layout ("nt": weight [N, K]; "nn": B [K, N]), epilogue
 NUM_CASES = []
@@ -136,7 +140,7 @@ def model_pack(name):
 def cmd_list(args):
     n = 0
     for case, target, tag, flags, expect in all_packs(args.only):
-        print("%-26s %-7s %-20s %s" % (case[0], target, tag, " ".join(flags)))
+        print("%-26s %-7s %-20s %s" % (case[0], target, tag, " ".join(SPLIT_ON + flags)))
         n += 1
     for name in MODELS:
         print("%-26s %s" % (os.path.basename(model_pack(name)), " ".join(MODEL_FLAGS)))
@@ -171,7 +175,8 @@ def cmd_prepare(args):
             with open(yaml_path, "w") as f:
                 f.write(spec_text(*case))
         out = pack_path(case, target, tag)
-        r = subprocess.run([HKC, "build", yaml_path, "--target", target, "-q", "--Werror-spills", "-o", out] + flags,
+        r = subprocess.run([HKC, "build", yaml_path, "--target", target, "-q", "--Werror-spills", "-o", out] +
+                           SPLIT_ON + flags,
                            stderr=subprocess.PIPE, text=True)
         if r.returncode != 0:
             sys.exit("hkc build failed for %s %s %s:\n%s" % (case[0], target, tag, r.stderr))

@@ -3,7 +3,8 @@
  * batch size, bind every tensor, run, read the outputs. Copy this into your app.
  *
  *   cc run_pack.c -Iloader/include -Lbuild -lhkrt -o run_pack
- *   ./run_pack model.hkpack 8
+ *   ./run_pack model.hkpack 8 KEY.pub         (trust packs signed by this key: hkc keygen)
+ *   ./run_pack model.hkpack 8 --allow-unsigned-native   (a pack with host code you built)
  *
  * Inputs and params here are filled with a fixed pattern; a real application binds
  * its own buffers (device memory for GPU targets).
@@ -55,14 +56,37 @@ static float get(const void *buf, const hk_tensor_info_t *info, size_t i) {
   return f;
 }
 
+/* The trust of the open: the signer's public key (a KEY.pub file), or, for a pack with host
+ * code that no trusted key signed, the explicit opt-in. 0 / -1. */
+static int trust_from_arg(const char *arg, uint8_t key[HK_PUBLIC_KEY_BYTES], hk_pack_open_options_t *o) {
+  if (strcmp(arg, "--allow-unsigned-native") == 0) {
+    o->allow_unsigned_native_code = 1;
+    return 0;
+  }
+  char text[256];
+  FILE *f = fopen(arg, "r");
+  size_t n = f ? fread(text, 1, sizeof text, f) : 0;
+  if (f) fclose(f);
+  if (hk_public_key_parse(text, n, key) != HK_OK) {
+    fprintf(stderr, "%s: %s\n", arg, f ? hk_last_error() : "cannot read it");
+    return -1;
+  }
+  o->trusted_keys = (const uint8_t(*)[HK_PUBLIC_KEY_BYTES])key;
+  o->trusted_key_count = 1;
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: %s PACK BATCH\n", argv[0]);
+  if (argc != 3 && argc != 4) {
+    fprintf(stderr, "usage: %s PACK BATCH [KEY.pub | --allow-unsigned-native]\n", argv[0]);
     return 2;
   }
   hk_pack_t *pack = NULL;
   hk_session_t *session = NULL;
-  if (hk_pack_open_file(argv[1], NULL, &pack) != HK_OK) {
+  uint8_t key[HK_PUBLIC_KEY_BYTES];
+  hk_pack_open_options_t open_options = {.struct_size = sizeof open_options};
+  if (argc == 4 && trust_from_arg(argv[3], key, &open_options) != 0) return 2;
+  if (hk_pack_open_file_ex(argv[1], &open_options, &pack) != HK_OK) {
     fprintf(stderr, "open: %s\n", hk_last_error());
     return 1;
   }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what hkc needs to build and test on Debian 12 / Ubuntu (needs root or sudo).
 # Skips the install when every package is already present.
-#   build + host target: cmake gcc libyaml-dev libzstd-dev libxxhash-dev
+#   build + host target: cmake gcc pkg-config libyaml-dev libzstd-dev libxxhash-dev libsodium-dev
+#     (libsodium: Ed25519 pack signatures, linked into libhkrt)
 #   tests: libcmocka-dev clang (sanitizers, libFuzzer) python3-numpy python3-yaml (reference;
 #          libopenblas0-pthread makes its float64 matmuls ~7x faster than the reference BLAS)
 #   AMD targets (hiprtc + comgr, dlopen'ed; ROCm 5.2 from Debian): libamdhip64-5 (+ -dev)
@@ -9,7 +10,7 @@
 #   NVIDIA targets: nvrtc from the CUDA toolkit (/usr/local/cuda or $HKC_CUDA_PATH); not
 #     an apt package here -- without it the sm_* tests skip visibly.
 set -euo pipefail
-pkgs=(cmake gcc clang libclang-rt-dev make libyaml-dev libzstd-dev libxxhash-dev libcmocka-dev python3-numpy python3-yaml libopenblas0-pthread
+pkgs=(cmake gcc clang libclang-rt-dev make pkg-config libsodium-dev libyaml-dev libzstd-dev libxxhash-dev libcmocka-dev python3-numpy python3-yaml libopenblas0-pthread
       libamdhip64-5 libamdhip64-dev libamd-comgr2 libamd-comgr-dev rocm-device-libs libhiprtc-builtins5)
 missing=()
 for p in "${pkgs[@]}"; do

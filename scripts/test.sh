@@ -10,6 +10,8 @@
 # without paying again for the vendor compilers and the float64 references. Tests that must
 # compile cold (gpu_targets, repro) set their own cache directories.
 #
+# Between the two, a short ThreadSanitizer pass checks libhkrt's threads contract.
+#
 # Environment: HK_FUZZ_SECONDS (default 20) per fuzz target; HK_SKIP_SANITIZE=1 skips
 # the sanitizer pass; HK_TEST_JOBS (default: cores + 1) parallel ctest jobs.
 set -euo pipefail
@@ -27,6 +29,18 @@ echo "== release build + tests"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$test_jobs"
+elapsed
+
+# libhkrt's threads contract under ThreadSanitizer: only the loader's sources and the one
+# test program (tests/concurrency/sessions_mt.c), compiled directly (a few seconds), on a
+# host pack the release hkc builds; any report fails (halt_on_error, exit status 66).
+echo "== ThreadSanitizer: libhkrt sessions on many threads (clang -fsanitize=thread)"
+mkdir -p build-tsan
+clang -std=gnu11 -fsanitize=thread -g -O1 -D_GNU_SOURCE -DHK_BUILDING_LIBRARY -Iloader/include -Iloader/src \
+  loader/src/*.c tests/concurrency/sessions_mt.c $(pkg-config --cflags --libs libsodium) -lzstd -ldl -lpthread \
+  -o build-tsan/sessions_mt
+TSAN_OPTIONS="halt_on_error=1 exitcode=66" HKC=build/hkc HK_SOURCE_DIR=$PWD HK_SESSIONS_MT=build-tsan/sessions_mt \
+  bash tests/integration/concurrency.sh
 elapsed
 
 if [ "${HK_SKIP_SANITIZE:-0}" != 1 ]; then

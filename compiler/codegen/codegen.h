@@ -128,10 +128,13 @@ typedef enum hkc_kopt_cfg {
   HKC_KOPT_GEMM_TMA_CFG,    /* gemm_tma */
   HKC_KOPT_ATTN_MMA_CFG,    /* attention_mma */
   HKC_KOPT_ATTN_WGMMA_CFG,  /* attention_wgmma */
+  HKC_KOPT_ATTN_TMA_CFG,    /* attention_tma */
   HKC_KOPT_ROWS_CFG,        /* rows_vec16, every dtype */
   HKC_KOPT_ROWS_CFG_F32,    /* rows_vec16, f32 keys (wins over rows_cfg) */
   HKC_KOPT_ROWS_CFG_16,     /* rows_vec16, f16/bf16 keys (wins over rows_cfg) */
   HKC_KOPT_EW_CFG,          /* elementwise_vec16 */
+  HKC_KOPT_GEMM_MFMA_CFG,   /* gemm_mfma */
+  HKC_KOPT_GEMM_MFMA_PP_CFG, /* gemm_mfma_pp */
   HKC_KOPT_N_CFG
 } hkc_kopt_cfg_t;
 
@@ -140,6 +143,13 @@ typedef struct hkc_kernel_options {
   hkc_switch_t gemm_tma;    /* gemm_tma on sm_90a: auto/on = used, off = gemm_wgmma_ws (or gemm_ws's choice) */
   hkc_switch_t gemm_ws;     /* gemm_wgmma_ws on sm_90a: auto/on = used, off = gemm_wgmma instead */
   hkc_switch_t attn_wgmma;  /* attention_wgmma: auto = head_dim 128 only, on = 64 too, off = never */
+  hkc_switch_t attn_tma;    /* attention_tma on sm_90a: on = used (alone in the tuner's space); auto/off =
+                               attention_wgmma / attention_mma (opt-in until proven on the H200) */
+  hkc_switch_t gemm_mfma_pp; /* gemm_mfma_pp on CDNA: auto = tuning may choose it, on = instead of
+                                gemm_mfma, off = never */
+  hkc_switch_t gemm_split;  /* split-K through the launch workspace (gemm_mma sk > 1) and stream-K
+                               (gemm_tma skm > 0): on = in the tuner's space; auto/off = not (opt-in
+                               until proven on the H200); forced configurations apply either way */
   int ew_exact_act;         /* 1: 16-bit gelu/silu/ewchain through erff/expf (elementwise_vec16 x=1) */
   char cfg[HKC_KOPT_N_CFG][HKC_TUNE_MAX];
 } hkc_kernel_options_t;

@@ -35,6 +35,16 @@ static const kopt_t k_opts[] = {
      "auto|on|off: gemm_wgmma_ws on sm_90a (off: gemm_wgmma)"},
     {"attn_wgmma", "HKC_ATTN_WGMMA", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: attention_wgmma on sm_90a (auto: head_dim 128; on: 64 too)"},
+    {"attn_tma", "HKC_ATTN_TMA", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
+     "auto|on|off: attention_tma on sm_90a, opt-in until proven on the H200 (on: used, and alone in hkc tune's "
+     "space where it applies; auto, off: attention_wgmma at head_dim 128, attention_mma at 64)"},
+    {"gemm_mfma_pp", "HKC_GEMM_MFMA_PP", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
+     "auto|on|off: the 8-wave ping-pong gemm_mfma_pp on AMD CDNA (auto: when tuning chooses it; on: instead "
+     "of gemm_mfma)"},
+    {"gemm_split", "HKC_GEMM_SPLIT", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
+     "auto|on|off: split-K through the launch workspace (gemm_mma sk > 1, sm_80/sm_90) and stream-K (gemm_tma "
+     "skm > 0, sm_90a) in the model's and hkc tune's space, opt-in until proven on the H200 (on: in the space; "
+     "auto, off: not; a forced configuration or a tuning database entry applies either way)"},
     {"ew_exact_act", "HKC_EW_EXACT_ACT", KOPT_BOOL, 0, NULL, NULL, 0, NULL,
      "0|1: 16-bit gelu/silu/ewchain through erff/expf"},
     {"gemm_mma_cfg", "HKC_GEMM_MMA_CFG", KOPT_CFG, HKC_KOPT_GEMM_MMA_CFG, "gemm_mma", "bm,bn,wm,wn,st,sk", 5, "sk=1",
@@ -43,19 +53,28 @@ static const kopt_t k_opts[] = {
      "gemm_wgmma tile: bm=,bn=,st= or BN,STAGES (bm 128)"},
     {"gemm_ws_cfg", "HKC_GEMM_WS_CFG", KOPT_CFG, HKC_KOPT_GEMM_WS_CFG, "gemm_wgmma_ws", "bn,st,p", 2, "p=1",
      "gemm_wgmma_ws tile: bn=,st=,p= or BN,STAGES[,PERSISTENT]"},
-    {"gemm_tma_cfg", "HKC_GEMM_TMA_CFG", KOPT_CFG, HKC_KOPT_GEMM_TMA_CFG, "gemm_tma", "pp,mw,bn,st,sk,cm,skm", 4,
-     "sk=1,cm=1,skm=0",
-     "gemm_tma tile: pp=,mw=,bn=,st=,sk=,cm=[,skm=] or PINGPONG,MW,BN,STAGES[,SPLIT_K[,CLUSTER_M[,STREAM_K]]]"},
+    {"gemm_tma_cfg", "HKC_GEMM_TMA_CFG", KOPT_CFG, HKC_KOPT_GEMM_TMA_CFG, "gemm_tma", "pp,mw,bn,st,sk,cm,ts,skm", 4,
+     "sk=1,cm=1,ts=0,skm=0",
+     "gemm_tma tile: pp=,mw=,bn=,st=,sk=,cm=,ts=[,skm=] or "
+     "PINGPONG,MW,BN,STAGES[,SPLIT_K[,CLUSTER_M[,TMA_STORE[,STREAM_K]]]]"},
     {"attn_mma_cfg", "HKC_ATTN_TUNE", KOPT_CFG, HKC_KOPT_ATTN_MMA_CFG, "attention_mma", "w,kv,mb", 3, "",
      "attention_mma tile: w=,kv=,mb= or WARPS,BKV,MIN_BLOCKS"},
     {"attn_wgmma_cfg", "HKC_ATTN_WGMMA_CFG", KOPT_CFG, HKC_KOPT_ATTN_WGMMA_CFG, "attention_wgmma", "wg,kv,mb", 3, "",
      "attention_wgmma tile: wg=,kv=,mb= or WGS,BKV,MIN_BLOCKS"},
+    {"attn_tma_cfg", "HKC_ATTN_TMA_CFG", KOPT_CFG, HKC_KOPT_ATTN_TMA_CFG, "attention_tma", "wg,kv,st,pp,ov,p", 3,
+     "pp=1,ov=1,p=1",
+     "attention_tma tile: wg=,kv=,st=,pp=,ov=,p= or WGS,BKV,STAGES[,PINGPONG[,OVERLAP[,PERSISTENT]]] (pp=0,ov=0: the "
+     "simple pipeline)"},
     {"rows_cfg", "HKC_ROWS_CFG", KOPT_CFG, HKC_KOPT_ROWS_CFG, "rows_vec16", "t,c,tg,mb,pf,g", 6, "",
      "rows_vec16: t=,c=,tg=,mb=,pf=,g= or THREADS,CACHE,TARGET,MIN_BLOCKS,PREFETCH,GRID_PER_CU"},
     {"rows_cfg_f32", "HKC_ROWS_CFG_F32", KOPT_CFG, HKC_KOPT_ROWS_CFG_F32, "rows_vec16", "t,c,tg,mb,pf,g", 6, "",
      "rows_vec16, f32 keys only (wins over rows_cfg)"},
     {"rows_cfg_16", "HKC_ROWS_CFG_16", KOPT_CFG, HKC_KOPT_ROWS_CFG_16, "rows_vec16", "t,c,tg,mb,pf,g", 6, "",
      "rows_vec16, f16/bf16 keys only (wins over rows_cfg)"},
+    {"gemm_mfma_cfg", "HKC_GEMM_MFMA_CFG", KOPT_CFG, HKC_KOPT_GEMM_MFMA_CFG, "gemm_mfma", "bm,bn,bk", 3, "",
+     "gemm_mfma tile: bm=,bn=,bk= or BM,BN,BK"},
+    {"gemm_mfma_pp_cfg", "HKC_GEMM_MFMA_PP_CFG", KOPT_CFG, HKC_KOPT_GEMM_MFMA_PP_CFG, "gemm_mfma_pp", "bm,bn,bk", 3, "",
+     "gemm_mfma_pp tile: bm=,bn=,bk= or BM,BN,BK"},
     {"ew_cfg", "HKC_EW_CFG", KOPT_CFG, HKC_KOPT_EW_CFG, "elementwise_vec16", "t,u,mb,w", 4, "x=0",
      "elementwise_vec16: t=,u=,mb=,w=[,x=] or THREADS,UNROLL,MIN_BLOCKS,WAVES"},
 };
@@ -86,7 +105,20 @@ int hkc_kernel_options_describe(size_t i, const char **out_name, const char **ou
 static hkc_switch_t *switch_field(hkc_kernel_options_t *o, const char *name) {
   if (strcmp(name, "gemm_tma") == 0) return &o->gemm_tma;
   if (strcmp(name, "gemm_ws") == 0) return &o->gemm_ws;
+  if (strcmp(name, "attn_tma") == 0) return &o->attn_tma;
+  if (strcmp(name, "gemm_mfma_pp") == 0) return &o->gemm_mfma_pp;
+  if (strcmp(name, "gemm_split") == 0) return &o->gemm_split;
   return &o->attn_wgmma;
+}
+
+/* The value of switch option `name`. */
+static hkc_switch_t switch_value(const hkc_kernel_options_t *o, const char *name) {
+  if (strcmp(name, "gemm_tma") == 0) return o->gemm_tma;
+  if (strcmp(name, "gemm_ws") == 0) return o->gemm_ws;
+  if (strcmp(name, "attn_tma") == 0) return o->attn_tma;
+  if (strcmp(name, "gemm_mfma_pp") == 0) return o->gemm_mfma_pp;
+  if (strcmp(name, "gemm_split") == 0) return o->gemm_split;
+  return o->attn_wgmma;
 }
 
 /* A decimal integer in [0, 2^20] (the range hkc_tune_params_parse accepts). */
@@ -271,9 +303,7 @@ void hkc_kernel_options_format(const hkc_kernel_options_t *o, char *out, size_t 
       const int on = strcmp(k->name, "simple_kernels") == 0 ? o->simple_kernels : o->ew_exact_act;
       if (on) snprintf(value, sizeof value, "1");
     } else if (k->kind == KOPT_SWITCH) {
-      const hkc_switch_t s = strcmp(k->name, "gemm_tma") == 0 ? o->gemm_tma
-                             : strcmp(k->name, "gemm_ws") == 0  ? o->gemm_ws
-                                                                : o->attn_wgmma;
+      const hkc_switch_t s = switch_value(o, k->name);
       if (s != HKC_SWITCH_AUTO && (unsigned)s < 3) snprintf(value, sizeof value, "%s", k_switch[s]);
     } else {
       snprintf(value, sizeof value, "%.*s", HKC_TUNE_MAX, o->cfg[k->cfg]);

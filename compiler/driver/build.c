@@ -87,7 +87,7 @@ static int collect_kernels(const hkc_spec_t *spec, target_plan_t *plan, hkc_tune
     int n_args = hkc_lower_node(spec, l % spec->n_nodes, spec->batch_sizes[l / spec->n_nodes], &launches[l].key, args);
     if (n_args < 0) goto done;
     if (t->kind == HK_TARGET_HOST) launches[l].key.align = launches[l].key.head_dim = 0; /* one host kernel serves every shape */
-    launches[l].tunable = hkc_tune_shape_of(&launches[l].key, args, (uint32_t)n_args, &launches[l].shape);
+    launches[l].tunable = hkc_tune_shape_of(plan->arch, &launches[l].key, args, (uint32_t)n_args, &launches[l].shape);
   }
   if (hkc_tuner_choose(tuner, plan->name, plan->arch, launches, n_launches) != 0) goto done;
   sources = calloc(n_launches ? n_launches : 1, sizeof *sources);
@@ -495,6 +495,11 @@ static void unfused_costs(const hkc_spec_t *spec, hkc_cost_t out[HK_MAX_BATCH_BU
 
 int hkc_build(const hkc_build_options_t *options) {
   hkc_spec_t *spec = NULL;
+  char err[4200];
+  if (options->out_path && hkc_output_check(options->out_path, err, sizeof err) != 0) { /* before any compile */
+    hkc_error((hkc_loc_t){0}, "%s", err);
+    return -1;
+  }
   if (hkc_spec_load(options->spec_path, &spec) != 0) return -1;
   /* Unfused accounting, on the spec exactly as loaded. */
   hkc_cost_t unfused[HK_MAX_BATCH_BUCKETS];
@@ -584,7 +589,8 @@ int hkc_build(const hkc_build_options_t *options) {
                       .targets = outs,
                       .n_targets = n_plans,
                       .provenance = provenance,
-                      .compression_level = options->compression_level};
+                      .compression_level = options->compression_level,
+                      .sign_seed = options->sign_seed};
   if (hkc_pack_write(&in, options->out_path) != 0) goto done;
   if (!options->quiet) {
     printf("wrote %s: %zu target(s), %d batch size(s)\n", options->out_path, n_plans, spec->n_batch);

@@ -36,6 +36,8 @@ typedef struct hkc_build_options {
   int host_threads;        /* host target's threads for tuning-database keys (0: online CPUs) */
   int no_pdl;              /* 1: mark no launch for programmatic dependent launch (HK_NODE_FLAG_PDL),
                               whatever its variant allows; recorded in provenance as pdl=off */
+  const uint8_t *sign_seed;/* an Ed25519 secret key (pack.h, hkc_key_load): sign the artifact;
+                              NULL: unsigned */
 } hkc_build_options_t;
 
 /* spec -> IR -> per target: kernels, code, one graph per batch bucket -> artifact.

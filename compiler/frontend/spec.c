@@ -64,12 +64,29 @@ static hkc_loc_t mark_loc(const char *file, yaml_mark_t m) {
   return loc;
 }
 
-static void report_yaml_error(const char *file, const yaml_parser_t *p) {
+/* FILE:LINE:COL of a byte offset: libyaml's reader errors (invalid UTF-8, control
+ * characters) come with an offset, not a mark. The column counts characters (UTF-8 lead
+ * bytes), as libyaml's marks do. */
+static hkc_loc_t offset_loc(const char *file, const char *data, size_t size, size_t offset) {
+  hkc_loc_t loc = {file, 1, 1};
+  for (size_t i = 0; i < offset && i < size; i++) {
+    if (data[i] == '\n') {
+      loc.line += loc.line < INT32_MAX;
+      loc.col = 1;
+    } else if (((unsigned char)data[i] & 0xc0) != 0x80) {
+      loc.col += loc.col < INT32_MAX;
+    }
+  }
+  return loc;
+}
+
+static void report_yaml_error(const char *file, const char *data, size_t size, const yaml_parser_t *p) {
   const char *problem = p->problem ? p->problem : "unknown problem";
   if (p->error == YAML_MEMORY_ERROR) {
     hkc_error((hkc_loc_t){file, 0, 0}, "out of memory while reading YAML");
   } else if (p->error == YAML_READER_ERROR) {
-    hkc_error((hkc_loc_t){file, 0, 0}, "YAML error at byte %zu: %s", p->problem_offset, problem);
+    hkc_error(offset_loc(file, data, size, p->problem_offset), "YAML error: %s (byte %zu; a spec is UTF-8 text)",
+              problem, p->problem_offset);
   } else if (p->context) {
     hkc_error(mark_loc(file, p->problem_mark), "YAML syntax error: %s (%s at %d:%d)", problem, p->context,
               (int)p->context_mark.line + 1, (int)p->context_mark.column + 1);
@@ -103,7 +120,7 @@ static int yaml_tree_build(const char *file, const char *data, size_t size, ynod
   for (;;) {
     yaml_event_t ev;
     if (!yaml_parser_parse(&parser, &ev)) {
-      report_yaml_error(file, &parser);
+      report_yaml_error(file, data, size, &parser);
       goto done;
     }
     hkc_loc_t loc = mark_loc(file, ev.start_mark);
@@ -1432,12 +1449,16 @@ int hkc_spec_parse(const char *path, const char *data, size_t size, hkc_spec_t *
   return 0;
 }
 
+/* A spec is a page or two of YAML; anything this large is not one (and reading it whole
+ * would only delay the error). */
+#define HKC_SPEC_MAX_BYTES ((size_t)16 << 20)
+
 int hkc_spec_load(const char *path, hkc_spec_t **out_spec) {
   *out_spec = NULL;
   char *data;
   size_t size;
-  if (hkc_read_file(path, &data, &size) != 0) {
-    hkc_error((hkc_loc_t){path, 0, 0}, "%s", strerror(errno));
+  if (hkc_read_file_max(path, HKC_SPEC_MAX_BYTES, &data, &size) != 0) {
+    hkc_error((hkc_loc_t){path, 0, 0}, "%s", hkc_strerror(errno));
     return -1;
   }
   int rc = hkc_spec_parse(path, data, size, out_spec);

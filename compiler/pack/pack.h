@@ -59,6 +59,8 @@ typedef struct hkc_pack_in {
   size_t n_targets;
   const char *provenance;  /* "key=value\n" lines */
   int compression_level;   /* zstd level; 0 = default (19) */
+  const uint8_t *sign_seed;/* HKC_KEY_SEED_BYTES of an Ed25519 secret key (hkc_key_load):
+                              the artifact is signed (pack_sign.c); NULL: unsigned */
 } hkc_pack_in_t;
 
 /* Writes the artifact atomically: a temporary file in the destination directory,
@@ -66,5 +68,25 @@ typedef struct hkc_pack_in {
 int hkc_pack_write(const hkc_pack_in_t *in, const char *path);
 /* Same, into a malloc'd buffer (tests, fuzz seeds). */
 int hkc_pack_write_memory(const hkc_pack_in_t *in, void **out_data, size_t *out_size);
+/* Writes data atomically to path, as hkc_pack_write does (temporary file, fsync, rename). */
+int hkc_pack_write_bytes(const void *data, size_t size, const char *path);
+
+/* ---- signatures (pack_sign.c; docs/FORMAT.md, "Signatures") -------------------------------- */
+#define HKC_KEY_SEED_BYTES 32 /* an Ed25519 secret key is stored as its seed */
+/* Creates a key pair: `path` (the secret key, mode 0600) and `path`.pub (the public key).
+ * Refuses to replace either file. Prints the key id on stdout unless quiet. Returns 0 / -1. */
+int hkc_key_generate(const char *path, int quiet);
+/* Reads a secret key file written by hkc_key_generate. Returns 0 / -1 (reported). */
+int hkc_key_load(const char *path, uint8_t out_seed[HKC_KEY_SEED_BYTES]);
+/* The key id (16 hex digits and a NUL; docs/FORMAT.md) of a secret key's public half. */
+#define HKC_KEY_ID_HEX_BYTES 17
+void hkc_key_id(const uint8_t seed[HKC_KEY_SEED_BYTES], char out_hex[HKC_KEY_ID_HEX_BYTES]);
+/* Zeroes secret bytes in a way the compiler cannot drop. */
+void hkc_key_wipe(void *data, size_t size);
+/* Signs an artifact in memory: a copy of data laid out again with a SIGNATURE section (an
+ * existing one is replaced in place; nothing else changes but offsets and checksums), into a
+ * malloc'd buffer. The input must verify. Returns 0 / -1 (reported). */
+int hkc_pack_sign_memory(const void *data, size_t size, const uint8_t seed[HKC_KEY_SEED_BYTES], void **out_data,
+                         size_t *out_size);
 
 #endif /* HKC_PACK_H */

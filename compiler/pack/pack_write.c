@@ -601,8 +601,14 @@ int hkc_pack_write_memory(const hkc_pack_in_t *in, void **out_data, size_t *out_
   if (validate_and_count(&b) == 0 && build_tables(&b) == 0 && build_plan(&b) == 0 && build_provenance(&b) == 0 &&
       compress_code(&b) == 0 && assemble(&b, &data, &size) == 0) {
     hk_pack_view_t view;
-    if (hk_pack_verify(data, size, &view) != HK_OK) {
+    /* The format's own limits: a loader's default limits (proportionate to the file) are a
+     * policy of the app that opens the pack, which its open options can change. */
+    const hk_pack_limits_t format = {HK_MAX_CODE_BYTES, HK_MAX_NODES, HK_MAX_DEPS};
+    if (hk_pack_verify(data, size, &format, &view) != HK_OK) {
       hkc_error(NOLOC, "cannot write the artifact: the result does not verify: %s", hk_last_error());
+      free(data);
+    } else if (in->sign_seed) {
+      rc = hkc_pack_sign_memory(data, size, in->sign_seed, out_data, out_size);
       free(data);
     } else {
       *out_data = data;
@@ -614,69 +620,27 @@ int hkc_pack_write_memory(const hkc_pack_in_t *in, void **out_data, size_t *out_
   return rc;
 }
 
-static int write_all(int fd, const void *data, size_t size) {
-  const char *p = data;
-  while (size > 0) {
-    ssize_t n = write(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return -1;
-    p += n;
-    size -= (size_t)n;
-  }
-  return 0;
-}
-
+/* Through the write layer (util.h, "files"): atomic, a regular file or nothing at path,
+ * the mode from the umask. */
 int hkc_pack_write(const hkc_pack_in_t *in, const char *path) {
+  char err[4200];
+  if (hkc_output_check(path, err, sizeof err) != 0) { /* before compiling anything into memory */
+    hkc_error(NOLOC, "%s", err);
+    return -1;
+  }
   void *data;
   size_t size;
   if (hkc_pack_write_memory(in, &data, &size) != 0) return -1;
-  const char *slash = strrchr(path, '/');
-  size_t dir_len = slash ? (size_t)(slash - path) + 1 : 0;
-  const char *base = path + dir_len;
-  size_t tmp_cap = strlen(path) + 32;
-  char *tmp = malloc(tmp_cap);
-  if (!tmp) {
-    free(data);
-    hkc_error(NOLOC, "cannot write %s: out of memory", path);
-    return -1;
-  }
-  snprintf(tmp, tmp_cap, "%.*s.%s.tmp.XXXXXX", (int)dir_len, path, base);
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    hkc_error(NOLOC, "cannot write %s: cannot create a temporary file next to it: %s", path, strerror(errno));
-    free(tmp);
-    free(data);
-    return -1;
-  }
-  const char *step = NULL;
-  if (write_all(fd, data, size) != 0) step = "write";
-  else if (fchmod(fd, 0644) != 0) step = "chmod";
-  else if (fsync(fd) != 0) step = "fsync";
-  int err = errno;
-  if (close(fd) != 0 && !step) {
-    step = "close";
-    err = errno;
-  }
-  if (!step && rename(tmp, path) != 0) {
-    step = "rename";
-    err = errno;
-  }
-  if (step) {
-    unlink(tmp);
-    hkc_error(NOLOC, "cannot write %s: %s failed: %s", path, step, strerror(err));
-    free(tmp);
-    free(data);
-    return -1;
-  }
-  /* Make the rename durable (best effort: some file systems refuse fsync on a directory). */
-  char *dir = strndup(path, dir_len ? dir_len : 0);
-  int dfd = open(dir && dir[0] ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)fsync(dfd);
-    close(dfd);
-  }
-  free(dir);
-  free(tmp);
+  int rc = hkc_pack_write_bytes(data, size, path);
   free(data);
-  return 0;
+  return rc;
+}
+
+/* data's size bytes as the file at path, through the write layer as hkc_pack_write. */
+int hkc_pack_write_bytes(const void *data, size_t size, const char *path) {
+  char err[4200];
+  const hkc_chunk_t chunk = {data, size};
+  const int rc = hkc_file_replace(path, &chunk, 1, 0666, err, sizeof err);
+  if (rc != 0) hkc_error(NOLOC, "%s", err);
+  return rc;
 }

@@ -50,14 +50,13 @@ static void run_job(hkc_compile_pool_t *pool, hkc_compile_item_t *job) {
     return;
   }
   k->source_hash = hkc_hash64(source, strlen(source));
-  char key[33];
-  hkc_cache_key(source, HKC_CACHE_SCHEME, job->target, tc->version(), key);
-  if (pool->cache && hkc_cache_get(pool->cache, key, &job->result) == 0) {
+  const hkc_cache_request_t request = {source, HKC_CACHE_SCHEME, job->target, tc->version()};
+  if (pool->cache && hkc_cache_get(pool->cache, &request, &job->result) == 0) {
     job->rc = 0;
     job->cached = 1;
   } else {
     job->rc = tc->compile(source, k->name, job->target, &job->result);
-    if (job->rc == 0 && pool->cache) hkc_cache_put(pool->cache, key, &job->result);
+    if (job->rc == 0 && pool->cache) hkc_cache_put(pool->cache, &request, &job->result);
   }
   free(source);
 }
@@ -96,8 +95,7 @@ hkc_compile_pool_t *hkc_compile_pool_start(hkc_compile_item_t *items, size_t n, 
   atomic_init(&pool->done, 0);
   pthread_mutex_init(&pool->print_lock, NULL);
   if (n && !no_cache) {
-    pool->cache = hkc_cache_open(cache_dir);
-    if (!pool->cache) hkc_warning((hkc_loc_t){0}, "compile cache unavailable; building without it");
+    pool->cache = hkc_cache_open(cache_dir); /* NULL: it warned why */
   }
   int want = jobs > 0 ? jobs : default_jobs();
   if (want > HKC_MAX_JOBS) want = HKC_MAX_JOBS;

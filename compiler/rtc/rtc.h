@@ -76,15 +76,22 @@ int hkc_nvrtc_supported_archs(int **out_archs, size_t *out_count, char *why, siz
  * replaced), never trusted. Thread-safe. */
 typedef struct hkc_cache hkc_cache_t;
 /* dir NULL: hkc_env_cache_dir() (the CLI maps $HKC_CACHE_DIR, else $XDG_CACHE_HOME/hkc, else
- * ~/.cache/hkc onto it). NULL when there is none or it cannot be used (the build then runs
- * uncached, with a warning). */
+ * ~/.cache/hkc onto it). NULL, with one warning saying why, when there is none or it cannot be used:
+ * not creatable, not writable, not owned by this user, or writable by group or others
+ * (whoever writes entries chooses the code hkc packs). The build then runs uncached. */
 hkc_cache_t *hkc_cache_open(const char *dir);
 void hkc_cache_close(hkc_cache_t *cache);
 void hkc_cache_key(const char *source, const char *options, const char *target, const char *toolchain,
                    char out_hex[33]);
+/* What a compile is keyed by. An entry records it: a read needs the recorded request and
+ * key to equal the caller's (the key recomputed from it), so an entry never serves
+ * another request, whatever its checksum says. */
+typedef struct hkc_cache_request {
+  const char *source, *options, *target, *toolchain;
+} hkc_cache_request_t;
 /* 0 on a hit (result filled, owned by the caller), -1 on a miss. */
-int hkc_cache_get(hkc_cache_t *cache, const char *key_hex, hkc_rtc_result_t *out);
-void hkc_cache_put(hkc_cache_t *cache, const char *key_hex, const hkc_rtc_result_t *result);
+int hkc_cache_get(hkc_cache_t *cache, const hkc_cache_request_t *request, hkc_rtc_result_t *out);
+void hkc_cache_put(hkc_cache_t *cache, const hkc_cache_request_t *request, const hkc_rtc_result_t *result);
 
 /* ---- the host C compiler (rtc_host.c) ---------------------------------------------------------- */
 /* Compiles C source with $CC (else cc) -O2 -shared -fPIC into a shared object held in

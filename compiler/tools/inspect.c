@@ -2,12 +2,15 @@
  * hkc inspect: prints what an artifact holds, read through the loader's verified view
  * (loader/src/pack_internal.h), so that a pack inspect accepts is one libhkrt accepts.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "codegen/codegen.h"
+#include "gpu_internal.h"
 #include "hk/hkrt.h"
+#include "image_internal.h"
 #include "pack_internal.h"
 #include "rtc/rtc.h"
 #include "tools/tools.h"
@@ -71,16 +74,65 @@ static void print_workspace_args(FILE *out, const hk_pack_view_t *v, const hk_no
   if (!first) fprintf(out, "\n");
 }
 
+/* Opens a pack for reading only (hkrt.h, metadata_only): no code can load, and a signature
+ * that does not verify is shown rather than refused. NULL on failure (printed). */
+static hk_pack_t *open_for_tools(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY_BYTES], uint32_t n_trusted) {
+  hk_pack_open_options_t o = {.struct_size = sizeof o, .metadata_only = 1, .trusted_keys = trusted,
+                              .trusted_key_count = n_trusted};
+  hk_pack_t *pack = NULL;
+  return hkc_tool_open_pack("inspect", path, &o, &pack) == HK_OK ? pack : NULL;
+}
+
+/* Text from the pack that verify does not restrict (provenance): bytes outside printable
+ * ASCII are written as \xNN, so an ESC sequence never reaches the terminal raw. (Names are
+ * restricted to safe characters by verify and printed as they are.) */
+static void print_escaped(FILE *out, const char *p, size_t len) {
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)p[i];
+    if (c >= 0x20 && c < 0x7f && c != '\\') fputc(c, out);
+    else fprintf(out, "\\x%02x", c);
+  }
+}
+
 static const hk_section_t *code_section(const hk_pack_view_t *v, const hk_target_rec_t *t) {
   return &v->sections[t->code_section];
 }
 
-int hkc_inspect(const char *path, FILE *out) {
-  hk_pack_t *pack = NULL;
-  if (hk_pack_open_file(path, NULL, &pack) != HK_OK) {
-    fprintf(stderr, "hkc inspect: %s: %s\n", path, hk_last_error());
-    return -1;
+hk_status_t hkc_tool_open_pack(const char *tool, const char *path, const hk_pack_open_options_t *options,
+                               hk_pack_t **out_pack) {
+  *out_pack = NULL;
+  if (hkc_input_check(path, HKC_PACK_FILE_MAX) != 0) {
+    fprintf(stderr, "hkc %s: %s: %s\n", tool, path, hkc_strerror(errno));
+    return HK_STATUS_IO;
   }
+  hk_status_t st = hk_pack_open_file_ex(path, options, out_pack);
+  if (st != HK_OK) { /* the loader's message names the file already when it is about the file */
+    const char *why = hk_last_error();
+    if (strncmp(why, path, strlen(path)) == 0) fprintf(stderr, "hkc %s: %s\n", tool, why);
+    else fprintf(stderr, "hkc %s: %s: %s\n", tool, path, why);
+  }
+  return st;
+}
+
+int hkc_inspect(const char *path, FILE *out) { return hkc_inspect_trusted(path, NULL, 0, out); }
+
+/* "signature: ed25519 key <id> verified (trusted|not trusted)", "... INVALID (why)", "none". */
+static void print_signature(const hk_pack_t *pack, uint32_t n_trusted, FILE *out) {
+  const char *id;
+  hk_signature_state_t s = hk_pack_signature(pack, &id);
+  if (s == HK_SIGNATURE_NONE) {
+    fprintf(out, "  signature: none\n");
+    return;
+  }
+  fprintf(out, "  signature: ed25519 key %s %s", id, s == HK_SIGNATURE_INVALID ? "INVALID" : "verified");
+  if (s != HK_SIGNATURE_INVALID && n_trusted) fprintf(out, ", %s", s == HK_SIGNATURE_TRUSTED ? "trusted" : "NOT trusted");
+  fprintf(out, "\n");
+}
+
+int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY_BYTES], uint32_t n_trusted,
+                        FILE *out) {
+  hk_pack_t *pack = open_for_tools(path, trusted, n_trusted);
+  if (!pack) return -1;
   const hk_pack_view_t *v = hk_pack_view(pack);
   const hk_manifest_t *m = v->manifest;
   fprintf(out, "pack %s: %s\n", path, hk_pack_string(v, m->name));
@@ -89,7 +141,9 @@ int hkc_inspect(const char *path, FILE *out) {
           (unsigned long long)m->spec_hash, hk_dtype_label(m->dtype));
   fprintf(out, "  batch sizes:");
   for (uint32_t b = 0; b < m->batch_count; b++) fprintf(out, " %llu", (unsigned long long)m->batch_sizes[b]);
-  fprintf(out, "; batch policy: %s\n\ntargets:\n", m->batch_policy == HK_BATCH_POLICY_REC_EXACT ? "exact" : "pad");
+  fprintf(out, "; batch policy: %s\n", m->batch_policy == HK_BATCH_POLICY_REC_EXACT ? "exact" : "pad");
+  print_signature(pack, n_trusted, out);
+  fprintf(out, "\ntargets:\n");
   for (uint32_t t = 0; t < v->target_count; t++) {
     const hk_target_rec_t *tr = &v->targets[t];
     const hk_section_t *cs = code_section(v, tr);
@@ -161,7 +215,9 @@ int hkc_inspect(const char *path, FILE *out) {
   while (p < end) {
     const char *nl = memchr(p, '\n', (size_t)(end - p));
     size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
-    fprintf(out, "  %.*s\n", (int)len, p);
+    fprintf(out, "  ");
+    print_escaped(out, p, len);
+    fprintf(out, "\n");
     p += len + 1;
   }
   hk_pack_destroy(pack);
@@ -170,11 +226,8 @@ int hkc_inspect(const char *path, FILE *out) {
 
 /* ---- disassembly: through the target's toolchain entry (rtc/toolchain.h) ---------------------- */
 int hkc_inspect_disasm(const char *path, const char *kernel, const char *target, FILE *out) {
-  hk_pack_t *pack = NULL;
-  if (hk_pack_open_file(path, NULL, &pack) != HK_OK) {
-    fprintf(stderr, "hkc inspect: %s: %s\n", path, hk_last_error());
-    return -1;
-  }
+  hk_pack_t *pack = open_for_tools(path, NULL, 0);
+  if (!pack) return -1;
   const hk_pack_view_t *v = hk_pack_view(pack);
   int rc = -1;
   for (uint32_t t = 0; t < v->target_count; t++) {
@@ -189,7 +242,21 @@ int hkc_inspect_disasm(const char *path, const char *kernel, const char *target,
         fprintf(stderr, "hkc inspect: %s\n", hk_last_error());
         goto done;
       }
-      const char *obj = (const char *)code + kr->code_offset;
+      const char *obj = (const char *)code + kr->code_offset; /* verify: inside its target's code */
+      /* The object is checked as the loader would before a disassembler, which trusts its
+       * headers, reads it (AMD's comgr runs in a worker process besides: rtc_worker.h). */
+      const char *bad;
+      bool ok = tr->kind == HK_TARGET_HOST
+                    ? hk_elf_image_ok(obj, (size_t)kr->code_size, hk_elf_host_machine(hk_pack_string(v, tr->name)),
+                                      HK_ET_DYN, &bad)
+                    : hk_gpu_image_ok(obj, (size_t)kr->code_size, tr->kind == HK_TARGET_HIP,
+                                      tr->kind == HK_TARGET_HIP ? HK_EM_AMDGPU : HK_EM_CUDA, &bad);
+      if (!ok) {
+        fprintf(stderr, "hkc inspect: cannot disassemble %s for %s: its code object is invalid: %s\n", kernel,
+                hk_pack_string(v, tr->name), bad);
+        free(code);
+        goto done;
+      }
       fprintf(out, "; kernel %s, target %s, %llu bytes of code object\n", kernel, hk_pack_string(v, tr->name),
               (unsigned long long)kr->code_size);
       const hkc_toolchain_t *tc = hkc_toolchain_for_kind((hk_target_kind_t)tr->kind);
@@ -309,11 +376,8 @@ static void plan_bucket(FILE *out, const hk_pack_view_t *v, uint32_t gi, const p
 }
 
 int hkc_inspect_plan(const char *path, uint64_t batch, const char *target, FILE *out) {
-  hk_pack_t *pack = NULL;
-  if (hk_pack_open_file(path, NULL, &pack) != HK_OK) {
-    fprintf(stderr, "hkc inspect: %s: %s\n", path, hk_last_error());
-    return -1;
-  }
+  hk_pack_t *pack = open_for_tools(path, NULL, 0);
+  if (!pack) return -1;
   const hk_pack_view_t *v = hk_pack_view(pack);
   const hk_manifest_t *m = v->manifest;
   int rc = -1;
@@ -373,4 +437,17 @@ int hkc_inspect_plan(const char *path, uint64_t batch, const char *target, FILE 
 done:
   hk_pack_destroy(pack);
   return rc;
+}
+
+int hkc_public_key_load(const char *path, uint8_t out_key[HK_PUBLIC_KEY_BYTES]) {
+  char *text = NULL;
+  size_t size = 0;
+  if (hkc_read_file(path, &text, &size) != 0) {
+    fprintf(stderr, "hkc: cannot read the public key %s: %s\n", path, strerror(errno));
+    return -1;
+  }
+  hk_status_t st = hk_public_key_parse(text, size, out_key);
+  free(text);
+  if (st != HK_OK) fprintf(stderr, "hkc: %s: %s\n", path, hk_last_error());
+  return st == HK_OK ? 0 : -1;
 }

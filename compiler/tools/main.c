@@ -6,6 +6,7 @@
  *   hkc tune SPEC --target T -o DB | hkc tune --merge A.db B.db ... -o DB
  *   hkc inspect PACK [--disasm KERNEL | --plan [--batch N]]
  *   hkc run PACK [--target T] [--batch N] [--seed S] [--input NAME=FILE.npy] [--profile] ...
+ *   hkc keygen -o KEY | hkc sign PACK --key KEY [-o OUT]
  *
  * `run` goes through libhkrt's public API only: the same path an application takes.
  */
@@ -22,6 +23,7 @@
 #include "driver/driver.h"
 #include "frontend/frontend.h"
 #include "hk/hkrt.h"
+#include "pack/pack.h"
 #include "rtc/rtc.h"
 #include "rtc/rtc_worker.h"
 #include "tools/tools.h"
@@ -38,6 +40,8 @@ static const char k_usage[] =
     "  run PACK [options]                  run a pack through libhkrt and time it\n"
     "  tune SPEC --target T -o DB          measure kernel configurations, write a tuning database\n"
     "  targets                             what the installed toolchains can build\n"
+    "  keygen -o KEY                       create a signing key pair (KEY, KEY.pub)\n"
+    "  sign PACK --key KEY [-o OUT]        sign a pack (libhkrt's trust policy: README, Embedding)\n"
     "\n"
     "  hkc <command> --help   options of one command\n"
     "  hkc --version          versions of hkc and the artifact format\n";
@@ -86,6 +90,8 @@ static const char k_build_usage[] =
     "%s"
     "  --host-threads N       host target: the CPU threads tuning-database entries are matched\n"
     "                         for (default: $HK_HOST_THREADS, else the online CPUs)\n"
+    "  --sign KEY             sign the artifact with the secret key KEY (hkc keygen; the same\n"
+    "                         as hkc sign after the build)\n"
     "  -q, --quiet            no summary\n"
     "\n"
     "environment: the HKC_* variables above map onto their kernel options (boolean ones: set\n"
@@ -122,6 +128,14 @@ static const char k_run_usage[] =
     "  --no-pdl               launch every kernel the ordinary way: no programmatic dependent\n"
     "                         launch (PDL) of the kernels the pack marks for it (session option\n"
     "                         no_pdl); when PDL is in use, hkc run says how much\n"
+    "  --trust KEY.pub        trust packs signed by this key (repeatable, up to 16)\n"
+    "  --require-signature    refuse a pack that is not signed by a trusted key\n"
+    "  --allow-unsigned-native\n"
+    "                         run a pack with host code that no trusted key signed (its code\n"
+    "                         runs in this process: only for packs you built yourself)\n"
+    "\n"
+    "A pack with host code is refused unless signed by a --trust key or --allow-unsigned-native\n"
+    "is given; a pack whose signature does not verify is always refused (README, Embedding).\n"
     "\n"
     "environment:\n"
     "  HK_LAUNCH=auto|graph|stream  GPU targets: replay one CUDA/HIP graph per run when the\n"
@@ -161,11 +175,13 @@ static const char k_tune_usage[] =
     "                         (each conflict is reported on stderr)\n";
 
 static const char k_inspect_usage[] =
-    "usage: hkc inspect PACK [--disasm KERNEL [--target T] | --plan [--batch N] [--target T]]\n"
+    "usage: hkc inspect PACK [--trust KEY.pub]... [--disasm KERNEL [--target T] | --plan [--batch N] [--target T]]\n"
     "\n"
-    "Verifies PACK and prints its manifest, targets, kernels with their resources and\n"
-    "occupancy, tensors, graphs per batch size (nodes, workspace bytes) and provenance.\n"
+    "Verifies PACK and prints its manifest, its signature (ed25519 key id, verified or\n"
+    "INVALID, or none), targets, kernels with their resources and occupancy, tensors, graphs\n"
+    "per batch size (nodes, workspace bytes) and provenance. Never loads the pack's code.\n"
     "\n"
+    "  --trust KEY.pub   also say whether the signing key is this one (repeatable)\n"
     "  --plan            the traffic and roofline report instead: per batch bucket, each\n"
     "                    launch's spec nodes, kernel, estimated HBM bytes and GFLOP, and its\n"
     "                    floor in us on MI250X (gfx90a, one GCD), MI300X (gfx942), H200\n"
@@ -177,6 +193,20 @@ static const char k_inspect_usage[] =
     "  --disasm KERNEL   print the machine code of one kernel instead: AMD through comgr,\n"
     "                    NVIDIA through nvdisasm/cuobjdump, host through objdump\n"
     "  --target T        the target whose code to show (default: the first that has KERNEL)\n";
+
+static const char k_keygen_usage[] =
+    "usage: hkc keygen -o KEY [-q]\n"
+    "\n"
+    "Creates an Ed25519 key pair for signing packs: KEY, the secret key (mode 0600), and\n"
+    "KEY.pub, the public key that hkc run --trust and applications (hk_public_key_parse)\n"
+    "take. Prints the key id (16 hex digits, as hkc inspect shows it). Never overwrites a file.\n";
+
+static const char k_sign_usage[] =
+    "usage: hkc sign PACK --key KEY [-o OUT] [-q]\n"
+    "\n"
+    "Signs PACK with the secret key KEY (hkc keygen): adds a SIGNATURE section (replacing an\n"
+    "existing one) covering every other byte of the pack, and writes the result atomically to\n"
+    "OUT (default: PACK itself). docs/FORMAT.md, Signatures.\n";
 
 static const char k_targets_usage[] =
     "usage: hkc targets\n"
@@ -278,7 +308,7 @@ static int cmd_build(int argc, char **argv) {
   hkc_kernel_options_t ko = {0};
   if (hkc_kernel_options_from_env(&ko, "hkc build") != 0) return 2;
   opt.host_threads = host_threads_from_env();
-  const char *dbs[64];
+  const char *dbs[64], *sign_key = NULL;
   size_t n_dbs = 0;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
@@ -334,6 +364,9 @@ static int cmd_build(int argc, char **argv) {
       opt.werror_spills = 1;
     } else if (strcmp(a, "--no-pdl") == 0) {
       opt.no_pdl = 1;
+    } else if (strcmp(a, "--sign") == 0) {
+      if (++i >= argc) goto missing;
+      sign_key = argv[i];
     } else if (strcmp(a, "--fusion") == 0) {
       if (++i >= argc) goto missing;
       if (strcmp(argv[i], "auto") == 0) {
@@ -363,11 +396,17 @@ static int cmd_build(int argc, char **argv) {
             k_build_usage);
     return 2;
   }
+  uint8_t seed[HKC_KEY_SEED_BYTES];
+  if (sign_key) { /* before compiling: a bad key fails at once */
+    if (hkc_key_load(sign_key, seed) != 0) return 1;
+    opt.sign_seed = seed;
+  }
   opt.tuning_dbs = dbs;
   opt.n_tuning_dbs = n_dbs;
   opt.kernel_options = &ko;
-  if (start_workers(opt.jobs, compile_timeout) != 0) return 1;
-  return hkc_build(&opt) == 0 ? 0 : 1;
+  int rc = start_workers(opt.jobs, compile_timeout) != 0 || hkc_build(&opt) != 0 ? 1 : 0;
+  hkc_key_wipe(seed, sizeof seed);
+  return rc;
 }
 
 /* ---- tune ------------------------------------------------------------------------------- */
@@ -605,6 +644,24 @@ static int run_options_from_env(hk_session_options_t *so) {
   return 0;
 }
 
+/* The trust options of run and inspect: --trust KEY.pub (repeatable). */
+#define MAX_TRUSTED_KEYS 16
+typedef struct trust_opts {
+  uint8_t keys[MAX_TRUSTED_KEYS][HK_PUBLIC_KEY_BYTES];
+  uint32_t n;
+} trust_opts_t;
+
+/* Reads one --trust value into t. 0, or 2 (usage error, printed). */
+static int add_trusted_key(const char *cmd, trust_opts_t *t, const char *path) {
+  if (t->n >= MAX_TRUSTED_KEYS) {
+    fprintf(stderr, "hkc %s: at most %d --trust keys\n", cmd, MAX_TRUSTED_KEYS);
+    return 2;
+  }
+  if (hkc_public_key_load(path, t->keys[t->n]) != 0) return 2;
+  t->n++;
+  return 0;
+}
+
 static int cmd_run(int argc, char **argv) {
   if (want_help(argc, argv)) {
     fputs(k_run_usage, stdout);
@@ -612,7 +669,8 @@ static int cmd_run(int argc, char **argv) {
   }
   const char *pack_path = NULL, *target = NULL, *save_dir = NULL;
   long long batch = 0, seed = 1, runs = 10, warmup = 2, repeats = 20;
-  int profile = 0, no_pdl = 0;
+  int profile = 0, no_pdl = 0, require_signature = 0, allow_unsigned_native = 0;
+  trust_opts_t trust = {0};
   named_file_t files[MAX_NAMED_FILES];
   int n_files = 0;
   for (int i = 0; i < argc; i++) {
@@ -621,7 +679,7 @@ static int cmd_run(int argc, char **argv) {
     int takes_value = strcmp(a, "--target") == 0 || strcmp(a, "--batch") == 0 || strcmp(a, "--seed") == 0 ||
                       strcmp(a, "--input") == 0 || strcmp(a, "--param") == 0 ||
                       strcmp(a, "--save-outputs") == 0 || strcmp(a, "--runs") == 0 || strcmp(a, "--warmup") == 0 ||
-                      strcmp(a, "--repeats") == 0;
+                      strcmp(a, "--repeats") == 0 || strcmp(a, "--trust") == 0;
     if (takes_value && !v) {
       fprintf(stderr, "hkc run: %s needs a value\n", a);
       return 2;
@@ -634,6 +692,9 @@ static int cmd_run(int argc, char **argv) {
     else if (strcmp(a, "--repeats") == 0) { if (parse_count(a, v, 1, 100000, &repeats)) return 2; }
     else if (strcmp(a, "--profile") == 0) { profile = 1; continue; }
     else if (strcmp(a, "--no-pdl") == 0) { no_pdl = 1; continue; }
+    else if (strcmp(a, "--require-signature") == 0) { require_signature = 1; continue; }
+    else if (strcmp(a, "--allow-unsigned-native") == 0) { allow_unsigned_native = 1; continue; }
+    else if (strcmp(a, "--trust") == 0) { if (add_trusted_key("run", &trust, v)) return 2; }
     else if (strcmp(a, "--save-outputs") == 0) save_dir = v;
     else if (strcmp(a, "--input") == 0 || strcmp(a, "--param") == 0) {
       char *eq = strchr(v, '=');
@@ -666,11 +727,11 @@ static int cmd_run(int argc, char **argv) {
   uint32_t n_tensors = 0;
   void **buffers = NULL;  /* host staging copies */
   void **device = NULL;   /* the session's memory (device memory on GPU targets) */
-  hk_status_t st = hk_pack_open_file(pack_path, NULL, &pack);
-  if (st != HK_OK) {
-    fprintf(stderr, "hkc run: %s: %s\n", pack_path, hk_last_error());
-    return 1;
-  }
+  hk_pack_open_options_t oo = {.struct_size = sizeof oo, .trusted_keys = (const uint8_t(*)[HK_PUBLIC_KEY_BYTES])trust.keys,
+                                .trusted_key_count = trust.n, .require_signature = (uint32_t)require_signature,
+                                .allow_unsigned_native_code = (uint32_t)allow_unsigned_native};
+  hk_status_t st = hkc_tool_open_pack("run", pack_path, &oo, &pack);
+  if (st != HK_OK) return 1;
   if (batch == 0) batch = (long long)hk_pack_batch_size(pack, 0);
   hk_session_options_t so = {.struct_size = sizeof so, .batch = (uint64_t)batch, .target = target,
                              .no_pdl = (uint32_t)no_pdl};
@@ -755,18 +816,23 @@ static int cmd_run(int argc, char **argv) {
     fprintf(stderr, "hkc run: cannot create %s: %s\n", save_dir, strerror(errno));
     goto done;
   }
-  int bad = 0;
+  int bad = 0, save_failed = 0;
+  hkc_npy_set_t saved = {0}; /* all outputs or none (a later failure removes the earlier files) */
   for (uint32_t t = 0; t < n_tensors; t++) {
     hk_tensor_info_t info;
     hk_session_tensor_info(session, t, &info);
     if (info.role != HK_TENSOR_OUTPUT) continue;
     if (hk_session_copy(session, buffers[t], device[t], info.bytes, HK_COPY_DEVICE_TO_HOST) != HK_OK) {
       fprintf(stderr, "hkc run: %s\n", hk_last_error());
+      hkc_npy_set_free(&saved);
       goto done;
     }
     size_t n = info_count(&info), nonfinite = 0;
     float *f32 = malloc((n ? n : 1) * sizeof *f32);
-    if (!f32) goto done;
+    if (!f32) {
+      hkc_npy_set_free(&saved);
+      goto done;
+    }
     double sum = 0, absmax = 0;
     for (size_t i = 0; i < n; i++) {
       f32[i] = hkc_load_elem(buffers[t], (int)info.element_type, i);
@@ -784,13 +850,14 @@ static int cmd_run(int argc, char **argv) {
       fprintf(stderr, "hkc run: output %s has %zu non-finite element(s) of %zu\n", info.name, nonfinite, n);
       bad = 1;
     }
-    if (save_dir) {
-      char path[4096];
-      snprintf(path, sizeof path, "%s/%s.npy", save_dir, info.name);
-      if (hkc_npy_write_f32(path, f32, info.dims, info.rank) != 0) bad = 1;
-    }
+    if (save_dir && !save_failed && hkc_npy_set_add(&saved, save_dir, info.name, f32, info.dims, info.rank) != 0)
+      save_failed = 1;
     free(f32);
   }
+  if (save_dir && !save_failed && hkc_npy_set_commit(&saved) != 0) save_failed = 1;
+  hkc_npy_set_free(&saved);
+  if (save_dir && save_failed) fprintf(stderr, "hkc run: no output saved to %s/\n", save_dir);
+  bad |= save_failed;
   if (save_dir && !bad) printf("  outputs saved to %s/\n", save_dir);
   rc = bad ? 1 : 0;
 done:
@@ -814,9 +881,16 @@ static int cmd_inspect(int argc, char **argv) {
   const char *pack = NULL, *kernel = NULL, *target = NULL;
   int plan = 0;
   long long batch = 0;
+  trust_opts_t trust = {0};
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--plan") == 0) {
       plan = 1;
+    } else if (strcmp(argv[i], "--trust") == 0) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "hkc inspect: --trust needs a value\n");
+        return 2;
+      }
+      if (add_trusted_key("inspect", &trust, argv[++i])) return 2;
     } else if (strcmp(argv[i], "--batch") == 0) {
       if (i + 1 >= argc) {
         fprintf(stderr, "hkc inspect: --batch needs a value\n");
@@ -855,7 +929,81 @@ static int cmd_inspect(int argc, char **argv) {
     return 2;
   }
   if (kernel) return hkc_inspect_disasm(pack, kernel, target, stdout) == 0 ? 0 : 1;
-  return hkc_inspect(pack, stdout) == 0 ? 0 : 1;
+  return hkc_inspect_trusted(pack, (const uint8_t(*)[HK_PUBLIC_KEY_BYTES])trust.keys, trust.n, stdout) == 0 ? 0 : 1;
+}
+
+/* ---- keygen, sign --------------------------------------------------------------------------- */
+/* Signs the artifact at in_path and writes it atomically to out_path (may equal in_path).
+ * Prints the key id unless quiet. 0 / -1 (reported). */
+static int sign_file(const char *in_path, const char *key_path, const char *out_path, int quiet) {
+  uint8_t seed[HKC_KEY_SEED_BYTES];
+  if (hkc_key_load(key_path, seed) != 0) return -1;
+  char *data = NULL;
+  size_t size = 0;
+  void *signed_data = NULL;
+  size_t signed_size = 0;
+  int rc = -1;
+  /* hkc_read_file's buffer comes from malloc: aligned for the records. */
+  if (hkc_read_file(in_path, &data, &size) != 0) {
+    fprintf(stderr, "hkc sign: cannot read %s: %s\n", in_path, strerror(errno));
+  } else if (hkc_pack_sign_memory(data, size, seed, &signed_data, &signed_size) == 0 &&
+             hkc_pack_write_bytes(signed_data, signed_size, out_path) == 0) {
+    char id[HKC_KEY_ID_HEX_BYTES];
+    hkc_key_id(seed, id);
+    if (!quiet) printf("signed %s with key %s -> %s\n", in_path, id, out_path);
+    rc = 0;
+  }
+  hkc_key_wipe(seed, sizeof seed);
+  free(data);
+  free(signed_data);
+  return rc;
+}
+
+static int cmd_keygen(int argc, char **argv) {
+  if (want_help(argc, argv)) {
+    fputs(k_keygen_usage, stdout);
+    return 0;
+  }
+  const char *out = NULL;
+  int quiet = 0;
+  for (int i = 0; i < argc; i++) {
+    if ((strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--output") == 0) && i + 1 < argc) out = argv[++i];
+    else if (strcmp(argv[i], "-q") == 0 || strcmp(argv[i], "--quiet") == 0) quiet = 1;
+    else {
+      fprintf(stderr, "hkc keygen: unexpected argument %s\n%s", argv[i], k_keygen_usage);
+      return 2;
+    }
+  }
+  if (!out) {
+    fprintf(stderr, "hkc keygen: no output given (-o KEY)\n%s", k_keygen_usage);
+    return 2;
+  }
+  return hkc_key_generate(out, quiet) == 0 ? 0 : 1;
+}
+
+static int cmd_sign(int argc, char **argv) {
+  if (want_help(argc, argv)) {
+    fputs(k_sign_usage, stdout);
+    return 0;
+  }
+  const char *pack = NULL, *key = NULL, *out = NULL;
+  int quiet = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--key") == 0 && i + 1 < argc) key = argv[++i];
+    else if ((strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) && i + 1 < argc) out = argv[++i];
+    else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) quiet = 1;
+    else if (a[0] != '-' && !pack) pack = a;
+    else {
+      fprintf(stderr, "hkc sign: unexpected argument %s\n%s", a, k_sign_usage);
+      return 2;
+    }
+  }
+  if (!pack || !key) {
+    fprintf(stderr, "hkc sign: %s\n%s", !pack ? "no pack given" : "no key given (--key KEY)", k_sign_usage);
+    return 2;
+  }
+  return sign_file(pack, key, out ? out : pack, quiet) == 0 ? 0 : 1;
 }
 
 static int cmd_targets(int argc, char **argv) {
@@ -875,6 +1023,8 @@ static int dispatch(int argc, char **argv) {
   if (strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
   if (strcmp(argv[1], "tune") == 0) return cmd_tune(argc - 2, argv + 2);
   if (strcmp(argv[1], "inspect") == 0) return start_workers(1, compile_timeout) ? 1 : cmd_inspect(argc - 2, argv + 2);
+  if (strcmp(argv[1], "keygen") == 0) return cmd_keygen(argc - 2, argv + 2);
+  if (strcmp(argv[1], "sign") == 0) return cmd_sign(argc - 2, argv + 2);
   if (strcmp(argv[1], "targets") == 0) return start_workers(0, compile_timeout) ? 1 : cmd_targets(argc - 2, argv + 2);
   fprintf(stderr, "hkc: unknown command '%s'\n%s", argv[1], k_usage);
   return 2;

@@ -21,18 +21,107 @@
 /* ---- reading ---------------------------------------------------------------------- */
 #define NPY_MAX_HEADER (1u << 20) /* NumPy itself caps headers far below this */
 
-/* Finds the value text after 'key': in the header dict; NULL when absent. */
-static const char *dict_value(const char *hdr, const char *key) {
-  char pat[32];
-  snprintf(pat, sizeof pat, "'%s'", key);
-  const char *p = strstr(hdr, pat);
-  if (!p) return NULL;
-  p += strlen(pat);
-  while (*p == ' ') p++;
-  if (*p != ':') return NULL;
-  p++;
-  while (*p == ' ') p++;
-  return p;
+/* The header dict, parsed strictly: {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
+ * -- each of the three keys exactly once and nothing else, values of their own syntax
+ * (a quoted string, the word True or False, a tuple of integers), then only the padding
+ * spaces and newline. A key is only ever read as a key, so 'shape' inside another value
+ * is not a shape, and 'Falsey' is not False. */
+typedef struct npy_dict {
+  char descr[16];
+  int fortran;               /* -1: absent */
+  int has_shape;
+  uint32_t rank;
+  int64_t dims[HK_MAX_RANK];
+  const char *why;           /* what was wrong, for the message */
+} npy_dict_t;
+
+static void skip_space(const char **p) {
+  while (**p == ' ' || **p == '\t') (*p)++;
+}
+
+/* A '...' or "..." string without escapes into out. 0 / -1. */
+static int parse_quoted(const char **p, char *out, size_t size) {
+  char q = **p;
+  if (q != '\'' && q != '"') return -1;
+  const char *end = strchr(*p + 1, q);
+  if (!end || (size_t)(end - *p - 1) >= size || memchr(*p + 1, '\\', (size_t)(end - *p - 1))) return -1;
+  memcpy(out, *p + 1, (size_t)(end - *p - 1));
+  out[end - *p - 1] = '\0';
+  *p = end + 1;
+  return 0;
+}
+
+/* A tuple of non-negative integers: (), (3,), (2, 3) or (2, 3,). 0 / -1 (d->why set). */
+static int parse_shape(const char **p, npy_dict_t *d) {
+  if (**p != '(') return d->why = "malformed .npy shape", -1;
+  (*p)++;
+  int comma = 0; /* the last dimension was followed by ',' */
+  for (;;) {
+    skip_space(p);
+    if (**p == ')') break;
+    if (**p < '0' || **p > '9') return d->why = "malformed .npy shape", -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(*p, &end, 10);
+    if (errno || d->rank >= HK_MAX_RANK) return d->why = ".npy shape has a bad dimension or too many dimensions", -1;
+    d->dims[d->rank++] = v;
+    *p = end;
+    skip_space(p);
+    comma = **p == ',';
+    if (comma) (*p)++;
+    else if (**p != ')') return d->why = "malformed .npy shape", -1;
+  }
+  /* (3) is the integer 3 in Python, not a tuple: NumPy writes (3,) */
+  if (d->rank == 1 && !comma) return d->why = "malformed .npy shape (a 1-D shape is written (N,))", -1;
+  (*p)++;
+  return 0;
+}
+
+static int parse_value(const char **p, const char *key, npy_dict_t *d) {
+  if (strcmp(key, "descr") == 0 && !d->descr[0]) {
+    if (parse_quoted(p, d->descr, sizeof d->descr) == 0 && d->descr[0]) return 0;
+    return d->why = "unsupported .npy dtype (expected '<f2', '<f4' or '<f8')", -1;
+  }
+  if (strcmp(key, "fortran_order") == 0 && d->fortran < 0) {
+    size_t n = 0;
+    while (((*p)[n] >= 'a' && (*p)[n] <= 'z') || ((*p)[n] >= 'A' && (*p)[n] <= 'Z') || (*p)[n] == '_') n++;
+    if (n == 5 && strncmp(*p, "False", 5) == 0) d->fortran = 0;
+    else if (n == 4 && strncmp(*p, "True", 4) == 0) d->fortran = 1;
+    else return d->why = "malformed .npy header (fortran_order must be True or False)", -1;
+    *p += n;
+    return 0;
+  }
+  if (strcmp(key, "shape") == 0 && !d->has_shape) {
+    d->has_shape = 1;
+    return parse_shape(p, d);
+  }
+  return d->why = "malformed .npy header (an unknown or repeated key)", -1;
+}
+
+static int parse_dict(const char *hdr, npy_dict_t *d) {
+  memset(d, 0, sizeof *d);
+  d->fortran = -1;
+  const char *p = hdr;
+  skip_space(&p);
+  if (*p++ != '{') return d->why = "malformed .npy header (not a dict)", -1;
+  for (;;) {
+    skip_space(&p);
+    if (*p == '}') break;
+    char key[32];
+    if (parse_quoted(&p, key, sizeof key) != 0) return d->why = "malformed .npy header (a key is not a string)", -1;
+    skip_space(&p);
+    if (*p++ != ':') return d->why = "malformed .npy header (no ':' after a key)", -1;
+    skip_space(&p);
+    if (parse_value(&p, key, d) != 0) return -1;
+    skip_space(&p);
+    if (*p == ',') p++;
+    else if (*p != '}') return d->why = "malformed .npy header (no ',' or '}' after a value)", -1;
+  }
+  for (p++; *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'; p++) {}
+  if (*p) return d->why = "malformed .npy header (text after the dict)", -1;
+  if (!d->descr[0] || d->fortran < 0 || !d->has_shape)
+    return d->why = "malformed .npy header (needs descr, fortran_order, shape)", -1;
+  return 0;
 }
 
 int hkc_npy_parse(const char *name, const unsigned char *b, size_t size, hkc_npy_t *out) {
@@ -71,55 +160,34 @@ int hkc_npy_parse(const char *name, const unsigned char *b, size_t size, hkc_npy
     return -1;
   }
   int rc = -1;
-  const char *descr = dict_value(hdr, "descr");
-  const char *fortran = dict_value(hdr, "fortran_order");
-  const char *shape = dict_value(hdr, "shape");
-  size_t esize = 0;
+  npy_dict_t d;
   int kind = 0; /* 2, 4, 8 = float width */
-  if (!descr || !fortran || !shape) {
-    hkc_error(loc, "malformed .npy header (needs descr, fortran_order, shape)");
+  size_t esize = 0, count = 1;
+  if (parse_dict(hdr, &d) != 0) {
+    hkc_error(loc, "%s", d.why);
     goto done;
   }
-  if (strncmp(descr, "'<f4'", 5) == 0) kind = 4;
-  else if (strncmp(descr, "'<f8'", 5) == 0) kind = 8;
-  else if (strncmp(descr, "'<f2'", 5) == 0) kind = 2;
+  if (strcmp(d.descr, "<f4") == 0) kind = 4;
+  else if (strcmp(d.descr, "<f8") == 0) kind = 8;
+  else if (strcmp(d.descr, "<f2") == 0) kind = 2;
   else {
-    hkc_error(loc, "unsupported .npy dtype %.8s (expected '<f2', '<f4' or '<f8')", descr);
+    hkc_error(loc, "unsupported .npy dtype '%.8s' (expected '<f2', '<f4' or '<f8')", d.descr);
     goto done;
   }
   esize = (size_t)kind;
-  if (strncmp(fortran, "False", 5) != 0) {
+  if (d.fortran) {
     hkc_error(loc, "Fortran-ordered .npy arrays are not supported (save with C order)");
     goto done;
   }
-  if (*shape != '(') {
-    hkc_error(loc, "malformed .npy shape");
-    goto done;
-  }
-  const char *p = shape + 1;
-  size_t count = 1;
-  for (;;) {
-    while (*p == ' ' || *p == ',') p++;
-    if (*p == ')') break;
-    if (*p < '0' || *p > '9') {
-      hkc_error(loc, "malformed .npy shape");
-      goto done;
-    }
-    char *end;
-    errno = 0;
-    long long d = strtoll(p, &end, 10);
-    if (errno || d < 0 || out->rank >= HK_MAX_RANK) {
-      hkc_error(loc, ".npy shape has a bad dimension or more than %u dimensions", HK_MAX_RANK);
-      goto done;
-    }
-    if (d != 0 && count > SIZE_MAX / 8 / (size_t)d) {
+  for (uint32_t i = 0; i < d.rank; i++) {
+    if (d.dims[i] != 0 && count > SIZE_MAX / 8 / (size_t)d.dims[i]) {
       hkc_error(loc, ".npy shape is too large");
       goto done;
     }
-    count *= (size_t)d;
-    out->dims[out->rank++] = d;
-    p = end;
+    count *= (size_t)d.dims[i];
+    out->dims[i] = d.dims[i];
   }
+  out->rank = d.rank;
   size_t data_off = hstart + hlen;
   if (count * esize != size - data_off) {
     hkc_error(loc, ".npy data is %zu bytes; shape and dtype need %zu", size - data_off, count * esize);
@@ -128,16 +196,16 @@ int hkc_npy_parse(const char *name, const unsigned char *b, size_t size, hkc_npy
   out->count = count;
   out->data = malloc(count ? count * sizeof(float) : 1);
   if (!out->data) goto done;
-  const unsigned char *d = b + data_off;
+  const unsigned char *src = b + data_off;
   for (size_t i = 0; i < count; i++) {
-    if (kind == 4) memcpy(&out->data[i], d + 4 * i, 4);
+    if (kind == 4) memcpy(&out->data[i], src + 4 * i, 4);
     else if (kind == 8) {
       double v;
-      memcpy(&v, d + 8 * i, 8);
+      memcpy(&v, src + 8 * i, 8);
       out->data[i] = (float)v;
     } else {
       uint16_t h;
-      memcpy(&h, d + 2 * i, 2);
+      memcpy(&h, src + 2 * i, 2);
       out->data[i] = hkc_f16_to_f32(h);
     }
   }
@@ -153,7 +221,7 @@ int hkc_npy_read(const char *path, hkc_npy_t *out) {
   size_t size;
   memset(out, 0, sizeof *out);
   if (hkc_read_file(path, &bytes, &size) != 0) {
-    hkc_error((hkc_loc_t){path, 0, 0}, "%s", strerror(errno));
+    hkc_error((hkc_loc_t){path, 0, 0}, "%s", hkc_strerror(errno));
     return -1;
   }
   int rc = hkc_npy_parse(path, (const unsigned char *)bytes, size, out);
@@ -168,36 +236,99 @@ void hkc_npy_free(hkc_npy_t *npy) {
 }
 
 /* ---- writing ---------------------------------------------------------------------- */
-int hkc_npy_write_f32(const char *path, const float *data, const int64_t *dims, uint32_t rank) {
+/* The format 1.0 header of an f32 array: magic, version, length, the dict padded with
+ * spaces and a newline to a multiple of 64 bytes. Returns its length (<= size). */
+static size_t npy_header(char *out, size_t size, const int64_t *dims, uint32_t rank) {
   char dict[512];
   int n = snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (");
-  size_t count = 1;
-  for (uint32_t i = 0; i < rank; i++) {
+  for (uint32_t i = 0; i < rank; i++)
     n += snprintf(dict + n, sizeof dict - (size_t)n, "%lld,%s", (long long)dims[i], rank > 1 && i + 1 < rank ? " " : "");
-    count *= (size_t)dims[i];
-  }
   n += snprintf(dict + n, sizeof dict - (size_t)n, "), }");
-  /* magic(6) + version(2) + len(2) + dict + padding + '\n' is a multiple of 64 */
   size_t total = 10 + (size_t)n + 1;
   size_t pad = (64 - total % 64) % 64;
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    hkc_error((hkc_loc_t){path, 0, 0}, "cannot create: %s", strerror(errno));
-    return -1;
-  }
-  FILE *f = fdopen(fd, "wb");
   unsigned short hl = (unsigned short)((size_t)n + pad + 1);
   unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 0xff), (unsigned char)(hl >> 8)};
-  int ok = f && fwrite(pre, 1, 10, f) == 10 && fwrite(dict, 1, (size_t)n, f) == (size_t)n;
-  for (size_t i = 0; ok && i < pad; i++) ok = fputc(' ', f) != EOF;
-  ok = ok && fputc('\n', f) != EOF && fwrite(data, sizeof(float), count, f) == count;
-  ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-  if (f) ok = (fclose(f) == 0) && ok;
-  if (!ok || rename(tmp, path) != 0) {
-    hkc_error((hkc_loc_t){path, 0, 0}, "cannot write: %s", strerror(errno));
-    unlink(tmp);
+  if (total + pad > size) return 0;
+  memcpy(out, pre, 10);
+  memcpy(out + 10, dict, (size_t)n);
+  memset(out + 10 + n, ' ', pad);
+  out[total + pad - 1] = '\n';
+  return total + pad;
+}
+
+/* A file name the writer accepts: a tensor name is untrusted (it comes from the pack), so
+ * it must not leave the directory or hide: no '/', no "..", no leading '.', no control
+ * characters. */
+static int name_ok(const char *name) {
+  if (!name[0] || name[0] == '.' || strchr(name, '/') || strstr(name, "..")) return 0;
+  for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+    if (*p < 0x20 || *p == 0x7f) return 0;
+  return 1;
+}
+
+int hkc_npy_set_add(hkc_npy_set_t *set, const char *dir, const char *name, const float *data, const int64_t *dims,
+                    uint32_t rank) {
+  hkc_loc_t loc = {dir, 0, 0};
+  if (!name_ok(name)) {
+    hkc_error(loc, "refusing to write an output named \"%s\" (a file name may not contain '/' or '..', start with "
+                   "'.' or hold control characters)", name);
+    return -1;
+  }
+  char header[640];
+  size_t hlen = npy_header(header, sizeof header, dims, rank);
+  size_t count = 1;
+  for (uint32_t i = 0; i < rank; i++) count *= (size_t)dims[i];
+  size_t plen = strlen(dir) + strlen(name) + 6;
+  char *path = malloc(plen);
+  if (!path || hlen == 0 || set->n == HKC_NPY_SET_MAX) {
+    free(path);
+    hkc_error(loc, "cannot write output %s: %s", name, hlen ? "too many outputs" : "out of memory");
+    return -1;
+  }
+  snprintf(path, plen, "%s/%s.npy", dir, name);
+  hkc_chunk_t chunks[2] = {{header, hlen}, {data, count * sizeof(float)}};
+  char err[4200], *tmp;
+  if (hkc_file_stage(path, chunks, 2, 0666, &tmp, err, sizeof err) != 0) {
+    hkc_error((hkc_loc_t){0}, "%s", err);
+    free(path);
+    return -1;
+  }
+  set->paths[set->n] = path;
+  set->tmps[set->n++] = tmp;
+  return 0;
+}
+
+int hkc_npy_set_commit(hkc_npy_set_t *set) {
+  char err[4200];
+  size_t done = 0;
+  for (; done < set->n; done++) {
+    char *tmp = set->tmps[done];
+    set->tmps[done] = NULL;
+    if (hkc_file_commit(tmp, set->paths[done], err, sizeof err) != 0) break;
+  }
+  if (done == set->n) return 0;
+  hkc_error((hkc_loc_t){0}, "%s (no output written)", err);
+  for (size_t i = 0; i < done; i++) unlink(set->paths[i]); /* all or nothing: the ones renamed already go */
+  return -1;
+}
+
+void hkc_npy_set_free(hkc_npy_set_t *set) {
+  for (size_t i = 0; i < set->n; i++) {
+    hkc_file_discard(set->tmps[i]);
+    free(set->paths[i]);
+  }
+  memset(set, 0, sizeof *set);
+}
+
+int hkc_npy_write_f32(const char *path, const float *data, const int64_t *dims, uint32_t rank) {
+  char header[640];
+  size_t hlen = npy_header(header, sizeof header, dims, rank);
+  size_t count = 1;
+  for (uint32_t i = 0; i < rank; i++) count *= (size_t)dims[i];
+  hkc_chunk_t chunks[2] = {{header, hlen}, {data, count * sizeof(float)}};
+  char err[4200];
+  if (hlen == 0 || hkc_file_replace(path, chunks, 2, 0666, err, sizeof err) != 0) {
+    hkc_error((hkc_loc_t){0}, "%s", hlen ? err : "cannot write a .npy header that large");
     return -1;
   }
   return 0;

@@ -17,12 +17,19 @@
 #include <stdio.h>
 
 #include "codegen/codegen.h"
+#include "hk/hkrt.h"
 #include "hk/pack_format.h"
 #include "util/util.h"
 
 /* ---- hkc inspect (inspect.c), hkc targets (probe.c) ------------------------------------------ */
 /* Opens and verifies the pack at path, prints the report to out. 0 / -1 (error printed). */
 int hkc_inspect(const char *path, FILE *out);
+/* The same, and the signature line says whether its key is one of `trusted` (n_trusted public
+ * keys; hkrt.h). Packs are opened metadata_only: inspect never loads code. */
+int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY_BYTES], uint32_t n_trusted,
+                        FILE *out);
+/* Reads a public key file (KEY.pub, hkc keygen) into out_key. 0 / -1 (error printed). */
+int hkc_public_key_load(const char *path, uint8_t out_key[HK_PUBLIC_KEY_BYTES]);
 /* `--plan`: per batch bucket (batch 0: all; else that bucket), the launches of one target
  * (target NULL: the first GPU target, else the first) with their nodes, kernel, estimated
  * bytes and FLOPs from the PLAN section, and the roofline floor on MI250X, MI300X, H200
@@ -62,6 +69,14 @@ typedef struct hkc_tune_run_options {
 } hkc_tune_run_options_t;
 int hkc_tune_run(const hkc_tune_run_options_t *options);
 
+/* The largest pack file the tools open: a few targets of at most HK_MAX_CODE_BYTES (1 GiB)
+ * of code each, compressed. */
+#define HKC_PACK_FILE_MAX ((uint64_t)4 << 30)
+/* hk_pack_open_file_ex (options) for the tools, after hkc_input_check (a device or FIFO is refused at
+ * once, not mapped or waited on); errors printed as "hkc TOOL: PATH: why". HK_OK or the status. */
+hk_status_t hkc_tool_open_pack(const char *tool, const char *path, const hk_pack_open_options_t *options,
+                               hk_pack_t **out_pack);
+
 /* ---- .npy files (npy.c; hkc run) ------------------------------------------------------------ */
 /* A float array read from NumPy's .npy format (little-endian f2, f4 or f8; C order). */
 typedef struct hkc_npy {
@@ -75,7 +90,22 @@ int hkc_npy_read(const char *path, hkc_npy_t *out);
 /* Parses .npy bytes already in memory (the fuzzable core of hkc_npy_read). */
 int hkc_npy_parse(const char *name, const unsigned char *bytes, size_t size, hkc_npy_t *out);
 void hkc_npy_free(hkc_npy_t *npy);
-/* Writes f32 data as .npy (format 1.0), atomically. 0 / -1. */
+/* Writes f32 data as .npy (format 1.0), atomically (util.h, "files"). 0 / -1. */
 int hkc_npy_write_f32(const char *path, const float *data, const int64_t *dims, uint32_t rank);
+/* Several .npy files written all or nothing (hkc run --save-outputs): each add writes a
+ * temporary file next to DIR/NAME.npy; commit renames them all, and when one rename fails
+ * removes the ones already renamed; free removes what was not committed. NAME must be a
+ * plain file name (no '/', no "..", no leading '.', no control characters): it comes from
+ * an untrusted pack. Errors are reported; 0 / -1. */
+#define HKC_NPY_SET_MAX 256
+typedef struct hkc_npy_set {
+  size_t n;
+  char *paths[HKC_NPY_SET_MAX];
+  char *tmps[HKC_NPY_SET_MAX]; /* NULL once committed */
+} hkc_npy_set_t;
+int hkc_npy_set_add(hkc_npy_set_t *set, const char *dir, const char *name, const float *data, const int64_t *dims,
+                    uint32_t rank);
+int hkc_npy_set_commit(hkc_npy_set_t *set);
+void hkc_npy_set_free(hkc_npy_set_t *set);
 
 #endif /* HKC_TOOLS_H */

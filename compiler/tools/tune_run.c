@@ -51,6 +51,11 @@
  * instead of waiting for the machine's limit. The database written so far stays. */
 #define TUNE_WATCHDOG_SECONDS 120
 
+/* The candidate packs are built by this process a moment before they run: their host code is
+ * hkc's own, so the trust policy's signature would add nothing (hkrt.h). */
+static const hk_pack_open_options_t k_own_pack = {.struct_size = sizeof(hk_pack_open_options_t),
+                                                  .allow_unsigned_native_code = 1};
+
 static char g_watch_label[256]; /* the candidate running, for the watchdog's message */
 
 static void watchdog(int sig) {
@@ -280,7 +285,7 @@ static double measure(const hkc_tune_run_options_t *o, buffers_t *b, const mini_
   if (strcmp(o->target, "host") == 0) snprintf(target, sizeof target, "%s", hkc_host_target_name());
   else snprintf(target, sizeof target, "%.*s", colon ? (int)(colon - o->target) : (int)strlen(o->target), o->target);
   hk_session_options_t so = tune_session_options(o, target);
-  if (hk_pack_open_memory(data, size, NULL, &pack) != HK_OK || hk_session_create(pack, &so, &s) != HK_OK) {
+  if (hk_pack_open_memory_ex(data, size, &k_own_pack, &pack) != HK_OK || hk_session_create(pack, &so, &s) != HK_OK) {
     hkc_warning((hkc_loc_t){0}, "tune: %s: %s", label, hk_last_error());
     goto done;
   }
@@ -415,7 +420,7 @@ static int runnable(const hkc_tune_run_options_t *o, const hkc_spec_t *spec, con
     char target[64];
     snprintf(target, sizeof target, "%.*s", colon ? (int)(colon - o->target) : (int)strlen(o->target), o->target);
     hk_session_options_t so = tune_session_options(o, target);
-    if (hk_pack_open_memory(data, size, NULL, &pack) == HK_OK && hk_session_create(pack, &so, &s) == HK_OK)
+    if (hk_pack_open_memory_ex(data, size, &k_own_pack, &pack) == HK_OK && hk_session_create(pack, &so, &s) == HK_OK)
       rc = 0;
     else
       hkc_error((hkc_loc_t){0}, "tune: this machine cannot run %s: %s (measured tuning runs where the GPU is; "
@@ -470,10 +475,9 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
       if (n_args < 0) goto done;
       if (!arch) key.align = key.head_dim = 0;
       hkc_tune_shape_t shape;
-      if (!hkc_tune_shape_of(&key, args, (uint32_t)n_args, &shape)) continue;
+      if (!hkc_tune_shape_of(arch, &key, args, (uint32_t)n_args, &shape)) continue;
       size_t c = 0;
-      while (c < n_classes && !(hkc_kernel_key_equal(&classes[c].key, &key) && classes[c].shape.m == shape.m &&
-                                classes[c].shape.n == shape.n && classes[c].shape.k == shape.k))
+      while (c < n_classes && !(hkc_kernel_key_equal(&classes[c].key, &key) && hkc_tune_shape_equal(classes[c].shape, shape)))
         c++;
       if (c == n_classes) { /* a new class: room for it, zeroed */
         if (hkc_reserve((void **)&classes, &cap_classes, n_classes + 1, sizeof *classes) != 0) goto oom;
@@ -549,7 +553,7 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
       int pruned = 0;
       for (int j = 0; j < tc->n_cands; j++) pruned += tc->cands[j].pruned != NULL;
       printf("%s (%s): %d candidate(s), %d pruned\n", sig, tc->nodes, tc->n_cands, pruned);
-      const double flops = 2.0 * (double)tc->shape.m * (double)tc->shape.n * (double)tc->shape.k;
+      const double flops = hkc_tune_shape_flops(&tc->key, tc->shape);
       /* the top, then the default and the build's choice when they are not among it */
       int list[HKC_TUNE_MAX_CANDIDATES + 2], ranks[HKC_TUNE_MAX_CANDIDATES + 2], n_list = 0, shown_def = 0, shown_model = 0;
       for (int r = 0; r < tc->n_order && r < top; r++) {

@@ -35,8 +35,24 @@ const char *hkc_tune_source_name(hkc_tune_source_t source) {
          : source == HKC_TUNE_SRC_MODEL ? "model" : "default";
 }
 
-int hkc_tune_shape_of(const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args, hkc_tune_shape_t *out) {
+int hkc_tune_shape_of(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
+                      hkc_tune_shape_t *out) {
   memset(out, 0, sizeof *out);
+  if (key->op == HK_OP_ATTENTION && arch && n_args >= HKC_ATTENTION_N_ARGS) {
+    hkc_kernel_key_t base = *key; /* the variant the key names (attn_tma=on), else the default one */
+    base.tune[0] = '\0';
+    const hkc_variant_t *v = hkc_variant_for(arch, &base);
+    hkc_tile_cfg_t cfg;
+    if (!v || !v->tune_parse || v->tune_parse(arch, &base, "", &cfg) != 0 || cfg.efficiency <= 0) return 0;
+    out->m = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_SEQ_Q);
+    out->n = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_SEQ_KV);
+    out->k = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_DH);
+    out->batch = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_BATCH);
+    out->heads = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_HEADS);
+    out->kv_heads = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_KV_HEADS);
+    out->causal = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_CAUSAL) != 0;
+    return out->m > 0 && out->n > 0 && out->k > 0 && out->batch > 0 && out->heads > 0 && out->kv_heads > 0;
+  }
   if (key->op != HK_OP_GEMM || n_args <= HKC_GEMM_ARG_K) return 0;
   out->m = args[HKC_GEMM_ARG_M].kind == HK_ARG_I64 ? args[HKC_GEMM_ARG_M].i : 0;
   out->n = args[HKC_GEMM_ARG_N].kind == HK_ARG_I64 ? args[HKC_GEMM_ARG_N].i : 0;
@@ -44,7 +60,25 @@ int hkc_tune_shape_of(const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32
   return out->m > 0 && out->n > 0 && out->k > 0;
 }
 
+int hkc_tune_shape_equal(hkc_tune_shape_t a, hkc_tune_shape_t b) {
+  return a.m == b.m && a.n == b.n && a.k == b.k && a.batch == b.batch && a.heads == b.heads &&
+         a.kv_heads == b.kv_heads && a.causal == b.causal;
+}
+
+double hkc_tune_shape_flops(const hkc_kernel_key_t *key, hkc_tune_shape_t shape) {
+  if (key->op == HK_OP_ATTENTION)
+    return 4.0 * (double)shape.batch * (double)shape.heads * (double)shape.m * (double)shape.n * (double)shape.k /
+           (shape.causal ? 2.0 : 1.0);
+  return 2.0 * (double)shape.m * (double)shape.n * (double)shape.k;
+}
+
 void hkc_tune_signature(const hkc_kernel_key_t *key, hkc_tune_shape_t shape, char *out, size_t size) {
+  if (key->op == HK_OP_ATTENTION) {
+    snprintf(out, size, "attention %s b=%lld h=%lld kvh=%lld sq=%lld skv=%lld d=%lld%s", hkc_dtype_name(key->dtype),
+             (long long)shape.batch, (long long)shape.heads, (long long)shape.kv_heads, (long long)shape.m,
+             (long long)shape.n, (long long)shape.k, shape.causal ? " causal" : "");
+    return;
+  }
   snprintf(out, size, "%s %s m=%lld n=%lld k=%lld%s%s%s%s%s%s%s", hkc_op_name(key->op), hkc_dtype_name(key->dtype),
            (long long)shape.m, (long long)shape.n, (long long)shape.k, key->trans_b ? " tb" : "",
            key->has_bias ? " bias" : "", key->act != HK_ACT_NONE ? " act=" : "",
@@ -69,20 +103,29 @@ void hkc_tune_toolchain(const hkc_gpu_arch_t *arch, char *out, size_t size) {
 }
 
 /* ---- candidates ------------------------------------------------------------------------------ */
+/* Drops from out[0, n) what the options keep out of the space (gemm_split); the new count. */
+static int allowed_cfgs(const hkc_kernel_options_t *options, hkc_tile_cfg_t *out, int n) {
+  int kept = 0;
+  for (int j = 0; j < n; j++)
+    if (hkc_kernel_options_allow_cfg(options, &out[j])) out[kept++] = out[j];
+  return kept;
+}
+
 int hkc_tune_candidates_for(const hkc_gpu_arch_t *arch, const hkc_kernel_options_t *options, const hkc_kernel_key_t *key,
                             hkc_tile_cfg_t *out, int max) {
   hkc_kernel_key_t base = *key;
   base.variant[0] = base.tune[0] = '\0';
   const hkc_variant_t *first = hkc_variant_for_options(arch, options, &base);
   if (!first || !first->tune_space) return 0; /* an invalid key; a kernel without parameters */
-  int n = first->tune_space(arch, &base, out, max); /* the default variant's default first */
+  /* the default variant's default first */
+  int n = allowed_cfgs(options, out, first->tune_space(arch, &base, out, max));
   if (first != hkc_variant_for(arch, &base)) /* options chose another variant: named in every key */
     for (int j = 0; j < n; j++) out[j].is_default = 0;
   const hkc_variant_t *const *list = hkc_variant_list();
   for (size_t i = 0; list[i] && n < max; i++) {
     if (list[i] == first || !list[i]->tune_space || !hkc_variant_serves(list[i], arch, &base)) continue;
     if (options && !hkc_kernel_options_allow(options, arch, list[i], &base)) continue;
-    int m = list[i]->tune_space(arch, &base, out + n, max - n);
+    int m = allowed_cfgs(options, out + n, list[i]->tune_space(arch, &base, out + n, max - n));
     for (int j = 0; j < m; j++) out[n + j].is_default = 0; /* only the registry's first is the default */
     n += m;
   }
@@ -181,9 +224,20 @@ static int better(const hkc_tune_cand_t *a, int ia, const hkc_tune_cand_t *b, in
 int hkc_tune_rank(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tune_shape_t shape, hkc_tune_cand_t *cands,
                   int n, int *order) {
   int m = 0;
+  /* attention: only the configurations with model figures are ranked (attention_tma's); when
+   * none has them (kernel options chose another variant), the first candidate -- the choice
+   * the options or the registry make -- is kept as it is */
+  int modelled = 0;
+  for (int i = 0; key->op == HK_OP_ATTENTION && i < n; i++) modelled |= cands[i].cfg.efficiency > 0;
   for (int i = 0; i < n; i++) {
     hkc_tune_cand_t *c = &cands[i];
     if (c->pruned) continue;
+    if (key->op == HK_OP_ATTENTION && (modelled ? c->cfg.efficiency <= 0 : i > 0)) continue;
+    if (key->op == HK_OP_ATTENTION && !modelled) {
+      memset(&c->est, 0, sizeof c->est);
+      order[m++] = i;
+      continue;
+    }
     if (arch) {
       hkc_tile_cfg_t cfg = c->cfg;
       cfg.shared_bytes = c->shared;
@@ -191,8 +245,11 @@ int hkc_tune_rank(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_t
         c->per_cu = hkc_model_blocks_per_cu(arch, &cfg, c->regs, 0, 0);
         if (c->per_cu == 0 || !hkc_model_meets_floor(arch, &cfg, c->per_cu)) continue; /* estimated: skip, not pruned */
       }
-      if (hkc_model_estimate(arch, &cfg, shape, key->dtype, epilogue_tensors(key), key->has_bias, c->per_cu, &c->est) != 0)
-        continue;
+      const int rc = key->op == HK_OP_ATTENTION
+                         ? hkc_model_estimate_attention(arch, &cfg, shape, key->dtype, c->per_cu, &c->est)
+                         : hkc_model_estimate(arch, &cfg, shape, key->dtype, epilogue_tensors(key), key->has_bias,
+                                              c->per_cu, &c->est);
+      if (rc != 0) continue;
     }
     /* insertion into order by `better` (stable, n is small) */
     int at = m;
@@ -340,8 +397,7 @@ typedef struct model_class {
 } model_class_t;
 
 static int same_class(const hkc_tune_launch_t *a, const hkc_tune_launch_t *b) {
-  return hkc_kernel_key_equal(&a->key, &b->key) && a->shape.m == b->shape.m && a->shape.n == b->shape.n &&
-         a->shape.k == b->shape.k;
+  return hkc_kernel_key_equal(&a->key, &b->key) && hkc_tune_shape_equal(a->shape, b->shape);
 }
 
 

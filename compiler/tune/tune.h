@@ -26,20 +26,32 @@
 
 /* ---- launch classes -------------------------------------------------------------------------- */
 typedef struct hkc_tune_shape {
-  int64_t m, n, k;         /* gemm sizes (the kernel ABI's M, N, K) */
+  int64_t m, n, k;         /* gemm: the kernel ABI's M, N, K; attention: seq_q, seq_kv, head_dim */
+  int64_t batch, heads, kv_heads; /* attention: batch (leading dims flattened), query and kv heads; gemm: 0 */
+  int causal;              /* attention */
 } hkc_tune_shape_t;
 
-/* Whether a launch of this key can be tuned, and its sizes from the launch arguments.
- * 1 (tunable, *out filled), 0 (not). Only gemm for now. */
-int hkc_tune_shape_of(const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args, hkc_tune_shape_t *out);
+/* Whether a launch of this key on arch (NULL: the host) can be tuned, and its sizes from the
+ * launch arguments. 1 (tunable, *out filled), 0 (not). gemm on every target; attention where
+ * the registry's variant for the key has model figures (hkc_tile_cfg_t.efficiency > 0:
+ * attention_tma on sm_90a), so that the kernels the model cannot rank keep their defaults. */
+int hkc_tune_shape_of(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
+                      hkc_tune_shape_t *out);
+/* Whether two launches have the same sizes (every field). */
+int hkc_tune_shape_equal(hkc_tune_shape_t a, hkc_tune_shape_t b);
+/* The matrix FLOPs of a launch of key with these sizes (gemm 2 M N K; attention 4 B H Sq Skv dh,
+ * halved when causal). */
+double hkc_tune_shape_flops(const hkc_kernel_key_t *key, hkc_tune_shape_t shape);
 
 /* Every legal configuration for key on a target (arch NULL: the host), over all variants
  * that apply to the key, in a fixed order: the default configuration first, then by
  * variant registry order and each variant's enumeration. Returns the count (<= max). */
 int hkc_tune_candidates(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max);
-/* Same under kernel options (codegen.h; NULL = the defaults): only the variants the options
- * allow, the first of them the options' registry choice; when that is not the default
- * registry's first, no candidate is the default (each names its variant in the key). */
+/* Same under kernel options (codegen.h; NULL = the defaults): only the variants and
+ * configurations the options allow (hkc_kernel_options_allow, _allow_cfg: split-K through the
+ * workspace and stream-K only with gemm_split=on), the first of them the options' registry
+ * choice; when that is not the default registry's first, no candidate is the default (each
+ * names its variant in the key). hkc_tune_candidates: the defaults, so without those. */
 int hkc_tune_candidates_for(const hkc_gpu_arch_t *arch, const hkc_kernel_options_t *options, const hkc_kernel_key_t *key,
                             hkc_tile_cfg_t *out, int max);
 #define HKC_TUNE_MAX_CANDIDATES 256 /* largest space: sm_90a gemm (gemm_tma about 130, then the others) */
@@ -73,6 +85,13 @@ int hkc_model_meets_floor(const hkc_gpu_arch_t *arch, const hkc_tile_cfg_t *cfg,
 int hkc_model_estimate(const hkc_gpu_arch_t *arch, const hkc_tile_cfg_t *cfg, hkc_tune_shape_t shape,
                        hk_dtype_t dtype, int epilogue_tensors, int has_bias, uint32_t per_cu,
                        hkc_model_est_t *out);
+
+/* Estimated time of one attention launch (tune_model.c, docs/TUNING.md "Attention"): cfg's
+ * bm / bn / bk are the query rows of a work tile, the keys per K/V tile and the head size;
+ * shape an attention shape (hkc_tune_shape_of). 0, or -1 for a configuration without model
+ * figures (efficiency 0) or that cannot run (per_cu 0). */
+int hkc_model_estimate_attention(const hkc_gpu_arch_t *arch, const hkc_tile_cfg_t *cfg, hkc_tune_shape_t shape,
+                                 hk_dtype_t dtype, uint32_t per_cu, hkc_model_est_t *out);
 
 /* ---- the tuning database (tune_db.c; grammar in docs/TUNING.md) -------------------------------- */
 typedef struct hkc_tune_entry {
@@ -119,7 +138,8 @@ int hkc_tune_db_write(const hkc_tune_db_t *db, const char *path);
 int hkc_tune_db_merge(const char *const *paths, size_t n, const char *out_path, int quiet);
 
 /* Signature of a launch class: "gemm bf16 m=4096 n=2304 k=768 tb bias act=gelu res mul"
- * (flags only when set, in this order). */
+ * (flags only when set, in this order); attention: "attention bf16 b=8 h=32 kvh=8 sq=512
+ * skv=512 d=128 causal" (causal only when set). */
 void hkc_tune_signature(const hkc_kernel_key_t *key, hkc_tune_shape_t shape, char *out, size_t size);
 
 /* ---- the per-launch choice of a build (tune.c) ------------------------------------------------ */

@@ -126,8 +126,22 @@ static const char *check_signature(const char *sig) {
   int known = 0;
   for (int op = 0; tok && op < HK_OP_COUNT_; op++) known |= hkc_op_name((hk_op_t)op) && strcmp(tok, hkc_op_name((hk_op_t)op)) == 0;
   if (!known) return "an op name first (gemm, ...)";
+  const int attention = strcmp(buf, "attention") == 0;
   tok = strtok_r(NULL, " ", &save);
   if (!tok || (strcmp(tok, "f32") && strcmp(tok, "f16") && strcmp(tok, "bf16"))) return "a dtype second (f32, f16, bf16)";
+  if (attention) { /* attention <dtype> b= h= kvh= sq= skv= d= [causal] */
+    static const char *const adims[] = {"b=", "h=", "kvh=", "sq=", "skv=", "d="};
+    for (int d = 0; d < 6; d++) {
+      tok = strtok_r(NULL, " ", &save);
+      const size_t len = strlen(adims[d]);
+      long v;
+      if (!tok || strncmp(tok, adims[d], len) != 0 || parse_int(tok + len, 1, LONG_MAX / 2, &v) != 0)
+        return "b=<batch> h=<heads> kvh=<kv heads> sq=<queries> skv=<keys> d=<head dim> after the dtype";
+    }
+    tok = strtok_r(NULL, " ", &save);
+    if (tok && (strcmp(tok, "causal") != 0 || strtok_r(NULL, " ", &save))) return "nothing but causal after d=";
+    return NULL;
+  }
   static const char *const dims[] = {"m=", "n=", "k="};
   for (int d = 0; d < 3; d++) {
     tok = strtok_r(NULL, " ", &save);
@@ -270,7 +284,7 @@ int hkc_tune_db_load(hkc_tune_db_t *db, const char *path) {
   char *data = NULL;
   size_t size = 0;
   if (hkc_read_file(path, &data, &size) != 0) {
-    hkc_error((hkc_loc_t){0}, "cannot read tuning database %s: %s", path, strerror(errno));
+    hkc_error((hkc_loc_t){0}, "cannot read tuning database %s: %s", path, hkc_strerror(errno));
     return -1;
   }
   int rc = hkc_tune_db_parse(db, path, data, size);
@@ -354,28 +368,10 @@ int hkc_tune_db_write(const hkc_tune_db_t *db, const char *path) {
     hkc_error((hkc_loc_t){0}, "cannot write %s: out of memory", path);
     return -1;
   }
-  size_t tmp_len = strlen(path) + 16;
-  char *tmp = malloc(tmp_len);
-  int rc = -1;
-  if (tmp) {
-    snprintf(tmp, tmp_len, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd >= 0) {
-      size_t len = strlen(text), done = 0;
-      while (done < len) {
-        ssize_t w = write(fd, text + done, len - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) break;
-        done += (size_t)w;
-      }
-      int ok = done == len && fchmod(fd, 0644) == 0 && fsync(fd) == 0;
-      ok = close(fd) == 0 && ok;
-      if (ok && rename(tmp, path) == 0) rc = 0;
-      else unlink(tmp);
-    }
-  }
-  if (rc != 0) hkc_error((hkc_loc_t){0}, "cannot write %s: %s", path, strerror(errno));
-  free(tmp);
+  char err[4200];
+  hkc_chunk_t chunk = {text, strlen(text)};
+  int rc = hkc_file_replace(path, &chunk, 1, 0666, err, sizeof err); /* atomic; the umask decides the mode */
+  if (rc != 0) hkc_error((hkc_loc_t){0}, "%s", err);
   free(text);
   return rc;
 }

@@ -71,6 +71,7 @@
  * resources (tune.c).
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen/codegen.h"
@@ -169,5 +170,115 @@ int hkc_model_estimate(const hkc_gpu_arch_t *arch, const hkc_tile_cfg_t *cfg, hk
   out->tiles = (int64_t)tiles;
   out->per_cu = per_cu;
   out->limiter = t_mem > t_sm ? "memory" : t_step == t_mma ? "compute" : t_step == t_xfer ? "bandwidth" : "latency";
+  return 0;
+}
+
+/* ---- attention (attention_tma) -----------------------------------------------------------------
+ * One launch of B H ceil(Sq / bm) work tiles (bm query rows, bn keys per K/V tile, bk = dh), on U
+ * SMs with b = min(blocks per SM, ceil(tiles / U)) blocks sharing an SM:
+ *   R_sm    = matrix_tflops_f16 / U * efficiency
+ *   t_mma   = 4 bm bn dh / R_sm                     S = Q K^T and O += P V of one key tile
+ *   t_xfer  = 2 bn dh elem / (L2_OVER_HBM hbm / U)  its K and V at the SM's share of L2
+ *   t_step  = b max(t_mma, t_xfer, (L + t_xfer) / (inflight b))
+ *   t_tile  = keys(tile) t_step + b bm dh elem / (hbm / U)   + the output tile's store;
+ *             keys(tile) = ceil(Skv / bn), causal ceil(min(Skv, (qt + 1) bm) / bn)
+ *   t_sm    = the busiest of U b block slots when the tiles are dealt in the kernel's order
+ *             (hk_at_decode: sections of query heads that fit the L2 budget, query tiles
+ *             descending when causal): persistent, tile t to block t % grid, + one pipeline fill
+ *             (L + the first Q and K/V); otherwise each tile to the slot that frees first, + a
+ *             fill per tile / b
+ *   t_mem   = max(every tensor once / hbm, K/V read once per query tile / (L2_OVER_HBM hbm))
+ *   time    = max(t_sm, t_mem)
+ * The per-configuration efficiency is the variant's (variant_attention_nv.c). */
+#define MODEL_ATTN_L2_BYTES (24ll << 20) /* templates/gpu/attention_tma.hip HK_AT_L2_BYTES */
+#define MODEL_ATTN_MAX_SIM (1 << 20)     /* tiles dealt one by one; beyond: the average */
+
+/* A min-heap of slot finish times (the next free slot on top). */
+static void heap_down(double *h, size_t n, size_t i) {
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    if (l < n && h[l] < h[m]) m = l;
+    if (r < n && h[r] < h[m]) m = r;
+    if (m == i) return;
+    const double t = h[i];
+    h[i] = h[m];
+    h[m] = t;
+    i = m;
+  }
+}
+
+int hkc_model_estimate_attention(const hkc_gpu_arch_t *arch, const hkc_tile_cfg_t *cfg, hkc_tune_shape_t shape,
+                                 hk_dtype_t dtype, uint32_t per_cu, hkc_model_est_t *out) {
+  memset(out, 0, sizeof *out);
+  if (per_cu == 0 || cfg->bm <= 0 || cfg->bn <= 0 || cfg->bk <= 0 || cfg->efficiency <= 0 || arch->compute_units == 0 ||
+      shape.m <= 0 || shape.n <= 0 || shape.batch <= 0 || shape.heads <= 0 || shape.kv_heads <= 0)
+    return -1;
+  const double elem = (double)hkc_dtype_size(dtype), units = arch->compute_units, dh = (double)cfg->bk;
+  const int64_t q_tiles = (shape.m + cfg->bm - 1) / cfg->bm, pairs = shape.batch * shape.heads;
+  const int64_t tiles = pairs * q_tiles;
+  double b = per_cu;
+  if (b > ceil((double)tiles / units)) b = ceil((double)tiles / units);
+  if (b < 1) b = 1;
+  const double latency = arch->kind == HK_TARGET_HIP ? MODEL_LATENCY_AMD : MODEL_LATENCY_NV;
+  const double bw = arch->hbm_gbps * 1e9, r_sm = arch->matrix_tflops_f16 * 1e12 / units * cfg->efficiency;
+  const double t_mma = 4.0 * cfg->bm * cfg->bn * dh / r_sm;
+  const double t_xfer = 2.0 * cfg->bn * dh * elem / (MODEL_L2_OVER_HBM * bw / units);
+  const double t_lat = (latency + t_xfer) / ((cfg->inflight > 0 ? cfg->inflight : 1) * b);
+  double t_step = t_mma > t_xfer ? t_mma : t_xfer;
+  if (t_lat > t_step) t_step = t_lat;
+  t_step *= b; /* b blocks share the SM's tensor cores */
+  const double t_epi = b * cfg->bm * dh * elem / (bw / units);
+  const double fill = latency + (cfg->bm + 2.0 * cfg->bn) * dh * elem / (MODEL_L2_OVER_HBM * bw / units);
+  const int64_t full_keys = (shape.n + cfg->bn - 1) / cfg->bn;
+  /* the kernel's order: sections of hs (b, h) pairs, query tiles outermost (causal: descending) */
+  const int64_t group = shape.heads >= shape.kv_heads && shape.heads % shape.kv_heads == 0 ? shape.heads / shape.kv_heads : 1;
+  const int64_t kv_per_head = 4 * shape.n * cfg->bk / group;
+  int64_t hs = MODEL_ATTN_L2_BYTES / (kv_per_head > 0 ? kv_per_head : 1);
+  if (hs >= group) hs -= hs % group;
+  if (hs > pairs) hs = pairs;
+  if (hs < 1) hs = 1;
+  const size_t slots = (size_t)(units * b);
+  const int64_t grid = tiles < (int64_t)slots ? tiles : (int64_t)slots;
+  double t_sm = 0, key_tiles = 0;
+  if (!shape.causal || tiles > MODEL_ATTN_MAX_SIM) {
+    const double keys = shape.causal ? (full_keys + 1) / 2.0 : (double)full_keys; /* causal beyond the cap: the mean */
+    key_tiles = keys * (double)tiles;
+    t_sm = ceil((double)tiles / (double)slots) * (keys * t_step + t_epi) + (cfg->persistent ? fill : 0) +
+           (cfg->persistent ? 0 : ceil((double)tiles / (double)slots) * fill / b);
+  } else {
+    double *load = calloc(slots, sizeof *load);
+    if (!load) return -1;
+    for (int64_t t = 0; t < tiles; t++) {
+      const int64_t per = hs * q_tiles, sec = t / per, r = t - sec * per;
+      const int64_t n = pairs - sec * hs < hs ? pairs - sec * hs : hs;
+      const int64_t qt = q_tiles - 1 - r / n;
+      int64_t keys = ((qt + 1) * cfg->bm < shape.n ? (qt + 1) * cfg->bm : shape.n);
+      keys = (keys + cfg->bn - 1) / cfg->bn;
+      key_tiles += (double)keys;
+      const double tt = (double)keys * t_step + t_epi + (cfg->persistent ? 0 : fill / b);
+      if (cfg->persistent) {
+        load[t % grid] += tt;
+      } else { /* the slot that frees first */
+        load[0] += tt;
+        heap_down(load, slots, 0);
+      }
+    }
+    for (size_t i = 0; i < slots; i++)
+      if (load[i] > t_sm) t_sm = load[i];
+    if (cfg->persistent) t_sm += fill;
+    free(load);
+  }
+  const double q_bytes = (double)shape.batch * shape.m * shape.heads * dh * elem;
+  const double kv_bytes = 2.0 * shape.batch * shape.n * shape.kv_heads * dh * elem;
+  const double compulsory = 2 * q_bytes + kv_bytes; /* q, k, v once, the output once */
+  const double operands = key_tiles * 2.0 * cfg->bn * dh * elem;
+  const double t_hbm = compulsory / bw, t_l2 = operands / (MODEL_L2_OVER_HBM * bw);
+  const double t_mem = t_hbm > t_l2 ? t_hbm : t_l2;
+  out->t_sm = t_sm;
+  out->t_mem = t_mem;
+  out->seconds = t_sm > t_mem ? t_sm : t_mem;
+  out->tiles = tiles;
+  out->per_cu = per_cu;
+  out->limiter = t_mem > t_sm ? "memory" : t_step == t_mma * b ? "compute" : t_step == t_xfer * b ? "bandwidth" : "latency";
   return 0;
 }

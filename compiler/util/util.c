@@ -158,37 +158,6 @@ const char *hkc_template(const char *path, size_t *out_size) {
   return NULL;
 }
 
-int hkc_read_file(const char *path, char **out_data, size_t *out_size) {
-  *out_data = NULL;
-  *out_size = 0;
-  FILE *f = fopen(path, "rb");
-  if (!f) return -1;
-  char *buf = NULL;
-  size_t cap = 0, len = 0;
-  for (;;) {
-    if (hkc_reserve((void **)&buf, &cap, len + 65536 + 1, 1) != 0) {
-      free(buf);
-      fclose(f);
-      errno = ENOMEM;
-      return -1;
-    }
-    size_t got = fread(buf + len, 1, cap - len - 1, f);
-    len += got;
-    if (got == 0) break;
-  }
-  int err = ferror(f);
-  fclose(f);
-  if (err) {
-    free(buf);
-    errno = EIO;
-    return -1;
-  }
-  buf[len] = '\0';
-  *out_data = buf;
-  *out_size = len;
-  return 0;
-}
-
 /* ---- settings from the environment (util.h) ------------------------------------------------ */
 static struct {
   char *tmp_dir, *cc, *cuda_path, *cache_dir, *template_dir;

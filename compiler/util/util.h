@@ -2,7 +2,8 @@
  * compiler/util/util.h -- what every stage uses: diagnostics, growable arrays and strings,
  * hashing, the embedded templates, whole-file reads, float16/bfloat16 conversions.
  *
- *   util.c   diagnostics, allocation and string helpers, hashing, templates, file reads
+ *   util.c   diagnostics, allocation and string helpers, hashing, templates
+ *   fileio.c whole-file reads and atomic writes, through a replaceable write layer
  *   half.c   float16 / bfloat16 <-> float32
  *
  * The lowest stage: it includes no other stage's header.
@@ -13,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h> /* ssize_t */
 
 #define HKC_VERSION_STRING "0.1.0"
 
@@ -54,8 +56,58 @@ uint64_t hkc_hash64(const void *data, size_t size);
  * e.g. "host/gemm.c"), or read from $HKC_TEMPLATE_DIR/<path> when that variable is set
  * and the file exists there. NULL when absent. Thread-safe. */
 const char *hkc_template(const char *path, size_t *out_size);
-/* Reads a whole file into a NUL-terminated malloc'd buffer. 0 / -1 (errno set). */
-int hkc_read_file(const char *path, char **out_data, size_t *out_size);
+
+/* ---- files (fileio.c) --------------------------------------------------------------------
+ * Inputs are regular files below a size cap; outputs replace only regular files, all at
+ * once (a temporary file next to the destination, fsync, rename), with the umask deciding
+ * their mode. */
+/* errno beyond the system's: the path is a device, FIFO or socket (directories: EISDIR).
+ * hkc_strerror names it. */
+#define HKC_ENOTREG 0x4b43
+const char *hkc_strerror(int err);
+/* The cap of hkc_read_file: larger files are no input of hkc's (specs, tuning databases,
+ * cache entries, test inputs are far below it). */
+#define HKC_READ_MAX ((size_t)1 << 30)
+/* Reads a whole regular file of at most max bytes into a NUL-terminated malloc'd buffer.
+ * 0 / -1 with errno: the open's, EISDIR, HKC_ENOTREG (not a regular file: never read, so
+ * /dev/zero fails at once), EFBIG (over max), ENOMEM. */
+int hkc_read_file_max(const char *path, size_t max, char **out_data, size_t *out_size);
+int hkc_read_file(const char *path, char **out_data, size_t *out_size); /* max HKC_READ_MAX */
+/* The checks of hkc_read_file_max for a file another reader opens (packs, through libhkrt):
+ * a regular file (links followed) of at most max bytes. 0 / -1 with errno as above. */
+int hkc_input_check(const char *path, uint64_t max);
+
+/* Whether path may be written: absent, or a regular file. -1 with the reason in err ("cannot
+ * write PATH: it exists and is not a regular file (a device): refusing to replace it"). */
+int hkc_output_check(const char *path, char *err, size_t err_size);
+/* Bytes written in order. */
+typedef struct hkc_chunk {
+  const void *data;
+  size_t size;
+} hkc_chunk_t;
+/* Writes the chunks to a new temporary file next to path (created with `mode` less the
+ * umask: 0666 for everything but secrets), fsynced; *out_tmp (malloc'd) names it, for
+ * hkc_file_commit or hkc_file_discard. On failure nothing is left and err says which step
+ * failed and why. 0 / -1. */
+int hkc_file_stage(const char *path, const hkc_chunk_t *chunks, size_t n, unsigned mode, char **out_tmp, char *err,
+                   size_t err_size);
+/* Renames a staged temporary over path (checked again: absent or regular) and frees tmp;
+ * on failure the temporary is removed and path keeps its old bytes. 0 / -1. */
+int hkc_file_commit(char *tmp, const char *path, char *err, size_t err_size);
+/* Removes a staged temporary that will not be committed and frees tmp (NULL: nothing). */
+void hkc_file_discard(char *tmp);
+/* hkc_file_stage + hkc_file_commit. */
+int hkc_file_replace(const char *path, const hkc_chunk_t *chunks, size_t n, unsigned mode, char *err,
+                     size_t err_size);
+/* The calls every write above goes through. Tests replace them (fault injection: each call
+ * failing in turn, short writes); NULL restores the system's. Not thread-safe: set before
+ * starting work. */
+typedef struct hkc_io_ops {
+  ssize_t (*write)(int fd, const void *data, size_t size);
+  int (*fsync)(int fd);
+  int (*rename)(const char *from, const char *to);
+} hkc_io_ops_t;
+void hkc_io_set_ops(const hkc_io_ops_t *ops);
 
 /* ---- the process environment, as the CLI maps it (tools/env.c, util.c) -------------------
  * The stages read these settings, never the environment: `hkc` (tools/main.c) maps the

@@ -26,6 +26,7 @@
 #include "backend.h"
 #include "gpu_backend.h"
 #include "gpu_internal.h"
+#include "image_internal.h"
 #include "status_internal.h"
 #include "util_internal.h"
 
@@ -417,6 +418,7 @@ static const hk_gpu_ops_t k_cuda_ops = {
     .vendor = "CUDA",
     .module_size = sizeof(cuda_module_t),
     .allow_bundle = false,
+    .elf_machine = HK_EM_CUDA,
     .enter = ctx_enter,
     .launch_prepare = cuda_launch_prepare,
     .tensor_map_encode = cuda_tensor_map_encode,

@@ -33,6 +33,7 @@
 #include "backend.h"
 #include "gpu_backend.h"
 #include "gpu_internal.h"
+#include "image_internal.h"
 #include "status_internal.h"
 #include "util_internal.h"
 
@@ -384,6 +385,7 @@ static const hk_gpu_ops_t k_hip_ops = {
     .vendor = "HIP",
     .module_size = sizeof(hk_gpu_module_t), /* nothing of its own */
     .allow_bundle = true,                   /* code objects may be clang offload bundles */
+    .elf_machine = HK_EM_AMDGPU,
     .enter = device_enter,
     HK_GPU_OPS_ENTRIES(hip),
 };

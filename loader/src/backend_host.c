@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "image_internal.h"
 #include "status_internal.h"
 #include "util_internal.h"
 
@@ -219,6 +220,23 @@ static hk_status_t open_object(const char *target_name, const void *code, size_t
   return HK_OK;
 }
 
+/* What can be checked before the dynamic loader reads the object, which trusts its headers
+ * (a truncated object crashed inside it): a complete shared object for this machine that
+ * exports every kernel of the target as a function. */
+static hk_status_t check_object(const hk_pack_view_t *view, const hk_target_rec_t *t, const void *code,
+                                size_t code_size) {
+  const char *tname = hk_pack_string(view, t->name), *why;
+  HK_FAIL_IF(!hk_elf_image_ok(code, code_size, hk_elf_host_machine(HK_HOST_TARGET), HK_ET_DYN, &why),
+             HK_STATUS_CORRUPT, "target %s: the code object is not a shared object for %s: %s", tname, HK_HOST_ARCH,
+             why);
+  for (uint32_t k = 0; k < t->kernel_count; k++) {
+    const char *kname = hk_pack_string(view, view->kernels[t->kernel_first + k].name);
+    HK_FAIL_IF(!hk_elf_defines_function(code, code_size, kname), HK_STATUS_CORRUPT,
+               "target %s: kernel symbol \"%s\" is missing from the code object's dynamic symbols", tname, kname);
+  }
+  return HK_OK;
+}
+
 static void host_module_unload(hk_module_t *module) {
   if (!module) return;
   host_module_t *m = (host_module_t *)module;
@@ -247,6 +265,8 @@ static hk_status_t host_module_load(const hk_pack_view_t *view, uint32_t target,
     st = HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "out of memory loading target %s", tname);
     goto fail;
   }
+  st = check_object(view, t, code, code_size);
+  if (st != HK_OK) goto fail;
   st = open_object(tname, code, code_size, &m->dl, &m->fd);
   if (st != HK_OK) goto fail;
   for (uint32_t k = 0; k < t->kernel_count; k++) {

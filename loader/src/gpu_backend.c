@@ -134,7 +134,7 @@ static hk_status_t load_objects(hk_gpu_module_t *m, const hk_pack_view_t *v, con
     const char *kname = hk_pack_string(v, v->kernels[t->kernel_first + r->kernel].name);
     if (i == 0 || r->offset != refs[i - 1].offset || r->size != refs[i - 1].size) {
       const char *why;
-      HK_FAIL_IF(!hk_gpu_image_ok(code + r->offset, (size_t)r->size, ops->allow_bundle, &why), HK_STATUS_CORRUPT,
+      HK_FAIL_IF(!hk_gpu_image_ok(code + r->offset, (size_t)r->size, ops->allow_bundle, ops->elf_machine, &why), HK_STATUS_CORRUPT,
                  "target %s: the code object of kernel %s (bytes [%llu, +%llu)) is invalid: %s", tname, kname,
                  (unsigned long long)r->offset, (unsigned long long)r->size, why);
       void *obj = NULL;

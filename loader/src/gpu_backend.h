@@ -55,6 +55,7 @@ struct hk_gpu_ops {
   const char *vendor;      /* "CUDA", "HIP": in messages */
   size_t module_size;      /* of the vendor module struct, which starts with hk_gpu_module_t */
   bool allow_bundle;       /* code ranges may be clang offload bundles (hk_gpu_image_ok) */
+  uint16_t elf_machine;    /* e_machine of the vendor's ELF code objects (image_internal.h) */
 
   /* Modules. open: makes the module's device (and context) current on this thread and
    * keeps what the module needs of it. close: unloads m->objects and undoes open; called

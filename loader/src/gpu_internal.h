@@ -322,9 +322,10 @@ bool hk_hip_find_arch_name(const void *props, size_t size, char *out, size_t out
 /* ---- code objects (gpu_image.c) ------------------------------------------------------- */
 /* Checks that [image, image + size) holds a GPU code object whose own tables stay inside
  * it, before a driver that trusts the object's headers reads it: a little-endian ELF64
- * (cubin, AMDGPU code object) with its program and section headers and every section's
- * bytes in range, or (allow_bundle) a clang offload bundle whose entries are in range.
+ * of `machine` (HK_EM_CUDA, HK_EM_AMDGPU in image_internal.h; 0: any) with its program and
+ * section headers, every section's and loadable segment's bytes in range
+ * (hk_elf_image_ok), or (allow_bundle) a clang offload bundle whose entries are in range.
  * False with a short reason in *out_why. */
-bool hk_gpu_image_ok(const void *image, size_t size, bool allow_bundle, const char **out_why);
+bool hk_gpu_image_ok(const void *image, size_t size, bool allow_bundle, uint16_t machine, const char **out_why);
 
 #endif /* HK_GPU_INTERNAL_H */

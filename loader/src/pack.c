@@ -1,13 +1,14 @@
 /*
- * pack.c -- opening an artifact (mmap'd file or caller memory), its accessors,
- * target selection and the per-target module cache.
+ * pack.c -- opening an artifact (a file read into owned memory, or caller memory), the
+ * trust policy of the open options, its accessors, target selection and the per-target
+ * module cache.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,23 +18,30 @@
 
 #include "backend.h"
 #include "pack_internal.h"
+#include "sign_internal.h"
 #include "status_internal.h"
 #include "util_internal.h"
 
 struct hk_pack {
   hk_allocator_t allocator;   /* zero: libc */
   hk_pack_view_t view;
-  void *map;                  /* mmap'd file, or NULL */
-  size_t map_size;
-  void *copy;                 /* aligned copy of unaligned caller memory, or NULL */
+  void *copy;                 /* the file's bytes, or an aligned copy of unaligned caller
+                                 memory; NULL over aligned caller memory */
+  hk_signature_t signature;   /* state TRUSTED when the policy found its key trusted */
+  bool metadata_only;         /* hk_pack_open_options_t.metadata_only: never load code */
   pthread_mutex_t lock;       /* guards modules[] */
   hk_module_t *modules[HK_MAX_TARGETS]; /* per target, a list: one module per device */
+  pthread_mutex_t error_lock; /* guards error: failing sessions of several threads write it */
   char error[HK_ERROR_MAX];
 };
 
 const hk_pack_view_t *hk_pack_view(const hk_pack_t *pack) { return &pack->view; }
 const hk_allocator_t *hk_pack_allocator(const hk_pack_t *pack) { return &pack->allocator; }
-void hk_pack_note_error(hk_pack_t *pack) { hk_error_copy(pack->error, sizeof pack->error); }
+void hk_pack_note_error(hk_pack_t *pack) {
+  pthread_mutex_lock(&pack->error_lock);
+  hk_error_copy(pack->error, sizeof pack->error);
+  pthread_mutex_unlock(&pack->error_lock);
+}
 
 static hk_status_t check_allocator(const hk_allocator_t *allocator) {
   HK_FAIL_IF(allocator && (!allocator->alloc != !allocator->free), HK_STATUS_INVALID_ARGUMENT,
@@ -51,6 +59,11 @@ static hk_status_t pack_new(const hk_allocator_t *allocator, hk_pack_t **out_pac
     hk_free(&a, p);
     return HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "cannot create a mutex");
   }
+  if (pthread_mutex_init(&p->error_lock, NULL) != 0) {
+    pthread_mutex_destroy(&p->lock);
+    hk_free(&a, p);
+    return HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "cannot create a mutex");
+  }
   *out_pack = p;
   return HK_OK;
 }
@@ -63,20 +76,89 @@ HK_API void hk_pack_destroy(hk_pack_t *pack) {
       m->backend->module_unload(m);
     }
   }
-  if (pack->map) munmap(pack->map, pack->map_size);
   hk_allocator_t a = pack->allocator;
   hk_free(&a, pack->copy);
   pthread_mutex_destroy(&pack->lock);
+  pthread_mutex_destroy(&pack->error_lock);
   hk_free(&a, pack);
 }
 
-HK_API hk_status_t hk_pack_open_memory(const void *data, size_t size, const hk_allocator_t *allocator,
-                                       hk_pack_t **out_pack) {
+/* The first layout of hk_pack_open_options_t ends here; later fields are appended. */
+#define OPEN_OPTIONS_V1_SIZE (offsetof(hk_pack_open_options_t, reserved0) + sizeof(uint32_t))
+
+/* Copies the caller's options (NULL: zero) into *out, zero past struct_size. */
+static hk_status_t read_open_options(const hk_pack_open_options_t *options, hk_pack_open_options_t *out) {
+  memset(out, 0, sizeof *out);
+  if (!options) return HK_OK;
+  HK_FAIL_IF(options->struct_size < OPEN_OPTIONS_V1_SIZE || options->struct_size > sizeof *out,
+             HK_STATUS_INVALID_ARGUMENT, "open options: struct_size %u is not a size of hk_pack_open_options_t "
+             "(%zu; built against another hkrt.h?)", options->struct_size, sizeof *out);
+  memcpy(out, options, options->struct_size);
+  HK_FAIL_IF(out->trusted_key_count && !out->trusted_keys, HK_STATUS_INVALID_ARGUMENT,
+             "open options: trusted_keys is NULL but trusted_key_count is %u", out->trusted_key_count);
+  HK_FAIL_IF(out->require_signature > 1 || out->allow_unsigned_native_code > 1 || out->metadata_only > 1 ||
+                 out->reserved0 != 0,
+             HK_STATUS_INVALID_ARGUMENT, "open options: flags are 0 or 1 and reserved0 is zero");
+  return HK_OK;
+}
+
+/* The first host target of the pack, or NULL: a host code object runs in this process. */
+static const char *native_target(const hk_pack_view_t *v) {
+  for (uint32_t t = 0; t < v->target_count; t++)
+    if (v->targets[t].kind == HK_TARGET_HOST) return hk_pack_string(v, v->targets[t].name);
+  return NULL;
+}
+
+/* Checks the signature and applies the policy of hkrt.h ("packs: opening and trust"). */
+static hk_status_t apply_trust(hk_pack_t *p, const hk_pack_open_options_t *o) {
+  hk_signature_t *sig = &p->signature;
+  HK_RETURN_IF_ERROR(hk_signature_check(&p->view, sig));
+  for (uint32_t k = 0; k < o->trusted_key_count && sig->state == HK_SIGNATURE_VALID; k++)
+    if (memcmp(o->trusted_keys[k], sig->public_key, HK_PUBLIC_KEY_BYTES) == 0) sig->state = HK_SIGNATURE_TRUSTED;
+  p->metadata_only = o->metadata_only != 0;
+  if (p->metadata_only) return HK_OK; /* nothing will run: report, do not refuse */
+  HK_FAIL_IF(sig->state == HK_SIGNATURE_INVALID, HK_STATUS_UNTRUSTED, "signature by key %s: %s", sig->key_id,
+             sig->reason);
+  if (sig->state == HK_SIGNATURE_TRUSTED) return HK_OK;
+  char who[64] = "it is not signed";
+  if (sig->state == HK_SIGNATURE_VALID)
+    snprintf(who, sizeof who, "it is signed by key %s, which is not trusted", sig->key_id);
+  HK_FAIL_IF(o->require_signature, HK_STATUS_UNTRUSTED,
+             "a signature by a trusted key is required and %s (pass the signer's public key as trusted)", who);
+  const char *native = native_target(&p->view);
+  HK_FAIL_IF(native && !o->allow_unsigned_native_code, HK_STATUS_UNTRUSTED,
+             "the pack carries native host code (target %s), which would run in this process, and %s; %s, or "
+             "allow unsigned native code (allow_unsigned_native_code, hkc run --allow-unsigned-native)", native, who,
+             sig->state == HK_SIGNATURE_VALID ? "trust its key (hkc run --trust KEY.pub)"
+                                              : "sign it (hkc sign) and trust the key (hkc run --trust KEY.pub)");
+  return HK_OK;
+}
+
+/* Verifies bytes[0, size) (8-byte aligned, owned by p or the caller) and applies the policy;
+ * destroys p on failure. */
+static hk_status_t open_bytes(hk_pack_t *p, const void *bytes, size_t size, const hk_pack_open_options_t *o,
+                              hk_pack_t **out_pack) {
+  hk_pack_limits_t limits;
+  hk_pack_limits_from(o, &limits);
+  hk_status_t st = hk_pack_verify(bytes, size, &limits, &p->view);
+  if (st == HK_OK) st = apply_trust(p, o);
+  if (st != HK_OK) {
+    hk_pack_destroy(p);
+    return st;
+  }
+  *out_pack = p;
+  return HK_OK;
+}
+
+HK_API hk_status_t hk_pack_open_memory_ex(const void *data, size_t size, const hk_pack_open_options_t *options,
+                                          hk_pack_t **out_pack) {
   HK_FAIL_IF(!out_pack, HK_STATUS_INVALID_ARGUMENT, "out_pack is NULL");
   *out_pack = NULL;
   HK_FAIL_IF(!data, HK_STATUS_INVALID_ARGUMENT, "data is NULL");
+  hk_pack_open_options_t o;
+  HK_RETURN_IF_ERROR(read_open_options(options, &o));
   hk_pack_t *p = NULL;
-  HK_RETURN_IF_ERROR(pack_new(allocator, &p));
+  HK_RETURN_IF_ERROR(pack_new(o.allocator, &p));
   const void *bytes = data;
   if (((uintptr_t)data & 7) != 0) {
     /* Records are read in place; unaligned caller memory is copied once. */
@@ -88,19 +170,33 @@ HK_API hk_status_t hk_pack_open_memory(const void *data, size_t size, const hk_a
     memcpy(p->copy, data, size);
     bytes = p->copy;
   }
-  hk_status_t st = hk_pack_verify(bytes, size, &p->view);
-  if (st != HK_OK) {
-    hk_pack_destroy(p);
-    return st;
+  return open_bytes(p, bytes, size, &o, out_pack);
+}
+
+/* Reads exactly `size` bytes of fd into owned memory: after this the file may change or
+ * vanish without the pack noticing (a mapping would fault on truncation and show another
+ * file's bytes after a copy over it). */
+static hk_status_t read_owned(hk_pack_t *p, int fd, size_t size, const char *path) {
+  p->copy = hk_alloc(&p->allocator, size ? size : 1);
+  HK_FAIL_IF(!p->copy, HK_STATUS_OUT_OF_MEMORY, "out of memory reading the %zu-byte artifact %s", size, path);
+  for (size_t got = 0; got < size;) {
+    ssize_t n = read(fd, (char *)p->copy + got, size - got);
+    if (n < 0 && errno == EINTR) continue;
+    HK_FAIL_IF(n < 0, HK_STATUS_IO, "cannot read %s: %s", path, strerror(errno));
+    HK_FAIL_IF(n == 0, HK_STATUS_IO, "cannot read %s: it shrank while being read (%zu of %zu bytes)", path, got,
+               size);
+    got += (size_t)n;
   }
-  *out_pack = p;
   return HK_OK;
 }
 
-HK_API hk_status_t hk_pack_open_file(const char *path, const hk_allocator_t *allocator, hk_pack_t **out_pack) {
+HK_API hk_status_t hk_pack_open_file_ex(const char *path, const hk_pack_open_options_t *options,
+                                        hk_pack_t **out_pack) {
   HK_FAIL_IF(!out_pack, HK_STATUS_INVALID_ARGUMENT, "out_pack is NULL");
   *out_pack = NULL;
   HK_FAIL_IF(!path, HK_STATUS_INVALID_ARGUMENT, "path is NULL");
+  hk_pack_open_options_t o;
+  HK_RETURN_IF_ERROR(read_open_options(options, &o));
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   HK_FAIL_IF(fd < 0, HK_STATUS_IO, "cannot open %s: %s", path, strerror(errno));
   struct stat st;
@@ -113,36 +209,48 @@ HK_API hk_status_t hk_pack_open_file(const char *path, const hk_allocator_t *all
     close(fd);
     return HK_ERROR(HK_STATUS_IO, "cannot open %s: not a regular file", path);
   }
-  hk_pack_t *p = NULL;
-  hk_status_t s = pack_new(allocator, &p);
-  if (s != HK_OK) {
+  if ((uint64_t)st.st_size > SIZE_MAX) {
     close(fd);
-    return s;
+    return HK_ERROR(HK_STATUS_IO, "cannot open %s: too large for this address space", path);
   }
-  size_t size = (size_t)st.st_size;
-  if (size > 0) {
-    void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m == MAP_FAILED) {
-      int e = errno;
-      close(fd);
-      hk_pack_destroy(p);
-      return HK_ERROR(HK_STATUS_IO, "cannot map %s: %s", path, strerror(e));
-    }
-    p->map = m;
-    p->map_size = size;
-  }
+  hk_pack_t *p = NULL;
+  hk_status_t s = pack_new(o.allocator, &p);
+  if (s == HK_OK) s = read_owned(p, fd, (size_t)st.st_size, path);
   close(fd);
-  s = hk_pack_verify(p->map, size, &p->view);
-  if (s != HK_OK) {
-    hk_error_prefix(path);
-    hk_pack_destroy(p);
-    return s;
-  }
-  *out_pack = p;
-  return HK_OK;
+  if (s == HK_OK) s = open_bytes(p, p->copy, (size_t)st.st_size, &o, out_pack);
+  else hk_pack_destroy(p);
+  if (s != HK_OK) hk_error_prefix(path);
+  return s;
 }
 
-HK_API const char *hk_pack_error(const hk_pack_t *pack) { return pack ? pack->error : ""; }
+HK_API hk_status_t hk_pack_open_memory(const void *data, size_t size, const hk_allocator_t *allocator,
+                                       hk_pack_t **out_pack) {
+  hk_pack_open_options_t o = {.struct_size = sizeof o, .allocator = allocator};
+  return hk_pack_open_memory_ex(data, size, &o, out_pack);
+}
+
+HK_API hk_status_t hk_pack_open_file(const char *path, const hk_allocator_t *allocator, hk_pack_t **out_pack) {
+  hk_pack_open_options_t o = {.struct_size = sizeof o, .allocator = allocator};
+  return hk_pack_open_file_ex(path, &o, out_pack);
+}
+
+HK_API hk_signature_state_t hk_pack_signature(const hk_pack_t *pack, const char **out_key_id) {
+  if (out_key_id) *out_key_id = pack ? pack->signature.key_id : "";
+  return pack ? pack->signature.state : HK_SIGNATURE_NONE;
+}
+
+/* A copy per thread: another thread's failing call may rewrite pack->error while the
+ * caller reads the string it got (hkrt.h, "Threads"). */
+static _Thread_local char tls_pack_error[HK_ERROR_MAX];
+
+HK_API const char *hk_pack_error(const hk_pack_t *pack) {
+  if (!pack) return "";
+  hk_pack_t *p = (hk_pack_t *)pack; /* the lock is not part of the pack's observable state */
+  pthread_mutex_lock(&p->error_lock);
+  memcpy(tls_pack_error, p->error, sizeof tls_pack_error);
+  pthread_mutex_unlock(&p->error_lock);
+  return tls_pack_error;
+}
 
 /* Accessors: a NULL pack gives the neutral value (hkrt.h, "NULL"). */
 HK_API const char *hk_pack_name(const hk_pack_t *pack) {
@@ -296,7 +404,10 @@ hk_status_t hk_pack_module_on(hk_pack_t *pack, uint32_t target, int device, hk_m
   hk_status_t st = HK_OK;
   hk_module_t *m = pack->modules[target];
   while (m && m->device != device) m = m->next;
-  if (!m) {
+  if (!m && pack->metadata_only) {
+    /* The open's policy was not applied: this pack's code must never load. */
+    st = HK_ERROR(HK_STATUS_FAILED_PRECONDITION, "the pack was opened for metadata only; no code is loaded");
+  } else if (!m) {
     const hk_backend_t *b = hk_backend_for_kind((hk_target_kind_t)v->targets[target].kind);
     if (!b) {
       st = HK_ERROR(HK_STATUS_UNAVAILABLE, "no backend for target %s in this build",

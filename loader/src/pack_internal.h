@@ -3,11 +3,16 @@
  *
  * hk_pack_verify() checks every byte of an artifact that the loader will ever read
  * (the rules are listed in docs/FORMAT.md, "Verification") and fills an
- * hk_pack_view_t: typed pointers into the file plus record counts. After it returns
+ * hk_pack_view_t: typed pointers into the verified bytes (the pack's own copy of a file) plus
+ * record counts. After it returns
  * HK_OK, code may index these tables without further checks:
  *   - every string ref is inside STRINGS and NUL-terminated within HK_MAX_NAME_LEN+1 bytes;
  *   - every index (target, kernel, graph, node, arg/dep/placement range, tensor in an
  *     arg, code section) is in range, every enum is in range, tensor ranks are 1..6;
+ *   - every record is checked, referenced or not: each target's kernel range holds only its
+ *     own kernels (so a kernel's code range lies in its target's code), graphs' node ranges
+ *     tile NODES and nodes' arg and dep ranges tile ARGS and DEPS, in order;
+ *   - names hold only safe characters (hk_name_ok), kernel params printable ASCII;
  *   - each target has one graph per manifest batch bucket, in manifest order;
  *   - every TMAP argument is in a graph of a CUDA target, names a f16/bf16/f32 tensor and a
  *     box, swizzle and matrix view (rows, cols at the graph's batch) that TMA accepts;
@@ -54,9 +59,21 @@ typedef struct hk_pack_view {
   const hk_plan_node_rec_t *plan_nodes;
 } hk_pack_view_t;
 
+/* The limits verify applies, resolved from hk_pack_open_options_t (0 there: the default). */
+typedef struct hk_pack_limits {
+  uint64_t max_code_bytes; /* 0: proportionate (HK_CODE_RATIO_MAX x stored + slack), <= HK_MAX_CODE_BYTES */
+  uint32_t max_nodes;      /* <= HK_MAX_NODES */
+  uint32_t max_deps;       /* <= HK_MAX_DEPS */
+} hk_pack_limits_t;
+
+/* The limits of open options already read (pack.c: zero past the caller's struct_size, checked);
+ * NULL: the defaults. */
+void hk_pack_limits_from(const hk_pack_open_options_t *options, hk_pack_limits_t *out_limits);
+
 /* Verifies data[0, size) as an artifact and fills out_view. data must be 8-byte
- * aligned. Errors: CORRUPT (with what and where), UNSUPPORTED_VERSION. No allocation. */
-hk_status_t hk_pack_verify(const void *data, size_t size, hk_pack_view_t *out_view);
+ * aligned; limits NULL: the defaults. Errors: CORRUPT (with what and where),
+ * UNSUPPORTED_VERSION. No allocation. */
+hk_status_t hk_pack_verify(const void *data, size_t size, const hk_pack_limits_t *limits, hk_pack_view_t *out_view);
 
 /* The verified view of an open pack (borrowed). */
 const hk_pack_view_t *hk_pack_view(const hk_pack_t *pack);

@@ -42,6 +42,7 @@
  * n shrinks), so padded runs are reproducible. When n equals the bucket, tensors are
  * bound directly and nothing is copied.
  */
+#include <stdatomic.h>
 #include <stddef.h> /* offsetof */
 #include <stdio.h>
 #include <stdlib.h> /* qsort */
@@ -123,8 +124,28 @@ struct hk_session {
   uint32_t builds;               /* bucket states built so far (hk_session_debug_builds) */
   uint32_t last_built;           /* manifest index of the bucket state built last */
   hk_session_options_t options;  /* complete (options_read); target NULL: it is borrowed */
+  atomic_bool busy;              /* a state-changing call is running (session_enter) */
   char error[HK_ERROR_MAX];
 };
+
+/* Claims the session for one state-changing call (hkrt.h, "Threads"). A session belongs to
+ * one thread at a time; a second thread that calls in meanwhile gets BUSY at once, before
+ * it touches the buckets, the host pool or s->error -- a clear error instead of a data race
+ * or a hang in the pool. Pairs with session_leave. */
+static hk_status_t session_enter(hk_session_t *s) {
+  HK_FAIL_IF(atomic_exchange_explicit(&s->busy, true, memory_order_acquire), HK_STATUS_BUSY,
+             "the session is in use by another thread (a session is used by one thread at a time; "
+             "create one session per thread to run in parallel)");
+  return HK_OK;
+}
+
+static void session_leave(hk_session_t *s) { atomic_store_explicit(&s->busy, false, memory_order_release); }
+
+bool hk_session_debug_hold(hk_session_t *s, bool hold) {
+  if (hold) return session_enter(s) == HK_OK;
+  session_leave(s);
+  return true;
+}
 
 static void bucket_destroy(const hk_session_t *s, hk_bucket_t *b) {
   if (!b) return;
@@ -646,20 +667,29 @@ HK_API hk_status_t hk_session_create(hk_pack_t *pack, const hk_session_options_t
 
 HK_API hk_status_t hk_session_set_batch(hk_session_t *s, uint64_t batch) {
   HK_FAIL_IF(!s, HK_STATUS_INVALID_ARGUMENT, "session is NULL");
+  HK_RETURN_IF_ERROR(session_enter(s));
   uint32_t bucket;
   hk_status_t st = pick_bucket(s->view, batch, &bucket);
   if (st == HK_OK) st = app_set_batch(s, batch);
-  if (st != HK_OK) {
-    hk_error_copy(s->error, sizeof s->error);
-    return st;
-  }
-  s->bucket = bucket;
-  return HK_OK;
+  if (st == HK_OK) s->bucket = bucket;
+  else hk_error_copy(s->error, sizeof s->error);
+  session_leave(s);
+  return st;
 }
 
 /* ---- bind and run ------------------------------------------------------------------------------ */
+static hk_status_t session_bind(hk_session_t *s, const char *name, void *data, size_t bytes);
+
 HK_API hk_status_t hk_session_bind(hk_session_t *s, const char *name, void *data, size_t bytes) {
   HK_FAIL_IF(!s || !name, HK_STATUS_INVALID_ARGUMENT, "session and name must not be NULL");
+  HK_RETURN_IF_ERROR(session_enter(s));
+  hk_status_t st = session_bind(s, name, data, bytes);
+  session_leave(s);
+  return st;
+}
+
+/* hk_session_bind, the session claimed. */
+static hk_status_t session_bind(hk_session_t *s, const char *name, void *data, size_t bytes) {
   hk_status_t st = HK_OK;
   if (!data) { /* a NULL required pointer, whatever else is wrong */
     st = HK_ERROR(HK_STATUS_INVALID_ARGUMENT, "tensor %s: data is NULL", name);
@@ -775,6 +805,7 @@ static hk_status_t session_run(hk_session_t *s, void *stream) {
 
 HK_API hk_status_t hk_session_run(hk_session_t *s, void *stream) {
   HK_FAIL_IF(!s, HK_STATUS_INVALID_ARGUMENT, "session is NULL");
+  HK_RETURN_IF_ERROR(session_enter(s));
   hk_status_t st = HK_OK;
   for (uint32_t i = 0; i < s->app_count && st == HK_OK; i++) {
     if (s->app[i].data) continue;
@@ -785,6 +816,7 @@ HK_API hk_status_t hk_session_run(hk_session_t *s, void *stream) {
   }
   if (st == HK_OK) st = session_run(s, stream);
   if (st != HK_OK) hk_error_copy(s->error, sizeof s->error);
+  session_leave(s);
   return st;
 }
 
@@ -792,11 +824,13 @@ HK_API hk_status_t hk_session_run(hk_session_t *s, void *stream) {
 HK_API hk_status_t hk_session_alloc(hk_session_t *s, size_t bytes, void **out_ptr) {
   if (out_ptr) *out_ptr = NULL;
   HK_FAIL_IF(!s || !out_ptr, HK_STATUS_INVALID_ARGUMENT, "session and out_ptr must not be NULL");
+  HK_RETURN_IF_ERROR(session_enter(s));
   hk_status_t st = s->module->backend->mem_alloc(s->module, bytes, out_ptr);
   if (st != HK_OK) {
     *out_ptr = NULL; /* whatever the driver left there */
     hk_error_copy(s->error, sizeof s->error);
   }
+  session_leave(s);
   return st;
 }
 
@@ -807,15 +841,19 @@ HK_API void hk_session_free(hk_session_t *s, void *ptr) {
 HK_API hk_status_t hk_session_copy(hk_session_t *s, void *dst, const void *src, size_t bytes, hk_copy_kind_t kind) {
   HK_FAIL_IF(!s || ((!dst || !src) && bytes), HK_STATUS_INVALID_ARGUMENT, "session, dst and src must not be NULL");
   HK_FAIL_IF(kind > HK_COPY_DEVICE_TO_DEVICE, HK_STATUS_INVALID_ARGUMENT, "unknown copy kind %d", (int)kind);
+  HK_RETURN_IF_ERROR(session_enter(s));
   hk_status_t st = s->module->backend->mem_copy(s->module, dst, src, bytes, kind);
   if (st != HK_OK) hk_error_copy(s->error, sizeof s->error);
+  session_leave(s);
   return st;
 }
 
 HK_API hk_status_t hk_session_synchronize(hk_session_t *s, void *stream) {
   HK_FAIL_IF(!s, HK_STATUS_INVALID_ARGUMENT, "session is NULL");
+  HK_RETURN_IF_ERROR(session_enter(s));
   hk_status_t st = s->module->backend->synchronize(s->module, stream);
   if (st != HK_OK) hk_error_copy(s->error, sizeof s->error);
+  session_leave(s);
   return st;
 }
 
@@ -887,7 +925,9 @@ static hk_status_t session_profile(hk_session_t *s, void *stream, uint32_t repea
 
 HK_API hk_status_t hk_session_profile(hk_session_t *s, void *stream, uint32_t repeats, double *out_us) {
   HK_FAIL_IF(!s || !out_us, HK_STATUS_INVALID_ARGUMENT, "session and out_us must not be NULL");
+  HK_RETURN_IF_ERROR(session_enter(s));
   hk_status_t st = session_profile(s, stream, repeats, out_us);
   if (st != HK_OK) hk_error_copy(s->error, sizeof s->error);
+  session_leave(s);
   return st;
 }

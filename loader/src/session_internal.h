@@ -7,6 +7,7 @@
 #ifndef HK_SESSION_INTERNAL_H
 #define HK_SESSION_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "hk/hkrt.h"
@@ -22,5 +23,9 @@ const uint32_t *hk_session_debug_semaphores(const hk_session_t *session);
 /* The bucket-sized staging buffer of application tensor `name` in the current bucket's
  * state, where padded runs copy its rows; NULL when there is none. */
 const void *hk_session_debug_staging(const hk_session_t *session, const char *name);
+
+/* Claims (hold) or releases the session as a state-changing call would, so a test can
+ * check the BUSY answer without racing threads. Claiming returns false when it was held. */
+bool hk_session_debug_hold(hk_session_t *session, bool hold);
 
 #endif /* HK_SESSION_INTERNAL_H */

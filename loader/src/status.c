@@ -23,6 +23,8 @@ HK_API const char *hk_status_string(hk_status_t status) {
   case HK_STATUS_DRIVER: return "DRIVER";
   case HK_STATUS_FAILED_PRECONDITION: return "FAILED_PRECONDITION";
   case HK_STATUS_INTERNAL: return "INTERNAL";
+  case HK_STATUS_BUSY: return "BUSY";
+  case HK_STATUS_UNTRUSTED: return "UNTRUSTED";
   case HK_STATUS_COUNT_: break;
   }
   return "UNKNOWN_STATUS";
@@ -30,11 +32,19 @@ HK_API const char *hk_status_string(hk_status_t status) {
 
 HK_API const char *hk_last_error(void) { return tls_error; }
 
+/* Messages quote bytes from untrusted files (names, paths) and end up on terminals and in
+ * logs: a control byte (an ESC sequence, a newline that forges a log line) becomes '?'. */
+static void sanitize(char *msg) {
+  for (unsigned char *p = (unsigned char *)msg; *p; p++)
+    if (*p < 0x20 || *p == 0x7f) *p = '?';
+}
+
 hk_status_t hk_error_set_at(hk_status_t code, const char *file, int line, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(tls_error, sizeof tls_error, fmt, ap);
   va_end(ap);
+  sanitize(tls_error);
 #ifndef NDEBUG
   if (n >= 0 && (size_t)n < sizeof tls_error) {
     const char *base = strrchr(file, '/');
@@ -52,6 +62,7 @@ void hk_error_prefix(const char *prefix) {
   char tmp[HK_ERROR_MAX];
   if (snprintf(tmp, sizeof tmp, "%s: %s", prefix, tls_error) < 0) return; /* truncation is fine */
   memcpy(tls_error, tmp, sizeof tls_error);
+  sanitize(tls_error);
 }
 
 void hk_error_copy(char *dst, size_t size) {

@@ -6,8 +6,11 @@
  * flags, checksum), required sections, record sizes and counts, then every record:
  * string refs, enums, index ranges, shapes, node flags and TMA tensor map arguments (format
  * 1.2), scratch and semaphore arguments (1.3), placements, code frame sizes, and the optional
- * PLAN section's size, flags and reserved fields. The first problem found is reported as
- * CORRUPT (or UNSUPPORTED_VERSION) with what and where.
+ * PLAN section's size, flags and reserved fields. Every record is checked whether a graph references it or not, and each once (ranges
+ * tile their tables), so the work is proportionate to the file, under the open options' limits.
+ * Names are restricted to safe characters: they reach terminals, logs and file names.
+ * The first problem found is reported as CORRUPT (or UNSUPPORTED_VERSION) with what
+ * and where.
  * No allocation: the view points into the caller's bytes.
  */
 #include <stdio.h>
@@ -15,6 +18,7 @@
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_getFrameHeader: the content checksum flag */
 #include <zstd.h>
 
 #include "pack_internal.h"
@@ -57,8 +61,26 @@ bool hk_tensor_shape(const hk_tensor_rec_t *tensor, uint64_t batch, int64_t out_
   return true;
 }
 
-/* A string ref must start inside STRINGS and end (NUL) within HK_MAX_NAME_LEN+1 bytes. */
-static hk_status_t check_string(const hk_pack_view_t *v, uint32_t ref, const char *what, uint64_t index) {
+/* What a string may hold. Names reach terminals and logs (hkc inspect, error messages) and
+ * tensor names become file names (hkc run --save-outputs DIR writes DIR/<name>.npy), so no
+ * control bytes, no '/', and a tensor name never starts with '.' or '-'. */
+typedef enum name_kind {
+  NAME_FILE, /* tensor names: [A-Za-z0-9_.-], non-empty, not starting with '.' or '-' */
+  NAME_ID,   /* spec, target, kernel and node names, ISA features: [A-Za-z0-9_.,:+=-] */
+  NAME_TEXT, /* kernel params: printable ASCII (0x20..0x7e) */
+} name_kind_t;
+
+static bool name_char_ok(unsigned char c, name_kind_t kind) {
+  if (kind == NAME_TEXT) return c >= 0x20 && c <= 0x7e;
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-')
+    return true;
+  return kind == NAME_ID && (c == ',' || c == ':' || c == '+' || c == '=');
+}
+
+/* A string ref must start inside STRINGS, end (NUL) within HK_MAX_NAME_LEN+1 bytes and hold
+ * only the characters of `kind`. The message shows a bad byte as hex, never raw. */
+static hk_status_t check_string_as(const hk_pack_view_t *v, uint32_t ref, name_kind_t kind, const char *what,
+                                   uint64_t index) {
   CHECK(ref < v->strings_size, "%s %llu: string ref %u is outside STRINGS (%llu bytes)", what,
         (unsigned long long)index, ref, (unsigned long long)v->strings_size);
   uint64_t avail = v->strings_size - ref;
@@ -66,7 +88,20 @@ static hk_status_t check_string(const hk_pack_view_t *v, uint32_t ref, const cha
   CHECK(memchr(v->strings + ref, 0, (size_t)avail) != NULL,
         "%s %llu: string at %u is not NUL-terminated within %u bytes", what, (unsigned long long)index, ref,
         HK_MAX_NAME_LEN + 1);
+  const unsigned char *p = (const unsigned char *)v->strings + ref;
+  for (size_t i = 0; p[i]; i++)
+    CHECK(name_char_ok(p[i], kind), "%s %llu: name byte %zu is 0x%02x, not one names may hold (%s)", what,
+          (unsigned long long)index, i, p[i],
+          kind == NAME_TEXT ? "printable ASCII" : kind == NAME_ID ? "letters, digits and _ . , : + = -"
+                                                                  : "letters, digits and _ . -");
+  CHECK(kind != NAME_FILE || (p[0] != '\0' && p[0] != '.' && p[0] != '-'),
+        "%s %llu: name \"%s\" is empty or starts with '.' or '-' (tensor names become file names)", what,
+        (unsigned long long)index, (const char *)p);
   return HK_OK;
+}
+
+static hk_status_t check_string(const hk_pack_view_t *v, uint32_t ref, const char *what, uint64_t index) {
+  return check_string_as(v, ref, NAME_ID, what, index);
 }
 
 /* A [first, first+count) range of a table with `total` entries. */
@@ -165,8 +200,18 @@ static hk_status_t verify_sections(hk_pack_view_t *v) {
   return HK_OK;
 }
 
+/* The most bytes CODE section s may decompress to: the open options' limit, else in
+ * proportion to its stored size; never above the format's HK_MAX_CODE_BYTES. */
+static uint64_t code_limit(const hk_section_t *s, const hk_pack_limits_t *lim) {
+  uint64_t limit = lim->max_code_bytes;
+  if (limit == 0 && (!hk_mul_u64(s->size, HK_CODE_RATIO_MAX, &limit) ||
+                     !hk_add_u64(limit, HK_CODE_SLACK_BYTES, &limit)))
+    limit = HK_MAX_CODE_BYTES;
+  return limit < HK_MAX_CODE_BYTES ? limit : HK_MAX_CODE_BYTES;
+}
+
 /* Finds the required sections (exactly once each) and sizes the record tables. */
-static hk_status_t map_tables(hk_pack_view_t *v) {
+static hk_status_t map_tables(hk_pack_view_t *v, const hk_pack_limits_t *lim) {
   const hk_section_t *found[HK_SECTION_CODE] = {0};
   const hk_section_t *plan = NULL;
   for (uint32_t i = 0; i < v->section_count; i++) {
@@ -188,8 +233,12 @@ static hk_status_t map_tables(hk_pack_view_t *v) {
       continue;
     }
     if (s->kind == HK_SECTION_CODE) {
-      CHECK(s->raw_size <= HK_MAX_CODE_BYTES, "section %u (CODE): raw_size %llu exceeds the limit %llu", i,
-            (unsigned long long)s->raw_size, (unsigned long long)HK_MAX_CODE_BYTES);
+      uint64_t limit = code_limit(s, lim);
+      CHECK(s->raw_size <= limit, "section %u (CODE): raw_size %llu exceeds the limit %llu (%s)", i,
+            (unsigned long long)s->raw_size, (unsigned long long)limit,
+            lim->max_code_bytes ? "the open options' max_code_bytes"
+                                : "128 x the stored size + 1 MiB, at most 1 GiB; the open options' max_code_bytes "
+                                  "sets another");
       continue; /* targets and frames are checked after TARGETS is known */
     }
     CHECK(found[s->kind] == NULL, "section %s appears more than once (sections %u and %u)", section_kind_name(s->kind),
@@ -228,9 +277,9 @@ static hk_status_t map_tables(hk_pack_view_t *v) {
   TABLE(HK_SECTION_KERNELS, hk_kernel_rec_t, kernels, kernel_count, HK_MAX_KERNELS);
   TABLE(HK_SECTION_TENSORS, hk_tensor_rec_t, tensors, tensor_count, HK_MAX_TENSORS);
   TABLE(HK_SECTION_GRAPHS, hk_graph_rec_t, graphs, graph_count, HK_MAX_GRAPHS);
-  TABLE(HK_SECTION_NODES, hk_node_rec_t, nodes, node_count, HK_MAX_NODES);
-  TABLE(HK_SECTION_ARGS, hk_arg_rec_t, args, arg_count, (uint64_t)HK_MAX_NODES * HK_MAX_ARGS_PER_NODE);
-  TABLE(HK_SECTION_DEPS, uint32_t, deps, dep_count, UINT32_MAX);
+  TABLE(HK_SECTION_NODES, hk_node_rec_t, nodes, node_count, lim->max_nodes);
+  TABLE(HK_SECTION_ARGS, hk_arg_rec_t, args, arg_count, (uint64_t)lim->max_nodes * HK_MAX_ARGS_PER_NODE);
+  TABLE(HK_SECTION_DEPS, uint32_t, deps, dep_count, lim->max_deps);
 #undef TABLE
   const hk_section_t *pl = found[HK_SECTION_PLACEMENTS];
   CHECK(pl->size % sizeof(uint64_t) == 0, "section PLACEMENTS: size %llu is not a multiple of 8",
@@ -288,6 +337,11 @@ static hk_status_t verify_targets(const hk_pack_view_t *v) {
               v->sections[r->code_section].target == t,
           "target %u (%s): code_section %u is not this target's CODE section", t, name, r->code_section);
     HK_RETURN_IF_ERROR(check_range(r->kernel_first, r->kernel_count, v->kernel_count, "target", t, "KERNELS"));
+    /* Loaders and tools take a target's kernels from its range and their code from its
+     * CODE section: a kernel of another target there would index the wrong code. */
+    for (uint32_t k = r->kernel_first; k < r->kernel_first + r->kernel_count; k++)
+      CHECK(v->kernels[k].target == t, "target %u (%s): kernel %u in its kernel range belongs to target %u", t, name, k,
+            v->kernels[k].target);
     HK_RETURN_IF_ERROR(check_range(r->graph_first, r->graph_count, v->graph_count, "target", t, "GRAPHS"));
     CHECK(r->graph_count == v->manifest->batch_count, "target %u (%s): %u graphs, expected one per batch size (%u)", t,
           name, r->graph_count, v->manifest->batch_count);
@@ -313,6 +367,10 @@ static hk_status_t verify_targets(const hk_pack_view_t *v) {
             (unsigned long long)s->raw_size);
       size_t frame = ZSTD_findFrameCompressedSize(src, (size_t)s->size);
       CHECK(!ZSTD_isError(frame) && frame == s->size, "section %u (CODE): the zstd frame does not fill the section", i);
+      /* The content checksum is what catches damage to the decompressed bytes. */
+      ZSTD_frameHeader zfh;
+      CHECK(ZSTD_getFrameHeader(&zfh, src, (size_t)s->size) == 0 && zfh.frameType == ZSTD_frame && zfh.checksumFlag,
+            "section %u (CODE): the zstd frame has no content checksum", i);
     } else {
       CHECK(s->raw_size == s->size, "section %u (CODE): stored raw but raw_size %llu != size %llu", i,
             (unsigned long long)s->raw_size, (unsigned long long)s->size);
@@ -325,7 +383,7 @@ static hk_status_t verify_kernels(const hk_pack_view_t *v) {
   for (uint32_t k = 0; k < v->kernel_count; k++) {
     const hk_kernel_rec_t *r = &v->kernels[k];
     HK_RETURN_IF_ERROR(check_string(v, r->name, "kernel", k));
-    HK_RETURN_IF_ERROR(check_string(v, r->params, "kernel", k));
+    HK_RETURN_IF_ERROR(check_string_as(v, r->params, NAME_TEXT, "kernel", k));
     CHECK(r->op < HK_OP_COUNT_, "kernel %u (%s): unknown op %u", k, hk_pack_string(v, r->name), r->op);
     CHECK(r->target < v->target_count, "kernel %u: target %u out of range", k, r->target);
     const hk_target_rec_t *t = &v->targets[r->target];
@@ -343,7 +401,7 @@ static hk_status_t verify_kernels(const hk_pack_view_t *v) {
 static hk_status_t verify_tensors(const hk_pack_view_t *v) {
   for (uint32_t i = 0; i < v->tensor_count; i++) {
     const hk_tensor_rec_t *r = &v->tensors[i];
-    HK_RETURN_IF_ERROR(check_string(v, r->name, "tensor", i));
+    HK_RETURN_IF_ERROR(check_string_as(v, r->name, NAME_FILE, "tensor", i));
     const char *name = hk_pack_string(v, r->name);
     CHECK(r->role < HK_ROLE_COUNT_, "tensor %u (%s): unknown role %u", i, name, r->role);
     CHECK(r->dtype < HK_DTYPE_COUNT_, "tensor %u (%s): unknown dtype %u", i, name, r->dtype);
@@ -427,7 +485,14 @@ static hk_status_t verify_semaphore(const hk_pack_view_t *v, const hk_graph_rec_
   return HK_OK;
 }
 
-static hk_status_t verify_node(const hk_pack_view_t *v, const hk_graph_rec_t *g, uint32_t gi, uint32_t local) {
+/* Where the next node's args and deps must start: ranges tile ARGS and DEPS in node order, so
+ * each record is checked once and the work follows the file's size. */
+typedef struct tile {
+  uint64_t node, arg, dep;
+} tile_t;
+
+static hk_status_t verify_node(const hk_pack_view_t *v, const hk_graph_rec_t *g, uint32_t gi, uint32_t local,
+                               tile_t *at) {
   uint32_t n = g->node_first + local;
   const hk_node_rec_t *r = &v->nodes[n];
   const hk_target_rec_t *t = &v->targets[g->target];
@@ -451,6 +516,11 @@ static hk_status_t verify_node(const hk_pack_view_t *v, const hk_graph_rec_t *g,
   CHECK(r->dep_count <= HK_MAX_DEPS_PER_NODE, "node %u: %u deps exceed the limit %u", n, r->dep_count,
         HK_MAX_DEPS_PER_NODE);
   HK_RETURN_IF_ERROR(check_range(r->dep_first, r->dep_count, v->dep_count, "node", n, "DEPS"));
+  CHECK(r->arg_first == at->arg && r->dep_first == at->dep,
+        "node %u: args at %u and deps at %u, expected %llu and %llu (each node's follow the previous node's)", n,
+        r->arg_first, r->dep_first, (unsigned long long)at->arg, (unsigned long long)at->dep);
+  at->arg += r->arg_count;
+  at->dep += r->dep_count;
   for (uint32_t a = 0; a < r->arg_count; a++) {
     const hk_arg_rec_t *arg = &v->args[r->arg_first + a];
     CHECK(arg->kind < HK_ARG_KIND_COUNT_, "node %u arg %u: unknown kind %u (written by a newer hkc?)", n, a,
@@ -471,6 +541,7 @@ static hk_status_t verify_node(const hk_pack_view_t *v, const hk_graph_rec_t *g,
 }
 
 static hk_status_t verify_graphs(const hk_pack_view_t *v) {
+  tile_t at = {0, 0, 0};
   for (uint32_t gi = 0; gi < v->graph_count; gi++) {
     const hk_graph_rec_t *g = &v->graphs[gi];
     CHECK(g->target < v->target_count, "graph %u: target %u out of range", gi, g->target);
@@ -480,9 +551,12 @@ static hk_status_t verify_graphs(const hk_pack_view_t *v) {
     CHECK(g->semaphore_count <= HK_MAX_SEMAPHORES, "graph %u: %u semaphores exceed the limit %u", gi,
           g->semaphore_count, HK_MAX_SEMAPHORES);
     HK_RETURN_IF_ERROR(check_range(g->node_first, g->node_count, v->node_count, "graph", gi, "NODES"));
+    CHECK(g->node_first == at.node, "graph %u: nodes at %u, expected %llu (each graph's follow the previous graph's)",
+          gi, g->node_first, (unsigned long long)at.node);
+    at.node += g->node_count;
     HK_RETURN_IF_ERROR(
         check_range(g->placement_first, v->tensor_count, v->placement_count, "graph", gi, "PLACEMENTS"));
-    for (uint32_t j = 0; j < g->node_count; j++) HK_RETURN_IF_ERROR(verify_node(v, g, gi, j));
+    for (uint32_t j = 0; j < g->node_count; j++) HK_RETURN_IF_ERROR(verify_node(v, g, gi, j, &at));
     for (uint32_t i = 0; i < v->tensor_count; i++) {
       const hk_tensor_rec_t *tr = &v->tensors[i];
       uint64_t p = v->placements[g->placement_first + i];
@@ -500,6 +574,12 @@ static hk_status_t verify_graphs(const hk_pack_view_t *v) {
             (unsigned long long)g->workspace_bytes, HK_SECTION_ALIGN);
     }
   }
+  /* No record is left out: an unreferenced one would be read unchecked by whoever walks
+   * the tables (PLAN is parallel to NODES). */
+  CHECK(at.node == v->node_count && at.arg == v->arg_count && at.dep == v->dep_count,
+        "graphs reference %llu of %u nodes, %llu of %u args, %llu of %u deps (every record belongs to one graph)",
+        (unsigned long long)at.node, v->node_count, (unsigned long long)at.arg, v->arg_count,
+        (unsigned long long)at.dep, v->dep_count);
   return HK_OK;
 }
 
@@ -518,14 +598,24 @@ static hk_status_t verify_plan(const hk_pack_view_t *v) {
   return HK_OK;
 }
 
-hk_status_t hk_pack_verify(const void *data, size_t size, hk_pack_view_t *out_view) {
+void hk_pack_limits_from(const hk_pack_open_options_t *o, hk_pack_limits_t *out_limits) {
+  *out_limits = (hk_pack_limits_t){0, HK_MAX_NODES, HK_MAX_DEPS};
+  if (!o) return;
+  if (o->max_nodes) out_limits->max_nodes = o->max_nodes < HK_MAX_NODES ? o->max_nodes : HK_MAX_NODES;
+  if (o->max_deps) out_limits->max_deps = o->max_deps < HK_MAX_DEPS ? o->max_deps : HK_MAX_DEPS;
+  out_limits->max_code_bytes = o->max_code_bytes < HK_MAX_CODE_BYTES ? o->max_code_bytes : HK_MAX_CODE_BYTES;
+}
+
+hk_status_t hk_pack_verify(const void *data, size_t size, const hk_pack_limits_t *limits, hk_pack_view_t *out_view) {
   memset(out_view, 0, sizeof *out_view);
+  hk_pack_limits_t defaults;
+  if (!limits) hk_pack_limits_from(NULL, &defaults), limits = &defaults;
   HK_FAIL_IF(data == NULL && size != 0, HK_STATUS_INVALID_ARGUMENT, "data is NULL");
   HK_FAIL_IF(((uintptr_t)data & 7) != 0, HK_STATUS_INVALID_ARGUMENT, "artifact bytes must be 8-byte aligned");
   hk_pack_view_t v = {.base = data, .size = size};
   HK_RETURN_IF_ERROR(verify_header(data, size, &v.header));
   HK_RETURN_IF_ERROR(verify_sections(&v));
-  HK_RETURN_IF_ERROR(map_tables(&v));
+  HK_RETURN_IF_ERROR(map_tables(&v, limits));
   HK_RETURN_IF_ERROR(verify_manifest(&v));
   HK_RETURN_IF_ERROR(verify_targets(&v));
   HK_RETURN_IF_ERROR(verify_kernels(&v));

@@ -19,6 +19,7 @@
  * LDS buffer; one barrier per K step. LDS tiles are k-contiguous with padded rows
  * (tile_amd.h): As[m][k], Bs[n][k] (B transposed on its way into LDS when it is stored
  * [K, N]).
+ * Epilogue: gemm_epilogue_mfma.h.
  * Masking: with K % 8 == 0 and N % 8 == 0 every 8-element chunk is either wholly inside
  * or wholly outside the matrix, so chunks past M (rows of A), N (rows of Bs) or K are
  * zero-filled and contribute nothing; the epilogue writes only rows < M, columns < N.
@@ -138,33 +139,15 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
       HK_SYNC();
     }
 
-    /* epilogue: fragment (i, j), value r -> row wm0 + 32i + hk_mfma32_c_row, column wn0 + 32j + lane % 32 */
+    /* epilogue: fragment (i, j) starts at row wm0 + 32i, column wn0 + 32j (gemm_epilogue_mfma.h) */
 #pragma unroll
     for (int j = 0; j < HK_FN; j++) {
       const long long gn = n0 + wn0 + j * 32 + hk_mfma32_c_col(lane);
       if (gn >= N) continue;
-#if HK_HAS_BIAS
-      const float bv = HK_LOAD(bias[gn]);
-#else
-      const float bv = 0.0f;
-#endif
+      const float bv = hk_mfma_bias(bias, gn);
 #pragma unroll
-      for (int i = 0; i < HK_FM; i++) {
-#pragma unroll
-        for (int r = 0; r < 16; r++) {
-          const long long gm = m0 + wm0 + i * 32 + hk_mfma32_c_row(lane, r);
-          if (gm < M) {
-            float v = HK_ACT(acc[i][j][r] + bv);
-#if HK_HAS_MUL
-            v *= HK_LOAD(mul[gm * N + gn]);
-#endif
-#if HK_HAS_RESIDUAL
-            v += HK_LOAD(residual[gm * N + gn]);
-#endif
-            C[gm * N + gn] = HK_STORE(v);
-          }
-        }
-      }
+      for (int i = 0; i < HK_FM; i++)
+        hk_mfma_store_frag32(acc[i][j], m0 + wm0 + i * 32, gn, bv, M, N, residual, mul, C, lane);
     }
   }
 }

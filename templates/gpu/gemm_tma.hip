@@ -9,6 +9,9 @@
  * with the 128-byte swizzle. Rows and columns past the matrix arrive as zeros, so tails
  * need no masking until the epilogue.
  *
+ * HK_TMA_STORE (param ts): C leaves through a third (fourth, dual) tensor map tm_c, box 32 x
+ * 64, no swizzle, one TMA store per 64 x 32 round of the epilogue (gemm_epilogue_wgmma.h).
+ *
  * HK_DUAL (fusion's dual gemm, SwiGLU): C = act(A @ B + bias) * (A @ B2) + residual, B2 a
  * third tensor map tm_b2 (as tm_b) after tm_b and the pointer B2 after mul; each ring slot
  * holds a B2 tile next to the B tile, each consumer a second set of accumulators, and the
@@ -34,6 +37,7 @@
  *   B ring  HK_STAGES x (HK_TRANS_B: [HK_TILE_N][64] K-major, as A;
  *                        else HK_TILE_N / 64 panels of [64 k][64 n], N-major, LBO 8192)
  *   E       2 x [64][32] f32: each consumer's epilogue staging (gemm_epilogue_wgmma.h)
+ *   S       HK_TMA_STORE only: 2 x 2 x [64][32] halves, each consumer's two output buffers
  *   bars    full[HK_STAGES], empty[HK_STAGES], done[2] (ping-pong order, below)
  *   flags   stream-K only: 2 u32, each consumer's "last piece" answer (hk_tma_sk_finish)
  * TMA writes exactly the layout the wgmma descriptors read (row r of a box at r * 128
@@ -48,7 +52,8 @@
  *     warp arrives on empty[previous slot] (empty[s] expects 4 arrivals per consumer that
  *     reads the slot: 8 cooperative, 4 ping-pong). After the last k tile: wait_group 0,
  *     release the last slot, then the epilogue.
- *   epilogue: per 64 rows and 32 columns, accumulators -> E (float2), a warpgroup barrier,
+ *   epilogue: the first round's residual/mul/bias loads issue before the last wait_group;
+ *     per 64 rows and 32 columns, accumulators -> E (float2), a warpgroup barrier,
  *     then each thread takes 8 consecutive columns of a row: bias, activation, mul,
  *     residual, one 16-byte store (rows >= M and columns >= N skipped; N % 8 == 0).
  * Tiles: grid-stride (persistent grid, min(tiles, SMs) blocks) in grouped raster order.
@@ -69,6 +74,14 @@
 #define HK_TMA_NB (1 + HK_DUAL) /* B tiles per ring slot */
 #define HK_TMA_NACC (HK_TILE_N / 2)
 #define HK_TMA_E_FLOATS (64 * 32)
+/* Epilogue reads issued before the last wait_group: where there are some (gemm_epilogue_wgmma.h's
+ * hk_epi_in) and the registers are not taken by split-K's or stream-K's reduction. */
+#define HK_TMA_EPI_EARLY (HK_SPLITK == 1 && !HK_STREAMK && (HK_HAS_RESIDUAL || (HK_HAS_BIAS && !HK_DUAL)))
+#if HK_TMA_STORE
+#define HK_TMA_C_MAP (&tm_c)
+#else
+#define HK_TMA_C_MAP ((const hk_tmap_t *)0)
+#endif
 #if HK_THREADS != 384 || (HK_MW != 1 && HK_MW != 2) || (HK_PINGPONG != 0 && HK_PINGPONG != 1) || \
     (HK_TILE_N != 64 && HK_TILE_N != 96 && HK_TILE_N != 128 && HK_TILE_N != 192 && HK_TILE_N != 256) ||        \
     HK_MW * HK_TILE_N * (1 + HK_DUAL) > 256 || HK_STAGES < 2 || (!HK_TRANS_B && HK_TILE_N % 64 != 0) ||            \
@@ -239,6 +252,9 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #if HK_DUAL
         , const __grid_constant__ hk_tmap_t tm_b2
 #endif
+#if HK_TMA_STORE
+        , const __grid_constant__ hk_tmap_t tm_c
+#endif
 #if HK_STREAMK
         , float *part, unsigned *sem
 #endif
@@ -248,12 +264,14 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
   unsigned short *const As = (unsigned short *)(hk_smem_raw + ((1024u - (hk_smem_u32(hk_smem_raw) & 1023u)) & 1023u));
   unsigned short *const Bs = As + HK_STAGES * HK_TMA_A_STAGE; /* slot s: B tile, then (dual) the B2 tile */
   float *const Es = (float *)(Bs + HK_STAGES * HK_TMA_NB * HK_TMA_B_STAGE);
-  const unsigned bars = hk_smem_u32(Es + 2 * HK_TMA_E_FLOATS);
+  unsigned short *const Ss = (unsigned short *)(Es + 2 * HK_TMA_E_FLOATS); /* HK_TMA_STORE: 2 x 2 output buffers */
+  const unsigned bars = hk_smem_u32(Ss + HK_TMA_STORE * 4 * HK_EPI_S_HALVES);
 #define HK_TMA_FULL(s) (bars + 8u * (unsigned)(s))
 #define HK_TMA_EMPTY(s) (bars + 8u * (unsigned)(HK_STAGES + (s)))
 #define HK_TMA_DONE(c) (bars + 8u * (unsigned)(2 * HK_STAGES + (c))) /* ping-pong: consumer c's mainloops */
 #if HK_STREAMK
-  volatile unsigned *const sk_flags = (volatile unsigned *)(Es + 2 * HK_TMA_E_FLOATS) + 2 * (2 * HK_STAGES + 2);
+  volatile unsigned *const sk_flags = /* after the barriers */
+      (volatile unsigned *)(Ss + HK_TMA_STORE * 4 * HK_EPI_S_HALVES) + 2 * (2 * HK_STAGES + 2);
 #endif
   const int tid = HK_TID, wg = tid >> 7;
   /* Multicast clusters (HK_CM = 2): the two blocks of a cluster take row tiles 2 i and
@@ -378,6 +396,8 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
     HK_SETMAXNREG_INC(HK_CONSUMER_REGS);
     const int cw = wg - 1, lt = tid & 127, lane = tid & 31;
     float *const E = Es + cw * HK_TMA_E_FLOATS;
+    unsigned short *const S = Ss + cw * 2 * HK_EPI_S_HALVES;
+    (void)S;
     unsigned u = 0;
     unsigned local = 0; /* this block's unit count so far */
     hk_tma_sched_t sched = sched0;
@@ -473,6 +493,10 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
         }
         prev = s;
       }
+#if HK_TMA_EPI_EARLY /* the epilogue's first global reads go out under the last MMAs */
+      const hk_epi_in first =
+          hk_epi_fetch((long long)m0 + (HK_PINGPONG ? 0 : cw * HK_MW * 64), n0, 0, M, N, bias, residual, mul, lt);
+#endif
       HK_WGMMA_WAIT(0);
       HK_TMA_FENCE_ACC();
 #undef HK_TMA_FENCE_ACC
@@ -539,13 +563,23 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
       if (HK_SPLITK == 1 || rank == 0) {
 #pragma unroll
         for (int w = 0; w < HK_MW; w++)
-          hk_wgmma_epilogue(acc[w], E, row0 + 64 * w, n0, M, N, bias, residual, mul, C, lt, 1 + cw);
+#if HK_TMA_EPI_EARLY
+          hk_wgmma_epilogue_from(acc[w], E, row0 + 64 * w, n0, M, N, bias, residual, mul, C, lt, 1 + cw,
+                                 w == 0 ? first : hk_epi_fetch(row0 + 64 * w, n0, 0, M, N, bias, residual, mul, lt),
+                                 HK_TMA_C_MAP, S);
+#else
+          hk_wgmma_epilogue_from(acc[w], E, row0 + 64 * w, n0, M, N, bias, residual, mul, C, lt, 1 + cw,
+                                 hk_epi_fetch(row0 + 64 * w, n0, 0, M, N, bias, residual, mul, lt), HK_TMA_C_MAP, S);
+#endif
       }
 #if HK_SPLITK > 1
       hk_cluster_sync();
 #endif
     }
   }
+#if HK_TMA_STORE
+  if (wg > 0 && (tid & 127) == 0) HK_TMA_STORE_WAIT_ALL(); /* C is written before the grid completes */
+#endif
 #if HK_CM > 1
   hk_cluster_sync(); /* no block leaves while its peer may still write to it or arrive on its barriers */
 #endif

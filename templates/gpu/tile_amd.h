@@ -1,7 +1,8 @@
 /*
  * templates/gpu/tile_amd.h -- the AMD CDNA (gfx908 / gfx90a / gfx942+) tile library:
- * MFMA wrappers, 16-byte global loads and LDS tile helpers. Emitted after prelude_hip.h
- * and common.h, before an MFMA op template (gemm_mfma.hip, attention_mfma.hip). Needs
+ * MFMA wrappers, 16-byte global loads, buffer loads and copies straight into LDS, waits,
+ * compiler pins and LDS tile helpers. Emitted after prelude_hip.h and common.h, before an
+ * MFMA op template (gemm_mfma.hip, gemm_mfma_pp.hip, attention_mfma.hip). Needs
  * wave64 (HK_WAVE == 64) and HK_MFMA_BF16 (0: f16 operands, 1: bf16 operands), both
  * set by the code generator / variant.
  *
@@ -124,6 +125,63 @@ HK_DEVICE hk_u16x8 hk_load16(const unsigned short *p) { return *(const hk_u16x8 
 /* 16 bytes from p when ok, else zeros (masked tails; p is not dereferenced). */
 HK_DEVICE hk_u16x8 hk_load16_masked(const unsigned short *p, bool ok) { return ok ? hk_load16(p) : hk_zero_u16x8(); }
 HK_DEVICE hk_u16x4 hk_load8(const unsigned short *p) { return *(const hk_u16x4 *)p; }
+
+/* ---- global -> LDS without registers: MUBUF loads in LDS mode (buffer_load_dword ... lds) -----
+ * CDNA1-3 copy 4 bytes per lane this way: lane l's dword lands at LDS byte lds + 4 l. The
+ * destination is fixed by the lane, its source address is free, so a kernel lays out (and
+ * swizzles) an LDS tile through the source address it gives each lane. A lane reads
+ * base + voffset if voffset lies within the resource's `bytes`, else the hardware answers
+ * zeros without touching memory (the ISA's out-of-range rule for raw buffers): masked tails.
+ * (hk_buffer_load16 below reads into registers through the same kind of resource.)
+ * The copy is asynchronous: it counts in vmcnt, its data is in LDS once the issuing wave has
+ * waited (s_waitcnt vmcnt), and other waves see it after a barrier that follows that wait.
+ * ROCm 5.2's clang has no builtin for it, so the LLVM intrinsic is declared by name
+ * (its <4 x i32> resource form is kept by later LLVMs). */
+typedef int hk_i32x4 __attribute__((ext_vector_type(4)));
+__device__ void hk_llvm_raw_buffer_load_lds(hk_i32x4 rsrc, __attribute__((address_space(3))) void *lds, int size,
+                                            int voffset, int soffset, int offset, int aux)
+    __asm("llvm.amdgcn.raw.buffer.load.lds");
+#define HK_DMA_MASKED 0x80000000u /* a voffset past any range below 2^31: the lane copies zeros */
+
+/* A raw buffer resource (V#) of `bytes` bytes from base (wave-uniform; bytes < 2^31). */
+HK_DEVICE hk_i32x4 hk_buffer_rsrc(const void *base, unsigned bytes) {
+  const unsigned long long a = (unsigned long long)base;
+  hk_i32x4 rsrc;
+  rsrc.x = __builtin_amdgcn_readfirstlane((int)(unsigned)a);
+  rsrc.y = __builtin_amdgcn_readfirstlane((int)(unsigned)(a >> 32) & 0xffff); /* base[47:32]; stride 0 */
+  rsrc.z = __builtin_amdgcn_readfirstlane((int)bytes);                        /* num_records */
+  rsrc.w = 0x00020000; /* gfx9 DATA_FORMAT 32: any nonzero format makes an untyped buffer valid */
+  return rsrc;
+}
+
+/* One wave-wide copy: lane l's 4 bytes at base + voffset (base wave-uniform, 4-byte aligned;
+ * in range when voffset + 4 <= bytes) to LDS byte lds + 4 l (lds wave-uniform). */
+HK_DEVICE void hk_lds_dma4(const void *base, unsigned bytes, unsigned short *lds, unsigned voffset) {
+  hk_llvm_raw_buffer_load_lds(hk_buffer_rsrc(base, bytes), (__attribute__((address_space(3))) void *)lds, 4,
+                              (int)voffset, 0, 0, 0);
+}
+
+/* 16 bytes at base + voffset into registers (a raw buffer load), zeros when voffset + 16 >
+ * bytes (< 2^31): the same resource and out-of-range rule as hk_lds_dma4. */
+__device__ hk_i32x4 hk_llvm_raw_buffer_load_v4i32(hk_i32x4 rsrc, int voffset, int soffset, int aux)
+    __asm("llvm.amdgcn.raw.buffer.load.v4i32");
+HK_DEVICE hk_u16x8 hk_buffer_load16(const void *base, unsigned bytes, unsigned voffset) {
+  return __builtin_bit_cast(hk_u16x8, hk_llvm_raw_buffer_load_v4i32(hk_buffer_rsrc(base, bytes), (int)voffset, 0, 0));
+}
+
+/* Compiler-only ties (no instruction): HK_PIN_DEF(x) as if x were rewritten at this point,
+ * HK_PIN_USE(x) as if it were read here, in order with the statements around them that
+ * have side effects (s_setprio, barriers). A CPU emulation of the kernels may define them
+ * first. */
+#ifndef HK_PIN_DEF
+#define HK_PIN_DEF(x) asm volatile("" : "+v"(x))
+#define HK_PIN_USE(x) asm volatile("" ::"v"(x))
+#endif
+
+/* s_waitcnt with the gfx9 encoding (vmcnt [3:0] and [15:14], expcnt [6:4], lgkmcnt [11:8]):
+ * a wave's own global loads / copies into LDS (vmcnt) or its LDS accesses (lgkmcnt) done. */
+#define HK_WAIT_VMCNT0() __builtin_amdgcn_s_waitcnt(0x0F70)
+#define HK_WAIT_LGKMCNT0() __builtin_amdgcn_s_waitcnt(0xC07F)
 
 /* ---- LDS tiles: unsigned short [rows][pitch], pitch = cols + HK_LDS_PAD ----------------------- */
 /* 8 consecutive elements of one row (16-byte aligned: pitch and col multiples of 8). */

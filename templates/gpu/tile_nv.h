@@ -190,6 +190,11 @@ HK_DEVICE void hk_cp_async_mbar_arrive(unsigned bar) {
 }
 /* Named barrier `id` (1..15; 0 is __syncthreads) over `count` threads (a multiple of 32). */
 HK_DEVICE void hk_named_sync(int id, int count) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory"); }
+/* Arrives on named barrier `id` without waiting (the producer side of an ordering: the
+ * barrier's phase completes when `count` threads have arrived or synced). */
+HK_DEVICE void hk_named_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
 /* Per-warpgroup register budget (all 4 warps of a warpgroup execute it; needs a register
  * cap at kernel entry, i.e. __launch_bounds__(threads, 1)). */
 #define HK_SETMAXNREG_DEC(n) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(n))
@@ -235,6 +240,19 @@ HK_DEVICE void hk_mbar_arrive_cluster(unsigned bar, unsigned rank) {
                "mbarrier.arrive.shared::cluster.b64 _, [r];\n}\n" ::"r"(bar), "r"(rank)
                : "memory");
 }
+/* TMA store: the 2-D box of the map at (c0, c1) from shared memory at src, in a bulk group
+ * of the issuing thread (elements outside the matrix are not written). Before: the writes
+ * to src by other threads are ordered to the async proxy (fence.proxy.async, then a barrier).
+ * wait_read<n>: at most n of this thread's groups may still be reading their shared memory
+ * (a buffer of an older group may be rewritten); wait_all: every group's writes are done. */
+HK_DEVICE void hk_tma_store_2d(const hk_tmap_t *map, int c0, int c1, unsigned src) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n"
+               ::"l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(src)
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+#define HK_TMA_STORE_WAIT_READ(n) asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(n) : "memory")
+#define HK_TMA_STORE_WAIT_ALL() asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory")
 /* Programmatic dependent launch (a launch flagged PDL in the pack: libhkrt lets it start
  * while the kernels before it finish). launch_dependents: the kernels after this one may
  * start their own prologues now; wait: blocks until every kernel this one depends on has

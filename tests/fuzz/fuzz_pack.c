@@ -101,12 +101,18 @@ static void walk(hk_pack_t *pack) {
 
 static void try_open(const uint8_t *data, size_t size) {
   hk_pack_t *pack = NULL;
-  hk_status_t s = hk_pack_open_memory(data, size, NULL, &pack);
+  /* metadata_only: the signature is checked (and a bad one reported, not refused), no
+   * trust rule applies, and no code can load. */
+  hk_pack_open_options_t o = {.struct_size = sizeof o, .metadata_only = 1};
+  hk_status_t s = hk_pack_open_memory_ex(data, size, &o, &pack);
   if (s != HK_OK) {
     if (pack || hk_last_error()[0] == '\0') abort(); /* a failure always says why */
     return;
   }
   walk(pack);
+  const char *key_id;
+  hk_signature_state_t sig = hk_pack_signature(pack, &key_id);
+  if (sig > HK_SIGNATURE_INVALID || (sig == HK_SIGNATURE_NONE) != (key_id[0] == '\0')) abort();
   hk_pack_destroy(pack);
 }
 

@@ -217,7 +217,7 @@ def main():
     rng = np.random.default_rng(seed)
     os.makedirs(work, exist_ok=True)
     t = {}
-    cmd = [hkc, "run", pack, "--batch", str(batch), "--runs", "1", "--warmup", "0",
+    cmd = [hkc, "run", "--allow-unsigned-native", pack, "--batch", str(batch), "--runs", "1", "--warmup", "0",
            "--save-outputs", os.path.join(work, "out")]
     if target:
         cmd += ["--target", target]

@@ -154,8 +154,8 @@ else
   n_model=$(gemm_lines "$work/nv.txt" | grep -c "src=model" || true)
   [ "$n_model" -ge 5 ] && ! gemm_lines "$work/nv.txt" | grep -q SPILLS \
     && ok "sm_90a: $n_model gemm kernels chosen by the model" || { bad "sm_90a model"; gemm_lines "$work/nv.txt"; }
-  gemm_lines "$work/nv0.txt" | grep -v "kernel=gemm_tma cfg=pp=0,mw=1,bn=256,st=4,sk=1,cm=1 src=default" && bad "--tune default: not the defaults" \
-    || ok "sm_90a --tune default: gemm_tma pp=0,mw=1,bn=256,st=4,sk=1,cm=1 everywhere"
+  gemm_lines "$work/nv0.txt" | grep -v "kernel=gemm_tma cfg=pp=0,mw=1,bn=256,st=4,sk=1,cm=1,ts=0 src=default" && bad "--tune default: not the defaults" \
+    || ok "sm_90a --tune default: gemm_tma pp=0,mw=1,bn=256,st=4,sk=1,cm=1,ts=0 everywhere"
   check_tma_launches "$work/nv0.txt" > "$work/nv0.chk" \
     && grep -q "tmap(wt, box 64x256, swz128)" "$work/nv0.txt" && grep -q "tmap(w, box 64x64, swz128)" "$work/nv0.txt" \
     && ok "sm_90a --tune default: tensor maps 64x128 (A), 64x256 (trans_b B), 64x64 (B panels); persistent grids" \
@@ -166,7 +166,7 @@ else
   # M = 77, N = 520 (batch 1): the default's 128x256 tiles make 3 blocks for 132 SMs; the
   # model takes smaller ones
   k1=$(grep -E "^    #0 +g_plain " "$work/nv.txt" | head -n1 | awk '{print $3}')
-  gemm_lines "$work/nv.txt" | grep -E "^  $k1 " | grep "src=model" | grep -vq "cfg=pp=0,mw=1,bn=256,st=4,sk=1,cm=1" \
+  gemm_lines "$work/nv.txt" | grep -E "^  $k1 " | grep "src=model" | grep -vq "cfg=pp=0,mw=1,bn=256,st=4,sk=1,cm=1,ts=0" \
     && ok "sm_90a, M = 77: $(gemm_lines "$work/nv.txt" | grep -E "^  $k1 " | grep -o 'kernel=.*')" \
     || { bad "M = 77 choice"; gemm_lines "$work/nv.txt"; }
   nvrtc=$(grep -o "nvrtc [0-9.]*" "$work/targets.txt" | head -n1)

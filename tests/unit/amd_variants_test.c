@@ -1,10 +1,16 @@
-/* The AMD matrix-core variants (compiler/variant_amd.c): which keys select gemm_mfma /
- * attention_mfma, their launches, and -- when hiprtc and comgr load (cmocka skip()
- * otherwise, with the reason printed) -- real compiles for gfx90a and gfx908 in f16 and
- * bf16 with epilogue combinations (incl. the epilogue multiply), checked statically: no
- * scratch (spills), LDS within 64 KiB, plausible VGPR/AGPR counts, v_mfma in the
- * disassembly, occupancy >= 1 wave per SIMD. gfx1030 (no matrix cores) must keep the simple kernels and still compile them.
- * Nothing runs: there is no AMD GPU; numerics are unverified on hardware. */
+/* The AMD matrix-core variants (compiler/codegen/variants/variant_amd.c): which keys select
+ * gemm_mfma / gemm_mfma_pp / attention_mfma, their launches and defaults, and -- when hiprtc
+ * and comgr load (cmocka skip() otherwise, with the reason printed) -- real compiles for
+ * gfx90a and gfx908 (gfx942 when the toolchain builds it; skipped visibly with ROCm 5.2) in
+ * f16 and bf16 with epilogue combinations (incl. the epilogue multiply), of every
+ * configuration in both GEMM variants' tuning spaces, checked statically: no scratch
+ * (spills), LDS within 64 KiB and as the variant computes it, plausible VGPR/AGPR counts,
+ * v_mfma in the disassembly, occupancy >= 1 wave per SIMD; for the 8-wave ping-pong kernel
+ * also its schedule in the machine code (every MFMA inside s_setprio 1 .. s_setprio 0,
+ * copies straight into LDS, on gfx90a no drain of them before the memory phase's barrier).
+ * gfx1030 (no matrix cores) must keep the simple kernels and still compile them.
+ * Nothing runs: there is no AMD GPU; amd_emulate_test runs the GEMMs' index arithmetic on
+ * the CPU. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -90,7 +96,108 @@ static void test_launch(void **state) {
   assert_int_equal(shared, 0);
 }
 
+/* ---- gemm_mfma_pp: selection, defaults, launch (no toolchain needed) -------------------------- */
+static const hkc_variant_t *variant_named(const char *name) {
+  const hkc_variant_t *const *list = hkc_variant_list();
+  for (size_t i = 0; list[i]; i++)
+    if (!strcmp(list[i]->name, name)) return list[i];
+  fail_msg("no variant %s", name);
+  return NULL;
+}
+
+static void test_pp_selection(void **state) {
+  (void)state;
+  const hkc_variant_t *pp = variant_named("gemm_mfma_pp");
+  static const char *const cdna[] = {"gfx90a", "gfx908", "gfx942", "gfx950"};
+  hkc_kernel_options_t on = {0}, off = {0};
+  hk_test_options(&on, "gemm_mfma_pp=on");
+  hk_test_options(&off, "gemm_mfma_pp=off");
+  for (size_t i = 0; i < 4; i++) {
+    const hkc_gpu_arch_t *a = hk_test_arch(cdna[i]);
+    const hkc_kernel_key_t k = gemm_key(HK_DTYPE_BF16, HK_ACT_GELU, 1, 1, 0, 8);
+    assert_true(hkc_variant_serves(pp, a, &k));
+    assert_string_equal(hk_test_variant_name(cdna[i], k), "gemm_mfma"); /* untuned: the 4-wave kernel */
+    assert_string_equal(hkc_variant_for_options(a, &on, &k)->name, "gemm_mfma_pp");
+    assert_string_equal(hkc_variant_for_options(a, &off, &k)->name, "gemm_mfma");
+    assert_false(hkc_variant_serves(pp, a, &(hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = HK_DTYPE_F32, .align = 8}));
+    assert_false(hkc_variant_serves(pp, a, &(hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = HK_DTYPE_F16, .align = 4}));
+  }
+  const hkc_kernel_key_t k = gemm_key(HK_DTYPE_F16, HK_ACT_NONE, 0, 0, 1, 8);
+  assert_string_equal(hkc_variant_for_options(hk_test_arch("gfx1030"), &on, &k)->name, "simple");
+  assert_string_not_equal(hkc_variant_for_options(hk_test_arch("sm_90"), &on, &k)->name, "gemm_mfma_pp");
+  /* defaults: the largest legal tile (gfx908: 128 accumulators leave no AGPRs to spare) */
+  hkc_tile_cfg_t t;
+  assert_int_equal(pp->tune_parse(hk_test_arch("gfx90a"), &k, "", &t), 0);
+  assert_string_equal(t.tune, "bm=256,bn=256,bk=32");
+  assert_true(t.threads == 512 && t.shared_bytes == 65536 && t.is_default);
+  assert_int_equal(pp->tune_parse(hk_test_arch("gfx908"), &k, "", &t), 0);
+  assert_string_equal(t.tune, "bm=256,bn=128,bk=32");
+  assert_int_equal(pp->tune_parse(hk_test_arch("gfx908"), &k, "bm=256,bn=256,bk=32", &t), -1);
+  /* the template's limits: bn >= 128 (4 wave columns of 32), LDS 4 (bm + bn) bk bytes */
+  assert_int_equal(pp->tune_parse(hk_test_arch("gfx90a"), &k, "bm=128,bn=64,bk=32", &t), -1);
+  assert_int_equal(pp->tune_parse(hk_test_arch("gfx90a"), &k, "bm=128,bn=256,bk=64", &t), -1);
+  assert_int_equal(pp->tune_parse(hk_test_arch("gfx90a"), &k, "bm=128,bn=128,bk=64", &t), 0);
+  assert_int_equal(t.shared_bytes, 65536);
+}
+
+static void test_pp_launch(void **state) {
+  (void)state;
+  uint32_t grid[3], block[3], shared = 99;
+  hkc_kernel_key_t g = gemm_key(HK_DTYPE_F16, HK_ACT_NONE, 1, 0, 0, 8);
+  snprintf(g.variant, sizeof g.variant, "gemm_mfma_pp");
+  hkc_arg_t ga[8] = {{.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_TENSOR},
+                     {.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_I64, .i = 1000},
+                     {.kind = HK_ARG_I64, .i = 776}, {.kind = HK_ARG_I64, .i = 520}};
+  hkc_gpu_launch_dims(hk_test_arch("gfx90a"), &g, ga, 8, grid, block, &shared);
+  assert_int_equal(grid[0], 4 * 4); /* the default 256 x 256: ceil(1000/256) * ceil(776/256) */
+  assert_int_equal(block[0], 512);
+  assert_int_equal(shared, 0);
+  snprintf(g.tune, sizeof g.tune, "bm=64,bn=128,bk=64");
+  hkc_gpu_launch_dims(hk_test_arch("gfx908"), &g, ga, 8, grid, block, &shared);
+  assert_int_equal(grid[0], 16 * 7);
+  assert_int_equal(block[0], 512);
+}
+
 /* ---- real compiles ----------------------------------------------------------------------- */
+/* Whether every v_mfma of the disassembly lies between an s_setprio 1 and the next
+ * s_setprio 0 (gemm_mfma_pp's compute phases); counts the clusters. */
+static int mfma_in_clusters(const char *text, int *out_clusters) {
+  int inside = 0, ok = 1;
+  *out_clusters = 0;
+  for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+    while (*l == ' ' || *l == '\t') l++;
+    if (!strncmp(l, "s_setprio 1", 11)) inside = 1, ++*out_clusters;
+    else if (!strncmp(l, "s_setprio 0", 11)) inside = 0;
+    else if (!strncmp(l, "v_mfma", 6) && !inside) ok = 0;
+  }
+  return ok;
+}
+
+/* gfx90a's memory phase ends with a barrier the copies stay in flight across: the instruction
+ * before each barrier that opens a compute phase is no s_waitcnt vmcnt(0). */
+static int copies_cross_barrier(const char *text) {
+  const char *prev = NULL, *cur = NULL;
+  for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+    while (*l == ' ' || *l == '\t') l++;
+    if (!strncmp(l, "s_setprio 1", 11) && cur && !strncmp(cur, "s_barrier", 9) && prev &&
+        !strncmp(prev, "s_waitcnt vmcnt(0)", 18))
+      return 0;
+    if (*l && *l != '\n' && *l != '/') prev = cur, cur = l;
+  }
+  return 1;
+}
+
+/* The pp kernel's machine code: its schedule. */
+static void check_pp_disassembly(const char *arch_name, const char *kname, const char *text) {
+  int clusters = 0;
+  if (!mfma_in_clusters(text, &clusters)) fail_msg("%s for %s: a v_mfma outside s_setprio 1 .. 0", kname, arch_name);
+  assert_true(clusters >= 1);
+  assert_non_null(strstr(text, " lds")); /* buffer_load_dword ... lds: A copied straight into LDS */
+  assert_non_null(strstr(text, "s_barrier"));
+  if (strcmp(arch_name, "gfx908") != 0 && !copies_cross_barrier(text))
+    fail_msg("%s for %s: copies drained before the memory phase's barrier", kname, arch_name);
+}
+
 /* Generates and compiles key for arch; checks the variant's static properties. */
 static void compile_checked(const char *arch_name, hkc_kernel_key_t key, const char *want_variant) {
   const hkc_gpu_arch_t *a = hk_test_arch(arch_name);
@@ -100,7 +207,7 @@ static void compile_checked(const char *arch_name, hkc_kernel_key_t key, const c
   hk_test_kernel_name(&k);
   char *src = hkc_codegen_gpu(a, &k);
   assert_non_null(src);
-  const int mfma = want_variant != NULL;
+  const int mfma = want_variant != NULL, pp = mfma && !strcmp(want_variant, "gemm_mfma_pp");
   assert_true((strstr(src, "templates/gpu/tile_amd.h") != NULL) == mfma);
   assert_string_equal(hk_test_variant_name(arch_name, key), mfma ? want_variant : "simple");
   hkc_rtc_result_t r;
@@ -121,19 +228,23 @@ static void compile_checked(const char *arch_name, hkc_kernel_key_t key, const c
   double pct = 0;
   const char *limiter = "";
   const uint32_t occ = hkc_occupancy(a, &k, block[0], &pct, &limiter);
-  printf("[ info     ] %-8s %-30s %-14s vgpr %3u agpr %3u sgpr %3u lds %5u scratch %u wave %u block %u occ %u/SIMD "
-         "(%.0f%%, %s)\n",
-         arch_name, k.name, want_variant ? want_variant : "simple", r.vgprs, r.agprs, r.sgprs, r.shared_bytes,
-         r.scratch_bytes, r.wave_size, block[0], occ, pct, limiter ? limiter : "-");
+  printf("[ info     ] %-8s %-30s %-13s %-20s vgpr %3u agpr %3u sgpr %3u lds %5u scratch %u block %u occ %u "
+         "waves/SIMD (%.0f%%, %s)\n",
+         arch_name, k.name, want_variant ? want_variant : "simple", key.tune[0] ? key.tune : "(default)", r.vgprs, r.agprs,
+         r.sgprs, r.shared_bytes, r.scratch_bytes, block[0], occ, pct, limiter ? limiter : "-");
   assert_int_equal(r.scratch_bytes, 0);
   assert_true(r.shared_bytes <= 65536);
   assert_true(r.vgprs > 0 && r.vgprs <= 512);
   assert_true(occ >= 1);
   if (mfma) {
+    hkc_tile_cfg_t cfg;
+    if (key.op == HK_OP_GEMM) { /* the LDS the variant's rules count */
+      assert_int_equal(hkc_tune_lookup_cfg(a, &key, want_variant, key.tune, &cfg), 0);
+      assert_int_equal(r.shared_bytes, cfg.shared_bytes);
+    }
     assert_int_equal(r.wave_size, 64);
-    assert_int_equal(block[0], 256);
-    assert_int_equal(r.max_block, 256);
-    assert_true(r.shared_bytes > 0);
+    assert_int_equal(block[0], pp ? 512 : 256);
+    assert_int_equal(r.max_block, block[0]);
     /* gfx908: separate 256 VGPR + 256 AGPR files; gfx90a: one 512 file, and comgr's
      * .vgpr_count there is the unified total (arch VGPRs rounded to 4, plus AGPRs) */
     assert_true(r.agprs <= 256);
@@ -150,6 +261,7 @@ static void compile_checked(const char *arch_name, hkc_kernel_key_t key, const c
     assert_non_null(strstr(text, want));
     assert_null(strstr(text, "scratch_"));
     assert_null(strstr(text, "buffer_store_dword v")); /* no spill stores through buffers either */
+    if (pp) check_pp_disassembly(arch_name, k.name, text);
     free(text);
   }
   hkc_rtc_result_free(&r);
@@ -175,7 +287,36 @@ static void gemm_on(const char *arch_name) {
 }
 static void attention_on(const char *arch_name) {
   for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++)
-    for (int dh = 64; dh <= 128; dh += 64) compile_checked(arch_name, attn_key((hk_dtype_t)dt, dh, 8), "attention_mfma");
+    for (int dh = 64; dh <= 128; dh += 64)
+      compile_checked(arch_name, attn_key((hk_dtype_t)dt, dh, 8), "attention_mfma");
+}
+
+/* Every configuration of both GEMM variants' spaces on arch: bf16, B [K, N] (staged through
+ * registers), silu + bias + mul, the most registers; gemm_mfma_pp's also f16, B [N, K] (copied
+ * straight into LDS), gelu + bias + residual. (gemm_mfma's default has its own 14 keys.) */
+static void gemm_space_on(const char *arch_name) {
+  const hkc_gpu_arch_t *a = hk_test_arch(arch_name);
+  hkc_tile_cfg_t *c = calloc(HKC_TUNE_MAX_CANDIDATES, sizeof *c);
+  assert_non_null(c);
+  hkc_kernel_key_t heavy = gemm_key(HK_DTYPE_BF16, HK_ACT_SILU, 1, 0, 0, 8);
+  heavy.has_mul = 1;
+  const hkc_kernel_key_t light = gemm_key(HK_DTYPE_F16, HK_ACT_GELU, 1, 1, 1, 8);
+  const int n = hkc_tune_candidates(a, &heavy, c, HKC_TUNE_MAX_CANDIDATES);
+  assert_true(n >= 8);
+  int pp_configs = 0;
+  for (int i = 0; i < n; i++) {
+    const int pp = !strcmp(c[i].variant, "gemm_mfma_pp");
+    hkc_kernel_key_t key = heavy;
+    hkc_tune_apply(a, &key, &c[i]);
+    compile_checked(arch_name, key, c[i].variant);
+    if (!pp) continue;
+    key = light;
+    hkc_tune_apply(a, &key, &c[i]);
+    compile_checked(arch_name, key, c[i].variant);
+    pp_configs++;
+  }
+  assert_true(pp_configs >= 7); /* 8 tiles on gfx90a, 7 on gfx908 */
+  free(c);
 }
 
 static void test_gemm_gfx90a(void **state) {
@@ -187,6 +328,36 @@ static void test_gemm_gfx908(void **state) {
   (void)state;
   HK_TEST_NEED_HIPRTC();
   gemm_on("gfx908");
+}
+static void test_gemm_space_gfx90a(void **state) {
+  (void)state;
+  HK_TEST_NEED_HIPRTC();
+  gemm_space_on("gfx90a");
+}
+static void test_gemm_space_gfx908(void **state) {
+  (void)state;
+  HK_TEST_NEED_HIPRTC();
+  gemm_space_on("gfx908");
+}
+/* gfx942 (MI300X) needs ROCm >= 6: compiled when this toolchain lists it, skipped (saying so)
+ * otherwise. */
+static void test_gemm_space_gfx942(void **state) {
+  (void)state;
+  HK_TEST_NEED_HIPRTC();
+  char **names = NULL, why[256] = "";
+  size_t n = 0;
+  int listed = 0;
+  if (hkc_comgr_isa_list(&names, &n, why, sizeof why) == 0)
+    for (size_t i = 0; i < n; i++) {
+      listed |= !strncmp(names[i], "gfx942", 6);
+      free(names[i]);
+    }
+  free(names);
+  if (!listed) {
+    printf("[ SKIP     ] gfx942: this hiprtc (%s) cannot build it (ROCm >= 6 needed)\n", hkc_hiprtc_version());
+    skip();
+  }
+  gemm_space_on("gfx942");
 }
 static void test_attention_gfx90a(void **state) {
   (void)state;
@@ -210,14 +381,20 @@ static void test_gfx1030_simple(void **state) {
   compile_checked("gfx1030", gate, NULL);
   compile_checked("gfx1030", attn_key(HK_DTYPE_F16, 64, 8), NULL);
   compile_checked("gfx1030", attn_key(HK_DTYPE_BF16, 128, 8), NULL);
+  /* no tuning candidates there: the 8-wave kernel can never be chosen */
+  hkc_tile_cfg_t c[4];
+  assert_int_equal(hkc_tune_candidates(hk_test_arch("gfx1030"), &(hkc_kernel_key_t){.op = HK_OP_GEMM,
+                                       .dtype = HK_DTYPE_F16, .align = 8}, c, 4), 0);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_selection),        cmocka_unit_test(test_launch),
-      cmocka_unit_test(test_gemm_gfx90a),      cmocka_unit_test(test_gemm_gfx908),
-      cmocka_unit_test(test_attention_gfx90a), cmocka_unit_test(test_attention_gfx908),
-      cmocka_unit_test(test_gfx1030_simple),
+      cmocka_unit_test(test_selection),         cmocka_unit_test(test_launch),
+      cmocka_unit_test(test_pp_selection),      cmocka_unit_test(test_pp_launch),
+      cmocka_unit_test(test_gemm_gfx90a),       cmocka_unit_test(test_gemm_gfx908),
+      cmocka_unit_test(test_gemm_space_gfx90a), cmocka_unit_test(test_gemm_space_gfx908),
+      cmocka_unit_test(test_gemm_space_gfx942), cmocka_unit_test(test_attention_gfx90a),
+      cmocka_unit_test(test_attention_gfx908),  cmocka_unit_test(test_gfx1030_simple),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,6 +3,10 @@
  * sm_80, sm_90 and sm_90a in f16 and bf16 with head dims 64 and 128, reports registers,
  * uses no local memory (spills) and fits its shared memory and registers on the arch;
  * and that its launches cover odd sequence lengths and grouped-query heads.
+ * attention_tma (sm_90a, templates/gpu/attention_tma.hip): selection (the default on sm_90a for
+ * f16/bf16, dh 64/128, align 8; sm_90 and sm_80 keep attention_mma; attn_tma=off gives the
+ * previous kernels), legality of its configurations, every configuration of its space compiled
+ * for sm_90a without spills or serialized wgmmas, launches with their three tensor maps.
  * (cmocka skip() when nvrtc does not load.) Numerics are checked on the device. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -153,13 +157,13 @@ static void test_launch_dims(void **state) {
       }
 }
 
-/* ---- attention_wgmma (sm_90a: default for dh 128; dh 64 with attn_wgmma=on; off with off) - */
+/* ---- attention_wgmma (sm_90a with attn_tma=off: default for dh 128; dh 64 with
+ * attn_wgmma=on; off with off) ---------------------------------------------------------------- */
 static void test_wgmma_selection(void **state) {
   (void)state;
-  hkc_kernel_options_t o = {0};
-  assert_string_equal(hk_test_variant_name("sm_90a", attn_key(HK_DTYPE_BF16, 128, 8)), "attention_wgmma"); /* default */
-  assert_string_equal(hk_test_variant_name("sm_90a", attn_key(HK_DTYPE_BF16, 64, 8)), "attention_mma");
+  hkc_kernel_options_t o = {.attn_tma = HKC_SWITCH_OFF};
   assert_string_equal(variant_name_opt("sm_90a", &o, attn_key(HK_DTYPE_BF16, 128, 8)), "attention_wgmma");
+  assert_string_equal(variant_name_opt("sm_90a", &o, attn_key(HK_DTYPE_BF16, 64, 8)), "attention_mma");
   o.attn_wgmma = HKC_SWITCH_OFF;
   assert_string_equal(variant_name_opt("sm_90a", &o, attn_key(HK_DTYPE_BF16, 128, 8)), "attention_mma");
   o.attn_wgmma = HKC_SWITCH_ON;
@@ -197,11 +201,12 @@ static void test_wgmma_nvrtc(void **state) {
       for (int dh = 64; dh <= 128; dh += 64) {
         const char *cfg = cfgs[ci][dh == 128];
         if (!strcmp(cfg, "-")) continue;
-        hkc_kernel_options_t o = {.attn_wgmma = HKC_SWITCH_ON};
+        hkc_kernel_options_t o = {.attn_wgmma = HKC_SWITCH_ON, .attn_tma = HKC_SWITCH_OFF};
         char err[512];
         assert_int_equal(hkc_kernel_options_set(&o, "attn_wgmma_cfg", cfg, err, sizeof err), 0);
         hkc_kernel_out_t k = {.key = attn_key((hk_dtype_t)dt, dh, 8)};
-        assert_true(hkc_tune_apply_options(&o, "sm_90a", ar, &k.key) > 0 || (dh == 128 && !cfg[0]));
+        assert_true(hkc_tune_apply_options(&o, "sm_90a", ar, &k.key) >= 0); /* dh 128 default: nothing to name */
+        assert_string_equal(hkc_variant_for(ar, &k.key)->name, "attention_wgmma");
         snprintf(k.name, sizeof k.name, "hk_attnwg_%s_d%d", dt == HK_DTYPE_F16 ? "f16" : "bf16", dh);
         char *src = hkc_codegen_gpu(ar, &k);
         assert_non_null(src);
@@ -232,6 +237,235 @@ static void test_wgmma_nvrtc(void **state) {
   assert_int_equal(failures, 0);
 }
 
+
+/* ---- attention_tma (sm_90a, opt-in with attn_tma=on until proven on the H200) --------------- */
+/* A key naming attention_tma, as attn_tma=on (or a tuning database) makes it; params NULL: its
+ * defaults. */
+static hkc_kernel_key_t tma_key(hk_dtype_t dtype, int dh, const char *params) {
+  hkc_kernel_key_t k = attn_key(dtype, dh, 8);
+  snprintf(k.variant, sizeof k.variant, "attention_tma");
+  snprintf(k.tune, sizeof k.tune, "%s", params ? params : "");
+  return k;
+}
+
+static void test_tma_selection(void **state) {
+  (void)state;
+  for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++)
+    for (int dh = 64; dh <= 128; dh += 64) {
+      const hkc_kernel_key_t k = attn_key((hk_dtype_t)dt, dh, 8);
+      const char *const old = dh == 128 ? "attention_wgmma" : "attention_mma";
+      assert_string_equal(hk_test_variant_name("sm_90a", k), old); /* attention_tma is opt-in */
+      /* sm_90 (no wgmma, no setmaxnreg in nvrtc's sm_90) and sm_80 keep the mma.sync kernel */
+      assert_string_equal(hk_test_variant_name("sm_90", k), "attention_mma");
+      assert_string_equal(hk_test_variant_name("sm_80", k), "attention_mma");
+      hkc_kernel_options_t o = {0};
+      hk_test_options(&o, "attn_tma=off"); /* the default already: the key stays untouched */
+      assert_string_equal(variant_name_opt("sm_90a", &o, k), old);
+      hkc_kernel_key_t named = k;
+      assert_int_equal(hkc_tune_apply_options(&o, "sm_90a", hk_test_arch("sm_90a"), &named), 0);
+      assert_string_equal(named.variant, "");
+      hk_test_options(&o, "attn_tma=on"); /* named in the key */
+      assert_string_equal(variant_name_opt("sm_90a", &o, k), "attention_tma");
+      named = k;
+      assert_int_equal(hkc_tune_apply_options(&o, "sm_90a", hk_test_arch("sm_90a"), &named), 1);
+      assert_string_equal(named.variant, "attention_tma");
+      assert_string_equal(hkc_variant_for(hk_test_arch("sm_90a"), &named)->name, "attention_tma");
+      hk_test_options(&o, "simple_kernels=1");
+      assert_string_equal(variant_name_opt("sm_90a", &o, k), "simple");
+    }
+  /* what falls back: f32, align < 8, other head sizes */
+  assert_string_equal(hk_test_variant_name("sm_90a", attn_key(HK_DTYPE_F32, 64, 8)), "simple");
+  assert_string_equal(hk_test_variant_name("sm_90a", attn_key(HK_DTYPE_F16, 64, 4)), "simple");
+  assert_string_equal(hk_test_variant_name("sm_90a", attn_key(HK_DTYPE_BF16, 32, 8)), "simple");
+  assert_string_equal(hk_test_variant_name("sm_90a", attn_key(HK_DTYPE_BF16, 96, 8)), "simple");
+  assert_string_equal(hk_test_variant_name("sm_90a", attn_key(HK_DTYPE_BF16, 256, 8)), "simple");
+  /* attn_tma=on leaves attention_tma alone in the tuner's candidates where it applies */
+  hkc_kernel_options_t on = {0};
+  hk_test_options(&on, "attn_tma=on");
+  hkc_tile_cfg_t cands[HKC_TUNE_MAX_CANDIDATES];
+  const int n_on = hkc_tune_candidates_for(hk_test_arch("sm_90a"), &on, &(hkc_kernel_key_t){.op = HK_OP_ATTENTION,
+      .dtype = HK_DTYPE_BF16, .align = 8, .head_dim = 128}, cands, HKC_TUNE_MAX_CANDIDATES);
+  assert_true(n_on > 1);
+  for (int i = 0; i < n_on; i++) assert_string_equal(cands[i].variant, "attention_tma");
+}
+
+/* tune_parse: legal configurations, canonical; refused ones (registers, shared memory, rules) */
+static void test_tma_legality(void **state) {
+  (void)state;
+  const hkc_gpu_arch_t *ar = hk_test_arch("sm_90a");
+  const hkc_kernel_key_t named = tma_key(HK_DTYPE_BF16, 128, NULL);
+  const hkc_variant_t *v = hkc_variant_for(ar, &named);
+  assert_string_equal(v->name, "attention_tma");
+  hkc_tile_cfg_t t;
+  static const struct {
+    int dh;
+    const char *params;
+    int legal;
+  } cases[] = {
+      {128, "wg=2,kv=128,st=2,pp=1,ov=1,p=1", 1}, /* the default */
+      {128, "wg=2,kv=128,st=3,pp=1,ov=1,p=0", 1}, /* 230 KiB */
+      {128, "wg=2,kv=128,st=2,pp=0,ov=0,p=1", 1}, /* the simple pipeline */
+      {128, "wg=3,kv=64,st=2,pp=1,ov=1,p=1", 1},
+      {128, "wg=1,kv=64,st=2,pp=0,ov=1,p=1", 1},
+      {64, "wg=3,kv=128,st=2,pp=1,ov=1,p=1", 1},  /* 160 registers: O 32 + S 64 + P 32 + 32 */
+      {64, "wg=2,kv=192,st=2,pp=1,ov=1,p=1", 1},
+      {64, "wg=1,kv=192,st=2,pp=0,ov=1,p=1", 1},
+      {128, "wg=2,kv=128,st=4,pp=1,ov=1,p=1", 0}, /* 288 KiB */
+      {128, "wg=2,kv=192,st=2,pp=1,ov=1,p=1", 0}, /* registers: 64 + 96 + 48 + 32 > 232 (ptxas spills) */
+      {128, "wg=3,kv=128,st=2,pp=1,ov=1,p=1", 0}, /* registers: 64 + 64 + 32 + 32 > 160 (ptxas spills) */
+      {64, "wg=3,kv=192,st=2,pp=1,ov=1,p=1", 0},
+      {128, "wg=1,kv=128,st=2,pp=0,ov=1,p=1", 0}, /* two blocks of 145 KiB do not fit an SM */
+      {128, "wg=1,kv=64,st=2,pp=1,ov=1,p=1", 0},  /* ping-pong needs two consumers */
+      {128, "wg=4,kv=64,st=2,pp=1,ov=1,p=1", 0},
+      {128, "wg=2,kv=256,st=2,pp=1,ov=1,p=1", 0},
+      {128, "wg=2,kv=96,st=2,pp=1,ov=1,p=1", 0},
+      {64, "wg=2,kv=64,st=1,pp=1,ov=1,p=1", 0},
+      {64, "wg=2,kv=64,st=7,pp=1,ov=1,p=1", 0},
+      {64, "wg=2,kv=64,st=2,pp=2,ov=1,p=1", 0},
+      {64, "wg=2,kv=64,st=2,pp=1,ov=1,p=2", 0},
+      {64, "wg=2,kv=64,st=2,pp=1,ov=1", 0}, /* not canonical */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const hkc_kernel_key_t k = tma_key(HK_DTYPE_BF16, cases[i].dh, NULL);
+    const int rc = v->tune_parse(ar, &k, cases[i].params, &t);
+    if ((rc == 0) != cases[i].legal) fail_msg("dh %d %s: tune_parse %d", cases[i].dh, cases[i].params, rc);
+    if (rc == 0) {
+      assert_string_equal(t.tune, cases[i].params);
+      assert_int_equal(t.is_default, strcmp(cases[i].params, "wg=2,kv=128,st=2,pp=1,ov=1,p=1") == 0);
+      assert_true(t.shared_bytes <= ar->max_lds_per_block);
+    }
+  }
+  /* the space: default first, every entry legal and distinct, 64-row tiles for short sequences */
+  for (int dh = 64; dh <= 128; dh += 64) {
+    hkc_tile_cfg_t space[64];
+    const hkc_kernel_key_t k = tma_key(HK_DTYPE_BF16, dh, NULL);
+    const int n = v->tune_space(ar, &k, space, 64);
+    assert_true(n >= 6 && n < 64);
+    assert_true(space[0].is_default);
+    int wg1 = 0;
+    for (int i = 0; i < n; i++) {
+      assert_int_equal(v->tune_parse(ar, &k, space[i].tune, &t), 0);
+      assert_true(i == 0 || !space[i].is_default);
+      for (int j = 0; j < i; j++) assert_string_not_equal(space[i].tune, space[j].tune);
+      wg1 += space[i].bm == 64;
+    }
+    assert_true(wg1 > 0);
+  }
+}
+
+/* Every configuration of the space (bf16; p does not change the code, so p=1 only), the
+ * simpler schedules and the defaults in f16: compiles with nvrtc for sm_90a, no local memory,
+ * no ptxas warning, no serialized wgmmas (ptxas's C7510..C7520 notes), the entry register
+ * budget of the block size (the consumers' setmaxnreg budget is checked by ptxas: a region
+ * over it would spill). */
+static void test_tma_nvrtc(void **state) {
+  (void)state;
+  HK_TEST_NEED_NVRTC();
+  const hkc_gpu_arch_t *ar = hk_test_arch("sm_90a");
+  const hkc_variant_t *v = hkc_variant_for(ar, &(hkc_kernel_key_t){.op = HK_OP_ATTENTION, .dtype = HK_DTYPE_BF16,
+                                                                   .align = 8, .head_dim = 64});
+  hk_test_compile_job_t jobs[96];
+  size_t n = 0;
+  for (int dh = 64; dh <= 128; dh += 64) {
+    hkc_tile_cfg_t space[64];
+    const int m = v->tune_space(ar, &(hkc_kernel_key_t){.op = HK_OP_ATTENTION, .dtype = HK_DTYPE_BF16, .align = 8,
+                                                        .head_dim = dh}, space, 64);
+    for (int i = 0; i < m; i++) {
+      if (!strstr(space[i].tune, ",p=1")) continue;
+      memset(&jobs[n], 0, sizeof jobs[n]);
+      jobs[n].arch = ar;
+      jobs[n].kernel.key = tma_key(HK_DTYPE_BF16, dh, space[i].is_default ? NULL : space[i].tune);
+      hk_test_kernel_name(&jobs[n++].kernel);
+    }
+    static const char *const more[] = {NULL, "wg=2,kv=128,st=2,pp=0,ov=0,p=1", "wg=2,kv=128,st=2,pp=1,ov=0,p=1",
+                                       "wg=2,kv=128,st=2,pp=0,ov=1,p=1", "wg=3,kv=64,st=2,pp=0,ov=0,p=1"};
+    for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) {
+      memset(&jobs[n], 0, sizeof jobs[n]);
+      jobs[n].arch = ar;
+      jobs[n].kernel.key = tma_key(HK_DTYPE_F16, dh, more[i]);
+      hk_test_kernel_name(&jobs[n++].kernel);
+    }
+  }
+  assert_true(n <= sizeof jobs / sizeof jobs[0]);
+  hk_test_compile_all(jobs, n, hkc_nvrtc_compile, 2, HK_TEST_COMPILE_NO_WARNINGS | HK_TEST_COMPILE_NO_WGMMA_SERIAL);
+  int failures = hk_test_compile_failures(jobs, n);
+  for (size_t i = 0; i < n; i++) {
+    char *src = hkc_codegen_gpu(ar, &jobs[i].kernel);
+    assert_non_null(src);
+    assert_non_null(strstr(src, "/* variant attention_tma */"));
+    const long long threads = hk_test_source_macro(src, "HK_THREADS"), minb = hk_test_source_macro(src, "HK_ATTN_MINB");
+    const long long smem = hk_test_source_macro(src, "HK_ATTN_SMEM");
+    const long long budget = 65536 / (threads * minb) / 8 * 8;
+    printf("[ info     ] %-34s %-32s threads %3lld x %lld  regs %3u (entry budget %lld)  smem %6lld  local %u\n",
+           jobs[i].kernel.name, jobs[i].kernel.key.tune[0] ? jobs[i].kernel.key.tune : "default", threads, minb,
+           jobs[i].regs, budget, smem, jobs[i].scratch);
+    if (jobs[i].ok && (jobs[i].regs > budget || (jobs[i].shared + smem) * minb > ar->lds_per_cu ||
+                       jobs[i].shared + smem > ar->max_lds_per_block)) {
+      printf("[ FAIL     ] %s: registers or shared memory over the limits\n", jobs[i].kernel.name);
+      failures++;
+    }
+    free(src);
+  }
+  assert_int_equal(failures, 0);
+}
+
+/* Launches: grid (persistent: at most the SMs x blocks per SM; else one block per work tile),
+ * block, shared memory, and the three tensor maps after the ABI's 17 arguments. */
+static void test_tma_launch(void **state) {
+  (void)state;
+  const hkc_gpu_arch_t *ar = hk_test_arch("sm_90a");
+  /* batch, seq_q, seq_kv, heads, kv_heads */
+  static const long long shapes[][5] = {{1, 77, 77, 4, 2},       {2, 1, 1, 3, 3},  {1, 128, 128, 12, 12},
+                                        {8, 1024, 1024, 16, 16}, {3, 77, 50, 4, 4}, {16, 512, 512, 32, 8},
+                                        {8, 4096, 4096, 16, 16}};
+  static const char *const cfgs[] = {NULL, "wg=2,kv=128,st=2,pp=1,ov=1,p=0", "wg=1,kv=64,st=2,pp=0,ov=1,p=1",
+                                     "wg=3,kv=64,st=2,pp=1,ov=1,p=1"};
+  for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++)
+    for (int dh = 64; dh <= 128; dh += 64)
+      for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+        const long long B = shapes[sh][0], Sq = shapes[sh][1], Skv = shapes[sh][2], H = shapes[sh][3],
+                        Hkv = shapes[sh][4];
+        hkc_kernel_out_t k = {.name = "hk_x", .key = tma_key(HK_DTYPE_BF16, dh, cfgs[c])};
+        assert_string_equal(hkc_variant_for(ar, &k.key)->name, "attention_tma");
+        hkc_arg_t args[HKC_MAX_ARGS] = {TENSOR(5), TENSOR(6),    TENSOR(7),     TENSOR(8), I64(B),      I64(Sq),
+                                        I64(Skv),  I64(H),       I64(Hkv),      I64(dh),   I64(H * dh), I64(Hkv * dh),
+                                        I64(0),    I64(0),       I64(0),        I64(1),    F32(0.125f)};
+        uint32_t grid[3], block[3], shared = 0;
+        hkc_gpu_launch_dims(ar, &k.key, args, 17, grid, block, &shared);
+        const uint32_t n_args = hkc_gpu_launch_args(ar, &k.key, args, 17, HKC_MAX_ARGS);
+        char *src = hkc_codegen_gpu(ar, &k);
+        assert_non_null(src);
+        const long long bq = hk_test_source_macro(src, "HK_ATTN_BQ"), bkv = hk_test_source_macro(src, "HK_ATTN_BKV");
+        const long long threads = hk_test_source_macro(src, "HK_THREADS"), minb = hk_test_source_macro(src, "HK_ATTN_MINB");
+        const int persistent = !cfgs[c] || strstr(cfgs[c], ",p=1") != NULL;
+        assert_int_equal(block[0], threads);
+        assert_int_equal(threads, 128 + 2 * bq);
+        assert_int_equal(grid[1] * grid[2] * block[1] * block[2], 1);
+        assert_int_equal(shared, hk_test_source_macro(src, "HK_ATTN_SMEM"));
+        const long long tiles = B * H * ((Sq + bq - 1) / bq);
+        const long long want = persistent && tiles > 132 * minb ? 132 * minb : tiles;
+        assert_int_equal((long long)grid[0], want);
+        assert_int_equal(n_args, 20);
+        const int64_t tensors[3] = {5, 6, 7};
+        const long long outer[3] = {bq, bkv, bkv};
+        for (int m = 0; m < 3; m++) {
+          const uint64_t tv = (uint64_t)args[17 + m].i;
+          assert_int_equal(args[17 + m].kind, HK_ARG_TMAP);
+          assert_int_equal(hk_tmap_tensor(tv), tensors[m]);
+          assert_int_equal(hk_tmap_box_inner(tv), 64);
+          assert_int_equal(hk_tmap_box_outer(tv), outer[m]);
+          assert_int_equal(hk_tmap_swizzle(tv), HK_TMAP_SWIZZLE_128B);
+        }
+        free(src);
+      }
+  /* the older kernels take no tensor maps */
+  hkc_kernel_key_t old = mma_key(HK_DTYPE_BF16, 64, 8);
+  hkc_arg_t args[HKC_MAX_ARGS] = {TENSOR(5), TENSOR(6), TENSOR(7), TENSOR(8), I64(1), I64(77), I64(77), I64(4), I64(4),
+                                  I64(64),   I64(256),  I64(256),  I64(0),    I64(0), I64(0),  I64(0),  F32(0.125f)};
+  assert_int_equal(hkc_gpu_launch_args(ar, &old, args, 17, HKC_MAX_ARGS), 17);
+  assert_int_equal(hkc_gpu_launch_args(hk_test_arch("sm_90"), &old, args, 17, HKC_MAX_ARGS), 17);
+}
+
 int main(void) {
   /* The attention_mma tests cover every arch, sm_90a included: their keys name attention_mma
    * (mma_key); the wgmma tests use kernel options. */
@@ -241,6 +475,10 @@ int main(void) {
       cmocka_unit_test(test_nvrtc_compiles_without_spills),
       cmocka_unit_test(test_wgmma_selection),
       cmocka_unit_test(test_wgmma_nvrtc),
+      cmocka_unit_test(test_tma_selection),
+      cmocka_unit_test(test_tma_legality),
+      cmocka_unit_test(test_tma_nvrtc),
+      cmocka_unit_test(test_tma_launch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -178,7 +178,7 @@ static void test_plan_roundtrip(void **ts) {
   if (rc != 0) fail_msg("build failed: %s", diag);
 
   hk_pack_t *pack;
-  assert_int_equal(hk_pack_open_file(out, NULL, &pack), HK_OK);
+  assert_int_equal(hk_test_open_file(out, NULL, &pack), HK_OK);
   const hk_pack_view_t *v = hk_pack_view(pack);
   assert_non_null(v->plan_graphs);
   assert_non_null(v->plan_nodes);

@@ -180,18 +180,21 @@ static const struct {
 } k_configs[] = {
     {"gemm_tma=off;gemm_ws=off", "gemm_wgmma", NULL, 0},
     {"gemm_tma=off;gemm_ws_cfg=128,6,0", "gemm_wgmma_ws", NULL, 0},
-    {"gemm_tma_cfg=0,1,256,4", "gemm_tma", "pp=0,mw=1,bn=256,st=4,sk=1,cm=1", 0}, /* the default */
-    {"gemm_tma_cfg=1,1,256,5", "gemm_tma", "pp=1,mw=1,bn=256,st=5,sk=1,cm=1", 0},
-    {"gemm_tma_cfg=1,2,128,6", "gemm_tma", "pp=1,mw=2,bn=128,st=6,sk=1,cm=1", 0},
-    {"gemm_tma_cfg=1,1,96,10", "gemm_tma", "pp=1,mw=1,bn=96,st=10,sk=1,cm=1", 1},
-    {"gemm_tma_cfg=0,1,192,4", "gemm_tma", "pp=0,mw=1,bn=192,st=4,sk=1,cm=1", 0},
-    {"gemm_tma_cfg=1,1,64,8,4", "gemm_tma", "pp=1,mw=1,bn=64,st=8,sk=4,cm=1", 0},
-    {"gemm_tma_cfg=0,1,128,5,4", "gemm_tma", "pp=0,mw=1,bn=128,st=5,sk=4,cm=1", 0},
-    {"gemm_tma_cfg=0,1,256,4,1,2", "gemm_tma", "pp=0,mw=1,bn=256,st=4,sk=1,cm=2", 0},
-    {"gemm_tma_cfg=1,1,64,8,1,2", "gemm_tma", "pp=1,mw=1,bn=64,st=8,sk=1,cm=2", 0},
+    {"gemm_tma_cfg=0,1,256,4", "gemm_tma", "pp=0,mw=1,bn=256,st=4,sk=1,cm=1,ts=0", 0}, /* the default */
+    {"gemm_tma_cfg=1,1,256,5", "gemm_tma", "pp=1,mw=1,bn=256,st=5,sk=1,cm=1,ts=0", 0},
+    {"gemm_tma_cfg=1,2,128,6", "gemm_tma", "pp=1,mw=2,bn=128,st=6,sk=1,cm=1,ts=0", 0},
+    {"gemm_tma_cfg=1,1,96,10", "gemm_tma", "pp=1,mw=1,bn=96,st=10,sk=1,cm=1,ts=0", 1},
+    {"gemm_tma_cfg=0,1,192,4", "gemm_tma", "pp=0,mw=1,bn=192,st=4,sk=1,cm=1,ts=0", 0},
+    {"gemm_tma_cfg=1,1,64,8,4", "gemm_tma", "pp=1,mw=1,bn=64,st=8,sk=4,cm=1,ts=0", 0},
+    {"gemm_tma_cfg=0,1,128,5,4", "gemm_tma", "pp=0,mw=1,bn=128,st=5,sk=4,cm=1,ts=0", 0},
+    {"gemm_tma_cfg=0,1,256,4,1,2", "gemm_tma", "pp=0,mw=1,bn=256,st=4,sk=1,cm=2,ts=0", 0},
+    {"gemm_tma_cfg=1,1,64,8,1,2", "gemm_tma", "pp=1,mw=1,bn=64,st=8,sk=1,cm=2,ts=0", 0},
+    {"gemm_tma_cfg=0,1,256,3,1,1,1", "gemm_tma", "pp=0,mw=1,bn=256,st=3,sk=1,cm=1,ts=1", 0}, /* C by TMA stores */
+    {"gemm_tma_cfg=0,1,192,3,1,1,1", "gemm_tma", "pp=0,mw=1,bn=192,st=3,sk=1,cm=1,ts=1", 0},
+    {"gemm_tma_cfg=1,1,128,7,1,1,1", "gemm_tma", "pp=1,mw=1,bn=128,st=7,sk=1,cm=1,ts=1", 0},
 };
 #define N_CONFIGS (sizeof k_configs / sizeof k_configs[0])
-#define TMA_DEFAULT "pp=0,mw=1,bn=256,st=4,sk=1,cm=1"
+#define TMA_DEFAULT "pp=0,mw=1,bn=256,st=4,sk=1,cm=1,ts=0"
 
 /* Known spills of gemm_tma, to be fixed in the kernel: each is allowed here up to its size,
  * for its configuration and activation only; every other compile must use no local memory,
@@ -207,7 +210,7 @@ static const struct {
   int act;
   uint32_t max_scratch;
 } k_known_spills[] = {
-    {"pp=0,mw=1,bn=128,st=5,sk=4,cm=1", HK_ACT_SILU, 8},
+    {"pp=0,mw=1,bn=128,st=5,sk=4,cm=1,ts=0", HK_ACT_SILU, 8},
 };
 
 static void test_nvrtc_sm90a_configurations(void **state) {
@@ -273,7 +276,7 @@ static void test_nvrtc_sm90a_configurations(void **state) {
 /* The gemm ABI's args (lower.h: A, B, bias, residual, C, M, N, K, mul) with distinct tensor
  * numbers, so the tensor maps' tensors can be told apart. */
 #define GEMM_ARGS(M, N, K) {TENSOR(3), TENSOR(5), TENSOR(7), NUL, TENSOR(9), I64(M), I64(N), I64(K), TENSOR(11)}
-enum { TENSOR_A = 3, TENSOR_B = 5 };
+enum { TENSOR_A = 3, TENSOR_B = 5, TENSOR_C = 9 };
 
 static const long long k_ms[] = {1, 77, 128, 4097, 8192};
 static const long long k_ns[] = {8, 136, 256, 4104, 14336};
@@ -306,7 +309,7 @@ static void test_launch_covers_odd_shapes(void **state) {
       for (size_t i = 0; i < sizeof k_ms / sizeof k_ms[0]; i++)
         for (size_t j = 0; j < sizeof k_ns / sizeof k_ns[0]; j++) {
           const long long M = k_ms[i], N = k_ns[j], K = 72;
-          hkc_arg_t args[11] = GEMM_ARGS(M, N, K);
+          hkc_arg_t args[12] = GEMM_ARGS(M, N, K);
           uint32_t grid[3], block[3], shared = 0;
           hkc_gpu_launch_dims(ar, &k.key, args, 9, grid, block, &shared);
           assert_int_equal(grid[1], 1);
@@ -344,10 +347,10 @@ static hk_sk_plan_t sk_plan_of(const hkc_gpu_arch_t *ar, long long M, long long 
  * odd shapes, tensor maps, and stream-K's grid and workspace. */
 static void check_tma_key(const hkc_gpu_arch_t *ar, const hkc_kernel_key_t *key) {
   const char *tune = key->tune[0] ? key->tune : TMA_DEFAULT;
-  int pp, mw, bn, st, sk, cm, skm = 0, used = 0;
-  if (sscanf(tune, "pp=%d,mw=%d,bn=%d,st=%d,sk=%d,cm=%d%n", &pp, &mw, &bn, &st, &sk, &cm, &used) != 6 ||
+  int pp, mw, bn, st, sk, cm, ts, skm = 0, used = 0;
+  if (sscanf(tune, "pp=%d,mw=%d,bn=%d,st=%d,sk=%d,cm=%d,ts=%d%n", &pp, &mw, &bn, &st, &sk, &cm, &ts, &used) != 7 ||
       (tune[used] != '\0' && (sscanf(tune + used, ",skm=%d", &skm) != 1 || skm <= 0)))
-    fail_msg("gemm_tma configuration '%s' is not pp=,mw=,bn=,st=,sk=,cm=[,skm= > 0]", tune);
+    fail_msg("gemm_tma configuration '%s' is not pp=,mw=,bn=,st=,sk=,cm=,ts=[,skm= > 0]", tune);
   assert_string_equal(hkc_variant_for(ar, key)->name, "gemm_tma");
   /* the rules (sk > 1: mw bn <= 128; cm 2 only without split-K; bn 96 only for trans_b;
    * stream-K: sk 1, cm 1, mw bn <= 128) */
@@ -370,12 +373,13 @@ static void check_tma_key(const hkc_gpu_arch_t *ar, const hkc_kernel_key_t *key)
   assert_int_equal(hk_test_source_macro(src, "HK_CM"), cm);
   assert_int_equal(hk_test_source_macro(src, "HK_STREAMK"), skm);
   assert_true(skm == 0 || strstr(src, "gemm_streamk.h") != NULL);
+  assert_int_equal(hk_test_source_macro(src, "HK_TMA_STORE"), ts);
   free(src);
   const long long sms = ar->compute_units;
   for (size_t i = 0; i < sizeof k_ms / sizeof k_ms[0]; i++)
     for (size_t j = 0; j < sizeof k_ns / sizeof k_ns[0]; j++) {
       const long long M = k_ms[i], N = k_ns[j], K = 72;
-      hkc_arg_t args[11] = GEMM_ARGS(M, N, K);
+      hkc_arg_t args[12] = GEMM_ARGS(M, N, K);
       uint32_t grid[3], block[3], shared = 0;
       hkc_gpu_launch_dims(ar, key, args, 9, grid, block, &shared);
       assert_int_equal(grid[1], 1);
@@ -405,16 +409,25 @@ static void check_tma_key(const hkc_gpu_arch_t *ar, const hkc_kernel_key_t *key)
       }
       /* the ring of (rows + bn) x 64 halves per slot and the 16 KiB epilogue staging fit;
        * split-K partial sums (rows x bn f32) fit in the ring */
-      assert_true((long long)shared >= st * (rows + bn) * 128 + 2 * 64 * 32 * 4);
+      assert_true((long long)shared >= st * (rows + bn) * 128 + 2 * 64 * 32 * 4 + ts * 4 * 64 * 32 * 2);
       assert_true(shared <= ar->max_lds_per_block);
       assert_true(sk == 1 || st * (rows + bn) * 128 >= rows * bn * 4);
       /* exactly two tensor maps after the ABI's arguments: A [M][K] in 64 x rows boxes, B
        * [N][K] (trans_b) in 64 x bn / cm boxes (a cluster's blocks multicast halves) or
-       * [K][N] in 64 x 64 panels; 128-byte swizzle = the 64-element (128-byte) inner box */
-      hkc_arg_t before[11];
+       * [K][N] in 64 x 64 panels; 128-byte swizzle = the 64-element (128-byte) inner box;
+       * ts 1: a third, C [M][N] in unswizzled 32 x 64 boxes (one epilogue round) */
+      hkc_arg_t before[12];
       memcpy(before, args, sizeof args);
-      assert_int_equal(hkc_gpu_launch_args(ar, key, args, 9, 10), 9); /* no room: nothing appended */
-      assert_int_equal(hkc_gpu_launch_args(ar, key, args, 9, 11), 11);
+      assert_int_equal(hkc_gpu_launch_args(ar, key, args, 9, 10 + ts), 9); /* no room: nothing appended */
+      assert_int_equal(hkc_gpu_launch_args(ar, key, args, 9, 12), 11 + ts);
+      if (ts) {
+        const uint64_t v = (uint64_t)args[11].i;
+        assert_int_equal(args[11].kind, HK_ARG_TMAP);
+        assert_int_equal(hk_tmap_tensor(v), TENSOR_C);
+        assert_int_equal(hk_tmap_box_inner(v), 32);
+        assert_int_equal(hk_tmap_box_outer(v), 64);
+        assert_int_equal(hk_tmap_swizzle(v), HK_TMAP_SWIZZLE_NONE);
+      }
       assert_memory_equal(args, before, 9 * sizeof args[0]);
       const uint32_t box_outer[2] = {(uint32_t)rows, key->trans_b ? (uint32_t)(bn / cm) : 64u};
       const int tensor[2] = {TENSOR_A, TENSOR_B};
@@ -639,16 +652,25 @@ static void test_mma_split(void **state) {
     assert_int_equal(hkc_tune_lookup_cfg(ar, &key, "gemm_mma", "bm=64,bn=64,wm=2,wn=2,st=4,sk=0", &t), -1);
   }
   /* gemm_tma: a string without skm (every tuning entry before stream-K) is the same
-   * configuration as with skm=0; skm is named only when > 0 */
+   * configuration as with skm=0; skm is named only when > 0, after ts; a string with skm but
+   * without ts (the split-K branch's, before ts) parses as ts=0 */
   const hkc_gpu_arch_t *ar = hk_test_arch("sm_90a");
   const hkc_kernel_key_t key = gemm_key(HK_DTYPE_BF16, 0, 1, 0, 0, 8);
   hkc_tile_cfg_t t;
-  assert_int_equal(hkc_tune_lookup_cfg(ar, &key, "gemm_tma", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,skm=0", &t), 0);
-  assert_string_equal(t.tune, "pp=0,mw=1,bn=128,st=6,sk=1,cm=1");
+  assert_int_equal(hkc_tune_lookup_cfg(ar, &key, "gemm_tma", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=0,skm=0", &t), 0);
+  assert_string_equal(t.tune, "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=0");
   assert_int_equal(t.stream_k, 0);
+  assert_int_equal(hkc_tune_lookup_cfg(ar, &key, "gemm_tma", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,skm=0", &t), 0);
+  assert_string_equal(t.tune, "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=0");
+  assert_int_equal(hkc_tune_lookup_cfg(ar, &key, "gemm_tma", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1", &t), 0);
+  assert_string_equal(t.tune, "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=0");
   assert_int_equal(hkc_tune_lookup_cfg(ar, &key, "gemm_tma", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,skm=8", &t), 0);
-  assert_string_equal(t.tune, "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,skm=8");
+  assert_string_equal(t.tune, "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=0,skm=8");
   assert_int_equal(t.stream_k, 8);
+  assert_int_equal(hkc_tune_lookup_cfg(ar, &key, "gemm_tma", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=1,skm=8", &t), 0);
+  assert_string_equal(t.tune, "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=1,skm=8");
+  assert_int_equal(t.stream_k, 8);
+  assert_int_equal(hkc_tune_lookup_cfg(ar, &key, "gemm_tma", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,skm=8,ts=0", &t), -1);
   assert_true(t.persistent);
   free(space);
 }
@@ -672,10 +694,10 @@ static void test_nvrtc_split_configs(void **state) {
       {"sm_90", "gemm_mma_cfg=64,128,1,4,4,2"},    {"sm_90", "gemm_mma_cfg=64,128,1,4,4,4"},
       {"sm_90", "gemm_mma_cfg=64,128,1,4,4,8"},    {"sm_90", "gemm_mma_cfg=128,128,2,4,4,2"},
       {"sm_90", "gemm_mma_cfg=128,128,2,4,4,4"},   {"sm_90", "gemm_mma_cfg=128,128,2,4,4,8"},
-      {"sm_90a", "gemm_tma_cfg=0,1,128,6,1,1,4"},  {"sm_90a", "gemm_tma_cfg=0,1,128,6,1,1,8"},
-      {"sm_90a", "gemm_tma_cfg=1,1,128,7,1,1,4"},  {"sm_90a", "gemm_tma_cfg=1,1,128,7,1,1,8"},
-      {"sm_90a", "gemm_tma_cfg=1,1,64,8,1,1,4"},   {"sm_90a", "gemm_tma_cfg=0,2,64,4,1,1,4"},
-      {"sm_90a", "gemm_tma_cfg=1,2,64,8,1,1,4"},
+      {"sm_90a", "gemm_tma_cfg=0,1,128,6,1,1,0,4"},  {"sm_90a", "gemm_tma_cfg=0,1,128,6,1,1,0,8"},
+      {"sm_90a", "gemm_tma_cfg=1,1,128,7,1,1,0,4"},  {"sm_90a", "gemm_tma_cfg=1,1,128,7,1,1,0,8"},
+      {"sm_90a", "gemm_tma_cfg=1,1,64,8,1,1,0,4"},   {"sm_90a", "gemm_tma_cfg=0,2,64,4,1,1,0,4"},
+      {"sm_90a", "gemm_tma_cfg=1,2,64,8,1,1,0,4"},  {"sm_90a", "gemm_tma_cfg=0,1,128,6,1,1,1,4"}, /* with ts */
   };
   const size_t n_cfgs = sizeof cfgs / sizeof cfgs[0];
   hk_test_compile_job_t *jobs = calloc(n_cfgs * 2, sizeof *jobs);

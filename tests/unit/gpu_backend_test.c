@@ -23,6 +23,7 @@
 
 #include "backend.h"
 #include "gpu_internal.h"
+#include "image_internal.h"
 #include "hk/hkrt.h"
 #include "pack_fixture.h"
 #include "pack_internal.h"
@@ -40,6 +41,7 @@
 /* ---- fixture: the pack_fixture pipeline for sm_90 / gfx90a / host ------------------------- */
 #define ELF_SIZE 64
 static uint8_t g_cubins[2 * ELF_SIZE]; /* two minimal ELF64 objects: enough for the fake driver */
+static uint8_t g_amd_objects[2 * ELF_SIZE]; /* the same with e_machine AMDGPU (the loader checks it) */
 
 typedef struct {
   fx_t fx;
@@ -58,6 +60,9 @@ static int setup(void **ts) {
   for (int i = 0; i < 2; i++) {
     memset(g_cubins + i * ELF_SIZE, 0, ELF_SIZE);
     memcpy(g_cubins + i * ELF_SIZE, "\x7f" "ELF\x02\x01\x01", 7);
+    g_cubins[i * ELF_SIZE + 18] = (uint8_t)HK_EM_CUDA;
+    memcpy(g_amd_objects + i * ELF_SIZE, g_cubins + i * ELF_SIZE, ELF_SIZE);
+    g_amd_objects[i * ELF_SIZE + 18] = (uint8_t)HK_EM_AMDGPU;
   }
   hkc_target_out_t *cuda = &st->targets[0], *hip = &st->targets[1], *host = &st->targets[2];
   *cuda = st->fx.targets[1];
@@ -70,6 +75,7 @@ static int setup(void **ts) {
   *hip = *cuda;
   snprintf(hip->name, sizeof hip->name, "gfx90a");
   hip->kind = HK_TARGET_HIP;
+  hip->code = g_amd_objects;
   *host = st->fx.targets[0];
   st->fx.in.targets = st->targets;
   st->fx.in.n_targets = 3;
@@ -96,7 +102,7 @@ static hk_pack_t *open_pack(state_t *st, uint32_t first, uint32_t n) {
   st->fx.in.n_targets = n;
   size_t size;
   assert_int_equal(hkc_pack_write_memory(&st->fx.in, &st->bytes, &size), 0);
-  assert_int_equal(hk_pack_open_memory(st->bytes, size, NULL, &st->pack), HK_OK);
+  assert_int_equal(hk_test_open_memory(st->bytes, size, NULL, &st->pack), HK_OK);
   return st->pack;
 }
 
@@ -239,8 +245,8 @@ static void test_image_check(void **ts) {
   const char *why;
   uint8_t elf[256] = {0};
   memcpy(elf, "\x7f" "ELF\x02\x01\x01", 7);
-  assert_true(hk_gpu_image_ok(elf, sizeof elf, false, &why));
-  assert_false(hk_gpu_image_ok(elf, 40, false, &why));
+  assert_true(hk_gpu_image_ok(elf, sizeof elf, false, 0, &why));
+  assert_false(hk_gpu_image_ok(elf, 40, false, 0, &why));
   assert_non_null(strstr(why, "truncated"));
   /* one section header at 128 whose bytes run past the end */
   elf[40] = 128;              /* e_shoff */
@@ -249,22 +255,45 @@ static void test_image_check(void **ts) {
   elf[128 + 4] = 1;           /* sh_type PROGBITS */
   elf[128 + 24] = 200;        /* sh_offset */
   elf[128 + 32] = 100;        /* sh_size: 200 + 100 > 256 */
-  assert_false(hk_gpu_image_ok(elf, sizeof elf, false, &why));
+  assert_false(hk_gpu_image_ok(elf, sizeof elf, false, 0, &why));
   assert_non_null(strstr(why, "section"));
   elf[128 + 32] = 56;
-  assert_true(hk_gpu_image_ok(elf, sizeof elf, false, &why));
+  assert_true(hk_gpu_image_ok(elf, sizeof elf, false, 0, &why));
   elf[60] = 3; /* section table past the end */
-  assert_false(hk_gpu_image_ok(elf, sizeof elf, false, &why));
-  assert_false(hk_gpu_image_ok("not a cubin, just bytes", 24, false, &why));
+  assert_false(hk_gpu_image_ok(elf, sizeof elf, false, 0, &why));
+  assert_false(hk_gpu_image_ok("not a cubin, just bytes", 24, false, 0, &why));
   assert_non_null(strstr(why, "not an ELF cubin"));
   uint8_t bundle[64] = "__CLANG_OFFLOAD_BUNDLE__";
   bundle[24] = 1; /* one entry: offset 0 size 8, id of 200 bytes: out of range */
   bundle[48] = 200;
-  assert_false(hk_gpu_image_ok(bundle, sizeof bundle, true, &why));
+  assert_false(hk_gpu_image_ok(bundle, sizeof bundle, true, 0, &why));
   bundle[48] = 4;
   bundle[40] = 8;
-  assert_true(hk_gpu_image_ok(bundle, sizeof bundle, true, &why));
-  assert_false(hk_gpu_image_ok(bundle, sizeof bundle, false, &why));
+  assert_true(hk_gpu_image_ok(bundle, sizeof bundle, true, 0, &why));
+  assert_false(hk_gpu_image_ok(bundle, sizeof bundle, false, 0, &why));
+
+  /* The object's machine must be the target's (issue 17: only bounds were checked). */
+  elf[60] = 1;
+  elf[18] = (uint8_t)HK_EM_AMDGPU;
+  assert_true(hk_gpu_image_ok(elf, sizeof elf, true, HK_EM_AMDGPU, &why));
+  assert_false(hk_gpu_image_ok(elf, sizeof elf, false, HK_EM_CUDA, &why));
+  assert_non_null(strstr(why, "another machine"));
+  elf[4] = 1; /* ELFCLASS32 */
+  assert_false(hk_gpu_image_ok(elf, sizeof elf, true, HK_EM_AMDGPU, &why));
+  assert_non_null(strstr(why, "64-bit"));
+  elf[4] = 2;
+  /* a loadable segment whose file bytes run past the end (a truncated object) */
+  elf[32] = 64;   /* e_phoff */
+  elf[54] = 56;   /* e_phentsize */
+  elf[56] = 1;    /* e_phnum */
+  elf[64] = 1;    /* p_type PT_LOAD */
+  elf[64 + 8] = 0; /* p_offset */
+  elf[64 + 32] = 255, elf[64 + 33] = 1; /* p_filesz 511 > 256 */
+  elf[64 + 40] = 255, elf[64 + 41] = 1; /* p_memsz */
+  assert_false(hk_gpu_image_ok(elf, sizeof elf, true, HK_EM_AMDGPU, &why));
+  assert_non_null(strstr(why, "segment"));
+  elf[64 + 33] = 0, elf[64 + 41] = 0;
+  assert_true(hk_gpu_image_ok(elf, sizeof elf, true, HK_EM_AMDGPU, &why));
 }
 
 /* ---- (c) fake CUDA and HIP runtimes -------------------------------------------------------------
@@ -1238,6 +1267,7 @@ static void errors(void **ts, const vendor_t *v) {
   /* A code range that is not a code object never reaches the runtime. */
   v->install();
   memcpy(g_cubins + ELF_SIZE, "garbage!", 8);
+  memcpy(g_amd_objects + ELF_SIZE, "garbage!", 8);
   pack = open_pack(st, v->first, 1);
   int loads = F.loads;
   assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_STATUS_CORRUPT);

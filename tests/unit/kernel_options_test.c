@@ -56,6 +56,7 @@ static void test_parse(void **state) {
   set_ok(&o, "gemm_tma=off");
   set_ok(&o, "gemm_ws=off");
   set_ok(&o, "attn_wgmma=on");
+  set_ok(&o, "attn_tma=off");
   set_ok(&o, "ew_exact_act=true");
   set_ok(&o, "gemm_mma_cfg=128,256,2,4,3");
   set_ok(&o, "gemm_wgmma_cfg=128,4"); /* BN,STAGES: bm 128 filled in */
@@ -63,65 +64,110 @@ static void test_parse(void **state) {
   set_ok(&o, "gemm_tma_cfg=1,2,64,8"); /* PINGPONG,MW,BN,STAGES: sk 1 and cm 1 filled in */
   set_ok(&o, "attn_mma_cfg=w=4,kv=64,mb=2");
   set_ok(&o, "attn_wgmma_cfg=2,64,1");
+  set_ok(&o, "attn_tma_cfg=2,64,3"); /* WGS,BKV,STAGES: pp 1, ov 1, p 1 filled in */
   set_ok(&o, "rows_cfg=256,16,16,2,0,2");
   set_ok(&o, "ew_cfg=mb=2,t=128,u=8,w=3"); /* named, any order; x filled in */
   assert_int_equal(o.simple_kernels, 1);
   assert_int_equal(o.gemm_tma, HKC_SWITCH_OFF);
   assert_int_equal(o.gemm_ws, HKC_SWITCH_OFF);
   assert_int_equal(o.attn_wgmma, HKC_SWITCH_ON);
+  assert_int_equal(o.attn_tma, HKC_SWITCH_OFF);
   assert_int_equal(o.ew_exact_act, 1);
   assert_string_equal(o.cfg[HKC_KOPT_GEMM_MMA_CFG], "bm=128,bn=256,wm=2,wn=4,st=3");
   assert_string_equal(o.cfg[HKC_KOPT_GEMM_WGMMA_CFG], "bm=128,bn=128,st=4");
   assert_string_equal(o.cfg[HKC_KOPT_GEMM_WS_CFG], "bn=128,st=5,p=1");
-  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=1,mw=2,bn=64,st=8,sk=1,cm=1");
+  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=1,mw=2,bn=64,st=8,sk=1,cm=1,ts=0");
   assert_string_equal(o.cfg[HKC_KOPT_ATTN_MMA_CFG], "w=4,kv=64,mb=2");
   assert_string_equal(o.cfg[HKC_KOPT_ATTN_WGMMA_CFG], "wg=2,kv=64,mb=1");
+  assert_string_equal(o.cfg[HKC_KOPT_ATTN_TMA_CFG], "wg=2,kv=64,st=3,pp=1,ov=1,p=1");
   assert_string_equal(o.cfg[HKC_KOPT_EW_CFG], "t=128,u=8,mb=2,w=3,x=0");
   hkc_kernel_options_format(&o, text, sizeof text);
-  assert_string_equal(text, "simple_kernels=1;gemm_tma=off;gemm_ws=off;attn_wgmma=on;ew_exact_act=1;"
+  assert_string_equal(text, "simple_kernels=1;gemm_tma=off;gemm_ws=off;attn_wgmma=on;attn_tma=off;ew_exact_act=1;"
                             "gemm_mma_cfg=bm=128,bn=256,wm=2,wn=4,st=3;gemm_wgmma_cfg=bm=128,bn=128,st=4;"
-                            "gemm_ws_cfg=bn=128,st=5,p=1;gemm_tma_cfg=pp=1,mw=2,bn=64,st=8,sk=1,cm=1;"
+                            "gemm_ws_cfg=bn=128,st=5,p=1;gemm_tma_cfg=pp=1,mw=2,bn=64,st=8,sk=1,cm=1,ts=0;"
                             "attn_mma_cfg=w=4,kv=64,mb=2;attn_wgmma_cfg=wg=2,kv=64,mb=1;"
+                            "attn_tma_cfg=wg=2,kv=64,st=3,pp=1,ov=1,p=1;"
                             "rows_cfg=t=256,c=16,tg=16,mb=2,pf=0,g=2;ew_cfg=t=128,u=8,mb=2,w=3,x=0");
-  /* gemm_tma_cfg: the optional SPLIT_K and CLUSTER_M positions, and the named form */
+  /* gemm_tma_cfg: the optional SPLIT_K, CLUSTER_M and TMA_STORE positions, and the named form */
   set_ok(&o, "gemm_tma_cfg=0,1,128,5,4");
-  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=0,mw=1,bn=128,st=5,sk=4,cm=1");
+  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=0,mw=1,bn=128,st=5,sk=4,cm=1,ts=0");
   set_ok(&o, "gemm_tma_cfg=1,1,64,8,1,2");
-  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=1,mw=1,bn=64,st=8,sk=1,cm=2");
+  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=1,mw=1,bn=64,st=8,sk=1,cm=2,ts=0");
   set_ok(&o, "gemm_tma_cfg=cm=2,bn=256,st=4,pp=0,mw=1,sk=1");
-  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=0,mw=1,bn=256,st=4,sk=1,cm=2");
+  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=0,mw=1,bn=256,st=4,sk=1,cm=2,ts=0");
+  set_ok(&o, "gemm_tma_cfg=1,1,128,7,1,1,1");
+  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=1,mw=1,bn=128,st=7,sk=1,cm=1,ts=1");
   /* the optional last parameters (stream-K's skm, gemm_mma's split-K sk): named only when
    * not at their default, so strings without them keep their form */
-  set_ok(&o, "gemm_tma_cfg=0,1,128,6,1,1,4");
-  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,skm=4");
+  set_ok(&o, "gemm_tma_cfg=0,1,128,6,1,1,0,4");
+  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=0,skm=4");
   set_ok(&o, "gemm_tma_cfg=pp=0,mw=1,bn=128,st=6,sk=1,cm=1,skm=0");
-  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=0,mw=1,bn=128,st=6,sk=1,cm=1");
+  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=0");
+  set_ok(&o, "gemm_tma_cfg=skm=8,pp=0,mw=1,bn=128,st=6");
+  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=0,skm=8");
   set_ok(&o, "gemm_mma_cfg=64,64,2,2,4,8");
   assert_string_equal(o.cfg[HKC_KOPT_GEMM_MMA_CFG], "bm=64,bn=64,wm=2,wn=2,st=4,sk=8");
   set_ok(&o, "gemm_mma_cfg=sk=1,bm=64,bn=64,wm=2,wn=2,st=4");
   assert_string_equal(o.cfg[HKC_KOPT_GEMM_MMA_CFG], "bm=64,bn=64,wm=2,wn=2,st=4");
   set_ok(&o, "gemm_tma=on");
   assert_int_equal(o.gemm_tma, HKC_SWITCH_ON);
+  /* attn_tma_cfg: the simple pipeline (PINGPONG, OVERLAP given) and the named form */
+  set_ok(&o, "attn_tma_cfg=2,128,2,0,0");
+  assert_string_equal(o.cfg[HKC_KOPT_ATTN_TMA_CFG], "wg=2,kv=128,st=2,pp=0,ov=0,p=1");
+  set_ok(&o, "attn_tma_cfg=p=0,wg=1,kv=64,st=2,pp=0,ov=1");
+  assert_string_equal(o.cfg[HKC_KOPT_ATTN_TMA_CFG], "wg=1,kv=64,st=2,pp=0,ov=1,p=0");
+  set_ok(&o, "attn_tma=on");
+  assert_int_equal(o.attn_tma, HKC_SWITCH_ON);
+  /* gemm_split: auto (the default, like off: no split through the workspace in the model's
+   * space) is not recorded; on and off are */
+  {
+    hkc_kernel_options_t g = {0};
+    char gtext[64];
+    assert_true(hkc_kernel_options_is_default(&g));
+    set_ok(&g, "gemm_split=on");
+    assert_int_equal(g.gemm_split, HKC_SWITCH_ON);
+    hkc_kernel_options_format(&g, gtext, sizeof gtext);
+    assert_string_equal(gtext, "gemm_split=on");
+    set_ok(&g, "gemm_split=auto");
+    assert_true(hkc_kernel_options_is_default(&g));
+    set_bad("gemm_split=2", "gemm_split=2: expected auto|on|off");
+  }
   /* back to the defaults */
   set_ok(&o, "simple_kernels=0");
   set_ok(&o, "gemm_tma=auto");
   set_ok(&o, "gemm_ws=auto");
   set_ok(&o, "attn_wgmma=auto");
+  set_ok(&o, "attn_tma=auto");
   set_ok(&o, "ew_exact_act=off");
   for (int i = 0; i < HKC_KOPT_N_CFG; i++) o.cfg[i][0] = '\0';
   assert_true(hkc_kernel_options_is_default(&o));
   /* every option is described, with its environment variable */
   const char *name, *env, *help;
   size_t n = 0;
-  int tma = 0, tma_cfg = 0;
+  int tma = 0, tma_cfg = 0, attn_tma = 0, attn_tma_cfg = 0;
   while (hkc_kernel_options_describe(n, &name, &env, &help)) {
     assert_non_null(strstr(env, "HKC_"));
     if (!strcmp(name, "gemm_tma")) tma = !strcmp(env, "HKC_GEMM_TMA");
     if (!strcmp(name, "gemm_tma_cfg")) tma_cfg = !strcmp(env, "HKC_GEMM_TMA_CFG");
+    if (!strcmp(name, "attn_tma")) attn_tma = !strcmp(env, "HKC_ATTN_TMA");
+    if (!strcmp(name, "attn_tma_cfg")) attn_tma_cfg = !strcmp(env, "HKC_ATTN_TMA_CFG");
     n++;
   }
-  assert_int_equal(n, 15);
-  assert_true(tma && tma_cfg);
+  assert_int_equal(n, 21);
+  assert_true(tma && tma_cfg && attn_tma && attn_tma_cfg);
+  /* the AMD GEMM options: the 8-wave switch and both variants' tiles */
+  hkc_kernel_options_t m = {0};
+  set_ok(&m, "gemm_mfma_pp=on");
+  set_ok(&m, "gemm_mfma_cfg=256,128,32");
+  set_ok(&m, "gemm_mfma_pp_cfg=bk=32,bm=128,bn=256");
+  assert_int_equal(m.gemm_mfma_pp, HKC_SWITCH_ON);
+  assert_string_equal(m.cfg[HKC_KOPT_GEMM_MFMA_CFG], "bm=256,bn=128,bk=32");
+  assert_string_equal(m.cfg[HKC_KOPT_GEMM_MFMA_PP_CFG], "bm=128,bn=256,bk=32");
+  hkc_kernel_options_format(&m, text, sizeof text);
+  assert_string_equal(text, "gemm_mfma_pp=on;gemm_mfma_cfg=bm=256,bn=128,bk=32;gemm_mfma_pp_cfg=bm=128,bn=256,bk=32");
+  set_bad("gemm_mfma_pp=8", "gemm_mfma_pp=8: expected auto|on|off");
+  set_bad("gemm_mfma_pp_cfg=256,256", "too few values");
+  set_bad("gemm_mfma_cfg=bm=128,bn=128,bk=32,w=8", "unknown parameter 'w' (gemm_mfma has: bm bn bk)");
 }
 
 static void test_parse_errors(void **state) {
@@ -132,8 +178,8 @@ static void test_parse_errors(void **state) {
   set_bad("gemm_ws=maybe", "expected auto|on|off");
   set_bad("gemm_tma=maybe", "gemm_tma=maybe: expected auto|on|off");
   set_bad("gemm_tma_cfg=0,1,256", "too few values");
-  set_bad("gemm_tma_cfg=0,1,256,4,1,1,4,9", "too many values");
-  set_bad("gemm_tma_cfg=pp=0,mw=1,bn=256,st=4,sk=1,cm=1,x=2", "unknown parameter 'x' (gemm_tma has: pp mw bn st sk cm skm)");
+  set_bad("gemm_tma_cfg=0,1,256,4,1,1,0,4,9", "too many values");
+  set_bad("gemm_tma_cfg=pp=0,mw=1,bn=256,st=4,sk=1,cm=1,x=2", "unknown parameter 'x' (gemm_tma has: pp mw bn st sk cm ts skm)");
   set_bad("gemm_mma_cfg=64,64,2,2,4,8,1", "too many values");
   set_bad("gemm_tma_cfg=pp=0,mw=1,bn=256", "missing st");
   set_bad("gemm_tma_cfg=0,1,256,-4", "bad value st");
@@ -214,17 +260,19 @@ static void test_legality(void **state) {
     const char *options, *canonical;
     int trans_b;
   } legal[] = {
-      {"gemm_tma_cfg=1,1,256,5", "pp=1,mw=1,bn=256,st=5,sk=1,cm=1", 0},
-      {"gemm_tma_cfg=1,2,128,6", "pp=1,mw=2,bn=128,st=6,sk=1,cm=1", 0},
-      {"gemm_tma_cfg=1,1,96,10", "pp=1,mw=1,bn=96,st=10,sk=1,cm=1", 1}, /* bn 96: trans_b */
-      {"gemm_tma_cfg=0,1,192,4", "pp=0,mw=1,bn=192,st=4,sk=1,cm=1", 0},
-      {"gemm_tma_cfg=1,1,64,8,4", "pp=1,mw=1,bn=64,st=8,sk=4,cm=1", 0},
-      {"gemm_tma_cfg=0,1,128,5,4", "pp=0,mw=1,bn=128,st=5,sk=4,cm=1", 0}, /* mw bn = 128 */
-      {"gemm_tma_cfg=0,2,64,5,8", "pp=0,mw=2,bn=64,st=5,sk=8,cm=1", 0},
-      {"gemm_tma_cfg=0,1,256,4,1,2", "pp=0,mw=1,bn=256,st=4,sk=1,cm=2", 0},
-      {"gemm_tma_cfg=1,1,64,8,1,2", "pp=1,mw=1,bn=64,st=8,sk=1,cm=2", 1},
-      {"gemm_tma_cfg=0,1,128,6,1,1,4", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,skm=4", 0}, /* stream-K */
-      {"gemm_tma_cfg=1,2,64,8,1,1,64", "pp=1,mw=2,bn=64,st=8,sk=1,cm=1,skm=64", 1},
+      {"gemm_tma_cfg=1,1,256,5", "pp=1,mw=1,bn=256,st=5,sk=1,cm=1,ts=0", 0},
+      {"gemm_tma_cfg=1,2,128,6", "pp=1,mw=2,bn=128,st=6,sk=1,cm=1,ts=0", 0},
+      {"gemm_tma_cfg=1,1,96,10", "pp=1,mw=1,bn=96,st=10,sk=1,cm=1,ts=0", 1}, /* bn 96: trans_b */
+      {"gemm_tma_cfg=0,1,192,4", "pp=0,mw=1,bn=192,st=4,sk=1,cm=1,ts=0", 0},
+      {"gemm_tma_cfg=1,1,64,8,4", "pp=1,mw=1,bn=64,st=8,sk=4,cm=1,ts=0", 0},
+      {"gemm_tma_cfg=0,1,128,5,4", "pp=0,mw=1,bn=128,st=5,sk=4,cm=1,ts=0", 0}, /* mw bn = 128 */
+      {"gemm_tma_cfg=0,2,64,5,8", "pp=0,mw=2,bn=64,st=5,sk=8,cm=1,ts=0", 0},
+      {"gemm_tma_cfg=0,1,256,4,1,2", "pp=0,mw=1,bn=256,st=4,sk=1,cm=2,ts=0", 0},
+      {"gemm_tma_cfg=1,1,64,8,1,2", "pp=1,mw=1,bn=64,st=8,sk=1,cm=2,ts=0", 1},
+      {"gemm_tma_cfg=pp=1,mw=1,bn=128,st=7,ts=1,sk=1,cm=1", "pp=1,mw=1,bn=128,st=7,sk=1,cm=1,ts=1", 0},
+      {"gemm_tma_cfg=0,1,128,6,1,1,0,4", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=0,skm=4", 0}, /* stream-K */
+      {"gemm_tma_cfg=1,2,64,8,1,1,0,64", "pp=1,mw=2,bn=64,st=8,sk=1,cm=1,ts=0,skm=64", 1},
+      {"gemm_tma_cfg=0,1,128,6,1,1,1,4", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=1,skm=4", 0}, /* with ts */
   };
   for (size_t i = 0; i < sizeof legal / sizeof legal[0]; i++) {
     k = legal[i].trans_b ? tk : gemm_key();
@@ -239,26 +287,26 @@ static void test_legality(void **state) {
   assert_string_equal(k.tune, "");
   /* refused, with the rules: bn 96 for [K][N] B; split-K with mw bn > 128 (the reduction's
    * registers); multicast pairs with split-K; the ring over shared memory; out of range */
-  tma_refused("gemm_tma_cfg=1,1,96,10", "pp=1,mw=1,bn=96,st=10,sk=1,cm=1", gemm_key());
-  tma_refused("gemm_tma_cfg=0,1,96,4", "pp=0,mw=1,bn=96,st=4,sk=1,cm=1", gemm_key());
-  tma_refused("gemm_tma_cfg=0,1,256,4,2", "pp=0,mw=1,bn=256,st=4,sk=2,cm=1", gemm_key());
-  tma_refused("gemm_tma_cfg=1,1,192,6,4", "pp=1,mw=1,bn=192,st=6,sk=4,cm=1", tk);
-  tma_refused("gemm_tma_cfg=1,2,128,6,2", "pp=1,mw=2,bn=128,st=6,sk=2,cm=1", gemm_key());
-  tma_refused("gemm_tma_cfg=1,2,96,6,2", "pp=1,mw=2,bn=96,st=6,sk=2,cm=1", tk);
-  tma_refused("gemm_tma_cfg=1,1,64,8,4,2", "pp=1,mw=1,bn=64,st=8,sk=4,cm=2", gemm_key());
-  tma_refused("gemm_tma_cfg=0,1,128,5,2,2", "pp=0,mw=1,bn=128,st=5,sk=2,cm=2", tk);
-  tma_refused("gemm_tma_cfg=0,1,256,5", "pp=0,mw=1,bn=256,st=5,sk=1,cm=1", gemm_key()); /* 5 x 48 KiB */
-  tma_refused("gemm_tma_cfg=0,1,256,4,1,3", "pp=0,mw=1,bn=256,st=4,sk=1,cm=3", gemm_key());
-  tma_refused("gemm_tma_cfg=0,1,64,4,16", "pp=0,mw=1,bn=64,st=4,sk=16,cm=1", gemm_key());
-  tma_refused("gemm_tma_cfg=0,1,64,17", "pp=0,mw=1,bn=64,st=17,sk=1,cm=1", gemm_key());
-  tma_refused("gemm_tma_cfg=0,2,256,3", "pp=0,mw=2,bn=256,st=3,sk=1,cm=1", gemm_key()); /* 256 accumulators */
-  tma_refused("gemm_tma_cfg=2,1,128,4", "pp=2,mw=1,bn=128,st=4,sk=1,cm=1", gemm_key());
+  tma_refused("gemm_tma_cfg=1,1,96,10", "pp=1,mw=1,bn=96,st=10,sk=1,cm=1,ts=0", gemm_key());
+  tma_refused("gemm_tma_cfg=0,1,96,4", "pp=0,mw=1,bn=96,st=4,sk=1,cm=1,ts=0", gemm_key());
+  tma_refused("gemm_tma_cfg=0,1,256,4,2", "pp=0,mw=1,bn=256,st=4,sk=2,cm=1,ts=0", gemm_key());
+  tma_refused("gemm_tma_cfg=1,1,192,6,4", "pp=1,mw=1,bn=192,st=6,sk=4,cm=1,ts=0", tk);
+  tma_refused("gemm_tma_cfg=1,2,128,6,2", "pp=1,mw=2,bn=128,st=6,sk=2,cm=1,ts=0", gemm_key());
+  tma_refused("gemm_tma_cfg=1,2,96,6,2", "pp=1,mw=2,bn=96,st=6,sk=2,cm=1,ts=0", tk);
+  tma_refused("gemm_tma_cfg=1,1,64,8,4,2", "pp=1,mw=1,bn=64,st=8,sk=4,cm=2,ts=0", gemm_key());
+  tma_refused("gemm_tma_cfg=0,1,128,5,2,2", "pp=0,mw=1,bn=128,st=5,sk=2,cm=2,ts=0", tk);
+  tma_refused("gemm_tma_cfg=0,1,256,5", "pp=0,mw=1,bn=256,st=5,sk=1,cm=1,ts=0", gemm_key()); /* 5 x 48 KiB */
+  tma_refused("gemm_tma_cfg=0,1,256,4,1,3", "pp=0,mw=1,bn=256,st=4,sk=1,cm=3,ts=0", gemm_key());
+  tma_refused("gemm_tma_cfg=0,1,64,4,16", "pp=0,mw=1,bn=64,st=4,sk=16,cm=1,ts=0", gemm_key());
+  tma_refused("gemm_tma_cfg=0,1,64,17", "pp=0,mw=1,bn=64,st=17,sk=1,cm=1,ts=0", gemm_key());
+  tma_refused("gemm_tma_cfg=0,2,256,3", "pp=0,mw=2,bn=256,st=3,sk=1,cm=1,ts=0", gemm_key()); /* 256 accumulators */
+  tma_refused("gemm_tma_cfg=2,1,128,4", "pp=2,mw=1,bn=128,st=4,sk=1,cm=1,ts=0", gemm_key());
   /* stream-K: 64 accumulators per thread at most (its reduction's registers), neither split-K
    * nor multicast clusters, 1..64 k tiles per block */
-  tma_refused("gemm_tma_cfg=0,1,256,4,1,1,4", "pp=0,mw=1,bn=256,st=4,sk=1,cm=1,skm=4", gemm_key());
-  tma_refused("gemm_tma_cfg=0,1,128,5,2,1,4", "pp=0,mw=1,bn=128,st=5,sk=2,cm=1,skm=4", gemm_key());
-  tma_refused("gemm_tma_cfg=1,1,64,8,1,2,4", "pp=1,mw=1,bn=64,st=8,sk=1,cm=2,skm=4", gemm_key());
-  tma_refused("gemm_tma_cfg=0,1,128,6,1,1,65", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,skm=65", gemm_key());
+  tma_refused("gemm_tma_cfg=0,1,256,4,1,1,0,4", "pp=0,mw=1,bn=256,st=4,sk=1,cm=1,ts=0,skm=4", gemm_key());
+  tma_refused("gemm_tma_cfg=0,1,128,5,2,1,0,4", "pp=0,mw=1,bn=128,st=5,sk=2,cm=1,ts=0,skm=4", gemm_key());
+  tma_refused("gemm_tma_cfg=1,1,64,8,1,2,0,4", "pp=1,mw=1,bn=64,st=8,sk=1,cm=2,ts=0,skm=4", gemm_key());
+  tma_refused("gemm_tma_cfg=0,1,128,6,1,1,0,65", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=0,skm=65", gemm_key());
   /* gemm_mma split-K: 1..8 slices; sk 1 is the string without it */
   hkc_kernel_options_t ms = {0};
   set_ok(&ms, "gemm_mma_cfg=64,64,2,2,4,8");
@@ -288,6 +336,36 @@ static void test_legality(void **state) {
   assert_int_equal(hkc_tune_apply_options(&m, "sm_90a", arch("sm_90a"), &k), 0);
   /* the host target: options are GPU-only */
   assert_int_equal(hkc_tune_apply_options(&m, "host", NULL, &k), 0);
+  /* AMD: gemm_mfma serves CDNA keys; gemm_mfma_pp=on puts the 8-wave kernel in its place
+   * with its largest legal tile (gfx90a 256 x 256, gfx908 256 x 128: the key names the
+   * variant, the tile stays its default); forced tiles are checked per target */
+  k = gemm_key();
+  assert_int_equal(apply("gemm_mfma_pp=on", "gfx90a", &k, diag, sizeof diag), 1);
+  assert_string_equal(k.variant, "gemm_mfma_pp");
+  assert_string_equal(k.tune, "");
+  k = gemm_key();
+  assert_int_equal(apply("gemm_mfma_pp=off;gemm_mfma_pp_cfg=128,128,32", "gfx90a", &k, diag, sizeof diag), 0);
+  assert_string_equal(k.variant, ""); /* off, and gemm_mfma serves: nothing forced */
+  k = gemm_key();
+  assert_int_equal(apply("gemm_mfma_pp=on;gemm_mfma_pp_cfg=128,256,32", "gfx908", &k, diag, sizeof diag), 2);
+  assert_string_equal(k.variant, "gemm_mfma_pp");
+  assert_string_equal(k.tune, "bm=128,bn=256,bk=32");
+  k = gemm_key();
+  assert_int_equal(apply("gemm_mfma_pp=on;gemm_mfma_pp_cfg=256,256,32", "gfx908", &k, diag, sizeof diag), -1);
+  assert_non_null(strstr(diag, "kernel option gemm_mfma_pp_cfg=bm=256,bn=256,bk=32 is not legal for kernel "
+                               "hk_gemm_bf16_bias_a8 on gfx908 (gemm_mfma_pp: bm 64, 128 or 256;"));
+  hkc_error_reset();
+  k = gemm_key();
+  assert_int_equal(apply("gemm_mfma_cfg=256,128,32", "gfx90a", &k, diag, sizeof diag), 2);
+  assert_string_equal(k.variant, "gemm_mfma");
+  assert_string_equal(k.tune, "bm=256,bn=128,bk=32");
+  k = gemm_key();
+  assert_int_equal(apply("gemm_mfma_cfg=256,256,32", "gfx90a", &k, diag, sizeof diag), -1); /* 80 KiB of LDS */
+  assert_non_null(strstr(diag, "(gemm_mfma: bm, bn 64, 128 or 256;"));
+  hkc_error_reset();
+  k = gemm_key();
+  assert_int_equal(apply("gemm_mfma_pp=on", "gfx1030", &k, diag, sizeof diag), 0); /* no matrix cores */
+  assert_string_equal(k.variant, "");
   /* attention: shared memory depends on the key (head_dim) */
   hkc_kernel_options_t a = {0};
   set_ok(&a, "attn_mma_cfg=8,128,1"); /* (128 + 512) x 128 x 2 = 160 KiB at dh 128: fits sm_90's 227 */
@@ -365,7 +443,7 @@ static void test_provenance(void **state) {
            "--kernel-option gemm_tma_cfg=1,1,64,8,4 --kernel-option gemm_tma=off "
            "-o %s/a.hkpack && %s inspect %s/a.hkpack", bin, hk_test_source_path("specs/bert_layer.yaml"), dir, bin, dir);
   assert_int_equal(hk_test_run(cmd, out, sizeof out), 0);
-  if (!strstr(out, "kernel_options=gemm_tma=off;gemm_ws=off;gemm_tma_cfg=pp=1,mw=1,bn=64,st=8,sk=4,cm=1;"
+  if (!strstr(out, "kernel_options=gemm_tma=off;gemm_ws=off;gemm_tma_cfg=pp=1,mw=1,bn=64,st=8,sk=4,cm=1,ts=0;"
                   "ew_cfg=t=128,u=8,mb=2,w=3,x=0\n"))
     fail_msg("%s", out);
   snprintf(cmd, sizeof cmd, "%s build %s --target host -q -o %s/b.hkpack && %s inspect %s/b.hkpack", bin,

@@ -57,7 +57,7 @@ static int setup(void **ts) {
   fx_init(&st->fx, g_code, g_code_size, 1);
   hkc_diag_capture(st->diag, sizeof st->diag);
   if (hkc_pack_write_memory(&st->fx.in, &st->pack_bytes, &st->pack_size) != 0) return -1;
-  if (hk_pack_open_memory(st->pack_bytes, st->pack_size, NULL, &st->pack) != HK_OK) return -1;
+  if (hk_test_open_memory(st->pack_bytes, st->pack_size, NULL, &st->pack) != HK_OK) return -1;
   return 0;
 }
 
@@ -83,7 +83,7 @@ static hk_pack_t *open_variant(state_t *st, void **out_bytes) {
   size_t size;
   assert_int_equal(hkc_pack_write_memory(&st->fx.in, out_bytes, &size), 0);
   hk_pack_t *pack = NULL;
-  assert_int_equal(hk_pack_open_memory(*out_bytes, size, NULL, &pack), HK_OK);
+  assert_int_equal(hk_test_open_memory(*out_bytes, size, NULL, &pack), HK_OK);
   return pack;
 }
 
@@ -225,6 +225,49 @@ static void test_sessions_share_module(void **ts) {
   run_and_check(a, 2, 4);
   hk_session_destroy(a);
   hk_session_destroy(b);
+}
+
+/* A session is used by one thread at a time (hkrt.h, "Threads"): while one call holds it,
+ * every state-changing call answers BUSY at once, does nothing and leaves the session's own
+ * message alone; after it is released the session runs normally. */
+static void test_session_busy(void **ts) {
+  state_t *st = *ts;
+  NEED_CC(st);
+  assert_string_equal(hk_status_string(HK_STATUS_BUSY), "BUSY");
+  hk_session_t *s;
+  assert_int_equal(hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 2, .target = FX_HOST), &s), HK_OK);
+  assert_true(hk_session_debug_hold(s, true));
+  assert_false(hk_session_debug_hold(s, true)); /* the claim is exclusive */
+  _Alignas(16) float buf[2 * FX_COLS] = {0};
+  void *p = NULL;
+  assert_int_equal(hk_session_bind(s, "x", buf, sizeof buf), HK_STATUS_BUSY);
+  assert_non_null(strstr(hk_last_error(), "in use by another thread"));
+  assert_int_equal(hk_session_run(s, NULL), HK_STATUS_BUSY);
+  assert_int_equal(hk_session_set_batch(s, 8), HK_STATUS_BUSY);
+  assert_int_equal(hk_session_alloc(s, 64, &p), HK_STATUS_BUSY);
+  assert_null(p);
+  assert_int_equal(hk_session_copy(s, buf, buf + FX_COLS, 16, HK_COPY_HOST_TO_DEVICE), HK_STATUS_BUSY);
+  assert_int_equal(hk_session_synchronize(s, NULL), HK_STATUS_BUSY);
+  double us[2];
+  assert_int_equal(hk_session_profile(s, NULL, 1, us), HK_STATUS_BUSY);
+  assert_string_equal(hk_session_error(s), ""); /* the holder's message is its own */
+  assert_int_equal(hk_session_batch(s), 2);      /* set_batch did nothing */
+  assert_true(hk_session_debug_hold(s, false));
+  run_and_check(s, 2, 11);
+  hk_session_destroy(s);
+}
+
+/* hk_pack_error is a copy per thread, taken under the pack's lock: a failing call on
+ * another thread later does not change a string this thread already holds. */
+static void test_pack_error_per_thread(void **ts) {
+  state_t *st = *ts;
+  hk_session_t *s;
+  assert_int_equal(hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 3000), &s), HK_STATUS_NOT_FOUND);
+  const char *mine = hk_pack_error(st->pack);
+  assert_non_null(strstr(mine, "batch size 3000"));
+  assert_int_equal(hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 0), &s), HK_STATUS_NOT_FOUND);
+  assert_non_null(strstr(mine, "batch size 3000")); /* until this thread asks again */
+  assert_non_null(strstr(hk_pack_error(st->pack), "batch size 0"));
 }
 
 static void test_bind_errors(void **ts) {
@@ -382,9 +425,47 @@ static void test_bad_code_object(void **ts) {
   hk_pack_t *pack = open_variant(st, &bytes);
   hk_session_t *s;
   assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_STATUS_CORRUPT);
-  assert_non_null(strstr(hk_last_error(), "the code object does not load"));
+  assert_non_null(strstr(hk_last_error(), "the code object is not a shared object for"));
   hk_pack_destroy(pack);
   free(bytes);
+}
+
+/* The host object's ELF headers are checked before the dynamic loader sees it (issue 17: a
+ * truncated object segfaulted inside it): a complete ELF64 shared object of this machine
+ * that defines every kernel in .dynsym. Each variant: a CORRUPT naming what is wrong. */
+static void expect_host_object(state_t *st, const uint8_t *code, size_t size, const char *needle) {
+  st->fx.targets[0].code = (void *)code;
+  st->fx.targets[0].code_size = size;
+  for (int k = 0; k < 2; k++) st->fx.kernels[k].code_size = size;
+  void *bytes;
+  hk_pack_t *pack = open_variant(st, &bytes);
+  hk_session_t *s;
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_STATUS_CORRUPT);
+  if (!strstr(hk_last_error(), needle)) fail_msg("expected \"%s\" in: %s", needle, hk_last_error());
+  hk_pack_destroy(pack);
+  free(bytes);
+}
+
+static void test_host_elf_checks(void **ts) {
+  state_t *st = *ts;
+  NEED_CC(st);
+  uint8_t *so = fx_copy(g_code, g_code_size);
+  /* truncated: the headers are there, the segments they map are not */
+  expect_host_object(st, so, g_code_size / 2, "lies outside the object");
+  expect_host_object(st, so, 40, "truncated ELF header");
+  so[4] = 1; /* ELFCLASS32 */
+  expect_host_object(st, so, g_code_size, "not a 64-bit little-endian ELF object");
+  so[4] = ((const uint8_t *)g_code)[4];
+  so[18] ^= 0x40; /* e_machine */
+  expect_host_object(st, so, g_code_size, "another machine");
+  so[18] = ((const uint8_t *)g_code)[18];
+  so[16] = 2; /* e_type EXEC */
+  expect_host_object(st, so, g_code_size, "not a shared object (e_type)");
+  so[16] = ((const uint8_t *)g_code)[16];
+  /* a kernel name that is not in .dynsym is found missing before dlopen */
+  snprintf(st->fx.kernels[1].name, sizeof st->fx.kernels[1].name, "hk_test_nope");
+  expect_host_object(st, so, g_code_size, "\"hk_test_nope\" is missing from the code object's dynamic symbols");
+  free(so);
 }
 
 /* Damage inside the zstd payload (checksums fixed up, so verify passes): the lazy
@@ -404,7 +485,7 @@ static void test_damaged_code_payload(void **ts) {
     copy[cs->offset + at] ^= 0x5a;
     hk_test_refix(copy, size);
     hk_pack_t *pack;
-    hk_status_t s = hk_pack_open_memory(copy, size, NULL, &pack);
+    hk_status_t s = hk_test_open_memory(copy, size, NULL, &pack);
     if (s == HK_OK) {
       hk_session_t *sess;
       s = hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &sess);
@@ -449,7 +530,7 @@ static void test_allocation_failures(void **ts) {
     hk_allocator_t a = {counting_alloc, counting_free, &c};
     hk_pack_t *pack = NULL;
     hk_session_t *s = NULL;
-    hk_status_t st1 = hk_pack_open_memory(st->pack_bytes, st->pack_size, &a, &pack);
+    hk_status_t st1 = hk_test_open_memory(st->pack_bytes, st->pack_size, &a, &pack);
     if (st1 == HK_OK) st1 = hk_session_create(pack, HK_TEST_OPTIONS(.batch = 8), &s);
     if (st1 == HK_OK) run_and_check(s, 8, 5);
     hk_session_destroy(s);
@@ -491,7 +572,7 @@ static void test_workspace_args(void **ts) {
   assert_int_equal(hkc_pack_write_memory(&st->fx.in, &bytes, &size), 0);
   hk_allocator_t a = {dirty_alloc, dirty_free, NULL};
   hk_pack_t *pack = NULL;
-  assert_int_equal(hk_pack_open_memory(bytes, size, &a, &pack), HK_OK);
+  assert_int_equal(hk_test_open_memory(bytes, size, &a, &pack), HK_OK);
   for (int b = 0; b < 2; b++) {
     const int64_t batch = b ? 8 : 2;
     hk_session_t *s;
@@ -519,7 +600,7 @@ static void test_open_file_and_run(void **ts) {
   snprintf(path, sizeof path, "%s/m.hkpack", dir);
   assert_int_equal(hkc_pack_write(&st->fx.in, path), 0);
   hk_pack_t *pack;
-  assert_int_equal(hk_pack_open_file(path, NULL, &pack), HK_OK);
+  assert_int_equal(hk_test_open_file(path, NULL, &pack), HK_OK);
   hk_session_t *s;
   assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_OK);
   run_and_check(s, 2, 7);
@@ -765,7 +846,7 @@ static hk_pack_t *build_spec_pack(const char *dir, const char *name, const char 
                            .fusion = -1};
   if (hkc_build(&o) != 0) fail_msg("hkc_build %s failed", spec);
   hk_pack_t *pack;
-  assert_int_equal(hk_pack_open_file(out, NULL, &pack), HK_OK);
+  assert_int_equal(hk_test_open_file(out, NULL, &pack), HK_OK);
   remove(spec);
   remove(out);
   return pack;
@@ -874,7 +955,7 @@ static void test_allocation_failures_padded(void **ts) {
     hk_allocator_t a = {counting_alloc, counting_free, &c};
     hk_pack_t *pack = NULL;
     hk_session_t *s = NULL;
-    hk_status_t st1 = hk_pack_open_memory(bytes, size, &a, &pack);
+    hk_status_t st1 = hk_test_open_memory(bytes, size, &a, &pack);
     if (st1 == HK_OK) st1 = hk_session_create(pack, HK_TEST_OPTIONS(.batch = 8), &s);
     for (size_t k = 0; st1 == HK_OK && k < sizeof steps / sizeof steps[0]; k++) {
       long before = c.calls;
@@ -1018,6 +1099,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_profile, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sessions_share_module, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bind_errors, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_session_busy, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pack_error_per_thread, setup, teardown),
       cmocka_unit_test(test_null_objects),
       cmocka_unit_test_setup_teardown(test_null_arguments, setup, teardown),
       cmocka_unit_test_setup_teardown(test_batch_not_found, setup, teardown),
@@ -1025,6 +1108,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_target_selection, setup, teardown),
       cmocka_unit_test_setup_teardown(test_missing_symbol, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_code_object, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_host_elf_checks, setup, teardown),
       cmocka_unit_test_setup_teardown(test_damaged_code_payload, setup, teardown),
       cmocka_unit_test_setup_teardown(test_allocation_failures, setup, teardown),
       cmocka_unit_test_setup_teardown(test_open_file_and_run, setup, teardown),

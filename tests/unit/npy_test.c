@@ -116,6 +116,15 @@ static void test_malformed(void **state) {
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (-3,), }", 0, "shape"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1), }", 4, "dimensions"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, 99999999999), }", 4, "large"},
+      /* strict (issue 17): a word that starts like False is not False; 'shape' is found only
+       * as a key, never inside another value; nothing but padding after the dict */
+      {"{'descr': '<f4', 'fortran_order': Falsey, 'shape': (3,), }", 12, "True or False"},
+      {"{'descr': '<f4', 'fortran_order': False, 'x': \"'shape': (3,)\", }", 12, "unknown or repeated key"},
+      {"{'descr': \"<f4', 'shape': (3,)\", 'fortran_order': False}", 12, "dtype"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,), 'shape': (3,)}", 12, "repeated"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,), } junk", 12, "text after the dict"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (3), }", 12, "(N,)"},
+      {"{'descr': '<f4' 'fortran_order': False, 'shape': (3,), }", 12, "no ','"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     n = make_npy(buf, bad[i].dict, bad[i].data);

@@ -281,8 +281,8 @@ static inline void fx_add_workspace(fx_t *fx, int launch, uint64_t scratch, uint
   }
 }
 
-/* Compiles fx_kernel_source into a shared object in memory (malloc'd). 0 / -1. */
-static inline int fx_compile_kernels(void **out_code, size_t *out_size) {
+/* Compiles C source text into a shared object in memory (malloc'd). 0 / -1. */
+static inline int fx_compile_source(const char *source, void **out_code, size_t *out_size) {
   char *dir = hk_test_tmpdir();
   if (!dir) return -1;
   char src[4200], so[4200], cmd[9000], log[4096];
@@ -290,7 +290,7 @@ static inline int fx_compile_kernels(void **out_code, size_t *out_size) {
   snprintf(so, sizeof so, "%s/k.so", dir);
   FILE *f = fopen(src, "w");
   if (!f) return -1;
-  fputs(fx_kernel_source, f);
+  fputs(source, f);
   fclose(f);
   const char *cc = getenv("CC");
   snprintf(cmd, sizeof cmd, "%s -O1 -shared -fPIC -o %s %s", cc && *cc ? cc : "cc", so, src);
@@ -306,6 +306,11 @@ static inline int fx_compile_kernels(void **out_code, size_t *out_size) {
   *out_code = data;
   *out_size = size;
   return rc == 0 ? 0 : -1;
+}
+
+/* Compiles fx_kernel_source into a shared object in memory (malloc'd). 0 / -1. */
+static inline int fx_compile_kernels(void **out_code, size_t *out_size) {
+  return fx_compile_source(fx_kernel_source, out_code, out_size);
 }
 
 /* An exact-size heap copy (so ASan catches any read past the end). */

@@ -54,7 +54,7 @@ static int teardown(void **ts) {
 static hk_status_t open_copy(const uint8_t *buf, size_t size) {
   uint8_t *copy = fx_copy(buf, size);
   hk_pack_t *pack = NULL;
-  hk_status_t s = hk_pack_open_memory(copy, size, NULL, &pack);
+  hk_status_t s = hk_test_open_memory(copy, size, NULL, &pack);
   if (s == HK_OK) assert_non_null(pack);
   else assert_null(pack);
   hk_pack_destroy(pack);
@@ -73,7 +73,7 @@ static void expect_open(const uint8_t *buf, size_t size, hk_status_t code, const
 static void test_roundtrip_memory(void **ts) {
   state_t *st = *ts;
   hk_pack_t *pack;
-  assert_int_equal(hk_pack_open_memory(st->pack, st->size, NULL, &pack), HK_OK);
+  assert_int_equal(hk_test_open_memory(st->pack, st->size, NULL, &pack), HK_OK);
   assert_string_equal(hk_pack_name(pack), "fixture");
   assert_int_equal(hk_pack_target_count(pack), 2);
   assert_string_equal(hk_pack_target_name(pack, 0), FX_HOST);
@@ -143,7 +143,7 @@ static void test_unaligned_memory_is_copied(void **ts) {
   uint8_t *buf = malloc(st->size + 1);
   memcpy(buf + 1, st->pack, st->size);
   hk_pack_t *pack;
-  assert_int_equal(hk_pack_open_memory(buf + 1, st->size, NULL, &pack), HK_OK);
+  assert_int_equal(hk_test_open_memory(buf + 1, st->size, NULL, &pack), HK_OK);
   assert_string_equal(hk_pack_target_name(pack, 1), "sm_90");
   hk_pack_destroy(pack);
   free(buf);
@@ -199,22 +199,22 @@ static void test_write_file(void **ts) {
   assert_int_equal(sb.st_mode & 0777, 0644);
 
   hk_pack_t *pack;
-  assert_int_equal(hk_pack_open_file(path, NULL, &pack), HK_OK);
+  assert_int_equal(hk_test_open_file(path, NULL, &pack), HK_OK);
   assert_string_equal(hk_pack_name(pack), "fixture");
   hk_pack_destroy(pack);
 
   /* A file that does not verify names the path. */
   assert_int_equal(truncate(path, (off_t)(st->size - 10)), 0);
-  assert_int_equal(hk_pack_open_file(path, NULL, &pack), HK_STATUS_CORRUPT);
+  assert_int_equal(hk_test_open_file(path, NULL, &pack), HK_STATUS_CORRUPT);
   assert_null(pack);
   assert_non_null(strstr(hk_last_error(), path));
   assert_non_null(strstr(hk_last_error(), "truncated"));
   assert_int_equal(truncate(path, 0), 0);
-  assert_int_equal(hk_pack_open_file(path, NULL, &pack), HK_STATUS_CORRUPT);
+  assert_int_equal(hk_test_open_file(path, NULL, &pack), HK_STATUS_CORRUPT);
   unlink(path);
-  assert_int_equal(hk_pack_open_file(path, NULL, &pack), HK_STATUS_IO);
+  assert_int_equal(hk_test_open_file(path, NULL, &pack), HK_STATUS_IO);
   assert_non_null(strstr(hk_last_error(), "No such file"));
-  assert_int_equal(hk_pack_open_file(dir, NULL, &pack), HK_STATUS_IO);
+  assert_int_equal(hk_test_open_file(dir, NULL, &pack), HK_STATUS_IO);
   rmdir(dir);
   free(dir);
 }
@@ -244,7 +244,7 @@ static void test_atomic_write(void **ts) {
   free(data);
   assert_int_equal(count_entries(dir), 1);
 
-  /* The destination is a directory: rename fails, the temp file is removed. */
+  /* The destination is a directory: refused before anything is written (util.h, "files"). */
   char sub[4100];
   snprintf(sub, sizeof sub, "%s/adir", dir);
   assert_int_equal(mkdir(sub, 0755), 0);
@@ -252,7 +252,7 @@ static void test_atomic_write(void **ts) {
   f = fopen(path, "w");
   fclose(f);
   assert_int_equal(hkc_pack_write(&st->fx.in, sub), -1);
-  assert_non_null(strstr(st->diag, "rename"));
+  assert_non_null(strstr(st->diag, "is not a regular file (a directory): refusing to replace it"));
   assert_int_equal(count_entries(dir), 2);
   assert_int_equal(count_entries(sub), 1);
   unlink(path);
@@ -468,6 +468,144 @@ static void p_code_target(uint8_t *b, size_t n) { sec(b, HK_SECTION_CODE)->targe
 static void p_code_frame(uint8_t *b, size_t n) { b[sec(b, HK_SECTION_CODE)->offset] ^= 0xff; }
 static void p_code_raw_flag(uint8_t *b, size_t n) { sec(b, HK_SECTION_CODE)->flags = 0; }
 
+static uint8_t *write_with_plan(state_t *st, size_t *out_size);
+
+/* ---- issue 17: every record checked once, kernel ranges bounded by their own target, names,
+ * frame checksums, limits ----------------------------------------------------------------- */
+/* Offset in STRINGS of the string `text` (the fixture's strings are distinct). */
+static uint32_t str_ref(uint8_t *b, const char *text) {
+  const hk_section_t *s = sec(b, HK_SECTION_STRINGS);
+  const char *p = (const char *)b + s->offset;
+  for (uint64_t at = 0; at < s->size; at += strlen(p + at) + 1)
+    if (strcmp(p + at, text) == 0) return (uint32_t)at;
+  fail_msg("string %s not in the fixture", text);
+  return 0;
+}
+/* Rewrites the 7-byte string "bcast=w" (kernel 1's params) in place; returns its ref. */
+static uint32_t put_str7(uint8_t *b, const char text[8]) {
+  uint32_t ref = str_ref(b, "bcast=w");
+  memcpy(b + sec(b, HK_SECTION_STRINGS)->offset + ref, text, 7);
+  return ref;
+}
+/* The last graph's last node, referenced by no graph, with a string ref outside STRINGS
+ * (verify_plan printed its name: a segfault in hk_pack_open_*). */
+static void p_node_unreferenced(uint8_t *b, size_t n) {
+  grf(b)[3].node_count = 1;
+  nod(b)[7].name = 0xfffffff0u;
+}
+/* sm_90's kernel range reaches over the host's kernels (each record still lies in its owner's
+ * range): inspect --disasm and the CUDA loader used host code ranges against sm_90's code. */
+static void p_kernel_range_foreign(uint8_t *b, size_t n) {
+  tgt(b)[1].kernel_first = 0;
+  tgt(b)[1].kernel_count = 4;
+}
+/* Two nodes share one dependency list: ranges must tile DEPS (20000 nodes x 4096 shared deps
+ * made inspect verify for 7 s and print 2.65 GB from a small file). */
+static void p_dep_shared(uint8_t *b, size_t n) { nod(b)[3].dep_first = nod(b)[1].dep_first; }
+static void p_args_shared(uint8_t *b, size_t n) { nod(b)[2].arg_first = 0; }
+static void p_tensor_path(uint8_t *b, size_t n) { tns(b)[3].name = put_str7(b, "../y_ab"); }
+static void p_tensor_dot(uint8_t *b, size_t n) { tns(b)[3].name = put_str7(b, ".hidden"); }
+static void p_params_escape(uint8_t *b, size_t n) { (void)put_str7(b, "\x1b[31mxy"); }
+static void p_node_slash(uint8_t *b, size_t n) { nod(b)[0].name = put_str7(b, "a/b c=1"); }
+/* A zstd frame without its content checksum (FHD bit 2 cleared, the 4 checksum bytes cut). */
+static void p_frame_no_checksum(uint8_t *b, size_t n) {
+  hk_section_t *s = sec(b, HK_SECTION_CODE);
+  b[s->offset + 4] &= (uint8_t)~0x04u;
+  s->size -= 4;
+  memset(b + s->offset + s->size, 0, 4);
+}
+
+static void test_issue17_records(void **ts) {
+  state_t *st = *ts;
+  PATCHED(p_node_unreferenced, HK_STATUS_CORRUPT, "graphs reference 7 of 8 nodes");
+  PATCHED(p_kernel_range_foreign, HK_STATUS_CORRUPT, "kernel 0 in its kernel range belongs to target 0");
+  PATCHED(p_dep_shared, HK_STATUS_CORRUPT, "node 3: args at 14 and deps at 0, expected 14 and 1");
+  PATCHED(p_args_shared, HK_STATUS_CORRUPT, "node 2: args at 0");
+  PATCHED(p_tensor_path, HK_STATUS_CORRUPT, "tensor 3: name byte 2 is 0x2f");
+  PATCHED(p_tensor_dot, HK_STATUS_CORRUPT, "starts with '.'");
+  PATCHED(p_params_escape, HK_STATUS_CORRUPT, "kernel 1: name byte 0 is 0x1b");
+  PATCHED(p_node_slash, HK_STATUS_CORRUPT, "node 0: name byte 1 is 0x2f");
+  PATCHED(p_frame_no_checksum, HK_STATUS_CORRUPT, "no content checksum");
+  /* The same unreferenced node with a PLAN section: verify_plan no longer reads it unchecked. */
+  size_t size;
+  uint8_t *plan = write_with_plan(st, &size);
+  expect_patched_in(plan, size, p_node_unreferenced, HK_STATUS_CORRUPT, "graphs reference 7 of 8 nodes", __LINE__);
+  free(plan);
+  /* Error messages never carry control bytes (the path is quoted in them). */
+  hk_pack_t *pack;
+  assert_int_equal(hk_pack_open_file("/nonexistent/\x1b[2J\n", NULL, &pack), HK_STATUS_IO);
+  for (const char *p = hk_last_error(); *p; p++) assert_true((unsigned char)*p >= 0x20 && *p != 0x7f);
+}
+
+/* Limits: node and dep counts from the open options; a code object's decompressed size in
+ * proportion to its stored size by default (a 37 KB pack decompressed 1 GiB before failing). */
+static void test_issue17_limits(void **ts) {
+  state_t *st = *ts;
+  hk_pack_t *pack;
+  /* the fixture has a host target: its own unsigned code (hkrt.h, trust) */
+  hk_pack_open_options_t o = {.struct_size = sizeof o, .allow_unsigned_native_code = 1, .max_nodes = 4};
+  assert_int_equal(hk_pack_open_memory_ex(st->pack, st->size, &o, &pack), HK_STATUS_CORRUPT);
+  assert_non_null(strstr(hk_last_error(), "NODES: 8 records exceed the limit 4"));
+  o = (hk_pack_open_options_t){.struct_size = sizeof o, .allow_unsigned_native_code = 1, .max_deps = 3};
+  assert_int_equal(hk_pack_open_memory_ex(st->pack, st->size, &o, &pack), HK_STATUS_CORRUPT);
+  assert_non_null(strstr(hk_last_error(), "DEPS: 4 records exceed the limit 3"));
+  o.max_deps = 4;
+  assert_int_equal(hk_pack_open_memory_ex(st->pack, st->size, &o, &pack), HK_OK);
+  hk_pack_destroy(pack);
+  o.struct_size = sizeof o + 8;
+  assert_int_equal(hk_pack_open_memory_ex(st->pack, st->size, &o, &pack), HK_STATUS_INVALID_ARGUMENT);
+  o = (hk_pack_open_options_t){.struct_size = sizeof o, .allow_unsigned_native_code = 1, .reserved0 = 1};
+  assert_int_equal(hk_pack_open_memory_ex(st->pack, st->size, &o, &pack), HK_STATUS_INVALID_ARGUMENT);
+
+  /* 4 MiB of zeros compress to a few hundred bytes: over 128 x stored + 1 MiB. */
+  size_t big = 4u << 20, size;
+  uint8_t *zeros = calloc(1, big);
+  memcpy(zeros, "\x7f" "ELF", 4);
+  st->fx.targets[0].code = zeros;
+  st->fx.targets[0].code_size = big;
+  for (int k = 0; k < 2; k++) st->fx.kernels[k].code_size = big;
+  void *data;
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &size), 0);
+  assert_true(size < 64 * 1024);
+  assert_int_equal(hk_pack_open_memory(data, size, NULL, &pack), HK_STATUS_CORRUPT);
+  assert_non_null(strstr(hk_last_error(), "exceeds the limit"));
+  o = (hk_pack_open_options_t){.struct_size = sizeof o, .allow_unsigned_native_code = 1, .max_code_bytes = 8u << 20};
+  assert_int_equal(hk_pack_open_memory_ex(data, size, &o, &pack), HK_OK);
+  hk_pack_destroy(pack);
+  o.max_code_bytes = 1u << 20;
+  assert_int_equal(hk_pack_open_memory_ex(data, size, &o, &pack), HK_STATUS_CORRUPT);
+  free(data);
+  free(zeros);
+}
+
+/* hkc inspect: provenance (free text) is printed with its control bytes escaped, and the
+ * disassembly path refuses a code object that is not one for its target before a
+ * disassembler reads it (the fixture's sm_90 code is plain text). */
+static void test_issue17_inspect(void **ts) {
+  state_t *st = *ts;
+  st->fx.in.provenance = "hkc=test\nnote=\x1b]0;pwned\x07\x1b[2J\n";
+  char *dir = hk_test_tmpdir(), path[4200];
+  snprintf(path, sizeof path, "%s/esc.hkpack", dir);
+  assert_int_equal(hkc_pack_write(&st->fx.in, path), 0);
+  char *text = NULL;
+  size_t text_size = 0;
+  FILE *out = open_memstream(&text, &text_size);
+  assert_int_equal(hkc_inspect(path, out), 0);
+  fclose(out);
+  assert_null(memchr(text, 0x1b, text_size));
+  assert_null(memchr(text, 0x07, text_size));
+  if (!strstr(text, "  note=\\x1b]0;pwned\\x07\\x1b[2J\n")) fail_msg("provenance not escaped:\n%s", text);
+  free(text);
+  text = NULL;
+  out = open_memstream(&text, &text_size);
+  assert_int_equal(hkc_inspect_disasm(path, "hk_test_addc", "sm_90", out), -1);
+  fclose(out);
+  free(text);
+  unlink(path);
+  rmdir(dir);
+  free(dir);
+}
+
 static void test_patched_records(void **ts) {
   state_t *st = *ts;
   {
@@ -507,7 +645,7 @@ static void test_patched_records(void **ts) {
   PATCHED(p_target_kernels, HK_STATUS_CORRUPT, "outside KERNELS");
   PATCHED(p_target_graphs, HK_STATUS_CORRUPT, "1 graphs");
   PATCHED(p_kernel_op, HK_STATUS_CORRUPT, "unknown op 99");
-  PATCHED(p_kernel_target, HK_STATUS_CORRUPT, "not in the kernel range");
+  PATCHED(p_kernel_target, HK_STATUS_CORRUPT, "belongs to target 1");
   PATCHED(p_tensor_rank0, HK_STATUS_CORRUPT, "rank 0");
   PATCHED(p_tensor_rank7, HK_STATUS_CORRUPT, "rank 7");
   PATCHED(p_tensor_dtype, HK_STATUS_CORRUPT, "unknown dtype 5");
@@ -556,7 +694,7 @@ static hk_plan_node_rec_t *plan_nodes(uint8_t *b) {
 static void test_plan_absent(void **ts) {
   state_t *st = *ts;
   hk_pack_t *pack;
-  assert_int_equal(hk_pack_open_memory(st->pack, st->size, NULL, &pack), HK_OK);
+  assert_int_equal(hk_test_open_memory(st->pack, st->size, NULL, &pack), HK_OK);
   const hk_pack_view_t *v = hk_pack_view(pack);
   assert_null(v->plan_graphs); /* a pack without costs (as before format 1.1) */
   assert_null(v->plan_nodes);
@@ -569,7 +707,7 @@ static void test_plan_roundtrip(void **ts) {
   size_t size;
   uint8_t *buf = write_with_plan(st, &size);
   hk_pack_t *pack;
-  assert_int_equal(hk_pack_open_memory(buf, size, NULL, &pack), HK_OK);
+  assert_int_equal(hk_test_open_memory(buf, size, NULL, &pack), HK_OK);
   const hk_pack_view_t *v = hk_pack_view(pack);
   assert_int_equal(v->section_count, 14);
   const hk_section_t *ps = &v->sections[13];
@@ -698,7 +836,7 @@ static void test_tmap_roundtrip(void **ts) {
   size_t size;
   uint8_t *buf = write_with_tmaps(st, &size);
   hk_pack_t *pack;
-  assert_int_equal(hk_pack_open_memory(buf, size, NULL, &pack), HK_OK);
+  assert_int_equal(hk_test_open_memory(buf, size, NULL, &pack), HK_OK);
   const hk_pack_view_t *v = hk_pack_view(pack);
   assert_int_equal(v->header->version_major, 1);
   assert_int_equal(v->header->version_minor, HK_PACK_VERSION_MINOR);
@@ -848,7 +986,7 @@ static void test_pdl_roundtrip(void **ts) {
   size_t size;
   uint8_t *buf = write_with_pdl(st, &size);
   hk_pack_t *pack;
-  assert_int_equal(hk_pack_open_memory(buf, size, NULL, &pack), HK_OK);
+  assert_int_equal(hk_test_open_memory(buf, size, NULL, &pack), HK_OK);
   const hk_pack_view_t *v = hk_pack_view(pack);
   assert_int_equal(v->header->version_minor, HK_PACK_VERSION_MINOR);
   int flagged = 0;
@@ -966,7 +1104,7 @@ static void test_workspace_roundtrip(void **ts) {
   size_t size;
   uint8_t *buf = write_with_workspace(st, &size);
   hk_pack_t *pack;
-  assert_int_equal(hk_pack_open_memory(buf, size, NULL, &pack), HK_OK);
+  assert_int_equal(hk_test_open_memory(buf, size, NULL, &pack), HK_OK);
   const hk_pack_view_t *v = hk_pack_view(pack);
   for (uint32_t g = 0; g < v->graph_count; g++) {
     const hk_graph_rec_t *gr = &v->graphs[g];
@@ -1083,12 +1221,37 @@ static void test_open_arguments(void **ts) {
   assert_null(pack);
   assert_int_equal(hk_pack_open_memory(st->pack, st->size, NULL, NULL), HK_STATUS_INVALID_ARGUMENT);
   hk_allocator_t half = {.alloc = NULL, .free = NULL, .ctx = NULL};
-  assert_int_equal(hk_pack_open_memory(st->pack, st->size, &half, &pack), HK_OK); /* zero: libc */
+  assert_int_equal(hk_test_open_memory(st->pack, st->size, &half, &pack), HK_OK); /* zero: libc */
   hk_pack_destroy(pack);
   assert_int_equal(hk_pack_open_file(NULL, NULL, &pack), HK_STATUS_INVALID_ARGUMENT);
   assert_string_equal(hk_status_string(HK_STATUS_CORRUPT), "CORRUPT");
   assert_string_equal(hk_status_string(HK_STATUS_NO_COMPATIBLE_TARGET), "NO_COMPATIBLE_TARGET");
   assert_string_equal(hk_status_string((hk_status_t)99), "UNKNOWN_STATUS");
+}
+
+/* Seeds of issue 17's findings (checksums left stale: the harness fixes them up), from a
+ * fresh fixture with PLAN, so every record kind the findings touch is in the corpus. */
+static int write_issue17_corpus(const char *dir) {
+  static const struct { const char *name; patch_fn patch; } seeds[] = {
+      {"unreferenced_node_plan", p_node_unreferenced}, {"kernel_range_foreign", p_kernel_range_foreign},
+      {"deps_shared", p_dep_shared},                   {"tensor_name_path", p_tensor_path},
+      {"params_escape", p_params_escape},              {"frame_no_checksum", p_frame_no_checksum},
+  };
+  for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
+    state_t *st;
+    if (setup((void **)&st) != 0) return 1;
+    size_t size;
+    uint8_t *b = write_with_plan(st, &size);
+    seeds[i].patch(b, size);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, seeds[i].name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(b, 1, size, f) != size) return 1;
+    fclose(f);
+    free(b);
+    teardown((void **)&st);
+  }
+  return 0;
 }
 
 /* Seed corpus for tests/fuzz/fuzz_pack: valid packs and damaged variants, written to
@@ -1168,7 +1331,7 @@ static int write_corpus(const char *dir) {
   }
   free(data);
   teardown((void **)&st);
-  return 0;
+  return write_issue17_corpus(dir);
 }
 
 int main(void) {
@@ -1184,6 +1347,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_flip_every_byte, setup, teardown),
       cmocka_unit_test_setup_teardown(test_flip_messages, setup, teardown),
       cmocka_unit_test_setup_teardown(test_patched_records, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_issue17_records, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_issue17_limits, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_issue17_inspect, setup, teardown),
       cmocka_unit_test_setup_teardown(test_plan_absent, setup, teardown),
       cmocka_unit_test_setup_teardown(test_plan_roundtrip, setup, teardown),
       cmocka_unit_test_setup_teardown(test_plan_corrupt, setup, teardown),

@@ -306,6 +306,35 @@ static void test_dying_worker_is_reported(void **state) {
   free(dir);
 }
 
+/* Damaged gfx90a objects (one byte flipped at a time; one such flip made comgr abort on an
+ * assertion inside `hkc inspect --disasm`): on the workers each disassembly returns, text or
+ * an error, and this process survives whatever comgr does with them. */
+static void test_damaged_object_disassembly(void **state) {
+  HK_TEST_NEED_HIPRTC();
+  if (hk_test_start_amd_workers(1) != 0) skip();
+  hkc_rtc_result_t r;
+  compile_ok(k_mfma, "mm", "gfx90a", &r);
+  unsigned char *copy = malloc(r.code_size);
+  int ok = 0, failed = 0;
+  for (size_t at = 17; at < r.code_size; at += r.code_size / 12 + 1) {
+    memcpy(copy, r.code, r.code_size);
+    copy[at] ^= 0xff;
+    char *text = NULL, why[512];
+    int rc = hkc_comgr_disassemble(copy, r.code_size, "gfx90a", &text, why, sizeof why);
+    assert_true(rc == 0 || rc == -1);
+    if (rc == 0) assert_non_null(text), ok++;
+    else failed++;
+    free(text);
+  }
+  unsigned started, replaced;
+  hkc_amd_workers_counts(&started, &replaced);
+  printf("damaged objects: %d disassembled, %d refused; workers started %u, replaced %u\n", ok, failed, started,
+         replaced);
+  free(copy);
+  hkc_rtc_result_free(&r);
+  hkc_amd_workers_stop();
+}
+
 static int in_process(void **state) {
   hkc_amd_workers_stop();
   return 0;
@@ -328,6 +357,7 @@ int main(void) {
   const struct CMUnitTest own[] = {
       cmocka_unit_test(test_workers_match_in_process),
       cmocka_unit_test(test_dying_worker_is_reported),
+      cmocka_unit_test(test_damaged_object_disassembly),
   };
   int failed = cmocka_run_group_tests_name("in_process", tests, in_process, NULL);
   failed += cmocka_run_group_tests_name("workers", tests, on_workers, in_process);

@@ -237,6 +237,9 @@ void hk_test_compile_one(hk_test_compile_job_t *j, hk_test_compile_fn compile, u
     snprintf(j->error, sizeof j->error, "code object is not ELF (%zu bytes)", r.code_size);
   else if ((flags & HK_TEST_COMPILE_NO_WARNINGS) && r.log && strstr(r.log, "warning"))
     snprintf(j->error, sizeof j->error, "compiler warning: %.560s", strstr(r.log, "warning"));
+  else if ((flags & HK_TEST_COMPILE_NO_WGMMA_SERIAL) && r.log && strstr(r.log, "wgmma.mma_async instructions are serialized"))
+    snprintf(j->error, sizeof j->error, "ptxas serialized the wgmmas: %.560s",
+             strstr(r.log, "wgmma.mma_async instructions are serialized"));
   else
     j->ok = 1;
   j->regs = r.vgprs;
@@ -297,4 +300,14 @@ int hk_test_compile_failures(const hk_test_compile_job_t *jobs, size_t n_jobs) {
     }
   }
   return failures;
+}
+
+hk_status_t hk_test_open_memory(const void *data, size_t size, const hk_allocator_t *allocator, hk_pack_t **out_pack) {
+  hk_pack_open_options_t o = {.struct_size = sizeof o, .allocator = allocator, .allow_unsigned_native_code = 1};
+  return hk_pack_open_memory_ex(data, size, &o, out_pack);
+}
+
+hk_status_t hk_test_open_file(const char *path, const hk_allocator_t *allocator, hk_pack_t **out_pack) {
+  hk_pack_open_options_t o = {.struct_size = sizeof o, .allocator = allocator, .allow_unsigned_native_code = 1};
+  return hk_pack_open_file_ex(path, &o, out_pack);
 }

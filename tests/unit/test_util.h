@@ -34,6 +34,11 @@ const char *hk_test_source_path(const char *rel);
  * calls then run in this process, one at a time). */
 int hk_test_start_amd_workers(int n);
 
+/* hk_pack_open_memory / _file for packs the tests build themselves: allow_unsigned_native_code
+ * (their host code comes from the fixture; the trust policy has its own tests, sign_test.c). */
+hk_status_t hk_test_open_memory(const void *data, size_t size, const hk_allocator_t *allocator, hk_pack_t **out_pack);
+hk_status_t hk_test_open_file(const char *path, const hk_allocator_t *allocator, hk_pack_t **out_pack);
+
 /* ---- the compiler's front end ------------------------------------------------------------
  * Parses text as the spec file "t.yaml" (diagnostics captured); a rejected spec fails the
  * test with the text and the diagnostics. Also checks the parser's contract: a spec exactly
@@ -99,6 +104,8 @@ typedef struct hk_test_compile_job {
 enum {
   HK_TEST_COMPILE_ELF = 1,         /* the code object must be an ELF file */
   HK_TEST_COMPILE_NO_WARNINGS = 2, /* a "warning" in the compiler's log fails the job */
+  HK_TEST_COMPILE_NO_WGMMA_SERIAL = 4, /* ptxas's note that it serialized wgmmas (C7510..C7520, "info"
+                                          lines, not warnings) fails the job */
 };
 
 /* The most threads one pool starts (callers ask for the build machines' 2 cores). */

@@ -93,7 +93,7 @@ static int count_variant(const hkc_gpu_arch_t *a, const hkc_kernel_options_t *o,
   return count;
 }
 
-#define TMA_DEFAULT "pp=0,mw=1,bn=256,st=4,sk=1,cm=1"
+#define TMA_DEFAULT "pp=0,mw=1,bn=256,st=4,sk=1,cm=1,ts=0"
 
 static void test_spaces(void **state) {
   (void)state;
@@ -114,7 +114,7 @@ static void test_spaces(void **state) {
     hkc_tile_cfg_t c[HKC_TUNE_MAX_CANDIDATES];
     const int n = hkc_tune_candidates_for(h200, &on, &d, c, HKC_TUNE_MAX_CANDIDATES);
     assert_true(n >= 5);
-    assert_string_equal(c[0].tune, "pp=0,mw=1,bn=128,st=4,sk=1,cm=1");
+    assert_string_equal(c[0].tune, "pp=0,mw=1,bn=128,st=4,sk=1,cm=1,ts=0");
     for (int i = 0; i < n; i++) assert_true(strstr(c[i].tune, ",sk=1,cm=1") != NULL && c[i].bn <= 128);
   }
   {
@@ -192,7 +192,8 @@ static void test_spaces(void **state) {
   hkc_tune_shape_t shape;
   const hkc_arg_t rows_args[4] = {{.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_I64, .i = 8},
                                   {.kind = HK_ARG_I64, .i = 768}};
-  assert_int_equal(hkc_tune_shape_of(&(hkc_kernel_key_t){.op = HK_OP_LAYERNORM}, rows_args, 4, &shape), 0);
+  assert_int_equal(hkc_tune_shape_of(hk_test_arch("sm_90a"), &(hkc_kernel_key_t){.op = HK_OP_LAYERNORM}, rows_args, 4,
+                                     &shape), 0);
   /* illegal configurations are refused: over shared memory, unknown wgmma N, LDS of the MFMA template */
   hkc_tile_cfg_t t;
   hkc_kernel_key_t k = gemm_key(HK_DTYPE_BF16, 0, 0, 0, 0);
@@ -325,14 +326,14 @@ static void test_variant_macros_and_launch(void **state) {
     } forced[] = {
         {"gemm_tma=off;gemm_ws_cfg=128,5,0", "bn=128,st=5,p=0", 32 * 6}, /* one block per 128x128 tile */
         /* gemm_tma, split-K: a cluster of sk blocks per tile (64 x 12 tiles of 64x64; 32 x 6 of 128x128) */
-        {"gemm_tma_cfg=1,1,64,8,4", "pp=1,mw=1,bn=64,st=8,sk=4,cm=1", 64 * 12 * 4},
-        {"gemm_tma_cfg=0,1,128,5,2", "pp=0,mw=1,bn=128,st=5,sk=2,cm=1", 32 * 6 * 2},
+        {"gemm_tma_cfg=1,1,64,8,4", "pp=1,mw=1,bn=64,st=8,sk=4,cm=1,ts=0", 64 * 12 * 4},
+        {"gemm_tma_cfg=0,1,128,5,2", "pp=0,mw=1,bn=128,st=5,sk=2,cm=1,ts=0", 32 * 6 * 2},
         /* persistent: 192 tiles of 128x128 (ping-pong, 2 m64 blocks per consumer) on 132 SMs */
-        {"gemm_tma_cfg=1,2,128,6", "pp=1,mw=2,bn=128,st=6,sk=1,cm=1", 132},
+        {"gemm_tma_cfg=1,2,128,6", "pp=1,mw=2,bn=128,st=6,sk=1,cm=1,ts=0", 132},
         /* multicast pairs: 8 pairs of 256-row tiles x 6 columns = 96 blocks; 32 pairs x 12
          * of 64x64 tiles = 768 blocks: the 132 SMs (an even count: whole clusters) */
-        {"gemm_tma_cfg=0,2,128,4,1,2", "pp=0,mw=2,bn=128,st=4,sk=1,cm=2", 16 * 6},
-        {"gemm_tma_cfg=1,1,64,8,1,2", "pp=1,mw=1,bn=64,st=8,sk=1,cm=2", 132},
+        {"gemm_tma_cfg=0,2,128,4,1,2", "pp=0,mw=2,bn=128,st=4,sk=1,cm=2,ts=0", 16 * 6},
+        {"gemm_tma_cfg=1,1,64,8,1,2", "pp=1,mw=1,bn=64,st=8,sk=1,cm=2,ts=0", 132},
     };
     for (size_t i = 0; i < sizeof forced / sizeof forced[0]; i++) {
       hkc_kernel_options_t o = {0};
@@ -397,18 +398,25 @@ static void test_variant_macros_and_launch(void **state) {
 }
 
 /* ---- the model ------------------------------------------------------------------------------------ */
-/* The model's ranking (estimated resources, as `hkc build --tune model` starts with). */
-static int model_pick(const hkc_gpu_arch_t *a, hkc_kernel_key_t key, hkc_tune_shape_t shape, hkc_tune_cand_t *c,
-                      int *n_out) {
+/* The model's ranking (estimated resources, as `hkc build --tune model` starts with) under
+ * kernel options o (NULL: the defaults). */
+static int model_pick_for(const hkc_gpu_arch_t *a, const hkc_kernel_options_t *o, hkc_kernel_key_t key,
+                          hkc_tune_shape_t shape, hkc_tune_cand_t *c, int *n_out) {
   int order[HKC_TUNE_MAX_CANDIDATES];
-  int n = hkc_tune_cands(a, &key, c, HKC_TUNE_MAX_CANDIDATES);
+  int n = hkc_tune_cands_for(a, o, &key, c, HKC_TUNE_MAX_CANDIDATES);
   int m = hkc_tune_rank(a, &key, shape, c, n, order);
   assert_true(m > 0);
   *n_out = n;
   return order[0];
 }
 
-/* The model on the launch workspace's kernels: on sm_90 and sm_80 a small-M, long-K GEMM (128 x
+static int model_pick(const hkc_gpu_arch_t *a, hkc_kernel_key_t key, hkc_tune_shape_t shape, hkc_tune_cand_t *c,
+                      int *n_out) {
+  return model_pick_for(a, NULL, key, shape, c, n_out);
+}
+
+/* The model on the launch workspace's kernels (with gemm_split=on: without it, the defaults,
+ * none is a candidate and nothing splits): on sm_90 and sm_80 a small-M, long-K GEMM (128 x
  * 768 x 3072: 6 tiles of the default 128 x 128 for 132 SMs) picks gemm_mma with split-K and
  * expects it at least twice as fast as the default, while a GEMM with tiles for every SM
  * (4096^3) does not split; on sm_90a stream-K evens out a ragged last wave -- 1024 x 2304 x K
@@ -419,10 +427,17 @@ static int model_pick(const hkc_gpu_arch_t *a, hkc_kernel_key_t key, hkc_tune_sh
 static void model_split_and_stream_k(hkc_tune_cand_t *c) {
   const hkc_kernel_key_t key = gemm_key(HK_DTYPE_BF16, 0, 1, 0, 0);
   static const char *const archs[] = {"sm_90", "sm_80"};
+  hkc_kernel_options_t split = {0};
+  char err[256];
+  assert_int_equal(hkc_kernel_options_set(&split, "gemm_split", "on", err, sizeof err), 0);
   int n;
   for (size_t a = 0; a < 2; a++) {
     const hkc_gpu_arch_t *ar = hk_test_arch(archs[a]);
-    int p = model_pick(ar, key, (hkc_tune_shape_t){128, 768, 3072}, c, &n);
+    /* the defaults: no candidate splits through the workspace, so the choice is unchanged */
+    int p = model_pick(ar, key, (hkc_tune_shape_t){.m = 128, .n = 768, .k = 3072}, c, &n);
+    for (int i = 0; i < n; i++) assert_true(!c[i].cfg.split_global && c[i].cfg.stream_k == 0);
+    assert_true(c[p].cfg.split_k <= 1);
+    p = model_pick_for(ar, &split, key, (hkc_tune_shape_t){.m = 128, .n = 768, .k = 3072}, c, &n);
     int def = -1;
     for (int i = 0; i < n; i++)
       if (c[i].cfg.is_default) def = i;
@@ -431,15 +446,24 @@ static void model_split_and_stream_k(hkc_tune_cand_t *c) {
     assert_string_equal(c[p].cfg.variant, "gemm_mma");
     assert_true(c[p].cfg.split_k > 1 && c[p].cfg.split_global);
     assert_true(c[p].est.seconds < c[def].est.seconds / 2);
-    p = model_pick(ar, key, (hkc_tune_shape_t){4096, 4096, 4096}, c, &n);
+    p = model_pick_for(ar, &split, key, (hkc_tune_shape_t){.m = 4096, .n = 4096, .k = 4096}, c, &n);
     assert_int_equal(c[p].cfg.split_k, 1);
   }
   const hkc_gpu_arch_t *h200 = hk_test_arch("sm_90a");
+  /* sm_90a's space: stream-K (and gemm_mma's split-K) only with gemm_split=on */
+  int defaults = 0, with_split = 0;
+  n = hkc_tune_cands(h200, &key, c, HKC_TUNE_MAX_CANDIDATES);
+  for (int i = 0; i < n; i++) defaults += c[i].cfg.stream_k > 0 || c[i].cfg.split_global;
+  n = hkc_tune_cands_for(h200, &split, &key, c, HKC_TUNE_MAX_CANDIDATES);
+  for (int i = 0; i < n; i++) with_split += c[i].cfg.stream_k > 0;
+  assert_int_equal(defaults, 0);
+  assert_true(with_split >= 4);
   hkc_tile_cfg_t plain, streamk;
   hkc_model_est_t ep, es;
   assert_int_equal(hkc_tune_lookup_cfg(h200, &key, "gemm_tma", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1", &plain), 0);
-  assert_int_equal(hkc_tune_lookup_cfg(h200, &key, "gemm_tma", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,skm=4", &streamk), 0);
-  const hkc_tune_shape_t ragged = {1024, 2304, 768}, ragged_k = {1024, 2304, 4096}, waves = {4096, 4224, 4096};
+  assert_int_equal(hkc_tune_lookup_cfg(h200, &key, "gemm_tma", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=0,skm=4", &streamk), 0);
+  const hkc_tune_shape_t ragged = {.m = 1024, .n = 2304, .k = 768}, ragged_k = {.m = 1024, .n = 2304, .k = 4096},
+                         waves = {.m = 4096, .n = 4224, .k = 4096};
   assert_int_equal(hkc_model_estimate(h200, &plain, ragged, HK_DTYPE_BF16, 0, 0, 1, &ep), 0);
   assert_int_equal(hkc_model_estimate(h200, &streamk, ragged, HK_DTYPE_BF16, 0, 0, 1, &es), 0);
   printf("[ info     ] sm_90a 1024x2304x768 128x128: %.1f us, stream-K %.1f us\n", ep.seconds * 1e6, es.seconds * 1e6);
@@ -463,12 +487,12 @@ static void test_model(void **state) {
   /* large shapes: 128-row gemm_tma tiles with the widest wgmma N (192 or 256), persistent,
    * no split-K, compute-bound, at a rate close to what gemm_tma 128x256 measured on the H200
    * (docs/device-runs/s4-gemm: 680-740 TFLOP/s at 8192^3 bf16; the model's efficiency 0.75) */
-  int p = model_pick(h200, key, (hkc_tune_shape_t){8192, 14336, 4096}, c, &n);
+  int p = model_pick(h200, key, (hkc_tune_shape_t){.m = 8192, .n = 14336, .k = 4096}, c, &n);
   printf("[ info     ] sm_90a 8192x14336x4096: %s %s\n", c[p].cfg.variant, c[p].cfg.tune);
   assert_string_equal(c[p].cfg.variant, "gemm_tma");
   assert_true(c[p].cfg.bm == 128 && c[p].cfg.bn >= 192 && c[p].cfg.split_k == 1 && c[p].cfg.persistent);
   assert_string_equal(c[p].est.limiter, "compute");
-  p = model_pick(h200, key, (hkc_tune_shape_t){8192, 8192, 8192}, c, &n);
+  p = model_pick(h200, key, (hkc_tune_shape_t){.m = 8192, .n = 8192, .k = 8192}, c, &n);
   double tflops = 2.0 * 8192 * 8192 * 8192 / c[p].est.seconds / 1e12;
   printf("[ info     ] sm_90a 8192^3: %s %s, %.0f TFLOP/s estimated\n", c[p].cfg.variant, c[p].cfg.tune, tflops);
   assert_string_equal(c[p].cfg.variant, "gemm_tma");
@@ -479,7 +503,7 @@ static void test_model(void **state) {
     hkc_kernel_options_t off = {0};
     hk_test_options(&off, "gemm_tma=off");
     int order[HKC_TUNE_MAX_CANDIDATES];
-    static const hkc_tune_shape_t shapes[] = {{8192, 14336, 4096}, {8192, 8192, 8192}};
+    static const hkc_tune_shape_t shapes[] = {{.m = 8192, .n = 14336, .k = 4096}, {.m = 8192, .n = 8192, .k = 8192}};
     for (size_t i = 0; i < 2; i++) {
       const int m = hkc_tune_cands_for(h200, &off, &key, c, HKC_TUNE_MAX_CANDIDATES);
       assert_true(hkc_tune_rank(h200, &key, shapes[i], c, m, order) > 0);
@@ -495,7 +519,7 @@ static void test_model(void **state) {
   }
   /* wave quantization: bert batch 1 (M = 128, N = K = 768) has 3 tiles of 128x256 for 132
    * SMs; the model takes smaller tiles, more of them, and expects it to be faster */
-  p = model_pick(h200, key, (hkc_tune_shape_t){128, 768, 768}, c, &n);
+  p = model_pick(h200, key, (hkc_tune_shape_t){.m = 128, .n = 768, .k = 768}, c, &n);
   int def = -1;
   for (int i = 0; i < n; i++)
     if (c[i].cfg.is_default) def = i;
@@ -505,7 +529,7 @@ static void test_model(void **state) {
   assert_true(c[p].est.tiles >= 4 * c[def].est.tiles);
   assert_true(c[p].est.seconds < c[def].est.seconds / 2);
   /* llama batch 1, M = 512: 4 x 16 tiles of 128x256 leave half of the SMs idle */
-  p = model_pick(h200, key, (hkc_tune_shape_t){512, 4096, 4096}, c, &n);
+  p = model_pick(h200, key, (hkc_tune_shape_t){.m = 512, .n = 4096, .k = 4096}, c, &n);
   assert_true(c[p].est.tiles >= 128);
   /* split-K (hkc_tile_cfg_t.split_k): few tiles and a long K -- 128 x 768 x 8192 has 6
    * tiles of 128x128 for 132 SMs -- run faster split 4 ways over clusters; with tiles for
@@ -516,7 +540,7 @@ static void test_model(void **state) {
     assert_int_equal(hkc_tune_lookup_cfg(h200, &key, "gemm_tma", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1", &s1), 0);
     assert_int_equal(hkc_tune_lookup_cfg(h200, &key, "gemm_tma", "pp=0,mw=1,bn=128,st=6,sk=4,cm=1", &s4), 0);
     assert_true(s1.split_k == 1 && s4.split_k == 4);
-    const hkc_tune_shape_t thin = {128, 768, 8192}, square = {4096, 4096, 4096};
+    const hkc_tune_shape_t thin = {.m = 128, .n = 768, .k = 8192}, square = {.m = 4096, .n = 4096, .k = 4096};
     assert_int_equal(hkc_model_estimate(h200, &s1, thin, HK_DTYPE_BF16, 0, 1, 1, &e1), 0);
     assert_int_equal(hkc_model_estimate(h200, &s4, thin, HK_DTYPE_BF16, 0, 1, 1, &e4), 0);
     printf("[ info     ] sm_90a 128x768x8192: sk=1 %.1f us, sk=4 %.1f us\n", e1.seconds * 1e6, e4.seconds * 1e6);
@@ -532,7 +556,7 @@ static void test_model(void **state) {
   assert_int_equal(hkc_tune_lookup_cfg(h200, &key, "gemm_wgmma_ws", "bn=256,st=2,p=1", &s2), 0);
   assert_int_equal(hkc_tune_lookup_cfg(h200, &key, "gemm_wgmma_ws", "bn=256,st=3,p=1", &s3), 0);
   hkc_model_est_t e2, e3, e3k;
-  const hkc_tune_shape_t big = {4096, 4096, 4096}, bigk = {4096, 4096, 8192};
+  const hkc_tune_shape_t big = {.m = 4096, .n = 4096, .k = 4096}, bigk = {.m = 4096, .n = 4096, .k = 8192};
   assert_int_equal(hkc_model_estimate(h200, &s2, big, HK_DTYPE_BF16, 0, 1, 1, &e2), 0);
   assert_int_equal(hkc_model_estimate(h200, &s3, big, HK_DTYPE_BF16, 0, 1, 1, &e3), 0);
   assert_string_equal(e2.limiter, "latency");
@@ -545,13 +569,36 @@ static void test_model(void **state) {
   /* AMD: MI300X (304 CUs) and MI250X (110): small M takes small tiles, large shapes large ones */
   const hkc_gpu_arch_t *gfx = hk_test_arch("gfx942");
   key = gemm_key(HK_DTYPE_BF16, 1, 0, 0, 0);
-  p = model_pick(gfx, key, (hkc_tune_shape_t){128, 768, 768}, c, &n);
+  p = model_pick(gfx, key, (hkc_tune_shape_t){.m = 128, .n = 768, .k = 768}, c, &n);
   assert_true(c[p].cfg.bm * c[p].cfg.bn <= 128 * 64);
-  p = model_pick(gfx, key, (hkc_tune_shape_t){8192, 14336, 4096}, c, &n);
+  p = model_pick(gfx, key, (hkc_tune_shape_t){.m = 8192, .n = 14336, .k = 4096}, c, &n);
   assert_true(c[p].cfg.bm * c[p].cfg.bn >= 128 * 128);
-  p = model_pick(hk_test_arch("gfx90a"), key, (hkc_tune_shape_t){4096, 4096, 4096}, c, &n);
+  p = model_pick(hk_test_arch("gfx90a"), key, (hkc_tune_shape_t){.m = 4096, .n = 4096, .k = 4096}, c, &n);
   printf("[ info     ] gfx90a 4096^3: %s %s, %s-bound\n", c[p].cfg.variant, c[p].cfg.tune, c[p].est.limiter);
   assert_string_equal(c[p].est.limiter, "compute");
+  /* 4 waves or 8: gemm_mfma's single wave per SIMD waits for its own LDS reads and barriers
+   * between MFMAs, gemm_mfma_pp's other group hides them -- so large GEMMs take the 8-wave
+   * kernel (on both CDNA1 and CDNA2, within their registers), while the smallest tiles of the
+   * 4-wave kernel still win where M is small (its 64-row, 64-column tiles spread over more CUs) */
+  static const char *const cdna[] = {"gfx90a", "gfx908"};
+  for (size_t i = 0; i < 2; i++) {
+    const hkc_gpu_arch_t *g = hk_test_arch(cdna[i]);
+    p = model_pick(g, key, (hkc_tune_shape_t){.m = 4096, .n = 4096, .k = 4096}, c, &n);
+    assert_string_equal(c[p].cfg.variant, "gemm_mfma_pp");
+    assert_int_equal(c[p].cfg.threads, 512);
+    int best4 = -1;
+    for (int j = 0; j < n; j++)
+      if (!strcmp(c[j].cfg.variant, "gemm_mfma") && c[j].est.seconds > 0 &&
+          (best4 < 0 || c[j].est.seconds < c[best4].est.seconds))
+        best4 = j;
+    assert_true(best4 >= 0 && c[p].est.seconds < c[best4].est.seconds);
+    printf("[ info     ] %s 4096^3: %s %s %.0f us, best 4-wave %s %.0f us\n", cdna[i], c[p].cfg.variant, c[p].cfg.tune,
+           c[p].est.seconds * 1e6, c[best4].cfg.tune, c[best4].est.seconds * 1e6);
+    p = model_pick(g, key, (hkc_tune_shape_t){.m = 8, .n = 4096, .k = 4096}, c, &n);
+    printf("[ info     ] %s 8x4096x4096: %s %s\n", cdna[i], c[p].cfg.variant, c[p].cfg.tune);
+    assert_string_equal(c[p].cfg.variant, "gemm_mfma");
+    assert_int_equal(c[p].cfg.bm, 64);
+  }
   free(c);
 }
 
@@ -601,6 +648,75 @@ static const char k_db[] =
     "   # indented comment\n"
     "gfx90a | 110 | hiprtc 5.2.21153, comgr 2.4 | gemm f16 m=4096 n=4096 k=4096 tb bias act=gelu res | gemm_mfma | bm=128,bn=256,bk=32 | 1234 us\n";
 
+/* Attention (attention_tma on sm_90a): tunable there only; the signature; the model's picks --
+ * the default 128-row tiles on long sequences, 64-row tiles (two blocks per SM) where the
+ * 128-row tiles leave most SMs idle (BERT, batch 1); causal about half the full time. */
+static void test_attention_model(void **state) {
+  (void)state;
+  const hkc_gpu_arch_t *h200 = hk_test_arch("sm_90a");
+  /* attention_tma is opt-in (attn_tma=on names it in the key); the default kernels have no model */
+  const hkc_kernel_key_t plain = {.op = HK_OP_ATTENTION, .dtype = HK_DTYPE_BF16, .align = 8, .head_dim = 64};
+  hkc_kernel_key_t key = plain;
+  snprintf(key.variant, sizeof key.variant, "attention_tma");
+  /* batch 1, 128 queries and keys, 12 heads of 64 */
+  hkc_arg_t args[HKC_ATTENTION_N_ARGS] = {{.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_TENSOR},
+                                          {.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_I64, .i = 1},
+                                          {.kind = HK_ARG_I64, .i = 128}, {.kind = HK_ARG_I64, .i = 128},
+                                          {.kind = HK_ARG_I64, .i = 12}, {.kind = HK_ARG_I64, .i = 12},
+                                          {.kind = HK_ARG_I64, .i = 64}, {.kind = HK_ARG_I64, .i = 2304},
+                                          {.kind = HK_ARG_I64, .i = 2304}, {.kind = HK_ARG_I64, .i = 0},
+                                          {.kind = HK_ARG_I64, .i = 768}, {.kind = HK_ARG_I64, .i = 1536},
+                                          {.kind = HK_ARG_I64, .i = 0}, {.kind = HK_ARG_F32}};
+  hkc_tune_shape_t shape;
+  assert_int_equal(hkc_tune_shape_of(h200, &plain, args, HKC_ATTENTION_N_ARGS, &shape), 0);
+  assert_int_equal(hkc_tune_shape_of(h200, &key, args, HKC_ATTENTION_N_ARGS, &shape), 1);
+  assert_true(shape.m == 128 && shape.n == 128 && shape.k == 64 && shape.batch == 1 && shape.heads == 12 &&
+              shape.kv_heads == 12 && !shape.causal);
+  assert_int_equal(hkc_tune_shape_of(hk_test_arch("sm_90"), &key, args, HKC_ATTENTION_N_ARGS, &shape), 0);
+  assert_int_equal(hkc_tune_shape_of(hk_test_arch("sm_80"), &key, args, HKC_ATTENTION_N_ARGS, &shape), 0);
+  assert_int_equal(hkc_tune_shape_of(NULL, &key, args, HKC_ATTENTION_N_ARGS, &shape), 0);
+  char sig[160];
+  hkc_tune_signature(&key, (hkc_tune_shape_t){.m = 512, .n = 512, .k = 128, .batch = 4, .heads = 32, .kv_heads = 8, .causal = 1}, sig, sizeof sig);
+  assert_string_equal(sig, "attention bf16 b=4 h=32 kvh=8 sq=512 skv=512 d=128 causal");
+  assert_true(hkc_tune_shape_flops(&key, (hkc_tune_shape_t){.m = 512, .n = 512, .k = 128, .batch = 4, .heads = 32, .kv_heads = 8, .causal = 1}) == 2.0 * 4 * 32 * 512 * 512 * 128);
+  hkc_tune_cand_t *c = calloc(HKC_TUNE_MAX_CANDIDATES, sizeof *c);
+  assert_non_null(c);
+  int n;
+  /* BERT, batch 1: 12 tiles of 128 rows for 132 SMs; 64-row tiles double the SMs in use */
+  const hkc_tune_shape_t bert1 = {.m = 128, .n = 128, .k = 64, .batch = 1, .heads = 12, .kv_heads = 12};
+  int p = model_pick(h200, key, bert1, c, &n);
+  printf("[ info     ] attention b1 s128 h12 d64: %s %s, %.2f us (%s)\n", c[p].cfg.variant, c[p].cfg.tune,
+         c[p].est.seconds * 1e6, c[p].est.limiter);
+  assert_string_equal(c[p].cfg.variant, "attention_tma");
+  assert_int_equal(c[p].cfg.bm, 64);
+  int order[HKC_TUNE_MAX_CANDIDATES];
+  const int m = hkc_tune_rank(h200, &key, bert1, c, n, order);
+  assert_true(m > 1 && m < n);
+  for (int i = 0; i < m; i++) assert_string_equal(c[order[i]].cfg.variant, "attention_tma"); /* the others: no model */
+  /* batch 8, 16 heads, seq 4096, dh 128: the default (128 x 128, ping-pong + overlap) */
+  hkc_kernel_key_t k128 = key;
+  k128.head_dim = 128;
+  p = model_pick(h200, k128, (hkc_tune_shape_t){.m = 4096, .n = 4096, .k = 128, .batch = 8, .heads = 16, .kv_heads = 16, .causal = 0}, c, &n);
+  printf("[ info     ] attention b8 s4096 h16 d128: %s %s, %.1f us, %.0f TFLOP/s (%s)\n", c[p].cfg.variant, c[p].cfg.tune,
+         c[p].est.seconds * 1e6, 4.0 * 8 * 16 * 4096.0 * 4096 * 128 / c[p].est.seconds / 1e12, c[p].est.limiter);
+  assert_string_equal(c[p].cfg.tune, "wg=2,kv=128,st=2,pp=1,ov=1,p=1"); /* attention_tma's defaults (opt-in: not the key's default) */
+  assert_string_equal(c[p].est.limiter, "compute");
+  /* causal: about half the work, a little more than half the time (diagonal tiles, balance) */
+  hkc_model_est_t full, causal;
+  assert_int_equal(hkc_model_estimate_attention(h200, &c[p].cfg, (hkc_tune_shape_t){.m = 4096, .n = 4096, .k = 128, .batch = 8, .heads = 16, .kv_heads = 16, .causal = 0},
+                                                HK_DTYPE_BF16, 1, &full), 0);
+  assert_int_equal(hkc_model_estimate_attention(h200, &c[p].cfg, (hkc_tune_shape_t){.m = 4096, .n = 4096, .k = 128, .batch = 8, .heads = 16, .kv_heads = 16, .causal = 1},
+                                                HK_DTYPE_BF16, 1, &causal), 0);
+  printf("[ info     ] attention b8 s4096 h16 d128: full %.1f us, causal %.1f us\n", full.seconds * 1e6, causal.seconds * 1e6);
+  assert_true(causal.seconds > 0.5 * full.seconds && causal.seconds < 0.6 * full.seconds);
+  /* a configuration without model figures has no estimate */
+  hkc_tile_cfg_t none = c[p].cfg;
+  none.efficiency = 0;
+  assert_int_equal(hkc_model_estimate_attention(h200, &none, (hkc_tune_shape_t){.m = 4096, .n = 4096, .k = 128, .batch = 8, .heads = 16, .kv_heads = 16, .causal = 0},
+                                                HK_DTYPE_BF16, 1, &full), -1);
+  free(c);
+}
+
 static void test_db_parse_format(void **state) {
   (void)state;
   hkc_tune_db_t db = {0};
@@ -645,6 +761,20 @@ static void test_db_parse_format(void **state) {
   assert_null(hkc_tune_db_find(&db, "sm_90a", 114, "nvrtc 13.0", "gemm bf16 m=4096 n=768 k=768 bias res", &exact));
   assert_null(hkc_tune_db_find(&db, "sm_90a", 132, "nvrtc 13.1", "gemm bf16 m=4096 n=768 k=768 bias res", &exact));
   hkc_tune_db_free(&db);
+  /* attention entries (their own signature grammar) */
+  static const char k_attn[] =
+      "sm_90a | 132 | nvrtc 13.0 | attention bf16 b=4 h=32 kvh=8 sq=512 skv=512 d=128 causal | attention_tma | "
+      "wg=2,kv=128,st=2,pp=1,ov=1,p=1 | 41.00 us\n"
+      "sm_90a | 132 | nvrtc 13.0 | attention bf16 b=1 h=12 kvh=12 sq=128 skv=128 d=64 | attention_tma | "
+      "wg=1,kv=128,st=2,pp=0,ov=1,p=1 | 4.00 us\n";
+  assert_int_equal(hkc_tune_db_parse(&db, "c.db", k_attn, sizeof k_attn - 1), 0);
+  assert_int_equal(db.n, 2);
+  e = hkc_tune_db_find(&db, "sm_90a", 132, "nvrtc 13.0", "attention bf16 b=4 h=32 kvh=8 sq=512 skv=512 d=128 causal", &exact);
+  assert_non_null(e);
+  assert_true(exact);
+  assert_null(hkc_tune_db_find(&db, "sm_90a", 132, "nvrtc 13.0", "attention bf16 b=4 h=32 kvh=8 sq=512 skv=512 d=128",
+                               &exact));
+  hkc_tune_db_free(&db);
 }
 
 static void test_db_errors(void **state) {
@@ -668,6 +798,10 @@ static void test_db_errors(void **state) {
        "sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=1 n=8 k=8 | gemm_mma | bm=64,bn=64,wm=2,wn=2,st=3 | 2 us\n",
        "t.db:3:1: duplicate key (first at line 1)"},
       {"s m | 132 | nvrtc | gemm bf16 m=1 n=8 k=8 | gemm_wgmma | bm=64,bn=64,st=3 | 1 us\n", "target"},
+      {"sm_90a | 132 | nvrtc 13.0 | attention bf16 b=1 h=12 sq=128 skv=128 d=64 | attention_tma | wg=1 | 1 us\n", "kvh="},
+      {"sm_90a | 132 | nvrtc 13.0 | attention bf16 b=1 h=12 kvh=12 sq=128 skv=128 d=64 tb | attention_tma | wg=1 | 1 us\n",
+       "causal"},
+      {"sm_90a | 132 | nvrtc 13.0 | attention bf16 m=1 n=8 k=8 | attention_tma | wg=1 | 1 us\n", "b=<batch>"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     char diag[1024];
@@ -759,7 +893,7 @@ static void test_tuner_db_choice(void **state) {
   for (int i = 0; i < 3; i++) {
     l[i].key = gemm_key(HK_DTYPE_BF16, 1, i == 1 ? HK_ACT_GELU : 0, 0, 0);
     l[i].tunable = 1;
-    l[i].shape = (hkc_tune_shape_t){i == 2 ? 128 : 4096, 768, 768};
+    l[i].shape = (hkc_tune_shape_t){.m = i == 2 ? 128 : 4096, .n = 768, .k = 768};
   }
   char diag[1024];
   hkc_diag_capture(diag, sizeof diag);
@@ -785,7 +919,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_params_parse),   cmocka_unit_test(test_spaces),
       cmocka_unit_test(test_key_identity),   cmocka_unit_test(test_variant_macros_and_launch),
-      cmocka_unit_test(test_model),          cmocka_unit_test(test_pruning),
+      cmocka_unit_test(test_model),          cmocka_unit_test(test_attention_model), cmocka_unit_test(test_pruning),
       cmocka_unit_test(test_db_parse_format), cmocka_unit_test(test_db_errors),
       cmocka_unit_test(test_db_merge),       cmocka_unit_test(test_tuner_db_choice),
   };

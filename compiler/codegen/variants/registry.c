@@ -8,9 +8,11 @@
 
 extern const hkc_variant_t hkc_variant_gemm_tma, hkc_variant_gemm_wgmma_ws, hkc_variant_gemm_wgmma,
     hkc_variant_gemm_mma; /* variant_gemm_nv.c */
-extern const hkc_variant_t hkc_variant_attention_wgmma, hkc_variant_attention_mma; /* variant_attention_nv.c */
+extern const hkc_variant_t hkc_variant_attention_tma, hkc_variant_attention_wgmma,
+    hkc_variant_attention_mma; /* variant_attention_nv.c */
 extern const hkc_variant_t hkc_variant_rows_vec16, hkc_variant_elementwise_vec16; /* variant_rows.c */
-extern const hkc_variant_t hkc_variant_gemm_mfma, hkc_variant_attention_mfma; /* variant_amd.c */
+extern const hkc_variant_t hkc_variant_gemm_mfma, hkc_variant_gemm_mfma_pp,
+    hkc_variant_attention_mfma; /* variant_amd.c */
 extern const hkc_variant_t hkc_variant_simple_gemm, hkc_variant_simple_binary, hkc_variant_simple_unary,
     hkc_variant_simple_layernorm, hkc_variant_simple_rmsnorm, hkc_variant_simple_softmax,
     hkc_variant_simple_attention, hkc_variant_simple_rope, hkc_variant_simple_ewchain; /* variant_simple.c */
@@ -22,9 +24,11 @@ static const hkc_variant_t *const k_variants[] = {
     &hkc_variant_gemm_wgmma_ws, /* NVIDIA sm_90a, warp-specialized, cp.async loads */
     &hkc_variant_gemm_wgmma,  /* NVIDIA sm_90a (kernel option gemm_ws=off) */
     &hkc_variant_gemm_mma,    /* NVIDIA sm_80+ */
+    &hkc_variant_attention_tma,   /* NVIDIA sm_90a, TMA + warp-specialized (opt-in: kernel option attn_tma=on) */
     &hkc_variant_attention_wgmma, /* NVIDIA sm_90a; head_dim 128 (64: attn_wgmma=on) */
     &hkc_variant_attention_mma,
-    &hkc_variant_gemm_mfma,   /* AMD CDNA */
+    &hkc_variant_gemm_mfma,   /* AMD CDNA, 4 waves */
+    &hkc_variant_gemm_mfma_pp, /* AMD CDNA, 8-wave ping-pong: chosen by tuning (kernel option gemm_mfma_pp) */
     &hkc_variant_attention_mfma,
     &hkc_variant_rows_vec16,  /* both vendors */
     &hkc_variant_elementwise_vec16,
@@ -54,6 +58,10 @@ int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_gpu_arch_t
     if (s == HKC_SWITCH_OFF) return 0;
     if (s != HKC_SWITCH_ON && key->head_dim != 128) return 0;
   }
+  if (v == &hkc_variant_attention_tma) { /* opt-in (attn_tma=on) until its numerics are proven on the H200 */
+    const hkc_switch_t s = o ? o->attn_tma : HKC_SWITCH_AUTO;
+    if (s != HKC_SWITCH_ON) return 0;
+  }
   if (!o) return 1;
   if (o->simple_kernels) return 0; /* A/B checks against the simple kernels */
   if (v == &hkc_variant_gemm_tma && o->gemm_tma == HKC_SWITCH_OFF) return 0;     /* gemm_wgmma_ws instead */
@@ -62,7 +70,22 @@ int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_gpu_arch_t
       hkc_variant_serves(&hkc_variant_gemm_tma, arch, key))
     return 0;
   if (v == &hkc_variant_gemm_wgmma_ws && o->gemm_ws == HKC_SWITCH_OFF) return 0; /* gemm_wgmma instead */
+  /* attn_tma=on: no other attention variant where attention_tma serves the key */
+  if (o->attn_tma == HKC_SWITCH_ON && v != &hkc_variant_attention_tma && key->op == HK_OP_ATTENTION &&
+      hkc_variant_serves(&hkc_variant_attention_tma, arch, key))
+    return 0;
+  if (v == &hkc_variant_gemm_mfma_pp && o->gemm_mfma_pp == HKC_SWITCH_OFF) return 0;
+  /* gemm_mfma_pp=on: it replaces gemm_mfma wherever it serves the key */
+  if (v == &hkc_variant_gemm_mfma && o->gemm_mfma_pp == HKC_SWITCH_ON &&
+      hkc_variant_serves(&hkc_variant_gemm_mfma_pp, arch, key))
+    return 0;
   return 1;
+}
+
+int hkc_kernel_options_allow_cfg(const hkc_kernel_options_t *o, const hkc_tile_cfg_t *cfg) {
+  /* opt-in (gemm_split=on) until split-K's and stream-K's numerics are proven on the H200 */
+  const int split = (cfg->split_global && cfg->split_k > 1) || cfg->stream_k > 0;
+  return !split || (o && o->gemm_split == HKC_SWITCH_ON);
 }
 
 const hkc_variant_t *hkc_variant_for_options(const hkc_gpu_arch_t *arch, const hkc_kernel_options_t *o,

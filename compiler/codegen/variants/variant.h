@@ -101,11 +101,16 @@ const hkc_variant_t *hkc_variant_for(const hkc_gpu_arch_t *arch, const hkc_kerne
 const hkc_variant_t *hkc_variant_for_options(const hkc_gpu_arch_t *arch, const hkc_kernel_options_t *o,
                                              const hkc_kernel_key_t *key);
 /* Whether the options let the registry pick v for key on arch (simple_kernels, gemm_tma,
- * gemm_ws, attn_wgmma). The defaults allow everything except attention_wgmma at head_dim 64;
- * gemm_tma=on leaves no other GEMM variant where gemm_tma serves the key; portable entries
- * are always allowed. */
+ * gemm_ws, attn_wgmma, gemm_mfma_pp). The defaults allow everything except attention_wgmma at
+ * head_dim 64; gemm_tma=on leaves no other GEMM variant where gemm_tma serves the key, and
+ * gemm_mfma_pp=on none but gemm_mfma_pp; portable entries are always allowed. */
 int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *arch, const hkc_variant_t *v,
                              const hkc_kernel_key_t *key);
+/* Whether the options let the model or the tuner choose cfg (gemm_split): 0 for a split-K
+ * configuration through the launch workspace (split_global) or a stream-K one (stream_k > 0)
+ * unless gemm_split=on (o NULL: the defaults, which do not); 1 for every other. A forced
+ * configuration or a tuning database entry is not asked. */
+int hkc_kernel_options_allow_cfg(const hkc_kernel_options_t *o, const hkc_tile_cfg_t *cfg);
 /* The configuration the options force on variant v for key on arch (target names it in
  * messages): 1 and *out (v's tune_parse of it: canonical, is_default relative to v's
  * defaults), 0 when nothing is forced, -1 when the forced configuration is not legal here

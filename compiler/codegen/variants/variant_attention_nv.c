@@ -295,3 +295,232 @@ const hkc_variant_t hkc_variant_attention_wgmma = {
     .rules = "wg (warpgroups) 1..3; kv 64 or 128; mb 1 or 2; mb x ((64 wg + 4 kv) head_dim 2 + 1024) bytes of "
              "shared memory within the block limit",
 };
+
+/* ---- attention_tma (sm_90a, HKC_MATRIX_WGMMA) ---------------------------------------------
+ * templates/gpu/attention_tma.hip: FlashAttention-3-style forward. A producer warpgroup (one
+ * warp: TMA copies of Q and of a ring of K/V tiles, mbarrier transaction counts) and 1..3
+ * consumer warpgroups (wgmma for S = Q K^T and O += P V, P in registers; online softmax in
+ * f32), ping-pong between consumers on named barriers and the next Q K^T issued before the
+ * current softmax. Three tensor maps after the ABI's arguments (q, k, v: 2-D maps of the
+ * original tensors, heads and sequences by column and row offsets; packed qkv passes one
+ * tensor three times).
+ *   wg   consumer warpgroups: BQ = 64 wg query rows per work tile, 128 (1 + wg) threads
+ *   kv   keys per K/V tile (64, 128, 192: the S wgmma's N)
+ *   st   K/V ring slots (2..6)
+ *   pp   1: ping-pong (named barriers; wg >= 2); ov 1: intra-warpgroup overlap. pp = ov = 0
+ *        is the simple pipeline (S, softmax, P V, one tile at a time), for bisecting
+ *   p    1: persistent grid (min(tiles, SMs x blocks per SM)), 0: one block per work tile
+ * Shared memory: qbuf x Q [BQ][dh] + st x (K + V) [kv][dh] + 8 (2 qbuf + 1 + 4 st) bytes of
+ * barriers + 1 KiB to align the base; qbuf = 2 Q buffers where they fit (the next work tile's
+ * Q loads during this one's last key tiles), else 1. One block per SM for wg >= 2; wg 1 asks two (__launch_bounds__ min 2),
+ * so that short sequences and small batches (64-row tiles) still fill the SMs.
+ * Registers (setmaxnreg): producer 40 / consumers 232 at wg 2 (384 threads, entry 168);
+ * 32 / 160 at wg 3 (512 threads, entry 128); 40 / 216 at wg 1 (256 threads x 2 blocks,
+ * entry 128). A consumer holds O (dh/2), S (kv/2) and P (kv/4) registers.
+ * Defaults (FlashAttention-3's tiles for these head sizes, within our register budgets):
+ * 128 x 128 tiles (wg 2, kv 128), 2 slots, ping-pong + overlap, persistent; unmeasured until
+ * the device run (bench/attn_device.sh). Kernel options: attn_tma=off (the previous
+ * kernels: attention_wgmma at dh 128, attention_mma at dh 64), attn_tma_cfg=... */
+typedef struct attn_tma_cfg {
+  int wgs, bkv, stages, pp, ov, persistent;
+} attn_tma_cfg_t;
+
+static const char *const k_attn_tma_names[] = {"wg", "kv", "st", "pp", "ov", "p"};
+static const attn_tma_cfg_t k_attn_tma_default = {.wgs = 2, .bkv = 128, .stages = 2, .pp = 1, .ov = 1, .persistent = 1};
+
+/* Registers a consumer thread needs beyond O, S and P: descriptors, indices, the row
+ * statistics, loop state (ptxas 13.0 on the default configurations; an estimate for the
+ * legality rule only: the compile test checks every configuration of the space). */
+#define ATTN_TMA_REGS_OVERHEAD 32
+
+/* Shared memory with qbuf Q buffers (1 KiB to align the base included). */
+static uint32_t attn_tma_smem_q(const hkc_kernel_key_t *key, const attn_tma_cfg_t *c, int qbuf) {
+  return (uint32_t)(qbuf * 64 * c->wgs * key->head_dim * 2 + 2 * c->stages * c->bkv * key->head_dim * 2 +
+                    8 * (2 * qbuf + 1 + 4 * c->stages) + 1024);
+}
+
+/* Blocks per SM the kernel asks for (__launch_bounds__): 2 for one consumer warpgroup. */
+static int attn_tma_minb(const attn_tma_cfg_t *c) { return c->wgs == 1 ? 2 : 1; }
+
+/* Whether shared memory of `bytes` per block fits the block limit and minb blocks per SM. */
+static int attn_tma_fits(const hkc_gpu_arch_t *arch, const attn_tma_cfg_t *c, uint64_t bytes) {
+  return bytes <= arch->max_lds_per_block && (uint64_t)attn_tma_minb(c) * (bytes + 1024) <= arch->lds_per_cu;
+}
+
+/* Q buffers: two (the next work tile's Q loads while this one finishes) where they fit beside
+ * the ring, else one; one at wg 3, whose producer's 32 registers do not hold the buffer index
+ * (ptxas 13.0 spills 8-20 bytes). Decided by the configuration alone, so kernel and launch
+ * agree. */
+static int attn_tma_qbuf(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const attn_tma_cfg_t *c) {
+  return c->wgs < 3 && attn_tma_fits(arch, c, attn_tma_smem_q(key, c, 2)) ? 2 : 1;
+}
+
+static uint32_t attn_tma_smem(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const attn_tma_cfg_t *c) {
+  return attn_tma_smem_q(key, c, attn_tma_qbuf(arch, key, c));
+}
+
+/* setmaxnreg budgets: the entry budget 65536 / (threads x minb) split so that the block's
+ * pool is not exceeded: 128 producer x P + 128 wg x C <= threads x entry. */
+static int attn_tma_consumer_regs(const attn_tma_cfg_t *c) { return c->wgs == 1 ? 216 : c->wgs == 2 ? 232 : 160; }
+static int attn_tma_producer_regs(const attn_tma_cfg_t *c) { return c->wgs == 3 ? 32 : 40; }
+
+static int attn_tma_legal(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const attn_tma_cfg_t *c) {
+  if (c->wgs < 1 || c->wgs > 3 || (c->bkv != 64 && c->bkv != 128 && c->bkv != 192) || c->stages < 2 ||
+      c->stages > 6 || (c->pp != 0 && c->pp != 1) || (c->ov != 0 && c->ov != 1) ||
+      (c->persistent != 0 && c->persistent != 1) || (c->pp && c->wgs < 2))
+    return 0;
+  const int regs = key->head_dim / 2 + c->bkv / 2 + c->bkv / 4 + ATTN_TMA_REGS_OVERHEAD;
+  return regs <= attn_tma_consumer_regs(c) && attn_tma_fits(arch, c, attn_tma_smem_q(key, c, 1));
+}
+
+static int attn_tma_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params,
+                          attn_tma_cfg_t *out) {
+  int v[6];
+  if (hkc_tune_params_parse(params, k_attn_tma_names, 6, v) != 0) return -1;
+  const attn_tma_cfg_t c = {.wgs = v[0], .bkv = v[1], .stages = v[2], .pp = v[3], .ov = v[4], .persistent = v[5]};
+  if (!attn_tma_legal(arch, key, &c)) return -1;
+  *out = c;
+  return 0;
+}
+
+static attn_tma_cfg_t attn_tma_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  attn_tma_cfg_t c = k_attn_tma_default;
+  const char *params = tuned_params("attention_tma", key);
+  if (params && params[0]) (void)attn_tma_parse(arch, key, params, &c);
+  return c;
+}
+
+/* Model figures (hkc_model_estimate_attention, compiler/tune/tune_model.c): bm = BQ, bn =
+ * BKV, bk = dh. Efficiency (fraction of the SM's matrix peak on long, unmasked rows), not
+ * measured yet: FlashAttention-3 reports 0.61-0.75 of the H100's peak at head dim 128 and
+ * 0.50-0.55 at 64 (its paper, forward, seq 4k-16k); ours starts lower -- 0.55 / 0.45 for
+ * the full schedule, less without ping-pong or overlap, less for 64-key tiles (twice the
+ * softmax bookkeeping per FLOP) -- until bench/attn_device.sh measures them. */
+static double attn_tma_efficiency(const hkc_kernel_key_t *key, const attn_tma_cfg_t *c) {
+  double e = key->head_dim == 128 ? 0.55 : 0.45;
+  if (!c->pp) e *= 0.85;
+  if (!c->ov) e *= 0.85;
+  if (c->bkv == 64) e *= 0.9;
+  return e;
+}
+
+static void attn_tma_tile(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const attn_tma_cfg_t *c,
+                          hkc_tile_cfg_t *t) {
+  memset(t, 0, sizeof *t);
+  snprintf(t->variant, sizeof t->variant, "attention_tma");
+  snprintf(t->tune, sizeof t->tune, "wg=%d,kv=%d,st=%d,pp=%d,ov=%d,p=%d", c->wgs, c->bkv, c->stages, c->pp, c->ov,
+           c->persistent);
+  t->bm = 64 * c->wgs;
+  t->bn = c->bkv;
+  t->bk = key->head_dim;
+  t->threads = 128 * (1 + c->wgs);
+  t->inflight = c->stages - 1;
+  t->persistent = c->persistent;
+  t->shared_bytes = attn_tma_smem(arch, key, c);
+  t->regs = (uint32_t)(65536 / (t->threads * attn_tma_minb(c)) / 8 * 8); /* the entry budget ptxas reports */
+  t->efficiency = attn_tma_efficiency(key, c);
+  t->is_default = memcmp(c, &k_attn_tma_default, sizeof *c) == 0;
+}
+
+static int attn_tma_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params,
+                               hkc_tile_cfg_t *out) {
+  attn_tma_cfg_t c = k_attn_tma_default;
+  if (params && params[0] && attn_tma_parse(arch, key, params, &c) != 0) return -1;
+  if (!attn_tma_legal(arch, key, &c)) return -1;
+  attn_tma_tile(arch, key, &c, out);
+  return 0;
+}
+
+/* The space (default first): 128-row tiles (wg 2) and 192-row tiles (wg 3) with ping-pong
+ * and overlap, 64-row tiles (wg 1, two blocks per SM: short sequences, small batches) with
+ * overlap; 64/128/192 keys; 2 or 3 ring slots; persistent or one block per tile. What does
+ * not fit (registers, shared memory) drops out. The simpler schedules (pp 0 / ov 0) are for
+ * the kernel option only. */
+static int attn_tma_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max) {
+  static const int wgs[] = {2, 3, 1}, bkvs[] = {128, 64, 192};
+  int n = 0;
+  if (max > 0 && attn_tma_tune_parse(arch, key, "", &out[0]) == 0) n = 1;
+  for (size_t w = 0; w < 3; w++)
+    for (size_t b = 0; b < 3; b++)
+      for (int st = 2; st <= 3; st++)
+        for (int p = 1; p >= 0; p--) {
+          const attn_tma_cfg_t c = {.wgs = wgs[w], .bkv = bkvs[b], .stages = st, .pp = wgs[w] >= 2, .ov = 1,
+                                    .persistent = p};
+          if (!attn_tma_legal(arch, key, &c) || n >= max) continue;
+          attn_tma_tile(arch, key, &c, &out[n]);
+          if (!out[n].is_default) n++;
+        }
+  return n;
+}
+
+static int attn_tma_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  /* TMA (cp.async.bulk.tensor), wgmma and setmaxnreg: sm_90a only (the loader builds the
+   * tensor maps on CUDA only). align 8: every row stride and column offset a multiple of 8
+   * elements -- the maps' 16-byte stride rule -- and 16-byte-aligned tensors. */
+  if (arch->kind != HK_TARGET_CUDA || arch->matrix != HKC_MATRIX_WGMMA) return 0;
+  if (key->op != HK_OP_ATTENTION || (key->dtype != HK_DTYPE_F16 && key->dtype != HK_DTYPE_BF16)) return 0;
+  if (key->align != 8 || (key->head_dim != 64 && key->head_dim != 128)) return 0;
+  const attn_tma_cfg_t c = attn_tma_cfg(arch, key);
+  return attn_tma_legal(arch, key, &c);
+}
+
+static void attn_tma_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
+  const attn_tma_cfg_t c = attn_tma_cfg(arch, key);
+  const char *ty = key->dtype == HK_DTYPE_BF16 ? "bf16" : "f16";
+  const size_t len = strlen(out);
+  snprintf(out + len, size > len ? size - len : 0,
+           "#define HK_THREADS %d\n#define HK_AT_WGS %d\n#define HK_ATTN_BQ %d\n#define HK_ATTN_BKV %d\n"
+           "#define HK_AT_STAGES %d\n#define HK_AT_PP %d\n#define HK_AT_OV %d\n#define HK_ATTN_MINB %d\n"
+           "#define HK_AT_QBUF %d\n#define HK_DH %d\n#define HK_ATTN_BF16 %d\n#define HK_ATTN_SMEM %u\n"
+           "#define HK_AT_PRODUCER_REGS %d\n#define HK_AT_CONSUMER_REGS %d\n"
+           "#define HK_AT_S hk_wgmma_m64n%dk16_%s\n#define HK_AT_O hk_wgmma_rs_m64n%dk16_%s\n",
+           128 * (1 + c.wgs), c.wgs, 64 * c.wgs, c.bkv, c.stages, c.pp, c.ov, attn_tma_minb(&c),
+           attn_tma_qbuf(arch, key, &c), key->head_dim, key->dtype == HK_DTYPE_BF16 ? 1 : 0,
+           attn_tma_smem(arch, key, &c), attn_tma_producer_regs(&c),
+           attn_tma_consumer_regs(&c), c.bkv, ty, key->head_dim, ty);
+}
+
+/* Work tiles = batch x heads x ceil(seq_q / BQ); persistent: at most SMs x blocks per SM
+ * (the kernel strides over the rest), else one block per tile (clamped to 2^31 - 1). */
+static void attn_tma_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
+                            uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
+  const attn_tma_cfg_t c = attn_tma_cfg(arch, key);
+  int64_t blocks = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_BATCH) *
+                   hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_HEADS) *
+                   hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_SEQ_Q), 64 * c.wgs);
+  const int64_t resident = (int64_t)arch->compute_units * attn_tma_minb(&c);
+  if (c.persistent && resident > 0 && blocks > resident) blocks = resident;
+  hkc_variant_launch_1d(blocks, (uint32_t)(128 * (1 + c.wgs)), attn_tma_smem(arch, key, &c), out_grid, out_block,
+                        out_shared);
+}
+
+/* The three tensor maps after the attention ABI: q with a 64 x BQ box, k and v with 64 x BKV
+ * boxes, 128-byte swizzle (each box is one 64-column panel of a tile). */
+static uint32_t attn_tma_launch_args(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_arg_t *args,
+                                     uint32_t n_args, uint32_t max_args) {
+  const attn_tma_cfg_t c = attn_tma_cfg(arch, key);
+  if (n_args != HKC_ATTENTION_N_ARGS || n_args + 3 > max_args) return n_args; /* not the ABI: codegen reports */
+  args[n_args++] = hkc_variant_arg_tmap(args[HKC_ATTENTION_ARG_Q].i, 64, (uint32_t)(64 * c.wgs), HK_TMAP_SWIZZLE_128B);
+  args[n_args++] = hkc_variant_arg_tmap(args[HKC_ATTENTION_ARG_K].i, 64, (uint32_t)c.bkv, HK_TMAP_SWIZZLE_128B);
+  args[n_args++] = hkc_variant_arg_tmap(args[HKC_ATTENTION_ARG_V].i, 64, (uint32_t)c.bkv, HK_TMAP_SWIZZLE_128B);
+  return n_args;
+}
+
+const hkc_variant_t hkc_variant_attention_tma = {
+    .name = "attention_tma",
+    .template_path = "gpu/attention_tma.hip",
+    .includes = attn_wg_includes,
+    .applies = attn_tma_applies,
+    .defines = attn_tma_defines,
+    .launch = attn_tma_launch,
+    .launch_args = attn_tma_launch_args,
+    .pdl = 1, /* every thread executes griddepcontrol.wait after the prologue, before any global access */
+    .tune_space = attn_tma_tune_space,
+    .tune_parse = attn_tma_tune_parse,
+    .params = k_attn_tma_names,
+    .n_params = 6,
+    .rules = "wg (consumer warpgroups) 1..3; kv 64, 128 or 192; st 2..6; pp 0 or 1 (1 needs wg >= 2); ov 0 or 1; "
+             "p 0 or 1; head_dim/2 + kv/2 + kv/4 + 32 registers within the consumers' budget (232 at wg 2, 160 at "
+             "wg 3, 216 at wg 1); 64 wg head_dim 2 + st kv head_dim 4 + barriers + 1 KiB of shared memory within the "
+             "block limit (wg 1: two blocks per SM)",
+};

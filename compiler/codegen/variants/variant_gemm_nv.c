@@ -129,7 +129,8 @@ static int mma_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
 /* Tiles 64..256 on each side, warp tiles 32x32 .. 64x64 (4 or 8 warps), 3 or 4 stages; then
  * split-K 2, 4 and 8 on the three tiles that suit small M (64 x 64, 64 x 128 and the default
  * 128 x 128 with 4 warps' 64 x 64 or 8 warps' 64 x 32 tiles): 9 more candidates, not a
- * copy of the space per sk, so that `hkc tune` measures about 40 gemm_mma candidates. */
+ * copy of the space per sk, so that `hkc tune` measures about 40 gemm_mma candidates. The
+ * split ones are opt-in: tune.c drops them unless gemm_split=on (hkc_kernel_options_allow_cfg). */
 static int mma_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max) {
   static const int sides[] = {64, 128, 256}, warp_tiles[][2] = {{64, 32}, {32, 64}, {64, 64}, {32, 32}};
   static const gemm_cfg_t split_tiles[] = {
@@ -503,37 +504,46 @@ const hkc_variant_t hkc_variant_gemm_wgmma_ws = {
  * TMA loads (tensor maps built by libhkrt: pack argument kind TMAP), 384 threads = a
  * producer warpgroup (one thread issues the copies; setmaxnreg 40) + 2 consumer warpgroups
  * (setmaxnreg 232), persistent grid (min(tiles, SMs)) in grouped raster order.
- * params "pp=P,mw=W,bn=B,st=S,sk=K": P 0 cooperative (both consumers on one 128 W x B tile) or
- * 1 ping-pong (consumers on alternate 64 W x B tiles, one's epilogue under the other's
- * MMAs); W 1 or 2 m64 blocks per consumer; B the wgmma N (64, 96, 128, 192, 256; 96 only
- * for trans_b, whose B tile is one K-major box) with W B <= 256
- * (at most 128 accumulators per thread); S ring slots; K split K ways over a cluster of K
- * blocks per tile (K > 1: one tile per cluster, no persistence; W B <= 128). Optional last
- * parameter ",skm=T" (written only when T > 0, so that configurations without it keep the
- * strings -- and kernel names, tuning database entries -- they had before it): stream-K, each
- * block of the persistent grid taking a near-equal range of the tiles' k tiles, at least T of
- * them (templates/gpu/gemm_streamk.h; sk 1, cm 1, no dual gemm). Shared memory: S slots of
- * (rows + B) x 128 bytes (rows = 128 W cooperative, 64 W ping-pong) + 16 KiB epilogue
- * staging + barriers (+ 8 bytes of stream-K flags) + 1 KiB for aligning the base. Kernel
- * option gemm_tma=off turns it off (sm_90a keys then get gemm_wgmma_ws). */
+ * params "pp=P,mw=W,bn=B,st=S,sk=K,cm=C,ts=T[,skm=R]": P 0 cooperative (both consumers on one
+ * 128 W x B tile) or 1 ping-pong (consumers on alternate 64 W x B tiles, one's epilogue under
+ * the other's MMAs); W 1 or 2 m64 blocks per consumer; B the wgmma N (64, 96, 128, 192, 256;
+ * 96 only for trans_b, whose B tile is one K-major box) with W B <= 256 (at most 128
+ * accumulators per thread); S ring slots; K split K ways over a cluster of K blocks per tile
+ * (K > 1: one tile per cluster, no persistence; W B <= 128); C 2: multicast pairs; T 1: C
+ * leaves by TMA stores. Optional last parameter ",skm=R" (written only when R > 0, so that
+ * configurations without it keep the strings -- and kernel names, tuning database entries --
+ * they had before it): stream-K, each block of the persistent grid taking a near-equal range
+ * of the tiles' k tiles, at least R of them (templates/gpu/gemm_streamk.h; sk 1, cm 1, no dual
+ * gemm; opt-in, kernel option gemm_split). Shared memory: S slots of (rows + B) x 128 bytes
+ * (rows = 128 W cooperative, 64 W ping-pong) + 16 KiB epilogue staging (+ 16 KiB of output
+ * buffers, T 1) + barriers (+ 8 bytes of stream-K flags) + 1 KiB for aligning the base.
+ * Kernel option gemm_tma=off turns it off (sm_90a keys then get gemm_wgmma_ws). */
 typedef struct tma_cfg {
-  int pingpong, mw, bn, stages, splitk, cm, streamk;
+  int pingpong, mw, bn, stages, splitk, cm, tma_store, streamk;
 } tma_cfg_t;
 
-static const char *const k_tma_names[] = {"pp", "mw", "bn", "st", "sk", "cm", "skm"};
-#define TMA_NAMES_NO_SKM 6 /* the string without skm */
+/* ts (TMA store of C) and skm (stream-K) came last, in that order. ts is always written; a
+ * string without it (tuning databases written before it) means ts=0. skm is optional
+ * (variant.h, n_required_params): written only when > 0, absent means 0; a string with skm
+ * but no ts (written by the split-K branch before ts existed) parses too. */
+static const char *const k_tma_names[] = {"pp", "mw", "bn", "st", "sk", "cm", "ts", "skm"};
+static const char *const k_tma_names_no_ts[] = {"pp", "mw", "bn", "st", "sk", "cm", "skm"};
+#define TMA_N_PARAMS 8
+#define TMA_N_REQUIRED 7   /* the string without skm */
 #define TMA_MAX_STREAMK 64 /* k tiles per block: past a tile's worth or so stream-K is data-parallel */
 static const tma_cfg_t k_tma_default = {
-    .pingpong = 0, .mw = 1, .bn = 256, .stages = 4, .splitk = 1, .cm = 1, .streamk = 0};
+    .pingpong = 0, .mw = 1, .bn = 256, .stages = 4, .splitk = 1, .cm = 1, .tma_store = 0, .streamk = 0};
 
 static int tma_rows(const tma_cfg_t *c) { return (2 - c->pingpong) * 64 * c->mw; }
 
 /* B tiles per ring slot: 2 for a dual gemm (B and B2). */
 static int tma_nb(const hkc_kernel_key_t *key) { return key->dual ? 2 : 1; }
 
+/* The ring, the f32 staging E, the output buffers of the TMA store, the barriers, and 1 KiB
+ * for aligning the base (templates/gpu/gemm_tma.hip, "Shared memory"). */
 static uint32_t tma_shared(const hkc_kernel_key_t *key, const tma_cfg_t *c) {
-  return (uint32_t)(c->stages * (tma_rows(c) + tma_nb(key) * c->bn) * 128 + 2 * 64 * 32 * 4 + 8 * (2 * c->stages + 2) +
-                    (c->streamk ? 8 : 0) + 1024);
+  return (uint32_t)(c->stages * (tma_rows(c) + tma_nb(key) * c->bn) * 128 + 2 * 64 * 32 * 4 +
+                    c->tma_store * 4 * 64 * 32 * 2 + 8 * (2 * c->stages + 2) + (c->streamk ? 8 : 0) + 1024);
 }
 
 /* The default: 128 x 256 cooperative, 4 stages; a dual gemm (two accumulator sets) 128 x 128. */
@@ -556,17 +566,23 @@ static int tma_legal(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, co
          (c->bn == 64 || c->bn == 96 || c->bn == 128 || c->bn == 192 || c->bn == 256) &&
          (c->bn % 64 == 0 || key->trans_b) && c->mw * c->bn <= 256 && c->stages >= 2 && c->stages <= 16 &&
          c->splitk >= 1 && c->splitk <= 8 && (c->splitk == 1 || (ring >= partial && c->mw * c->bn <= 128)) &&
-         (c->cm == 1 || (c->cm == 2 && c->splitk == 1)) &&
+         (c->cm == 1 || (c->cm == 2 && c->splitk == 1)) && (c->tma_store == 0 || c->tma_store == 1) &&
          tma_shared(key, c) <= arch->max_lds_per_block;
 }
 
 static int tma_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params, tma_cfg_t *out) {
-  int v[7] = {0, 0, 0, 0, 0, 0, 0};
-  if (hkc_tune_params_parse(params, k_tma_names, 7, v) != 0 &&
-      hkc_tune_params_parse(params, k_tma_names, TMA_NAMES_NO_SKM, v) != 0)
-    return -1;
+  int v[TMA_N_PARAMS] = {0};
+  if (hkc_tune_params_parse(params, k_tma_names, TMA_N_PARAMS, v) != 0 &&
+      hkc_tune_params_parse(params, k_tma_names, TMA_N_REQUIRED, v) != 0 &&     /* without skm: 0 */
+      hkc_tune_params_parse(params, k_tma_names, TMA_N_REQUIRED - 1, v) != 0) { /* without ts either */
+    int w[TMA_N_PARAMS - 1] = {0}; /* skm without ts */
+    if (hkc_tune_params_parse(params, k_tma_names_no_ts, TMA_N_PARAMS - 1, w) != 0) return -1;
+    memcpy(v, w, 6 * sizeof w[0]);
+    v[6] = 0;
+    v[7] = w[6];
+  }
   const tma_cfg_t c = {.pingpong = v[0], .mw = v[1], .bn = v[2], .stages = v[3], .splitk = v[4], .cm = v[5],
-                       .streamk = v[6]};
+                       .tma_store = v[6], .streamk = v[7]};
   if (!tma_legal(arch, key, &c)) return -1;
   *out = c;
   return 0;
@@ -588,8 +604,8 @@ static tma_cfg_t tma_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
 static void tma_tile(const hkc_kernel_key_t *key, const tma_cfg_t *c, hkc_tile_cfg_t *t) {
   memset(t, 0, sizeof *t);
   snprintf(t->variant, sizeof t->variant, "gemm_tma");
-  const int len = snprintf(t->tune, sizeof t->tune, "pp=%d,mw=%d,bn=%d,st=%d,sk=%d,cm=%d", c->pingpong, c->mw, c->bn,
-                           c->stages, c->splitk, c->cm);
+  const int len = snprintf(t->tune, sizeof t->tune, "pp=%d,mw=%d,bn=%d,st=%d,sk=%d,cm=%d,ts=%d", c->pingpong, c->mw,
+                           c->bn, c->stages, c->splitk, c->cm, c->tma_store);
   if (c->streamk && len > 0) snprintf(t->tune + len, sizeof t->tune - (size_t)len, ",skm=%d", c->streamk);
   t->bm = tma_rows(c);
   t->bn = c->bn;
@@ -614,36 +630,37 @@ static int tma_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
   return 0;
 }
 
-/* The space (about 40, default first): the tile shapes that won somewhere on the H200
+/* The space (about 55, default first): the tile shapes that won somewhere on the H200
  * (docs/BENCHMARKS.md, GEMM issue) with the ring depths that matter -- deep rings for the
  * narrow tiles, whose k loops are latency-bound on short K -- split-K 2/4/8 for the narrow
  * ping-pong tiles and 128 x 128 (small M, long K), multicast pairs (cm 2) for a few
- * persistent shapes. Entries illegal for the key (bn 96 without trans_b) drop out. */
+ * persistent shapes, TMA stores of C on the wide ones, stream-K on six tiles. Entries illegal
+ * for the key (bn 96 without trans_b) drop out. */
 static int tma_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max) {
   static const tma_cfg_t space[] = {
       /* cooperative */
-      {0, 1, 256, 3, 1, 1, 0}, {0, 1, 192, 4, 1, 1, 0}, {0, 1, 128, 5, 1, 1, 0}, {0, 1, 128, 6, 1, 1, 0},
-      {0, 2, 128, 4, 1, 1, 0},
-      {0, 1, 128, 5, 2, 1, 0}, {0, 1, 128, 5, 4, 1, 0}, {0, 1, 96, 6, 1, 1, 0}, {0, 1, 256, 4, 1, 2, 0},
-      {0, 1, 192, 4, 1, 2, 0},
+      {0, 1, 256, 3, 1, 1, 0, 0}, {0, 1, 192, 4, 1, 1, 0, 0}, {0, 1, 128, 5, 1, 1, 0, 0}, {0, 1, 128, 6, 1, 1, 0, 0},
+      {0, 2, 128, 4, 1, 1, 0, 0}, {0, 1, 128, 5, 2, 1, 0, 0}, {0, 1, 128, 5, 4, 1, 0, 0}, {0, 1, 96, 6, 1, 1, 0, 0},
+      {0, 1, 256, 4, 1, 2, 0, 0}, {0, 1, 192, 4, 1, 2, 0, 0},
       /* ping-pong */
-      {1, 1, 256, 5, 1, 1, 0}, {1, 1, 192, 5, 1, 1, 0}, {1, 1, 128, 7, 1, 1, 0}, {1, 1, 128, 10, 1, 1, 0},
-      {1, 2, 128, 6, 1, 1, 0},
-      {1, 1, 96, 6, 1, 1, 0}, {1, 1, 96, 10, 1, 1, 0}, {1, 2, 96, 6, 1, 1, 0}, {1, 1, 64, 8, 1, 1, 0},
-      {1, 1, 64, 12, 1, 1, 0},
-      {1, 2, 64, 8, 1, 1, 0}, {1, 1, 64, 8, 2, 1, 0}, {1, 1, 64, 8, 4, 1, 0}, {1, 1, 64, 8, 8, 1, 0},
-      {1, 1, 96, 6, 2, 1, 0},
-      {1, 1, 96, 6, 4, 1, 0}, {1, 1, 96, 6, 8, 1, 0}, {1, 1, 128, 6, 2, 1, 0}, {1, 1, 128, 6, 4, 1, 0},
-      {1, 1, 128, 7, 1, 2, 0},
-      {1, 1, 96, 10, 1, 2, 0}, {1, 1, 64, 8, 1, 2, 0}, {1, 1, 256, 5, 1, 2, 0},
+      {1, 1, 256, 5, 1, 1, 0, 0}, {1, 1, 192, 5, 1, 1, 0, 0}, {1, 1, 128, 7, 1, 1, 0, 0}, {1, 1, 128, 10, 1, 1, 0, 0},
+      {1, 2, 128, 6, 1, 1, 0, 0}, {1, 1, 96, 6, 1, 1, 0, 0}, {1, 1, 96, 10, 1, 1, 0, 0}, {1, 2, 96, 6, 1, 1, 0, 0},
+      {1, 1, 64, 8, 1, 1, 0, 0}, {1, 1, 64, 12, 1, 1, 0, 0}, {1, 2, 64, 8, 1, 1, 0, 0}, {1, 1, 64, 8, 2, 1, 0, 0},
+      {1, 1, 64, 8, 4, 1, 0, 0}, {1, 1, 64, 8, 8, 1, 0, 0}, {1, 1, 96, 6, 2, 1, 0, 0}, {1, 1, 96, 6, 4, 1, 0, 0},
+      {1, 1, 96, 6, 8, 1, 0, 0}, {1, 1, 128, 6, 2, 1, 0, 0}, {1, 1, 128, 6, 4, 1, 0, 0}, {1, 1, 128, 7, 1, 2, 0, 0},
+      {1, 1, 96, 10, 1, 2, 0, 0}, {1, 1, 64, 8, 1, 2, 0, 0}, {1, 1, 256, 5, 1, 2, 0, 0},
       /* shallow rings that fit a dual gemm's two B tiles (and serve plain keys as well) */
-      {0, 1, 128, 3, 1, 1, 0}, {0, 1, 128, 4, 1, 1, 0}, {1, 1, 128, 4, 1, 1, 0}, {1, 1, 128, 5, 1, 1, 0},
-      {0, 2, 64, 4, 1, 1, 0},
-      {1, 2, 64, 5, 1, 1, 0}, {0, 1, 64, 6, 1, 1, 0},
-      /* stream-K (tiles that do not fill the SMs evenly: small M, ragged last waves): tiles of
-       * 64 accumulators per thread that won above, at least 4 or 8 k tiles per block */
-      {0, 1, 128, 6, 1, 1, 4}, {0, 1, 128, 6, 1, 1, 8}, {1, 1, 128, 7, 1, 1, 4}, {1, 1, 128, 7, 1, 1, 8},
-      {1, 1, 64, 8, 1, 1, 4}, {0, 2, 64, 4, 1, 1, 4},
+      {0, 1, 128, 3, 1, 1, 0, 0}, {0, 1, 128, 4, 1, 1, 0, 0}, {1, 1, 128, 4, 1, 1, 0, 0}, {1, 1, 128, 5, 1, 1, 0, 0},
+      {0, 2, 64, 4, 1, 1, 0, 0}, {1, 2, 64, 5, 1, 1, 0, 0}, {0, 1, 64, 6, 1, 1, 0, 0},
+      /* C by TMA stores (ts 1; this machine's ptxas spills 8 bytes in the plain 4-stage bn 256
+       * ones, which the tuner then drops) */
+      {0, 1, 256, 3, 1, 1, 1, 0}, {0, 1, 256, 4, 1, 1, 1, 0}, {1, 1, 256, 3, 1, 1, 1, 0}, {1, 1, 256, 4, 1, 1, 1, 0},
+      {0, 1, 192, 3, 1, 1, 1, 0}, {0, 1, 128, 5, 1, 1, 1, 0}, {1, 1, 128, 7, 1, 1, 1, 0},
+      /* stream-K (skm, last; tiles that do not fill the SMs evenly: small M, ragged last waves):
+       * tiles of 64 accumulators per thread that won above, at least 4 or 8 k tiles per block.
+       * Opt-in: tune.c drops them unless gemm_split=on (hkc_kernel_options_allow_cfg). */
+      {0, 1, 128, 6, 1, 1, 0, 4}, {0, 1, 128, 6, 1, 1, 0, 8}, {1, 1, 128, 7, 1, 1, 0, 4}, {1, 1, 128, 7, 1, 1, 0, 8},
+      {1, 1, 64, 8, 1, 1, 0, 4}, {0, 2, 64, 4, 1, 1, 0, 4},
   };
   int n = 0;
   if (max > 0 && tma_tune_parse(arch, key, "", &out[0]) == 0) n = 1;
@@ -663,13 +680,24 @@ static void tma_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key,
   const tma_cfg_t c = tma_cfg(arch, key);
   size_t len = strlen(out);
   /* split-K's and stream-K's producers compute their k ranges: 56 registers (40 spill
-   * there), their consumers 224 (128 x 56 + 256 x 224 registers fit the SM's 64 Ki) */
+   * there), their consumers 224 (128 x 56 + 256 x 224 registers fit the SM's 64 Ki); their
+   * epilogues read each round's inputs in place (the reductions need the registers of the
+   * lookahead) */
+  const int split = c.splitk > 1 || c.streamk;
   snprintf(out + len, size > len ? size - len : 0,
            "#define HK_THREADS 384\n#define HK_PINGPONG %d\n#define HK_MW %d\n#define HK_TILE_N %d\n#define HK_SPLITK %d\n"
-           "#define HK_CM %d\n#define HK_STREAMK %d\n"
+           "#define HK_CM %d\n#define HK_STREAMK %d\n#define HK_TMA_STORE %d\n#define HK_EPI_LOOKAHEAD %d\n"
            "#define HK_STAGES %d\n#define HK_GROUP_M 8\n#define HK_PRODUCER_REGS %d\n#define HK_CONSUMER_REGS %d\n",
-           c.pingpong, c.mw, c.bn, c.splitk, c.cm, c.streamk, c.stages, c.splitk > 1 || c.streamk ? 56 : 40,
-           c.splitk > 1 || c.streamk ? 224 : 232);
+           c.pingpong, c.mw, c.bn, c.splitk, c.cm, c.streamk, c.tma_store, !split, c.stages, split ? 56 : 40,
+           split ? 224 : 232);
+  /* 16-bit C: the cheaper gelu / silu of common.h (rounding-accurate for f16/bf16). In the
+   * cooperative schedule the epilogue does not overlap the MMAs, and erff's form was most of
+   * it: 4096^3 bf16 with bias, gelu and residual took 26 us more than the plain GEMM's 182. */
+  if (key->dtype != HK_DTYPE_F32 && (key->act == HK_ACT_GELU || key->act == HK_ACT_SILU)) {
+    len = strlen(out);
+    snprintf(out + len, size > len ? size - len : 0, "#undef HK_ACT\n#define HK_ACT(x) %s(x)\n",
+             key->act == HK_ACT_GELU ? "hk_act_gelu16" : "hk_act_silu16");
+  }
   wgmma_macros(key, c.bn, out, size);
 }
 
@@ -721,12 +749,14 @@ static uint32_t tma_launch_args(const hkc_gpu_arch_t *arch, const hkc_kernel_key
                                 uint32_t n_args, uint32_t max_args) {
   const tma_cfg_t c = tma_cfg(arch, key);
   const uint32_t abi = key->dual ? HKC_GEMM_N_ARGS_DUAL : HKC_GEMM_N_ARGS;
-  if (n_args != abi || n_args + 2 + (uint32_t)key->dual > max_args) return n_args; /* not the ABI: codegen reports */
+  if (n_args != abi || n_args + 2 + (uint32_t)key->dual + (uint32_t)c.tma_store > max_args)
+    return n_args; /* not the ABI: codegen reports */
   const int64_t a = args[HKC_GEMM_ARG_A].i, b = args[HKC_GEMM_ARG_B].i;
   const uint32_t b_rows = key->trans_b ? (uint32_t)(c.bn / c.cm) : 64;
   args[n_args++] = hkc_variant_arg_tmap(a, 64, tma_rows(&c), HK_TMAP_SWIZZLE_128B);
   args[n_args++] = hkc_variant_arg_tmap(b, 64, b_rows, HK_TMAP_SWIZZLE_128B);
   if (key->dual) args[n_args++] = hkc_variant_arg_tmap(args[HKC_GEMM_ARG_B2].i, 64, b_rows, HK_TMAP_SWIZZLE_128B);
+  if (c.tma_store) args[n_args++] = hkc_variant_arg_tmap(args[HKC_GEMM_ARG_C].i, 32, 64, HK_TMAP_SWIZZLE_NONE);
   return n_args;
 }
 
@@ -748,12 +778,13 @@ const hkc_variant_t hkc_variant_gemm_tma = {
     .tune_space = tma_tune_space,
     .tune_parse = tma_tune_parse,
     .params = k_tma_names,
-    .n_params = 7,
-    .n_required_params = TMA_NAMES_NO_SKM,
+    .n_params = TMA_N_PARAMS,
+    .n_required_params = TMA_N_REQUIRED,
     .rules = "pp 0 or 1; mw 1 or 2; bn 64, 96 (trans_b only), 128, 192 or 256 with mw bn <= 256; st 2..16; sk 1..8; st (rows + bn) 128 "
              "bytes (rows = 128 mw for pp 0, 64 mw for pp 1) + 16 KiB epilogue + barriers + 1 KiB of shared memory "
              "within the block limit; sk > 1: mw bn <= 128 (the reduction's registers) and the ring holds rows x bn f32 "
              "partial sums; cm 1 or 2 (2: clusters of two blocks on adjacent row tiles sharing B by TMA multicast; sk 1); "
-             "skm 0..64 (> 0: stream-K, at least skm k tiles per block; sk 1, cm 1, mw bn <= 128); dual gemms: mw bn "
-             "<= 128, sk 1, cm 1, skm 0",
+             "dual gemms: mw bn <= 128, sk 1, cm 1, skm 0; ts 0 or 1 (1: C leaves by TMA stores through 16 KiB of "
+             "output buffers; 0 when absent); skm 0..64 (> 0: stream-K, at least skm k tiles per block; sk 1, cm 1, "
+             "mw bn <= 128; optional, 0 when absent)",
 };

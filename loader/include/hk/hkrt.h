@@ -3,7 +3,8 @@
  *
  * The one public header of the loader. Typical use:
  *
- *   hk_pack_t *pack;    hk_pack_open_file("model.hkpack", NULL, &pack);
+ *   hk_pack_open_options_t po = {.struct_size = sizeof po, .trusted_keys = &key, .trusted_key_count = 1};
+ *   hk_pack_t *pack;    hk_pack_open_file_ex("model.hkpack", &po, &pack);   (trust: see "packs" below)
  *   hk_session_t *s;    hk_session_create(pack, &(hk_session_options_t){.struct_size = sizeof(hk_session_options_t),
  *                                                                   .batch = 8}, &s);
  *   hk_session_bind(s, "x", x_ptr, x_bytes);     ... every input, output and param
@@ -26,13 +27,31 @@
  *  - fallible functions return HK_STATUS_INVALID_ARGUMENT for a NULL object or a NULL
  *    required pointer (paths, artifact bytes, names, bound data, out_* pointers), with
  *    the reason in hk_last_error(). NULL is allowed only where documented: the allocator
- *    (libc), hk_pack_select_target's `requested` and the options' `target` (best for this
+ *    (libc), the open options (defaults), the trusted key list when its count is 0, hk_pack_select_target's `requested` and the options' `target` (best for this
  *    machine), streams (the default stream), out_reason, and the buffers of a 0-byte
  *    hk_session_copy. On failure (of any kind) a non-NULL out_pack, out_session, out_name
  *    or out_ptr is set to NULL.
  *
  * Memory: pointers bound to a session live where the session's target runs
  * (host memory for the host target, device memory for GPU targets).
+ *
+ * Threads:
+ *  - A pack may be shared by any number of threads: opening, hk_pack_* accessors,
+ *    hk_pack_select_target and hk_session_create/destroy of different sessions may run
+ *    concurrently on one pack (its module cache is locked). hk_pack_destroy must come
+ *    after every session of the pack is destroyed and no other call on it is running.
+ *  - A session is used by one thread at a time (any thread, one after the other). The
+ *    calls that change or run a session -- hk_session_bind, _run, _set_batch, _profile,
+ *    _alloc, _copy and _synchronize -- detect a second thread inside one of them on the
+ *    same session and return HK_STATUS_BUSY at once (nothing done, the session's own error
+ *    message untouched, the detail in hk_last_error()) instead of racing or blocking.
+ *    Other calls on a session that another thread is using (accessors, hk_session_free,
+ *    hk_session_destroy) are the caller's race. Use one session per thread to run in
+ *    parallel: sessions of one pack share its loaded code and nothing else.
+ *  - hk_last_error() is per thread. hk_pack_error() returns this thread's copy of the
+ *    pack's last message (taken under the pack's lock), so concurrent failing calls on a
+ *    shared pack do not race on it; it is borrowed until this thread's next
+ *    hk_pack_error() call.
  */
 #ifndef HK_HKRT_H
 #define HK_HKRT_H
@@ -66,6 +85,10 @@ typedef enum hk_status {
   HK_STATUS_DRIVER = 9,              /* a driver/runtime call failed */
   HK_STATUS_FAILED_PRECONDITION = 10,/* e.g. run before every tensor is bound */
   HK_STATUS_INTERNAL = 11,
+  HK_STATUS_BUSY = 12,               /* another thread is inside a call on the same session
+                                        (see "Threads" above); nothing was done */
+  HK_STATUS_UNTRUSTED = 13,          /* the open options' trust policy refuses the artifact: a bad
+                                        signature, no trusted one where required (hk_pack_open_options_t) */
   HK_STATUS_COUNT_
 } hk_status_t;
 
@@ -153,20 +176,89 @@ typedef struct hk_session_options {
                                 what is in use */
 } hk_session_options_t;
 
+
 /* ---- status ---------------------------------------------------------------- */
 HK_API const char *hk_status_string(hk_status_t status);
 /* Detail of the last failure on this thread ("" if none). Borrowed until the next call. */
 HK_API const char *hk_last_error(void);
 
-/* ---- packs -------------------------------------------------------------------- */
-/* Maps the file and verifies all of it (sizes, offsets, counts, checksums) before
- * anything else reads it. Errors: IO, CORRUPT, UNSUPPORTED_VERSION, OUT_OF_MEMORY. */
+/* ---- packs: opening and trust ------------------------------------------------------------
+ * Opening a pack for code is executing it: a host target's code object is a shared object that
+ * runs in this process (its ELF constructors included) when a session of that target is
+ * created, and GPU code runs on the device with access to the process's device memory. A pack
+ * may carry an Ed25519 signature over every other byte of it (hkc sign, hkc build --sign;
+ * docs/FORMAT.md, "Signatures"). The policy, applied at open (UNTRUSTED names the reason):
+ *  - a signature that does not verify is always refused (a metadata-only open reports it);
+ *  - a pack with a host target is refused unless signed by one of trusted_keys, or
+ *    allow_unsigned_native_code is set;
+ *  - with require_signature, any pack not signed by one of trusted_keys is refused.
+ * "Signed by a trusted key" means: the signature verifies and its public key is byte-equal to
+ * one of trusted_keys. */
+#define HK_PUBLIC_KEY_BYTES 32 /* an Ed25519 public key */
+
+/* Options of hk_pack_open_file_ex / hk_pack_open_memory_ex. NULL options: every field zero.
+ * The struct grows at its end; struct_size tells the library which fields the caller knows:
+ * sizeof(hk_pack_open_options_t) or any size from the end of `reserved0` (the first layout)
+ * up to this header's sizeof; fields beyond it read as zero. Other sizes: INVALID_ARGUMENT. */
+typedef struct hk_pack_open_options {
+  uint32_t struct_size;              /* sizeof(hk_pack_open_options_t) */
+  uint32_t require_signature;        /* 1: refuse a pack that is not signed by a trusted key */
+  const hk_allocator_t *allocator;   /* NULL: libc */
+  const uint8_t (*trusted_keys)[HK_PUBLIC_KEY_BYTES]; /* trusted_key_count Ed25519 public keys
+                                        (hk_public_key_parse reads a KEY.pub); NULL: none, and
+                                        then trusted_key_count must be 0. Copied at open */
+  uint32_t trusted_key_count;
+  uint32_t allow_unsigned_native_code; /* 1: a pack with host code opens without a trusted
+                                        signature (a signature that does not verify is still
+                                        refused). 0 (default): refused, UNTRUSTED */
+  uint32_t metadata_only;            /* 1: for tools that read the pack and never run it
+                                        (hkc inspect): no trust rule but the signature's is
+                                        checked, an invalid signature is reported by
+                                        hk_pack_signature instead of refused, and
+                                        hk_session_create fails (FAILED_PRECONDITION): no code
+                                        is ever loaded */
+  uint32_t reserved0;                /* zero */
+  /* Limits, refusing a pack (CORRUPT, naming the limit) before the work they bound is done: a
+   * pack's records are checked once each, so verification time and memory follow the file's
+   * size and these limits (docs/FORMAT.md, "Verification"). 0: the default. */
+  uint32_t max_nodes;                /* kernel launches in all graphs together; 0: 4 Mi (the format's limit) */
+  uint32_t max_deps;                 /* dependency entries of all nodes together; 0: 64 Mi */
+  uint64_t max_code_bytes;           /* a target's decompressed code object; 0: 128 x its compressed size
+                                        + 1 MiB, and at most 1 GiB (the format's limit, never exceeded) */
+} hk_pack_open_options_t;
+
+/* Reads the whole file into memory the pack owns and verifies all of it (sizes, offsets,
+ * counts, checksums, the signature and the trust policy) before anything else reads it; the
+ * file is never read again (it may be replaced, truncated or deleted while the pack is open).
+ * Errors: IO, CORRUPT, UNSUPPORTED_VERSION, OUT_OF_MEMORY, UNTRUSTED, INVALID_ARGUMENT. */
+HK_API hk_status_t hk_pack_open_file_ex(const char *path, const hk_pack_open_options_t *options,
+                                        hk_pack_t **out_pack);
+/* Same over caller memory, which must outlive the pack and stay unchanged while it is open
+ * (it is not copied, unless it is not 8-byte aligned). */
+HK_API hk_status_t hk_pack_open_memory_ex(const void *data, size_t size, const hk_pack_open_options_t *options,
+                                          hk_pack_t **out_pack);
+/* hk_pack_open_file_ex / _memory_ex with default options but the allocator: no trusted key, so
+ * a pack with host code is refused (UNTRUSTED). */
 HK_API hk_status_t hk_pack_open_file(const char *path, const hk_allocator_t *allocator,
                                      hk_pack_t **out_pack);
-/* Same over caller memory, which must outlive the pack (it is not copied). */
 HK_API hk_status_t hk_pack_open_memory(const void *data, size_t size, const hk_allocator_t *allocator,
                                        hk_pack_t **out_pack);
+
+typedef enum hk_signature_state {
+  HK_SIGNATURE_NONE = 0,     /* the pack has no signature */
+  HK_SIGNATURE_VALID = 1,    /* it verifies, but its key is not one of the open's trusted keys */
+  HK_SIGNATURE_TRUSTED = 2,  /* it verifies and its key is trusted */
+  HK_SIGNATURE_INVALID = 3   /* it does not verify (only a metadata-only open keeps such a pack) */
+} hk_signature_state_t;
+/* The pack's signature as the open found it. *out_key_id (out_key_id may be NULL): the signing
+ * key's id, 16 lowercase hex digits (docs/FORMAT.md), "" when unsigned; borrowed from the pack.
+ * HK_SIGNATURE_NONE for a NULL pack. */
+HK_API hk_signature_state_t hk_pack_signature(const hk_pack_t *pack, const char **out_key_id);
+/* Parses the text of a public key file written by `hkc keygen` (KEY.pub: the line
+ * "hk-ed25519-public <64 hex digits>", then optional white space). Errors: INVALID_ARGUMENT. */
+HK_API hk_status_t hk_public_key_parse(const char *text, size_t size, uint8_t out_key[HK_PUBLIC_KEY_BYTES]);
 HK_API void hk_pack_destroy(hk_pack_t *pack);
+/* The pack's last failure message, as a copy owned by the calling thread (see "Threads"). */
 HK_API const char *hk_pack_error(const hk_pack_t *pack);
 
 HK_API const char *hk_pack_name(const hk_pack_t *pack);
@@ -180,7 +272,8 @@ HK_API hk_status_t hk_pack_select_target(hk_pack_t *pack, const char *requested,
 
 /* ---- sessions ----------------------------------------------------------------- */
 /* Loads the chosen target's code, allocates the workspace for options->batch.
- * Errors: NOT_FOUND (batch or target), NO_COMPATIBLE_TARGET, UNAVAILABLE, CORRUPT, DRIVER. */
+ * Errors: NOT_FOUND (batch or target), NO_COMPATIBLE_TARGET, UNAVAILABLE, CORRUPT, DRIVER,
+ * FAILED_PRECONDITION (the pack was opened metadata_only). */
 HK_API hk_status_t hk_session_create(hk_pack_t *pack, const hk_session_options_t *options,
                                      hk_session_t **out_session);
 HK_API void hk_session_destroy(hk_session_t *session);

@@ -53,9 +53,17 @@ extern "C" {
 #define HK_MAX_DEPS_PER_NODE 4096u
 #define HK_MAX_STRINGS_BYTES (16u << 20)
 #define HK_MAX_CODE_BYTES (1ull << 30) /* decompressed code object per target */
+#define HK_MAX_DEPS (1u << 26)         /* DEPS entries, all nodes: 16 per node of the largest pack */
 #define HK_MAX_NAME_LEN 255u           /* tensor, node, kernel and target names */
 #define HK_MAX_SEMAPHORES (1u << 24)   /* counters per graph (64 MiB): split GEMMs use one per
                                           output tile, and a model's GEMMs have far fewer */
+
+/* Default limits proportionate to the file (the open options may set others). A compressed
+ * code object may declare at most HK_CODE_RATIO_MAX times its stored size plus
+ * HK_CODE_SLACK_BYTES: hkc's code compresses 3-8x, so a small file cannot make the loader
+ * decompress a gigabyte before the content checksum fails. */
+#define HK_CODE_RATIO_MAX 128u
+#define HK_CODE_SLACK_BYTES (1ull << 20)
 
 typedef struct hk_pack_header {
   uint8_t magic[8];             /* HK_PACK_MAGIC */
@@ -87,6 +95,8 @@ typedef enum hk_section_kind {
   HK_SECTION_CODE = 12,      /* one code object per target (maybe compressed) */
   HK_SECTION_PLAN = 13,      /* optional: hk_plan_graph_rec_t[graph_count], then
                                 hk_plan_node_rec_t[node_count] (cost model, inspect --plan) */
+  HK_SECTION_SIGNATURE = 14, /* optional: one hk_signature_rec_t (hkc sign); any 1.x reader
+                                that predates it skips it as an unknown optional section */
 } hk_section_kind_t;
 
 #define HK_SECTION_FLAG_ZSTD 0x1u     /* payload is one zstd frame of raw_size bytes */
@@ -102,6 +112,27 @@ typedef struct hk_section {
   uint32_t target;     /* for CODE: index into TARGETS; else UINT32_MAX */
   uint32_t reserved;   /* zero */
 } hk_section_t;
+
+/* The SIGNATURE section (docs/FORMAT.md, "Signatures"): at most one, flags exactly OPTIONAL,
+ * stored uncompressed, target UINT32_MAX, exactly sizeof(hk_signature_rec_t) bytes. The
+ * signature is Ed25519 (RFC 8032) over HK_SIGNATURE_CONTEXT followed by the BLAKE2b-512 digest
+ * of the whole file in which these bytes read as zero: the header's table_checksum and
+ * header_checksum, the SIGNATURE entry's checksum in the section table, and the SIGNATURE
+ * payload. (They depend on the signature itself; every other byte is covered.) */
+#define HK_SIGNATURE_ED25519_BLAKE2B 1u   /* hk_signature_rec_t.algorithm */
+#define HK_SIGNATURE_CONTEXT "hkpack sig v1\0\0\0" /* 16 bytes, domain separation */
+#define HK_SIGNATURE_CONTEXT_SIZE 16u
+#define HK_SIGNATURE_DIGEST_SIZE 64u      /* BLAKE2b-512 */
+#define HK_KEY_ID_SIZE 8u                 /* first 8 bytes of BLAKE2b-256(public key) */
+
+typedef struct hk_signature_rec {
+  uint32_t algorithm;       /* HK_SIGNATURE_ED25519_BLAKE2B */
+  uint32_t reserved0;       /* zero */
+  uint8_t key_id[8];        /* HK_KEY_ID_SIZE bytes: identifies public_key (checked against it) */
+  uint8_t public_key[32];   /* the signer's Ed25519 public key */
+  uint8_t signature[64];    /* Ed25519 signature of context || digest */
+  uint8_t reserved[16];     /* zero */
+} hk_signature_rec_t;
 
 /* Element types, operations and roles. Pinned numbers: never renumber. */
 typedef enum hk_dtype { HK_DTYPE_F32 = 0, HK_DTYPE_F16 = 1, HK_DTYPE_BF16 = 2, HK_DTYPE_COUNT_ } hk_dtype_t;
@@ -348,6 +379,7 @@ typedef struct hk_plan_node_rec {
 /* Sizes are part of the format: a change here is a format change. */
 _Static_assert(sizeof(hk_pack_header_t) == 64, "header size");
 _Static_assert(sizeof(hk_section_t) == 48, "section entry size");
+_Static_assert(sizeof(hk_signature_rec_t) == 128, "signature record size");
 _Static_assert(sizeof(hk_manifest_t) == 160, "manifest size");
 _Static_assert(sizeof(hk_target_rec_t) == 32, "target record size");
 _Static_assert(sizeof(hk_kernel_rec_t) == 72, "kernel record size");

@@ -1,0 +1,146 @@
+/* The AMD GEMM kernels' arithmetic on the CPU: generated sources of gemm_mfma_pp (every tile
+ * width, both B layouts, f16, bf16 and gfx908's paired bf16 MFMAs, every epilogue piece) and
+ * of gemm_mfma, compiled with clang++ against tests/emu/amd_emu.h (a lane per coroutine,
+ * MFMA and the buffer / LDS-copy instructions emulated from the ISA documents' layouts) and
+ * run on odd shapes against a double-precision reference (tests/emu/amd_emu_gemm.cpp: C
+ * poisoned and guarded, reads outside A and B refused). Copies into LDS land either at once
+ * or only when the issuing lane waits for them, and each case runs with both, so the
+ * ping-pong schedule's barriers are exercised in both directions (a race shows only when an
+ * interleaving exposes it: this checks index arithmetic, layouts and the schedule's data
+ * flow, not timing; nothing here says anything about speed). Skipped, saying why, without
+ * clang++. The AMD builds of these kernels are checked statically in amd_variants_test. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "variant.h"
+#include "hkc.h"
+#include "test_util.h"
+
+static char *g_dir;
+
+static int setup(void **state) {
+  (void)state;
+  g_dir = hk_test_tmpdir();
+  return g_dir ? 0 : -1;
+}
+static int teardown(void **state) {
+  (void)state;
+  char cmd[4200], out[256];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+  hk_test_run(cmd, out, sizeof out);
+  free(g_dir);
+  return 0;
+}
+
+/* A GEMM case: key flags, the variant and tile it forces ("" = the variant's default), and a
+ * shape. */
+typedef struct emu_case {
+  const char *arch, *variant, *tune;
+  hk_dtype_t dtype;
+  int trans_b, bias, residual, mul;
+  hk_act_t act;
+  long long m, n, k;
+} emu_case_t;
+
+/* Writes the case's kernel source for the emulator: as hkc generates it, except that
+ * gemm_mfma_pp's barrier is the plain builtin (gfx90a's inline-assembly s_barrier is the same
+ * barrier; the host compiler cannot assemble it). The launch is the variant's. */
+static void write_source(const emu_case_t *c, const char *path, uint32_t *out_grid, uint32_t *out_threads) {
+  const hkc_gpu_arch_t *a = hk_test_arch(c->arch);
+  hkc_kernel_out_t k;
+  memset(&k, 0, sizeof k);
+  k.key = (hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = c->dtype, .act = c->act, .trans_b = c->trans_b,
+                             .has_bias = c->bias, .has_residual = c->residual, .has_mul = c->mul, .align = 8};
+  snprintf(k.key.variant, sizeof k.key.variant, "%s", c->variant);
+  snprintf(k.key.tune, sizeof k.key.tune, "%s", c->tune);
+  assert_string_equal(hkc_variant_for(a, &k.key)->name, c->variant);
+  hk_test_kernel_name(&k);
+  char *src = hkc_codegen_gpu(a, &k);
+  assert_non_null(src);
+  char *async = strstr(src, "#define HK_PP_ASYNC_BARRIER 1");
+  if (async) async[strlen("#define HK_PP_ASYNC_BARRIER ")] = '0';
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  assert_true(fputs(src, f) >= 0);
+  assert_int_equal(fclose(f), 0);
+  free(src);
+  hkc_arg_t args[8] = {{.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_TENSOR},
+                       {.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_I64, .i = c->m},
+                       {.kind = HK_ARG_I64, .i = c->n},            {.kind = HK_ARG_I64, .i = c->k}};
+  uint32_t grid[3], block[3], shared;
+  hkc_gpu_launch_dims(a, &k.key, args, 8, grid, block, &shared);
+  *out_grid = grid[0];
+  *out_threads = block[0];
+}
+
+/* Compiles and runs one case, both landing orders of the copies; fails on any mismatch. */
+static void emulate(const emu_case_t *c, int seed) {
+  char src[4200], exe[4200], cmd[18000], out[8192];
+  snprintf(src, sizeof src, "%s/k%d.hip", g_dir, seed);
+  snprintf(exe, sizeof exe, "%s/k%d", g_dir, seed);
+  uint32_t grid, threads;
+  write_source(c, src, &grid, &threads);
+  char emu_dir[4200]; /* hk_test_source_path's buffer is static */
+  snprintf(emu_dir, sizeof emu_dir, "%s", hk_test_source_path("tests/emu"));
+  snprintf(cmd, sizeof cmd, "clang++ -std=c++17 -O1 -w -I'%s' -DHK_EMU_SOURCE='\"%s\"' '%s/amd_emu_gemm.cpp' -o '%s'",
+           emu_dir, src, emu_dir, exe);
+  if (hk_test_run(cmd, out, sizeof out) != 0) fail_msg("%s\n%s", cmd, out);
+  /* fewer blocks than tiles where there are several: the grid-stride loop runs too */
+  const uint32_t blocks = grid > 2 ? grid / 2 + 1 : grid;
+  for (int late = 0; late <= 1; late++) {
+    snprintf(cmd, sizeof cmd, "'%s' %lld %lld %lld %u %u %d %d", exe, c->m, c->n, c->k, blocks, threads, seed, late);
+    const int rc = hk_test_run(cmd, out, sizeof out);
+    printf("[ info     ] %s %s %s: %s", c->arch, c->variant, c->tune[0] ? c->tune : "(default)", out);
+    if (rc != 0) fail_msg("%s: exit %d", cmd, rc);
+  }
+}
+
+static int have_clang(void) {
+  char out[512];
+  if (hk_test_run("clang++ --version", out, sizeof out) == 0) return 1;
+  printf("[ SKIP     ] clang++ not found: the AMD kernels are not emulated (%s)\n", out);
+  return 0;
+}
+
+/* gemm_mfma_pp: 8 waves, ping-pong, copies straight into swizzled LDS. Shapes cross tile
+ * edges in M, N and K (K % 32 != 0), one is smaller than a K step and an 8-column B. */
+static void test_pp(void **state) {
+  (void)state;
+  if (!have_clang()) skip();
+  static const emu_case_t cases[] = {
+      {"gfx90a", "gemm_mfma_pp", "", HK_DTYPE_F16, 1, 1, 1, 0, HK_ACT_GELU, 300, 264, 200},
+      {"gfx90a", "gemm_mfma_pp", "", HK_DTYPE_BF16, 0, 1, 0, 1, HK_ACT_SILU, 257, 392, 72},
+      {"gfx908", "gemm_mfma_pp", "", HK_DTYPE_BF16, 0, 0, 1, 0, HK_ACT_NONE, 130, 136, 40},
+      {"gfx908", "gemm_mfma_pp", "bm=128,bn=256,bk=32", HK_DTYPE_BF16, 1, 1, 0, 0, HK_ACT_RELU, 129, 520, 96},
+      {"gfx90a", "gemm_mfma_pp", "bm=128,bn=128,bk=64", HK_DTYPE_F16, 0, 1, 1, 1, HK_ACT_GELU_TANH, 1, 8, 8},
+      {"gfx90a", "gemm_mfma_pp", "bm=64,bn=128,bk=64", HK_DTYPE_BF16, 1, 0, 0, 0, HK_ACT_NONE, 65, 264, 136},
+      {"gfx90a", "gemm_mfma_pp", "bm=64,bn=256,bk=32", HK_DTYPE_F16, 0, 1, 0, 0, HK_ACT_NONE, 70, 300 / 8 * 8, 24},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 1);
+}
+
+/* gemm_mfma (4 waves, register-staged, padded LDS) on the same footing. */
+static void test_4wave(void **state) {
+  (void)state;
+  if (!have_clang()) skip();
+  static const emu_case_t cases[] = {
+      {"gfx90a", "gemm_mfma", "", HK_DTYPE_F16, 0, 1, 1, 0, HK_ACT_GELU, 300, 264, 200},
+      {"gfx908", "gemm_mfma", "bm=64,bn=256,bk=32", HK_DTYPE_BF16, 1, 0, 0, 1, HK_ACT_SILU, 70, 264, 40},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 101);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_pp),
+      cmocka_unit_test(test_4wave),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
