@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Stress check for AMD compiles in worker processes (docs/DESIGN.md, "Compile workers"):
 # N cold builds (--no-cache) of a multi-kernel spec for gfx90a,gfx1030 at -j2 and N at -j8,
 # each pack compared byte for byte with the -j1 build; then N runs of `hkc targets`, each

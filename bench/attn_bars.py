@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Attention on the H200 (issue 15): hkc's single-op attention packs against
 F.scaled_dot_product_attention, same run.
 
   python3 bench/attn_bars.py prepare [--only REGEX]                      # CPU machine (needs build-dev/hkc)
   python3 bench/attn_bars.py numerics [--only REGEX] [--out F.jsonl]     # H200 (build-dev carried)
   python3 bench/attn_bars.py timing [--only REGEX] [--out F.jsonl]       # H200
+  python3 bench/attn_bars.py db --from F.jsonl [--bad B.json] > x.db      # tuning entries from a timing run
 
 prepare writes build-dev/bench/attn/<case>.yaml (one attention node) and packs for sm_90a,
-one per tag (TAGS below): `default`: attention_tma (opt-in: attn_tma=on) in the model's
-configuration, attention_tma forced into each of its schedules (`simple`: pp=0,ov=0, the
+one per tag (TAGS below): `default`: the build's default (attention_tma in the model's
+configuration; the tuning database's where it has the shape), attention_tma forced into each of its schedules (`simple`: pp=0,ov=0, the
 bisecting baseline; `ov`: overlap only; `pp`: ping-pong only; `full`: both) and a few other
-configurations, and `old` (the build's default without attn_tma=on: attention_wgmma at dh 128,
-attention_mma at 64).
+configurations, and `old` (attn_tma=off: attention_wgmma at dh 128, attention_mma at 64).
 Pack file names: <case>__<tag>.hkpack; build-dev/bench/attn/tags.json maps tags to options.
 
 numerics, per numerics case and tag: random inputs (never zeros), the output poisoned with NaN,
@@ -92,8 +93,8 @@ SCHEDULES = {"simple": "pp=0,ov=0", "ov": "pp=0,ov=1", "pp": "pp=1,ov=0", "full"
 def tags_for(case):
     """The packs of a case: tag -> hkc build options."""
     dh, kind = case[7], case[10]
-    on = ["--kernel-option", "attn_tma=on"]  # attention_tma is opt-in until proven here
-    t = {"default": on, "old": []}
+    on = ["--kernel-option", "attn_tma=on"]  # attention_tma alone, in the configuration named
+    t = {"default": [], "old": ["--kernel-option", "attn_tma=off"]}
     for tag, sched in SCHEDULES.items():  # the default tile in each schedule: bisecting
         t[tag] = on + ["--kernel-option", "attn_tma_cfg=wg=2,kv=128,st=2,%s,p=1" % sched]
     t["np"] = on + ["--kernel-option", "attn_tma_cfg=wg=2,kv=128,st=2,pp=1,ov=1,p=0"]  # one block per work tile
@@ -104,7 +105,7 @@ def tags_for(case):
         t["kv192"] = on + ["--kernel-option", "attn_tma_cfg=wg=2,kv=192,st=2,pp=1,ov=1,p=1"]
         t["wg1kv128"] = on + ["--kernel-option", "attn_tma_cfg=wg=1,kv=128,st=2,pp=0,ov=1,p=1"]
     else:
-        t["st3"] = on + ["--kernel-option", "attn_tma_cfg=wg=2,kv=128,st=3,pp=1,ov=1,p=1"]
+        t["ovst3"] = on + ["--kernel-option", "attn_tma_cfg=wg=2,kv=128,st=3,pp=0,ov=1,p=1"]
         t["wg3"] = on + ["--kernel-option", "attn_tma_cfg=wg=3,kv=64,st=2,pp=1,ov=1,p=1"]
     if kind == "numerics":  # the schedules with other tiles too (they share the kernel's code paths)
         t["simple_wg3"] = on + ["--kernel-option", "attn_tma_cfg=wg=3,kv=64,st=2,pp=0,ov=0,p=1"]
@@ -417,9 +418,40 @@ def timing(args):
     return 0
 
 
+def tuning_db(args):
+    """Tuning-database entries (docs/TUNING.md format) from a timing run: per timing case, the
+    attention_tma tag that was fastest, when it beat the build's default by more than --margin
+    (noise between replays of one case is about 1-2%) and passed numerics (not in --bad)."""
+    bad = set(json.load(open(args.bad))) if args.bad and os.path.exists(args.bad) else set()  # tags that failed
+    rows = [json.loads(line) for line in open(getattr(args, "from"))]
+    cases = {c[0]: c for c in CASES}
+    out = []
+    for name in sorted({r["case"] for r in rows}):
+        rs = [r for r in rows if r["case"] == name and r.get("ok", True)]
+        default = next((r for r in rs if r["tag"] == "default"), None)
+        cands = [r for r in rs if r["kernel"] == "attention_tma" and r["tag"] not in bad and r.get("cfg")]
+        if not default or not cands or name not in cases:
+            continue
+        best = min(cands, key=lambda r: r["hkc_us"])
+        if best["cfg"] == default.get("cfg") or best["hkc_us"] * (1 + args.margin) >= default["hkc_us"]:
+            continue
+        _, dt, b, sq, skv, h, hkv, dh, causal, _, _ = cases[name]
+        sig = "attention %s b=%d h=%d kvh=%d sq=%d skv=%d d=%d%s" % (dt, b, h, hkv, sq, skv, dh, " causal" if causal else "")
+        out.append("sm_90a | 132 | %s | %s | attention_tma | %s | %.2f us" % (args.toolchain, sig, best["cfg"], best["hkc_us"]))
+    print("# hkc tuning database (docs/TUNING.md): attention_tma, from bench/attn_bars.py timing (%s)"
+          % os.path.basename(getattr(args, "from")))
+    print("# target | units | toolchain | signature | variant | params | time")
+    for line in out:
+        print(line)
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("mode", choices=["prepare", "numerics", "timing"])
+    p.add_argument("mode", choices=["prepare", "numerics", "timing", "db"])
+    p.add_argument("--from", help="db: the timing run's JSON lines")
+    p.add_argument("--margin", type=float, default=0.02, help="db: how much faster than the default a tag must be")
+    p.add_argument("--toolchain", default="nvrtc 13.0", help="db: the toolchain field (hkc's nvrtc on both machines)")
     p.add_argument("--only", help="regex over case names")
     p.add_argument("--build-flags", default="--tuning-db specs/tuning/h200.db", help="prepare: extra hkc build flags")
     p.add_argument("--out", help="append JSON lines here")
@@ -432,6 +464,8 @@ def main():
     if args.mode == "prepare":
         prepare(args)
         return 0
+    if args.mode == "db":
+        return tuning_db(args)
     return numerics(args) if args.mode == "numerics" else timing(args)
 
 

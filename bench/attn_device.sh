@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Issue 15's device call (H200; build-dev carried, prepared by bench/attn_prepare.sh), under 8
 # minutes:
 #   1. attention numerics of every pack of bench/attn_bars.py (attention_tma in each schedule --
@@ -50,7 +51,7 @@ grep -qx default <<<"${skip//,/$'\n'}" || for s in tests/specs/op_attention.yaml
   specs/bert_layer.yaml specs/llama_block.yaml; do
   n=$(basename "$s" .yaml)
   echo "== $n" >> "$out/check.log"
-  timeout -s KILL 60 python3 tests/device/check.py build-dev/hkc "$s" "build-dev/packs-attn/$n.hkpack" "/tmp/attn-check-$n" \
+  timeout -s KILL 200 python3 tests/device/check.py build-dev/hkc "$s" "build-dev/packs-attn/$n.hkpack" "/tmp/attn-check-$n" \
     --gpu-target sm_90a >> "$out/check.log" 2>&1 || { rc=1; echo "check $n: FAILED or timed out" >> "$out/check.log"; }
 done
 echo "harness: $(grep -c '^ok' "$out/check.log") ok, $(grep -c 'FAIL' "$out/check.log") FAIL ($(( $(date +%s) - start )) s)"
@@ -70,12 +71,15 @@ for attempt in 1 2 3; do
 done
 sed -n '/^case .*best tag/,$p' "$out/bars.log"
 
-# 4. ncu on two bar cases' default packs, if time is left
-for c in bar_s4096_d128_causal bar_s1024_d64_full; do
+# 4. ncu on three bar cases' default packs, if time is left: the sections, then the stall
+#    reasons (warps stalled per issued instruction, by reason)
+for c in bar_s4096_d128_full bar_s4096_d64_full bert_b128; do
   [ "$(left)" -gt 60 ] || break
   timeout -s KILL 50 /usr/local/cuda/bin/ncu --clock-control none --section SpeedOfLight --section Occupancy \
-    --section WarpStateStats --section SchedulerStats --section LaunchStats --launch-count 1 \
-    build-dev/hkc run --allow-unsigned-native "build-dev/bench/attn/${c}__default.hkpack" --batch 1 --runs 1 --warmup 0 >> "$out/ncu.txt" 2>&1 || true
+    --section WarpStateStats --section SchedulerStats --section LaunchStats \
+    --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,smsp__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active \
+    --launch-count 1 \
+    build-dev/hkc run "build-dev/bench/attn/${c}__default.hkpack" --batch 1 --runs 1 --warmup 0 >> "$out/ncu.txt" 2>&1 || true
 done
 echo "attn_device: $(( $(date +%s) - start )) s, exit $rc"
 exit $rc

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Discrete simulation of attention_tma's barrier protocol (templates/gpu/attention_tma.hip):
 the producer warp and WGS consumer warpgroups as generators that follow the kernel's order of
 mbarrier waits/arrivals, TMA copies (landing at once) and named-barrier syncs/arrivals (one unit

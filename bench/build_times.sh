@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # hkc build times (issue 8), on the machine it runs on (the 2-core CPU machine; the GPU
 # machine's CPUs too, from bench/peers_device.sh): for each spec and target, all batch
 # buckets,

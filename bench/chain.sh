@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Writes a spec of N chained tiny element-wise kernels (launch-bound by design).
 # usage: bench/chain.sh N OUT.yaml
 n=${1:-200}; out=${2:-/dev/stdout}

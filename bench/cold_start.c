@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Cold start of a pack in a fresh process, as an application sees it.
  *

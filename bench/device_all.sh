@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Everything the GPU machine proves, in one call (run from the repository root after
 # tests/device/prepare.sh and bench/ops_prepare.sh on the CPU machine):
 #   1. the numerics harness on sm_90 and on sm_90a (every spec and op vs PyTorch)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One device call for the fusion / batch-bucket issue (after tests/device/prepare.sh and
 # bench/fusion_prepare.sh on the CPU machine, build-dev carried):
 #   1. numerics: every spec and op pack on sm_90 and on sm_90a against PyTorch (check.py),

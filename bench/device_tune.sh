@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One device call for the tuning issue (after tests/device/prepare.sh on the CPU machine,
 # build-dev carried). Steps in priority order; later ones are skipped when the call's
 # time (DEVICE_BUDGET_S, default 540 s) would run out:

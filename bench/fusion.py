@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Fused against unfused: the same spec built twice (hkc build --fusion auto / none),
 replayed through libhkrt on the GPU at every batch bucket, same inputs, same protocol.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # CPU-machine half of bench/fusion.py: bert_layer and llama_block built twice for the GPU
 # target (default sm_90a), `--fusion auto` and `--fusion none`, into build-dev/fusion/
 # (run tests/device/prepare.sh first: it builds build-dev/hkc). Extra hkc build flags

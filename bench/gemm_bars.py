@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The GEMM issue's bars: hkc's GEMM packs against torch.matmul / F.linear, same run.
 
   python3 bench/gemm_bars.py prepare [--configs CFG;CFG..] [--only REGEX]   # CPU machine (needs build-dev/hkc)

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Checks and times GEMM cubins (hkc's gemm variants) on an NVIDIA GPU against torch.
 
 Usage: gemm_cubin_check.py DIR [--check] [--bench] [--only CFG]

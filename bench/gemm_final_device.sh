@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The GEMM issue's closing measurements, one device call (build-dev carried, prepared by
 # bench/gemm_prepare.sh): the dual-gemm packs' numerics, the bars (bench/gemm_bars.py run),
 # ncu on three short GEMMs, and bert_layer / llama_block against PyTorch eager and eager

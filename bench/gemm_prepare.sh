@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # CPU-machine half of bench/gemm_final_device.sh: build-dev/ and the harness packs
 # (tests/device/prepare.sh), the GEMM bars' packs (bench/gemm_bars.py prepare, the tuning
 # database; `@old` = gemm_tma=off for comparison), sm_90a-only packs of the specs with a

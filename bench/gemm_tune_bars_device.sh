@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One device call: hkc tune (gemm_tma alone) over the GEMM bars' standalone launches
 # (build-dev/bench/gemm/{big,small,epi,swiglu}_*.yaml, from bench/gemm_bars.py prepare), merged
 # with specs/tuning/h200.db into OUT/h200.db (commit it as specs/tuning/h200.db); then the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One device call for the GEMM issue's tuning (after tests/device/prepare.sh, build-dev
 # carried): hkc tune over the GEMM launches of bert_layer and llama_block (the specs in
 # specs/tuning/) with only gemm_tma in the space (kernel option gemm_tma=on), merged into

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ctypes binding of libhkrt (loader/include/hk/hkrt.h) for benchmarks and checks:
 open a pack, make a session, bind torch device tensors by their data pointers, run on
 torch's current stream. The same C entry points an application uses."""

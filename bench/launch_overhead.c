@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Launch overhead on a GPU: one pack of many tiny kernels, replayed three ways.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Op benchmark on the GPU machine: hkc's kernels against the PyTorch peer, same run.
 
 For every case in build-dev/bench/ops/*.yaml (written with its pack by bench/ops_prepare.sh):

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # CPU-machine half of the op benchmark: writes one spec per benchmark case into
 # build-dev/bench/ops/ and builds its pack for the GPU target (default sm_90a: wgmma;
 # HK_GPU_TARGET=sm_90 for the mma.sync kernels). Then, on the GPU machine:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """hkc against its PyTorch peers on one spec (issue 8), on the GPU machine.
 
 The same function (the spec's graph, in the spec's dtype), the same random weights and the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The parts of the peers benchmark that need no PyTorch and no GPU (bench/peers.py uses
 them on the H200; bench/peers_selftest.py and `peers.py --dry-run` test them anywhere):
 spec loading and shapes, how each parameter is drawn, tolerances, bars, the summary

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The GPU-machine command of the peers benchmark (issue 8). From the repository root, with
 # build-dev/ made by `bash bench/peers_prepare.sh` on the CPU machine carried along; one
 # call per spec, each under 10 minutes:

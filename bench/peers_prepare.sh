@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # CPU-machine half of the peers benchmark (issue 8; the GPU half is bench/peers_device.sh):
 #   1. build-dev/ as tests/device/prepare.sh configures it (Release, static libyaml and
 #      zstd, vendor libraries dlopen'ed): hkc, libhkrt.so, hk_bench_cold;
@@ -14,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${HK_GPU_TARGET:-sm_90a}
 specs=${PEERS_SPECS:-specs/bert_layer.yaml specs/llama_block.yaml}
-cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DHK_BUILD_TESTS=ON >/dev/null
+cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DHKC_BUILD_TESTS=ON >/dev/null
 cmake --build build-dev -j"${HK_JOBS:-2}" --target hkc hkrt hk_bench_cold
 mkdir -p build-dev/peers
 built="" failed=0

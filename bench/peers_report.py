@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Markdown for docs/BENCHMARKS.md ("Peers") from the JSON lines of the peers benchmark:
 bench/peers.py's files (one per spec, from bench/peers_device.sh) and bench/build_times.sh's
 (CPU machine). Writes to stdout: versions and machine, the exact commands, latency per

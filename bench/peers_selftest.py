@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Tests of the peers benchmark's CPU side (no PyTorch, no GPU), run by hand:
 
     /usr/bin/python3 bench/peers_selftest.py [--build build]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The GPU half of bench/peers.py (needs PyTorch and a CUDA GPU): the spec as a PyTorch
 module, the five systems, timing, comparisons, and the torch.compile first-call worker.
 

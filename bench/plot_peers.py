@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The peers plot for docs/BENCHMARKS.md: median latency per batch size, one line per
 system, one panel per spec (log-log axes), from bench/peers.py's JSON lines. A dry run's
 figures (CPU host target) are left out. Needs matplotlib (a documentation step, not a test).

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Split-K (gemm_mma `sk`, sm_80 / sm_90) and stream-K (gemm_tma `skm`, sm_90a) on the device.
 
   python3 bench/splitk.py list                               # the cases and packs (nothing built)

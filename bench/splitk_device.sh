@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Split-K (gemm_mma, sm_90 packs; sm_80 packs must be refused on an sm_90 GPU) and stream-K
 # (gemm_tma, sm_90a) on the H200, one device call with build-dev carried (prepared by
 # bench/splitk_prepare.sh): numerics of every configuration against a float64 torch

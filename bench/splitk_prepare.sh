@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # CPU-machine half of bench/splitk_device.sh: a release build in build-dev/ (hkc and libhkrt,
 # static libyaml/zstd as tests/device/prepare.sh makes it, so it runs on the GPU machine), then
 # the split-K / stream-K packs (bench/splitk.py prepare: sm_80, sm_90 and sm_90a numerics

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Turns every file under ROOT into a C byte array, so the hkc binary carries its
 # kernel templates and works from any directory. Looked up with hkc_template().
 file(GLOB_RECURSE files RELATIVE ${ROOT} ${ROOT}/*)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * compiler/hkc.h -- every stage's header at once, for the unit tests, fuzz targets and
  * programs that link hkc_core. The compiler's own sources never include it: each includes

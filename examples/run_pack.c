@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The smallest application that embeds libhkrt: open a pack, make a session for one
  * batch size, bind every tensor, run, read the outputs. Copy this into your app.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The compiler's stages depend one way (docs/DESIGN.md, "Source layout"):
 #
 #   util <- frontend <- lower <- codegen <- rtc <- tune <- pack <- driver <- tools

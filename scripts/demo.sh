@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The main job, end to end on the CPU: build hkc, compile specs/bert_layer.yaml for the
 # host target into a pack signed with a throwaway key (build/demo.key, made once), inspect
 # it, and run it at batch 8 through libhkrt, trusting that key (a pack with host code is

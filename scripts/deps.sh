@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs what hkc needs to build and test on Debian 12 / Ubuntu (needs root or sudo).
 # Skips the install when every package is already present.
 #   build + host target: cmake gcc pkg-config libyaml-dev libzstd-dev libxxhash-dev libsodium-dev

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Compares two .hkpack files section by section (loader/include/hk/pack_format.h):
 prints each section kind whose stored bytes differ, and the provenance lines that differ.
 Exit 0 when every section except those named with --ignore (kind numbers; 11 = PROVENANCE)

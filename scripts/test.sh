@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Every test hkc has on a machine without a GPU: a normal build and its ctest, then the
 # same tests under AddressSanitizer + UndefinedBehaviorSanitizer (clang), with the
 # libFuzzer targets built and each run briefly from its corpus.

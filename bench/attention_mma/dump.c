@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* hkc-generated attention source for one key (bench/attention_mma/gen.sh): dump ARCH DTYPE(1 f16, 2 bf16) DH */
 #include <stdio.h>
 #include <stdlib.h>

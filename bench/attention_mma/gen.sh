@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Kernel-level device check and benchmark of the attention_mma variant against torch SDPA.
 #   CPU machine (after a build in build/):  bash bench/attention_mma/gen.sh
 #   GPU machine:                            python3 bench/attention_mma/run.py

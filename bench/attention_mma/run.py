@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 import ctypes, glob, os, subprocess, sys, math
 from concurrent.futures import ThreadPoolExecutor
 import torch

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """F.linear (cuBLAS) on gemm_short.yaml's launches, bf16, each captured 20 times in one CUDA
 graph and replayed (GPU time only), median of 50 replays after warm-up: the peer for
 `hkc run gemm_short.hkpack --profile`, measured in the same device call."""

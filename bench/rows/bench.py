@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """GPU side of the memory-bound variant bench: compiles bench/rows/gen/*.cu (from gen.sh)
 with nvcc for sm_90, launches them through libcuda (ctypes) on torch tensors with the
 launch dims hkc computed, checks each against torch in float64 and times the big shapes

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # CPU side: generated sm_90 sources and launch dims for bench/rows/bench.py (GPU side).
 # usage: bash bench/rows/gen.sh TOOL OUTDIR   (TOOL: rows_tool built as in rows_tool.c)
 set -euo pipefail

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Developer tool for the memory-bound variants (not built by CMake; see bench/rows/README):
  *   rows_tool src  ARCH OP DTYPE ALIGN NAME        generated source on stdout
  *   rows_tool res  ARCH OP DTYPE ALIGN             compile (nvrtc/hiprtc), print regs/scratch

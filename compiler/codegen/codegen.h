@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * compiler/codegen/codegen.h -- kernel source for each target, and what a target is.
  *

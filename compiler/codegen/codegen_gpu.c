@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPU code generation: one kernel key -> one HIP-dialect translation unit for an AMD
  * (hiprtc) or NVIDIA (nvrtc) target, from templates/gpu, plus its launch dimensions. What
  * differs per kernel (template, tile macros, launch) is the variant's (variants/variant.h):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host code generation: kernel keys -> one C11 translation unit (templates/host). */
 #include <stdarg.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kernel options (codegen.h): the table of options, their parsing into hkc_kernel_options_t,
  * the canonical text recorded in provenance, and the configuration they force on a variant
  * (checked by that variant's tune_parse, the tuner's own legality rules). */
@@ -36,8 +37,8 @@ static const kopt_t k_opts[] = {
     {"attn_wgmma", "HKC_ATTN_WGMMA", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: attention_wgmma on sm_90a (auto: head_dim 128; on: 64 too)"},
     {"attn_tma", "HKC_ATTN_TMA", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
-     "auto|on|off: attention_tma on sm_90a, opt-in until proven on the H200 (on: used, and alone in hkc tune's "
-     "space where it applies; auto, off: attention_wgmma at head_dim 128, attention_mma at 64)"},
+     "auto|on|off: attention_tma on sm_90a (auto: the default where it applies; on: also alone in hkc tune's "
+     "space; off: attention_wgmma at head_dim 128, attention_mma at 64)"},
     {"gemm_mfma_pp", "HKC_GEMM_MFMA_PP", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: the 8-wave ping-pong gemm_mfma_pp on AMD CDNA (auto: when tuning chooses it; on: instead "
      "of gemm_mfma)"},

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU target table and an occupancy model over it.
  *
  * AMD model (per CU: simds_per_cu SIMDs, each holding up to max_waves_per_simd waves):

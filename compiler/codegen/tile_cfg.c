@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kernel configurations (hkc_tile_cfg_t): the parameter strings ("bn=128,st=4,p=1") that
  * the GPU variants and the host GEMM parse when they enumerate or apply a configuration.
  * Below tuning: codegen reads a tuned key's parameters without calling into tune.c. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The build driver: runs the stages of hkc_build() for every requested target and
  * batch bucket, then hands everything to the pack writer. Owns every intermediate

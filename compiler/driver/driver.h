@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * compiler/driver/driver.h -- the build driver (build.c): spec -> fusion -> per target the
  * kernels (tuned), their code and one graph per batch bucket -> the artifact.

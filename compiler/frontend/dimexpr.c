@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shape arithmetic: a small recursive-descent evaluator for dimension expressions.
  *
  *   expr    := term (('+' | '-') term)*

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * compiler/frontend/frontend.h -- the spec and its IR.
  *

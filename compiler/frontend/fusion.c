@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fusion.c -- the fusion plan: groups of spec nodes become one node each.
  *

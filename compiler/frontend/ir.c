@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The IR's small accessors: names of enums, tensor lookup and sizes, destruction.
  * Building and validating the IR from YAML is spec.c. */
 #include <stdlib.h>

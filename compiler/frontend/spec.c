@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* spec.c -- YAML pipeline spec (format v1) -> validated hkc_spec_t.
  *
  * Two steps. libyaml's event parser builds a small tree of maps, lists and scalars,

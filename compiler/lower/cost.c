@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cost.c -- the cost model behind `hkc inspect --plan` and `hkc run --profile`: the
  * least HBM traffic and the arithmetic of one kernel launch, from the node's tensors.

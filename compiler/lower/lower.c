@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Lowering: a spec node at one batch size -> kernel key + argument list (the kernel
  * ABI documented above HKC_MAX_ARGS in lower.h). Target-independent. */
 #include <assert.h>

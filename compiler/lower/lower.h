@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * compiler/lower/lower.h -- from the IR to kernels: what each node costs, the kernel a node
  * becomes with its arguments (the target-independent kernel ABI), the memory plan.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * compiler/pack/pack.h -- what a build produced, and the artifact writer (pack_write.c; the
  * format is defined in loader/include/hk/pack_format.h, which the loader owns).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pack_sign.c -- Ed25519 key files and pack signing (docs/FORMAT.md, "Signatures").
  *

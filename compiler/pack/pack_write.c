@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pack_write.c -- the artifact writer: compiler structs -> .hkpack bytes.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The compile cache: one self-checking file per entry, <dir>/<key>.hkcc.
  *
  * Entry layout (native byte order: a cache belongs to one machine):

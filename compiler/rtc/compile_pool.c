@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The GPU compile pool: kernels compile one per job on a pool of threads, each through the
  * content-addressed compile cache, through the kernel's toolchain entry (toolchain.h). nvrtc

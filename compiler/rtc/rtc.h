@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * compiler/rtc/rtc.h -- the toolchains: runtime compilers, their worker processes, the compile
  * cache and the GPU compile pool.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* compiler/rtc/rtc_amd_internal.h -- what the AMD toolchain files (rtc_hiprtc.c, rtc_comgr.c,
  * rtc_amd_worker.c) share beyond rtc.h. */
 #ifndef HKC_RTC_AMD_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The AMD toolchain calls of rtc.h (hkc_hiprtc_compile, hkc_comgr_isa_list,
  * hkc_comgr_disassemble) as jobs for worker processes (rtc_worker.h says why), and the worker
  * side that runs them.

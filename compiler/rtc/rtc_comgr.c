@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* AMD code-object manager (comgr), dlopen'ed: the ISAs this toolchain knows, kernel
  * resources from a code object's metadata, and disassembly. Types and enum values are
  * declared here from amd_comgr.h (comgr 2.x ABI) so the build needs no ROCm headers. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Running a toolchain's command-line programs (toolchain.h): a program's stdout captured into
  * memory, and temporary files for its inputs. Used by the host and NVIDIA entries'
  * disassembly (objdump, nvdisasm, cuobjdump). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* hiprtc, dlopen'ed: HIP source -> AMDGPU code object, offline (no GPU needed), with the
  * kernel's resources read back through comgr (rtc_comgr.c).
  *

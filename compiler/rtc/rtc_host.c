@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host "runtime compilation": C source -> shared object bytes, through the system C
  * compiler ($CC, else cc). The compiler runs in a private temporary directory on the
  * relative names in.c / out.so, so no temporary path ends up in the object and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nvrtc: NVIDIA kernel sources -> cubins, through a dlopen'ed libnvrtc (never linked).
  *
  * Library search: $HKC_CUDA_PATH/lib64/libnvrtc.so{.13,.12,}, then

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Worker processes and their message protocol; contract in rtc_worker.h. */
 #include "rtc/rtc_worker.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* compiler/rtc/rtc_worker.h -- toolchain calls in worker processes.
  *
  * Why: ROCm 5.2's hiprtc and comgr keep LLVM's command-line option registry in process-global

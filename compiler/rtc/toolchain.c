@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The toolchain table (toolchain.h): the list of entries and the lookups by kind, by GPU
  * target table entry and by target name. The entries live in their toolchains' files. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * compiler/rtc/toolchain.h -- the toolchain table: what the compiler does differently per
  * toolchain, one static const entry of figures and function pointers each (the compiler's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one place the compiler reads the process environment: the documented variables,
  * mapped onto the stages' settings (util.h, hkc_env_t). tools/main.c calls it first;
  * tests that want the same mapping call it too. */

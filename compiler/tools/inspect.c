@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hkc inspect: prints what an artifact holds, read through the loader's verified view
  * (loader/src/pack_internal.h), so that a pack inspect accepts is one libhkrt accepts.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hkc: the command line.
  *
@@ -611,6 +612,10 @@ static int print_profile(hk_session_t *session, uint32_t repeats, double graph_u
   printf("  sum of launches %.3f us", total);
   if (total_floor > 0) printf(", floor %.3f us (%.0f%% of floor)", total_floor, total_floor / total * 100.0);
   printf("; whole graph (hk_session_run, median) %.3f us\n", graph_us);
+  /* the bubbles: the graph's time that no launch accounts for (launch gaps, prologues
+   * waiting on their predecessor); negative when launches overlap (PDL) */
+  printf("  bubbles: whole graph - sum of launches = %.3f us (%.0f%% of the graph)\n", graph_us - total,
+         graph_us > 0 ? (graph_us - total) / graph_us * 100.0 : 0.0);
   printf("  floor%%: floor / measured (100%% = at the roofline). GB/s and TFLOP/s: the compiler's bytes and\n"
          "  FLOPs over the measured time.\n");
   free(us);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * NumPy .npy reading and writing for `hkc run` (the float16/bfloat16 conversions are in
  * half.c).

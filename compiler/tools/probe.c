@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * `hkc targets`: what the installed toolchains can build on this machine, through the
  * toolchain table (rtc/toolchain.h). Each GPU toolchain lists its targets; where that list

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * compiler/tools/tools.h -- the commands of the hkc binary that are more than a build.
  *

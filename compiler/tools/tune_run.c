@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * `hkc tune SPEC --target T -o tuning.db`: measured tuning on the machine that has the GPU
  * (docs/TUNING.md).

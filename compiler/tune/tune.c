@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Tuning (issue 7, docs/TUNING.md): candidate spaces, the static pruning and ranking of
  * candidates, and the per-launch choice a build makes.

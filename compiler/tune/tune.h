@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * compiler/tune/tune.h -- choosing kernel parameters (issue 7, docs/TUNING.md).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The tuning database (docs/TUNING.md has the grammar): a text file, one entry per line,
  *

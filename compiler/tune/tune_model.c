@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The analytical model (issue 7): estimates the time of one GEMM launch for a tile
  * configuration on a target of the target table, so that candidates can be ranked without

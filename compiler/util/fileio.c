@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fileio.c -- how hkc reads and writes whole files (util.h, "files").
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* float16 / bfloat16 <-> float32 conversions (hkc run and hkc tune fill and read tensors
  * with them). */
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Diagnostics, small allocation helpers, hashing and embedded templates. */
 #include <errno.h>
 #include <pthread.h>

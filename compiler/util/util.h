@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * compiler/util/util.h -- what every stage uses: diagnostics, growable arrays and strings,
  * hashing, the embedded templates, whole-file reads, float16/bfloat16 conversions.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The list of compiled-in backends, in order of preference. */
 #include <stddef.h>
 

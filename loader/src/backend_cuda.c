@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * backend_cuda.c -- runs "sm_*" targets through the CUDA driver API, dlopen'ed from
  * libcuda.so.1 on first use (never linked; no CUDA header: see gpu_internal.h).

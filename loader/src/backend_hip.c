@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * backend_hip.c -- runs "gfx*" targets through the HIP runtime, dlopen'ed from
  * libamdhip64.so.6, .so.5 or .so on first use (never linked; no HIP header: see

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * backend_host.c -- runs host targets: the code object is an ELF shared object for
  * the CPU named in the target ("host-x86_64"), loaded from memory.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpu_backend.c -- the GPU backend core shared by backend_cuda.c and backend_hip.c (see
  * gpu_backend.h): modules, sessions, graph replay with its stream fallback, profiling and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpu_backend.h -- the GPU backend core (gpu_backend.c), written once for CUDA and HIP over
  * a table of vendor calls (hk_gpu_ops_t).

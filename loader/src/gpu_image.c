@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Checks of code objects before they reach a driver or the dynamic loader (image_internal.h,
  * gpu_internal.h). Every offset read from an object goes through hk_range_ok. */
 #include <string.h>

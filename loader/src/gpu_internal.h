@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpu_internal.h -- the vendor driver symbol tables of the CUDA and HIP backends, their
  * fault-injection hooks and the pure target-matching rules (exported for tests).

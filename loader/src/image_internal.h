@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * image_internal.h -- checks of the code objects a pack carries (gpu_image.c), run on the
  * decompressed bytes before a dynamic loader or a GPU driver, which trust the objects'

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pack.c -- opening an artifact (a file read into owned memory, or caller memory), the
  * trust policy of the open options, its accessors, target selection and the per-target

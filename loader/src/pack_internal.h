@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pack_internal.h -- the verified view of an artifact, for the loader and for tools.
  *

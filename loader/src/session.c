@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * session.c -- a session replays one target of a pack at a real batch size n. It keeps
  * the application's bound buffers and, per batch bucket, what replaying that bucket's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * session_internal.h -- what tests may observe of a session beyond the public API.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sign.c -- pack signatures: the signed digest, key ids, and the check of a SIGNATURE
  * section (docs/FORMAT.md, "Signatures"). The trust policy that uses the result is in pack.c.

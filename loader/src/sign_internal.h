@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sign_internal.h -- pack signatures (docs/FORMAT.md, "Signatures"): the signed digest, key
  * ids and the check of a verified pack's SIGNATURE section. libsodium does the cryptography.

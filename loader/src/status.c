@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Status names, the thread-local error message and allocator hooks. */
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * util_internal.h -- overflow-safe arithmetic and the allocator hooks.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * verify.c -- checks an untrusted artifact before anything else reads it.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* attention: out = softmax(q k^T * scale, causal mask) v per (batch, head), like
  * torch.nn.functional.scaled_dot_product_attention on head-split tensors, as
  * templates/host/attention.c.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* attention_mfma: flash attention on AMD matrix cores (v_mfma_f32_32x32x8 f16 / bf16_1k)
  * with an online softmax -- the semantics of attention.hip and templates/host/attention.c,
  * same ABI:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* attention_mma: flash-attention-2 style forward on NVIDIA tensor cores (mma.sync
  * m16n8k16, sm_80+), f16/bf16, head dim HK_DH (64 or 128) fixed at build time, every
  * stride, column offset and dh a multiple of 8 elements and the tensors 16-byte aligned

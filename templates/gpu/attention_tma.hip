@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* attention_tma: FlashAttention-3-style forward on sm_90a: a producer warp loads Q and a
  * ring of K/V tiles with TMA (mbarrier transaction counts), consumer warpgroups run both
  * products on wgmma (S = Q K^T from shared memory; O += P V with P in registers) and the
@@ -106,8 +107,9 @@
  *     waited for before the softmax.
  *   Causal: the block loads key tiles up to its last row; a warpgroup skips the wgmmas of key
  *   tiles past its own last row (still waiting and releasing them); masks only on tiles that
- *   cross a warp's diagonal or the sequence end. Online softmax in the log2 domain: S scaled
- *   by scale log2(e), then masked, row max over the lane quad, P = exp2(S - max), sums in f32.
+ *   cross a warp's diagonal or the sequence end. Online softmax in the log2 domain: S masked,
+ *   row max over the lane quad, P = exp2(S scale log2(e) - max) (one FFMA and one ex2 per
+ *   score when scale > 0), sums in f32; O is rescaled only when a row's max grew.
  * Epilogue: O / l rounded, 4-byte stores straight from the accumulator registers (rows <
  *   Sq); shared memory is not used, so the producer may already load the next tile's Q.
  * Programmatic dependent launch: barrier init and tensor-map prefetch run before
@@ -196,11 +198,17 @@ HK_DEVICE int hk_at_key_tiles(int i0, int seq_kv, bool causal) {
  * (raw Q K^T) becomes P = exp2(S scale log2(e) - max) in f32; m_* the running max (log2
  * domain), l_* this lane's running sums, alpha_* the factor O must be multiplied by before
  * P V is added (exp2(old max - new max); 0 while the old max is -inf). `masked`: the tile
- * crosses the sequence end or (causal) this warp's diagonal (warp-uniform). */
+ * crosses the sequence end or (causal) this warp's diagonal (warp-uniform).
+ * kFold (sl2 > 0, every real attention): the row max is taken on the raw scores (scaling by
+ * a positive factor keeps the order) and the scale is folded into the exponent's one FFMA;
+ * otherwise the scores are scaled first (one FMUL more per score). */
+template <bool kFold>
 HK_DEVICE void hk_at_softmax(float (&s)[HK_AT_NS], float sl2, bool masked, int j0, int seq_kv, bool causal, int row_a,
                              int t, float &m_a, float &m_b, float &l_a, float &l_b, float &alpha_a, float &alpha_b) {
+  if (!kFold) {
 #pragma unroll
-  for (int i = 0; i < HK_AT_NS; i++) s[i] *= sl2; /* before masking: -inf stays -inf for any scale */
+    for (int i = 0; i < HK_AT_NS; i++) s[i] *= sl2; /* before masking: -inf stays -inf for any scale */
+  }
   if (masked) {
     /* key j0 + jr is kept in row a (b) when jr < lim_a (lim_b): 32-bit, in [0, BKV] */
     const int end = min(seq_kv - j0, HK_ATTN_BKV);
@@ -214,7 +222,7 @@ HK_DEVICE void hk_at_softmax(float (&s)[HK_AT_NS], float sl2, bool masked, int j
         if (jr >= (e < 2 ? lim_a : lim_b)) s[4 * n + e] = -hk_inf();
       }
   }
-  float mx_a = m_a, mx_b = m_b;
+  float mx_a = -hk_inf(), mx_b = -hk_inf();
 #pragma unroll
   for (int n = 0; n < HK_ATTN_BKV / 8; n++) {
     mx_a = fmaxf(mx_a, fmaxf(s[4 * n + 0], s[4 * n + 1]));
@@ -225,6 +233,12 @@ HK_DEVICE void hk_at_softmax(float (&s)[HK_AT_NS], float sl2, bool masked, int j
   mx_a = fmaxf(mx_a, hk_shfl_xor(mx_a, 2));
   mx_b = fmaxf(mx_b, hk_shfl_xor(mx_b, 1));
   mx_b = fmaxf(mx_b, hk_shfl_xor(mx_b, 2));
+  if (kFold) { /* to the log2 domain (-inf stays -inf: sl2 > 0) */
+    mx_a *= sl2;
+    mx_b *= sl2;
+  }
+  mx_a = fmaxf(mx_a, m_a);
+  mx_b = fmaxf(mx_b, m_b);
   /* a row with no unmasked key yet keeps max -inf: subtract 0 (p = 0, alpha = 0) */
   const float base_a = mx_a == -hk_inf() ? 0.0f : mx_a;
   const float base_b = mx_b == -hk_inf() ? 0.0f : mx_b;
@@ -235,15 +249,32 @@ HK_DEVICE void hk_at_softmax(float (&s)[HK_AT_NS], float sl2, bool masked, int j
   float sum_a = 0.0f, sum_b = 0.0f;
 #pragma unroll
   for (int n = 0; n < HK_ATTN_BKV / 8; n++) {
-    s[4 * n + 0] = hk_at_exp2(s[4 * n + 0] - base_a);
-    s[4 * n + 1] = hk_at_exp2(s[4 * n + 1] - base_a);
-    s[4 * n + 2] = hk_at_exp2(s[4 * n + 2] - base_b);
-    s[4 * n + 3] = hk_at_exp2(s[4 * n + 3] - base_b);
+    if (kFold) {
+      s[4 * n + 0] = hk_at_exp2(fmaf(s[4 * n + 0], sl2, -base_a));
+      s[4 * n + 1] = hk_at_exp2(fmaf(s[4 * n + 1], sl2, -base_a));
+      s[4 * n + 2] = hk_at_exp2(fmaf(s[4 * n + 2], sl2, -base_b));
+      s[4 * n + 3] = hk_at_exp2(fmaf(s[4 * n + 3], sl2, -base_b));
+    } else {
+      s[4 * n + 0] = hk_at_exp2(s[4 * n + 0] - base_a);
+      s[4 * n + 1] = hk_at_exp2(s[4 * n + 1] - base_a);
+      s[4 * n + 2] = hk_at_exp2(s[4 * n + 2] - base_b);
+      s[4 * n + 3] = hk_at_exp2(s[4 * n + 3] - base_b);
+    }
     sum_a += s[4 * n + 0] + s[4 * n + 1];
     sum_b += s[4 * n + 2] + s[4 * n + 3];
   }
   l_a = fmaf(l_a, alpha_a, sum_a);
   l_b = fmaf(l_b, alpha_b, sum_b);
+}
+
+/* hk_at_softmax with the scale folded where it may be (sl2 > 0: warp-uniform) */
+HK_DEVICE void hk_at_softmax_any(float (&s)[HK_AT_NS], float sl2, bool masked, int j0, int seq_kv, bool causal,
+                                 int row_a, int t, float &m_a, float &m_b, float &l_a, float &l_b, float &alpha_a,
+                                 float &alpha_b) {
+  if (sl2 > 0.0f)
+    hk_at_softmax<true>(s, sl2, masked, j0, seq_kv, causal, row_a, t, m_a, m_b, l_a, l_b, alpha_a, alpha_b);
+  else
+    hk_at_softmax<false>(s, sl2, masked, j0, seq_kv, causal, row_a, t, m_a, m_b, l_a, l_b, alpha_a, alpha_b);
 }
 
 /* P as the A fragments of the k-steps of P V: k-step kk = keys 16kk .. 16kk + 15 =
@@ -258,8 +289,10 @@ HK_DEVICE void hk_at_pack_p(const float (&s)[HK_AT_NS], unsigned (&p)[HK_ATTN_BK
   }
 }
 
-/* O *= alpha per row (a: o[4n], o[4n+1]; b: o[4n+2], o[4n+3]). */
+/* O *= alpha per row (a: o[4n], o[4n+1]; b: o[4n+2], o[4n+3]); nothing when the whole warp's
+ * factors are 1 (no row's max grew: most key tiles of a long row). */
 HK_DEVICE void hk_at_rescale(float (&o)[HK_AT_NO], float alpha_a, float alpha_b) {
+  if (__all_sync(0xffffffffu, alpha_a == 1.0f && alpha_b == 1.0f)) return;
 #pragma unroll
   for (int n = 0; n < HK_DH / 8; n++) {
     o[4 * n + 0] *= alpha_a;
@@ -468,7 +501,7 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
         }
         if (act) {
           const bool masked = j0 + HK_ATTN_BKV > skv32 || (is_causal && j0 + HK_ATTN_BKV - 1 > w_row0);
-          hk_at_softmax(s, sl2, masked, j0, skv32, is_causal, row_a, t4, m_a, m_b, l_a, l_b, alpha_a, alpha_b);
+          hk_at_softmax_any(s, sl2, masked, j0, skv32, is_causal, row_a, t4, m_a, m_b, l_a, l_b, alpha_a, alpha_b);
           hk_at_rescale(o, alpha_a, alpha_b);
           hk_at_pack_p(s, p);
         }
@@ -508,7 +541,7 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
       }
       {
         const bool masked = HK_ATTN_BKV > skv32 || (is_causal && HK_ATTN_BKV - 1 > w_row0);
-        hk_at_softmax(s, sl2, masked, 0, skv32, is_causal, row_a, t4, m_a, m_b, l_a, l_b, alpha_a, alpha_b);
+        hk_at_softmax_any(s, sl2, masked, 0, skv32, is_causal, row_a, t4, m_a, m_b, l_a, l_b, alpha_a, alpha_b);
       }
       hk_at_pack_p(s, p);
       /* bursts 1 .. n_act - 1: S_j, then P_{j-1} V_{j-1} (O rescaled to tile j - 1's max) */
@@ -538,7 +571,7 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
         }
         const int j0 = j * HK_ATTN_BKV;
         const bool masked = j0 + HK_ATTN_BKV > skv32 || (is_causal && j0 + HK_ATTN_BKV - 1 > w_row0);
-        hk_at_softmax(s, sl2, masked, j0, skv32, is_causal, row_a, t4, m_a, m_b, l_a, l_b, alpha_a, alpha_b);
+        hk_at_softmax_any(s, sl2, masked, j0, skv32, is_causal, row_a, t4, m_a, m_b, l_a, l_b, alpha_a, alpha_b);
 #if HK_AT_OV
         HK_WGMMA_WAIT(0); /* P_{j-1} V_{j-1} retired: its V slot is free, p may take P_j */
 #endif

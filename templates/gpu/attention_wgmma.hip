@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* attention_wgmma: flash-attention forward on sm_90a with warpgroup MMA (wgmma), f16/bf16,
  * head dim HK_DH (64 or 128), key align 8 (every stride, column offset and dh a multiple
  * of 8 elements, tensors 16-byte aligned). Same ABI and semantics as attention_mma.hip /

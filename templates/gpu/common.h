@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * templates/gpu/common.h -- helpers shared by every GPU op template, after the vendor
  * prelude (which supplies HK_DEVICE, HK_SYNC, hk_shfl_xor, hk_inf and the conversions).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Element-wise ops with 16-byte vectors: add, mul (HK_EW_BINARY 1; args T a, T b, T out,
  * I n, I na, I nb: out[i] = a[i % na] HK_BINOP b[i % nb]), relu, gelu, silu
  * (HK_EW_BINARY 0; args T x, T out, I n: out[i] = HK_UNARY(x[i])) and ewchain

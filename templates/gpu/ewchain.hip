@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ewchain: a fused chain of element-wise ops (hkc.h, hkc_kernel_key_t.program):
  * out[i] = program(in0[i % n0], in1[i % n1], ...) for i < n, every step in f32 and one
  * rounding at the end. Args: T out, I n, then per operand j: T in_j, I n_j (NumPy

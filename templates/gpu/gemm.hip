@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm: C = act(A @ B + bias) * mul + residual (DESIGN "Op semantics"; mul is the fused
  * SwiGLU gate), f32 accumulation and epilogue, one rounding to the output type at the end,
  * as templates/host/gemm.c. HK_DUAL (fusion's dual gemm): C = act(A @ B + bias) * (A @ B2)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * templates/gpu/gemm_epilogue_mfma.h -- the epilogue of the AMD MFMA GEMMs (gemm_mfma.hip,
  * gemm_mfma_pp.hip), after tile_amd.h: one 32x32x8 accumulator fragment from registers to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * templates/gpu/gemm_epilogue_wgmma.h -- the epilogue of the sm_90a warp-specialized GEMMs
  * (gemm_tma.hip, gemm_wgmma_ws.hip): one consumer warpgroup's m64 block of wgmma

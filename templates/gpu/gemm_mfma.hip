@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm_mfma: C = act(A @ B + bias) * mul + residual on AMD matrix cores (v_mfma_f32_32x32x8
  * f16 / bf16_1k), f32 accumulation, one rounding at the end -- the semantics of gemm.hip
  * and templates/host/gemm.c, same ABI:

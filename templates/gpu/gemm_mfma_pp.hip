@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm_mfma_pp: C = act(A @ B + bias) * mul + residual on AMD matrix cores with 8 waves in a
  * ping-pong schedule (after HipKittens' 8-wave GEMM, fitted to the 64 KiB of LDS of
  * CDNA1/2). Semantics and ABI of gemm_mfma.hip and gemm.hip:

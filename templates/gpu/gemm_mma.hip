@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm_mma: C = act(A @ B + bias) * mul + residual on NVIDIA sm_80+ tensor cores (mma.sync
  * m16n8k16, f32 accumulation, one rounding at the end), f16/bf16, K % 8 == 0, N % 8 == 0,
  * 16-byte-aligned tensors (key align 8). Same ABI as gemm.hip.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * templates/gpu/gemm_streamk.h -- the stream-K schedule of a persistent GEMM (gemm_tma with
  * skm > 0): which block computes which k steps of which output tile. Plain C that both sides

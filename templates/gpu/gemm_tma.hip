@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm_tma: C = act(A @ B + bias) * mul + residual on sm_90a, warp-specialized, operands
  * loaded by TMA. One producer warp issues cp.async.bulk.tensor copies of A and B k tiles
  * into a shared-memory ring (mbarrier transaction counts); two consumer warpgroups run

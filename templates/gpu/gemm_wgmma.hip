@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm_wgmma: C = act(A @ B + bias) * mul + residual on sm_90a with warpgroup MMA
  * (wgmma.mma_async m64nNk16, f32 accumulators in registers, one rounding at the end),
  * f16/bf16, K % 8 == 0, N % 8 == 0, 16-byte-aligned tensors (key align 8). Same ABI as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm_wgmma_ws: C = act(A @ B + bias) * mul + residual on sm_90a, warp-specialized: one
  * producer warpgroup fills a shared-memory ring with cp.async, two consumer warpgroups
  * run wgmma m64nNk16 on it (f32 accumulators in registers, one rounding at the end).

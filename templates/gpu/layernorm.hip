@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* layernorm over the last axis: (x - mean) / sqrt(var + eps) * gamma + beta, biased
  * variance, statistics in f32, as templates/host/layernorm.c. Two passes over the row
  * (mean, then centred squares), so a large mean costs no precision in the variance.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * templates/gpu/prelude_cuda.h -- the NVIDIA vendor layer of the GPU kernel templates
  * (compiled by nvrtc; no headers: nvrtc has the CUDA math functions built in).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * templates/gpu/prelude_hip.h -- the AMD vendor layer of the GPU kernel templates
  * (compiled by hiprtc, which pre-includes its own runtime, fp16 and math headers, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* rmsnorm over the last axis: x / sqrt(mean(x^2) + eps) * gamma, statistics in f32, as
  * templates/host/rmsnorm.c. Args: T x, T gamma, T out, I rows, I cols, F eps, T add, T sum.
  * HK_HAS_ADD (fused residual add): the row normalised is v = x + add, kept in f32 (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* rope: rotary position embedding, rotate-half form (Hugging Face Llama), as
  * the host kernel. x [rows, heads*dh]; row r is at position p = r % seq + pos_offset;
  * for each head and j < dh/2: inv_freq = theta^(-2j/dh), angle = p * inv_freq (f32, as

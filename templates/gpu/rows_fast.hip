@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Row-wise ops with 16-byte vectors: layernorm, rmsnorm, softmax over the last axis
  * (DESIGN "Op semantics"; the same results as layernorm.hip / rmsnorm.hip / softmax.hip).
  * Served by the variant "rows_vec16" (compiler/variant_rows.c) when every row length is a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* softmax over the last axis, max-subtracted, as templates/host/softmax.c.
  * Args: T x, T out, I rows, I cols. The exponentials are recomputed in the last pass
  * (each thread rewrites only the columns it read), so out may alias x.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * templates/gpu/tile_amd.h -- the AMD CDNA (gfx908 / gfx90a / gfx942+) tile library:
  * MFMA wrappers, 16-byte global loads, buffer loads and copies straight into LDS, waits,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * templates/gpu/tile_nv.h -- NVIDIA tile primitives (sm_80+): shared-memory addresses,
  * cp.async, ldmatrix, mma.sync m16n8k16, packing, the shared-tile swizzle; and, for

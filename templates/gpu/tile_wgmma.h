@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * templates/gpu/tile_wgmma.h -- warpgroup MMA instruction wrappers for sm_90a (nvrtc
  * refuses wgmma for plain sm_90; everything here is compiled only when the sm_90a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* relu, gelu (erf form), silu: out[i] = HK_UNARY(x[i]) for i < n, as
  * templates/host/unary.c. Args: T x, T out, I n.
  * Block: HK_THREADS threads; grid-stride loop, so any grid.x covers every element. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* attention: out = softmax(q k^T * scale, causal mask) v per (batch, head), like
  * torch.nn.functional.scaled_dot_product_attention on head-split tensors.
  * Args: T q, T k, T v, T out, I batch, I seq_q, I seq_kv, I heads, I kv_heads, I dh,

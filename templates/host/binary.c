@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* add, mul: out[i] = a[i % na] HK_BINOP b[i % nb] for i < n (NumPy broadcasting over
  * trailing dims: a smaller operand repeats). Args: T a, T b, T out, I n, I na, I nb.
  * A block is a chunk of HK_EW_CHUNK consecutive output elements. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ewchain: a fused chain of element-wise ops. out[i] = program(v = in0[i % n0]) for
  * i < n, where each step of the program (generated into HK_EW_PROGRAM from the kernel
  * key, see hkc_kernel_key_t.program) updates the f32 value v: v += in_j / v *= in_j

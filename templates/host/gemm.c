@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm: C = act(A @ B + bias) * mul + residual (DESIGN "Op semantics"; mul is the fused
  * element-wise multiply of a SwiGLU gate), f32 accumulation and epilogue, one rounding
  * to the output type at the end. HK_DUAL (fusion's dual gemm, B2 = args[9]):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* layernorm over the last axis: (x - mean) / sqrt(var + eps) * gamma + beta, biased
  * variance, statistics in f32 (two passes: mean, then centred squares).
  * Args: T x, T gamma, T beta, T out, I rows, I cols, F eps, T add, T sum.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * templates/host/prelude.h -- shared helpers of the host (CPU fallback) kernels.
  *

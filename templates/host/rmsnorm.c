@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* rmsnorm over the last axis: x / sqrt(mean(x^2) + eps) * gamma, statistics in f32.
  * Args: T x, T gamma, T out, I rows, I cols, F eps, T add, T sum.
  * With HK_HAS_ADD the row normalised is x + add (a fused residual add, summed in f32 and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* rope: rotary position embedding, rotate-half form (Hugging Face Llama). Row r of
  * x [rows, heads*dh] is at position p = r % seq + pos_offset; for each head and
  * j < dh/2, with inv_freq = 1 / theta^(2j/dh) and angle = p * inv_freq (both rounded to

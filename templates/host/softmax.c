@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* softmax over the last axis, max-subtracted so large inputs do not overflow expf.
  * Args: T x, T out, I rows, I cols. A block is one row. The exponentials are
  * recomputed in the last pass instead of staged, so out may alias x. */

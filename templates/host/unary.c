@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* relu, gelu (erf form), silu: out[i] = HK_UNARY(x[i]) for i < n. Args: T x, T out, I n.
  * A block is a chunk of HK_EW_CHUNK consecutive elements. */
 HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_end) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sessions_mt PACK -- libhkrt's concurrency contract (hkrt.h, "Threads") on the host target,
  * written to run under ThreadSanitizer (scripts/test.sh builds it with clang

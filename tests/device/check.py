@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Device numerics check: one spec, one pack, every batch size, on the GPU.
 
 For each batch size: draws random inputs and params (NumPy, seeded, rounded to the spec

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # CPU-machine half of the device harness: a release build with static libyaml/zstd
 # (vendor libraries are dlopen'ed, so it runs on the GPU machine's newer glibc), and a
 # pack for every spec for host + sm_90 + sm_90a (HK_GPU_TARGETS) (nvrtc is installed here; no GPU needed).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DHK_BUILD_TESTS=ON >/dev/null
+cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DHKC_BUILD_TESTS=ON >/dev/null
 cmake --build build-dev -j"$(nproc)" --target hkc hkrt hk_example hk_bench_launch
 mkdir -p build-dev/packs
 for spec in specs/*.yaml tests/specs/*.yaml; do

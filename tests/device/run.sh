@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The device harness (issue: NVIDIA target proven on the H200). Run on the GPU machine
 # from the repository root, with a build made on the CPU machine carried along:
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tests/emu/amd_emu.h -- a CPU emulation of the HIP/CDNA features the AMD GEMM templates use,
  * to run a generated kernel's source (hkc_codegen_gpu) on the host: one thread per lane,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tests/emu/amd_emu_gemm.cpp -- runs one generated AMD GEMM kernel (gemm_mfma.hip or
  * gemm_mfma_pp.hip, as hkc_codegen_gpu wrote it for a key and configuration) on the CPU

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_pack: artifact verification (hk_pack_open_memory) on arbitrary bytes.
  *

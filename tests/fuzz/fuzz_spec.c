@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for the spec parser and the fusion plan: arbitrary bytes through
  * hkc_spec_parse, then hkc_fuse (the spec's own plan, and auto when that was not it).
  * Diagnostics go to a buffer (not printed); a parsed and a fused spec are checked for

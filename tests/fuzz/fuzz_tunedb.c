@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for the tuning-database parser (compiler/tune_db.c): arbitrary bytes
  * through hkc_tune_db_parse. A file that parses must format to a canonical text that
  * parses again to the same text (sorted, one entry per key), and every lookup of its own

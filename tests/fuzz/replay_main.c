@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Replays every file of a corpus directory through LLVMFuzzerTestOneInput, so the
  * saved corpus runs under ctest on every build (no libFuzzer needed). Exit 0 when
  * every input returned without crashing; fails when the directory is empty. */

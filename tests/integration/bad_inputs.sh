@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Bad input through the real binary: every broken spec exits non-zero with a
 # FILE:LINE:COL message naming the problem and leaves no output file; every corrupted
 # pack is refused by `hkc inspect` and `hkc run` with a clean error (no crash).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # libhkrt's threads contract (hkrt.h, "Threads") on the host target: builds a small host
 # pack and runs tests/concurrency/sessions_mt.c on it (many threads x own sessions with
 # create/destroy churn, failing creates racing on the pack's error, one session misused

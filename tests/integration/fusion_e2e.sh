@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Fusion end to end through the real hkc binary, host target:
 #  - specs/bert_layer.yaml (batch 1), specs/llama_block.yaml (batch 1, when it exists) and
 #    tests/specs/fusion_forms.yaml (every fused form, odd shapes, every batch size) built

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # GPU targets without a GPU: AMD kernels through hiprtc + comgr and NVIDIA kernels through
 # nvrtc, built into packs and inspected; the compile cache; disassembly; and the bad
 # inputs (unknown target, unbuildable target, a kernel that fails to compile, spills

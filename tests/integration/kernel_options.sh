@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Kernel options (`hkc build --kernel-option NAME=VALUE`, codegen.h) through the real hkc:
 #   - the defaults record kernel_options=none and change no kernel;
 #   - a forced configuration changes the kernel's recorded config (cfg=..., src=option), its
@@ -8,10 +9,10 @@
 #     per tile; multicast pairs: even grids, 64-row A boxes for ping-pong); gemm_tma=off gives
 #     gemm_wgmma_ws (no tensor maps), with gemm_ws=off gemm_wgmma; gemm_ws=off alone keeps
 #     gemm_tma;
-#   - sm_90a attention: attention_mma at head_dim 64 by default (no tensor maps); attn_tma=on
-#     gives attention_tma (opt-in until proven on the H200: three tensor maps of the packed
-#     qkv, a persistent grid, pdl); attn_tma_cfg (with attn_tma=on) forces its configurations;
-#     attn_tma=off is the default, recorded;
+#   - sm_90a attention: attention_tma by default (three tensor maps of the packed qkv, a
+#     persistent grid, pdl), the same kernels with attn_tma=on; attn_tma_cfg (with attn_tma=on)
+#     forces its configurations; attn_tma=off gives attention_mma at head_dim 64 (no tensor
+#     maps), recorded;
 #   - an illegal configuration (the variant's tuning rules) and a bad value are clear errors
 #     and write no file;
 #   - the build option --no-pdl is recorded (pdl=off) and changes nothing else on the host;
@@ -129,29 +130,30 @@ all_kernels "$work/g5.txt" "_t[0-9a-f]{8}" "kernel=gemm_wgmma cfg=bm=128,bn=256,
   && ok "HKC_GEMM_TMA=0 HKC_GEMM_WS=0: gemm_wgmma" || { bad "HKC_GEMM_TMA=0 HKC_GEMM_WS=0"; grep -E "hk_gemm|kernel_options" "$work/g5.txt"; }
 diff <(kernels "$work/g0.txt") <(kernels "$work/g6.txt") >/dev/null && grep -qx "  kernel_options=gemm_ws=off" "$work/g6.txt" \
   && ok "gemm_ws=off alone: recorded, the gemm_tma kernels unchanged" || { bad "gemm_ws=off alone"; grep -E "hk_gemm|kernel_options" "$work/g6.txt"; }
-# ---- attention (bert_layer: packed qkv, 12 heads of 64): attention_tma with attn_tma=on --------
-build a0 --kernel-option attn_tma=on
+# ---- attention (bert_layer: packed qkv, 12 heads of 64): attention_tma by default --------------
+build a0
 build a1 --kernel-option attn_tma=on --kernel-option attn_tma_cfg=2,128,2,0,0
 HKC_ATTN_TMA=off build a2
-build a3
+build a3 --kernel-option attn_tma=on
 attn_kernel() { grep -E "^  hk_attention" "$1"; }
 attn_tmaps() { grep -E "^      tensor maps: arg 17 " "$1" || true; }
 n_attn=$(grep -cE "^    #[0-9]+ +attn +hk_attention" "$work/a0.txt")
 attn_kernel "$work/a0.txt" | grep -qE "^  hk_attention_bf16_a8_d64(_t[0-9a-f]{8})? .* kernel=attention_tma( |$)" \
   && [ "$(attn_tmaps "$work/a0.txt" | grep -cxE "      tensor maps: arg 17 tmap\(qkv, box 64x128, swz128\), arg 18 tmap\(qkv, box 64x128, swz128\), arg 19 tmap\(qkv, box 64x128, swz128\)")" -eq "$n_attn" ] \
-  && [ "$n_attn" -ge 1 ] && ok "attn_tma=on: attention_tma, three tensor maps of qkv per launch ($n_attn)" \
-  || { bad "attn_tma=on attention"; attn_kernel "$work/a0.txt"; attn_tmaps "$work/a0.txt"; }
+  && [ "$n_attn" -ge 1 ] && ok "default: attention_tma, three tensor maps of qkv per launch ($n_attn)" \
+  || { bad "default attention"; attn_kernel "$work/a0.txt"; attn_tmaps "$work/a0.txt"; }
 grep -E "^    #[0-9]+ +attn +hk_attention" "$work/a0.txt" | sed -E 's/.*grid \[([0-9]+),1,1\].*/\1/' | awk '$1 < 1 || $1 > 132 {bad=1} END {exit bad}' \
   && grep -E "^    #[0-9]+ +attn +hk_attention" "$work/a0.txt" | grep -qE "after \[[0-9,]+\] pdl$" \
-  && ok "attn_tma=on: persistent grids within the 132 SMs, pdl after the qkv GEMM" || { bad "attention grids / pdl"; grep -E "^    #[0-9]+ +attn" "$work/a0.txt"; }
+  && ok "attention_tma: persistent grids within the 132 SMs, pdl after the qkv GEMM" || { bad "attention grids / pdl"; grep -E "^    #[0-9]+ +attn" "$work/a0.txt"; }
 attn_kernel "$work/a1.txt" | grep -qE "^  hk_attention_bf16_a8_d64_t[0-9a-f]{8} .* kernel=attention_tma cfg=wg=2,kv=128,st=2,pp=0,ov=0,p=1 src=option$" \
   && grep -qx "  kernel_options=attn_tma=on;attn_tma_cfg=wg=2,kv=128,st=2,pp=0,ov=0,p=1" "$work/a1.txt" \
   && ok "attn_tma_cfg: the simple pipeline, recorded, src=option, another name" || { bad "attn_tma_cfg"; attn_kernel "$work/a1.txt"; }
-attn_kernel "$work/a2.txt" | grep -qE "^  hk_attention_bf16_a8_d64 .* kernel=attention_mma" \
+attn_kernel "$work/a2.txt" | grep -qE "^  hk_attention_bf16_a8_d64(_t[0-9a-f]{8})? .* kernel=attention_mma" \
   && [ "$(attn_tmaps "$work/a2.txt" | wc -l)" -eq 0 ] && grep -qx "  kernel_options=attn_tma=off" "$work/a2.txt" \
   && ok "HKC_ATTN_TMA=off maps to attn_tma=off: attention_mma, no tensor maps" || { bad "attn_tma=off"; attn_kernel "$work/a2.txt"; }
-attn_kernel "$work/a3.txt" | grep -qE "^  hk_attention_bf16_a8_d64 .* kernel=attention_mma( |$)" && [ "$(attn_tmaps "$work/a3.txt" | wc -l)" -eq 0 ] \
-  && ok "default attention: attention_mma (attention_tma is opt-in)" || { bad "default attention"; attn_kernel "$work/a3.txt"; }
+[ "$(attn_kernel "$work/a3.txt" | sed -E 's/ +src=[a-z]+$//; s/_t[0-9a-f]{8} / /')" = "$(attn_kernel "$work/a0.txt" | sed -E 's/ +src=[a-z]+$//; s/_t[0-9a-f]{8} / /')" ] \
+  && grep -qx "  kernel_options=attn_tma=on" "$work/a3.txt" \
+  && ok "attn_tma=on: the default's attention_tma configuration, recorded" || { bad "attn_tma=on"; attn_kernel "$work/a3.txt"; attn_kernel "$work/a0.txt"; }
 
 # illegal configurations: one clear error quoting the rules, no file
 illegal() { # name, expected message, build options...

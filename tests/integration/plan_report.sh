@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The traffic and roofline report through the real binary: `hkc inspect --plan` on real
 # specs (every row has numbers, the totals are the sums of the rows, before fusion >=
 # after, --batch picks one bucket, the reference parts are there), a pack without a
@@ -96,7 +97,7 @@ rows = [l.split() for l in text.splitlines() if re.match(r"^ +\d+  ", l)]
 assert [r[1] for r in rows] == ["fc1", "fc2,res", "ln"], text  # fusion: auto folds res into fc2
 for r in rows:
     assert float(r[3]) > 0 and r[4] == "-" and r[7] == "-", r  # median us > 0; host: no floor
-assert "no floor (host-" in text and "sum of launches" in text and "whole graph" in text, text
+assert "no floor (host-" in text and "sum of launches" in text and "whole graph" in text and "bubbles: whole graph - sum of launches" in text, text
 print("ok run --profile:", [r[3] for r in rows])
 EOF
 cmp "$work/plain/y.npy" "$work/prof/y.npy"

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Independent reference for hkc packs: reads a spec with PyYAML, draws random inputs
 and params with NumPy, runs `hkc run` on them, and compares every output with a NumPy
 float64 evaluation of the spec's ops (DESIGN.md "Op semantics").

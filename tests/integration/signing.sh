@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Signed packs and the trust policy through the real binary: hkc keygen (0600, never
 # overwrites), hkc build --sign, hkc inspect's signature line (with and without --trust),
 # hkc run with --trust / --require-signature / --allow-unsigned-native, hkc sign -o, a byte

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Every spec in specs/ and tests/specs/ (op coverage, odd shapes) through the real hkc binary for the host target: build, inspect,
 # run, and compare the outputs with the NumPy reference (reference.py, independent of hkc)
 # on random inputs. Also runs the example app.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Batch buckets through the real hkc binary: specs/bert_layer.yaml built for the host with
 # batch sizes [1, 8, 32] runs batch 5 (padded to bucket 8) and batch 20 (to 32) and matches
 # the NumPy reference (reference.py, independent of hkc) at those batch sizes; batch 64

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Tuning end to end (docs/TUNING.md) through the real hkc binary:
 #   - `hkc tune` on the host target: candidates measured through libhkrt, a database written
 #     (sorted, well-formed, one entry per launch class) and a report;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The AMD GEMM kernels' arithmetic on the CPU: generated sources of gemm_mfma_pp (every tile
  * width, both B layouts, f16, bf16 and gfx908's paired bf16 MFMAs, every epilogue piece) and
  * of gemm_mfma, compiled with clang++ against tests/emu/amd_emu.h (a lane per coroutine,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The AMD matrix-core variants (compiler/codegen/variants/variant_amd.c): which keys select
  * gemm_mfma / gemm_mfma_pp / attention_mfma, their launches and defaults, and -- when hiprtc
  * and comgr load (cmocka skip() otherwise, with the reason printed) -- real compiles for

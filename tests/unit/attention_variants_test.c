@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The "attention_mma" GPU variant (compiler/variant_attention_nv.c,
  * templates/gpu/attention_mma.hip): which keys it serves; that it compiles with nvrtc for
  * sm_80, sm_90 and sm_90a in f16 and bf16 with head dims 64 and 128, reports registers,
@@ -238,7 +239,7 @@ static void test_wgmma_nvrtc(void **state) {
 }
 
 
-/* ---- attention_tma (sm_90a, opt-in with attn_tma=on until proven on the H200) --------------- */
+/* ---- attention_tma (sm_90a, the default; attn_tma=off: the previous kernels) ---------------- */
 /* A key naming attention_tma, as attn_tma=on (or a tuning database) makes it; params NULL: its
  * defaults. */
 static hkc_kernel_key_t tma_key(hk_dtype_t dtype, int dh, const char *params) {
@@ -254,21 +255,21 @@ static void test_tma_selection(void **state) {
     for (int dh = 64; dh <= 128; dh += 64) {
       const hkc_kernel_key_t k = attn_key((hk_dtype_t)dt, dh, 8);
       const char *const old = dh == 128 ? "attention_wgmma" : "attention_mma";
-      assert_string_equal(hk_test_variant_name("sm_90a", k), old); /* attention_tma is opt-in */
+      assert_string_equal(hk_test_variant_name("sm_90a", k), "attention_tma"); /* the default */
       /* sm_90 (no wgmma, no setmaxnreg in nvrtc's sm_90) and sm_80 keep the mma.sync kernel */
       assert_string_equal(hk_test_variant_name("sm_90", k), "attention_mma");
       assert_string_equal(hk_test_variant_name("sm_80", k), "attention_mma");
       hkc_kernel_options_t o = {0};
-      hk_test_options(&o, "attn_tma=off"); /* the default already: the key stays untouched */
+      hk_test_options(&o, "attn_tma=off"); /* the previous kernels */
       assert_string_equal(variant_name_opt("sm_90a", &o, k), old);
-      hkc_kernel_key_t named = k;
-      assert_int_equal(hkc_tune_apply_options(&o, "sm_90a", hk_test_arch("sm_90a"), &named), 0);
-      assert_string_equal(named.variant, "");
-      hk_test_options(&o, "attn_tma=on"); /* named in the key */
+      hkc_kernel_key_t named = k; /* off: the previous kernel named in the key */
+      assert_int_equal(hkc_tune_apply_options(&o, "sm_90a", hk_test_arch("sm_90a"), &named), 1);
+      assert_string_equal(named.variant, old);
+      hk_test_options(&o, "attn_tma=on"); /* the default already: the key stays untouched */
       assert_string_equal(variant_name_opt("sm_90a", &o, k), "attention_tma");
       named = k;
-      assert_int_equal(hkc_tune_apply_options(&o, "sm_90a", hk_test_arch("sm_90a"), &named), 1);
-      assert_string_equal(named.variant, "attention_tma");
+      assert_int_equal(hkc_tune_apply_options(&o, "sm_90a", hk_test_arch("sm_90a"), &named), 0);
+      assert_string_equal(named.variant, "");
       assert_string_equal(hkc_variant_for(hk_test_arch("sm_90a"), &named)->name, "attention_tma");
       hk_test_options(&o, "simple_kernels=1");
       assert_string_equal(variant_name_opt("sm_90a", &o, k), "simple");
@@ -302,8 +303,10 @@ static void test_tma_legality(void **state) {
     const char *params;
     int legal;
   } cases[] = {
-      {128, "wg=2,kv=128,st=2,pp=1,ov=1,p=1", 1}, /* the default */
-      {128, "wg=2,kv=128,st=3,pp=1,ov=1,p=0", 1}, /* 230 KiB */
+      {128, "wg=2,kv=128,st=3,pp=1,ov=1,p=1", 1}, /* the default at dh 128 (225 KiB) */
+      {64, "wg=2,kv=128,st=2,pp=1,ov=1,p=1", 1},  /* the default at dh 64 */
+      {128, "wg=2,kv=128,st=2,pp=1,ov=1,p=1", 1},
+      {128, "wg=2,kv=128,st=3,pp=0,ov=1,p=0", 1}, /* overlap without ping-pong */
       {128, "wg=2,kv=128,st=2,pp=0,ov=0,p=1", 1}, /* the simple pipeline */
       {128, "wg=3,kv=64,st=2,pp=1,ov=1,p=1", 1},
       {128, "wg=1,kv=64,st=2,pp=0,ov=1,p=1", 1},
@@ -331,7 +334,8 @@ static void test_tma_legality(void **state) {
     if ((rc == 0) != cases[i].legal) fail_msg("dh %d %s: tune_parse %d", cases[i].dh, cases[i].params, rc);
     if (rc == 0) {
       assert_string_equal(t.tune, cases[i].params);
-      assert_int_equal(t.is_default, strcmp(cases[i].params, "wg=2,kv=128,st=2,pp=1,ov=1,p=1") == 0);
+      assert_int_equal(t.is_default, strcmp(cases[i].params, cases[i].dh == 128 ? "wg=2,kv=128,st=3,pp=1,ov=1,p=1"
+                                                                                 : "wg=2,kv=128,st=2,pp=1,ov=1,p=1") == 0);
       assert_true(t.shared_bytes <= ar->max_lds_per_block);
     }
   }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The compile cache: round trips, misses, corrupt entries, unusable directories. */
 #include <pthread.h>
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cost model (cost.c) on hand-computed cases, fused forms included (set on the parsed
  * IR the way fusion sets them), and the PLAN section end to end: hkc_build -> verify ->
  * the records equal what the model says, and sessions report them. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA driver types libhkrt declares itself (loader/src/gpu_internal.h: no vendor header is
  * included by the loader) against the toolkit's own cuda.h, when the build found one
  * (tests/CMakeLists.txt defines HK_TEST_CUDA_H as its path; without it the test is skipped,

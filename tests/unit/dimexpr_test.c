@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* hkc_dimexpr_eval: values, linearity in batch, and every error at its column. */
 #include <setjmp.h>
 #include <stdarg.h>

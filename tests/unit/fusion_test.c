@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fusion.c: `fusion: auto` on BERT- and Llama-like snippets (gemm epilogues, SwiGLU,
  * residual add + norm with and without a stored sum, element-wise chains with
  * broadcasting), what must not fuse (graph outputs, a chain in the wrong epilogue order,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The NVIDIA GEMM variants (compiler/variant_gemm_nv.c): which keys and archs they serve
  * (sm_90a: gemm_tma; kernel options gemm_tma=off: gemm_wgmma_ws, and with gemm_ws=off too:
  * gemm_wgmma), that they compile with nvrtc for their archs in f16/bf16 with every epilogue

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA and HIP backends: (a) on a machine without the GPU or its runtime, named GPU
  * targets are UNAVAILABLE with the reason and automatic choice falls back to host;
  * (b) the target matching rules and the ISA-name scan as pure functions; (c) whole

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kernel options (compiler/codegen/kernel_options.c, tune.c hkc_tune_apply_options):
  *  - the parser: every option, good values in both spellings, bad names and values, each
  *    error naming the option and what was expected; canonical text for provenance

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libhkrt sessions on the host backend, with a real kernel .so compiled at test time:
  * numerics at two batch sizes, binding errors, target and batch selection, bad code
  * objects, and an allocator that fails the Nth allocation. Batch buckets: a batch between
@@ -114,6 +115,18 @@ static void run_and_check(hk_session_t *s, int64_t batch, uint64_t seed) {
     if (!isnan(y[i])) fail_msg("batch %lld: y[%zu] past the real rows was written", (long long)batch, i);
   free(x);
   free(y);
+}
+
+/* The running library's version is the header's (hkrt.h, "version"; the build reads both from
+ * the header, docs/ABI.md). */
+static void test_version(void **ts) {
+  (void)ts;
+  assert_string_equal(hk_version(), HKRT_VERSION_STRING);
+  assert_int_equal(hk_version_number(), HKRT_VERSION_NUMBER);
+  unsigned major, minor, patch;
+  assert_int_equal(sscanf(hk_version(), "%u.%u.%u", &major, &minor, &patch), 3);
+  assert_int_equal(hk_version_number(), major * 10000 + minor * 100 + patch);
+  assert_true(minor < 100 && patch < 100);
 }
 
 static void test_run_two_batches(void **ts) {
@@ -1095,6 +1108,7 @@ static void test_null_arguments(void **ts) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_version),
       cmocka_unit_test_setup_teardown(test_run_two_batches, setup, teardown),
       cmocka_unit_test_setup_teardown(test_profile, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sessions_share_module, setup, teardown),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* npy.c: .npy round trips, NumPy-written headers, every malformed-header class, and
  * the f16/bf16 conversions against the independent ones in test_util.c. */
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host kernels end to end: hkc_codegen_host -> hkc_rtc_host_compile -> dlopen -> the
  * kernel ABI, for every op, activation and dtype, and the fused forms (gemm epilogue
  * mul, norms with a residual add and a stored sum, element-wise chain programs), against

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A small pipeline built by hand for the pack and loader tests:
  *   tensors  x: input f32 [batch, 100]   w: param f32 [100]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Recomputes every checksum of an artifact in place (sections inside the buffer, the
  * section table, the header), so a test or the fuzzer can patch a record and still
  * reach verify's deeper checks. Written apart from the writer on purpose. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The artifact format: writer round trips, determinism, atomic writes, and the
  * verifier's answer to truncated, flipped and patched files (every one a clean
  * status and message, never a crash: these tests run under ASan+UBSan). */

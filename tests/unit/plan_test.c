@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* plan.c: the workspace arena (liveness sharing, no overlap between tensors alive at
  * the same time, alignment) and graph dependencies (every conflicting pair ordered,
  * independent branches left parallel), on hand-written and random graphs -- also fused

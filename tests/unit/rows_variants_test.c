@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The memory-bound GPU variants of compiler/variant_rows.c: rows_vec16 (layernorm,
  * rmsnorm -- also with the fused residual add (has_add, has_sum) -- and softmax) and
  * elementwise_vec16 (add, mul, relu, gelu, silu, ewchain programs).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* hiprtc + comgr: real compiles for gfx90a / gfx908 / gfx1030 (no GPU needed), once in this
  * process (no workers started) and once through hkc's worker processes ($HKC_BIN), as
  * `hkc build` runs them. Every test skips visibly when the ROCm toolchain is not installed. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The worker protocol and pool (compiler/rtc_worker.c) against a fake worker: this test
  * binary re-executed with --fake-worker, whose jobs echo, crash, hang, exit, crash once, or
  * answer with garbage. No toolchain needed. */

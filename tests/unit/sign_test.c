@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sign_test: pack signatures and the open options' trust policy (hkrt.h, "packs: opening and
  * trust"; docs/FORMAT.md, "Signatures"), and the pack owning its bytes after open.

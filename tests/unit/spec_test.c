@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* hkc_spec_parse / hkc_spec_load: the example specs, inferred shapes, roles, order and
  * defaults; then one test per error class, each checking FILE:LINE:COL and the words
  * of the message. */

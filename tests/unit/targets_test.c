@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU target table and the occupancy model; every expected number is worked out by
  * hand in the comment next to it. */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the unit tests: independent float16/bfloat16 conversions and
  * activation references, a seeded random generator, temporary paths, specs from text,
  * the GPU target table, and a pool that compiles many kernels. Deliberately written apart

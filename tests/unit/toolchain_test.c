@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The toolchain table (compiler/rtc/toolchain.h): every target name of the GPU target table
  * and "host" find their toolchain, unknown names fail with a message that lists the known
  * ones, every entry is complete, only nvrtc marks launches for programmatic dependent launch

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tuning (compiler/tune*.c, docs/TUNING.md): parameter strings, candidate spaces and their
  * legality against the target table, the tuning choice in the kernel key (name, equality,
  * the variants' macros and launches), the analytical model's behaviour on the shapes the
@@ -654,7 +655,7 @@ static const char k_db[] =
 static void test_attention_model(void **state) {
   (void)state;
   const hkc_gpu_arch_t *h200 = hk_test_arch("sm_90a");
-  /* attention_tma is opt-in (attn_tma=on names it in the key); the default kernels have no model */
+  /* attention_tma is the default (a plain key has its shape); attn_tma=on names it in the key */
   const hkc_kernel_key_t plain = {.op = HK_OP_ATTENTION, .dtype = HK_DTYPE_BF16, .align = 8, .head_dim = 64};
   hkc_kernel_key_t key = plain;
   snprintf(key.variant, sizeof key.variant, "attention_tma");
@@ -668,7 +669,7 @@ static void test_attention_model(void **state) {
                                           {.kind = HK_ARG_I64, .i = 768}, {.kind = HK_ARG_I64, .i = 1536},
                                           {.kind = HK_ARG_I64, .i = 0}, {.kind = HK_ARG_F32}};
   hkc_tune_shape_t shape;
-  assert_int_equal(hkc_tune_shape_of(h200, &plain, args, HKC_ATTENTION_N_ARGS, &shape), 0);
+  assert_int_equal(hkc_tune_shape_of(h200, &plain, args, HKC_ATTENTION_N_ARGS, &shape), 1);
   assert_int_equal(hkc_tune_shape_of(h200, &key, args, HKC_ATTENTION_N_ARGS, &shape), 1);
   assert_true(shape.m == 128 && shape.n == 128 && shape.k == 64 && shape.batch == 1 && shape.heads == 12 &&
               shape.kv_heads == 12 && !shape.causal);
@@ -699,7 +700,7 @@ static void test_attention_model(void **state) {
   p = model_pick(h200, k128, (hkc_tune_shape_t){.m = 4096, .n = 4096, .k = 128, .batch = 8, .heads = 16, .kv_heads = 16, .causal = 0}, c, &n);
   printf("[ info     ] attention b8 s4096 h16 d128: %s %s, %.1f us, %.0f TFLOP/s (%s)\n", c[p].cfg.variant, c[p].cfg.tune,
          c[p].est.seconds * 1e6, 4.0 * 8 * 16 * 4096.0 * 4096 * 128 / c[p].est.seconds / 1e12, c[p].est.limiter);
-  assert_string_equal(c[p].cfg.tune, "wg=2,kv=128,st=2,pp=1,ov=1,p=1"); /* attention_tma's defaults (opt-in: not the key's default) */
+  assert_string_equal(c[p].cfg.tune, "wg=2,kv=128,st=3,pp=1,ov=1,p=1"); /* attention_tma's defaults at dh 128 */
   assert_string_equal(c[p].est.limiter, "compute");
   /* causal: about half the work, a little more than half the time (diagonal tiles, balance) */
   hkc_model_est_t full, causal;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The variant registry (see variant.h), in order of preference: the first variant that
  * serves the target and whose applies() accepts a key serves it. Each target's part ends
  * with its portable entries, so every valid key finds one. */
@@ -24,7 +25,7 @@ static const hkc_variant_t *const k_variants[] = {
     &hkc_variant_gemm_wgmma_ws, /* NVIDIA sm_90a, warp-specialized, cp.async loads */
     &hkc_variant_gemm_wgmma,  /* NVIDIA sm_90a (kernel option gemm_ws=off) */
     &hkc_variant_gemm_mma,    /* NVIDIA sm_80+ */
-    &hkc_variant_attention_tma,   /* NVIDIA sm_90a, TMA + warp-specialized (opt-in: kernel option attn_tma=on) */
+    &hkc_variant_attention_tma,   /* NVIDIA sm_90a, TMA + warp-specialized (attn_tma=off: the two below) */
     &hkc_variant_attention_wgmma, /* NVIDIA sm_90a; head_dim 128 (64: attn_wgmma=on) */
     &hkc_variant_attention_mma,
     &hkc_variant_gemm_mfma,   /* AMD CDNA, 4 waves */
@@ -58,10 +59,8 @@ int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_gpu_arch_t
     if (s == HKC_SWITCH_OFF) return 0;
     if (s != HKC_SWITCH_ON && key->head_dim != 128) return 0;
   }
-  if (v == &hkc_variant_attention_tma) { /* opt-in (attn_tma=on) until its numerics are proven on the H200 */
-    const hkc_switch_t s = o ? o->attn_tma : HKC_SWITCH_AUTO;
-    if (s != HKC_SWITCH_ON) return 0;
-  }
+  /* attention_tma: the default where it serves the key (proven on the H200: docs/BENCHMARKS.md) */
+  if (v == &hkc_variant_attention_tma && o && o->attn_tma == HKC_SWITCH_OFF) return 0;
   if (!o) return 1;
   if (o->simple_kernels) return 0; /* A/B checks against the simple kernels */
   if (v == &hkc_variant_gemm_tma && o->gemm_tma == HKC_SWITCH_OFF) return 0;     /* gemm_wgmma_ws instead */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * compiler/codegen/variants/variant.h -- the variant registry: every kernel a key can become,
  * on every target, in order of preference.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* AMD CDNA matrix-core variants (see variant.h): "gemm_mfma", "gemm_mfma_pp" and
  * "attention_mfma", templates/gpu/{gemm_mfma,gemm_mfma_pp,attention_mfma}.hip on the tile
  * library templates/gpu/tile_amd.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Variant "attention_mma": flash-attention-2 style forward on NVIDIA tensor cores
  * (templates/gpu/attention_mma.hip over gpu/tile_nv.h): mma.sync m16n8k16 with f32
  * accumulation, cp.async double-buffered K/V tiles in XOR-swizzled shared memory, online
@@ -318,15 +319,19 @@ const hkc_variant_t hkc_variant_attention_wgmma = {
  * 32 / 160 at wg 3 (512 threads, entry 128); 40 / 216 at wg 1 (256 threads x 2 blocks,
  * entry 128). A consumer holds O (dh/2), S (kv/2) and P (kv/4) registers.
  * Defaults (FlashAttention-3's tiles for these head sizes, within our register budgets):
- * 128 x 128 tiles (wg 2, kv 128), 2 slots, ping-pong + overlap, persistent; unmeasured until
- * the device run (bench/attn_device.sh). Kernel options: attn_tma=off (the previous
+ * 128 x 128 tiles (wg 2, kv 128), ping-pong + overlap, persistent; 2 ring slots at head_dim
+ * 64, 3 at 128 (measured on the H200, docs/BENCHMARKS.md "Attention": 3 slots were faster in
+ * 6 of the 8 head-dim-128 cases, by up to 2%). Kernel options: attn_tma=off (the previous
  * kernels: attention_wgmma at dh 128, attention_mma at dh 64), attn_tma_cfg=... */
 typedef struct attn_tma_cfg {
   int wgs, bkv, stages, pp, ov, persistent;
 } attn_tma_cfg_t;
 
 static const char *const k_attn_tma_names[] = {"wg", "kv", "st", "pp", "ov", "p"};
-static const attn_tma_cfg_t k_attn_tma_default = {.wgs = 2, .bkv = 128, .stages = 2, .pp = 1, .ov = 1, .persistent = 1};
+static attn_tma_cfg_t attn_tma_default(const hkc_kernel_key_t *key) {
+  return (attn_tma_cfg_t){.wgs = 2, .bkv = 128, .stages = key->head_dim == 128 ? 3 : 2, .pp = 1, .ov = 1,
+                          .persistent = 1};
+}
 
 /* Registers a consumer thread needs beyond O, S and P: descriptors, indices, the row
  * statistics, loop state (ptxas 13.0 on the default configurations; an estimate for the
@@ -384,7 +389,7 @@ static int attn_tma_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
 }
 
 static attn_tma_cfg_t attn_tma_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
-  attn_tma_cfg_t c = k_attn_tma_default;
+  attn_tma_cfg_t c = attn_tma_default(key);
   const char *params = tuned_params("attention_tma", key);
   if (params && params[0]) (void)attn_tma_parse(arch, key, params, &c);
   return c;
@@ -419,37 +424,39 @@ static void attn_tma_tile(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
   t->shared_bytes = attn_tma_smem(arch, key, c);
   t->regs = (uint32_t)(65536 / (t->threads * attn_tma_minb(c)) / 8 * 8); /* the entry budget ptxas reports */
   t->efficiency = attn_tma_efficiency(key, c);
-  t->is_default = memcmp(c, &k_attn_tma_default, sizeof *c) == 0;
+  const attn_tma_cfg_t d = attn_tma_default(key);
+  t->is_default = memcmp(c, &d, sizeof *c) == 0;
 }
 
 static int attn_tma_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params,
                                hkc_tile_cfg_t *out) {
-  attn_tma_cfg_t c = k_attn_tma_default;
+  attn_tma_cfg_t c = attn_tma_default(key);
   if (params && params[0] && attn_tma_parse(arch, key, params, &c) != 0) return -1;
   if (!attn_tma_legal(arch, key, &c)) return -1;
   attn_tma_tile(arch, key, &c, out);
   return 0;
 }
 
-/* The space (default first): 128-row tiles (wg 2) and 192-row tiles (wg 3) with ping-pong
- * and overlap, 64-row tiles (wg 1, two blocks per SM: short sequences, small batches) with
- * overlap; 64/128/192 keys; 2 or 3 ring slots; persistent or one block per tile. What does
- * not fit (registers, shared memory) drops out. The simpler schedules (pp 0 / ov 0) are for
- * the kernel option only. */
+/* The space (default first): 128-row tiles (wg 2) and 192-row tiles (wg 3) with overlap,
+ * with and without ping-pong (without was faster at head_dim 128 over 4096 keys on the H200),
+ * 64-row tiles (wg 1, two blocks per SM: short sequences, small batches) with overlap;
+ * 64/128/192 keys; 2 or 3 ring slots; persistent or one block per tile. What does not fit
+ * (registers, shared memory) drops out. The simple pipeline (ov 0) is for the kernel option
+ * only. */
 static int attn_tma_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max) {
   static const int wgs[] = {2, 3, 1}, bkvs[] = {128, 64, 192};
   int n = 0;
   if (max > 0 && attn_tma_tune_parse(arch, key, "", &out[0]) == 0) n = 1;
   for (size_t w = 0; w < 3; w++)
-    for (size_t b = 0; b < 3; b++)
-      for (int st = 2; st <= 3; st++)
-        for (int p = 1; p >= 0; p--) {
-          const attn_tma_cfg_t c = {.wgs = wgs[w], .bkv = bkvs[b], .stages = st, .pp = wgs[w] >= 2, .ov = 1,
-                                    .persistent = p};
-          if (!attn_tma_legal(arch, key, &c) || n >= max) continue;
-          attn_tma_tile(arch, key, &c, &out[n]);
-          if (!out[n].is_default) n++;
-        }
+    for (int pp = wgs[w] >= 2; pp >= 0; pp--)
+      for (size_t b = 0; b < 3; b++)
+        for (int st = 2; st <= 3; st++)
+          for (int p = 1; p >= 0; p--) {
+            const attn_tma_cfg_t c = {.wgs = wgs[w], .bkv = bkvs[b], .stages = st, .pp = pp, .ov = 1, .persistent = p};
+            if (!attn_tma_legal(arch, key, &c) || n >= max) continue;
+            attn_tma_tile(arch, key, &c, &out[n]);
+            if (!out[n].is_default) n++;
+          }
   return n;
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NVIDIA tensor-core GEMM variants (see variant.h):
  *   gemm_wgmma  sm_90a (HKC_MATRIX_WGMMA): warpgroup MMA from swizzled shared memory
  *   gemm_mma    sm_80+ (HKC_MATRIX_MMA_SYNC or WGMMA): mma.sync m16n8k16

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The host target's entries of the registry (variant.h): the host GEMM with its tuning
  * space, then every other op's host kernel. Their source is not a variant's: all host
  * kernels are one C translation unit (codegen_host.c, templates/host), whose GEMM reads

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Memory-bound GPU variants (see variant.h) with 16-byte vector access:
  *   rows_vec16        layernorm, rmsnorm (incl. the fused residual add), softmax
  *                     (templates/gpu/rows_fast.hip)

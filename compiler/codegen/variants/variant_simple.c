@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The simple GPU kernels (templates/gpu/<op>.hip): portable, untuned, correct for every key
  * of their op on every GPU arch. They end the GPU part of the registry, one entry per
  * template, all named "simple", so every valid key on a GPU target resolves to a variant.

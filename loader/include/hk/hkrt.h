@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hk/hkrt.h -- libhkrt, the embeddable runtime that replays .hkpack artifacts.
  *
@@ -69,7 +70,19 @@ extern "C" {
 #define HK_API
 #endif
 
-#define HKRT_VERSION_STRING "0.1.0"
+/* ---- version ------------------------------------------------------------------
+ * libhkrt's version, semantic versioning (docs/ABI.md). These lines are the one place it is
+ * written: CMake reads them for the project's version, the shared library's file name and
+ * the package's version files. The macros say which header a program was compiled with;
+ * hk_version() / hk_version_number() which library it runs with. */
+#define HKRT_VERSION_MAJOR 0
+#define HKRT_VERSION_MINOR 1
+#define HKRT_VERSION_PATCH 0
+#define HKRT_VERSION_NUMBER (HKRT_VERSION_MAJOR * 10000 + HKRT_VERSION_MINOR * 100 + HKRT_VERSION_PATCH)
+#define HKRT_VERSION_STR_(x) #x
+#define HKRT_VERSION_STR(x) HKRT_VERSION_STR_(x)
+#define HKRT_VERSION_STRING \
+  HKRT_VERSION_STR(HKRT_VERSION_MAJOR) "." HKRT_VERSION_STR(HKRT_VERSION_MINOR) "." HKRT_VERSION_STR(HKRT_VERSION_PATCH)
 
 /* Status codes. Pinned: never renumbered, only appended. */
 typedef enum hk_status {
@@ -177,9 +190,16 @@ typedef struct hk_session_options {
 } hk_session_options_t;
 
 
+/* ---- version of the running library ------------------------------------------ */
+/* "MAJOR.MINOR.PATCH" of the libhkrt this program runs with (static storage). */
+HK_API const char *hk_version(void);
+/* The same as MAJOR * 10000 + MINOR * 100 + PATCH, to compare with HKRT_VERSION_NUMBER. */
+HK_API uint32_t hk_version_number(void);
+
 /* ---- status ---------------------------------------------------------------- */
+/* The code's name ("OK", "INVALID_ARGUMENT", ...); "UNKNOWN_STATUS" for a value outside the enum. */
 HK_API const char *hk_status_string(hk_status_t status);
-/* Detail of the last failure on this thread ("" if none). Borrowed until the next call. */
+/* Detail of the last failure on this thread ("" if none). Borrowed until the next call. Never NULL. */
 HK_API const char *hk_last_error(void);
 
 /* ---- packs: opening and trust ------------------------------------------------------------
@@ -230,15 +250,17 @@ typedef struct hk_pack_open_options {
 /* Reads the whole file into memory the pack owns and verifies all of it (sizes, offsets,
  * counts, checksums, the signature and the trust policy) before anything else reads it; the
  * file is never read again (it may be replaced, truncated or deleted while the pack is open).
- * Errors: IO, CORRUPT, UNSUPPORTED_VERSION, OUT_OF_MEMORY, UNTRUSTED, INVALID_ARGUMENT. */
+ * Errors: IO, CORRUPT, UNSUPPORTED_VERSION, OUT_OF_MEMORY, UNTRUSTED, INVALID_ARGUMENT.
+ * NULL: options -> defaults (every field zero); path or out_pack -> INVALID_ARGUMENT. */
 HK_API hk_status_t hk_pack_open_file_ex(const char *path, const hk_pack_open_options_t *options,
                                         hk_pack_t **out_pack);
 /* Same over caller memory, which must outlive the pack and stay unchanged while it is open
- * (it is not copied, unless it is not 8-byte aligned). */
+ * (it is not copied, unless it is not 8-byte aligned). NULL: options -> defaults; data or
+ * out_pack -> INVALID_ARGUMENT. */
 HK_API hk_status_t hk_pack_open_memory_ex(const void *data, size_t size, const hk_pack_open_options_t *options,
                                           hk_pack_t **out_pack);
-/* hk_pack_open_file_ex / _memory_ex with default options but the allocator: no trusted key, so
- * a pack with host code is refused (UNTRUSTED). */
+/* hk_pack_open_file_ex / _memory_ex with default options but the allocator (NULL: libc): no
+ * trusted key, so a pack with host code is refused (UNTRUSTED). */
 HK_API hk_status_t hk_pack_open_file(const char *path, const hk_allocator_t *allocator,
                                      hk_pack_t **out_pack);
 HK_API hk_status_t hk_pack_open_memory(const void *data, size_t size, const hk_allocator_t *allocator,
@@ -255,28 +277,38 @@ typedef enum hk_signature_state {
  * HK_SIGNATURE_NONE for a NULL pack. */
 HK_API hk_signature_state_t hk_pack_signature(const hk_pack_t *pack, const char **out_key_id);
 /* Parses the text of a public key file written by `hkc keygen` (KEY.pub: the line
- * "hk-ed25519-public <64 hex digits>", then optional white space). Errors: INVALID_ARGUMENT. */
+ * "hk-ed25519-public <64 hex digits>", then optional white space). Errors: INVALID_ARGUMENT
+ * (also for a NULL text or out_key). */
 HK_API hk_status_t hk_public_key_parse(const char *text, size_t size, uint8_t out_key[HK_PUBLIC_KEY_BYTES]);
+/* Frees the pack (its sessions must be destroyed first). NULL: nothing. */
 HK_API void hk_pack_destroy(hk_pack_t *pack);
-/* The pack's last failure message, as a copy owned by the calling thread (see "Threads"). */
+/* The pack's last failure message, as a copy owned by the calling thread (see "Threads").
+ * "" for a NULL pack. */
 HK_API const char *hk_pack_error(const hk_pack_t *pack);
 
+/* The pack's accessors. NULL pack: "" for the name, 0 for counts and sizes, NULL from
+ * hk_pack_target_name (as for an index out of range), HK_BATCH_POLICY_PAD. */
 HK_API const char *hk_pack_name(const hk_pack_t *pack);
 HK_API uint32_t hk_pack_target_count(const hk_pack_t *pack);
 HK_API const char *hk_pack_target_name(const hk_pack_t *pack, uint32_t index);
 HK_API uint32_t hk_pack_batch_count(const hk_pack_t *pack);
 HK_API uint64_t hk_pack_batch_size(const hk_pack_t *pack, uint32_t index);
 HK_API hk_batch_policy_t hk_pack_batch_policy(const hk_pack_t *pack);
-/* Name of the target a session would pick on this machine (or error listing both sides). */
+/* Name of the target a session would pick on this machine (or error listing both sides).
+ * requested: a target name, or NULL for the best one here. NULL pack or out_name:
+ * INVALID_ARGUMENT. */
 HK_API hk_status_t hk_pack_select_target(hk_pack_t *pack, const char *requested, const char **out_name);
 
 /* ---- sessions ----------------------------------------------------------------- */
 /* Loads the chosen target's code, allocates the workspace for options->batch.
  * Errors: NOT_FOUND (batch or target), NO_COMPATIBLE_TARGET, UNAVAILABLE, CORRUPT, DRIVER,
- * FAILED_PRECONDITION (the pack was opened metadata_only). */
+ * FAILED_PRECONDITION (the pack was opened metadata_only). NULL pack, options or out_session:
+ * INVALID_ARGUMENT (the options are required: they carry the batch). */
 HK_API hk_status_t hk_session_create(hk_pack_t *pack, const hk_session_options_t *options,
                                      hk_session_t **out_session);
+/* Frees the session and its workspaces (buffers from hk_session_alloc first). NULL: nothing. */
 HK_API void hk_session_destroy(hk_session_t *session);
+/* The session's last failure message, and the name of the target it runs; "" for NULL. */
 HK_API const char *hk_session_error(const hk_session_t *session);
 HK_API const char *hk_session_target(const hk_session_t *session);
 /* How runs launch the kernels of the batch bucket whose state was built last (create builds
@@ -298,17 +330,19 @@ HK_API const char *hk_session_launch_mode(const hk_session_t *session, const cha
  * kernels the ordinary way (correct, without the overlap). 0 for a NULL session. */
 HK_API uint32_t hk_session_pdl_count(const hk_session_t *session);
 
-/* Application-visible tensors (inputs, outputs, params), shapes resolved for the batch. */
+/* Application-visible tensors (inputs, outputs, params), shapes resolved for the batch.
+ * The count is 0 for a NULL session; NULL session or out_info: INVALID_ARGUMENT. */
 HK_API uint32_t hk_session_tensor_count(const hk_session_t *session);
 HK_API hk_status_t hk_session_tensor_info(const hk_session_t *session, uint32_t index,
                                           hk_tensor_info_t *out_info);
 
 /* Binds a buffer of exactly info.bytes bytes, at a 16-byte-aligned address, to the named
  * tensor. Rebinding is allowed. Errors: NOT_FOUND (no such tensor; the message lists the
- * names), INVALID_ARGUMENT (size, alignment, NULL). */
+ * names), INVALID_ARGUMENT (size, alignment, a NULL session, name or data). */
 HK_API hk_status_t hk_session_bind(hk_session_t *session, const char *name, void *data, size_t bytes);
 
-/* Runs the whole graph once. stream: the backend's stream (CUstream/hipStream_t) or NULL.
+/* Runs the whole graph once. stream: the backend's stream (CUstream/hipStream_t), or NULL for
+ * the default stream. NULL session: INVALID_ARGUMENT.
  * For the host target it returns when results are written. Errors: FAILED_PRECONDITION
  * when a tensor is unbound (named in the message), DRIVER. */
 HK_API hk_status_t hk_session_run(hk_session_t *session, void *stream);
@@ -318,13 +352,16 @@ HK_API hk_status_t hk_session_run(hk_session_t *session, void *stream);
  * instantiated the first time a run needs it and kept for later runs (with its workspace).
  * Batch-dependent tensors change size with the batch: after a change they must be bound
  * again (run says which are unbound); others stay bound. Errors: NOT_FOUND (over the
- * largest bucket, or not a bucket under exact; the message lists the buckets). */
+ * largest bucket, or not a bucket under exact; the message lists the buckets), and
+ * INVALID_ARGUMENT for a NULL session. The two accessors return 0 for a NULL session. */
 HK_API hk_status_t hk_session_set_batch(hk_session_t *session, uint64_t batch);
 HK_API uint64_t hk_session_batch(const hk_session_t *session);  /* the real batch */
 HK_API uint64_t hk_session_bucket(const hk_session_t *session); /* the bucket it runs */
 
 /* ---- profiling ------------------------------------------------------------------------------
- * The launches of the current bucket's graph, and each one's time measured alone. */
+ * The launches of the current bucket's graph, and each one's time measured alone. The count is
+ * 0 for a NULL session; a NULL session or out_info / out_us is INVALID_ARGUMENT; stream as in
+ * hk_session_run. */
 typedef struct hk_launch_info {
   const char *kernel;  /* symbol (borrowed) */
   const char *nodes;   /* spec node(s) it computes, comma-separated (borrowed) */
@@ -348,12 +385,16 @@ typedef enum hk_copy_kind {
   HK_COPY_HOST_TO_DEVICE = 0, HK_COPY_DEVICE_TO_HOST = 1, HK_COPY_DEVICE_TO_DEVICE = 2
 } hk_copy_kind_t;
 
+/* NULL session or out_ptr: INVALID_ARGUMENT. */
 HK_API hk_status_t hk_session_alloc(hk_session_t *session, size_t bytes, void **out_ptr);
+/* A NULL session or ptr: nothing. */
 HK_API void hk_session_free(hk_session_t *session, void *ptr);
-/* Synchronous copy (returns when the bytes have arrived). */
+/* Synchronous copy (returns when the bytes have arrived). NULL session: INVALID_ARGUMENT; NULL
+ * dst or src only with bytes 0. */
 HK_API hk_status_t hk_session_copy(hk_session_t *session, void *dst, const void *src, size_t bytes,
                                    hk_copy_kind_t kind);
-/* Waits for the work submitted to stream (NULL: the default stream) to finish. */
+/* Waits for the work submitted to stream (NULL: the default stream) to finish. NULL session:
+ * INVALID_ARGUMENT. */
 HK_API hk_status_t hk_session_synchronize(hk_session_t *session, void *stream);
 
 #ifdef __cplusplus

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hk/pack_format.h -- the on-disk layout of a .hkpack artifact.
  *

@@ -1,0 +1,54 @@
+# SPDX-License-Identifier: Apache-2.0
+# Install rules (HKC_INSTALL): `cmake --install build --prefix P` gives
+#   P/bin/hkc
+#   P/lib/libhkrt.so.<version> (+ the SONAME and development links), P/lib/libhkrt.a
+#   P/include/hk/hkrt.h (the API), P/include/hk/pack_format.h (the artifact format)
+#   P/lib/cmake/hkrt/: hkrtConfig.cmake, hkrtConfigVersion.cmake, the targets, HkcPack.cmake
+#   P/lib/pkgconfig/hkrt.pc
+# (lib: CMAKE_INSTALL_LIBDIR). Every file names its neighbours by relative path: the tree
+# may be moved after installing.
+include(CMakePackageConfigHelpers)
+set(HKRT_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/hkrt)
+
+set_target_properties(hkrt_static PROPERTIES EXPORT_NAME hkrt_static)
+install(TARGETS hkrt hkc EXPORT hkrtTargets
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} NAMELINK_COMPONENT Development
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# A separate export: the static library needs zstd, libsodium and threads found first
+# (hkrtConfig.cmake), the shared one nothing.
+install(TARGETS hkrt_static EXPORT hkrtStaticTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/loader/include/hk DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+        FILES_MATCHING PATTERN "*.h")
+install(EXPORT hkrtTargets NAMESPACE hkrt:: DESTINATION ${HKRT_CMAKE_DIR})
+install(EXPORT hkrtStaticTargets NAMESPACE hkrt:: DESTINATION ${HKRT_CMAKE_DIR})
+
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/hkrtConfig.cmake.in
+                              ${PROJECT_BINARY_DIR}/package/hkrtConfig.cmake
+                              INSTALL_DESTINATION ${HKRT_CMAKE_DIR})
+# Before 1.0 a minor release may break the API (docs/ABI.md): only the same MAJOR.MINOR matches.
+if(PROJECT_VERSION_MAJOR EQUAL 0)
+  set(hkrt_compat SameMinorVersion)
+else()
+  set(hkrt_compat SameMajorVersion)
+endif()
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/package/hkrtConfigVersion.cmake
+                                 VERSION ${PROJECT_VERSION} COMPATIBILITY ${hkrt_compat})
+install(FILES ${PROJECT_BINARY_DIR}/package/hkrtConfig.cmake ${PROJECT_BINARY_DIR}/package/hkrtConfigVersion.cmake
+              ${PROJECT_SOURCE_DIR}/cmake/HkcPack.cmake
+        DESTINATION ${HKRT_CMAKE_DIR})
+
+# hkrt.pc finds its prefix from its own place (${pcfiledir}), so `--prefix` at install time
+# and moving the tree both work.
+file(RELATIVE_PATH hkrt_pc_up "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
+string(REGEX REPLACE "/$" "" hkrt_pc_up "${hkrt_pc_up}")
+set(HKRT_PC_PREFIX "\${pcfiledir}/${hkrt_pc_up}")
+foreach(dir LIBDIR INCLUDEDIR)
+  if(IS_ABSOLUTE "${CMAKE_INSTALL_${dir}}")
+    set(HKRT_PC_${dir} "${CMAKE_INSTALL_${dir}}")
+  else()
+    set(HKRT_PC_${dir} "\${prefix}/${CMAKE_INSTALL_${dir}}")
+  endif()
+endforeach()
+configure_file(${PROJECT_SOURCE_DIR}/cmake/hkrt.pc.in ${PROJECT_BINARY_DIR}/package/hkrt.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/package/hkrt.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

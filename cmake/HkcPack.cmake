@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: Apache-2.0
+# hkc_add_pack(): build a .hkpack with hkc as part of a CMake build.
+#
+#   hkc_add_pack(NAME model SPEC model.yaml OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/model.hkpack
+#                [TARGETS host sm_90a ...] [TUNING_DB tuned.db ...] [SIGN_KEY key.sec]
+#                [OPTIONS --fusion auto ...] [ALL])
+#
+# Adds a custom command that runs `hkc build SPEC -o OUTPUT --target T1,T2 [--tuning-db DB]...
+# [--sign KEY] OPTIONS...` and a custom target NAME that depends on OUTPUT (ALL: built by
+# default). The pack is rebuilt when the spec, a tuning database, the signing key or hkc
+# itself changes. Relative SPEC, TUNING_DB and SIGN_KEY paths are read from the calling
+# directory's source dir, a relative OUTPUT lies in its binary dir.
+#
+# hkc is HKC_EXECUTABLE, a target or a path the caller may set; unset, the target hkrt::hkc:
+# imported from an installed package (find_package(hkrt)), or hkc's own build inside
+# add_subdirectory / FetchContent.
+#
+# Trust: a pack with host code is unsigned unless SIGN_KEY is given; libhkrt opens such a pack
+# only with hk_pack_open_options_t.allow_unsigned_native_code = 1, or when the key's public
+# half is among the open's trusted_keys (README, "Embedding libhkrt").
+include_guard(GLOBAL)
+
+function(hkc_add_pack)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "ALL" "NAME;SPEC;OUTPUT;SIGN_KEY" "TARGETS;TUNING_DB;OPTIONS")
+  foreach(required NAME SPEC OUTPUT)
+    if(NOT arg_${required})
+      message(FATAL_ERROR "hkc_add_pack: ${required} is required")
+    endif()
+  endforeach()
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "hkc_add_pack: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT HKC_EXECUTABLE AND TARGET hkrt::hkc)
+    set(HKC_EXECUTABLE hkrt::hkc) # add_subdirectory: the variable stays in hkc's own scope
+  endif()
+  if(NOT HKC_EXECUTABLE)
+    message(FATAL_ERROR "hkc_add_pack: no hkc: HKC_EXECUTABLE is not set and there is no target hkrt::hkc")
+  endif()
+
+  get_filename_component(spec "${arg_SPEC}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+  get_filename_component(output "${arg_OUTPUT}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_BINARY_DIR}")
+  set(command "")
+  set(depends "${spec}")
+  if(TARGET ${HKC_EXECUTABLE})
+    list(APPEND command "$<TARGET_FILE:${HKC_EXECUTABLE}>")
+    # A target of this build (not imported): a target-level dependency orders the builds.
+    get_target_property(imported ${HKC_EXECUTABLE} IMPORTED)
+    if(imported)
+      list(APPEND depends "$<TARGET_FILE:${HKC_EXECUTABLE}>")
+    else()
+      get_target_property(real ${HKC_EXECUTABLE} ALIASED_TARGET)
+      if(real)
+        list(APPEND depends ${real})
+      else()
+        list(APPEND depends ${HKC_EXECUTABLE})
+      endif()
+    endif()
+  else()
+    list(APPEND command "${HKC_EXECUTABLE}")
+    list(APPEND depends "${HKC_EXECUTABLE}")
+  endif()
+  list(APPEND command build "${spec}" -o "${output}")
+  if(arg_TARGETS)
+    list(JOIN arg_TARGETS "," targets)
+    list(APPEND command --target "${targets}")
+  endif()
+  foreach(db IN LISTS arg_TUNING_DB)
+    get_filename_component(db "${db}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+    list(APPEND command --tuning-db "${db}")
+    list(APPEND depends "${db}")
+  endforeach()
+  if(arg_SIGN_KEY)
+    get_filename_component(key "${arg_SIGN_KEY}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+    list(APPEND command --sign "${key}")
+    list(APPEND depends "${key}")
+  endif()
+  list(APPEND command ${arg_OPTIONS})
+
+  get_filename_component(output_dir "${output}" DIRECTORY)
+  file(MAKE_DIRECTORY "${output_dir}")
+  add_custom_command(
+    OUTPUT "${output}"
+    COMMAND ${command}
+    DEPENDS ${depends}
+    COMMENT "hkc build ${arg_NAME}: ${output}"
+    VERBATIM COMMAND_EXPAND_LISTS)
+  set(all "")
+  if(arg_ALL)
+    set(all ALL)
+  endif()
+  add_custom_target(${arg_NAME} ${all} DEPENDS "${output}")
+  set_target_properties(${arg_NAME} PROPERTIES HKC_PACK_FILE "${output}")
+endfunction()

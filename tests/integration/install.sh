@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# hkc in other people's builds: `cmake --install` of this build into a prefix that is then
+# moved (every installed file must find the others by relative path), and three projects
+# outside the tree that use it, each running a host pack once and checking its outputs
+# against a double-precision reference (examples/consumer-cmake/main.c):
+#  - examples/consumer-cmake: find_package(hkrt CONFIG) + hkc_add_pack, linked with
+#    hkrt::hkrt and hkrt::hkrt_static; the pack is rebuilt when the spec changes, not otherwise;
+#  - examples/consumer-pkgconfig: `pkg-config --cflags --libs hkrt` (and --static with libhkrt.a);
+#  - examples/consumer-subdir: add_subdirectory(hkc), which must build without tests.
+# Sanitizer builds skip (exit 77): their libraries need the sanitizer runtime in every consumer;
+# the release pass runs this test.
+set -euo pipefail
+: "${HKC:?}" "${HK_SOURCE_DIR:?}" "${HK_BUILD_DIR:?}"
+if [ "${HK_SANITIZED:-0}" = 1 ]; then
+  echo "skipped: a sanitizer build's libhkrt needs the sanitizer runtime in its consumers (the release pass runs this)"
+  exit 77
+fi
+cmake=${HK_CMAKE:-cmake}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export HKC_CACHE_DIR=${HKC_CACHE_DIR:-$work/cache}
+fail() { echo "FAIL: $*"; exit 1; }
+needed() { readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
+
+# ---- the install, then moved
+"$cmake" --install "$HK_BUILD_DIR" --prefix "$work/p0" > "$work/install.log"
+mv "$work/p0" "$work/prefix"
+prefix=$work/prefix
+pc=$(find "$prefix" -name hkrt.pc)
+[ -n "$pc" ] || fail "no hkrt.pc installed: $(cat "$work/install.log")"
+libdir=$(cd "$(dirname "$pc")/.." && pwd)
+for f in bin/hkc include/hk/hkrt.h include/hk/pack_format.h; do
+  [ -f "$prefix/$f" ] || fail "$f not installed"
+done
+for f in libhkrt.a cmake/hkrt/hkrtConfig.cmake cmake/hkrt/hkrtConfigVersion.cmake cmake/hkrt/HkcPack.cmake; do
+  [ -f "$libdir/$f" ] || fail "$libdir/$f not installed"
+done
+soname=$(readelf -d "$libdir/libhkrt.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+[[ "$soname" =~ ^libhkrt\.so\.[0-9]+$ ]] && [ -f "$libdir/$soname" ] || fail "SONAME '$soname'"
+version=$(sed -n 's/^Version: //p' "$pc")
+grep -q "PACKAGE_VERSION \"$version\"" "$libdir/cmake/hkrt/hkrtConfigVersion.cmake" || fail "versions of hkrt.pc and hkrtConfigVersion.cmake differ"
+[ -L "$libdir/libhkrt.so" ] && [ -f "$libdir/libhkrt.so.$version" ] || fail "libhkrt.so.$version and its links"
+"$prefix/bin/hkc" --version | grep -q "$version" || fail "hkc --version: $("$prefix/bin/hkc" --version 2>&1)"
+
+# ---- find_package(hkrt) + hkc_add_pack
+cp "$HK_SOURCE_DIR/tests/specs/op_elementwise.yaml" "$work/spec.yaml"
+"$cmake" -S "$HK_SOURCE_DIR/examples/consumer-cmake" -B "$work/cm" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCONSUMER_SPEC="$work/spec.yaml" > "$work/cm.log" 2>&1 || fail "configure: $(cat "$work/cm.log")"
+"$cmake" --build "$work/cm" -j2 > "$work/cm.log" 2>&1 || fail "build: $(cat "$work/cm.log")"
+"$work/cm/consumer" "$work/cm/elementwise.hkpack" || fail "consumer (hkrt::hkrt)"
+"$work/cm/consumer_static" "$work/cm/elementwise.hkpack" || fail "consumer_static (hkrt::hkrt_static)"
+grep -qx "$soname" <<<"$(needed "$work/cm/consumer")" || fail "consumer does not load $soname"
+grep -q hkrt <<<"$(needed "$work/cm/consumer_static")" && fail "consumer_static loads libhkrt.so"
+"$cmake" --build "$work/cm" > "$work/cm2.log" 2>&1
+grep -q "hkc build" "$work/cm2.log" && fail "the pack was rebuilt with nothing changed"
+sed -i 's/batch_sizes: \[1, 5\]/batch_sizes: [1, 5, 8]/' "$work/spec.yaml"
+"$cmake" --build "$work/cm" > "$work/cm3.log" 2>&1 || fail "rebuild: $(cat "$work/cm3.log")"
+grep -q "3 batch size" "$work/cm3.log" || fail "a changed spec did not rebuild the pack: $(cat "$work/cm3.log")"
+"$work/cm/consumer" "$work/cm/elementwise.hkpack" > /dev/null || fail "consumer on the rebuilt pack"
+
+# ---- pkg-config, shared and static
+mkdir "$work/pc"
+PKG_CONFIG_PATH="$libdir/pkgconfig" make -s -C "$HK_SOURCE_DIR/examples/consumer-pkgconfig" O="$work/pc" \
+  > "$work/pc.log" 2>&1 || fail "pkg-config consumer: $(cat "$work/pc.log")"
+"$work/pc/consumer" "$work/pc/elementwise.hkpack" || fail "consumer (pkg-config --libs hkrt)"
+"$work/pc/consumer_static" "$work/pc/elementwise.hkpack" || fail "consumer_static (pkg-config --static)"
+grep -q hkrt <<<"$(needed "$work/pc/consumer_static")" && fail "pkg-config consumer_static loads libhkrt.so"
+
+# ---- add_subdirectory(hkc): builds hkc, libhkrt and the pack, no tests
+"$cmake" -S "$HK_SOURCE_DIR/examples/consumer-subdir" -B "$work/sd" -DHKC_SOURCE_DIR="$HK_SOURCE_DIR" \
+  > "$work/sd.log" 2>&1 || fail "configure: $(cat "$work/sd.log")"
+targets=$("$cmake" --build "$work/sd" --target help)
+grep -Eq "_test$|_replay$|hk_example|hk_bench" <<<"$targets" && fail "a subproject builds tests or examples"
+"$cmake" --build "$work/sd" -j2 > "$work/sd.log" 2>&1 || fail "build: $(cat "$work/sd.log")"
+"$work/sd/consumer" "$work/sd/elementwise.hkpack" || fail "consumer (add_subdirectory)"
+echo "install: ok"

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Every source file of hkc names its license (Apache-2.0, LICENSE) in an SPDX line at its top:
+# within its first two lines (the second after a shebang). Records of device runs
+# (docs/device-runs/) are kept as they were run and are not checked.
+set -euo pipefail
+: "${HK_SOURCE_DIR:?}"
+cd "$HK_SOURCE_DIR"
+[ -f LICENSE ] && grep -q "Apache License" LICENSE || { echo "FAIL: no Apache-2.0 LICENSE"; exit 1; }
+missing=$(find .ci bench cmake compiler examples loader scripts templates tests CMakeLists.txt -type f \
+  \( -name '*.c' -o -name '*.h' -o -name '*.hip' -o -name '*.cu' -o -name '*.cpp' -o -name '*.inc' \
+     -o -name '*.py' -o -name '*.sh' -o -name '*.cmake' -o -name '*.in' -o -name CMakeLists.txt \
+     -o -name Makefile -o -path .ci/run \) -not -path '*/__pycache__/*' |
+  while read -r f; do head -n 2 "$f" | grep -q "SPDX-License-Identifier: Apache-2.0" || echo "$f"; done)
+[ -z "$missing" ] || { echo "FAIL: no SPDX-License-Identifier line in:"; echo "$missing"; exit 1; }
+echo "license: ok"
