@@ -98,6 +98,11 @@ void hkc_gpu_launch_dims(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
  * n_args); returns the new count (<= max_args), n_args when the variant adds none. */
 uint32_t hkc_gpu_launch_args(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_arg_t *args,
                              uint32_t n_args, uint32_t max_args);
+/* The workspace (scratch bytes and semaphore counters; lower.h) a launch of key with these
+ * args (the op ABI's) needs: 1 and *out's scratch_bytes and counters (both >= 1) when the
+ * variant's kernel takes them (variants/variant.h, workspace), else 0 with both zero. */
+int hkc_gpu_launch_workspace(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
+                             uint32_t n_args, hkc_node_workspace_t *out);
 /* 1 when the launches of key's variant on arch may be programmatic dependent launches (the
  * variant's pdl, variants/variant.h: the kernel waits with griddepcontrol.wait before it
  * touches earlier launches' data), so the build marks them HK_NODE_FLAG_PDL; 0 otherwise,
@@ -143,6 +148,9 @@ typedef struct hkc_kernel_options {
                                attention_wgmma / attention_mma (opt-in until proven on the H200) */
   hkc_switch_t gemm_mfma_pp; /* gemm_mfma_pp on CDNA: auto = tuning may choose it, on = instead of
                                 gemm_mfma, off = never */
+  hkc_switch_t gemm_split;  /* split-K through the launch workspace (gemm_mma sk > 1) and stream-K
+                               (gemm_tma skm > 0): on = in the tuner's space; auto/off = not (opt-in
+                               until proven on the H200); forced configurations apply either way */
   int ew_exact_act;         /* 1: 16-bit gelu/silu/ewchain through erff/expf (elementwise_vec16 x=1) */
   char cfg[HKC_KOPT_N_CFG][HKC_TUNE_MAX];
 } hkc_kernel_options_t;
@@ -176,8 +184,14 @@ typedef struct hkc_tile_cfg {
   int inflight;            /* k tiles a block has in flight ahead of the one it multiplies (>= 1) */
   int persistent;          /* grid = min(tiles, compute units); a block's next tile loads while it
                               finishes the current one */
-  int split_k;             /* > 1: each tile's K is split over this many blocks (a cluster), whose f32
-                              partial sums one block adds up before the epilogue; 0 or 1: none */
+  int split_k;             /* > 1: each tile's K is split over this many blocks, whose f32 partial sums
+                              one block adds up before the epilogue; 0 or 1: none */
+  int split_global;        /* split_k's partial sums go through the launch's scratch in global memory
+                              (each block stores its partial, the last to arrive on the tile's counter
+                              reads them all) rather than a cluster's distributed shared memory */
+  int stream_k;            /* > 0: stream-K, a persistent grid whose blocks take near-equal ranges of
+                              every tile's k steps, at least this many each (split tiles reduced as
+                              split_global's are); 0: none */
   uint32_t shared_bytes;   /* static + dynamic shared memory / LDS per block */
   uint32_t regs;           /* registers per thread, estimated before compiling (accumulators,
                               fragments, addressing); the compiled count replaces it */

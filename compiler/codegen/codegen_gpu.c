@@ -173,6 +173,16 @@ uint32_t hkc_gpu_launch_args(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t 
   return n;
 }
 
+int hkc_gpu_launch_workspace(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
+                             uint32_t n_args, hkc_node_workspace_t *out) {
+  memset(out, 0, sizeof *out);
+  out->scratch_offset = HK_PLACEMENT_NONE;
+  const hkc_variant_t *variant = hkc_variant_for(arch, key);
+  if (!variant || !variant->workspace || !variant->workspace(arch, key, args, n_args, out)) return 0;
+  assert(out->scratch_bytes > 0 && out->counters > 0);
+  return 1;
+}
+
 int hkc_gpu_launch_pdl(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
   if (!arch || arch->kind != HK_TARGET_CUDA) return 0; /* griddepcontrol is PTX: CUDA only */
   const hkc_variant_t *variant = hkc_variant_for(arch, key);

@@ -42,16 +42,22 @@ static const kopt_t k_opts[] = {
     {"gemm_mfma_pp", "HKC_GEMM_MFMA_PP", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: the 8-wave ping-pong gemm_mfma_pp on AMD CDNA (auto: when tuning chooses it; on: instead "
      "of gemm_mfma)"},
+    {"gemm_split", "HKC_GEMM_SPLIT", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
+     "auto|on|off: split-K through the launch workspace (gemm_mma sk > 1, sm_80/sm_90) and stream-K (gemm_tma "
+     "skm > 0, sm_90a) in the model's and hkc tune's space, opt-in until proven on the H200 (on: in the space; "
+     "auto, off: not; a forced configuration or a tuning database entry applies either way)"},
     {"ew_exact_act", "HKC_EW_EXACT_ACT", KOPT_BOOL, 0, NULL, NULL, 0, NULL,
      "0|1: 16-bit gelu/silu/ewchain through erff/expf"},
-    {"gemm_mma_cfg", "HKC_GEMM_MMA_CFG", KOPT_CFG, HKC_KOPT_GEMM_MMA_CFG, "gemm_mma", "bm,bn,wm,wn,st", 5, "",
-     "gemm_mma tile: bm=,bn=,wm=,wn=,st= or BM,BN,WARPS_M,WARPS_N,STAGES"},
+    {"gemm_mma_cfg", "HKC_GEMM_MMA_CFG", KOPT_CFG, HKC_KOPT_GEMM_MMA_CFG, "gemm_mma", "bm,bn,wm,wn,st,sk", 5, "sk=1",
+     "gemm_mma tile: bm=,bn=,wm=,wn=,st=[,sk=] or BM,BN,WARPS_M,WARPS_N,STAGES[,SPLIT_K]"},
     {"gemm_wgmma_cfg", "HKC_GEMM_WGMMA_CFG", KOPT_CFG, HKC_KOPT_GEMM_WGMMA_CFG, "gemm_wgmma", "bn,st", 2, "bm=128",
      "gemm_wgmma tile: bm=,bn=,st= or BN,STAGES (bm 128)"},
     {"gemm_ws_cfg", "HKC_GEMM_WS_CFG", KOPT_CFG, HKC_KOPT_GEMM_WS_CFG, "gemm_wgmma_ws", "bn,st,p", 2, "p=1",
      "gemm_wgmma_ws tile: bn=,st=,p= or BN,STAGES[,PERSISTENT]"},
-    {"gemm_tma_cfg", "HKC_GEMM_TMA_CFG", KOPT_CFG, HKC_KOPT_GEMM_TMA_CFG, "gemm_tma", "pp,mw,bn,st,sk,cm,ts", 4,
-     "sk=1,cm=1,ts=0", "gemm_tma tile: pp=,mw=,bn=,st=,sk=,cm=,ts= or PINGPONG,MW,BN,STAGES[,SPLIT_K[,CLUSTER_M[,TMA_STORE]]]"},
+    {"gemm_tma_cfg", "HKC_GEMM_TMA_CFG", KOPT_CFG, HKC_KOPT_GEMM_TMA_CFG, "gemm_tma", "pp,mw,bn,st,sk,cm,ts,skm", 4,
+     "sk=1,cm=1,ts=0,skm=0",
+     "gemm_tma tile: pp=,mw=,bn=,st=,sk=,cm=,ts=[,skm=] or "
+     "PINGPONG,MW,BN,STAGES[,SPLIT_K[,CLUSTER_M[,TMA_STORE[,STREAM_K]]]]"},
     {"attn_mma_cfg", "HKC_ATTN_TUNE", KOPT_CFG, HKC_KOPT_ATTN_MMA_CFG, "attention_mma", "w,kv,mb", 3, "",
      "attention_mma tile: w=,kv=,mb= or WARPS,BKV,MIN_BLOCKS"},
     {"attn_wgmma_cfg", "HKC_ATTN_WGMMA_CFG", KOPT_CFG, HKC_KOPT_ATTN_WGMMA_CFG, "attention_wgmma", "wg,kv,mb", 3, "",
@@ -102,6 +108,7 @@ static hkc_switch_t *switch_field(hkc_kernel_options_t *o, const char *name) {
   if (strcmp(name, "gemm_ws") == 0) return &o->gemm_ws;
   if (strcmp(name, "attn_tma") == 0) return &o->attn_tma;
   if (strcmp(name, "gemm_mfma_pp") == 0) return &o->gemm_mfma_pp;
+  if (strcmp(name, "gemm_split") == 0) return &o->gemm_split;
   return &o->attn_wgmma;
 }
 
@@ -111,6 +118,7 @@ static hkc_switch_t switch_value(const hkc_kernel_options_t *o, const char *name
   if (strcmp(name, "gemm_ws") == 0) return o->gemm_ws;
   if (strcmp(name, "attn_tma") == 0) return o->attn_tma;
   if (strcmp(name, "gemm_mfma_pp") == 0) return o->gemm_mfma_pp;
+  if (strcmp(name, "gemm_split") == 0) return o->gemm_split;
   return o->attn_wgmma;
 }
 
@@ -125,6 +133,20 @@ static int parse_uint(const char *s, size_t len, int *out) {
   }
   *out = (int)v;
   return 0;
+}
+
+/* The value option k's fill gives parameter j of v, or -1 when it gives none. */
+static int fill_value(const kopt_t *k, const hkc_variant_t *v, int j) {
+  const size_t len = strlen(v->params[j]);
+  for (const char *p = k->fill; *p;) {
+    int value;
+    const size_t item = strcspn(p, ",");
+    if (item > len + 1 && strncmp(p, v->params[j], len) == 0 && p[len] == '=' &&
+        parse_uint(p + len + 1, item - len - 1, &value) == 0)
+      return value;
+    p += item + (p[item] == ',');
+  }
+  return -1;
 }
 
 /* value ("bn=128,st=5" or "128,5") -> the variant's canonical string in out. */
@@ -199,11 +221,16 @@ static int parse_cfg(const kopt_t *k, const char *value, char *out, size_t size,
     if (*p) p++;
   }
   size_t at = 0;
+  /* the variant's optional parameters (variant.h) at their default (the fill) are left out */
+  const int required = v->n_required_params ? v->n_required_params : v->n_params;
+  int n_named = v->n_params;
+  while (n_named > required && have[n_named - 1] && vals[n_named - 1] == fill_value(k, v, n_named - 1)) n_named--;
   for (int j = 0; j < v->n_params; j++) {
     if (!have[j]) {
       snprintf(err, err_size, "%s=%s: missing %s (expected %s)", k->name, value, v->params[j], k->help);
       return -1;
     }
+    if (j >= n_named) continue;
     int n = snprintf(out + at, size > at ? size - at : 0, "%s%s=%d", j ? "," : "", v->params[j], vals[j]);
     at += n > 0 ? (size_t)n : 0;
   }
@@ -211,7 +238,7 @@ static int parse_cfg(const kopt_t *k, const char *value, char *out, size_t size,
     snprintf(err, err_size, "%s=%s: too long", k->name, value);
     return -1;
   }
-  assert(hkc_tune_params_parse(out, v->params, v->n_params, vals) == 0);
+  assert(hkc_tune_params_parse(out, v->params, n_named, vals) == 0);
   return 0;
 }
 

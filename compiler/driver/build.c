@@ -127,56 +127,73 @@ done:
   return rc;
 }
 
-/* Plans one batch bucket: memory, dependencies and the launch of every node, with each
- * launch's cost (cost.c) and the number of spec nodes it computes; a launch whose variant
- * waits with griddepcontrol is marked for programmatic dependent launch unless no_pdl. */
-static int build_graph(const hkc_spec_t *spec, const target_plan_t *plan, int bucket, int no_pdl,
-                       hkc_graph_out_t *g) {
-  const int64_t batch = spec->batch_sizes[bucket];
-  g->batch = batch;
-  g->placements = calloc(spec->n_tensors ? spec->n_tensors : 1, sizeof *g->placements);
-  g->launches = calloc(spec->n_nodes, sizeof *g->launches);
-  g->costs = calloc(spec->n_nodes ? spec->n_nodes : 1, sizeof *g->costs);
-  g->fused_counts = calloc(spec->n_nodes ? spec->n_nodes : 1, sizeof *g->fused_counts);
-  if (!g->placements || !g->launches || !g->costs || !g->fused_counts) return -1;
-  if (hkc_plan_memory(spec, batch, g->placements, &g->workspace_bytes) != 0) return -1;
-  hkc_deps_t deps;
-  if (hkc_plan_deps(spec, batch, g->placements, &deps) != 0) return -1;
-  g->n_launches = spec->n_nodes;
+/* Lowers every node of bucket `bucket` into g's launches: arguments (the op ABI's), kernel,
+ * launch dimensions, cost, and the workspace its kernel needs (ws[i]: scratch and counters,
+ * zero when none). */
+static int lower_launches(const hkc_spec_t *spec, const target_plan_t *plan, int bucket, hkc_graph_out_t *g,
+                          hkc_node_workspace_t *ws) {
   for (size_t i = 0; i < spec->n_nodes; i++) {
     hkc_launch_t *l = &g->launches[i];
     hkc_kernel_key_t key;
-    int n_args = hkc_lower_node(spec, i, batch, &key, l->args);
-    if (n_args < 0) {
-      hkc_deps_free(&deps);
-      return -1;
-    }
+    int n_args = hkc_lower_node(spec, i, g->batch, &key, l->args);
+    if (n_args < 0) return -1;
     l->n_args = (uint32_t)n_args;
     l->kernel = plan->node_kernel[(size_t)bucket * spec->n_nodes + i];
     /* A fused node is named for the spec nodes it computes ("fc2,res"), when that fits. */
     const hkc_node_t *node = &spec->nodes[i];
     l->node_name =
         node->fused_names && strlen(node->fused_names) <= HK_MAX_NAME_LEN ? node->fused_names : node->name;
-    hkc_node_cost(spec, i, batch, &g->costs[i]);
+    hkc_node_cost(spec, i, g->batch, &g->costs[i]);
     g->fused_counts[i] = node->n_fused > 0 ? node->n_fused : 1;
     const hkc_kernel_key_t *kkey = &plan->out.kernels[l->kernel].key; /* with its tuning */
     plan->tc->launch_dims(plan->arch, kkey, l->args, l->n_args, l->grid, l->block, &l->shared_bytes);
+    memset(&ws[i], 0, sizeof ws[i]);
+    if (plan->tc->launch_workspace) plan->tc->launch_workspace(plan->arch, kkey, l->args, l->n_args, &ws[i]);
+  }
+  return 0;
+}
+
+/* Plans one batch bucket: the launch of every node (lower_launches), the memory of its
+ * intermediates and its launches' workspace, dependencies, and each launch's full argument
+ * list (the variant's extra arguments, then its scratch and semaphores); a launch whose
+ * variant waits with griddepcontrol is marked for programmatic dependent launch unless
+ * no_pdl. */
+static int build_graph(const hkc_spec_t *spec, const target_plan_t *plan, int bucket, int no_pdl,
+                       hkc_graph_out_t *g) {
+  g->batch = spec->batch_sizes[bucket];
+  g->placements = calloc(spec->n_tensors ? spec->n_tensors : 1, sizeof *g->placements);
+  g->launches = calloc(spec->n_nodes, sizeof *g->launches);
+  g->costs = calloc(spec->n_nodes ? spec->n_nodes : 1, sizeof *g->costs);
+  g->fused_counts = calloc(spec->n_nodes ? spec->n_nodes : 1, sizeof *g->fused_counts);
+  hkc_node_workspace_t *ws = calloc(spec->n_nodes ? spec->n_nodes : 1, sizeof *ws);
+  hkc_deps_t deps = {0};
+  int rc = -1;
+  if (!g->placements || !g->launches || !g->costs || !g->fused_counts || !ws) goto done;
+  g->n_launches = spec->n_nodes;
+  if (lower_launches(spec, plan, bucket, g, ws) != 0 ||
+      hkc_plan_memory(spec, g->batch, ws, g->placements, &g->workspace_bytes, &g->semaphore_count) != 0 ||
+      hkc_plan_deps(spec, g->batch, g->placements, ws, &deps) != 0)
+    goto done;
+  for (size_t i = 0; i < spec->n_nodes; i++) {
+    hkc_launch_t *l = &g->launches[i];
+    const hkc_kernel_key_t *kkey = &plan->out.kernels[l->kernel].key;
     if (plan->tc->launch_args) /* the variant's extra arguments (TMA tensor maps) after the ABI's */
       l->n_args = plan->tc->launch_args(plan->arch, kkey, l->args, l->n_args, HKC_MAX_ARGS);
+    l->n_args = hkc_plan_workspace_args(&ws[i], l->args, l->n_args, HKC_MAX_ARGS);
     l->pdl = !no_pdl && plan->tc->launch_pdl && plan->tc->launch_pdl(plan->arch, kkey);
     uint32_t nd = deps.start[i + 1] - deps.start[i];
     if (nd) {
       l->deps = malloc(nd * sizeof *l->deps);
-      if (!l->deps) {
-        hkc_deps_free(&deps);
-        return -1;
-      }
+      if (!l->deps) goto done;
       memcpy(l->deps, &deps.list[deps.start[i]], nd * sizeof *l->deps);
       l->n_deps = nd;
     }
   }
+  rc = 0;
+done:
   hkc_deps_free(&deps);
-  return 0;
+  free(ws);
+  return rc;
 }
 
 /* ---- compiling ---------------------------------------------------------------------------- */

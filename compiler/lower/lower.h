@@ -152,20 +152,43 @@ int hkc_kernel_key_equal(const hkc_kernel_key_t *a, const hkc_kernel_key_t *b);
 
 /* ---- memory plan and dependencies ------------------------------------------------ */
 #define HKC_ARENA_ALIGN 256 /* GPU-friendly alignment for every intermediate */
+_Static_assert(HKC_ARENA_ALIGN % HK_SCRATCH_UNIT == 0, "scratch offsets are whole format units");
+
+/* What a node's launch needs besides its tensors (format 1.3, SCRATCH and SEMAPHORE
+ * arguments): scratch bytes that are its own while it runs (a split GEMM's f32 partial sums),
+ * and u32 counters that are zero when it starts and that it leaves at zero. The kernel's
+ * variant says how much (codegen.h, hkc_gpu_launch_workspace); the memory plan places both. */
+typedef struct hkc_node_workspace {
+  uint64_t scratch_bytes;  /* in: 0 = none */
+  uint32_t counters;       /* in: 0 = none */
+  uint64_t scratch_offset; /* out: in the arena, a multiple of HKC_ARENA_ALIGN (HK_PLACEMENT_NONE: none) */
+  uint32_t first_counter;  /* out: its counters are [first_counter, + counters) of the graph's */
+} hkc_node_workspace_t;
 
 /* Assigns each INTERMEDIATE tensor an offset in one arena by liveness (tensors whose
  * lifetimes do not overlap may share bytes). out_offsets[t] = HK_PLACEMENT_NONE for
- * application-bound tensors. Returns 0 / -1 (OOM). */
-int hkc_plan_memory(const hkc_spec_t *spec, int64_t batch, uint64_t *out_offsets,
-                    uint64_t *out_arena_bytes);
+ * application-bound tensors. nodes (NULL: none needs workspace; else one entry per spec
+ * node): each node's scratch gets arena bytes alive during that node only (shared with
+ * tensors and other scratch not alive then), and its counters a range of the graph's that no
+ * other node's overlaps (nodes may run at the same time); *out_counters = the graph's total.
+ * Returns 0, or -1 (OOM; more counters than the format allows, reported). */
+int hkc_plan_memory(const hkc_spec_t *spec, int64_t batch, hkc_node_workspace_t *nodes, uint64_t *out_offsets,
+                    uint64_t *out_arena_bytes, uint32_t *out_counters);
 /* Dependencies of every node on earlier nodes: read-after-write, and write-after-
- * read/write on arena bytes reused under the plan; edges implied by others dropped.
+ * read/write on arena bytes reused under the plan (a node's scratch counts as bytes it writes;
+ * nodes as given to hkc_plan_memory, may be NULL); edges implied by others dropped.
  * Node j waits for list[start[j] .. start[j+1]). Returns 0 / -1 (OOM). */
 typedef struct hkc_deps {
   uint32_t *start; /* n_nodes + 1 entries */
   uint32_t *list;
 } hkc_deps_t;
-int hkc_plan_deps(const hkc_spec_t *spec, int64_t batch, const uint64_t *offsets, hkc_deps_t *out);
+int hkc_plan_deps(const hkc_spec_t *spec, int64_t batch, const uint64_t *offsets, const hkc_node_workspace_t *nodes,
+                  hkc_deps_t *out);
 void hkc_deps_free(hkc_deps_t *deps);
+/* Appends a node's SCRATCH and SEMAPHORE arguments (in that order) after args[0, n_args)
+ * when it has workspace (ws->scratch_bytes > 0; then counters > 0 too, placed by
+ * hkc_plan_memory), as its kernel takes them last; returns the new count (n_args when none).
+ * max_args leaves room for both (HKC_MAX_ARGS does for every kernel ABI). */
+uint32_t hkc_plan_workspace_args(const hkc_node_workspace_t *ws, hkc_arg_t *args, uint32_t n_args, uint32_t max_args);
 
 #endif /* HKC_LOWER_H */

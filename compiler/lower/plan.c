@@ -5,13 +5,15 @@
  * Every intermediate tensor lives from the node that produces it to the last node
  * that reads it (node indices in the spec's topological order). A node reads its
  * inputs, bias, residual, mul, gamma, beta and add_in, and writes `out` and, for a norm
- * with a fused residual add, also `sum_out`. Tensors whose
- * lifetimes overlap get disjoint byte ranges of one workspace arena; the others may
- * share. Placement is greedy: largest tensor first, each at the lowest aligned offset
- * free of every already placed tensor that is alive at the same time. That is the
- * classic offline "interval colouring by size" heuristic; it is within a small factor
- * of optimal on layer graphs and deterministic.
+ * with a fused residual add, also `sum_out`. A node's scratch (hkc_node_workspace_t: a split
+ * GEMM's partial sums) lives during that node only. Byte ranges whose lifetimes overlap get
+ * disjoint ranges of one workspace arena; the others may share. Placement is greedy: largest
+ * first, each at the lowest aligned offset free of every already placed range that is alive
+ * at the same time. That is the classic offline "interval colouring by size" heuristic; it
+ * is within a small factor of optimal on layer graphs and deterministic. Semaphore counters
+ * are not reused: each node's come after the previous nodes' (a few per GEMM tile).
  */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,10 +21,13 @@
 #include "lower/lower.h"
 #include "util/util.h"
 
+/* One range to place: an intermediate tensor, or a node's scratch. */
 typedef struct {
-  int tensor;
+  int tensor;          /* its tensor, or -1 for scratch */
+  size_t node;         /* scratch: its node */
   size_t first, last;  /* lifetime in node indices, inclusive */
   uint64_t bytes;
+  uint64_t offset;     /* out */
 } interval_t;
 
 /* Most tensors one node touches: ewchain's 5 operands, or gemm's A, B, bias, residual,
@@ -49,40 +54,29 @@ static size_t node_writes(const hkc_node_t *n, int out[2]) {
 
 static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
+/* Largest first; ties: tensors by index, then scratch by node (deterministic). */
 static int cmp_interval(const void *pa, const void *pb) {
   const interval_t *a = pa, *b = pb;
   if (a->bytes != b->bytes) return a->bytes > b->bytes ? -1 : 1;
-  return a->tensor - b->tensor; /* deterministic */
+  if ((a->tensor < 0) != (b->tensor < 0)) return a->tensor < 0 ? 1 : -1;
+  if (a->tensor != b->tensor) return a->tensor - b->tensor;
+  return a->node < b->node ? -1 : a->node > b->node;
 }
 
-int hkc_plan_memory(const hkc_spec_t *spec, int64_t batch, uint64_t *out_offsets,
-                    uint64_t *out_arena_bytes) {
-  *out_arena_bytes = 0;
-  for (size_t t = 0; t < spec->n_tensors; t++) out_offsets[t] = HK_PLACEMENT_NONE;
-
-  interval_t *iv = calloc(spec->n_tensors ? spec->n_tensors : 1, sizeof *iv);
-  size_t *placed = calloc(spec->n_tensors ? spec->n_tensors : 1, sizeof *placed);
-  int *slot = malloc((spec->n_tensors ? spec->n_tensors : 1) * sizeof *slot); /* tensor -> iv index */
-  if (!iv || !placed || !slot) {
-    free(iv);
-    free(placed);
-    free(slot);
-    return -1;
-  }
+/* The intervals of the intermediates (lifetimes from the nodes: first write, out or
+ * sum_out, to last read; one never written is alive throughout) and of the nodes' scratch,
+ * into iv; returns their count. */
+static size_t collect_intervals(const hkc_spec_t *spec, int64_t batch, const hkc_node_workspace_t *nodes,
+                                interval_t *iv, int *slot) {
   size_t n_iv = 0;
   for (size_t t = 0; t < spec->n_tensors; t++) {
     const hkc_tensor_t *tensor = &spec->tensors[t];
     slot[t] = -1;
     if (tensor->role != HK_ROLE_INTERMEDIATE) continue;
     slot[t] = (int)n_iv;
-    interval_t *v = &iv[n_iv++];
-    v->tensor = (int)t;
-    v->first = SIZE_MAX;
-    v->last = 0;
-    v->bytes = align_up((uint64_t)hkc_tensor_elems(tensor, batch) * hkc_dtype_size(tensor->dtype),
-                        HKC_ARENA_ALIGN);
+    const uint64_t bytes = (uint64_t)hkc_tensor_elems(tensor, batch) * hkc_dtype_size(tensor->dtype);
+    iv[n_iv++] = (interval_t){.tensor = (int)t, .first = SIZE_MAX, .last = 0, .bytes = align_up(bytes, HKC_ARENA_ALIGN)};
   }
-  /* Lifetimes from the nodes themselves: first write (out or sum_out) to last read. */
   for (size_t j = 0; j < spec->n_nodes; j++) {
     int ts[PLAN_MAX_READS];
     size_t n = node_writes(&spec->nodes[j], ts);
@@ -97,13 +91,19 @@ int hkc_plan_memory(const hkc_spec_t *spec, int64_t batch, uint64_t *out_offsets
       if (v && v->last < j) v->last = j;
     }
   }
-  for (size_t k = 0; k < n_iv; k++) /* never written (not produced by any node): alive throughout */
+  for (size_t k = 0; k < n_iv; k++)
     if (iv[k].first == SIZE_MAX) iv[k].first = 0, iv[k].last = spec->n_nodes;
-  free(slot);
-  qsort(iv, n_iv, sizeof *iv, cmp_interval);
+  for (size_t j = 0; nodes && j < spec->n_nodes; j++)
+    if (nodes[j].scratch_bytes)
+      iv[n_iv++] = (interval_t){.tensor = -1, .node = j, .first = j, .last = j,
+                                .bytes = align_up(nodes[j].scratch_bytes, HKC_ARENA_ALIGN)};
+  return n_iv;
+}
 
-  /* Greedy placement. `placed` lists indices into iv already placed, kept sorted by
-   * offset so the scan for the lowest gap is one pass. */
+/* Greedy placement of iv (sorted largest first); returns the arena size. `placed` lists
+ * indices into iv already placed, kept sorted by offset so the scan for the lowest gap is
+ * one pass. */
+static uint64_t place_intervals(interval_t *iv, size_t n_iv, size_t *placed) {
   size_t n_placed = 0;
   uint64_t arena = 0;
   for (size_t k = 0; k < n_iv; k++) {
@@ -112,60 +112,143 @@ int hkc_plan_memory(const hkc_spec_t *spec, int64_t batch, uint64_t *out_offsets
       const interval_t *o = &iv[placed[p]];
       int alive_together = !(o->last < iv[k].first || iv[k].last < o->first);
       if (!alive_together) continue;
-      uint64_t o_off = out_offsets[o->tensor];
-      if (offset + iv[k].bytes <= o_off) break; /* fits in the gap below o */
-      if (o_off + o->bytes > offset) offset = o_off + o->bytes;
+      if (offset + iv[k].bytes <= o->offset) break; /* fits in the gap below o */
+      if (o->offset + o->bytes > offset) offset = o->offset + o->bytes;
     }
-    out_offsets[iv[k].tensor] = offset;
-    /* keep `placed` sorted by offset */
+    iv[k].offset = offset;
     size_t pos = 0;
-    while (pos < n_placed && out_offsets[iv[placed[pos]].tensor] <= offset) pos++;
+    while (pos < n_placed && iv[placed[pos]].offset <= offset) pos++;
     memmove(&placed[pos + 1], &placed[pos], (n_placed - pos) * sizeof *placed);
     placed[pos] = k;
     n_placed++;
     if (offset + iv[k].bytes > arena) arena = offset + iv[k].bytes;
   }
+  return arena;
+}
+
+/* Each node's counters after the previous nodes'; the total, or -1 past the format's limit
+ * (reported). */
+static int64_t assign_counters(const hkc_spec_t *spec, int64_t batch, hkc_node_workspace_t *nodes) {
+  uint64_t total = 0;
+  for (size_t j = 0; nodes && j < spec->n_nodes; j++) {
+    nodes[j].first_counter = (uint32_t)total;
+    total += nodes[j].counters;
+    if (total > HK_MAX_SEMAPHORES) {
+      hkc_error(spec->nodes[j].loc, "node '%s' at batch %lld: the graph's launches need more than %u semaphore "
+                "counters (the format's limit)", spec->nodes[j].name ? spec->nodes[j].name : "?", (long long)batch,
+                HK_MAX_SEMAPHORES);
+      return -1;
+    }
+  }
+  return (int64_t)total;
+}
+
+int hkc_plan_memory(const hkc_spec_t *spec, int64_t batch, hkc_node_workspace_t *nodes, uint64_t *out_offsets,
+                    uint64_t *out_arena_bytes, uint32_t *out_counters) {
+  *out_arena_bytes = 0;
+  *out_counters = 0;
+  for (size_t t = 0; t < spec->n_tensors; t++) out_offsets[t] = HK_PLACEMENT_NONE;
+  for (size_t j = 0; nodes && j < spec->n_nodes; j++) nodes[j].scratch_offset = HK_PLACEMENT_NONE;
+  const int64_t counters = assign_counters(spec, batch, nodes);
+  if (counters < 0) return -1;
+  const size_t cap = spec->n_tensors + (nodes ? spec->n_nodes : 0) + 1;
+  interval_t *iv = calloc(cap, sizeof *iv);
+  size_t *placed = calloc(cap, sizeof *placed);
+  int *slot = malloc((spec->n_tensors ? spec->n_tensors : 1) * sizeof *slot); /* tensor -> iv index */
+  if (!iv || !placed || !slot) {
+    free(iv);
+    free(placed);
+    free(slot);
+    return -1;
+  }
+  const size_t n_iv = collect_intervals(spec, batch, nodes, iv, slot);
+  free(slot);
+  qsort(iv, n_iv, sizeof *iv, cmp_interval);
+  *out_arena_bytes = place_intervals(iv, n_iv, placed);
+  for (size_t k = 0; k < n_iv; k++) {
+    if (iv[k].tensor >= 0) out_offsets[iv[k].tensor] = iv[k].offset;
+    else nodes[iv[k].node].scratch_offset = iv[k].offset;
+  }
+  *out_counters = (uint32_t)counters;
   free(iv);
   free(placed);
-  *out_arena_bytes = arena;
   return 0;
 }
 
-/* Whether tensors a and b may touch the same bytes under the plan. */
-static int may_alias(const hkc_spec_t *spec, int64_t batch, const uint64_t *offsets, int a, int b) {
-  if (a == b) return 1;
-  if (offsets[a] == HK_PLACEMENT_NONE || offsets[b] == HK_PLACEMENT_NONE) return 0;
-  uint64_t sa = (uint64_t)hkc_tensor_elems(&spec->tensors[a], batch) * hkc_dtype_size(spec->tensors[a].dtype);
-  uint64_t sb = (uint64_t)hkc_tensor_elems(&spec->tensors[b], batch) * hkc_dtype_size(spec->tensors[b].dtype);
-  return offsets[a] < offsets[b] + sb && offsets[b] < offsets[a] + sa;
+uint32_t hkc_plan_workspace_args(const hkc_node_workspace_t *ws, hkc_arg_t *args, uint32_t n_args, uint32_t max_args) {
+  if (!ws->scratch_bytes) return n_args;
+  assert(n_args + 2 <= max_args && ws->counters > 0 && ws->scratch_offset % HK_SCRATCH_UNIT == 0);
+  (void)max_args;
+  const uint64_t units = (ws->scratch_bytes + HK_SCRATCH_UNIT - 1) / HK_SCRATCH_UNIT;
+  const uint64_t scratch = hk_scratch_pack(ws->scratch_offset / HK_SCRATCH_UNIT, units);
+  args[n_args++] = (hkc_arg_t){.kind = HK_ARG_SCRATCH, .i = (int64_t)scratch};
+  args[n_args++] = (hkc_arg_t){.kind = HK_ARG_SEMAPHORE, .i = (int64_t)hk_semaphore_pack(ws->first_counter, ws->counters)};
+  return n_args;
 }
 
-/* Raw dependencies of node j on earlier nodes: read-after-write, and
- * write-after-read/write where the plan reuses bytes. Each node may write two tensors. */
-static int node_conflicts(const hkc_spec_t *spec, int64_t batch, const uint64_t *offsets, size_t i,
-                          size_t j) {
-  const hkc_node_t *ni = &spec->nodes[i], *nj = &spec->nodes[j];
-  int wi[2], wj[2], reads[PLAN_MAX_READS];
-  size_t nwi = node_writes(ni, wi), nwj = node_writes(nj, wj);
-  size_t nr = node_reads(nj, reads);
-  for (size_t r = 0; r < nr; r++)
-    for (size_t w = 0; w < nwi; w++)
-      if (may_alias(spec, batch, offsets, reads[r], wi[w])) return 1;
-  nr = node_reads(ni, reads);
-  for (size_t w = 0; w < nwj; w++) {
-    for (size_t r = 0; r < nr; r++)
-      if (may_alias(spec, batch, offsets, wj[w], reads[r])) return 1;
-    for (size_t v = 0; v < nwi; v++)
-      if (may_alias(spec, batch, offsets, wj[w], wi[v])) return 1;
-  }
+/* Bytes a node touches: a tensor (one the application binds is told apart by its index only,
+ * an intermediate by its arena range) or the node's scratch (tensor -1). */
+typedef struct {
+  int tensor;
+  uint64_t offset, bytes; /* offset HK_PLACEMENT_NONE: bound by the application */
+} span_t;
+
+static span_t tensor_span(const hkc_spec_t *spec, int64_t batch, const uint64_t *offsets, int t) {
+  const hkc_tensor_t *tensor = &spec->tensors[t];
+  return (span_t){t, offsets[t], (uint64_t)hkc_tensor_elems(tensor, batch) * hkc_dtype_size(tensor->dtype)};
+}
+
+/* Whether spans a and b may touch the same bytes under the plan. */
+static int spans_alias(const span_t *a, const span_t *b) {
+  if (a->tensor >= 0 && a->tensor == b->tensor) return 1;
+  if (a->offset == HK_PLACEMENT_NONE || b->offset == HK_PLACEMENT_NONE) return 0;
+  return a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
+}
+
+/* The spans node j reads (into out; returns the count). */
+static size_t read_spans(const hkc_spec_t *spec, int64_t batch, const uint64_t *offsets, size_t j,
+                         span_t out[PLAN_MAX_READS]) {
+  int ts[PLAN_MAX_READS];
+  const size_t n = node_reads(&spec->nodes[j], ts);
+  for (size_t r = 0; r < n; r++) out[r] = tensor_span(spec, batch, offsets, ts[r]);
+  return n;
+}
+
+/* The spans node j writes: its outputs, and its scratch (into out; returns the count). */
+static size_t write_spans(const hkc_spec_t *spec, int64_t batch, const uint64_t *offsets,
+                          const hkc_node_workspace_t *nodes, size_t j, span_t out[3]) {
+  int ts[2];
+  size_t n = node_writes(&spec->nodes[j], ts);
+  for (size_t w = 0; w < n; w++) out[w] = tensor_span(spec, batch, offsets, ts[w]);
+  if (nodes && nodes[j].scratch_bytes) out[n++] = (span_t){-1, nodes[j].scratch_offset, nodes[j].scratch_bytes};
+  return n;
+}
+
+/* Whether some span of a aliases some span of b. */
+static int any_alias(const span_t *a, size_t na, const span_t *b, size_t nb) {
+  for (size_t x = 0; x < na; x++)
+    for (size_t y = 0; y < nb; y++)
+      if (spans_alias(&a[x], &b[y])) return 1;
   return 0;
+}
+
+/* Raw dependencies of node j on earlier node i: read-after-write, and write-after-read/write
+ * where the plan reuses bytes (scratch included). */
+static int node_conflicts(const hkc_spec_t *spec, int64_t batch, const uint64_t *offsets,
+                          const hkc_node_workspace_t *nodes, size_t i, size_t j) {
+  span_t ri[PLAN_MAX_READS], rj[PLAN_MAX_READS], wi[3], wj[3];
+  const size_t nri = read_spans(spec, batch, offsets, i, ri), nrj = read_spans(spec, batch, offsets, j, rj);
+  const size_t nwi = write_spans(spec, batch, offsets, nodes, i, wi);
+  const size_t nwj = write_spans(spec, batch, offsets, nodes, j, wj);
+  return any_alias(rj, nrj, wi, nwi) || any_alias(wj, nwj, ri, nri) || any_alias(wj, nwj, wi, nwi);
 }
 
 /* Largest graph for which implied edges are removed (the ancestor bitsets take
  * n*n/8 bytes: 32 MiB here). Larger graphs keep every edge, which is still correct. */
 #define HKC_REDUCE_MAX_NODES 16384
 
-int hkc_plan_deps(const hkc_spec_t *spec, int64_t batch, const uint64_t *offsets, hkc_deps_t *out) {
+int hkc_plan_deps(const hkc_spec_t *spec, int64_t batch, const uint64_t *offsets, const hkc_node_workspace_t *nodes,
+                  hkc_deps_t *out) {
   size_t n = spec->n_nodes;
   memset(out, 0, sizeof *out);
   out->start = calloc(n + 1, sizeof *out->start);
@@ -177,7 +260,7 @@ int hkc_plan_deps(const hkc_spec_t *spec, int64_t batch, const uint64_t *offsets
   for (size_t j = 0; j < n; j++) {
     size_t nd = 0;
     for (size_t i = 0; i < j; i++)
-      if (node_conflicts(spec, batch, offsets, i, j)) direct[nd++] = (uint32_t)i;
+      if (node_conflicts(spec, batch, offsets, nodes, i, j)) direct[nd++] = (uint32_t)i;
     out->start[j] = (uint32_t)len;
     for (size_t a = 0; a < nd; a++) {
       int redundant = 0;

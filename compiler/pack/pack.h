@@ -32,6 +32,7 @@ typedef struct hkc_launch {
 typedef struct hkc_graph_out {
   int64_t batch;
   uint64_t workspace_bytes;
+  uint32_t semaphore_count;/* u32 counters of the launches' SEMAPHORE arguments (format 1.3) */
   uint64_t *placements;    /* spec->n_tensors entries */
   hkc_launch_t *launches;
   size_t n_launches;

@@ -171,6 +171,20 @@ static const char *tmap_problem(const hkc_spec_t *spec, const hkc_target_out_t *
   return NULL;
 }
 
+/* Whether SCRATCH or SEMAPHORE argument `value` of a launch of graph go follows the format's
+ * rules (pack_format.h), which the loader checks again: a non-empty range inside the graph's
+ * workspace or semaphores. NULL, or what is wrong. */
+static const char *workspace_arg_problem(const hkc_graph_out_t *go, hk_arg_kind_t kind, uint64_t value) {
+  if (kind == HK_ARG_SCRATCH) {
+    const uint64_t offset = hk_scratch_offset(value), bytes = hk_scratch_bytes(value);
+    return bytes > 0 && offset <= go->workspace_bytes && bytes <= go->workspace_bytes - offset
+               ? NULL
+               : "its scratch range is empty or outside the graph's workspace";
+  }
+  const uint64_t first = hk_semaphore_first(value), count = hk_semaphore_count(value);
+  return count > 0 && first + count <= go->semaphore_count ? NULL : "its semaphores are empty or outside the graph's";
+}
+
 /* Checks the input against the format's rules and counts the records. */
 static int validate_and_count(builder_t *b) {
   const hkc_pack_in_t *in = b->in;
@@ -222,6 +236,11 @@ static int validate_and_count(builder_t *b) {
                   g, (long long)go->batch, (long long)spec->batch_sizes[g]);
         return -1;
       }
+      if (go->semaphore_count > HK_MAX_SEMAPHORES) {
+        hkc_error(NOLOC, "cannot write the artifact: target %s batch %lld needs %u semaphores, over the format's "
+                  "limit of %u", to->name, (long long)go->batch, go->semaphore_count, HK_MAX_SEMAPHORES);
+        return -1;
+      }
       for (size_t j = 0; j < go->n_launches; j++) {
         const hkc_launch_t *l = &go->launches[j];
         if (l->kernel >= to->n_kernels || l->n_args > HKC_MAX_ARGS || l->n_deps > HK_MAX_DEPS_PER_NODE ||
@@ -247,6 +266,13 @@ static int validate_and_count(builder_t *b) {
           if (problem) {
             hkc_error(NOLOC, "cannot write the artifact: target %s batch %lld launch %zu arg %u is a TMA tensor map "
                       "the format does not allow: %s", to->name, (long long)go->batch, j, a, problem);
+            return -1;
+          }
+          if (arg->kind == HK_ARG_SCRATCH || arg->kind == HK_ARG_SEMAPHORE)
+            problem = workspace_arg_problem(go, arg->kind, (uint64_t)arg->i);
+          if (problem) {
+            hkc_error(NOLOC, "cannot write the artifact: target %s batch %lld launch %zu arg %u: %s", to->name,
+                      (long long)go->batch, j, a, problem);
             return -1;
           }
         }
@@ -392,6 +418,7 @@ static int build_tables(builder_t *b) {
       gr->node_count = (uint32_t)go->n_launches;
       gr->batch = (uint64_t)go->batch;
       gr->workspace_bytes = go->workspace_bytes;
+      gr->semaphore_count = go->semaphore_count;
       gr->placement_first = place_at;
       if (spec->n_tensors) memcpy(&b->placements[place_at], go->placements, spec->n_tensors * sizeof(uint64_t));
       place_at += spec->n_tensors;
@@ -412,8 +439,8 @@ static int build_tables(builder_t *b) {
           const hkc_arg_t *arg = &l->args[a];
           hk_arg_rec_t *ar = &b->args[arg_at++];
           ar->kind = (uint32_t)arg->kind;
-          if (arg->kind == HK_ARG_TENSOR || arg->kind == HK_ARG_I64 || arg->kind == HK_ARG_TMAP) {
-            ar->value = (uint64_t)arg->i; /* TMAP: the packed fields (hk_tmap_pack) */
+          if (arg->kind != HK_ARG_F32 && arg->kind != HK_ARG_NULL) {
+            ar->value = (uint64_t)arg->i; /* TMAP, SCRATCH, SEMAPHORE: the packed fields (pack_format.h) */
           } else if (arg->kind == HK_ARG_F32) {
             uint32_t bits;
             memcpy(&bits, &arg->f, sizeof bits);

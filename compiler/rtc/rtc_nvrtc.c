@@ -359,6 +359,7 @@ const hkc_toolchain_t hkc_toolchain_nvrtc = {
     .codegen_kernel = hkc_codegen_gpu,
     .launch_dims = hkc_gpu_launch_dims,
     .launch_args = hkc_gpu_launch_args,
+    .launch_workspace = hkc_gpu_launch_workspace,
     .launch_pdl = hkc_gpu_launch_pdl,
     .compile = hkc_nvrtc_compile,
     .disassemble = nvrtc_disassemble,

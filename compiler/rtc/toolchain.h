@@ -64,6 +64,12 @@ typedef struct hkc_toolchain {
    * NULL for the host and hiprtc, whose loader backends build no tensor maps. */
   uint32_t (*launch_args)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_arg_t *args, uint32_t n_args,
                           uint32_t max_args);
+  /* Optional (NULL: never): the workspace (scratch and semaphore counters, lower.h) a launch
+   * needs besides its tensors, 1 when its kernel takes it (then the build plans it and appends
+   * its two arguments last), 0 otherwise. nvrtc: hkc_gpu_launch_workspace (the split GEMMs);
+   * NULL for the host and hiprtc, whose kernels take none. */
+  int (*launch_workspace)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
+                          uint32_t n_args, hkc_node_workspace_t *out);
   /* Optional (NULL: never): 1 when a launch of key on arch may be a programmatic dependent
    * launch (the build marks its node HK_NODE_FLAG_PDL). nvrtc: hkc_gpu_launch_pdl (the
    * variant's pdl); NULL for the host and hiprtc, since only CUDA kernels wait with

@@ -52,6 +52,29 @@ static void print_tmaps(FILE *out, const hk_pack_view_t *v, const hk_node_rec_t 
   if (!first) fprintf(out, "\n");
 }
 
+/* The scratch and semaphore arguments of a node (format 1.3), when it has any, on a line of
+ * their own: "      workspace: arg 11 scratch(64.0 KiB at 1.00 MiB), arg 12 semaphores(6 from 0)"
+ * (verified ranges of the graph's workspace and counters). */
+static void print_workspace_args(FILE *out, const hk_pack_view_t *v, const hk_node_rec_t *nr) {
+  int first = 1;
+  for (uint32_t a = 0; a < nr->arg_count; a++) {
+    const hk_arg_rec_t *ar = &v->args[nr->arg_first + a];
+    if (ar->kind != HK_ARG_SCRATCH && ar->kind != HK_ARG_SEMAPHORE) continue;
+    fprintf(out, "%sarg %u ", first ? "      workspace: " : ", ", a);
+    if (ar->kind == HK_ARG_SCRATCH) {
+      fprintf(out, "scratch(");
+      print_bytes(out, hk_scratch_bytes(ar->value));
+      fprintf(out, " at ");
+      print_bytes(out, hk_scratch_offset(ar->value));
+      fprintf(out, ")");
+    } else {
+      fprintf(out, "semaphores(%u from %u)", hk_semaphore_count(ar->value), hk_semaphore_first(ar->value));
+    }
+    first = 0;
+  }
+  if (!first) fprintf(out, "\n");
+}
+
 /* Opens a pack for reading only (hkrt.h, metadata_only): no code can load, and a signature
  * that does not verify is shown rather than refused. NULL on failure (printed). */
 static hk_pack_t *open_for_tools(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY_BYTES], uint32_t n_trusted) {
@@ -172,6 +195,7 @@ int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY
       fprintf(out, "\n  graph %s, batch %llu: %u node(s), workspace ", hk_pack_string(v, tr->name),
               (unsigned long long)gr->batch, gr->node_count);
       print_bytes(out, gr->workspace_bytes);
+      if (gr->semaphore_count) fprintf(out, ", %u semaphore(s)", gr->semaphore_count);
       fprintf(out, "\n");
       for (uint32_t n = 0; n < gr->node_count; n++) {
         const hk_node_rec_t *nr = &v->nodes[gr->node_first + n];
@@ -182,6 +206,7 @@ int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY
         /* pdl: may start while its dependencies finish (HK_NODE_FLAG_PDL) */
         fprintf(out, "]%s\n", nr->flags & HK_NODE_FLAG_PDL ? " pdl" : "");
         print_tmaps(out, v, nr);
+        print_workspace_args(out, v, nr);
       }
     }
   }

@@ -152,17 +152,25 @@ static int mini_pack(mini_t *m, const char *target, const hkc_gpu_arch_t *arch, 
   for (size_t i = 0; i < m->spec.n_tensors; i++) placements[i] = HK_PLACEMENT_NONE;
   hkc_launch_t launch = m->launch;
   launch.kernel = 0;
+  /* the launch's own workspace (a split GEMM's scratch and counters) is the whole arena: the
+   * mini pack's tensors are all bound by the application */
+  hkc_node_workspace_t ws = {.scratch_offset = HK_PLACEMENT_NONE};
   if (arch) {
     hkc_gpu_launch_dims(arch, &kernel->key, launch.args, launch.n_args, launch.grid, launch.block, &launch.shared_bytes);
     const hkc_toolchain_t *tc = hkc_toolchain_for_arch(arch);
+    if (tc && tc->launch_workspace) tc->launch_workspace(arch, &kernel->key, launch.args, launch.n_args, &ws);
     if (tc && tc->launch_args) /* extra arguments (TMA tensor maps) over the mini pack's tensor indices */
       launch.n_args = tc->launch_args(arch, &kernel->key, launch.args, launch.n_args, HKC_MAX_ARGS);
+    ws.scratch_offset = 0;
+    launch.n_args = hkc_plan_workspace_args(&ws, launch.args, launch.n_args, HKC_MAX_ARGS);
   } else
     hkc_host_launch_dims(&kernel->key, launch.args, launch.n_args, launch.grid, launch.block);
   kernel->code_offset = 0;
   kernel->code_size = code_size;
   kernel->max_block = launch.block[0] * launch.block[1] * launch.block[2];
-  hkc_graph_out_t graph = {.batch = 1, .placements = placements, .launches = &launch, .n_launches = 1};
+  const uint64_t arena = (ws.scratch_bytes + HKC_ARENA_ALIGN - 1) / HKC_ARENA_ALIGN * HKC_ARENA_ALIGN;
+  hkc_graph_out_t graph = {.batch = 1, .placements = placements, .launches = &launch, .n_launches = 1,
+                           .workspace_bytes = arena, .semaphore_count = ws.counters};
   hkc_target_out_t t;
   memset(&t, 0, sizeof t);
   t.kind = arch ? arch->kind : HK_TARGET_HOST;

@@ -104,20 +104,29 @@ void hkc_tune_toolchain(const hkc_gpu_arch_t *arch, char *out, size_t size) {
 }
 
 /* ---- candidates ------------------------------------------------------------------------------ */
+/* Drops from out[0, n) what the options keep out of the space (gemm_split); the new count. */
+static int allowed_cfgs(const hkc_kernel_options_t *options, hkc_tile_cfg_t *out, int n) {
+  int kept = 0;
+  for (int j = 0; j < n; j++)
+    if (hkc_kernel_options_allow_cfg(options, &out[j])) out[kept++] = out[j];
+  return kept;
+}
+
 int hkc_tune_candidates_for(const hkc_gpu_arch_t *arch, const hkc_kernel_options_t *options, const hkc_kernel_key_t *key,
                             hkc_tile_cfg_t *out, int max) {
   hkc_kernel_key_t base = *key;
   base.variant[0] = base.tune[0] = '\0';
   const hkc_variant_t *first = hkc_variant_for_options(arch, options, &base);
   if (!first || !first->tune_space) return 0; /* an invalid key; a kernel without parameters */
-  int n = first->tune_space(arch, &base, out, max); /* the default variant's default first */
+  /* the default variant's default first */
+  int n = allowed_cfgs(options, out, first->tune_space(arch, &base, out, max));
   if (first != hkc_variant_for(arch, &base)) /* options chose another variant: named in every key */
     for (int j = 0; j < n; j++) out[j].is_default = 0;
   const hkc_variant_t *const *list = hkc_variant_list();
   for (size_t i = 0; list[i] && n < max; i++) {
     if (list[i] == first || !list[i]->tune_space || !hkc_variant_serves(list[i], arch, &base)) continue;
     if (options && !hkc_kernel_options_allow(options, arch, list[i], &base)) continue;
-    int m = list[i]->tune_space(arch, &base, out + n, max - n);
+    int m = allowed_cfgs(options, out + n, list[i]->tune_space(arch, &base, out + n, max - n));
     for (int j = 0; j < m; j++) out[n + j].is_default = 0; /* only the registry's first is the default */
     n += m;
   }

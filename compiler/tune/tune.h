@@ -48,9 +48,11 @@ double hkc_tune_shape_flops(const hkc_kernel_key_t *key, hkc_tune_shape_t shape)
  * that apply to the key, in a fixed order: the default configuration first, then by
  * variant registry order and each variant's enumeration. Returns the count (<= max). */
 int hkc_tune_candidates(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max);
-/* Same under kernel options (codegen.h; NULL = the defaults): only the variants the options
- * allow, the first of them the options' registry choice; when that is not the default
- * registry's first, no candidate is the default (each names its variant in the key). */
+/* Same under kernel options (codegen.h; NULL = the defaults): only the variants and
+ * configurations the options allow (hkc_kernel_options_allow, _allow_cfg: split-K through the
+ * workspace and stream-K only with gemm_split=on), the first of them the options' registry
+ * choice; when that is not the default registry's first, no candidate is the default (each
+ * names its variant in the key). hkc_tune_candidates: the defaults, so without those. */
 int hkc_tune_candidates_for(const hkc_gpu_arch_t *arch, const hkc_kernel_options_t *options, const hkc_kernel_key_t *key,
                             hkc_tile_cfg_t *out, int max);
 #define HKC_TUNE_MAX_CANDIDATES 256 /* largest space: sm_90a gemm (gemm_tma about 130, then the others) */

@@ -40,10 +40,26 @@
  *             else:       n_sm (fill + t_epi) / b   a fill per tile; other resident blocks
  *                                                   compute meanwhile
  *   red     = (S - 1) bm bn 4 / (L2_OVER_HBM * hbm_gbps / U)
- *                                                   split-K: one block reads the others' f32
- *                                                   partial tiles (distributed shared memory,
- *                                                   taken at the SM's L2 share)
+ *                                                   split-K over a cluster: one block reads the
+ *                                                   others' f32 partial tiles (distributed
+ *                                                   shared memory, taken at the SM's L2 share)
+ *             split_global: (n_sm + ceil(tiles / U) (S - 1)) bm bn 4 / (L2_OVER_HBM * hbm_gbps / U)
+ *                           + n_sm L / b
+ *                                                   split-K through the launch's scratch: every
+ *                                                   block stores its partial tile, the last of a
+ *                                                   tile reads the S - 1 others; each block
+ *                                                   waits out a counter's round trip (L) unless
+ *                                                   co-resident blocks compute meanwhile
  *   t_sm    = main + over + red
+ * Stream-K (stream_k = T > 0; a persistent grid, gemm_streamk.h): the tiles' ceil(K / bk)
+ * k steps each, I in all, go to G = hk_sk_grid(tiles, k steps, U, T) blocks, so
+ *   main    = ceil(I / G) t_step                    the busiest block's k steps
+ *   over    = fill + ceil(tiles / G) t_epi          one pipeline fill; the epilogues spread
+ *   red     = 3 bm bn 4 / (L2_OVER_HBM * hbm_gbps / U) + L
+ *                                                   a block stores at most two partial tiles
+ *                                                   and, finishing a split tile, reads about one
+ *                                                   more; one counter round trip (0 when the
+ *                                                   tiles fill whole waves: no stream-K tiles)
  *   t_mem   = max(compulsory / hbm_gbps, operand traffic / (L2_OVER_HBM * hbm_gbps))
  *             compulsory = (M K + K N + M N (1 + epilogue tensors) + N bias) elem: every
  *             tensor once; operand traffic = (M K ceil(N/bn) + K N ceil(M/bm)) elem: A is
@@ -62,6 +78,10 @@
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
 #include "tune/tune.h"
+
+/* the stream-K schedule's grid, as the kernel and its launch have it */
+#define HK_SK_FN static inline
+#include "gpu/gemm_streamk.h"
 
 /* Global-memory load latency under load, seconds. NVIDIA: microbenchmarks of Hopper and
  * Ampere put an HBM load at 480-750 ns unloaded and over 800 ns under load; AMD CDNA2: HBM
@@ -123,11 +143,22 @@ int hkc_model_estimate(const hkc_gpu_arch_t *arch, const hkc_tile_cfg_t *cfg, hk
   const double t_lat = (latency + t_xfer) / ((cfg->inflight > 0 ? cfg->inflight : 1) * b);
   double t_step = t_mma > t_xfer ? t_mma : t_xfer;
   if (t_lat > t_step) t_step = t_lat;
-  const double main_loop = n_sm * ceil(ceil_div_d(shape.k, cfg->bk) / split) * t_step;
+  const double k_steps = ceil_div_d(shape.k, cfg->bk);
   const double t_epi = (double)cfg->bm * cfg->bn * elem * (1 + epilogue_tensors) / (bw / units);
   const double fill = latency + t_xfer;
-  const double over = cfg->persistent ? fill + n_sm * t_epi : n_sm * (fill + t_epi) / b;
-  const double red = (split - 1) * cfg->bm * cfg->bn * 4.0 / (MODEL_L2_OVER_HBM * bw / units);
+  const double l2_share = MODEL_L2_OVER_HBM * bw / units, partial = cfg->bm * cfg->bn * 4.0;
+  double main_loop = n_sm * ceil(k_steps / split) * t_step;
+  double over = cfg->persistent ? fill + n_sm * t_epi : n_sm * (fill + t_epi) / b;
+  double red = (split - 1) * partial / l2_share;
+  if (cfg->split_global && split > 1)
+    red = (n_sm + ceil(tiles / units) * (split - 1)) * partial / l2_share + n_sm * latency / b;
+  if (cfg->stream_k > 0) {
+    const long long grid = hk_sk_grid((long long)tiles, (long long)k_steps, (long long)units, cfg->stream_k);
+    const hk_sk_plan_t plan = hk_sk_plan((long long)tiles, (long long)k_steps, grid);
+    main_loop = ceil(tiles * k_steps / (double)grid) * t_step;
+    over = fill + ceil(tiles / (double)grid) * t_epi;
+    red = plan.sk_iters > 0 ? 3 * partial / l2_share + latency : 0.0; /* no split tile: data-parallel */
+  }
   const double t_sm = main_loop + over + red;
   const double m = (double)shape.m, n = (double)shape.n, k = (double)shape.k;
   const double compulsory = (m * k + k * n + m * n * (1 + epilogue_tensors) + (has_bias ? n : 0)) * elem;

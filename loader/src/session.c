@@ -15,6 +15,13 @@
  * slots of application tensors are set to the bound buffers (or staging buffers, below),
  * and the backend is told through bind_generation when one changed.
  *
+ * Scratch and semaphores (HK_ARG_SCRATCH, HK_ARG_SEMAPHORE, format 1.3): a scratch argument
+ * points at its byte range of the workspace (the plan made it the launch's own while it
+ * runs). A graph's semaphore_count u32 counters lie in the bucket's arena after the workspace
+ * and the staging buffers; they are zeroed once, when the bucket's memory is allocated, and
+ * nothing but the kernels touches them again (each kernel leaves its counters at zero), so
+ * runs, graph replays and captured runs need no reset.
+ *
  * TMA tensor maps (HK_ARG_TMAP, CUDA): the argument is a 128-byte descriptor that holds a
  * tensor's address, so it cannot point at the slot. A bucket keeps one map per TMAP
  * argument (64-byte-aligned storage from the session allocator) with what it describes
@@ -101,6 +108,7 @@ typedef struct hk_bucket {
   uint32_t tmap_count;
   void *tmap_block;
   bool tmaps_encoded;            /* every map holds its tensor's current slot */
+  uint64_t semaphores;           /* arena offset of the graph's counters (zeroed once) */
 } hk_bucket_t;
 
 struct hk_session {
@@ -200,6 +208,12 @@ uint32_t hk_session_debug_builds(const hk_session_t *s) { return s->builds; }
 const void *hk_session_debug_arena(const hk_session_t *s) {
   const hk_bucket_t *b = s->buckets[s->bucket];
   return b ? b->backend->workspace : NULL;
+}
+
+const uint32_t *hk_session_debug_semaphores(const hk_session_t *s) {
+  const hk_bucket_t *b = s->buckets[s->bucket];
+  if (!b || s->view->graphs[b->graph].semaphore_count == 0) return NULL;
+  return (const uint32_t *)((const char *)b->backend->workspace + b->semaphores);
 }
 
 const void *hk_session_debug_staging(const hk_session_t *s, const char *name) {
@@ -392,6 +406,8 @@ static void bucket_fill_launches(const hk_session_t *s, hk_bucket_t *b, const hk
         b->arg_ptrs[next] = m->map; /* the kernel parameter is the map itself */
         continue;
       }
+      case HK_ARG_SCRATCH:
+      case HK_ARG_SEMAPHORE: /* pointers into the arena: bucket_place_workspace, once it exists */
       case HK_ARG_NULL: slot->ptr = NULL; break;
       case HK_ARG_I64: slot->i64 = (int64_t)ar->value; break;
       case HK_ARG_F32: {
@@ -404,6 +420,38 @@ static void bucket_fill_launches(const hk_session_t *s, hk_bucket_t *b, const hk
       b->arg_ptrs[next] = slot;
     }
   }
+}
+
+/* Points the intermediates' slots and the scratch and semaphore arguments of b into its arena
+ * (the workspace at base, the counters at b->semaphores; every range verified against the
+ * graph), in the order bucket_fill_launches laid the arguments out. */
+static void bucket_place_workspace(const hk_session_t *s, hk_bucket_t *b, const hk_graph_rec_t *g) {
+  const hk_pack_view_t *v = s->view;
+  char *base = b->backend->workspace;
+  for (uint32_t i = 0; i < v->tensor_count; i++) {
+    uint64_t p = v->placements[g->placement_first + i];
+    if (p != HK_PLACEMENT_NONE) b->tensor_ptrs[i] = base + p;
+  }
+  size_t next = 0;
+  for (uint32_t j = 0; j < g->node_count; j++) {
+    const hk_node_rec_t *n = &v->nodes[g->node_first + j];
+    for (uint32_t i = 0; i < n->arg_count; i++, next++) {
+      const hk_arg_rec_t *ar = &v->args[n->arg_first + i];
+      if (ar->kind == HK_ARG_SCRATCH) b->arg_slots[next].ptr = base + hk_scratch_offset(ar->value);
+      if (ar->kind == HK_ARG_SEMAPHORE)
+        b->arg_slots[next].ptr = base + b->semaphores + (uint64_t)hk_semaphore_first(ar->value) * sizeof(uint32_t);
+    }
+  }
+}
+
+/* Zeroes b's semaphores and waits for it: the only write libhkrt ever makes to them, before
+ * any run. Errors: the backend's (DRIVER). */
+static hk_status_t bucket_zero_semaphores(const hk_session_t *s, hk_bucket_t *b, const hk_graph_rec_t *g) {
+  if (g->semaphore_count == 0) return HK_OK;
+  const hk_backend_t *be = s->module->backend;
+  char *counters = (char *)b->backend->workspace + b->semaphores;
+  HK_RETURN_IF_ERROR(be->zero_async(s->module, counters, (size_t)g->semaphore_count * sizeof(uint32_t), NULL));
+  return be->synchronize(s->module, NULL);
 }
 
 /* Launch j of graph g takes a TMA tensor map: whether this session's backend (and its
@@ -514,18 +562,20 @@ static hk_status_t bucket_build(hk_session_t *s, uint32_t index, bool with_stagi
     }
     b->staging_bytes = arena - b->staging_first;
   }
+  /* then the semaphores (at most HK_MAX_SEMAPHORES: verified) */
+  overflow = overflow || !hk_add_u64(arena, HK_STAGING_ALIGN - 1, &arena);
+  b->semaphores = arena = arena / HK_STAGING_ALIGN * HK_STAGING_ALIGN;
+  overflow = overflow || !hk_add_u64(arena, (uint64_t)g->semaphore_count * sizeof(uint32_t), &arena);
   if (overflow) {
-    st = HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "the staging buffers of batch size %llu overflow",
+    st = HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "the staging buffers and semaphores of batch size %llu overflow",
                   (unsigned long long)g->batch);
     goto fail;
   }
   st = s->module->backend->session_prepare(s->module, &s->options, arena, b->launches, b->launch_count, &b->backend);
   if (st != HK_OK) goto fail;
-  char *base = b->backend->workspace;
-  for (uint32_t i = 0; i < v->tensor_count; i++) {
-    uint64_t p = v->placements[g->placement_first + i];
-    if (p != HK_PLACEMENT_NONE) b->tensor_ptrs[i] = base + p; /* fits: verified */
-  }
+  bucket_place_workspace(s, b, g);
+  st = bucket_zero_semaphores(s, b, g);
+  if (st != HK_OK) goto fail;
   s->buckets[index] = b;
   s->builds++;
   s->last_built = index;

@@ -18,6 +18,9 @@ uint32_t hk_session_debug_builds(const hk_session_t *session);
 /* The workspace arena of the current bucket's state; NULL when that state is not built
  * (yet) or has no arena. */
 const void *hk_session_debug_arena(const hk_session_t *session);
+/* The u32 semaphores (format 1.3) of the current bucket's state; NULL when that state is not
+ * built (yet) or its graph has none. */
+const uint32_t *hk_session_debug_semaphores(const hk_session_t *session);
 /* The bucket-sized staging buffer of application tensor `name` in the current bucket's
  * state, where padded runs copy its rows; NULL when there is none. */
 const void *hk_session_debug_staging(const hk_session_t *session, const char *name);

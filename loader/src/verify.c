@@ -6,8 +6,8 @@
  * section table bounds + checksum, each section (alignment, bounds, order/overlap,
  * flags, checksum), required sections, record sizes and counts, then every record:
  * string refs, enums, index ranges, shapes, node flags and TMA tensor map arguments (format
- * 1.2), placements, code frame sizes, and the optional PLAN section's size, flags and reserved
- * fields. Every record is checked whether a graph references it or not, and each once (ranges
+ * 1.2), scratch and semaphore arguments (1.3), placements, code frame sizes, and the optional
+ * PLAN section's size, flags and reserved fields. Every record is checked whether a graph references it or not, and each once (ranges
  * tile their tables), so the work is proportionate to the file, under the open options' limits.
  * Names are restricted to safe characters: they reach terminals, logs and file names.
  * The first problem found is reported as CORRUPT (or UNSUPPORTED_VERSION) with what
@@ -465,6 +465,27 @@ static hk_status_t verify_tmap(const hk_pack_view_t *v, const hk_graph_rec_t *g,
   return HK_OK;
 }
 
+/* A SCRATCH argument (format 1.3): a non-empty byte range inside the graph's workspace. */
+static hk_status_t verify_scratch(const hk_pack_view_t *v, const hk_graph_rec_t *g, uint32_t gi, uint32_t n, uint32_t a,
+                                  uint64_t value) {
+  const uint64_t offset = hk_scratch_offset(value), bytes = hk_scratch_bytes(value); /* < 2^40 each */
+  CHECK(bytes > 0 && hk_range_ok(offset, bytes, g->workspace_bytes),
+        "graph %u node %u (%s) arg %u: scratch [%llu, +%llu bytes) is empty or outside the %llu-byte workspace", gi, n,
+        hk_pack_string(v, v->nodes[n].name), a, (unsigned long long)offset, (unsigned long long)bytes,
+        (unsigned long long)g->workspace_bytes);
+  return HK_OK;
+}
+
+/* A SEMAPHORE argument (format 1.3): a non-empty range of the graph's counters. */
+static hk_status_t verify_semaphore(const hk_pack_view_t *v, const hk_graph_rec_t *g, uint32_t gi, uint32_t n,
+                                    uint32_t a, uint64_t value) {
+  const uint32_t first = hk_semaphore_first(value), count = hk_semaphore_count(value);
+  CHECK(count > 0 && hk_range_ok(first, count, g->semaphore_count),
+        "graph %u node %u (%s) arg %u: semaphores [%u, +%u) are empty or outside the graph's %u", gi, n,
+        hk_pack_string(v, v->nodes[n].name), a, first, count, g->semaphore_count);
+  return HK_OK;
+}
+
 /* Where the next node's args and deps must start: ranges tile ARGS and DEPS in node order, so
  * each record is checked once and the work follows the file's size. */
 typedef struct tile {
@@ -510,6 +531,8 @@ static hk_status_t verify_node(const hk_pack_view_t *v, const hk_graph_rec_t *g,
           "node %u arg %u: tensor index %llu out of range (%u tensors)", n, a, (unsigned long long)arg->value,
           v->tensor_count);
     if (arg->kind == HK_ARG_TMAP) HK_RETURN_IF_ERROR(verify_tmap(v, g, gi, n, a, arg->value));
+    if (arg->kind == HK_ARG_SCRATCH) HK_RETURN_IF_ERROR(verify_scratch(v, g, gi, n, a, arg->value));
+    if (arg->kind == HK_ARG_SEMAPHORE) HK_RETURN_IF_ERROR(verify_semaphore(v, g, gi, n, a, arg->value));
   }
   for (uint32_t d = 0; d < r->dep_count; d++) {
     uint32_t dep = v->deps[r->dep_first + d];
@@ -526,7 +549,8 @@ static hk_status_t verify_graphs(const hk_pack_view_t *v) {
     const hk_target_rec_t *t = &v->targets[g->target];
     CHECK(gi >= t->graph_first && gi - t->graph_first < t->graph_count,
           "graph %u: not in the graph range of its target %u", gi, g->target);
-    CHECK(g->reserved0 == 0, "graph %u: reserved field is not zero", gi);
+    CHECK(g->semaphore_count <= HK_MAX_SEMAPHORES, "graph %u: %u semaphores exceed the limit %u", gi,
+          g->semaphore_count, HK_MAX_SEMAPHORES);
     HK_RETURN_IF_ERROR(check_range(g->node_first, g->node_count, v->node_count, "graph", gi, "NODES"));
     CHECK(g->node_first == at.node, "graph %u: nodes at %u, expected %llu (each graph's follow the previous graph's)",
           gi, g->node_first, (unsigned long long)at.node);

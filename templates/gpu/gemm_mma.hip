@@ -6,7 +6,8 @@
  * Macros (compiler/variant_gemm_nv.c): HK_TILE_M x HK_TILE_N block tile, HK_TILE_K = 64
  * (one 128-byte row of halves per shared row), HK_WARPS_M x HK_WARPS_N warps
  * (HK_THREADS = 32 * both), HK_STAGES-deep cp.async pipeline, HK_GROUP_M row tiles per
- * L2 raster group, HK_MMA / HK_PACK the dtype's mma and pack helpers (tile_nv.h).
+ * L2 raster group, HK_MMA / HK_PACK the dtype's mma and pack helpers (tile_nv.h), HK_SPLITK
+ * the k slices per tile (1: no split-K).
  *
  * Shared memory (dynamic, 1024-byte aligned), per stage:
  *   A: HK_TILE_M rows (m) x 64 k, 128-byte rows, swizzled by hk_swz128
@@ -17,7 +18,16 @@
  * zeros that the epilogue never stores. Fragments by ldmatrix (.trans for B [K, N]).
  * Each warp owns a (HK_TILE_M / HK_WARPS_M) x (HK_TILE_N / HK_WARPS_N) sub-tile.
  * Tiles are numbered along grid.x (grid-stride beyond it) and rasterized in groups of
- * HK_GROUP_M row tiles so that neighbouring blocks share A and B in L2. */
+ * HK_GROUP_M row tiles so that neighbouring blocks share A and B in L2.
+ *
+ * Split-K (HK_SPLITK = S > 1, for small-M / long-K shapes with too few tiles to fill the
+ * GPU): work unit u = tile S + slice, slice s over k tiles [kt s / S, kt (s + 1) / S). The
+ * kernel takes two more parameters: `part`, S f32 partial tiles per tile in the launch's
+ * scratch (FORMAT.md, SCRATCH: slice s of tile t at (t S + s) bm bn floats, each thread's
+ * fragment f at float4 f x threads + tid), and `sem`, one arrival counter per tile (SEMAPHORE,
+ * zero when the launch starts). Every slice stores its partial and arrives (tile_nv.h, split
+ * GEMMs); the last to arrive adds the S partials in slice order 0..S-1 -- the same bits
+ * whichever block is last -- runs the epilogue and leaves the counter at 0. */
 #define HK_GM_WM (HK_TILE_M / HK_WARPS_M)
 #define HK_GM_WN (HK_TILE_N / HK_WARPS_N)
 #define HK_GM_MI (HK_GM_WM / 16)
@@ -26,7 +36,7 @@
 #define HK_GM_B_STAGE (HK_TILE_N * 64)
 #if HK_TILE_K != 64 || HK_THREADS != 32 * HK_WARPS_M * HK_WARPS_N || HK_GM_MI * 16 * HK_WARPS_M != HK_TILE_M || \
     HK_GM_NI * 8 * HK_WARPS_N != HK_TILE_N || HK_GM_NI % 2 != 0 || HK_TILE_N % 64 != 0 ||                        \
-    (HK_TILE_M * 8) % HK_THREADS != 0 || (HK_TILE_N * 8) % HK_THREADS != 0 || HK_STAGES < 2
+    (HK_TILE_M * 8) % HK_THREADS != 0 || (HK_TILE_N * 8) % HK_THREADS != 0 || HK_STAGES < 2 || HK_SPLITK < 1
 #error "gemm_mma: bad tile configuration"
 #endif
 
@@ -60,9 +70,60 @@ HK_DEVICE void hk_gm_load(unsigned short *As, unsigned short *Bs, const HK_T *A,
 #endif
 }
 
+#if HK_SPLITK > 1
+/* Split-K: stores this slice's partial sums (acc) and arrives on the tile's counter; returns
+ * 1 in the block that arrives last, with acc = slice 0 + slice 1 + ... + slice S - 1, added in
+ * that order (the protocol and its memory ordering: tile_nv.h, split GEMMs). Every thread of
+ * the block calls it (two block barriers). */
+#define HK_GM_FRAGS (HK_GM_MI * HK_GM_NI)
+#define HK_GM_BATCH 8 /* partial loads in flight before their sums: few registers, latency hidden */
+HK_DEVICE int hk_gm_split_finish(float (*acc)[HK_GM_NI][4], float *part, unsigned *sem, long long tile, int slice,
+                                 int tid) {
+  HK_SHARED unsigned last;
+  float *const tile_part = part + tile * HK_SPLITK * (long long)(HK_TILE_M * HK_TILE_N);
+  float *const mine = tile_part + (long long)slice * (HK_TILE_M * HK_TILE_N);
+#pragma unroll
+  for (int f = 0; f < HK_GM_FRAGS; f++) {
+    const float *a = acc[f / HK_GM_NI][f % HK_GM_NI];
+    hk_st_cg4(mine + ((long long)f * HK_THREADS + tid) * 4, a[0], a[1], a[2], a[3]);
+  }
+  HK_SYNC(); /* the block's partial is stored */
+  if (tid == 0) last = (unsigned)hk_split_arrive(sem + tile, HK_SPLITK);
+  HK_SYNC(); /* `last` is set; the loads below come after thread 0's acquire */
+  if (!last) return 0;
+  /* Slice 0 first: from the registers when this block computed it (the same bits it stored),
+   * else from scratch, overwriting this block's own partial, which is read back in its turn. */
+#pragma unroll 1 /* one slice's loads at a time: unrolled, the loads of every slice compete for registers */
+  for (int s = 0; s < HK_SPLITK; s++) {
+    if (s == 0 && slice == 0) continue;
+    const float *p = tile_part + (long long)s * (HK_TILE_M * HK_TILE_N);
+#pragma unroll
+    for (int f0 = 0; f0 < HK_GM_FRAGS; f0 += HK_GM_BATCH) {
+      float4 v[HK_GM_BATCH];
+#pragma unroll
+      for (int f = 0; f < HK_GM_BATCH; f++)
+        if (f0 + f < HK_GM_FRAGS) v[f] = hk_ld_cg4(p + ((long long)(f0 + f) * HK_THREADS + tid) * 4);
+#pragma unroll
+      for (int f = 0; f < HK_GM_BATCH; f++)
+        if (f0 + f < HK_GM_FRAGS) {
+          float *a = acc[(f0 + f) / HK_GM_NI][(f0 + f) % HK_GM_NI];
+          a[0] = s == 0 ? v[f].x : a[0] + v[f].x;
+          a[1] = s == 0 ? v[f].y : a[1] + v[f].y;
+          a[2] = s == 0 ? v[f].z : a[2] + v[f].z;
+          a[3] = s == 0 ? v[f].w : a[3] + v[f].w;
+        }
+    }
+  }
+  return 1;
+}
+#define HK_GM_SPLIT_PARAMS , float *part, unsigned *sem
+#else
+#define HK_GM_SPLIT_PARAMS
+#endif
+
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)
 HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK_T *C, long long M, long long N,
-        long long K, const HK_T *mul) {
+        long long K, const HK_T *mul HK_GM_SPLIT_PARAMS) {
   extern __shared__ __align__(1024) unsigned short hk_smem[];
   unsigned short *const As = hk_smem, *const Bs = hk_smem + HK_STAGES * HK_GM_A_STAGE;
   const int tid = HK_TID, lane = tid & 31, warp = tid >> 5;
@@ -71,7 +132,11 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
   const long long n_tiles = tiles_m * tiles_n, k_tiles = (K + 63) / 64;
   const long long group = (long long)HK_GROUP_M * tiles_n;
 
-  for (long long tile = HK_BID; tile < n_tiles; tile += HK_NBLOCKS) {
+  for (long long unit = HK_BID; unit < n_tiles * HK_SPLITK; unit += HK_NBLOCKS) {
+    /* this unit's tile and its k tiles [kt0, kt1) (all of them without split-K) */
+    const long long tile = unit / HK_SPLITK;
+    const int slice = (int)(unit % HK_SPLITK);
+    const long long kt0 = k_tiles * slice / HK_SPLITK, kt1 = k_tiles * (slice + 1) / HK_SPLITK;
     /* raster: HK_GROUP_M row tiles x all column tiles per group, column-major inside */
     const long long first_m = tile / group * HK_GROUP_M;
     const long long gsize = hk_min_ll(tiles_m - first_m, HK_GROUP_M);
@@ -86,22 +151,23 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #pragma unroll
         for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
 
+    /* k tile kt goes to slot (kt - kt0) % stages */
 #pragma unroll
     for (int s = 0; s < HK_STAGES - 1; s++) {
-      if (s < k_tiles) hk_gm_load(As + s * HK_GM_A_STAGE, Bs + s * HK_GM_B_STAGE, A, B, M, N, K, m0, n0, s, tid);
+      if (kt0 + s < kt1) hk_gm_load(As + s * HK_GM_A_STAGE, Bs + s * HK_GM_B_STAGE, A, B, M, N, K, m0, n0, kt0 + s, tid);
       hk_cp_async_commit();
     }
 
-    for (long long kt = 0; kt < k_tiles; kt++) {
+    for (long long kt = kt0; kt < kt1; kt++) {
       HK_CP_ASYNC_WAIT(HK_STAGES - 2); /* this thread's copies of tile kt have landed */
-      HK_SYNC();                       /* ... everyone's; and slot (kt-1) % S is free */
+      HK_SYNC();                       /* ... everyone's; and the previous slot is free */
       {
         const long long nk = kt + HK_STAGES - 1;
-        const int ns = (int)(nk % HK_STAGES);
-        if (nk < k_tiles) hk_gm_load(As + ns * HK_GM_A_STAGE, Bs + ns * HK_GM_B_STAGE, A, B, M, N, K, m0, n0, nk, tid);
+        const int ns = (int)((nk - kt0) % HK_STAGES);
+        if (nk < kt1) hk_gm_load(As + ns * HK_GM_A_STAGE, Bs + ns * HK_GM_B_STAGE, A, B, M, N, K, m0, n0, nk, tid);
         hk_cp_async_commit();
       }
-      const int s = (int)(kt % HK_STAGES);
+      const int s = (int)((kt - kt0) % HK_STAGES);
       const unsigned short *as = As + s * HK_GM_A_STAGE, *bs = Bs + s * HK_GM_B_STAGE;
 #pragma unroll
       for (int kk = 0; kk < 4; kk++) {
@@ -131,6 +197,10 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
       }
     }
     HK_CP_ASYNC_WAIT(0); /* only empty groups can be pending; keep the next tile's slots clean */
+#if HK_SPLITK > 1
+    /* its barriers also keep the next unit's loads off slots others may still read */
+    if (!hk_gm_split_finish(acc, part, sem, tile, slice, tid)) continue;
+#endif
 
     /* epilogue: thread holds (row g / g+8, cols 2t, 2t+1) of every 16x8 fragment */
     const int g = lane >> 2, t = lane & 3;

@@ -30,7 +30,8 @@
  * HK_MW, HK_TILE_N (the wgmma N: 64, 96, 128, 192 or 256, a multiple of 64 unless
  * HK_TRANS_B; HK_WGMMA the matching tile_wgmma.h
  * wrapper), HK_STAGES ring slots, HK_GROUP_M row tiles per L2 raster group, HK_PACK,
- * HK_PRODUCER_REGS / HK_CONSUMER_REGS the setmaxnreg budgets.
+ * HK_PRODUCER_REGS / HK_CONSUMER_REGS the setmaxnreg budgets, HK_SPLITK / HK_CM the cluster
+ * kinds, HK_STREAMK stream-K's least k tiles per block (0: off).
  *
  * Shared memory (dynamic; base aligned up to 1024 bytes here, launch() asks 1 KiB extra):
  *   A ring  HK_STAGES x [HK_BM_STAGE][64] K-major, 128-byte swizzle (= wgmma's), SBO 1024
@@ -39,6 +40,7 @@
  *   E       2 x [64][32] f32: each consumer's epilogue staging (gemm_epilogue_wgmma.h)
  *   S       HK_TMA_STORE only: 2 x 2 x [64][32] halves, each consumer's two output buffers
  *   bars    full[HK_STAGES], empty[HK_STAGES], done[2] (ping-pong order, below)
+ *   flags   stream-K only: 2 u32, each consumer's "last piece" answer (hk_tma_sk_finish)
  * TMA writes exactly the layout the wgmma descriptors read (row r of a box at r * 128
  * bytes, 16-byte chunk j at j ^ (r & 7)), as gemm_wgmma_ws's cp.async copies do by hand.
  *
@@ -56,6 +58,15 @@
  *     then each thread takes 8 consecutive columns of a row: bias, activation, mul,
  *     residual, one 16-byte store (rows >= M and columns >= N skipped; N % 8 == 0).
  * Tiles: grid-stride (persistent grid, min(tiles, SMs) blocks) in grouped raster order.
+ * Work is a sequence of units (a tile and k tiles [kt0, kt1) of it), the same in the producer
+ * and the consumers (hk_tma_next): every tile over all of K; split-K clusters: the cluster
+ * rank's k range of each tile; stream-K (HK_STREAMK = the least k tiles per block, > 0): the
+ * block's data-parallel tiles, then its contiguous range of the remaining tiles' k tiles
+ * (gemm_streamk.h). A stream-K unit that is part of a tile stores its f32 partial sums in the
+ * launch's scratch (`part`, after the tensor maps) and arrives on the tile's counter (`sem`);
+ * the last piece to arrive adds the pieces' partials in k order -- the same bits whichever
+ * block is last -- and runs the epilogue (hk_tma_sk_finish; protocol and memory ordering in
+ * tile_nv.h, split GEMMs). No block waits for another.
  * Programmatic dependent launch: the prologue (barrier init, tensor map prefetch) runs
  * before griddepcontrol.wait, so a PDL launch overlaps it with the previous kernel. */
 #define HK_BM_STAGE ((2 - HK_PINGPONG) * 64 * HK_MW) /* rows of A per ring slot */
@@ -65,8 +76,8 @@
 #define HK_TMA_NACC (HK_TILE_N / 2)
 #define HK_TMA_E_FLOATS (64 * 32)
 /* Epilogue reads issued before the last wait_group: where there are some (gemm_epilogue_wgmma.h's
- * hk_epi_in) and the registers are not taken by split-K's reduction. */
-#define HK_TMA_EPI_EARLY (HK_SPLITK == 1 && (HK_HAS_RESIDUAL || (HK_HAS_BIAS && !HK_DUAL)))
+ * hk_epi_in) and the registers are not taken by split-K's or stream-K's reduction. */
+#define HK_TMA_EPI_EARLY (HK_SPLITK == 1 && !HK_STREAMK && (HK_HAS_RESIDUAL || (HK_HAS_BIAS && !HK_DUAL)))
 #if HK_TMA_STORE
 #define HK_TMA_C_MAP (&tm_c)
 #else
@@ -75,7 +86,7 @@
 #if HK_THREADS != 384 || (HK_MW != 1 && HK_MW != 2) || (HK_PINGPONG != 0 && HK_PINGPONG != 1) || \
     (HK_TILE_N != 64 && HK_TILE_N != 96 && HK_TILE_N != 128 && HK_TILE_N != 192 && HK_TILE_N != 256) ||        \
     HK_MW * HK_TILE_N * (1 + HK_DUAL) > 256 || HK_STAGES < 2 || (!HK_TRANS_B && HK_TILE_N % 64 != 0) ||            \
-    (HK_DUAL && (HK_SPLITK > 1 || HK_CM > 1))
+    (HK_DUAL && (HK_SPLITK > 1 || HK_CM > 1)) || (HK_STREAMK && (HK_SPLITK > 1 || HK_CM > 1 || HK_DUAL))
 #error "gemm_tma: bad tile configuration"
 #endif
 
@@ -114,6 +125,87 @@ HK_DEVICE void hk_tma_tile(int tile, int tiles_m, int tiles_n, int *m0, int *n0)
   *m0 = (first_m + in_group % gsize) * HK_BM_STAGE;
   *n0 = in_group / gsize * HK_TILE_N;
 }
+
+/* The block's work: units (tile, k tiles [kt0, kt1)) in the same order in the producer and
+ * the consumers, each of which walks its own copy. Without stream-K, tiles next, next +
+ * stride, ... below n_tiles, each over [kt0, kt1) (split-K: the cluster rank's range). */
+typedef struct hk_tma_sched {
+#if HK_STREAMK
+  hk_sk_plan_t plan;
+  hk_sk_iter_t it;
+#else
+  int next, stride, n_tiles, kt0, kt1;
+#endif
+} hk_tma_sched_t;
+
+/* The next unit into *w: 1, or 0 when the block's work is done. */
+HK_DEVICE int hk_tma_next(hk_tma_sched_t *s, hk_sk_unit_t *w) {
+#if HK_STREAMK
+  return hk_sk_next(&s->plan, &s->it, w);
+#else
+  if (s->next >= s->n_tiles) return 0;
+  w->tile = s->next;
+  w->kt0 = s->kt0;
+  w->kt1 = s->kt1;
+  s->next += s->stride;
+  return 1;
+#endif
+}
+
+#if HK_STREAMK
+#define HK_TMA_GROUP (HK_PINGPONG ? 128 : 256) /* consumer threads of a unit */
+#define HK_TMA_PART_FLOATS (HK_BM_STAGE * HK_TILE_N) /* one partial tile */
+#define HK_TMA_SK_BATCH 8 /* partial loads in flight before their sums */
+/* Stream-K: this block's piece of a split tile, whose pieces are *q, stores its partial sums
+ * (consumer cw's accumulators) in its scratch slot and arrives on the tile's `counter`
+ * (tile_nv.h, split GEMMs); returns 1 in the piece that arrives last, with acc = the pieces'
+ * partials added in block order (= k order): from the registers for the first piece when it
+ * is this block's, else from scratch. Every thread of the unit's group calls it (both
+ * consumers cooperative, consumer cw ping-pong); the group's barrier is named barrier 4
+ * cooperative, 1 + cw ping-pong (as the epilogue's); `flag` is this consumer's shared word.
+ * Partial layout: float4 (w (HK_TMA_NACC / 4) + i) HK_TMA_GROUP + thread of the group. */
+HK_DEVICE int hk_tma_sk_finish(float (*acc)[HK_TMA_NACC], float *part, unsigned *counter, const hk_sk_pieces_t *q,
+                               int cw, int lt, volatile unsigned *flag) {
+  const int gt = HK_PINGPONG ? lt : cw * 128 + lt, bar = HK_PINGPONG ? 1 + cw : 4;
+  const long long me = blockIdx.x, first = q->first, last = q->last;
+  float *const mine = part + hk_sk_slot(q, me) * HK_TMA_PART_FLOATS;
+#pragma unroll
+  for (int w = 0; w < HK_MW; w++)
+#pragma unroll
+    for (int i = 0; i < HK_TMA_NACC / 4; i++)
+      hk_st_cg4(mine + ((long long)(w * (HK_TMA_NACC / 4) + i) * HK_TMA_GROUP + gt) * 4, acc[w][4 * i],
+                acc[w][4 * i + 1], acc[w][4 * i + 2], acc[w][4 * i + 3]);
+  hk_named_sync(bar, HK_TMA_GROUP); /* the group's partial is stored */
+  if (gt == 0) *flag = (unsigned)hk_split_arrive(counter, (unsigned)(last - first + 1));
+  hk_named_sync(bar, HK_TMA_GROUP); /* the answer is in; the loads below come after the acquire */
+  if (!*flag) return 0;
+#pragma unroll 1
+  for (long long b = first; b <= last; b++) {
+    if (b == first && b == me) continue; /* acc is the first piece */
+    const float *src = part + hk_sk_slot(q, b) * HK_TMA_PART_FLOATS;
+#pragma unroll
+    for (int w = 0; w < HK_MW; w++)
+#pragma unroll
+      for (int i0 = 0; i0 < HK_TMA_NACC / 4; i0 += HK_TMA_SK_BATCH) {
+        float4 v[HK_TMA_SK_BATCH];
+#pragma unroll
+        for (int i = 0; i < HK_TMA_SK_BATCH; i++)
+          if (i0 + i < HK_TMA_NACC / 4)
+            v[i] = hk_ld_cg4(src + ((long long)(w * (HK_TMA_NACC / 4) + i0 + i) * HK_TMA_GROUP + gt) * 4);
+#pragma unroll
+        for (int i = 0; i < HK_TMA_SK_BATCH; i++)
+          if (i0 + i < HK_TMA_NACC / 4) {
+            float *a = &acc[w][4 * (i0 + i)];
+            a[0] = b == first ? v[i].x : a[0] + v[i].x;
+            a[1] = b == first ? v[i].y : a[1] + v[i].y;
+            a[2] = b == first ? v[i].z : a[2] + v[i].z;
+            a[3] = b == first ? v[i].w : a[3] + v[i].w;
+          }
+      }
+  }
+  return 1;
+}
+#endif
 
 #if HK_DUAL
 /* acc = act(acc + bias) * acc2 over one m64 block's fragments: acc[4j + 2h + e] is column
@@ -164,6 +256,9 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #if HK_TMA_STORE
         , const __grid_constant__ hk_tmap_t tm_c
 #endif
+#if HK_STREAMK
+        , float *part, unsigned *sem
+#endif
         ) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char hk_smem_raw[];
@@ -175,6 +270,10 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #define HK_TMA_FULL(s) (bars + 8u * (unsigned)(s))
 #define HK_TMA_EMPTY(s) (bars + 8u * (unsigned)(HK_STAGES + (s)))
 #define HK_TMA_DONE(c) (bars + 8u * (unsigned)(2 * HK_STAGES + (c))) /* ping-pong: consumer c's mainloops */
+#if HK_STREAMK
+  volatile unsigned *const sk_flags = /* after the barriers */
+      (volatile unsigned *)(Ss + HK_TMA_STORE * 4 * HK_EPI_S_HALVES) + 2 * (2 * HK_STAGES + 2);
+#endif
   const int tid = HK_TID, wg = tid >> 7;
   /* Multicast clusters (HK_CM = 2): the two blocks of a cluster take row tiles 2 i and
    * 2 i + 1 of the same column tile (hk_tma_tile counts row-tile pairs; a pair's second tile
@@ -199,7 +298,15 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
   const int first = blockIdx.x, stride = gridDim.x;
   const int kt0 = 0, kt1 = (int)((K + 63) / 64);
 #endif
-  const int k_tiles = kt1 - kt0;
+#if HK_STREAMK
+  hk_tma_sched_t sched0;
+  sched0.plan = hk_sk_plan(n_tiles, kt1, gridDim.x);
+  hk_sk_start(&sched0.plan, blockIdx.x, &sched0.it);
+  (void)first;
+  (void)stride;
+#else
+  const hk_tma_sched_t sched0 = {first, stride, n_tiles, kt0, kt1};
+#endif
   (void)A;
   (void)B;
 
@@ -235,15 +342,17 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
     if (tid == 0) {
       unsigned u = 0;
       const unsigned a_ring = hk_smem_u32(As), b_ring = hk_smem_u32(Bs);
-      for (int tile = first; tile < n_tiles; tile += stride) {
+      hk_tma_sched_t sched = sched0;
+      hk_sk_unit_t work;
+      while (hk_tma_next(&sched, &work)) {
         int m0, n0;
-        hk_tma_tile(tile, tiles_m, tiles_n, &m0, &n0);
+        hk_tma_tile((int)work.tile, tiles_m, tiles_n, &m0, &n0);
         m0 = m0 * HK_CM + (HK_CM > 1 ? (int)rank * HK_BM_STAGE : 0); /* split-K ranks share the tile */
-        for (int kt = 0; kt < k_tiles; kt++, u++) {
+        for (int kt = (int)work.kt0; kt < (int)work.kt1; kt++, u++) {
           const unsigned s = u % HK_STAGES, ph = (u / HK_STAGES) & 1u;
           hk_mbar_wait(HK_TMA_EMPTY(s), ph ^ 1u); /* the consumers released this slot's previous use */
           hk_mbar_expect_tx(HK_TMA_FULL(s), (unsigned)(HK_TMA_A_STAGE + HK_TMA_NB * HK_TMA_B_STAGE) * 2u);
-          const int k0 = (kt0 + kt) * 64;
+          const int k0 = kt * 64;
           hk_tma_load_2d(a_ring + s * (HK_TMA_A_STAGE * 2), &tm_a, k0, m0, HK_TMA_FULL(s));
 #if HK_CM > 1 && HK_TRANS_B /* rows [rank B / 2, (rank + 1) B / 2) of the B tile, to both blocks */
           hk_tma_load_2d_mc(b_ring + s * (HK_TMA_NB * HK_TMA_B_STAGE * 2) + rank * (HK_TILE_N / 2) * 128, &tm_b, k0,
@@ -275,7 +384,9 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
     }
 #if HK_SPLITK > 1
     else {
-      for (int tile = first; tile < n_tiles; tile += stride) { /* the other producer threads, likewise */
+      hk_tma_sched_t sched = sched0;
+      hk_sk_unit_t work;
+      while (hk_tma_next(&sched, &work)) { /* the other producer threads, likewise */
         hk_cluster_sync();
         hk_cluster_sync();
       }
@@ -289,9 +400,12 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
     unsigned short *const S = Ss + cw * 2 * HK_EPI_S_HALVES;
     (void)S;
     unsigned u = 0;
-    unsigned local = 0; /* this block's tile count so far */
-    for (int tile = first; tile < n_tiles; tile += stride, local++) {
-      if (HK_PINGPONG && (local & 1) != cw) { /* the other consumer's tile: skip its ring uses */
+    unsigned local = 0; /* this block's unit count so far */
+    hk_tma_sched_t sched = sched0;
+    hk_sk_unit_t work;
+    for (; hk_tma_next(&sched, &work); local++) {
+      const int k_tiles = (int)(work.kt1 - work.kt0);
+      if (HK_PINGPONG && (local & 1) != cw) { /* the other consumer's unit: skip its ring uses */
         u += (unsigned)k_tiles;
 #if HK_SPLITK > 1
         hk_cluster_sync(); /* ... and take part in its two cluster barriers */
@@ -306,8 +420,12 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
        * phase ahead of it (mbarrier parity would alias). */
       if (HK_PINGPONG && local > 0) hk_mbar_wait(HK_TMA_DONE(1 - cw), ((local - 1) >> 1) & 1u);
       int m0, n0;
-      hk_tma_tile(tile, tiles_m, tiles_n, &m0, &n0);
+      hk_tma_tile((int)work.tile, tiles_m, tiles_n, &m0, &n0);
       m0 = m0 * HK_CM + (HK_CM > 1 ? (int)rank * HK_BM_STAGE : 0); /* split-K ranks share the tile */
+#if HK_STREAMK /* a split tile's pieces: computed before the accumulators are live (divisions) */
+      const int split = hk_sk_split(&sched.plan, &work);
+      const hk_sk_pieces_t pieces = split ? hk_sk_pieces(&sched.plan, work.tile) : hk_sk_pieces_t{0, 0, 0};
+#endif
 
       float acc[HK_MW][HK_TMA_NACC];
 #pragma unroll
@@ -432,6 +550,11 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
                 }
             }
       }
+#endif
+#if HK_STREAMK
+      if (split && !hk_tma_sk_finish(acc, part, sem + hk_sk_counter(&sched.plan, work.tile), &pieces, cw, lt,
+                                     sk_flags + (HK_PINGPONG ? cw : 0)))
+        continue; /* another piece finishes the tile */
 #endif
       const long long row0 = (long long)m0 + (HK_PINGPONG ? 0 : cw * HK_MW * 64);
 #if HK_DUAL

@@ -89,6 +89,47 @@ HK_DEVICE unsigned hk_pack_bf16x2(float lo, float hi) {
   return r;
 }
 
+/* ---- split GEMMs: f32 partial sums in global scratch, arrival counters (sm_70+) ------------
+ * A tile computed in `arrivals` pieces (split-K slices, stream-K segments), each by a group of
+ * threads of one block, is finished by the piece that arrives last:
+ *   1. every thread of the group stores its partial sums to its piece's place in the launch's
+ *      scratch (hk_st_cg4: cached in L2, not in the SM's L1);
+ *   2. a barrier over the group: its stores happen before what one thread does next (CTA
+ *      scope);
+ *   3. one thread of the group calls hk_split_arrive: a fetch-add on the tile's counter with
+ *      acq_rel semantics at GPU scope. The release half makes the group's stores (ordered
+ *      before it by the barrier; release is cumulative) visible to any thread that later
+ *      acquires the counter; the acquire half makes every earlier piece's stores visible to
+ *      this one. The piece that sees arrivals - 1 is the last; it sets the counter back to 0
+ *      (every piece has arrived, so nothing else touches it in this launch, and the launch's
+ *      completion orders the store before the next launch or a dependent's
+ *      griddepcontrol.wait): counters are zero whenever no launch runs (FORMAT.md,
+ *      SEMAPHORE);
+ *   4. that thread tells the group through shared memory and a second barrier, which also
+ *      orders the group's loads after the acquire; in the last piece every thread then reads
+ *      the other pieces' partials (hk_ld_cg4: from L2, never a stale L1 line) and adds them in
+ *      a fixed order -- the same bits whichever piece arrives last.
+ * No block ever waits for another, so no deadlock, whatever the grid and the scheduling. */
+HK_DEVICE void hk_st_cg4(float *p, float a, float b, float c, float d) {
+  asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
+HK_DEVICE float4 hk_ld_cg4(const float *p) {
+  float4 v;
+  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+/* Step 3 above: 1 when this is the last of `arrivals` pieces (the counter is then 0 again). */
+HK_DEVICE int hk_split_arrive(unsigned *counter, unsigned arrivals) {
+  unsigned prev;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n" : "=r"(prev) : "l"(counter) : "memory");
+  if (prev + 1 != arrivals) return 0;
+  asm volatile("st.relaxed.gpu.global.u32 [%0], 0;\n" ::"l"(counter) : "memory");
+  return 1;
+}
+
 /* ---- shared-tile swizzle -----------------------------------------------------------------
  * A shared tile is stored as rows of 64 or 128 bytes, each made of 16-byte chunks (8
  * halves). Logical chunk c of row r is stored at physical chunk

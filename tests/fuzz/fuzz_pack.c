@@ -5,8 +5,8 @@
  * Each input is opened twice: as given (exercises the magic/version/size/checksum
  * checks), then as a copy whose file_size and checksums the harness fixes up, so the
  * mutated records reach verify's deeper checks (ranges, indices, enums, shapes).
- * When a pack opens, every accessor and every record of the verified view (node flags and
- * the optional PLAN section's records included) is walked,
+ * When a pack opens, every accessor and every record of the verified view (node flags,
+ * scratch and semaphore ranges and the optional PLAN section's records included) is walked,
  * and code sections are decompressed (small ones only), so ASan proves that what
  * verify accepted is safe to read. Code objects are never loaded: that would run
  * fuzzed machine code.
@@ -65,6 +65,14 @@ static void walk(hk_pack_t *pack) {
             abort();
           sink += v->tensors[hk_tmap_tensor(arg->value)].rank;
         }
+        if (arg->kind == HK_ARG_SCRATCH && /* verified: a non-empty range inside the workspace */
+            (hk_scratch_bytes(arg->value) == 0 ||
+             hk_scratch_offset(arg->value) + hk_scratch_bytes(arg->value) > gr->workspace_bytes))
+          abort();
+        if (arg->kind == HK_ARG_SEMAPHORE && /* verified: a non-empty range of the graph's counters */
+            (hk_semaphore_count(arg->value) == 0 ||
+             (uint64_t)hk_semaphore_first(arg->value) + hk_semaphore_count(arg->value) > gr->semaphore_count))
+          abort();
       }
       for (uint32_t d = 0; d < n->dep_count; d++)
         if (v->deps[n->dep_first + d] >= j) abort(); /* verified */

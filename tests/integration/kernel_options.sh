@@ -15,7 +15,10 @@
 #     maps), recorded;
 #   - an illegal configuration (the variant's tuning rules) and a bad value are clear errors
 #     and write no file;
-#   - the build option --no-pdl is recorded (pdl=off) and changes nothing else on the host.
+#   - the build option --no-pdl is recorded (pdl=off) and changes nothing else on the host;
+#   - split-K (gemm_mma_cfg ...,sk) and stream-K (gemm_tma_cfg ...,skm) launches take scratch and
+#     disjoint semaphores (format 1.3); the host target beside them takes none; the model splits
+#     through the workspace only with gemm_split=on (opt-in until proven on the H200).
 # GPU kernels compile with nvrtc (no GPU needed); without nvrtc only the host part runs.
 set -euo pipefail
 : "${HKC:?}" "${HK_SOURCE_DIR:?}"
@@ -170,4 +173,46 @@ illegal bad5 "kernel option gemm_tma_cfg=pp=0,mw=1,bn=256,st=4,sk=2,cm=1,ts=0 is
 HKC_GEMM_TMA_CFG=1,1,64,8,2,2 illegal bad6 "kernel option gemm_tma_cfg=pp=1,mw=1,bn=64,st=8,sk=2,cm=2,ts=0 is not legal"
 illegal bad7 "kernel option attn_tma_cfg=wg=1,kv=64,st=2,pp=1,ov=1,p=1 is not legal for kernel hk_attention_bf16_a8_d64 on sm_90a (attention_tma: " \
   --kernel-option attn_tma=on --kernel-option attn_tma_cfg=1,64,2
+illegal bad8 "kernel option gemm_tma_cfg=pp=0,mw=1,bn=256,st=4,sk=1,cm=1,ts=0,skm=4 is not legal" \
+  --kernel-option gemm_tma_cfg=0,1,256,4,1,1,0,4
+
+# ---- launch workspace (format 1.3): gemm_mma split-K on sm_90, gemm_tma stream-K on sm_90a ------
+# Every GEMM launch of those targets takes scratch and semaphores as its last two arguments,
+# the semaphore ranges of a graph are disjoint and add up to the graph's count; the host
+# target in the same pack has none and runs as before.
+"$HKC" build "$spec" --target host,sm_90,sm_90a -q --tune default --kernel-option gemm_mma_cfg=64,64,2,2,4,4 \
+  --kernel-option gemm_tma_cfg=0,1,128,6,1,1,0,4 -o "$work/w.hkpack"
+"$HKC" inspect "$work/w.hkpack" > "$work/w.txt"
+# per graph: "target batch semaphores" then per GEMM launch "arg_scratch arg_semaphore first count"
+awk '/^  graph /{t=$2; sub(",", "", t); b=$4; sub(":", "", b); n=0; if (match($0, /, [0-9]+ semaphore/)) n=substr($0, RSTART+2, RLENGTH-12); print "G", t, b, n}
+     /^      workspace: /{print "W", t, b, $0}' "$work/w.txt" > "$work/w.ws"
+check_ws() { # target, scratch arg, semaphore arg
+  awk -v t="$1" -v sa="arg $2 scratch" -v ma="arg $3 semaphores" '
+    $1 == "G" && $2 == t { graphs++; want[$3] = $4 }
+    $1 == "W" && $2 == t {
+      if (index($0, sa) == 0 || index($0, ma) == 0) bad = 1
+      match($0, /semaphores\([0-9]+ from [0-9]+\)/); split(substr($0, RSTART + 11, RLENGTH - 12), f, " from ")
+      if (f[2] != next_first[$3] + 0) bad = 1   # ranges in launch order, disjoint
+      next_first[$3] = f[2] + f[1]; launches++ }
+    END { for (b in want) if (next_first[b] + 0 != want[b]) bad = 1
+          exit !(graphs > 0 && launches >= 4 * graphs && !bad) }' "$work/w.ws"
+}
+check_ws sm_90 9 10 && ok "sm_90 split-K launches: scratch and disjoint semaphores after the ABI's arguments" \
+  || { bad "sm_90 workspace"; cat "$work/w.ws"; }
+check_ws sm_90a 11 12 && ok "sm_90a stream-K launches: scratch and semaphores after the tensor maps" \
+  || { bad "sm_90a workspace"; cat "$work/w.ws"; }
+grep -E "^W host" "$work/w.ws" >/dev/null && bad "host launches with workspace" || ok "host launches: no workspace"
+awk '$1 == "G" && $2 ~ /^host/ && $4 != 0 {bad=1} END {exit bad}' "$work/w.ws" && ok "host graphs: no semaphores" || bad "host semaphores"
+host_target=$(awk '/^  host-/ {print $1; exit}' "$work/w.txt")
+"$HKC" run --allow-unsigned-native "$work/w.hkpack" --target "$host_target" --runs 1 --warmup 0 > "$work/wrun.txt" 2>&1 && ok "the host target of that pack runs" \
+  || { bad "host run"; cat "$work/wrun.txt"; }
+# gemm_split (opt-in until proven on the H200): the model's choice never splits through the
+# workspace by default; with gemm_split=on it is recorded and the model may (small-M GEMMs)
+"$HKC" build "$spec" --target sm_90 -q -o "$work/m0.hkpack"
+"$HKC" build "$spec" --target sm_90 -q --kernel-option gemm_split=on -o "$work/m1.hkpack"
+"$HKC" inspect "$work/m0.hkpack" > "$work/m0.txt"; "$HKC" inspect "$work/m1.hkpack" > "$work/m1.txt"
+! grep -q "workspace: " "$work/m0.txt" && ! grep -q ",sk=" "$work/m0.txt" && grep -qx "  kernel_options=none" "$work/m0.txt" \
+  && ok "model, default options: no split-K through the workspace" || { bad "default model split"; cat "$work/m0.txt"; }
+grep -qx "  kernel_options=gemm_split=on" "$work/m1.txt" && grep -q "workspace: " "$work/m1.txt" \
+  && ok "model, gemm_split=on: recorded, split GEMMs with workspace" || { bad "gemm_split=on"; cat "$work/m1.txt"; }
 exit $fail

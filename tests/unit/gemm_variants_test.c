@@ -25,6 +25,10 @@
 #include "test_util.h"
 #include "tune.h"
 
+/* the stream-K schedule gemm_tma's kernel compiles (simulated on the CPU below) */
+#define HK_SK_FN static inline
+#include "gpu/gemm_streamk.h"
+
 static hkc_kernel_key_t gemm_key(hk_dtype_t dtype, int act, int trans_b, int bias, int res, int align) {
   return (hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = dtype, .act = (hk_act_t)act, .trans_b = trans_b,
                             .has_bias = bias, .has_residual = res, .align = align};
@@ -330,19 +334,31 @@ static void test_launch_covers_odd_shapes(void **state) {
     }
 }
 
+/* The stream-K schedule as the test sees it: the grid, tiles and k tiles of a launch. */
+static hk_sk_plan_t sk_plan_of(const hkc_gpu_arch_t *ar, long long M, long long N, long long K, long long rows, int bn,
+                               int skm) {
+  const long long tiles = ((M + rows - 1) / rows) * ((N + bn - 1) / bn), k_tiles = (K + 63) / 64;
+  long long grid = tiles >= ar->compute_units ? ar->compute_units : tiles * k_tiles / skm;
+  if (grid < tiles) grid = tiles;
+  if (grid > ar->compute_units) grid = ar->compute_units;
+  return hk_sk_plan(tiles, k_tiles, grid);
+}
+
 /* One gemm_tma key (its configuration in key->tune, or the defaults): macros, launches over
- * odd shapes, and tensor maps. */
+ * odd shapes, tensor maps, and stream-K's grid and workspace. */
 static void check_tma_key(const hkc_gpu_arch_t *ar, const hkc_kernel_key_t *key) {
   const char *tune = key->tune[0] ? key->tune : TMA_DEFAULT;
-  int pp, mw, bn, st, sk, cm, ts, used = 0;
+  int pp, mw, bn, st, sk, cm, ts, skm = 0, used = 0;
   if (sscanf(tune, "pp=%d,mw=%d,bn=%d,st=%d,sk=%d,cm=%d,ts=%d%n", &pp, &mw, &bn, &st, &sk, &cm, &ts, &used) != 7 ||
-      tune[used] != '\0')
-    fail_msg("gemm_tma configuration '%s' is not pp=,mw=,bn=,st=,sk=,cm=,ts=", tune);
+      (tune[used] != '\0' && (sscanf(tune + used, ",skm=%d", &skm) != 1 || skm <= 0)))
+    fail_msg("gemm_tma configuration '%s' is not pp=,mw=,bn=,st=,sk=,cm=,ts=[,skm= > 0]", tune);
   assert_string_equal(hkc_variant_for(ar, key)->name, "gemm_tma");
-  /* the rules (sk > 1: mw bn <= 128; cm 2 only without split-K; bn 96 only for trans_b) */
+  /* the rules (sk > 1: mw bn <= 128; cm 2 only without split-K; bn 96 only for trans_b;
+   * stream-K: sk 1, cm 1, mw bn <= 128) */
   assert_true(sk == 1 || mw * bn <= 128);
   assert_true(cm == 1 || (cm == 2 && sk == 1));
   assert_true(bn % 64 == 0 || key->trans_b);
+  assert_true(skm == 0 || (sk == 1 && cm == 1 && mw * bn <= 128 && skm <= 64));
   const long long rows = (2 - pp) * 64LL * mw; /* C rows per block tile (ping-pong: per consumer) */
   /* the kernel's macros say the same configuration */
   hkc_kernel_out_t k = {.name = "hk_x", .key = *key};
@@ -356,6 +372,8 @@ static void check_tma_key(const hkc_gpu_arch_t *ar, const hkc_kernel_key_t *key)
   assert_int_equal(hk_test_source_macro(src, "HK_STAGES"), st);
   assert_int_equal(hk_test_source_macro(src, "HK_SPLITK"), sk);
   assert_int_equal(hk_test_source_macro(src, "HK_CM"), cm);
+  assert_int_equal(hk_test_source_macro(src, "HK_STREAMK"), skm);
+  assert_true(skm == 0 || strstr(src, "gemm_streamk.h") != NULL);
   assert_int_equal(hk_test_source_macro(src, "HK_TMA_STORE"), ts);
   free(src);
   const long long sms = ar->compute_units;
@@ -372,7 +390,16 @@ static void check_tma_key(const hkc_gpu_arch_t *ar, const hkc_kernel_key_t *key)
       assert_int_equal(block[2], 1);
       const long long g = grid[0], tiles_m = (M + rows - 1) / rows, tiles_n = (N + bn - 1) / bn;
       const long long tiles = tiles_m * tiles_n;
-      if (sk > 1) { /* a cluster of sk blocks per tile, no persistence */
+      hkc_node_workspace_t ws;
+      const int takes = hkc_gpu_launch_workspace(ar, key, args, 9, &ws);
+      assert_int_equal(takes, skm > 0);
+      if (skm) { /* persistent, within the SMs, and at least one block per tile; the schedule's workspace */
+        const hk_sk_plan_t p = sk_plan_of(ar, M, N, K, rows, bn, skm);
+        if (g != p.grid || g > sms || (g < tiles && g != sms))
+          fail_msg("%s M=%lld N=%lld: grid %lld, expected %lld", tune, M, N, g, p.grid);
+        assert_int_equal(ws.scratch_bytes, (uint64_t)hk_sk_slots(&p) * (uint64_t)(rows * bn * 4));
+        assert_int_equal(ws.counters, hk_sk_counters(&p));
+      } else if (sk > 1) { /* a cluster of sk blocks per tile, no persistence */
         if (g != tiles * sk) fail_msg("%s M=%lld N=%lld: grid %lld, expected %lld tiles x sk %d", tune, M, N, g, tiles, sk);
       } else { /* persistent: within the SMs, whole clusters (cm = 2: pairs of row tiles) */
         const long long clusters = cm == 2 ? (tiles_m + 1) / 2 * tiles_n : tiles;
@@ -447,8 +474,11 @@ static void test_tma_launch(void **state) {
       narrow += strstr(space[i].tune, ",bn=96,") != NULL;
       checked++;
     }
-    /* the space has split-K and multicast pairs; wgmma N 96 for trans_b keys only */
+    /* the space has split-K, multicast pairs and stream-K; wgmma N 96 for trans_b keys only */
     assert_true(split > 0 && pairs > 0);
+    int streamk = 0;
+    for (int i = 0; i < n; i++) streamk += space[i].stream_k > 0;
+    assert_true(streamk >= 4);
     assert_true(tb ? narrow > 0 : narrow == 0);
     for (size_t c = 0; c < N_CONFIGS; c++) {
       if (!k_configs[c].cfg || (k_configs[c].tb_only && !tb)) continue;
@@ -459,6 +489,240 @@ static void test_tma_launch(void **state) {
   }
   printf("[ info     ] %zu gemm_tma configurations' launches checked\n", checked);
   free(space);
+}
+
+/* ---- stream-K's schedule ---------------------------------------------------------------------
+ * The kernel's schedule (gemm_streamk.h), run for every block of a launch on the CPU: every k
+ * tile of every output tile is computed by exactly one unit; data-parallel tiles are whole and
+ * come first; a block has at most two split units (its first and its last) and at least one
+ * k tile when it has stream-K work; a split tile's pieces are exactly the blocks that produce
+ * a split unit of it, in k order, their scratch slots distinct and within hk_sk_slots, the
+ * counter within hk_sk_counters; and the busiest block's k tiles stay within one of the even
+ * share (the point of stream-K). Shapes: the bars' small-M GEMMs and odd ones, on 132 and on
+ * fewer SMs, with several least shares. */
+static void check_streamk_schedule(long long tiles, long long k_tiles, long long units, long long skm) {
+  const long long grid = hk_sk_grid(tiles, k_tiles, units, skm);
+  assert_true(grid >= 1 && grid <= units && (grid >= tiles || grid == units));
+  const hk_sk_plan_t p = hk_sk_plan(tiles, k_tiles, grid);
+  assert_true(p.dp_tiles % grid == 0 && p.dp_tiles <= tiles);
+  unsigned char *done = calloc((size_t)(tiles * k_tiles), 1);
+  long long *piece_of = calloc((size_t)(tiles * grid), sizeof *piece_of); /* [tile][block]: slot + 1 of its split unit */
+  long long most = 0;
+  assert_true(done && piece_of);
+  for (long long b = 0; b < grid; b++) {
+    hk_sk_iter_t it;
+    hk_sk_unit_t u;
+    hk_sk_start(&p, b, &it);
+    long long steps = 0, units_sk = 0, splits = 0, slots[2] = {-1, -1};
+    int seen_sk = 0;
+    while (hk_sk_next(&p, &it, &u)) {
+      assert_true(u.tile >= 0 && u.tile < tiles && u.kt0 >= 0 && u.kt0 < u.kt1 && u.kt1 <= k_tiles);
+      if (u.tile < p.dp_tiles) {
+        assert_false(seen_sk); /* data-parallel first, whole tiles */
+        assert_false(hk_sk_split(&p, &u));
+      } else {
+        seen_sk = 1;
+        units_sk++;
+      }
+      for (long long kt = u.kt0; kt < u.kt1; kt++) {
+        if (done[u.tile * k_tiles + kt]++) fail_msg("tile %lld k tile %lld computed twice", u.tile, kt);
+      }
+      steps += u.kt1 - u.kt0;
+      if (!hk_sk_split(&p, &u)) continue;
+      splits++;
+      const hk_sk_pieces_t q = hk_sk_pieces(&p, u.tile);
+      assert_true(q.first <= b && b <= q.last && q.first < q.last);
+      assert_true(u.kt0 == 0 ? b == q.first : b > q.first); /* the first piece holds k tile 0 */
+      const long long slot = hk_sk_slot(&q, b);
+      assert_true(slot >= 0 && slot < hk_sk_slots(&p) && slot / 2 == b);
+      assert_true(splits > 2 || slot != slots[0]); /* the block's two partials never share a slot */
+      slots[(splits - 1) & 1] = slot;
+      assert_true(hk_sk_counter(&p, u.tile) >= 0 && hk_sk_counter(&p, u.tile) < hk_sk_counters(&p));
+      piece_of[u.tile * grid + b] = slot + 1;
+    }
+    assert_true(splits <= 2);
+    assert_true(b >= p.sk_blocks || units_sk > 0);
+    if (steps > most) most = steps;
+  }
+  for (long long i = 0; i < tiles * k_tiles; i++)
+    if (!done[i]) fail_msg("tile %lld k tile %lld not computed", i / k_tiles, i % k_tiles);
+  /* a split tile's pieces: the blocks that produced one, all of them, distinct slots */
+  for (long long t = p.dp_tiles; t < tiles; t++) {
+    long long pieces = 0;
+    for (long long b = 0; b < grid; b++) pieces += piece_of[t * grid + b] != 0;
+    if (pieces == 0) continue;
+    const hk_sk_pieces_t q = hk_sk_pieces(&p, t);
+    assert_int_equal(pieces, q.last - q.first + 1);
+    for (long long b = q.first; b <= q.last; b++) {
+      assert_true(piece_of[t * grid + b] != 0);
+      for (long long c = q.first; c < b; c++) assert_true(piece_of[t * grid + b] != piece_of[t * grid + c]);
+    }
+  }
+  const long long even = (tiles * k_tiles + grid - 1) / grid;
+  if (most > even + k_tiles) fail_msg("tiles %lld k %lld grid %lld: a block has %lld k tiles, the even share %lld",
+                                      tiles, k_tiles, grid, most, even);
+  free(done);
+  free(piece_of);
+}
+
+static void test_streamk_schedule(void **state) {
+  (void)state;
+  static const long long tiles[] = {1, 2, 4, 6, 7, 12, 24, 64, 128, 131, 132, 133, 144, 263, 264, 265, 396, 1000};
+  static const long long ks[] = {1, 3, 12, 16, 48, 64, 224};
+  static const long long units[] = {132, 114, 7, 1};
+  static const long long skms[] = {1, 4, 8, 64};
+  size_t n = 0;
+  for (size_t t = 0; t < sizeof tiles / sizeof *tiles; t++)
+    for (size_t k = 0; k < sizeof ks / sizeof *ks; k++)
+      for (size_t u = 0; u < sizeof units / sizeof *units; u++)
+        for (size_t m = 0; m < sizeof skms / sizeof *skms; m++, n++)
+          check_streamk_schedule(tiles[t], ks[k], units[u], skms[m]);
+  /* 4 tiles of 16 k tiles (77 x 776 x 1000 in 128 x 256 tiles), 4 per block: 16 blocks,
+   * each tile in 4 pieces */
+  const hk_sk_plan_t p = hk_sk_plan(4, 16, hk_sk_grid(4, 16, 132, 4));
+  assert_int_equal(p.grid, 16);
+  assert_int_equal(p.dp_tiles, 0);
+  const hk_sk_pieces_t q = hk_sk_pieces(&p, 2);
+  assert_int_equal(q.first, 8);
+  assert_int_equal(q.last, 11);
+  /* 264 tiles on 132 SMs: whole waves, data-parallel; 265: the last two waves' tiles stream-K */
+  assert_int_equal(hk_sk_plan(264, 16, 132).dp_tiles, 264);
+  assert_int_equal(hk_sk_plan(265, 16, 132).dp_tiles, 132);
+  printf("[ info     ] %zu stream-K schedules checked\n", n);
+}
+
+/* ---- gemm_mma split-K ---------------------------------------------------------------------------
+ * sm_80 / sm_90: the space holds split-K 2, 4, 8 on three small-M tiles (canonical strings
+ * naming sk only when > 1); a split launch runs sk blocks per tile, and takes sk f32 partial
+ * tiles per tile of scratch and one counter per tile; sk 1 takes none; the macros say it. */
+static void test_mma_split(void **state) {
+  (void)state;
+  static const char *const archs[] = {"sm_80", "sm_90"};
+  hkc_tile_cfg_t *space = calloc(HKC_TUNE_MAX_CANDIDATES, sizeof *space);
+  assert_non_null(space);
+  const hkc_variant_t *mma = NULL;
+  for (const hkc_variant_t *const *v = hkc_variant_list(); *v; v++)
+    if (strcmp((*v)->name, "gemm_mma") == 0) mma = *v;
+  assert_non_null(mma);
+  for (size_t a = 0; a < 2; a++) {
+    const hkc_gpu_arch_t *ar = hk_test_arch(archs[a]);
+    const hkc_kernel_key_t key = with_mul(gemm_key(HK_DTYPE_BF16, 2, 1, 1, 1, 8));
+    const int n = mma->tune_space(ar, &key, space, HKC_TUNE_MAX_CANDIDATES);
+    int splits = 0;
+    for (int i = 0; i < n; i++) {
+      const char *sk = strstr(space[i].tune, ",sk=");
+      assert_true(space[i].split_k == 1 ? sk == NULL : sk != NULL && atoi(sk + 4) == space[i].split_k);
+      if (space[i].split_k == 1) continue;
+      splits++;
+      assert_true(space[i].split_global);
+      hkc_kernel_key_t k = key;
+      hkc_tune_apply(ar, &k, &space[i]);
+      hkc_kernel_out_t ko = {.name = "hk_x", .key = k};
+      char *src = hkc_codegen_gpu(ar, &ko);
+      assert_non_null(src);
+      assert_int_equal(hk_test_source_macro(src, "HK_SPLITK"), space[i].split_k);
+      free(src);
+      for (size_t mi = 0; mi < sizeof k_ms / sizeof k_ms[0]; mi++)
+        for (size_t ni = 0; ni < sizeof k_ns / sizeof k_ns[0]; ni++) {
+          const long long M = k_ms[mi], N = k_ns[ni], K = 1000;
+          hkc_arg_t args[11] = GEMM_ARGS(M, N, K);
+          uint32_t grid[3], block[3], shared;
+          hkc_gpu_launch_dims(ar, &k, args, 9, grid, block, &shared);
+          const long long tiles = ((M + space[i].bm - 1) / space[i].bm) * ((N + space[i].bn - 1) / space[i].bn);
+          assert_int_equal(grid[0], tiles * space[i].split_k);
+          hkc_node_workspace_t ws;
+          assert_int_equal(hkc_gpu_launch_workspace(ar, &k, args, 9, &ws), 1);
+          assert_int_equal(ws.scratch_bytes, (uint64_t)(tiles * space[i].split_k * space[i].bm * space[i].bn * 4));
+          assert_int_equal(ws.counters, tiles);
+          assert_int_equal(hkc_gpu_launch_args(ar, &k, args, 9, 11), 9); /* no tensor maps */
+        }
+    }
+    assert_int_equal(splits, 9);
+    /* the defaults: no split, no workspace */
+    hkc_arg_t args[11] = GEMM_ARGS(128, 768, 3072);
+    hkc_node_workspace_t ws;
+    assert_int_equal(hkc_gpu_launch_workspace(ar, &key, args, 9, &ws), 0);
+    assert_int_equal(ws.scratch_bytes, 0);
+    /* tuning-database strings of either form; sk 1 spelled out is the same configuration */
+    hkc_tile_cfg_t t;
+    assert_int_equal(hkc_tune_lookup_cfg(ar, &key, "gemm_mma", "bm=64,bn=64,wm=2,wn=2,st=4,sk=8", &t), 0);
+    assert_string_equal(t.tune, "bm=64,bn=64,wm=2,wn=2,st=4,sk=8");
+    assert_int_equal(hkc_tune_lookup_cfg(ar, &key, "gemm_mma", "bm=64,bn=64,wm=2,wn=2,st=4,sk=1", &t), 0);
+    assert_string_equal(t.tune, "bm=64,bn=64,wm=2,wn=2,st=4");
+    assert_int_equal(hkc_tune_lookup_cfg(ar, &key, "gemm_mma", "bm=64,bn=64,wm=2,wn=2,st=4,sk=9", &t), -1);
+    assert_int_equal(hkc_tune_lookup_cfg(ar, &key, "gemm_mma", "bm=64,bn=64,wm=2,wn=2,st=4,sk=0", &t), -1);
+  }
+  /* gemm_tma: a string without skm (every tuning entry before stream-K) is the same
+   * configuration as with skm=0; skm is named only when > 0, after ts; a string with skm but
+   * without ts (the split-K branch's, before ts) parses as ts=0 */
+  const hkc_gpu_arch_t *ar = hk_test_arch("sm_90a");
+  const hkc_kernel_key_t key = gemm_key(HK_DTYPE_BF16, 0, 1, 0, 0, 8);
+  hkc_tile_cfg_t t;
+  assert_int_equal(hkc_tune_lookup_cfg(ar, &key, "gemm_tma", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=0,skm=0", &t), 0);
+  assert_string_equal(t.tune, "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=0");
+  assert_int_equal(t.stream_k, 0);
+  assert_int_equal(hkc_tune_lookup_cfg(ar, &key, "gemm_tma", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,skm=0", &t), 0);
+  assert_string_equal(t.tune, "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=0");
+  assert_int_equal(hkc_tune_lookup_cfg(ar, &key, "gemm_tma", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1", &t), 0);
+  assert_string_equal(t.tune, "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=0");
+  assert_int_equal(hkc_tune_lookup_cfg(ar, &key, "gemm_tma", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,skm=8", &t), 0);
+  assert_string_equal(t.tune, "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=0,skm=8");
+  assert_int_equal(t.stream_k, 8);
+  assert_int_equal(hkc_tune_lookup_cfg(ar, &key, "gemm_tma", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=1,skm=8", &t), 0);
+  assert_string_equal(t.tune, "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=1,skm=8");
+  assert_int_equal(t.stream_k, 8);
+  assert_int_equal(hkc_tune_lookup_cfg(ar, &key, "gemm_tma", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,skm=8,ts=0", &t), -1);
+  assert_true(t.persistent);
+  free(space);
+}
+
+/* Every new configuration compiles without spills or warnings: gemm_mma split-K (the nine of
+ * its space) on sm_80 and sm_90, gemm_tma stream-K (its space's, and the two mw = 2 tiles) on
+ * sm_90a; each with the full epilogue (bias, gelu, residual, mul) in bf16 with trans_b, the
+ * first of each target also with the plain one in f16 and [K][N] B (the other B layout). */
+static void test_nvrtc_split_configs(void **state) {
+  (void)state;
+  HK_TEST_NEED_NVRTC();
+  static const struct {
+    const char *arch, *options;
+  } cfgs[] = {
+      {"sm_80", "gemm_mma_cfg=64,64,2,2,4,2"},     {"sm_80", "gemm_mma_cfg=64,64,2,2,4,4"},
+      {"sm_80", "gemm_mma_cfg=64,64,2,2,4,8"},     {"sm_80", "gemm_mma_cfg=64,128,1,4,4,2"},
+      {"sm_80", "gemm_mma_cfg=64,128,1,4,4,4"},    {"sm_80", "gemm_mma_cfg=64,128,1,4,4,8"},
+      {"sm_80", "gemm_mma_cfg=128,128,2,4,3,2"},   {"sm_80", "gemm_mma_cfg=128,128,2,4,3,4"},
+      {"sm_80", "gemm_mma_cfg=128,128,2,4,3,8"},   {"sm_90", "gemm_mma_cfg=64,64,2,2,4,2"},
+      {"sm_90", "gemm_mma_cfg=64,64,2,2,4,4"},     {"sm_90", "gemm_mma_cfg=64,64,2,2,4,8"},
+      {"sm_90", "gemm_mma_cfg=64,128,1,4,4,2"},    {"sm_90", "gemm_mma_cfg=64,128,1,4,4,4"},
+      {"sm_90", "gemm_mma_cfg=64,128,1,4,4,8"},    {"sm_90", "gemm_mma_cfg=128,128,2,4,4,2"},
+      {"sm_90", "gemm_mma_cfg=128,128,2,4,4,4"},   {"sm_90", "gemm_mma_cfg=128,128,2,4,4,8"},
+      {"sm_90a", "gemm_tma_cfg=0,1,128,6,1,1,0,4"},  {"sm_90a", "gemm_tma_cfg=0,1,128,6,1,1,0,8"},
+      {"sm_90a", "gemm_tma_cfg=1,1,128,7,1,1,0,4"},  {"sm_90a", "gemm_tma_cfg=1,1,128,7,1,1,0,8"},
+      {"sm_90a", "gemm_tma_cfg=1,1,64,8,1,1,0,4"},   {"sm_90a", "gemm_tma_cfg=0,2,64,4,1,1,0,4"},
+      {"sm_90a", "gemm_tma_cfg=1,2,64,8,1,1,0,4"},  {"sm_90a", "gemm_tma_cfg=0,1,128,6,1,1,1,4"}, /* with ts */
+  };
+  const size_t n_cfgs = sizeof cfgs / sizeof cfgs[0];
+  hk_test_compile_job_t *jobs = calloc(n_cfgs * 2, sizeof *jobs);
+  assert_non_null(jobs);
+  size_t n = 0;
+  for (size_t c = 0; c < n_cfgs; c++)
+    for (int full = c > 0 && strcmp(cfgs[c].arch, cfgs[c - 1].arch) == 0; full < 2; full++) {
+      hk_test_compile_job_t *j = &jobs[n++];
+      j->arch = hk_test_arch(cfgs[c].arch);
+      hkc_kernel_key_t key = gemm_key(full ? HK_DTYPE_BF16 : HK_DTYPE_F16, full ? HK_ACT_GELU : 0, full, full, full, 8);
+      key.has_mul = full;
+      j->kernel.key = key_with(j->arch, cfgs[c].options, key);
+      assert_true(strstr(j->kernel.key.tune, ",sk=") || strstr(j->kernel.key.tune, ",skm="));
+      hk_test_kernel_name(&j->kernel);
+    }
+  hk_test_compile_all(jobs, n, hkc_nvrtc_compile, 2, HK_TEST_COMPILE_NO_WARNINGS);
+  int failures = hk_test_compile_failures(jobs, n);
+  for (size_t i = 0; i < n; i++) {
+    printf("[ info     ] %s %s: regs %u, scratch %u\n", jobs[i].arch->name, jobs[i].kernel.key.tune, jobs[i].regs,
+           jobs[i].scratch);
+    if (jobs[i].ok && strcmp(jobs[i].arch->name, "sm_90a") == 0 && jobs[i].regs > 232) failures++;
+  }
+  free(jobs);
+  assert_int_equal(failures, 0);
 }
 
 /* ---- dual gemm (fusion's SwiGLU form) -------------------------------------------------------
@@ -526,8 +790,11 @@ int main(void) {
       cmocka_unit_test(test_launch_covers_odd_shapes),
       cmocka_unit_test(test_tma_launch),
       cmocka_unit_test(test_dual),
+      cmocka_unit_test(test_streamk_schedule),
+      cmocka_unit_test(test_mma_split),
       cmocka_unit_test(test_nvrtc_variants),
       cmocka_unit_test(test_nvrtc_sm90a_configurations),
+      cmocka_unit_test(test_nvrtc_split_configs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -98,6 +98,18 @@ static void test_parse(void **state) {
   assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=0,mw=1,bn=256,st=4,sk=1,cm=2,ts=0");
   set_ok(&o, "gemm_tma_cfg=1,1,128,7,1,1,1");
   assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=1,mw=1,bn=128,st=7,sk=1,cm=1,ts=1");
+  /* the optional last parameters (stream-K's skm, gemm_mma's split-K sk): named only when
+   * not at their default, so strings without them keep their form */
+  set_ok(&o, "gemm_tma_cfg=0,1,128,6,1,1,0,4");
+  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=0,skm=4");
+  set_ok(&o, "gemm_tma_cfg=pp=0,mw=1,bn=128,st=6,sk=1,cm=1,skm=0");
+  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=0");
+  set_ok(&o, "gemm_tma_cfg=skm=8,pp=0,mw=1,bn=128,st=6");
+  assert_string_equal(o.cfg[HKC_KOPT_GEMM_TMA_CFG], "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=0,skm=8");
+  set_ok(&o, "gemm_mma_cfg=64,64,2,2,4,8");
+  assert_string_equal(o.cfg[HKC_KOPT_GEMM_MMA_CFG], "bm=64,bn=64,wm=2,wn=2,st=4,sk=8");
+  set_ok(&o, "gemm_mma_cfg=sk=1,bm=64,bn=64,wm=2,wn=2,st=4");
+  assert_string_equal(o.cfg[HKC_KOPT_GEMM_MMA_CFG], "bm=64,bn=64,wm=2,wn=2,st=4");
   set_ok(&o, "gemm_tma=on");
   assert_int_equal(o.gemm_tma, HKC_SWITCH_ON);
   /* attn_tma_cfg: the simple pipeline (PINGPONG, OVERLAP given) and the named form */
@@ -107,6 +119,20 @@ static void test_parse(void **state) {
   assert_string_equal(o.cfg[HKC_KOPT_ATTN_TMA_CFG], "wg=1,kv=64,st=2,pp=0,ov=1,p=0");
   set_ok(&o, "attn_tma=on");
   assert_int_equal(o.attn_tma, HKC_SWITCH_ON);
+  /* gemm_split: auto (the default, like off: no split through the workspace in the model's
+   * space) is not recorded; on and off are */
+  {
+    hkc_kernel_options_t g = {0};
+    char gtext[64];
+    assert_true(hkc_kernel_options_is_default(&g));
+    set_ok(&g, "gemm_split=on");
+    assert_int_equal(g.gemm_split, HKC_SWITCH_ON);
+    hkc_kernel_options_format(&g, gtext, sizeof gtext);
+    assert_string_equal(gtext, "gemm_split=on");
+    set_ok(&g, "gemm_split=auto");
+    assert_true(hkc_kernel_options_is_default(&g));
+    set_bad("gemm_split=2", "gemm_split=2: expected auto|on|off");
+  }
   /* back to the defaults */
   set_ok(&o, "simple_kernels=0");
   set_ok(&o, "gemm_tma=auto");
@@ -128,7 +154,7 @@ static void test_parse(void **state) {
     if (!strcmp(name, "attn_tma_cfg")) attn_tma_cfg = !strcmp(env, "HKC_ATTN_TMA_CFG");
     n++;
   }
-  assert_int_equal(n, 20);
+  assert_int_equal(n, 21);
   assert_true(tma && tma_cfg && attn_tma && attn_tma_cfg);
   /* the AMD GEMM options: the 8-wave switch and both variants' tiles */
   hkc_kernel_options_t m = {0};
@@ -153,8 +179,9 @@ static void test_parse_errors(void **state) {
   set_bad("gemm_ws=maybe", "expected auto|on|off");
   set_bad("gemm_tma=maybe", "gemm_tma=maybe: expected auto|on|off");
   set_bad("gemm_tma_cfg=0,1,256", "too few values");
-  set_bad("gemm_tma_cfg=0,1,256,4,1,1,0,9", "too many values");
-  set_bad("gemm_tma_cfg=pp=0,mw=1,bn=256,st=4,sk=1,cm=1,x=2", "unknown parameter 'x' (gemm_tma has: pp mw bn st sk cm ts)");
+  set_bad("gemm_tma_cfg=0,1,256,4,1,1,0,4,9", "too many values");
+  set_bad("gemm_tma_cfg=pp=0,mw=1,bn=256,st=4,sk=1,cm=1,x=2", "unknown parameter 'x' (gemm_tma has: pp mw bn st sk cm ts skm)");
+  set_bad("gemm_mma_cfg=64,64,2,2,4,8,1", "too many values");
   set_bad("gemm_tma_cfg=pp=0,mw=1,bn=256", "missing st");
   set_bad("gemm_tma_cfg=0,1,256,-4", "bad value st");
   set_bad("gemm_ws_cfg=256", "too few values");
@@ -244,6 +271,9 @@ static void test_legality(void **state) {
       {"gemm_tma_cfg=0,1,256,4,1,2", "pp=0,mw=1,bn=256,st=4,sk=1,cm=2,ts=0", 0},
       {"gemm_tma_cfg=1,1,64,8,1,2", "pp=1,mw=1,bn=64,st=8,sk=1,cm=2,ts=0", 1},
       {"gemm_tma_cfg=pp=1,mw=1,bn=128,st=7,ts=1,sk=1,cm=1", "pp=1,mw=1,bn=128,st=7,sk=1,cm=1,ts=1", 0},
+      {"gemm_tma_cfg=0,1,128,6,1,1,0,4", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=0,skm=4", 0}, /* stream-K */
+      {"gemm_tma_cfg=1,2,64,8,1,1,0,64", "pp=1,mw=2,bn=64,st=8,sk=1,cm=1,ts=0,skm=64", 1},
+      {"gemm_tma_cfg=0,1,128,6,1,1,1,4", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=1,skm=4", 0}, /* with ts */
   };
   for (size_t i = 0; i < sizeof legal / sizeof legal[0]; i++) {
     k = legal[i].trans_b ? tk : gemm_key();
@@ -272,6 +302,23 @@ static void test_legality(void **state) {
   tma_refused("gemm_tma_cfg=0,1,64,17", "pp=0,mw=1,bn=64,st=17,sk=1,cm=1,ts=0", gemm_key());
   tma_refused("gemm_tma_cfg=0,2,256,3", "pp=0,mw=2,bn=256,st=3,sk=1,cm=1,ts=0", gemm_key()); /* 256 accumulators */
   tma_refused("gemm_tma_cfg=2,1,128,4", "pp=2,mw=1,bn=128,st=4,sk=1,cm=1,ts=0", gemm_key());
+  /* stream-K: 64 accumulators per thread at most (its reduction's registers), neither split-K
+   * nor multicast clusters, 1..64 k tiles per block */
+  tma_refused("gemm_tma_cfg=0,1,256,4,1,1,0,4", "pp=0,mw=1,bn=256,st=4,sk=1,cm=1,ts=0,skm=4", gemm_key());
+  tma_refused("gemm_tma_cfg=0,1,128,5,2,1,0,4", "pp=0,mw=1,bn=128,st=5,sk=2,cm=1,ts=0,skm=4", gemm_key());
+  tma_refused("gemm_tma_cfg=1,1,64,8,1,2,0,4", "pp=1,mw=1,bn=64,st=8,sk=1,cm=2,ts=0,skm=4", gemm_key());
+  tma_refused("gemm_tma_cfg=0,1,128,6,1,1,0,65", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=0,skm=65", gemm_key());
+  /* gemm_mma split-K: 1..8 slices; sk 1 is the string without it */
+  hkc_kernel_options_t ms = {0};
+  set_ok(&ms, "gemm_mma_cfg=64,64,2,2,4,8");
+  k = gemm_key();
+  assert_int_equal(hkc_tune_apply_options(&ms, "sm_80", arch("sm_80"), &k), 2);
+  assert_string_equal(k.tune, "bm=64,bn=64,wm=2,wn=2,st=4,sk=8");
+  k = gemm_key();
+  assert_int_equal(apply("gemm_mma_cfg=64,64,2,2,4,9", "sm_90", &k, diag, sizeof diag), -1);
+  assert_non_null(strstr(diag, "gemm_mma_cfg=bm=64,bn=64,wm=2,wn=2,st=4,sk=9 is not legal"));
+  assert_non_null(strstr(diag, "sk 1..8"));
+  hkc_error_reset();
   /* gemm_tma_cfg where gemm_tma does not serve: nothing forced (gemm_tma=off; sm_90) */
   k = gemm_key();
   assert_int_equal(apply("gemm_tma=off;gemm_tma_cfg=0,1,96,4", "sm_90a", &k, diag, sizeof diag), 1);

@@ -560,6 +560,51 @@ static void test_allocation_failures(void **ts) {
   assert_true(failures >= 6); /* pack, zstd context, code, module, session tables, workspace */
 }
 
+/* An allocator whose memory starts as 0xA5 bytes: what a session must not rely on. */
+static void *dirty_alloc(void *ctx, size_t size) {
+  (void)ctx;
+  void *p = malloc(size);
+  if (p) memset(p, 0xA5, size);
+  return p;
+}
+static void dirty_free(void *ctx, void *ptr) {
+  (void)ctx;
+  free(ptr);
+}
+
+/* Scratch and semaphore arguments (format 1.3) on the host backend: the kernel computes
+ * through its scratch range of the workspace and finds its counters at zero -- in dirty
+ * memory, so the session zeroed them -- at every run, padded ones (a rebuilt bucket)
+ * included; the counters lie in the arena past the workspace and stay at zero. */
+static void test_workspace_args(void **ts) {
+  state_t *st = *ts;
+  NEED_CC(st);
+  fx_use_workspace_kernel(&st->fx);
+  void *bytes;
+  size_t size;
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &bytes, &size), 0);
+  hk_allocator_t a = {dirty_alloc, dirty_free, NULL};
+  hk_pack_t *pack = NULL;
+  assert_int_equal(hk_test_open_memory(bytes, size, &a, &pack), HK_OK);
+  for (int b = 0; b < 2; b++) {
+    const int64_t batch = b ? 8 : 2;
+    hk_session_t *s;
+    assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = (uint64_t)batch, .target = FX_HOST), &s), HK_OK);
+    const uint32_t *sem = hk_session_debug_semaphores(s);
+    assert_non_null(sem);
+    assert_true((const char *)sem >= (const char *)hk_session_debug_arena(s) + st->fx.graphs[b].workspace_bytes);
+    for (int run = 0; run < 3; run++) {
+      if (b == 1 && run == 2) assert_int_equal(hk_session_set_batch(s, 5), HK_OK); /* padded: bucket 8 rebuilt */
+      run_and_check(s, b == 1 && run == 2 ? 5 : batch, 40 + (uint64_t)run);
+      sem = hk_session_debug_semaphores(s);
+      for (int i = 0; i < 3; i++) assert_int_equal(sem[i], 0);
+    }
+    hk_session_destroy(s);
+  }
+  hk_pack_destroy(pack);
+  free(bytes);
+}
+
 static void test_open_file_and_run(void **ts) {
   state_t *st = *ts;
   NEED_CC(st);
@@ -1087,6 +1132,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_pad_refuses_unpaddable_layout, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pad_matches_exact_pack, setup, teardown),
       cmocka_unit_test_setup_teardown(test_allocation_failures_padded, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_workspace_args, setup, teardown),
   };
   const char *filter = getenv("HK_TEST_FILTER"); /* e.g. "test_pad_*": run only those */
   if (filter && *filter) cmocka_set_test_filter(filter);

@@ -9,7 +9,7 @@
  * target of this machine and (optionally) a fake "sm_90" target whose code is arbitrary
  * bytes; fx_add_plan adds cost figures (a PLAN section), fx_add_tmap TMA tensor map
  * arguments to the sm_90 launches, fx_add_pdl marks sm_90 launches for programmatic
- * dependent launch.
+ * dependent launch, fx_add_workspace scratch and semaphore arguments to sm_90 launches.
  */
 #ifndef HK_PACK_FIXTURE_H
 #define HK_PACK_FIXTURE_H
@@ -47,6 +47,21 @@ static const char fx_kernel_source[] =
     "  int64_t n = *(const int64_t *)args[4], nw = *(const int64_t *)args[5];\n"
     "  for (int64_t i = (int64_t)b0 * BS; i < (int64_t)b1 * BS && i < n; i++)\n"
     "    y[i] = a[i] * w[i % nw] + (bias ? bias[i % nw] : 0.0f);\n"
+    "}\n"
+    /* hk_test_mul through scratch (args[6]: n floats of its own) with two semaphores (args[7]):
+     * the block range starting at 0 finds both at zero (else it poisons y[0]), moves one and
+     * puts it back, as a split kernel does */
+    "void hk_test_mul_ws(void *const *args, uint32_t b0, uint32_t b1) {\n"
+    "  const float *a = *(float *const *)args[0], *w = *(float *const *)args[1];\n"
+    "  float *y = *(float *const *)args[3], *part = *(float *const *)args[6];\n"
+    "  uint32_t *sem = *(uint32_t *const *)args[7];\n"
+    "  int64_t n = *(const int64_t *)args[4], nw = *(const int64_t *)args[5];\n"
+    "  const int clean = b0 != 0 || (sem[0] == 0 && sem[1] == 0);\n"
+    "  if (b0 == 0) sem[1]++;\n"
+    "  for (int64_t i = (int64_t)b0 * BS; i < (int64_t)b1 * BS && i < n; i++) part[i] = a[i] * w[i % nw];\n"
+    "  for (int64_t i = (int64_t)b0 * BS; i < (int64_t)b1 * BS && i < n; i++) y[i] = part[i];\n"
+    "  if (b0 == 0) sem[1]--;\n"
+    "  if (!clean) y[0] = 0.0f / 0.0f;\n"
     "}\n";
 
 typedef struct fx {
@@ -236,6 +251,35 @@ static inline void fx_add_tmap(fx_t *fx, int launch, uint64_t value) {
 static inline void fx_add_pdl(fx_t *fx, int launch) {
   fx_own_cuda_graphs(fx);
   for (int g = 0; g < fx->spec.n_batch; g++) fx->launches_cuda[g][launch].pdl = 1;
+}
+
+/* Makes launch 1 of the host target's graphs (shared with sm_90 until fx_own_cuda_graphs) the
+ * kernel hk_test_mul_ws: its own n floats of scratch after t in a workspace twice as large,
+ * and counters [1, 3) of 3 per graph. Call after fx_set_batches. */
+static inline void fx_use_workspace_kernel(fx_t *fx) {
+  snprintf(fx->kernels[1].name, sizeof fx->kernels[1].name, "hk_test_mul_ws");
+  for (int g = 0; g < fx->spec.n_batch; g++) {
+    hkc_graph_out_t *go = &fx->graphs[g];
+    hkc_launch_t *l = &fx->launches[g][1];
+    const uint64_t units = go->workspace_bytes / HK_SCRATCH_UNIT;
+    l->args[l->n_args++] = (hkc_arg_t){HK_ARG_SCRATCH, (int64_t)hk_scratch_pack(units, units), 0};
+    l->args[l->n_args++] = (hkc_arg_t){HK_ARG_SEMAPHORE, (int64_t)hk_semaphore_pack(1, 2), 0};
+    go->workspace_bytes *= 2;
+    go->semaphore_count = 3;
+  }
+}
+
+/* Appends a scratch and a semaphore argument (format 1.3; values hk_scratch_pack(...) and
+ * hk_semaphore_pack(...)) to launch `launch` of every graph of the sm_90 target, whose graphs
+ * get `semaphores` counters (the host target's stay without). Call after fx_set_batches. */
+static inline void fx_add_workspace(fx_t *fx, int launch, uint64_t scratch, uint64_t semaphore, uint32_t semaphores) {
+  fx_own_cuda_graphs(fx);
+  for (int g = 0; g < fx->spec.n_batch; g++) {
+    hkc_launch_t *l = &fx->launches_cuda[g][launch];
+    l->args[l->n_args++] = (hkc_arg_t){HK_ARG_SCRATCH, (int64_t)scratch, 0};
+    l->args[l->n_args++] = (hkc_arg_t){HK_ARG_SEMAPHORE, (int64_t)semaphore, 0};
+    fx->graphs_cuda[g].semaphore_count = semaphores;
+  }
 }
 
 /* Compiles C source text into a shared object in memory (malloc'd). 0 / -1. */

@@ -831,7 +831,7 @@ static void test_tmap_fields(void **ts) {
   assert_int_equal(hk_tmap_swizzle_bytes(HK_TMAP_SWIZZLE_128B), 128);
 }
 
-/* hkc's writer -> libhkrt's reader: the packed field survives, version 1.2, host untouched. */
+/* hkc's writer -> libhkrt's reader: the packed field survives, the current version, host untouched. */
 static void test_tmap_roundtrip(void **ts) {
   state_t *st = *ts;
   size_t size;
@@ -840,7 +840,7 @@ static void test_tmap_roundtrip(void **ts) {
   assert_int_equal(hk_test_open_memory(buf, size, NULL, &pack), HK_OK);
   const hk_pack_view_t *v = hk_pack_view(pack);
   assert_int_equal(v->header->version_major, 1);
-  assert_int_equal(v->header->version_minor, 2);
+  assert_int_equal(v->header->version_minor, HK_PACK_VERSION_MINOR);
   assert_int_equal(v->arg_count, 40 + 4); /* one more argument per sm_90 launch */
   for (uint32_t g = 0; g < v->graph_count; g++) {
     const hk_graph_rec_t *gr = &v->graphs[g];
@@ -934,15 +934,18 @@ static void test_tmap_corrupt(void **ts) {
   free(buf);
 }
 
-/* Older minor versions are read as before. */
+/* Older minor versions are read as before (a 1.2 file's graphs have a zero semaphore_count,
+ * its former reserved field). */
 static void p_minor0(uint8_t *b, size_t n) { hdr(b)->version_minor = 0; }
 static void p_minor1(uint8_t *b, size_t n) { hdr(b)->version_minor = 1; }
+static void p_minor2(uint8_t *b, size_t n) { hdr(b)->version_minor = 2; }
 static void test_older_minor(void **ts) {
   state_t *st = *ts;
   assert_int_equal(hdr(st->pack)->version_minor, HK_PACK_VERSION_MINOR);
-  assert_int_equal(HK_PACK_VERSION_MINOR, 2);
+  assert_int_equal(HK_PACK_VERSION_MINOR, 3);
   PATCHED(p_minor0, HK_OK, NULL);
   PATCHED(p_minor1, HK_OK, NULL);
+  PATCHED(p_minor2, HK_OK, NULL);
 }
 
 /* The writer refuses tensor maps the loader would refuse. */
@@ -986,7 +989,7 @@ static void test_pdl_roundtrip(void **ts) {
   hk_pack_t *pack;
   assert_int_equal(hk_test_open_memory(buf, size, NULL, &pack), HK_OK);
   const hk_pack_view_t *v = hk_pack_view(pack);
-  assert_int_equal(v->header->version_minor, 2);
+  assert_int_equal(v->header->version_minor, HK_PACK_VERSION_MINOR);
   int flagged = 0;
   for (uint32_t g = 0; g < v->graph_count; g++) {
     const hk_graph_rec_t *gr = &v->graphs[g];
@@ -1067,6 +1070,148 @@ static void test_pdl_writer_rejects(void **ts) {
   assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &n), -1);
   assert_non_null(strstr(st->diag, "cannot write the artifact: target " FX_HOST " batch 8 launch 1 is marked for "
                                    "programmatic dependent launch, which the format allows on CUDA targets only"));
+  assert_null(data);
+}
+
+/* ---- scratch and semaphore arguments (format 1.3) --------------------------------------- */
+/* Launch 1 (mul) of the sm_90 target takes bytes [256, 768) of its graph's workspace (1024
+ * bytes at batch 2, 3328 at 8) and counters [1, 4) of the graph's 4. */
+#define WS_SCRATCH hk_scratch_pack(1, 2)
+#define WS_SEMAPHORE hk_semaphore_pack(1, 3)
+
+static uint8_t *write_with_workspace(state_t *st, size_t *out_size) {
+  fx_add_workspace(&st->fx, 1, WS_SCRATCH, WS_SEMAPHORE, 4);
+  void *data;
+  if (hkc_pack_write_memory(&st->fx.in, &data, out_size) != 0) fail_msg("writing: %s", st->diag);
+  return data;
+}
+
+static void test_workspace_fields(void **ts) {
+  (void)ts;
+  const uint64_t s = hk_scratch_pack(0xfffffffeu, 3);
+  assert_int_equal(hk_scratch_offset(s), 0xfffffffeull * HK_SCRATCH_UNIT);
+  assert_int_equal(hk_scratch_bytes(s), 3 * HK_SCRATCH_UNIT);
+  assert_int_equal(hk_scratch_pack(7, 1), (1ull << 32) | 7); /* the documented bit positions */
+  const uint64_t m = hk_semaphore_pack(5, 0xffffffffu);
+  assert_int_equal(hk_semaphore_first(m), 5);
+  assert_int_equal(hk_semaphore_count(m), 0xffffffffu);
+  assert_int_equal(hk_semaphore_pack(7, 1), (1ull << 32) | 7);
+}
+
+/* hkc's writer -> libhkrt's reader: the arguments and the graphs' counters survive on the
+ * sm_90 target, the host's graphs have none; hkc inspect shows them. */
+static void test_workspace_roundtrip(void **ts) {
+  state_t *st = *ts;
+  size_t size;
+  uint8_t *buf = write_with_workspace(st, &size);
+  hk_pack_t *pack;
+  assert_int_equal(hk_test_open_memory(buf, size, NULL, &pack), HK_OK);
+  const hk_pack_view_t *v = hk_pack_view(pack);
+  for (uint32_t g = 0; g < v->graph_count; g++) {
+    const hk_graph_rec_t *gr = &v->graphs[g];
+    const int cuda = v->targets[gr->target].kind == HK_TARGET_CUDA;
+    const hk_node_rec_t *n1 = &v->nodes[gr->node_first + 1];
+    assert_int_equal(gr->semaphore_count, cuda ? 4 : 0);
+    assert_int_equal(n1->arg_count, cuda ? 8 : 6);
+    if (!cuda) continue;
+    assert_int_equal(v->args[n1->arg_first + 6].kind, HK_ARG_SCRATCH);
+    assert_int_equal(v->args[n1->arg_first + 6].value, WS_SCRATCH);
+    assert_int_equal(v->args[n1->arg_first + 7].kind, HK_ARG_SEMAPHORE);
+    assert_int_equal(v->args[n1->arg_first + 7].value, WS_SEMAPHORE);
+  }
+  hk_pack_destroy(pack);
+  free(buf);
+
+  char *dir = hk_test_tmpdir();
+  char path[4200];
+  snprintf(path, sizeof path, "%s/ws.hkpack", dir);
+  assert_int_equal(hkc_pack_write(&st->fx.in, path), 0);
+  char *text = NULL;
+  size_t text_size = 0;
+  FILE *out = open_memstream(&text, &text_size);
+  assert_int_equal(hkc_inspect(path, out), 0);
+  fclose(out);
+  const char *line = "      workspace: arg 6 scratch(512 B at 256 B), arg 7 semaphores(3 from 1)\n";
+  const char *first = strstr(text, line);
+  if (!first) fail_msg("no \"%s\" in:\n%s", line, text);
+  assert_true(first > strstr(text, "graph sm_90, batch 2: 2 node(s), workspace 1.0 KiB, 4 semaphore(s)\n"));
+  assert_non_null(strstr(text, "graph sm_90, batch 8: 2 node(s), workspace 3.2 KiB, 4 semaphore(s)\n"));
+  assert_non_null(strstr(text, "graph " FX_HOST ", batch 2: 2 node(s), workspace 1.0 KiB\n"));
+  free(text);
+  unlink(path);
+  rmdir(dir);
+  free(dir);
+}
+
+/* The first argument of `kind` in the ARGS section. */
+static hk_arg_rec_t *kind_arg(uint8_t *b, uint32_t kind) {
+  hk_arg_rec_t *a = arg(b);
+  uint64_t n = sec(b, HK_SECTION_ARGS)->size / sizeof *a;
+  for (uint64_t i = 0; i < n; i++)
+    if (a[i].kind == kind) return &a[i];
+  fail_msg("no argument of kind %u in the pack", kind);
+  return NULL;
+}
+static void p_ws_outside(uint8_t *b, size_t n) { kind_arg(b, HK_ARG_SCRATCH)->value = hk_scratch_pack(2, 3); }
+static void p_ws_empty(uint8_t *b, size_t n) { kind_arg(b, HK_ARG_SCRATCH)->value = hk_scratch_pack(1, 0); }
+static void p_ws_huge(uint8_t *b, size_t n) { /* offset + bytes past 2^40: no overflow in the check */
+  kind_arg(b, HK_ARG_SCRATCH)->value = hk_scratch_pack(0xffffffffu, 0xffffffffu);
+}
+static void p_sem_outside(uint8_t *b, size_t n) { kind_arg(b, HK_ARG_SEMAPHORE)->value = hk_semaphore_pack(2, 3); }
+static void p_sem_empty(uint8_t *b, size_t n) { kind_arg(b, HK_ARG_SEMAPHORE)->value = hk_semaphore_pack(0, 0); }
+static void p_sem_wrap(uint8_t *b, size_t n) {
+  kind_arg(b, HK_ARG_SEMAPHORE)->value = hk_semaphore_pack(0xffffffffu, 2);
+}
+static void p_sem_count(uint8_t *b, size_t n) { grf(b)[2].semaphore_count = HK_MAX_SEMAPHORES + 1; }
+static void p_sem_host(uint8_t *b, size_t n) { /* a host graph without counters gets a semaphore argument */
+  arg(b)[1].kind = HK_ARG_SEMAPHORE;
+  arg(b)[1].value = WS_SEMAPHORE;
+}
+static void p_ws_host(uint8_t *b, size_t n) { /* scratch within a host graph's workspace is fine */
+  arg(b)[1].kind = HK_ARG_SCRATCH;
+  arg(b)[1].value = hk_scratch_pack(0, 4);
+}
+
+/* FORMAT.md's rules for scratch and semaphore arguments and the graphs' counters. */
+static void test_workspace_corrupt(void **ts) {
+  state_t *st = *ts;
+  size_t size;
+  uint8_t *buf = write_with_workspace(st, &size);
+#define WS_PATCHED(fn, code, needle) expect_patched_in(buf, size, fn, code, needle, __LINE__)
+  WS_PATCHED(p_ws_outside, HK_STATUS_CORRUPT, "graph 2 node 5 (mul) arg 6: scratch [512, +768 bytes) is empty or "
+                                              "outside the 1024-byte workspace");
+  WS_PATCHED(p_ws_empty, HK_STATUS_CORRUPT, "graph 2 node 5 (mul) arg 6: scratch [256, +0 bytes) is empty");
+  WS_PATCHED(p_ws_huge, HK_STATUS_CORRUPT, "arg 6: scratch [1099511627520, +1099511627520 bytes) is empty or outside");
+  WS_PATCHED(p_sem_outside, HK_STATUS_CORRUPT, "graph 2 node 5 (mul) arg 7: semaphores [2, +3) are empty or outside "
+                                               "the graph's 4");
+  WS_PATCHED(p_sem_empty, HK_STATUS_CORRUPT, "arg 7: semaphores [0, +0) are empty");
+  WS_PATCHED(p_sem_wrap, HK_STATUS_CORRUPT, "arg 7: semaphores [4294967295, +2) are empty or outside");
+  WS_PATCHED(p_sem_count, HK_STATUS_CORRUPT, "graph 2: 16777217 semaphores exceed the limit 16777216");
+  WS_PATCHED(p_sem_host, HK_STATUS_CORRUPT, "graph 0 node 0 (add) arg 1: semaphores [1, +3) are empty or outside the "
+                                            "graph's 0");
+  WS_PATCHED(p_ws_host, HK_OK, NULL);
+#undef WS_PATCHED
+  free(buf);
+}
+
+/* The writer refuses what the loader would. */
+static void test_workspace_writer_rejects(void **ts) {
+  state_t *st = *ts;
+  void *data = NULL;
+  size_t n;
+  fx_add_workspace(&st->fx, 1, hk_scratch_pack(4, 1), WS_SEMAPHORE, 4); /* [1024, 1280) of 1024 bytes at batch 2 */
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &n), -1);
+  assert_non_null(strstr(st->diag, "cannot write the artifact: target sm_90 batch 2 launch 1 arg 6: its scratch range "
+                                   "is empty or outside the graph's workspace"));
+  st->fx.launches_cuda[0][1].args[6].i = (int64_t)WS_SCRATCH;
+  st->fx.launches_cuda[1][1].args[6].i = (int64_t)WS_SCRATCH;
+  st->fx.graphs_cuda[1].semaphore_count = 3;
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &n), -1);
+  assert_non_null(strstr(st->diag, "target sm_90 batch 8 launch 1 arg 7: its semaphores are empty or outside the "
+                                   "graph's"));
+  st->fx.graphs_cuda[1].semaphore_count = HK_MAX_SEMAPHORES + 1;
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &n), -1);
+  assert_non_null(strstr(st->diag, "target sm_90 batch 8 needs 16777217 semaphores, over the format's limit"));
   assert_null(data);
 }
 
@@ -1173,6 +1318,19 @@ static int write_corpus(const char *dir) {
     fclose(f);
   }
   free(data);
+  /* scratch and semaphores (format 1.3) on the sm_90 mul launches, and a scratch range past
+   * the workspace that the harness' checksum fix-up turns into a record error */
+  fx_add_workspace(&st->fx, 1, WS_SCRATCH, WS_SEMAPHORE, 4);
+  if (hkc_pack_write_memory(&st->fx.in, &data, &size) != 0) return 1;
+  for (int bad = 0; bad < 2; bad++) {
+    if (bad) kind_arg(data, HK_ARG_SCRATCH)->value = hk_scratch_pack(2, 3); /* checksum left stale */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, bad ? "scratch_outside" : "valid_workspace");
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, size, f) != size) return 1;
+    fclose(f);
+  }
+  free(data);
   teardown((void **)&st);
   return write_issue17_corpus(dir);
 }
@@ -1204,6 +1362,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_pdl_roundtrip, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pdl_corrupt, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pdl_writer_rejects, setup, teardown),
+      cmocka_unit_test(test_workspace_fields),
+      cmocka_unit_test_setup_teardown(test_workspace_roundtrip, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_workspace_corrupt, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_workspace_writer_rejects, setup, teardown),
       cmocka_unit_test_setup_teardown(test_open_arguments, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

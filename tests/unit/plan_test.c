@@ -2,7 +2,9 @@
 /* plan.c: the workspace arena (liveness sharing, no overlap between tensors alive at
  * the same time, alignment) and graph dependencies (every conflicting pair ordered,
  * independent branches left parallel), on hand-written and random graphs -- also fused
- * ones, whose nodes read mul / add_in and may write two tensors (out and sum_out). */
+ * ones, whose nodes read mul / add_in and may write two tensors (out and sum_out) -- and
+ * the launches' own workspace (format 1.3): scratch alive during its node only (sharing bytes
+ * with what is not alive then, and ordered against it), disjoint semaphore counters. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -98,7 +100,8 @@ static void test_chain_reuses_memory(void **state) {
   uint64_t *off = calloc(s->n_tensors, sizeof *off);
   for (int64_t batch = 1; batch <= 4; batch += 3) {
     uint64_t arena = 0;
-    assert_int_equal(hkc_plan_memory(s, batch, off, &arena), 0);
+    uint32_t counters = 0;
+    assert_int_equal(hkc_plan_memory(s, batch, NULL, off, &arena, &counters), 0);
     uint64_t sum = check_plan(s, batch, off, arena);
     uint64_t one = (uint64_t)(batch * 1000 * 4 + 255) / 256 * 256;
     /* a, b, c, d: only two are ever alive at once */
@@ -107,9 +110,10 @@ static void test_chain_reuses_memory(void **state) {
   }
   /* deps form the chain */
   uint64_t arena;
-  hkc_plan_memory(s, 1, off, &arena);
+  uint32_t counters = 0;
+  hkc_plan_memory(s, 1, NULL, off, &arena, &counters);
   hkc_deps_t deps;
-  assert_int_equal(hkc_plan_deps(s, 1, off, &deps), 0);
+  assert_int_equal(hkc_plan_deps(s, 1, off, NULL, &deps), 0);
   assert_int_equal(deps.start[0], 0);
   for (size_t j = 1; j < s->n_nodes; j++) {
     assert_int_equal(deps.start[j + 1] - deps.start[j], 1);
@@ -134,10 +138,11 @@ static void test_branches_stay_parallel(void **state) {
                                      "  - {name: s2, op: add, in: [u, tv], out: y}\n"
                                      "outputs: [y]\n");
   uint64_t *off = calloc(s->n_tensors, sizeof *off), arena;
-  assert_int_equal(hkc_plan_memory(s, 2, off, &arena), 0);
+  uint32_t counters = 0;
+  assert_int_equal(hkc_plan_memory(s, 2, NULL, off, &arena, &counters), 0);
   check_plan(s, 2, off, arena);
   hkc_deps_t deps;
-  assert_int_equal(hkc_plan_deps(s, 2, off, &deps), 0);
+  assert_int_equal(hkc_plan_deps(s, 2, off, NULL, &deps), 0);
   int q = -1, k = -1, v = -1, s1 = -1, s2 = -1;
   for (size_t j = 0; j < s->n_nodes; j++) {
     const char *n = s->nodes[j].name;
@@ -186,10 +191,11 @@ static void test_random_graphs(void **state) {
     hkc_diag_capture(NULL, 0);
     if (rc != 0) fail_msg("random spec rejected: %s\n%s", diag, text);
     uint64_t *off = calloc(s->n_tensors, sizeof *off), arena;
-    assert_int_equal(hkc_plan_memory(s, 3, off, &arena), 0);
+    uint32_t counters = 0;
+    assert_int_equal(hkc_plan_memory(s, 3, NULL, off, &arena, &counters), 0);
     check_plan(s, 3, off, arena);
     hkc_deps_t deps;
-    assert_int_equal(hkc_plan_deps(s, 3, off, &deps), 0);
+    assert_int_equal(hkc_plan_deps(s, 3, off, NULL, &deps), 0);
     /* reach[j][i]: j transitively waits for i */
     size_t nn = s->n_nodes;
     unsigned char *reach = calloc(nn * nn, 1);
@@ -230,9 +236,24 @@ static int overlap(const hkc_spec_t *s, const uint64_t *off, int64_t batch, int 
   return off[a] < off[b] + tensor_bytes(s, b, batch) && off[b] < off[a] + tensor_bytes(s, a, batch);
 }
 
+/* Whether node i's scratch (ws, may be NULL) shares bytes with tensor t, or with node j's scratch. */
+static int scratch_overlaps_tensor(const hkc_spec_t *s, const uint64_t *off, int64_t batch,
+                                   const hkc_node_workspace_t *ws, size_t i, int t) {
+  if (!ws || !ws[i].scratch_bytes || t == HKC_NONE || off[t] == HK_PLACEMENT_NONE) return 0;
+  return ws[i].scratch_offset < off[t] + tensor_bytes(s, t, batch) &&
+         off[t] < ws[i].scratch_offset + ws[i].scratch_bytes;
+}
+static int scratches_overlap(const hkc_node_workspace_t *ws, size_t i, size_t j) {
+  if (!ws || !ws[i].scratch_bytes || !ws[j].scratch_bytes) return 0;
+  return ws[i].scratch_offset < ws[j].scratch_offset + ws[j].scratch_bytes &&
+         ws[j].scratch_offset < ws[i].scratch_offset + ws[i].scratch_bytes;
+}
+
 /* Every pair i < j where j writes bytes i reads or writes, or reads bytes i writes, is
- * ordered by the dependency edges (transitively). */
-static void check_deps(const hkc_spec_t *s, const uint64_t *off, int64_t batch, const hkc_deps_t *deps) {
+ * ordered by the dependency edges (transitively); a node's scratch (ws, may be NULL) counts
+ * as bytes it writes. */
+static void check_deps(const hkc_spec_t *s, const uint64_t *off, int64_t batch, const hkc_node_workspace_t *ws,
+                       const hkc_deps_t *deps) {
   size_t nn = s->n_nodes;
   unsigned char *reach = calloc(nn * nn + 1, 1);
   for (size_t j = 0; j < nn; j++)
@@ -255,11 +276,144 @@ static void check_deps(const hkc_spec_t *s, const uint64_t *off, int64_t batch, 
         for (int b = 0; b < nri; b++) conflict |= overlap(s, off, batch, wj[a], ri[b]); /* WAR */
         for (int b = 0; b < 2; b++) conflict |= overlap(s, off, batch, wj[a], wi[b]);   /* WAW */
       }
+      for (int b = 0; b < nri; b++) conflict |= scratch_overlaps_tensor(s, off, batch, ws, j, ri[b]);
+      for (int b = 0; b < nrj; b++) conflict |= scratch_overlaps_tensor(s, off, batch, ws, i, rj[b]);
+      for (int b = 0; b < 2; b++)
+        conflict |= scratch_overlaps_tensor(s, off, batch, ws, j, wi[b]) ||
+                    scratch_overlaps_tensor(s, off, batch, ws, i, wj[b]);
+      conflict |= scratches_overlap(ws, i, j);
       if (conflict && !reach[j * nn + i])
         fail_msg("node %zu (%s) touches bytes of node %zu (%s) but does not wait for it", j, s->nodes[j].name, i,
                  s->nodes[i].name);
     }
   free(reach);
+}
+
+/* The launches' workspace under a plan: each scratch aligned, inside the arena and sharing no
+ * byte with a tensor alive at its node (what the node reads and writes included); counter
+ * ranges in node order, disjoint, totalling *counters. */
+static void check_workspace(const hkc_spec_t *s, int64_t batch, const uint64_t *off, uint64_t arena,
+                            const hkc_node_workspace_t *ws, uint32_t counters) {
+  uint64_t next = 0;
+  for (size_t j = 0; j < s->n_nodes; j++) {
+    assert_int_equal(ws[j].first_counter, next);
+    next += ws[j].counters;
+    if (!ws[j].scratch_bytes) {
+      assert_true(ws[j].scratch_offset == HK_PLACEMENT_NONE);
+      continue;
+    }
+    assert_true(ws[j].scratch_offset % HKC_ARENA_ALIGN == 0);
+    assert_true(ws[j].scratch_offset + ws[j].scratch_bytes <= arena);
+    for (size_t t = 0; t < s->n_tensors; t++) {
+      if (s->tensors[t].role != HK_ROLE_INTERMEDIATE) continue;
+      size_t first, last;
+      lifetime(s, (int)t, &first, &last);
+      if (first <= j && j <= last && scratch_overlaps_tensor(s, off, batch, ws, j, (int)t))
+        fail_msg("node %zu's scratch shares bytes with %s, alive at that node", j, s->tensors[t].name);
+    }
+  }
+  assert_int_equal(counters, next);
+}
+
+/* Random graphs with random workspace on about half the nodes: the arena and dependencies
+ * as without, the scratch and counters above, and scratch of different nodes sharing bytes
+ * somewhere (it lives during its node only). */
+static void test_random_workspace(void **state) {
+  (void)state;
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 4242);
+  int shared = 0;
+  for (int trial = 0; trial < 40; trial++) {
+    const int n = 3 + (int)hk_test_uniform(&rng, 0, 12);
+    char text[8192];
+    int len = sprintf(text, "hkc: 1\nname: w\ndtype: f16\nbatch_sizes: [2]\ninputs: {x: [batch, 64]}\n"
+                            "params: {w: [64, 64]}\ngraph:\n");
+    for (int i = 0; i < n; i++) {
+      const int a = (int)floor(hk_test_uniform(&rng, -1, i));
+      char in[16];
+      snprintf(in, sizeof in, a < 0 ? "x" : "t%d", a);
+      len += sprintf(text + len, "  - {name: n%d, op: gemm, in: [%s, w], out: t%d}\n", i, in, i);
+    }
+    sprintf(text + len, "outputs: [t%d]\n", n - 1);
+    hkc_spec_t *s = hk_test_spec_parse(text);
+    hkc_node_workspace_t *ws = calloc(s->n_nodes, sizeof *ws);
+    for (size_t j = 0; j < s->n_nodes; j++)
+      if (hk_test_uniform(&rng, 0, 1) < 0.5) {
+        ws[j].scratch_bytes = 1 + (uint64_t)hk_test_uniform(&rng, 0, 3000);
+        ws[j].counters = 1 + (uint32_t)hk_test_uniform(&rng, 0, 9);
+      }
+    uint64_t *off = calloc(s->n_tensors, sizeof *off), arena;
+    uint32_t counters = 0;
+    assert_int_equal(hkc_plan_memory(s, 2, ws, off, &arena, &counters), 0);
+    check_plan(s, 2, off, arena);
+    check_workspace(s, 2, off, arena, ws, counters);
+    for (size_t i = 0; i < s->n_nodes; i++)
+      for (size_t j = i + 1; j < s->n_nodes; j++) shared += scratches_overlap(ws, i, j);
+    hkc_deps_t deps;
+    assert_int_equal(hkc_plan_deps(s, 2, off, ws, &deps), 0);
+    check_deps(s, off, 2, ws, &deps);
+    hkc_deps_free(&deps);
+    free(off);
+    free(ws);
+    hkc_spec_destroy(s);
+  }
+  assert_true(shared > 0);
+}
+
+/* q, k and v read x only (test_branches_stay_parallel): with scratch on q and k, which are
+ * never alive together, the two share bytes and k waits for q (and whatever reuses those
+ * bytes later waits for k: check_deps). Counters: q's [0, 3), k's [3, 8). A scratch argument
+ * names its range in 256-byte units. */
+static void test_scratch_shares_and_orders(void **state) {
+  (void)state;
+  hkc_spec_t *s = hk_test_spec_parse("hkc: 1\nname: fan\ndtype: f16\nbatch_sizes: [2]\n"
+                                     "inputs: {x: [batch, 64]}\n"
+                                     "params: {wq: [64, 64], wk: [64, 64], wv: [64, 64]}\n"
+                                     "graph:\n"
+                                     "  - {name: q, op: gemm, in: [x, wq], out: tq}\n"
+                                     "  - {name: k, op: gemm, in: [x, wk], out: tk}\n"
+                                     "  - {name: v, op: gemm, in: [x, wv], out: tv}\n"
+                                     "  - {name: s1, op: add, in: [tq, tk], out: u}\n"
+                                     "  - {name: s2, op: add, in: [u, tv], out: y}\n"
+                                     "outputs: [y]\n");
+  hkc_node_workspace_t ws[5] = {{.scratch_bytes = 5000, .counters = 3}, {.scratch_bytes = 4000, .counters = 5}};
+  uint64_t *off = calloc(s->n_tensors, sizeof *off), arena, base;
+  uint32_t counters = 0;
+  assert_int_equal(hkc_plan_memory(s, 2, NULL, off, &base, &counters), 0);
+  assert_int_equal(counters, 0);
+  assert_int_equal(hkc_plan_memory(s, 2, ws, off, &arena, &counters), 0);
+  check_plan(s, 2, off, arena);
+  check_workspace(s, 2, off, arena, ws, counters);
+  assert_int_equal(ws[0].scratch_offset, ws[1].scratch_offset); /* shared */
+  assert_true(arena <= base + 5120);                              /* the larger one only, aligned */
+  assert_int_equal(ws[0].first_counter, 0);
+  assert_int_equal(ws[1].first_counter, 3);
+  assert_int_equal(counters, 8);
+  assert_true(ws[2].scratch_offset == HK_PLACEMENT_NONE);
+  hkc_deps_t deps;
+  assert_int_equal(hkc_plan_deps(s, 2, off, ws, &deps), 0);
+  check_deps(s, off, 2, ws, &deps);
+  assert_int_equal(deps.start[2] - deps.start[1], 1); /* k waits for q: their scratch shares bytes */
+  assert_int_equal(deps.list[deps.start[1]], 0);
+  hkc_deps_free(&deps);
+  /* the arguments: scratch then semaphores, after the others */
+  hkc_arg_t args[HKC_MAX_ARGS] = {{.kind = HK_ARG_I64, .i = 7}};
+  assert_int_equal(hkc_plan_workspace_args(&ws[2], args, 1, HKC_MAX_ARGS), 1); /* none */
+  assert_int_equal(hkc_plan_workspace_args(&ws[1], args, 1, HKC_MAX_ARGS), 3);
+  assert_int_equal(args[1].kind, HK_ARG_SCRATCH);
+  assert_int_equal(hk_scratch_offset((uint64_t)args[1].i), ws[1].scratch_offset);
+  assert_int_equal(hk_scratch_bytes((uint64_t)args[1].i), 4096); /* 4000 rounded up to the unit */
+  assert_int_equal(args[2].kind, HK_ARG_SEMAPHORE);
+  assert_int_equal(hk_semaphore_first((uint64_t)args[2].i), 3);
+  assert_int_equal(hk_semaphore_count((uint64_t)args[2].i), 5);
+  /* more counters than the format allows: refused, naming the node */
+  ws[1].counters = HK_MAX_SEMAPHORES;
+  hkc_diag_capture(diag, sizeof diag);
+  assert_int_equal(hkc_plan_memory(s, 2, ws, off, &arena, &counters), -1);
+  hkc_diag_capture(NULL, 0);
+  assert_non_null(strstr(diag, "node 'k' at batch 2: the graph's launches need more than 16777216 semaphore counters"));
+  free(off);
+  hkc_spec_destroy(s);
 }
 
 /* Random graphs of adds, muls, norms and gemms, fused (auto): norms with a fused residual
@@ -309,11 +463,12 @@ static void test_random_fused_two_outputs(void **state) {
       muls += s->nodes[j].mul != HKC_NONE;
     }
     uint64_t *off = calloc(s->n_tensors, sizeof *off), arena;
-    assert_int_equal(hkc_plan_memory(s, 3, off, &arena), 0);
+    uint32_t counters = 0;
+    assert_int_equal(hkc_plan_memory(s, 3, NULL, off, &arena, &counters), 0);
     check_plan(s, 3, off, arena);
     hkc_deps_t deps;
-    assert_int_equal(hkc_plan_deps(s, 3, off, &deps), 0);
-    check_deps(s, off, 3, &deps);
+    assert_int_equal(hkc_plan_deps(s, 3, off, NULL, &deps), 0);
+    check_deps(s, off, 3, NULL, &deps);
     hkc_deps_free(&deps);
     free(off);
     hkc_spec_destroy(s);
@@ -350,7 +505,8 @@ static void test_sum_out_lifetime(void **state) {
   assert_true(fused >= 0 && late > fused);
   assert_int_equal(s->nodes[fused].sum_out, r);
   uint64_t *off = calloc(s->n_tensors, sizeof *off), arena;
-  assert_int_equal(hkc_plan_memory(s, 2, off, &arena), 0);
+  uint32_t counters = 0;
+  assert_int_equal(hkc_plan_memory(s, 2, NULL, off, &arena, &counters), 0);
   check_plan(s, 2, off, arena);
   /* r lives from the fused norm to `late`: y0 and y1 (the chain between) may not share it */
   for (size_t t = 0; t < s->n_tensors; t++)
@@ -358,8 +514,8 @@ static void test_sum_out_lifetime(void **state) {
         s->tensors[t].producer < late)
       assert_false(overlap(s, off, 2, (int)t, r));
   hkc_deps_t deps;
-  assert_int_equal(hkc_plan_deps(s, 2, off, &deps), 0);
-  check_deps(s, off, 2, &deps);
+  assert_int_equal(hkc_plan_deps(s, 2, off, NULL, &deps), 0);
+  check_deps(s, off, 2, NULL, &deps);
   hkc_deps_free(&deps);
   free(off);
   hkc_spec_destroy(s);
@@ -372,6 +528,8 @@ int main(void) {
       cmocka_unit_test(test_random_graphs),
       cmocka_unit_test(test_random_fused_two_outputs),
       cmocka_unit_test(test_sum_out_lifetime),
+      cmocka_unit_test(test_random_workspace),
+      cmocka_unit_test(test_scratch_shares_and_orders),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -399,15 +399,83 @@ static void test_variant_macros_and_launch(void **state) {
 }
 
 /* ---- the model ------------------------------------------------------------------------------------ */
-/* The model's ranking (estimated resources, as `hkc build --tune model` starts with). */
-static int model_pick(const hkc_gpu_arch_t *a, hkc_kernel_key_t key, hkc_tune_shape_t shape, hkc_tune_cand_t *c,
-                      int *n_out) {
+/* The model's ranking (estimated resources, as `hkc build --tune model` starts with) under
+ * kernel options o (NULL: the defaults). */
+static int model_pick_for(const hkc_gpu_arch_t *a, const hkc_kernel_options_t *o, hkc_kernel_key_t key,
+                          hkc_tune_shape_t shape, hkc_tune_cand_t *c, int *n_out) {
   int order[HKC_TUNE_MAX_CANDIDATES];
-  int n = hkc_tune_cands(a, &key, c, HKC_TUNE_MAX_CANDIDATES);
+  int n = hkc_tune_cands_for(a, o, &key, c, HKC_TUNE_MAX_CANDIDATES);
   int m = hkc_tune_rank(a, &key, shape, c, n, order);
   assert_true(m > 0);
   *n_out = n;
   return order[0];
+}
+
+static int model_pick(const hkc_gpu_arch_t *a, hkc_kernel_key_t key, hkc_tune_shape_t shape, hkc_tune_cand_t *c,
+                      int *n_out) {
+  return model_pick_for(a, NULL, key, shape, c, n_out);
+}
+
+/* The model on the launch workspace's kernels (with gemm_split=on: without it, the defaults,
+ * none is a candidate and nothing splits): on sm_90 and sm_80 a small-M, long-K GEMM (128 x
+ * 768 x 3072: 6 tiles of the default 128 x 128 for 132 SMs) picks gemm_mma with split-K and
+ * expects it at least twice as fast as the default, while a GEMM with tiles for every SM
+ * (4096^3) does not split; on sm_90a stream-K evens out a ragged last wave -- 1024 x 2304 x K
+ * has 144 tiles of 128 x 128 for 132 SMs, two rounds for one and a tenth of work -- and is
+ * estimated faster than the same tile without it (by little at K = 768, where the partial
+ * sums' traffic costs about what the second round does; by a third at K = 4096), and no
+ * slower where the tiles fill whole waves (4096 x 4224 x 4096: 8 x 132 tiles, data-parallel). */
+static void model_split_and_stream_k(hkc_tune_cand_t *c) {
+  const hkc_kernel_key_t key = gemm_key(HK_DTYPE_BF16, 0, 1, 0, 0);
+  static const char *const archs[] = {"sm_90", "sm_80"};
+  hkc_kernel_options_t split = {0};
+  char err[256];
+  assert_int_equal(hkc_kernel_options_set(&split, "gemm_split", "on", err, sizeof err), 0);
+  int n;
+  for (size_t a = 0; a < 2; a++) {
+    const hkc_gpu_arch_t *ar = hk_test_arch(archs[a]);
+    /* the defaults: no candidate splits through the workspace, so the choice is unchanged */
+    int p = model_pick(ar, key, (hkc_tune_shape_t){.m = 128, .n = 768, .k = 3072}, c, &n);
+    for (int i = 0; i < n; i++) assert_true(!c[i].cfg.split_global && c[i].cfg.stream_k == 0);
+    assert_true(c[p].cfg.split_k <= 1);
+    p = model_pick_for(ar, &split, key, (hkc_tune_shape_t){.m = 128, .n = 768, .k = 3072}, c, &n);
+    int def = -1;
+    for (int i = 0; i < n; i++)
+      if (c[i].cfg.is_default) def = i;
+    printf("[ info     ] %s 128x768x3072: %s %s %.1f us (default %.1f us)\n", archs[a], c[p].cfg.variant, c[p].cfg.tune,
+           c[p].est.seconds * 1e6, c[def].est.seconds * 1e6);
+    assert_string_equal(c[p].cfg.variant, "gemm_mma");
+    assert_true(c[p].cfg.split_k > 1 && c[p].cfg.split_global);
+    assert_true(c[p].est.seconds < c[def].est.seconds / 2);
+    p = model_pick_for(ar, &split, key, (hkc_tune_shape_t){.m = 4096, .n = 4096, .k = 4096}, c, &n);
+    assert_int_equal(c[p].cfg.split_k, 1);
+  }
+  const hkc_gpu_arch_t *h200 = hk_test_arch("sm_90a");
+  /* sm_90a's space: stream-K (and gemm_mma's split-K) only with gemm_split=on */
+  int defaults = 0, with_split = 0;
+  n = hkc_tune_cands(h200, &key, c, HKC_TUNE_MAX_CANDIDATES);
+  for (int i = 0; i < n; i++) defaults += c[i].cfg.stream_k > 0 || c[i].cfg.split_global;
+  n = hkc_tune_cands_for(h200, &split, &key, c, HKC_TUNE_MAX_CANDIDATES);
+  for (int i = 0; i < n; i++) with_split += c[i].cfg.stream_k > 0;
+  assert_int_equal(defaults, 0);
+  assert_true(with_split >= 4);
+  hkc_tile_cfg_t plain, streamk;
+  hkc_model_est_t ep, es;
+  assert_int_equal(hkc_tune_lookup_cfg(h200, &key, "gemm_tma", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1", &plain), 0);
+  assert_int_equal(hkc_tune_lookup_cfg(h200, &key, "gemm_tma", "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=0,skm=4", &streamk), 0);
+  const hkc_tune_shape_t ragged = {.m = 1024, .n = 2304, .k = 768}, ragged_k = {.m = 1024, .n = 2304, .k = 4096},
+                         waves = {.m = 4096, .n = 4224, .k = 4096};
+  assert_int_equal(hkc_model_estimate(h200, &plain, ragged, HK_DTYPE_BF16, 0, 0, 1, &ep), 0);
+  assert_int_equal(hkc_model_estimate(h200, &streamk, ragged, HK_DTYPE_BF16, 0, 0, 1, &es), 0);
+  printf("[ info     ] sm_90a 1024x2304x768 128x128: %.1f us, stream-K %.1f us\n", ep.seconds * 1e6, es.seconds * 1e6);
+  assert_true(es.seconds < ep.seconds);
+  assert_int_equal(hkc_model_estimate(h200, &plain, ragged_k, HK_DTYPE_BF16, 0, 0, 1, &ep), 0);
+  assert_int_equal(hkc_model_estimate(h200, &streamk, ragged_k, HK_DTYPE_BF16, 0, 0, 1, &es), 0);
+  printf("[ info     ] sm_90a 1024x2304x4096 128x128: %.1f us, stream-K %.1f us\n", ep.seconds * 1e6, es.seconds * 1e6);
+  assert_true(es.seconds < 0.7 * ep.seconds);
+  assert_int_equal(hkc_model_estimate(h200, &plain, waves, HK_DTYPE_BF16, 0, 0, 1, &ep), 0);
+  assert_int_equal(hkc_model_estimate(h200, &streamk, waves, HK_DTYPE_BF16, 0, 0, 1, &es), 0);
+  assert_true(es.seconds <= ep.seconds * 1.001);
 }
 
 static void test_model(void **state) {
@@ -482,6 +550,8 @@ static void test_model(void **state) {
     assert_int_equal(hkc_model_estimate(h200, &s4, square, HK_DTYPE_BF16, 0, 1, 1, &e4), 0);
     assert_true(e4.seconds > e1.seconds);
   }
+  /* split-K through scratch (gemm_mma, sm_80 / sm_90) and stream-K (gemm_tma) */
+  model_split_and_stream_k(c);
   /* pipeline depth: a 2-slot ring leaves the k loop latency-bound where 3 slots do not */
   hkc_tile_cfg_t s2, s3;
   assert_int_equal(hkc_tune_lookup_cfg(h200, &key, "gemm_wgmma_ws", "bn=256,st=2,p=1", &s2), 0);

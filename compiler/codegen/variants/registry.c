@@ -81,6 +81,12 @@ int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_gpu_arch_t
   return 1;
 }
 
+int hkc_kernel_options_allow_cfg(const hkc_kernel_options_t *o, const hkc_tile_cfg_t *cfg) {
+  /* opt-in (gemm_split=on) until split-K's and stream-K's numerics are proven on the H200 */
+  const int split = (cfg->split_global && cfg->split_k > 1) || cfg->stream_k > 0;
+  return !split || (o && o->gemm_split == HKC_SWITCH_ON);
+}
+
 const hkc_variant_t *hkc_variant_for_options(const hkc_gpu_arch_t *arch, const hkc_kernel_options_t *o,
                                              const hkc_kernel_key_t *key) {
   if (key->variant[0]) /* a tuned key: the variant the tuner chose (tune.c checked it applies) */

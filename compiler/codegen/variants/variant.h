@@ -51,6 +51,16 @@ typedef struct hkc_variant {
    * writer and the loader check tensor maps against the format's rules (FORMAT.md, ARGS). */
   uint32_t (*launch_args)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_arg_t *args, uint32_t n_args,
                           uint32_t max_args);
+  /* GPU variants, optional (NULL: never): the workspace one launch of key with these args (the
+   * op ABI's) needs besides its tensors (lower.h, hkc_node_workspace_t: scratch_bytes and
+   * counters, both >= 1) -- 1 when the kernel takes it, as its last two parameters after the
+   * op ABI's and launch_args' (a pointer to its scratch bytes, a pointer to its u32
+   * counters, which it finds at zero and leaves at zero), 0 when it takes none (out
+   * untouched). Whether it takes them depends on the key's configuration only (the
+   * kernel's parameters do), the amounts on the launch's sizes too; the memory plan places
+   * them (plan.c) and the build appends the two arguments (hkc_plan_workspace_args). */
+  int (*workspace)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
+                   hkc_node_workspace_t *out);
   /* CUDA variants: 1 when the kernel executes griddepcontrol.wait before it reads or writes
    * anything an earlier launch touches, in every block (a launch must not finish before its
    * predecessors: the planner's dependencies leave out implied edges), and may execute
@@ -72,9 +82,14 @@ typedef struct hkc_variant {
   int (*tune_space)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max);
   int (*tune_parse)(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params, hkc_tile_cfg_t *out);
   /* The parameter names of tune_parse's canonical string, in order (n_params of them), and
-   * its legality rules in words (kernel options quote them when a forced one is refused). */
+   * its legality rules in words (kernel options quote them when a forced one is refused).
+   * n_required_params (0: all): the first ones, which every canonical string names; the
+   * later ones are optional, named only when not at their default (a parameter added to a
+   * variant keeps the strings, kernel names and tuning entries of the configurations without
+   * it; the kernel option's `fill` gives the default). */
   const char *const *params;
   int n_params;
+  int n_required_params;
   const char *rules;
 } hkc_variant_t;
 
@@ -92,6 +107,11 @@ const hkc_variant_t *hkc_variant_for_options(const hkc_gpu_arch_t *arch, const h
  * gemm_mfma_pp=on none but gemm_mfma_pp; portable entries are always allowed. */
 int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *arch, const hkc_variant_t *v,
                              const hkc_kernel_key_t *key);
+/* Whether the options let the model or the tuner choose cfg (gemm_split): 0 for a split-K
+ * configuration through the launch workspace (split_global) or a stream-K one (stream_k > 0)
+ * unless gemm_split=on (o NULL: the defaults, which do not); 1 for every other. A forced
+ * configuration or a tuning database entry is not asked. */
+int hkc_kernel_options_allow_cfg(const hkc_kernel_options_t *o, const hkc_tile_cfg_t *cfg);
 /* The configuration the options force on variant v for key on arch (target names it in
  * messages): 1 and *out (v's tune_parse of it: canonical, is_default relative to v's
  * defaults), 0 when nothing is forced, -1 when the forced configuration is not legal here

@@ -16,9 +16,10 @@
  * Compatibility rules: a reader accepts any file whose major version equals
  * its own and whose minor version is <= its own, or a newer minor whose extra
  * sections are all flagged HK_SECTION_FLAG_OPTIONAL. A newer minor may also add
- * argument kinds (1.2: HK_ARG_TMAP) and node flags (1.2: HK_NODE_FLAG_PDL); a reader refuses
- * a node that uses one it does not know. A different major version is refused with
- * HK_STATUS_UNSUPPORTED_VERSION.
+ * argument kinds (1.2: HK_ARG_TMAP; 1.3: HK_ARG_SCRATCH, HK_ARG_SEMAPHORE), node flags (1.2:
+ * HK_NODE_FLAG_PDL) and give a reserved field a meaning that is zero when unused (1.3:
+ * hk_graph_rec_t.semaphore_count); a reader refuses a node that uses one it does not know.
+ * A different major version is refused with HK_STATUS_UNSUPPORTED_VERSION.
  */
 #ifndef HK_PACK_FORMAT_H
 #define HK_PACK_FORMAT_H
@@ -35,8 +36,8 @@ extern "C" {
 #define HK_PACK_MAGIC_SIZE 8
 #define HK_PACK_VERSION_MAJOR 1
 /* Minor versions: 1: manifest batch_policy, ops rope/ewchain, PLAN section; 2: TMAP arguments,
- * node flags (HK_NODE_FLAG_PDL) */
-#define HK_PACK_VERSION_MINOR 2
+ * node flags (HK_NODE_FLAG_PDL); 3: SCRATCH and SEMAPHORE arguments, graph semaphore_count */
+#define HK_PACK_VERSION_MINOR 3
 #define HK_PACK_ENDIAN_TAG 0x01020304u
 #define HK_SECTION_ALIGN 64u
 
@@ -55,6 +56,8 @@ extern "C" {
 #define HK_MAX_CODE_BYTES (1ull << 30) /* decompressed code object per target */
 #define HK_MAX_DEPS (1u << 26)         /* DEPS entries, all nodes: 16 per node of the largest pack */
 #define HK_MAX_NAME_LEN 255u           /* tensor, node, kernel and target names */
+#define HK_MAX_SEMAPHORES (1u << 24)   /* counters per graph (64 MiB): split GEMMs use one per
+                                          output tile, and a model's GEMMs have far fewer */
 
 /* Default limits proportionate to the file (the open options may set others). A compressed
  * code object may declare at most HK_CODE_RATIO_MAX times its stored size plus
@@ -173,6 +176,10 @@ typedef enum hk_arg_kind {
   HK_ARG_F32 = 3,      /* value low 32 bits = float bits */
   HK_ARG_TMAP = 4,     /* format 1.2, CUDA targets only: value = the fields below; passed as a
                           128-byte TMA tensor map (CUtensorMap) the loader builds at run time */
+  HK_ARG_SCRATCH = 5,  /* format 1.3: value = hk_scratch_pack(offset, bytes); passed as a device
+                          pointer to that byte range of the graph's workspace, the launch's alone */
+  HK_ARG_SEMAPHORE = 6,/* format 1.3: value = hk_semaphore_pack(first, count); passed as a device
+                          pointer to u32 counters [first, first + count) of the graph's semaphores */
   HK_ARG_KIND_COUNT_
 } hk_arg_kind_t;
 
@@ -221,6 +228,33 @@ static inline uint32_t hk_tmap_swizzle(uint64_t value) {
 }
 /* Bytes of the swizzle pattern's span (32, 64, 128); 0 for HK_TMAP_SWIZZLE_NONE. */
 static inline uint32_t hk_tmap_swizzle_bytes(uint32_t swizzle) { return swizzle ? 16u << swizzle : 0u; }
+
+/* HK_ARG_SCRATCH: bytes [offset, offset + bytes) of the graph's workspace that belong to this
+ * launch while it runs (f32 partial sums of a split GEMM, say); the memory plan gives the same
+ * bytes to tensors and scratch that are not alive at the same time, and the kernel may find
+ * anything there when it starts. Both in units of HK_SCRATCH_UNIT bytes:
+ *   bits [0, 32)   offset / HK_SCRATCH_UNIT
+ *   bits [32, 64)  bytes / HK_SCRATCH_UNIT (>= 1)
+ * verify checks offset + bytes <= workspace_bytes. */
+#define HK_SCRATCH_UNIT 256u
+static inline uint64_t hk_scratch_pack(uint64_t offset_units, uint64_t size_units) {
+  return (offset_units & 0xffffffffull) | (size_units & 0xffffffffull) << 32;
+}
+static inline uint64_t hk_scratch_offset(uint64_t value) { return (value & 0xffffffffull) * HK_SCRATCH_UNIT; }
+static inline uint64_t hk_scratch_bytes(uint64_t value) { return (value >> 32) * HK_SCRATCH_UNIT; }
+
+/* HK_ARG_SEMAPHORE: u32 counters [first, first + count) of the graph's semaphore_count
+ * counters, which the loader sets to zero once, when it allocates the graph's memory, and never
+ * writes again: a kernel that takes them finds every one at zero and leaves it at zero when it
+ * finishes, so reruns and graph replays need no reset. Launches of one graph get disjoint
+ * ranges (they may run at the same time).
+ *   bits [0, 32)   first
+ *   bits [32, 64)  count (>= 1) */
+static inline uint64_t hk_semaphore_pack(uint32_t first, uint32_t count) {
+  return (uint64_t)first | (uint64_t)count << 32;
+}
+static inline uint32_t hk_semaphore_first(uint64_t value) { return (uint32_t)value; }
+static inline uint32_t hk_semaphore_count(uint64_t value) { return (uint32_t)(value >> 32); }
 
 typedef struct hk_manifest {
   uint32_t name;             /* string ref: spec name */
@@ -285,7 +319,8 @@ typedef struct hk_graph_rec {
   uint32_t target;          /* owning target index */
   uint32_t node_first;      /* [first, first+count) in NODES */
   uint32_t node_count;
-  uint32_t reserved0;
+  uint32_t semaphore_count; /* format 1.3 (a zero reserved field before): u32 counters its
+                               SEMAPHORE arguments use, at most HK_MAX_SEMAPHORES */
   uint64_t batch;           /* the bucket this graph was planned for */
   uint64_t workspace_bytes; /* arena size for intermediates */
   uint64_t placement_first; /* tensor_count entries in PLACEMENTS */
