@@ -296,10 +296,13 @@ def pack_info(lib, path):
                     ("allow_unsigned_native_code", ctypes.c_uint32), ("metadata_only", ctypes.c_uint32),
                     ("reserved0", ctypes.c_uint32), ("max_nodes", ctypes.c_uint32), ("max_deps", ctypes.c_uint32),
                     ("max_code_bytes", ctypes.c_uint64)]
-    lib.hk_pack_open_file_ex.argtypes = [ctypes.c_char_p, ctypes.POINTER(OpenOptions), ctypes.POINTER(vp)]
+    # its own prototype of hk_pack_open_file_ex: the library object is shared with bench/hkrt.py,
+    # whose argtypes name its own options class (setting ours on lib would break its calls)
+    open_ex = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(OpenOptions),
+                               ctypes.POINTER(vp))(("hk_pack_open_file_ex", lib))
     opts = OpenOptions(struct_size=ctypes.sizeof(OpenOptions), metadata_only=1)  # reads it, never runs it
     pack = vp()
-    if lib.hk_pack_open_file_ex(path.encode(), ctypes.byref(opts), ctypes.byref(pack)) != 0:
+    if open_ex(path.encode(), ctypes.byref(opts), ctypes.byref(pack)) != 0:
         raise RuntimeError("libhkrt: " + lib.hk_last_error().decode())
     try:
         return {"name": lib.hk_pack_name(pack).decode(),

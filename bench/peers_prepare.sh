@@ -23,7 +23,9 @@ for spec in $specs; do
   if [ ! -f "$spec" ]; then echo "peers_prepare: $spec does not exist (yet): no pack for it"; continue; fi
   name=$(basename "$spec" .yaml)
   rm -f "build-dev/peers/$name.hkpack" "build-dev/peers/$name.yaml"
-  if ! build-dev/hkc build "$spec" -o "build-dev/peers/$name.hkpack" --target "$target"; then
+  # the measured kernel choices (specs/tuning/h200.db; PEERS_TUNING_DB= for the model's)
+  db=${PEERS_TUNING_DB-specs/tuning/h200.db}
+  if ! build-dev/hkc build "$spec" -o "build-dev/peers/$name.hkpack" --target "$target" ${db:+--tuning-db "$db"}; then
     echo "peers_prepare: FAILED to build $spec for $target (the other specs go on)"
     failed=1
     continue

@@ -27,7 +27,7 @@ tail -n 30 "$out/run.log"
 for spec in bert_layer llama_block; do
   for target in sm_90 sm_90a; do
     [ "$(left)" -gt 70 ] || { echo "SKIPPED $spec $target: $(left) s left" | tee -a "$out/models.log"; continue; }
-    timeout 60 python3 tests/device/check.py build-dev/hkc "specs/$spec.yaml" "build-dev/splitk/model_$spec.hkpack" \
+    timeout 200 python3 tests/device/check.py build-dev/hkc "specs/$spec.yaml" "build-dev/splitk/model_$spec.hkpack" \
       "/tmp/splitk-$spec-$target" --gpu-target "$target" >>"$out/models.log" 2>&1 || { rc=1; echo "FAIL $spec $target" >>"$out/models.log"; }
   done
 done

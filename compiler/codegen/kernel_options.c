@@ -43,9 +43,9 @@ static const kopt_t k_opts[] = {
      "auto|on|off: the 8-wave ping-pong gemm_mfma_pp on AMD CDNA (auto: when tuning chooses it; on: instead "
      "of gemm_mfma)"},
     {"gemm_split", "HKC_GEMM_SPLIT", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
-     "auto|on|off: split-K through the launch workspace (gemm_mma sk > 1, sm_80/sm_90) and stream-K (gemm_tma "
-     "skm > 0, sm_90a) in the model's and hkc tune's space, opt-in until proven on the H200 (on: in the space; "
-     "auto, off: not; a forced configuration or a tuning database entry applies either way)"},
+     "auto|on|off: split-K through the launch workspace (gemm_mma sk > 1, sm_80/sm_90; auto, on: in the model's "
+     "and hkc tune's space) and stream-K (gemm_tma skm > 0, sm_90a; on only: measured slower than unsplit); off: "
+     "neither (a forced configuration or a tuning database entry applies either way)"},
     {"ew_exact_act", "HKC_EW_EXACT_ACT", KOPT_BOOL, 0, NULL, NULL, 0, NULL,
      "0|1: 16-bit gelu/silu/ewchain through erff/expf"},
     {"gemm_mma_cfg", "HKC_GEMM_MMA_CFG", KOPT_CFG, HKC_KOPT_GEMM_MMA_CFG, "gemm_mma", "bm,bn,wm,wn,st,sk", 5, "sk=1",

@@ -206,13 +206,13 @@ awk '$1 == "G" && $2 ~ /^host/ && $4 != 0 {bad=1} END {exit bad}' "$work/w.ws" &
 host_target=$(awk '/^  host-/ {print $1; exit}' "$work/w.txt")
 "$HKC" run --allow-unsigned-native "$work/w.hkpack" --target "$host_target" --runs 1 --warmup 0 > "$work/wrun.txt" 2>&1 && ok "the host target of that pack runs" \
   || { bad "host run"; cat "$work/wrun.txt"; }
-# gemm_split (opt-in until proven on the H200): the model's choice never splits through the
-# workspace by default; with gemm_split=on it is recorded and the model may (small-M GEMMs)
-"$HKC" build "$spec" --target sm_90 -q -o "$work/m0.hkpack"
-"$HKC" build "$spec" --target sm_90 -q --kernel-option gemm_split=on -o "$work/m1.hkpack"
+# gemm_split: split-K through the workspace is in the model's space by default (sm_90: the
+# small-M GEMMs split); gemm_split=off keeps it out, recorded
+"$HKC" build "$spec" --target sm_90 -q --kernel-option gemm_split=off -o "$work/m0.hkpack"
+"$HKC" build "$spec" --target sm_90 -q -o "$work/m1.hkpack"
 "$HKC" inspect "$work/m0.hkpack" > "$work/m0.txt"; "$HKC" inspect "$work/m1.hkpack" > "$work/m1.txt"
-! grep -q "workspace: " "$work/m0.txt" && ! grep -q ",sk=" "$work/m0.txt" && grep -qx "  kernel_options=none" "$work/m0.txt" \
-  && ok "model, default options: no split-K through the workspace" || { bad "default model split"; cat "$work/m0.txt"; }
-grep -qx "  kernel_options=gemm_split=on" "$work/m1.txt" && grep -q "workspace: " "$work/m1.txt" \
-  && ok "model, gemm_split=on: recorded, split GEMMs with workspace" || { bad "gemm_split=on"; cat "$work/m1.txt"; }
+! grep -q "workspace: " "$work/m0.txt" && ! grep -q ",sk=" "$work/m0.txt" && grep -qx "  kernel_options=gemm_split=off" "$work/m0.txt" \
+  && ok "model, gemm_split=off: no split-K through the workspace" || { bad "gemm_split=off model split"; cat "$work/m0.txt"; }
+grep -qx "  kernel_options=none" "$work/m1.txt" && grep -q "workspace: " "$work/m1.txt" && grep -q ",sk=" "$work/m1.txt" \
+  && ok "model, default options: split GEMMs with workspace" || { bad "default model split"; cat "$work/m1.txt"; }
 exit $fail

@@ -428,16 +428,20 @@ static int model_pick(const hkc_gpu_arch_t *a, hkc_kernel_key_t key, hkc_tune_sh
 static void model_split_and_stream_k(hkc_tune_cand_t *c) {
   const hkc_kernel_key_t key = gemm_key(HK_DTYPE_BF16, 0, 1, 0, 0);
   static const char *const archs[] = {"sm_90", "sm_80"};
-  hkc_kernel_options_t split = {0};
+  hkc_kernel_options_t split = {0}, off = {0};
   char err[256];
   assert_int_equal(hkc_kernel_options_set(&split, "gemm_split", "on", err, sizeof err), 0);
+  assert_int_equal(hkc_kernel_options_set(&off, "gemm_split", "off", err, sizeof err), 0);
   int n;
   for (size_t a = 0; a < 2; a++) {
     const hkc_gpu_arch_t *ar = hk_test_arch(archs[a]);
-    /* the defaults: no candidate splits through the workspace, so the choice is unchanged */
-    int p = model_pick(ar, key, (hkc_tune_shape_t){.m = 128, .n = 768, .k = 3072}, c, &n);
+    /* gemm_split=off: no candidate splits through the workspace */
+    int p = model_pick_for(ar, &off, key, (hkc_tune_shape_t){.m = 128, .n = 768, .k = 3072}, c, &n);
     for (int i = 0; i < n; i++) assert_true(!c[i].cfg.split_global && c[i].cfg.stream_k == 0);
     assert_true(c[p].cfg.split_k <= 1);
+    /* the defaults (auto) and on: split-K in the space, chosen for 12 tiles over K = 3072 */
+    p = model_pick(ar, key, (hkc_tune_shape_t){.m = 128, .n = 768, .k = 3072}, c, &n);
+    assert_true(c[p].cfg.split_k > 1 && c[p].cfg.split_global);
     p = model_pick_for(ar, &split, key, (hkc_tune_shape_t){.m = 128, .n = 768, .k = 3072}, c, &n);
     int def = -1;
     for (int i = 0; i < n; i++)
@@ -451,10 +455,10 @@ static void model_split_and_stream_k(hkc_tune_cand_t *c) {
     assert_int_equal(c[p].cfg.split_k, 1);
   }
   const hkc_gpu_arch_t *h200 = hk_test_arch("sm_90a");
-  /* sm_90a's space: stream-K (and gemm_mma's split-K) only with gemm_split=on */
+  /* sm_90a's space: stream-K only with gemm_split=on (measured slower than unsplit) */
   int defaults = 0, with_split = 0;
   n = hkc_tune_cands(h200, &key, c, HKC_TUNE_MAX_CANDIDATES);
-  for (int i = 0; i < n; i++) defaults += c[i].cfg.stream_k > 0 || c[i].cfg.split_global;
+  for (int i = 0; i < n; i++) defaults += c[i].cfg.stream_k > 0;
   n = hkc_tune_cands_for(h200, &split, &key, c, HKC_TUNE_MAX_CANDIDATES);
   for (int i = 0; i < n; i++) with_split += c[i].cfg.stream_k > 0;
   assert_int_equal(defaults, 0);

@@ -82,9 +82,13 @@ int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_gpu_arch_t
 }
 
 int hkc_kernel_options_allow_cfg(const hkc_kernel_options_t *o, const hkc_tile_cfg_t *cfg) {
-  /* opt-in (gemm_split=on) until split-K's and stream-K's numerics are proven on the H200 */
-  const int split = (cfg->split_global && cfg->split_k > 1) || cfg->stream_k > 0;
-  return !split || (o && o->gemm_split == HKC_SWITCH_ON);
+  /* split-K through the workspace (gemm_mma, sm_80/sm_90): in the space unless gemm_split=off
+   * (proven on the H200, docs/BENCHMARKS.md "Split-K"); stream-K (gemm_tma, sm_90a): only with
+   * gemm_split=on (correct there, and slower than the unsplit kernel on every shape measured) */
+  const hkc_switch_t s = o ? o->gemm_split : HKC_SWITCH_AUTO;
+  if (cfg->stream_k > 0) return s == HKC_SWITCH_ON;
+  if (cfg->split_global && cfg->split_k > 1) return s != HKC_SWITCH_OFF;
+  return 1;
 }
 
 const hkc_variant_t *hkc_variant_for_options(const hkc_gpu_arch_t *arch, const hkc_kernel_options_t *o,
