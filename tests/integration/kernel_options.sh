@@ -63,7 +63,7 @@ diff <(grep -vx "  pdl=off" "$work/h2.txt" | tail -n +2) <(tail -n +2 "$work/h0.
   && ok "--no-pdl: host pack otherwise the same" || bad "--no-pdl changed the host pack"
 grep -q "\] pdl$" "$work/h0.txt" && bad "a host launch is marked pdl" || ok "no host launch marked pdl"
 grep -q -- "--no-pdl" "$work/help.txt" && ok "build --help lists --no-pdl" || bad "build --help lacks --no-pdl"
-"$HKC" run --allow-unsigned-native "$work/h0.hkpack" --runs 1 --warmup 0 --no-pdl > "$work/run.txt" 2>&1 && ! grep -q "programmatic" "$work/run.txt" \
+"$HKC" run --random-params --allow-unsigned-native "$work/h0.hkpack" --runs 1 --warmup 0 --no-pdl > "$work/run.txt" 2>&1 && ! grep -q "programmatic" "$work/run.txt" \
   && ok "run --no-pdl" || { bad "run --no-pdl"; cat "$work/run.txt"; }
 
 # ---- sm_90a (nvrtc): the kernel's configuration and name ---------------------------------------
