@@ -6,7 +6,8 @@
  *             [--kernel-option NAME=VALUE]...
  *   hkc tune SPEC --target T -o DB | hkc tune --merge A.db B.db ... -o DB
  *   hkc inspect PACK [--disasm KERNEL | --plan [--batch N]]
- *   hkc run PACK [--target T] [--batch N] [--seed S] [--input NAME=FILE.npy] [--profile] ...
+ *   hkc run PACK [--target T] [--batch N] [--seed S] [--input NAME=FILE.npy] [--weights FILE.safetensors]
+ *           [--random-params] [--profile] ...
  *   hkc keygen -o KEY | hkc sign PACK --key KEY [-o OUT]
  *   hkc merge PACK PACK... -o OUT [--sign KEY]
  *
@@ -115,10 +116,10 @@ static const char k_run_usage[] =
     "next larger bucket on padded tensors when the pack's batch policy is pad (the\n"
     "default); inputs and outputs are still sized for N.\n"
     "\n"
-    "Random values: inputs uniform in [-1, 1); with --random-params, params that no\n"
-    "--weights or --param gives: rank >= 2 uniform in\n"
-    "[-1/sqrt(d0), 1/sqrt(d0)) with d0 their first dimension (fan-in of a [K, N] weight);\n"
-    "1-D params uniform in [-1, 1). Each tensor's stream depends only on the seed and its\n"
+    "Random values: inputs uniform in [-1, 1); params (only with --random-params, and\n"
+    "only those that no --weights or --param gives) of rank >= 2 uniform in\n"
+    "[-1/sqrt(d0), 1/sqrt(d0)) with d0 their first dimension (fan-in of a [K, N] weight),\n"
+    "1-D ones uniform in [-1, 1). Each tensor's stream depends only on the seed and its\n"
     "name.\n"
     "\n"
     "options:\n"
