@@ -282,9 +282,8 @@ static hk_status_t parse(hk_weights_t *w, const uint8_t *bytes, size_t size, uin
   w->data_size = size - 8 - n;
   const char *end = NULL;
   cJSON *root = cJSON_ParseWithLengthOpts(json, (size_t)n, &end, false);
-  if (!root) {
-    const char *at = cJSON_GetErrorPtr();
-    size_t off = at && at >= json && at <= json + n ? (size_t)(at - json) : 0;
+  if (!root) { /* cJSON sets end at the failure too (not cJSON_GetErrorPtr: a process-wide global) */
+    size_t off = end && end >= json && end <= json + n ? (size_t)(end - json) : 0;
     return HK_ERROR(HK_STATUS_CORRUPT, "the header is not valid JSON (near byte %zu of %llu)", off,
                     (unsigned long long)n);
   }

@@ -277,7 +277,7 @@ static uint32_t tensor_index(hk_session_t *s, const char *name) {
 
 /* Runs the session on random x, checks y = (x + 1.5) * w against doubles. */
 static void run_and_check(hk_session_t *s, const float *w) {
-  float *x = aligned_alloc(64, 2 * FX_COLS * sizeof(float)), *y = aligned_alloc(64, 2 * FX_COLS * sizeof(float));
+  float *x = aligned_alloc(16, 2 * FX_COLS * sizeof(float)), *y = aligned_alloc(16, 2 * FX_COLS * sizeof(float));
   hk_test_rng_t r;
   hk_test_rng_seed(&r, 7);
   for (int i = 0; i < 2 * FX_COLS; i++) x[i] = (float)hk_test_uniform(&r, -1, 1), y[i] = NAN;
@@ -325,7 +325,7 @@ static void test_bind(void **ts) {
   assert_int_equal(bound, 1);
   hk_weights_destroy(w);
   run_and_check(st->s, wv);
-  float *mine = aligned_alloc(64, sizeof wv);
+  float *mine = aligned_alloc(16, sizeof wv);
   memcpy(mine, wv, sizeof wv);
   assert_int_equal(hk_session_bind(st->s, "w", mine, sizeof wv), HK_OK);
   run_and_check(st->s, wv);
