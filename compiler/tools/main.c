@@ -748,7 +748,8 @@ static int check_params_given(hk_session_t *session, const named_file_t *files, 
   return -1;
 }
 
-static int cmd_run(int argc, char **argv) {
+/* hkc run; *files_out holds the --input/--param list (grown here, freed by cmd_run). */
+static int run_command(int argc, char **argv, named_file_t **files_out) {
   if (want_help(argc, argv)) {
     fputs(k_run_usage, stdout);
     return 0;
@@ -757,7 +758,7 @@ static int cmd_run(int argc, char **argv) {
   long long batch = 0, seed = 1, runs = 10, warmup = 2, repeats = 20;
   int profile = 0, no_pdl = 0, require_signature = 0, allow_unsigned_native = 0, random_params = 0;
   trust_opts_t trust = {0};
-  named_file_t *files = NULL; /* --input / --param, as many as given */
+  named_file_t *files = NULL; /* --input / --param, as many as given (*files_out) */
   int n_files = 0, cap_files = 0;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
@@ -769,7 +770,6 @@ static int cmd_run(int argc, char **argv) {
                       strcmp(a, "--weights-map") == 0;
     if (takes_value && !v) {
       fprintf(stderr, "hkc run: %s needs a value\n", a);
-      free(files);
       return 2;
     }
     if (strcmp(a, "--target") == 0) target = v;
@@ -791,7 +791,6 @@ static int cmd_run(int argc, char **argv) {
       char *eq = strchr(v, '=');
       if (!eq || eq == v || !eq[1]) {
         fprintf(stderr, "hkc run: %s expects NAME=FILE.npy, got '%s'\n", a, v);
-        free(files);
         return 2;
       }
       if (n_files == cap_files) {
@@ -799,30 +798,26 @@ static int cmd_run(int argc, char **argv) {
         named_file_t *grown = realloc(files, (size_t)cap_files * sizeof *grown);
         if (!grown) {
           fprintf(stderr, "hkc run: out of memory\n");
-          free(files);
-          return 1;
+            return 1;
         }
-        files = grown;
+        files = *files_out = grown;
       }
       *eq = '\0';
       files[n_files++] = (named_file_t){v, eq + 1};
     } else if (a[0] == '-' && a[1]) {
       fprintf(stderr, "hkc run: unknown option %s\n%s", a, k_run_usage);
-      free(files);
       return 2;
     } else if (!pack_path) {
       pack_path = a;
       continue;
     } else {
       fprintf(stderr, "hkc run: more than one pack given\n");
-      free(files);
       return 2;
     }
     i++;
   }
   if (!pack_path || (map_path && !weights_path)) {
     fprintf(stderr, "hkc run: %s\n%s", pack_path ? "--weights-map needs --weights" : "no pack given", k_run_usage);
-    free(files);
     return 2;
   }
 
@@ -839,7 +834,6 @@ static int cmd_run(int argc, char **argv) {
                                 .allow_unsigned_native_code = (uint32_t)allow_unsigned_native};
   hk_status_t st = hkc_tool_open_pack("run", pack_path, &oo, &pack);
   if (st != HK_OK) {
-    free(files);
     return 1;
   }
   if (batch == 0) batch = (long long)hk_pack_batch_size(pack, 0);
@@ -989,6 +983,12 @@ done:
   hk_weights_destroy(weights); /* after the session: host tensors may be bound in place */
   hkc_weights_map_free(&map);
   hk_pack_destroy(pack);
+  return rc;
+}
+
+static int cmd_run(int argc, char **argv) {
+  named_file_t *files = NULL;
+  int rc = run_command(argc, argv, &files);
   free(files);
   return rc;
 }

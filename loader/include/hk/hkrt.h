@@ -444,8 +444,8 @@ typedef struct hk_weights_tensor_info {
 } hk_weights_tensor_info_t;
 
 /* Options of hk_weights_open_file / _memory. NULL options: every field zero. struct_size:
- * sizeof(hk_weights_open_options_t), or a smaller size of a future older layout; other sizes
- * are INVALID_ARGUMENT. */
+ * sizeof(hk_weights_open_options_t) (the struct may grow at its end; later libraries keep
+ * accepting this size); other sizes are INVALID_ARGUMENT. */
 typedef struct hk_weights_open_options {
   uint32_t struct_size;              /* sizeof(hk_weights_open_options_t) */
   uint32_t reserved0;                /* zero */
@@ -493,7 +493,8 @@ typedef struct hk_weights_name {
                                          the weights' own bytes (GPU targets always copy) */
 
 /* Options of hk_session_bind_weights. NULL options: every field zero. struct_size:
- * sizeof(hk_bind_weights_options_t); other values are INVALID_ARGUMENT. */
+ * sizeof(hk_bind_weights_options_t) (as above, the struct may grow at its end); other values
+ * are INVALID_ARGUMENT. */
 typedef struct hk_bind_weights_options {
   uint32_t struct_size;              /* sizeof(hk_bind_weights_options_t) */
   uint32_t flags;                    /* HK_BIND_WEIGHTS_* */
