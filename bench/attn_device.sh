@@ -79,7 +79,7 @@ for c in bar_s4096_d128_full bar_s4096_d64_full bert_b128; do
     --section WarpStateStats --section SchedulerStats --section LaunchStats \
     --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,smsp__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active \
     --launch-count 1 \
-    build-dev/hkc run "build-dev/bench/attn/${c}__default.hkpack" --batch 1 --runs 1 --warmup 0 >> "$out/ncu.txt" 2>&1 || true
+    build-dev/hkc run --random-params "build-dev/bench/attn/${c}__default.hkpack" --batch 1 --runs 1 --warmup 0 >> "$out/ncu.txt" 2>&1 || true
 done
 echo "attn_device: $(( $(date +%s) - start )) s, exit $rc"
 exit $rc

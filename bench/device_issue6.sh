@@ -23,8 +23,8 @@ for name in bert_layer llama_block; do
     "build-dev/fusion/${name}_none.hkpack" --out "$out/fusion.jsonl" || rc=1
 done 2>&1 | tee "$out/fusion.log"
 {
-  for b in 1 8; do build-dev/hkc run --allow-unsigned-native build-dev/fusion/bert_layer_auto.hkpack --batch $b --profile --repeats 50; done
-  build-dev/hkc run --allow-unsigned-native build-dev/fusion/llama_block_auto.hkpack --batch 1 --profile --repeats 20
+  for b in 1 8; do build-dev/hkc run --random-params --allow-unsigned-native build-dev/fusion/bert_layer_auto.hkpack --batch $b --profile --repeats 50; done
+  build-dev/hkc run --random-params --allow-unsigned-native build-dev/fusion/llama_block_auto.hkpack --batch 1 --profile --repeats 20
 } > "$out/profile.log" 2>&1 || rc=1
 cat "$out/profile.log"
 exit $rc

@@ -40,8 +40,8 @@ for name in bert_layer llama_block; do
     2>&1 | tee -a "$out/fusion_tuned.log" || rc=1
 done
 if [ "$(left)" -gt 60 ]; then
-  { for b in 1 8; do $HKC run /tmp/tuned/bert_layer_auto.hkpack --batch $b --profile --repeats 50; done
-    $HKC run /tmp/tuned/llama_block_auto.hkpack --batch 1 --profile --repeats 20; } > "$out/profile_tuned.log" 2>&1 || rc=1
+  { for b in 1 8; do $HKC run --random-params /tmp/tuned/bert_layer_auto.hkpack --batch $b --profile --repeats 50; done
+    $HKC run --random-params /tmp/tuned/llama_block_auto.hkpack --batch 1 --profile --repeats 20; } > "$out/profile_tuned.log" 2>&1 || rc=1
   grep -E "sum of launches|^target" "$out/profile_tuned.log"
 fi
 if [ "$(left)" -gt 150 ]; then

@@ -28,7 +28,7 @@ for c in small_bf16_128x768x768 small_bf16_1024x768x768 small_bf16_512x1024x4096
   [ "$(left)" -gt 300 ] || break
   timeout 60 /usr/local/cuda/bin/ncu --clock-control none --section SpeedOfLight --section Occupancy \
     --section WarpStateStats --section SchedulerStats --section LaunchStats --launch-count 1 \
-    build-dev/hkc run "build-dev/bench/gemm/$c.hkpack" --batch 1 --runs 1 --warmup 0 > "$out/ncu_$c.txt" 2>&1 || true
+    build-dev/hkc run --random-params "build-dev/bench/gemm/$c.hkpack" --batch 1 --runs 1 --warmup 0 > "$out/ncu_$c.txt" 2>&1 || true
 done
 echo "ncu done ($(( $(date +%s) - start )) s)"
 for part in bert llama; do

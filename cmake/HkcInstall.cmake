@@ -15,7 +15,7 @@ install(TARGETS hkrt hkc EXPORT hkrtTargets
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} NAMELINK_COMPONENT Development
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-# A separate export: the static library needs zstd, libsodium and threads found first
+# A separate export: the static library needs zstd, libsodium, cJSON and threads found first
 # (hkrtConfig.cmake), the shared one nothing.
 install(TARGETS hkrt_static EXPORT hkrtStaticTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/loader/include/hk DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}

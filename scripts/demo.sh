@@ -12,4 +12,4 @@ cmake --build build -j"$(nproc)"
 [ -f build/demo.key ] || ./build/hkc keygen -o build/demo.key
 ./build/hkc build specs/bert_layer.yaml -o build/bert_layer.hkpack --target host --sign build/demo.key
 ./build/hkc inspect build/bert_layer.hkpack --trust build/demo.key.pub
-./build/hkc run build/bert_layer.hkpack --batch 8 --save-outputs build/bert_outputs --trust build/demo.key.pub
+./build/hkc run --random-params build/bert_layer.hkpack --batch 8 --save-outputs build/bert_outputs --trust build/demo.key.pub

@@ -3,8 +3,8 @@
 # Installs what hkc needs to build and test on Debian 12 / Ubuntu (needs root or sudo).
 # Skips the install when every package is already present.
 #   build + host target: cmake gcc pkg-config libyaml-dev libzstd-dev libxxhash-dev libsodium-dev
-#     (libsodium: Ed25519 pack signatures, linked into libhkrt) libhiredis-dev (the shared compile
-#     cache, HKC_CACHE_URL; linked into hkc only)
+#     libcjson-dev (libsodium: Ed25519 pack signatures; cJSON: safetensors headers; both linked
+#     into libhkrt) libhiredis-dev (the shared compile cache, HKC_CACHE_URL; linked into hkc only)
 #   tests: redis-server (the shared compile cache's tests start their own; without it they
 #          skip visibly) libcmocka-dev clang (sanitizers, libFuzzer) python3-numpy python3-yaml (reference;
 #          libopenblas0-pthread makes its float64 matmuls ~7x faster than the reference BLAS)
@@ -13,7 +13,7 @@
 #   NVIDIA targets: nvrtc from the CUDA toolkit (/usr/local/cuda or $HKC_CUDA_PATH); not
 #     an apt package here -- without it the sm_* tests skip visibly.
 set -euo pipefail
-pkgs=(cmake gcc clang libclang-rt-dev make pkg-config libsodium-dev libyaml-dev libzstd-dev libxxhash-dev libhiredis-dev redis-server libcmocka-dev python3-numpy python3-yaml libopenblas0-pthread
+pkgs=(cmake gcc clang libclang-rt-dev make pkg-config libsodium-dev libcjson-dev libyaml-dev libzstd-dev libxxhash-dev libhiredis-dev redis-server libcmocka-dev python3-numpy python3-yaml libopenblas0-pthread
       libamdhip64-5 libamdhip64-dev libamd-comgr2 libamd-comgr-dev rocm-device-libs libhiprtc-builtins5)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -6,7 +6,8 @@
  *             [--kernel-option NAME=VALUE]...
  *   hkc tune SPEC --target T -o DB | hkc tune --merge A.db B.db ... -o DB
  *   hkc inspect PACK [--disasm KERNEL | --plan [--batch N]]
- *   hkc run PACK [--target T] [--batch N] [--seed S] [--input NAME=FILE.npy] [--profile] ...
+ *   hkc run PACK [--target T] [--batch N] [--seed S] [--input NAME=FILE.npy] [--weights FILE.safetensors]
+ *           [--random-params] [--profile] ...
  *   hkc keygen -o KEY | hkc sign PACK --key KEY [-o OUT]
  *   hkc merge PACK PACK... -o OUT [--sign KEY]
  *
@@ -107,16 +108,18 @@ static const char k_build_usage[] =
 static const char k_run_usage[] =
     "usage: hkc run PACK [options]\n"
     "\n"
-    "Opens PACK through libhkrt, creates a session for one batch size, fills inputs and\n"
-    "params (random from --seed unless given as .npy), runs the graph and reports the\n"
+    "Opens PACK through libhkrt, creates a session for one batch size, fills inputs\n"
+    "(random from --seed unless given as .npy) and params (from --weights and --param;\n"
+    "every param must be given, unless --random-params), runs the graph and reports the\n"
     "median latency. Outputs are poisoned (NaN) before the first run; a non-finite\n"
     "output element is an error. A batch size between two of the pack's buckets runs the\n"
     "next larger bucket on padded tensors when the pack's batch policy is pad (the\n"
     "default); inputs and outputs are still sized for N.\n"
     "\n"
-    "Random values: inputs uniform in [-1, 1); params of rank >= 2 uniform in\n"
-    "[-1/sqrt(d0), 1/sqrt(d0)) with d0 their first dimension (fan-in of a [K, N] weight);\n"
-    "1-D params uniform in [-1, 1). Each tensor's stream depends only on the seed and its\n"
+    "Random values: inputs uniform in [-1, 1); params (only with --random-params, and\n"
+    "only those that no --weights or --param gives) of rank >= 2 uniform in\n"
+    "[-1/sqrt(d0), 1/sqrt(d0)) with d0 their first dimension (fan-in of a [K, N] weight),\n"
+    "1-D ones uniform in [-1, 1). Each tensor's stream depends only on the seed and its\n"
     "name.\n"
     "\n"
     "options:\n"
@@ -125,7 +128,13 @@ static const char k_run_usage[] =
     "                         size up to the largest bucket (default: the smallest bucket)\n"
     "  --seed S               random seed (default 1)\n"
     "  --input NAME=FILE.npy  take an input from a .npy file (f16/f32/f64, exact shape)\n"
-    "  --param NAME=FILE.npy  take a param from a .npy file\n"
+    "  --param NAME=FILE.npy  take a param from a .npy file (wins over --weights)\n"
+    "  --weights FILE.safetensors\n"
+    "                         take every param the checkpoint names (dtype and shape must\n"
+    "                         match exactly; docs/WEIGHTS.md)\n"
+    "  --weights-map MAP      name map for --weights: lines \"PACK_NAME CHECKPOINT_NAME\"\n"
+    "  --random-params        fill params that nothing gives with seeded random numbers\n"
+    "                         (without it, hkc run refuses to start and names them)\n"
     "  --save-outputs DIR     write each output as DIR/NAME.npy (float32)\n"
     "  --runs N               timed runs (default 10); --warmup N untimed runs first (default 2)\n"
     "  --profile              then time every launch alone (one warm-up pass, then --repeats\n"
@@ -523,7 +532,6 @@ typedef struct {
   const char *path;
 } named_file_t;
 
-#define MAX_NAMED_FILES 256
 /* hkc_load_elem / hkc_store_elem take either enum: the values must agree. */
 _Static_assert(HK_ELEMENT_F32 == (int)HK_DTYPE_F32 && HK_ELEMENT_F16 == (int)HK_DTYPE_F16 &&
                    HK_ELEMENT_BF16 == (int)HK_DTYPE_BF16,
@@ -690,24 +698,76 @@ static int add_trusted_key(const char *cmd, trust_opts_t *t, const char *path) {
   return 0;
 }
 
-static int cmd_run(int argc, char **argv) {
+/* --weights FILE [--weights-map MAP]: opens the checkpoint and binds every param it gives
+ * (hk_session_bind_weights). *out_weights and *map stay with the caller, who destroys the
+ * weights after the session. 0, or -1 with the problem printed. */
+static int bind_weights_file(hk_session_t *session, const char *path, const char *map_path, hk_weights_t **out_weights,
+                             hkc_weights_map_t *map) {
+  if (map_path && hkc_weights_map_read(map_path, map) != 0) {
+    fprintf(stderr, "hkc run: no usable --weights-map\n");
+    return -1;
+  }
+  if (hk_weights_open_file(path, NULL, out_weights) != HK_OK) {
+    fprintf(stderr, "hkc run: --weights: %s\n", hk_last_error());
+    return -1;
+  }
+  hk_bind_weights_options_t bo = {.struct_size = sizeof bo, .names = map->names, .name_count = map->count};
+  uint32_t bound = 0, params = 0;
+  if (hk_session_bind_weights(session, *out_weights, &bo, &bound) != HK_OK) {
+    fprintf(stderr, "hkc run: --weights %s: %s\n", path, hk_last_error());
+    return -1;
+  }
+  for (uint32_t t = 0; t < hk_session_tensor_count(session); t++) {
+    hk_tensor_info_t info;
+    hk_session_tensor_info(session, t, &info);
+    params += info.role == HK_TENSOR_PARAM;
+  }
+  printf("weights: %u of %u param(s) bound from %s (%u tensor(s) in the file)\n", bound, params, path,
+         hk_weights_count(*out_weights));
+  return 0;
+}
+
+/* Refuses (-1, printed) when a param is neither bound (--weights) nor given (--param), naming
+ * every one, unless random_params. */
+static int check_params_given(hk_session_t *session, const named_file_t *files, int n_files, int random_params) {
+  if (random_params) return 0;
+  uint32_t missing = 0;
+  for (uint32_t t = 0; t < hk_session_tensor_count(session); t++) {
+    hk_tensor_info_t info;
+    hk_session_tensor_info(session, t, &info);
+    if (info.role != HK_TENSOR_PARAM || hk_session_tensor_bound(session, t) || find_named(files, n_files, info.name))
+      continue;
+    char shape[128];
+    format_shape(&info, shape, sizeof shape);
+    if (!missing++) fprintf(stderr, "hkc run: these params are not given:\n");
+    fprintf(stderr, "  %s %s\n", info.name, shape);
+  }
+  if (!missing) return 0;
+  fprintf(stderr, "hkc run: %u param(s) unbound: give them with --weights FILE.safetensors or --param NAME=FILE.npy, "
+                  "or pass --random-params to run on seeded random values\n", missing);
+  return -1;
+}
+
+/* hkc run; *files_out holds the --input/--param list (grown here, freed by cmd_run). */
+static int run_command(int argc, char **argv, named_file_t **files_out) {
   if (want_help(argc, argv)) {
     fputs(k_run_usage, stdout);
     return 0;
   }
-  const char *pack_path = NULL, *target = NULL, *save_dir = NULL;
+  const char *pack_path = NULL, *target = NULL, *save_dir = NULL, *weights_path = NULL, *map_path = NULL;
   long long batch = 0, seed = 1, runs = 10, warmup = 2, repeats = 20;
-  int profile = 0, no_pdl = 0, require_signature = 0, allow_unsigned_native = 0;
+  int profile = 0, no_pdl = 0, require_signature = 0, allow_unsigned_native = 0, random_params = 0;
   trust_opts_t trust = {0};
-  named_file_t files[MAX_NAMED_FILES];
-  int n_files = 0;
+  named_file_t *files = NULL; /* --input / --param, as many as given (*files_out) */
+  int n_files = 0, cap_files = 0;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     int takes_value = strcmp(a, "--target") == 0 || strcmp(a, "--batch") == 0 || strcmp(a, "--seed") == 0 ||
                       strcmp(a, "--input") == 0 || strcmp(a, "--param") == 0 ||
                       strcmp(a, "--save-outputs") == 0 || strcmp(a, "--runs") == 0 || strcmp(a, "--warmup") == 0 ||
-                      strcmp(a, "--repeats") == 0 || strcmp(a, "--trust") == 0;
+                      strcmp(a, "--repeats") == 0 || strcmp(a, "--trust") == 0 || strcmp(a, "--weights") == 0 ||
+                      strcmp(a, "--weights-map") == 0;
     if (takes_value && !v) {
       fprintf(stderr, "hkc run: %s needs a value\n", a);
       return 2;
@@ -724,11 +784,23 @@ static int cmd_run(int argc, char **argv) {
     else if (strcmp(a, "--allow-unsigned-native") == 0) { allow_unsigned_native = 1; continue; }
     else if (strcmp(a, "--trust") == 0) { if (add_trusted_key("run", &trust, v)) return 2; }
     else if (strcmp(a, "--save-outputs") == 0) save_dir = v;
+    else if (strcmp(a, "--weights") == 0) weights_path = v;
+    else if (strcmp(a, "--weights-map") == 0) map_path = v;
+    else if (strcmp(a, "--random-params") == 0) { random_params = 1; continue; }
     else if (strcmp(a, "--input") == 0 || strcmp(a, "--param") == 0) {
       char *eq = strchr(v, '=');
-      if (!eq || eq == v || !eq[1] || n_files >= MAX_NAMED_FILES) {
+      if (!eq || eq == v || !eq[1]) {
         fprintf(stderr, "hkc run: %s expects NAME=FILE.npy, got '%s'\n", a, v);
         return 2;
+      }
+      if (n_files == cap_files) {
+        cap_files = cap_files ? cap_files * 2 : 16;
+        named_file_t *grown = realloc(files, (size_t)cap_files * sizeof *grown);
+        if (!grown) {
+          fprintf(stderr, "hkc run: out of memory\n");
+            return 1;
+        }
+        files = *files_out = grown;
       }
       *eq = '\0';
       files[n_files++] = (named_file_t){v, eq + 1};
@@ -744,8 +816,8 @@ static int cmd_run(int argc, char **argv) {
     }
     i++;
   }
-  if (!pack_path) {
-    fprintf(stderr, "hkc run: no pack given\n%s", k_run_usage);
+  if (!pack_path || (map_path && !weights_path)) {
+    fprintf(stderr, "hkc run: %s\n%s", pack_path ? "--weights-map needs --weights" : "no pack given", k_run_usage);
     return 2;
   }
 
@@ -755,11 +827,15 @@ static int cmd_run(int argc, char **argv) {
   uint32_t n_tensors = 0;
   void **buffers = NULL;  /* host staging copies */
   void **device = NULL;   /* the session's memory (device memory on GPU targets) */
+  hk_weights_t *weights = NULL;
+  hkc_weights_map_t map = {0};
   hk_pack_open_options_t oo = {.struct_size = sizeof oo, .trusted_keys = (const uint8_t(*)[HK_PUBLIC_KEY_BYTES])trust.keys,
                                 .trusted_key_count = trust.n, .require_signature = (uint32_t)require_signature,
                                 .allow_unsigned_native_code = (uint32_t)allow_unsigned_native};
   hk_status_t st = hkc_tool_open_pack("run", pack_path, &oo, &pack);
-  if (st != HK_OK) return 1;
+  if (st != HK_OK) {
+    return 1;
+  }
   if (batch == 0) batch = (long long)hk_pack_batch_size(pack, 0);
   hk_session_options_t so = {.struct_size = sizeof so, .batch = (uint64_t)batch, .target = target,
                              .no_pdl = (uint32_t)no_pdl};
@@ -793,6 +869,8 @@ static int cmd_run(int argc, char **argv) {
     }
   }
   n_tensors = hk_session_tensor_count(session);
+  if (weights_path && bind_weights_file(session, weights_path, map_path, &weights, &map) != 0) goto done;
+  if (check_params_given(session, files, n_files, random_params) != 0) goto done;
   buffers = calloc(n_tensors ? n_tensors : 1, sizeof *buffers);
   device = calloc(n_tensors ? n_tensors : 1, sizeof *device);
   if (!buffers || !device) goto done;
@@ -804,9 +882,15 @@ static int cmd_run(int argc, char **argv) {
       fprintf(stderr, "hkc run: out of memory for tensor %s (%zu bytes)\n", info.name, info.bytes);
       goto done;
     }
+    const char *npy_path = find_named(files, n_files, info.name);
+    if (info.role != HK_TENSOR_OUTPUT && !npy_path && hk_session_tensor_bound(session, t)) {
+      free(buffers[t]); /* bound from --weights */
+      buffers[t] = NULL;
+      continue;
+    }
     if (info.role == HK_TENSOR_OUTPUT) {
       memset(buffers[t], 0xff, info.bytes); /* NaN in every element type */
-    } else if (fill_tensor(&info, buffers[t], find_named(files, n_files, info.name), (uint64_t)seed) != 0) {
+    } else if (fill_tensor(&info, buffers[t], npy_path, (uint64_t)seed) != 0) {
       goto done;
     }
     if (hk_session_alloc(session, info.bytes, &device[t]) != HK_OK ||
@@ -896,7 +980,16 @@ done:
   free(buffers);
   free(device);
   hk_session_destroy(session);
+  hk_weights_destroy(weights); /* after the session: host tensors may be bound in place */
+  hkc_weights_map_free(&map);
   hk_pack_destroy(pack);
+  return rc;
+}
+
+static int cmd_run(int argc, char **argv) {
+  named_file_t *files = NULL;
+  int rc = run_command(argc, argv, &files);
+  free(files);
   return rc;
 }
 

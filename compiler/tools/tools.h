@@ -7,6 +7,7 @@
  *   probe.c      `hkc targets`: what this machine's toolchains build
  *   tune_run.c   `hkc tune`: measures candidates through libhkrt and writes a database
  *   npy.c        .npy files for `hkc run`
+ *   weights_map.c  name map files for `hkc run --weights-map` (docs/WEIGHTS.md)
  *
  * The top stage: may use every other stage; none uses it.
  */
@@ -109,5 +110,20 @@ int hkc_npy_set_add(hkc_npy_set_t *set, const char *dir, const char *name, const
                     uint32_t rank);
 int hkc_npy_set_commit(hkc_npy_set_t *set);
 void hkc_npy_set_free(hkc_npy_set_t *set);
+
+/* ---- name maps (weights_map.c; hkc run --weights-map) ---------------------------------------- */
+/* A name map file (docs/WEIGHTS.md): one "PACK_NAME CHECKPOINT_NAME" pair per line, separated
+ * by spaces or tabs; blank lines and lines whose first non-blank character is '#' are skipped.
+ * names[] point into text (owned). */
+typedef struct hkc_weights_map {
+  hk_weights_name_t *names;
+  uint32_t count;
+  char *text;
+} hkc_weights_map_t;
+/* Parses map text (a copy is kept); errors print "NAME:LINE: what is wrong". 0 / -1. */
+int hkc_weights_map_parse(const char *name, const char *text, size_t size, hkc_weights_map_t *out);
+/* Reads and parses a map file. 0 / -1 (printed). */
+int hkc_weights_map_read(const char *path, hkc_weights_map_t *out);
+void hkc_weights_map_free(hkc_weights_map_t *map);
 
 #endif /* HKC_TOOLS_H */

@@ -84,6 +84,20 @@ int main(int argc, char **argv) {
     hk_pack_destroy(pack);
     return 1;
   }
+  /* A checkpoint without tensors binds nothing; it also makes static links pull in the
+   * weights code and its JSON parser (the dependency lists must name cJSON). */
+  static const char empty[] = "\x02\0\0\0\0\0\0\0{}";
+  hk_weights_t *weights = NULL;
+  uint32_t bound = 1;
+  if (hk_weights_open_memory(empty, sizeof empty - 1, NULL, &weights) != HK_OK ||
+      hk_session_bind_weights(s, weights, NULL, &bound) != HK_OK || bound != 0) {
+    fprintf(stderr, "weights: %s\n", hk_last_error());
+    hk_weights_destroy(weights);
+    hk_session_destroy(s);
+    hk_pack_destroy(pack);
+    return 1;
+  }
+  hk_weights_destroy(weights);
   const size_t n = (size_t)BATCH * S * C;
   float *x = bind_new(s, "x", n), *z = bind_new(s, "z", n), *row = bind_new(s, "row", C);
   float *one = bind_new(s, "one", 1), *relu = bind_new(s, "y_relu", n), *silu = bind_new(s, "y_silu", n);

@@ -43,6 +43,7 @@
  * n shrinks), so padded runs are reproducible. When n equals the bucket, tensors are
  * bound directly and nothing is copied.
  */
+#include <assert.h>
 #include <stdatomic.h>
 #include <stddef.h> /* offsetof */
 #include <stdio.h>
@@ -73,6 +74,9 @@ typedef struct hk_app_tensor {
   uint32_t tensor;        /* index in the pack's tensor table */
   hk_tensor_info_t info;  /* resolved at the session's real batch */
   void *data;             /* the bound buffer; NULL when unbound */
+  void *owned;            /* memory of the session's device that the session allocated for this
+                             tensor (hk_session_bind_weights) and frees when the tensor is rebound,
+                             unbound by a batch change, or the session destroyed; NULL if none */
   bool batched;           /* some dim depends on batch */
 } hk_app_tensor_t;
 
@@ -162,8 +166,16 @@ static void bucket_destroy(const hk_session_t *s, hk_bucket_t *b) {
   hk_free(a, b);
 }
 
+/* Frees the memory the session owns for app tensor i (if any). */
+static void app_release_owned(hk_session_t *s, hk_app_tensor_t *at) {
+  if (!at->owned) return;
+  s->module->backend->mem_free(s->module, at->owned);
+  at->owned = NULL;
+}
+
 HK_API void hk_session_destroy(hk_session_t *s) {
   if (!s) return;
+  for (uint32_t i = 0; s->app && i < s->app_count; i++) app_release_owned(s, &s->app[i]);
   for (uint32_t i = 0; i < HK_MAX_BATCH_BUCKETS; i++) bucket_destroy(s, s->buckets[i]);
   hk_free(s->allocator, s->app);
   hk_free(s->allocator, s);
@@ -329,7 +341,10 @@ static hk_status_t app_set_batch(hk_session_t *s, uint64_t batch) {
     hk_app_tensor_t *at = &s->app[i];
     uint64_t bytes = 0;
     (void)hk_tensor_shape(&s->view->tensors[at->tensor], batch, at->info.dims, &bytes); /* checked above */
-    if (bytes != at->info.bytes) at->data = NULL;
+    if (bytes != at->info.bytes) {
+      at->data = NULL;
+      app_release_owned(s, at);
+    }
     at->info.bytes = (size_t)bytes;
   }
   s->batch = batch;
@@ -710,6 +725,7 @@ static hk_status_t session_bind(hk_session_t *s, const char *name, void *data, s
                     "tensor %s: buffer %p is not %u-byte aligned (kernels load 16-byte vectors; "
                     "malloc, cudaMalloc and hk_session_alloc all align enough)", name, data, HK_BIND_ALIGN);
     } else {
+      if (at->owned != data) app_release_owned(s, at);
       at->data = data; /* reaches the graph's slots at the next run */
       return HK_OK;
     }
@@ -820,6 +836,28 @@ HK_API hk_status_t hk_session_run(hk_session_t *s, void *stream) {
   session_leave(s);
   return st;
 }
+
+HK_API int hk_session_tensor_bound(const hk_session_t *s, uint32_t index) {
+  return s && index < s->app_count && s->app[index].data != NULL;
+}
+
+bool hk_session_runs_on_host(const hk_session_t *s) { return s->module->backend->kind == HK_TARGET_HOST; }
+
+hk_status_t hk_session_bind_many(hk_session_t *s, uint32_t n, const uint32_t *index, void *const *data,
+                                 const bool *owned) {
+  HK_RETURN_IF_ERROR(session_enter(s));
+  for (uint32_t k = 0; k < n; k++) {
+    assert(index[k] < s->app_count && data[k] && ((uintptr_t)data[k] & (HK_BIND_ALIGN - 1)) == 0);
+    hk_app_tensor_t *at = &s->app[index[k]];
+    app_release_owned(s, at);
+    at->data = data[k];
+    if (owned[k]) at->owned = data[k];
+  }
+  session_leave(s);
+  return HK_OK;
+}
+
+void hk_session_note_error(hk_session_t *s) { hk_error_copy(s->error, sizeof s->error); }
 
 /* ---- memory ------------------------------------------------------------------------------ */
 HK_API hk_status_t hk_session_alloc(hk_session_t *s, size_t bytes, void **out_ptr) {

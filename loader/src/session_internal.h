@@ -29,4 +29,17 @@ const void *hk_session_debug_staging(const hk_session_t *session, const char *na
  * check the BUSY answer without racing threads. Claiming returns false when it was held. */
 bool hk_session_debug_hold(hk_session_t *session, bool hold);
 
+/* ---- for session_weights.c (hk_session_bind_weights) ---- */
+/* Whether the session runs the host target (its buffers are host memory). */
+bool hk_session_runs_on_host(const hk_session_t *session);
+/* Binds data[k] to app tensor index[k] (hk_session_tensor_info's index) for k < n, each
+ * buffer already checked (16-byte aligned, the tensor's size); owned[k]: the buffer came
+ * from the session's allocator (hk_session_alloc) and the session frees it when the tensor is
+ * rebound or the session destroyed. Memory the tensors owned before is freed. Errors: BUSY
+ * (nothing bound). */
+hk_status_t hk_session_bind_many(hk_session_t *session, uint32_t n, const uint32_t *index, void *const *data,
+                                 const bool *owned);
+/* Copies this thread's last error into the session's own message (hk_session_error). */
+void hk_session_note_error(hk_session_t *session);
+
 #endif /* HK_SESSION_INTERNAL_H */

@@ -159,17 +159,17 @@ fi
 # Corrupted packs: truncations and byte flips across the whole file.
 "$HKC" build "$HK_SOURCE_DIR/specs/mlp.yaml" -o "$work/good.hkpack" --target host -q
 size=$(stat -c %s "$work/good.hkpack")
-"$HKC" run --allow-unsigned-native "$work/good.hkpack" --runs 1 --warmup 0 >/dev/null
+"$HKC" run --random-params --allow-unsigned-native "$work/good.hkpack" --runs 1 --warmup 0 >/dev/null
 # The documented environment of hkc run becomes session options; bad values are usage errors.
 for env in HK_LAUNCH=bogus HK_HOST_THREADS=two HK_HOST_THREADS=-1; do
-  set +e; msg=$(env "$env" "$HKC" run --allow-unsigned-native "$work/good.hkpack" --runs 1 --warmup 0 2>&1); rc=$?; set -e
+  set +e; msg=$(env "$env" "$HKC" run --random-params --allow-unsigned-native "$work/good.hkpack" --runs 1 --warmup 0 2>&1); rc=$?; set -e
   if [ $rc -ne 2 ] || ! grep -q "hkc run: ${env%%=*} is '${env#*=}'" <<<"$msg"; then
     echo "FAIL $env: exit $rc: $msg"; fail=1
   else
     echo "ok   $env: $msg"
   fi
 done
-set +e; msg=$(HK_LAUNCH=graph HK_HOST_THREADS=2 "$HKC" run --allow-unsigned-native "$work/good.hkpack" --runs 1 --warmup 0 2>&1 >/dev/null); rc=$?; set -e
+set +e; msg=$(HK_LAUNCH=graph HK_HOST_THREADS=2 "$HKC" run --random-params --allow-unsigned-native "$work/good.hkpack" --runs 1 --warmup 0 2>&1 >/dev/null); rc=$?; set -e
 if [ $rc -ne 0 ] || [ -n "$msg" ]; then echo "FAIL HK_LAUNCH=graph HK_HOST_THREADS=2 on host: exit $rc: $msg"; fail=1; fi
 checked=0
 for len in 0 1 7 8 63 64 65 100 $((size / 2)) $((size - 1)); do
@@ -185,7 +185,7 @@ for ((off = 0; off < size; off += step)); do
   cp "$work/good.hkpack" "$work/bad.hkpack"
   byte=$(od -An -tu1 -j "$off" -N1 "$work/good.hkpack" | tr -d ' ')
   printf "$(printf '\\%03o' $(( (byte ^ 0x5a) & 255 )))" | dd of="$work/bad.hkpack" bs=1 seek="$off" conv=notrunc status=none
-  set +e; msg=$("$HKC" run --allow-unsigned-native "$work/bad.hkpack" --runs 1 --warmup 0 2>&1); rc=$?; set -e
+  set +e; msg=$("$HKC" run --random-params --allow-unsigned-native "$work/bad.hkpack" --runs 1 --warmup 0 2>&1); rc=$?; set -e
   if [ $rc -ne 1 ]; then echo "FAIL byte $off flipped: exit $rc: $msg"; fail=1; fi
   checked=$((checked + 1))
 done

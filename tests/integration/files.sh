@@ -38,14 +38,14 @@ ls "$work" | grep -q '\.tmp\.' && bad "a temporary file was left" || ok "no temp
 (umask 077 && "$HKC" build "$spec" --target host -o "$work/p.hkpack" -q)
 mode=$(stat -c %a "$work/p.hkpack")
 [ "$mode" = 600 ] && ok "pack mode under umask 077: $mode" || bad "pack mode under umask 077: $mode"
-(umask 022 && "$HKC" run --allow-unsigned-native "$work/p.hkpack" --batch 1 --save-outputs "$work/out" >/dev/null)
+(umask 022 && "$HKC" run --random-params --allow-unsigned-native "$work/p.hkpack" --batch 1 --save-outputs "$work/out" >/dev/null)
 mode=$(stat -c %a "$work/out/y_relu.npy")
 [ "$mode" = 644 ] && ok "npy mode under umask 022: $mode" || bad "npy mode under umask 022: $mode"
 
 # all or nothing: one output cannot be written (a directory in its place), none is
 rm -rf "$work/out2" && mkdir -p "$work/out2/y_silu.npy"
 expect_fail "save-outputs with one blocked" 'y_silu.npy: it exists and is not a regular file' \
-  "$HKC" run --allow-unsigned-native "$work/p.hkpack" --batch 1 --save-outputs "$work/out2"
+  "$HKC" run --random-params --allow-unsigned-native "$work/p.hkpack" --batch 1 --save-outputs "$work/out2"
 left=$(ls -A "$work/out2" | grep -v '^y_silu.npy$' || true)
 [ -z "$left" ] && ok "no output saved when one fails" || bad "left in the output directory: $left"
 exit $fail

@@ -63,7 +63,7 @@ diff <(grep -vx "  pdl=off" "$work/h2.txt" | tail -n +2) <(tail -n +2 "$work/h0.
   && ok "--no-pdl: host pack otherwise the same" || bad "--no-pdl changed the host pack"
 grep -q "\] pdl$" "$work/h0.txt" && bad "a host launch is marked pdl" || ok "no host launch marked pdl"
 grep -q -- "--no-pdl" "$work/help.txt" && ok "build --help lists --no-pdl" || bad "build --help lacks --no-pdl"
-"$HKC" run --allow-unsigned-native "$work/h0.hkpack" --runs 1 --warmup 0 --no-pdl > "$work/run.txt" 2>&1 && ! grep -q "programmatic" "$work/run.txt" \
+"$HKC" run --random-params --allow-unsigned-native "$work/h0.hkpack" --runs 1 --warmup 0 --no-pdl > "$work/run.txt" 2>&1 && ! grep -q "programmatic" "$work/run.txt" \
   && ok "run --no-pdl" || { bad "run --no-pdl"; cat "$work/run.txt"; }
 
 # ---- sm_90a (nvrtc): the kernel's configuration and name ---------------------------------------
@@ -204,7 +204,7 @@ check_ws sm_90a 11 12 && ok "sm_90a stream-K launches: scratch and semaphores af
 grep -E "^W host" "$work/w.ws" >/dev/null && bad "host launches with workspace" || ok "host launches: no workspace"
 awk '$1 == "G" && $2 ~ /^host/ && $4 != 0 {bad=1} END {exit bad}' "$work/w.ws" && ok "host graphs: no semaphores" || bad "host semaphores"
 host_target=$(awk '/^  host-/ {print $1; exit}' "$work/w.txt")
-"$HKC" run --allow-unsigned-native "$work/w.hkpack" --target "$host_target" --runs 1 --warmup 0 > "$work/wrun.txt" 2>&1 && ok "the host target of that pack runs" \
+"$HKC" run --random-params --allow-unsigned-native "$work/w.hkpack" --target "$host_target" --runs 1 --warmup 0 > "$work/wrun.txt" 2>&1 && ok "the host target of that pack runs" \
   || { bad "host run"; cat "$work/wrun.txt"; }
 # gemm_split: split-K through the workspace is in the model's space by default (sm_90: the
 # small-M GEMMs split); gemm_split=off keeps it out, recorded

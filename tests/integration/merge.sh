@@ -42,7 +42,7 @@ done
 cmp "$work/merged.hkpack" "$work/all.hkpack" || fail "merged pack differs from the build of $targets"
 ok "merge of ${#parts[@]} parts == build --target $targets ($(stat -c %s "$work/all.hkpack") bytes)"
 "$HKC" inspect "$work/merged.hkpack" > /dev/null || fail "inspect of the merged pack"
-"$HKC" run "$work/merged.hkpack" --batch 2 --runs 1 --warmup 0 --allow-unsigned-native > /dev/null ||
+"$HKC" run --random-params "$work/merged.hkpack" --batch 2 --runs 1 --warmup 0 --allow-unsigned-native > /dev/null ||
   fail "hkc run of the merged pack"
 ok "the merged pack verifies and runs (host)"
 

@@ -88,8 +88,8 @@ set -e
 [ $rc -eq 1 ] && grep -q "has no PLAN section" <<<"$msg"
 
 # run --profile on the host: one row per launch with a positive median, no floor on host.
-"$HKC" run --allow-unsigned-native "$work/mlp.hkpack" --batch 4 --save-outputs "$work/plain" > "$work/plain.txt"
-"$HKC" run --allow-unsigned-native "$work/mlp.hkpack" --batch 4 --profile --repeats 3 --save-outputs "$work/prof" > "$work/prof.txt"
+"$HKC" run --random-params --allow-unsigned-native "$work/mlp.hkpack" --batch 4 --save-outputs "$work/plain" > "$work/plain.txt"
+"$HKC" run --random-params --allow-unsigned-native "$work/mlp.hkpack" --batch 4 --profile --repeats 3 --save-outputs "$work/prof" > "$work/prof.txt"
 "$PY" - "$work/prof.txt" <<'EOF'
 import re, sys
 text = open(sys.argv[1]).read()

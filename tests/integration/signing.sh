@@ -31,7 +31,7 @@ expect_refused "never overwritten" keygen -o "$work/k"
 "$HKC" inspect "$work/s.hkpack" --trust "$work/other.pub" | grep -q "NOT trusted" || fail "inspect: other key"
 "$HKC" inspect "$work/u.hkpack" | grep -q "signature: none" || fail "inspect: unsigned"
 
-run() { "$HKC" run "$@" --batch 5 --runs 1 --warmup 0 > /dev/null; }
+run() { "$HKC" run --random-params "$@" --batch 5 --runs 1 --warmup 0 > /dev/null; }
 run "$work/s.hkpack" --trust "$work/other.pub" --trust "$work/k.pub" --require-signature --save-outputs "$work/o-signed"
 run "$work/u.hkpack" --allow-unsigned-native --save-outputs "$work/o-unsigned"
 for f in "$work"/o-unsigned/*.npy; do cmp -s "$f" "$work/o-signed/$(basename "$f")" || fail "outputs differ: $f"; done

@@ -32,7 +32,7 @@ refuse() {
   local name=$1 want=$2
   shift 2
   set +e
-  msg=$("$HKC" run --allow-unsigned-native "$@" --runs 1 --warmup 0 --save-outputs "$work/out-$name" 2>&1)
+  msg=$("$HKC" run --random-params --allow-unsigned-native "$@" --runs 1 --warmup 0 --save-outputs "$work/out-$name" 2>&1)
   rc=$?
   set -e
   if [ $rc -ne 1 ]; then
@@ -48,7 +48,7 @@ refuse() {
 refuse batch64 "batch size 64 is larger than the largest batch size built into the artifact (batch sizes: 1, 8, 32)" \
   "$work/b.hkpack" --batch 64
 # --batch 0 is refused by the option parser before the pack is opened
-set +e; msg=$("$HKC" run --allow-unsigned-native "$work/b.hkpack" --batch 0 --save-outputs "$work/out-zero" 2>&1); rc=$?; set -e
+set +e; msg=$("$HKC" run --random-params --allow-unsigned-native "$work/b.hkpack" --batch 0 --save-outputs "$work/out-zero" 2>&1); rc=$?; set -e
 if [ $rc -eq 0 ] || [ -e "$work/out-zero" ]; then echo "FAIL batch0: rc=$rc $msg"; fail=1; else echo "ok   batch0: $msg"; fi
 
 exact="$work/bert_exact.yaml"

@@ -397,6 +397,141 @@ HK_API hk_status_t hk_session_copy(hk_session_t *session, void *dst, const void 
  * INVALID_ARGUMENT. */
 HK_API hk_status_t hk_session_synchronize(hk_session_t *session, void *stream);
 
+
+/* ---- weights: safetensors checkpoints --------------------------------------------------------
+ * A weights object holds the tensors of one safetensors file (docs/WEIGHTS.md): an 8-byte
+ * little-endian header length N, N bytes of JSON naming each tensor's dtype, shape and byte
+ * range, then the tensors' bytes. The file is untrusted: open checks all of it before any
+ * tensor is read (header length against the file and max_header_bytes, the JSON, every name,
+ * dtype, shape and range; the ranges must tile the data exactly -- no gap, no overlap, as the
+ * format requires -- and each must hold exactly product(shape) x dtype size bytes). Errors of
+ * the file are CORRUPT, naming the tensor and what is wrong.
+ *
+ *   hk_weights_t *w;  hk_weights_open_file("model.safetensors", NULL, &w);
+ *   hk_session_bind_weights(session, w, NULL, NULL);   every param the file names
+ *   ... run ...
+ *   hk_session_destroy(session); hk_weights_destroy(w);   (lifetime: hk_session_bind_weights)
+ *
+ * hk_session_bind_weights binds, for each param (and with HK_BIND_WEIGHTS_INPUTS each input)
+ * of the session that the file provides, the file's tensor, after checking that its dtype and
+ * shape are exactly the session's (hk_session_tensor_info). */
+typedef struct hk_weights hk_weights_t;
+
+/* The safetensors dtypes. Pinned; the first three equal hk_element_type_t's values, the only
+ * ones a session tensor has: the others can be read from a file and looked at, never bound. */
+typedef enum hk_weights_dtype {
+  HK_WEIGHTS_F32 = 0, HK_WEIGHTS_F16 = 1, HK_WEIGHTS_BF16 = 2,
+  HK_WEIGHTS_F64 = 3, HK_WEIGHTS_I8 = 4, HK_WEIGHTS_U8 = 5, HK_WEIGHTS_I16 = 6, HK_WEIGHTS_U16 = 7,
+  HK_WEIGHTS_I32 = 8, HK_WEIGHTS_U32 = 9, HK_WEIGHTS_I64 = 10, HK_WEIGHTS_U64 = 11, HK_WEIGHTS_BOOL = 12,
+  HK_WEIGHTS_F8_E4M3 = 13, HK_WEIGHTS_F8_E5M2 = 14,
+  HK_WEIGHTS_DTYPE_COUNT_
+} hk_weights_dtype_t;
+
+/* Highest rank of a file's tensor (a file with a higher one is refused, CORRUPT). */
+#define HK_WEIGHTS_MAX_RANK 8
+/* Default and largest header (the JSON) accepted: the limit of the reference implementation. */
+#define HK_WEIGHTS_MAX_HEADER_BYTES (100u << 20)
+
+typedef struct hk_weights_tensor_info {
+  const char *name;          /* borrowed from the weights */
+  hk_weights_dtype_t dtype;
+  const char *dtype_name;    /* the file's spelling: "F32", "BF16", ... (static) */
+  uint32_t rank;
+  int64_t dims[HK_WEIGHTS_MAX_RANK];
+  const void *data;          /* the tensor's bytes (little-endian, row-major), borrowed from
+                                the weights; NULL when bytes is 0 */
+  size_t bytes;
+} hk_weights_tensor_info_t;
+
+/* Options of hk_weights_open_file / _memory. NULL options: every field zero. struct_size:
+ * sizeof(hk_weights_open_options_t) (the struct may grow at its end; later libraries keep
+ * accepting this size); other sizes are INVALID_ARGUMENT. */
+typedef struct hk_weights_open_options {
+  uint32_t struct_size;              /* sizeof(hk_weights_open_options_t) */
+  uint32_t reserved0;                /* zero */
+  const hk_allocator_t *allocator;   /* NULL: libc. The JSON parser (cJSON) allocates from libc
+                                        while open runs; nothing of it outlives the call */
+  uint64_t max_header_bytes;         /* 0: HK_WEIGHTS_MAX_HEADER_BYTES; larger values are clamped
+                                        to it */
+} hk_weights_open_options_t;
+
+/* Reads the whole file into memory the weights own (the data at a 64-byte-aligned address)
+ * and checks it; the file is not read again. Errors: IO, CORRUPT, OUT_OF_MEMORY,
+ * INVALID_ARGUMENT. NULL: options -> defaults; path or out_weights -> INVALID_ARGUMENT. */
+HK_API hk_status_t hk_weights_open_file(const char *path, const hk_weights_open_options_t *options,
+                                        hk_weights_t **out_weights);
+/* Same over caller memory, which is not copied: it must outlive the weights and stay
+ * unchanged. A tensor's data is 16-byte aligned when data + 8 + N + its begin offset is.
+ * NULL: options -> defaults; data (unless size is 0) or out_weights -> INVALID_ARGUMENT. */
+HK_API hk_status_t hk_weights_open_memory(const void *data, size_t size, const hk_weights_open_options_t *options,
+                                          hk_weights_t **out_weights);
+/* Frees the weights. Sessions that bound tensors in place (see hk_session_bind_weights) must
+ * be destroyed, or those tensors rebound, first. NULL: nothing. */
+HK_API void hk_weights_destroy(hk_weights_t *weights);
+/* Tensors of the file, in the file's header order (0 for NULL). */
+HK_API uint32_t hk_weights_count(const hk_weights_t *weights);
+/* NULL weights or out_info: INVALID_ARGUMENT; index out of range: NOT_FOUND. */
+HK_API hk_status_t hk_weights_tensor_info(const hk_weights_t *weights, uint32_t index,
+                                          hk_weights_tensor_info_t *out_info);
+/* Index of the tensor named `name`. Errors: NOT_FOUND; NULL weights, name or out_index:
+ * INVALID_ARGUMENT. */
+HK_API hk_status_t hk_weights_find(const hk_weights_t *weights, const char *name, uint32_t *out_index);
+/* The value of key in the file's "__metadata__" (a string -> string map), borrowed from the
+ * weights; NULL when absent (or for a NULL weights or key). */
+HK_API const char *hk_weights_metadata(const hk_weights_t *weights, const char *key);
+
+/* One entry of a name map: session tensor `tensor` takes the file's tensor `weights`. */
+typedef struct hk_weights_name {
+  const char *tensor;
+  const char *weights;
+} hk_weights_name_t;
+
+#define HK_BIND_WEIGHTS_INPUTS 1u     /* bind inputs the file provides too (default: params only) */
+#define HK_BIND_WEIGHTS_ALL_PARAMS 2u /* NOT_FOUND, binding nothing, unless the file provides every
+                                         param (the message names the missing ones) */
+#define HK_BIND_WEIGHTS_COPY 4u       /* host target: always copy into session memory, never bind
+                                         the weights' own bytes (GPU targets always copy) */
+
+/* Options of hk_session_bind_weights. NULL options: every field zero. struct_size:
+ * sizeof(hk_bind_weights_options_t) (as above, the struct may grow at its end); other values
+ * are INVALID_ARGUMENT. */
+typedef struct hk_bind_weights_options {
+  uint32_t struct_size;              /* sizeof(hk_bind_weights_options_t) */
+  uint32_t flags;                    /* HK_BIND_WEIGHTS_* */
+  const hk_weights_name_t *names;    /* name_count entries; NULL only with name_count 0 */
+  uint32_t name_count;               /* a tensor of the session named by an entry takes the
+                                        entry's file tensor; the others take the file's tensor
+                                        of their own name, if any. Each entry must name a
+                                        distinct tensor of the session that these flags bind
+                                        (else INVALID_ARGUMENT; NOT_FOUND when there is none)
+                                        and a tensor of the file (NOT_FOUND); several entries
+                                        may name the same file tensor */
+} hk_bind_weights_options_t;
+
+/* Binds every param (with HK_BIND_WEIGHTS_INPUTS: and input) of the session that the weights
+ * provide, after checking all of them: nothing is bound unless every one matches (dtype and
+ * shape exactly equal to hk_session_tensor_info's at the current batch).
+ * Memory and lifetime:
+ *  - host target: a tensor whose bytes are 16-byte aligned is bound in place (no copy): the
+ *    weights must then outlive the session, or that tensor's rebinding (hk_session_bind).
+ *    Unaligned tensors, and all with HK_BIND_WEIGHTS_COPY, are copied into memory the
+ *    session owns;
+ *  - GPU targets: each tensor is copied into device memory the session owns
+ *    (hk_session_alloc + hk_session_copy); the weights may be destroyed right after.
+ *  Memory the session owns is freed when that tensor is rebound or the session destroyed.
+ * A batch change that unbinds a batch-dependent input (hkrt.h, "batch sizes") leaves it
+ * unbound as for any other buffer; bind the weights again.
+ * *out_bound (out_bound may be NULL): the tensors bound.
+ * Errors: INVALID_ARGUMENT (dtype or shape mismatch, naming the tensor, what the session
+ * expects and what the file holds; bad options), NOT_FOUND (a name map entry naming no
+ * tensor; HK_BIND_WEIGHTS_ALL_PARAMS with a param missing), OUT_OF_MEMORY, DRIVER, BUSY. NULL
+ * session or weights: INVALID_ARGUMENT; NULL options: defaults. */
+HK_API hk_status_t hk_session_bind_weights(hk_session_t *session, const hk_weights_t *weights,
+                                           const hk_bind_weights_options_t *options, uint32_t *out_bound);
+/* 1 when the session's tensor `index` (as in hk_session_tensor_info) has a buffer bound at
+ * the current batch, else 0 (also for a NULL session or an index out of range). */
+HK_API int hk_session_tensor_bound(const hk_session_t *session, uint32_t index);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * session_weights.c -- hk_session_bind_weights: binding a session's params (and inputs) to
+ * the tensors of a safetensors checkpoint (weights.c).
+ *
+ * Everything is checked before anything is bound or allocated: the options, the name map
+ * (each entry names a bindable tensor of the session, once, and a tensor of the file), every
+ * match's dtype and shape. Then each tensor gets its buffer -- the weights' own bytes on the
+ * host target when aligned, else session memory filled by a copy -- and all are bound in one
+ * step (hk_session_bind_many); a failure on the way frees what was allocated and binds
+ * nothing.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "pack_internal.h" /* hk_dtype_label */
+#include "session_internal.h"
+#include "status_internal.h"
+#include "util_internal.h"
+#include "weights_internal.h"
+
+#define HK_BIND_WEIGHTS_FLAGS (HK_BIND_WEIGHTS_INPUTS | HK_BIND_WEIGHTS_ALL_PARAMS | HK_BIND_WEIGHTS_COPY)
+/* Bound buffers' alignment (session.c's HK_BIND_ALIGN). */
+#define HK_WEIGHTS_BIND_ALIGN 16u
+
+/* "F32 [768,768]" / "f32 [768,768]" */
+static void shape_text(const char *dtype, uint32_t rank, const int64_t *dims, char *out, size_t size) {
+  int n = snprintf(out, size, "%s [", dtype);
+  for (uint32_t d = 0; d < rank && n > 0 && (size_t)n < size; d++)
+    n += snprintf(out + n, size - (size_t)n, "%s%lld", d ? "," : "", (long long)dims[d]);
+  if (n > 0 && (size_t)n < size) snprintf(out + n, size - (size_t)n, "]");
+}
+
+static bool bindable(const hk_tensor_info_t *info, uint32_t flags) {
+  return info->role == HK_TENSOR_PARAM || (info->role == HK_TENSOR_INPUT && (flags & HK_BIND_WEIGHTS_INPUTS));
+}
+
+/* The file tensor session tensor `info` takes: its map entry's, else its own name's. Sets
+ * *out_found. Errors: NOT_FOUND for a map entry naming no file tensor. */
+static hk_status_t lookup(const hk_weights_t *w, const hk_bind_weights_options_t *o, const hk_tensor_info_t *info,
+                          uint32_t *out_index, bool *out_found) {
+  const char *want = info->name;
+  bool mapped = false;
+  for (uint32_t m = 0; m < o->name_count; m++)
+    if (strcmp(o->names[m].tensor, info->name) == 0) {
+      want = o->names[m].weights;
+      mapped = true;
+    }
+  *out_found = hk_weights_find(w, want, out_index) == HK_OK;
+  HK_FAIL_IF(mapped && !*out_found, HK_STATUS_NOT_FOUND,
+             "name map: tensor %s maps to \"%s\", which the weights do not have", info->name, want);
+  hk_error_clear(); /* a name the file lacks is not an error */
+  return HK_OK;
+}
+
+/* Checks options and the name map against the session. Errors: INVALID_ARGUMENT, NOT_FOUND. */
+static hk_status_t check_options(const hk_session_t *s, const hk_bind_weights_options_t *o) {
+  HK_FAIL_IF(o->flags & ~HK_BIND_WEIGHTS_FLAGS, HK_STATUS_INVALID_ARGUMENT,
+             "bind weights options: unknown flags 0x%x", o->flags & ~HK_BIND_WEIGHTS_FLAGS);
+  HK_FAIL_IF(o->name_count && !o->names, HK_STATUS_INVALID_ARGUMENT,
+             "bind weights options: names is NULL but name_count is %u", o->name_count);
+  for (uint32_t m = 0; m < o->name_count; m++) {
+    const hk_weights_name_t *e = &o->names[m];
+    HK_FAIL_IF(!e->tensor || !e->weights, HK_STATUS_INVALID_ARGUMENT, "name map entry %u has a NULL name", m);
+    for (uint32_t k = 0; k < m; k++)
+      HK_FAIL_IF(strcmp(o->names[k].tensor, e->tensor) == 0, HK_STATUS_INVALID_ARGUMENT,
+                 "name map: tensor %s is mapped twice", e->tensor);
+    bool found = false;
+    for (uint32_t t = 0; t < hk_session_tensor_count(s) && !found; t++) {
+      hk_tensor_info_t info;
+      (void)hk_session_tensor_info(s, t, &info);
+      if (strcmp(info.name, e->tensor) != 0) continue;
+      found = true;
+      HK_FAIL_IF(!bindable(&info, o->flags), HK_STATUS_INVALID_ARGUMENT,
+                 "name map: tensor %s is %s, not a param%s", e->tensor,
+                 info.role == HK_TENSOR_OUTPUT ? "an output" : "an input",
+                 info.role == HK_TENSOR_INPUT ? " (HK_BIND_WEIGHTS_INPUTS binds inputs too)" : "");
+    }
+    HK_FAIL_IF(!found, HK_STATUS_NOT_FOUND, "name map: the session has no tensor named %s", e->tensor);
+  }
+  return HK_OK;
+}
+
+/* dtype and shape of file tensor wi equal the session's. Errors: INVALID_ARGUMENT. */
+static hk_status_t check_match(const hk_tensor_info_t *info, const hk_weights_tensor_info_t *wi) {
+  bool same = (uint32_t)wi->dtype == (uint32_t)info->element_type && wi->rank == info->rank;
+  for (uint32_t d = 0; same && d < info->rank; d++) same = wi->dims[d] == info->dims[d];
+  if (same) return HK_OK;
+  char want[160], got[160];
+  shape_text(hk_dtype_label(info->element_type), info->rank, info->dims, want, sizeof want);
+  shape_text(wi->dtype_name, wi->rank, wi->dims, got, sizeof got);
+  return HK_ERROR(HK_STATUS_INVALID_ARGUMENT, "tensor %s: the session expects %s, the weights' tensor \"%s\" is %s",
+                  info->name, want, wi->name, got);
+}
+
+/* The buffers: plan[k] (session tensor idx[k], file tensor src[k]) gets data[k]. */
+static hk_status_t bind_weights(hk_session_t *s, const hk_weights_t *w, const hk_bind_weights_options_t *o,
+                                uint32_t *out_bound) {
+  HK_RETURN_IF_ERROR(check_options(s, o));
+  const uint32_t n = hk_session_tensor_count(s);
+  const hk_allocator_t *a = hk_weights_allocator(w);
+  uint32_t *idx = hk_calloc(a, n ? n : 1, sizeof *idx), *src = hk_calloc(a, n ? n : 1, sizeof *src);
+  void **data = hk_calloc(a, n ? n : 1, sizeof *data);
+  bool *owned = hk_calloc(a, n ? n : 1, sizeof *owned);
+  uint32_t count = 0;
+  hk_status_t st = HK_OK;
+  char missing[600] = "";
+  size_t missing_used = 0;
+  if (!idx || !src || !data || !owned) st = HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "out of memory binding weights");
+  for (uint32_t t = 0; t < n && st == HK_OK; t++) {
+    hk_tensor_info_t info;
+    (void)hk_session_tensor_info(s, t, &info);
+    if (!bindable(&info, o->flags)) continue;
+    uint32_t wi_index;
+    bool found;
+    st = lookup(w, o, &info, &wi_index, &found);
+    if (st != HK_OK) break;
+    if (!found) {
+      if (info.role == HK_TENSOR_PARAM && missing_used + 4 < sizeof missing) {
+        int m = snprintf(missing + missing_used, sizeof missing - missing_used, "%s%s", missing_used ? ", " : "",
+                         info.name);
+        if (m < 0 || (size_t)m >= sizeof missing - missing_used) memcpy(missing + sizeof missing - 4, "...", 4);
+        else missing_used += (size_t)m;
+      }
+      continue;
+    }
+    hk_weights_tensor_info_t wi;
+    (void)hk_weights_tensor_info(w, wi_index, &wi);
+    st = check_match(&info, &wi);
+    idx[count] = t;
+    src[count++] = wi_index;
+  }
+  if (st == HK_OK && (o->flags & HK_BIND_WEIGHTS_ALL_PARAMS) && missing[0])
+    st = HK_ERROR(HK_STATUS_NOT_FOUND, "the weights lack param(s) %s", missing);
+  const bool host = st == HK_OK && hk_session_runs_on_host(s);
+  for (uint32_t k = 0; k < count && st == HK_OK; k++) {
+    hk_weights_tensor_info_t wi;
+    (void)hk_weights_tensor_info(w, src[k], &wi);
+    if (host && !(o->flags & HK_BIND_WEIGHTS_COPY) && wi.data &&
+        ((uintptr_t)wi.data & (HK_WEIGHTS_BIND_ALIGN - 1)) == 0) {
+      data[k] = (void *)(uintptr_t)wi.data; /* the session only reads params (and inputs) */
+      continue;
+    }
+    st = hk_session_alloc(s, wi.bytes ? wi.bytes : 1, &data[k]);
+    if (st == HK_OK) {
+      owned[k] = true;
+      st = hk_session_copy(s, data[k], wi.data, wi.bytes, HK_COPY_HOST_TO_DEVICE);
+    }
+  }
+  if (st == HK_OK) st = hk_session_bind_many(s, count, idx, data, owned);
+  if (st == HK_OK) {
+    if (out_bound) *out_bound = count;
+  } else {
+    for (uint32_t k = 0; k < count; k++)
+      if (owned[k]) hk_session_free(s, data[k]);
+  }
+  hk_free(a, idx);
+  hk_free(a, src);
+  hk_free(a, data);
+  hk_free(a, owned);
+  return st;
+}
+
+HK_API hk_status_t hk_session_bind_weights(hk_session_t *session, const hk_weights_t *weights,
+                                           const hk_bind_weights_options_t *options, uint32_t *out_bound) {
+  if (out_bound) *out_bound = 0;
+  HK_FAIL_IF(!session || !weights, HK_STATUS_INVALID_ARGUMENT, "session and weights must not be NULL");
+  hk_bind_weights_options_t o = {.struct_size = sizeof o};
+  if (options) {
+    HK_FAIL_IF(options->struct_size != sizeof *options, HK_STATUS_INVALID_ARGUMENT,
+               "bind weights options: struct_size %u is not sizeof(hk_bind_weights_options_t) (%zu)",
+               options->struct_size, sizeof *options);
+    o = *options;
+  }
+  hk_status_t st = bind_weights(session, weights, &o, out_bound);
+  if (st != HK_OK && st != HK_STATUS_BUSY) hk_session_note_error(session);
+  return st;
+}

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# hkc run --weights (issue 19): a safetensors checkpoint written here by hand (struct + json,
+# NumPy only) binds the params of a host pack through libhkrt, a name map renames two of
+# them, and the outputs are byte-identical to the same run with every param given as .npy.
+# Then the refusals: unbound params (each named) unless --random-params, a shape or dtype
+# that differs from the pack's, a corrupt file, a bad name map; and more than 256 --param
+# flags.
+set -euo pipefail
+: "${HKC:?}" "${HK_SOURCE_DIR:?}"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+ok() { echo "ok   $1"; }
+bad() { echo "FAIL $1"; fail=1; }
+# expect_fail NAME REGEX CMD...: exits 1 with a message matching REGEX (grep -E)
+expect_fail() {
+  local name=$1 want=$2; shift 2
+  set +e; msg=$("$@" 2>&1); rc=$?; set -e
+  if [ $rc -ne 1 ]; then bad "$name: exit status $rc: $msg"
+  elif ! grep -Eq "$want" <<<"$msg"; then bad "$name: message does not match '$want': $msg"
+  else ok "$name: $(grep -E "$want" <<<"$msg" | head -n1)"; fi
+}
+
+# bf16 params of odd sizes (some tensors land at offsets that are not 16-byte aligned: the
+# copy path), plus x, r, x1, v inputs (random from the seed in both runs).
+"$HKC" build "$HK_SOURCE_DIR/tests/specs/op_gemm.yaml" --target host -o "$work/g.hkpack" -q
+run() { "$HKC" run --allow-unsigned-native "$work/g.hkpack" --batch 3 --runs 1 --warmup 0 "$@"; }
+
+PY=${HK_PYTHON:-/usr/bin/python3}
+"$PY" - "$work" <<'EOF'
+import json, struct, sys
+import numpy as np
+work = sys.argv[1]
+rng = np.random.default_rng(19)
+shapes = {"w": [45, 77], "wt": [77, 45], "b": [77], "w1": [1, 13], "wv": [45, 1]}
+
+def bf16_bits(a):  # float32 -> bf16 bits, round to nearest even
+    u = a.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+def write_st(path, tensors, metadata=None, pad=True):
+    header, blobs, at = {}, [], 0
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [at, at + len(raw)]}
+        blobs.append(raw)
+        at += len(raw)
+    if metadata:
+        header["__metadata__"] = metadata
+    h = json.dumps(header).encode()
+    if pad:
+        h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+bits = {}
+for name, shp in shapes.items():
+    x = rng.uniform(-1, 1, size=shp).astype(np.float32)
+    b = bf16_bits(x)
+    bits[name] = b
+    # the .npy holds the bf16 values exactly, so both runs bind the same bytes
+    np.save("%s/%s.npy" % (work, name), (b.astype(np.uint32) << 16).view(np.float32))
+
+file_name = {"w": "model.w", "wt": "model.wt"}  # the name map renames these two
+tensors = {"extra.step": ("I32", [2], np.array([7, 8], "<i4").tobytes())}
+for name in ["b", "w", "wv", "wt", "w1"]:
+    tensors[file_name.get(name, name)] = ("BF16", shapes[name], bits[name].tobytes())
+write_st(work + "/model.safetensors", tensors, {"format": "pt"})
+with open(work + "/map.txt", "w") as f:
+    f.write("# pack name   checkpoint name\n\nw  model.w\n\twt\tmodel.wt  \n")
+# every tensor under its own name: no map needed
+write_st(work + "/plain.safetensors", {n: ("BF16", shapes[n], bits[n].tobytes()) for n in shapes}, pad=False)
+# mismatches against the pack
+bad_shape = dict(tensors); bad_shape["model.w"] = ("BF16", [77, 45], bits["w"].tobytes())
+write_st(work + "/bad_shape.safetensors", bad_shape)
+bad_dtype = dict(tensors); bad_dtype["b"] = ("F16", [77], bits["b"].tobytes())
+write_st(work + "/bad_dtype.safetensors", bad_dtype)
+with open(work + "/corrupt.safetensors", "wb") as f:
+    f.write(struct.pack("<Q", 1 << 20) + b'{"a": {}}')
+with open(work + "/bad_map.txt", "w") as f:
+    f.write("w model.w\nwt model.wt extra\n")
+EOF
+
+params=()
+for p in w wt b w1 wv; do params+=(--param "$p=$work/$p.npy"); done
+run "${params[@]}" --save-outputs "$work/npy" > "$work/npy.txt" || { bad "run with --param"; cat "$work/npy.txt"; }
+if run --weights "$work/model.safetensors" --weights-map "$work/map.txt" --save-outputs "$work/st" > "$work/st.txt"; then
+  grep -q "weights: 5 of 5 param(s) bound" "$work/st.txt" && ok "run --weights --weights-map: $(grep weights: "$work/st.txt")" \
+    || { bad "run --weights: no summary line"; cat "$work/st.txt"; }
+else
+  bad "run --weights"; cat "$work/st.txt"
+fi
+same=1
+for y in y1 y2 y3 y4 y5 y6 y7; do cmp -s "$work/npy/$y.npy" "$work/st/$y.npy" || { same=0; bad "output $y differs"; }; done
+[ $same -eq 1 ] && ok "outputs byte-identical to the --param run (7 outputs)"
+run --weights "$work/plain.safetensors" --save-outputs "$work/plain" > /dev/null && cmp -s "$work/npy/y4.npy" "$work/plain/y4.npy" \
+  && ok "unpadded header, names as in the pack" || bad "plain.safetensors"
+# --param wins over --weights for its tensor: the same bytes here, so the same outputs
+run --weights "$work/plain.safetensors" --param "b=$work/b.npy" --save-outputs "$work/mixed" > /dev/null \
+  && cmp -s "$work/npy/y1.npy" "$work/mixed/y1.npy" && ok "--param with --weights" || bad "--param with --weights"
+
+expect_fail "unbound params refused" 'not given:' run
+msg=$(run 2>&1 || true)
+for p in w wt b w1 wv; do grep -q "^  $p \[" <<<"$msg" || bad "refusal does not name $p"; done
+expect_fail "without the map, w and wt are unbound" '2 param\(s\) unbound' run --weights "$work/model.safetensors"
+run --random-params > /dev/null && ok "--random-params runs" || bad "--random-params"
+expect_fail "shape mismatch" 'tensor w: the session expects bf16 \[45,77\], the weights. tensor "model.w" is BF16 \[77,45\]' \
+  run --weights "$work/bad_shape.safetensors" --weights-map "$work/map.txt"
+expect_fail "dtype mismatch" 'tensor b: the session expects bf16 \[77\], the weights. tensor "b" is F16 \[77\]' \
+  run --weights "$work/bad_dtype.safetensors" --weights-map "$work/map.txt"
+expect_fail "corrupt file" 'header length 1048576 runs past the end' run --weights "$work/corrupt.safetensors"
+expect_fail "bad map line" 'bad_map.txt:2: expected two names' \
+  run --weights "$work/model.safetensors" --weights-map "$work/bad_map.txt"
+printf 'w no.such.tensor\n' > "$work/missing_map.txt"
+expect_fail "map to a missing tensor" 'tensor w maps to "no.such.tensor", which the weights do not have' \
+  run --weights "$work/model.safetensors" --weights-map "$work/missing_map.txt"
+set +e; msg=$(run --weights-map "$work/map.txt" 2>&1); rc=$?; set -e
+[ $rc -eq 2 ] && grep -q "needs --weights" <<<"$msg" && ok "--weights-map alone: usage error" || bad "--weights-map alone: $rc $msg"
+
+# more than 256 --param flags (the limit was fixed at 256 with a misleading message)
+many=()
+for i in $(seq 300); do many+=(--param "b=$work/b.npy"); done
+run "${params[@]}" "${many[@]}" > /dev/null && ok "300 --param flags" || bad "300 --param flags"
+
+exit $fail
