@@ -24,8 +24,13 @@ expect_fail() {
 
 # bf16 params of odd sizes (some tensors land at offsets that are not 16-byte aligned: the
 # copy path), plus x, r, x1, v inputs (random from the seed in both runs).
-"$HKC" build "$HK_SOURCE_DIR/tests/specs/op_gemm.yaml" --target host -o "$work/g.hkpack" -q
-run() { "$HKC" run --allow-unsigned-native "$work/g.hkpack" --batch 3 --runs 1 --warmup 0 "$@"; }
+# HK_WEIGHTS_TARGET=sm_90a (on the GPU machine): the same checks through a GPU target, where
+# the session copies every bound tensor into device memory it owns.
+target=${HK_WEIGHTS_TARGET:-host}
+"$HKC" build "$HK_SOURCE_DIR/tests/specs/op_gemm.yaml" --target "$target" -o "$work/g.hkpack" -q
+run_target=()
+[ "$target" = host ] || run_target=(--target "$target")
+run() { "$HKC" run --allow-unsigned-native "$work/g.hkpack" "${run_target[@]}" --batch 3 --runs 1 --warmup 0 "$@"; }
 
 PY=${HK_PYTHON:-/usr/bin/python3}
 "$PY" - "$work" <<'EOF'
