@@ -229,6 +229,7 @@ static hk_status_t map_tables(hk_pack_view_t *v, const hk_pack_limits_t *lim) {
       plan = s;
       continue;
     }
+    if (s->kind == HK_SECTION_PTX || s->kind == HK_SECTION_PTX_INDEX) continue; /* verify_ptx */
     if (s->kind == 0 || s->kind > HK_SECTION_CODE) {
       CHECK(s->flags & HK_SECTION_FLAG_OPTIONAL,
             "section %u has unknown kind %u and is not flagged optional (written by a newer hkc?)", i, s->kind);
