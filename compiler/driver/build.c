@@ -517,18 +517,28 @@ static int sm_cc(const char *name, int *out_specific) {
 }
 
 /* Marks the CUDA targets that store PTX (hkc_build_options_t.ptx): the listed ones, each a
- * CUDA target of this build, or by default the newest one without an arch-specific suffix.
- * 0 / -1 (reported). */
-static int choose_ptx(target_plan_t *plans, size_t n, const char *list) {
+ * CUDA target of this build, or by default the newest sm_XY without an arch-specific suffix
+ * -- of merge_targets when given (the build is one part of hkc merge: the parts must choose
+ * as one build of all the targets would). 0 / -1 (reported). */
+static int choose_ptx(target_plan_t *plans, size_t n, const char *list, const char *merge_targets) {
   if (!list) {
-    target_plan_t *best = NULL;
+    const char *best = NULL;
+    size_t best_len = 0;
     int best_cc = 0;
-    for (size_t i = 0; i < n; i++) {
-      int specific = 0;
-      int cc = plans[i].tc && plans[i].tc->kind == HK_TARGET_CUDA ? sm_cc(plans[i].name, &specific) : 0;
-      if (cc > best_cc && !specific) best = &plans[i], best_cc = cc;
+    char *copy = merge_targets ? hkc_strdup(merge_targets) : NULL, *save = NULL;
+    if (merge_targets && !copy) return -1;
+    for (size_t i = 0;; i++) { /* over merge_targets' names, else the plans' */
+      const char *name = copy ? strtok_r(i ? NULL : copy, ",", &save) : i < n ? plans[i].name : NULL;
+      if (!name) break;
+      while (*name == ' ') name++;
+      int specific = 0, cc = sm_cc(name, &specific);
+      if (cc > best_cc && !specific) best = name, best_len = strlen(name), best_cc = cc;
     }
-    if (best) snprintf(best->ptx_arch, sizeof best->ptx_arch, "compute_%s", best->name + 3);
+    for (size_t i = 0; best && i < n; i++)
+      if (plans[i].tc && plans[i].tc->kind == HK_TARGET_CUDA && strlen(plans[i].name) == best_len &&
+          strncmp(plans[i].name, best, best_len) == 0)
+        snprintf(plans[i].ptx_arch, sizeof plans[i].ptx_arch, "compute_%s", plans[i].name + 3);
+    free(copy);
     return 0;
   }
   char *copy = hkc_strdup(list), *save = NULL;
@@ -662,7 +672,7 @@ int hkc_build(const hkc_build_options_t *options) {
   if (!tuner) goto fail;
   hkc_tuner_set_options(tuner, options->kernel_options, options->host_threads);
   if (resolve_targets(spec, options->targets, &plans, &n_plans) != 0) goto done;
-  if (choose_ptx(plans, n_plans, options->ptx) != 0) goto done;
+  if (choose_ptx(plans, n_plans, options->ptx, options->merge_targets) != 0) goto done;
   /* ---- fusion: everything below sees the fused spec. The dual gemm (SwiGLU) only where
    * every target has a kernel for it that is not the simple one (sm_90a's gemm_tma; the host) */
   if (options->merge_targets) {
@@ -718,9 +728,6 @@ int hkc_build(const hkc_build_options_t *options) {
     len += snprintf(provenance + len, cap - (size_t)len, "host_threads=%d\n", options->host_threads);
   if (len > 0 && (size_t)len < cap && options->no_pdl) /* only when given: other packs keep their bytes */
     len += snprintf(provenance + len, cap - (size_t)len, "pdl=off\n");
-  for (size_t i = 0; i < n_plans; i++) /* only where a target stores PTX */
-    if (len > 0 && (size_t)len < cap && plans[i].ptx_arch[0])
-      len += snprintf(provenance + len, cap - (size_t)len, "ptx.%s=%s\n", plans[i].out.name, plans[i].ptx_arch);
   if (len > 0 && (size_t)len < cap && spec->fusion_dual_blocked) /* a target without a dual gemm kept SwiGLU apart */
     len += snprintf(provenance + len, cap - (size_t)len, "fusion_dual=off\n");
   /* kernel options: canonical, "none" for the defaults (codegen.h) */
@@ -730,8 +737,11 @@ int hkc_build(const hkc_build_options_t *options) {
   for (size_t i = 0; i < n_plans; i++) {
     outs[i] = plans[i].out; /* shallow: plans keep ownership */
     if (len > 0 && (size_t)len < cap)
-      len += snprintf(provenance + len, cap - (size_t)len, "target.%s=%s%s%s\n", plans[i].out.name, plans[i].name,
-                      plans[i].out.toolchain[0] ? " built with " : "", plans[i].out.toolchain);
+      /* the target's own line, so that hkc merge carries it with the target: ", PTX compute_XY"
+       * where the target stores PTX */
+      len += snprintf(provenance + len, cap - (size_t)len, "target.%s=%s%s%s%s%s\n", plans[i].out.name, plans[i].name,
+                      plans[i].out.toolchain[0] ? " built with " : "", plans[i].out.toolchain,
+                      plans[i].ptx_arch[0] ? ", PTX " : "", plans[i].ptx_arch);
   }
   hkc_pack_in_t in = {.spec = spec,
                       .targets = outs,

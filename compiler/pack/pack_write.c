@@ -501,12 +501,22 @@ static int compress_ptx(builder_t *b, int level) {
   size_t kernel_at = 0;
   for (size_t t = 0; t < in->n_targets; t++) {
     const hkc_target_out_t *to = &in->targets[t];
-    if (to->ptx) {
+    if (to->ptx || to->ptx_zstd) {
       if (to->kind != HK_TARGET_CUDA) {
         hkc_error(NOLOC, "cannot write the artifact: target %s carries PTX but is not a CUDA target", to->name);
         return -1;
       }
-      if (compress_payload(to->ptx, to->ptx_size, level, to->name, &b->ptx[t], &b->ptx_size[t]) != 0) return -1;
+      if (to->ptx_zstd) { /* stored as given (hkc merge) */
+        b->ptx[t] = malloc(to->ptx_zstd_size ? to->ptx_zstd_size : 1);
+        if (!b->ptx[t]) {
+          hkc_error(NOLOC, "cannot write the artifact: out of memory copying the PTX of target %s", to->name);
+          return -1;
+        }
+        memcpy(b->ptx[t], to->ptx_zstd, to->ptx_zstd_size);
+        b->ptx_size[t] = to->ptx_zstd_size;
+      } else if (compress_payload(to->ptx, to->ptx_size, level, to->name, &b->ptx[t], &b->ptx_size[t]) != 0) {
+        return -1;
+      }
       for (size_t k = 0; k < to->n_kernels; k++) {
         const hkc_kernel_out_t *ko = &to->kernels[k];
         assert(ko->ptx_size > 0 && ko->ptx_offset + ko->ptx_size <= to->ptx_size);

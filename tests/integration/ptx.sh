@@ -25,7 +25,7 @@ check "default: sm_86 (the newest without a suffix) has PTX" "^  sm_86 .*; PTX c
 check "default: sm_80 has none" "^  sm_80 .*; no PTX$" "$work/d.txt"
 check "default: sm_90a has none" "^  sm_90a .*; no PTX$" "$work/d.txt"
 check "format 1.3" "format 1\.3," "$work/d.txt"
-check "provenance ptx.sm_86" "ptx\.sm_86=compute_86" "$work/d.txt"
+check "provenance: sm_86's target line names its PTX" "target\.sm_86=sm_86 built with .*, PTX compute_86$" "$work/d.txt"
 
 "$HKC" build "$spec" --target sm_80,sm_90a --ptx sm_80,sm_90a -o "$work/l.hkpack" > /dev/null
 "$HKC" inspect "$work/l.hkpack" > "$work/l.txt"
@@ -61,6 +61,15 @@ PY
 else
   echo "SKIPPED (PTX text check): python3 or zstd not installed"
 fi
+
+# hkc merge: parts built with --merge-targets choose PTX as one build of all would, and the
+# merged pack is that build's bytes (the PTX frame kept as it is).
+all=host,sm_80,sm_86
+for t in host sm_80 sm_86; do "$HKC" build "$spec" --target $t --merge-targets $all -o "$work/part-$t.hkpack" -q; done
+"$HKC" build "$spec" --target $all -o "$work/all.hkpack" -q
+"$HKC" merge "$work/part-host.hkpack" "$work/part-sm_80.hkpack" "$work/part-sm_86.hkpack" -o "$work/m.hkpack" > /dev/null
+if cmp -s "$work/m.hkpack" "$work/all.hkpack"; then echo "ok   merge of parts with PTX == one build"; else
+  echo "FAIL merge of parts with PTX differs from one build"; fail=1; fi
 
 # hkc run says which code it chose (here, with no GPU: the host's code object).
 "$HKC" run "$work/n.hkpack" --target host-$(uname -m) --allow-unsigned-native --runs 1 --warmup 0 > "$work/run.txt" 2>&1
