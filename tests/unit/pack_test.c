@@ -1296,6 +1296,18 @@ static int write_corpus(const char *dir) {
     fclose(f);
   }
   free(data);
+  /* PTX (format 1.3): a valid pack with the sm_90 target's PTX, and a record whose range the
+   * harness' checksum fix-up turns into a record error */
+  data = write_with_ptx(st, &size);
+  for (int bad = 0; bad < 2; bad++) {
+    if (bad) ptx_recs(data)[1].size = 4096; /* checksum left stale */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, bad ? "ptx_range_out" : "valid_ptx");
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, size, f) != size) return 1;
+    fclose(f);
+  }
+  free(data);
   teardown((void **)&st);
   return write_issue17_corpus(dir);
 }
