@@ -21,7 +21,8 @@ HK_LAUNCH_MODE_AUTO, HK_LAUNCH_MODE_GRAPH, HK_LAUNCH_MODE_STREAM = 0, 1, 2
 class SessionOptions(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint32), ("batch", ctypes.c_uint64), ("target", ctypes.c_char_p),
                 ("device", ctypes.c_int), ("launch_mode", ctypes.c_int), ("host_threads", ctypes.c_uint32),
-                ("reserved0", ctypes.c_uint32), ("no_pdl", ctypes.c_uint32)]
+                ("reserved0", ctypes.c_uint32), ("no_pdl", ctypes.c_uint32),
+                ("reserved1", ctypes.c_uint32), ("prefer_ptx", ctypes.c_uint32)]
 
 
 class PackOpenOptions(ctypes.Structure):  # hkrt.h hk_pack_open_options_t

@@ -29,6 +29,8 @@ typedef struct hkc_kernel_out {
   uint64_t source_hash;
   uint64_t code_offset;    /* range of this kernel's code object in hkc_target_out_t.code */
   uint64_t code_size;
+  uint64_t ptx_offset;     /* range of its PTX text (NUL included) in hkc_target_out_t.ptx */
+  uint64_t ptx_size;
 } hkc_kernel_out_t;
 
 /* Host code generation: the full C translation unit for the given kernels (prelude

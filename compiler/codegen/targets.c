@@ -38,6 +38,17 @@
 #define NV_WARP_SIZE 32
 
 static const hkc_gpu_arch_t k_archs[] = {
+    /* GCN5 Vega 10, Radeon Instinct MI25: 64 CUs, 4 SIMD16 per CU running wave64, 10
+     * waves/SIMD, 256 VGPRs per lane (no AGPRs), granule 4; 800 SGPRs/SIMD, 102 per wave;
+     * 64 KiB LDS; 484 GB/s HBM2, no matrix cores, 24.6 TFLOP/s packed FP16 (AMD "Vega"
+     * ISA reference guide; Radeon Instinct MI25 datasheet). */
+    {"gfx900", HK_TARGET_HIP, "MI25", 64, 64, 4, 10, 256, 4, 256, 800, 102, 65536, 65536, 1024, 0,
+     HKC_MATRIX_FMA, 484.0, 24.6, "AMD Vega ISA guide; AMD Radeon Instinct MI25 datasheet"},
+    /* GCN5.1 Vega 20, Instinct MI50 (32 GB): 60 CUs (the MI60 has 64), per-CU figures as
+     * gfx900; 1024 GB/s HBM2, no matrix cores, 26.5 TFLOP/s packed FP16 (AMD "Vega 7nm"
+     * ISA reference guide; AMD Instinct MI50 datasheet). */
+    {"gfx906", HK_TARGET_HIP, "MI50", 64, 60, 4, 10, 256, 4, 256, 800, 102, 65536, 65536, 1024, 0,
+     HKC_MATRIX_FMA, 1024.0, 26.5, "AMD Vega 7nm ISA guide; AMD Instinct MI50 datasheet"},
     /* CDNA1 Instinct MI100: 120 CUs, 4 SIMD16 per CU running wave64, 10 waves/SIMD;
      * 256 arch VGPRs + 256 AGPRs per lane (separate files), VGPR granule 4 (AMD "CDNA1
      * ISA" reference guide, VGPR/AGPR sections); 800 SGPRs/SIMD, 102 per wave; 64 KiB LDS;
@@ -67,12 +78,43 @@ static const hkc_gpu_arch_t k_archs[] = {
      * TFLOP/s packed FP16 (AMD RDNA2 ISA guide; RX 6800 XT specifications). */
     {"gfx1030", HK_TARGET_HIP, "RX 6800 XT", 32, 72, 2, 16, 1024, 16, 256, 0, 106, 65536, 65536, 1024, 0,
      HKC_MATRIX_FMA, 512.0, 41.5, "AMD RDNA2 ISA guide; AMD Radeon RX 6800 XT specifications"},
+    /* NVIDIA rows: per compute capability the per-SM limits of the CUDA C++ Programming
+     * Guide's "Technical Specifications per Compute Capability" table (warps/SM, blocks/SM,
+     * 64K registers/SM, 255 per thread, shared memory per SM and per block with opt-in);
+     * SM count, bandwidth and the dense FP16 tensor rate (FP32 accumulate) of the product
+     * named in the row, from its datasheet. The loader reads the device's SM count at run
+     * time; these figures feed occupancy, legality and rooflines at build time.
+     *
+     * T4 (CC 7.5): 40 SMs, 32 warps/SM, 16 blocks/SM, 64 KB shared memory per SM and per
+     * block; 320 GB/s GDDR6, 65 TFLOP/s FP16 tensor (T4 datasheet). hkc's mma.sync kernels
+     * need sm_80 (bf16 mma, cp.async): FMA (the simple kernels) here. */
+    {"sm_75", HK_TARGET_CUDA, "T4", 32, 40, 4, 8, 65536, 256, 255, 0, 0, 65536, 65536, 1024, 16,
+     HKC_MATRIX_FMA, 320.0, 65.0, "CUDA C++ Programming Guide (CC 7.5); NVIDIA T4 datasheet"},
     /* A100 SXM (compute capability 8.0): 108 SMs, 4 sub-partitions, 64 warps/SM, 65536
      * registers/SM, 255 per thread, 164 KB shared memory/SM, 163 KB per block, 32 blocks
      * /SM (CUDA C++ Programming Guide, compute capability table); 2039 GB/s (80 GB),
      * 312 TFLOP/s dense FP16 (A100 datasheet). */
     {"sm_80", HK_TARGET_CUDA, "A100 SXM", 32, 108, 4, 16, 65536, 256, 255, 0, 0, 167936, 166912, 1024, 32,
      HKC_MATRIX_MMA_SYNC, 2039.0, 312.0, "CUDA C++ Programming Guide (CC 8.0); NVIDIA A100 datasheet"},
+    /* A10 (CC 8.6): 72 SMs, 48 warps/SM, 16 blocks/SM, 100 KB shared memory per SM, 99 KB
+     * per block; 600 GB/s GDDR6, 125 TFLOP/s dense FP16 tensor (A10 datasheet: 250 with
+     * sparsity). */
+    {"sm_86", HK_TARGET_CUDA, "A10", 32, 72, 4, 12, 65536, 256, 255, 0, 0, 102400, 101376, 1024, 16,
+     HKC_MATRIX_MMA_SYNC, 600.0, 125.0, "CUDA C++ Programming Guide (CC 8.6); NVIDIA A10 datasheet"},
+    /* Jetson AGX Orin 64GB (CC 8.7): 16 SMs, 48 warps/SM, 16 blocks/SM, 164 KB shared
+     * memory per SM, 163 KB per block; 204.8 GB/s LPDDR5; 42.5 TFLOP/s dense FP16 tensor,
+     * derived (not a datasheet figure): a quarter of the GPU's 170 sparse INT8 TOPS. */
+    {"sm_87", HK_TARGET_CUDA, "Jetson AGX Orin 64GB", 32, 16, 4, 12, 65536, 256, 255, 0, 0, 167936, 166912, 1024, 16,
+     HKC_MATRIX_MMA_SYNC, 204.8, 42.5, "CUDA C++ Programming Guide (CC 8.7); Jetson AGX Orin datasheet"},
+    /* CC 8.8 (listed by nvrtc 13.0): no product or per-CC table row could be checked when
+     * this was written; the row assumes the CC 8.6 limits and the A10's figures. */
+    {"sm_88", HK_TARGET_CUDA, "CC 8.8 (A10 figures)", 32, 72, 4, 12, 65536, 256, 255, 0, 0, 102400, 101376, 1024, 16,
+     HKC_MATRIX_MMA_SYNC, 600.0, 125.0, "assumed: CUDA C++ Programming Guide (CC 8.6); NVIDIA A10 datasheet"},
+    /* L4 (CC 8.9): 58 SMs, 48 warps/SM, 24 blocks/SM, 100 KB shared memory per SM, 99 KB
+     * per block; 300 GB/s GDDR6, 121 TFLOP/s dense FP16 tensor (L4 datasheet: 242 with
+     * sparsity). */
+    {"sm_89", HK_TARGET_CUDA, "L4", 32, 58, 4, 12, 65536, 256, 255, 0, 0, 102400, 101376, 1024, 24,
+     HKC_MATRIX_MMA_SYNC, 300.0, 121.0, "CUDA C++ Programming Guide (CC 8.9); NVIDIA L4 datasheet"},
     /* H200 SXM (compute capability 9.0): 132 SMs, 64 warps/SM, 65536 registers/SM, 228 KB
      * shared memory/SM, 227 KB per block, 32 blocks/SM (CUDA C++ Programming Guide); 4.8
      * TB/s HBM3e, ~989 TFLOP/s dense BF16/FP16 (H200 datasheet). Plain sm_90 has no
@@ -81,7 +123,32 @@ static const hkc_gpu_arch_t k_archs[] = {
      HKC_MATRIX_MMA_SYNC, 4800.0, 989.0, "CUDA C++ Programming Guide (CC 9.0); NVIDIA H200 datasheet"},
     /* The same part with the arch-specific features (wgmma, setmaxnreg). */
     {"sm_90a", HK_TARGET_CUDA, "H200 SXM", 32, 132, 4, 16, 65536, 256, 255, 0, 0, 233472, 232448, 1024, 32,
-     HKC_MATRIX_WGMMA, 4800.0, 989.0, "CUDA C++ Programming Guide (CC 9.0); NVIDIA H200 datasheet"},
+     HKC_MATRIX_WGMMA, 4800.0, 989.0, "CUDA C++ Programming Guide (CC 9.0); NVIDIA H200 datasheet"},    /* Blackwell has no wgmma (its tensor-core instructions, tcgen05, are sm_100a-only and
+     * not used by hkc): the mma.sync kernels serve these rows.
+     * B200 (CC 10.0): 148 SMs, 64 warps/SM, 32 blocks/SM, 228 KB shared memory per SM, 227
+     * KB per block; 8 TB/s HBM3e, 2.25 PFLOP/s dense FP16/BF16 (HGX B200 datasheet, 4.5
+     * with sparsity). mma.sync reaches a fraction of that rate. */
+    {"sm_100", HK_TARGET_CUDA, "B200", 32, 148, 4, 16, 65536, 256, 255, 0, 0, 233472, 232448, 1024, 32,
+     HKC_MATRIX_MMA_SYNC, 8000.0, 2250.0, "CUDA C++ Programming Guide (CC 10.0); NVIDIA HGX B200 datasheet"},
+    /* B300 (CC 10.3): per-SM limits as CC 10.0; the SM count, bandwidth and rate are the
+     * B200's (assumed, not checked against a B300 datasheet here). */
+    {"sm_103", HK_TARGET_CUDA, "B300 (B200 figures)", 32, 148, 4, 16, 65536, 256, 255, 0, 0, 233472, 232448, 1024, 32,
+     HKC_MATRIX_MMA_SYNC, 8000.0, 2250.0, "assumed: CUDA C++ Programming Guide (CC 10.0); NVIDIA HGX B200 datasheet"},
+    /* Jetson AGX Thor (CC 11.0; 10.1 before CUDA 13): 20 SMs (2560 CUDA cores), per-SM
+     * limits assumed as CC 10.0's; 273 GB/s LPDDR5X; 259 TFLOP/s dense FP16, derived (not
+     * a datasheet figure): an eighth of the 2070 sparse FP4 TFLOP/s. */
+    {"sm_110", HK_TARGET_CUDA, "Jetson AGX Thor", 32, 20, 4, 16, 65536, 256, 255, 0, 0, 233472, 232448, 1024, 32,
+     HKC_MATRIX_MMA_SYNC, 273.0, 259.0, "assumed: CUDA C++ Programming Guide (CC 10.0); Jetson AGX Thor datasheet"},
+    /* GeForce RTX 5090 (CC 12.0): 170 SMs, 48 warps/SM, 32 blocks/SM, 128 KB shared memory
+     * per SM, 99 KB per block; 1792 GB/s GDDR7, 209.5 TFLOP/s dense FP16 tensor with FP32
+     * accumulate (NVIDIA RTX Blackwell GPU architecture white paper). */
+    {"sm_120", HK_TARGET_CUDA, "RTX 5090", 32, 170, 4, 12, 65536, 256, 255, 0, 0, 131072, 101376, 1024, 32,
+     HKC_MATRIX_MMA_SYNC, 1792.0, 209.5, "CUDA C++ Programming Guide (CC 12.0); NVIDIA RTX Blackwell white paper"},
+    /* DGX Spark GB10 (CC 12.1): 48 SMs (6144 CUDA cores), per-SM limits as CC 12.0; 273
+     * GB/s LPDDR5X; 125 TFLOP/s dense FP16, derived (not a datasheet figure): an eighth of
+     * the 1 PFLOP/s sparse FP4. */
+    {"sm_121", HK_TARGET_CUDA, "DGX Spark GB10", 32, 48, 4, 12, 65536, 256, 255, 0, 0, 131072, 101376, 1024, 32,
+     HKC_MATRIX_MMA_SYNC, 273.0, 125.0, "CUDA C++ Programming Guide (CC 12.0); NVIDIA DGX Spark datasheet"},
 };
 
 const hkc_gpu_arch_t *hkc_gpu_arch_list(size_t *out_count) {

@@ -31,12 +31,15 @@ typedef struct target_plan {
   hkc_target_out_t out;
   uint32_t *node_kernel;      /* kernel index of each launch: [bucket * n_nodes + node] (tuning
                                  may pick different kernels for one node in different buckets) */
+  char ptx_arch[32];          /* CUDA: "compute_80" when the target stores PTX; "" otherwise */
+  hkc_kernel_out_t *ptx_kernels; /* copies of out.kernels the PTX compiles write to */
 } target_plan_t;
 
 typedef hkc_compile_item_t compile_job_t; /* rtc.h: one GPU kernel to compile */
 
 static void target_out_free(hkc_target_out_t *t) {
   free(t->code);
+  free(t->ptx);
   free(t->kernels);
   for (size_t g = 0; g < t->n_graphs; g++) {
     hkc_graph_out_t *graph = &t->graphs[g];
@@ -261,6 +264,30 @@ static int assemble_gpu(target_plan_t *plan, compile_job_t *jobs, target_plan_t 
   return 0;
 }
 
+/* Concatenates a CUDA target's PTX texts (jobs[j] with ptx_owners[j] == plan; their kernels
+ * are plan->ptx_kernels[i], parallel to out.kernels) and records each kernel's range. */
+static int assemble_ptx(target_plan_t *plan, compile_job_t *jobs, target_plan_t *const *ptx_owners, size_t n_jobs) {
+  hkc_target_out_t *t = &plan->out;
+  size_t total = 0;
+  for (size_t j = 0; j < n_jobs; j++)
+    if (ptx_owners[j] == plan) total = (total + HKC_CODE_ALIGN - 1) / HKC_CODE_ALIGN * HKC_CODE_ALIGN + jobs[j].result.code_size;
+  t->ptx = calloc(total ? total : 1, 1);
+  if (!t->ptx) return -1;
+  size_t at = 0;
+  for (size_t j = 0; j < n_jobs; j++) {
+    if (ptx_owners[j] != plan) continue;
+    const hkc_rtc_result_t *r = &jobs[j].result;
+    hkc_kernel_out_t *k = &t->kernels[jobs[j].kernel - plan->ptx_kernels];
+    at = (at + HKC_CODE_ALIGN - 1) / HKC_CODE_ALIGN * HKC_CODE_ALIGN;
+    memcpy((char *)t->ptx + at, r->code, r->code_size);
+    k->ptx_offset = at;
+    k->ptx_size = r->code_size;
+    at += r->code_size;
+  }
+  t->ptx_size = total;
+  return 0;
+}
+
 /* Largest block each kernel is launched with, occupancy, and the spill check. */
 static int finish_gpu_kernels(target_plan_t *plan, int werror_spills) {
   hkc_target_out_t *t = &plan->out;
@@ -294,14 +321,20 @@ static int finish_gpu_kernels(target_plan_t *plan, int werror_spills) {
 /* Compiles every target's kernels: GPU kernels on the pool (except those the tuner already
  * compiled), the host TU (one_unit) meanwhile. */
 static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_options_t *options, hkc_tuner_t *tuner) {
-  size_t n_jobs = 0;
+  size_t n_jobs = 0, n_ptx = 0;
   for (size_t p = 0; p < n_plans; p++)
-    if (!one_unit(&plans[p])) n_jobs += plans[p].out.n_kernels;
+    if (!one_unit(&plans[p])) {
+      n_jobs += plans[p].out.n_kernels;
+      if (plans[p].ptx_arch[0]) n_ptx += plans[p].out.n_kernels;
+    }
+  n_jobs += n_ptx;
   compile_job_t *jobs = calloc(n_jobs ? n_jobs : 1, sizeof *jobs);
   target_plan_t **owners = calloc(n_jobs ? n_jobs : 1, sizeof *owners);
-  if (!jobs || !owners) {
+  target_plan_t **ptx_owners = calloc(n_jobs ? n_jobs : 1, sizeof *ptx_owners);
+  if (!jobs || !owners || !ptx_owners) {
     free(jobs);
     free(owners);
+    free(ptx_owners);
     return -1;
   }
   size_t j = 0;
@@ -314,6 +347,24 @@ static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_opt
         else jobs[j].rc = 1; /* to compile */
         j++;
       }
+  /* PTX: the same kernels for the virtual architecture, on copies of the kernel records
+   * (the pool writes source_hash into its job's kernel; two jobs must not share one) */
+  for (size_t p = 0; p < n_plans; p++) {
+    target_plan_t *plan = &plans[p];
+    if (one_unit(plan) || !plan->ptx_arch[0]) continue;
+    plan->ptx_kernels = calloc(plan->out.n_kernels ? plan->out.n_kernels : 1, sizeof *plan->ptx_kernels);
+    if (!plan->ptx_kernels) {
+      free(jobs);
+      free(owners);
+      free(ptx_owners);
+      return -1;
+    }
+    for (size_t k = 0; k < plan->out.n_kernels; k++) {
+      plan->ptx_kernels[k] = plan->out.kernels[k];
+      ptx_owners[j] = plan;
+      jobs[j++] = (compile_job_t){.target = plan->ptx_arch, .arch = plan->arch, .kernel = &plan->ptx_kernels[k], .rc = 1};
+    }
+  }
   /* the pool compiles the rest: moved to the front, in order */
   size_t n_pending = 0;
   for (j = 0; j < n_jobs; j++)
@@ -322,6 +373,7 @@ static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_opt
   if (!pending) {
     free(jobs);
     free(owners);
+    free(ptx_owners);
     return -1;
   }
   for (size_t i = 0, t = 0; i < n_jobs; i++)
@@ -333,6 +385,7 @@ static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_opt
     free(pending);
     free(jobs);
     free(owners);
+    free(ptx_owners);
     return -1;
   }
 
@@ -344,11 +397,11 @@ static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_opt
     if (jobs[i].rc == 1) jobs[i] = pending[t++];
   free(pending);
 
-  size_t cached = 0, shared = 0;
+  size_t cached = 0, shared = 0, ptx_cached = 0;
   for (j = 0; j < n_jobs; j++) {
     compile_job_t *job = &jobs[j];
-    cached += job->cached != 0;
-    shared += job->cached == 2;
+    if (ptx_owners[j]) ptx_cached += job->cached != 0;
+    else cached += job->cached != 0, shared += job->cached == 2;
     if (job->rc != 0) {
       hkc_error((hkc_loc_t){0}, "kernel %s (op %s) for %s did not compile:\n%s", job->kernel->name,
                 hkc_op_name(job->kernel->key.op), job->target, job->result.log ? job->result.log : "(no log)");
@@ -356,18 +409,27 @@ static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_opt
     }
   }
   for (size_t p = 0; rc == 0 && p < n_plans; p++)
-    if (!one_unit(&plans[p]) && assemble_gpu(&plans[p], jobs, owners, n_jobs) != 0) {
+    if (!one_unit(&plans[p]) && (assemble_gpu(&plans[p], jobs, owners, n_jobs) != 0 ||
+                                 (plans[p].ptx_arch[0] && assemble_ptx(&plans[p], jobs, ptx_owners, n_jobs) != 0))) {
       hkc_error((hkc_loc_t){0}, "out of memory assembling target %s", plans[p].name);
       rc = -1;
     }
   if (n_jobs && !options->quiet) {
-    printf("compiled %zu GPU kernel(s) on %d thread(s), %zu from the cache", n_jobs, started ? started : 1, cached);
+    /* the count of GPU kernels leaves the PTX compiles out: they have a line of their own */
+    printf("compiled %zu GPU kernel(s) on %d thread(s), %zu from the cache", n_jobs - n_ptx, started ? started : 1,
+           cached);
     if (hkc_env_cache_url() && !options->no_cache) printf(" (%zu from the shared cache)", shared);
     printf("\n");
+    for (size_t p = 0; n_ptx && p < n_plans; p++)
+      if (plans[p].ptx_arch[0])
+        printf("PTX (%s) of %s: %zu kernel(s) stored for JIT on newer GPUs\n", plans[p].ptx_arch, plans[p].name,
+               plans[p].out.n_kernels);
+    if (n_ptx) printf("PTX: %zu compile(s), %zu from the cache\n", n_ptx, ptx_cached);
   }
   for (j = 0; j < n_jobs; j++) hkc_rtc_result_free(&jobs[j].result);
   free(jobs);
   free(owners);
+  free(ptx_owners);
   return rc;
 }
 
@@ -461,10 +523,66 @@ static int resolve_targets(const hkc_spec_t *spec, const char *list, target_plan
   return rc;
 }
 
+/* The compute capability of "sm_XY[a|f]" as 10*X+Y, and whether it is arch-specific; 0 when
+ * the name is not an sm_ target. */
+static int sm_cc(const char *name, int *out_specific) {
+  int cc = 0, used = 0;
+  *out_specific = 0;
+  if (sscanf(name, "sm_%d%n", &cc, &used) != 1) return 0;
+  *out_specific = name[used] != '\0';
+  return cc;
+}
+
+/* Marks the CUDA targets that store PTX (hkc_build_options_t.ptx): the listed ones, each a
+ * CUDA target of this build, or by default the newest sm_XY without an arch-specific suffix
+ * -- of merge_targets when given (the build is one part of hkc merge: the parts must choose
+ * as one build of all the targets would). 0 / -1 (reported). */
+static int choose_ptx(target_plan_t *plans, size_t n, const char *list, const char *merge_targets) {
+  if (!list) {
+    const char *best = NULL;
+    size_t best_len = 0;
+    int best_cc = 0;
+    char *copy = merge_targets ? hkc_strdup(merge_targets) : NULL, *save = NULL;
+    if (merge_targets && !copy) return -1;
+    for (size_t i = 0;; i++) { /* over merge_targets' names, else the plans' */
+      const char *name = copy ? strtok_r(i ? NULL : copy, ",", &save) : i < n ? plans[i].name : NULL;
+      if (!name) break;
+      while (*name == ' ') name++;
+      int specific = 0, cc = sm_cc(name, &specific);
+      if (cc > best_cc && !specific) best = name, best_len = strlen(name), best_cc = cc;
+    }
+    for (size_t i = 0; best && i < n; i++)
+      if (plans[i].tc && plans[i].tc->kind == HK_TARGET_CUDA && strlen(plans[i].name) == best_len &&
+          strncmp(plans[i].name, best, best_len) == 0)
+        snprintf(plans[i].ptx_arch, sizeof plans[i].ptx_arch, "compute_%s", plans[i].name + 3);
+    free(copy);
+    return 0;
+  }
+  char *copy = hkc_strdup(list), *save = NULL;
+  int rc = copy ? 0 : -1;
+  for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
+    while (*tok == ' ') tok++;
+    if (!*tok) continue;
+    target_plan_t *hit = NULL;
+    for (size_t i = 0; i < n && !hit; i++)
+      if (strcmp(plans[i].name, tok) == 0) hit = &plans[i];
+    int specific = 0;
+    if (!hit || !hit->tc || hit->tc->kind != HK_TARGET_CUDA || !sm_cc(tok, &specific) || strlen(tok) > 20) {
+      hkc_error((hkc_loc_t){0}, "--ptx %s: not an NVIDIA (sm_*) target of this build", tok);
+      rc = -1;
+      continue;
+    }
+    snprintf(hit->ptx_arch, sizeof hit->ptx_arch, "compute_%s", tok + 3);
+  }
+  free(copy);
+  return rc;
+}
+
 static void plans_free(target_plan_t *plans, size_t n) {
   for (size_t i = 0; plans && i < n; i++) {
     target_out_free(&plans[i].out);
     free(plans[i].node_kernel);
+    free(plans[i].ptx_kernels);
     free(plans[i].name);
   }
   free(plans);
@@ -571,6 +689,7 @@ int hkc_build(const hkc_build_options_t *options) {
   if (!tuner) goto fail;
   hkc_tuner_set_options(tuner, options->kernel_options, options->host_threads);
   if (resolve_targets(spec, options->targets, &plans, &n_plans) != 0) goto done;
+  if (choose_ptx(plans, n_plans, options->ptx, options->merge_targets) != 0) goto done;
   /* ---- fusion: everything below sees the fused spec. The dual gemm (SwiGLU) only where
    * every target has a kernel for it that is not the simple one (sm_90a's gemm_tma; the host) */
   if (options->merge_targets) {
@@ -635,8 +754,11 @@ int hkc_build(const hkc_build_options_t *options) {
   for (size_t i = 0; i < n_plans; i++) {
     outs[i] = plans[i].out; /* shallow: plans keep ownership */
     if (len > 0 && (size_t)len < cap)
-      len += snprintf(provenance + len, cap - (size_t)len, "target.%s=%s%s%s\n", plans[i].out.name, plans[i].name,
-                      plans[i].out.toolchain[0] ? " built with " : "", plans[i].out.toolchain);
+      /* the target's own line, so that hkc merge carries it with the target: ", PTX compute_XY"
+       * where the target stores PTX */
+      len += snprintf(provenance + len, cap - (size_t)len, "target.%s=%s%s%s%s%s\n", plans[i].out.name, plans[i].name,
+                      plans[i].out.toolchain[0] ? " built with " : "", plans[i].out.toolchain,
+                      plans[i].ptx_arch[0] ? ", PTX " : "", plans[i].ptx_arch);
   }
   hkc_pack_in_t in = {.spec = spec,
                       .targets = outs,

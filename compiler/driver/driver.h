@@ -43,6 +43,10 @@ typedef struct hkc_build_options {
                               whatever its variant allows; recorded in provenance as pdl=off */
   const uint8_t *sign_seed;/* an Ed25519 secret key (pack.h, hkc_key_load): sign the artifact;
                               NULL: unsigned */
+  const char *ptx;         /* CUDA targets that also store their kernels' PTX (docs/FORMAT.md,
+                              "PTX"), comma-separated; NULL: the newest NVIDIA target of the
+                              build without an arch-specific suffix (sm_90a's PTX runs on sm_90
+                              GPUs only); "": none (--no-ptx). Recorded in provenance as ptx= */
 } hkc_build_options_t;
 
 /* spec -> IR -> per target: kernels, code, one graph per batch bucket -> artifact.

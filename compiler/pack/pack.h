@@ -53,6 +53,12 @@ typedef struct hkc_target_out {
                               bytes (hkc merge keeps an input's frame byte for byte); code may
                               then be NULL. Borrowed. NULL: the writer compresses code */
   size_t code_zstd_size;
+  void *ptx;               /* CUDA: the kernels' PTX texts, concatenated, owned (each kernel
+                              names its range); NULL: the target stores no PTX */
+  size_t ptx_size;
+  const void *ptx_zstd;    /* set: the PTX payload as stored, one zstd frame of ptx_size bytes
+                              (hkc merge, as code_zstd); ptx may then be NULL. Borrowed */
+  size_t ptx_zstd_size;
   char toolchain[160];     /* e.g. "cc: gcc (Debian 12.2.0-14) 12.2.0" -> provenance */
   hkc_kernel_out_t *kernels;
   size_t n_kernels;

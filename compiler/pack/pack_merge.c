@@ -181,6 +181,7 @@ static void merge_free(merge_t *m) {
   for (size_t t = 0; m->targets && t < m->n_targets; t++) {
     hkc_target_out_t *to = &m->targets[t];
     free(to->kernels);
+    free(to->ptx); /* owned only when the input stored its PTX raw */
     for (size_t g = 0; g < to->n_graphs; g++) {
       hkc_graph_out_t *go = &to->graphs[g];
       free(go->placements);
@@ -247,6 +248,27 @@ static int read_target(const hk_pack_view_t *v, uint32_t t, const prov_t *prov, 
     to->code = code; /* compressed by the writer */
     *out_raw = code;
   }
+  /* PTX (format 1.3): checked by decompressing it once too, its frame kept as it is */
+  if (t < HK_MAX_TARGETS && v->ptx_section[t] != UINT32_MAX) {
+    const hk_section_t *ps = &v->sections[v->ptx_section[t]];
+    void *ptx = NULL;
+    size_t ptx_size = 0;
+    if (hk_pack_ptx_load(v, t, NULL, &ptx, &ptx_size) != HK_OK) {
+      hkc_error(NOLOC, "cannot merge %s: target %s: %s", in_name, name, hk_last_error());
+      return -1;
+    }
+    free(ptx);
+    to->ptx_size = ptx_size;
+    if (ps->flags & HK_SECTION_FLAG_ZSTD) {
+      to->ptx_zstd = v->base + ps->offset;
+      to->ptx_zstd_size = (size_t)ps->size;
+    } else {
+      to->ptx_zstd = NULL; /* stored raw: hkc writes PTX compressed; the writer compresses it */
+      to->ptx = malloc(ptx_size ? ptx_size : 1);
+      if (!to->ptx) goto oom;
+      memcpy(to->ptx, v->base + ps->offset, ptx_size);
+    }
+  }
   to->n_kernels = tr->kernel_count;
   to->kernels = calloc(tr->kernel_count + 1, sizeof *to->kernels);
   to->n_graphs = tr->graph_count;
@@ -269,6 +291,11 @@ static int read_target(const hk_pack_view_t *v, uint32_t t, const prov_t *prov, 
     ko->source_hash = kr->source_hash;
     ko->code_offset = kr->code_offset;
     ko->code_size = kr->code_size;
+    if (to->ptx_size) { /* verify: one record per kernel of a target with PTX, in order */
+      const hk_ptx_rec_t *pr = &v->ptx_recs[v->ptx_first[t] + k];
+      ko->ptx_offset = pr->offset;
+      ko->ptx_size = pr->size;
+    }
   }
   for (uint32_t g = 0; g < tr->graph_count; g++) {
     const uint32_t gi = tr->graph_first + g;

@@ -8,6 +8,7 @@
  * order; zstd at a fixed level). Before returning, the writer runs the loader's
  * own verifier over the result, so an artifact hkc writes is one libhkrt accepts.
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -111,6 +112,10 @@ typedef struct builder {
   size_t provenance_len;
   void **code;
   size_t *code_size;
+  void **ptx;           /* per target: its compressed PTX payload; NULL: none */
+  size_t *ptx_size;
+  hk_ptx_rec_t *ptx_recs; /* PTX_INDEX: one per kernel of the targets with PTX */
+  size_t n_ptx_recs;
 } builder_t;
 
 static void builder_free(builder_t *b) {
@@ -130,6 +135,11 @@ static void builder_free(builder_t *b) {
     for (size_t t = 0; t < b->in->n_targets; t++) free(b->code[t]);
   free(b->code);
   free(b->code_size);
+  if (b->ptx)
+    for (size_t t = 0; t < b->in->n_targets; t++) free(b->ptx[t]);
+  free(b->ptx);
+  free(b->ptx_size);
+  free(b->ptx_recs);
 }
 
 static int name_ok(const char *what, const char *name) {
@@ -480,6 +490,71 @@ static int build_provenance(builder_t *b) {
   return 0;
 }
 
+/* One zstd frame of data[0, size) at level, with its content size and a content checksum, so
+ * that damage inside the compressed payload is caught at decompression, before the object is
+ * loaded. *out: malloc'd. 0 / -1 (reported, naming target). */
+static int compress_payload(const void *data, size_t size, int level, const char *target, void **out,
+                            size_t *out_size) {
+  size_t bound = ZSTD_compressBound(size);
+  *out = malloc(bound);
+  if (!*out) {
+    hkc_error(NOLOC, "cannot write the artifact: out of memory compressing target %s", target);
+    return -1;
+  }
+  ZSTD_CCtx *cctx = ZSTD_createCCtx();
+  size_t n = cctx ? ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level) : (size_t)-1;
+  if (!ZSTD_isError(n)) n = ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+  if (!ZSTD_isError(n)) n = ZSTD_compress2(cctx, *out, bound, size ? data : "", size);
+  ZSTD_freeCCtx(cctx);
+  if (ZSTD_isError(n)) {
+    hkc_error(NOLOC, "cannot write the artifact: zstd failed on target %s: %s", target, ZSTD_getErrorName(n));
+    return -1;
+  }
+  *out_size = n;
+  return 0;
+}
+
+/* The PTX of the CUDA targets that carry it: a compressed payload per target and the index
+ * records (kernel order, which is target order). */
+static int compress_ptx(builder_t *b, int level) {
+  const hkc_pack_in_t *in = b->in;
+  b->ptx = calloc(in->n_targets ? in->n_targets : 1, sizeof *b->ptx);
+  b->ptx_size = calloc(in->n_targets ? in->n_targets : 1, sizeof *b->ptx_size);
+  b->ptx_recs = calloc(b->n_kernels ? b->n_kernels : 1, sizeof *b->ptx_recs);
+  if (!b->ptx || !b->ptx_size || !b->ptx_recs) {
+    hkc_error(NOLOC, "cannot write the artifact: out of memory");
+    return -1;
+  }
+  size_t kernel_at = 0;
+  for (size_t t = 0; t < in->n_targets; t++) {
+    const hkc_target_out_t *to = &in->targets[t];
+    if (to->ptx || to->ptx_zstd) {
+      if (to->kind != HK_TARGET_CUDA) {
+        hkc_error(NOLOC, "cannot write the artifact: target %s carries PTX but is not a CUDA target", to->name);
+        return -1;
+      }
+      if (to->ptx_zstd) { /* stored as given (hkc merge) */
+        b->ptx[t] = malloc(to->ptx_zstd_size ? to->ptx_zstd_size : 1);
+        if (!b->ptx[t]) {
+          hkc_error(NOLOC, "cannot write the artifact: out of memory copying the PTX of target %s", to->name);
+          return -1;
+        }
+        memcpy(b->ptx[t], to->ptx_zstd, to->ptx_zstd_size);
+        b->ptx_size[t] = to->ptx_zstd_size;
+      } else if (compress_payload(to->ptx, to->ptx_size, level, to->name, &b->ptx[t], &b->ptx_size[t]) != 0) {
+        return -1;
+      }
+      for (size_t k = 0; k < to->n_kernels; k++) {
+        const hkc_kernel_out_t *ko = &to->kernels[k];
+        assert(ko->ptx_size > 0 && ko->ptx_offset + ko->ptx_size <= to->ptx_size);
+        b->ptx_recs[b->n_ptx_recs++] = (hk_ptx_rec_t){(uint32_t)(kernel_at + k), 0, ko->ptx_offset, ko->ptx_size};
+      }
+    }
+    kernel_at += to->n_kernels;
+  }
+  return 0;
+}
+
 static int compress_code(builder_t *b) {
   const hkc_pack_in_t *in = b->in;
   int level = in->compression_level ? in->compression_level : HKC_PACK_DEFAULT_LEVEL;
@@ -501,26 +576,9 @@ static int compress_code(builder_t *b) {
       b->code_size[t] = to->code_zstd_size;
       continue;
     }
-    size_t bound = ZSTD_compressBound(to->code_size);
-    b->code[t] = malloc(bound);
-    if (!b->code[t]) {
-      hkc_error(NOLOC, "cannot write the artifact: out of memory compressing target %s", to->name);
-      return -1;
-    }
-    /* One frame with its content size and a content checksum, so damage inside the
-     * compressed payload is caught at decompression, before the object is loaded. */
-    ZSTD_CCtx *cctx = ZSTD_createCCtx();
-    size_t n = cctx ? ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level) : (size_t)-1;
-    if (!ZSTD_isError(n)) n = ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
-    if (!ZSTD_isError(n)) n = ZSTD_compress2(cctx, b->code[t], bound, to->code_size ? to->code : "", to->code_size);
-    ZSTD_freeCCtx(cctx);
-    if (ZSTD_isError(n)) {
-      hkc_error(NOLOC, "cannot write the artifact: zstd failed on target %s: %s", to->name, ZSTD_getErrorName(n));
-      return -1;
-    }
-    b->code_size[t] = n;
+    if (compress_payload(to->code, to->code_size, level, to->name, &b->code[t], &b->code_size[t]) != 0) return -1;
   }
-  return 0;
+  return compress_ptx(b, level);
 }
 
 static uint64_t align_up(uint64_t x) { return (x + HK_SECTION_ALIGN - 1) & ~(uint64_t)(HK_SECTION_ALIGN - 1); }
@@ -528,8 +586,10 @@ static uint64_t align_up(uint64_t x) { return (x + HK_SECTION_ALIGN - 1) & ~(uin
 /* Lays out header, table and payloads into one zeroed buffer and fills the checksums. */
 static int assemble(builder_t *b, void **out_data, size_t *out_size) {
   const hkc_pack_in_t *in = b->in;
-  size_t n_sections = HKC_TABLE_SECTIONS + in->n_targets + (b->has_plan ? 1 : 0);
-  payload_t pl[HKC_TABLE_SECTIONS + HK_MAX_TARGETS + 1];
+  size_t n_ptx = 0;
+  for (size_t t = 0; t < in->n_targets; t++) n_ptx += b->ptx[t] != NULL;
+  size_t n_sections = HKC_TABLE_SECTIONS + in->n_targets + (b->has_plan ? 1 : 0) + (n_ptx ? 1 + n_ptx : 0);
+  payload_t pl[HKC_TABLE_SECTIONS + HK_MAX_TARGETS + 1 + 1 + HK_MAX_TARGETS];
   const payload_t tables[HKC_TABLE_SECTIONS] = {
       {HK_SECTION_STRINGS, 0, UINT32_MAX, b->strings.data, b->strings.len, 0},
       {HK_SECTION_MANIFEST, 0, UINT32_MAX, &b->manifest, sizeof b->manifest, 0},
@@ -551,10 +611,20 @@ static int assemble(builder_t *b, void **out_data, size_t *out_size) {
   if (b->has_plan) /* last, so that the CODE sections keep their table indices */
     pl[HKC_TABLE_SECTIONS + in->n_targets] =
         (payload_t){HK_SECTION_PLAN, HK_SECTION_FLAG_OPTIONAL, UINT32_MAX, b->plan, b->plan_size, b->plan_size};
+  if (n_ptx) { /* after everything a 1.2 reader knows: PTX_INDEX, then each target's PTX */
+    size_t at_pl = HKC_TABLE_SECTIONS + in->n_targets + (b->has_plan ? 1 : 0);
+    size_t index_bytes = b->n_ptx_recs * sizeof *b->ptx_recs;
+    pl[at_pl++] = (payload_t){HK_SECTION_PTX_INDEX, HK_SECTION_FLAG_OPTIONAL, UINT32_MAX, b->ptx_recs, index_bytes,
+                              index_bytes};
+    for (size_t t = 0; t < in->n_targets; t++)
+      if (b->ptx[t])
+        pl[at_pl++] = (payload_t){HK_SECTION_PTX, HK_SECTION_FLAG_OPTIONAL | HK_SECTION_FLAG_ZSTD, (uint32_t)t,
+                                  b->ptx[t], b->ptx_size[t], in->targets[t].ptx_size};
+  }
 
   uint64_t table_offset = sizeof(hk_pack_header_t);
   uint64_t at = align_up(table_offset + n_sections * sizeof(hk_section_t));
-  hk_section_t table[HKC_TABLE_SECTIONS + HK_MAX_TARGETS + 1];
+  hk_section_t table[HKC_TABLE_SECTIONS + HK_MAX_TARGETS + 1 + 1 + HK_MAX_TARGETS];
   memset(table, 0, sizeof table);
   for (size_t i = 0; i < n_sections; i++) {
     table[i].kind = pl[i].kind;

@@ -66,7 +66,9 @@ int hkc_amd_worker_main(void);
 int hkc_nvrtc_available(char *why, size_t why_size);
 const char *hkc_nvrtc_version(void);  /* "nvrtc 13.0" */
 /* Compiles one kernel's source for "sm_80", "sm_90", "sm_90a" into a cubin; registers,
- * shared and local (spill) memory of kernel `name` from ptxas' report. 0 / -1. */
+ * shared and local (spill) memory of kernel `name` from ptxas' report. For "compute_80",
+ * "compute_90a": the PTX text of that virtual architecture instead, NUL included in
+ * code_size, no resources (ptxas does not run). 0 / -1. */
 int hkc_nvrtc_compile(const char *source, const char *name, const char *arch, hkc_rtc_result_t *out);
 /* sm_XY numbers nvrtc can build (e.g. 75, 80, 86, 89, 90, 100, ...); caller frees. */
 int hkc_nvrtc_supported_archs(int **out_archs, size_t *out_count, char *why, size_t why_size);

@@ -32,6 +32,8 @@ typedef struct nvrtc_program *nvrtc_program_t;
   X(nvrtcGetProgramLog, nvrtc_result_t, (nvrtc_program_t prog, char *log), 1)                                \
   X(nvrtcGetCUBINSize, nvrtc_result_t, (nvrtc_program_t prog, size_t *size), 1)                              \
   X(nvrtcGetCUBIN, nvrtc_result_t, (nvrtc_program_t prog, char *cubin), 1)                                   \
+  X(nvrtcGetPTXSize, nvrtc_result_t, (nvrtc_program_t prog, size_t *size), 1)                                \
+  X(nvrtcGetPTX, nvrtc_result_t, (nvrtc_program_t prog, char *ptx), 1)                                       \
   X(nvrtcDestroyProgram, nvrtc_result_t, (nvrtc_program_t * prog), 1)                                        \
   X(nvrtcGetNumSupportedArchs, nvrtc_result_t, (int *count), 0)                                               \
   X(nvrtcGetSupportedArchs, nvrtc_result_t, (int *archs), 0)
@@ -233,16 +235,19 @@ int hkc_nvrtc_compile(const char *source, const char *name, const char *arch, hk
   memset(out, 0, sizeof *out);
   const nvrtc_lib_t *lib = nvrtc_get();
   if (!lib) return fail_log(out, "%s%s", g_nvrtc.why, "");
-  if (strncmp(arch, "sm_", 3) != 0 || strlen(arch) > 16 || strlen(arch) < 5)
-    return fail_log(out, "nvrtc: bad architecture '%s'%s (expected sm_XY or sm_XYa)", arch, "");
+  /* "compute_XY[a]": PTX for that virtual architecture (hkc_nvrtc_compile's contract) */
+  const int ptx = strncmp(arch, "compute_", 8) == 0;
+  if ((!ptx && strncmp(arch, "sm_", 3) != 0) || strlen(arch) > 16 || strlen(arch) < 5)
+    return fail_log(out, "nvrtc: bad architecture '%s'%s (expected sm_XY, sm_XYa or compute_XY)", arch, "");
 
   char arch_opt[48];
   snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s", arch);
   const char *const options[] = {arch_opt, "--std=c++17", "--ptxas-options=-v"};
+  const int n_options = ptx ? 2 : 3; /* no ptxas without a real architecture */
   nvrtc_program_t prog = NULL;
   nvrtc_result_t rc = lib->nvrtcCreateProgram(&prog, source, name, 0, NULL, NULL);
   if (rc != 0) return fail_log(out, "nvrtcCreateProgram: %s%s", lib->nvrtcGetErrorString(rc), "");
-  nvrtc_result_t crc = lib->nvrtcCompileProgram(prog, (int)(sizeof options / sizeof options[0]), options);
+  nvrtc_result_t crc = lib->nvrtcCompileProgram(prog, n_options, options);
 
   size_t log_size = 0;
   if (lib->nvrtcGetProgramLogSize(prog, &log_size) == 0 && log_size > 1) {
@@ -260,6 +265,20 @@ int hkc_nvrtc_compile(const char *source, const char *name, const char *arch, hk
   }
 
   size_t size = 0;
+  if (ptx) {
+    rc = lib->nvrtcGetPTXSize(prog, &size); /* includes the terminating NUL */
+    out->code = rc == 0 && size > 1 ? malloc(size) : NULL;
+    if (out->code && lib->nvrtcGetPTX(prog, out->code) == 0 && ((char *)out->code)[size - 1] == '\0') {
+      lib->nvrtcDestroyProgram(&prog);
+      out->code_size = size;
+      out->wave_size = 32;
+      return 0;
+    }
+    free(out->code);
+    out->code = NULL;
+    lib->nvrtcDestroyProgram(&prog);
+    return fail_log(out, "nvrtcGetPTX (%s): %s", arch, rc ? lib->nvrtcGetErrorString(rc) : "no PTX text");
+  }
   rc = lib->nvrtcGetCUBINSize(prog, &size);
   if (rc != 0 || size == 0) {
     lib->nvrtcDestroyProgram(&prog);

@@ -153,7 +153,19 @@ int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY
     print_bytes(out, cs->raw_size);
     fprintf(out, " (");
     print_bytes(out, cs->size);
-    fprintf(out, " stored%s)\n", cs->flags & HK_SECTION_FLAG_ZSTD ? ", zstd" : "");
+    fprintf(out, " stored%s)", cs->flags & HK_SECTION_FLAG_ZSTD ? ", zstd" : "");
+    if (tr->kind == HK_TARGET_CUDA && t < HK_MAX_TARGETS && v->ptx_section[t] != UINT32_MAX) {
+      /* PTX for the target's virtual architecture: "sm_80" -> compute_80 (pack_format.h) */
+      const hk_section_t *ps = &v->sections[v->ptx_section[t]];
+      fprintf(out, "; PTX compute_%s ", hk_pack_string(v, tr->name) + 3);
+      print_bytes(out, ps->raw_size);
+      fprintf(out, " (");
+      print_bytes(out, ps->size);
+      fprintf(out, " stored)");
+    } else if (tr->kind == HK_TARGET_CUDA) {
+      fprintf(out, "; no PTX");
+    }
+    fprintf(out, "\n");
   }
 
   fprintf(out, "\ntensors:\n");

@@ -61,7 +61,12 @@ static const char k_build_usage[] =
     "  -o, --output OUT       artifact path (required)\n"
     "  -t, --target LIST      comma-separated targets, overriding the spec's `targets`:\n"
     "                         host, AMD ISAs (gfx90a, gfx90a:xnack-, gfx908, gfx1030, ...),\n"
-    "                         NVIDIA (sm_80, sm_90, sm_90a); `hkc targets` lists them\n"
+    "                         NVIDIA (sm_75 ... sm_121, sm_90a); `hkc targets` lists them\n"
+    "  --ptx LIST             NVIDIA targets that also store their kernels' PTX, which the driver\n"
+    "                         JIT-compiles for a newer GPU no cubin runs on (default: the newest\n"
+    "                         sm_XY of the build without an arch-specific suffix: sm_90a's PTX\n"
+    "                         runs on sm_90 GPUs only)\n"
+    "  --no-ptx               store no PTX\n"
     "  --merge-targets LIST   this build is one part of `hkc merge`: fuse as one build of all\n"
     "                         of LIST (which must hold --target) would, so that merging the\n"
     "                         parts gives the same pack (needed only for specs with SwiGLU)\n"
@@ -144,6 +149,9 @@ static const char k_run_usage[] =
     "  --no-pdl               launch every kernel the ordinary way: no programmatic dependent\n"
     "                         launch (PDL) of the kernels the pack marks for it (session option\n"
     "                         no_pdl); when PDL is in use, hkc run says how much\n"
+    "  --prefer-ptx           run a CUDA target's PTX (JIT by the driver) wherever it runs, not\n"
+    "                         its cubins (session option prefer_ptx; also HK_PREFER_PTX=1); hkc\n"
+    "                         run says which code it chose\n"
     "  --trust KEY.pub        trust packs signed by this key (repeatable, up to 16)\n"
     "  --require-signature    refuse a pack that is not signed by a trusted key\n"
     "  --allow-unsigned-native\n"
@@ -158,7 +166,8 @@ static const char k_run_usage[] =
     "                         driver can build it, else launch kernel by kernel with a warning\n"
     "                         (auto, the default); insist on the graph (graph: an error when it\n"
     "                         cannot be built); or launch kernel by kernel (stream)\n"
-    "  HK_HOST_THREADS=N      host target: threads sharing each launch (default: the online CPUs)\n";
+    "  HK_HOST_THREADS=N      host target: threads sharing each launch (default: the online CPUs)\n"
+    "  HK_PREFER_PTX=0|1      1: as --prefer-ptx\n";
 
 static const char k_tune_usage[] =
     "usage: hkc tune SPEC --target T -o DB [options]\n"
@@ -397,6 +406,11 @@ static int cmd_build(int argc, char **argv) {
       opt.werror_spills = 1;
     } else if (strcmp(a, "--no-pdl") == 0) {
       opt.no_pdl = 1;
+    } else if (strcmp(a, "--no-ptx") == 0) {
+      opt.ptx = "";
+    } else if (strcmp(a, "--ptx") == 0) {
+      if (++i >= argc) goto missing;
+      opt.ptx = argv[i];
     } else if (strcmp(a, "--sign") == 0) {
       if (++i >= argc) goto missing;
       sign_key = argv[i];
@@ -677,6 +691,14 @@ static int run_options_from_env(hk_session_options_t *so) {
     }
     so->host_threads = (uint32_t)n;
   }
+  e = getenv("HK_PREFER_PTX");
+  if (e && *e) {
+    if (strcmp(e, "0") != 0 && strcmp(e, "1") != 0) {
+      fprintf(stderr, "hkc run: HK_PREFER_PTX is '%s'; expected 0 or 1\n", e);
+      return -1;
+    }
+    so->prefer_ptx = e[0] == '1';
+  }
   return 0;
 }
 
@@ -756,7 +778,7 @@ static int run_command(int argc, char **argv, named_file_t **files_out) {
   }
   const char *pack_path = NULL, *target = NULL, *save_dir = NULL, *weights_path = NULL, *map_path = NULL;
   long long batch = 0, seed = 1, runs = 10, warmup = 2, repeats = 20;
-  int profile = 0, no_pdl = 0, require_signature = 0, allow_unsigned_native = 0, random_params = 0;
+  int profile = 0, no_pdl = 0, prefer_ptx = 0, require_signature = 0, allow_unsigned_native = 0, random_params = 0;
   trust_opts_t trust = {0};
   named_file_t *files = NULL; /* --input / --param, as many as given (*files_out) */
   int n_files = 0, cap_files = 0;
@@ -780,6 +802,7 @@ static int run_command(int argc, char **argv, named_file_t **files_out) {
     else if (strcmp(a, "--repeats") == 0) { if (parse_count(a, v, 1, 100000, &repeats)) return 2; }
     else if (strcmp(a, "--profile") == 0) { profile = 1; continue; }
     else if (strcmp(a, "--no-pdl") == 0) { no_pdl = 1; continue; }
+    else if (strcmp(a, "--prefer-ptx") == 0) { prefer_ptx = 1; continue; }
     else if (strcmp(a, "--require-signature") == 0) { require_signature = 1; continue; }
     else if (strcmp(a, "--allow-unsigned-native") == 0) { allow_unsigned_native = 1; continue; }
     else if (strcmp(a, "--trust") == 0) { if (add_trusted_key("run", &trust, v)) return 2; }
@@ -843,11 +866,20 @@ static int run_command(int argc, char **argv, named_file_t **files_out) {
     rc = 2;
     goto done;
   }
+  if (prefer_ptx) so.prefer_ptx = 1;
   st = hk_session_create(pack, &so, &session);
   if (st != HK_OK) {
     fprintf(stderr, "hkc run: %s\n", hk_last_error());
     goto done;
   }
+  /* which code runs: the target's code objects, or (CUDA) its PTX through the driver's JIT */
+  if (hk_session_code_kind(session) == HK_CODE_PTX)
+    printf("code: PTX of target %s (compute_%s), JIT-compiled by the driver\n", hk_session_target(session),
+           hk_session_target(session) + 3);
+  else if (strncmp(hk_session_target(session), "sm_", 3) == 0)
+    printf("code: SASS of target %s\n", hk_session_target(session));
+  else
+    printf("code: code object of target %s\n", hk_session_target(session));
   const char *fallback = "";
   const int graph = strcmp(hk_session_launch_mode(session, &fallback), "graph") == 0;
   if (fallback[0])

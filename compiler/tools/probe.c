@@ -79,9 +79,20 @@ static void print_toolchain(FILE *out, const hkc_toolchain_t *tc) {
       p.names[p.n++] = names[i];
     }
   if (tc->probe_compile) probe_compile(&p);
-  for (size_t i = 0; i < p.n; i++)
-    if (p.ok[i]) fprintf(out, " %s", p.names[i]);
+  /* "builds" names only what `hkc build --target` accepts: the toolchain builds it and hkc's
+   * target table has its row; the rest the toolchain builds are named apart */
+  int unknown = 0;
+  for (size_t i = 0; i < p.n; i++) {
+    if (p.ok[i] && hkc_gpu_arch_find(p.names[i])) fprintf(out, " %s", p.names[i]);
+    unknown |= p.ok[i] && !hkc_gpu_arch_find(p.names[i]);
+  }
   fprintf(out, "\n");
+  if (unknown) {
+    fprintf(out, "               %s builds, hkc has no target table row:", tc->program);
+    for (size_t i = 0; i < p.n; i++)
+      if (p.ok[i] && !hkc_gpu_arch_find(p.names[i])) fprintf(out, " %s", p.names[i]);
+    fprintf(out, "\n");
+  }
   if (tc->probe_compile) {
     fprintf(out, "               %s:", tc->probe_compile);
     int any = 0;

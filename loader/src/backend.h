@@ -31,6 +31,7 @@ typedef struct hk_module {
   uint32_t target;                 /* index in the pack */
   uint32_t kernel_count;           /* the target's kernels; launches use target-local indices */
   int device;                      /* GPU ordinal the module was loaded on (0 for host) */
+  bool ptx;                        /* loaded from the target's PTX (JIT), not its code objects */
   struct hk_module *next;          /* the pack's cache: same target loaded on another device */
 } hk_module_t;
 
@@ -110,6 +111,14 @@ struct hk_backend {
                              const hk_allocator_t *allocator, const void *code, size_t code_size,
                              hk_module_t **out_module);
   void (*module_unload)(hk_module_t *module);
+  /* Optional (CUDA; NULL elsewhere): whether the PTX of a target with this name JIT-compiles
+   * for GPU `device`: 0 no, else a rank (higher = closer to the device; hk_cuda_ptx_rank). */
+  int (*runs_ptx)(const char *name, int device);
+  /* Optional, with runs_ptx: module_load from the target's decompressed PTX payload (the
+   * ranges of its PTX records) instead of its code objects; the driver JIT-compiles it. */
+  hk_status_t (*module_load_ptx)(const hk_pack_view_t *view, uint32_t target, int device,
+                                 const hk_allocator_t *allocator, const void *ptx, size_t ptx_size,
+                                 hk_module_t **out_module);
   /* Allocates the workspace (at least 256-byte aligned: the session carves padded staging
    * buffers out of its end) and whatever replay needs (e.g. an instantiated graph).
    * launches stay valid until session_release. options: the session's, complete (session.c

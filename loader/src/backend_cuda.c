@@ -125,6 +125,26 @@ int hk_cuda_target_rank(const char *name, const char *features, int major, int m
   return tminor == minor ? 2 : 1;
 }
 
+int hk_cuda_ptx_rank(const char *name, int major, int minor) {
+  if (strncmp(name, "sm_", 3) != 0) return 0;
+  const char *p = name + 3;
+  int value = 0, digits = 0;
+  for (; *p >= '0' && *p <= '9' && digits < 4; p++, digits++) value = value * 10 + (*p - '0');
+  if (digits < 2) return 0;
+  char suffix = *p;
+  if (suffix != '\0' && (p[1] != '\0' || (suffix != 'a' && suffix != 'f'))) return 0;
+  int tmajor = value / 10, tminor = value % 10;
+  if (suffix == 'a') return tmajor == major && tminor == minor ? value : 0;
+  if (suffix == 'f') return tmajor == major && tminor <= minor ? value : 0;
+  return tmajor < major || (tmajor == major && tminor <= minor) ? value : 0;
+}
+
+static int cuda_runs_ptx(const char *name, int device) {
+  if (!cuda_available() || device < 0 || device >= g_cuda_driver.device_count) return 0;
+  const cuda_device_t *d = &g_cuda.devices[device];
+  return hk_cuda_ptx_rank(name, d->major, d->minor);
+}
+
 static int cuda_runs_target(const char *name, const char *features, int device) {
   if (!cuda_available() || device < 0 || device >= g_cuda_driver.device_count) return 0;
   const cuda_device_t *d = &g_cuda.devices[device];
@@ -431,8 +451,17 @@ static hk_status_t cuda_module_load(const hk_pack_view_t *view, uint32_t target,
                                     const hk_allocator_t *allocator, const void *code, size_t code_size,
                                     hk_module_t **out_module) {
   (void)code_size; /* every kernel's range lies inside it: verified */
-  return hk_gpu_module_load(&k_cuda_ops, view, target, device, allocator, code, out_module);
+  return hk_gpu_module_load(&k_cuda_ops, view, target, device, allocator, code, false, out_module);
+}
+
+/* The target's PTX texts (code: its decompressed PTX payload), JIT-compiled by the driver. */
+static hk_status_t cuda_module_load_ptx(const hk_pack_view_t *view, uint32_t target, int device,
+                                        const hk_allocator_t *allocator, const void *ptx, size_t ptx_size,
+                                        hk_module_t **out_module) {
+  (void)ptx_size; /* every kernel's range lies inside it: verified */
+  return hk_gpu_module_load(&k_cuda_ops, view, target, device, allocator, ptx, true, out_module);
 }
 
 const hk_backend_t hk_backend_cuda = {.name = "cuda", .kind = HK_TARGET_CUDA, HK_GPU_BACKEND_ENTRIES(cuda),
-                                      .tensor_map_encode = hk_gpu_tensor_map_encode};
+                                      .tensor_map_encode = hk_gpu_tensor_map_encode,
+                                      .runs_ptx = cuda_runs_ptx, .module_load_ptx = cuda_module_load_ptx};

@@ -395,7 +395,7 @@ static hk_status_t hip_module_load(const hk_pack_view_t *view, uint32_t target, 
                                    const hk_allocator_t *allocator, const void *code, size_t code_size,
                                    hk_module_t **out_module) {
   (void)code_size; /* every kernel's range lies inside it: verified */
-  return hk_gpu_module_load(&k_hip_ops, view, target, device, allocator, code, out_module);
+  return hk_gpu_module_load(&k_hip_ops, view, target, device, allocator, code, false, out_module);
 }
 
 const hk_backend_t hk_backend_hip = {.name = "hip", .kind = HK_TARGET_HIP, HK_GPU_BACKEND_ENTRIES(hip)};

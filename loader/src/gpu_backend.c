@@ -120,13 +120,16 @@ static int range_cmp(const void *a, const void *b) {
 /* Loads every distinct code range once and resolves each kernel in its own object.
  * Errors: CORRUPT (an invalid object, checked before the driver reads it, or one the
  * driver rejects; a missing symbol), and the driver's. */
-static hk_status_t load_objects(hk_gpu_module_t *m, const hk_pack_view_t *v, const hk_target_rec_t *t,
-                                const char *tname, const uint8_t *code, range_ref_t *refs) {
+static hk_status_t load_objects(hk_gpu_module_t *m, const hk_pack_view_t *v, uint32_t target, const char *tname,
+                                const uint8_t *code, bool ptx, range_ref_t *refs) {
   const hk_gpu_ops_t *ops = m->ops;
+  const hk_target_rec_t *t = &v->targets[target];
   uint32_t n = t->kernel_count;
   for (uint32_t k = 0; k < n; k++) {
     const hk_kernel_rec_t *kr = &v->kernels[t->kernel_first + k];
-    refs[k] = (range_ref_t){kr->code_offset, kr->code_size, k};
+    /* verify: a target with PTX has one record per kernel, in order, from ptx_first */
+    const hk_ptx_rec_t *pr = ptx ? &v->ptx_recs[v->ptx_first[target] + k] : NULL;
+    refs[k] = pr ? (range_ref_t){pr->offset, pr->size, k} : (range_ref_t){kr->code_offset, kr->code_size, k};
   }
   qsort(refs, n, sizeof *refs, range_cmp);
   char prefix[HK_MAX_NAME_LEN * 2 + 64];
@@ -135,9 +138,10 @@ static hk_status_t load_objects(hk_gpu_module_t *m, const hk_pack_view_t *v, con
     const char *kname = hk_pack_string(v, v->kernels[t->kernel_first + r->kernel].name);
     if (i == 0 || r->offset != refs[i - 1].offset || r->size != refs[i - 1].size) {
       const char *why;
-      HK_FAIL_IF(!hk_gpu_image_ok(code + r->offset, (size_t)r->size, ops->allow_bundle, ops->elf_machine, &why), HK_STATUS_CORRUPT,
-                 "target %s: the code object of kernel %s (bytes [%llu, +%llu)) is invalid: %s", tname, kname,
-                 (unsigned long long)r->offset, (unsigned long long)r->size, why);
+      bool ok = ptx ? hk_ptx_text_ok(code + r->offset, (size_t)r->size, &why)
+                    : hk_gpu_image_ok(code + r->offset, (size_t)r->size, ops->allow_bundle, ops->elf_machine, &why);
+      HK_FAIL_IF(!ok, HK_STATUS_CORRUPT, "target %s: the %s of kernel %s (bytes [%llu, +%llu)) is invalid: %s", tname,
+                 ptx ? "PTX" : "code object", kname, (unsigned long long)r->offset, (unsigned long long)r->size, why);
       void *obj = NULL;
       hk_status_t st = ops->object_load(code + r->offset, &obj);
       if (st != HK_OK) {
@@ -158,7 +162,8 @@ static hk_status_t load_objects(hk_gpu_module_t *m, const hk_pack_view_t *v, con
 }
 
 hk_status_t hk_gpu_module_load(const hk_gpu_ops_t *ops, const hk_pack_view_t *view, uint32_t target, int device,
-                               const hk_allocator_t *allocator, const void *code, hk_module_t **out_module) {
+                               const hk_allocator_t *allocator, const void *code, bool ptx,
+                               hk_module_t **out_module) {
   const hk_target_rec_t *t = &view->targets[target];
   const char *tname = hk_pack_string(view, t->name);
   HK_FAIL_IF(!hk_gpu_driver_available(ops->driver), HK_STATUS_UNAVAILABLE, "target %s: %s", tname,
@@ -182,7 +187,8 @@ hk_status_t hk_gpu_module_load(const hk_gpu_ops_t *ops, const hk_pack_view_t *vi
   hk_status_t st = HK_OK;
   if (!m->fns || !m->objects || !refs) st = HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "out of memory loading target %s", tname);
   if (st == HK_OK) st = ops->module_open(m);
-  if (st == HK_OK) st = load_objects(m, view, t, tname, code, refs);
+  if (st == HK_OK) st = load_objects(m, view, target, tname, code, ptx, refs);
+  m->base.ptx = ptx;
   hk_free(allocator, refs);
   if (st != HK_OK) {
     hk_gpu_module_unload(&m->base);

@@ -144,9 +144,12 @@ struct hk_gpu_ops {
 
 /* module_load of a GPU backend: checks that the backend is available and the device
  * exists, then loads every distinct code range of the target once and resolves every
- * kernel (see hk_backend_t.module_load). */
+ * kernel (see hk_backend_t.module_load). ptx: code is the target's PTX payload and the
+ * ranges are its PTX records (hk_backend_t.module_load_ptx; each text is checked to be
+ * NUL-terminated before the driver reads it). */
 hk_status_t hk_gpu_module_load(const hk_gpu_ops_t *ops, const hk_pack_view_t *view, uint32_t target, int device,
-                               const hk_allocator_t *allocator, const void *code, hk_module_t **out_module);
+                               const hk_allocator_t *allocator, const void *code, bool ptx,
+                               hk_module_t **out_module);
 
 void hk_gpu_module_unload(hk_module_t *module);
 hk_status_t hk_gpu_session_prepare(hk_module_t *module, const hk_session_options_t *options, uint64_t workspace_bytes,

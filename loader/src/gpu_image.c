@@ -125,3 +125,12 @@ bool hk_gpu_image_ok(const void *image, size_t size, bool allow_bundle, uint16_t
   *out_why = allow_bundle ? "not an ELF code object or offload bundle" : "not an ELF cubin";
   return false;
 }
+
+bool hk_ptx_text_ok(const void *text, size_t size, const char **out_why) {
+  const char *p = text;
+  *out_why = "empty PTX text";
+  if (size < 2) return false;
+  *out_why = "PTX text is not NUL-terminated at the end of its range";
+  if (p[size - 1] != '\0' || memchr(p, '\0', size - 1) != NULL) return false;
+  return true;
+}

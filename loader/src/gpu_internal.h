@@ -221,6 +221,13 @@ const hk_cuda_symbols_t *hk_cuda_symbols(void);
  *   "sm_XYa" : exactly X.Y (arch-specific features such as wgmma on sm_90a)
  * Rank: 3 arch-specific exact, 2 exact, 1 an older minor of the same major. */
 int hk_cuda_target_rank(const char *name, const char *features, int major, int minor);
+/* Whether the PTX of target `name` (virtual architecture compute_XY[a|f]; pack_format.h,
+ * hk_ptx_rec_t) JIT-compiles for a device of compute capability major.minor: 0 no, else
+ * 10*X+Y (higher = closer to the device).
+ *   "sm_XY"  : X.Y <= major.minor (PTX runs on every later GPU)
+ *   "sm_XYf" : same major, Y <= minor
+ *   "sm_XYa" : exactly X.Y (arch-specific PTX, wgmma/TMA/setmaxnreg, runs nowhere else) */
+int hk_cuda_ptx_rank(const char *name, int major, int minor);
 
 /* ---- HIP runtime (libamdhip64.so.6 / .so.5 / .so) -------------------------------- */
 typedef int hk_hip_error_t; /* 0 = hipSuccess */
@@ -328,5 +335,8 @@ bool hk_hip_find_arch_name(const void *props, size_t size, char *out, size_t out
  * (hk_elf_image_ok), or (allow_bundle) a clang offload bundle whose entries are in range.
  * False with a short reason in *out_why. */
 bool hk_gpu_image_ok(const void *image, size_t size, bool allow_bundle, uint16_t machine, const char **out_why);
+/* Whether text[0, size) is one PTX module's text: NUL-terminated at its last byte and nowhere
+ * before, and not empty. */
+bool hk_ptx_text_ok(const void *text, size_t size, const char **out_why);
 
 #endif /* HK_GPU_INTERNAL_H */

@@ -283,11 +283,28 @@ static void list_append(char *buf, size_t size, const char *item) {
   if (n < 0 || (size_t)n >= size - used) memcpy(buf + size - 4, "...", 4);
 }
 
-/* How well target t runs on GPU `device` here (0: not at all; see runs_target). */
-static int target_rank(const hk_pack_view_t *v, uint32_t t, int device) {
+/* Scores of the code a target offers (target_rank): its code objects outrank any PTX, and
+ * PTX outranks them when PTX is preferred; within each, the backend's rank. */
+#define RANK_NATIVE 1000
+#define RANK_PTX 100
+#define RANK_PREFERRED 10000
+
+/* How well target t runs on GPU `device` here (0: not at all; see runs_target and runs_ptx),
+ * and whether that is through its PTX (*out_ptx). Exact code objects > compatible code objects
+ * > PTX of an older or equal architecture (closest first); prefer_ptx puts PTX first. */
+static int target_rank(const hk_pack_view_t *v, uint32_t t, int device, bool prefer_ptx, bool *out_ptx) {
+  *out_ptx = false;
   const hk_backend_t *b = hk_backend_for_kind((hk_target_kind_t)v->targets[t].kind);
   if (!b || !b->available()) return 0;
-  return b->runs_target(hk_pack_string(v, v->targets[t].name), hk_pack_string(v, v->targets[t].features), device);
+  const char *name = hk_pack_string(v, v->targets[t].name);
+  int native = b->runs_target(name, hk_pack_string(v, v->targets[t].features), device);
+  int ptx = t < HK_MAX_TARGETS && v->ptx_section[t] != UINT32_MAX && b->runs_ptx && b->module_load_ptx
+                ? b->runs_ptx(name, device)
+                : 0;
+  int native_score = native ? native + (prefer_ptx ? RANK_PTX : RANK_NATIVE) : 0;
+  int ptx_score = ptx ? ptx + (prefer_ptx ? RANK_PREFERRED : RANK_PTX) : 0;
+  *out_ptx = ptx_score > native_score;
+  return *out_ptx ? ptx_score : native_score;
 }
 
 static hk_status_t no_compatible(const hk_pack_view_t *v, hk_status_t code, const char *what) {
@@ -302,12 +319,15 @@ static hk_status_t no_compatible(const hk_pack_view_t *v, hk_status_t code, cons
   return HK_ERROR(code, "%s; the artifact has [%s]; this machine runs [%s]", what, have, can);
 }
 
-hk_status_t hk_pack_select_target_on(hk_pack_t *pack, const char *requested, int device, uint32_t *out_index) {
+hk_status_t hk_pack_select_code_on(hk_pack_t *pack, const char *requested, int device, bool prefer_ptx,
+                                   uint32_t *out_index, bool *out_ptx) {
   const hk_pack_view_t *v = &pack->view;
+  bool ptx = false;
+  *out_ptx = false;
   if (requested) {
     for (uint32_t t = 0; t < v->target_count; t++) {
       if (strcmp(requested, hk_pack_string(v, v->targets[t].name)) != 0) continue;
-      if (target_rank(v, t, device) == 0) {
+      if (target_rank(v, t, device, prefer_ptx, &ptx) == 0) {
         /* A missing runtime or device is UNAVAILABLE (with the backend's reason); a
          * device that exists but cannot run this ISA is NO_COMPATIBLE_TARGET. */
         const hk_backend_t *b = hk_backend_for_kind((hk_target_kind_t)v->targets[t].kind);
@@ -321,6 +341,7 @@ hk_status_t hk_pack_select_target_on(hk_pack_t *pack, const char *requested, int
         return no_compatible(v, HK_STATUS_NO_COMPATIBLE_TARGET, what);
       }
       *out_index = t;
+      *out_ptx = ptx;
       return HK_OK;
     }
     char have[400] = "";
@@ -332,15 +353,21 @@ hk_status_t hk_pack_select_target_on(hk_pack_t *pack, const char *requested, int
     int best = 0;
     for (uint32_t t = 0; t < v->target_count; t++) {
       if (v->targets[t].kind != (uint32_t)(*b)->kind) continue;
-      int r = target_rank(v, t, device);
+      int r = target_rank(v, t, device, prefer_ptx, &ptx);
       if (r > best) {
         best = r;
         *out_index = t;
+        *out_ptx = ptx;
       }
     }
     if (best > 0) return HK_OK;
   }
   return no_compatible(v, HK_STATUS_NO_COMPATIBLE_TARGET, "no target of the artifact runs on this machine");
+}
+
+hk_status_t hk_pack_select_target_on(hk_pack_t *pack, const char *requested, int device, uint32_t *out_index) {
+  bool ptx;
+  return hk_pack_select_code_on(pack, requested, device, false, out_index, &ptx);
 }
 
 /* hk_pack_select_target_on for GPU ordinal 0, as sessions created without a device pick. */
@@ -364,11 +391,13 @@ HK_API hk_status_t hk_pack_select_target(hk_pack_t *pack, const char *requested,
 static void *zstd_alloc(void *opaque, size_t size) { return hk_alloc(opaque, size); }
 static void zstd_free(void *opaque, void *ptr) { hk_free(opaque, ptr); }
 
-hk_status_t hk_pack_code_load(const hk_pack_view_t *v, uint32_t target, const hk_allocator_t *allocator,
-                              void **out_code, size_t *out_size) {
+/* The payload of section `section` (CODE or PTX of target `target`), decompressed and owned
+ * (hk_pack_code_load). */
+static hk_status_t payload_load(const hk_pack_view_t *v, uint32_t target, uint32_t section,
+                                const hk_allocator_t *allocator, void **out_code, size_t *out_size) {
   *out_code = NULL;
   *out_size = 0;
-  const hk_section_t *s = &v->sections[v->targets[target].code_section];
+  const hk_section_t *s = &v->sections[section];
   const char *tname = hk_pack_string(v, v->targets[target].name);
   const uint8_t *src = v->base + s->offset;
   size_t raw = (size_t)s->raw_size; /* <= HK_MAX_CODE_BYTES: verified */
@@ -399,12 +428,31 @@ hk_status_t hk_pack_code_load(const hk_pack_view_t *v, uint32_t target, const hk
   return HK_OK;
 }
 
+hk_status_t hk_pack_code_load(const hk_pack_view_t *v, uint32_t target, const hk_allocator_t *allocator,
+                              void **out_code, size_t *out_size) {
+  return payload_load(v, target, v->targets[target].code_section, allocator, out_code, out_size);
+}
+
+hk_status_t hk_pack_ptx_load(const hk_pack_view_t *v, uint32_t target, const hk_allocator_t *allocator,
+                             void **out_ptx, size_t *out_size) {
+  *out_ptx = NULL;
+  *out_size = 0;
+  HK_FAIL_IF(target >= HK_MAX_TARGETS || v->ptx_section[target] == UINT32_MAX, HK_STATUS_NOT_FOUND,
+             "target %s stores no PTX", hk_pack_string(v, v->targets[target].name));
+  return payload_load(v, target, v->ptx_section[target], allocator, out_ptx, out_size);
+}
+
 hk_status_t hk_pack_module_on(hk_pack_t *pack, uint32_t target, int device, hk_module_t **out_module) {
+  return hk_pack_module_code_on(pack, target, device, false, out_module);
+}
+
+hk_status_t hk_pack_module_code_on(hk_pack_t *pack, uint32_t target, int device, bool ptx,
+                                   hk_module_t **out_module) {
   const hk_pack_view_t *v = &pack->view;
   pthread_mutex_lock(&pack->lock);
   hk_status_t st = HK_OK;
   hk_module_t *m = pack->modules[target];
-  while (m && m->device != device) m = m->next;
+  while (m && (m->device != device || m->ptx != ptx)) m = m->next;
   if (!m && pack->metadata_only) {
     /* The open's policy was not applied: this pack's code must never load. */
     st = HK_ERROR(HK_STATUS_FAILED_PRECONDITION, "the pack was opened for metadata only; no code is loaded");
@@ -413,12 +461,17 @@ hk_status_t hk_pack_module_on(hk_pack_t *pack, uint32_t target, int device, hk_m
     if (!b) {
       st = HK_ERROR(HK_STATUS_UNAVAILABLE, "no backend for target %s in this build",
                     hk_pack_string(v, v->targets[target].name));
+    } else if (ptx && !b->module_load_ptx) {
+      st = HK_ERROR(HK_STATUS_UNAVAILABLE, "target %s: the %s backend loads no PTX",
+                    hk_pack_string(v, v->targets[target].name), b->name);
     } else {
       void *code;
       size_t size;
-      st = hk_pack_code_load(v, target, &pack->allocator, &code, &size);
+      st = ptx ? hk_pack_ptx_load(v, target, &pack->allocator, &code, &size)
+               : hk_pack_code_load(v, target, &pack->allocator, &code, &size);
       if (st == HK_OK) {
-        st = b->module_load(v, target, device, &pack->allocator, code, size, &m);
+        st = ptx ? b->module_load_ptx(v, target, device, &pack->allocator, code, size, &m)
+                 : b->module_load(v, target, device, &pack->allocator, code, size, &m);
         hk_free(&pack->allocator, code);
       }
       if (st == HK_OK) {

@@ -58,6 +58,13 @@ typedef struct hk_pack_view {
    * (node_count records); both NULL when the pack has none (format 1.0, older hkc). */
   const hk_plan_graph_rec_t *plan_graphs;
   const hk_plan_node_rec_t *plan_nodes;
+  /* The optional PTX (format 1.3): records by kernel (ptx_count; NULL when none); per target
+   * the section index of its PTX payload (UINT32_MAX: none) and the index of the record of
+   * its first kernel (its kernels' records follow in order). */
+  const hk_ptx_rec_t *ptx_recs;
+  uint32_t ptx_count;
+  uint32_t ptx_section[HK_MAX_TARGETS];
+  uint32_t ptx_first[HK_MAX_TARGETS];
 } hk_pack_view_t;
 
 /* The limits verify applies, resolved from hk_pack_open_options_t (0 there: the default). */
@@ -109,6 +116,15 @@ bool hk_pack_find_graph(const hk_pack_view_t *view, uint32_t target, uint64_t ba
  * in the pack), UNAVAILABLE (its runtime or device is missing; the message says which),
  * NO_COMPATIBLE_TARGET (both sides listed), for GPU ordinal `device`. */
 hk_status_t hk_pack_select_target_on(hk_pack_t *pack, const char *requested, int device, uint32_t *out_index);
+/* The same, also choosing the code: *out_ptx true when the target runs through its PTX (JIT;
+ * pack_format.h, hk_ptx_rec_t). Order: exact code objects, compatible code objects, then PTX
+ * of the closest older-or-equal architecture; prefer_ptx puts PTX first wherever it runs. */
+hk_status_t hk_pack_select_code_on(hk_pack_t *pack, const char *requested, int device, bool prefer_ptx,
+                                   uint32_t *out_index, bool *out_ptx);
+/* The decompressed PTX payload of a target that stores one (hk_pack_code_load's rules).
+ * Errors: NOT_FOUND (no PTX), CORRUPT, OUT_OF_MEMORY. */
+hk_status_t hk_pack_ptx_load(const hk_pack_view_t *view, uint32_t target, const hk_allocator_t *allocator,
+                             void **out_ptx, size_t *out_size);
 
 /* The loaded module of a target, loaded on first use and cached in the pack (shared by
  * every session of that target; unloaded by hk_pack_destroy). Thread-safe. A failed load
@@ -117,6 +133,9 @@ struct hk_module;
 hk_status_t hk_pack_module(hk_pack_t *pack, uint32_t target, struct hk_module **out_module);
 /* The same for GPU ordinal `device` (one module per target and device). */
 hk_status_t hk_pack_module_on(hk_pack_t *pack, uint32_t target, int device, struct hk_module **out_module);
+/* The same with the code chosen by hk_pack_select_code_on (ptx: the target's PTX, JIT). */
+hk_status_t hk_pack_module_code_on(hk_pack_t *pack, uint32_t target, int device, bool ptx,
+                                   struct hk_module **out_module);
 const hk_allocator_t *hk_pack_allocator(const hk_pack_t *pack);
 /* Copies the thread's last error into the pack's own message buffer. */
 void hk_pack_note_error(hk_pack_t *pack);

@@ -195,6 +195,10 @@ HK_API const char *hk_session_launch_mode(const hk_session_t *s, const char **ou
   return b->graph ? "graph" : "stream";
 }
 
+HK_API hk_code_kind_t hk_session_code_kind(const hk_session_t *s) {
+  return s && s->module->ptx ? HK_CODE_PTX : HK_CODE_NATIVE;
+}
+
 HK_API uint32_t hk_session_pdl_count(const hk_session_t *s) {
   return s ? s->buckets[s->last_built]->backend->pdl_count : 0; /* create built one */
 }
@@ -610,6 +614,12 @@ fail:
    _Alignof(hk_session_options_t) * _Alignof(hk_session_options_t))
 _Static_assert(offsetof(hk_session_options_t, no_pdl) >= OPTIONS_SIZE_HOST_THREADS,
                "no_pdl must lie past the end of the previous hk_session_options_t layout");
+/* The same for the layout that ended with no_pdl, and prefer_ptx. */
+#define OPTIONS_SIZE_NO_PDL                                                                   \
+  ((offsetof(hk_session_options_t, no_pdl) + sizeof(uint32_t) + _Alignof(hk_session_options_t) - 1) / \
+   _Alignof(hk_session_options_t) * _Alignof(hk_session_options_t))
+_Static_assert(offsetof(hk_session_options_t, prefer_ptx) >= OPTIONS_SIZE_NO_PDL,
+               "prefer_ptx must lie past the end of the previous hk_session_options_t layout");
 
 /* Copies the fields of *in that its struct_size covers into *out and gives the others
  * their defaults (hkrt.h: struct_size 0 is the first layout, batch/target/device), then
@@ -628,12 +638,14 @@ static hk_status_t options_read(const hk_session_options_t *in, hk_session_optio
   if (OPTION_SET(size, launch_mode)) out->launch_mode = in->launch_mode;
   if (OPTION_SET(size, host_threads)) out->host_threads = in->host_threads;
   if (OPTION_SET(size, no_pdl)) out->no_pdl = in->no_pdl; /* reserved0 is never read */
+  if (OPTION_SET(size, prefer_ptx)) out->prefer_ptx = in->prefer_ptx; /* nor reserved1 */
   HK_FAIL_IF(out->device < 0, HK_STATUS_INVALID_ARGUMENT, "device ordinal %d is negative", out->device);
   HK_FAIL_IF(out->launch_mode != HK_LAUNCH_MODE_AUTO && out->launch_mode != HK_LAUNCH_MODE_GRAPH &&
                  out->launch_mode != HK_LAUNCH_MODE_STREAM,
              HK_STATUS_INVALID_ARGUMENT, "launch_mode %d is not one of HK_LAUNCH_MODE_AUTO, _GRAPH, _STREAM",
              (int)out->launch_mode);
   HK_FAIL_IF(out->no_pdl > 1, HK_STATUS_INVALID_ARGUMENT, "no_pdl %u is not 0 or 1", out->no_pdl);
+  HK_FAIL_IF(out->prefer_ptx > 1, HK_STATUS_INVALID_ARGUMENT, "prefer_ptx %u is not 0 or 1", out->prefer_ptx);
   return HK_OK;
 }
 
@@ -644,10 +656,12 @@ static hk_status_t session_create(hk_pack_t *pack, const hk_session_options_t *c
   hk_session_options_t opts;
   HK_RETURN_IF_ERROR(options_read(caller_options, &opts));
   const hk_session_options_t *options = &opts;
-  HK_RETURN_IF_ERROR(hk_pack_select_target_on(pack, options->target, options->device, &target));
+  bool ptx;
+  HK_RETURN_IF_ERROR(
+      hk_pack_select_code_on(pack, options->target, options->device, options->prefer_ptx != 0, &target, &ptx));
   HK_RETURN_IF_ERROR(pick_bucket(v, options->batch, &bucket));
   hk_module_t *module;
-  HK_RETURN_IF_ERROR(hk_pack_module_on(pack, target, options->device, &module));
+  HK_RETURN_IF_ERROR(hk_pack_module_code_on(pack, target, options->device, ptx, &module));
 
   const hk_allocator_t *a = hk_pack_allocator(pack);
   hk_session_t *s = hk_calloc(a, 1, sizeof *s);

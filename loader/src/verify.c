@@ -31,8 +31,9 @@
 
 static const char *section_kind_name(uint32_t kind) {
   static const char *const names[] = {"?", "STRINGS", "MANIFEST", "TARGETS", "KERNELS", "TENSORS", "GRAPHS",
-                                      "NODES", "ARGS", "DEPS", "PLACEMENTS", "PROVENANCE", "CODE", "PLAN"};
-  return kind <= HK_SECTION_PLAN ? names[kind] : "unknown";
+                                      "NODES", "ARGS", "DEPS", "PLACEMENTS", "PROVENANCE", "CODE", "PLAN",
+                                      "SIGNATURE", "PTX_INDEX", "PTX"};
+  return kind <= HK_SECTION_PTX ? names[kind] : "unknown";
 }
 
 const char *hk_dtype_label(uint32_t dtype) {
@@ -228,6 +229,7 @@ static hk_status_t map_tables(hk_pack_view_t *v, const hk_pack_limits_t *lim) {
       plan = s;
       continue;
     }
+    if (s->kind == HK_SECTION_PTX || s->kind == HK_SECTION_PTX_INDEX) continue; /* verify_ptx */
     if (s->kind == 0 || s->kind > HK_SECTION_CODE) {
       CHECK(s->flags & HK_SECTION_FLAG_OPTIONAL,
             "section %u has unknown kind %u and is not flagged optional (written by a newer hkc?)", i, s->kind);
@@ -324,6 +326,31 @@ static hk_status_t verify_manifest(const hk_pack_view_t *v) {
   return HK_OK;
 }
 
+/* A code payload (CODE, PTX) section i: a zstd frame that declares raw_size bytes, fills the
+ * section and carries a content checksum; or stored raw (raw_size == size). */
+static hk_status_t check_payload_frame(const hk_pack_view_t *v, uint32_t i) {
+  const hk_section_t *s = &v->sections[i];
+  const char *kn = section_kind_name(s->kind);
+  if (s->flags & HK_SECTION_FLAG_ZSTD) {
+    const void *src = v->base + s->offset;
+    unsigned long long content = ZSTD_getFrameContentSize(src, (size_t)s->size);
+    CHECK(content != ZSTD_CONTENTSIZE_ERROR && content != ZSTD_CONTENTSIZE_UNKNOWN,
+          "section %u (%s): not a zstd frame with a declared content size", i, kn);
+    CHECK(content == s->raw_size, "section %u (%s): zstd frame holds %llu bytes, raw_size says %llu", i, kn, content,
+          (unsigned long long)s->raw_size);
+    size_t frame = ZSTD_findFrameCompressedSize(src, (size_t)s->size);
+    CHECK(!ZSTD_isError(frame) && frame == s->size, "section %u (%s): the zstd frame does not fill the section", i, kn);
+    /* The content checksum is what catches damage to the decompressed bytes. */
+    ZSTD_frameHeader zfh;
+    CHECK(ZSTD_getFrameHeader(&zfh, src, (size_t)s->size) == 0 && zfh.frameType == ZSTD_frame && zfh.checksumFlag,
+          "section %u (%s): the zstd frame has no content checksum", i, kn);
+  } else {
+    CHECK(s->raw_size == s->size, "section %u (%s): stored raw but raw_size %llu != size %llu", i, kn,
+          (unsigned long long)s->raw_size, (unsigned long long)s->size);
+  }
+  return HK_OK;
+}
+
 static hk_status_t verify_targets(const hk_pack_view_t *v) {
   for (uint32_t t = 0; t < v->target_count; t++) {
     const hk_target_rec_t *r = &v->targets[t];
@@ -359,23 +386,7 @@ static hk_status_t verify_targets(const hk_pack_view_t *v) {
     if (s->kind != HK_SECTION_CODE) continue;
     CHECK(s->target < v->target_count && v->targets[s->target].code_section == i,
           "section %u (CODE): target %u does not refer back to it", i, s->target);
-    if (s->flags & HK_SECTION_FLAG_ZSTD) {
-      const void *src = v->base + s->offset;
-      unsigned long long content = ZSTD_getFrameContentSize(src, (size_t)s->size);
-      CHECK(content != ZSTD_CONTENTSIZE_ERROR && content != ZSTD_CONTENTSIZE_UNKNOWN,
-            "section %u (CODE): not a zstd frame with a declared content size", i);
-      CHECK(content == s->raw_size, "section %u (CODE): zstd frame holds %llu bytes, raw_size says %llu", i, content,
-            (unsigned long long)s->raw_size);
-      size_t frame = ZSTD_findFrameCompressedSize(src, (size_t)s->size);
-      CHECK(!ZSTD_isError(frame) && frame == s->size, "section %u (CODE): the zstd frame does not fill the section", i);
-      /* The content checksum is what catches damage to the decompressed bytes. */
-      ZSTD_frameHeader zfh;
-      CHECK(ZSTD_getFrameHeader(&zfh, src, (size_t)s->size) == 0 && zfh.frameType == ZSTD_frame && zfh.checksumFlag,
-            "section %u (CODE): the zstd frame has no content checksum", i);
-    } else {
-      CHECK(s->raw_size == s->size, "section %u (CODE): stored raw but raw_size %llu != size %llu", i,
-            (unsigned long long)s->raw_size, (unsigned long long)s->size);
-    }
+    HK_RETURN_IF_ERROR(check_payload_frame(v, i));
   }
   return HK_OK;
 }
@@ -607,6 +618,73 @@ void hk_pack_limits_from(const hk_pack_open_options_t *o, hk_pack_limits_t *out_
   out_limits->max_code_bytes = o->max_code_bytes < HK_MAX_CODE_BYTES ? o->max_code_bytes : HK_MAX_CODE_BYTES;
 }
 
+/* The optional PTX (format 1.3; pack_format.h, hk_ptx_rec_t): at most one PTX_INDEX
+ * (uncompressed, optional, no target), at most one PTX section per CUDA target (optional,
+ * maybe zstd, within the code size limit), one record per kernel of each target that has a
+ * PTX section and none for the others, ascending by kernel, each range inside its target's
+ * decompressed PTX bytes. Fills the view's ptx fields. */
+static hk_status_t verify_ptx(hk_pack_view_t *v, const hk_pack_limits_t *lim) {
+  const hk_section_t *index = NULL;
+  uint32_t index_at = 0, with_ptx = 0;
+  for (uint32_t t = 0; t < HK_MAX_TARGETS; t++) v->ptx_section[t] = v->ptx_first[t] = UINT32_MAX;
+  for (uint32_t i = 0; i < v->section_count; i++) {
+    const hk_section_t *s = &v->sections[i];
+    if (s->kind == HK_SECTION_PTX_INDEX) {
+      CHECK(index == NULL, "section PTX_INDEX appears more than once (sections %u and %u)", index_at, i);
+      CHECK(s->flags == HK_SECTION_FLAG_OPTIONAL && s->raw_size == s->size,
+            "section %u (PTX_INDEX): must be stored uncompressed and flagged optional (flags 0x%x)", i, s->flags);
+      CHECK(s->target == UINT32_MAX, "section %u (PTX_INDEX): target field must be 0xffffffff", i);
+      CHECK(s->size % sizeof(hk_ptx_rec_t) == 0 && s->size / sizeof(hk_ptx_rec_t) <= v->kernel_count,
+            "section %u (PTX_INDEX): size %llu is not a multiple of %zu bytes or holds more records than the %u "
+            "kernels", i, (unsigned long long)s->size, sizeof(hk_ptx_rec_t), v->kernel_count);
+      index = s;
+      index_at = i;
+    } else if (s->kind == HK_SECTION_PTX) {
+      CHECK((s->flags & HK_SECTION_FLAG_OPTIONAL) != 0, "section %u (PTX): not flagged optional", i);
+      CHECK(s->target < v->target_count, "section %u (PTX): target %u out of range (%u targets)", i, s->target,
+            v->target_count);
+      const char *name = hk_pack_string(v, v->targets[s->target].name);
+      CHECK(v->targets[s->target].kind == HK_TARGET_CUDA, "section %u (PTX): target %u (%s) is not a CUDA target", i,
+            s->target, name);
+      CHECK(v->ptx_section[s->target] == UINT32_MAX, "target %u (%s): PTX sections %u and %u", s->target, name,
+            v->ptx_section[s->target], i);
+      uint64_t limit = code_limit(s, lim);
+      CHECK(s->raw_size <= limit, "section %u (PTX): raw_size %llu exceeds the limit %llu", i,
+            (unsigned long long)s->raw_size, (unsigned long long)limit);
+      HK_RETURN_IF_ERROR(check_payload_frame(v, i));
+      v->ptx_section[s->target] = i;
+      with_ptx++;
+    }
+  }
+  CHECK(with_ptx == 0 || index != NULL, "PTX sections without a PTX_INDEX section");
+  if (!index) return HK_OK;
+  const hk_ptx_rec_t *recs = (const hk_ptx_rec_t *)(v->base + index->offset);
+  uint32_t n = (uint32_t)(index->size / sizeof *recs);
+  uint32_t per_target[HK_MAX_TARGETS] = {0};
+  for (uint32_t i = 0; i < n; i++) {
+    const hk_ptx_rec_t *r = &recs[i];
+    CHECK(r->reserved0 == 0, "PTX record %u: reserved field is not zero", i);
+    CHECK(r->kernel < v->kernel_count, "PTX record %u: kernel %u out of range (%u kernels)", i, r->kernel,
+          v->kernel_count);
+    CHECK(i == 0 || r->kernel > recs[i - 1].kernel, "PTX record %u: kernel %u does not ascend", i, r->kernel);
+    uint32_t t = v->kernels[r->kernel].target; /* < target_count: verify_kernels */
+    CHECK(v->ptx_section[t] != UINT32_MAX, "PTX record %u: kernel %u's target %u has no PTX section", i, r->kernel, t);
+    uint64_t raw = v->sections[v->ptx_section[t]].raw_size;
+    CHECK(r->size > 0 && r->offset <= raw && r->size <= raw - r->offset,
+          "PTX record %u (kernel %u): range [%llu, +%llu) is not inside its target's %llu PTX bytes", i, r->kernel,
+          (unsigned long long)r->offset, (unsigned long long)r->size, (unsigned long long)raw);
+    if (r->kernel == v->targets[t].kernel_first) v->ptx_first[t] = i;
+    per_target[t]++;
+  }
+  for (uint32_t t = 0; t < v->target_count; t++)
+    CHECK(v->ptx_section[t] == UINT32_MAX || per_target[t] == v->targets[t].kernel_count,
+          "target %u (%s): %u PTX records for its %u kernels", t, hk_pack_string(v, v->targets[t].name), per_target[t],
+          v->targets[t].kernel_count);
+  v->ptx_recs = recs;
+  v->ptx_count = n;
+  return HK_OK;
+}
+
 hk_status_t hk_pack_verify(const void *data, size_t size, const hk_pack_limits_t *limits, hk_pack_view_t *out_view) {
   memset(out_view, 0, sizeof *out_view);
   hk_pack_limits_t defaults;
@@ -623,6 +701,7 @@ hk_status_t hk_pack_verify(const void *data, size_t size, const hk_pack_limits_t
   HK_RETURN_IF_ERROR(verify_tensors(&v));
   HK_RETURN_IF_ERROR(verify_graphs(&v));
   HK_RETURN_IF_ERROR(verify_plan(&v));
+  HK_RETURN_IF_ERROR(verify_ptx(&v, limits));
   *out_view = v;
   return HK_OK;
 }

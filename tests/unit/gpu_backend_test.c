@@ -170,6 +170,30 @@ static void test_cuda_target_rank(void **ts) {
   assert_int_equal(hk_cuda_target_rank("sm_", "", 9, 0), 0);
 }
 
+static void test_cuda_ptx_rank(void **ts) {
+  (void)ts;
+  assert_int_equal(hk_cuda_ptx_rank("sm_80", 9, 0), 80);  /* PTX runs on every later GPU */
+  assert_int_equal(hk_cuda_ptx_rank("sm_80", 8, 0), 80);
+  assert_int_equal(hk_cuda_ptx_rank("sm_80", 12, 1), 80);
+  assert_int_equal(hk_cuda_ptx_rank("sm_86", 8, 0), 0);   /* not on an older one */
+  assert_int_equal(hk_cuda_ptx_rank("sm_90", 8, 9), 0);
+  assert_int_equal(hk_cuda_ptx_rank("sm_90a", 9, 0), 90); /* arch-specific: that GPU only */
+  assert_int_equal(hk_cuda_ptx_rank("sm_90a", 10, 0), 0);
+  assert_int_equal(hk_cuda_ptx_rank("sm_100f", 10, 3), 100); /* family: same major */
+  assert_int_equal(hk_cuda_ptx_rank("sm_100f", 12, 0), 0);
+  assert_int_equal(hk_cuda_ptx_rank("sm_100", 9, 0), 0);
+  assert_int_equal(hk_cuda_ptx_rank("sm_9", 9, 0), 0);
+  assert_int_equal(hk_cuda_ptx_rank("sm_90b", 9, 0), 0);
+  assert_int_equal(hk_cuda_ptx_rank("gfx90a", 9, 0), 0);
+  /* a PTX text is NUL-terminated at its end and nowhere else */
+  const char *why = NULL;
+  assert_true(hk_ptx_text_ok(".version 8.0\n", 14, &why));
+  assert_false(hk_ptx_text_ok("", 1, &why));
+  assert_false(hk_ptx_text_ok(".version 8.0\n", 13, &why));
+  assert_string_equal(why, "PTX text is not NUL-terminated at the end of its range");
+  assert_false(hk_ptx_text_ok(".vers\0on 8.0\n", 14, &why));
+}
+
 static void test_hip_target_rank(void **ts) {
   (void)ts;
   static const struct {
@@ -331,6 +355,7 @@ static struct {
   int fail_alloc, fail_instantiate, fail_graph_create;
   const char *missing_kernel;
   /* counters */
+  int ptx_loads; /* CUDA: images that were PTX text (also counted in loads) */
   int loads, unloads, retains, releases, allocs, frees, graph_creates, graph_destroys, exec_destroys;
   int instantiates, graph_launches, set_params, kernel_launches, device_syncs, stream_syncs;
   int v1_calls; /* CUDA: graph calls through the v1 node-parameter layout */
@@ -409,7 +434,8 @@ static void fake_op(char kind, void *dst, const void *src, size_t bytes, void *s
 
 /* What both APIs do, on plain values; the vendor functions below convert. */
 static int dev_load(const void *image, uintptr_t *out) {
-  if (memcmp(image, "\x7f" "ELF", 4) != 0) return FAKE_BAD_IMAGE;
+  if (memcmp(image, ".version", 8) == 0) F.ptx_loads++; /* PTX text: the driver JIT-compiles it */
+  else if (memcmp(image, "\x7f" "ELF", 4) != 0) return FAKE_BAD_IMAGE;
   F.loads++;
   *out = 0x600 + (uintptr_t)F.loads;
   return 0;
@@ -1780,6 +1806,82 @@ static void test_real_cuda_device(void **ts) {
   skip();
 }
 
+/* The code a CUDA session runs when its target stores PTX: exact or compatible cubins first,
+ * PTX (JIT) where no cubin runs, PTX first with prefer_ptx; an sm_90a target's PTX only on
+ * 9.0. The fake driver counts the images that were PTX text. */
+static void test_cuda_ptx_choice(void **ts) {
+  state_t *st = *ts;
+  static const char ptx[] = ".version 8.0 // hk_test_addc\0\0\0\0.version 8.0 // hk_test_mul";
+  hkc_target_out_t *cuda = &st->targets[0];
+  snprintf(cuda->name, sizeof cuda->name, "sm_80");
+  cuda->ptx = (void *)ptx;
+  cuda->ptx_size = sizeof ptx;
+  st->fx.kernels_cuda[0].ptx_offset = 0;
+  st->fx.kernels_cuda[0].ptx_size = 29;
+  st->fx.kernels_cuda[1].ptx_offset = 32;
+  st->fx.kernels_cuda[1].ptx_size = sizeof ptx - 32;
+  static const struct {
+    int major, minor, prefer;
+    hk_status_t status;
+    hk_code_kind_t kind;
+  } cases[] = {
+      {8, 0, 0, HK_OK, HK_CODE_NATIVE}, /* exact cubin */
+      {8, 6, 0, HK_OK, HK_CODE_NATIVE}, /* compatible cubin beats PTX */
+      {8, 6, 1, HK_OK, HK_CODE_PTX},    /* unless PTX is preferred */
+      {9, 0, 0, HK_OK, HK_CODE_PTX},    /* no cubin runs on 9.0: the driver JITs the PTX */
+      {12, 0, 0, HK_OK, HK_CODE_PTX},
+      {7, 5, 0, HK_STATUS_NO_COMPATIBLE_TARGET, HK_CODE_NATIVE}, /* neither runs on an older GPU */
+      {7, 5, 1, HK_STATUS_NO_COMPATIBLE_TARGET, HK_CODE_NATIVE},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    install_fake_cuda();
+    F.major = cases[i].major;
+    F.minor = cases[i].minor;
+    hk_pack_t *pack = open_pack(st, 0, 1);
+    hk_session_t *s = NULL;
+    hk_status_t got = hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .prefer_ptx = (uint32_t)cases[i].prefer), &s);
+    if (got != cases[i].status)
+      fail_msg("case %zu (%d.%d, prefer %d): %s: %s", i, cases[i].major, cases[i].minor, cases[i].prefer,
+               hk_status_string(got), hk_last_error());
+    if (got == HK_OK) {
+      assert_int_equal(hk_session_code_kind(s), cases[i].kind);
+      assert_int_equal(F.ptx_loads, cases[i].kind == HK_CODE_PTX ? 2 : 0);
+      /* the named target chooses its code the same way */
+      hk_session_t *named = NULL;
+      assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .target = "sm_80",
+                                                               .prefer_ptx = (uint32_t)cases[i].prefer), &named),
+                       HK_OK);
+      assert_int_equal(hk_session_code_kind(named), cases[i].kind);
+      hk_session_destroy(named);
+    }
+    hk_session_destroy(s);
+  }
+  /* an arch-specific target's PTX is for that GPU only */
+  snprintf(cuda->name, sizeof cuda->name, "sm_90a");
+  install_fake_cuda();
+  F.major = 10;
+  hk_pack_t *pack = open_pack(st, 0, 1);
+  hk_session_t *s = NULL;
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_STATUS_NO_COMPATIBLE_TARGET);
+  install_fake_cuda();
+  pack = open_pack(st, 0, 1);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .prefer_ptx = 1), &s), HK_OK);
+  assert_int_equal(hk_session_code_kind(s), HK_CODE_PTX);
+  hk_session_destroy(s);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .prefer_ptx = 2), &s),
+                   HK_STATUS_INVALID_ARGUMENT);
+  /* PTX of a target without: NATIVE, the module without PTX */
+  cuda->ptx = NULL;
+  cuda->ptx_size = 0;
+  install_fake_cuda();
+  pack = open_pack(st, 0, 1);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .prefer_ptx = 1), &s), HK_OK);
+  assert_int_equal(hk_session_code_kind(s), HK_CODE_NATIVE);
+  assert_int_equal(F.ptx_loads, 0);
+  hk_session_destroy(s);
+  assert_int_equal(hk_session_code_kind(NULL), HK_CODE_NATIVE);
+}
+
 int main(void) {
 #define BOTH(name)                                                              \
   cmocka_unit_test_setup_teardown(test_##name##_cuda, setup, teardown),         \
@@ -1787,6 +1889,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_gpu_targets_unavailable, setup, teardown),
       cmocka_unit_test(test_cuda_target_rank),
+      cmocka_unit_test(test_cuda_ptx_rank),
+      cmocka_unit_test_setup_teardown(test_cuda_ptx_choice, setup, teardown),
       cmocka_unit_test(test_hip_target_rank),
       cmocka_unit_test(test_hip_arch_name_scan),
       cmocka_unit_test(test_image_check),

@@ -19,6 +19,8 @@
 #include "pack_fixture.h"
 #include "pack_internal.h"
 #include "pack_refix.h"
+#include "gpu_internal.h"  /* hk_ptx_text_ok */
+#include "util_internal.h" /* hk_free */
 
 static const char fake_host_code[] = "\x7f" "ELF pretend shared object: the format tests never load it";
 
@@ -948,6 +950,125 @@ static void test_older_minor(void **ts) {
   PATCHED(p_minor2, HK_OK, NULL);
 }
 
+/* ---- PTX (format 1.3) ------------------------------------------------------------------------ */
+static const char k_ptx[] = ".version 8.0 // kernel 0\0\0\0\0\0\0\0\0.version 8.0 // kernel 1";
+#define PTX0_SIZE 25u /* ".version 8.0 // kernel 0" and its NUL */
+#define PTX1_AT 32u
+
+/* The fixture with PTX for the sm_90 target's two kernels. */
+static uint8_t *write_with_ptx(state_t *st, size_t *out_size) {
+  hkc_target_out_t *cuda = &st->fx.targets[1];
+  cuda->ptx = (void *)k_ptx;
+  cuda->ptx_size = sizeof k_ptx;
+  st->fx.kernels_cuda[0].ptx_offset = 0;
+  st->fx.kernels_cuda[0].ptx_size = PTX0_SIZE;
+  st->fx.kernels_cuda[1].ptx_offset = PTX1_AT;
+  st->fx.kernels_cuda[1].ptx_size = sizeof k_ptx - PTX1_AT;
+  void *data;
+  if (hkc_pack_write_memory(&st->fx.in, &data, out_size) != 0) fail_msg("writing: %s", st->diag);
+  cuda->ptx = NULL;
+  cuda->ptx_size = 0;
+  return data;
+}
+
+/* hkc's writer -> libhkrt's reader: the PTX sections come after every section a 1.2 reader
+ * knows, flagged optional (so that it skips them), and read back byte for byte. */
+static void test_ptx_roundtrip(void **ts) {
+  state_t *st = *ts;
+  size_t size;
+  uint8_t *buf = write_with_ptx(st, &size);
+  hk_pack_t *pack;
+  assert_int_equal(hk_test_open_memory(buf, size, NULL, &pack), HK_OK);
+  const hk_pack_view_t *v = hk_pack_view(pack);
+  assert_int_equal(v->ptx_section[0], UINT32_MAX); /* the host target has none */
+  assert_int_not_equal(v->ptx_section[1], UINT32_MAX);
+  assert_int_equal(v->ptx_count, 2);
+  assert_int_equal(v->ptx_first[1], 0);
+  assert_int_equal(v->ptx_recs[0].kernel, v->targets[1].kernel_first);
+  assert_int_equal(v->ptx_recs[1].offset, PTX1_AT);
+  uint32_t n_plain = hdr(st->pack)->section_count;
+  assert_int_equal(v->section_count, n_plain + 2);
+  for (uint32_t i = n_plain; i < v->section_count; i++) {
+    assert_true(v->sections[i].flags & HK_SECTION_FLAG_OPTIONAL);
+    assert_true(v->sections[i].kind == HK_SECTION_PTX_INDEX || v->sections[i].kind == HK_SECTION_PTX);
+  }
+  void *text;
+  size_t text_size;
+  assert_int_equal(hk_pack_ptx_load(v, 1, NULL, &text, &text_size), HK_OK);
+  assert_int_equal(text_size, sizeof k_ptx);
+  assert_memory_equal(text, k_ptx, sizeof k_ptx);
+  const char *why;
+  for (uint32_t k = 0; k < 2; k++) /* each range is one NUL-terminated text */
+    assert_true(hk_ptx_text_ok((const char *)text + v->ptx_recs[k].offset, (size_t)v->ptx_recs[k].size, &why));
+  hk_free(NULL, text);
+  assert_int_equal(hk_pack_ptx_load(v, 0, NULL, &text, &text_size), HK_STATUS_NOT_FOUND);
+  hk_pack_destroy(pack);
+  free(buf);
+}
+
+static hk_ptx_rec_t *ptx_recs(uint8_t *b) { return fx_payload(b, HK_SECTION_PTX_INDEX); }
+static void p_ptx_kernel(uint8_t *b, size_t n) { ptx_recs(b)[1].kernel = 99; }
+static void p_ptx_order(uint8_t *b, size_t n) { ptx_recs(b)[1].kernel = ptx_recs(b)[0].kernel; }
+static void p_ptx_range(uint8_t *b, size_t n) { ptx_recs(b)[1].size = 4096; }
+static void p_ptx_empty(uint8_t *b, size_t n) { ptx_recs(b)[0].size = 0; }
+static void p_ptx_reserved(uint8_t *b, size_t n) { ptx_recs(b)[0].reserved0 = 1; }
+static void p_ptx_host(uint8_t *b, size_t n) { ptx_recs(b)[0].kernel = 0; } /* a host kernel */
+/* Shortens the index to `size` bytes, zeroing what it drops (padding must be zero). */
+static void ptx_index_cut(uint8_t *b, uint64_t size) {
+  hk_section_t *s = sec(b, HK_SECTION_PTX_INDEX);
+  memset(b + s->offset + size, 0, (size_t)(s->size - size));
+  s->size = s->raw_size = size;
+}
+static void p_ptx_count(uint8_t *b, size_t n) { ptx_index_cut(b, sizeof(hk_ptx_rec_t)); }
+static void p_ptx_partial(uint8_t *b, size_t n) { ptx_index_cut(b, 5); }
+static void p_ptx_no_index(uint8_t *b, size_t n) { sec(b, HK_SECTION_PTX_INDEX)->kind = 99; }
+static void p_ptx_index_zstd(uint8_t *b, size_t n) { sec(b, HK_SECTION_PTX_INDEX)->flags |= HK_SECTION_FLAG_ZSTD; }
+static void p_ptx_required(uint8_t *b, size_t n) { sec(b, HK_SECTION_PTX)->flags &= ~HK_SECTION_FLAG_OPTIONAL; }
+static void p_ptx_on_host(uint8_t *b, size_t n) { sec(b, HK_SECTION_PTX)->target = 0; }
+static void p_ptx_target(uint8_t *b, size_t n) { sec(b, HK_SECTION_PTX)->target = 7; }
+static void p_ptx_raw(uint8_t *b, size_t n) { sec(b, HK_SECTION_PTX)->raw_size += 1; }
+static void p_ptx_twice(uint8_t *b, size_t n) { /* the index's kind on the PTX section too */
+  sec(b, HK_SECTION_PTX)->kind = HK_SECTION_PTX_INDEX;
+}
+static void test_ptx_corrupt(void **ts) {
+  state_t *st = *ts;
+  size_t size;
+  uint8_t *buf = write_with_ptx(st, &size);
+#define PTX_PATCHED(fn, needle) expect_patched_in(buf, size, fn, HK_STATUS_CORRUPT, needle, __LINE__)
+  PTX_PATCHED(p_ptx_kernel, "PTX record 1: kernel 99 out of range (4 kernels)");
+  PTX_PATCHED(p_ptx_order, "PTX record 1: kernel 2 does not ascend");
+  PTX_PATCHED(p_ptx_range, "PTX record 1 (kernel 3): range [32, +4096) is not inside its target's 57 PTX bytes");
+  PTX_PATCHED(p_ptx_empty, "PTX record 0 (kernel 2): range [0, +0)");
+  PTX_PATCHED(p_ptx_reserved, "PTX record 0: reserved field is not zero");
+  PTX_PATCHED(p_ptx_host, "PTX record 0: kernel 0's target 0 has no PTX section");
+  PTX_PATCHED(p_ptx_count, "target 1 (sm_90): 1 PTX records for its 2 kernels");
+  PTX_PATCHED(p_ptx_partial, "section 13 (PTX_INDEX): size 5 is not a multiple of 24 bytes");
+  PTX_PATCHED(p_ptx_no_index, "PTX sections without a PTX_INDEX section");
+  PTX_PATCHED(p_ptx_index_zstd, "(PTX_INDEX): must be stored uncompressed and flagged optional");
+  PTX_PATCHED(p_ptx_required, "(PTX): not flagged optional");
+  PTX_PATCHED(p_ptx_on_host, "(PTX): target 0 (" FX_HOST ") is not a CUDA target");
+  PTX_PATCHED(p_ptx_target, "(PTX): target 7 out of range (2 targets)");
+  PTX_PATCHED(p_ptx_raw, "(PTX): zstd frame holds 57 bytes, raw_size says 58");
+  PTX_PATCHED(p_ptx_twice, "section PTX_INDEX appears more than once");
+#undef PTX_PATCHED
+  free(buf);
+}
+
+/* The writer refuses PTX on a target other than CUDA. */
+static void test_ptx_writer_rejects(void **ts) {
+  state_t *st = *ts;
+  hkc_target_out_t *host = &st->fx.targets[0];
+  host->ptx = (void *)k_ptx;
+  host->ptx_size = sizeof k_ptx;
+  void *data = NULL;
+  size_t size;
+  assert_int_not_equal(hkc_pack_write_memory(&st->fx.in, &data, &size), 0);
+  assert_null(data);
+  assert_non_null(strstr(st->diag, "carries PTX but is not a CUDA target"));
+  host->ptx = NULL;
+  host->ptx_size = 0;
+}
+
 /* The writer refuses tensor maps the loader would refuse. */
 static void test_tmap_writer_rejects(void **ts) {
   state_t *st = *ts;
@@ -1318,6 +1439,18 @@ static int write_corpus(const char *dir) {
     fclose(f);
   }
   free(data);
+  /* PTX (format 1.3): a valid pack with the sm_90 target's PTX, and a record whose range the
+   * harness' checksum fix-up turns into a record error */
+  data = write_with_ptx(st, &size);
+  for (int bad = 0; bad < 2; bad++) {
+    if (bad) ptx_recs(data)[1].size = 4096; /* checksum left stale */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, bad ? "ptx_range_out" : "valid_ptx");
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, size, f) != size) return 1;
+    fclose(f);
+  }
+  free(data);
   /* scratch and semaphores (format 1.3) on the sm_90 mul launches, and a scratch range past
    * the workspace that the harness' checksum fix-up turns into a record error */
   fx_add_workspace(&st->fx, 1, WS_SCRATCH, WS_SEMAPHORE, 4);
@@ -1359,6 +1492,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_tmap_corrupt, setup, teardown),
       cmocka_unit_test_setup_teardown(test_tmap_writer_rejects, setup, teardown),
       cmocka_unit_test_setup_teardown(test_older_minor, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_ptx_roundtrip, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_ptx_corrupt, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_ptx_writer_rejects, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pdl_roundtrip, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pdl_corrupt, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pdl_writer_rejects, setup, teardown),

@@ -187,7 +187,23 @@ typedef struct hk_session_options {
                                 the ordinary way); 1: every kernel launches the ordinary way.
                                 Other values are INVALID_ARGUMENT. hk_session_pdl_count says
                                 what is in use */
+  uint32_t reserved1;        /* never read: the tail padding of the layout that ended with no_pdl
+                                (48 bytes on 64-bit hosts), kept so that prefer_ptx lies past it */
+  uint32_t prefer_ptx;       /* 0: a CUDA target's cubins (SASS) where one runs on the device:
+                                the same compute capability, else an older minor of the same
+                                major (an sm_80 cubin on sm_86); its PTX only where no cubin runs
+                                (a newer GPU: the driver JIT-compiles the PTX of the closest older
+                                architecture; arch-specific sm_90a PTX only on sm_90). 1: the PTX
+                                wherever it runs (testing the JIT path; hkc run: HK_PREFER_PTX=1).
+                                Other values are INVALID_ARGUMENT. hk_session_code_kind says
+                                which code a session runs */
 } hk_session_options_t;
+
+/* The code a session runs (hk_session_code_kind). */
+typedef enum hk_code_kind {
+  HK_CODE_NATIVE = 0, /* the target's code objects (cubin SASS, AMDGPU code objects, host ELF) */
+  HK_CODE_PTX = 1     /* a CUDA target's PTX, JIT-compiled by the driver at session creation */
+} hk_code_kind_t;
 
 
 /* ---- version of the running library ------------------------------------------ */
@@ -329,6 +345,9 @@ HK_API const char *hk_session_launch_mode(const hk_session_t *session, const cha
  * 12.3, for graphs; cuLaunchKernelEx, CUDA 12.0, for streams), which then launches those
  * kernels the ordinary way (correct, without the overlap). 0 for a NULL session. */
 HK_API uint32_t hk_session_pdl_count(const hk_session_t *session);
+/* Which code of its target the session runs (hk_session_options_t.prefer_ptx); HK_CODE_NATIVE
+ * for a NULL session. */
+HK_API hk_code_kind_t hk_session_code_kind(const hk_session_t *session);
 
 /* Application-visible tensors (inputs, outputs, params), shapes resolved for the batch.
  * The count is 0 for a NULL session; NULL session or out_info: INVALID_ARGUMENT. */

@@ -36,7 +36,8 @@ extern "C" {
 #define HK_PACK_MAGIC_SIZE 8
 #define HK_PACK_VERSION_MAJOR 1
 /* Minor versions: 1: manifest batch_policy, ops rope/ewchain, PLAN section; 2: TMAP arguments,
- * node flags (HK_NODE_FLAG_PDL); 3: SCRATCH and SEMAPHORE arguments, graph semaphore_count */
+ * node flags (HK_NODE_FLAG_PDL); 3: SCRATCH and SEMAPHORE arguments, graph semaphore_count,
+ * PTX_INDEX and PTX sections (optional: PTX of CUDA targets) */
 #define HK_PACK_VERSION_MINOR 3
 #define HK_PACK_ENDIAN_TAG 0x01020304u
 #define HK_SECTION_ALIGN 64u
@@ -98,6 +99,10 @@ typedef enum hk_section_kind {
                                 hk_plan_node_rec_t[node_count] (cost model, inspect --plan) */
   HK_SECTION_SIGNATURE = 14, /* optional: one hk_signature_rec_t (hkc sign); any 1.x reader
                                 that predates it skips it as an unknown optional section */
+  HK_SECTION_PTX_INDEX = 15, /* optional (1.3), at most one, uncompressed: hk_ptx_rec_t[], one per
+                                kernel of every target that has a PTX section, by kernel index */
+  HK_SECTION_PTX = 16,       /* optional (1.3), at most one per CUDA target (section.target): the
+                                target's PTX texts, concatenated (maybe compressed) */
 } hk_section_kind_t;
 
 #define HK_SECTION_FLAG_ZSTD 0x1u     /* payload is one zstd frame of raw_size bytes */
@@ -278,6 +283,20 @@ typedef struct hk_target_rec {
   uint32_t graph_count;
   uint32_t features;       /* string ref: ISA feature string ("xnack-"), or "" */
 } hk_target_rec_t;
+
+/* PTX (format 1.3; docs/FORMAT.md, "PTX"): besides its cubins (CODE), a CUDA target "sm_XY" or
+ * "sm_XYa" may carry the PTX of its kernels for virtual architecture compute_XY / compute_XYa,
+ * which the driver JIT-compiles for a GPU no cubin of the pack runs on (compute_XY: any GPU of
+ * compute capability >= X.Y; an arch-specific compute_XYa: X.Y only). Each kernel's text is a
+ * byte range of its target's decompressed PTX payload, NUL-terminated (the NUL is the range's
+ * last byte; the loader checks it before the driver reads the text). Readers before 1.3 skip
+ * both sections and load the cubins. */
+typedef struct hk_ptx_rec {
+  uint32_t kernel;    /* global kernel index; strictly ascending over the records */
+  uint32_t reserved0; /* zero */
+  uint64_t offset;    /* range in the PTX payload of the kernel's target */
+  uint64_t size;      /* >= 1, NUL included */
+} hk_ptx_rec_t;
 
 typedef struct hk_kernel_rec {
   uint32_t name;          /* string ref: symbol in the code object */
