@@ -102,8 +102,10 @@ ok "unreachable: $(grep 'shared compile cache' "$work/f.err" | cut -c1-140) ($ms
 python3 -c "
 import socket, time
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(('127.0.0.1', $port)); s.listen(16); time.sleep(120)" & py_pid=$!
-sleep 0.3
+s.bind(('127.0.0.1', $port)); s.listen(16); open('$work/silent.ready', 'w').close(); time.sleep(120)" & py_pid=$!
+# wait until it listens (a loaded machine may take seconds to start python)
+for _ in $(seq 200); do [ -e "$work/silent.ready" ] && break; sleep 0.05; done
+[ -e "$work/silent.ready" ] || fail "silent server: the listener did not start in 10 s"
 start=$(date +%s%N)
 build g HKC_CACHE_URL=$url HKC_CACHE_TIMEOUT_MS=300
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
