@@ -23,6 +23,10 @@ from .errors import (Error, InvalidArgument, NotFound, Corrupt, UnsupportedVersi
                      IOFailure, NoCompatibleTarget, DriverError, FailedPrecondition, InternalError, Busy,
                      Untrusted)
 
+__all__ = ["Pack", "Session", "TensorInfo", "LaunchProfile", "Signature", "public_key", "HK_PUBLIC_KEY_BYTES",
+           "Error", "InvalidArgument", "NotFound", "Corrupt", "UnsupportedVersion", "Unavailable", "OutOfMemory",
+           "IOFailure", "NoCompatibleTarget", "DriverError", "FailedPrecondition", "InternalError", "Busy",
+           "Untrusted", "load_library", "version"]
 __version__ = "0.1.0"  # the libhkrt version these bindings were written with (hkrt.h HKRT_VERSION_*)
 
 

@@ -113,6 +113,27 @@ class TestLibrary(unittest.TestCase):
         self.assertIn("/nonexistent/libhkrt.so", out)
 
 
+class TestDevicePaths(unittest.TestCase):
+    """What of the GPU targets' binding runs without a GPU: the DLPack structure read from a
+    NumPy (CPU) capsule, and CPU memory refused for a GPU tensor."""
+
+    def test_dlpack_layout(self):
+        from hkrt import _arrays
+        a = np.arange(2 * 3 * 5, dtype=np.float32).reshape(2, 3, 5)[1:]
+        capsule = a.__dlpack__()
+        t = _arrays._DLTensor.from_address(_arrays._capsule_pointer(capsule, b"dltensor"))
+        self.assertEqual(t.data + t.byte_offset, a.ctypes.data)
+        self.assertEqual((t.device_type, t.device_id, t.ndim, t.code, t.bits, t.lanes), (1, 0, 3, 2, 32, 1))
+        self.assertEqual([t.shape[i] for i in range(3)], [1, 3, 5])
+        info = hkrt.TensorInfo("x", "input", "float32", (1, 3, 5), 60)
+        with self.assertRaises(hkrt.InvalidArgument) as cm:
+            _arrays._dlpack_address(info, capsule, 0)
+        self.assertIn("cpu", cm.exception.message)
+        with self.assertRaises(hkrt.InvalidArgument) as cm:  # __dlpack_device__ says CPU
+            _arrays.device_object(info, a, 0)
+        self.assertIn("not a GPU", cm.exception.message)
+
+
 class TestOpen(unittest.TestCase):
     def check_pack(self, pack):
         self.assertEqual(pack.name, "op_elementwise")
