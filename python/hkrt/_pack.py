@@ -58,6 +58,15 @@ def public_key(key):
     return out.raw
 
 
+def _numpy():
+    try:
+        import numpy
+    except ImportError:
+        raise make(5, "the host target binds NumPy arrays, and numpy is not installed (python3-numpy, "
+                   "pip install numpy)") from None
+    return numpy
+
+
 def _stream_handle(stream):
     """A stream argument as the address libhkrt takes: None (the default stream), an int, or an
     object with .cuda_stream (torch.cuda.Stream) or .ptr (cupy.cuda.Stream)."""
@@ -266,7 +275,7 @@ class Session:
         h = self._handle()
         info = self.tensor(name)
         if self._host:
-            import numpy as np
+            np = _numpy()
             target, staged = _arrays.host_array(np, info, array)
             addr, keep = target.ctypes.data, None
             staging = target if staged else None
@@ -282,7 +291,7 @@ class Session:
         inputs and params from the caller's arrays."""
         if not self._host:
             return
-        import numpy as np
+        np = _numpy()
         for t in self.tensors:
             if t.role == "output" and t.name not in self._bound:
                 dtype = np.float32 if t.dtype == "float32" else np.float16 if t.dtype == "float16" else np.uint16
@@ -295,7 +304,7 @@ class Session:
     def _finish(self):
         if not self._host:
             return
-        import numpy as np
+        np = _numpy()
         roles = {t.name: t.role for t in self.tensors}
         for name, (array, staging, _) in self._bound.items():
             if staging is not None and roles[name] == "output":
