@@ -5,6 +5,8 @@
 #   P/include/hk/hkrt.h (the API), P/include/hk/pack_format.h (the artifact format)
 #   P/lib/cmake/hkrt/: hkrtConfig.cmake, hkrtConfigVersion.cmake, the targets, HkcPack.cmake
 #   P/lib/pkgconfig/hkrt.pc
+#   P/lib/python3/dist-packages/hkrt/ (HKC_INSTALL_PYTHONDIR): the Python package (python/), with
+#     _install_paths.py naming the installed libhkrt relative to it
 # (lib: CMAKE_INSTALL_LIBDIR). Every file names its neighbours by relative path: the tree
 # may be moved after installing.
 include(CMakePackageConfigHelpers)
@@ -52,3 +54,32 @@ foreach(dir LIBDIR INCLUDEDIR)
 endforeach()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/hkrt.pc.in ${PROJECT_BINARY_DIR}/package/hkrt.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/package/hkrt.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# The Python package: pure Python, so its files are copied as they are, plus _install_paths.py,
+# which tells it where the library is (python/hkrt/_lib.py looks there after HKRT_LIBRARY and
+# before the linker's paths). lib/python3/dist-packages is on the path of Debian's and Ubuntu's
+# python3 for the prefix /usr; for other prefixes set PYTHONPATH=P/lib/python3/dist-packages
+# (or pip install ./python). With both folders relative the tree stays movable.
+set(HKC_INSTALL_PYTHONDIR "lib/python3/dist-packages" CACHE STRING
+    "Where cmake --install puts the hkrt Python package (relative: under the prefix)")
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/hkrt DESTINATION ${HKC_INSTALL_PYTHONDIR}
+        FILES_MATCHING PATTERN "*.py" PATTERN __pycache__ EXCLUDE)
+if(IS_ABSOLUTE "${HKC_INSTALL_PYTHONDIR}" OR IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+  # one of them absolute: the library's absolute path (this tree is not movable anyway)
+  set(hkrt_py_libdir "${CMAKE_INSTALL_LIBDIR}")
+  if(NOT IS_ABSOLUTE "${hkrt_py_libdir}")
+    set(hkrt_py_libdir "${CMAKE_INSTALL_PREFIX}/${hkrt_py_libdir}")
+  endif()
+else()
+  file(RELATIVE_PATH hkrt_py_libdir "/prefix/${HKC_INSTALL_PYTHONDIR}/hkrt" "/prefix/${CMAKE_INSTALL_LIBDIR}")
+  string(REGEX REPLACE "/$" "" hkrt_py_libdir "${hkrt_py_libdir}")
+  if(hkrt_py_libdir STREQUAL "")
+    set(hkrt_py_libdir ".")
+  endif()
+endif()
+file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/package/_install_paths.py CONTENT
+"# SPDX-License-Identifier: Apache-2.0
+# Written by cmake --install (cmake/HkcInstall.cmake): libhkrt, relative to this folder.
+LIBRARY = \"${hkrt_py_libdir}/$<TARGET_SONAME_FILE_NAME:hkrt>\"
+")
+install(FILES ${PROJECT_BINARY_DIR}/package/_install_paths.py DESTINATION ${HKC_INSTALL_PYTHONDIR}/hkrt)

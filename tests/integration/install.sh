@@ -8,6 +8,7 @@
 #    hkrt::hkrt and hkrt::hkrt_static; the pack is rebuilt when the spec changes, not otherwise;
 #  - examples/consumer-pkgconfig: `pkg-config --cflags --libs hkrt` (and --static with libhkrt.a);
 #  - examples/consumer-subdir: add_subdirectory(hkc), which must build without tests.
+# Also: the installed Python package (lib/python3/dist-packages/hkrt) loads the installed libhkrt.
 # Sanitizer builds skip (exit 77): their libraries need the sanitizer runtime in every consumer;
 # the release pass runs this test.
 set -euo pipefail
@@ -42,6 +43,18 @@ version=$(sed -n 's/^Version: //p' "$pc")
 grep -q "PACKAGE_VERSION \"$version\"" "$libdir/cmake/hkrt/hkrtConfigVersion.cmake" || fail "versions of hkrt.pc and hkrtConfigVersion.cmake differ"
 [ -L "$libdir/libhkrt.so" ] && [ -f "$libdir/libhkrt.so.$version" ] || fail "libhkrt.so.$version and its links"
 "$prefix/bin/hkc" --version | grep -q "$version" || fail "hkc --version: $("$prefix/bin/hkc" --version 2>&1)"
+
+# ---- the Python package (python/hkrt) finds the installed libhkrt by its relative path
+py=${HK_PYTHON:-/usr/bin/python3}
+if [ -x "$py" ]; then
+  [ -f "$prefix/lib/python3/dist-packages/hkrt/_install_paths.py" ] || fail "the hkrt Python package is not installed"
+  got=$(cd / && env -u HKRT_LIBRARY PYTHONPATH="$prefix/lib/python3/dist-packages" "$py" -c \
+        "import hkrt; print(hkrt.load_library()); print(hkrt.version())") || fail "import hkrt from the prefix: $got"
+  [[ "$(head -n 1 <<<"$got")" == "$libdir/$soname" ]] || fail "installed hkrt loaded $(head -n 1 <<<"$got"), not $libdir/$soname"
+  [ "$(tail -n 1 <<<"$got")" = "$version" ] || fail "hkrt.version() $(tail -n 1 <<<"$got"), want $version"
+else
+  echo "note: no $py; the installed Python package is not checked"
+fi
 
 # ---- find_package(hkrt) + hkc_add_pack
 cp "$HK_SOURCE_DIR/tests/specs/op_elementwise.yaml" "$work/spec.yaml"

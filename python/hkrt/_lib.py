@@ -1,0 +1,137 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Finding libhkrt and declaring its C functions (loader/include/hk/hkrt.h) for ctypes.
+
+The library is looked for, first match wins:
+  1. the path given to hkrt.load_library(path), or the environment variable HKRT_LIBRARY;
+  2. next to the package: a libhkrt.so* inside the package folder, then the library folder of
+     the install prefix (`cmake --install` writes its relative path into _install_paths.py);
+  3. ctypes.util.find_library("hkrt") (the system's linker paths, ldconfig);
+  4. the build trees of a source checkout (build/, build-dev/ beside python/), for development.
+"""
+import ctypes
+import ctypes.util
+import glob
+import os
+import threading
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_lock = threading.Lock()
+_loaded = None  # (CDLL, path)
+
+HK_TENSOR_MAX_RANK = 6
+HK_PUBLIC_KEY_BYTES = 32
+
+_vp, _cp, _u32, _u64, _sz = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_size_t
+_int, _status = ctypes.c_int, ctypes.c_int
+
+
+class TensorInfoC(ctypes.Structure):  # hk_tensor_info_t
+    _fields_ = [("name", _cp), ("role", _int), ("element_type", _int), ("rank", _u32),
+                ("dims", ctypes.c_int64 * HK_TENSOR_MAX_RANK), ("bytes", _sz)]
+
+
+class SessionOptionsC(ctypes.Structure):  # hk_session_options_t
+    _fields_ = [("struct_size", _u32), ("batch", _u64), ("target", _cp), ("device", _int),
+                ("launch_mode", _int), ("host_threads", _u32), ("reserved0", _u32), ("no_pdl", _u32)]
+
+
+class PackOpenOptionsC(ctypes.Structure):  # hk_pack_open_options_t
+    _fields_ = [("struct_size", _u32), ("require_signature", _u32), ("allocator", _vp),
+                ("trusted_keys", _vp), ("trusted_key_count", _u32), ("allow_unsigned_native_code", _u32),
+                ("metadata_only", _u32), ("reserved0", _u32), ("max_nodes", _u32), ("max_deps", _u32),
+                ("max_code_bytes", _u64)]
+
+
+class LaunchInfoC(ctypes.Structure):  # hk_launch_info_t
+    _fields_ = [("kernel", _cp), ("nodes", _cp), ("bytes", _u64), ("flops", _u64), ("matrix", _int)]
+
+
+# name: (restype, argtypes)
+_PROTOTYPES = {
+    "hk_version": (_cp, []),
+    "hk_version_number": (_u32, []),
+    "hk_status_string": (_cp, [_status]),
+    "hk_last_error": (_cp, []),
+    "hk_pack_open_file_ex": (_status, [_cp, ctypes.POINTER(PackOpenOptionsC), ctypes.POINTER(_vp)]),
+    "hk_pack_open_memory_ex": (_status, [_vp, _sz, ctypes.POINTER(PackOpenOptionsC), ctypes.POINTER(_vp)]),
+    "hk_pack_signature": (_int, [_vp, ctypes.POINTER(_cp)]),
+    "hk_public_key_parse": (_status, [_cp, _sz, _vp]),
+    "hk_pack_destroy": (None, [_vp]),
+    "hk_pack_name": (_cp, [_vp]),
+    "hk_pack_target_count": (_u32, [_vp]),
+    "hk_pack_target_name": (_cp, [_vp, _u32]),
+    "hk_pack_batch_count": (_u32, [_vp]),
+    "hk_pack_batch_size": (_u64, [_vp, _u32]),
+    "hk_pack_batch_policy": (_int, [_vp]),
+    "hk_pack_select_target": (_status, [_vp, _cp, ctypes.POINTER(_cp)]),
+    "hk_session_create": (_status, [_vp, ctypes.POINTER(SessionOptionsC), ctypes.POINTER(_vp)]),
+    "hk_session_destroy": (None, [_vp]),
+    "hk_session_target": (_cp, [_vp]),
+    "hk_session_launch_mode": (_cp, [_vp, ctypes.POINTER(_cp)]),
+    "hk_session_pdl_count": (_u32, [_vp]),
+    "hk_session_tensor_count": (_u32, [_vp]),
+    "hk_session_tensor_info": (_status, [_vp, _u32, ctypes.POINTER(TensorInfoC)]),
+    "hk_session_bind": (_status, [_vp, _cp, _vp, _sz]),
+    "hk_session_run": (_status, [_vp, _vp]),
+    "hk_session_set_batch": (_status, [_vp, _u64]),
+    "hk_session_batch": (_u64, [_vp]),
+    "hk_session_bucket": (_u64, [_vp]),
+    "hk_session_launch_count": (_u32, [_vp]),
+    "hk_session_launch_info": (_status, [_vp, _u32, ctypes.POINTER(LaunchInfoC)]),
+    "hk_session_profile": (_status, [_vp, _vp, _u32, ctypes.POINTER(ctypes.c_double)]),
+    "hk_session_synchronize": (_status, [_vp, _vp]),
+}
+
+
+def _candidates():
+    """(where, path) pairs in lookup order, after load_library's argument and HKRT_LIBRARY."""
+    out = [("next to the package", p) for p in sorted(glob.glob(os.path.join(_HERE, "libhkrt.so*")))]
+    try:
+        from . import _install_paths  # written by `cmake --install` only
+        out.append(("the install prefix", os.path.normpath(os.path.join(_HERE, _install_paths.LIBRARY))))
+    except ImportError:
+        pass
+    found = ctypes.util.find_library("hkrt")
+    if found:
+        out.append(("ctypes.util.find_library", found))
+    root = os.path.dirname(os.path.dirname(_HERE))  # the source checkout, when run from python/
+    for build in ("build", "build-dev"):
+        out.append(("the build tree", os.path.join(root, build, "libhkrt.so")))
+    return out
+
+
+def _declare(lib):
+    for name, (restype, argtypes) in _PROTOTYPES.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = restype, argtypes
+    return lib
+
+
+def load(path=None):
+    """Loads libhkrt once per process and returns (CDLL, path). Raises hkrt.Unavailable, naming
+    every place looked at, when no library loads."""
+    global _loaded
+    from .errors import Unavailable
+    with _lock:
+        if _loaded is not None:
+            if path is not None and os.path.realpath(path) != os.path.realpath(_loaded[1]):
+                raise Unavailable(5, "UNAVAILABLE", "libhkrt is already loaded from %s; load_library(%s) "
+                                  "must come before any other hkrt call" % (_loaded[1], path))
+            return _loaded
+        explicit = path or os.environ.get("HKRT_LIBRARY")
+        tried = []
+        cands = [("HKRT_LIBRARY" if not path else "load_library()", explicit)] if explicit else _candidates()
+        for where, cand in cands:
+            if os.sep in cand and not os.path.exists(cand):
+                tried.append("%s (%s): no such file" % (cand, where))
+                continue
+            try:
+                lib = _declare(ctypes.CDLL(cand))
+            except (OSError, AttributeError) as e:
+                tried.append("%s (%s): %s" % (cand, where, e))
+                continue
+            _loaded = (lib, getattr(lib, "_name", cand))
+            return _loaded
+        raise Unavailable(5, "UNAVAILABLE", "libhkrt not found; tried:\n  " + "\n  ".join(tried) +
+                          "\nSet HKRT_LIBRARY to the path of libhkrt.so, install hkc (cmake --install) "
+                          "or build it (cmake --build build)")

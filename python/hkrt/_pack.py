@@ -1,0 +1,399 @@
+# SPDX-License-Identifier: Apache-2.0
+"""hkrt.Pack and hkrt.Session: hk_pack_t and hk_session_t (loader/include/hk/hkrt.h)."""
+import collections
+import ctypes
+import os
+import weakref
+
+from . import _arrays, _lib
+from .errors import make, invalid
+
+TensorInfo = collections.namedtuple("TensorInfo", "name role dtype shape bytes")
+TensorInfo.__doc__ = """A session's tensor: name; role "input", "output" or "param"; dtype "float32",
+"float16" or "bfloat16"; shape, a tuple resolved for the session's batch; bytes, the size a bound
+buffer has."""
+LaunchProfile = collections.namedtuple("LaunchProfile", "kernel nodes us")
+LaunchProfile.__doc__ = """One launch of the current batch bucket's graph: kernel (its symbol), nodes
+(a tuple of the spec nodes it computes) and us (its median time alone, microseconds)."""
+Signature = collections.namedtuple("Signature", "state key_id")
+Signature.__doc__ = """The pack's signature as the open found it: state "none", "valid" (verifies, key not
+trusted), "trusted" or "invalid" (metadata-only opens); key_id, 16 hex digits ("" when unsigned)."""
+
+_ROLES = {0: "input", 1: "output", 2: "param"}
+_DTYPES = {0: "float32", 1: "float16", 2: "bfloat16"}
+_LAUNCH_MODES = {"auto": 0, "graph": 1, "stream": 2}
+_SIGNATURES = {0: "none", 1: "valid", 2: "trusted", 3: "invalid"}
+
+
+def _check(lib, status):
+    if status != 0:
+        raise make(status, lib.hk_last_error().decode(errors="replace"))
+
+
+def _str(raw):
+    return raw.decode(errors="replace") if raw is not None else None
+
+
+def public_key(key):
+    """An Ed25519 public key as the 32 bytes libhkrt trusts, from the path of a KEY.pub file
+    written by `hkc keygen`, that file's text (str or bytes starting with "hk-ed25519-public"),
+    or the 32 bytes themselves. Raises hkrt.InvalidArgument (hk_public_key_parse's message)."""
+    if isinstance(key, (bytes, bytearray)) and len(key) == _lib.HK_PUBLIC_KEY_BYTES:
+        return bytes(key)
+    if isinstance(key, str) and key.startswith("hk-ed25519-public"):
+        text = key.encode()
+    elif isinstance(key, (bytes, bytearray)):
+        text = bytes(key)
+    elif isinstance(key, (str, os.PathLike)):
+        try:
+            with open(key, "rb") as f:
+                text = f.read()
+        except OSError as e:
+            raise make(7, "public key %s: %s" % (os.fspath(key), e.strerror)) from None
+    else:
+        raise invalid("a public key is a KEY.pub path, its text or 32 bytes, not %s" % type(key).__name__)
+    lib = _lib.load()[0]
+    out = ctypes.create_string_buffer(_lib.HK_PUBLIC_KEY_BYTES)
+    _check(lib, lib.hk_public_key_parse(text, len(text), out))
+    return out.raw
+
+
+def _numpy():
+    try:
+        import numpy
+    except ImportError:
+        raise make(5, "the host target binds NumPy arrays, and numpy is not installed (python3-numpy, "
+                   "pip install numpy)") from None
+    return numpy
+
+
+def _stream_handle(stream):
+    """A stream argument as the address libhkrt takes: None (the default stream), an int, or an
+    object with .cuda_stream (torch.cuda.Stream) or .ptr (cupy.cuda.Stream)."""
+    if stream is None:
+        return None
+    for attr in ("cuda_stream", "ptr"):
+        if hasattr(stream, attr):
+            stream = getattr(stream, attr)
+            break
+    if not isinstance(stream, int):
+        raise invalid("a stream is None, an int handle, or an object with .cuda_stream / .ptr, not %s"
+                      % type(stream).__name__)
+    return ctypes.c_void_p(stream) if stream else None
+
+
+class Pack:
+    """An open .hkpack (hk_pack_t). Open with Pack.open(); close() (or a with block) frees it
+    after closing its sessions."""
+
+    def __init__(self, _handle, _lib_obj, _keepalive):
+        self._h, self._lib, self._keep = _handle, _lib_obj, _keepalive
+        self._sessions = weakref.WeakSet()
+
+    @classmethod
+    def open(cls, source, trusted_keys=(), allow_unsigned_native_code=False, require_signature=False,
+             metadata_only=False):
+        """Opens and verifies a pack: `source` is a path (str, os.PathLike) or the pack's bytes
+        (bytes, bytearray, memoryview; copied unless bytes, so later changes cannot reach the
+        pack). trusted_keys: public keys as public_key() takes them. The trust policy is libhkrt's:
+        a pack with host code needs a trusted signature or allow_unsigned_native_code=True, else
+        hkrt.Untrusted. Other errors: hkrt.IOFailure, hkrt.Corrupt, hkrt.UnsupportedVersion."""
+        lib = _lib.load()[0]
+        keys = b"".join(public_key(k) for k in trusted_keys)
+        key_buf = ctypes.create_string_buffer(keys, len(keys)) if keys else None
+        opts = _lib.PackOpenOptionsC(struct_size=ctypes.sizeof(_lib.PackOpenOptionsC),
+                                     require_signature=int(bool(require_signature)),
+                                     trusted_keys=ctypes.cast(key_buf, ctypes.c_void_p) if keys else None,
+                                     trusted_key_count=len(keys) // _lib.HK_PUBLIC_KEY_BYTES,
+                                     allow_unsigned_native_code=int(bool(allow_unsigned_native_code)),
+                                     metadata_only=int(bool(metadata_only)))
+        handle = ctypes.c_void_p()
+        keep = None
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            data = bytes(source)
+            keep = ctypes.c_char_p(data)  # points into `data`, which must outlive the pack
+            _check(lib, lib.hk_pack_open_memory_ex(ctypes.cast(keep, ctypes.c_void_p), len(data),
+                                                   ctypes.byref(opts), ctypes.byref(handle)))
+            keep = (data, keep)
+        elif isinstance(source, (str, os.PathLike)):
+            _check(lib, lib.hk_pack_open_file_ex(os.fsencode(source), ctypes.byref(opts), ctypes.byref(handle)))
+        else:
+            raise invalid("Pack.open takes a path or bytes, not %s" % type(source).__name__)
+        return cls(handle, lib, keep)
+
+    def _handle(self):
+        if not self._h:
+            raise make(10, "the pack is closed")
+        return self._h
+
+    def close(self):
+        """Closes the pack's open sessions, then frees the pack. Closing twice does nothing."""
+        for s in list(self._sessions):
+            s.close()
+        if self._h:
+            self._lib.hk_pack_destroy(self._h)
+            self._h = None
+        self._keep = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+    @property
+    def name(self):
+        return _str(self._lib.hk_pack_name(self._handle()))
+
+    @property
+    def targets(self):
+        """The targets the pack holds code for ("host-x86_64", "sm_90a", ...)."""
+        h = self._handle()
+        return [_str(self._lib.hk_pack_target_name(h, i)) for i in range(self._lib.hk_pack_target_count(h))]
+
+    @property
+    def batch_sizes(self):
+        """The batch buckets, in the pack's order."""
+        h = self._handle()
+        return [self._lib.hk_pack_batch_size(h, i) for i in range(self._lib.hk_pack_batch_count(h))]
+
+    @property
+    def batch_policy(self):
+        """"pad" (any batch up to the largest bucket runs padded) or "exact" (only the buckets)."""
+        return "exact" if self._lib.hk_pack_batch_policy(self._handle()) == 1 else "pad"
+
+    @property
+    def signature(self):
+        key = ctypes.c_char_p()
+        state = self._lib.hk_pack_signature(self._handle(), ctypes.byref(key))
+        return Signature(_SIGNATURES.get(state, str(state)), _str(key.value) or "")
+
+    def select_target(self, requested=None):
+        """The target a session would run here (requested: a name, or None for the best one).
+        Errors: hkrt.NotFound, hkrt.NoCompatibleTarget (the message lists both sides)."""
+        out = ctypes.c_char_p()
+        _check(self._lib, self._lib.hk_pack_select_target(self._handle(), requested.encode() if requested else None,
+                                                          ctypes.byref(out)))
+        return _str(out.value)
+
+    def session(self, batch=1, target=None, device=0, launch_mode="auto", host_threads=0, no_pdl=False):
+        """A new Session (hk_session_create). target: a name, or None for the best one here;
+        device: the GPU ordinal; launch_mode: "auto", "graph" or "stream" (GPU targets);
+        host_threads: host target threads per launch (0: the online CPUs); no_pdl: launch every
+        kernel the ordinary way. Errors: hkrt.NotFound (batch, target), hkrt.NoCompatibleTarget,
+        hkrt.Unavailable, hkrt.DriverError."""
+        if launch_mode not in _LAUNCH_MODES:
+            raise invalid("launch_mode is one of %s, not %r" % (", ".join(_LAUNCH_MODES), launch_mode))
+        opts = _lib.SessionOptionsC(struct_size=ctypes.sizeof(_lib.SessionOptionsC), batch=batch,
+                                    target=target.encode() if target else None, device=device,
+                                    launch_mode=_LAUNCH_MODES[launch_mode], host_threads=host_threads,
+                                    no_pdl=int(bool(no_pdl)))
+        handle = ctypes.c_void_p()
+        _check(self._lib, self._lib.hk_session_create(self._handle(), ctypes.byref(opts), ctypes.byref(handle)))
+        s = Session(self, handle, device)
+        self._sessions.add(s)
+        return s
+
+
+class Session:
+    """A session of a pack (hk_session_t): its tensors, bound buffers, and runs. Made by
+    Pack.session(); close() (or a with block) frees it. It keeps every bound object alive
+    until it is rebound, its shape changes with set_batch, or the session closes."""
+
+    def __init__(self, pack, handle, device):
+        self._pack, self._lib, self._h, self._device = pack, pack._lib, handle, device
+        self.target = _str(self._lib.hk_session_target(handle))
+        self._host = self.target.startswith("host")
+        self._bound = {}  # name -> (caller's object, staging array or None, keepalive)
+        self._infos = None
+
+    def _handle(self):
+        if not self._h:
+            raise make(10, "the session is closed")
+        return self._h
+
+    def close(self):
+        """Frees the session and drops the bound objects. Closing twice does nothing."""
+        if self._h:
+            self._lib.hk_session_destroy(self._h)
+            self._h = None
+        self._bound.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # ---- tensors
+    @property
+    def tensors(self):
+        """Every input, output and param as a TensorInfo, shapes resolved for the current batch."""
+        if self._infos is None:
+            h, infos = self._handle(), []
+            for i in range(self._lib.hk_session_tensor_count(h)):
+                c = _lib.TensorInfoC()
+                _check(self._lib, self._lib.hk_session_tensor_info(h, i, ctypes.byref(c)))
+                infos.append(TensorInfo(_str(c.name), _ROLES.get(c.role, str(c.role)),
+                                        _DTYPES.get(c.element_type, str(c.element_type)),
+                                        tuple(c.dims[:c.rank]), c.bytes))
+            self._infos = infos
+        return list(self._infos)
+
+    def tensor(self, name):
+        """The TensorInfo of one tensor; hkrt.NotFound (listing the names) if there is none."""
+        for t in self.tensors:
+            if t.name == name:
+                return t
+        raise make(2, "no tensor '%s' in pack '%s' (tensors: %s)"
+                   % (name, self._pack.name, ", ".join(t.name for t in self.tensors)))
+
+    def bind(self, name, array):
+        """Binds the buffer of `array` to the tensor `name` (rebinding is allowed).
+
+        Host target: a NumPy array of the tensor's shape and dtype (bfloat16 tensors: uint16
+        arrays of the raw bits, or ml_dtypes.bfloat16). An array that is not C-contiguous or not
+        16-byte aligned is staged: an aligned copy is bound, filled from the array before each
+        run (inputs, params) or copied back into it after each run (outputs).
+        GPU targets: an object with __cuda_array_interface__ (torch CUDA tensors, CuPy) or DLPack
+        (__dlpack__, __dlpack_device__) on the session's device, C-contiguous, of the tensor's
+        shape and dtype (bfloat16: a bf16 or 16-bit integer type).
+        Errors: hkrt.NotFound (no such tensor), hkrt.InvalidArgument (shape, dtype, device,
+        layout, a read-only output)."""
+        h = self._handle()
+        info = self.tensor(name)
+        if self._host:
+            np = _numpy()
+            target, staged = _arrays.host_array(np, info, array)
+            addr, keep = target.ctypes.data, None
+            staging = target if staged else None
+        else:
+            addr, keep = _arrays.device_object(info, array, self._device)
+            staging = None
+        _check(self._lib, self._lib.hk_session_bind(h, name.encode(), ctypes.c_void_p(addr), info.bytes))
+        self._bound[name] = (array, staging, keep)
+
+    # ---- runs
+    def _prepare(self):
+        """Host target: binds a session-owned array to every unbound output and fills staged
+        inputs and params from the caller's arrays."""
+        if not self._host:
+            return
+        np = _numpy()
+        for t in self.tensors:
+            if t.role == "output" and t.name not in self._bound:
+                dtype = np.float32 if t.dtype == "float32" else np.float16 if t.dtype == "float16" else np.uint16
+                self.bind(t.name, _arrays.aligned_empty(np, t.shape, dtype))
+        roles = {t.name: t.role for t in self.tensors}
+        for name, (array, staging, _) in self._bound.items():
+            if staging is not None and roles[name] != "output":
+                np.copyto(staging, array)
+
+    def _finish(self):
+        if not self._host:
+            return
+        np = _numpy()
+        roles = {t.name: t.role for t in self.tensors}
+        for name, (array, staging, _) in self._bound.items():
+            if staging is not None and roles[name] == "output":
+                np.copyto(array, staging)
+
+    def run(self, stream=None):
+        """Runs the whole graph once (hk_session_run). Host target: returns when the outputs are
+        written; outputs nobody bound go to arrays the session owns (outputs() returns them).
+        GPU targets: queued on `stream` (None: the default stream; an int handle, a
+        torch.cuda.Stream or a cupy stream). Errors: hkrt.FailedPrecondition (a tensor unbound,
+        named), hkrt.DriverError."""
+        h = self._handle()
+        self._prepare()
+        _check(self._lib, self._lib.hk_session_run(h, _stream_handle(stream)))
+        self._finish()
+
+    def outputs(self, copy=True):
+        """Host target: {name: NumPy array} of every output as the last run wrote it, copies
+        unless copy=False (then the bound arrays themselves, overwritten by the next run).
+        Outputs the caller did not bind are allocated by the session; bfloat16 ones are uint16
+        arrays of the raw bits."""
+        if not self._host:
+            raise make(10, "outputs() is for the host target; session target is %s (read the bound "
+                       "device tensors instead)" % self.target)
+        self._handle()
+        self._prepare()
+        out = {}
+        for t in self.tensors:
+            if t.role == "output":
+                array, staging, _ = self._bound[t.name]
+                out[t.name] = array.copy() if copy else array
+        return out
+
+    def synchronize(self, stream=None):
+        """Waits for the work queued on `stream` to finish (hk_session_synchronize)."""
+        _check(self._lib, self._lib.hk_session_synchronize(self._handle(), _stream_handle(stream)))
+
+    # ---- batch
+    def set_batch(self, batch):
+        """Changes the batch (hk_session_set_batch). Tensors whose shape changes must be bound
+        again (the session drops its references to them); the others stay bound.
+        Errors: hkrt.NotFound (beyond the largest bucket, or not a bucket under the exact
+        policy; the message lists the buckets)."""
+        h = self._handle()
+        before = {t.name: t for t in self.tensors}
+        _check(self._lib, self._lib.hk_session_set_batch(h, batch))
+        self._infos = None
+        for t in self.tensors:
+            if before[t.name].shape != t.shape:
+                self._bound.pop(t.name, None)
+
+    @property
+    def batch(self):
+        return self._lib.hk_session_batch(self._handle())
+
+    @property
+    def bucket(self):
+        """The batch bucket the session runs (>= batch under the pad policy)."""
+        return self._lib.hk_session_bucket(self._handle())
+
+    @property
+    def launch_mode(self):
+        """(mode, reason): "graph" or "stream", and why a wanted GPU graph is not used ("" if not)."""
+        reason = ctypes.c_char_p()
+        mode = self._lib.hk_session_launch_mode(self._handle(), ctypes.byref(reason))
+        return _str(mode), _str(reason.value) or ""
+
+    @property
+    def pdl_count(self):
+        return self._lib.hk_session_pdl_count(self._handle())
+
+    # ---- profiling
+    def profile(self, repeats=20, stream=None):
+        """Times every launch of the current bucket's graph alone (median of `repeats`, after a
+        warm-up) and returns one LaunchProfile per launch, in launch order. Needs every input and
+        param bound (host target: outputs are bound as run() does); the outputs are those of a
+        normal run."""
+        h = self._handle()
+        if repeats < 1:
+            raise invalid("repeats must be at least 1, not %r" % repeats)
+        n = self._lib.hk_session_launch_count(h)
+        us = (ctypes.c_double * max(n, 1))()
+        self._prepare()
+        _check(self._lib, self._lib.hk_session_profile(h, _stream_handle(stream), repeats, us))
+        self._finish()
+        out = []
+        for i in range(n):
+            c = _lib.LaunchInfoC()
+            _check(self._lib, self._lib.hk_session_launch_info(h, i, ctypes.byref(c)))
+            nodes = tuple(x for x in (_str(c.nodes) or "").split(",") if x)
+            out.append(LaunchProfile(_str(c.kernel), nodes, us[i]))
+        return out

@@ -1,0 +1,371 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The hkrt Python package (python/hkrt) on a host pack of tests/specs/op_elementwise.yaml:
+opening (file, bytes), the trust policy (hkrt.Untrusted; a pack signed with hkc keygen/sign),
+tensor metadata, bind checks, runs against an independent float64 NumPy reference (random
+inputs, outputs poisoned first), set_batch, profile, and the errors' statuses and messages.
+
+Needs HKC (the hkc binary) and libhkrt where hkrt finds it (tests/integration/python.sh sets
+HKRT_LIBRARY). Run: python3 -m unittest tests/python/test_hkrt.py"""
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+import hkrt
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SPEC = os.path.join(HERE, "..", "specs", "op_elementwise.yaml")
+S, C = 3, 1001                                        # the spec's dims
+NODES = {"a1", "a2", "m1", "m2", "u1", "u2", "u3"}   # its graph's nodes
+F = {}                                               # fixtures made once: paths, key id
+
+
+def setUpModule():
+    hkc = os.environ.get("HKC")
+    if not hkc:
+        raise unittest.SkipTest("HKC (the hkc binary) is not set")
+    F["dir"] = tempfile.mkdtemp(prefix="hkrt-py-")
+    d = F["dir"]
+
+    def hkc_run(*args):
+        return subprocess.run([hkc, *args], check=True, capture_output=True, text=True).stdout
+
+    F["pack"] = os.path.join(d, "e.hkpack")
+    hkc_run("build", SPEC, "-o", F["pack"], "--target", "host", "-q")
+    out = hkc_run("keygen", "-o", os.path.join(d, "k"))
+    F["key_id"] = re.search(r"key id ([0-9a-f]{16})", out).group(1)
+    hkc_run("keygen", "-o", os.path.join(d, "other"), "-q")
+    F["pub"], F["other_pub"] = os.path.join(d, "k.pub"), os.path.join(d, "other.pub")
+    F["signed"] = os.path.join(d, "s.hkpack")
+    hkc_run("sign", F["pack"], "--key", os.path.join(d, "k"), "-o", F["signed"], "-q")
+
+
+def tearDownModule():
+    if "dir" in F:
+        shutil.rmtree(F["dir"], ignore_errors=True)
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def open_pack(**kw):
+    return hkrt.Pack.open(F["pack"], allow_unsigned_native_code=True, **kw)
+
+
+def reference(x, z, row, one):
+    """The spec's graph in float64: t4 = (x + z + row) * row * one, then relu, gelu (erf), silu."""
+    x, z, row, one = (a.astype(np.float64) for a in (x, z, row, one))
+    t4 = row * (x + z + row) * one
+    erf = np.vectorize(math.erf)
+    return {"y_relu": np.maximum(t4, 0), "y_gelu": 0.5 * t4 * (1 + erf(t4 / math.sqrt(2))),
+            "y_silu": t4 / (1 + np.exp(-t4))}
+
+
+def assert_close(test, got, want, name):
+    test.assertEqual(got.shape, want.shape, name)
+    test.assertFalse(np.isnan(got).any(), "%s: unwritten (NaN-poisoned) elements" % name)
+    err = np.abs(got.astype(np.float64) - want) / (1 + np.abs(want))
+    test.assertLess(err.max(), 1e-4, "%s: max relative error %g at %s" % (name, err.max(), np.argmax(err)))
+
+
+class Inputs:
+    """Random inputs and params for a batch, and poisoned output arrays."""
+
+    def __init__(self, batch, seed):
+        rng = np.random.default_rng(seed)
+        self.x = rng.standard_normal((batch, S, C)).astype(np.float32)
+        self.z = rng.standard_normal((batch, S, C)).astype(np.float32)
+        self.row = rng.uniform(-2, 2, C).astype(np.float32)
+        self.one = np.array([rng.uniform(0.5, 1.5)], dtype=np.float32)
+        self.outs = {n: np.full((batch, S, C), np.nan, dtype=np.float32) for n in ("y_relu", "y_gelu", "y_silu")}
+
+    def bind(self, sess, outputs=True):
+        for name in ("x", "z", "row", "one"):
+            sess.bind(name, getattr(self, name))
+        if outputs:
+            for name, a in self.outs.items():
+                sess.bind(name, a)
+
+    def ref(self):
+        return reference(self.x, self.z, self.row, self.one)
+
+
+class TestLibrary(unittest.TestCase):
+    def test_version(self):
+        self.assertRegex(hkrt.version(), r"^\d+\.\d+\.\d+$")
+        self.assertEqual(hkrt.version(), hkrt.__version__, "the package and libhkrt disagree on the version")
+        self.assertTrue(os.path.exists(hkrt.load_library()))
+
+    def test_library_not_found(self):
+        env = dict(os.environ, HKRT_LIBRARY="/nonexistent/libhkrt.so")
+        code = ("import hkrt\ntry:\n    hkrt.version()\nexcept hkrt.Unavailable as e:\n"
+                "    print('status', e.status, e.message)\n")
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+        self.assertIn("status 5", out)
+        self.assertIn("/nonexistent/libhkrt.so", out)
+
+
+class TestDevicePaths(unittest.TestCase):
+    """What of the GPU targets' binding runs without a GPU: the DLPack structure read from a
+    NumPy (CPU) capsule, and CPU memory refused for a GPU tensor."""
+
+    def test_dlpack_layout(self):
+        from hkrt import _arrays
+        a = np.arange(2 * 3 * 5, dtype=np.float32).reshape(2, 3, 5)[1:]
+        capsule = a.__dlpack__()
+        t = _arrays._DLTensor.from_address(_arrays._capsule_pointer(capsule, b"dltensor"))
+        self.assertEqual(t.data + t.byte_offset, a.ctypes.data)
+        self.assertEqual((t.device_type, t.device_id, t.ndim, t.code, t.bits, t.lanes), (1, 0, 3, 2, 32, 1))
+        self.assertEqual([t.shape[i] for i in range(3)], [1, 3, 5])
+        info = hkrt.TensorInfo("x", "input", "float32", (1, 3, 5), 60)
+        with self.assertRaises(hkrt.InvalidArgument) as cm:
+            _arrays._dlpack_address(info, capsule, 0)
+        self.assertIn("cpu", cm.exception.message)
+        with self.assertRaises(hkrt.InvalidArgument) as cm:  # __dlpack_device__ says CPU
+            _arrays.device_object(info, a, 0)
+        self.assertIn("not a GPU", cm.exception.message)
+
+
+class TestOpen(unittest.TestCase):
+    def check_pack(self, pack):
+        self.assertEqual(pack.name, "op_elementwise")
+        self.assertEqual(len(pack.targets), 1)
+        self.assertTrue(pack.targets[0].startswith("host-"), pack.targets)
+        self.assertEqual(pack.batch_sizes, [1, 5])
+        self.assertEqual(pack.batch_policy, "pad")
+
+    def test_file_and_bytes(self):
+        with open_pack() as pack:
+            self.check_pack(pack)
+            self.assertEqual(pack.signature, hkrt.Signature("none", ""))
+            self.assertEqual(pack.select_target(), pack.targets[0])
+        data = read(F["pack"])
+        for source in (data, bytearray(data), memoryview(data)):
+            with hkrt.Pack.open(source, allow_unsigned_native_code=True) as pack:
+                self.check_pack(pack)
+                with pack.session(batch=1) as sess:  # the code loads from the bytes, and runs
+                    inp = Inputs(1, seed=3)
+                    inp.bind(sess)
+                    sess.run()
+                    assert_close(self, inp.outs["y_gelu"], inp.ref()["y_gelu"], "y_gelu")
+
+    def test_unsigned_host_code_refused(self):
+        for source in (F["pack"], read(F["pack"])):
+            with self.assertRaises(hkrt.Untrusted) as cm:
+                hkrt.Pack.open(source)
+            e = cm.exception
+            self.assertIsInstance(e, hkrt.Error)
+            self.assertEqual((e.status, e.status_name), (13, "UNTRUSTED"))
+            self.assertIn("native host code", e.message)
+            self.assertIn("UNTRUSTED", str(e))
+
+    def test_signed_and_trusted(self):
+        for key in (F["pub"], hkrt.public_key(F["pub"]), read(F["pub"]).decode()):
+            with hkrt.Pack.open(F["signed"], trusted_keys=[F["other_pub"], key], require_signature=True) as pack:
+                self.assertEqual(pack.signature, hkrt.Signature("trusted", F["key_id"]))
+                with pack.session() as sess:
+                    inp = Inputs(1, seed=4)
+                    inp.bind(sess)
+                    sess.run()
+                    assert_close(self, inp.outs["y_silu"], inp.ref()["y_silu"], "y_silu")
+        with self.assertRaises(hkrt.Untrusted) as cm:
+            hkrt.Pack.open(F["signed"], trusted_keys=[F["other_pub"]])
+        self.assertIn("not trusted", cm.exception.message)
+        with self.assertRaises(hkrt.Untrusted) as cm:  # unsigned, but a signature is required
+            hkrt.Pack.open(F["pack"], allow_unsigned_native_code=True, require_signature=True)
+        with hkrt.Pack.open(F["signed"], allow_unsigned_native_code=True) as pack:  # verifies, key unknown
+            self.assertEqual(pack.signature, hkrt.Signature("valid", F["key_id"]))
+        self.assertEqual(len(hkrt.public_key(F["pub"])), hkrt.HK_PUBLIC_KEY_BYTES)
+        with self.assertRaises(hkrt.InvalidArgument):
+            hkrt.public_key(b"hk-ed25519-public 1234")
+
+    def test_open_errors(self):
+        with self.assertRaises(hkrt.IOFailure) as cm:
+            hkrt.Pack.open(os.path.join(F["dir"], "missing.hkpack"), allow_unsigned_native_code=True)
+        self.assertIn("missing.hkpack", cm.exception.message)
+        data = bytearray(read(F["pack"]))
+        data[len(data) // 2] ^= 0x40
+        with self.assertRaises(hkrt.Corrupt) as cm:
+            hkrt.Pack.open(data, allow_unsigned_native_code=True)
+        self.assertTrue(cm.exception.message)
+        signed = bytearray(read(F["signed"]))
+        signed[len(signed) // 2] ^= 0x40  # damage after signing: refused, whatever the reason says
+        with self.assertRaises((hkrt.Untrusted, hkrt.Corrupt)):
+            hkrt.Pack.open(signed, trusted_keys=[F["pub"]])
+        with self.assertRaises(hkrt.InvalidArgument):
+            hkrt.Pack.open(12345)
+
+
+class TestSession(unittest.TestCase):
+    def setUp(self):
+        self.pack = open_pack()
+        self.sess = self.pack.session(batch=1)
+
+    def tearDown(self):
+        self.pack.close()
+
+    def test_tensors(self):
+        T = hkrt.TensorInfo
+        want = [T("x", "input", "float32", (1, S, C), S * C * 4), T("z", "input", "float32", (1, S, C), S * C * 4),
+                T("row", "param", "float32", (C,), C * 4), T("one", "param", "float32", (1,), 4)]
+        want += [T(n, "output", "float32", (1, S, C), S * C * 4) for n in ("y_relu", "y_gelu", "y_silu")]
+        self.assertEqual(sorted(self.sess.tensors), sorted(want))
+        self.assertEqual(self.sess.tensor("row"), want[2])
+        self.assertTrue(self.sess.target.startswith("host-"))
+        self.assertEqual((self.sess.batch, self.sess.bucket), (1, 1))
+        self.assertEqual(self.sess.launch_mode[0], "stream")
+
+    def test_bind_checks(self):
+        good = np.zeros((1, S, C), np.float32)
+        cases = [("x", np.zeros((1, S, C + 1), np.float32), "shape"), ("x", np.zeros((2, S, C), np.float32), "shape"),
+                 ("x", np.zeros((1, S, C), np.float64), "dtype"), ("x", np.zeros((1, S, C), np.float16), "dtype"),
+                 ("x", np.zeros((1, S, C), ">f4"), "dtype"), ("x", good.tolist(), "NumPy"),
+                 ("row", np.zeros((1, C), np.float32), "shape")]
+        for name, array, what in cases:
+            with self.assertRaises(hkrt.InvalidArgument, msg=(name, what)) as cm:
+                self.sess.bind(name, array)
+            self.assertIn(what, cm.exception.message)
+            self.assertIn("'%s'" % name, cm.exception.message)
+        ro = good.copy()
+        ro.flags.writeable = False
+        self.sess.bind("x", ro)  # inputs may be read-only
+        with self.assertRaises(hkrt.InvalidArgument) as cm:
+            self.sess.bind("y_relu", ro)
+        self.assertIn("read-only", cm.exception.message)
+        with self.assertRaises(hkrt.NotFound) as cm:
+            self.sess.bind("nope", good)
+        self.assertIn("y_gelu", cm.exception.message)  # the names are listed
+
+    def test_run_unbound_input(self):
+        inp = Inputs(1, seed=5)
+        self.sess.bind("x", inp.x)
+        self.sess.bind("row", inp.row)
+        self.sess.bind("one", inp.one)
+        with self.assertRaises(hkrt.FailedPrecondition) as cm:
+            self.sess.run()
+        self.assertRegex(cm.exception.message, r"unbound.*\bz\b")  # libhkrt names the unbound tensor
+
+    def test_run_matches_reference(self):
+        inp = Inputs(1, seed=1)
+        inp.bind(self.sess)
+        self.sess.run()
+        ref = inp.ref()
+        for name, got in inp.outs.items():  # written in place into the bound arrays
+            assert_close(self, got, ref[name], name)
+        outs = self.sess.outputs()
+        self.assertEqual(set(outs), set(ref))
+        for name in ref:
+            np.testing.assert_array_equal(outs[name], inp.outs[name])
+
+    def test_staged_and_automatic_buffers(self):
+        inp = Inputs(1, seed=2)
+        # a strided input, a misaligned param and a misaligned output: staged copies are bound
+        wide = np.zeros((1, S, 2 * C), np.float32)
+        wide[:, :, ::2] = inp.x
+        x_view = wide[:, :, ::2]
+        raw = np.zeros(C * 4 + 16 + 4, np.uint8)
+        off = 4 + (-raw.ctypes.data) % 16
+        row_mis = raw[off:off + C * 4].view(np.float32)
+        row_mis[:] = inp.row
+        self.assertNotEqual(row_mis.ctypes.data % 16, 0)
+        raw_out = np.zeros(S * C * 4 + 16 + 4, np.uint8)
+        off = 4 + (-raw_out.ctypes.data) % 16
+        gelu_mis = raw_out[off:off + S * C * 4].view(np.float32).reshape(1, S, C)
+        gelu_mis[:] = np.nan
+        self.sess.bind("x", x_view)
+        self.sess.bind("z", inp.z)
+        self.sess.bind("row", row_mis)
+        self.sess.bind("one", inp.one)
+        self.sess.bind("y_gelu", gelu_mis)
+        self.sess.run()  # y_relu and y_silu unbound: the session allocates them
+        ref = inp.ref()
+        assert_close(self, gelu_mis, ref["y_gelu"], "y_gelu (staged)")
+        outs = self.sess.outputs()
+        for name in ref:
+            assert_close(self, outs[name], ref[name], name + " (outputs())")
+        # a staged input is read again at each run
+        x2 = Inputs(1, seed=9).x
+        wide[:, :, ::2] = x2
+        self.sess.run()
+        assert_close(self, self.sess.outputs()["y_relu"], reference(x2, inp.z, inp.row, inp.one)["y_relu"],
+                     "y_relu after changing the staged input")
+        # after a batch change, the outputs the session allocated are allocated again at the new size
+        self.sess.set_batch(5)
+        inp5 = Inputs(5, seed=8)
+        self.sess.bind("x", inp5.x)
+        self.sess.bind("z", inp5.z)
+        self.sess.run()  # row (staged), one: still bound
+        ref = reference(inp5.x, inp5.z, inp.row, inp.one)
+        self.assertEqual(self.sess.outputs()["y_silu"].shape, (5, S, C))
+        assert_close(self, self.sess.outputs()["y_silu"], ref["y_silu"], "y_silu batch 5")
+
+    def test_set_batch(self):
+        Inputs(1, seed=6).bind(self.sess)
+        self.sess.set_batch(5)
+        self.assertEqual((self.sess.batch, self.sess.bucket), (5, 5))
+        self.assertEqual(self.sess.tensor("x").shape, (5, S, C))
+        self.assertEqual(self.sess.tensor("row").shape, (C,))
+        with self.assertRaises(hkrt.FailedPrecondition):  # x and z changed size: unbound
+            self.sess.run()
+        for batch, bucket in ((5, 5), (3, 5), (1, 1)):
+            self.sess.set_batch(batch)
+            self.assertEqual((self.sess.batch, self.sess.bucket), (batch, bucket))
+            inp = Inputs(batch, seed=10 + batch)
+            inp.bind(self.sess)
+            self.sess.run()
+            ref = inp.ref()
+            for name, got in inp.outs.items():
+                assert_close(self, got, ref[name], "%s batch %d" % (name, batch))
+        with self.assertRaises(hkrt.NotFound) as cm:
+            self.sess.set_batch(6)
+        self.assertIn("5", cm.exception.message)  # the buckets are listed
+        self.assertEqual(self.sess.batch, 1)
+
+    def test_profile(self):
+        inp = Inputs(1, seed=7)
+        inp.bind(self.sess)
+        prof = self.sess.profile(repeats=3)
+        self.assertGreaterEqual(len(prof), 1)
+        self.assertLessEqual(len(prof), len(NODES))
+        seen = []
+        for p in prof:
+            self.assertIsInstance(p, hkrt.LaunchProfile)
+            self.assertTrue(p.kernel)
+            self.assertTrue(p.nodes)
+            self.assertGreater(p.us, 0)
+            seen += p.nodes
+        self.assertEqual(sorted(seen), sorted(NODES), "each spec node computed by exactly one launch")
+        ref = inp.ref()
+        for name, got in inp.outs.items():  # profile leaves a normal run's outputs
+            assert_close(self, got, ref[name], name + " after profile")
+        with self.assertRaises(hkrt.InvalidArgument):
+            self.sess.profile(repeats=0)
+
+    def test_session_errors(self):
+        with self.assertRaises(hkrt.NotFound) as cm:
+            self.pack.session(batch=7)
+        self.assertTrue(cm.exception.message)
+        with self.assertRaises(hkrt.NotFound):
+            self.pack.session(target="sm_90a")
+        with self.assertRaises(hkrt.InvalidArgument):
+            self.pack.session(launch_mode="fast")
+        with self.assertRaises(hkrt.FailedPrecondition):
+            self.sess.run()  # nothing bound
+        self.pack.close()  # closes its sessions first
+        with self.assertRaises(hkrt.FailedPrecondition) as cm:
+            self.sess.run()
+        self.assertIn("closed", cm.exception.message)
+        with self.assertRaises(hkrt.FailedPrecondition):
+            self.pack.name
+
+
+if __name__ == "__main__":
+    unittest.main()
