@@ -15,6 +15,7 @@
 # numerics.jsonl bars.log bars.jsonl bad.json ncu.txt
 set -uo pipefail
 cd "$(dirname "$0")/.."
+export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" # libcjson carried in build-dev (scripts/carry_libs.sh)
 out=${OUT:-/tmp/hk-attn}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1

@@ -6,6 +6,7 @@
 # under a CUDA graph.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" # libcjson carried in build-dev (scripts/carry_libs.sh)
 out=${OUT:-/tmp/hk-final}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1

@@ -22,4 +22,5 @@ for s in bert_layer llama_block; do
   cp "specs/$s.yaml" "build-dev/peers/$s.yaml"
 done
 cmake --build build-dev -j"$(nproc)" --target hk_bench_cold > /dev/null
+bash scripts/carry_libs.sh build-dev # what the GPU machine lacks (libcjson)
 du -sh build-dev

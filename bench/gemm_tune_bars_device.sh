@@ -6,6 +6,7 @@
 # bars' default packs rebuilt with it and measured again (OUT/bars.jsonl, OUT/bars.log).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" # libcjson carried in build-dev (scripts/carry_libs.sh)
 out=${OUT:-/tmp/hk-tune-bars}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1

@@ -6,6 +6,7 @@
 # OUT/h200.db -- commit it as specs/tuning/h200.db. Reports in OUT/tune_*.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" # libcjson carried in build-dev (scripts/carry_libs.sh)
 out=${OUT:-/tmp/hk-tune}
 mkdir -p "$out"
 start=$(date +%s)

@@ -22,6 +22,7 @@
 # Exit 1 on any output mismatch or hkc failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" # libcjson carried in build-dev (scripts/carry_libs.sh)
 part=${1:?usage: bash bench/peers_device.sh bert|llama|SPEC_NAME [peers.py arguments]}
 shift
 case $part in

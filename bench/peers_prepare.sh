@@ -17,6 +17,7 @@ target=${HK_GPU_TARGET:-sm_90a}
 specs=${PEERS_SPECS:-specs/bert_layer.yaml specs/llama_block.yaml}
 cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DHKC_BUILD_TESTS=ON >/dev/null
 cmake --build build-dev -j"${HK_JOBS:-2}" --target hkc hkrt hk_bench_cold
+bash scripts/carry_libs.sh build-dev # what the GPU machine lacks (libcjson)
 mkdir -p build-dev/peers
 built="" failed=0
 for spec in $specs; do

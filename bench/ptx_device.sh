@@ -19,6 +19,7 @@
 # host are compared with each other (same seed). Exits 1 on any failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" # libcjson carried in build-dev (scripts/carry_libs.sh)
 out=${1:-/tmp/hk-ptx}
 mkdir -p "$out"
 HKC=build-dev/hkc

@@ -11,6 +11,7 @@
 # past 300 s of it (and says so), the layers get what is left, each check at most 60 s.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" # libcjson carried in build-dev (scripts/carry_libs.sh)
 out=${OUT:-/tmp/hk-splitk}
 budget=${DEVICE_BUDGET_S:-420}
 mkdir -p "$out"

@@ -11,5 +11,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DHK_BUILD_TESTS=ON >/dev/null
 cmake --build build-dev -j"$(nproc)" --target hkc hkrt >/dev/null
+bash scripts/carry_libs.sh build-dev # what the GPU machine lacks (libcjson)
 python3 bench/splitk.py prepare "$@"
 du -sh build-dev

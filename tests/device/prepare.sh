@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DHKC_BUILD_TESTS=ON >/dev/null
 cmake --build build-dev -j"$(nproc)" --target hkc hkrt hk_example hk_bench_launch
+bash scripts/carry_libs.sh build-dev # what the GPU machine lacks (libcjson)
 mkdir -p build-dev/packs
 for spec in specs/*.yaml tests/specs/*.yaml; do
   name=$(basename "$spec" .yaml)

@@ -13,6 +13,7 @@
 # with PyTorch (check.py), prints a table, exits 1 on any mismatch.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" # libcjson carried in build-dev (scripts/carry_libs.sh)
 out=${1:-${OUT:-/tmp/hk-device}}
 mkdir -p "$out"
 HKC=build-dev/hkc
