@@ -66,7 +66,7 @@ static const char k_build_usage[] =
     "                         JIT-compiles for a newer GPU no cubin runs on (default: the newest\n"
     "                         sm_XY of the build without an arch-specific suffix: sm_90a's PTX\n"
     "                         runs on sm_90 GPUs only)\n"
-    "  --no-ptx               store no PTX\n"
+    "  --no-ptx               store no PTX (HKC_PTX=LIST or none: the same from the environment)\n"
     "  --merge-targets LIST   this build is one part of `hkc merge`: fuse as one build of all\n"
     "                         of LIST (which must hold --target) would, so that merging the\n"
     "                         parts gives the same pack (needed only for specs with SwiGLU)\n"
@@ -344,6 +344,9 @@ static int cmd_build(int argc, char **argv) {
     return 0;
   }
   hkc_build_options_t opt = {.fusion = -1};
+  /* HKC_PTX=LIST or none: --ptx LIST / --no-ptx from the environment (the flags still win) */
+  const char *ptx_env = getenv("HKC_PTX");
+  if (ptx_env && *ptx_env) opt.ptx = strcmp(ptx_env, "none") == 0 ? "" : ptx_env;
   hkc_kernel_options_t ko = {0};
   if (hkc_kernel_options_from_env(&ko, "hkc build") != 0) return 2;
   opt.host_threads = host_threads_from_env();
