@@ -13,7 +13,7 @@
 #
 # Between the two, a short ThreadSanitizer pass checks libhkrt's threads contract.
 #
-# Environment: HK_FUZZ_SECONDS (default 20) per fuzz target; HK_SKIP_SANITIZE=1 skips
+# Environment: HK_FUZZ_SECONDS (default 12) per fuzz target; HK_SKIP_SANITIZE=1 skips
 # the sanitizer pass; HK_TEST_JOBS (default: cores + 1) parallel ctest jobs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,7 +52,7 @@ if [ "${HK_SKIP_SANITIZE:-0}" != 1 ]; then
   echo "note: not run under ASan (toolchain tests: their time is in nvrtc/hiprtc; they ran in the release pass above): $skipped"
   ctest --test-dir build-asan --output-on-failure -j"$test_jobs" -LE toolchain # sanitizer options: tests/CMakeLists.txt
   elapsed
-  secs=${HK_FUZZ_SECONDS:-20}
+  secs=${HK_FUZZ_SECONDS:-12}
   pids=()
   for fuzzer in build-asan/tests/fuzz_*; do
     [ -x "$fuzzer" ] || continue
