@@ -27,18 +27,27 @@ checked_batches() {
   local name=$1 subset b out=""; shift
   case $name in
     llama_block) subset="1" ;;
-    bert_layer) subset="1 8" ;;
+    bert_layer) subset="1 8"; [ "$sanitized" = 1 ] && subset="1" ;;
     *) echo "$*"; return ;;
   esac
   for b in "$@"; do [[ " $subset " == *" $b "* ]] && out+="${out:+ }$b"; done
   echo "${out:-$1}"
 }
 
+# Under the sanitizers (HK_SANITIZED=1, set by tests/CMakeLists.txt) the large runs are
+# left to the release pass: their time is in the host kernels and NumPy, not in hkc's code,
+# which the smaller batches and specs drive through the same paths.
+sanitized=${HK_SANITIZED:-0}
+
 for spec in "$HK_SOURCE_DIR"/specs/*.yaml "$HK_SOURCE_DIR"/tests/specs/*.yaml; do
   name=$(basename "$spec" .yaml)
   "$HKC" build "$spec" -o "$work/$name.hkpack" --target host
   "$HKC" inspect "$work/$name.hkpack" > "$work/$name.inspect"
   grep -q "host-" "$work/$name.inspect"
+  if [ "$sanitized" = 1 ] && [ "$name" = llama_block ]; then
+    echo "specs_e2e: $name: built and inspected, not run under the sanitizers (the release pass runs batch 1)"
+    continue
+  fi
   all=$("$PY" -c "import yaml,sys; print(' '.join(str(b) for b in yaml.safe_load(open(sys.argv[1]))['batch_sizes']))" "$spec")
   batches=$(checked_batches "$name" $all)
   echo "specs_e2e: $name: checking batch sizes $batches (of $all)"
