@@ -10,6 +10,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "codegen/codegen.h"
 #include "codegen/variants/variant.h"
@@ -318,6 +319,12 @@ static int finish_gpu_kernels(target_plan_t *plan, int werror_spills) {
   return rc;
 }
 
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* Compiles every target's kernels: GPU kernels on the pool (except those the tuner already
  * compiled), the host TU (one_unit) meanwhile. */
 static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_options_t *options, hkc_tuner_t *tuner) {
@@ -378,8 +385,10 @@ static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_opt
   }
   for (size_t i = 0, t = 0; i < n_jobs; i++)
     if (jobs[i].rc == 1) pending[t++] = jobs[i];
+  if (options->progress >= HKC_PROGRESS_LINES && n_pending)
+    fprintf(stderr, "hkc build: compiling %zu GPU kernel(s)%s\n", n_pending, n_ptx ? " (PTX included)" : "");
   hkc_compile_pool_t *pool =
-      hkc_compile_pool_start(pending, n_pending, options->jobs, options->no_cache, options->cache_dir, !options->quiet);
+      hkc_compile_pool_start(pending, n_pending, options->jobs, options->no_cache, options->cache_dir, options->progress);
   if (!pool) {
     for (j = 0; j < n_jobs; j++) hkc_rtc_result_free(&jobs[j].result);
     free(pending);
@@ -390,8 +399,12 @@ static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_opt
   }
 
   int rc = 0;
-  for (size_t p = 0; p < n_plans; p++)
-    if (one_unit(&plans[p]) && compile_unit(&plans[p]) != 0) rc = -1;
+  for (size_t p = 0; p < n_plans; p++) {
+    if (!one_unit(&plans[p])) continue;
+    if (options->progress >= HKC_PROGRESS_LINES)
+      fprintf(stderr, "hkc build: compiling %zu kernel(s) for %s as one unit\n", plans[p].out.n_kernels, plans[p].name);
+    if (compile_unit(&plans[p]) != 0) rc = -1;
+  }
   const int started = hkc_compile_pool_finish(pool);
   for (size_t i = 0, t = 0; i < n_jobs; i++)
     if (jobs[i].rc == 1) jobs[i] = pending[t++];
@@ -414,6 +427,17 @@ static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_opt
       hkc_error((hkc_loc_t){0}, "out of memory assembling target %s", plans[p].name);
       rc = -1;
     }
+  if (options->out_stats) {
+    options->out_stats->gpu_kernels = n_jobs - n_ptx;
+    options->out_stats->cached = cached;
+    options->out_stats->shared_cached = shared;
+    options->out_stats->ptx_compiles = n_ptx;
+    options->out_stats->ptx_cached = ptx_cached;
+    options->out_stats->threads = n_pending ? (started ? started : 1) : 0;
+  }
+  if (n_jobs && options->progress >= HKC_PROGRESS_LINES)
+    fprintf(stderr, "hkc build: %zu GPU kernel(s) ready, %zu from the cache, %zu compiled on %d thread(s)\n",
+            n_jobs - n_ptx, cached, n_jobs - n_ptx - cached, started ? started : 1);
   if (n_jobs && !options->quiet) {
     /* the count of GPU kernels leaves the PTX compiles out: they have a line of their own */
     printf("compiled %zu GPU kernel(s) on %d thread(s), %zu from the cache", n_jobs - n_ptx, started ? started : 1,
@@ -668,6 +692,7 @@ int hkc_build(const hkc_build_options_t *options) {
     hkc_error((hkc_loc_t){0}, "%s", err);
     return -1;
   }
+  const double t0 = now_seconds();
   if (hkc_spec_load(options->spec_path, &spec) != 0) return -1;
   /* Unfused accounting, on the spec exactly as loaded. */
   hkc_cost_t unfused[HK_MAX_BATCH_BUCKETS];
@@ -699,6 +724,11 @@ int hkc_build(const hkc_build_options_t *options) {
       if (!dual_gemm_ok(plans[i].arch)) spec->fusion_no_dual = 1;
   }
   if (hkc_fuse(spec, options->fusion) != 0) goto done;
+  if (options->progress >= HKC_PROGRESS_LINES) {
+    fprintf(stderr, "hkc build: %s: %zu target(s) (", spec->name, n_plans);
+    for (size_t i = 0; i < n_plans; i++) fprintf(stderr, "%s%s", i ? ", " : "", plans[i].name);
+    fprintf(stderr, "), %d batch size(s), %zu node(s) after fusion\n", spec->n_batch, spec->n_nodes);
+  }
   for (size_t i = 0; i < n_plans; i++) {
     target_plan_t *p = &plans[i];
     name_target(p);
@@ -767,6 +797,9 @@ int hkc_build(const hkc_build_options_t *options) {
                       .compression_level = options->compression_level,
                       .sign_seed = options->sign_seed};
   if (hkc_pack_write(&in, options->out_path) != 0) goto done;
+  if (options->out_stats) options->out_stats->seconds = now_seconds() - t0;
+  if (options->progress >= HKC_PROGRESS_LINES)
+    fprintf(stderr, "hkc build: wrote %s in %.2f s\n", options->out_path, now_seconds() - t0);
   if (!options->quiet) {
     printf("wrote %s: %zu target(s), %d batch size(s)\n", options->out_path, n_plans, spec->n_batch);
     for (size_t i = 0; i < n_plans; i++) {

@@ -47,7 +47,20 @@ typedef struct hkc_build_options {
                               "PTX"), comma-separated; NULL: the newest NVIDIA target of the
                               build without an arch-specific suffix (sm_90a's PTX runs on sm_90
                               GPUs only); "": none (--no-ptx). Recorded in provenance as ptx= */
+  int progress;            /* hkc_progress_t (util.h): progress lines on stderr; 0: none */
+  struct hkc_build_stats *out_stats; /* NULL, or filled by a build that succeeds */
 } hkc_build_options_t;
+
+/* What a build did, beyond the pack itself (hkc build --json reads the rest from the pack). */
+typedef struct hkc_build_stats {
+  size_t gpu_kernels;     /* GPU kernels of the pack (the same kernel on two targets counts twice) */
+  size_t cached;          /* of them: taken from the compile cache (or compiled by the tuner) */
+  size_t shared_cached;   /* of those: from the shared cache (HKC_CACHE_URL) */
+  size_t ptx_compiles;    /* PTX compiles (docs/FORMAT.md, "PTX") */
+  size_t ptx_cached;
+  int threads;            /* compile threads used */
+  double seconds;         /* wall time of the whole build */
+} hkc_build_stats_t;
 
 /* spec -> IR -> per target: kernels, code, one graph per batch bucket -> artifact.
  * Errors are reported through hkc_error; nothing is written unless every stage

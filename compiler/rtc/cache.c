@@ -22,11 +22,13 @@
  * entry_ok exactly as a local file (a bad one is ignored with a warning, then replaced after
  * the compile), stores it locally and serves it. Write-back: every entry put locally is also
  * set remotely. The remote never fails a build (cache_remote.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define XXH_INLINE_ALL
@@ -264,6 +266,7 @@ int hkc_cache_get(hkc_cache_t *cache, const hkc_cache_request_t *request, hkc_rt
     return rc;
   }
   free(blob);
+  (void)utimensat(AT_FDCWD, path, NULL, 0); /* recently used (hkc_cache_trim); best effort */
   return entry_result(data, &h, out) == 0 ? 0 : -1;
 }
 
@@ -368,4 +371,143 @@ void hkc_cache_put(hkc_cache_t *cache, const hkc_cache_request_t *request, const
     hkc_remote_cache_set(cache->remote, rkey, parts, sizes, 2);
   }
   free(buf);
+}
+
+/* ---- size and cleaning (hkc cache) ------------------------------------------------------------ */
+/* What a directory entry is: 1 a complete entry "<32 hex>.hkcc", 2 a writer's temporary file
+ * (".<entry>.tmp.*", fileio.c) or a left-over probe (".probe.*"), 0 anything else (never touched). */
+static int file_kind(const char *name) {
+  size_t n = strlen(name);
+  if (n == CACHE_KEY_HEX + 5 && strcmp(name + CACHE_KEY_HEX, ".hkcc") == 0) {
+    for (size_t i = 0; i < CACHE_KEY_HEX; i++)
+      if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f'))) return 0;
+    return 1;
+  }
+  if (name[0] == '.' && strstr(name, ".hkcc.tmp.") == name + 1 + CACHE_KEY_HEX) return 2;
+  if (strncmp(name, ".probe.", 7) == 0) return 2;
+  return 0;
+}
+
+typedef struct cache_file {
+  char name[CACHE_KEY_HEX + 8];
+  uint64_t bytes;
+  struct timespec mtime;
+} cache_file_t;
+
+static int older_first(const void *a, const void *b) {
+  const cache_file_t *x = a, *y = b;
+  if (x->mtime.tv_sec != y->mtime.tv_sec) return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
+  if (x->mtime.tv_nsec != y->mtime.tv_nsec) return x->mtime.tv_nsec < y->mtime.tv_nsec ? -1 : 1;
+  return strcmp(x->name, y->name);
+}
+
+/* Lists the directory: complete entries into *out_entries (malloc'd, *n_entries), and either
+ * counts temporary files into stats or, with remove_tmp, removes those older than
+ * HKC_CACHE_TMP_AGE_S. *dfd_out: the open directory (the caller closes it), -1 when missing. */
+static int scan_dir(const char *dir, int remove_tmp, cache_file_t **out_entries, size_t *n_entries,
+                    hkc_cache_stats_t *stats, int *dfd_out) {
+  *out_entries = NULL;
+  *n_entries = 0;
+  *dfd_out = -1;
+  if (!dir) dir = hkc_env_cache_dir();
+  if (!dir) {
+    errno = ENOENT;
+    return -1;
+  }
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return errno == ENOENT ? 0 : -1;
+  int dup_fd = dup(dfd);
+  DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+  if (!d) {
+    if (dup_fd >= 0) close(dup_fd);
+    close(dfd);
+    return -1;
+  }
+  cache_file_t *list = NULL;
+  size_t n = 0, cap = 0;
+  const time_t now = time(NULL);
+  struct dirent *e;
+  int rc = 0;
+  while ((e = readdir(d)) != NULL) {
+    const int kind = file_kind(e->d_name);
+    struct stat st;
+    if (!kind || fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (kind == 2) {
+      if (remove_tmp && now - st.st_mtime >= HKC_CACHE_TMP_AGE_S) {
+        if (unlinkat(dfd, e->d_name, 0) == 0) stats->temporary++, stats->temporary_bytes += (uint64_t)st.st_size;
+      } else if (!remove_tmp) {
+        stats->temporary++;
+        stats->temporary_bytes += (uint64_t)st.st_size;
+      }
+      continue;
+    }
+    if (n == cap) {
+      cap = cap ? cap * 2 : 256;
+      cache_file_t *grown = realloc(list, cap * sizeof *list);
+      if (!grown) {
+        errno = ENOMEM;
+        rc = -1;
+        break;
+      }
+      list = grown;
+    }
+    snprintf(list[n].name, sizeof list[n].name, "%s", e->d_name);
+    list[n].bytes = (uint64_t)st.st_size;
+    list[n].mtime = st.st_mtim;
+    n++;
+  }
+  closedir(d);
+  if (rc != 0) {
+    free(list);
+    close(dfd);
+    return -1;
+  }
+  *out_entries = list;
+  *n_entries = n;
+  *dfd_out = dfd;
+  return 0;
+}
+
+int hkc_cache_stats(const char *dir, hkc_cache_stats_t *out) {
+  memset(out, 0, sizeof *out);
+  cache_file_t *list;
+  size_t n;
+  int dfd;
+  if (scan_dir(dir, 0, &list, &n, out, &dfd) != 0) return -1;
+  for (size_t i = 0; i < n; i++) out->entries++, out->bytes += list[i].bytes;
+  free(list);
+  if (dfd >= 0) close(dfd);
+  return 0;
+}
+
+int hkc_cache_trim(const char *dir, uint64_t max_bytes, hkc_cache_stats_t *out_removed) {
+  hkc_cache_stats_t removed = {0};
+  cache_file_t *list;
+  size_t n;
+  int dfd;
+  if (out_removed) memset(out_removed, 0, sizeof *out_removed);
+  if (scan_dir(dir, 1, &list, &n, &removed, &dfd) != 0) return -1;
+  uint64_t total = 0;
+  for (size_t i = 0; i < n; i++) total += list[i].bytes;
+  qsort(list, n, sizeof *list, older_first);
+  int rc = 0;
+  for (size_t i = 0; i < n && total > max_bytes; i++) {
+    if (unlinkat(dfd, list[i].name, 0) != 0) {
+      if (errno == ENOENT) { /* another hkc removed it first */
+        total -= list[i].bytes;
+        continue;
+      }
+      rc = -1;
+      continue;
+    }
+    total -= list[i].bytes;
+    removed.entries++;
+    removed.bytes += list[i].bytes;
+  }
+  const int e = errno;
+  free(list);
+  if (dfd >= 0) close(dfd);
+  if (out_removed) *out_removed = removed;
+  errno = e;
+  return rc;
 }

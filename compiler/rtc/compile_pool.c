@@ -30,7 +30,7 @@ struct hkc_compile_pool {
   atomic_size_t next;
   atomic_size_t done;
   hkc_cache_t *cache;
-  int progress;  /* print [done/total] on a terminal */
+  int progress;  /* hkc_progress_t: TTY [done/total] rewritten in place; VERBOSE a line per kernel */
   pthread_mutex_t print_lock;
   pthread_t threads[HKC_MAX_JOBS];
   int started;
@@ -71,10 +71,12 @@ static void *worker(void *arg) {
     hkc_compile_item_t *job = &pool->jobs[i];
     run_job(pool, job);
     size_t done = atomic_fetch_add(&pool->done, 1) + 1;
-    if (pool->progress) {
+    if (pool->progress == HKC_PROGRESS_TTY || pool->progress == HKC_PROGRESS_VERBOSE) {
       pthread_mutex_lock(&pool->print_lock);
-      fprintf(stderr, "\r\033[K[%zu/%zu] %s %s%s", done, pool->n_jobs, job->kernel->name, job->target,
-              job->cached == 2 ? " (shared cache)" : job->cached ? " (cached)" : "");
+      fprintf(stderr, "%s[%zu/%zu] %s %s%s%s", pool->progress == HKC_PROGRESS_TTY ? "\r\033[K" : "", done,
+              pool->n_jobs, job->kernel->name, job->target,
+              job->cached == 2 ? " (shared cache)" : job->cached ? " (cached)" : "",
+              pool->progress == HKC_PROGRESS_VERBOSE ? "\n" : "");
       fflush(stderr);
       pthread_mutex_unlock(&pool->print_lock);
     }
@@ -92,7 +94,8 @@ hkc_compile_pool_t *hkc_compile_pool_start(hkc_compile_item_t *items, size_t n, 
   if (!pool) return NULL;
   pool->jobs = items;
   pool->n_jobs = n;
-  pool->progress = progress && isatty(2);
+  /* the in-place line only on a terminal (callers that pass 1 for "progress" get it there) */
+  pool->progress = progress == HKC_PROGRESS_TTY && !isatty(2) ? HKC_PROGRESS_OFF : progress;
   atomic_init(&pool->next, 0);
   atomic_init(&pool->done, 0);
   pthread_mutex_init(&pool->print_lock, NULL);
@@ -111,7 +114,7 @@ int hkc_compile_pool_finish(hkc_compile_pool_t *pool) {
   if (!pool) return 0;
   if (pool->n_jobs && pool->started == 0) worker(pool); /* no threads: compile here */
   for (int i = 0; i < pool->started; i++) pthread_join(pool->threads[i], NULL);
-  if (pool->progress && pool->n_jobs) fprintf(stderr, "\r\033[K");
+  if (pool->progress == HKC_PROGRESS_TTY && pool->n_jobs) fprintf(stderr, "\r\033[K");
   hkc_cache_close(pool->cache);
   pthread_mutex_destroy(&pool->print_lock);
   const int started = pool->started;

@@ -101,6 +101,25 @@ int hkc_cache_get(hkc_cache_t *cache, const hkc_cache_request_t *request, hkc_rt
 /* Stores the entry in the directory and, with a shared cache, there too. Best effort. */
 void hkc_cache_put(hkc_cache_t *cache, const hkc_cache_request_t *request, const hkc_rtc_result_t *result);
 
+/* Size and cleaning (hkc cache). Entries are least recently used by their modification time:
+ * a hit touches its entry. */
+typedef struct hkc_cache_stats {
+  uint64_t entries, bytes;      /* complete entries (<key>.hkcc) and their file sizes */
+  uint64_t temporary, temporary_bytes; /* temporary files of writers (and stale ones) */
+} hkc_cache_stats_t;
+/* A temporary file younger than this may belong to a writer at work: cleaning leaves it. */
+#define HKC_CACHE_TMP_AGE_S 60
+/* Counts the directory's files (dir NULL: hkc_env_cache_dir()); a missing directory is empty.
+ * 0 / -1 (errno set; an unreadable directory). */
+int hkc_cache_stats(const char *dir, hkc_cache_stats_t *out);
+/* Removes entries, least recently used first, until the rest take at most max_bytes
+ * (UINT64_MAX: none removed, 0: all), and temporary files older than HKC_CACHE_TMP_AGE_S.
+ * Each entry is one file removed by one unlink, so a concurrent hkc sees it whole or not at
+ * all (a reader that has it open still reads it whole); only regular files with the cache's
+ * names are touched. out_removed (may be NULL): what was removed. 0 / -1 (errno set; what
+ * could be removed was). */
+int hkc_cache_trim(const char *dir, uint64_t max_bytes, hkc_cache_stats_t *out_removed);
+
 /* ---- the host C compiler (rtc_host.c) ---------------------------------------------------------- */
 /* Compiles C source with $CC (else cc) -O2 -shared -fPIC into a shared object held in
  * memory. Errors (with the compiler's output) are reported through hkc_error. 0 / -1.
@@ -123,8 +142,9 @@ struct hkc_compile_item {
                                       shared cache (HKC_CACHE_URL) */
 };
 /* Compiles GPU kernels on a pool of `jobs` threads (0: cores) through the compile cache
- * (unless no_cache). Results land in items[i] whatever the completion order. progress:
- * "[done/total]" on stderr when it is a terminal. Returns the number of failures. */
+ * (unless no_cache). Results land in items[i] whatever the completion order. progress
+ * (hkc_progress_t): HKC_PROGRESS_TTY "[done/total]" rewritten on stderr when it is a terminal,
+ * HKC_PROGRESS_VERBOSE one line per kernel, else nothing. Returns the number of failures. */
 size_t hkc_compile_gpu_items(hkc_compile_item_t *items, size_t n, int jobs, int no_cache, const char *cache_dir,
                              int progress);
 /* The same in two steps, so that the caller can work meanwhile (the build compiles the host

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "codegen/codegen.h"
 #include "gpu_internal.h"
 #include "hk/hkrt.h"
@@ -130,6 +132,49 @@ static void print_signature(const hk_pack_t *pack, uint32_t n_trusted, FILE *out
   fprintf(out, "\n");
 }
 
+/* A kernel's occupancy in percent on its target (-1: unknown, the host). */
+static double kernel_occupancy_pct(const hk_pack_view_t *v, const hk_target_rec_t *tr, const hk_kernel_rec_t *kr) {
+  const hkc_gpu_arch_t *arch = tr->kind == HK_TARGET_HOST ? NULL : hkc_gpu_arch_find(hk_pack_string(v, tr->name));
+  if (!arch) return -1;
+  hkc_kernel_out_t ko = {.vgprs = kr->vgprs, .agprs = kr->agprs, .sgprs = kr->sgprs,
+                         .shared_bytes = kr->shared_bytes, .scratch_bytes = kr->scratch_bytes,
+                         .wave_size = kr->wave_size, .max_block = kr->max_block};
+  double percent = 0;
+  hkc_occupancy(arch, &ko, kr->max_block, &percent, NULL);
+  return percent;
+}
+
+/* One target's kernel table, with the resource columns of its vendor: NVIDIA registers per
+ * thread, shared memory per block, local memory per thread (spills); AMD VGPRs, AGPRs, SGPRs,
+ * LDS per workgroup, scratch per lane; the host none (its kernels are plain C functions). */
+static void print_kernel_table(FILE *out, const hk_pack_view_t *v, const hk_target_rec_t *tr) {
+  const hkc_toolchain_t *tc = hkc_toolchain_for_kind((hk_target_kind_t)tr->kind);
+  const char *occ_unit = tc ? tc->occupancy_unit : "-";
+  if (tr->kind == HK_TARGET_HOST) fprintf(out, "  %-36s  %s\n", "name", "params");
+  else if (tr->kind == HK_TARGET_CUDA)
+    fprintf(out, "  %-36s %5s %8s %8s %5s %6s %-10s %7s  %s\n", "name", "regs", "shared", "local", "warp", "block",
+            occ_unit, "occup%", "params");
+  else
+    fprintf(out, "  %-36s %5s %5s %5s %8s %8s %5s %6s %-10s %7s  %s\n", "name", "vgpr", "agpr", "sgpr", "lds",
+            "scratch", "wave", "block", occ_unit, "occup%", "params");
+  for (uint32_t k = tr->kernel_first; k < tr->kernel_first + tr->kernel_count; k++) {
+    const hk_kernel_rec_t *kr = &v->kernels[k];
+    const char *name = hk_pack_string(v, kr->name), *params = hk_pack_string(v, kr->params);
+    const char *spills = kr->scratch_bytes ? "  SPILLS" : "";
+    char pct[16] = "-";
+    const double percent = kernel_occupancy_pct(v, tr, kr);
+    if (percent >= 0) snprintf(pct, sizeof pct, "%.0f%%", percent);
+    if (tr->kind == HK_TARGET_HOST)
+      fprintf(out, "  %-36s  %s\n", name, params);
+    else if (tr->kind == HK_TARGET_CUDA)
+      fprintf(out, "  %-36s %5u %8u %8u %5u %6u %-10u %7s  %s%s\n", name, kr->vgprs, kr->shared_bytes,
+              kr->scratch_bytes, kr->wave_size, kr->max_block, kr->occupancy, pct, params, spills);
+    else
+      fprintf(out, "  %-36s %5u %5u %5u %8u %8u %5u %6u %-10u %7s  %s%s\n", name, kr->vgprs, kr->agprs, kr->sgprs,
+              kr->shared_bytes, kr->scratch_bytes, kr->wave_size, kr->max_block, kr->occupancy, pct, params, spills);
+  }
+}
+
 int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY_BYTES], uint32_t n_trusted,
                         FILE *out) {
   hk_pack_t *pack = open_for_tools(path, trusted, n_trusted);
@@ -182,26 +227,7 @@ int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY
   for (uint32_t t = 0; t < v->target_count; t++) {
     const hk_target_rec_t *tr = &v->targets[t];
     fprintf(out, "\nkernels for %s:\n", hk_pack_string(v, tr->name));
-    const hkc_gpu_arch_t *arch = tr->kind == HK_TARGET_HOST ? NULL : hkc_gpu_arch_find(hk_pack_string(v, tr->name));
-    const hkc_toolchain_t *tc = hkc_toolchain_for_kind((hk_target_kind_t)tr->kind);
-    const char *occ_unit = tc ? tc->occupancy_unit : "-";
-    fprintf(out, "  %-36s %5s %5s %5s %8s %8s %5s %6s %-10s %7s  %s\n", "name", "vgpr", "agpr", "sgpr", "shared",
-            "scratch", "wave", "block", occ_unit, "occup%", "params");
-    for (uint32_t k = tr->kernel_first; k < tr->kernel_first + tr->kernel_count; k++) {
-      const hk_kernel_rec_t *kr = &v->kernels[k];
-      char pct[16] = "-";
-      if (arch) {
-        hkc_kernel_out_t ko = {.vgprs = kr->vgprs, .agprs = kr->agprs, .sgprs = kr->sgprs,
-                               .shared_bytes = kr->shared_bytes, .scratch_bytes = kr->scratch_bytes,
-                               .wave_size = kr->wave_size, .max_block = kr->max_block};
-        double percent = 0;
-        hkc_occupancy(arch, &ko, kr->max_block, &percent, NULL);
-        snprintf(pct, sizeof pct, "%.0f%%", percent);
-      }
-      fprintf(out, "  %-36s %5u %5u %5u %8u %8u %5u %6u %-10u %7s  %s%s\n", hk_pack_string(v, kr->name), kr->vgprs,
-              kr->agprs, kr->sgprs, kr->shared_bytes, kr->scratch_bytes, kr->wave_size, kr->max_block, kr->occupancy,
-              pct, hk_pack_string(v, kr->params), kr->scratch_bytes ? "  SPILLS" : "");
-    }
+    print_kernel_table(out, v, tr);
     for (uint32_t g = tr->graph_first; g < tr->graph_first + tr->graph_count; g++) {
       const hk_graph_rec_t *gr = &v->graphs[g];
       fprintf(out, "\n  graph %s, batch %llu: %u node(s), workspace ", hk_pack_string(v, tr->name),
@@ -463,4 +489,174 @@ int hkc_public_key_load(const char *path, uint8_t out_key[HK_PUBLIC_KEY_BYTES]) 
   free(text);
   if (st != HK_OK) fprintf(stderr, "hkc: %s: %s\n", path, hk_last_error());
   return st == HK_OK ? 0 : -1;
+}
+
+/* ---- inspect --json (docs/CLI.md, "inspect") ------------------------------------------------- */
+/* A dimension: a number when fixed, else its text ("batch", "2*batch+1"). */
+static cJSON *json_dim(const hk_dim_rec_t *d) {
+  if (d->mul == 0) return cJSON_CreateNumber((double)d->add);
+  char text[64];
+  int n = d->mul == 1 ? snprintf(text, sizeof text, "batch") : snprintf(text, sizeof text, "%lld*batch", (long long)d->mul);
+  if (d->add && n > 0 && (size_t)n < sizeof text) snprintf(text + n, sizeof text - (size_t)n, "%+lld", (long long)d->add);
+  return cJSON_CreateString(text);
+}
+
+/* Text the pack does not restrict (provenance), escaped as the human report does. */
+static cJSON *json_escaped(const char *p, size_t len) {
+  char *buf = malloc(len * 4 + 1);
+  if (!buf) return cJSON_CreateNull();
+  size_t o = 0;
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)p[i];
+    if (c >= 0x20 && c < 0x7f && c != '\\') buf[o++] = (char)c;
+    else o += (size_t)snprintf(buf + o, 5, "\\x%02x", c);
+  }
+  buf[o] = '\0';
+  cJSON *s = cJSON_CreateString(buf);
+  free(buf);
+  return s;
+}
+
+static void json_kernel(cJSON *arr, const hk_pack_view_t *v, const hk_target_rec_t *tr, const hk_kernel_rec_t *kr) {
+  cJSON *k = cJSON_CreateObject();
+  cJSON_AddItemToArray(arr, k);
+  cJSON_AddStringToObject(k, "name", hk_pack_string(v, kr->name));
+  cJSON_AddStringToObject(k, "params", hk_pack_string(v, kr->params));
+  cJSON *r = cJSON_AddObjectToObject(k, "resources");
+  if (tr->kind == HK_TARGET_HOST) {
+    cJSON_AddNullToObject(k, "occupancy");
+    return;
+  }
+  if (tr->kind == HK_TARGET_CUDA) {
+    cJSON_AddNumberToObject(r, "registers", kr->vgprs);
+    cJSON_AddNumberToObject(r, "shared_bytes", kr->shared_bytes);
+    cJSON_AddNumberToObject(r, "local_bytes", kr->scratch_bytes);
+  } else {
+    cJSON_AddNumberToObject(r, "vgprs", kr->vgprs);
+    cJSON_AddNumberToObject(r, "agprs", kr->agprs);
+    cJSON_AddNumberToObject(r, "sgprs", kr->sgprs);
+    cJSON_AddNumberToObject(r, "lds_bytes", kr->shared_bytes);
+    cJSON_AddNumberToObject(r, "scratch_bytes", kr->scratch_bytes);
+  }
+  cJSON_AddNumberToObject(k, "wave_size", kr->wave_size);
+  cJSON_AddNumberToObject(k, "max_block", kr->max_block);
+  cJSON_AddBoolToObject(k, "spills", kr->scratch_bytes != 0);
+  const hkc_toolchain_t *tc = hkc_toolchain_for_kind((hk_target_kind_t)tr->kind);
+  cJSON *o = cJSON_AddObjectToObject(k, "occupancy");
+  cJSON_AddNumberToObject(o, "value", kr->occupancy);
+  cJSON_AddStringToObject(o, "unit", tc ? tc->occupancy_unit : "");
+  const double pct = kernel_occupancy_pct(v, tr, kr);
+  if (pct >= 0) cJSON_AddNumberToObject(o, "percent", pct);
+  else cJSON_AddNullToObject(o, "percent");
+}
+
+int hkc_inspect_json(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY_BYTES], uint32_t n_trusted, FILE *out) {
+  hk_pack_t *pack = open_for_tools(path, trusted, n_trusted);
+  if (!pack) return -1;
+  const hk_pack_view_t *v = hk_pack_view(pack);
+  const hk_manifest_t *m = v->manifest;
+  cJSON *root = hkc_json_begin("inspect");
+  if (!root) {
+    hk_pack_destroy(pack);
+    return -1;
+  }
+  char text[64];
+  cJSON_AddStringToObject(root, "path", path);
+  cJSON_AddStringToObject(root, "name", hk_pack_string(v, m->name));
+  snprintf(text, sizeof text, "%u.%u", v->header->version_major, v->header->version_minor);
+  cJSON_AddStringToObject(root, "format", text);
+  cJSON_AddNumberToObject(root, "bytes", (double)v->size);
+  cJSON_AddNumberToObject(root, "sections", v->section_count);
+  snprintf(text, sizeof text, "%016llx", (unsigned long long)m->spec_hash);
+  cJSON_AddStringToObject(root, "spec_hash", text);
+  cJSON_AddStringToObject(root, "dtype", hk_dtype_label(m->dtype));
+  cJSON *batches = cJSON_AddArrayToObject(root, "batch_sizes");
+  for (uint32_t b = 0; b < m->batch_count; b++) cJSON_AddItemToArray(batches, cJSON_CreateNumber((double)m->batch_sizes[b]));
+  cJSON_AddStringToObject(root, "batch_policy", m->batch_policy == HK_BATCH_POLICY_REC_EXACT ? "exact" : "pad");
+  const char *id;
+  const hk_signature_state_t sig = hk_pack_signature(pack, &id);
+  cJSON *js = cJSON_AddObjectToObject(root, "signature");
+  cJSON_AddStringToObject(js, "state", sig == HK_SIGNATURE_NONE ? "none" : sig == HK_SIGNATURE_INVALID ? "invalid"
+                                                                                                      : "verified");
+  if (sig == HK_SIGNATURE_NONE) cJSON_AddNullToObject(js, "key_id");
+  else cJSON_AddStringToObject(js, "key_id", id);
+  if (sig == HK_SIGNATURE_NONE || sig == HK_SIGNATURE_INVALID || !n_trusted) cJSON_AddNullToObject(js, "trusted");
+  else cJSON_AddBoolToObject(js, "trusted", sig == HK_SIGNATURE_TRUSTED);
+
+  cJSON *targets = cJSON_AddArrayToObject(root, "targets");
+  for (uint32_t t = 0; t < v->target_count; t++) {
+    const hk_target_rec_t *tr = &v->targets[t];
+    const hk_section_t *cs = code_section(v, tr);
+    cJSON *jt = cJSON_CreateObject();
+    cJSON_AddItemToArray(targets, jt);
+    cJSON_AddStringToObject(jt, "name", hk_pack_string(v, tr->name));
+    cJSON_AddStringToObject(jt, "kind", k_target_kinds[tr->kind]);
+    cJSON_AddStringToObject(jt, "features", hk_pack_string(v, tr->features));
+    cJSON_AddNumberToObject(jt, "code_bytes", (double)cs->raw_size);
+    cJSON_AddNumberToObject(jt, "code_stored_bytes", (double)cs->size);
+    cJSON_AddBoolToObject(jt, "zstd", (cs->flags & HK_SECTION_FLAG_ZSTD) != 0);
+    if (tr->kind == HK_TARGET_CUDA && t < HK_MAX_TARGETS && v->ptx_section[t] != UINT32_MAX) {
+      const hk_section_t *ps = &v->sections[v->ptx_section[t]];
+      cJSON *jp = cJSON_AddObjectToObject(jt, "ptx");
+      snprintf(text, sizeof text, "compute_%s", hk_pack_string(v, tr->name) + 3);
+      cJSON_AddStringToObject(jp, "arch", text);
+      cJSON_AddNumberToObject(jp, "bytes", (double)ps->raw_size);
+      cJSON_AddNumberToObject(jp, "stored_bytes", (double)ps->size);
+    } else {
+      cJSON_AddNullToObject(jt, "ptx");
+    }
+    cJSON *kernels = cJSON_AddArrayToObject(jt, "kernels");
+    for (uint32_t k = tr->kernel_first; k < tr->kernel_first + tr->kernel_count; k++)
+      json_kernel(kernels, v, tr, &v->kernels[k]);
+    cJSON *graphs = cJSON_AddArrayToObject(jt, "graphs");
+    for (uint32_t g = tr->graph_first; g < tr->graph_first + tr->graph_count; g++) {
+      const hk_graph_rec_t *gr = &v->graphs[g];
+      cJSON *jg = cJSON_CreateObject();
+      cJSON_AddItemToArray(graphs, jg);
+      cJSON_AddNumberToObject(jg, "batch", (double)gr->batch);
+      cJSON_AddNumberToObject(jg, "workspace_bytes", (double)gr->workspace_bytes);
+      cJSON_AddNumberToObject(jg, "semaphores", gr->semaphore_count);
+      cJSON *nodes = cJSON_AddArrayToObject(jg, "nodes");
+      for (uint32_t n = 0; n < gr->node_count; n++) {
+        const hk_node_rec_t *nr = &v->nodes[gr->node_first + n];
+        cJSON *jn = cJSON_CreateObject();
+        cJSON_AddItemToArray(nodes, jn);
+        cJSON_AddStringToObject(jn, "name", hk_pack_string(v, nr->name));
+        cJSON_AddStringToObject(jn, "kernel", hk_pack_string(v, v->kernels[nr->kernel].name));
+        cJSON *grid = cJSON_AddArrayToObject(jn, "grid"), *block = cJSON_AddArrayToObject(jn, "block");
+        for (int d = 0; d < 3; d++) {
+          cJSON_AddItemToArray(grid, cJSON_CreateNumber(nr->grid[d]));
+          cJSON_AddItemToArray(block, cJSON_CreateNumber(nr->block[d]));
+        }
+        cJSON *after = cJSON_AddArrayToObject(jn, "after");
+        for (uint32_t d = 0; d < nr->dep_count; d++)
+          cJSON_AddItemToArray(after, cJSON_CreateNumber(v->deps[nr->dep_first + d]));
+        cJSON_AddBoolToObject(jn, "pdl", (nr->flags & HK_NODE_FLAG_PDL) != 0);
+      }
+    }
+  }
+
+  cJSON *tensors = cJSON_AddArrayToObject(root, "tensors");
+  for (uint32_t i = 0; i < v->tensor_count; i++) {
+    const hk_tensor_rec_t *tr = &v->tensors[i];
+    cJSON *jt = cJSON_CreateObject();
+    cJSON_AddItemToArray(tensors, jt);
+    cJSON_AddStringToObject(jt, "name", hk_pack_string(v, tr->name));
+    cJSON_AddStringToObject(jt, "role", k_roles[tr->role]);
+    cJSON_AddStringToObject(jt, "dtype", hk_dtype_label(tr->dtype));
+    cJSON *shape = cJSON_AddArrayToObject(jt, "shape");
+    for (uint32_t d = 0; d < tr->rank; d++) cJSON_AddItemToArray(shape, json_dim(&tr->dims[d]));
+  }
+
+  /* provenance: its lines ("key=value"), escaped as printed */
+  cJSON *prov = cJSON_AddArrayToObject(root, "provenance");
+  const char *p = v->provenance, *end = v->provenance + v->provenance_size;
+  while (p < end) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+    if (len) cJSON_AddItemToArray(prov, json_escaped(p, len));
+    p += len + 1;
+  }
+  hk_pack_destroy(pack);
+  return hkc_json_end(root, out);
 }

@@ -14,6 +14,7 @@
  * `run` goes through libhkrt's public API only: the same path an application takes.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <cjson/cJSON.h>
 
 #include "codegen/codegen.h"
 #include "driver/driver.h"
@@ -47,9 +50,13 @@ static const char k_usage[] =
     "  keygen -o KEY                       create a signing key pair (KEY, KEY.pub)\n"
     "  sign PACK --key KEY [-o OUT]        sign a pack (libhkrt's trust policy: README, Embedding)\n"
     "  merge PACK... -o OUT [--sign KEY]   one pack from packs of one spec built per target\n"
+    "  cache stats | clean [--max-size N]  the compile cache: its size; empty it or cap it\n"
     "\n"
     "  hkc <command> --help   options of one command\n"
-    "  hkc --version          versions of hkc and the artifact format\n";
+    "  hkc --version          versions of hkc and the artifact format\n"
+    "\n"
+    "Every command takes -q (less output) and -v (more); build, inspect, run, targets and tune\n"
+    "take --json (one JSON document on stdout; docs/CLI.md has the schema).\n";
 
 static const char k_build_usage[] =
     "usage: hkc build SPEC -o OUT [options]\n"
@@ -105,10 +112,19 @@ static const char k_build_usage[] =
     "                         for (default: $HK_HOST_THREADS, else the online CPUs)\n"
     "  --sign KEY             sign the artifact with the secret key KEY (hkc keygen; the same\n"
     "                         as hkc sign after the build)\n"
-    "  -q, --quiet            no summary\n"
+    "  --cache-max-size SIZE  after the build, remove the compile cache's least recently used\n"
+    "                         entries until it holds at most SIZE (500M, 2G, ...; as hkc cache\n"
+    "                         clean --max-size; default $HKC_CACHE_MAX_SIZE, else no cap)\n"
+    "  --json                 a summary of the build as one JSON document on stdout (docs/CLI.md)\n"
+    "  -q, --quiet            no summary, no progress\n"
+    "  -v, --verbose          progress: a line per kernel compiled\n"
+    "\n"
+    "Progress goes to stderr: one line rewritten in place on a terminal, a few plain lines\n"
+    "otherwise (a log, a pipe).\n"
     "\n"
     "environment: the HKC_* variables above map onto their kernel options (boolean ones: set\n"
-    "and not 0 = 1; flags win over them); HKC_CACHE_DIR: the compile cache.\n";
+    "and not 0 = 1; flags win over them); HKC_CACHE_DIR: the compile cache; HKC_CACHE_MAX_SIZE:\n"
+    "its size cap.\n";
 
 static const char k_run_usage[] =
     "usage: hkc run PACK [options]\n"
@@ -142,6 +158,9 @@ static const char k_run_usage[] =
     "                         (without it, hkc run refuses to start and names them)\n"
     "  --save-outputs DIR     write each output as DIR/NAME.npy (float32)\n"
     "  --runs N               timed runs (default 10); --warmup N untimed runs first (default 2)\n"
+    "  --json                 the result as one JSON document on stdout (docs/CLI.md)\n"
+    "  -q, --quiet            print nothing but errors (the exit status says whether it ran and\n"
+    "                         every output was finite)\n"
     "  --profile              then time every launch alone (one warm-up pass, then --repeats\n"
     "                         passes; median per launch) beside its roofline floor on the\n"
     "                         session's GPU target (hkc inspect --plan explains the floor)\n"
@@ -193,6 +212,9 @@ static const char k_tune_usage[] =
     "  --dry-run              compile, prune and rank only: print the model's ranking (no GPU\n"
     "                         needed, no database written)\n"
     "  -q, --quiet            no progress or table\n"
+    "  --json                 the result as one JSON document on stdout instead of the table\n"
+    "                         (docs/CLI.md; progress stays on stderr)\n"
+    "  --cache-max-size SIZE  cap the compile cache afterwards (as hkc build)\n"
     "  --kernel-option NAME=VALUE, --host-threads N\n"
     "                         as for `hkc build` (candidates of variants the options turn off\n"
     "                         are not measured; HKC_* variables map the same way)\n"
@@ -200,12 +222,16 @@ static const char k_tune_usage[] =
     "                         (each conflict is reported on stderr)\n";
 
 static const char k_inspect_usage[] =
-    "usage: hkc inspect PACK [--trust KEY.pub]... [--disasm KERNEL [--target T] | --plan [--batch N] [--target T]]\n"
+    "usage: hkc inspect PACK [--json] [--trust KEY.pub]... [--disasm KERNEL [--target T] | --plan [--batch N] [--target T]]\n"
     "\n"
     "Verifies PACK and prints its manifest, its signature (ed25519 key id, verified or\n"
     "INVALID, or none), targets, kernels with their resources and occupancy, tensors, graphs\n"
     "per batch size (nodes, workspace bytes) and provenance. Never loads the pack's code.\n"
+    "Kernel resources per vendor: NVIDIA registers, shared and local memory per block/thread;\n"
+    "AMD VGPRs, AGPRs, SGPRs, LDS and scratch; host kernels none.\n"
     "\n"
+    "  --json            the same report as one JSON document (docs/CLI.md)\n"
+    "  -q                verify only: nothing printed, the exit status says\n"
     "  --trust KEY.pub   also say whether the signing key is this one (repeatable)\n"
     "  --plan            the traffic and roofline report instead: per batch bucket, each\n"
     "                    launch's spec nodes, kernel, estimated HBM bytes and GFLOP, and its\n"
@@ -248,30 +274,35 @@ static const char k_merge_usage[] =
     "  -q           no summary on stdout\n";
 
 static const char k_targets_usage[] =
-    "usage: hkc targets\n"
+    "usage: hkc targets [--json]\n"
     "\n"
     "Probes the installed toolchains and prints which targets this machine can build:\n"
     "host (the C compiler), AMD ISAs (comgr's list, each checked by compiling a test\n"
-    "kernel with hiprtc) and NVIDIA architectures (nvrtc's list).\n";
+    "kernel with hiprtc) and NVIDIA architectures (nvrtc's list), and hkc's target table.\n"
+    "\n"
+    "  --json       the same as one JSON document (docs/CLI.md)\n"
+    "  --no-probe   take each toolchain's list as it is: no test compile per target (fast;\n"
+    "               AMD: comgr may list ISAs this hiprtc cannot build)\n";
 
-static int want_help(int argc, char **argv) {
-  for (int i = 0; i < argc; i++)
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
-  return 0;
-}
+/* The options of every command (hkc_cli_next takes -q, -v, -h and --json). */
+#define COMMON_LONG_OPTIONS                                                                          \
+  {"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'}
+#define JSON_LONG_OPTION {"json", no_argument, NULL, HKC_OPT_JSON}
+static const char k_common_help[] =
+    "\n"
+    "common options: -q, --quiet (less output), -v, --verbose (more: progress per kernel),\n"
+    "-h, --help; --json on build, inspect, run, targets and tune (one JSON document on stdout,\n"
+    "docs/CLI.md). Options take their value as `--opt VALUE` or `--opt=VALUE`.\n";
 
-/* Parses a positive integer option value; prints an error and returns -1 otherwise. */
-static int parse_count(const char *opt, const char *text, long long lo, long long hi, long long *out) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(text ? text : "", &end, 10);
-  if (!text || errno || *end || end == text || v < lo || v > hi) {
-    fprintf(stderr, "hkc: %s expects an integer in [%lld, %lld], got '%s'\n", opt, lo, hi, text ? text : "");
-    return -1;
-  }
-  *out = v;
-  return 0;
-}
+/* Long-only options of the commands: getopt_long's values above the short options'. */
+enum {
+  OPT_TUNE = HKC_OPT_BASE, OPT_TUNING_DB, OPT_TUNE_VERIFY, OPT_MERGE_TARGETS, OPT_ZSTD_LEVEL, OPT_COMPILE_TIMEOUT,
+  OPT_NO_CACHE, OPT_WERROR_SPILLS, OPT_NO_PDL, OPT_NO_PTX, OPT_PTX, OPT_SIGN, OPT_FUSION, OPT_KERNEL_OPTION,
+  OPT_HOST_THREADS, OPT_CACHE_MAX_SIZE, OPT_MERGE, OPT_REPORT, OPT_TOP, OPT_RUNS, OPT_WARMUP, OPT_DRY_RUN,
+  OPT_BATCH, OPT_SEED, OPT_INPUT, OPT_PARAM, OPT_SAVE_OUTPUTS, OPT_REPEATS, OPT_TRUST, OPT_WEIGHTS,
+  OPT_WEIGHTS_MAP, OPT_PROFILE, OPT_PREFER_PTX, OPT_REQUIRE_SIGNATURE, OPT_ALLOW_UNSIGNED_NATIVE,
+  OPT_RANDOM_PARAMS, OPT_PLAN, OPT_DISASM, OPT_KEY, OPT_NO_PROBE,
+};
 
 /* AMD toolchain calls run in worker processes, this binary re-executed (rtc_worker.h says
  * why); at most `jobs` of them (0: one per core), started when the first call needs one. */
@@ -301,6 +332,7 @@ static void print_build_usage(void) {
     at += n > 0 ? (size_t)n : 0;
   }
   printf(k_build_usage, list);
+  fputs(k_common_help, stdout);
 }
 
 /* HK_HOST_THREADS (the loader's variable) as the default of --host-threads; 0 if unset or
@@ -312,37 +344,119 @@ static int host_threads_from_env(void) {
   return e && *e && !*end && n > 0 && n < 1 << 20 ? (int)n : 0;
 }
 
-/* --kernel-option VALUE and --host-threads N, shared by build and tune: 1 consumed (i
- * advanced), 0 not one of them, -1 error (printed). */
-static int kernel_option_flag(const char *cmd, int argc, char **argv, int *i, hkc_kernel_options_t *ko,
-                              int *host_threads) {
-  const char *a = argv[*i];
-  if (strcmp(a, "--kernel-option") != 0 && strcmp(a, "--host-threads") != 0) return 0;
-  if (*i + 1 >= argc) {
-    fprintf(stderr, "hkc %s: %s needs a value\n", cmd, a);
-    return -1;
-  }
-  const char *v = argv[++*i];
-  if (strcmp(a, "--host-threads") == 0) {
+/* --kernel-option VALUE and --host-threads N, shared by build and tune (c: getopt's value).
+ * 0, or -1 after a usage error. */
+static int kernel_option_value(hkc_cli_t *cli, int c, const char *v, hkc_kernel_options_t *ko, int *host_threads) {
+  if (c == OPT_HOST_THREADS) {
     long long n;
-    if (parse_count(a, v, 1, 1 << 20, &n) != 0) return -1;
+    if (hkc_cli_count(cli, "--host-threads", v, 1, 1 << 20, &n) != 0) return -1;
     *host_threads = (int)n;
-    return 1;
+    return 0;
   }
   char err[1024];
   if (hkc_kernel_options_set_arg(ko, v, err, sizeof err) != 0) {
-    fprintf(stderr, "hkc %s: --kernel-option %s\n", cmd, err);
+    hkc_cli_usage(cli, "--kernel-option %s", err);
     return -1;
   }
-  return 1;
+  return 0;
+}
+
+/* The compile cache's size cap: --cache-max-size SIZE, else $HKC_CACHE_MAX_SIZE (hkc cache
+ * clean --max-size after the command). 0, or -1 after a usage error; *out UINT64_MAX: none. */
+static int cache_cap_from_env(hkc_cli_t *cli, uint64_t *out) {
+  *out = UINT64_MAX;
+  const char *e = getenv("HKC_CACHE_MAX_SIZE");
+  if (e && *e && hkc_cli_size(e, out) != 0) {
+    hkc_cli_usage(cli, "HKC_CACHE_MAX_SIZE is '%s'; expected a size such as 500M or 2G", e);
+    return -1;
+  }
+  return 0;
+}
+
+/* Applies the cap after a command that wrote to the cache. Never changes the exit status. */
+static void apply_cache_cap(const hkc_cli_t *cli, uint64_t cap) {
+  if (cap == UINT64_MAX) return;
+  hkc_cache_stats_t removed;
+  if (hkc_cache_trim(NULL, cap, &removed) != 0)
+    fprintf(stderr, "hkc %s: warning: compile cache size cap: %s\n", cli->cmd, strerror(errno));
+  else if (cli->verbose && removed.entries)
+    fprintf(stderr, "hkc %s: compile cache over its cap: removed %llu entr%s (%llu bytes)\n", cli->cmd,
+            (unsigned long long)removed.entries, removed.entries == 1 ? "y" : "ies",
+            (unsigned long long)removed.bytes);
 }
 
 /* ---- build ---------------------------------------------------------------------------- */
-static int cmd_build(int argc, char **argv) {
-  if (want_help(argc, argv)) {
-    print_build_usage();
-    return 0;
+static const char *const k_target_kinds[] = {"host", "hip", "cuda"};
+
+/* hkc build --json: the summary of the pack just written, read back through the verifying
+ * reader (metadata only), and the build's counts. docs/CLI.md, "build". 0 / -1. */
+static int build_json(const hkc_build_options_t *opt, const hkc_build_stats_t *stats) {
+  hk_pack_open_options_t o = {.struct_size = sizeof o, .metadata_only = 1};
+  hk_pack_t *pack = NULL;
+  if (hkc_tool_open_pack("build", opt->out_path, &o, &pack) != HK_OK) return -1;
+  const hk_pack_view_t *v = hk_pack_view(pack);
+  cJSON *root = hkc_json_begin("build");
+  if (!root) {
+    hk_pack_destroy(pack);
+    return -1;
   }
+  cJSON_AddStringToObject(root, "spec", opt->spec_path);
+  cJSON_AddStringToObject(root, "output", opt->out_path);
+  cJSON_AddStringToObject(root, "name", hk_pack_string(v, v->manifest->name));
+  cJSON_AddNumberToObject(root, "bytes", (double)v->size);
+  cJSON_AddBoolToObject(root, "signed", hk_pack_signature(pack, NULL) != HK_SIGNATURE_NONE);
+  cJSON_AddNumberToObject(root, "seconds", stats->seconds);
+  cJSON *batches = cJSON_AddArrayToObject(root, "batch_sizes");
+  for (uint32_t b = 0; b < v->manifest->batch_count; b++)
+    cJSON_AddItemToArray(batches, cJSON_CreateNumber((double)v->manifest->batch_sizes[b]));
+  cJSON *k = cJSON_AddObjectToObject(root, "kernels");
+  cJSON_AddNumberToObject(k, "gpu", (double)stats->gpu_kernels);
+  cJSON_AddNumberToObject(k, "cached", (double)stats->cached);
+  cJSON_AddNumberToObject(k, "shared_cached", (double)stats->shared_cached);
+  cJSON_AddNumberToObject(k, "compiled", (double)(stats->gpu_kernels - stats->cached));
+  cJSON_AddNumberToObject(k, "ptx_compiles", (double)stats->ptx_compiles);
+  cJSON_AddNumberToObject(k, "ptx_cached", (double)stats->ptx_cached);
+  cJSON_AddNumberToObject(k, "threads", stats->threads);
+  cJSON *targets = cJSON_AddArrayToObject(root, "targets");
+  for (uint32_t t = 0; t < v->target_count; t++) {
+    const hk_target_rec_t *tr = &v->targets[t];
+    cJSON *jt = cJSON_CreateObject();
+    cJSON_AddItemToArray(targets, jt);
+    cJSON_AddStringToObject(jt, "name", hk_pack_string(v, tr->name));
+    cJSON_AddStringToObject(jt, "kind", k_target_kinds[tr->kind]);
+    cJSON_AddNumberToObject(jt, "kernels", tr->kernel_count);
+    cJSON_AddNumberToObject(jt, "code_bytes", (double)v->sections[tr->code_section].raw_size);
+    cJSON_AddBoolToObject(jt, "ptx", t < HK_MAX_TARGETS && v->ptx_section[t] != UINT32_MAX);
+    cJSON *graphs = cJSON_AddArrayToObject(jt, "graphs");
+    for (uint32_t g = tr->graph_first; g < tr->graph_first + tr->graph_count; g++) {
+      cJSON *jg = cJSON_CreateObject();
+      cJSON_AddItemToArray(graphs, jg);
+      cJSON_AddNumberToObject(jg, "batch", (double)v->graphs[g].batch);
+      cJSON_AddNumberToObject(jg, "nodes", v->graphs[g].node_count);
+      cJSON_AddNumberToObject(jg, "workspace_bytes", (double)v->graphs[g].workspace_bytes);
+    }
+  }
+  hk_pack_destroy(pack);
+  return hkc_json_end(root, stdout);
+}
+
+static int cmd_build(int argc, char **argv) {
+  static const struct option longopts[] = {
+      {"output", required_argument, NULL, 'o'}, {"target", required_argument, NULL, 't'},
+      {"jobs", required_argument, NULL, 'j'}, {"tune", required_argument, NULL, OPT_TUNE},
+      {"tuning-db", required_argument, NULL, OPT_TUNING_DB}, {"tune-verify", required_argument, NULL, OPT_TUNE_VERIFY},
+      {"merge-targets", required_argument, NULL, OPT_MERGE_TARGETS},
+      {"zstd-level", required_argument, NULL, OPT_ZSTD_LEVEL},
+      {"compile-timeout", required_argument, NULL, OPT_COMPILE_TIMEOUT},
+      {"no-cache", no_argument, NULL, OPT_NO_CACHE}, {"Werror-spills", no_argument, NULL, OPT_WERROR_SPILLS},
+      {"no-pdl", no_argument, NULL, OPT_NO_PDL}, {"no-ptx", no_argument, NULL, OPT_NO_PTX},
+      {"ptx", required_argument, NULL, OPT_PTX}, {"sign", required_argument, NULL, OPT_SIGN},
+      {"fusion", required_argument, NULL, OPT_FUSION}, {"kernel-option", required_argument, NULL, OPT_KERNEL_OPTION},
+      {"host-threads", required_argument, NULL, OPT_HOST_THREADS},
+      {"cache-max-size", required_argument, NULL, OPT_CACHE_MAX_SIZE}, JSON_LONG_OPTION, COMMON_LONG_OPTIONS,
+      {NULL, 0, NULL, 0}};
+  hkc_cli_t cli;
+  hkc_cli_init(&cli, "build", "hkc build SPEC -o OUT [options]", print_build_usage, 1);
   hkc_build_options_t opt = {.fusion = -1};
   /* HKC_PTX=LIST or none: --ptx LIST / --no-ptx from the environment (the flags still win) */
   const char *ptx_env = getenv("HKC_PTX");
@@ -350,197 +464,167 @@ static int cmd_build(int argc, char **argv) {
   hkc_kernel_options_t ko = {0};
   if (hkc_kernel_options_from_env(&ko, "hkc build") != 0) return 2;
   opt.host_threads = host_threads_from_env();
+  uint64_t cache_cap;
+  if (cache_cap_from_env(&cli, &cache_cap) != 0) return cli.rc;
   const char *dbs[64], *sign_key = NULL;
   size_t n_dbs = 0;
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    const int kf = kernel_option_flag("build", argc, argv, &i, &ko, &opt.host_threads);
-    if (kf < 0) return 2;
-    if (kf > 0) continue;
-    if (strcmp(a, "--tune") == 0) {
-      if (++i >= argc) goto missing;
-      if (strcmp(argv[i], "model") == 0) opt.tune_mode = HKC_TUNE_MODEL;
-      else if (strcmp(argv[i], "default") == 0) opt.tune_mode = HKC_TUNE_DEFAULT;
-      else {
-        fprintf(stderr, "hkc build: --tune expects model or default, got '%s'\n", argv[i]);
-        return 2;
-      }
-    } else if (strcmp(a, "--tuning-db") == 0) {
-      if (++i >= argc) goto missing;
-      if (n_dbs == sizeof dbs / sizeof *dbs) {
-        fprintf(stderr, "hkc build: more than %zu --tuning-db files\n", sizeof dbs / sizeof *dbs);
-        return 2;
-      }
-      dbs[n_dbs++] = argv[i];
-    } else if (strcmp(a, "--tune-verify") == 0) {
-      long long v;
-      if (++i >= argc) goto missing;
-      if (parse_count(a, argv[i], 1, 64, &v) != 0) return 2;
+  long long v;
+  int c;
+  while ((c = hkc_cli_next(&cli, argc, argv, "o:t:j:", longopts)) != -1) {
+    switch (c) {
+    case HKC_CLI_STOP: return cli.rc;
+    case OPT_KERNEL_OPTION:
+    case OPT_HOST_THREADS:
+      if (kernel_option_value(&cli, c, optarg, &ko, &opt.host_threads) != 0) return cli.rc;
+      break;
+    case OPT_TUNE:
+      if (strcmp(optarg, "model") == 0) opt.tune_mode = HKC_TUNE_MODEL;
+      else if (strcmp(optarg, "default") == 0) opt.tune_mode = HKC_TUNE_DEFAULT;
+      else return hkc_cli_usage(&cli, "--tune expects model or default, got '%s'", optarg), cli.rc;
+      break;
+    case OPT_TUNING_DB:
+      if (n_dbs == sizeof dbs / sizeof *dbs)
+        return hkc_cli_usage(&cli, "more than %zu --tuning-db files", sizeof dbs / sizeof *dbs), cli.rc;
+      dbs[n_dbs++] = optarg;
+      break;
+    case OPT_TUNE_VERIFY:
+      if (hkc_cli_count(&cli, "--tune-verify", optarg, 1, 64, &v) != 0) return cli.rc;
       opt.tune_verify = (int)v;
-    } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
-      if (++i >= argc) goto missing;
-      opt.out_path = argv[i];
-    } else if (strcmp(a, "-t") == 0 || strcmp(a, "--target") == 0) {
-      if (++i >= argc) goto missing;
-      opt.targets = argv[i];
-    } else if (strcmp(a, "--merge-targets") == 0) {
-      if (++i >= argc) goto missing;
-      opt.merge_targets = argv[i];
-    } else if (strcmp(a, "--zstd-level") == 0) {
-      long long v;
-      if (++i >= argc) goto missing;
-      if (parse_count(a, argv[i], 1, 22, &v) != 0) return 2;
+      break;
+    case 'o': opt.out_path = optarg; break;
+    case 't': opt.targets = optarg; break;
+    case OPT_MERGE_TARGETS: opt.merge_targets = optarg; break;
+    case OPT_ZSTD_LEVEL:
+      if (hkc_cli_count(&cli, "--zstd-level", optarg, 1, 22, &v) != 0) return cli.rc;
       opt.compression_level = (int)v;
-    } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
-      opt.quiet = 1;
-    } else if (strcmp(a, "-j") == 0 || strcmp(a, "--jobs") == 0) {
-      long long v;
-      if (++i >= argc) goto missing;
-      if (parse_count(a, argv[i], 1, 1024, &v) != 0) return 2;
+      break;
+    case 'j':
+      if (hkc_cli_count(&cli, "--jobs", optarg, 1, 1024, &v) != 0) return cli.rc;
       opt.jobs = (int)v;
-    } else if (strcmp(a, "--compile-timeout") == 0) {
-      long long v;
-      if (++i >= argc) goto missing;
-      if (parse_count(a, argv[i], 1, 86400, &v) != 0) return 2;
+      break;
+    case OPT_COMPILE_TIMEOUT:
+      if (hkc_cli_count(&cli, "--compile-timeout", optarg, 1, 86400, &v) != 0) return cli.rc;
       compile_timeout = (int)v;
-    } else if (strcmp(a, "--no-cache") == 0) {
-      opt.no_cache = 1;
-    } else if (strcmp(a, "--Werror-spills") == 0) {
-      opt.werror_spills = 1;
-    } else if (strcmp(a, "--no-pdl") == 0) {
-      opt.no_pdl = 1;
-    } else if (strcmp(a, "--no-ptx") == 0) {
-      opt.ptx = "";
-    } else if (strcmp(a, "--ptx") == 0) {
-      if (++i >= argc) goto missing;
-      opt.ptx = argv[i];
-    } else if (strcmp(a, "--sign") == 0) {
-      if (++i >= argc) goto missing;
-      sign_key = argv[i];
-    } else if (strcmp(a, "--fusion") == 0) {
-      if (++i >= argc) goto missing;
-      if (strcmp(argv[i], "auto") == 0) {
-        opt.fusion = HKC_FUSION_AUTO;
-      } else if (strcmp(argv[i], "none") == 0) {
-        opt.fusion = HKC_FUSION_NONE;
-      } else {
-        fprintf(stderr, "hkc build: --fusion expects auto or none, got '%s'\n", argv[i]);
-        return 2;
-      }
-    } else if (a[0] == '-' && a[1]) {
-      fprintf(stderr, "hkc build: unknown option %s\n%s", a, k_build_usage);
-      return 2;
-    } else if (!opt.spec_path) {
-      opt.spec_path = a;
-    } else {
-      fprintf(stderr, "hkc build: more than one spec given (%s, %s)\n", opt.spec_path, a);
-      return 2;
+      break;
+    case OPT_CACHE_MAX_SIZE:
+      if (hkc_cli_size(optarg, &cache_cap) != 0)
+        return hkc_cli_usage(&cli, "--cache-max-size expects a size such as 500M or 2G, got '%s'", optarg), cli.rc;
+      break;
+    case OPT_NO_CACHE: opt.no_cache = 1; break;
+    case OPT_WERROR_SPILLS: opt.werror_spills = 1; break;
+    case OPT_NO_PDL: opt.no_pdl = 1; break;
+    case OPT_NO_PTX: opt.ptx = ""; break;
+    case OPT_PTX: opt.ptx = optarg; break;
+    case OPT_SIGN: sign_key = optarg; break;
+    case OPT_FUSION:
+      if (strcmp(optarg, "auto") == 0) opt.fusion = HKC_FUSION_AUTO;
+      else if (strcmp(optarg, "none") == 0) opt.fusion = HKC_FUSION_NONE;
+      else return hkc_cli_usage(&cli, "--fusion expects auto or none, got '%s'", optarg), cli.rc;
+      break;
+    default: return hkc_cli_usage(&cli, "unhandled option"), cli.rc;
     }
-    continue;
-  missing:
-    fprintf(stderr, "hkc build: %s needs a value\n", a);
-    return 2;
   }
-  if (!opt.spec_path || !opt.out_path) {
-    fprintf(stderr, "hkc build: %s\n%s", !opt.spec_path ? "no spec given" : "no output given (-o OUT)",
-            k_build_usage);
-    return 2;
-  }
+  if (optind < argc) opt.spec_path = argv[optind++];
+  if (optind < argc) return hkc_cli_usage(&cli, "more than one spec given (%s, %s)", opt.spec_path, argv[optind]), 2;
+  if (!opt.spec_path || !opt.out_path)
+    return hkc_cli_usage(&cli, "%s", !opt.spec_path ? "no spec given" : "no output given (-o OUT)"), 2;
   uint8_t seed[HKC_KEY_SEED_BYTES];
   if (sign_key) { /* before compiling: a bad key fails at once */
     if (hkc_key_load(sign_key, seed) != 0) return 1;
     opt.sign_seed = seed;
   }
+  hkc_build_stats_t stats = {0};
   opt.tuning_dbs = dbs;
   opt.n_tuning_dbs = n_dbs;
   opt.kernel_options = &ko;
+  opt.quiet = cli.quiet || cli.json; /* the human summary; with --json stdout holds the document only */
+  opt.progress = hkc_cli_progress(&cli);
+  opt.out_stats = &stats;
   int rc = start_workers(opt.jobs, compile_timeout) != 0 || hkc_build(&opt) != 0 ? 1 : 0;
   hkc_key_wipe(seed, sizeof seed);
+  if (!opt.no_cache) apply_cache_cap(&cli, cache_cap);
+  if (rc == 0 && cli.json && build_json(&opt, &stats) != 0) rc = 1;
   return rc;
 }
 
 /* ---- tune ------------------------------------------------------------------------------- */
+static void help_tune(void) {
+  fputs(k_tune_usage, stdout);
+  fputs(k_common_help, stdout);
+}
+
 static int cmd_tune(int argc, char **argv) {
-  if (want_help(argc, argv)) {
-    fputs(k_tune_usage, stdout);
-    return 0;
-  }
+  static const struct option longopts[] = {
+      {"output", required_argument, NULL, 'o'}, {"target", required_argument, NULL, 't'},
+      {"jobs", required_argument, NULL, 'j'}, {"merge", no_argument, NULL, OPT_MERGE},
+      {"report", required_argument, NULL, OPT_REPORT}, {"top", required_argument, NULL, OPT_TOP},
+      {"runs", required_argument, NULL, OPT_RUNS}, {"warmup", required_argument, NULL, OPT_WARMUP},
+      {"no-cache", no_argument, NULL, OPT_NO_CACHE}, {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+      {"kernel-option", required_argument, NULL, OPT_KERNEL_OPTION},
+      {"host-threads", required_argument, NULL, OPT_HOST_THREADS},
+      {"cache-max-size", required_argument, NULL, OPT_CACHE_MAX_SIZE}, JSON_LONG_OPTION, COMMON_LONG_OPTIONS,
+      {NULL, 0, NULL, 0}};
+  hkc_cli_t cli;
+  hkc_cli_init(&cli, "tune", "hkc tune SPEC --target T -o DB [options] | hkc tune --merge A.db B.db ... -o DB",
+               help_tune, 1);
   hkc_tune_run_options_t opt = {0};
   hkc_kernel_options_t ko = {0};
   if (hkc_kernel_options_from_env(&ko, "hkc tune") != 0) return 2;
   opt.kernel_options = &ko;
   opt.host_threads = host_threads_from_env();
-  const char *merge[256];
-  size_t n_merge = 0;
-  int merging = 0;
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    long long v;
-    const int kf = kernel_option_flag("tune", argc, argv, &i, &ko, &opt.host_threads);
-    if (kf < 0) return 2;
-    if (kf > 0) continue;
-    if (strcmp(a, "--merge") == 0) {
-      merging = 1;
-    } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
-      if (++i >= argc) goto missing;
-      opt.out_path = argv[i];
-    } else if (strcmp(a, "-t") == 0 || strcmp(a, "--target") == 0) {
-      if (++i >= argc) goto missing;
-      opt.target = argv[i];
-    } else if (strcmp(a, "--report") == 0) {
-      if (++i >= argc) goto missing;
-      opt.report_path = argv[i];
-    } else if (strcmp(a, "--top") == 0 || strcmp(a, "--runs") == 0 || strcmp(a, "--warmup") == 0 ||
-               strcmp(a, "-j") == 0 || strcmp(a, "--jobs") == 0) {
-      if (++i >= argc) goto missing;
-      if (parse_count(a, argv[i], strcmp(a, "--warmup") == 0 ? 0 : 1, 100000, &v) != 0) return 2;
-      if (strcmp(a, "--top") == 0) opt.top = (int)v;
-      else if (strcmp(a, "--runs") == 0) opt.runs = (int)v;
-      else if (strcmp(a, "--warmup") == 0) opt.warmup = v ? (int)v : -1;
+  uint64_t cache_cap;
+  if (cache_cap_from_env(&cli, &cache_cap) != 0) return cli.rc;
+  int merging = 0, c;
+  long long v;
+  while ((c = hkc_cli_next(&cli, argc, argv, "o:t:j:", longopts)) != -1) {
+    switch (c) {
+    case HKC_CLI_STOP: return cli.rc;
+    case OPT_KERNEL_OPTION:
+    case OPT_HOST_THREADS:
+      if (kernel_option_value(&cli, c, optarg, &ko, &opt.host_threads) != 0) return cli.rc;
+      break;
+    case OPT_MERGE: merging = 1; break;
+    case 'o': opt.out_path = optarg; break;
+    case 't': opt.target = optarg; break;
+    case OPT_REPORT: opt.report_path = optarg; break;
+    case OPT_TOP:
+    case OPT_RUNS:
+    case OPT_WARMUP:
+    case 'j':
+      if (hkc_cli_count(&cli, c == OPT_TOP ? "--top" : c == OPT_RUNS ? "--runs" : c == OPT_WARMUP ? "--warmup" : "--jobs",
+                        optarg, c == OPT_WARMUP ? 0 : 1, 100000, &v) != 0)
+        return cli.rc;
+      if (c == OPT_TOP) opt.top = (int)v;
+      else if (c == OPT_RUNS) opt.runs = (int)v;
+      else if (c == OPT_WARMUP) opt.warmup = v ? (int)v : -1;
       else opt.jobs = (int)v;
-    } else if (strcmp(a, "--no-cache") == 0) {
-      opt.no_cache = 1;
-    } else if (strcmp(a, "--dry-run") == 0) {
-      opt.dry_run = 1;
-    } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
-      opt.quiet = 1;
-    } else if (a[0] == '-' && a[1]) {
-      fprintf(stderr, "hkc tune: unknown option %s\n%s", a, k_tune_usage);
-      return 2;
-    } else if (merging) {
-      if (n_merge == sizeof merge / sizeof *merge) {
-        fprintf(stderr, "hkc tune: more than %zu files to merge\n", sizeof merge / sizeof *merge);
-        return 2;
-      }
-      merge[n_merge++] = a;
-    } else if (!opt.spec_path) {
-      opt.spec_path = a;
-    } else {
-      fprintf(stderr, "hkc tune: more than one spec given (%s, %s)\n", opt.spec_path, a);
-      return 2;
+      break;
+    case OPT_CACHE_MAX_SIZE:
+      if (hkc_cli_size(optarg, &cache_cap) != 0)
+        return hkc_cli_usage(&cli, "--cache-max-size expects a size such as 500M or 2G, got '%s'", optarg), cli.rc;
+      break;
+    case OPT_NO_CACHE: opt.no_cache = 1; break;
+    case OPT_DRY_RUN: opt.dry_run = 1; break;
+    default: return hkc_cli_usage(&cli, "unhandled option"), cli.rc;
     }
-    continue;
-  missing:
-    fprintf(stderr, "hkc tune: %s needs a value\n", a);
-    return 2;
   }
-  if (!opt.out_path && !opt.dry_run) {
-    fprintf(stderr, "hkc tune: no output given (-o DB)\n%s", k_tune_usage);
-    return 2;
-  }
+  opt.quiet = cli.quiet;
+  opt.json = cli.json;
+  if (!opt.out_path && !opt.dry_run) return hkc_cli_usage(&cli, "no output given (-o DB)"), 2;
   if (merging) {
-    if (n_merge == 0 || opt.spec_path || opt.target || !opt.out_path) {
-      fprintf(stderr, "hkc tune --merge: give only database files and -o\n");
-      return 2;
-    }
-    return hkc_tune_db_merge(merge, n_merge, opt.out_path, opt.quiet) == 0 ? 0 : 1;
+    const size_t n_merge = (size_t)(argc - optind);
+    if (n_merge == 0 || opt.target || !opt.out_path || cli.json)
+      return hkc_cli_usage(&cli, "--merge takes only database files and -o%s", cli.json ? " (no --json)" : ""), 2;
+    return hkc_tune_db_merge((const char *const *)(argv + optind), n_merge, opt.out_path, opt.quiet) == 0 ? 0 : 1;
   }
-  if (!opt.spec_path || !opt.target) {
-    fprintf(stderr, "hkc tune: %s\n%s", !opt.spec_path ? "no spec given" : "no target given (--target T)", k_tune_usage);
-    return 2;
-  }
+  if (optind < argc) opt.spec_path = argv[optind++];
+  if (optind < argc) return hkc_cli_usage(&cli, "more than one spec given (%s, %s)", opt.spec_path, argv[optind]), 2;
+  if (!opt.spec_path || !opt.target)
+    return hkc_cli_usage(&cli, "%s", !opt.spec_path ? "no spec given" : "no target given (--target T)"), 2;
   if (start_workers(opt.jobs, compile_timeout) != 0) return 1;
-  return hkc_tune_run(&opt) == 0 ? 0 : 1;
+  const int rc = hkc_tune_run(&opt) == 0 ? 0 : 1;
+  if (!opt.no_cache) apply_cache_cap(&cli, cache_cap);
+  return rc;
 }
 
 /* ---- run ------------------------------------------------------------------------------- */
@@ -612,8 +696,9 @@ static const char *find_named(const named_file_t *files, int n, const char *name
 }
 
 /* --profile: every launch timed alone (hk_session_profile) beside its roofline floor on
- * the session's target when the target table knows it. 0 / -1 (error printed). */
-static int print_profile(hk_session_t *session, uint32_t repeats, double graph_us) {
+ * the session's target when the target table knows it; printed, or with json (hkc run
+ * --json's document) added to it as "profile". 0 / -1 (error printed). */
+static int print_profile(hk_session_t *session, uint32_t repeats, double graph_us, cJSON *json) {
   uint32_t n = hk_session_launch_count(session);
   double *us = calloc(n ? n : 1, sizeof *us);
   if (!us) return -1;
@@ -630,32 +715,64 @@ static int print_profile(hk_session_t *session, uint32_t repeats, double graph_u
     if ((int)strlen(li.nodes) > w_nodes) w_nodes = (int)strlen(li.nodes);
     if ((int)strlen(li.kernel) > w_kernel) w_kernel = (int)strlen(li.kernel);
   }
-  printf("profile: each launch alone, median of %u pass(es) after one warm-up pass", repeats);
-  if (arch)
-    printf("; floor on %s (%s: %.1f GB/s, %.1f TFLOP/s f16 matrix)\n", arch->name, arch->product, arch->hbm_gbps,
-           arch->matrix_tflops_f16);
-  else
-    printf("; no floor (%s is not a GPU target of hkc's table)\n", hk_session_target(session));
-  printf("  %3s  %-*s  %-*s  %11s  %10s  %9s  %8s  %7s\n", "#", w_nodes, "nodes", w_kernel, "kernel", "median us",
-         "floor us", "GB/s", "TFLOP/s", "floor%");
+  cJSON *jp = NULL, *jl = NULL;
+  if (json) {
+    jp = cJSON_AddObjectToObject(json, "profile");
+    cJSON_AddNumberToObject(jp, "repeats", repeats);
+    if (arch) cJSON_AddStringToObject(jp, "floor_target", arch->name);
+    else cJSON_AddNullToObject(jp, "floor_target");
+    jl = cJSON_AddArrayToObject(jp, "launches");
+  } else {
+    printf("profile: each launch alone, median of %u pass(es) after one warm-up pass", repeats);
+    if (arch)
+      printf("; floor on %s (%s: %.1f GB/s, %.1f TFLOP/s f16 matrix)\n", arch->name, arch->product, arch->hbm_gbps,
+             arch->matrix_tflops_f16);
+    else
+      printf("; no floor (%s is not a GPU target of hkc's table)\n", hk_session_target(session));
+    printf("  %3s  %-*s  %-*s  %11s  %10s  %9s  %8s  %7s\n", "#", w_nodes, "nodes", w_kernel, "kernel", "median us",
+           "floor us", "GB/s", "TFLOP/s", "floor%");
+  }
   double total = 0, total_floor = 0;
   for (uint32_t i = 0; i < n; i++) {
     hk_launch_info_t li;
     hk_session_launch_info(session, i, &li);
     char floor_s[16] = "-", pct_s[16] = "-", gbs[16] = "-", tfs[16] = "-";
+    double fl = -1;
     if (li.bytes) snprintf(gbs, sizeof gbs, "%.1f", (double)li.bytes / us[i] * 1e-3);
     if (li.flops) snprintf(tfs, sizeof tfs, "%.2f", (double)li.flops / us[i] * 1e-6);
     if (arch && li.bytes) {
       double mem = (double)li.bytes / (arch->hbm_gbps * 1e3);
       double math = li.matrix ? (double)li.flops / (arch->matrix_tflops_f16 * 1e6) : 0.0;
-      double fl = mem > math ? mem : math;
+      fl = mem > math ? mem : math;
       total_floor += fl;
       snprintf(floor_s, sizeof floor_s, "%.3f", fl);
       snprintf(pct_s, sizeof pct_s, "%.0f%%", fl / us[i] * 100.0);
     }
     total += us[i];
-    printf("  %3u  %-*s  %-*s  %11.3f  %10s  %9s  %8s  %7s\n", i, w_nodes, li.nodes, w_kernel, li.kernel, us[i],
-           floor_s, gbs, tfs, pct_s);
+    if (jl) {
+      cJSON *j = cJSON_CreateObject();
+      cJSON_AddItemToArray(jl, j);
+      cJSON_AddNumberToObject(j, "index", i);
+      cJSON_AddStringToObject(j, "nodes", li.nodes);
+      cJSON_AddStringToObject(j, "kernel", li.kernel);
+      cJSON_AddNumberToObject(j, "median_us", us[i]);
+      if (fl >= 0) cJSON_AddNumberToObject(j, "floor_us", fl);
+      else cJSON_AddNullToObject(j, "floor_us");
+      cJSON_AddNumberToObject(j, "bytes", (double)li.bytes);
+      cJSON_AddNumberToObject(j, "flops", (double)li.flops);
+      cJSON_AddBoolToObject(j, "matrix", li.matrix != 0);
+    } else {
+      printf("  %3u  %-*s  %-*s  %11.3f  %10s  %9s  %8s  %7s\n", i, w_nodes, li.nodes, w_kernel, li.kernel, us[i],
+             floor_s, gbs, tfs, pct_s);
+    }
+  }
+  if (jp) {
+    cJSON_AddNumberToObject(jp, "sum_us", total);
+    if (total_floor > 0) cJSON_AddNumberToObject(jp, "floor_sum_us", total_floor);
+    else cJSON_AddNullToObject(jp, "floor_sum_us");
+    cJSON_AddNumberToObject(jp, "graph_us", graph_us);
+    free(us);
+    return 0;
   }
   printf("  sum of launches %.3f us", total);
   if (total_floor > 0) printf(", floor %.3f us (%.0f%% of floor)", total_floor, total_floor / total * 100.0);
@@ -727,7 +844,7 @@ static int add_trusted_key(const char *cmd, trust_opts_t *t, const char *path) {
  * (hk_session_bind_weights). *out_weights and *map stay with the caller, who destroys the
  * weights after the session. 0, or -1 with the problem printed. */
 static int bind_weights_file(hk_session_t *session, const char *path, const char *map_path, hk_weights_t **out_weights,
-                             hkc_weights_map_t *map) {
+                             hkc_weights_map_t *map, int quiet, cJSON *json) {
   if (map_path && hkc_weights_map_read(map_path, map) != 0) {
     fprintf(stderr, "hkc run: no usable --weights-map\n");
     return -1;
@@ -747,8 +864,16 @@ static int bind_weights_file(hk_session_t *session, const char *path, const char
     hk_session_tensor_info(session, t, &info);
     params += info.role == HK_TENSOR_PARAM;
   }
-  printf("weights: %u of %u param(s) bound from %s (%u tensor(s) in the file)\n", bound, params, path,
-         hk_weights_count(*out_weights));
+  if (json) {
+    cJSON *jw = cJSON_AddObjectToObject(json, "weights");
+    cJSON_AddStringToObject(jw, "path", path);
+    cJSON_AddNumberToObject(jw, "bound", bound);
+    cJSON_AddNumberToObject(jw, "params", params);
+    cJSON_AddNumberToObject(jw, "tensors", hk_weights_count(*out_weights));
+  } else if (!quiet) {
+    printf("weights: %u of %u param(s) bound from %s (%u tensor(s) in the file)\n", bound, params, path,
+           hk_weights_count(*out_weights));
+  }
   return 0;
 }
 
@@ -773,79 +898,83 @@ static int check_params_given(hk_session_t *session, const named_file_t *files, 
   return -1;
 }
 
+static void help_run(void) {
+  fputs(k_run_usage, stdout);
+  fputs(k_common_help, stdout);
+}
+
 /* hkc run; *files_out holds the --input/--param list (grown here, freed by cmd_run). */
 static int run_command(int argc, char **argv, named_file_t **files_out) {
-  if (want_help(argc, argv)) {
-    fputs(k_run_usage, stdout);
-    return 0;
-  }
+  static const struct option longopts[] = {
+      {"target", required_argument, NULL, 't'}, {"batch", required_argument, NULL, OPT_BATCH},
+      {"seed", required_argument, NULL, OPT_SEED}, {"input", required_argument, NULL, OPT_INPUT},
+      {"param", required_argument, NULL, OPT_PARAM}, {"save-outputs", required_argument, NULL, OPT_SAVE_OUTPUTS},
+      {"runs", required_argument, NULL, OPT_RUNS}, {"warmup", required_argument, NULL, OPT_WARMUP},
+      {"repeats", required_argument, NULL, OPT_REPEATS}, {"trust", required_argument, NULL, OPT_TRUST},
+      {"weights", required_argument, NULL, OPT_WEIGHTS}, {"weights-map", required_argument, NULL, OPT_WEIGHTS_MAP},
+      {"profile", no_argument, NULL, OPT_PROFILE}, {"no-pdl", no_argument, NULL, OPT_NO_PDL},
+      {"prefer-ptx", no_argument, NULL, OPT_PREFER_PTX},
+      {"require-signature", no_argument, NULL, OPT_REQUIRE_SIGNATURE},
+      {"allow-unsigned-native", no_argument, NULL, OPT_ALLOW_UNSIGNED_NATIVE},
+      {"random-params", no_argument, NULL, OPT_RANDOM_PARAMS}, JSON_LONG_OPTION, COMMON_LONG_OPTIONS,
+      {NULL, 0, NULL, 0}};
+  hkc_cli_t cli;
+  hkc_cli_init(&cli, "run", "hkc run PACK [options]", help_run, 1);
   const char *pack_path = NULL, *target = NULL, *save_dir = NULL, *weights_path = NULL, *map_path = NULL;
   long long batch = 0, seed = 1, runs = 10, warmup = 2, repeats = 20;
   int profile = 0, no_pdl = 0, prefer_ptx = 0, require_signature = 0, allow_unsigned_native = 0, random_params = 0;
   trust_opts_t trust = {0};
   named_file_t *files = NULL; /* --input / --param, as many as given (*files_out) */
-  int n_files = 0, cap_files = 0;
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    int takes_value = strcmp(a, "--target") == 0 || strcmp(a, "--batch") == 0 || strcmp(a, "--seed") == 0 ||
-                      strcmp(a, "--input") == 0 || strcmp(a, "--param") == 0 ||
-                      strcmp(a, "--save-outputs") == 0 || strcmp(a, "--runs") == 0 || strcmp(a, "--warmup") == 0 ||
-                      strcmp(a, "--repeats") == 0 || strcmp(a, "--trust") == 0 || strcmp(a, "--weights") == 0 ||
-                      strcmp(a, "--weights-map") == 0;
-    if (takes_value && !v) {
-      fprintf(stderr, "hkc run: %s needs a value\n", a);
-      return 2;
-    }
-    if (strcmp(a, "--target") == 0) target = v;
-    else if (strcmp(a, "--batch") == 0) { if (parse_count(a, v, 1, INT64_MAX / 2, &batch)) return 2; }
-    else if (strcmp(a, "--seed") == 0) { if (parse_count(a, v, 0, INT64_MAX, &seed)) return 2; }
-    else if (strcmp(a, "--runs") == 0) { if (parse_count(a, v, 1, 1000000, &runs)) return 2; }
-    else if (strcmp(a, "--warmup") == 0) { if (parse_count(a, v, 0, 1000000, &warmup)) return 2; }
-    else if (strcmp(a, "--repeats") == 0) { if (parse_count(a, v, 1, 100000, &repeats)) return 2; }
-    else if (strcmp(a, "--profile") == 0) { profile = 1; continue; }
-    else if (strcmp(a, "--no-pdl") == 0) { no_pdl = 1; continue; }
-    else if (strcmp(a, "--prefer-ptx") == 0) { prefer_ptx = 1; continue; }
-    else if (strcmp(a, "--require-signature") == 0) { require_signature = 1; continue; }
-    else if (strcmp(a, "--allow-unsigned-native") == 0) { allow_unsigned_native = 1; continue; }
-    else if (strcmp(a, "--trust") == 0) { if (add_trusted_key("run", &trust, v)) return 2; }
-    else if (strcmp(a, "--save-outputs") == 0) save_dir = v;
-    else if (strcmp(a, "--weights") == 0) weights_path = v;
-    else if (strcmp(a, "--weights-map") == 0) map_path = v;
-    else if (strcmp(a, "--random-params") == 0) { random_params = 1; continue; }
-    else if (strcmp(a, "--input") == 0 || strcmp(a, "--param") == 0) {
+  int n_files = 0, cap_files = 0, c;
+  while ((c = hkc_cli_next(&cli, argc, argv, "t:", longopts)) != -1) {
+    const char *v = optarg;
+    switch (c) {
+    case HKC_CLI_STOP: return cli.rc;
+    case 't': target = v; break;
+    case OPT_BATCH: if (hkc_cli_count(&cli, "--batch", v, 1, INT64_MAX / 2, &batch)) return cli.rc; break;
+    case OPT_SEED: if (hkc_cli_count(&cli, "--seed", v, 0, INT64_MAX, &seed)) return cli.rc; break;
+    case OPT_RUNS: if (hkc_cli_count(&cli, "--runs", v, 1, 1000000, &runs)) return cli.rc; break;
+    case OPT_WARMUP: if (hkc_cli_count(&cli, "--warmup", v, 0, 1000000, &warmup)) return cli.rc; break;
+    case OPT_REPEATS: if (hkc_cli_count(&cli, "--repeats", v, 1, 100000, &repeats)) return cli.rc; break;
+    case OPT_PROFILE: profile = 1; break;
+    case OPT_NO_PDL: no_pdl = 1; break;
+    case OPT_PREFER_PTX: prefer_ptx = 1; break;
+    case OPT_REQUIRE_SIGNATURE: require_signature = 1; break;
+    case OPT_ALLOW_UNSIGNED_NATIVE: allow_unsigned_native = 1; break;
+    case OPT_RANDOM_PARAMS: random_params = 1; break;
+    case OPT_TRUST: if (add_trusted_key("run", &trust, v)) return 2; break;
+    case OPT_SAVE_OUTPUTS: save_dir = v; break;
+    case OPT_WEIGHTS: weights_path = v; break;
+    case OPT_WEIGHTS_MAP: map_path = v; break;
+    case OPT_INPUT:
+    case OPT_PARAM: {
       char *eq = strchr(v, '=');
-      if (!eq || eq == v || !eq[1]) {
-        fprintf(stderr, "hkc run: %s expects NAME=FILE.npy, got '%s'\n", a, v);
-        return 2;
-      }
+      if (!eq || eq == v || !eq[1])
+        return hkc_cli_usage(&cli, "%s expects NAME=FILE.npy, got '%s'", c == OPT_INPUT ? "--input" : "--param", v),
+               cli.rc;
       if (n_files == cap_files) {
         cap_files = cap_files ? cap_files * 2 : 16;
         named_file_t *grown = realloc(files, (size_t)cap_files * sizeof *grown);
         if (!grown) {
           fprintf(stderr, "hkc run: out of memory\n");
-            return 1;
+          return 1;
         }
         files = *files_out = grown;
       }
       *eq = '\0';
       files[n_files++] = (named_file_t){v, eq + 1};
-    } else if (a[0] == '-' && a[1]) {
-      fprintf(stderr, "hkc run: unknown option %s\n%s", a, k_run_usage);
-      return 2;
-    } else if (!pack_path) {
-      pack_path = a;
-      continue;
-    } else {
-      fprintf(stderr, "hkc run: more than one pack given\n");
-      return 2;
+      break;
     }
-    i++;
+    default: return hkc_cli_usage(&cli, "unhandled option"), cli.rc;
+    }
   }
-  if (!pack_path || (map_path && !weights_path)) {
-    fprintf(stderr, "hkc run: %s\n%s", pack_path ? "--weights-map needs --weights" : "no pack given", k_run_usage);
-    return 2;
-  }
+  if (optind < argc) pack_path = argv[optind++];
+  if (optind < argc) return hkc_cli_usage(&cli, "more than one pack given (%s, %s)", pack_path, argv[optind]), 2;
+  if (!pack_path || (map_path && !weights_path))
+    return hkc_cli_usage(&cli, "%s", pack_path ? "--weights-map needs --weights" : "no pack given"), 2;
+  const int quiet = cli.quiet || cli.json; /* the human lines on stdout */
+  cJSON *json = NULL;
+  if (cli.json && !(json = hkc_json_begin("run"))) return 1;
 
   int rc = 1;
   hk_pack_t *pack = NULL;
@@ -860,6 +989,7 @@ static int run_command(int argc, char **argv, named_file_t **files_out) {
                                 .allow_unsigned_native_code = (uint32_t)allow_unsigned_native};
   hk_status_t st = hkc_tool_open_pack("run", pack_path, &oo, &pack);
   if (st != HK_OK) {
+    cJSON_Delete(json);
     return 1;
   }
   if (batch == 0) batch = (long long)hk_pack_batch_size(pack, 0);
@@ -876,7 +1006,11 @@ static int run_command(int argc, char **argv, named_file_t **files_out) {
     goto done;
   }
   /* which code runs: the target's code objects, or (CUDA) its PTX through the driver's JIT */
-  if (hk_session_code_kind(session) == HK_CODE_PTX)
+  const char *code_kind = hk_session_code_kind(session) == HK_CODE_PTX               ? "ptx"
+                          : strncmp(hk_session_target(session), "sm_", 3) == 0 ? "sass"
+                                                                                 : "code_object";
+  if (quiet) {
+  } else if (hk_session_code_kind(session) == HK_CODE_PTX)
     printf("code: PTX of target %s (compute_%s), JIT-compiled by the driver\n", hk_session_target(session),
            hk_session_target(session) + 3);
   else if (strncmp(hk_session_target(session), "sm_", 3) == 0)
@@ -888,7 +1022,16 @@ static int run_command(int argc, char **argv, named_file_t **files_out) {
   if (fallback[0])
     fprintf(stderr, "hkc run: warning: graph replay unavailable (%s); running with stream launches\n", fallback);
   const uint32_t pdl = hk_session_pdl_count(session);
-  if (pdl)
+  if (json) {
+    cJSON_AddStringToObject(json, "pack", pack_path);
+    cJSON_AddStringToObject(json, "target", hk_session_target(session));
+    cJSON_AddStringToObject(json, "code", code_kind);
+    cJSON_AddStringToObject(json, "launch", graph ? "graph" : "stream");
+    if (fallback[0]) cJSON_AddStringToObject(json, "launch_fallback", fallback);
+    else cJSON_AddNullToObject(json, "launch_fallback");
+    cJSON_AddNumberToObject(json, "pdl", pdl);
+  }
+  if (pdl && !quiet)
     printf("programmatic dependent launch: %u %s\n", pdl,
            graph ? "programmatic edge(s) in the graph" : "launch(es) overlapping the kernel before them");
   for (int f = 0; f < n_files; f++) {
@@ -904,7 +1047,8 @@ static int run_command(int argc, char **argv, named_file_t **files_out) {
     }
   }
   n_tensors = hk_session_tensor_count(session);
-  if (weights_path && bind_weights_file(session, weights_path, map_path, &weights, &map) != 0) goto done;
+  if (weights_path && bind_weights_file(session, weights_path, map_path, &weights, &map, quiet, json) != 0) goto done;
+  if (json && !weights_path) cJSON_AddNullToObject(json, "weights");
   if (check_params_given(session, files, n_files, random_params) != 0) goto done;
   buffers = calloc(n_tensors ? n_tensors : 1, sizeof *buffers);
   device = calloc(n_tensors ? n_tensors : 1, sizeof *device);
@@ -952,18 +1096,29 @@ static int run_command(int argc, char **argv, named_file_t **files_out) {
   }
   qsort(times, (size_t)runs, sizeof *times, cmp_double);
   uint64_t bucket = hk_session_bucket(session);
-  printf("target %s, batch %lld, bucket %llu%s: median %.3f ms, min %.3f ms over %lld runs (%lld warm-up)\n",
+  if (json) {
+    cJSON_AddNumberToObject(json, "batch", (double)batch);
+    cJSON_AddNumberToObject(json, "bucket", (double)bucket);
+    cJSON_AddBoolToObject(json, "padded", bucket != (uint64_t)batch);
+    cJSON_AddNumberToObject(json, "runs", (double)runs);
+    cJSON_AddNumberToObject(json, "warmup", (double)warmup);
+    cJSON_AddNumberToObject(json, "median_ms", times[runs / 2]);
+    cJSON_AddNumberToObject(json, "min_ms", times[0]);
+  }
+  if (!quiet) printf("target %s, batch %lld, bucket %llu%s: median %.3f ms, min %.3f ms over %lld runs (%lld warm-up)\n",
          hk_session_target(session), batch, (unsigned long long)bucket, bucket != (uint64_t)batch ? " (padded)" : "",
          times[runs / 2], times[0], runs, warmup);
   double graph_us = times[runs / 2] * 1e3;
   free(times);
-  if (profile && print_profile(session, (uint32_t)repeats, graph_us) != 0) goto done;
+  if (profile && print_profile(session, (uint32_t)repeats, graph_us, json) != 0) goto done;
+  if (json && !profile) cJSON_AddNullToObject(json, "profile");
 
   if (save_dir && mkdir(save_dir, 0777) != 0 && errno != EEXIST) {
     fprintf(stderr, "hkc run: cannot create %s: %s\n", save_dir, strerror(errno));
     goto done;
   }
   int bad = 0, save_failed = 0;
+  cJSON *jouts = json ? cJSON_AddArrayToObject(json, "outputs") : NULL;
   hkc_npy_set_t saved = {0}; /* all outputs or none (a later failure removes the earlier files) */
   for (uint32_t t = 0; t < n_tensors; t++) {
     hk_tensor_info_t info;
@@ -991,8 +1146,20 @@ static int run_command(int argc, char **argv, named_file_t **files_out) {
     }
     char shape[128];
     format_shape(&info, shape, sizeof shape);
-    printf("  output %s %s: mean %.6g, max |x| %.6g%s\n", info.name, shape, n ? sum / (double)n : 0.0, absmax,
-           nonfinite ? "  NON-FINITE VALUES" : "");
+    if (jouts) {
+      cJSON *jo = cJSON_CreateObject(), *jshape = cJSON_CreateArray();
+      cJSON_AddItemToArray(jouts, jo);
+      cJSON_AddStringToObject(jo, "name", info.name);
+      cJSON_AddItemToObject(jo, "shape", jshape);
+      for (uint32_t d = 0; d < info.rank; d++) cJSON_AddItemToArray(jshape, cJSON_CreateNumber((double)info.dims[d]));
+      cJSON_AddStringToObject(jo, "dtype", hk_dtype_label((uint32_t)info.element_type));
+      cJSON_AddNumberToObject(jo, "mean", n ? sum / (double)n : 0.0); /* as printed: the finite elements' sum over n */
+      cJSON_AddNumberToObject(jo, "max_abs", absmax);
+      cJSON_AddNumberToObject(jo, "nonfinite", (double)nonfinite);
+    } else if (!quiet) {
+      printf("  output %s %s: mean %.6g, max |x| %.6g%s\n", info.name, shape, n ? sum / (double)n : 0.0, absmax,
+             nonfinite ? "  NON-FINITE VALUES" : "");
+    }
     if (nonfinite) {
       fprintf(stderr, "hkc run: output %s has %zu non-finite element(s) of %zu\n", info.name, nonfinite, n);
       bad = 1;
@@ -1005,8 +1172,15 @@ static int run_command(int argc, char **argv, named_file_t **files_out) {
   hkc_npy_set_free(&saved);
   if (save_dir && save_failed) fprintf(stderr, "hkc run: no output saved to %s/\n", save_dir);
   bad |= save_failed;
-  if (save_dir && !bad) printf("  outputs saved to %s/\n", save_dir);
+  if (save_dir && !bad && !quiet) printf("  outputs saved to %s/\n", save_dir);
   rc = bad ? 1 : 0;
+  if (json) {
+    if (save_dir && !save_failed) cJSON_AddStringToObject(json, "saved_to", save_dir);
+    else cJSON_AddNullToObject(json, "saved_to");
+    cJSON_AddBoolToObject(json, "ok", !bad);
+    if (hkc_json_end(json, stdout) != 0) rc = 1;
+    json = NULL;
+  }
 done:
   for (uint32_t t = 0; t < n_tensors; t++) {
     if (buffers) free(buffers[t]);
@@ -1018,6 +1192,7 @@ done:
   hk_weights_destroy(weights); /* after the session: host tensors may be bound in place */
   hkc_weights_map_free(&map);
   hk_pack_destroy(pack);
+  cJSON_Delete(json);
   return rc;
 }
 
@@ -1029,63 +1204,52 @@ static int cmd_run(int argc, char **argv) {
 }
 
 /* ---- inspect ---------------------------------------------------------------------------- */
+static void help_inspect(void) {
+  fputs(k_inspect_usage, stdout);
+  fputs(k_common_help, stdout);
+}
+
 static int cmd_inspect(int argc, char **argv) {
-  if (want_help(argc, argv)) {
-    fputs(k_inspect_usage, stdout);
-    return 0;
-  }
+  static const struct option longopts[] = {
+      {"plan", no_argument, NULL, OPT_PLAN}, {"trust", required_argument, NULL, OPT_TRUST},
+      {"batch", required_argument, NULL, OPT_BATCH}, {"disasm", required_argument, NULL, OPT_DISASM},
+      {"target", required_argument, NULL, 't'}, JSON_LONG_OPTION, COMMON_LONG_OPTIONS, {NULL, 0, NULL, 0}};
+  hkc_cli_t cli;
+  hkc_cli_init(&cli, "inspect", "hkc inspect PACK [--json] [--disasm KERNEL | --plan [--batch N]] [--target T]",
+               help_inspect, 1);
   const char *pack = NULL, *kernel = NULL, *target = NULL;
-  int plan = 0;
+  int plan = 0, c;
   long long batch = 0;
   trust_opts_t trust = {0};
-  for (int i = 0; i < argc; i++) {
-    if (strcmp(argv[i], "--plan") == 0) {
-      plan = 1;
-    } else if (strcmp(argv[i], "--trust") == 0) {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "hkc inspect: --trust needs a value\n");
-        return 2;
-      }
-      if (add_trusted_key("inspect", &trust, argv[++i])) return 2;
-    } else if (strcmp(argv[i], "--batch") == 0) {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "hkc inspect: --batch needs a value\n");
-        return 2;
-      }
-      if (parse_count("--batch", argv[++i], 1, INT64_MAX, &batch) != 0) return 2;
-    } else if (strcmp(argv[i], "--disasm") == 0 || strcmp(argv[i], "--target") == 0) {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "hkc inspect: %s needs a value\n", argv[i]);
-        return 2;
-      }
-      *(argv[i][2] == 'd' ? &kernel : &target) = argv[i + 1];
-      i++;
-    } else if (argv[i][0] == '-' || pack) {
-      fprintf(stderr, "hkc inspect: unexpected argument %s\n%s", argv[i], k_inspect_usage);
-      return 2;
-    } else {
-      pack = argv[i];
+  while ((c = hkc_cli_next(&cli, argc, argv, "t:", longopts)) != -1) {
+    switch (c) {
+    case HKC_CLI_STOP: return cli.rc;
+    case OPT_PLAN: plan = 1; break;
+    case OPT_TRUST: if (add_trusted_key("inspect", &trust, optarg)) return 2; break;
+    case OPT_BATCH: if (hkc_cli_count(&cli, "--batch", optarg, 1, INT64_MAX, &batch) != 0) return cli.rc; break;
+    case OPT_DISASM: kernel = optarg; break;
+    case 't': target = optarg; break;
+    default: return hkc_cli_usage(&cli, "unhandled option"), cli.rc;
     }
   }
-  if (!pack) {
-    fprintf(stderr, "hkc inspect: no pack given\n%s", k_inspect_usage);
-    return 2;
-  }
-  if (plan && kernel) {
-    fprintf(stderr, "hkc inspect: --plan and --disasm are separate reports\n");
-    return 2;
-  }
-  if (batch && !plan) {
-    fprintf(stderr, "hkc inspect: --batch goes with --plan\n");
-    return 2;
-  }
+  if (optind < argc) pack = argv[optind++];
+  if (optind < argc) return hkc_cli_usage(&cli, "unexpected argument %s", argv[optind]), 2;
+  if (!pack) return hkc_cli_usage(&cli, "no pack given"), 2;
+  if (plan && kernel) return hkc_cli_usage(&cli, "--plan and --disasm are separate reports"), 2;
+  if (batch && !plan) return hkc_cli_usage(&cli, "--batch goes with --plan"), 2;
+  if (target && !kernel && !plan) return hkc_cli_usage(&cli, "--target goes with --disasm or --plan"), 2;
+  if (cli.json && (plan || kernel)) return hkc_cli_usage(&cli, "--json is the report itself: not with --plan or --disasm"), 2;
+  if (start_workers(1, compile_timeout) != 0) return 1;
   if (plan) return hkc_inspect_plan(pack, (uint64_t)batch, target, stdout) == 0 ? 0 : 1;
-  if (target && !kernel) {
-    fprintf(stderr, "hkc inspect: --target goes with --disasm or --plan\n");
-    return 2;
-  }
   if (kernel) return hkc_inspect_disasm(pack, kernel, target, stdout) == 0 ? 0 : 1;
-  return hkc_inspect_trusted(pack, (const uint8_t(*)[HK_PUBLIC_KEY_BYTES])trust.keys, trust.n, stdout) == 0 ? 0 : 1;
+  const uint8_t(*keys)[HK_PUBLIC_KEY_BYTES] = (const uint8_t(*)[HK_PUBLIC_KEY_BYTES])trust.keys;
+  if (cli.json) return hkc_inspect_json(pack, keys, trust.n, stdout) == 0 ? 0 : 1;
+  /* -q: verify only (the exit status says whether the pack is sound) */
+  FILE *out = stdout, *null = NULL;
+  if (cli.quiet && !(out = null = fopen("/dev/null", "w"))) return 1;
+  const int rc = hkc_inspect_trusted(pack, keys, trust.n, out) == 0 ? 0 : 1;
+  if (null) fclose(null);
+  return rc;
 }
 
 /* ---- keygen, sign --------------------------------------------------------------------------- */
@@ -1099,6 +1263,13 @@ static int sign_file(const char *in_path, const char *key_path, const char *out_
   void *signed_data = NULL;
   size_t signed_size = 0;
   int rc = -1;
+  hk_pack_t *check = NULL; /* verified first, so that an error names the file once: "hkc sign: PATH: why" */
+  hk_pack_open_options_t o = {.struct_size = sizeof o, .metadata_only = 1};
+  if (hkc_tool_open_pack("sign", in_path, &o, &check) != HK_OK) {
+    hkc_key_wipe(seed, sizeof seed);
+    return -1;
+  }
+  hk_pack_destroy(check);
   /* hkc_read_file's buffer comes from malloc: aligned for the records. */
   if (hkc_read_file(in_path, &data, &size) != 0) {
     fprintf(stderr, "hkc sign: cannot read %s: %s\n", in_path, strerror(errno));
@@ -1115,83 +1286,76 @@ static int sign_file(const char *in_path, const char *key_path, const char *out_
   return rc;
 }
 
+static void help_keygen(void) {
+  fputs(k_keygen_usage, stdout);
+  fputs(k_common_help, stdout);
+}
+
 static int cmd_keygen(int argc, char **argv) {
-  if (want_help(argc, argv)) {
-    fputs(k_keygen_usage, stdout);
-    return 0;
-  }
+  static const struct option longopts[] = {{"output", required_argument, NULL, 'o'}, COMMON_LONG_OPTIONS,
+                                           {NULL, 0, NULL, 0}};
+  hkc_cli_t cli;
+  hkc_cli_init(&cli, "keygen", "hkc keygen -o KEY [-q]", help_keygen, 0);
   const char *out = NULL;
-  int quiet = 0;
-  for (int i = 0; i < argc; i++) {
-    if ((strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--output") == 0) && i + 1 < argc) out = argv[++i];
-    else if (strcmp(argv[i], "-q") == 0 || strcmp(argv[i], "--quiet") == 0) quiet = 1;
-    else {
-      fprintf(stderr, "hkc keygen: unexpected argument %s\n%s", argv[i], k_keygen_usage);
-      return 2;
-    }
+  int c;
+  while ((c = hkc_cli_next(&cli, argc, argv, "o:", longopts)) != -1) {
+    if (c == HKC_CLI_STOP) return cli.rc;
+    out = optarg; /* 'o' */
   }
-  if (!out) {
-    fprintf(stderr, "hkc keygen: no output given (-o KEY)\n%s", k_keygen_usage);
-    return 2;
-  }
-  return hkc_key_generate(out, quiet) == 0 ? 0 : 1;
+  if (optind < argc) return hkc_cli_usage(&cli, "unexpected argument %s", argv[optind]), 2;
+  if (!out) return hkc_cli_usage(&cli, "no output given (-o KEY)"), 2;
+  return hkc_key_generate(out, cli.quiet) == 0 ? 0 : 1;
+}
+
+static void help_sign(void) {
+  fputs(k_sign_usage, stdout);
+  fputs(k_common_help, stdout);
 }
 
 static int cmd_sign(int argc, char **argv) {
-  if (want_help(argc, argv)) {
-    fputs(k_sign_usage, stdout);
-    return 0;
-  }
+  static const struct option longopts[] = {{"key", required_argument, NULL, OPT_KEY},
+                                           {"output", required_argument, NULL, 'o'}, COMMON_LONG_OPTIONS,
+                                           {NULL, 0, NULL, 0}};
+  hkc_cli_t cli;
+  hkc_cli_init(&cli, "sign", "hkc sign PACK --key KEY [-o OUT] [-q]", help_sign, 0);
   const char *pack = NULL, *key = NULL, *out = NULL;
-  int quiet = 0;
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--key") == 0 && i + 1 < argc) key = argv[++i];
-    else if ((strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) && i + 1 < argc) out = argv[++i];
-    else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) quiet = 1;
-    else if (a[0] != '-' && !pack) pack = a;
-    else {
-      fprintf(stderr, "hkc sign: unexpected argument %s\n%s", a, k_sign_usage);
-      return 2;
-    }
+  int c;
+  while ((c = hkc_cli_next(&cli, argc, argv, "o:", longopts)) != -1) {
+    if (c == HKC_CLI_STOP) return cli.rc;
+    if (c == OPT_KEY) key = optarg;
+    else out = optarg; /* 'o' */
   }
-  if (!pack || !key) {
-    fprintf(stderr, "hkc sign: %s\n%s", !pack ? "no pack given" : "no key given (--key KEY)", k_sign_usage);
-    return 2;
-  }
-  return sign_file(pack, key, out ? out : pack, quiet) == 0 ? 0 : 1;
+  if (optind < argc) pack = argv[optind++];
+  if (optind < argc) return hkc_cli_usage(&cli, "unexpected argument %s", argv[optind]), 2;
+  if (!pack || !key) return hkc_cli_usage(&cli, "%s", !pack ? "no pack given" : "no key given (--key KEY)"), 2;
+  return sign_file(pack, key, out ? out : pack, cli.quiet) == 0 ? 0 : 1;
 }
 
 /* ---- merge ---------------------------------------------------------------------------------- */
+static void help_merge(void) {
+  fputs(k_merge_usage, stdout);
+  fputs(k_common_help, stdout);
+}
+
 /* The inputs are untrusted: opened through the verifying reader, metadata only (no code is
  * loaded; merge decompresses each target's code itself to check it). */
 static int cmd_merge(int argc, char **argv) {
-  if (want_help(argc, argv)) {
-    fputs(k_merge_usage, stdout);
-    return 0;
-  }
+  static const struct option longopts[] = {{"output", required_argument, NULL, 'o'},
+                                           {"sign", required_argument, NULL, OPT_SIGN}, COMMON_LONG_OPTIONS,
+                                           {NULL, 0, NULL, 0}};
+  hkc_cli_t cli;
+  hkc_cli_init(&cli, "merge", "hkc merge PACK PACK... -o OUT [--sign KEY] [-q]", help_merge, 0);
   const char *out = NULL, *key = NULL;
-  const char **paths = calloc((size_t)argc + 1, sizeof *paths);
-  size_t n = 0;
-  int quiet = 0;
-  if (!paths) return 1;
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    if ((strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) && i + 1 < argc) out = argv[++i];
-    else if (strcmp(a, "--sign") == 0 && i + 1 < argc) key = argv[++i];
-    else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) quiet = 1;
-    else if (a[0] != '-') paths[n++] = a;
-    else {
-      fprintf(stderr, "hkc merge: unexpected argument %s\n%s", a, k_merge_usage);
-      free(paths);
-      return 2;
-    }
+  int c;
+  while ((c = hkc_cli_next(&cli, argc, argv, "o:", longopts)) != -1) {
+    if (c == HKC_CLI_STOP) return cli.rc;
+    if (c == OPT_SIGN) key = optarg;
+    else out = optarg; /* 'o' */
   }
-  if (n < 2 || !out) {
-    fprintf(stderr, "hkc merge: %s\n%s", !out ? "no output given (-o OUT)" : "give at least two packs", k_merge_usage);
-    free(paths);
-    return 2;
-  }
+  const char *const *paths = (const char *const *)(argv + optind);
+  const size_t n = (size_t)(argc - optind);
+  const int quiet = cli.quiet;
+  if (n < 2 || !out) return hkc_cli_usage(&cli, "%s", !out ? "no output given (-o OUT)" : "give at least two packs"), 2;
   char err[4200];
   uint8_t seed[HKC_KEY_SEED_BYTES];
   hk_pack_t **packs = calloc(n, sizeof *packs);
@@ -1234,42 +1398,63 @@ done:
   for (size_t i = 0; packs && i < n; i++) hk_pack_destroy(packs[i]);
   free(packs);
   free(views);
-  free(paths);
   free(data);
   return rc;
 }
 
-static int cmd_targets(int argc, char **argv) {
-  if (want_help(argc, argv)) {
-    fputs(k_targets_usage, stdout);
-    return 0;
-  }
-  if (argc) {
-    fprintf(stderr, "hkc targets: takes no arguments\n");
-    return 2;
-  }
-  return hkc_print_targets(stdout) == 0 ? 0 : 1;
+/* ---- targets -------------------------------------------------------------------------------- */
+static void help_targets(void) {
+  fputs(k_targets_usage, stdout);
+  fputs(k_common_help, stdout);
 }
 
+static int cmd_targets(int argc, char **argv) {
+  static const struct option longopts[] = {{"no-probe", no_argument, NULL, OPT_NO_PROBE}, JSON_LONG_OPTION,
+                                           COMMON_LONG_OPTIONS, {NULL, 0, NULL, 0}};
+  hkc_cli_t cli;
+  hkc_cli_init(&cli, "targets", "hkc targets [--json] [--no-probe]", help_targets, 1);
+  int c, probe = 1;
+  while ((c = hkc_cli_next(&cli, argc, argv, "", longopts)) != -1) {
+    if (c == HKC_CLI_STOP) return cli.rc;
+    probe = 0; /* --no-probe */
+  }
+  if (optind < argc) return hkc_cli_usage(&cli, "takes no arguments (got %s)", argv[optind]), 2;
+  if (start_workers(0, compile_timeout) != 0) return 1;
+  if (cli.json) return hkc_targets_json(stdout, probe) == 0 ? 0 : 1;
+  return hkc_print_targets(stdout, probe) == 0 ? 0 : 1;
+}
+
+/* ---- the commands --------------------------------------------------------------------------- */
+/* One row per command. run gets the command's arguments with argv[0] = its name (getopt_long
+ * starts at argv[1]) and returns the exit status: 0, 1 (failed) or 2 (usage error). */
+typedef struct command {
+  const char *name;
+  int (*run)(int argc, char **argv);
+} command_t;
+
+static const command_t k_commands[] = {
+    {"build", cmd_build},     {"run", cmd_run},     {"tune", cmd_tune},   {"inspect", cmd_inspect},
+    {"targets", cmd_targets}, {"keygen", cmd_keygen}, {"sign", cmd_sign}, {"merge", cmd_merge},
+    {"cache", hkc_cmd_cache},
+};
+
 static int dispatch(int argc, char **argv) {
-  if (strcmp(argv[1], "build") == 0) return cmd_build(argc - 2, argv + 2);
-  if (strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
-  if (strcmp(argv[1], "tune") == 0) return cmd_tune(argc - 2, argv + 2);
-  if (strcmp(argv[1], "inspect") == 0) return start_workers(1, compile_timeout) ? 1 : cmd_inspect(argc - 2, argv + 2);
-  if (strcmp(argv[1], "keygen") == 0) return cmd_keygen(argc - 2, argv + 2);
-  if (strcmp(argv[1], "sign") == 0) return cmd_sign(argc - 2, argv + 2);
-  if (strcmp(argv[1], "merge") == 0) return cmd_merge(argc - 2, argv + 2);
-  if (strcmp(argv[1], "targets") == 0) return start_workers(0, compile_timeout) ? 1 : cmd_targets(argc - 2, argv + 2);
-  fprintf(stderr, "hkc: unknown command '%s'\n%s", argv[1], k_usage);
+  for (size_t i = 0; i < sizeof k_commands / sizeof *k_commands; i++)
+    if (strcmp(argv[1], k_commands[i].name) == 0) return k_commands[i].run(argc - 1, argv + 1);
+  fprintf(stderr, "hkc: unknown command '%s'\nusage: hkc <command> [options]\ntry 'hkc --help'\n", argv[1]);
   return 2;
 }
 
 int main(int argc, char **argv) {
   hkc_env_from_process(); /* the stages read no environment themselves */
   if (argc == 2 && strcmp(argv[1], HKC_WORKER_ARG) == 0) _exit(hkc_amd_worker_main()); /* no atexit, no leak report */
-  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
-    fputs(k_usage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
+  if (argc < 2) {
+    fputs("usage: hkc <command> [options]\ntry 'hkc --help'\n", stderr);
+    return 2;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+    fputs(k_usage, stdout);
+    return 0;
   }
   if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
     printf("hkc %s (artifact format %d.%d, libhkrt %s)\n", HKC_VERSION_STRING, HK_PACK_VERSION_MAJOR,

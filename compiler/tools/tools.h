@@ -2,7 +2,9 @@
 /*
  * compiler/tools/tools.h -- the commands of the hkc binary that are more than a build.
  *
- *   main.c       the CLI (not in hkc_core)
+ *   main.c       the CLI (not in hkc_core): the command table, one cmd_* per command
+ *   cli.c        option parsing shared by the commands (getopt_long), JSON output
+ *   cache_cmd.c  `hkc cache stats | clean`
  *   inspect.c    `hkc inspect`: report, --plan, --disasm of a verified artifact
  *   probe.c      `hkc targets`: what this machine's toolchains build
  *   tune_run.c   `hkc tune`: measures candidates through libhkrt and writes a database
@@ -14,6 +16,7 @@
 #ifndef HKC_TOOLS_H
 #define HKC_TOOLS_H
 
+#include <getopt.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,6 +25,51 @@
 #include "hk/hkrt.h"
 #include "hk/pack_format.h"
 #include "util/util.h"
+
+/* ---- the command line (cli.c) ----------------------------------------------------------------- */
+/* Every command parses its options with getopt_long through hkc_cli_next, which also takes
+ * the options every command has: -q/--quiet, -v/--verbose (repeatable), -h/--help and, for
+ * the commands that have it (json_ok), --json. A usage error prints one line naming the
+ * problem, the command's synopsis and "try 'hkc CMD --help'", and the command exits 2. */
+typedef struct hkc_cli {
+  const char *cmd;      /* "build" */
+  const char *synopsis; /* "hkc build SPEC -o OUT [options]" */
+  void (*help)(void);   /* prints the full help to stdout */
+  int json_ok;          /* --json is an option of this command */
+  int quiet, verbose, json;
+  int rc;               /* after HKC_CLI_STOP: the exit status (0 after --help, 2 after a usage error) */
+} hkc_cli_t;
+#define HKC_CLI_STOP 0x10000 /* hkc_cli_next: stop parsing and return cli->rc */
+#define HKC_OPT_JSON 0x10001 /* the value of --json in a command's struct option table */
+#define HKC_OPT_BASE 0x10100 /* the first value a command may give its long-only options */
+/* Resets getopt for a new parse. */
+void hkc_cli_init(hkc_cli_t *cli, const char *cmd, const char *synopsis, void (*help)(void), int json_ok);
+/* The next option of the command (getopt_long's value; optarg holds its value), -1 after the
+ * last (the operands are then argv[optind..argc), in order), or HKC_CLI_STOP. shortopts are
+ * the command's own, without the common q, v, h. */
+int hkc_cli_next(hkc_cli_t *cli, int argc, char **argv, const char *shortopts, const struct option *longopts);
+/* Reports a usage error (printf format); sets cli->rc = 2 and returns HKC_CLI_STOP. */
+int hkc_cli_usage(hkc_cli_t *cli, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Parses an integer option value in [lo, hi]; a usage error otherwise (0 / -1). */
+int hkc_cli_count(hkc_cli_t *cli, const char *opt, const char *text, long long lo, long long hi, long long *out);
+/* Parses a size: bytes, or with a binary suffix K, M, G or T (500M = 500 MiB; KiB, MB, ...
+ * accepted too). 0 / -1. */
+int hkc_cli_size(const char *text, uint64_t *out);
+/* The progress mode for the command's flags and stderr: -q off, -v verbose, else one line on
+ * a terminal, plain lines on a file or pipe. */
+int hkc_cli_progress(const hkc_cli_t *cli);
+
+/* JSON output (docs/CLI.md has every document's keys). The version of the documents' layout:
+ * raised when a key changes meaning or type or goes away (new keys do not raise it). */
+#define HKC_JSON_SCHEMA 1
+struct cJSON;
+/* A new document {"schema": 1, "command": COMMAND, "hkc": VERSION}; NULL on OOM. */
+struct cJSON *hkc_json_begin(const char *command);
+/* Writes the document to out (one JSON value and a newline) and frees it. 0 / -1. */
+int hkc_json_end(struct cJSON *root, FILE *out);
+
+/* `hkc cache` (cache_cmd.c): argv[0] = "cache", as every command of main.c's table. */
+int hkc_cmd_cache(int argc, char **argv);
 
 /* ---- hkc inspect (inspect.c), hkc targets (probe.c) ------------------------------------------ */
 /* Opens and verifies the pack at path, prints the report to out. 0 / -1 (error printed). */
@@ -42,8 +90,15 @@ int hkc_inspect_plan(const char *path, uint64_t batch, const char *target, FILE 
  * has it). AMD through comgr; NVIDIA through nvdisasm or cuobjdump; host through objdump.
  * 0 / -1 (error printed). */
 int hkc_inspect_disasm(const char *path, const char *kernel, const char *target, FILE *out);
-/* `hkc targets`: probes the toolchains and prints what this machine can build. 0 / -1. */
-int hkc_print_targets(FILE *out);
+/* `hkc targets`: probes the toolchains and prints what this machine can build. probe 0
+ * (--no-probe): a toolchain's list is taken as it is, without a test compile per target (AMD:
+ * comgr lists ISAs a given hiprtc may not build). 0 / -1. */
+int hkc_print_targets(FILE *out, int probe);
+/* The same as one JSON document (docs/CLI.md, "targets"). 0 / -1. */
+int hkc_targets_json(FILE *out, int probe);
+/* `hkc inspect --json`: the report of hkc_inspect_trusted as one JSON document (docs/CLI.md,
+ * "inspect"). 0 / -1 (error printed). */
+int hkc_inspect_json(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY_BYTES], uint32_t n_trusted, FILE *out);
 /* Maps the documented environment variables (TMPDIR, CC, HKC_CUDA_PATH, HKC_CACHE_DIR /
  * XDG_CACHE_HOME / HOME, HKC_TEMPLATE_DIR, HKC_CACHE_URL, HKC_CACHE_TIMEOUT_MS) onto hkc_env_set
  * (util.h); env.c. */
@@ -68,6 +123,7 @@ typedef struct hkc_tune_run_options {
   int quiet;
   int dry_run;             /* compile, prune and rank only: print the model's ranking, no runs, no database */
   const hkc_kernel_options_t *kernel_options; /* NULL: the defaults (candidates of variants they turn off are left out) */
+  int json;                /* the result as one JSON document on stdout instead of the table (docs/CLI.md) */
   int host_threads;        /* host target's threads (0: the online CPUs) */
 } hkc_tune_run_options_t;
 int hkc_tune_run(const hkc_tune_run_options_t *options);

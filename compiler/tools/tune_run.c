@@ -31,6 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "codegen/codegen.h"
 #include "codegen/variants/variant.h"
 #include "frontend/frontend.h"
@@ -443,6 +445,7 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
   size_t n_items = 0;
   hkc_tune_db_t db = {0};
   FILE *report = NULL;
+  cJSON *json = NULL, *jlaunches = NULL; /* --json: the document (docs/CLI.md, "tune") */
   int rc = -1;
   const int top = o->top > 0 ? o->top : TUNE_DEFAULT_TOP;
   const hkc_gpu_arch_t *arch = NULL;
@@ -545,6 +548,13 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
     if (tc->model < 0) tc->model = tc->def; /* the build falls back to the default */
   }
 
+  if (o->json) {
+    if (!(json = hkc_json_begin("tune"))) goto oom;
+    cJSON_AddStringToObject(json, "spec", o->spec_path);
+    cJSON_AddStringToObject(json, "target", o->target);
+    cJSON_AddBoolToObject(json, "dry_run", o->dry_run != 0);
+    jlaunches = cJSON_AddArrayToObject(json, "launches");
+  }
   if (o->dry_run) { /* the model's ranking, nothing run */
     const char *unit = tc_entry->compute_unit;
     for (size_t c = 0; c < n_classes; c++) {
@@ -553,7 +563,18 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
       hkc_tune_signature(&tc->key, tc->shape, sig, sizeof sig);
       int pruned = 0;
       for (int j = 0; j < tc->n_cands; j++) pruned += tc->cands[j].pruned != NULL;
-      printf("%s (%s): %d candidate(s), %d pruned\n", sig, tc->nodes, tc->n_cands, pruned);
+      cJSON *jl = NULL, *jrank = NULL;
+      if (json) {
+        jl = cJSON_CreateObject();
+        cJSON_AddItemToArray(jlaunches, jl);
+        cJSON_AddStringToObject(jl, "signature", sig);
+        cJSON_AddStringToObject(jl, "nodes", tc->nodes);
+        cJSON_AddNumberToObject(jl, "candidates", tc->n_cands);
+        cJSON_AddNumberToObject(jl, "pruned", pruned);
+        jrank = cJSON_AddArrayToObject(jl, "ranking");
+      } else {
+        printf("%s (%s): %d candidate(s), %d pruned\n", sig, tc->nodes, tc->n_cands, pruned);
+      }
       const double flops = hkc_tune_shape_flops(&tc->key, tc->shape);
       /* the top, then the default and the build's choice when they are not among it */
       int list[HKC_TUNE_MAX_CANDIDATES + 2], ranks[HKC_TUNE_MAX_CANDIDATES + 2], n_list = 0, shown_def = 0, shown_model = 0;
@@ -574,7 +595,18 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
                            : j == tc->model            ? "  (build's choice)"
                            : j == tc->def              ? "  (default)"
                                                        : "";
-        if (arch)
+        if (jrank) {
+          cJSON *jc = cJSON_CreateObject();
+          cJSON_AddItemToArray(jrank, jc);
+          if (ranks[i]) cJSON_AddNumberToObject(jc, "rank", ranks[i]);
+          else cJSON_AddNullToObject(jc, "rank");
+          cJSON_AddStringToObject(jc, "variant", cand->cfg.variant);
+          cJSON_AddStringToObject(jc, "params", cand->cfg.tune);
+          if (arch) cJSON_AddNumberToObject(jc, "estimate_us", cand->est.seconds * 1e6);
+          else cJSON_AddNullToObject(jc, "estimate_us");
+          cJSON_AddBoolToObject(jc, "default", j == tc->def);
+          cJSON_AddBoolToObject(jc, "model_choice", j == tc->model);
+        } else if (arch)
           printf("  %s %-14s %-28s %9.2f us %7.1f TFLOP/s  %-9s tiles %-6lld %u/%s%s\n", pos, cand->cfg.variant,
                  cand->cfg.tune, cand->est.seconds * 1e6, flops / cand->est.seconds / 1e12, cand->est.limiter,
                  (long long)cand->est.tiles, cand->per_cu, unit, mark);
@@ -583,6 +615,11 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
       }
     }
     rc = 0;
+    if (json) {
+      cJSON_AddNullToObject(json, "output");
+      if (hkc_json_end(json, stdout) != 0) rc = -1;
+      json = NULL;
+    }
     goto done;
   }
 
@@ -682,7 +719,7 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
   }
   for (int pass = 0; pass < 2; pass++) {
     FILE *f = pass == 0 ? stdout : report;
-    if (!f || (pass == 0 && o->quiet)) continue;
+    if (!f || (pass == 0 && (o->quiet || json))) continue;
     fprintf(f, "| launch (%s, %s) | nodes@batch | default | model's choice | model | measured best | best | "
                "model / best | default / best |\n|---|---|---|---|---:|---|---:|---:|---:|\n",
             o->target, toolchain);
@@ -702,12 +739,43 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
             n_model ? 100.0 * exp(log_model / n_model) : 0.0, n_model, n_default ? 100.0 * exp(log_default / n_default) : 0.0,
             n_default);
   }
-  if (!o->quiet) printf("wrote %s: %zu entr%s\n", o->out_path, db.n, db.n == 1 ? "y" : "ies");
+  if (json) {
+    cJSON_AddStringToObject(json, "output", o->out_path);
+    cJSON_AddNumberToObject(json, "entries", (double)db.n);
+    for (size_t c = 0; c < n_classes; c++) {
+      const tune_class_t *tc = &classes[c];
+      char sig[160];
+      hkc_tune_signature(&tc->key, tc->shape, sig, sizeof sig);
+      cJSON *jl = cJSON_CreateObject();
+      cJSON_AddItemToArray(jlaunches, jl);
+      cJSON_AddStringToObject(jl, "signature", sig);
+      cJSON_AddStringToObject(jl, "nodes", tc->nodes);
+      const int picks[3] = {tc->def, tc->model, tc->best};
+      const char *keys[3] = {"default", "model_choice", "best"};
+      for (int k = 0; k < 3; k++) {
+        if (picks[k] < 0) {
+          cJSON_AddNullToObject(jl, keys[k]);
+          continue;
+        }
+        cJSON *jc = cJSON_AddObjectToObject(jl, keys[k]);
+        cJSON_AddStringToObject(jc, "variant", tc->cands[picks[k]].cfg.variant);
+        cJSON_AddStringToObject(jc, "params", tc->cands[picks[k]].cfg.tune);
+        if (tc->time_us[picks[k]] > 0) cJSON_AddNumberToObject(jc, "us", tc->time_us[picks[k]]);
+        else cJSON_AddNullToObject(jc, "us");
+      }
+    }
+    const int jrc = hkc_json_end(json, stdout);
+    json = NULL;
+    if (jrc != 0) goto done;
+  } else if (!o->quiet) {
+    printf("wrote %s: %zu entr%s\n", o->out_path, db.n, db.n == 1 ? "y" : "ies");
+  }
   rc = 0;
   goto done;
 oom:
   hkc_error((hkc_loc_t){0}, "tune: out of memory");
 done:
+  cJSON_Delete(json);
   if (report) fclose(report);
   for (size_t k = 0; k < n_items; k++) hkc_rtc_result_free(&items[k].result);
   free(items);

@@ -36,6 +36,14 @@ void hkc_diag_capture(char *buf, size_t size);
 /* Number of errors reported since the last reset. */
 int hkc_error_count(void);
 void hkc_error_reset(void);
+/* How a long stage (the build's compiles) reports progress on stderr; the command line
+ * chooses from -q, -v and whether stderr is a terminal. */
+typedef enum hkc_progress {
+  HKC_PROGRESS_OFF = 0,     /* nothing */
+  HKC_PROGRESS_TTY = 1,     /* one status line rewritten in place (only when stderr is a terminal) */
+  HKC_PROGRESS_LINES = 2,   /* a few plain lines per build (stderr is a file or a pipe) */
+  HKC_PROGRESS_VERBOSE = 3, /* plain lines, one per compiled kernel too */
+} hkc_progress_t;
 
 /* Growable-array helper: ensures *items has room for need elements. 0 / -1 on OOM. */
 int hkc_reserve(void **items, size_t *cap, size_t need, size_t elem_size);

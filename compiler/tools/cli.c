@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The option parsing every hkc command shares (tools.h, "the command line"): getopt_long
+ * with the options each command takes plus the common ones (-q, -v, -h, --json), usage
+ * errors as one short line, and JSON written to stdout through cJSON.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "tools/tools.h"
+#include "util/util.h"
+
+void hkc_cli_init(hkc_cli_t *cli, const char *cmd, const char *synopsis, void (*help)(void), int json_ok) {
+  memset(cli, 0, sizeof *cli);
+  cli->cmd = cmd;
+  cli->synopsis = synopsis;
+  cli->help = help;
+  cli->json_ok = json_ok;
+  optind = 0; /* GNU getopt: 0 re-initializes it completely (a test may parse twice) */
+  opterr = 0; /* the messages are ours (hkc_cli_usage) */
+}
+
+int hkc_cli_usage(hkc_cli_t *cli, const char *fmt, ...) {
+  fprintf(stderr, "hkc %s: ", cli->cmd);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\nusage: %s\ntry 'hkc %s --help'\n", cli->synopsis, cli->cmd);
+  cli->rc = 2;
+  return HKC_CLI_STOP;
+}
+
+/* Whether "--name[=value]" is a prefix of more than one long option (getopt_long refuses it). */
+static int ambiguous(const char *arg, const struct option *longopts) {
+  if (strncmp(arg, "--", 2) != 0 || !longopts) return 0;
+  const size_t len = strcspn(arg + 2, "=");
+  int n = 0;
+  for (const struct option *o = longopts; o->name; o++) n += strncmp(o->name, arg + 2, len) == 0;
+  return n > 1;
+}
+
+int hkc_cli_next(hkc_cli_t *cli, int argc, char **argv, const char *shortopts, const struct option *longopts) {
+  char opts[128];
+  /* ':' first: a missing value is reported as ':' rather than '?' */
+  snprintf(opts, sizeof opts, ":%sqvh", shortopts ? shortopts : "");
+  for (;;) {
+    const int c = getopt_long(argc, argv, opts, longopts, NULL);
+    switch (c) {
+    case 'q': cli->quiet = 1; continue;
+    case 'v': cli->verbose++; continue;
+    case 'h':
+      cli->help();
+      cli->rc = 0;
+      return HKC_CLI_STOP;
+    case HKC_OPT_JSON:
+      if (!cli->json_ok) return hkc_cli_usage(cli, "--json is not an option of this command");
+      cli->json = 1;
+      continue;
+    case ':': /* the option is the last argument read */
+      if (optopt && optopt < 256) return hkc_cli_usage(cli, "-%c needs a value", optopt);
+      return hkc_cli_usage(cli, "%s needs a value", argv[optind - 1]);
+    case '?':
+      if (optopt && optopt < 256) return hkc_cli_usage(cli, "unknown option -%c", optopt);
+      return hkc_cli_usage(cli, "%s option %s", ambiguous(argv[optind - 1], longopts) ? "ambiguous" : "unknown",
+                           argv[optind - 1]);
+    default: return c;
+    }
+  }
+}
+
+int hkc_cli_count(hkc_cli_t *cli, const char *opt, const char *text, long long lo, long long hi, long long *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(text ? text : "", &end, 10);
+  if (!text || errno || *end || end == text || v < lo || v > hi) {
+    hkc_cli_usage(cli, "%s expects an integer in [%lld, %lld], got '%s'", opt, lo, hi, text ? text : "");
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+int hkc_cli_progress(const hkc_cli_t *cli) {
+  if (cli->quiet) return HKC_PROGRESS_OFF;
+  if (cli->verbose) return HKC_PROGRESS_VERBOSE;
+  return isatty(STDERR_FILENO) ? HKC_PROGRESS_TTY : HKC_PROGRESS_LINES;
+}
+
+cJSON *hkc_json_begin(const char *command) {
+  cJSON *root = cJSON_CreateObject();
+  if (!root) return NULL;
+  cJSON_AddNumberToObject(root, "schema", HKC_JSON_SCHEMA);
+  cJSON_AddStringToObject(root, "command", command);
+  cJSON_AddStringToObject(root, "hkc", HKC_VERSION_STRING);
+  return root;
+}
+
+int hkc_json_end(cJSON *root, FILE *out) {
+  char *text = root ? cJSON_Print(root) : NULL;
+  cJSON_Delete(root);
+  if (!text) {
+    fprintf(stderr, "hkc: out of memory writing JSON\n");
+    return -1;
+  }
+  fputs(text, out);
+  fputc('\n', out);
+  free(text);
+  return fflush(out) == 0 ? 0 : -1;
+}
+
+int hkc_cli_size(const char *text, uint64_t *out) {
+  char *end;
+  errno = 0;
+  if (!text || *text < '0' || *text > '9') return -1;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (errno || end == text) return -1;
+  unsigned shift = 0;
+  switch (*end) {
+  case 'K': case 'k': shift = 10; end++; break;
+  case 'M': case 'm': shift = 20; end++; break;
+  case 'G': case 'g': shift = 30; end++; break;
+  case 'T': case 't': shift = 40; end++; break;
+  default: break;
+  }
+  if (shift && *end == 'i') end++;
+  if (*end == 'B' || *end == 'b') end++;
+  if (*end || (shift && v > (UINT64_MAX >> shift))) return -1;
+  *out = (uint64_t)v << shift;
+  return 0;
+}
