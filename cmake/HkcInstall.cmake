@@ -5,6 +5,7 @@
 #   P/include/hk/hkrt.h (the API), P/include/hk/pack_format.h (the artifact format)
 #   P/lib/cmake/hkrt/: hkrtConfig.cmake, hkrtConfigVersion.cmake, the targets, HkcPack.cmake
 #   P/lib/pkgconfig/hkrt.pc
+#   P/share/bash-completion/completions/hkc (scripts/hkc-completion.bash)
 #   P/lib/python3/dist-packages/hkrt/ (HKC_INSTALL_PYTHONDIR): the Python package (python/), with
 #     _install_paths.py naming the installed libhkrt relative to it
 # (lib: CMAKE_INSTALL_LIBDIR). Every file names its neighbours by relative path: the tree
@@ -54,6 +55,11 @@ foreach(dir LIBDIR INCLUDEDIR)
 endforeach()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/hkrt.pc.in ${PROJECT_BINARY_DIR}/package/hkrt.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/package/hkrt.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# Bash completion of hkc's commands, options and targets, where bash-completion looks for it
+# (P/share/bash-completion/completions/hkc, loaded the first time `hkc` is completed).
+install(FILES ${PROJECT_SOURCE_DIR}/scripts/hkc-completion.bash
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME hkc)
 
 # The Python package: pure Python, so its files are copied as they are, plus _install_paths.py,
 # which tells it where the library is (python/hkrt/_lib.py looks there after HKRT_LIBRARY and

@@ -64,13 +64,20 @@ int hkc_cli_next(hkc_cli_t *cli, int argc, char **argv, const char *shortopts, c
       if (!cli->json_ok) return hkc_cli_usage(cli, "--json is not an option of this command");
       cli->json = 1;
       continue;
-    case ':': /* the option is the last argument read */
-      if (optopt && optopt < 256) return hkc_cli_usage(cli, "-%c needs a value", optopt);
-      return hkc_cli_usage(cli, "%s needs a value", argv[optind - 1]);
-    case '?':
-      if (optopt && optopt < 256) return hkc_cli_usage(cli, "unknown option -%c", optopt);
-      return hkc_cli_usage(cli, "%s option %s", ambiguous(argv[optind - 1], longopts) ? "ambiguous" : "unknown",
-                           argv[optind - 1]);
+    case ':': { /* a long option is the last argument read; a short one is optopt */
+      const char *arg = argv[optind - 1];
+      if (strncmp(arg, "--", 2) == 0) return hkc_cli_usage(cli, "%s needs a value", arg);
+      return hkc_cli_usage(cli, "-%c needs a value", optopt);
+    }
+    case '?': {
+      const char *arg = argv[optind - 1];
+      if (strncmp(arg, "--", 2) != 0) return hkc_cli_usage(cli, "unknown option -%c", optopt);
+      const size_t len = strcspn(arg + 2, "=");
+      for (const struct option *o = longopts; o && o->name; o++)
+        if (strlen(o->name) == len && strncmp(o->name, arg + 2, len) == 0) /* --flag=value */
+          return hkc_cli_usage(cli, "--%s takes no value", o->name);
+      return hkc_cli_usage(cli, "%s option %.*s", ambiguous(arg, longopts) ? "ambiguous" : "unknown", (int)len + 2, arg);
+    }
     default: return c;
     }
   }

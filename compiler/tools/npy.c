@@ -81,7 +81,7 @@ static int parse_shape(const char **p, npy_dict_t *d) {
 static int parse_value(const char **p, const char *key, npy_dict_t *d) {
   if (strcmp(key, "descr") == 0 && !d->descr[0]) {
     if (parse_quoted(p, d->descr, sizeof d->descr) == 0 && d->descr[0]) return 0;
-    return d->why = "unsupported .npy dtype (expected '<f2', '<f4' or '<f8')", -1;
+    return d->why = "unsupported .npy dtype (expected <f2, <f4 or <f8: little-endian float16, float32 or float64)", -1;
   }
   if (strcmp(key, "fortran_order") == 0 && d->fortran < 0) {
     size_t n = 0;
@@ -172,7 +172,18 @@ int hkc_npy_parse(const char *name, const unsigned char *b, size_t size, hkc_npy
   else if (strcmp(d.descr, "<f8") == 0) kind = 8;
   else if (strcmp(d.descr, "<f2") == 0) kind = 2;
   else {
-    hkc_error(loc, "unsupported .npy dtype '%.8s' (expected '<f2', '<f4' or '<f8')", d.descr);
+    /* the descr as the file has it (at most 15 characters: parse_quoted), quotes and
+     * unprintable bytes escaped, so the message never shows a stray quote */
+    char shown[sizeof d.descr * 4];
+    size_t o = 0;
+    for (const char *c = d.descr; *c; c++) {
+      unsigned char u = (unsigned char)*c;
+      if (u >= 0x20 && u < 0x7f && u != '\'' && u != '"' && u != '\\') shown[o++] = (char)u;
+      else o += (size_t)snprintf(shown + o, sizeof shown - o, "\\x%02x", u);
+    }
+    shown[o] = '\0';
+    hkc_error(loc, "unsupported .npy dtype %s (expected <f2, <f4 or <f8: little-endian float16, float32 or float64)",
+              shown);
     goto done;
   }
   esize = (size_t)kind;

@@ -111,7 +111,8 @@ if [ $have_nv -eq 1 ]; then
     check "$name for sm_90 (cubins, no GPU needed)" "$HKC" build "$spec" -o "$work/$name.sm90.hkpack" --target host,sm_90
   done
   "$HKC" inspect "$work/bert_layer.sm90.hkpack" > "$work/inspect.txt"
-  awk '/^kernels for sm_90/{on=1;next} /^kernels for/{on=0} on && /^  hk_/{n++; if ($2<=0 || $7!=32 || $10 !~ /%$/) bad++} END{exit !(n>0 && bad==0)}' \
+  # NVIDIA columns: name regs shared local warp block blocks/SM occup% params
+  awk '/^kernels for sm_90/{on=1;next} /^kernels for/{on=0} on && /^  hk_/{n++; if ($2<=0 || $5!=32 || $8 !~ /%$/) bad++} END{exit !(n>0 && bad==0)}' \
     "$work/inspect.txt" && echo "ok   sm_90 kernels: registers > 0, warp 32, occupancy shown" || { echo "FAIL sm_90 resources"; fail=1; }
   check "bert_layer for sm_80 and sm_90a" "$HKC" build "$bert" -o "$work/b80.hkpack" --target sm_80,sm_90a
 fi
