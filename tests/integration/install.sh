@@ -31,7 +31,7 @@ prefix=$work/prefix
 pc=$(find "$prefix" -name hkrt.pc)
 [ -n "$pc" ] || fail "no hkrt.pc installed: $(cat "$work/install.log")"
 libdir=$(cd "$(dirname "$pc")/.." && pwd)
-for f in bin/hkc include/hk/hkrt.h include/hk/pack_format.h; do
+for f in bin/hkc include/hk/hkrt.h include/hk/pack_format.h share/bash-completion/completions/hkc; do
   [ -f "$prefix/$f" ] || fail "$f not installed"
 done
 for f in libhkrt.a cmake/hkrt/hkrtConfig.cmake cmake/hkrt/hkrtConfigVersion.cmake cmake/hkrt/HkcPack.cmake; do
