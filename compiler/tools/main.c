@@ -1009,14 +1009,12 @@ static int run_command(int argc, char **argv, named_file_t **files_out) {
   const char *code_kind = hk_session_code_kind(session) == HK_CODE_PTX               ? "ptx"
                           : strncmp(hk_session_target(session), "sm_", 3) == 0 ? "sass"
                                                                                  : "code_object";
-  if (quiet) {
-  } else if (hk_session_code_kind(session) == HK_CODE_PTX)
+  if (!quiet && strcmp(code_kind, "ptx") == 0)
     printf("code: PTX of target %s (compute_%s), JIT-compiled by the driver\n", hk_session_target(session),
            hk_session_target(session) + 3);
-  else if (strncmp(hk_session_target(session), "sm_", 3) == 0)
-    printf("code: SASS of target %s\n", hk_session_target(session));
-  else
-    printf("code: code object of target %s\n", hk_session_target(session));
+  else if (!quiet)
+    printf("code: %s of target %s\n", strcmp(code_kind, "sass") == 0 ? "SASS" : "code object",
+           hk_session_target(session));
   const char *fallback = "";
   const int graph = strcmp(hk_session_launch_mode(session, &fallback), "graph") == 0;
   if (fallback[0])
