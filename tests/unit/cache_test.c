@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -339,12 +341,96 @@ static void test_concurrent(void **state) {
   free(dir);
 }
 
+/* Writes n bytes of text to path. */
+static void write_small(const char *path, const char *text, size_t n) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  assert_int_equal(fwrite(text, 1, n, f), n);
+  fclose(f);
+}
+
+/* Sets a file's modification time to `ago` seconds before now. */
+static void age(const char *path, long ago) {
+  struct timespec t[2];
+  clock_gettime(CLOCK_REALTIME, &t[0]);
+  t[0].tv_sec -= ago;
+  t[1] = t[0];
+  assert_int_equal(utimensat(AT_FDCWD, path, t, 0), 0);
+}
+
+/* hkc cache stats / clean: real entries, least recently used removed first (a hit makes an
+ * entry recent), writers' young temporary files and foreign files kept. */
+static void test_stats_trim(void **state) {
+  char *dir = hk_test_tmpdir();
+  hkc_cache_t *c = hkc_cache_open(dir);
+  assert_non_null(c);
+  hkc_cache_request_t req[4];
+  char src[4][32], *paths[4];
+  hkc_rtc_result_t in = sample(), out;
+  for (int i = 0; i < 4; i++) {
+    snprintf(src[i], sizeof src[i], "kernel %d", i);
+    req[i] = (hkc_cache_request_t){src[i], "-O3", "gfx90a", "hiprtc"};
+    hkc_cache_put(c, &req[i], &in);
+    paths[i] = entry_path(dir, &req[i]);
+    age(paths[i], 1000 - i * 100); /* entry 0 the oldest */
+  }
+  const off_t entry = file_size(paths[0]);
+  hkc_cache_stats_t st;
+  assert_int_equal(hkc_cache_stats(dir, &st), 0);
+  assert_int_equal(st.entries, 4);
+  assert_int_equal(st.bytes, 4 * (uint64_t)entry);
+  /* a hit on entry 0 makes it the most recent */
+  assert_int_equal(hkc_cache_get(c, &req[0], &out), 0);
+  hkc_rtc_result_free(&out);
+  char young[1200], old[1200], foreign[1200];
+  snprintf(young, sizeof young, "%s/.%032x.hkcc.tmp.1", dir, 7);
+  snprintf(old, sizeof old, "%s/.%032x.hkcc.tmp.2", dir, 8);
+  snprintf(foreign, sizeof foreign, "%s/notes.txt", dir);
+  write_small(young, "x", 1);
+  write_small(old, "xy", 2);
+  write_small(foreign, "mine", 4);
+  age(old, 2 * HKC_CACHE_TMP_AGE_S);
+  assert_int_equal(hkc_cache_stats(dir, &st), 0);
+  assert_int_equal(st.temporary, 2);
+  assert_int_equal(st.temporary_bytes, 3);
+  /* cap at two entries: 1 and 2 (the least recently used now) go */
+  hkc_cache_stats_t removed;
+  assert_int_equal(hkc_cache_trim(dir, 2 * (uint64_t)entry, &removed), 0);
+  assert_int_equal(removed.entries, 2);
+  assert_int_equal(removed.bytes, 2 * (uint64_t)entry);
+  assert_int_equal(removed.temporary, 1);
+  assert_int_equal(access(paths[0], F_OK), 0);
+  assert_int_not_equal(access(paths[1], F_OK), 0);
+  assert_int_not_equal(access(paths[2], F_OK), 0);
+  assert_int_equal(access(paths[3], F_OK), 0);
+  assert_int_equal(access(young, F_OK), 0);
+  assert_int_not_equal(access(old, F_OK), 0);
+  /* UINT64_MAX removes no entry; 0 every one; foreign files stay */
+  assert_int_equal(hkc_cache_trim(dir, UINT64_MAX, &removed), 0);
+  assert_int_equal(removed.entries, 0);
+  assert_int_equal(hkc_cache_trim(dir, 0, &removed), 0);
+  assert_int_equal(removed.entries, 2);
+  assert_int_equal(hkc_cache_stats(dir, &st), 0);
+  assert_int_equal(st.entries, 0);
+  assert_int_equal(access(foreign, F_OK), 0);
+  /* a missing directory is an empty cache */
+  char missing[1200];
+  snprintf(missing, sizeof missing, "%s/none", dir);
+  assert_int_equal(hkc_cache_stats(missing, &st), 0);
+  assert_int_equal(st.entries + st.bytes + st.temporary, 0);
+  assert_int_equal(hkc_cache_trim(missing, 0, &removed), 0);
+  for (int i = 0; i < 4; i++) free(paths[i]);
+  hkc_rtc_result_free(&in);
+  hkc_cache_close(c);
+  free(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_key),           cmocka_unit_test(test_round_trip),
       cmocka_unit_test(test_corrupt),       cmocka_unit_test(test_wrong_key_echo),
       cmocka_unit_test(test_unusable_dir),  cmocka_unit_test(test_concurrent),
-      cmocka_unit_test(test_dir_permissions),
+      cmocka_unit_test(test_dir_permissions), cmocka_unit_test(test_stats_trim),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
