@@ -1695,6 +1695,13 @@ static int repeat_expand(const char *file, ynode_t *root) {
       free(r.locals);
       goto done;
     }
+    size_t n_params = r.params ? r.params->n / 2 : 0;
+    if (n_params && (params ? params->n / 2 : 0) + (size_t)r.count * n_params > HK_MAX_TENSORS) {
+      hkc_error(e->loc, "this repeat declares %zu params (at most %u tensors in all)", (size_t)r.count * n_params,
+                HK_MAX_TENSORS);
+      free(r.locals);
+      goto done;
+    }
     if (r.params && !params) {
       ynode_t *key = ynode_new(Y_SCALAR, r.params->loc);
       params = ynode_new(Y_MAP, r.params->loc);
