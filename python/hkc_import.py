@@ -384,7 +384,8 @@ def import_hf(argv):
 
 def main(argv):
     if len(argv) < 1 or argv[0] in ("-h", "--help"):
-        print("usage: hkc import hf CONFIG.json -o SPEC.yaml [options]   (hkc import hf --help: the options)")
+        print("usage: hkc import hf CONFIG.json -o SPEC.yaml [options]   (hkc import hf --help: the options)",
+              file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
     if argv[0] != "hf":
         print("hkc import: unknown format '%s' (known: hf, a Hugging Face config.json)" % argv[0], file=sys.stderr)
