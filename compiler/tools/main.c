@@ -47,6 +47,7 @@ static const char k_usage[] =
     "  keygen -o KEY                       create a signing key pair (KEY, KEY.pub)\n"
     "  sign PACK --key KEY [-o OUT]        sign a pack (libhkrt's trust policy: README, Embedding)\n"
     "  merge PACK... -o OUT [--sign KEY]   one pack from packs of one spec built per target\n"
+    "  import hf CONFIG.json -o SPEC       a spec and weights name map from a Hugging Face config\n"
     "\n"
     "  hkc <command> --help   options of one command\n"
     "  hkc --version          versions of hkc and the artifact format\n";
@@ -1259,6 +1260,7 @@ static int dispatch(int argc, char **argv) {
   if (strcmp(argv[1], "keygen") == 0) return cmd_keygen(argc - 2, argv + 2);
   if (strcmp(argv[1], "sign") == 0) return cmd_sign(argc - 2, argv + 2);
   if (strcmp(argv[1], "merge") == 0) return cmd_merge(argc - 2, argv + 2);
+  if (strcmp(argv[1], "import") == 0) return hkc_tool_import(argc - 2, argv + 2);
   if (strcmp(argv[1], "targets") == 0) return start_workers(0, compile_timeout) ? 1 : cmd_targets(argc - 2, argv + 2);
   fprintf(stderr, "hkc: unknown command '%s'\n%s", argv[1], k_usage);
   return 2;
