@@ -1380,7 +1380,15 @@ def main(argv):
             fail("%s: not an ONNX model (%s)" % (args.model, str(e).splitlines()[0] if str(e) else type(e).__name__))
         if not model.graph.node:
             fail("%s: not an ONNX model (no graph nodes)" % args.model)
-        imp = Importer(model).run()
+        imp = Importer(model)
+        try:
+            imp.run()
+        except ImportError_:
+            raise
+        except Exception as e:  # noqa: BLE001 - a malformed model must not end in a traceback
+            n = imp.cur
+            where = "node %s '%s'" % (n.op_type, n.name or "?") if n is not None else "the graph"
+            fail("cannot map %s (%s: %s)" % (where, type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
         spec = imp.spec_yaml(name, batch_sizes, args.dtype)
         write_safetensors(args.weights_out, imp.params, imp.param_origin, args.dtype)
         tmp = args.output + ".tmp"

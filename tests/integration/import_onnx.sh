@@ -3,7 +3,8 @@
 # The ONNX importer (tools/hkc_import_onnx.py, issue 19, docs/IMPORT.md): three small torch
 # modules written here -- a BERT-style post-norm layer (erf gelu), a GPT-2-style pre-norm block
 # (fused qkv + Split, causal attention through a masked_fill buffer, tanh gelu) and a
-# Llama-style block (rmsnorm, rotary, grouped-query causal attention, SwiGLU) -- are exported
+# Llama-style block (rmsnorm, rotary, grouped-query causal attention, SwiGLU) -- and a mixed one
+# (fused qkv with rotary, pre-scaled Q, hand-written layernorm, nn.GELU("tanh")) are exported
 # with torch.onnx.export (opset 17, dynamic batch axis), imported, built for the host, run at
 # two batch sizes with the exported weights and compared with torch's own output. Then the
 # refusals: a node with no mapping (CumSum) is named with its inputs; a file that is not ONNX
@@ -114,6 +115,29 @@ class Llama(nn.Module):  # rmsnorm, rope (theta 500000), GQA 4 over 2 kv heads, 
         n = s.n2(x)
         return x + s.dn(F.silu(s.g(n)) * s.u(n))
 
+class Mixed(nn.Module):  # fused qkv with rotary on q and k (split into three gemms), Q pre-scaled,
+    # layernorm written out by hand (ReduceMean, Sub, Pow, Sqrt, Div), nn.GELU("tanh")
+    def __init__(s):
+        super().__init__()
+        s.qkv, s.o, s.f = nn.Linear(H, 3 * H), nn.Linear(H, H), nn.Linear(H, H)
+        s.g, s.b = nn.Parameter(1 + 0.1 * torch.randn(H)), nn.Parameter(0.1 * torch.randn(H))
+        inv = 1.0 / (10000.0 ** (torch.arange(0, D, 2).float() / D))
+        e = torch.outer(torch.arange(32).float(), inv)
+        e = torch.cat((e, e), -1)
+        s.register_buffer("cos", e.cos())
+        s.register_buffer("sin", e.sin())
+        s.act = nn.GELU(approximate="tanh")
+    def forward(s, x):
+        b, t, _ = x.shape
+        q, k, v = (heads(z, NH) for z in s.qkv(x).chunk(3, dim=-1))
+        q = q * s.cos[:t] + rotate_half(q) * s.sin[:t]
+        k = k * s.cos[:t] + rotate_half(k) * s.sin[:t]
+        y = (F.softmax((q * D ** -0.5) @ k.transpose(-1, -2), dim=-1) @ v).transpose(1, 2).reshape(b, t, H)
+        h = x + s.o(y)
+        mu = h.mean(-1, keepdim=True)
+        h = (h - mu) / torch.sqrt(((h - mu) ** 2).mean(-1, keepdim=True) + 1e-5) * s.g + s.b
+        return h + s.act(s.f(h))
+
 class Cumsum(nn.Module):  # no hkc op: the importer must name the node
     def __init__(s):
         super().__init__()
@@ -121,7 +145,7 @@ class Cumsum(nn.Module):  # no hkc op: the importer must name the node
     def forward(s, x):
         return torch.cumsum(s.l(x), dim=1)
 
-for name, mod, t in [("bert", Bert(), 7), ("gpt2", GPT2(), 11), ("llama", Llama(), 13), ("cumsum", Cumsum(), 5)]:
+for name, mod, t in [("bert", Bert(), 7), ("gpt2", GPT2(), 11), ("llama", Llama(), 13), ("mixed", Mixed(), 9), ("cumsum", Cumsum(), 5)]:
     mod.eval()
     with torch.no_grad():
         for p in mod.parameters():  # non-trivial norm weights and biases
@@ -136,7 +160,7 @@ for name, mod, t in [("bert", Bert(), 7), ("gpt2", GPT2(), 11), ("llama", Llama(
             np.save("%s/%s_ref%d.npy" % (work, name, b), mod(x).numpy())
 EOF
 
-for m in bert gpt2 llama; do
+for m in bert gpt2 llama mixed; do
   if ! msg=$($IMPORT "$work/$m.onnx" -o "$work/$m.yaml" --weights-out "$work/$m.safetensors" --batch-sizes 1,3 2>&1); then
     bad "$m: import: $msg"; continue
   fi
@@ -169,6 +193,8 @@ grep -q "op: gelu," "$work/bert.yaml" && grep -q "op: layernorm" "$work/bert.yam
 grep -q "act: gelu_tanh" "$work/gpt2.yaml" && grep -q "causal: true" "$work/gpt2.yaml" || bad "gpt2: no gelu_tanh epilogue / causal attention"
 grep -q "op: rope.*theta: 500000.0" "$work/llama.yaml" && grep -q "kv_heads: 2, causal: true" "$work/llama.yaml" \
   && grep -q "op: rmsnorm" "$work/llama.yaml" || bad "llama: no rope theta 500000 / GQA causal attention / rmsnorm"
+[ "$(grep -c "op: rope" "$work/mixed.yaml")" = 2 ] && grep -q "op: layernorm" "$work/mixed.yaml" \
+  && grep -q "act: gelu_tanh" "$work/mixed.yaml" || bad "mixed: no 2 rope / layernorm / gelu_tanh epilogue"
 
 # refusals: exit 1, one line "error: ..." naming the node
 expect_fail() {
