@@ -7,7 +7,7 @@ set -euo pipefail
 : "${HK_SOURCE_DIR:?}"
 cd "$HK_SOURCE_DIR"
 [ -f LICENSE ] && grep -q "Apache License" LICENSE || { echo "FAIL: no Apache-2.0 LICENSE"; exit 1; }
-missing=$(find .ci bench cmake compiler examples loader python scripts templates tests CMakeLists.txt -type f \
+missing=$(find .ci bench cmake compiler examples loader python scripts templates tests tools CMakeLists.txt -type f \
   \( -name '*.c' -o -name '*.h' -o -name '*.hip' -o -name '*.cu' -o -name '*.cpp' -o -name '*.inc' \
      -o -name '*.py' -o -name '*.sh' -o -name '*.cmake' -o -name '*.in' -o -name CMakeLists.txt \
      -o -name Makefile -o -name '*.toml' -o -path .ci/run \) -not -path '*/__pycache__/*' -not -path 'python/build/*' |
