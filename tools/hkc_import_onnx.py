@@ -20,6 +20,7 @@ attention, scaled), attention scores and probabilities. Q @ K^T, scale, mask, So
 @ V become one hkc attention node; rotate-half rotary becomes rope.
 """
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -323,11 +324,12 @@ class Importer:
         if value is None:
             fail("a weight depends on the batch size")
         origin = const.origin or base
-        key = ("param", origin, value.shape, value.tobytes())
+        value = np.ascontiguousarray(value, dtype=np.float32)
+        key = ("param", origin, value.shape, hashlib.sha1(memoryview(value).cast("B")).hexdigest())
         if key in self.memo:
             return self.memo[key]
         name = self.fresh(origin)
-        self.params[name] = np.ascontiguousarray(value, dtype=np.float32)
+        self.params[name] = value
         self.param_origin[name] = origin
         self.memo[key] = name
         return name
@@ -1343,8 +1345,16 @@ def write_safetensors(path, params, origins, dtype):
     os.replace(tmp, path)
 
 
+class ArgParser(argparse.ArgumentParser):
+    def error(self, message):  # one line and exit status 1, as every other error
+        print("error: %s (see --help)" % message, file=sys.stderr)
+        sys.exit(1)
+
+
 def main(argv):
-    ap = argparse.ArgumentParser(prog="hkc import onnx", description=__doc__.split("\n")[0])
+    ap = ArgParser(prog="hkc import onnx", description="Import an ONNX model (torch.onnx.export of a "
+                   "BERT-, GPT-2- or Llama-style block) as an hkc spec and a safetensors file of its params "
+                   "(docs/IMPORT.md).")
     ap.add_argument("model")
     ap.add_argument("-o", "--output", required=True, help="the spec to write (YAML)")
     ap.add_argument("--weights-out", required=True, help="the safetensors file to write")
@@ -1380,6 +1390,14 @@ def main(argv):
             fail("%s: not an ONNX model (%s)" % (args.model, str(e).splitlines()[0] if str(e) else type(e).__name__))
         if not model.graph.node:
             fail("%s: not an ONNX model (no graph nodes)" % args.model)
+        if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+            import onnx.external_data_helper
+
+            try:
+                onnx.external_data_helper.load_external_data_for_model(
+                    model, os.path.dirname(os.path.abspath(args.model)))
+            except Exception as e:  # noqa: BLE001
+                fail("%s: cannot read the external weights (%s)" % (args.model, e))
         imp = Importer(model)
         try:
             imp.run()
