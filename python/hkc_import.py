@@ -388,7 +388,7 @@ def main(argv):
               file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
     if argv[0] != "hf":
-        print("hkc import: unknown format '%s' (known: hf, a Hugging Face config.json)" % argv[0], file=sys.stderr)
+        print("hkc import: unknown format '%s' (known: hf, a Hugging Face config.json; onnx, an ONNX model)" % argv[0], file=sys.stderr)
         return 2
     return import_hf(argv[1:])
 

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* `hkc import FORMAT ...`: model importers. The one importer so far (hf: a Hugging Face
- * config.json) reads a Python ecosystem's format, so it is a Python script, python/hkc_import.py,
- * installed next to hkc as `hkc-import` (and copied there in the build tree). This file only
- * finds it and hands over the arguments; the script does the work and prints its own errors. */
+/* `hkc import FORMAT ...`: model importers. Both read a Python ecosystem's formats, so they are
+ * Python scripts installed next to hkc (and copied there in the build tree): `hkc import hf`
+ * runs python/hkc_import.py (`hkc-import`, the standard library only), `hkc import onnx`
+ * python/hkc_import_onnx.py (`hkc-import-onnx`, NumPy and the onnx package). This file only
+ * finds the script and hands over the arguments; the script does the work and prints its own
+ * errors. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -25,7 +27,10 @@ int hkc_tool_import(int argc, char **argv) {
   exe[n] = '\0';
   char *slash = strrchr(exe, '/');
   if (slash) *slash = '\0';
-  snprintf(script, sizeof script, "%s/hkc-import", exe);
+  /* onnx: its own script, which takes the arguments after the format */
+  const int onnx = argc > 0 && strcmp(argv[0], "onnx") == 0;
+  if (onnx) argc--, argv++;
+  snprintf(script, sizeof script, "%s/%s", exe, onnx ? "hkc-import-onnx" : "hkc-import");
   if (access(script, R_OK) != 0) {
     fprintf(stderr, "hkc import: the importer %s is missing (it is installed with hkc: cmake --install)\n", script);
     return 1;
@@ -34,8 +39,8 @@ int hkc_tool_import(int argc, char **argv) {
     fprintf(stderr, "hkc import: too many arguments (at most %d)\n", IMPORT_MAX_ARGS);
     return 2;
   }
-  /* HKC_PYTHON picks the interpreter (default: python3 on PATH); the script needs only the
-   * standard library. */
+  /* HKC_PYTHON picks the interpreter (default: python3 on PATH); hf needs only the standard
+   * library, onnx NumPy and the onnx package (it says so when they are missing). */
   const char *py = getenv("HKC_PYTHON");
   if (!py || !*py) py = "python3";
   char *args[IMPORT_MAX_ARGS + 3];

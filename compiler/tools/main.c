@@ -48,6 +48,7 @@ static const char k_usage[] =
     "  sign PACK --key KEY [-o OUT]        sign a pack (libhkrt's trust policy: README, Embedding)\n"
     "  merge PACK... -o OUT [--sign KEY]   one pack from packs of one spec built per target\n"
     "  import hf CONFIG.json -o SPEC       a spec and weights name map from a Hugging Face config\n"
+    "  import onnx MODEL.onnx -o SPEC --weights-out W.safetensors   a spec and its weights from ONNX\n"
     "\n"
     "  hkc <command> --help   options of one command\n"
     "  hkc --version          versions of hkc and the artifact format\n";

@@ -86,6 +86,6 @@ refused "$(sed 's/"n_layer": 2/"n_layer": 2, "scale_attn_by_inverse_layer_idx": 
 refused "$(sed 's/"gelu_new"/"quick_gelu"/' "$work/gpt2.json")" "activation_function 'quick_gelu'"
 "$HKC" import hf "$work/llama.json" -o "$work/x.yaml" --seq 65 > "$work/bad.txt" 2>&1 && fail "--seq 65 accepted"
 grep -q "longer than the model's 64 positions" "$work/bad.txt" || fail "--seq: $(cat "$work/bad.txt")"
-"$HKC" import onnx m.onnx > "$work/bad.txt" 2>&1 && fail "import onnx accepted"
-grep -q "unknown format 'onnx'" "$work/bad.txt" || fail "import onnx: $(cat "$work/bad.txt")"
+"$HKC" import tflite m.tflite > "$work/bad.txt" 2>&1 && fail "import tflite accepted"
+grep -q "unknown format 'tflite'" "$work/bad.txt" || fail "import tflite: $(cat "$work/bad.txt")"
 echo "import_hf: ok"
