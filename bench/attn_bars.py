@@ -16,7 +16,7 @@ configurations, and `old` (attn_tma=off: attention_wgmma at dh 128, attention_mm
 Pack file names: <case>__<tag>.hkpack; build-dev/bench/attn/tags.json maps tags to options.
 
 numerics, per numerics case and tag: random inputs (never zeros), the output poisoned with NaN,
-one run through libhkrt (bench/hkrt.py), compared with a float64 reference (softmax(q k^T s) v,
+one run through libhkrt (the hkrt package, python/hkrt), compared with a float64 reference (softmax(q k^T s) v,
 causal top-left, GQA by repeat): relative Frobenius error <= 2 x SDPA's own error + 2e-3
 (bf16) / 1e-3 (f16), every row written. Case `tailnan`: the second sequence's first K/V rows
 are +inf/NaN, only the first sequence is compared (a box running past the first sequence must
@@ -254,9 +254,8 @@ def packs_of(name, skip_tags):
 def numerics(args):
     import torch
     sys.path.insert(0, HERE)
-    import hkrt
+    from hkrt_load import open_session
     dts = {"bf16": torch.bfloat16, "f16": torch.float16}
-    lib = hkrt._lib()
     dog = Watchdog(args.hang_s)
     bad = json.load(open(args.bad)) if args.bad and os.path.exists(args.bad) else {}
     skip = set(args.skip_tags.split(",")) if args.skip_tags else set()
@@ -282,7 +281,7 @@ def numerics(args):
         for tag, pack in packs:
             y = torch.full((case[2], case[3], case[5] * case[7]), float("nan"), dtype=dt, device="cuda")
             try:
-                s = hkrt.Session(pack, 1, lib=lib, launch_mode=hkrt.HK_LAUNCH_MODE_STREAM)
+                p, s = open_session(pack, 1, launch_mode="stream")
                 try:
                     for k, v in t.items():
                         s.bind(k, v)
@@ -293,6 +292,7 @@ def numerics(args):
                     dog.disarm()
                 finally:
                     s.close()
+                    p.close()
             except Exception as e:  # a failed launch or session: reported, the other packs still run
                 dog.disarm()
                 check_context(torch, "%s__%s" % (name, tag))
@@ -325,9 +325,8 @@ def numerics(args):
 def timing(args):
     import torch
     sys.path.insert(0, HERE)
-    import hkrt
+    from hkrt_load import open_session
     dts = {"bf16": torch.bfloat16, "f16": torch.float16}
-    lib = hkrt._lib()
     dog = Watchdog(args.hang_s)
     bad = json.load(open(args.bad)) if args.bad and os.path.exists(args.bad) else {}
     skip = set(bad) | (set(args.skip_tags.split(",")) if args.skip_tags else set())
@@ -359,7 +358,7 @@ def timing(args):
         row = {"case": name, "sdpa_us": sdpa_us, "tags": {}}
         for tag, pack in packs:
             try:
-                s = hkrt.Session(pack, 1, lib=lib, launch_mode=hkrt.HK_LAUNCH_MODE_STREAM)
+                p, s = open_session(pack, 1, launch_mode="stream")
                 try:
                     def hk(i):
                         for k, v in sets[i].items():
@@ -375,6 +374,7 @@ def timing(args):
                     dog.disarm()
                 finally:
                     s.close()
+                    p.close()
             except Exception as e:  # reported; the other packs still run
                 dog.disarm()
                 check_context(torch, "%s__%s" % (name, tag))

@@ -20,7 +20,7 @@ import torch
 import yaml
 
 sys.path.insert(0, os.path.dirname(__file__))
-import hkrt  # noqa: E402
+from hkrt_load import open_session  # noqa: E402
 from ops import timeit  # noqa: E402
 
 DT = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
@@ -34,19 +34,19 @@ def bind_random(sessions, dt, gen, dev):
     outs = []
     base = {}
     for info in sessions[0].tensors:
-        if info["output"]:
+        if info.role == "output":
             continue
-        shape = info["shape"]
-        scale = 1 / math.sqrt(shape[0]) if info["param"] and len(shape) >= 2 else 1.0
-        base[info["name"]] = ((torch.rand(shape, generator=gen, device=dev) * 2 - 1) * scale).to(dt)
+        shape = info.shape
+        scale = 1 / math.sqrt(shape[0]) if info.role == "param" and len(shape) >= 2 else 1.0
+        base[info.name] = ((torch.rand(shape, generator=gen, device=dev) * 2 - 1) * scale).to(dt)
     for s in sessions:
         o = {}
         for info in s.tensors:
-            if info["output"]:
-                o[info["name"]] = torch.full(info["shape"], float("nan"), dtype=dt, device=dev)
-                s.bind(info["name"], o[info["name"]])
+            if info.role == "output":
+                o[info.name] = torch.full(info.shape, float("nan"), dtype=dt, device=dev)
+                s.bind(info.name, o[info.name])
             else:
-                s.bind(info["name"], base[info["name"]])
+                s.bind(info.name, base[info.name])
         outs.append(o)
     return base, outs
 
@@ -67,8 +67,8 @@ def main():
     bad = 0
     print("%-14s %6s %12s %12s %8s %10s" % ("spec", "batch", "fused ms", "unfused ms", "speedup", "rel diff"))
     for batch in spec["batch_sizes"]:
-        sf = hkrt.Session(a.fused, batch, target=a.target)
-        su = hkrt.Session(a.unfused, batch, target=a.target, lib=sf.lib)
+        pf, sf = open_session(a.fused, batch, target=a.target)
+        pu, su = open_session(a.unfused, batch, target=a.target)
         gen = torch.Generator(device=dev).manual_seed(batch)
         _, (of, ou) = bind_random([sf, su], dt, gen, dev)
         sf.run(stream)
@@ -90,6 +90,8 @@ def main():
                                   "unfused_ms": ms_u, "rel_diff": rel, "ok": ok}) + "\n")
         sf.close()
         su.close()
+        pf.close()
+        pu.close()
         torch.cuda.empty_cache()
     return 1 if bad else 0
 

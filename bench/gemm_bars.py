@@ -104,12 +104,11 @@ def run(args):
     import torch
     import torch.nn.functional as F
     sys.path.insert(0, HERE)
-    import hkrt
+    from hkrt_load import open_session
 
     torch.manual_seed(0)
     dts = {"bf16": torch.bfloat16, "f16": torch.float16}
     out = open(args.out, "a") if args.out else None
-    lib = hkrt._lib()
     print("%-28s %-24s %10s %10s %7s %9s %9s" % ("case", "hkc pack", "hkc us", "torch us", "ratio", "err", "torch err"))
     for name, dt, m, n, k, layout, epi in CASES:
         if args.only and not re.search(args.only, name):
@@ -158,7 +157,7 @@ def run(args):
         torch_us = capture_time(torch, lambda i: peer(i), R, args.reps)
         for pack in packs:
             tag = os.path.basename(pack)[len(name):-len(".hkpack")].lstrip("@") or "default"
-            s = hkrt.Session(pack, 1, lib=lib, launch_mode=hkrt.HK_LAUNCH_MODE_STREAM)
+            p, s = open_session(pack, 1, launch_mode="stream")
             try:
                 def bind(i):
                     s.bind("x", xs[i])
@@ -184,6 +183,7 @@ def run(args):
                 hk_us = capture_time(torch, hk, R, args.reps)
             finally:
                 s.close()
+                p.close()
             flops = 2.0 * m * n * k * (2 if epi == "swiglu" else 1)
             row = {"case": name, "pack": tag, "dtype": dt, "M": m, "N": n, "K": k, "layout": layout, "epilogue": epi,
                    "hkc_us": hk_us, "torch_us": torch_us, "ratio": torch_us / hk_us, "hkc_tflops": flops / hk_us / 1e6,

@@ -4,7 +4,7 @@
 
 For every case in build-dev/bench/ops/*.yaml (written with its pack by bench/ops_prepare.sh):
   1. random inputs (never zeros) on the GPU; hkc's outputs poisoned with NaN;
-  2. one run through libhkrt (bench/hkrt.py), outputs compared with torch in float64;
+  2. one run through libhkrt (the hkrt package, python/hkrt), outputs compared with torch in float64;
   3. timing: CUDA events around ITERS back-to-back runs, median of REPS samples after
      warm-up, inputs rotated over enough copies to exceed the L2 (hkc rebinds them,
      torch indexes them) -- the same protocol for hkc and the peer.
@@ -27,7 +27,7 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "device"))
-import hkrt  # noqa: E402
+from hkrt_load import open_session  # noqa: E402
 from check import run_node as torch_node  # noqa: E402  (the ops in PyTorch, any dtype)
 
 DT = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
@@ -104,19 +104,19 @@ def main():
         name = os.path.basename(path)[:-5]
         spec = yaml.safe_load(open(path))
         dt = DT[spec.get("dtype", "f32")]
-        s = hkrt.Session(path[:-5] + ".hkpack", spec["batch_sizes"][0], target=a.target)
+        pack, s = open_session(path[:-5] + ".hkpack", spec["batch_sizes"][0], target=a.target)
         gen = torch.Generator(device=dev).manual_seed(1)
         base = {}
         for info in s.tensors:
-            shape = info["shape"]
-            if info["output"]:
-                base[info["name"]] = torch.full(shape, float("nan"), dtype=dt, device=dev)
+            shape = info.shape
+            if info.role == "output":
+                base[info.name] = torch.full(shape, float("nan"), dtype=dt, device=dev)
             else:  # weights ([K, N] params) scaled by 1/sqrt(fan-in), everything else in [-1, 1)
-                scale = 1 / math.sqrt(shape[0]) if info["param"] and len(shape) >= 2 else 1.0
-                base[info["name"]] = ((torch.rand(shape, generator=gen, device=dev) * 2 - 1) * scale).to(dt)
+                scale = 1 / math.sqrt(shape[0]) if info.role == "param" and len(shape) >= 2 else 1.0
+                base[info.name] = ((torch.rand(shape, generator=gen, device=dev) * 2 - 1) * scale).to(dt)
         case_bytes = sum(x.numel() * x.element_size() for x in base.values())
         rotate = max(1, min(8, math.ceil(2 * L2_BYTES / case_bytes)))
-        names = [i["name"] for i in s.tensors if not i["output"]]
+        names = [i.name for i in s.tensors if i.role != "output"]
         sets = [base] + [{k: (v.clone() if k in names else v) for k, v in base.items()} for _ in range(rotate - 1)]
         for k, v in base.items():
             s.bind(k, v)
@@ -159,6 +159,7 @@ def main():
         if out:
             out.write(json.dumps(rec) + "\n")
         s.close()
+        pack.close()
         del sets, base
         torch.cuda.empty_cache()
     print("ratio: x = hkc / peer (TFLOP/s); c = hkc / measured copy bandwidth (bytes read + written once)")

@@ -8,7 +8,7 @@ same inputs, in five systems, per batch size:
   cudagraph     the same eager module captured in a torch.cuda.CUDAGraph, replayed
   compile       torch.compile(module, dynamic=False), compiled per batch size
   max-autotune  torch.compile(module, mode="max-autotune", dynamic=False), per batch size
-  hkc           the pack through libhkrt (bench/hkrt.py): torch tensors bound by device
+  hkc           the pack through libhkrt (the hkrt package): torch tensors bound by device
                 pointer, the pack's CUDA graph replayed on torch's stream
 Every system's output is compared with eager's (bf16 bound, peers_common.TOL_VS_EAGER)
 and, at the smallest batch, with a float64 evaluation of tests/device/check.py's ops; a
@@ -38,7 +38,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-import hkrt  # noqa: E402
+import hkrt_load  # noqa: E402  (the hkrt package, python/hkrt)
 import peers_common as pc  # noqa: E402
 
 
@@ -99,25 +99,6 @@ def choose(a, spec):
 
 
 # ---- the CPU path: no torch ---------------------------------------------------------------------
-class NpBuf:
-    """A NumPy array where hkrt.Session.bind expects a torch tensor (host target only)."""
-
-    def __init__(self, arr):
-        self.arr = arr
-
-    def is_contiguous(self):
-        return self.arr.flags.c_contiguous
-
-    def data_ptr(self):
-        return self.arr.ctypes.data
-
-    def numel(self):
-        return self.arr.size
-
-    def element_size(self):
-        return self.arr.itemsize
-
-
 def np_storage(values, dtype):
     """float64 values (already rounded to dtype) -> a 64-byte-aligned array of the dtype's
     bits: uint16 for bf16, float16, float32."""
@@ -141,7 +122,7 @@ def np_values(storage, dtype):
     return storage.astype(np.float64)
 
 
-def host_check(a, spec, batch, target, lib, W):
+def host_check(a, spec, batch, target, W):
     """The pack on the host target through libhkrt (the same binding code as on the GPU),
     against reference.py's NumPy float64 evaluation; a few timed runs. Returns ok."""
     import numpy as np
@@ -153,18 +134,18 @@ def host_check(a, spec, batch, target, lib, W):
     for n in list(spec["inputs"]) + list(spec["params"]):
         mean, std = pc.init_rule(spec, n)
         vals[n] = reference.round_to(rng.normal(mean, std, size=shp[n]), dt)
-    s = hkrt.Session(a.pack, batch, target=target, lib=lib)
+    pack, s = hkrt_load.open_session(a.pack, batch, target=target)
     bufs = {}
     for info in s.tensors:
-        n = info["name"]
-        if info["output"]:
-            bufs[n] = np_storage(np.zeros(info["shape"]), dt)
+        n = info.name
+        if info.role == "output":
+            bufs[n] = np_storage(np.zeros(info.shape), dt)
             bufs[n].view(np.uint8)[...] = 0xFF  # NaN in f32, f16 and bf16
         else:
-            if list(vals[n].shape) != info["shape"]:
-                raise SystemExit("tensor %s: the pack says %s, the spec %s" % (n, info["shape"], list(vals[n].shape)))
+            if tuple(vals[n].shape) != info.shape:
+                raise SystemExit("tensor %s: the pack says %s, the spec %s" % (n, list(info.shape), list(vals[n].shape)))
             bufs[n] = np_storage(vals[n], dt)
-        s.bind(n, NpBuf(bufs[n]))
+        s.bind(n, bufs[n])
     times = []
     for _ in range(3):
         t0 = time.perf_counter()
@@ -177,6 +158,7 @@ def host_check(a, spec, batch, target, lib, W):
                               "attention"):
             print("  host check: reference.py has no op %s; the comparison is skipped" % node["op"])
             s.close()
+            pack.close()
             return True
         t[node["out"]] = reference.round_to(reference.run_node(node, t), dt)
     norm_tol, el_tol = reference.TOL[dt]
@@ -194,10 +176,11 @@ def host_check(a, spec, batch, target, lib, W):
     W({"kind": "latency", "spec": spec["name"], "batch": batch, "system": "hkc", "ms": pc.median(times),
        "p10": min(times), "p90": max(times), "iters": len(times), "rotate": 1, "target": s.target, "dry_run": True})
     s.close()
+    pack.close()
     return ok
 
 
-def dry_run(a, spec, batches, systems, W, lib, info):
+def dry_run(a, spec, batches, systems, W, info):
     ok = True
     roles = pc.param_roles(spec)
     print("params (how they are drawn):")
@@ -209,7 +192,7 @@ def dry_run(a, spec, batches, systems, W, lib, info):
     host = [t for t in info["targets"] if t.startswith("host")]
     check_batch = a.check_batch or min(batches)
     if host:
-        ok &= host_check(a, spec, check_batch, host[0], lib, W)
+        ok &= host_check(a, spec, check_batch, host[0], W)
         if a.cold_runs:
             rec, err = pc.cold_hkc(a.cold_bin, a.pack, a.cold_batch or min(batches), a.cold_runs, target=host[0])
             if err:
@@ -234,8 +217,8 @@ def main(argv=None):
         import peers_torch
         return peers_torch.first_call_worker(a, spec, time.perf_counter() - t0)
     batches, systems = choose(a, spec)
-    lib = hkrt._lib(hkrt_path(a))
-    info = pc.pack_info(lib, a.pack)
+    hkrt_load.load(hkrt_path(a))
+    info = pc.pack_info(a.pack)
     if info["name"] != spec["name"]:
         print("peers.py: the pack %s was built from spec %r, not %r" % (a.pack, info["name"], spec["name"]))
         return 2
@@ -261,7 +244,7 @@ def main(argv=None):
        "libhkrt_bytes": env.get("libhkrt_bytes")})
     if a.dry_run:
         W(env)
-        return dry_run(a, spec, batches, systems, W, lib, info)
+        return dry_run(a, spec, batches, systems, W, info)
     fail = 0
     cold_batch = a.cold_batch or min(batches)
     if a.cold_runs:  # before this process touches the GPU
@@ -283,7 +266,7 @@ def main(argv=None):
     try:
         import peers_torch
         env["import_torch_s"] = time.perf_counter() - t0
-        fail += peers_torch.run(a, spec, batches, systems, W, deadline, lib, env)
+        fail += peers_torch.run(a, spec, batches, systems, W, deadline, env)
     except Exception as e:  # noqa: BLE001  (print what was measured before failing)
         import traceback
         traceback.print_exc()

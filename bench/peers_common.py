@@ -17,7 +17,6 @@ Every record written is one JSON object per line with a "kind":
   sizes       spec, pack_bytes, libhkrt_bytes
   point       spec, batch, best_peer, best_peer_ms, hkc_ms, ratio, bar, met (the verdict)
 """
-import ctypes
 import json
 import math
 import os
@@ -277,40 +276,13 @@ class Deadline:
 
 
 # ---- libhkrt: pack metadata --------------------------------------------------------------------------
-def pack_info(lib, path):
-    """Name, targets and batch sizes of a pack, through libhkrt's public API."""
-    vp = ctypes.c_void_p
-    lib.hk_pack_name.argtypes = [vp]
-    lib.hk_pack_name.restype = ctypes.c_char_p
-    lib.hk_pack_target_count.argtypes = [vp]
-    lib.hk_pack_target_count.restype = ctypes.c_uint32
-    lib.hk_pack_target_name.argtypes = [vp, ctypes.c_uint32]
-    lib.hk_pack_target_name.restype = ctypes.c_char_p
-    lib.hk_pack_batch_count.argtypes = [vp]
-    lib.hk_pack_batch_count.restype = ctypes.c_uint32
-    lib.hk_pack_batch_size.argtypes = [vp, ctypes.c_uint32]
-    lib.hk_pack_batch_size.restype = ctypes.c_uint64
-    class OpenOptions(ctypes.Structure):  # hkrt.h hk_pack_open_options_t
-        _fields_ = [("struct_size", ctypes.c_uint32), ("require_signature", ctypes.c_uint32), ("allocator", vp),
-                    ("trusted_keys", vp), ("trusted_key_count", ctypes.c_uint32),
-                    ("allow_unsigned_native_code", ctypes.c_uint32), ("metadata_only", ctypes.c_uint32),
-                    ("reserved0", ctypes.c_uint32), ("max_nodes", ctypes.c_uint32), ("max_deps", ctypes.c_uint32),
-                    ("max_code_bytes", ctypes.c_uint64)]
-    # its own prototype of hk_pack_open_file_ex: the library object is shared with bench/hkrt.py,
-    # whose argtypes name its own options class (setting ours on lib would break its calls)
-    open_ex = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(OpenOptions),
-                               ctypes.POINTER(vp))(("hk_pack_open_file_ex", lib))
-    opts = OpenOptions(struct_size=ctypes.sizeof(OpenOptions), metadata_only=1)  # reads it, never runs it
-    pack = vp()
-    if open_ex(path.encode(), ctypes.byref(opts), ctypes.byref(pack)) != 0:
-        raise RuntimeError("libhkrt: " + lib.hk_last_error().decode())
-    try:
-        return {"name": lib.hk_pack_name(pack).decode(),
-                "targets": [lib.hk_pack_target_name(pack, i).decode() for i in range(lib.hk_pack_target_count(pack))],
-                "batch_sizes": [int(lib.hk_pack_batch_size(pack, i)) for i in range(lib.hk_pack_batch_count(pack))],
+def pack_info(path):
+    """Name, targets and batch sizes of a pack, through libhkrt's public API (the hkrt package;
+    the pack is read, never run)."""
+    import hkrt_load
+    with hkrt_load.hkrt.Pack.open(path, metadata_only=True) as pack:
+        return {"name": pack.name, "targets": pack.targets, "batch_sizes": [int(b) for b in pack.batch_sizes],
                 "bytes": os.path.getsize(path)}
-    finally:
-        lib.hk_pack_destroy(pack)
 
 
 # ---- cold start of the hkc pack: separate processes ------------------------------------------------------

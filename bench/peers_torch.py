@@ -30,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "device"))
 import check  # noqa: E402  (run_node, act, compare, TOL: the ops in PyTorch)
-import hkrt  # noqa: E402
+import hkrt_load  # noqa: E402  (the hkrt package, python/hkrt)
 import peers_common as pc  # noqa: E402
 
 DT = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
@@ -286,9 +286,9 @@ def dynamo_reset():
 
 # ---- one spec, every system ---------------------------------------------------------------------------
 class Run:
-    def __init__(self, a, spec, batches, systems, write, deadline, lib):
+    def __init__(self, a, spec, batches, systems, write, deadline):
         self.a, self.spec, self.batches, self.systems = a, spec, batches, systems
-        self.W, self.deadline, self.lib = write, deadline, lib
+        self.W, self.deadline = write, deadline
         self.dev = torch.device("cuda")
         self.name = spec["name"]
         self.bad = 0
@@ -383,24 +383,27 @@ class Run:
             except Exception as e:  # noqa: BLE001
                 self.bad += 1
                 self.skip(batch, "cudagraph", "error: %s: %s" % (type(e).__name__, e))
-        sessions = []
+        sessions, pack = [], None
         if "hkc" in self.systems:
             try:
                 for r in range(R):
-                    s = hkrt.Session(self.a.pack, batch, target=self.a.target, lib=self.lib)
+                    if pack is None:
+                        pack, s = hkrt_load.open_session(self.a.pack, batch, target=self.a.target)
+                    else:
+                        s = pack.session(batch=batch, target=self.a.target)
                     sessions.append(s)
                     outs = {}
                     for info in s.tensors:
-                        n = info["name"]
-                        if info["output"]:
-                            outs[n] = torch.full(info["shape"], float("nan"), dtype=DT[self.spec["dtype"]],
+                        n = info.name
+                        if info.role == "output":
+                            outs[n] = torch.full(info.shape, float("nan"), dtype=DT[self.spec["dtype"]],
                                                  device=self.dev)
                             s.bind(n, outs[n])
                         else:
-                            src = self.params[n] if info["param"] else sets[r][n]
-                            if list(src.shape) != info["shape"]:
-                                raise RuntimeError("tensor %s: the pack says %s, the spec %s" % (n, info["shape"],
-                                                                                                  list(src.shape)))
+                            src = self.params[n] if info.role == "param" else sets[r][n]
+                            if tuple(src.shape) != info.shape:
+                                raise RuntimeError("tensor %s: the pack says %s, the spec %s" % (
+                                    n, list(info.shape), list(src.shape)))
                             s.bind(n, src)
                     s.outs = tuple(outs[o] for o in self.spec["outputs"])
                 sessions[0].run(self.stream)
@@ -417,7 +420,9 @@ class Run:
         self.eager_ms[batch] = figs["eager"]["ms"]
         for s in sessions:
             s.close()
-        keep = fns = sessions = None  # free graphs, sessions
+        if pack is not None:
+            pack.close()
+        keep = fns = sessions = pack = None  # free graphs, sessions
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
 
@@ -533,13 +538,13 @@ def first_call_worker(a, spec, t_import):
     return 0 if finite else 1
 
 
-def run(a, spec, batches, systems, W, deadline, lib, env):
+def run(a, spec, batches, systems, W, deadline, env):
     """Every phase for one spec; returns the number of failures."""
     env.update(versions())
     W(env)
     print("GPU %s, driver %s, torch %s (CUDA %s), triton %s" % (env.get("gpu_torch"), env.get("driver"),
           env["torch"], env["cuda_runtime"], env["triton"]), flush=True)
-    R = Run(a, spec, batches, systems, W, deadline, lib)
+    R = Run(a, spec, batches, systems, W, deadline)
     t0 = time.perf_counter()
     for batch in batches:
         if deadline.left() < 30:

@@ -239,14 +239,16 @@ def run_poisoned(torch, sess, s):
     return s["y"].view(torch.int16).clone()
 
 
-def open_session(hkrt, lib, path, mode):
+def open_session(path, mode):
+    """((pack, session), None), or (None, why) when libhkrt refuses it."""
+    import hkrt_load
     try:
-        return hkrt.Session(path, 1, lib=lib, launch_mode=mode), None
-    except RuntimeError as e:
+        return hkrt_load.open_session(path, 1, launch_mode=mode), None
+    except hkrt_load.hkrt.Error as e:
         return None, str(e)
 
 
-def numerics(torch, F, hkrt, lib, args, out, log):
+def numerics(torch, F, args, out, log):
     ok = True
     for case in NUM_CASES:
         if args.only and not re.search(args.only, case[0]):
@@ -257,11 +259,12 @@ def numerics(torch, F, hkrt, lib, args, out, log):
         for target, cfgs in NUM_CONFIGS.items():
             for tag, _, _ in cfgs:
                 row = {"case": case[0], "target": target, "pack": tag, "torch_err": torch_err}
-                sess, why = open_session(hkrt, lib, pack_path(case, target, tag), hkrt.HK_LAUNCH_MODE_AUTO)
-                if sess is None:
+                opened, why = open_session(pack_path(case, target, tag), "auto")
+                if opened is None:
                     # an sm_80 cubin does not run on sm_90: the session must be refused
                     row.update(ok=target == "sm_80", refused=why)
                 else:
+                    pack, sess = opened
                     try:
                         first = run_poisoned(torch, sess, s)
                         err = rel(s["y"], expect)
@@ -271,6 +274,7 @@ def numerics(torch, F, hkrt, lib, args, out, log):
                                    and same)
                     finally:
                         sess.close()
+                        pack.close()
                 ok &= row["ok"]
                 out.write(json.dumps(row) + "\n")
                 log("%-26s %-7s %-20s %s" % (case[0], target, tag,
@@ -284,7 +288,7 @@ def numerics(torch, F, hkrt, lib, args, out, log):
     return ok
 
 
-def timing(torch, F, hkrt, lib, args, out, log, deadline):
+def timing(torch, F, args, out, log, deadline):
     sys.path.insert(0, HERE)
     from gemm_bars import capture_time, L2_BYTES
     ok, rows = True, []
@@ -302,11 +306,12 @@ def timing(torch, F, hkrt, lib, args, out, log, deadline):
         torch_us = capture_time(torch, lambda i: F.linear(sets[i]["x"], sets[i]["w"]), R, args.reps)
         for target, cfgs in BAR_CONFIGS.items():
             for tag, _, _ in cfgs:
-                sess, why = open_session(hkrt, lib, pack_path(case, target, tag), hkrt.HK_LAUNCH_MODE_STREAM)
-                if sess is None:
+                opened, why = open_session(pack_path(case, target, tag), "stream")
+                if opened is None:
                     log("%-26s %-7s %-20s refused: %s  FAIL" % (case[0], target, tag, why))
                     ok = False
                     continue
+                pack, sess = opened
                 try:
                     first = run_poisoned(torch, sess, sets[0])
                     err = rel(sets[0]["y"], expect)
@@ -318,6 +323,7 @@ def timing(torch, F, hkrt, lib, args, out, log, deadline):
                     same = bool(torch.equal(first, run_poisoned(torch, sess, sets[0])))
                 finally:
                     sess.close()
+                    pack.close()
                 good = math.isfinite(err) and err <= 2 * torch_err + 1e-3 and same
                 ok &= good
                 row = {"case": case[0], "target": target, "pack": tag, "M": m, "N": n, "K": k, "hkc_us": hk_us,
@@ -355,20 +361,18 @@ def cmd_run(args):
     import torch
     import torch.nn.functional as F
     sys.path.insert(0, HERE)
-    import hkrt
     if not torch.cuda.is_available():
         sys.exit("no CUDA device")
     start = time.time()
     os.makedirs(args.out, exist_ok=True)
-    lib = hkrt._lib()
 
     def log(line):
         print("[%5.0f s] %s" % (time.time() - start, line), flush=True)
     log("device: %s" % torch.cuda.get_device_name())
     with open(os.path.join(args.out, "numerics.jsonl"), "w") as out:
-        num_ok = numerics(torch, F, hkrt, lib, args, out, log)
+        num_ok = numerics(torch, F, args, out, log)
     with open(os.path.join(args.out, "timing.jsonl"), "w") as out:
-        time_ok, rows = timing(torch, F, hkrt, lib, args, out, log, start + args.budget)
+        time_ok, rows = timing(torch, F, args, out, log, start + args.budget)
     text = summary(rows) + "numerics: %s; timing packs' numerics and determinism: %s; %.0f s\n" % (
         "ok" if num_ok else "FAIL", "ok" if time_ok else "FAIL", time.time() - start)
     with open(os.path.join(args.out, "summary.txt"), "w") as f:

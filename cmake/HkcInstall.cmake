@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Install rules (HKC_INSTALL): `cmake --install build --prefix P` gives
-#   P/bin/hkc
+#   P/bin/hkc, P/bin/hkc-import, P/bin/hkc-import-onnx (the importer scripts `hkc import hf|onnx`
+#   runs: python/hkc_import.py, python/hkc_import_onnx.py)
 #   P/lib/libhkrt.so.<version> (+ the SONAME and development links), P/lib/libhkrt.a
 #   P/include/hk/hkrt.h (the API), P/include/hk/pack_format.h (the artifact format)
 #   P/lib/cmake/hkrt/: hkrtConfig.cmake, hkrtConfigVersion.cmake, the targets, HkcPack.cmake
@@ -20,6 +21,9 @@ install(TARGETS hkrt hkc EXPORT hkrtTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 # A separate export: the static library needs zstd, libsodium, cJSON and threads found first
 # (hkrtConfig.cmake), the shared one nothing.
+# The importer script (`hkc import`), next to hkc, where the binary looks for it.
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/python/hkc_import.py DESTINATION ${CMAKE_INSTALL_BINDIR} RENAME hkc-import)
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/python/hkc_import_onnx.py DESTINATION ${CMAKE_INSTALL_BINDIR} RENAME hkc-import-onnx)
 install(TARGETS hkrt_static EXPORT hkrtStaticTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/loader/include/hk DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.h")

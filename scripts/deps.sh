@@ -12,9 +12,16 @@
 #     libamd-comgr2 rocm-device-libs libhiprtc-builtins5
 #   NVIDIA targets: nvrtc from the CUDA toolkit (/usr/local/cuda or $HKC_CUDA_PATH); not
 #     an apt package here -- without it the sm_* tests skip visibly.
+#   `deps.sh models`: the model tests' extra packages only -- python3-torch and python3-onnx
+#     (tests/integration/import_onnx.sh exports torch modules to ONNX and checks hkc import onnx
+#     against torch; ~1 minute of apt, which scripts/test.sh runs while the build compiles).
 set -euo pipefail
-pkgs=(cmake gcc clang libclang-rt-dev make pkg-config libsodium-dev libcjson-dev libyaml-dev libzstd-dev libxxhash-dev libhiredis-dev redis-server libcmocka-dev python3-numpy python3-yaml libopenblas0-pthread
-      libamdhip64-5 libamdhip64-dev libamd-comgr2 libamd-comgr-dev rocm-device-libs libhiprtc-builtins5)
+if [ "${1:-}" = models ]; then
+  pkgs=(python3-torch python3-onnx)
+else
+  pkgs=(cmake gcc clang libclang-rt-dev make pkg-config libsodium-dev libcjson-dev libyaml-dev libzstd-dev libxxhash-dev libhiredis-dev redis-server libcmocka-dev python3-numpy python3-yaml libopenblas0-pthread
+        libamdhip64-5 libamdhip64-dev libamd-comgr2 libamd-comgr-dev rocm-device-libs libhiprtc-builtins5)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

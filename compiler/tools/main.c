@@ -51,6 +51,8 @@ static const char k_usage[] =
     "  sign PACK --key KEY [-o OUT]        sign a pack (libhkrt's trust policy: README, Embedding)\n"
     "  merge PACK... -o OUT [--sign KEY]   one pack from packs of one spec built per target\n"
     "  cache stats | clean [--max-size N]  the compile cache: its size; empty it or cap it\n"
+    "  import hf CONFIG.json -o SPEC       a spec and weights name map from a Hugging Face config\n"
+    "  import onnx MODEL.onnx -o SPEC --weights-out W.safetensors   a spec and its weights from ONNX\n"
     "\n"
     "  hkc <command> --help   options of one command\n"
     "  hkc --version          versions of hkc and the artifact format\n"
@@ -1422,6 +1424,10 @@ static int cmd_targets(int argc, char **argv) {
   return hkc_print_targets(stdout, probe) == 0 ? 0 : 1;
 }
 
+/* ---- import ---------------------------------------------------------------------------------- */
+/* hkc import hf|onnx ...: the importer scripts parse their own arguments (import.c). */
+static int cmd_import(int argc, char **argv) { return hkc_tool_import(argc - 1, argv + 1); }
+
 /* ---- the commands --------------------------------------------------------------------------- */
 /* One row per command. run gets the command's arguments with argv[0] = its name (getopt_long
  * starts at argv[1]) and returns the exit status: 0, 1 (failed) or 2 (usage error). */
@@ -1433,7 +1439,7 @@ typedef struct command {
 static const command_t k_commands[] = {
     {"build", cmd_build},     {"run", cmd_run},     {"tune", cmd_tune},   {"inspect", cmd_inspect},
     {"targets", cmd_targets}, {"keygen", cmd_keygen}, {"sign", cmd_sign}, {"merge", cmd_merge},
-    {"cache", hkc_cmd_cache},
+    {"cache", hkc_cmd_cache}, {"import", cmd_import},
 };
 
 static int dispatch(int argc, char **argv) {

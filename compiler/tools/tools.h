@@ -10,6 +10,7 @@
  *   tune_run.c   `hkc tune`: measures candidates through libhkrt and writes a database
  *   npy.c        .npy files for `hkc run`
  *   weights_map.c  name map files for `hkc run --weights-map` (docs/WEIGHTS.md)
+ *   import.c     `hkc import`: runs the importer script installed next to hkc
  *
  * The top stage: may use every other stage; none uses it.
  */
@@ -70,6 +71,12 @@ int hkc_json_end(struct cJSON *root, FILE *out);
 
 /* `hkc cache` (cache_cmd.c): argv[0] = "cache", as every command of main.c's table. */
 int hkc_cmd_cache(int argc, char **argv);
+
+/* ---- hkc import (import.c) -------------------------------------------------------------------- */
+/* Runs `hkc-import ARGS...` (python/hkc_import.py, installed next to this binary) with
+ * $HKC_PYTHON or python3; does not return when it starts. 1 when it cannot be started
+ * (printed), 2 on a usage error. */
+int hkc_tool_import(int argc, char **argv);
 
 /* ---- hkc inspect (inspect.c), hkc targets (probe.c) ------------------------------------------ */
 /* Opens and verifies the pack at path, prints the report to out. 0 / -1 (error printed). */

@@ -43,6 +43,13 @@ version=$(sed -n 's/^Version: //p' "$pc")
 grep -q "PACKAGE_VERSION \"$version\"" "$libdir/cmake/hkrt/hkrtConfigVersion.cmake" || fail "versions of hkrt.pc and hkrtConfigVersion.cmake differ"
 [ -L "$libdir/libhkrt.so" ] && [ -f "$libdir/libhkrt.so.$version" ] || fail "libhkrt.so.$version and its links"
 "$prefix/bin/hkc" --version | grep -q "$version" || fail "hkc --version: $("$prefix/bin/hkc" --version 2>&1)"
+# `hkc import` runs the importer installed next to hkc (bin/hkc-import), wherever the prefix moved.
+[ -x "$prefix/bin/hkc-import" ] || fail "bin/hkc-import not installed"
+printf '%s\n' '{"model_type": "llama", "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,' \
+  '"intermediate_size": 24, "max_position_embeddings": 32}' > "$work/config.json"
+HKC_PYTHON=${HK_PYTHON:-/usr/bin/python3} "$prefix/bin/hkc" import hf "$work/config.json" -o "$work/imported.yaml" \
+  --seq 16 -q || fail "installed hkc import hf"
+grep -q "^  - repeat:" "$work/imported.yaml" && [ -s "$work/imported.map" ] || fail "installed hkc import hf wrote nothing"
 
 # ---- the Python package (python/hkrt) finds the installed libhkrt by its relative path
 py=${HK_PYTHON:-/usr/bin/python3}

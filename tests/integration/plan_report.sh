@@ -110,4 +110,15 @@ for node in q_proj k_proj v_proj; do
     || { echo "FAIL: $node does not depend on attn_norm alone:"; grep -E "#[0-9]+ " "$work/llama.txt" | head -12; exit 1; }
 done
 echo "ok q/k/v projections are parallel branches"
+# repeat: the memory planner reuses one layer's buffers across layers: 12 layers of
+# tests/specs/repeat_layers.yaml need the workspace of 2 (layer k's buffers are dead once
+# layer k+1 has read its output), not 6x it.
+ws() { "$HKC" inspect "$1" | sed -n 's/.*batch 3: [0-9]* node(s), workspace \(.*\)$/\1/p'; }
+for n in 2 12; do
+  sed "s/layers: 3}/layers: $n}/" "$HK_SOURCE_DIR/tests/specs/repeat_layers.yaml" > "$work/rep$n.yaml"
+  "$HKC" build "$work/rep$n.yaml" -o "$work/rep$n.hkpack" --target host -q
+done
+[ -n "$(ws "$work/rep2.hkpack")" ] && [ "$(ws "$work/rep2.hkpack")" = "$(ws "$work/rep12.hkpack")" ] \
+  || { echo "FAIL: repeat workspace: 2 layers $(ws "$work/rep2.hkpack"), 12 layers $(ws "$work/rep12.hkpack")"; exit 1; }
+echo "ok repeat: 12 layers plan the workspace of 2 ($(ws "$work/rep12.hkpack"))"
 echo "plan_report: ok"

@@ -177,6 +177,60 @@ def run_node(node, t, dims=None):
     raise ValueError("op " + op)
 
 
+REF_KEYS = ("bias", "residual", "mul", "gamma", "beta")
+
+
+def expand_repeats(spec):
+    """Expands `repeat:` graph entries (docs/SPEC.md "Repeated layers"), written here from the
+    documented rules rather than from hkc's code, so that a difference shows as a failure."""
+    dims = spec.get("dims") or {}
+    graph, params = [], dict(spec.get("params") or {})
+    for entry in spec["graph"]:
+        if "repeat" not in entry:
+            graph.append(entry)
+            continue
+        r = entry["repeat"]
+        count = r["count"] if isinstance(r["count"], int) else int(dims[r["count"]])
+        pat = "{%s}" % r.get("var", "i")
+        rin, rout = r["in"], r["out"]
+        local = set((r.get("params") or {}).keys())
+        local |= {n["out"] for n in r["body"] if n["out"] != rout}
+
+        def sub(v, k):
+            return v.replace(pat, str(k)) if isinstance(v, str) else v
+
+        def loc_name(name, k):
+            return sub(name, k) if pat in name else "%s_%d" % (name, k)
+
+        def io(k, inp):
+            if inp and k == 0:
+                return rin
+            layer = k - 1 if inp else k
+            return rout if layer == count - 1 else "%s_%d" % (rout, layer)
+
+        def ref(name, k):
+            if name == rin:
+                return io(k, True)
+            if name == rout:
+                return io(k, False)
+            return loc_name(name, k) if name in local else sub(name, k)
+
+        for k in range(count):
+            for name, shape in (r.get("params") or {}).items():
+                params[loc_name(name, k)] = [sub(d, k) for d in shape]
+            for n in r["body"]:
+                c = {key: sub(v, k) for key, v in n.items()}
+                c["name"] = loc_name(n["name"], k)
+                c["out"] = io(k, False) if n["out"] == rout else loc_name(n["out"], k)
+                c["in"] = [ref(x, k) for x in n["in"]]
+                for key in REF_KEYS:
+                    if key in n:
+                        c[key] = ref(n[key], k)
+                graph.append(c)
+    spec["graph"], spec["params"] = graph, params
+    return spec
+
+
 def write_npy(path, arr):
     np.save(path, arr.astype(np.float32))
 
@@ -212,7 +266,7 @@ def main():
             seed = int(rest[1])
         rest = rest[2:]
     with open(spec_path) as f:
-        spec = yaml.safe_load(f)
+        spec = expand_repeats(yaml.safe_load(f))
     dtype = spec.get("dtype", "f32")
     dims = spec.get("dims", {}) or {}
     rng = np.random.default_rng(seed)

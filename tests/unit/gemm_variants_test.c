@@ -108,10 +108,10 @@ static void test_selection(void **state) {
 /* ---- nvrtc compiles ---------------------------------------------------------------------- */
 /* Every epilogue (5 activations x bias x residual x mul x both B layouts) in f16 and bf16
  * on sm_90a (gemm_tma, and gemm_wgmma_ws through gemm_tma=off), sm_90 and sm_80 when
- * HKC_TEST_FULL is set; otherwise, per dtype: on sm_90a every flag combination with gelu
- * and the plain and full epilogues of every activation, each with and without mul; on
- * sm_90 / sm_80 the plain and full epilogues with none and gelu, and silu with mul alone
- * and with everything (the SwiGLU gate). */
+ * HKC_TEST_FULL is set; otherwise, per dtype: for gemm_tma every flag combination with gelu
+ * and the plain and full epilogues of every activation, each with and without mul; for
+ * gemm_wgmma_ws and on sm_90 / sm_80 the plain and full epilogues with none and gelu, and
+ * silu with mul alone and with everything (the SwiGLU gate). */
 static const struct {
   const char *arch, *options, *variant;
 } k_targets[] = {
@@ -138,9 +138,11 @@ static void test_nvrtc_variants(void **state) {
           const int tb = flags & 1, res = (flags >> 1) & 1, bias = (flags >> 2) & 1, mul = flags >> 3;
           const int ends = (flags & 7) == 0 || (flags & 7) == 7, gelu = act == HK_ACT_GELU;
           const int swiglu = act == HK_ACT_SILU && mul && ((flags & 7) == 0 || (flags & 7) == 7);
-          const int sm90a = strcmp(k_targets[a].arch, "sm_90a") == 0;
-          const int pick = full || (sm90a && (ends || (gelu && !mul))) ||
-                           (!sm90a && ((ends && !mul && (act == 0 || gelu)) || swiglu));
+          /* the sm_90a default (gemm_tma) gets the wide set; the others, gemm_wgmma_ws (kept
+           * for A/B runs) and the mma.sync kernels, the plain and full epilogues and SwiGLU */
+          const int wide = strcmp(k_targets[a].variant, "gemm_tma") == 0;
+          const int pick = full || (wide && (ends || (gelu && !mul))) ||
+                           (!wide && ((ends && !mul && (act == 0 || gelu)) || swiglu));
           if (!pick) continue;
           hk_test_compile_job_t *j = &jobs[n];
           target_of[n++] = a;

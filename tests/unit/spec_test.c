@@ -767,6 +767,128 @@ static void test_missing_file(void **state) {
   assert_string_equal(diag, "/nonexistent/dir/m.yaml: No such file or directory\n");
 }
 
+/* ---- repeat: -------------------------------------------------------------------------- */
+/* Lines 1-5, then `graph:` on line 6; repeats below start on line 7. */
+#define RBASE                                  \
+  "hkc: 1\n"                                   \
+  "name: t\n"                                  \
+  "batch_sizes: [1]\n"                         \
+  "dims: {d: 8, n: 3}\n"                       \
+  "inputs: {x: [batch, d]}\n"                  \
+  "graph:\n"
+
+static void test_repeat_expansion(void **state) {
+  (void)state;
+  hkc_spec_t *s = parse(RBASE
+                        "  - repeat:\n"                                                   /* 7 */
+                        "      count: n\n"                                                /* 8 */
+                        "      in: h\n"                                                   /* 9 */
+                        "      out: y\n"                                                  /* 10 */
+                        "      params: {\"l{i}_w\": [d, d], g: [d]}\n"                    /* 11 */
+                        "      body:\n"                                                   /* 12 */
+                        "        - {name: nrm, op: rmsnorm, in: [h], gamma: g, out: t}\n" /* 13 */
+                        "        - {name: 'fc{i}', op: gemm, in: [t, 'l{i}_w'], residual: h, out: y}\n"
+                        "  - {name: pre, op: relu, in: [x], out: h}\n"
+                        "  - {name: post, op: relu, in: [y], out: z}\n"
+                        "outputs: [z]\n");
+  if (!s) fail_msg("%s", diag);
+  assert_string_equal(diag, "");
+  /* params: per layer, in layer order, named by {i} or NAME_k */
+  assert_int_equal(s->n_tensors, 1 + 6 + 1 + 6 + 1);
+  const char *params[] = {"l0_w", "g_0", "l1_w", "g_1", "l2_w", "g_2"};
+  for (int i = 0; i < 6; i++) {
+    assert_string_equal(s->tensors[1 + i].name, params[i]);
+    assert_int_equal(s->tensors[1 + i].role, HK_ROLE_PARAM);
+  }
+  assert_int_equal(tensor(s, "l1_w")->loc.line, 11); /* the declaration in the repeat */
+  assert_int_equal(s->n_nodes, 2 + 3 * 2);
+  /* the chain: pre -> layer 0 reads h -> y_0 -> layer 1 -> y_1 -> layer 2 writes y -> post */
+  const char *nodes[] = {"pre", "nrm_0", "fc0", "nrm_1", "fc1", "nrm_2", "fc2", "post"};
+  for (int i = 0; i < 8; i++) assert_string_equal(s->nodes[i].name, nodes[i]);
+  assert_int_equal(s->nodes[1].in[0], hkc_tensor_find(s, "h"));
+  assert_int_equal(s->nodes[1].gamma, hkc_tensor_find(s, "g_0"));
+  assert_int_equal(s->nodes[2].in[0], hkc_tensor_find(s, "t_0"));
+  assert_int_equal(s->nodes[2].in[1], hkc_tensor_find(s, "l0_w"));
+  assert_int_equal(s->nodes[2].residual, hkc_tensor_find(s, "h"));
+  assert_int_equal(s->nodes[2].out, hkc_tensor_find(s, "y_0"));
+  assert_int_equal(s->nodes[3].in[0], hkc_tensor_find(s, "y_0"));
+  assert_int_equal(s->nodes[4].residual, hkc_tensor_find(s, "y_0"));
+  assert_int_equal(s->nodes[4].out, hkc_tensor_find(s, "y_1"));
+  assert_int_equal(s->nodes[6].in[1], hkc_tensor_find(s, "l2_w"));
+  assert_int_equal(s->nodes[6].out, hkc_tensor_find(s, "y"));
+  assert_int_equal(s->nodes[7].in[0], hkc_tensor_find(s, "y"));
+  /* every copy keeps the body's location */
+  assert_int_equal(s->nodes[5].loc.line, 13);
+  assert_int_equal(s->nodes[1].loc.line, 13);
+  assert_int_equal(tensor(s, "t_2")->loc.line, 13);
+  hkc_spec_destroy(s);
+
+  /* count 1, a custom variable, params added to an existing map, attribute values substituted */
+  s = parse(RBASE
+            "  - repeat:\n"
+            "      count: 1\n"
+            "      var: layer\n"
+            "      in: x\n"
+            "      out: y\n"
+            "      params: {'w{layer}': [d, d]}\n"
+            "      body: [{name: fc, op: gemm, in: [x, 'w{layer}'], out: y}]\n"
+            "params: {b: [d]}\n"
+            "outputs: [y]\n");
+  if (!s) fail_msg("%s", diag);
+  assert_string_equal(s->tensors[1].name, "b");
+  assert_string_equal(s->tensors[2].name, "w0");
+  assert_string_equal(s->nodes[0].name, "fc_0");
+  assert_int_equal(s->nodes[0].out, hkc_tensor_find(s, "y"));
+  hkc_spec_destroy(s);
+}
+
+static void test_repeat_errors(void **state) {
+  (void)state;
+#define R1(body) RBASE "  - repeat: {count: 2, in: x, out: y, body: [" body "]}\noutputs: [y]\n"
+  expect_error_on(RBASE "  - repeat: {count: 0, in: x, out: y, body: [{name: a, op: relu, in: [x], out: y}]}\n"
+                        "outputs: [y]\n",
+                  7, "0,", "'count' must be between 1 and 4096", NULL);
+  expect_error_on(RBASE "  - repeat: {count: 5000, in: x, out: y, body: [{name: a, op: relu, in: [x], out: y}]}\n"
+                        "outputs: [y]\n",
+                  7, "5000", "'count' must be between", NULL);
+  expect_error_on(RBASE "  - repeat: {count: q, in: x, out: y, body: [{name: a, op: relu, in: [x], out: y}]}\n"
+                        "outputs: [y]\n",
+                  7, "q,", "repeat count 'q' is not a dim", NULL);
+  expect_error_on(RBASE "  - repeat: {count: 2, in: x, out: y, body: [{name: 'a{j}', op: relu, in: [x], out: y}]}\n"
+                        "outputs: [y]\n",
+                  7, "'a{j}'", "'{j}' in 'a{j}' is not this repeat's variable", "{i}");
+  expect_error_on(R1("{name: a, op: relu, in: ['x{i'], out: y}"), 7, "'x{i'", "'{i' in 'x{i'", NULL);
+  expect_error_on(R1("{repeat: {count: 2}}"), 7, "repeat: {count: 2}}]", "a repeat inside a repeat body is not supported",
+                  NULL);
+  expect_error_on(R1("{name: a, op: relu, in: [x], out: q}"), 7, "[{name", "no node of the repeat body writes out: y",
+                  NULL);
+  expect_error_on(R1("{name: a, op: relu, in: [x], out: x}"), 7, "x}]", "writes 'x', the repeat's in", NULL);
+  expect_error_on(RBASE "  - repeat: {count: 2, in: x, body: [{name: a, op: relu, in: [x], out: y}]}\noutputs: [y]\n",
+                  7, "{count", "repeat: missing required key 'out'", NULL);
+  expect_error_on(RBASE "  - repeat: {count: 2, in: x, out: x, body: [{name: a, op: relu, in: [x], out: y}]}\n"
+                        "outputs: [y]\n",
+                  7, "x, body", "'out' must differ from 'in'", NULL);
+  expect_error_on(RBASE "  - repeat: {count: 2, in: x, out: y, times: 3, body: [{name: a, op: relu, in: [x], out: y}]}\n"
+                        "outputs: [y]\n",
+                  7, "times", "unknown key 'times' in repeat", "count, var, in, out, params, body");
+  expect_error_on(RBASE "  - {repeat: {count: 2, in: x, out: y, body: [{name: a, op: relu, in: [x], out: y}]}, op: relu}\n"
+                        "outputs: [y]\n",
+                  7, "op: relu}", "unknown key 'op' beside 'repeat'", NULL);
+  expect_error_on(R1(""), 7, "[]", "empty repeat body", NULL);
+  /* errors inside a copy point at the body; the names say which layer */
+  expect_error_on(R1("{name: a, op: gemm, in: [x, nope], out: y}"), 7, "nope]", "node 'a_0': undefined tensor 'nope'",
+                  NULL);
+  expect_error_on(R1("{name: a, op: relu, in: [x], out: t}, {name: b, op: gemm, in: [t, t], out: y}"), 7,
+                  "[t, |t]", "node 'b_0'", "'t_0'");
+  /* a per-layer param without {i} is renamed NAME_k: here it collides with a top-level param */
+  expect_error_on(RBASE "  - repeat: {count: 2, in: x, out: y, params: {w: [d, d]},"
+                        " body: [{name: a, op: gemm, in: [x, w], out: y}]}\n"
+                        "outputs: [y]\n"
+                        "params: {w_1: [d, d]}\n",
+                  7, "w: [d, d]}", "duplicate tensor name 'w_1'", NULL);
+#undef R1
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mlp_spec),
@@ -795,6 +917,8 @@ int main(void) {
       cmocka_unit_test(test_yaml_syntax_error),
       cmocka_unit_test(test_wrong_node_types),
       cmocka_unit_test(test_missing_file),
+      cmocka_unit_test(test_repeat_expansion),
+      cmocka_unit_test(test_repeat_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,397 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""hkc-import: model importers for hkc, run as `hkc import FORMAT ...` (installed next to hkc).
+
+    hkc import hf config.json -o model.yaml [--weights-map-out model.map] [--layers N]
+                  [--seq N] [--batch-sizes 1,8] [--dtype f32|f16|bf16] [--prefix P]
+                  [--name NAME] [--targets LIST] [-q]
+
+`hf` reads a Hugging Face config.json of a BERT (model_type bert), GPT-2 (gpt2) or Llama
+(llama) model and writes
+  - an hkc spec of the model's transformer layers (one `repeat:` over num_hidden_layers) and,
+    for GPT-2 and Llama, the final norm; its input `x` is the hidden states after the
+    embeddings, its output `z` (GPT-2, Llama) or `y` (BERT) the last hidden state;
+  - the weights name map (docs/WEIGHTS.md) from the spec's param names to the checkpoint's
+    safetensors names, for `hkc run --weights model.safetensors --weights-map model.map`.
+Weights bind as the checkpoint stores them: nn.Linear's [out, in] through gemm `trans_b`,
+GPT-2's Conv1D [in, out] as it is (its fused c_attn feeds attention's packed q|k|v input).
+What hkc cannot express yet -- the embeddings, attention masks (padding), rope scaling,
+relative position embeddings -- is either left outside the spec with a note (embeddings,
+masks: every sequence is `seq` tokens long) or refused with an error naming it.
+
+Only the standard library is used. Exit status: 0 written, 1 unsupported or bad input, 2 usage.
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+PROG = "hkc import hf"
+DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+# Hugging Face activation names -> hkc's gemm epilogue act.
+ACTS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": None,
+        "relu": "relu", "silu": "silu", "swish": "silu"}
+
+
+class Unsupported(Exception):
+    """A configuration hkc cannot express; the message names the piece."""
+
+
+def num(x):
+    """A float as YAML that every reader takes for a number (1.0e-12, not 1e-12)."""
+    s = repr(float(x))
+    if "e" in s and "." not in s.split("e")[0]:
+        s = s.replace("e", ".0e")
+    return s
+
+
+def act_of(cfg, key, default):
+    name = cfg.get(key, default)
+    if ACTS.get(name) is None:
+        raise Unsupported("%s '%s' has no hkc activation (supported: %s)"
+                          % (key, name, ", ".join(k for k, v in ACTS.items() if v)))
+    return ACTS[name]
+
+
+def need(cfg, *keys):
+    for k in keys:
+        if k not in cfg:
+            raise Unsupported("config.json has no '%s'" % k)
+    return [cfg[k] for k in keys]
+
+
+class Model:
+    """What a builder returns: dims, the layer's params (spec name, shape, checkpoint name with
+    {k}), its body nodes, and the nodes and params after the layers."""
+
+    def __init__(self, kind, layers, prefix):
+        self.kind, self.layers, self.prefix = kind, layers, prefix
+        self.dims, self.layer_params, self.body, self.final_params, self.final = {}, [], [], [], []
+        self.out = "y"
+        self.notes = []
+
+    def lp(self, name, shape, ckpt):
+        self.layer_params.append((name, shape, self.prefix + ckpt))
+
+    def fp(self, name, shape, ckpt):
+        self.final_params.append((name, shape, self.prefix + ckpt))
+
+
+def build_bert(cfg, layers, prefix):
+    hidden, heads, ffn = need(cfg, "hidden_size", "num_attention_heads", "intermediate_size")
+    if cfg.get("position_embedding_type", "absolute") != "absolute":
+        raise Unsupported("position_embedding_type '%s' (relative position scores in attention) is not expressible "
+                          "in hkc's attention op" % cfg["position_embedding_type"])
+    if cfg.get("is_decoder") or cfg.get("add_cross_attention"):
+        raise Unsupported("BERT as a decoder (is_decoder / add_cross_attention) is not supported")
+    eps = cfg.get("layer_norm_eps", 1e-12)
+    act = act_of(cfg, "hidden_act", "gelu")
+    m = Model("bert", layers, prefix)
+    m.dims = {"seq": None, "hidden": hidden, "heads": heads, "ffn": ffn}
+    L = "encoder.layer.{k}."
+    for n, ck in (("q", "attention.self.query"), ("k", "attention.self.key"), ("v", "attention.self.value"),
+                  ("o", "attention.output.dense")):
+        m.lp(n + "_w", ["hidden", "hidden"], L + ck + ".weight")
+        m.lp(n + "_b", ["hidden"], L + ck + ".bias")
+    m.lp("ln1_g", ["hidden"], L + "attention.output.LayerNorm.weight")
+    m.lp("ln1_b", ["hidden"], L + "attention.output.LayerNorm.bias")
+    m.lp("up_w", ["ffn", "hidden"], L + "intermediate.dense.weight")
+    m.lp("up_b", ["ffn"], L + "intermediate.dense.bias")
+    m.lp("down_w", ["hidden", "ffn"], L + "output.dense.weight")
+    m.lp("down_b", ["hidden"], L + "output.dense.bias")
+    m.lp("ln2_g", ["hidden"], L + "output.LayerNorm.weight")
+    m.lp("ln2_b", ["hidden"], L + "output.LayerNorm.bias")
+    m.body = [
+        dict(name="q_proj", op="gemm", **{"in": ["x", "q_w"]}, trans_b=True, bias="q_b", out="q"),
+        dict(name="k_proj", op="gemm", **{"in": ["x", "k_w"]}, trans_b=True, bias="k_b", out="k"),
+        dict(name="v_proj", op="gemm", **{"in": ["x", "v_w"]}, trans_b=True, bias="v_b", out="v"),
+        dict(name="attn", op="attention", **{"in": ["q", "k", "v"]}, heads="heads", out="ctx"),
+        dict(name="o_proj", op="gemm", **{"in": ["ctx", "o_w"]}, trans_b=True, bias="o_b", residual="x", out="a"),
+        dict(name="ln1", op="layernorm", **{"in": ["a"]}, gamma="ln1_g", beta="ln1_b", eps=num(eps), out="h1"),
+        dict(name="up_proj", op="gemm", **{"in": ["h1", "up_w"]}, trans_b=True, bias="up_b", act=act, out="f"),
+        dict(name="down_proj", op="gemm", **{"in": ["f", "down_w"]}, trans_b=True, bias="down_b", residual="h1",
+             out="d"),
+        dict(name="ln2", op="layernorm", **{"in": ["d"]}, gamma="ln2_g", beta="ln2_b", eps=num(eps), out="y"),
+    ]
+    m.out = "y"
+    m.notes.append("x is the embeddings' output (word + position + token type embeddings, then their LayerNorm): "
+                   "hkc has no embedding op yet")
+    m.notes.append("no attention mask: every sequence is seq tokens long (no padding); the pooler is not included")
+    return m
+
+
+def build_gpt2(cfg, layers, prefix):
+    hidden, heads = need(cfg, "n_embd", "n_head")
+    ffn = cfg.get("n_inner") or 4 * hidden
+    if cfg.get("scale_attn_by_inverse_layer_idx"):
+        raise Unsupported("scale_attn_by_inverse_layer_idx (a per-layer attention scale) is not supported")
+    if cfg.get("add_cross_attention"):
+        raise Unsupported("add_cross_attention (cross-attention layers) is not supported")
+    eps = cfg.get("layer_norm_epsilon", 1e-5)
+    act = act_of(cfg, "activation_function", "gelu_new")
+    m = Model("gpt2", layers, prefix)
+    m.dims = {"seq": None, "hidden": hidden, "heads": heads, "ffn": ffn}
+    L = "h.{k}."
+    m.lp("ln1_g", ["hidden"], L + "ln_1.weight")
+    m.lp("ln1_b", ["hidden"], L + "ln_1.bias")
+    # Conv1D stores [in, out]: x @ W as it is. c_attn's columns are q | k | v, which is the
+    # packed input of hkc's attention: no split needed.
+    m.lp("qkv_w", ["hidden", "3*hidden"], L + "attn.c_attn.weight")
+    m.lp("qkv_b", ["3*hidden"], L + "attn.c_attn.bias")
+    m.lp("o_w", ["hidden", "hidden"], L + "attn.c_proj.weight")
+    m.lp("o_b", ["hidden"], L + "attn.c_proj.bias")
+    m.lp("ln2_g", ["hidden"], L + "ln_2.weight")
+    m.lp("ln2_b", ["hidden"], L + "ln_2.bias")
+    m.lp("up_w", ["hidden", "ffn"], L + "mlp.c_fc.weight")
+    m.lp("up_b", ["ffn"], L + "mlp.c_fc.bias")
+    m.lp("down_w", ["ffn", "hidden"], L + "mlp.c_proj.weight")
+    m.lp("down_b", ["hidden"], L + "mlp.c_proj.bias")
+    attn = dict(name="attn", op="attention", **{"in": ["qkv"]}, heads="heads", causal=True, out="ctx")
+    if cfg.get("scale_attn_weights", True) is False:
+        attn["scale"] = num(1.0)
+    m.body = [
+        dict(name="ln1", op="layernorm", **{"in": ["x"]}, gamma="ln1_g", beta="ln1_b", eps=num(eps), out="n1"),
+        dict(name="qkv_proj", op="gemm", **{"in": ["n1", "qkv_w"]}, bias="qkv_b", out="qkv"),
+        attn,
+        dict(name="o_proj", op="gemm", **{"in": ["ctx", "o_w"]}, bias="o_b", residual="x", out="a"),
+        dict(name="ln2", op="layernorm", **{"in": ["a"]}, gamma="ln2_g", beta="ln2_b", eps=num(eps), out="n2"),
+        dict(name="up_proj", op="gemm", **{"in": ["n2", "up_w"]}, bias="up_b", act=act, out="f"),
+        dict(name="down_proj", op="gemm", **{"in": ["f", "down_w"]}, bias="down_b", residual="a", out="y"),
+    ]
+    m.fp("lnf_g", ["hidden"], "ln_f.weight")
+    m.fp("lnf_b", ["hidden"], "ln_f.bias")
+    m.final = [dict(name="ln_f", op="layernorm", **{"in": ["y"]}, gamma="lnf_g", beta="lnf_b", eps=num(eps),
+                    out="z")]
+    m.out = "z"
+    m.notes.append("x is the embeddings' output (token + position embeddings, wte + wpe): hkc has no embedding "
+                   "op yet; the LM head is not included")
+    m.notes.append("no attention mask beyond the causal one: every sequence is seq tokens long (no padding)")
+    return m
+
+
+def build_llama(cfg, layers, prefix):
+    hidden, heads, ffn = need(cfg, "hidden_size", "num_attention_heads", "intermediate_size")
+    kv_heads = cfg.get("num_key_value_heads") or heads
+    head_dim = cfg.get("head_dim") or hidden // heads
+    if heads % kv_heads:
+        raise Unsupported("num_key_value_heads %d does not divide num_attention_heads %d" % (kv_heads, heads))
+    rs = cfg.get("rope_scaling")
+    if rs and rs.get("rope_type", rs.get("type", "default")) != "default":
+        raise Unsupported("rope_scaling %s is not supported (hkc's rope op computes the plain inv_freq = "
+                          "1/theta^(2j/dh))" % json.dumps(rs, sort_keys=True))
+    if head_dim % 2:
+        raise Unsupported("head_dim %d is odd (rope rotates pairs j, j + head_dim/2)" % head_dim)
+    eps = cfg.get("rms_norm_eps", 1e-6)
+    theta = cfg.get("rope_theta", 10000.0)
+    act = act_of(cfg, "hidden_act", "silu")
+    abias, mbias = bool(cfg.get("attention_bias")), bool(cfg.get("mlp_bias"))
+    m = Model("llama", layers, prefix)
+    m.dims = {"seq": None, "hidden": hidden, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim, "ffn": ffn}
+    L = "layers.{k}."
+    m.lp("attn_g", ["hidden"], L + "input_layernorm.weight")
+    shapes = {"q": "heads*head_dim", "k": "kv_heads*head_dim", "v": "kv_heads*head_dim"}
+    for n in "qkv":
+        m.lp(n + "_w", [shapes[n], "hidden"], L + "self_attn.%s_proj.weight" % n)
+        if abias:
+            m.lp(n + "_b", [shapes[n]], L + "self_attn.%s_proj.bias" % n)
+    m.lp("o_w", ["hidden", "heads*head_dim"], L + "self_attn.o_proj.weight")
+    if abias:
+        m.lp("o_b", ["hidden"], L + "self_attn.o_proj.bias")
+    m.lp("ffn_g", ["hidden"], L + "post_attention_layernorm.weight")
+    for n, shp in (("gate", ["ffn", "hidden"]), ("up", ["ffn", "hidden"]), ("down", ["hidden", "ffn"])):
+        m.lp(n + "_w", shp, L + "mlp.%s_proj.weight" % n)
+        if mbias:
+            m.lp(n + "_b", [shp[0]], L + "mlp.%s_proj.bias" % n)
+
+    def lin(name, a, w, out, bias, **kw):
+        node = dict(name=name, op="gemm", **{"in": [a, w + "_w"]}, trans_b=True)
+        if bias:
+            node["bias"] = w + "_b"
+        node.update(kw)
+        node["out"] = out
+        return node
+
+    m.body = [
+        dict(name="attn_norm", op="rmsnorm", **{"in": ["x"]}, gamma="attn_g", eps=num(eps), out="n1"),
+        lin("q_proj", "n1", "q", "q", abias),
+        lin("k_proj", "n1", "k", "k", abias),
+        lin("v_proj", "n1", "v", "v", abias),
+        dict(name="q_rope", op="rope", **{"in": ["q"]}, heads="heads", theta=num(theta), out="q_rot"),
+        dict(name="k_rope", op="rope", **{"in": ["k"]}, heads="kv_heads", theta=num(theta), out="k_rot"),
+        dict(name="attn", op="attention", **{"in": ["q_rot", "k_rot", "v"]}, heads="heads", kv_heads="kv_heads",
+             causal=True, out="ctx"),
+        lin("o_proj", "ctx", "o", "a", abias, residual="x"),
+        dict(name="ffn_norm", op="rmsnorm", **{"in": ["a"]}, gamma="ffn_g", eps=num(eps), out="n2"),
+        lin("gate_proj", "n2", "gate", "gate", mbias, act=act),
+        lin("up_proj", "n2", "up", "up", mbias),
+        dict(name="swiglu", op="mul", **{"in": ["gate", "up"]}, out="gu"),
+        lin("down_proj", "gu", "down", "y", mbias, residual="a"),
+    ]
+    m.fp("norm_g", ["hidden"], "norm.weight")
+    m.final = [dict(name="final_norm", op="rmsnorm", **{"in": ["y"]}, gamma="norm_g", eps=num(eps), out="z")]
+    m.out = "z"
+    m.notes.append("x is the token embeddings' output (embed_tokens): hkc has no embedding op yet; the LM head is "
+                   "not included")
+    m.notes.append("no attention mask beyond the causal one: every sequence is seq tokens long (no padding); "
+                   "positions start at 0 (no KV cache)")
+    return m
+
+
+BUILDERS = {"bert": (build_bert, "bert."), "gpt2": (build_gpt2, "transformer."), "llama": (build_llama, "model.")}
+LAYER_KEYS = {"bert": "num_hidden_layers", "gpt2": "n_layer", "llama": "num_hidden_layers"}
+
+
+def flow(node):
+    """One node as a YAML flow map, keys in the order given."""
+    parts = []
+    for k, v in node.items():
+        if isinstance(v, bool):
+            v = "true" if v else "false"
+        elif isinstance(v, list):
+            v = "[" + ", ".join(v) + "]"
+        parts.append("%s: %s" % (k, v))
+    return "{" + ", ".join(parts) + "}"
+
+
+def spec_text(m, a, config_path, dtype):
+    lines = [
+             "# Written by `hkc import hf %s` from a Hugging Face %s config: %d layer(s)."
+             % (os.path.basename(config_path), m.kind, m.layers)]
+    lines += ["# Note: " + n for n in m.notes]
+    lines += ["# Weights: bind the checkpoint with its name map (hkc run --weights F.safetensors "
+              "--weights-map MAP).", "hkc: 1", "name: %s" % a.name, "dtype: %s" % dtype,
+              "batch_sizes: [%s]" % ", ".join(str(b) for b in a.batch_sizes)]
+    dims = dict(m.dims, seq=a.seq, layers=m.layers)
+    lines.append("dims: {" + ", ".join("%s: %d" % (k, v) for k, v in dims.items()) + "}")
+    if a.targets:
+        lines.append("targets: [%s]" % ", ".join(a.targets))
+    lines += ["inputs:", "  x: [batch, seq, hidden]"]
+    if m.final_params:
+        lines.append("params:")
+        lines += ["  %s: [%s]" % (n, ", ".join(s)) for n, s, _ in m.final_params]
+    lines += ["graph:", "  - repeat:", "      count: layers", "      in: x", "      out: y", "      params:"]
+    lines += ["        %s: [%s]" % (n, ", ".join(s)) for n, s, _ in m.layer_params]
+    lines.append("      body:")
+    lines += ["        - " + flow(n) for n in m.body]
+    lines += ["  - " + flow(n) for n in m.final]
+    lines += ["outputs: [%s]" % m.out, "fusion: auto", ""]
+    return "\n".join(lines)
+
+
+def map_text(m, a):
+    lines = ["# hkc weights name map (docs/WEIGHTS.md): spec param, checkpoint tensor.",
+             "# Written by `hkc import hf` for %s (%d layers)." % (a.name, m.layers)]
+    width = max(len(n) for n, _, _ in m.layer_params) + 1 + len(str(m.layers - 1))
+    for k in range(m.layers):
+        for n, _, ck in m.layer_params:
+            lines.append("%-*s %s" % (width, "%s_%d" % (n, k), ck.format(k=k)))
+    for n, _, ck in m.final_params:
+        lines.append("%-*s %s" % (width, n, ck))
+    return "\n".join(lines) + "\n"
+
+
+def write_atomic(path, text):
+    """Writes text to path through a temporary file in the same folder and a rename."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".hkc-import-", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def positive(text):
+    v = int(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError("expected a positive integer, got %s" % text)
+    return v
+
+
+def batch_list(text):
+    try:
+        sizes = [int(b) for b in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected a comma-separated list like 1,8, got %s" % text)
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError("batch sizes must be positive, got %s" % text)
+    return sizes
+
+
+def import_hf(argv):
+    p = argparse.ArgumentParser(prog=PROG, description="A spec of a Hugging Face model's transformer layers and "
+                                "the weights name map of its safetensors checkpoint (BERT, GPT-2, Llama).")
+    p.add_argument("config", help="the model's config.json")
+    p.add_argument("-o", "--output", required=True, help="the spec to write (YAML)")
+    p.add_argument("--weights-map-out", help="the name map to write (default: the output with .map for .yaml)")
+    p.add_argument("--layers", type=positive, help="build only the first N layers (default: all)")
+    p.add_argument("--seq", type=positive, default=128, help="sequence length (default 128)")
+    p.add_argument("--batch-sizes", type=batch_list, default=[1], help="batch sizes, e.g. 1,8 (default 1)")
+    p.add_argument("--dtype", choices=("f32", "f16", "bf16"), help="default: the config's torch_dtype, else f32")
+    p.add_argument("--prefix", help="checkpoint name prefix (default: bert. / transformer. / model.; '' for none)")
+    p.add_argument("--name", help="the spec's name (default: the model type)")
+    p.add_argument("--targets", help="comma-separated targets for the spec (default: none written: host)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no notes on stderr")
+    a = p.parse_args(argv)
+    try:
+        with open(a.config) as f:
+            cfg = json.load(f)
+    except (OSError, ValueError) as e:
+        print("%s: %s: %s" % (PROG, a.config, e), file=sys.stderr)
+        return 1
+    if not isinstance(cfg, dict):
+        print("%s: %s: not a JSON object" % (PROG, a.config), file=sys.stderr)
+        return 1
+    kind = cfg.get("model_type")
+    if kind not in BUILDERS:
+        print("%s: %s: model_type %r is not supported (supported: %s)"
+              % (PROG, a.config, kind, ", ".join(sorted(BUILDERS))), file=sys.stderr)
+        return 1
+    build, prefix = BUILDERS[kind]
+    try:
+        n_layers = need(cfg, LAYER_KEYS[kind])[0]
+        if a.layers is not None:
+            if a.layers > n_layers:
+                raise Unsupported("--layers %d: the model has %d" % (a.layers, n_layers))
+            n_layers = a.layers
+        max_pos = cfg.get("max_position_embeddings", cfg.get("n_positions"))
+        if max_pos and a.seq > max_pos:
+            raise Unsupported("--seq %d is longer than the model's %d positions" % (a.seq, max_pos))
+        m = build(cfg, n_layers, prefix if a.prefix is None else a.prefix)
+    except Unsupported as e:
+        print("%s: %s: %s model: %s" % (PROG, a.config, kind, e), file=sys.stderr)
+        return 1
+    dtype = a.dtype or DTYPES.get(cfg.get("torch_dtype"), "f32")
+    a.name = a.name or kind
+    a.targets = [t for t in a.targets.split(",") if t] if a.targets else []
+    map_path = a.weights_map_out
+    if not map_path:
+        base = a.output[:-5] if a.output.endswith(".yaml") else a.output
+        map_path = base + ".map"
+    write_atomic(a.output, spec_text(m, a, a.config, dtype))
+    write_atomic(map_path, map_text(m, a))
+    if not a.quiet:
+        for n in m.notes:
+            print("%s: note: %s" % (PROG, n), file=sys.stderr)
+        print("wrote %s (%s, %d layers, %s) and %s (%d names)"
+              % (a.output, kind, n_layers, dtype, map_path, n_layers * len(m.layer_params) + len(m.final_params)))
+    return 0
+
+
+def main(argv):
+    if len(argv) < 1 or argv[0] in ("-h", "--help"):
+        print("usage: hkc import hf CONFIG.json -o SPEC.yaml [options]   (hkc import hf --help: the options)",
+              file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    if argv[0] != "hf":
+        print("hkc import: unknown format '%s' (known: hf, a Hugging Face config.json; onnx, an ONNX model)" % argv[0], file=sys.stderr)
+        return 2
+    return import_hf(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

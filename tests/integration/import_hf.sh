@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# `hkc import hf` end to end, with no network, torch or transformers: small BERT, GPT-2 and
+# Llama configs (2 layers, tiny sizes, written here) -> import -> build for the host -> random
+# weights under the checkpoint's own names and layouts in a safetensors file -> hkc run
+# --weights --weights-map -> compared with a NumPy float64 evaluation of the Hugging Face layer
+# math (hf_layers_ref.py). A wrongly bound weight (two names swapped in the map) must fail the
+# comparison; configs hkc cannot express are refused with the piece named.
+set -euo pipefail
+: "${HKC:?}" "${HK_SOURCE_DIR:?}"
+PY=${HK_PYTHON:-/usr/bin/python3}
+export HKC_PYTHON=$PY
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export HKC_CACHE_DIR=${HKC_CACHE_DIR:-$work/cache}
+ref=$HK_SOURCE_DIR/tests/integration/hf_layers_ref.py
+fail() { echo "FAIL: $*"; exit 1; }
+
+cat > "$work/bert.json" <<'JSON'
+{"architectures": ["BertForMaskedLM"], "model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "intermediate_size": 48, "hidden_act": "gelu", "layer_norm_eps": 1e-12,
+ "max_position_embeddings": 64, "position_embedding_type": "absolute", "vocab_size": 50, "type_vocab_size": 2,
+ "torch_dtype": "float32"}
+JSON
+cat > "$work/gpt2.json" <<'JSON'
+{"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 32, "n_layer": 2, "n_head": 4,
+ "n_inner": null, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5, "n_positions": 64,
+ "n_ctx": 64, "vocab_size": 50, "scale_attn_weights": true}
+JSON
+cat > "$work/llama.json" <<'JSON'
+{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 32, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 40, "hidden_act": "silu",
+ "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "rope_scaling": null, "max_position_embeddings": 64,
+ "vocab_size": 50, "attention_bias": false, "torch_dtype": "float32"}
+JSON
+
+for m in bert gpt2 llama; do
+  "$HKC" import hf "$work/$m.json" -o "$work/$m.yaml" --weights-map-out "$work/$m.map" --seq 8 --batch-sizes 1,2 \
+    > "$work/$m.import.txt" 2>&1 || fail "import $m: $(cat "$work/$m.import.txt")"
+  grep -q "^wrote $work/$m.yaml" "$work/$m.import.txt" || fail "import $m said: $(cat "$work/$m.import.txt")"
+  grep -q "note: .*embedding" "$work/$m.import.txt" || fail "import $m: no note on the embeddings"
+  grep -q "^  - repeat:" "$work/$m.yaml" || fail "$m.yaml has no repeat"
+  "$HKC" build "$work/$m.yaml" -o "$work/$m.hkpack" --target host -q
+  "$PY" "$ref" "$HKC" "$work/$m.hkpack" "$work/$m.json" "$work/$m.map" "$work/$m-run"
+done
+# The map names the checkpoint's tensors: 16 per BERT layer, 12 per GPT-2 layer (+ ln_f), 9 per
+# Llama layer (+ norm).
+[ "$(grep -vc '^#' "$work/bert.map")" = 32 ] && [ "$(grep -vc '^#' "$work/gpt2.map")" = 26 ] &&
+  [ "$(grep -vc '^#' "$work/llama.map")" = 19 ] || fail "name map sizes: $(wc -l "$work"/*.map)"
+grep -Eq '^q_w_1 +bert\.encoder\.layer\.1\.attention\.self\.query\.weight$' "$work/bert.map" || fail "bert.map"
+grep -Eq '^qkv_w_0 +transformer\.h\.0\.attn\.c_attn\.weight$' "$work/gpt2.map" || fail "gpt2.map"
+grep -Eq '^k_w_1 +model\.layers\.1\.self_attn\.k_proj\.weight$' "$work/llama.map" || fail "llama.map"
+
+# Can fail: layer 0's and layer 1's q projections swapped in the map.
+if "$PY" "$ref" "$HKC" "$work/llama.hkpack" "$work/llama.json" "$work/llama.map" "$work/swap" \
+     --swap-map q_w_0 q_w_1 > "$work/swap.txt"; then
+  fail "swapped weights passed the comparison: $(cat "$work/swap.txt")"
+fi
+grep -q "^FAIL llama" "$work/swap.txt" || fail "swapped weights: $(cat "$work/swap.txt")"
+echo "ok a wrongly bound weight fails the comparison"
+
+# --layers, --dtype, --prefix; the spec builds with its batch sizes.
+"$HKC" import hf "$work/llama.json" -o "$work/l1.yaml" --layers 1 --dtype bf16 --prefix "" --seq 16 \
+  --batch-sizes 1,4 -q
+grep -q "layers: 1}" "$work/l1.yaml" && grep -q "^dtype: bf16" "$work/l1.yaml" && grep -q "^batch_sizes: \[1, 4\]" "$work/l1.yaml" \
+  || fail "--layers/--dtype/--batch-sizes: $(cat "$work/l1.yaml")"
+grep -Eq '^q_w_0 +layers\.0\.self_attn\.q_proj\.weight$' "$work/l1.map" || fail "--prefix '': $(cat "$work/l1.map")"
+[ "$(grep -vc '^#' "$work/l1.map")" = 10 ] || fail "--layers 1 map"
+
+# What hkc cannot express is refused, naming it; nothing is written.
+refused() { # CONFIG-JSON WORDS...
+  printf '%s\n' "$1" > "$work/bad.json"; shift
+  rm -f "$work/bad.yaml"
+  if "$HKC" import hf "$work/bad.json" -o "$work/bad.yaml" --seq 8 > "$work/bad.txt" 2>&1; then
+    fail "accepted: $(cat "$work/bad.json")"
+  fi
+  for w in "$@"; do grep -q -- "$w" "$work/bad.txt" || fail "no '$w' in: $(cat "$work/bad.txt")"; done
+  [ ! -e "$work/bad.yaml" ] || fail "a spec was written for a refused config"
+}
+refused "$(sed 's/"rope_scaling": null/"rope_scaling": {"rope_type": "llama3", "factor": 8.0}/' "$work/llama.json")" \
+  "rope_scaling" "llama3"
+refused '{"model_type": "t5", "d_model": 8}' "model_type 't5' is not supported" "bert, gpt2, llama"
+refused "$(sed 's/"absolute"/"relative_key"/' "$work/bert.json")" "position_embedding_type 'relative_key'"
+refused "$(sed 's/"n_layer": 2/"n_layer": 2, "scale_attn_by_inverse_layer_idx": true/' "$work/gpt2.json")" \
+  "scale_attn_by_inverse_layer_idx"
+refused "$(sed 's/"gelu_new"/"quick_gelu"/' "$work/gpt2.json")" "activation_function 'quick_gelu'"
+"$HKC" import hf "$work/llama.json" -o "$work/x.yaml" --seq 65 > "$work/bad.txt" 2>&1 && fail "--seq 65 accepted"
+grep -q "longer than the model's 64 positions" "$work/bad.txt" || fail "--seq: $(cat "$work/bad.txt")"
+"$HKC" import tflite m.tflite > "$work/bad.txt" 2>&1 && fail "import tflite accepted"
+grep -q "unknown format 'tflite'" "$work/bad.txt" || fail "import tflite: $(cat "$work/bad.txt")"
+echo "import_hf: ok"

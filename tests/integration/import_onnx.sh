@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The ONNX importer (`hkc import onnx`: python/hkc_import_onnx.py, issue 19, docs/IMPORT.md): three small torch
+# modules written here -- a BERT-style post-norm layer (erf gelu), a GPT-2-style pre-norm block
+# (fused qkv + Split, causal attention through a masked_fill buffer, tanh gelu) and a
+# Llama-style block (rmsnorm, rotary, grouped-query causal attention, SwiGLU) -- and a mixed one
+# (fused qkv with rotary, pre-scaled Q, hand-written layernorm, nn.GELU("tanh")) are exported
+# with torch.onnx.export (opset 17, dynamic batch axis), imported, built for the host, run at
+# two batch sizes with the exported weights and compared with torch's own output. Then the
+# refusals: a node with no mapping (CumSum) is named with its inputs; a file that is not ONNX
+# is a one-line error. Skips (77) when torch or onnx cannot be imported.
+set -euo pipefail
+: "${HKC:?}" "${HK_SOURCE_DIR:?}"
+PY=${HK_PYTHON:-/usr/bin/python3}
+if ! "$PY" -c "import torch, onnx" > /dev/null 2>&1; then
+  echo "SKIPPED: $PY cannot import torch and onnx (set HK_PYTHON to a python that can)"
+  exit 77
+fi
+IMPORT="env HKC_PYTHON=$PY $HKC import onnx" # the driver runs python/hkc_import_onnx.py (hkc-import-onnx)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+ok() { echo "ok   $1"; }
+bad() { echo "FAIL $1"; fail=1; }
+BATCHES="1 3"
+
+# export the modules, and torch's outputs for random inputs at each batch size
+"$PY" - "$work" $BATCHES <<'EOF'
+import math, sys, warnings
+import numpy as np
+import torch, torch.nn as nn, torch.nn.functional as F
+warnings.filterwarnings("ignore")
+work, batches = sys.argv[1], [int(b) for b in sys.argv[2:]]
+torch.manual_seed(19)
+H, NH = 64, 4
+D = H // NH
+
+def heads(x, n):
+    b, t, _ = x.shape
+    return x.view(b, t, n, D).permute(0, 2, 1, 3)
+
+class Bert(nn.Module):  # post-norm, separate q/k/v, erf gelu
+    def __init__(s):
+        super().__init__()
+        s.q, s.k, s.v, s.o = (nn.Linear(H, H) for _ in range(4))
+        s.ln1, s.ln2 = nn.LayerNorm(H, eps=1e-12), nn.LayerNorm(H, eps=1e-12)
+        s.f1, s.f2 = nn.Linear(H, 4 * H), nn.Linear(4 * H, H)
+    def forward(s, x):
+        b, t, _ = x.shape
+        q, k, v = heads(s.q(x), NH), heads(s.k(x), NH), heads(s.v(x), NH)
+        p = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(D), dim=-1)
+        c = (p @ v).permute(0, 2, 1, 3).reshape(b, t, H)
+        h = s.ln1(x + s.o(c))
+        return s.ln2(h + s.f2(F.gelu(s.f1(h))))
+
+class GPT2(nn.Module):  # pre-norm, fused qkv, causal mask buffer, tanh gelu (GPT-2's NewGELU)
+    def __init__(s):
+        super().__init__()
+        s.ln1, s.ln2 = nn.LayerNorm(H), nn.LayerNorm(H)
+        s.attn, s.proj = nn.Linear(H, 3 * H), nn.Linear(H, H)
+        s.fc, s.out = nn.Linear(H, 4 * H), nn.Linear(4 * H, H)
+        s.register_buffer("bias", torch.tril(torch.ones(32, 32)).view(1, 1, 32, 32))
+    def forward(s, x):
+        b, t, c = x.shape
+        q, k, v = s.attn(s.ln1(x)).split(H, dim=2)
+        q, k, v = (z.view(b, t, NH, c // NH).transpose(1, 2) for z in (q, k, v))
+        w = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        w = w.masked_fill(s.bias[:, :, :t, :t] == 0, float("-inf"))
+        y = (F.softmax(w, dim=-1) @ v).transpose(1, 2).contiguous().view(b, t, c)
+        x = x + s.proj(y)
+        h = s.fc(s.ln2(x))
+        h = 0.5 * h * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * torch.pow(h, 3.0))))
+        return x + s.out(h)
+
+class RMSNorm(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.weight = nn.Parameter(1 + 0.1 * torch.randn(H))
+    def forward(s, x):
+        return s.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+
+def rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+class Llama(nn.Module):  # rmsnorm, rope (theta 500000), GQA 4 over 2 kv heads, causal, SwiGLU
+    KV, FF = 2, 96
+    def __init__(s, theta=500000.0):
+        super().__init__()
+        s.n1, s.n2 = RMSNorm(), RMSNorm()
+        s.q, s.o = nn.Linear(H, H, bias=False), nn.Linear(H, H, bias=False)
+        s.k, s.v = nn.Linear(H, s.KV * D, bias=False), nn.Linear(H, s.KV * D, bias=False)
+        s.g, s.u = nn.Linear(H, s.FF, bias=False), nn.Linear(H, s.FF, bias=False)
+        s.dn = nn.Linear(s.FF, H, bias=False)
+        inv = 1.0 / (theta ** (torch.arange(0, D, 2).float() / D))
+        f = torch.outer(torch.arange(64).float(), inv)
+        e = torch.cat((f, f), dim=-1)
+        s.register_buffer("cos", e.cos())
+        s.register_buffer("sin", e.sin())
+    def forward(s, x):
+        b, t, _ = x.shape
+        h = s.n1(x)
+        q, k, v = heads(s.q(h), NH), heads(s.k(h), s.KV), heads(s.v(h), s.KV)
+        cos, sin = s.cos[:t][None, None], s.sin[:t][None, None]
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        rep = NH // s.KV
+        k = k[:, :, None].expand(b, s.KV, rep, t, D).reshape(b, NH, t, D)
+        v = v[:, :, None].expand(b, s.KV, rep, t, D).reshape(b, NH, t, D)
+        mask = torch.full((t, t), float("-inf")).triu(1)
+        w = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(D) + mask
+        w = F.softmax(w.float(), dim=-1).to(q.dtype)
+        a = torch.matmul(w, v).transpose(1, 2).reshape(b, t, H)
+        x = x + s.o(a)
+        n = s.n2(x)
+        return x + s.dn(F.silu(s.g(n)) * s.u(n))
+
+class Mixed(nn.Module):  # fused qkv with rotary on q and k (split into three gemms), Q pre-scaled,
+    # layernorm written out by hand (ReduceMean, Sub, Pow, Sqrt, Div), nn.GELU("tanh")
+    def __init__(s):
+        super().__init__()
+        s.qkv, s.o, s.f = nn.Linear(H, 3 * H), nn.Linear(H, H), nn.Linear(H, H)
+        s.g, s.b = nn.Parameter(1 + 0.1 * torch.randn(H)), nn.Parameter(0.1 * torch.randn(H))
+        inv = 1.0 / (10000.0 ** (torch.arange(0, D, 2).float() / D))
+        e = torch.outer(torch.arange(32).float(), inv)
+        e = torch.cat((e, e), -1)
+        s.register_buffer("cos", e.cos())
+        s.register_buffer("sin", e.sin())
+        s.act = nn.GELU(approximate="tanh")
+    def forward(s, x):
+        b, t, _ = x.shape
+        q, k, v = (heads(z, NH) for z in s.qkv(x).chunk(3, dim=-1))
+        q = q * s.cos[:t] + rotate_half(q) * s.sin[:t]
+        k = k * s.cos[:t] + rotate_half(k) * s.sin[:t]
+        y = (F.softmax((q * D ** -0.5) @ k.transpose(-1, -2), dim=-1) @ v).transpose(1, 2).reshape(b, t, H)
+        h = x + s.o(y)
+        mu = h.mean(-1, keepdim=True)
+        h = (h - mu) / torch.sqrt(((h - mu) ** 2).mean(-1, keepdim=True) + 1e-5) * s.g + s.b
+        return h + s.act(s.f(h))
+
+class Cumsum(nn.Module):  # no hkc op: the importer must name the node
+    def __init__(s):
+        super().__init__()
+        s.l = nn.Linear(H, H)
+    def forward(s, x):
+        return torch.cumsum(s.l(x), dim=1)
+
+for name, mod, t in [("bert", Bert(), 7), ("gpt2", GPT2(), 11), ("llama", Llama(), 13), ("mixed", Mixed(), 9), ("cumsum", Cumsum(), 5)]:
+    mod.eval()
+    with torch.no_grad():
+        for p in mod.parameters():  # non-trivial norm weights and biases
+            if p.dim() == 1:
+                p.add_(0.1 * torch.randn_like(p))
+        torch.onnx.export(mod, (torch.randn(2, t, H),), "%s/%s.onnx" % (work, name), input_names=["x"],
+                          output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
+                          opset_version=17)
+        for b in batches:
+            x = torch.randn(b, t, H)
+            np.save("%s/%s_x%d.npy" % (work, name, b), x.numpy())
+            np.save("%s/%s_ref%d.npy" % (work, name, b), mod(x).numpy())
+EOF
+
+for m in bert gpt2 llama mixed; do
+  if ! msg=$($IMPORT "$work/$m.onnx" -o "$work/$m.yaml" --weights-out "$work/$m.safetensors" --batch-sizes 1,3 2>&1); then
+    bad "$m: import: $msg"; continue
+  fi
+  ok "$m: import: $msg"
+  echo "     ops: $(grep -o 'op: [a-z_]*' "$work/$m.yaml" | cut -d' ' -f2 | sort | uniq -c | tr -s ' \n' ' ')"
+  if ! "$HKC" build "$work/$m.yaml" --target host -o "$work/$m.hkpack" -q > "$work/$m.build" 2>&1; then
+    bad "$m: hkc build"; cat "$work/$m.build"; continue
+  fi
+  for b in $BATCHES; do
+    if ! "$HKC" run --allow-unsigned-native "$work/$m.hkpack" --batch "$b" --runs 1 --warmup 0 \
+        --weights "$work/$m.safetensors" --input "x=$work/${m}_x$b.npy" --save-outputs "$work/out_${m}_$b" \
+        > "$work/$m.run$b" 2>&1; then
+      bad "$m batch $b: hkc run"; cat "$work/$m.run$b"; continue
+    fi
+    if res=$("$PY" - "$work/out_${m}_$b/y.npy" "$work/${m}_ref$b.npy" <<'EOF'
+import sys
+import numpy as np
+out, ref = np.load(sys.argv[1]).astype(np.float64), np.load(sys.argv[2]).astype(np.float64)
+if out.shape != ref.shape:
+    print("shape %s, torch %s" % (out.shape, ref.shape)); sys.exit(1)
+rel = np.linalg.norm(out - ref) / np.linalg.norm(ref)
+print("rel-norm err %.3g vs torch (bound 1e-4), max abs err %.3g" % (rel, np.max(np.abs(out - ref))))
+sys.exit(0 if np.all(np.isfinite(out)) and rel <= 1e-4 else 1)
+EOF
+    ); then ok "$m batch $b: $res"; else bad "$m batch $b: $res"; fi
+  done
+done
+# the three patterns that must have become single hkc ops
+grep -q "op: gelu," "$work/bert.yaml" && grep -q "op: layernorm" "$work/bert.yaml" || bad "bert: no gelu/layernorm node"
+grep -q "act: gelu_tanh" "$work/gpt2.yaml" && grep -q "causal: true" "$work/gpt2.yaml" || bad "gpt2: no gelu_tanh epilogue / causal attention"
+grep -q "op: rope.*theta: 500000.0" "$work/llama.yaml" && grep -q "kv_heads: 2, causal: true" "$work/llama.yaml" \
+  && grep -q "op: rmsnorm" "$work/llama.yaml" || bad "llama: no rope theta 500000 / GQA causal attention / rmsnorm"
+[ "$(grep -c "op: rope" "$work/mixed.yaml")" = 2 ] && grep -q "op: layernorm" "$work/mixed.yaml" \
+  && grep -q "act: gelu_tanh" "$work/mixed.yaml" || bad "mixed: no 2 rope / layernorm / gelu_tanh epilogue"
+
+# refusals: exit 1, one line "error: ..." naming the node
+expect_fail() {
+  local name=$1 want=$2; shift 2
+  set +e; msg=$("$@" 2>&1); rc=$?; set -e
+  if [ $rc -ne 1 ]; then bad "$name: exit status $rc: $msg"
+  elif [ "$(wc -l <<<"$msg")" -ne 1 ] || ! grep -Eq "^error: .*$want" <<<"$msg"; then bad "$name: not one line matching '$want': $msg"
+  else ok "$name: $msg"; fi
+}
+expect_fail "unsupported node named" "unsupported node CumSum '/CumSum' \(inputs: '/l/Add_output_0'" \
+  $IMPORT "$work/cumsum.onnx" -o "$work/c.yaml" --weights-out "$work/c.safetensors"
+head -c 300 "$HKC" > "$work/junk.onnx"
+expect_fail "not an ONNX file" "junk.onnx: not an ONNX model" \
+  $IMPORT "$work/junk.onnx" -o "$work/j.yaml" --weights-out "$work/j.safetensors"
+expect_fail "missing file" "nope.onnx: No such file" \
+  $IMPORT "$work/nope.onnx" -o "$work/j.yaml" --weights-out "$work/j.safetensors"
+[ ! -e "$work/c.yaml" ] && [ ! -e "$work/j.yaml" ] && ok "nothing written on error" || bad "a spec was written on error"
+[ $fail -eq 0 ] && echo "import_onnx: all passed" || echo "import_onnx: FAILED"
+exit $fail
