@@ -16,7 +16,7 @@ _hkc() {
   COMPREPLY=()
   cur=${COMP_WORDS[COMP_CWORD]}
   prev=${COMP_WORDS[COMP_CWORD - 1]}
-  local commands="build run tune inspect targets keygen sign merge cache --help --version"
+  local commands="build run tune inspect targets keygen sign merge cache import --help --version"
   local common="-q --quiet -v --verbose -h --help"
   cmd=""
   for ((i = 1; i < COMP_CWORD; i++)); do
@@ -68,6 +68,11 @@ _hkc() {
         *" stats "*) opts="--json" ;;
         *" clean "*) opts="--max-size" ;;
         *) COMPREPLY=($(compgen -W "stats clean" -- "$cur")); return ;;
+      esac ;;
+    import)
+      case " ${COMP_WORDS[*]} " in
+        *" hf "* | *" onnx "*) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        *) COMPREPLY=($(compgen -W "hf onnx" -- "$cur")); return ;;
       esac ;;
     *) return ;;
   esac
