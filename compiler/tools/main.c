@@ -57,8 +57,9 @@ static const char k_usage[] =
     "  hkc <command> --help   options of one command\n"
     "  hkc --version          versions of hkc and the artifact format\n"
     "\n"
-    "Every command takes -q (less output) and -v (more); build, inspect, run, targets and tune\n"
-    "take --json (one JSON document on stdout; docs/CLI.md has the schema).\n";
+    "The commands take -q (less output) and -v (more; import: the importers' own options);\n"
+    "build, inspect, run, targets, tune and cache stats take --json (one JSON document on\n"
+    "stdout; docs/CLI.md has the schema).\n";
 
 static const char k_build_usage[] =
     "usage: hkc build SPEC -o OUT [options]\n"
