@@ -10,17 +10,21 @@
  * the same code on both vendors). Each thread reads and then writes only its own
  * elements, so out may alias x.
  *
- * Work split. A row has heads * dh/2 rotation pairs; a thread item is V consecutive pairs
- * j0 .. j0+V-1 of one head (V = HK_ROPE_VEC when dh/2 is a multiple of it: 8-byte (16-bit)
- * or 16-byte (f32) loads of x1 and of x2; else V = 1). Items of a row are spread over
- * CB = ceil(items / HK_THREADS) column blocks. With grid >= CB (the launch,
- * codegen_gpu.c, makes grid = CB x row groups) block b owns column block b % CB and the
- * rows b / CB, + RB, + 2 RB, ... (RB = grid / CB; blocks beyond RB * CB idle): a thread's
- * (head, j0) and its inv_freq stay fixed, only the position moves (advanced by RB mod seq
- * without a division). A grid smaller than CB (only when clamped) strides over column
- * blocks and walks every row. */
+ * Work split. An item is V consecutive pairs j0 .. j0+V-1 (V = HK_ROPE_VEC when dh/2 is a
+ * multiple of it: 8-byte (16-bit) or 16-byte (f32) loads of x1 and of x2; else V = 1) of
+ * HK_ROPE_HEADS heads of one row: the angles depend on the position and j only, so each
+ * item computes V sines and cosines (and inverse frequencies) once for its heads, then
+ * rotates them all -- on a Llama q projection (32 heads) a quarter of the sin/cos work per
+ * element of one head per item, and its 2 x HK_ROPE_HEADS loads in flight together. Items are
+ * row-major (row, head group, j); the 1-D grid strides over them (codegen: about
+ * SIMPLE_ROPE_BLOCKS_PER_CU blocks per CU, fewer when there are fewer items); consecutive
+ * threads take consecutive j of one row, so each head's loads are contiguous spans.
+ */
 #ifndef HK_ROPE_VEC
 #define HK_ROPE_VEC 4
+#endif
+#ifndef HK_ROPE_HEADS
+#define HK_ROPE_HEADS 8
 #endif
 
 struct __attribute__((aligned(HK_ROPE_VEC * sizeof(HK_T)))) rope_vec {
@@ -82,53 +86,65 @@ HK_DEVICE void rope_store(HK_T *p, const float (&f)[V]) {
 }
 
 /* Rows r0, r0 + rstep, ... < rows of the thread's item q (if q < items). */
-template <int V>
-HK_DEVICE void rope_item(const HK_T *x, HK_T *out, long long rows, long long seq, long long pos_offset,
-                         long long half, long long ld, long long items, long long q, long long r0, long long rstep,
-                         float theta) {
-  if (q >= items) return;
-  const long long per_head = half / V;
-  const long long h = q / per_head, j0 = (q - h * per_head) * V;
-  const long long c1 = h * 2 * half + j0, c2 = c1 + half;
+/* One item: V pairs j0 .. j0+V-1 of the heads h0 .. h0+HK_ROPE_HEADS-1 of row r. The angles
+ * depend on (position, j) only, so their sin and cos are computed once for the item's heads;
+ * every head's x1 / x2 loads are issued before any math (HK_ROPE_HEADS x 2 loads in flight). */
+template <int V, typename I>
+HK_DEVICE void rope_item(const HK_T *x, HK_T *out, I r, I j0, I h0, I heads, I seq, long long pos_offset, I half,
+                         I ld, float theta) {
   const float dh = (float)(2 * half);
-  float inv_freq[V];
+  const float p = (float)((long long)(r % seq) + pos_offset);
+  float sn[V], cs[V];
 #pragma unroll
-  for (int i = 0; i < V; i++) inv_freq[i] = powf(theta, -(float)(2 * (j0 + i)) / dh);
-  long long pos = r0 % seq;
-  const long long pstep = rstep % seq;
-  for (long long r = r0; r < rows; r += rstep) {
-    const float p = (float)(pos + pos_offset);
-    float x1[V], x2[V], o1[V], o2[V];
-    rope_load<V>(x + r * ld + c1, x1);
-    rope_load<V>(x + r * ld + c2, x2);
+  for (int i = 0; i < V; i++) rope_sincos(p * powf(theta, -(float)(2 * (j0 + i)) / dh), &sn[i], &cs[i]);
+  float x1[HK_ROPE_HEADS][V], x2[HK_ROPE_HEADS][V];
+  const long long row = (long long)r * ld;
 #pragma unroll
-    for (int i = 0; i < V; i++) {
-      float s, c;
-      rope_sincos(p * inv_freq[i], &s, &c);
-      o1[i] = x1[i] * c - x2[i] * s;
-      o2[i] = x2[i] * c + x1[i] * s;
+  for (int hh = 0; hh < HK_ROPE_HEADS; hh++)
+    if (h0 + hh < heads) {
+      const long long c1 = row + (long long)(h0 + hh) * 2 * half + j0;
+      rope_load<V>(x + c1, x1[hh]);
+      rope_load<V>(x + c1 + half, x2[hh]);
     }
-    rope_store<V>(out + r * ld + c1, o1);
-    rope_store<V>(out + r * ld + c2, o2);
-    pos += pstep;
-    if (pos >= seq) pos -= seq;
+#pragma unroll
+  for (int hh = 0; hh < HK_ROPE_HEADS; hh++)
+    if (h0 + hh < heads) {
+      float o1[V], o2[V];
+#pragma unroll
+      for (int i = 0; i < V; i++) {
+        o1[i] = x1[hh][i] * cs[i] - x2[hh][i] * sn[i];
+        o2[i] = x2[hh][i] * cs[i] + x1[hh][i] * sn[i];
+      }
+      const long long c1 = row + (long long)(h0 + hh) * 2 * half + j0;
+      rope_store<V>(out + c1, o1);
+      rope_store<V>(out + c1 + half, o2);
+    }
+}
+
+/* Items, row-major: row r, head group g (HK_ROPE_HEADS heads), pair vector j (half / V per
+ * head); the grid strides over them (32-bit index arithmetic when they fit). */
+template <int V, typename I>
+HK_DEVICE void rope_run(const HK_T *x, HK_T *out, I rows, I seq, I heads, I half, long long pos_offset, float theta) {
+  const I per_head = half / V, groups = (heads + HK_ROPE_HEADS - 1) / HK_ROPE_HEADS;
+  const I per_row = groups * per_head, total = rows * per_row, ld = heads * 2 * half;
+  const I step = (I)HK_NBLOCKS * (I)HK_THREADS;
+  for (I t = (I)HK_BID * (I)HK_THREADS + (I)HK_TID; t < total; t += step) {
+    const I r = t / per_row, q = t - r * per_row;
+    const I g = q / per_head, j0 = (q - g * per_head) * V;
+    rope_item<V, I>(x, out, r, j0, g * HK_ROPE_HEADS, heads, seq, pos_offset, half, ld, theta);
   }
 }
 
 template <int V>
-HK_DEVICE void rope_run(const HK_T *x, HK_T *out, long long rows, long long seq, long long heads, long long half,
-                        long long pos_offset, float theta) {
-  const long long ld = heads * 2 * half, items = heads * (half / V);
-  const long long cb_count = (items + HK_THREADS - 1) / HK_THREADS;
-  if (HK_NBLOCKS >= cb_count) {
-    const long long rb = HK_NBLOCKS / cb_count;
-    if (HK_BID >= rb * cb_count) return;
-    const long long q = HK_BID % cb_count * HK_THREADS + HK_TID;
-    rope_item<V>(x, out, rows, seq, pos_offset, half, ld, items, q, HK_BID / cb_count, rb, theta);
-  } else {
-    for (long long cb = HK_BID; cb < cb_count; cb += HK_NBLOCKS)
-      rope_item<V>(x, out, rows, seq, pos_offset, half, ld, items, cb * HK_THREADS + HK_TID, 0, 1, theta);
-  }
+HK_DEVICE void rope_dispatch(const HK_T *x, HK_T *out, long long rows, long long seq, long long heads, long long half,
+                             long long pos_offset, float theta) {
+  const long long groups = (heads + HK_ROPE_HEADS - 1) / HK_ROPE_HEADS;
+  const long long total = rows * groups * (half / V);
+  /* 32-bit items when every index (and the grid stride past the last) fits */
+  if (total + (long long)HK_NBLOCKS * HK_THREADS < 2147483647LL && heads * 2 * half < 2147483647LL)
+    rope_run<V, int>(x, out, (int)rows, (int)seq, (int)heads, (int)half, pos_offset, theta);
+  else
+    rope_run<V, long long>(x, out, rows, seq, heads, half, pos_offset, theta);
 }
 
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)
@@ -136,6 +152,6 @@ HK_NAME(const HK_T *x, HK_T *out, long long rows, long long seq, long long heads
         float theta) {
   const long long half = dh / 2;
   if (rows <= 0 || seq <= 0 || heads <= 0 || half <= 0) return;
-  if (half % HK_ROPE_VEC == 0) rope_run<HK_ROPE_VEC>(x, out, rows, seq, heads, half, pos_offset, theta);
-  else rope_run<1>(x, out, rows, seq, heads, half, pos_offset, theta);
+  if (half % HK_ROPE_VEC == 0) rope_dispatch<HK_ROPE_VEC>(x, out, rows, seq, heads, half, pos_offset, theta);
+  else rope_dispatch<1>(x, out, rows, seq, heads, half, pos_offset, theta);
 }

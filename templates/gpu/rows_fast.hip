@@ -13,6 +13,7 @@
  *   HK_ROW_MIN_BLOCKS blocks per SM asked of ptxas (NVIDIA __launch_bounds__)
  *   HK_ROW_PREFETCH   1: the next row's vectors are loaded before this row's reductions
  *   HK_ROW_GRID_PER_CU blocks per CU/SM the launch makes at most (persistent grid)
+ *   HK_ROW_UNITS      the target's SMs / CUs (rf_group widens groups of few rows to cover them)
  *   HK_ROW_FAST_EXP   softmax: exp(x - m) as exp2f(x*log2e - m*log2e) (f16/bf16 outputs)
  *   HK_WAVE           lanes per warp / wavefront (32 NVIDIA and RDNA, 64 CDNA)
  *   HK_HAS_ADD, HK_HAS_SUM  layernorm / rmsnorm with the fused residual add (args
@@ -24,8 +25,9 @@
  *                     HK_HAS_SUM alone stores a copy of x.
  *
  * Work split. A row of nvec = cols / HK_VEC vectors belongs to a group of g lanes, g the
- * smallest power of two >= ceil(nvec / HK_ROW_TARGET), at most HK_THREADS (rf_group; the
- * launch in variant_rows.c uses the same rule). A block holds HK_THREADS / g rows (a
+ * smallest power of two >= ceil(nvec / HK_ROW_TARGET), doubled while the rows would not
+ * cover the SMs (up to one vector per lane), at most HK_THREADS (rf_group; the launch in
+ * variant_rows.c uses the same rule). A block holds HK_THREADS / g rows (a
  * "tile"); blocks stride over tiles (the grid is persistent: at most HK_ROW_GRID_PER_CU
  * blocks per CU), so any grid covers every row. Group lane l owns the vectors l, l + g,
  * l + 2g, ... of its row (each k-th load of a group is one contiguous, coalesced span).
@@ -104,11 +106,17 @@ typedef rf_fvec rf_cvec;
 typedef rf_vec rf_cvec;
 #endif
 
-/* Group size for rows of nvec vectors (variant_rows.c: rows_group mirrors it). */
-HK_DEVICE int rf_group(long long nvec) {
+/* Group size for rows of nvec vectors (variant_rows.c: rows_group mirrors it): the smallest
+ * power of two >= ceil(nvec / HK_ROW_TARGET); then, while the blocks (HK_THREADS / g rows
+ * each) would not cover HK_ROW_UNITS SMs / CUs, twice as many lanes per row (fewer vectors
+ * each), up to one vector per lane -- a few rows (128 x 768 at batch 1) run on 64 SMs with
+ * short per-lane chains instead of on 8 with long ones. */
+HK_DEVICE int rf_group(long long nvec, long long rows) {
   const long long want = (nvec + HK_ROW_TARGET - 1) / HK_ROW_TARGET;
   int g = 1;
   while (g < HK_THREADS && g < want) g <<= 1;
+  /* ceil(rows / (HK_THREADS / g)) < HK_ROW_UNITS, without a division */
+  while (g < HK_THREADS && g < nvec && rows <= (long long)(HK_THREADS / g) * (HK_ROW_UNITS - 1)) g <<= 1;
   return g;
 }
 
@@ -455,7 +463,7 @@ HK_GLOBAL void HK_ROW_BOUNDS HK_NAME(const HK_T *x, HK_T *out, long long rows, l
 #endif
   HK_SHARED float red[2 * HK_THREADS / RF_W];
   const long long nvec = cols / HK_VEC;
-  const int g = rf_group(nvec);
+  const int g = rf_group(nvec, rows);
   const float fcols = (float)cols;
 
   if (nvec <= (long long)g * RF_C) {

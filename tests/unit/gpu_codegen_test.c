@@ -433,11 +433,11 @@ static void test_launch_dims_cover_odd_shapes(void **state) {
     launch(&key, a, 8, grid, block, &threads);
     assert_true((long long)grid[0] * threads * 4 >= n);
   }
-  /* rope: CB column blocks (a row's items over the threads) x row groups; with grid >= CB
-   * block b owns column block b % CB and rows b / CB + k * (grid / CB) (rope.hip), so grid
-   * must be a multiple of CB (no idle block) and grid / CB <= rows (no empty group) */
+  /* rope: items (row, group of HK_ROPE_HEADS heads, vector of pairs) over the threads,
+   * grid-stride (rope.hip): every item reachable, no idle block, and enough blocks to fill an
+   * H200 when there are items for them */
   static const long long rope[][3] = {{1, 32, 128}, {7, 3, 64}, {9, 3, 6}, {4096, 32, 128}, {3, 700, 8},
-                                      {100000, 8, 64}, {1, 1, 2}};
+                                      {100000, 8, 64}, {1, 1, 2}, {512, 32, 128}};
   for (size_t s = 0; s < sizeof rope / sizeof rope[0]; s++) {
     const long long rows = rope[s][0], heads = rope[s][1], dh = rope[s][2];
     hkc_kernel_key_t key = {.op = HK_OP_ROPE, .dtype = HK_DTYPE_F16, .head_dim = (int)dh};
@@ -446,13 +446,14 @@ static void test_launch_dims_cover_odd_shapes(void **state) {
     hkc_kernel_out_t k = {.name = "hk_x", .key = key};
     char *src = hkc_codegen_gpu(hk_test_arch("sm_90"), &k);
     const long long rope_vec = hk_test_source_macro(src, "HK_ROPE_VEC");
+    const long long per_item = hk_test_source_macro(src, "HK_ROPE_HEADS");
     const long long vec = (dh / 2) % rope_vec == 0 ? rope_vec : 1;
     free(src);
-    const long long cb = (heads * (dh / 2) / vec + threads - 1) / threads;
-    assert_true((long long)grid[0] % cb == 0);
-    assert_true((long long)grid[0] / cb >= 1 && (long long)grid[0] / cb <= rows);
-    /* enough blocks to fill an H200 when there are rows for them */
-    assert_true((long long)grid[0] >= (rows * cb < 132 ? rows * cb : 132));
+    assert_true(per_item >= 1);
+    const long long items = rows * ((heads + per_item - 1) / per_item) * (dh / 2 / vec);
+    const long long need = (items + threads - 1) / threads;
+    assert_true((long long)grid[0] >= 1 && (long long)grid[0] <= need); /* no idle block */
+    assert_true((long long)grid[0] >= (need < 132 ? need : 132));       /* fills the SMs */
   }
   static const long long attn[][3] = {{1, 77, 12}, {3, 1, 1}, {2, 16, 8}, {2, 17, 8}, {1, 4096, 32}};
   for (size_t s = 0; s < sizeof attn / sizeof attn[0]; s++) {

@@ -266,7 +266,9 @@ static void check_row_dims(void) {
         const long long cache = hk_test_source_macro(src, "HK_ROW_CACHE");
         const long long per_cu = hk_test_source_macro(src, "HK_ROW_GRID_PER_CU");
         const long long prefetch = hk_test_source_macro(src, "HK_ROW_PREFETCH");
+        const long long units = hk_test_source_macro(src, "HK_ROW_UNITS");
         free(src);
+        assert_int_equal(units, (long long)hk_test_arch(archs[a])->compute_units);
         assert_true(target >= 1 && target <= cache && per_cu >= 1 && (prefetch == 0 || prefetch == 1));
         const long long cap = (long long)hk_test_arch(archs[a])->compute_units * per_cu;
         for (size_t r = 0; r < sizeof rows_list / sizeof rows_list[0]; r++)
@@ -290,6 +292,9 @@ static void check_row_dims(void) {
             assert_int_equal(block[0], (uint32_t)threads);
             long long g = 1;
             while (g < threads && g < (nvec + target - 1) / target) g <<= 1;
+            /* few rows: wider groups until the blocks cover the SMs (HK_ROW_UNITS), at most one
+             * vector per lane */
+            while (g < threads && g < nvec && (rows + threads / g - 1) / (threads / g) < units) g <<= 1;
             const long long rpb = threads / g, tiles = (rows + rpb - 1) / rpb;
             assert_int_equal((long long)grid[0], tiles < cap ? tiles : cap); /* blocks stride over tiles */
             assert_true(((long long)grid[0] - 1) * rpb < rows);               /* no empty block */

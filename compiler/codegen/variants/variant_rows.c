@@ -213,16 +213,18 @@ static void rows_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
   snprintf(out + len, size > len ? size - len : 0,
            "#define HK_THREADS %d\n#define HK_VEC %d\n#define HK_ROW_OP %d\n#define HK_ROW_CACHE %d\n"
            "#define HK_ROW_TARGET %d\n#define HK_ROW_MIN_BLOCKS %d\n#define HK_ROW_PREFETCH %d\n"
-           "#define HK_ROW_GRID_PER_CU %d\n#define HK_ROW_FAST_EXP %d\n",
+           "#define HK_ROW_GRID_PER_CU %d\n#define HK_ROW_FAST_EXP %d\n#define HK_ROW_UNITS %lld\n",
            c.threads, vec_elems(key->dtype), op, c.cache, c.target, c.min_blocks, c.prefetch, c.grid_per_cu,
-           key->dtype == HK_DTYPE_F32 ? 0 : 1);
+           key->dtype == HK_DTYPE_F32 ? 0 : 1, (long long)cus(arch));
 }
 
-/* The template's rf_group: threads per row. */
-static int64_t rows_group(int64_t nvec, const rows_cfg_t *c) {
+/* The template's rf_group: threads per row -- enough for c->target vectors per lane, more
+ * (up to one vector per lane) while the rows would not cover the SMs. */
+static int64_t rows_group(const hkc_gpu_arch_t *arch, int64_t nvec, int64_t rows, const rows_cfg_t *c) {
   const int64_t want = hkc_variant_ceil_div(nvec, c->target);
   int64_t g = 1;
   while (g < c->threads && g < want) g <<= 1;
+  while (g < c->threads && g < nvec && hkc_variant_ceil_div(rows, c->threads / g) < cus(arch)) g <<= 1;
   return g;
 }
 
@@ -234,7 +236,7 @@ static void rows_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key,
   const int ln = key->op == HK_OP_LAYERNORM, rms = key->op == HK_OP_RMSNORM;
   const int64_t rows = hkc_variant_arg_i64(args, n_args, ln ? HKC_LAYERNORM_ARG_ROWS : rms ? HKC_RMSNORM_ARG_ROWS : HKC_SOFTMAX_ARG_ROWS);
   const int64_t cols = hkc_variant_arg_i64(args, n_args, ln ? HKC_LAYERNORM_ARG_COLS : rms ? HKC_RMSNORM_ARG_COLS : HKC_SOFTMAX_ARG_COLS);
-  const int64_t rpb = c.threads / rows_group(cols / vec_elems(key->dtype), &c);
+  const int64_t rpb = c.threads / rows_group(arch, cols / vec_elems(key->dtype), rows, &c);
   int64_t blocks = hkc_variant_ceil_div(rows, rpb);
   const int64_t cap = cus(arch) * c.grid_per_cu;
   if (blocks > cap) blocks = cap;

@@ -33,6 +33,7 @@ static const simple_params_t k_attention = {.threads = 128, .attn_bq = 16, .attn
 static const simple_params_t k_rope = {.threads = 256};
 #define SIMPLE_ROPE_VEC 4
 #define SIMPLE_ROPE_BLOCKS_PER_CU 16
+#define SIMPLE_ROPE_HEADS 8 /* heads per item: one sin / cos per position and pair for all */
 
 /* grid.x limit on both vendors (2^31 - 1); kernels stride over blocks beyond it. */
 #define SIMPLE_MAX_GRID_X 0x7fffffffLL
@@ -70,7 +71,8 @@ static void simple_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
     snprintf(out + len, size - len, "#define HK_ATTN_BQ %d\n#define HK_ATTN_BKV %d\n#define HK_ATTN_DC %d\n", p->attn_bq,
              p->attn_bkv, p->attn_dc);
   else if (key->op == HK_OP_ROPE)
-    snprintf(out + len, size - len, "#define HK_ROPE_VEC %d\n", SIMPLE_ROPE_VEC);
+    snprintf(out + len, size - len, "#define HK_ROPE_VEC %d\n#define HK_ROPE_HEADS %d\n", SIMPLE_ROPE_VEC,
+             SIMPLE_ROPE_HEADS);
 }
 
 /* Blocks are 1-D (block.x = HK_THREADS of the op) and so is the grid (grid.x only: y and
@@ -79,8 +81,8 @@ static void simple_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
  *   add..silu, ewchain   HK_THREADS * ew_items elements (grid-stride loop inside)
  *   norms, softmax   one row
  *   attention   HK_ATTN_BQ query rows of one (batch, head)
- *   rope        one column block (HK_THREADS items of HK_ROPE_VEC pairs) of a strided
- *               set of rows: grid = column blocks x row groups (rope.hip)
+ *   rope        HK_THREADS items (HK_ROPE_VEC pairs of HK_ROPE_HEADS heads of a row),
+ *               grid-stride beyond SIMPLE_ROPE_BLOCKS_PER_CU blocks per CU (rope.hip)
  * Every kernel strides over blocks beyond gridDim.x, so clamping grid.x to 2^31 - 1 keeps
  * it correct. At least one block; no dynamic shared memory (all of it is static). */
 static void simple_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
@@ -113,19 +115,16 @@ static void simple_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
     blocks = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_EWCHAIN_ARG_N), (int64_t)p->threads * p->ew_items);
     break;
   case HK_OP_ROPE: {
-    /* column blocks (a row's pairs over HK_THREADS threads) x row groups, about
-     * SIMPLE_ROPE_BLOCKS_PER_CU blocks per CU in all (templates/gpu/rope.hip) */
+    /* items (row, group of SIMPLE_ROPE_HEADS heads, vector of pairs) over HK_THREADS threads,
+     * at most SIMPLE_ROPE_BLOCKS_PER_CU blocks per CU (the grid strides; templates/gpu/rope.hip) */
     const int64_t rows = hkc_variant_arg_i64(args, n_args, HKC_ROPE_ARG_ROWS),
                   heads = hkc_variant_arg_i64(args, n_args, HKC_ROPE_ARG_HEADS),
                   dh = hkc_variant_arg_i64(args, n_args, HKC_ROPE_ARG_DH);
     const int64_t half = dh / 2, vec = half % SIMPLE_ROPE_VEC == 0 ? SIMPLE_ROPE_VEC : 1;
-    const int64_t col_blocks = hkc_variant_ceil_div(heads * half / vec, p->threads);
-    const int64_t want = (int64_t)(arch->compute_units ? arch->compute_units : 80) * SIMPLE_ROPE_BLOCKS_PER_CU;
-    int64_t row_groups = hkc_variant_ceil_div(want, col_blocks > 0 ? col_blocks : 1);
-    if (row_groups > rows) row_groups = rows;
-    if (row_groups < 1) row_groups = 1;
-    blocks = col_blocks * row_groups;
-    if (blocks > SIMPLE_MAX_GRID_X) blocks = SIMPLE_MAX_GRID_X / (col_blocks > 0 ? col_blocks : 1) * col_blocks;
+    const int64_t items = rows * hkc_variant_ceil_div(heads, SIMPLE_ROPE_HEADS) * (half / vec);
+    const int64_t cap = (int64_t)(arch->compute_units ? arch->compute_units : 80) * SIMPLE_ROPE_BLOCKS_PER_CU;
+    blocks = hkc_variant_ceil_div(items, p->threads);
+    if (blocks > cap) blocks = cap;
     break;
   }
   default: break;
