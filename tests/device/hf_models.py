@@ -1,0 +1,126 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Hugging Face modules against hkc on the GPU (issue 19, "proof on real model code").
+
+    python3 tests/device/hf_models.py HKC DIR OUT
+
+DIR holds what tests/device/hf_prepare.sh made from tests/device/hf/*.json: NAME.yaml (from
+`hkc import hf`), NAME.map (the weights name map) and NAME.hkpack (sm_90a). For each model this
+builds the transformers module from the same configuration (random weights, seeded; no
+download), saves the weights the map names as safetensors (the module's own names and
+layouts), draws hidden states x, runs the module in bf16 and in float64, runs the pack with
+`hkc run --weights ... --weights-map ...`, and compares:
+
+  bert   BertModel (2 layers, bert-base sizes): model.encoder(x), no mask
+  gpt2   GPT2Model (1 block, GPT-2 small sizes), position embeddings zeroed: ln_f(h0(x)), causal
+  llama  LlamaModel (1 decoder layer, Llama-3-8B sizes): norm(layer0(x)) with rope, GQA, causal
+
+Pass: hkc's error against float64 (relative norm) <= 2 x torch bf16's own + 1e-3, and finite.
+Exit 1 on any failure."""
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import transformers
+import yaml
+from safetensors.torch import save_file
+
+hkc, src, out = sys.argv[1:4]
+os.makedirs(out, exist_ok=True)
+torch.backends.cuda.matmul.allow_tf32 = False
+failures = []
+
+
+def config(name):
+    raw = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "hf", name + ".json")))
+    kind = raw.pop("model_type")
+    raw.pop("torch_dtype", None)
+    cls = {"bert": transformers.BertConfig, "gpt2": transformers.GPT2Config, "llama": transformers.LlamaConfig}[kind]
+    return cls(**raw)
+
+
+def build(name):
+    cfg = config(name)
+    torch.manual_seed(1234)
+    if name == "bert":
+        m = transformers.BertModel(cfg, add_pooling_layer=False)
+        run = lambda mod, x: mod.encoder(x)[0]  # noqa: E731
+    elif name == "gpt2":
+        m = transformers.GPT2Model(cfg)
+        with torch.no_grad():
+            m.wpe.weight.zero_()  # the spec starts after the embeddings: x is the block's input
+        run = lambda mod, x: mod(inputs_embeds=x).last_hidden_state  # noqa: E731
+    else:
+        m = transformers.LlamaModel(cfg)
+        run = lambda mod, x: mod(inputs_embeds=x).last_hidden_state  # noqa: E731
+    with torch.no_grad():  # norms and biases away from their 1 / 0 initial values
+        for n, p in m.named_parameters():
+            if p.dim() == 1:
+                if n.endswith("weight"):
+                    p.uniform_(0.5, 1.5)
+                else:
+                    p.normal_(0.0, 0.1)
+    return m.eval(), run
+
+
+def rel(a, b):
+    return float((a.double() - b).norm() / b.norm())
+
+
+for name in ("bert", "gpt2", "llama"):
+    spec = yaml.safe_load(open(os.path.join(src, name + ".yaml")))
+    x_name, y_name = list(spec["inputs"])[0], spec["outputs"][0]
+    seq = int(spec["dims"]["seq"]) if "dims" in spec and "seq" in spec["dims"] else None
+    names = [line.split()[1] for line in open(os.path.join(src, name + ".map"))
+             if line.strip() and not line.startswith("#")]
+    model, run = build(name)
+    state = model.state_dict()
+    missing = [n for n in names if n not in state]
+    if missing:
+        failures.append("%s: the map names tensors the module lacks: %s" % (name, missing[:5]))
+        print("FAIL", failures[-1])
+        continue
+    m16 = model.to("cuda", torch.bfloat16)
+    st = os.path.join(out, name + ".safetensors")
+    save_file({n: state[n].detach().to(torch.bfloat16).contiguous() for n in names}, st)
+    m64 = copy.deepcopy(m16).double()
+    hidden = m16.config.hidden_size
+    for batch in spec["batch_sizes"]:
+        g = torch.Generator(device="cpu").manual_seed(100 + batch)
+        x = torch.randn(batch, seq, hidden, generator=g).to(torch.bfloat16)
+        xf = os.path.join(out, "%s_x_b%d.npy" % (name, batch))
+        np.save(xf, x.float().numpy())
+        with torch.no_grad():
+            y16 = run(m16, x.cuda()).float()
+            y64 = run(m64, x.cuda().double())
+        odir = os.path.join(out, "%s_b%d" % (name, batch))
+        cmd = [hkc, "run", os.path.join(src, name + ".hkpack"), "--batch", str(batch), "--weights", st,
+               "--weights-map", os.path.join(src, name + ".map"), "--input", "%s=%s" % (x_name, xf),
+               "--save-outputs", odir, "--runs", "1", "--warmup", "0"]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            failures.append("%s batch %d: hkc run exited %d: %s" % (name, batch, r.returncode, r.stderr.strip()[-400:]))
+            print("FAIL", failures[-1], flush=True)
+            continue
+        got = torch.from_numpy(np.load(os.path.join(odir, y_name + ".npy"))).cuda()
+        if tuple(got.shape) != tuple(y64.shape):
+            failures.append("%s batch %d: output shape %s, the module's %s" % (name, batch, tuple(got.shape),
+                                                                             tuple(y64.shape)))
+            print("FAIL", failures[-1], flush=True)
+            continue
+        e_hkc, e_torch = rel(got, y64), rel(y16, y64)
+        e_vs = rel(got, y16.double())
+        ok = bool(torch.isfinite(got).all()) and e_hkc <= 2 * e_torch + 1e-3
+        line = ("%-5s batch %d seq %d: hkc vs float64 %.2e, torch bf16 vs float64 %.2e, hkc vs torch bf16 %.2e, "
+                "max |hkc - f64| %.3g" % (name, batch, seq, e_hkc, e_torch, e_vs, float((got.double() - y64).abs().max())))
+        print(("ok   " if ok else "FAIL ") + line, flush=True)
+        if not ok:
+            failures.append(line)
+    del m16, m64, model, state
+    torch.cuda.empty_cache()
+
+print("hf_models: %s" % ("all match" if not failures else "%d failure(s)" % len(failures)))
+sys.exit(1 if failures else 0)
