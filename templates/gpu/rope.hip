@@ -12,7 +12,8 @@
  *
  * Work split. An item is V consecutive pairs j0 .. j0+V-1 (V = HK_ROPE_VEC when dh/2 is a
  * multiple of it: 8-byte (16-bit) or 16-byte (f32) loads of x1 and of x2; else V = 1) of
- * HK_ROPE_HEADS heads of one row: the angles depend on the position and j only, so each
+ * up to HK_ROPE_HEADS heads of one row (fewer when there are too few items to give every SM
+ * a block: rope_group): the angles depend on the position and j only, so each
  * item computes V sines and cosines (and inverse frequencies) once for its heads, then
  * rotates them all -- on a Llama q projection (32 heads) a quarter of the sin/cos work per
  * element of one head per item, and its 2 x HK_ROPE_HEADS loads in flight together. Items are
@@ -24,7 +25,10 @@
 #define HK_ROPE_VEC 4
 #endif
 #ifndef HK_ROPE_HEADS
-#define HK_ROPE_HEADS 8
+#define HK_ROPE_HEADS 8 /* a power of two */
+#endif
+#ifndef HK_ROPE_UNITS
+#define HK_ROPE_UNITS 132
 #endif
 
 struct __attribute__((aligned(HK_ROPE_VEC * sizeof(HK_T)))) rope_vec {
@@ -90,7 +94,7 @@ HK_DEVICE void rope_store(HK_T *p, const float (&f)[V]) {
  * depend on (position, j) only, so their sin and cos are computed once for the item's heads;
  * every head's x1 / x2 loads are issued before any math (HK_ROPE_HEADS x 2 loads in flight). */
 template <int V, typename I>
-HK_DEVICE void rope_item(const HK_T *x, HK_T *out, I r, I j0, I h0, I heads, I seq, long long pos_offset, I half,
+HK_DEVICE void rope_item(const HK_T *x, HK_T *out, I r, I j0, I h0, I hend, I seq, long long pos_offset, I half,
                          I ld, float theta) {
   const float dh = (float)(2 * half);
   const float p = (float)((long long)(r % seq) + pos_offset);
@@ -101,14 +105,14 @@ HK_DEVICE void rope_item(const HK_T *x, HK_T *out, I r, I j0, I h0, I heads, I s
   const long long row = (long long)r * ld;
 #pragma unroll
   for (int hh = 0; hh < HK_ROPE_HEADS; hh++)
-    if (h0 + hh < heads) {
+    if (h0 + hh < hend) {
       const long long c1 = row + (long long)(h0 + hh) * 2 * half + j0;
       rope_load<V>(x + c1, x1[hh]);
       rope_load<V>(x + c1 + half, x2[hh]);
     }
 #pragma unroll
   for (int hh = 0; hh < HK_ROPE_HEADS; hh++)
-    if (h0 + hh < heads) {
+    if (h0 + hh < hend) {
       float o1[V], o2[V];
 #pragma unroll
       for (int i = 0; i < V; i++) {
@@ -121,30 +125,40 @@ HK_DEVICE void rope_item(const HK_T *x, HK_T *out, I r, I j0, I h0, I heads, I s
     }
 }
 
-/* Items, row-major: row r, head group g (HK_ROPE_HEADS heads), pair vector j (half / V per
- * head); the grid strides over them (32-bit index arithmetic when they fit). */
+/* Heads per item: HK_ROPE_HEADS, halved (down to 1) while the items would not give every SM
+ * a block of HK_THREADS (few rows, few heads: parallelism first). codegen mirrors it. */
+HK_DEVICE int rope_group(long long rows, long long heads, long long per_head) {
+  int gh = HK_ROPE_HEADS;
+  while (gh > 1 && rows * ((heads + gh - 1) / gh) * per_head < (long long)HK_ROPE_UNITS * HK_THREADS) gh >>= 1;
+  return gh;
+}
+
+/* Items, row-major: row r, head group g (gh heads), pair vector j (half / V per head); the
+ * grid strides over them (32-bit index arithmetic when they fit). */
 template <int V, typename I>
-HK_DEVICE void rope_run(const HK_T *x, HK_T *out, I rows, I seq, I heads, I half, long long pos_offset, float theta) {
-  const I per_head = half / V, groups = (heads + HK_ROPE_HEADS - 1) / HK_ROPE_HEADS;
+HK_DEVICE void rope_run(const HK_T *x, HK_T *out, I rows, I seq, I heads, I half, long long pos_offset, float theta,
+                        I gh) {
+  const I per_head = half / V, groups = (heads + gh - 1) / gh;
   const I per_row = groups * per_head, total = rows * per_row, ld = heads * 2 * half;
   const I step = (I)HK_NBLOCKS * (I)HK_THREADS;
   for (I t = (I)HK_BID * (I)HK_THREADS + (I)HK_TID; t < total; t += step) {
     const I r = t / per_row, q = t - r * per_row;
     const I g = q / per_head, j0 = (q - g * per_head) * V;
-    rope_item<V, I>(x, out, r, j0, g * HK_ROPE_HEADS, heads, seq, pos_offset, half, ld, theta);
+    const I h0 = g * gh, hend = h0 + gh < heads ? h0 + gh : heads;
+    rope_item<V, I>(x, out, r, j0, h0, hend, seq, pos_offset, half, ld, theta);
   }
 }
 
 template <int V>
 HK_DEVICE void rope_dispatch(const HK_T *x, HK_T *out, long long rows, long long seq, long long heads, long long half,
                              long long pos_offset, float theta) {
-  const long long groups = (heads + HK_ROPE_HEADS - 1) / HK_ROPE_HEADS;
-  const long long total = rows * groups * (half / V);
+  const int gh = rope_group(rows, heads, half / V);
+  const long long total = rows * ((heads + gh - 1) / gh) * (half / V);
   /* 32-bit items when every index (and the grid stride past the last) fits */
   if (total + (long long)HK_NBLOCKS * HK_THREADS < 2147483647LL && heads * 2 * half < 2147483647LL)
-    rope_run<V, int>(x, out, (int)rows, (int)seq, (int)heads, (int)half, pos_offset, theta);
+    rope_run<V, int>(x, out, (int)rows, (int)seq, (int)heads, (int)half, pos_offset, theta, gh);
   else
-    rope_run<V, long long>(x, out, rows, seq, heads, half, pos_offset, theta);
+    rope_run<V, long long>(x, out, rows, seq, heads, half, pos_offset, theta, (long long)gh);
 }
 
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)

@@ -33,7 +33,7 @@ static const simple_params_t k_attention = {.threads = 128, .attn_bq = 16, .attn
 static const simple_params_t k_rope = {.threads = 256};
 #define SIMPLE_ROPE_VEC 4
 #define SIMPLE_ROPE_BLOCKS_PER_CU 16
-#define SIMPLE_ROPE_HEADS 8 /* heads per item: one sin / cos per position and pair for all */
+#define SIMPLE_ROPE_HEADS 8 /* heads per item at most (a power of two): one sin / cos for all */
 
 /* grid.x limit on both vendors (2^31 - 1); kernels stride over blocks beyond it. */
 #define SIMPLE_MAX_GRID_X 0x7fffffffLL
@@ -71,8 +71,8 @@ static void simple_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
     snprintf(out + len, size - len, "#define HK_ATTN_BQ %d\n#define HK_ATTN_BKV %d\n#define HK_ATTN_DC %d\n", p->attn_bq,
              p->attn_bkv, p->attn_dc);
   else if (key->op == HK_OP_ROPE)
-    snprintf(out + len, size - len, "#define HK_ROPE_VEC %d\n#define HK_ROPE_HEADS %d\n", SIMPLE_ROPE_VEC,
-             SIMPLE_ROPE_HEADS);
+    snprintf(out + len, size - len, "#define HK_ROPE_VEC %d\n#define HK_ROPE_HEADS %d\n#define HK_ROPE_UNITS %d\n",
+             SIMPLE_ROPE_VEC, SIMPLE_ROPE_HEADS, arch->compute_units ? arch->compute_units : 80);
 }
 
 /* Blocks are 1-D (block.x = HK_THREADS of the op) and so is the grid (grid.x only: y and
@@ -121,8 +121,11 @@ static void simple_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
                   heads = hkc_variant_arg_i64(args, n_args, HKC_ROPE_ARG_HEADS),
                   dh = hkc_variant_arg_i64(args, n_args, HKC_ROPE_ARG_DH);
     const int64_t half = dh / 2, vec = half % SIMPLE_ROPE_VEC == 0 ? SIMPLE_ROPE_VEC : 1;
-    const int64_t items = rows * hkc_variant_ceil_div(heads, SIMPLE_ROPE_HEADS) * (half / vec);
-    const int64_t cap = (int64_t)(arch->compute_units ? arch->compute_units : 80) * SIMPLE_ROPE_BLOCKS_PER_CU;
+    const int64_t units = arch->compute_units ? arch->compute_units : 80;
+    int64_t gh = SIMPLE_ROPE_HEADS; /* rope.hip's rope_group */
+    while (gh > 1 && rows * hkc_variant_ceil_div(heads, gh) * (half / vec) < units * p->threads) gh >>= 1;
+    const int64_t items = rows * hkc_variant_ceil_div(heads, gh) * (half / vec);
+    const int64_t cap = units * SIMPLE_ROPE_BLOCKS_PER_CU;
     blocks = hkc_variant_ceil_div(items, p->threads);
     if (blocks > cap) blocks = cap;
     break;
