@@ -267,6 +267,8 @@ def spec_text(m, a, config_path, dtype):
     if a.targets:
         lines.append("targets: [%s]" % ", ".join(a.targets))
     lines += ["inputs:", "  x: [batch, seq, hidden]"]
+    if a.padding_mask:
+        lines.append("  lengths: {shape: [batch], dtype: i32}")
     if m.final_params:
         lines.append("params:")
         lines += ["  %s: [%s]" % (n, ", ".join(s)) for n, s, _ in m.final_params]
@@ -335,6 +337,9 @@ def import_hf(argv):
     p.add_argument("--prefix", help="checkpoint name prefix (default: bert. / transformer. / model.; '' for none)")
     p.add_argument("--name", help="the spec's name (default: the model type)")
     p.add_argument("--targets", help="comma-separated targets for the spec (default: none written: host)")
+    p.add_argument("--padding-mask", action="store_true",
+                   help="an i32 input lengths [batch]: keys at positions >= lengths[b] are masked (right padding; "
+                        "Hugging Face's attention_mask with lengths[b] leading ones)")
     p.add_argument("-q", "--quiet", action="store_true", help="no notes on stderr")
     a = p.parse_args(argv)
     try:
@@ -365,6 +370,16 @@ def import_hf(argv):
     except Unsupported as e:
         print("%s: %s: %s model: %s" % (PROG, a.config, kind, e), file=sys.stderr)
         return 1
+    if a.padding_mask:
+        for node in m.body:
+            if node.get("op") == "attention":
+                node["lengths"] = "lengths"
+        m.notes = [n.replace("no attention mask beyond the causal one: every sequence is seq tokens long (no padding)",
+                             "padding: input lengths (i32 [batch]) masks the keys at positions >= lengths[b] "
+                             "(right padding), with the causal mask")
+                    .replace("no attention mask: every sequence is seq tokens long (no padding)",
+                             "padding: input lengths (i32 [batch]) masks the keys at positions >= lengths[b] "
+                             "(right padding)") for n in m.notes]
     dtype = a.dtype or DTYPES.get(cfg.get("torch_dtype"), "f32")
     a.name = a.name or kind
     a.targets = [t for t in a.targets.split(",") if t] if a.targets else []

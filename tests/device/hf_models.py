@@ -14,6 +14,10 @@ layouts), draws hidden states x, runs the module in bf16 and in float64, runs th
   gpt2   GPT2Model (1 block, GPT-2 small sizes), position embeddings zeroed: ln_f(h0(x)), causal
   llama  LlamaModel (1 decoder layer, Llama-3-8B sizes): norm(layer0(x)) with rope, GQA, causal
 
+NAME_mask (`hkc import hf --padding-mask`): the same with random lengths (1 .. seq, the first
+entry the full length), Hugging Face's attention_mask with lengths[b] leading ones against the
+pack's i32 input lengths; the rows compared are the unpadded ones (b, i < lengths[b]).
+
 Pass: hkc's error against float64 (relative norm) <= 2 x torch bf16's own + 1e-3, and finite.
 Exit 1 on any failure."""
 import copy
@@ -45,17 +49,25 @@ def config(name):
 def build(name):
     cfg = config(name)
     torch.manual_seed(1234)
+    # run(module, x, mask): mask None, or Hugging Face's [batch, seq] attention_mask (1 = token)
     if name == "bert":
         m = transformers.BertModel(cfg, add_pooling_layer=False)
-        run = lambda mod, x: mod.encoder(x)[0]  # noqa: E731
+
+        def run(mod, x, mask):
+            ext = None if mask is None else mod.get_extended_attention_mask(mask, mask.shape, dtype=x.dtype)
+            return mod.encoder(x, attention_mask=ext)[0]
     elif name == "gpt2":
         m = transformers.GPT2Model(cfg)
         with torch.no_grad():
             m.wpe.weight.zero_()  # the spec starts after the embeddings: x is the block's input
-        run = lambda mod, x: mod(inputs_embeds=x).last_hidden_state  # noqa: E731
+
+        def run(mod, x, mask):
+            return mod(inputs_embeds=x, attention_mask=mask).last_hidden_state
     else:
         m = transformers.LlamaModel(cfg)
-        run = lambda mod, x: mod(inputs_embeds=x).last_hidden_state  # noqa: E731
+
+        def run(mod, x, mask):
+            return mod(inputs_embeds=x, attention_mask=mask).last_hidden_state
     with torch.no_grad():  # norms and biases away from their 1 / 0 initial values
         for n, p in m.named_parameters():
             if p.dim() == 1:
@@ -70,52 +82,69 @@ def rel(a, b):
     return float((a.double() - b).norm() / b.norm())
 
 
-for name in ("bert", "gpt2", "llama"):
-    spec = yaml.safe_load(open(os.path.join(src, name + ".yaml")))
+for name, masked in (("bert", 0), ("gpt2", 0), ("llama", 0), ("bert", 1), ("gpt2", 1), ("llama", 1)):
+    tag = name + ("_mask" if masked else "")
+    if not os.path.exists(os.path.join(src, tag + ".hkpack")):
+        failures.append("%s: no pack (tests/device/hf_prepare.sh)" % tag)
+        print("FAIL", failures[-1])
+        continue
+    spec = yaml.safe_load(open(os.path.join(src, tag + ".yaml")))
     x_name, y_name = list(spec["inputs"])[0], spec["outputs"][0]
     seq = int(spec["dims"]["seq"]) if "dims" in spec and "seq" in spec["dims"] else None
-    names = [line.split()[1] for line in open(os.path.join(src, name + ".map"))
+    names = [line.split()[1] for line in open(os.path.join(src, tag + ".map"))
              if line.strip() and not line.startswith("#")]
     model, run = build(name)
     state = model.state_dict()
     missing = [n for n in names if n not in state]
     if missing:
-        failures.append("%s: the map names tensors the module lacks: %s" % (name, missing[:5]))
+        failures.append("%s: the map names tensors the module lacks: %s" % (tag, missing[:5]))
         print("FAIL", failures[-1])
         continue
     m16 = model.to("cuda", torch.bfloat16)
-    st = os.path.join(out, name + ".safetensors")
+    st = os.path.join(out, tag + ".safetensors")
     save_file({n: state[n].detach().to(torch.bfloat16).contiguous() for n in names}, st)
     m64 = copy.deepcopy(m16).double()
     hidden = m16.config.hidden_size
     for batch in spec["batch_sizes"]:
         g = torch.Generator(device="cpu").manual_seed(100 + batch)
         x = torch.randn(batch, seq, hidden, generator=g).to(torch.bfloat16)
-        xf = os.path.join(out, "%s_x_b%d.npy" % (name, batch))
+        xf = os.path.join(out, "%s_x_b%d.npy" % (tag, batch))
         np.save(xf, x.float().numpy())
+        extra, mask, lengths = [], None, None
+        if masked:
+            lengths = torch.randint(1, seq + 1, (batch,), generator=g)
+            lengths[0] = seq
+            mask = (torch.arange(seq)[None, :] < lengths[:, None]).long().cuda()
+            lf = os.path.join(out, "%s_len_b%d.npy" % (tag, batch))
+            np.save(lf, lengths.numpy().astype(np.int32))
+            extra = ["--input", "lengths=%s" % lf]
         with torch.no_grad():
-            y16 = run(m16, x.cuda()).float()
-            y64 = run(m64, x.cuda().double())
-        odir = os.path.join(out, "%s_b%d" % (name, batch))
-        cmd = [hkc, "run", os.path.join(src, name + ".hkpack"), "--batch", str(batch), "--weights", st,
-               "--weights-map", os.path.join(src, name + ".map"), "--input", "%s=%s" % (x_name, xf),
-               "--save-outputs", odir, "--runs", "1", "--warmup", "0"]
+            y16 = run(m16, x.cuda(), mask).float()
+            y64 = run(m64, x.cuda().double(), mask)
+        odir = os.path.join(out, "%s_b%d" % (tag, batch))
+        cmd = [hkc, "run", os.path.join(src, tag + ".hkpack"), "--batch", str(batch), "--weights", st,
+               "--weights-map", os.path.join(src, tag + ".map"), "--input", "%s=%s" % (x_name, xf),
+               "--save-outputs", odir, "--runs", "1", "--warmup", "0"] + extra
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
-            failures.append("%s batch %d: hkc run exited %d: %s" % (name, batch, r.returncode, r.stderr.strip()[-400:]))
+            failures.append("%s batch %d: hkc run exited %d: %s" % (tag, batch, r.returncode, r.stderr.strip()[-400:]))
             print("FAIL", failures[-1], flush=True)
             continue
         got = torch.from_numpy(np.load(os.path.join(odir, y_name + ".npy"))).cuda()
+        if masked and tuple(got.shape) == tuple(y64.shape):  # the unpadded rows only
+            keep = mask.bool()
+            got, y16, y64 = got[keep], y16[keep], y64[keep]
         if tuple(got.shape) != tuple(y64.shape):
-            failures.append("%s batch %d: output shape %s, the module's %s" % (name, batch, tuple(got.shape),
+            failures.append("%s batch %d: output shape %s, the module's %s" % (tag, batch, tuple(got.shape),
                                                                              tuple(y64.shape)))
             print("FAIL", failures[-1], flush=True)
             continue
         e_hkc, e_torch = rel(got, y64), rel(y16, y64)
         e_vs = rel(got, y16.double())
         ok = bool(torch.isfinite(got).all()) and e_hkc <= 2 * e_torch + 1e-3
-        line = ("%-5s batch %d seq %d: hkc vs float64 %.2e, torch bf16 vs float64 %.2e, hkc vs torch bf16 %.2e, "
-                "max |hkc - f64| %.3g" % (name, batch, seq, e_hkc, e_torch, e_vs, float((got.double() - y64).abs().max())))
+        line = ("%-10s batch %d seq %d%s: hkc vs float64 %.2e, torch bf16 vs float64 %.2e, hkc vs torch bf16 %.2e, "
+                "max |hkc - f64| %.3g" % (tag, batch, seq, " lengths %s" % lengths.tolist() if masked else "",
+                                          e_hkc, e_torch, e_vs, float((got.double() - y64).abs().max())))
         print(("ok   " if ok else "FAIL ") + line, flush=True)
         if not ok:
             failures.append(line)

@@ -15,10 +15,14 @@ mkdir -p build-dev/hf
 target=${HK_GPU_TARGET:-sm_90a}
 for m in bert:128 gpt2:128 llama:512; do
   name=${m%%:*} seq=${m##*:}
-  # the modules' state dicts have no prefix (BertModel, GPT2Model, LlamaModel): --prefix ''
-  build-dev/hkc import hf "tests/device/hf/$name.json" -o "build-dev/hf/$name.yaml" \
-    --weights-map-out "build-dev/hf/$name.map" --prefix '' --seq "$seq" --batch-sizes 1,4 -q
-  build-dev/hkc build "build-dev/hf/$name.yaml" -o "build-dev/hf/$name.hkpack" --target "$target" \
-    --tuning-db specs/tuning/h200.db -q
+  # the modules' state dicts have no prefix (BertModel, GPT2Model, LlamaModel): --prefix '';
+  # NAME_mask: with the padding mask (an i32 input lengths [batch])
+  for variant in "" _mask; do
+    build-dev/hkc import hf "tests/device/hf/$name.json" -o "build-dev/hf/$name$variant.yaml" \
+      --weights-map-out "build-dev/hf/$name$variant.map" --prefix '' --seq "$seq" --batch-sizes 1,4 -q \
+      ${variant:+--padding-mask}
+    build-dev/hkc build "build-dev/hf/$name$variant.yaml" -o "build-dev/hf/$name$variant.hkpack" --target "$target" \
+      --tuning-db specs/tuning/h200.db -q
+  done
 done
 ls -la build-dev/hf
