@@ -176,14 +176,17 @@ def build_llama(cfg, layers, prefix):
     head_dim = cfg.get("head_dim") or hidden // heads
     if heads % kv_heads:
         raise Unsupported("num_key_value_heads %d does not divide num_attention_heads %d" % (kv_heads, heads))
-    rs = cfg.get("rope_scaling")
-    if rs and rs.get("rope_type", rs.get("type", "default")) != "default":
-        raise Unsupported("rope_scaling %s is not supported (hkc's rope op computes the plain inv_freq = "
-                          "1/theta^(2j/dh))" % json.dumps(rs, sort_keys=True))
+    # rope: `rope_theta` + `rope_scaling` (transformers 4.x) or `rope_parameters` (newer configs:
+    # {"rope_type": ..., "rope_theta": ...}); only the default (unscaled) type is computable
+    rp = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else None
+    for rs in (cfg.get("rope_scaling"), rp):
+        if rs and rs.get("rope_type", rs.get("type", "default")) != "default":
+            raise Unsupported("rope scaling %s is not supported (hkc's rope op computes the plain inv_freq = "
+                              "1/theta^(2j/dh))" % json.dumps(rs, sort_keys=True))
     if head_dim % 2:
         raise Unsupported("head_dim %d is odd (rope rotates pairs j, j + head_dim/2)" % head_dim)
     eps = cfg.get("rms_norm_eps", 1e-6)
-    theta = cfg.get("rope_theta", 10000.0)
+    theta = cfg.get("rope_theta", (rp or {}).get("rope_theta", 10000.0))
     act = act_of(cfg, "hidden_act", "silu")
     abias, mbias = bool(cfg.get("attention_bias")), bool(cfg.get("mlp_bias"))
     m = Model("llama", layers, prefix)

@@ -46,6 +46,10 @@ def config(name):
     return cls(**raw)
 
 
+def cfg_theta(name):
+    return json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "hf", name + ".json")))["rope_theta"]
+
+
 def build(name):
     cfg = config(name)
     torch.manual_seed(1234)
@@ -64,7 +68,16 @@ def build(name):
         def run(mod, x, mask):
             return mod(inputs_embeds=x, attention_mask=mask).last_hidden_state
     else:
+        print("     config as built: rope_theta %s, rope_parameters %s" % (getattr(cfg, "rope_theta", None),
+                                                                      getattr(cfg, "rope_parameters", None)))
+        if getattr(cfg, "rope_parameters", None) is not None:  # newer transformers: theta lives here
+            cfg.rope_parameters = {"rope_type": "default", "rope_theta": float(cfg_theta(name))}
         m = transformers.LlamaModel(cfg)
+        d = cfg.hidden_size // cfg.num_attention_heads
+        want = 1.0 / (float(cfg_theta(name)) ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+        got = m.rotary_emb.inv_freq.double()
+        print("     transformers %s: rope inv_freq vs theta %g: max rel diff %.1e" % (
+            transformers.__version__, cfg_theta(name), float(((got - want) / want).abs().max())))
 
         def run(mod, x, mask):
             return mod(inputs_embeds=x, attention_mask=mask).last_hidden_state
@@ -82,8 +95,11 @@ def rel(a, b):
     return float((a.double() - b).norm() / b.norm())
 
 
+only = [m for m in os.environ.get("HF_MODELS", "").split(",") if m]  # e.g. HF_MODELS=llama,llama_mask
 for name, masked in (("bert", 0), ("gpt2", 0), ("llama", 0), ("bert", 1), ("gpt2", 1), ("llama", 1)):
     tag = name + ("_mask" if masked else "")
+    if only and tag not in only:
+        continue
     if not os.path.exists(os.path.join(src, tag + ".hkpack")):
         failures.append("%s: no pack (tests/device/hf_prepare.sh)" % tag)
         print("FAIL", failures[-1])
@@ -122,9 +138,9 @@ for name, masked in (("bert", 0), ("gpt2", 0), ("llama", 0), ("bert", 1), ("gpt2
             y16 = run(m16, x.cuda(), mask).float()
             y64 = run(m64, x.cuda().double(), mask)
         odir = os.path.join(out, "%s_b%d" % (tag, batch))
-        cmd = [hkc, "run", os.path.join(src, tag + ".hkpack"), "--batch", str(batch), "--weights", st,
-               "--weights-map", os.path.join(src, tag + ".map"), "--input", "%s=%s" % (x_name, xf),
-               "--save-outputs", odir, "--runs", "1", "--warmup", "0"] + extra
+        args = ["--batch", str(batch), "--weights", st, "--weights-map", os.path.join(src, tag + ".map"),
+                "--input", "%s=%s" % (x_name, xf), "--runs", "1", "--warmup", "0"] + extra
+        cmd = [hkc, "run", os.path.join(src, tag + ".hkpack"), "--save-outputs", odir] + args
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             failures.append("%s batch %d: hkc run exited %d: %s" % (tag, batch, r.returncode, r.stderr.strip()[-400:]))
@@ -142,6 +158,23 @@ for name, masked in (("bert", 0), ("gpt2", 0), ("llama", 0), ("bert", 1), ("gpt2
         e_hkc, e_torch = rel(got, y64), rel(y16, y64)
         e_vs = rel(got, y16.double())
         ok = bool(torch.isfinite(got).all()) and e_hkc <= 2 * e_torch + 1e-3
+        host = os.path.join(src, tag + "_host.hkpack")  # diagnosis: the same spec on the host target
+        if not ok and os.path.exists(host) and batch == 1:
+            hdir = odir + "_host"
+            r = subprocess.run([hkc, "run", host, "--allow-unsigned-native", "--save-outputs", hdir] + args,
+                               capture_output=True, text=True)
+            if r.returncode == 0:
+                h = torch.from_numpy(np.load(os.path.join(hdir, y_name + ".npy"))).cuda()
+                if masked:
+                    h = h[mask.bool()]
+                print("     %s batch 1 on the host target: vs float64 %.2e, vs the GPU %.2e" % (tag, rel(h, y64),
+                                                                                           rel(got, h.double())))
+            else:
+                print("     host run failed: " + r.stderr.strip()[-300:])
+        if not ok and not masked:  # where the error is: by position
+            d = (got.double() - y64).norm(dim=-1) / y64.norm(dim=-1)
+            q = [float(d[:, i * seq // 8:(i + 1) * seq // 8].mean()) for i in range(8)]
+            print("     relative error by position eighth: " + " ".join("%.1e" % v for v in q))
         line = ("%-10s batch %d seq %d%s: hkc vs float64 %.2e, torch bf16 vs float64 %.2e, hkc vs torch bf16 %.2e, "
                 "max |hkc - f64| %.3g" % (tag, batch, seq, " lengths %s" % lengths.tolist() if masked else "",
                                           e_hkc, e_torch, e_vs, float((got.double() - y64).abs().max())))
