@@ -105,6 +105,8 @@ static int npz_open_source(const char *label, zip_source_t *src, int zip_magic, 
     if (code == ZIP_ER_NOZIP && zip_magic)
       hkc_error(loc, "truncated or damaged zip archive (it starts as one, but libzip finds no central directory "
                      "at its end)");
+    else if (code == ZIP_ER_EXISTS)
+      hkc_error(loc, "two members have the same name");
     else if (code == ZIP_ER_NOZIP)
       hkc_error(loc, "not a zip archive (an .npz is a zip of NAME.npy files: numpy.savez)");
     else
