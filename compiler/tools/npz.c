@@ -304,13 +304,13 @@ done:
 /* ---- the safetensors image of hkc_npz_checkpoint ------------------------------------- */
 /* One tensor of the image: member `member`, converted for session param `param`. */
 typedef struct npz_part {
-  const char *member; /* borrowed from the archive */
+  uint32_t member;    /* index into the archive's members */
   const char *param;  /* borrowed from the session */
   int type;           /* hk_element_type_t */
   uint32_t rank;
   int64_t dims[HK_TENSOR_MAX_RANK];
-  void *data;         /* owned; bytes long */
-  size_t bytes;
+  size_t bytes;       /* in the param's dtype */
+  size_t offset;      /* in the image's data section */
 } npz_part_t;
 
 static const char *const k_st_dtype[] = {"F32", "F16", "BF16"}; /* by hk_element_type_t */
@@ -330,140 +330,131 @@ static int same_dims(uint32_t ra, const int64_t *a, uint32_t rb, const int64_t *
   return 1;
 }
 
-/* Reads member mi for param info into part: the param's shape exactly, values stored as its
- * dtype (hkc_store_elem, as --param). 0 / -1 (printed). */
-static int read_part(hkc_npz_t *npz, uint32_t mi, const hk_tensor_info_t *info, npz_part_t *part) {
+/* Reads the part's member into dst (part->bytes): the param's shape exactly, values stored
+ * as its dtype (hkc_store_elem, as --param does). 0 / -1 (printed). */
+static int read_part(hkc_npz_t *npz, const npz_part_t *part, unsigned char *dst) {
   size_t count = 1;
-  for (uint32_t d = 0; d < info->rank; d++) count *= (size_t)info->dims[d]; /* a verified pack's shape */
+  for (uint32_t d = 0; d < part->rank; d++) count *= (size_t)part->dims[d]; /* a verified pack's shape */
   hkc_npy_t npy;
-  if (hkc_npz_read(npz, mi, hkc_npz_member_limit(count), &npy) != 0) return -1;
-  if (!same_dims(npy.rank, npy.dims, info->rank, info->dims)) {
+  if (hkc_npz_read(npz, part->member, hkc_npz_member_limit(count), &npy) != 0) return -1;
+  if (!same_dims(npy.rank, npy.dims, part->rank, part->dims)) {
     char got[160], want[160];
     dims_text(npy.rank, npy.dims, got, sizeof got);
-    dims_text(info->rank, info->dims, want, sizeof want);
+    dims_text(part->rank, part->dims, want, sizeof want);
     hkc_error((hkc_loc_t){npz->label, 0, 0}, "member %s.npy: shape %s does not match tensor %s %s",
-              npz->members[mi].name, got, info->name, want);
+              npz->members[part->member].name, got, part->param, want);
     hkc_npy_free(&npy);
     return -1;
   }
-  *part = (npz_part_t){.member = npz->members[mi].name, .param = info->name, .type = (int)info->element_type,
-                       .rank = info->rank, .bytes = info->bytes};
-  memcpy(part->dims, info->dims, sizeof part->dims);
-  part->data = malloc(info->bytes ? info->bytes : 1);
-  if (!part->data) {
-    hkc_error((hkc_loc_t){npz->label, 0, 0}, "out of memory for member %s.npy", part->member);
-    hkc_npy_free(&npy);
-    return -1;
-  }
-  for (size_t i = 0; i < count; i++) hkc_store_elem(part->data, part->type, i, npy.data[i]);
+  assert(npy.count == count);
+  for (size_t i = 0; i < count; i++) hkc_store_elem(dst, part->type, i, npy.data[i]);
   hkc_npy_free(&npy);
   return 0;
 }
 
-/* Lays the parts out as a safetensors image (docs/WEIGHTS.md, "The file"): u64 header
- * length, the JSON header padded with spaces so that the data starts at a multiple of 64
- * bytes of the 64-byte-aligned buffer, then the tensors -- those whose size is a multiple of
- * 16 first, so that most stay 16-byte aligned and a host session binds them in place.
- * 0 / -1 (printed). */
-static int write_image(const char *label, const npz_part_t *parts, uint32_t n, void **out_data, size_t *out_size) {
+/* The JSON header of the image (docs/WEIGHTS.md, "The file"), the parts' offsets set: those
+ * whose size is a multiple of 16 first, so that most stay 16-byte aligned and a host session
+ * binds them in place. *out_data_bytes: the data section's size. NULL on OOM. */
+static char *image_header(const hkc_npz_t *npz, npz_part_t *parts, uint32_t n, size_t *out_data_bytes) {
   cJSON *root = cJSON_CreateObject();
-  uint32_t *order = malloc((n ? n : 1) * sizeof *order);
-  uint32_t k = 0;
-  for (int pass = 0; pass < 2; pass++)
-    for (uint32_t i = 0; i < n && order; i++)
-      if ((parts[i].bytes % 16 == 0) == (pass == 0)) order[k++] = i;
   size_t at = 0;
-  int ok = root && order;
-  for (uint32_t j = 0; j < n && ok; j++) {
-    const npz_part_t *p = &parts[order[j]];
-    cJSON *t = cJSON_CreateObject(), *shape = cJSON_CreateArray(), *offsets = cJSON_CreateArray();
-    ok = t && shape && offsets && cJSON_AddItemToObject(root, p->member, t);
-    if (!ok) {
-      cJSON_Delete(t);
-      cJSON_Delete(shape);
-      cJSON_Delete(offsets);
-      break;
+  int ok = root != NULL;
+  for (int pass = 0; pass < 2 && ok; pass++)
+    for (uint32_t i = 0; i < n && ok; i++) {
+      npz_part_t *p = &parts[i];
+      if ((p->bytes % 16 == 0) != (pass == 0)) continue;
+      cJSON *t = cJSON_CreateObject();
+      ok = t && cJSON_AddItemToObject(root, npz->members[p->member].name, t);
+      if (!ok) {
+        cJSON_Delete(t);
+        break;
+      }
+      cJSON *shape = cJSON_AddArrayToObject(t, "shape"), *offsets = cJSON_AddArrayToObject(t, "data_offsets");
+      ok = shape && offsets && cJSON_AddStringToObject(t, "dtype", k_st_dtype[p->type]);
+      for (uint32_t d = 0; d < p->rank && ok; d++) ok = cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->dims[d]));
+      p->offset = at;
+      at += p->bytes;
+      ok = ok && cJSON_AddItemToArray(offsets, cJSON_CreateNumber((double)p->offset)) &&
+           cJSON_AddItemToArray(offsets, cJSON_CreateNumber((double)at));
     }
-    cJSON_AddItemToObject(t, "shape", shape);
-    cJSON_AddItemToObject(t, "data_offsets", offsets);
-    ok = cJSON_AddStringToObject(t, "dtype", k_st_dtype[p->type]) != NULL;
-    for (uint32_t d = 0; d < p->rank && ok; d++) ok = cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->dims[d]));
-    ok = ok && cJSON_AddItemToArray(offsets, cJSON_CreateNumber((double)at)) &&
-         cJSON_AddItemToArray(offsets, cJSON_CreateNumber((double)(at + p->bytes)));
-    at += p->bytes;
-  }
   char *json = ok ? cJSON_PrintUnformatted(root) : NULL;
   cJSON_Delete(root);
-  unsigned char *img = NULL;
-  size_t hlen = 0, total = 0;
-  if (json) {
-    hlen = strlen(json);
-    hlen += (64 - (8 + hlen) % 64) % 64; /* the data at a multiple of 64 */
-    total = 8 + hlen + at;
-    img = aligned_alloc(64, (total + 63) / 64 * 64);
-  }
-  if (!img) {
-    hkc_error((hkc_loc_t){label, 0, 0}, "out of memory");
-    free(json);
-    free(order);
-    return -1;
-  }
-  for (int b = 0; b < 8; b++) img[b] = (unsigned char)((uint64_t)hlen >> (8 * b));
-  memset(img + 8, ' ', hlen);
-  memcpy(img + 8, json, strlen(json));
-  size_t off = 8 + hlen;
-  for (uint32_t j = 0; j < n; j++) {
-    if (parts[order[j]].bytes) memcpy(img + off, parts[order[j]].data, parts[order[j]].bytes);
-    off += parts[order[j]].bytes;
-  }
-  assert(off == total);
-  free(json);
-  free(order);
-  *out_data = img;
-  *out_size = total;
-  return 0;
+  *out_data_bytes = at;
+  return json;
 }
 
 int hkc_npz_checkpoint(hkc_npz_t *npz, hk_session_t *session, const hkc_weights_map_t *map, void **out_data,
                        size_t *out_size) {
+  hkc_loc_t loc = {npz->label, 0, 0};
   *out_data = NULL;
   *out_size = 0;
   const uint32_t n = hk_session_tensor_count(session);
   npz_part_t *parts = calloc(n ? n : 1, sizeof *parts);
   uint32_t *taken = calloc(npz->count ? npz->count : 1, sizeof *taken); /* member -> its part + 1 */
   uint32_t used = 0;
+  unsigned char *img = NULL;
+  char *json = NULL;
   int rc = -1;
   if (!parts || !taken) {
-    hkc_error((hkc_loc_t){npz->label, 0, 0}, "out of memory");
+    hkc_error(loc, "out of memory");
     goto done;
   }
+  /* which member each param takes: hk_session_bind_weights's lookup (the map's name, else
+   * its own); a param without one stays unbound, and the binding or hkc run says so */
   for (uint32_t t = 0; t < n; t++) {
     hk_tensor_info_t info;
     if (hk_session_tensor_info(session, t, &info) != HK_OK || info.role != HK_TENSOR_PARAM) continue;
-    const char *want = info.name; /* hk_session_bind_weights's lookup: the map's name, else its own */
+    const char *want = info.name;
     for (uint32_t m = 0; map && m < map->count; m++)
       if (strcmp(map->names[m].tensor, info.name) == 0) want = map->names[m].weights;
     uint32_t mi;
-    if (hkc_npz_find(npz, want, &mi) != 0) continue; /* unbound: the binding or hkc run says so */
+    if (hkc_npz_find(npz, want, &mi) != 0) continue;
     if (taken[mi]) { /* a member two params take: one tensor of the image, so one dtype and shape */
       const npz_part_t *p = &parts[taken[mi] - 1];
       if (p->type != (int)info.element_type || !same_dims(p->rank, p->dims, info.rank, info.dims)) {
-        hkc_error((hkc_loc_t){npz->label, 0, 0}, "member %s.npy is taken by tensors %s and %s, which differ in dtype "
-                  "or shape", p->member, p->param, info.name);
+        char a[160], b[160];
+        dims_text(p->rank, p->dims, a, sizeof a);
+        dims_text(info.rank, info.dims, b, sizeof b);
+        hkc_error(loc, "member %s.npy is taken by tensors %s (%s %s) and %s (%s %s): one member binds tensors of one "
+                  "dtype and shape", want, p->param, k_st_dtype[p->type], a, info.name,
+                  (unsigned)info.element_type <= HK_ELEMENT_BF16 ? k_st_dtype[info.element_type] : "?", b);
         goto done;
       }
       continue;
     }
     if ((unsigned)info.element_type > HK_ELEMENT_BF16) {
-      hkc_error((hkc_loc_t){npz->label, 0, 0}, "tensor %s has an element type .npz weights cannot fill", info.name);
+      hkc_error(loc, "tensor %s has an element type .npz weights cannot fill", info.name);
       goto done;
     }
-    if (read_part(npz, mi, &info, &parts[used]) != 0) goto done;
+    parts[used] = (npz_part_t){.member = mi, .param = info.name, .type = (int)info.element_type, .rank = info.rank,
+                               .bytes = info.bytes};
+    memcpy(parts[used].dims, info.dims, sizeof parts[used].dims);
     taken[mi] = ++used;
   }
-  rc = write_image(npz->label, parts, used, out_data, out_size);
+  /* u64 header length, the header padded with spaces so that the data starts at a multiple
+   * of 64 bytes of the 64-byte-aligned image, then each member converted in place */
+  size_t data_bytes;
+  json = image_header(npz, parts, used, &data_bytes);
+  size_t hlen = json ? strlen(json) : 0;
+  hlen += (64 - (8 + hlen) % 64) % 64;
+  const size_t total = 8 + hlen + data_bytes;
+  if (json) img = aligned_alloc(64, (total + 63) / 64 * 64);
+  if (!img) {
+    hkc_error(loc, "out of memory");
+    goto done;
+  }
+  for (int b = 0; b < 8; b++) img[b] = (unsigned char)((uint64_t)hlen >> (8 * b));
+  memset(img + 8, ' ', hlen);
+  memcpy(img + 8, json, strlen(json));
+  for (uint32_t k = 0; k < used; k++) /* in the session's order, so errors come as the params do */
+    if (read_part(npz, &parts[k], img + 8 + hlen + parts[k].offset) != 0) goto done;
+  *out_data = img;
+  *out_size = total;
+  img = NULL;
+  rc = 0;
 done:
-  for (uint32_t i = 0; parts && i < used; i++) free(parts[i].data);
+  free(img);
+  free(json);
   free(parts);
   free(taken);
   return rc;

@@ -140,6 +140,18 @@ run "$work/mlp_bf16.hkpack" --weights "$work/wc.npz" --save-outputs "$work/wc16"
 # a name map, as for safetensors
 run "$work/mlp.hkpack" --weights "$work/renamed.npz" --weights-map "$work/map.txt" --save-outputs "$work/mapped" -q \
   && cmp_out mapped && ok "--weights-map renames members" || bad "--weights-map"
+# several params may take one member (g and b from b.npy here), when they agree in dtype and shape
+printf 'w1 layer0.w1\nw2 layer0.w2\ng b\n' > "$work/shared_map.txt"
+shared=()
+for n in w1 b1 w2 b2 b; do shared+=(--param "$n=$work/$n.npy"); done
+run "$work/mlp.hkpack" --weights "$work/renamed.npz" --weights-map "$work/shared_map.txt" --save-outputs "$work/shared" -q \
+  && run "$work/mlp.hkpack" "${shared[@]}" --param "g=$work/b.npy" --save-outputs "$work/shared_npy" -q \
+  && cmp -s "$work/shared/y.npy" "$work/shared_npy/y.npy" && ! cmp -s "$work/shared/y.npy" "$work/npy/y.npy" \
+  && ok "two params take one member" || bad "two params taking one member"
+printf 'b1 b\n' > "$work/clash_map.txt"
+expect_fail "two params of different shapes take one member" \
+  'member b.npy is taken by tensors b1 \(F32 \[256\]\) and b \(F32 \[64\]\)' \
+  run "$work/mlp.hkpack" --weights "$work/w.npz" --weights-map "$work/clash_map.txt"
 expect_fail "without the map, w1 and w2 are unbound" '2 param\(s\) unbound' run "$work/mlp.hkpack" --weights "$work/renamed.npz"
 expect_fail "map entry naming no member" 'tensor w1 maps to "layer0.nothing", which the weights do not have' \
   run "$work/mlp.hkpack" --weights "$work/renamed.npz" --weights-map "$work/bad_map.txt"
