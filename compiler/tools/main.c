@@ -1095,7 +1095,8 @@ static int run_command(int argc, char **argv, named_file_t **files_out) {
     }
   }
   n_tensors = hk_session_tensor_count(session);
-  if (weights_path && bind_weights_file(session, weights_path, map_path, &weights, &weights_image, &map, quiet, json) != 0)
+  if (weights_path &&
+      bind_weights_file(session, weights_path, map_path, &weights, &weights_image, &map, quiet, json) != 0)
     goto done;
   if (json && !weights_path) cJSON_AddNullToObject(json, "weights");
   if (check_params_given(session, files, n_files, random_params) != 0) goto done;

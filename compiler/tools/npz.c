@@ -30,7 +30,7 @@
 /* Most members of one archive: far above any model's tensor count (a 70B Llama has ~700),
  * and small enough that the name table and its sort stay instant. */
 #define NPZ_MAX_MEMBERS 65536u
-/* Longest param name: the safetensors limit (docs/WEIGHTS.md), plus ".npy". */
+/* Longest member name without ".npy": the safetensors limit on tensor names (docs/WEIGHTS.md). */
 #define NPZ_MAX_NAME 1024u
 
 typedef struct npz_member {
@@ -198,7 +198,8 @@ int hkc_npz_open_memory(const char *label, const void *data, size_t size, hkc_np
     return -1;
   }
   zip_error_fini(&ze);
-  return npz_open_source(label, src, hkc_weights_format((const unsigned char *)data, size, NULL) == HKC_WEIGHTS_NPZ, out);
+  const int zip_magic = hkc_weights_format((const unsigned char *)data, size, NULL) == HKC_WEIGHTS_NPZ;
+  return npz_open_source(label, src, zip_magic, out);
 }
 
 uint32_t hkc_npz_count(const hkc_npz_t *npz) { return npz ? npz->count : 0; }
@@ -254,7 +255,7 @@ int hkc_npz_read(hkc_npz_t *npz, uint32_t index, size_t max_bytes, hkc_npy_t *ou
               (int)st.comp_method);
     goto done;
   }
-  if (st.size > max_bytes) {
+  if (st.size > max_bytes || st.size >= SIZE_MAX) { /* SIZE_MAX: size + 1 below must not wrap */
     hkc_error(loc, "%llu bytes uncompressed, more than the %zu a .npy of its param can take (refused unread)",
               (unsigned long long)st.size, max_bytes);
     goto done;
@@ -371,7 +372,8 @@ static char *image_header(const hkc_npz_t *npz, npz_part_t *parts, uint32_t n, s
       }
       cJSON *shape = cJSON_AddArrayToObject(t, "shape"), *offsets = cJSON_AddArrayToObject(t, "data_offsets");
       ok = shape && offsets && cJSON_AddStringToObject(t, "dtype", k_st_dtype[p->type]);
-      for (uint32_t d = 0; d < p->rank && ok; d++) ok = cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->dims[d]));
+      for (uint32_t d = 0; d < p->rank && ok; d++)
+        ok = cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->dims[d]));
       p->offset = at;
       at += p->bytes;
       ok = ok && cJSON_AddItemToArray(offsets, cJSON_CreateNumber((double)p->offset)) &&
