@@ -168,6 +168,17 @@ int hkc_npz_open_file(const char *path, hkc_npz_t **out) {
     hkc_error((hkc_loc_t){path, 0, 0}, "%s", hkc_strerror(errno));
     return -1;
   }
+  unsigned char head[4];
+  size_t n = 0;
+  FILE *f = fopen(path, "rb");
+  if (f) {
+    n = fread(head, 1, sizeof head, f);
+    fclose(f);
+  }
+  if (f && n == 0) { /* libzip would take it for an archive without members */
+    hkc_error((hkc_loc_t){path, 0, 0}, "empty file (not a zip archive)");
+    return -1;
+  }
   zip_error_t ze;
   zip_error_init(&ze);
   zip_source_t *src = zip_source_file_create(path, 0, -1, &ze);
@@ -177,21 +188,18 @@ int hkc_npz_open_file(const char *path, hkc_npz_t **out) {
     return -1;
   }
   zip_error_fini(&ze);
-  unsigned char head[4];
-  size_t n = 0;
-  FILE *f = fopen(path, "rb");
-  if (f) {
-    n = fread(head, 1, sizeof head, f);
-    fclose(f);
-  }
   return npz_open_source(path, src, hkc_weights_format(head, n, NULL) == HKC_WEIGHTS_NPZ, out);
 }
 
 int hkc_npz_open_memory(const char *label, const void *data, size_t size, hkc_npz_t **out) {
   *out = NULL;
+  if (size == 0) { /* libzip would take it for an archive without members */
+    hkc_error((hkc_loc_t){label, 0, 0}, "empty file (not a zip archive)");
+    return -1;
+  }
   zip_error_t ze;
   zip_error_init(&ze);
-  zip_source_t *src = zip_source_buffer_create(size ? data : NULL, size, 0, &ze);
+  zip_source_t *src = zip_source_buffer_create(data, size, 0, &ze);
   if (!src) {
     hkc_error((hkc_loc_t){label, 0, 0}, "%s", zip_error_strerror(&ze));
     zip_error_fini(&ze);
