@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copies into DIR (a build folder carried to another machine, e.g. build-dev/ to the GPU
 # machine) the shared libraries that DIR/hkc and DIR/libhkrt.so load beyond the C library
-# (today libcjson.so.1: Debian has no static cJSON). hkc and libhkrt look in their own folder
+# (today libcjson.so.1 and libzip.so.4 with its own: Debian has no static cJSON or libzip). hkc and libhkrt look in their own folder
 # first when LD_LIBRARY_PATH names DIR (every *_device.sh script exports it for build-dev).
 #   bash scripts/carry_libs.sh build-dev
 set -euo pipefail

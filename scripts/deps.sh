@@ -5,6 +5,7 @@
 #   build + host target: cmake gcc pkg-config libyaml-dev libzstd-dev libxxhash-dev libsodium-dev
 #     libcjson-dev (libsodium: Ed25519 pack signatures; cJSON: safetensors headers; both linked
 #     into libhkrt) libhiredis-dev (the shared compile cache, HKC_CACHE_URL; linked into hkc only)
+#     libzip-dev (.npz archives for hkc run --weights; linked into hkc only)
 #   tests: redis-server (the shared compile cache's tests start their own; without it they
 #          skip visibly) libcmocka-dev clang (sanitizers, libFuzzer) python3-numpy python3-yaml (reference;
 #          libopenblas0-pthread makes its float64 matmuls ~7x faster than the reference BLAS)
@@ -19,7 +20,7 @@ set -euo pipefail
 if [ "${1:-}" = models ]; then
   pkgs=(python3-torch python3-onnx)
 else
-  pkgs=(cmake gcc clang libclang-rt-dev make pkg-config libsodium-dev libcjson-dev libyaml-dev libzstd-dev libxxhash-dev libhiredis-dev redis-server libcmocka-dev python3-numpy python3-yaml libopenblas0-pthread
+  pkgs=(cmake gcc clang libclang-rt-dev make pkg-config libsodium-dev libcjson-dev libzip-dev libyaml-dev libzstd-dev libxxhash-dev libhiredis-dev redis-server libcmocka-dev python3-numpy python3-yaml libopenblas0-pthread
         libamdhip64-5 libamdhip64-dev libamd-comgr2 libamd-comgr-dev rocm-device-libs libhiprtc-builtins5)
 fi
 missing=()

@@ -6,7 +6,7 @@
  *             [--kernel-option NAME=VALUE]...
  *   hkc tune SPEC --target T -o DB | hkc tune --merge A.db B.db ... -o DB
  *   hkc inspect PACK [--disasm KERNEL | --plan [--batch N]]
- *   hkc run PACK [--target T] [--batch N] [--seed S] [--input NAME=FILE.npy] [--weights FILE.safetensors]
+ *   hkc run PACK [--target T] [--batch N] [--seed S] [--input NAME=FILE.npy] [--weights FILE.safetensors|FILE.npz]
  *           [--random-params] [--profile] ...
  *   hkc keygen -o KEY | hkc sign PACK --key KEY [-o OUT]
  *   hkc merge PACK PACK... -o OUT [--sign KEY]
@@ -153,9 +153,10 @@ static const char k_run_usage[] =
     "  --seed S               random seed (default 1)\n"
     "  --input NAME=FILE.npy  take an input from a .npy file (f16/f32/f64, exact shape)\n"
     "  --param NAME=FILE.npy  take a param from a .npy file (wins over --weights)\n"
-    "  --weights FILE.safetensors\n"
-    "                         take every param the checkpoint names (dtype and shape must\n"
-    "                         match exactly; docs/WEIGHTS.md)\n"
+    "  --weights FILE.safetensors | FILE.npz\n"
+    "                         take every param the checkpoint names (safetensors: dtype and\n"
+    "                         shape must match exactly; .npz: members NAME.npy converted as\n"
+    "                         --param does; the format is told by content; docs/WEIGHTS.md)\n"
     "  --weights-map MAP      name map for --weights: lines \"PACK_NAME CHECKPOINT_NAME\"\n"
     "  --random-params        fill params that nothing gives with seeded random numbers\n"
     "                         (without it, hkc run refuses to start and names them)\n"
@@ -843,17 +844,61 @@ static int add_trusted_key(const char *cmd, trust_opts_t *t, const char *path) {
   return 0;
 }
 
-/* --weights FILE [--weights-map MAP]: opens the checkpoint and binds every param it gives
- * (hk_session_bind_weights). *out_weights and *map stay with the caller, who destroys the
- * weights after the session. 0, or -1 with the problem printed. */
+/* The format of a --weights file from its first bytes (hkc_weights_format); a file that
+ * cannot be read here is left to the reader its extension names, which says why. */
+static hkc_weights_format_t weights_file_format(const char *path) {
+  unsigned char head[16];
+  size_t n = 0;
+  FILE *f = hkc_input_check(path, UINT64_MAX) == 0 ? fopen(path, "rb") : NULL; /* never a FIFO */
+  if (!f) return hkc_weights_format(head, 0, path) == HKC_WEIGHTS_NPZ ? HKC_WEIGHTS_NPZ : HKC_WEIGHTS_SAFETENSORS;
+  n = fread(head, 1, sizeof head, f);
+  fclose(f);
+  return hkc_weights_format(head, n, path);
+}
+
+/* An .npz for --weights: the members the session's params take, as a safetensors image in
+ * *out_image (freed by the caller after the weights) opened as *out_weights; *out_members:
+ * the archive's member count. 0 / -1 (printed). */
+static int open_npz_weights(hk_session_t *session, const char *path, const hkc_weights_map_t *map,
+                            hk_weights_t **out_weights, void **out_image, uint32_t *out_members) {
+  hkc_npz_t *npz;
+  if (hkc_npz_open_file(path, &npz) != 0) return -1;
+  size_t size;
+  int rc = hkc_npz_checkpoint(npz, session, map, out_image, &size);
+  *out_members = hkc_npz_count(npz);
+  hkc_npz_destroy(npz);
+  if (rc != 0) return -1;
+  if (hk_weights_open_memory(*out_image, size, NULL, out_weights) != HK_OK) {
+    fprintf(stderr, "hkc run: --weights %s: %s\n", path, hk_last_error());
+    return -1;
+  }
+  return 0;
+}
+
+/* --weights FILE [--weights-map MAP]: opens the checkpoint (safetensors, or an .npz: the
+ * format told by content) and binds every param it gives (hk_session_bind_weights).
+ * *out_weights, *out_image (an .npz's members as safetensors) and *map stay with the caller,
+ * who destroys the weights after the session and the image after the weights. 0, or -1 with
+ * the problem printed. */
 static int bind_weights_file(hk_session_t *session, const char *path, const char *map_path, hk_weights_t **out_weights,
-                             hkc_weights_map_t *map, int quiet, cJSON *json) {
+                             void **out_image, hkc_weights_map_t *map, int quiet, cJSON *json) {
   if (map_path && hkc_weights_map_read(map_path, map) != 0) {
     fprintf(stderr, "hkc run: no usable --weights-map\n");
     return -1;
   }
-  if (hk_weights_open_file(path, NULL, out_weights) != HK_OK) {
-    fprintf(stderr, "hkc run: --weights: %s\n", hk_last_error());
+  const hkc_weights_format_t format = weights_file_format(path);
+  uint32_t file_tensors = 0;
+  if (format == HKC_WEIGHTS_NPZ) {
+    if (open_npz_weights(session, path, map, out_weights, out_image, &file_tensors) != 0) return -1;
+  } else if (format == HKC_WEIGHTS_SAFETENSORS) {
+    if (hk_weights_open_file(path, NULL, out_weights) != HK_OK) {
+      fprintf(stderr, "hkc run: --weights: %s\n", hk_last_error());
+      return -1;
+    }
+    file_tensors = hk_weights_count(*out_weights);
+  } else {
+    fprintf(stderr, "hkc run: --weights %s: neither a safetensors checkpoint (a u64 header length, then a JSON "
+                    "object) nor an .npz archive (a zip of NAME.npy files, starting PK\\3\\4)\n", path);
     return -1;
   }
   hk_bind_weights_options_t bo = {.struct_size = sizeof bo, .names = map->names, .name_count = map->count};
@@ -872,10 +917,11 @@ static int bind_weights_file(hk_session_t *session, const char *path, const char
     cJSON_AddStringToObject(jw, "path", path);
     cJSON_AddNumberToObject(jw, "bound", bound);
     cJSON_AddNumberToObject(jw, "params", params);
-    cJSON_AddNumberToObject(jw, "tensors", hk_weights_count(*out_weights));
+    cJSON_AddNumberToObject(jw, "tensors", file_tensors);
+    cJSON_AddStringToObject(jw, "format", format == HKC_WEIGHTS_NPZ ? "npz" : "safetensors");
   } else if (!quiet) {
     printf("weights: %u of %u param(s) bound from %s (%u tensor(s) in the file)\n", bound, params, path,
-           hk_weights_count(*out_weights));
+           file_tensors);
   }
   return 0;
 }
@@ -896,8 +942,8 @@ static int check_params_given(hk_session_t *session, const named_file_t *files, 
     fprintf(stderr, "  %s %s\n", info.name, shape);
   }
   if (!missing) return 0;
-  fprintf(stderr, "hkc run: %u param(s) unbound: give them with --weights FILE.safetensors or --param NAME=FILE.npy, "
-                  "or pass --random-params to run on seeded random values\n", missing);
+  fprintf(stderr, "hkc run: %u param(s) unbound: give them with --weights FILE.safetensors|FILE.npz or --param "
+                  "NAME=FILE.npy, or pass --random-params to run on seeded random values\n", missing);
   return -1;
 }
 
@@ -986,6 +1032,7 @@ static int run_command(int argc, char **argv, named_file_t **files_out) {
   void **buffers = NULL;  /* host staging copies */
   void **device = NULL;   /* the session's memory (device memory on GPU targets) */
   hk_weights_t *weights = NULL;
+  void *weights_image = NULL; /* an .npz's params as safetensors: the memory under weights */
   hkc_weights_map_t map = {0};
   hk_pack_open_options_t oo = {.struct_size = sizeof oo, .trusted_keys = (const uint8_t(*)[HK_PUBLIC_KEY_BYTES])trust.keys,
                                 .trusted_key_count = trust.n, .require_signature = (uint32_t)require_signature,
@@ -1048,7 +1095,9 @@ static int run_command(int argc, char **argv, named_file_t **files_out) {
     }
   }
   n_tensors = hk_session_tensor_count(session);
-  if (weights_path && bind_weights_file(session, weights_path, map_path, &weights, &map, quiet, json) != 0) goto done;
+  if (weights_path &&
+      bind_weights_file(session, weights_path, map_path, &weights, &weights_image, &map, quiet, json) != 0)
+    goto done;
   if (json && !weights_path) cJSON_AddNullToObject(json, "weights");
   if (check_params_given(session, files, n_files, random_params) != 0) goto done;
   buffers = calloc(n_tensors ? n_tensors : 1, sizeof *buffers);
@@ -1191,6 +1240,7 @@ done:
   free(device);
   hk_session_destroy(session);
   hk_weights_destroy(weights); /* after the session: host tensors may be bound in place */
+  free(weights_image);          /* after the weights: they read it in place */
   hkc_weights_map_free(&map);
   hk_pack_destroy(pack);
   cJSON_Delete(json);

@@ -20,7 +20,6 @@
 #include "util/util.h"
 
 /* ---- reading ---------------------------------------------------------------------- */
-#define NPY_MAX_HEADER (1u << 20) /* NumPy itself caps headers far below this */
 
 /* The header dict, parsed strictly: {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
  * -- each of the three keys exactly once and nothing else, values of their own syntax
@@ -147,7 +146,7 @@ int hkc_npy_parse(const char *name, const unsigned char *b, size_t size, hkc_npy
     hkc_error(loc, ".npy format version %u.%u is not supported (1.x, 2.x, 3.x are)", b[6], b[7]);
     return -1;
   }
-  if (hlen > NPY_MAX_HEADER || hlen > size - hstart) {
+  if (hlen > HKC_NPY_MAX_HEADER || hlen > size - hstart) {
     hkc_error(loc, "truncated .npy header (%zu header bytes declared, %zu present)", hlen, size - hstart);
     return -1;
   }

@@ -10,6 +10,7 @@
  *   tune_run.c   `hkc tune`: measures candidates through libhkrt and writes a database
  *   npy.c        .npy files for `hkc run`
  *   weights_map.c  name map files for `hkc run --weights-map` (docs/WEIGHTS.md)
+ *   npz.c        .npz archives for `hkc run --weights` (libzip)
  *   import.c     `hkc import`: runs the importer script installed next to hkc
  *
  * The top stage: may use every other stage; none uses it.
@@ -151,6 +152,8 @@ typedef struct hkc_npy {
   size_t count;
   float *data; /* owned; converted to f32 */
 } hkc_npy_t;
+/* Largest .npy header dict read (NumPy itself caps headers far below this). */
+#define HKC_NPY_MAX_HEADER (1u << 20)
 /* Reads and bounds-checks a .npy file. Errors name the file and what was wrong. 0 / -1. */
 int hkc_npy_read(const char *path, hkc_npy_t *out);
 /* Parses .npy bytes already in memory (the fuzzable core of hkc_npy_read). */
@@ -188,5 +191,42 @@ int hkc_weights_map_parse(const char *name, const char *text, size_t size, hkc_w
 /* Reads and parses a map file. 0 / -1 (printed). */
 int hkc_weights_map_read(const char *path, hkc_weights_map_t *out);
 void hkc_weights_map_free(hkc_weights_map_t *map);
+
+/* ---- .npz archives (npz.c; hkc run --weights) ----------------------------------------------- */
+/* An .npz (a zip of NAME.npy members: numpy.savez, savez_compressed), read through libzip.
+ * Open checks the zip's directory and every member name (NAME.npy, NAME 1 to 1024 bytes of
+ * 0x21-0x7e, each once); members are decompressed only by hkc_npz_read. Errors are printed
+ * (hkc_error) naming the archive, and the member where there is one. */
+typedef struct hkc_npz hkc_npz_t;
+/* A regular file (a FIFO or device is refused unread); read in place, not into memory. 0 / -1. */
+int hkc_npz_open_file(const char *path, hkc_npz_t **out_npz);
+/* Caller memory (not copied: it must outlive the archive); label names it in messages. 0 / -1. */
+int hkc_npz_open_memory(const char *label, const void *data, size_t size, hkc_npz_t **out_npz);
+void hkc_npz_destroy(hkc_npz_t *npz); /* NULL: nothing */
+uint32_t hkc_npz_count(const hkc_npz_t *npz);
+/* Member index's NAME (without ".npy"; members sorted by name), borrowed; NULL past the end. */
+const char *hkc_npz_name(const hkc_npz_t *npz, uint32_t index);
+/* The index of member NAME.npy: 0, or -1 when there is none (nothing printed). */
+int hkc_npz_find(const hkc_npz_t *npz, const char *name, uint32_t *out_index);
+/* The most bytes a .npy of count elements can need: the header limit plus count f64 values.
+ * hkc_npz_read refuses a larger member without inflating it (no zip bombs). */
+size_t hkc_npz_member_limit(size_t count);
+/* Decompresses member index (at most max_bytes; its CRC checked) and parses it as --param
+ * parses a .npy file. 0 / -1. */
+int hkc_npz_read(hkc_npz_t *npz, uint32_t index, size_t max_bytes, hkc_npy_t *out);
+/* The params of session that the archive gives (under map's name, else their own: the rules
+ * of hk_session_bind_weights), each member read with its param's limit, its shape checked
+ * (exactly the param's), its values converted to the param's dtype as --param does, laid
+ * out as a safetensors image for hk_weights_open_memory: *out_data (malloc'd, *out_size
+ * bytes) must outlive the weights opened over it. Members no param takes are not read.
+ * 0 / -1 (printed). */
+int hkc_npz_checkpoint(hkc_npz_t *npz, hk_session_t *session, const hkc_weights_map_t *map, void **out_data,
+                       size_t *out_size);
+
+/* What `hkc run --weights FILE` holds, told by its first bytes: a zip (PK\3\4, or PK\5\6: an
+ * empty one) is an .npz; a u64 then '{' a safetensors checkpoint. Failing both, the extension
+ * decides (.npz, .safetensors: the reader's own error then says what is wrong), else neither. */
+typedef enum { HKC_WEIGHTS_UNKNOWN, HKC_WEIGHTS_SAFETENSORS, HKC_WEIGHTS_NPZ } hkc_weights_format_t;
+hkc_weights_format_t hkc_weights_format(const unsigned char *head, size_t n, const char *path);
 
 #endif /* HKC_TOOLS_H */
