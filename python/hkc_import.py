@@ -179,10 +179,10 @@ def build_llama(cfg, layers, prefix):
     # rope: `rope_theta` + `rope_scaling` (transformers 4.x) or `rope_parameters` (newer configs:
     # {"rope_type": ..., "rope_theta": ...}); only the default (unscaled) type is computable
     rp = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else None
-    for rs in (cfg.get("rope_scaling"), rp):
+    for key, rs in (("rope_scaling", cfg.get("rope_scaling")), ("rope_parameters", rp)):
         if rs and rs.get("rope_type", rs.get("type", "default")) != "default":
-            raise Unsupported("rope scaling %s is not supported (hkc's rope op computes the plain inv_freq = "
-                              "1/theta^(2j/dh))" % json.dumps(rs, sort_keys=True))
+            raise Unsupported("%s %s is not supported (hkc's rope op computes the plain inv_freq = "
+                              "1/theta^(2j/dh))" % (key, json.dumps(rs, sort_keys=True)))
     if head_dim % 2:
         raise Unsupported("head_dim %d is odd (rope rotates pairs j, j + head_dim/2)" % head_dim)
     eps = cfg.get("rms_norm_eps", 1e-6)

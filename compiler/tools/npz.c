@@ -168,7 +168,7 @@ int hkc_npz_open_file(const char *path, hkc_npz_t **out) {
     hkc_error((hkc_loc_t){path, 0, 0}, "%s", hkc_strerror(errno));
     return -1;
   }
-  unsigned char head[4];
+  unsigned char head[16]; /* hkc_weights_format reads up to 9 bytes */
   size_t n = 0;
   FILE *f = fopen(path, "rb");
   if (f) {
