@@ -101,6 +101,8 @@ static const char *host_template_path(hk_op_t op) {
   case HK_OP_MUL: return "host/binary.c";
   case HK_OP_RELU:
   case HK_OP_GELU:
+  case HK_OP_GELU_TANH:
+  case HK_OP_TANH:
   case HK_OP_SILU: return "host/unary.c";
   case HK_OP_LAYERNORM: return "host/layernorm.c";
   case HK_OP_RMSNORM: return "host/rmsnorm.c";
@@ -163,10 +165,11 @@ static int emit_instance(hkc_strbuf_t *sb, const hkc_kernel_out_t *k, const char
   static const char *const loads[] = {"hk_f32_load", "hk_f16_to_f32", "hk_bf16_to_f32"};
   static const char *const stores[] = {"hk_f32_store", "hk_f32_to_f16", "hk_f32_to_bf16"};
   size_t t = key->dtype < HK_DTYPE_COUNT_ ? (size_t)key->dtype : 0;
-  hk_act_t unary = key->op == HK_OP_RELU ? HK_ACT_RELU
-                   : key->op == HK_OP_GELU ? HK_ACT_GELU
-                   : key->op == HK_OP_SILU ? HK_ACT_SILU
-                                           : HK_ACT_NONE;
+  hk_act_t unary = key->op == HK_OP_RELU        ? HK_ACT_RELU
+                   : key->op == HK_OP_GELU      ? HK_ACT_GELU
+                   : key->op == HK_OP_SILU      ? HK_ACT_SILU
+                   : key->op == HK_OP_GELU_TANH ? HK_ACT_GELU_TANH
+                                                : HK_ACT_NONE;
 
   hkc_sb_printf(sb, "\n/* ---- %s ---- */\n", k->name);
   hkc_sb_printf(sb, "#define HK_NAME %s\n", k->name);
@@ -182,7 +185,7 @@ static int emit_instance(hkc_strbuf_t *sb, const hkc_kernel_out_t *k, const char
   hkc_sb_printf(sb, "#define HK_HAS_ADD %d\n", key->has_add ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_HAS_SUM %d\n", key->has_add && key->has_sum ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_BINOP(x, y) ((x) %c (y))\n", key->op == HK_OP_MUL ? '*' : '+');
-  hkc_sb_printf(sb, "#define HK_UNARY(x) %s(x)\n", host_act_fn(unary));
+  hkc_sb_printf(sb, "#define HK_UNARY(x) %s(x)\n", key->op == HK_OP_TANH ? "tanhf" : host_act_fn(unary));
   if (key->op == HK_OP_EWCHAIN) {
     hkc_strbuf_t code = {0};
     int nin = 1;
@@ -277,6 +280,8 @@ void hkc_host_launch_dims(const hkc_kernel_key_t *key, const hkc_arg_t *args, ui
   case HK_OP_MUL: blocks = ceil_div(arg_i64(args, n_args, HKC_BINARY_ARG_N), HOST_EW_CHUNK); break;
   case HK_OP_RELU:
   case HK_OP_GELU:
+  case HK_OP_GELU_TANH:
+  case HK_OP_TANH:
   case HK_OP_SILU: blocks = ceil_div(arg_i64(args, n_args, HKC_UNARY_ARG_N), HOST_EW_CHUNK); break;
   case HK_OP_EWCHAIN: blocks = ceil_div(arg_i64(args, n_args, HKC_EWCHAIN_ARG_N), HOST_EW_CHUNK); break;
   case HK_OP_LAYERNORM: blocks = arg_i64(args, n_args, HKC_LAYERNORM_ARG_ROWS); break;

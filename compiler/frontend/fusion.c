@@ -65,16 +65,20 @@ static int reads_tensor(const hkc_node_t *n, int t) {
   return 0;
 }
 
-static int is_elementwise(hk_op_t op) {
-  return op == HK_OP_ADD || op == HK_OP_MUL || op == HK_OP_RELU || op == HK_OP_GELU || op == HK_OP_SILU;
+/* tanh has no epilogue act nor ewchain step: it runs alone. */
+static int is_unary(hk_op_t op) {
+  return op == HK_OP_RELU || op == HK_OP_GELU || op == HK_OP_SILU || op == HK_OP_GELU_TANH;
 }
 
-static int is_unary(hk_op_t op) { return op == HK_OP_RELU || op == HK_OP_GELU || op == HK_OP_SILU; }
+static int is_elementwise(hk_op_t op) {
+  return op == HK_OP_ADD || op == HK_OP_MUL || is_unary(op);
+}
+
 
 static int is_norm(hk_op_t op) { return op == HK_OP_LAYERNORM || op == HK_OP_RMSNORM; }
 
 static hk_act_t unary_act(hk_op_t op) {
-  return op == HK_OP_RELU ? HK_ACT_RELU : op == HK_OP_GELU ? HK_ACT_GELU : HK_ACT_SILU;
+  return op == HK_OP_RELU ? HK_ACT_RELU : op == HK_OP_GELU ? HK_ACT_GELU : op == HK_OP_GELU_TANH ? HK_ACT_GELU_TANH : HK_ACT_SILU;
 }
 
 static int same_shape(const hkc_tensor_t *a, const hkc_tensor_t *b) {
@@ -356,6 +360,7 @@ static char step_letter(hk_op_t op) {
   case HK_OP_MUL: return 'm';
   case HK_OP_RELU: return 'r';
   case HK_OP_GELU: return 'g';
+  case HK_OP_GELU_TANH: return 't';
   default: return 's';
   }
 }

@@ -654,6 +654,8 @@ static const struct op_info {
     [HK_OP_RELU] = {NK_COMMON, NK_COMMON, 1, 1},
     [HK_OP_GELU] = {NK_COMMON, NK_COMMON, 1, 1},
     [HK_OP_SILU] = {NK_COMMON, NK_COMMON, 1, 1},
+    [HK_OP_GELU_TANH] = {NK_COMMON, NK_COMMON, 1, 1},
+    [HK_OP_TANH] = {NK_COMMON, NK_COMMON, 1, 1},
     [HK_OP_LAYERNORM] = {NK_COMMON | NKB(NK_GAMMA) | NKB(NK_BETA) | NKB(NK_EPS), NK_COMMON | NKB(NK_GAMMA) | NKB(NK_BETA),
                          1, 1},
     [HK_OP_RMSNORM] = {NK_COMMON | NKB(NK_GAMMA) | NKB(NK_EPS), NK_COMMON | NKB(NK_GAMMA), 1, 1},
@@ -695,8 +697,8 @@ static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
     if (op_info[o].keys && !strcmp(opv->text, hkc_op_name((hk_op_t)o))) op = o; /* ewchain: fusion only */
   if (op < 0) {
     hkc_error(opv->loc,
-              "unknown op '%.64s' (ops: gemm, add, mul, relu, gelu, silu, layernorm, rmsnorm, softmax, attention, "
-              "rope)",
+              "unknown op '%.64s' (ops: gemm, add, mul, relu, gelu, silu, gelu_tanh, tanh, layernorm, rmsnorm, softmax, "
+              "attention, rope)",
               opv->text);
     return -1;
   }
@@ -1107,7 +1109,7 @@ static int infer_node(spec_ctx_t *c, const pnode_t *pn, hkc_node_t *nd) {
   case HK_OP_ROPE:
     if (infer_rope(c, pn, nd, &shape) != 0) return -1;
     break;
-  default: /* relu, gelu, silu, softmax: shape kept */
+  default: /* relu, gelu, silu, gelu_tanh, tanh, softmax: shape kept */
     shape.rank = T[nd->in[0]].rank;
     memcpy(shape.dims, T[nd->in[0]].dims, sizeof shape.dims);
     break;

@@ -142,6 +142,8 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
     return l.n;
   case HK_OP_RELU:
   case HK_OP_GELU:
+  case HK_OP_GELU_TANH:
+  case HK_OP_TANH:
   case HK_OP_SILU:
     push_tensor(&l, HKC_UNARY_ARG_X, nd->in[0]);
     push_tensor(&l, HKC_UNARY_ARG_OUT, nd->out);
@@ -258,7 +260,8 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
 
 static const char *key_op_name(hk_op_t op) {
   static const char *const names[] = {"gemm",      "add",     "mul",     "relu",      "gelu", "silu",
-                                      "layernorm", "rmsnorm", "softmax", "attention", "rope", "ewchain"};
+                                      "layernorm", "rmsnorm", "softmax", "attention", "rope", "ewchain",
+                                      "gelu_tanh", "tanh"};
   return (unsigned)op < sizeof names / sizeof names[0] ? names[op] : NULL;
 }
 

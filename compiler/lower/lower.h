@@ -36,7 +36,7 @@ void hkc_node_cost(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_cost_
  *             compile time: act, trans_b, has_bias, has_residual, has_mul
  *             (C = act(A @ B + bias) * mul + residual)
  *   add, mul  T a, T b, T out, I n, I na, I nb     (a[i % na] op b[i % nb], i < n)
- *   relu, gelu, silu   T x, T out, I n
+ *   relu, gelu, silu, gelu_tanh, tanh   T x, T out, I n
  *   layernorm T x, T gamma, T beta, T out, I rows, I cols, F eps, T add, T sum
  *   rmsnorm   T x, T gamma, T out, I rows, I cols, F eps, T add, T sum
  *             (add/sum NULL unless has_add/has_sum: normalises x + add, stores it in sum)
@@ -68,7 +68,7 @@ enum hkc_binary_arg { /* add, mul */
   HKC_BINARY_ARG_A, HKC_BINARY_ARG_B, HKC_BINARY_ARG_OUT, HKC_BINARY_ARG_N, HKC_BINARY_ARG_NA, HKC_BINARY_ARG_NB,
   HKC_BINARY_N_ARGS
 };
-enum hkc_unary_arg { /* relu, gelu, silu */
+enum hkc_unary_arg { /* relu, gelu, silu, gelu_tanh, tanh */
   HKC_UNARY_ARG_X, HKC_UNARY_ARG_OUT, HKC_UNARY_ARG_N, HKC_UNARY_N_ARGS
 };
 enum hkc_layernorm_arg {

@@ -71,6 +71,8 @@ def act(x, name):
         return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
     if name == "silu":
         return x / (1 + np.exp(-x))
+    if name == "tanh":
+        return np.tanh(x)
     raise ValueError(name)
 
 
@@ -156,7 +158,7 @@ def run_node(node, t, dims=None):
         return ins[0] + ins[1]
     if op == "mul":
         return ins[0] * ins[1]
-    if op in ("relu", "gelu", "silu"):
+    if op in ("relu", "gelu", "silu", "gelu_tanh", "tanh"):
         return act(ins[0], op)
     if op == "layernorm":
         x = ins[0]

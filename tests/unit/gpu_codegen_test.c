@@ -100,6 +100,9 @@ static void compile_all(hk_test_compile_job_t *jobs, size_t n_jobs, hk_test_comp
 /* The gemm variants compiled for every dtype; f16 (and HKC_TEST_FULL=1) compile all 40.
  * They cover each activation, each epilogue flag and both B layouts at least once. */
 static int representative(const hkc_kernel_key_t *k) {
+  /* gelu_tanh and tanh: the unary template as relu/gelu/silu; f16 on the first arch
+   * (every variant is) and bf16 */
+  if (k->op == HK_OP_GELU_TANH || k->op == HK_OP_TANH) return k->dtype == HK_DTYPE_BF16;
   if (k->op != HK_OP_GEMM || k->has_mul) return 1;
   const int flags = k->has_bias * 4 + k->has_residual * 2 + k->trans_b;
   return (k->act == HK_ACT_NONE && flags == 0) || (k->act == HK_ACT_GELU && flags == 7) ||

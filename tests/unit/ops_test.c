@@ -69,7 +69,8 @@ static const int k_mul_cases[][4] = {{HK_ACT_NONE, 0, 0, 0}, {HK_ACT_SILU, 0, 0,
 static const char *const k_programs[] = {"r", "a1", "m1ra2", "a1gm2m3a4", "st", "a1ra2sa3ga4ta1ra2sa3ga4tm1rm2sr"};
 
 static const hk_op_t k_plain_ops[] = {HK_OP_ADD,       HK_OP_MUL,     HK_OP_RELU,    HK_OP_GELU,     HK_OP_SILU,
-                                      HK_OP_LAYERNORM, HK_OP_RMSNORM, HK_OP_SOFTMAX, HK_OP_ATTENTION, HK_OP_ROPE};
+                                      HK_OP_LAYERNORM, HK_OP_RMSNORM, HK_OP_SOFTMAX, HK_OP_ATTENTION, HK_OP_ROPE,
+                                      HK_OP_GELU_TANH, HK_OP_TANH};
 
 static double now_s(void) {
   struct timespec ts;
@@ -524,19 +525,19 @@ static void test_binary(void **state) {
 
 static void test_unary(void **state) {
   (void)state;
-  static const hk_op_t ops[] = {HK_OP_RELU, HK_OP_GELU, HK_OP_SILU};
-  static const hk_act_t acts[] = {HK_ACT_RELU, HK_ACT_GELU, HK_ACT_SILU};
+  static const hk_op_t ops[] = {HK_OP_RELU, HK_OP_GELU, HK_OP_SILU, HK_OP_GELU_TANH, HK_OP_TANH};
+  static const hk_act_t acts[] = {HK_ACT_RELU, HK_ACT_GELU, HK_ACT_SILU, HK_ACT_GELU_TANH, HK_ACT_NONE}; /* none: tanh */
   static const int64_t sizes[] = {1, 7, 40000};
   hk_test_rng_t rng;
   hk_test_rng_seed(&rng, 3);
   for (int dt = 0; dt < N_DTYPES; dt++)
-    for (int o = 0; o < 3; o++)
+    for (int o = 0; o < 5; o++)
       for (int s = 0; s < 3; s++) {
         int64_t n = sizes[s];
         buf_t x = buf_random(dt, (size_t)n, &rng, -5, 5), out = buf_poisoned(dt, (size_t)n);
         double *ref = malloc(sizeof(double) * (size_t)n), *mag = malloc(sizeof(double) * (size_t)n);
         for (int64_t i = 0; i < n; i++) {
-          ref[i] = hk_test_act_ref(acts[o], x.val[i]);
+          ref[i] = ops[o] == HK_OP_TANH ? tanh(x.val[i]) : hk_test_act_ref(acts[o], x.val[i]);
           mag[i] = fabs(x.val[i]); /* 1 + erf and 1 + exp cancel for negative x */
         }
         hkc_kernel_key_t key = {.op = ops[o], .dtype = k_dtypes[dt]};
@@ -546,7 +547,7 @@ static void test_unary(void **state) {
         arg_i64(&c, n);
         run(&key, &c, &out);
         char what[64];
-        snprintf(what, sizeof what, "%s n=%lld", k_act_names[acts[o]], (long long)n);
+        snprintf(what, sizeof what, "%s n=%lld", hkc_op_name(ops[o]), (long long)n);
         check(what, &out, ref, mag, 0);
         free(ref);
         free(mag);

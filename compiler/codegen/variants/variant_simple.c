@@ -44,6 +44,8 @@ static const simple_params_t *simple_params(hk_op_t op) {
   case HK_OP_MUL:
   case HK_OP_RELU:
   case HK_OP_GELU:
+  case HK_OP_GELU_TANH:
+  case HK_OP_TANH:
   case HK_OP_SILU:
   case HK_OP_EWCHAIN: return &k_elementwise;
   case HK_OP_ROPE: return &k_rope;
@@ -98,6 +100,8 @@ static void simple_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
     break;
   case HK_OP_RELU:
   case HK_OP_GELU:
+  case HK_OP_GELU_TANH:
+  case HK_OP_TANH:
   case HK_OP_SILU:
     blocks = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_UNARY_ARG_N), (int64_t)p->threads * p->ew_items);
     break;
@@ -157,7 +161,8 @@ static int simple_key_ok(const hkc_kernel_key_t *key) {
 
 SIMPLE_ENTRY(simple_gemm, "gpu/gemm.hip", op == HK_OP_GEMM);
 SIMPLE_ENTRY(simple_binary, "gpu/binary.hip", op == HK_OP_ADD || op == HK_OP_MUL);
-SIMPLE_ENTRY(simple_unary, "gpu/unary.hip", op == HK_OP_RELU || op == HK_OP_GELU || op == HK_OP_SILU);
+SIMPLE_ENTRY(simple_unary, "gpu/unary.hip", op == HK_OP_RELU || op == HK_OP_GELU || op == HK_OP_SILU ||
+                                                      op == HK_OP_GELU_TANH || op == HK_OP_TANH);
 SIMPLE_ENTRY(simple_layernorm, "gpu/layernorm.hip", op == HK_OP_LAYERNORM);
 SIMPLE_ENTRY(simple_rmsnorm, "gpu/rmsnorm.hip", op == HK_OP_RMSNORM);
 SIMPLE_ENTRY(simple_softmax, "gpu/softmax.hip", op == HK_OP_SOFTMAX);
