@@ -101,7 +101,7 @@ char *hkc_codegen_gpu(const hkc_gpu_arch_t *arch, const hkc_kernel_out_t *kernel
   static const char *const types[] = {"float", "unsigned short", "unsigned short"};
   static const char *const loads[] = {"hk_f32_load", "hk_f16_to_f32", "hk_bf16_to_f32"};
   static const char *const stores[] = {"hk_f32_store", "hk_f32_to_f16", "hk_f32_to_bf16"};
-  if (!tpl || !variant->defines || (unsigned)key->dtype >= HK_DTYPE_COUNT_ || (unsigned)key->act >= HK_ACT_COUNT_) {
+  if (!tpl || !variant->defines || (unsigned)key->dtype >= HK_DTYPE_FLOAT_COUNT || (unsigned)key->act >= HK_ACT_COUNT_) {
     hkc_error((hkc_loc_t){0}, "GPU codegen: kernel %s has no GPU template (op %d, dtype %d, act %d)",
               kernel->name, (int)key->op, (int)key->dtype, (int)key->act);
     return NULL;

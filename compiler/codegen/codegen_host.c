@@ -164,7 +164,7 @@ static int emit_instance(hkc_strbuf_t *sb, const hkc_kernel_out_t *k, const char
   static const char *const types[] = {"float", "uint16_t", "uint16_t"};
   static const char *const loads[] = {"hk_f32_load", "hk_f16_to_f32", "hk_bf16_to_f32"};
   static const char *const stores[] = {"hk_f32_store", "hk_f32_to_f16", "hk_f32_to_bf16"};
-  size_t t = key->dtype < HK_DTYPE_COUNT_ ? (size_t)key->dtype : 0;
+  size_t t = key->dtype < HK_DTYPE_FLOAT_COUNT ? (size_t)key->dtype : 0;
   hk_act_t unary = key->op == HK_OP_RELU        ? HK_ACT_RELU
                    : key->op == HK_OP_GELU      ? HK_ACT_GELU
                    : key->op == HK_OP_SILU      ? HK_ACT_SILU

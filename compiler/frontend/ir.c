@@ -53,6 +53,7 @@ size_t hkc_dtype_size(hk_dtype_t dtype) {
   case HK_DTYPE_F32: return 4;
   case HK_DTYPE_F16: return 2;
   case HK_DTYPE_BF16: return 2;
+  case HK_DTYPE_I32: return 4;
   default: return 0;
   }
 }
@@ -62,6 +63,7 @@ const char *hkc_dtype_name(hk_dtype_t dtype) {
   case HK_DTYPE_F32: return "f32";
   case HK_DTYPE_F16: return "f16";
   case HK_DTYPE_BF16: return "bf16";
+  case HK_DTYPE_I32: return "i32";
   default: return "?";
   }
 }

@@ -476,7 +476,7 @@ static int parse_dtype(spec_ctx_t *c, const ynode_t *dtype) {
   if (dtype) {
     if (expect_kind(dtype, Y_SCALAR, "a dtype", "dtype") != 0) return -1;
     int found = 0;
-    for (int d = 0; d < HK_DTYPE_COUNT_; d++)
+    for (int d = 0; d < HK_DTYPE_FLOAT_COUNT; d++)
       if (!strcmp(dtype->text, hkc_dtype_name((hk_dtype_t)d))) s->dtype = (hk_dtype_t)d, found = 1;
     if (!found) {
       hkc_error(dtype->loc, "unknown dtype '%.64s' (expected f32, f16 or bf16)", dtype->text);
@@ -601,7 +601,38 @@ static int parse_targets(spec_ctx_t *c, const ynode_t *n) {
   return 0;
 }
 
-/* inputs / params: name -> shape. */
+/* One declaration's value: a shape list, or {shape: [...], dtype: T} where T is the spec's
+ * dtype or, for an input, i32 (token ids, sequence lengths). */
+static int parse_decl(spec_ctx_t *c, const ynode_t *v, const char *name, hk_role_t role, hkc_tensor_t *t) {
+  if (v->kind != Y_MAP) return parse_shape(c, v, name, t);
+  static const char *const keys[] = {"shape", "dtype"};
+  const ynode_t *k[2], *val[2];
+  char context[300];
+  snprintf(context, sizeof context, " for tensor '%s'", name);
+  if (map_collect(v, keys, 2, 3u, context, k, val) != 0) return -1;
+  if (!val[0]) {
+    hkc_error(v->loc, "tensor '%s': missing required key 'shape'", name);
+    return -1;
+  }
+  if (parse_shape(c, val[0], name, t) != 0) return -1;
+  if (!val[1]) return 0;
+  if (expect_kind(val[1], Y_SCALAR, "a dtype", "dtype") != 0) return -1;
+  if (!strcmp(val[1]->text, "i32")) {
+    if (role != HK_ROLE_INPUT) {
+      hkc_error(val[1]->loc, "tensor '%s': only inputs may be i32 (ids, lengths); params have the spec's dtype %s",
+                name, hkc_dtype_name(c->spec->dtype));
+      return -1;
+    }
+    t->dtype = HK_DTYPE_I32;
+  } else if (strcmp(val[1]->text, hkc_dtype_name(c->spec->dtype)) != 0) {
+    hkc_error(val[1]->loc, "tensor '%s': dtype '%.64s' (expected the spec's dtype %s, or i32 for an input)", name,
+              val[1]->text, hkc_dtype_name(c->spec->dtype));
+    return -1;
+  }
+  return 0;
+}
+
+/* inputs / params: name -> shape, or name -> {shape, dtype}. */
 static int parse_decls(spec_ctx_t *c, const ynode_t *n, const char *what, hk_role_t role) {
   if (expect_kind(n, Y_MAP, "a map of tensor names to shapes", what) != 0) return -1;
   if (role == HK_ROLE_INPUT && n->n == 0) {
@@ -613,7 +644,7 @@ static int parse_decls(spec_ctx_t *c, const ynode_t *n, const char *what, hk_rol
     if (parse_name(n->kids[p], "tensor", &name) != 0) return -1;
     int t = add_tensor(c, name, role, n->kids[p]->loc);
     if (t < 0) return -1;
-    if (parse_shape(c, n->kids[p + 1], name, &c->spec->tensors[t]) != 0) return -1;
+    if (parse_decl(c, n->kids[p + 1], name, role, &c->spec->tensors[t]) != 0) return -1;
   }
   return 0;
 }
@@ -1081,9 +1112,52 @@ static int infer_rope(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd, hk
 }
 
 /* Infers the output shape of one node whose inputs all have shapes. */
+/* The tensor a node's reference r names after resolution (HKC_NONE when absent). */
+static int ref_tensor(const hkc_node_t *nd, int r) {
+  switch (r) {
+  case REF_IN0:
+  case REF_IN1:
+  case REF_IN2: return r - REF_IN0 < nd->n_in ? nd->in[r - REF_IN0] : HKC_NONE;
+  case REF_BIAS: return nd->bias;
+  case REF_RESIDUAL: return nd->residual;
+  case REF_MUL: return nd->mul;
+  case REF_GAMMA: return nd->gamma;
+  case REF_BETA: return nd->beta;
+  default: return HKC_NONE;
+  }
+}
+
+/* Whether reference r of an op takes an i32 tensor (and only then). */
+static int i32_slot(hk_op_t op, int r) {
+  (void)op, (void)r;
+  return 0;
+}
+
+/* i32 tensors go where an op takes them and nowhere else. */
+static int check_i32(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd) {
+  const hkc_tensor_t *T = c->spec->tensors;
+  for (int r = 0; r < REF_COUNT; r++) {
+    int t = pn->ref[r] ? ref_tensor(nd, r) : HKC_NONE;
+    if (t == HKC_NONE) continue;
+    int want = i32_slot(nd->op, r), is = T[t].dtype == HK_DTYPE_I32;
+    if (want == is) continue;
+    if (is)
+      hkc_error(pn->ref[r]->loc,
+                "node '%s': '%s' is an i32 tensor, which op '%s' cannot take in '%s' (i32 inputs go to attention's "
+                "'lengths' and embedding's ids)",
+                nd->name, T[t].name, hkc_op_name(nd->op), ref_names[r]);
+    else
+      hkc_error(pn->ref[r]->loc, "node '%s': '%s' must be an i32 tensor (declare it {shape: [...], dtype: i32}), got %s",
+                nd->name, T[t].name, hkc_dtype_name(T[t].dtype));
+    return -1;
+  }
+  return 0;
+}
+
 static int infer_node(spec_ctx_t *c, const pnode_t *pn, hkc_node_t *nd) {
   hkc_tensor_t *T = c->spec->tensors, shape = {0};
   char s1[HKC_SHAPE_STR], s2[HKC_SHAPE_STR];
+  if (check_i32(c, pn, nd) != 0) return -1;
   switch (nd->op) {
   case HK_OP_GEMM:
     if (infer_gemm(c, pn, nd, &shape) != 0) return -1;
@@ -1320,12 +1394,13 @@ done:
 /* Under batch_policy: pad a batch between two buckets runs the larger bucket on padded
  * tensors, so the real rows must be a prefix of every batch-dependent tensor and no op
  * may mix rows: batch only in the leading dim (k*batch, no offset), and rank >= 2 (a 1-D
- * [batch] tensor's only dim is also the last one, which norms and softmax reduce). */
+ * [batch] tensor's only dim is also the last one, which norms and softmax reduce) unless it
+ * is i32 (lengths [batch]: no op reduces it; a padded row reads length 0). */
 static int pad_layout_ok(const hkc_tensor_t *t) {
   int batched = 0;
   for (uint32_t d = 0; d < t->rank; d++) batched |= t->dims[d].mul != 0;
   if (!batched) return 1;
-  if (t->rank < 2 || t->dims[0].mul <= 0 || t->dims[0].add != 0) return 0;
+  if ((t->rank < 2 && t->dtype != HK_DTYPE_I32) || t->dims[0].mul <= 0 || t->dims[0].add != 0) return 0;
   for (uint32_t d = 1; d < t->rank; d++)
     if (t->dims[d].mul != 0) return 0;
   return 1;

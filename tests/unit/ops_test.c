@@ -1195,12 +1195,12 @@ static int is_identifier(const char *s) {
 
 static void test_key_names_unique(void **state) {
   (void)state;
-  enum { NPROG = 4, MAXK = HK_OP_COUNT_ * HK_DTYPE_COUNT_ * HK_ACT_COUNT_ * 48 + NPROG * HK_DTYPE_COUNT_ };
+  enum { NPROG = 4, MAXK = HK_OP_COUNT_ * HK_DTYPE_FLOAT_COUNT * HK_ACT_COUNT_ * 48 + NPROG * HK_DTYPE_FLOAT_COUNT };
   static hkc_kernel_key_t keys[MAXK];
   static char names[MAXK][96];
   size_t n = 0;
   for (int op = 0; op < HK_OP_COUNT_; op++)
-    for (int dt = 0; dt < HK_DTYPE_COUNT_; dt++)
+    for (int dt = 0; dt < HK_DTYPE_FLOAT_COUNT; dt++)
       for (int act = 0; act < HK_ACT_COUNT_; act++)
         for (int f = 0; f < 64; f++) {
           if ((f >> 5 & 1) && !(f >> 4 & 1)) continue; /* has_sum only with has_add */
@@ -1212,7 +1212,7 @@ static void test_key_names_unique(void **state) {
         }
   static const char *const programs[NPROG] = {"r", "a1", "a1gm2", "a1gm2r"};
   for (int p = 0; p < NPROG; p++)
-    for (int dt = 0; dt < HK_DTYPE_COUNT_; dt++) {
+    for (int dt = 0; dt < HK_DTYPE_FLOAT_COUNT; dt++) {
       keys[n] = (hkc_kernel_key_t){.op = HK_OP_EWCHAIN, .dtype = (hk_dtype_t)dt};
       snprintf(keys[n].program, sizeof keys[n].program, "%s", programs[p]);
       hkc_kernel_key_name(&keys[n], names[n], sizeof names[n]);

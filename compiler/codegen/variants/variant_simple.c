@@ -145,7 +145,7 @@ static void simple_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
 
 /* Any dtype and epilogue activation the kernel ABI defines. */
 static int simple_key_ok(const hkc_kernel_key_t *key) {
-  return (unsigned)key->dtype < HK_DTYPE_COUNT_ && (unsigned)key->act < HK_ACT_COUNT_;
+  return (unsigned)key->dtype < HK_DTYPE_FLOAT_COUNT && (unsigned)key->act < HK_ACT_COUNT_;
 }
 
 /* One entry per template: its ops. */
