@@ -133,6 +133,8 @@ char *hkc_codegen_gpu(const hkc_gpu_arch_t *arch, const hkc_kernel_out_t *kernel
   hkc_sb_printf(&sb, "#define HK_HAS_MUL %d\n#define HK_HAS_ADD %d\n#define HK_HAS_SUM %d\n", key->has_mul ? 1 : 0,
                 key->has_add ? 1 : 0, key->has_sum ? 1 : 0);
   hkc_sb_printf(&sb, "#define HK_DUAL %d\n", key->dual ? 1 : 0);
+  hkc_sb_printf(&sb, "#define HK_ATTN_LENGTHS %d\n#define HK_ATTN_MASK %d\n", key->has_lengths ? 1 : 0,
+                key->has_mask ? 1 : 0);
   if (key->op == HK_OP_EWCHAIN && sb_ewchain(&sb, kernel) != 0) {
     free(sb.data);
     return NULL;

@@ -374,8 +374,9 @@ static int shape_equal(const hkc_dim_t *a, uint32_t ra, const hkc_dim_t *b, uint
 }
 
 /* ---- the builder ---------------------------------------------------------------------------- */
-enum { REF_IN0, REF_IN1, REF_IN2, REF_BIAS, REF_RESIDUAL, REF_MUL, REF_GAMMA, REF_BETA, REF_COUNT };
-static const char *const ref_names[REF_COUNT] = {"in", "in", "in", "bias", "residual", "mul", "gamma", "beta"};
+enum { REF_IN0, REF_IN1, REF_IN2, REF_BIAS, REF_RESIDUAL, REF_MUL, REF_GAMMA, REF_BETA, REF_LENGTHS, REF_MASK, REF_POS, REF_COUNT };
+static const char *const ref_names[REF_COUNT] = {"in",    "in",   "in",      "bias", "residual", "mul",
+                                                 "gamma", "beta", "lengths", "mask", "pos"};
 
 /* A graph node between parsing and sorting: names not yet resolved. */
 typedef struct pnode {
@@ -665,11 +666,12 @@ static int parse_count(spec_ctx_t *c, const ynode_t *n, const char *what, int64_
 /* ---- graph nodes ------------------------------------------------------------------------------ */
 enum {
   NK_NAME, NK_OP, NK_IN, NK_OUT, NK_BIAS, NK_RESIDUAL, NK_ACT, NK_TRANS_B, NK_GAMMA, NK_BETA, NK_EPS,
-  NK_HEADS, NK_KV_HEADS, NK_CAUSAL, NK_SCALE, NK_THETA, NK_OFFSET, NK_MUL, NK_COUNT
+  NK_HEADS, NK_KV_HEADS, NK_CAUSAL, NK_SCALE, NK_THETA, NK_OFFSET, NK_MUL, NK_LENGTHS, NK_MASK, NK_POS, NK_COUNT
 };
 static const char *const node_keys[NK_COUNT] = {"name",  "op",   "in",  "out",   "bias",     "residual",
                                                 "act",   "trans_b", "gamma", "beta", "eps", "heads",
-                                                "kv_heads", "causal", "scale", "theta", "offset", "mul"};
+                                                "kv_heads", "causal", "scale", "theta", "offset", "mul",
+                                                "lengths", "mask", "pos"};
 #define NKB(k) (1u << (k))
 #define NK_COMMON (NKB(NK_NAME) | NKB(NK_OP) | NKB(NK_IN) | NKB(NK_OUT))
 
@@ -691,7 +693,8 @@ static const struct op_info {
                          1, 1},
     [HK_OP_RMSNORM] = {NK_COMMON | NKB(NK_GAMMA) | NKB(NK_EPS), NK_COMMON | NKB(NK_GAMMA), 1, 1},
     [HK_OP_SOFTMAX] = {NK_COMMON, NK_COMMON, 1, 1},
-    [HK_OP_ATTENTION] = {NK_COMMON | NKB(NK_HEADS) | NKB(NK_KV_HEADS) | NKB(NK_CAUSAL) | NKB(NK_SCALE),
+    [HK_OP_ATTENTION] = {NK_COMMON | NKB(NK_HEADS) | NKB(NK_KV_HEADS) | NKB(NK_CAUSAL) | NKB(NK_SCALE) |
+                             NKB(NK_LENGTHS) | NKB(NK_MASK),
                          NK_COMMON | NKB(NK_HEADS), 1, 3},
     [HK_OP_ROPE] = {NK_COMMON | NKB(NK_HEADS) | NKB(NK_THETA) | NKB(NK_OFFSET), NK_COMMON | NKB(NK_HEADS), 1, 1},
 };
@@ -702,6 +705,7 @@ static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
   pn->map = map;
   hkc_node_t *nd = &pn->node;
   nd->bias = nd->residual = nd->mul = nd->gamma = nd->beta = nd->add_in = nd->sum_out = nd->out = HKC_NONE;
+  nd->lengths = nd->mask = nd->pos = HKC_NONE;
   for (int i = 0; i < HKC_MAX_NODE_IN; i++) nd->in[i] = HKC_NONE;
   nd->n_fused = 1;
   nd->theta = 10000.0f;
@@ -776,7 +780,8 @@ static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
   if (parse_name(v[NK_OUT], "tensor", &tmp) != 0) return -1;
   pn->out = v[NK_OUT];
   static const int ref_keys[][2] = {
-      {NK_BIAS, REF_BIAS}, {NK_RESIDUAL, REF_RESIDUAL}, {NK_MUL, REF_MUL}, {NK_GAMMA, REF_GAMMA}, {NK_BETA, REF_BETA}};
+      {NK_BIAS, REF_BIAS}, {NK_RESIDUAL, REF_RESIDUAL}, {NK_MUL, REF_MUL},     {NK_GAMMA, REF_GAMMA},
+      {NK_BETA, REF_BETA}, {NK_LENGTHS, REF_LENGTHS},   {NK_MASK, REF_MASK}, {NK_POS, REF_POS}};
   for (size_t i = 0; i < sizeof ref_keys / sizeof ref_keys[0]; i++) {
     const ynode_t *r = v[ref_keys[i][0]];
     if (!r) continue;
@@ -1051,6 +1056,31 @@ static int infer_attention(spec_ctx_t *c, const pnode_t *pn, hkc_node_t *nd, hkc
       return -1;
     }
   }
+  char s3[HKC_SHAPE_STR];
+  if (nd->lengths != HKC_NONE) {
+    const hkc_tensor_t *len = &T[nd->lengths];
+    if (len->rank != 1 || !hkc_dim_equal(len->dims[0], q->dims[0])) {
+      char d0[64];
+      dim_print(q->dims[0], d0, sizeof d0);
+      hkc_error(pn->ref[REF_LENGTHS]->loc,
+                "node '%s': lengths '%s' is %s, expected [%s] (one key length per batch entry of q '%s' %s)", nm,
+                len->name, tensor_shape_str(len, s1), d0, q->name, tensor_shape_str(q, s2));
+      return -1;
+    }
+  }
+  if (nd->mask != HKC_NONE) {
+    const hkc_tensor_t *mk = &T[nd->mask], *k = nd->n_in == 1 ? q : &T[nd->in[1]];
+    int ok = mk->rank == 4 && hkc_dim_equal(mk->dims[0], q->dims[0]) && mk->dims[1].mul == 0 &&
+             (mk->dims[1].add == 1 || mk->dims[1].add == h) && hkc_dim_equal(mk->dims[2], q->dims[1]) &&
+             hkc_dim_equal(mk->dims[3], k->dims[1]);
+    if (!ok) {
+      hkc_error(pn->ref[REF_MASK]->loc,
+                "node '%s': mask '%s' is %s, expected [batch, 1 or heads (%lld), seq_q, seq_kv] as q '%s' %s and k %s",
+                nm, mk->name, tensor_shape_str(mk, s1), (long long)h, q->name, tensor_shape_str(q, s2),
+                tensor_shape_str(k, s3));
+      return -1;
+    }
+  }
   out->rank = 3;
   out->dims[0] = q->dims[0];
   out->dims[1] = q->dims[1];
@@ -1123,15 +1153,15 @@ static int ref_tensor(const hkc_node_t *nd, int r) {
   case REF_MUL: return nd->mul;
   case REF_GAMMA: return nd->gamma;
   case REF_BETA: return nd->beta;
+  case REF_LENGTHS: return nd->lengths;
+  case REF_MASK: return nd->mask;
+  case REF_POS: return nd->pos;
   default: return HKC_NONE;
   }
 }
 
 /* Whether reference r of an op takes an i32 tensor (and only then). */
-static int i32_slot(hk_op_t op, int r) {
-  (void)op, (void)r;
-  return 0;
-}
+static int i32_slot(hk_op_t op, int r) { return op == HK_OP_ATTENTION && r == REF_LENGTHS; }
 
 /* i32 tensors go where an op takes them and nowhere else. */
 static int check_i32(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd) {
@@ -1283,6 +1313,9 @@ static int parse_graph(spec_ctx_t *c, const ynode_t *g) {
     nd->mul = val[REF_MUL];
     nd->gamma = val[REF_GAMMA];
     nd->beta = val[REF_BETA];
+    nd->lengths = val[REF_LENGTHS];
+    nd->mask = val[REF_MASK];
+    nd->pos = val[REF_POS];
   }
   free(out_of);
   for (size_t i = 0; i < c->n_pn; i++)
@@ -1435,8 +1468,8 @@ static int check_tensors(spec_ctx_t *c) {
   for (size_t j = 0; j < s->n_nodes; j++) {
     const hkc_node_t *nd = &s->nodes[j];
     for (int k = 0; k < nd->n_in; k++) used[nd->in[k]] = 1;
-    int extra[5] = {nd->bias, nd->residual, nd->mul, nd->gamma, nd->beta};
-    for (int k = 0; k < 5; k++)
+    int extra[8] = {nd->bias, nd->residual, nd->mul, nd->gamma, nd->beta, nd->lengths, nd->mask, nd->pos};
+    for (int k = 0; k < 8; k++)
       if (extra[k] != HKC_NONE) used[extra[k]] = 1;
   }
   for (size_t i = 0; i < s->n_tensors; i++)

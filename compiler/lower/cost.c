@@ -62,7 +62,7 @@ void hkc_node_cost(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_cost_
   memset(out, 0, sizeof *out);
 
   /* Traffic: the distinct tensors read, then those written. */
-  int reads[HKC_MAX_NODE_IN + 6], n_reads = 0;
+  int reads[HKC_MAX_NODE_IN + 9], n_reads = 0;
   for (int i = 0; i < nd->n_in && i < HKC_MAX_NODE_IN; i++) set_add(reads, &n_reads, nd->in[i]);
   set_add(reads, &n_reads, nd->bias);
   set_add(reads, &n_reads, nd->residual);
@@ -70,6 +70,9 @@ void hkc_node_cost(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_cost_
   set_add(reads, &n_reads, nd->gamma);
   set_add(reads, &n_reads, nd->beta);
   set_add(reads, &n_reads, nd->add_in);
+  set_add(reads, &n_reads, nd->lengths);
+  set_add(reads, &n_reads, nd->mask);
+  set_add(reads, &n_reads, nd->pos);
   int writes[2], n_writes = 0;
   set_add(writes, &n_writes, nd->out);
   set_add(writes, &n_writes, nd->sum_out);

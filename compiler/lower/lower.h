@@ -88,7 +88,11 @@ enum hkc_attention_arg {
   HKC_ATTENTION_ARG_BATCH, HKC_ATTENTION_ARG_SEQ_Q, HKC_ATTENTION_ARG_SEQ_KV, HKC_ATTENTION_ARG_HEADS,
   HKC_ATTENTION_ARG_KV_HEADS, HKC_ATTENTION_ARG_DH, HKC_ATTENTION_ARG_LD_Q, HKC_ATTENTION_ARG_LD_KV,
   HKC_ATTENTION_ARG_Q_COL, HKC_ATTENTION_ARG_K_COL, HKC_ATTENTION_ARG_V_COL, HKC_ATTENTION_ARG_CAUSAL,
-  HKC_ATTENTION_ARG_SCALE, HKC_ATTENTION_N_ARGS
+  HKC_ATTENTION_ARG_SCALE, HKC_ATTENTION_N_ARGS,
+  /* the masked ABI (key has_lengths or has_mask) appends: I32 lengths [batch] or null, T mask
+   * [batch, mask_heads, seq_q, seq_kv] or null, I mask_heads (1 or heads; 0 without a mask) */
+  HKC_ATTENTION_ARG_LENGTHS = HKC_ATTENTION_N_ARGS, HKC_ATTENTION_ARG_MASK, HKC_ATTENTION_ARG_MASK_HEADS,
+  HKC_ATTENTION_MASKED_N_ARGS
 };
 enum hkc_rope_arg {
   HKC_ROPE_ARG_X, HKC_ROPE_ARG_OUT, HKC_ROPE_ARG_ROWS, HKC_ROPE_ARG_SEQ, HKC_ROPE_ARG_HEADS, HKC_ROPE_ARG_DH,
@@ -112,7 +116,10 @@ typedef struct hkc_kernel_key {
   int has_mul;          /* gemm: epilogue multiply (hkc_node_t.mul) */
   int dual;             /* gemm: a dual gemm (fusion's SwiGLU form: act(A @ B + bias) * (A @ B2) +
                            residual; B2 is argument HKC_GEMM_ARG_B2) */
-  int has_add, has_sum; /* layernorm/rmsnorm: fused residual add / also store the sum */
+  int has_add, has_sum; /* layernorm/rmsnorm: fused residual add / also store the sum;
+                           embedding: has_add = a position table is added */
+  int has_lengths, has_mask; /* attention: per-batch key lengths / an additive mask (the
+                                masked ABI: HKC_ATTENTION_MASKED_N_ARGS arguments) */
   /* ewchain: the element-wise program, a C-identifier-safe string of steps applied to
    * v = in0[i % n0]: a<j> v += in_j, m<j> v *= in_j (operand j in 1..4, element i % n_j),
    * r relu, g gelu, s silu, t gelu_tanh. E.g. "a1gm2" = gelu(in0 + in1) * in2. "" else. */

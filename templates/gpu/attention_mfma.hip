@@ -8,6 +8,10 @@
  * ld_kv and k_col / v_col; a packed qkv tensor is passed three times); grouped-query:
  * q head h reads kv head h / (heads / kv_heads); out is [.., heads*dh]; causal masks key
  * j > query i (top-left aligned).
+ * Key lengths (HK_ATTN_LENGTHS 1: the masked ABI of attention.hip without a mask, three more
+ * args const int *lengths, const T *mask (null), I mask_heads): batch entry b has
+ * lengths[b] keys (clamped to 0..seq_kv) in place of seq_kv; 0 keys store zeros. An
+ * additive mask is routed to attention.hip (variant_amd.c).
  * Requires (variant_amd.c): f16/bf16, align 8 (ld_q, ld_kv, the column offsets and dh
  * multiples of 8; tensors 16-byte aligned), dh == HK_ATTN_DH (64 or 128, the key's
  * head_dim), wave64.
@@ -50,10 +54,21 @@
 #error "attention_mfma: LDS tiles exceed 64 KiB"
 #endif
 
+#ifndef HK_ATTN_LENGTHS
+#define HK_ATTN_LENGTHS 0
+#endif
+#if defined(HK_ATTN_MASK) && HK_ATTN_MASK
+#error "attention_mfma: an additive mask is served by attention.hip"
+#endif
+
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)
 HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch, long long seq_q,
         long long seq_kv, long long heads, long long kv_heads, long long dh, long long ld_q, long long ld_kv,
-        long long q_col, long long k_col, long long v_col, long long causal, float scale) {
+        long long q_col, long long k_col, long long v_col, long long causal, float scale
+#if HK_ATTN_LENGTHS
+        , const int *lengths, const HK_T *mask, long long mask_heads
+#endif
+) {
   __shared__ __attribute__((aligned(16))) unsigned short Ks[HK_ATTN_BKV * HK_ATTN_KP];
   __shared__ __attribute__((aligned(16))) unsigned short Vt[HK_ATTN_DH * HK_ATTN_VP];
   const int lane = HK_TID % 64, wave = HK_TID / 64;
@@ -72,7 +87,13 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
     const HK_T *vb = v + b * seq_kv * ld_kv + v_col + h / group * HK_ATTN_DH;
     HK_T *ob = out + b * seq_q * ld_o + h * HK_ATTN_DH;
     const long long q_last = hk_min_ll(i0 + HK_ATTN_BQ, seq_q) - 1;
-    const long long n_keys = causal ? hk_min_ll(seq_kv, q_last + 1) : seq_kv;
+#if HK_ATTN_LENGTHS
+    (void)mask, (void)mask_heads;
+    const long long kv_len = !lengths ? seq_kv : lengths[b] < 0 ? 0 : hk_min_ll((long long)lengths[b], seq_kv);
+#else
+    const long long kv_len = seq_kv;
+#endif
+    const long long n_keys = causal ? hk_min_ll(kv_len, q_last + 1) : kv_len;
     const long long qi = i0 + 32 * wave + lr; /* this lane's query */
 
     /* Q^T operands for the whole block: qf[s] = Q[qi][8s + lk .. +3] (zero past seq_q) */
