@@ -109,6 +109,7 @@ static const char *host_template_path(hk_op_t op) {
   case HK_OP_SOFTMAX: return "host/softmax.c";
   case HK_OP_ATTENTION: return "host/attention.c";
   case HK_OP_ROPE: return "host/rope.c";
+  case HK_OP_EMBEDDING: return "host/embedding.c";
   case HK_OP_EWCHAIN: return "host/ewchain.c";
   default: return NULL;
   }
@@ -294,6 +295,7 @@ void hkc_host_launch_dims(const hkc_kernel_key_t *key, const hkc_arg_t *args, ui
              arg_i64(args, n_args, HKC_ATTENTION_ARG_SEQ_Q);
     break;
   case HK_OP_ROPE: blocks = arg_i64(args, n_args, HKC_ROPE_ARG_ROWS); break;
+  case HK_OP_EMBEDDING: blocks = arg_i64(args, n_args, HKC_EMBEDDING_ARG_TOKENS); break;
   default: break;
   }
   if (blocks < 1) blocks = 1;

@@ -689,6 +689,7 @@ static const struct op_info {
     [HK_OP_SILU] = {NK_COMMON, NK_COMMON, 1, 1},
     [HK_OP_GELU_TANH] = {NK_COMMON, NK_COMMON, 1, 1},
     [HK_OP_TANH] = {NK_COMMON, NK_COMMON, 1, 1},
+    [HK_OP_EMBEDDING] = {NK_COMMON | NKB(NK_POS), NK_COMMON, 2, 2},
     [HK_OP_LAYERNORM] = {NK_COMMON | NKB(NK_GAMMA) | NKB(NK_BETA) | NKB(NK_EPS), NK_COMMON | NKB(NK_GAMMA) | NKB(NK_BETA),
                          1, 1},
     [HK_OP_RMSNORM] = {NK_COMMON | NKB(NK_GAMMA) | NKB(NK_EPS), NK_COMMON | NKB(NK_GAMMA), 1, 1},
@@ -733,7 +734,7 @@ static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
   if (op < 0) {
     hkc_error(opv->loc,
               "unknown op '%.64s' (ops: gemm, add, mul, relu, gelu, silu, gelu_tanh, tanh, layernorm, rmsnorm, softmax, "
-              "attention, rope)",
+              "attention, rope, embedding)",
               opv->text);
     return -1;
   }
@@ -1089,6 +1090,42 @@ static int infer_attention(spec_ctx_t *c, const pnode_t *pn, hkc_node_t *nd, hkc
   return 0;
 }
 
+/* embedding: ids [..., seq] (i32, checked by check_i32), table [vocab, hidden] and the
+ * optional position table pos [max_pos, hidden] with max_pos >= seq, neither depending on
+ * batch; output ids' shape + [hidden]. */
+static int infer_embedding(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd, hkc_tensor_t *out) {
+  const hkc_tensor_t *T = c->spec->tensors, *ids = &T[nd->in[0]], *table = &T[nd->in[1]];
+  const char *nm = nd->name;
+  char s1[HKC_SHAPE_STR], s2[HKC_SHAPE_STR];
+  if (ids->rank >= HK_MAX_RANK) {
+    hkc_error(pn->ref[REF_IN0]->loc, "node '%s': ids '%s' %s: at most %u dims (the output adds one)", nm, ids->name,
+              tensor_shape_str(ids, s1), HK_MAX_RANK - 1);
+    return -1;
+  }
+  if (table->rank != 2 || table->dims[0].mul != 0 || table->dims[1].mul != 0) {
+    hkc_error(pn->ref[REF_IN1]->loc, "node '%s': embedding table '%s' is %s, expected 2-D [vocab, hidden] not depending on batch",
+              nm, table->name, tensor_shape_str(table, s1));
+    return -1;
+  }
+  if (nd->pos != HKC_NONE) {
+    const hkc_tensor_t *pos = &T[nd->pos];
+    const hkc_dim_t seq = ids->dims[ids->rank - 1];
+    if (pos->rank != 2 || pos->dims[0].mul != 0 || !hkc_dim_equal(pos->dims[1], table->dims[1]) || seq.mul != 0 ||
+        pos->dims[0].add < seq.add) {
+      hkc_error(pn->ref[REF_POS]->loc,
+                "node '%s': position table '%s' is %s, expected [max_pos, %lld] with max_pos >= the sequence length "
+                "(the last dim of ids '%s' %s, which must not depend on batch)",
+                nm, pos->name, tensor_shape_str(pos, s1), (long long)table->dims[1].add, ids->name,
+                tensor_shape_str(ids, s2));
+      return -1;
+    }
+  }
+  out->rank = ids->rank + 1;
+  memcpy(out->dims, ids->dims, sizeof(hkc_dim_t) * ids->rank);
+  out->dims[ids->rank] = table->dims[1];
+  return 0;
+}
+
 /* The value of `key` in a node map (already validated by map_collect), or NULL. */
 static const ynode_t *map_value(const ynode_t *map, const char *key) {
   for (size_t p = 0; p + 1 < map->n; p += 2)
@@ -1161,7 +1198,9 @@ static int ref_tensor(const hkc_node_t *nd, int r) {
 }
 
 /* Whether reference r of an op takes an i32 tensor (and only then). */
-static int i32_slot(hk_op_t op, int r) { return op == HK_OP_ATTENTION && r == REF_LENGTHS; }
+static int i32_slot(hk_op_t op, int r) {
+  return (op == HK_OP_ATTENTION && r == REF_LENGTHS) || (op == HK_OP_EMBEDDING && r == REF_IN0);
+}
 
 /* i32 tensors go where an op takes them and nowhere else. */
 static int check_i32(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd) {
@@ -1212,6 +1251,9 @@ static int infer_node(spec_ctx_t *c, const pnode_t *pn, hkc_node_t *nd) {
     break;
   case HK_OP_ROPE:
     if (infer_rope(c, pn, nd, &shape) != 0) return -1;
+    break;
+  case HK_OP_EMBEDDING:
+    if (infer_embedding(c, pn, nd, &shape) != 0) return -1;
     break;
   default: /* relu, gelu, silu, gelu_tanh, tanh, softmax: shape kept */
     shape.rank = T[nd->in[0]].rank;

@@ -120,6 +120,7 @@ void hkc_node_cost(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_cost_
   }
   case HK_OP_SOFTMAX: out->flops = COST_SOFTMAX * n_out; break;
   case HK_OP_ROPE: out->flops = COST_ROPE * n_out; break;
+  case HK_OP_EMBEDDING: out->flops = nd->pos != HKC_NONE ? n_out : 0; break;
   case HK_OP_EWCHAIN: out->flops = program_steps(nd->program) * n_out; break;
   case HK_OP_ADD:
   case HK_OP_MUL:

@@ -242,6 +242,24 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
     out_key->head_dim = dh <= INT32_MAX ? (int)dh : 0;
     return l.n;
   }
+  case HK_OP_EMBEDDING: {
+    /* ids [.., seq] (i32), table [vocab, hidden] -> out [.., seq, hidden] */
+    const hkc_tensor_t *table = &spec->tensors[nd->in[1]];
+    const int64_t seq = last_dim(x, batch), vocab = tensor_dim(table, 0, batch), hidden = last_dim(table, batch);
+    if (seq <= 0 || vocab <= 0 || hidden <= 0 || table->rank != 2) break;
+    push_tensor(&l, HKC_EMBEDDING_ARG_TABLE, nd->in[1]);
+    push_tensor(&l, HKC_EMBEDDING_ARG_IDS, nd->in[0]);
+    push_tensor(&l, HKC_EMBEDDING_ARG_POS, nd->pos);
+    push_tensor(&l, HKC_EMBEDDING_ARG_OUT, nd->out);
+    push_i64(&l, HKC_EMBEDDING_ARG_TOKENS, tensor_elems(x, batch));
+    push_i64(&l, HKC_EMBEDDING_ARG_SEQ, seq);
+    push_i64(&l, HKC_EMBEDDING_ARG_VOCAB, vocab);
+    push_i64(&l, HKC_EMBEDDING_ARG_HIDDEN, hidden);
+    assert(l.n == HKC_EMBEDDING_N_ARGS);
+    out_key->has_add = nd->pos != HKC_NONE;
+    out_key->align = align_of((int64_t[]){hidden}, 1);
+    return l.n;
+  }
   case HK_OP_ROPE: {
     /* x [.., seq, heads*dh]: rows flattened; element j of a head pairs with j + dh/2. */
     int64_t width = last_dim(x, batch), heads = nd->heads;
@@ -271,7 +289,7 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
 static const char *key_op_name(hk_op_t op) {
   static const char *const names[] = {"gemm",      "add",     "mul",     "relu",      "gelu", "silu",
                                       "layernorm", "rmsnorm", "softmax", "attention", "rope", "ewchain",
-                                      "gelu_tanh", "tanh"};
+                                      "gelu_tanh", "tanh",    "embedding"};
   return (unsigned)op < sizeof names / sizeof names[0] ? names[op] : NULL;
 }
 

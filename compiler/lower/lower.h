@@ -47,6 +47,9 @@ void hkc_node_cost(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_cost_
  *              passes the same tensor three times with columns 0, H*dh, (H+Hkv)*dh)
  *   rope      T x, T out, I rows, I seq, I heads, I dh, I pos_offset, F theta
  *             (x [rows, heads*dh]; row r is at position r % seq + pos_offset)
+ *   embedding T table, T ids (i32), T pos, T out, I tokens, I seq, I vocab, I hidden
+ *             (out[t] = table[clamp(ids[t], 0, vocab-1)] + pos[t % seq], pos NULL unless
+ *              has_add; t < tokens, rows of `hidden` elements)
  *   ewchain   T out, I n, then per operand j = 0 .. n_in-1: T in_j, I n_j
  *             (out[i] = program over in_j[i % n_j], i < n)
  * lower.c produces exactly these. A GPU variant may append arguments of its own after them
@@ -97,6 +100,11 @@ enum hkc_attention_arg {
 enum hkc_rope_arg {
   HKC_ROPE_ARG_X, HKC_ROPE_ARG_OUT, HKC_ROPE_ARG_ROWS, HKC_ROPE_ARG_SEQ, HKC_ROPE_ARG_HEADS, HKC_ROPE_ARG_DH,
   HKC_ROPE_ARG_POS_OFFSET, HKC_ROPE_ARG_THETA, HKC_ROPE_N_ARGS
+};
+enum hkc_embedding_arg {
+  HKC_EMBEDDING_ARG_TABLE, HKC_EMBEDDING_ARG_IDS, HKC_EMBEDDING_ARG_POS, HKC_EMBEDDING_ARG_OUT,
+  HKC_EMBEDDING_ARG_TOKENS, HKC_EMBEDDING_ARG_SEQ, HKC_EMBEDDING_ARG_VOCAB, HKC_EMBEDDING_ARG_HIDDEN,
+  HKC_EMBEDDING_N_ARGS
 };
 enum hkc_ewchain_arg { HKC_EWCHAIN_ARG_OUT, HKC_EWCHAIN_ARG_N, HKC_EWCHAIN_ARG_OPERANDS };
 /* ewchain operand j (0 .. n_in-1): its tensor and its element count */

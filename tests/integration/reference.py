@@ -187,6 +187,13 @@ def run_node(node, t, dims=None):
         return attention(node, ins, dims, t)
     if op == "rope":
         return rope(node, ins[0], dims)
+    if op == "embedding":
+        ids, table = ins
+        y = table[np.clip(ids.astype(np.int64), 0, table.shape[0] - 1)]
+        if "pos" in node:
+            seq = ids.shape[-1]
+            y = y + t[node["pos"]][:seq]
+        return y
     raise ValueError("op " + op)
 
 

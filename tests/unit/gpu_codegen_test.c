@@ -79,6 +79,7 @@ static size_t all_variants(hk_dtype_t dtype, hkc_kernel_out_t *out) {
   for (int op = HK_OP_ADD; op < HK_OP_COUNT_; op++) {
     memset(&out[n], 0, sizeof out[n]);
     out[n].key = (hkc_kernel_key_t){.op = (hk_op_t)op, .dtype = dtype};
+    if (op == HK_OP_EMBEDDING) out[n].key.has_add = dtype == HK_DTYPE_BF16; /* bf16: with positions */
     n++;
   }
   n = fused_variants(dtype, 0, out, n);
@@ -102,7 +103,7 @@ static void compile_all(hk_test_compile_job_t *jobs, size_t n_jobs, hk_test_comp
 static int representative(const hkc_kernel_key_t *k) {
   /* gelu_tanh and tanh: the unary template as relu/gelu/silu; f16 on the first arch
    * (every variant is) and bf16 */
-  if (k->op == HK_OP_GELU_TANH || k->op == HK_OP_TANH) return k->dtype == HK_DTYPE_BF16;
+  if (k->op == HK_OP_GELU_TANH || k->op == HK_OP_TANH || k->op == HK_OP_EMBEDDING) return k->dtype == HK_DTYPE_BF16;
   if (k->op != HK_OP_GEMM || k->has_mul) return 1;
   const int flags = k->has_bias * 4 + k->has_residual * 2 + k->trans_b;
   return (k->act == HK_ACT_NONE && flags == 0) || (k->act == HK_ACT_GELU && flags == 7) ||

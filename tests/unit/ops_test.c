@@ -70,7 +70,7 @@ static const char *const k_programs[] = {"r", "a1", "m1ra2", "a1gm2m3a4", "st", 
 
 static const hk_op_t k_plain_ops[] = {HK_OP_ADD,       HK_OP_MUL,     HK_OP_RELU,    HK_OP_GELU,     HK_OP_SILU,
                                       HK_OP_LAYERNORM, HK_OP_RMSNORM, HK_OP_SOFTMAX, HK_OP_ATTENTION, HK_OP_ROPE,
-                                      HK_OP_GELU_TANH, HK_OP_TANH};
+                                      HK_OP_GELU_TANH, HK_OP_TANH, HK_OP_EMBEDDING};
 
 static double now_s(void) {
   struct timespec ts;
@@ -90,6 +90,7 @@ static int setup(void **state) {
                                    .has_residual = (flags >> 2) & 1});
     for (size_t o = 0; o < sizeof k_plain_ops / sizeof k_plain_ops[0]; o++)
       add_key((hkc_kernel_key_t){.op = k_plain_ops[o], .dtype = k_dtypes[d]});
+    add_key((hkc_kernel_key_t){.op = HK_OP_EMBEDDING, .dtype = k_dtypes[d], .has_add = 1});
     for (int lm = 1; lm < 4; lm++)
       add_key((hkc_kernel_key_t){.op = HK_OP_ATTENTION, .dtype = k_dtypes[d], .has_lengths = lm & 1,
                                  .has_mask = lm >> 1});
@@ -838,6 +839,50 @@ static void test_attention(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) attention_case(dt, &cases[i], &rng);
 }
 
+/* ---- embedding -------------------------------------------------------------------------------- */
+/* ids: random rows, some out of range (clamped to 0 .. vocab-1); with a position table,
+ * row t % seq of it is added (f32 sum, one rounding). */
+static void test_embedding(void **state) {
+  (void)state;
+  static const int64_t cases[][4] = {{3, 7, 11, 37}, {1, 1, 1, 5}, {4, 33, 50, 300}}; /* batch, seq, vocab, hidden */
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 9);
+  for (int dt = 0; dt < N_DTYPES; dt++)
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+      for (int with_pos = 0; with_pos < 2; with_pos++) {
+        const int64_t B = cases[ci][0], S = cases[ci][1], V = cases[ci][2], H = cases[ci][3], T = B * S;
+        buf_t table = buf_random(dt, (size_t)(V * H), &rng, -2, 2), pos = buf_random(dt, (size_t)((S + 2) * H), &rng, -2, 2);
+        buf_t out = buf_poisoned(dt, (size_t)(T * H));
+        int32_t *ids = malloc(sizeof(int32_t) * (size_t)T);
+        double *ref = malloc(sizeof(double) * (size_t)(T * H)), *mag = malloc(sizeof(double) * (size_t)(T * H));
+        for (int64_t t = 0; t < T; t++) {
+          ids[t] = (int32_t)floor(hk_test_uniform(&rng, -2, (double)V + 2)); /* -2 .. V+1 */
+          if (t == 0) ids[t] = INT32_MIN;
+          if (t == T - 1 && T > 1) ids[t] = INT32_MAX;
+          const int64_t id = ids[t] < 0 ? 0 : ids[t] >= V ? V - 1 : ids[t];
+          for (int64_t d = 0; d < H; d++) {
+            const double p = with_pos ? pos.val[(t % S) * H + d] : 0;
+            ref[t * H + d] = table.val[id * H + d] + p;
+            mag[t * H + d] = fabs(table.val[id * H + d]) + fabs(p);
+          }
+        }
+        hkc_kernel_key_t key = {.op = HK_OP_EMBEDDING, .dtype = k_dtypes[dt], .has_add = with_pos};
+        call_t c = {0};
+        arg_tensor(&c, &table);
+        arg_ptr(&c, ids);
+        arg_tensor(&c, with_pos ? &pos : NULL);
+        arg_tensor(&c, &out);
+        arg_i64(&c, T), arg_i64(&c, S), arg_i64(&c, V), arg_i64(&c, H);
+        run(&key, &c, &out);
+        char what[128];
+        snprintf(what, sizeof what, "embedding tokens=%lld seq=%lld vocab=%lld hidden=%lld pos=%d", (long long)T,
+                 (long long)S, (long long)V, (long long)H, with_pos);
+        check(what, &out, ref, mag, 0);
+        free(ids), free(ref), free(mag);
+        buf_free(&table), buf_free(&pos), buf_free(&out);
+      }
+}
+
 /* ---- rope -------------------------------------------------------------------------------------- */
 typedef struct rope_case {
   int64_t rows, seq, heads, dh, offset;
@@ -1327,6 +1372,7 @@ int main(void) {
       cmocka_unit_test(test_softmax),
       cmocka_unit_test(test_attention),
       cmocka_unit_test(test_rope),
+      cmocka_unit_test(test_embedding),
       cmocka_unit_test(test_templates_build_warning_free),
       cmocka_unit_test(test_rtc_deterministic_and_errors),
   };

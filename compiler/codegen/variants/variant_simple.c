@@ -31,6 +31,8 @@ static const simple_params_t k_attention = {.threads = 128, .attn_bq = 16, .attn
 /* rope: HK_ROPE_VEC rotation pairs per thread when dh/2 is a multiple of it (else 1);
  * blocks per CU the launch aims at (each block then walks a strided set of rows) */
 static const simple_params_t k_rope = {.threads = 256};
+/* embedding: one token's row per block, threads over the hidden dim */
+static const simple_params_t k_embedding = {.threads = 128};
 #define SIMPLE_ROPE_VEC 4
 #define SIMPLE_ROPE_BLOCKS_PER_CU 16
 
@@ -49,6 +51,7 @@ static const simple_params_t *simple_params(hk_op_t op) {
   case HK_OP_SILU:
   case HK_OP_EWCHAIN: return &k_elementwise;
   case HK_OP_ROPE: return &k_rope;
+  case HK_OP_EMBEDDING: return &k_embedding;
   case HK_OP_LAYERNORM:
   case HK_OP_RMSNORM:
   case HK_OP_SOFTMAX: return &k_row;
@@ -80,6 +83,7 @@ static void simple_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
  *   gemm        an HK_TILE_M x HK_TILE_N tile of C: ceil(M/TM) * ceil(N/TN) blocks
  *   add..silu, ewchain   HK_THREADS * ew_items elements (grid-stride loop inside)
  *   norms, softmax   one row
+ *   embedding   one token's row (HK_THREADS threads over the hidden dim)
  *   attention   HK_ATTN_BQ query rows of one (batch, head)
  *   rope        one column block (HK_THREADS items of HK_ROPE_VEC pairs) of a strided
  *               set of rows: grid = column blocks x row groups (rope.hip)
@@ -116,6 +120,7 @@ static void simple_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
   case HK_OP_EWCHAIN:
     blocks = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_EWCHAIN_ARG_N), (int64_t)p->threads * p->ew_items);
     break;
+  case HK_OP_EMBEDDING: blocks = hkc_variant_arg_i64(args, n_args, HKC_EMBEDDING_ARG_TOKENS); break;
   case HK_OP_ROPE: {
     /* column blocks (a row's pairs over HK_THREADS threads) x row groups, about
      * SIMPLE_ROPE_BLOCKS_PER_CU blocks per CU in all (templates/gpu/rope.hip) */
@@ -169,3 +174,4 @@ SIMPLE_ENTRY(simple_softmax, "gpu/softmax.hip", op == HK_OP_SOFTMAX);
 SIMPLE_ENTRY(simple_attention, "gpu/attention.hip", op == HK_OP_ATTENTION);
 SIMPLE_ENTRY(simple_rope, "gpu/rope.hip", op == HK_OP_ROPE);
 SIMPLE_ENTRY(simple_ewchain, "gpu/ewchain.hip", op == HK_OP_EWCHAIN);
+SIMPLE_ENTRY(simple_embedding, "gpu/embedding.hip", op == HK_OP_EMBEDDING);

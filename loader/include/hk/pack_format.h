@@ -157,6 +157,7 @@ typedef enum hk_op {
   HK_OP_EWCHAIN = 11,  /* a fused chain of element-wise ops (never written in a spec) */
   HK_OP_GELU_TANH = 12, /* gelu, tanh approximation (torch's approximate="tanh") */
   HK_OP_TANH = 13,
+  HK_OP_EMBEDDING = 14, /* rows of a table by i32 ids, plus optional position rows */
   HK_OP_COUNT_
 } hk_op_t;
 
