@@ -121,8 +121,9 @@ static hkc_kernel_key_t masked_key(hk_dtype_t dtype, int dh, int lengths, int ma
   return k;
 }
 
-/* Lengths: attention_mma on every NVIDIA arch (sm_90a's TMA and wgmma kernels do not take
- * them), attention_mfma on CDNA; an additive mask: the simple kernel everywhere. */
+/* The masked ABI on NVIDIA: attention_mma on every arch (sm_90a's TMA and wgmma kernels do
+ * not take it); on CDNA attention_mfma takes lengths, an additive mask goes to the simple
+ * kernel; keys no fast kernel serves (f32) stay simple. */
 static void test_masked_selection(void **state) {
   (void)state;
   static const char *const nv[] = {"sm_80", "sm_90", "sm_90a"};
@@ -130,8 +131,8 @@ static void test_masked_selection(void **state) {
     for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++)
       for (int dh = 64; dh <= 128; dh += 64) {
         assert_string_equal(hk_test_variant_name(nv[a], masked_key((hk_dtype_t)dt, dh, 1, 0)), "attention_mma");
-        assert_string_equal(hk_test_variant_name(nv[a], masked_key((hk_dtype_t)dt, dh, 0, 1)), "simple");
-        assert_string_equal(hk_test_variant_name(nv[a], masked_key((hk_dtype_t)dt, dh, 1, 1)), "simple");
+        assert_string_equal(hk_test_variant_name(nv[a], masked_key((hk_dtype_t)dt, dh, 0, 1)), "attention_mma");
+        assert_string_equal(hk_test_variant_name(nv[a], masked_key((hk_dtype_t)dt, dh, 1, 1)), "attention_mma");
       }
   assert_string_equal(hk_test_variant_name("sm_90a", masked_key(HK_DTYPE_F16, 64, 0, 0)), "attention_tma");
   assert_string_equal(hk_test_variant_name("gfx90a", masked_key(HK_DTYPE_F16, 64, 1, 0)), "attention_mfma");
@@ -139,23 +140,24 @@ static void test_masked_selection(void **state) {
   assert_string_equal(hk_test_variant_name("gfx90a", masked_key(HK_DTYPE_F16, 64, 0, 1)), "simple");
   assert_string_equal(hk_test_variant_name("gfx1030", masked_key(HK_DTYPE_F16, 64, 1, 0)), "simple");
   assert_string_equal(hk_test_variant_name("sm_90", masked_key(HK_DTYPE_F32, 64, 1, 0)), "simple");
+  assert_string_equal(hk_test_variant_name("sm_90a", masked_key(HK_DTYPE_F32, 64, 1, 1)), "simple");
   /* the masked ABI is in the kernel's name */
   hkc_kernel_out_t k = {.key = masked_key(HK_DTYPE_F16, 64, 1, 1)};
   hk_test_kernel_name(&k);
   assert_string_equal(k.name, "hk_attention_f16_len_mask_a8_d64");
 }
 
-/* The masked kernels compile without spills: attention_mma with lengths (both configs:
- * sm_80's and sm_90's), the simple kernel with a mask; on AMD attention_mfma with lengths
- * and the simple kernel with both. */
+/* The masked kernels compile without spills: attention_mma with lengths, a mask and both
+ * (dh 64 and 128: both scale modes), the simple kernel with both (f32); on AMD
+ * attention_mfma with lengths and the simple kernel with a mask. */
 static void test_masked_compiles(void **state) {
   (void)state;
   static const struct {
     const char *arch;
     hk_dtype_t dtype;
     int dh, lengths, mask;
-  } nv[] = {{"sm_80", HK_DTYPE_F16, 64, 1, 0}, {"sm_90", HK_DTYPE_BF16, 64, 1, 0}, {"sm_90a", HK_DTYPE_F16, 128, 1, 0},
-            {"sm_90a", HK_DTYPE_BF16, 64, 1, 1}, {"sm_80", HK_DTYPE_F16, 64, 0, 1}},
+  } nv[] = {{"sm_80", HK_DTYPE_F16, 64, 1, 0}, {"sm_90", HK_DTYPE_BF16, 64, 1, 0}, {"sm_90a", HK_DTYPE_F16, 128, 0, 1},
+            {"sm_90a", HK_DTYPE_BF16, 64, 1, 1}, {"sm_90", HK_DTYPE_F32, 64, 1, 1}},
     amd[] = {{"gfx90a", HK_DTYPE_F16, 64, 1, 0}, {"gfx90a", HK_DTYPE_BF16, 128, 1, 1}, {"gfx1030", HK_DTYPE_F16, 64, 0, 1}};
   char why[512];
   for (int vendor = 0; vendor < 2; vendor++) {
