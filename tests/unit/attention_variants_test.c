@@ -121,9 +121,9 @@ static hkc_kernel_key_t masked_key(hk_dtype_t dtype, int dh, int lengths, int ma
   return k;
 }
 
-/* The masked ABI on NVIDIA: attention_mma on every arch (sm_90a's TMA and wgmma kernels do
- * not take it); on CDNA attention_mfma takes lengths, an additive mask goes to the simple
- * kernel; keys no fast kernel serves (f32) stay simple. */
+/* The masked ABI (lengths, mask): attention_mma on every NVIDIA arch (sm_90a's TMA and
+ * wgmma kernels do not take it), attention_mfma on CDNA; keys no fast kernel serves (f32,
+ * RDNA) stay simple. */
 static void test_masked_selection(void **state) {
   (void)state;
   static const char *const nv[] = {"sm_80", "sm_90", "sm_90a"};
@@ -137,7 +137,9 @@ static void test_masked_selection(void **state) {
   assert_string_equal(hk_test_variant_name("sm_90a", masked_key(HK_DTYPE_F16, 64, 0, 0)), "attention_tma");
   assert_string_equal(hk_test_variant_name("gfx90a", masked_key(HK_DTYPE_F16, 64, 1, 0)), "attention_mfma");
   assert_string_equal(hk_test_variant_name("gfx908", masked_key(HK_DTYPE_BF16, 128, 1, 0)), "attention_mfma");
-  assert_string_equal(hk_test_variant_name("gfx90a", masked_key(HK_DTYPE_F16, 64, 0, 1)), "simple");
+  assert_string_equal(hk_test_variant_name("gfx90a", masked_key(HK_DTYPE_F16, 64, 0, 1)), "attention_mfma");
+  assert_string_equal(hk_test_variant_name("gfx908", masked_key(HK_DTYPE_BF16, 64, 1, 1)), "attention_mfma");
+  assert_string_equal(hk_test_variant_name("gfx1030", masked_key(HK_DTYPE_F16, 64, 0, 1)), "simple");
   assert_string_equal(hk_test_variant_name("gfx1030", masked_key(HK_DTYPE_F16, 64, 1, 0)), "simple");
   assert_string_equal(hk_test_variant_name("sm_90", masked_key(HK_DTYPE_F32, 64, 1, 0)), "simple");
   assert_string_equal(hk_test_variant_name("sm_90a", masked_key(HK_DTYPE_F32, 64, 1, 1)), "simple");
@@ -149,7 +151,7 @@ static void test_masked_selection(void **state) {
 
 /* The masked kernels compile without spills: attention_mma with lengths, a mask and both
  * (dh 64 and 128: both scale modes), the simple kernel with both (f32); on AMD
- * attention_mfma with lengths and the simple kernel with a mask. */
+ * attention_mfma with lengths and with both, the simple kernel with a mask (gfx1030). */
 static void test_masked_compiles(void **state) {
   (void)state;
   static const struct {
