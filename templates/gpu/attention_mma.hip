@@ -42,8 +42,9 @@
  *     stores zeros (l = 0);
  *   mask: every tile goes through the masking loop, which adds mask[b, h or 0, i, j] to
  *     the raw score of each unmasked (i < seq_q, j < kv_len) element, times log2(e) / sl2
- *     so that the exponent s * sl2 gains mask * log2(e) in both scale modes (scale 0:
- *     the mask is ignored). A row left with no finite score stores zeros.
+ *     so that the exponent s * sl2 gains mask * log2(e) in both scale modes (scale 0 in
+ *     the dh-64 mode, sl2 = 0: the mask is ignored). A row left with no finite score
+ *     stores zeros.
  */
 #ifndef HK_ATTN_LENGTHS
 #define HK_ATTN_LENGTHS 0
