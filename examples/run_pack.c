@@ -38,7 +38,8 @@ static float from_half(uint16_t h) {
 static void fill(void *buf, const hk_tensor_info_t *info, size_t count) {
   for (size_t i = 0; i < count; i++) {
     float v = (float)((int)(i % 17) - 8) / 16.0f; /* values in [-0.5, 0.5] */
-    if (info->element_type == HK_ELEMENT_F32) ((float *)buf)[i] = v;
+    if (info->element_type == HK_ELEMENT_I32) ((int32_t *)buf)[i] = (int32_t)(i % 7); /* ids, lengths */
+    else if (info->element_type == HK_ELEMENT_F32) ((float *)buf)[i] = v;
     else if (info->element_type == HK_ELEMENT_F16) ((uint16_t *)buf)[i] = to_half(v);
     else {
       uint32_t x;
@@ -107,7 +108,7 @@ int main(int argc, char **argv) {
     hk_session_tensor_info(session, t, &info);
     buffers[t] = malloc(info.bytes);
     if (!buffers[t]) goto done;
-    if (info.role != HK_TENSOR_OUTPUT) fill(buffers[t], &info, info.bytes / (info.element_type == HK_ELEMENT_F32 ? 4 : 2));
+    if (info.role != HK_TENSOR_OUTPUT) fill(buffers[t], &info, info.bytes / (info.element_type == HK_ELEMENT_F32 || info.element_type == HK_ELEMENT_I32 ? 4 : 2));
     if (hk_session_bind(session, info.name, buffers[t], info.bytes) != HK_OK) {
       fprintf(stderr, "bind: %s\n", hk_last_error());
       goto done;

@@ -101,12 +101,15 @@ static const char *host_template_path(hk_op_t op) {
   case HK_OP_MUL: return "host/binary.c";
   case HK_OP_RELU:
   case HK_OP_GELU:
+  case HK_OP_GELU_TANH:
+  case HK_OP_TANH:
   case HK_OP_SILU: return "host/unary.c";
   case HK_OP_LAYERNORM: return "host/layernorm.c";
   case HK_OP_RMSNORM: return "host/rmsnorm.c";
   case HK_OP_SOFTMAX: return "host/softmax.c";
   case HK_OP_ATTENTION: return "host/attention.c";
   case HK_OP_ROPE: return "host/rope.c";
+  case HK_OP_EMBEDDING: return "host/embedding.c";
   case HK_OP_EWCHAIN: return "host/ewchain.c";
   default: return NULL;
   }
@@ -125,7 +128,7 @@ static const char *host_act_fn(hk_act_t act) {
 static const char *const k_instance_macros[] = {
     "HK_NAME",  "HK_T",       "HK_LOAD",    "HK_STORE",  "HK_ACT",    "HK_TRANS_B",    "HK_HAS_BIAS",
     "HK_HAS_RESIDUAL", "HK_HAS_MUL", "HK_HAS_ADD", "HK_HAS_SUM", "HK_BINOP", "HK_UNARY", "HK_EW_NIN",
-    "HK_EW_PROGRAM",
+    "HK_EW_PROGRAM", "HK_ATTN_LENGTHS", "HK_ATTN_MASK",
 };
 
 /* An ewchain program (hkc_kernel_key_t.program) as C statements on the f32 value v,
@@ -162,11 +165,12 @@ static int emit_instance(hkc_strbuf_t *sb, const hkc_kernel_out_t *k, const char
   static const char *const types[] = {"float", "uint16_t", "uint16_t"};
   static const char *const loads[] = {"hk_f32_load", "hk_f16_to_f32", "hk_bf16_to_f32"};
   static const char *const stores[] = {"hk_f32_store", "hk_f32_to_f16", "hk_f32_to_bf16"};
-  size_t t = key->dtype < HK_DTYPE_COUNT_ ? (size_t)key->dtype : 0;
-  hk_act_t unary = key->op == HK_OP_RELU ? HK_ACT_RELU
-                   : key->op == HK_OP_GELU ? HK_ACT_GELU
-                   : key->op == HK_OP_SILU ? HK_ACT_SILU
-                                           : HK_ACT_NONE;
+  size_t t = key->dtype < HK_DTYPE_FLOAT_COUNT ? (size_t)key->dtype : 0;
+  hk_act_t unary = key->op == HK_OP_RELU        ? HK_ACT_RELU
+                   : key->op == HK_OP_GELU      ? HK_ACT_GELU
+                   : key->op == HK_OP_SILU      ? HK_ACT_SILU
+                   : key->op == HK_OP_GELU_TANH ? HK_ACT_GELU_TANH
+                                                : HK_ACT_NONE;
 
   hkc_sb_printf(sb, "\n/* ---- %s ---- */\n", k->name);
   hkc_sb_printf(sb, "#define HK_NAME %s\n", k->name);
@@ -181,8 +185,10 @@ static int emit_instance(hkc_strbuf_t *sb, const hkc_kernel_out_t *k, const char
   hkc_sb_printf(sb, "#define HK_DUAL %d\n", key->dual ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_HAS_ADD %d\n", key->has_add ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_HAS_SUM %d\n", key->has_add && key->has_sum ? 1 : 0);
+  hkc_sb_printf(sb, "#define HK_ATTN_LENGTHS %d\n#define HK_ATTN_MASK %d\n", key->has_lengths ? 1 : 0,
+                key->has_mask ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_BINOP(x, y) ((x) %c (y))\n", key->op == HK_OP_MUL ? '*' : '+');
-  hkc_sb_printf(sb, "#define HK_UNARY(x) %s(x)\n", host_act_fn(unary));
+  hkc_sb_printf(sb, "#define HK_UNARY(x) %s(x)\n", key->op == HK_OP_TANH ? "tanhf" : host_act_fn(unary));
   if (key->op == HK_OP_EWCHAIN) {
     hkc_strbuf_t code = {0};
     int nin = 1;
@@ -277,6 +283,8 @@ void hkc_host_launch_dims(const hkc_kernel_key_t *key, const hkc_arg_t *args, ui
   case HK_OP_MUL: blocks = ceil_div(arg_i64(args, n_args, HKC_BINARY_ARG_N), HOST_EW_CHUNK); break;
   case HK_OP_RELU:
   case HK_OP_GELU:
+  case HK_OP_GELU_TANH:
+  case HK_OP_TANH:
   case HK_OP_SILU: blocks = ceil_div(arg_i64(args, n_args, HKC_UNARY_ARG_N), HOST_EW_CHUNK); break;
   case HK_OP_EWCHAIN: blocks = ceil_div(arg_i64(args, n_args, HKC_EWCHAIN_ARG_N), HOST_EW_CHUNK); break;
   case HK_OP_LAYERNORM: blocks = arg_i64(args, n_args, HKC_LAYERNORM_ARG_ROWS); break;
@@ -287,6 +295,7 @@ void hkc_host_launch_dims(const hkc_kernel_key_t *key, const hkc_arg_t *args, ui
              arg_i64(args, n_args, HKC_ATTENTION_ARG_SEQ_Q);
     break;
   case HK_OP_ROPE: blocks = arg_i64(args, n_args, HKC_ROPE_ARG_ROWS); break;
+  case HK_OP_EMBEDDING: blocks = arg_i64(args, n_args, HKC_EMBEDDING_ARG_TOKENS); break;
   default: break;
   }
   if (blocks < 1) blocks = 1;

@@ -108,12 +108,13 @@ static int collect_kernels(const hkc_spec_t *spec, target_plan_t *plan, hkc_tune
       memset(ko, 0, sizeof *ko);
       ko->key = *key;
       hkc_kernel_key_name(key, ko->name, sizeof ko->name);
-      snprintf(ko->params, sizeof ko->params, "op=%s dtype=%s%s%s%s%s%s%s%s%s%s%s", hkc_op_name(key->op),
+      snprintf(ko->params, sizeof ko->params, "op=%s dtype=%s%s%s%s%s%s%s%s%s%s%s%s%s", hkc_op_name(key->op),
                hkc_dtype_name(key->dtype), key->op == HK_OP_GEMM ? " act=" : "",
                key->op == HK_OP_GEMM ? hkc_act_name(key->act) : "", key->has_bias ? " bias" : "",
                key->dual ? " dual" : key->has_mul ? " mul" : "", key->has_residual ? " residual" : "",
                key->trans_b ? " trans_b" : "",
-               key->has_add ? " add" : "", key->has_sum ? " sum" : "", key->program[0] ? " program=" : "",
+               key->has_add ? " add" : "", key->has_sum ? " sum" : "", key->has_lengths ? " lengths" : "",
+               key->has_mask ? " mask" : "", key->program[0] ? " program=" : "",
                key->program);
       ko->wave_size = 1;
       t->n_kernels++;

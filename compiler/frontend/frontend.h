@@ -73,6 +73,11 @@ typedef struct hkc_node {
   int add_in;       /* layernorm/rmsnorm (fused residual add): normalises in[0] + add_in,
                        same shape; HKC_NONE when absent */
   int sum_out;      /* with add_in: also stores in[0] + add_in here; HKC_NONE when absent */
+  int lengths;      /* attention: i32 [B] key lengths (keys j >= lengths[b] masked); HKC_NONE when absent */
+  int mask;         /* attention: additive mask [B, 1 or heads, S, Skv] added to the scaled scores;
+                       HKC_NONE when absent */
+  int pos;          /* embedding: position table [max_pos, hidden] (row s added at sequence
+                       position s); HKC_NONE when absent */
   int out;          /* tensor index */
   hk_act_t act;     /* gemm epilogue activation */
   int trans_b;      /* gemm: B stored [N, K] */

@@ -32,7 +32,7 @@
 /* Reasons are one sentence; the group's names are printed apart from them. */
 #define FUSE_WHY 384
 /* The most tensors one node reads: ewchain operands, or gemm A, B, bias, residual, mul. */
-#define FUSE_MAX_READS (HKC_MAX_NODE_IN + 6)
+#define FUSE_MAX_READS (HKC_MAX_NODE_IN + 9)
 
 typedef struct fuse_ctx {
   hkc_spec_t *spec;
@@ -51,7 +51,7 @@ typedef struct fuse_ctx {
 static size_t node_reads(const hkc_node_t *n, int out[FUSE_MAX_READS]) {
   size_t k = 0;
   for (int i = 0; i < n->n_in; i++) out[k++] = n->in[i];
-  const int extra[] = {n->bias, n->residual, n->mul, n->gamma, n->beta, n->add_in};
+  const int extra[] = {n->bias, n->residual, n->mul, n->gamma, n->beta, n->add_in, n->lengths, n->mask, n->pos};
   for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
     if (extra[i] != HKC_NONE) out[k++] = extra[i];
   return k;
@@ -65,16 +65,20 @@ static int reads_tensor(const hkc_node_t *n, int t) {
   return 0;
 }
 
-static int is_elementwise(hk_op_t op) {
-  return op == HK_OP_ADD || op == HK_OP_MUL || op == HK_OP_RELU || op == HK_OP_GELU || op == HK_OP_SILU;
+/* tanh has no epilogue act nor ewchain step: it runs alone. */
+static int is_unary(hk_op_t op) {
+  return op == HK_OP_RELU || op == HK_OP_GELU || op == HK_OP_SILU || op == HK_OP_GELU_TANH;
 }
 
-static int is_unary(hk_op_t op) { return op == HK_OP_RELU || op == HK_OP_GELU || op == HK_OP_SILU; }
+static int is_elementwise(hk_op_t op) {
+  return op == HK_OP_ADD || op == HK_OP_MUL || is_unary(op);
+}
+
 
 static int is_norm(hk_op_t op) { return op == HK_OP_LAYERNORM || op == HK_OP_RMSNORM; }
 
 static hk_act_t unary_act(hk_op_t op) {
-  return op == HK_OP_RELU ? HK_ACT_RELU : op == HK_OP_GELU ? HK_ACT_GELU : HK_ACT_SILU;
+  return op == HK_OP_RELU ? HK_ACT_RELU : op == HK_OP_GELU ? HK_ACT_GELU : op == HK_OP_GELU_TANH ? HK_ACT_GELU_TANH : HK_ACT_SILU;
 }
 
 static int same_shape(const hkc_tensor_t *a, const hkc_tensor_t *b) {
@@ -356,6 +360,7 @@ static char step_letter(hk_op_t op) {
   case HK_OP_MUL: return 'm';
   case HK_OP_RELU: return 'r';
   case HK_OP_GELU: return 'g';
+  case HK_OP_GELU_TANH: return 't';
   default: return 's';
   }
 }
@@ -720,7 +725,8 @@ static int rewrite_spec(fuse_ctx_t *f) {
     *nd = f->slot[order[j]];
     keep_name[f->anchor[order[j]]] = 1;
     for (int i = 0; i < nd->n_in; i++) remap(&nd->in[i], map);
-    int *fields[] = {&nd->bias, &nd->residual, &nd->mul, &nd->gamma, &nd->beta, &nd->add_in, &nd->sum_out, &nd->out};
+    int *fields[] = {&nd->bias,   &nd->residual, &nd->mul,  &nd->gamma, &nd->beta, &nd->add_in,
+                     &nd->sum_out, &nd->lengths,  &nd->mask, &nd->pos,   &nd->out};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) remap(fields[i], map);
     s->tensors[nd->out].producer = (int)j;
     if (nd->sum_out != HKC_NONE) s->tensors[nd->sum_out].producer = (int)j;

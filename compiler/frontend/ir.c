@@ -53,6 +53,7 @@ size_t hkc_dtype_size(hk_dtype_t dtype) {
   case HK_DTYPE_F32: return 4;
   case HK_DTYPE_F16: return 2;
   case HK_DTYPE_BF16: return 2;
+  case HK_DTYPE_I32: return 4;
   default: return 0;
   }
 }
@@ -62,6 +63,7 @@ const char *hkc_dtype_name(hk_dtype_t dtype) {
   case HK_DTYPE_F32: return "f32";
   case HK_DTYPE_F16: return "f16";
   case HK_DTYPE_BF16: return "bf16";
+  case HK_DTYPE_I32: return "i32";
   default: return "?";
   }
 }
@@ -72,6 +74,7 @@ const char *hkc_op_name(hk_op_t op) {
       [HK_OP_RELU] = "relu",           [HK_OP_GELU] = "gelu",       [HK_OP_SILU] = "silu",
       [HK_OP_LAYERNORM] = "layernorm", [HK_OP_RMSNORM] = "rmsnorm", [HK_OP_SOFTMAX] = "softmax",
       [HK_OP_ATTENTION] = "attention", [HK_OP_ROPE] = "rope",       [HK_OP_EWCHAIN] = "ewchain",
+      [HK_OP_GELU_TANH] = "gelu_tanh", [HK_OP_TANH] = "tanh",  [HK_OP_EMBEDDING] = "embedding",
   };
   return (unsigned)op < HK_OP_COUNT_ ? names[op] : "?";
 }

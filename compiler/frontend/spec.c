@@ -374,8 +374,9 @@ static int shape_equal(const hkc_dim_t *a, uint32_t ra, const hkc_dim_t *b, uint
 }
 
 /* ---- the builder ---------------------------------------------------------------------------- */
-enum { REF_IN0, REF_IN1, REF_IN2, REF_BIAS, REF_RESIDUAL, REF_MUL, REF_GAMMA, REF_BETA, REF_COUNT };
-static const char *const ref_names[REF_COUNT] = {"in", "in", "in", "bias", "residual", "mul", "gamma", "beta"};
+enum { REF_IN0, REF_IN1, REF_IN2, REF_BIAS, REF_RESIDUAL, REF_MUL, REF_GAMMA, REF_BETA, REF_LENGTHS, REF_MASK, REF_POS, REF_COUNT };
+static const char *const ref_names[REF_COUNT] = {"in",    "in",   "in",      "bias", "residual", "mul",
+                                                 "gamma", "beta", "lengths", "mask", "pos"};
 
 /* A graph node between parsing and sorting: names not yet resolved. */
 typedef struct pnode {
@@ -476,7 +477,7 @@ static int parse_dtype(spec_ctx_t *c, const ynode_t *dtype) {
   if (dtype) {
     if (expect_kind(dtype, Y_SCALAR, "a dtype", "dtype") != 0) return -1;
     int found = 0;
-    for (int d = 0; d < HK_DTYPE_COUNT_; d++)
+    for (int d = 0; d < HK_DTYPE_FLOAT_COUNT; d++)
       if (!strcmp(dtype->text, hkc_dtype_name((hk_dtype_t)d))) s->dtype = (hk_dtype_t)d, found = 1;
     if (!found) {
       hkc_error(dtype->loc, "unknown dtype '%.64s' (expected f32, f16 or bf16)", dtype->text);
@@ -601,7 +602,38 @@ static int parse_targets(spec_ctx_t *c, const ynode_t *n) {
   return 0;
 }
 
-/* inputs / params: name -> shape. */
+/* One declaration's value: a shape list, or {shape: [...], dtype: T} where T is the spec's
+ * dtype or, for an input, i32 (token ids, sequence lengths). */
+static int parse_decl(spec_ctx_t *c, const ynode_t *v, const char *name, hk_role_t role, hkc_tensor_t *t) {
+  if (v->kind != Y_MAP) return parse_shape(c, v, name, t);
+  static const char *const keys[] = {"shape", "dtype"};
+  const ynode_t *k[2], *val[2];
+  char context[300];
+  snprintf(context, sizeof context, " for tensor '%s'", name);
+  if (map_collect(v, keys, 2, 3u, context, k, val) != 0) return -1;
+  if (!val[0]) {
+    hkc_error(v->loc, "tensor '%s': missing required key 'shape'", name);
+    return -1;
+  }
+  if (parse_shape(c, val[0], name, t) != 0) return -1;
+  if (!val[1]) return 0;
+  if (expect_kind(val[1], Y_SCALAR, "a dtype", "dtype") != 0) return -1;
+  if (!strcmp(val[1]->text, "i32")) {
+    if (role != HK_ROLE_INPUT) {
+      hkc_error(val[1]->loc, "tensor '%s': only inputs may be i32 (ids, lengths); params have the spec's dtype %s",
+                name, hkc_dtype_name(c->spec->dtype));
+      return -1;
+    }
+    t->dtype = HK_DTYPE_I32;
+  } else if (strcmp(val[1]->text, hkc_dtype_name(c->spec->dtype)) != 0) {
+    hkc_error(val[1]->loc, "tensor '%s': dtype '%.64s' (expected the spec's dtype %s, or i32 for an input)", name,
+              val[1]->text, hkc_dtype_name(c->spec->dtype));
+    return -1;
+  }
+  return 0;
+}
+
+/* inputs / params: name -> shape, or name -> {shape, dtype}. */
 static int parse_decls(spec_ctx_t *c, const ynode_t *n, const char *what, hk_role_t role) {
   if (expect_kind(n, Y_MAP, "a map of tensor names to shapes", what) != 0) return -1;
   if (role == HK_ROLE_INPUT && n->n == 0) {
@@ -613,7 +645,7 @@ static int parse_decls(spec_ctx_t *c, const ynode_t *n, const char *what, hk_rol
     if (parse_name(n->kids[p], "tensor", &name) != 0) return -1;
     int t = add_tensor(c, name, role, n->kids[p]->loc);
     if (t < 0) return -1;
-    if (parse_shape(c, n->kids[p + 1], name, &c->spec->tensors[t]) != 0) return -1;
+    if (parse_decl(c, n->kids[p + 1], name, role, &c->spec->tensors[t]) != 0) return -1;
   }
   return 0;
 }
@@ -634,11 +666,12 @@ static int parse_count(spec_ctx_t *c, const ynode_t *n, const char *what, int64_
 /* ---- graph nodes ------------------------------------------------------------------------------ */
 enum {
   NK_NAME, NK_OP, NK_IN, NK_OUT, NK_BIAS, NK_RESIDUAL, NK_ACT, NK_TRANS_B, NK_GAMMA, NK_BETA, NK_EPS,
-  NK_HEADS, NK_KV_HEADS, NK_CAUSAL, NK_SCALE, NK_THETA, NK_OFFSET, NK_MUL, NK_COUNT
+  NK_HEADS, NK_KV_HEADS, NK_CAUSAL, NK_SCALE, NK_THETA, NK_OFFSET, NK_MUL, NK_LENGTHS, NK_MASK, NK_POS, NK_COUNT
 };
 static const char *const node_keys[NK_COUNT] = {"name",  "op",   "in",  "out",   "bias",     "residual",
                                                 "act",   "trans_b", "gamma", "beta", "eps", "heads",
-                                                "kv_heads", "causal", "scale", "theta", "offset", "mul"};
+                                                "kv_heads", "causal", "scale", "theta", "offset", "mul",
+                                                "lengths", "mask", "pos"};
 #define NKB(k) (1u << (k))
 #define NK_COMMON (NKB(NK_NAME) | NKB(NK_OP) | NKB(NK_IN) | NKB(NK_OUT))
 
@@ -654,11 +687,15 @@ static const struct op_info {
     [HK_OP_RELU] = {NK_COMMON, NK_COMMON, 1, 1},
     [HK_OP_GELU] = {NK_COMMON, NK_COMMON, 1, 1},
     [HK_OP_SILU] = {NK_COMMON, NK_COMMON, 1, 1},
+    [HK_OP_GELU_TANH] = {NK_COMMON, NK_COMMON, 1, 1},
+    [HK_OP_TANH] = {NK_COMMON, NK_COMMON, 1, 1},
+    [HK_OP_EMBEDDING] = {NK_COMMON | NKB(NK_POS), NK_COMMON, 2, 2},
     [HK_OP_LAYERNORM] = {NK_COMMON | NKB(NK_GAMMA) | NKB(NK_BETA) | NKB(NK_EPS), NK_COMMON | NKB(NK_GAMMA) | NKB(NK_BETA),
                          1, 1},
     [HK_OP_RMSNORM] = {NK_COMMON | NKB(NK_GAMMA) | NKB(NK_EPS), NK_COMMON | NKB(NK_GAMMA), 1, 1},
     [HK_OP_SOFTMAX] = {NK_COMMON, NK_COMMON, 1, 1},
-    [HK_OP_ATTENTION] = {NK_COMMON | NKB(NK_HEADS) | NKB(NK_KV_HEADS) | NKB(NK_CAUSAL) | NKB(NK_SCALE),
+    [HK_OP_ATTENTION] = {NK_COMMON | NKB(NK_HEADS) | NKB(NK_KV_HEADS) | NKB(NK_CAUSAL) | NKB(NK_SCALE) |
+                             NKB(NK_LENGTHS) | NKB(NK_MASK),
                          NK_COMMON | NKB(NK_HEADS), 1, 3},
     [HK_OP_ROPE] = {NK_COMMON | NKB(NK_HEADS) | NKB(NK_THETA) | NKB(NK_OFFSET), NK_COMMON | NKB(NK_HEADS), 1, 1},
 };
@@ -669,6 +706,7 @@ static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
   pn->map = map;
   hkc_node_t *nd = &pn->node;
   nd->bias = nd->residual = nd->mul = nd->gamma = nd->beta = nd->add_in = nd->sum_out = nd->out = HKC_NONE;
+  nd->lengths = nd->mask = nd->pos = HKC_NONE;
   for (int i = 0; i < HKC_MAX_NODE_IN; i++) nd->in[i] = HKC_NONE;
   nd->n_fused = 1;
   nd->theta = 10000.0f;
@@ -695,8 +733,8 @@ static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
     if (op_info[o].keys && !strcmp(opv->text, hkc_op_name((hk_op_t)o))) op = o; /* ewchain: fusion only */
   if (op < 0) {
     hkc_error(opv->loc,
-              "unknown op '%.64s' (ops: gemm, add, mul, relu, gelu, silu, layernorm, rmsnorm, softmax, attention, "
-              "rope)",
+              "unknown op '%.64s' (ops: gemm, add, mul, relu, gelu, silu, gelu_tanh, tanh, layernorm, rmsnorm, softmax, "
+              "attention, rope, embedding)",
               opv->text);
     return -1;
   }
@@ -743,7 +781,8 @@ static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
   if (parse_name(v[NK_OUT], "tensor", &tmp) != 0) return -1;
   pn->out = v[NK_OUT];
   static const int ref_keys[][2] = {
-      {NK_BIAS, REF_BIAS}, {NK_RESIDUAL, REF_RESIDUAL}, {NK_MUL, REF_MUL}, {NK_GAMMA, REF_GAMMA}, {NK_BETA, REF_BETA}};
+      {NK_BIAS, REF_BIAS}, {NK_RESIDUAL, REF_RESIDUAL}, {NK_MUL, REF_MUL},     {NK_GAMMA, REF_GAMMA},
+      {NK_BETA, REF_BETA}, {NK_LENGTHS, REF_LENGTHS},   {NK_MASK, REF_MASK}, {NK_POS, REF_POS}};
   for (size_t i = 0; i < sizeof ref_keys / sizeof ref_keys[0]; i++) {
     const ynode_t *r = v[ref_keys[i][0]];
     if (!r) continue;
@@ -1018,11 +1057,72 @@ static int infer_attention(spec_ctx_t *c, const pnode_t *pn, hkc_node_t *nd, hkc
       return -1;
     }
   }
+  char s3[HKC_SHAPE_STR];
+  if (nd->lengths != HKC_NONE) {
+    const hkc_tensor_t *len = &T[nd->lengths];
+    if (len->rank != 1 || !hkc_dim_equal(len->dims[0], q->dims[0])) {
+      char d0[64];
+      dim_print(q->dims[0], d0, sizeof d0);
+      hkc_error(pn->ref[REF_LENGTHS]->loc,
+                "node '%s': lengths '%s' is %s, expected [%s] (one key length per batch entry of q '%s' %s)", nm,
+                len->name, tensor_shape_str(len, s1), d0, q->name, tensor_shape_str(q, s2));
+      return -1;
+    }
+  }
+  if (nd->mask != HKC_NONE) {
+    const hkc_tensor_t *mk = &T[nd->mask], *k = nd->n_in == 1 ? q : &T[nd->in[1]];
+    int ok = mk->rank == 4 && hkc_dim_equal(mk->dims[0], q->dims[0]) && mk->dims[1].mul == 0 &&
+             (mk->dims[1].add == 1 || mk->dims[1].add == h) && hkc_dim_equal(mk->dims[2], q->dims[1]) &&
+             hkc_dim_equal(mk->dims[3], k->dims[1]);
+    if (!ok) {
+      hkc_error(pn->ref[REF_MASK]->loc,
+                "node '%s': mask '%s' is %s, expected [batch, 1 or heads (%lld), seq_q, seq_kv] as q '%s' %s and k %s",
+                nm, mk->name, tensor_shape_str(mk, s1), (long long)h, q->name, tensor_shape_str(q, s2),
+                tensor_shape_str(k, s3));
+      return -1;
+    }
+  }
   out->rank = 3;
   out->dims[0] = q->dims[0];
   out->dims[1] = q->dims[1];
   out->dims[2] = (hkc_dim_t){0, h * dh};
   if (!nd->has_scale) nd->scale = (float)(1.0 / sqrt((double)dh));
+  return 0;
+}
+
+/* embedding: ids [..., seq] (i32, checked by check_i32), table [vocab, hidden] and the
+ * optional position table pos [max_pos, hidden] with max_pos >= seq, neither depending on
+ * batch; output ids' shape + [hidden]. */
+static int infer_embedding(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd, hkc_tensor_t *out) {
+  const hkc_tensor_t *T = c->spec->tensors, *ids = &T[nd->in[0]], *table = &T[nd->in[1]];
+  const char *nm = nd->name;
+  char s1[HKC_SHAPE_STR], s2[HKC_SHAPE_STR];
+  if (ids->rank >= HK_MAX_RANK) {
+    hkc_error(pn->ref[REF_IN0]->loc, "node '%s': ids '%s' %s: at most %u dims (the output adds one)", nm, ids->name,
+              tensor_shape_str(ids, s1), HK_MAX_RANK - 1);
+    return -1;
+  }
+  if (table->rank != 2 || table->dims[0].mul != 0 || table->dims[1].mul != 0) {
+    hkc_error(pn->ref[REF_IN1]->loc, "node '%s': embedding table '%s' is %s, expected 2-D [vocab, hidden] not depending on batch",
+              nm, table->name, tensor_shape_str(table, s1));
+    return -1;
+  }
+  if (nd->pos != HKC_NONE) {
+    const hkc_tensor_t *pos = &T[nd->pos];
+    const hkc_dim_t seq = ids->dims[ids->rank - 1];
+    if (pos->rank != 2 || pos->dims[0].mul != 0 || !hkc_dim_equal(pos->dims[1], table->dims[1]) || seq.mul != 0 ||
+        pos->dims[0].add < seq.add) {
+      hkc_error(pn->ref[REF_POS]->loc,
+                "node '%s': position table '%s' is %s, expected [max_pos, %lld] with max_pos >= the sequence length "
+                "(the last dim of ids '%s' %s, which must not depend on batch)",
+                nm, pos->name, tensor_shape_str(pos, s1), (long long)table->dims[1].add, ids->name,
+                tensor_shape_str(ids, s2));
+      return -1;
+    }
+  }
+  out->rank = ids->rank + 1;
+  memcpy(out->dims, ids->dims, sizeof(hkc_dim_t) * ids->rank);
+  out->dims[ids->rank] = table->dims[1];
   return 0;
 }
 
@@ -1079,9 +1179,54 @@ static int infer_rope(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd, hk
 }
 
 /* Infers the output shape of one node whose inputs all have shapes. */
+/* The tensor a node's reference r names after resolution (HKC_NONE when absent). */
+static int ref_tensor(const hkc_node_t *nd, int r) {
+  switch (r) {
+  case REF_IN0:
+  case REF_IN1:
+  case REF_IN2: return r - REF_IN0 < nd->n_in ? nd->in[r - REF_IN0] : HKC_NONE;
+  case REF_BIAS: return nd->bias;
+  case REF_RESIDUAL: return nd->residual;
+  case REF_MUL: return nd->mul;
+  case REF_GAMMA: return nd->gamma;
+  case REF_BETA: return nd->beta;
+  case REF_LENGTHS: return nd->lengths;
+  case REF_MASK: return nd->mask;
+  case REF_POS: return nd->pos;
+  default: return HKC_NONE;
+  }
+}
+
+/* Whether reference r of an op takes an i32 tensor (and only then). */
+static int i32_slot(hk_op_t op, int r) {
+  return (op == HK_OP_ATTENTION && r == REF_LENGTHS) || (op == HK_OP_EMBEDDING && r == REF_IN0);
+}
+
+/* i32 tensors go where an op takes them and nowhere else. */
+static int check_i32(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd) {
+  const hkc_tensor_t *T = c->spec->tensors;
+  for (int r = 0; r < REF_COUNT; r++) {
+    int t = pn->ref[r] ? ref_tensor(nd, r) : HKC_NONE;
+    if (t == HKC_NONE) continue;
+    int want = i32_slot(nd->op, r), is = T[t].dtype == HK_DTYPE_I32;
+    if (want == is) continue;
+    if (is)
+      hkc_error(pn->ref[r]->loc,
+                "node '%s': '%s' is an i32 tensor, which op '%s' cannot take in '%s' (i32 inputs go to attention's "
+                "'lengths' and embedding's ids)",
+                nd->name, T[t].name, hkc_op_name(nd->op), ref_names[r]);
+    else
+      hkc_error(pn->ref[r]->loc, "node '%s': '%s' must be an i32 tensor (declare it {shape: [...], dtype: i32}), got %s",
+                nd->name, T[t].name, hkc_dtype_name(T[t].dtype));
+    return -1;
+  }
+  return 0;
+}
+
 static int infer_node(spec_ctx_t *c, const pnode_t *pn, hkc_node_t *nd) {
   hkc_tensor_t *T = c->spec->tensors, shape = {0};
   char s1[HKC_SHAPE_STR], s2[HKC_SHAPE_STR];
+  if (check_i32(c, pn, nd) != 0) return -1;
   switch (nd->op) {
   case HK_OP_GEMM:
     if (infer_gemm(c, pn, nd, &shape) != 0) return -1;
@@ -1107,7 +1252,10 @@ static int infer_node(spec_ctx_t *c, const pnode_t *pn, hkc_node_t *nd) {
   case HK_OP_ROPE:
     if (infer_rope(c, pn, nd, &shape) != 0) return -1;
     break;
-  default: /* relu, gelu, silu, softmax: shape kept */
+  case HK_OP_EMBEDDING:
+    if (infer_embedding(c, pn, nd, &shape) != 0) return -1;
+    break;
+  default: /* relu, gelu, silu, gelu_tanh, tanh, softmax: shape kept */
     shape.rank = T[nd->in[0]].rank;
     memcpy(shape.dims, T[nd->in[0]].dims, sizeof shape.dims);
     break;
@@ -1207,6 +1355,9 @@ static int parse_graph(spec_ctx_t *c, const ynode_t *g) {
     nd->mul = val[REF_MUL];
     nd->gamma = val[REF_GAMMA];
     nd->beta = val[REF_BETA];
+    nd->lengths = val[REF_LENGTHS];
+    nd->mask = val[REF_MASK];
+    nd->pos = val[REF_POS];
   }
   free(out_of);
   for (size_t i = 0; i < c->n_pn; i++)
@@ -1318,12 +1469,13 @@ done:
 /* Under batch_policy: pad a batch between two buckets runs the larger bucket on padded
  * tensors, so the real rows must be a prefix of every batch-dependent tensor and no op
  * may mix rows: batch only in the leading dim (k*batch, no offset), and rank >= 2 (a 1-D
- * [batch] tensor's only dim is also the last one, which norms and softmax reduce). */
+ * [batch] tensor's only dim is also the last one, which norms and softmax reduce) unless it
+ * is i32 (lengths [batch]: no op reduces it; a padded row reads length 0). */
 static int pad_layout_ok(const hkc_tensor_t *t) {
   int batched = 0;
   for (uint32_t d = 0; d < t->rank; d++) batched |= t->dims[d].mul != 0;
   if (!batched) return 1;
-  if (t->rank < 2 || t->dims[0].mul <= 0 || t->dims[0].add != 0) return 0;
+  if ((t->rank < 2 && t->dtype != HK_DTYPE_I32) || t->dims[0].mul <= 0 || t->dims[0].add != 0) return 0;
   for (uint32_t d = 1; d < t->rank; d++)
     if (t->dims[d].mul != 0) return 0;
   return 1;
@@ -1358,8 +1510,8 @@ static int check_tensors(spec_ctx_t *c) {
   for (size_t j = 0; j < s->n_nodes; j++) {
     const hkc_node_t *nd = &s->nodes[j];
     for (int k = 0; k < nd->n_in; k++) used[nd->in[k]] = 1;
-    int extra[5] = {nd->bias, nd->residual, nd->mul, nd->gamma, nd->beta};
-    for (int k = 0; k < 5; k++)
+    int extra[8] = {nd->bias, nd->residual, nd->mul, nd->gamma, nd->beta, nd->lengths, nd->mask, nd->pos};
+    for (int k = 0; k < 8; k++)
       if (extra[k] != HKC_NONE) used[extra[k]] = 1;
   }
   for (size_t i = 0; i < s->n_tensors; i++)
@@ -1524,7 +1676,8 @@ static ynode_t *body_node_copy(const repeat_t *r, const ynode_t *map, long k) {
     } else if (!strcmp(kt, "in") && v->kind == Y_SEQ) {
       for (size_t i = 0; i < v->n && rc == 0; i++) rc = repeat_ref(r, v->kids[i], k);
     } else if (!strcmp(kt, "in") || !strcmp(kt, "bias") || !strcmp(kt, "residual") || !strcmp(kt, "mul") ||
-               !strcmp(kt, "gamma") || !strcmp(kt, "beta")) {
+               !strcmp(kt, "gamma") || !strcmp(kt, "beta") || !strcmp(kt, "lengths") || !strcmp(kt, "mask") ||
+               !strcmp(kt, "pos")) { /* every attribute that names a tensor */
       rc = repeat_ref(r, v, k);
     } else {
       ynode_t *s = ynode_copy(r, v, k, 0); /* `{var}` replaced in attribute values too */

@@ -62,7 +62,7 @@ void hkc_node_cost(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_cost_
   memset(out, 0, sizeof *out);
 
   /* Traffic: the distinct tensors read, then those written. */
-  int reads[HKC_MAX_NODE_IN + 6], n_reads = 0;
+  int reads[HKC_MAX_NODE_IN + 9], n_reads = 0;
   for (int i = 0; i < nd->n_in && i < HKC_MAX_NODE_IN; i++) set_add(reads, &n_reads, nd->in[i]);
   set_add(reads, &n_reads, nd->bias);
   set_add(reads, &n_reads, nd->residual);
@@ -70,6 +70,9 @@ void hkc_node_cost(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_cost_
   set_add(reads, &n_reads, nd->gamma);
   set_add(reads, &n_reads, nd->beta);
   set_add(reads, &n_reads, nd->add_in);
+  set_add(reads, &n_reads, nd->lengths);
+  set_add(reads, &n_reads, nd->mask);
+  set_add(reads, &n_reads, nd->pos);
   int writes[2], n_writes = 0;
   set_add(writes, &n_writes, nd->out);
   set_add(writes, &n_writes, nd->sum_out);
@@ -117,11 +120,14 @@ void hkc_node_cost(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_cost_
   }
   case HK_OP_SOFTMAX: out->flops = COST_SOFTMAX * n_out; break;
   case HK_OP_ROPE: out->flops = COST_ROPE * n_out; break;
+  case HK_OP_EMBEDDING: out->flops = nd->pos != HKC_NONE ? n_out : 0; break;
   case HK_OP_EWCHAIN: out->flops = program_steps(nd->program) * n_out; break;
   case HK_OP_ADD:
   case HK_OP_MUL:
   case HK_OP_RELU:
   case HK_OP_GELU:
+  case HK_OP_GELU_TANH:
+  case HK_OP_TANH:
   case HK_OP_SILU: out->flops = n_out; break;
   default: break;
   }

@@ -89,7 +89,8 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
   out_key->op = nd->op;
   out_key->dtype = out->dtype;
   out_key->act = HK_ACT_NONE;
-  const int operands[] = {nd->out, nd->bias, nd->residual, nd->mul, nd->gamma, nd->beta, nd->add_in};
+  const int operands[] = {nd->out,  nd->bias,    nd->residual, nd->mul, nd->gamma,
+                          nd->beta, nd->add_in, nd->lengths,  nd->mask, nd->pos};
   for (int i = -HKC_MAX_NODE_IN; i < (int)(sizeof operands / sizeof *operands); i++) {
     const int t = i < 0 ? (HKC_MAX_NODE_IN + i < nd->n_in ? nd->in[HKC_MAX_NODE_IN + i] : HKC_NONE) : operands[i];
     if (t == HKC_NONE || t < 0 || (size_t)t >= spec->n_tensors) continue;
@@ -142,6 +143,8 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
     return l.n;
   case HK_OP_RELU:
   case HK_OP_GELU:
+  case HK_OP_GELU_TANH:
+  case HK_OP_TANH:
   case HK_OP_SILU:
     push_tensor(&l, HKC_UNARY_ARG_X, nd->in[0]);
     push_tensor(&l, HKC_UNARY_ARG_OUT, nd->out);
@@ -226,8 +229,35 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
     push_i64(&l, HKC_ATTENTION_ARG_CAUSAL, nd->causal ? 1 : 0);
     push_f32(&l, HKC_ATTENTION_ARG_SCALE, nd->has_scale ? nd->scale : (float)(1.0 / sqrt((double)dh)));
     assert(l.n == HKC_ATTENTION_N_ARGS);
+    out_key->has_lengths = nd->lengths != HKC_NONE;
+    out_key->has_mask = nd->mask != HKC_NONE;
+    if (out_key->has_lengths || out_key->has_mask) {
+      push_tensor(&l, HKC_ATTENTION_ARG_LENGTHS, nd->lengths);
+      push_tensor(&l, HKC_ATTENTION_ARG_MASK, nd->mask);
+      push_i64(&l, HKC_ATTENTION_ARG_MASK_HEADS,
+               nd->mask != HKC_NONE ? tensor_dim(&spec->tensors[nd->mask], 1, batch) : 0);
+      assert(l.n == HKC_ATTENTION_MASKED_N_ARGS);
+    }
     out_key->align = align_of((int64_t[]){ld_q, ld_kv, heads * dh, (heads + kv_heads) * dh, dh}, 5);
     out_key->head_dim = dh <= INT32_MAX ? (int)dh : 0;
+    return l.n;
+  }
+  case HK_OP_EMBEDDING: {
+    /* ids [.., seq] (i32), table [vocab, hidden] -> out [.., seq, hidden] */
+    const hkc_tensor_t *table = &spec->tensors[nd->in[1]];
+    const int64_t seq = last_dim(x, batch), vocab = tensor_dim(table, 0, batch), hidden = last_dim(table, batch);
+    if (seq <= 0 || vocab <= 0 || hidden <= 0 || table->rank != 2) break;
+    push_tensor(&l, HKC_EMBEDDING_ARG_TABLE, nd->in[1]);
+    push_tensor(&l, HKC_EMBEDDING_ARG_IDS, nd->in[0]);
+    push_tensor(&l, HKC_EMBEDDING_ARG_POS, nd->pos);
+    push_tensor(&l, HKC_EMBEDDING_ARG_OUT, nd->out);
+    push_i64(&l, HKC_EMBEDDING_ARG_TOKENS, tensor_elems(x, batch));
+    push_i64(&l, HKC_EMBEDDING_ARG_SEQ, seq);
+    push_i64(&l, HKC_EMBEDDING_ARG_VOCAB, vocab);
+    push_i64(&l, HKC_EMBEDDING_ARG_HIDDEN, hidden);
+    assert(l.n == HKC_EMBEDDING_N_ARGS);
+    out_key->has_add = nd->pos != HKC_NONE;
+    out_key->align = align_of((int64_t[]){hidden}, 1);
     return l.n;
   }
   case HK_OP_ROPE: {
@@ -258,7 +288,8 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
 
 static const char *key_op_name(hk_op_t op) {
   static const char *const names[] = {"gemm",      "add",     "mul",     "relu",      "gelu", "silu",
-                                      "layernorm", "rmsnorm", "softmax", "attention", "rope", "ewchain"};
+                                      "layernorm", "rmsnorm", "softmax", "attention", "rope", "ewchain",
+                                      "gelu_tanh", "tanh",    "embedding"};
   return (unsigned)op < sizeof names / sizeof names[0] ? names[op] : NULL;
 }
 
@@ -272,7 +303,7 @@ static const char *key_act_name(hk_act_t a) {
   return (unsigned)a < sizeof names / sizeof names[0] ? names[a] : NULL;
 }
 
-/* "hk_<op>_<dtype>[_<program>][_<act>][_bias][_mul][_res][_tb][_add][_sum][_a<align>][_d<dh>]":
+/* "hk_<op>_<dtype>[_<program>][_<act>][_bias][_mul][_res][_tb][_add][_sum][_len][_mask][_a<align>][_d<dh>]":
  * a C identifier, one per distinct key (no flag name is a suffix of an act name; an
  * ewchain program is [a-z0-9] only and comes right after the dtype; out-of-range enums
  * print as numbers). */
@@ -307,18 +338,19 @@ void hkc_kernel_key_name(const hkc_kernel_key_t *key, char *out, size_t size) {
     int n = snprintf(both, sizeof both, "%.*s:%.*s", HKC_TUNE_VARIANT_MAX, key->variant, HKC_TUNE_MAX, key->tune);
     snprintf(tune, sizeof tune, "_t%08x", (unsigned)(hkc_hash64(both, (size_t)n) & 0xffffffffu));
   }
-  snprintf(out, size, "hk_%s_%s%s%s%s%s%s%s%s%s%s%s%s", op, dt, program, key->act != HK_ACT_NONE ? "_" : "",
+  snprintf(out, size, "hk_%s_%s%s%s%s%s%s%s%s%s%s%s%s%s%s", op, dt, program, key->act != HK_ACT_NONE ? "_" : "",
            key->act != HK_ACT_NONE ? act : "", key->has_bias ? "_bias" : "",
            key->dual ? "_dual" : key->has_mul ? "_mul" : "",
            key->has_residual ? "_res" : "", key->trans_b ? "_tb" : "", key->has_add ? "_add" : "",
-           key->has_sum ? "_sum" : "", shape, tune);
+           key->has_sum ? "_sum" : "", key->has_lengths ? "_len" : "", key->has_mask ? "_mask" : "", shape, tune);
 }
 
 int hkc_kernel_key_equal(const hkc_kernel_key_t *a, const hkc_kernel_key_t *b) {
   int align_a = a->align > 1 ? a->align : 1, align_b = b->align > 1 ? b->align : 1;
   return a->op == b->op && a->dtype == b->dtype && a->act == b->act && !a->trans_b == !b->trans_b &&
          !a->has_bias == !b->has_bias && !a->has_residual == !b->has_residual && !a->has_mul == !b->has_mul && !a->dual == !b->dual &&
-         !a->has_add == !b->has_add && !a->has_sum == !b->has_sum &&
+         !a->has_add == !b->has_add && !a->has_sum == !b->has_sum && !a->has_lengths == !b->has_lengths &&
+         !a->has_mask == !b->has_mask &&
          strncmp(a->program, b->program, HKC_EW_PROGRAM_MAX) == 0 && align_a == align_b &&
          a->head_dim == b->head_dim && strncmp(a->variant, b->variant, HKC_TUNE_VARIANT_MAX) == 0 &&
          strncmp(a->tune, b->tune, HKC_TUNE_MAX) == 0;

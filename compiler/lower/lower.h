@@ -36,7 +36,7 @@ void hkc_node_cost(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_cost_
  *             compile time: act, trans_b, has_bias, has_residual, has_mul
  *             (C = act(A @ B + bias) * mul + residual)
  *   add, mul  T a, T b, T out, I n, I na, I nb     (a[i % na] op b[i % nb], i < n)
- *   relu, gelu, silu   T x, T out, I n
+ *   relu, gelu, silu, gelu_tanh, tanh   T x, T out, I n
  *   layernorm T x, T gamma, T beta, T out, I rows, I cols, F eps, T add, T sum
  *   rmsnorm   T x, T gamma, T out, I rows, I cols, F eps, T add, T sum
  *             (add/sum NULL unless has_add/has_sum: normalises x + add, stores it in sum)
@@ -47,6 +47,9 @@ void hkc_node_cost(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_cost_
  *              passes the same tensor three times with columns 0, H*dh, (H+Hkv)*dh)
  *   rope      T x, T out, I rows, I seq, I heads, I dh, I pos_offset, F theta
  *             (x [rows, heads*dh]; row r is at position r % seq + pos_offset)
+ *   embedding T table, T ids (i32), T pos, T out, I tokens, I seq, I vocab, I hidden
+ *             (out[t] = table[clamp(ids[t], 0, vocab-1)] + pos[t % seq], pos NULL unless
+ *              has_add; t < tokens, rows of `hidden` elements)
  *   ewchain   T out, I n, then per operand j = 0 .. n_in-1: T in_j, I n_j
  *             (out[i] = program over in_j[i % n_j], i < n)
  * lower.c produces exactly these. A GPU variant may append arguments of its own after them
@@ -68,7 +71,7 @@ enum hkc_binary_arg { /* add, mul */
   HKC_BINARY_ARG_A, HKC_BINARY_ARG_B, HKC_BINARY_ARG_OUT, HKC_BINARY_ARG_N, HKC_BINARY_ARG_NA, HKC_BINARY_ARG_NB,
   HKC_BINARY_N_ARGS
 };
-enum hkc_unary_arg { /* relu, gelu, silu */
+enum hkc_unary_arg { /* relu, gelu, silu, gelu_tanh, tanh */
   HKC_UNARY_ARG_X, HKC_UNARY_ARG_OUT, HKC_UNARY_ARG_N, HKC_UNARY_N_ARGS
 };
 enum hkc_layernorm_arg {
@@ -88,11 +91,20 @@ enum hkc_attention_arg {
   HKC_ATTENTION_ARG_BATCH, HKC_ATTENTION_ARG_SEQ_Q, HKC_ATTENTION_ARG_SEQ_KV, HKC_ATTENTION_ARG_HEADS,
   HKC_ATTENTION_ARG_KV_HEADS, HKC_ATTENTION_ARG_DH, HKC_ATTENTION_ARG_LD_Q, HKC_ATTENTION_ARG_LD_KV,
   HKC_ATTENTION_ARG_Q_COL, HKC_ATTENTION_ARG_K_COL, HKC_ATTENTION_ARG_V_COL, HKC_ATTENTION_ARG_CAUSAL,
-  HKC_ATTENTION_ARG_SCALE, HKC_ATTENTION_N_ARGS
+  HKC_ATTENTION_ARG_SCALE, HKC_ATTENTION_N_ARGS,
+  /* the masked ABI (key has_lengths or has_mask) appends: I32 lengths [batch] or null, T mask
+   * [batch, mask_heads, seq_q, seq_kv] or null, I mask_heads (1 or heads; 0 without a mask) */
+  HKC_ATTENTION_ARG_LENGTHS = HKC_ATTENTION_N_ARGS, HKC_ATTENTION_ARG_MASK, HKC_ATTENTION_ARG_MASK_HEADS,
+  HKC_ATTENTION_MASKED_N_ARGS
 };
 enum hkc_rope_arg {
   HKC_ROPE_ARG_X, HKC_ROPE_ARG_OUT, HKC_ROPE_ARG_ROWS, HKC_ROPE_ARG_SEQ, HKC_ROPE_ARG_HEADS, HKC_ROPE_ARG_DH,
   HKC_ROPE_ARG_POS_OFFSET, HKC_ROPE_ARG_THETA, HKC_ROPE_N_ARGS
+};
+enum hkc_embedding_arg {
+  HKC_EMBEDDING_ARG_TABLE, HKC_EMBEDDING_ARG_IDS, HKC_EMBEDDING_ARG_POS, HKC_EMBEDDING_ARG_OUT,
+  HKC_EMBEDDING_ARG_TOKENS, HKC_EMBEDDING_ARG_SEQ, HKC_EMBEDDING_ARG_VOCAB, HKC_EMBEDDING_ARG_HIDDEN,
+  HKC_EMBEDDING_N_ARGS
 };
 enum hkc_ewchain_arg { HKC_EWCHAIN_ARG_OUT, HKC_EWCHAIN_ARG_N, HKC_EWCHAIN_ARG_OPERANDS };
 /* ewchain operand j (0 .. n_in-1): its tensor and its element count */
@@ -112,7 +124,10 @@ typedef struct hkc_kernel_key {
   int has_mul;          /* gemm: epilogue multiply (hkc_node_t.mul) */
   int dual;             /* gemm: a dual gemm (fusion's SwiGLU form: act(A @ B + bias) * (A @ B2) +
                            residual; B2 is argument HKC_GEMM_ARG_B2) */
-  int has_add, has_sum; /* layernorm/rmsnorm: fused residual add / also store the sum */
+  int has_add, has_sum; /* layernorm/rmsnorm: fused residual add / also store the sum;
+                           embedding: has_add = a position table is added */
+  int has_lengths, has_mask; /* attention: per-batch key lengths / an additive mask (the
+                                masked ABI: HKC_ATTENTION_MASKED_N_ARGS arguments) */
   /* ewchain: the element-wise program, a C-identifier-safe string of steps applied to
    * v = in0[i % n0]: a<j> v += in_j, m<j> v *= in_j (operand j in 1..4, element i % n_j),
    * r relu, g gelu, s silu, t gelu_tanh. E.g. "a1gm2" = gelu(in0 + in1) * in2. "" else. */

@@ -4,7 +4,7 @@
  *
  * Every intermediate tensor lives from the node that produces it to the last node
  * that reads it (node indices in the spec's topological order). A node reads its
- * inputs, bias, residual, mul, gamma, beta and add_in, and writes `out` and, for a norm
+ * inputs, bias, residual, mul, gamma, beta, add_in, lengths, mask and pos, and writes `out` and, for a norm
  * with a fused residual add, also `sum_out`. A node's scratch (hkc_node_workspace_t: a split
  * GEMM's partial sums) lives during that node only. Byte ranges whose lifetimes overlap get
  * disjoint ranges of one workspace arena; the others may share. Placement is greedy: largest
@@ -32,13 +32,13 @@ typedef struct {
 
 /* Most tensors one node touches: ewchain's 5 operands, or gemm's A, B, bias, residual,
  * mul; plus the optional attribute tensors. */
-#define PLAN_MAX_READS (HKC_MAX_NODE_IN + 6)
+#define PLAN_MAX_READS (HKC_MAX_NODE_IN + 9)
 
 /* The tensors node n reads, into out; returns the count. */
 static size_t node_reads(const hkc_node_t *n, int out[PLAN_MAX_READS]) {
   size_t k = 0;
   for (int i = 0; i < n->n_in && i < HKC_MAX_NODE_IN; i++) out[k++] = n->in[i];
-  const int extra[] = {n->bias, n->residual, n->mul, n->gamma, n->beta, n->add_in};
+  const int extra[] = {n->bias, n->residual, n->mul, n->gamma, n->beta, n->add_in, n->lengths, n->mask, n->pos};
   for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
     if (extra[i] != HKC_NONE) out[k++] = extra[i];
   return k;

@@ -489,7 +489,7 @@ int hkc_cache_trim(const char *dir, uint64_t max_bytes, hkc_cache_stats_t *out_r
   if (scan_dir(dir, 1, &list, &n, &removed, &dfd) != 0) return -1;
   uint64_t total = 0;
   for (size_t i = 0; i < n; i++) total += list[i].bytes;
-  qsort(list, n, sizeof *list, older_first);
+  if (n > 1) qsort(list, n, sizeof *list, older_first); /* list may be NULL when n is 0 */
   int rc = 0;
   for (size_t i = 0; i < n && total > max_bytes; i++) {
     if (unlinkat(dfd, list[i].name, 0) != 0) {

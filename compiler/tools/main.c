@@ -639,7 +639,7 @@ typedef struct {
 
 /* hkc_load_elem / hkc_store_elem take either enum: the values must agree. */
 _Static_assert(HK_ELEMENT_F32 == (int)HK_DTYPE_F32 && HK_ELEMENT_F16 == (int)HK_DTYPE_F16 &&
-                   HK_ELEMENT_BF16 == (int)HK_DTYPE_BF16,
+                   HK_ELEMENT_BF16 == (int)HK_DTYPE_BF16 && HK_ELEMENT_I32 == (int)HK_DTYPE_I32,
                "hk_element_type_t and hk_dtype_t differ");
 
 
@@ -656,7 +656,9 @@ static void format_shape(const hk_tensor_info_t *info, char *out, size_t size) {
   if (n > 0 && (size_t)n < size) snprintf(out + n, size - (size_t)n, "]");
 }
 
-/* Fills a tensor from a .npy file (exact shape) or from the seeded generator. */
+/* Fills a tensor from a .npy file (exact shape; an i32 tensor needs an integer file) or
+ * from the seeded generator (i32: integers in [0, HKC_RUN_RANDOM_I32)). */
+#define HKC_RUN_RANDOM_I32 100 /* random ids and lengths: small, kernels clamp them anyway */
 static int fill_tensor(const hk_tensor_info_t *info, void *buf, const char *npy_path, uint64_t seed) {
   size_t n = info_count(info);
   if (npy_path) {
@@ -671,6 +673,16 @@ static int fill_tensor(const hk_tensor_info_t *info, void *buf, const char *npy_
       hkc_npy_free(&npy);
       return -1;
     }
+    if (info->element_type == HK_ELEMENT_I32) {
+      if (!npy.ints) {
+        fprintf(stderr, "hkc run: %s: tensor %s is i32: give an integer .npy (int32 or int64)\n", npy_path, info->name);
+        hkc_npy_free(&npy);
+        return -1;
+      }
+      memcpy(buf, npy.ints, n * sizeof(int32_t));
+      hkc_npy_free(&npy);
+      return 0;
+    }
     for (size_t i = 0; i < n; i++) hkc_store_elem(buf, (int)info->element_type, i, npy.data[i]);
     hkc_npy_free(&npy);
     return 0;
@@ -678,6 +690,10 @@ static int fill_tensor(const hk_tensor_info_t *info, void *buf, const char *npy_
   uint64_t s = seed ^ hkc_hash64(info->name, strlen(info->name));
   double scale = 1.0;
   if (info->role == HK_TENSOR_PARAM && info->rank >= 2) scale = 1.0 / sqrt((double)info->dims[0]);
+  if (info->element_type == HK_ELEMENT_I32) {
+    for (size_t i = 0; i < n; i++) ((int32_t *)buf)[i] = (int32_t)(hkc_splitmix64(&s) % HKC_RUN_RANDOM_I32);
+    return 0;
+  }
   for (size_t i = 0; i < n; i++) hkc_store_elem(buf, (int)info->element_type, i, (float)hkc_uniform_pm(&s, scale));
   return 0;
 }

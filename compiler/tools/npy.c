@@ -80,7 +80,8 @@ static int parse_shape(const char **p, npy_dict_t *d) {
 static int parse_value(const char **p, const char *key, npy_dict_t *d) {
   if (strcmp(key, "descr") == 0 && !d->descr[0]) {
     if (parse_quoted(p, d->descr, sizeof d->descr) == 0 && d->descr[0]) return 0;
-    return d->why = "unsupported .npy dtype (expected <f2, <f4 or <f8: little-endian float16, float32 or float64)", -1;
+    return d->why = "unsupported .npy dtype (expected <f2, <f4, <f8, <i4 or <i8: little-endian float16, float32, "
+                    "float64, int32 or int64)", -1;
   }
   if (strcmp(key, "fortran_order") == 0 && d->fortran < 0) {
     size_t n = 0;
@@ -161,7 +162,7 @@ int hkc_npy_parse(const char *name, const unsigned char *b, size_t size, hkc_npy
   }
   int rc = -1;
   npy_dict_t d;
-  int kind = 0; /* 2, 4, 8 = float width */
+  int kind = 0; /* 2, 4, 8 = float width; -4, -8 = integer width */
   size_t esize = 0, count = 1;
   if (parse_dict(hdr, &d) != 0) {
     hkc_error(loc, "%s", d.why);
@@ -170,6 +171,8 @@ int hkc_npy_parse(const char *name, const unsigned char *b, size_t size, hkc_npy
   if (strcmp(d.descr, "<f4") == 0) kind = 4;
   else if (strcmp(d.descr, "<f8") == 0) kind = 8;
   else if (strcmp(d.descr, "<f2") == 0) kind = 2;
+  else if (strcmp(d.descr, "<i4") == 0) kind = -4;
+  else if (strcmp(d.descr, "<i8") == 0) kind = -8;
   else {
     /* the descr as the file has it (at most 15 characters: parse_quoted), quotes and
      * unprintable bytes escaped, so the message never shows a stray quote */
@@ -181,11 +184,11 @@ int hkc_npy_parse(const char *name, const unsigned char *b, size_t size, hkc_npy
       else o += (size_t)snprintf(shown + o, sizeof shown - o, "\\x%02x", u);
     }
     shown[o] = '\0';
-    hkc_error(loc, "unsupported .npy dtype %s (expected <f2, <f4 or <f8: little-endian float16, float32 or float64)",
-              shown);
+    hkc_error(loc, "unsupported .npy dtype %s (expected <f2, <f4, <f8, <i4 or <i8: little-endian float16, float32, "
+              "float64, int32 or int64)", shown);
     goto done;
   }
-  esize = (size_t)kind;
+  esize = (size_t)(kind < 0 ? -kind : kind);
   if (d.fortran) {
     hkc_error(loc, "Fortran-ordered .npy arrays are not supported (save with C order)");
     goto done;
@@ -208,8 +211,24 @@ int hkc_npy_parse(const char *name, const unsigned char *b, size_t size, hkc_npy
   out->data = malloc(count ? count * sizeof(float) : 1);
   if (!out->data) goto done;
   const unsigned char *src = b + data_off;
+  if (kind < 0 && !(out->ints = malloc(count ? count * sizeof(int32_t) : 1))) goto done;
   for (size_t i = 0; i < count; i++) {
-    if (kind == 4) memcpy(&out->data[i], src + 4 * i, 4);
+    if (kind < 0) {
+      int64_t v;
+      if (kind == -4) {
+        int32_t v32;
+        memcpy(&v32, src + 4 * i, 4);
+        v = v32;
+      } else {
+        memcpy(&v, src + 8 * i, 8);
+      }
+      if (v < INT32_MIN || v > INT32_MAX) {
+        hkc_error(loc, ".npy element %zu = %lld does not fit in int32", i, (long long)v);
+        goto done;
+      }
+      out->ints[i] = (int32_t)v;
+      out->data[i] = (float)v;
+    } else if (kind == 4) memcpy(&out->data[i], src + 4 * i, 4);
     else if (kind == 8) {
       double v;
       memcpy(&v, src + 8 * i, 8);
@@ -243,6 +262,7 @@ int hkc_npy_read(const char *path, hkc_npy_t *out) {
 void hkc_npy_free(hkc_npy_t *npy) {
   if (!npy) return;
   free(npy->data);
+  free(npy->ints);
   memset(npy, 0, sizeof *npy);
 }
 

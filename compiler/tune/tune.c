@@ -75,9 +75,10 @@ double hkc_tune_shape_flops(const hkc_kernel_key_t *key, hkc_tune_shape_t shape)
 
 void hkc_tune_signature(const hkc_kernel_key_t *key, hkc_tune_shape_t shape, char *out, size_t size) {
   if (key->op == HK_OP_ATTENTION) {
-    snprintf(out, size, "attention %s b=%lld h=%lld kvh=%lld sq=%lld skv=%lld d=%lld%s", hkc_dtype_name(key->dtype),
+    snprintf(out, size, "attention %s b=%lld h=%lld kvh=%lld sq=%lld skv=%lld d=%lld%s%s%s", hkc_dtype_name(key->dtype),
              (long long)shape.batch, (long long)shape.heads, (long long)shape.kv_heads, (long long)shape.m,
-             (long long)shape.n, (long long)shape.k, shape.causal ? " causal" : "");
+             (long long)shape.n, (long long)shape.k, shape.causal ? " causal" : "", key->has_lengths ? " len" : "",
+             key->has_mask ? " mask" : "");
     return;
   }
   snprintf(out, size, "%s %s m=%lld n=%lld k=%lld%s%s%s%s%s%s%s", hkc_op_name(key->op), hkc_dtype_name(key->dtype),

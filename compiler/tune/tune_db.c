@@ -130,7 +130,7 @@ static const char *check_signature(const char *sig) {
   const int attention = strcmp(buf, "attention") == 0;
   tok = strtok_r(NULL, " ", &save);
   if (!tok || (strcmp(tok, "f32") && strcmp(tok, "f16") && strcmp(tok, "bf16"))) return "a dtype second (f32, f16, bf16)";
-  if (attention) { /* attention <dtype> b= h= kvh= sq= skv= d= [causal] */
+  if (attention) { /* attention <dtype> b= h= kvh= sq= skv= d= [causal] [len] [mask] */
     static const char *const adims[] = {"b=", "h=", "kvh=", "sq=", "skv=", "d="};
     for (int d = 0; d < 6; d++) {
       tok = strtok_r(NULL, " ", &save);
@@ -139,8 +139,12 @@ static const char *check_signature(const char *sig) {
       if (!tok || strncmp(tok, adims[d], len) != 0 || parse_int(tok + len, 1, LONG_MAX / 2, &v) != 0)
         return "b=<batch> h=<heads> kvh=<kv heads> sq=<queries> skv=<keys> d=<head dim> after the dtype";
     }
-    tok = strtok_r(NULL, " ", &save);
-    if (tok && (strcmp(tok, "causal") != 0 || strtok_r(NULL, " ", &save))) return "nothing but causal after d=";
+    static const char *const flags[] = {"causal", "len", "mask"};
+    int f = 0;
+    for (tok = strtok_r(NULL, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+      while (f < 3 && strcmp(tok, flags[f]) != 0) f++;
+      if (f++ == 3) return "nothing but causal, len, mask (in this order) after d=";
+    }
     return NULL;
   }
   static const char *const dims[] = {"m=", "n=", "k="};

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* float16 / bfloat16 <-> float32 conversions (hkc run and hkc tune fill and read tensors
  * with them). */
+#include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "util/util.h"
@@ -59,12 +61,14 @@ float hkc_bf16_to_f32(uint16_t h) {
 float hkc_load_elem(const void *buf, int type, size_t i) {
   if (type == 0) return ((const float *)buf)[i];
   if (type == 1) return hkc_f16_to_f32(((const uint16_t *)buf)[i]);
+  if (type == 3) return (float)((const int32_t *)buf)[i]; /* i32 */
   return hkc_bf16_to_f32(((const uint16_t *)buf)[i]);
 }
 
 void hkc_store_elem(void *buf, int type, size_t i, float v) {
   if (type == 0) ((float *)buf)[i] = v;
   else if (type == 1) ((uint16_t *)buf)[i] = hkc_f32_to_f16(v);
+  else if (type == 3) ((int32_t *)buf)[i] = v >= 2147483520.0f ? INT32_MAX : v <= -2147483648.0f ? INT32_MIN : (int32_t)lrintf(v);
   else ((uint16_t *)buf)[i] = hkc_f32_to_bf16(v);
 }
 

@@ -92,7 +92,9 @@ static inline const char *hk_pack_string(const hk_pack_view_t *view, uint32_t re
 }
 
 /* Size in bytes of one element of a verified dtype. */
-static inline uint64_t hk_dtype_bytes(uint32_t dtype) { return dtype == HK_DTYPE_F32 ? 4 : 2; }
+static inline uint64_t hk_dtype_bytes(uint32_t dtype) {
+  return dtype == HK_DTYPE_F32 || dtype == HK_DTYPE_I32 ? 4 : 2;
+}
 const char *hk_dtype_label(uint32_t dtype); /* "f32" | "f16" | "bf16" | "?" */
 
 /* Resolves a tensor's dims at `batch` (value = mul*batch + add) and its byte size.

@@ -282,7 +282,7 @@ static bool tensor_batched(const hk_tensor_rec_t *t) {
 }
 
 /* Whether every batch-dependent tensor of the pack (application tensors and
- * intermediates alike) has the layout padding needs: rank >= 2, dim 0 = mul*batch with
+ * intermediates alike) has the layout padding needs: rank >= 2 (or i32, as lengths [batch]), dim 0 = mul*batch with
  * mul > 0 and no offset, no other dim depending on batch. hkc refuses other layouts under
  * `batch_policy: pad`, but the artifact is untrusted (and a format 1.0 file reads as pad
  * whatever its layouts). On false, *out_tensor is the first offender. */
@@ -290,7 +290,7 @@ static bool pad_layout_check(const hk_pack_view_t *v, uint32_t *out_tensor) {
   for (uint32_t i = 0; i < v->tensor_count; i++) {
     const hk_tensor_rec_t *t = &v->tensors[i];
     if (!tensor_batched(t)) continue;
-    bool ok = t->rank >= 2 && t->dims[0].mul > 0 && t->dims[0].add == 0;
+    bool ok = (t->rank >= 2 || t->dtype == HK_DTYPE_I32) && t->dims[0].mul > 0 && t->dims[0].add == 0;
     for (uint32_t d = 1; d < t->rank && ok; d++) ok = t->dims[d].mul == 0;
     if (!ok) {
       *out_tensor = i;

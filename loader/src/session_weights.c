@@ -81,9 +81,12 @@ static hk_status_t check_options(const hk_session_t *s, const hk_bind_weights_op
   return HK_OK;
 }
 
-/* dtype and shape of file tensor wi equal the session's. Errors: INVALID_ARGUMENT. */
+/* dtype and shape of file tensor wi equal the session's (safetensors I32 for an i32 tensor;
+ * the float types share their numbers). Errors: INVALID_ARGUMENT. */
 static hk_status_t check_match(const hk_tensor_info_t *info, const hk_weights_tensor_info_t *wi) {
-  bool same = (uint32_t)wi->dtype == (uint32_t)info->element_type && wi->rank == info->rank;
+  bool same = (info->element_type == HK_ELEMENT_I32 ? wi->dtype == HK_WEIGHTS_I32
+                                                    : (uint32_t)wi->dtype == (uint32_t)info->element_type) &&
+              wi->rank == info->rank;
   for (uint32_t d = 0; same && d < info->rank; d++) same = wi->dims[d] == info->dims[d];
   if (same) return HK_OK;
   char want[160], got[160];

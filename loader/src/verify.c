@@ -41,6 +41,7 @@ const char *hk_dtype_label(uint32_t dtype) {
   case HK_DTYPE_F32: return "f32";
   case HK_DTYPE_F16: return "f16";
   case HK_DTYPE_BF16: return "bf16";
+  case HK_DTYPE_I32: return "i32";
   default: return "?";
   }
 }
@@ -309,7 +310,7 @@ static hk_status_t map_tables(hk_pack_view_t *v, const hk_pack_limits_t *lim) {
 static hk_status_t verify_manifest(const hk_pack_view_t *v) {
   const hk_manifest_t *m = v->manifest;
   HK_RETURN_IF_ERROR(check_string(v, m->name, "manifest", 0));
-  CHECK(m->dtype < HK_DTYPE_COUNT_, "manifest: dtype %u is not a known element type", m->dtype);
+  CHECK(m->dtype < HK_DTYPE_FLOAT_COUNT, "manifest: dtype %u is not a known element type", m->dtype);
   CHECK(m->target_count == v->target_count, "manifest: target_count %u, but TARGETS has %u records", m->target_count,
         v->target_count);
   CHECK(m->target_count >= 1, "manifest: the artifact has no targets");

@@ -10,11 +10,12 @@ ALIGNMENT = 16  # hk_session_bind's required alignment of a bound address
 
 # TensorInfo.dtype -> accepted NumPy dtype names. NumPy has no bfloat16: bf16 tensors take
 # uint16 arrays holding the raw bits, or ml_dtypes.bfloat16 arrays.
-_NUMPY = {"float32": ("float32",), "float16": ("float16",), "bfloat16": ("uint16", "bfloat16")}
+_NUMPY = {"float32": ("float32",), "float16": ("float16",), "bfloat16": ("uint16", "bfloat16"), "int32": ("int32",)}
 # TensorInfo.dtype -> accepted __cuda_array_interface__ typestrs (little-endian only).
-_TYPESTR = {"float32": ("<f4",), "float16": ("<f2",), "bfloat16": ("<u2", "<i2", "<V2")}
+_TYPESTR = {"float32": ("<f4",), "float16": ("<f2",), "bfloat16": ("<u2", "<i2", "<V2"), "int32": ("<i4",)}
 # DLPack: (type code, bits) -> TensorInfo.dtype (kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4)
-_DLTYPE = {(2, 32): "float32", (2, 16): "float16", (4, 16): "bfloat16", (1, 16): "bfloat16", (0, 16): "bfloat16"}
+_DLTYPE = {(2, 32): "float32", (2, 16): "float16", (4, 16): "bfloat16", (1, 16): "bfloat16", (0, 16): "bfloat16",
+           (0, 32): "int32"}
 _DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED, _DL_ROCM = 1, 2, 3, 13, 10
 _DL_DEVICE_NAMES = {1: "cpu", 2: "cuda", 3: "cuda_host", 10: "rocm", 13: "cuda_managed"}
 

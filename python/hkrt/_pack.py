@@ -10,7 +10,7 @@ from .errors import make, invalid
 
 TensorInfo = collections.namedtuple("TensorInfo", "name role dtype shape bytes")
 TensorInfo.__doc__ = """A session's tensor: name; role "input", "output" or "param"; dtype "float32",
-"float16" or "bfloat16"; shape, a tuple resolved for the session's batch; bytes, the size a bound
+"float16", "bfloat16" or "int32" (ids and lengths inputs); shape, a tuple resolved for the session's batch; bytes, the size a bound
 buffer has."""
 LaunchProfile = collections.namedtuple("LaunchProfile", "kernel nodes us")
 LaunchProfile.__doc__ = """One launch of the current batch bucket's graph: kernel (its symbol), nodes
@@ -20,7 +20,7 @@ Signature.__doc__ = """The pack's signature as the open found it: state "none", 
 trusted), "trusted" or "invalid" (metadata-only opens); key_id, 16 hex digits ("" when unsigned)."""
 
 _ROLES = {0: "input", 1: "output", 2: "param"}
-_DTYPES = {0: "float32", 1: "float16", 2: "bfloat16"}
+_DTYPES = {0: "float32", 1: "float16", 2: "bfloat16", 3: "int32"}
 _LAUNCH_MODES = {"auto": 0, "graph": 1, "stream": 2}
 _SIGNATURES = {0: "none", 1: "valid", 2: "trusted", 3: "invalid"}
 

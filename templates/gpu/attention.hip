@@ -20,7 +20,19 @@
  *   3. O = O * alpha + P V on a V tile in shared memory; each thread owns HK_ATTN_RD
  *      output columns of one query row (HK_ATTN_LR threads per row) in registers.
  * Output columns are produced HK_ATTN_DC at a time (one pass when dh <= HK_ATTN_DC; for
- * larger dh the scores are recomputed per column chunk), so any dh works. */
+ * larger dh the scores are recomputed per column chunk), so any dh works.
+ *
+ * Masked ABI (HK_ATTN_LENGTHS or HK_ATTN_MASK, as templates/host/attention.c): three more
+ * args, const int *lengths (or null), const T *mask (or null), I mask_heads. Keys
+ * j >= lengths[b] (clamped to 0..seq_kv) are masked for every query row (the key loop
+ * stops there); mask[b, h or 0, i, j] is added to the scaled score. A row with no key left
+ * outputs zeros. */
+#ifndef HK_ATTN_LENGTHS
+#define HK_ATTN_LENGTHS 0
+#endif
+#ifndef HK_ATTN_MASK
+#define HK_ATTN_MASK 0
+#endif
 #define HK_ATTN_LR (HK_THREADS / HK_ATTN_BQ)              /* threads per query row */
 #define HK_ATTN_RD (HK_ATTN_DC / HK_ATTN_LR)              /* output columns per thread */
 #define HK_ATTN_RS (HK_ATTN_BQ * HK_ATTN_BKV / HK_THREADS) /* scores per thread */
@@ -32,7 +44,11 @@
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)
 HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch, long long seq_q,
         long long seq_kv, long long heads, long long kv_heads, long long dh, long long ld_q, long long ld_kv,
-        long long q_col, long long k_col, long long v_col, long long causal, float scale) {
+        long long q_col, long long k_col, long long v_col, long long causal, float scale
+#if HK_ATTN_LENGTHS || HK_ATTN_MASK
+        , const int *lengths, const HK_T *mask, long long mask_heads
+#endif
+) {
   /* +1 column: score threads walk down the rows of KVs */
   HK_SHARED float Qs[HK_ATTN_BQ][HK_ATTN_DC + 1];
   HK_SHARED float KVs[HK_ATTN_BKV][HK_ATTN_DC + 1];
@@ -52,7 +68,14 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
     const HK_T *vb = v + b * seq_kv * ld_kv + v_col + h / group * dh;
     HK_T *ob = out + b * seq_q * ld_o + h * dh;
     const long long q_last = hk_min_ll(i0 + HK_ATTN_BQ, seq_q) - 1;
-    const long long n_keys = causal ? hk_min_ll(seq_kv, q_last + 1) : seq_kv;
+    long long kv_len = seq_kv;
+#if HK_ATTN_LENGTHS
+    if (lengths) kv_len = lengths[b] < 0 ? 0 : hk_min_ll((long long)lengths[b], seq_kv);
+#endif
+#if HK_ATTN_MASK
+    const HK_T *mb = mask ? mask + (b * mask_heads + (mask_heads > 1 ? h : 0)) * seq_q * seq_kv : nullptr;
+#endif
+    const long long n_keys = causal ? hk_min_ll(kv_len, q_last + 1) : kv_len;
 
     for (long long o0 = 0; o0 < dh; o0 += HK_ATTN_DC) {
       const long long dc = hk_min_ll(HK_ATTN_DC, dh - o0);
@@ -95,7 +118,11 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
           const int e = tid + r * HK_THREADS, qi = e / HK_ATTN_BKV, kj = e % HK_ATTN_BKV;
           const long long i = i0 + qi, j = j0 + kj;
           const int valid = j < n_keys && !(causal && j > i);
-          Ps[qi][kj] = valid ? s[r] * scale : -hk_inf();
+          float sc = s[r] * scale;
+#if HK_ATTN_MASK
+          if (mb && valid && i < seq_q) sc += HK_LOAD(mb[i * seq_kv + j]);
+#endif
+          Ps[qi][kj] = valid ? sc : -hk_inf();
         }
         for (int e = tid; e < HK_ATTN_BKV * HK_ATTN_DC; e += HK_THREADS) {
           const int r = e / HK_ATTN_DC, c = e % HK_ATTN_DC;
@@ -135,7 +162,7 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
 
       if (tid < HK_ATTN_BQ) l_s[tid] = l_run;
       HK_SYNC();
-      const float inv = 1.0f / l_s[row];
+      const float inv = l_s[row] > 0.0f ? 1.0f / l_s[row] : 0.0f; /* no key left: zeros */
       const long long i = i0 + row;
       if (i < seq_q) {
 #pragma unroll

@@ -8,6 +8,11 @@
  * ld_kv and k_col / v_col; a packed qkv tensor is passed three times); grouped-query:
  * q head h reads kv head h / (heads / kv_heads); out is [.., heads*dh]; causal masks key
  * j > query i (top-left aligned).
+ * The masked ABI (HK_ATTN_LENGTHS or HK_ATTN_MASK, as attention.hip: three more args,
+ * const int *lengths, const T *mask, I mask_heads): batch entry b has lengths[b] keys
+ * (clamped to 0..seq_kv) in place of seq_kv, 0 keys store zeros; mask[b, h or 0, i, j]
+ * (times log2 e) is added to each unmasked scaled score; a row with no finite score
+ * stores zeros.
  * Requires (variant_amd.c): f16/bf16, align 8 (ld_q, ld_kv, the column offsets and dh
  * multiples of 8; tensors 16-byte aligned), dh == HK_ATTN_DH (64 or 128, the key's
  * head_dim), wave64.
@@ -50,10 +55,21 @@
 #error "attention_mfma: LDS tiles exceed 64 KiB"
 #endif
 
+#ifndef HK_ATTN_LENGTHS
+#define HK_ATTN_LENGTHS 0
+#endif
+#ifndef HK_ATTN_MASK
+#define HK_ATTN_MASK 0
+#endif
+
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)
 HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch, long long seq_q,
         long long seq_kv, long long heads, long long kv_heads, long long dh, long long ld_q, long long ld_kv,
-        long long q_col, long long k_col, long long v_col, long long causal, float scale) {
+        long long q_col, long long k_col, long long v_col, long long causal, float scale
+#if HK_ATTN_LENGTHS || HK_ATTN_MASK
+        , const int *lengths, const HK_T *mask, long long mask_heads
+#endif
+) {
   __shared__ __attribute__((aligned(16))) unsigned short Ks[HK_ATTN_BKV * HK_ATTN_KP];
   __shared__ __attribute__((aligned(16))) unsigned short Vt[HK_ATTN_DH * HK_ATTN_VP];
   const int lane = HK_TID % 64, wave = HK_TID / 64;
@@ -72,7 +88,17 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
     const HK_T *vb = v + b * seq_kv * ld_kv + v_col + h / group * HK_ATTN_DH;
     HK_T *ob = out + b * seq_q * ld_o + h * HK_ATTN_DH;
     const long long q_last = hk_min_ll(i0 + HK_ATTN_BQ, seq_q) - 1;
-    const long long n_keys = causal ? hk_min_ll(seq_kv, q_last + 1) : seq_kv;
+#if HK_ATTN_LENGTHS
+    const long long kv_len = !lengths ? seq_kv : lengths[b] < 0 ? 0 : hk_min_ll((long long)lengths[b], seq_kv);
+#else
+    const long long kv_len = seq_kv;
+#endif
+#if HK_ATTN_MASK
+    const HK_T *mrow = mask ? mask + (b * mask_heads + (mask_heads > 1 ? h : 0)) * seq_q * seq_kv : nullptr;
+#elif HK_ATTN_LENGTHS
+    (void)mask, (void)mask_heads;
+#endif
+    const long long n_keys = causal ? hk_min_ll(kv_len, q_last + 1) : kv_len;
     const long long qi = i0 + 32 * wave + lr; /* this lane's query */
 
     /* Q^T operands for the whole block: qf[s] = Q[qi][8s + lk .. +3] (zero past seq_q) */
@@ -119,7 +145,14 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
         for (int r = 0; r < 16; r++) {
           const long long j = j0 + 32 * f + hk_mfma32_c_row(lane, r);
           const bool valid = j < n_keys && !(causal && j > qi);
+#if HK_ATTN_MASK
+          const float x = !valid ? -hk_inf()
+                          : mrow && qi < seq_q
+                              ? fmaf(HK_LOAD(mrow[qi * seq_kv + j]), 1.44269504088896341f, st[f][r] * scale2)
+                              : st[f][r] * scale2;
+#else
           const float x = valid ? st[f][r] * scale2 : -hk_inf();
+#endif
           st[f][r] = x;
           mx = fmaxf(mx, x);
         }

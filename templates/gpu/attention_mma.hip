@@ -34,7 +34,25 @@
  *     query tile are never loaded (per warp: never computed);
  *   epilogue: O / l rounded to HK_T, staged in the warp's own Q rows of shared memory,
  *     stored with 16-byte coalesced writes; rows >= seq_q are not stored.
+ *
+ * The masked ABI (HK_ATTN_LENGTHS or HK_ATTN_MASK, as attention.hip: three more args,
+ * const int *lengths, const T *mask, I mask_heads):
+ *   lengths: batch entry b has kv_len = lengths[b] clamped to 0..seq_kv keys, which take
+ *     the place of seq_kv in the tile count and the tail mask; kv_len 0 runs no tile and
+ *     stores zeros (l = 0);
+ *   mask: every tile goes through the masking loop, which adds mask[b, h or 0, i, j] to
+ *     the raw score of each unmasked (i < seq_q, j < kv_len) element, times log2(e) / sl2
+ *     so that the exponent s * sl2 gains mask * log2(e) in both scale modes (scale 0 in
+ *     the dh-64 mode, sl2 = 0: the mask is ignored). A row left with no finite score
+ *     stores zeros.
  */
+#ifndef HK_ATTN_LENGTHS
+#define HK_ATTN_LENGTHS 0
+#endif
+#ifndef HK_ATTN_MASK
+#define HK_ATTN_MASK 0
+#endif
+#define HK_ATTN_MASKED (HK_ATTN_LENGTHS || HK_ATTN_MASK)
 #ifndef HK_DH
 #error "attention_mma: HK_DH (head dim) must be defined"
 #endif
@@ -106,7 +124,11 @@ HK_DEVICE int hk_attn_pair(int lane_off, int i) { return (lane_off ^ (32 * (i & 
 extern "C" __global__ void __launch_bounds__(HK_THREADS, HK_ATTN_MINB)
 HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch, long long seq_q,
         long long seq_kv, long long heads, long long kv_heads, long long dh, long long ld_q, long long ld_kv,
-        long long q_col, long long k_col, long long v_col, long long causal, float scale) {
+        long long q_col, long long k_col, long long v_col, long long causal, float scale
+#if HK_ATTN_MASKED
+        , const int *lengths, const HK_T *mask, long long mask_heads
+#endif
+) {
   extern __shared__ __align__(128) unsigned char hk_attn_smem[];
   unsigned char *const sq = hk_attn_smem;
   unsigned char *const sk = sq + HK_ATTN_Q_BYTES;         /* 2 stages */
@@ -142,7 +164,20 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
     const HK_T *qb = q + b * seq_q * ld_q + q_col + h * HK_DH;
     const HK_T *kb = k + b * seq_kv * ld_kv + k_col + h / group * HK_DH;
     const HK_T *vb = v + b * seq_kv * ld_kv + v_col + h / group * HK_DH;
-    const long long n_keys = causal ? hk_min_ll(seq_kv, i0 + HK_ATTN_BQ) : seq_kv;
+#if HK_ATTN_MASKED
+    (void)mask, (void)mask_heads, (void)lengths;
+    /* 32 bits (one register: sm_90's dh-64 tiles have none to spare); seq_kv < 2^31 */
+    const int kv_len = !HK_ATTN_LENGTHS || !lengths ? (int)seq_kv
+                       : lengths[b] < 0             ? 0
+                                                    : (int)hk_min_ll((long long)lengths[b], seq_kv);
+#else
+    const long long kv_len = seq_kv;
+#endif
+#if HK_ATTN_MASK
+    const HK_T *mrow = mask ? mask + (b * mask_heads + (mask_heads > 1 ? h : 0)) * seq_q * seq_kv : nullptr;
+    const float mk = sl2 != 0.0f ? 1.4426950408889634f / sl2 : 0.0f;
+#endif
+    const long long n_keys = causal ? hk_min_ll(kv_len, i0 + HK_ATTN_BQ) : kv_len;
     const int n_tiles = (int)((n_keys + HK_ATTN_BKV - 1) / HK_ATTN_BKV);
     const long long w_row0 = i0 + 16 * warp;              /* first query row of this warp */
     const long long row_a = w_row0 + g, row_b = row_a + 8; /* this lane's two rows */
@@ -207,16 +242,23 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
         }
         /* masks: keys past the end; causal keys past the row (only on tiles crossing
          * this warp's diagonal) */
-        const bool tail = j0 + HK_ATTN_BKV > seq_kv;
+        const bool tail = j0 + HK_ATTN_BKV > kv_len;
         const bool diag = causal && j0 + HK_ATTN_BKV - 1 > w_row0;
+#if HK_ATTN_MASK
+        if (tail || diag || mrow) {
+#else
         if (tail || diag) {
+#endif
 #pragma unroll
           for (int n = 0; n < HK_ATTN_NT; n++) {
 #pragma unroll
             for (int e = 0; e < 4; e++) {
               const long long j = j0 + 8 * n + 2 * t + (e & 1);
               const long long i = e < 2 ? row_a : row_b;
-              if (j >= seq_kv || (causal && j > i)) s[n][e] = -hk_inf();
+              if (j >= kv_len || (causal && j > i)) s[n][e] = -hk_inf();
+#if HK_ATTN_MASK
+              else if (mrow && i < seq_q) s[n][e] = fmaf(HK_LOAD(mrow[i * seq_kv + j]), mk, s[n][e]);
+#endif
             }
           }
         }
@@ -317,7 +359,11 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
     l_a += hk_shfl_xor(l_a, 2);
     l_b += hk_shfl_xor(l_b, 1);
     l_b += hk_shfl_xor(l_b, 2);
-    const float inv_a = 1.0f / l_a, inv_b = 1.0f / l_b;
+#if HK_ATTN_MASKED
+    const float inv_a = l_a > 0.0f ? 1.0f / l_a : 0.0f, inv_b = l_b > 0.0f ? 1.0f / l_b : 0.0f; /* no key: zeros */
+#else
+    const float inv_a = 1.0f / l_a, inv_b = 1.0f / l_b; /* every row has key 0 */
+#endif
 #pragma unroll
     for (int d = 0; d < HK_ATTN_OT; d++) {
       *(unsigned *)(sq + hk_attn_swz(16 * warp + g, d) + 4 * t) = HK_ATTN_PACK(o[d][0] * inv_a, o[d][1] * inv_a);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Element-wise ops with 16-byte vectors: add, mul (HK_EW_BINARY 1; args T a, T b, T out,
- * I n, I na, I nb: out[i] = a[i % na] HK_BINOP b[i % nb]), relu, gelu, silu
+ * I n, I na, I nb: out[i] = a[i % na] HK_BINOP b[i % nb]), relu, gelu, silu, gelu_tanh, tanh
  * (HK_EW_BINARY 0; args T x, T out, I n: out[i] = HK_UNARY(x[i])) and ewchain
  * (HK_EW_CHAIN 1; args T out, I n, then T in_j, I n_j per operand: out[i] =
  * HK_EW_PROGRAM over in_j[i % n_j], see ewchain.hip), the same results as binary.hip /

@@ -10,7 +10,17 @@
  * seq_q != seq_kv (top-left aligned, as SDPA's is_causal); key 0 is never masked.
  * A block is one query row of one head: block = (b * heads + h) * seq_q + i.
  * Softmax is online over chunks of HK_ATTN_KB keys (one rescale per chunk), output
- * columns in chunks of HK_ATTN_DC (scores recomputed per chunk only when dh > DC). */
+ * columns in chunks of HK_ATTN_DC (scores recomputed per chunk only when dh > DC).
+ * Masked ABI (HK_ATTN_LENGTHS or HK_ATTN_MASK): three more args, I32 lengths (or null),
+ * T mask (or null), I mask_heads. Keys j >= lengths[b] (clamped to 0..seq_kv) are masked
+ * for every query row; mask[b, h or 0, i, j] is added to the scaled score. A row with no
+ * key left (length 0, or a mask of -inf everywhere) outputs zeros. */
+#ifndef HK_ATTN_LENGTHS
+#define HK_ATTN_LENGTHS 0
+#endif
+#ifndef HK_ATTN_MASK
+#define HK_ATTN_MASK 0
+#endif
 HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_end) {
   const HK_T *q = (const HK_T *)hk_arg_ptr(args, 0);
   const HK_T *k = (const HK_T *)hk_arg_ptr(args, 1);
@@ -22,6 +32,12 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
   const int64_t q_col = hk_arg_i64(args, 12), k_col = hk_arg_i64(args, 13), v_col = hk_arg_i64(args, 14);
   const int causal = hk_arg_i64(args, 15) != 0;
   const float scale = hk_arg_f32(args, 16);
+#if HK_ATTN_LENGTHS || HK_ATTN_MASK
+  const int32_t *lengths = (const int32_t *)hk_arg_ptr(args, 17);
+  const HK_T *mask = (const HK_T *)hk_arg_ptr(args, 18);
+  const int64_t mask_heads = hk_arg_i64(args, 19);
+  (void)lengths, (void)mask, (void)mask_heads; /* the flags say which are read */
+#endif
   const int64_t group = kv_heads > 0 && heads >= kv_heads ? heads / kv_heads : 1;
   const int64_t n_blocks = batch * heads * seq_q;
   const int q_buffered = dh <= HK_ATTN_DC;
@@ -33,7 +49,14 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
     const HK_T *kb = k + b * seq_kv * ld_kv + k_col + h / group * dh;
     const HK_T *vb = v + b * seq_kv * ld_kv + v_col + h / group * dh;
     HK_T *yr = out + (b * seq_q + i) * heads * dh + h * dh;
-    const int64_t n_keys = causal ? hk_min_i64(seq_kv, i + 1) : seq_kv;
+    int64_t kv_len = seq_kv;
+#if HK_ATTN_LENGTHS
+    if (lengths) kv_len = lengths[b] < 0 ? 0 : hk_min_i64(lengths[b], seq_kv);
+#endif
+#if HK_ATTN_MASK
+    const HK_T *mr = mask ? mask + ((b * mask_heads + (mask_heads > 1 ? h : 0)) * seq_q + i) * seq_kv : NULL;
+#endif
+    const int64_t n_keys = causal ? hk_min_i64(kv_len, i + 1) : kv_len;
     if (q_buffered)
       for (int64_t d = 0; d < dh; d++) qf[d] = HK_LOAD(qr[d]);
 
@@ -52,6 +75,9 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
           else
             for (int64_t d = 0; d < dh; d++) dot += HK_LOAD(qr[d]) * HK_LOAD(kr[d]);
           s[jj] = dot * scale;
+#if HK_ATTN_MASK
+          if (mr) s[jj] += HK_LOAD(mr[j0 + jj]);
+#endif
           cm = fmaxf(cm, s[jj]);
         }
         if (cm > m) { /* new running max: rescale what was accumulated so far */
@@ -61,13 +87,13 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
           m = cm;
         }
         for (int64_t jj = 0; jj < jb; jj++) {
-          const float p = expf(s[jj] - m);
+          const float p = m == -INFINITY ? 0.0f : expf(s[jj] - m); /* nothing unmasked yet */
           const HK_T *vr = vb + (j0 + jj) * ld_kv + d0;
           l += p;
           for (int64_t d = 0; d < dc; d++) acc[d] += p * HK_LOAD(vr[d]);
         }
       }
-      const float inv = 1.0f / l;
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f; /* no key: zeros */
       for (int64_t d = 0; d < dc; d++) yr[d0 + d] = HK_STORE(acc[d] * inv);
     }
   }

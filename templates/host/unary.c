@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* relu, gelu (erf form), silu: out[i] = HK_UNARY(x[i]) for i < n. Args: T x, T out, I n.
+/* relu, gelu (erf form), silu, gelu_tanh, tanh: out[i] = HK_UNARY(x[i]) for i < n. Args: T x, T out, I n.
  * A block is a chunk of HK_EW_CHUNK consecutive elements. */
 HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_end) {
   const HK_T *x = (const HK_T *)hk_arg_ptr(args, 0);

@@ -258,11 +258,11 @@ for cmd in "inspect" "run" "sign --key $work/k" "merge $work/m.hkpack -o $work/m
   n=$(grep -o "t\.hkpack" <<<"$msg" | grep -c . || true)
   [ "$n" -eq 1 ] && grep -q "truncated" <<<"$msg" && ok "hkc ${cmd%% *}: names the pack once: $msg" || bad "hkc ${cmd%% *}: $msg"
 done
-hdr="{'descr': '<i4', 'fortran_order': False, 'shape': (1, 64), }" # 10 + 118 header bytes: a multiple of 64
+hdr="{'descr': '<u2', 'fortran_order': False, 'shape': (1, 64), }" # 10 + 118 header bytes: a multiple of 64
 hdr=$(printf '%-117s' "$hdr")
-{ printf '\x93NUMPY\x01\x00\x76\x00%s\n' "$hdr"; head -c 256 /dev/zero; } > "$work/i4.npy"
-set +e; msg=$("$HKC" run "$work/m.hkpack" --allow-unsigned-native --random-params --runs 1 --input x="$work/i4.npy" 2>&1 >/dev/null); set -e
-grep -q "unsupported .npy dtype <i4 (expected <f2, <f4 or <f8" <<<"$msg" && ! grep -q "'" <<<"$msg" \
+{ printf '\x93NUMPY\x01\x00\x76\x00%s\n' "$hdr"; head -c 128 /dev/zero; } > "$work/u2.npy"
+set +e; msg=$("$HKC" run "$work/m.hkpack" --allow-unsigned-native --random-params --runs 1 --input x="$work/u2.npy" 2>&1 >/dev/null); set -e
+grep -q "unsupported .npy dtype <u2 (expected <f2, <f4, <f8, <i4 or <i8" <<<"$msg" && ! grep -q "'" <<<"$msg" \
   && ok "npy dtype error: $msg" || bad "npy dtype error: $msg"
 
 # ---- GPU vendors: inspect columns, -v progress per kernel (when the toolchain is here) ------------------------

@@ -40,7 +40,7 @@ def write_safetensors(path, tensors):
 
 
 def write_npy(path, arr):
-    np.save(path, np.ascontiguousarray(arr, dtype=np.float32))
+    np.save(path, np.ascontiguousarray(arr, dtype=np.int32 if arr.dtype.kind == "i" else np.float32))
 
 
 def layer_norm(x, g, b, eps):
@@ -70,12 +70,18 @@ def heads_of(t, n):
     return t.reshape(b, s, n, d // n).transpose(0, 2, 1, 3)  # [b, n, s, dh]
 
 
+LENGTHS = None  # --padding: key lengths per batch entry (Hugging Face attention_mask, right padding)
+
+
 def sdpa(q, k, v, causal):
     """q [b, h, s, dh], k and v [b, h, s, dh] -> [b, s, h*dh]."""
     scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(q.shape[-1])
     if causal:
         s = q.shape[2]
         scores = np.where(np.tril(np.ones((s, s), dtype=bool)), scores, -np.inf)
+    if LENGTHS is not None:  # keys j >= lengths[b] masked for every query row
+        keep = np.arange(k.shape[2])[None, :] < LENGTHS[:, None]  # [b, s_kv]
+        scores = np.where(keep[:, None, None, :], scores, -np.inf)
     p = np.exp(scores - scores.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
     out = p @ v
@@ -193,7 +199,8 @@ def main():
         print(__doc__)
         return 2
     hkc, pack, cfg_path, map_path, work = args[:5]
-    batch, seq, swap = 2, 8, None
+    global LENGTHS
+    batch, seq, swap, padding = 2, 8, None, False
     rest = args[5:]
     while rest:
         if rest[0] == "--batch":
@@ -202,6 +209,8 @@ def main():
             seq, rest = int(rest[1]), rest[2:]
         elif rest[0] == "--swap-map":
             swap, rest = (rest[1], rest[2]), rest[3:]
+        elif rest[0] == "--padding":  # a pack from `hkc import hf --padding-mask`: random lengths
+            padding, rest = True, rest[1:]
         else:
             print("unknown argument", rest[0])
             return 2
@@ -219,6 +228,12 @@ def main():
     hidden = cfg.get("hidden_size", cfg.get("n_embd"))
     x = rng.uniform(-1, 1, size=(batch, seq, hidden)).astype(np.float32)
     os.makedirs(work, exist_ok=True)
+    extra = []
+    if padding:
+        LENGTHS = rng.integers(1, seq + 1, size=batch).astype(np.int32)
+        LENGTHS[-1] = max(1, seq // 2)  # a padded entry whatever the draw
+        write_npy(os.path.join(work, "lengths.npy"), LENGTHS)
+        extra = ["--input", "lengths=" + os.path.join(work, "lengths.npy")]
     write_safetensors(os.path.join(work, "model.safetensors"), w)
     write_npy(os.path.join(work, "x.npy"), x)
     if swap:
@@ -232,7 +247,7 @@ def main():
     out_dir = os.path.join(work, "out")
     cmd = [hkc, "run", "--allow-unsigned-native", pack, "--batch", str(batch), "--runs", "1", "--warmup", "0",
            "--weights", os.path.join(work, "model.safetensors"), "--weights-map", map_path,
-           "--input", "x=" + os.path.join(work, "x.npy"), "--save-outputs", out_dir]
+           "--input", "x=" + os.path.join(work, "x.npy"), "--save-outputs", out_dir] + extra
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         sys.stdout.write(res.stdout + res.stderr)
@@ -249,8 +264,9 @@ def main():
     rel = np.linalg.norm(out - ref) / np.linalg.norm(ref)
     worst = np.max(np.abs(out - ref) / (1e-4 + 1e-4 * np.abs(ref)))
     good = bool(np.all(np.isfinite(out))) and rel <= 1e-5 and worst <= 1.0
-    print("%s %s %s batch %d seq %d: rel-norm err %.3g (bound 1e-05), worst elem/bound %.3g"
-          % ("ok  " if good else "FAIL", cfg["model_type"], outs[0], batch, seq, rel, worst))
+    print("%s %s %s batch %d seq %d%s: rel-norm err %.3g (bound 1e-05), worst elem/bound %.3g"
+          % ("ok  " if good else "FAIL", cfg["model_type"], outs[0], batch, seq,
+             " lengths %s" % LENGTHS.tolist() if padding else "", rel, worst))
     return 0 if good else 1
 
 

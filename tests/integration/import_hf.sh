@@ -43,6 +43,17 @@ for m in bert gpt2 llama; do
   "$HKC" build "$work/$m.yaml" -o "$work/$m.hkpack" --target host -q
   "$PY" "$ref" "$HKC" "$work/$m.hkpack" "$work/$m.json" "$work/$m.map" "$work/$m-run"
 done
+# --padding-mask: an i32 input lengths on every attention node; random lengths (the last entry
+# padded to seq/2) against the reference with the same key mask (a pack that ignored lengths
+# would miss it: the padded entries' keys change every row's softmax).
+for m in bert gpt2 llama; do
+  "$HKC" import hf "$work/$m.json" -o "$work/${m}_pad.yaml" --weights-map-out "$work/${m}_pad.map" --seq 8 \
+    --batch-sizes 1,3 --padding-mask -q
+  grep -q "^  lengths: {shape: \[batch\], dtype: i32}" "$work/${m}_pad.yaml" || fail "$m --padding-mask: no lengths input"
+  "$HKC" build "$work/${m}_pad.yaml" -o "$work/${m}_pad.hkpack" --target host -q
+  "$PY" "$ref" "$HKC" "$work/${m}_pad.hkpack" "$work/$m.json" "$work/${m}_pad.map" "$work/$m-pad" --batch 3 --padding
+done
+
 # The map names the checkpoint's tensors: 16 per BERT layer, 12 per GPT-2 layer (+ ln_f), 9 per
 # Llama layer (+ norm).
 [ "$(grep -vc '^#' "$work/bert.map")" = 32 ] && [ "$(grep -vc '^#' "$work/gpt2.map")" = 26 ] &&

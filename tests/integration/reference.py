@@ -71,6 +71,8 @@ def act(x, name):
         return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
     if name == "silu":
         return x / (1 + np.exp(-x))
+    if name == "tanh":
+        return np.tanh(x)
     raise ValueError(name)
 
 
@@ -79,9 +81,11 @@ def count(node, key, dims, default=None):
     return eval_dim(node[key], dims or {}, 1) if key in node else default
 
 
-def attention(node, ins, dims):
-    """softmax(q k^T * scale) v per head; grouped-query: q head h reads kv head
-    h // (heads / kv_heads); causal masks key j > query i (top-left aligned)."""
+def attention(node, ins, dims, t=None):
+    """softmax(q k^T * scale + mask) v per head; grouped-query: q head h reads kv head
+    h // (heads / kv_heads); causal masks key j > query i (top-left aligned); `lengths`
+    (i32 [B]) masks keys j >= lengths[b] (clamped to 0..seq_kv); `mask` [B, 1|heads, S, Skv]
+    is added to the scaled scores. A row with every key masked outputs zeros."""
     heads = count(node, "heads", dims)
     kv_heads = count(node, "kv_heads", dims, heads)
     if len(ins) == 1:
@@ -99,18 +103,27 @@ def attention(node, ins, dims):
     scale = node.get("scale", 1 / math.sqrt(dh))
     out = np.zeros((b, s, heads * dh))
     group = heads // kv_heads
+    valid = np.ones((b, s, skv), dtype=bool)
+    if node.get("causal", False):
+        valid &= ~np.triu(np.ones((s, skv), dtype=bool), 1)[None]
+    if "lengths" in node:
+        lens = np.clip(t[node["lengths"]].astype(np.int64), 0, skv)
+        valid &= (np.arange(skv)[None, None, :] < lens[:, None, None])
+    add = t[node["mask"]] if "mask" in node else None
     for h in range(heads):
         kh = h // group
         qh = q[:, :, h * dh : (h + 1) * dh]
         kk = k[:, :, kh * dh : (kh + 1) * dh]
         vv = v[:, :, kh * dh : (kh + 1) * dh]
         scores = np.einsum("bid,bjd->bij", qh, kk) * scale
-        if node.get("causal", False):
-            mask = np.triu(np.ones((s, skv), dtype=bool), 1)
-            scores = np.where(mask, -np.inf, scores)
-        scores -= scores.max(-1, keepdims=True)
-        p = np.exp(scores)
-        p /= p.sum(-1, keepdims=True)
+        if add is not None:
+            scores = scores + add[:, h if add.shape[1] > 1 else 0]
+        scores = np.where(valid, scores, -np.inf)
+        m = scores.max(-1, keepdims=True)
+        m = np.where(np.isfinite(m), m, 0.0)
+        p = np.exp(scores - m)
+        l = p.sum(-1, keepdims=True)
+        p = np.where(l > 0, p / np.where(l > 0, l, 1.0), 0.0)
         out[:, :, h * dh : (h + 1) * dh] = np.einsum("bij,bjd->bid", p, vv)
     return out
 
@@ -156,7 +169,7 @@ def run_node(node, t, dims=None):
         return ins[0] + ins[1]
     if op == "mul":
         return ins[0] * ins[1]
-    if op in ("relu", "gelu", "silu"):
+    if op in ("relu", "gelu", "silu", "gelu_tanh", "tanh"):
         return act(ins[0], op)
     if op == "layernorm":
         x = ins[0]
@@ -171,9 +184,16 @@ def run_node(node, t, dims=None):
         e = np.exp(x)
         return e / e.sum(-1, keepdims=True)
     if op == "attention":
-        return attention(node, ins, dims)
+        return attention(node, ins, dims, t)
     if op == "rope":
         return rope(node, ins[0], dims)
+    if op == "embedding":
+        ids, table = ins
+        y = table[np.clip(ids.astype(np.int64), 0, table.shape[0] - 1)]
+        if "pos" in node:
+            seq = ids.shape[-1]
+            y = y + t[node["pos"]][:seq]
+        return y
     raise ValueError("op " + op)
 
 
@@ -232,7 +252,39 @@ def expand_repeats(spec):
 
 
 def write_npy(path, arr):
-    np.save(path, arr.astype(np.float32))
+    np.save(path, arr if arr.dtype == np.int32 else arr.astype(np.float32))
+
+
+def decl_shape(spec, name):
+    """The declared shape of an input or param (either spelling), None for a node output."""
+    for kind in ("inputs", "params"):
+        decl = (spec.get(kind) or {}).get(name)
+        if decl is not None:
+            return decl["shape"] if isinstance(decl, dict) else decl
+    return None
+
+
+def i32_input(name, spec, shp, dims, batch, rng):
+    """Random values for an i32 input, by its use: attention lengths cover 1, the full
+    length, 0 and over-long (clamped) in the first rows, random after; embedding ids are
+    random rows with a few out of range (clamped)."""
+    for node in spec["graph"]:
+        if node["op"] == "attention" and node.get("lengths") == name:
+            kv = decl_shape(spec, node["in"][1] if len(node["in"]) == 3 else node["in"][0])
+            if kv is None:  # k is a node output: any lengths (the kernels clamp)
+                break
+            skv = eval_dim(kv[1], dims, batch)
+            x = rng.integers(1, skv + 1, size=shp)
+            special = [skv, 1, 0, skv + 3] if batch > 1 else []
+            x.flat[: len(special)] = special[: x.size]
+            return x.astype(np.int32)
+        if node["op"] == "embedding" and node["in"][0] == name:
+            vocab = eval_dim(decl_shape(spec, node["in"][1])[0], dims, batch)
+            x = rng.integers(0, vocab, size=shp)
+            if x.size > 2:
+                x.flat[0], x.flat[-1] = -5, vocab + 7  # out of range: clamped
+            return x.astype(np.int32)
+    return rng.integers(0, 100, size=shp).astype(np.int32)
 
 
 def ref_cache_path(spec_path, batch, seed):
@@ -277,12 +329,16 @@ def main():
     if target:
         cmd += ["--target", target]
     for kind in ("inputs", "params"):
-        for name, shape in (spec.get(kind) or {}).items():
+        for name, decl in (spec.get(kind) or {}).items():
+            shape = decl["shape"] if isinstance(decl, dict) else decl
             shp = [eval_dim(d, dims, batch) for d in shape]
             scale = 1.0
             if kind == "params" and len(shp) >= 2:
                 scale = 1 / math.sqrt(shp[0])
-            x = round_to(rng.uniform(-1, 1, size=shp) * scale, dtype)
+            if isinstance(decl, dict) and decl.get("dtype") == "i32":
+                x = i32_input(name, spec, shp, dims, batch, rng)
+            else:
+                x = round_to(rng.uniform(-1, 1, size=shp) * scale, dtype)
             t[name] = x
             path = os.path.join(work, name + ".npy")
             write_npy(path, x)

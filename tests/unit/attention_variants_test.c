@@ -114,6 +114,79 @@ static void test_nvrtc_compiles_without_spills(void **state) {
   assert_int_equal(failures, 0);
 }
 
+/* ---- key lengths and additive masks (the masked ABI) ---------------------------------------- */
+static hkc_kernel_key_t masked_key(hk_dtype_t dtype, int dh, int lengths, int mask) {
+  hkc_kernel_key_t k = attn_key(dtype, dh, 8);
+  k.has_lengths = lengths, k.has_mask = mask;
+  return k;
+}
+
+/* The masked ABI (lengths, mask): attention_mma on every NVIDIA arch (sm_90a's TMA and
+ * wgmma kernels do not take it), attention_mfma on CDNA; keys no fast kernel serves (f32,
+ * RDNA) stay simple. */
+static void test_masked_selection(void **state) {
+  (void)state;
+  static const char *const nv[] = {"sm_80", "sm_90", "sm_90a"};
+  for (size_t a = 0; a < 3; a++)
+    for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++)
+      for (int dh = 64; dh <= 128; dh += 64) {
+        assert_string_equal(hk_test_variant_name(nv[a], masked_key((hk_dtype_t)dt, dh, 1, 0)), "attention_mma");
+        assert_string_equal(hk_test_variant_name(nv[a], masked_key((hk_dtype_t)dt, dh, 0, 1)), "attention_mma");
+        assert_string_equal(hk_test_variant_name(nv[a], masked_key((hk_dtype_t)dt, dh, 1, 1)), "attention_mma");
+      }
+  assert_string_equal(hk_test_variant_name("sm_90a", masked_key(HK_DTYPE_F16, 64, 0, 0)), "attention_tma");
+  assert_string_equal(hk_test_variant_name("gfx90a", masked_key(HK_DTYPE_F16, 64, 1, 0)), "attention_mfma");
+  assert_string_equal(hk_test_variant_name("gfx908", masked_key(HK_DTYPE_BF16, 128, 1, 0)), "attention_mfma");
+  assert_string_equal(hk_test_variant_name("gfx90a", masked_key(HK_DTYPE_F16, 64, 0, 1)), "attention_mfma");
+  assert_string_equal(hk_test_variant_name("gfx908", masked_key(HK_DTYPE_BF16, 64, 1, 1)), "attention_mfma");
+  assert_string_equal(hk_test_variant_name("gfx1030", masked_key(HK_DTYPE_F16, 64, 0, 1)), "simple");
+  assert_string_equal(hk_test_variant_name("gfx1030", masked_key(HK_DTYPE_F16, 64, 1, 0)), "simple");
+  assert_string_equal(hk_test_variant_name("sm_90", masked_key(HK_DTYPE_F32, 64, 1, 0)), "simple");
+  assert_string_equal(hk_test_variant_name("sm_90a", masked_key(HK_DTYPE_F32, 64, 1, 1)), "simple");
+  /* the masked ABI is in the kernel's name */
+  hkc_kernel_out_t k = {.key = masked_key(HK_DTYPE_F16, 64, 1, 1)};
+  hk_test_kernel_name(&k);
+  assert_string_equal(k.name, "hk_attention_f16_len_mask_a8_d64");
+}
+
+/* The masked kernels compile without spills: attention_mma with lengths, a mask and both
+ * (dh 64 and 128: both scale modes), the simple kernel with both (f32); on AMD
+ * attention_mfma with lengths and with both, the simple kernel with a mask (gfx1030). */
+static void test_masked_compiles(void **state) {
+  (void)state;
+  static const struct {
+    const char *arch;
+    hk_dtype_t dtype;
+    int dh, lengths, mask;
+  } nv[] = {{"sm_80", HK_DTYPE_F16, 64, 1, 0}, {"sm_90", HK_DTYPE_BF16, 64, 1, 0}, {"sm_90a", HK_DTYPE_F16, 128, 0, 1},
+            {"sm_90a", HK_DTYPE_BF16, 64, 1, 1}, {"sm_90", HK_DTYPE_F32, 64, 1, 1}},
+    amd[] = {{"gfx90a", HK_DTYPE_F16, 64, 1, 0}, {"gfx90a", HK_DTYPE_BF16, 128, 1, 1}, {"gfx1030", HK_DTYPE_F16, 64, 0, 1}};
+  char why[512];
+  for (int vendor = 0; vendor < 2; vendor++) {
+    const int n = vendor == 0 ? 5 : 3;
+    if (vendor == 0 ? hkc_nvrtc_available(why, sizeof why) != 0 : hkc_hiprtc_available(why, sizeof why) != 0) {
+      printf("[ SKIP     ] %s: %s\n", vendor == 0 ? "nvrtc" : "hiprtc", why);
+      continue;
+    }
+    hk_test_compile_job_t jobs[5];
+    memset(jobs, 0, sizeof jobs);
+    for (int i = 0; i < n; i++) {
+      jobs[i].arch = hk_test_arch(vendor == 0 ? nv[i].arch : amd[i].arch);
+      jobs[i].kernel.key = vendor == 0 ? masked_key(nv[i].dtype, nv[i].dh, nv[i].lengths, nv[i].mask)
+                                       : masked_key(amd[i].dtype, amd[i].dh, amd[i].lengths, amd[i].mask);
+      hk_test_kernel_name(&jobs[i].kernel);
+    }
+    if (vendor == 0) {
+      hk_test_compile_all(jobs, (size_t)n, hkc_nvrtc_compile, 2, HK_TEST_COMPILE_NO_WARNINGS);
+    } else {
+      const int workers = hk_test_start_amd_workers(2) == 0;
+      hk_test_compile_all(jobs, (size_t)n, hkc_hiprtc_compile, workers ? 2 : 0, HK_TEST_COMPILE_ELF);
+      hkc_amd_workers_stop();
+    }
+    assert_int_equal(hk_test_compile_failures(jobs, (size_t)n), 0);
+  }
+}
+
 /* ---- launches -------------------------------------------------------------------------- */
 #define I64(v) ((hkc_arg_t){.kind = HK_ARG_I64, .i = (v)})
 #define TENSOR(v) ((hkc_arg_t){.kind = HK_ARG_TENSOR, .i = (v)})
@@ -483,6 +556,8 @@ int main(void) {
       cmocka_unit_test(test_tma_legality),
       cmocka_unit_test(test_tma_nvrtc),
       cmocka_unit_test(test_tma_launch),
+      cmocka_unit_test(test_masked_selection),
+      cmocka_unit_test(test_masked_compiles),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -79,6 +79,7 @@ static size_t all_variants(hk_dtype_t dtype, hkc_kernel_out_t *out) {
   for (int op = HK_OP_ADD; op < HK_OP_COUNT_; op++) {
     memset(&out[n], 0, sizeof out[n]);
     out[n].key = (hkc_kernel_key_t){.op = (hk_op_t)op, .dtype = dtype};
+    if (op == HK_OP_EMBEDDING) out[n].key.has_add = dtype == HK_DTYPE_BF16; /* bf16: with positions */
     n++;
   }
   n = fused_variants(dtype, 0, out, n);
@@ -100,6 +101,9 @@ static void compile_all(hk_test_compile_job_t *jobs, size_t n_jobs, hk_test_comp
 /* The gemm variants compiled for every dtype; f16 (and HKC_TEST_FULL=1) compile all 40.
  * They cover each activation, each epilogue flag and both B layouts at least once. */
 static int representative(const hkc_kernel_key_t *k) {
+  /* gelu_tanh and tanh: the unary template as relu/gelu/silu; f16 on the first arch
+   * (every variant is) and bf16 */
+  if (k->op == HK_OP_GELU_TANH || k->op == HK_OP_TANH || k->op == HK_OP_EMBEDDING) return k->dtype == HK_DTYPE_BF16;
   if (k->op != HK_OP_GEMM || k->has_mul) return 1;
   const int flags = k->has_bias * 4 + k->has_residual * 2 + k->trans_b;
   return (k->act == HK_ACT_NONE && flags == 0) || (k->act == HK_ACT_GELU && flags == 7) ||
@@ -251,7 +255,7 @@ static void test_registry_every_key_resolves(void **state) {
   for (size_t a = 0; a <= n_archs; a++) {
     const hkc_gpu_arch_t *arch = a < n_archs ? &archs[a] : NULL; /* NULL: the host */
     for (int op = 0; op < HK_OP_COUNT_; op++)
-      for (int dt = 0; dt < HK_DTYPE_COUNT_; dt++)
+      for (int dt = 0; dt < HK_DTYPE_FLOAT_COUNT; dt++)
         for (int align = 0; align <= 8; align += 8)
           for (int dh = 64; dh <= 128; dh += 64) {
             hkc_kernel_key_t key = {.op = (hk_op_t)op, .dtype = (hk_dtype_t)dt, .align = align, .head_dim = dh};

@@ -96,6 +96,40 @@ static size_t make_npy(unsigned char *buf, const char *dict, size_t data_bytes) 
   return 11 + dl + data_bytes;
 }
 
+/* Integer files (i32 inputs: ids, lengths): <i4 and <i8 read exactly into ints (and as
+ * floats into data); an <i8 value outside int32 is an error naming the element. */
+static void test_integers(void **state) {
+  (void)state;
+  unsigned char buf[1024];
+  hkc_npy_t npy;
+  const int32_t v4[3] = {-7, 0, INT32_MAX};
+  size_t n = make_npy(buf, "{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }", 0);
+  memcpy(buf + n, v4, sizeof v4);
+  assert_int_equal(parse_bytes(buf, n + sizeof v4, &npy), 0);
+  assert_non_null(npy.ints);
+  assert_int_equal(npy.count, 3);
+  for (int i = 0; i < 3; i++) assert_int_equal(npy.ints[i], v4[i]);
+  assert_true(npy.data[0] == -7.0f);
+  hkc_npy_free(&npy);
+  int64_t v8[2] = {INT32_MIN, 123456789};
+  n = make_npy(buf, "{'descr': '<i8', 'fortran_order': False, 'shape': (1, 2), }", 0);
+  memcpy(buf + n, v8, sizeof v8);
+  assert_int_equal(parse_bytes(buf, n + sizeof v8, &npy), 0);
+  assert_int_equal(npy.ints[0], INT32_MIN);
+  assert_int_equal(npy.ints[1], 123456789);
+  hkc_npy_free(&npy);
+  v8[1] = (int64_t)INT32_MAX + 1;
+  memcpy(buf + n, v8, sizeof v8);
+  assert_int_equal(parse_bytes(buf, n + sizeof v8, &npy), -1);
+  assert_non_null(strstr(diag, "element 1 = 2147483648 does not fit in int32"));
+  assert_null(npy.ints);
+  /* a float file has no ints */
+  n = make_npy(buf, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", 8);
+  assert_int_equal(parse_bytes(buf, n, &npy), 0);
+  assert_null(npy.ints);
+  hkc_npy_free(&npy);
+}
+
 static void test_malformed(void **state) {
   (void)state;
   unsigned char buf[1024];
@@ -109,7 +143,8 @@ static void test_malformed(void **state) {
     size_t data;
     const char *word;
   } bad[] = {
-      {"{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }", 12, "dtype"},
+      {"{'descr': '<u4', 'fortran_order': False, 'shape': (3,), }", 12, "dtype"},
+      {"{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }", 11, "bytes"},
       {"{'descr': '<f4', 'fortran_order': True, 'shape': (3,), }", 12, "Fortran"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", 11, "bytes"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", 13, "bytes"},
@@ -149,6 +184,7 @@ int main(void) {
       cmocka_unit_test(test_conversions_exhaustive),
       cmocka_unit_test(test_round_trip),
       cmocka_unit_test(test_malformed),
+      cmocka_unit_test(test_integers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -69,7 +69,8 @@ static const int k_mul_cases[][4] = {{HK_ACT_NONE, 0, 0, 0}, {HK_ACT_SILU, 0, 0,
 static const char *const k_programs[] = {"r", "a1", "m1ra2", "a1gm2m3a4", "st", "a1ra2sa3ga4ta1ra2sa3ga4tm1rm2sr"};
 
 static const hk_op_t k_plain_ops[] = {HK_OP_ADD,       HK_OP_MUL,     HK_OP_RELU,    HK_OP_GELU,     HK_OP_SILU,
-                                      HK_OP_LAYERNORM, HK_OP_RMSNORM, HK_OP_SOFTMAX, HK_OP_ATTENTION, HK_OP_ROPE};
+                                      HK_OP_LAYERNORM, HK_OP_RMSNORM, HK_OP_SOFTMAX, HK_OP_ATTENTION, HK_OP_ROPE,
+                                      HK_OP_GELU_TANH, HK_OP_TANH, HK_OP_EMBEDDING};
 
 static double now_s(void) {
   struct timespec ts;
@@ -89,6 +90,10 @@ static int setup(void **state) {
                                    .has_residual = (flags >> 2) & 1});
     for (size_t o = 0; o < sizeof k_plain_ops / sizeof k_plain_ops[0]; o++)
       add_key((hkc_kernel_key_t){.op = k_plain_ops[o], .dtype = k_dtypes[d]});
+    add_key((hkc_kernel_key_t){.op = HK_OP_EMBEDDING, .dtype = k_dtypes[d], .has_add = 1});
+    for (int lm = 1; lm < 4; lm++)
+      add_key((hkc_kernel_key_t){.op = HK_OP_ATTENTION, .dtype = k_dtypes[d], .has_lengths = lm & 1,
+                                 .has_mask = lm >> 1});
     for (size_t m = 0; m < sizeof k_mul_cases / sizeof k_mul_cases[0]; m++)
       add_key((hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = k_dtypes[d], .act = (hk_act_t)k_mul_cases[m][0],
                                  .trans_b = k_mul_cases[m][1], .has_bias = k_mul_cases[m][2],
@@ -264,6 +269,13 @@ static void arg_tensor(call_t *c, const buf_t *b) {
   c->ptrs[c->n] = b ? b->data : NULL;
   c->args[c->n] = &c->ptrs[c->n];
   c->desc[c->n] = (hkc_arg_t){.kind = b ? HK_ARG_TENSOR : HK_ARG_NULL, .i = (int64_t)c->n};
+  c->n++;
+}
+
+static void arg_ptr(call_t *c, void *p) {
+  c->ptrs[c->n] = p;
+  c->args[c->n] = &c->ptrs[c->n];
+  c->desc[c->n] = (hkc_arg_t){.kind = p ? HK_ARG_TENSOR : HK_ARG_NULL, .i = (int64_t)c->n};
   c->n++;
 }
 
@@ -524,19 +536,19 @@ static void test_binary(void **state) {
 
 static void test_unary(void **state) {
   (void)state;
-  static const hk_op_t ops[] = {HK_OP_RELU, HK_OP_GELU, HK_OP_SILU};
-  static const hk_act_t acts[] = {HK_ACT_RELU, HK_ACT_GELU, HK_ACT_SILU};
+  static const hk_op_t ops[] = {HK_OP_RELU, HK_OP_GELU, HK_OP_SILU, HK_OP_GELU_TANH, HK_OP_TANH};
+  static const hk_act_t acts[] = {HK_ACT_RELU, HK_ACT_GELU, HK_ACT_SILU, HK_ACT_GELU_TANH, HK_ACT_NONE}; /* none: tanh */
   static const int64_t sizes[] = {1, 7, 40000};
   hk_test_rng_t rng;
   hk_test_rng_seed(&rng, 3);
   for (int dt = 0; dt < N_DTYPES; dt++)
-    for (int o = 0; o < 3; o++)
+    for (int o = 0; o < 5; o++)
       for (int s = 0; s < 3; s++) {
         int64_t n = sizes[s];
         buf_t x = buf_random(dt, (size_t)n, &rng, -5, 5), out = buf_poisoned(dt, (size_t)n);
         double *ref = malloc(sizeof(double) * (size_t)n), *mag = malloc(sizeof(double) * (size_t)n);
         for (int64_t i = 0; i < n; i++) {
-          ref[i] = hk_test_act_ref(acts[o], x.val[i]);
+          ref[i] = ops[o] == HK_OP_TANH ? tanh(x.val[i]) : hk_test_act_ref(acts[o], x.val[i]);
           mag[i] = fabs(x.val[i]); /* 1 + erf and 1 + exp cancel for negative x */
         }
         hkc_kernel_key_t key = {.op = ops[o], .dtype = k_dtypes[dt]};
@@ -546,7 +558,7 @@ static void test_unary(void **state) {
         arg_i64(&c, n);
         run(&key, &c, &out);
         char what[64];
-        snprintf(what, sizeof what, "%s n=%lld", k_act_names[acts[o]], (long long)n);
+        snprintf(what, sizeof what, "%s n=%lld", hkc_op_name(ops[o]), (long long)n);
         check(what, &out, ref, mag, 0);
         free(ref);
         free(mag);
@@ -698,7 +710,16 @@ typedef struct attn_case {
   int causal, packed;
   float scale; /* 0: default 1/sqrt(dh) */
   double qrange;
+  int lengths;    /* masked ABI: key lengths per batch entry, k_attn_lengths[b % 5] */
+  int mask_heads; /* masked ABI: an additive mask [B, mask_heads, seq_q, seq_kv] (0: none) */
 } attn_case_t;
+
+/* Key lengths of the masked cases (seq_kv - 1 and seq_kv + 5 as given: the kernel clamps
+ * 0..seq_kv): full, one key, none (zeros out), over-long, one short. */
+static int32_t attn_length(int64_t b, int64_t seq_kv) {
+  const int64_t pick[5] = {seq_kv, 1, 0, seq_kv + 5, seq_kv - 1};
+  return (int32_t)pick[b % 5];
+}
 
 static void attention_case(int dt, const attn_case_t *t, hk_test_rng_t *rng) {
   const int64_t H = t->heads, Hkv = t->kv_heads, dh = t->dh, B = t->batch;
@@ -713,6 +734,18 @@ static void attention_case(int dt, const attn_case_t *t, hk_test_rng_t *rng) {
   buf_t out = buf_poisoned(dt, n_out);
   double *ref = malloc(sizeof(double) * n_out), *mag = malloc(sizeof(double) * n_out);
   double *p = malloc(sizeof(double) * (size_t)t->seq_kv);
+  int32_t *lens = malloc(sizeof(int32_t) * (size_t)B);
+  for (int64_t b = 0; b < B; b++) lens[b] = attn_length(b, t->seq_kv);
+  const int masked = t->lengths || t->mask_heads;
+  buf_t mask = {0};
+  if (t->mask_heads) { /* -inf in some places: such keys drop out (a row of them: zeros) */
+    mask = buf_random(dt, (size_t)(B * t->mask_heads * t->seq_q * t->seq_kv), rng, -3, 3);
+    for (size_t e = 0; e < mask.n; e += 7) {
+      if (dt == 0) ((float *)mask.data)[e] = -INFINITY;
+      else ((uint16_t *)mask.data)[e] = dt == 1 ? 0xfc00 : 0xff80;
+      mask.val[e] = -INFINITY;
+    }
+  }
   for (int64_t b = 0; b < B; b++)
     for (int64_t h = 0; h < H; h++)
       for (int64_t i = 0; i < t->seq_q; i++) {
@@ -720,7 +753,7 @@ static void attention_case(int dt, const attn_case_t *t, hk_test_rng_t *rng) {
         const double *qr = q.val + (b * t->seq_q + i) * ld_q + q_col + h * dh;
         double mx = -INFINITY, sum = 0;
         for (int64_t j = 0; j < t->seq_kv; j++) {
-          if (t->causal && j > i) {
+          if ((t->causal && j > i) || (t->lengths && j >= lens[b])) {
             p[j] = -INFINITY;
             continue;
           }
@@ -728,9 +761,12 @@ static void attention_case(int dt, const attn_case_t *t, hk_test_rng_t *rng) {
           double s = 0;
           for (int64_t d = 0; d < dh; d++) s += qr[d] * kr[d];
           p[j] = s * scale;
+          if (t->mask_heads)
+            p[j] += mask.val[((b * t->mask_heads + (t->mask_heads > 1 ? h : 0)) * t->seq_q + i) * t->seq_kv + j];
           mx = fmax(mx, p[j]);
         }
-        for (int64_t j = 0; j < t->seq_kv; j++) sum += (p[j] = exp(p[j] - mx));
+        for (int64_t j = 0; j < t->seq_kv; j++) sum += (p[j] = mx == -INFINITY ? 0 : exp(p[j] - mx));
+        if (sum == 0) sum = INFINITY; /* no key: zeros */
         for (int64_t d = 0; d < dh; d++) {
           double o = 0, m = 0;
           for (int64_t j = 0; j < t->seq_kv; j++) {
@@ -743,7 +779,8 @@ static void attention_case(int dt, const attn_case_t *t, hk_test_rng_t *rng) {
           mag[idx] = m / sum;
         }
       }
-  hkc_kernel_key_t key = {.op = HK_OP_ATTENTION, .dtype = k_dtypes[dt]};
+  hkc_kernel_key_t key = {.op = HK_OP_ATTENTION, .dtype = k_dtypes[dt], .has_lengths = t->lengths,
+                          .has_mask = t->mask_heads > 0};
   call_t c = {0};
   arg_tensor(&c, &q);
   arg_tensor(&c, &k);
@@ -752,12 +789,20 @@ static void attention_case(int dt, const attn_case_t *t, hk_test_rng_t *rng) {
   int64_t ints[] = {B, t->seq_q, t->seq_kv, H, Hkv, dh, ld_q, ld_kv, q_col, k_col, v_col, t->causal};
   for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) arg_i64(&c, ints[i]);
   arg_f32(&c, scale);
+  if (masked) {
+    arg_ptr(&c, t->lengths ? lens : NULL);
+    arg_tensor(&c, t->mask_heads ? &mask : NULL);
+    arg_i64(&c, t->mask_heads);
+  }
   run(&key, &c, &out);
-  char what[160];
-  snprintf(what, sizeof what, "attention b=%lld sq=%lld skv=%lld h=%lld kvh=%lld dh=%lld causal=%d packed=%d",
+  char what[200];
+  snprintf(what, sizeof what,
+           "attention b=%lld sq=%lld skv=%lld h=%lld kvh=%lld dh=%lld causal=%d packed=%d lengths=%d mask_heads=%d",
            (long long)B, (long long)t->seq_q, (long long)t->seq_kv, (long long)H, (long long)Hkv, (long long)dh,
-           t->causal, t->packed);
+           t->causal, t->packed, t->lengths, t->mask_heads);
   check(what, &out, ref, mag, 1e-2);
+  if (t->mask_heads) buf_free(&mask);
+  free(lens);
   free(p);
   free(ref);
   free(mag);
@@ -772,21 +817,70 @@ static void attention_case(int dt, const attn_case_t *t, hk_test_rng_t *rng) {
 static void test_attention(void **state) {
   (void)state;
   static const attn_case_t cases[] = {
-      {2, 77, 77, 2, 2, 8, 0, 0, 0, 1},    /* plain, several key chunks */
-      {1, 77, 77, 4, 2, 64, 1, 0, 0, 1},   /* causal, grouped-query 4/2 */
-      {2, 1, 1, 4, 1, 8, 1, 0, 0, 1},      /* seq 1, multi-query 4/1 */
-      {1, 1, 77, 4, 4, 8, 0, 0, 0, 1},     /* one query, many keys */
-      {1, 5, 77, 4, 1, 64, 1, 0, 0, 1},    /* seq_q < seq_kv, causal: j > i masked */
-      {1, 77, 13, 2, 1, 16, 1, 0, 0, 1},   /* seq_q > seq_kv, causal */
-      {2, 33, 33, 4, 2, 16, 1, 1, 0, 1},   /* packed qkv, grouped-query */
-      {1, 20, 20, 3, 3, 8, 0, 1, 0.3f, 1}, /* packed, explicit scale */
-      {1, 3, 130, 2, 2, 300, 0, 0, 0, 1},  /* dh > 256: head dim in two column chunks */
-      {1, 70, 70, 2, 1, 32, 1, 0, 0, 6},   /* sharp scores: online-softmax rescaling */
+      {2, 77, 77, 2, 2, 8, 0, 0, 0, 1, 0, 0}, /* plain, several key chunks */
+      {1, 77, 77, 4, 2, 64, 1, 0, 0, 1, 0, 0}, /* causal, grouped-query 4/2 */
+      {2, 1, 1, 4, 1, 8, 1, 0, 0, 1, 0, 0}, /* seq 1, multi-query 4/1 */
+      {1, 1, 77, 4, 4, 8, 0, 0, 0, 1, 0, 0}, /* one query, many keys */
+      {1, 5, 77, 4, 1, 64, 1, 0, 0, 1, 0, 0}, /* seq_q < seq_kv, causal: j > i masked */
+      {1, 77, 13, 2, 1, 16, 1, 0, 0, 1, 0, 0}, /* seq_q > seq_kv, causal */
+      {2, 33, 33, 4, 2, 16, 1, 1, 0, 1, 0, 0}, /* packed qkv, grouped-query */
+      {1, 20, 20, 3, 3, 8, 0, 1, 0.3f, 1, 0, 0}, /* packed, explicit scale */
+      {1, 3, 130, 2, 2, 300, 0, 0, 0, 1, 0, 0}, /* dh > 256: head dim in two column chunks */
+      {1, 70, 70, 2, 1, 32, 1, 0, 0, 6, 0, 0}, /* sharp scores: online-softmax rescaling */
+      /* masked ABI: lengths (full, 1, 0, over-long, one short), additive masks with -inf */
+      {5, 7, 37, 4, 2, 8, 0, 0, 0, 1, 1, 0},  /* lengths, several key chunks */
+      {5, 37, 37, 2, 1, 16, 1, 1, 0, 1, 1, 0}, /* lengths, causal, packed */
+      {2, 9, 21, 4, 2, 8, 0, 0, 0, 1, 0, 4},  /* mask per head */
+      {3, 21, 21, 2, 2, 8, 1, 0, 0, 1, 1, 1}, /* mask shared by heads, lengths, causal */
   };
   hk_test_rng_t rng;
   hk_test_rng_seed(&rng, 6);
   for (int dt = 0; dt < N_DTYPES; dt++)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) attention_case(dt, &cases[i], &rng);
+}
+
+/* ---- embedding -------------------------------------------------------------------------------- */
+/* ids: random rows, some out of range (clamped to 0 .. vocab-1); with a position table,
+ * row t % seq of it is added (f32 sum, one rounding). */
+static void test_embedding(void **state) {
+  (void)state;
+  static const int64_t cases[][4] = {{3, 7, 11, 37}, {1, 1, 1, 5}, {4, 33, 50, 300}}; /* batch, seq, vocab, hidden */
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 9);
+  for (int dt = 0; dt < N_DTYPES; dt++)
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+      for (int with_pos = 0; with_pos < 2; with_pos++) {
+        const int64_t B = cases[ci][0], S = cases[ci][1], V = cases[ci][2], H = cases[ci][3], T = B * S;
+        buf_t table = buf_random(dt, (size_t)(V * H), &rng, -2, 2), pos = buf_random(dt, (size_t)((S + 2) * H), &rng, -2, 2);
+        buf_t out = buf_poisoned(dt, (size_t)(T * H));
+        int32_t *ids = malloc(sizeof(int32_t) * (size_t)T);
+        double *ref = malloc(sizeof(double) * (size_t)(T * H)), *mag = malloc(sizeof(double) * (size_t)(T * H));
+        for (int64_t t = 0; t < T; t++) {
+          ids[t] = (int32_t)floor(hk_test_uniform(&rng, -2, (double)V + 2)); /* -2 .. V+1 */
+          if (t == 0) ids[t] = INT32_MIN;
+          if (t == T - 1 && T > 1) ids[t] = INT32_MAX;
+          const int64_t id = ids[t] < 0 ? 0 : ids[t] >= V ? V - 1 : ids[t];
+          for (int64_t d = 0; d < H; d++) {
+            const double p = with_pos ? pos.val[(t % S) * H + d] : 0;
+            ref[t * H + d] = table.val[id * H + d] + p;
+            mag[t * H + d] = fabs(table.val[id * H + d]) + fabs(p);
+          }
+        }
+        hkc_kernel_key_t key = {.op = HK_OP_EMBEDDING, .dtype = k_dtypes[dt], .has_add = with_pos};
+        call_t c = {0};
+        arg_tensor(&c, &table);
+        arg_ptr(&c, ids);
+        arg_tensor(&c, with_pos ? &pos : NULL);
+        arg_tensor(&c, &out);
+        arg_i64(&c, T), arg_i64(&c, S), arg_i64(&c, V), arg_i64(&c, H);
+        run(&key, &c, &out);
+        char what[128];
+        snprintf(what, sizeof what, "embedding tokens=%lld seq=%lld vocab=%lld hidden=%lld pos=%d", (long long)T,
+                 (long long)S, (long long)V, (long long)H, with_pos);
+        check(what, &out, ref, mag, 0);
+        free(ids), free(ref), free(mag);
+        buf_free(&table), buf_free(&pos), buf_free(&out);
+      }
 }
 
 /* ---- rope -------------------------------------------------------------------------------------- */
@@ -1037,6 +1131,7 @@ static hkc_node_t *add_node(hkc_spec_t *s, const char *name, hk_op_t op, int in0
   n->in[1] = n->in[2] = HKC_NONE;
   n->n_in = 1;
   n->bias = n->residual = n->mul = n->gamma = n->beta = n->add_in = n->sum_out = HKC_NONE;
+  n->lengths = n->mask = n->pos = HKC_NONE;
   n->n_fused = 1;
   n->out = out;
   n->eps = 1e-5f;
@@ -1194,12 +1289,12 @@ static int is_identifier(const char *s) {
 
 static void test_key_names_unique(void **state) {
   (void)state;
-  enum { NPROG = 4, MAXK = HK_OP_COUNT_ * HK_DTYPE_COUNT_ * HK_ACT_COUNT_ * 48 + NPROG * HK_DTYPE_COUNT_ };
+  enum { NPROG = 4, MAXK = HK_OP_COUNT_ * HK_DTYPE_FLOAT_COUNT * HK_ACT_COUNT_ * 48 + NPROG * HK_DTYPE_FLOAT_COUNT };
   static hkc_kernel_key_t keys[MAXK];
   static char names[MAXK][96];
   size_t n = 0;
   for (int op = 0; op < HK_OP_COUNT_; op++)
-    for (int dt = 0; dt < HK_DTYPE_COUNT_; dt++)
+    for (int dt = 0; dt < HK_DTYPE_FLOAT_COUNT; dt++)
       for (int act = 0; act < HK_ACT_COUNT_; act++)
         for (int f = 0; f < 64; f++) {
           if ((f >> 5 & 1) && !(f >> 4 & 1)) continue; /* has_sum only with has_add */
@@ -1211,7 +1306,7 @@ static void test_key_names_unique(void **state) {
         }
   static const char *const programs[NPROG] = {"r", "a1", "a1gm2", "a1gm2r"};
   for (int p = 0; p < NPROG; p++)
-    for (int dt = 0; dt < HK_DTYPE_COUNT_; dt++) {
+    for (int dt = 0; dt < HK_DTYPE_FLOAT_COUNT; dt++) {
       keys[n] = (hkc_kernel_key_t){.op = HK_OP_EWCHAIN, .dtype = (hk_dtype_t)dt};
       snprintf(keys[n].program, sizeof keys[n].program, "%s", programs[p]);
       hkc_kernel_key_name(&keys[n], names[n], sizeof names[n]);
@@ -1277,6 +1372,7 @@ int main(void) {
       cmocka_unit_test(test_softmax),
       cmocka_unit_test(test_attention),
       cmocka_unit_test(test_rope),
+      cmocka_unit_test(test_embedding),
       cmocka_unit_test(test_templates_build_warning_free),
       cmocka_unit_test(test_rtc_deterministic_and_errors),
   };

@@ -670,6 +670,70 @@ static void test_outputs(void **state) {
                   "param 'w' cannot be a graph output", NULL);
 }
 
+/* Per-tensor dtype: {shape, dtype} declarations, i32 inputs only where an op takes them. */
+#define I32HEAD "hkc: 1\nname: t\nbatch_sizes: [1, 3]\ndims: {s: 5}\n"
+static void test_i32_inputs(void **state) {
+  (void)state;
+  hkc_spec_t *s = parse(I32HEAD "inputs: {x: {shape: [batch, s], dtype: f32}, ids: {shape: [batch], dtype: i32}}\n"
+                                "graph:\n  - {name: a, op: relu, in: [x], out: y}\noutputs: [y]\n");
+  assert_non_null(s);
+  assert_int_equal(tensor(s, "x")->dtype, HK_DTYPE_F32);
+  assert_int_equal(tensor(s, "ids")->dtype, HK_DTYPE_I32); /* [batch] is fine under pad: i32 */
+  assert_int_equal(tensor(s, "ids")->rank, 1);
+  assert_int_equal(hkc_dtype_size(HK_DTYPE_I32), 4);
+  assert_string_equal(hkc_dtype_name(HK_DTYPE_I32), "i32");
+  hkc_spec_destroy(s);
+  expect_error_on(I32HEAD "inputs: {x: [batch, s], ids: {shape: [batch, s], dtype: i32}}\n"
+                          "graph:\n  - {name: a, op: add, in: [x, ids], out: y}\noutputs: [y]\n",
+                  7, "ids]", "node 'a': 'ids' is an i32 tensor, which op 'add' cannot take in 'in'", NULL);
+  expect_error_on(I32HEAD "inputs: {x: [batch, s]}\nparams: {p: {shape: [s], dtype: i32}}\n"
+                          "graph:\n  - {name: a, op: add, in: [x, p], out: y}\noutputs: [y]\n",
+                  6, "i32", "tensor 'p': only inputs may be i32", NULL);
+  expect_error_on(I32HEAD "inputs: {x: {shape: [batch, s], dtype: f16}}\n"
+                          "graph:\n  - {name: a, op: relu, in: [x], out: y}\noutputs: [y]\n",
+                  5, "f16", "tensor 'x': dtype 'f16' (expected the spec's dtype f32, or i32 for an input)", NULL);
+  expect_error_on(I32HEAD "inputs: {x: {dtype: i32}}\ngraph:\n  - {name: a, op: relu, in: [x], out: y}\noutputs: [y]\n",
+                  5, "{dtype", "tensor 'x': missing required key 'shape'", NULL);
+  /* embedding: i32 ids, [vocab, hidden] table, positions covering the sequence */
+  s = parse(I32HEAD "inputs: {ids: {shape: [batch, s], dtype: i32}}\nparams: {t: [11, 6], p: [5, 6]}\n"
+                    "graph:\n  - {name: e, op: embedding, in: [ids, t], pos: p, out: y}\noutputs: [y]\n");
+  assert_non_null(s);
+  assert_int_equal(s->nodes[0].op, HK_OP_EMBEDDING);
+  assert_int_equal(s->nodes[0].pos, hkc_tensor_find(s, "p"));
+  assert_int_equal(tensor(s, "y")->rank, 3);
+  assert_int_equal(dim_at(tensor(s, "y"), 2, 1), 6);
+  hkc_spec_destroy(s);
+  expect_error_on(I32HEAD "inputs: {x: [batch, s]}\nparams: {t: [11, 6]}\n"
+                          "graph:\n  - {name: e, op: embedding, in: [x, t], out: y}\noutputs: [y]\n",
+                  8, "x,", "node 'e': 'x' must be an i32 tensor", NULL);
+  expect_error_on(I32HEAD "inputs: {ids: {shape: [batch, s], dtype: i32}}\nparams: {t: [11, 6], p: [4, 6]}\n"
+                          "graph:\n  - {name: e, op: embedding, in: [ids, t], pos: p, out: y}\noutputs: [y]\n",
+                  8, "p,", "position table 'p' is [4, 6], expected [max_pos, 6] with max_pos >= the sequence length", NULL);
+  /* attention lengths [batch] i32, mask [batch, 1|heads, s, skv] */
+  s = parse(I32HEAD "inputs: {q: [batch, s, 8], l: {shape: [batch], dtype: i32}, m: [batch, 2, s, s]}\n"
+                    "graph:\n  - {name: a, op: attention, in: [q, q, q], heads: 2, lengths: l, mask: m, out: y}\n"
+                    "outputs: [y]\n");
+  assert_non_null(s);
+  assert_int_equal(s->nodes[0].lengths, hkc_tensor_find(s, "l"));
+  assert_int_equal(s->nodes[0].mask, hkc_tensor_find(s, "m"));
+  hkc_spec_destroy(s);
+  expect_error_on(I32HEAD "inputs: {q: [batch, s, 8], l: {shape: [batch, s], dtype: i32}}\n"
+                          "graph:\n  - {name: a, op: attention, in: [q, q, q], heads: 2, lengths: l, out: y}\noutputs: [y]\n",
+                  7, "l,", "node 'a': lengths 'l' is [batch, 5], expected [batch]", NULL);
+  expect_error_on(I32HEAD "inputs: {q: [batch, s, 8], l: [batch]}\nbatch_policy: exact\n"
+                          "graph:\n  - {name: a, op: attention, in: [q, q, q], heads: 2, lengths: l, out: y}\noutputs: [y]\n",
+                  8, "l,", "node 'a': 'l' must be an i32 tensor", NULL);
+  expect_error_on(I32HEAD "inputs: {q: [batch, s, 8], m: [batch, 3, s, s]}\n"
+                          "graph:\n  - {name: a, op: attention, in: [q, q, q], heads: 2, mask: m, out: y}\noutputs: [y]\n",
+                  7, "m,", "node 'a': mask 'm' is [batch, 3, 5, 5], expected [batch, 1 or heads (2), seq_q, seq_kv]", NULL);
+  expect_error_on(I32HEAD "inputs: {x: [batch, s, 8], l: {shape: [batch], dtype: i32}}\n"
+                          "graph:\n  - {name: a, op: relu, in: [x], lengths: l, out: y}\noutputs: [y]\n",
+                  7, "lengths", "unknown key 'lengths' for op 'relu'", NULL);
+  expect_error_on(I32HEAD "inputs: {x: {shape: [s], dtyp: i32}}\ngraph:\n  - {name: a, op: relu, in: [x], out: y}\n"
+                          "outputs: [y]\n",
+                  5, "dtyp", "unknown key 'dtyp' for tensor 'x' (valid keys: shape, dtype)", NULL);
+}
+
 static void test_unused_tensor_warning(void **state) {
   (void)state;
   hkc_spec_t *s = hk_test_spec_parse(BASE "graph:\n  - {name: a, op: relu, in: [x], out: y}\n"
@@ -911,6 +975,7 @@ int main(void) {
       cmocka_unit_test(test_pad_layouts),
       cmocka_unit_test(test_empty_graph),
       cmocka_unit_test(test_outputs),
+      cmocka_unit_test(test_i32_inputs),
       cmocka_unit_test(test_unused_tensor_warning),
       cmocka_unit_test(test_fusion_groups),
       cmocka_unit_test(test_gemm_mul_and_group_locations),

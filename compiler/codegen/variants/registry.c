@@ -16,7 +16,8 @@ extern const hkc_variant_t hkc_variant_gemm_mfma, hkc_variant_gemm_mfma_pp,
     hkc_variant_attention_mfma; /* variant_amd.c */
 extern const hkc_variant_t hkc_variant_simple_gemm, hkc_variant_simple_binary, hkc_variant_simple_unary,
     hkc_variant_simple_layernorm, hkc_variant_simple_rmsnorm, hkc_variant_simple_softmax,
-    hkc_variant_simple_attention, hkc_variant_simple_rope, hkc_variant_simple_ewchain; /* variant_simple.c */
+    hkc_variant_simple_attention, hkc_variant_simple_rope, hkc_variant_simple_ewchain,
+    hkc_variant_simple_embedding; /* variant_simple.c */
 extern const hkc_variant_t hkc_variant_host_gemm, hkc_variant_host; /* variant_host.c */
 
 static const hkc_variant_t *const k_variants[] = {
@@ -43,6 +44,7 @@ static const hkc_variant_t *const k_variants[] = {
     &hkc_variant_simple_attention,
     &hkc_variant_simple_rope,
     &hkc_variant_simple_ewchain,
+    &hkc_variant_simple_embedding,
     /* the host target: the GEMM (tunable), then every other op */
     &hkc_variant_host_gemm,
     &hkc_variant_host,

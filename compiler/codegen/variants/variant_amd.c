@@ -321,6 +321,7 @@ const hkc_variant_t hkc_variant_gemm_mfma_pp = {
 /* ---- attention_mfma ---------------------------------------------------------------------- */
 static int attention_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
   return amd_mfma_key(arch, key) && key->op == HK_OP_ATTENTION && (key->head_dim == 64 || key->head_dim == 128);
+  /* the masked ABI (lengths, mask) is served too */
 }
 
 static void attention_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {

@@ -36,9 +36,11 @@ static int sm_number(const hkc_gpu_arch_t *arch) {
 }
 
 static attn_cfg_t attn_default(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
-  /* sm_80's ptxas needs a few more registers than 128 for dh 64 (it spilled 20 bytes) */
+  /* sm_80's ptxas needs a few more registers than 128 for dh 64 (it spilled 20 bytes); so
+   * does sm_90's with the masked ABI (lengths: 12 bytes): both take one block per SM there */
   const int sm90 = sm_number(arch) >= 90;
-  return key->head_dim == 64 ? (attn_cfg_t){.warps = 8, .bkv = 64, .minb = sm90 ? 2 : 1}
+  const int masked = key->has_lengths || key->has_mask;
+  return key->head_dim == 64 ? (attn_cfg_t){.warps = 8, .bkv = 64, .minb = sm90 && !masked ? 2 : 1}
          : sm90              ? (attn_cfg_t){.warps = 4, .bkv = 64, .minb = 2}
                              : (attn_cfg_t){.warps = 8, .bkv = 64, .minb = 1};
 }
@@ -119,7 +121,7 @@ static int attn_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key)
   if (arch->matrix != HKC_MATRIX_MMA_SYNC && arch->matrix != HKC_MATRIX_WGMMA) return 0;
   if (key->op != HK_OP_ATTENTION || (key->dtype != HK_DTYPE_F16 && key->dtype != HK_DTYPE_BF16)) return 0;
   if (key->align != 8 || (key->head_dim != 64 && key->head_dim != 128)) return 0;
-  const attn_cfg_t c = attn_cfg(arch, key);
+  const attn_cfg_t c = attn_cfg(arch, key); /* the masked ABI (lengths, mask) is served */
   return attn_smem(key, &c) <= arch->max_lds_per_block;
 }
 
@@ -255,6 +257,7 @@ static int attn_wg_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
   if (arch->kind != HK_TARGET_CUDA || arch->matrix != HKC_MATRIX_WGMMA) return 0;
   if (key->op != HK_OP_ATTENTION || (key->dtype != HK_DTYPE_F16 && key->dtype != HK_DTYPE_BF16)) return 0;
   if (key->align != 8 || (key->head_dim != 64 && key->head_dim != 128)) return 0;
+  if (key->has_lengths || key->has_mask) return 0; /* the masked ABI: attention_mma */
   const attn_wg_cfg_t c = attn_wg_cfg(arch, key);
   return attn_wg_smem(key, &c) <= arch->max_lds_per_block;
 }
@@ -467,6 +470,7 @@ static int attn_tma_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *
   if (arch->kind != HK_TARGET_CUDA || arch->matrix != HKC_MATRIX_WGMMA) return 0;
   if (key->op != HK_OP_ATTENTION || (key->dtype != HK_DTYPE_F16 && key->dtype != HK_DTYPE_BF16)) return 0;
   if (key->align != 8 || (key->head_dim != 64 && key->head_dim != 128)) return 0;
+  if (key->has_lengths || key->has_mask) return 0; /* the masked ABI: attention_mma */
   const attn_tma_cfg_t c = attn_tma_cfg(arch, key);
   return attn_tma_legal(arch, key, &c);
 }

@@ -8,7 +8,7 @@
 
 static int host_gemm_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
   (void)arch;
-  return key->op == HK_OP_GEMM && (unsigned)key->dtype < HK_DTYPE_COUNT_ && (unsigned)key->act < HK_ACT_COUNT_;
+  return key->op == HK_OP_GEMM && (unsigned)key->dtype < HK_DTYPE_FLOAT_COUNT && (unsigned)key->act < HK_ACT_COUNT_;
 }
 
 static int host_gemm_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max) {
@@ -40,7 +40,7 @@ const hkc_variant_t hkc_variant_host_gemm = {
 /* Every other op the host templates serve (no parameters). */
 static int host_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
   (void)arch;
-  return key->op != HK_OP_GEMM && (unsigned)key->op < HK_OP_COUNT_ && (unsigned)key->dtype < HK_DTYPE_COUNT_ &&
+  return key->op != HK_OP_GEMM && (unsigned)key->op < HK_OP_COUNT_ && (unsigned)key->dtype < HK_DTYPE_FLOAT_COUNT &&
          (unsigned)key->act < HK_ACT_COUNT_;
 }
 

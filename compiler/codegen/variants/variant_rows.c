@@ -264,7 +264,8 @@ static int ew_binary(hk_op_t op) { return op == HK_OP_ADD || op == HK_OP_MUL; }
 static int ew_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
   (void)arch;
   if (key->op == HK_OP_EWCHAIN) return hkc_variant_ew_operands(key->program) >= 1 && vec_ok(key);
-  return (ew_binary(key->op) || key->op == HK_OP_RELU || key->op == HK_OP_GELU || key->op == HK_OP_SILU) &&
+  return (ew_binary(key->op) || key->op == HK_OP_RELU || key->op == HK_OP_GELU || key->op == HK_OP_SILU ||
+          key->op == HK_OP_GELU_TANH || key->op == HK_OP_TANH) &&
          vec_ok(key);
 }
 

@@ -31,6 +31,8 @@ static const simple_params_t k_attention = {.threads = 128, .attn_bq = 16, .attn
 /* rope: HK_ROPE_VEC rotation pairs per thread when dh/2 is a multiple of it (else 1);
  * blocks per CU the launch aims at (each block then walks a strided set of rows) */
 static const simple_params_t k_rope = {.threads = 256};
+/* embedding: one token's row per block, threads over the hidden dim */
+static const simple_params_t k_embedding = {.threads = 128};
 #define SIMPLE_ROPE_VEC 4
 #define SIMPLE_ROPE_BLOCKS_PER_CU 16
 #define SIMPLE_ROPE_HEADS 8 /* heads per item at most (a power of two): one sin / cos for all */
@@ -45,9 +47,12 @@ static const simple_params_t *simple_params(hk_op_t op) {
   case HK_OP_MUL:
   case HK_OP_RELU:
   case HK_OP_GELU:
+  case HK_OP_GELU_TANH:
+  case HK_OP_TANH:
   case HK_OP_SILU:
   case HK_OP_EWCHAIN: return &k_elementwise;
   case HK_OP_ROPE: return &k_rope;
+  case HK_OP_EMBEDDING: return &k_embedding;
   case HK_OP_LAYERNORM:
   case HK_OP_RMSNORM:
   case HK_OP_SOFTMAX: return &k_row;
@@ -80,6 +85,7 @@ static void simple_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
  *   gemm        an HK_TILE_M x HK_TILE_N tile of C: ceil(M/TM) * ceil(N/TN) blocks
  *   add..silu, ewchain   HK_THREADS * ew_items elements (grid-stride loop inside)
  *   norms, softmax   one row
+ *   embedding   one token's row (HK_THREADS threads over the hidden dim)
  *   attention   HK_ATTN_BQ query rows of one (batch, head)
  *   rope        HK_THREADS items (HK_ROPE_VEC pairs of HK_ROPE_HEADS heads of a row),
  *               grid-stride beyond SIMPLE_ROPE_BLOCKS_PER_CU blocks per CU (rope.hip)
@@ -100,6 +106,8 @@ static void simple_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
     break;
   case HK_OP_RELU:
   case HK_OP_GELU:
+  case HK_OP_GELU_TANH:
+  case HK_OP_TANH:
   case HK_OP_SILU:
     blocks = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_UNARY_ARG_N), (int64_t)p->threads * p->ew_items);
     break;
@@ -114,6 +122,7 @@ static void simple_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
   case HK_OP_EWCHAIN:
     blocks = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_EWCHAIN_ARG_N), (int64_t)p->threads * p->ew_items);
     break;
+  case HK_OP_EMBEDDING: blocks = hkc_variant_arg_i64(args, n_args, HKC_EMBEDDING_ARG_TOKENS); break;
   case HK_OP_ROPE: {
     /* items (row, group of SIMPLE_ROPE_HEADS heads, vector of pairs) over HK_THREADS threads,
      * at most SIMPLE_ROPE_BLOCKS_PER_CU blocks per CU (the grid strides; templates/gpu/rope.hip) */
@@ -143,7 +152,7 @@ static void simple_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
 
 /* Any dtype and epilogue activation the kernel ABI defines. */
 static int simple_key_ok(const hkc_kernel_key_t *key) {
-  return (unsigned)key->dtype < HK_DTYPE_COUNT_ && (unsigned)key->act < HK_ACT_COUNT_;
+  return (unsigned)key->dtype < HK_DTYPE_FLOAT_COUNT && (unsigned)key->act < HK_ACT_COUNT_;
 }
 
 /* One entry per template: its ops. */
@@ -159,10 +168,12 @@ static int simple_key_ok(const hkc_kernel_key_t *key) {
 
 SIMPLE_ENTRY(simple_gemm, "gpu/gemm.hip", op == HK_OP_GEMM);
 SIMPLE_ENTRY(simple_binary, "gpu/binary.hip", op == HK_OP_ADD || op == HK_OP_MUL);
-SIMPLE_ENTRY(simple_unary, "gpu/unary.hip", op == HK_OP_RELU || op == HK_OP_GELU || op == HK_OP_SILU);
+SIMPLE_ENTRY(simple_unary, "gpu/unary.hip", op == HK_OP_RELU || op == HK_OP_GELU || op == HK_OP_SILU ||
+                                                      op == HK_OP_GELU_TANH || op == HK_OP_TANH);
 SIMPLE_ENTRY(simple_layernorm, "gpu/layernorm.hip", op == HK_OP_LAYERNORM);
 SIMPLE_ENTRY(simple_rmsnorm, "gpu/rmsnorm.hip", op == HK_OP_RMSNORM);
 SIMPLE_ENTRY(simple_softmax, "gpu/softmax.hip", op == HK_OP_SOFTMAX);
 SIMPLE_ENTRY(simple_attention, "gpu/attention.hip", op == HK_OP_ATTENTION);
 SIMPLE_ENTRY(simple_rope, "gpu/rope.hip", op == HK_OP_ROPE);
 SIMPLE_ENTRY(simple_ewchain, "gpu/ewchain.hip", op == HK_OP_EWCHAIN);
+SIMPLE_ENTRY(simple_embedding, "gpu/embedding.hip", op == HK_OP_EMBEDDING);

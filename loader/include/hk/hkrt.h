@@ -110,7 +110,8 @@ typedef enum hk_tensor_role {
 } hk_tensor_role_t;
 
 typedef enum hk_element_type {
-  HK_ELEMENT_F32 = 0, HK_ELEMENT_F16 = 1, HK_ELEMENT_BF16 = 2
+  HK_ELEMENT_F32 = 0, HK_ELEMENT_F16 = 1, HK_ELEMENT_BF16 = 2,
+  HK_ELEMENT_I32 = 3 /* int32 inputs: token ids, sequence lengths (pack format 1.3 tensor records) */
 } hk_element_type_t;
 
 #define HK_TENSOR_MAX_RANK 6
@@ -436,8 +437,9 @@ HK_API hk_status_t hk_session_synchronize(hk_session_t *session, void *stream);
  * shape are exactly the session's (hk_session_tensor_info). */
 typedef struct hk_weights hk_weights_t;
 
-/* The safetensors dtypes. Pinned; the first three equal hk_element_type_t's values, the only
- * ones a session tensor has: the others can be read from a file and looked at, never bound. */
+/* The safetensors dtypes. Pinned; the first three equal hk_element_type_t's values; I32
+ * binds to an HK_ELEMENT_I32 tensor; the others can be read from a file and looked at,
+ * never bound. */
 typedef enum hk_weights_dtype {
   HK_WEIGHTS_F32 = 0, HK_WEIGHTS_F16 = 1, HK_WEIGHTS_BF16 = 2,
   HK_WEIGHTS_F64 = 3, HK_WEIGHTS_I8 = 4, HK_WEIGHTS_U8 = 5, HK_WEIGHTS_I16 = 6, HK_WEIGHTS_U16 = 7,

@@ -141,7 +141,13 @@ typedef struct hk_signature_rec {
 } hk_signature_rec_t;
 
 /* Element types, operations and roles. Pinned numbers: never renumber. */
-typedef enum hk_dtype { HK_DTYPE_F32 = 0, HK_DTYPE_F16 = 1, HK_DTYPE_BF16 = 2, HK_DTYPE_COUNT_ } hk_dtype_t;
+typedef enum hk_dtype {
+  HK_DTYPE_F32 = 0, HK_DTYPE_F16 = 1, HK_DTYPE_BF16 = 2,
+  HK_DTYPE_I32 = 3, /* tensor records only (ids, lengths): never a manifest's or a kernel's element type */
+  HK_DTYPE_COUNT_
+} hk_dtype_t;
+/* The element types a manifest (the spec's dtype) and a kernel key may have: f32, f16, bf16. */
+#define HK_DTYPE_FLOAT_COUNT 3
 
 typedef enum hk_op {
   HK_OP_GEMM = 0, HK_OP_ADD = 1, HK_OP_MUL = 2, HK_OP_RELU = 3, HK_OP_GELU = 4,
@@ -149,6 +155,9 @@ typedef enum hk_op {
   HK_OP_ATTENTION = 9,
   HK_OP_ROPE = 10,     /* rotary position embedding (rotate-half form) */
   HK_OP_EWCHAIN = 11,  /* a fused chain of element-wise ops (never written in a spec) */
+  HK_OP_GELU_TANH = 12, /* gelu, tanh approximation (torch's approximate="tanh") */
+  HK_OP_TANH = 13,
+  HK_OP_EMBEDDING = 14, /* rows of a table by i32 ids, plus optional position rows */
   HK_OP_COUNT_
 } hk_op_t;
 

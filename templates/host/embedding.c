@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* embedding: out[t] = table[clamp(ids[t], 0, vocab - 1)] (+ pos[t % seq] with HK_HAS_ADD),
+ * rows of `hidden` elements; f32 sum, one rounding. Out-of-range ids (negative, >= vocab)
+ * are clamped: no read outside the table.
+ * Args: T table, I32 ids, T pos (or null), T out, I tokens, I seq, I vocab, I hidden.
+ * A block is one token. */
+HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_end) {
+  const HK_T *table = (const HK_T *)hk_arg_ptr(args, 0);
+  const int32_t *ids = (const int32_t *)hk_arg_ptr(args, 1);
+  const HK_T *pos = (const HK_T *)hk_arg_ptr(args, 2);
+  HK_T *out = (HK_T *)hk_arg_ptr(args, 3);
+  const int64_t tokens = hk_arg_i64(args, 4), seq = hk_arg_i64(args, 5), vocab = hk_arg_i64(args, 6);
+  const int64_t hidden = hk_arg_i64(args, 7);
+  (void)pos;
+  for (int64_t t = block_begin; t < (int64_t)block_end && t < tokens; t++) {
+    const int64_t id = ids[t] < 0 ? 0 : ids[t] >= vocab ? vocab - 1 : ids[t];
+    const HK_T *row = table + id * hidden;
+    HK_T *o = out + t * hidden;
+#if HK_HAS_ADD
+    const HK_T *p = pos + t % seq * hidden;
+    for (int64_t d = 0; d < hidden; d++) o[d] = HK_STORE(HK_LOAD(row[d]) + HK_LOAD(p[d]));
+#else
+    (void)seq;
+    for (int64_t d = 0; d < hidden; d++) o[d] = row[d];
+#endif
+  }
+}
