@@ -58,7 +58,8 @@ def build(name):
         m = transformers.BertModel(cfg, add_pooling_layer=False)
 
         def run(mod, x, mask):
-            ext = None if mask is None else mod.get_extended_attention_mask(mask, mask.shape, dtype=x.dtype)
+            # the encoder takes the additive form: 0 for a token, the dtype's lowest for padding
+            ext = None if mask is None else (1.0 - mask[:, None, None, :].to(x.dtype)) * torch.finfo(x.dtype).min
             return mod.encoder(x, attention_mask=ext)[0]
     elif name == "gpt2":
         m = transformers.GPT2Model(cfg)
