@@ -6,7 +6,9 @@ For each batch size: draws random inputs and params (NumPy, seeded, rounded to t
 dtype), runs the pack through `hkc run` on the GPU target and on the host target with
 the same data (outputs NaN-poisoned by hkc run), and compares both with PyTorch computing
 the spec's ops in float64 (each op's result rounded to the spec dtype, as stored
-tensors are). Prints one row per output and exits 1 on any mismatch.
+tensors are). Prints one row per output and exits 1 on any mismatch. `repeat:` entries are
+expanded (reference.py's expansion); i32 inputs are drawn as reference.py draws them
+(attention lengths 0 / 1 / full / over-long, embedding ids out of range).
 
 Batch buckets: when the spec's batch_policy is pad (the default) and two neighbouring
 buckets leave a gap, one batch size inside the first gap is checked too (hkc run must
@@ -27,6 +29,7 @@ import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 from reference import eval_dim, round_to  # noqa: E402  (shape eval and dtype rounding)
+from reference import expand_repeats, i32_input, write_npy  # noqa: E402  (repeat:, i32 draws, .npy)
 
 # ||out - ref|| / ||ref|| bounds and per-element bounds (atol = rtol) per dtype.
 TOL = {"f32": (1e-5, 1e-4), "f16": (5e-3, 3e-2), "bf16": (3e-2, 1.5e-1)}
@@ -42,7 +45,7 @@ def act(x, name):
         return x
     if name == "gelu_tanh":
         return F.gelu(x, approximate="tanh")
-    return {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}[name](x)
+    return {"relu": F.relu, "gelu": F.gelu, "silu": F.silu, "tanh": torch.tanh}[name](x)
 
 
 def count(node, key, dims, default=None):
@@ -50,7 +53,10 @@ def count(node, key, dims, default=None):
     return eval_dim(node[key], dims or {}, 1) if key in node else default
 
 
-def attention(node, ins, dims):
+def attention(node, ins, dims, t=None):
+    """SDPA; with `lengths` (keys j >= lengths[b] masked, clamped to 0..Skv) and / or `mask`
+    (added to the scaled scores) as one additive mask, causal folded in; a row whose every key
+    is masked outputs zeros (SDPA gives NaN there)."""
     heads = count(node, "heads", dims)
     kvh = count(node, "kv_heads", dims, heads)
     if len(ins) == 1:
@@ -64,9 +70,30 @@ def attention(node, ins, dims):
         b, s, _ = t.shape
         return t.reshape(b, s, h, dh).transpose(1, 2)
 
-    o = F.scaled_dot_product_attention(split(q, heads), split(k, kvh), split(v, kvh),
-                                       is_causal=node.get("causal", False), scale=node.get("scale"),
-                                       enable_gqa=kvh != heads)
+    if "lengths" not in node and "mask" not in node:
+        o = F.scaled_dot_product_attention(split(q, heads), split(k, kvh), split(v, kvh),
+                                           is_causal=node.get("causal", False), scale=node.get("scale"),
+                                           enable_gqa=kvh != heads)
+    else:
+        b, sq, skv = q.shape[0], q.shape[1], k.shape[1]
+        add = torch.zeros(b, 1, sq, skv, dtype=q.dtype, device=q.device)
+        if "mask" in node:
+            add = add + t[node["mask"]]
+        keep = torch.ones(b, 1, sq, skv, dtype=torch.bool, device=q.device)
+        if "lengths" in node:
+            n = t[node["lengths"]].round().long().clamp(0, skv)
+            keep &= (torch.arange(skv, device=q.device)[None, :] < n[:, None])[:, None, None, :]
+        if node.get("causal", False):
+            keep &= torch.ones(sq, skv, dtype=torch.bool, device=q.device).tril()[None, None]
+        add = add.masked_fill(~keep, float("-inf"))
+        qh, kh, vh = split(q, heads), split(k, kvh), split(v, kvh)
+        if kvh != heads:
+            kh, vh = kh.repeat_interleave(heads // kvh, dim=1), vh.repeat_interleave(heads // kvh, dim=1)
+        scale = node.get("scale", 1.0 / math.sqrt(dh))
+        scores = (qh @ kh.transpose(-1, -2)) * scale + add
+        dead = torch.isinf(scores).all(dim=-1, keepdim=True) & (scores < 0).all(dim=-1, keepdim=True)
+        p = torch.softmax(scores.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
+        o = p @ vh
     b, h, s, d = o.shape
     return o.transpose(1, 2).reshape(b, s, h * d)
 
@@ -107,8 +134,14 @@ def run_node(node, t, dims=None):
         return ins[0] + ins[1]
     if op == "mul":
         return ins[0] * ins[1]
-    if op in ("relu", "gelu", "silu"):
+    if op in ("relu", "gelu", "silu", "gelu_tanh", "tanh"):
         return act(ins[0], op)
+    if op == "embedding":
+        ids, table = ins[0].round().long(), ins[1]
+        y = table[ids.clamp(0, table.shape[0] - 1)]
+        if "pos" in node:
+            y = y + t[node["pos"]][: ids.shape[-1]]
+        return y
     if op == "layernorm":
         c = ins[0].shape[-1]
         return F.layer_norm(ins[0], (c,), t[node["gamma"]], t[node["beta"]], node.get("eps", 1e-5))
@@ -118,7 +151,7 @@ def run_node(node, t, dims=None):
     if op == "softmax":
         return F.softmax(ins[0], dim=-1)
     if op == "attention":
-        return attention(node, ins, dims)
+        return attention(node, ins, dims, t)
     if op == "rope":
         return rope(node, ins[0], dims)
     raise ValueError(op)
@@ -157,7 +190,7 @@ def main():
                     help="check the host target only up to this batch (it is slow on big specs)")
     ap.add_argument("--no-padded", action="store_true")
     a = ap.parse_args()
-    spec = yaml.safe_load(open(a.spec))
+    spec = expand_repeats(yaml.safe_load(open(a.spec)))
     dtype = spec.get("dtype", "f32")
     dims = spec.get("dims", {}) or {}
     ok = True
@@ -176,13 +209,17 @@ def main():
         rng = np.random.default_rng(a.seed + batch)
         t, args = {}, []
         for kind in ("inputs", "params"):
-            for name, shape in (spec.get(kind) or {}).items():
+            for name, decl in (spec.get(kind) or {}).items():
+                shape = decl["shape"] if isinstance(decl, dict) else decl  # {shape, dtype} or a shape
                 shp = [eval_dim(d, dims, batch) for d in shape]
                 scale = 1 / math.sqrt(shp[0]) if kind == "params" and len(shp) >= 2 else 1.0
-                x = round_to(rng.uniform(-1, 1, size=shp) * scale, dtype)
+                if isinstance(decl, dict) and decl.get("dtype") == "i32":
+                    x = i32_input(name, spec, shp, dims, batch, rng)  # lengths 0/1/full/over, ids out of range
+                else:
+                    x = round_to(rng.uniform(-1, 1, size=shp) * scale, dtype)
                 t[name] = t64(x)
                 path = os.path.join(work, name + ".npy")
-                np.save(path, x.astype(np.float32))
+                write_npy(path, x)
                 args += ["--input" if kind == "inputs" else "--param", "%s=%s" % (name, path)]
         for node in spec["graph"]:
             y = run_node(node, t, dims)
