@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zip.h>
 
 #include <cmocka.h>
@@ -60,7 +61,9 @@ static void make_zip(const member_t *m, int n, unsigned char **out, size_t *out_
 /* A .npy of n f32 values 0.5 * i - 1, shape (rows, n / rows), written by hkc's own writer. */
 static unsigned char *make_npy(int rows, int n, size_t *out_size) {
   char path[4200];
-  snprintf(path, sizeof path, "%s/m.npy", hk_test_tmpdir());
+  char *dir = hk_test_tmpdir();
+  assert_non_null(dir);
+  snprintf(path, sizeof path, "%s/m.npy", dir);
   float *data = malloc((size_t)n * sizeof *data);
   assert_non_null(data);
   for (int i = 0; i < n; i++) data[i] = 0.5f * (float)i - 1.0f;
@@ -69,6 +72,9 @@ static unsigned char *make_npy(int rows, int n, size_t *out_size) {
   free(data);
   char *bytes;
   assert_int_equal(hkc_read_file(path, &bytes, out_size), 0);
+  unlink(path);
+  rmdir(dir);
+  free(dir);
   return (unsigned char *)bytes;
 }
 
@@ -112,7 +118,9 @@ static void test_read_members(void **state) {
 
   /* the same bytes from a file */
   char path[4200];
-  snprintf(path, sizeof path, "%s/t.npz", hk_test_tmpdir());
+  char *dir = hk_test_tmpdir();
+  assert_non_null(dir);
+  snprintf(path, sizeof path, "%s/t.npz", dir);
   FILE *f = fopen(path, "wb");
   assert_non_null(f);
   assert_int_equal(fwrite(zip, 1, size, f), size);
@@ -124,6 +132,9 @@ static void test_read_members(void **state) {
   hkc_npy_free(&npy);
   hkc_npz_destroy(npz);
   hkc_npz_destroy(NULL);
+  unlink(path);
+  rmdir(dir);
+  free(dir);
   free(zip);
   free(a);
   free(b);
