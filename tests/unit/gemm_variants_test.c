@@ -223,10 +223,14 @@ static void test_nvrtc_sm90a_configurations(void **state) {
   hk_test_compile_job_t *jobs = calloc(N_CONFIGS * 4, sizeof *jobs);
   size_t *config_of = calloc(N_CONFIGS * 4, sizeof *config_of);
   assert_true(jobs && config_of);
+  /* the full epilogue (the registers and spills this test watches) in both B layouts; the
+   * plain one for the first two configurations only, unless HKC_TEST_FULL (CI time) */
+  const char *env = getenv("HKC_TEST_FULL");
+  const int every = env && *env && strcmp(env, "0") != 0;
   size_t n = 0;
   for (size_t c = 0; c < N_CONFIGS; c++)
     for (int tb = k_configs[c].tb_only; tb < 2; tb++)
-      for (int full = 0; full < 2; full++) {
+      for (int full = every || c < 2 || (c == 2 && tb == 0) ? 0 : 1; full < 2; full++) {
         const int tma = k_configs[c].cfg != NULL;
         const hk_dtype_t dt = tma && !full ? HK_DTYPE_F16 : HK_DTYPE_BF16;
         const int act = !full ? 0 : tma && tb ? HK_ACT_SILU : HK_ACT_GELU;
