@@ -117,10 +117,17 @@ for name, masked in (("bert", 0), ("gpt2", 0), ("llama", 0), ("bert", 1), ("gpt2
         failures.append("%s: the map names tensors the module lacks: %s" % (tag, missing[:5]))
         print("FAIL", failures[-1])
         continue
+    rope_f32 = {n: b.detach().clone() for n, b in model.named_buffers() if n.endswith("inv_freq")}
     m16 = model.to("cuda", torch.bfloat16)
+    # Module.to(bfloat16) also rounds the rotary inv_freq buffers to bf16 (positions x 2^-9 of
+    # angle error), which from_pretrained(torch_dtype=...) does not do: keep them float32, as the
+    # module computed them (session 7's first run compared against bf16-rounded frequencies)
+    for n, b in rope_f32.items():
+        owner = m16.get_submodule(n.rsplit(".", 1)[0]) if "." in n else m16
+        owner.register_buffer(n.rsplit(".", 1)[-1], b.to("cuda"), persistent=False)
     st = os.path.join(out, tag + ".safetensors")
     save_file({n: state[n].detach().to(torch.bfloat16).contiguous() for n in names}, st)
-    m64 = copy.deepcopy(m16).double()
+    m64 = copy.deepcopy(m16).double()  # inv_freq: the float32 values, widened
     hidden = m16.config.hidden_size
     for batch in spec["batch_sizes"]:
         g = torch.Generator(device="cpu").manual_seed(100 + batch)
