@@ -68,6 +68,7 @@ class Model:
     def __init__(self, kind, layers, prefix):
         self.kind, self.layers, self.prefix = kind, layers, prefix
         self.dims, self.layer_params, self.body, self.final_params, self.final = {}, [], [], [], []
+        self.pre_params, self.pre, self.pre_inputs = [], [], []  # --embeddings: token ids -> x
         self.out = "y"
         self.notes = []
 
@@ -76,6 +77,44 @@ class Model:
 
     def fp(self, name, shape, ckpt):
         self.final_params.append((name, shape, self.prefix + ckpt))
+
+    def pp(self, name, shape, ckpt):
+        self.pre_params.append((name, shape, self.prefix + ckpt))
+
+
+def add_embeddings(m, cfg, kind):
+    """--embeddings: the model's input embeddings as spec nodes (the embedding op) writing x,
+    the layers' input; i32 inputs ids [batch, seq] (and BERT's token_type_ids)."""
+    vocab = need(cfg, "vocab_size")[0]
+    m.dims["vocab"] = vocab
+    m.pre_inputs.append("ids")
+    if kind == "bert":
+        max_pos, types = need(cfg, "max_position_embeddings")[0], cfg.get("type_vocab_size", 2)
+        m.dims.update(max_pos=max_pos, types=types)
+        m.pp("word_emb", ["vocab", "hidden"], "embeddings.word_embeddings.weight")
+        m.pp("pos_emb", ["max_pos", "hidden"], "embeddings.position_embeddings.weight")
+        m.pp("type_emb", ["types", "hidden"], "embeddings.token_type_embeddings.weight")
+        m.pp("emb_g", ["hidden"], "embeddings.LayerNorm.weight")
+        m.pp("emb_b", ["hidden"], "embeddings.LayerNorm.bias")
+        m.pre_inputs.append("token_type_ids")
+        eps = cfg.get("layer_norm_eps", 1e-12)
+        m.pre = [
+            dict(name="tok_emb", op="embedding", **{"in": ["ids", "word_emb"]}, pos="pos_emb", out="e0"),
+            dict(name="type_emb_lookup", op="embedding", **{"in": ["token_type_ids", "type_emb"]}, out="e1"),
+            dict(name="emb_sum", op="add", **{"in": ["e0", "e1"]}, out="e2"),
+            dict(name="emb_ln", op="layernorm", **{"in": ["e2"]}, gamma="emb_g", beta="emb_b", eps=num(eps), out="x"),
+        ]
+    elif kind == "gpt2":
+        m.dims["max_pos"] = need(cfg, "n_positions")[0]
+        m.pp("wte", ["vocab", "hidden"], "wte.weight")
+        m.pp("wpe", ["max_pos", "hidden"], "wpe.weight")
+        m.pre = [dict(name="emb", op="embedding", **{"in": ["ids", "wte"]}, pos="wpe", out="x")]
+    else:
+        m.pp("embed", ["vocab", "hidden"], "embed_tokens.weight")
+        m.pre = [dict(name="emb", op="embedding", **{"in": ["ids", "embed"]}, out="x")]
+    m.notes = [n for n in m.notes if not n.startswith("x is ")]
+    m.notes.insert(0, "input: token ids (i32 [batch, seq]%s); ids outside the vocabulary are clamped"
+                   % (" and token_type_ids" if kind == "bert" else ""))
 
 
 def build_bert(cfg, layers, prefix):
@@ -269,13 +308,19 @@ def spec_text(m, a, config_path, dtype):
     lines.append("dims: {" + ", ".join("%s: %d" % (k, v) for k, v in dims.items()) + "}")
     if a.targets:
         lines.append("targets: [%s]" % ", ".join(a.targets))
-    lines += ["inputs:", "  x: [batch, seq, hidden]"]
+    lines.append("inputs:")
+    if m.pre_inputs:
+        lines += ["  %s: {shape: [batch, seq], dtype: i32}" % n for n in m.pre_inputs]
+    else:
+        lines.append("  x: [batch, seq, hidden]")
     if a.padding_mask:
         lines.append("  lengths: {shape: [batch], dtype: i32}")
-    if m.final_params:
+    if m.pre_params or m.final_params:
         lines.append("params:")
-        lines += ["  %s: [%s]" % (n, ", ".join(s)) for n, s, _ in m.final_params]
-    lines += ["graph:", "  - repeat:", "      count: layers", "      in: x", "      out: y", "      params:"]
+        lines += ["  %s: [%s]" % (n, ", ".join(s)) for n, s, _ in m.pre_params + m.final_params]
+    lines.append("graph:")
+    lines += ["  - " + flow(n) for n in m.pre]
+    lines += ["  - repeat:", "      count: layers", "      in: x", "      out: y", "      params:"]
     lines += ["        %s: [%s]" % (n, ", ".join(s)) for n, s, _ in m.layer_params]
     lines.append("      body:")
     lines += ["        - " + flow(n) for n in m.body]
@@ -291,7 +336,7 @@ def map_text(m, a):
     for k in range(m.layers):
         for n, _, ck in m.layer_params:
             lines.append("%-*s %s" % (width, "%s_%d" % (n, k), ck.format(k=k)))
-    for n, _, ck in m.final_params:
+    for n, _, ck in m.pre_params + m.final_params:
         lines.append("%-*s %s" % (width, n, ck))
     return "\n".join(lines) + "\n"
 
@@ -340,6 +385,9 @@ def import_hf(argv):
     p.add_argument("--prefix", help="checkpoint name prefix (default: bert. / transformer. / model.; '' for none)")
     p.add_argument("--name", help="the spec's name (default: the model type)")
     p.add_argument("--targets", help="comma-separated targets for the spec (default: none written: host)")
+    p.add_argument("--embeddings", action="store_true",
+                   help="start from token ids: the input embeddings as embedding ops (BERT: word + position + "
+                        "token type, then LayerNorm; GPT-2: wte + wpe; Llama: embed_tokens)")
     p.add_argument("--padding-mask", action="store_true",
                    help="an i32 input lengths [batch]: keys at positions >= lengths[b] are masked (right padding; "
                         "Hugging Face's attention_mask with lengths[b] leading ones)")
@@ -373,6 +421,8 @@ def import_hf(argv):
     except Unsupported as e:
         print("%s: %s: %s model: %s" % (PROG, a.config, kind, e), file=sys.stderr)
         return 1
+    if a.embeddings:
+        add_embeddings(m, cfg, kind)
     if a.padding_mask:
         for node in m.body:
             if node.get("op") == "attention":
@@ -396,7 +446,8 @@ def import_hf(argv):
         for n in m.notes:
             print("%s: note: %s" % (PROG, n), file=sys.stderr)
         print("wrote %s (%s, %d layers, %s) and %s (%d names)"
-              % (a.output, kind, n_layers, dtype, map_path, n_layers * len(m.layer_params) + len(m.final_params)))
+              % (a.output, kind, n_layers, dtype, map_path,
+                 n_layers * len(m.layer_params) + len(m.final_params) + len(m.pre_params)))
     return 0
 
 

@@ -154,6 +154,9 @@ def shapes(cfg):
     if kind == "bert":
         H, F = cfg["hidden_size"], cfg["intermediate_size"]
         t["bert.embeddings.word_embeddings.weight"] = (cfg["vocab_size"], H)
+        t["bert.embeddings.position_embeddings.weight"] = (cfg["max_position_embeddings"], H)
+        t["bert.embeddings.token_type_embeddings.weight"] = (cfg.get("type_vocab_size", 2), H)
+        t["bert.embeddings.LayerNorm.weight"] = t["bert.embeddings.LayerNorm.bias"] = (H,)
         for i in range(cfg["num_hidden_layers"]):
             p = "bert.encoder.layer.%d." % i
             for n in ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"):
@@ -200,7 +203,7 @@ def main():
         return 2
     hkc, pack, cfg_path, map_path, work = args[:5]
     global LENGTHS
-    batch, seq, swap, padding = 2, 8, None, False
+    batch, seq, swap, padding, embeddings = 2, 8, None, False, False
     rest = args[5:]
     while rest:
         if rest[0] == "--batch":
@@ -211,6 +214,8 @@ def main():
             swap, rest = (rest[1], rest[2]), rest[3:]
         elif rest[0] == "--padding":  # a pack from `hkc import hf --padding-mask`: random lengths
             padding, rest = True, rest[1:]
+        elif rest[0] == "--embeddings":  # a pack from `hkc import hf --embeddings`: token ids in
+            embeddings, rest = True, rest[1:]
         else:
             print("unknown argument", rest[0])
             return 2
@@ -243,11 +248,34 @@ def main():
         map_path = os.path.join(work, "swapped.map")
         open(map_path, "w").write("".join("%s %s\n" % kv for kv in pairs.items()))
     model = {"bert": bert, "gpt2": gpt2, "llama": llama}[cfg["model_type"]]
-    ref = model(cfg, {k: v.astype(np.float64) for k, v in w.items()}, x.astype(np.float64))
+    w64 = {k: v.astype(np.float64) for k, v in w.items()}
+    inputs = ["--input", "x=" + os.path.join(work, "x.npy")]
+    if embeddings:  # token ids (a few out of range: clamped) -> the embeddings -> x
+        kind, vocab = cfg["model_type"], cfg["vocab_size"]
+        ids = rng.integers(0, vocab, size=(batch, seq)).astype(np.int32)
+        ids.flat[0], ids.flat[-1] = -3, vocab + 5
+        write_npy(os.path.join(work, "ids.npy"), ids)
+        inputs = ["--input", "ids=" + os.path.join(work, "ids.npy")]
+        cl = np.clip(ids, 0, vocab - 1)
+        if kind == "bert":
+            tt = rng.integers(0, cfg.get("type_vocab_size", 2), size=(batch, seq)).astype(np.int32)
+            write_npy(os.path.join(work, "tt.npy"), tt)
+            inputs += ["--input", "token_type_ids=" + os.path.join(work, "tt.npy")]
+            e = (w64["bert.embeddings.word_embeddings.weight"][cl] + w64["bert.embeddings.position_embeddings.weight"][:seq]
+                 + w64["bert.embeddings.token_type_embeddings.weight"][tt])
+            x64 = layer_norm(e, w64["bert.embeddings.LayerNorm.weight"], w64["bert.embeddings.LayerNorm.bias"],
+                             cfg.get("layer_norm_eps", 1e-12))
+        elif kind == "gpt2":
+            x64 = w64["transformer.wte.weight"][cl] + w64["transformer.wpe.weight"][:seq]
+        else:
+            x64 = w64["model.embed_tokens.weight"][cl]
+    else:
+        x64 = x.astype(np.float64)
+    ref = model(cfg, w64, x64)
     out_dir = os.path.join(work, "out")
     cmd = [hkc, "run", "--allow-unsigned-native", pack, "--batch", str(batch), "--runs", "1", "--warmup", "0",
            "--weights", os.path.join(work, "model.safetensors"), "--weights-map", map_path,
-           "--input", "x=" + os.path.join(work, "x.npy"), "--save-outputs", out_dir] + extra
+           "--save-outputs", out_dir] + inputs + extra
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         sys.stdout.write(res.stdout + res.stderr)
@@ -264,9 +292,9 @@ def main():
     rel = np.linalg.norm(out - ref) / np.linalg.norm(ref)
     worst = np.max(np.abs(out - ref) / (1e-4 + 1e-4 * np.abs(ref)))
     good = bool(np.all(np.isfinite(out))) and rel <= 1e-5 and worst <= 1.0
-    print("%s %s %s batch %d seq %d%s: rel-norm err %.3g (bound 1e-05), worst elem/bound %.3g"
+    print("%s %s %s batch %d seq %d%s%s: rel-norm err %.3g (bound 1e-05), worst elem/bound %.3g"
           % ("ok  " if good else "FAIL", cfg["model_type"], outs[0], batch, seq,
-             " lengths %s" % LENGTHS.tolist() if padding else "", rel, worst))
+             " lengths %s" % LENGTHS.tolist() if padding else "", " from token ids" if embeddings else "", rel, worst))
     return 0 if good else 1
 
 

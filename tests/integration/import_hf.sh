@@ -54,6 +54,19 @@ for m in bert gpt2 llama; do
   "$PY" "$ref" "$HKC" "$work/${m}_pad.hkpack" "$work/$m.json" "$work/${m}_pad.map" "$work/$m-pad" --batch 3 --padding
 done
 
+# --embeddings: token ids in (i32; a few out of range, clamped), the input embeddings as embedding
+# ops (BERT: word + position + token type, LayerNorm; GPT-2: wte + wpe; Llama: embed_tokens);
+# with --padding-mask too.
+for m in bert gpt2 llama; do
+  "$HKC" import hf "$work/$m.json" -o "$work/${m}_emb.yaml" --weights-map-out "$work/${m}_emb.map" --seq 8 \
+    --batch-sizes 1,3 --embeddings --padding-mask -q
+  grep -q "op: embedding" "$work/${m}_emb.yaml" && grep -q "^  ids: {shape: \[batch, seq\], dtype: i32}" "$work/${m}_emb.yaml" \
+    || fail "$m --embeddings: no embedding op / ids input"
+  "$HKC" build "$work/${m}_emb.yaml" -o "$work/${m}_emb.hkpack" --target host -q
+  "$PY" "$ref" "$HKC" "$work/${m}_emb.hkpack" "$work/$m.json" "$work/${m}_emb.map" "$work/$m-emb" --batch 3 \
+    --embeddings --padding
+done
+
 # The map names the checkpoint's tensors: 16 per BERT layer, 12 per GPT-2 layer (+ ln_f), 9 per
 # Llama layer (+ norm).
 [ "$(grep -vc '^#' "$work/bert.map")" = 32 ] && [ "$(grep -vc '^#' "$work/gpt2.map")" = 26 ] &&
