@@ -180,15 +180,7 @@ HK_API hk_status_t hk_pack_open_memory_ex(const void *data, size_t size, const h
 static hk_status_t read_owned(hk_pack_t *p, int fd, size_t size, const char *path) {
   p->copy = hk_alloc(&p->allocator, size ? size : 1);
   HK_FAIL_IF(!p->copy, HK_STATUS_OUT_OF_MEMORY, "out of memory reading the %zu-byte artifact %s", size, path);
-  for (size_t got = 0; got < size;) {
-    ssize_t n = read(fd, (char *)p->copy + got, size - got);
-    if (n < 0 && errno == EINTR) continue;
-    HK_FAIL_IF(n < 0, HK_STATUS_IO, "cannot read %s: %s", path, strerror(errno));
-    HK_FAIL_IF(n == 0, HK_STATUS_IO, "cannot read %s: it shrank while being read (%zu of %zu bytes)", path, got,
-               size);
-    got += (size_t)n;
-  }
-  return HK_OK;
+  return hk_read_exact(fd, p->copy, size, path);
 }
 
 HK_API hk_status_t hk_pack_open_file_ex(const char *path, const hk_pack_open_options_t *options,

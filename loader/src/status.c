@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Status names, the thread-local error message and allocator hooks. */
+/* Status names, the thread-local error message, allocator hooks and exact reads. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "status_internal.h"
 #include "util_internal.h"
@@ -90,4 +92,16 @@ void hk_free(const hk_allocator_t *allocator, void *ptr) {
   if (!ptr) return;
   if (allocator && allocator->alloc) allocator->free(allocator->ctx, ptr);
   else free(ptr);
+}
+
+hk_status_t hk_read_exact(int fd, void *dst, size_t size, const char *path) {
+  for (size_t got = 0; got < size;) {
+    ssize_t n = read(fd, (char *)dst + got, size - got);
+    if (n < 0 && errno == EINTR) continue;
+    HK_FAIL_IF(n < 0, HK_STATUS_IO, "cannot read %s: %s", path, strerror(errno));
+    HK_FAIL_IF(n == 0, HK_STATUS_IO, "cannot read %s: it shrank while being read (%zu of %zu bytes)", path, got,
+               size);
+    got += (size_t)n;
+  }
+  return HK_OK;
 }

@@ -30,4 +30,8 @@ void *hk_alloc(const hk_allocator_t *allocator, size_t size);
 void *hk_calloc(const hk_allocator_t *allocator, size_t count, size_t size);
 void hk_free(const hk_allocator_t *allocator, void *ptr);
 
+/* Reads exactly size bytes of fd into dst (EINTR retried); a read error or a file that ends
+ * early is an HK_STATUS_IO naming path (the pack and weights readers). */
+hk_status_t hk_read_exact(int fd, void *dst, size_t size, const char *path);
+
 #endif /* HK_UTIL_INTERNAL_H */

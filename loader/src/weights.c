@@ -340,18 +340,6 @@ HK_API hk_status_t hk_weights_open_memory(const void *data, size_t size, const h
   return HK_OK;
 }
 
-/* Reads exactly size bytes of fd into dst. */
-static hk_status_t read_all(int fd, uint8_t *dst, size_t size, const char *path) {
-  for (size_t got = 0; got < size;) {
-    ssize_t r = read(fd, dst + got, size - got);
-    if (r < 0 && errno == EINTR) continue;
-    HK_FAIL_IF(r < 0, HK_STATUS_IO, "cannot read %s: %s", path, strerror(errno));
-    HK_FAIL_IF(r == 0, HK_STATUS_IO, "cannot read %s: it shrank while being read", path);
-    got += (size_t)r;
-  }
-  return HK_OK;
-}
-
 /* Reads the file into w->block so that its data section starts HK_WEIGHTS_DATA_ALIGN-aligned
  * (when the header length is sane; parse() judges it), and parses it. */
 static hk_status_t open_fd(hk_weights_t *w, int fd, const char *path, const hk_weights_open_options_t *o) {
@@ -363,7 +351,7 @@ static hk_status_t open_fd(hk_weights_t *w, int fd, const char *path, const hk_w
   size_t size = (size_t)sb.st_size;
   uint8_t head[8] = {0};
   size_t head_n = size < 8 ? size : 8;
-  HK_RETURN_IF_ERROR(read_all(fd, head, head_n, path));
+  HK_RETURN_IF_ERROR(hk_read_exact(fd, head, head_n, path));
   uint64_t n = 0;
   for (int i = 7; i >= 0; i--) n = n << 8 | head[i];
   w->block = hk_alloc(&w->allocator, size + HK_WEIGHTS_DATA_ALIGN);
@@ -373,7 +361,7 @@ static hk_status_t open_fd(hk_weights_t *w, int fd, const char *path, const hk_w
                         HK_WEIGHTS_DATA_ALIGN);
   uint8_t *bytes = (uint8_t *)w->block + pad;
   memcpy(bytes, head, head_n);
-  HK_RETURN_IF_ERROR(read_all(fd, bytes + head_n, size - head_n, path));
+  HK_RETURN_IF_ERROR(hk_read_exact(fd, bytes + head_n, size - head_n, path));
   return parse(w, bytes, size, header_cap(o));
 }
 
