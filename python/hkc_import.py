@@ -4,20 +4,21 @@
 
     hkc import hf config.json -o model.yaml [--weights-map-out model.map] [--layers N]
                   [--seq N] [--batch-sizes 1,8] [--dtype f32|f16|bf16] [--prefix P]
-                  [--name NAME] [--targets LIST] [-q]
+                  [--name NAME] [--targets LIST] [--embeddings] [--padding-mask] [-q]
 
 `hf` reads a Hugging Face config.json of a BERT (model_type bert), GPT-2 (gpt2) or Llama
 (llama) model and writes
   - an hkc spec of the model's transformer layers (one `repeat:` over num_hidden_layers) and,
     for GPT-2 and Llama, the final norm; its input `x` is the hidden states after the
-    embeddings, its output `z` (GPT-2, Llama) or `y` (BERT) the last hidden state;
+    embeddings (--embeddings: token ids, the embeddings as `embedding` ops; --padding-mask: an
+    i32 input `lengths` on every attention), its output `z` (GPT-2, Llama) or `y` (BERT) the
+    last hidden state;
   - the weights name map (docs/WEIGHTS.md) from the spec's param names to the checkpoint's
     safetensors names, for `hkc run --weights model.safetensors --weights-map model.map`.
 Weights bind as the checkpoint stores them: nn.Linear's [out, in] through gemm `trans_b`,
 GPT-2's Conv1D [in, out] as it is (its fused c_attn feeds attention's packed q|k|v input).
-What hkc cannot express yet -- the embeddings, attention masks (padding), rope scaling,
-relative position embeddings -- is either left outside the spec with a note (embeddings,
-masks: every sequence is `seq` tokens long) or refused with an error naming it.
+What the spec leaves out (pooler, LM heads) is said in notes; what hkc cannot express -- rope
+scaling, relative position embeddings, cross-attention -- is refused with an error naming it.
 
 Only the standard library is used. Exit status: 0 written, 1 unsupported or bad input, 2 usage.
 """
@@ -70,7 +71,22 @@ class Model:
         self.dims, self.layer_params, self.body, self.final_params, self.final = {}, [], [], [], []
         self.pre_params, self.pre, self.pre_inputs = [], [], []  # --embeddings: token ids -> x
         self.out = "y"
-        self.notes = []
+        self.input_note, self.rest_note, self.causal = "", "", False  # notes() puts them in words
+
+    def notes(self, embeddings, padding):
+        """What the spec does not cover or assumes, for stderr and the spec's header."""
+        if embeddings:
+            first = "input: token ids (i32 [batch, seq]%s); ids outside the vocabulary are clamped" % (
+                " and token_type_ids" if self.kind == "bert" else "")
+        else:
+            first = "x is the embeddings' output (%s); --embeddings starts from token ids" % self.input_note
+        if padding:
+            mask = ("padding: input lengths (i32 [batch]) masks the keys at positions >= lengths[b] (right padding)%s"
+                    % (", with the causal mask" if self.causal else ""))
+        else:
+            mask = ("no attention mask%s: every sequence is seq tokens long (no padding; --padding-mask adds one)"
+                    % (" beyond the causal one" if self.causal else ""))
+        return [first, mask, self.rest_note]
 
     def lp(self, name, shape, ckpt):
         self.layer_params.append((name, shape, self.prefix + ckpt))
@@ -112,9 +128,7 @@ def add_embeddings(m, cfg, kind):
     else:
         m.pp("embed", ["vocab", "hidden"], "embed_tokens.weight")
         m.pre = [dict(name="emb", op="embedding", **{"in": ["ids", "embed"]}, out="x")]
-    m.notes = [n for n in m.notes if not n.startswith("x is ")]
-    m.notes.insert(0, "input: token ids (i32 [batch, seq]%s); ids outside the vocabulary are clamped"
-                   % (" and token_type_ids" if kind == "bert" else ""))
+
 
 
 def build_bert(cfg, layers, prefix):
@@ -154,9 +168,8 @@ def build_bert(cfg, layers, prefix):
         dict(name="ln2", op="layernorm", **{"in": ["d"]}, gamma="ln2_g", beta="ln2_b", eps=num(eps), out="y"),
     ]
     m.out = "y"
-    m.notes.append("x is the embeddings' output (word + position + token type embeddings, then their LayerNorm): "
-                   "hkc has no embedding op yet")
-    m.notes.append("no attention mask: every sequence is seq tokens long (no padding); the pooler is not included")
+    m.input_note = "word + position + token type embeddings, then their LayerNorm"
+    m.rest_note = "the pooler is not included"
     return m
 
 
@@ -203,9 +216,8 @@ def build_gpt2(cfg, layers, prefix):
     m.final = [dict(name="ln_f", op="layernorm", **{"in": ["y"]}, gamma="lnf_g", beta="lnf_b", eps=num(eps),
                     out="z")]
     m.out = "z"
-    m.notes.append("x is the embeddings' output (token + position embeddings, wte + wpe): hkc has no embedding "
-                   "op yet; the LM head is not included")
-    m.notes.append("no attention mask beyond the causal one: every sequence is seq tokens long (no padding)")
+    m.input_note, m.causal = "token + position embeddings, wte + wpe", True
+    m.rest_note = "the LM head is not included"
     return m
 
 
@@ -273,10 +285,8 @@ def build_llama(cfg, layers, prefix):
     m.fp("norm_g", ["hidden"], "norm.weight")
     m.final = [dict(name="final_norm", op="rmsnorm", **{"in": ["y"]}, gamma="norm_g", eps=num(eps), out="z")]
     m.out = "z"
-    m.notes.append("x is the token embeddings' output (embed_tokens): hkc has no embedding op yet; the LM head is "
-                   "not included")
-    m.notes.append("no attention mask beyond the causal one: every sequence is seq tokens long (no padding); "
-                   "positions start at 0 (no KV cache)")
+    m.input_note, m.causal = "the token embeddings, embed_tokens", True
+    m.rest_note = "the LM head is not included; positions start at 0 (no KV cache)"
     return m
 
 
@@ -300,7 +310,7 @@ def spec_text(m, a, config_path, dtype):
     lines = [
              "# Written by `hkc import hf %s` from a Hugging Face %s config: %d layer(s)."
              % (os.path.basename(config_path), m.kind, m.layers)]
-    lines += ["# Note: " + n for n in m.notes]
+    lines += ["# Note: " + n for n in m.notes(a.embeddings, a.padding_mask)]
     lines += ["# Weights: bind the checkpoint with its name map (hkc run --weights F.safetensors "
               "--weights-map MAP).", "hkc: 1", "name: %s" % a.name, "dtype: %s" % dtype,
               "batch_sizes: [%s]" % ", ".join(str(b) for b in a.batch_sizes)]
@@ -427,12 +437,6 @@ def import_hf(argv):
         for node in m.body:
             if node.get("op") == "attention":
                 node["lengths"] = "lengths"
-        m.notes = [n.replace("no attention mask beyond the causal one: every sequence is seq tokens long (no padding)",
-                             "padding: input lengths (i32 [batch]) masks the keys at positions >= lengths[b] "
-                             "(right padding), with the causal mask")
-                    .replace("no attention mask: every sequence is seq tokens long (no padding)",
-                             "padding: input lengths (i32 [batch]) masks the keys at positions >= lengths[b] "
-                             "(right padding)") for n in m.notes]
     dtype = a.dtype or DTYPES.get(cfg.get("torch_dtype"), "f32")
     a.name = a.name or kind
     a.targets = [t for t in a.targets.split(",") if t] if a.targets else []
@@ -443,7 +447,7 @@ def import_hf(argv):
     write_atomic(a.output, spec_text(m, a, a.config, dtype))
     write_atomic(map_path, map_text(m, a))
     if not a.quiet:
-        for n in m.notes:
+        for n in m.notes(a.embeddings, a.padding_mask):
             print("%s: note: %s" % (PROG, n), file=sys.stderr)
         print("wrote %s (%s, %d layers, %s) and %s (%d names)"
               % (a.output, kind, n_layers, dtype, map_path,
