@@ -282,8 +282,8 @@ static bool tensor_batched(const hk_tensor_rec_t *t) {
 }
 
 /* Whether every batch-dependent tensor of the pack (application tensors and
- * intermediates alike) has the layout padding needs: rank >= 2 (or i32, as lengths [batch]), dim 0 = mul*batch with
- * mul > 0 and no offset, no other dim depending on batch. hkc refuses other layouts under
+ * intermediates alike) has the layout padding needs: rank >= 2 (or i32, as lengths [batch]),
+ * dim 0 = mul*batch with mul > 0 and no offset, no other dim depending on batch. hkc refuses other layouts under
  * `batch_policy: pad`, but the artifact is untrusted (and a format 1.0 file reads as pad
  * whatever its layouts). On false, *out_tensor is the first offender. */
 static bool pad_layout_check(const hk_pack_view_t *v, uint32_t *out_tensor) {
