@@ -10,7 +10,8 @@
 # host + sm_90): runs every op and spec at every batch size on the GPU and on the host
 # target (host only at batch <= HK_HOST_MAX_BATCH, default 1: CI checks the host target;
 # here it is a cross-check) and at one batch size between buckets (padded), compares both
-# with PyTorch (check.py), prints a table, exits 1 on any mismatch.
+# with PyTorch (check.py), prints a table, exits 1 on any mismatch. HK_DEVICE_SPECS (an
+# extended regex over the pack names) runs only the packs it matches.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" # libcjson carried in build-dev (scripts/carry_libs.sh)
@@ -23,6 +24,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
 fail=0
 for pack in build-dev/packs/*.hkpack; do
   name=$(basename "$pack" .hkpack)
+  [[ -z ${HK_DEVICE_SPECS:-} || $name =~ $HK_DEVICE_SPECS ]] || continue
   spec=specs/$name.yaml
   [ -f "$spec" ] || spec=tests/specs/$name.yaml
   python3 tests/device/check.py "$HKC" "$spec" "$pack" "$out/$name" --gpu-target "$GPU_TARGET" \
