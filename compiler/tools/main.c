@@ -418,6 +418,13 @@ static int build_json(const hkc_build_options_t *opt, const hkc_build_stats_t *s
   cJSON_AddStringToObject(root, "name", hk_pack_string(v, v->manifest->name));
   cJSON_AddNumberToObject(root, "bytes", (double)v->size);
   cJSON_AddBoolToObject(root, "signed", hk_pack_signature(pack, NULL) != HK_SIGNATURE_NONE);
+  if (v->weight_count) {
+    cJSON *jw = cJSON_AddObjectToObject(root, "weights");
+    cJSON_AddNumberToObject(jw, "params", v->weight_count);
+    cJSON_AddNumberToObject(jw, "bytes", (double)v->weights_size);
+  } else {
+    cJSON_AddNullToObject(root, "weights");
+  }
   cJSON_AddNumberToObject(root, "seconds", stats->seconds);
   cJSON *batches = cJSON_AddArrayToObject(root, "batch_sizes");
   for (uint32_t b = 0; b < v->manifest->batch_count; b++)

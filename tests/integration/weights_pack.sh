@@ -82,6 +82,11 @@ spec="$HK_SOURCE_DIR/tests/specs/op_gemm.yaml"
 grep -q "weights *5 param(s)" "$work/build.txt" && ok "build --weights: $(grep weights "$work/build.txt" | xargs)" \
   || { bad "build --weights: no weights line"; cat "$work/build.txt"; }
 
+"$HKC" build "$spec" --target host -o "$work/json.hkpack" --weights "$work/model.safetensors" \
+  --weights-map "$work/map.txt" --json > "$work/build.json"
+cmp -s "$work/json.hkpack" "$work/self.hkpack" && "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["weights"]["params"] == 5' \
+  "$work/build.json" && ok "build --json: weights, and the same bytes again" || bad "build --json / determinism"
+
 # ---- inspect ----
 "$HKC" inspect "$work/self.hkpack" > "$work/inspect.txt"
 grep -q "format 1\.4," "$work/inspect.txt" && grep -q "weights: 5 param(s), .* stored" "$work/inspect.txt" \
