@@ -10,6 +10,9 @@
 #  - a flipped byte in a stored weight is refused by the section checksum; signed, the pack
 #    is the same bytes as build then `hkc sign`, runs with --trust, and a flipped weight byte is
 #    refused (sign_test.c flips weight bytes with the checksums fixed: the signature catches it);
+#  - hkc merge of parts built with the same --weights equals one build of all the targets
+#    (host + sm_90 of op_elementwise.yaml, when nvrtc is here), and parts with other weights
+#    are refused;
 #  - at build time a missing param, a wrong shape, a bad name map or an .npz is an error that
 #    names the problem, and no pack is written.
 set -euo pipefail
@@ -168,6 +171,39 @@ cmp -s "$work/signed.hkpack" "$work/signed2.hkpack" && ok "build --weights --sig
 flip "$work/signed.hkpack" "$work/signed_flipped.hkpack" "$(weights_at "$work/signed.hkpack")"
 expect_fail "a flipped weight byte, signed" 'WEIGHTS\): checksum mismatch' \
   "$HKC" run "$work/signed_flipped.hkpack" --trust "$work/k.pub" --batch 3 --runs 1
+
+# ---- hkc merge keeps stored weights when every part has the same (sm_90 when nvrtc is here) ----
+if "$HKC" targets --no-probe | grep -q "^NVIDIA (sm):   unavailable"; then
+  echo "SKIPPED (merge with sm_90): nvrtc unavailable"
+else
+  "$PY" -c 'import numpy as np, struct, json, sys
+t = {"row": np.linspace(-1, 1, 1001, dtype="<f4") * float(sys.argv[2]), "one": np.array([0.5], "<f4")}
+h, at, blob = {}, 0, b""
+for n, a in t.items():
+    h[n] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [at, at + a.nbytes]}; at += a.nbytes; blob += a.tobytes()
+j = json.dumps(h).encode(); open(sys.argv[1], "wb").write(struct.pack("<Q", len(j)) + j + blob)' "$work/ew.safetensors" 1
+  ew="$HK_SOURCE_DIR/tests/specs/op_elementwise.yaml"
+  for t in host sm_90 host,sm_90; do
+    HKC_PTX=none "$HKC" build "$ew" --target $t -o "$work/ew-$t.hkpack" --weights "$work/ew.safetensors" -q
+  done
+  HKC_PTX=none "$HKC" build "$ew" --target sm_90 -o "$work/ew-bare.hkpack" -q
+  "$PY" - "$work" <<'EOF2'
+import sys
+w = sys.argv[1]
+d = bytearray(open(w + "/ew.safetensors", "rb").read())
+d[-9] ^= 0x01  # a bit of row's last element (one is the last 4 bytes)
+open(w + "/ew2.safetensors", "wb").write(d)
+EOF2
+  HKC_PTX=none "$HKC" build "$ew" --target sm_90 -o "$work/ew-other.hkpack" --weights "$work/ew2.safetensors" -q
+  "$HKC" merge "$work/ew-host.hkpack" "$work/ew-sm_90.hkpack" -o "$work/ew-merged.hkpack" -q
+  cmp -s "$work/ew-merged.hkpack" "$work/ew-host,sm_90.hkpack" && ok "merge of parts with weights == one build" \
+    || bad "merge with weights differs from one build"
+  expect_fail "merge of a part without the weights" 'cannot merge' \
+    "$HKC" merge "$work/ew-host.hkpack" "$work/ew-bare.hkpack" -o "$work/ew-bad.hkpack"
+  expect_fail "merge of parts with other weights" 'different stored weights' \
+    "$HKC" merge "$work/ew-host.hkpack" "$work/ew-other.hkpack" -o "$work/ew-bad.hkpack"
+  [ ! -e "$work/ew-bad.hkpack" ] || bad "a refused merge wrote its output"
+fi
 
 # ---- build-time refusals: nothing written ----
 refuse() { # refuse NAME REGEX ARGS...: hkc build fails naming the problem, and writes no pack
