@@ -337,7 +337,8 @@ static int build_weights(builder_t *b) {
     uint64_t bytes = t ? (t->dtype == HK_DTYPE_F32 || t->dtype == HK_DTYPE_I32 ? 4 : 2) : 0;
     int ok = t && t->role == HK_ROLE_PARAM && (i == 0 || w->tensor > in->weights[i - 1].tensor) && w->data;
     for (uint32_t d = 0; ok && d < t->rank; d++)
-      ok = t->dims[d].mul == 0 && t->dims[d].add > 0 && !__builtin_mul_overflow(bytes, (uint64_t)t->dims[d].add, &bytes);
+      ok = t->dims[d].mul == 0 && t->dims[d].add > 0 &&
+           !__builtin_mul_overflow(bytes, (uint64_t)t->dims[d].add, &bytes);
     uint64_t at = 0;
     ok = ok && bytes == w->bytes && bytes <= (uint64_t)INT64_MAX &&
          !__builtin_add_overflow(end, (uint64_t)HK_WEIGHTS_ALIGN - 1, &at);

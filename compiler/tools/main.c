@@ -492,7 +492,9 @@ static int build_weights_open(const char *path, const char *map_path, build_weig
   }
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   struct stat st;
-  const char *why = fd < 0 || fstat(fd, &st) != 0 ? strerror(errno) : !S_ISREG(st.st_mode) ? "not a regular file" : NULL;
+  const char *why = fd < 0 || fstat(fd, &st) != 0 ? strerror(errno)
+                    : !S_ISREG(st.st_mode)           ? "not a regular file"
+                                                     : NULL;
   if (why) {
     fprintf(stderr, "hkc build: --weights %s: %s\n", path, why);
     if (fd >= 0) close(fd);

@@ -7,8 +7,9 @@
  * flags, checksum), required sections, record sizes and counts, then every record:
  * string refs, enums, index ranges, shapes, node flags and TMA tensor map arguments (format
  * 1.2), scratch and semaphore arguments (1.3), placements, code frame sizes, and the optional
- * PLAN section's size, flags and reserved fields, the stored weights (1.4). Every record is checked whether a graph references it or not, and each once (ranges
- * tile their tables), so the work is proportionate to the file, under the open options' limits.
+ * PLAN section's size, flags and reserved fields, the stored weights (1.4). Every record is
+ * checked whether a graph references it or not, and each once (ranges tile their tables), so
+ * the work is proportionate to the file, under the open options' limits.
  * Names are restricted to safe characters: they reach terminals, logs and file names.
  * The first problem found is reported as CORRUPT (or UNSUPPORTED_VERSION) with what
  * and where.

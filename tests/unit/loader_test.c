@@ -392,7 +392,8 @@ static hk_status_t run_expecting_w(hk_session_t *s, const float *want_w) {
   if (st != HK_OK) return st;
   for (int i = 0; i < 2 * FX_COLS; i++) {
     double ref = ((double)x[i] + 1.5) * (double)want_w[i % FX_COLS];
-    if (!(fabs((double)y[i] - ref) <= 1e-5 * (1 + fabs(ref)))) fail_msg("y[%d] = %g, expected %g", i, (double)y[i], ref);
+    if (!(fabs((double)y[i] - ref) <= 1e-5 * (1 + fabs(ref))))
+      fail_msg("y[%d] = %g, expected %g", i, (double)y[i], ref);
   }
   return HK_OK;
 }

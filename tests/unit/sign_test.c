@@ -203,7 +203,8 @@ static void test_weights_signed(void **ts) {
   assert_int_equal(hk_session_run(s, NULL), HK_OK); /* w from the pack */
   for (int i = 0; i < 2 * FX_COLS; i++) {
     double ref = ((double)x[i] + 1.5) * (double)fx.weight_values[i % FX_COLS];
-    if (!(fabs((double)y[i] - ref) <= 1e-5 * (1 + fabs(ref)))) fail_msg("y[%d] = %g, expected %g", i, (double)y[i], ref);
+    if (!(fabs((double)y[i] - ref) <= 1e-5 * (1 + fabs(ref))))
+      fail_msg("y[%d] = %g, expected %g", i, (double)y[i], ref);
   }
   hk_session_destroy(s);
   hk_pack_destroy(pack);
