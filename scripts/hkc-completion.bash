@@ -52,7 +52,7 @@ _hkc() {
   case $cmd in
     build) opts="-o --output -t --target --ptx --no-ptx --merge-targets -j --jobs --compile-timeout --no-cache
       --Werror-spills --no-pdl --fusion --tune --tuning-db --tune-verify --zstd-level --kernel-option
-      --host-threads --sign --cache-max-size --json" ;;
+      --host-threads --sign --weights --weights-map --cache-max-size --json" ;;
     run) opts="-t --target --batch --seed --input --param --weights --weights-map --random-params --save-outputs
       --runs --warmup --profile --repeats --no-pdl --prefer-ptx --trust --require-signature
       --allow-unsigned-native --json" ;;

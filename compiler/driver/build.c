@@ -703,6 +703,8 @@ int hkc_build(const hkc_build_options_t *options) {
   size_t n_plans = 0;
   hkc_target_out_t *outs = NULL;
   char *provenance = NULL;
+  hkc_weight_in_t *weights = NULL;
+  size_t n_weights = 0;
   int rc = -1;
   /* tuning: the databases (first wins), then the model or the defaults (tune.c) */
   hkc_tune_db_t db = {0};
@@ -725,6 +727,12 @@ int hkc_build(const hkc_build_options_t *options) {
       if (!dual_gemm_ok(plans[i].arch)) spec->fusion_no_dual = 1;
   }
   if (hkc_fuse(spec, options->fusion) != 0) goto done;
+  /* stored weights: matched to the fused spec's tensor table (the pack's), before compiling */
+  if (options->weights &&
+      hkc_pack_weights_match(spec, options->weights, options->weights_names, options->n_weights_names,
+                             options->weights_label ? options->weights_label : "the weights", &weights,
+                             &n_weights) != 0)
+    goto done;
   if (options->progress >= HKC_PROGRESS_LINES) {
     fprintf(stderr, "hkc build: %s: %zu target(s) (", spec->name, n_plans);
     for (size_t i = 0; i < n_plans; i++) fprintf(stderr, "%s%s", i ? ", " : "", plans[i].name);
@@ -776,6 +784,8 @@ int hkc_build(const hkc_build_options_t *options) {
     len += snprintf(provenance + len, cap - (size_t)len, "host_threads=%d\n", options->host_threads);
   if (len > 0 && (size_t)len < cap && options->no_pdl) /* only when given: other packs keep their bytes */
     len += snprintf(provenance + len, cap - (size_t)len, "pdl=off\n");
+  if (len > 0 && (size_t)len < cap && n_weights) /* only when stored: other packs keep their bytes */
+    len += snprintf(provenance + len, cap - (size_t)len, "weights=stored (%zu param(s))\n", n_weights);
   if (len > 0 && (size_t)len < cap && spec->fusion_dual_blocked) /* a target without a dual gemm kept SwiGLU apart */
     len += snprintf(provenance + len, cap - (size_t)len, "fusion_dual=off\n");
   /* kernel options: canonical, "none" for the defaults (codegen.h) */
@@ -796,7 +806,9 @@ int hkc_build(const hkc_build_options_t *options) {
                       .n_targets = n_plans,
                       .provenance = provenance,
                       .compression_level = options->compression_level,
-                      .sign_seed = options->sign_seed};
+                      .sign_seed = options->sign_seed,
+                      .weights = weights,
+                      .n_weights = n_weights};
   if (hkc_pack_write(&in, options->out_path) != 0) goto done;
   if (options->out_stats) options->out_stats->seconds = now_seconds() - t0;
   if (options->progress >= HKC_PROGRESS_LINES)
@@ -811,6 +823,12 @@ int hkc_build(const hkc_build_options_t *options) {
                g + 1 < t->n_graphs ? "," : "");
       printf("\n");
     }
+    if (n_weights) {
+      uint64_t bytes = 0;
+      for (size_t w = 0; w < n_weights; w++) bytes += weights[w].bytes;
+      printf("  weights        %zu param(s), %llu bytes stored from %s\n", n_weights, (unsigned long long)bytes,
+             options->weights_label ? options->weights_label : "the weights");
+    }
   }
   rc = 0;
   goto done;
@@ -818,6 +836,7 @@ fail:
   if (hkc_error_count() == 0) hkc_error((hkc_loc_t){0}, "out of memory while building %s", spec->path);
 done:
   plans_free(plans, n_plans);
+  free(weights);
   free(outs);
   free(provenance);
   hkc_tuner_destroy(tuner);

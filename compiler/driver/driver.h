@@ -47,6 +47,14 @@ typedef struct hkc_build_options {
                               "PTX"), comma-separated; NULL: the newest NVIDIA target of the
                               build without an arch-specific suffix (sm_90a's PTX runs on sm_90
                               GPUs only); "": none (--no-ptx). Recorded in provenance as ptx= */
+  /* stored weights (format 1.4; hkc build --weights): every param of the spec is matched to a
+   * tensor of this checkpoint (libhkrt's reader; borrowed, outlives the build) through the name
+   * map names[n_weights_names] and stored in the pack; NULL: the pack stores none.
+   * weights_label names the file in messages */
+  const struct hk_weights *weights;
+  const struct hk_weights_name *weights_names;
+  size_t n_weights_names;
+  const char *weights_label;
   int progress;            /* hkc_progress_t (util.h): progress lines on stderr; 0: none */
   struct hkc_build_stats *out_stats; /* NULL, or filled by a build that succeeds */
 } hkc_build_options_t;

@@ -66,6 +66,26 @@ typedef struct hkc_target_out {
   size_t n_graphs;
 } hkc_target_out_t;
 
+/* ---- stored weights (format 1.4; pack_weights.c) ------------------------------------------ */
+/* The bytes of one param stored in the pack (WEIGHTS): spec tensor `tensor` (a PARAM whose
+ * dims do not depend on batch), `bytes` bytes (its size) at data, borrowed. */
+typedef struct hkc_weight_in {
+  uint32_t tensor;
+  const void *data;
+  uint64_t bytes;
+} hkc_weight_in_t;
+
+struct hk_weights;            /* libhkrt's safetensors checkpoint (hk/hkrt.h) */
+struct hk_weights_name;
+/* Every param of spec takes the checkpoint tensor its name map entry (names[n_names]) names,
+ * else the one of its own name, of exactly its dtype and shape: *out (malloc'd, ascending by
+ * tensor; data borrowed from w) gets one entry per param. Inputs are never stored. Refuses
+ * (reported, naming every missing param, each mismatch with both shapes, a map entry naming a
+ * tensor that is no param or a checkpoint tensor the file lacks, a param whose shape depends
+ * on batch) with -1; `label` names the file in messages. */
+int hkc_pack_weights_match(const hkc_spec_t *spec, const struct hk_weights *w, const struct hk_weights_name *names,
+                           size_t n_names, const char *label, hkc_weight_in_t **out, size_t *out_n);
+
 /* ---- the artifact ------------------------------------------------------------------ */
 typedef struct hkc_pack_in {
   const hkc_spec_t *spec;
@@ -75,6 +95,9 @@ typedef struct hkc_pack_in {
   int compression_level;   /* zstd level; 0 = default (19) */
   const uint8_t *sign_seed;/* HKC_KEY_SEED_BYTES of an Ed25519 secret key (hkc_key_load):
                               the artifact is signed (pack_sign.c); NULL: unsigned */
+  const hkc_weight_in_t *weights; /* n_weights params stored in the pack (WEIGHTS_INDEX and
+                              WEIGHTS, format 1.4), ascending by tensor; NULL: none */
+  size_t n_weights;
 } hkc_pack_in_t;
 
 /* Writes the artifact atomically: a temporary file in the destination directory,
@@ -102,6 +125,11 @@ void hkc_key_wipe(void *data, size_t size);
  * malloc'd buffer. The input must verify. Returns 0 / -1 (reported). */
 int hkc_pack_sign_memory(const void *data, size_t size, const uint8_t seed[HKC_KEY_SEED_BYTES], void **out_data,
                          size_t *out_size);
+
+/* Signs, in place, an artifact that verifies and already has its SIGNATURE section (whose record
+ * it overwrites): the bytes hkc_pack_sign_memory gives for the same pack without that section.
+ * Returns 0 / -1 (reported). */
+int hkc_pack_sign_in_place(void *data, size_t size, const uint8_t seed[HKC_KEY_SEED_BYTES]);
 
 /* ---- merging (pack_merge.c; README, "CI fan-out") -------------------------------------------- */
 /* Combines verified packs of one spec built for different targets into the pack one build of

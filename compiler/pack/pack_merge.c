@@ -164,6 +164,12 @@ static int same_spec(const hk_pack_view_t *a, const char *name_a, const hk_pack_
   }
   if ((a->plan_graphs == NULL) != (b->plan_graphs == NULL))
     DIFFER("only %s has a PLAN section (built by another hkc?)", a->plan_graphs ? name_a : name_b);
+  /* stored weights (format 1.4): the same params and bytes in every part, kept once */
+  if (a->weight_count != b->weight_count || a->weights_size != b->weights_size ||
+      (a->weight_count && (memcmp(a->weight_recs, b->weight_recs, a->weight_count * sizeof *a->weight_recs) != 0 ||
+                           memcmp(a->weights, b->weights, (size_t)a->weights_size) != 0)))
+    DIFFER("different stored weights (%u vs %u params; build every part with the same --weights)", a->weight_count,
+           b->weight_count);
 #undef DIFFER
   return 0;
 }
@@ -175,9 +181,11 @@ typedef struct merge {
   size_t n_targets;
   void **raw_code; /* per target: decompressed code when its section is not zstd (handed to the writer) */
   char *provenance;
+  hkc_weight_in_t *weights; /* the stored params, borrowed from the first input's view */
 } merge_t;
 
 static void merge_free(merge_t *m) {
+  free(m->weights);
   for (size_t t = 0; m->targets && t < m->n_targets; t++) {
     hkc_target_out_t *to = &m->targets[t];
     free(to->kernels);
@@ -470,12 +478,21 @@ int hkc_pack_merge_memory(const hk_pack_view_t *const *views, const char *const 
     for (uint32_t t = 0; t < views[i]->target_count; t++, at++)
       if (read_target(views[i], t, &provs[i], names[i], &m.targets[at], &m.raw_code[at]) != 0) goto done;
   if (build_provenance(views, provs, n, &m.provenance) != 0) goto oom;
+  const uint32_t n_weights = views[0]->weight_count; /* equal in every input (same_spec) */
+  m.weights = calloc(n_weights ? n_weights : 1, sizeof *m.weights);
+  if (!m.weights) goto oom;
+  for (uint32_t w = 0; w < n_weights; w++) {
+    const hk_weight_rec_t *r = &views[0]->weight_recs[w];
+    m.weights[w] = (hkc_weight_in_t){r->tensor, views[0]->weights + r->offset, r->size};
+  }
   const hkc_pack_in_t in = {.spec = &m.spec,
                             .targets = m.targets,
                             .n_targets = m.n_targets,
                             .provenance = m.provenance,
                             .compression_level = 0, /* unused: every CODE payload is kept as it is */
-                            .sign_seed = sign_seed};
+                            .sign_seed = sign_seed,
+                            .weights = m.weights,
+                            .n_weights = n_weights};
   rc = hkc_pack_write_memory(&in, out_data, out_size);
   goto done;
 oom:

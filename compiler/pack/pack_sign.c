@@ -197,6 +197,30 @@ static void seal(uint8_t *buf, uint64_t size, uint32_t sig, const uint8_t sk[cry
   memcpy(buf, &h, sizeof h);
 }
 
+/* Fills buf's SIGNATURE record (section sig) for the key and seals it, then checks the result
+ * as a loader would: a signer bug must not produce a pack that fails. 0 / -1 (reported). */
+static int sign_buffer(uint8_t *buf, uint64_t n, uint32_t sig, const uint8_t seed[HKC_KEY_SEED_BYTES]) {
+  uint8_t pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
+  crypto_sign_seed_keypair(pk, sk, seed);
+  hk_section_t s;
+  memcpy(&s, buf + sizeof(hk_pack_header_t) + (uint64_t)sig * sizeof s, sizeof s);
+  hk_signature_rec_t rec = {.algorithm = HK_SIGNATURE_ED25519_BLAKE2B};
+  memcpy(rec.public_key, pk, sizeof rec.public_key);
+  hk_key_id(pk, rec.key_id);
+  memcpy(buf + s.offset, &rec, sizeof rec);
+  seal(buf, n, sig, sk);
+  sodium_memzero(sk, sizeof sk);
+  hk_pack_view_t v;
+  hk_signature_t check;
+  if (hk_pack_verify(buf, (size_t)n, NULL, &v) != HK_OK || hk_signature_check(&v, &check) != HK_OK ||
+      check.state != HK_SIGNATURE_VALID) {
+    hkc_error(NOLOC, "cannot sign: the signed artifact does not verify (%s)",
+              check.state == HK_SIGNATURE_INVALID ? check.reason : hk_last_error());
+    return -1;
+  }
+  return 0;
+}
+
 int hkc_pack_sign_memory(const void *data, size_t size, const uint8_t seed[HKC_KEY_SEED_BYTES], void **out_data,
                          size_t *out_size) {
   *out_data = NULL;
@@ -212,26 +236,39 @@ int hkc_pack_sign_memory(const void *data, size_t size, const uint8_t seed[HKC_K
   }
   uint8_t pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
   crypto_sign_seed_keypair(pk, sk, seed);
+  sodium_memzero(sk, sizeof sk);
   uint32_t sig = signature_index(&v);
   uint64_t n = 0;
   uint8_t *buf = relayout(&v, sig, pk, &n);
   if (!buf) {
-    sodium_memzero(sk, sizeof sk);
     hkc_error(NOLOC, "cannot sign: out of memory");
     return -1;
   }
-  seal(buf, n, sig, sk);
-  sodium_memzero(sk, sizeof sk);
-  /* Check the result as a loader would: a signer bug must not produce a pack that fails. */
-  hk_signature_t check;
-  if (hk_pack_verify(buf, (size_t)n, NULL, &v) != HK_OK || hk_signature_check(&v, &check) != HK_OK ||
-      check.state != HK_SIGNATURE_VALID) {
-    hkc_error(NOLOC, "cannot sign: the signed artifact does not verify (%s)",
-              check.state == HK_SIGNATURE_INVALID ? check.reason : hk_last_error());
+  if (sign_buffer(buf, n, sig, seed) != 0) {
     free(buf);
     return -1;
   }
   *out_data = buf;
   *out_size = (size_t)n;
   return 0;
+}
+
+int hkc_pack_sign_in_place(void *data, size_t size, const uint8_t seed[HKC_KEY_SEED_BYTES]) {
+  hk_pack_view_t v;
+  if (hk_pack_verify(data, size, NULL, &v) != HK_OK) {
+    hkc_error(NOLOC, "cannot sign: the artifact does not verify: %s", hk_last_error());
+    return -1;
+  }
+  if (!hk_crypto_init()) {
+    hkc_error(NOLOC, "cannot sign: libsodium failed to initialize");
+    return -1;
+  }
+  const uint32_t sig = signature_index(&v);
+  if (sig == v.section_count || v.sections[sig].size != sizeof(hk_signature_rec_t) ||
+      v.header->section_table_offset != sizeof(hk_pack_header_t)) {
+    hkc_error(NOLOC, "cannot sign in place: the artifact has no SIGNATURE section of %zu bytes",
+              sizeof(hk_signature_rec_t));
+    return -1;
+  }
+  return sign_buffer(data, size, sig, seed);
 }

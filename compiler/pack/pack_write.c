@@ -30,7 +30,7 @@
 
 #define HKC_PACK_DEFAULT_LEVEL 19
 /* Table sections, in file order; CODE sections (one per target) follow, then PLAN when
- * the input has costs. */
+ * the input has costs, PTX_INDEX and PTX, WEIGHTS_INDEX and WEIGHTS, and SIGNATURE when signed. */
 #define HKC_TABLE_SECTIONS 11
 
 static const hkc_loc_t NOLOC = {0};
@@ -116,6 +116,8 @@ typedef struct builder {
   size_t *ptx_size;
   hk_ptx_rec_t *ptx_recs; /* PTX_INDEX: one per kernel of the targets with PTX */
   size_t n_ptx_recs;
+  hk_weight_rec_t *weight_recs; /* WEIGHTS_INDEX: one per in->weights entry; NULL: none */
+  uint64_t weights_size;        /* the WEIGHTS payload */
 } builder_t;
 
 static void builder_free(builder_t *b) {
@@ -140,6 +142,7 @@ static void builder_free(builder_t *b) {
   free(b->ptx);
   free(b->ptx_size);
   free(b->ptx_recs);
+  free(b->weight_recs);
 }
 
 static int name_ok(const char *what, const char *name) {
@@ -311,6 +314,50 @@ static int validate_and_count(builder_t *b) {
     return -1;
   }
   b->n_placements = b->n_graphs * spec->n_tensors;
+  return 0;
+}
+
+/* The stored weights' index (format 1.4): each in->weights entry a PARAM of the spec whose dims
+ * do not depend on batch, ascending, exactly its byte size, at its predecessor's end rounded up
+ * to HK_WEIGHTS_ALIGN (sizes and offsets checked for overflow). The bytes are copied in
+ * assemble, straight from the caller's memory. */
+static int build_weights(builder_t *b) {
+  const hkc_pack_in_t *in = b->in;
+  if (!in->n_weights) return 0;
+  const hkc_spec_t *spec = in->spec;
+  b->weight_recs = calloc(in->n_weights, sizeof *b->weight_recs);
+  if (!b->weight_recs || in->n_weights > spec->n_tensors) {
+    hkc_error(NOLOC, "cannot write the artifact: out of memory (or more weights than tensors)");
+    return -1;
+  }
+  uint64_t end = 0;
+  for (size_t i = 0; i < in->n_weights; i++) {
+    const hkc_weight_in_t *w = &in->weights[i];
+    const hkc_tensor_t *t = w->tensor < spec->n_tensors ? &spec->tensors[w->tensor] : NULL;
+    uint64_t bytes = t ? (t->dtype == HK_DTYPE_F32 || t->dtype == HK_DTYPE_I32 ? 4 : 2) : 0;
+    int ok = t && t->role == HK_ROLE_PARAM && (i == 0 || w->tensor > in->weights[i - 1].tensor) && w->data;
+    for (uint32_t d = 0; ok && d < t->rank; d++)
+      ok = t->dims[d].mul == 0 && t->dims[d].add > 0 &&
+           !__builtin_mul_overflow(bytes, (uint64_t)t->dims[d].add, &bytes);
+    uint64_t at = 0;
+    ok = ok && bytes == w->bytes && bytes <= (uint64_t)INT64_MAX &&
+         !__builtin_add_overflow(end, (uint64_t)HK_WEIGHTS_ALIGN - 1, &at);
+    at &= ~(uint64_t)(HK_WEIGHTS_ALIGN - 1);
+    ok = ok && !__builtin_add_overflow(at, bytes, &end);
+    if (!ok) {
+      hkc_error(NOLOC, "cannot write the artifact: weights entry %zu (tensor %u) is not a param of the spec, not "
+                "ascending, not of the param's size (%llu bytes given) or overflows", i, w->tensor,
+                (unsigned long long)w->bytes);
+      return -1;
+    }
+    b->weight_recs[i] = (hk_weight_rec_t){w->tensor, 0, at, bytes};
+  }
+  if (end > (uint64_t)SIZE_MAX / 2) {
+    hkc_error(NOLOC, "cannot write the artifact: %llu bytes of weights do not fit in memory here",
+              (unsigned long long)end);
+    return -1;
+  }
+  b->weights_size = end;
   return 0;
 }
 
@@ -588,8 +635,9 @@ static int assemble(builder_t *b, void **out_data, size_t *out_size) {
   const hkc_pack_in_t *in = b->in;
   size_t n_ptx = 0;
   for (size_t t = 0; t < in->n_targets; t++) n_ptx += b->ptx[t] != NULL;
-  size_t n_sections = HKC_TABLE_SECTIONS + in->n_targets + (b->has_plan ? 1 : 0) + (n_ptx ? 1 + n_ptx : 0);
-  payload_t pl[HKC_TABLE_SECTIONS + HK_MAX_TARGETS + 1 + 1 + HK_MAX_TARGETS];
+  size_t n_sections = HKC_TABLE_SECTIONS + in->n_targets + (b->has_plan ? 1 : 0) + (n_ptx ? 1 + n_ptx : 0) +
+                      (b->weight_recs ? 2 : 0) + (in->sign_seed ? 1 : 0);
+  payload_t pl[HKC_TABLE_SECTIONS + HK_MAX_TARGETS + 1 + 1 + HK_MAX_TARGETS + 2 + 1];
   const payload_t tables[HKC_TABLE_SECTIONS] = {
       {HK_SECTION_STRINGS, 0, UINT32_MAX, b->strings.data, b->strings.len, 0},
       {HK_SECTION_MANIFEST, 0, UINT32_MAX, &b->manifest, sizeof b->manifest, 0},
@@ -621,10 +669,23 @@ static int assemble(builder_t *b, void **out_data, size_t *out_size) {
         pl[at_pl++] = (payload_t){HK_SECTION_PTX, HK_SECTION_FLAG_OPTIONAL | HK_SECTION_FLAG_ZSTD, (uint32_t)t,
                                   b->ptx[t], b->ptx_size[t], in->targets[t].ptx_size};
   }
+  size_t at_pl = HKC_TABLE_SECTIONS + in->n_targets + (b->has_plan ? 1 : 0) + (n_ptx ? 1 + n_ptx : 0);
+  if (b->weight_recs) { /* after everything a 1.3 reader knows; WEIGHTS's bytes are copied below */
+    size_t index_bytes = in->n_weights * sizeof *b->weight_recs;
+    pl[at_pl++] = (payload_t){HK_SECTION_WEIGHTS_INDEX, HK_SECTION_FLAG_OPTIONAL, UINT32_MAX, b->weight_recs,
+                              index_bytes, index_bytes};
+    pl[at_pl++] = (payload_t){HK_SECTION_WEIGHTS, HK_SECTION_FLAG_OPTIONAL, UINT32_MAX, NULL,
+                              (size_t)b->weights_size, b->weights_size};
+  }
+  static const hk_signature_rec_t no_signature; /* filled in place by hkc_pack_sign_in_place */
+  if (in->sign_seed) /* last, where hkc sign appends it: the same bytes as build, then sign */
+    pl[at_pl++] = (payload_t){HK_SECTION_SIGNATURE, HK_SECTION_FLAG_OPTIONAL, UINT32_MAX, &no_signature,
+                              sizeof no_signature, sizeof no_signature};
+  assert(at_pl == n_sections);
 
   uint64_t table_offset = sizeof(hk_pack_header_t);
   uint64_t at = align_up(table_offset + n_sections * sizeof(hk_section_t));
-  hk_section_t table[HKC_TABLE_SECTIONS + HK_MAX_TARGETS + 1 + 1 + HK_MAX_TARGETS];
+  hk_section_t table[sizeof pl / sizeof *pl];
   memset(table, 0, sizeof table);
   for (size_t i = 0; i < n_sections; i++) {
     table[i].kind = pl[i].kind;
@@ -632,7 +693,7 @@ static int assemble(builder_t *b, void **out_data, size_t *out_size) {
     table[i].offset = at;
     table[i].size = pl[i].size;
     table[i].raw_size = pl[i].raw_size;
-    table[i].checksum = XXH3_64bits(pl[i].size ? pl[i].data : "", pl[i].size);
+    if (pl[i].data || !pl[i].size) table[i].checksum = XXH3_64bits(pl[i].size ? pl[i].data : "", pl[i].size);
     table[i].target = pl[i].target;
     at = (i + 1 < n_sections) ? align_up(at + pl[i].size) : at + pl[i].size;
   }
@@ -642,8 +703,16 @@ static int assemble(builder_t *b, void **out_data, size_t *out_size) {
     hkc_error(NOLOC, "cannot write the artifact: out of memory (%llu bytes)", (unsigned long long)file_size);
     return -1;
   }
-  for (size_t i = 0; i < n_sections; i++)
-    if (pl[i].size) memcpy(data + table[i].offset, pl[i].data, pl[i].size);
+  for (size_t i = 0; i < n_sections; i++) {
+    if (pl[i].size && pl[i].data) memcpy(data + table[i].offset, pl[i].data, pl[i].size);
+    if (pl[i].data || !pl[i].size) continue;
+    /* WEIGHTS: each param's bytes from the caller's memory (one copy, no staging), then the
+     * checksum over the section as stored */
+    assert(pl[i].kind == HK_SECTION_WEIGHTS);
+    for (size_t w = 0; w < in->n_weights; w++)
+      memcpy(data + table[i].offset + b->weight_recs[w].offset, in->weights[w].data, (size_t)b->weight_recs[w].size);
+    table[i].checksum = XXH3_64bits(data + table[i].offset, pl[i].size);
+  }
   memcpy(data + table_offset, table, n_sections * sizeof(hk_section_t));
 
   hk_pack_header_t h;
@@ -679,8 +748,8 @@ int hkc_pack_write_memory(const hkc_pack_in_t *in, void **out_data, size_t *out_
     hkc_error(NOLOC, "cannot write the artifact: no input");
     return -1;
   }
-  if (validate_and_count(&b) == 0 && build_tables(&b) == 0 && build_plan(&b) == 0 && build_provenance(&b) == 0 &&
-      compress_code(&b) == 0 && assemble(&b, &data, &size) == 0) {
+  if (validate_and_count(&b) == 0 && build_tables(&b) == 0 && build_plan(&b) == 0 && build_weights(&b) == 0 &&
+      build_provenance(&b) == 0 && compress_code(&b) == 0 && assemble(&b, &data, &size) == 0) {
     hk_pack_view_t view;
     /* The format's own limits: a loader's default limits (proportionate to the file) are a
      * policy of the app that opens the pack, which its open options can change. */
@@ -688,9 +757,14 @@ int hkc_pack_write_memory(const hkc_pack_in_t *in, void **out_data, size_t *out_
     if (hk_pack_verify(data, size, &format, &view) != HK_OK) {
       hkc_error(NOLOC, "cannot write the artifact: the result does not verify: %s", hk_last_error());
       free(data);
-    } else if (in->sign_seed) {
-      rc = hkc_pack_sign_memory(data, size, in->sign_seed, out_data, out_size);
-      free(data);
+    } else if (in->sign_seed) { /* in place: a pack of weights is not copied again */
+      rc = hkc_pack_sign_in_place(data, size, in->sign_seed);
+      if (rc == 0) {
+        *out_data = data;
+        *out_size = size;
+      } else {
+        free(data);
+      }
     } else {
       *out_data = data;
       *out_size = size;

@@ -175,6 +175,13 @@ static void print_kernel_table(FILE *out, const hk_pack_view_t *v, const hk_targ
   }
 }
 
+/* Whether the pack stores tensor i's bytes (format 1.4). */
+static bool weight_stored(const hk_pack_view_t *v, uint32_t i) {
+  for (uint32_t r = 0; r < v->weight_count; r++)
+    if (v->weight_recs[r].tensor == i) return true;
+  return false;
+}
+
 int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY_BYTES], uint32_t n_trusted,
                         FILE *out) {
   hk_pack_t *pack = open_for_tools(path, trusted, n_trusted);
@@ -189,6 +196,13 @@ int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY
   for (uint32_t b = 0; b < m->batch_count; b++) fprintf(out, " %llu", (unsigned long long)m->batch_sizes[b]);
   fprintf(out, "; batch policy: %s\n", m->batch_policy == HK_BATCH_POLICY_REC_EXACT ? "exact" : "pad");
   print_signature(pack, n_trusted, out);
+  if (v->weight_count) { /* format 1.4: the params' bytes are in the pack (hkc build --weights) */
+    fprintf(out, "  weights: %u param(s), ", v->weight_count);
+    print_bytes(out, v->weights_size);
+    fprintf(out, " stored (sessions bind them)\n");
+  } else {
+    fprintf(out, "  weights: none stored (the application binds every param)\n");
+  }
   fprintf(out, "\ntargets:\n");
   for (uint32_t t = 0; t < v->target_count; t++) {
     const hk_target_rec_t *tr = &v->targets[t];
@@ -221,7 +235,7 @@ int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY
       if (d) fprintf(out, ", ");
       print_dim(out, &tr->dims[d]);
     }
-    fprintf(out, "]\n");
+    fprintf(out, "]%s\n", weight_stored(v, i) ? " stored" : "");
   }
 
   for (uint32_t t = 0; t < v->target_count; t++) {
@@ -583,6 +597,14 @@ int hkc_inspect_json(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY_BY
   if (sig == HK_SIGNATURE_NONE || sig == HK_SIGNATURE_INVALID || !n_trusted) cJSON_AddNullToObject(js, "trusted");
   else cJSON_AddBoolToObject(js, "trusted", sig == HK_SIGNATURE_TRUSTED);
 
+  if (v->weight_count) {
+    cJSON *jw = cJSON_AddObjectToObject(root, "weights");
+    cJSON_AddNumberToObject(jw, "params", v->weight_count);
+    cJSON_AddNumberToObject(jw, "bytes", (double)v->weights_size);
+  } else {
+    cJSON_AddNullToObject(root, "weights");
+  }
+
   cJSON *targets = cJSON_AddArrayToObject(root, "targets");
   for (uint32_t t = 0; t < v->target_count; t++) {
     const hk_target_rec_t *tr = &v->targets[t];
@@ -646,6 +668,7 @@ int hkc_inspect_json(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY_BY
     cJSON_AddStringToObject(jt, "dtype", hk_dtype_label(tr->dtype));
     cJSON *shape = cJSON_AddArrayToObject(jt, "shape");
     for (uint32_t d = 0; d < tr->rank; d++) cJSON_AddItemToArray(shape, json_dim(&tr->dims[d]));
+    cJSON_AddBoolToObject(jt, "stored", weight_stored(v, i));
   }
 
   /* provenance: its lines ("key=value"), escaped as printed */

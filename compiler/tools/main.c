@@ -3,7 +3,7 @@
  * hkc: the command line.
  *
  *   hkc build SPEC -o OUT [--target LIST] [--fusion auto|none] [--tune model|default] [--tuning-db FILE]...
- *             [--kernel-option NAME=VALUE]...
+ *             [--kernel-option NAME=VALUE]... [--weights FILE.safetensors [--weights-map MAP]]
  *   hkc tune SPEC --target T -o DB | hkc tune --merge A.db B.db ... -o DB
  *   hkc inspect PACK [--disasm KERNEL | --plan [--batch N]]
  *   hkc run PACK [--target T] [--batch N] [--seed S] [--input NAME=FILE.npy] [--weights FILE.safetensors|FILE.npz]
@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -77,6 +79,12 @@ static const char k_build_usage[] =
     "                         sm_XY of the build without an arch-specific suffix: sm_90a's PTX\n"
     "                         runs on sm_90 GPUs only)\n"
     "  --no-ptx               store no PTX (HKC_PTX=LIST or none: the same from the environment)\n"
+    "  --weights FILE.safetensors\n"
+    "                         store every param's bytes in the pack (a self-contained pack:\n"
+    "                         libhkrt binds them when a session is created, hkc run needs no\n"
+    "                         --weights); each param must be in the file with its exact dtype\n"
+    "                         and shape. Safetensors only (an .npz: hkc run --weights)\n"
+    "  --weights-map MAP      name map for --weights (lines \"PACK_NAME CHECKPOINT_NAME\")\n"
     "  --merge-targets LIST   this build is one part of `hkc merge`: fuse as one build of all\n"
     "                         of LIST (which must hold --target) would, so that merging the\n"
     "                         parts gives the same pack (needed only for specs with SwiGLU)\n"
@@ -156,7 +164,8 @@ static const char k_run_usage[] =
     "  --weights FILE.safetensors | FILE.npz\n"
     "                         take every param the checkpoint names (safetensors: dtype and\n"
     "                         shape must match exactly; .npz: members NAME.npy converted as\n"
-    "                         --param does; the format is told by content; docs/WEIGHTS.md)\n"
+    "                         --param does; the format is told by content; docs/WEIGHTS.md);\n"
+    "                         over the params a pack built with --weights stores, if any\n"
     "  --weights-map MAP      name map for --weights: lines \"PACK_NAME CHECKPOINT_NAME\"\n"
     "  --random-params        fill params that nothing gives with seeded random numbers\n"
     "                         (without it, hkc run refuses to start and names them)\n"
@@ -409,6 +418,13 @@ static int build_json(const hkc_build_options_t *opt, const hkc_build_stats_t *s
   cJSON_AddStringToObject(root, "name", hk_pack_string(v, v->manifest->name));
   cJSON_AddNumberToObject(root, "bytes", (double)v->size);
   cJSON_AddBoolToObject(root, "signed", hk_pack_signature(pack, NULL) != HK_SIGNATURE_NONE);
+  if (v->weight_count) {
+    cJSON *jw = cJSON_AddObjectToObject(root, "weights");
+    cJSON_AddNumberToObject(jw, "params", v->weight_count);
+    cJSON_AddNumberToObject(jw, "bytes", (double)v->weights_size);
+  } else {
+    cJSON_AddNullToObject(root, "weights");
+  }
   cJSON_AddNumberToObject(root, "seconds", stats->seconds);
   cJSON *batches = cJSON_AddArrayToObject(root, "batch_sizes");
   for (uint32_t b = 0; b < v->manifest->batch_count; b++)
@@ -444,6 +460,68 @@ static int build_json(const hkc_build_options_t *opt, const hkc_build_stats_t *s
   return hkc_json_end(root, stdout);
 }
 
+static hkc_weights_format_t weights_file_format(const char *path);
+
+/* hkc build --weights: the checkpoint mapped read-only (the writer copies each param once, into
+ * the pack, so a large checkpoint is not also held on the heap) and its name map. */
+typedef struct build_weights {
+  hk_weights_t *weights;
+  void *map_base; /* the file's mapping; NULL: weights read the file (an empty one) */
+  size_t map_size;
+  hkc_weights_map_t map;
+} build_weights_t;
+
+static void build_weights_close(build_weights_t *bw) {
+  hk_weights_destroy(bw->weights);
+  if (bw->map_base) munmap(bw->map_base, bw->map_size);
+  hkc_weights_map_free(&bw->map);
+  memset(bw, 0, sizeof *bw);
+}
+
+/* Opens --weights FILE (safetensors only; an .npz is refused with what to do) and --weights-map.
+ * 0, or -1 printed. */
+static int build_weights_open(const char *path, const char *map_path, build_weights_t *bw) {
+  if (map_path && hkc_weights_map_read(map_path, &bw->map) != 0) {
+    fprintf(stderr, "hkc build: no usable --weights-map\n");
+    return -1;
+  }
+  if (weights_file_format(path) == HKC_WEIGHTS_NPZ) {
+    fprintf(stderr, "hkc build: --weights %s: an .npz archive; hkc build stores safetensors checkpoints only (hkc "
+                    "run --weights reads .npz)\n", path);
+    return -1;
+  }
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  const char *why = fd < 0 || fstat(fd, &st) != 0 ? strerror(errno)
+                    : !S_ISREG(st.st_mode)           ? "not a regular file"
+                                                     : NULL;
+  if (why) {
+    fprintf(stderr, "hkc build: --weights %s: %s\n", path, why);
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  hk_status_t hs;
+  if (st.st_size > 0 && (uint64_t)st.st_size <= SIZE_MAX) {
+    bw->map_size = (size_t)st.st_size;
+    bw->map_base = mmap(NULL, bw->map_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (bw->map_base == MAP_FAILED) {
+      fprintf(stderr, "hkc build: --weights %s: cannot map it: %s\n", path, strerror(errno));
+      bw->map_base = NULL;
+      close(fd);
+      return -1;
+    }
+    hs = hk_weights_open_memory(bw->map_base, bw->map_size, NULL, &bw->weights);
+  } else {
+    hs = hk_weights_open_file(path, NULL, &bw->weights); /* says what is wrong with an empty file */
+  }
+  close(fd);
+  if (hs != HK_OK) {
+    fprintf(stderr, "hkc build: --weights %s: %s\n", path, hk_last_error());
+    return -1;
+  }
+  return 0;
+}
+
 static int cmd_build(int argc, char **argv) {
   static const struct option longopts[] = {
       {"output", required_argument, NULL, 'o'}, {"target", required_argument, NULL, 't'},
@@ -457,6 +535,7 @@ static int cmd_build(int argc, char **argv) {
       {"ptx", required_argument, NULL, OPT_PTX}, {"sign", required_argument, NULL, OPT_SIGN},
       {"fusion", required_argument, NULL, OPT_FUSION}, {"kernel-option", required_argument, NULL, OPT_KERNEL_OPTION},
       {"host-threads", required_argument, NULL, OPT_HOST_THREADS},
+      {"weights", required_argument, NULL, OPT_WEIGHTS}, {"weights-map", required_argument, NULL, OPT_WEIGHTS_MAP},
       {"cache-max-size", required_argument, NULL, OPT_CACHE_MAX_SIZE}, JSON_LONG_OPTION, COMMON_LONG_OPTIONS,
       {NULL, 0, NULL, 0}};
   hkc_cli_t cli;
@@ -470,7 +549,7 @@ static int cmd_build(int argc, char **argv) {
   opt.host_threads = host_threads_from_env();
   uint64_t cache_cap;
   if (cache_cap_from_env(&cli, &cache_cap) != 0) return cli.rc;
-  const char *dbs[64], *sign_key = NULL;
+  const char *dbs[64], *sign_key = NULL, *weights_path = NULL, *map_path = NULL;
   size_t n_dbs = 0;
   long long v;
   int c;
@@ -520,6 +599,8 @@ static int cmd_build(int argc, char **argv) {
     case OPT_NO_PTX: opt.ptx = ""; break;
     case OPT_PTX: opt.ptx = optarg; break;
     case OPT_SIGN: sign_key = optarg; break;
+    case OPT_WEIGHTS: weights_path = optarg; break;
+    case OPT_WEIGHTS_MAP: map_path = optarg; break;
     case OPT_FUSION:
       if (strcmp(optarg, "auto") == 0) opt.fusion = HKC_FUSION_AUTO;
       else if (strcmp(optarg, "none") == 0) opt.fusion = HKC_FUSION_NONE;
@@ -532,9 +613,23 @@ static int cmd_build(int argc, char **argv) {
   if (optind < argc) return hkc_cli_usage(&cli, "more than one spec given (%s, %s)", opt.spec_path, argv[optind]), 2;
   if (!opt.spec_path || !opt.out_path)
     return hkc_cli_usage(&cli, "%s", !opt.spec_path ? "no spec given" : "no output given (-o OUT)"), 2;
+  if (map_path && !weights_path) return hkc_cli_usage(&cli, "--weights-map needs --weights"), 2;
+  /* the checkpoint and its name map, before compiling: a bad file fails at once */
+  build_weights_t bw = {0};
+  if (weights_path && build_weights_open(weights_path, map_path, &bw) != 0) {
+    build_weights_close(&bw);
+    return 1;
+  }
+  opt.weights = bw.weights;
+  opt.weights_names = bw.map.names;
+  opt.n_weights_names = bw.map.count;
+  opt.weights_label = weights_path;
   uint8_t seed[HKC_KEY_SEED_BYTES];
   if (sign_key) { /* before compiling: a bad key fails at once */
-    if (hkc_key_load(sign_key, seed) != 0) return 1;
+    if (hkc_key_load(sign_key, seed) != 0) {
+      build_weights_close(&bw);
+      return 1;
+    }
     opt.sign_seed = seed;
   }
   hkc_build_stats_t stats = {0};
@@ -546,6 +641,7 @@ static int cmd_build(int argc, char **argv) {
   opt.out_stats = &stats;
   int rc = start_workers(opt.jobs, compile_timeout) != 0 || hkc_build(&opt) != 0 ? 1 : 0;
   hkc_key_wipe(seed, sizeof seed);
+  build_weights_close(&bw);
   if (!opt.no_cache) apply_cache_cap(&cli, cache_cap);
   if (rc == 0 && cli.json && build_json(&opt, &stats) != 0) rc = 1;
   return rc;
@@ -1111,6 +1207,13 @@ static int run_command(int argc, char **argv, named_file_t **files_out) {
     }
   }
   n_tensors = hk_session_tensor_count(session);
+  /* a self-contained pack (hkc build --weights): the session bound its stored params; --weights
+   * and --param bind over them */
+  const uint32_t pack_weights = hk_pack_weight_count(pack);
+  if (json) cJSON_AddNumberToObject(json, "pack_weights", pack_weights);
+  if (pack_weights && !quiet)
+    printf("weights: %u param(s) bound from the pack%s\n", pack_weights,
+           weights_path || n_files ? " (--weights and --param bind over them)" : "");
   if (weights_path &&
       bind_weights_file(session, weights_path, map_path, &weights, &weights_image, &map, quiet, json) != 0)
     goto done;

@@ -19,7 +19,9 @@
  *     box, swizzle and matrix view (rows, cols at the graph's batch) that TMA accepts;
  *   - every intermediate tensor placement fits the graph's workspace;
  *   - PLAN, when present, holds exactly one record per graph and per node, each node's
- *     fused_nodes >= 1 and only known flags.
+ *     fused_nodes >= 1 and only known flags;
+ *   - stored weights (1.4), when present: one record per stored param, ascending, each range
+ *     inside WEIGHTS, HK_WEIGHTS_ALIGN-aligned, of exactly the param's byte size.
  *
  * Tools (hkc inspect) open a pack with hk_pack_open_file() and read it through
  * hk_pack_view(); the view lives as long as the pack. Nothing here allocates
@@ -65,6 +67,12 @@ typedef struct hk_pack_view {
   uint32_t ptx_count;
   uint32_t ptx_section[HK_MAX_TARGETS];
   uint32_t ptx_first[HK_MAX_TARGETS];
+  /* The optional stored weights (format 1.4): records by tensor (weight_count; NULL when the
+   * pack stores none) and the WEIGHTS payload they index (weights_size bytes). */
+  const hk_weight_rec_t *weight_recs;
+  uint32_t weight_count;
+  const uint8_t *weights;
+  uint64_t weights_size;
 } hk_pack_view_t;
 
 /* The limits verify applies, resolved from hk_pack_open_options_t (0 there: the default). */

@@ -377,6 +377,34 @@ static hk_status_t app_build(hk_session_t *s) {
   return HK_OK;
 }
 
+/* Binds the params the pack stores (format 1.4; verify checked every record: a PARAM of exactly
+ * its byte size, batch-independent, inside WEIGHTS): on the host target the pack's bytes in
+ * place where aligned, else (and on GPU targets) a copy the session owns, freed on rebind or
+ * destroy. Errors: OUT_OF_MEMORY, DRIVER (copies made so far stay owned and are freed by
+ * hk_session_destroy). */
+static hk_status_t app_bind_pack_weights(hk_session_t *s) {
+  const hk_pack_view_t *v = s->view;
+  const hk_backend_t *be = s->module->backend;
+  const bool host = be->kind == HK_TARGET_HOST;
+  uint32_t k = 0;
+  for (uint32_t r = 0; r < v->weight_count; r++) {
+    const hk_weight_rec_t *rec = &v->weight_recs[r];
+    while (k < s->app_count && s->app[k].tensor < rec->tensor) k++; /* both ascend by tensor */
+    assert(k < s->app_count && s->app[k].tensor == rec->tensor);    /* a PARAM: an app tensor */
+    hk_app_tensor_t *at = &s->app[k];
+    const uint8_t *src = v->weights + rec->offset;
+    if (host && ((uintptr_t)src & (HK_BIND_ALIGN - 1)) == 0) {
+      at->data = (void *)(uintptr_t)src; /* the session only reads params */
+      continue;
+    }
+    void *dst = NULL;
+    HK_RETURN_IF_ERROR(be->mem_alloc(s->module, (size_t)rec->size, &dst));
+    at->data = at->owned = dst;
+    HK_RETURN_IF_ERROR(be->mem_copy(s->module, dst, src, (size_t)rec->size, HK_COPY_HOST_TO_DEVICE));
+  }
+  return HK_OK;
+}
+
 /* ---- bucket states ------------------------------------------------------------------------- */
 /* What TMAP argument `value` of graph g maps: the tensor as the matrix [elements / last
  * dim, last dim] at the graph's batch, its box and swizzle (all verified). */
@@ -620,6 +648,11 @@ _Static_assert(offsetof(hk_session_options_t, no_pdl) >= OPTIONS_SIZE_HOST_THREA
    _Alignof(hk_session_options_t) * _Alignof(hk_session_options_t))
 _Static_assert(offsetof(hk_session_options_t, prefer_ptx) >= OPTIONS_SIZE_NO_PDL,
                "prefer_ptx must lie past the end of the previous hk_session_options_t layout");
+#define OPTIONS_SIZE_PREFER_PTX                                                                   \
+  ((offsetof(hk_session_options_t, prefer_ptx) + sizeof(uint32_t) + _Alignof(hk_session_options_t) - 1) / \
+   _Alignof(hk_session_options_t) * _Alignof(hk_session_options_t))
+_Static_assert(offsetof(hk_session_options_t, no_pack_weights) >= OPTIONS_SIZE_PREFER_PTX,
+               "no_pack_weights must lie past the end of the previous hk_session_options_t layout");
 
 /* Copies the fields of *in that its struct_size covers into *out and gives the others
  * their defaults (hkrt.h: struct_size 0 is the first layout, batch/target/device), then
@@ -639,6 +672,7 @@ static hk_status_t options_read(const hk_session_options_t *in, hk_session_optio
   if (OPTION_SET(size, host_threads)) out->host_threads = in->host_threads;
   if (OPTION_SET(size, no_pdl)) out->no_pdl = in->no_pdl; /* reserved0 is never read */
   if (OPTION_SET(size, prefer_ptx)) out->prefer_ptx = in->prefer_ptx; /* nor reserved1 */
+  if (OPTION_SET(size, no_pack_weights)) out->no_pack_weights = in->no_pack_weights; /* nor reserved2 */
   HK_FAIL_IF(out->device < 0, HK_STATUS_INVALID_ARGUMENT, "device ordinal %d is negative", out->device);
   HK_FAIL_IF(out->launch_mode != HK_LAUNCH_MODE_AUTO && out->launch_mode != HK_LAUNCH_MODE_GRAPH &&
                  out->launch_mode != HK_LAUNCH_MODE_STREAM,
@@ -646,6 +680,8 @@ static hk_status_t options_read(const hk_session_options_t *in, hk_session_optio
              (int)out->launch_mode);
   HK_FAIL_IF(out->no_pdl > 1, HK_STATUS_INVALID_ARGUMENT, "no_pdl %u is not 0 or 1", out->no_pdl);
   HK_FAIL_IF(out->prefer_ptx > 1, HK_STATUS_INVALID_ARGUMENT, "prefer_ptx %u is not 0 or 1", out->prefer_ptx);
+  HK_FAIL_IF(out->no_pack_weights > 1, HK_STATUS_INVALID_ARGUMENT, "no_pack_weights %u is not 0 or 1",
+             out->no_pack_weights);
   return HK_OK;
 }
 
@@ -676,6 +712,7 @@ static hk_status_t session_create(hk_pack_t *pack, const hk_session_options_t *c
   s->options.target = NULL;
   hk_status_t st = app_build(s);
   if (st == HK_OK) st = app_set_batch(s, options->batch);
+  if (st == HK_OK && !options->no_pack_weights) st = app_bind_pack_weights(s);
   if (st == HK_OK) st = bucket_build(s, bucket, options->batch < v->manifest->batch_sizes[bucket]);
   if (st != HK_OK) {
     hk_session_destroy(s);

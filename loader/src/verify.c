@@ -7,8 +7,9 @@
  * flags, checksum), required sections, record sizes and counts, then every record:
  * string refs, enums, index ranges, shapes, node flags and TMA tensor map arguments (format
  * 1.2), scratch and semaphore arguments (1.3), placements, code frame sizes, and the optional
- * PLAN section's size, flags and reserved fields. Every record is checked whether a graph references it or not, and each once (ranges
- * tile their tables), so the work is proportionate to the file, under the open options' limits.
+ * PLAN section's size, flags and reserved fields, the stored weights (1.4). Every record is
+ * checked whether a graph references it or not, and each once (ranges tile their tables), so
+ * the work is proportionate to the file, under the open options' limits.
  * Names are restricted to safe characters: they reach terminals, logs and file names.
  * The first problem found is reported as CORRUPT (or UNSUPPORTED_VERSION) with what
  * and where.
@@ -30,6 +31,8 @@
 #define CHECK(cond, ...) HK_FAIL_IF(!(cond), HK_STATUS_CORRUPT, __VA_ARGS__)
 
 static const char *section_kind_name(uint32_t kind) {
+  if (kind == HK_SECTION_WEIGHTS_INDEX) return "WEIGHTS_INDEX";
+  if (kind == HK_SECTION_WEIGHTS) return "WEIGHTS";
   static const char *const names[] = {"?", "STRINGS", "MANIFEST", "TARGETS", "KERNELS", "TENSORS", "GRAPHS",
                                       "NODES", "ARGS", "DEPS", "PLACEMENTS", "PROVENANCE", "CODE", "PLAN",
                                       "SIGNATURE", "PTX_INDEX", "PTX"};
@@ -231,6 +234,7 @@ static hk_status_t map_tables(hk_pack_view_t *v, const hk_pack_limits_t *lim) {
       continue;
     }
     if (s->kind == HK_SECTION_PTX || s->kind == HK_SECTION_PTX_INDEX) continue; /* verify_ptx */
+    if (s->kind == HK_SECTION_WEIGHTS || s->kind == HK_SECTION_WEIGHTS_INDEX) continue; /* verify_weights */
     if (s->kind == 0 || s->kind > HK_SECTION_CODE) {
       CHECK(s->flags & HK_SECTION_FLAG_OPTIONAL,
             "section %u has unknown kind %u and is not flagged optional (written by a newer hkc?)", i, s->kind);
@@ -686,6 +690,75 @@ static hk_status_t verify_ptx(hk_pack_view_t *v, const hk_pack_limits_t *lim) {
   return HK_OK;
 }
 
+/* One of the stored-weights sections (format 1.4): at most once, flags exactly OPTIONAL
+ * (stored raw: the loader binds the bytes in place), target 0xffffffff. */
+static hk_status_t weights_section(const hk_pack_view_t *v, uint32_t i, const hk_section_t **slot) {
+  const hk_section_t *s = &v->sections[i];
+  const char *kn = section_kind_name(s->kind);
+  CHECK(*slot == NULL, "section %s appears more than once (sections %u and %u)", kn, (unsigned)(*slot - v->sections),
+        i);
+  CHECK(s->flags == HK_SECTION_FLAG_OPTIONAL && s->raw_size == s->size,
+        "section %u (%s): must be stored uncompressed and flagged optional (flags 0x%x)", i, kn, s->flags);
+  CHECK(s->target == UINT32_MAX, "section %u (%s): target field must be 0xffffffff", i, kn);
+  *slot = s;
+  return HK_OK;
+}
+
+/* The stored weights (format 1.4; pack_format.h, hk_weight_rec_t): WEIGHTS_INDEX and WEIGHTS
+ * both or neither; records ascending by tensor, each a PARAM whose dims do not depend on batch,
+ * size its byte size, laid out canonically (64-byte aligned, zero between, nothing after the
+ * last), so every byte of WEIGHTS belongs to a record or is checked padding. Fills the view's
+ * weights fields. */
+static hk_status_t verify_weights(hk_pack_view_t *v) {
+  const hk_section_t *index = NULL, *data = NULL;
+  for (uint32_t i = 0; i < v->section_count; i++) {
+    if (v->sections[i].kind == HK_SECTION_WEIGHTS_INDEX) HK_RETURN_IF_ERROR(weights_section(v, i, &index));
+    if (v->sections[i].kind == HK_SECTION_WEIGHTS) HK_RETURN_IF_ERROR(weights_section(v, i, &data));
+  }
+  CHECK(!index == !data, "section %s without a %s section", index ? "WEIGHTS_INDEX" : "WEIGHTS",
+        index ? "WEIGHTS" : "WEIGHTS_INDEX");
+  if (!index) return HK_OK;
+  CHECK(index->size % sizeof(hk_weight_rec_t) == 0 && index->size / sizeof(hk_weight_rec_t) <= v->tensor_count,
+        "section WEIGHTS_INDEX: size %llu is not a multiple of %zu bytes or holds more records than the %u tensors",
+        (unsigned long long)index->size, sizeof(hk_weight_rec_t), v->tensor_count);
+  const hk_weight_rec_t *recs = (const hk_weight_rec_t *)(v->base + index->offset);
+  const uint32_t n = (uint32_t)(index->size / sizeof *recs);
+  const uint8_t *bytes = v->base + data->offset;
+  uint64_t end = 0; /* where the previous record's bytes end */
+  for (uint32_t i = 0; i < n; i++) {
+    const hk_weight_rec_t *r = &recs[i];
+    CHECK(r->reserved0 == 0, "weights record %u: reserved field is not zero", i);
+    CHECK(r->tensor < v->tensor_count, "weights record %u: tensor %u out of range (%u tensors)", i, r->tensor,
+          v->tensor_count);
+    CHECK(i == 0 || r->tensor > recs[i - 1].tensor, "weights record %u: tensor %u does not ascend", i, r->tensor);
+    const hk_tensor_rec_t *t = &v->tensors[r->tensor];
+    const char *name = hk_pack_string(v, t->name);
+    CHECK(t->role == HK_ROLE_PARAM, "weights record %u: tensor %u (%s) is not a param", i, r->tensor, name);
+    for (uint32_t d = 0; d < t->rank; d++)
+      CHECK(t->dims[d].mul == 0, "weights record %u: param %u (%s) has a dimension that depends on batch", i,
+            r->tensor, name);
+    uint64_t want = 0;
+    (void)hk_tensor_shape(t, v->manifest->batch_sizes[0], NULL, &want); /* true: verify_tensors */
+    CHECK(r->size == want, "weights record %u (%s): %llu bytes, the tensor has %llu", i, name,
+          (unsigned long long)r->size, (unsigned long long)want);
+    const uint64_t at = (end + HK_WEIGHTS_ALIGN - 1) / HK_WEIGHTS_ALIGN * HK_WEIGHTS_ALIGN; /* end <= 2^63 */
+    CHECK(r->offset == at && hk_range_ok(r->offset, r->size, data->size),
+          "weights record %u (%s): bytes [%llu, +%llu) are not at %llu (the previous end rounded up to %u) inside the "
+          "%llu-byte WEIGHTS section", i, name, (unsigned long long)r->offset, (unsigned long long)r->size,
+          (unsigned long long)at, HK_WEIGHTS_ALIGN, (unsigned long long)data->size);
+    for (uint64_t b = end; b < at; b++)
+      CHECK(bytes[b] == 0, "section WEIGHTS: padding byte at %llu is not zero", (unsigned long long)b);
+    end = r->offset + r->size;
+  }
+  CHECK(end == data->size, "section WEIGHTS: %llu bytes, its records end at %llu", (unsigned long long)data->size,
+        (unsigned long long)end);
+  v->weight_recs = recs;
+  v->weight_count = n;
+  v->weights = bytes;
+  v->weights_size = data->size;
+  return HK_OK;
+}
+
 hk_status_t hk_pack_verify(const void *data, size_t size, const hk_pack_limits_t *limits, hk_pack_view_t *out_view) {
   memset(out_view, 0, sizeof *out_view);
   hk_pack_limits_t defaults;
@@ -703,6 +776,7 @@ hk_status_t hk_pack_verify(const void *data, size_t size, const hk_pack_limits_t
   HK_RETURN_IF_ERROR(verify_graphs(&v));
   HK_RETURN_IF_ERROR(verify_plan(&v));
   HK_RETURN_IF_ERROR(verify_ptx(&v, limits));
+  HK_RETURN_IF_ERROR(verify_weights(&v));
   *out_view = v;
   return HK_OK;
 }

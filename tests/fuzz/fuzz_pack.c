@@ -6,7 +6,8 @@
  * checks), then as a copy whose file_size and checksums the harness fixes up, so the
  * mutated records reach verify's deeper checks (ranges, indices, enums, shapes).
  * When a pack opens, every accessor and every record of the verified view (node flags,
- * scratch and semaphore ranges and the optional PLAN section's records included) is walked,
+ * scratch and semaphore ranges, the optional PLAN section's records and the stored weights'
+ * bytes included) is walked,
  * and code sections are decompressed (small ones only), so ASan proves that what
  * verify accepted is safe to read. Code objects are never loaded: that would run
  * fuzzed machine code.
@@ -87,6 +88,16 @@ static void walk(hk_pack_t *pack) {
       if (v->plan_nodes[n].fused_nodes < 1 || (v->plan_nodes[n].flags & ~HK_PLAN_MATRIX)) abort(); /* verified */
       sink += v->plan_nodes[n].bytes + v->plan_nodes[n].flops;
     }
+  }
+  /* stored weights (format 1.4): every record's bytes, as a session would bind them */
+  if ((v->weight_recs == NULL) != (v->weights == NULL) || hk_pack_weight_count(pack) != v->weight_count) abort();
+  for (uint32_t r = 0; r < v->weight_count; r++) {
+    const hk_weight_rec_t *w = &v->weight_recs[r];
+    if (w->tensor >= v->tensor_count || v->tensors[w->tensor].role != HK_ROLE_PARAM || w->offset % HK_WEIGHTS_ALIGN ||
+        w->offset > v->weights_size || w->size > v->weights_size - w->offset)
+      abort(); /* verified */
+    for (uint64_t b = 0; b < w->size; b += 61) sink += v->weights[w->offset + b];
+    if (w->size) sink += v->weights[w->offset + w->size - 1];
   }
   for (uint64_t i = 0; i < v->provenance_size; i++) sink += (uint8_t)v->provenance[i];
   for (uint32_t t = 0; t < v->target_count; t++) {

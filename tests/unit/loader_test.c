@@ -381,6 +381,80 @@ static void test_session_options(void **ts) {
   }
 }
 
+/* Runs at batch 2 with w as the session has it (bound from the pack, or by hand) and checks
+ * y = (x + 1.5) * want_w; the run's status when it fails. */
+static hk_status_t run_expecting_w(hk_session_t *s, const float *want_w) {
+  _Alignas(16) float x[2 * FX_COLS], y[2 * FX_COLS];
+  for (int i = 0; i < 2 * FX_COLS; i++) x[i] = (float)i * 0.125f - 3.0f, y[i] = NAN;
+  assert_int_equal(hk_session_bind(s, "x", x, sizeof x), HK_OK);
+  assert_int_equal(hk_session_bind(s, "y", y, sizeof y), HK_OK);
+  hk_status_t st = hk_session_run(s, NULL);
+  if (st != HK_OK) return st;
+  for (int i = 0; i < 2 * FX_COLS; i++) {
+    double ref = ((double)x[i] + 1.5) * (double)want_w[i % FX_COLS];
+    if (!(fabs((double)y[i] - ref) <= 1e-5 * (1 + fabs(ref))))
+      fail_msg("y[%d] = %g, expected %g", i, (double)y[i], ref);
+  }
+  return HK_OK;
+}
+
+/* A pack that stores w (format 1.4): sessions bind it at creation, in place or (the pack's
+ * memory 8 bytes off 16) as a copy the session owns; a hand binding replaces it; the option
+ * no_pack_weights leaves w unbound, and a caller whose struct_size ends before that option
+ * gets the binding. */
+static void test_pack_weights(void **ts) {
+  state_t *st = *ts;
+  NEED_CC(st);
+  fx_add_weights(&st->fx, 0.75f);
+  void *bytes = NULL;
+  hk_pack_t *pack = open_variant(st, &bytes);
+  assert_int_equal(hk_pack_weight_count(pack), 1);
+  hk_session_t *s = NULL;
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .target = FX_HOST), &s), HK_OK);
+  assert_true(hk_session_tensor_bound(s, 1)); /* w */
+  assert_false(hk_session_tensor_bound(s, 0));
+  assert_int_equal(run_expecting_w(s, st->fx.weight_values), HK_OK);
+  _Alignas(16) float other[FX_COLS];
+  for (int i = 0; i < FX_COLS; i++) other[i] = -2.0f + (float)i / 32;
+  assert_int_equal(hk_session_bind(s, "w", other, sizeof other), HK_OK);
+  assert_int_equal(run_expecting_w(s, other), HK_OK);
+  hk_session_destroy(s);
+
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .no_pack_weights = 1), &s), HK_OK);
+  assert_false(hk_session_tensor_bound(s, 1));
+  assert_int_equal(run_expecting_w(s, other), HK_STATUS_FAILED_PRECONDITION);
+  assert_non_null(strstr(hk_last_error(), "w"));
+  hk_session_destroy(s);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .no_pack_weights = 2), &s),
+                   HK_STATUS_INVALID_ARGUMENT);
+  assert_non_null(strstr(hk_last_error(), "no_pack_weights 2 is not 0 or 1"));
+  const uint32_t before = (uint32_t)offsetof(hk_session_options_t, no_pack_weights);
+  assert_int_equal(hk_session_create(pack, &(hk_session_options_t){.struct_size = before, .batch = 2,
+                                                                   .reserved2 = 0xdead, .no_pack_weights = 1}, &s),
+                   HK_OK);
+  assert_true(hk_session_tensor_bound(s, 1));
+  hk_session_destroy(s);
+  hk_pack_destroy(pack);
+
+  /* The pack's bytes 8 bytes off a 16-byte boundary (opened in place): w is copied. */
+  size_t size = 0;
+  void *again = NULL;
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &again, &size), 0);
+  uint8_t *odd = aligned_alloc(16, (size + 31) & ~(size_t)15);
+  memcpy(odd + 8, again, size);
+  assert_int_equal(hk_test_open_memory(odd + 8, size, NULL, &pack), HK_OK);
+  assert_int_equal((uintptr_t)hk_pack_view(pack)->weights % 16, 8);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_OK);
+  assert_int_equal(run_expecting_w(s, st->fx.weight_values), HK_OK);
+  assert_int_equal(hk_session_bind(s, "w", other, sizeof other), HK_OK); /* frees the copy */
+  assert_int_equal(run_expecting_w(s, other), HK_OK);
+  hk_session_destroy(s);
+  hk_pack_destroy(pack);
+  free(odd);
+  free(again);
+  free(bytes);
+}
+
 static void test_target_selection(void **ts) {
   state_t *st = *ts;
   NEED_CC(st);
@@ -1119,6 +1193,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_null_arguments, setup, teardown),
       cmocka_unit_test_setup_teardown(test_batch_not_found, setup, teardown),
       cmocka_unit_test_setup_teardown(test_session_options, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pack_weights, setup, teardown),
       cmocka_unit_test_setup_teardown(test_target_selection, setup, teardown),
       cmocka_unit_test_setup_teardown(test_missing_symbol, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_code_object, setup, teardown),

@@ -81,6 +81,9 @@ typedef struct fx {
    * they are) */
   hkc_launch_t launches_cuda[FX_MAX_GRAPHS][2];
   hkc_graph_out_t graphs_cuda[FX_MAX_GRAPHS];
+  /* fx_add_weights: the param w stored in the pack (format 1.4) */
+  hkc_weight_in_t weight;
+  float weight_values[FX_COLS];
 } fx_t;
 
 static inline hkc_tensor_t fx_tensor(const char *name, hk_role_t role, uint32_t rank, int64_t mul0, int64_t add0,
@@ -201,6 +204,14 @@ static inline void fx_init(fx_t *fx, const void *host_code, size_t host_size, in
  * add a PLAN section: launch j of graph g moves 1000*(g+1)+j bytes and does
  * 10*(g+1)+j FLOPs; launch 1 is marked matrix and computes 2 spec nodes; unfused: 3
  * kernels, 5000*(g+1) bytes, 50*(g+1) FLOPs. */
+/* Stores the param w in the pack (WEIGHTS, format 1.4): w[i] = 1 + i / 64 - `shift`. */
+static inline void fx_add_weights(fx_t *fx, float shift) {
+  for (int i = 0; i < FX_COLS; i++) fx->weight_values[i] = 1.0f + (float)i / 64 - shift;
+  fx->weight = (hkc_weight_in_t){1, fx->weight_values, sizeof fx->weight_values};
+  fx->in.weights = &fx->weight;
+  fx->in.n_weights = 1;
+}
+
 static inline void fx_add_plan(fx_t *fx) {
   for (int g = 0; g < 2; g++) {
     for (int j = 0; j < 2; j++) {

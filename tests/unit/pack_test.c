@@ -944,7 +944,7 @@ static void p_minor2(uint8_t *b, size_t n) { hdr(b)->version_minor = 2; }
 static void test_older_minor(void **ts) {
   state_t *st = *ts;
   assert_int_equal(hdr(st->pack)->version_minor, HK_PACK_VERSION_MINOR);
-  assert_int_equal(HK_PACK_VERSION_MINOR, 3);
+  assert_int_equal(HK_PACK_VERSION_MINOR, 4);
   PATCHED(p_minor0, HK_OK, NULL);
   PATCHED(p_minor1, HK_OK, NULL);
   PATCHED(p_minor2, HK_OK, NULL);
@@ -1376,6 +1376,116 @@ static int write_issue17_corpus(const char *dir) {
   return 0;
 }
 
+/* ---- stored weights (format 1.4) ------------------------------------------------------------ */
+static uint8_t *write_with_weights(state_t *st, size_t *out_size) {
+  fx_add_weights(&st->fx, 0);
+  void *data = NULL;
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, out_size), 0);
+  return data;
+}
+static hk_weight_rec_t *weight_recs(uint8_t *b) { return fx_payload(b, HK_SECTION_WEIGHTS_INDEX); }
+
+static void test_weights_roundtrip(void **ts) {
+  state_t *st = *ts;
+  size_t size;
+  uint8_t *buf = write_with_weights(st, &size);
+  hk_pack_t *pack = NULL;
+  assert_int_equal(hk_test_open_memory(buf, size, NULL, &pack), HK_OK);
+  assert_int_equal(hk_pack_weight_count(pack), 1);
+  const hk_pack_view_t *v = hk_pack_view(pack);
+  assert_int_equal(v->header->version_minor, 4);
+  assert_int_equal(v->weight_count, 1);
+  assert_int_equal(v->weight_recs[0].tensor, 1); /* w */
+  assert_int_equal(v->weight_recs[0].offset, 0);
+  assert_int_equal(v->weight_recs[0].size, FX_COLS * 4);
+  assert_int_equal(v->weights_size, FX_COLS * 4);
+  assert_memory_equal(v->weights, st->fx.weight_values, FX_COLS * 4);
+  assert_int_equal((uintptr_t)(v->weights - v->base) % HK_WEIGHTS_ALIGN, 0);
+  const hk_section_t *si = sec(buf, HK_SECTION_WEIGHTS_INDEX), *sd = sec(buf, HK_SECTION_WEIGHTS);
+  assert_int_equal(si->flags, HK_SECTION_FLAG_OPTIONAL);
+  assert_int_equal(sd->flags, HK_SECTION_FLAG_OPTIONAL); /* raw: used in place */
+  assert_true(sd->offset > si->offset);                  /* after everything a 1.3 reader knows */
+  hk_pack_destroy(pack);
+  /* A pack without weights has none, and the accessor is 0 for NULL. */
+  assert_int_equal(hk_test_open_memory(st->pack, st->size, NULL, &pack), HK_OK);
+  assert_int_equal(hk_pack_weight_count(pack), 0);
+  assert_null(hk_pack_view(pack)->weight_recs);
+  hk_pack_destroy(pack);
+  assert_int_equal(hk_pack_weight_count(NULL), 0);
+  /* A loader before 1.4 skips both sections: they are optional kinds it does not know. */
+  uint8_t *copy = fx_copy(buf, size);
+  sec(copy, HK_SECTION_WEIGHTS_INDEX)->kind = 98;
+  sec(copy, HK_SECTION_WEIGHTS)->kind = 99;
+  hk_test_refix(copy, size);
+  EXPECT_OPEN(copy, size, HK_OK, NULL);
+  free(copy);
+  free(buf);
+}
+
+static void p_w_input(uint8_t *b, size_t n) { weight_recs(b)[0].tensor = 0; }
+static void p_w_range(uint8_t *b, size_t n) { weight_recs(b)[0].tensor = 9; }
+static void p_w_size(uint8_t *b, size_t n) { weight_recs(b)[0].size -= 4; }
+static void p_w_offset(uint8_t *b, size_t n) { weight_recs(b)[0].offset = 64; }
+static void p_w_reserved(uint8_t *b, size_t n) { weight_recs(b)[0].reserved0 = 1; }
+static void p_w_no_data(uint8_t *b, size_t n) { sec(b, HK_SECTION_WEIGHTS)->kind = 99; }
+static void p_w_no_index(uint8_t *b, size_t n) { sec(b, HK_SECTION_WEIGHTS_INDEX)->kind = 99; }
+static void p_w_zstd(uint8_t *b, size_t n) { sec(b, HK_SECTION_WEIGHTS)->flags |= HK_SECTION_FLAG_ZSTD; }
+static void p_w_required(uint8_t *b, size_t n) { sec(b, HK_SECTION_WEIGHTS_INDEX)->flags = 0; }
+static void p_w_target(uint8_t *b, size_t n) { sec(b, HK_SECTION_WEIGHTS)->target = 0; }
+static void p_w_twice(uint8_t *b, size_t n) { sec(b, HK_SECTION_WEIGHTS)->kind = HK_SECTION_WEIGHTS_INDEX; }
+static void p_w_partial(uint8_t *b, size_t n) {
+  sec(b, HK_SECTION_WEIGHTS_INDEX)->size = sec(b, HK_SECTION_WEIGHTS_INDEX)->raw_size = 25;
+}
+static void p_w_batched(uint8_t *b, size_t n) { tns(b)[1].dims[0] = (hk_dim_rec_t){1, 0}; }
+static void p_w_raw(uint8_t *b, size_t n) { sec(b, HK_SECTION_WEIGHTS)->raw_size += 1; }
+static void test_weights_corrupt(void **ts) {
+  state_t *st = *ts;
+  size_t size;
+  uint8_t *buf = write_with_weights(st, &size);
+#define W_PATCHED(fn, needle) expect_patched_in(buf, size, fn, HK_STATUS_CORRUPT, needle, __LINE__)
+  W_PATCHED(p_w_input, "weights record 0: tensor 0 (x) is not a param");
+  W_PATCHED(p_w_range, "weights record 0: tensor 9 out of range (4 tensors)");
+  W_PATCHED(p_w_size, "weights record 0 (w): 396 bytes, the tensor has 400");
+  W_PATCHED(p_w_offset, "weights record 0 (w): bytes [64, +400) are not at 0");
+  W_PATCHED(p_w_reserved, "weights record 0: reserved field is not zero");
+  W_PATCHED(p_w_no_data, "section WEIGHTS_INDEX without a WEIGHTS section");
+  W_PATCHED(p_w_no_index, "section WEIGHTS without a WEIGHTS_INDEX section");
+  W_PATCHED(p_w_zstd, "(WEIGHTS): must be stored uncompressed and flagged optional");
+  W_PATCHED(p_w_required, "(WEIGHTS_INDEX): must be stored uncompressed and flagged optional");
+  W_PATCHED(p_w_target, "(WEIGHTS): target field must be 0xffffffff");
+  W_PATCHED(p_w_twice, "section WEIGHTS_INDEX appears more than once");
+  W_PATCHED(p_w_partial, "section WEIGHTS_INDEX: size 25 is not a multiple of 24 bytes");
+  W_PATCHED(p_w_batched, "weights record 0: param 1 (w) has a dimension that depends on batch");
+  W_PATCHED(p_w_raw, "(WEIGHTS): must be stored uncompressed");
+#undef W_PATCHED
+  /* A flipped weight byte, checksums left as they are: the section's checksum names it. */
+  uint8_t *copy = fx_copy(buf, size);
+  copy[sec(copy, HK_SECTION_WEIGHTS)->offset + 123] ^= 0x04;
+  EXPECT_OPEN(copy, size, HK_STATUS_CORRUPT, "(WEIGHTS): checksum mismatch");
+  free(copy);
+  free(buf);
+}
+
+/* The writer refuses weights that are not a param of the spec, of another size, or not
+ * ascending. */
+static void test_weights_writer_rejects(void **ts) {
+  state_t *st = *ts;
+  fx_add_weights(&st->fx, 0);
+  void *data = NULL;
+  size_t size;
+  st->fx.weight.bytes = FX_COLS * 4 - 4;
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &size), -1);
+  assert_non_null(strstr(st->diag, "weights entry 0 (tensor 1)"));
+  st->fx.weight.bytes = FX_COLS * 4;
+  st->fx.weight.tensor = 0; /* x: an input */
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &size), -1);
+  hkc_weight_in_t two[2] = {{1, st->fx.weight_values, FX_COLS * 4}, {1, st->fx.weight_values, FX_COLS * 4}};
+  st->fx.in.weights = two;
+  st->fx.in.n_weights = 2;
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &size), -1);
+  assert_null(data);
+}
+
 /* Seed corpus for tests/fuzz/fuzz_pack: valid packs and damaged variants, written to
  * $HK_WRITE_FUZZ_CORPUS instead of running the tests. */
 static int write_corpus(const char *dir) {
@@ -1464,6 +1574,18 @@ static int write_corpus(const char *dir) {
     fclose(f);
   }
   free(data);
+  /* stored weights (format 1.4): a valid pack with w in WEIGHTS, and a record whose offset the
+   * harness' checksum fix-up turns into a record error */
+  data = write_with_weights(st, &size);
+  for (int bad = 0; bad < 2; bad++) {
+    if (bad) weight_recs(data)[0].offset = 64; /* checksum left stale */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, bad ? "weights_offset_bad" : "valid_weights");
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, size, f) != size) return 1;
+    fclose(f);
+  }
+  free(data);
   teardown((void **)&st);
   return write_issue17_corpus(dir);
 }
@@ -1495,6 +1617,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_ptx_roundtrip, setup, teardown),
       cmocka_unit_test_setup_teardown(test_ptx_corrupt, setup, teardown),
       cmocka_unit_test_setup_teardown(test_ptx_writer_rejects, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_weights_roundtrip, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_weights_corrupt, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_weights_writer_rejects, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pdl_roundtrip, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pdl_corrupt, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pdl_writer_rejects, setup, teardown),

@@ -177,6 +177,49 @@ static void test_tamper_after_sign(void **ts) {
   free(data);
 }
 
+/* A signed pack that stores its param (format 1.4): it runs without binding w, and a flipped
+ * weight byte with every checksum fixed up is refused because the signature does not verify
+ * (the weights are signed bytes like any other). */
+static void test_weights_signed(void **ts) {
+  (void)ts;
+  NEED_CC();
+  fx_t fx;
+  fx_init(&fx, g_code, g_code_size, 0);
+  fx_add_weights(&fx, 0.5f);
+  fx.in.sign_seed = k_seed_a;
+  void *data = NULL;
+  size_t size;
+  assert_int_equal(hkc_pack_write_memory(&fx.in, &data, &size), 0);
+  uint8_t pk[HK_PUBLIC_KEY_BYTES];
+  public_key(k_seed_a, pk);
+  hk_pack_t *pack = NULL;
+  assert_int_equal(open_with(data, size, pk, 1, 0, &pack), HK_OK);
+  hk_session_t *s = NULL;
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_OK);
+  _Alignas(16) float x[2 * FX_COLS], y[2 * FX_COLS];
+  for (int i = 0; i < 2 * FX_COLS; i++) x[i] = (float)i * 0.25f - 7.0f, y[i] = NAN;
+  assert_int_equal(hk_session_bind(s, "x", x, sizeof x), HK_OK);
+  assert_int_equal(hk_session_bind(s, "y", y, sizeof y), HK_OK);
+  assert_int_equal(hk_session_run(s, NULL), HK_OK); /* w from the pack */
+  for (int i = 0; i < 2 * FX_COLS; i++) {
+    double ref = ((double)x[i] + 1.5) * (double)fx.weight_values[i % FX_COLS];
+    if (!(fabs((double)y[i] - ref) <= 1e-5 * (1 + fabs(ref))))
+      fail_msg("y[%d] = %g, expected %g", i, (double)y[i], ref);
+  }
+  hk_session_destroy(s);
+  hk_pack_destroy(pack);
+  const hk_section_t *w = fx_section(data, fx_find_section(data, HK_SECTION_WEIGHTS));
+  for (uint64_t at = w->offset; at < w->offset + w->size; at += 37) {
+    uint8_t *copy = fx_copy(data, size);
+    copy[at] ^= 0x01;
+    hk_test_refix(copy, size);
+    assert_int_equal(open_with(copy, size, pk, 0, 1, &pack), HK_STATUS_UNTRUSTED);
+    assert_non_null(strstr(hk_last_error(), "does not verify"));
+    free(copy);
+  }
+  free(data);
+}
+
 static void test_policy(void **ts) {
   (void)ts;
   NEED_CC();
@@ -345,6 +388,7 @@ static void test_write_corpus(void **ts) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_signed_round_trip),      cmocka_unit_test(test_tamper_after_sign),
+      cmocka_unit_test(test_weights_signed),
       cmocka_unit_test(test_policy),                 cmocka_unit_test(test_key_files),
       cmocka_unit_test(test_constructor_needs_trust), cmocka_unit_test(test_file_changes_after_open),
       cmocka_unit_test(test_write_corpus),

@@ -198,6 +198,17 @@ typedef struct hk_session_options {
                                 wherever it runs (testing the JIT path; hkc run: HK_PREFER_PTX=1).
                                 Other values are INVALID_ARGUMENT. hk_session_code_kind says
                                 which code a session runs */
+  uint32_t reserved2;        /* never read: the tail padding of the layout that ended with
+                                prefer_ptx (56 bytes on 64-bit hosts), kept so that
+                                no_pack_weights lies past it */
+  uint32_t no_pack_weights;  /* 0: a pack that stores its params (hk_pack_weight_count > 0; hkc
+                                build --weights) binds them when the session is created (host
+                                target: the pack's own bytes, in place, where 16-byte aligned,
+                                else a copy the session owns; GPU targets: a copy in device
+                                memory the session owns); 1: nothing is bound, the application
+                                binds every param. Other values are INVALID_ARGUMENT. Binding a
+                                param by hand (hk_session_bind, hk_session_bind_weights)
+                                replaces the pack's, and frees the session's copy */
 } hk_session_options_t;
 
 /* The code a session runs (hk_session_code_kind). */
@@ -311,13 +322,19 @@ HK_API const char *hk_pack_target_name(const hk_pack_t *pack, uint32_t index);
 HK_API uint32_t hk_pack_batch_count(const hk_pack_t *pack);
 HK_API uint64_t hk_pack_batch_size(const hk_pack_t *pack, uint32_t index);
 HK_API hk_batch_policy_t hk_pack_batch_policy(const hk_pack_t *pack);
+/* Params whose bytes the pack stores (pack format 1.4, hkc build --weights): a session binds
+ * them when it is created (hk_session_options_t.no_pack_weights); 0 when the pack stores none
+ * (the application binds every param) or for a NULL pack. */
+HK_API uint32_t hk_pack_weight_count(const hk_pack_t *pack);
 /* Name of the target a session would pick on this machine (or error listing both sides).
  * requested: a target name, or NULL for the best one here. NULL pack or out_name:
  * INVALID_ARGUMENT. */
 HK_API hk_status_t hk_pack_select_target(hk_pack_t *pack, const char *requested, const char **out_name);
 
 /* ---- sessions ----------------------------------------------------------------- */
-/* Loads the chosen target's code, allocates the workspace for options->batch.
+/* Loads the chosen target's code, allocates the workspace for options->batch, and binds the
+ * params the pack stores (hk_pack_weight_count; unless options->no_pack_weights): on the host
+ * target in place, so the pack must outlive the session, as it must anyway.
  * Errors: NOT_FOUND (batch or target), NO_COMPATIBLE_TARGET, UNAVAILABLE, CORRUPT, DRIVER,
  * FAILED_PRECONDITION (the pack was opened metadata_only). NULL pack, options or out_session:
  * INVALID_ARGUMENT (the options are required: they carry the batch). */

@@ -37,8 +37,9 @@ extern "C" {
 #define HK_PACK_VERSION_MAJOR 1
 /* Minor versions: 1: manifest batch_policy, ops rope/ewchain, PLAN section; 2: TMAP arguments,
  * node flags (HK_NODE_FLAG_PDL); 3: SCRATCH and SEMAPHORE arguments, graph semaphore_count,
- * PTX_INDEX and PTX sections (optional: PTX of CUDA targets) */
-#define HK_PACK_VERSION_MINOR 3
+ * PTX_INDEX and PTX sections (optional: PTX of CUDA targets); 4: WEIGHTS_INDEX and WEIGHTS
+ * sections (optional: params stored in the pack) */
+#define HK_PACK_VERSION_MINOR 4
 #define HK_PACK_ENDIAN_TAG 0x01020304u
 #define HK_SECTION_ALIGN 64u
 
@@ -103,6 +104,10 @@ typedef enum hk_section_kind {
                                 kernel of every target that has a PTX section, by kernel index */
   HK_SECTION_PTX = 16,       /* optional (1.3), at most one per CUDA target (section.target): the
                                 target's PTX texts, concatenated (maybe compressed) */
+  HK_SECTION_WEIGHTS_INDEX = 18, /* optional (1.4), at most one, uncompressed: hk_weight_rec_t[], one
+                                per param stored in WEIGHTS, ascending by tensor index */
+  HK_SECTION_WEIGHTS = 19,   /* optional (1.4), at most one, uncompressed (used in place): the
+                                params' bytes, each at a multiple of HK_WEIGHTS_ALIGN */
 } hk_section_kind_t;
 
 #define HK_SECTION_FLAG_ZSTD 0x1u     /* payload is one zstd frame of raw_size bytes */
@@ -307,6 +312,22 @@ typedef struct hk_ptx_rec {
   uint64_t size;      /* >= 1, NUL included */
 } hk_ptx_rec_t;
 
+/* Stored weights (format 1.4; docs/FORMAT.md, "Weights"): a self-contained pack carries the
+ * bytes of its params (hkc build --weights), which libhkrt binds when a session is created.
+ * WEIGHTS_INDEX and WEIGHTS are both present or both absent. Each record names a PARAM tensor
+ * whose dims do not depend on batch; its bytes (little-endian, row-major, the tensor's dtype)
+ * are [offset, offset + size) of the WEIGHTS payload, size the tensor's byte size. The layout
+ * is canonical: the first record at offset 0, each next one at its predecessor's end rounded up
+ * to HK_WEIGHTS_ALIGN, zero bytes between, the payload ending at the last record's end. Readers
+ * before 1.4 skip both sections (the application binds the params). */
+#define HK_WEIGHTS_ALIGN 64u
+typedef struct hk_weight_rec {
+  uint32_t tensor;    /* tensor index, a PARAM; strictly ascending over the records */
+  uint32_t reserved0; /* zero */
+  uint64_t offset;    /* in the WEIGHTS payload; a multiple of HK_WEIGHTS_ALIGN */
+  uint64_t size;      /* bytes: the tensor's size */
+} hk_weight_rec_t;
+
 typedef struct hk_kernel_rec {
   uint32_t name;          /* string ref: symbol in the code object */
   uint32_t op;            /* hk_op_t */
@@ -418,6 +439,7 @@ _Static_assert(sizeof(hk_node_rec_t) == 56, "node record size");
 _Static_assert(sizeof(hk_arg_rec_t) == 16, "arg record size");
 _Static_assert(sizeof(hk_plan_graph_rec_t) == 24, "plan graph record size");
 _Static_assert(sizeof(hk_plan_node_rec_t) == 24, "plan node record size");
+_Static_assert(sizeof(hk_weight_rec_t) == 24, "weight record size");
 
 #ifdef __cplusplus
 }

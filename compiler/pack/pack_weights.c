@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * pack_weights.c -- the params a self-contained pack stores (hkc build --weights; format 1.4,
+ * docs/FORMAT.md "Weights"): each param of the spec matched to a tensor of a safetensors
+ * checkpoint (libhkrt's reader, which checked the whole file at open), through a name map, with
+ * exactly the param's dtype and shape. The writer (pack_write.c) lays the matches out.
+ *
+ * Everything is checked before anything is returned, and every problem is reported (all the
+ * missing params in one message, each mismatch on its own line), so one run of hkc build says
+ * all that is wrong with a checkpoint.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/frontend.h"
+#include "hk/hkrt.h"
+#include "pack/pack.h"
+#include "util/util.h"
+
+static const hkc_loc_t NOLOC = {0};
+
+/* "bf16 [768,3072]" into sb. */
+static void shape_text(hkc_strbuf_t *sb, const char *dtype, uint32_t rank, const int64_t *dims) {
+  hkc_sb_printf(sb, "%s [", dtype);
+  for (uint32_t d = 0; d < rank; d++) hkc_sb_printf(sb, "%s%lld", d ? "," : "", (long long)dims[d]);
+  hkc_sb_printf(sb, "]");
+}
+
+static const char *dtype_name(hk_dtype_t d) {
+  return d == HK_DTYPE_F32 ? "f32" : d == HK_DTYPE_F16 ? "f16" : d == HK_DTYPE_BF16 ? "bf16" : "i32";
+}
+
+/* Whether checkpoint tensor wi holds exactly param t: its dtype (safetensors I32 for i32; the
+ * float dtypes share their numbers) and its dims. */
+static int same_shape(const hkc_tensor_t *t, const hk_weights_tensor_info_t *wi) {
+  int same = (t->dtype == HK_DTYPE_I32 ? wi->dtype == HK_WEIGHTS_I32 : (uint32_t)wi->dtype == (uint32_t)t->dtype) &&
+             wi->rank == t->rank;
+  for (uint32_t d = 0; same && d < t->rank; d++) same = wi->dims[d] == t->dims[d].add;
+  return same;
+}
+
+/* The spec tensor named `name`, or -1. */
+static long find_tensor(const hkc_spec_t *spec, const char *name) {
+  for (size_t i = 0; i < spec->n_tensors; i++)
+    if (strcmp(spec->tensors[i].name, name) == 0) return (long)i;
+  return -1;
+}
+
+/* The map entries: each names a param of the spec, once, and a tensor of the checkpoint. */
+static int check_map(const hkc_spec_t *spec, const hk_weights_t *w, const hk_weights_name_t *names, size_t n,
+                     const char *label) {
+  int bad = 0;
+  for (size_t m = 0; m < n; m++) {
+    const long t = find_tensor(spec, names[m].tensor);
+    uint32_t wi;
+    if (t < 0) {
+      hkc_error(NOLOC, "--weights-map: %s is no tensor of spec %s", names[m].tensor, spec->name);
+      bad = 1;
+    } else if (spec->tensors[t].role != HK_ROLE_PARAM) {
+      hkc_error(NOLOC, "--weights-map: %s is not a param of spec %s (only params are stored)", names[m].tensor,
+                spec->name);
+      bad = 1;
+    } else if (hk_weights_find(w, names[m].weights, &wi) != HK_OK) {
+      hkc_error(NOLOC, "--weights-map: param %s maps to \"%s\", which %s does not have", names[m].tensor,
+                names[m].weights, label);
+      bad = 1;
+    }
+  }
+  return bad ? -1 : 0;
+}
+
+int hkc_pack_weights_match(const hkc_spec_t *spec, const hk_weights_t *w, const hk_weights_name_t *names,
+                           size_t n_names, const char *label, hkc_weight_in_t **out, size_t *out_n) {
+  *out = NULL;
+  *out_n = 0;
+  if (check_map(spec, w, names, n_names, label) != 0) return -1;
+  hkc_weight_in_t *list = calloc(spec->n_tensors ? spec->n_tensors : 1, sizeof *list);
+  if (!list) {
+    hkc_error(NOLOC, "out of memory matching %s to the params", label);
+    return -1;
+  }
+  hkc_strbuf_t missing = {0};
+  size_t n = 0, n_missing = 0;
+  int bad = 0;
+  for (size_t i = 0; i < spec->n_tensors; i++) {
+    const hkc_tensor_t *t = &spec->tensors[i];
+    if (t->role != HK_ROLE_PARAM) continue;
+    const char *want = t->name;
+    for (size_t m = 0; m < n_names; m++)
+      if (strcmp(names[m].tensor, t->name) == 0) want = names[m].weights;
+    uint32_t index;
+    if (hk_weights_find(w, want, &index) != HK_OK) {
+      hkc_sb_printf(&missing, "%s%s", n_missing++ ? ", " : "", t->name);
+      continue;
+    }
+    hk_weights_tensor_info_t wi;
+    (void)hk_weights_tensor_info(w, index, &wi);
+    int batched = 0;
+    for (uint32_t d = 0; d < t->rank; d++) batched |= t->dims[d].mul != 0;
+    if (batched) {
+      hkc_error(t->loc, "param %s: its shape depends on batch, so its bytes cannot be stored in the pack", t->name);
+      bad = 1;
+      continue;
+    }
+    if (!same_shape(t, &wi)) {
+      hkc_strbuf_t msg = {0};
+      int64_t dims[HK_MAX_RANK];
+      for (uint32_t d = 0; d < t->rank; d++) dims[d] = t->dims[d].add;
+      hkc_sb_printf(&msg, "param %s: the spec says ", t->name);
+      shape_text(&msg, dtype_name(t->dtype), t->rank, dims);
+      hkc_sb_printf(&msg, ", %s's tensor \"%s\" is ", label, wi.name);
+      shape_text(&msg, wi.dtype_name, wi.rank, wi.dims);
+      hkc_error(NOLOC, "%s", msg.failed ? "out of memory" : msg.data);
+      free(msg.data);
+      bad = 1;
+      continue;
+    }
+    list[n++] = (hkc_weight_in_t){(uint32_t)i, wi.data, wi.bytes};
+  }
+  if (n_missing) {
+    hkc_error(NOLOC, "%s lacks %zu param(s) of spec %s: %s (every param is stored in the pack; --weights-map "
+              "names checkpoint tensors of other names)", label, n_missing, spec->name,
+              missing.failed ? "(out of memory)" : missing.data);
+    bad = 1;
+  }
+  free(missing.data);
+  if (bad) {
+    free(list);
+    return -1;
+  }
+  *out = list;
+  *out_n = n;
+  return 0;
+}

@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Self-contained packs (issue 19): `hkc build --weights FILE.safetensors [--weights-map MAP]`
+# stores every param in the pack (format 1.4, WEIGHTS_INDEX + WEIGHTS). Checked here on a host
+# pack of tests/specs/op_gemm.yaml (bf16 params of odd sizes):
+#  - inspect (text and --json) shows the stored params and their bytes;
+#  - `hkc run` of the self-contained pack needs no --weights, and its outputs are byte-identical
+#    to the weight-less pack run with --weights; --weights and --param still bind over the
+#    stored params (their outputs equal the weight-less pack's with the same files);
+#  - a flipped byte in a stored weight is refused by the section checksum; signed, the pack
+#    is the same bytes as build then `hkc sign`, runs with --trust, and a flipped weight byte is
+#    refused (sign_test.c flips weight bytes with the checksums fixed: the signature catches it);
+#  - hkc merge of parts built with the same --weights equals one build of all the targets
+#    (host + sm_90 of op_elementwise.yaml, when nvrtc is here), and parts with other weights
+#    are refused;
+#  - at build time a missing param, a wrong shape, a bad name map or an .npz is an error that
+#    names the problem, and no pack is written.
+set -euo pipefail
+: "${HKC:?}" "${HK_SOURCE_DIR:?}"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+ok() { echo "ok   $1"; }
+bad() { echo "FAIL $1"; fail=1; }
+# expect_fail NAME REGEX CMD...: exits 1 with a message matching REGEX (grep -E)
+expect_fail() {
+  local name=$1 want=$2; shift 2
+  set +e; msg=$("$@" 2>&1); rc=$?; set -e
+  if [ $rc -ne 1 ]; then bad "$name: exit status $rc: $msg"
+  elif ! grep -Eq "$want" <<<"$msg"; then bad "$name: message does not match '$want': $msg"
+  else ok "$name: $(grep -E "$want" <<<"$msg" | head -n1)"; fi
+}
+
+PY=${HK_PYTHON:-/usr/bin/python3}
+"$PY" - "$work" <<'EOF'
+import json, struct, sys
+import numpy as np
+work = sys.argv[1]
+shapes = {"w": [45, 77], "wt": [77, 45], "b": [77], "w1": [1, 13], "wv": [45, 1]}
+
+def bf16_bits(a):  # float32 -> bf16 bits, round to nearest even
+    u = a.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+def write_st(path, tensors):
+    header, blobs, at = {}, [], 0
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [at, at + len(raw)]}
+        blobs.append(raw)
+        at += len(raw)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+def checkpoint(seed, rename):
+    rng = np.random.default_rng(seed)
+    out = {"extra.step": ("I32", [2], np.array([7, 8], "<i4").tobytes())}
+    for name, shp in shapes.items():
+        bits = bf16_bits(rng.uniform(-1, 1, size=shp).astype(np.float32))
+        out[rename.get(name, name)] = ("BF16", shp, bits.tobytes())
+        if seed == 7:  # the other values also as a .npy, for --param
+            np.save("%s/%s.npy" % (work, name), (bits.astype(np.uint32) << 16).view(np.float32))
+    return out
+
+renamed = checkpoint(19, {"w": "model.w", "wt": "model.wt"})
+write_st(work + "/model.safetensors", renamed)
+with open(work + "/map.txt", "w") as f:
+    f.write("# pack name   checkpoint name\nw  model.w\nwt model.wt\n")
+write_st(work + "/other.safetensors", checkpoint(7, {}))  # other values, own names
+missing = dict(renamed); del missing["wv"]; del missing["b"]
+write_st(work + "/missing.safetensors", missing)
+bad_shape = dict(renamed); bad_shape["model.w"] = ("BF16", [77, 45], renamed["model.w"][2])
+write_st(work + "/bad_shape.safetensors", bad_shape)
+bad_dtype = dict(renamed); bad_dtype["b"] = ("F16", [77], renamed["b"][2])
+write_st(work + "/bad_dtype.safetensors", bad_dtype)
+with open(work + "/input_map.txt", "w") as f:
+    f.write("x model.w\n")
+EOF
+
+spec="$HK_SOURCE_DIR/tests/specs/op_gemm.yaml"
+"$HKC" build "$spec" --target host -o "$work/plain.hkpack" -q
+"$HKC" build "$spec" --target host -o "$work/self.hkpack" --weights "$work/model.safetensors" \
+  --weights-map "$work/map.txt" > "$work/build.txt"
+grep -q "weights *5 param(s)" "$work/build.txt" && ok "build --weights: $(grep weights "$work/build.txt" | xargs)" \
+  || { bad "build --weights: no weights line"; cat "$work/build.txt"; }
+
+"$HKC" build "$spec" --target host -o "$work/json.hkpack" --weights "$work/model.safetensors" \
+  --weights-map "$work/map.txt" --json > "$work/build.json"
+cmp -s "$work/json.hkpack" "$work/self.hkpack" && "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["weights"]["params"] == 5' \
+  "$work/build.json" && ok "build --json: weights, and the same bytes again" || bad "build --json / determinism"
+
+# ---- inspect ----
+"$HKC" inspect "$work/self.hkpack" > "$work/inspect.txt"
+grep -q "format 1\.4," "$work/inspect.txt" && grep -q "weights: 5 param(s), .* stored" "$work/inspect.txt" \
+  && [ "$(grep -c ' stored$' "$work/inspect.txt")" -eq 5 ] \
+  && ok "inspect: $(grep 'weights:' "$work/inspect.txt" | xargs)" || { bad "inspect"; cat "$work/inspect.txt"; }
+"$HKC" inspect "$work/plain.hkpack" | grep -q "weights: none stored" && ok "inspect of a weight-less pack" \
+  || bad "inspect of a weight-less pack"
+"$HKC" inspect --json "$work/self.hkpack" > "$work/self.json"
+"$HKC" inspect --json "$work/plain.hkpack" > "$work/plain.json"
+"$PY" - "$work" <<'EOF' && ok "inspect --json: weights {params, bytes}, tensors' stored" || bad "inspect --json"
+import json, sys
+w = sys.argv[1]
+s, p = json.load(open(w + "/self.json")), json.load(open(w + "/plain.json"))
+# 45*77 + 77*45 + 77 + 13 + 45 bf16 values, each tensor 64-byte aligned
+sizes = [77 * 45 * 2, 77 * 45 * 2, 77 * 2, 13 * 2, 45 * 2]
+want = 0
+for n in sizes:
+    want = (want + 63) // 64 * 64 + n
+assert s["weights"] == {"params": 5, "bytes": want}, s["weights"]
+assert p["weights"] is None
+stored = {t["name"] for t in s["tensors"] if t["stored"]}
+assert stored == {"w", "wt", "b", "w1", "wv"}, stored
+assert not any(t["stored"] for t in p["tensors"])
+assert s["bytes"] > p["bytes"] + want
+EOF
+
+# ---- run: the stored params, byte-identical to --weights on the weight-less pack ----
+run() { "$HKC" run --allow-unsigned-native "$@" --batch 3 --runs 1 --warmup 0; }
+run "$work/self.hkpack" --save-outputs "$work/self" > "$work/self.txt" \
+  && grep -q "weights: 5 param(s) bound from the pack" "$work/self.txt" \
+  && ok "run without --weights: $(grep 'weights:' "$work/self.txt")" || { bad "run self-contained"; cat "$work/self.txt"; }
+run "$work/plain.hkpack" --weights "$work/model.safetensors" --weights-map "$work/map.txt" \
+  --save-outputs "$work/plain" > /dev/null || bad "run plain --weights"
+same() { # same DIR_A DIR_B: every output byte-identical
+  for y in y1 y2 y3 y4 y5 y6 y7; do cmp -s "$1/$y.npy" "$2/$y.npy" || return 1; done
+}
+same "$work/self" "$work/plain" && ok "outputs byte-identical to the weight-less pack with --weights (7 outputs)" \
+  || bad "outputs of the self-contained pack differ"
+run "$work/self.hkpack" --json > "$work/run.json"
+"$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["pack_weights"] == 5 and d["weights"] is None and d["ok"]' \
+  "$work/run.json" && ok "run --json: pack_weights 5" || bad "run --json"
+
+# ---- binding by hand still overrides ----
+run "$work/self.hkpack" --weights "$work/other.safetensors" --save-outputs "$work/over" > /dev/null || bad "run --weights over"
+run "$work/plain.hkpack" --weights "$work/other.safetensors" --save-outputs "$work/other" > /dev/null || bad "run plain other"
+same "$work/over" "$work/other" && ! cmp -s "$work/over/y1.npy" "$work/self/y1.npy" \
+  && ok "--weights binds over the stored params" || bad "--weights over the stored params"
+params=()
+for p in w wt b w1 wv; do params+=(--param "$p=$work/$p.npy"); done
+run "$work/self.hkpack" "${params[@]}" --save-outputs "$work/param" > /dev/null || bad "run --param over"
+same "$work/param" "$work/other" && ok "--param binds over the stored params" || bad "--param over the stored params"
+
+# ---- damage and signatures ----
+weights_at() { # weights_at PACK: the offset of a byte in the middle of the WEIGHTS section
+  "$PY" - "$1" <<'EOF'
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+count, table = struct.unpack_from("<I", d, 24)[0], struct.unpack_from("<Q", d, 40)[0]
+for i in range(count):
+    kind, flags, off, size = struct.unpack_from("<IIQQ", d, table + 48 * i)
+    if kind == 19:
+        print(off + size // 2)
+EOF
+}
+flip() { # flip PACK OUT AT
+  "$PY" -c 'import sys; d=bytearray(open(sys.argv[1],"rb").read()); d[int(sys.argv[3])]^=0x10; open(sys.argv[2],"wb").write(d)' "$@"
+}
+flip "$work/self.hkpack" "$work/flipped.hkpack" "$(weights_at "$work/self.hkpack")"
+expect_fail "a flipped weight byte" 'section [0-9]+ \(WEIGHTS\): checksum mismatch' run "$work/flipped.hkpack"
+"$HKC" keygen -o "$work/k" -q
+"$HKC" build "$spec" --target host -o "$work/signed.hkpack" --weights "$work/model.safetensors" \
+  --weights-map "$work/map.txt" --sign "$work/k" -q
+"$HKC" sign "$work/self.hkpack" --key "$work/k" -o "$work/signed2.hkpack" -q
+cmp -s "$work/signed.hkpack" "$work/signed2.hkpack" && ok "build --weights --sign equals build, then hkc sign" \
+  || bad "build --sign differs from build + sign"
+"$HKC" run "$work/signed.hkpack" --trust "$work/k.pub" --batch 3 --runs 1 --warmup 0 --save-outputs "$work/signed" \
+  > /dev/null && same "$work/signed" "$work/self" && ok "signed self-contained pack runs with --trust" \
+  || bad "signed run"
+flip "$work/signed.hkpack" "$work/signed_flipped.hkpack" "$(weights_at "$work/signed.hkpack")"
+expect_fail "a flipped weight byte, signed" 'WEIGHTS\): checksum mismatch' \
+  "$HKC" run "$work/signed_flipped.hkpack" --trust "$work/k.pub" --batch 3 --runs 1
+
+# ---- hkc merge keeps stored weights when every part has the same (sm_90 when nvrtc is here) ----
+if "$HKC" targets --no-probe | grep -q "^NVIDIA (sm):   unavailable"; then
+  echo "SKIPPED (merge with sm_90): nvrtc unavailable"
+else
+  "$PY" -c 'import numpy as np, struct, json, sys
+t = {"row": np.linspace(-1, 1, 1001, dtype="<f4") * float(sys.argv[2]), "one": np.array([0.5], "<f4")}
+h, at, blob = {}, 0, b""
+for n, a in t.items():
+    h[n] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [at, at + a.nbytes]}; at += a.nbytes; blob += a.tobytes()
+j = json.dumps(h).encode(); open(sys.argv[1], "wb").write(struct.pack("<Q", len(j)) + j + blob)' "$work/ew.safetensors" 1
+  ew="$HK_SOURCE_DIR/tests/specs/op_elementwise.yaml"
+  for t in host sm_90 host,sm_90; do
+    HKC_PTX=none "$HKC" build "$ew" --target $t -o "$work/ew-$t.hkpack" --weights "$work/ew.safetensors" -q
+  done
+  HKC_PTX=none "$HKC" build "$ew" --target sm_90 -o "$work/ew-bare.hkpack" -q
+  "$PY" - "$work" <<'EOF2'
+import sys
+w = sys.argv[1]
+d = bytearray(open(w + "/ew.safetensors", "rb").read())
+d[-9] ^= 0x01  # a bit of row's last element (one is the last 4 bytes)
+open(w + "/ew2.safetensors", "wb").write(d)
+EOF2
+  HKC_PTX=none "$HKC" build "$ew" --target sm_90 -o "$work/ew-other.hkpack" --weights "$work/ew2.safetensors" -q
+  "$HKC" merge "$work/ew-host.hkpack" "$work/ew-sm_90.hkpack" -o "$work/ew-merged.hkpack" -q
+  cmp -s "$work/ew-merged.hkpack" "$work/ew-host,sm_90.hkpack" && ok "merge of parts with weights == one build" \
+    || bad "merge with weights differs from one build"
+  expect_fail "merge of a part without the weights" 'cannot merge' \
+    "$HKC" merge "$work/ew-host.hkpack" "$work/ew-bare.hkpack" -o "$work/ew-bad.hkpack"
+  expect_fail "merge of parts with other weights" 'different stored weights' \
+    "$HKC" merge "$work/ew-host.hkpack" "$work/ew-other.hkpack" -o "$work/ew-bad.hkpack"
+  [ ! -e "$work/ew-bad.hkpack" ] || bad "a refused merge wrote its output"
+fi
+
+# ---- build-time refusals: nothing written ----
+refuse() { # refuse NAME REGEX ARGS...: hkc build fails naming the problem, and writes no pack
+  local name=$1 want=$2; shift 2
+  rm -f "$work/no.hkpack"
+  expect_fail "$name" "$want" "$HKC" build "$spec" --target host -o "$work/no.hkpack" -q "$@"
+  [ ! -e "$work/no.hkpack" ] || bad "$name: a pack was written"
+}
+refuse "missing params" 'missing.safetensors lacks 2 param\(s\) of spec op_gemm: b, wv' \
+  --weights "$work/missing.safetensors" --weights-map "$work/map.txt"
+refuse "without the map" 'lacks 2 param\(s\) of spec op_gemm: w, wt' --weights "$work/model.safetensors"
+refuse "wrong shape" 'param w: the spec says bf16 \[45,77\], .*bad_shape.safetensors.s tensor "model.w" is BF16 \[77,45\]' \
+  --weights "$work/bad_shape.safetensors" --weights-map "$work/map.txt"
+refuse "wrong dtype" 'param b: the spec says bf16 \[77\], .* is F16 \[77\]' \
+  --weights "$work/bad_dtype.safetensors" --weights-map "$work/map.txt"
+refuse "a map entry naming an input" 'x is not a param of spec op_gemm' \
+  --weights "$work/model.safetensors" --weights-map "$work/input_map.txt"
+"$PY" -c 'import numpy as np, sys; np.savez(sys.argv[1], w=np.zeros((45, 77), np.float32))' "$work/w.npz"
+refuse "an .npz" 'an .npz archive; hkc build stores safetensors checkpoints only' --weights "$work/w.npz"
+set +e; msg=$("$HKC" build "$spec" -o "$work/no.hkpack" --weights-map "$work/map.txt" 2>&1); rc=$?; set -e
+[ $rc -eq 2 ] && grep -q "needs --weights" <<<"$msg" && ok "--weights-map alone: usage error" || bad "--weights-map alone: $rc $msg"
+
+exit $fail
