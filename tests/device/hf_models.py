@@ -19,6 +19,11 @@ entry the full length), Hugging Face's attention_mask with lengths[b] leading on
 pack's i32 input lengths; the rows compared are the unpadded ones (b, i < lengths[b]).
 
 Pass: hkc's error against float64 (relative norm) <= 2 x torch bf16's own + 1e-3, and finite.
+
+Self-contained packs (`hkc build --weights`): for each model without a mask, the spec is built
+again here with the saved safetensors stored in the pack (same target and tuning database as
+hf_prepare.sh), run at batch 1 without --weights, and its output must be the same bytes as the
+pack run with --weights (HF_SELF_CONTAINED=0 skips this).
 Exit 1 on any failure."""
 import copy
 import json
@@ -92,6 +97,30 @@ def build(name):
     return m.eval(), run
 
 
+def self_contained(tag, st, run_args, out_npy, y_name):
+    """hkc build --weights: the weights stored in the pack; the same output bytes at batch 1."""
+    pack = os.path.join(out, tag + "_self.hkpack")
+    target = os.environ.get("HK_GPU_TARGET", "sm_90a")
+    cmd = [hkc, "build", os.path.join(src, tag + ".yaml"), "-o", pack, "--target", target, "-q",
+           "--tuning-db", "specs/tuning/h200.db", "--weights", st, "--weights-map", os.path.join(src, tag + ".map")]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        return "hkc build --weights exited %d: %s" % (r.returncode, r.stderr.strip()[-400:])
+    odir = os.path.join(out, tag + "_self_b1")
+    keep = [a for i, a in enumerate(run_args) if a not in ("--weights", "--weights-map")
+            and (i == 0 or run_args[i - 1] not in ("--weights", "--weights-map"))]
+    r = subprocess.run([hkc, "run", pack, "--save-outputs", odir] + keep, capture_output=True, text=True)
+    if r.returncode != 0:
+        return "hkc run of the self-contained pack exited %d: %s" % (r.returncode, r.stderr.strip()[-400:])
+    a, b = np.load(os.path.join(odir, y_name + ".npy")), np.load(out_npy)
+    if a.shape != b.shape or a.tobytes() != b.tobytes():
+        return "the self-contained pack's output differs from the --weights run's (max |diff| %g)" % float(
+            np.abs(a.astype(np.float64) - b).max()) if a.shape == b.shape else "output shapes differ"
+    print("ok   %-10s self-contained pack (hkc build --weights, %d MB): the same output bytes at batch 1 as "
+          "--weights" % (tag, os.path.getsize(pack) >> 20), flush=True)
+    return None
+
+
 def rel(a, b):
     return float((a.double() - b).norm() / b.norm())
 
@@ -155,6 +184,11 @@ for name, masked in (("bert", 0), ("gpt2", 0), ("llama", 0), ("bert", 1), ("gpt2
             print("FAIL", failures[-1], flush=True)
             continue
         got = torch.from_numpy(np.load(os.path.join(odir, y_name + ".npy"))).cuda()
+        if batch == 1 and not masked and os.environ.get("HF_SELF_CONTAINED", "1") != "0":
+            why = self_contained(tag, st, args, os.path.join(odir, y_name + ".npy"), y_name)
+            if why:
+                failures.append("%s: %s" % (tag, why))
+                print("FAIL", failures[-1], flush=True)
         if masked and tuple(got.shape) == tuple(y64.shape):  # the unpadded rows only
             keep = mask.bool()
             got, y16, y64 = got[keep], y16[keep], y64[keep]
