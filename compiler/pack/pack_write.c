@@ -116,6 +116,8 @@ typedef struct builder {
   size_t *ptx_size;
   hk_ptx_rec_t *ptx_recs; /* PTX_INDEX: one per kernel of the targets with PTX */
   size_t n_ptx_recs;
+  hk_part_rec_t *parts; /* PARTS: the params' parts, tensor by tensor; NULL: none */
+  size_t n_parts;
 } builder_t;
 
 static void builder_free(builder_t *b) {
@@ -140,6 +142,7 @@ static void builder_free(builder_t *b) {
   free(b->ptx);
   free(b->ptx_size);
   free(b->ptx_recs);
+  free(b->parts);
 }
 
 static int name_ok(const char *what, const char *name) {
@@ -389,6 +392,19 @@ static int build_tables(builder_t *b) {
     }
   }
 
+  for (size_t i = 0; i < spec->n_tensors; i++) b->n_parts += spec->tensors[i].n_parts;
+  if (b->n_parts && !(b->parts = calloc(b->n_parts, sizeof *b->parts))) {
+    hkc_error(NOLOC, "cannot write the artifact: out of memory");
+    return -1;
+  }
+  for (size_t i = 0, at = 0; i < spec->n_tensors; i++)
+    for (uint32_t p = 0; p < spec->tensors[i].n_parts; p++) {
+      if (!name_ok("part", spec->tensors[i].parts[p])) return -1;
+      b->parts[at].tensor = (uint32_t)i;
+      ADD_STRING(b, spec->tensors[i].parts[p], &b->parts[at].name);
+      at++;
+    }
+
   size_t kernel_at = 0, graph_at = 0, node_at = 0, arg_at = 0, dep_at = 0, place_at = 0;
   for (size_t t = 0; t < nt; t++) {
     const hkc_target_out_t *to = &in->targets[t];
@@ -588,8 +604,9 @@ static int assemble(builder_t *b, void **out_data, size_t *out_size) {
   const hkc_pack_in_t *in = b->in;
   size_t n_ptx = 0;
   for (size_t t = 0; t < in->n_targets; t++) n_ptx += b->ptx[t] != NULL;
-  size_t n_sections = HKC_TABLE_SECTIONS + in->n_targets + (b->has_plan ? 1 : 0) + (n_ptx ? 1 + n_ptx : 0);
-  payload_t pl[HKC_TABLE_SECTIONS + HK_MAX_TARGETS + 1 + 1 + HK_MAX_TARGETS];
+  size_t n_sections = HKC_TABLE_SECTIONS + in->n_targets + (b->has_plan ? 1 : 0) + (n_ptx ? 1 + n_ptx : 0) +
+                      (b->n_parts ? 1 : 0);
+  payload_t pl[HKC_TABLE_SECTIONS + HK_MAX_TARGETS + 1 + 1 + HK_MAX_TARGETS + 1];
   const payload_t tables[HKC_TABLE_SECTIONS] = {
       {HK_SECTION_STRINGS, 0, UINT32_MAX, b->strings.data, b->strings.len, 0},
       {HK_SECTION_MANIFEST, 0, UINT32_MAX, &b->manifest, sizeof b->manifest, 0},
@@ -621,10 +638,13 @@ static int assemble(builder_t *b, void **out_data, size_t *out_size) {
         pl[at_pl++] = (payload_t){HK_SECTION_PTX, HK_SECTION_FLAG_OPTIONAL | HK_SECTION_FLAG_ZSTD, (uint32_t)t,
                                   b->ptx[t], b->ptx_size[t], in->targets[t].ptx_size};
   }
+  if (b->n_parts) /* after everything a 1.3 reader knows */
+    pl[n_sections - 1] = (payload_t){HK_SECTION_PARTS, HK_SECTION_FLAG_OPTIONAL, UINT32_MAX, b->parts,
+                                     b->n_parts * sizeof *b->parts, b->n_parts * sizeof *b->parts};
 
   uint64_t table_offset = sizeof(hk_pack_header_t);
   uint64_t at = align_up(table_offset + n_sections * sizeof(hk_section_t));
-  hk_section_t table[HKC_TABLE_SECTIONS + HK_MAX_TARGETS + 1 + 1 + HK_MAX_TARGETS];
+  hk_section_t table[HKC_TABLE_SECTIONS + HK_MAX_TARGETS + 1 + 1 + HK_MAX_TARGETS + 1];
   memset(table, 0, sizeof table);
   for (size_t i = 0; i < n_sections; i++) {
     table[i].kind = pl[i].kind;

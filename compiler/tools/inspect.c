@@ -221,7 +221,12 @@ int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY
       if (d) fprintf(out, ", ");
       print_dim(out, &tr->dims[d]);
     }
-    fprintf(out, "]\n");
+    fprintf(out, "]");
+    uint32_t first, count; /* PARTS (format 1.4): what the param concatenates */
+    hk_pack_tensor_parts(v, i, &first, &count);
+    for (uint32_t p = 0; p < count; p++)
+      fprintf(out, "%s%s", p ? " | " : "  parts: ", hk_pack_string(v, v->parts[first + p].name));
+    fprintf(out, "\n");
   }
 
   for (uint32_t t = 0; t < v->target_count; t++) {
@@ -646,6 +651,13 @@ int hkc_inspect_json(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY_BY
     cJSON_AddStringToObject(jt, "dtype", hk_dtype_label(tr->dtype));
     cJSON *shape = cJSON_AddArrayToObject(jt, "shape");
     for (uint32_t d = 0; d < tr->rank; d++) cJSON_AddItemToArray(shape, json_dim(&tr->dims[d]));
+    uint32_t first, count;
+    hk_pack_tensor_parts(v, i, &first, &count);
+    if (count) {
+      cJSON *parts = cJSON_AddArrayToObject(jt, "parts");
+      for (uint32_t p = 0; p < count; p++)
+        cJSON_AddItemToArray(parts, cJSON_CreateString(hk_pack_string(v, v->parts[first + p].name)));
+    }
   }
 
   /* provenance: its lines ("key=value"), escaped as printed */
