@@ -656,20 +656,19 @@ static int parse_decl(spec_ctx_t *c, const ynode_t *v, const char *name, hk_role
   const ynode_t *k[3], *val[3];
   char context[300];
   snprintf(context, sizeof context, " for tensor '%s'", name);
-  if (map_collect(v, keys, 3, 7u, context, k, val) != 0) return -1;
+  for (size_t p = 0; role != HK_ROLE_PARAM && p + 1 < v->n; p += 2)
+    if (v->kids[p]->kind == Y_SCALAR && !strcmp(v->kids[p]->text, "parts")) {
+      hkc_error(v->kids[p]->loc,
+                "tensor '%s': only params may have 'parts' (the checkpoint tensors a param is bound from)", name);
+      return -1;
+    }
+  if (map_collect(v, keys, 3, role == HK_ROLE_PARAM ? 7u : 3u, context, k, val) != 0) return -1;
   if (!val[0]) {
     hkc_error(v->loc, "tensor '%s': missing required key 'shape'", name);
     return -1;
   }
   if (parse_shape(c, val[0], name, t) != 0) return -1;
-  if (val[2]) {
-    if (role != HK_ROLE_PARAM) {
-      hkc_error(k[2]->loc, "tensor '%s': only params may have 'parts' (the checkpoint tensors a param is bound from)",
-                name);
-      return -1;
-    }
-    if (parse_parts(val[2], name, t) != 0) return -1;
-  }
+  if (val[2] && parse_parts(val[2], name, t) != 0) return -1;
   if (!val[1]) return 0;
   if (expect_kind(val[1], Y_SCALAR, "a dtype", "dtype") != 0) return -1;
   if (!strcmp(val[1]->text, "i32")) {
