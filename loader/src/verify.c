@@ -718,9 +718,9 @@ static hk_status_t verify_parts(hk_pack_view_t *v) {
     CHECK(r->tensor < v->tensor_count, "PARTS record %u: tensor %u out of range (%u tensors)", i, r->tensor,
           v->tensor_count);
     const char *tname = hk_pack_string(v, v->tensors[r->tensor].name);
-    CHECK(v->tensors[r->tensor].role == HK_ROLE_PARAM, "PARTS record %u: tensor %u (%s) is not a param", i, r->tensor,
-          tname);
     CHECK(i == 0 || r->tensor >= recs[i - 1].tensor, "PARTS record %u: tensor %u (%s) does not ascend", i, r->tensor,
+          tname);
+    CHECK(v->tensors[r->tensor].role == HK_ROLE_PARAM, "PARTS record %u: tensor %u (%s) is not a param", i, r->tensor,
           tname);
     if (i > 0 && r->tensor != recs[i - 1].tensor) group = i;
     CHECK(i - group < HK_MAX_PARTS, "PARTS: tensor %u (%s) has more than %u parts", r->tensor, tname, HK_MAX_PARTS);
