@@ -1555,6 +1555,19 @@ static int write_corpus(const char *dir) {
   }
   free(data);
   teardown((void **)&st);
+  /* PARTS (format 1.4): w made of two checkpoint tensors, and the same with a part named twice */
+  if (setup((void **)&st) != 0) return 1;
+  uint8_t *parts = write_with_parts(st, &size);
+  for (int bad = 0; bad < 2; bad++) {
+    if (bad) part_recs(parts)[1].name = part_recs(parts)[0].name; /* checksum left stale */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, bad ? "parts_named_twice" : "valid_parts");
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(parts, 1, size, f) != size) return 1;
+    fclose(f);
+  }
+  free(parts);
+  teardown((void **)&st);
   return write_issue17_corpus(dir);
 }
 
