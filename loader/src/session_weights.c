@@ -81,6 +81,17 @@ static hk_status_t check_options(const hk_session_t *s, const hk_bind_weights_op
                  info.role == HK_TENSOR_OUTPUT ? "an output" : "an input",
                  info.role == HK_TENSOR_INPUT ? " (HK_BIND_WEIGHTS_INPUTS binds inputs too)" : "");
     }
+    for (uint32_t t = 0; t < hk_session_tensor_count(s) && !found; t++) {
+      const char *part;
+      for (uint32_t p = 0; (part = hk_session_tensor_part(s, t, p)) != NULL; p++) {
+        hk_tensor_info_t info;
+        (void)hk_session_tensor_info(s, t, &info);
+        HK_FAIL_IF(strcmp(part, e->tensor) == 0, HK_STATUS_NOT_FOUND,
+                   "name map: the session has no tensor named %s; it is a part of param %s, and parts are "
+                   "checkpoint names looked up as written (the name map does not apply to them)",
+                   e->tensor, info.name);
+      }
+    }
     HK_FAIL_IF(!found, HK_STATUS_NOT_FOUND, "name map: the session has no tensor named %s", e->tensor);
   }
   return HK_OK;

@@ -516,6 +516,14 @@ static void test_bind_parts(void **ts) {
   hk_weights_destroy(w);
   run_and_check(st->s, parts);
 
+  /* the name map does not apply to parts: an entry for one says so */
+  w = tensors_file(3, names + 1, f32, (const char *[]){"[30]", "[50]", "[20]"}, (size_t[]){120, 200, 80}, parts);
+  hk_weights_name_t map[1] = {{"m.b", "m.a"}};
+  o = (hk_bind_weights_options_t){.struct_size = sizeof o, .names = map, .name_count = 1};
+  assert_int_equal(hk_session_bind_weights(st->s, w, &o, &bound), HK_STATUS_NOT_FOUND);
+  assert_non_null(strstr(hk_last_error(), "no tensor named m.b; it is a part of param w"));
+  hk_weights_destroy(w);
+
   /* the param's own name in the file wins over its parts */
   const char *own[4] = {"w", "m.a", "m.b", "m.c"};
   w = tensors_file(4, own, f32, (const char *[]){"[100]", "[30]", "[50]", "[20]"}, (size_t[]){400, 120, 200, 80},
