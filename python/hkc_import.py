@@ -17,6 +17,13 @@
     safetensors names, for `hkc run --weights model.safetensors --weights-map model.map`.
 Weights bind as the checkpoint stores them: nn.Linear's [out, in] through gemm `trans_b`,
 GPT-2's Conv1D [in, out] as it is (its fused c_attn feeds attention's packed q|k|v input).
+BERT's query, key and value (weights and biases) are the `parts:` of one [3*hidden, hidden]
+weight and [3*hidden] bias (docs/SPEC.md): one q|k|v GEMM writes attention's packed input, and
+libhkrt concatenates the three checkpoint tensors when it binds them (the spec names the
+parts; the map has no entry for them). Llama keeps three GEMMs: rope rotates q and k but not v,
+and takes a tensor of whole heads, so it cannot read or write the q and k columns of a packed
+q|k|v (nor does attention's packed input, three equal thirds, fit grouped-query k and v)
+without a copy.
 What the spec leaves out (pooler, LM heads) is said in notes; what hkc cannot express -- rope
 scaling, relative position embeddings, cross-attention -- is refused with an error naming it.
 
@@ -89,7 +96,9 @@ class Model:
         return [first, mask, self.rest_note]
 
     def lp(self, name, shape, ckpt):
-        self.layer_params.append((name, shape, self.prefix + ckpt))
+        """A per-layer param; ckpt is its checkpoint name, or a list of the names of its parts."""
+        ckpt = [self.prefix + c for c in ckpt] if isinstance(ckpt, list) else self.prefix + ckpt
+        self.layer_params.append((name, shape, ckpt))
 
     def fp(self, name, shape, ckpt):
         self.final_params.append((name, shape, self.prefix + ckpt))
@@ -143,10 +152,14 @@ def build_bert(cfg, layers, prefix):
     m = Model("bert", layers, prefix)
     m.dims = {"seq": None, "hidden": hidden, "heads": heads, "ffn": ffn}
     L = "encoder.layer.{k}."
-    for n, ck in (("q", "attention.self.query"), ("k", "attention.self.key"), ("v", "attention.self.value"),
-                  ("o", "attention.output.dense")):
-        m.lp(n + "_w", ["hidden", "hidden"], L + ck + ".weight")
-        m.lp(n + "_b", ["hidden"], L + ck + ".bias")
+    # One q|k|v GEMM: the checkpoint keeps query, key and value apart, and `parts:` binds their
+    # concatenation (rows q, then k, then v: nn.Linear's [out, in]) to one [3*hidden, hidden]
+    # weight, whose output is attention's packed q|k|v input.
+    qkv = [L + "attention.self.%s" % n for n in ("query", "key", "value")]
+    m.lp("qkv_w", ["3*hidden", "hidden"], [c + ".weight" for c in qkv])
+    m.lp("qkv_b", ["3*hidden"], [c + ".bias" for c in qkv])
+    m.lp("o_w", ["hidden", "hidden"], L + "attention.output.dense.weight")
+    m.lp("o_b", ["hidden"], L + "attention.output.dense.bias")
     m.lp("ln1_g", ["hidden"], L + "attention.output.LayerNorm.weight")
     m.lp("ln1_b", ["hidden"], L + "attention.output.LayerNorm.bias")
     m.lp("up_w", ["ffn", "hidden"], L + "intermediate.dense.weight")
@@ -156,10 +169,8 @@ def build_bert(cfg, layers, prefix):
     m.lp("ln2_g", ["hidden"], L + "output.LayerNorm.weight")
     m.lp("ln2_b", ["hidden"], L + "output.LayerNorm.bias")
     m.body = [
-        dict(name="q_proj", op="gemm", **{"in": ["x", "q_w"]}, trans_b=True, bias="q_b", out="q"),
-        dict(name="k_proj", op="gemm", **{"in": ["x", "k_w"]}, trans_b=True, bias="k_b", out="k"),
-        dict(name="v_proj", op="gemm", **{"in": ["x", "v_w"]}, trans_b=True, bias="v_b", out="v"),
-        dict(name="attn", op="attention", **{"in": ["q", "k", "v"]}, heads="heads", out="ctx"),
+        dict(name="qkv_proj", op="gemm", **{"in": ["x", "qkv_w"]}, trans_b=True, bias="qkv_b", out="qkv"),
+        dict(name="attn", op="attention", **{"in": ["qkv"]}, heads="heads", out="ctx"),
         dict(name="o_proj", op="gemm", **{"in": ["ctx", "o_w"]}, trans_b=True, bias="o_b", residual="x", out="a"),
         dict(name="ln1", op="layernorm", **{"in": ["a"]}, gamma="ln1_g", beta="ln1_b", eps=num(eps), out="h1"),
         dict(name="up_proj", op="gemm", **{"in": ["h1", "up_w"]}, trans_b=True, bias="up_b", act=act, out="f"),
@@ -331,7 +342,12 @@ def spec_text(m, a, config_path, dtype):
     lines.append("graph:")
     lines += ["  - " + flow(n) for n in m.pre]
     lines += ["  - repeat:", "      count: layers", "      in: x", "      out: y", "      params:"]
-    lines += ["        %s: [%s]" % (n, ", ".join(s)) for n, s, _ in m.layer_params]
+    for n, s, ck in m.layer_params:
+        if isinstance(ck, list):  # parts: the layer number is the repeat's {i}
+            parts = ", ".join('"%s"' % c.format(k="{i}") for c in ck)
+            lines.append("        %s: {shape: [%s], parts: [%s]}" % (n, ", ".join(s), parts))
+        else:
+            lines.append("        %s: [%s]" % (n, ", ".join(s)))
     lines.append("      body:")
     lines += ["        - " + flow(n) for n in m.body]
     lines += ["  - " + flow(n) for n in m.final]
@@ -345,6 +361,8 @@ def map_text(m, a):
     width = max(len(n) for n, _, _ in m.layer_params) + 1 + len(str(m.layers - 1))
     for k in range(m.layers):
         for n, _, ck in m.layer_params:
+            if isinstance(ck, list):  # bound from its parts, named in the spec: no entry
+                continue
             lines.append("%-*s %s" % (width, "%s_%d" % (n, k), ck.format(k=k)))
     for n, _, ck in m.pre_params + m.final_params:
         lines.append("%-*s %s" % (width, n, ck))
@@ -451,7 +469,8 @@ def import_hf(argv):
             print("%s: note: %s" % (PROG, n), file=sys.stderr)
         print("wrote %s (%s, %d layers, %s) and %s (%d names)"
               % (a.output, kind, n_layers, dtype, map_path,
-                 n_layers * len(m.layer_params) + len(m.final_params) + len(m.pre_params)))
+                 n_layers * sum(not isinstance(ck, list) for _, _, ck in m.layer_params) + len(m.final_params)
+                 + len(m.pre_params)))
     return 0
 
 

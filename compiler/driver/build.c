@@ -836,7 +836,7 @@ fail:
   if (hkc_error_count() == 0) hkc_error((hkc_loc_t){0}, "out of memory while building %s", spec->path);
 done:
   plans_free(plans, n_plans);
-  free(weights);
+  hkc_pack_weights_free(weights, n_weights);
   free(outs);
   free(provenance);
   hkc_tuner_destroy(tuner);

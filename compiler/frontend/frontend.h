@@ -49,6 +49,9 @@ typedef struct hkc_tensor {
   hkc_dim_t dims[HK_MAX_RANK];
   int producer;         /* node index, -1 for inputs/params */
   hkc_loc_t loc;        /* where it was declared or produced */
+  char **parts;         /* params only: the checkpoint tensors it concatenates along axis 0, in
+                           order (`parts:`; pack PARTS section); NULL when n_parts is 0 */
+  uint32_t n_parts;     /* 0..HK_MAX_PARTS */
 } hkc_tensor_t;
 
 #define HKC_NONE (-1)
@@ -129,6 +132,8 @@ int hkc_spec_parse(const char *path, const char *data, size_t size, hkc_spec_t *
 void hkc_spec_destroy(hkc_spec_t *spec);
 
 int hkc_tensor_find(const hkc_spec_t *spec, const char *name); /* index or HKC_NONE */
+/* Frees what a tensor owns (name, parts) and clears those fields. */
+void hkc_tensor_free(hkc_tensor_t *t);
 
 /* ---- fusion (fusion.c) ---------------------------------------------------------------------
  * Rewrites spec in place by its fusion plan (spec->fusion; mode >= 0 overrides it with

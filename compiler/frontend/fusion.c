@@ -709,7 +709,7 @@ static int rewrite_spec(fuse_ctx_t *f) {
   size_t nt = 0;
   for (size_t t = 0; t < s->n_tensors; t++) {
     if (f->dead[t]) {
-      free(s->tensors[t].name);
+      hkc_tensor_free(&s->tensors[t]);
       map[t] = HKC_NONE;
       continue;
     }

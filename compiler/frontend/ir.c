@@ -14,7 +14,7 @@ void hkc_spec_destroy(hkc_spec_t *spec) {
   free(spec->dims);
   for (size_t i = 0; i < spec->n_targets; i++) free(spec->targets[i]);
   free(spec->targets);
-  for (size_t i = 0; i < spec->n_tensors; i++) free(spec->tensors[i].name);
+  for (size_t i = 0; i < spec->n_tensors; i++) hkc_tensor_free(&spec->tensors[i]);
   free(spec->tensors);
   for (size_t i = 0; i < spec->n_nodes; i++) {
     free(spec->nodes[i].name);
@@ -27,6 +27,15 @@ void hkc_spec_destroy(hkc_spec_t *spec) {
   free(spec->group_sizes);
   free(spec->group_locs);
   free(spec);
+}
+
+void hkc_tensor_free(hkc_tensor_t *t) {
+  free(t->name);
+  for (uint32_t p = 0; p < t->n_parts; p++) free(t->parts[p]);
+  free(t->parts);
+  t->name = NULL;
+  t->parts = NULL;
+  t->n_parts = 0;
 }
 
 int hkc_tensor_find(const hkc_spec_t *spec, const char *name) {

@@ -602,20 +602,73 @@ static int parse_targets(spec_ctx_t *c, const ynode_t *n) {
   return 0;
 }
 
-/* One declaration's value: a shape list, or {shape: [...], dtype: T} where T is the spec's
- * dtype or, for an input, i32 (token ids, sequence lengths). */
+/* A part's name (a checkpoint tensor's): the pack's tensor-name characters [A-Za-z0-9_.-], not
+ * starting with '.' or '-' (the loader's rule for names that reach terminals and file names),
+ * 1..HK_MAX_NAME_LEN bytes. Hugging Face names ("encoder.layer.0.attention.self.query.weight")
+ * fit. */
+static int part_name_ok(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > HK_MAX_NAME_LEN || s[0] == '.' || s[0] == '-') return 0;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_' ||
+          *s == '.' || *s == '-'))
+      return 0;
+  return 1;
+}
+
+/* `parts: [name, ...]` of param `name`: 1..HK_MAX_PARTS distinct checkpoint names, kept in t. */
+static int parse_parts(const ynode_t *v, const char *name, hkc_tensor_t *t) {
+  if (expect_kind(v, Y_SEQ, "a list of checkpoint tensor names", "parts") != 0) return -1;
+  if (v->n == 0 || v->n > HK_MAX_PARTS) {
+    hkc_error(v->loc, "tensor '%s': 'parts' must list 1 to %u checkpoint tensors, got %zu", name, HK_MAX_PARTS, v->n);
+    return -1;
+  }
+  t->parts = calloc(v->n, sizeof *t->parts);
+  if (!t->parts) return hkc_error(v->loc, "out of memory"), -1;
+  for (size_t i = 0; i < v->n; i++) {
+    const ynode_t *e = v->kids[i];
+    if (expect_kind(e, Y_SCALAR, "a checkpoint tensor name", "parts") != 0) return -1;
+    if (!part_name_ok(e->text)) {
+      hkc_error(e->loc,
+                "tensor '%s': part '%.64s%s' is not a valid checkpoint tensor name (letters, digits, '_', '.' and '-', "
+                "not starting with '.' or '-', 1 to %u bytes)",
+                name, e->text, strlen(e->text) > 64 ? "..." : "", HK_MAX_NAME_LEN);
+      return -1;
+    }
+    for (size_t j = 0; j < i; j++)
+      if (!strcmp(v->kids[j]->text, e->text)) {
+        hkc_error(e->loc, "tensor '%s': part '%s' is listed twice (first at %d:%d)", name, e->text,
+                  v->kids[j]->loc.line, v->kids[j]->loc.col);
+        return -1;
+      }
+    if (!(t->parts[i] = hkc_strdup(e->text))) return hkc_error(e->loc, "out of memory"), -1;
+    t->n_parts = (uint32_t)i + 1;
+  }
+  return 0;
+}
+
+/* One declaration's value: a shape list, or {shape: [...], dtype: T, parts: [...]} where T is
+ * the spec's dtype or, for an input, i32 (token ids, sequence lengths), and parts (params only)
+ * the checkpoint tensors the param concatenates along axis 0. */
 static int parse_decl(spec_ctx_t *c, const ynode_t *v, const char *name, hk_role_t role, hkc_tensor_t *t) {
   if (v->kind != Y_MAP) return parse_shape(c, v, name, t);
-  static const char *const keys[] = {"shape", "dtype"};
-  const ynode_t *k[2], *val[2];
+  static const char *const keys[] = {"shape", "dtype", "parts"};
+  const ynode_t *k[3], *val[3];
   char context[300];
   snprintf(context, sizeof context, " for tensor '%s'", name);
-  if (map_collect(v, keys, 2, 3u, context, k, val) != 0) return -1;
+  for (size_t p = 0; role != HK_ROLE_PARAM && p + 1 < v->n; p += 2)
+    if (v->kids[p]->kind == Y_SCALAR && !strcmp(v->kids[p]->text, "parts")) {
+      hkc_error(v->kids[p]->loc,
+                "tensor '%s': only params may have 'parts' (the checkpoint tensors a param is bound from)", name);
+      return -1;
+    }
+  if (map_collect(v, keys, 3, role == HK_ROLE_PARAM ? 7u : 3u, context, k, val) != 0) return -1;
   if (!val[0]) {
     hkc_error(v->loc, "tensor '%s': missing required key 'shape'", name);
     return -1;
   }
   if (parse_shape(c, val[0], name, t) != 0) return -1;
+  if (val[2] && parse_parts(val[2], name, t) != 0) return -1;
   if (!val[1]) return 0;
   if (expect_kind(val[1], Y_SCALAR, "a dtype", "dtype") != 0) return -1;
   if (!strcmp(val[1]->text, "i32")) {
@@ -633,7 +686,41 @@ static int parse_decl(spec_ctx_t *c, const ynode_t *v, const char *name, hk_role
   return 0;
 }
 
-/* inputs / params: name -> shape, or name -> {shape, dtype}. */
+static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static const ynode_t *map_value(const ynode_t *map, const char *key);
+
+/* No part may be named like a declared tensor (an input or a param): binding would give that
+ * checkpoint tensor to both. Declared names are sorted once, so the check is O(P log N). */
+static int check_part_names(spec_ctx_t *c, const ynode_t *params) {
+  const hkc_spec_t *s = c->spec;
+  size_t n = s->n_tensors, any = 0;
+  for (size_t i = 0; i < n; i++) any += s->tensors[i].n_parts;
+  if (!any) return 0;
+  char **names = malloc(n * sizeof *names);
+  if (!names) return hkc_error(params->loc, "out of memory"), -1;
+  for (size_t i = 0; i < n; i++) names[i] = s->tensors[i].name;
+  qsort(names, n, sizeof *names, cmp_name);
+  int rc = 0;
+  for (size_t p = 0; p + 1 < params->n && rc == 0; p += 2) {
+    const ynode_t *v = params->kids[p + 1];
+    const ynode_t *parts = v->kind == Y_MAP ? map_value(v, "parts") : NULL;
+    for (size_t i = 0; parts && i < parts->n && rc == 0; i++) {
+      const ynode_t *e = parts->kids[i];
+      if (!bsearch(&e->text, names, n, sizeof *names, cmp_name)) continue;
+      const hkc_tensor_t *t = &s->tensors[hkc_tensor_find(s, e->text)];
+      hkc_error(e->loc,
+                "tensor '%s': part '%s' is the name of %s '%s' (declared at %d:%d); a part must name a checkpoint "
+                "tensor that no input or param is named after",
+                params->kids[p]->text, e->text, t->role == HK_ROLE_INPUT ? "input" : "param", t->name, t->loc.line,
+                t->loc.col);
+      rc = -1;
+    }
+  }
+  free(names);
+  return rc;
+}
+
+/* inputs / params: name -> shape, or name -> {shape, dtype[, parts]}. */
 static int parse_decls(spec_ctx_t *c, const ynode_t *n, const char *what, hk_role_t role) {
   if (expect_kind(n, Y_MAP, "a map of tensor names to shapes", what) != 0) return -1;
   if (role == HK_ROLE_INPUT && n->n == 0) {
@@ -647,7 +734,7 @@ static int parse_decls(spec_ctx_t *c, const ynode_t *n, const char *what, hk_rol
     if (t < 0) return -1;
     if (parse_decl(c, n->kids[p + 1], name, role, &c->spec->tensors[t]) != 0) return -1;
   }
-  return 0;
+  return role == HK_ROLE_PARAM ? check_part_names(c, n) : 0;
 }
 
 /* A count such as `heads`: a positive integer or an expression over the dims. */

@@ -68,11 +68,13 @@ typedef struct hkc_target_out {
 
 /* ---- stored weights (format 1.4; pack_weights.c) ------------------------------------------ */
 /* The bytes of one param stored in the pack (WEIGHTS): spec tensor `tensor` (a PARAM whose
- * dims do not depend on batch), `bytes` bytes (its size) at data, borrowed. */
+ * dims do not depend on batch), `bytes` bytes (its size) at data, borrowed -- or, for a param
+ * assembled from its `parts:`, owned: data == owned, freed by hkc_pack_weights_free. */
 typedef struct hkc_weight_in {
   uint32_t tensor;
   const void *data;
   uint64_t bytes;
+  void *owned;
 } hkc_weight_in_t;
 
 struct hk_weights;            /* libhkrt's safetensors checkpoint (hk/hkrt.h) */
@@ -85,6 +87,8 @@ struct hk_weights_name;
  * on batch) with -1; `label` names the file in messages. */
 int hkc_pack_weights_match(const hkc_spec_t *spec, const struct hk_weights *w, const struct hk_weights_name *names,
                            size_t n_names, const char *label, hkc_weight_in_t **out, size_t *out_n);
+/* Frees a list hkc_pack_weights_match returned (and the bytes it assembled). NULL: nothing. */
+void hkc_pack_weights_free(hkc_weight_in_t *list, size_t n);
 
 /* ---- the artifact ------------------------------------------------------------------ */
 typedef struct hkc_pack_in {

@@ -161,6 +161,13 @@ static int same_spec(const hk_pack_view_t *a, const char *name_a, const hk_pack_
       dims_differ = ta->dims[d].mul != tb->dims[d].mul || ta->dims[d].add != tb->dims[d].add;
     if (ta->role != tb->role || ta->dtype != tb->dtype || dims_differ)
       DIFFER("different tensor tables (tensor %s has another role, dtype or shape)", na);
+    uint32_t fa, ca, fb, cb;
+    hk_pack_tensor_parts(a, i, &fa, &ca);
+    hk_pack_tensor_parts(b, i, &fb, &cb);
+    int parts_differ = ca != cb;
+    for (uint32_t p = 0; !parts_differ && p < ca; p++)
+      parts_differ = strcmp(hk_pack_string(a, a->parts[fa + p].name), hk_pack_string(b, b->parts[fb + p].name)) != 0;
+    if (parts_differ) DIFFER("different tensor tables (tensor %s has other parts)", na);
   }
   if ((a->plan_graphs == NULL) != (b->plan_graphs == NULL))
     DIFFER("only %s has a PLAN section (built by another hkc?)", a->plan_graphs ? name_a : name_b);
@@ -203,6 +210,7 @@ static void merge_free(merge_t *m) {
   }
   free(m->targets);
   free(m->raw_code);
+  for (size_t i = 0; m->spec.tensors && i < m->spec.n_tensors; i++) free(m->spec.tensors[i].parts);
   free(m->spec.tensors);
   free(m->provenance);
 }
@@ -369,7 +377,8 @@ oom:
   return -1;
 }
 
-/* The spec fields the writer reads (manifest and tensor table), borrowing v's strings. */
+/* The spec fields the writer reads (manifest, tensor table and parts), borrowing v's strings
+ * (the tensors' parts arrays are allocated: merge_free frees them). */
 static int read_spec(const hk_pack_view_t *v, hkc_spec_t *s) {
   const hk_manifest_t *m = v->manifest;
   s->name = (char *)hk_pack_string(v, m->name);
@@ -390,6 +399,11 @@ static int read_spec(const hk_pack_view_t *v, hkc_spec_t *s) {
     t->rank = r->rank;
     for (uint32_t d = 0; d < r->rank; d++) t->dims[d] = (hkc_dim_t){r->dims[d].mul, r->dims[d].add};
     t->producer = -1;
+    uint32_t first, count; /* PARTS (format 1.4): the part names, borrowed too */
+    hk_pack_tensor_parts(v, i, &first, &count);
+    if (count && !(t->parts = calloc(count, sizeof *t->parts))) return -1;
+    for (uint32_t p = 0; p < count; p++) t->parts[p] = (char *)hk_pack_string(v, v->parts[first + p].name);
+    t->n_parts = count;
   }
   return 0;
 }
@@ -483,7 +497,7 @@ int hkc_pack_merge_memory(const hk_pack_view_t *const *views, const char *const 
   if (!m.weights) goto oom;
   for (uint32_t w = 0; w < n_weights; w++) {
     const hk_weight_rec_t *r = &views[0]->weight_recs[w];
-    m.weights[w] = (hkc_weight_in_t){r->tensor, views[0]->weights + r->offset, r->size};
+    m.weights[w] = (hkc_weight_in_t){r->tensor, views[0]->weights + r->offset, r->size, NULL};
   }
   const hkc_pack_in_t in = {.spec = &m.spec,
                             .targets = m.targets,

@@ -3,7 +3,10 @@
  * pack_weights.c -- the params a self-contained pack stores (hkc build --weights; format 1.4,
  * docs/FORMAT.md "Weights"): each param of the spec matched to a tensor of a safetensors
  * checkpoint (libhkrt's reader, which checked the whole file at open), through a name map, with
- * exactly the param's dtype and shape. The writer (pack_write.c) lays the matches out.
+ * exactly the param's dtype and shape, or -- for a param declared with `parts:` that the file
+ * holds only in pieces -- assembled from its parts along axis 0, as libhkrt binds it
+ * (docs/WEIGHTS.md: a map entry first, then the param's own name, then its parts). The writer
+ * (pack_write.c) lays the matches out.
  *
  * Everything is checked before anything is returned, and every problem is reported (all the
  * missing params in one message, each mismatch on its own line), so one run of hkc build says
@@ -47,6 +50,61 @@ static long find_tensor(const hkc_spec_t *spec, const char *name) {
   return -1;
 }
 
+/* Param t from its parts (every one in w: *out_found; else nothing is reported): each of t's
+ * dtype, rank and dims but the first, the rows adding up to t's; the bytes concatenated into
+ * *out (owned). -1 reported on a mismatch or out of memory. */
+static int assemble_parts(const hkc_tensor_t *t, const hk_weights_t *w, const char *label, int *out_found,
+                          hkc_weight_in_t *out) {
+  *out_found = 0;
+  uint32_t idx[HK_MAX_PARTS];
+  for (uint32_t p = 0; p < t->n_parts; p++)
+    if (hk_weights_find(w, t->parts[p], &idx[p]) != HK_OK) return 0;
+  *out_found = 1;
+  int64_t rows = 0;
+  uint64_t bytes = 0;
+  for (uint32_t p = 0; p < t->n_parts; p++) {
+    hk_weights_tensor_info_t wi;
+    (void)hk_weights_tensor_info(w, idx[p], &wi);
+    int same = (t->dtype == HK_DTYPE_I32 ? wi.dtype == HK_WEIGHTS_I32 : (uint32_t)wi.dtype == (uint32_t)t->dtype) &&
+               wi.rank == t->rank && t->rank >= 1;
+    for (uint32_t d = 1; same && d < t->rank; d++) same = wi.dims[d] == t->dims[d].add;
+    if (!same) {
+      hkc_strbuf_t msg = {0};
+      int64_t dims[HK_MAX_RANK];
+      for (uint32_t d = 0; d < t->rank; d++) dims[d] = d ? t->dims[d].add : -1;
+      hkc_sb_printf(&msg, "param %s: part \"%s\" of %s is ", t->name, wi.name, label);
+      shape_text(&msg, wi.dtype_name, wi.rank, wi.dims);
+      hkc_sb_printf(&msg, ", the param's parts must be ");
+      shape_text(&msg, dtype_name(t->dtype), t->rank, dims);
+      hkc_sb_printf(&msg, " (-1: any rows)");
+      hkc_error(NOLOC, "%s", msg.failed ? "out of memory" : msg.data);
+      free(msg.data);
+      return -1;
+    }
+    rows += wi.dims[0];
+    bytes += wi.bytes;
+  }
+  if (rows != t->dims[0].add) {
+    hkc_error(t->loc, "param %s: its %u parts in %s have %lld rows together, the param has %lld", t->name, t->n_parts,
+              label, (long long)rows, (long long)t->dims[0].add);
+    return -1;
+  }
+  unsigned char *buf = malloc(bytes ? bytes : 1);
+  if (!buf) {
+    hkc_error(NOLOC, "out of memory assembling param %s from its parts", t->name);
+    return -1;
+  }
+  uint64_t at = 0;
+  for (uint32_t p = 0; p < t->n_parts; p++) {
+    hk_weights_tensor_info_t wi;
+    (void)hk_weights_tensor_info(w, idx[p], &wi);
+    if (wi.bytes) memcpy(buf + at, wi.data, wi.bytes);
+    at += wi.bytes;
+  }
+  *out = (hkc_weight_in_t){0, buf, bytes, buf};
+  return 0;
+}
+
 /* The map entries: each names a param of the spec, once, and a tensor of the checkpoint. */
 static int check_map(const hkc_spec_t *spec, const hk_weights_t *w, const hk_weights_name_t *names, size_t n,
                      const char *label) {
@@ -87,17 +145,29 @@ int hkc_pack_weights_match(const hkc_spec_t *spec, const hk_weights_t *w, const 
     const hkc_tensor_t *t = &spec->tensors[i];
     if (t->role != HK_ROLE_PARAM) continue;
     const char *want = t->name;
+    int mapped = 0;
     for (size_t m = 0; m < n_names; m++)
-      if (strcmp(names[m].tensor, t->name) == 0) want = names[m].weights;
+      if (strcmp(names[m].tensor, t->name) == 0) want = names[m].weights, mapped = 1;
+    int batched = 0;
+    for (uint32_t d = 0; d < t->rank; d++) batched |= t->dims[d].mul != 0;
     uint32_t index;
     if (hk_weights_find(w, want, &index) != HK_OK) {
+      int found = 0;
+      if (!mapped && t->n_parts && !batched) {
+        if (assemble_parts(t, w, label, &found, &list[n]) != 0) {
+          bad = 1;
+          continue;
+        }
+        if (found) {
+          list[n++].tensor = (uint32_t)i;
+          continue;
+        }
+      }
       hkc_sb_printf(&missing, "%s%s", n_missing++ ? ", " : "", t->name);
       continue;
     }
     hk_weights_tensor_info_t wi;
     (void)hk_weights_tensor_info(w, index, &wi);
-    int batched = 0;
-    for (uint32_t d = 0; d < t->rank; d++) batched |= t->dims[d].mul != 0;
     if (batched) {
       hkc_error(t->loc, "param %s: its shape depends on batch, so its bytes cannot be stored in the pack", t->name);
       bad = 1;
@@ -116,7 +186,7 @@ int hkc_pack_weights_match(const hkc_spec_t *spec, const hk_weights_t *w, const 
       bad = 1;
       continue;
     }
-    list[n++] = (hkc_weight_in_t){(uint32_t)i, wi.data, wi.bytes};
+    list[n++] = (hkc_weight_in_t){(uint32_t)i, wi.data, wi.bytes, NULL};
   }
   if (n_missing) {
     hkc_error(NOLOC, "%s lacks %zu param(s) of spec %s: %s (every param is stored in the pack; --weights-map "
@@ -126,10 +196,16 @@ int hkc_pack_weights_match(const hkc_spec_t *spec, const hk_weights_t *w, const 
   }
   free(missing.data);
   if (bad) {
-    free(list);
+    hkc_pack_weights_free(list, n);
     return -1;
   }
   *out = list;
   *out_n = n;
   return 0;
+}
+
+void hkc_pack_weights_free(hkc_weight_in_t *list, size_t n) {
+  if (!list) return;
+  for (size_t i = 0; i < n; i++) free(list[i].owned);
+  free(list);
 }

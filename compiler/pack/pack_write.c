@@ -30,7 +30,7 @@
 
 #define HKC_PACK_DEFAULT_LEVEL 19
 /* Table sections, in file order; CODE sections (one per target) follow, then PLAN when
- * the input has costs, PTX_INDEX and PTX, WEIGHTS_INDEX and WEIGHTS, and SIGNATURE when signed. */
+ * the input has costs, PTX_INDEX and PTX, PARTS, WEIGHTS_INDEX and WEIGHTS, and SIGNATURE when signed. */
 #define HKC_TABLE_SECTIONS 11
 
 static const hkc_loc_t NOLOC = {0};
@@ -118,6 +118,8 @@ typedef struct builder {
   size_t n_ptx_recs;
   hk_weight_rec_t *weight_recs; /* WEIGHTS_INDEX: one per in->weights entry; NULL: none */
   uint64_t weights_size;        /* the WEIGHTS payload */
+  hk_part_rec_t *parts; /* PARTS: the params' parts, tensor by tensor; NULL: none */
+  size_t n_parts;
 } builder_t;
 
 static void builder_free(builder_t *b) {
@@ -143,6 +145,7 @@ static void builder_free(builder_t *b) {
   free(b->ptx_size);
   free(b->ptx_recs);
   free(b->weight_recs);
+  free(b->parts);
 }
 
 static int name_ok(const char *what, const char *name) {
@@ -436,6 +439,19 @@ static int build_tables(builder_t *b) {
     }
   }
 
+  for (size_t i = 0; i < spec->n_tensors; i++) b->n_parts += spec->tensors[i].n_parts;
+  if (b->n_parts && !(b->parts = calloc(b->n_parts, sizeof *b->parts))) {
+    hkc_error(NOLOC, "cannot write the artifact: out of memory");
+    return -1;
+  }
+  for (size_t i = 0, at = 0; i < spec->n_tensors; i++)
+    for (uint32_t p = 0; p < spec->tensors[i].n_parts; p++) {
+      if (!name_ok("part", spec->tensors[i].parts[p])) return -1;
+      b->parts[at].tensor = (uint32_t)i;
+      ADD_STRING(b, spec->tensors[i].parts[p], &b->parts[at].name);
+      at++;
+    }
+
   size_t kernel_at = 0, graph_at = 0, node_at = 0, arg_at = 0, dep_at = 0, place_at = 0;
   for (size_t t = 0; t < nt; t++) {
     const hkc_target_out_t *to = &in->targets[t];
@@ -636,8 +652,8 @@ static int assemble(builder_t *b, void **out_data, size_t *out_size) {
   size_t n_ptx = 0;
   for (size_t t = 0; t < in->n_targets; t++) n_ptx += b->ptx[t] != NULL;
   size_t n_sections = HKC_TABLE_SECTIONS + in->n_targets + (b->has_plan ? 1 : 0) + (n_ptx ? 1 + n_ptx : 0) +
-                      (b->weight_recs ? 2 : 0) + (in->sign_seed ? 1 : 0);
-  payload_t pl[HKC_TABLE_SECTIONS + HK_MAX_TARGETS + 1 + 1 + HK_MAX_TARGETS + 2 + 1];
+                      (b->n_parts ? 1 : 0) + (b->weight_recs ? 2 : 0) + (in->sign_seed ? 1 : 0);
+  payload_t pl[HKC_TABLE_SECTIONS + HK_MAX_TARGETS + 1 + 1 + HK_MAX_TARGETS + 1 + 2 + 1];
   const payload_t tables[HKC_TABLE_SECTIONS] = {
       {HK_SECTION_STRINGS, 0, UINT32_MAX, b->strings.data, b->strings.len, 0},
       {HK_SECTION_MANIFEST, 0, UINT32_MAX, &b->manifest, sizeof b->manifest, 0},
@@ -670,6 +686,9 @@ static int assemble(builder_t *b, void **out_data, size_t *out_size) {
                                   b->ptx[t], b->ptx_size[t], in->targets[t].ptx_size};
   }
   size_t at_pl = HKC_TABLE_SECTIONS + in->n_targets + (b->has_plan ? 1 : 0) + (n_ptx ? 1 + n_ptx : 0);
+  if (b->n_parts) /* after everything a 1.3 reader knows */
+    pl[at_pl++] = (payload_t){HK_SECTION_PARTS, HK_SECTION_FLAG_OPTIONAL, UINT32_MAX, b->parts,
+                              b->n_parts * sizeof *b->parts, b->n_parts * sizeof *b->parts};
   if (b->weight_recs) { /* after everything a 1.3 reader knows; WEIGHTS's bytes are copied below */
     size_t index_bytes = in->n_weights * sizeof *b->weight_recs;
     pl[at_pl++] = (payload_t){HK_SECTION_WEIGHTS_INDEX, HK_SECTION_FLAG_OPTIONAL, UINT32_MAX, b->weight_recs,

@@ -235,7 +235,12 @@ int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY
       if (d) fprintf(out, ", ");
       print_dim(out, &tr->dims[d]);
     }
-    fprintf(out, "]%s\n", weight_stored(v, i) ? " stored" : "");
+    fprintf(out, "]%s", weight_stored(v, i) ? " stored" : "");
+    uint32_t first, count; /* PARTS (format 1.4): what the param concatenates */
+    hk_pack_tensor_parts(v, i, &first, &count);
+    for (uint32_t p = 0; p < count; p++)
+      fprintf(out, "%s%s", p ? " | " : "  parts: ", hk_pack_string(v, v->parts[first + p].name));
+    fprintf(out, "\n");
   }
 
   for (uint32_t t = 0; t < v->target_count; t++) {
@@ -669,6 +674,13 @@ int hkc_inspect_json(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY_BY
     cJSON *shape = cJSON_AddArrayToObject(jt, "shape");
     for (uint32_t d = 0; d < tr->rank; d++) cJSON_AddItemToArray(shape, json_dim(&tr->dims[d]));
     cJSON_AddBoolToObject(jt, "stored", weight_stored(v, i));
+    uint32_t first, count;
+    hk_pack_tensor_parts(v, i, &first, &count);
+    if (count) {
+      cJSON *parts = cJSON_AddArrayToObject(jt, "parts");
+      for (uint32_t p = 0; p < count; p++)
+        cJSON_AddItemToArray(parts, cJSON_CreateString(hk_pack_string(v, v->parts[first + p].name)));
+    }
   }
 
   /* provenance: its lines ("key=value"), escaped as printed */

@@ -1051,7 +1051,11 @@ static int check_params_given(hk_session_t *session, const named_file_t *files, 
     char shape[128];
     format_shape(&info, shape, sizeof shape);
     if (!missing++) fprintf(stderr, "hkc run: these params are not given:\n");
-    fprintf(stderr, "  %s %s\n", info.name, shape);
+    fprintf(stderr, "  %s %s", info.name, shape);
+    const char *part; /* a param made of parts: the checkpoint tensors that would give it */
+    for (uint32_t p = 0; (part = hk_session_tensor_part(session, t, p)) != NULL; p++)
+      fprintf(stderr, "%s%s", p ? " | " : " (or its parts, all of: ", part);
+    fprintf(stderr, "%s\n", hk_session_tensor_part(session, t, 0) ? ")" : "");
   }
   if (!missing) return 0;
   fprintf(stderr, "hkc run: %u param(s) unbound: give them with --weights FILE.safetensors|FILE.npz or --param "

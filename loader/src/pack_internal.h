@@ -73,6 +73,9 @@ typedef struct hk_pack_view {
   uint32_t weight_count;
   const uint8_t *weights;
   uint64_t weights_size;
+  /* The optional PARTS (format 1.4): part_count records grouped by tensor; NULL when none. */
+  const hk_part_rec_t *parts;
+  uint32_t part_count;
 } hk_pack_view_t;
 
 /* The limits verify applies, resolved from hk_pack_open_options_t (0 there: the default). */
@@ -90,6 +93,10 @@ void hk_pack_limits_from(const hk_pack_open_options_t *options, hk_pack_limits_t
  * aligned; limits NULL: the defaults. Errors: CORRUPT (with what and where),
  * UNSUPPORTED_VERSION. No allocation. */
 hk_status_t hk_pack_verify(const void *data, size_t size, const hk_pack_limits_t *limits, hk_pack_view_t *out_view);
+
+/* The parts of tensor `tensor` (pack_format.h, hk_part_rec_t): records [*out_first, +*out_count)
+ * of view->parts, in concatenation order; *out_count 0 when it has none. */
+void hk_pack_tensor_parts(const hk_pack_view_t *view, uint32_t tensor, uint32_t *out_first, uint32_t *out_count);
 
 /* The verified view of an open pack (borrowed). */
 const hk_pack_view_t *hk_pack_view(const hk_pack_t *pack);

@@ -213,6 +213,13 @@ HK_API hk_status_t hk_session_tensor_info(const hk_session_t *s, uint32_t index,
   return HK_OK;
 }
 
+HK_API const char *hk_session_tensor_part(const hk_session_t *s, uint32_t index, uint32_t part) {
+  if (!s || index >= s->app_count) return NULL;
+  uint32_t first, count;
+  hk_pack_tensor_parts(s->view, s->app[index].tensor, &first, &count);
+  return part < count ? hk_pack_string(s->view, s->view->parts[first + part].name) : NULL;
+}
+
 HK_API uint64_t hk_session_batch(const hk_session_t *s) { return s ? s->batch : 0; }
 
 HK_API uint64_t hk_session_bucket(const hk_session_t *s) {

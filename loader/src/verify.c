@@ -6,10 +6,11 @@
  * section table bounds + checksum, each section (alignment, bounds, order/overlap,
  * flags, checksum), required sections, record sizes and counts, then every record:
  * string refs, enums, index ranges, shapes, node flags and TMA tensor map arguments (format
- * 1.2), scratch and semaphore arguments (1.3), placements, code frame sizes, and the optional
- * PLAN section's size, flags and reserved fields, the stored weights (1.4). Every record is
- * checked whether a graph references it or not, and each once (ranges tile their tables), so
- * the work is proportionate to the file, under the open options' limits.
+ * 1.2), scratch and semaphore arguments (1.3), placements, code frame sizes, the optional
+ * PLAN section's size, flags and reserved fields, and the optional PARTS records and stored
+ * weights (1.4). Every record is checked whether a graph references it or not, and each once
+ * (ranges tile their tables), so the work is proportionate to the file, under the open
+ * options' limits.
  * Names are restricted to safe characters: they reach terminals, logs and file names.
  * The first problem found is reported as CORRUPT (or UNSUPPORTED_VERSION) with what
  * and where.
@@ -35,8 +36,8 @@ static const char *section_kind_name(uint32_t kind) {
   if (kind == HK_SECTION_WEIGHTS) return "WEIGHTS";
   static const char *const names[] = {"?", "STRINGS", "MANIFEST", "TARGETS", "KERNELS", "TENSORS", "GRAPHS",
                                       "NODES", "ARGS", "DEPS", "PLACEMENTS", "PROVENANCE", "CODE", "PLAN",
-                                      "SIGNATURE", "PTX_INDEX", "PTX"};
-  return kind <= HK_SECTION_PTX ? names[kind] : "unknown";
+                                      "SIGNATURE", "PTX_INDEX", "PTX", "PARTS"};
+  return kind <= HK_SECTION_PARTS ? names[kind] : "unknown";
 }
 
 const char *hk_dtype_label(uint32_t dtype) {
@@ -235,6 +236,7 @@ static hk_status_t map_tables(hk_pack_view_t *v, const hk_pack_limits_t *lim) {
     }
     if (s->kind == HK_SECTION_PTX || s->kind == HK_SECTION_PTX_INDEX) continue; /* verify_ptx */
     if (s->kind == HK_SECTION_WEIGHTS || s->kind == HK_SECTION_WEIGHTS_INDEX) continue; /* verify_weights */
+    if (s->kind == HK_SECTION_PARTS) continue;                                  /* verify_parts */
     if (s->kind == 0 || s->kind > HK_SECTION_CODE) {
       CHECK(s->flags & HK_SECTION_FLAG_OPTIONAL,
             "section %u has unknown kind %u and is not flagged optional (written by a newer hkc?)", i, s->kind);
@@ -759,6 +761,65 @@ static hk_status_t verify_weights(hk_pack_view_t *v) {
   return HK_OK;
 }
 
+/* The optional PARTS (format 1.4; pack_format.h, hk_part_rec_t): at most one section,
+ * uncompressed, optional, no target; records grouped by tensor in ascending order, each a
+ * PARAM, at most HK_MAX_PARTS per tensor with distinct tensor-name strings (a group's names are
+ * compared pairwise: at most 64^2/2 comparisons per param). Fills the view's parts fields. */
+static hk_status_t verify_parts(hk_pack_view_t *v) {
+  const hk_section_t *sec = NULL;
+  uint32_t at = 0;
+  for (uint32_t i = 0; i < v->section_count; i++) {
+    const hk_section_t *s = &v->sections[i];
+    if (s->kind != HK_SECTION_PARTS) continue;
+    CHECK(sec == NULL, "section PARTS appears more than once (sections %u and %u)", at, i);
+    CHECK(s->flags == HK_SECTION_FLAG_OPTIONAL && s->raw_size == s->size,
+          "section %u (PARTS): must be stored uncompressed and flagged optional (flags 0x%x)", i, s->flags);
+    CHECK(s->target == UINT32_MAX, "section %u (PARTS): target field must be 0xffffffff", i);
+    CHECK(s->size % sizeof(hk_part_rec_t) == 0 &&
+              s->size / sizeof(hk_part_rec_t) <= (uint64_t)v->tensor_count * HK_MAX_PARTS,
+          "section %u (PARTS): size %llu is not a multiple of %zu bytes or holds more than %u records per tensor", i,
+          (unsigned long long)s->size, sizeof(hk_part_rec_t), HK_MAX_PARTS);
+    sec = s;
+    at = i;
+  }
+  if (!sec) return HK_OK;
+  const hk_part_rec_t *recs = (const hk_part_rec_t *)(v->base + sec->offset);
+  const uint32_t n = (uint32_t)(sec->size / sizeof *recs);
+  uint32_t group = 0; /* first record of the current tensor's group */
+  for (uint32_t i = 0; i < n; i++) {
+    const hk_part_rec_t *r = &recs[i];
+    CHECK(r->tensor < v->tensor_count, "PARTS record %u: tensor %u out of range (%u tensors)", i, r->tensor,
+          v->tensor_count);
+    const char *tname = hk_pack_string(v, v->tensors[r->tensor].name);
+    CHECK(i == 0 || r->tensor >= recs[i - 1].tensor, "PARTS record %u: tensor %u (%s) does not ascend", i, r->tensor,
+          tname);
+    CHECK(v->tensors[r->tensor].role == HK_ROLE_PARAM, "PARTS record %u: tensor %u (%s) is not a param", i, r->tensor,
+          tname);
+    if (i > 0 && r->tensor != recs[i - 1].tensor) group = i;
+    CHECK(i - group < HK_MAX_PARTS, "PARTS: tensor %u (%s) has more than %u parts", r->tensor, tname, HK_MAX_PARTS);
+    HK_RETURN_IF_ERROR(check_string_as(v, r->name, NAME_FILE, "PARTS record", i));
+    for (uint32_t k = group; k < i; k++)
+      CHECK(recs[k].name != r->name && strcmp(hk_pack_string(v, recs[k].name), hk_pack_string(v, r->name)) != 0,
+            "PARTS: tensor %u (%s) names part \"%s\" twice", r->tensor, tname, hk_pack_string(v, r->name));
+  }
+  v->parts = recs;
+  v->part_count = n;
+  return HK_OK;
+}
+
+void hk_pack_tensor_parts(const hk_pack_view_t *v, uint32_t tensor, uint32_t *out_first, uint32_t *out_count) {
+  uint32_t lo = 0, hi = v->part_count; /* first record with .tensor >= tensor */
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (v->parts[mid].tensor < tensor) lo = mid + 1;
+    else hi = mid;
+  }
+  uint32_t end = lo;
+  while (end < v->part_count && v->parts[end].tensor == tensor) end++;
+  *out_first = lo;
+  *out_count = end - lo;
+}
+
 hk_status_t hk_pack_verify(const void *data, size_t size, const hk_pack_limits_t *limits, hk_pack_view_t *out_view) {
   memset(out_view, 0, sizeof *out_view);
   hk_pack_limits_t defaults;
@@ -777,6 +838,7 @@ hk_status_t hk_pack_verify(const void *data, size_t size, const hk_pack_limits_t
   HK_RETURN_IF_ERROR(verify_plan(&v));
   HK_RETURN_IF_ERROR(verify_ptx(&v, limits));
   HK_RETURN_IF_ERROR(verify_weights(&v));
+  HK_RETURN_IF_ERROR(verify_parts(&v));
   *out_view = v;
   return HK_OK;
 }

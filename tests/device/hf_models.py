@@ -139,6 +139,14 @@ for name, masked in (("bert", 0), ("gpt2", 0), ("llama", 0), ("bert", 1), ("gpt2
     seq = int(spec["dims"]["seq"]) if "dims" in spec and "seq" in spec["dims"] else None
     names = [line.split()[1] for line in open(os.path.join(src, tag + ".map"))
              if line.strip() and not line.startswith("#")]
+    # params declared with `parts:` (BERT's q|k|v) bind from the checkpoint tensors the spec names
+    for entry in spec["graph"]:
+        rep = entry.get("repeat") if isinstance(entry, dict) else None
+        for decl in ((rep or {}).get("params") or {}).values():
+            if isinstance(decl, dict) and "parts" in decl:
+                count = rep["count"] if isinstance(rep["count"], int) else int(spec["dims"][rep["count"]])
+                var = "{%s}" % rep.get("var", "i")
+                names += [p.replace(var, str(k)) for k in range(count) for p in decl["parts"]]
     model, run = build(name)
     state = model.state_dict()
     missing = [n for n in names if n not in state]

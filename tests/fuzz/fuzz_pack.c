@@ -6,8 +6,8 @@
  * checks), then as a copy whose file_size and checksums the harness fixes up, so the
  * mutated records reach verify's deeper checks (ranges, indices, enums, shapes).
  * When a pack opens, every accessor and every record of the verified view (node flags,
- * scratch and semaphore ranges, the optional PLAN section's records and the stored weights'
- * bytes included) is walked,
+ * scratch and semaphore ranges, the optional PLAN section's records, PARTS and the stored
+ * weights' bytes included) is walked,
  * and code sections are decompressed (small ones only), so ASan proves that what
  * verify accepted is safe to read. Code objects are never loaded: that would run
  * fuzzed machine code.
@@ -79,6 +79,12 @@ static void walk(hk_pack_t *pack) {
         if (v->deps[n->dep_first + d] >= j) abort(); /* verified */
     }
     for (uint32_t i = 0; i < v->tensor_count; i++) sink += v->placements[gr->placement_first + i];
+  }
+  for (uint32_t i = 0; i < v->tensor_count; i++) { /* PARTS (format 1.4) */
+    uint32_t first, count;
+    hk_pack_tensor_parts(v, i, &first, &count);
+    if (count > HK_MAX_PARTS || (count && v->tensors[i].role != HK_ROLE_PARAM)) abort(); /* verified */
+    for (uint32_t p = 0; p < count; p++) sink += strlen(hk_pack_string(v, v->parts[first + p].name));
   }
   if ((v->plan_graphs == NULL) != (v->plan_nodes == NULL)) abort(); /* both or neither */
   if (v->plan_graphs) {

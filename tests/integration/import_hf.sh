@@ -67,11 +67,14 @@ for m in bert gpt2 llama; do
     --embeddings --padding
 done
 
-# The map names the checkpoint's tensors: 16 per BERT layer, 12 per GPT-2 layer (+ ln_f), 9 per
-# Llama layer (+ norm).
-[ "$(grep -vc '^#' "$work/bert.map")" = 32 ] && [ "$(grep -vc '^#' "$work/gpt2.map")" = 26 ] &&
+# The map names the checkpoint's tensors: 10 per BERT layer (query, key and value are the parts
+# of one q|k|v weight and bias, named in the spec), 12 per GPT-2 layer (+ ln_f), 9 per Llama
+# layer (+ norm).
+[ "$(grep -vc '^#' "$work/bert.map")" = 20 ] && [ "$(grep -vc '^#' "$work/gpt2.map")" = 26 ] &&
   [ "$(grep -vc '^#' "$work/llama.map")" = 19 ] || fail "name map sizes: $(wc -l "$work"/*.map)"
-grep -Eq '^q_w_1 +bert\.encoder\.layer\.1\.attention\.self\.query\.weight$' "$work/bert.map" || fail "bert.map"
+grep -Eq '^o_w_1 +bert\.encoder\.layer\.1\.attention\.output\.dense\.weight$' "$work/bert.map" || fail "bert.map"
+grep -Fq 'qkv_w: {shape: [3*hidden, hidden], parts: ["bert.encoder.layer.{i}.attention.self.query.weight", "bert.encoder.layer.{i}.attention.self.key.weight", "bert.encoder.layer.{i}.attention.self.value.weight"]}' "$work/bert.yaml" &&
+  grep -Fq '{name: attn, op: attention, in: [qkv],' "$work/bert.yaml" || fail "bert.yaml: no q|k|v parts: $(cat "$work/bert.yaml")"
 grep -Eq '^qkv_w_0 +transformer\.h\.0\.attn\.c_attn\.weight$' "$work/gpt2.map" || fail "gpt2.map"
 grep -Eq '^k_w_1 +model\.layers\.1\.self_attn\.k_proj\.weight$' "$work/llama.map" || fail "llama.map"
 
@@ -81,7 +84,17 @@ if "$PY" "$ref" "$HKC" "$work/llama.hkpack" "$work/llama.json" "$work/llama.map"
   fail "swapped weights passed the comparison: $(cat "$work/swap.txt")"
 fi
 grep -q "^FAIL llama" "$work/swap.txt" || fail "swapped weights: $(cat "$work/swap.txt")"
-echo "ok a wrongly bound weight fails the comparison"
+# Can fail too: BERT's key and value parts in the wrong order.
+sed 's/self\.key\.weight"/@KEY@/; s/self\.value\.weight"/self.key.weight"/; s/@KEY@/self.value.weight"/' \
+  "$work/bert.yaml" > "$work/bert_kv.yaml"
+grep -Fq 'self.value.weight", "bert.encoder.layer.{i}.attention.self.key.weight"' "$work/bert_kv.yaml" ||
+  fail "bert_kv.yaml: parts not swapped"
+"$HKC" build "$work/bert_kv.yaml" -o "$work/bert_kv.hkpack" --target host -q
+if "$PY" "$ref" "$HKC" "$work/bert_kv.hkpack" "$work/bert.json" "$work/bert.map" "$work/kv" > "$work/kv.txt"; then
+  fail "swapped parts passed the comparison: $(cat "$work/kv.txt")"
+fi
+grep -q "^FAIL bert" "$work/kv.txt" || fail "swapped parts: $(cat "$work/kv.txt")"
+echo "ok a wrongly bound weight fails the comparison (map entries; parts)"
 
 # --layers, --dtype, --prefix; the spec builds with its batch sizes.
 "$HKC" import hf "$work/llama.json" -o "$work/l1.yaml" --layers 1 --dtype bf16 --prefix "" --seq 16 \

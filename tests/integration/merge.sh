@@ -5,7 +5,7 @@
 # SwiGLU needs --merge-targets on the parts; mismatched inputs (another spec, other build
 # options, another fusion, a target twice, a damaged or truncated pack) are refused with a
 # message naming what differs, and no output is left behind. GPU targets whose toolchain this
-# machine lacks are skipped visibly (host always runs).
+# machine lacks are skipped visibly (host always runs). Params made of parts are kept.
 set -euo pipefail
 : "${HKC:?}" "${HK_SOURCE_DIR:?}"
 work=$(mktemp -d)
@@ -45,6 +45,31 @@ ok "merge of ${#parts[@]} parts == build --target $targets ($(stat -c %s "$work/
 "$HKC" run --random-params "$work/merged.hkpack" --batch 2 --runs 1 --warmup 0 --allow-unsigned-native > /dev/null ||
   fail "hkc run of the merged pack"
 ok "the merged pack verifies and runs (host)"
+# params made of parts (PARTS, format 1.4) travel through the merge too
+cat > "$work/parts.yaml" <<'EOF'
+hkc: 1
+name: parts
+batch_sizes: [1]
+dims: {seq: 4, hidden: 16, heads: 2}
+inputs: {x: [batch, seq, hidden]}
+params:
+  wqkv: {shape: [3*hidden, hidden], parts: [m.q.weight, m.k.weight, m.v.weight]}
+graph:
+  - {name: qkv_proj, op: gemm, in: [x, wqkv], trans_b: true, out: qkv}
+  - {name: attn, op: attention, in: [qkv], heads: heads, out: y}
+outputs: [y]
+EOF
+pparts=()
+for t in $list; do
+  "$HKC" build "$work/parts.yaml" --target "$t" -o "$work/pp-$t.hkpack" -q
+  pparts+=("$work/pp-$t.hkpack")
+done
+"$HKC" build "$work/parts.yaml" --target "$targets" -o "$work/pp-all.hkpack" -q
+"$HKC" merge "${pparts[@]}" -o "$work/pp-merged.hkpack" -q
+cmp "$work/pp-merged.hkpack" "$work/pp-all.hkpack" || fail "merged pack with parts differs from the build of $targets"
+"$HKC" inspect "$work/pp-merged.hkpack" > "$work/pp.txt"
+grep -q "parts: m.q.weight | m.k.weight | m.v.weight" "$work/pp.txt" || fail "parts lost in the merge: $(cat "$work/pp.txt")"
+ok "a pack with parts merges to the build of $targets, parts kept"
 
 # 2. signed: inputs' signatures dropped; --sign == build --sign
 "$HKC" keygen -o "$work/k" -q

@@ -205,6 +205,51 @@ EOF2
   [ ! -e "$work/ew-bad.hkpack" ] || bad "a refused merge wrote its output"
 fi
 
+# ---- params made of parts (spec `parts:`): hkc build --weights assembles them from a
+# checkpoint holding only the parts, as libhkrt's binding does (the same output bytes) ----
+cat > "$work/parts.yaml" <<'EOF'
+hkc: 1
+name: parts_gemm
+dtype: bf16
+batch_sizes: [1, 3]
+inputs: {x: [batch, 7, 45]}
+params:
+  w: {shape: [77, 45], parts: [p.q, p.k, p.v]}
+  b: {shape: [77], parts: [p.qb, p.kb]}
+graph:
+  - {name: g, op: gemm, in: [x, w], trans_b: true, bias: b, out: y}
+outputs: [y]
+EOF
+"$PY" - "$work" <<'EOF'
+import json, struct, sys
+import numpy as np
+work = sys.argv[1]
+rng = np.random.default_rng(5)
+def st(path, tensors):
+    h, at, blob = {}, 0, b""
+    for n, a in tensors.items():
+        raw = (a.astype(np.float32).view(np.uint32) >> 16).astype("<u2").tobytes()  # bf16 by truncation
+        h[n] = {"dtype": "BF16", "shape": list(a.shape), "data_offsets": [at, at + len(raw)]}; at += len(raw); blob += raw
+    j = json.dumps(h).encode()
+    open(path, "wb").write(struct.pack("<Q", len(j)) + j + blob)
+t = {"p.q": rng.uniform(-1, 1, (30, 45)), "p.k": rng.uniform(-1, 1, (40, 45)), "p.v": rng.uniform(-1, 1, (7, 45)),
+     "p.qb": rng.uniform(-1, 1, (70,)), "p.kb": rng.uniform(-1, 1, (7,))}
+st(work + "/parts.safetensors", t)
+bad = dict(t); bad["p.v"] = rng.uniform(-1, 1, (8, 45))
+st(work + "/parts_rows.safetensors", bad)
+EOF
+"$HKC" build "$work/parts.yaml" --target host -o "$work/parts_plain.hkpack" -q
+"$HKC" build "$work/parts.yaml" --target host -o "$work/parts_self.hkpack" -q --weights "$work/parts.safetensors"
+run "$work/parts_self.hkpack" --save-outputs "$work/ps" > /dev/null \
+  && run "$work/parts_plain.hkpack" --weights "$work/parts.safetensors" --save-outputs "$work/pp" > /dev/null \
+  && cmp -s "$work/ps/y.npy" "$work/pp/y.npy" \
+  && ok "parts: the stored param assembled from its parts gives the bytes of binding the parts at run time" \
+  || bad "parts: build --weights with a parts param"
+rm -f "$work/no.hkpack"
+expect_fail "parts whose rows do not add up" 'param w: its 3 parts in .*parts_rows.safetensors have 78 rows together, the param has 77' \
+  "$HKC" build "$work/parts.yaml" --target host -o "$work/no.hkpack" -q --weights "$work/parts_rows.safetensors"
+[ ! -e "$work/no.hkpack" ] || bad "parts rows: a pack was written"
+
 # ---- build-time refusals: nothing written ----
 refuse() { # refuse NAME REGEX ARGS...: hkc build fails naming the problem, and writes no pack
   local name=$1 want=$2; shift 2

@@ -207,7 +207,7 @@ static inline void fx_init(fx_t *fx, const void *host_code, size_t host_size, in
 /* Stores the param w in the pack (WEIGHTS, format 1.4): w[i] = 1 + i / 64 - `shift`. */
 static inline void fx_add_weights(fx_t *fx, float shift) {
   for (int i = 0; i < FX_COLS; i++) fx->weight_values[i] = 1.0f + (float)i / 64 - shift;
-  fx->weight = (hkc_weight_in_t){1, fx->weight_values, sizeof fx->weight_values};
+  fx->weight = (hkc_weight_in_t){1, fx->weight_values, sizeof fx->weight_values, NULL};
   fx->in.weights = &fx->weight;
   fx->in.n_weights = 1;
 }

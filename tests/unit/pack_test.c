@@ -1054,6 +1054,96 @@ static void test_ptx_corrupt(void **ts) {
   free(buf);
 }
 
+/* ---- PARTS (format 1.4) ----------------------------------------------------------------------- */
+static const char *k_parts[2] = {"m.w.a", "m.w.b"};
+
+/* The fixture with param w (tensor 1) made of two checkpoint tensors. */
+static uint8_t *write_with_parts(state_t *st, size_t *out_size) {
+  st->fx.tensors[1].parts = (char **)k_parts;
+  st->fx.tensors[1].n_parts = 2;
+  void *data;
+  if (hkc_pack_write_memory(&st->fx.in, &data, out_size) != 0) fail_msg("writing: %s", st->diag);
+  st->fx.tensors[1].parts = NULL;
+  st->fx.tensors[1].n_parts = 0;
+  return data;
+}
+
+/* hkc's writer -> libhkrt's reader: one optional PARTS section after the rest, w's parts in order. */
+static void test_parts_roundtrip(void **ts) {
+  state_t *st = *ts;
+  size_t size;
+  uint8_t *buf = write_with_parts(st, &size);
+  hk_pack_t *pack;
+  assert_int_equal(hk_test_open_memory(buf, size, NULL, &pack), HK_OK);
+  const hk_pack_view_t *v = hk_pack_view(pack);
+  assert_int_equal(v->header->version_minor, 4);
+  assert_int_equal(v->section_count, hdr(st->pack)->section_count + 1);
+  const hk_section_t *last = &v->sections[v->section_count - 1];
+  assert_int_equal(last->kind, HK_SECTION_PARTS);
+  assert_int_equal(last->flags, HK_SECTION_FLAG_OPTIONAL);
+  assert_int_equal(v->part_count, 2);
+  uint32_t first, count;
+  hk_pack_tensor_parts(v, 1, &first, &count);
+  assert_int_equal(count, 2);
+  assert_string_equal(hk_pack_string(v, v->parts[first].name), "m.w.a");
+  assert_string_equal(hk_pack_string(v, v->parts[first + 1].name), "m.w.b");
+  for (uint32_t t = 0; t < v->tensor_count; t++) {
+    hk_pack_tensor_parts(v, t, &first, &count);
+    assert_int_equal(count, t == 1 ? 2 : 0);
+  }
+  hk_pack_destroy(pack);
+  free(buf);
+  /* without parts: no section */
+  assert_int_equal(fx_find_section(st->pack, HK_SECTION_PARTS), UINT32_MAX);
+}
+
+static hk_part_rec_t *part_recs(uint8_t *b) { return fx_payload(b, HK_SECTION_PARTS); }
+static void p_parts_tensor(uint8_t *b, size_t n) { part_recs(b)[1].tensor = 99; }
+static void p_parts_role(uint8_t *b, size_t n) { part_recs(b)[0].tensor = part_recs(b)[1].tensor = 0; }
+static void p_parts_order(uint8_t *b, size_t n) { part_recs(b)[1].tensor = 0; }
+static void p_parts_dup(uint8_t *b, size_t n) { part_recs(b)[1].name = part_recs(b)[0].name; }
+static void p_parts_empty(uint8_t *b, size_t n) { part_recs(b)[0].name = 0; } /* "" */
+static void p_parts_ref(uint8_t *b, size_t n) { part_recs(b)[0].name = 0xffffff; }
+static void p_parts_zstd(uint8_t *b, size_t n) { sec(b, HK_SECTION_PARTS)->flags |= HK_SECTION_FLAG_ZSTD; }
+static void p_parts_target(uint8_t *b, size_t n) { sec(b, HK_SECTION_PARTS)->target = 0; }
+static void p_parts_partial(uint8_t *b, size_t n) {
+  hk_section_t *s = sec(b, HK_SECTION_PARTS);
+  memset(b + s->offset + 5, 0, (size_t)(s->size - 5));
+  s->size = s->raw_size = 5;
+}
+static void test_parts_corrupt(void **ts) {
+  state_t *st = *ts;
+  size_t size;
+  uint8_t *buf = write_with_parts(st, &size);
+#define PARTS_PATCHED(fn, needle) expect_patched_in(buf, size, fn, HK_STATUS_CORRUPT, needle, __LINE__)
+  PARTS_PATCHED(p_parts_tensor, "PARTS record 1: tensor 99 out of range (4 tensors)");
+  PARTS_PATCHED(p_parts_role, "PARTS record 0: tensor 0 (x) is not a param");
+  PARTS_PATCHED(p_parts_order, "PARTS record 1: tensor 0 (x) does not ascend");
+  PARTS_PATCHED(p_parts_dup, "PARTS: tensor 1 (w) names part \"m.w.a\" twice");
+  PARTS_PATCHED(p_parts_empty, "PARTS record 0: name \"\" is empty");
+  PARTS_PATCHED(p_parts_ref, "PARTS record 0: string ref 16777215 is outside STRINGS");
+  PARTS_PATCHED(p_parts_zstd, "(PARTS): must be stored uncompressed and flagged optional");
+  PARTS_PATCHED(p_parts_target, "(PARTS): target field must be 0xffffffff");
+  PARTS_PATCHED(p_parts_partial, "(PARTS): size 5 is not a multiple of 8 bytes");
+#undef PARTS_PATCHED
+  free(buf);
+  /* more than HK_MAX_PARTS parts: the writer's own verification refuses the pack */
+  char names[HK_MAX_PARTS + 1][8];
+  char *list[HK_MAX_PARTS + 1];
+  for (uint32_t p = 0; p <= HK_MAX_PARTS; p++) snprintf(names[p], sizeof names[p], "p%u", p), list[p] = names[p];
+  st->fx.tensors[1].parts = list;
+  st->fx.tensors[1].n_parts = HK_MAX_PARTS + 1;
+  void *data = NULL;
+  assert_int_not_equal(hkc_pack_write_memory(&st->fx.in, &data, &size), 0);
+  assert_null(data);
+  assert_non_null(strstr(st->diag, "tensor 1 (w) has more than 64 parts"));
+  st->fx.tensors[1].n_parts = HK_MAX_PARTS;
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &size), 0);
+  free(data);
+  st->fx.tensors[1].parts = NULL;
+  st->fx.tensors[1].n_parts = 0;
+}
+
 /* The writer refuses PTX on a target other than CUDA. */
 static void test_ptx_writer_rejects(void **ts) {
   state_t *st = *ts;
@@ -1479,7 +1569,7 @@ static void test_weights_writer_rejects(void **ts) {
   st->fx.weight.bytes = FX_COLS * 4;
   st->fx.weight.tensor = 0; /* x: an input */
   assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &size), -1);
-  hkc_weight_in_t two[2] = {{1, st->fx.weight_values, FX_COLS * 4}, {1, st->fx.weight_values, FX_COLS * 4}};
+  hkc_weight_in_t two[2] = {{1, st->fx.weight_values, FX_COLS * 4, NULL}, {1, st->fx.weight_values, FX_COLS * 4, NULL}};
   st->fx.in.weights = two;
   st->fx.in.n_weights = 2;
   assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &size), -1);
@@ -1587,6 +1677,19 @@ static int write_corpus(const char *dir) {
   }
   free(data);
   teardown((void **)&st);
+  /* PARTS (format 1.4): w made of two checkpoint tensors, and the same with a part named twice */
+  if (setup((void **)&st) != 0) return 1;
+  uint8_t *parts = write_with_parts(st, &size);
+  for (int bad = 0; bad < 2; bad++) {
+    if (bad) part_recs(parts)[1].name = part_recs(parts)[0].name; /* checksum left stale */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, bad ? "parts_named_twice" : "valid_parts");
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(parts, 1, size, f) != size) return 1;
+    fclose(f);
+  }
+  free(parts);
+  teardown((void **)&st);
   return write_issue17_corpus(dir);
 }
 
@@ -1620,6 +1723,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_weights_roundtrip, setup, teardown),
       cmocka_unit_test_setup_teardown(test_weights_corrupt, setup, teardown),
       cmocka_unit_test_setup_teardown(test_weights_writer_rejects, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_parts_roundtrip, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_parts_corrupt, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pdl_roundtrip, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pdl_corrupt, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pdl_writer_rejects, setup, teardown),

@@ -953,6 +953,97 @@ static void test_repeat_errors(void **state) {
 #undef R1
 }
 
+/* ---- parts: -------------------------------------------------------------------------------- */
+/* Lines 1-5; params on line 6 and 7. */
+#define PBASE                                  \
+  "hkc: 1\n"                                   \
+  "name: t\n"                                  \
+  "batch_sizes: [1]\n"                         \
+  "dims: {d: 8}\n"                             \
+  "inputs: {x: [batch, d]}\n"
+#define P(w_decl)                                                                                    \
+  PBASE "params:\n  w: " w_decl "\ngraph:\n  - {name: p, op: gemm, in: [x, w], trans_b: true, out: y}\n" \
+        "outputs: [y]\n"
+
+static void test_parts(void **state) {
+  (void)state;
+  hkc_spec_t *s = parse(PBASE "params:\n"
+                              "  w: {shape: [3*d, d], parts: [l.q.weight, l.k.weight, l.v.weight]}\n"
+                              "  b: {shape: [3*d], parts: [l.q.bias, l.k.bias, l.v.bias], dtype: f32}\n"
+                              "graph:\n"
+                              "  - {name: p, op: gemm, in: [x, w], trans_b: true, bias: b, out: y}\n"
+                              "outputs: [y]\n");
+  if (!s) fail_msg("%s", diag);
+  const hkc_tensor_t *w = tensor(s, "w"), *b = tensor(s, "b");
+  assert_int_equal(w->n_parts, 3);
+  assert_string_equal(w->parts[0], "l.q.weight");
+  assert_string_equal(w->parts[1], "l.k.weight");
+  assert_string_equal(w->parts[2], "l.v.weight");
+  assert_int_equal(dim_at(w, 0, 1), 24);
+  assert_int_equal(b->n_parts, 3);
+  assert_string_equal(b->parts[2], "l.v.bias");
+  assert_int_equal(tensor(s, "x")->n_parts, 0);
+  assert_null(tensor(s, "x")->parts);
+  hkc_spec_destroy(s);
+
+  /* in a repeat: {i} in the part names is the layer number */
+  s = parse(RBASE "  - repeat:\n"
+                  "      count: 2\n"
+                  "      in: x\n"
+                  "      out: y\n"
+                  "      params: {w: {shape: [d, d], parts: [\"m.{i}.a\", \"m.{i}.b\"]}}\n"
+                  "      body: [{name: a, op: gemm, in: [x, w], trans_b: true, out: y}]\n"
+                  "outputs: [y]\n");
+  if (!s) fail_msg("%s", diag);
+  const char *want[2][2] = {{"m.0.a", "m.0.b"}, {"m.1.a", "m.1.b"}};
+  for (int k = 0; k < 2; k++) {
+    const hkc_tensor_t *t = tensor(s, k ? "w_1" : "w_0");
+    assert_int_equal(t->n_parts, 2);
+    assert_string_equal(t->parts[0], want[k][0]);
+    assert_string_equal(t->parts[1], want[k][1]);
+  }
+  hkc_spec_destroy(s);
+
+  /* errors, at the place in the file */
+  expect_error_on(P("{shape: [3*d, d], parts: []}"), 7, "[]", "tensor 'w': 'parts' must list 1 to 64", "got 0");
+  expect_error_on(P("{shape: [3*d, d], parts: [a.q, a.k, a.q]}"), 7, "a.q]", "part 'a.q' is listed twice",
+                  "first at 7:32");
+  expect_error_on(P("{shape: [3*d, d], parts: [a.q, x]}"), 7, "x]", "part 'x' is the name of input 'x'", NULL);
+  expect_error_on(P("{shape: [3*d, d], parts: [w]}"), 7, "w]", "part 'w' is the name of param 'w'", NULL);
+  expect_error_on(P("{shape: [3*d, d], parts: [a/b]}"), 7, "a/b", "part 'a/b' is not a valid checkpoint tensor name",
+                  NULL);
+  expect_error_on(P("{shape: [3*d, d], parts: [.a]}"), 7, ".a]", "not a valid checkpoint tensor name", NULL);
+  expect_error_on(P("{shape: [3*d, d], parts: a.q}"), 7, "a.q}", "expected a list of checkpoint tensor names",
+                  "'parts'");
+  expect_error_on(P("{shape: [3*d, d], part: [a.q]}"), 7, "part:", "unknown key 'part'",
+                  "valid keys: shape, dtype, parts");
+  expect_error_on("hkc: 1\nname: t\nbatch_sizes: [1]\ndims: {d: 8}\n"
+                  "inputs: {x: {shape: [batch, d], parts: [a.x]}}\n"
+                  "graph:\n  - {name: p, op: relu, in: [x], out: y}\noutputs: [y]\n",
+                  5, "parts", "tensor 'x': only params may have 'parts'", NULL);
+  /* a name too long (256 bytes) and too many parts (65) */
+  char text[8192], list[2048];
+  char long_name[300];
+  memset(long_name, 'a', 256);
+  long_name[256] = '\0';
+  snprintf(text, sizeof text, P("{shape: [3*d, d], parts: [%s]}"), long_name);
+  expect_error_at(text, 7, 32, "is not a valid checkpoint tensor name", "1 to 255 bytes");
+  size_t used = 0;
+  for (int i = 0; i < 65; i++) used += (size_t)snprintf(list + used, sizeof list - used, "%sp%d", i ? ", " : "", i);
+  snprintf(text, sizeof text, P("{shape: [3*d, d], parts: [%s]}"), list);
+  expect_error_at(text, 7, 31, "'parts' must list 1 to 64 checkpoint tensors", "got 65");
+  /* 64 is fine */
+  used = 0;
+  for (int i = 0; i < 64; i++) used += (size_t)snprintf(list + used, sizeof list - used, "%sp%d", i ? ", " : "", i);
+  snprintf(text, sizeof text, P("{shape: [3*d, d], parts: [%s]}"), list);
+  s = parse(text);
+  if (!s) fail_msg("%s", diag);
+  assert_int_equal(tensor(s, "w")->n_parts, 64);
+  assert_string_equal(tensor(s, "w")->parts[63], "p63");
+  hkc_spec_destroy(s);
+}
+#undef P
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mlp_spec),
@@ -984,6 +1075,7 @@ int main(void) {
       cmocka_unit_test(test_missing_file),
       cmocka_unit_test(test_repeat_expansion),
       cmocka_unit_test(test_repeat_errors),
+      cmocka_unit_test(test_parts),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,8 @@
  * read from memory and from disk (records, metadata, alignment of the data), every malformed
  * header refused with CORRUPT and a message that says what is wrong, and binding to a host
  * session of the test fixture (param w f32 [100]): in place or copied, name maps, dtype and
- * shape mismatches named, nothing bound on failure, numerics through a real run. Also the
+ * shape mismatches named, nothing bound on failure, numerics through a real run; a param made of
+ * parts (format 1.4) bound from its separate checkpoint tensors, mismatches refused. Also the
  * name map files of hkc run --weights-map (compiler/tools/weights_map.c). */
 #include <math.h>
 #include <setjmp.h>
@@ -403,6 +404,136 @@ static void test_bind_mismatch(void **ts) {
   hk_weights_destroy(w);
 }
 
+/* ---- a param made of parts (format 1.4): w = m.a | m.b | m.c along axis 0 ---- */
+static const char *g_parts[3] = {"m.a", "m.b", "m.c"};
+
+static int setup_parts(void **ts) {
+  state_t *st = calloc(1, sizeof *st);
+  *ts = st;
+  if (!g_code) return 0;
+  fx_init(&st->fx, g_code, g_code_size, 0);
+  st->fx.tensors[1].parts = (char **)g_parts;
+  st->fx.tensors[1].n_parts = 3;
+  if (hkc_pack_write_memory(&st->fx.in, &st->pack_bytes, &st->pack_size) != 0) return -1;
+  if (hk_test_open_memory(st->pack_bytes, st->pack_size, NULL, &st->pack) != HK_OK) return -1;
+  if (hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 2), &st->s) != HK_OK) return -1;
+  return 0;
+}
+
+/* A checkpoint of n tensors named names[k], dtypes[k], shape texts shapes[k], bytes[k] bytes
+ * each from src (concatenated), opened from a file (owned memory). */
+static hk_weights_t *tensors_file(uint32_t n, const char *const *names, const char *const *dtypes,
+                                  const char *const *shapes, const size_t *bytes, const void *src) {
+  char header[2048];
+  size_t used = (size_t)snprintf(header, sizeof header, "{"), at = 0;
+  for (uint32_t k = 0; k < n; k++) {
+    used += (size_t)snprintf(header + used, sizeof header - used,
+                             "%s\"%s\": {\"dtype\": \"%s\", \"shape\": %s, \"data_offsets\": [%zu, %zu]}", k ? ", " : "",
+                             names[k], dtypes[k], shapes[k], at, at + bytes[k]);
+    at += bytes[k];
+  }
+  snprintf(header + used, sizeof header - used, "}");
+  st_file_t f = st_make(header, src, at);
+  char *dir = hk_test_tmpdir(), path[512];
+  snprintf(path, sizeof path, "%s/p.safetensors", dir);
+  FILE *fp = fopen(path, "wb");
+  assert_non_null(fp);
+  assert_int_equal(fwrite(f.bytes, 1, f.size, fp), f.size);
+  fclose(fp);
+  hk_weights_t *w = NULL;
+  if (hk_weights_open_file(path, NULL, &w) != HK_OK) fail_msg("%s: %s", header, hk_last_error());
+  remove(path);
+  rmdir(dir);
+  free(dir);
+  free(f.bytes);
+  return w;
+}
+
+static void expect_bind_error(hk_session_t *s, hk_weights_t *w, uint32_t flags, hk_status_t want, const char *m1,
+                              const char *m2) {
+  hk_bind_weights_options_t o = {.struct_size = sizeof o, .flags = flags};
+  uint32_t bound = 9;
+  hk_status_t got = hk_session_bind_weights(s, w, &o, &bound);
+  if (got != want || !strstr(hk_last_error(), m1) || (m2 && !strstr(hk_last_error(), m2)))
+    fail_msg("status %s, message \"%s\"; expected %s with \"%s\" and \"%s\"", hk_status_string(got), hk_last_error(),
+             hk_status_string(want), m1, m2 ? m2 : "");
+  assert_int_equal(bound, 0);
+  for (uint32_t t = 0; t < hk_session_tensor_count(s); t++) assert_false(hk_session_tensor_bound(s, t));
+  hk_weights_destroy(w);
+}
+
+static void test_bind_parts(void **ts) {
+  state_t *st = *ts;
+  NEED_CC();
+  const uint32_t wi = tensor_index(st->s, "w");
+  assert_string_equal(hk_session_tensor_part(st->s, wi, 0), "m.a");
+  assert_string_equal(hk_session_tensor_part(st->s, wi, 2), "m.c");
+  assert_null(hk_session_tensor_part(st->s, wi, 3));
+  assert_null(hk_session_tensor_part(st->s, tensor_index(st->s, "x"), 0));
+  assert_null(hk_session_tensor_part(st->s, 99, 0));
+  assert_null(hk_session_tensor_part(NULL, wi, 0));
+
+  /* values: x (for HK_BIND_WEIGHTS_INPUTS), then the parts' rows; the parts as f16 for the dtype case */
+  float v[2 * FX_COLS + FX_COLS + 1];
+  hk_test_rng_t r;
+  hk_test_rng_seed(&r, 5);
+  for (size_t i = 0; i < sizeof v / sizeof *v; i++) v[i] = (float)hk_test_uniform(&r, 0.5, 2);
+  const float *parts = v + 2 * FX_COLS;
+  const char *names[4] = {"x", "m.a", "m.b", "m.c"}, *f32[4] = {"F32", "F32", "F32", "F32"};
+  const size_t x_bytes = 2 * FX_COLS * sizeof(float);
+
+  /* all checked before anything is bound: rows that do not add up, a dtype, a rank, a trailing dim */
+  expect_bind_error(st->s,
+                    tensors_file(4, names, f32, (const char *[]){"[2, 100]", "[30]", "[50]", "[21]"},
+                                 (size_t[]){x_bytes, 120, 200, 84}, v),
+                    HK_BIND_WEIGHTS_INPUTS, HK_STATUS_INVALID_ARGUMENT,
+                    "tensor w: the session expects f32 [100], but the rows of its parts sum to 101, not 100",
+                    "\"m.a\" 30 + \"m.b\" 50 + \"m.c\" 21");
+  expect_bind_error(st->s,
+                    tensors_file(4, names, (const char *[]){"F32", "F32", "F16", "F32"},
+                                 (const char *[]){"[2, 100]", "[30]", "[50]", "[20]"}, (size_t[]){x_bytes, 120, 100, 80},
+                                 v),
+                    HK_BIND_WEIGHTS_INPUTS, HK_STATUS_INVALID_ARGUMENT, "tensor w: the session expects f32 [100]",
+                    "each part must be f32 [ROWS]; part 1 \"m.b\" is F16 [50]");
+  expect_bind_error(st->s,
+                    tensors_file(3, names + 1, f32, (const char *[]){"[30]", "[1, 50]", "[20]"},
+                                 (size_t[]){120, 200, 80}, parts),
+                    0, HK_STATUS_INVALID_ARGUMENT, "part 1 \"m.b\" is F32 [1,50]", NULL);
+  /* a part missing: the param is not provided (left unbound; ALL_PARAMS names the part) */
+  hk_weights_t *w = tensors_file(2, names + 1, f32, (const char *[]){"[30]", "[50]"}, (size_t[]){120, 200}, parts);
+  uint32_t bound = 9;
+  assert_int_equal(hk_session_bind_weights(st->s, w, NULL, &bound), HK_OK);
+  assert_int_equal(bound, 0);
+  expect_bind_error(st->s, w, HK_BIND_WEIGHTS_ALL_PARAMS, HK_STATUS_NOT_FOUND, "lack param(s) w (part \"m.c\")",
+                    NULL);
+
+  /* bound: one session-owned buffer, the parts at their row offsets; the weights may go */
+  w = tensors_file(3, names + 1, f32, (const char *[]){"[30]", "[50]", "[20]"}, (size_t[]){120, 200, 80}, parts);
+  hk_bind_weights_options_t o = {.struct_size = sizeof o, .flags = HK_BIND_WEIGHTS_ALL_PARAMS};
+  assert_int_equal(hk_session_bind_weights(st->s, w, &o, &bound), HK_OK);
+  assert_int_equal(bound, 1);
+  assert_true(hk_session_tensor_bound(st->s, wi));
+  hk_weights_destroy(w);
+  run_and_check(st->s, parts);
+
+  /* the name map does not apply to parts: an entry for one says so */
+  w = tensors_file(3, names + 1, f32, (const char *[]){"[30]", "[50]", "[20]"}, (size_t[]){120, 200, 80}, parts);
+  hk_weights_name_t map[1] = {{"m.b", "m.a"}};
+  o = (hk_bind_weights_options_t){.struct_size = sizeof o, .names = map, .name_count = 1};
+  assert_int_equal(hk_session_bind_weights(st->s, w, &o, &bound), HK_STATUS_NOT_FOUND);
+  assert_non_null(strstr(hk_last_error(), "no tensor named m.b; it is a part of param w"));
+  hk_weights_destroy(w);
+
+  /* the param's own name in the file wins over its parts */
+  const char *own[4] = {"w", "m.a", "m.b", "m.c"};
+  w = tensors_file(4, own, f32, (const char *[]){"[100]", "[30]", "[50]", "[20]"}, (size_t[]){400, 120, 200, 80},
+                   v + 1);
+  assert_int_equal(hk_session_bind_weights(st->s, w, NULL, &bound), HK_OK);
+  assert_int_equal(bound, 1);
+  run_and_check(st->s, v + 1);
+  hk_weights_destroy(w);
+}
+
 /* ---- name map files (hkc run --weights-map) ---- */
 static void test_map_file(void **ts) {
   (void)ts;
@@ -432,6 +563,7 @@ int main(void) {
       cmocka_unit_test(test_malformed),
       cmocka_unit_test_setup_teardown(test_bind, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bind_mismatch, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bind_parts, setup_parts, teardown),
       cmocka_unit_test(test_map_file),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -372,6 +372,12 @@ HK_API hk_code_kind_t hk_session_code_kind(const hk_session_t *session);
 HK_API uint32_t hk_session_tensor_count(const hk_session_t *session);
 HK_API hk_status_t hk_session_tensor_info(const hk_session_t *session, uint32_t index,
                                           hk_tensor_info_t *out_info);
+/* The checkpoint name of part `part` of param `index` (format 1.4; a spec param declared with
+ * `parts:` is the concatenation of those checkpoint tensors along axis 0, which
+ * hk_session_bind_weights binds; docs/WEIGHTS.md), borrowed from the pack; NULL when the
+ * tensor has fewer parts (none: not a parts param), for an index out of range or a NULL
+ * session. Parts are numbered from 0 in concatenation order. */
+HK_API const char *hk_session_tensor_part(const hk_session_t *session, uint32_t index, uint32_t part);
 
 /* Binds a buffer of exactly info.bytes bytes, at a 16-byte-aligned address, to the named
  * tensor. Rebinding is allowed. Errors: NOT_FOUND (no such tensor; the message lists the
@@ -549,6 +555,13 @@ typedef struct hk_bind_weights_options {
 /* Binds every param (with HK_BIND_WEIGHTS_INPUTS: and input) of the session that the weights
  * provide, after checking all of them: nothing is bound unless every one matches (dtype and
  * shape exactly equal to hk_session_tensor_info's at the current batch).
+ * Parts (hk_session_tensor_part): a param with parts whose own name the weights lack and the
+ * name map does not map is bound from its parts when the weights hold every one of them (part
+ * names are checkpoint names, looked up as written: the name map does not apply to them): each
+ * part of the param's dtype, with the param's trailing dims, the parts' rows summing to the
+ * param's dim 0; they are copied, at their row offsets, into one buffer the session owns (on
+ * every target). A param with some of its parts missing is not provided (left unbound; with
+ * HK_BIND_WEIGHTS_ALL_PARAMS NOT_FOUND names the missing part).
  * Memory and lifetime:
  *  - host target: a tensor whose bytes are 16-byte aligned is bound in place (no copy): the
  *    weights must then outlive the session, or that tensor's rebinding (hk_session_bind).
@@ -560,8 +573,8 @@ typedef struct hk_bind_weights_options {
  * A batch change that unbinds a batch-dependent input (hkrt.h, "batch sizes") leaves it
  * unbound as for any other buffer; bind the weights again.
  * *out_bound (out_bound may be NULL): the tensors bound.
- * Errors: INVALID_ARGUMENT (dtype or shape mismatch, naming the tensor, what the session
- * expects and what the file holds; bad options), NOT_FOUND (a name map entry naming no
+ * Errors: INVALID_ARGUMENT (dtype or shape mismatch, naming the tensor (and the part), what the
+ * session expects and what the file holds; bad options), NOT_FOUND (a name map entry naming no
  * tensor; HK_BIND_WEIGHTS_ALL_PARAMS with a param missing), OUT_OF_MEMORY, DRIVER, BUSY. NULL
  * session or weights: INVALID_ARGUMENT; NULL options: defaults. */
 HK_API hk_status_t hk_session_bind_weights(hk_session_t *session, const hk_weights_t *weights,

@@ -37,8 +37,9 @@ extern "C" {
 #define HK_PACK_VERSION_MAJOR 1
 /* Minor versions: 1: manifest batch_policy, ops rope/ewchain, PLAN section; 2: TMAP arguments,
  * node flags (HK_NODE_FLAG_PDL); 3: SCRATCH and SEMAPHORE arguments, graph semaphore_count,
- * PTX_INDEX and PTX sections (optional: PTX of CUDA targets); 4: WEIGHTS_INDEX and WEIGHTS
- * sections (optional: params stored in the pack) */
+ * PTX_INDEX and PTX sections (optional: PTX of CUDA targets); 4: PARTS section (optional: the
+ * checkpoint tensors a param concatenates), WEIGHTS_INDEX and WEIGHTS sections (optional:
+ * params stored in the pack) */
 #define HK_PACK_VERSION_MINOR 4
 #define HK_PACK_ENDIAN_TAG 0x01020304u
 #define HK_SECTION_ALIGN 64u
@@ -58,6 +59,8 @@ extern "C" {
 #define HK_MAX_CODE_BYTES (1ull << 30) /* decompressed code object per target */
 #define HK_MAX_DEPS (1u << 26)         /* DEPS entries, all nodes: 16 per node of the largest pack */
 #define HK_MAX_NAME_LEN 255u           /* tensor, node, kernel and target names */
+#define HK_MAX_PARTS 64u              /* checkpoint tensors per param (PARTS): q|k|v and gate|up
+                                          need 2-3; 64 leaves room for per-head or per-expert splits */
 #define HK_MAX_SEMAPHORES (1u << 24)   /* counters per graph (64 MiB): split GEMMs use one per
                                           output tile, and a model's GEMMs have far fewer */
 
@@ -108,6 +111,8 @@ typedef enum hk_section_kind {
                                 per param stored in WEIGHTS, ascending by tensor index */
   HK_SECTION_WEIGHTS = 19,   /* optional (1.4), at most one, uncompressed (used in place): the
                                 params' bytes, each at a multiple of HK_WEIGHTS_ALIGN */
+  HK_SECTION_PARTS = 17,     /* optional (1.4), at most one, uncompressed: hk_part_rec_t[], the
+                                checkpoint tensors params concatenate (hk_part_rec_t) */
 } hk_section_kind_t;
 
 #define HK_SECTION_FLAG_ZSTD 0x1u     /* payload is one zstd frame of raw_size bytes */
@@ -327,6 +332,15 @@ typedef struct hk_weight_rec {
   uint64_t offset;    /* in the WEIGHTS payload; a multiple of HK_WEIGHTS_ALIGN */
   uint64_t size;      /* bytes: the tensor's size */
 } hk_weight_rec_t;
+/* PARTS (format 1.4; docs/FORMAT.md, "PARTS"): a param declared with `parts:` in the spec is
+ * the concatenation along axis 0 of the checkpoint tensors it names, in order (q | k | v rows of
+ * nn.Linear weights). One record per part, grouped by tensor (ascending), each group in
+ * concatenation order, 1..HK_MAX_PARTS records per tensor, names distinct within a group.
+ * Only weight binding reads it (hk_session_bind_weights); readers before 1.4 skip it. */
+typedef struct hk_part_rec {
+  uint32_t tensor; /* index in TENSORS of a PARAM */
+  uint32_t name;   /* string ref: the checkpoint tensor's name (tensor-name characters) */
+} hk_part_rec_t;
 
 typedef struct hk_kernel_rec {
   uint32_t name;          /* string ref: symbol in the code object */
@@ -437,6 +451,7 @@ _Static_assert(sizeof(hk_tensor_rec_t) == 16 + 16 * HK_MAX_RANK, "tensor record 
 _Static_assert(sizeof(hk_graph_rec_t) == 40, "graph record size");
 _Static_assert(sizeof(hk_node_rec_t) == 56, "node record size");
 _Static_assert(sizeof(hk_arg_rec_t) == 16, "arg record size");
+_Static_assert(sizeof(hk_part_rec_t) == 8, "part record size");
 _Static_assert(sizeof(hk_plan_graph_rec_t) == 24, "plan graph record size");
 _Static_assert(sizeof(hk_plan_node_rec_t) == 24, "plan node record size");
 _Static_assert(sizeof(hk_weight_rec_t) == 24, "weight record size");
