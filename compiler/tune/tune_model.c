@@ -224,12 +224,14 @@ static void heap_down(double *h, size_t n, size_t i) {
  *             + the output tile: S = 1 bm dh elem / (hbm / U); S > 1 the piece's partial, min(bm, Sq)
  *             (dh + 2) 4 bytes at the SM's L2 share
  *   t_sm    = ceil(T S / (U b)) t_piece
- *             + S > 1: ceil(T / (U b)) (2 L + S min(bm, Sq) (dh + 2) 4 / (L2_OVER_HBM hbm / U))
- *             the tiles' merges: a counter's round trip, then the last piece reads every partial
+ *             + S > 1: ceil(T / (U b)) (3 L + S min(bm, Sq) (dh + 2) 4 / (L2_OVER_HBM hbm / U))
+ *             the tiles' merges, on the critical path: the partial's stores acknowledged before
+ *             the arrival (release), the counter's round trip, then the last piece reads every
+ *             partial
  *   t_mem   = max((q, k, v, out once + S > 1: the partials written and read) / hbm,
  *             K/V once per tile / (L2_OVER_HBM hbm))
  * So a split pays when T is far below the SMs and kt is long (a decode step: T = B H, kt in the
- * hundreds), and costs two latencies and the partials' traffic where the tiles fill the GPU. */
+ * hundreds), and costs three latencies and the partials' traffic: not on short keys. */
 static int estimate_attention_mma(const hkc_gpu_arch_t *arch, const hkc_tile_cfg_t *cfg, hkc_tune_shape_t shape,
                                   hk_dtype_t dtype, uint32_t per_cu, hkc_model_est_t *out) {
   const double elem = (double)hkc_dtype_size(dtype), units = arch->compute_units, dh = (double)cfg->bk;
@@ -269,7 +271,7 @@ static int estimate_attention_mma(const hkc_gpu_arch_t *arch, const hkc_tile_cfg
   const double t_out = S > 1 ? partial / l2_share : bm * dh * elem / (bw / units);
   const double t_piece = ceil(kt / S) * t_step + fill + t_out;
   double t_sm = ceil(blocks / (units * b)) * t_piece;
-  if (S > 1) t_sm += ceil(tiles / (units * b)) * (2 * hbm_latency + S * partial / l2_share);
+  if (S > 1) t_sm += ceil(tiles / (units * b)) * (3 * hbm_latency + S * partial / l2_share);
   const double q_bytes = (double)shape.batch * shape.m * shape.heads * dh * elem;
   const double kv_bytes = 2.0 * shape.batch * shape.n * shape.kv_heads * dh * elem;
   const double scratch = S > 1 ? 2.0 * S * (double)shape.batch * shape.heads * shape.m * (dh + 2) * 4.0 : 0.0;
