@@ -7,6 +7,7 @@ F.scaled_dot_product_attention, same run.
   python3 bench/attn_bars.py numerics [--only REGEX] [--out F.jsonl]     # H200 (build-dev carried)
   python3 bench/attn_bars.py timing [--only REGEX] [--out F.jsonl]       # H200
   python3 bench/attn_bars.py db --from F.jsonl [--bad B.json] > x.db      # tuning entries from a timing run
+  python3 bench/attn_bars.py --set skv prepare|numerics|timing ...         # split-KV (bench/skv_*.sh)
 
 prepare writes build-dev/bench/attn/<case>.yaml (one attention node) and packs for sm_90a,
 one per tag (TAGS below): `default`: the build's default (attention_tma in the model's
@@ -32,6 +33,19 @@ in stream launch mode, each run's bindings and tensor maps captured), SDPA on th
 H dh] tensors viewed as [B, H, S, dh] (enable_gqa for grouped heads), replayed after warm-up,
 median over --reps replays of graph time / R; GPU time only against GPU time. FLOPs 4 B H Sq Skv
 dh, halved when causal. A table per case: SDPA, hkc's default, the best attention_tma tag, old.
+
+--set skv (issue 15 item 6, bench/skv_prepare.sh / skv_device.sh): attention_mma's split-KV
+(flash-decoding) on few queries over long keys, packs in build-dev/bench/skv/. Tags: `default`
+(the build's choice: the model picks split-KV where it pays), `tma` (attn_tma=on: attention_tma
+alone, as before split-KV), `kvsN` (attn_kvs=N with attn_mma_cfg=4,64,2: the model's split tile,
+N KV pieces per query tile; kvs1 unsplit), `kvs4w8` (128-row tiles, 4 pieces: warps without
+query rows). Numerics cases: decode steps (one to 64 queries over 1000-16384 keys, odd lengths,
+GQA 32/8, packed qkv, causal top-left: pieces past a row's keys are empty), key lengths
+(`len_`: 0, 1, short and full lengths; a row with no key outputs zeros) and an additive mask
+(`mask_`); their peer error is the reference rounded to the dtype (SDPA has no lengths and
+gives NaN on empty rows). Each split tag also runs twice: the two outputs must be the same bytes
+(the merge's fixed order). Timing cases: batch 1/4/8, 32 heads (and GQA 32/8), 1/16/64 queries,
+4096/16384 keys, head dim 128 and 64, against SDPA (enable_gqa) in the protocol above.
 """
 import argparse
 import glob
@@ -50,6 +64,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 DIR = os.path.join(ROOT, "build-dev", "bench", "attn")
 L2_BYTES = 60 << 20
+BEST_KERNEL = "attention_tma"  # the kernel whose tags the timing table's "best" column ranks
+OLD_TAG = "old"  # the tag of its last column
 
 # (name, dtype, batch, seq_q, seq_kv, heads, kv_heads, dh, causal, packed, kind)
 CASES = []
@@ -90,6 +106,45 @@ CASES += [
 SCHEDULES = {"simple": "pp=0,ov=0", "ov": "pp=0,ov=1", "pp": "pp=1,ov=0", "full": "pp=1,ov=1"}
 
 
+# ---- split-KV (--set skv) -----------------------------------------------------------------------
+SKV_CASES = [
+    ("skv_b1_q1_kv4096_d128", "bf16", 1, 1, 4096, 32, 32, 128, 0, 0, "numerics"),
+    ("skv_b4_q1_kv16384_gqa_d128", "bf16", 4, 1, 16384, 32, 8, 128, 0, 0, "numerics"),
+    ("skv_b8_q16_kv4097_gqa_d64_f16", "f16", 8, 16, 4097, 32, 8, 64, 0, 0, "numerics"),
+    ("skv_b2_q64_kv1000_gqa_d128", "bf16", 2, 64, 1000, 32, 8, 128, 0, 0, "numerics"),
+    ("skv_b3_q77_kv1000_d64_f16", "f16", 3, 77, 1000, 4, 4, 64, 0, 0, "numerics"),
+    ("skv_b1_q1_kv64_d64", "bf16", 1, 1, 64, 8, 8, 64, 0, 0, "numerics"),
+    ("skv_b1_q77_kv4096_d64_causal", "bf16", 1, 77, 4096, 8, 8, 64, 1, 0, "numerics"),
+    ("skv_b2_q16_kv1000_gqa_d128_causal_f16", "f16", 2, 16, 1000, 32, 8, 128, 1, 0, "numerics"),
+    ("skv_packed_b2_s1000_d64", "bf16", 2, 1000, 1000, 8, 8, 64, 0, 1, "numerics"),
+    ("skv_packed_gqa_b1_s4097_d128_causal", "bf16", 1, 4097, 4097, 8, 2, 128, 1, 1, "numerics"),
+    ("len_b4_q1_kv4096_gqa_d128", "bf16", 4, 1, 4096, 32, 8, 128, 0, 0, "numerics"),
+    ("len_b3_q16_kv4097_d64_causal_f16", "f16", 3, 16, 4097, 8, 8, 64, 1, 0, "numerics"),
+    ("mask_b2_q16_kv1000_gqa_d128", "bf16", 2, 16, 1000, 32, 8, 128, 0, 0, "numerics"),
+]
+for b, sq, skv, hkv, dh in ((1, 1, 4096, 32, 128), (1, 1, 16384, 32, 128), (4, 1, 16384, 8, 128), (8, 1, 16384, 8, 128),
+                            (8, 1, 4096, 32, 128), (1, 16, 16384, 32, 128), (4, 64, 4096, 8, 128),
+                            (1, 1, 16384, 32, 64), (8, 1, 16384, 8, 64), (1, 64, 16384, 32, 64), (4, 16, 4096, 8, 64)):
+    SKV_CASES.append(("dec_b%d_q%d_kv%d_h32_%d_d%d" % (b, sq, skv, hkv, dh), "bf16", b, sq, skv, 32, hkv, dh, 0, 0,
+                      "timing"))
+# lengths of the len_ cases, per batch entry (clamped by the kernel: longer than Skv counts as Skv)
+SKV_LENGTHS = {"len_b4_q1_kv4096_gqa_d128": [4096, 1000, 0, 1], "len_b3_q16_kv4097_d64_causal_f16": [77, 0, 5000]}
+
+
+def skv_tags_for(case):
+    """The split-KV packs of a case: tag -> hkc build options."""
+    kind = case[10]
+    split = lambda n: ["--kernel-option", "attn_kvs=%d" % n, "--kernel-option", "attn_mma_cfg=4,64,2"]
+    t = {"default": [], "kvs1": split(1), "kvs2": split(2), "kvs4": split(4), "kvs8": split(8)}
+    if not case[0].startswith(("len_", "mask_")):  # attention_tma alone (it takes no lengths or mask)
+        t["tma"] = ["--kernel-option", "attn_tma=on"]
+    if kind == "timing":
+        t["kvs16"] = split(16)
+    else:
+        t["kvs4w8"] = ["--kernel-option", "attn_kvs=4", "--kernel-option", "attn_mma_cfg=8,64,1"]
+    return t
+
+
 def tags_for(case):
     """The packs of a case: tag -> hkc build options."""
     dh, kind = case[7], case[10]
@@ -120,8 +175,13 @@ def spec_text(name, dt, b, sq, skv, h, hkv, dh, causal, packed, kind):
         lines += ["inputs: {qkv: [%d, %d, %d]}" % (b, sq, (h + 2 * hkv) * dh), "graph:",
                   "  - {name: a, op: attention, in: [qkv], heads: %d, kv_heads: %d%s, out: y}" % (h, hkv, flags)]
     else:
-        lines += ["inputs: {q: [%d, %d, %d], k: [%d, %d, %d], v: [%d, %d, %d]}"
-                  % (b, sq, h * dh, b, skv, hkv * dh, b, skv, hkv * dh), "graph:",
+        extra = ""
+        if name.startswith("len_"):
+            extra, flags = ", len: {shape: [%d], dtype: i32}" % b, flags + ", lengths: len"
+        elif name.startswith("mask_"):
+            extra, flags = ", m: [%d, 1, %d, %d]" % (b, sq, skv), flags + ", mask: m"
+        lines += ["inputs: {q: [%d, %d, %d], k: [%d, %d, %d], v: [%d, %d, %d]%s}"
+                  % (b, sq, h * dh, b, skv, hkv * dh, b, skv, hkv * dh, extra), "graph:",
                   "  - {name: a, op: attention, in: [q, k, v], heads: %d, kv_heads: %d%s, out: y}" % (h, hkv, flags)]
     return "\n".join(lines + ["outputs: [y]", ""])
 
@@ -168,6 +228,12 @@ def make_inputs(torch, case, gen, dt):
     if name.startswith("tailnan"):  # the second sequence's first rows: not finite
         t["k"][1, :64] = float("nan")
         t["v"][1, :64] = float("inf")
+    if name in SKV_LENGTHS:
+        t["len"] = torch.tensor(SKV_LENGTHS[name], dtype=torch.int32, device=dev)
+    if name.startswith("mask_"):  # additive, in [-4, 0], a few keys masked out by -inf
+        m = (torch.rand(b, 1, sq, skv, generator=gen, device=dev) * -4)
+        m[m < -3.9] = float("-inf")
+        t["m"] = m.to(dt)
     return t
 
 
@@ -200,9 +266,15 @@ def reference(torch, case, t):
     q, k, v = (x.double() for x in qkv_views(case, t))
     k, v = k.repeat_interleave(h // hkv, dim=1), v.repeat_interleave(h // hkv, dim=1)
     s = (q @ k.transpose(-1, -2)) / math.sqrt(dh)
+    if "m" in t:
+        s = s + t["m"].double()
     if causal:
         s = s.masked_fill(torch.ones(sq, skv, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
-    o = torch.softmax(s, dim=-1) @ v
+    if "len" in t:  # keys j >= len[b] masked
+        keep = torch.arange(skv, device=s.device)[None, :] < t["len"].clamp(0, skv).long()[:, None]
+        s = s.masked_fill(~keep[:, None, None, :], float("-inf"))
+    p = torch.softmax(s, dim=-1).nan_to_num(0.0)  # a row with no key: zeros
+    o = p @ v
     return o.transpose(1, 2).reshape(b, sq, h * dh)
 
 
@@ -276,7 +348,10 @@ def numerics(args):
         t = make_inputs(torch, case, gen, dt)
         first = slice(0, 1) if name.startswith("tailnan") else slice(None)
         expect = reference(torch, case, t)[first]
-        peer = sdpa(torch, case, t).transpose(1, 2).reshape(case[2], case[3], -1)
+        if "len" in t or "m" in t:  # SDPA takes neither lengths nor empty rows: the rounded reference
+            peer = expect.to(dt)
+        else:
+            peer = sdpa(torch, case, t).transpose(1, 2).reshape(case[2], case[3], -1)
         sdpa_err = rel(peer[first], expect)
         for tag, pack in packs:
             y = torch.full((case[2], case[3], case[5] * case[7]), float("nan"), dtype=dt, device="cuda")
@@ -290,6 +365,16 @@ def numerics(args):
                     s.run(torch.cuda.current_stream().cuda_stream)
                     torch.cuda.synchronize()
                     dog.disarm()
+                    same = None
+                    if args.twice:  # a second run into a fresh poisoned buffer: the same bytes
+                        y2 = torch.full_like(y, float("nan"))
+                        s.bind("y", y2)
+                        dog.arm("%s__%s" % (name, tag))
+                        s.run(torch.cuda.current_stream().cuda_stream)
+                        torch.cuda.synchronize()
+                        dog.disarm()
+                        same = bool(torch.equal(y.view(torch.int16), y2.view(torch.int16)))
+                        del y2
                 finally:
                     s.close()
                     p.close()
@@ -304,15 +389,17 @@ def numerics(args):
             err = rel(got, expect)
             unwritten = int(torch.isnan(got).any(dim=-1).sum().item())
             ok = math.isfinite(err) and err <= 2 * sdpa_err + (2e-3 if case[1] == "bf16" else 1e-3) and unwritten == 0
+            ok = ok and same is not False
             if not ok:
                 fails += 1
                 bad.setdefault(tag, []).append(name)
             kern = index.get(name, {}).get(tag, {}).get("kernel", "?")
             print("%-30s %-10s %-16s %9.2e %9.2e  %s" % (name, tag, kern, err, sdpa_err,
-                  "ok" if ok else "NUMERICS FAIL (%d rows not finite)" % unwritten), flush=True)
+                  "ok" if ok else "NUMERICS FAIL (%d rows not finite%s)" % (
+                      unwritten, ", two runs differ" if same is False else "")), flush=True)
             if out:
                 out.write(json.dumps({"case": name, "tag": tag, "kernel": kern, "err": err, "sdpa_err": sdpa_err,
-                                      "ok": ok, "nonfinite_rows": unwritten}) + "\n")
+                                      "ok": ok, "nonfinite_rows": unwritten, "same_twice": same}) + "\n")
                 out.flush()
         del t, expect, peer
         torch.cuda.empty_cache()
@@ -398,14 +485,14 @@ def timing(args):
         torch.cuda.empty_cache()
     # the table of the issue: per case SDPA, hkc's default pack, the best attention_tma tag, old
     print("\n%-26s %9s %9s %7s %-10s %9s %7s %9s %7s" % ("case", "sdpa us", "default", "ratio", "best tag", "best us",
-                                                          "ratio", "old us", "ratio"))
+                                                          "ratio", OLD_TAG + " us", "ratio"))
     ratios = {"default": [], "best": []}
     for row in summary:
         tg = row["tags"]
         d = tg.get("default")
-        tma = {k: v for k, v in tg.items() if v["kernel"] == "attention_tma" and v["ok"]}
+        tma = {k: v for k, v in tg.items() if v["kernel"] == BEST_KERNEL and v["ok"]}
         best = min(tma, key=lambda k: tma[k]["us"]) if tma else None
-        o = tg.get("old")
+        o = tg.get(OLD_TAG)
         f = lambda x: ("%9.2f %7.3f" % (x["us"], row["sdpa_us"] / x["us"])) if x else "%9s %7s" % ("-", "-")
         print("%-26s %9.2f %s %-10s %s %s" % (row["case"], row["sdpa_us"], f(d), best or "-", f(tg.get(best)), f(o)))
         if d and d["ok"]:
@@ -459,8 +546,16 @@ def main():
     p.add_argument("--skip-tags", help="','-separated tags not to run")
     p.add_argument("--hang-s", type=int, default=30, help="watchdog: seconds a run may take")
     p.add_argument("--reps", type=int, default=30)
+    p.add_argument("--set", choices=["attn", "skv"], default="attn", help="the cases: attention_tma's, or split-KV's")
+    p.add_argument("--twice", action="store_true", help="numerics: run each pack twice, the same bytes expected")
     args = p.parse_args()
     os.chdir(ROOT)
+    if args.set == "skv":
+        global CASES, DIR, tags_for, BEST_KERNEL, OLD_TAG
+        CASES, DIR, tags_for = SKV_CASES, os.path.join(ROOT, "build-dev", "bench", "skv"), skv_tags_for
+        BEST_KERNEL, OLD_TAG = "attention_mma", "tma"
+        if args.mode == "db":
+            sys.exit("db: attention_tma entries only (--set attn)")
     if args.mode == "prepare":
         prepare(args)
         return 0

@@ -154,6 +154,9 @@ typedef struct hkc_kernel_options {
                                (gemm_tma skm > 0): on = in the tuner's space; auto/off = not (opt-in
                                until proven on the H200); forced configurations apply either way */
   int ew_exact_act;         /* 1: 16-bit gelu/silu/ewchain through erff/expf (elementwise_vec16 x=1) */
+  int attn_kvs;             /* > 0: attention through attention_mma with this many KV pieces (split-KV;
+                               1: unsplit) wherever attention_mma serves the key -- on sm_90a instead of
+                               attention_tma / attention_wgmma; 0: the model / tuning decides */
   char cfg[HKC_KOPT_N_CFG][HKC_TUNE_MAX];
 } hkc_kernel_options_t;
 
@@ -194,6 +197,10 @@ typedef struct hkc_tile_cfg {
   int stream_k;            /* > 0: stream-K, a persistent grid whose blocks take near-equal ranges of
                               every tile's k steps, at least this many each (split tiles reduced as
                               split_global's are); 0: none */
+  int split_kv;            /* attention_mma's family (the model's mma.sync attention): >= 1 pieces per
+                              (batch, head, query tile), each over a contiguous range of its key
+                              tiles, merged through the launch's scratch by the last (1: unsplit);
+                              0: another attention kernel (attention_tma's model) */
   uint32_t shared_bytes;   /* static + dynamic shared memory / LDS per block */
   uint32_t regs;           /* registers per thread, estimated before compiling (accumulators,
                               fragments, addressing); the compiled count replaces it */

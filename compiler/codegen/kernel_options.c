@@ -11,7 +11,7 @@
 #include "lower/lower.h"
 #include "util/util.h"
 
-typedef enum { KOPT_BOOL, KOPT_SWITCH, KOPT_CFG } kopt_kind_t;
+typedef enum { KOPT_BOOL, KOPT_SWITCH, KOPT_CFG, KOPT_INT } kopt_kind_t;
 
 typedef struct kopt {
   const char *name;
@@ -48,6 +48,10 @@ static const kopt_t k_opts[] = {
      "neither (a forced configuration or a tuning database entry applies either way)"},
     {"ew_exact_act", "HKC_EW_EXACT_ACT", KOPT_BOOL, 0, NULL, NULL, 0, NULL,
      "0|1: 16-bit gelu/silu/ewchain through erff/expf"},
+    {"attn_kvs", "HKC_ATTN_KVS", KOPT_INT, 0, NULL, NULL, 0, NULL,
+     "0..16: split-KV attention (flash-decoding): attention_mma with N KV pieces per query tile wherever it "
+     "serves the key, on sm_90a instead of attention_tma (1: unsplit; its tile from attn_mma_cfg, else the "
+     "default; 0: the model decides)"},
     {"gemm_mma_cfg", "HKC_GEMM_MMA_CFG", KOPT_CFG, HKC_KOPT_GEMM_MMA_CFG, "gemm_mma", "bm,bn,wm,wn,st,sk", 5, "sk=1",
      "gemm_mma tile: bm=,bn=,wm=,wn=,st=[,sk=] or BM,BN,WARPS_M,WARPS_N,STAGES[,SPLIT_K]"},
     {"gemm_wgmma_cfg", "HKC_GEMM_WGMMA_CFG", KOPT_CFG, HKC_KOPT_GEMM_WGMMA_CFG, "gemm_wgmma", "bn,st", 2, "bm=128",
@@ -58,8 +62,8 @@ static const kopt_t k_opts[] = {
      "sk=1,cm=1,ts=0,skm=0",
      "gemm_tma tile: pp=,mw=,bn=,st=,sk=,cm=,ts=[,skm=] or "
      "PINGPONG,MW,BN,STAGES[,SPLIT_K[,CLUSTER_M[,TMA_STORE[,STREAM_K]]]]"},
-    {"attn_mma_cfg", "HKC_ATTN_TUNE", KOPT_CFG, HKC_KOPT_ATTN_MMA_CFG, "attention_mma", "w,kv,mb", 3, "",
-     "attention_mma tile: w=,kv=,mb= or WARPS,BKV,MIN_BLOCKS"},
+    {"attn_mma_cfg", "HKC_ATTN_TUNE", KOPT_CFG, HKC_KOPT_ATTN_MMA_CFG, "attention_mma", "w,kv,mb,kvs", 3, "kvs=1",
+     "attention_mma tile: w=,kv=,mb=[,kvs=] or WARPS,BKV,MIN_BLOCKS[,KV_SPLITS]"},
     {"attn_wgmma_cfg", "HKC_ATTN_WGMMA_CFG", KOPT_CFG, HKC_KOPT_ATTN_WGMMA_CFG, "attention_wgmma", "wg,kv,mb", 3, "",
      "attention_wgmma tile: wg=,kv=,mb= or WGS,BKV,MIN_BLOCKS"},
     {"attn_tma_cfg", "HKC_ATTN_TMA_CFG", KOPT_CFG, HKC_KOPT_ATTN_TMA_CFG, "attention_tma", "wg,kv,st,pp,ov,p", 3,
@@ -80,6 +84,12 @@ static const kopt_t k_opts[] = {
      "elementwise_vec16: t=,u=,mb=,w=[,x=] or THREADS,UNROLL,MIN_BLOCKS,WAVES"},
 };
 #define N_OPTS (sizeof k_opts / sizeof k_opts[0])
+
+/* attn_kvs's largest value (attention_mma's kvs: variant_attention_nv.c ATTN_MAX_KVS), and the
+ * tile it splits without attn_mma_cfg: the model's split tile (k_attn_split_tile there; 64 query
+ * rows for decode steps, legal with kvs > 1 on every arch and head size). */
+#define KOPT_MAX_KVS 16
+#define KOPT_KVS_TILE "w=4,kv=64,mb=2"
 
 /* Longest list of parameters a configuration has (rows_vec16: 6). */
 #define KOPT_MAX_PARAMS 8
@@ -271,6 +281,12 @@ int hkc_kernel_options_set(hkc_kernel_options_t *o, const char *name, const char
     *s = on ? HKC_SWITCH_ON : off ? HKC_SWITCH_OFF : HKC_SWITCH_AUTO;
     return 0;
   }
+  case KOPT_INT: { /* attn_kvs */
+    int n;
+    if (parse_uint(value, strlen(value), &n) != 0 || n > KOPT_MAX_KVS) break;
+    o->attn_kvs = n;
+    return 0;
+  }
   case KOPT_CFG:
     if (!value[0]) { /* empty: not forced */
       o->cfg[k->cfg][0] = '\0';
@@ -303,6 +319,8 @@ void hkc_kernel_options_format(const hkc_kernel_options_t *o, char *out, size_t 
     if (k->kind == KOPT_BOOL) {
       const int on = strcmp(k->name, "simple_kernels") == 0 ? o->simple_kernels : o->ew_exact_act;
       if (on) snprintf(value, sizeof value, "1");
+    } else if (k->kind == KOPT_INT) {
+      if (o->attn_kvs > 0) snprintf(value, sizeof value, "%d", o->attn_kvs);
     } else if (k->kind == KOPT_SWITCH) {
       const hkc_switch_t s = switch_value(o, k->name);
       if (s != HKC_SWITCH_AUTO && (unsigned)s < 3) snprintf(value, sizeof value, "%s", k_switch[s]);
@@ -339,10 +357,19 @@ int hkc_kernel_options_force(const hkc_kernel_options_t *o, const char *target, 
     if (!k || c->cfg == HKC_KOPT_ROWS_CFG_F32 || c->cfg == HKC_KOPT_ROWS_CFG_16) k = c; /* per dtype wins */
   }
   const int exact = o->ew_exact_act && strcmp(v->name, "elementwise_vec16") == 0 && ew_fast_act(key);
-  if (!k && !exact) return 0;
+  const int kvs = o->attn_kvs > 0 && strcmp(v->name, "attention_mma") == 0 ? o->attn_kvs : 0;
+  if (!k && !exact && !kvs) return 0;
   char params[HKC_TUNE_MAX];
   snprintf(params, sizeof params, "%s", k ? o->cfg[k->cfg] : "");
   int rc = v->tune_parse(arch, key, params, out);
+  if (rc == 0 && kvs) { /* attn_mma_cfg's tile (else KOPT_KVS_TILE) with attn_kvs's pieces */
+    char *at = strstr(out->tune, ",kvs=");
+    if (at) *at = '\0';
+    snprintf(params, sizeof params, "%s", k || kvs == 1 ? out->tune : KOPT_KVS_TILE);
+    const size_t len = strlen(params);
+    if (kvs > 1) snprintf(params + len, sizeof params > len ? sizeof params - len : 0, ",kvs=%d", kvs);
+    rc = v->tune_parse(arch, key, params, out);
+  }
   if (rc == 0 && exact) { /* the same configuration with x=1 */
     char *x = strstr(out->tune, "x=0");
     if (x) {
@@ -354,8 +381,12 @@ int hkc_kernel_options_force(const hkc_kernel_options_t *o, const char *target, 
   if (rc != 0) {
     char kname[96];
     hkc_kernel_key_name(key, kname, sizeof kname);
-    hkc_error((hkc_loc_t){0}, "kernel option %s=%s is not legal for kernel %s on %s (%s: %s)", k ? k->name : "ew_exact_act",
-              k ? o->cfg[k->cfg] : "1", kname, target, v->name, v->rules ? v->rules : "see its tune_parse");
+    char kv[16];
+    snprintf(kv, sizeof kv, "%d", kvs);
+    hkc_error((hkc_loc_t){0}, "kernel option %s=%s%s%s is not legal for kernel %s on %s (%s: %s)",
+              k ? k->name : kvs ? "attn_kvs" : "ew_exact_act", k ? o->cfg[k->cfg] : kvs ? kv : "1",
+              k && kvs ? " with attn_kvs=" : "", k && kvs ? kv : "", kname, target, v->name,
+              v->rules ? v->rules : "see its tune_parse");
     return -1;
   }
   return 1;

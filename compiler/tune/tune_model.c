@@ -94,6 +94,9 @@
  * (L2 ~10 TB/s measured by microbenchmarks vs 4.8 TB/s HBM) and on MI250X/MI300X
  * (vendor figures); a conservative round number. */
 #define MODEL_L2_OVER_HBM 2.0
+/* An L2 hit's latency, seconds: Hopper and Ampere microbenchmarks put it at 200-300 ns (about
+ * 260 cycles at 1.4-1.8 GHz); used for loads that other blocks brought into L2 just before. */
+#define MODEL_L2_LATENCY 0.3e-6
 
 uint32_t hkc_model_blocks_per_cu(const hkc_gpu_arch_t *arch, const hkc_tile_cfg_t *cfg, uint32_t regs,
                                  uint32_t agprs, uint32_t sgprs) {
@@ -208,12 +211,89 @@ static void heap_down(double *h, size_t n, size_t i) {
   }
 }
 
+/* ---- attention_mma and split-KV (cfg->split_kv = S >= 1) ----------------------------------------
+ * T = B H ceil(Sq / bm) tiles, each in S pieces, one block per piece (not persistent); a piece
+ * takes ceil(kt / S) of its tile's kt = ceil(Skv / bn) key tiles (causal: rows see keys up to
+ * their own, so a tile's kt is ceil(min(Skv, (qt + 1) bm) / bn), taken here as the mean over the
+ * tiles), b = min(blocks per SM, ceil(T S / U)) blocks share an SM:
+ *   rows    = bm, or min(bm, Sq rounded up to 16) when S > 1 (warps without a query row skip
+ *             their matrix work)
+ *   t_mma   = 4 rows bn dh / R_sm;  t_xfer = 2 bn dh elem / (L2_OVER_HBM hbm / U)
+ *   t_step  = b max(t_mma, t_xfer, (L + t_xfer) / b)    one key tile ahead (cp.async double buffer)
+ *   t_piece = ceil(kt / S) t_step + L + (bm + 2 bn) dh elem / (L2_OVER_HBM hbm / U)   + a fill
+ *             + the output tile: S = 1 bm dh elem / (hbm / U); S > 1 the piece's partial, min(bm, Sq)
+ *             (dh + 2) 4 bytes at the SM's L2 share
+ *   t_sm    = ceil(T S / (U b)) t_piece
+ *             + S > 1: ceil(T / (U b)) (3 L + S min(bm, Sq) (dh + 2) 4 / (L2_OVER_HBM hbm / U))
+ *             the tiles' merges, on the critical path: the partial's stores acknowledged before
+ *             the arrival (release), the counter's round trip, then the last piece reads every
+ *             partial
+ *   t_mem   = max((q, k, v, out once + S > 1: the partials written and read) / hbm,
+ *             K/V once per tile / (L2_OVER_HBM hbm))
+ * So a split pays when T is far below the SMs and kt is long (a decode step: T = B H, kt in the
+ * hundreds), and costs three latencies and the partials' traffic: not on short keys. */
+static int estimate_attention_mma(const hkc_gpu_arch_t *arch, const hkc_tile_cfg_t *cfg, hkc_tune_shape_t shape,
+                                  hk_dtype_t dtype, uint32_t per_cu, hkc_model_est_t *out) {
+  const double elem = (double)hkc_dtype_size(dtype), units = arch->compute_units, dh = (double)cfg->bk;
+  const double S = cfg->split_kv, bm = cfg->bm, bn = cfg->bn;
+  const double q_tiles = ceil_div_d(shape.m, cfg->bm), tiles = (double)shape.batch * shape.heads * q_tiles;
+  double kt = ceil_div_d(shape.n, cfg->bn);
+  if (shape.causal) { /* the mean over the query tiles of ceil(min(Skv, (qt + 1) bm) / bn) */
+    double sum = 0;
+    for (int64_t qt = 0; qt < (int64_t)q_tiles && qt < MODEL_ATTN_MAX_SIM; qt++) {
+      const int64_t keys = (qt + 1) * cfg->bm < shape.n ? (qt + 1) * cfg->bm : shape.n;
+      sum += ceil_div_d(keys, cfg->bn);
+    }
+    kt = q_tiles > MODEL_ATTN_MAX_SIM ? (kt + 1) / 2 : sum / q_tiles;
+  }
+  const double blocks = tiles * S;
+  double b = per_cu;
+  if (b > ceil(blocks / units)) b = ceil(blocks / units);
+  if (b < 1) b = 1;
+  /* grouped-query heads read the same K/V tiles at about the same time (adjacent blocks): one
+   * of a group's loads goes to HBM, the others hit L2 */
+  const double group = shape.heads >= shape.kv_heads ? (double)shape.heads / shape.kv_heads : 1.0;
+  const double hbm_latency = arch->kind == HK_TARGET_HIP ? MODEL_LATENCY_AMD : MODEL_LATENCY_NV;
+  const double latency = hbm_latency / group + MODEL_L2_LATENCY * (1.0 - 1.0 / group);
+  const double bw = arch->hbm_gbps * 1e9, l2_share = MODEL_L2_OVER_HBM * bw / units;
+  const double r_sm = arch->matrix_tflops_f16 * 1e12 / units * cfg->efficiency;
+  const double rows_q = shape.m < cfg->bm ? (double)shape.m : bm;
+  double rows = bm;
+  if (S > 1 && 16 * ceil(rows_q / 16) < rows) rows = 16 * ceil(rows_q / 16);
+  const double t_mma = 4.0 * rows * bn * dh / r_sm;
+  const double t_xfer = 2.0 * bn * dh * elem / l2_share;
+  const double t_lat = (latency + t_xfer) / b;
+  double t_step = t_mma > t_xfer ? t_mma : t_xfer;
+  if (t_lat > t_step) t_step = t_lat;
+  t_step *= b;
+  const double fill = latency + (bm + 2.0 * bn) * dh * elem / l2_share;
+  const double partial = rows_q * (dh + 2) * 4.0;
+  const double t_out = S > 1 ? partial / l2_share : bm * dh * elem / (bw / units);
+  const double t_piece = ceil(kt / S) * t_step + fill + t_out;
+  double t_sm = ceil(blocks / (units * b)) * t_piece;
+  if (S > 1) t_sm += ceil(tiles / (units * b)) * (3 * hbm_latency + S * partial / l2_share);
+  const double q_bytes = (double)shape.batch * shape.m * shape.heads * dh * elem;
+  const double kv_bytes = 2.0 * shape.batch * shape.n * shape.kv_heads * dh * elem;
+  const double scratch = S > 1 ? 2.0 * S * (double)shape.batch * shape.heads * shape.m * (dh + 2) * 4.0 : 0.0;
+  const double t_hbm = (2 * q_bytes + kv_bytes + scratch) / bw;
+  const double t_l2 = tiles * kt * 2.0 * bn * dh * elem / (MODEL_L2_OVER_HBM * bw);
+  const double t_mem = t_hbm > t_l2 ? t_hbm : t_l2;
+  out->t_sm = t_sm;
+  out->t_mem = t_mem;
+  out->seconds = t_sm > t_mem ? t_sm : t_mem;
+  out->tiles = (int64_t)tiles;
+  out->per_cu = per_cu;
+  out->limiter = t_mem > t_sm ? "memory" : t_step == t_mma * b ? "compute" : t_step == t_xfer * b ? "bandwidth" : "latency";
+  return 0;
+}
+
 int hkc_model_estimate_attention(const hkc_gpu_arch_t *arch, const hkc_tile_cfg_t *cfg, hkc_tune_shape_t shape,
                                  hk_dtype_t dtype, uint32_t per_cu, hkc_model_est_t *out) {
   memset(out, 0, sizeof *out);
   if (per_cu == 0 || cfg->bm <= 0 || cfg->bn <= 0 || cfg->bk <= 0 || cfg->efficiency <= 0 || arch->compute_units == 0 ||
       shape.m <= 0 || shape.n <= 0 || shape.batch <= 0 || shape.heads <= 0 || shape.kv_heads <= 0)
     return -1;
+  if (cfg->split_kv > 0) return estimate_attention_mma(arch, cfg, shape, dtype, per_cu, out);
   const double elem = (double)hkc_dtype_size(dtype), units = arch->compute_units, dh = (double)cfg->bk;
   const int64_t q_tiles = (shape.m + cfg->bm - 1) / cfg->bm, pairs = shape.batch * shape.heads;
   const int64_t tiles = pairs * q_tiles;

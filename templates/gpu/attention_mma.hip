@@ -45,6 +45,20 @@
  *     so that the exponent s * sl2 gains mask * log2(e) in both scale modes (scale 0 in
  *     the dh-64 mode, sl2 = 0: the mask is ignored). A row left with no finite score
  *     stores zeros.
+ *
+ * Split-KV (HK_ATTN_KVS = S > 1; flash-decoding, for few query tiles over long keys): work
+ * unit u = tile S + piece, piece p over the tile's key tiles [n p / S, n (p + 1) / S) (n: the
+ * tile's key tiles after causal / lengths, so every piece of a tile agrees). Two more
+ * parameters, last: `part`, the launch's scratch (FORMAT.md, SCRATCH), and `sem`, one arrival
+ * counter per (batch, head, query tile) (SEMAPHORE, zero at the start, left at zero). A piece
+ * stores, for each of its rows < seq_q, the unnormalised f32 O (dh floats at
+ * part[((bh S + p) seq_q + i) dh]) and its row max m (log2 domain) and row sum l (two floats
+ * at part[B H S seq_q dh + ((bh S + p) seq_q + i) 2]); a row none of the piece's keys reaches
+ * stores m = -inf, l = 0, O = 0. Then it arrives on the tile's counter (tile_nv.h, split
+ * GEMMs); the last piece merges in piece order 0..S-1 -- M = max m_p, L = sum l_p 2^(m_p - M),
+ * O = sum O_p 2^(m_p - M), out = O / L (L = 0: zeros) -- reading every piece, its own
+ * included, from scratch: the same bytes whichever piece is last. Warps whose rows are all
+ * >= seq_q skip their matrix work (decode: one query row in a 64-row tile).
  */
 #ifndef HK_ATTN_LENGTHS
 #define HK_ATTN_LENGTHS 0
@@ -53,6 +67,9 @@
 #define HK_ATTN_MASK 0
 #endif
 #define HK_ATTN_MASKED (HK_ATTN_LENGTHS || HK_ATTN_MASK)
+#ifndef HK_ATTN_KVS
+#define HK_ATTN_KVS 1
+#endif
 #ifndef HK_DH
 #error "attention_mma: HK_DH (head dim) must be defined"
 #endif
@@ -65,7 +82,7 @@
 #if (HK_DH != 64 && HK_DH != 128) || HK_ATTN_BQ != 16 * HK_ATTN_WARPS || HK_THREADS % (8 * HK_ATTN_CH) != 0 || \
     HK_ATTN_BKV % 16 != 0 || HK_THREADS != 32 * HK_ATTN_WARPS || \
     (HK_ATTN_BQ * HK_ATTN_CH) % HK_THREADS != 0 || (HK_ATTN_BKV * HK_ATTN_CH) % HK_THREADS != 0 || \
-    HK_ATTN_SMEM != HK_ATTN_Q_BYTES + 4 * HK_ATTN_KV_BYTES
+    HK_ATTN_SMEM != HK_ATTN_Q_BYTES + 4 * HK_ATTN_KV_BYTES || HK_ATTN_KVS < 1
 #error "attention_mma: unsupported tile configuration"
 #endif
 
@@ -121,12 +138,88 @@ struct __align__(16) hk_attn_u4 {
  * LOP3 (+ immediate) away from a per-stage base instead of a hoisted register each. */
 HK_DEVICE int hk_attn_pair(int lane_off, int i) { return (lane_off ^ (32 * (i & 3))) + 128 * (i >> 2); }
 
+#if HK_ATTN_KVS > 1
+struct __align__(8) hk_attn_u2 {
+  unsigned x, y;
+};
+HK_DEVICE void hk_attn_st_cg2(float *p, float a, float b) {
+  asm volatile("st.global.cg.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b) : "memory");
+}
+HK_DEVICE float2 hk_attn_ld_cg2(const float *p) {
+  float2 v;
+  asm volatile("ld.global.cg.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "l"(p) : "memory");
+  return v;
+}
+
+/* The split-KV epilogue (the protocol of tile_nv.h's split GEMMs; layout at the top): stores
+ * this piece's rows < seq_q -- O (this lane's columns 8 d + 2 t, 8 d + 2 t + 1 of rows row_a
+ * and row_a + 8, unnormalised), m and the quad's full l --, arrives on the tile's counter, and
+ * in the last piece merges the S pieces in order 0..S-1, each thread over (row, 4 columns)
+ * of the tile, and stores them rounded to HK_T. Every thread of the block calls it (two block
+ * barriers); the block's shared memory is not touched. */
+HK_DEVICE void hk_attn_split_finish(const float (*o)[4], float m_a, float m_b, float l_a, float l_b, float *part,
+                                    unsigned *sem, HK_T *out, long long batch, long long seq_q, long long heads,
+                                    long long bh, long long blk, int piece, long long i0, long long row_a, int t) {
+  HK_SHARED unsigned hk_attn_last;
+  HK_CP_ASYNC_WAIT(0); /* an empty piece's zero-fills land before the next unit's copies */
+  const long long rows_all = batch * heads * HK_ATTN_KVS * seq_q;
+  float *const po = part + (bh * HK_ATTN_KVS + piece) * seq_q * HK_DH;
+  float *const pml = part + rows_all * HK_DH + (bh * HK_ATTN_KVS + piece) * seq_q * 2;
+  if (row_a < seq_q) {
+#pragma unroll
+    for (int d = 0; d < HK_ATTN_OT; d++) hk_attn_st_cg2(po + row_a * HK_DH + 8 * d + 2 * t, o[d][0], o[d][1]);
+    if (t == 0) hk_attn_st_cg2(pml + row_a * 2, m_a, l_a);
+  }
+  if (row_a + 8 < seq_q) {
+#pragma unroll
+    for (int d = 0; d < HK_ATTN_OT; d++) hk_attn_st_cg2(po + (row_a + 8) * HK_DH + 8 * d + 2 * t, o[d][2], o[d][3]);
+    if (t == 0) hk_attn_st_cg2(pml + (row_a + 8) * 2, m_b, l_b);
+  }
+  HK_SYNC(); /* the block's partial is stored */
+  if (HK_TID == 0) hk_attn_last = (unsigned)hk_split_arrive(sem + blk, HK_ATTN_KVS);
+  HK_SYNC(); /* the flag is set; the loads below come after thread 0's acquire */
+  if (!hk_attn_last) return;
+  const int rows = (int)hk_min_ll(HK_ATTN_BQ, seq_q - i0);
+  const float *const to = part + bh * HK_ATTN_KVS * seq_q * HK_DH; /* piece p, row i: (p seq_q + i) dh */
+  const float *const tml = part + rows_all * HK_DH + bh * HK_ATTN_KVS * seq_q * 2;
+  const long long b = bh / heads, h = bh % heads, ld_o = heads * HK_DH;
+  for (int e = HK_TID; e < rows * (HK_DH / 4); e += HK_THREADS) {
+    const long long i = i0 + e / (HK_DH / 4);
+    const int c = (e % (HK_DH / 4)) * 4;
+    float mx = -hk_inf();
+#pragma unroll
+    for (int p = 0; p < HK_ATTN_KVS; p++) mx = fmaxf(mx, hk_attn_ld_cg2(tml + (p * seq_q + i) * 2).x);
+    const float base = mx == -hk_inf() ? 0.0f : mx; /* no piece has a key for the row: l = 0, zeros */
+    float l = 0.0f, a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+#pragma unroll 4
+    for (int p = 0; p < HK_ATTN_KVS; p++) {
+      const float2 ml = hk_attn_ld_cg2(tml + (p * seq_q + i) * 2);
+      const float4 v = hk_ld_cg4(to + (p * seq_q + i) * HK_DH + c);
+      const float w = hk_attn_exp2(ml.x - base); /* m = -inf (no key in the piece): 0 */
+      l = fmaf(ml.y, w, l);
+      a0 = fmaf(v.x, w, a0);
+      a1 = fmaf(v.y, w, a1);
+      a2 = fmaf(v.z, w, a2);
+      a3 = fmaf(v.w, w, a3);
+    }
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    hk_attn_u2 r;
+    r.x = HK_ATTN_PACK(a0 * inv, a1 * inv);
+    r.y = HK_ATTN_PACK(a2 * inv, a3 * inv);
+    *(hk_attn_u2 *)(out + (b * seq_q + i) * ld_o + h * HK_DH + c) = r;
+  }
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(HK_THREADS, HK_ATTN_MINB)
 HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch, long long seq_q,
         long long seq_kv, long long heads, long long kv_heads, long long dh, long long ld_q, long long ld_kv,
         long long q_col, long long k_col, long long v_col, long long causal, float scale
 #if HK_ATTN_MASKED
         , const int *lengths, const HK_T *mask, long long mask_heads
+#endif
+#if HK_ATTN_KVS > 1
+        , float *part, unsigned *sem
 #endif
 ) {
   extern __shared__ __align__(128) unsigned char hk_attn_smem[];
@@ -157,7 +250,13 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
 #endif
   (void)dh;                                        /* == HK_DH (the kernel key's head_dim) */
 
+#if HK_ATTN_KVS > 1
+  for (long long unit = HK_BID; unit < n_blocks * HK_ATTN_KVS; unit += HK_NBLOCKS) {
+    const long long blk = unit / HK_ATTN_KVS;
+    const int piece = (int)(unit % HK_ATTN_KVS);
+#else
   for (long long blk = HK_BID; blk < n_blocks; blk += HK_NBLOCKS) {
+#endif
     const long long bh = blk / q_tiles, h = bh % heads, b = bh / heads;
     const long long qt = causal ? q_tiles - 1 - blk % q_tiles : blk % q_tiles;
     const long long i0 = qt * HK_ATTN_BQ;
@@ -179,14 +278,20 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
 #endif
     const long long n_keys = causal ? hk_min_ll(kv_len, i0 + HK_ATTN_BQ) : kv_len;
     const int n_tiles = (int)((n_keys + HK_ATTN_BKV - 1) / HK_ATTN_BKV);
+#if HK_ATTN_KVS > 1
+    const int jt_begin = (int)((long long)n_tiles * piece / HK_ATTN_KVS);
+    const int jt_end = (int)((long long)n_tiles * (piece + 1) / HK_ATTN_KVS);
+#else
+    const int jt_begin = 0, jt_end = n_tiles;
+#endif
     const long long w_row0 = i0 + 16 * warp;              /* first query row of this warp */
     const long long row_a = w_row0 + g, row_b = row_a + 8; /* this lane's two rows */
 
     HK_SYNC(); /* the previous block's readers of shared memory are done */
     HK_ATTN_LOAD_TILE(sq, qb, ld_q, i0, seq_q, HK_ATTN_BQ);
-    HK_ATTN_LOAD_TILE(sk, kb, ld_kv, 0LL, n_keys, HK_ATTN_BKV);
+    HK_ATTN_LOAD_TILE(sk, kb, ld_kv, (long long)jt_begin * HK_ATTN_BKV, n_keys, HK_ATTN_BKV);
     hk_cp_async_commit();
-    HK_ATTN_LOAD_TILE(sv, vb, ld_kv, 0LL, n_keys, HK_ATTN_BKV);
+    HK_ATTN_LOAD_TILE(sv, vb, ld_kv, (long long)jt_begin * HK_ATTN_BKV, n_keys, HK_ATTN_BKV);
     hk_cp_async_commit();
     HK_CP_ASYNC_WAIT(1);
     HK_SYNC();
@@ -209,19 +314,23 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
     float m_a = -hk_inf(), m_b = -hk_inf(); /* running max (log2 domain) of rows a, b */
     float l_a = 0.0f, l_b = 0.0f;           /* running sums: this lane's columns only */
 
-    for (int jt = 0; jt < n_tiles; jt++) {
-      const int st = jt & 1;
+    for (int jt = jt_begin; jt < jt_end; jt++) {
+      const int st = (jt - jt_begin) & 1;
       const long long j0 = (long long)jt * HK_ATTN_BKV;
       /* this lane's ldmatrix offsets in the current K and V stage (the stage offsets
        * are multiples of 1024, below the XORed bits) */
       const int k_off = (int)(sk - hk_attn_smem) + st * HK_ATTN_KV_BYTES + k_lane;
       const int v_off = (int)(sv - hk_attn_smem) + st * HK_ATTN_KV_BYTES + v_lane;
       /* the warp has an unmasked key in this tile (causal: its last row reaches j0) */
+#if HK_ATTN_KVS > 1
+      const bool active = (!causal || j0 <= w_row0 + 15) && w_row0 < seq_q; /* and it has a query row */
+#else
       const bool active = !causal || j0 <= w_row0 + 15;
+#endif
 
       HK_CP_ASYNC_WAIT(1); /* K[jt] (and before it everything but V[jt]) has landed */
       HK_SYNC();           /* ... for every thread; and S(jt-1) is done with the other K stage */
-      if (jt + 1 < n_tiles)
+      if (jt + 1 < jt_end)
         HK_ATTN_LOAD_TILE(sk + (st ^ 1) * HK_ATTN_KV_BYTES, kb, ld_kv, j0 + HK_ATTN_BKV, n_keys, HK_ATTN_BKV);
       hk_cp_async_commit(); /* (possibly empty: keeps the group count uniform) */
 
@@ -329,7 +438,7 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
 
       HK_CP_ASYNC_WAIT(1); /* V[jt] has landed (K[jt+1] may be in flight) */
       HK_SYNC();           /* ... for every thread; and P V(jt-1) is done with the other V stage */
-      if (jt + 1 < n_tiles)
+      if (jt + 1 < jt_end)
         HK_ATTN_LOAD_TILE(sv + (st ^ 1) * HK_ATTN_KV_BYTES, vb, ld_kv, j0 + HK_ATTN_BKV, n_keys, HK_ATTN_BKV);
       hk_cp_async_commit();
 
@@ -359,6 +468,9 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
     l_a += hk_shfl_xor(l_a, 2);
     l_b += hk_shfl_xor(l_b, 1);
     l_b += hk_shfl_xor(l_b, 2);
+#if HK_ATTN_KVS > 1
+    hk_attn_split_finish(o, m_a, m_b, l_a, l_b, part, sem, out, batch, seq_q, heads, bh, blk, piece, i0, row_a, t);
+#else
 #if HK_ATTN_MASKED
     const float inv_a = l_a > 0.0f ? 1.0f / l_a : 0.0f, inv_b = l_b > 0.0f ? 1.0f / l_b : 0.0f; /* no key: zeros */
 #else
@@ -377,5 +489,6 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
       if (w_row0 + r < seq_q)
         *(hk_attn_u4 *)(ob + r * ld_o + c * 8) = *(const hk_attn_u4 *)(sq + hk_attn_swz(16 * warp + r, c));
     }
+#endif
   }
 }

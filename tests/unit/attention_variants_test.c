@@ -543,6 +543,223 @@ static void test_tma_launch(void **state) {
   assert_int_equal(hkc_gpu_launch_args(hk_test_arch("sm_90"), &old, args, 17, HKC_MAX_ARGS), 17);
 }
 
+/* ---- split-KV (attention_mma kvs > 1; flash-decoding) ---------------------------------------- */
+/* A key naming attention_mma with params (NULL: its defaults). */
+static hkc_kernel_key_t mma_cfg_key(hk_dtype_t dtype, int dh, const char *params) {
+  hkc_kernel_key_t k = mma_key(dtype, dh, 8);
+  snprintf(k.tune, sizeof k.tune, "%s", params ? params : "");
+  return k;
+}
+
+/* tune_parse (kvs optional, named only when > 1, 1..16), the space, the launch (kvs blocks per
+ * tile) and the workspace (B H Sq kvs (dh + 2) f32, a counter per tile; none unsplit). */
+static void test_split_legality_workspace(void **state) {
+  (void)state;
+  static const char *const archs[] = {"sm_80", "sm_90", "sm_90a"};
+  for (size_t a = 0; a < 3; a++) {
+    const hkc_gpu_arch_t *ar = hk_test_arch(archs[a]);
+    const hkc_kernel_key_t named = mma_key(HK_DTYPE_BF16, 128, 8);
+    const hkc_variant_t *v = hkc_variant_for(ar, &named);
+    assert_string_equal(v->name, "attention_mma");
+    hkc_tile_cfg_t t;
+    static const struct {
+      const char *params, *canonical;
+    } ok[] = {{"w=4,kv=64,mb=2,kvs=8", "w=4,kv=64,mb=2,kvs=8"}, {"w=4,kv=64,mb=2,kvs=1", "w=4,kv=64,mb=2"},
+              {"w=8,kv=64,mb=1,kvs=16", "w=8,kv=64,mb=1,kvs=16"}, {"w=4,kv=32,mb=2,kvs=3", "w=4,kv=32,mb=2,kvs=3"},
+              {"w=4,kv=64,mb=2", "w=4,kv=64,mb=2"}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+      assert_int_equal(v->tune_parse(ar, &named, ok[i].params, &t), 0);
+      assert_string_equal(t.tune, ok[i].canonical);
+      assert_true(t.split_kv >= 1);
+    }
+    static const char *const bad[] = {"w=4,kv=64,mb=2,kvs=0", "w=4,kv=64,mb=2,kvs=17", "w=4,kv=64,kvs=2",
+                                      "w=3,kv=64,mb=2,kvs=2", "w=8,kv=64,mb=2,kvs=2" /* registers: w mb <= 8 */};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) assert_int_equal(v->tune_parse(ar, &named, bad[i], &t), -1);
+    /* the space: the default first, split 2..16 on the split tile, all distinct and legal */
+    for (int dh = 64; dh <= 128; dh += 64) {
+      hkc_tile_cfg_t space[64];
+      const hkc_kernel_key_t k = mma_key(HK_DTYPE_BF16, dh, 8);
+      const int n = v->tune_space(ar, &k, space, 64);
+      assert_true(space[0].is_default);
+      int kvs_seen = 0;
+      for (int i = 0; i < n; i++) {
+        assert_int_equal(v->tune_parse(ar, &k, space[i].tune, &t), 0);
+        for (int j = 0; j < i; j++) assert_string_not_equal(space[i].tune, space[j].tune);
+        if (strstr(space[i].tune, "w=4,kv=64,mb=2,kvs=")) kvs_seen |= space[i].split_kv;
+      }
+      assert_int_equal(kvs_seen, 2 | 4 | 8 | 16);
+    }
+    /* launches and workspaces: batch, seq_q, seq_kv, heads, kv_heads */
+    static const long long shapes[][5] = {{1, 1, 4097, 32, 8}, {8, 16, 16384, 32, 32}, {4, 64, 1000, 32, 8},
+                                          {2, 77, 333, 4, 4},  {3, 129, 50, 2, 1}};
+    static const int kvss[] = {1, 2, 4, 8, 16};
+    for (int dh = 64; dh <= 128; dh += 64)
+      for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (size_t q = 0; q < 5; q++) {
+          const long long B = shapes[s][0], Sq = shapes[s][1], Skv = shapes[s][2], H = shapes[s][3], Hkv = shapes[s][4];
+          char params[HKC_TUNE_MAX];
+          snprintf(params, sizeof params, "w=4,kv=64,mb=2,kvs=%d", kvss[q]);
+          hkc_kernel_out_t k = {.name = "hk_x", .key = mma_cfg_key(HK_DTYPE_F16, dh, params)};
+          hkc_arg_t args[17] = {TENSOR(0), TENSOR(1), TENSOR(2), TENSOR(3),   I64(B),        I64(Sq),
+                                I64(Skv),  I64(H),    I64(Hkv),  I64(dh),     I64(H * dh),   I64(Hkv * dh),
+                                I64(0),    I64(0),    I64(0),    I64(s & 1),  F32(0.125f)};
+          uint32_t grid[3], block[3], shared = 0;
+          hkc_gpu_launch_dims(ar, &k.key, args, 17, grid, block, &shared);
+          const long long tiles = B * H * ((Sq + 63) / 64);
+          assert_int_equal((long long)grid[0], tiles * kvss[q]);
+          assert_int_equal(block[0], 128);
+          hkc_node_workspace_t ws = {0};
+          const int has = hkc_gpu_launch_workspace(ar, &k.key, args, 17, &ws);
+          char *src = hkc_codegen_gpu(ar, &k);
+          assert_non_null(src);
+          assert_int_equal(hk_test_source_macro(src, "HK_ATTN_KVS"), kvss[q]);
+          free(src);
+          if (kvss[q] == 1) {
+            assert_int_equal(has, 0);
+            assert_int_equal(ws.scratch_bytes, 0);
+            continue;
+          }
+          assert_int_equal(has, 1);
+          assert_int_equal(ws.scratch_bytes, (uint64_t)(B * H * Sq * kvss[q] * (dh + 2) * 4));
+          assert_int_equal(ws.counters, (uint32_t)tiles);
+        }
+  }
+  /* the kernel options: attn_mma_cfg's optional fourth value, attn_kvs (on sm_90a instead of
+   * attention_tma, the tile of attn_mma_cfg or the default; 0 gives the choice back) */
+  hkc_kernel_options_t o = {0};
+  char err[512];
+  assert_int_equal(hkc_kernel_options_set(&o, "attn_mma_cfg", "4,64,2,8", err, sizeof err), 0);
+  assert_string_equal(o.cfg[HKC_KOPT_ATTN_MMA_CFG], "w=4,kv=64,mb=2,kvs=8");
+  assert_int_equal(hkc_kernel_options_set(&o, "attn_mma_cfg", "4,64,2", err, sizeof err), 0);
+  assert_string_equal(o.cfg[HKC_KOPT_ATTN_MMA_CFG], "w=4,kv=64,mb=2");
+  assert_int_equal(hkc_kernel_options_set(&o, "attn_kvs", "17", err, sizeof err), -1);
+  assert_int_equal(hkc_kernel_options_set(&o, "attn_kvs", "x", err, sizeof err), -1);
+  assert_int_equal(hkc_kernel_options_set(&o, "attn_kvs", "4", err, sizeof err), 0);
+  char text[256];
+  hkc_kernel_options_format(&o, text, sizeof text);
+  assert_string_equal(text, "attn_kvs=4;attn_mma_cfg=w=4,kv=64,mb=2");
+  for (int dh = 64; dh <= 128; dh += 64) {
+    hkc_kernel_key_t k = attn_key(HK_DTYPE_BF16, dh, 8);
+    assert_int_equal(hkc_tune_apply_options(&o, "sm_90a", hk_test_arch("sm_90a"), &k), 2);
+    assert_string_equal(k.variant, "attention_mma");
+    assert_string_equal(k.tune, "w=4,kv=64,mb=2,kvs=4");
+    k = attn_key(HK_DTYPE_F16, dh, 8);
+    assert_int_equal(hkc_tune_apply_options(&o, "sm_80", hk_test_arch("sm_80"), &k), 2);
+    assert_string_equal(k.tune, "w=4,kv=64,mb=2,kvs=4");
+  }
+  hkc_kernel_options_t d = {0};
+  hk_test_options(&d, "attn_kvs=2");
+  hkc_kernel_key_t k = attn_key(HK_DTYPE_BF16, 64, 8);
+  assert_int_equal(hkc_tune_apply_options(&d, "sm_90a", hk_test_arch("sm_90a"), &k), 2);
+  assert_string_equal(k.tune, "w=4,kv=64,mb=2,kvs=2"); /* the split tile */
+  hk_test_options(&d, "attn_kvs=1");
+  k = attn_key(HK_DTYPE_BF16, 128, 8);
+  assert_int_equal(hkc_tune_apply_options(&d, "sm_90a", hk_test_arch("sm_90a"), &k), 2);
+  assert_string_equal(k.variant, "attention_mma");
+  assert_string_equal(k.tune, "w=4,kv=64,mb=2");
+  k = attn_key(HK_DTYPE_F32, 128, 8); /* not attention_mma's: untouched */
+  assert_int_equal(hkc_tune_apply_options(&d, "sm_90a", hk_test_arch("sm_90a"), &k), 0);
+}
+
+/* The split tile (kvs 2 and 16) and 128-row tiles split (also with the masked ABI): compiles for
+ * sm_80, sm_90 and sm_90a without spills or warnings, within __launch_bounds__. */
+static void test_split_nvrtc(void **state) {
+  (void)state;
+  HK_TEST_NEED_NVRTC();
+  static const char *const archs[] = {"sm_80", "sm_90", "sm_90a"};
+  static const char *const cfgs[] = {"w=4,kv=64,mb=2,kvs=2", "w=4,kv=64,mb=2,kvs=16", "w=8,kv=64,mb=1,kvs=4"};
+  hk_test_compile_job_t jobs[64];
+  size_t n = 0;
+  for (size_t a = 0; a < 3; a++)
+    for (int dh = 64; dh <= 128; dh += 64)
+      for (size_t c = 0; c < 3; c++)
+        for (int masked = 0; masked <= 1; masked++) {
+          if (masked && c != 2) continue;
+          const hkc_gpu_arch_t *ar = hk_test_arch(archs[a]);
+          const hk_dtype_t dt = (a + c + (size_t)dh / 64) % 2 ? HK_DTYPE_BF16 : HK_DTYPE_F16;
+          hkc_kernel_key_t key = mma_key(dt, dh, 8);
+          key.has_lengths = key.has_mask = masked;
+          snprintf(key.tune, sizeof key.tune, "%s", cfgs[c]);
+          memset(&jobs[n], 0, sizeof jobs[n]);
+          jobs[n].arch = ar;
+          jobs[n].kernel.key = key;
+          hk_test_kernel_name(&jobs[n++].kernel);
+        }
+  assert_true(n <= sizeof jobs / sizeof jobs[0]);
+  hk_test_compile_all(jobs, n, hkc_nvrtc_compile, 2, HK_TEST_COMPILE_NO_WARNINGS);
+  int failures = hk_test_compile_failures(jobs, n);
+  for (size_t i = 0; i < n; i++) {
+    char *src = hkc_codegen_gpu(jobs[i].arch, &jobs[i].kernel);
+    assert_non_null(src);
+    const long long threads = hk_test_source_macro(src, "HK_THREADS"), minb = hk_test_source_macro(src, "HK_ATTN_MINB");
+    assert_true(hk_test_source_macro(src, "HK_ATTN_KVS") > 1);
+    printf("[ info     ] %-40s %-6s %-24s regs %3u  local %u\n", jobs[i].kernel.name, jobs[i].arch->name,
+           jobs[i].kernel.key.tune, jobs[i].regs, jobs[i].scratch);
+    if (jobs[i].ok && (long long)jobs[i].regs * threads * minb > (long long)jobs[i].arch->vgprs_per_lane) {
+      printf("[ FAIL     ] %s: registers miss __launch_bounds__\n", jobs[i].kernel.name);
+      failures++;
+    }
+    free(src);
+  }
+  assert_int_equal(failures, 0);
+}
+
+/* The model's choice (estimated resources, as a build starts): split-KV on decode steps (few
+ * query tiles over long keys) on sm_90a (attention_mma instead of attention_tma) and sm_90;
+ * never on the self-attention of bert_layer / llama_block at their batch sizes. */
+static const hkc_tune_cand_t *split_model_pick(const char *arch, hkc_kernel_key_t key, hkc_tune_shape_t shape,
+                                               hkc_tune_cand_t *c) {
+  int order[HKC_TUNE_MAX_CANDIDATES];
+  const hkc_gpu_arch_t *ar = hk_test_arch(arch);
+  const int n = hkc_tune_cands_for(ar, NULL, &key, c, HKC_TUNE_MAX_CANDIDATES);
+  const int m = hkc_tune_rank(ar, &key, shape, c, n, order);
+  assert_true(m > 0);
+  const hkc_tune_cand_t *p = &c[order[0]];
+  printf("[ info     ] %-6s b=%-3lld h=%lld/%lld sq=%-4lld skv=%-5lld d=%lld%s%s: %s %s, %.2f us (%s)\n", arch,
+         (long long)shape.batch, (long long)shape.heads, (long long)shape.kv_heads, (long long)shape.m,
+         (long long)shape.n, (long long)shape.k, shape.causal ? " causal" : "", key.has_lengths ? " len" : "",
+         p->cfg.variant, p->cfg.tune, p->est.seconds * 1e6, p->est.limiter);
+  return p;
+}
+
+static void test_split_model(void **state) {
+  (void)state;
+  hkc_tune_cand_t *c = calloc(HKC_TUNE_MAX_CANDIDATES, sizeof *c);
+  assert_non_null(c);
+  static const char *const archs[] = {"sm_90a", "sm_90"};
+  for (size_t a = 0; a < 2; a++) {
+    /* decode: batch 1 / 8, 32 query heads (GQA 32/8 too), 1 or 16 queries, 4096 / 16384 keys */
+    static const long long decode[][5] = {{1, 1, 16384, 32, 32}, {1, 1, 4096, 32, 8}, {8, 1, 16384, 32, 8},
+                                          {1, 16, 16384, 32, 32}, {2, 64, 16384, 32, 8}};
+    for (int dh = 64; dh <= 128; dh += 64)
+      for (size_t i = 0; i < sizeof decode / sizeof decode[0]; i++)
+        for (int len = 0; len <= 1; len++) {
+          hkc_kernel_key_t key = attn_key(HK_DTYPE_BF16, dh, 8);
+          key.has_lengths = len;
+          const hkc_tune_shape_t s = {.m = decode[i][1], .n = decode[i][2], .k = dh, .batch = decode[i][0],
+                                      .heads = decode[i][3], .kv_heads = decode[i][4]};
+          const hkc_tune_cand_t *p = split_model_pick(archs[a], key, s, c);
+          assert_string_equal(p->cfg.variant, "attention_mma");
+          assert_true(p->cfg.split_kv > 1);
+        }
+    /* bert_layer (batch 1..128, 128 tokens, 12 heads of 64) and llama_block (batch 1..16, 512
+     * tokens, 32/8 heads of 128, causal): no split */
+    for (long long b = 1; b <= 128; b *= 2) {
+      const hkc_tune_shape_t s = {.m = 128, .n = 128, .k = 64, .batch = b, .heads = 12, .kv_heads = 12};
+      const hkc_tune_cand_t *p = split_model_pick(archs[a], attn_key(HK_DTYPE_BF16, 64, 8), s, c);
+      assert_true(p->cfg.split_kv <= 1);
+      assert_string_equal(p->cfg.variant, a == 0 ? "attention_tma" : "attention_mma");
+    }
+    for (long long b = 1; b <= 16; b *= 2) {
+      const hkc_tune_shape_t s = {.m = 512, .n = 512, .k = 128, .batch = b, .heads = 32, .kv_heads = 8, .causal = 1};
+      const hkc_tune_cand_t *p = split_model_pick(archs[a], attn_key(HK_DTYPE_BF16, 128, 8), s, c);
+      assert_true(p->cfg.split_kv <= 1);
+      assert_string_equal(p->cfg.variant, a == 0 ? "attention_tma" : "attention_mma");
+    }
+  }
+  free(c);
+}
+
 int main(void) {
   /* The attention_mma tests cover every arch, sm_90a included: their keys name attention_mma
    * (mma_key); the wgmma tests use kernel options. */
@@ -558,6 +775,9 @@ int main(void) {
       cmocka_unit_test(test_tma_launch),
       cmocka_unit_test(test_masked_selection),
       cmocka_unit_test(test_masked_compiles),
+      cmocka_unit_test(test_split_legality_workspace),
+      cmocka_unit_test(test_split_nvrtc),
+      cmocka_unit_test(test_split_model),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -145,17 +145,27 @@ static void test_parse(void **state) {
   /* every option is described, with its environment variable */
   const char *name, *env, *help;
   size_t n = 0;
-  int tma = 0, tma_cfg = 0, attn_tma = 0, attn_tma_cfg = 0;
+  int tma = 0, tma_cfg = 0, attn_tma = 0, attn_tma_cfg = 0, attn_kvs = 0;
   while (hkc_kernel_options_describe(n, &name, &env, &help)) {
     assert_non_null(strstr(env, "HKC_"));
+    if (!strcmp(name, "attn_kvs")) attn_kvs = !strcmp(env, "HKC_ATTN_KVS");
     if (!strcmp(name, "gemm_tma")) tma = !strcmp(env, "HKC_GEMM_TMA");
     if (!strcmp(name, "gemm_tma_cfg")) tma_cfg = !strcmp(env, "HKC_GEMM_TMA_CFG");
     if (!strcmp(name, "attn_tma")) attn_tma = !strcmp(env, "HKC_ATTN_TMA");
     if (!strcmp(name, "attn_tma_cfg")) attn_tma_cfg = !strcmp(env, "HKC_ATTN_TMA_CFG");
     n++;
   }
-  assert_int_equal(n, 21);
-  assert_true(tma && tma_cfg && attn_tma && attn_tma_cfg);
+  assert_int_equal(n, 22);
+  assert_true(tma && tma_cfg && attn_tma && attn_tma_cfg && attn_kvs);
+  /* attn_kvs: 0..16, in the provenance text when set */
+  hkc_kernel_options_t kv = {0};
+  set_ok(&kv, "attn_kvs=8");
+  assert_int_equal(kv.attn_kvs, 8);
+  char kv_text[64];
+  hkc_kernel_options_format(&kv, kv_text, sizeof kv_text);
+  assert_string_equal(kv_text, "attn_kvs=8");
+  set_ok(&kv, "attn_kvs=0");
+  assert_true(hkc_kernel_options_is_default(&kv));
   /* the AMD GEMM options: the 8-wave switch and both variants' tiles */
   hkc_kernel_options_t m = {0};
   set_ok(&m, "gemm_mfma_pp=on");

@@ -72,8 +72,12 @@ int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_gpu_arch_t
     return 0;
   if (v == &hkc_variant_gemm_wgmma_ws && o->gemm_ws == HKC_SWITCH_OFF) return 0; /* gemm_wgmma instead */
   /* attn_tma=on: no other attention variant where attention_tma serves the key */
-  if (o->attn_tma == HKC_SWITCH_ON && v != &hkc_variant_attention_tma && key->op == HK_OP_ATTENTION &&
+  if (o->attn_tma == HKC_SWITCH_ON && !o->attn_kvs && v != &hkc_variant_attention_tma && key->op == HK_OP_ATTENTION &&
       hkc_variant_serves(&hkc_variant_attention_tma, arch, key))
+    return 0;
+  /* attn_kvs=N: attention_mma (split-KV) wherever it serves the key, so not the sm_90a kernels */
+  if (o->attn_kvs > 0 && (v == &hkc_variant_attention_tma || v == &hkc_variant_attention_wgmma) &&
+      hkc_variant_serves(&hkc_variant_attention_mma, arch, key))
     return 0;
   if (v == &hkc_variant_gemm_mfma_pp && o->gemm_mfma_pp == HKC_SWITCH_OFF) return 0;
   /* gemm_mfma_pp=on: it replaces gemm_mfma wherever it serves the key */

@@ -11,6 +11,9 @@
  *            one (batch, head)
  *   bkv      keys per K/V tile (a multiple of 16)
  *   minb     __launch_bounds__ minimum blocks per SM (caps registers at 64K/(threads*minb))
+ *   kvs      split-KV (flash-decoding): each (batch, head, query tile) in kvs pieces over
+ *            contiguous ranges of its key tiles, partial O and row statistics in the launch's
+ *            scratch, the last piece merges them (templates/gpu/attention_mma.hip); 1: none
  * Dynamic shared memory: Q [BQ][dh] + 2 stages of K and of V [bkv][dh], f16/bf16. */
 #include <stdio.h>
 #include <string.h>
@@ -20,7 +23,7 @@
 #include "lower/lower.h"
 
 typedef struct attn_cfg {
-  int warps, bkv, minb;
+  int warps, bkv, minb, kvs;
 } attn_cfg_t;
 
 /* dh 64: 128-row tiles (8 warps), 48 KiB, two blocks per SM on sm_90 (registers capped
@@ -28,8 +31,10 @@ typedef struct attn_cfg {
  * dh 128 on sm_90/sm_90a: 64-row tiles (4 warps), 80 KiB, two blocks per SM (measured on
  * the H200, batch 8 x 16 heads, seq 4096: 4,64,2 258 TFLOP/s full / 246 causal against
  * 238 / 229 for 8,64,1); sm_80 keeps 128-row tiles, 96 KiB, one block per SM.
- * params "w=W,kv=K,mb=M" (key->tune; the kernel option attn_mma_cfg forces one for
- * experiments): warps 4 or 8, bkv 32/64/128 as the template's checks allow, minb 1..4. */
+ * params "w=W,kv=K,mb=M[,kvs=S]" (key->tune; the kernel options attn_mma_cfg and attn_kvs force
+ * one): warps 4 or 8, bkv 32/64/128 as the template's checks allow, minb 1..4, kvs 1..16 (named
+ * only when > 1, so the unsplit configurations keep their strings and kernel names). */
+#define ATTN_MAX_KVS 16 /* pieces per tile: beyond, the merge's reads outweigh the pieces' key tiles */
 static int sm_number(const hkc_gpu_arch_t *arch) {
   int cc = 0;
   return arch->name && sscanf(arch->name, "sm_%d", &cc) == 1 ? cc : 0;
@@ -40,20 +45,39 @@ static attn_cfg_t attn_default(const hkc_gpu_arch_t *arch, const hkc_kernel_key_
    * does sm_90's with the masked ABI (lengths: 12 bytes): both take one block per SM there */
   const int sm90 = sm_number(arch) >= 90;
   const int masked = key->has_lengths || key->has_mask;
-  return key->head_dim == 64 ? (attn_cfg_t){.warps = 8, .bkv = 64, .minb = sm90 && !masked ? 2 : 1}
-         : sm90              ? (attn_cfg_t){.warps = 4, .bkv = 64, .minb = 2}
-                             : (attn_cfg_t){.warps = 8, .bkv = 64, .minb = 1};
+  return key->head_dim == 64 ? (attn_cfg_t){.warps = 8, .bkv = 64, .minb = sm90 && !masked ? 2 : 1, .kvs = 1}
+         : sm90              ? (attn_cfg_t){.warps = 4, .bkv = 64, .minb = 2, .kvs = 1}
+                             : (attn_cfg_t){.warps = 8, .bkv = 64, .minb = 1, .kvs = 1};
 }
+
+/* The tile of the split configurations in the space (and of attn_kvs=N): 64 query rows (a
+ * decode step has one to 64), 64 keys per tile, two blocks per SM (40 / 80 KiB of shared
+ * memory at head_dim 64 / 128; no register cap below 256). */
+static const attn_cfg_t k_attn_split_tile = {.warps = 4, .bkv = 64, .minb = 2, .kvs = 1};
 
 static uint32_t attn_smem(const hkc_kernel_key_t *key, const attn_cfg_t *c) {
   return (uint32_t)(16 * c->warps * key->head_dim * 2 + 4 * c->bkv * key->head_dim * 2);
 }
 
-static const char *const k_attn_names[] = {"w", "kv", "mb"};
+static const char *const k_attn_names[] = {"w", "kv", "mb", "kvs"};
+#define ATTN_NAMES_NO_KVS 3 /* the string without kvs */
 
+/* kvs > 1 needs 160 registers or more (the partial stores beside O: ptxas 13.0 spills 96 bytes
+ * at dh 64 under the 128 of 8 warps x 2 blocks): warps x minb <= 8. */
 static int attn_legal(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const attn_cfg_t *c) {
   return (c->warps == 4 || c->warps == 8) && (c->bkv == 32 || c->bkv == 64 || c->bkv == 128) && c->minb >= 1 &&
-         c->minb <= 4 && attn_smem(key, c) <= arch->max_lds_per_block;
+         c->minb <= 4 && attn_smem(key, c) <= arch->max_lds_per_block && c->kvs >= 1 && c->kvs <= ATTN_MAX_KVS &&
+         (c->kvs == 1 || c->warps * c->minb <= 8);
+}
+
+/* params -> c (not checked for legality): the full string, or one without kvs (kvs 1). 0 / -1. */
+static int attn_parse(const char *params, attn_cfg_t *c) {
+  int v[4] = {0, 0, 0, 1};
+  if (hkc_tune_params_parse(params, k_attn_names, 4, v) != 0 &&
+      hkc_tune_params_parse(params, k_attn_names, ATTN_NAMES_NO_KVS, v) != 0)
+    return -1;
+  *c = (attn_cfg_t){.warps = v[0], .bkv = v[1], .minb = v[2], .kvs = v[3]};
+  return 0;
 }
 
 /* The variant's own parameters of a key: key->tune when key->variant names it. */
@@ -62,44 +86,65 @@ static const char *tuned_params(const char *variant, const hkc_kernel_key_t *key
 }
 
 static attn_cfg_t attn_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
-  attn_cfg_t c = attn_default(arch, key);
+  attn_cfg_t c = attn_default(arch, key), e;
   const char *params = tuned_params("attention_mma", key);
-  int v[3];
-  if (params && params[0] && hkc_tune_params_parse(params, k_attn_names, 3, v) == 0) {
-    const attn_cfg_t e = {.warps = v[0], .bkv = v[1], .minb = v[2]};
-    if (attn_legal(arch, key, &e)) c = e;
-  }
+  if (params && params[0] && attn_parse(params, &e) == 0 && attn_legal(arch, key, &e)) c = e;
   return c;
+}
+
+/* Model efficiency of attention_mma (fraction of the SM's matrix peak on long unmasked rows),
+ * measured on the H200 (docs/BENCHMARKS.md): 236 TFLOP/s at head_dim 64 (the `old` kernel of
+ * bar_s4096_d64_full, 2329 us) and 258 at 128 (4,64,2, batch 8 x 16 heads, seq 4096) of 989:
+ * 0.25. Only the default tile and the split configurations carry it (the other tiles stay for
+ * the kernel option, unmodelled), and on sm_90a, where attention_tma serves the unmasked keys
+ * and is 1.5-2x faster, only the split ones: there attention_mma competes where splitting the
+ * keys fills the SMs that attention_tma's few work tiles leave idle. */
+static double attn_efficiency(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const attn_cfg_t *c) {
+  const attn_cfg_t d = attn_default(arch, key);
+  const int tile_default = c->warps == d.warps && c->bkv == d.bkv && c->minb == d.minb;
+  const int tile_split = c->warps == k_attn_split_tile.warps && c->bkv == k_attn_split_tile.bkv &&
+                         c->minb == k_attn_split_tile.minb;
+  if (c->kvs > 1) return tile_split || tile_default ? 0.25 : 0.0;
+  const int tma_serves = arch->matrix == HKC_MATRIX_WGMMA && !key->has_lengths && !key->has_mask;
+  return tile_default && !tma_serves ? 0.25 : 0.0;
 }
 
 /* Tile figures (no model for attention yet: threads and shared memory only). */
 static void attn_tile(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const attn_cfg_t *c, hkc_tile_cfg_t *t) {
   memset(t, 0, sizeof *t);
   snprintf(t->variant, sizeof t->variant, "attention_mma");
-  snprintf(t->tune, sizeof t->tune, "w=%d,kv=%d,mb=%d", c->warps, c->bkv, c->minb);
+  const int len = snprintf(t->tune, sizeof t->tune, "w=%d,kv=%d,mb=%d", c->warps, c->bkv, c->minb);
+  if (c->kvs > 1 && len > 0) snprintf(t->tune + len, sizeof t->tune - (size_t)len, ",kvs=%d", c->kvs);
   t->bm = 16 * c->warps;
   t->bn = c->bkv;
   t->bk = key->head_dim;
   t->threads = 32 * c->warps;
   t->inflight = 1;
+  t->split_kv = c->kvs;
   t->shared_bytes = attn_smem(key, c);
+  /* registers: O (dh/2), S (kv/2), Q's fragments (dh/4) and 80 more (ptxas 13.0: 166 at dh 64, 220
+   * at 128 for the split tile), within __launch_bounds__'s cap */
+  const uint32_t cap = (uint32_t)(65536 / (t->threads * c->minb) / 8 * 8);
+  t->regs = (uint32_t)(key->head_dim / 2 + c->bkv / 2 + key->head_dim / 4 + 80);
+  if (t->regs > cap) t->regs = cap;
+  if (t->regs > 255) t->regs = 255;
+  t->efficiency = attn_efficiency(arch, key, c);
   const attn_cfg_t d = attn_default(arch, key);
-  t->is_default = d.warps == c->warps && d.bkv == c->bkv && d.minb == c->minb;
+  t->is_default = d.warps == c->warps && d.bkv == c->bkv && d.minb == c->minb && d.kvs == c->kvs;
 }
 
 static int attn_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params,
                            hkc_tile_cfg_t *out) {
   attn_cfg_t c = attn_default(arch, key);
-  int v[3];
-  if (params && params[0]) {
-    if (hkc_tune_params_parse(params, k_attn_names, 3, v) != 0) return -1;
-    c = (attn_cfg_t){.warps = v[0], .bkv = v[1], .minb = v[2]};
-  }
+  if (params && params[0] && attn_parse(params, &c) != 0) return -1;
   if (!attn_legal(arch, key, &c)) return -1;
   attn_tile(arch, key, &c, out);
   return 0;
 }
 
+/* The space (default first): the tiles (warps 8 / 4, 64 / 32 / 128 keys, one or two blocks
+ * per SM), then split-KV 2, 4, 8 and 16 on the split tile (k_attn_split_tile) and, where it
+ * differs, on the default tile. */
 static int attn_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max) {
   static const int warps[] = {8, 4}, bkvs[] = {64, 32, 128};
   int n = 0;
@@ -107,11 +152,21 @@ static int attn_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
   for (size_t i = 0; i < 2; i++)
     for (size_t j = 0; j < 3; j++)
       for (int mb = 1; mb <= 2; mb++) {
-        const attn_cfg_t c = {.warps = warps[i], .bkv = bkvs[j], .minb = mb};
+        const attn_cfg_t c = {.warps = warps[i], .bkv = bkvs[j], .minb = mb, .kvs = 1};
         if (!attn_legal(arch, key, &c) || n >= max) continue;
         attn_tile(arch, key, &c, &out[n]);
         if (!out[n].is_default) n++;
       }
+  const attn_cfg_t d = attn_default(arch, key);
+  const int same = d.warps == k_attn_split_tile.warps && d.bkv == k_attn_split_tile.bkv &&
+                   d.minb == k_attn_split_tile.minb;
+  for (int tile = 0; tile < (same ? 1 : 2); tile++)
+    for (int kvs = 2; kvs <= ATTN_MAX_KVS; kvs *= 2) {
+      attn_cfg_t c = tile == 0 ? k_attn_split_tile : d;
+      c.kvs = kvs;
+      if (!attn_legal(arch, key, &c) || n >= max) continue;
+      attn_tile(arch, key, &c, &out[n++]);
+    }
   return n;
 }
 
@@ -130,19 +185,41 @@ static void attn_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
   const size_t len = strlen(out);
   snprintf(out + len, size - len,
            "#define HK_THREADS %d\n#define HK_ATTN_WARPS %d\n#define HK_ATTN_BQ %d\n#define HK_ATTN_BKV %d\n"
-           "#define HK_ATTN_MINB %d\n#define HK_DH %d\n#define HK_ATTN_BF16 %d\n#define HK_ATTN_SMEM %u\n",
+           "#define HK_ATTN_MINB %d\n#define HK_DH %d\n#define HK_ATTN_BF16 %d\n#define HK_ATTN_SMEM %u\n"
+           "#define HK_ATTN_KVS %d\n",
            32 * c.warps, c.warps, 16 * c.warps, c.bkv, c.minb, key->head_dim, key->dtype == HK_DTYPE_BF16 ? 1 : 0,
-           attn_smem(key, &c));
+           attn_smem(key, &c), c.kvs);
 }
 
-/* One block per (batch, head, query tile), 1-D grid clamped to 2^31 - 1 (the kernel
- * strides over the rest). */
+/* (batch, head, query tile) tiles of a launch. */
+static int64_t attn_tiles(const attn_cfg_t *c, const hkc_arg_t *args, uint32_t n_args) {
+  return hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_BATCH) *
+         hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_HEADS) *
+         hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_SEQ_Q), 16 * c->warps);
+}
+
+/* One block per (batch, head, query tile) -- and KV piece: kvs per tile --, 1-D grid clamped to
+ * 2^31 - 1 (the kernel strides over the rest). */
 static void attn_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
                         uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
   const attn_cfg_t c = attn_cfg(arch, key);
-  int64_t blocks = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_BATCH) * hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_HEADS) *
-                   hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_SEQ_Q), 16 * c.warps);
-  hkc_variant_launch_1d(blocks, (uint32_t)(32 * c.warps), attn_smem(key, &c), out_grid, out_block, out_shared);
+  hkc_variant_launch_1d(attn_tiles(&c, args, n_args) * c.kvs, (uint32_t)(32 * c.warps), attn_smem(key, &c), out_grid,
+                        out_block, out_shared);
+}
+
+/* Split-KV's workspace: per (batch, head, piece, query row) dh + 2 floats (O, m, l), one arrival
+ * counter per tile. */
+static int attn_workspace(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
+                          uint32_t n_args, hkc_node_workspace_t *out) {
+  const attn_cfg_t c = attn_cfg(arch, key);
+  if (c.kvs == 1) return 0;
+  const int64_t tiles = attn_tiles(&c, args, n_args);
+  const int64_t rows = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_BATCH) *
+                       hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_HEADS) *
+                       hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_SEQ_Q);
+  out->scratch_bytes = (uint64_t)(rows > 0 ? rows : 1) * (uint64_t)c.kvs * (uint64_t)(key->head_dim + 2) * 4u;
+  out->counters = tiles > 0 && tiles < UINT32_MAX ? (uint32_t)tiles : UINT32_MAX; /* the plan refuses too many */
+  return 1;
 }
 
 static const char *const attn_includes[] = {"gpu/tile_nv.h", NULL};
@@ -154,12 +231,15 @@ const hkc_variant_t hkc_variant_attention_mma = {
     .applies = attn_applies,
     .defines = attn_defines,
     .launch = attn_launch,
+    .workspace = attn_workspace,
     .tune_space = attn_tune_space,
     .tune_parse = attn_tune_parse,
     .params = k_attn_names,
-    .n_params = 3,
+    .n_params = 4,
+    .n_required_params = ATTN_NAMES_NO_KVS,
     .rules = "w (warps) 4 or 8; kv 32, 64 or 128; mb 1..4; (16 w + 4 kv) head_dim 2 bytes of shared memory "
-             "within the block limit",
+             "within the block limit; kvs 1..16 (> 1: split-KV, kvs pieces per query tile, batch heads seq_q kvs "
+             "(head_dim + 2) f32 in the workspace; w mb <= 8)",
 };
 
 /* ---- attention_wgmma (sm_90a, HKC_MATRIX_WGMMA) -------------------------------------------
