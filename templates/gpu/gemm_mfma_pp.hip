@@ -97,31 +97,6 @@
 #endif
 #endif
 
-/* s_barrier. On gfx90a and later (HK_PP_ASYNC_BARRIER, from the variant) a wave may wait at
- * a barrier with loads in flight (the hardware backs off), but LLVM 15 (ROCm 5.2) still puts
- * s_waitcnt 0 before every s_barrier it emits, which would drain each phase's copies: there
- * the instruction is issued as inline assembly, which the compiler does not look into (the
- * "memory" clobber keeps it from moving memory accesses across). gfx908 cannot back off,
- * so it keeps the compiler's barrier and its drain (copies then overlap the other group's
- * MFMAs only). */
-#if HK_PP_ASYNC_BARRIER
-#define HK_PP_BARRIER() asm volatile("s_barrier" ::: "memory")
-#else
-#define HK_PP_BARRIER()            \
-  do {                             \
-    asm volatile("" ::: "memory"); \
-    __builtin_amdgcn_s_barrier();  \
-    asm volatile("" ::: "memory"); \
-  } while (0)
-#endif
-
-/* x, known to be the same in every lane, in scalar registers: lane 0's value. */
-HK_DEVICE long long hk_uniform_i64(long long x) {
-  const unsigned lo = __builtin_amdgcn_readfirstlane((unsigned)x);
-  const unsigned hi = __builtin_amdgcn_readfirstlane((unsigned)(x >> 32));
-  return (long long)(((unsigned long long)hi << 32) | lo);
-}
-
 /* The chunk swizzle of tile row `row` (layout above): logical element (row, k) is stored at
  * row BK + ((k / 8) ^ swz(row)) 8 + k % 8. */
 HK_DEVICE int hk_pp_swz(int row) { return row / (64 / HK_BK) % (HK_BK / 8); }
