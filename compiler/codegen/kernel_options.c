@@ -43,8 +43,8 @@ static const kopt_t k_opts[] = {
      "auto|on|off: the 8-wave ping-pong gemm_mfma_pp on AMD CDNA (auto: when tuning chooses it; on: instead "
      "of gemm_mfma)"},
     {"attn_mfma_pp", "HKC_ATTN_MFMA_PP", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
-     "auto|on|off: the 8-wave ping-pong attention_mfma_pp on AMD CDNA (auto: only where a tuning database "
-     "names it, else attention_mfma; on: instead of attention_mfma; off: never)"},
+     "auto|on|off: the 8-wave ping-pong attention_mfma_pp on AMD CDNA (auto, off: attention_mfma, as nothing "
+     "is measured; on: instead of attention_mfma where it serves the key)"},
     {"gemm_split", "HKC_GEMM_SPLIT", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: split-K through the launch workspace (gemm_mma sk > 1, sm_80/sm_90; auto, on: in the model's "
      "and hkc tune's space) and stream-K (gemm_tma skm > 0, sm_90a; on only: measured slower than unsplit); off: "

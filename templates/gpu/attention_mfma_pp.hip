@@ -344,6 +344,9 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
 #endif
     /* the number of key tiles, block-uniform: every wave passes the same barriers */
     const long long n_tiles = hk_uniform_i64((bk.n_keys + HK_ATTN_BKV - 1) / HK_ATTN_BKV);
+    /* a wave whose 32 queries all lie past seq_q (the block's tail) only copies and passes
+     * the barriers: its MFMA slots go to the other group's wave on the SIMD */
+    const bool active = i0 + 32 * wave < seq_q;
 
     hk_ap_regs_t r;
 #pragma unroll
@@ -384,11 +387,11 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
       }
       for (long long t = -2; t < n_tiles; t++) {
         if (grp == 0) hk_ap_issue(&bk, t, n_tiles, Ks, wave, lane, &r);
-        hk_ap_memory(&bk, t, n_tiles, Ks, Vt, lane, &r); /* M(t) */
+        if (active) hk_ap_memory(&bk, t, n_tiles, Ks, Vt, lane, &r); /* M(t) */
         if (grp == 1) hk_ap_land(t, n_tiles, Vt, &r);
         HK_PP_BARRIER();
         if (grp == 1) hk_ap_issue(&bk, t + 1, n_tiles, Ks, wave, lane, &r);
-        hk_ap_compute(&r); /* C(t + 1) */
+        if (active) hk_ap_compute(&r); /* C(t + 1) */
         if (grp == 0) hk_ap_land(t, n_tiles, Vt, &r);
         HK_PP_BARRIER();
       }

@@ -2,8 +2,8 @@
 /* The AMD MFMA kernels' arithmetic on the CPU: generated sources of gemm_mfma_pp (every tile
  * width, both B layouts, f16, bf16 and gfx908's paired bf16 MFMAs, every epilogue piece), of
  * gemm_mfma, and of attention_mfma_pp and attention_mfma (tests/emu/amd_emu_attention.cpp:
- * odd shapes, causal, GQA, packed qkv, key lengths, additive mask), compiled with clang++ against tests/emu/amd_emu.h (a lane per coroutine,
- * MFMA and the buffer / LDS-copy instructions emulated from the ISA documents' layouts) and
+ * odd shapes, causal, GQA, packed qkv, key lengths, additive mask), compiled with clang++
+ * against tests/emu/amd_emu.h (a lane per coroutine, MFMA and the buffer / LDS-copy instructions emulated from the ISA documents' layouts) and
  * run on odd shapes against a double-precision reference (tests/emu/amd_emu_gemm.cpp: C
  * poisoned and guarded, reads outside A and B refused). Copies into LDS land either at once
  * or only when the issuing lane waits for them, and each case runs with both, so the

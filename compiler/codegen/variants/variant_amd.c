@@ -358,8 +358,8 @@ const hkc_variant_t hkc_variant_attention_mfma = {
 /* ---- attention_mfma_pp (8 waves, ping-pong) ----------------------------------------------
  * 256 queries per block (8 waves of 32), key tiles of 32 (K and V^T double-buffered: 18 KiB
  * at head_dim 64, 37 KiB at 128). Two waves per SIMD: each has half the register file, which
- * the template fits on gfx90a and later (the unified file: 166-252 with ROCm 5.2) and on
- * gfx908 at head_dim 64 only (128 VGPRs + 82-96 AGPRs); at head_dim 128 gfx908's 128 VGPRs
+ * the template fits on gfx90a and later (the unified file: 169-251 with ROCm 5.2) and on
+ * gfx908 at head_dim 64 only (128 VGPRs + 90-101 AGPRs); at head_dim 128 gfx908's 128 VGPRs
  * per wave do not hold the operands and the compiler spills (seen: 264 bytes of scratch), so
  * gfx908 keeps attention_mfma there. */
 #define AMD_ATTN_PP_THREADS 512
@@ -391,8 +391,8 @@ static void attention_pp_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key
   *out_shared = 0;
 }
 
-/* After attention_mfma in the registry: chosen only by kernel option attn_mfma_pp=on (or a
- * tuning database entry naming it); docs/AMD_KERNELS.md says why auto keeps attention_mfma. */
+/* After attention_mfma in the registry: chosen only by kernel option attn_mfma_pp=on;
+ * docs/AMD_KERNELS.md says why auto keeps attention_mfma. */
 const hkc_variant_t hkc_variant_attention_mfma_pp = {
     .name = "attention_mfma_pp",
     .template_path = "gpu/attention_mfma_pp.hip",
