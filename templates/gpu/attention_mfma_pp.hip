@@ -43,7 +43,8 @@
  * buffer loads of V_{t+1} into registers; in the second slot it waits for them (vmcnt(0)),
  * writes V_{t+1} transposed into V buffer (t+1) % 2 and waits for the writes (lgkmcnt(0)).
  * (Group 0 issues before M(t) and lands after C(t+1), group 1 issues before C(t) and
- * lands after M(t): the only group-dependent code.)
+ * lands after M(t): the only group-dependent code. A wave whose 32 queries all lie past
+ * seq_q skips its M and C phases but copies and passes the barriers like the others.)
  * Why this is race-free (slots are ordered by the barriers; a wave's LDS reads are done
  * before the barrier ending their slot, its copies and V writes before the barrier ending
  * the round):
