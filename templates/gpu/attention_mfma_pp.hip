@@ -57,10 +57,10 @@
  *     t+1, after the barrier that ends round t.
  *   - Across blocks (the grid-stride loop): a block's last LDS reads are in round T-1; the
  *     next block's first copies follow the barrier of group 1's C(T) slot.
- * Round -2 only copies K_0; round -1 copies K_1 and V_0, M(-1) reads K_0, and C(-1) (group
- * 1, first slot) / C(0)'s PV half multiply zero P and V operands (initialised so; kept
- * unconditional so that the compiler keeps the accumulators in place). Every wave passes
- * 2 (T + 2) + 1 barriers per block (T is block-uniform).
+ * Round -2 copies K_0 (its phases M(-2), C(-1) have nothing to read); round -1 copies K_1
+ * and V_0 and M(-1) reads K_0. C(-1) and the PV half of C(0) multiply zero P and V operands
+ * (initialised so; kept unconditional so that the compiler keeps the accumulators in
+ * place). Every wave passes 2 (T + 2) + 1 barriers per block (T is block-uniform).
  * The barrier (tile_amd.h HK_PP_BARRIER): gfx90a issues s_barrier itself so the copies stay
  * in flight across it; gfx908 keeps the compiler's, which drains them at every barrier.
  * MFMAs are held inside the s_setprio bracket by __builtin_amdgcn_sched_barrier(0) (the
@@ -136,10 +136,10 @@ typedef struct hk_ap_regs {
 HK_DEVICE int hk_ap_swz(int row) { return HK_ATTN_KP == HK_ATTN_DH ? row % 8 : 0; }
 
 /* The copies issued at the start of round t: this wave's K rows of tile t + 2 straight into
- * Ks[t % 2], its V chunks of tile t + 1 into registers. Keys >= n_keys read zeros (K: each
- * copy's resource ends at n_keys; V: masked loads). */
-HK_DEVICE void hk_ap_issue(const hk_ap_blk_t *bk, long long t, long long n_tiles, unsigned short (*Ks)[HK_ATTN_BKV * HK_ATTN_KP],
-                           int wave, unsigned lane, hk_ap_regs_t *r) {
+ * Ks[t % 2], its V chunks of tile t + 1 into registers. Keys >= n_keys read zeros (each
+ * copy's and the V loads' resource ends at n_keys). */
+HK_DEVICE void hk_ap_issue(const hk_ap_blk_t *bk, long long t, long long n_tiles,
+                           unsigned short (*Ks)[HK_ATTN_BKV * HK_ATTN_KP], int wave, unsigned lane, hk_ap_regs_t *r) {
   if (t + 2 < n_tiles) {
     const long long j0 = (t + 2) * HK_ATTN_BKV;
     const int r0 = wave * HK_ATTN_KROWS;
@@ -162,7 +162,8 @@ HK_DEVICE void hk_ap_issue(const hk_ap_blk_t *bk, long long t, long long n_tiles
     for (int i = 0; i < HK_ATTN_CH; i++) {
       const int c = HK_TID + i * HK_THREADS, key = c / (HK_ATTN_DH / 8), d = c % (HK_ATTN_DH / 8) * 8;
       if (HK_ATTN_VC % HK_THREADS != 0 && c >= HK_ATTN_VC) break;
-      r->rv[i] = hk_buffer_load16(bk->vb + j0 * bk->ld_kv, bytes, ((unsigned)key * (unsigned)bk->ld_kv + (unsigned)d) * 2u);
+      const unsigned off = ((unsigned)key * (unsigned)bk->ld_kv + (unsigned)d) * 2u;
+      r->rv[i] = hk_buffer_load16(bk->vb + j0 * bk->ld_kv, bytes, off);
     }
   }
 }

@@ -92,7 +92,8 @@ int main(int argc, char **argv) {
   const long long q_col = 0, k_col = packed ? H * D : 0, v_col = packed ? 2 * H * D : 0;
   std::vector<int> lengths((size_t)B);
   for (long long b = 0; b < B; b++)
-    lengths[(size_t)b] = b == 0 ? 0 : b == 1 ? (int)SK : (int)((uniform() + 1.0) / 2.0 * (double)(SK + 1)) % (int)(SK + 1);
+    lengths[(size_t)b] =
+        b == 0 ? 0 : b == 1 ? (int)SK : (int)((uniform() + 1.0) / 2.0 * (double)(SK + 1)) % (int)(SK + 1);
   const HK_T neg_inf = HK_STORE(-INFINITY);
   std::vector<HK_T> mask = random_tensor((size_t)(B * MH * SQ * SK), 2.0);
   for (size_t i = 0; i < mask.size(); i++)

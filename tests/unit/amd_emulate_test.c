@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The AMD MFMA kernels' arithmetic on the CPU: generated sources of gemm_mfma_pp (every tile
  * width, both B layouts, f16, bf16 and gfx908's paired bf16 MFMAs, every epilogue piece), of
- * gemm_mfma, and of attention_mfma_pp and attention_mfma (tests/emu/amd_emu_attention.cpp:
- * odd shapes, causal, GQA, packed qkv, key lengths, additive mask), compiled with clang++
- * against tests/emu/amd_emu.h (a lane per coroutine, MFMA and the buffer / LDS-copy instructions emulated from the ISA documents' layouts) and
- * run on odd shapes against a double-precision reference (tests/emu/amd_emu_gemm.cpp: C
- * poisoned and guarded, reads outside A and B refused). Copies into LDS land either at once
- * or only when the issuing lane waits for them, and each case runs with both, so the
- * ping-pong schedule's barriers are exercised in both directions (a race shows only when an
- * interleaving exposes it: this checks index arithmetic, layouts and the schedule's data
- * flow, not timing; nothing here says anything about speed). Skipped, saying why, without
- * clang++. The AMD builds of these kernels are checked statically in amd_variants_test. */
+ * gemm_mfma, and of attention_mfma_pp and attention_mfma, compiled with clang++ against
+ * tests/emu/amd_emu.h (a lane per coroutine, MFMA, shuffles and the buffer / LDS-copy
+ * instructions emulated from the ISA documents' layouts) and run on odd shapes against a
+ * double-precision reference (tests/emu/amd_emu_gemm.cpp: C poisoned and guarded, reads outside
+ * A and B refused; tests/emu/amd_emu_attention.cpp: causal, GQA, packed qkv, key lengths,
+ * additive mask, the output poisoned and guarded). Copies into LDS land either at once or only
+ * when the issuing lane waits for them, and each case runs with both, so the ping-pong
+ * schedules' barriers are exercised in both directions (a race shows only when an interleaving
+ * exposes it: this checks index arithmetic, layouts and the schedules' data flow, not timing;
+ * nothing here says anything about speed). Skipped, saying why, without clang++. The AMD builds
+ * of these kernels are checked statically in amd_variants_test. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
