@@ -15,7 +15,7 @@
  * A block is HK_ATTN_BQ = 256 query rows of one (batch, head), 8 waves of 32 queries: wave w
  * owns queries i0 + 32w .. +31, lane l the query i0 + 32w + l % 32 -- the arithmetic of
  * attention_mfma.hip, per key tile of HK_ATTN_BKV = 32 keys (the variant's choice; 64 would
- * fit LDS at dh 64 but cost ~40 VGPRs, and at dh 128 need 68 KiB):
+ * fit LDS at dh 64 but spill there, and at dh 128 need 68 KiB):
  *   S^T = K Q^T (A = K rows from LDS, B = Q^T in registers for the block), mask, scale
  *   folded with log2 e, online softmax in f32 with exp2 (max / sum in-lane, one xor-32
  *   shuffle), O^T = alpha O^T + V^T P^T with P^T = the lane's own S values (no data moves

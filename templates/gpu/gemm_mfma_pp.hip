@@ -22,12 +22,12 @@
  * C(s), compute phase: the MFMAs of step s at raised priority (s_setprio 1), then wait for
  *   the wave's copies (s_waitcnt vmcnt(0); B stored [K, N]: write the staged registers to
  *   LDS and wait lgkmcnt(0)).
- * Every phase ends with an s_barrier. Group 1 passes one extra barrier before its first
- * phase and group 0 one after its last, so both pass as many barriers per tile, and group 1
- * runs one phase behind group 0: number the slots between barriers from 1 after the
- * prologue's barrier; slot 2s+1 holds group 0's M(s) and group 1's C(s-1), slot 2s+2 group
- * 0's C(s) and group 1's M(s). So on each SIMD one wave issues MFMAs while the other reads
- * LDS and issues loads, and the priority keeps the matrix core fed.
+ * Every phase ends with an s_barrier (HK_PP_BARRIER, tile_amd.h). Group 1 passes one extra
+ * barrier before its first phase and group 0 one after its last, so both pass as many
+ * barriers per tile, and group 1 runs one phase behind group 0: number the slots between
+ * barriers from 1 after the prologue's barrier; slot 2s+1 holds group 0's M(s) and group 1's
+ * C(s-1), slot 2s+2 group 0's C(s) and group 1's M(s). So on each SIMD one wave issues MFMAs
+ * while the other reads LDS and issues loads, and the priority keeps the matrix core fed.
  *
  * Copies (who loads what, `d` steps ahead): in M(s) wave w copies
  *   A: tile rows [w BM/8, w BM/8 + BM/8) of step s+1 -- rows of its own group's half, which

@@ -364,7 +364,7 @@ const hkc_variant_t hkc_variant_attention_mfma = {
  * gfx908 keeps attention_mfma there. */
 #define AMD_ATTN_PP_THREADS 512
 #define AMD_ATTN_PP_BQ 256
-#define AMD_ATTN_PP_BKV 32 /* 64 keys spilled at head_dim 128 and cost 40 more VGPRs at 64 */
+#define AMD_ATTN_PP_BKV 32 /* 64 keys: 68 KiB of LDS at head_dim 128, and spills at 64 */
 
 static int attention_pp_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
   return attention_applies(arch, key) && !(amd_cdna1(arch) && key->head_dim == 128);
