@@ -150,6 +150,8 @@ typedef struct hkc_kernel_options {
                                attention_wgmma / attention_mma (opt-in until proven on the H200) */
   hkc_switch_t gemm_mfma_pp; /* gemm_mfma_pp on CDNA: auto = tuning may choose it, on = instead of
                                 gemm_mfma, off = never */
+  hkc_switch_t attn_mfma_pp; /* attention_mfma_pp on CDNA: on = instead of attention_mfma where it
+                                serves the key; auto/off = attention_mfma (unmeasured) */
   hkc_switch_t gemm_split;  /* split-K through the launch workspace (gemm_mma sk > 1) and stream-K
                                (gemm_tma skm > 0): on = in the tuner's space; auto/off = not (opt-in
                                until proven on the H200); forced configurations apply either way */

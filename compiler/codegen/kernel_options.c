@@ -42,6 +42,9 @@ static const kopt_t k_opts[] = {
     {"gemm_mfma_pp", "HKC_GEMM_MFMA_PP", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: the 8-wave ping-pong gemm_mfma_pp on AMD CDNA (auto: when tuning chooses it; on: instead "
      "of gemm_mfma)"},
+    {"attn_mfma_pp", "HKC_ATTN_MFMA_PP", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
+     "auto|on|off: the 8-wave ping-pong attention_mfma_pp on AMD CDNA (auto, off: attention_mfma, as nothing "
+     "is measured; on: instead of attention_mfma where it serves the key)"},
     {"gemm_split", "HKC_GEMM_SPLIT", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: split-K through the launch workspace (gemm_mma sk > 1, sm_80/sm_90; auto, on: in the model's "
      "and hkc tune's space) and stream-K (gemm_tma skm > 0, sm_90a; on only: measured slower than unsplit); off: "
@@ -118,6 +121,7 @@ static hkc_switch_t *switch_field(hkc_kernel_options_t *o, const char *name) {
   if (strcmp(name, "gemm_ws") == 0) return &o->gemm_ws;
   if (strcmp(name, "attn_tma") == 0) return &o->attn_tma;
   if (strcmp(name, "gemm_mfma_pp") == 0) return &o->gemm_mfma_pp;
+  if (strcmp(name, "attn_mfma_pp") == 0) return &o->attn_mfma_pp;
   if (strcmp(name, "gemm_split") == 0) return &o->gemm_split;
   return &o->attn_wgmma;
 }
@@ -128,6 +132,7 @@ static hkc_switch_t switch_value(const hkc_kernel_options_t *o, const char *name
   if (strcmp(name, "gemm_ws") == 0) return o->gemm_ws;
   if (strcmp(name, "attn_tma") == 0) return o->attn_tma;
   if (strcmp(name, "gemm_mfma_pp") == 0) return o->gemm_mfma_pp;
+  if (strcmp(name, "attn_mfma_pp") == 0) return o->attn_mfma_pp;
   if (strcmp(name, "gemm_split") == 0) return o->gemm_split;
   return o->attn_wgmma;
 }

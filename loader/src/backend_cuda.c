@@ -219,9 +219,17 @@ static hk_status_t cuda_function_get(void *object, const char *name, void **out_
   return r == HK_CUDA_ERROR_NOT_FOUND ? HK_STATUS_CORRUPT : st;
 }
 
-/* Kernels launched with more than 48 KiB of dynamic shared memory must opt in. */
+/* A block whose shared memory -- the launch's dynamic bytes plus the kernel's static ones (a
+ * split kernel's arrival flag) -- exceeds 48 KiB must opt in, else the launch fails with
+ * CUDA_ERROR_INVALID_VALUE (e.g. 48 KiB dynamic + 4 bytes static). */
 static hk_status_t cuda_launch_prepare(const hk_gpu_module_t *m, const hk_launch_desc_t *l) {
-  if (l->shared_bytes <= HK_CU_DEFAULT_DYNAMIC_SHARED) return HK_OK;
+  int static_bytes = 0;
+  if (l->shared_bytes && CU.cuFuncGetAttribute &&
+      CU.cuFuncGetAttribute(&static_bytes, HK_CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, (hk_cu_function_t)m->fns[l->kernel]) !=
+          HK_CUDA_SUCCESS)
+    static_bytes = 0; /* unknown: decide on the dynamic bytes alone, as before */
+  if ((uint64_t)l->shared_bytes + (uint64_t)(static_bytes > 0 ? static_bytes : 0) <= HK_CU_DEFAULT_DYNAMIC_SHARED)
+    return HK_OK;
   HK_FAIL_IF(!CU.cuFuncSetAttribute, HK_STATUS_UNAVAILABLE,
              "this CUDA driver lacks cuFuncSetAttribute, needed for %u bytes of dynamic shared memory",
              l->shared_bytes);

@@ -41,6 +41,7 @@ typedef struct CUevent_st *hk_cu_event_t;
 #define HK_CUDA_ERROR_NOT_FOUND 500
 #define HK_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
 #define HK_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
+#define HK_CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES 1 /* the kernel's static shared memory */
 #define HK_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
 /* Dynamic shared memory a kernel may use without opting in (cuFuncSetAttribute). */
 #define HK_CU_DEFAULT_DYNAMIC_SHARED 49152

@@ -22,12 +22,12 @@
  * C(s), compute phase: the MFMAs of step s at raised priority (s_setprio 1), then wait for
  *   the wave's copies (s_waitcnt vmcnt(0); B stored [K, N]: write the staged registers to
  *   LDS and wait lgkmcnt(0)).
- * Every phase ends with an s_barrier. Group 1 passes one extra barrier before its first
- * phase and group 0 one after its last, so both pass as many barriers per tile, and group 1
- * runs one phase behind group 0: number the slots between barriers from 1 after the
- * prologue's barrier; slot 2s+1 holds group 0's M(s) and group 1's C(s-1), slot 2s+2 group
- * 0's C(s) and group 1's M(s). So on each SIMD one wave issues MFMAs while the other reads
- * LDS and issues loads, and the priority keeps the matrix core fed.
+ * Every phase ends with an s_barrier (HK_PP_BARRIER, tile_amd.h). Group 1 passes one extra
+ * barrier before its first phase and group 0 one after its last, so both pass as many
+ * barriers per tile, and group 1 runs one phase behind group 0: number the slots between
+ * barriers from 1 after the prologue's barrier; slot 2s+1 holds group 0's M(s) and group 1's
+ * C(s-1), slot 2s+2 group 0's C(s) and group 1's M(s). So on each SIMD one wave issues MFMAs
+ * while the other reads LDS and issues loads, and the priority keeps the matrix core fed.
  *
  * Copies (who loads what, `d` steps ahead): in M(s) wave w copies
  *   A: tile rows [w BM/8, w BM/8 + BM/8) of step s+1 -- rows of its own group's half, which
@@ -96,31 +96,6 @@
 #error "gemm_mfma_pp: B chunks must divide over a wave"
 #endif
 #endif
-
-/* s_barrier. On gfx90a and later (HK_PP_ASYNC_BARRIER, from the variant) a wave may wait at
- * a barrier with loads in flight (the hardware backs off), but LLVM 15 (ROCm 5.2) still puts
- * s_waitcnt 0 before every s_barrier it emits, which would drain each phase's copies: there
- * the instruction is issued as inline assembly, which the compiler does not look into (the
- * "memory" clobber keeps it from moving memory accesses across). gfx908 cannot back off,
- * so it keeps the compiler's barrier and its drain (copies then overlap the other group's
- * MFMAs only). */
-#if HK_PP_ASYNC_BARRIER
-#define HK_PP_BARRIER() asm volatile("s_barrier" ::: "memory")
-#else
-#define HK_PP_BARRIER()            \
-  do {                             \
-    asm volatile("" ::: "memory"); \
-    __builtin_amdgcn_s_barrier();  \
-    asm volatile("" ::: "memory"); \
-  } while (0)
-#endif
-
-/* x, known to be the same in every lane, in scalar registers: lane 0's value. */
-HK_DEVICE long long hk_uniform_i64(long long x) {
-  const unsigned lo = __builtin_amdgcn_readfirstlane((unsigned)x);
-  const unsigned hi = __builtin_amdgcn_readfirstlane((unsigned)(x >> 32));
-  return (long long)(((unsigned long long)hi << 32) | lo);
-}
 
 /* The chunk swizzle of tile row `row` (layout above): logical element (row, k) is stored at
  * row BK + ((k / 8) ^ swz(row)) 8 + k % 8. */

@@ -184,6 +184,35 @@ HK_DEVICE hk_u16x8 hk_buffer_load16(const void *base, unsigned bytes, unsigned v
 #define HK_WAIT_VMCNT0() __builtin_amdgcn_s_waitcnt(0x0F70)
 #define HK_WAIT_LGKMCNT0() __builtin_amdgcn_s_waitcnt(0xC07F)
 
+#ifndef HK_PP_ASYNC_BARRIER
+#define HK_PP_ASYNC_BARRIER 0
+#endif
+/* s_barrier for the ping-pong kernels (gemm_mfma_pp.hip, attention_mfma_pp.hip). On gfx90a and
+ * later (HK_PP_ASYNC_BARRIER 1, from the variant) a wave may wait at
+ * a barrier with loads in flight (the hardware backs off), but LLVM 15 (ROCm 5.2) still puts
+ * s_waitcnt 0 before every s_barrier it emits, which would drain each phase's copies: there
+ * the instruction is issued as inline assembly, which the compiler does not look into (the
+ * "memory" clobber keeps it from moving memory accesses across). gfx908 cannot back off,
+ * so it keeps the compiler's barrier and its drain (copies then overlap the other group's
+ * MFMAs only). */
+#if HK_PP_ASYNC_BARRIER
+#define HK_PP_BARRIER() asm volatile("s_barrier" ::: "memory")
+#else
+#define HK_PP_BARRIER()            \
+  do {                             \
+    asm volatile("" ::: "memory"); \
+    __builtin_amdgcn_s_barrier();  \
+    asm volatile("" ::: "memory"); \
+  } while (0)
+#endif
+
+/* x, known to be the same in every lane, in scalar registers: lane 0's value. */
+HK_DEVICE long long hk_uniform_i64(long long x) {
+  const unsigned lo = __builtin_amdgcn_readfirstlane((unsigned)x);
+  const unsigned hi = __builtin_amdgcn_readfirstlane((unsigned)(x >> 32));
+  return (long long)(((unsigned long long)hi << 32) | lo);
+}
+
 /* ---- LDS tiles: unsigned short [rows][pitch], pitch = cols + HK_LDS_PAD ----------------------- */
 /* 8 consecutive elements of one row (16-byte aligned: pitch and col multiples of 8). */
 HK_DEVICE void hk_lds_store_row8(unsigned short *tile, int pitch, int row, int col, hk_u16x8 v) {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/emu/amd_emu.h -- a CPU emulation of the HIP/CDNA features the AMD GEMM templates use,
+ * tests/emu/amd_emu.h -- a CPU emulation of the HIP/CDNA features the AMD MFMA templates use,
  * to run a generated kernel's source (hkc_codegen_gpu) on the host: one thread per lane,
  * blocks one after another. Included (C++, clang) before the generated source, whose prelude
  * and tile library then compile unchanged except for what is defined here:
@@ -8,7 +8,7 @@
  *   - MFMA 32x32x8 f16 / bf16_1k and gfx908's 32x32x4 bf16: wave collectives computing the
  *     operand and result layouts that tile_amd.h documents (from AMD's ISA guides);
  *   - readfirstlane: lane 0's value, and an error unless every lane passed the same value
- *     (the kernels only use it on values that must be wave-uniform);
+ *     (the kernels only use it on values that must be wave-uniform); __shfl_xor over the wave;
  *   - raw buffer loads and buffer loads into LDS (buffer_load_dword ... lds): out-of-range
  *     offsets (offset + size > num_records) read zeros; a load in range that falls outside
  *     every tensor the harness registered is an error (a wrong resource would read foreign
@@ -95,10 +95,6 @@ static inline unsigned __float_as_uint(float f) {
   memcpy(&u, &f, 4);
   return u;
 }
-static inline float __shfl_xor(float, int) { /* not used by the GEMMs */
-  fprintf(stderr, "emu: __shfl_xor is not emulated\n");
-  abort();
-}
 #define HK_PIN_DEF(x) ((void)0)
 #define HK_PIN_USE(x) ((void)0)
 
@@ -162,6 +158,18 @@ static inline uint64_t hk_emu_first_lane(uint64_t v) {
   return r;
 }
 static inline int __builtin_amdgcn_readfirstlane(int v) { return (int)hk_emu_first_lane((uint32_t)v); }
+
+/* __shfl_xor (the attention kernels' softmax): lane l reads lane l ^ mask's value, a wave
+ * collective (every lane of the wave takes part, as on the device with a full exec mask). */
+static float hk_emu_shfl_slot[HK_EMU_MAX_WAVES][64];
+static inline float __shfl_xor(float v, int mask, int width = 64) {
+  if (width != 64 || mask < 0 || mask >= 64) hk_emu_fail("__shfl_xor: width or mask outside the wave");
+  hk_emu_shfl_slot[hk_emu_wave()][hk_emu_lane()] = v;
+  hk_emu_wave_sync();
+  const float r = hk_emu_shfl_slot[hk_emu_wave()][hk_emu_lane() ^ (unsigned)mask];
+  hk_emu_wave_sync();
+  return r;
+}
 
 /* ---- memory the kernel may read through buffer resources -------------------------------- */
 struct hk_emu_region {

@@ -73,6 +73,12 @@ if [ $have_amd -eq 1 ]; then
     && echo "ok   gfx90a: gemm_mfma / attention_mfma with v_mfma" || { echo "FAIL gfx90a MFMA variants"; fail=1; }
   awk '/^kernels for gfx1030/{on=1;next} /^kernels for/{on=0} on && /_mfma/{bad++} END{exit bad>0}' "$work/inspect.txt" \
     && echo "ok   gfx1030 keeps the simple kernels" || { echo "FAIL gfx1030 selected an MFMA variant"; fail=1; }
+  # the 8-wave ping-pong attention on request (the other kernels come from the cache)
+  check "bert_layer with attn_mfma_pp=on" "$HKC" build "$bert" -o "$work/pp.hkpack" --target gfx90a $untuned \
+    --kernel-option attn_mfma_pp=on
+  "$HKC" inspect "$work/pp.hkpack" > "$work/inspect_pp.txt"
+  grep -q "kernel=attention_mfma_pp" "$work/inspect_pp.txt" && grep -Eq "attn .* block \[512,1,1\]" "$work/inspect_pp.txt" \
+    && echo "ok   attn_mfma_pp=on: gfx90a attention_mfma_pp, 512 threads" || { echo "FAIL attn_mfma_pp=on"; fail=1; }
   # bad inputs: nothing written
   expect_fail "unknown target" "unknown target gfx9000x" "$work/x.hkpack" \
     "$HKC" build "$bert" -o "$work/x.hkpack" --target host,gfx9000x

@@ -208,7 +208,8 @@ static void compile_checked(const char *arch_name, hkc_kernel_key_t key, const c
   hk_test_kernel_name(&k);
   char *src = hkc_codegen_gpu(a, &k);
   assert_non_null(src);
-  const int mfma = want_variant != NULL, pp = mfma && !strcmp(want_variant, "gemm_mfma_pp");
+  const int mfma = want_variant != NULL,
+            pp = mfma && (!strcmp(want_variant, "gemm_mfma_pp") || !strcmp(want_variant, "attention_mfma_pp"));
   assert_true((strstr(src, "templates/gpu/tile_amd.h") != NULL) == mfma);
   assert_string_equal(hk_test_variant_name(arch_name, key), mfma ? want_variant : "simple");
   hkc_rtc_result_t r;
@@ -216,6 +217,16 @@ static void compile_checked(const char *arch_name, hkc_kernel_key_t key, const c
   if (rc != 0) print_message("%s for %s did not compile:\n%s\n", k.name, arch_name, r.log ? r.log : "(no log)");
   assert_int_equal(rc, 0);
   free(src);
+  const char *dump = getenv("HK_TEST_DUMP"); /* a folder: each kernel's disassembly, for reading */
+  if (dump && *dump && r.code) {
+    char *text = NULL, why[256], path[1024];
+    if (hkc_comgr_disassemble(r.code, r.code_size, arch_name, &text, why, sizeof why) == 0) {
+      snprintf(path, sizeof path, "%s/%s.%s.s", dump, k.name, arch_name);
+      FILE *f = fopen(path, "w");
+      if (f) fputs(text, f), fclose(f);
+    }
+    free(text);
+  }
   k.vgprs = r.vgprs;
   k.agprs = r.agprs;
   k.sgprs = r.sgprs;
@@ -242,6 +253,10 @@ static void compile_checked(const char *arch_name, hkc_kernel_key_t key, const c
     if (key.op == HK_OP_GEMM) { /* the LDS the variant's rules count */
       assert_int_equal(hkc_tune_lookup_cfg(a, &key, want_variant, key.tune, &cfg), 0);
       assert_int_equal(r.shared_bytes, cfg.shared_bytes);
+    } else if (pp) { /* attention_mfma_pp: K [2][bkv][dh] + V^T [2][dh][bkv + 8], 16-bit */
+      const uint32_t bkv = 32;
+      const uint32_t kp = key.head_dim == 128 ? 136 : 64; /* dh 128: padded K rows */
+      assert_int_equal(r.shared_bytes, 2 * (bkv * kp + key.head_dim * (bkv + 8)) * 2);
     }
     assert_int_equal(r.wave_size, 64);
     assert_int_equal(block[0], pp ? 512 : 256);
@@ -379,6 +394,77 @@ static void test_attention_gfx908(void **state) {
   attention_on("gfx908");
 }
 
+/* ---- attention_mfma_pp ------------------------------------------------------------------- */
+static void test_attn_pp_selection(void **state) {
+  (void)state;
+  const hkc_variant_t *pp = variant_named("attention_mfma_pp");
+  hkc_kernel_options_t on = {0}, off = {0};
+  hk_test_options(&on, "attn_mfma_pp=on");
+  hk_test_options(&off, "attn_mfma_pp=off");
+  static const char *const cdna[] = {"gfx90a", "gfx908", "gfx942", "gfx950"};
+  for (size_t i = 0; i < 4; i++) {
+    const hkc_gpu_arch_t *a = hk_test_arch(cdna[i]);
+    for (int dh = 64; dh <= 128; dh += 64) {
+      hkc_kernel_key_t k = attn_key(HK_DTYPE_BF16, dh, 8);
+      k.has_mask = dh == 128;
+      /* auto: the 4-wave kernel (docs/AMD_KERNELS.md: nothing measured) */
+      assert_string_equal(hk_test_variant_name(cdna[i], k), "attention_mfma");
+      assert_string_equal(hkc_variant_for_options(a, &off, &k)->name, "attention_mfma");
+      /* gfx908 at head_dim 128: the registers of two waves per SIMD do not suffice */
+      const int serves = !(i == 1 && dh == 128);
+      assert_int_equal(hkc_variant_serves(pp, a, &k), serves);
+      assert_string_equal(hkc_variant_for_options(a, &on, &k)->name, serves ? "attention_mfma_pp" : "attention_mfma");
+    }
+    assert_false(hkc_variant_serves(pp, a, &(hkc_kernel_key_t){.op = HK_OP_ATTENTION, .dtype = HK_DTYPE_F32,
+                                                                 .align = 8, .head_dim = 64}));
+    assert_false(hkc_variant_serves(pp, a, &(hkc_kernel_key_t){.op = HK_OP_ATTENTION, .dtype = HK_DTYPE_F16,
+                                                                 .align = 8, .head_dim = 96}));
+  }
+  /* RDNA and NVIDIA: never */
+  const hkc_kernel_key_t k = attn_key(HK_DTYPE_F16, 64, 8);
+  assert_string_equal(hkc_variant_for_options(hk_test_arch("gfx1030"), &on, &k)->name, "simple");
+  assert_string_not_equal(hkc_variant_for_options(hk_test_arch("sm_90"), &on, &k)->name, "attention_mfma_pp");
+  /* launch: 256 queries per block of 512 threads */
+  uint32_t grid[3], block[3], shared = 99;
+  hkc_kernel_key_t a = attn_key(HK_DTYPE_BF16, 64, 8);
+  snprintf(a.variant, sizeof a.variant, "attention_mfma_pp");
+  hkc_arg_t aa[17];
+  memset(aa, 0, sizeof aa);
+  for (int i = 0; i < 4; i++) aa[i].kind = HK_ARG_TENSOR;
+  const int64_t iv[] = {2, 300, 300, 12, 4, 64, 3 * 768, 3 * 768, 0, 768, 1536, 1};
+  for (int i = 0; i < 12; i++) aa[4 + i] = (hkc_arg_t){.kind = HK_ARG_I64, .i = iv[i]};
+  aa[16].kind = HK_ARG_F32;
+  hkc_gpu_launch_dims(hk_test_arch("gfx90a"), &a, aa, 17, grid, block, &shared);
+  assert_int_equal(grid[0], 2 * 12 * 2); /* batch * heads * ceil(300 / 256) */
+  assert_int_equal(block[0], 512);
+  assert_int_equal(shared, 0);
+}
+
+/* f16 and bf16, head_dim 64 and 128, plain / key lengths / additive mask (causal is a run-time
+ * argument: the same code). */
+static void attention_pp_on(const char *arch_name) {
+  for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++)
+    for (int dh = 64; dh <= 128; dh += 64)
+      for (int m = 0; m < 3; m++) {
+        if (!strcmp(arch_name, "gfx908") && dh == 128) continue; /* not served (registers) */
+        hkc_kernel_key_t key = attn_key((hk_dtype_t)dt, dh, 8);
+        key.has_lengths = m == 1;
+        key.has_mask = m == 2;
+        snprintf(key.variant, sizeof key.variant, "attention_mfma_pp");
+        compile_checked(arch_name, key, "attention_mfma_pp");
+      }
+}
+static void test_attn_pp_gfx90a(void **state) {
+  (void)state;
+  HK_TEST_NEED_HIPRTC();
+  attention_pp_on("gfx90a");
+}
+static void test_attn_pp_gfx908(void **state) {
+  (void)state;
+  HK_TEST_NEED_HIPRTC();
+  attention_pp_on("gfx908");
+}
+
 /* gfx1030 has no MFMA: the same keys build through the simple (FMA) kernels. */
 static void test_gfx1030_simple(void **state) {
   (void)state;
@@ -404,6 +490,10 @@ int main(void) {
       cmocka_unit_test(test_gemm_space_gfx90a), cmocka_unit_test(test_gemm_space_gfx908),
       cmocka_unit_test(test_gemm_space_gfx942), cmocka_unit_test(test_attention_gfx90a),
       cmocka_unit_test(test_attention_gfx908),  cmocka_unit_test(test_gfx1030_simple),
+      cmocka_unit_test(test_attn_pp_selection), cmocka_unit_test(test_attn_pp_gfx90a),
+      cmocka_unit_test(test_attn_pp_gfx908),
   };
+  const char *filter = getenv("HK_TEST_FILTER"); /* e.g. "test_attn_pp*": run only those */
+  if (filter && *filter) cmocka_set_test_filter(filter);
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

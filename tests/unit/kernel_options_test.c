@@ -155,7 +155,7 @@ static void test_parse(void **state) {
     if (!strcmp(name, "attn_tma_cfg")) attn_tma_cfg = !strcmp(env, "HKC_ATTN_TMA_CFG");
     n++;
   }
-  assert_int_equal(n, 22);
+  assert_int_equal(n, 23);
   assert_true(tma && tma_cfg && attn_tma && attn_tma_cfg && attn_kvs);
   /* attn_kvs: 0..16, in the provenance text when set */
   hkc_kernel_options_t kv = {0};
@@ -177,6 +177,12 @@ static void test_parse(void **state) {
   hkc_kernel_options_format(&m, text, sizeof text);
   assert_string_equal(text, "gemm_mfma_pp=on;gemm_mfma_cfg=bm=256,bn=128,bk=32;gemm_mfma_pp_cfg=bm=128,bn=256,bk=32");
   set_bad("gemm_mfma_pp=8", "gemm_mfma_pp=8: expected auto|on|off");
+  hkc_kernel_options_t am = {0}; /* the 8-wave attention switch */
+  set_ok(&am, "attn_mfma_pp=on");
+  assert_int_equal(am.attn_mfma_pp, HKC_SWITCH_ON);
+  hkc_kernel_options_format(&am, text, sizeof text);
+  assert_string_equal(text, "attn_mfma_pp=on");
+  set_bad("attn_mfma_pp=2", "attn_mfma_pp=2: expected auto|on|off");
   set_bad("gemm_mfma_pp_cfg=256,256", "too few values");
   set_bad("gemm_mfma_cfg=bm=128,bn=128,bk=32,w=8", "unknown parameter 'w' (gemm_mfma has: bm bn bk)");
 }
@@ -377,6 +383,16 @@ static void test_legality(void **state) {
   k = gemm_key();
   assert_int_equal(apply("gemm_mfma_pp=on", "gfx1030", &k, diag, sizeof diag), 0); /* no matrix cores */
   assert_string_equal(k.variant, "");
+  /* attn_mfma_pp=on: the 8-wave attention where it serves (not gfx908 at head_dim 128) */
+  hkc_kernel_key_t pk = {.op = HK_OP_ATTENTION, .dtype = HK_DTYPE_F16, .align = 8, .head_dim = 128};
+  assert_int_equal(apply("attn_mfma_pp=on", "gfx90a", &pk, diag, sizeof diag), 1);
+  assert_string_equal(pk.variant, "attention_mfma_pp");
+  pk = (hkc_kernel_key_t){.op = HK_OP_ATTENTION, .dtype = HK_DTYPE_F16, .align = 8, .head_dim = 128};
+  assert_int_equal(apply("attn_mfma_pp=on", "gfx908", &pk, diag, sizeof diag), 0);
+  assert_string_equal(pk.variant, "");
+  pk = (hkc_kernel_key_t){.op = HK_OP_ATTENTION, .dtype = HK_DTYPE_F16, .align = 8, .head_dim = 64};
+  assert_int_equal(apply("attn_mfma_pp=on", "gfx1030", &pk, diag, sizeof diag), 0); /* RDNA: simple kernel */
+  assert_string_equal(pk.variant, "");
   /* attention: shared memory depends on the key (head_dim) */
   hkc_kernel_options_t a = {0};
   set_ok(&a, "attn_mma_cfg=8,128,1"); /* (128 + 512) x 128 x 2 = 160 KiB at dh 128: fits sm_90's 227 */

@@ -13,7 +13,7 @@ extern const hkc_variant_t hkc_variant_attention_tma, hkc_variant_attention_wgmm
     hkc_variant_attention_mma; /* variant_attention_nv.c */
 extern const hkc_variant_t hkc_variant_rows_vec16, hkc_variant_elementwise_vec16; /* variant_rows.c */
 extern const hkc_variant_t hkc_variant_gemm_mfma, hkc_variant_gemm_mfma_pp,
-    hkc_variant_attention_mfma; /* variant_amd.c */
+    hkc_variant_attention_mfma, hkc_variant_attention_mfma_pp; /* variant_amd.c */
 extern const hkc_variant_t hkc_variant_simple_gemm, hkc_variant_simple_binary, hkc_variant_simple_unary,
     hkc_variant_simple_layernorm, hkc_variant_simple_rmsnorm, hkc_variant_simple_softmax,
     hkc_variant_simple_attention, hkc_variant_simple_rope, hkc_variant_simple_ewchain,
@@ -32,6 +32,7 @@ static const hkc_variant_t *const k_variants[] = {
     &hkc_variant_gemm_mfma,   /* AMD CDNA, 4 waves */
     &hkc_variant_gemm_mfma_pp, /* AMD CDNA, 8-wave ping-pong: chosen by tuning (kernel option gemm_mfma_pp) */
     &hkc_variant_attention_mfma,
+    &hkc_variant_attention_mfma_pp, /* AMD CDNA, 8-wave ping-pong: kernel option attn_mfma_pp=on */
     &hkc_variant_rows_vec16,  /* both vendors */
     &hkc_variant_elementwise_vec16,
     /* GPU targets, last: the simple kernels, one per template (every valid key of its ops) */
@@ -80,6 +81,12 @@ int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_gpu_arch_t
       hkc_variant_serves(&hkc_variant_attention_mma, arch, key))
     return 0;
   if (v == &hkc_variant_gemm_mfma_pp && o->gemm_mfma_pp == HKC_SWITCH_OFF) return 0;
+  /* attention_mfma_pp: never the registry's pick under auto (after attention_mfma, which
+   * serves the same keys); attn_mfma_pp=on puts it in attention_mfma's place */
+  if (v == &hkc_variant_attention_mfma_pp && o->attn_mfma_pp == HKC_SWITCH_OFF) return 0;
+  if (v == &hkc_variant_attention_mfma && o->attn_mfma_pp == HKC_SWITCH_ON &&
+      hkc_variant_serves(&hkc_variant_attention_mfma_pp, arch, key))
+    return 0;
   /* gemm_mfma_pp=on: it replaces gemm_mfma wherever it serves the key */
   if (v == &hkc_variant_gemm_mfma && o->gemm_mfma_pp == HKC_SWITCH_ON &&
       hkc_variant_serves(&hkc_variant_gemm_mfma_pp, arch, key))

@@ -102,9 +102,10 @@ const hkc_variant_t *hkc_variant_for(const hkc_gpu_arch_t *arch, const hkc_kerne
 const hkc_variant_t *hkc_variant_for_options(const hkc_gpu_arch_t *arch, const hkc_kernel_options_t *o,
                                              const hkc_kernel_key_t *key);
 /* Whether the options let the registry pick v for key on arch (simple_kernels, gemm_tma,
- * gemm_ws, attn_wgmma, gemm_mfma_pp). The defaults allow everything except attention_wgmma at
+ * gemm_ws, attn_wgmma, gemm_mfma_pp, attn_mfma_pp). The defaults allow everything except attention_wgmma at
  * head_dim 64; gemm_tma=on leaves no other GEMM variant where gemm_tma serves the key, and
- * gemm_mfma_pp=on none but gemm_mfma_pp; portable entries are always allowed. */
+ * gemm_mfma_pp=on none but gemm_mfma_pp (attn_mfma_pp=on: attention_mfma_pp); portable entries are always
+ * allowed. */
 int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *arch, const hkc_variant_t *v,
                              const hkc_kernel_key_t *key);
 /* Whether the options let the model or the tuner choose cfg (gemm_split): 0 for a split-K

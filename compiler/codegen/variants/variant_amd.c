@@ -2,6 +2,8 @@
 /* AMD CDNA matrix-core variants (see variant.h): "gemm_mfma", "gemm_mfma_pp" and
  * "attention_mfma", templates/gpu/{gemm_mfma,gemm_mfma_pp,attention_mfma}.hip on the tile
  * library templates/gpu/tile_amd.h.
+ * "attention_mfma_pp" (attention_mfma_pp.hip, 8 waves) serves attention_mfma's keys where its
+ * registers fit, chosen only by kernel option attn_mfma_pp=on.
  * They serve f16/bf16 keys with align 8 (16-byte rows) on HIP targets whose matrix path
  * is MFMA (gfx908, gfx90a, gfx942, gfx950) with wave64; attention only for head_dim 64
  * and 128. Everything else (gfx1030, f32, odd alignments) keeps the simple kernels. */
@@ -351,4 +353,51 @@ const hkc_variant_t hkc_variant_attention_mfma = {
     .applies = attention_applies,
     .defines = attention_defines,
     .launch = attention_launch,
+};
+
+/* ---- attention_mfma_pp (8 waves, ping-pong) ----------------------------------------------
+ * 256 queries per block (8 waves of 32), key tiles of 32 (K and V^T double-buffered: 18 KiB
+ * at head_dim 64, 37 KiB at 128). Two waves per SIMD: each has half the register file, which
+ * the template fits on gfx90a and later (the unified file: 169-251 with ROCm 5.2) and on
+ * gfx908 at head_dim 64 only (128 VGPRs + 90-101 AGPRs); at head_dim 128 gfx908's 128 VGPRs
+ * per wave do not hold the operands and the compiler spills (seen: 264 bytes of scratch), so
+ * gfx908 keeps attention_mfma there. */
+#define AMD_ATTN_PP_THREADS 512
+#define AMD_ATTN_PP_BQ 256
+#define AMD_ATTN_PP_BKV 32 /* 64 keys: 68 KiB of LDS at head_dim 128, and spills at 64 */
+
+static int attention_pp_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  return attention_applies(arch, key) && !(amd_cdna1(arch) && key->head_dim == 128);
+}
+
+static void attention_pp_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
+  amd_common_defines(arch, key, AMD_ATTN_PP_THREADS, out, size);
+  size_t len = strlen(out);
+  snprintf(out + len, size - len, "#define HK_ATTN_DH %d\n#define HK_ATTN_BKV %d\n#define HK_PP_ASYNC_BARRIER %d\n",
+           key->head_dim, AMD_ATTN_PP_BKV, amd_cdna1(arch) ? 0 : 1);
+}
+
+static void attention_pp_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
+                                uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
+  (void)arch;
+  (void)key;
+  const int64_t batch = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_BATCH),
+                seq_q = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_SEQ_Q),
+                heads = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_HEADS);
+  out_grid[0] = clamp_grid(batch * heads * hkc_variant_ceil_div(seq_q, AMD_ATTN_PP_BQ));
+  out_grid[1] = out_grid[2] = 1;
+  out_block[0] = AMD_ATTN_PP_THREADS;
+  out_block[1] = out_block[2] = 1;
+  *out_shared = 0;
+}
+
+/* After attention_mfma in the registry: chosen only by kernel option attn_mfma_pp=on;
+ * docs/AMD_KERNELS.md says why auto keeps attention_mfma. */
+const hkc_variant_t hkc_variant_attention_mfma_pp = {
+    .name = "attention_mfma_pp",
+    .template_path = "gpu/attention_mfma_pp.hip",
+    .includes = k_amd_includes,
+    .applies = attention_pp_applies,
+    .defines = attention_pp_defines,
+    .launch = attention_pp_launch,
 };
