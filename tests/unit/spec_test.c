@@ -514,8 +514,36 @@ static void test_rope(void **state) {
   expect_error_on(ROPE("[r]", "heads: 3"), 7, "r]", "rope input 'r' must have rank >= 2", "got [24]");
   expect_error_on(ROPE("[b]", "heads: 3"), 7, "b]", "rope input 'b' [batch, 24]", "must not depend on batch");
   expect_error_on(ROPE("[x, x]", "heads: 3"), 7, "[x, x]", "op 'rope' takes 1 input in 'in', got 2", NULL);
-  expect_error_on(ROPE("[x]", "heads: 3, kv_heads: 1"), 7, "kv_heads", "unknown key 'kv_heads' for op 'rope'",
-                  "valid keys: name, op, in, out, heads, theta, offset");
+  expect_error_on(ROPE("[x]", "heads: 3, scale: 1.0"), 7, "scale", "unknown key 'scale' for op 'rope'",
+                  "valid keys: name, op, in, out, heads, kv_heads, theta, offset, packed");
+
+  /* packed q|k|v: heads + 2*kv_heads heads of head_dim; q and k rotated, v passed on */
+  s = hk_test_spec_parse(ROPE("[x]", "heads: 2, kv_heads: 1, packed: true")); /* 4 heads of 6 */
+  assert_int_equal(s->nodes[0].packed, 1);
+  assert_int_equal(s->nodes[0].heads, 2);
+  assert_int_equal(s->nodes[0].kv_heads, 1);
+  assert_int_equal(dim_at(tensor(s, "y"), 2, 1), 24);
+  hkc_spec_destroy(s);
+  s = hk_test_spec_parse(ROPE("[x]", "heads: h-1, packed: True")); /* kv_heads = heads: 6 heads of 4 */
+  assert_int_equal(s->nodes[0].packed, 1);
+  assert_int_equal(s->nodes[0].kv_heads, 2);
+  hkc_spec_destroy(s);
+  s = hk_test_spec_parse(ROPE("[x]", "heads: 3, packed: false"));
+  assert_int_equal(s->nodes[0].packed, 0);
+  hkc_spec_destroy(s);
+  expect_error_on(ROPE("[x]", "heads: 3, packed: true"), 7, "x]", "packed rope input 'x' [batch, 5, 24]",
+                  "last dim 24 is not divisible by heads + 2*kv_heads = 9");
+  expect_error_on(ROPE("[x]", "heads: 4, kv_heads: 2, packed: true"), 7, "x]",
+                  "packed rope input 'x' [batch, 5, 24]: head_dim = 24/8 = 3 must be even", NULL);
+  expect_error_on(ROPE("[x]", "heads: 3, kv_heads: 2, packed: true"), 7, "kv_heads: |2",
+                  "node 'a': kv_heads (2) must divide heads (3)", NULL);
+  expect_error_on(ROPE("[x]", "heads: 3, kv_heads: 1"), 7, "kv_heads: |1",
+                  "node 'a': 'kv_heads' is valid only with 'packed: true'", NULL);
+  expect_error_on(ROPE("[x]", "heads: 3, kv_heads: 1, packed: false"), 7, "kv_heads: |1",
+                  "'kv_heads' is valid only with 'packed: true'", NULL);
+  expect_error_on(ROPE("[x]", "heads: 2, kv_heads: 0, packed: true"), 7, "kv_heads: |0", "must be positive", NULL);
+  expect_error_on(ROPE("[x]", "heads: 2, packed: yes"), 7, "yes", "expected true or false for 'packed', got 'yes'",
+                  NULL);
   expect_error_on(ROPE_HDR "graph:\n  - {name: a, op: rope, in: [x], out: y}\noutputs: [y]\n", 7, "{",
                   "node 'a': missing required key 'heads'", NULL);
 #undef ROPE
