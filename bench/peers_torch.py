@@ -9,7 +9,8 @@ op), except two that the peers run the way a PyTorch user writes them, for speed
         copy of the spec's [K, N] tensor, made once), bias in the cuBLASLt epilogue, then
         check.act, the `mul` and `residual` epilogue (act(A @ B + bias) * mul + residual);
   rope  rotate-half with cos/sin tables computed once in float32 and stored in bf16 (as
-        Hugging Face's Llama does), applied to [batch, seq, heads * dh].
+        Hugging Face's Llama does), applied to [batch, seq, heads * dh]; a packed q|k|v
+        (`packed: true`) rotates its q and k heads and passes v on.
 `--reference-ops` runs check.run_node for every op instead. Either way every system's
 output is compared with a float64 evaluation of check.run_node (the independent reference),
 so a peer that computed something else would fail the run.
@@ -80,10 +81,19 @@ def make_inputs(spec, batch, r, seed, dev):
 
 
 # ---- the spec as a module ----------------------------------------------------------------------------
+def _rope_heads(node, width):
+    """(rotated heads, dh) of a rope node over a last dim of `width`: heads, or a packed
+    q|k|v's heads + kv_heads (v's kv_heads follow, unrotated)."""
+    if node.get("packed", False):
+        kvh = node.get("kv_heads", node["heads"])
+        return node["heads"] + kvh, width // (node["heads"] + 2 * kvh)
+    return node["heads"], width // node["heads"]
+
+
 def _rope_tables(x_shape, node, dtype, dev):
     """cos, sin [seq, dh] for positions offset .. offset + seq - 1 (rotate-half layout)."""
     seq, width = x_shape[-2], x_shape[-1]
-    dh = width // node["heads"]
+    dh = _rope_heads(node, width)[1]
     theta = float(node.get("theta", 10000.0))
     offset = int(node.get("offset", node.get("pos_offset", 0)))
     inv = 1.0 / (theta ** (torch.arange(0, dh, 2, device=dev, dtype=torch.float32) / dh))
@@ -161,13 +171,14 @@ class SpecModule(torch.nn.Module):
             elif kind == "rope":
                 x = t[node["in"][0]]
                 b, s, w = x.shape
-                h = node["heads"]
-                dh = w // h
-                xv = x.reshape(b, s, h, dh)
+                h, dh = _rope_heads(node, w)
+                xv = x[..., : h * dh].reshape(b, s, h, dh)
                 cos = getattr(self, extra[0])[:, None, :]
                 sin = getattr(self, extra[1])[:, None, :]
                 rot = torch.cat((-xv[..., dh // 2:], xv[..., : dh // 2]), dim=-1)
-                y = (xv * cos + rot * sin).reshape(b, s, w)
+                y = (xv * cos + rot * sin).reshape(b, s, h * dh)
+                if h * dh < w:  # packed q|k|v: v passes unrotated
+                    y = torch.cat((y, x[..., h * dh:]), dim=-1)
             else:
                 y = check.run_node(node, t)
             t[node["out"]] = y

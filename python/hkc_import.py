@@ -20,10 +20,10 @@ GPT-2's Conv1D [in, out] as it is (its fused c_attn feeds attention's packed q|k
 BERT's query, key and value (weights and biases) are the `parts:` of one [3*hidden, hidden]
 weight and [3*hidden] bias (docs/SPEC.md): one q|k|v GEMM writes attention's packed input, and
 libhkrt concatenates the three checkpoint tensors when it binds them (the spec names the
-parts; the map has no entry for them). Llama keeps three GEMMs: rope rotates q and k but not v,
-and takes a tensor of whole heads, so it cannot read or write the q and k columns of a packed
-q|k|v (nor does attention's packed input, three equal thirds, fit grouped-query k and v)
-without a copy.
+parts; the map has no entry for them). Llama does the same with grouped-query sizes: q_proj,
+k_proj and v_proj are the parts of one [(heads + 2*kv_heads)*head_dim, hidden] weight (and
+bias, with attention_bias); one rope node (`packed: true`) rotates the q and k heads of the
+packed q|k|v and passes v on, and attention reads the result packed, with kv_heads.
 What the spec leaves out (pooler, LM heads) is said in notes; what hkc cannot express -- rope
 scaling, relative position embeddings, cross-attention -- is refused with an error naming it.
 
@@ -255,11 +255,14 @@ def build_llama(cfg, layers, prefix):
     m.dims = {"seq": None, "hidden": hidden, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim, "ffn": ffn}
     L = "layers.{k}."
     m.lp("attn_g", ["hidden"], L + "input_layernorm.weight")
-    shapes = {"q": "heads*head_dim", "k": "kv_heads*head_dim", "v": "kv_heads*head_dim"}
-    for n in "qkv":
-        m.lp(n + "_w", [shapes[n], "hidden"], L + "self_attn.%s_proj.weight" % n)
-        if abias:
-            m.lp(n + "_b", [shapes[n]], L + "self_attn.%s_proj.bias" % n)
+    # One q|k|v GEMM: q_proj, k_proj and v_proj are the parts of one weight (rows q, then k, then
+    # v: nn.Linear's [out, in]) whose output is q | k | v with grouped-query k and v; one rope
+    # rotates its q and k heads (the same angles) and passes v on; attention reads it packed.
+    qkv = [L + "self_attn.%s_proj" % n for n in "qkv"]
+    width = "(heads+2*kv_heads)*head_dim"
+    m.lp("qkv_w", [width, "hidden"], [c + ".weight" for c in qkv])
+    if abias:
+        m.lp("qkv_b", [width], [c + ".bias" for c in qkv])
     m.lp("o_w", ["hidden", "heads*head_dim"], L + "self_attn.o_proj.weight")
     if abias:
         m.lp("o_b", ["hidden"], L + "self_attn.o_proj.bias")
@@ -279,13 +282,11 @@ def build_llama(cfg, layers, prefix):
 
     m.body = [
         dict(name="attn_norm", op="rmsnorm", **{"in": ["x"]}, gamma="attn_g", eps=num(eps), out="n1"),
-        lin("q_proj", "n1", "q", "q", abias),
-        lin("k_proj", "n1", "k", "k", abias),
-        lin("v_proj", "n1", "v", "v", abias),
-        dict(name="q_rope", op="rope", **{"in": ["q"]}, heads="heads", theta=num(theta), out="q_rot"),
-        dict(name="k_rope", op="rope", **{"in": ["k"]}, heads="kv_heads", theta=num(theta), out="k_rot"),
-        dict(name="attn", op="attention", **{"in": ["q_rot", "k_rot", "v"]}, heads="heads", kv_heads="kv_heads",
-             causal=True, out="ctx"),
+        lin("qkv_proj", "n1", "qkv", "qkv", abias),
+        dict(name="qk_rope", op="rope", **{"in": ["qkv"]}, heads="heads", kv_heads="kv_heads", packed=True,
+             theta=num(theta), out="qkv_rot"),
+        dict(name="attn", op="attention", **{"in": ["qkv_rot"]}, heads="heads", kv_heads="kv_heads", causal=True,
+             out="ctx"),
         lin("o_proj", "ctx", "o", "a", abias, residual="x"),
         dict(name="ffn_norm", op="rmsnorm", **{"in": ["a"]}, gamma="ffn_g", eps=num(eps), out="n2"),
         lin("gate_proj", "n2", "gate", "gate", mbias, act=act),

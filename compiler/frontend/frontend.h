@@ -85,8 +85,10 @@ typedef struct hkc_node {
   hk_act_t act;     /* gemm epilogue activation */
   int trans_b;      /* gemm: B stored [N, K] */
   float eps;        /* norms; default 1e-5 */
-  int heads;        /* attention; rope: heads in the last dim (dh = last / heads) */
-  int kv_heads;     /* attention; defaults to heads */
+  int heads;        /* attention; rope: heads in the last dim (dh = last / heads), or q heads when packed */
+  int kv_heads;     /* attention, defaults to heads; packed rope: k (and v) heads, defaults to heads */
+  int packed;       /* rope: x is a packed q|k|v [..., (heads + 2*kv_heads)*dh]: the q and k heads are
+                       rotated, the v heads copied unchanged */
   int causal;       /* attention */
   int has_scale;    /* attention: scale given */
   float scale;      /* attention: default 1/sqrt(dh) */

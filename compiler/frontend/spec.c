@@ -753,12 +753,13 @@ static int parse_count(spec_ctx_t *c, const ynode_t *n, const char *what, int64_
 /* ---- graph nodes ------------------------------------------------------------------------------ */
 enum {
   NK_NAME, NK_OP, NK_IN, NK_OUT, NK_BIAS, NK_RESIDUAL, NK_ACT, NK_TRANS_B, NK_GAMMA, NK_BETA, NK_EPS,
-  NK_HEADS, NK_KV_HEADS, NK_CAUSAL, NK_SCALE, NK_THETA, NK_OFFSET, NK_MUL, NK_LENGTHS, NK_MASK, NK_POS, NK_COUNT
+  NK_HEADS, NK_KV_HEADS, NK_CAUSAL, NK_SCALE, NK_THETA, NK_OFFSET, NK_MUL, NK_LENGTHS, NK_MASK, NK_POS, NK_PACKED,
+  NK_COUNT
 };
 static const char *const node_keys[NK_COUNT] = {"name",  "op",   "in",  "out",   "bias",     "residual",
                                                 "act",   "trans_b", "gamma", "beta", "eps", "heads",
                                                 "kv_heads", "causal", "scale", "theta", "offset", "mul",
-                                                "lengths", "mask", "pos"};
+                                                "lengths", "mask", "pos", "packed"};
 #define NKB(k) (1u << (k))
 #define NK_COMMON (NKB(NK_NAME) | NKB(NK_OP) | NKB(NK_IN) | NKB(NK_OUT))
 
@@ -784,7 +785,8 @@ static const struct op_info {
     [HK_OP_ATTENTION] = {NK_COMMON | NKB(NK_HEADS) | NKB(NK_KV_HEADS) | NKB(NK_CAUSAL) | NKB(NK_SCALE) |
                              NKB(NK_LENGTHS) | NKB(NK_MASK),
                          NK_COMMON | NKB(NK_HEADS), 1, 3},
-    [HK_OP_ROPE] = {NK_COMMON | NKB(NK_HEADS) | NKB(NK_THETA) | NKB(NK_OFFSET), NK_COMMON | NKB(NK_HEADS), 1, 1},
+    [HK_OP_ROPE] = {NK_COMMON | NKB(NK_HEADS) | NKB(NK_KV_HEADS) | NKB(NK_THETA) | NKB(NK_OFFSET) | NKB(NK_PACKED),
+                    NK_COMMON | NKB(NK_HEADS), 1, 1},
 };
 
 /* Parses one node map: keys, attributes and tensor names (unresolved). */
@@ -919,9 +921,26 @@ static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
     }
   }
   if (nd->op == HK_OP_ROPE) {
-    int64_t h;
+    int64_t h, kvh;
     if (parse_count(c, v[NK_HEADS], "heads", &h) != 0) return -1;
     nd->heads = (int)h;
+    if (v[NK_PACKED] && parse_bool(v[NK_PACKED], "packed", &nd->packed) != 0) return -1;
+    if (v[NK_KV_HEADS] && !nd->packed) {
+      hkc_error(v[NK_KV_HEADS]->loc,
+                "node '%s': 'kv_heads' is valid only with 'packed: true' (a packed q|k|v input; a rope of "
+                "separate k heads takes heads: kv_heads)", nm);
+      return -1;
+    }
+    if (nd->packed) {
+      kvh = h;
+      if (v[NK_KV_HEADS] && parse_count(c, v[NK_KV_HEADS], "kv_heads", &kvh) != 0) return -1;
+      if (h % kvh != 0) {
+        hkc_error(v[NK_KV_HEADS]->loc, "node '%s': kv_heads (%lld) must divide heads (%lld)", nm, (long long)kvh,
+                  (long long)h);
+        return -1;
+      }
+      nd->kv_heads = (int)kvh;
+    }
     if (v[NK_THETA]) {
       if (parse_float(v[NK_THETA], "theta", &nd->theta) != 0) return -1;
       if (!(nd->theta > 0)) {
@@ -1240,17 +1259,26 @@ static int infer_rope(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd, hk
               nm, x->name, tensor_shape_str(x, s1));
     return -1;
   }
-  if (width.add % nd->heads != 0) {
-    hkc_error(at, "node '%s': rope input '%s' %s: last dim %lld is not divisible by heads = %d", nm, x->name,
-              tensor_shape_str(x, s1), (long long)width.add, nd->heads);
+  /* packed: q | k | v along the last axis, heads + 2*kv_heads heads of head_dim */
+  const int64_t all = nd->packed ? (int64_t)nd->heads + 2 * (int64_t)nd->kv_heads : nd->heads;
+  if (width.add % all != 0) {
+    if (nd->packed)
+      hkc_error(at,
+                "node '%s': packed rope input '%s' %s: last dim %lld is not divisible by heads + 2*kv_heads = %lld "
+                "(q | k | v along the last axis)",
+                nm, x->name, tensor_shape_str(x, s1), (long long)width.add, (long long)all);
+    else
+      hkc_error(at, "node '%s': rope input '%s' %s: last dim %lld is not divisible by heads = %d", nm, x->name,
+                tensor_shape_str(x, s1), (long long)width.add, nd->heads);
     return -1;
   }
-  int64_t dh = width.add / nd->heads;
+  int64_t dh = width.add / all;
   if (dh % 2 != 0) {
     hkc_error(at,
-              "node '%s': rope input '%s' %s: head_dim = %lld/%d = %lld must be even (rotate-half pairs element j "
+              "node '%s': %srope input '%s' %s: head_dim = %lld/%lld = %lld must be even (rotate-half pairs element j "
               "with j + head_dim/2)",
-              nm, x->name, tensor_shape_str(x, s1), (long long)width.add, nd->heads, (long long)dh);
+              nm, nd->packed ? "packed " : "", x->name, tensor_shape_str(x, s1), (long long)width.add,
+              (long long)all, (long long)dh);
     return -1;
   }
   if (nd->pos_offset > HKC_SPEC_MAX_ROPE_POSITIONS - seq.add) {

@@ -119,7 +119,13 @@ void hkc_node_cost(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_cost_
     break;
   }
   case HK_OP_SOFTMAX: out->flops = COST_SOFTMAX * n_out; break;
-  case HK_OP_ROPE: out->flops = COST_ROPE * n_out; break;
+  case HK_OP_ROPE:
+    /* packed q|k|v: only the q and k heads are rotated (v is copied) */
+    if (nd->packed && nd->heads > 0 && nd->kv_heads > 0)
+      out->flops = COST_ROPE * n_out / (uint64_t)(nd->heads + 2 * nd->kv_heads) * (uint64_t)(nd->heads + nd->kv_heads);
+    else
+      out->flops = COST_ROPE * n_out;
+    break;
   case HK_OP_EMBEDDING: out->flops = nd->pos != HKC_NONE ? n_out : 0; break;
   case HK_OP_EWCHAIN: out->flops = program_steps(nd->program) * n_out; break;
   case HK_OP_ADD:

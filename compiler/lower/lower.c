@@ -261,10 +261,13 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
     return l.n;
   }
   case HK_OP_ROPE: {
-    /* x [.., seq, heads*dh]: rows flattened; element j of a head pairs with j + dh/2. */
-    int64_t width = last_dim(x, batch), heads = nd->heads;
-    if (heads <= 0 || x->rank < 2 || width % heads != 0 || width / heads % 2 != 0) break;
-    int64_t dh = width / heads, seq = tensor_dim(x, x->rank - 2, batch);
+    /* x [.., seq, heads*dh]: rows flattened; element j of a head pairs with j + dh/2. A packed
+     * q|k|v [.., (H + 2*Hkv)*dh] rotates its first H + Hkv heads (q, then k: the same angles)
+     * and copies the last Hkv (v). */
+    const int64_t width = last_dim(x, batch), pass = nd->packed ? nd->kv_heads : 0, heads = nd->heads + pass;
+    if (nd->heads <= 0 || pass < 0 || x->rank < 2 || width % (heads + pass) != 0 || width / (heads + pass) % 2 != 0)
+      break;
+    int64_t dh = width / (heads + pass), seq = tensor_dim(x, x->rank - 2, batch);
     if (seq <= 0) break;
     push_tensor(&l, HKC_ROPE_ARG_X, nd->in[0]);
     push_tensor(&l, HKC_ROPE_ARG_OUT, nd->out);
@@ -274,6 +277,7 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
     push_i64(&l, HKC_ROPE_ARG_DH, dh);
     push_i64(&l, HKC_ROPE_ARG_POS_OFFSET, nd->pos_offset);
     push_f32(&l, HKC_ROPE_ARG_THETA, nd->theta);
+    push_i64(&l, HKC_ROPE_ARG_PASS_HEADS, pass);
     assert(l.n == HKC_ROPE_N_ARGS);
     out_key->align = align_of((int64_t[]){width, dh, dh / 2}, 3);
     out_key->head_dim = dh <= INT32_MAX ? (int)dh : 0;

@@ -45,8 +45,10 @@ void hkc_node_cost(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_cost_
  *             I ld_q, I ld_kv, I q_col, I k_col, I v_col, I causal, F scale
  *             (row strides ld_* in elements; *_col: first column of head 0, so packed qkv
  *              passes the same tensor three times with columns 0, H*dh, (H+Hkv)*dh)
- *   rope      T x, T out, I rows, I seq, I heads, I dh, I pos_offset, F theta
- *             (x [rows, heads*dh]; row r is at position r % seq + pos_offset)
+ *   rope      T x, T out, I rows, I seq, I heads, I dh, I pos_offset, F theta, I pass_heads
+ *             (x [rows, (heads + pass_heads)*dh]; row r is at position r % seq + pos_offset;
+ *              the first `heads` heads are rotated, the last pass_heads copied unchanged:
+ *              0 for a plain rope; a packed q|k|v passes heads = H + Hkv, pass_heads = Hkv)
  *   embedding T table, T ids (i32), T pos, T out, I tokens, I seq, I vocab, I hidden
  *             (out[t] = table[clamp(ids[t], 0, vocab-1)] + pos[t % seq], pos NULL unless
  *              has_add; t < tokens, rows of `hidden` elements)
@@ -99,7 +101,7 @@ enum hkc_attention_arg {
 };
 enum hkc_rope_arg {
   HKC_ROPE_ARG_X, HKC_ROPE_ARG_OUT, HKC_ROPE_ARG_ROWS, HKC_ROPE_ARG_SEQ, HKC_ROPE_ARG_HEADS, HKC_ROPE_ARG_DH,
-  HKC_ROPE_ARG_POS_OFFSET, HKC_ROPE_ARG_THETA, HKC_ROPE_N_ARGS
+  HKC_ROPE_ARG_POS_OFFSET, HKC_ROPE_ARG_THETA, HKC_ROPE_ARG_PASS_HEADS, HKC_ROPE_N_ARGS
 };
 enum hkc_embedding_arg {
   HKC_EMBEDDING_ARG_TABLE, HKC_EMBEDDING_ARG_IDS, HKC_EMBEDDING_ARG_POS, HKC_EMBEDDING_ARG_OUT,

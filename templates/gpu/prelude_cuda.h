@@ -19,6 +19,8 @@
 
 #define HK_GLOBAL extern "C" __global__
 #define HK_DEVICE static __device__ __forceinline__
+/* a device function kept out of line: ptxas allocates its registers apart from its caller's */
+#define HK_DEVICE_OUTLINED static __device__ __noinline__
 #define HK_SHARED __shared__
 #define HK_LAUNCH_BOUNDS(n) __launch_bounds__(n, 1) /* min 1 block: ptxas may use up to 65536/n registers */
 #define HK_SYNC() __syncthreads()

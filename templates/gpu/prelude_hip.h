@@ -22,6 +22,8 @@
 
 #define HK_GLOBAL extern "C" __global__
 #define HK_DEVICE static __device__ __forceinline__
+/* kept inline on AMD: an out-of-line call needs a stack (scratch) there */
+#define HK_DEVICE_OUTLINED HK_DEVICE
 #define HK_SHARED __shared__
 #define HK_LAUNCH_BOUNDS(n) __launch_bounds__(n)
 #define HK_SYNC() __syncthreads()

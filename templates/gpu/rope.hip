@@ -4,9 +4,11 @@
  * for each head and j < dh/2: inv_freq = theta^(-2j/dh), angle = p * inv_freq (f32, as
  * HF's f32 inv_freq and position product), x1 = x[j], x2 = x[j + dh/2] (inside the head),
  *   out[j] = x1 cos - x2 sin,   out[j + dh/2] = x2 cos + x1 sin.
- * Args: T x, T out, I rows, I seq, I heads, I dh, I pos_offset, F theta. dh is even (the
- * compiler checks). inv_freq by the accurate powf (nvrtc and hiprtc run without fast
- * math); sin and cos of the f32 angle by rope_sincos (below: ~1 ulp, no local memory,
+ * Args: T x, T out, I rows, I seq, I heads, I dh, I pos_offset, F theta, I pass_heads: a row
+ * holds heads + pass_heads heads, the last pass_heads copied unchanged (a packed q|k|v:
+ * heads = the q and k heads, which share the angles, pass_heads = the v heads; 0 for a
+ * plain rope). dh is even (the compiler checks). inv_freq by the accurate powf (nvrtc and
+ * hiprtc run without fast math); sin and cos of the f32 angle by rope_sincos (below: ~1 ulp, no local memory,
  * the same code on both vendors). Each thread reads and then writes only its own
  * elements, so out may alias x.
  *
@@ -18,7 +20,8 @@
  * rotates them all -- on a Llama q projection (32 heads) a quarter of the sin/cos work per
  * element of one head per item, and its 2 x HK_ROPE_HEADS loads in flight together. Items are
  * row-major (row, head group, j); the 1-D grid strides over them (codegen: about
- * SIMPLE_ROPE_BLOCKS_PER_CU blocks per CU, fewer when there are fewer items); consecutive
+ * SIMPLE_ROPE_BLOCKS_PER_CU blocks per CU, fewer when there are fewer items), then over the
+ * copy items of the pass heads (V pairs of one head: loads and stores, no math); consecutive
  * threads take consecutive j of one row, so each head's loads are contiguous spans.
  */
 #ifndef HK_ROPE_VEC
@@ -125,8 +128,28 @@ HK_DEVICE void rope_item(const HK_T *x, HK_T *out, I r, I j0, I h0, I hend, I se
     }
 }
 
-/* Heads per item: HK_ROPE_HEADS, halved (down to 1) while the items would not give every SM
- * a block of HK_THREADS (few rows, few heads: parallelism first). codegen mirrors it. */
+/* The copied heads (a packed q|k|v's v heads), after the rotated ones: items of V elements at j0
+ * and at j0 + half of one head, row-major (row, head, j) over the grid, moved unchanged (through
+ * f32, which holds every f16, bf16 and f32 value exactly, as rope_item loads and stores). Out of
+ * line on NVIDIA: inlined into rope_run's 64-bit path, ptxas gave the whole kernel ~20 registers
+ * more (bf16: 146, one block of 256 threads per SM instead of two), v heads or not. */
+template <int V, typename I>
+HK_DEVICE_OUTLINED void rope_copy(const HK_T *x, HK_T *out, I rows, I heads, I pass, I half, I ld) {
+  const I per_head = half / V, per_row = pass * per_head, total = rows * per_row;
+  const I step = (I)HK_NBLOCKS * (I)HK_THREADS;
+  for (I t = (I)HK_BID * (I)HK_THREADS + (I)HK_TID; t < total; t += step) {
+    const I r = t / per_row, q = t - r * per_row, h = q / per_head, j0 = (q - h * per_head) * V;
+    const long long c1 = (long long)r * ld + (long long)(heads + h) * 2 * half + j0;
+    float f1[V], f2[V];
+    rope_load<V>(x + c1, f1);
+    rope_load<V>(x + c1 + half, f2);
+    rope_store<V>(out + c1, f1);
+    rope_store<V>(out + c1 + half, f2);
+  }
+}
+
+/* Heads per item: HK_ROPE_HEADS, halved (down to 1) while the rotation items would not give
+ * every SM a block of HK_THREADS (few rows, few heads: parallelism first). codegen mirrors it. */
 HK_DEVICE int rope_group(long long rows, long long heads, long long per_head) {
   int gh = HK_ROPE_HEADS;
   while (gh > 1 && rows * ((heads + gh - 1) / gh) * per_head < (long long)HK_ROPE_UNITS * HK_THREADS) gh >>= 1;
@@ -134,12 +157,12 @@ HK_DEVICE int rope_group(long long rows, long long heads, long long per_head) {
 }
 
 /* Items, row-major: row r, head group g (gh heads), pair vector j (half / V per head); the
- * grid strides over them (32-bit index arithmetic when they fit). */
+ * grid strides over them (32-bit index arithmetic when they fit), then over the copy items. */
 template <int V, typename I>
-HK_DEVICE void rope_run(const HK_T *x, HK_T *out, I rows, I seq, I heads, I half, long long pos_offset, float theta,
-                        I gh) {
+HK_DEVICE void rope_run(const HK_T *x, HK_T *out, I rows, I seq, I heads, I pass, I half, long long pos_offset,
+                        float theta, I gh) {
   const I per_head = half / V, groups = (heads + gh - 1) / gh;
-  const I per_row = groups * per_head, total = rows * per_row, ld = heads * 2 * half;
+  const I per_row = groups * per_head, total = rows * per_row, ld = (heads + pass) * 2 * half;
   const I step = (I)HK_NBLOCKS * (I)HK_THREADS;
   for (I t = (I)HK_BID * (I)HK_THREADS + (I)HK_TID; t < total; t += step) {
     const I r = t / per_row, q = t - r * per_row;
@@ -147,25 +170,28 @@ HK_DEVICE void rope_run(const HK_T *x, HK_T *out, I rows, I seq, I heads, I half
     const I h0 = g * gh, hend = h0 + gh < heads ? h0 + gh : heads;
     rope_item<V, I>(x, out, r, j0, h0, hend, seq, pos_offset, half, ld, theta);
   }
+  if (pass > 0) rope_copy<V, I>(x, out, rows, heads, pass, half, ld);
 }
 
 template <int V>
-HK_DEVICE void rope_dispatch(const HK_T *x, HK_T *out, long long rows, long long seq, long long heads, long long half,
-                             long long pos_offset, float theta) {
+HK_DEVICE void rope_dispatch(const HK_T *x, HK_T *out, long long rows, long long seq, long long heads, long long pass,
+                             long long half, long long pos_offset, float theta) {
   const int gh = rope_group(rows, heads, half / V);
-  const long long total = rows * ((heads + gh - 1) / gh) * (half / V);
+  const long long total = rows * ((heads + gh - 1) / gh + pass) * (half / V); /* rotation and copy items */
   /* 32-bit items when every index (and the grid stride past the last) fits */
-  if (total + (long long)HK_NBLOCKS * HK_THREADS < 2147483647LL && heads * 2 * half < 2147483647LL)
-    rope_run<V, int>(x, out, (int)rows, (int)seq, (int)heads, (int)half, pos_offset, theta, gh);
+  if (total + (long long)HK_NBLOCKS * HK_THREADS < 2147483647LL && (heads + pass) * 2 * half < 2147483647LL)
+    rope_run<V, int>(x, out, (int)rows, (int)seq, (int)heads, (int)pass, (int)half, pos_offset, theta, gh);
   else
-    rope_run<V, long long>(x, out, rows, seq, heads, half, pos_offset, theta, (long long)gh);
+    rope_run<V, long long>(x, out, rows, seq, heads, pass, half, pos_offset, theta, (long long)gh);
 }
 
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)
 HK_NAME(const HK_T *x, HK_T *out, long long rows, long long seq, long long heads, long long dh, long long pos_offset,
-        float theta) {
+        float theta, long long pass_heads) {
   const long long half = dh / 2;
-  if (rows <= 0 || seq <= 0 || heads <= 0 || half <= 0) return;
-  if (half % HK_ROPE_VEC == 0) rope_dispatch<HK_ROPE_VEC>(x, out, rows, seq, heads, half, pos_offset, theta);
-  else rope_dispatch<1>(x, out, rows, seq, heads, half, pos_offset, theta);
+  if (rows <= 0 || seq <= 0 || heads <= 0 || half <= 0 || pass_heads < 0) return;
+  if (half % HK_ROPE_VEC == 0)
+    rope_dispatch<HK_ROPE_VEC>(x, out, rows, seq, heads, pass_heads, half, pos_offset, theta);
+  else
+    rope_dispatch<1>(x, out, rows, seq, heads, pass_heads, half, pos_offset, theta);
 }

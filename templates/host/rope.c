@@ -6,15 +6,18 @@
  *   out[j]        = x[j] * cos(angle) - x[j + dh/2] * sin(angle)
  *   out[j + dh/2] = x[j + dh/2] * cos(angle) + x[j] * sin(angle)
  * f32 math, one rounding to the output type. Args: T x, T out, I rows, I seq, I heads,
- * I dh, I pos_offset, F theta. A block is one row. cos/sin depend on (p, j) only: they
- * are computed for HK_ROPE_JC frequencies at a time and reused by every head. */
+ * I dh, I pos_offset, F theta, I pass_heads: a row holds heads + pass_heads heads; the last
+ * pass_heads are copied unchanged (a packed q|k|v: heads = q and k heads, pass_heads = the
+ * v heads). A block is one row. cos/sin depend on (p, j) only: they are computed for
+ * HK_ROPE_JC frequencies at a time and reused by every head. */
 HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_end) {
   const HK_T *x = (const HK_T *)hk_arg_ptr(args, 0);
   HK_T *out = (HK_T *)hk_arg_ptr(args, 1);
   const int64_t rows = hk_arg_i64(args, 2), seq = hk_arg_i64(args, 3), heads = hk_arg_i64(args, 4);
   const int64_t dh = hk_arg_i64(args, 5), pos_offset = hk_arg_i64(args, 6);
   const float theta = hk_arg_f32(args, 7);
-  const int64_t half = dh / 2, width = heads * dh;
+  const int64_t pass = hk_arg_i64(args, 8);
+  const int64_t half = dh / 2, width = (heads + pass) * dh;
   float cs[HK_ROPE_JC], sn[HK_ROPE_JC];
   if (seq <= 0) return;
 
@@ -40,5 +43,7 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
         }
       }
     }
+    if (yr != xr)
+      for (int64_t i = heads * dh; i < width; i++) yr[i] = xr[i];
   }
 }

@@ -102,8 +102,14 @@ def rope(node, x, dims):
     """Hugging Face Llama's rotary embedding (rotate_half form): inv_freq and the angles
     in float32 as LlamaRotaryEmbedding computes them, cos/sin and the rotation in x's
     dtype (float32 for 16-bit x). Row i along the seq axis (dim -2) is at position
-    i + offset; x [..., seq, heads*dh]."""
+    i + offset; x [..., seq, heads*dh]. `packed: true`: x is q | k | v
+    [..., (heads + 2*kv_heads)*dh]; the q and k heads are rotated, v is passed on."""
     heads = count(node, "heads", dims)
+    if node.get("packed", False):
+        kvh = count(node, "kv_heads", dims, heads)
+        split = (heads + kvh) * (x.shape[-1] // (heads + 2 * kvh))
+        qk = rope(dict(node, heads=heads + kvh, packed=False), x[..., :split], dims)
+        return torch.cat((qk, x[..., split:]), dim=-1)
     seq, width = x.shape[-2], x.shape[-1]
     dh = width // heads
     theta = float(node.get("theta", 10000.0))

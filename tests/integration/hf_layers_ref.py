@@ -10,7 +10,8 @@ safetensors by hand (u64 header length | JSON | data), runs `hkc run --weights -
 on a random input, and compares the output with a float64 evaluation of the model's layers
 written here from the Hugging Face modeling code's semantics (BertLayer: post-norm, erf gelu;
 GPT2Block: pre-norm, fused c_attn, gelu_new, causal, ln_f; LlamaDecoderLayer: RMSNorm, rotary
-embedding, grouped-query causal attention, SwiGLU, final norm), independent of hkc's spec.
+embedding, grouped-query causal attention, SwiGLU, final norm, the projections' biases with
+attention_bias / mlp_bias), independent of hkc's spec.
 --swap-map A B swaps the checkpoint names of pack params A and B in the map (a wrong binding:
 the comparison must then fail). Exit 0 when the output is within tolerance, 1 otherwise.
 """
@@ -133,7 +134,8 @@ def llama(cfg, w, x):
     nh, L = cfg["num_attention_heads"], cfg["num_hidden_layers"]
     nkv = cfg.get("num_key_value_heads", nh)
     eps, theta = cfg.get("rms_norm_eps", 1e-6), cfg.get("rope_theta", 10000.0)
-    lin = lambda t, p: t @ w[p + ".weight"].T  # noqa: E731
+    # nn.Linear; q/k/v/o_proj have biases with attention_bias, the MLP's with mlp_bias
+    lin = lambda t, p: t @ w[p + ".weight"].T + w.get(p + ".bias", 0.0)  # noqa: E731
     for i in range(L):
         p = "model.layers.%d." % i
         n1 = rms_norm(x, w[p + "input_layernorm.weight"], eps)
@@ -192,6 +194,12 @@ def shapes(cfg):
             t[p + "self_attn.o_proj.weight"] = (H, nh * dh)
             t[p + "mlp.gate_proj.weight"] = t[p + "mlp.up_proj.weight"] = (F, H)
             t[p + "mlp.down_proj.weight"] = (H, F)
+            if cfg.get("attention_bias"):
+                t[p + "self_attn.q_proj.bias"], t[p + "self_attn.o_proj.bias"] = (nh * dh,), (H,)
+                t[p + "self_attn.k_proj.bias"] = t[p + "self_attn.v_proj.bias"] = (nkv * dh,)
+            if cfg.get("mlp_bias"):
+                t[p + "mlp.gate_proj.bias"] = t[p + "mlp.up_proj.bias"] = (F,)
+                t[p + "mlp.down_proj.bias"] = (H,)
         t["model.norm.weight"] = (H,)
     return t
 

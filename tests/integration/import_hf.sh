@@ -33,8 +33,13 @@ cat > "$work/llama.json" <<'JSON'
  "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "rope_scaling": null, "max_position_embeddings": 64,
  "vocab_size": 50, "attention_bias": false, "torch_dtype": "float32"}
 JSON
+# Llama with biases on every projection (attention_bias: q, k, v, o; mlp_bias), one kv head
+# (multi-query) and a head_dim that is not hidden / heads.
+sed 's/"num_key_value_heads": 2/"num_key_value_heads": 1, "head_dim": 16/; s/"attention_bias": false/"attention_bias": true, "mlp_bias": true/' \
+  "$work/llama.json" > "$work/llama_bias.json"
+grep -q '"mlp_bias": true' "$work/llama_bias.json" || fail "llama_bias.json: $(cat "$work/llama_bias.json")"
 
-for m in bert gpt2 llama; do
+for m in bert gpt2 llama llama_bias; do
   "$HKC" import hf "$work/$m.json" -o "$work/$m.yaml" --weights-map-out "$work/$m.map" --seq 8 --batch-sizes 1,2 \
     > "$work/$m.import.txt" 2>&1 || fail "import $m: $(cat "$work/$m.import.txt")"
   grep -q "^wrote $work/$m.yaml" "$work/$m.import.txt" || fail "import $m said: $(cat "$work/$m.import.txt")"
@@ -68,22 +73,39 @@ for m in bert gpt2 llama; do
 done
 
 # The map names the checkpoint's tensors: 10 per BERT layer (query, key and value are the parts
-# of one q|k|v weight and bias, named in the spec), 12 per GPT-2 layer (+ ln_f), 9 per Llama
-# layer (+ norm).
+# of one q|k|v weight and bias, named in the spec), 12 per GPT-2 layer (+ ln_f), 6 per Llama
+# layer (+ norm; q_proj, k_proj and v_proj are parts too), 10 with Llama's biases.
 [ "$(grep -vc '^#' "$work/bert.map")" = 20 ] && [ "$(grep -vc '^#' "$work/gpt2.map")" = 26 ] &&
-  [ "$(grep -vc '^#' "$work/llama.map")" = 19 ] || fail "name map sizes: $(wc -l "$work"/*.map)"
+  [ "$(grep -vc '^#' "$work/llama.map")" = 13 ] && [ "$(grep -vc '^#' "$work/llama_bias.map")" = 21 ] ||
+  fail "name map sizes: $(wc -l "$work"/*.map)"
 grep -Eq '^o_w_1 +bert\.encoder\.layer\.1\.attention\.output\.dense\.weight$' "$work/bert.map" || fail "bert.map"
 grep -Fq 'qkv_w: {shape: [3*hidden, hidden], parts: ["bert.encoder.layer.{i}.attention.self.query.weight", "bert.encoder.layer.{i}.attention.self.key.weight", "bert.encoder.layer.{i}.attention.self.value.weight"]}' "$work/bert.yaml" &&
   grep -Fq '{name: attn, op: attention, in: [qkv],' "$work/bert.yaml" || fail "bert.yaml: no q|k|v parts: $(cat "$work/bert.yaml")"
 grep -Eq '^qkv_w_0 +transformer\.h\.0\.attn\.c_attn\.weight$' "$work/gpt2.map" || fail "gpt2.map"
-grep -Eq '^k_w_1 +model\.layers\.1\.self_attn\.k_proj\.weight$' "$work/llama.map" || fail "llama.map"
+grep -Eq '^o_w_1 +model\.layers\.1\.self_attn\.o_proj\.weight$' "$work/llama.map" || fail "llama.map"
+# Llama: one q|k|v gemm over q_proj | k_proj | v_proj, one rope on the packed q|k|v, packed GQA attention.
+grep -Fq 'qkv_w: {shape: [(heads+2*kv_heads)*head_dim, hidden], parts: ["model.layers.{i}.self_attn.q_proj.weight", "model.layers.{i}.self_attn.k_proj.weight", "model.layers.{i}.self_attn.v_proj.weight"]}' "$work/llama.yaml" &&
+  grep -Fq '{name: qk_rope, op: rope, in: [qkv], heads: heads, kv_heads: kv_heads, packed: true,' "$work/llama.yaml" &&
+  grep -Fq '{name: attn, op: attention, in: [qkv_rot], heads: heads, kv_heads: kv_heads, causal: true' "$work/llama.yaml" &&
+  grep -Fq 'qkv_b: {shape: [(heads+2*kv_heads)*head_dim], parts: ["model.layers.{i}.self_attn.q_proj.bias",' "$work/llama_bias.yaml" ||
+  fail "llama.yaml: no packed q|k|v: $(cat "$work/llama.yaml")"
 
-# Can fail: layer 0's and layer 1's q projections swapped in the map.
+# Can fail: layer 0's and layer 1's o projections swapped in the map.
 if "$PY" "$ref" "$HKC" "$work/llama.hkpack" "$work/llama.json" "$work/llama.map" "$work/swap" \
-     --swap-map q_w_0 q_w_1 > "$work/swap.txt"; then
+     --swap-map o_w_0 o_w_1 > "$work/swap.txt"; then
   fail "swapped weights passed the comparison: $(cat "$work/swap.txt")"
 fi
 grep -q "^FAIL llama" "$work/swap.txt" || fail "swapped weights: $(cat "$work/swap.txt")"
+# Can fail too: Llama's k and v parts (the same shape) in the wrong order: rope would rotate v.
+sed 's/k_proj\.weight"/@K@/; s/v_proj\.weight"/k_proj.weight"/; s/@K@/v_proj.weight"/' \
+  "$work/llama.yaml" > "$work/llama_kv.yaml"
+grep -Fq 'self_attn.v_proj.weight", "model.layers.{i}.self_attn.k_proj.weight"' "$work/llama_kv.yaml" ||
+  fail "llama_kv.yaml: parts not swapped"
+"$HKC" build "$work/llama_kv.yaml" -o "$work/llama_kv.hkpack" --target host -q
+if "$PY" "$ref" "$HKC" "$work/llama_kv.hkpack" "$work/llama.json" "$work/llama.map" "$work/lkv" > "$work/lkv.txt"; then
+  fail "swapped Llama parts passed the comparison: $(cat "$work/lkv.txt")"
+fi
+grep -q "^FAIL llama" "$work/lkv.txt" || fail "swapped Llama parts: $(cat "$work/lkv.txt")"
 # Can fail too: BERT's key and value parts in the wrong order.
 sed 's/self\.key\.weight"/@KEY@/; s/self\.value\.weight"/self.key.weight"/; s/@KEY@/self.value.weight"/' \
   "$work/bert.yaml" > "$work/bert_kv.yaml"
@@ -94,15 +116,16 @@ if "$PY" "$ref" "$HKC" "$work/bert_kv.hkpack" "$work/bert.json" "$work/bert.map"
   fail "swapped parts passed the comparison: $(cat "$work/kv.txt")"
 fi
 grep -q "^FAIL bert" "$work/kv.txt" || fail "swapped parts: $(cat "$work/kv.txt")"
-echo "ok a wrongly bound weight fails the comparison (map entries; parts)"
+echo "ok a wrongly bound weight fails the comparison (map entries; parts of BERT and Llama)"
 
 # --layers, --dtype, --prefix; the spec builds with its batch sizes.
 "$HKC" import hf "$work/llama.json" -o "$work/l1.yaml" --layers 1 --dtype bf16 --prefix "" --seq 16 \
   --batch-sizes 1,4 -q
 grep -q "layers: 1}" "$work/l1.yaml" && grep -q "^dtype: bf16" "$work/l1.yaml" && grep -q "^batch_sizes: \[1, 4\]" "$work/l1.yaml" \
   || fail "--layers/--dtype/--batch-sizes: $(cat "$work/l1.yaml")"
-grep -Eq '^q_w_0 +layers\.0\.self_attn\.q_proj\.weight$' "$work/l1.map" || fail "--prefix '': $(cat "$work/l1.map")"
-[ "$(grep -vc '^#' "$work/l1.map")" = 10 ] || fail "--layers 1 map"
+grep -Eq '^o_w_0 +layers\.0\.self_attn\.o_proj\.weight$' "$work/l1.map" &&
+  grep -Fq 'parts: ["layers.{i}.self_attn.q_proj.weight",' "$work/l1.yaml" || fail "--prefix '': $(cat "$work/l1.map")"
+[ "$(grep -vc '^#' "$work/l1.map")" = 7 ] || fail "--layers 1 map"
 
 # What hkc cannot express is refused, naming it; nothing is written.
 refused() { # CONFIG-JSON WORDS...

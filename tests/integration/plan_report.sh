@@ -101,15 +101,17 @@ assert "no floor (host-" in text and "sum of launches" in text and "whole graph"
 print("ok run --profile:", [r[3] for r in rows])
 EOF
 cmp "$work/plain/y.npy" "$work/prof/y.npy"
-# Graph structure: llama_block's q, k and v projections are parallel branches (each waits
-# only for the rmsnorm they read), not a chain.
-"$HKC" build "$HK_SOURCE_DIR/specs/llama_block.yaml" -o "$work/llama.hkpack" --target host -q
+# Graph structure: unfused, llama_block's gate and up projections are parallel branches (each
+# waits only for the rmsnorm they read, node 6), not a chain, and the SwiGLU product waits for both.
+"$HKC" build "$HK_SOURCE_DIR/specs/llama_block.yaml" -o "$work/llama.hkpack" --target host --fusion none -q
 "$HKC" inspect "$work/llama.hkpack" > "$work/llama.txt"
-for node in q_proj k_proj v_proj; do
-  grep -Eq "^ +#[0-9]+ +$node +hk_gemm.* after \[0\]$" "$work/llama.txt" \
-    || { echo "FAIL: $node does not depend on attn_norm alone:"; grep -E "#[0-9]+ " "$work/llama.txt" | head -12; exit 1; }
+for node in gate_proj up_proj; do
+  grep -Eq "^ +#[0-9]+ +$node +hk_gemm.* after \[6\]$" "$work/llama.txt" \
+    || { echo "FAIL: $node does not depend on ffn_norm alone:"; grep -E "#[0-9]+ " "$work/llama.txt" | head -12; exit 1; }
 done
-echo "ok q/k/v projections are parallel branches"
+grep -Eq "^ +#9 +swiglu +hk_mul.* after \[7,8\]$" "$work/llama.txt" \
+  || { echo "FAIL: swiglu does not wait for both projections:"; grep -E "#[0-9]+ " "$work/llama.txt" | head -12; exit 1; }
+echo "ok gate/up projections are parallel branches"
 # repeat: the memory planner reuses one layer's buffers across layers: 12 layers of
 # tests/specs/repeat_layers.yaml need the workspace of 2 (layer k's buffers are dead once
 # layer k+1 has read its output), not 6x it.

@@ -132,8 +132,16 @@ def rope(node, x, dims):
     """Rotary embedding, rotate-half form (Hugging Face Llama): x [..., seq, heads*dh];
     row i along the seq axis is at position i + offset. inv_freq = 1 / theta^(2j/dh) and
     angle = position * inv_freq are rounded to f32, as Hugging Face computes them (and
-    as DESIGN's semantics say); cos, sin and the rotation are float64."""
+    as DESIGN's semantics say); cos, sin and the rotation are float64. `packed: true`:
+    x is q | k | v [..., (heads + 2*kv_heads)*dh]; q and k are rotated, v is passed on."""
     heads = count(node, "heads", dims)
+    if node.get("packed", False):
+        kvh = count(node, "kv_heads", dims, heads)
+        dh = x.shape[-1] // (heads + 2 * kvh)
+        assert dh * (heads + 2 * kvh) == x.shape[-1]
+        split = (heads + kvh) * dh
+        qk = rope(dict(node, heads=heads + kvh, packed=False), x[..., :split], dims)
+        return np.concatenate([qk, x[..., split:]], axis=-1)
     seq, width = x.shape[-2], x.shape[-1]
     dh = width // heads
     assert dh * heads == width and dh % 2 == 0

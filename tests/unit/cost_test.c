@@ -159,6 +159,9 @@ static void test_norms_and_elementwise(void **ts) {
   nd->op = HK_OP_ROPE;
   nd->heads = 2;
   EXPECT_COST(cost(s, "sm", 2), 4 * (n + n), 3 * n, 0);
+  /* packed q|k|v of 3 + 1 + 1 heads of 2: the q and k heads rotated (4 of 5), v copied */
+  nd->heads = 3, nd->kv_heads = 1, nd->packed = 1;
+  EXPECT_COST(cost(s, "sm", 2), 4 * (n + n), 3 * n / 5 * 4, 0);
   hkc_spec_destroy(s);
 }
 

@@ -444,13 +444,15 @@ static void test_launch_dims_cover_odd_shapes(void **state) {
   /* rope: items (row, group of HK_ROPE_HEADS heads, vector of pairs) over the threads,
    * grid-stride (rope.hip): every item reachable, no idle block, and enough blocks to fill an
    * H200 when there are items for them */
-  static const long long rope[][3] = {{1, 32, 128}, {7, 3, 64}, {9, 3, 6}, {4096, 32, 128}, {3, 700, 8},
-                                      {100000, 8, 64}, {1, 1, 2}, {512, 32, 128}};
+  /* rows, rotated heads, dh, copied heads (a packed q|k|v: heads = q + k heads, pass = v heads) */
+  static const long long rope[][4] = {{1, 32, 128, 0},  {7, 3, 64, 0},     {9, 3, 6, 0},    {4096, 32, 128, 0},
+                                      {3, 700, 8, 0},   {100000, 8, 64, 0}, {1, 1, 2, 0},    {512, 32, 128, 0},
+                                      {512, 40, 128, 8}, {1, 40, 128, 8},   {7, 5, 6, 1},    {2048, 24, 64, 12}};
   for (size_t s = 0; s < sizeof rope / sizeof rope[0]; s++) {
-    const long long rows = rope[s][0], heads = rope[s][1], dh = rope[s][2];
+    const long long rows = rope[s][0], heads = rope[s][1], dh = rope[s][2], pass = rope[s][3];
     hkc_kernel_key_t key = {.op = HK_OP_ROPE, .dtype = HK_DTYPE_F16, .head_dim = (int)dh};
-    hkc_arg_t a[8] = {TENSOR(0), TENSOR(1), I64(rows), I64(5), I64(heads), I64(dh), I64(3), F32(10000.0f)};
-    launch(&key, a, 8, grid, block, &threads);
+    hkc_arg_t a[9] = {TENSOR(0), TENSOR(1), I64(rows), I64(5), I64(heads), I64(dh), I64(3), F32(10000.0f), I64(pass)};
+    launch(&key, a, 9, grid, block, &threads);
     hkc_kernel_out_t k = {.name = "hk_x", .key = key};
     char *src = hkc_codegen_gpu(hk_test_arch("sm_90"), &k);
     const long long rope_vec = hk_test_source_macro(src, "HK_ROPE_VEC");
@@ -461,7 +463,8 @@ static void test_launch_dims_cover_odd_shapes(void **state) {
     assert_true(per_item >= 1 && units == 132);
     /* fewer heads per item while the items would not give every SM a block (rope_group) */
     while (per_item > 1 && rows * ((heads + per_item - 1) / per_item) * (dh / 2 / vec) < units * threads) per_item >>= 1;
-    const long long items = rows * ((heads + per_item - 1) / per_item) * (dh / 2 / vec);
+    /* then one copy item per pass head and vector of pairs */
+    const long long items = rows * ((heads + per_item - 1) / per_item + pass) * (dh / 2 / vec);
     const long long need = (items + threads - 1) / threads;
     assert_true((long long)grid[0] >= 1 && (long long)grid[0] <= need); /* no idle block */
     assert_true((long long)grid[0] >= (need < 132 ? need : 132));       /* fills the SMs */

@@ -887,17 +887,23 @@ static void test_embedding(void **state) {
 typedef struct rope_case {
   int64_t rows, seq, heads, dh, offset;
   float theta;
+  int64_t pass; /* heads copied after the rotated ones (a packed q|k|v's v heads) */
 } rope_case_t;
 
 /* Reference: the DESIGN/SPEC semantics in double, except inv_freq = 1 / theta^(2j/dh)
  * and the angle, which the op defines in f32 (as Hugging Face computes them): taken
  * here with libm's powf, since an ulp of inv_freq moves an angle of 100 rad by ~1e-5,
- * the whole f32 tolerance. */
+ * the whole f32 tolerance. The pass heads must come out bit for bit as they went in. */
 static void rope_case(int dt, const rope_case_t *t, hk_test_rng_t *rng) {
-  const int64_t width = t->heads * t->dh, half = t->dh / 2;
+  const int64_t width = (t->heads + t->pass) * t->dh, half = t->dh / 2;
   const size_t n = (size_t)(t->rows * width);
   buf_t x = buf_random(dt, n, rng, -2, 2), out = buf_poisoned(dt, n);
   double *ref = malloc(sizeof(double) * n), *mag = malloc(sizeof(double) * n);
+  for (int64_t r = 0; r < t->rows; r++)
+    for (int64_t i = t->heads * t->dh; i < width; i++) {
+      ref[r * width + i] = x.val[r * width + i];
+      mag[r * width + i] = 0;
+    }
   for (int64_t r = 0; r < t->rows; r++)
     for (int64_t j = 0; j < half; j++) {
       const float inv_freq = 1.0f / powf(t->theta, (float)(2 * j) / (float)t->dh);
@@ -918,11 +924,17 @@ static void rope_case(int dt, const rope_case_t *t, hk_test_rng_t *rng) {
   int64_t ints[] = {t->rows, t->seq, t->heads, t->dh, t->offset};
   for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) arg_i64(&c, ints[i]);
   arg_f32(&c, t->theta);
+  arg_i64(&c, t->pass);
   run(&key, &c, &out);
-  char what[128];
-  snprintf(what, sizeof what, "rope rows=%lld seq=%lld heads=%lld dh=%lld offset=%lld theta=%g", (long long)t->rows,
-           (long long)t->seq, (long long)t->heads, (long long)t->dh, (long long)t->offset, (double)t->theta);
+  char what[160];
+  snprintf(what, sizeof what, "rope rows=%lld seq=%lld heads=%lld dh=%lld offset=%lld theta=%g pass=%lld",
+           (long long)t->rows, (long long)t->seq, (long long)t->heads, (long long)t->dh, (long long)t->offset,
+           (double)t->theta, (long long)t->pass);
   check(what, &out, ref, mag, 0);
+  const size_t es = esize(dt), rot = (size_t)(t->heads * t->dh) * es, row = (size_t)width * es;
+  for (int64_t r = 0; r < t->rows; r++)
+    if (memcmp((const char *)out.data + (size_t)r * row + rot, (const char *)x.data + (size_t)r * row + rot, row - rot))
+      fail_msg("%s [%s]: row %lld: the pass heads are not an exact copy", what, k_dtype_names[dt], (long long)r);
   free(ref);
   free(mag);
   buf_free(&x);
@@ -932,11 +944,15 @@ static void rope_case(int dt, const rope_case_t *t, hk_test_rng_t *rng) {
 static void test_rope(void **state) {
   (void)state;
   static const rope_case_t cases[] = {
-      {2 * 37, 37, 3, 64, 5, 10000.0f},   /* odd seq, two sequences, offset */
-      {5, 5, 2, 6, 0, 500000.0f},         /* dh/2 = 3 */
-      {3, 1, 1, 2, 1000, 10000.0f},       /* seq 1: every row at the offset; dh 2 */
-      {2 * 130, 130, 2, 260, 0, 10000.0f}, /* dh/2 = 130: three frequency chunks */
-      {4 * 16, 16, 32, 128, 3, 500000.0f}, /* Llama-3 q heads */
+      {2 * 37, 37, 3, 64, 5, 10000.0f, 0},   /* odd seq, two sequences, offset */
+      {5, 5, 2, 6, 0, 500000.0f, 0},         /* dh/2 = 3 */
+      {3, 1, 1, 2, 1000, 10000.0f, 0},       /* seq 1: every row at the offset; dh 2 */
+      {2 * 130, 130, 2, 260, 0, 10000.0f, 0}, /* dh/2 = 130: three frequency chunks */
+      {4 * 16, 16, 32, 128, 3, 500000.0f, 0}, /* Llama-3 q heads */
+      /* packed q|k|v: heads = q + k heads (rotated), pass = v heads (copied) */
+      {2 * 37, 37, 4 + 2, 64, 5, 10000.0f, 2},     /* GQA 4 over 2, odd seq, offset */
+      {3 * 5, 5, 8 + 1, 6, 0, 500000.0f, 1},       /* multi-query, dh/2 = 3 */
+      {2 * 16, 16, 32 + 8, 128, 3, 500000.0f, 8},  /* Llama-3: 32 q heads over 8 kv heads */
   };
   hk_test_rng_t rng;
   hk_test_rng_seed(&rng, 8);
@@ -1239,8 +1255,8 @@ static void test_lower_bert_like(void **state) {
 
 static void test_lower_rope(void **state) {
   (void)state;
-  hkc_tensor_t tensors[4];
-  hkc_node_t nodes[2];
+  hkc_tensor_t tensors[6];
+  hkc_node_t nodes[3];
   hkc_spec_t s = {.dtype = HK_DTYPE_F16, .tensors = tensors, .nodes = nodes};
   int x = add_tensor(&s, "x", HK_ROLE_INPUT, 3, BATCH, D(37), D(3 * 64));
   int y = add_tensor(&s, "y", HK_ROLE_OUTPUT, 3, BATCH, D(37), D(3 * 64));
@@ -1250,11 +1266,16 @@ static void test_lower_rope(void **state) {
   r1->heads = 3, r1->pos_offset = 5, r1->theta = 500000.0f;
   hkc_node_t *r2 = add_node(&s, "r2", HK_OP_ROPE, t, u);
   r2->heads = 2, r2->theta = 10000.0f;
+  /* packed q|k|v: 8 q heads over 2 kv heads of 32 */
+  int p = add_tensor(&s, "p", HK_ROLE_INPUT, 3, BATCH, D(45), D((8 + 2 * 2) * 32));
+  int pr = add_tensor(&s, "pr", HK_ROLE_OUTPUT, 3, BATCH, D(45), D((8 + 2 * 2) * 32));
+  hkc_node_t *r3 = add_node(&s, "r3", HK_OP_ROPE, p, pr);
+  r3->heads = 8, r3->kv_heads = 2, r3->packed = 1, r3->theta = 500000.0f;
   hkc_kernel_key_t key;
   hkc_arg_t args[HKC_MAX_ARGS];
   char name[96];
   for (int64_t b = 1; b <= 4; b += 3) {
-    assert_int_equal(hkc_lower_node(&s, 0, b, &key, args), 8);
+    assert_int_equal(hkc_lower_node(&s, 0, b, &key, args), 9);
     assert_int_equal(key.op, HK_OP_ROPE);
     assert_int_equal(key.dtype, HK_DTYPE_F16);
     assert_int_equal(key.head_dim, 64);
@@ -1263,14 +1284,24 @@ static void test_lower_rope(void **state) {
     expect_ints(args, 2, (int64_t[]){b * 37, 37, 3, 64, 5}, 5, "r1");
     assert_int_equal(args[7].kind, HK_ARG_F32);
     assert_true(args[7].f == 500000.0f);
+    expect_ints(args, 8, (int64_t[]){0}, 1, "r1 pass_heads");
   }
   hkc_kernel_key_name(&key, name, sizeof name);
   assert_string_equal(name, "hk_rope_f16_a8_d64");
-  assert_int_equal(hkc_lower_node(&s, 1, 2, &key, args), 8);
+  assert_int_equal(hkc_lower_node(&s, 1, 2, &key, args), 9);
   assert_int_equal(key.align, 1); /* dh/2 = 3 */
   assert_int_equal(key.head_dim, 6);
   expect_ints(args, 2, (int64_t[]){37, 37, 2, 6, 0}, 5, "r2");
   assert_true(args[7].f == 10000.0f);
+  /* packed: heads = q + k heads (rotated), pass_heads = v heads; the same kernel */
+  assert_int_equal(hkc_lower_node(&s, 2, 3, &key, args), 9);
+  expect_tensor(&args[0], p), expect_tensor(&args[1], pr);
+  expect_ints(args, 2, (int64_t[]){3 * 45, 45, 8 + 2, 32, 0}, 5, "r3");
+  expect_ints(args, 8, (int64_t[]){2}, 1, "r3 pass_heads");
+  assert_int_equal(key.head_dim, 32);
+  assert_int_equal(key.align, 8);
+  hkc_kernel_key_name(&key, name, sizeof name);
+  assert_string_equal(name, "hk_rope_f16_a8_d32");
   /* An odd head dim (a hand-built IR the parser would refuse) is reported, not lowered. */
   r2->heads = 4;
   char diag[512];

@@ -213,25 +213,30 @@ static void test_llama_block_spec(void **state) {
   assert_int_equal(s->n_batch, 3);
   assert_int_equal(s->batch_sizes[0], 1);
   assert_int_equal(s->batch_sizes[2], 16);
-  assert_int_equal(s->n_nodes, 15);
+  assert_int_equal(s->n_nodes, 12);
   assert_int_equal(s->fusion, HKC_FUSION_AUTO);
-  assert_int_equal(dim_at(tensor(s, "wq"), 1, 1), 32 * 128);
-  assert_int_equal(dim_at(tensor(s, "k"), 2, 1), 8 * 128);
-  assert_int_equal(dim_at(tensor(s, "k_rot"), 1, 4), 512);
+  /* one q|k|v projection: 32 q heads, 8 k and 8 v heads of 128 */
+  assert_int_equal(dim_at(tensor(s, "wqkv"), 0, 1), 4096);
+  assert_int_equal(dim_at(tensor(s, "wqkv"), 1, 1), (32 + 2 * 8) * 128);
+  assert_int_equal(dim_at(tensor(s, "qkv"), 2, 1), 6144);
+  assert_int_equal(dim_at(tensor(s, "qkv_rot"), 1, 4), 512);
+  assert_int_equal(dim_at(tensor(s, "qkv_rot"), 2, 4), 6144);
   assert_int_equal(dim_at(tensor(s, "gate"), 2, 1), 14336);
   assert_int_equal(hkc_tensor_elems(tensor(s, "y"), 16), 16 * 512 * 4096);
-  const hkc_node_t *qr = node(s, "q_rope"), *kr = node(s, "k_rope"), *at = node(s, "attn");
-  assert_int_equal(qr->op, HK_OP_ROPE);
-  assert_int_equal(qr->heads, 32);
-  assert_int_equal(kr->heads, 8);
-  assert_true(qr->theta == 500000.0f && kr->theta == 500000.0f);
-  assert_int_equal(qr->pos_offset, 0);
+  const hkc_node_t *r = node(s, "qk_rope"), *at = node(s, "attn");
+  assert_int_equal(r->op, HK_OP_ROPE);
+  assert_int_equal(r->packed, 1);
+  assert_int_equal(r->heads, 32);
+  assert_int_equal(r->kv_heads, 8);
+  assert_true(r->theta == 500000.0f);
+  assert_int_equal(r->pos_offset, 0);
+  assert_int_equal(r->in[0], hkc_tensor_find(s, "qkv"));
   assert_int_equal(at->heads, 32);
   assert_int_equal(at->kv_heads, 8);
   assert_int_equal(at->causal, 1);
   assert_float_equal(at->scale, 1.0f / sqrtf(128.0f), 1e-7f);
-  assert_int_equal(at->in[0], hkc_tensor_find(s, "q_rot"));
-  assert_int_equal(at->in[1], hkc_tensor_find(s, "k_rot"));
+  assert_int_equal(at->n_in, 1); /* packed */
+  assert_int_equal(at->in[0], hkc_tensor_find(s, "qkv_rot"));
   assert_int_equal(node(s, "gate_proj")->act, HK_ACT_SILU);
   assert_int_equal(node(s, "swiglu")->op, HK_OP_MUL);
   assert_int_equal(node(s, "ffn_res")->in[1], hkc_tensor_find(s, "h"));
@@ -514,8 +519,36 @@ static void test_rope(void **state) {
   expect_error_on(ROPE("[r]", "heads: 3"), 7, "r]", "rope input 'r' must have rank >= 2", "got [24]");
   expect_error_on(ROPE("[b]", "heads: 3"), 7, "b]", "rope input 'b' [batch, 24]", "must not depend on batch");
   expect_error_on(ROPE("[x, x]", "heads: 3"), 7, "[x, x]", "op 'rope' takes 1 input in 'in', got 2", NULL);
-  expect_error_on(ROPE("[x]", "heads: 3, kv_heads: 1"), 7, "kv_heads", "unknown key 'kv_heads' for op 'rope'",
-                  "valid keys: name, op, in, out, heads, theta, offset");
+  expect_error_on(ROPE("[x]", "heads: 3, scale: 1.0"), 7, "scale", "unknown key 'scale' for op 'rope'",
+                  "valid keys: name, op, in, out, heads, kv_heads, theta, offset, packed");
+
+  /* packed q|k|v: heads + 2*kv_heads heads of head_dim; q and k rotated, v passed on */
+  s = hk_test_spec_parse(ROPE("[x]", "heads: 2, kv_heads: 1, packed: true")); /* 4 heads of 6 */
+  assert_int_equal(s->nodes[0].packed, 1);
+  assert_int_equal(s->nodes[0].heads, 2);
+  assert_int_equal(s->nodes[0].kv_heads, 1);
+  assert_int_equal(dim_at(tensor(s, "y"), 2, 1), 24);
+  hkc_spec_destroy(s);
+  s = hk_test_spec_parse(ROPE("[x]", "heads: h-1, packed: True")); /* kv_heads = heads: 6 heads of 4 */
+  assert_int_equal(s->nodes[0].packed, 1);
+  assert_int_equal(s->nodes[0].kv_heads, 2);
+  hkc_spec_destroy(s);
+  s = hk_test_spec_parse(ROPE("[x]", "heads: 3, packed: false"));
+  assert_int_equal(s->nodes[0].packed, 0);
+  hkc_spec_destroy(s);
+  expect_error_on(ROPE("[x]", "heads: 3, packed: true"), 7, "x]", "packed rope input 'x' [batch, 5, 24]",
+                  "last dim 24 is not divisible by heads + 2*kv_heads = 9");
+  expect_error_on(ROPE("[x]", "heads: 4, kv_heads: 2, packed: true"), 7, "x]",
+                  "packed rope input 'x' [batch, 5, 24]: head_dim = 24/8 = 3 must be even", NULL);
+  expect_error_on(ROPE("[x]", "heads: 3, kv_heads: 2, packed: true"), 7, "kv_heads: |2",
+                  "node 'a': kv_heads (2) must divide heads (3)", NULL);
+  expect_error_on(ROPE("[x]", "heads: 3, kv_heads: 1"), 7, "kv_heads: |1",
+                  "node 'a': 'kv_heads' is valid only with 'packed: true'", NULL);
+  expect_error_on(ROPE("[x]", "heads: 3, kv_heads: 1, packed: false"), 7, "kv_heads: |1",
+                  "'kv_heads' is valid only with 'packed: true'", NULL);
+  expect_error_on(ROPE("[x]", "heads: 2, kv_heads: 0, packed: true"), 7, "kv_heads: |0", "must be positive", NULL);
+  expect_error_on(ROPE("[x]", "heads: 2, packed: yes"), 7, "yes", "expected true or false for 'packed', got 'yes'",
+                  NULL);
   expect_error_on(ROPE_HDR "graph:\n  - {name: a, op: rope, in: [x], out: y}\noutputs: [y]\n", 7, "{",
                   "node 'a': missing required key 'heads'", NULL);
 #undef ROPE

@@ -87,8 +87,8 @@ static void simple_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
  *   norms, softmax   one row
  *   embedding   one token's row (HK_THREADS threads over the hidden dim)
  *   attention   HK_ATTN_BQ query rows of one (batch, head)
- *   rope        HK_THREADS items (HK_ROPE_VEC pairs of HK_ROPE_HEADS heads of a row),
- *               grid-stride beyond SIMPLE_ROPE_BLOCKS_PER_CU blocks per CU (rope.hip)
+ *   rope        HK_THREADS items (HK_ROPE_VEC pairs of HK_ROPE_HEADS heads of a row; then of one
+ *               copied head), grid-stride beyond SIMPLE_ROPE_BLOCKS_PER_CU blocks per CU (rope.hip)
  * Every kernel strides over blocks beyond gridDim.x, so clamping grid.x to 2^31 - 1 keeps
  * it correct. At least one block; no dynamic shared memory (all of it is static). */
 static void simple_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
@@ -128,12 +128,14 @@ static void simple_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
      * at most SIMPLE_ROPE_BLOCKS_PER_CU blocks per CU (the grid strides; templates/gpu/rope.hip) */
     const int64_t rows = hkc_variant_arg_i64(args, n_args, HKC_ROPE_ARG_ROWS),
                   heads = hkc_variant_arg_i64(args, n_args, HKC_ROPE_ARG_HEADS),
-                  dh = hkc_variant_arg_i64(args, n_args, HKC_ROPE_ARG_DH);
+                  dh = hkc_variant_arg_i64(args, n_args, HKC_ROPE_ARG_DH),
+                  pass = hkc_variant_arg_i64(args, n_args, HKC_ROPE_ARG_PASS_HEADS);
     const int64_t half = dh / 2, vec = half % SIMPLE_ROPE_VEC == 0 ? SIMPLE_ROPE_VEC : 1;
     const int64_t units = arch->compute_units ? arch->compute_units : 80;
     int64_t gh = SIMPLE_ROPE_HEADS; /* rope.hip's rope_group */
     while (gh > 1 && rows * hkc_variant_ceil_div(heads, gh) * (half / vec) < units * p->threads) gh >>= 1;
-    const int64_t items = rows * hkc_variant_ceil_div(heads, gh) * (half / vec);
+    /* rotation items, then the copy items of the pass heads (one head's vector of pairs each) */
+    const int64_t items = rows * (hkc_variant_ceil_div(heads, gh) + pass) * (half / vec);
     const int64_t cap = units * SIMPLE_ROPE_BLOCKS_PER_CU;
     blocks = hkc_variant_ceil_div(items, p->threads);
     if (blocks > cap) blocks = cap;
