@@ -8,6 +8,8 @@
  * f16/bf16, dh 64/128, align 8; sm_90 and sm_80 keep attention_mma; attn_tma=off gives the
  * previous kernels), legality of its configurations, every configuration of its space compiled
  * for sm_90a without spills or serialized wgmmas, launches with their three tensor maps.
+ * Split-KV (kvs) and grouped-query row packing (gp): legality, launches, workspaces, compiles, and
+ * the model's choice on decode and self-attention shapes.
  * (cmocka skip() when nvrtc does not load.) Numerics are checked on the device. */
 #include <stdarg.h>
 #include <stddef.h>
