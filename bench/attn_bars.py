@@ -39,13 +39,16 @@ dh, halved when causal. A table per case: SDPA, hkc's default, the best attentio
 (the build's choice: the model picks split-KV where it pays), `tma` (attn_tma=on: attention_tma
 alone, as before split-KV), `kvsN` (attn_kvs=N with attn_mma_cfg=4,64,2: the model's split tile,
 N KV pieces per query tile; kvs1 unsplit), `kvs4w8` (128-row tiles, 4 pieces: warps without
-query rows). Numerics cases: decode steps (one to 64 queries over 1000-16384 keys, odd lengths,
+query rows), on grouped-query cases `gpN` (gp=1: the query heads of a kv head packed into one
+tile, N pieces; gp2w8: 128-row packed tiles). Numerics cases: decode steps (one to 64 queries over 1000-16384 keys, odd lengths,
 GQA 32/8, packed qkv, causal top-left: pieces past a row's keys are empty), key lengths
 (`len_`: 0, 1, short and full lengths; a row with no key outputs zeros) and an additive mask
-(`mask_`); their peer error is the reference rounded to the dtype (SDPA has no lengths and
+(`mask_`, per query head: `maskh_`), the packing's own cases (`gp_`: causal Sq 16 over 4097
+keys, odd Sq, groups of 6 and 128); their peer error is the reference rounded to the dtype (SDPA has no lengths and
 gives NaN on empty rows). Each split tag also runs twice: the two outputs must be the same bytes
 (the merge's fixed order). Timing cases: batch 1/4/8, 32 heads (and GQA 32/8), 1/16/64 queries,
-4096/16384 keys, head dim 128 and 64, against SDPA (enable_gqa) in the protocol above.
+4096/16384 keys, head dim 128 and 64, against SDPA (enable_gqa) in the protocol above; the GQA
+ones also with gp2/4/8/16.
 """
 import argparse
 import glob
@@ -121,27 +124,55 @@ SKV_CASES = [
     ("len_b4_q1_kv4096_gqa_d128", "bf16", 4, 1, 4096, 32, 8, 128, 0, 0, "numerics"),
     ("len_b3_q16_kv4097_d64_causal_f16", "f16", 3, 16, 4097, 8, 8, 64, 1, 0, "numerics"),
     ("mask_b2_q16_kv1000_gqa_d128", "bf16", 2, 16, 1000, 32, 8, 128, 0, 0, "numerics"),
+    # grouped-query row packing (gp): causal Sq 16 over 4097 keys (rows see keys 0..i: 15 of 16
+    # pieces empty), odd Sq (a last query tile of 13), group 6 (30 rows), group 128 (two head
+    # chunks of 64, one query each), per-head mask rows, f16 lengths, packed qkv
+    ("gp_b2_q16_kv4097_gqa_d128_causal", "bf16", 2, 16, 4097, 32, 8, 128, 1, 0, "numerics"),
+    ("gp_b2_q77_kv1000_gqa_d64_causal", "bf16", 2, 77, 1000, 32, 8, 64, 1, 0, "numerics"),
+    ("gp_b2_q5_kv1000_h12_2_d128_f16", "f16", 2, 5, 1000, 12, 2, 128, 0, 0, "numerics"),
+    ("gp_b1_q3_kv999_h128_1_d64", "bf16", 1, 3, 999, 128, 1, 64, 0, 0, "numerics"),
+    ("maskh_b2_q3_kv1000_gqa_d64_f16", "f16", 2, 3, 1000, 32, 8, 64, 0, 0, "numerics"),
+    ("len_b3_q1_kv4097_gqa_d64_causal_f16", "f16", 3, 1, 4097, 32, 8, 64, 1, 0, "numerics"),
+    ("skv_packed_gqa_b2_s77_d64_f16", "f16", 2, 77, 77, 16, 4, 64, 0, 1, "numerics"),
 ]
 for b, sq, skv, hkv, dh in ((1, 1, 4096, 32, 128), (1, 1, 16384, 32, 128), (4, 1, 16384, 8, 128), (8, 1, 16384, 8, 128),
                             (8, 1, 4096, 32, 128), (1, 16, 16384, 32, 128), (4, 64, 4096, 8, 128),
                             (1, 1, 16384, 32, 64), (8, 1, 16384, 8, 64), (1, 64, 16384, 32, 64), (4, 16, 4096, 8, 64)):
     SKV_CASES.append(("dec_b%d_q%d_kv%d_h32_%d_d%d" % (b, sq, skv, hkv, dh), "bf16", b, sq, skv, 32, hkv, dh, 0, 0,
                       "timing"))
+# the cases added for grouped-query row packing (fewer unpacked tags: the device script's 4 minutes)
+SKV_GP_CASES = {c[0] for c in SKV_CASES if c[0].startswith(("gp_", "maskh_"))} | {
+    "len_b3_q1_kv4097_gqa_d64_causal_f16", "skv_packed_gqa_b2_s77_d64_f16"}
 # lengths of the len_ cases, per batch entry (clamped by the kernel: longer than Skv counts as Skv)
-SKV_LENGTHS = {"len_b4_q1_kv4096_gqa_d128": [4096, 1000, 0, 1], "len_b3_q16_kv4097_d64_causal_f16": [77, 0, 5000]}
+SKV_LENGTHS = {"len_b4_q1_kv4096_gqa_d128": [4096, 1000, 0, 1], "len_b3_q16_kv4097_d64_causal_f16": [77, 0, 5000],
+               "len_b3_q1_kv4097_gqa_d64_causal_f16": [4097, 0, 3000]}
 
 
 def skv_tags_for(case):
     """The split-KV packs of a case: tag -> hkc build options."""
-    kind = case[10]
+    name, kind, sq, h, hkv = case[0], case[10], case[3], case[5], case[6]
     split = lambda n: ["--kernel-option", "attn_kvs=%d" % n, "--kernel-option", "attn_mma_cfg=4,64,2"]
-    t = {"default": [], "kvs1": split(1), "kvs2": split(2), "kvs4": split(4), "kvs8": split(8)}
-    if not case[0].startswith(("len_", "mask_")):  # attention_tma alone (it takes no lengths or mask)
+    packed = lambda n, tile="4,64,2": ["--kernel-option", "attn_kvs=%d" % n, "--kernel-option", "attn_mma_cfg=%s,1,1" % tile]
+    own = name in SKV_GP_CASES  # the packing's own cases: the packed tags, few others
+    t = {"default": [], "kvs1": split(1)}
+    if not own:
+        t.update({"kvs2": split(2), "kvs4": split(4), "kvs8": split(8)})
+    if not name.startswith(("len_", "mask_", "maskh_")):  # attention_tma alone (it takes no lengths or mask)
         t["tma"] = ["--kernel-option", "attn_tma=on"]
     if kind == "timing":
         t["kvs16"] = split(16)
-    else:
+    elif not own:
         t["kvs4w8"] = ["--kernel-option", "attn_kvs=4", "--kernel-option", "attn_mma_cfg=8,64,1"]
+    if h > hkv:  # grouped-query row packing: gpN = gp=1 with N pieces
+        if kind == "timing":
+            for n in (2, 4, 8, 16):
+                t["gp%d" % n] = packed(n)
+        else:
+            t["gp1"], t["gp4"] = packed(1), packed(4)
+            if sq == 1 or (own and sq <= 16):
+                t["gp16"] = packed(16)  # most pieces of few key tiles: empty ranges
+            if own:
+                t["gp2w8"] = packed(2, "8,64,1")  # 128-row packed tiles
     return t
 
 
@@ -180,6 +211,8 @@ def spec_text(name, dt, b, sq, skv, h, hkv, dh, causal, packed, kind):
             extra, flags = ", len: {shape: [%d], dtype: i32}" % b, flags + ", lengths: len"
         elif name.startswith("mask_"):
             extra, flags = ", m: [%d, 1, %d, %d]" % (b, sq, skv), flags + ", mask: m"
+        elif name.startswith("maskh_"):  # a mask row per query head
+            extra, flags = ", m: [%d, %d, %d, %d]" % (b, h, sq, skv), flags + ", mask: m"
         lines += ["inputs: {q: [%d, %d, %d], k: [%d, %d, %d], v: [%d, %d, %d]%s}"
                   % (b, sq, h * dh, b, skv, hkv * dh, b, skv, hkv * dh, extra), "graph:",
                   "  - {name: a, op: attention, in: [q, k, v], heads: %d, kv_heads: %d%s, out: y}" % (h, hkv, flags)]
@@ -230,8 +263,8 @@ def make_inputs(torch, case, gen, dt):
         t["v"][1, :64] = float("inf")
     if name in SKV_LENGTHS:
         t["len"] = torch.tensor(SKV_LENGTHS[name], dtype=torch.int32, device=dev)
-    if name.startswith("mask_"):  # additive, in [-4, 0], a few keys masked out by -inf
-        m = (torch.rand(b, 1, sq, skv, generator=gen, device=dev) * -4)
+    if name.startswith(("mask_", "maskh_")):  # additive, in [-4, 0], a few keys masked out by -inf
+        m = (torch.rand(b, h if name.startswith("maskh_") else 1, sq, skv, generator=gen, device=dev) * -4)
         m[m < -3.9] = float("-inf")
         t["m"] = m.to(dt)
     return t

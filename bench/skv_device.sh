@@ -4,7 +4,8 @@
 # bench/skv_prepare.sh), under 4 minutes:
 #   1. numerics of every split-KV pack (bench/attn_bars.py --set skv numerics --twice): decode
 #      steps, odd lengths, GQA, packed qkv, causal, key lengths and an additive mask, kvs 1/2/4/8,
-#      128-row tiles split, attention_tma and the build's default, against a float64 reference;
+#      128-row tiles split, GQA row packing (gp tags), attention_tma and the build's default,
+#      against a float64 reference;
 #      each pack runs twice and must give the same bytes. A pack that hangs ends the step with
 #      "HANG <case>__<tag>" (or "FAULT ..."), and the step runs again without that tag (3 times);
 #   2. timings (--set skv timing): decode shapes, hkc's tags against SDPA, both in CUDA graphs,

@@ -203,6 +203,8 @@ typedef struct hkc_tile_cfg {
                               (batch, head, query tile), each over a contiguous range of its key
                               tiles, merged through the launch's scratch by the last (1: unsplit);
                               0: another attention kernel (attention_tma's model) */
+  int gqa_pack;            /* attention_mma's gp: a query tile holds the query heads that share a kv
+                              head (their K/V read once per tile); 0: one query head per tile */
   uint32_t shared_bytes;   /* static + dynamic shared memory / LDS per block */
   uint32_t regs;           /* registers per thread, estimated before compiling (accumulators,
                               fragments, addressing); the compiled count replaces it */

@@ -65,8 +65,9 @@ static const kopt_t k_opts[] = {
      "sk=1,cm=1,ts=0,skm=0",
      "gemm_tma tile: pp=,mw=,bn=,st=,sk=,cm=,ts=[,skm=] or "
      "PINGPONG,MW,BN,STAGES[,SPLIT_K[,CLUSTER_M[,TMA_STORE[,STREAM_K]]]]"},
-    {"attn_mma_cfg", "HKC_ATTN_TUNE", KOPT_CFG, HKC_KOPT_ATTN_MMA_CFG, "attention_mma", "w,kv,mb,kvs", 3, "kvs=1",
-     "attention_mma tile: w=,kv=,mb=[,kvs=] or WARPS,BKV,MIN_BLOCKS[,KV_SPLITS]"},
+    {"attn_mma_cfg", "HKC_ATTN_TUNE", KOPT_CFG, HKC_KOPT_ATTN_MMA_CFG, "attention_mma", "w,kv,mb,kvs,gp", 3,
+     "kvs=1,gp=0",
+     "attention_mma tile: w=,kv=,mb=[,kvs=][,gp=] or WARPS,BKV,MIN_BLOCKS[,KV_SPLITS[,GQA_PACK]]"},
     {"attn_wgmma_cfg", "HKC_ATTN_WGMMA_CFG", KOPT_CFG, HKC_KOPT_ATTN_WGMMA_CFG, "attention_wgmma", "wg,kv,mb", 3, "",
      "attention_wgmma tile: wg=,kv=,mb= or WGS,BKV,MIN_BLOCKS"},
     {"attn_tma_cfg", "HKC_ATTN_TMA_CFG", KOPT_CFG, HKC_KOPT_ATTN_TMA_CFG, "attention_tma", "wg,kv,st,pp,ov,p", 3,
@@ -367,12 +368,16 @@ int hkc_kernel_options_force(const hkc_kernel_options_t *o, const char *target, 
   char params[HKC_TUNE_MAX];
   snprintf(params, sizeof params, "%s", k ? o->cfg[k->cfg] : "");
   int rc = v->tune_parse(arch, key, params, out);
-  if (rc == 0 && kvs) { /* attn_mma_cfg's tile (else KOPT_KVS_TILE) with attn_kvs's pieces */
+  if (rc == 0 && kvs) { /* attn_mma_cfg's tile (else KOPT_KVS_TILE) with attn_kvs's pieces (and its gp) */
+    const int gp = strstr(out->tune, ",gp=1") != NULL;
     char *at = strstr(out->tune, ",kvs=");
+    if (!at) at = strstr(out->tune, ",gp=");
     if (at) *at = '\0';
     snprintf(params, sizeof params, "%s", k || kvs == 1 ? out->tune : KOPT_KVS_TILE);
-    const size_t len = strlen(params);
+    size_t len = strlen(params);
     if (kvs > 1) snprintf(params + len, sizeof params > len ? sizeof params - len : 0, ",kvs=%d", kvs);
+    len = strlen(params);
+    if (gp) snprintf(params + len, sizeof params > len ? sizeof params - len : 0, ",gp=1");
     rc = v->tune_parse(arch, key, params, out);
   }
   if (rc == 0 && exact) { /* the same configuration with x=1 */

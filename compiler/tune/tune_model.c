@@ -82,6 +82,9 @@
 /* the stream-K schedule's grid, as the kernel and its launch have it */
 #define HK_SK_FN static inline
 #include "gpu/gemm_streamk.h"
+/* attention_mma's grouped-query row packing, as the kernel tiles it */
+#define HK_GP_FN static inline
+#include "gpu/attention_gp.h"
 
 /* Global-memory load latency under load, seconds. NVIDIA: microbenchmarks of Hopper and
  * Ampere put an HBM load at 480-750 ns unloaded and over 800 ns under load; AMD CDNA2: HBM
@@ -231,17 +234,29 @@ static void heap_down(double *h, size_t n, size_t i) {
  *   t_mem   = max((q, k, v, out once + S > 1: the partials written and read) / hbm,
  *             K/V once per tile / (L2_OVER_HBM hbm))
  * So a split pays when T is far below the SMs and kt is long (a decode step: T = B H, kt in the
- * hundreds), and costs three latencies and the partials' traffic: not on short keys. */
+ * hundreds), and costs three latencies and the partials' traffic: not on short keys.
+ * Grouped-query row packing (cfg->gqa_pack; templates/gpu/attention_gp.h): a tile holds hg =
+ * min(group, bm) query heads of qc = min(Sq, bm / hg) queries, T = B (H / group) ceil(group / hg)
+ * ceil(Sq / qc); its rows hg qc (rounded up to 16: warps without a row skip their matrix work,
+ * split or not) stand for min(bm, Sq) above, causal tiles end at (qt + 1) qc, and K/V is read
+ * once per tile: the L2 term counts the T tiles' key tiles, and only the ceil(group / hg) tiles
+ * of a kv head (not its group of query heads) share a load in L2. No packing (group 1): no
+ * estimate, it would be the unpacked kernel's work. */
 static int estimate_attention_mma(const hkc_gpu_arch_t *arch, const hkc_tile_cfg_t *cfg, hkc_tune_shape_t shape,
                                   hk_dtype_t dtype, uint32_t per_cu, hkc_model_est_t *out) {
   const double elem = (double)hkc_dtype_size(dtype), units = arch->compute_units, dh = (double)cfg->bk;
   const double S = cfg->split_kv, bm = cfg->bm, bn = cfg->bn;
-  const double q_tiles = ceil_div_d(shape.m, cfg->bm), tiles = (double)shape.batch * shape.heads * q_tiles;
+  const hk_attn_gp_t gp = hk_attn_gp_geom(shape.heads, shape.kv_heads, shape.m, cfg->bm);
+  if (cfg->gqa_pack && gp.group <= 1) return -1;
+  const int64_t span = cfg->gqa_pack ? gp.qc : cfg->bm; /* queries per tile and head */
+  const double q_tiles = ceil_div_d(shape.m, span);
+  const double tiles = cfg->gqa_pack ? (double)shape.batch * gp.groups * gp.hc * q_tiles
+                                     : (double)shape.batch * shape.heads * q_tiles;
   double kt = ceil_div_d(shape.n, cfg->bn);
-  if (shape.causal) { /* the mean over the query tiles of ceil(min(Skv, (qt + 1) bm) / bn) */
+  if (shape.causal) { /* the mean over the query tiles of ceil(min(Skv, (qt + 1) span) / bn) */
     double sum = 0;
     for (int64_t qt = 0; qt < (int64_t)q_tiles && qt < MODEL_ATTN_MAX_SIM; qt++) {
-      const int64_t keys = (qt + 1) * cfg->bm < shape.n ? (qt + 1) * cfg->bm : shape.n;
+      const int64_t keys = (qt + 1) * span < shape.n ? (qt + 1) * span : shape.n;
       sum += ceil_div_d(keys, cfg->bn);
     }
     kt = q_tiles > MODEL_ATTN_MAX_SIM ? (kt + 1) / 2 : sum / q_tiles;
@@ -252,14 +267,15 @@ static int estimate_attention_mma(const hkc_gpu_arch_t *arch, const hkc_tile_cfg
   if (b < 1) b = 1;
   /* grouped-query heads read the same K/V tiles at about the same time (adjacent blocks): one
    * of a group's loads goes to HBM, the others hit L2 */
-  const double group = shape.heads >= shape.kv_heads ? (double)shape.heads / shape.kv_heads : 1.0;
+  const double group = cfg->gqa_pack ? (double)gp.hc /* the tiles of a kv head */
+                      : shape.heads >= shape.kv_heads ? (double)shape.heads / shape.kv_heads : 1.0;
   const double hbm_latency = arch->kind == HK_TARGET_HIP ? MODEL_LATENCY_AMD : MODEL_LATENCY_NV;
   const double latency = hbm_latency / group + MODEL_L2_LATENCY * (1.0 - 1.0 / group);
   const double bw = arch->hbm_gbps * 1e9, l2_share = MODEL_L2_OVER_HBM * bw / units;
   const double r_sm = arch->matrix_tflops_f16 * 1e12 / units * cfg->efficiency;
-  const double rows_q = shape.m < cfg->bm ? (double)shape.m : bm;
+  const double rows_q = cfg->gqa_pack ? (double)(gp.hg * gp.qc) : shape.m < cfg->bm ? (double)shape.m : bm;
   double rows = bm;
-  if (S > 1 && 16 * ceil(rows_q / 16) < rows) rows = 16 * ceil(rows_q / 16);
+  if ((S > 1 || cfg->gqa_pack) && 16 * ceil(rows_q / 16) < rows) rows = 16 * ceil(rows_q / 16);
   const double t_mma = 4.0 * rows * bn * dh / r_sm;
   const double t_xfer = 2.0 * bn * dh * elem / l2_share;
   const double t_lat = (latency + t_xfer) / b;
@@ -268,7 +284,7 @@ static int estimate_attention_mma(const hkc_gpu_arch_t *arch, const hkc_tile_cfg
   t_step *= b;
   const double fill = latency + (bm + 2.0 * bn) * dh * elem / l2_share;
   const double partial = rows_q * (dh + 2) * 4.0;
-  const double t_out = S > 1 ? partial / l2_share : bm * dh * elem / (bw / units);
+  const double t_out = S > 1 ? partial / l2_share : (cfg->gqa_pack ? rows_q : bm) * dh * elem / (bw / units);
   const double t_piece = ceil(kt / S) * t_step + fill + t_out;
   double t_sm = ceil(blocks / (units * b)) * t_piece;
   if (S > 1) t_sm += ceil(tiles / (units * b)) * (3 * hbm_latency + S * partial / l2_share);

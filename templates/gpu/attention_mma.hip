@@ -59,6 +59,16 @@
  * O = sum O_p 2^(m_p - M), out = O / L (L = 0: zeros) -- reading every piece, its own
  * included, from scratch: the same bytes whichever piece is last. Warps whose rows are all
  * >= seq_q skip their matrix work (decode: one query row in a 64-row tile).
+ *
+ * Grouped-query row packing (HK_ATTN_GP = 1, `gp=1`; templates/gpu/attention_gp.h): a tile holds
+ * the queries of several query heads of one kv head -- row r is query head h0 + r / qc, query
+ * i0 + r % qc -- so each K/V tile loaded serves the whole group (a decode step with 32 query
+ * heads over 8 kv heads: 4 rows of one tile instead of 4 tiles of one row each). Each lane keeps
+ * its two rows' query indices (-1: a row that holds nothing) for the causal and tail masks,
+ * a row pointer into the mask, and the warp's smallest and largest query for the tile-level
+ * tests (diagonal, active); Q rows are gathered per row, outputs and the split-KV partials are
+ * stored at their (head, query) -- the scratch layout and its merge are the unpacked kernel's,
+ * the counters one per packed tile. Warps without a row skip their matrix work.
  */
 #ifndef HK_ATTN_LENGTHS
 #define HK_ATTN_LENGTHS 0
@@ -69,6 +79,9 @@
 #define HK_ATTN_MASKED (HK_ATTN_LENGTHS || HK_ATTN_MASK)
 #ifndef HK_ATTN_KVS
 #define HK_ATTN_KVS 1
+#endif
+#ifndef HK_ATTN_GP
+#define HK_ATTN_GP 0
 #endif
 #ifndef HK_DH
 #error "attention_mma: HK_DH (head dim) must be defined"
@@ -152,49 +165,53 @@ HK_DEVICE float2 hk_attn_ld_cg2(const float *p) {
 }
 
 /* The split-KV epilogue (the protocol of tile_nv.h's split GEMMs; layout at the top): stores
- * this piece's rows < seq_q -- O (this lane's columns 8 d + 2 t, 8 d + 2 t + 1 of rows row_a
- * and row_a + 8, unnormalised), m and the quad's full l --, arrives on the tile's counter, and
- * in the last piece merges the S pieces in order 0..S-1, each thread over (row, 4 columns)
- * of the tile, and stores them rounded to HK_T. Every thread of the block calls it (two block
- * barriers); the block's shared memory is not touched. */
+ * this piece's rows -- O (this lane's columns 8 d + 2 t, 8 d + 2 t + 1 of its rows a and b,
+ * unnormalised), m and the quad's full l -- at prow_a / prow_b (the row's index in piece 0:
+ * (bh S) seq_q + i; -1: the row holds no query), arrives on the tile's counter, and in the last
+ * piece merges the S pieces in order 0..S-1, each thread over (row, 4 columns) of the tile's
+ * rows -- row r is head h0 + r / qc, query i0 + r % qc, nh heads of nq queries (unpacked: one
+ * head, qc = BQ) -- and stores them rounded to HK_T. Every thread of the block calls it (two
+ * block barriers); the block's shared memory is not touched. */
 HK_DEVICE void hk_attn_split_finish(const float (*o)[4], float m_a, float m_b, float l_a, float l_b, float *part,
                                     unsigned *sem, HK_T *out, long long batch, long long seq_q, long long heads,
-                                    long long bh, long long blk, int piece, long long i0, long long row_a, int t) {
+                                    long long blk, int piece, long long prow_a, long long prow_b, long long b,
+                                    long long h0, int nh, int qc, long long i0, int nq, int t) {
   HK_SHARED unsigned hk_attn_last;
   HK_CP_ASYNC_WAIT(0); /* an empty piece's zero-fills land before the next unit's copies */
   const long long rows_all = batch * heads * HK_ATTN_KVS * seq_q;
-  float *const po = part + (bh * HK_ATTN_KVS + piece) * seq_q * HK_DH;
-  float *const pml = part + rows_all * HK_DH + (bh * HK_ATTN_KVS + piece) * seq_q * 2;
-  if (row_a < seq_q) {
+  float *const po = part + (long long)piece * seq_q * HK_DH;
+  float *const pml = part + rows_all * HK_DH + (long long)piece * seq_q * 2;
+  if (prow_a >= 0) {
 #pragma unroll
-    for (int d = 0; d < HK_ATTN_OT; d++) hk_attn_st_cg2(po + row_a * HK_DH + 8 * d + 2 * t, o[d][0], o[d][1]);
-    if (t == 0) hk_attn_st_cg2(pml + row_a * 2, m_a, l_a);
+    for (int d = 0; d < HK_ATTN_OT; d++) hk_attn_st_cg2(po + prow_a * HK_DH + 8 * d + 2 * t, o[d][0], o[d][1]);
+    if (t == 0) hk_attn_st_cg2(pml + prow_a * 2, m_a, l_a);
   }
-  if (row_a + 8 < seq_q) {
+  if (prow_b >= 0) {
 #pragma unroll
-    for (int d = 0; d < HK_ATTN_OT; d++) hk_attn_st_cg2(po + (row_a + 8) * HK_DH + 8 * d + 2 * t, o[d][2], o[d][3]);
-    if (t == 0) hk_attn_st_cg2(pml + (row_a + 8) * 2, m_b, l_b);
+    for (int d = 0; d < HK_ATTN_OT; d++) hk_attn_st_cg2(po + prow_b * HK_DH + 8 * d + 2 * t, o[d][2], o[d][3]);
+    if (t == 0) hk_attn_st_cg2(pml + prow_b * 2, m_b, l_b);
   }
   HK_SYNC(); /* the block's partial is stored */
   if (HK_TID == 0) hk_attn_last = (unsigned)hk_split_arrive(sem + blk, HK_ATTN_KVS);
   HK_SYNC(); /* the flag is set; the loads below come after thread 0's acquire */
   if (!hk_attn_last) return;
-  const int rows = (int)hk_min_ll(HK_ATTN_BQ, seq_q - i0);
-  const float *const to = part + bh * HK_ATTN_KVS * seq_q * HK_DH; /* piece p, row i: (p seq_q + i) dh */
-  const float *const tml = part + rows_all * HK_DH + bh * HK_ATTN_KVS * seq_q * 2;
-  const long long b = bh / heads, h = bh % heads, ld_o = heads * HK_DH;
-  for (int e = HK_TID; e < rows * (HK_DH / 4); e += HK_THREADS) {
-    const long long i = i0 + e / (HK_DH / 4);
-    const int c = (e % (HK_DH / 4)) * 4;
+  const long long ld_o = heads * HK_DH;
+  for (int e = HK_TID; e < nh * qc * (HK_DH / 4); e += HK_THREADS) {
+    const int tr = e / (HK_DH / 4), c = (e % (HK_DH / 4)) * 4; /* tile row, column */
+    if (tr % qc >= nq) continue; /* a packed tile's last query tile: fewer queries */
+    const long long h = h0 + tr / qc, i = i0 + tr % qc;
+    const long long row0 = (b * heads + h) * HK_ATTN_KVS * seq_q + i; /* piece p: row0 + p seq_q */
+    const float *const to = part + row0 * HK_DH;
+    const float *const tml = part + rows_all * HK_DH + row0 * 2;
     float mx = -hk_inf();
 #pragma unroll
-    for (int p = 0; p < HK_ATTN_KVS; p++) mx = fmaxf(mx, hk_attn_ld_cg2(tml + (p * seq_q + i) * 2).x);
+    for (int p = 0; p < HK_ATTN_KVS; p++) mx = fmaxf(mx, hk_attn_ld_cg2(tml + p * seq_q * 2).x);
     const float base = mx == -hk_inf() ? 0.0f : mx; /* no piece has a key for the row: l = 0, zeros */
     float l = 0.0f, a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
 #pragma unroll 4
     for (int p = 0; p < HK_ATTN_KVS; p++) {
-      const float2 ml = hk_attn_ld_cg2(tml + (p * seq_q + i) * 2);
-      const float4 v = hk_ld_cg4(to + (p * seq_q + i) * HK_DH + c);
+      const float2 ml = hk_attn_ld_cg2(tml + p * seq_q * 2);
+      const float4 v = hk_ld_cg4(to + p * seq_q * HK_DH + c);
       const float w = hk_attn_exp2(ml.x - base); /* m = -inf (no key in the piece): 0 */
       l = fmaf(ml.y, w, l);
       a0 = fmaf(v.x, w, a0);
@@ -234,8 +251,15 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
   const int k_lane = hk_attn_swz((lane & 7) + 8 * (lane >> 4), (lane >> 3) & 1);
   const int v_lane = hk_attn_swz((lane & 7) + 8 * ((lane >> 3) & 1), lane >> 4);
   const long long group = kv_heads > 0 && heads >= kv_heads ? heads / kv_heads : 1;
+#if HK_ATTN_GP
+  const hk_attn_gp_t gp = hk_attn_gp_geom(heads, kv_heads, seq_q, HK_ATTN_BQ);
+  const long long q_tiles = gp.q_tiles;
+  const long long n_blocks = batch * gp.groups * gp.hc * q_tiles;
+  const int qc = (int)gp.qc; /* queries per head in a tile */
+#else
   const long long q_tiles = (seq_q + HK_ATTN_BQ - 1) / HK_ATTN_BQ;
   const long long n_blocks = batch * heads * q_tiles;
+#endif
   const long long ld_o = heads * HK_DH;
   /* scores to the log2 domain: p = exp2(s * sl2 - m) with one FFMA per score. sl2 is
    * kept positive so that the row max of the raw scores times sl2 is the max of the
@@ -257,10 +281,23 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
 #else
   for (long long blk = HK_BID; blk < n_blocks; blk += HK_NBLOCKS) {
 #endif
+#if HK_ATTN_GP
+    /* (batch, kv head, head chunk), query tile: heads h0 .. h0 + nh - 1, queries i0 .. i0 + nq - 1 */
+    const long long bg = blk / q_tiles, b = bg / (gp.groups * gp.hc), gc = bg % (gp.groups * gp.hc);
+    const long long h = gc / gp.hc * gp.group + gc % gp.hc * gp.hg; /* h0: its kv head is h / group */
+    const int nh = (int)hk_min_ll(gp.hg, gp.group - gc % gp.hc * gp.hg);
+    const long long qt = causal ? q_tiles - 1 - blk % q_tiles : blk % q_tiles;
+    const long long i0 = qt * qc;
+    const int nq = (int)hk_min_ll(qc, seq_q - i0);
+    const long long q_span = qc; /* the tile's queries, for the causal key count */
+    const HK_T *qb = q + b * seq_q * ld_q + q_col;
+#else
     const long long bh = blk / q_tiles, h = bh % heads, b = bh / heads;
     const long long qt = causal ? q_tiles - 1 - blk % q_tiles : blk % q_tiles;
     const long long i0 = qt * HK_ATTN_BQ;
+    const long long q_span = HK_ATTN_BQ;
     const HK_T *qb = q + b * seq_q * ld_q + q_col + h * HK_DH;
+#endif
     const HK_T *kb = k + b * seq_kv * ld_kv + k_col + h / group * HK_DH;
     const HK_T *vb = v + b * seq_kv * ld_kv + v_col + h / group * HK_DH;
 #if HK_ATTN_MASKED
@@ -272,11 +309,13 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
 #else
     const long long kv_len = seq_kv;
 #endif
-#if HK_ATTN_MASK
+#if HK_ATTN_MASK && !HK_ATTN_GP
     const HK_T *mrow = mask ? mask + (b * mask_heads + (mask_heads > 1 ? h : 0)) * seq_q * seq_kv : nullptr;
+#endif
+#if HK_ATTN_MASK
     const float mk = sl2 != 0.0f ? 1.4426950408889634f / sl2 : 0.0f;
 #endif
-    const long long n_keys = causal ? hk_min_ll(kv_len, i0 + HK_ATTN_BQ) : kv_len;
+    const long long n_keys = causal ? hk_min_ll(kv_len, i0 + q_span) : kv_len;
     const int n_tiles = (int)((n_keys + HK_ATTN_BKV - 1) / HK_ATTN_BKV);
 #if HK_ATTN_KVS > 1
     const int jt_begin = (int)((long long)n_tiles * piece / HK_ATTN_KVS);
@@ -284,11 +323,43 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
 #else
     const int jt_begin = 0, jt_end = n_tiles;
 #endif
+#if HK_ATTN_GP
+    /* this lane's two rows (tile rows 16 warp + g, + 8): query index, -1 when the row holds none;
+     * the warp's smallest and largest query (INT_MAX / -1: no row) */
+    const int ra = 16 * warp + g, rb = ra + 8;
+    const int row_a = ra / qc < nh && ra % qc < nq ? (int)i0 + ra % qc : -1;
+    const int row_b = rb / qc < nh && rb % qc < nq ? (int)i0 + rb % qc : -1;
+    const int w_lo = __reduce_min_sync(0xffffffffu, min(row_a < 0 ? 0x7fffffff : row_a, row_b < 0 ? 0x7fffffff : row_b));
+    const int w_hi = __reduce_max_sync(0xffffffffu, max(row_a, row_b));
+#if HK_ATTN_MASK
+    const HK_T *mrow_a = mask && row_a >= 0
+                             ? mask + ((b * mask_heads + (mask_heads > 1 ? h + ra / qc : 0)) * seq_q + row_a) * seq_kv
+                             : nullptr;
+    const HK_T *mrow_b = mask && row_b >= 0
+                             ? mask + ((b * mask_heads + (mask_heads > 1 ? h + rb / qc : 0)) * seq_q + row_b) * seq_kv
+                             : nullptr;
+#endif
+#else
     const long long w_row0 = i0 + 16 * warp;              /* first query row of this warp */
     const long long row_a = w_row0 + g, row_b = row_a + 8; /* this lane's two rows */
+#endif
 
     HK_SYNC(); /* the previous block's readers of shared memory are done */
+#if HK_ATTN_GP
+    { /* Q rows gathered: tile row r is head h + r / qc, query i0 + r % qc (zeros where none) */
+      const int r_ = HK_TID / HK_ATTN_CH, c_ = HK_TID % HK_ATTN_CH;
+      unsigned char *d_ = sq + hk_attn_swz(r_, c_);
+#pragma unroll
+      for (int it_ = 0; it_ < HK_ATTN_BQ / HK_ATTN_RSTEP; it_++) {
+        const int r = r_ + it_ * HK_ATTN_RSTEP, hr = r / qc, ir = r - hr * qc;
+        const bool ok_ = hr < nh && ir < nq;
+        hk_cp_async16(d_ + it_ * HK_ATTN_RSTEP * HK_DH * 2,
+                      qb + (ok_ ? (i0 + ir) * ld_q + (h + hr) * HK_DH + c_ * 8 : 0), ok_);
+      }
+    }
+#else
     HK_ATTN_LOAD_TILE(sq, qb, ld_q, i0, seq_q, HK_ATTN_BQ);
+#endif
     HK_ATTN_LOAD_TILE(sk, kb, ld_kv, (long long)jt_begin * HK_ATTN_BKV, n_keys, HK_ATTN_BKV);
     hk_cp_async_commit();
     HK_ATTN_LOAD_TILE(sv, vb, ld_kv, (long long)jt_begin * HK_ATTN_BKV, n_keys, HK_ATTN_BKV);
@@ -322,7 +393,9 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
       const int k_off = (int)(sk - hk_attn_smem) + st * HK_ATTN_KV_BYTES + k_lane;
       const int v_off = (int)(sv - hk_attn_smem) + st * HK_ATTN_KV_BYTES + v_lane;
       /* the warp has an unmasked key in this tile (causal: its last row reaches j0) */
-#if HK_ATTN_KVS > 1
+#if HK_ATTN_GP
+      const bool active = (!causal || j0 <= w_hi) && w_hi >= 0; /* and it has a query row */
+#elif HK_ATTN_KVS > 1
       const bool active = (!causal || j0 <= w_row0 + 15) && w_row0 < seq_q; /* and it has a query row */
 #else
       const bool active = !causal || j0 <= w_row0 + 15;
@@ -352,8 +425,14 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
         /* masks: keys past the end; causal keys past the row (only on tiles crossing
          * this warp's diagonal) */
         const bool tail = j0 + HK_ATTN_BKV > kv_len;
+#if HK_ATTN_GP
+        const bool diag = causal && j0 + HK_ATTN_BKV - 1 > w_lo;
+#else
         const bool diag = causal && j0 + HK_ATTN_BKV - 1 > w_row0;
-#if HK_ATTN_MASK
+#endif
+#if HK_ATTN_MASK && HK_ATTN_GP
+        if (tail || diag || mask) {
+#elif HK_ATTN_MASK
         if (tail || diag || mrow) {
 #else
         if (tail || diag) {
@@ -365,7 +444,9 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
               const long long j = j0 + 8 * n + 2 * t + (e & 1);
               const long long i = e < 2 ? row_a : row_b;
               if (j >= kv_len || (causal && j > i)) s[n][e] = -hk_inf();
-#if HK_ATTN_MASK
+#if HK_ATTN_MASK && HK_ATTN_GP
+              else if (const HK_T *mr = e < 2 ? mrow_a : mrow_b) s[n][e] = fmaf(HK_LOAD(mr[j]), mk, s[n][e]);
+#elif HK_ATTN_MASK
               else if (mrow && i < seq_q) s[n][e] = fmaf(HK_LOAD(mrow[i * seq_kv + j]), mk, s[n][e]);
 #endif
             }
@@ -468,8 +549,16 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
     l_a += hk_shfl_xor(l_a, 2);
     l_b += hk_shfl_xor(l_b, 1);
     l_b += hk_shfl_xor(l_b, 2);
-#if HK_ATTN_KVS > 1
-    hk_attn_split_finish(o, m_a, m_b, l_a, l_b, part, sem, out, batch, seq_q, heads, bh, blk, piece, i0, row_a, t);
+#if HK_ATTN_KVS > 1 && HK_ATTN_GP
+    const long long prow_a = row_a < 0 ? -1 : (b * heads + h + ra / qc) * HK_ATTN_KVS * seq_q + row_a;
+    const long long prow_b = row_b < 0 ? -1 : (b * heads + h + rb / qc) * HK_ATTN_KVS * seq_q + row_b;
+    hk_attn_split_finish(o, m_a, m_b, l_a, l_b, part, sem, out, batch, seq_q, heads, blk, piece, prow_a, prow_b, b, h,
+                         nh, qc, i0, nq, t);
+#elif HK_ATTN_KVS > 1
+    const long long prow_a = row_a < seq_q ? bh * HK_ATTN_KVS * seq_q + row_a : -1;
+    const long long prow_b = row_b < seq_q ? bh * HK_ATTN_KVS * seq_q + row_b : -1;
+    hk_attn_split_finish(o, m_a, m_b, l_a, l_b, part, sem, out, batch, seq_q, heads, blk, piece, prow_a, prow_b, b, h,
+                         1, HK_ATTN_BQ, i0, (int)hk_min_ll(HK_ATTN_BQ, seq_q - i0), t);
 #else
 #if HK_ATTN_MASKED
     const float inv_a = l_a > 0.0f ? 1.0f / l_a : 0.0f, inv_b = l_b > 0.0f ? 1.0f / l_b : 0.0f; /* no key: zeros */
@@ -482,6 +571,16 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
       *(unsigned *)(sq + hk_attn_swz(16 * warp + g + 8, d) + 4 * t) = HK_ATTN_PACK(o[d][2] * inv_b, o[d][3] * inv_b);
     }
     __syncwarp();
+#if HK_ATTN_GP
+#pragma unroll
+    for (int it = 0; it < 16 * HK_ATTN_CH / 32; it++) { /* tile row 16 warp + r: head h + / qc, query i0 + % qc */
+      const int e = lane + 32 * it, r = e / HK_ATTN_CH, c = e % HK_ATTN_CH, tr = 16 * warp + r;
+      const int hr = tr / qc, ir = tr - hr * qc;
+      if (hr < nh && ir < nq)
+        *(hk_attn_u4 *)(out + (b * seq_q + i0 + ir) * ld_o + (h + hr) * HK_DH + c * 8) =
+            *(const hk_attn_u4 *)(sq + hk_attn_swz(tr, c));
+    }
+#else
     HK_T *ob = out + (b * seq_q + w_row0) * ld_o + h * HK_DH;
 #pragma unroll
     for (int it = 0; it < 16 * HK_ATTN_CH / 32; it++) {
@@ -489,6 +588,7 @@ HK_NAME(const HK_T *q, const HK_T *k, const HK_T *v, HK_T *out, long long batch,
       if (w_row0 + r < seq_q)
         *(hk_attn_u4 *)(ob + r * ld_o + c * 8) = *(const hk_attn_u4 *)(sq + hk_attn_swz(16 * warp + r, c));
     }
+#endif
 #endif
   }
 }

@@ -8,6 +8,8 @@
  * f16/bf16, dh 64/128, align 8; sm_90 and sm_80 keep attention_mma; attn_tma=off gives the
  * previous kernels), legality of its configurations, every configuration of its space compiled
  * for sm_90a without spills or serialized wgmmas, launches with their three tensor maps.
+ * Split-KV (kvs) and grouped-query row packing (gp): legality, launches, workspaces, compiles, and
+ * the model's choice on decode and self-attention shapes.
  * (cmocka skip() when nvrtc does not load.) Numerics are checked on the device. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -704,6 +706,154 @@ static void test_split_nvrtc(void **state) {
   assert_int_equal(failures, 0);
 }
 
+/* ---- grouped-query row packing (attention_mma gp=1) ----------------------------------------- */
+/* tune_parse (gp optional, named only when 1, after kvs; w mb <= 8), the space (gp on the split
+ * tile, unsplit and kvs 2..16), the launch (packed tiles: batch (heads / group) ceil(group / hg)
+ * ceil(seq_q / qc), times kvs) and the workspace (the unpacked scratch, a counter per packed
+ * tile), the kernel options (attn_mma_cfg's fifth value, kept under attn_kvs). */
+static void test_gqa_pack_legality_launch(void **state) {
+  (void)state;
+  static const char *const archs[] = {"sm_80", "sm_90", "sm_90a"};
+  for (size_t a = 0; a < 3; a++) {
+    const hkc_gpu_arch_t *ar = hk_test_arch(archs[a]);
+    const hkc_kernel_key_t named = mma_key(HK_DTYPE_BF16, 128, 8);
+    const hkc_variant_t *v = hkc_variant_for(ar, &named);
+    hkc_tile_cfg_t t;
+    static const struct {
+      const char *params, *canonical;
+      int kvs, gp;
+    } ok[] = {{"w=4,kv=64,mb=2,gp=1", "w=4,kv=64,mb=2,gp=1", 1, 1},
+              {"w=4,kv=64,mb=2,kvs=1,gp=1", "w=4,kv=64,mb=2,gp=1", 1, 1},
+              {"w=4,kv=64,mb=2,kvs=8,gp=1", "w=4,kv=64,mb=2,kvs=8,gp=1", 8, 1},
+              {"w=4,kv=64,mb=2,kvs=8,gp=0", "w=4,kv=64,mb=2,kvs=8", 8, 0},
+              {"w=8,kv=64,mb=1,gp=1", "w=8,kv=64,mb=1,gp=1", 1, 1},
+              {"w=4,kv=64,mb=2,gp=0", "w=4,kv=64,mb=2", 1, 0}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+      assert_int_equal(v->tune_parse(ar, &named, ok[i].params, &t), 0);
+      assert_string_equal(t.tune, ok[i].canonical);
+      assert_int_equal(t.split_kv, ok[i].kvs);
+      assert_int_equal(t.gqa_pack, ok[i].gp);
+    }
+    static const char *const bad[] = {"w=4,kv=64,mb=2,gp=2", "w=4,kv=64,mb=2,gp=1,kvs=2", "w=8,kv=64,mb=2,gp=1",
+                                      "w=4,kv=64,gp=1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) assert_int_equal(v->tune_parse(ar, &named, bad[i], &t), -1);
+    for (int dh = 64; dh <= 128; dh += 64) {
+      hkc_tile_cfg_t space[64];
+      const hkc_kernel_key_t k = mma_key(HK_DTYPE_BF16, dh, 8);
+      const int n = v->tune_space(ar, &k, space, 64);
+      int gp_seen = 0;
+      for (int i = 0; i < n; i++)
+        if (space[i].gqa_pack) {
+          assert_non_null(strstr(space[i].tune, "w=4,kv=64,mb=2"));
+          gp_seen |= space[i].split_kv;
+        }
+      assert_int_equal(gp_seen, 1 | 2 | 4 | 8 | 16);
+    }
+    /* batch, seq_q, seq_kv, heads, kv_heads; expected packed tiles of 64 rows */
+    static const long long shapes[][6] = {{4, 1, 16384, 32, 8, 4 * 8},       {8, 16, 4097, 32, 8, 8 * 8},
+                                          {2, 77, 1000, 32, 8, 2 * 8 * 5},   {3, 1, 50, 4, 4, 3 * 4},
+                                          {1, 2, 99, 128, 1, 4 /* 2 chunks of 64 heads x 1 query, 2 query tiles */},
+                                          {2, 5, 64, 12, 2, 2 * 2 * 1},      {1, 0, 64, 32, 8, 0}};
+    for (int dh = 64; dh <= 128; dh += 64)
+      for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int kvs = 1; kvs <= 4; kvs *= 4) {
+          const long long B = shapes[s][0], Sq = shapes[s][1], Skv = shapes[s][2], H = shapes[s][3], Hkv = shapes[s][4];
+          char params[HKC_TUNE_MAX];
+          snprintf(params, sizeof params, kvs > 1 ? "w=4,kv=64,mb=2,kvs=%d,gp=1" : "w=4,kv=64,mb=2,gp=1", kvs);
+          hkc_kernel_out_t k = {.name = "hk_x", .key = mma_cfg_key(HK_DTYPE_F16, dh, params)};
+          hkc_arg_t args[17] = {TENSOR(0), TENSOR(1), TENSOR(2), TENSOR(3),  I64(B),      I64(Sq),
+                                I64(Skv),  I64(H),    I64(Hkv),  I64(dh),    I64(H * dh), I64(Hkv * dh),
+                                I64(0),    I64(0),    I64(0),    I64(s & 1), F32(0.125f)};
+          uint32_t grid[3], block[3], shared = 0;
+          hkc_gpu_launch_dims(ar, &k.key, args, 17, grid, block, &shared);
+          const long long tiles = shapes[s][5];
+          if (tiles > 0) assert_int_equal((long long)grid[0], tiles * kvs);
+          assert_int_equal(block[0], 128);
+          char *src = hkc_codegen_gpu(ar, &k);
+          assert_non_null(src);
+          assert_int_equal(hk_test_source_macro(src, "HK_ATTN_GP"), 1);
+          assert_non_null(strstr(src, "templates/gpu/attention_gp.h"));
+          free(src);
+          hkc_node_workspace_t ws = {0};
+          const int has = hkc_gpu_launch_workspace(ar, &k.key, args, 17, &ws);
+          assert_int_equal(has, kvs > 1);
+          if (kvs > 1 && tiles > 0) {
+            assert_int_equal(ws.scratch_bytes, (uint64_t)(B * H * Sq * kvs * (dh + 2) * 4));
+            assert_int_equal(ws.counters, (uint32_t)tiles);
+          }
+        }
+  }
+  /* the kernel options: attn_mma_cfg's fifth value; attn_kvs keeps it */
+  hkc_kernel_options_t o = {0};
+  char err[512];
+  assert_int_equal(hkc_kernel_options_set(&o, "attn_mma_cfg", "4,64,2,1,1", err, sizeof err), 0);
+  assert_string_equal(o.cfg[HKC_KOPT_ATTN_MMA_CFG], "w=4,kv=64,mb=2,kvs=1,gp=1");
+  assert_int_equal(hkc_kernel_options_set(&o, "attn_mma_cfg", "4,64,2,8", err, sizeof err), 0);
+  assert_string_equal(o.cfg[HKC_KOPT_ATTN_MMA_CFG], "w=4,kv=64,mb=2,kvs=8");
+  hkc_kernel_options_t d = {0};
+  hk_test_options(&d, "attn_kvs=8;attn_mma_cfg=4,64,2,1,1");
+  hkc_kernel_key_t k = attn_key(HK_DTYPE_BF16, 128, 8);
+  assert_int_equal(hkc_tune_apply_options(&d, "sm_90a", hk_test_arch("sm_90a"), &k), 2);
+  assert_string_equal(k.variant, "attention_mma");
+  assert_string_equal(k.tune, "w=4,kv=64,mb=2,kvs=8,gp=1");
+  hk_test_options(&d, "attn_kvs=1;attn_mma_cfg=4,64,2,4,1");
+  k = attn_key(HK_DTYPE_F16, 64, 8);
+  assert_int_equal(hkc_tune_apply_options(&d, "sm_90a", hk_test_arch("sm_90a"), &k), 2);
+  assert_string_equal(k.tune, "w=4,kv=64,mb=2,gp=1");
+  hk_test_options(&d, "attn_mma_cfg=w=4,kv=64,mb=2,gp=1");
+  k = attn_key(HK_DTYPE_F16, 64, 8);
+  assert_int_equal(hkc_tune_apply_options(&d, "sm_80", hk_test_arch("sm_80"), &k), 2);
+  assert_string_equal(k.tune, "w=4,kv=64,mb=2,gp=1");
+}
+
+/* Packed kernels (unsplit, kvs 2 and 16; lengths, mask, both; the 128-row tile) compile for
+ * sm_80, sm_90 and sm_90a in f16 and bf16 at dh 64 and 128 without spills or warnings, within
+ * __launch_bounds__. */
+static void test_gqa_pack_nvrtc(void **state) {
+  (void)state;
+  HK_TEST_NEED_NVRTC();
+  static const char *const archs[] = {"sm_80", "sm_90", "sm_90a"};
+  static const struct {
+    const char *cfg;
+    int lengths, mask;
+  } cfgs[] = {{"w=4,kv=64,mb=2,gp=1", 0, 0},        {"w=4,kv=64,mb=2,kvs=2,gp=1", 0, 0},
+              {"w=4,kv=64,mb=2,kvs=16,gp=1", 1, 0}, {"w=4,kv=64,mb=2,kvs=8,gp=1", 0, 1},
+              {"w=4,kv=64,mb=2,gp=1", 1, 1},        {"w=8,kv=64,mb=1,kvs=4,gp=1", 1, 1}};
+  hk_test_compile_job_t jobs[80];
+  size_t n = 0;
+  for (size_t a = 0; a < 3; a++)
+    for (int dh = 64; dh <= 128; dh += 64)
+      for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
+        const hk_dtype_t dt = (a + c + (size_t)dh / 64) % 2 ? HK_DTYPE_BF16 : HK_DTYPE_F16;
+        hkc_kernel_key_t key = mma_key(dt, dh, 8);
+        key.has_lengths = cfgs[c].lengths;
+        key.has_mask = cfgs[c].mask;
+        snprintf(key.tune, sizeof key.tune, "%s", cfgs[c].cfg);
+        memset(&jobs[n], 0, sizeof jobs[n]);
+        jobs[n].arch = hk_test_arch(archs[a]);
+        jobs[n].kernel.key = key;
+        hk_test_kernel_name(&jobs[n++].kernel);
+      }
+  assert_true(n <= sizeof jobs / sizeof jobs[0]);
+  hk_test_compile_all(jobs, n, hkc_nvrtc_compile, 2, HK_TEST_COMPILE_NO_WARNINGS);
+  int failures = hk_test_compile_failures(jobs, n);
+  for (size_t i = 0; i < n; i++) {
+    char *src = hkc_codegen_gpu(jobs[i].arch, &jobs[i].kernel);
+    assert_non_null(src);
+    const long long threads = hk_test_source_macro(src, "HK_THREADS"), minb = hk_test_source_macro(src, "HK_ATTN_MINB");
+    assert_int_equal(hk_test_source_macro(src, "HK_ATTN_GP"), 1);
+    printf("[ info     ] %-40s %-6s %-28s%s%s regs %3u  local %u\n", jobs[i].kernel.name, jobs[i].arch->name,
+           jobs[i].kernel.key.tune, jobs[i].kernel.key.has_lengths ? " len" : "",
+           jobs[i].kernel.key.has_mask ? " mask" : "", jobs[i].regs, jobs[i].scratch);
+    if (jobs[i].ok && (long long)jobs[i].regs * threads * minb > (long long)jobs[i].arch->vgprs_per_lane) {
+      printf("[ FAIL     ] %s: registers miss __launch_bounds__\n", jobs[i].kernel.name);
+      failures++;
+    }
+    free(src);
+  }
+  assert_int_equal(failures, 0);
+}
+
 /* The model's choice (estimated resources, as a build starts): split-KV on decode steps (few
  * query tiles over long keys) on sm_90a (attention_mma instead of attention_tma) and sm_90;
  * never on the self-attention of bert_layer / llama_block at their batch sizes. */
@@ -719,6 +869,15 @@ static const hkc_tune_cand_t *split_model_pick(const char *arch, hkc_kernel_key_
          (long long)shape.batch, (long long)shape.heads, (long long)shape.kv_heads, (long long)shape.m,
          (long long)shape.n, (long long)shape.k, shape.causal ? " causal" : "", key.has_lengths ? " len" : "",
          p->cfg.variant, p->cfg.tune, p->est.seconds * 1e6, p->est.limiter);
+  if (p->cfg.gqa_pack) /* what packing beat: the best unpacked split and attention_tma */
+    for (int kind = 0; kind < 2; kind++)
+      for (int i = 1; i < m; i++) {
+        const hkc_tune_cand_t *q = &c[order[i]];
+        if (kind == 0 ? q->cfg.split_kv <= 0 || q->cfg.gqa_pack : strcmp(q->cfg.variant, "attention_tma") != 0) continue;
+        printf("[ info     ]        then %s %s, %.2f us (%s)\n", q->cfg.variant, q->cfg.tune, q->est.seconds * 1e6,
+               q->est.limiter);
+        break;
+      }
   return p;
 }
 
@@ -730,7 +889,7 @@ static void test_split_model(void **state) {
   for (size_t a = 0; a < 2; a++) {
     /* decode: batch 1 / 8, 32 query heads (GQA 32/8 too), 1 or 16 queries, 4096 / 16384 keys */
     static const long long decode[][5] = {{1, 1, 16384, 32, 32}, {1, 1, 4096, 32, 8}, {8, 1, 16384, 32, 8},
-                                          {1, 16, 16384, 32, 32}, {2, 64, 16384, 32, 8}};
+                                          {1, 16, 16384, 32, 32}, {2, 64, 16384, 32, 8}, {4, 1, 16384, 32, 8}};
     for (int dh = 64; dh <= 128; dh += 64)
       for (size_t i = 0; i < sizeof decode / sizeof decode[0]; i++)
         for (int len = 0; len <= 1; len++) {
@@ -741,6 +900,9 @@ static void test_split_model(void **state) {
           const hkc_tune_cand_t *p = split_model_pick(archs[a], key, s, c);
           assert_string_equal(p->cfg.variant, "attention_mma");
           assert_true(p->cfg.split_kv > 1);
+          /* grouped-query row packing on the GQA steps of one query (bench dec_b4 / dec_b8: K/V
+           * read once per kv head instead of once per query head); never without GQA */
+          assert_int_equal(p->cfg.gqa_pack, decode[i][1] == 1 && decode[i][3] > decode[i][4]);
         }
     /* bert_layer (batch 1..128, 128 tokens, 12 heads of 64) and llama_block (batch 1..16, 512
      * tokens, 32/8 heads of 128, causal): no split */
@@ -748,12 +910,14 @@ static void test_split_model(void **state) {
       const hkc_tune_shape_t s = {.m = 128, .n = 128, .k = 64, .batch = b, .heads = 12, .kv_heads = 12};
       const hkc_tune_cand_t *p = split_model_pick(archs[a], attn_key(HK_DTYPE_BF16, 64, 8), s, c);
       assert_true(p->cfg.split_kv <= 1);
+      assert_int_equal(p->cfg.gqa_pack, 0);
       assert_string_equal(p->cfg.variant, a == 0 ? "attention_tma" : "attention_mma");
     }
     for (long long b = 1; b <= 16; b *= 2) {
       const hkc_tune_shape_t s = {.m = 512, .n = 512, .k = 128, .batch = b, .heads = 32, .kv_heads = 8, .causal = 1};
       const hkc_tune_cand_t *p = split_model_pick(archs[a], attn_key(HK_DTYPE_BF16, 128, 8), s, c);
       assert_true(p->cfg.split_kv <= 1);
+      assert_int_equal(p->cfg.gqa_pack, 0);
       assert_string_equal(p->cfg.variant, a == 0 ? "attention_tma" : "attention_mma");
     }
   }
@@ -778,6 +942,9 @@ int main(void) {
       cmocka_unit_test(test_split_legality_workspace),
       cmocka_unit_test(test_split_nvrtc),
       cmocka_unit_test(test_split_model),
+      cmocka_unit_test(test_gqa_pack_legality_launch),
+      cmocka_unit_test(test_gqa_pack_nvrtc),
   };
+  if (getenv("HK_TEST_FILTER")) cmocka_set_test_filter(getenv("HK_TEST_FILTER")); /* one test by hand */
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

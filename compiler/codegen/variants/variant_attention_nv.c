@@ -14,6 +14,9 @@
  *   kvs      split-KV (flash-decoding): each (batch, head, query tile) in kvs pieces over
  *            contiguous ranges of its key tiles, partial O and row statistics in the launch's
  *            scratch, the last piece merges them (templates/gpu/attention_mma.hip); 1: none
+ *   gp       grouped-query row packing: a tile holds the queries of the query heads that share a
+ *            kv head (templates/gpu/attention_gp.h), so each K/V tile loaded serves the group
+ *            (decode steps: 4 rows of one tile instead of 4 tiles of one row); 0: one head per tile
  * Dynamic shared memory: Q [BQ][dh] + 2 stages of K and of V [bkv][dh], f16/bf16. */
 #include <stdio.h>
 #include <string.h>
@@ -22,8 +25,12 @@
 #include "codegen/variants/variant.h"
 #include "lower/lower.h"
 
+/* the packed tiles' geometry, as the kernel has it */
+#define HK_GP_FN static inline
+#include "gpu/attention_gp.h"
+
 typedef struct attn_cfg {
-  int warps, bkv, minb, kvs;
+  int warps, bkv, minb, kvs, gp;
 } attn_cfg_t;
 
 /* dh 64: 128-row tiles (8 warps), 48 KiB, two blocks per SM on sm_90 (registers capped
@@ -31,9 +38,10 @@ typedef struct attn_cfg {
  * dh 128 on sm_90/sm_90a: 64-row tiles (4 warps), 80 KiB, two blocks per SM (measured on
  * the H200, batch 8 x 16 heads, seq 4096: 4,64,2 258 TFLOP/s full / 246 causal against
  * 238 / 229 for 8,64,1); sm_80 keeps 128-row tiles, 96 KiB, one block per SM.
- * params "w=W,kv=K,mb=M[,kvs=S]" (key->tune; the kernel options attn_mma_cfg and attn_kvs force
- * one): warps 4 or 8, bkv 32/64/128 as the template's checks allow, minb 1..4, kvs 1..16 (named
- * only when > 1, so the unsplit configurations keep their strings and kernel names). */
+ * params "w=W,kv=K,mb=M[,kvs=S][,gp=1]" (key->tune; the kernel options attn_mma_cfg and attn_kvs
+ * force one): warps 4 or 8, bkv 32/64/128 as the template's checks allow, minb 1..4, kvs 1..16
+ * (named only when > 1), gp 0/1 (named only when 1), so the configurations without them keep
+ * their strings and kernel names. */
 #define ATTN_MAX_KVS 16 /* pieces per tile: beyond, the merge's reads outweigh the pieces' key tiles */
 static int sm_number(const hkc_gpu_arch_t *arch) {
   int cc = 0;
@@ -45,38 +53,44 @@ static attn_cfg_t attn_default(const hkc_gpu_arch_t *arch, const hkc_kernel_key_
    * does sm_90's with the masked ABI (lengths: 12 bytes): both take one block per SM there */
   const int sm90 = sm_number(arch) >= 90;
   const int masked = key->has_lengths || key->has_mask;
-  return key->head_dim == 64 ? (attn_cfg_t){.warps = 8, .bkv = 64, .minb = sm90 && !masked ? 2 : 1, .kvs = 1}
-         : sm90              ? (attn_cfg_t){.warps = 4, .bkv = 64, .minb = 2, .kvs = 1}
-                             : (attn_cfg_t){.warps = 8, .bkv = 64, .minb = 1, .kvs = 1};
+  return key->head_dim == 64 ? (attn_cfg_t){.warps = 8, .bkv = 64, .minb = sm90 && !masked ? 2 : 1, .kvs = 1, .gp = 0}
+         : sm90              ? (attn_cfg_t){.warps = 4, .bkv = 64, .minb = 2, .kvs = 1, .gp = 0}
+                             : (attn_cfg_t){.warps = 8, .bkv = 64, .minb = 1, .kvs = 1, .gp = 0};
 }
 
 /* The tile of the split configurations in the space (and of attn_kvs=N): 64 query rows (a
  * decode step has one to 64), 64 keys per tile, two blocks per SM (40 / 80 KiB of shared
  * memory at head_dim 64 / 128; no register cap below 256). */
-static const attn_cfg_t k_attn_split_tile = {.warps = 4, .bkv = 64, .minb = 2, .kvs = 1};
+static const attn_cfg_t k_attn_split_tile = {.warps = 4, .bkv = 64, .minb = 2, .kvs = 1, .gp = 0};
 
 static uint32_t attn_smem(const hkc_kernel_key_t *key, const attn_cfg_t *c) {
   return (uint32_t)(16 * c->warps * key->head_dim * 2 + 4 * c->bkv * key->head_dim * 2);
 }
 
-static const char *const k_attn_names[] = {"w", "kv", "mb", "kvs"};
-#define ATTN_NAMES_NO_KVS 3 /* the string without kvs */
+static const char *const k_attn_names[] = {"w", "kv", "mb", "kvs", "gp"};
+static const char *const k_attn_names_gp[] = {"w", "kv", "mb", "gp"}; /* kvs 1 with gp */
+#define ATTN_NAMES_NO_KVS 3 /* the string without kvs and gp */
 
 /* kvs > 1 needs 160 registers or more (the partial stores beside O: ptxas 13.0 spills 96 bytes
- * at dh 64 under the 128 of 8 warps x 2 blocks): warps x minb <= 8. */
+ * at dh 64 under the 128 of 8 warps x 2 blocks): warps x minb <= 8; so does gp (its per-row
+ * indices and mask pointers beside O). */
 static int attn_legal(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const attn_cfg_t *c) {
   return (c->warps == 4 || c->warps == 8) && (c->bkv == 32 || c->bkv == 64 || c->bkv == 128) && c->minb >= 1 &&
          c->minb <= 4 && attn_smem(key, c) <= arch->max_lds_per_block && c->kvs >= 1 && c->kvs <= ATTN_MAX_KVS &&
-         (c->kvs == 1 || c->warps * c->minb <= 8);
+         (c->kvs == 1 || c->warps * c->minb <= 8) && (c->gp == 0 || (c->gp == 1 && c->warps * c->minb <= 8));
 }
 
-/* params -> c (not checked for legality): the full string, or one without kvs (kvs 1). 0 / -1. */
+/* params -> c (not checked for legality): w,kv,mb[,kvs][,gp] (kvs 1, gp 0 when left out). 0 / -1. */
 static int attn_parse(const char *params, attn_cfg_t *c) {
-  int v[4] = {0, 0, 0, 1};
-  if (hkc_tune_params_parse(params, k_attn_names, 4, v) != 0 &&
-      hkc_tune_params_parse(params, k_attn_names, ATTN_NAMES_NO_KVS, v) != 0)
+  int v[5] = {0, 0, 0, 1, 0}, w[4] = {0, 0, 0, 0};
+  if (hkc_tune_params_parse(params, k_attn_names_gp, 4, w) == 0) {
+    v[0] = w[0], v[1] = w[1], v[2] = w[2], v[4] = w[3];
+  } else if (hkc_tune_params_parse(params, k_attn_names, 5, v) != 0 &&
+             hkc_tune_params_parse(params, k_attn_names, 4, v) != 0 &&
+             hkc_tune_params_parse(params, k_attn_names, ATTN_NAMES_NO_KVS, v) != 0) {
     return -1;
-  *c = (attn_cfg_t){.warps = v[0], .bkv = v[1], .minb = v[2], .kvs = v[3]};
+  }
+  *c = (attn_cfg_t){.warps = v[0], .bkv = v[1], .minb = v[2], .kvs = v[3], .gp = v[4]};
   return 0;
 }
 
@@ -104,7 +118,7 @@ static double attn_efficiency(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t
   const int tile_default = c->warps == d.warps && c->bkv == d.bkv && c->minb == d.minb;
   const int tile_split = c->warps == k_attn_split_tile.warps && c->bkv == k_attn_split_tile.bkv &&
                          c->minb == k_attn_split_tile.minb;
-  if (c->kvs > 1) return tile_split || tile_default ? 0.25 : 0.0;
+  if (c->kvs > 1 || c->gp) return tile_split || tile_default ? 0.25 : 0.0;
   const int tma_serves = arch->matrix == HKC_MATRIX_WGMMA && !key->has_lengths && !key->has_mask;
   return tile_default && !tma_serves ? 0.25 : 0.0;
 }
@@ -115,12 +129,14 @@ static void attn_tile(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, c
   snprintf(t->variant, sizeof t->variant, "attention_mma");
   const int len = snprintf(t->tune, sizeof t->tune, "w=%d,kv=%d,mb=%d", c->warps, c->bkv, c->minb);
   if (c->kvs > 1 && len > 0) snprintf(t->tune + len, sizeof t->tune - (size_t)len, ",kvs=%d", c->kvs);
+  if (c->gp) snprintf(t->tune + strlen(t->tune), sizeof t->tune - strlen(t->tune), ",gp=1");
   t->bm = 16 * c->warps;
   t->bn = c->bkv;
   t->bk = key->head_dim;
   t->threads = 32 * c->warps;
   t->inflight = 1;
   t->split_kv = c->kvs;
+  t->gqa_pack = c->gp;
   t->shared_bytes = attn_smem(key, c);
   /* registers: O (dh/2), S (kv/2), Q's fragments (dh/4) and 80 more (ptxas 13.0: 166 at dh 64, 220
    * at 128 for the split tile), within __launch_bounds__'s cap */
@@ -130,7 +146,7 @@ static void attn_tile(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, c
   if (t->regs > 255) t->regs = 255;
   t->efficiency = attn_efficiency(arch, key, c);
   const attn_cfg_t d = attn_default(arch, key);
-  t->is_default = d.warps == c->warps && d.bkv == c->bkv && d.minb == c->minb && d.kvs == c->kvs;
+  t->is_default = d.warps == c->warps && d.bkv == c->bkv && d.minb == c->minb && d.kvs == c->kvs && d.gp == c->gp;
 }
 
 static int attn_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params,
@@ -144,7 +160,8 @@ static int attn_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
 
 /* The space (default first): the tiles (warps 8 / 4, 64 / 32 / 128 keys, one or two blocks
  * per SM), then split-KV 2, 4, 8 and 16 on the split tile (k_attn_split_tile) and, where it
- * differs, on the default tile. */
+ * differs, on the default tile; then grouped-query row packing (gp) on the split tile, unsplit
+ * and split 2..16 (the model ranks it only where heads share kv heads). */
 static int attn_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int max) {
   static const int warps[] = {8, 4}, bkvs[] = {64, 32, 128};
   int n = 0;
@@ -167,6 +184,13 @@ static int attn_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
       if (!attn_legal(arch, key, &c) || n >= max) continue;
       attn_tile(arch, key, &c, &out[n++]);
     }
+  for (int kvs = 1; kvs <= ATTN_MAX_KVS; kvs *= 2) {
+    attn_cfg_t c = k_attn_split_tile;
+    c.kvs = kvs;
+    c.gp = 1;
+    if (!attn_legal(arch, key, &c) || n >= max) continue;
+    attn_tile(arch, key, &c, &out[n++]);
+  }
   return n;
 }
 
@@ -186,13 +210,19 @@ static void attn_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
   snprintf(out + len, size - len,
            "#define HK_THREADS %d\n#define HK_ATTN_WARPS %d\n#define HK_ATTN_BQ %d\n#define HK_ATTN_BKV %d\n"
            "#define HK_ATTN_MINB %d\n#define HK_DH %d\n#define HK_ATTN_BF16 %d\n#define HK_ATTN_SMEM %u\n"
-           "#define HK_ATTN_KVS %d\n",
+           "#define HK_ATTN_KVS %d\n#define HK_ATTN_GP %d\n",
            32 * c.warps, c.warps, 16 * c.warps, c.bkv, c.minb, key->head_dim, key->dtype == HK_DTYPE_BF16 ? 1 : 0,
-           attn_smem(key, &c), c.kvs);
+           attn_smem(key, &c), c.kvs, c.gp);
 }
 
-/* (batch, head, query tile) tiles of a launch. */
+/* (batch, head, query tile) tiles of a launch; packed (gp): (batch, kv head, head chunk, query
+ * tile), attention_gp.h. */
 static int64_t attn_tiles(const attn_cfg_t *c, const hkc_arg_t *args, uint32_t n_args) {
+  if (c->gp)
+    return hk_attn_gp_tiles(hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_BATCH),
+                            hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_HEADS),
+                            hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_KV_HEADS),
+                            hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_SEQ_Q), 16 * c->warps);
   return hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_BATCH) *
          hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_HEADS) *
          hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_SEQ_Q), 16 * c->warps);
@@ -222,7 +252,7 @@ static int attn_workspace(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
   return 1;
 }
 
-static const char *const attn_includes[] = {"gpu/tile_nv.h", NULL};
+static const char *const attn_includes[] = {"gpu/tile_nv.h", "gpu/attention_gp.h", NULL};
 
 const hkc_variant_t hkc_variant_attention_mma = {
     .name = "attention_mma",
@@ -235,11 +265,12 @@ const hkc_variant_t hkc_variant_attention_mma = {
     .tune_space = attn_tune_space,
     .tune_parse = attn_tune_parse,
     .params = k_attn_names,
-    .n_params = 4,
+    .n_params = 5,
     .n_required_params = ATTN_NAMES_NO_KVS,
     .rules = "w (warps) 4 or 8; kv 32, 64 or 128; mb 1..4; (16 w + 4 kv) head_dim 2 bytes of shared memory "
              "within the block limit; kvs 1..16 (> 1: split-KV, kvs pieces per query tile, batch heads seq_q kvs "
-             "(head_dim + 2) f32 in the workspace; w mb <= 8)",
+             "(head_dim + 2) f32 in the workspace; w mb <= 8); gp 0 or 1 (1: the query heads of a kv head share "
+             "a tile; w mb <= 8)",
 };
 
 /* ---- attention_wgmma (sm_90a, HKC_MATRIX_WGMMA) -------------------------------------------
