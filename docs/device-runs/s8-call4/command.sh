@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Session 8, device call 4 (build-dev carried; bench/skv_prepare.sh): split-KV and grouped-query
+# row packing (attention_mma kvs / gp) numerics and timing against SDPA, and the harness on
+# repeat_layers (sm_90a). Output in $OUT/s8-call4.tar.gz.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+final=${OUT:-/tmp}
+out=/tmp/s8-call4
+mkdir -p "$out"
+start=$(date +%s)
+t() { echo "[$(( $(date +%s) - start )) s] $*"; }
+finish() { tar -C /tmp -czf "$final/s8-call4.tar.gz" s8-call4; t "done"; }
+trap finish EXIT
+t "split-KV + gp"
+OUT=$out/skv DEVICE_BUDGET_S=205 bash bench/skv_device.sh > "$out/skv.out" 2>&1; echo "skv rc $?"
+tail -n 40 "$out/skv.out"
+t "harness repeat_layers sm_90a"
+HK_DEVICE_SPECS='^repeat_layers$' HK_GPU_TARGET=sm_90a timeout 30 bash tests/device/run.sh /tmp/s8-rep > "$out/harness_repeat.log" 2>&1; echo "rc $?"
+echo "ok $(grep -c '^ok' "$out/harness_repeat.log") FAIL $(grep -c '^FAIL' "$out/harness_repeat.log")"
