@@ -668,7 +668,15 @@ static int parse_decl(spec_ctx_t *c, const ynode_t *v, const char *name, hk_role
     return -1;
   }
   if (parse_shape(c, val[0], name, t) != 0) return -1;
-  if (val[2] && parse_parts(val[2], name, t) != 0) return -1;
+  if (val[2]) {
+    for (uint32_t d = 0; d < t->rank; d++)
+      if (t->dims[d].mul != 0) {
+        hkc_error(val[2]->loc, "tensor '%s': a param with 'parts' must not depend on batch (dimension %u does)", name,
+                  d);
+        return -1;
+      }
+    if (parse_parts(val[2], name, t) != 0) return -1;
+  }
   if (!val[1]) return 0;
   if (expect_kind(val[1], Y_SCALAR, "a dtype", "dtype") != 0) return -1;
   if (!strcmp(val[1]->text, "i32")) {

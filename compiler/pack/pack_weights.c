@@ -66,7 +66,7 @@ static int assemble_parts(const hkc_tensor_t *t, const hk_weights_t *w, const ch
     hk_weights_tensor_info_t wi;
     (void)hk_weights_tensor_info(w, idx[p], &wi);
     int same = (t->dtype == HK_DTYPE_I32 ? wi.dtype == HK_WEIGHTS_I32 : (uint32_t)wi.dtype == (uint32_t)t->dtype) &&
-               wi.rank == t->rank && t->rank >= 1;
+               wi.rank == t->rank && t->rank >= 1 && wi.dims[0] >= 1; /* libhkrt's rule too */
     for (uint32_t d = 1; same && d < t->rank; d++) same = wi.dims[d] == t->dims[d].add;
     if (!same) {
       hkc_strbuf_t msg = {0};

@@ -440,6 +440,11 @@ static int build_tables(builder_t *b) {
   }
 
   for (size_t i = 0; i < spec->n_tensors; i++) b->n_parts += spec->tensors[i].n_parts;
+  if (b->n_parts > HK_MAX_PART_RECORDS) {
+    hkc_error(NOLOC, "cannot write the artifact: %zu parts in all (the format's limit is %u)", b->n_parts,
+              HK_MAX_PART_RECORDS);
+    return -1;
+  }
   if (b->n_parts && !(b->parts = calloc(b->n_parts, sizeof *b->parts))) {
     hkc_error(NOLOC, "cannot write the artifact: out of memory");
     return -1;

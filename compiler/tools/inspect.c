@@ -175,11 +175,16 @@ static void print_kernel_table(FILE *out, const hk_pack_view_t *v, const hk_targ
   }
 }
 
-/* Whether the pack stores tensor i's bytes (format 1.4). */
+/* Whether the pack stores tensor i's bytes (format 1.4): verify checked that the records
+ * ascend by tensor, so a binary search. */
 static bool weight_stored(const hk_pack_view_t *v, uint32_t i) {
-  for (uint32_t r = 0; r < v->weight_count; r++)
-    if (v->weight_recs[r].tensor == i) return true;
-  return false;
+  uint32_t lo = 0, hi = v->weight_count;
+  while (lo < hi) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if (v->weight_recs[mid].tensor < i) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < v->weight_count && v->weight_recs[lo].tensor == i;
 }
 
 int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY_BYTES], uint32_t n_trusted,

@@ -776,9 +776,10 @@ static hk_status_t verify_parts(hk_pack_view_t *v) {
           "section %u (PARTS): must be stored uncompressed and flagged optional (flags 0x%x)", i, s->flags);
     CHECK(s->target == UINT32_MAX, "section %u (PARTS): target field must be 0xffffffff", i);
     CHECK(s->size % sizeof(hk_part_rec_t) == 0 &&
-              s->size / sizeof(hk_part_rec_t) <= (uint64_t)v->tensor_count * HK_MAX_PARTS,
-          "section %u (PARTS): size %llu is not a multiple of %zu bytes or holds more than %u records per tensor", i,
-          (unsigned long long)s->size, sizeof(hk_part_rec_t), HK_MAX_PARTS);
+              s->size / sizeof(hk_part_rec_t) <= (uint64_t)v->tensor_count * HK_MAX_PARTS &&
+              s->size / sizeof(hk_part_rec_t) <= HK_MAX_PART_RECORDS,
+          "section %u (PARTS): size %llu is not a multiple of %zu bytes or holds more than %u records per tensor "
+          "or %u in all", i, (unsigned long long)s->size, sizeof(hk_part_rec_t), HK_MAX_PARTS, HK_MAX_PART_RECORDS);
     sec = s;
     at = i;
   }

@@ -1039,6 +1039,8 @@ static void test_parts(void **state) {
 
   /* errors, at the place in the file */
   expect_error_on(P("{shape: [3*d, d], parts: []}"), 7, "[]", "tensor 'w': 'parts' must list 1 to 64", "got 0");
+  expect_error_on(P("{shape: [batch, d], parts: [a.q, a.k]}"), 7, "[a.q", "tensor 'w': a param with 'parts' must not "
+                  "depend on batch", "dimension 0");
   expect_error_on(P("{shape: [3*d, d], parts: [a.q, a.k, a.q]}"), 7, "a.q]", "part 'a.q' is listed twice",
                   "first at 7:32");
   expect_error_on(P("{shape: [3*d, d], parts: [a.q, x]}"), 7, "x]", "part 'x' is the name of input 'x'", NULL);

@@ -532,6 +532,17 @@ static void test_bind_parts(void **ts) {
   assert_int_equal(bound, 1);
   run_and_check(st->s, v + 1);
   hk_weights_destroy(w);
+
+  /* a name map entry for the param wins over its own name and its parts */
+  const char *mapped[5] = {"w", "full.w", "m.a", "m.b", "m.c"};
+  w = tensors_file(5, mapped, (const char *[]){"F32", "F32", "F32", "F32", "F32"},
+                   (const char *[]){"[100]", "[100]", "[30]", "[50]", "[20]"}, (size_t[]){400, 400, 120, 200, 80}, v);
+  hk_weights_name_t to_full[1] = {{"w", "full.w"}};
+  o = (hk_bind_weights_options_t){.struct_size = sizeof o, .names = to_full, .name_count = 1};
+  assert_int_equal(hk_session_bind_weights(st->s, w, &o, &bound), HK_OK);
+  assert_int_equal(bound, 1);
+  run_and_check(st->s, v + FX_COLS); /* full.w: the file's second tensor, 100 floats after w's */
+  hk_weights_destroy(w);
 }
 
 /* ---- name map files (hkc run --weights-map) ---- */

@@ -560,7 +560,7 @@ typedef struct hk_bind_weights_options {
  * names are checkpoint names, looked up as written: the name map does not apply to them): each
  * part of the param's dtype, with the param's trailing dims, the parts' rows summing to the
  * param's dim 0; they are copied, at their row offsets, into one buffer the session owns (on
- * every target). A param with some of its parts missing is not provided (left unbound; with
+ * every target). A param with some of its parts missing is not provided (left as it was; with
  * HK_BIND_WEIGHTS_ALL_PARAMS NOT_FOUND names the missing part).
  * Memory and lifetime:
  *  - host target: a tensor whose bytes are 16-byte aligned is bound in place (no copy): the

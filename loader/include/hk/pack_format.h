@@ -61,6 +61,8 @@ extern "C" {
 #define HK_MAX_NAME_LEN 255u           /* tensor, node, kernel and target names */
 #define HK_MAX_PARTS 64u              /* checkpoint tensors per param (PARTS): q|k|v and gate|up
                                           need 2-3; 64 leaves room for per-head or per-expert splits */
+#define HK_MAX_PART_RECORDS 65536u     /* PARTS records of a pack (a 32-layer model's q|k|v weights
+                                          and biases: 192); bounds verify's pairwise name checks */
 #define HK_MAX_SEMAPHORES (1u << 24)   /* counters per graph (64 MiB): split GEMMs use one per
                                           output tile, and a model's GEMMs have far fewer */
 
