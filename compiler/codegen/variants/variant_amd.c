@@ -332,18 +332,24 @@ static void attention_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t
   snprintf(out + len, size - len, "#define HK_ATTN_DH %d\n#define HK_ATTN_BKV %d\n", key->head_dim, AMD_ATTN_BKV);
 }
 
+/* Both AMD attention kernels: one block of `threads` per (batch, head, tile of bq queries). */
+static void attention_grid(const hkc_arg_t *args, uint32_t n_args, int64_t bq, uint32_t threads, uint32_t out_grid[3],
+                           uint32_t out_block[3], uint32_t *out_shared) {
+  const int64_t batch = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_BATCH),
+                seq_q = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_SEQ_Q),
+                heads = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_HEADS);
+  out_grid[0] = clamp_grid(batch * heads * hkc_variant_ceil_div(seq_q, bq));
+  out_grid[1] = out_grid[2] = 1;
+  out_block[0] = threads;
+  out_block[1] = out_block[2] = 1;
+  *out_shared = 0;
+}
+
 static void attention_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
                              uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
   (void)arch;
   (void)key;
-  const int64_t batch = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_BATCH),
-                seq_q = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_SEQ_Q),
-                heads = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_HEADS);
-  out_grid[0] = clamp_grid(batch * heads * hkc_variant_ceil_div(seq_q, AMD_ATTN_BQ));
-  out_grid[1] = out_grid[2] = 1;
-  out_block[0] = AMD_THREADS;
-  out_block[1] = out_block[2] = 1;
-  *out_shared = 0;
+  attention_grid(args, n_args, AMD_ATTN_BQ, AMD_THREADS, out_grid, out_block, out_shared);
 }
 
 const hkc_variant_t hkc_variant_attention_mfma = {
@@ -381,14 +387,7 @@ static void attention_pp_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key
                                 uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
   (void)arch;
   (void)key;
-  const int64_t batch = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_BATCH),
-                seq_q = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_SEQ_Q),
-                heads = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_HEADS);
-  out_grid[0] = clamp_grid(batch * heads * hkc_variant_ceil_div(seq_q, AMD_ATTN_PP_BQ));
-  out_grid[1] = out_grid[2] = 1;
-  out_block[0] = AMD_ATTN_PP_THREADS;
-  out_block[1] = out_block[2] = 1;
-  *out_shared = 0;
+  attention_grid(args, n_args, AMD_ATTN_PP_BQ, AMD_ATTN_PP_THREADS, out_grid, out_block, out_shared);
 }
 
 /* After attention_mfma in the registry: chosen only by kernel option attn_mfma_pp=on;

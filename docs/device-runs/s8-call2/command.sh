@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# (run as bench/s8/call2.sh from the repository root in the session; copied here next to its output)
 # Session 8, device call 2 (build-dev carried; prepared by tests/device/prepare.sh,
 # tests/device/hf_prepare.sh, bench/skv_prepare.sh and bench/attn_bars.py prepare --only the
 # five cases below): split-KV attention (bench/skv_device.sh), the Hugging Face check again

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# (run as bench/s8/call3.sh from the repository root in the session; copied here next to its output)
 # Session 8, device call 3 (build-dev carried; prepared by tests/device/prepare.sh,
 # tests/device/hf_prepare.sh, bench/skv_prepare.sh, and build-dev/s8/: llama_block before
 # (three projections, two ropes) and after (one q|k|v gemm, one packed rope) this session's

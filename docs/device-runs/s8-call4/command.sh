@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# (run as bench/s8/call4.sh from the repository root in the session; copied here next to its output)
 # Session 8, device call 4 (build-dev carried; bench/skv_prepare.sh): split-KV and grouped-query
 # row packing (attention_mma kvs / gp) numerics and timing against SDPA, and the harness on
 # repeat_layers (sm_90a). Output in $OUT/s8-call4.tar.gz.

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# (run as bench/s8/call5.sh from the repository root in the session; copied here next to its output)
 # Session 8, device call 5: ncu stall reasons and tensor-pipe use of the short GEMMs below
 # their bar (build-dev carried; python3 bench/gemm_bars.py prepare --only small_).
 set -uo pipefail
