@@ -32,7 +32,17 @@ class TensorInfoC(ctypes.Structure):  # hk_tensor_info_t
 
 class SessionOptionsC(ctypes.Structure):  # hk_session_options_t
     _fields_ = [("struct_size", _u32), ("batch", _u64), ("target", _cp), ("device", _int),
-                ("launch_mode", _int), ("host_threads", _u32), ("reserved0", _u32), ("no_pdl", _u32)]
+                ("launch_mode", _int), ("host_threads", _u32), ("reserved0", _u32), ("no_pdl", _u32),
+                ("reserved1", _u32), ("prefer_ptx", _u32), ("reserved2", _u32), ("no_pack_weights", _u32)]
+
+
+class WeightsNameC(ctypes.Structure):  # hk_weights_name_t
+    _fields_ = [("tensor", _cp), ("weights", _cp)]
+
+
+class BindWeightsOptionsC(ctypes.Structure):  # hk_bind_weights_options_t
+    _fields_ = [("struct_size", _u32), ("flags", _u32), ("names", ctypes.POINTER(WeightsNameC)),
+                ("name_count", _u32)]
 
 
 class PackOpenOptionsC(ctypes.Structure):  # hk_pack_open_options_t
@@ -80,6 +90,13 @@ _PROTOTYPES = {
     "hk_session_launch_info": (_status, [_vp, _u32, ctypes.POINTER(LaunchInfoC)]),
     "hk_session_profile": (_status, [_vp, _vp, _u32, ctypes.POINTER(ctypes.c_double)]),
     "hk_session_synchronize": (_status, [_vp, _vp]),
+    "hk_pack_weight_count": (_u32, [_vp]),
+    "hk_session_tensor_part": (_cp, [_vp, _u32, _u32]),
+    "hk_session_tensor_bound": (_int, [_vp, _u32]),
+    "hk_weights_open_file": (_status, [_cp, _vp, ctypes.POINTER(_vp)]),
+    "hk_weights_destroy": (None, [_vp]),
+    "hk_weights_find": (_status, [_vp, _cp, ctypes.POINTER(_u32)]),
+    "hk_session_bind_weights": (_status, [_vp, _vp, ctypes.POINTER(BindWeightsOptionsC), ctypes.POINTER(_u32)]),
 }
 
 

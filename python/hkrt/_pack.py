@@ -182,18 +182,28 @@ class Pack:
                                                           ctypes.byref(out)))
         return _str(out.value)
 
-    def session(self, batch=1, target=None, device=0, launch_mode="auto", host_threads=0, no_pdl=False):
+    @property
+    def weight_count(self):
+        """How many params the pack stores (hkc build --weights; 0: the application binds them).
+        A session binds them when it is created unless Pack.session(no_pack_weights=True)."""
+        return self._lib.hk_pack_weight_count(self._handle())
+
+    def session(self, batch=1, target=None, device=0, launch_mode="auto", host_threads=0, no_pdl=False,
+                prefer_ptx=False, no_pack_weights=False):
         """A new Session (hk_session_create). target: a name, or None for the best one here;
         device: the GPU ordinal; launch_mode: "auto", "graph" or "stream" (GPU targets);
         host_threads: host target threads per launch (0: the online CPUs); no_pdl: launch every
-        kernel the ordinary way. Errors: hkrt.NotFound (batch, target), hkrt.NoCompatibleTarget,
-        hkrt.Unavailable, hkrt.DriverError."""
+        kernel the ordinary way; prefer_ptx: a CUDA target's PTX wherever it runs, not its
+        cubins; no_pack_weights: do not bind the params a self-contained pack stores.
+        Errors: hkrt.NotFound (batch, target), hkrt.NoCompatibleTarget, hkrt.Unavailable,
+        hkrt.DriverError."""
         if launch_mode not in _LAUNCH_MODES:
             raise invalid("launch_mode is one of %s, not %r" % (", ".join(_LAUNCH_MODES), launch_mode))
         opts = _lib.SessionOptionsC(struct_size=ctypes.sizeof(_lib.SessionOptionsC), batch=batch,
                                     target=target.encode() if target else None, device=device,
                                     launch_mode=_LAUNCH_MODES[launch_mode], host_threads=host_threads,
-                                    no_pdl=int(bool(no_pdl)))
+                                    no_pdl=int(bool(no_pdl)), prefer_ptx=int(bool(prefer_ptx)),
+                                    no_pack_weights=int(bool(no_pack_weights)))
         handle = ctypes.c_void_p()
         _check(self._lib, self._lib.hk_session_create(self._handle(), ctypes.byref(opts), ctypes.byref(handle)))
         s = Session(self, handle, device)
@@ -212,6 +222,7 @@ class Session:
         self._host = self.target.startswith("host")
         self._bound = {}  # name -> (caller's object, staging array or None, keepalive)
         self._infos = None
+        self._weights = []  # hk_weights_t handles whose bytes a host session may use in place
 
     def _handle(self):
         if not self._h:
@@ -223,6 +234,9 @@ class Session:
         if self._h:
             self._lib.hk_session_destroy(self._h)
             self._h = None
+        for w in self._weights:
+            self._lib.hk_weights_destroy(w)
+        self._weights = []
         self._bound.clear()
 
     def __enter__(self):
@@ -284,6 +298,61 @@ class Session:
             staging = None
         _check(self._lib, self._lib.hk_session_bind(h, name.encode(), ctypes.c_void_p(addr), info.bytes))
         self._bound[name] = (array, staging, keep)
+
+    def parts(self, name):
+        """The checkpoint tensors a param declared with `parts:` concatenates, in order ([] for
+        any other tensor; hk_session_tensor_part)."""
+        h, index = self._handle(), [t.name for t in self.tensors].index(self.tensor(name).name)
+        out = []
+        while True:
+            p = self._lib.hk_session_tensor_part(h, index, len(out))
+            if not p:
+                return out
+            out.append(_str(p))
+
+    def is_bound(self, name):
+        """Whether the tensor has a buffer at the current batch (bound here, by bind_weights, or
+        from a self-contained pack's stored params)."""
+        index = [t.name for t in self.tensors].index(self.tensor(name).name)
+        return bool(self._lib.hk_session_tensor_bound(self._handle(), index))
+
+    def bind_weights(self, path, names=None, inputs=False, all_params=False, copy=False):
+        """Binds the params (inputs=True: and inputs) that a safetensors checkpoint provides
+        (hk_session_bind_weights, docs/WEIGHTS.md): names maps session tensor -> checkpoint tensor
+        for the ones stored under other names; params declared with `parts:` bind from their
+        parts. Everything is checked before anything is bound (dtype and shape exactly the
+        session's). all_params: hkrt.NotFound unless every param is provided. copy: host target,
+        copy into session memory instead of using the file's bytes in place. Returns the number
+        of tensors bound. Errors: hkrt.InvalidArgument (a mismatch, named), hkrt.NotFound, and
+        the file's own (hkrt.Corrupt for a malformed checkpoint)."""
+        h = self._handle()
+        w = ctypes.c_void_p()
+        _check(self._lib, self._lib.hk_weights_open_file(os.fspath(path).encode(), None, ctypes.byref(w)))
+        try:
+            entries = list((names or {}).items())
+            arr = (_lib.WeightsNameC * max(1, len(entries)))()
+            keep = []
+            for i, (tensor, weights) in enumerate(entries):
+                keep += [tensor.encode(), weights.encode()]
+                arr[i].tensor, arr[i].weights = keep[-2], keep[-1]
+            flags = (1 if inputs else 0) | (2 if all_params else 0) | (4 if copy else 0)
+            opts = _lib.BindWeightsOptionsC(struct_size=ctypes.sizeof(_lib.BindWeightsOptionsC), flags=flags,
+                                            names=arr if entries else None, name_count=len(entries))
+            bound = ctypes.c_uint32(0)
+            _check(self._lib, self._lib.hk_session_bind_weights(h, w, ctypes.byref(opts), ctypes.byref(bound)))
+        except BaseException:
+            self._lib.hk_weights_destroy(w)
+            raise
+        self._weights.append(w)  # a host session may read its bytes in place: kept until close()
+        # what the file bound replaces this object's earlier bindings (their staging included)
+        def has(name):
+            return self._lib.hk_weights_find(w, name.encode(), ctypes.byref(ctypes.c_uint32())) == 0
+        for t in self.tensors:
+            if t.name in self._bound and (t.role == "param" or (inputs and t.role == "input")):
+                parts = self.parts(t.name) if t.role == "param" and t.name not in (names or {}) else []
+                if has((names or {}).get(t.name, t.name)) or (parts and all(has(p) for p in parts)):
+                    del self._bound[t.name]
+        return bound.value
 
     # ---- runs
     def _prepare(self):

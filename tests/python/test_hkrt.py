@@ -369,3 +369,106 @@ class TestSession(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+PARTS_SPEC = """hkc: 1
+name: pw
+dtype: f32
+batch_sizes: [1, 2]
+inputs: {x: [batch, 5, 7]}
+params:
+  w: {shape: [7, 4], parts: [p.a, p.b]}
+  b: [4]
+graph:
+  - {name: g, op: gemm, in: [x, w], bias: b, out: y}
+outputs: [y]
+"""
+
+
+def write_safetensors(path, tensors):
+    """A safetensors file of float32 arrays (8-byte length, JSON header, raw little-endian data)."""
+    import json
+    import struct
+    header, blobs, at = {}, [], 0
+    for name, a in tensors.items():
+        raw = np.ascontiguousarray(a, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [at, at + len(raw)]}
+        blobs.append(raw)
+        at += len(raw)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+class TestWeights(unittest.TestCase):
+    """Session.bind_weights (safetensors, a name map, a param made of parts), Session.parts and
+    is_bound, and a self-contained pack (hkc build --weights): Pack.weight_count, the stored
+    params bound at session creation, Pack.session(no_pack_weights=True)."""
+
+    @classmethod
+    def setUpClass(cls):
+        d = F["dir"]
+        rng = np.random.default_rng(11)
+        cls.a, cls.b2 = rng.uniform(-1, 1, (3, 4)), rng.uniform(-1, 1, (4, 4))
+        cls.bias = rng.uniform(-1, 1, 4)
+        cls.spec = os.path.join(d, "pw.yaml")
+        with open(cls.spec, "w") as f:
+            f.write(PARTS_SPEC)
+        cls.st = os.path.join(d, "pw.safetensors")
+        write_safetensors(cls.st, {"p.a": cls.a, "p.b": cls.b2, "model.bias": cls.bias})
+        cls.bad = os.path.join(d, "pw_bad.safetensors")
+        write_safetensors(cls.bad, {"p.a": cls.a, "p.b": cls.b2[:3], "model.bias": cls.bias})
+        cls.pack = os.path.join(d, "pw.hkpack")
+        cls.self_pack = os.path.join(d, "pw_self.hkpack")
+        hkc = os.environ["HKC"]
+        subprocess.run([hkc, "build", cls.spec, "-o", cls.pack, "--target", "host", "-q"], check=True)
+        mp = os.path.join(d, "pw.map")
+        with open(mp, "w") as f:
+            f.write("b model.bias\n")
+        subprocess.run([hkc, "build", cls.spec, "-o", cls.self_pack, "--target", "host", "-q", "--weights", cls.st,
+                        "--weights-map", mp], check=True)
+
+    def expected(self, x):
+        w = np.concatenate([self.a, self.b2]).astype(np.float32).astype(np.float64)
+        return x.astype(np.float64) @ w + self.bias.astype(np.float32)
+
+    def run_x(self, s, seed=3):
+        x = np.random.default_rng(seed).standard_normal((1, 5, 7)).astype(np.float32)
+        y = np.full((1, 5, 4), np.nan, dtype=np.float32)
+        s.bind("x", x)
+        s.bind("y", y)
+        s.run()
+        return x, y
+
+    def test_bind_weights_parts_and_map(self):
+        with hkrt.Pack.open(self.pack, allow_unsigned_native_code=True) as p, p.session() as s:
+            self.assertEqual(p.weight_count, 0)
+            self.assertEqual(s.parts("w"), ["p.a", "p.b"])
+            self.assertEqual(s.parts("b"), [])
+            self.assertFalse(s.is_bound("w"))
+            # a mismatch binds nothing and names the param
+            with self.assertRaises(hkrt.InvalidArgument) as cm:
+                s.bind_weights(self.bad, names={"b": "model.bias"})
+            self.assertIn("tensor w", str(cm.exception))
+            self.assertFalse(s.is_bound("w") or s.is_bound("b"))
+            # without the map, b is missing: all_params refuses
+            with self.assertRaises(hkrt.NotFound) as cm:
+                s.bind_weights(self.st, all_params=True)
+            self.assertIn("b", str(cm.exception))
+            self.assertEqual(s.bind_weights(self.st, names={"b": "model.bias"}, all_params=True), 2)
+            self.assertTrue(s.is_bound("w") and s.is_bound("b"))
+            x, y = self.run_x(s)
+            np.testing.assert_allclose(y, self.expected(x), rtol=1e-5, atol=1e-5)
+
+    def test_self_contained_pack(self):
+        with hkrt.Pack.open(self.self_pack, allow_unsigned_native_code=True) as p:
+            self.assertEqual(p.weight_count, 2)
+            with p.session() as s:
+                self.assertTrue(s.is_bound("w") and s.is_bound("b"))
+                x, y = self.run_x(s, seed=5)
+                np.testing.assert_allclose(y, self.expected(x), rtol=1e-5, atol=1e-5)
+            with p.session(no_pack_weights=True) as s:
+                self.assertFalse(s.is_bound("w"))
+                with self.assertRaises(hkrt.FailedPrecondition):
+                    self.run_x(s)
