@@ -13,17 +13,7 @@ set -euo pipefail
 : "${HKC:?}" "${HK_SOURCE_DIR:?}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-fail=0
-ok() { echo "ok   $1"; }
-bad() { echo "FAIL $1"; fail=1; }
-# expect_fail NAME REGEX CMD...: exits 1 with a message matching REGEX (grep -E)
-expect_fail() {
-  local name=$1 want=$2; shift 2
-  set +e; msg=$("$@" 2>&1); rc=$?; set -e
-  if [ $rc -ne 1 ]; then bad "$name: exit status $rc: $msg"
-  elif ! grep -Eq "$want" <<<"$msg"; then bad "$name: message does not match '$want': $msg"
-  else ok "$name: $(grep -E "$want" <<<"$msg" | head -n1)"; fi
-}
+. "$HK_SOURCE_DIR/tests/integration/checks.sh" # ok, bad, expect_fail; fail
 
 "$HKC" build "$HK_SOURCE_DIR/specs/mlp.yaml" --target host -o "$work/mlp.hkpack" -q
 sed 's/^dtype: f32$/dtype: bf16/' "$HK_SOURCE_DIR/specs/mlp.yaml" > "$work/mlp_bf16.yaml"
