@@ -10,7 +10,7 @@ set -euo pipefail
 : "${HKC:?}" "${HK_SOURCE_DIR:?}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-. "$HK_SOURCE_DIR/tests/integration/checks.sh" # ok, bad, expect_fail; fail
+. "$HK_SOURCE_DIR/tests/integration/lib/checks.sh" # ok, bad, expect_fail; fail
 
 # bf16 params of odd sizes (some tensors land at offsets that are not 16-byte aligned: the
 # copy path), plus x, r, x1, v inputs (random from the seed in both runs).

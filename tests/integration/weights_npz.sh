@@ -13,7 +13,7 @@ set -euo pipefail
 : "${HKC:?}" "${HK_SOURCE_DIR:?}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-. "$HK_SOURCE_DIR/tests/integration/checks.sh" # ok, bad, expect_fail; fail
+. "$HK_SOURCE_DIR/tests/integration/lib/checks.sh" # ok, bad, expect_fail; fail
 
 "$HKC" build "$HK_SOURCE_DIR/specs/mlp.yaml" --target host -o "$work/mlp.hkpack" -q
 sed 's/^dtype: f32$/dtype: bf16/' "$HK_SOURCE_DIR/specs/mlp.yaml" > "$work/mlp_bf16.yaml"

@@ -19,7 +19,7 @@ set -euo pipefail
 : "${HKC:?}" "${HK_SOURCE_DIR:?}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-. "$HK_SOURCE_DIR/tests/integration/checks.sh" # ok, bad, expect_fail; fail
+. "$HK_SOURCE_DIR/tests/integration/lib/checks.sh" # ok, bad, expect_fail; fail
 
 PY=${HK_PYTHON:-/usr/bin/python3}
 "$PY" - "$work" <<'EOF'

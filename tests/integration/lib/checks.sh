@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # Sourced by the integration tests that report check by check (weights.sh, weights_npz.sh,
+# (Not a test itself: tests/CMakeLists.txt registers tests/integration/*.sh only.)
 # weights_pack.sh): `ok NAME` and `bad NAME` print one line each (bad also sets fail=1, which
 # the script exits with), and expect_fail runs a command that must fail with a given message.
 fail=0
