@@ -120,6 +120,7 @@ class Llama(nn.Module):  # rmsnorm, rope (theta 500000), GQA 4 over 2 kv heads, 
         else:  # causal and padding in one boolean mask, masked_fill (Where) with -inf
             bad = torch.ones(t, t, dtype=torch.bool).triu(1)[None, None] | (attention_mask[:, None, None, :] == 0)
             w = w.masked_fill(bad, float("-inf"))
+            w = torch.max(w, torch.tensor(torch.finfo(w.dtype).min))  # older Hugging Face Llama's clamp
         w = F.softmax(w.float(), dim=-1).to(q.dtype)
         a = torch.matmul(w, v).transpose(1, 2).reshape(b, t, H)
         x = x + s.o(a)
@@ -160,6 +161,16 @@ class MaskMul(nn.Module):  # a padding mask multiplied into the hidden states: n
     def forward(s, x, attention_mask):
         return s.l(x * attention_mask[:, :, None])
 
+class QueryMask(nn.Module):  # the mask is over query rows, not keys: neither lengths nor mask
+    def __init__(s):
+        super().__init__()
+        s.q = nn.Linear(H, H)
+    def forward(s, x, attention_mask):
+        b, t, _ = x.shape
+        q = heads(s.q(x), NH)
+        w = q @ q.transpose(-1, -2) + (1.0 - attention_mask[:, None, :, None].float()) * -10000.0
+        return (w.softmax(-1) @ q).transpose(1, 2).reshape(b, t, H)
+
 class Embed(nn.Module):  # from token ids: word + token type (zeros) + position embeddings, LayerNorm, a gemm
     def __init__(s):
         super().__init__()
@@ -168,6 +179,7 @@ class Embed(nn.Module):  # from token ids: word + token type (zeros) + position 
         s.ln, s.f = nn.LayerNorm(H, eps=1e-12), nn.Linear(H, H)
     def forward(s, input_ids):
         t = input_ids.shape[1]
+        input_ids = input_ids.view(-1, t)  # as Hugging Face's GPT-2: a Reshape that changes nothing
         e = s.word(input_ids) + s.tt(torch.zeros_like(input_ids)) + s.pos(s.position_ids[:, :t])
         return F.gelu(s.f(s.ln(e)))
 
@@ -185,7 +197,8 @@ for name, mod, t, kind in [("bert", Bert(), 7, "x"), ("gpt2", GPT2(), 11, "x"), 
                            ("mixed", Mixed(), 9, "x"), ("bert_mask", Bert(), 7, "mask"),
                            ("gpt2_mask", GPT2(), 11, "mask"), ("llama_mask", Llama(), 13, "mask"),
                            ("bert_bias", BertBias(), 7, "bias"), ("embed", Embed(), 9, "ids"),
-                           ("cumsum", Cumsum(), 5, "x"), ("maskmul", MaskMul(), 5, "mask")]:
+                           ("cumsum", Cumsum(), 5, "x"), ("maskmul", MaskMul(), 5, "mask"),
+                           ("qmask", QueryMask(), 5, "mask")]:
     mod.eval()
     with torch.no_grad():
         for p in mod.parameters():  # non-trivial norm weights and biases
@@ -284,6 +297,8 @@ expect_fail "unsupported node named" "unsupported node CumSum '/CumSum' \(inputs
   $IMPORT "$work/cumsum.onnx" -o "$work/c.yaml" --weights-out "$work/c.safetensors"
 expect_fail "mask read outside attention" "unsupported node Mul '/Mul' \(inputs: 'x' \(tensor \[batch, 5, 64\]\), '/Cast_output_0' \(value computed from input 'attention_mask'\)\)" \
   $IMPORT "$work/maskmul.onnx" -o "$work/c.yaml" --weights-out "$work/c.safetensors"
+expect_fail "query mask refused" "unsupported node Add '/Add' \(inputs: '/MatMul_output_0' \(attention scores\), '/Mul_output_0' \(value computed from input 'attention_mask'\)\): .* is not a key padding mask" \
+  $IMPORT "$work/qmask.onnx" -o "$work/c.yaml" --weights-out "$work/c.safetensors"
 head -c 300 "$HKC" > "$work/junk.onnx"
 expect_fail "not an ONNX file" "junk.onnx: not an ONNX model" \
   $IMPORT "$work/junk.onnx" -o "$work/j.yaml" --weights-out "$work/j.safetensors"
