@@ -332,8 +332,9 @@ def close(a, b, tol=1e-5):
 
 
 class Importer:
-    def __init__(self, model):
+    def __init__(self, model, padding_mask="lengths"):
         self.model = model
+        self.padding_mask = padding_mask  # what a [batch, seq] padding mask becomes: "lengths" or "mask"
         self.g = model.graph
         self.vals = {}
         self.nodes = []  # hkc node dicts, in order
@@ -586,12 +587,15 @@ class Importer:
     # ------------------------------------------------------------------ masks and ids
     def probe(self, src, w, lengths=None):
         """A value of src with batch B0 (w = 0) or B1: leading ones (lengths[b] of them; all when
-        None) for a [batch, seq] mask, zeros for an additive mask."""
+        None; lengths may also be the rows of 0/1 themselves) for a [batch, seq] mask, zeros for an
+        additive mask."""
         b = B0 if w == 0 else B1
         if len(src.rest) != 1:
             return np.zeros((b,) + src.rest, src.dtype)
         seq = src.rest[0]
         lengths = [seq] * b if lengths is None else lengths
+        if np.ndim(lengths) == 2:
+            return np.asarray(lengths).astype(src.dtype)
         m = (np.arange(seq)[None, :] < np.array(lengths)[:, None])
         return m.astype(src.dtype)
 
@@ -711,6 +715,26 @@ class Importer:
             if not np.array_equal(got, np.broadcast_to(want, got.shape)):
                 self.unsupported("%s is not a key padding mask: with the first L entries of a row set, it does not "
                                  "mask exactly the keys j >= L%s" % (what, " (and the causal ones)" if causal else ""))
+        if self.padding_mask == "mask":
+            # any pattern of ones and zeros: the keys whose entry is 0 are masked, and no other
+            rng = np.random.default_rng(19)
+            for _ in range(8):
+                rows = rng.integers(0, 2, (B0, seq))
+                want = (rows == 0)[:, None, None, :]
+                want = want | upper[None, None] if causal else want
+                got = masked(0, rows)
+                if not np.array_equal(got, np.broadcast_to(want, got.shape)):
+                    self.unsupported("%s does not mask exactly the keys whose entry is 0 for masks of ones and zeros "
+                                     "that are not leading ones (--padding-mask lengths maps right padding)" % what)
+            if src.mask is None:
+                src.mask = self.fresh(src.onnx_name + "_bias")
+                self.inputs[src.mask] = (1, t, tk)
+                self.input_note[src.mask] = (
+                    "replaces ONNX input '%s' [batch, %d]: added to the scaled scores, [b, 0, i, j] = 0 where "
+                    "%s[b, j] is 1, -inf where it is 0, the same for every query row i%s" % (
+                        src.onnx_name, seq, src.onnx_name, " (the causal masking is the node's causal: true)"
+                        if causal or s.causal else ""))
+            return s.like(mask=src.mask, causal=s.causal or causal)
         if src.lengths is None:
             src.lengths = self.fresh(src.onnx_name + "_lengths")
             self.inputs[src.lengths] = ()
@@ -1654,6 +1678,9 @@ def main(argv):
     ap.add_argument("--name", help="the spec's name (default: the model file's stem)")
     ap.add_argument("--batch-sizes", default="1,8")
     ap.add_argument("--dtype", default="f32", choices=["f32", "f16", "bf16"])
+    ap.add_argument("--padding-mask", default="lengths", choices=["lengths", "mask"],
+                    help="a [batch, seq] attention mask input becomes an i32 [batch] lengths input (right padding "
+                         "assumed) or a [batch, 1, seq, seq] additive mask input (any pattern)")
     args = ap.parse_args(argv)
     np.seterr(all="ignore")  # folding finfo.min + finfo.min overflows to -inf, as the model does
     try:
@@ -1692,7 +1719,7 @@ def main(argv):
                     model, os.path.dirname(os.path.abspath(args.model)))
             except Exception as e:  # noqa: BLE001
                 fail("%s: cannot read the external weights (%s)" % (args.model, e))
-        imp = Importer(model)
+        imp = Importer(model, args.padding_mask)
         try:
             imp.run()
         except ImportError_:

@@ -196,6 +196,7 @@ class Cumsum(nn.Module):  # no hkc op: the importer must name the node
 for name, mod, t, kind in [("bert", Bert(), 7, "x"), ("gpt2", GPT2(), 11, "x"), ("llama", Llama(), 13, "x"),
                            ("mixed", Mixed(), 9, "x"), ("bert_mask", Bert(), 7, "mask"),
                            ("gpt2_mask", GPT2(), 11, "mask"), ("llama_mask", Llama(), 13, "mask"),
+                           ("llama_left", Llama(), 13, "left"),
                            ("bert_bias", BertBias(), 7, "bias"), ("embed", Embed(), 9, "ids"),
                            ("cumsum", Cumsum(), 5, "x"), ("maskmul", MaskMul(), 5, "mask"),
                            ("qmask", QueryMask(), 5, "mask")]:
@@ -204,7 +205,8 @@ for name, mod, t, kind in [("bert", Bert(), 7, "x"), ("gpt2", GPT2(), 11, "x"), 
         for p in mod.parameters():  # non-trivial norm weights and biases
             if p.dim() == 1:
                 p.add_(0.1 * torch.randn_like(p))
-        names = {"x": ["x"], "mask": ["x", "attention_mask"], "ids": ["input_ids"], "bias": ["x", "attention_bias"]}[kind]
+        names = {"x": ["x"], "mask": ["x", "attention_mask"], "left": ["x", "attention_mask"], "ids": ["input_ids"],
+                 "bias": ["x", "attention_bias"]}[kind]
         def inputs(b):
             if kind == "ids":
                 return (torch.randint(0, 100, (b, t)),)
@@ -215,14 +217,21 @@ for name, mod, t, kind in [("bert", Bert(), 7, "x"), ("gpt2", GPT2(), 11, "x"), 
                 return (torch.randn(b, t, H), bias)
             lens = torch.cat([torch.tensor([t, max(1, t // 2)]), torch.randint(1, t + 1, (max(0, b - 2),))])[:b]
             m = (torch.arange(t)[None] < lens[:, None]).long()
-            return (torch.randn(b, t, H),) + ((m,) if kind == "mask" else ())
+            if kind == "left":  # left padding: the zeros first
+                m = m.flip(1)
+            return (torch.randn(b, t, H),) + ((m,) if kind in ("mask", "left") else ())
         torch.onnx.export(mod, inputs(2), "%s/%s.onnx" % (work, name), input_names=names, output_names=["y"],
                           dynamic_axes=dict({k: {0: "batch"} for k in names}, y={0: "batch"}), opset_version=17)
         for b in batches:
             ins = inputs(b)
             args, rows = [], np.ones((b, t), bool)
             for k, v in zip(names, ins):
-                if k == "attention_mask":  # hkc's input: the lengths. BERT: only the unpadded rows are compared.
+                if k == "attention_mask" and kind == "left":  # --padding-mask mask: the additive mask, compared
+                    # on the unpadded rows (a padded row before every unpadded key masks all its keys: hkc
+                    # writes zeros there, torch a softmax over finfo.min)
+                    rows = v.numpy() == 1
+                    k, v = "attention_mask_bias", torch.where(v[:, None, None, :] == 0, float("-inf"), 0.0).expand(b, 1, t, t)
+                elif k == "attention_mask":  # hkc's input: the lengths. BERT: only the unpadded rows are compared.
                     # Causal: all rows -- in the unpadded ones (i < len) the causal mask already hides every
                     # padded key (j > i), so only the padded rows show the lengths (keys j < len on both sides)
                     k, v, rows = "attention_mask_lengths", v.sum(1).int(), (v.numpy() == 1) | (name != "bert_mask")
@@ -233,8 +242,9 @@ for name, mod, t, kind in [("bert", Bert(), 7, "x"), ("gpt2", GPT2(), 11, "x"), 
             np.save("%s/%s_ref%d.npy" % (work, name, b), mod(*ins).numpy())
 EOF
 
-for m in bert gpt2 llama mixed bert_mask gpt2_mask llama_mask bert_bias embed; do
-  if ! msg=$($IMPORT "$work/$m.onnx" -o "$work/$m.yaml" --weights-out "$work/$m.safetensors" --batch-sizes 1,3 2>&1); then
+for m in bert gpt2 llama mixed bert_mask gpt2_mask llama_mask llama_left bert_bias embed; do
+  opts=""; [ $m = llama_left ] && opts="--padding-mask mask"
+  if ! msg=$($IMPORT "$work/$m.onnx" -o "$work/$m.yaml" --weights-out "$work/$m.safetensors" --batch-sizes 1,3 $opts 2>&1); then
     bad "$m: import: $msg"; continue
   fi
   ok "$m: import: $msg"
@@ -279,6 +289,8 @@ for m in gpt2_mask llama_mask; do
   grep -q "$lin" "$work/$m.yaml" && grep -q "causal: true, lengths: attention_mask_lengths" "$work/$m.yaml" \
     || bad "$m: no lengths input / causal attention with lengths"
 done
+grep -q "attention_mask_bias: \[batch, 1, 13, 13\]" "$work/llama_left.yaml" \
+  && grep -q "causal: true, mask: attention_mask_bias" "$work/llama_left.yaml" || bad "llama_left: no additive mask input"
 grep -q "attention_bias: \[batch, 1, 7, 7\]" "$work/bert_bias.yaml" && grep -q "mask: attention_bias" "$work/bert_bias.yaml" \
   || bad "bert_bias: no [batch, 1, 7, 7] input / attention mask"
 grep -q "input_ids: {shape: \[batch, 9\], dtype: i32}" "$work/embed.yaml" \
