@@ -5,6 +5,7 @@ blocks) -> an hkc spec (YAML) and a safetensors file with the params it needs.
 
 usage: hkc_import_onnx.py MODEL.onnx -o SPEC.yaml --weights-out W.safetensors
                           [--name N] [--batch-sizes 1,8] [--dtype f32|f16|bf16]
+                          [--padding-mask lengths|mask]
 
 Exit 0 on success; 1 with one line `error: ...` (naming the first ONNX node that cannot be
 mapped, its op type and its inputs) otherwise. docs/IMPORT.md says what is mapped.
@@ -17,7 +18,10 @@ rows [batch, seq, width] (an hkc tensor, or a lazy element-wise expression over 
 recognised as gelu / layernorm / rmsnorm / silu / add / mul when something needs it), a view
 of rows as heads ([b, t, nh, d], transposed, K transposed, repeated for grouped-query
 attention, scaled), attention scores and probabilities. Q @ K^T, scale, mask, Softmax and
-@ V become one hkc attention node; rotate-half rotary becomes rope.
+@ V become one hkc attention node; rotate-half rotary becomes rope. Integer (and mask)
+inputs [batch, seq] are Sources: a Gather of a table by one is an embedding; values computed
+from one are NumPy functions of it (MaskFn), probed where they meet the attention scores and
+mapped onto attention's lengths (right padding assumed) or mask.
 """
 import argparse
 import hashlib

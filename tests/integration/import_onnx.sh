@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The ONNX importer (`hkc import onnx`: python/hkc_import_onnx.py, issue 19, docs/IMPORT.md): three small torch
+# The ONNX importer (`hkc import onnx`: python/hkc_import_onnx.py, issue 19, docs/IMPORT.md): small torch
 # modules written here -- a BERT-style post-norm layer (erf gelu), a GPT-2-style pre-norm block
-# (fused qkv + Split, causal attention through a masked_fill buffer, tanh gelu) and a
-# Llama-style block (rmsnorm, rotary, grouped-query causal attention, SwiGLU) -- and a mixed one
-# (fused qkv with rotary, pre-scaled Q, hand-written layernorm, nn.GELU("tanh")) are exported
-# with torch.onnx.export (opset 17, dynamic batch axis), imported, built for the host, run at
-# two batch sizes with the exported weights and compared with torch's own output. Then the
-# refusals: a node with no mapping (CumSum) is named with its inputs; a file that is not ONNX
-# is a one-line error. Skips (77) when torch or onnx cannot be imported.
+# (fused qkv + Split, causal attention through a masked_fill buffer, tanh gelu), a Llama-style
+# block (rmsnorm, rotary, grouped-query causal attention, SwiGLU), a mixed one (fused qkv with
+# rotary, pre-scaled Q, hand-written layernorm, nn.GELU("tanh")); the first three again called
+# with an int64 attention_mask (Hugging Face's (1 - m) * finfo.min bias; GPT-2's after its causal
+# fill; Llama's causal | padding masked_fill and max clamp) mapped onto attention lengths, the
+# Llama one with left padding and --padding-mask mask; BERT with an additive [batch, 1, t, t]
+# mask input (attention's mask); embeddings from input_ids (word + token type + position,
+# LayerNorm) -- are exported with torch.onnx.export (opset 17, dynamic batch axis), imported,
+# built for the host, run at two batch sizes with the exported weights and compared with torch's
+# own output. Then the refusals: a node with no mapping (CumSum) is named with its inputs, so are
+# a mask read outside attention and a mask over query rows; a file that is not ONNX is a
+# one-line error. Skips (77) when torch or onnx cannot be imported.
 set -euo pipefail
 : "${HKC:?}" "${HK_SOURCE_DIR:?}"
 PY=${HK_PYTHON:-/usr/bin/python3}
