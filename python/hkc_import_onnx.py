@@ -35,6 +35,7 @@ import sys
 import numpy as np
 
 B0, B1 = 2, 3  # the two batch sizes the constant folding runs with
+MASK_PROBE_ALL = 64  # up to this seq a padding mask is probed with every length; beyond, 16 of them
 
 
 class ImportError_(Exception):
@@ -163,8 +164,9 @@ class MaskFn:
     is evaluated on probe values where it meets attention scores. ev(m, w): m the source's value
     with batch B0 (w = 0) or B1 (w = 1); raw: the source itself, unchanged."""
 
-    def __init__(self, src, ev, raw=False, node=None):
+    def __init__(self, src, ev, raw=False, node=None, key=None):
         self.src, self.ev, self.raw, self.node = src, ev, raw, node
+        self.key = ("fn", id(self)) if key is None else key  # the same key: the same function
 
     def desc(self):
         if self.raw:
@@ -691,45 +693,11 @@ class Importer:
         what = "the mask computed from input '%s'" % src.onnx_name
         if seq != tk:
             self.unsupported("%s has %d keys, the scores %d" % (what, seq, tk))
-        upper = np.triu(np.ones((t, tk), bool), 1)
-
-        def masked(w, lengths):
-            b = B0 if w == 0 else B1
-            v = self.probe_eval(f, w, lengths)
-            try:
-                full = np.broadcast_to(v, np.broadcast_shapes(v.shape, (b, 1, t, tk)))
-            except ValueError:
-                self.unsupported("%s (%s) does not broadcast to the scores [batch, %d, %d, %d]" % (
-                    what, list(v.shape), nh, t, tk))
-            if full.ndim != 4 or full.shape[1] not in (1, nh):
-                self.unsupported("%s (%s) does not broadcast to the scores" % (what, list(v.shape)))
-            if not np.all((full == 0) | (full <= -1e4)):
-                self.unsupported("%s is not 0 (keep) / <= -1e4 (masked) for a mask of ones and zeros" % what)
-            return full <= -1e4
-
-        causal = bool(np.any(masked(0, None)))
-        if causal and not np.array_equal(masked(0, None), np.broadcast_to(upper, masked(0, None).shape)):
-            self.unsupported("%s masks keys of a mask of all ones, and not in the causal pattern" % what)
-        probes = [(0, [la, lb]) for la, lb in zip(range(0, seq + 1), range(seq, -1, -1))] + \
-                 [(1, [seq, 1, max(1, seq // 2)])]
-        for w, lengths in probes:
-            want = np.arange(tk)[None, None, None, :] >= np.array(lengths)[:, None, None, None]
-            want = want | upper[None, None] if causal else want
-            got = masked(w, lengths)
-            if not np.array_equal(got, np.broadcast_to(want, got.shape)):
-                self.unsupported("%s is not a key padding mask: with the first L entries of a row set, it does not "
-                                 "mask exactly the keys j >= L%s" % (what, " (and the causal ones)" if causal else ""))
+        ckey = ("maskfn", f.key, nh, t, tk)
+        if ckey not in self.memo:  # every layer adds the same mask: probed once
+            self.memo[ckey] = (f, self.probe_mask_fn(f, s, what))
+        causal = self.memo[ckey][1]
         if self.padding_mask == "mask":
-            # any pattern of ones and zeros: the keys whose entry is 0 are masked, and no other
-            rng = np.random.default_rng(19)
-            for _ in range(8):
-                rows = rng.integers(0, 2, (B0, seq))
-                want = (rows == 0)[:, None, None, :]
-                want = want | upper[None, None] if causal else want
-                got = masked(0, rows)
-                if not np.array_equal(got, np.broadcast_to(want, got.shape)):
-                    self.unsupported("%s does not mask exactly the keys whose entry is 0 for masks of ones and zeros "
-                                     "that are not leading ones (--padding-mask lengths maps right padding)" % what)
             if src.mask is None:
                 src.mask = self.fresh(src.onnx_name + "_bias")
                 self.inputs[src.mask] = (1, t, tk)
@@ -747,6 +715,56 @@ class Importer:
                                             "row (right padding assumed: 1 for j < len, 0 after)" % (
                                                 src.onnx_name, seq))
         return s.like(lengths=src.lengths, causal=s.causal or causal)
+
+    def probe_mask_fn(self, f, s, what):
+        """Checks on probe masks that f is a key padding mask: 0 / <= -1e4 only; with all ones,
+        nothing or the causal triangle masked; with the first L entries of a row set, exactly the
+        keys j >= L (and the causal ones); with --padding-mask mask, on random rows of ones and
+        zeros, exactly the keys whose entry is 0. Returns whether it masks the causal triangle."""
+        (nh, t, tk), seq = s.rest, f.src.rest[0]
+        upper = np.triu(np.ones((t, tk), bool), 1)
+
+        def masked(w, lengths):
+            b = B0 if w == 0 else B1
+            v = self.probe_eval(f, w, lengths)
+            try:
+                full = np.broadcast_to(v, np.broadcast_shapes(v.shape, (b, 1, t, tk)))
+            except ValueError:
+                self.unsupported("%s (%s) does not broadcast to the scores [batch, %d, %d, %d]" % (
+                    what, list(v.shape), nh, t, tk))
+            if full.ndim != 4 or full.shape[1] not in (1, nh):
+                self.unsupported("%s (%s) does not broadcast to the scores" % (what, list(v.shape)))
+            if not np.all((full == 0) | (full <= -1e4)):
+                self.unsupported("%s is not 0 (keep) / <= -1e4 (masked) for a mask of ones and zeros" % what)
+            return full <= -1e4
+
+        ones = masked(0, None)
+        causal = bool(np.any(ones))
+        if causal and not np.array_equal(ones, np.broadcast_to(upper, ones.shape)):
+            self.unsupported("%s masks keys of a mask of all ones, and not in the causal pattern" % what)
+        lens = list(range(0, seq + 1))
+        if seq > MASK_PROBE_ALL:
+            lens = sorted({0, 1, 2, 3, seq // 2, seq - 2, seq - 1, seq} |
+                          {int(v) for v in np.random.default_rng(19).integers(0, seq + 1, 8)})
+        probes = [(0, [la, lb]) for la, lb in zip(lens, lens[::-1])] + [(1, [seq, 1, max(1, seq // 2)])]
+        for w, lengths in probes:
+            want = np.arange(tk)[None, None, None, :] >= np.array(lengths)[:, None, None, None]
+            want = want | upper[None, None] if causal else want
+            got = masked(w, lengths)
+            if not np.array_equal(got, np.broadcast_to(want, got.shape)):
+                self.unsupported("%s is not a key padding mask: with the first L entries of a row set, it does not "
+                                 "mask exactly the keys j >= L%s" % (what, " (and the causal ones)" if causal else ""))
+        if self.padding_mask == "mask":
+            rng = np.random.default_rng(19)
+            for _ in range(8):
+                rows = rng.integers(0, 2, (B0, seq))
+                want = (rows == 0)[:, None, None, :]
+                want = want | upper[None, None] if causal else want
+                got = masked(0, rows)
+                if not np.array_equal(got, np.broadcast_to(want, got.shape)):
+                    self.unsupported("%s does not mask exactly the keys whose entry is 0 for masks of ones and zeros "
+                                     "that are not leading ones (--padding-mask lengths maps right padding)" % what)
+        return causal
 
     # ------------------------------------------------------------------ element-wise
     def ew(self, op, ins, n):
@@ -1146,7 +1164,7 @@ class Importer:
             def ev(m, w):
                 c = np.asarray(cond.ev(m, w)).astype(bool)
                 return np.where(c, 0.0, fill) if keep_x else np.where(c, fill, 0.0)
-            return self.add_mask_fn(s, MaskFn(cond.src, ev, node=n))
+            return self.add_mask_fn(s, MaskFn(cond.src, ev, node=n, key=(cond.key, keep_x, fill)))
         if not isinstance(cond, Const) or cond.static() is None:
             return None
         cnd = cond.static().astype(bool)
