@@ -5,7 +5,7 @@ blocks) -> an hkc spec (YAML) and a safetensors file with the params it needs.
 
 usage: hkc_import_onnx.py MODEL.onnx -o SPEC.yaml --weights-out W.safetensors
                           [--name N] [--batch-sizes 1,8] [--dtype f32|f16|bf16]
-                          [--padding-mask lengths|mask]
+                          [--padding-mask-as lengths|mask]
 
 Exit 0 on success; 1 with one line `error: ...` (naming the first ONNX node that cannot be
 mapped, its op type and its inputs) otherwise. docs/IMPORT.md says what is mapped.
@@ -719,7 +719,7 @@ class Importer:
     def probe_mask_fn(self, f, s, what):
         """Checks on probe masks that f is a key padding mask: 0 / <= -1e4 only; with all ones,
         nothing or the causal triangle masked; with the first L entries of a row set, exactly the
-        keys j >= L (and the causal ones); with --padding-mask mask, on random rows of ones and
+        keys j >= L (and the causal ones); with --padding-mask-as mask, on random rows of ones and
         zeros, exactly the keys whose entry is 0. Returns whether it masks the causal triangle."""
         (nh, t, tk), seq = s.rest, f.src.rest[0]
         upper = np.triu(np.ones((t, tk), bool), 1)
@@ -763,7 +763,7 @@ class Importer:
                 got = masked(0, rows)
                 if not np.array_equal(got, np.broadcast_to(want, got.shape)):
                     self.unsupported("%s does not mask exactly the keys whose entry is 0 for masks of ones and zeros "
-                                     "that are not leading ones (--padding-mask lengths maps right padding)" % what)
+                                     "that are not leading ones (--padding-mask-as lengths maps right padding)" % what)
         return causal
 
     # ------------------------------------------------------------------ element-wise
@@ -1700,7 +1700,7 @@ def main(argv):
     ap.add_argument("--name", help="the spec's name (default: the model file's stem)")
     ap.add_argument("--batch-sizes", default="1,8")
     ap.add_argument("--dtype", default="f32", choices=["f32", "f16", "bf16"])
-    ap.add_argument("--padding-mask", default="lengths", choices=["lengths", "mask"],
+    ap.add_argument("--padding-mask-as", default="lengths", choices=["lengths", "mask"],
                     help="a [batch, seq] attention mask input becomes an i32 [batch] lengths input (right padding "
                          "assumed) or a [batch, 1, seq, seq] additive mask input (any pattern)")
     args = ap.parse_args(argv)
@@ -1741,7 +1741,7 @@ def main(argv):
                     model, os.path.dirname(os.path.abspath(args.model)))
             except Exception as e:  # noqa: BLE001
                 fail("%s: cannot read the external weights (%s)" % (args.model, e))
-        imp = Importer(model, args.padding_mask)
+        imp = Importer(model, args.padding_mask_as)
         try:
             imp.run()
         except ImportError_:

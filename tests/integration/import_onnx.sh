@@ -7,7 +7,7 @@
 # rotary, pre-scaled Q, hand-written layernorm, nn.GELU("tanh")); the first three again called
 # with an int64 attention_mask (Hugging Face's (1 - m) * finfo.min bias; GPT-2's after its causal
 # fill; Llama's causal | padding masked_fill and max clamp) mapped onto attention lengths, the
-# Llama one with left padding and --padding-mask mask; BERT with an additive [batch, 1, t, t]
+# Llama one with left padding and --padding-mask-as mask; BERT with an additive [batch, 1, t, t]
 # mask input (attention's mask); embeddings from input_ids (word + token type + position,
 # LayerNorm) -- are exported with torch.onnx.export (opset 17, dynamic batch axis), imported,
 # built for the host, run at two batch sizes with the exported weights and compared with torch's
@@ -231,7 +231,7 @@ for name, mod, t, kind in [("bert", Bert(), 7, "x"), ("gpt2", GPT2(), 11, "x"), 
             ins = inputs(b)
             args, rows = [], np.ones((b, t), bool)
             for k, v in zip(names, ins):
-                if k == "attention_mask" and kind == "left":  # --padding-mask mask: the additive mask, compared
+                if k == "attention_mask" and kind == "left":  # --padding-mask-as mask: the additive mask, compared
                     # on the unpadded rows (a padded row before every unpadded key masks all its keys: hkc
                     # writes zeros there, torch a softmax over finfo.min)
                     rows = v.numpy() == 1
@@ -248,7 +248,7 @@ for name, mod, t, kind in [("bert", Bert(), 7, "x"), ("gpt2", GPT2(), 11, "x"), 
 EOF
 
 for m in bert gpt2 llama mixed bert_mask gpt2_mask llama_mask llama_left bert_bias embed; do
-  opts=""; [ $m = llama_left ] && opts="--padding-mask mask"
+  opts=""; [ $m = llama_left ] && opts="--padding-mask-as mask"
   if ! msg=$($IMPORT "$work/$m.onnx" -o "$work/$m.yaml" --weights-out "$work/$m.safetensors" --batch-sizes 1,3 $opts 2>&1); then
     bad "$m: import: $msg"; continue
   fi
