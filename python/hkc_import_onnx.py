@@ -5,6 +5,7 @@ blocks) -> an hkc spec (YAML) and a safetensors file with the params it needs.
 
 usage: hkc_import_onnx.py MODEL.onnx -o SPEC.yaml --weights-out W.safetensors
                           [--name N] [--batch-sizes 1,8] [--dtype f32|f16|bf16]
+                          [--padding-mask-as lengths|mask]
 
 Exit 0 on success; 1 with one line `error: ...` (naming the first ONNX node that cannot be
 mapped, its op type and its inputs) otherwise. docs/IMPORT.md says what is mapped.
@@ -17,7 +18,10 @@ rows [batch, seq, width] (an hkc tensor, or a lazy element-wise expression over 
 recognised as gelu / layernorm / rmsnorm / silu / add / mul when something needs it), a view
 of rows as heads ([b, t, nh, d], transposed, K transposed, repeated for grouped-query
 attention, scaled), attention scores and probabilities. Q @ K^T, scale, mask, Softmax and
-@ V become one hkc attention node; rotate-half rotary becomes rope.
+@ V become one hkc attention node; rotate-half rotary becomes rope. Integer (and mask)
+inputs [batch, seq] are Sources: a Gather of a table by one is an embedding; values computed
+from one are NumPy functions of it (MaskFn), probed where they meet the attention scores and
+mapped onto attention's lengths (right padding assumed) or mask.
 """
 import argparse
 import hashlib
@@ -31,6 +35,7 @@ import sys
 import numpy as np
 
 B0, B1 = 2, 3  # the two batch sizes the constant folding runs with
+MASK_PROBE_ALL = 64  # up to this seq a padding mask is probed with every length; beyond, 16 of them
 
 
 class ImportError_(Exception):
@@ -46,7 +51,10 @@ def fail(msg):
 
 class Const:
     """A constant: its value with batch = B0 and with batch = B1 (equal when independent
-    of the batch), and the initializer it comes from (for param names), if any."""
+    of the batch), and the initializer it comes from (for param names), if any. table: the
+    initializer when the value is its first rows (a Gather of positions 0..n-1)."""
+
+    table = None
 
     def __init__(self, v0, v1, origin=None):
         self.v0, self.v1, self.origin = np.asarray(v0), np.asarray(v1), origin
@@ -54,6 +62,18 @@ class Const:
     def static(self):
         if self.v0.shape == self.v1.shape and np.array_equal(self.v0, self.v1, equal_nan=self.v0.dtype.kind == "f"):
             return self.v0
+        return None
+
+    def static_b(self):
+        """static(), or for a constant that only repeats one value along the batch dim (e.g.
+        token type embeddings of zeros_like(input_ids)), that value with a leading dim of 1."""
+        s = self.static()
+        if s is not None:
+            return s
+        a, b = self.v0, self.v1
+        if a.ndim == b.ndim >= 1 and a.shape[0] == B0 and b.shape[0] == B1 and a.shape[1:] == b.shape[1:] \
+                and np.all(a == a[:1]) and np.all(b == b[:1]) and np.array_equal(a[:1], b[:1]):
+            return a[:1]
         return None
 
     def desc(self):
@@ -125,13 +145,44 @@ class RopePart:
         return "rotary part (%s)" % self.kind
 
 
+class Source:
+    """A model input that is not rows [batch, seq, hidden]: integer token ids or a padding
+    mask [batch, seq], or an additive float mask [batch, h, q, k]. What it becomes in the spec
+    depends on its use: embedding ids (an i32 input), attention lengths (an i32 [batch] input
+    derived from it) or attention's mask (the input as it is)."""
+
+    def __init__(self, onnx_name, np_dtype, rest):
+        self.onnx_name, self.dtype, self.rest = onnx_name, np_dtype, tuple(rest)
+        self.ids = None  # hkc name when read as embedding ids
+        self.lengths = None  # hkc name of the lengths input derived from it
+        self.mask = None  # hkc name when read as attention's additive mask
+
+
+class MaskFn:
+    """A value computed from one Source (and constants) by nodes hkc has no op for (Unsqueeze,
+    Cast, Sub, Mul, Where, Expand, ...): kept as a NumPy function of the source's value, which
+    is evaluated on probe values where it meets attention scores. ev(m, w): m the source's value
+    with batch B0 (w = 0) or B1 (w = 1); raw: the source itself, unchanged."""
+
+    def __init__(self, src, ev, raw=False, node=None, key=None):
+        self.src, self.ev, self.raw, self.node = src, ev, raw, node
+        self.key = ("fn", id(self)) if key is None else key  # the same key: the same function
+
+    def desc(self):
+        if self.raw:
+            return "input [batch, %s] of %s" % (", ".join(map(str, self.src.rest)), self.src.dtype)
+        return "value computed from input '%s'" % self.src.onnx_name
+
+
 class Scores:
-    def __init__(self, q, k, scale, causal=False, probs=False):
+    def __init__(self, q, k, scale, causal=False, probs=False, lengths=None, mask=None):
         self.q, self.k, self.scale, self.causal, self.probs = q, k, scale, causal, probs
+        self.lengths, self.mask = lengths, mask
         self.rest = (q.nh, q.rest[1], k.rest[2])
 
     def like(self, **kw):
-        a = dict(q=self.q, k=self.k, scale=self.scale, causal=self.causal, probs=self.probs)
+        a = dict(q=self.q, k=self.k, scale=self.scale, causal=self.causal, probs=self.probs,
+                 lengths=self.lengths, mask=self.mask)
         a.update(kw)
         return Scores(**a)
 
@@ -287,14 +338,18 @@ def close(a, b, tol=1e-5):
 
 
 class Importer:
-    def __init__(self, model):
+    def __init__(self, model, padding_mask="lengths"):
         self.model = model
+        self.padding_mask = padding_mask  # what a [batch, seq] padding mask becomes: "lengths" or "mask"
         self.g = model.graph
         self.vals = {}
         self.nodes = []  # hkc node dicts, in order
         self.params = {}  # hkc name -> np array (f32)
         self.param_origin = {}  # hkc name -> ONNX name
         self.inputs = {}  # hkc name -> rest
+        self.input_dtype = {}  # hkc name -> "i32" for the integer inputs
+        self.input_note = {}  # hkc name -> a comment for the spec
+        self.sources = []  # the Source inputs (ids, masks)
         self.used_names = set()
         self.producer = {}  # hkc tensor -> node dict
         self.memo = {}
@@ -373,14 +428,28 @@ class Importer:
             if inp.name in inits:
                 continue
             tt = inp.type.tensor_type
-            if onnx_np_dtype(tt.elem_type).kind != "f":
-                fail("input '%s' has element type %s: only float inputs are mapped (token ids and "
-                     "embedding lookups are not)" % (inp.name, onnx.TensorProto.DataType.Name(tt.elem_type)))
+            dt = onnx_np_dtype(tt.elem_type)
             dims = list(tt.shape.dim)
-            if len(dims) != 3 or any(not d.HasField("dim_value") for d in dims[1:]):
-                fail("input '%s' must be [batch, seq, hidden] with static seq and hidden (got %s)" % (
-                    inp.name, [d.dim_value if d.HasField("dim_value") else d.dim_param or "?" for d in dims]))
-            rest = (dims[1].dim_value, dims[2].dim_value)
+            got = [d.dim_value if d.HasField("dim_value") else d.dim_param or "?" for d in dims]
+            static = len(dims) >= 2 and all(d.HasField("dim_value") for d in dims[1:])
+            if dt.kind in "iub":  # token ids or a padding mask [batch, seq]
+                if len(dims) != 2 or not static or dt.kind == "u" and dt.itemsize > 4:
+                    fail("input '%s' (%s %s): an integer input must be [batch, seq] with a static seq (token ids "
+                         "or a padding mask)" % (inp.name, onnx.TensorProto.DataType.Name(tt.elem_type), got))
+            elif dt.kind != "f":
+                fail("input '%s' has element type %s: only float and integer inputs are mapped" % (
+                    inp.name, onnx.TensorProto.DataType.Name(tt.elem_type)))
+            elif len(dims) in (2, 4) and static:  # a float padding mask [batch, seq] or additive mask
+                pass
+            elif len(dims) != 3 or not static:
+                fail("input '%s' must be [batch, seq, hidden] with static seq and hidden (or a mask [batch, seq] / "
+                     "[batch, heads, seq, seq], or int token ids [batch, seq]; got %s)" % (inp.name, got))
+            rest = tuple(d.dim_value for d in dims[1:])
+            if len(dims) != 3:
+                src = Source(inp.name, dt, rest)
+                self.sources.append(src)
+                self.vals[inp.name] = MaskFn(src, lambda m, w: m, raw=True)
+                continue
             name = self.fresh(inp.name)
             self.inputs[name] = rest
             self.vals[inp.name] = Rows(name, rest)
@@ -425,13 +494,15 @@ class Importer:
         for node in reversed(self.nodes):
             if node["out"] in live:
                 keep.append(node)
-                for k in ("in", "bias", "gamma", "beta", "mul", "residual"):
+                for k in ("in", "bias", "gamma", "beta", "mul", "residual", "lengths", "mask", "pos"):
                     v = node.get(k)
                     for t in (v if isinstance(v, list) else [v] if v else []):
                         live.add(t)
         self.nodes = list(reversed(keep))
         self.params = {k: v for k, v in self.params.items() if k in live}
         unused = [k for k in self.inputs if k not in live]
+        unused += ["%s (read by no embedding or attention mask)" % s.onnx_name for s in self.sources
+                   if not (s.ids or s.lengths or s.mask)]
         if unused:
             fail("input(s) %s are not used by the outputs" % ", ".join(unused))
         self.outputs = []
@@ -468,6 +539,15 @@ class Importer:
             if i and v is None:
                 self.unsupported("input '%s' is not produced before this node" % i)
         present = [v for v in ins if v is not None]
+        if op == "Shape" and isinstance(ins[0], MaskFn):
+            s0, s1 = (np.array(self.probe_eval(ins[0], w).shape, np.int64) for w in (0, 1))
+            st, en = a.get("start", 0), a.get("end", len(s0))
+            self.vals[n.output[0]] = Const(s0[st:en], s1[st:en])
+            return
+        if any(isinstance(v, MaskFn) for v in present) and all(isinstance(v, (Const, MaskFn)) for v in present) \
+                and not (op == "Gather" and isinstance(ins[0], Const) and isinstance(ins[1], MaskFn)):
+            self.mask_fn(n, op, a, ins)
+            return
         if op == "Shape" and not isinstance(ins[0], Const):
             v = ins[0]
             s0 = np.array((B0,) + tuple(v.rest), np.int64)
@@ -484,19 +564,207 @@ class Importer:
             if r0 is None:
                 self.unsupported("no mapping for this op")
             origin = present[0].origin if op == "Identity" else None
+            table = None
+            if op == "Gather" and present[0].origin and a.get("axis", 0) == 0 and ins[0].v0.ndim == 2 \
+                    and ins[1].static_b() is not None:
+                idx = ins[1].static_b().reshape(-1)
+                origin = "%s[%s]" % (present[0].origin, "%d:%d" % (idx[0], idx[-1] + 1) if idx.size and np.array_equal(
+                    idx, np.arange(idx[0], idx[0] + idx.size)) else "...")
+                if idx.size and np.array_equal(idx, np.arange(idx.size)):
+                    table = ins[0]  # the first rows of an initializer: a position embedding table
             for o, x0, x1 in zip(n.output, r0, r1):
                 self.vals[o] = Const(x0, x1, origin)
+                self.vals[o].table = table
             return
         h = getattr(self, "op_" + op, None)
         if h is None:
             self.unsupported("no mapping for this op")
         res = h(n, a, ins)
         if res is None:
-            self.unsupported()
+            srcs = sorted({v.src.onnx_name for v in present if isinstance(v, MaskFn)})
+            self.unsupported("input %s is read here; hkc reads an integer or mask input only as embedding ids "
+                             "or as attention's key lengths / additive mask" % ", ".join(
+                                 "'%s'" % x for x in srcs) if srcs else "")
         if not isinstance(res, (list, tuple)):
             res = [res]
         for o, v in zip(n.output, res):
             self.vals[o] = v
+
+    # ------------------------------------------------------------------ masks and ids
+    def probe(self, src, w, lengths=None):
+        """A value of src with batch B0 (w = 0) or B1: leading ones (lengths[b] of them; all when
+        None; lengths may also be the rows of 0/1 themselves) for a [batch, seq] mask, zeros for an
+        additive mask."""
+        b = B0 if w == 0 else B1
+        if len(src.rest) != 1:
+            return np.zeros((b,) + src.rest, src.dtype)
+        seq = src.rest[0]
+        lengths = [seq] * b if lengths is None else lengths
+        if np.ndim(lengths) == 2:
+            return np.asarray(lengths).astype(src.dtype)
+        m = (np.arange(seq)[None, :] < np.array(lengths)[:, None])
+        return m.astype(src.dtype)
+
+    def probe_eval(self, f, w, lengths=None):
+        return np.asarray(f.ev(self.probe(f.src, w, lengths), w))
+
+    def mask_fn(self, n, op, a, ins):
+        """A node over a Source-derived value and constants: another MaskFn (one Source only)."""
+        srcs = {id(v.src): v.src for v in ins if isinstance(v, MaskFn)}
+        if len(srcs) != 1:
+            self.unsupported("it combines values computed from two inputs")
+
+        def make(k):
+            def ev(m, w):
+                vals = [None if v is None else v.ev(m, w) if isinstance(v, MaskFn) else (v.v0 if w == 0 else v.v1)
+                        for v in ins]
+                r = fold(op, a, vals, len(n.output))
+                if r is None:
+                    raise ValueError("no NumPy form")
+                return r[k]
+            return ev
+
+        src = next(iter(srcs.values()))
+        for k, o in enumerate(n.output):
+            f = MaskFn(src, make(k), node=n)
+            try:
+                self.probe_eval(f, 0)
+                self.probe_eval(f, 1)
+            except Exception as e:  # noqa: BLE001 - reported with the node
+                self.unsupported("no mapping for this op on a value computed from input '%s' (%s)" % (
+                    src.onnx_name, str(e).splitlines()[0] if str(e) else type(e).__name__))
+            self.vals[o] = f
+
+    def is_source(self, f):
+        """f is its source unchanged (up to Reshape to the same shape, Identity, Cast between
+        integer types): checked on random integer probes at both batch sizes."""
+        if f.raw:
+            return True
+        rng = np.random.default_rng(19)
+        for w, b in ((0, B0), (1, B1)):
+            m = rng.integers(0, 1 << 20, (b,) + f.src.rest).astype(f.src.dtype)
+            try:
+                r = np.asarray(f.ev(m, w))
+            except Exception:  # noqa: BLE001 - not the identity
+                return False
+            if r.shape != m.shape or not np.array_equal(r, m):
+                return False
+        return True
+
+    def op_Gather(self, n, a, ins):
+        """Gather(table, ids) of an initializer [vocab, hidden] by an integer input: embedding."""
+        t, ids = ins
+        tv = t.static() if isinstance(t, Const) else None
+        if not isinstance(ids, MaskFn) or tv is None or tv.ndim != 2 or a.get("axis", 0) != 0:
+            return None
+        src = ids.src
+        if src.dtype.kind not in "iu" or len(src.rest) != 1:
+            self.unsupported("embedding ids must be an integer input [batch, seq]")
+        if not self.is_source(ids):
+            self.unsupported("the ids are computed from input '%s', not the input itself (hkc's embedding reads an "
+                             "input's ids as they are)" % src.onnx_name)
+        if src.ids is None:
+            src.ids = self.fresh(src.onnx_name)
+            self.inputs[src.ids] = src.rest
+            self.input_dtype[src.ids] = "i32"
+            if src.dtype != np.int32:
+                self.input_note[src.ids] = "%s in the ONNX model: token ids as int32" % src.dtype
+        p = self.param(t, n.name + "_weight")
+        return self.emit("embedding", [src.ids, p], n.output[0], src.rest + (tv.shape[1],))
+
+    def add_mask_fn(self, s, f):
+        """scores + f(source): attention's mask (f is an additive mask input as it is) or lengths
+        (f turns a [batch, seq] padding mask of leading ones into 0 / large negative biases)."""
+        src, (nh, t, tk) = f.src, s.rest
+        if s.lengths is not None or s.mask is not None:
+            self.unsupported("a second mask on the same attention scores")
+        if len(src.rest) == 3:
+            if not f.raw or src.dtype.kind != "f":
+                self.unsupported("the additive mask input '%s' is changed before it is added to the scores (only "
+                                 "the input itself maps onto attention's mask)" % src.onnx_name)
+            if src.rest[0] not in (1, nh) or src.rest[1:] != (t, tk):
+                self.unsupported("the additive mask input '%s' is not [batch, 1 or %d, %d, %d]" % (
+                    src.onnx_name, nh, t, tk))
+            if src.mask is None:
+                src.mask = self.fresh(src.onnx_name)
+                self.inputs[src.mask] = src.rest
+            return s.like(mask=src.mask)
+        seq = src.rest[0]
+        what = "the mask computed from input '%s'" % src.onnx_name
+        if seq != tk:
+            self.unsupported("%s has %d keys, the scores %d" % (what, seq, tk))
+        ckey = ("maskfn", f.key, nh, t, tk)
+        if ckey not in self.memo:  # every layer adds the same mask: probed once
+            self.memo[ckey] = (f, self.probe_mask_fn(f, s, what))
+        causal = self.memo[ckey][1]
+        if self.padding_mask == "mask":
+            if src.mask is None:
+                src.mask = self.fresh(src.onnx_name + "_bias")
+                self.inputs[src.mask] = (1, t, tk)
+                self.input_note[src.mask] = (
+                    "replaces ONNX input '%s' [batch, %d]: added to the scaled scores, [b, 0, i, j] = 0 where "
+                    "%s[b, j] is 1, -inf where it is 0, the same for every query row i%s" % (
+                        src.onnx_name, seq, src.onnx_name, " (the causal masking is the node's causal: true)"
+                        if causal or s.causal else ""))
+            return s.like(mask=src.mask, causal=s.causal or causal)
+        if src.lengths is None:
+            src.lengths = self.fresh(src.onnx_name + "_lengths")
+            self.inputs[src.lengths] = ()
+            self.input_dtype[src.lengths] = "i32"
+            self.input_note[src.lengths] = ("replaces ONNX input '%s' [batch, %d]: the number of leading ones of each "
+                                            "row (right padding assumed: 1 for j < len, 0 after)" % (
+                                                src.onnx_name, seq))
+        return s.like(lengths=src.lengths, causal=s.causal or causal)
+
+    def probe_mask_fn(self, f, s, what):
+        """Checks on probe masks that f is a key padding mask: 0 / <= -1e4 only; with all ones,
+        nothing or the causal triangle masked; with the first L entries of a row set, exactly the
+        keys j >= L (and the causal ones); with --padding-mask-as mask, on random rows of ones and
+        zeros, exactly the keys whose entry is 0. Returns whether it masks the causal triangle."""
+        (nh, t, tk), seq = s.rest, f.src.rest[0]
+        upper = np.triu(np.ones((t, tk), bool), 1)
+
+        def masked(w, lengths):
+            b = B0 if w == 0 else B1
+            v = self.probe_eval(f, w, lengths)
+            try:
+                full = np.broadcast_to(v, np.broadcast_shapes(v.shape, (b, 1, t, tk)))
+            except ValueError:
+                self.unsupported("%s (%s) does not broadcast to the scores [batch, %d, %d, %d]" % (
+                    what, list(v.shape), nh, t, tk))
+            if full.ndim != 4 or full.shape[1] not in (1, nh):
+                self.unsupported("%s (%s) does not broadcast to the scores" % (what, list(v.shape)))
+            if not np.all((full == 0) | (full <= -1e4)):
+                self.unsupported("%s is not 0 (keep) / <= -1e4 (masked) for a mask of ones and zeros" % what)
+            return full <= -1e4
+
+        ones = masked(0, None)
+        causal = bool(np.any(ones))
+        if causal and not np.array_equal(ones, np.broadcast_to(upper, ones.shape)):
+            self.unsupported("%s masks keys of a mask of all ones, and not in the causal pattern" % what)
+        lens = list(range(0, seq + 1))
+        if seq > MASK_PROBE_ALL:
+            lens = sorted({0, 1, 2, 3, seq // 2, seq - 2, seq - 1, seq} |
+                          {int(v) for v in np.random.default_rng(19).integers(0, seq + 1, 8)})
+        probes = [(0, [la, lb]) for la, lb in zip(lens, lens[::-1])] + [(1, [seq, 1, max(1, seq // 2)])]
+        for w, lengths in probes:
+            want = np.arange(tk)[None, None, None, :] >= np.array(lengths)[:, None, None, None]
+            want = want | upper[None, None] if causal else want
+            got = masked(w, lengths)
+            if not np.array_equal(got, np.broadcast_to(want, got.shape)):
+                self.unsupported("%s is not a key padding mask: with the first L entries of a row set, it does not "
+                                 "mask exactly the keys j >= L%s" % (what, " (and the causal ones)" if causal else ""))
+        if self.padding_mask == "mask":
+            rng = np.random.default_rng(19)
+            for _ in range(8):
+                rows = rng.integers(0, 2, (B0, seq))
+                want = (rows == 0)[:, None, None, :]
+                want = want | upper[None, None] if causal else want
+                got = masked(0, rows)
+                if not np.array_equal(got, np.broadcast_to(want, got.shape)):
+                    self.unsupported("%s does not mask exactly the keys whose entry is 0 for masks of ones and zeros "
+                                     "that are not leading ones (--padding-mask-as lengths maps right padding)" % what)
+        return causal
 
     # ------------------------------------------------------------------ element-wise
     def ew(self, op, ins, n):
@@ -507,10 +775,12 @@ class Importer:
                 rest = v.rest if rest is None else np.broadcast_shapes(rest, v.rest)
         for i, v in enumerate(ins):
             if isinstance(v, Const):
-                s = v.static()
+                s = v.static_b()
                 if s is None:
                     return None
-                args.insert(i, Const(s, s, v.origin))
+                c = Const(s, s, v.origin)
+                c.table = v.table
+                args.insert(i, c)
             elif not isinstance(v, ROWSLIKE):
                 return None
         full = (1,) + tuple(rest)
@@ -533,6 +803,8 @@ class Importer:
             return y.like(scale=y.scale * sx)
         if op == "Add" and (isinstance(x, Scores) or isinstance(y, Scores)):
             s, m = (x, y) if isinstance(x, Scores) else (y, x)
+            if not s.probs and isinstance(m, MaskFn):
+                return self.add_mask_fn(s, m)
             if s.probs or not isinstance(m, Const) or m.static() is None:
                 return None
             return self.add_mask(s, m.static())
@@ -600,6 +872,15 @@ class Importer:
         if norm_axes([int(v) for v in np.ravel(axes)], rank) != [rank - 1]:
             return None
         return Expr("Mean", [x], x.rest[:-1] + (1,), n)
+
+    def op_Max(self, n, a, ins):
+        """max(scores, large negative) (older Hugging Face Llama clamps masked scores so): nothing."""
+        if len(ins) == 2:
+            s, c = (ins[0], ins[1]) if isinstance(ins[0], Scores) else (ins[1], ins[0])
+            v = self.scalar(c)
+            if isinstance(s, Scores) and not s.probs and v is not None and v <= -1e4:
+                return s
+        return None
 
     def op_Identity(self, n, a, ins):
         return ins[0]
@@ -873,6 +1154,17 @@ class Importer:
 
     def op_Where(self, n, a, ins):
         cond, x, y = ins
+        if isinstance(cond, MaskFn) and isinstance(x, Scores) != isinstance(y, Scores) \
+                and isinstance(x if isinstance(y, Scores) else y, Const):
+            s, fill = (x, self.scalar(y)) if isinstance(x, Scores) else (y, self.scalar(x))
+            if s.probs or fill is None or fill > -1e4:
+                self.unsupported("the masked fill value is not a large negative number")
+            keep_x = isinstance(x, Scores)
+
+            def ev(m, w):
+                c = np.asarray(cond.ev(m, w)).astype(bool)
+                return np.where(c, 0.0, fill) if keep_x else np.where(c, fill, 0.0)
+            return self.add_mask_fn(s, MaskFn(cond.src, ev, node=n, key=(cond.key, keep_x, fill)))
         if not isinstance(cond, Const) or cond.static() is None:
             return None
         cnd = cond.static().astype(bool)
@@ -912,6 +1204,10 @@ class Importer:
             keys["kv_heads"] = kvh
         if p.causal:
             keys["causal"] = True
+        if p.lengths:
+            keys["lengths"] = p.lengths
+        if p.mask:
+            keys["mask"] = p.mask
         if not close(scale, 1 / math.sqrt(d)):
             keys["scale"] = float(scale)
         srcs = [q.src, k.src, v.src]
@@ -1211,6 +1507,7 @@ class Importer:
                 self.cur = n
                 self.unsupported("a subtraction of tensors (hkc has add, and mul by constants)")
             rows.append(self.materialize(t))
+        cs = self.embedding_pos(n, rows, cs)
         left = []
         for sign, c in cs:
             cv = c.static()
@@ -1233,6 +1530,44 @@ class Importer:
                 r = self.emit("add", [cur.name, p], n.output[0], cur.rest)
             cur = r
         return cur
+
+    def embedding_pos(self, n, rows, cs):
+        """Constants [seq, hidden] added to an embedding's output (position embeddings, with
+        constant token type rows) become its pos table: the initializer itself when it is one
+        table's first rows, else their sum. Returns the constants left."""
+        node = None
+        for i, r in enumerate(rows):
+            p = self.producer.get(r.name)
+            if p and p["op"] == "embedding" and "pos" not in p:
+                node, at = p, i
+                break
+        if node is None:
+            return cs
+        t, h = rows[at].rest
+        pos, left = [], []
+        for sign, c in cs:
+            v = c.static()
+            while v is not None and v.ndim > 2 and v.shape[0] == 1:
+                v = v[0]
+            if v is not None and v.shape in ((t, h), (1, h), (h,)):
+                pos.append((sign, c, v))
+            else:
+                left.append((sign, c))
+        if not any(v.shape == (t, h) for _, _, v in pos):
+            return cs
+        if len(pos) == 1 and pos[0][0] == 1 and pos[0][1].table is not None:
+            table = pos[0][1].table
+            name = self.param(table, n.name + "_pos")
+        else:
+            total = sum(sign * np.broadcast_to(v.astype(np.float64), (t, h)) for sign, _, v in pos)
+            name = self.fresh(node["out"] + "_pos")
+            self.params[name] = np.ascontiguousarray(total, np.float32)
+            self.param_origin[name] = " + ".join(("" if sign == 1 else "-") + (c.origin or "constant")
+                                                 for sign, c, _ in pos)
+        keys = {k: v for k, v in node.items() if k not in ("name", "op", "in", "out")}
+        keys["pos"] = name
+        rows[at] = self.emit("embedding", node["in"], node["out"] + "_pos", rows[at].rest, **keys)
+        return left
 
     def prod_rows(self, e):
         n = e.node
@@ -1297,7 +1632,11 @@ class Importer:
                  "hkc: 1", "name: %s" % name, "dtype: %s" % dtype,
                  "batch_sizes: [%s]" % ", ".join(map(str, batch_sizes)), "targets: [host]", "inputs:"]
         for k, r in self.inputs.items():
-            lines.append("  %s: %s" % (k, shape(r)))
+            note = "  # " + self.input_note[k] if k in self.input_note else ""
+            if k in self.input_dtype:
+                lines.append("  %s: {shape: %s, dtype: %s}%s" % (k, shape(r), self.input_dtype[k], note))
+            else:
+                lines.append("  %s: %s%s" % (k, shape(r), note))
         if self.params:
             lines.append("params:")
             for k, v in self.params.items():
@@ -1305,7 +1644,7 @@ class Importer:
                                                 "  # " + self.param_origin[k] if self.param_origin[k] != k else ""))
         lines.append("graph:")
         order = ["name", "op", "in", "bias", "act", "mul", "residual", "gamma", "beta", "eps", "heads", "kv_heads",
-                 "causal", "scale", "theta", "out"]
+                 "causal", "scale", "lengths", "mask", "theta", "pos", "out"]
         for node in self.nodes:
             items = ["%s: %s" % (k, val(node[k])) for k in order if k in node]
             lines.append("  - {%s}" % ", ".join(items))
@@ -1361,7 +1700,11 @@ def main(argv):
     ap.add_argument("--name", help="the spec's name (default: the model file's stem)")
     ap.add_argument("--batch-sizes", default="1,8")
     ap.add_argument("--dtype", default="f32", choices=["f32", "f16", "bf16"])
+    ap.add_argument("--padding-mask-as", default="lengths", choices=["lengths", "mask"],
+                    help="a [batch, seq] attention mask input becomes an i32 [batch] lengths input (right padding "
+                         "assumed) or a [batch, 1, seq, seq] additive mask input (any pattern)")
     args = ap.parse_args(argv)
+    np.seterr(all="ignore")  # folding finfo.min + finfo.min overflows to -inf, as the model does
     try:
         try:
             batch_sizes = sorted({int(b) for b in args.batch_sizes.split(",")})
@@ -1398,7 +1741,7 @@ def main(argv):
                     model, os.path.dirname(os.path.abspath(args.model)))
             except Exception as e:  # noqa: BLE001
                 fail("%s: cannot read the external weights (%s)" % (args.model, e))
-        imp = Importer(model)
+        imp = Importer(model, args.padding_mask_as)
         try:
             imp.run()
         except ImportError_:

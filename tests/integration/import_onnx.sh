@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The ONNX importer (`hkc import onnx`: python/hkc_import_onnx.py, issue 19, docs/IMPORT.md): three small torch
+# The ONNX importer (`hkc import onnx`: python/hkc_import_onnx.py, issue 19, docs/IMPORT.md): small torch
 # modules written here -- a BERT-style post-norm layer (erf gelu), a GPT-2-style pre-norm block
-# (fused qkv + Split, causal attention through a masked_fill buffer, tanh gelu) and a
-# Llama-style block (rmsnorm, rotary, grouped-query causal attention, SwiGLU) -- and a mixed one
-# (fused qkv with rotary, pre-scaled Q, hand-written layernorm, nn.GELU("tanh")) are exported
-# with torch.onnx.export (opset 17, dynamic batch axis), imported, built for the host, run at
-# two batch sizes with the exported weights and compared with torch's own output. Then the
-# refusals: a node with no mapping (CumSum) is named with its inputs; a file that is not ONNX
-# is a one-line error. Skips (77) when torch or onnx cannot be imported.
+# (fused qkv + Split, causal attention through a masked_fill buffer, tanh gelu), a Llama-style
+# block (rmsnorm, rotary, grouped-query causal attention, SwiGLU), a mixed one (fused qkv with
+# rotary, pre-scaled Q, hand-written layernorm, nn.GELU("tanh")); the first three again called
+# with an int64 attention_mask (Hugging Face's (1 - m) * finfo.min bias; GPT-2's after its causal
+# fill; Llama's causal | padding masked_fill and max clamp) mapped onto attention lengths, the
+# Llama one with left padding and --padding-mask-as mask; BERT with an additive [batch, 1, t, t]
+# mask input (attention's mask); embeddings from input_ids (word + token type + position,
+# LayerNorm) -- are exported with torch.onnx.export (opset 17, dynamic batch axis), imported,
+# built for the host, run at two batch sizes with the exported weights and compared with torch's
+# own output. Then the refusals: a node with no mapping (CumSum) is named with its inputs, so are
+# a mask read outside attention and a mask over query rows; a file that is not ONNX is a
+# one-line error. Skips (77) when torch or onnx cannot be imported.
 set -euo pipefail
 : "${HKC:?}" "${HK_SOURCE_DIR:?}"
 PY=${HK_PYTHON:-/usr/bin/python3}
@@ -45,10 +50,15 @@ class Bert(nn.Module):  # post-norm, separate q/k/v, erf gelu
         s.q, s.k, s.v, s.o = (nn.Linear(H, H) for _ in range(4))
         s.ln1, s.ln2 = nn.LayerNorm(H, eps=1e-12), nn.LayerNorm(H, eps=1e-12)
         s.f1, s.f2 = nn.Linear(H, 4 * H), nn.Linear(4 * H, H)
-    def forward(s, x):
+    def forward(s, x, attention_mask=None, bias=None):
         b, t, _ = x.shape
         q, k, v = heads(s.q(x), NH), heads(s.k(x), NH), heads(s.v(x), NH)
-        p = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(D), dim=-1)
+        w = q @ k.transpose(-1, -2) / math.sqrt(D)
+        if attention_mask is not None:  # Hugging Face's extended attention mask
+            w = w + (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * torch.finfo(x.dtype).min
+        if bias is not None:  # an additive mask input [batch, 1, t, t]
+            w = w + bias
+        p = torch.softmax(w, dim=-1)
         c = (p @ v).permute(0, 2, 1, 3).reshape(b, t, H)
         h = s.ln1(x + s.o(c))
         return s.ln2(h + s.f2(F.gelu(s.f1(h))))
@@ -60,12 +70,14 @@ class GPT2(nn.Module):  # pre-norm, fused qkv, causal mask buffer, tanh gelu (GP
         s.attn, s.proj = nn.Linear(H, 3 * H), nn.Linear(H, H)
         s.fc, s.out = nn.Linear(H, 4 * H), nn.Linear(4 * H, H)
         s.register_buffer("bias", torch.tril(torch.ones(32, 32)).view(1, 1, 32, 32))
-    def forward(s, x):
+    def forward(s, x, attention_mask=None):
         b, t, c = x.shape
         q, k, v = s.attn(s.ln1(x)).split(H, dim=2)
         q, k, v = (z.view(b, t, NH, c // NH).transpose(1, 2) for z in (q, k, v))
         w = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
         w = w.masked_fill(s.bias[:, :, :t, :t] == 0, float("-inf"))
+        if attention_mask is not None:  # as Hugging Face's GPT-2: an additive bias after the causal fill
+            w = w + (1.0 - attention_mask.view(b, -1)[:, None, None, :].to(x.dtype)) * torch.finfo(x.dtype).min
         y = (F.softmax(w, dim=-1) @ v).transpose(1, 2).contiguous().view(b, t, c)
         x = x + s.proj(y)
         h = s.fc(s.ln2(x))
@@ -97,7 +109,7 @@ class Llama(nn.Module):  # rmsnorm, rope (theta 500000), GQA 4 over 2 kv heads, 
         e = torch.cat((f, f), dim=-1)
         s.register_buffer("cos", e.cos())
         s.register_buffer("sin", e.sin())
-    def forward(s, x):
+    def forward(s, x, attention_mask=None):
         b, t, _ = x.shape
         h = s.n1(x)
         q, k, v = heads(s.q(h), NH), heads(s.k(h), s.KV), heads(s.v(h), s.KV)
@@ -107,8 +119,13 @@ class Llama(nn.Module):  # rmsnorm, rope (theta 500000), GQA 4 over 2 kv heads, 
         rep = NH // s.KV
         k = k[:, :, None].expand(b, s.KV, rep, t, D).reshape(b, NH, t, D)
         v = v[:, :, None].expand(b, s.KV, rep, t, D).reshape(b, NH, t, D)
-        mask = torch.full((t, t), float("-inf")).triu(1)
-        w = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(D) + mask
+        w = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(D)
+        if attention_mask is None:
+            w = w + torch.full((t, t), float("-inf")).triu(1)
+        else:  # causal and padding in one boolean mask, masked_fill (Where) with -inf
+            bad = torch.ones(t, t, dtype=torch.bool).triu(1)[None, None] | (attention_mask[:, None, None, :] == 0)
+            w = w.masked_fill(bad, float("-inf"))
+            w = torch.max(w, torch.tensor(torch.finfo(w.dtype).min))  # older Hugging Face Llama's clamp
         w = F.softmax(w.float(), dim=-1).to(q.dtype)
         a = torch.matmul(w, v).transpose(1, 2).reshape(b, t, H)
         x = x + s.o(a)
@@ -138,6 +155,39 @@ class Mixed(nn.Module):  # fused qkv with rotary on q and k (split into three ge
         h = (h - mu) / torch.sqrt(((h - mu) ** 2).mean(-1, keepdim=True) + 1e-5) * s.g + s.b
         return h + s.act(s.f(h))
 
+class BertBias(Bert):  # the additive mask is the input: attention's mask, any pattern
+    def forward(s, x, attention_bias):
+        return Bert.forward(s, x, None, attention_bias)
+
+class MaskMul(nn.Module):  # a padding mask multiplied into the hidden states: no hkc mapping
+    def __init__(s):
+        super().__init__()
+        s.l = nn.Linear(H, H)
+    def forward(s, x, attention_mask):
+        return s.l(x * attention_mask[:, :, None])
+
+class QueryMask(nn.Module):  # the mask is over query rows, not keys: neither lengths nor mask
+    def __init__(s):
+        super().__init__()
+        s.q = nn.Linear(H, H)
+    def forward(s, x, attention_mask):
+        b, t, _ = x.shape
+        q = heads(s.q(x), NH)
+        w = q @ q.transpose(-1, -2) + (1.0 - attention_mask[:, None, :, None].float()) * -10000.0
+        return (w.softmax(-1) @ q).transpose(1, 2).reshape(b, t, H)
+
+class Embed(nn.Module):  # from token ids: word + token type (zeros) + position embeddings, LayerNorm, a gemm
+    def __init__(s):
+        super().__init__()
+        s.word, s.pos, s.tt = nn.Embedding(100, H), nn.Embedding(32, H), nn.Embedding(2, H)
+        s.register_buffer("position_ids", torch.arange(32).expand((1, -1)))
+        s.ln, s.f = nn.LayerNorm(H, eps=1e-12), nn.Linear(H, H)
+    def forward(s, input_ids):
+        t = input_ids.shape[1]
+        input_ids = input_ids.view(-1, t)  # as Hugging Face's GPT-2: a Reshape that changes nothing
+        e = s.word(input_ids) + s.tt(torch.zeros_like(input_ids)) + s.pos(s.position_ids[:, :t])
+        return F.gelu(s.f(s.ln(e)))
+
 class Cumsum(nn.Module):  # no hkc op: the importer must name the node
     def __init__(s):
         super().__init__()
@@ -145,23 +195,61 @@ class Cumsum(nn.Module):  # no hkc op: the importer must name the node
     def forward(s, x):
         return torch.cumsum(s.l(x), dim=1)
 
-for name, mod, t in [("bert", Bert(), 7), ("gpt2", GPT2(), 11), ("llama", Llama(), 13), ("mixed", Mixed(), 9), ("cumsum", Cumsum(), 5)]:
+# kind: "x" hidden states; "mask" hidden states and an int64 attention_mask [batch, t] (right padding: random
+# lengths, the first row full, the second half; hkc reads the lengths); "bias" hidden states and an additive
+# float mask [batch, 1, t, t] (any pattern); "ids" token ids
+for name, mod, t, kind in [("bert", Bert(), 7, "x"), ("gpt2", GPT2(), 11, "x"), ("llama", Llama(), 13, "x"),
+                           ("mixed", Mixed(), 9, "x"), ("bert_mask", Bert(), 7, "mask"),
+                           ("gpt2_mask", GPT2(), 11, "mask"), ("llama_mask", Llama(), 13, "mask"),
+                           ("llama_left", Llama(), 13, "left"),
+                           ("bert_bias", BertBias(), 7, "bias"), ("embed", Embed(), 9, "ids"),
+                           ("cumsum", Cumsum(), 5, "x"), ("maskmul", MaskMul(), 5, "mask"),
+                           ("qmask", QueryMask(), 5, "mask")]:
     mod.eval()
     with torch.no_grad():
         for p in mod.parameters():  # non-trivial norm weights and biases
             if p.dim() == 1:
                 p.add_(0.1 * torch.randn_like(p))
-        torch.onnx.export(mod, (torch.randn(2, t, H),), "%s/%s.onnx" % (work, name), input_names=["x"],
-                          output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
-                          opset_version=17)
+        names = {"x": ["x"], "mask": ["x", "attention_mask"], "left": ["x", "attention_mask"], "ids": ["input_ids"],
+                 "bias": ["x", "attention_bias"]}[kind]
+        def inputs(b):
+            if kind == "ids":
+                return (torch.randint(0, 100, (b, t)),)
+            if kind == "bias":  # holes anywhere but key 0, large negative and -inf, small values too
+                r = torch.rand(b, 1, t, t)
+                bias = torch.where(r < 0.2, -1e9, torch.where(r < 0.3, float("-inf"), 0.1 * torch.randn(b, 1, t, t)))
+                bias[..., 0] = 0.0
+                return (torch.randn(b, t, H), bias)
+            lens = torch.cat([torch.tensor([t, max(1, t // 2)]), torch.randint(1, t + 1, (max(0, b - 2),))])[:b]
+            m = (torch.arange(t)[None] < lens[:, None]).long()
+            if kind == "left":  # left padding: the zeros first
+                m = m.flip(1)
+            return (torch.randn(b, t, H),) + ((m,) if kind in ("mask", "left") else ())
+        torch.onnx.export(mod, inputs(2), "%s/%s.onnx" % (work, name), input_names=names, output_names=["y"],
+                          dynamic_axes=dict({k: {0: "batch"} for k in names}, y={0: "batch"}), opset_version=17)
         for b in batches:
-            x = torch.randn(b, t, H)
-            np.save("%s/%s_x%d.npy" % (work, name, b), x.numpy())
-            np.save("%s/%s_ref%d.npy" % (work, name, b), mod(x).numpy())
+            ins = inputs(b)
+            args, rows = [], np.ones((b, t), bool)
+            for k, v in zip(names, ins):
+                if k == "attention_mask" and kind == "left":  # --padding-mask-as mask: the additive mask, compared
+                    # on the unpadded rows (a padded row before every unpadded key masks all its keys: hkc
+                    # writes zeros there, torch a softmax over finfo.min)
+                    rows = v.numpy() == 1
+                    k, v = "attention_mask_bias", torch.where(v[:, None, None, :] == 0, float("-inf"), 0.0).expand(b, 1, t, t)
+                elif k == "attention_mask":  # hkc's input: the lengths. BERT: only the unpadded rows are compared.
+                    # Causal: all rows -- in the unpadded ones (i < len) the causal mask already hides every
+                    # padded key (j > i), so only the padded rows show the lengths (keys j < len on both sides)
+                    k, v, rows = "attention_mask_lengths", v.sum(1).int(), (v.numpy() == 1) | (name != "bert_mask")
+                np.save("%s/%s_%s%d.npy" % (work, name, k, b), v.numpy())
+                args.append("--input %s=%s/%s_%s%d.npy" % (k, work, name, k, b))
+            open("%s/%s_args%d" % (work, name, b), "w").write(" ".join(args))
+            np.save("%s/%s_rows%d.npy" % (work, name, b), rows)
+            np.save("%s/%s_ref%d.npy" % (work, name, b), mod(*ins).numpy())
 EOF
 
-for m in bert gpt2 llama mixed; do
-  if ! msg=$($IMPORT "$work/$m.onnx" -o "$work/$m.yaml" --weights-out "$work/$m.safetensors" --batch-sizes 1,3 2>&1); then
+for m in bert gpt2 llama mixed bert_mask gpt2_mask llama_mask llama_left bert_bias embed; do
+  opts=""; [ $m = llama_left ] && opts="--padding-mask-as mask"
+  if ! msg=$($IMPORT "$work/$m.onnx" -o "$work/$m.yaml" --weights-out "$work/$m.safetensors" --batch-sizes 1,3 $opts 2>&1); then
     bad "$m: import: $msg"; continue
   fi
   ok "$m: import: $msg"
@@ -171,16 +259,18 @@ for m in bert gpt2 llama mixed; do
   fi
   for b in $BATCHES; do
     if ! "$HKC" run --allow-unsigned-native "$work/$m.hkpack" --batch "$b" --runs 1 --warmup 0 \
-        --weights "$work/$m.safetensors" --input "x=$work/${m}_x$b.npy" --save-outputs "$work/out_${m}_$b" \
+        --weights "$work/$m.safetensors" $(cat "$work/${m}_args$b") --save-outputs "$work/out_${m}_$b" \
         > "$work/$m.run$b" 2>&1; then
       bad "$m batch $b: hkc run"; cat "$work/$m.run$b"; continue
     fi
-    if res=$("$PY" - "$work/out_${m}_$b/y.npy" "$work/${m}_ref$b.npy" <<'EOF'
+    if res=$("$PY" - "$work/out_${m}_$b/y.npy" "$work/${m}_ref$b.npy" "$work/${m}_rows$b.npy" <<'EOF'
 import sys
 import numpy as np
 out, ref = np.load(sys.argv[1]).astype(np.float64), np.load(sys.argv[2]).astype(np.float64)
 if out.shape != ref.shape:
     print("shape %s, torch %s" % (out.shape, ref.shape)); sys.exit(1)
+rows = np.load(sys.argv[3])  # the unpadded rows (all but the padded positions of a masked input)
+out, ref = out[rows], ref[rows]
 rel = np.linalg.norm(out - ref) / np.linalg.norm(ref)
 print("rel-norm err %.3g vs torch (bound 1e-4), max abs err %.3g" % (rel, np.max(np.abs(out - ref))))
 sys.exit(0 if np.all(np.isfinite(out)) and rel <= 1e-4 else 1)
@@ -195,6 +285,22 @@ grep -q "op: rope.*theta: 500000.0" "$work/llama.yaml" && grep -q "kv_heads: 2, 
   && grep -q "op: rmsnorm" "$work/llama.yaml" || bad "llama: no rope theta 500000 / GQA causal attention / rmsnorm"
 [ "$(grep -c "op: rope" "$work/mixed.yaml")" = 2 ] && grep -q "op: layernorm" "$work/mixed.yaml" \
   && grep -q "act: gelu_tanh" "$work/mixed.yaml" || bad "mixed: no 2 rope / layernorm / gelu_tanh epilogue"
+# the padding masks became lengths (an i32 input replacing attention_mask), with the causal masking where
+# the model has it; the additive mask input attention's mask; the ids an embedding with the position table
+lin="attention_mask_lengths: {shape: \[batch\], dtype: i32}"
+grep -q "$lin" "$work/bert_mask.yaml" && grep -q "heads: 4, lengths: attention_mask_lengths" "$work/bert_mask.yaml" \
+  || bad "bert_mask: no lengths input / attention lengths"
+for m in gpt2_mask llama_mask; do
+  grep -q "$lin" "$work/$m.yaml" && grep -q "causal: true, lengths: attention_mask_lengths" "$work/$m.yaml" \
+    || bad "$m: no lengths input / causal attention with lengths"
+done
+grep -q "attention_mask_bias: \[batch, 1, 13, 13\]" "$work/llama_left.yaml" \
+  && grep -q "causal: true, mask: attention_mask_bias" "$work/llama_left.yaml" || bad "llama_left: no additive mask input"
+grep -q "attention_bias: \[batch, 1, 7, 7\]" "$work/bert_bias.yaml" && grep -q "mask: attention_bias" "$work/bert_bias.yaml" \
+  || bad "bert_bias: no [batch, 1, 7, 7] input / attention mask"
+grep -q "input_ids: {shape: \[batch, 9\], dtype: i32}" "$work/embed.yaml" \
+  && grep -q "op: embedding, in: \[input_ids, word_weight\], pos: " "$work/embed.yaml" \
+  || bad "embed: no i32 input_ids / embedding with pos"
 
 # refusals: exit 1, one line "error: ..." naming the node
 expect_fail() {
@@ -206,6 +312,10 @@ expect_fail() {
 }
 expect_fail "unsupported node named" "unsupported node CumSum '/CumSum' \(inputs: '/l/Add_output_0'" \
   $IMPORT "$work/cumsum.onnx" -o "$work/c.yaml" --weights-out "$work/c.safetensors"
+expect_fail "mask read outside attention" "unsupported node Mul '/Mul' \(inputs: 'x' \(tensor \[batch, 5, 64\]\), '/Cast_output_0' \(value computed from input 'attention_mask'\)\)" \
+  $IMPORT "$work/maskmul.onnx" -o "$work/c.yaml" --weights-out "$work/c.safetensors"
+expect_fail "query mask refused" "unsupported node Add '/Add' \(inputs: '/MatMul_output_0' \(attention scores\), '/Mul_output_0' \(value computed from input 'attention_mask'\)\): .* is not a key padding mask" \
+  $IMPORT "$work/qmask.onnx" -o "$work/c.yaml" --weights-out "$work/c.safetensors"
 head -c 300 "$HKC" > "$work/junk.onnx"
 expect_fail "not an ONNX file" "junk.onnx: not an ONNX model" \
   $IMPORT "$work/junk.onnx" -o "$work/j.yaml" --weights-out "$work/j.safetensors"
