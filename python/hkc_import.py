@@ -6,8 +6,8 @@
                   [--seq N] [--batch-sizes 1,8] [--dtype f32|f16|bf16] [--prefix P]
                   [--name NAME] [--targets LIST] [--embeddings] [--padding-mask] [-q]
 
-`hf` reads a Hugging Face config.json of a BERT (model_type bert), GPT-2 (gpt2) or Llama
-(llama) model and writes
+`hf` reads a Hugging Face config.json of a BERT (model_type bert), GPT-2 (gpt2) or Llama-family
+(llama, mistral, qwen2) model and writes
   - an hkc spec of the model's transformer layers (one `repeat:` over num_hidden_layers) and,
     for GPT-2 and Llama, the final norm; its input `x` is the hidden states after the
     embeddings (--embeddings: token ids, the embeddings as `embedding` ops; --padding-mask: an
@@ -23,7 +23,10 @@ libhkrt concatenates the three checkpoint tensors when it binds them (the spec n
 parts; the map has no entry for them). Llama does the same with grouped-query sizes: q_proj,
 k_proj and v_proj are the parts of one [(heads + 2*kv_heads)*head_dim, hidden] weight (and
 bias, with attention_bias); one rope node (`packed: true`) rotates the q and k heads of the
-packed q|k|v and passes v on, and attention reads the result packed, with kv_heads.
+packed q|k|v and passes v on, and attention reads the result packed, with kv_heads. Mistral
+and Qwen2 are Llama's layer with fixed biases (Mistral none; Qwen2 on q, k and v, not on o
+or the MLP) and a sliding window, which is full causal attention when it is at least --seq
+(accepted then; refused otherwise: hkc's attention has no window).
 What the spec leaves out (pooler, LM heads) is said in notes; what hkc cannot express -- rope
 scaling, relative position embeddings, cross-attention -- is refused with an error naming it.
 
@@ -232,9 +235,49 @@ def build_gpt2(cfg, layers, prefix):
     return m
 
 
-def build_llama(cfg, layers, prefix):
+# The Llama family: model_type -> (num_key_value_heads when config.json has no such key, as the
+# transformers config class defaults it; biases of q|k|v, o and the MLP: None = the config's
+# attention_bias / mlp_bias, as Llama reads them; Mistral and Qwen2 fix them in their modeling code)
+LLAMA_FAMILY = {"llama": (None, None, None, None), "mistral": (8, False, False, False),
+                "qwen2": (32, True, False, False)}
+
+
+def sliding_window(cfg, kind, i):
+    """The sliding window of layer i's attention (query i sees keys j with i - w < j <= i), or
+    None (full causal). Mistral: `sliding_window` on every layer; Qwen2: only with
+    `use_sliding_window`, on layers >= `max_window_layers`; an explicit `layer_types` list
+    (newer configs) says which layers are "sliding_attention"."""
+    w = cfg.get("sliding_window")
+    if kind == "llama" or w is None or (kind == "qwen2" and not cfg.get("use_sliding_window", False)):
+        return None
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and i < len(types):
+        return w if types[i] == "sliding_attention" else None
+    if kind == "qwen2" and i < cfg.get("max_window_layers", 28):
+        return None
+    return w
+
+
+def check_windows(cfg, kind, layers, seq):
+    """Refuses a sliding window shorter than seq on an imported layer (hkc's attention has no
+    window); a window >= seq masks nothing that the causal mask does not. Returns a note or ""."""
+    wins = [(i, sliding_window(cfg, kind, i)) for i in range(layers)]
+    short = [(i, w) for i, w in wins if w is not None and w < seq]
+    if short:
+        raise Unsupported("sliding_window %d is shorter than --seq %d (layer%s %s): hkc's attention has no "
+                          "sliding window; import with --seq %d or less"
+                          % (short[0][1], seq, "s" if len(short) > 1 else "", ", ".join(str(i) for i, _ in short),
+                             min(w for _, w in short)))
+    used = sorted({w for _, w in wins if w is not None})
+    if not used:
+        return ""
+    return "sliding_window %s >= --seq %d: the same as full causal attention" % (", ".join(map(str, used)), seq)
+
+
+def build_llama(cfg, layers, prefix, kind="llama"):
     hidden, heads, ffn = need(cfg, "hidden_size", "num_attention_heads", "intermediate_size")
-    kv_heads = cfg.get("num_key_value_heads") or heads
+    kv_default, qkv_fixed, o_fixed, mlp_fixed = LLAMA_FAMILY[kind]
+    kv_heads = cfg.get("num_key_value_heads", kv_default) or heads
     head_dim = cfg.get("head_dim") or hidden // heads
     if heads % kv_heads:
         raise Unsupported("num_key_value_heads %d does not divide num_attention_heads %d" % (kv_heads, heads))
@@ -250,8 +293,11 @@ def build_llama(cfg, layers, prefix):
     eps = cfg.get("rms_norm_eps", 1e-6)
     theta = cfg.get("rope_theta", (rp or {}).get("rope_theta", 10000.0))
     act = act_of(cfg, "hidden_act", "silu")
-    abias, mbias = bool(cfg.get("attention_bias")), bool(cfg.get("mlp_bias"))
-    m = Model("llama", layers, prefix)
+    abias = bool(cfg.get("attention_bias"))
+    qbias = abias if qkv_fixed is None else qkv_fixed
+    obias = abias if o_fixed is None else o_fixed
+    mbias = bool(cfg.get("mlp_bias")) if mlp_fixed is None else mlp_fixed
+    m = Model(kind, layers, prefix)
     m.dims = {"seq": None, "hidden": hidden, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim, "ffn": ffn}
     L = "layers.{k}."
     m.lp("attn_g", ["hidden"], L + "input_layernorm.weight")
@@ -261,10 +307,10 @@ def build_llama(cfg, layers, prefix):
     qkv = [L + "self_attn.%s_proj" % n for n in "qkv"]
     width = "(heads+2*kv_heads)*head_dim"
     m.lp("qkv_w", [width, "hidden"], [c + ".weight" for c in qkv])
-    if abias:
+    if qbias:
         m.lp("qkv_b", [width], [c + ".bias" for c in qkv])
     m.lp("o_w", ["hidden", "heads*head_dim"], L + "self_attn.o_proj.weight")
-    if abias:
+    if obias:
         m.lp("o_b", ["hidden"], L + "self_attn.o_proj.bias")
     m.lp("ffn_g", ["hidden"], L + "post_attention_layernorm.weight")
     for n, shp in (("gate", ["ffn", "hidden"]), ("up", ["ffn", "hidden"]), ("down", ["hidden", "ffn"])):
@@ -282,12 +328,12 @@ def build_llama(cfg, layers, prefix):
 
     m.body = [
         dict(name="attn_norm", op="rmsnorm", **{"in": ["x"]}, gamma="attn_g", eps=num(eps), out="n1"),
-        lin("qkv_proj", "n1", "qkv", "qkv", abias),
+        lin("qkv_proj", "n1", "qkv", "qkv", qbias),
         dict(name="qk_rope", op="rope", **{"in": ["qkv"]}, heads="heads", kv_heads="kv_heads", packed=True,
              theta=num(theta), out="qkv_rot"),
         dict(name="attn", op="attention", **{"in": ["qkv_rot"]}, heads="heads", kv_heads="kv_heads", causal=True,
              out="ctx"),
-        lin("o_proj", "ctx", "o", "a", abias, residual="x"),
+        lin("o_proj", "ctx", "o", "a", obias, residual="x"),
         dict(name="ffn_norm", op="rmsnorm", **{"in": ["a"]}, gamma="ffn_g", eps=num(eps), out="n2"),
         lin("gate_proj", "n2", "gate", "gate", mbias, act=act),
         lin("up_proj", "n2", "up", "up", mbias),
@@ -302,8 +348,11 @@ def build_llama(cfg, layers, prefix):
     return m
 
 
-BUILDERS = {"bert": (build_bert, "bert."), "gpt2": (build_gpt2, "transformer."), "llama": (build_llama, "model.")}
-LAYER_KEYS = {"bert": "num_hidden_layers", "gpt2": "n_layer", "llama": "num_hidden_layers"}
+BUILDERS = {"bert": (build_bert, "bert."), "gpt2": (build_gpt2, "transformer."), "llama": (build_llama, "model."),
+            "mistral": (lambda c, n, p: build_llama(c, n, p, "mistral"), "model."),
+            "qwen2": (lambda c, n, p: build_llama(c, n, p, "qwen2"), "model.")}
+LAYER_KEYS = {"bert": "num_hidden_layers", "gpt2": "n_layer", "llama": "num_hidden_layers",
+              "mistral": "num_hidden_layers", "qwen2": "num_hidden_layers"}
 
 
 def flow(node):
@@ -403,7 +452,7 @@ def batch_list(text):
 
 def import_hf(argv):
     p = argparse.ArgumentParser(prog=PROG, description="A spec of a Hugging Face model's transformer layers and "
-                                "the weights name map of its safetensors checkpoint (BERT, GPT-2, Llama).")
+                                "the weights name map of its safetensors checkpoint (BERT, GPT-2, Llama, Mistral, Qwen2).")
     p.add_argument("config", help="the model's config.json")
     p.add_argument("-o", "--output", required=True, help="the spec to write (YAML)")
     p.add_argument("--weights-map-out", help="the name map to write (default: the output with .map for .yaml)")
@@ -416,7 +465,7 @@ def import_hf(argv):
     p.add_argument("--targets", help="comma-separated targets for the spec (default: none written: host)")
     p.add_argument("--embeddings", action="store_true",
                    help="start from token ids: the input embeddings as embedding ops (BERT: word + position + "
-                        "token type, then LayerNorm; GPT-2: wte + wpe; Llama: embed_tokens)")
+                        "token type, then LayerNorm; GPT-2: wte + wpe; Llama, Mistral, Qwen2: embed_tokens)")
     p.add_argument("--padding-mask", action="store_true",
                    help="an i32 input lengths [batch]: keys at positions >= lengths[b] are masked (right padding; "
                         "Hugging Face's attention_mask with lengths[b] leading ones)")
@@ -447,6 +496,9 @@ def import_hf(argv):
         if max_pos and a.seq > max_pos:
             raise Unsupported("--seq %d is longer than the model's %d positions" % (a.seq, max_pos))
         m = build(cfg, n_layers, prefix if a.prefix is None else a.prefix)
+        if kind in LLAMA_FAMILY:
+            note = check_windows(cfg, kind, n_layers, a.seq)
+            m.rest_note += ("; " + note) if note else ""
     except Unsupported as e:
         print("%s: %s: %s model: %s" % (PROG, a.config, kind, e), file=sys.stderr)
         return 1

@@ -15,9 +15,9 @@ constants is evaluated with NumPy (shape arithmetic, masks, rotary tables), twic
 batch dim set to 2 and to 3, so that values depending on the batch size (Reshape targets
 built from Shape(x)) are told apart from real constants. Every other value carries a layout:
 rows [batch, seq, width] (an hkc tensor, or a lazy element-wise expression over hkc tensors,
-recognised as gelu / layernorm / rmsnorm / silu / add / mul when something needs it), a view
-of rows as heads ([b, t, nh, d], transposed, K transposed, repeated for grouped-query
-attention, scaled), attention scores and probabilities. Q @ K^T, scale, mask, Softmax and
+recognised as gelu / gelu_tanh / tanh / layernorm / rmsnorm / silu / add / mul when something
+needs it), a view of rows as heads ([b, t, nh, d], transposed, K transposed, repeated for
+grouped-query attention, scaled), attention scores and probabilities. Q @ K^T, scale, mask, Softmax and
 @ V become one hkc attention node; rotate-half rotary becomes rope. Integer (and mask)
 inputs [batch, seq] are Sources: a Gather of a table by one is an embedding; values computed
 from one are NumPy functions of it (MaskFn), probed where they meet the attention scores and
@@ -1461,12 +1461,9 @@ class Importer:
             xr = self.materialize(x)
             if kind == "gelu":
                 return self.emit("gelu", [xr.name], n.output[0], xr.rest)
+            # the epilogue of the gemm that produced x when it has none; else the standalone op
             r = self.gemm_fold(xr, act="gelu_tanh")
-            if r is None:
-                self.cur = n
-                self.unsupported("tanh-approximated gelu of '%s', which is not the output of a gemm without an "
-                                 "activation: hkc has gelu_tanh only as a gemm epilogue (act: gelu_tanh)" % xr.name)
-            return r
+            return r if r is not None else self.emit("gelu_tanh", [xr.name], n.output[0], xr.rest)
         m = self.match_norm(e)
         if m:
             kind, x, eps, gamma, gconst, beta, bconst = m
@@ -1483,11 +1480,12 @@ class Importer:
             return self.sum_rows(e, terms, cs)
         if e.op in ("Mul", "Div", "Neg", "Reciprocal"):
             return self.prod_rows(e)
-        if e.op == "Relu":
+        if e.op in ("Relu", "Tanh"):  # tanh has no gemm epilogue: always the standalone op
             xr = self.materialize(e.args[0])
-            return self.emit("relu", [xr.name], n.output[0], xr.rest)
+            return self.emit(e.op.lower(), [xr.name], n.output[0], xr.rest)
         self.cur = n
-        self.unsupported("this %s is not part of a pattern hkc maps (gelu, layernorm, rmsnorm, silu)" % e.op)
+        self.unsupported("this %s is not part of a pattern hkc maps (gelu, gelu_tanh, tanh, layernorm, rmsnorm, "
+                         "silu)" % e.op)
 
     def const_operand(self, c, rest, base, scale=1.0):
         s = c.static().astype(np.float64) * scale
@@ -1595,9 +1593,10 @@ class Importer:
                 r = self.gemm_fold(xr, act="silu")
                 parts.append(r if r is not None else self.emit("silu", [xr.name], n.output[0], xr.rest))
             else:
-                if isinstance(f, Expr) and f.op in ("Sigmoid", "Tanh", "Erf", "Sqrt", "Mean", "Pow"):
+                if isinstance(f, Expr) and f.op in ("Sigmoid", "Erf", "Sqrt", "Mean", "Pow"):
                     self.cur = f.node
-                    self.unsupported("this %s is not part of a pattern hkc maps (gelu, layernorm, rmsnorm, silu)" % f.op)
+                    self.unsupported("this %s is not part of a pattern hkc maps (gelu, gelu_tanh, tanh, layernorm, "
+                                     "rmsnorm, silu)" % f.op)
                 parts.append(self.materialize(f))
         cur = parts[0]
         for p in parts[1:]:

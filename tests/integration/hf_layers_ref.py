@@ -11,7 +11,9 @@ on a random input, and compares the output with a float64 evaluation of the mode
 written here from the Hugging Face modeling code's semantics (BertLayer: post-norm, erf gelu;
 GPT2Block: pre-norm, fused c_attn, gelu_new, causal, ln_f; LlamaDecoderLayer: RMSNorm, rotary
 embedding, grouped-query causal attention, SwiGLU, final norm, the projections' biases with
-attention_bias / mlp_bias), independent of hkc's spec.
+attention_bias / mlp_bias; MistralDecoderLayer: the same without biases, with its sliding
+window mask; Qwen2DecoderLayer: biases on q, k and v only, its sliding window on layers >=
+max_window_layers with use_sliding_window), independent of hkc's spec.
 --swap-map A B swaps the checkpoint names of pack params A and B in the map (a wrong binding:
 the comparison must then fail). Exit 0 when the output is within tolerance, 1 otherwise.
 """
@@ -74,12 +76,16 @@ def heads_of(t, n):
 LENGTHS = None  # --padding: key lengths per batch entry (Hugging Face attention_mask, right padding)
 
 
-def sdpa(q, k, v, causal):
-    """q [b, h, s, dh], k and v [b, h, s, dh] -> [b, s, h*dh]."""
+def sdpa(q, k, v, causal, window=None):
+    """q [b, h, s, dh], k and v [b, h, s, dh] -> [b, s, h*dh]; window: query i sees keys
+    i - window < j only (Mistral's and Qwen2's sliding window)."""
     scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(q.shape[-1])
     if causal:
         s = q.shape[2]
         scores = np.where(np.tril(np.ones((s, s), dtype=bool)), scores, -np.inf)
+    if window is not None:
+        i, j = np.arange(q.shape[2])[:, None], np.arange(k.shape[2])[None, :]
+        scores = np.where(i - j < window, scores, -np.inf)
     if LENGTHS is not None:  # keys j >= lengths[b] masked for every query row
         keep = np.arange(k.shape[2])[None, :] < LENGTHS[:, None]  # [b, s_kv]
         scores = np.where(keep[:, None, None, :], scores, -np.inf)
@@ -130,6 +136,16 @@ def rotary(t, theta):
     return t * np.cos(emb) + rot * np.sin(emb)
 
 
+def window_of(cfg, i):
+    """Layer i's sliding window as the Mistral and Qwen2 modeling code applies it, or None."""
+    kind, win = cfg["model_type"], cfg.get("sliding_window")
+    if kind == "mistral":
+        return win
+    if kind == "qwen2" and cfg.get("use_sliding_window") and i >= cfg.get("max_window_layers", 28):
+        return win
+    return None
+
+
 def llama(cfg, w, x):
     nh, L = cfg["num_attention_heads"], cfg["num_hidden_layers"]
     nkv = cfg.get("num_key_value_heads", nh)
@@ -143,7 +159,7 @@ def llama(cfg, w, x):
         k = rotary(heads_of(lin(n1, p + "self_attn.k_proj"), nkv), theta)
         v = heads_of(lin(n1, p + "self_attn.v_proj"), nkv)
         k, v = (np.repeat(t, nh // nkv, axis=1) for t in (k, v))  # repeat_kv
-        x = x + lin(sdpa(q, k, v, True), p + "self_attn.o_proj")
+        x = x + lin(sdpa(q, k, v, True, window_of(cfg, i)), p + "self_attn.o_proj")
         n2 = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
         x = x + lin(silu(lin(n2, p + "mlp.gate_proj")) * lin(n2, p + "mlp.up_proj"), p + "mlp.down_proj")
     return rms_norm(x, w["model.norm.weight"], eps)
@@ -194,10 +210,14 @@ def shapes(cfg):
             t[p + "self_attn.o_proj.weight"] = (H, nh * dh)
             t[p + "mlp.gate_proj.weight"] = t[p + "mlp.up_proj.weight"] = (F, H)
             t[p + "mlp.down_proj.weight"] = (H, F)
-            if cfg.get("attention_bias"):
-                t[p + "self_attn.q_proj.bias"], t[p + "self_attn.o_proj.bias"] = (nh * dh,), (H,)
+            # Llama: biases with attention_bias / mlp_bias; Mistral: none; Qwen2: on q, k and v
+            qkv_bias = kind == "qwen2" or (kind == "llama" and cfg.get("attention_bias"))
+            if qkv_bias:
+                t[p + "self_attn.q_proj.bias"] = (nh * dh,)
                 t[p + "self_attn.k_proj.bias"] = t[p + "self_attn.v_proj.bias"] = (nkv * dh,)
-            if cfg.get("mlp_bias"):
+            if kind == "llama" and cfg.get("attention_bias"):
+                t[p + "self_attn.o_proj.bias"] = (H,)
+            if kind == "llama" and cfg.get("mlp_bias"):
                 t[p + "mlp.gate_proj.bias"] = t[p + "mlp.up_proj.bias"] = (F,)
                 t[p + "mlp.down_proj.bias"] = (H,)
         t["model.norm.weight"] = (H,)
@@ -255,7 +275,7 @@ def main():
         pairs[swap[0]], pairs[swap[1]] = pairs[swap[1]], pairs[swap[0]]
         map_path = os.path.join(work, "swapped.map")
         open(map_path, "w").write("".join("%s %s\n" % kv for kv in pairs.items()))
-    model = {"bert": bert, "gpt2": gpt2, "llama": llama}[cfg["model_type"]]
+    model = {"bert": bert, "gpt2": gpt2, "llama": llama, "mistral": llama, "qwen2": llama}[cfg["model_type"]]
     w64 = {k: v.astype(np.float64) for k, v in w.items()}
     inputs = ["--input", "x=" + os.path.join(work, "x.npy")]
     if embeddings:  # token ids (a few out of range: clamped) -> the embeddings -> x

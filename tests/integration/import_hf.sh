@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# `hkc import hf` end to end, with no network, torch or transformers: small BERT, GPT-2 and
-# Llama configs (2 layers, tiny sizes, written here) -> import -> build for the host -> random
+# `hkc import hf` end to end, with no network, torch or transformers: small BERT, GPT-2, Llama,
+# Mistral and Qwen2 configs (2 layers, tiny sizes, written here) -> import -> build for the host -> random
 # weights under the checkpoint's own names and layouts in a safetensors file -> hkc run
 # --weights --weights-map -> compared with a NumPy float64 evaluation of the Hugging Face layer
 # math (hf_layers_ref.py). A wrongly bound weight (two names swapped in the map) must fail the
@@ -38,8 +38,24 @@ JSON
 sed 's/"num_key_value_heads": 2/"num_key_value_heads": 1, "head_dim": 16/; s/"attention_bias": false/"attention_bias": true, "mlp_bias": true/' \
   "$work/llama.json" > "$work/llama_bias.json"
 grep -q '"mlp_bias": true' "$work/llama_bias.json" || fail "llama_bias.json: $(cat "$work/llama_bias.json")"
+# Mistral: Llama's layer without biases, with a sliding window as long as --seq (8: the same as
+# causal; the reference applies it); Qwen2: biases on q, k and v but not o, a short window that
+# use_sliding_window false leaves unused, tied embeddings (the LM head is not imported anyway).
+cat > "$work/mistral.json" <<'JSON'
+{"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 32, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": null, "intermediate_size": 40,
+ "hidden_act": "silu", "rms_norm_eps": 1e-5, "rope_theta": 1000000.0, "sliding_window": 8,
+ "max_position_embeddings": 64, "vocab_size": 50, "tie_word_embeddings": false, "torch_dtype": "float32"}
+JSON
+cat > "$work/qwen2.json" <<'JSON'
+{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 32, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 40, "hidden_act": "silu",
+ "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "use_sliding_window": false, "sliding_window": 4,
+ "max_window_layers": 1, "max_position_embeddings": 64, "vocab_size": 50, "tie_word_embeddings": true,
+ "torch_dtype": "float32"}
+JSON
 
-for m in bert gpt2 llama llama_bias; do
+for m in bert gpt2 llama llama_bias mistral qwen2; do
   "$HKC" import hf "$work/$m.json" -o "$work/$m.yaml" --weights-map-out "$work/$m.map" --seq 8 --batch-sizes 1,2 \
     > "$work/$m.import.txt" 2>&1 || fail "import $m: $(cat "$work/$m.import.txt")"
   grep -q "^wrote $work/$m.yaml" "$work/$m.import.txt" || fail "import $m said: $(cat "$work/$m.import.txt")"
@@ -51,7 +67,7 @@ done
 # --padding-mask: an i32 input lengths on every attention node; random lengths (the last entry
 # padded to seq/2) against the reference with the same key mask (a pack that ignored lengths
 # would miss it: the padded entries' keys change every row's softmax).
-for m in bert gpt2 llama; do
+for m in bert gpt2 llama mistral qwen2; do
   "$HKC" import hf "$work/$m.json" -o "$work/${m}_pad.yaml" --weights-map-out "$work/${m}_pad.map" --seq 8 \
     --batch-sizes 1,3 --padding-mask -q
   grep -q "^  lengths: {shape: \[batch\], dtype: i32}" "$work/${m}_pad.yaml" || fail "$m --padding-mask: no lengths input"
@@ -74,9 +90,11 @@ done
 
 # The map names the checkpoint's tensors: 10 per BERT layer (query, key and value are the parts
 # of one q|k|v weight and bias, named in the spec), 12 per GPT-2 layer (+ ln_f), 6 per Llama
-# layer (+ norm; q_proj, k_proj and v_proj are parts too), 10 with Llama's biases.
+# layer (+ norm; q_proj, k_proj and v_proj are parts too), 10 with Llama's biases; Mistral's and
+# Qwen2's as Llama's (Qwen2's q, k and v biases are parts).
 [ "$(grep -vc '^#' "$work/bert.map")" = 20 ] && [ "$(grep -vc '^#' "$work/gpt2.map")" = 26 ] &&
-  [ "$(grep -vc '^#' "$work/llama.map")" = 13 ] && [ "$(grep -vc '^#' "$work/llama_bias.map")" = 21 ] ||
+  [ "$(grep -vc '^#' "$work/llama.map")" = 13 ] && [ "$(grep -vc '^#' "$work/llama_bias.map")" = 21 ] &&
+  [ "$(grep -vc '^#' "$work/mistral.map")" = 13 ] && [ "$(grep -vc '^#' "$work/qwen2.map")" = 13 ] ||
   fail "name map sizes: $(wc -l "$work"/*.map)"
 grep -Eq '^o_w_1 +bert\.encoder\.layer\.1\.attention\.output\.dense\.weight$' "$work/bert.map" || fail "bert.map"
 grep -Fq 'qkv_w: {shape: [3*hidden, hidden], parts: ["bert.encoder.layer.{i}.attention.self.query.weight", "bert.encoder.layer.{i}.attention.self.key.weight", "bert.encoder.layer.{i}.attention.self.value.weight"]}' "$work/bert.yaml" &&
@@ -89,6 +107,15 @@ grep -Fq 'qkv_w: {shape: [(heads+2*kv_heads)*head_dim, hidden], parts: ["model.l
   grep -Fq '{name: attn, op: attention, in: [qkv_rot], heads: heads, kv_heads: kv_heads, causal: true' "$work/llama.yaml" &&
   grep -Fq 'qkv_b: {shape: [(heads+2*kv_heads)*head_dim], parts: ["model.layers.{i}.self_attn.q_proj.bias",' "$work/llama_bias.yaml" ||
   fail "llama.yaml: no packed q|k|v: $(cat "$work/llama.yaml")"
+# Mistral: no bias; Qwen2: a q|k|v bias of parts, none on o_proj; both: Llama's packed rope and attention.
+grep -Fq '{name: qk_rope, op: rope, in: [qkv], heads: heads, kv_heads: kv_heads, packed: true, theta: 1000000.0,' "$work/mistral.yaml" &&
+  ! grep -q "bias" "$work/mistral.yaml" &&
+  grep -Fq 'qkv_b: {shape: [(heads+2*kv_heads)*head_dim], parts: ["model.layers.{i}.self_attn.q_proj.bias", "model.layers.{i}.self_attn.k_proj.bias", "model.layers.{i}.self_attn.v_proj.bias"]}' "$work/qwen2.yaml" &&
+  grep -Fq '{name: o_proj, op: gemm, in: [ctx, o_w], trans_b: true, residual: x, out: a}' "$work/qwen2.yaml" &&
+  grep -Fq '{name: attn, op: attention, in: [qkv_rot], heads: heads, kv_heads: kv_heads, causal: true' "$work/qwen2.yaml" ||
+  fail "mistral.yaml / qwen2.yaml: $(cat "$work/mistral.yaml" "$work/qwen2.yaml")"
+grep -q "note: .*sliding_window 8 >= --seq 8: the same as full causal attention" "$work/mistral.import.txt" ||
+  fail "mistral: no note on the sliding window: $(cat "$work/mistral.import.txt")"
 
 # Can fail: layer 0's and layer 1's o projections swapped in the map.
 if "$PY" "$ref" "$HKC" "$work/llama.hkpack" "$work/llama.json" "$work/llama.map" "$work/swap" \
@@ -139,8 +166,15 @@ refused() { # CONFIG-JSON WORDS...
 }
 refused "$(sed 's/"rope_scaling": null/"rope_scaling": {"rope_type": "llama3", "factor": 8.0}/' "$work/llama.json")" \
   "rope_scaling" "llama3"
-refused '{"model_type": "t5", "d_model": 8}' "model_type 't5' is not supported" "bert, gpt2, llama"
+refused '{"model_type": "t5", "d_model": 8}' "model_type 't5' is not supported" "bert, gpt2, llama, mistral, qwen2"
 refused "$(sed 's/"absolute"/"relative_key"/' "$work/bert.json")" "position_embedding_type 'relative_key'"
+# a sliding window shorter than --seq 8: on every Mistral layer; on Qwen2's layers >= max_window_layers
+refused "$(sed 's/"sliding_window": 8/"sliding_window": 4/' "$work/mistral.json")" \
+  "sliding_window 4 is shorter than --seq 8 (layers 0, 1): hkc's attention has no sliding window" "--seq 4 or less"
+refused "$(sed 's/"use_sliding_window": false/"use_sliding_window": true/' "$work/qwen2.json")" \
+  "sliding_window 4 is shorter than --seq 8 (layer 1)"
+sed 's/"use_sliding_window": false/"use_sliding_window": true/' "$work/qwen2.json" > "$work/qwen2_win.json"
+"$HKC" import hf "$work/qwen2_win.json" -o "$work/x.yaml" --seq 4 -q || fail "qwen2 --seq 4 (window 4) refused"
 refused "$(sed 's/"n_layer": 2/"n_layer": 2, "scale_attn_by_inverse_layer_idx": true/' "$work/gpt2.json")" \
   "scale_attn_by_inverse_layer_idx"
 refused "$(sed 's/"gelu_new"/"quick_gelu"/' "$work/gpt2.json")" "activation_function 'quick_gelu'"

@@ -8,8 +8,8 @@
 # with an int64 attention_mask (Hugging Face's (1 - m) * finfo.min bias; GPT-2's after its causal
 # fill; Llama's causal | padding masked_fill and max clamp) mapped onto attention lengths, the
 # Llama one with left padding and --padding-mask-as mask; BERT with an additive [batch, 1, t, t]
-# mask input (attention's mask); embeddings from input_ids (word + token type + position,
-# LayerNorm) -- are exported with torch.onnx.export (opset 17, dynamic batch axis), imported,
+# mask input (attention's mask); the tanh GELU and Tanh on their own (the gelu_tanh and tanh ops);
+# embeddings from input_ids (word + token type + position, LayerNorm) -- are exported with torch.onnx.export (opset 17, dynamic batch axis), imported,
 # built for the host, run at two batch sizes with the exported weights and compared with torch's
 # own output. Then the refusals: a node with no mapping (CumSum) is named with its inputs, so are
 # a mask read outside attention and a mask over query rows; a file that is not ONNX is a
@@ -155,6 +155,16 @@ class Mixed(nn.Module):  # fused qkv with rotary on q and k (split into three ge
         h = (h - mu) / torch.sqrt(((h - mu) ** 2).mean(-1, keepdim=True) + 1e-5) * s.g + s.b
         return h + s.act(s.f(h))
 
+class Tanhs(nn.Module):  # F.gelu(approximate="tanh") of a layernorm (the standalone gelu_tanh op) and of a
+    # gemm (its epilogue); Tanh of a gemm (a pooler's tanh(dense(h)): the standalone tanh op) and in x * tanh(x)
+    def __init__(s):
+        super().__init__()
+        s.ln, s.f, s.p = nn.LayerNorm(H), nn.Linear(H, H), nn.Linear(H, H)
+    def forward(s, x):
+        h = F.gelu(s.ln(x), approximate="tanh")
+        h = F.gelu(s.f(h), approximate="tanh")
+        return x * torch.tanh(x) + torch.tanh(s.p(h))
+
 class BertBias(Bert):  # the additive mask is the input: attention's mask, any pattern
     def forward(s, x, attention_bias):
         return Bert.forward(s, x, None, attention_bias)
@@ -199,7 +209,7 @@ class Cumsum(nn.Module):  # no hkc op: the importer must name the node
 # lengths, the first row full, the second half; hkc reads the lengths); "bias" hidden states and an additive
 # float mask [batch, 1, t, t] (any pattern); "ids" token ids
 for name, mod, t, kind in [("bert", Bert(), 7, "x"), ("gpt2", GPT2(), 11, "x"), ("llama", Llama(), 13, "x"),
-                           ("mixed", Mixed(), 9, "x"), ("bert_mask", Bert(), 7, "mask"),
+                           ("mixed", Mixed(), 9, "x"), ("tanh", Tanhs(), 6, "x"), ("bert_mask", Bert(), 7, "mask"),
                            ("gpt2_mask", GPT2(), 11, "mask"), ("llama_mask", Llama(), 13, "mask"),
                            ("llama_left", Llama(), 13, "left"),
                            ("bert_bias", BertBias(), 7, "bias"), ("embed", Embed(), 9, "ids"),
@@ -247,7 +257,7 @@ for name, mod, t, kind in [("bert", Bert(), 7, "x"), ("gpt2", GPT2(), 11, "x"), 
             np.save("%s/%s_ref%d.npy" % (work, name, b), mod(*ins).numpy())
 EOF
 
-for m in bert gpt2 llama mixed bert_mask gpt2_mask llama_mask llama_left bert_bias embed; do
+for m in bert gpt2 llama mixed tanh bert_mask gpt2_mask llama_mask llama_left bert_bias embed; do
   opts=""; [ $m = llama_left ] && opts="--padding-mask-as mask"
   if ! msg=$($IMPORT "$work/$m.onnx" -o "$work/$m.yaml" --weights-out "$work/$m.safetensors" --batch-sizes 1,3 $opts 2>&1); then
     bad "$m: import: $msg"; continue
@@ -285,6 +295,8 @@ grep -q "op: rope.*theta: 500000.0" "$work/llama.yaml" && grep -q "kv_heads: 2, 
   && grep -q "op: rmsnorm" "$work/llama.yaml" || bad "llama: no rope theta 500000 / GQA causal attention / rmsnorm"
 [ "$(grep -c "op: rope" "$work/mixed.yaml")" = 2 ] && grep -q "op: layernorm" "$work/mixed.yaml" \
   && grep -q "act: gelu_tanh" "$work/mixed.yaml" || bad "mixed: no 2 rope / layernorm / gelu_tanh epilogue"
+grep -q "op: gelu_tanh, in: \[ln" "$work/tanh.yaml" && grep -q "act: gelu_tanh" "$work/tanh.yaml" \
+  && [ "$(grep -c "op: tanh," "$work/tanh.yaml")" = 2 ] || bad "tanh: no standalone gelu_tanh / epilogue / 2 tanh"
 # the padding masks became lengths (an i32 input replacing attention_mask), with the causal masking where
 # the model has it; the additive mask input attention's mask; the ids an embedding with the position table
 lin="attention_mask_lengths: {shape: \[batch\], dtype: i32}"
