@@ -5,7 +5,7 @@ blocks) -> an hkc spec (YAML) and a safetensors file with the params it needs.
 
 usage: hkc_import_onnx.py MODEL.onnx -o SPEC.yaml --weights-out W.safetensors
                           [--name N] [--batch-sizes 1,8] [--dtype f32|f16|bf16]
-                          [--padding-mask-as lengths|mask]
+                          [--padding-mask-as lengths|mask] [--seq N] [--dim NAME=N ...]
 
 Exit 0 on success; 1 with one line `error: ...` (naming the first ONNX node that cannot be
 mapped, its op type and its inputs) otherwise. docs/IMPORT.md says what is mapped.
@@ -1008,6 +1008,9 @@ class Importer:
         c = self.vals[n.input[1]]
         t0 = reshape_target((B0,) + tuple(x.rest), c.v0, a.get("allowzero", 0)) if hasattr(x, "rest") else None
         t1 = reshape_target((B1,) + tuple(x.rest), c.v1, a.get("allowzero", 0)) if hasattr(x, "rest") else None
+        if t0 is not None and int(np.prod(t0)) != B0 * int(np.prod(x.rest)):
+            self.unsupported("the new shape %s does not fit [batch, %s] (%d elements at batch %d)" % (
+                [int(v) for v in c.v0], ", ".join(map(str, x.rest)), B0 * int(np.prod(x.rest)), B0))
         if t0 is None or t0[0] != B0 or t1[0] != B1 or t0[1:] != t1[1:]:
             self.unsupported("the new shape does not keep the batch as its leading dim")
         new = tuple(t0[1:])
@@ -1683,6 +1686,72 @@ def write_safetensors(path, params, origins, dtype):
     os.replace(tmp, path)
 
 
+def seq_axes(rank):
+    """The axes of an input of this rank that are its sequence: [batch, seq(, hidden)], [batch, h, seq, seq]."""
+    return (2, 3) if rank == 4 else (1,) if rank >= 2 else ()
+
+
+def pin_dims(model, seq, dims):
+    """Replace the symbolic dims of the graph inputs (dynamic_axes other than the batch, axis 0) by
+    values: every seq axis by --seq, every dim named NAME by --dim NAME=N. Returns "seq=8, ..." (the
+    pins applied) or ""; fails on a pin no input has, on a pinned batch, and on a symbolic dim left."""
+    inits = {t.name for t in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in inits]
+    batch_names, where = set(), {}  # where: dim name -> (input, axis) of its first use past the batch
+    for inp in inputs:
+        for ax, d in enumerate(inp.type.tensor_type.shape.dim):
+            if d.HasField("dim_param") and d.dim_param:
+                if ax == 0:
+                    batch_names.add(d.dim_param)
+                else:
+                    where.setdefault(d.dim_param, (inp.name, ax))
+    pins = dict(dims)
+    for k in pins:
+        if k in batch_names:
+            fail("--dim %s=%d: '%s' is the batch axis (axis 0), whose sizes are --batch-sizes" % (k, pins[k], k))
+        if k not in where:
+            fail("--dim %s=%d: no input has a dim named '%s' (the inputs' symbolic dims past the batch: %s)" % (
+                k, pins[k], k, ", ".join("'%s'" % n for n in where) or "none"))
+    applied = []
+    if seq is not None:
+        found = False
+        for inp in inputs:
+            ds = inp.type.tensor_type.shape.dim
+            for ax in seq_axes(len(ds)):
+                d = ds[ax]
+                if d.HasField("dim_value"):
+                    continue
+                found = True
+                if d.dim_param:
+                    if pins.get(d.dim_param, seq) != seq:
+                        fail("--seq %d and --dim %s=%d pin the same dim (axis %d of input '%s') to two values" % (
+                            seq, d.dim_param, pins[d.dim_param], ax, inp.name))
+                    pins[d.dim_param] = seq
+                else:
+                    d.dim_value = seq
+        if not found:
+            static = sorted({ds[ax].dim_value for inp in inputs for ds in [inp.type.tensor_type.shape.dim]
+                             for ax in seq_axes(len(ds))})
+            if static != [seq]:
+                fail("--seq %d: no input has a symbolic seq dim (the model's seq is static: %s)" % (
+                    seq, ", ".join(map(str, static)) or "none"))
+        applied.append("seq=%d" % seq)
+    for inp in inputs:
+        for ax, d in enumerate(inp.type.tensor_type.shape.dim):
+            if ax > 0 and d.HasField("dim_param") and d.dim_param in pins:
+                d.dim_value = pins[d.dim_param]  # a oneof: clears dim_param
+    applied += ["%s=%d" % (k, v) for k, v in dims.items()]
+    for inp in inputs:
+        for ax, d in enumerate(inp.type.tensor_type.shape.dim):
+            if ax > 0 and not d.HasField("dim_value"):
+                nm = d.dim_param
+                how = "--seq N" if ax in seq_axes(len(inp.type.tensor_type.shape.dim)) else ""
+                how += (" or " if how else "") + ("--dim %s=N" % nm if nm else "")
+                fail("input '%s' has a symbolic dim %s (axis %d): hkc's dims vary with the batch only; pin it with %s" % (
+                    inp.name, "'%s'" % nm if nm else "without a name", ax, how or "--seq N"))
+    return ", ".join(dict.fromkeys(applied))
+
+
 class ArgParser(argparse.ArgumentParser):
     def error(self, message):  # one line and exit status 1, as every other error
         print("error: %s (see --help)" % message, file=sys.stderr)
@@ -1702,6 +1771,9 @@ def main(argv):
     ap.add_argument("--padding-mask-as", default="lengths", choices=["lengths", "mask"],
                     help="a [batch, seq] attention mask input becomes an i32 [batch] lengths input (right padding "
                          "assumed) or a [batch, 1, seq, seq] additive mask input (any pattern)")
+    ap.add_argument("--seq", metavar="N", help="pin the inputs' symbolic seq dims (dynamic_axes {1: 'seq'}) to N")
+    ap.add_argument("--dim", action="append", default=[], metavar="NAME=N",
+                    help="pin the inputs' symbolic dim NAME to N (repeatable)")
     args = ap.parse_args(argv)
     np.seterr(all="ignore")  # folding finfo.min + finfo.min overflows to -inf, as the model does
     try:
@@ -1711,6 +1783,18 @@ def main(argv):
                 raise ValueError
         except ValueError:
             fail("--batch-sizes must be a comma-separated list of positive integers, not '%s'" % args.batch_sizes)
+        seq, dims = None, {}
+        if args.seq is not None:
+            if not re.fullmatch(r"[0-9]+", args.seq) or int(args.seq) < 1:
+                fail("--seq must be a positive integer, not '%s'" % args.seq)
+            seq = int(args.seq)
+        for d in args.dim:
+            m = re.fullmatch(r"([^=]+)=([0-9]+)", d)
+            if not m or int(m.group(2)) < 1:
+                fail("--dim must be NAME=N with N a positive integer, not '%s'" % d)
+            if dims.get(m.group(1), int(m.group(2))) != int(m.group(2)):
+                fail("--dim %s given twice with different values" % m.group(1))
+            dims[m.group(1)] = int(m.group(2))
         name = args.name or sanitize(os.path.splitext(os.path.basename(args.model))[0])
         if not re.fullmatch(r"[A-Za-z0-9_.-]{1,255}", name):
             fail("--name '%s': letters, digits, '_', '-', '.' only" % name)
@@ -1740,15 +1824,19 @@ def main(argv):
                     model, os.path.dirname(os.path.abspath(args.model)))
             except Exception as e:  # noqa: BLE001
                 fail("%s: cannot read the external weights (%s)" % (args.model, e))
+        pinned = pin_dims(model, seq, dims)
         imp = Importer(model, args.padding_mask_as)
         try:
             imp.run()
-        except ImportError_:
+        except ImportError_ as e:
+            if pinned:  # a graph that needs another size (a Reshape to a size frozen by the export, ...)
+                fail("%s (with %s pinned)" % (e, pinned))
             raise
         except Exception as e:  # noqa: BLE001 - a malformed model must not end in a traceback
             n = imp.cur
             where = "node %s '%s'" % (n.op_type, n.name or "?") if n is not None else "the graph"
-            fail("cannot map %s (%s: %s)" % (where, type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
+            fail("cannot map %s (%s: %s)%s" % (where, type(e).__name__, str(e).splitlines()[0] if str(e) else "",
+                                               " (with %s pinned)" % pinned if pinned else ""))
         spec = imp.spec_yaml(name, batch_sizes, args.dtype)
         write_safetensors(args.weights_out, imp.params, imp.param_origin, args.dtype)
         tmp = args.output + ".tmp"

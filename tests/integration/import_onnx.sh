@@ -9,11 +9,14 @@
 # fill; Llama's causal | padding masked_fill and max clamp) mapped onto attention lengths, the
 # Llama one with left padding and --padding-mask-as mask; BERT with an additive [batch, 1, t, t]
 # mask input (attention's mask); the tanh GELU and Tanh on their own (the gelu_tanh and tanh ops);
-# embeddings from input_ids (word + token type + position, LayerNorm) -- are exported with torch.onnx.export (opset 17, dynamic batch axis), imported,
+# embeddings from input_ids (word + token type + position, LayerNorm); BERT, with and without its mask,
+# exported with a dynamic seq axis too and imported with --seq 7 (the exported length), --seq 12 and
+# --dim seq=12 (compared at that length) -- are exported with torch.onnx.export (opset 17, dynamic batch axis), imported,
 # built for the host, run at two batch sizes with the exported weights and compared with torch's
 # own output. Then the refusals: a node with no mapping (CumSum) is named with its inputs, so are
 # a mask read outside attention and a mask over query rows; a file that is not ONNX is a
-# one-line error. Skips (77) when torch or onnx cannot be imported.
+# one-line error; so are a symbolic seq left unpinned, a pinned name no input has, and a pinned
+# length a Reshape frozen at export cannot take. Skips (77) when torch or onnx cannot be imported.
 set -euo pipefail
 : "${HKC:?}" "${HK_SOURCE_DIR:?}"
 PY=${HK_PYTHON:-/usr/bin/python3}
@@ -198,6 +201,13 @@ class Embed(nn.Module):  # from token ids: word + token type (zeros) + position 
         e = s.word(input_ids) + s.tt(torch.zeros_like(input_ids)) + s.pos(s.position_ids[:, :t])
         return F.gelu(s.f(s.ln(e)))
 
+class Frozen(nn.Module):  # a Reshape to the exported length (a Python 7): --seq 9 cannot fit it
+    def __init__(s):
+        super().__init__()
+        s.l = nn.Linear(H, H)
+    def forward(s, x):
+        return s.l(x).reshape(x.shape[0], 7, H)
+
 class Cumsum(nn.Module):  # no hkc op: the importer must name the node
     def __init__(s):
         super().__init__()
@@ -214,7 +224,8 @@ for name, mod, t, kind in [("bert", Bert(), 7, "x"), ("gpt2", GPT2(), 11, "x"), 
                            ("llama_left", Llama(), 13, "left"),
                            ("bert_bias", BertBias(), 7, "bias"), ("embed", Embed(), 9, "ids"),
                            ("cumsum", Cumsum(), 5, "x"), ("maskmul", MaskMul(), 5, "mask"),
-                           ("qmask", QueryMask(), 5, "mask")]:
+                           ("qmask", QueryMask(), 5, "mask"), ("bert_dyn", Bert(), 7, "x"),
+                           ("bert_mask_dyn", Bert(), 7, "mask"), ("frozen", Frozen(), 7, "x")]:
     mod.eval()
     with torch.no_grad():
         for p in mod.parameters():  # non-trivial norm weights and biases
@@ -222,7 +233,7 @@ for name, mod, t, kind in [("bert", Bert(), 7, "x"), ("gpt2", GPT2(), 11, "x"), 
                 p.add_(0.1 * torch.randn_like(p))
         names = {"x": ["x"], "mask": ["x", "attention_mask"], "left": ["x", "attention_mask"], "ids": ["input_ids"],
                  "bias": ["x", "attention_bias"]}[kind]
-        def inputs(b):
+        def inputs(b, t=t):
             if kind == "ids":
                 return (torch.randint(0, 100, (b, t)),)
             if kind == "bias":  # holes anywhere but key 0, large negative and -inf, small values too
@@ -235,10 +246,13 @@ for name, mod, t, kind in [("bert", Bert(), 7, "x"), ("gpt2", GPT2(), 11, "x"), 
             if kind == "left":  # left padding: the zeros first
                 m = m.flip(1)
             return (torch.randn(b, t, H),) + ((m,) if kind in ("mask", "left") else ())
+        dyn = name in ("bert_dyn", "bert_mask_dyn", "frozen")  # a dynamic seq axis too: hkc pins it (--seq)
+        axes = {0: "batch", 1: "seq"} if dyn else {0: "batch"}
         torch.onnx.export(mod, inputs(2), "%s/%s.onnx" % (work, name), input_names=names, output_names=["y"],
-                          dynamic_axes=dict({k: {0: "batch"} for k in names}, y={0: "batch"}), opset_version=17)
-        for b in batches:
-            ins = inputs(b)
+                          dynamic_axes=dict({k: axes for k in names}, y=axes), opset_version=17)
+        # the dynamic ones: torch's outputs at the exported length and at another (bert_dyn12, bert_mask_dyn12)
+        for name, t, b in [(name, t, b) for b in batches] + ([(name + "12", 12, 3)] if dyn and name != "frozen" else []):
+            ins = inputs(b, t)
             args, rows = [], np.ones((b, t), bool)
             for k, v in zip(names, ins):
                 if k == "attention_mask" and kind == "left":  # --padding-mask-as mask: the additive mask, compared
@@ -249,7 +263,7 @@ for name, mod, t, kind in [("bert", Bert(), 7, "x"), ("gpt2", GPT2(), 11, "x"), 
                 elif k == "attention_mask":  # hkc's input: the lengths. BERT: only the unpadded rows are compared.
                     # Causal: all rows -- in the unpadded ones (i < len) the causal mask already hides every
                     # padded key (j > i), so only the padded rows show the lengths (keys j < len on both sides)
-                    k, v, rows = "attention_mask_lengths", v.sum(1).int(), (v.numpy() == 1) | (name != "bert_mask")
+                    k, v, rows = "attention_mask_lengths", v.sum(1).int(), (v.numpy() == 1) | (not name.startswith("bert_mask"))
                 np.save("%s/%s_%s%d.npy" % (work, name, k, b), v.numpy())
                 args.append("--input %s=%s/%s_%s%d.npy" % (k, work, name, k, b))
             open("%s/%s_args%d" % (work, name, b), "w").write(" ".join(args))
@@ -257,9 +271,16 @@ for name, mod, t, kind in [("bert", Bert(), 7, "x"), ("gpt2", GPT2(), 11, "x"), 
             np.save("%s/%s_ref%d.npy" % (work, name, b), mod(*ins).numpy())
 EOF
 
-for m in bert gpt2 llama mixed tanh bert_mask gpt2_mask llama_mask llama_left bert_bias embed; do
-  opts=""; [ $m = llama_left ] && opts="--padding-mask-as mask"
-  if ! msg=$($IMPORT "$work/$m.onnx" -o "$work/$m.yaml" --weights-out "$work/$m.safetensors" --batch-sizes 1,3 $opts 2>&1); then
+for m in bert gpt2 llama mixed tanh bert_mask gpt2_mask llama_mask llama_left bert_bias embed bert_dyn bert_dyn12 \
+    bert_mask_dyn12; do
+  opts=""; batches=$BATCHES
+  case $m in
+    llama_left) opts="--padding-mask-as mask" ;;
+    bert_dyn) opts="--seq 7" ;; # exported with a dynamic seq axis at 7: pinned to 7, then to 12 (batch 3 only)
+    bert_dyn12) opts="--seq 12"; batches=3 ;;
+    bert_mask_dyn12) opts="--dim seq=12"; batches=3 ;;
+  esac
+  if ! msg=$($IMPORT "$work/${m%12}.onnx" -o "$work/$m.yaml" --weights-out "$work/$m.safetensors" --batch-sizes 1,3 $opts 2>&1); then
     bad "$m: import: $msg"; continue
   fi
   ok "$m: import: $msg"
@@ -267,7 +288,7 @@ for m in bert gpt2 llama mixed tanh bert_mask gpt2_mask llama_mask llama_left be
   if ! "$HKC" build "$work/$m.yaml" --target host -o "$work/$m.hkpack" -q > "$work/$m.build" 2>&1; then
     bad "$m: hkc build"; cat "$work/$m.build"; continue
   fi
-  for b in $BATCHES; do
+  for b in $batches; do
     if ! "$HKC" run --allow-unsigned-native "$work/$m.hkpack" --batch "$b" --runs 1 --warmup 0 \
         --weights "$work/$m.safetensors" $(cat "$work/${m}_args$b") --save-outputs "$work/out_${m}_$b" \
         > "$work/$m.run$b" 2>&1; then
@@ -313,6 +334,8 @@ grep -q "attention_bias: \[batch, 1, 7, 7\]" "$work/bert_bias.yaml" && grep -q "
 grep -q "input_ids: {shape: \[batch, 9\], dtype: i32}" "$work/embed.yaml" \
   && grep -q "op: embedding, in: \[input_ids, word_weight\], pos: " "$work/embed.yaml" \
   || bad "embed: no i32 input_ids / embedding with pos"
+grep -q "^  x: \[batch, 12, 64\]" "$work/bert_dyn12.yaml" && grep -q "^  x: \[batch, 12, 64\]" "$work/bert_mask_dyn12.yaml" \
+  && grep -q "$lin" "$work/bert_mask_dyn12.yaml" || bad "bert_dyn12 / bert_mask_dyn12: seq not pinned to 12"
 
 # refusals: exit 1, one line "error: ..." naming the node
 expect_fail() {
@@ -328,6 +351,12 @@ expect_fail "mask read outside attention" "unsupported node Mul '/Mul' \(inputs:
   $IMPORT "$work/maskmul.onnx" -o "$work/c.yaml" --weights-out "$work/c.safetensors"
 expect_fail "query mask refused" "unsupported node Add '/Add' \(inputs: '/MatMul_output_0' \(attention scores\), '/Mul_output_0' \(value computed from input 'attention_mask'\)\): .* is not a key padding mask" \
   $IMPORT "$work/qmask.onnx" -o "$work/c.yaml" --weights-out "$work/c.safetensors"
+expect_fail "symbolic seq left" "input 'x' has a symbolic dim 'seq' \(axis 1\): .*pin it with --seq N or --dim seq=N" \
+  $IMPORT "$work/bert_dyn.onnx" -o "$work/c.yaml" --weights-out "$work/c.safetensors"
+expect_fail "pinned name no input has" "--dim sequence=12: no input has a dim named 'sequence' \(.*'seq'\)" \
+  $IMPORT "$work/bert_dyn.onnx" -o "$work/c.yaml" --weights-out "$work/c.safetensors" --dim sequence=12
+expect_fail "pinned seq the graph cannot take" "unsupported node Reshape '/Reshape' .*does not fit \[batch, 9, 64\].*\(with seq=9 pinned\)" \
+  $IMPORT "$work/frozen.onnx" -o "$work/c.yaml" --weights-out "$work/c.safetensors" --seq 9
 head -c 300 "$HKC" > "$work/junk.onnx"
 expect_fail "not an ONNX file" "junk.onnx: not an ONNX model" \
   $IMPORT "$work/junk.onnx" -o "$work/j.yaml" --weights-out "$work/j.safetensors"
