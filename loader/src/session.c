@@ -392,7 +392,6 @@ static hk_status_t app_build(hk_session_t *s) {
 static hk_status_t app_bind_pack_weights(hk_session_t *s) {
   const hk_pack_view_t *v = s->view;
   const hk_backend_t *be = s->module->backend;
-  const bool host = be->kind == HK_TARGET_HOST;
   uint32_t k = 0;
   for (uint32_t r = 0; r < v->weight_count; r++) {
     const hk_weight_rec_t *rec = &v->weight_recs[r];
@@ -400,7 +399,7 @@ static hk_status_t app_bind_pack_weights(hk_session_t *s) {
     assert(k < s->app_count && s->app[k].tensor == rec->tensor);    /* a PARAM: an app tensor */
     hk_app_tensor_t *at = &s->app[k];
     const uint8_t *src = v->weights + rec->offset;
-    if (host && ((uintptr_t)src & (HK_BIND_ALIGN - 1)) == 0) {
+    if (hk_session_binds_in_place(s, src)) {
       at->data = (void *)(uintptr_t)src; /* the session only reads params */
       continue;
     }
@@ -899,7 +898,9 @@ HK_API int hk_session_tensor_bound(const hk_session_t *s, uint32_t index) {
   return s && index < s->app_count && s->app[index].data != NULL;
 }
 
-bool hk_session_runs_on_host(const hk_session_t *s) { return s->module->backend->kind == HK_TARGET_HOST; }
+bool hk_session_binds_in_place(const hk_session_t *s, const void *bytes) {
+  return s->module->backend->kind == HK_TARGET_HOST && bytes && ((uintptr_t)bytes & (HK_BIND_ALIGN - 1)) == 0;
+}
 
 hk_status_t hk_session_bind_many(hk_session_t *s, uint32_t n, const uint32_t *index, void *const *data,
                                  const bool *owned) {

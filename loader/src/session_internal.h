@@ -30,8 +30,10 @@ const void *hk_session_debug_staging(const hk_session_t *session, const char *na
 bool hk_session_debug_hold(hk_session_t *session, bool hold);
 
 /* ---- for session_weights.c (hk_session_bind_weights) ---- */
-/* Whether the session runs the host target (its buffers are host memory). */
-bool hk_session_runs_on_host(const hk_session_t *session);
+/* Whether `bytes` (read-only host memory that outlives the binding) can be bound as it is:
+ * the session runs the host target (its buffers are host memory) and the address has the
+ * alignment hk_session_bind requires. Else a copy in memory the session owns is bound. */
+bool hk_session_binds_in_place(const hk_session_t *session, const void *bytes);
 /* Binds data[k] to app tensor index[k] (hk_session_tensor_info's index) for k < n, each
  * buffer already checked (16-byte aligned, the tensor's size); owned[k]: the buffer came
  * from the session's allocator (hk_session_alloc) and the session frees it when the tensor is

@@ -25,8 +25,6 @@
 #include "weights_internal.h"
 
 #define HK_BIND_WEIGHTS_FLAGS (HK_BIND_WEIGHTS_INPUTS | HK_BIND_WEIGHTS_ALL_PARAMS | HK_BIND_WEIGHTS_COPY)
-/* Bound buffers' alignment (session.c's HK_BIND_ALIGN). */
-#define HK_WEIGHTS_BIND_ALIGN 16u
 
 /* "F32 [768,768]" / "f32 [768,768]" */
 static void shape_text(const char *dtype, uint32_t rank, const int64_t *dims, char *out, size_t size) {
@@ -244,7 +242,6 @@ static hk_status_t bind_weights(hk_session_t *s, const hk_weights_t *w, const hk
   }
   if (st == HK_OK && (o->flags & HK_BIND_WEIGHTS_ALL_PARAMS) && missing[0])
     st = HK_ERROR(HK_STATUS_NOT_FOUND, "the weights lack param(s) %s", missing);
-  const bool host = st == HK_OK && hk_session_runs_on_host(s);
   for (uint32_t k = 0; k < count && st == HK_OK; k++) {
     if (src[k] == UINT32_MAX) { /* one buffer the session owns, filled part by part */
       hk_tensor_info_t info;
@@ -258,8 +255,7 @@ static hk_status_t bind_weights(hk_session_t *s, const hk_weights_t *w, const hk
     }
     hk_weights_tensor_info_t wi;
     (void)hk_weights_tensor_info(w, src[k], &wi);
-    if (host && !(o->flags & HK_BIND_WEIGHTS_COPY) && wi.data &&
-        ((uintptr_t)wi.data & (HK_WEIGHTS_BIND_ALIGN - 1)) == 0) {
+    if (!(o->flags & HK_BIND_WEIGHTS_COPY) && hk_session_binds_in_place(s, wi.data)) {
       data[k] = (void *)(uintptr_t)wi.data; /* the session only reads params (and inputs) */
       continue;
     }
