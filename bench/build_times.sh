@@ -74,8 +74,8 @@ for spec in $specs; do
     wmed=$(echo "$warm" | median)
     bytes=$(stat -c %s "$pack")
     bar=null met=null
-    if [ "$name" = bert_layer ] && [ "$target" = sm_90 ] && [ "$where" = cpu ]; then
-      bar=60 met=$(awk -v c="$cold" 'BEGIN { print (c <= 60) ? "true" : "false" }')
+    if [ "$name" = bert_layer ] && [ "$target" = sm_90a ] && [ "$where" = cpu ]; then
+      bar=30 met=$(awk -v c="$cold" 'BEGIN { print (c <= 30) ? "true" : "false" }')
     fi
     printf "%-14s %-7s %9s %9s %-22s %10s  %s\n" "$name" "$target" "$cold" "$wmed" "$warm" "$bytes" "$load"
     printf '{"kind": "build", "spec": "%s", "target": "%s", "where": "%s", "batch_sizes": [%s], "cold_s": %s, ' \

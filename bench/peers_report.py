@@ -86,7 +86,7 @@ def latency_tables(records):
                 verdict = "met" if p["met"] else "**missed**"
                 if p["peers_missing"]:
                     verdict += " (without %s)" % ", ".join(pc.LABEL[s] for s in p["peers_missing"])
-            out.append("| %d | %s | %s | %s | %.1f× | %s |" % (
+            out.append("| %d | %s | %s | %s | %g× | %s |" % (
                 batch, " | ".join(cells), pc.LABEL.get(p["best_peer"], "-"), f(p["ratio"], "%.2f×"), p["bar"], verdict))
     return out
 
@@ -148,7 +148,7 @@ def cold_table(records):
     if not rs:
         return []
     out = ["", "| spec | batch | CUDA context (own) | open → first result | of which upload of params/inputs | "
-           "second run | whole process | bar ≤ 50 ms beyond the context |",
+           "second run | whole process | bar ≤ %g ms beyond the context |" % pc.COLD_START_BAR_MS,
            "|---|---:|---:|---:|---:|---:|---:|---|"]
     for r in rs:
         m = r["median"]
@@ -191,17 +191,17 @@ def verdicts(records):
     out = []
     for p in pc.points(records):
         if p["met"] is False:
-            out.append("- %s batch %d: hkc %.3f ms against %s %.3f ms = %.2f× (bar %.1f×): **missed**" % (
+            out.append("- %s batch %d: hkc %.3f ms against %s %.3f ms = %.2f× (bar %g×): **missed**" % (
                 p["spec"], p["batch"], p["hkc_ms"], pc.LABEL[p["best_peer"]], p["best_peer_ms"], p["ratio"], p["bar"]))
         elif p["met"] is None:
             out.append("- %s batch %d: no verdict (hkc or every peer not measured)" % (p["spec"], p["batch"]))
     for r in by_kind(records, "cold_hkc"):
         if r.get("met") is False:
-            out.append("- %s cold start: %.1f ms after opening the pack (bar 50 ms): **missed**" % (
-                r["spec"], r["median"]["first_result_ms"]))
+            out.append("- %s cold start: %.1f ms after opening the pack (bar %g ms): **missed**" % (
+                r["spec"], r["median"]["first_result_ms"], pc.COLD_START_BAR_MS))
     for b in by_kind(records, "build"):
         if b.get("met") is False:
-            out.append("- %s build for %s cold: %.1f s (bar 60 s): **missed**" % (b["spec"], b["target"], b["cold_s"]))
+            out.append("- %s build for %s cold: %.1f s (bar %g s): **missed**" % (b["spec"], b["target"], b["cold_s"], pc.BUILD_BAR_S))
     for r in by_kind(records, "skip"):
         out.append("- not measured: %s batch %s, %s: %s" % (r["spec"], r["batch"], pc.LABEL.get(r["system"], r["system"]),
                                                            r["reason"]))
