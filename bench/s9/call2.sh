@@ -21,5 +21,16 @@ for b in $batches; do
     --runs 200 --warmup 20 --profile --repeats 50 > "$prof/profile_${name}_b$b.txt" 2>&1
   echo "$name b$b profile rc $? $(grep -E 'sum of launches|bubbles' "$prof/profile_${name}_b$b.txt" | tr '\n' ' ')"
 done
+if [ "$part" = bert ] && [ -f build-dev/s9/rows_small.hkpack ]; then
+  # issue 16 item 2: the row kernels at 128 and 1024 rows against their floor plus a launch,
+  # the launch measured the same way on a relu over 8 elements (build-dev/s9/*.yaml)
+  for b in 1 8; do
+    timeout 40 build-dev/hkc run build-dev/s9/rows_small.hkpack --batch "$b" --random-params --runs 200 --warmup 20 \
+      --profile --repeats 50 > "$prof/profile_rows_small_b$b.txt" 2>&1; echo "rows_small b$b rc $?"
+  done
+  timeout 40 build-dev/hkc run build-dev/s9/launch_floor.hkpack --batch 1 --random-params --runs 200 --warmup 20 \
+    --profile --repeats 50 > "$prof/profile_launch_floor.txt" 2>&1; echo "launch_floor rc $?"
+  cp build-dev/s9/*.yaml "$prof/"
+fi
 tar -C /tmp -czf "$final/profiles_$part.tar.gz" "profiles_$part"
 exit $rc
