@@ -37,7 +37,8 @@ def main():
     for ax, spec in zip(axes[0], specs):
         batches = sorted({r["batch"] for r in lat if r["spec"] == spec})
         for s in pc.SYSTEMS:
-            pts = sorted((r["batch"], r["ms"]) for r in lat if r["spec"] == spec and r["system"] == s)
+            # one point per batch: a later file's figure replaces an earlier one (as in the report)
+            pts = sorted({r["batch"]: r["ms"] for r in lat if r["spec"] == spec and r["system"] == s}.items())
             if not pts:
                 continue
             color, marker, ls = STYLE[s]

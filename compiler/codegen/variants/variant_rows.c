@@ -55,18 +55,24 @@ static int ew_cfg_ok(const ew_cfg_t *e) {
          e->min_blocks >= 1 && e->min_blocks <= 32 && e->waves >= 1 && e->waves <= 64 && (e->exact == 0 || e->exact == 1);
 }
 
-/* Defaults. NVIDIA 16-bit rows: up to 8 vectors per lane (4096 bf16 = 512 vectors: two
- * warps per row), no prefetch, 3 blocks per SM, a persistent grid of 3 blocks per SM --
- * measured on the H200 (2026-11-30, docs/device-runs/final/sweeps.log) against one warp
- * per row with prefetch ("256,16,16,1,1,1") and "256,16,16,2,0,2": best on every op
- * (layernorm 3.47 vs 3.07 TB/s, softmax 3.23 vs 2.32, rmsnorm 3.51 vs 3.36). NVIDIA f32: 32 vectors per lane (4096 f32:
+/* Defaults. NVIDIA 16-bit rows: up to 4 vectors per lane (768 bf16 = 96 vectors: 32 lanes
+ * per row; 4096 bf16: 128 lanes), no prefetch, 4 blocks per SM, a persistent grid of 4
+ * blocks per SM -- measured on the H200 in session 9 (docs/device-runs/s9-call5/sweep.log:
+ * seven configurations, the norms of bert_layer at 128-16384 rows of 768 and llama_block
+ * at 512-8192 rows of 4096, alone and in the whole graphs): bert's layernorm 17.4 / 6.7 /
+ * 6.1 / 5.6 us at batch 128 / 32 / 8 / 1 against 19.8 / 9.1 / 6.8 / 6.6 for the previous
+ * "256,8,8,3,0,3" (which the 2026-11-30 sweep at 4096 columns had chosen: layernorm 3.47
+ * vs 3.07 TB/s, softmax 3.23 vs 2.32, rmsnorm 3.51 vs 3.36, docs/device-runs/final/
+ * sweeps.log), llama's rmsnorm at 8192 x 4096 41.1 against 49.5 us, no launch slower by
+ * more than 1 us. More lanes per row put more rows' loads in flight per SM on short rows.
+ * NVIDIA f32: 32 vectors per lane (4096 f32:
  * one warp per row), no prefetch (the cache alone is 128 registers; ~230 used), one block
  * per SM. AMD: 8 vectors per lane (4096 bf16: one wave64 per row on CDNA), no prefetch.
  * Alternatives for a sweep (no spills on sm_90): "256,16,16,2,0,2" (no prefetch, <= 128
  * registers, 16 warps per SM), "256,8,8,3,0,3" (two warps per row for 4096 bf16). */
 static rows_cfg_t rows_default(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
   if (arch->kind == HK_TARGET_CUDA)
-    return key->dtype == HK_DTYPE_F32 ? (rows_cfg_t){256, 32, 32, 1, 0, 1} : (rows_cfg_t){256, 8, 8, 3, 0, 3};
+    return key->dtype == HK_DTYPE_F32 ? (rows_cfg_t){256, 32, 32, 1, 0, 1} : (rows_cfg_t){256, 4, 4, 4, 0, 4};
   return (rows_cfg_t){256, 8, 8, 1, 0, 4};
 }
 
