@@ -64,6 +64,11 @@ def parse_args(argv=None):
     ap.add_argument("--rounds", type=int, default=2, help="interleaved timing rounds (default 2)")
     ap.add_argument("--check-batch", type=int, help="batch of the float64 check (default: the smallest)")
     ap.add_argument("--target", help="hkc session target (default: what libhkrt picks on this machine)")
+    ap.add_argument("--hkc-sessions", choices=("per-set", "one"), default="per-set",
+                    help="per-set: one hkc session per rotated input set, each with its own workspace (as\n"
+                         "the CUDA-graph peer keeps one graph per set; the default, every table so far);\n"
+                         "one: a single session whose inputs are rebound to the next set before each call\n"
+                         "(the binding's CPU time is inside the timed call)")
     ap.add_argument("--hkrt", help="libhkrt.so (default: $HKRT_LIB or build-dev/libhkrt.so)")
     ap.add_argument("--hkc", default=os.path.join(ROOT, "build-dev", "hkc"), help="hkc binary (versions only)")
     ap.add_argument("--cold-bin", default=os.path.join(ROOT, "build-dev", "hk_bench_cold"))
