@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# (run as bench/s9/call1.sh from the repository root in the session; copied here next to its output)
 # Session 9, device call 1 (build-dev carried; build-dev/ab/ holds bert_layer and llama_block
 # for sm_90a built with specs/tuning/h200.db by this commit's hkc with the epilogue's L2
 # prefetch of residual rows off (old_*) and on (new_*)):

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# (run as bench/s9/call2.sh from the repository root in the session; copied here next to its output)
 # Session 9, device calls 2 and 3 (build-dev from `bash bench/peers_prepare.sh` carried): the
 # peers benchmark of one spec with every system, max-autotune included (bench/peers_device.sh,
 # no device-side build timing, no torch cold-start processes), then the per-launch profile and

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# (run as bench/s9/call4.sh from the repository root in the session; copied here next to its output)
 # Session 9, device call 4: whole-graph A/B of the tuning database before (olddb_*) and after
 # (newdb_*) call 1's re-measured entries, bert_layer and llama_block for sm_90a, interleaved.
 set -uo pipefail

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# (run as bench/s9/call5.sh from the repository root in the session; copied here next to its output)
 # Session 9, device call 5: rows_vec16 configurations (HKC_ROWS_CFG_16 at build time,
 # build-dev/rs/cfgs.txt) on the norms of bert_layer (768 columns) and llama_block (4096):
 # hkc run --profile, the norm launches' medians per configuration.
