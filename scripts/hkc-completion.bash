@@ -51,7 +51,7 @@ _hkc() {
   local opts
   case $cmd in
     build) opts="-o --output -t --target --ptx --no-ptx --merge-targets -j --jobs --compile-timeout --no-cache
-      --Werror-spills --no-pdl --fusion --tune --tuning-db --tune-verify --zstd-level --kernel-option
+      --Werror-spills --no-pdl --fusion --fusion-report --tune --tuning-db --tune-verify --zstd-level --kernel-option
       --host-threads --sign --weights --weights-map --cache-max-size --json" ;;
     run) opts="-t --target --batch --seed --input --param --weights --weights-map --random-params --save-outputs
       --runs --warmup --profile --repeats --no-pdl --prefer-ptx --trust --require-signature

@@ -76,6 +76,17 @@ typedef struct hkc_gpu_arch {
   const char *source;            /* where the figures come from */
 } hkc_gpu_arch_t;
 
+/* ---- the fusion planner's clock (fusion_model.c) ----------------------------------------------
+ * Estimated seconds of one launch of node (a spec node or a fused candidate over spec's
+ * tensors) at batch on arch (NULL: the host): launch + max(memory, matrix, issue) + a
+ * GEMM's epilogue. Ranks forms of the same work; not a predictor of measured times. */
+double hkc_launch_seconds(const struct hkc_gpu_arch *arch, const hkc_spec_t *spec, const hkc_node_t *node,
+                          int64_t batch);
+/* A planner model over n targets (archs[i] NULL: the host) for hkc_fuse_planned; the arrays
+ * are borrowed and must outlive the model. report: where auto's verdicts go (NULL: none). */
+void hkc_fuse_model_init(hkc_fuse_model_t *model, const struct hkc_gpu_arch *const *archs, const char *const *names,
+                         size_t n, FILE *report);
+
 /* The entry for a target name; "gfx90a:xnack-" finds "gfx90a". NULL when unknown. */
 const hkc_gpu_arch_t *hkc_gpu_arch_find(const char *name);
 const hkc_gpu_arch_t *hkc_gpu_arch_list(size_t *out_count);

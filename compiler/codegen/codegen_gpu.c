@@ -187,7 +187,9 @@ int hkc_gpu_launch_workspace(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t 
 }
 
 int hkc_gpu_launch_pdl(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
-  if (!arch || arch->kind != HK_TARGET_CUDA) return 0; /* griddepcontrol is PTX: CUDA only */
+  /* griddepcontrol is PTX for sm_90 and later: CUDA only, from Hopper on */
+  if (!arch || arch->kind != HK_TARGET_CUDA || strncmp(arch->name, "sm_", 3) != 0 || atoi(arch->name + 3) < 90)
+    return 0;
   const hkc_variant_t *variant = hkc_variant_for(arch, key);
   return variant && variant->pdl ? 1 : 0;
 }

@@ -55,6 +55,7 @@ typedef struct hkc_build_options {
   const struct hk_weights_name *weights_names;
   size_t n_weights_names;
   const char *weights_label;
+  int fusion_report;       /* 1: auto fusion's verdicts, one line per candidate, on stderr */
   int progress;            /* hkc_progress_t (util.h): progress lines on stderr; 0: none */
   struct hkc_build_stats *out_stats; /* NULL, or filled by a build that succeeds */
 } hkc_build_options_t;

@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "hk/pack_format.h"
 #include "util/util.h"
@@ -145,6 +146,25 @@ void hkc_tensor_free(hkc_tensor_t *t);
  * in a topological order. An explicit group that cannot be fused is an error at the group
  * naming the node that breaks it and why. Returns 0 / -1 (reported). */
 int hkc_fuse(hkc_spec_t *spec, int mode);
+
+/* The fusion planner's clock (the build's is codegen/fusion_model.c): estimated seconds of
+ * one launch of `node` -- a spec node, or a fused candidate over spec's tensor table -- at
+ * this batch on target t < n_targets. `auto` fuses a group only when it pays on this
+ * clock: the mean over targets and batch buckets of t(fused) / (sum of t(apart)) is at
+ * most 1 (each bucket counts the same, whatever its size). */
+typedef struct hkc_fuse_model {
+  double (*seconds)(const struct hkc_fuse_model *model, size_t t, const hkc_spec_t *spec, const hkc_node_t *node,
+                    int64_t batch);
+  const void *const *targets; /* what `seconds` reads per target (the build: hkc_gpu_arch_t, NULL = host) */
+  const char *const *names;   /* target names, for the report */
+  size_t n_targets;
+  FILE *report;               /* when set: one line per candidate, its ratios and the verdict */
+} hkc_fuse_model_t;
+
+/* hkc_fuse with a planner: `auto` fuses what pays on model's clock (NULL model, or no
+ * targets: every legal fusion, which is what hkc_fuse does). Explicit groups and `none`
+ * are followed as written. */
+int hkc_fuse_planned(hkc_spec_t *spec, int mode, const hkc_fuse_model_t *model);
 
 /* ---- IR helpers (ir.c) ------------------------------------------------------------------- */
 int64_t hkc_tensor_elems(const hkc_tensor_t *t, int64_t batch);

@@ -12,9 +12,12 @@
  *                   mul is another gemm's plain product over the same A (SwiGLU's gate and
  *                   up projections) -> one gemm node with in = {A, Bg, Bu}.
  *
- * `auto` applies them greedily in that priority (the gemm epilogue saves the most
- * traffic); explicit groups are checked member by member with the same rules, so an
- * error names the node that breaks a group and why. The work happens on a copy of the
+ * `auto` considers them in that priority (the gemm epilogue saves the most traffic) and
+ * takes each legal step that pays on the planner's clock (hkc_fuse_model_t: the fused
+ * launch against the launches it replaces, every target and batch bucket; a chain grows
+ * one node at a time, each step weighed); without a model every legal step is taken.
+ * Explicit groups are checked member by member with the same rules, so an error names
+ * the node that breaks a group and why. The work happens on a copy of the
  * nodes ("slots", one per spec node); the spec is rewritten only when everything
  * succeeded: fused nodes take their last member's slot, nodes are re-sorted
  * topologically (stable), eliminated intermediates leave the tensor table and every
@@ -36,6 +39,7 @@
 
 typedef struct fuse_ctx {
   hkc_spec_t *spec;
+  const hkc_fuse_model_t *model; /* auto's clock; NULL: every legal fusion pays */
   size_t n;               /* spec nodes = slots */
   hkc_node_t *slot;       /* working copy; slot[i] is valid while alive[i] */
   unsigned char *alive;   /* slot holds a node (original or fused) */
@@ -482,17 +486,60 @@ static int commit(fuse_ctx_t *f, const int *members, size_t n_members, hkc_node_
 }
 
 /* ---- auto ---------------------------------------------------------------------------------------- */
-/* Grows a chain from slot `head` through sole readers while `absorb` accepts them. */
+/* Whether one launch of `fused` instead of the two launches a and b pays on the model's
+ * clock (hkc_fuse_model_t): the mean over targets and batch buckets of t(fused) / (t(a) +
+ * t(b)) is at most 1. `form` names the kind of fusion for the report. */
+static int pays(const fuse_ctx_t *f, const hkc_node_t *a, const hkc_node_t *b, const hkc_node_t *fused,
+                const char *form) {
+  const hkc_fuse_model_t *m = f->model;
+  if (!m || m->n_targets == 0) return 1;
+  const hkc_spec_t *s = f->spec;
+  double sum = 0.0;
+  size_t count = 0;
+  char line[1024];
+  size_t len = 0;
+  line[0] = '\0';
+  for (size_t t = 0; t < m->n_targets; t++) {
+    if (len + 64 < sizeof line)
+      len += (size_t)snprintf(line + len, sizeof line - len, " %s", m->names ? m->names[t] : "?");
+    for (int bi = 0; bi < s->n_batch; bi++) {
+      const int64_t batch = s->batch_sizes[bi];
+      const double apart = m->seconds(m, t, s, a, batch) + m->seconds(m, t, s, b, batch);
+      const double one = m->seconds(m, t, s, fused, batch);
+      const double ratio = apart > 0.0 ? one / apart : 1.0;
+      sum += ratio;
+      count++;
+      if (len + 64 < sizeof line)
+        len += (size_t)snprintf(line + len, sizeof line - len, " b%lld %.2f (%.1f/%.1f us)", (long long)batch, ratio,
+                                one * 1e6, apart * 1e6);
+    }
+  }
+  const double mean = count ? sum / (double)count : 1.0;
+  const int yes = mean <= 1.0;
+  if (m->report)
+    fprintf(m->report, "fusion: %s %s + %s (%s): fused/apart%s; mean %.3f\n", yes ? "fuse" : "keep apart",
+            node_label(a), node_label(b), form, line, mean);
+  return yes;
+}
+
+/* Grows a chain from slot `head` through sole readers while `absorb` accepts them and
+ * each step pays. */
 typedef int (*absorb_fn_t)(const fuse_ctx_t *, hkc_node_t *, int, char *);
 
-static int grow_chain(fuse_ctx_t *f, int head, hkc_node_t *state, absorb_fn_t absorb, int *members) {
+static int grow_chain(fuse_ctx_t *f, int head, hkc_node_t *state, absorb_fn_t absorb, int *members,
+                      const char *form) {
   char why[FUSE_WHY];
   int n = 1;
   members[0] = head;
   for (;;) {
     int c = sole_reader(f, state->out);
     if (c < 0 || f->spec->tensors[state->out].role == HK_ROLE_OUTPUT || (size_t)n >= f->n) break;
+    const hkc_node_t before = *state;
     if (absorb(f, state, c, why) != 0) break;
+    if (!pays(f, &before, &f->slot[c], state, form)) {
+      *state = before;
+      break;
+    }
     members[n++] = c;
   }
   return n;
@@ -503,7 +550,7 @@ static int auto_fuse(fuse_ctx_t *f, int *members) {
   for (size_t i = 0; i < f->n; i++) {
     if (!f->alive[i] || f->slot[i].op != HK_OP_GEMM) continue;
     hkc_node_t g = f->slot[i];
-    int n = grow_chain(f, (int)i, &g, gemm_absorb, members);
+    int n = grow_chain(f, (int)i, &g, gemm_absorb, members, "gemm epilogue");
     if (n > 1 && commit(f, members, (size_t)n, g, f->anchor[i]) != 0) return -1;
   }
   /* 1b. SwiGLU: a gemm whose fused mul operand is the output of another gemm over the same
@@ -517,6 +564,7 @@ static int auto_fuse(fuse_ctx_t *f, int *members) {
       f->spec->fusion_dual_blocked = 1;
       continue;
     }
+    if (!pays(f, &f->slot[u], &f->slot[i], &d, "dual gemm")) continue;
     members[0] = u, members[1] = (int)i;
     if (commit(f, members, 2, d, f->anchor[i]) != 0) return -1;
   }
@@ -528,6 +576,7 @@ static int auto_fuse(fuse_ctx_t *f, int *members) {
     hkc_node_t fused;
     char why[FUSE_WHY];
     if (norm_absorb(f, p, (int)i, &fused, why) != 0) continue;
+    if (!pays(f, &f->slot[p], &f->slot[i], &fused, "add + norm")) continue;
     members[0] = p, members[1] = (int)i;
     if (commit(f, members, 2, fused, f->anchor[i]) != 0) return -1;
   }
@@ -536,7 +585,7 @@ static int auto_fuse(fuse_ctx_t *f, int *members) {
     if (!f->alive[i] || !is_elementwise(f->slot[i].op) || f->slot[i].n_fused > 1) continue;
     hkc_node_t ch;
     chain_start(f, &f->slot[i], &ch);
-    int n = grow_chain(f, (int)i, &ch, chain_absorb, members);
+    int n = grow_chain(f, (int)i, &ch, chain_absorb, members, "element-wise chain");
     if (n > 1 && commit(f, members, (size_t)n, ch, f->anchor[i]) != 0) return -1;
   }
   return 0;
@@ -763,7 +812,9 @@ static void free_groups(hkc_spec_t *s) {
 
 /* Contract in frontend.h. Works on copies: on error the spec is unchanged. Explicit groups
  * are consumed (their node indices would be stale after the rewrite). */
-int hkc_fuse(hkc_spec_t *spec, int mode) {
+int hkc_fuse(hkc_spec_t *spec, int mode) { return hkc_fuse_planned(spec, mode, NULL); }
+
+int hkc_fuse_planned(hkc_spec_t *spec, int mode, const hkc_fuse_model_t *model) {
   if (mode >= 0) {
     if (mode != HKC_FUSION_AUTO && mode != HKC_FUSION_NONE) {
       hkc_error((hkc_loc_t){spec->path, 0, 0}, "internal error: fusion mode %d", mode);
@@ -775,7 +826,7 @@ int hkc_fuse(hkc_spec_t *spec, int mode) {
     if (spec->fusion != HKC_FUSION_GROUPS) free_groups(spec);
     return 0;
   }
-  fuse_ctx_t f = {.spec = spec, .n = spec->n_nodes};
+  fuse_ctx_t f = {.spec = spec, .model = model, .n = spec->n_nodes};
   size_t nt = spec->n_tensors ? spec->n_tensors : 1;
   f.slot = malloc(f.n * sizeof *f.slot);
   f.alive = malloc(f.n);

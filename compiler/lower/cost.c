@@ -58,7 +58,10 @@ static uint64_t program_steps(const char *program) {
 
 /* See lower.h. Pure: reads the spec, writes *out. */
 void hkc_node_cost(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_cost_t *out) {
-  const hkc_node_t *nd = &spec->nodes[node];
+  hkc_node_cost_of(spec, &spec->nodes[node], batch, out);
+}
+
+void hkc_node_cost_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch, hkc_cost_t *out) {
   memset(out, 0, sizeof *out);
 
   /* Traffic: the distinct tensors read, then those written. */

@@ -25,6 +25,8 @@ typedef struct hkc_cost {
 } hkc_cost_t;
 /* Estimated minimum HBM traffic and arithmetic of node `node` at batch `batch`. */
 void hkc_node_cost(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_cost_t *out);
+/* The same for any node over spec's tensors (a fused candidate the planner weighs). */
+void hkc_node_cost_of(const hkc_spec_t *spec, const hkc_node_t *node, int64_t batch, hkc_cost_t *out);
 
 /* ---- lowering: the kernel ABI ---------------------------------------------------
  * A kernel key names one compiled kernel: the op and every compile-time choice.

@@ -101,8 +101,12 @@ static const char k_build_usage[] =
     "                         pack's provenance (pdl=off). hkc run --no-pdl turns it off at\n"
     "                         run time instead\n"
     "  --fusion auto|none     fusion plan, overriding the spec's `fusion:` (auto: gemm\n"
-    "                         epilogues, residual add + norm, element-wise chains; none:\n"
-    "                         one kernel per spec node; explicit groups: only in the spec)\n"
+    "                         epilogues, the dual SwiGLU gemm, residual add + norm,\n"
+    "                         element-wise chains, each where the cost model says it pays on\n"
+    "                         the built GPU targets at the spec's batch sizes; none: one\n"
+    "                         kernel per spec node; explicit groups: only in the spec)\n"
+    "  --fusion-report        auto's verdicts on stderr: per candidate, fused / apart time\n"
+    "                         estimates per target and batch size (docs/SPEC.md, Fusion)\n"
     "  --tune MODE            how kernel parameters (GEMM tiles, stages, ...) are chosen for\n"
     "                         launches no tuning database covers: model (default: the\n"
     "                         analytical model ranks the candidates, its top ones are compiled\n"
@@ -310,7 +314,7 @@ static const char k_common_help[] =
 /* Long-only options of the commands: getopt_long's values above the short options'. */
 enum {
   OPT_TUNE = HKC_OPT_BASE, OPT_TUNING_DB, OPT_TUNE_VERIFY, OPT_MERGE_TARGETS, OPT_ZSTD_LEVEL, OPT_COMPILE_TIMEOUT,
-  OPT_NO_CACHE, OPT_WERROR_SPILLS, OPT_NO_PDL, OPT_NO_PTX, OPT_PTX, OPT_SIGN, OPT_FUSION, OPT_KERNEL_OPTION,
+  OPT_NO_CACHE, OPT_WERROR_SPILLS, OPT_NO_PDL, OPT_NO_PTX, OPT_PTX, OPT_SIGN, OPT_FUSION, OPT_FUSION_REPORT, OPT_KERNEL_OPTION,
   OPT_HOST_THREADS, OPT_CACHE_MAX_SIZE, OPT_MERGE, OPT_REPORT, OPT_TOP, OPT_RUNS, OPT_WARMUP, OPT_DRY_RUN,
   OPT_BATCH, OPT_SEED, OPT_INPUT, OPT_PARAM, OPT_SAVE_OUTPUTS, OPT_REPEATS, OPT_TRUST, OPT_WEIGHTS,
   OPT_WEIGHTS_MAP, OPT_PROFILE, OPT_PREFER_PTX, OPT_REQUIRE_SIGNATURE, OPT_ALLOW_UNSIGNED_NATIVE,
@@ -533,7 +537,8 @@ static int cmd_build(int argc, char **argv) {
       {"no-cache", no_argument, NULL, OPT_NO_CACHE}, {"Werror-spills", no_argument, NULL, OPT_WERROR_SPILLS},
       {"no-pdl", no_argument, NULL, OPT_NO_PDL}, {"no-ptx", no_argument, NULL, OPT_NO_PTX},
       {"ptx", required_argument, NULL, OPT_PTX}, {"sign", required_argument, NULL, OPT_SIGN},
-      {"fusion", required_argument, NULL, OPT_FUSION}, {"kernel-option", required_argument, NULL, OPT_KERNEL_OPTION},
+      {"fusion", required_argument, NULL, OPT_FUSION}, {"fusion-report", no_argument, NULL, OPT_FUSION_REPORT},
+      {"kernel-option", required_argument, NULL, OPT_KERNEL_OPTION},
       {"host-threads", required_argument, NULL, OPT_HOST_THREADS},
       {"weights", required_argument, NULL, OPT_WEIGHTS}, {"weights-map", required_argument, NULL, OPT_WEIGHTS_MAP},
       {"cache-max-size", required_argument, NULL, OPT_CACHE_MAX_SIZE}, JSON_LONG_OPTION, COMMON_LONG_OPTIONS,
@@ -606,6 +611,7 @@ static int cmd_build(int argc, char **argv) {
       else if (strcmp(optarg, "none") == 0) opt.fusion = HKC_FUSION_NONE;
       else return hkc_cli_usage(&cli, "--fusion expects auto or none, got '%s'", optarg), cli.rc;
       break;
+    case OPT_FUSION_REPORT: opt.fusion_report = 1; break;
     default: return hkc_cli_usage(&cli, "unhandled option"), cli.rc;
     }
   }

@@ -461,10 +461,14 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
     return -1;
   }
   if (hkc_spec_load(o->spec_path, &spec) != 0) return -1;
-  /* As hkc_build() does: the spec's own fusion plan, so the launch classes are the build's
-   * (database lookups also match entries of the same shape with another epilogue, see
-   * hkc_tune_db_find). */
-  if (hkc_fuse(spec, -1) != 0) {
+  /* As hkc_build() does for this one target: the spec's own fusion plan, auto's verdicts
+   * on this target's clock, so the launch classes are the build's (database lookups also
+   * match entries of the same shape with another epilogue, see hkc_tune_db_find). */
+  const hkc_gpu_arch_t *archs[1] = {arch};
+  const char *names[1] = {o->target};
+  hkc_fuse_model_t model;
+  hkc_fuse_model_init(&model, archs, names, 1, NULL);
+  if (hkc_fuse_planned(spec, -1, &model) != 0) {
     hkc_spec_destroy(spec);
     return -1;
   }

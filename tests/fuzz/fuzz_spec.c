@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for the spec parser and the fusion plan: arbitrary bytes through
- * hkc_spec_parse, then hkc_fuse (the spec's own plan, and auto when that was not it).
+ * hkc_spec_parse, then hkc_fuse (the spec's own plan, and auto when that was not it),
+ * then auto on the planner's clock for the H200 and the host (every estimate finite and
+ * positive: the clock reads the spec's shapes).
  * Diagnostics go to a buffer (not printed); a parsed and a fused spec are checked for
  * the invariants later stages rely on, then destroyed. */
 #include <stdint.h>
@@ -56,6 +58,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!was_auto && hkc_spec_parse("fuzz.yaml", (const char *)data, size, &spec) == 0 &&
         hkc_fuse(spec, HKC_FUSION_AUTO) == 0)
       check_invariants(spec);
+    hkc_spec_destroy(spec);
+    spec = NULL;
+    const hkc_gpu_arch_t *archs[2] = {hkc_gpu_arch_find("sm_90a"), NULL};
+    const char *names[2] = {"sm_90a", "host"};
+    hkc_fuse_model_t model;
+    hkc_fuse_model_init(&model, archs, names, 2, NULL);
+    if (hkc_spec_parse("fuzz.yaml", (const char *)data, size, &spec) == 0) {
+      for (size_t j = 0; j < spec->n_nodes; j++)
+        for (int b = 0; b < spec->n_batch; b++)
+          for (int t = 0; t < 2; t++) {
+            const double sec = hkc_launch_seconds(archs[t], spec, &spec->nodes[j], spec->batch_sizes[b]);
+            if (!(sec > 0.0) || sec != sec || sec > 1e30) abort();
+          }
+      if (hkc_fuse_planned(spec, HKC_FUSION_AUTO, &model) == 0) check_invariants(spec);
+    }
   }
   hkc_diag_capture(NULL, 0);
   hkc_spec_destroy(spec);

@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * fusion_model.c -- the fusion planner's clock: the estimated time of one launch of a node
+ * on a target, from the cost model's bytes and FLOPs (lower/cost.c) and the target
+ * table's figures (targets.c). `auto` fusion (frontend/fusion.c) asks it whether one fused
+ * launch beats the launches it replaces, per target and batch bucket.
+ *
+ *   t = launch + max(bytes / BW, matrix FLOPs / matrix rate, issue / lane rate) + epilogue
+ *
+ * launch    a node of a captured graph: ~1.2 us of launch plus ~1 us of dependent start
+ *           on the H200 (docs/BENCHMARKS.md "Launch overhead"); taken for every GPU.
+ * BW        85% of the datasheet HBM bandwidth (what the row kernels reach on the H200).
+ * matrix    70% of the datasheet dense f16/bf16 rate (the GEMMs' large-shape figure).
+ * issue     per-element instruction counts of the element-wise and row work (below, the
+ *           counts of templates/gpu's 16-bit code paths), at the lane rate: the FP32
+ *           lane-instruction rate, derived from the matrix rate by the ratio of the
+ *           architecture family (lane_rate).
+ * epilogue  a GEMM's per-element work after its main loop (store, bias, activation,
+ *           multiplier, residual) does not overlap the matrix work and runs at the GEMM's
+ *           occupancy: EPILOGUE_SHARE of the lane rate. Measured on the H200: bert's ffn
+ *           up at batch 128 (16384 x 3072) takes ~57 us longer with bias and gelu in its
+ *           epilogue (docs/BENCHMARKS.md "Session 9"), and a gelu kernel of its own costs
+ *           about as much (session 10: whole graphs within 2% either way at batch 32 and
+ *           128, the fused form 3-5 us faster at batch 1 and 8).
+ *
+ * It ranks forms of the same work; it is not a predictor of absolute times (hkc run
+ * --profile measures those). The host target has nominal figures (a few cores).
+ */
+#include <string.h>
+
+#include "codegen/codegen.h"
+#include "lower/lower.h"
+
+#define LAUNCH_S 2.0e-6
+#define BW_SHARE 0.85
+#define MATRIX_SHARE 0.70
+#define EPILOGUE_SHARE 0.66
+
+/* Host: nominal figures of a few cores (bytes/s, FLOP/s, lane-instructions/s). */
+#define HOST_BW 20.0e9
+#define HOST_MATRIX 2.0e11
+#define HOST_LANES 5.0e10
+#define HOST_LAUNCH_S 2.0e-6
+
+/* Lane-instructions per element (16-bit data: load and convert, store count in BASE). */
+#define INSTR_BASE 3   /* load, convert, store of one element */
+#define INSTR_OPERAND 2 /* one more operand: load and convert */
+static double act_instr(hk_act_t act) {
+  switch (act) {
+  case HK_ACT_RELU: return 1;
+  case HK_ACT_GELU: return 22; /* common.h hk_act_gelu16: ~20 with its rcp and ex2 */
+  case HK_ACT_GELU_TANH: return 14;
+  case HK_ACT_SILU: return 8;
+  default: return 0;
+  }
+}
+
+/* One ewchain step letter (fusion.c step_letter) or element-wise op. */
+static double step_instr(char letter) {
+  switch (letter) {
+  case 'a':
+  case 'm': return 1 + INSTR_OPERAND;
+  case 'r': return act_instr(HK_ACT_RELU);
+  case 'g': return act_instr(HK_ACT_GELU);
+  case 't': return act_instr(HK_ACT_GELU_TANH);
+  case 's': return act_instr(HK_ACT_SILU);
+  default: return 1;
+  }
+}
+
+static double op_instr(hk_op_t op) {
+  switch (op) {
+  case HK_OP_ADD: return step_instr('a');
+  case HK_OP_MUL: return step_instr('m');
+  case HK_OP_RELU: return step_instr('r');
+  case HK_OP_GELU: return step_instr('g');
+  case HK_OP_GELU_TANH: return step_instr('t');
+  case HK_OP_SILU: return step_instr('s');
+  case HK_OP_TANH: return 12;
+  case HK_OP_LAYERNORM: return 12; /* two reductions, normalise, gamma and beta */
+  case HK_OP_RMSNORM: return 8;
+  case HK_OP_SOFTMAX: return 10;
+  case HK_OP_ROPE: return 8; /* two loads of the pair, the angle's sin/cos, two FMAs */
+  default: return 2;
+  }
+}
+
+/* FP32 lane-instructions per second. NVIDIA: the dense f16 tensor rate is 16x the FP32
+ * FLOP rate (H100/H200 989 vs 67 TFLOP/s, A100 312 vs 19.5) and an FMA is 2 FLOPs: /32;
+ * CDNA: 8x (MI300X 1307 vs 163, MI250X 383 vs 48): /16; without matrix cores the table's
+ * rate is packed FP16, 4 FLOPs per lane-instruction: /4. */
+static double lane_rate(const hkc_gpu_arch_t *arch) {
+  const double m = arch->matrix_tflops_f16 * 1e12;
+  switch (arch->matrix) {
+  case HKC_MATRIX_WGMMA:
+  case HKC_MATRIX_MMA_SYNC: return m / 32.0;
+  case HKC_MATRIX_MFMA: return m / 16.0;
+  default: return m / 4.0;
+  }
+}
+
+static double out_elems(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch) {
+  if (nd->out < 0) return 0.0;
+  const int64_t n = hkc_tensor_elems(&spec->tensors[nd->out], batch);
+  return n > 0 ? (double)n : 0.0;
+}
+
+/* Per-element work of a node that is not matrix work: lane-instructions per output element. */
+static double node_instr(const hkc_node_t *nd) {
+  if (nd->op == HK_OP_EWCHAIN) {
+    double sum = INSTR_BASE;
+    for (const char *p = nd->program; *p; p++)
+      if (*p >= 'a' && *p <= 'z') sum += step_instr(*p);
+    return sum;
+  }
+  double per = INSTR_BASE + op_instr(nd->op);
+  if ((nd->op == HK_OP_LAYERNORM || nd->op == HK_OP_RMSNORM) && nd->add_in != HKC_NONE)
+    per += 1 + INSTR_OPERAND + (nd->sum_out != HKC_NONE ? 1 : 0);
+  return per;
+}
+
+/* A GEMM's per-element epilogue: store, bias, activation, multiplier, residual; a dual
+ * gemm's second product is multiplied in. */
+static double gemm_epilogue_instr(const hkc_node_t *nd) {
+  double per = INSTR_BASE + act_instr(nd->act);
+  if (nd->bias != HKC_NONE) per += 1;
+  if (nd->mul != HKC_NONE) per += 1 + INSTR_OPERAND;
+  if (nd->residual != HKC_NONE) per += 1 + INSTR_OPERAND;
+  if (nd->n_in == 3) per += 1;
+  return per;
+}
+
+/* See codegen.h. */
+double hkc_launch_seconds(const hkc_gpu_arch_t *arch, const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch) {
+  hkc_cost_t c;
+  hkc_node_cost_of(spec, nd, batch, &c);
+  const double bw = arch ? arch->hbm_gbps * 1e9 * BW_SHARE : HOST_BW;
+  const double matrix = arch ? arch->matrix_tflops_f16 * 1e12 * MATRIX_SHARE : HOST_MATRIX;
+  const double lanes = arch ? lane_rate(arch) : HOST_LANES;
+  const double launch = arch ? LAUNCH_S : HOST_LAUNCH_S;
+  const double elems = out_elems(spec, nd, batch);
+  double body = (double)c.bytes / bw, epilogue = 0.0;
+  if (nd->op == HK_OP_GEMM || nd->op == HK_OP_ATTENTION) {
+    const double mm = (double)c.flops / matrix;
+    if (mm > body) body = mm;
+    if (nd->op == HK_OP_GEMM) /* the host's epilogue runs on every thread */
+      epilogue = elems * gemm_epilogue_instr(nd) / (lanes * (arch ? EPILOGUE_SHARE : 1.0));
+  } else {
+    const double issue = elems * node_instr(nd) / lanes;
+    if (issue > body) body = issue;
+  }
+  return launch + body + epilogue;
+}
+
+static double model_seconds(const hkc_fuse_model_t *m, size_t t, const hkc_spec_t *spec, const hkc_node_t *node,
+                            int64_t batch) {
+  return hkc_launch_seconds((const hkc_gpu_arch_t *)m->targets[t], spec, node, batch);
+}
+
+/* See codegen.h. */
+void hkc_fuse_model_init(hkc_fuse_model_t *model, const hkc_gpu_arch_t *const *archs, const char *const *names,
+                         size_t n, FILE *report) {
+  memset(model, 0, sizeof *model);
+  model->seconds = model_seconds;
+  model->targets = (const void *const *)archs;
+  model->names = names;
+  model->n_targets = n;
+  model->report = report;
+}

@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The fusion planner: `auto` takes a legal fusion only when it pays on the model's clock
+ * (frontend.h hkc_fuse_model_t; the mean over targets and batch buckets of fused / apart
+ * at most 1), each chain step weighed on its own; explicit groups and `none` ignore the
+ * clock; the report names every verdict. Then the build's clock (codegen/fusion_model.c)
+ * on the target table's H200: its estimates against rooflines computed here, and its
+ * verdicts on BERT-sized layers (gelu in the epilogue pays at small batches, not at 512). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "hkc.h"
+#include "test_util.h"
+
+/* The node computing exactly these spec nodes ("up,act"); NULL when none does. */
+static const hkc_node_t *find(const hkc_spec_t *s, const char *label) {
+  for (size_t i = 0; i < s->n_nodes; i++) {
+    const hkc_node_t *n = &s->nodes[i];
+    if (!strcmp(n->fused_names ? n->fused_names : n->name, label)) return n;
+  }
+  return NULL;
+}
+
+#define SMALL "hkc: 1\nname: t\ndtype: bf16\nbatch_sizes: [1, 3]\ndims: {s: 5, h: 8, f: 12}\n"
+static const char k_mlp[] = SMALL
+    "inputs: {x: [batch, s, h]}\n"
+    "params: {w1: [h, f], b1: [f], w2: [f, h], b2: [h], g: [h], be: [h]}\n"
+    "graph:\n"
+    "  - {name: up, op: gemm, in: [x, w1], bias: b1, out: u0}\n"
+    "  - {name: act, op: gelu, in: [u0], out: u1}\n"
+    "  - {name: down, op: gemm, in: [u1, w2], bias: b2, out: d0}\n"
+    "  - {name: res, op: add, in: [d0, x], out: h}\n"
+    "  - {name: ln, op: layernorm, in: [h], gamma: g, beta: be, out: y}\n"
+    "outputs: [y]\n";
+
+/* ---- a clock made up here -------------------------------------------------------------- */
+/* Every launch costs 1; a gemm with gelu in its epilogue `gelu_cost` more at batch 1 and
+ * `gelu_cost3` more at batch 3 (apart: 2 launches = 2). */
+typedef struct fake {
+  double gelu_cost, gelu_cost3;
+  int calls;
+} fake_t;
+
+static double fake_seconds(const hkc_fuse_model_t *m, size_t t, const hkc_spec_t *spec, const hkc_node_t *node,
+                           int64_t batch) {
+  fake_t *f = (fake_t *)(uintptr_t)m->targets[t];
+  (void)spec;
+  f->calls++;
+  if (node->op == HK_OP_GEMM && node->act == HK_ACT_GELU) return 1.0 + (batch == 1 ? f->gelu_cost : f->gelu_cost3);
+  return 1.0;
+}
+
+static hkc_spec_t *plan_with(fake_t *f, const char *text, FILE *report) {
+  const void *targets[1] = {f};
+  const char *names[1] = {"fake"};
+  hkc_fuse_model_t m = {.seconds = fake_seconds, .targets = targets, .names = names, .n_targets = 1, .report = report};
+  hkc_spec_t *s = hk_test_spec_parse(text);
+  assert_int_equal(hkc_fuse_planned(s, -1, &m), 0);
+  return s;
+}
+
+static void test_fake_clock(void **state) {
+  (void)state;
+  /* fused gelu gemm 1.5 vs 2 apart at both batches: fused */
+  fake_t f = {0.5, 0.5, 0};
+  hkc_spec_t *s = plan_with(&f, k_mlp, NULL);
+  assert_non_null(find(s, "up,act"));
+  assert_non_null(find(s, "down,res"));
+  assert_int_equal(s->n_nodes, 3);
+  assert_true(f.calls > 0);
+  hkc_spec_destroy(s);
+  /* 2.2 vs 2: kept apart, the rest still fuses */
+  f = (fake_t){1.2, 1.2, 0};
+  s = plan_with(&f, k_mlp, NULL);
+  assert_null(find(s, "up,act"));
+  assert_non_null(find(s, "up"));
+  assert_non_null(find(s, "act"));
+  assert_non_null(find(s, "down,res"));
+  assert_int_equal(s->n_nodes, 4);
+  hkc_spec_destroy(s);
+  /* the mean over buckets decides: (0.7 + 1.2) / 2 <= 1 fuses (ratios 1.4/2 and 2.4/2 ...) */
+  f = (fake_t){0.4, 1.2, 0}; /* ratios 0.7 and 1.1: mean 0.9 */
+  s = plan_with(&f, k_mlp, NULL);
+  assert_non_null(find(s, "up,act"));
+  hkc_spec_destroy(s);
+  f = (fake_t){0.8, 1.6, 0}; /* ratios 0.9 and 1.3: mean 1.1 */
+  s = plan_with(&f, k_mlp, NULL);
+  assert_null(find(s, "up,act"));
+  hkc_spec_destroy(s);
+}
+
+/* A chain is weighed step by step: a step that does not pay ends it. */
+static void test_fake_clock_chain_stops(void **state) {
+  (void)state;
+  static const char text[] = SMALL
+      "inputs: {x: [batch, s, h]}\n"
+      "params: {w1: [h, f], b1: [f], r: [batch, s, f]}\n"
+      "graph:\n"
+      "  - {name: up, op: gemm, in: [x, w1], bias: b1, out: u0}\n"
+      "  - {name: act, op: gelu, in: [u0], out: u1}\n"
+      "  - {name: res, op: add, in: [u1, r], out: y}\n"
+      "outputs: [y]\n";
+  fake_t f = {1.5, 1.5, 0};
+  hkc_spec_t *s = plan_with(&f, text, NULL);
+  /* gemm + gelu does not pay; the chain stops there and the gelu + add become an ewchain */
+  assert_non_null(find(s, "up"));
+  const hkc_node_t *ch = find(s, "act,res");
+  assert_non_null(ch);
+  assert_int_equal(ch->op, HK_OP_EWCHAIN);
+  hkc_spec_destroy(s);
+}
+
+/* `none` and explicit groups are followed as written, whatever the clock says. */
+static void test_clock_ignored_by_groups_and_none(void **state) {
+  (void)state;
+  fake_t f = {5.0, 5.0, 0};
+  char text[2048];
+  snprintf(text, sizeof text, "%.*sfusion: {groups: [[up, act]]}\n", (int)strlen(k_mlp), k_mlp);
+  hkc_spec_t *s = plan_with(&f, text, NULL);
+  assert_non_null(find(s, "up,act"));
+  assert_non_null(find(s, "down"));
+  assert_non_null(find(s, "res"));
+  hkc_spec_destroy(s);
+  const void *targets[1] = {&f};
+  hkc_fuse_model_t m = {.seconds = fake_seconds, .targets = targets, .n_targets = 1};
+  s = hk_test_spec_parse(k_mlp);
+  assert_int_equal(hkc_fuse_planned(s, HKC_FUSION_NONE, &m), 0);
+  assert_int_equal(s->n_nodes, 5);
+  hkc_spec_destroy(s);
+}
+
+static void test_report(void **state) {
+  (void)state;
+  char *buf = NULL;
+  size_t size = 0;
+  FILE *mem = open_memstream(&buf, &size);
+  assert_non_null(mem);
+  fake_t f = {1.2, 1.2, 0};
+  hkc_spec_t *s = plan_with(&f, k_mlp, mem);
+  fclose(mem);
+  assert_non_null(strstr(buf, "fusion: keep apart up + act (gemm epilogue): fused/apart fake b1 1.10"));
+  assert_non_null(strstr(buf, "fusion: fuse down + res (gemm epilogue): fused/apart fake b1 0.50"));
+  assert_non_null(strstr(buf, "mean 1.100"));
+  free(buf);
+  hkc_spec_destroy(s);
+}
+
+/* ---- the build's clock on the H200 row ------------------------------------------------------ */
+#define BERT(batches)                                                                                          \
+  "hkc: 1\nname: bert\ndtype: bf16\nbatch_sizes: " batches "\ndims: {seq: 128, hidden: 768, ffn: 3072}\n"    \
+  "inputs: {x: [batch, seq, hidden]}\n"                                                                        \
+  "params: {w1: [hidden, ffn], b1: [ffn], w2: [ffn, hidden], b2: [hidden], g: [hidden], be: [hidden]}\n"       \
+  "graph:\n"                                                                                                   \
+  "  - {name: up, op: gemm, in: [x, w1], bias: b1, out: u0}\n"                                                 \
+  "  - {name: act, op: gelu, in: [u0], out: u1}\n"                                                             \
+  "  - {name: down, op: gemm, in: [u1, w2], bias: b2, out: d0}\n"                                              \
+  "  - {name: res, op: add, in: [d0, x], out: h}\n"                                                            \
+  "  - {name: ln, op: layernorm, in: [h], gamma: g, beta: be, out: y}\n"                                       \
+  "outputs: [y]\n"
+
+static const hkc_node_t *node_named(const hkc_spec_t *s, const char *name) {
+  for (size_t i = 0; i < s->n_nodes; i++)
+    if (!strcmp(s->nodes[i].name, name)) return &s->nodes[i];
+  fail_msg("no node %s", name);
+  return NULL;
+}
+
+static void test_h200_clock(void **state) {
+  (void)state;
+  const hkc_gpu_arch_t *h200 = hkc_gpu_arch_find("sm_90a");
+  assert_non_null(h200);
+  hkc_spec_t *s = hk_test_spec_parse(BERT("[1, 128]"));
+  /* the gemm at batch 128: 2 M N K FLOPs at most the datasheet rate, at least half of it
+   * (the clock's 70% plus launch and epilogue) */
+  const double m = 128.0 * 128, n = 3072, k = 768;
+  const double t_up = hkc_launch_seconds(h200, s, node_named(s, "up"), 128);
+  const double rate = 2 * m * n * k / t_up;
+  assert_true(rate < h200->matrix_tflops_f16 * 1e12);
+  assert_true(rate > 0.5 * h200->matrix_tflops_f16 * 1e12);
+  /* gelu on [16384, 3072] bf16: memory-bound, read + write at most the datasheet bandwidth */
+  const double t_act = hkc_launch_seconds(h200, s, node_named(s, "act"), 128);
+  const double bytes = 2.0 * m * n * 2;
+  assert_true(bytes / t_act < h200->hbm_gbps * 1e9);
+  assert_true(bytes / t_act > 0.6 * h200->hbm_gbps * 1e9);
+  /* at batch 1 every launch costs at least a launch (1 us), and the clock grows with the batch */
+  for (size_t i = 0; i < s->n_nodes; i++) {
+    const double t1 = hkc_launch_seconds(h200, s, &s->nodes[i], 1), t128 = hkc_launch_seconds(h200, s, &s->nodes[i], 128);
+    assert_true(t1 >= 1e-6);
+    assert_true(t128 > t1);
+  }
+  /* the host's clock is finite and positive too */
+  assert_true(hkc_launch_seconds(NULL, s, node_named(s, "up"), 1) > 0.0);
+  hkc_spec_destroy(s);
+}
+
+static hkc_spec_t *plan_on(const char *target, const char *text) {
+  const hkc_gpu_arch_t *archs[1] = {target ? hkc_gpu_arch_find(target) : NULL};
+  const char *names[1] = {target ? target : "host"};
+  hkc_fuse_model_t m;
+  hkc_fuse_model_init(&m, archs, names, 1, NULL);
+  hkc_spec_t *s = hk_test_spec_parse(text);
+  assert_int_equal(hkc_fuse_planned(s, -1, &m), 0);
+  return s;
+}
+
+static void test_h200_verdicts(void **state) {
+  (void)state;
+  /* small batches: every epilogue pays (launches dominate) */
+  hkc_spec_t *s = plan_on("sm_90a", BERT("[1, 8, 32]"));
+  assert_non_null(find(s, "up,act"));
+  assert_non_null(find(s, "down,res"));
+  assert_int_equal(s->n_nodes, 3);
+  hkc_spec_destroy(s);
+  /* batch 512 alone: ~20 instructions of gelu per element at the GEMM's occupancy cost more
+   * than a memory-bound gelu kernel; the residual still pays */
+  s = plan_on("sm_90a", BERT("[512]"));
+  assert_null(find(s, "up,act"));
+  assert_non_null(find(s, "act"));
+  assert_non_null(find(s, "down,res"));
+  hkc_spec_destroy(s);
+  /* the same on the host's clock: fused (no epilogue occupancy there) */
+  s = plan_on(NULL, BERT("[512]"));
+  assert_non_null(find(s, "up,act"));
+  hkc_spec_destroy(s);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_fake_clock),
+      cmocka_unit_test(test_fake_clock_chain_stops),
+      cmocka_unit_test(test_clock_ignored_by_groups_and_none),
+      cmocka_unit_test(test_report),
+      cmocka_unit_test(test_h200_clock),
+      cmocka_unit_test(test_h200_verdicts),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
