@@ -54,20 +54,6 @@ HK_DEVICE float hk_act_silu16(float x) {
 
 HK_DEVICE long long hk_min_ll(long long a, long long b) { return a < b ? a : b; }
 
-/* Programmatic dependent launch in the kernels of every vendor (variant.h, pdl): the first
- * statement of a kernel whose variant sets pdl, before any return and any global access.
- * On sm_90 and later it lets the launches after this one start their prologues (they wait
- * in turn before reading anything), then waits until every launch this one depends on has
- * completed with its memory visible; elsewhere (sm_80, AMD) nothing. A no-op in a launch
- * without the PDL attribute. (tile_nv.h's hk_pdl_* are the same instructions, for the
- * sm_90a kernels that do work between the two.) */
-HK_DEVICE void hk_pdl_enter(void) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-
 /* ---- block reductions ------------------------------------------------------------------------
  * Lanes are reduced in groups of HK_RED_GROUP = 32 with xor shuffles (offsets < 32 stay
  * inside a group on wave32 and wave64 alike), then the group results through shared

@@ -91,7 +91,6 @@ HK_DEVICE void ew_set(ew_vec &v, const float *f) {
 #define EW_X(j) ew_get(va[j][k], e)
 
 HK_GLOBAL void HK_EW_BOUNDS HK_NAME(HK_T *out, long long n, const HK_T *in0, long long n0 HK_EW_EACH(EW_PARAM)) {
-  hk_pdl_enter(); /* variant_rows.c: pdl */
   const ew_vec *src[HK_EW_NOPS];
   long long nvs[HK_EW_NOPS];
   src[0] = (const ew_vec *)in0;
@@ -194,7 +193,6 @@ HK_DEVICE void ew_binary(const ew_vec *a, const ew_vec *b, ew_vec *o, long long 
 
 HK_GLOBAL void HK_EW_BOUNDS
 HK_NAME(const HK_T *a, const HK_T *b, HK_T *out, long long n, long long na, long long nb) {
-  hk_pdl_enter(); /* variant_rows.c: pdl */
   const long long nv = n / HK_VEC, nva = na / HK_VEC, nvb = nb / HK_VEC;
   if (nv <= 0 || nva <= 0 || nvb <= 0) return;
   const ew_vec *va = (const ew_vec *)a, *vb = (const ew_vec *)b;
@@ -208,7 +206,6 @@ HK_NAME(const HK_T *a, const HK_T *b, HK_T *out, long long n, long long na, long
 #else
 
 HK_GLOBAL void HK_EW_BOUNDS HK_NAME(const HK_T *x, HK_T *out, long long n) {
-  hk_pdl_enter(); /* variant_rows.c: pdl */
   const long long nv = n / HK_VEC;
   const ew_vec *vx = (const ew_vec *)x;
   ew_vec *vo = (ew_vec *)out;

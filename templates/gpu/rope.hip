@@ -188,7 +188,6 @@ HK_DEVICE void rope_dispatch(const HK_T *x, HK_T *out, long long rows, long long
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)
 HK_NAME(const HK_T *x, HK_T *out, long long rows, long long seq, long long heads, long long dh, long long pos_offset,
         float theta, long long pass_heads) {
-  hk_pdl_enter(); /* variant_simple.c: simple_rope's pdl */
   const long long half = dh / 2;
   if (rows <= 0 || seq <= 0 || heads <= 0 || half <= 0 || pass_heads < 0) return;
   if (half % HK_ROPE_VEC == 0)

@@ -448,15 +448,12 @@ HK_DEVICE void rf_stream_vals(const rf_vec *xr, const rf_vec *ar, rf_vec *sr, lo
 #if HK_ROW_OP == 1
 HK_GLOBAL void HK_ROW_BOUNDS HK_NAME(const HK_T *x, const HK_T *gamma, const HK_T *beta, HK_T *out,
                                      long long rows, long long cols, float eps, const HK_T *add, HK_T *sum) {
-  hk_pdl_enter(); /* variant_rows.c: pdl */
 #elif HK_ROW_OP == 2
 HK_GLOBAL void HK_ROW_BOUNDS HK_NAME(const HK_T *x, const HK_T *gamma, HK_T *out, long long rows, long long cols,
                                      float eps, const HK_T *add, HK_T *sum) {
-  hk_pdl_enter(); /* variant_rows.c: pdl */
   const HK_T *beta = gamma; /* unused */
 #elif HK_ROW_OP == 3
 HK_GLOBAL void HK_ROW_BOUNDS HK_NAME(const HK_T *x, HK_T *out, long long rows, long long cols) {
-  hk_pdl_enter(); /* variant_rows.c: pdl */
   const HK_T *gamma = x, *beta = x; /* unused */
   const HK_T *add = x; /* unused */
   HK_T *sum = out;     /* unused */

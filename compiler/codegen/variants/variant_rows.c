@@ -260,7 +260,6 @@ const hkc_variant_t hkc_variant_rows_vec16 = {
     .tune_parse = rows_tune_parse,
     .params = k_rows_names,
     .n_params = 6,
-    .pdl = 1, /* every kernel of rows_fast.hip starts with hk_pdl_enter (sm_90+: codegen_gpu.c) */
     .rules = "t (threads) a power of two in 64..1024; c (vectors cached per lane) 1..64; tg 1..c; mb 1..32; "
              "pf 0 or 1; g (blocks per CU/SM) 1..64",
 };
@@ -329,6 +328,5 @@ const hkc_variant_t hkc_variant_elementwise_vec16 = {
     .tune_parse = ew_tune_parse,
     .params = k_ew_names,
     .n_params = 5,
-    .pdl = 1, /* every kernel of elementwise_fast.hip starts with hk_pdl_enter (sm_90+) */
     .rules = "t (threads) a multiple of 64 in 64..1024; u (unroll) 1..16; mb 1..32; w (waves) 1..64; x 0 or 1",
 };

@@ -157,9 +157,8 @@ static int simple_key_ok(const hkc_kernel_key_t *key) {
   return (unsigned)key->dtype < HK_DTYPE_FLOAT_COUNT && (unsigned)key->act < HK_ACT_COUNT_;
 }
 
-/* One entry per template: its ops; pdl 1 where the template's kernel starts with
- * hk_pdl_enter (common.h). */
-#define SIMPLE_ENTRY_PDL(ident, path, ops_test, pdl_)                                                \
+/* One entry per template: its ops. */
+#define SIMPLE_ENTRY(ident, path, ops_test)                                                          \
   static int ident##_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {             \
     (void)arch;                                                                                      \
     const hk_op_t op = key->op;                                                                      \
@@ -167,8 +166,7 @@ static int simple_key_ok(const hkc_kernel_key_t *key) {
   }                                                                                                  \
   const hkc_variant_t hkc_variant_##ident = {                                                        \
       .name = "simple", .template_path = path, .portable = 1, .applies = ident##_applies,          \
-      .defines = simple_defines, .launch = simple_launch, .pdl = pdl_}
-#define SIMPLE_ENTRY(ident, path, ops_test) SIMPLE_ENTRY_PDL(ident, path, ops_test, 0)
+      .defines = simple_defines, .launch = simple_launch}
 
 SIMPLE_ENTRY(simple_gemm, "gpu/gemm.hip", op == HK_OP_GEMM);
 SIMPLE_ENTRY(simple_binary, "gpu/binary.hip", op == HK_OP_ADD || op == HK_OP_MUL);
@@ -178,6 +176,6 @@ SIMPLE_ENTRY(simple_layernorm, "gpu/layernorm.hip", op == HK_OP_LAYERNORM);
 SIMPLE_ENTRY(simple_rmsnorm, "gpu/rmsnorm.hip", op == HK_OP_RMSNORM);
 SIMPLE_ENTRY(simple_softmax, "gpu/softmax.hip", op == HK_OP_SOFTMAX);
 SIMPLE_ENTRY(simple_attention, "gpu/attention.hip", op == HK_OP_ATTENTION);
-SIMPLE_ENTRY_PDL(simple_rope, "gpu/rope.hip", op == HK_OP_ROPE, 1);
+SIMPLE_ENTRY(simple_rope, "gpu/rope.hip", op == HK_OP_ROPE);
 SIMPLE_ENTRY(simple_ewchain, "gpu/ewchain.hip", op == HK_OP_EWCHAIN);
 SIMPLE_ENTRY(simple_embedding, "gpu/embedding.hip", op == HK_OP_EMBEDDING);
