@@ -19,9 +19,9 @@
  *           multiplier, residual) does not overlap the matrix work and runs at the GEMM's
  *           occupancy: EPILOGUE_SHARE of the lane rate. Measured on the H200: bert's ffn
  *           up at batch 128 (16384 x 3072) takes ~57 us longer with bias and gelu in its
- *           epilogue (docs/BENCHMARKS.md "Session 9"), and a gelu kernel of its own costs
- *           about as much (session 10: whole graphs within 2% either way at batch 32 and
- *           128, the fused form 3-5 us faster at batch 1 and 8).
+ *           epilogue (docs/BENCHMARKS.md "Session 9"; the degree-9 gelu of then), and a
+ *           gelu kernel of its own costs about as much (session 10: whole graphs within 2%
+ *           either way at batch 32 and 128, the fused form 3-5 us faster at 1 and 8).
  *
  * It ranks forms of the same work; it is not a predictor of absolute times (hkc run
  * --profile measures those). The host target has nominal figures (a few cores).
@@ -48,7 +48,7 @@
 static double act_instr(hk_act_t act) {
   switch (act) {
   case HK_ACT_RELU: return 1;
-  case HK_ACT_GELU: return 22; /* common.h hk_act_gelu16: ~20 with its rcp and ex2 */
+  case HK_ACT_GELU: return 18; /* common.h hk_act_gelu16: ~16, 2 of them MUFU (rcp, ex2) */
   case HK_ACT_GELU_TANH: return 14;
   case HK_ACT_SILU: return 8;
   default: return 0;
