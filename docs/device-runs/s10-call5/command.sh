@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# (run as bench/s10/call5.sh from the repository root in the session; copied here next to its output)
 # Session 10, device call 5: call 3 again (bert_layer peers, every system, and the profiles) at the
 # session's final kernels (the degree-5 gelu of templates/gpu/common.h); build-dev from
 # `bash bench/peers_prepare.sh` carried:
@@ -8,7 +9,7 @@
 #   2. the per-launch profile and bubbles of every batch of the bert_layer pack (llama_block has
 #      no gelu: call 3's profiles stand).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 final=${OUT:-/tmp}
 PEERS_DEVICE_BUILD=0 PEERS_BUDGET_S=400 bash bench/peers_device.sh bert --no-torch-cold

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# (run as bench/s10/call2.sh from the repository root in the session; copied here next to its output)
 # Session 10, device call 2 (build-dev carried: hkc and libhkrt at the session's commit,
 # build-dev/packs/ for the harness specs below, build-dev/s10/{old,new}_*.hkpack):
 #   1. the numerics harness on the kernels that now start with hk_pdl_enter (row kernels,
@@ -8,7 +9,7 @@
 #      marked pdl) and after (new_), `hkc run --runs 300` medians, rounds interleaved;
 #   3. the new packs' per-launch profiles and bubbles at every batch.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 final=${OUT:-/tmp}
 specs='^(op_rows_aligned|op_rows_aligned_bf16|op_norms|op_elementwise|op_fused|op_rope|op_rope_bf16|op_rope_shapes|bert_layer|llama_small|fusion_forms)$'

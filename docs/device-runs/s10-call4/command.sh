@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# (run as bench/s10/call4.sh from the repository root in the session; copied here next to its output)
 # Session 10, device call 4: a degree-5 polynomial in hk_act_gelu16 (common.h; 4 FMAs fewer
 # per element than the degree-9 one, max relative error 5.7e-5 instead of 1.0e-5) built with
 # HKC_TEMPLATE_DIR=/tmp/tpl5 on the CPU machine:
@@ -8,7 +9,7 @@
 #   2. bert_layer whole graphs, degree 9 (old_) against degree 5 (g5_), interleaved, and
 #      the profile of both at batch 32 and 128.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 final=${OUT:-/tmp}
 for t in sm_90a sm_90; do

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# (run as bench/s10/call1.sh from the repository root in the session; copied here next to its output)
 # Session 10, device call 1 (build-dev from `bash bench/peers_prepare.sh` carried, plus
 # build-dev/s10/bert_gelu_apart.{yaml,hkpack}: bert_layer with explicit groups that leave
 # ffn_act (gelu) as a kernel of its own):
@@ -9,7 +10,7 @@
 #   2. bert_layer: gelu in ffn_up's epilogue (auto) against gelu apart, whole graph and
 #      per launch, interleaved, every batch.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 final=${OUT:-/tmp}
 PEERS_TAG=one PEERS_DEVICE_BUILD=0 PEERS_BUDGET_S=330 bash bench/peers_device.sh llama --no-torch-cold --hkc-sessions one
