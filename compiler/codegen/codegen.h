@@ -121,6 +121,10 @@ int hkc_gpu_launch_workspace(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t 
  * touches earlier launches' data), so the build marks them HK_NODE_FLAG_PDL; 0 otherwise,
  * and always 0 on targets other than CUDA. */
 int hkc_gpu_launch_pdl(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key);
+/* 1 when a target of this architecture (NULL: the host) has a dual gemm kernel (fusion's
+ * SwiGLU) that is not the simple one; if any target of a build lacks one, SwiGLU stays two
+ * gemms for every target (spec->fusion_no_dual). */
+int hkc_gpu_dual_gemm_ok(const hkc_gpu_arch_t *arch);
 
 /* ---- kernel options (kernel_options.c) ------------------------------------------------------
  * Inputs that change which GPU kernels a build makes, beyond the spec and the tuning: variant

@@ -186,6 +186,12 @@ int hkc_gpu_launch_workspace(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t 
   return 1;
 }
 
+int hkc_gpu_dual_gemm_ok(const hkc_gpu_arch_t *arch) {
+  const hkc_kernel_key_t dual = {.op = HK_OP_GEMM, .dtype = HK_DTYPE_BF16, .act = HK_ACT_SILU, .dual = 1, .align = 8};
+  const hkc_variant_t *v = arch ? hkc_variant_for(arch, &dual) : NULL;
+  return !arch || (v && !v->portable);
+}
+
 int hkc_gpu_launch_pdl(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
   /* griddepcontrol is PTX for sm_90 and later: CUDA only, from Hopper on */
   if (!arch || arch->kind != HK_TARGET_CUDA || strncmp(arch->name, "sm_", 3) != 0 || atoi(arch->name + 3) < 90)

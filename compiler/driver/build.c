@@ -641,13 +641,6 @@ static void unfused_costs(const hkc_spec_t *spec, hkc_cost_t out[HK_MAX_BATCH_BU
   }
 }
 
-/* Whether a target of this architecture (NULL: the host) has a dual gemm kernel that is not
- * the simple one; if any target lacks one, SwiGLU stays two gemms for every target. */
-static int dual_gemm_ok(const hkc_gpu_arch_t *arch) {
-  const hkc_kernel_key_t dual = {.op = HK_OP_GEMM, .dtype = HK_DTYPE_BF16, .act = HK_ACT_SILU, .dual = 1, .align = 8};
-  const hkc_variant_t *v = arch ? hkc_variant_for(arch, &dual) : NULL;
-  return !arch || (v && !v->portable);
-}
 
 /* The targets fusion is planned for (every built target; with --merge-targets the whole
  * list): their arch (NULL: host) and name, for the planner's clock. */
@@ -673,16 +666,18 @@ static void fuse_targets_gpu_only(fuse_targets_t *ft) {
   if (gpus == 0) return;
   for (size_t i = 0; i < ft->n; i++) {
     if (!ft->archs[i]) continue;
-    ft->archs[k] = ft->archs[i];
-    memcpy(ft->store[k], ft->store[i], sizeof ft->store[k]);
-    ft->names[k] = ft->store[k];
+    if (k != i) {
+      ft->archs[k] = ft->archs[i];
+      memcpy(ft->store[k], ft->store[i], sizeof ft->store[k]);
+      ft->names[k] = ft->store[k];
+    }
     k++;
   }
   ft->n = k;
 }
 
 /* --merge-targets: every built target must be in the list, and fusion is decided for the
- * whole list (dual_gemm_ok, the planner's targets ft). 0 / -1 (reported). */
+ * whole list (hkc_gpu_dual_gemm_ok, the planner's targets ft). 0 / -1 (reported). */
 static int check_merge_targets(const char *list, const target_plan_t *plans, size_t n_plans, hkc_spec_t *spec,
                                fuse_targets_t *ft) {
   char *copy = hkc_strdup(list), *save = NULL;
@@ -703,7 +698,7 @@ static int check_merge_targets(const char *list, const target_plan_t *plans, siz
       hkc_error((hkc_loc_t){0}, "--merge-targets: unknown target %s", tok);
       rc = -1;
     }
-    if (!dual_gemm_ok(archs[n])) spec->fusion_no_dual = 1;
+    if (!hkc_gpu_dual_gemm_ok(archs[n])) spec->fusion_no_dual = 1;
     fuse_targets_add(ft, archs[n], tok);
     n++;
   }
@@ -759,7 +754,7 @@ int hkc_build(const hkc_build_options_t *options) {
     if (check_merge_targets(options->merge_targets, plans, n_plans, spec, &ft) != 0) goto done;
   } else {
     for (size_t i = 0; i < n_plans; i++) {
-      if (!dual_gemm_ok(plans[i].arch)) spec->fusion_no_dual = 1;
+      if (!hkc_gpu_dual_gemm_ok(plans[i].arch)) spec->fusion_no_dual = 1;
       fuse_targets_add(&ft, plans[i].arch, plans[i].name);
     }
   }
@@ -803,7 +798,7 @@ int hkc_build(const hkc_build_options_t *options) {
 
   /* Provenance: what produced this artifact, without paths or time so that the same
    * inputs give the same bytes. */
-  size_t cap = 4096 + n_plans * 256;
+  size_t cap = 4096 + n_plans * 256 + (spec->fusion_apart ? strlen(spec->fusion_apart) : 0);
   provenance = malloc(cap);
   outs = calloc(n_plans, sizeof *outs);
   if (!provenance || !outs) goto fail;
@@ -830,6 +825,10 @@ int hkc_build(const hkc_build_options_t *options) {
     len += snprintf(provenance + len, cap - (size_t)len, "weights=stored (%zu param(s))\n", n_weights);
   if (len > 0 && (size_t)len < cap && spec->fusion_dual_blocked) /* a target without a dual gemm kept SwiGLU apart */
     len += snprintf(provenance + len, cap - (size_t)len, "fusion_dual=off\n");
+  /* auto's clock refused legal steps (only then: other packs keep their bytes); equal lines,
+   * equal plans -- what hkc merge compares */
+  if (len > 0 && (size_t)len < cap && spec->fusion_apart)
+    len += snprintf(provenance + len, cap - (size_t)len, "fusion_apart=%s\n", spec->fusion_apart);
   /* kernel options: canonical, "none" for the defaults (codegen.h) */
   char kopts[HKC_KOPT_N_CFG * (HKC_TUNE_MAX + 24) + 128] = "none";
   if (options->kernel_options) hkc_kernel_options_format(options->kernel_options, kopts, sizeof kopts);

@@ -121,6 +121,9 @@ typedef struct hkc_spec {
   int fusion_no_dual;    /* set by the build: some target has no dual gemm kernel but the simple
                             one, so auto fusion keeps SwiGLU as a gate gemm with a fused mul */
   int fusion_dual_blocked; /* set by fusion: fusion_no_dual kept at least one SwiGLU unfused */
+  char *fusion_apart;    /* set by auto fusion: the legal steps its clock refused, "a + b (form)"
+                            joined by "; " in the order weighed (NULL: none); the plan is every
+                            other legal step, so equal texts mean equal plans (provenance) */
   int batch_policy;      /* hk_batch_policy_rec_t: `batch_policy: pad` (default) | exact */
   int **groups; size_t *group_sizes; size_t n_groups; /* node indices, for GROUPS */
   hkc_loc_t *group_locs;  /* where each group is written (n_groups entries), for errors */
@@ -149,9 +152,10 @@ int hkc_fuse(hkc_spec_t *spec, int mode);
 
 /* The fusion planner's clock (the build's is codegen/fusion_model.c): estimated seconds of
  * one launch of `node` -- a spec node, or a fused candidate over spec's tensor table -- at
- * this batch on target t < n_targets. `auto` fuses a group only when it pays on this
- * clock: the mean over targets and batch buckets of t(fused) / (sum of t(apart)) is at
- * most 1 (each bucket counts the same, whatever its size). */
+ * this batch on target t < n_targets; finite and > 0 (a sample that is not counts for
+ * nothing). `auto` takes a legal step only when it pays on this clock: the mean over targets
+ * and batch buckets of t(fused) / (sum of t(apart)) is at most 1 (each bucket counts the
+ * same, whatever its size). */
 typedef struct hkc_fuse_model {
   double (*seconds)(const struct hkc_fuse_model *model, size_t t, const hkc_spec_t *spec, const hkc_node_t *node,
                     int64_t batch);

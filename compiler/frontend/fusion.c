@@ -24,6 +24,7 @@
  * index is compacted.
  */
 #include <assert.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -486,49 +487,83 @@ static int commit(fuse_ctx_t *f, const int *members, size_t n_members, hkc_node_
 }
 
 /* ---- auto ---------------------------------------------------------------------------------------- */
-/* Whether one launch of `fused` instead of the two launches a and b pays on the model's
- * clock (hkc_fuse_model_t): the mean over targets and batch buckets of t(fused) / (t(a) +
- * t(b)) is at most 1. `form` names the kind of fusion for the report. */
-static int pays(const fuse_ctx_t *f, const hkc_node_t *a, const hkc_node_t *b, const hkc_node_t *fused,
-                const char *form) {
+/* The mean over targets and batch buckets of t(fused) / (t(a) + t(b)) on the model's clock;
+ * samples that are not finite and positive count for nothing (1 when none is). With
+ * `report`, also writes each sample: " sm_90a b1 0.65 (3.8/5.9 us) ...". */
+static double mean_ratio(const fuse_ctx_t *f, const hkc_node_t *a, const hkc_node_t *b, const hkc_node_t *fused,
+                         FILE *report) {
   const hkc_fuse_model_t *m = f->model;
-  if (!m || m->n_targets == 0) return 1;
   const hkc_spec_t *s = f->spec;
   double sum = 0.0;
   size_t count = 0;
-  char line[1024];
-  size_t len = 0;
-  line[0] = '\0';
   for (size_t t = 0; t < m->n_targets; t++) {
-    if (len + 64 < sizeof line)
-      len += (size_t)snprintf(line + len, sizeof line - len, " %s", m->names ? m->names[t] : "?");
+    if (report) fprintf(report, " %s", m->names ? m->names[t] : "?");
     for (int bi = 0; bi < s->n_batch; bi++) {
       const int64_t batch = s->batch_sizes[bi];
       const double apart = m->seconds(m, t, s, a, batch) + m->seconds(m, t, s, b, batch);
       const double one = m->seconds(m, t, s, fused, batch);
-      const double ratio = apart > 0.0 ? one / apart : 1.0;
-      sum += ratio;
-      count++;
-      if (len + 64 < sizeof line)
-        len += (size_t)snprintf(line + len, sizeof line - len, " b%lld %.2f (%.1f/%.1f us)", (long long)batch, ratio,
-                                one * 1e6, apart * 1e6);
+      const int valid = apart > 0.0 && one > 0.0 && apart < HUGE_VAL && one < HUGE_VAL;
+      if (valid) sum += one / apart, count++;
+      if (report && valid)
+        fprintf(report, " b%lld %.2f (%.1f/%.1f us)", (long long)batch, one / apart, one * 1e6, apart * 1e6);
+      else if (report)
+        fprintf(report, " b%lld -", (long long)batch);
     }
   }
-  const double mean = count ? sum / (double)count : 1.0;
+  return count ? sum / (double)count : 1.0;
+}
+
+/* Whether one launch of `fused` instead of the launches of a (labelled a_label: a chain
+ * grown so far) and b pays on the model's clock: mean_ratio at most 1. No model: every
+ * legal step pays. A refused step is appended to spec->fusion_apart; with model->report,
+ * every verdict is written there. 0 / 1, -1 on OOM. */
+static int pays(const fuse_ctx_t *f, const hkc_node_t *a, const char *a_label, const hkc_node_t *b,
+                const hkc_node_t *fused, const char *form) {
+  const hkc_fuse_model_t *m = f->model;
+  if (!m || m->n_targets == 0) return 1;
+  const double mean = mean_ratio(f, a, b, fused, NULL);
   const int yes = mean <= 1.0;
-  if (m->report)
-    fprintf(m->report, "fusion: %s %s + %s (%s): fused/apart%s; mean %.3f\n", yes ? "fuse" : "keep apart",
-            node_label(a), node_label(b), form, line, mean);
+  if (m->report) {
+    fprintf(m->report, "fusion: %s %s + %s (%s): fused/apart", yes ? "fuse" : "keep apart", a_label, node_label(b),
+            form);
+    mean_ratio(f, a, b, fused, m->report);
+    fprintf(m->report, "; mean %.3f\n", mean);
+  }
+  if (!yes) {
+    hkc_spec_t *s = f->spec;
+    size_t old = s->fusion_apart ? strlen(s->fusion_apart) : 0;
+    size_t add = strlen(a_label) + strlen(node_label(b)) + strlen(form) + 16;
+    char *grown = realloc(s->fusion_apart, old + add);
+    if (!grown) {
+      hkc_error((hkc_loc_t){s->path, 0, 0}, "out of memory while fusing");
+      return -1;
+    }
+    snprintf(grown + old, add, "%s%s + %s (%s)", old ? "; " : "", a_label, node_label(b), form);
+    s->fusion_apart = grown;
+  }
   return yes;
 }
 
+/* The label of a chain grown so far: its members' labels joined by ',' (as commit names
+ * the fused node), cut to size. */
+static const char *chain_label(const fuse_ctx_t *f, const int *members, int n, char *buf, size_t size) {
+  size_t len = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < n && len + 1 < size; i++) {
+    int w = snprintf(buf + len, size - len, "%s%s", i ? "," : "", node_label(&f->slot[members[i]]));
+    if (w < 0) break;
+    len = len + (size_t)w < size ? len + (size_t)w : size - 1;
+  }
+  return buf;
+}
+
 /* Grows a chain from slot `head` through sole readers while `absorb` accepts them and
- * each step pays. */
+ * each step pays. The number of members, or -1 on OOM. */
 typedef int (*absorb_fn_t)(const fuse_ctx_t *, hkc_node_t *, int, char *);
 
 static int grow_chain(fuse_ctx_t *f, int head, hkc_node_t *state, absorb_fn_t absorb, int *members,
                       const char *form) {
-  char why[FUSE_WHY];
+  char why[FUSE_WHY], label[512];
   int n = 1;
   members[0] = head;
   for (;;) {
@@ -536,8 +571,10 @@ static int grow_chain(fuse_ctx_t *f, int head, hkc_node_t *state, absorb_fn_t ab
     if (c < 0 || f->spec->tensors[state->out].role == HK_ROLE_OUTPUT || (size_t)n >= f->n) break;
     const hkc_node_t before = *state;
     if (absorb(f, state, c, why) != 0) break;
-    if (!pays(f, &before, &f->slot[c], state, form)) {
-      *state = before;
+    const int ok = pays(f, &before, chain_label(f, members, n, label, sizeof label), &f->slot[c], state, form);
+    if (ok < 0) return -1;
+    if (!ok) {
+      *state = before; /* the absorb wrote the refused step into state */
       break;
     }
     members[n++] = c;
@@ -546,11 +583,13 @@ static int grow_chain(fuse_ctx_t *f, int head, hkc_node_t *state, absorb_fn_t ab
 }
 
 static int auto_fuse(fuse_ctx_t *f, int *members) {
-  /* 1. gemm epilogues */
+  /* 1. gemm epilogues (a chain committed here took its slot's place and stopped for good:
+   * not grown again) */
   for (size_t i = 0; i < f->n; i++) {
-    if (!f->alive[i] || f->slot[i].op != HK_OP_GEMM) continue;
+    if (!f->alive[i] || f->slot[i].op != HK_OP_GEMM || f->refused[i]) continue;
     hkc_node_t g = f->slot[i];
     int n = grow_chain(f, (int)i, &g, gemm_absorb, members, "gemm epilogue");
+    if (n < 0) return -1;
     if (n > 1 && commit(f, members, (size_t)n, g, f->anchor[i]) != 0) return -1;
   }
   /* 1b. SwiGLU: a gemm whose fused mul operand is the output of another gemm over the same
@@ -564,7 +603,9 @@ static int auto_fuse(fuse_ctx_t *f, int *members) {
       f->spec->fusion_dual_blocked = 1;
       continue;
     }
-    if (!pays(f, &f->slot[u], &f->slot[i], &d, "dual gemm")) continue;
+    const int ok = pays(f, &f->slot[u], node_label(&f->slot[u]), &f->slot[i], &d, "dual gemm");
+    if (ok < 0) return -1;
+    if (!ok) continue;
     members[0] = u, members[1] = (int)i;
     if (commit(f, members, 2, d, f->anchor[i]) != 0) return -1;
   }
@@ -576,7 +617,9 @@ static int auto_fuse(fuse_ctx_t *f, int *members) {
     hkc_node_t fused;
     char why[FUSE_WHY];
     if (norm_absorb(f, p, (int)i, &fused, why) != 0) continue;
-    if (!pays(f, &f->slot[p], &f->slot[i], &fused, "add + norm")) continue;
+    const int ok = pays(f, &f->slot[p], node_label(&f->slot[p]), &f->slot[i], &fused, "add + norm");
+    if (ok < 0) return -1;
+    if (!ok) continue;
     members[0] = p, members[1] = (int)i;
     if (commit(f, members, 2, fused, f->anchor[i]) != 0) return -1;
   }
@@ -586,6 +629,7 @@ static int auto_fuse(fuse_ctx_t *f, int *members) {
     hkc_node_t ch;
     chain_start(f, &f->slot[i], &ch);
     int n = grow_chain(f, (int)i, &ch, chain_absorb, members, "element-wise chain");
+    if (n < 0) return -1;
     if (n > 1 && commit(f, members, (size_t)n, ch, f->anchor[i]) != 0) return -1;
   }
   return 0;
@@ -826,6 +870,8 @@ int hkc_fuse_planned(hkc_spec_t *spec, int mode, const hkc_fuse_model_t *model) 
     if (spec->fusion != HKC_FUSION_GROUPS) free_groups(spec);
     return 0;
   }
+  free(spec->fusion_apart); /* auto's refusals of this run only */
+  spec->fusion_apart = NULL;
   fuse_ctx_t f = {.spec = spec, .model = model, .n = spec->n_nodes};
   size_t nt = spec->n_tensors ? spec->n_tensors : 1;
   f.slot = malloc(f.n * sizeof *f.slot);
@@ -862,6 +908,10 @@ int hkc_fuse_planned(hkc_spec_t *spec, int mode, const hkc_fuse_model_t *model) 
   free_groups(spec);
   rc = 0;
 done:
+  if (rc != 0) { /* the spec stays as it was */
+    free(spec->fusion_apart);
+    spec->fusion_apart = NULL;
+  }
   for (size_t i = 0; f.refused && f.slot && i < f.n; i++)
     if (f.refused[i]) free(f.slot[i].fused_names);
   free(f.slot);

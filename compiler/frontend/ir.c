@@ -26,6 +26,7 @@ void hkc_spec_destroy(hkc_spec_t *spec) {
   free(spec->groups);
   free(spec->group_sizes);
   free(spec->group_locs);
+  free(spec->fusion_apart);
   free(spec);
 }
 

@@ -461,9 +461,12 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
     return -1;
   }
   if (hkc_spec_load(o->spec_path, &spec) != 0) return -1;
-  /* As hkc_build() does for this one target: the spec's own fusion plan, auto's verdicts
-   * on this target's clock, so the launch classes are the build's (database lookups also
-   * match entries of the same shape with another epilogue, see hkc_tune_db_find). */
+  /* As hkc_build() does for this target alone: the spec's own fusion plan, SwiGLU as two
+   * gemms where the target has no dual kernel, auto's verdicts on this target's clock, so
+   * the launch classes are the build's (database lookups also match entries of the same
+   * shape with another epilogue, see hkc_tune_db_find). A build of several targets plans on
+   * all of theirs: it may fuse differently (hkc build --fusion-report shows it). */
+  if (!hkc_gpu_dual_gemm_ok(arch)) spec->fusion_no_dual = 1;
   const hkc_gpu_arch_t *archs[1] = {arch};
   const char *names[1] = {o->target};
   hkc_fuse_model_t model;

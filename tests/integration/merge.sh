@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # hkc merge (README, "CI fan-out"): packs of one spec built one target at a time merge into
 # the same bytes (cmp) as one build of all the targets, unsigned and with --sign; a spec with
-# SwiGLU needs --merge-targets on the parts; mismatched inputs (another spec, other build
+# SwiGLU needs --merge-targets on the parts, and so does a plan auto fusion decides
+# differently per target (fusion_apart=); mismatched inputs (another spec, other build
 # options, another fusion, a target twice, a damaged or truncated pack) are refused with a
 # message naming what differs, and no output is left behind. GPU targets whose toolchain this
 # machine lacks are skipped visibly (host always runs). Params made of parts are kept.
@@ -103,6 +104,39 @@ if [ "$targets" != host ]; then
     echo "note: $t2 has a dual gemm kernel: nothing to refuse"
   fi
   expect_refused "is not in --merge-targets" build "$spec" --target "$t2" --merge-targets host -o "$work/bad.hkpack"
+fi
+# 1b. auto fusion weighs each step on the build's targets: a gelu in a large GEMM's epilogue
+# pays on sm_90a's clock and not on sm_120's (docs/SPEC.md, "auto"), so the parts built alone
+# are fused differently (fusion_apart=) and refused; with --merge-targets they merge into the
+# bytes of one build of both
+if [[ $targets == *sm_90a* ]]; then
+  cat > "$work/ffn.yaml" <<'YAML'
+hkc: 1
+name: ffn_gelu
+dtype: bf16
+batch_sizes: [32, 128]
+dims: {seq: 128, hidden: 768, ffn: 3072}
+inputs: {x: [batch, seq, hidden]}
+params: {w1: [hidden, ffn], b1: [ffn]}
+graph:
+  - {name: up, op: gemm, in: [x, w1], bias: b1, out: u0}
+  - {name: act, op: gelu, in: [u0], out: y}
+outputs: [y]
+YAML
+  for t in sm_90a sm_120; do
+    "$HKC" build "$work/ffn.yaml" --target $t --tune default -o "$work/ffn-$t-alone.hkpack" -q
+    "$HKC" build "$work/ffn.yaml" --target $t --tune default --merge-targets sm_90a,sm_120 -o "$work/ffn-$t.hkpack" -q
+  done
+  "$HKC" build "$work/ffn.yaml" --target sm_90a,sm_120 --tune default -o "$work/ffn-all.hkpack" -q
+  if ! cmp -s <("$HKC" inspect "$work/ffn-sm_90a-alone.hkpack" | grep "^  fusion_apart=") \
+              <("$HKC" inspect "$work/ffn-sm_120-alone.hkpack" | grep "^  fusion_apart="); then
+    expect_refused "fused differently" merge "$work/ffn-sm_90a-alone.hkpack" "$work/ffn-sm_120-alone.hkpack" -o "$work/bad.hkpack"
+  else
+    echo "note: sm_90a and sm_120 plan ffn_gelu alike: nothing to refuse"
+  fi
+  "$HKC" merge "$work/ffn-sm_90a.hkpack" "$work/ffn-sm_120.hkpack" -o "$work/ffn-merged.hkpack" -q
+  cmp -s "$work/ffn-merged.hkpack" "$work/ffn-all.hkpack" && ok "auto fusion with --merge-targets: merged == one build" ||
+    fail "ffn_gelu: merged parts differ from one build of sm_90a,sm_120"
 fi
 head -c 3000 "${parts[0]}" > "$work/truncated.hkpack"
 expect_refused "truncated" merge "$work/truncated.hkpack" "$work/e-host.hkpack" -o "$work/bad.hkpack"

@@ -2,8 +2,8 @@
 /* The 16-bit outputs' activations of templates/gpu/common.h (hk_act_gelu16, hk_act_silu16:
  * the element-wise kernels and the GEMM epilogues use them) on the CPU: their source, cut
  * from the template hkc embeds, compiled by the system C compiler with IEEE single-precision
- * stand-ins for the GPU's approximate reciprocal and exp2, and run over every 1/4096 step of
- * [-16, 16] and beyond against double-precision references from libm (gelu = x erfc(-x /
+ * stand-ins for the GPU's approximate reciprocal and exp2, and run over every 1/16384 step of
+ * [-16, 16] and a few points beyond against double-precision references from libm (gelu = x erfc(-x /
  * sqrt 2) / 2, silu = x / (1 + e^-x)). The bound, 1e-4 relative wherever the result is a
  * normal number, is ~5x below an f16 half-ulp and ~20x below a bf16 one: what "as accurate as
  * the result's rounding needs" promises. Special values as the erff form: gelu(inf) = inf,

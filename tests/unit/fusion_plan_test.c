@@ -85,12 +85,12 @@ static void test_fake_clock(void **state) {
   assert_non_null(find(s, "down,res"));
   assert_int_equal(s->n_nodes, 4);
   hkc_spec_destroy(s);
-  /* the mean over buckets decides: (0.7 + 1.2) / 2 <= 1 fuses (ratios 1.4/2 and 2.4/2 ...) */
-  f = (fake_t){0.4, 1.2, 0}; /* ratios 0.7 and 1.1: mean 0.9 */
+  /* the mean over buckets decides */
+  f = (fake_t){0.4, 1.2, 0}; /* ratios 1.4/2 = 0.7 and 2.2/2 = 1.1: mean 0.9, fused */
   s = plan_with(&f, k_mlp, NULL);
   assert_non_null(find(s, "up,act"));
   hkc_spec_destroy(s);
-  f = (fake_t){0.8, 1.6, 0}; /* ratios 0.9 and 1.3: mean 1.1 */
+  f = (fake_t){0.8, 1.6, 0}; /* ratios 0.9 and 1.3: mean 1.1, apart */
   s = plan_with(&f, k_mlp, NULL);
   assert_null(find(s, "up,act"));
   hkc_spec_destroy(s);
@@ -99,6 +99,7 @@ static void test_fake_clock(void **state) {
 /* A chain is weighed step by step: a step that does not pay ends it. */
 static void test_fake_clock_chain_stops(void **state) {
   (void)state;
+  /* the first step refused */
   static const char text[] = SMALL
       "inputs: {x: [batch, s, h]}\n"
       "params: {w1: [h, f], b1: [f], r: [batch, s, f]}\n"
@@ -114,6 +115,51 @@ static void test_fake_clock_chain_stops(void **state) {
   const hkc_node_t *ch = find(s, "act,res");
   assert_non_null(ch);
   assert_int_equal(ch->op, HK_OP_EWCHAIN);
+  assert_string_equal(s->fusion_apart, "up + act (gemm epilogue)");
+  hkc_spec_destroy(s);
+  /* a later step refused: the gemm keeps what it took before (its bias), not the refused gelu */
+  static const char text2[] = SMALL
+      "inputs: {x: [batch, s, h]}\n"
+      "params: {w1: [h, f], b1: [f]}\n"
+      "graph:\n"
+      "  - {name: up, op: gemm, in: [x, w1], out: u0}\n"
+      "  - {name: bias, op: add, in: [u0, b1], out: u1}\n"
+      "  - {name: act, op: gelu, in: [u1], out: y}\n"
+      "outputs: [y]\n";
+  s = plan_with(&f, text2, NULL);
+  const hkc_node_t *g = find(s, "up,bias");
+  assert_non_null(g);
+  assert_int_equal(g->op, HK_OP_GEMM);
+  assert_int_equal(g->act, HK_ACT_NONE);
+  assert_int_equal(g->bias, hk_test_tensor(s, "b1"));
+  assert_int_equal(g->out, hk_test_tensor(s, "u1"));
+  const hkc_node_t *act = find(s, "act");
+  assert_non_null(act);
+  assert_int_equal(act->op, HK_OP_GELU);
+  assert_int_equal(act->in[0], hk_test_tensor(s, "u1"));
+  assert_int_equal(s->n_nodes, 2);
+  assert_string_equal(s->fusion_apart, "up,bias + act (gemm epilogue)"); /* labelled as grown so far */
+  hkc_spec_destroy(s);
+}
+
+/* Two targets: the mean runs over both (and a fused plan records no refusal). */
+static void test_fake_clock_two_targets(void **state) {
+  (void)state;
+  fake_t a = {0.4, 0.4, 0}, b = {1.4, 1.4, 0}; /* ratios 0.7 and 1.2: mean 0.95, fused */
+  const void *targets[2] = {&a, &b};
+  const char *names[2] = {"a", "b"};
+  hkc_fuse_model_t m = {.seconds = fake_seconds, .targets = targets, .names = names, .n_targets = 2};
+  hkc_spec_t *s = hk_test_spec_parse(k_mlp);
+  assert_int_equal(hkc_fuse_planned(s, -1, &m), 0);
+  assert_non_null(find(s, "up,act"));
+  assert_null(s->fusion_apart);
+  assert_true(a.calls > 0 && b.calls > 0);
+  hkc_spec_destroy(s);
+  b = (fake_t){1.8, 1.8, 0}; /* ratios 0.7 and 1.4: mean 1.05, apart */
+  s = hk_test_spec_parse(k_mlp);
+  assert_int_equal(hkc_fuse_planned(s, -1, &m), 0);
+  assert_null(find(s, "up,act"));
+  assert_non_null(s->fusion_apart);
   hkc_spec_destroy(s);
 }
 
@@ -189,7 +235,8 @@ static void test_h200_clock(void **state) {
   const double bytes = 2.0 * m * n * 2;
   assert_true(bytes / t_act < h200->hbm_gbps * 1e9);
   assert_true(bytes / t_act > 0.6 * h200->hbm_gbps * 1e9);
-  /* at batch 1 every launch costs at least a launch (1 us), and the clock grows with the batch */
+  /* at batch 1 every launch costs at least a launch (the clock's 2 us; 1 us checked), and the
+   * clock grows with the batch */
   for (size_t i = 0; i < s->n_nodes; i++) {
     const double t1 = hkc_launch_seconds(h200, s, &s->nodes[i], 1), t128 = hkc_launch_seconds(h200, s, &s->nodes[i], 128);
     assert_true(t1 >= 1e-6);
@@ -257,6 +304,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fake_clock),
       cmocka_unit_test(test_fake_clock_chain_stops),
+      cmocka_unit_test(test_fake_clock_two_targets),
       cmocka_unit_test(test_clock_ignored_by_groups_and_none),
       cmocka_unit_test(test_report),
       cmocka_unit_test(test_h200_clock),

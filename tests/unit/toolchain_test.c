@@ -146,6 +146,15 @@ static void test_launch_pdl(void **state) {
     }
   }
   assert_true(tma > 0); /* sm_90a's TMA GEMM was among them */
+  /* the sm_90 guard itself: sm_90a's row under another name before sm_90 marks nothing, even
+   * for a variant that sets pdl (no variant serving a real pre-sm_90 row does) */
+  hkc_gpu_arch_t renamed = *hkc_gpu_arch_find("sm_90a");
+  hkc_kernel_key_t gemm = {.op = HK_OP_GEMM, .dtype = HK_DTYPE_BF16, .trans_b = 1, .align = 8};
+  assert_int_equal(hkc_gpu_launch_pdl(&renamed, &gemm), 1);
+  renamed.name = "sm_89";
+  assert_int_equal(hkc_gpu_launch_pdl(&renamed, &gemm), 0);
+  renamed.name = "sm_100";
+  assert_int_equal(hkc_gpu_launch_pdl(&renamed, &gemm), 1);
   hkc_kernel_key_t relu = {.op = HK_OP_RELU, .dtype = HK_DTYPE_F32};
   assert_int_equal(hkc_gpu_launch_pdl(NULL, &relu), 0); /* the host */
 }
