@@ -86,6 +86,11 @@ double hkc_launch_seconds(const struct hkc_gpu_arch *arch, const hkc_spec_t *spe
  * are borrowed and must outlive the model. report: where auto's verdicts go (NULL: none). */
 void hkc_fuse_model_init(hkc_fuse_model_t *model, const struct hkc_gpu_arch *const *archs, const char *const *names,
                          size_t n, FILE *report);
+/* hkc_fuse_planned (mode as hkc_fuse's) for a build of these targets (NULL: the host): SwiGLU
+ * stays two gemms when one of them has no dual gemm kernel (hkc_gpu_dual_gemm_ok), and auto
+ * weighs each step on the GPU targets' clocks (the host's only when it is alone); report as
+ * the model's. What hkc build and hkc tune both call. 0 / -1 (reported). */
+int hkc_fuse_for_targets(hkc_spec_t *spec, int mode, const hkc_gpu_arch_t *const *archs, size_t n, FILE *report);
 
 /* The entry for a target name; "gfx90a:xnack-" finds "gfx90a". NULL when unknown. */
 const hkc_gpu_arch_t *hkc_gpu_arch_find(const char *name);

@@ -158,6 +158,24 @@ static double model_seconds(const hkc_fuse_model_t *m, size_t t, const hkc_spec_
 }
 
 /* See codegen.h. */
+int hkc_fuse_for_targets(hkc_spec_t *spec, int mode, const hkc_gpu_arch_t *const *archs, size_t n, FILE *report) {
+  const hkc_gpu_arch_t *clock[HK_MAX_TARGETS];
+  const char *names[HK_MAX_TARGETS];
+  size_t n_clock = 0, gpus = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!hkc_gpu_dual_gemm_ok(archs[i])) spec->fusion_no_dual = 1;
+    gpus += archs[i] != NULL;
+  }
+  for (size_t i = 0; i < n && n_clock < HK_MAX_TARGETS; i++) {
+    if (gpus && !archs[i]) continue; /* the host is the CPU reference: GPUs decide when there are any */
+    clock[n_clock] = archs[i];
+    names[n_clock++] = archs[i] ? archs[i]->name : hkc_host_target_name();
+  }
+  hkc_fuse_model_t model;
+  hkc_fuse_model_init(&model, clock, names, n_clock, report);
+  return hkc_fuse_planned(spec, mode, &model);
+}
+
 void hkc_fuse_model_init(hkc_fuse_model_t *model, const hkc_gpu_arch_t *const *archs, const char *const *names,
                          size_t n, FILE *report) {
   memset(model, 0, sizeof *model);

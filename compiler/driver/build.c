@@ -642,44 +642,10 @@ static void unfused_costs(const hkc_spec_t *spec, hkc_cost_t out[HK_MAX_BATCH_BU
 }
 
 
-/* The targets fusion is planned for (every built target; with --merge-targets the whole
- * list): their arch (NULL: host) and name, for the planner's clock. */
-typedef struct fuse_targets {
-  const hkc_gpu_arch_t *archs[HK_MAX_TARGETS];
-  const char *names[HK_MAX_TARGETS];
-  char store[HK_MAX_TARGETS][32];
-  size_t n;
-} fuse_targets_t;
-
-static void fuse_targets_add(fuse_targets_t *ft, const hkc_gpu_arch_t *arch, const char *name) {
-  if (ft->n >= HK_MAX_TARGETS) return;
-  snprintf(ft->store[ft->n], sizeof ft->store[ft->n], "%s", arch ? arch->name : name);
-  ft->archs[ft->n] = arch;
-  ft->names[ft->n] = ft->store[ft->n];
-  ft->n++;
-}
-
-/* Drops the host from ft when ft has a GPU target. */
-static void fuse_targets_gpu_only(fuse_targets_t *ft) {
-  size_t k = 0, gpus = 0;
-  for (size_t i = 0; i < ft->n; i++) gpus += ft->archs[i] != NULL;
-  if (gpus == 0) return;
-  for (size_t i = 0; i < ft->n; i++) {
-    if (!ft->archs[i]) continue;
-    if (k != i) {
-      ft->archs[k] = ft->archs[i];
-      memcpy(ft->store[k], ft->store[i], sizeof ft->store[k]);
-      ft->names[k] = ft->store[k];
-    }
-    k++;
-  }
-  ft->n = k;
-}
-
-/* --merge-targets: every built target must be in the list, and fusion is decided for the
- * whole list (hkc_gpu_dual_gemm_ok, the planner's targets ft). 0 / -1 (reported). */
-static int check_merge_targets(const char *list, const target_plan_t *plans, size_t n_plans, hkc_spec_t *spec,
-                               fuse_targets_t *ft) {
+/* --merge-targets: every built target must be in the list, whose architectures (NULL: the
+ * host) fusion is then decided for: fuse_archs[*n_fuse]. 0 / -1 (reported). */
+static int check_merge_targets(const char *list, const target_plan_t *plans, size_t n_plans,
+                               const hkc_gpu_arch_t **fuse_archs, size_t *n_fuse) {
   char *copy = hkc_strdup(list), *save = NULL;
   int rc = copy ? 0 : -1;
   const hkc_toolchain_t *tcs[HK_MAX_TARGETS];
@@ -698,8 +664,6 @@ static int check_merge_targets(const char *list, const target_plan_t *plans, siz
       hkc_error((hkc_loc_t){0}, "--merge-targets: unknown target %s", tok);
       rc = -1;
     }
-    if (!hkc_gpu_dual_gemm_ok(archs[n])) spec->fusion_no_dual = 1;
-    fuse_targets_add(ft, archs[n], tok);
     n++;
   }
   for (size_t i = 0; i < n_plans && rc == 0; i++) {
@@ -711,6 +675,8 @@ static int check_merge_targets(const char *list, const target_plan_t *plans, siz
       rc = -1;
     }
   }
+  for (size_t k = 0; k < n; k++) fuse_archs[k] = archs[k];
+  *n_fuse = n;
   free(copy);
   return rc;
 }
@@ -747,23 +713,17 @@ int hkc_build(const hkc_build_options_t *options) {
   hkc_tuner_set_options(tuner, options->kernel_options, options->host_threads);
   if (resolve_targets(spec, options->targets, &plans, &n_plans) != 0) goto done;
   if (choose_ptx(plans, n_plans, options->ptx, options->merge_targets) != 0) goto done;
-  /* ---- fusion: everything below sees the fused spec. The dual gemm (SwiGLU) only where
-   * every target has a kernel for it that is not the simple one (sm_90a's gemm_tma; the host) */
-  fuse_targets_t ft = {.n = 0};
+  /* ---- fusion: everything below sees the fused spec, planned for every target of the build
+   * (with --merge-targets, of that list): codegen/fusion_model.c */
+  const hkc_gpu_arch_t *fuse_archs[HK_MAX_TARGETS];
+  size_t n_fuse = 0;
   if (options->merge_targets) {
-    if (check_merge_targets(options->merge_targets, plans, n_plans, spec, &ft) != 0) goto done;
+    if (check_merge_targets(options->merge_targets, plans, n_plans, fuse_archs, &n_fuse) != 0) goto done;
   } else {
-    for (size_t i = 0; i < n_plans; i++) {
-      if (!hkc_gpu_dual_gemm_ok(plans[i].arch)) spec->fusion_no_dual = 1;
-      fuse_targets_add(&ft, plans[i].arch, plans[i].name);
-    }
+    for (size_t i = 0; i < n_plans; i++) fuse_archs[n_fuse++] = plans[i].arch;
   }
-  /* auto fuses what pays on the planner's clock for these targets (codegen/fusion_model.c);
-   * the GPU targets decide when there are any (the host target is the CPU reference) */
-  fuse_targets_gpu_only(&ft);
-  hkc_fuse_model_t model;
-  hkc_fuse_model_init(&model, ft.archs, ft.names, ft.n, options->fusion_report ? stderr : NULL);
-  if (hkc_fuse_planned(spec, options->fusion, &model) != 0) goto done;
+  if (hkc_fuse_for_targets(spec, options->fusion, fuse_archs, n_fuse, options->fusion_report ? stderr : NULL) != 0)
+    goto done;
   /* stored weights: matched to the fused spec's tensor table (the pack's), before compiling */
   if (options->weights &&
       hkc_pack_weights_match(spec, options->weights, options->weights_names, options->n_weights_names,

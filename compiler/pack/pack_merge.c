@@ -111,29 +111,27 @@ static int prov_compare(const hk_pack_view_t *va, const prov_t *a, const char *n
       if (!has_key(va, a, i, lb)) la = NULL;
       else if (!has_key(vb, b, j, la)) lb = NULL;
     }
+    /* the fusion lines depend on a build's whole target list: say how to build the parts */
+    const line_t *l = la ? la : lb;
+    const int fusion = line_starts(l, "fusion_apart=") || line_starts(l, "fusion_dual=");
+    const char *how = line_starts(l, "fusion_apart=")
+                          ? "auto fusion weighs each step on the build's targets; build each part with "
+                            "--merge-targets LIST naming all the targets"
+                      : line_starts(l, "fusion_dual=")
+                          ? "a target without a dual gemm kernel keeps SwiGLU as two gemms for every target of a "
+                            "build; build each part with --merge-targets LIST naming all the targets"
+                          : "build every target with the same hkc, spec and options";
+    const char *what = fusion ? "fused" : "built";
     if (la && lb && key_len(la) == key_len(lb) && memcmp(la->p, lb->p, (size_t)key_len(la)) == 0)
-      hkc_error(NOLOC, "cannot merge: %s and %s were built differently: %.*s in %s, %.*s in %s (%s)", name_a, name_b,
-                (int)la->len, la->p, name_a, (int)lb->len, lb->p, name_b,
-                line_starts(la, "fusion_apart=") ? "auto fusion weighs each step on the build's targets; build each "
-                                                   "part with --merge-targets LIST naming all the targets"
-                                                 : "build every target with the same hkc, spec and options");
+      hkc_error(NOLOC, "cannot merge: %s and %s were %s differently: %.*s in %s, %.*s in %s (%s)", name_a, name_b,
+                what, (int)la->len, la->p, name_a, (int)lb->len, lb->p, name_b, how);
     else if (la && lb)
       hkc_error(NOLOC, "cannot merge: %s and %s were built differently: %s has \"%.*s\" where %s has \"%.*s\" "
                 "(build every target with the same hkc, spec and options)", name_a, name_b, name_a, (int)la->len,
                 la->p, name_b, (int)lb->len, lb->p);
-    else if (line_starts(la ? la : lb, "fusion_apart="))
-      hkc_error(NOLOC, "cannot merge: %s and %s were fused differently: only %s records \"%.*s\" (auto fusion weighs "
-                "each step on the build's targets; build each part with --merge-targets LIST naming all the "
-                "targets)", name_a, name_b, la ? name_a : name_b, (int)(la ? la : lb)->len, (la ? la : lb)->p);
-    else if (line_starts(la ? la : lb, "fusion_dual="))
-      hkc_error(NOLOC, "cannot merge: %s and %s were fused differently: only %s records \"%.*s\" (a target "
-                "without a dual gemm kernel keeps SwiGLU as two gemms for every target of a build; build each part "
-                "with --merge-targets LIST naming all the targets)", name_a, name_b, la ? name_a : name_b,
-                (int)(la ? la : lb)->len, (la ? la : lb)->p);
     else
-      hkc_error(NOLOC, "cannot merge: %s and %s were built differently: only %s records \"%.*s\" (build every "
-                "target with the same hkc, spec and options)", name_a, name_b, la ? name_a : name_b,
-                (int)(la ? la : lb)->len, (la ? la : lb)->p);
+      hkc_error(NOLOC, "cannot merge: %s and %s were %s differently: only %s records \"%.*s\" (%s)", name_a, name_b,
+                what, la ? name_a : name_b, (int)l->len, l->p, how);
     return -1;
   }
 }

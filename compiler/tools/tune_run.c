@@ -461,17 +461,12 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
     return -1;
   }
   if (hkc_spec_load(o->spec_path, &spec) != 0) return -1;
-  /* As hkc_build() does for this target alone: the spec's own fusion plan, SwiGLU as two
-   * gemms where the target has no dual kernel, auto's verdicts on this target's clock, so
-   * the launch classes are the build's (database lookups also match entries of the same
-   * shape with another epilogue, see hkc_tune_db_find). A build of several targets plans on
-   * all of theirs: it may fuse differently (hkc build --fusion-report shows it). */
-  if (!hkc_gpu_dual_gemm_ok(arch)) spec->fusion_no_dual = 1;
+  /* As hkc_build() plans for this target alone, so the launch classes are that build's
+   * (database lookups also match entries of the same shape with another epilogue, see
+   * hkc_tune_db_find). A build of several targets plans on all of them and may fuse
+   * differently (hkc build --fusion-report shows it). */
   const hkc_gpu_arch_t *archs[1] = {arch};
-  const char *names[1] = {o->target};
-  hkc_fuse_model_t model;
-  hkc_fuse_model_init(&model, archs, names, 1, NULL);
-  if (hkc_fuse_planned(spec, -1, &model) != 0) {
+  if (hkc_fuse_for_targets(spec, -1, archs, 1, NULL) != 0) {
     hkc_spec_destroy(spec);
     return -1;
   }

@@ -247,13 +247,19 @@ static void test_h200_clock(void **state) {
   hkc_spec_destroy(s);
 }
 
-static hkc_spec_t *plan_on(const char *target, const char *text) {
-  const hkc_gpu_arch_t *archs[1] = {target ? hkc_gpu_arch_find(target) : NULL};
-  const char *names[1] = {target ? target : "host"};
-  hkc_fuse_model_t m;
-  hkc_fuse_model_init(&m, archs, names, 1, NULL);
+/* text planned as a build of these targets ("host,sm_120") plans it: hkc_fuse_for_targets. */
+static hkc_spec_t *plan_on(const char *targets, const char *text) {
+  const hkc_gpu_arch_t *archs[4];
+  size_t n = 0;
+  char list[64];
+  snprintf(list, sizeof list, "%s", targets);
+  for (char *save = NULL, *t = strtok_r(list, ",", &save); t && n < 4; t = strtok_r(NULL, ",", &save)) {
+    archs[n] = strcmp(t, "host") ? hkc_gpu_arch_find(t) : NULL;
+    if (strcmp(t, "host") && !archs[n]) fail_msg("no target %s", t);
+    n++;
+  }
   hkc_spec_t *s = hk_test_spec_parse(text);
-  assert_int_equal(hkc_fuse_planned(s, -1, &m), 0);
+  assert_int_equal(hkc_fuse_for_targets(s, -1, archs, n, NULL), 0);
   return s;
 }
 
@@ -295,8 +301,22 @@ static void test_h200_verdicts(void **state) {
   free(buf);
   hkc_spec_destroy(s);
   /* the host's clock alone plans the same */
-  s = plan_on(NULL, BERT("[512]"));
+  s = plan_on("host", BERT("[512]"));
   assert_non_null(find(s, "up,act"));
+  hkc_spec_destroy(s);
+  /* sm_120's clock keeps that gelu apart at 32 and 128 (ratios ~1.05), sm_90a's fuses it; a
+   * build of host and sm_120 plans on sm_120 alone (the host is the CPU reference), a build
+   * of sm_90a and sm_120 on the mean of both */
+  s = plan_on("sm_120", BERT("[32, 128]"));
+  assert_null(find(s, "up,act"));
+  assert_non_null(s->fusion_apart);
+  hkc_spec_destroy(s);
+  s = plan_on("host,sm_120", BERT("[32, 128]"));
+  assert_null(find(s, "up,act"));
+  hkc_spec_destroy(s);
+  s = plan_on("sm_90a", BERT("[32, 128]"));
+  assert_non_null(find(s, "up,act"));
+  assert_null(s->fusion_apart);
   hkc_spec_destroy(s);
 }
 
