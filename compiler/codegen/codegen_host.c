@@ -68,7 +68,11 @@ int hkc_host_tune_space(const hkc_kernel_key_t *key, hkc_tile_cfg_t *out, int ma
   return n;
 }
 
-/* The GEMM block of a key: its tuned configuration, else the defaults. */
+/* The GEMM block of a key: its tuned configuration, else the defaults. A rope gemm's column
+ * tile holds whole heads (both columns of every pair): bn becomes a multiple of lcm(head_dim,
+ * 64), at most the chosen bn where one fits, and bk, then bm, halve until the block's stack
+ * fits (head_dim <= HKC_ROPE_EPILOGUE_MAX_DH, a multiple of 16: lcm <= 960, legal with bm 16
+ * and bk 16). */
 static void host_gemm_block(const hkc_kernel_key_t *key, int *bm, int *bn, int *bk) {
   hkc_tile_cfg_t t;
   *bm = HOST_GEMM_BM;
@@ -79,6 +83,18 @@ static void host_gemm_block(const hkc_kernel_key_t *key, int *bm, int *bn, int *
     *bm = t.bm;
     *bn = t.bn;
     *bk = t.bk;
+  }
+  if (key->op == HK_OP_GEMM && key->rope && key->head_dim > 0) {
+    int unit = key->head_dim, a = key->head_dim, b = 64;
+    while (b) { /* lcm(head_dim, 64) = head_dim * 64 / gcd */
+      const int r = a % b;
+      a = b;
+      b = r;
+    }
+    unit = unit / a * 64;
+    *bn = *bn >= unit ? *bn / unit * unit : unit;
+    while (!host_gemm_legal(*bm, *bn, *bk) && *bk > 8) *bk /= 2;
+    while (!host_gemm_legal(*bm, *bn, *bk) && *bm > 1) *bm /= 2;
   }
 }
 
@@ -128,7 +144,7 @@ static const char *host_act_fn(hk_act_t act) {
 static const char *const k_instance_macros[] = {
     "HK_NAME",  "HK_T",       "HK_LOAD",    "HK_STORE",  "HK_ACT",    "HK_TRANS_B",    "HK_HAS_BIAS",
     "HK_HAS_RESIDUAL", "HK_HAS_MUL", "HK_HAS_ADD", "HK_HAS_SUM", "HK_BINOP", "HK_UNARY", "HK_EW_NIN",
-    "HK_EW_PROGRAM", "HK_ATTN_LENGTHS", "HK_ATTN_MASK",
+    "HK_EW_PROGRAM", "HK_ATTN_LENGTHS", "HK_ATTN_MASK", "HK_DUAL", "HK_ROPE", "HK_ROPE_DH",
 };
 
 /* An ewchain program (hkc_kernel_key_t.program) as C statements on the f32 value v,
@@ -182,7 +198,8 @@ static int emit_instance(hkc_strbuf_t *sb, const hkc_kernel_out_t *k, const char
   hkc_sb_printf(sb, "#define HK_HAS_BIAS %d\n", key->has_bias ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_HAS_RESIDUAL %d\n", key->has_residual ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_HAS_MUL %d\n", key->has_mul ? 1 : 0);
-  hkc_sb_printf(sb, "#define HK_DUAL %d\n", key->dual ? 1 : 0);
+  hkc_sb_printf(sb, "#define HK_DUAL %d\n#define HK_ROPE %d\n#define HK_ROPE_DH %d\n", key->dual ? 1 : 0,
+                key->rope ? 1 : 0, key->rope ? key->head_dim : 2);
   hkc_sb_printf(sb, "#define HK_HAS_ADD %d\n", key->has_add ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_HAS_SUM %d\n", key->has_add && key->has_sum ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_ATTN_LENGTHS %d\n#define HK_ATTN_MASK %d\n", key->has_lengths ? 1 : 0,

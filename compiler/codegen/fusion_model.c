@@ -120,13 +120,15 @@ static double node_instr(const hkc_node_t *nd) {
 }
 
 /* A GEMM's per-element epilogue: store, bias, activation, multiplier, residual; a dual
- * gemm's second product is multiplied in. */
+ * gemm's second product is multiplied in; a rope turns pairs (the rope op's count less its
+ * load and store). */
 static double gemm_epilogue_instr(const hkc_node_t *nd) {
   double per = INSTR_BASE + act_instr(nd->act);
   if (nd->bias != HKC_NONE) per += 1;
   if (nd->mul != HKC_NONE) per += 1 + INSTR_OPERAND;
   if (nd->residual != HKC_NONE) per += 1 + INSTR_OPERAND;
   if (nd->n_in == 3) per += 1;
+  if (nd->rope) per += op_instr(HK_OP_ROPE);
   return per;
 }
 
@@ -157,8 +159,19 @@ static double model_seconds(const hkc_fuse_model_t *m, size_t t, const hkc_spec_
   return hkc_launch_seconds((const hkc_gpu_arch_t *)m->targets[t], spec, node, batch);
 }
 
+/* The rope gemm's key as lowering makes it (dtype, alignment, bias, head_dim), then the
+ * target's kernels (the host's clock stands for itself only when it is alone; it always has
+ * the epilogue). */
+static int model_rope_ok(const hkc_fuse_model_t *m, size_t t, const hkc_spec_t *spec, const hkc_node_t *gemm) {
+  hkc_kernel_key_t key;
+  hkc_arg_t args[HKC_MAX_ARGS];
+  if (spec->n_batch < 1 || hkc_lower_node_of(spec, gemm, spec->batch_sizes[0], &key, args) < 0) return 0;
+  return hkc_gpu_rope_gemm_ok((const hkc_gpu_arch_t *)m->targets[t], (const hkc_kernel_options_t *)m->options, &key);
+}
+
 /* See codegen.h. */
-int hkc_fuse_for_targets(hkc_spec_t *spec, int mode, const hkc_gpu_arch_t *const *archs, size_t n, FILE *report) {
+int hkc_fuse_for_targets(hkc_spec_t *spec, int mode, const hkc_gpu_arch_t *const *archs, size_t n,
+                         const hkc_kernel_options_t *options, FILE *report) {
   const hkc_gpu_arch_t *clock[HK_MAX_TARGETS];
   const char *names[HK_MAX_TARGETS];
   size_t n_clock = 0, gpus = 0;
@@ -173,6 +186,8 @@ int hkc_fuse_for_targets(hkc_spec_t *spec, int mode, const hkc_gpu_arch_t *const
   }
   hkc_fuse_model_t model;
   hkc_fuse_model_init(&model, clock, names, n_clock, report);
+  model.rope_ok = model_rope_ok;
+  model.options = options;
   return hkc_fuse_planned(spec, mode, &model);
 }
 

@@ -49,6 +49,9 @@ static const kopt_t k_opts[] = {
      "auto|on|off: split-K through the launch workspace (gemm_mma sk > 1, sm_80/sm_90; auto, on: in the model's "
      "and hkc tune's space) and stream-K (gemm_tma skm > 0, sm_90a; on only: measured slower than unsplit); off: "
      "neither (a forced configuration or a tuning database entry applies either way)"},
+    {"gemm_rope", "HKC_GEMM_ROPE", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
+     "auto|on|off: rope in a GEMM's epilogue where fusion finds gemm -> rope and every target has such a kernel "
+     "(gemm_tma on sm_90a, the host); off: every rope a kernel of its own"},
     {"ew_exact_act", "HKC_EW_EXACT_ACT", KOPT_BOOL, 0, NULL, NULL, 0, NULL,
      "0|1: 16-bit gelu/silu/ewchain through erff/expf"},
     {"attn_kvs", "HKC_ATTN_KVS", KOPT_INT, 0, NULL, NULL, 0, NULL,
@@ -124,6 +127,7 @@ static hkc_switch_t *switch_field(hkc_kernel_options_t *o, const char *name) {
   if (strcmp(name, "gemm_mfma_pp") == 0) return &o->gemm_mfma_pp;
   if (strcmp(name, "attn_mfma_pp") == 0) return &o->attn_mfma_pp;
   if (strcmp(name, "gemm_split") == 0) return &o->gemm_split;
+  if (strcmp(name, "gemm_rope") == 0) return &o->gemm_rope;
   return &o->attn_wgmma;
 }
 
@@ -135,6 +139,7 @@ static hkc_switch_t switch_value(const hkc_kernel_options_t *o, const char *name
   if (strcmp(name, "gemm_mfma_pp") == 0) return o->gemm_mfma_pp;
   if (strcmp(name, "attn_mfma_pp") == 0) return o->attn_mfma_pp;
   if (strcmp(name, "gemm_split") == 0) return o->gemm_split;
+  if (strcmp(name, "gemm_rope") == 0) return o->gemm_rope;
   return o->attn_wgmma;
 }
 

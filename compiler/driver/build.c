@@ -91,7 +91,10 @@ static int collect_kernels(const hkc_spec_t *spec, target_plan_t *plan, hkc_tune
     hkc_arg_t args[HKC_MAX_ARGS];
     int n_args = hkc_lower_node(spec, l % spec->n_nodes, spec->batch_sizes[l / spec->n_nodes], &launches[l].key, args);
     if (n_args < 0) goto done;
-    if (t->kind == HK_TARGET_HOST) launches[l].key.align = launches[l].key.head_dim = 0; /* one host kernel serves every shape */
+    if (t->kind == HK_TARGET_HOST) { /* one host kernel serves every shape (a rope gemm's tiles: its head_dim) */
+      launches[l].key.align = 0;
+      if (!launches[l].key.rope) launches[l].key.head_dim = 0;
+    }
     launches[l].tunable = hkc_tune_shape_of(plan->arch, &launches[l].key, args, (uint32_t)n_args, &launches[l].shape);
   }
   if (hkc_tuner_choose(tuner, plan->name, plan->arch, launches, n_launches) != 0) goto done;
@@ -111,7 +114,7 @@ static int collect_kernels(const hkc_spec_t *spec, target_plan_t *plan, hkc_tune
       snprintf(ko->params, sizeof ko->params, "op=%s dtype=%s%s%s%s%s%s%s%s%s%s%s%s%s", hkc_op_name(key->op),
                hkc_dtype_name(key->dtype), key->op == HK_OP_GEMM ? " act=" : "",
                key->op == HK_OP_GEMM ? hkc_act_name(key->act) : "", key->has_bias ? " bias" : "",
-               key->dual ? " dual" : key->has_mul ? " mul" : "", key->has_residual ? " residual" : "",
+               key->dual ? " dual" : key->has_mul ? " mul" : key->rope ? " rope" : "", key->has_residual ? " residual" : "",
                key->trans_b ? " trans_b" : "",
                key->has_add ? " add" : "", key->has_sum ? " sum" : "", key->has_lengths ? " lengths" : "",
                key->has_mask ? " mask" : "", key->program[0] ? " program=" : "",
@@ -722,7 +725,8 @@ int hkc_build(const hkc_build_options_t *options) {
   } else {
     for (size_t i = 0; i < n_plans; i++) fuse_archs[n_fuse++] = plans[i].arch;
   }
-  if (hkc_fuse_for_targets(spec, options->fusion, fuse_archs, n_fuse, options->fusion_report ? stderr : NULL) != 0)
+  if (hkc_fuse_for_targets(spec, options->fusion, fuse_archs, n_fuse, options->kernel_options,
+                           options->fusion_report ? stderr : NULL) != 0)
     goto done;
   /* stored weights: matched to the fused spec's tensor table (the pack's), before compiling */
   if (options->weights &&
@@ -785,6 +789,8 @@ int hkc_build(const hkc_build_options_t *options) {
     len += snprintf(provenance + len, cap - (size_t)len, "weights=stored (%zu param(s))\n", n_weights);
   if (len > 0 && (size_t)len < cap && spec->fusion_dual_blocked) /* a target without a dual gemm kept SwiGLU apart */
     len += snprintf(provenance + len, cap - (size_t)len, "fusion_dual=off\n");
+  if (len > 0 && (size_t)len < cap && spec->fusion_rope_blocked) /* a target without a rope epilogue kept rope apart */
+    len += snprintf(provenance + len, cap - (size_t)len, "fusion_rope=off\n");
   /* auto's clock refused legal steps (only then: other packs keep their bytes); equal lines,
    * equal plans -- what hkc merge compares */
   if (len > 0 && (size_t)len < cap && spec->fusion_apart)

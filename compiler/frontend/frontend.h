@@ -84,6 +84,9 @@ typedef struct hkc_node {
                        position s); HKC_NONE when absent */
   int out;          /* tensor index */
   hk_act_t act;     /* gemm epilogue activation */
+  int rope;         /* gemm (fusion only): a rope node's rotation applied last in the epilogue:
+                       out = rope(A @ B + bias), with the rope's heads, kv_heads, packed, theta
+                       and pos_offset below (no act, mul, residual or dual) */
   int trans_b;      /* gemm: B stored [N, K] */
   float eps;        /* norms; default 1e-5 */
   int heads;        /* attention; rope: heads in the last dim (dh = last / heads), or q heads when packed */
@@ -103,6 +106,21 @@ typedef struct hkc_node {
   int n_fused;
 } hkc_node_t;
 
+/* A rope node's (or a rope-fused gemm's) head_dim from its input or output x
+ * [..., seq, width]: width / (heads, + 2 kv_heads when packed); 0 when that is not whole. */
+static inline int64_t hkc_rope_head_dim(const hkc_node_t *nd, const hkc_tensor_t *x) {
+  const int64_t all = nd->packed ? (int64_t)nd->heads + 2 * (int64_t)nd->kv_heads : (int64_t)nd->heads;
+  if (all <= 0 || x->rank < 2 || x->dims[x->rank - 1].mul != 0 || x->dims[x->rank - 1].add % all != 0) return 0;
+  return x->dims[x->rank - 1].add / all;
+}
+/* The heads a rope rotates: all of them, or a packed q|k|v's q and k heads (v passes). */
+static inline int64_t hkc_rope_rotated_heads(const hkc_node_t *nd) {
+  return (int64_t)nd->heads + (nd->packed ? (int64_t)nd->kv_heads : 0);
+}
+/* The head dims a gemm with a rope epilogue takes (fusion.c, codegen's rope_gemm_ok): even
+ * head dims up to this many, in 16s (whole 8-column fragments on each side of a pair). */
+#define HKC_ROPE_EPILOGUE_MAX_DH 256
+
 typedef enum hkc_fusion_mode { HKC_FUSION_AUTO = 0, HKC_FUSION_NONE = 1, HKC_FUSION_GROUPS = 2 } hkc_fusion_mode_t;
 
 typedef struct hkc_spec {
@@ -121,6 +139,9 @@ typedef struct hkc_spec {
   int fusion_no_dual;    /* set by the build: some target has no dual gemm kernel but the simple
                             one, so auto fusion keeps SwiGLU as a gate gemm with a fused mul */
   int fusion_dual_blocked; /* set by fusion: fusion_no_dual kept at least one SwiGLU unfused */
+  int fusion_no_rope;    /* keep every rope apart, as when a target has no gemm kernel with a rope
+                            epilogue for it (the planner model's rope_ok) */
+  int fusion_rope_blocked; /* set by fusion: fusion_no_rope or rope_ok kept a rope apart */
   char *fusion_apart;    /* set by auto fusion: the legal steps its clock refused, "a + b (form)"
                             joined by "; " in the order weighed (NULL: none); the plan is every
                             other legal step, so equal texts mean equal plans (provenance) */
@@ -163,6 +184,11 @@ typedef struct hkc_fuse_model {
   const char *const *names;   /* target names, for the report */
   size_t n_targets;
   FILE *report;               /* when set: one line per candidate, its ratios and the verdict */
+  /* Whether target t can run `gemm`, a candidate gemm with a rope epilogue (rope set, out the
+   * rope's output); NULL: every target can. Asked before the clock; a no keeps the rope apart
+   * (spec->fusion_rope_blocked). */
+  int (*rope_ok)(const struct hkc_fuse_model *model, size_t t, const hkc_spec_t *spec, const hkc_node_t *gemm);
+  const void *options;        /* what rope_ok reads besides the target (the build: its kernel options) */
 } hkc_fuse_model_t;
 
 /* hkc_fuse with a planner: `auto` fuses what pays on model's clock (NULL model, or no

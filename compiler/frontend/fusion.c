@@ -177,14 +177,60 @@ static int dtype_ok(const fuse_ctx_t *f, hk_dtype_t dtype, int t, char *why) {
 }
 
 /* ---- gemm epilogue ---------------------------------------------------------------------- */
-static const char k_epilogue_order[] = "(epilogue order: bias, act, mul, residual)";
+static const char k_epilogue_order[] = "(epilogue order: bias, act, mul, residual; or bias, rope)";
 
 /* What the epilogue already holds past a stage, for "X after the Y" messages. */
 static const char *latest_stage(const hkc_node_t *g, int past_act) {
+  if (g->rope) return "the rope";
   if (g->residual != HKC_NONE) return "the residual add";
   if (g->mul != HKC_NONE) return "the mul";
   if (past_act && g->act != HK_ACT_NONE) return "the activation";
   return NULL;
+}
+
+/* Absorbs rope node c, which reads g's output, into the epilogue of gemm g: out =
+ * rope(A @ B + bias). The rotation comes last and only after a bias: the kernels rotate the
+ * f32 accumulators (plus bias) before the rest of their epilogue, which is then a store. */
+static int rope_absorb(const fuse_ctx_t *f, hkc_node_t *g, int c_slot, char *why) {
+  const hkc_tensor_t *T = f->spec->tensors;
+  const hkc_node_t *c = &f->slot[c_slot];
+  const int t = g->out;
+  const char *after = latest_stage(g, 1);
+  if (g->n_in != 2) {
+    why_set(why, "a rope cannot be fused into the dual gemm '%s'", g->name);
+    return -1;
+  }
+  if (after) {
+    why_set(why, "a rope after %s cannot be fused into gemm '%s' %s", after, g->name, k_epilogue_order);
+    return -1;
+  }
+  const int64_t dh = hkc_rope_head_dim(c, &T[t]);
+  if (dh <= 0 || dh % 16 != 0 || dh > HKC_ROPE_EPILOGUE_MAX_DH) {
+    why_set(why, "a gemm's rope epilogue takes head_dim 16..%d in steps of 16, and rope '%s' has %lld",
+            HKC_ROPE_EPILOGUE_MAX_DH, c->name, (long long)dh);
+    return -1;
+  }
+  if (!can_eliminate(f, t, c_slot, why)) return -1;
+  if (!dtype_ok(f, T[t].dtype, c->out, why)) return -1;
+  hkc_node_t n = *g;
+  n.rope = 1;
+  n.heads = c->heads;
+  n.kv_heads = c->kv_heads;
+  n.packed = c->packed;
+  n.theta = c->theta;
+  n.pos_offset = c->pos_offset;
+  n.out = c->out;
+  const hkc_fuse_model_t *m = f->model;
+  int ok = !f->spec->fusion_no_rope;
+  for (size_t i = 0; ok && m && m->rope_ok && i < m->n_targets; i++) ok = m->rope_ok(m, i, f->spec, &n);
+  if (!ok) {
+    f->spec->fusion_rope_blocked = 1; /* recorded (provenance fusion_rope=off) */
+    why_set(why, "a target of this build has no gemm kernel with a rope epilogue for it (sm_90a's gemm_tma has one: "
+                 "f16/bf16, K and N multiples of 8)");
+    return -1;
+  }
+  *g = n;
+  return 0;
 }
 
 /* Absorbs node c, which must read g's output, into the epilogue of the gemm chain g.
@@ -200,9 +246,14 @@ static int gemm_absorb(const fuse_ctx_t *f, hkc_node_t *g, int c_slot, char *why
                  "the previous one's output)", T[t].name);
     return -1;
   }
+  if (c->op == HK_OP_ROPE && c->n_fused == 1) return rope_absorb(f, g, c_slot, why);
   if (!is_elementwise(c->op) || c->n_fused > 1) {
     why_set(why, "op '%s' cannot be fused into gemm '%s' (its epilogue takes add, mul, relu, gelu, silu: bias, act, "
-                 "mul, residual)", hkc_op_name(c->op), gname);
+                 "mul, residual; then rope)", hkc_op_name(c->op), gname);
+    return -1;
+  }
+  if (g->rope) {
+    why_set(why, "nothing can be fused into gemm '%s' after its rope %s", gname, k_epilogue_order);
     return -1;
   }
   if (!can_eliminate(f, t, c_slot, why)) return -1;
@@ -660,7 +711,7 @@ static int group_build(const fuse_ctx_t *f, const int *m, size_t k, hkc_node_t *
         return -1;
       }
       norm = m[i];
-    } else if (!is_elementwise(n->op)) {
+    } else if (!is_elementwise(n->op) && n->op != HK_OP_ROPE) {
       why_set(why, "op '%s' cannot be fused with other nodes (it runs as a kernel of its own)", hkc_op_name(n->op));
       return -1;
     }

@@ -80,7 +80,11 @@ static void push_f32(arg_list_t *l, int at, float v) {
  * equal kernels get equal keys. */
 int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kernel_key_t *out_key,
                    hkc_arg_t out_args[HKC_MAX_ARGS]) {
-  const hkc_node_t *nd = &spec->nodes[node];
+  return hkc_lower_node_of(spec, &spec->nodes[node], batch, out_key, out_args);
+}
+
+int hkc_lower_node_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch, hkc_kernel_key_t *out_key,
+                      hkc_arg_t out_args[HKC_MAX_ARGS]) {
   const hkc_tensor_t *out = &spec->tensors[nd->out];
   const hkc_tensor_t *x = &spec->tensors[nd->in[0]];
   arg_list_t l = {out_args, 0};
@@ -125,6 +129,16 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
     if (nd->n_in == 3) { /* dual gemm (fusion): B2 shaped like B */
       out_key->dual = 1;
       push_tensor(&l, HKC_GEMM_ARG_B2, nd->in[2]);
+    } else if (nd->rope) { /* rope epilogue (fusion): out [.., seq, heads*dh] */
+      const int64_t dh = hkc_rope_head_dim(nd, out), seq = out->rank >= 2 ? tensor_dim(out, out->rank - 2, batch) : 0;
+      if (dh <= 0 || dh > INT32_MAX || seq <= 0) break;
+      out_key->rope = 1;
+      out_key->head_dim = (int)dh;
+      push_i64(&l, HKC_GEMM_ARG_ROPE_SEQ, seq);
+      push_i64(&l, HKC_GEMM_ARG_ROPE_COLS, hkc_rope_rotated_heads(nd) * dh);
+      push_i64(&l, HKC_GEMM_ARG_ROPE_POS0, nd->pos_offset);
+      push_f32(&l, HKC_GEMM_ARG_ROPE_THETA, nd->theta);
+      assert(l.n == HKC_GEMM_N_ARGS_ROPE);
     }
     out_key->align = align_of((int64_t[]){k, n}, 2);
     return l.n;
@@ -307,7 +321,7 @@ static const char *key_act_name(hk_act_t a) {
   return (unsigned)a < sizeof names / sizeof names[0] ? names[a] : NULL;
 }
 
-/* "hk_<op>_<dtype>[_<program>][_<act>][_bias][_mul][_res][_tb][_add][_sum][_len][_mask][_a<align>][_d<dh>]":
+/* "hk_<op>_<dtype>[_<program>][_<act>][_bias][_mul|_dual|_rope][_res][_tb][_add][_sum][_len][_mask][_a<align>][_d<dh>]":
  * a C identifier, one per distinct key (no flag name is a suffix of an act name; an
  * ewchain program is [a-z0-9] only and comes right after the dtype; out-of-range enums
  * print as numbers). */
@@ -344,7 +358,7 @@ void hkc_kernel_key_name(const hkc_kernel_key_t *key, char *out, size_t size) {
   }
   snprintf(out, size, "hk_%s_%s%s%s%s%s%s%s%s%s%s%s%s%s%s", op, dt, program, key->act != HK_ACT_NONE ? "_" : "",
            key->act != HK_ACT_NONE ? act : "", key->has_bias ? "_bias" : "",
-           key->dual ? "_dual" : key->has_mul ? "_mul" : "",
+           key->dual ? "_dual" : key->has_mul ? "_mul" : key->rope ? "_rope" : "",
            key->has_residual ? "_res" : "", key->trans_b ? "_tb" : "", key->has_add ? "_add" : "",
            key->has_sum ? "_sum" : "", key->has_lengths ? "_len" : "", key->has_mask ? "_mask" : "", shape, tune);
 }
@@ -353,6 +367,7 @@ int hkc_kernel_key_equal(const hkc_kernel_key_t *a, const hkc_kernel_key_t *b) {
   int align_a = a->align > 1 ? a->align : 1, align_b = b->align > 1 ? b->align : 1;
   return a->op == b->op && a->dtype == b->dtype && a->act == b->act && !a->trans_b == !b->trans_b &&
          !a->has_bias == !b->has_bias && !a->has_residual == !b->has_residual && !a->has_mul == !b->has_mul && !a->dual == !b->dual &&
+         !a->rope == !b->rope &&
          !a->has_add == !b->has_add && !a->has_sum == !b->has_sum && !a->has_lengths == !b->has_lengths &&
          !a->has_mask == !b->has_mask &&
          strncmp(a->program, b->program, HKC_EW_PROGRAM_MAX) == 0 && align_a == align_b &&

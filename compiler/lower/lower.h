@@ -37,6 +37,11 @@ void hkc_node_cost_of(const hkc_spec_t *spec, const hkc_node_t *node, int64_t ba
  *   gemm      T A, T B, T bias, T residual, T C, I M, I N, I K, T mul
  *             compile time: act, trans_b, has_bias, has_residual, has_mul
  *             (C = act(A @ B + bias) * mul + residual)
+             a dual gemm (dual): then T B2 (C = act(A @ B + bias) * (A @ B2) + residual)
+             a rope gemm (rope): then I seq, I rot_cols, I pos_offset, F theta
+             (C = rope(A @ B + bias): heads of head_dim (the key's) columns; in those below
+              rot_cols, element j < head_dim/2 of a head pairs with j + head_dim/2 at
+              position row % seq + pos_offset, as the rope op rotates them)
  *   add, mul  T a, T b, T out, I n, I na, I nb     (a[i % na] op b[i % nb], i < n)
  *   relu, gelu, silu, gelu_tanh, tanh   T x, T out, I n
  *   layernorm T x, T gamma, T beta, T out, I rows, I cols, F eps, T add, T sum
@@ -69,7 +74,10 @@ enum hkc_gemm_arg {
   HKC_GEMM_ARG_A, HKC_GEMM_ARG_B, HKC_GEMM_ARG_BIAS, HKC_GEMM_ARG_RESIDUAL, HKC_GEMM_ARG_C,
   HKC_GEMM_ARG_M, HKC_GEMM_ARG_N, HKC_GEMM_ARG_K, HKC_GEMM_ARG_MUL, HKC_GEMM_N_ARGS,
   HKC_GEMM_ARG_B2 = HKC_GEMM_N_ARGS, /* a dual gemm's second B (key.dual): one argument more */
-  HKC_GEMM_N_ARGS_DUAL
+  HKC_GEMM_N_ARGS_DUAL,
+  /* a rope gemm's rotation (key.rope; never dual): four arguments more */
+  HKC_GEMM_ARG_ROPE_SEQ = HKC_GEMM_N_ARGS, HKC_GEMM_ARG_ROPE_COLS, HKC_GEMM_ARG_ROPE_POS0, HKC_GEMM_ARG_ROPE_THETA,
+  HKC_GEMM_N_ARGS_ROPE
 };
 enum hkc_binary_arg { /* add, mul */
   HKC_BINARY_ARG_A, HKC_BINARY_ARG_B, HKC_BINARY_ARG_OUT, HKC_BINARY_ARG_N, HKC_BINARY_ARG_NA, HKC_BINARY_ARG_NB,
@@ -128,6 +136,8 @@ typedef struct hkc_kernel_key {
   int has_mul;          /* gemm: epilogue multiply (hkc_node_t.mul) */
   int dual;             /* gemm: a dual gemm (fusion's SwiGLU form: act(A @ B + bias) * (A @ B2) +
                            residual; B2 is argument HKC_GEMM_ARG_B2) */
+  int rope;             /* gemm: a rope epilogue (fusion's: rope(A @ B + bias), head_dim below;
+                           arguments HKC_GEMM_ARG_ROPE_*) */
   int has_add, has_sum; /* layernorm/rmsnorm: fused residual add / also store the sum;
                            embedding: has_add = a position table is added */
   int has_lengths, has_mask; /* attention: per-batch key lengths / an additive mask (the
@@ -142,7 +152,7 @@ typedef struct hkc_kernel_key {
    * norms/softmax: cols; element-wise: the operands' last dims; attention: ld_q, ld_kv,
    * the column offsets and dh; rope: the row length, dh and dh/2); with 16-byte-aligned
    * tensors (hk_session_bind checks it) align 8 allows 16-byte vector access of f16/bf16
-   * rows. head_dim: attention's and rope's dh.
+   * rows. head_dim: attention's and rope's dh, a rope gemm's.
    * The host target ignores both (zero). */
   int align;
   int head_dim;
@@ -165,6 +175,10 @@ typedef struct hkc_arg {
  * -1 after reporting an error when the node's sizes cannot be lowered. */
 int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kernel_key_t *out_key,
                    hkc_arg_t out_args[HKC_MAX_ARGS]);
+/* The same for a node over spec's tensors that need not be one of its nodes (the fusion
+ * planner's candidates). */
+int hkc_lower_node_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch, hkc_kernel_key_t *out_key,
+                      hkc_arg_t out_args[HKC_MAX_ARGS]);
 /* Canonical symbol name for a key: "hk_<op>_<dtype>[_<flags>]". Writes at most size bytes. */
 void hkc_kernel_key_name(const hkc_kernel_key_t *key, char *out, size_t size);
 int hkc_kernel_key_equal(const hkc_kernel_key_t *a, const hkc_kernel_key_t *b);

@@ -466,7 +466,7 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
    * hkc_tune_db_find). A build of several targets plans on all of them and may fuse
    * differently (hkc build --fusion-report shows it). */
   const hkc_gpu_arch_t *archs[1] = {arch};
-  if (hkc_fuse_for_targets(spec, -1, archs, 1, NULL) != 0) {
+  if (hkc_fuse_for_targets(spec, -1, archs, 1, o->kernel_options, NULL) != 0) {
     hkc_spec_destroy(spec);
     return -1;
   }
@@ -479,7 +479,10 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
       hkc_arg_t args[HKC_MAX_ARGS];
       int n_args = hkc_lower_node(spec, i, spec->batch_sizes[b], &key, args);
       if (n_args < 0) goto done;
-      if (!arch) key.align = key.head_dim = 0;
+      if (!arch) { /* as hkc build keys host kernels */
+        key.align = 0;
+        if (!key.rope) key.head_dim = 0;
+      }
       hkc_tune_shape_t shape;
       if (!hkc_tune_shape_of(arch, &key, args, (uint32_t)n_args, &shape)) continue;
       size_t c = 0;

@@ -84,3 +84,33 @@ HK_DEVICE float hk_block_max(float v, float *red) {
   for (int g = 0; g < HK_NTHREADS / HK_RED_GROUP; g++) m = fmaxf(m, red[g]);
   return m;
 }
+
+/* ---- rope ------------------------------------------------------------------------------- */
+/* sin and cos of a float angle a, accurate for every |a| a position can reach: a is reduced
+ * by the nearest multiple k of pi/2 in double precision (a has 24 significant bits and
+ * k < 2^31 for |a| < 3e9, so r = a - k*pi/2 with pi/2 in two doubles is within ~1e-16 * k of
+ * the true remainder), then Cephes' sinf / cosf minimax polynomials on r in [-pi/4, pi/4]
+ * (~1 ulp) and the quadrant k mod 4. CUDA's sincosf would do as well but keeps a local-
+ * memory array for its |a| > 105615 path (a stack frame in every rope kernel). */
+HK_DEVICE void hk_rope_sincos(float a, float *out_s, float *out_c) {
+  const double ad = (double)a;
+  const double k = rint(ad * 0.63661977236758134308);
+  double rd = fma(-k, 1.5707963267948965580e+00, ad);
+  rd = fma(-k, 6.1232339957367658e-17, rd);
+  const float r = (float)rd, r2 = r * r;
+  const long long q = (long long)k;
+  float s = fmaf(fmaf(fmaf(-1.9515295891e-4f, r2, 8.3321608736e-3f), r2, -1.6666654611e-1f), r2 * r, r);
+  float c = fmaf(fmaf(fmaf(fmaf(2.443315711809948e-5f, r2, -1.388731625493765e-3f), r2, 4.166664568298827e-2f), r2,
+                      -0.5f), r2, 1.0f);
+  if (q & 1) {
+    const float t = s;
+    s = c;
+    c = -t;
+  }
+  if (q & 2) {
+    s = -s;
+    c = -c;
+  }
+  *out_s = s;
+  *out_c = c;
+}

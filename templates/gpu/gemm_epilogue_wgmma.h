@@ -5,8 +5,8 @@
  * accumulators through a [64][32] f32 staging tile in shared memory to C, with the fused
  * bias, activation, multiplier and residual, 16-byte loads and stores. Goes after
  * tile_wgmma.h; needs the kernel's HK_T / HK_LOAD / HK_ACT / HK_PACK / HK_TILE_N and the
- * epilogue flags (HK_HAS_BIAS, HK_HAS_MUL, HK_HAS_RESIDUAL; HK_DUAL: bias and activation
- * already applied, see gemm_tma.hip).
+ * epilogue flags (HK_HAS_BIAS, HK_HAS_MUL, HK_HAS_RESIDUAL; HK_DUAL, HK_ROPE: bias and
+ * activation already applied, see gemm_tma.hip).
  */
 #ifndef HK_GEMM_EPILOGUE_WGMMA_H
 #define HK_GEMM_EPILOGUE_WGMMA_H
@@ -19,6 +19,12 @@
 #define HK_TMA_STORE 0
 #endif
 #define HK_EPI_S_HALVES (64 * 32)
+/* Bias and activation already applied to the accumulators: a dual gemm's combine, a rope
+ * gemm's rotation (gemm_tma.hip); the epilogue then multiplies, adds and stores. */
+#ifndef HK_ROPE
+#define HK_ROPE 0
+#endif
+#define HK_EPI_PRE (HK_DUAL || HK_ROPE)
 /* HK_EPI_LOOKAHEAD 0: the reads of rounds 1.. where they are used instead of a round ahead
  * (fewer registers live; gemm_tma's split-K, whose reduction needs them). */
 #ifndef HK_EPI_LOOKAHEAD
@@ -42,7 +48,7 @@ HK_DEVICE int hk_epi_e(int row, int col) { return row * 32 + ((((col >> 2) ^ ((r
  * sm_90a builds replace by the dual gemm) is read where it is used: two more chunks a
  * round ahead would spill the 128-accumulator configurations. */
 struct hk_epi_in {
-#if HK_HAS_BIAS && !HK_DUAL /* a dual gemm's bias is in acc already */
+#if HK_HAS_BIAS && !HK_EPI_PRE /* a dual or rope gemm's bias is in acc already */
   uint4 bias;
 #endif
 #if HK_HAS_RESIDUAL
@@ -60,7 +66,7 @@ HK_DEVICE hk_epi_in hk_epi_fetch(long long row0, long long n0, int c, long long 
   (void)row0;
   (void)N;
   (void)M;
-#if HK_HAS_BIAS && !HK_DUAL
+#if HK_HAS_BIAS && !HK_EPI_PRE
   in.bias = gn < N ? *(const uint4 *)(bias + gn) : make_uint4(0u, 0u, 0u, 0u);
 #endif
 #pragma unroll
@@ -130,10 +136,10 @@ HK_DEVICE void hk_wgmma_epilogue_from(const float *acc, float *E, long long row0
       float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
       const bool inside = gm < M && gn < N;
       if (HK_TMA_STORE || inside) { /* TMA clips the box at the matrix's edges; no reads outside */
-#if HK_HAS_BIAS && !HK_DUAL
+#if HK_HAS_BIAS && !HK_EPI_PRE
         hk_epi_add8(v, HK_EPI_LOOKAHEAD || c == 0 ? cur.bias : inside ? *(const uint4 *)(bias + gn) : make_uint4(0u, 0u, 0u, 0u));
 #endif
-#if !HK_DUAL /* a dual gemm's activation is in acc already */
+#if !HK_EPI_PRE /* a dual gemm's activation is in acc already (a rope gemm has none) */
 #pragma unroll
         for (int e = 0; e < 8; e++) v[e] = HK_ACT(v[e]);
 #endif

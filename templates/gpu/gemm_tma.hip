@@ -13,6 +13,14 @@
  * HK_TMA_STORE (param ts): C leaves through a third (fourth, dual) tensor map tm_c, box 32 x
  * 64, no swizzle, one TMA store per 64 x 32 round of the epilogue (gemm_epilogue_wgmma.h).
  *
+ * HK_ROPE (fusion's rope epilogue): C = rope(A @ B + bias), then four arguments after mul:
+ * seq, rot_cols, pos0, theta (lower.h). Columns come in heads of HK_ROPE_DH and every tile
+ * holds whole heads (HK_TILE_N a multiple of HK_ROPE_DH), so column j < HK_ROPE_DH / 2 of a
+ * head and its partner j + HK_ROPE_DH / 2 sit in the same thread's accumulators, HK_ROPE_DH / 16
+ * fragments apart; heads at columns < rot_cols turn by the angle (row % seq + pos0) *
+ * theta^(-2j / HK_ROPE_DH) (hk_tma_rope: the rope op's formulas, on the f32 sums before their
+ * one rounding), the others (a packed q|k|v's v) pass.
+ *
  * HK_DUAL (fusion's dual gemm, SwiGLU): C = act(A @ B + bias) * (A @ B2) + residual, B2 a
  * third tensor map tm_b2 (as tm_b) after tm_b and the pointer B2 after mul; each ring slot
  * holds a B2 tile next to the B tile, each consumer a second set of accumulators, and the
@@ -77,7 +85,7 @@
 #define HK_TMA_E_FLOATS (64 * 32)
 /* Epilogue reads issued before the last wait_group: where there are some (gemm_epilogue_wgmma.h's
  * hk_epi_in) and the registers are not taken by split-K's or stream-K's reduction. */
-#define HK_TMA_EPI_EARLY (HK_SPLITK == 1 && !HK_STREAMK && (HK_HAS_RESIDUAL || (HK_HAS_BIAS && !HK_DUAL)))
+#define HK_TMA_EPI_EARLY (HK_SPLITK == 1 && !HK_STREAMK && (HK_HAS_RESIDUAL || (HK_HAS_BIAS && !HK_EPI_PRE)))
 #if HK_TMA_STORE
 #define HK_TMA_C_MAP (&tm_c)
 #else
@@ -88,6 +96,9 @@
     HK_MW * HK_TILE_N * (1 + HK_DUAL) > 256 || HK_STAGES < 2 || (!HK_TRANS_B && HK_TILE_N % 64 != 0) ||            \
     (HK_DUAL && (HK_SPLITK > 1 || HK_CM > 1)) || (HK_STREAMK && (HK_SPLITK > 1 || HK_CM > 1 || HK_DUAL))
 #error "gemm_tma: bad tile configuration"
+#endif
+#if HK_ROPE && (HK_DUAL || HK_ROPE_DH % 16 != 0 || HK_TILE_N % HK_ROPE_DH != 0)
+#error "gemm_tma: a rope epilogue needs tiles of whole heads (HK_TILE_N a multiple of HK_ROPE_DH, itself of 16)"
 #endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -232,6 +243,56 @@ HK_DEVICE void hk_tma_dual_combine(float *acc, const float *acc2, const HK_T *bi
 }
 #endif
 
+#if HK_ROPE
+/* acc = rope(acc + bias) over one m64 block (rows row0.., columns n0.., n0 a multiple of
+ * HK_ROPE_DH): acc[4j + 2h + e] is row row0 + 16 wq + g + 8h, column n0 + 8j + 2t + e
+ * (tile_wgmma.h). The angles depend on the row and the column within the head only: each
+ * thread computes 2 rows x HK_ROPE_DH / 8 of them and turns the pair in every head of the
+ * tile that is rotated (columns < rot_cols, a multiple of HK_ROPE_DH). Columns >= N and rows
+ * >= M hold zeros or sums that are never stored. */
+HK_DEVICE void hk_tma_rope(float *acc, const HK_T *bias, long long row0, long long n0, long long N, long long seq,
+                           long long rot_cols, long long pos0, float theta, int lt) {
+  const int lane = lt & 31, wq = lt >> 5, g = lane >> 2, t = lane & 3;
+  (void)bias;
+  (void)N;
+#if HK_HAS_BIAS
+#pragma unroll
+  for (int j = 0; j < HK_TMA_NACC / 4; j++)
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      const long long col = n0 + 8 * j + 2 * t + e;
+      const float b = col < N ? HK_LOAD(bias[col]) : 0.0f;
+      acc[4 * j + e] += b;
+      acc[4 * j + 2 + e] += b;
+    }
+#endif
+  if (n0 >= rot_cols) return; /* v heads (or past N): stored as they are */
+  const float dh = (float)HK_ROPE_DH;
+  float pos[2];
+#pragma unroll
+  for (int h = 0; h < 2; h++) pos[h] = (float)((row0 + 16 * wq + g + 8 * h) % seq + pos0);
+#pragma unroll
+  for (int jj = 0; jj < HK_ROPE_DH / 16; jj++)
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      const float inv_freq = powf(theta, -(float)(2 * (8 * jj + 2 * t + e)) / dh);
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        float sn, cs;
+        hk_rope_sincos(pos[h] * inv_freq, &sn, &cs);
+#pragma unroll
+        for (int hd = 0; hd < HK_TILE_N / HK_ROPE_DH; hd++)
+          if (n0 + hd * HK_ROPE_DH < rot_cols) {
+            const int i1 = 4 * (hd * (HK_ROPE_DH / 8) + jj) + 2 * h + e, i2 = i1 + 4 * (HK_ROPE_DH / 16);
+            const float x1 = acc[i1], x2 = acc[i2];
+            acc[i1] = x1 * cs - x2 * sn;
+            acc[i2] = x2 * cs + x1 * sn;
+          }
+      }
+    }
+}
+#endif
+
 #endif
 
 #if HK_SPLITK > 1 && HK_CM > 1
@@ -248,6 +309,9 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
         long long K, const HK_T *mul,
 #if HK_DUAL
         const HK_T *B2,
+#endif
+#if HK_ROPE
+        long long rope_seq, long long rope_cols, long long rope_pos0, float rope_theta,
 #endif
         const __grid_constant__ hk_tmap_t tm_a, const __grid_constant__ hk_tmap_t tm_b
 #if HK_DUAL
@@ -560,6 +624,11 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #if HK_DUAL
 #pragma unroll
       for (int w = 0; w < HK_MW; w++) hk_tma_dual_combine(acc[w], acc2[w], bias, n0, N, lt);
+#endif
+#if HK_ROPE
+#pragma unroll
+      for (int w = 0; w < HK_MW; w++)
+        hk_tma_rope(acc[w], bias, row0 + 64 * w, n0, N, rope_seq, rope_cols, rope_pos0, rope_theta, lt);
 #endif
       if (HK_SPLITK == 1 || rank == 0) {
 #pragma unroll

@@ -8,9 +8,9 @@
  * holds heads + pass_heads heads, the last pass_heads copied unchanged (a packed q|k|v:
  * heads = the q and k heads, which share the angles, pass_heads = the v heads; 0 for a
  * plain rope). dh is even (the compiler checks). inv_freq by the accurate powf (nvrtc and
- * hiprtc run without fast math); sin and cos of the f32 angle by rope_sincos (below: ~1 ulp, no local memory,
- * the same code on both vendors). Each thread reads and then writes only its own
- * elements, so out may alias x.
+ * hiprtc run without fast math); sin and cos of the f32 angle by hk_rope_sincos (common.h:
+ * ~1 ulp, no local memory, the same code on both vendors). Each thread reads and then writes
+ * only its own elements, so out may alias x.
  *
  * Work split. An item is V consecutive pairs j0 .. j0+V-1 (V = HK_ROPE_VEC when dh/2 is a
  * multiple of it: 8-byte (16-bit) or 16-byte (f32) loads of x1 and of x2; else V = 1) of
@@ -37,35 +37,6 @@
 struct __attribute__((aligned(HK_ROPE_VEC * sizeof(HK_T)))) rope_vec {
   HK_T e[HK_ROPE_VEC];
 };
-
-/* sin and cos of a float angle a, accurate for every |a| a position can reach: a is reduced
- * by the nearest multiple k of pi/2 in double precision (a has 24 significant bits and
- * k < 2^31 for |a| < 3e9, so r = a - k*pi/2 with pi/2 in two doubles is within ~1e-16 * k of
- * the true remainder), then Cephes' sinf / cosf minimax polynomials on r in [-pi/4, pi/4]
- * (~1 ulp) and the quadrant k mod 4. CUDA's sincosf would do as well but keeps a local-
- * memory array for its |a| > 105615 path (a stack frame in every rope kernel). */
-HK_DEVICE void rope_sincos(float a, float *out_s, float *out_c) {
-  const double ad = (double)a;
-  const double k = rint(ad * 0.63661977236758134308);
-  double rd = fma(-k, 1.5707963267948965580e+00, ad);
-  rd = fma(-k, 6.1232339957367658e-17, rd);
-  const float r = (float)rd, r2 = r * r;
-  const long long q = (long long)k;
-  float s = fmaf(fmaf(fmaf(-1.9515295891e-4f, r2, 8.3321608736e-3f), r2, -1.6666654611e-1f), r2 * r, r);
-  float c = fmaf(fmaf(fmaf(fmaf(2.443315711809948e-5f, r2, -1.388731625493765e-3f), r2, 4.166664568298827e-2f), r2,
-                      -0.5f), r2, 1.0f);
-  if (q & 1) {
-    const float t = s;
-    s = c;
-    c = -t;
-  }
-  if (q & 2) {
-    s = -s;
-    c = -c;
-  }
-  *out_s = s;
-  *out_c = c;
-}
 
 template <int V>
 HK_DEVICE void rope_load(const HK_T *p, float (&f)[V]) {
@@ -103,7 +74,7 @@ HK_DEVICE void rope_item(const HK_T *x, HK_T *out, I r, I j0, I h0, I hend, I se
   const float p = (float)((long long)(r % seq) + pos_offset);
   float sn[V], cs[V];
 #pragma unroll
-  for (int i = 0; i < V; i++) rope_sincos(p * powf(theta, -(float)(2 * (j0 + i)) / dh), &sn[i], &cs[i]);
+  for (int i = 0; i < V; i++) hk_rope_sincos(p * powf(theta, -(float)(2 * (j0 + i)) / dh), &sn[i], &cs[i]);
   float x1[HK_ROPE_HEADS][V], x2[HK_ROPE_HEADS][V];
   const long long row = (long long)r * ld;
 #pragma unroll

@@ -10,7 +10,10 @@
  * B is converted to f32 once and reused by every row of the tile; the inner loop runs
  * contiguously over columns (i-k-j order); full tiles take loops with constant trip
  * counts, which -O2's cheap vectorizer cost model accepts (tails take scalar loops).
- * Stack: (BM + BK) * BN floats (48 KiB with the default sizes), BM * BN more with HK_DUAL. */
+ * Stack: (BM + BK) * BN floats (48 KiB with the default sizes), BM * BN more with HK_DUAL.
+ * HK_ROPE (fusion's rope epilogue; args[9..12] = I seq, I rot_cols, I pos_offset, F theta):
+ * C = rope(A @ B + bias) as templates/host/rope.c rotates, on the f32 sums before their one
+ * rounding; BN is a multiple of HK_ROPE_DH (codegen_host.c), so a tile holds whole heads. */
 HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_end) {
   const HK_T *A = (const HK_T *)hk_arg_ptr(args, 0);
   const HK_T *B = (const HK_T *)hk_arg_ptr(args, 1);
@@ -29,6 +32,13 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
   float gate[HK_GEMM_BM][HK_GEMM_BN]; /* the first product, activated (on the stack as acc) */
 #endif
   const int64_t M = hk_arg_i64(args, 5), N = hk_arg_i64(args, 6), K = hk_arg_i64(args, 7);
+#if HK_ROPE
+#if HK_GEMM_BN % HK_ROPE_DH != 0
+#error "host gemm: a rope epilogue needs column tiles of whole heads"
+#endif
+  const int64_t rope_seq = hk_arg_i64(args, 9), rope_cols = hk_arg_i64(args, 10), rope_pos0 = hk_arg_i64(args, 11);
+  const float rope_theta = hk_arg_f32(args, 12);
+#endif
   const int64_t col_tiles = (N + HK_GEMM_BN - 1) / HK_GEMM_BN;
   const int64_t n_blocks = (M + HK_GEMM_BM - 1) / HK_GEMM_BM * col_tiles;
   float acc[HK_GEMM_BM][HK_GEMM_BN];
@@ -91,6 +101,23 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
     } /* pass */
 #endif
 
+#if HK_ROPE
+    /* bias, then each rotated head's pairs (j, j + dh/2) at the row's position */
+    for (int64_t i = 0; i < mb; i++) {
+#if HK_HAS_BIAS
+      for (int64_t j = 0; j < nb; j++) acc[i][j] += HK_LOAD(bias[j0 + j]);
+#endif
+      const float pos = (float)((i0 + i) % rope_seq + rope_pos0);
+      for (int64_t h0 = 0; h0 + HK_ROPE_DH <= nb && j0 + h0 < rope_cols; h0 += HK_ROPE_DH)
+        for (int j = 0; j < HK_ROPE_DH / 2; j++) {
+          const float inv_freq = 1.0f / powf(rope_theta, (float)(2 * j) / (float)HK_ROPE_DH);
+          const float angle = pos * inv_freq, cs = cosf(angle), sn = sinf(angle);
+          const float x1 = acc[i][h0 + j], x2 = acc[i][h0 + j + HK_ROPE_DH / 2];
+          acc[i][h0 + j] = x1 * cs - x2 * sn;
+          acc[i][h0 + j + HK_ROPE_DH / 2] = x2 * cs + x1 * sn;
+        }
+    }
+#endif
     for (int64_t i = 0; i < mb; i++) {
       HK_T *c_row = C + (i0 + i) * N + j0;
 #if HK_HAS_RESIDUAL
@@ -104,7 +131,7 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
         float v = gate[i][j] * acc[i][j];
 #else
         float v = acc[i][j];
-#if HK_HAS_BIAS
+#if HK_HAS_BIAS && !HK_ROPE /* a rope gemm's bias is in acc */
         v += HK_LOAD(bias[j0 + j]);
 #endif
         v = HK_ACT(v);

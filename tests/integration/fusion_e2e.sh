@@ -109,18 +109,19 @@ check_spec "$forms" "1 2"
 # The fused forms the auto build must contain (host kernel names carry no alignment).
 "$HKC" inspect "$work/fusion_forms.auto.hkpack" > "$work/forms.inspect"
 for k in hk_gemm_f16_gelu_bias_mul_res hk_gemm_f16_silu_dual "up,gate,glu" hk_gemm_f16_res hk_layernorm_f16_add_sum \
-  hk_rmsnorm_f16_add hk_ewchain_f16_a1m2sm3 "g1,g1_bias,g1_act,g1_mul,g1_res"; do
+  hk_rmsnorm_f16_add hk_ewchain_f16_a1m2sm3 "g1,g1_bias,g1_act,g1_mul,g1_res" hk_gemm_f16_bias_rope_d16 \
+  "q1,q1_bias,q1_rope"; do
   grep -q -- "$k" "$work/forms.inspect" || { echo "FAIL fusion_forms auto: no $k"; fail=1; }
 done
 
 # Explicit groups: the spec's own fusion plan (no --fusion), groups of one node allowed.
-sed 's/^fusion: auto$/fusion: {groups: [[g1, g1_bias, g1_act, g1_mul, g1_res], [sum1, ln], [e1, e2, e3, e4], [down]]}/' \
+sed 's/^fusion: auto$/fusion: {groups: [[g1, g1_bias, g1_act, g1_mul, g1_res], [sum1, ln], [e1, e2, e3, e4], [down], [q1, q1_bias, q1_rope]]}/' \
   "$forms" > "$work/groups.yaml"
 grep -q "groups:" "$work/groups.yaml"
 "$HKC" build "$work/groups.yaml" -o "$work/groups.hkpack" --target host -q
 read -r k_grp l_grp < <(counts "$work/groups.hkpack")
 echo "fusion_forms with explicit groups: $k_grp kernel(s), $l_grp launch(es)"
-[ "$l_grp" -eq 12 ] || { echo "FAIL explicit groups: expected 12 launches (20 nodes, groups of 5, 2, 4, 1)"; fail=1; }
+[ "$l_grp" -eq 13 ] || { echo "FAIL explicit groups: expected 13 launches (23 nodes, groups of 5, 2, 4, 1, 3)"; fail=1; }
 run_ref "$work/groups.hkpack" "$work/groups.yaml" 2 "$work/groups-2" "fusion_forms groups"
 compare_outputs "$work/fusion_forms-none-2/out" "$work/groups-2/out" "$forms" || fail=1
 
@@ -145,7 +146,7 @@ set +e
 "$HKC" build "$work/bad.yaml" -o "$work/bad.hkpack" --target host > "$work/bad.out" 2>&1
 rc=$?
 set -e
-want="$work/bad.yaml:14:7: fusion group [fc, res, act] cannot be one kernel: node 'act': activation after the residual add cannot be fused into gemm 'fc' (epilogue order: bias, act, mul, residual)"
+want="$work/bad.yaml:14:7: fusion group [fc, res, act] cannot be one kernel: node 'act': activation after the residual add cannot be fused into gemm 'fc' (epilogue order: bias, act, mul, residual; or bias, rope)"
 if [ $rc -ne 0 ] && grep -qF "$want" "$work/bad.out" && [ ! -e "$work/bad.hkpack" ]; then
   echo "ok   bad explicit group: exit $rc, $(head -1 "$work/bad.out" | sed "s|$work/||")"
 else

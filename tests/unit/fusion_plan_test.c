@@ -259,7 +259,7 @@ static hkc_spec_t *plan_on(const char *targets, const char *text) {
     n++;
   }
   hkc_spec_t *s = hk_test_spec_parse(text);
-  assert_int_equal(hkc_fuse_for_targets(s, -1, archs, n, NULL), 0);
+  assert_int_equal(hkc_fuse_for_targets(s, -1, archs, n, NULL, NULL), 0);
   return s;
 }
 

@@ -104,6 +104,23 @@ static uint64_t name_seed(const char *s) {
   return h;
 }
 
+/* The rope op's rotation of y [rows, width] in place (a rope node's fields; also a rope
+ * gemm's): rows at position r % seq + pos_offset, heads of dh, the rotated ones first. */
+static void rope_rows(const hkc_node_t *nd, const hkc_tensor_t *t, double *y, int64_t n) {
+  const int64_t dh = hkc_rope_head_dim(nd, t), width = hkc_dim_value(t->dims[t->rank - 1], 1);
+  const int64_t seq = hkc_dim_value(t->dims[t->rank - 2], 1), rot = hkc_rope_rotated_heads(nd);
+  assert_true(dh > 0);
+  for (int64_t r = 0; r < n / width; r++)
+    for (int64_t h = 0; h < rot; h++)
+      for (int64_t j = 0; j < dh / 2; j++) {
+        const double a = (double)(r % seq + nd->pos_offset) * pow(nd->theta, -2.0 * (double)j / (double)dh);
+        double *x1 = &y[r * width + h * dh + j], *x2 = x1 + dh / 2;
+        const double u = *x1, w = *x2;
+        *x1 = u * cos(a) - w * sin(a);
+        *x2 = w * cos(a) + u * sin(a);
+      }
+}
+
 /* Runs the spec at `batch` on inputs and params drawn from their names; returns the
  * values of every tensor (caller frees each and the array). */
 static double **interpret(const hkc_spec_t *s, int64_t batch) {
@@ -148,8 +165,13 @@ static double **interpret(const hkc_spec_t *s, int64_t batch) {
           if (nd->residual != HKC_NONE) acc += v[nd->residual][i * N + c];
           y[i * N + c] = acc;
         }
+      if (nd->rope) rope_rows(nd, out, y, n);
       break;
     }
+    case HK_OP_ROPE:
+      memcpy(y, v[nd->in[0]], (size_t)n * sizeof *y);
+      rope_rows(nd, out, y, n);
+      break;
     case HK_OP_ADD:
     case HK_OP_MUL: {
       int64_t na = hkc_tensor_elems(&s->tensors[nd->in[0]], batch), nb = hkc_tensor_elems(&s->tensors[nd->in[1]], batch);
@@ -409,6 +431,68 @@ static void test_auto_llama_swiglu(void **state) {
   expect_same_function(ref, s, 3);
   hkc_spec_destroy(ref);
   hkc_spec_destroy(s);
+}
+
+/* ---- auto: rope in a gemm's epilogue ---------------------------------------------------------- */
+static void test_auto_rope(void **state) {
+  (void)state;
+  /* a packed q|k|v of 2 + 1 + 1 heads of 16 (v passes), after a bias, positions from 3 */
+  static const char text[] = HEADER
+      "inputs: {x: [batch, s, h]}\n"
+      "params: {wq: [h, 64], bq: [64], w8: [h, 32]}\n"
+      "graph:\n"
+      "  - {name: q, op: gemm, in: [x, wq], out: q0}\n"
+      "  - {name: qb, op: add, in: [q0, bq], out: q1}\n"
+      "  - {name: qr, op: rope, in: [q1], heads: 2, kv_heads: 1, packed: true, theta: 10000.0, offset: 3, out: y}\n"
+      "  - {name: g, op: gemm, in: [x, wq], act: gelu, out: g0}\n"
+      "  - {name: gr, op: rope, in: [g0], heads: 4, out: y2}\n"
+      "  - {name: e, op: gemm, in: [x, w8], out: e0}\n"
+      "  - {name: er, op: rope, in: [e0], heads: 4, out: y3}\n"
+      "outputs: [y, y2, y3]\n";
+  hkc_spec_t *ref = hk_test_spec_parse(text), *s = hk_test_spec_parse(text);
+  hk_test_spec_fuse(s, -1);
+  check_consistent(s);
+  /* q + bias + rope: one node; after an activation (gr) or with head_dim 8 (er): apart */
+  assert_int_equal(s->n_nodes, 5);
+  const hkc_node_t *q = N(s, "q,qb,qr");
+  assert_true(q->rope && q->packed);
+  assert_int_equal(q->bias, hk_test_tensor(s, "bq"));
+  assert_int_equal(q->heads, 2);
+  assert_int_equal(q->kv_heads, 1);
+  assert_int_equal(q->pos_offset, 3);
+  assert_int_equal(N(s, "gr")->op, HK_OP_ROPE);
+  assert_int_equal(N(s, "er")->op, HK_OP_ROPE);
+  assert_false(N(s, "g")->rope || N(s, "e")->rope);
+  assert_false(s->fusion_rope_blocked);
+  hkc_kernel_key_t key;
+  hkc_arg_t args[HKC_MAX_ARGS];
+  assert_int_equal(hkc_lower_node(s, (size_t)(q - s->nodes), 3, &key, args), HKC_GEMM_N_ARGS_ROPE);
+  assert_true(key.rope && key.has_bias && !key.dual && !key.has_mul && key.head_dim == 16);
+  assert_int_equal(args[HKC_GEMM_ARG_M].i, 15);
+  assert_int_equal(args[HKC_GEMM_ARG_ROPE_SEQ].i, 5);
+  assert_int_equal(args[HKC_GEMM_ARG_ROPE_COLS].i, 48); /* q and k heads */
+  assert_int_equal(args[HKC_GEMM_ARG_ROPE_POS0].i, 3);
+  assert_true(args[HKC_GEMM_ARG_ROPE_THETA].kind == HK_ARG_F32 && args[HKC_GEMM_ARG_ROPE_THETA].f == 10000.0f);
+  char name[96];
+  hkc_kernel_key_name(&key, name, sizeof name);
+  assert_string_equal(name, "hk_gemm_f16_bias_rope_a8_d16");
+  expect_same_function(ref, s, 1);
+  expect_same_function(ref, s, 3);
+  hkc_spec_destroy(s);
+
+  /* a target without a rope epilogue (hkc_fuse_for_targets sets fusion_no_rope): apart, and
+   * recorded for the provenance */
+  s = hk_test_spec_parse(text);
+  s->fusion_no_rope = 1;
+  hk_test_spec_fuse(s, -1);
+  check_consistent(s);
+  assert_int_equal(s->n_nodes, 6);
+  assert_true(N(s, "q,qb")->bias != HKC_NONE && !N(s, "q,qb")->rope);
+  assert_int_equal(N(s, "qr")->op, HK_OP_ROPE);
+  assert_true(s->fusion_rope_blocked);
+  expect_same_function(ref, s, 3);
+  hkc_spec_destroy(s);
+  hkc_spec_destroy(ref);
 }
 
 /* ---- auto: add + norm --------------------------------------------------------------------- */
@@ -676,7 +760,7 @@ static void test_group_errors(void **state) {
   (void)state;
   expect_group_error("{groups: [[fc, fb, res, act]]}", "[fc,",
                      "fusion group [fc, fb, res, act] cannot be one kernel: node 'act': activation after the residual "
-                     "add cannot be fused into gemm 'fc' (epilogue order: bias, act, mul, residual)",
+                     "add cannot be fused into gemm 'fc' (epilogue order: bias, act, mul, residual; or bias, rope)",
                      NULL);
   expect_group_error("{groups: [[fc], [fc2, at]]}", "[fc2", "node 'at': op 'attention' cannot be fused",
                      "kernel of its own");
@@ -836,6 +920,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_auto_bert),
       cmocka_unit_test(test_auto_llama_swiglu),
+      cmocka_unit_test(test_auto_rope),
       cmocka_unit_test(test_auto_add_norm),
       cmocka_unit_test(test_auto_ewchain),
       cmocka_unit_test(test_auto_ewchain_limits),

@@ -547,10 +547,19 @@ static uint32_t tma_shared(const hkc_kernel_key_t *key, const tma_cfg_t *c) {
                     c->tma_store * 4 * 64 * 32 * 2 + 8 * (2 * c->stages + 2) + (c->streamk ? 8 : 0) + 1024);
 }
 
-/* The default: 128 x 256 cooperative, 4 stages; a dual gemm (two accumulator sets) 128 x 128. */
+/* The default: 128 x 256 cooperative, 4 stages; a dual gemm (two accumulator sets) 128 x 128;
+ * a rope gemm the widest bn of whole heads (head_dim dividing it; none: bn 256, illegal). */
 static tma_cfg_t tma_default(const hkc_kernel_key_t *key) {
   tma_cfg_t c = k_tma_default;
   if (key->dual) c.bn = 128;
+  if (key->rope && key->head_dim > 0) {
+    static const int widths[] = {256, 192, 128, 64};
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+      if (widths[i] % key->head_dim == 0) {
+        c.bn = widths[i];
+        break;
+      }
+  }
   return c;
 }
 
@@ -559,6 +568,9 @@ static int tma_legal(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, co
   const int64_t ring = (int64_t)c->stages * (tma_rows(c) + c->bn) * 128, partial = (int64_t)tma_rows(c) * c->bn * 4;
   if (key->dual && (c->mw * c->bn > 128 || c->splitk != 1 || c->cm != 1 || c->streamk))
     return 0; /* two accumulator sets */
+  /* rope: each tile holds whole heads, so both columns of a pair are in one thread's fragments */
+  if (key->rope && (key->dual || key->head_dim <= 0 || key->head_dim % 16 != 0 || c->bn % key->head_dim != 0))
+    return 0;
   /* stream-K: its reduction needs registers beside the accumulators, as split-K's does */
   if (c->streamk < 0 || c->streamk > TMA_MAX_STREAMK ||
       (c->streamk && (c->splitk != 1 || c->cm != 1 || c->mw * c->bn > 128)))
@@ -627,6 +639,7 @@ static int tma_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
                           hkc_tile_cfg_t *out) {
   tma_cfg_t c = tma_default(key);
   if (params && params[0] && tma_parse(arch, key, params, &c) != 0) return -1;
+  if (key->rope && !tma_legal(arch, key, &c)) return -1; /* no tile of whole heads */
   tma_tile(key, &c, out);
   return 0;
 }
@@ -749,7 +762,7 @@ static int tma_workspace(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
 static uint32_t tma_launch_args(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_arg_t *args,
                                 uint32_t n_args, uint32_t max_args) {
   const tma_cfg_t c = tma_cfg(arch, key);
-  const uint32_t abi = key->dual ? HKC_GEMM_N_ARGS_DUAL : HKC_GEMM_N_ARGS;
+  const uint32_t abi = key->dual ? HKC_GEMM_N_ARGS_DUAL : key->rope ? HKC_GEMM_N_ARGS_ROPE : HKC_GEMM_N_ARGS;
   if (n_args != abi || n_args + 2 + (uint32_t)key->dual + (uint32_t)c.tma_store > max_args)
     return n_args; /* not the ABI: codegen reports */
   const int64_t a = args[HKC_GEMM_ARG_A].i, b = args[HKC_GEMM_ARG_B].i;
@@ -776,6 +789,7 @@ const hkc_variant_t hkc_variant_gemm_tma = {
     .launch_args = tma_launch_args,
     .workspace = tma_workspace,
     .pdl = HKC_GEMM_TMA_PDL,
+    .rope = 1,
     .tune_space = tma_tune_space,
     .tune_parse = tma_tune_parse,
     .params = k_tma_names,
@@ -785,7 +799,7 @@ const hkc_variant_t hkc_variant_gemm_tma = {
              "bytes (rows = 128 mw for pp 0, 64 mw for pp 1) + 16 KiB epilogue + barriers + 1 KiB of shared memory "
              "within the block limit; sk > 1: mw bn <= 128 (the reduction's registers) and the ring holds rows x bn f32 "
              "partial sums; cm 1 or 2 (2: clusters of two blocks on adjacent row tiles sharing B by TMA multicast; sk 1); "
-             "dual gemms: mw bn <= 128, sk 1, cm 1, skm 0; ts 0 or 1 (1: C leaves by TMA stores through 16 KiB of "
+             "dual gemms: mw bn <= 128, sk 1, cm 1, skm 0; rope gemms: bn a multiple of head_dim; ts 0 or 1 (1: C leaves by TMA stores through 16 KiB of "
              "output buffers; 0 when absent); skm 0..64 (> 0: stream-K, at least skm k tiles per block; sk 1, cm 1, "
              "mw bn <= 128; optional, 0 when absent)",
 };
