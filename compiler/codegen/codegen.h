@@ -90,8 +90,8 @@ void hkc_fuse_model_init(hkc_fuse_model_t *model, const struct hkc_gpu_arch *con
                          size_t n, FILE *report);
 /* hkc_fuse_planned (mode as hkc_fuse's) for a build of these targets (NULL: the host) under
  * its kernel options (NULL: the defaults): SwiGLU stays two gemms when one of them has no
- * dual gemm kernel (hkc_gpu_dual_gemm_ok), a rope stays a node of its own when one has no
- * rope epilogue for its head_dim (hkc_gpu_rope_gemm_ok), and auto
+ * dual gemm kernel (hkc_gpu_dual_gemm_ok), a rope or an rmsnorm stays a node of its own when
+ * one has no gemm kernel that takes it in (hkc_gpu_fused_gemm_ok), and auto
  * weighs each step on the GPU targets' clocks (the host's only when it is alone); report as
  * the model's. What hkc build and hkc tune both call. 0 / -1 (reported). */
 int hkc_fuse_for_targets(hkc_spec_t *spec, int mode, const hkc_gpu_arch_t *const *archs, size_t n,
@@ -135,11 +135,11 @@ int hkc_gpu_launch_pdl(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key);
  * SwiGLU) that is not the simple one; if any target of a build lacks one, SwiGLU stays two
  * gemms for every target (spec->fusion_no_dual). */
 int hkc_gpu_dual_gemm_ok(const hkc_gpu_arch_t *arch);
-/* 1 when a target of this architecture (NULL: the host) has a gemm kernel with a rope
- * epilogue for `key` (a gemm key with rope and head_dim set: dtype, align, trans_b as the
- * fused gemm's) under the kernel options o (NULL: the defaults); if any target of a build
- * lacks one for some rope, every rope stays a node of its own (spec->fusion_no_rope). */
-int hkc_gpu_rope_gemm_ok(const hkc_gpu_arch_t *arch, const struct hkc_kernel_options *o, const hkc_kernel_key_t *key);
+/* 1 when a target of this architecture (NULL: the host) has a kernel for `key`, a fused gemm
+ * of a form only some variants serve (a rope epilogue, a folded rmsnorm: variant.h's rope,
+ * norm_a), under the kernel options o (NULL: the defaults): the fusion planner asks it for
+ * every candidate of those forms on every target (fusion_model.c). */
+int hkc_gpu_fused_gemm_ok(const hkc_gpu_arch_t *arch, const struct hkc_kernel_options *o, const hkc_kernel_key_t *key);
 
 /* ---- kernel options (kernel_options.c) ------------------------------------------------------
  * Inputs that change which GPU kernels a build makes, beyond the spec and the tuning: variant
@@ -187,6 +187,8 @@ typedef struct hkc_kernel_options {
                                until proven on the H200); forced configurations apply either way */
   hkc_switch_t gemm_rope;   /* rope epilogues of GEMMs (fusion): auto/on = where every target has one,
                                off = never (every rope a kernel of its own) */
+  hkc_switch_t gemm_norm;   /* rmsnorm folded into the GEMM reading it (fusion): auto/on = where every
+                               target has such a kernel, off = never */
   int ew_exact_act;         /* 1: 16-bit gelu/silu/ewchain through erff/expf (elementwise_vec16 x=1) */
   int attn_kvs;             /* > 0: attention through attention_mma with this many KV pieces (split-KV;
                                1: unsplit) wherever attention_mma serves the key -- on sm_90a instead of

@@ -144,7 +144,8 @@ static const char *host_act_fn(hk_act_t act) {
 static const char *const k_instance_macros[] = {
     "HK_NAME",  "HK_T",       "HK_LOAD",    "HK_STORE",  "HK_ACT",    "HK_TRANS_B",    "HK_HAS_BIAS",
     "HK_HAS_RESIDUAL", "HK_HAS_MUL", "HK_HAS_ADD", "HK_HAS_SUM", "HK_BINOP", "HK_UNARY", "HK_EW_NIN",
-    "HK_EW_PROGRAM", "HK_ATTN_LENGTHS", "HK_ATTN_MASK", "HK_DUAL", "HK_ROPE", "HK_ROPE_DH",
+    "HK_EW_PROGRAM", "HK_ATTN_LENGTHS", "HK_ATTN_MASK", "HK_DUAL", "HK_ROPE", "HK_ROPE_DH", "HK_NORM_A",
+    "HK_NORM_ARG",
 };
 
 /* An ewchain program (hkc_kernel_key_t.program) as C statements on the f32 value v,
@@ -200,6 +201,8 @@ static int emit_instance(hkc_strbuf_t *sb, const hkc_kernel_out_t *k, const char
   hkc_sb_printf(sb, "#define HK_HAS_MUL %d\n", key->has_mul ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_DUAL %d\n#define HK_ROPE %d\n#define HK_ROPE_DH %d\n", key->dual ? 1 : 0,
                 key->rope ? 1 : 0, key->rope ? key->head_dim : 2);
+  hkc_sb_printf(sb, "#define HK_NORM_A %d\n#define HK_NORM_ARG %u\n", key->norm_a ? 1 : 0,
+                hkc_gemm_norm_arg(key->dual, key->rope));
   hkc_sb_printf(sb, "#define HK_HAS_ADD %d\n", key->has_add ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_HAS_SUM %d\n", key->has_add && key->has_sum ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_ATTN_LENGTHS %d\n#define HK_ATTN_MASK %d\n", key->has_lengths ? 1 : 0,

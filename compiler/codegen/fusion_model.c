@@ -129,6 +129,7 @@ static double gemm_epilogue_instr(const hkc_node_t *nd) {
   if (nd->residual != HKC_NONE) per += 1 + INSTR_OPERAND;
   if (nd->n_in == 3) per += 1;
   if (nd->rope) per += op_instr(HK_OP_ROPE);
+  if (nd->norm_a) per += 1; /* the row's scale (A's gamma and sum of squares: the producer's warps) */
   return per;
 }
 
@@ -159,14 +160,14 @@ static double model_seconds(const hkc_fuse_model_t *m, size_t t, const hkc_spec_
   return hkc_launch_seconds((const hkc_gpu_arch_t *)m->targets[t], spec, node, batch);
 }
 
-/* The rope gemm's key as lowering makes it (dtype, alignment, bias, head_dim), then the
- * target's kernels (the host's clock stands for itself only when it is alone; it always has
- * the epilogue). */
-static int model_rope_ok(const hkc_fuse_model_t *m, size_t t, const hkc_spec_t *spec, const hkc_node_t *gemm) {
+/* A candidate's key as lowering makes it (dtype, alignment, bias, head_dim, ...), then the
+ * target's kernels (the host's clock stands for itself only when it is alone; it has every
+ * form). */
+static int model_kernel_ok(const hkc_fuse_model_t *m, size_t t, const hkc_spec_t *spec, const hkc_node_t *gemm) {
   hkc_kernel_key_t key;
   hkc_arg_t args[HKC_MAX_ARGS];
   if (spec->n_batch < 1 || hkc_lower_node_of(spec, gemm, spec->batch_sizes[0], &key, args) < 0) return 0;
-  return hkc_gpu_rope_gemm_ok((const hkc_gpu_arch_t *)m->targets[t], (const hkc_kernel_options_t *)m->options, &key);
+  return hkc_gpu_fused_gemm_ok((const hkc_gpu_arch_t *)m->targets[t], (const hkc_kernel_options_t *)m->options, &key);
 }
 
 /* See codegen.h. */
@@ -186,7 +187,7 @@ int hkc_fuse_for_targets(hkc_spec_t *spec, int mode, const hkc_gpu_arch_t *const
   }
   hkc_fuse_model_t model;
   hkc_fuse_model_init(&model, clock, names, n_clock, report);
-  model.rope_ok = model_rope_ok;
+  model.kernel_ok = model_kernel_ok;
   model.options = options;
   return hkc_fuse_planned(spec, mode, &model);
 }

@@ -52,6 +52,10 @@ static const kopt_t k_opts[] = {
     {"gemm_rope", "HKC_GEMM_ROPE", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: rope in a GEMM's epilogue where fusion finds gemm -> rope and every target has such a kernel "
      "(gemm_tma on sm_90a, the host); off: every rope a kernel of its own"},
+    {"gemm_norm", "HKC_GEMM_NORM", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
+     "auto|on|off: an rmsnorm folded into the GEMM that reads it (A scaled by gamma as its tiles arrive, rows "
+     "by their rsqrt(mean square) in the epilogue) where every target has such a kernel (gemm_tma on sm_90a, "
+     "the host); off: every rmsnorm a kernel of its own"},
     {"ew_exact_act", "HKC_EW_EXACT_ACT", KOPT_BOOL, 0, NULL, NULL, 0, NULL,
      "0|1: 16-bit gelu/silu/ewchain through erff/expf"},
     {"attn_kvs", "HKC_ATTN_KVS", KOPT_INT, 0, NULL, NULL, 0, NULL,
@@ -128,6 +132,7 @@ static hkc_switch_t *switch_field(hkc_kernel_options_t *o, const char *name) {
   if (strcmp(name, "attn_mfma_pp") == 0) return &o->attn_mfma_pp;
   if (strcmp(name, "gemm_split") == 0) return &o->gemm_split;
   if (strcmp(name, "gemm_rope") == 0) return &o->gemm_rope;
+  if (strcmp(name, "gemm_norm") == 0) return &o->gemm_norm;
   return &o->attn_wgmma;
 }
 
@@ -140,6 +145,7 @@ static hkc_switch_t switch_value(const hkc_kernel_options_t *o, const char *name
   if (strcmp(name, "attn_mfma_pp") == 0) return o->attn_mfma_pp;
   if (strcmp(name, "gemm_split") == 0) return o->gemm_split;
   if (strcmp(name, "gemm_rope") == 0) return o->gemm_rope;
+  if (strcmp(name, "gemm_norm") == 0) return o->gemm_norm;
   return o->attn_wgmma;
 }
 

@@ -111,10 +111,11 @@ static int collect_kernels(const hkc_spec_t *spec, target_plan_t *plan, hkc_tune
       memset(ko, 0, sizeof *ko);
       ko->key = *key;
       hkc_kernel_key_name(key, ko->name, sizeof ko->name);
-      snprintf(ko->params, sizeof ko->params, "op=%s dtype=%s%s%s%s%s%s%s%s%s%s%s%s%s", hkc_op_name(key->op),
+      snprintf(ko->params, sizeof ko->params, "op=%s dtype=%s%s%s%s%s%s%s%s%s%s%s%s%s%s", hkc_op_name(key->op),
                hkc_dtype_name(key->dtype), key->op == HK_OP_GEMM ? " act=" : "",
                key->op == HK_OP_GEMM ? hkc_act_name(key->act) : "", key->has_bias ? " bias" : "",
                key->dual ? " dual" : key->has_mul ? " mul" : key->rope ? " rope" : "", key->has_residual ? " residual" : "",
+               key->norm_a ? " norm" : "",
                key->trans_b ? " trans_b" : "",
                key->has_add ? " add" : "", key->has_sum ? " sum" : "", key->has_lengths ? " lengths" : "",
                key->has_mask ? " mask" : "", key->program[0] ? " program=" : "",
@@ -791,6 +792,8 @@ int hkc_build(const hkc_build_options_t *options) {
     len += snprintf(provenance + len, cap - (size_t)len, "fusion_dual=off\n");
   if (len > 0 && (size_t)len < cap && spec->fusion_rope_blocked) /* a target without a rope epilogue kept rope apart */
     len += snprintf(provenance + len, cap - (size_t)len, "fusion_rope=off\n");
+  if (len > 0 && (size_t)len < cap && spec->fusion_norm_blocked) /* a target without a folded rmsnorm kept it apart */
+    len += snprintf(provenance + len, cap - (size_t)len, "fusion_norm=off\n");
   /* auto's clock refused legal steps (only then: other packs keep their bytes); equal lines,
    * equal plans -- what hkc merge compares */
   if (len > 0 && (size_t)len < cap && spec->fusion_apart)

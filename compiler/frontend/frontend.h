@@ -73,7 +73,7 @@ typedef struct hkc_node {
   int residual;     /* gemm: shaped like out; HKC_NONE when absent */
   int mul;          /* gemm: shaped like out, multiplies the activated result (SwiGLU gate);
                        HKC_NONE when absent. Epilogue order: act(acc + bias) * mul + residual */
-  int gamma, beta;  /* layernorm: both; rmsnorm: gamma only */
+  int gamma, beta;  /* layernorm: both; rmsnorm: gamma only; gemm with norm_a: gamma */
   int add_in;       /* layernorm/rmsnorm (fused residual add): normalises in[0] + add_in,
                        same shape; HKC_NONE when absent */
   int sum_out;      /* with add_in: also stores in[0] + add_in here; HKC_NONE when absent */
@@ -84,6 +84,9 @@ typedef struct hkc_node {
                        position s); HKC_NONE when absent */
   int out;          /* tensor index */
   hk_act_t act;     /* gemm epilogue activation */
+  int norm_a;       /* gemm (fusion only): A is rmsnorm(in[0]) with `gamma` and `eps` (a folded
+                       rmsnorm: the kernel scales A's k tiles by gamma and its rows' sums by
+                       rsqrt(mean(in[0]^2) + eps)); any epilogue */
   int rope;         /* gemm (fusion only): a rope node's rotation applied last in the epilogue:
                        out = rope(A @ B + bias), with the rope's heads, kv_heads, packed, theta
                        and pos_offset below (no act, mul, residual or dual) */
@@ -140,8 +143,11 @@ typedef struct hkc_spec {
                             one, so auto fusion keeps SwiGLU as a gate gemm with a fused mul */
   int fusion_dual_blocked; /* set by fusion: fusion_no_dual kept at least one SwiGLU unfused */
   int fusion_no_rope;    /* keep every rope apart, as when a target has no gemm kernel with a rope
-                            epilogue for it (the planner model's rope_ok) */
-  int fusion_rope_blocked; /* set by fusion: fusion_no_rope or rope_ok kept a rope apart */
+                            epilogue for it (the planner model's kernel_ok) */
+  int fusion_rope_blocked; /* set by fusion: fusion_no_rope or kernel_ok kept a rope apart */
+  int fusion_no_norm;    /* keep every rmsnorm out of the next gemm (as when a target has no gemm
+                            kernel that folds one: the planner model's kernel_ok) */
+  int fusion_norm_blocked; /* set by fusion: fusion_no_norm or kernel_ok kept an rmsnorm apart */
   char *fusion_apart;    /* set by auto fusion: the legal steps its clock refused, "a + b (form)"
                             joined by "; " in the order weighed (NULL: none); the plan is every
                             other legal step, so equal texts mean equal plans (provenance) */
@@ -184,11 +190,11 @@ typedef struct hkc_fuse_model {
   const char *const *names;   /* target names, for the report */
   size_t n_targets;
   FILE *report;               /* when set: one line per candidate, its ratios and the verdict */
-  /* Whether target t can run `gemm`, a candidate gemm with a rope epilogue (rope set, out the
-   * rope's output); NULL: every target can. Asked before the clock; a no keeps the rope apart
-   * (spec->fusion_rope_blocked). */
-  int (*rope_ok)(const struct hkc_fuse_model *model, size_t t, const hkc_spec_t *spec, const hkc_node_t *gemm);
-  const void *options;        /* what rope_ok reads besides the target (the build: its kernel options) */
+  /* Whether target t has a kernel for `gemm`, a candidate gemm of a form only some targets
+   * run (a rope epilogue, a folded rmsnorm); NULL: every target does. Asked before the clock;
+   * a no keeps the nodes apart (spec->fusion_rope_blocked, fusion_norm_blocked). */
+  int (*kernel_ok)(const struct hkc_fuse_model *model, size_t t, const hkc_spec_t *spec, const hkc_node_t *gemm);
+  const void *options;        /* what kernel_ok reads besides the target (the build: its kernel options) */
 } hkc_fuse_model_t;
 
 /* hkc_fuse with a planner: `auto` fuses what pays on model's clock (NULL model, or no

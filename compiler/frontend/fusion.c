@@ -11,6 +11,11 @@
  *   dual gemm       (auto only) act(A @ Bg + bias) * (A @ Bu) + residual: a gemm whose fused
  *                   mul is another gemm's plain product over the same A (SwiGLU's gate and
  *                   up projections) -> one gemm node with in = {A, Bg, Bu}.
+ *   rope epilogue   a gemm (+ bias) then a rope of its output -> the gemm with rope set;
+ *   norm into gemm  (auto only) an rmsnorm whose output is only a gemm's A -> the gemm with
+ *                   norm_a: it normalises the norm's input as its A tiles arrive.
+ * The last two only where every target of the build has such a kernel (the model's
+ * kernel_ok).
  *
  * `auto` considers them in that priority (the gemm epilogue saves the most traffic) and
  * takes each legal step that pays on the planner's clock (hkc_fuse_model_t: the fused
@@ -35,7 +40,7 @@
 
 /* Reasons are one sentence; the group's names are printed apart from them. */
 #define FUSE_WHY 384
-/* The most tensors one node reads: ewchain operands, or gemm A, B, bias, residual, mul. */
+/* The most tensors one node reads: ewchain operands, or gemm A, B, B2, bias, residual, mul, gamma. */
 #define FUSE_MAX_READS (HKC_MAX_NODE_IN + 9)
 
 typedef struct fuse_ctx {
@@ -222,7 +227,7 @@ static int rope_absorb(const fuse_ctx_t *f, hkc_node_t *g, int c_slot, char *why
   n.out = c->out;
   const hkc_fuse_model_t *m = f->model;
   int ok = !f->spec->fusion_no_rope;
-  for (size_t i = 0; ok && m && m->rope_ok && i < m->n_targets; i++) ok = m->rope_ok(m, i, f->spec, &n);
+  for (size_t i = 0; ok && m && m->kernel_ok && i < m->n_targets; i++) ok = m->kernel_ok(m, i, f->spec, &n);
   if (!ok) {
     f->spec->fusion_rope_blocked = 1; /* recorded (provenance fusion_rope=off) */
     why_set(why, "a target of this build has no gemm kernel with a rope epilogue for it (sm_90a's gemm_tma has one: "
@@ -350,6 +355,29 @@ static int dual_build(const fuse_ctx_t *f, int g_slot, hkc_node_t *out, int *u_s
   d.mul = HKC_NONE;
   *out = d;
   *u_slot = u;
+  return 0;
+}
+
+/* ---- rmsnorm folded into the gemm that reads it ---------------------------------------------------- */
+/* rmsnorm slot nm whose output is A of gemm slot g and nothing else: one gemm that normalises
+ * its A tiles as they arrive (frontend.h, norm_a): in[0] = the norm's input, gamma, eps.
+ * 0 with *out, -1 when the pattern does not hold. */
+static int norm_fold_build(const fuse_ctx_t *f, int nm_slot, hkc_node_t *out, int *g_slot) {
+  const hkc_tensor_t *T = f->spec->tensors;
+  const hkc_node_t *nm = &f->slot[nm_slot];
+  if (nm->op != HK_OP_RMSNORM || nm->add_in != HKC_NONE || nm->sum_out != HKC_NONE || nm->n_fused > 1) return -1;
+  const int t = nm->out, g = sole_reader(f, t);
+  if (g < 0 || T[t].role == HK_ROLE_OUTPUT) return -1;
+  const hkc_node_t *gm = &f->slot[g];
+  if (gm->op != HK_OP_GEMM || gm->norm_a || gm->in[0] != t || T[nm->in[0]].dtype != T[t].dtype) return -1;
+  if (!same_shape(&T[nm->in[0]], &T[t])) return -1;
+  hkc_node_t n = *gm;
+  n.in[0] = nm->in[0];
+  n.gamma = nm->gamma;
+  n.eps = nm->eps;
+  n.norm_a = 1;
+  *out = n;
+  *g_slot = g;
   return 0;
 }
 
@@ -673,6 +701,26 @@ static int auto_fuse(fuse_ctx_t *f, int *members) {
     if (!ok) continue;
     members[0] = p, members[1] = (int)i;
     if (commit(f, members, 2, fused, f->anchor[i]) != 0) return -1;
+  }
+  /* 2b. rmsnorm folded into the gemm that reads it (after the dual gemm: SwiGLU's two
+   * gemms read the norm as one); where every target has such a kernel */
+  for (size_t i = 0; i < f->n; i++) {
+    if (!f->alive[i] || f->slot[i].op != HK_OP_RMSNORM) continue;
+    hkc_node_t fused;
+    int g;
+    if (norm_fold_build(f, (int)i, &fused, &g) != 0) continue;
+    const hkc_fuse_model_t *m = f->model;
+    int ok = !f->spec->fusion_no_norm;
+    for (size_t t = 0; ok && m && m->kernel_ok && t < m->n_targets; t++) ok = m->kernel_ok(m, t, f->spec, &fused);
+    if (!ok) { /* recorded (provenance fusion_norm=off) */
+      f->spec->fusion_norm_blocked = 1;
+      continue;
+    }
+    const int pay = pays(f, &f->slot[i], node_label(&f->slot[i]), &f->slot[g], &fused, "norm into gemm");
+    if (pay < 0) return -1;
+    if (!pay) continue;
+    members[0] = (int)i, members[1] = g;
+    if (commit(f, members, 2, fused, f->anchor[g]) != 0) return -1;
   }
   /* 3. element-wise chains */
   for (size_t i = 0; i < f->n; i++) {

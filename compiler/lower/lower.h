@@ -42,6 +42,8 @@ void hkc_node_cost_of(const hkc_spec_t *spec, const hkc_node_t *node, int64_t ba
              (C = rope(A @ B + bias): heads of head_dim (the key's) columns; in those below
               rot_cols, element j < head_dim/2 of a head pairs with j + head_dim/2 at
               position row % seq + pos_offset, as the rope op rotates them)
+             a folded rmsnorm (norm_a), after those: T gamma [K], F eps (A @ B becomes
+              rmsnorm(A) @ B: (A * gamma) @ B, row i scaled by rsqrt(mean(A[i]^2) + eps))
  *   add, mul  T a, T b, T out, I n, I na, I nb     (a[i % na] op b[i % nb], i < n)
  *   relu, gelu, silu, gelu_tanh, tanh   T x, T out, I n
  *   layernorm T x, T gamma, T beta, T out, I rows, I cols, F eps, T add, T sum
@@ -79,6 +81,10 @@ enum hkc_gemm_arg {
   HKC_GEMM_ARG_ROPE_SEQ = HKC_GEMM_N_ARGS, HKC_GEMM_ARG_ROPE_COLS, HKC_GEMM_ARG_ROPE_POS0, HKC_GEMM_ARG_ROPE_THETA,
   HKC_GEMM_N_ARGS_ROPE
 };
+/* A folded rmsnorm's two arguments (gamma, eps) follow the dual's or the rope's, if any. */
+static inline uint32_t hkc_gemm_norm_arg(int dual, int rope) {
+  return (uint32_t)HKC_GEMM_N_ARGS + (dual ? 1u : rope ? 4u : 0u);
+}
 enum hkc_binary_arg { /* add, mul */
   HKC_BINARY_ARG_A, HKC_BINARY_ARG_B, HKC_BINARY_ARG_OUT, HKC_BINARY_ARG_N, HKC_BINARY_ARG_NA, HKC_BINARY_ARG_NB,
   HKC_BINARY_N_ARGS
@@ -138,6 +144,8 @@ typedef struct hkc_kernel_key {
                            residual; B2 is argument HKC_GEMM_ARG_B2) */
   int rope;             /* gemm: a rope epilogue (fusion's: rope(A @ B + bias), head_dim below;
                            arguments HKC_GEMM_ARG_ROPE_*) */
+  int norm_a;           /* gemm: a folded rmsnorm of A (fusion's; arguments gamma, eps at
+                           hkc_gemm_norm_arg) */
   int has_add, has_sum; /* layernorm/rmsnorm: fused residual add / also store the sum;
                            embedding: has_add = a position table is added */
   int has_lengths, has_mask; /* attention: per-batch key lengths / an additive mask (the

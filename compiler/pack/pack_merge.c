@@ -106,7 +106,7 @@ static int prov_compare(const hk_pack_view_t *va, const prov_t *a, const char *n
       i++, j++;
       continue;
     }
-    /* a line only one side has (pdl=off, fusion_dual=off, fusion_rope=off): name that one */
+    /* a line only one side has (pdl=off, fusion_dual=off, ...): name that one */
     if (la && lb && (key_len(la) != key_len(lb) || memcmp(la->p, lb->p, (size_t)key_len(la)) != 0)) {
       if (!has_key(va, a, i, lb)) la = NULL;
       else if (!has_key(vb, b, j, la)) lb = NULL;
@@ -114,16 +114,17 @@ static int prov_compare(const hk_pack_view_t *va, const prov_t *a, const char *n
     /* the fusion lines depend on a build's whole target list: say how to build the parts */
     const line_t *l = la ? la : lb;
     const int fusion =
-        line_starts(l, "fusion_apart=") || line_starts(l, "fusion_dual=") || line_starts(l, "fusion_rope=");
+        line_starts(l, "fusion_apart=") || line_starts(l, "fusion_dual=") || line_starts(l, "fusion_rope=") ||
+        line_starts(l, "fusion_norm=");
     const char *how = line_starts(l, "fusion_apart=")
                           ? "auto fusion weighs each step on the build's targets; build each part with "
                             "--merge-targets LIST naming all the targets"
                       : line_starts(l, "fusion_dual=")
                           ? "a target without a dual gemm kernel keeps SwiGLU as two gemms for every target of a "
                             "build; build each part with --merge-targets LIST naming all the targets"
-                      : line_starts(l, "fusion_rope=")
-                          ? "a target without a rope epilogue keeps every rope a node of its own for every target of "
-                            "a build; build each part with --merge-targets LIST naming all the targets"
+                      : line_starts(l, "fusion_rope=") || line_starts(l, "fusion_norm=")
+                          ? "a target without a rope epilogue or a folded rmsnorm keeps those nodes apart for every "
+                            "target of a build; build each part with --merge-targets LIST naming all the targets"
                           : "build every target with the same hkc, spec and options";
     const char *what = fusion ? "fused" : "built";
     if (la && lb && key_len(la) == key_len(lb) && memcmp(la->p, lb->p, (size_t)key_len(la)) == 0)

@@ -154,15 +154,16 @@ static const char *check_signature(const char *sig) {
     if (!tok || strncmp(tok, dims[d], 2) != 0 || parse_int(tok + 2, 1, LONG_MAX / 2, &v) != 0)
       return "m=<rows> n=<cols> k=<depth> after the dtype";
   }
-  /* flags: tb, bias, act=<name>, res, mul, dual, rope=d<head_dim> -- each at most once, in this order */
-  static const char *const flags[] = {"tb", "bias", "act=", "res", "mul", "dual", "rope=d"};
+  /* flags: tb, bias, act=<name>, res, mul, dual, rope=d<head_dim>, norm -- each at most once, in this order */
+  static const char *const flags[] = {"tb", "bias", "act=", "res", "mul", "dual", "rope=d", "norm"};
   int next = 0;
   while ((tok = strtok_r(NULL, " ", &save))) {
     int f = next;
-    while (f < 7 && (f == 2 || f == 6 ? strncmp(tok, flags[f], strlen(flags[f])) != 0 : strcmp(tok, flags[f]) != 0)) f++;
-    if (f == 7) return "flags among tb, bias, act=<activation>, res, mul, dual, rope=d<head_dim>, in this order";
+    while (f < 8 && (f == 2 || f == 6 ? strncmp(tok, flags[f], strlen(flags[f])) != 0 : strcmp(tok, flags[f]) != 0)) f++;
+    if (f == 8) return "flags among tb, bias, act=<activation>, res, mul, dual, rope=d<head_dim>, norm, in this order";
     long dh;
-    if (f == 6 && (parse_int(tok + 6, 2, HKC_ROPE_EPILOGUE_MAX_DH, &dh) != 0 || dh % 2 != 0)) return "rope=d<head_dim>: an even head_dim";
+    if (f == 6 && (parse_int(tok + 6, 2, HKC_ROPE_EPILOGUE_MAX_DH, &dh) != 0 || dh % 2 != 0))
+      return "rope=d<head_dim>: an even head_dim";
     if (f == 2) {
       int ok = 0;
       for (int a = 1; a < HK_ACT_COUNT_; a++) ok |= strcmp(tok + 4, hkc_act_name((hk_act_t)a)) == 0;

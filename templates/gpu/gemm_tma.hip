@@ -19,7 +19,19 @@
  * head and its partner j + HK_ROPE_DH / 2 sit in the same thread's accumulators, HK_ROPE_DH / 16
  * fragments apart; heads at columns < rot_cols turn by the angle (row % seq + pos0) *
  * theta^(-2j / HK_ROPE_DH) (hk_tma_rope: the rope op's formulas, on the f32 sums before their
- * one rounding), the others (a packed q|k|v's v) pass.
+ * one rounding), the others (a packed q|k|v's v) pass. Shared memory: 3 HK_ROPE_DH / 2 floats
+ * of per-column constants after the barriers (hk_tma_rope_table).
+ *
+ * HK_NORM_A (fusion's folded rmsnorm): A is rmsnorm(A) with the arguments gamma [K] and eps
+ * (after mul, B2 and the rope's). Warps 1 and 2 of the producer warpgroup transform each A k
+ * tile in shared memory once it has landed (full[s]): each of their 64 threads owns rows
+ * t, t + 64, ... of the slot, multiplies its 16-byte chunks by gamma (rounded to 16 bits, as
+ * the norm's output would be) and sums the squares of the raw values over the unit's k
+ * tiles; at the unit's last k tile it stores rsqrt(sum / K + eps) per row next to the slot
+ * (rscale[s]); then fence.proxy.async and an arrival on ready[s], for which the consumers
+ * wait instead of full[s]. Each consumer thread reads its rows' scales at the last k tile
+ * (before it releases that slot) and multiplies its accumulators (both sets, dual) by them
+ * before the epilogue. Needs every k tile of a row in one block: no split-K, no stream-K.
  *
  * HK_DUAL (fusion's dual gemm, SwiGLU): C = act(A @ B + bias) * (A @ B2) + residual, B2 a
  * third tensor map tm_b2 (as tm_b) after tm_b and the pointer B2 after mul; each ring slot
@@ -49,6 +61,8 @@
  *   S       HK_TMA_STORE only: 2 x 2 x [64][32] halves, each consumer's two output buffers
  *   bars    full[HK_STAGES], empty[HK_STAGES], done[2] (ping-pong order, below)
  *   flags   stream-K only: 2 u32, each consumer's "last piece" answer (hk_tma_sk_finish)
+ *   rope    HK_ROPE only: 3 HK_ROPE_DH / 2 f32, the rope's per-column constants
+ *   norm    HK_NORM_A only: ready[HK_STAGES] barriers, then rscale[HK_STAGES][HK_BM_STAGE] f32
  * TMA writes exactly the layout the wgmma descriptors read (row r of a box at r * 128
  * bytes, 16-byte chunk j at j ^ (r & 7)), as gemm_wgmma_ws's cp.async copies do by hand.
  *
@@ -96,6 +110,18 @@
     HK_MW * HK_TILE_N * (1 + HK_DUAL) > 256 || HK_STAGES < 2 || (!HK_TRANS_B && HK_TILE_N % 64 != 0) ||            \
     (HK_DUAL && (HK_SPLITK > 1 || HK_CM > 1)) || (HK_STREAMK && (HK_SPLITK > 1 || HK_CM > 1 || HK_DUAL))
 #error "gemm_tma: bad tile configuration"
+#endif
+#ifndef HK_NORM_A
+#define HK_NORM_A 0
+#endif
+#if HK_NORM_A && (HK_SPLITK > 1 || HK_STREAMK)
+#error "gemm_tma: a folded norm needs whole rows of A in each block (no split-K, no stream-K)"
+#endif
+#define HK_NORM_RPT (HK_BM_STAGE / 64) /* rows per transform thread */
+#if HK_ROPE
+#define HK_TMA_ROPE_BYTES (4 * 3 * (HK_ROPE_DH / 2))
+#else
+#define HK_TMA_ROPE_BYTES 0
 #endif
 #if HK_ROPE && (HK_DUAL || HK_ROPE_DH % 16 != 0 || HK_TILE_N % HK_ROPE_DH != 0)
 #error "gemm_tma: a rope epilogue needs tiles of whole heads (HK_TILE_N a multiple of HK_ROPE_DH, itself of 16)"
@@ -243,15 +269,77 @@ HK_DEVICE void hk_tma_dual_combine(float *acc, const float *acc2, const HK_T *bi
 }
 #endif
 
+#if HK_NORM_A
+/* One k tile of A in slot `as` ([HK_BM_STAGE][64] halves, 128-byte swizzle: logical chunk c of
+ * row r at chunk c ^ (r & 7)) times gamma[k0 ..], in place; ss[i] += the squares of row
+ * tt + 64 i's raw values. Columns >= K hold zeros (TMA) and take gamma 0. */
+HK_DEVICE void hk_tma_norm_tile(unsigned short *as, const HK_T *gamma, long long k0, long long K, int tt,
+                                float (&ss)[HK_NORM_RPT]) {
+#pragma unroll 1
+  for (int c = 0; c < 8; c++) {
+    const long long k = k0 + 8 * c;
+    const uint4 gw = k < K ? *(const uint4 *)(gamma + k) : make_uint4(0u, 0u, 0u, 0u); /* K % 8 == 0 */
+    const unsigned gx[4] = {gw.x, gw.y, gw.z, gw.w};
+    float g[8];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      g[2 * e] = HK_LOAD((unsigned short)(gx[e] & 0xffffu));
+      g[2 * e + 1] = HK_LOAD((unsigned short)(gx[e] >> 16));
+    }
+#pragma unroll
+    for (int i = 0; i < HK_NORM_RPT; i++) {
+      const int r = tt + 64 * i;
+      uint4 *const p = (uint4 *)(as + r * 64) + (c ^ (r & 7));
+      const uint4 w = *p;
+      const unsigned x[4] = {w.x, w.y, w.z, w.w};
+      unsigned y[4];
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const float lo = HK_LOAD((unsigned short)(x[e] & 0xffffu)), hi = HK_LOAD((unsigned short)(x[e] >> 16));
+        ss[i] = fmaf(lo, lo, fmaf(hi, hi, ss[i]));
+        y[e] = HK_PACK(lo * g[2 * e], hi * g[2 * e + 1]);
+      }
+      *p = make_uint4(y[0], y[1], y[2], y[3]);
+    }
+  }
+}
+
+/* acc (and a dual's acc2) rows times their norm scale: acc[4j + 2h + e] is row 16 wq + g + 8h
+ * of the m64 block, whose scale is rs[h]. */
+HK_DEVICE void hk_tma_norm_scale(float *acc, const float (&rs)[2]) {
+#pragma unroll
+  for (int i = 0; i < HK_TMA_NACC; i++) acc[i] *= rs[(i >> 1) & 1];
+}
+#endif
+
 #if HK_ROPE
+/* The rope's per-column constants, in shared memory for the whole launch (filled once per
+ * block before the tiles, hk_tma_rope_table): for j < HK_ROPE_DH / 2, inv_freq[j] =
+ * theta^(-2j / HK_ROPE_DH) (the rope op's powf), then cos and sin of 8 inv_freq[j] (the turn
+ * from a thread's row to its row + 8). */
+#define HK_TMA_ROPE_FLOATS (3 * (HK_ROPE_DH / 2))
+HK_DEVICE void hk_tma_rope_table(float *tab, float theta, int tid) {
+  const float dh = (float)HK_ROPE_DH;
+  for (int j = tid; j < HK_ROPE_DH / 2; j += HK_THREADS) {
+    const float inv_freq = powf(theta, -(float)(2 * j) / dh);
+    float s8, c8;
+    hk_rope_sincos(8.0f * inv_freq, &s8, &c8);
+    tab[j] = inv_freq;
+    tab[HK_ROPE_DH / 2 + j] = c8;
+    tab[HK_ROPE_DH + j] = s8;
+  }
+}
+
 /* acc = rope(acc + bias) over one m64 block (rows row0.., columns n0.., n0 a multiple of
  * HK_ROPE_DH): acc[4j + 2h + e] is row row0 + 16 wq + g + 8h, column n0 + 8j + 2t + e
- * (tile_wgmma.h). The angles depend on the row and the column within the head only: each
- * thread computes 2 rows x HK_ROPE_DH / 8 of them and turns the pair in every head of the
- * tile that is rotated (columns < rot_cols, a multiple of HK_ROPE_DH). Columns >= N and rows
- * >= M hold zeros or sums that are never stored. */
-HK_DEVICE void hk_tma_rope(float *acc, const HK_T *bias, long long row0, long long n0, long long N, long long seq,
-                           long long rot_cols, long long pos0, float theta, int lt) {
+ * (tile_wgmma.h). The angles depend on the row's position and the column within the head
+ * only: per column of its half heads a thread takes sin and cos of its first row's angle
+ * (p inv_freq, rounded to f32 as the rope op's) and turns them by 8 inv_freq for its second
+ * row (8 positions on, unless a sequence starts between them), then turns the pair in every
+ * rotated head of the tile (columns < rot_cols, a multiple of HK_ROPE_DH). Columns >= N and
+ * rows >= M hold zeros or sums that are never stored. */
+HK_DEVICE void hk_tma_rope(float *acc, const HK_T *bias, const float *tab, long long row0, long long n0, long long N,
+                           long long seq, long long rot_cols, long long pos0, int lt) {
   const int lane = lt & 31, wq = lt >> 5, g = lane >> 2, t = lane & 3;
   (void)bias;
   (void)N;
@@ -267,28 +355,33 @@ HK_DEVICE void hk_tma_rope(float *acc, const HK_T *bias, long long row0, long lo
     }
 #endif
   if (n0 >= rot_cols) return; /* v heads (or past N): stored as they are */
-  const float dh = (float)HK_ROPE_DH;
-  float pos[2];
-#pragma unroll
-  for (int h = 0; h < 2; h++) pos[h] = (float)((row0 + 16 * wq + g + 8 * h) % seq + pos0);
+  const long long p0 = (row0 + 16 * wq + g) % seq + pos0, p1 = (row0 + 16 * wq + g + 8) % seq + pos0;
+  const bool next = p1 == p0 + 8; /* the second row is 8 positions on */
 #pragma unroll
   for (int jj = 0; jj < HK_ROPE_DH / 16; jj++)
 #pragma unroll
     for (int e = 0; e < 2; e++) {
-      const float inv_freq = powf(theta, -(float)(2 * (8 * jj + 2 * t + e)) / dh);
+      const int jc = 8 * jj + 2 * t + e;
+      const float inv_freq = tab[jc];
+      float sn[2], cs[2];
+      hk_rope_sincos((float)p0 * inv_freq, &sn[0], &cs[0]);
+      if (next) {
+        const float c8 = tab[HK_ROPE_DH / 2 + jc], s8 = tab[HK_ROPE_DH + jc];
+        cs[1] = cs[0] * c8 - sn[0] * s8;
+        sn[1] = sn[0] * c8 + cs[0] * s8;
+      } else {
+        hk_rope_sincos((float)p1 * inv_freq, &sn[1], &cs[1]);
+      }
 #pragma unroll
-      for (int h = 0; h < 2; h++) {
-        float sn, cs;
-        hk_rope_sincos(pos[h] * inv_freq, &sn, &cs);
+      for (int h = 0; h < 2; h++)
 #pragma unroll
         for (int hd = 0; hd < HK_TILE_N / HK_ROPE_DH; hd++)
           if (n0 + hd * HK_ROPE_DH < rot_cols) {
             const int i1 = 4 * (hd * (HK_ROPE_DH / 8) + jj) + 2 * h + e, i2 = i1 + 4 * (HK_ROPE_DH / 16);
             const float x1 = acc[i1], x2 = acc[i2];
-            acc[i1] = x1 * cs - x2 * sn;
-            acc[i2] = x2 * cs + x1 * sn;
+            acc[i1] = x1 * cs[h] - x2 * sn[h];
+            acc[i2] = x2 * cs[h] + x1 * sn[h];
           }
-      }
     }
 }
 #endif
@@ -312,6 +405,9 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #endif
 #if HK_ROPE
         long long rope_seq, long long rope_cols, long long rope_pos0, float rope_theta,
+#endif
+#if HK_NORM_A
+        const HK_T *norm_gamma, float norm_eps,
 #endif
         const __grid_constant__ hk_tmap_t tm_a, const __grid_constant__ hk_tmap_t tm_b
 #if HK_DUAL
@@ -337,6 +433,22 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #if HK_STREAMK
   volatile unsigned *const sk_flags = /* after the barriers */
       (volatile unsigned *)(Ss + HK_TMA_STORE * 4 * HK_EPI_S_HALVES) + 2 * (2 * HK_STAGES + 2);
+#endif
+#if HK_ROPE /* after the barriers (and stream-K's flags) */
+  float *const rope_tab =
+      (float *)(Ss + HK_TMA_STORE * 4 * HK_EPI_S_HALVES) + 2 * (2 * HK_STAGES + 2) + (HK_STREAMK ? 2 : 0);
+  hk_tma_rope_table(rope_tab, rope_theta, HK_TID); /* read after the block's first barrier */
+#endif
+#if HK_NORM_A /* after those: ready[HK_STAGES], then rscale[HK_STAGES][HK_BM_STAGE] */
+  unsigned char *const norm_base = (unsigned char *)(Ss + HK_TMA_STORE * 4 * HK_EPI_S_HALVES) +
+                                   8 * (2 * HK_STAGES + 2) + (HK_STREAMK ? 8 : 0) +
+                                   HK_TMA_ROPE_BYTES;
+  const unsigned norm_ready = hk_smem_u32(norm_base);
+  float *const rscale = (float *)(norm_base + 8 * HK_STAGES);
+#define HK_TMA_READY(s) (norm_ready + 8u * (unsigned)(s))
+#define HK_TMA_LANDED(s) HK_TMA_READY(s) /* what the consumers wait for */
+#else
+#define HK_TMA_LANDED(s) HK_TMA_FULL(s)
 #endif
   const int tid = HK_TID, wg = tid >> 7;
   /* Multicast clusters (HK_CM = 2): the two blocks of a cluster take row tiles 2 i and
@@ -386,6 +498,10 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
       hk_mbar_init(HK_TMA_EMPTY(s), (HK_PINGPONG ? 4u : 8u) * HK_CM); /* lane 0 of each reading consumer warp,
                                                                         of every block the slot's B goes to */
     }
+#if HK_NORM_A
+#pragma unroll
+    for (int s = 0; s < HK_STAGES; s++) hk_mbar_init(HK_TMA_READY(s), 64u); /* every transform thread */
+#endif
     hk_mbar_init(HK_TMA_DONE(0), 4u); /* lane 0 of each of the consumer's warps */
     hk_mbar_init(HK_TMA_DONE(1), 4u);
     hk_mbar_init_fence();
@@ -446,6 +562,30 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #endif
       }
     }
+#if HK_NORM_A
+    else if (tid >= 32 && tid < 96) { /* warps 1 and 2: the norm's transform */
+      const int tt = tid - 32;
+      unsigned u = 0;
+      hk_tma_sched_t sched = sched0;
+      hk_sk_unit_t work;
+      while (hk_tma_next(&sched, &work)) {
+        float ss[HK_NORM_RPT];
+#pragma unroll
+        for (int i = 0; i < HK_NORM_RPT; i++) ss[i] = 0.0f;
+        for (int kt = (int)work.kt0; kt < (int)work.kt1; kt++, u++) {
+          const unsigned s = u % HK_STAGES, ph = (u / HK_STAGES) & 1u;
+          hk_mbar_wait(HK_TMA_FULL(s), ph);
+          hk_tma_norm_tile(As + s * HK_TMA_A_STAGE, norm_gamma, (long long)kt * 64, K, tt, ss);
+          if (kt + 1 == (int)work.kt1)
+#pragma unroll
+            for (int i = 0; i < HK_NORM_RPT; i++)
+              rscale[s * HK_BM_STAGE + tt + 64 * i] = rsqrtf(ss[i] / (float)K + norm_eps);
+          hk_fence_proxy_async(); /* the tile's generic writes, before the wgmmas (async proxy) read it */
+          hk_mbar_arrive(HK_TMA_READY(s));
+        }
+      }
+    }
+#endif
 #if HK_SPLITK > 1
     else {
       hk_tma_sched_t sched = sched0;
@@ -518,9 +658,21 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #endif
 
       unsigned prev = 0;
+#if HK_NORM_A
+      float rs[HK_MW][2]; /* this thread's rows' norm scales */
+#endif
       for (int kt = 0; kt < k_tiles; kt++, u++) {
         const unsigned s = u % HK_STAGES, ph = (u / HK_STAGES) & 1u;
-        hk_mbar_wait(HK_TMA_FULL(s), ph);
+        hk_mbar_wait(HK_TMA_LANDED(s), ph);
+#if HK_NORM_A
+        if (kt + 1 == k_tiles) /* the unit's scales sit next to its last slot until it is released */
+#pragma unroll
+          for (int w = 0; w < HK_MW; w++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+              rs[w][h] = rscale[s * HK_BM_STAGE + (HK_PINGPONG ? 0 : cw * HK_MW * 64) + 64 * w + 16 * (lt >> 5) +
+                                ((lt & 31) >> 2) + 8 * h];
+#endif
         const unsigned short *as = As + s * HK_TMA_A_STAGE + (HK_PINGPONG ? 0 : cw * HK_MW * 64 * 64);
         const unsigned short *bs = Bs + s * HK_TMA_NB * HK_TMA_B_STAGE;
         HK_TMA_FENCE_ACC();
@@ -621,6 +773,15 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
         continue; /* another piece finishes the tile */
 #endif
       const long long row0 = (long long)m0 + (HK_PINGPONG ? 0 : cw * HK_MW * 64);
+#if HK_NORM_A
+#pragma unroll
+      for (int w = 0; w < HK_MW; w++) {
+        hk_tma_norm_scale(acc[w], rs[w]);
+#if HK_DUAL
+        hk_tma_norm_scale(acc2[w], rs[w]);
+#endif
+      }
+#endif
 #if HK_DUAL
 #pragma unroll
       for (int w = 0; w < HK_MW; w++) hk_tma_dual_combine(acc[w], acc2[w], bias, n0, N, lt);
@@ -628,7 +789,7 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #if HK_ROPE
 #pragma unroll
       for (int w = 0; w < HK_MW; w++)
-        hk_tma_rope(acc[w], bias, row0 + 64 * w, n0, N, rope_seq, rope_cols, rope_pos0, rope_theta, lt);
+        hk_tma_rope(acc[w], bias, rope_tab, row0 + 64 * w, n0, N, rope_seq, rope_cols, rope_pos0, lt);
 #endif
       if (HK_SPLITK == 1 || rank == 0) {
 #pragma unroll
@@ -656,5 +817,9 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #undef HK_TMA_FULL
 #undef HK_TMA_EMPTY
 #undef HK_TMA_DONE
+#undef HK_TMA_LANDED
+#if HK_NORM_A
+#undef HK_TMA_READY
+#endif
 #endif /* sm_90a; the variant serves only sm_90a */
 }

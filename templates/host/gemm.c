@@ -13,7 +13,11 @@
  * Stack: (BM + BK) * BN floats (48 KiB with the default sizes), BM * BN more with HK_DUAL.
  * HK_ROPE (fusion's rope epilogue; args[9..12] = I seq, I rot_cols, I pos_offset, F theta):
  * C = rope(A @ B + bias) as templates/host/rope.c rotates, on the f32 sums before their one
- * rounding; BN is a multiple of HK_ROPE_DH (codegen_host.c), so a tile holds whole heads. */
+ * rounding; BN is a multiple of HK_ROPE_DH (codegen_host.c), so a tile holds whole heads.
+ * HK_NORM_A (fusion's folded rmsnorm; args[HK_NORM_ARG] = T gamma [K], then F eps): A is
+ * rmsnorm(A): each element is taken as A * gamma rounded to T (as the GPU kernel stores it in
+ * its A tiles) and each row's sums are scaled by 1 / sqrt(mean(A^2) + eps) (f32, as
+ * templates/host/rmsnorm.c), before the bias. */
 HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_end) {
   const HK_T *A = (const HK_T *)hk_arg_ptr(args, 0);
   const HK_T *B = (const HK_T *)hk_arg_ptr(args, 1);
@@ -39,6 +43,14 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
   const int64_t rope_seq = hk_arg_i64(args, 9), rope_cols = hk_arg_i64(args, 10), rope_pos0 = hk_arg_i64(args, 11);
   const float rope_theta = hk_arg_f32(args, 12);
 #endif
+#if HK_NORM_A
+  const HK_T *norm_gamma = (const HK_T *)hk_arg_ptr(args, HK_NORM_ARG);
+  const float norm_eps = hk_arg_f32(args, HK_NORM_ARG + 1);
+  float rscale[HK_GEMM_BM];
+#define HK_A_LOAD(p, k) HK_LOAD(HK_STORE(HK_LOAD(p) * HK_LOAD(norm_gamma[k])))
+#else
+#define HK_A_LOAD(p, k) HK_LOAD(p)
+#endif
   const int64_t col_tiles = (N + HK_GEMM_BN - 1) / HK_GEMM_BN;
   const int64_t n_blocks = (M + HK_GEMM_BM - 1) / HK_GEMM_BM * col_tiles;
   float acc[HK_GEMM_BM][HK_GEMM_BN];
@@ -47,6 +59,17 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
   for (int64_t blk = block_begin; blk < (int64_t)block_end && blk < n_blocks; blk++) {
     const int64_t i0 = blk / col_tiles * HK_GEMM_BM, j0 = blk % col_tiles * HK_GEMM_BN;
     const int64_t mb = hk_min_i64(HK_GEMM_BM, M - i0), nb = hk_min_i64(HK_GEMM_BN, N - j0);
+#if HK_NORM_A
+    for (int64_t i = 0; i < mb; i++) {
+      const HK_T *a_row = A + (i0 + i) * K;
+      float lane[8] = {0};
+      for (int64_t k = 0; k < K; k++) {
+        const float v = HK_LOAD(a_row[k]);
+        lane[k & 7] += v * v;
+      }
+      rscale[i] = 1.0f / sqrtf(hk_sum8(lane) / (float)K + norm_eps);
+    }
+#endif
 #if HK_DUAL
     for (int pass = 0; pass < 2; pass++) {
     const HK_T *const Bp = pass ? B2 : B;
@@ -79,7 +102,7 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
         const HK_T *a_row = A + (i0 + i) * K + k0;
         float *c = acc[i];
         for (int64_t kk = 0; kk < kb; kk++) {
-          const float a = HK_LOAD(a_row[kk]);
+          const float a = HK_A_LOAD(a_row[kk], k0 + kk);
           const float *b = panel[kk];
           if (nb == HK_GEMM_BN) /* constant trip count: vectorized even by -O2's cheap model */
             for (int j = 0; j < HK_GEMM_BN; j++) c[j] += a * b[j];
@@ -88,6 +111,10 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
         }
       }
     }
+#if HK_NORM_A
+    for (int64_t i = 0; i < mb; i++)
+      for (int64_t j = 0; j < nb; j++) acc[i][j] *= rscale[i];
+#endif
 #if HK_DUAL
     if (pass == 0)
       for (int64_t i = 0; i < mb; i++)
@@ -147,3 +174,4 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
     }
   }
 }
+#undef HK_A_LOAD

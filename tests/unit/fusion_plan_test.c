@@ -247,8 +247,9 @@ static void test_h200_clock(void **state) {
   hkc_spec_destroy(s);
 }
 
-/* text planned as a build of these targets ("host,sm_120") plans it: hkc_fuse_for_targets. */
-static hkc_spec_t *plan_on(const char *targets, const char *text) {
+/* text planned as a build of these targets ("host,sm_120") under kernel options (NULL: the
+ * defaults): hkc_fuse_for_targets. */
+static hkc_spec_t *plan_on_with(const char *targets, const char *text, const hkc_kernel_options_t *options) {
   const hkc_gpu_arch_t *archs[4];
   size_t n = 0;
   char list[64];
@@ -259,9 +260,10 @@ static hkc_spec_t *plan_on(const char *targets, const char *text) {
     n++;
   }
   hkc_spec_t *s = hk_test_spec_parse(text);
-  assert_int_equal(hkc_fuse_for_targets(s, -1, archs, n, NULL, NULL), 0);
+  assert_int_equal(hkc_fuse_for_targets(s, -1, archs, n, options, NULL), 0);
   return s;
 }
+static hkc_spec_t *plan_on(const char *targets, const char *text) { return plan_on_with(targets, text, NULL); }
 
 /* The ratio fused / apart the report gives for `pair` at batch `b` ("b128 0.96"). */
 static double report_ratio(const char *report, const char *pair, int b) {
@@ -320,6 +322,59 @@ static void test_h200_verdicts(void **state) {
   hkc_spec_destroy(s);
 }
 
+/* Llama's front: rmsnorm -> q|k|v gemm -> rope (K = hidden, N = 6 heads of head_dim). */
+#define LLAMA_FRONT(hidden, head_dim)                                                                             \
+  "hkc: 1\nname: t\ndtype: bf16\nbatch_sizes: [1, 4]\ndims: {s: 64, h: " #hidden ", d: " #head_dim "}\n"          \
+  "inputs: {x: [batch, s, h]}\nparams: {g: [h], w: [h, 6*d]}\ngraph:\n"                                           \
+  "  - {name: n, op: rmsnorm, in: [x], gamma: g, out: xn}\n"                                                      \
+  "  - {name: q, op: gemm, in: [xn, w], out: qkv}\n"                                                              \
+  "  - {name: r, op: rope, in: [qkv], heads: 2, kv_heads: 2, packed: true, out: y}\n"                             \
+  "outputs: [y]\n"
+
+static void test_rope_norm_targets(void **state) {
+  (void)state;
+  /* sm_90a (gemm_tma) and the host take both into the gemm: one launch */
+  const char *const both[] = {"sm_90a", "host", "host,sm_90a"};
+  for (size_t i = 0; i < 3; i++) {
+    hkc_spec_t *s = plan_on(both[i], LLAMA_FRONT(256, 64));
+    assert_int_equal(s->n_nodes, 1);
+    assert_true(s->nodes[0].rope && s->nodes[0].norm_a);
+    assert_false(s->fusion_rope_blocked || s->fusion_norm_blocked);
+    hkc_spec_destroy(s);
+  }
+  /* a pack that also holds sm_90 or an AMD target: both stay apart, recorded */
+  const char *const apart[] = {"sm_90", "sm_90a,sm_90", "gfx90a", "host,sm_80"};
+  for (size_t i = 0; i < 4; i++) {
+    hkc_spec_t *s = plan_on(apart[i], LLAMA_FRONT(256, 64));
+    assert_int_equal(s->n_nodes, 3);
+    assert_true(s->fusion_rope_blocked && s->fusion_norm_blocked);
+    hkc_spec_destroy(s);
+  }
+  /* gemm_tma needs K and N in 8s (K = 100: neither form) and tiles of whole heads (head_dim
+   * 80 divides no tile width: the rope stays apart, the norm folds) */
+  hkc_spec_t *s = plan_on("sm_90a", LLAMA_FRONT(100, 64));
+  assert_int_equal(s->n_nodes, 3);
+  hkc_spec_destroy(s);
+  s = plan_on("sm_90a", LLAMA_FRONT(256, 80));
+  assert_int_equal(s->n_nodes, 2);
+  assert_true(s->fusion_rope_blocked && !s->fusion_norm_blocked);
+  hkc_spec_destroy(s);
+  /* the kernel options turn each off */
+  hkc_kernel_options_t o;
+  memset(&o, 0, sizeof o);
+  o.gemm_rope = HKC_SWITCH_OFF;
+  s = plan_on_with("sm_90a", LLAMA_FRONT(256, 64), &o);
+  assert_int_equal(s->n_nodes, 2);
+  assert_true(s->fusion_rope_blocked && !s->fusion_norm_blocked);
+  hkc_spec_destroy(s);
+  o.gemm_rope = HKC_SWITCH_AUTO;
+  o.gemm_norm = HKC_SWITCH_OFF;
+  s = plan_on_with("host", LLAMA_FRONT(256, 64), &o);
+  assert_int_equal(s->n_nodes, 2);
+  assert_true(!s->fusion_rope_blocked && s->fusion_norm_blocked);
+  hkc_spec_destroy(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fake_clock),
@@ -329,6 +384,7 @@ int main(void) {
       cmocka_unit_test(test_report),
       cmocka_unit_test(test_h200_clock),
       cmocka_unit_test(test_h200_verdicts),
+      cmocka_unit_test(test_rope_norm_targets),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -148,24 +148,35 @@ static double **interpret(const hkc_spec_t *s, int64_t batch) {
       const hkc_tensor_t *a = &s->tensors[nd->in[0]], *b = &s->tensors[nd->in[1]];
       int64_t K = hkc_dim_value(a->dims[a->rank - 1], batch);
       int64_t N = hkc_dim_value(b->dims[nd->trans_b ? 0 : 1], batch), M = n / N;
+      double *A = v[nd->in[0]];
+      if (nd->norm_a) { /* a folded rmsnorm: A = rmsnorm(in[0]) */
+        A = malloc((size_t)(M * K) * sizeof *A);
+        for (int64_t i = 0; i < M; i++) {
+          double ms = 0;
+          for (int64_t k = 0; k < K; k++) ms += v[nd->in[0]][i * K + k] * v[nd->in[0]][i * K + k];
+          const double rstd = 1 / sqrt(ms / (double)K + nd->eps);
+          for (int64_t k = 0; k < K; k++) A[i * K + k] = v[nd->in[0]][i * K + k] * rstd * v[nd->gamma][k];
+        }
+      }
       for (int64_t i = 0; i < M; i++)
         for (int64_t c = 0; c < N; c++) {
           double acc = 0;
           for (int64_t k = 0; k < K; k++)
-            acc += v[nd->in[0]][i * K + k] * (nd->trans_b ? v[nd->in[1]][c * K + k] : v[nd->in[1]][k * N + c]);
+            acc += A[i * K + k] * (nd->trans_b ? v[nd->in[1]][c * K + k] : v[nd->in[1]][k * N + c]);
           if (nd->bias != HKC_NONE) acc += v[nd->bias][c];
           acc = hk_test_act_ref(nd->act, acc);
           if (nd->mul != HKC_NONE) acc *= v[nd->mul][i * N + c];
           if (nd->n_in == 3) { /* dual gemm: times the second product */
             double acc2 = 0;
             for (int64_t k = 0; k < K; k++)
-              acc2 += v[nd->in[0]][i * K + k] * (nd->trans_b ? v[nd->in[2]][c * K + k] : v[nd->in[2]][k * N + c]);
+              acc2 += A[i * K + k] * (nd->trans_b ? v[nd->in[2]][c * K + k] : v[nd->in[2]][k * N + c]);
             acc *= acc2;
           }
           if (nd->residual != HKC_NONE) acc += v[nd->residual][i * N + c];
           y[i * N + c] = acc;
         }
       if (nd->rope) rope_rows(nd, out, y, n);
+      if (A != v[nd->in[0]]) free(A);
       break;
     }
     case HK_OP_ROPE:
@@ -361,9 +372,43 @@ static const char k_llama[] = HEADER
 
 static void test_auto_llama_swiglu(void **state) {
   (void)state;
+  /* the norms folded into the gemms that read them: the q projection and the dual gemm */
   hkc_spec_t *ref = hk_test_spec_parse(k_llama), *s = hk_test_spec_parse(k_llama);
   hk_test_spec_fuse(s, HKC_FUSION_AUTO);
   check_consistent(s);
+  assert_int_equal(s->n_nodes, 5);
+  const hkc_node_t *q = N(s, "n1,q"), *d = N(s, "n2,up,gate,sg,glu");
+  assert_true(q->norm_a && d->norm_a && d->n_in == 3);
+  assert_int_equal(q->in[0], hk_test_tensor(s, "x"));
+  assert_int_equal(q->gamma, hk_test_tensor(s, "g1"));
+  assert_int_equal(d->in[0], hk_test_tensor(s, "h"));
+  assert_int_equal(d->gamma, hk_test_tensor(s, "g2"));
+  assert_int_equal(hkc_tensor_find(s, "xn"), HKC_NONE);
+  assert_int_equal(hkc_tensor_find(s, "hn"), HKC_NONE);
+  assert_false(s->fusion_norm_blocked);
+  {
+    hkc_kernel_key_t key;
+    hkc_arg_t args[HKC_MAX_ARGS];
+    assert_int_equal(hkc_lower_node(s, (size_t)(d - s->nodes), 3, &key, args), HKC_GEMM_N_ARGS_DUAL + 2);
+    assert_true(key.dual && key.norm_a);
+    assert_int_equal(hkc_gemm_norm_arg(1, 0), HKC_GEMM_ARG_B2 + 1);
+    assert_int_equal(args[HKC_GEMM_ARG_B2 + 1].kind, HK_ARG_TENSOR);
+    assert_int_equal(args[HKC_GEMM_ARG_B2 + 1].i, hk_test_tensor(s, "g2"));
+    assert_int_equal(args[HKC_GEMM_ARG_B2 + 2].kind, HK_ARG_F32);
+    char name[96];
+    hkc_kernel_key_name(&key, name, sizeof name);
+    assert_string_equal(name, "hk_gemm_f16_silu_dual_nrm_a4");
+  }
+  expect_same_function(ref, s, 1);
+  expect_same_function(ref, s, 3);
+  hkc_spec_destroy(s);
+
+  /* without the fold (a target without such a kernel: fusion_no_norm) */
+  s = hk_test_spec_parse(k_llama);
+  s->fusion_no_norm = 1;
+  hk_test_spec_fuse(s, HKC_FUSION_AUTO);
+  check_consistent(s);
+  assert_true(s->fusion_norm_blocked);
   assert_int_equal(s->n_nodes, 7);
   /* gate + silu + mul by up's product over the same A: one dual gemm, up's output gone */
   const hkc_node_t *gate = N(s, "up,gate,sg,glu");
@@ -400,6 +445,7 @@ static void test_auto_llama_swiglu(void **state) {
    * sm_90, AMD) keeps the gate gemm with up's output as its fused mul. */
   s = hk_test_spec_parse(k_llama);
   s->fusion_no_dual = 1;
+  s->fusion_no_norm = 1;
   hk_test_spec_fuse(s, HKC_FUSION_AUTO);
   check_consistent(s);
   assert_int_equal(s->n_nodes, 8);

@@ -540,11 +540,14 @@ static int tma_rows(const tma_cfg_t *c) { return (2 - c->pingpong) * 64 * c->mw;
 /* B tiles per ring slot: 2 for a dual gemm (B and B2). */
 static int tma_nb(const hkc_kernel_key_t *key) { return key->dual ? 2 : 1; }
 
-/* The ring, the f32 staging E, the output buffers of the TMA store, the barriers, and 1 KiB
+/* The ring, the f32 staging E, the output buffers of the TMA store, the barriers (stream-K's
+ * flags, a rope's column constants, a folded norm's ready barriers and row scales), and 1 KiB
  * for aligning the base (templates/gpu/gemm_tma.hip, "Shared memory"). */
 static uint32_t tma_shared(const hkc_kernel_key_t *key, const tma_cfg_t *c) {
   return (uint32_t)(c->stages * (tma_rows(c) + tma_nb(key) * c->bn) * 128 + 2 * 64 * 32 * 4 +
-                    c->tma_store * 4 * 64 * 32 * 2 + 8 * (2 * c->stages + 2) + (c->streamk ? 8 : 0) + 1024);
+                    c->tma_store * 4 * 64 * 32 * 2 + 8 * (2 * c->stages + 2) + (c->streamk ? 8 : 0) +
+                    (key->rope ? 3 * (key->head_dim / 2) * 4 : 0) +
+                    (key->norm_a ? 8 * c->stages + c->stages * tma_rows(c) * 4 : 0) + 1024);
 }
 
 /* The default: 128 x 256 cooperative, 4 stages; a dual gemm (two accumulator sets) 128 x 128;
@@ -568,6 +571,8 @@ static int tma_legal(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, co
   const int64_t ring = (int64_t)c->stages * (tma_rows(c) + c->bn) * 128, partial = (int64_t)tma_rows(c) * c->bn * 4;
   if (key->dual && (c->mw * c->bn > 128 || c->splitk != 1 || c->cm != 1 || c->streamk))
     return 0; /* two accumulator sets */
+  /* a folded rmsnorm: each block sums its rows' squares over all of K */
+  if (key->norm_a && (c->splitk != 1 || c->streamk)) return 0;
   /* rope: each tile holds whole heads, so both columns of a pair are in one thread's fragments */
   if (key->rope && (key->dual || key->head_dim <= 0 || key->head_dim % 16 != 0 || c->bn % key->head_dim != 0))
     return 0;
@@ -698,12 +703,14 @@ static void tma_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key,
    * epilogues read each round's inputs in place (the reductions need the registers of the
    * lookahead) */
   const int split = c.splitk > 1 || c.streamk;
+  /* a folded norm's transform warps (producer warps 1 and 2) need registers too */
+  const int producer_regs = split || key->norm_a ? 56 : 40, consumer_regs = split || key->norm_a ? 224 : 232;
   snprintf(out + len, size > len ? size - len : 0,
            "#define HK_THREADS 384\n#define HK_PINGPONG %d\n#define HK_MW %d\n#define HK_TILE_N %d\n#define HK_SPLITK %d\n"
            "#define HK_CM %d\n#define HK_STREAMK %d\n#define HK_TMA_STORE %d\n#define HK_EPI_LOOKAHEAD %d\n"
            "#define HK_STAGES %d\n#define HK_GROUP_M 8\n#define HK_PRODUCER_REGS %d\n#define HK_CONSUMER_REGS %d\n",
-           c.pingpong, c.mw, c.bn, c.splitk, c.cm, c.streamk, c.tma_store, !split, c.stages, split ? 56 : 40,
-           split ? 224 : 232);
+           c.pingpong, c.mw, c.bn, c.splitk, c.cm, c.streamk, c.tma_store, !split, c.stages, producer_regs,
+           consumer_regs);
   /* 16-bit C: the cheaper gelu / silu of common.h (rounding-accurate for f16/bf16). In the
    * cooperative schedule the epilogue does not overlap the MMAs, and erff's form was most of
    * it: 4096^3 bf16 with bias, gelu and residual took 26 us more than the plain GEMM's 182. */
@@ -762,7 +769,7 @@ static int tma_workspace(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
 static uint32_t tma_launch_args(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_arg_t *args,
                                 uint32_t n_args, uint32_t max_args) {
   const tma_cfg_t c = tma_cfg(arch, key);
-  const uint32_t abi = key->dual ? HKC_GEMM_N_ARGS_DUAL : key->rope ? HKC_GEMM_N_ARGS_ROPE : HKC_GEMM_N_ARGS;
+  const uint32_t abi = hkc_gemm_norm_arg(key->dual, key->rope) + (key->norm_a ? 2u : 0u);
   if (n_args != abi || n_args + 2 + (uint32_t)key->dual + (uint32_t)c.tma_store > max_args)
     return n_args; /* not the ABI: codegen reports */
   const int64_t a = args[HKC_GEMM_ARG_A].i, b = args[HKC_GEMM_ARG_B].i;
@@ -790,6 +797,7 @@ const hkc_variant_t hkc_variant_gemm_tma = {
     .workspace = tma_workspace,
     .pdl = HKC_GEMM_TMA_PDL,
     .rope = 1,
+    .norm_a = 1,
     .tune_space = tma_tune_space,
     .tune_parse = tma_tune_parse,
     .params = k_tma_names,
@@ -799,7 +807,7 @@ const hkc_variant_t hkc_variant_gemm_tma = {
              "bytes (rows = 128 mw for pp 0, 64 mw for pp 1) + 16 KiB epilogue + barriers + 1 KiB of shared memory "
              "within the block limit; sk > 1: mw bn <= 128 (the reduction's registers) and the ring holds rows x bn f32 "
              "partial sums; cm 1 or 2 (2: clusters of two blocks on adjacent row tiles sharing B by TMA multicast; sk 1); "
-             "dual gemms: mw bn <= 128, sk 1, cm 1, skm 0; rope gemms: bn a multiple of head_dim; ts 0 or 1 (1: C leaves by TMA stores through 16 KiB of "
+             "dual gemms: mw bn <= 128, sk 1, cm 1, skm 0; rope gemms: bn a multiple of head_dim; folded norms: sk 1, skm 0; ts 0 or 1 (1: C leaves by TMA stores through 16 KiB of "
              "output buffers; 0 when absent); skm 0..64 (> 0: stream-K, at least skm k tiles per block; sk 1, cm 1, "
              "mw bn <= 128; optional, 0 when absent)",
 };
