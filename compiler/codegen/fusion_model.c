@@ -35,6 +35,13 @@
 #define BW_SHARE 0.85
 #define MATRIX_SHARE 0.70
 #define EPILOGUE_SHARE 0.66
+/* A folded rmsnorm (norm_a): lane-instructions per A element per column tile of NORM_A_TILE
+ * (unpack, square-accumulate, gamma, pack, the 16-byte loads and stores shared), not
+ * overlapped with the MMAs. Measured on the H200 (session 11, docs/BENCHMARKS.md): Llama's
+ * dual SwiGLU gemm with the ffn norm folded 3782 us against 2533 us unfolded at 8192 x
+ * 14336 x 4096 (this term: ~1.1 ms), the q|k|v projection 788 against 558 us. */
+#define NORM_A_INSTR 6.0
+#define NORM_A_TILE 128
 
 /* Host: nominal figures of a few cores (bytes/s, FLOP/s, lane-instructions/s). */
 #define HOST_BW 20.0e9
@@ -148,6 +155,13 @@ double hkc_launch_seconds(const hkc_gpu_arch_t *arch, const hkc_spec_t *spec, co
     if (mm > body) body = mm;
     if (nd->op == HK_OP_GEMM) /* the host's epilogue runs on every thread */
       epilogue = elems * gemm_epilogue_instr(nd) / (lanes * (arch ? EPILOGUE_SHARE : 1.0));
+    if (nd->op == HK_OP_GEMM && nd->norm_a && nd->out >= 0) { /* every column tile transforms all of A again */
+      const hkc_tensor_t *o = &spec->tensors[nd->out];
+      const double a = (double)hkc_tensor_elems(&spec->tensors[nd->in[0]], batch);
+      const double n = o->rank ? (double)hkc_dim_value(o->dims[o->rank - 1], batch) : 1.0;
+      const double tiles = n > NORM_A_TILE ? (n + NORM_A_TILE - 1) / NORM_A_TILE : 1.0;
+      epilogue += a * tiles * NORM_A_INSTR / (lanes * (arch ? EPILOGUE_SHARE : 1.0));
+    }
   } else {
     const double issue = elems * node_instr(nd) / lanes;
     if (issue > body) body = issue;
@@ -185,6 +199,8 @@ int hkc_fuse_for_targets(hkc_spec_t *spec, int mode, const hkc_gpu_arch_t *const
     clock[n_clock] = archs[i];
     names[n_clock++] = archs[i] ? archs[i]->name : hkc_host_target_name();
   }
+  /* gemm_norm=on: the fold wherever a kernel has it, whatever the clock says */
+  spec->fusion_norm_always = options && options->gemm_norm == HKC_SWITCH_ON;
   hkc_fuse_model_t model;
   hkc_fuse_model_init(&model, clock, names, n_clock, report);
   model.kernel_ok = model_kernel_ok;

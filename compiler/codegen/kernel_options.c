@@ -55,7 +55,8 @@ static const kopt_t k_opts[] = {
     {"gemm_norm", "HKC_GEMM_NORM", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: an rmsnorm folded into the GEMM that reads it (A scaled by gamma as its tiles arrive, rows "
      "by their rsqrt(mean square) in the epilogue) where every target has such a kernel (gemm_tma on sm_90a, "
-     "the host); off: every rmsnorm a kernel of its own"},
+     "the host): auto where the fusion planner's clock says it pays (small GEMMs: every column tile transforms "
+     "A again), on wherever a kernel has it; off: every rmsnorm a kernel of its own"},
     {"ew_exact_act", "HKC_EW_EXACT_ACT", KOPT_BOOL, 0, NULL, NULL, 0, NULL,
      "0|1: 16-bit gelu/silu/ewchain through erff/expf"},
     {"attn_kvs", "HKC_ATTN_KVS", KOPT_INT, 0, NULL, NULL, 0, NULL,

@@ -148,6 +148,7 @@ typedef struct hkc_spec {
   int fusion_no_norm;    /* keep every rmsnorm out of the next gemm (as when a target has no gemm
                             kernel that folds one: the planner model's kernel_ok) */
   int fusion_norm_blocked; /* set by fusion: fusion_no_norm or kernel_ok kept an rmsnorm apart */
+  int fusion_norm_always; /* fold an rmsnorm wherever a kernel has it, without asking the clock */
   char *fusion_apart;    /* set by auto fusion: the legal steps its clock refused, "a + b (form)"
                             joined by "; " in the order weighed (NULL: none); the plan is every
                             other legal step, so equal texts mean equal plans (provenance) */

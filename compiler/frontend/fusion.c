@@ -716,7 +716,9 @@ static int auto_fuse(fuse_ctx_t *f, int *members) {
       f->spec->fusion_norm_blocked = 1;
       continue;
     }
-    const int pay = pays(f, &f->slot[i], node_label(&f->slot[i]), &f->slot[g], &fused, "norm into gemm");
+    const int pay = f->spec->fusion_norm_always ? 1
+                                                : pays(f, &f->slot[i], node_label(&f->slot[i]), &f->slot[g], &fused,
+                                                       "norm into gemm");
     if (pay < 0) return -1;
     if (!pay) continue;
     members[0] = (int)i, members[1] = g;

@@ -23,15 +23,17 @@
  * of per-column constants after the barriers (hk_tma_rope_table).
  *
  * HK_NORM_A (fusion's folded rmsnorm): A is rmsnorm(A) with the arguments gamma [K] and eps
- * (after mul, B2 and the rope's). Warps 1 and 2 of the producer warpgroup transform each A k
- * tile in shared memory once it has landed (full[s]): each of their 64 threads owns rows
- * t, t + 64, ... of the slot, multiplies its 16-byte chunks by gamma (rounded to 16 bits, as
- * the norm's output would be) and sums the squares of the raw values over the unit's k
- * tiles; at the unit's last k tile it stores rsqrt(sum / K + eps) per row next to the slot
- * (rscale[s]); then fence.proxy.async and an arrival on ready[s], for which the consumers
- * wait instead of full[s]. Each consumer thread reads its rows' scales at the last k tile
- * (before it releases that slot) and multiplies its accumulators (both sets, dual) by them
- * before the epilogue. Needs every k tile of a row in one block: no split-K, no stream-K.
+ * (after mul, B2 and the rope's). The consumers transform each A k tile in shared memory
+ * before their wgmmas read it, while the tensor cores still run the previous k tile's group:
+ * the unit's threads (256 cooperative, a consumer's 128 ping-pong) take 4 HK_MW 16-byte
+ * chunks each -- thread i: chunks 4 (i & 1) .. + 3 of rows i / 2 + (threads / 2) q -- multiply
+ * them by gamma (rounded to 16 bits, as the norm's output would be) and sum the squares of
+ * the raw values over the unit's k tiles; fence.proxy.async, then a named barrier of the
+ * unit's threads (5; 5 + consumer ping-pong) before the first wgmma of the k tile. After the
+ * last k tile the two threads of a row add their sums (shuffle), store rsqrt(sum / K + eps)
+ * in shared memory (rscale: [HK_BM_STAGE] per consumer), and after the barrier every thread
+ * multiplies its accumulators (both sets, dual) by its rows' scales before the epilogue.
+ * Needs every k tile of a row in one block: no split-K, no stream-K.
  *
  * HK_DUAL (fusion's dual gemm, SwiGLU): C = act(A @ B + bias) * (A @ B2) + residual, B2 a
  * third tensor map tm_b2 (as tm_b) after tm_b and the pointer B2 after mul; each ring slot
@@ -62,7 +64,7 @@
  *   bars    full[HK_STAGES], empty[HK_STAGES], done[2] (ping-pong order, below)
  *   flags   stream-K only: 2 u32, each consumer's "last piece" answer (hk_tma_sk_finish)
  *   rope    HK_ROPE only: 3 HK_ROPE_DH / 2 f32, the rope's per-column constants
- *   norm    HK_NORM_A only: ready[HK_STAGES] barriers, then rscale[HK_STAGES][HK_BM_STAGE] f32
+ *   norm    HK_NORM_A only: rscale[2][HK_BM_STAGE] f32, the rows' norm scales (per consumer)
  * TMA writes exactly the layout the wgmma descriptors read (row r of a box at r * 128
  * bytes, 16-byte chunk j at j ^ (r & 7)), as gemm_wgmma_ws's cp.async copies do by hand.
  *
@@ -117,7 +119,7 @@
 #if HK_NORM_A && (HK_SPLITK > 1 || HK_STREAMK)
 #error "gemm_tma: a folded norm needs whole rows of A in each block (no split-K, no stream-K)"
 #endif
-#define HK_NORM_RPT (HK_BM_STAGE / 64) /* rows per transform thread */
+#define HK_NORM_THREADS (HK_PINGPONG ? 128 : 256) /* the threads of a unit */
 #if HK_ROPE
 #define HK_TMA_ROPE_BYTES (4 * 3 * (HK_ROPE_DH / 2))
 #else
@@ -270,36 +272,35 @@ HK_DEVICE void hk_tma_dual_combine(float *acc, const float *acc2, const HK_T *bi
 #endif
 
 #if HK_NORM_A
-/* One k tile of A in slot `as` ([HK_BM_STAGE][64] halves, 128-byte swizzle: logical chunk c of
- * row r at chunk c ^ (r & 7)) times gamma[k0 ..], in place; ss[i] += the squares of row
- * tt + 64 i's raw values. Columns >= K hold zeros (TMA) and take gamma 0. */
-HK_DEVICE void hk_tma_norm_tile(unsigned short *as, const HK_T *gamma, long long k0, long long K, int tt,
-                                float (&ss)[HK_NORM_RPT]) {
-#pragma unroll 1
-  for (int c = 0; c < 8; c++) {
-    const long long k = k0 + 8 * c;
-    const uint4 gw = k < K ? *(const uint4 *)(gamma + k) : make_uint4(0u, 0u, 0u, 0u); /* K % 8 == 0 */
-    const unsigned gx[4] = {gw.x, gw.y, gw.z, gw.w};
-    float g[8];
+/* This thread's part of one k tile of A in slot `as` ([HK_BM_STAGE][64] halves, 128-byte
+ * swizzle: logical chunk c of row r at chunk c ^ (r & 7)), times gamma[k0 ..] in place;
+ * ss[q] += the squares of row gt / 2 + (HK_NORM_THREADS / 2) q's raw values in those
+ * chunks. gt: the thread in the unit's group. Columns >= K hold zeros (TMA) and take gamma 0. */
+HK_DEVICE void hk_tma_norm_tile(unsigned short *as, const HK_T *gamma, long long k0, long long K, int gt,
+                                float (&ss)[HK_MW]) {
+  uint4 gw[4];
 #pragma unroll
-    for (int e = 0; e < 4; e++) {
-      g[2 * e] = HK_LOAD((unsigned short)(gx[e] & 0xffffu));
-      g[2 * e + 1] = HK_LOAD((unsigned short)(gx[e] >> 16));
-    }
+  for (int c = 0; c < 4; c++) { /* gamma first: four loads in flight */
+    const long long k = k0 + 8 * (4 * (gt & 1) + c);
+    gw[c] = k < K ? __ldg((const uint4 *)(gamma + k)) : make_uint4(0u, 0u, 0u, 0u); /* K % 8 == 0 */
+  }
 #pragma unroll
-    for (int i = 0; i < HK_NORM_RPT; i++) {
-      const int r = tt + 64 * i;
-      uint4 *const p = (uint4 *)(as + r * 64) + (c ^ (r & 7));
-      const uint4 w = *p;
-      const unsigned x[4] = {w.x, w.y, w.z, w.w};
+  for (int q = 0; q < HK_MW; q++) {
+    const int r = (gt >> 1) + (HK_NORM_THREADS / 2) * q;
+    uint4 w[4];
+#pragma unroll
+    for (int c = 0; c < 4; c++) w[c] = *((const uint4 *)(as + r * 64) + ((4 * (gt & 1) + c) ^ (r & 7)));
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+      const unsigned x[4] = {w[c].x, w[c].y, w[c].z, w[c].w}, g[4] = {gw[c].x, gw[c].y, gw[c].z, gw[c].w};
       unsigned y[4];
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         const float lo = HK_LOAD((unsigned short)(x[e] & 0xffffu)), hi = HK_LOAD((unsigned short)(x[e] >> 16));
-        ss[i] = fmaf(lo, lo, fmaf(hi, hi, ss[i]));
-        y[e] = HK_PACK(lo * g[2 * e], hi * g[2 * e + 1]);
+        ss[q] = fmaf(lo, lo, fmaf(hi, hi, ss[q]));
+        y[e] = HK_PACK(lo * HK_LOAD((unsigned short)(g[e] & 0xffffu)), hi * HK_LOAD((unsigned short)(g[e] >> 16)));
       }
-      *p = make_uint4(y[0], y[1], y[2], y[3]);
+      *((uint4 *)(as + r * 64) + ((4 * (gt & 1) + c) ^ (r & 7))) = make_uint4(y[0], y[1], y[2], y[3]);
     }
   }
 }
@@ -439,16 +440,9 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
       (float *)(Ss + HK_TMA_STORE * 4 * HK_EPI_S_HALVES) + 2 * (2 * HK_STAGES + 2) + (HK_STREAMK ? 2 : 0);
   hk_tma_rope_table(rope_tab, rope_theta, HK_TID); /* read after the block's first barrier */
 #endif
-#if HK_NORM_A /* after those: ready[HK_STAGES], then rscale[HK_STAGES][HK_BM_STAGE] */
-  unsigned char *const norm_base = (unsigned char *)(Ss + HK_TMA_STORE * 4 * HK_EPI_S_HALVES) +
-                                   8 * (2 * HK_STAGES + 2) + (HK_STREAMK ? 8 : 0) +
-                                   HK_TMA_ROPE_BYTES;
-  const unsigned norm_ready = hk_smem_u32(norm_base);
-  float *const rscale = (float *)(norm_base + 8 * HK_STAGES);
-#define HK_TMA_READY(s) (norm_ready + 8u * (unsigned)(s))
-#define HK_TMA_LANDED(s) HK_TMA_READY(s) /* what the consumers wait for */
-#else
-#define HK_TMA_LANDED(s) HK_TMA_FULL(s)
+#if HK_NORM_A /* after those: rscale[2][HK_BM_STAGE] */
+  float *const rscale = (float *)((unsigned char *)(Ss + HK_TMA_STORE * 4 * HK_EPI_S_HALVES) + 8 * (2 * HK_STAGES + 2) +
+                                  (HK_STREAMK ? 8 : 0) + HK_TMA_ROPE_BYTES);
 #endif
   const int tid = HK_TID, wg = tid >> 7;
   /* Multicast clusters (HK_CM = 2): the two blocks of a cluster take row tiles 2 i and
@@ -498,10 +492,6 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
       hk_mbar_init(HK_TMA_EMPTY(s), (HK_PINGPONG ? 4u : 8u) * HK_CM); /* lane 0 of each reading consumer warp,
                                                                         of every block the slot's B goes to */
     }
-#if HK_NORM_A
-#pragma unroll
-    for (int s = 0; s < HK_STAGES; s++) hk_mbar_init(HK_TMA_READY(s), 64u); /* every transform thread */
-#endif
     hk_mbar_init(HK_TMA_DONE(0), 4u); /* lane 0 of each of the consumer's warps */
     hk_mbar_init(HK_TMA_DONE(1), 4u);
     hk_mbar_init_fence();
@@ -562,30 +552,6 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #endif
       }
     }
-#if HK_NORM_A
-    else if (tid >= 32 && tid < 96) { /* warps 1 and 2: the norm's transform */
-      const int tt = tid - 32;
-      unsigned u = 0;
-      hk_tma_sched_t sched = sched0;
-      hk_sk_unit_t work;
-      while (hk_tma_next(&sched, &work)) {
-        float ss[HK_NORM_RPT];
-#pragma unroll
-        for (int i = 0; i < HK_NORM_RPT; i++) ss[i] = 0.0f;
-        for (int kt = (int)work.kt0; kt < (int)work.kt1; kt++, u++) {
-          const unsigned s = u % HK_STAGES, ph = (u / HK_STAGES) & 1u;
-          hk_mbar_wait(HK_TMA_FULL(s), ph);
-          hk_tma_norm_tile(As + s * HK_TMA_A_STAGE, norm_gamma, (long long)kt * 64, K, tt, ss);
-          if (kt + 1 == (int)work.kt1)
-#pragma unroll
-            for (int i = 0; i < HK_NORM_RPT; i++)
-              rscale[s * HK_BM_STAGE + tt + 64 * i] = rsqrtf(ss[i] / (float)K + norm_eps);
-          hk_fence_proxy_async(); /* the tile's generic writes, before the wgmmas (async proxy) read it */
-          hk_mbar_arrive(HK_TMA_READY(s));
-        }
-      }
-    }
-#endif
 #if HK_SPLITK > 1
     else {
       hk_tma_sched_t sched = sched0;
@@ -659,19 +625,18 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 
       unsigned prev = 0;
 #if HK_NORM_A
-      float rs[HK_MW][2]; /* this thread's rows' norm scales */
+      const int norm_gt = HK_PINGPONG ? lt : cw * 128 + lt, norm_bar = 5 + (HK_PINGPONG ? cw : 0);
+      float norm_ss[HK_MW];
+#pragma unroll
+      for (int q = 0; q < HK_MW; q++) norm_ss[q] = 0.0f;
 #endif
       for (int kt = 0; kt < k_tiles; kt++, u++) {
         const unsigned s = u % HK_STAGES, ph = (u / HK_STAGES) & 1u;
-        hk_mbar_wait(HK_TMA_LANDED(s), ph);
-#if HK_NORM_A
-        if (kt + 1 == k_tiles) /* the unit's scales sit next to its last slot until it is released */
-#pragma unroll
-          for (int w = 0; w < HK_MW; w++)
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-              rs[w][h] = rscale[s * HK_BM_STAGE + (HK_PINGPONG ? 0 : cw * HK_MW * 64) + 64 * w + 16 * (lt >> 5) +
-                                ((lt & 31) >> 2) + 8 * h];
+        hk_mbar_wait(HK_TMA_FULL(s), ph);
+#if HK_NORM_A /* under the previous k tile's wgmmas */
+        hk_tma_norm_tile(As + s * HK_TMA_A_STAGE, norm_gamma, (long long)(work.kt0 + kt) * 64, K, norm_gt, norm_ss);
+        hk_fence_proxy_async(); /* the tile's generic writes, before the wgmmas (async proxy) read them */
+        hk_named_sync(norm_bar, HK_NORM_THREADS);
 #endif
         const unsigned short *as = As + s * HK_TMA_A_STAGE + (HK_PINGPONG ? 0 : cw * HK_MW * 64 * 64);
         const unsigned short *bs = Bs + s * HK_TMA_NB * HK_TMA_B_STAGE;
@@ -774,11 +739,23 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #endif
       const long long row0 = (long long)m0 + (HK_PINGPONG ? 0 : cw * HK_MW * 64);
 #if HK_NORM_A
+      /* the rows' scales: the two threads of a row add their sums; one stores it */
+      float *const rsc = rscale + (HK_PINGPONG ? cw : 0) * HK_BM_STAGE;
+#pragma unroll
+      for (int q = 0; q < HK_MW; q++) {
+        const float ss = norm_ss[q] + __shfl_xor_sync(0xffffffffu, norm_ss[q], 1);
+        if ((norm_gt & 1) == 0) rsc[(norm_gt >> 1) + (HK_NORM_THREADS / 2) * q] = rsqrtf(ss / (float)K + norm_eps);
+      }
+      hk_named_sync(norm_bar, HK_NORM_THREADS);
 #pragma unroll
       for (int w = 0; w < HK_MW; w++) {
-        hk_tma_norm_scale(acc[w], rs[w]);
+        float rs[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+          rs[h] = rsc[(HK_PINGPONG ? 0 : cw * HK_MW * 64) + 64 * w + 16 * (lt >> 5) + ((lt & 31) >> 2) + 8 * h];
+        hk_tma_norm_scale(acc[w], rs);
 #if HK_DUAL
-        hk_tma_norm_scale(acc2[w], rs[w]);
+        hk_tma_norm_scale(acc2[w], rs);
 #endif
       }
 #endif
@@ -817,9 +794,5 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #undef HK_TMA_FULL
 #undef HK_TMA_EMPTY
 #undef HK_TMA_DONE
-#undef HK_TMA_LANDED
-#if HK_NORM_A
-#undef HK_TMA_READY
-#endif
 #endif /* sm_90a; the variant serves only sm_90a */
 }

@@ -541,13 +541,13 @@ static int tma_rows(const tma_cfg_t *c) { return (2 - c->pingpong) * 64 * c->mw;
 static int tma_nb(const hkc_kernel_key_t *key) { return key->dual ? 2 : 1; }
 
 /* The ring, the f32 staging E, the output buffers of the TMA store, the barriers (stream-K's
- * flags, a rope's column constants, a folded norm's ready barriers and row scales), and 1 KiB
+ * flags, a rope's column constants, a folded norm's row scales), and 1 KiB
  * for aligning the base (templates/gpu/gemm_tma.hip, "Shared memory"). */
 static uint32_t tma_shared(const hkc_kernel_key_t *key, const tma_cfg_t *c) {
   return (uint32_t)(c->stages * (tma_rows(c) + tma_nb(key) * c->bn) * 128 + 2 * 64 * 32 * 4 +
                     c->tma_store * 4 * 64 * 32 * 2 + 8 * (2 * c->stages + 2) + (c->streamk ? 8 : 0) +
                     (key->rope ? 3 * (key->head_dim / 2) * 4 : 0) +
-                    (key->norm_a ? 8 * c->stages + c->stages * tma_rows(c) * 4 : 0) + 1024);
+                    (key->norm_a ? 2 * tma_rows(c) * 4 : 0) + 1024);
 }
 
 /* The default: 128 x 256 cooperative, 4 stages; a dual gemm (two accumulator sets) 128 x 128;
@@ -703,8 +703,7 @@ static void tma_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key,
    * epilogues read each round's inputs in place (the reductions need the registers of the
    * lookahead) */
   const int split = c.splitk > 1 || c.streamk;
-  /* a folded norm's transform warps (producer warps 1 and 2) need registers too */
-  const int producer_regs = split || key->norm_a ? 56 : 40, consumer_regs = split || key->norm_a ? 224 : 232;
+  const int producer_regs = split ? 56 : 40, consumer_regs = split ? 224 : 232;
   snprintf(out + len, size > len ? size - len : 0,
            "#define HK_THREADS 384\n#define HK_PINGPONG %d\n#define HK_MW %d\n#define HK_TILE_N %d\n#define HK_SPLITK %d\n"
            "#define HK_CM %d\n#define HK_STREAMK %d\n#define HK_TMA_STORE %d\n#define HK_EPI_LOOKAHEAD %d\n"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# (run as bench/s11/call2.sh from the repository root in the session; copied here next to its output)
 # Session 11, device call 2: the rope epilogue with per-block column constants (one sin/cos
 # per column and row pair). build-dev from `bash bench/peers_prepare.sh` carried, plus
 # build-dev/packs/{op_rope_gemm,fusion_forms,llama_small}.hkpack (host,sm_90a):
@@ -10,7 +11,7 @@
 #   3. llama_block with rope in the epilogue (tuned) against rope apart (gemm_rope=off),
 #      whole graph interleaved (4 rounds), then the per-launch profile of both, every batch.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 final=${OUT:-/tmp}
 res=/tmp/s11c2

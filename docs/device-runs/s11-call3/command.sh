@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# (run as bench/s11/call3.sh from the repository root in the session; copied here next to its output)
 # Session 11, device call 3: rmsnorm folded into the gemm that reads it (gemm_tma, sm_90a).
 # build-dev from `bash bench/peers_prepare.sh` carried, plus build-dev/packs/{op_norm_gemm,
 # op_rope_gemm,fusion_forms,llama_small}.hkpack (host,sm_90a) and build-dev/s11/rope.db (call 2's
@@ -11,7 +12,7 @@
 #      (gemm_norm=off, gemm_rope=off), whole graph interleaved (3 rounds), then the per-launch
 #      profile of each, every batch. Untuned norm gemms (the model's choice).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 final=${OUT:-/tmp}
 res=/tmp/s11c3
