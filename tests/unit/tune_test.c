@@ -685,6 +685,13 @@ static void test_attention_model(void **state) {
   char sig[160];
   hkc_tune_signature(&key, (hkc_tune_shape_t){.m = 512, .n = 512, .k = 128, .batch = 4, .heads = 32, .kv_heads = 8, .causal = 1}, sig, sizeof sig);
   assert_string_equal(sig, "attention bf16 b=4 h=32 kvh=8 sq=512 skv=512 d=128 causal");
+  {
+    /* a gemm with a rope epilogue and a folded norm: the flags in the database's order */
+    const hkc_kernel_key_t fused = {.op = HK_OP_GEMM, .dtype = HK_DTYPE_BF16, .has_bias = 1, .rope = 1, .head_dim = 128,
+                                    .norm_a = 1, .align = 8};
+    hkc_tune_signature(&fused, (hkc_tune_shape_t){.m = 512, .n = 6144, .k = 4096}, sig, sizeof sig);
+    assert_string_equal(sig, "gemm bf16 m=512 n=6144 k=4096 bias rope=d128 norm");
+  }
   assert_true(hkc_tune_shape_flops(&key, (hkc_tune_shape_t){.m = 512, .n = 512, .k = 128, .batch = 4, .heads = 32, .kv_heads = 8, .causal = 1}) == 2.0 * 4 * 32 * 512 * 512 * 128);
   hkc_tune_cand_t *c = calloc(HKC_TUNE_MAX_CANDIDATES, sizeof *c);
   assert_non_null(c);
@@ -729,6 +736,14 @@ static void test_attention_model(void **state) {
 static void test_db_parse_format(void **state) {
   (void)state;
   hkc_tune_db_t db = {0};
+  /* the rope and folded-norm flags parse (a rope gemm's, a dual gemm with a folded norm) */
+  static const char fused[] =
+      "sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=512 n=6144 k=4096 bias rope=d128 norm | gemm_tma | pp=0,mw=1,bn=256,st=4,sk=1,cm=1,ts=0 | 47.9 us\n"
+      "sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=512 n=14336 k=4096 act=silu dual norm | gemm_tma | pp=0,mw=1,bn=128,st=3,sk=1,cm=1,ts=0 | 283 us\n";
+  assert_int_equal(hkc_tune_db_parse(&db, "f.db", fused, sizeof fused - 1), 0);
+  assert_int_equal(db.n, 2);
+  hkc_tune_db_free(&db);
+  memset(&db, 0, sizeof db);
   assert_int_equal(hkc_tune_db_parse(&db, "a.db", k_db, sizeof k_db - 1), 0);
   assert_int_equal(db.n, 3);
   assert_int_equal(db.entries[1].line, 4);
@@ -811,6 +826,11 @@ static void test_db_errors(void **state) {
       {"sm_90a | 132 | nvrtc 13.0 | attention bf16 b=1 h=12 kvh=12 sq=128 skv=128 d=64 tb | attention_tma | wg=1 | 1 us\n",
        "causal"},
       {"sm_90a | 132 | nvrtc 13.0 | attention bf16 m=1 n=8 k=8 | attention_tma | wg=1 | 1 us\n", "b=<batch>"},
+      /* rope=d<head_dim> (even, up to 256) then norm, after dual */
+      {"sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=1 n=8 k=8 norm rope=d128 | gemm_tma | pp=0 | 1 us\n", "flags"},
+      {"sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=1 n=8 k=8 rope=d7 | gemm_tma | pp=0 | 1 us\n", "even head_dim"},
+      {"sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=1 n=8 k=8 rope=d512 | gemm_tma | pp=0 | 1 us\n", "even head_dim"},
+      {"sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=1 n=8 k=8 rope=128 | gemm_tma | pp=0 | 1 us\n", "flags"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     char diag[1024];
