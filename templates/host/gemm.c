@@ -134,15 +134,17 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
 #if HK_HAS_BIAS
       for (int64_t j = 0; j < nb; j++) acc[i][j] += HK_LOAD(bias[j0 + j]);
 #endif
+      if (j0 >= rope_cols) continue; /* v heads only */
       const float pos = (float)((i0 + i) % rope_seq + rope_pos0);
-      for (int64_t h0 = 0; h0 + HK_ROPE_DH <= nb && j0 + h0 < rope_cols; h0 += HK_ROPE_DH)
-        for (int j = 0; j < HK_ROPE_DH / 2; j++) {
-          const float inv_freq = 1.0f / powf(rope_theta, (float)(2 * j) / (float)HK_ROPE_DH);
-          const float angle = pos * inv_freq, cs = cosf(angle), sn = sinf(angle);
+      for (int j = 0; j < HK_ROPE_DH / 2; j++) { /* one angle per pair, for every head of the tile */
+        float cs, sn;
+        hk_rope_cos_sin(pos, j, HK_ROPE_DH, rope_theta, &cs, &sn);
+        for (int64_t h0 = 0; h0 + HK_ROPE_DH <= nb && j0 + h0 < rope_cols; h0 += HK_ROPE_DH) {
           const float x1 = acc[i][h0 + j], x2 = acc[i][h0 + j + HK_ROPE_DH / 2];
           acc[i][h0 + j] = x1 * cs - x2 * sn;
           acc[i][h0 + j + HK_ROPE_DH / 2] = x2 * cs + x1 * sn;
         }
+      }
     }
 #endif
     for (int64_t i = 0; i < mb; i++) {

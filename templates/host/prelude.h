@@ -106,3 +106,13 @@ static inline float hk_sum8(const float *l) {
 }
 
 static inline int64_t hk_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Rope (rotate-half, Hugging Face Llama): cos and sin of the angle of pair j of a head of dh
+ * at position pos, with inv_freq = 1 / theta^(2j/dh) and the angle rounded to f32 as Hugging
+ * Face computes them (templates/host/rope.c, and gemm.c's rope epilogue). */
+static inline void hk_rope_cos_sin(float pos, int64_t j, int64_t dh, float theta, float *cs, float *sn) {
+  const float inv_freq = 1.0f / powf(theta, (float)(2 * j) / (float)dh);
+  const float angle = pos * inv_freq;
+  *cs = cosf(angle);
+  *sn = sinf(angle);
+}

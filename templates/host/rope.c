@@ -27,12 +27,7 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
     HK_T *yr = out + r * width;
     for (int64_t j0 = 0; j0 < half; j0 += HK_ROPE_JC) {
       const int64_t jc = hk_min_i64(HK_ROPE_JC, half - j0);
-      for (int64_t j = 0; j < jc; j++) {
-        const float inv_freq = 1.0f / powf(theta, (float)(2 * (j0 + j)) / (float)dh);
-        const float angle = pos * inv_freq;
-        cs[j] = cosf(angle);
-        sn[j] = sinf(angle);
-      }
+      for (int64_t j = 0; j < jc; j++) hk_rope_cos_sin(pos, j0 + j, dh, theta, &cs[j], &sn[j]);
       for (int64_t h = 0; h < heads; h++) {
         const HK_T *a = xr + h * dh + j0, *b = a + half;
         HK_T *ya = yr + h * dh + j0, *yb = ya + half;
