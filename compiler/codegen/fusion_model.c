@@ -136,7 +136,7 @@ static double gemm_epilogue_instr(const hkc_node_t *nd) {
   if (nd->residual != HKC_NONE) per += 1 + INSTR_OPERAND;
   if (nd->n_in == 3) per += 1;
   if (nd->rope) per += op_instr(HK_OP_ROPE);
-  if (nd->norm_a) per += 1; /* the row's scale (A's gamma and sum of squares: the producer's warps) */
+  if (nd->norm_a) per += 1; /* the row's scale (A's transform: hkc_launch_seconds) */
   return per;
 }
 

@@ -193,6 +193,15 @@ static const char *latest_stage(const hkc_node_t *g, int past_act) {
   return NULL;
 }
 
+/* Whether every target of the model has a kernel for candidate n (a form only some targets
+ * run: a rope epilogue, a folded norm); no model: yes. */
+static int targets_have_kernel(const fuse_ctx_t *f, const hkc_node_t *n) {
+  const hkc_fuse_model_t *m = f->model;
+  for (size_t t = 0; m && m->kernel_ok && t < m->n_targets; t++)
+    if (!m->kernel_ok(m, t, f->spec, n)) return 0;
+  return 1;
+}
+
 /* Absorbs rope node c, which reads g's output, into the epilogue of gemm g: out =
  * rope(A @ B + bias). The rotation comes last and only after a bias: the kernels rotate the
  * f32 accumulators (plus bias) before the rest of their epilogue, which is then a store. */
@@ -225,10 +234,7 @@ static int rope_absorb(const fuse_ctx_t *f, hkc_node_t *g, int c_slot, char *why
   n.theta = c->theta;
   n.pos_offset = c->pos_offset;
   n.out = c->out;
-  const hkc_fuse_model_t *m = f->model;
-  int ok = !f->spec->fusion_no_rope;
-  for (size_t i = 0; ok && m && m->kernel_ok && i < m->n_targets; i++) ok = m->kernel_ok(m, i, f->spec, &n);
-  if (!ok) {
+  if (f->spec->fusion_no_rope || !targets_have_kernel(f, &n)) {
     f->spec->fusion_rope_blocked = 1; /* recorded (provenance fusion_rope=off) */
     why_set(why, "a target of this build has no gemm kernel with a rope epilogue for it (sm_90a's gemm_tma has one: "
                  "f16/bf16, K and N multiples of 8)");
@@ -709,10 +715,7 @@ static int auto_fuse(fuse_ctx_t *f, int *members) {
     hkc_node_t fused;
     int g;
     if (norm_fold_build(f, (int)i, &fused, &g) != 0) continue;
-    const hkc_fuse_model_t *m = f->model;
-    int ok = !f->spec->fusion_no_norm;
-    for (size_t t = 0; ok && m && m->kernel_ok && t < m->n_targets; t++) ok = m->kernel_ok(m, t, f->spec, &fused);
-    if (!ok) { /* recorded (provenance fusion_norm=off) */
+    if (f->spec->fusion_no_norm || !targets_have_kernel(f, &fused)) { /* recorded (provenance fusion_norm=off) */
       f->spec->fusion_norm_blocked = 1;
       continue;
     }
