@@ -121,7 +121,7 @@
 #endif
 #define HK_NORM_THREADS (HK_PINGPONG ? 128 : 256) /* the threads of a unit */
 #if HK_ROPE
-#define HK_TMA_ROPE_BYTES (4 * 3 * (HK_ROPE_DH / 2))
+#define HK_TMA_ROPE_BYTES (4 * 3 * (HK_ROPE_DH / 2)) /* hk_tma_rope_table's constants */
 #else
 #define HK_TMA_ROPE_BYTES 0
 #endif
@@ -318,7 +318,6 @@ HK_DEVICE void hk_tma_norm_scale(float *acc, const float (&rs)[2]) {
  * block before the tiles, hk_tma_rope_table): for j < HK_ROPE_DH / 2, inv_freq[j] =
  * theta^(-2j / HK_ROPE_DH) (the rope op's powf), then cos and sin of 8 inv_freq[j] (the turn
  * from a thread's row to its row + 8). */
-#define HK_TMA_ROPE_FLOATS (3 * (HK_ROPE_DH / 2))
 HK_DEVICE void hk_tma_rope_table(float *tab, float theta, int tid) {
   const float dh = (float)HK_ROPE_DH;
   for (int j = tid; j < HK_ROPE_DH / 2; j += HK_THREADS) {
