@@ -135,6 +135,8 @@ char *hkc_codegen_gpu(const hkc_gpu_arch_t *arch, const hkc_kernel_out_t *kernel
   hkc_sb_printf(&sb, "#define HK_DUAL %d\n#define HK_ROPE %d\n#define HK_NORM_A %d\n", key->dual ? 1 : 0,
                 key->rope ? 1 : 0, key->norm_a ? 1 : 0);
   if (key->rope) hkc_sb_printf(&sb, "#define HK_ROPE_DH %d\n", key->head_dim);
+  hkc_sb_printf(&sb, "#define HK_NORM_C %d\n", key->norm_c ? 1 : 0);
+  if (key->norm_c) hkc_sb_printf(&sb, "#define HK_NORM_C_N %d\n", key->norm_cols);
   hkc_sb_printf(&sb, "#define HK_ATTN_LENGTHS %d\n#define HK_ATTN_MASK %d\n", key->has_lengths ? 1 : 0,
                 key->has_mask ? 1 : 0);
   if (key->op == HK_OP_EWCHAIN && sb_ewchain(&sb, kernel) != 0) {
@@ -199,10 +201,12 @@ int hkc_gpu_fused_gemm_ok(const hkc_gpu_arch_t *arch, const hkc_kernel_options_t
   if (key->rope && (dh <= 0 || dh % 16 != 0 || dh > HKC_ROPE_EPILOGUE_MAX_DH)) return 0;
   if (key->rope && o && o->gemm_rope == HKC_SWITCH_OFF) return 0;
   if (key->norm_a && o && o->gemm_norm == HKC_SWITCH_OFF) return 0;
+  if (key->norm_c && (key->norm_cols <= 0 || (o && o->gemm_ln == HKC_SWITCH_OFF))) return 0;
   if (!arch) return 1; /* the host GEMM has every form (rope: whole heads in its column tiles, codegen_host.c) */
   const hkc_variant_t *v = hkc_variant_for_options(arch, o, key);
   hkc_tile_cfg_t cfg;
-  /* a variant that serves the key and has a configuration for it (a tile of whole heads) */
+  /* a variant that serves the key and has a configuration for it (a tile of whole heads; a
+   * cluster of tiles over a layernorm's whole rows) */
   return v && (!v->tune_parse || v->tune_parse(arch, key, "", &cfg) == 0);
 }
 

@@ -145,7 +145,7 @@ static const char *const k_instance_macros[] = {
     "HK_NAME",  "HK_T",       "HK_LOAD",    "HK_STORE",  "HK_ACT",    "HK_TRANS_B",    "HK_HAS_BIAS",
     "HK_HAS_RESIDUAL", "HK_HAS_MUL", "HK_HAS_ADD", "HK_HAS_SUM", "HK_BINOP", "HK_UNARY", "HK_EW_NIN",
     "HK_EW_PROGRAM", "HK_ATTN_LENGTHS", "HK_ATTN_MASK", "HK_DUAL", "HK_ROPE", "HK_ROPE_DH", "HK_NORM_A",
-    "HK_NORM_ARG",
+    "HK_NORM_ARG", "HK_NORM_C",
 };
 
 /* An ewchain program (hkc_kernel_key_t.program) as C statements on the f32 value v,
@@ -203,6 +203,7 @@ static int emit_instance(hkc_strbuf_t *sb, const hkc_kernel_out_t *k, const char
                 key->rope ? 1 : 0, key->rope ? key->head_dim : 2);
   hkc_sb_printf(sb, "#define HK_NORM_A %d\n#define HK_NORM_ARG %u\n", key->norm_a ? 1 : 0,
                 hkc_gemm_norm_arg(key->dual, key->rope));
+  hkc_sb_printf(sb, "#define HK_NORM_C %d\n", key->norm_c ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_HAS_ADD %d\n", key->has_add ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_HAS_SUM %d\n", key->has_add && key->has_sum ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_ATTN_LENGTHS %d\n#define HK_ATTN_MASK %d\n", key->has_lengths ? 1 : 0,
@@ -283,7 +284,8 @@ static int64_t arg_i64(const hkc_arg_t *args, uint32_t n_args, uint32_t i) {
 static int64_t ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) / b; }
 
 /* What a block is, per op (grid.x = number of blocks; block = {1,1,1}):
- *   gemm        a tile of HOST_GEMM_BM rows x HOST_GEMM_BN columns (a tuned key: its own)
+ *   gemm        a tile of HOST_GEMM_BM rows x HOST_GEMM_BN columns (a tuned key: its own);
+ *               a layernorm epilogue's (norm_c): a row tile, all of its columns
  *   add..silu, ewchain   a chunk of HOST_EW_CHUNK elements
  *   norms, softmax   one row
  *   attention   one query row of one (batch, head)
@@ -296,7 +298,8 @@ void hkc_host_launch_dims(const hkc_kernel_key_t *key, const hkc_arg_t *args, ui
   case HK_OP_GEMM: {
     int bm, bn, bk;
     host_gemm_block(key, &bm, &bn, &bk);
-    blocks = ceil_div(arg_i64(args, n_args, HKC_GEMM_ARG_M), bm) * ceil_div(arg_i64(args, n_args, HKC_GEMM_ARG_N), bn);
+    blocks = ceil_div(arg_i64(args, n_args, HKC_GEMM_ARG_M), bm);
+    if (!key->norm_c) blocks *= ceil_div(arg_i64(args, n_args, HKC_GEMM_ARG_N), bn); /* norm_c: whole rows */
     break;
   }
   case HK_OP_ADD:

@@ -26,6 +26,7 @@
  * It ranks forms of the same work; it is not a predictor of absolute times (hkc run
  * --profile measures those). The host target has nominal figures (a few cores).
  */
+#include <math.h>
 #include <string.h>
 
 #include "codegen/codegen.h"
@@ -42,6 +43,10 @@
  * 14336 x 4096 (this term: ~1.1 ms), the q|k|v projection 788 against 558 us. */
 #define NORM_A_INSTR 6.0
 #define NORM_A_TILE 128
+/* A layernorm epilogue (norm_c): gemm_tma's default tile for it (cooperative 128 rows, bn
+ * 128), each a block, no split of K (variant_gemm_nv.c). */
+#define LN_TILE_M 128.0
+#define LN_TILE_N 128.0
 
 /* Host: nominal figures of a few cores (bytes/s, FLOP/s, lane-instructions/s). */
 #define HOST_BW 20.0e9
@@ -137,6 +142,7 @@ static double gemm_epilogue_instr(const hkc_node_t *nd) {
   if (nd->n_in == 3) per += 1;
   if (nd->rope) per += op_instr(HK_OP_ROPE);
   if (nd->norm_a) per += 1; /* the row's scale (A's transform: hkc_launch_seconds) */
+  if (nd->norm_c) per += INSTR_BASE + op_instr(HK_OP_LAYERNORM); /* the tile read back, normalised, stored */
   return per;
 }
 
@@ -161,6 +167,15 @@ double hkc_launch_seconds(const hkc_gpu_arch_t *arch, const hkc_spec_t *spec, co
       const double n = o->rank ? (double)hkc_dim_value(o->dims[o->rank - 1], batch) : 1.0;
       const double tiles = n > NORM_A_TILE ? (n + NORM_A_TILE - 1) / NORM_A_TILE : 1.0;
       epilogue += a * tiles * NORM_A_INSTR / (lanes * (arch ? EPILOGUE_SHARE : 1.0));
+    }
+    if (nd->op == HK_OP_GEMM && nd->norm_c && arch && nd->out >= 0 && arch->compute_units > 0) {
+      /* whole rows per cluster: at most one block per LN_TILE_M x LN_TILE_N tile, and no split
+       * of K, so fewer tiles than SMs leave SMs idle */
+      const hkc_tensor_t *o = &spec->tensors[nd->out];
+      const double n = o->rank ? (double)hkc_dim_value(o->dims[o->rank - 1], batch) : 1.0;
+      const double m = n > 0 ? elems / n : 0.0;
+      const double tiles = ceil(m / LN_TILE_M) * ceil(n / LN_TILE_N);
+      if (tiles > 0 && tiles < arch->compute_units) body *= arch->compute_units / tiles;
     }
   } else {
     const double issue = elems * node_instr(nd) / lanes;
@@ -199,8 +214,9 @@ int hkc_fuse_for_targets(hkc_spec_t *spec, int mode, const hkc_gpu_arch_t *const
     clock[n_clock] = archs[i];
     names[n_clock++] = archs[i] ? archs[i]->name : hkc_host_target_name();
   }
-  /* gemm_norm=on: the fold wherever a kernel has it, whatever the clock says */
+  /* gemm_norm=on, gemm_ln=on: those forms wherever a kernel has them, whatever the clock says */
   spec->fusion_norm_always = options && options->gemm_norm == HKC_SWITCH_ON;
+  spec->fusion_ln_always = options && options->gemm_ln == HKC_SWITCH_ON;
   hkc_fuse_model_t model;
   hkc_fuse_model_init(&model, clock, names, n_clock, report);
   model.kernel_ok = model_kernel_ok;

@@ -57,6 +57,10 @@ static const kopt_t k_opts[] = {
      "by their rsqrt(mean square) in the epilogue) where every target has such a kernel (gemm_tma on sm_90a, "
      "the host): auto where the fusion planner's clock says it pays (small GEMMs: every column tile transforms "
      "A again), on wherever a kernel has it; off: every rmsnorm a kernel of its own"},
+    {"gemm_ln", "HKC_GEMM_LN", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
+     "auto|on|off: a layernorm in the epilogue of the GEMM whose output it normalises, a cluster of blocks "
+     "sharing each row's statistics through distributed shared memory (gemm_tma on sm_90a, the host); auto: "
+     "where the clock says it pays, on: wherever every target has such a kernel, off: never"},
     {"ew_exact_act", "HKC_EW_EXACT_ACT", KOPT_BOOL, 0, NULL, NULL, 0, NULL,
      "0|1: 16-bit gelu/silu/ewchain through erff/expf"},
     {"attn_kvs", "HKC_ATTN_KVS", KOPT_INT, 0, NULL, NULL, 0, NULL,
@@ -134,6 +138,7 @@ static hkc_switch_t *switch_field(hkc_kernel_options_t *o, const char *name) {
   if (strcmp(name, "gemm_split") == 0) return &o->gemm_split;
   if (strcmp(name, "gemm_rope") == 0) return &o->gemm_rope;
   if (strcmp(name, "gemm_norm") == 0) return &o->gemm_norm;
+  if (strcmp(name, "gemm_ln") == 0) return &o->gemm_ln;
   return &o->attn_wgmma;
 }
 
@@ -147,6 +152,7 @@ static hkc_switch_t switch_value(const hkc_kernel_options_t *o, const char *name
   if (strcmp(name, "gemm_split") == 0) return o->gemm_split;
   if (strcmp(name, "gemm_rope") == 0) return o->gemm_rope;
   if (strcmp(name, "gemm_norm") == 0) return o->gemm_norm;
+  if (strcmp(name, "gemm_ln") == 0) return o->gemm_ln;
   return o->attn_wgmma;
 }
 

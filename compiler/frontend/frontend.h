@@ -73,7 +73,8 @@ typedef struct hkc_node {
   int residual;     /* gemm: shaped like out; HKC_NONE when absent */
   int mul;          /* gemm: shaped like out, multiplies the activated result (SwiGLU gate);
                        HKC_NONE when absent. Epilogue order: act(acc + bias) * mul + residual */
-  int gamma, beta;  /* layernorm: both; rmsnorm: gamma only; gemm with norm_a: gamma */
+  int gamma, beta;  /* layernorm: both; rmsnorm: gamma only; gemm with norm_a: gamma; gemm with
+                       norm_c: both */
   int add_in;       /* layernorm/rmsnorm (fused residual add): normalises in[0] + add_in,
                        same shape; HKC_NONE when absent */
   int sum_out;      /* with add_in: also stores in[0] + add_in here; HKC_NONE when absent */
@@ -87,6 +88,9 @@ typedef struct hkc_node {
   int norm_a;       /* gemm (fusion only): A is rmsnorm(in[0]) with `gamma` and `eps` (a folded
                        rmsnorm: the kernel scales A's k tiles by gamma and its rows' sums by
                        rsqrt(mean(in[0]^2) + eps)); any epilogue */
+  int norm_c;       /* gemm (fusion only): out = layernorm(act(A @ B + bias) * mul + residual), rounded
+                       to the dtype before it is normalised, with `gamma`, `beta` and `eps` over the
+                       last dim (a layernorm node's, folded into the epilogue); no dual, rope, norm_a */
   int rope;         /* gemm (fusion only): a rope node's rotation applied last in the epilogue:
                        out = rope(A @ B + bias), with the rope's heads, kv_heads, packed, theta
                        and pos_offset below (no act, mul, residual or dual) */
@@ -149,6 +153,11 @@ typedef struct hkc_spec {
                             kernel that folds one: the planner model's kernel_ok) */
   int fusion_norm_blocked; /* set by fusion: fusion_no_norm or kernel_ok kept an rmsnorm apart */
   int fusion_norm_always; /* fold an rmsnorm wherever a kernel has it, without asking the clock */
+  int fusion_no_ln;      /* keep every layernorm out of the gemm epilogue before it (as when a target
+                            has no such kernel: the planner model's kernel_ok) */
+  int fusion_ln_blocked; /* set by fusion: fusion_no_ln or kernel_ok kept a layernorm apart */
+  int fusion_ln_always;  /* take a layernorm into the gemm epilogue wherever a kernel has it, without
+                            asking the clock */
   char *fusion_apart;    /* set by auto fusion: the legal steps its clock refused, "a + b (form)"
                             joined by "; " in the order weighed (NULL: none); the plan is every
                             other legal step, so equal texts mean equal plans (provenance) */

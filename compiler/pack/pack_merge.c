@@ -115,15 +115,15 @@ static int prov_compare(const hk_pack_view_t *va, const prov_t *a, const char *n
     const line_t *l = la ? la : lb;
     const int fusion =
         line_starts(l, "fusion_apart=") || line_starts(l, "fusion_dual=") || line_starts(l, "fusion_rope=") ||
-        line_starts(l, "fusion_norm=");
+        line_starts(l, "fusion_norm=") || line_starts(l, "fusion_ln=");
     const char *how = line_starts(l, "fusion_apart=")
                           ? "auto fusion weighs each step on the build's targets; build each part with "
                             "--merge-targets LIST naming all the targets"
                       : line_starts(l, "fusion_dual=")
                           ? "a target without a dual gemm kernel keeps SwiGLU as two gemms for every target of a "
                             "build; build each part with --merge-targets LIST naming all the targets"
-                      : line_starts(l, "fusion_rope=") || line_starts(l, "fusion_norm=")
-                          ? "a target without a rope epilogue or a folded rmsnorm keeps those nodes apart for every "
+                      : line_starts(l, "fusion_rope=") || line_starts(l, "fusion_norm=") || line_starts(l, "fusion_ln=")
+                          ? "a target without a rope epilogue, a folded rmsnorm or a layernorm epilogue keeps those nodes apart for every "
                             "target of a build; build each part with --merge-targets LIST naming all the targets"
                           : "build every target with the same hkc, spec and options";
     const char *what = fusion ? "fused" : "built";

@@ -83,11 +83,12 @@ void hkc_tune_signature(const hkc_kernel_key_t *key, hkc_tune_shape_t shape, cha
   }
   char rope[24] = "";
   if (key->rope) snprintf(rope, sizeof rope, " rope=d%d", key->head_dim);
-  snprintf(out, size, "%s %s m=%lld n=%lld k=%lld%s%s%s%s%s%s%s%s%s", hkc_op_name(key->op), hkc_dtype_name(key->dtype),
+  snprintf(out, size, "%s %s m=%lld n=%lld k=%lld%s%s%s%s%s%s%s%s%s%s", hkc_op_name(key->op), hkc_dtype_name(key->dtype),
            (long long)shape.m, (long long)shape.n, (long long)shape.k, key->trans_b ? " tb" : "",
            key->has_bias ? " bias" : "", key->act != HK_ACT_NONE ? " act=" : "",
            key->act != HK_ACT_NONE ? hkc_act_name(key->act) : "", key->has_residual ? " res" : "",
-           key->has_mul ? " mul" : "", key->dual ? " dual" : "", rope, key->norm_a ? " norm" : "");
+           key->has_mul ? " mul" : "", key->dual ? " dual" : "", rope, key->norm_a ? " norm" : "",
+           key->norm_c ? " ln" : "");
 }
 
 int hkc_tune_units(const hkc_gpu_arch_t *arch, int host_threads) {

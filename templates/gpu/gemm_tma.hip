@@ -35,6 +35,23 @@
  * multiplies its accumulators (both sets, dual) by its rows' scales before the epilogue.
  * Needs every k tile of a row in one block: no split-K, no stream-K.
  *
+ * HK_NORM_C (fusion's layernorm epilogue): C = layernorm(h) over rows of HK_NORM_C_N (= N)
+ * columns, h = act(A @ B + bias) * mul + residual rounded to 16 bits (as a layernorm node reads
+ * it), with the arguments gamma [N], beta [N] and eps after mul. The HK_LN_CLUSTER = N /
+ * HK_TILE_N blocks of a cluster take the column tiles of one row tile (cluster rank = column
+ * tile; clusters stride over row tiles), cooperative schedule only. Each consumer warpgroup
+ * stores h through the plain epilogue, reads its rows of it back (16 bytes per lane, whole
+ * lanes per row: HK_TILE_N 64, 128 or 256), and writes each row's mean and centred sum of
+ * squares over its columns to shared memory (stats: [2][HK_BM_STAGE] float2, by row tile
+ * parity); after a cluster barrier every thread combines the cluster's pairs for its rows
+ * from distributed shared memory (Chan et al.'s pairwise formula: no cancellation between
+ * blocks), normalises its values and stores them over h (hk_tma_ln). Every thread of every
+ * block takes part in one cluster barrier per row tile (the producer thread arrives after
+ * issuing the tile's loads and waits one tile later, so its next tile's loads go out under
+ * this epilogue) and in one before it exits (no block leaves while a peer may read its
+ * statistics). The double buffer makes one barrier per tile enough: a block writes a buffer
+ * again two tiles on, after the barrier that every peer passes only once done reading it.
+ *
  * HK_DUAL (fusion's dual gemm, SwiGLU): C = act(A @ B + bias) * (A @ B2) + residual, B2 a
  * third tensor map tm_b2 (as tm_b) after tm_b and the pointer B2 after mul; each ring slot
  * holds a B2 tile next to the B tile, each consumer a second set of accumulators, and the
@@ -65,6 +82,7 @@
  *   flags   stream-K only: 2 u32, each consumer's "last piece" answer (hk_tma_sk_finish)
  *   rope    HK_ROPE only: 3 HK_ROPE_DH / 2 f32, the rope's per-column constants
  *   norm    HK_NORM_A only: rscale[2][HK_BM_STAGE] f32, the rows' norm scales (per consumer)
+ *   stats   HK_NORM_C only: [2][HK_BM_STAGE] float2, the rows' (mean, centred sum of squares)
  * TMA writes exactly the layout the wgmma descriptors read (row r of a box at r * 128
  * bytes, 16-byte chunk j at j ^ (r & 7)), as gemm_wgmma_ws's cp.async copies do by hand.
  *
@@ -125,6 +143,17 @@
 #else
 #define HK_TMA_ROPE_BYTES 0
 #endif
+#ifndef HK_NORM_C
+#define HK_NORM_C 0
+#endif
+#if HK_NORM_C
+#define HK_LN_CLUSTER (HK_NORM_C_N / HK_TILE_N)
+#if HK_PINGPONG || HK_SPLITK > 1 || HK_CM > 1 || HK_STREAMK || HK_TMA_STORE || HK_DUAL || HK_ROPE || HK_NORM_A || \
+    (HK_TILE_N != 64 && HK_TILE_N != 128 && HK_TILE_N != 256) || HK_NORM_C_N % HK_TILE_N != 0 ||                  \
+    HK_LN_CLUSTER < 1 || HK_LN_CLUSTER > 8
+#error "gemm_tma: a layernorm epilogue needs the cooperative schedule, plain loads and stores, and N in 1..8 tiles of 64, 128 or 256"
+#endif
+#endif
 #if HK_ROPE && (HK_DUAL || HK_ROPE_DH % 16 != 0 || HK_TILE_N % HK_ROPE_DH != 0)
 #error "gemm_tma: a rope epilogue needs tiles of whole heads (HK_TILE_N a multiple of HK_ROPE_DH, itself of 16)"
 #endif
@@ -143,6 +172,9 @@ HK_DEVICE unsigned hk_cluster_rank(void) {
 HK_DEVICE void hk_cluster_sync(void) {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
+/* The barrier's two halves (a thread alternates them; hk_cluster_sync is both at once). */
+HK_DEVICE void hk_cluster_arrive(void) { asm volatile("barrier.cluster.arrive.release;\n" ::: "memory"); }
+HK_DEVICE void hk_cluster_wait(void) { asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory"); }
 HK_DEVICE float4 hk_cluster_ld4(unsigned addr, unsigned rank) {
   unsigned remote;
   float4 v;
@@ -313,6 +345,111 @@ HK_DEVICE void hk_tma_norm_scale(float *acc, const float (&rs)[2]) {
 }
 #endif
 
+#if HK_NORM_C
+/* A 64-bit load from the shared memory of block `rank` at local address `addr`. */
+HK_DEVICE float2 hk_cluster_ld2(unsigned addr, unsigned rank) {
+  unsigned remote;
+  float2 v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(addr), "r"(rank));
+  asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(remote) : "memory");
+  return v;
+}
+
+/* The layernorm epilogue of one consumer warpgroup (HK_NORM_C, above): rows row0 .. row0 +
+ * 64 HK_MW - 1 of C, columns n0 .. n0 + HK_TILE_N - 1, which its plain epilogue has stored
+ * (that ends with the warpgroup's named barrier: the stores come before the loads here).
+ * Warp w takes rows 16 HK_MW w .., HK_LN_R rows per step, HK_LN_L lanes of 8 columns per
+ * row. stats: this tile's buffer; srow0: the warpgroup's first row in it. */
+#define HK_LN_L (HK_TILE_N / 8)
+#define HK_LN_R (32 / HK_LN_L)
+#define HK_LN_STEPS (16 * HK_MW / HK_LN_R)
+HK_DEVICE void hk_tma_ln(HK_T *C, const HK_T *gamma, const HK_T *beta, float eps, float2 *stats, int srow0,
+                         long long row0, long long n0, long long M, long long N, int lt) {
+  const int warp = lt >> 5, lane = lt & 31, sub = lane / HK_LN_L, col = n0 + 8 * (lane % HK_LN_L);
+  uint4 v[HK_LN_STEPS];
+  float mean[HK_LN_STEPS], m2[HK_LN_STEPS];
+#pragma unroll
+  for (int s = 0; s < HK_LN_STEPS; s++) {
+    const long long row = row0 + 16 * HK_MW * warp + HK_LN_R * s + sub;
+    v[s] = row < M ? *(const uint4 *)(C + row * N + col) : make_uint4(0u, 0u, 0u, 0u);
+  }
+  /* this block's columns: the mean, then the centred sum of squares (two passes in registers) */
+#pragma unroll
+  for (int s = 0; s < HK_LN_STEPS; s++) {
+    const unsigned w[4] = {v[s].x, v[s].y, v[s].z, v[s].w};
+    float sum = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 4; e++) sum += HK_LOAD((unsigned short)(w[e] & 0xffffu)) + HK_LOAD((unsigned short)(w[e] >> 16));
+    mean[s] = sum;
+  }
+#pragma unroll
+  for (int o = HK_LN_L / 2; o > 0; o >>= 1)
+#pragma unroll
+    for (int s = 0; s < HK_LN_STEPS; s++) mean[s] += __shfl_xor_sync(0xffffffffu, mean[s], o);
+#pragma unroll
+  for (int s = 0; s < HK_LN_STEPS; s++) {
+    mean[s] *= 1.0f / (float)HK_TILE_N;
+    const unsigned w[4] = {v[s].x, v[s].y, v[s].z, v[s].w};
+    float q = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const float lo = HK_LOAD((unsigned short)(w[e] & 0xffffu)) - mean[s], hi = HK_LOAD((unsigned short)(w[e] >> 16)) - mean[s];
+      q = fmaf(lo, lo, fmaf(hi, hi, q));
+    }
+    m2[s] = q;
+  }
+#pragma unroll
+  for (int o = HK_LN_L / 2; o > 0; o >>= 1)
+#pragma unroll
+    for (int s = 0; s < HK_LN_STEPS; s++) m2[s] += __shfl_xor_sync(0xffffffffu, m2[s], o);
+  if (lane % HK_LN_L == 0)
+#pragma unroll
+    for (int s = 0; s < HK_LN_STEPS; s++) stats[srow0 + 16 * HK_MW * warp + HK_LN_R * s + sub] = make_float2(mean[s], m2[s]);
+  hk_cluster_arrive(); /* every block's statistics of these rows are in */
+  hk_cluster_wait();
+  float g[8], b[8];
+  {
+    const uint4 gw = *(const uint4 *)(gamma + col), bw = *(const uint4 *)(beta + col); /* N % 8 == 0 */
+    const unsigned gs[4] = {gw.x, gw.y, gw.z, gw.w}, bs[4] = {bw.x, bw.y, bw.z, bw.w};
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      g[2 * e] = HK_LOAD((unsigned short)(gs[e] & 0xffffu));
+      g[2 * e + 1] = HK_LOAD((unsigned short)(gs[e] >> 16));
+      b[2 * e] = HK_LOAD((unsigned short)(bs[e] & 0xffffu));
+      b[2 * e + 1] = HK_LOAD((unsigned short)(bs[e] >> 16));
+    }
+  }
+#pragma unroll
+  for (int s = 0; s < HK_LN_STEPS; s++) {
+    const int r = 16 * HK_MW * warp + HK_LN_R * s + sub;
+    float2 p[HK_LN_CLUSTER];
+#pragma unroll
+    for (int k = 0; k < HK_LN_CLUSTER; k++) p[k] = hk_cluster_ld2(hk_smem_u32(stats + srow0 + r), (unsigned)k);
+    float mu = 0.0f;
+#pragma unroll
+    for (int k = 0; k < HK_LN_CLUSTER; k++) mu += p[k].x;
+    mu *= 1.0f / (float)HK_LN_CLUSTER; /* equal counts: the mean of the blocks' means */
+    float ss = 0.0f, dd = 0.0f;
+#pragma unroll
+    for (int k = 0; k < HK_LN_CLUSTER; k++) {
+      const float d = p[k].x - mu;
+      ss += p[k].y;
+      dd = fmaf(d, d, dd);
+    }
+    const float rstd = rsqrtf((ss + (float)HK_TILE_N * dd) * (1.0f / (float)HK_NORM_C_N) + eps);
+    const long long row = row0 + r;
+    const unsigned w[4] = {v[s].x, v[s].y, v[s].z, v[s].w};
+    unsigned y[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const float lo = HK_LOAD((unsigned short)(w[e] & 0xffffu)), hi = HK_LOAD((unsigned short)(w[e] >> 16));
+      y[e] = HK_PACK((lo - mu) * rstd * g[2 * e] + b[2 * e], (hi - mu) * rstd * g[2 * e + 1] + b[2 * e + 1]);
+    }
+    if (row < M) *(uint4 *)(C + row * N + col) = make_uint4(y[0], y[1], y[2], y[3]);
+  }
+}
+#endif
+
 #if HK_ROPE
 /* The rope's per-column constants, in shared memory for the whole launch (filled once per
  * block before the tiles, hk_tma_rope_table): for j < HK_ROPE_DH / 2, inv_freq[j] =
@@ -394,6 +531,8 @@ HK_DEVICE void hk_tma_rope(float *acc, const HK_T *bias, const float *tab, long 
 #define HK_TMA_CLUSTER __cluster_dims__(HK_SPLITK, 1, 1)
 #elif HK_CM > 1
 #define HK_TMA_CLUSTER __cluster_dims__(HK_CM, 1, 1)
+#elif HK_NORM_C
+#define HK_TMA_CLUSTER __cluster_dims__(HK_LN_CLUSTER, 1, 1)
 #else
 #define HK_TMA_CLUSTER
 #endif
@@ -408,6 +547,9 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #endif
 #if HK_NORM_A
         const HK_T *norm_gamma, float norm_eps,
+#endif
+#if HK_NORM_C
+        const HK_T *ln_gamma, const HK_T *ln_beta, float ln_eps,
 #endif
         const __grid_constant__ hk_tmap_t tm_a, const __grid_constant__ hk_tmap_t tm_b
 #if HK_DUAL
@@ -443,13 +585,18 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
   float *const rscale = (float *)((unsigned char *)(Ss + HK_TMA_STORE * 4 * HK_EPI_S_HALVES) + 8 * (2 * HK_STAGES + 2) +
                                   (HK_STREAMK ? 8 : 0) + HK_TMA_ROPE_BYTES);
 #endif
+#if HK_NORM_C /* directly after the barriers (no stream-K, rope or folded norm with it) */
+  float2 *const ln_stats = (float2 *)((unsigned char *)(Ss + HK_TMA_STORE * 4 * HK_EPI_S_HALVES) + 8 * (2 * HK_STAGES + 2));
+#endif
   const int tid = HK_TID, wg = tid >> 7;
   /* Multicast clusters (HK_CM = 2): the two blocks of a cluster take row tiles 2 i and
    * 2 i + 1 of the same column tile (hk_tma_tile counts row-tile pairs; a pair's second tile
    * past M computes zeros that the epilogue masks) and share B: each loads half of the B
    * tile into both blocks' rings. */
+  /* A layernorm epilogue's cluster takes whole rows: its blocks' column tiles by rank, so the
+   * work is row tiles only (tiles_n 1; n0 = rank x HK_TILE_N below). */
   const int tiles_m = (int)((M + HK_BM_STAGE * HK_CM - 1) / (HK_BM_STAGE * HK_CM)),
-            tiles_n = (int)((N + HK_TILE_N - 1) / HK_TILE_N);
+            tiles_n = HK_NORM_C ? 1 : (int)((N + HK_TILE_N - 1) / HK_TILE_N);
   const int n_tiles = tiles_m * tiles_n;
   /* Work: tiles from `first` by `stride`, each over k tiles [kt0, kt1). Split-K: cluster
    * rank r of the cluster for tile blockIdx.x / S takes the r-th of S near-equal k ranges. */
@@ -461,6 +608,10 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #elif HK_CM > 1
   const unsigned rank = hk_cluster_rank();
   const int first = blockIdx.x / HK_CM, stride = gridDim.x / HK_CM;
+  const int kt0 = 0, kt1 = (int)((K + 63) / 64);
+#elif HK_NORM_C
+  const unsigned rank = hk_cluster_rank();
+  const int first = blockIdx.x / HK_LN_CLUSTER, stride = gridDim.x / HK_LN_CLUSTER;
   const int kt0 = 0, kt1 = (int)((K + 63) / 64);
 #else
   const unsigned rank = 0;
@@ -513,10 +664,14 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
       const unsigned a_ring = hk_smem_u32(As), b_ring = hk_smem_u32(Bs);
       hk_tma_sched_t sched = sched0;
       hk_sk_unit_t work;
+#if HK_NORM_C
+      int ln_tiles = 0; /* row tiles whose loads have gone out */
+#endif
       while (hk_tma_next(&sched, &work)) {
         int m0, n0;
         hk_tma_tile((int)work.tile, tiles_m, tiles_n, &m0, &n0);
         m0 = m0 * HK_CM + (HK_CM > 1 ? (int)rank * HK_BM_STAGE : 0); /* split-K ranks share the tile */
+        if (HK_NORM_C) n0 = (int)rank * HK_TILE_N;
         for (int kt = (int)work.kt0; kt < (int)work.kt1; kt++, u++) {
           const unsigned s = u % HK_STAGES, ph = (u / HK_STAGES) & 1u;
           hk_mbar_wait(HK_TMA_EMPTY(s), ph ^ 1u); /* the consumers released this slot's previous use */
@@ -548,16 +703,24 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #if HK_SPLITK > 1
         hk_cluster_sync(); /* the consumers' two cluster barriers of this tile (below) */
         hk_cluster_sync();
+#elif HK_NORM_C
+        /* the row tile's statistics barrier (hk_tma_ln): arrive now, wait after the next
+         * tile's loads have gone out */
+        if (ln_tiles++ > 0) hk_cluster_wait();
+        hk_cluster_arrive();
 #endif
       }
+#if HK_NORM_C
+      if (ln_tiles > 0) hk_cluster_wait();
+#endif
     }
-#if HK_SPLITK > 1
+#if HK_SPLITK > 1 || HK_NORM_C
     else {
       hk_tma_sched_t sched = sched0;
       hk_sk_unit_t work;
       while (hk_tma_next(&sched, &work)) { /* the other producer threads, likewise */
         hk_cluster_sync();
-        hk_cluster_sync();
+        if (HK_SPLITK > 1) hk_cluster_sync();
       }
     }
 #endif
@@ -591,6 +754,7 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
       int m0, n0;
       hk_tma_tile((int)work.tile, tiles_m, tiles_n, &m0, &n0);
       m0 = m0 * HK_CM + (HK_CM > 1 ? (int)rank * HK_BM_STAGE : 0); /* split-K ranks share the tile */
+      if (HK_NORM_C) n0 = (int)rank * HK_TILE_N; /* the cluster's blocks: a row tile's column tiles */
 #if HK_STREAMK /* a split tile's pieces: computed before the accumulators are live (divisions) */
       const int split = hk_sk_split(&sched.plan, &work);
       const hk_sk_pieces_t pieces = split ? hk_sk_pieces(&sched.plan, work.tile) : hk_sk_pieces_t{0, 0, 0};
@@ -779,6 +943,9 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
                                  hk_epi_fetch(row0 + 64 * w, n0, 0, M, N, bias, residual, mul, lt), HK_TMA_C_MAP, S);
 #endif
       }
+#if HK_NORM_C
+      hk_tma_ln(C, ln_gamma, ln_beta, ln_eps, ln_stats + (local & 1) * HK_BM_STAGE, cw * HK_MW * 64, row0, n0, M, N, lt);
+#endif
 #if HK_SPLITK > 1
       hk_cluster_sync();
 #endif
@@ -787,8 +954,9 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #if HK_TMA_STORE
   if (wg > 0 && (tid & 127) == 0) HK_TMA_STORE_WAIT_ALL(); /* C is written before the grid completes */
 #endif
-#if HK_CM > 1
-  hk_cluster_sync(); /* no block leaves while its peer may still write to it or arrive on its barriers */
+#if HK_CM > 1 || HK_NORM_C
+  hk_cluster_sync(); /* no block leaves while its peer may still write to it, arrive on its barriers or
+                        read its statistics */
 #endif
 #undef HK_TMA_FULL
 #undef HK_TMA_EMPTY

@@ -17,7 +17,11 @@
  * HK_NORM_A (fusion's folded rmsnorm; args[HK_NORM_ARG] = T gamma [K], then F eps): A is
  * rmsnorm(A): each element is taken as A * gamma rounded to T (as the GPU kernel stores it in
  * its A tiles) and each row's sums are scaled by 1 / sqrt(mean(A^2) + eps) (f32, as
- * templates/host/rmsnorm.c), before the bias. */
+ * templates/host/rmsnorm.c), before the bias.
+ * HK_NORM_C (fusion's layernorm epilogue; args[9..11] = T gamma [N], T beta [N], F eps): a
+ * block is a row tile over every column tile, and once its rows are stored (rounded to T, as
+ * a layernorm node would read them) they are normalised in place as templates/host/layernorm.c
+ * does. */
 HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_end) {
   const HK_T *A = (const HK_T *)hk_arg_ptr(args, 0);
   const HK_T *B = (const HK_T *)hk_arg_ptr(args, 1);
@@ -52,12 +56,21 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
 #define HK_A_LOAD(p, k) HK_LOAD(p)
 #endif
   const int64_t col_tiles = (N + HK_GEMM_BN - 1) / HK_GEMM_BN;
-  const int64_t n_blocks = (M + HK_GEMM_BM - 1) / HK_GEMM_BM * col_tiles;
+#if HK_NORM_C /* a block: a row tile, all of its column tiles (codegen_host.c's launch) */
+  const HK_T *ln_gamma = (const HK_T *)hk_arg_ptr(args, 9), *ln_beta = (const HK_T *)hk_arg_ptr(args, 10);
+  const float ln_eps = hk_arg_f32(args, 11);
+  const int64_t tiles_per_block = col_tiles;
+#else
+  const int64_t tiles_per_block = 1;
+#endif
+  const int64_t n_blocks = (M + HK_GEMM_BM - 1) / HK_GEMM_BM * col_tiles / tiles_per_block;
   float acc[HK_GEMM_BM][HK_GEMM_BN];
   float panel[HK_GEMM_BK][HK_GEMM_BN];
 
-  for (int64_t blk = block_begin; blk < (int64_t)block_end && blk < n_blocks; blk++) {
-    const int64_t i0 = blk / col_tiles * HK_GEMM_BM, j0 = blk % col_tiles * HK_GEMM_BN;
+  for (int64_t blk = block_begin; blk < (int64_t)block_end && blk < n_blocks; blk++)
+  for (int64_t sub = 0; sub < tiles_per_block; sub++) {
+    const int64_t tile = blk * tiles_per_block + sub;
+    const int64_t i0 = tile / col_tiles * HK_GEMM_BM, j0 = tile % col_tiles * HK_GEMM_BN;
     const int64_t mb = hk_min_i64(HK_GEMM_BM, M - i0), nb = hk_min_i64(HK_GEMM_BN, N - j0);
 #if HK_NORM_A
     for (int64_t i = 0; i < mb; i++) {
@@ -174,6 +187,24 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
         c_row[j] = HK_STORE(v);
       }
     }
+#if HK_NORM_C
+    if (sub == tiles_per_block - 1) /* the block's rows are whole: normalise them in place */
+      for (int64_t i = 0; i < mb; i++) {
+        HK_T *c_row = C + (i0 + i) * N;
+        const float shift = HK_LOAD(c_row[0]);
+        float lane[8] = {0};
+        for (int64_t c = 0; c < N; c++) lane[c & 7] += HK_LOAD(c_row[c]) - shift;
+        const float mean = shift + hk_sum8(lane) / (float)N;
+        memset(lane, 0, sizeof lane);
+        for (int64_t c = 0; c < N; c++) {
+          const float d = HK_LOAD(c_row[c]) - mean;
+          lane[c & 7] += d * d;
+        }
+        const float rstd = 1.0f / sqrtf(hk_sum8(lane) / (float)N + ln_eps);
+        for (int64_t c = 0; c < N; c++)
+          c_row[c] = HK_STORE((HK_LOAD(c_row[c]) - mean) * rstd * HK_LOAD(ln_gamma[c]) + HK_LOAD(ln_beta[c]));
+      }
+#endif
   }
 }
 #undef HK_A_LOAD

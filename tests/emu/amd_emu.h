@@ -21,6 +21,7 @@
 #ifndef HK_EMU_H
 #define HK_EMU_H
 #include <math.h>
+#include <setjmp.h>
 #include <ucontext.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,8 +39,13 @@ struct hk_emu_copy {
   void *dst;
   uint32_t v;
 };
+/* A lane enters its coroutine once through setcontext (makecontext's stack) and switches
+ * afterwards with _setjmp/_longjmp, which leave the signal mask alone: swapcontext makes two
+ * sigprocmask system calls per switch, which cost more than the emulated arithmetic. */
 struct hk_emu_lane_t {
   ucontext_t ctx;
+  jmp_buf jb;
+  int started;
   hk_emu_dim3 tid, bid;
   int waiting; /* at a barrier */
   int done;
@@ -101,7 +107,7 @@ static inline unsigned __float_as_uint(float f) {
 /* ---- block and wave synchronisation: a barrier parks the lane and runs another --------- */
 static hk_emu_lane_t hk_emu_lanes[HK_EMU_MAX_THREADS];
 static unsigned hk_emu_n_lanes;
-static ucontext_t hk_emu_sched;
+static jmp_buf hk_emu_sched;
 static inline unsigned hk_emu_lane(void) { return threadIdx.x % 64; }
 static inline unsigned hk_emu_wave(void) { return threadIdx.x / 64; }
 static inline void hk_emu_fail(const char *what) {
@@ -127,7 +133,7 @@ static void hk_emu_barrier_wait(hk_emu_barrier *b, unsigned first, unsigned n) {
     return;
   }
   hk_emu_cur->waiting = 1;
-  swapcontext(&hk_emu_cur->ctx, &hk_emu_sched); /* back when released and drawn again */
+  if (!_setjmp(hk_emu_cur->jb)) _longjmp(hk_emu_sched, 1); /* back when released and drawn again */
 }
 static inline void hk_emu_wave_sync(void) {
   hk_emu_barrier_wait(&hk_emu_wave_bar[hk_emu_wave()], 64 * hk_emu_wave(), 64);
@@ -288,7 +294,8 @@ static void hk_emu_lane_main(void) {
   hk_emu_body(hk_emu_body_ctx);
   if (hk_emu_cur->n_pending) hk_emu_fail("copies into LDS never waited for");
   hk_emu_cur->done = 1;
-} /* returns to hk_emu_sched (uc_link) */
+  _longjmp(hk_emu_sched, 1); /* a lane's coroutine never returns */
+}
 
 static uint64_t hk_emu_sched_rng = 1;
 static unsigned hk_emu_draw(unsigned n) { /* xorshift64* */
@@ -318,12 +325,12 @@ static void hk_emu_launch(unsigned grid, unsigned threads, uint64_t seed, hk_emu
       hk_emu_lane_t *l = &hk_emu_lanes[t];
       l->tid = hk_emu_dim3{t, 0, 0};
       l->bid = hk_emu_dim3{b, 0, 0};
-      l->waiting = l->done = 0;
+      l->waiting = l->done = l->started = 0;
       l->n_pending = 0;
       getcontext(&l->ctx);
       l->ctx.uc_stack.ss_sp = stacks[t];
       l->ctx.uc_stack.ss_size = sizeof stacks[t];
-      l->ctx.uc_link = &hk_emu_sched;
+      l->ctx.uc_link = NULL;
       makecontext(&l->ctx, hk_emu_lane_main, 0);
       hk_emu_make_runnable(t);
     }
@@ -335,7 +342,13 @@ static void hk_emu_launch(unsigned grid, unsigned threads, uint64_t seed, hk_emu
       const unsigned i = hk_emu_draw(hk_emu_n_runnable); /* the drawn lane leaves the list */
       hk_emu_cur = &hk_emu_lanes[hk_emu_runnable[i]];
       hk_emu_runnable[i] = hk_emu_runnable[--hk_emu_n_runnable];
-      swapcontext(&hk_emu_sched, &hk_emu_cur->ctx);
+      if (!_setjmp(hk_emu_sched)) {
+        if (!hk_emu_cur->started) {
+          hk_emu_cur->started = 1;
+          setcontext(&hk_emu_cur->ctx);
+        }
+        _longjmp(hk_emu_cur->jb, 1);
+      }
       if (hk_emu_cur->done) done++;
       else if (!hk_emu_cur->waiting) hk_emu_make_runnable((unsigned)(hk_emu_cur - hk_emu_lanes));
     }

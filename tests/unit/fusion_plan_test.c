@@ -72,8 +72,9 @@ static void test_fake_clock(void **state) {
   fake_t f = {0.5, 0.5, 0};
   hkc_spec_t *s = plan_with(&f, k_mlp, NULL);
   assert_non_null(find(s, "up,act"));
-  assert_non_null(find(s, "down,res"));
-  assert_int_equal(s->n_nodes, 3);
+  assert_non_null(find(s, "down,res,ln")); /* 1 against 2: the layernorm joins the epilogue too */
+  assert_true(find(s, "down,res,ln")->norm_c);
+  assert_int_equal(s->n_nodes, 2);
   assert_true(f.calls > 0);
   hkc_spec_destroy(s);
   /* 2.2 vs 2: kept apart, the rest still fuses */
@@ -82,8 +83,8 @@ static void test_fake_clock(void **state) {
   assert_null(find(s, "up,act"));
   assert_non_null(find(s, "up"));
   assert_non_null(find(s, "act"));
-  assert_non_null(find(s, "down,res"));
-  assert_int_equal(s->n_nodes, 4);
+  assert_non_null(find(s, "down,res,ln"));
+  assert_int_equal(s->n_nodes, 3);
   hkc_spec_destroy(s);
   /* the mean over buckets decides */
   f = (fake_t){0.4, 1.2, 0}; /* ratios 1.4/2 = 0.7 and 2.2/2 = 1.1: mean 0.9, fused */
@@ -295,6 +296,15 @@ static void test_h200_verdicts(void **state) {
   assert_non_null(find(s, "up,act"));
   assert_non_null(find(s, "down,res"));
   assert_int_equal(s->n_nodes, 3);
+  /* the layernorm epilogue: whole rows per cluster of 6 blocks (768 = 6 x 128) and no split
+   * of K, so few row tiles leave the SMs idle -- far slower at batch 1, a little faster at 32
+   * and 128 (a launch and a pass over h saved): apart over these buckets */
+  const double ln1 = report_ratio(buf, "down,res + ln", 1), ln32 = report_ratio(buf, "down,res + ln", 32),
+               ln128 = report_ratio(buf, "down,res + ln", 128);
+  assert_true(ln1 > 5.0);
+  assert_true(ln32 > 0.8 && ln32 < 1.0);
+  assert_true(ln128 < 1.0);
+  assert_string_equal(s->fusion_apart, "down,res + ln (layernorm epilogue)");
   const double gelu1 = report_ratio(buf, "up + act", 1), gelu128 = report_ratio(buf, "up + act", 128);
   const double res128 = report_ratio(buf, "down + res", 128);
   assert_true(gelu1 < 0.8);                      /* a launch saved on ~4 us */
@@ -316,10 +326,70 @@ static void test_h200_verdicts(void **state) {
   s = plan_on("host,sm_120", BERT("[32, 128]"));
   assert_null(find(s, "up,act"));
   hkc_spec_destroy(s);
-  s = plan_on("sm_90a", BERT("[32, 128]"));
+  s = plan_on("sm_90a", BERT("[32, 128]")); /* large batches alone: the layernorm joins the epilogue too */
   assert_non_null(find(s, "up,act"));
+  assert_non_null(find(s, "down,res,ln"));
   assert_null(s->fusion_apart);
   hkc_spec_destroy(s);
+}
+
+/* Which targets take a layernorm into the gemm epilogue: gemm_tma on sm_90a with N in at most
+ * 8 tiles of 64, 128 or 256 (a cluster per row tile), the host; the kernel options. */
+static void test_ln_targets(void **state) {
+  (void)state;
+  hkc_kernel_options_t on;
+  memset(&on, 0, sizeof on);
+  on.gemm_ln = HKC_SWITCH_ON;
+  /* gemm_ln=on: wherever every target has the kernel, whatever the clock says */
+  const char *const both[] = {"sm_90a", "host,sm_90a", "host"};
+  for (size_t i = 0; i < 3; i++) {
+    hkc_spec_t *s = plan_on_with(both[i], BERT("[1]"), &on);
+    const hkc_node_t *d = find(s, "down,res,ln");
+    assert_non_null(d);
+    assert_true(d->norm_c && d->gamma != HKC_NONE && d->beta != HKC_NONE);
+    assert_false(s->fusion_ln_blocked);
+    hkc_kernel_key_t key;
+    hkc_arg_t args[HKC_MAX_ARGS];
+    assert_int_equal(hkc_lower_node(s, (size_t)(d - s->nodes), 1, &key, args), HKC_GEMM_N_ARGS_LN);
+    assert_true(key.norm_c && key.norm_cols == 768 && key.has_residual && key.has_bias);
+    assert_int_equal(args[HKC_GEMM_ARG_LN_GAMMA].i, hk_test_tensor(s, "g"));
+    assert_int_equal(args[HKC_GEMM_ARG_LN_BETA].i, hk_test_tensor(s, "be"));
+    assert_int_equal(args[HKC_GEMM_ARG_LN_EPS].kind, HK_ARG_F32);
+    char name[96];
+    hkc_kernel_key_name(&key, name, sizeof name);
+    assert_string_equal(name, "hk_gemm_bf16_bias_res_ln768_a8");
+    hkc_spec_destroy(s);
+  }
+  /* targets without it keep the layernorm apart, recorded; so does gemm_ln=off */
+  const char *const apart[] = {"sm_90", "sm_90a,sm_90", "gfx90a", "host,sm_80"};
+  for (size_t i = 0; i < 4; i++) {
+    hkc_spec_t *s = plan_on_with(apart[i], BERT("[128]"), &on);
+    assert_null(find(s, "down,res,ln"));
+    assert_true(s->fusion_ln_blocked);
+    hkc_spec_destroy(s);
+  }
+  hkc_kernel_options_t off;
+  memset(&off, 0, sizeof off);
+  off.gemm_ln = HKC_SWITCH_OFF;
+  hkc_spec_t *s = plan_on_with("sm_90a", BERT("[128, 512]"), &off);
+  assert_null(find(s, "down,res,ln"));
+  assert_true(s->fusion_ln_blocked);
+  hkc_spec_destroy(s);
+  /* rows the cluster cannot hold: 9 x 256 columns, or 8 x 100 (no tile of 64, 128, 256) */
+  static const char *const wide[] = {"2304", "800"};
+  for (size_t i = 0; i < 2; i++) {
+    char text[1024];
+    snprintf(text, sizeof text,
+             "hkc: 1\nname: t\ndtype: bf16\nbatch_sizes: [64]\ndims: {s: 128, h: %s}\n"
+             "inputs: {x: [batch, s, h]}\nparams: {w: [h, h], g: [h], be: [h]}\ngraph:\n"
+             "  - {name: p, op: gemm, in: [x, w], out: h0}\n"
+             "  - {name: ln, op: layernorm, in: [h0], gamma: g, beta: be, out: y}\noutputs: [y]\n",
+             wide[i]);
+    s = plan_on_with("sm_90a", text, &on);
+    assert_int_equal(s->n_nodes, 2);
+    assert_true(s->fusion_ln_blocked);
+    hkc_spec_destroy(s);
+  }
 }
 
 /* Llama's front: rmsnorm -> q|k|v gemm -> rope (K = hidden, N = 6 heads of head_dim). */
@@ -411,6 +481,7 @@ int main(void) {
       cmocka_unit_test(test_h200_clock),
       cmocka_unit_test(test_h200_verdicts),
       cmocka_unit_test(test_rope_norm_targets),
+      cmocka_unit_test(test_ln_targets),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

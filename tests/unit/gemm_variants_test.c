@@ -288,6 +288,126 @@ enum { TENSOR_A = 3, TENSOR_B = 5, TENSOR_C = 9 };
 static const long long k_ms[] = {1, 77, 128, 4097, 8192};
 static const long long k_ns[] = {8, 136, 256, 4104, 14336};
 
+/* ---- the layernorm epilogue (norm_c) ------------------------------------------------------ */
+/* A gemm key with a layernorm epilogue over rows of `cols` columns. */
+static hkc_kernel_key_t ln_key(int cols, int act, int tb) {
+  hkc_kernel_key_t key = gemm_key(HK_DTYPE_BF16, act, tb, 1, 1, 8);
+  key.norm_c = 1;
+  key.norm_cols = cols;
+  return key;
+}
+
+/* Only gemm_tma serves it, in the cooperative schedule with bn 64 or 128 dividing the row
+ * into a cluster of at most 8 (rows of up to 1024); the default bn is 128 where it fits, else
+ * 64, with 5 stages; the launch is whole
+ * clusters (a row tile each), persistent within the SMs; the kernel's macros say so; each
+ * legal configuration of a few compiles with nvrtc without spills. */
+static void test_ln_epilogue(void **state) {
+  (void)state;
+  const hkc_gpu_arch_t *ar = hk_test_arch("sm_90a");
+  static const struct {
+    int cols, bn; /* the default's bn; 0: no configuration (refused) */
+  } widths[] = {{768, 128}, {512, 128}, {320, 64}, {384, 128}, {256, 128}, {1024, 128}, {2048, 0}, {800, 0}, {72, 0}};
+  for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) {
+    const hkc_kernel_key_t key = ln_key(widths[i].cols, HK_ACT_GELU, 0);
+    hkc_tile_cfg_t cfg;
+    const hkc_variant_t *v = hkc_variant_for(ar, &key);
+    assert_non_null(v);
+    assert_string_equal(v->name, "gemm_tma");
+    assert_int_equal(hkc_gpu_fused_gemm_ok(ar, NULL, &key), widths[i].bn > 0);
+    if (!widths[i].bn) {
+      assert_int_equal(v->tune_parse(ar, &key, "", &cfg), -1);
+      continue;
+    }
+    assert_int_equal(v->tune_parse(ar, &key, "", &cfg), 0);
+    assert_int_equal(cfg.bn, widths[i].bn);
+    assert_int_equal(cfg.inflight, 4); /* 5 stages */
+    /* other schedules are refused for it: ping-pong, split-K, pairs, TMA stores, stream-K, bn 192, 256 */
+    static const char *const bad[] = {"pp=1,mw=1,bn=128,st=5,sk=1,cm=1,ts=0", "pp=0,mw=1,bn=128,st=5,sk=2,cm=1,ts=0",
+                                      "pp=0,mw=1,bn=128,st=4,sk=1,cm=2,ts=0", "pp=0,mw=1,bn=128,st=3,sk=1,cm=1,ts=1",
+                                      "pp=0,mw=1,bn=128,st=6,sk=1,cm=1,ts=0,skm=4", "pp=0,mw=1,bn=192,st=4,sk=1,cm=1,ts=0",
+                                      "pp=0,mw=1,bn=256,st=4,sk=1,cm=1,ts=0"};
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) assert_int_equal(v->tune_parse(ar, &key, bad[b], &cfg), -1);
+    /* the tuning space: legal entries only, the default first */
+    hkc_tile_cfg_t space[HKC_TUNE_MAX_CANDIDATES];
+    const int n = v->tune_space(ar, &key, space, HKC_TUNE_MAX_CANDIDATES);
+    assert_true(n >= 2);
+    assert_true(space[0].is_default);
+    for (int c = 0; c < n; c++) {
+      int pp, mw, bn, st, sk, cm, ts;
+      assert_int_equal(sscanf(space[c].tune, "pp=%d,mw=%d,bn=%d,st=%d,sk=%d,cm=%d,ts=%d", &pp, &mw, &bn, &st, &sk, &cm, &ts), 7);
+      assert_true(pp == 0 && sk == 1 && cm == 1 && ts == 0 && space[c].stream_k == 0);
+      assert_true((bn == 64 || bn == 128) && widths[i].cols % bn == 0 && widths[i].cols / bn <= 8);
+      /* launches: whole clusters of cols / bn blocks, one row tile each, within the SMs */
+      hkc_kernel_key_t k = key;
+      hkc_tune_apply(ar, &k, &space[c]);
+      hkc_kernel_out_t out = {.name = "hk_x", .key = k};
+      char *src = hkc_codegen_gpu(ar, &out);
+      assert_non_null(src);
+      assert_int_equal(hk_test_source_macro(src, "HK_NORM_C"), 1);
+      assert_int_equal(hk_test_source_macro(src, "HK_NORM_C_N"), widths[i].cols);
+      assert_int_equal(hk_test_source_macro(src, "HK_TILE_N"), bn);
+      free(src);
+      const long long cluster = widths[i].cols / bn, rows = 128LL * mw;
+      for (size_t mi = 0; mi < sizeof k_ms / sizeof k_ms[0]; mi++) {
+        const long long M = k_ms[mi];
+        hkc_arg_t args[16] = {TENSOR(3), TENSOR(5), TENSOR(7), TENSOR(8), TENSOR(9), I64(M), I64(widths[i].cols),
+                              I64(200), NUL, TENSOR(12), TENSOR(13), {.kind = HK_ARG_F32, .f = 1e-5f}};
+        uint32_t grid[3], block[3], shared = 0;
+        hkc_gpu_launch_dims(ar, &k, args, HKC_GEMM_N_ARGS_LN, grid, block, &shared);
+        const long long units = (M + rows - 1) / rows, max_units = ar->compute_units / cluster;
+        assert_int_equal(grid[0], (units < max_units ? units : max_units) * cluster);
+        assert_true(grid[0] % cluster == 0 && grid[0] <= (uint32_t)ar->compute_units);
+        assert_true(shared > 0 && shared <= ar->max_lds_per_block);
+        /* the two tensor maps after the three arguments of the layernorm */
+        assert_int_equal(hkc_gpu_launch_args(ar, &k, args, HKC_GEMM_N_ARGS_LN, 16), HKC_GEMM_N_ARGS_LN + 2);
+        assert_int_equal(args[HKC_GEMM_N_ARGS_LN].kind, HK_ARG_TMAP);
+      }
+    }
+  }
+  /* gemm_ln=off: no kernel for it */
+  hkc_kernel_options_t off = {0};
+  hk_test_options(&off, "gemm_ln=off");
+  const hkc_kernel_key_t k768 = ln_key(768, 0, 0);
+  assert_int_equal(hkc_gpu_fused_gemm_ok(ar, &off, &k768), 0);
+  /* sm_90 and the AMD targets have none */
+  assert_null(hkc_variant_for(hk_test_arch("sm_90"), &k768));
+  assert_null(hkc_variant_for(hk_test_arch("gfx90a"), &k768));
+
+  /* nvrtc: the default and narrower tiles, both B layouts, a full epilogue (bias, gelu,
+   * residual), no spills within the consumers' registers */
+  HK_TEST_NEED_NVRTC();
+  static const struct {
+    int cols, tb, act;
+    const char *tune;
+  } compiles[] = {{768, 0, HK_ACT_GELU, ""}, {768, 1, HK_ACT_GELU, "pp=0,mw=1,bn=128,st=5,sk=1,cm=1,ts=0"},
+                  {512, 0, HK_ACT_GELU, "pp=0,mw=2,bn=128,st=3,sk=1,cm=1,ts=0"}, {320, 1, HK_ACT_GELU, ""},
+                  {512, 0, HK_ACT_GELU, "pp=0,mw=2,bn=64,st=4,sk=1,cm=1,ts=0"}, {1024, 0, HK_ACT_NONE, ""},
+                  {256, 1, HK_ACT_RELU, "pp=0,mw=2,bn=128,st=4,sk=1,cm=1,ts=0"}};
+  hk_test_compile_job_t jobs[sizeof compiles / sizeof compiles[0]];
+  memset(jobs, 0, sizeof jobs);
+  const size_t nj = sizeof compiles / sizeof compiles[0];
+  for (size_t i = 0; i < nj; i++) {
+    hkc_kernel_key_t key = ln_key(compiles[i].cols, compiles[i].act, compiles[i].tb);
+    if (compiles[i].tune[0]) {
+      snprintf(key.variant, sizeof key.variant, "gemm_tma");
+      snprintf(key.tune, sizeof key.tune, "%s", compiles[i].tune);
+    }
+    jobs[i].arch = ar;
+    jobs[i].kernel.key = key;
+    hk_test_kernel_name(&jobs[i].kernel);
+  }
+  hk_test_compile_all(jobs, nj, hkc_nvrtc_compile, 2, HK_TEST_COMPILE_NO_WARNINGS);
+  int failures = 0;
+  for (size_t i = 0; i < nj; i++) {
+    printf("[ info     ] %s (%s): regs %u, scratch %u%s%s\n", jobs[i].kernel.name,
+           compiles[i].tune[0] ? compiles[i].tune : "default", jobs[i].regs, jobs[i].scratch, jobs[i].ok ? "" : ", ",
+           jobs[i].ok ? "" : jobs[i].error);
+    failures += !jobs[i].ok || jobs[i].regs == 0 || jobs[i].scratch != 0 || jobs[i].regs > 232;
+  }
+  assert_int_equal(failures, 0);
+}
+
 static void test_launch_covers_odd_shapes(void **state) {
   (void)state;
   /* the grid-per-tile and persistent variants; gemm_tma: test_tma_launch */
@@ -801,6 +921,7 @@ int main(void) {
       cmocka_unit_test(test_nvrtc_variants),
       cmocka_unit_test(test_nvrtc_sm90a_configurations),
       cmocka_unit_test(test_nvrtc_split_configs),
+      cmocka_unit_test(test_ln_epilogue),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

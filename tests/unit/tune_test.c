@@ -691,6 +691,11 @@ static void test_attention_model(void **state) {
                                     .norm_a = 1, .align = 8};
     hkc_tune_signature(&fused, (hkc_tune_shape_t){.m = 512, .n = 6144, .k = 4096}, sig, sizeof sig);
     assert_string_equal(sig, "gemm bf16 m=512 n=6144 k=4096 bias rope=d128 norm");
+    /* a gemm with a layernorm epilogue */
+    const hkc_kernel_key_t ln = {.op = HK_OP_GEMM, .dtype = HK_DTYPE_BF16, .has_bias = 1, .has_residual = 1,
+                                 .norm_c = 1, .norm_cols = 768, .align = 8};
+    hkc_tune_signature(&ln, (hkc_tune_shape_t){.m = 16384, .n = 768, .k = 3072}, sig, sizeof sig);
+    assert_string_equal(sig, "gemm bf16 m=16384 n=768 k=3072 bias res ln");
   }
   assert_true(hkc_tune_shape_flops(&key, (hkc_tune_shape_t){.m = 512, .n = 512, .k = 128, .batch = 4, .heads = 32, .kv_heads = 8, .causal = 1}) == 2.0 * 4 * 32 * 512 * 512 * 128);
   hkc_tune_cand_t *c = calloc(HKC_TUNE_MAX_CANDIDATES, sizeof *c);
@@ -739,9 +744,10 @@ static void test_db_parse_format(void **state) {
   /* the rope and folded-norm flags parse (a rope gemm's, a dual gemm with a folded norm) */
   static const char fused[] =
       "sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=512 n=6144 k=4096 bias rope=d128 norm | gemm_tma | pp=0,mw=1,bn=256,st=4,sk=1,cm=1,ts=0 | 47.9 us\n"
-      "sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=512 n=14336 k=4096 act=silu dual norm | gemm_tma | pp=0,mw=1,bn=128,st=3,sk=1,cm=1,ts=0 | 283 us\n";
+      "sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=512 n=14336 k=4096 act=silu dual norm | gemm_tma | pp=0,mw=1,bn=128,st=3,sk=1,cm=1,ts=0 | 283 us\n"
+      "sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=16384 n=768 k=3072 bias res ln | gemm_tma | pp=0,mw=1,bn=128,st=5,sk=1,cm=1,ts=0 | 120 us\n";
   assert_int_equal(hkc_tune_db_parse(&db, "f.db", fused, sizeof fused - 1), 0);
-  assert_int_equal(db.n, 2);
+  assert_int_equal(db.n, 3);
   hkc_tune_db_free(&db);
   memset(&db, 0, sizeof db);
   assert_int_equal(hkc_tune_db_parse(&db, "a.db", k_db, sizeof k_db - 1), 0);
@@ -828,6 +834,7 @@ static void test_db_errors(void **state) {
       {"sm_90a | 132 | nvrtc 13.0 | attention bf16 m=1 n=8 k=8 | attention_tma | wg=1 | 1 us\n", "b=<batch>"},
       /* rope=d<head_dim> (even, up to 256) then norm, after dual */
       {"sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=1 n=8 k=8 norm rope=d128 | gemm_tma | pp=0 | 1 us\n", "flags"},
+      {"sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=1 n=8 k=8 ln norm | gemm_tma | pp=0 | 1 us\n", "flags"},
       {"sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=1 n=8 k=8 rope=d7 | gemm_tma | pp=0 | 1 us\n", "even head_dim"},
       {"sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=1 n=8 k=8 rope=d512 | gemm_tma | pp=0 | 1 us\n", "even head_dim"},
       {"sm_90a | 132 | nvrtc 13.0 | gemm bf16 m=1 n=8 k=8 rope=128 | gemm_tma | pp=0 | 1 us\n", "flags"},

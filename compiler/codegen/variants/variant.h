@@ -77,6 +77,8 @@ typedef struct hkc_variant {
   int rope;
   /* 1: its gemm kernel folds an rmsnorm of A (key.norm_a); only such variants serve those keys. */
   int norm_a;
+  /* 1: its gemm kernel normalises C's rows by a layernorm (key.norm_c); only such variants serve those keys. */
+  int norm_c;
   /* Tuning (codegen.h's hkc_tile_cfg_t; tune/ chooses; both NULL for a variant without
    * parameters). tune_space writes the legal configurations for key on arch (shared memory /
    * LDS, threads, registers within the arch's limits; this variant's default first) and
@@ -129,7 +131,8 @@ int hkc_kernel_options_force(const hkc_kernel_options_t *o, const char *target, 
 const hkc_variant_t *const *hkc_variant_list(void);
 /* Whether v serves the target of arch (NULL: the host) and accepts key there. */
 static inline int hkc_variant_serves(const hkc_variant_t *v, const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
-  return (arch ? !v->host : v->host) && (!key->rope || v->rope) && (!key->norm_a || v->norm_a) && v->applies(arch, key);
+  return (arch ? !v->host : v->host) && (!key->rope || v->rope) && (!key->norm_a || v->norm_a) &&
+         (!key->norm_c || v->norm_c) && v->applies(arch, key);
 }
 
 /* Helpers for variants. */

@@ -547,14 +547,37 @@ static uint32_t tma_shared(const hkc_kernel_key_t *key, const tma_cfg_t *c) {
   return (uint32_t)(c->stages * (tma_rows(c) + tma_nb(key) * c->bn) * 128 + 2 * 64 * 32 * 4 +
                     c->tma_store * 4 * 64 * 32 * 2 + 8 * (2 * c->stages + 2) + (c->streamk ? 8 : 0) +
                     (key->rope ? 3 * (key->head_dim / 2) * 4 : 0) +
-                    (key->norm_a ? 2 * tma_rows(c) * 4 : 0) + 1024);
+                    (key->norm_a ? 2 * tma_rows(c) * 4 : 0) + (key->norm_c ? 2 * tma_rows(c) * 8 : 0) + 1024);
+}
+
+/* A layernorm epilogue (norm_c): the blocks of a cluster (at most the portable 8) take the
+ * column tiles of one row tile, so the row's statistics meet in distributed shared memory;
+ * the tile is read back 16 bytes per lane (bn 64 or 128: whole lanes per row; the template
+ * takes 256 too, but this machine's ptxas spills 8-16 bytes of it with 168 registers, as it
+ * does of 128 with 4 stages, bias, gelu and residual -- not of 5: the default's). Rows of up
+ * to 1024 columns. */
+#define TMA_LN_MAX_CLUSTER 8
+#define TMA_LN_STAGES 5
+static int tma_ln_cluster(const hkc_kernel_key_t *key, const tma_cfg_t *c) {
+  return key->norm_c && c->bn > 0 && key->norm_cols % c->bn == 0 ? key->norm_cols / c->bn : 0;
 }
 
 /* The default: 128 x 256 cooperative, 4 stages; a dual gemm (two accumulator sets) 128 x 128;
- * a rope gemm the widest bn of whole heads (head_dim dividing it; none: bn 256, illegal). */
+ * a rope gemm the widest bn of whole heads (head_dim dividing it; none: bn 256, illegal); a
+ * layernorm epilogue bn 128 where its rows take at most 8 of them, else 64 (none: bn 256,
+ * illegal), 5 stages (TMA_LN_STAGES). */
 static tma_cfg_t tma_default(const hkc_kernel_key_t *key) {
   tma_cfg_t c = k_tma_default;
   if (key->dual) c.bn = 128;
+  if (key->norm_c) {
+    static const int widths[] = {128, 64};
+    c.stages = TMA_LN_STAGES;
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+      if (key->norm_cols % widths[i] == 0 && key->norm_cols / widths[i] <= TMA_LN_MAX_CLUSTER) {
+        c.bn = widths[i];
+        break;
+      }
+  }
   if (key->rope && key->head_dim > 0) {
     static const int widths[] = {256, 192, 128, 64};
     for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
@@ -576,6 +599,14 @@ static int tma_legal(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, co
   /* rope: each tile holds whole heads, so both columns of a pair are in one thread's fragments */
   if (key->rope && (key->dual || key->head_dim <= 0 || key->head_dim % 16 != 0 || c->bn % key->head_dim != 0))
     return 0;
+  /* layernorm epilogue: the cooperative schedule (every consumer in each row tile's cluster
+   * barrier), whole rows over a cluster of plain blocks, C stored by the threads (read back) */
+  if (key->norm_c) {
+    const int cl = tma_ln_cluster(key, c);
+    if (key->dual || key->rope || key->norm_a || c->pingpong || c->splitk != 1 || c->cm != 1 || c->streamk ||
+        c->tma_store || (c->bn != 64 && c->bn != 128) || cl < 1 || cl > TMA_LN_MAX_CLUSTER)
+      return 0;
+  }
   /* stream-K: its reduction needs registers beside the accumulators, as split-K's does */
   if (c->streamk < 0 || c->streamk > TMA_MAX_STREAMK ||
       (c->streamk && (c->splitk != 1 || c->cm != 1 || c->mw * c->bn > 128)))
@@ -644,7 +675,7 @@ static int tma_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
                           hkc_tile_cfg_t *out) {
   tma_cfg_t c = tma_default(key);
   if (params && params[0] && tma_parse(arch, key, params, &c) != 0) return -1;
-  if (key->rope && !tma_legal(arch, key, &c)) return -1; /* no tile of whole heads */
+  if ((key->rope || key->norm_c) && !tma_legal(arch, key, &c)) return -1; /* no tile of whole heads or rows */
   tma_tile(key, &c, out);
   return 0;
 }
@@ -743,9 +774,10 @@ static void tma_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, 
    * tiles; at most one of the two is > 1) takes one unit of work: units x cluster blocks, a
    * multiple of the cluster size; persistent (at most the SMs) without split-K. The kernel
    * strides over units beyond the grid. */
-  const int cluster = c.splitk * c.cm;
-  const int64_t units = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_M), (int64_t)tma_rows(&c) * c.cm) *
-                        hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_N), c.bn);
+  const int ln = tma_ln_cluster(key, &c); /* a layernorm epilogue: a cluster per row tile */
+  const int cluster = ln ? ln : c.splitk * c.cm;
+  int64_t units = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_M), (int64_t)tma_rows(&c) * c.cm);
+  if (!ln) units *= hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_N), c.bn);
   int64_t max_units = 0x7fffffffLL / cluster;
   if (c.splitk == 1 && arch->compute_units > 0) max_units = arch->compute_units / cluster;
   const int64_t blocks = (units < max_units ? units : max_units) * cluster;
@@ -768,7 +800,8 @@ static int tma_workspace(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
 static uint32_t tma_launch_args(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, hkc_arg_t *args,
                                 uint32_t n_args, uint32_t max_args) {
   const tma_cfg_t c = tma_cfg(arch, key);
-  const uint32_t abi = hkc_gemm_norm_arg(key->dual, key->rope) + (key->norm_a ? 2u : 0u);
+  const uint32_t abi =
+      key->norm_c ? (uint32_t)HKC_GEMM_N_ARGS_LN : hkc_gemm_norm_arg(key->dual, key->rope) + (key->norm_a ? 2u : 0u);
   if (n_args != abi || n_args + 2 + (uint32_t)key->dual + (uint32_t)c.tma_store > max_args)
     return n_args; /* not the ABI: codegen reports */
   const int64_t a = args[HKC_GEMM_ARG_A].i, b = args[HKC_GEMM_ARG_B].i;
@@ -797,6 +830,7 @@ const hkc_variant_t hkc_variant_gemm_tma = {
     .pdl = HKC_GEMM_TMA_PDL,
     .rope = 1,
     .norm_a = 1,
+    .norm_c = 1,
     .tune_space = tma_tune_space,
     .tune_parse = tma_tune_parse,
     .params = k_tma_names,
@@ -806,7 +840,7 @@ const hkc_variant_t hkc_variant_gemm_tma = {
              "bytes (rows = 128 mw for pp 0, 64 mw for pp 1) + 16 KiB epilogue + barriers + 1 KiB of shared memory "
              "within the block limit; sk > 1: mw bn <= 128 (the reduction's registers) and the ring holds rows x bn f32 "
              "partial sums; cm 1 or 2 (2: clusters of two blocks on adjacent row tiles sharing B by TMA multicast; sk 1); "
-             "dual gemms: mw bn <= 128, sk 1, cm 1, skm 0; rope gemms: bn a multiple of head_dim; folded norms: sk 1, skm 0; ts 0 or 1 (1: C leaves by TMA stores through 16 KiB of "
+             "dual gemms: mw bn <= 128, sk 1, cm 1, skm 0; rope gemms: bn a multiple of head_dim; folded norms: sk 1, skm 0; layernorm epilogues: pp 0, bn 64 or 128 dividing N into at most 8 (the cluster), sk 1, cm 1, ts 0, skm 0; ts 0 or 1 (1: C leaves by TMA stores through 16 KiB of "
              "output buffers; 0 when absent); skm 0..64 (> 0: stream-K, at least skm k tiles per block; sk 1, cm 1, "
              "mw bn <= 128; optional, 0 when absent)",
 };

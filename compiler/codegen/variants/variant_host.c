@@ -31,6 +31,7 @@ const hkc_variant_t hkc_variant_host_gemm = {
     .portable = 1,
     .rope = 1,
     .norm_a = 1,
+    .norm_c = 1,
     .applies = host_gemm_applies,
     .tune_space = host_gemm_space,
     .tune_parse = host_gemm_parse,
