@@ -39,9 +39,11 @@
  * columns, h = act(A @ B + bias) * mul + residual rounded to 16 bits (as a layernorm node reads
  * it), with the arguments gamma [N], beta [N] and eps after mul. The HK_LN_CLUSTER = N /
  * HK_TILE_N blocks of a cluster take the column tiles of one row tile (cluster rank = column
- * tile; clusters stride over row tiles), cooperative schedule only. Each consumer warpgroup
+ * tile; clusters stride over row tiles -- the variant launches one cluster per row tile: a
+ * persistent grid of clusters would outnumber those the GPCs hold at once and leave the rest
+ * for a second wave), cooperative schedule only. Each consumer warpgroup
  * stores h through the plain epilogue, reads its rows of it back (16 bytes per lane, whole
- * lanes per row: HK_TILE_N 64, 128 or 256), and writes each row's mean and centred sum of
+ * lanes per row: HK_TILE_N 64, 128, 192 -- 24 of 32 lanes -- or 256), and writes each row's mean and centred sum of
  * squares over its columns to shared memory (stats: [2][HK_BM_STAGE] float2, by row tile
  * parity); after a cluster barrier every thread combines the cluster's pairs for its rows
  * from distributed shared memory (Chan et al.'s pairwise formula: no cancellation between
@@ -149,9 +151,9 @@
 #if HK_NORM_C
 #define HK_LN_CLUSTER (HK_NORM_C_N / HK_TILE_N)
 #if HK_PINGPONG || HK_SPLITK > 1 || HK_CM > 1 || HK_STREAMK || HK_TMA_STORE || HK_DUAL || HK_ROPE || HK_NORM_A || \
-    (HK_TILE_N != 64 && HK_TILE_N != 128 && HK_TILE_N != 256) || HK_NORM_C_N % HK_TILE_N != 0 ||                  \
+    (HK_TILE_N % 64 != 0) || HK_NORM_C_N % HK_TILE_N != 0 ||                                                       \
     HK_LN_CLUSTER < 1 || HK_LN_CLUSTER > 8
-#error "gemm_tma: a layernorm epilogue needs the cooperative schedule, plain loads and stores, and N in 1..8 tiles of 64, 128 or 256"
+#error "gemm_tma: a layernorm epilogue needs the cooperative schedule, plain loads and stores, and N in 1..8 tiles of 64, 128, 192 or 256"
 #endif
 #endif
 #if HK_ROPE && (HK_DUAL || HK_ROPE_DH % 16 != 0 || HK_TILE_N % HK_ROPE_DH != 0)
@@ -358,67 +360,69 @@ HK_DEVICE float2 hk_cluster_ld2(unsigned addr, unsigned rank) {
 /* The layernorm epilogue of one consumer warpgroup (HK_NORM_C, above): rows row0 .. row0 +
  * 64 HK_MW - 1 of C, columns n0 .. n0 + HK_TILE_N - 1, which its plain epilogue has stored
  * (that ends with the warpgroup's named barrier: the stores come before the loads here).
- * Warp w takes rows 16 HK_MW w .., HK_LN_R rows per step, HK_LN_L lanes of 8 columns per
- * row. stats: this tile's buffer; srow0: the warpgroup's first row in it. */
-#define HK_LN_L (HK_TILE_N / 8)
+ * Warp w takes rows 16 HK_MW w .., HK_LN_R rows per step, HK_LN_L lanes per row, the first
+ * HK_TILE_N / 8 of which hold 8 columns each (bn 192: 24 of 32 lanes; the others hold
+ * nothing). stats: this tile's buffer; srow0: the warpgroup's first row in it. */
+#define HK_LN_L (HK_TILE_N == 192 ? 32 : HK_TILE_N / 8)
 #define HK_LN_R (32 / HK_LN_L)
 #define HK_LN_STEPS (16 * HK_MW / HK_LN_R)
+#define HK_LN_CH (HK_LN_STEPS < 8 ? HK_LN_STEPS : 8)
 HK_DEVICE void hk_tma_ln(HK_T *C, const HK_T *gamma, const HK_T *beta, float eps, float2 *stats, int srow0,
                          long long row0, long long n0, long long M, long long N, int lt) {
   const int warp = lt >> 5, lane = lt & 31, sub = lane / HK_LN_L, col = n0 + 8 * (lane % HK_LN_L);
+  const bool holds = lane % HK_LN_L < HK_TILE_N / 8; /* bn 192: lanes 24.. hold nothing */
   uint4 v[HK_LN_STEPS];
-  float mean[HK_LN_STEPS], m2[HK_LN_STEPS];
+  const HK_T *const c_base = C + col;
 #pragma unroll
   for (int s = 0; s < HK_LN_STEPS; s++) {
     const long long row = row0 + 16 * HK_MW * warp + HK_LN_R * s + sub;
-    v[s] = row < M ? *(const uint4 *)(C + row * N + col) : make_uint4(0u, 0u, 0u, 0u);
+    v[s] = holds && row < M ? *(const uint4 *)(c_base + row * N) : make_uint4(0u, 0u, 0u, 0u);
   }
-  /* this block's columns: the mean, then the centred sum of squares (two passes in registers) */
+  /* this block's columns: the mean, then the centred sum of squares (two passes in registers),
+   * HK_LN_CH rows at a time (their shuffles in flight together) */
 #pragma unroll
-  for (int s = 0; s < HK_LN_STEPS; s++) {
-    const unsigned w[4] = {v[s].x, v[s].y, v[s].z, v[s].w};
-    float sum = 0.0f;
+  for (int s0 = 0; s0 < HK_LN_STEPS; s0 += HK_LN_CH) {
+    float mean[HK_LN_CH], m2[HK_LN_CH];
 #pragma unroll
-    for (int e = 0; e < 4; e++) sum += HK_LOAD((unsigned short)(w[e] & 0xffffu)) + HK_LOAD((unsigned short)(w[e] >> 16));
-    mean[s] = sum;
-  }
+    for (int c = 0; c < HK_LN_CH; c++) {
+      const unsigned w[4] = {v[s0 + c].x, v[s0 + c].y, v[s0 + c].z, v[s0 + c].w};
+      float sum = 0.0f;
 #pragma unroll
-  for (int o = HK_LN_L / 2; o > 0; o >>= 1)
-#pragma unroll
-    for (int s = 0; s < HK_LN_STEPS; s++) mean[s] += __shfl_xor_sync(0xffffffffu, mean[s], o);
-#pragma unroll
-  for (int s = 0; s < HK_LN_STEPS; s++) {
-    mean[s] *= 1.0f / (float)HK_TILE_N;
-    const unsigned w[4] = {v[s].x, v[s].y, v[s].z, v[s].w};
-    float q = 0.0f;
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-      const float lo = HK_LOAD((unsigned short)(w[e] & 0xffffu)) - mean[s], hi = HK_LOAD((unsigned short)(w[e] >> 16)) - mean[s];
-      q = fmaf(lo, lo, fmaf(hi, hi, q));
+      for (int e = 0; e < 4; e++) sum += HK_LOAD((unsigned short)(w[e] & 0xffffu)) + HK_LOAD((unsigned short)(w[e] >> 16));
+      mean[c] = sum;
     }
-    m2[s] = q;
+#pragma unroll
+    for (int o = HK_LN_L / 2; o > 0; o >>= 1)
+#pragma unroll
+      for (int c = 0; c < HK_LN_CH; c++) mean[c] += __shfl_xor_sync(0xffffffffu, mean[c], o);
+#pragma unroll
+    for (int c = 0; c < HK_LN_CH; c++) {
+      mean[c] *= 1.0f / (float)HK_TILE_N;
+      const unsigned w[4] = {v[s0 + c].x, v[s0 + c].y, v[s0 + c].z, v[s0 + c].w};
+      float q = 0.0f;
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const float lo = HK_LOAD((unsigned short)(w[e] & 0xffffu)) - mean[c],
+                    hi = HK_LOAD((unsigned short)(w[e] >> 16)) - mean[c];
+        q = fmaf(lo, lo, fmaf(hi, hi, q));
+      }
+      m2[c] = holds ? q : 0.0f;
+    }
+#pragma unroll
+    for (int o = HK_LN_L / 2; o > 0; o >>= 1)
+#pragma unroll
+      for (int c = 0; c < HK_LN_CH; c++) m2[c] += __shfl_xor_sync(0xffffffffu, m2[c], o);
+    if (lane % HK_LN_L == 0)
+#pragma unroll
+      for (int c = 0; c < HK_LN_CH; c++)
+        stats[srow0 + 16 * HK_MW * warp + HK_LN_R * (s0 + c) + sub] = make_float2(mean[c], m2[c]);
   }
-#pragma unroll
-  for (int o = HK_LN_L / 2; o > 0; o >>= 1)
-#pragma unroll
-    for (int s = 0; s < HK_LN_STEPS; s++) m2[s] += __shfl_xor_sync(0xffffffffu, m2[s], o);
-  if (lane % HK_LN_L == 0)
-#pragma unroll
-    for (int s = 0; s < HK_LN_STEPS; s++) stats[srow0 + 16 * HK_MW * warp + HK_LN_R * s + sub] = make_float2(mean[s], m2[s]);
   hk_cluster_arrive(); /* every block's statistics of these rows are in */
   hk_cluster_wait();
-  float g[8], b[8];
-  {
-    const uint4 gw = *(const uint4 *)(gamma + col), bw = *(const uint4 *)(beta + col); /* N % 8 == 0 */
-    const unsigned gs[4] = {gw.x, gw.y, gw.z, gw.w}, bs[4] = {bw.x, bw.y, bw.z, bw.w};
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-      g[2 * e] = HK_LOAD((unsigned short)(gs[e] & 0xffffu));
-      g[2 * e + 1] = HK_LOAD((unsigned short)(gs[e] >> 16));
-      b[2 * e] = HK_LOAD((unsigned short)(bs[e] & 0xffffu));
-      b[2 * e + 1] = HK_LOAD((unsigned short)(bs[e] >> 16));
-    }
-  }
+  /* gamma and beta of this lane's 8 columns, packed (unpacked per use: registers) */
+  const uint4 gw = holds ? *(const uint4 *)(gamma + col) : make_uint4(0u, 0u, 0u, 0u), /* N % 8 == 0 */
+      bw = holds ? *(const uint4 *)(beta + col) : make_uint4(0u, 0u, 0u, 0u);
+  const unsigned gs[4] = {gw.x, gw.y, gw.z, gw.w}, bs[4] = {bw.x, bw.y, bw.z, bw.w};
 #pragma unroll
   for (int s = 0; s < HK_LN_STEPS; s++) {
     const int r = 16 * HK_MW * warp + HK_LN_R * s + sub;
@@ -443,9 +447,10 @@ HK_DEVICE void hk_tma_ln(HK_T *C, const HK_T *gamma, const HK_T *beta, float eps
 #pragma unroll
     for (int e = 0; e < 4; e++) {
       const float lo = HK_LOAD((unsigned short)(w[e] & 0xffffu)), hi = HK_LOAD((unsigned short)(w[e] >> 16));
-      y[e] = HK_PACK((lo - mu) * rstd * g[2 * e] + b[2 * e], (hi - mu) * rstd * g[2 * e + 1] + b[2 * e + 1]);
+      y[e] = HK_PACK((lo - mu) * rstd * HK_LOAD((unsigned short)(gs[e] & 0xffffu)) + HK_LOAD((unsigned short)(bs[e] & 0xffffu)),
+                     (hi - mu) * rstd * HK_LOAD((unsigned short)(gs[e] >> 16)) + HK_LOAD((unsigned short)(bs[e] >> 16)));
     }
-    if (row < M) *(uint4 *)(C + row * N + col) = make_uint4(y[0], y[1], y[2], y[3]);
+    if (holds && row < M) *(uint4 *)(C + row * N + col) = make_uint4(y[0], y[1], y[2], y[3]);
   }
 }
 #endif

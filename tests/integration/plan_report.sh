@@ -94,7 +94,7 @@ set -e
 import re, sys
 text = open(sys.argv[1]).read()
 rows = [l.split() for l in text.splitlines() if re.match(r"^ +\d+  ", l)]
-assert [r[1] for r in rows] == ["fc1", "fc2,res", "ln"], text  # fusion: auto folds res into fc2
+assert [r[1] for r in rows] == ["fc1", "fc2,res,ln"], text  # fusion: auto folds res and the layernorm into fc2
 for r in rows:
     assert float(r[3]) > 0 and r[4] == "-" and r[7] == "-", r  # median us > 0; host: no floor
 assert "no floor (host-" in text and "sum of launches" in text and "whole graph" in text and "bubbles: whole graph - sum of launches" in text, text

@@ -65,7 +65,7 @@ LC_ALL=C sort -c "$work/entries.txt" && ok "entries sorted by key" || bad "entri
 awk -F' \\| ' 'NF != 7 || $1 !~ /^host-/ || $2 !~ /^[0-9]+$/ || $5 != "host_gemm" || $6 !~ /^bm=[0-9]+,bn=[0-9]+,bk=[0-9]+$/ || $7 !~ / us$/ {bad=1} END {exit bad}' \
   "$work/entries.txt" && ok "entries well-formed: $(head -n1 "$work/entries.txt")" || bad "malformed entries"
 grep -q "^\[1/4\] gemm f32 m=16 n=256 k=64 bias act=gelu (fc1@1)" "$work/tune.err" && ok "progress on stderr" || { bad "progress"; cat "$work/tune.err"; }
-grep -q "geomean of best / model" "$work/report.md" && grep -q "^| gemm f32 m=64 n=64 k=256 bias res | fc2@4 |" "$work/report.md" \
+grep -q "geomean of best / model" "$work/report.md" && grep -q "^| gemm f32 m=64 n=64 k=256 bias res ln | fc2@4 |" "$work/report.md" \
   && ok "report table written" || { bad "report"; cat "$work/report.md"; }
 
 # ---- 2. a database entry changes the recorded kernel ---------------------------------------------
@@ -74,8 +74,8 @@ cc=$(head -n1 "$work/entries.txt" | awk -F' \\| ' '{print $3}')
 host=$(head -n1 "$work/entries.txt" | awk -F' \\| ' '{print $1}')
 {
   echo "# hand-written: every mlp gemm on 8 x 128 tiles"
-  for sig in "gemm f32 m=16 n=256 k=64 bias act=gelu" "gemm f32 m=16 n=64 k=256 bias" \
-             "gemm f32 m=64 n=256 k=64 bias act=gelu" "gemm f32 m=64 n=64 k=256 bias"; do
+  for sig in "gemm f32 m=16 n=256 k=64 bias act=gelu" "gemm f32 m=16 n=64 k=256 bias res ln" \
+             "gemm f32 m=64 n=256 k=64 bias act=gelu" "gemm f32 m=64 n=64 k=256 bias res ln"; do
     echo "$host | $units | $cc | $sig | host_gemm | bm=8,bn=128,bk=64 | 1.00 us"
   done
 } > "$work/hand.db"

@@ -552,10 +552,12 @@ static uint32_t tma_shared(const hkc_kernel_key_t *key, const tma_cfg_t *c) {
 
 /* A layernorm epilogue (norm_c): the blocks of a cluster (at most the portable 8) take the
  * column tiles of one row tile, so the row's statistics meet in distributed shared memory;
- * the tile is read back 16 bytes per lane (bn 64 or 128: whole lanes per row; the template
- * takes 256 too, but this machine's ptxas spills 8-16 bytes of it with 168 registers, as it
- * does of 128 with 4 stages, bias, gelu and residual -- not of 5: the default's). Rows of up
- * to 1024 columns. */
+ * the tile is read back 16 bytes per lane (bn 64, 128 or 192; the template takes 256 too,
+ * but this machine's ptxas spills 8-16 bytes of it with 168 registers, as it does of 128
+ * with 4 stages, bias, gelu and residual -- not of 5: the default's). Rows of up to 1536
+ * columns. One cluster per row tile, not a persistent grid: the GPCs hold fewer clusters at
+ * once than SMs / cluster (on the H200, session 12: clusters of 6 ran in two waves, twice
+ * as slow), and a grid of them all lets the hardware fill each GPC as clusters finish. */
 #define TMA_LN_MAX_CLUSTER 8
 #define TMA_LN_STAGES 5
 static int tma_ln_cluster(const hkc_kernel_key_t *key, const tma_cfg_t *c) {
@@ -564,13 +566,14 @@ static int tma_ln_cluster(const hkc_kernel_key_t *key, const tma_cfg_t *c) {
 
 /* The default: 128 x 256 cooperative, 4 stages; a dual gemm (two accumulator sets) 128 x 128;
  * a rope gemm the widest bn of whole heads (head_dim dividing it; none: bn 256, illegal); a
- * layernorm epilogue bn 128 where its rows take at most 8 of them, else 64 (none: bn 256,
- * illegal), 5 stages (TMA_LN_STAGES). */
+ * layernorm epilogue the first of bn 192, 128, 64 whose tiles its rows split into at most 8
+ * (clusters of 4 for BERT's 768: whole GPCs), none: bn 256, illegal; 5 stages
+ * (TMA_LN_STAGES). */
 static tma_cfg_t tma_default(const hkc_kernel_key_t *key) {
   tma_cfg_t c = k_tma_default;
   if (key->dual) c.bn = 128;
   if (key->norm_c) {
-    static const int widths[] = {128, 64};
+    static const int widths[] = {192, 128, 64};
     c.stages = TMA_LN_STAGES;
     for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
       if (key->norm_cols % widths[i] == 0 && key->norm_cols / widths[i] <= TMA_LN_MAX_CLUSTER) {
@@ -604,7 +607,7 @@ static int tma_legal(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, co
   if (key->norm_c) {
     const int cl = tma_ln_cluster(key, c);
     if (key->dual || key->rope || key->norm_a || c->pingpong || c->splitk != 1 || c->cm != 1 || c->streamk ||
-        c->tma_store || (c->bn != 64 && c->bn != 128) || cl < 1 || cl > TMA_LN_MAX_CLUSTER)
+        c->tma_store || (c->bn != 64 && c->bn != 128 && c->bn != 192) || cl < 1 || cl > TMA_LN_MAX_CLUSTER)
       return 0;
   }
   /* stream-K: its reduction needs registers beside the accumulators, as split-K's does */
@@ -772,14 +775,14 @@ static void tma_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, 
   }
   /* A cluster (the kernel's __cluster_dims__: sk blocks on one tile, or cm blocks on cm row
    * tiles; at most one of the two is > 1) takes one unit of work: units x cluster blocks, a
-   * multiple of the cluster size; persistent (at most the SMs) without split-K. The kernel
-   * strides over units beyond the grid. */
+   * multiple of the cluster size; persistent (at most the SMs) without split-K or a layernorm
+   * epilogue (TMA_LN_MAX_CLUSTER says why). The kernel strides over units beyond the grid. */
   const int ln = tma_ln_cluster(key, &c); /* a layernorm epilogue: a cluster per row tile */
   const int cluster = ln ? ln : c.splitk * c.cm;
   int64_t units = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_M), (int64_t)tma_rows(&c) * c.cm);
   if (!ln) units *= hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_N), c.bn);
   int64_t max_units = 0x7fffffffLL / cluster;
-  if (c.splitk == 1 && arch->compute_units > 0) max_units = arch->compute_units / cluster;
+  if (c.splitk == 1 && !ln && arch->compute_units > 0) max_units = arch->compute_units / cluster;
   const int64_t blocks = (units < max_units ? units : max_units) * cluster;
   hkc_variant_launch_1d(blocks, 384, tma_shared(key, &c), out_grid, out_block, out_shared);
 }
@@ -840,7 +843,7 @@ const hkc_variant_t hkc_variant_gemm_tma = {
              "bytes (rows = 128 mw for pp 0, 64 mw for pp 1) + 16 KiB epilogue + barriers + 1 KiB of shared memory "
              "within the block limit; sk > 1: mw bn <= 128 (the reduction's registers) and the ring holds rows x bn f32 "
              "partial sums; cm 1 or 2 (2: clusters of two blocks on adjacent row tiles sharing B by TMA multicast; sk 1); "
-             "dual gemms: mw bn <= 128, sk 1, cm 1, skm 0; rope gemms: bn a multiple of head_dim; folded norms: sk 1, skm 0; layernorm epilogues: pp 0, bn 64 or 128 dividing N into at most 8 (the cluster), sk 1, cm 1, ts 0, skm 0; ts 0 or 1 (1: C leaves by TMA stores through 16 KiB of "
+             "dual gemms: mw bn <= 128, sk 1, cm 1, skm 0; rope gemms: bn a multiple of head_dim; folded norms: sk 1, skm 0; layernorm epilogues: pp 0, bn 64, 128 or 192 dividing N into at most 8 (the cluster), sk 1, cm 1, ts 0, skm 0; ts 0 or 1 (1: C leaves by TMA stores through 16 KiB of "
              "output buffers; 0 when absent); skm 0..64 (> 0: stream-K, at least skm k tiles per block; sk 1, cm 1, "
              "mw bn <= 128; optional, 0 when absent)",
 };
