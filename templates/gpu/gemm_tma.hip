@@ -362,13 +362,14 @@ HK_DEVICE float2 hk_cluster_ld2(unsigned addr, unsigned rank) {
  * (that ends with the warpgroup's named barrier: the stores come before the loads here).
  * Warp w takes rows 16 HK_MW w .., HK_LN_R rows per step, HK_LN_L lanes per row, the first
  * HK_TILE_N / 8 of which hold 8 columns each (bn 192: 24 of 32 lanes; the others hold
- * nothing). stats: this tile's buffer; srow0: the warpgroup's first row in it. */
+ * nothing). stats: this tile's buffer; srow0: the warpgroup's first row in it; E, bar: the
+ * warpgroup's staging (here: its rows' mean and rstd) and named barrier. */
 #define HK_LN_L (HK_TILE_N == 192 ? 32 : HK_TILE_N / 8)
 #define HK_LN_R (32 / HK_LN_L)
 #define HK_LN_STEPS (16 * HK_MW / HK_LN_R)
 #define HK_LN_CH (HK_LN_STEPS < 8 ? HK_LN_STEPS : 8)
 HK_DEVICE void hk_tma_ln(HK_T *C, const HK_T *gamma, const HK_T *beta, float eps, float2 *stats, int srow0,
-                         long long row0, long long n0, long long M, long long N, int lt) {
+                         float *E, int bar, long long row0, long long n0, long long M, long long N, int lt) {
   const int warp = lt >> 5, lane = lt & 31, sub = lane / HK_LN_L, col = n0 + 8 * (lane % HK_LN_L);
   const bool holds = lane % HK_LN_L < HK_TILE_N / 8; /* bn 192: lanes 24.. hold nothing */
   uint4 v[HK_LN_STEPS];
@@ -419,16 +420,13 @@ HK_DEVICE void hk_tma_ln(HK_T *C, const HK_T *gamma, const HK_T *beta, float eps
   }
   hk_cluster_arrive(); /* every block's statistics of these rows are in */
   hk_cluster_wait();
-  /* gamma and beta of this lane's 8 columns, packed (unpacked per use: registers) */
-  const uint4 gw = holds ? *(const uint4 *)(gamma + col) : make_uint4(0u, 0u, 0u, 0u), /* N % 8 == 0 */
-      bw = holds ? *(const uint4 *)(beta + col) : make_uint4(0u, 0u, 0u, 0u);
-  const unsigned gs[4] = {gw.x, gw.y, gw.z, gw.w}, bs[4] = {bw.x, bw.y, bw.z, bw.w};
-#pragma unroll
-  for (int s = 0; s < HK_LN_STEPS; s++) {
-    const int r = 16 * HK_MW * warp + HK_LN_R * s + sub;
+  /* Thread lt < 64 HK_MW combines row lt's pairs from every block of the cluster (their
+   * loads all in flight: one round trip of distributed shared memory, not one per row) into
+   * (mean, rstd) in E, free after the epilogue. */
+  if (lt < 64 * HK_MW) {
     float2 p[HK_LN_CLUSTER];
 #pragma unroll
-    for (int k = 0; k < HK_LN_CLUSTER; k++) p[k] = hk_cluster_ld2(hk_smem_u32(stats + srow0 + r), (unsigned)k);
+    for (int k = 0; k < HK_LN_CLUSTER; k++) p[k] = hk_cluster_ld2(hk_smem_u32(stats + srow0 + lt), (unsigned)k);
     float mu = 0.0f;
 #pragma unroll
     for (int k = 0; k < HK_LN_CLUSTER; k++) mu += p[k].x;
@@ -440,7 +438,18 @@ HK_DEVICE void hk_tma_ln(HK_T *C, const HK_T *gamma, const HK_T *beta, float eps
       ss += p[k].y;
       dd = fmaf(d, d, dd);
     }
-    const float rstd = rsqrtf((ss + (float)HK_TILE_N * dd) * (1.0f / (float)HK_NORM_C_N) + eps);
+    ((float2 *)E)[lt] = make_float2(mu, rsqrtf((ss + (float)HK_TILE_N * dd) * (1.0f / (float)HK_NORM_C_N) + eps));
+  }
+  hk_named_sync(bar, 128);
+  /* gamma and beta of this lane's 8 columns, packed (unpacked per use: registers) */
+  const uint4 gw = holds ? *(const uint4 *)(gamma + col) : make_uint4(0u, 0u, 0u, 0u), /* N % 8 == 0 */
+      bw = holds ? *(const uint4 *)(beta + col) : make_uint4(0u, 0u, 0u, 0u);
+  const unsigned gs[4] = {gw.x, gw.y, gw.z, gw.w}, bs[4] = {bw.x, bw.y, bw.z, bw.w};
+#pragma unroll
+  for (int s = 0; s < HK_LN_STEPS; s++) {
+    const int r = 16 * HK_MW * warp + HK_LN_R * s + sub;
+    const float2 mr = ((const float2 *)E)[r];
+    const float mu = mr.x, rstd = mr.y;
     const long long row = row0 + r;
     const unsigned w[4] = {v[s].x, v[s].y, v[s].z, v[s].w};
     unsigned y[4];
@@ -452,6 +461,7 @@ HK_DEVICE void hk_tma_ln(HK_T *C, const HK_T *gamma, const HK_T *beta, float eps
     }
     if (holds && row < M) *(uint4 *)(C + row * N + col) = make_uint4(y[0], y[1], y[2], y[3]);
   }
+  hk_named_sync(bar, 128); /* E is the next tile's epilogue staging */
 }
 #endif
 
@@ -949,7 +959,8 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #endif
       }
 #if HK_NORM_C
-      hk_tma_ln(C, ln_gamma, ln_beta, ln_eps, ln_stats + (local & 1) * HK_BM_STAGE, cw * HK_MW * 64, row0, n0, M, N, lt);
+      hk_tma_ln(C, ln_gamma, ln_beta, ln_eps, ln_stats + (local & 1) * HK_BM_STAGE, cw * HK_MW * 64, E, 1 + cw, row0, n0,
+                M, N, lt);
 #endif
 #if HK_SPLITK > 1
       hk_cluster_sync();

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Session 12, device call 3: the layernorm epilogue with each row's statistics combined by one
+# thread (one round trip of distributed shared memory per tile; call 2's made one per row and
+# step). build-dev from `bash bench/peers_prepare.sh` carried:
+#   1. numerics against PyTorch: op_ln_gemm (bf16, f16; a narrower copy with mw 2, bn 64) and
+#      bert_layer with gemm_ln=on (tuned, and forced bn 128);
+#   2. hkc tune of the layernorm gemms' launch classes (specs/tuning/bert_ln.yaml, gemm_ln=on);
+#   3. bert_layer: gemm_ln=on (tuned) against the default plan, whole graph interleaved (3
+#      rounds), then the per-launch profile of each, every batch;
+#   4. ncu of the layernorm gemms at batch 128.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+final=${OUT:-/tmp}
+res=/tmp/s12c3
+mkdir -p "$res"
+sed 's/^dtype: bf16/dtype: f16/; s/^name: op_ln_gemm/name: op_ln_gemm_f16/' tests/specs/op_ln_gemm.yaml > /tmp/op_ln_gemm_f16.yaml
+check() { # name spec options...
+  local name=$1 spec=$2; shift 2
+  if ! build-dev/hkc build "$spec" -o "/tmp/$name.hkpack" --target host,sm_90a -q --kernel-option gemm_ln=on "$@" \
+      > "$res/build_$name.log" 2>&1; then
+    echo "$name: build FAILED: $(head -c 400 "$res/build_$name.log")"; return
+  fi
+  build-dev/hkc inspect "/tmp/$name.hkpack" | grep -E "_ln[0-9]" | grep -o "cfg=[^ ]*" | sort | uniq -c | tr '\n' ' ' > "$res/ln_cfgs_$name.txt"
+  timeout 120 python3 tests/device/check.py build-dev/hkc "$spec" "/tmp/$name.hkpack" "/tmp/w_$name" --gpu-target sm_90a \
+    > "$res/check_$name.log" 2>&1
+  echo "$name: rc $? $(grep -c FAIL "$res/check_$name.log") FAIL rows; ln configurations: $(cat "$res/ln_cfgs_$name.txt")"
+}
+check op_ln_gemm tests/specs/op_ln_gemm.yaml
+check op_ln_gemm_f16 /tmp/op_ln_gemm_f16.yaml
+check bert_layer_ln specs/bert_layer.yaml --tuning-db specs/tuning/h200.db
+check bert_layer_ln128 specs/bert_layer.yaml --kernel-option gemm_tma_cfg=pp=0,mw=1,bn=128,st=5,sk=1,cm=1,ts=0
+timeout 150 build-dev/hkc tune specs/tuning/bert_ln.yaml -t sm_90a -o "$res/ln.db" --top 12 --kernel-option gemm_ln=on \
+  --report "$res/ln_tune.md" > "$res/tune.log" 2>&1
+echo "tune rc $?"; grep -v "^#" "$res/ln.db"
+db="--tuning-db specs/tuning/h200.db"
+[ -s "$res/ln.db" ] && db="--tuning-db $res/ln.db $db"
+build-dev/hkc build specs/bert_layer.yaml -o /tmp/b_ln.hkpack --target sm_90a $db -q --kernel-option gemm_ln=on
+build-dev/hkc build specs/bert_layer.yaml -o /tmp/b_def.hkpack --target sm_90a --tuning-db specs/tuning/h200.db -q
+for b in 1 8 32 128; do
+  for round in 1 2 3; do
+    for v in ln def; do
+      r=$(timeout 40 build-dev/hkc run "/tmp/b_$v.hkpack" --batch "$b" --random-params --runs 300 --warmup 30 2>&1 | grep -E "median" | tail -n 1)
+      echo "bert b$b $v#$round: $r"
+    done
+  done
+done 2>&1 | tee "$res/ab.log" | sed 's/target sm_90a, //; s/over 300 runs (30 warm-up)//'
+for b in 1 8 32 128; do
+  for v in ln def; do
+    timeout 60 build-dev/hkc run "/tmp/b_$v.hkpack" --batch "$b" --random-params --runs 100 --warmup 10 \
+      --profile --repeats 30 > "$res/profile_${v}_b$b.txt" 2>&1
+    echo "$v b$b: $(grep -E 'ln|sum of|bubbles' "$res/profile_${v}_b$b.txt" | tr -s ' ' | tr '\n' ' ' | cut -c1-500)"
+  done
+done
+sed 's/n1: 768, n2: 320/n1: 256, n2: 512/; s/^name: op_ln_gemm/name: op_ln_gemm_narrow/' tests/specs/op_ln_gemm.yaml \
+  > /tmp/op_ln_gemm_narrow.yaml
+check narrow_mw2 /tmp/op_ln_gemm_narrow.yaml --kernel-option gemm_tma_cfg=pp=0,mw=2,bn=64,st=4,sk=1,cm=1,ts=0
+timeout 120 ncu --clock-control none -k regex:ln768 -c 2 --section SpeedOfLight --section WarpStateStats --section LaunchStats \
+  --section Occupancy --section SchedulerStats build-dev/hkc run /tmp/b_ln.hkpack --batch 128 --random-params --runs 1 --warmup 0 \
+  > "$res/ncu_ln_b128.txt" 2>&1
+echo "ncu ln rc $?: $(grep -E 'Duration|Issue Slots Busy|Compute \(SM\) Throughput|Achieved Occupancy' "$res/ncu_ln_b128.txt" | tr -s ' ' | tr '\n' ' ')"
+tar -C /tmp -czf "$final/s12c3.tar.gz" s12c3
