@@ -44,9 +44,17 @@
 #define NORM_A_INSTR 6.0
 #define NORM_A_TILE 128
 /* A layernorm epilogue (norm_c): gemm_tma's default tile for BERT's rows (cooperative 128
- * rows, bn 192), each a block, no split of K (variant_gemm_nv.c). */
+ * rows, bn 192), one block each, no split of K, one cluster per row tile (variant_gemm_nv.c):
+ * the blocks run in waves of LN_RESIDENT of the SMs (the GPCs hold whole clusters only: 30
+ * clusters of 4 = 120 of the H200's 132 SMs, ncu), each tile's main loop at the GEMMs' matrix
+ * share of one SM plus LN_TILE_S that nothing overlaps (pipeline fill, the epilogue, the
+ * read-back, the cluster barrier, the statistics). Fitted on the H200 (session 12, call 3):
+ * bert's out_proj + ln1 12.5 / 24.6 / 85.2 us and ffn_down + ln2 22.7 / 47.1 / 170.4 us at
+ * batch 1 / 32 / 128, against 12.9 / 22.8 / 64.0 and 15.1 / 39.3 / 137.4 us apart. */
 #define LN_TILE_M 128.0
 #define LN_TILE_N 192.0
+#define LN_RESIDENT 0.9
+#define LN_TILE_S 4.0e-6
 
 /* Host: nominal figures of a few cores (bytes/s, FLOP/s, lane-instructions/s). */
 #define HOST_BW 20.0e9
@@ -169,13 +177,14 @@ double hkc_launch_seconds(const hkc_gpu_arch_t *arch, const hkc_spec_t *spec, co
       epilogue += a * tiles * NORM_A_INSTR / (lanes * (arch ? EPILOGUE_SHARE : 1.0));
     }
     if (nd->op == HK_OP_GEMM && nd->norm_c && arch && nd->out >= 0 && arch->compute_units > 0) {
-      /* whole rows per cluster: at most one block per LN_TILE_M x LN_TILE_N tile, and no split
-       * of K, so fewer tiles than SMs leave SMs idle */
+      /* whole rows per cluster, a tile per block: waves of tiles (LN_TILE_*, above) */
       const hkc_tensor_t *o = &spec->tensors[nd->out];
       const double n = o->rank ? (double)hkc_dim_value(o->dims[o->rank - 1], batch) : 1.0;
-      const double m = n > 0 ? elems / n : 0.0;
+      const double m = n > 0 ? elems / n : 0.0, k = m > 0 ? (double)c.flops / (2.0 * m * n) : 0.0;
       const double tiles = ceil(m / LN_TILE_M) * ceil(n / LN_TILE_N);
-      if (tiles > 0 && tiles < arch->compute_units) body *= arch->compute_units / tiles;
+      const double waves = ceil(tiles / (arch->compute_units * LN_RESIDENT));
+      const double tile_s = 2.0 * LN_TILE_M * LN_TILE_N * k / (matrix / arch->compute_units) + LN_TILE_S;
+      if (waves * tile_s > body) body = waves * tile_s;
     }
   } else {
     const double issue = elems * node_instr(nd) / lanes;

@@ -296,14 +296,14 @@ static void test_h200_verdicts(void **state) {
   assert_non_null(find(s, "up,act"));
   assert_non_null(find(s, "down,res"));
   assert_int_equal(s->n_nodes, 3);
-  /* the layernorm epilogue: whole rows per cluster of 6 blocks (768 = 6 x 128) and no split
-   * of K, so few row tiles leave the SMs idle -- far slower at batch 1, a little faster at 32
-   * and 128 (a launch and a pass over h saved): apart over these buckets */
+  /* the layernorm epilogue: whole rows per cluster of 4 blocks (768 = 4 x 192), a tile per
+   * block and no split of K -- slower at every batch on the H200 (session 12: 1.2-1.5x at
+   * batch 1, 32 and 128 alone), most at batch 1, where few tiles leave the SMs idle */
   const double ln1 = report_ratio(buf, "down,res + ln", 1), ln32 = report_ratio(buf, "down,res + ln", 32),
                ln128 = report_ratio(buf, "down,res + ln", 128);
-  assert_true(ln1 > 5.0);
-  assert_true(ln32 > 0.8 && ln32 < 1.0);
-  assert_true(ln128 < 1.0);
+  assert_true(ln1 > 3.0);
+  assert_true(ln32 > 1.1 && ln32 < 3.0);
+  assert_true(ln128 > 1.1 && ln128 < 2.0);
   assert_string_equal(s->fusion_apart, "down,res + ln (layernorm epilogue)");
   const double gelu1 = report_ratio(buf, "up + act", 1), gelu128 = report_ratio(buf, "up + act", 128);
   const double res128 = report_ratio(buf, "down + res", 128);
@@ -326,10 +326,10 @@ static void test_h200_verdicts(void **state) {
   s = plan_on("host,sm_120", BERT("[32, 128]"));
   assert_null(find(s, "up,act"));
   hkc_spec_destroy(s);
-  s = plan_on("sm_90a", BERT("[32, 128]")); /* large batches alone: the layernorm joins the epilogue too */
+  s = plan_on("sm_90a", BERT("[32, 128]")); /* the gelu pays, the layernorm epilogue does not */
   assert_non_null(find(s, "up,act"));
-  assert_non_null(find(s, "down,res,ln"));
-  assert_null(s->fusion_apart);
+  assert_null(find(s, "down,res,ln"));
+  assert_string_equal(s->fusion_apart, "down,res + ln (layernorm epilogue)");
   hkc_spec_destroy(s);
 }
 
