@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# (run as bench/s12/call1.sh from the repository root in the session; copied here next to its output)
 # Session 12, device call 1: the layernorm epilogue (gemm_tma, sm_90a: a cluster of blocks per
 # row tile, the rows' statistics through distributed shared memory).
 # build-dev from `bash bench/peers_prepare.sh` carried:
@@ -11,7 +12,7 @@
 #   3. bert_layer with gemm_ln=on (tuned: 2. + specs/tuning/h200.db) against the default plan
 #      (h200.db), whole graph interleaved (3 rounds), then the per-launch profile of each, every batch.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 final=${OUT:-/tmp}
 res=/tmp/s12c1
@@ -65,7 +66,7 @@ for b in 1 8 32 128; do
   done
 done
 # every gemm_tma candidate of bert's large gemms at batch 32 and 128 (what limits batch 128)
-timeout 240 build-dev/hkc tune bench/s12/bert_gemms.yaml -t sm_90a -o "$res/gemms.db" --top 60 \
+timeout 240 build-dev/hkc tune docs/device-runs/s12-call1/bert_gemms.yaml -t sm_90a -o "$res/gemms.db" --top 60 \
   --report "$res/gemms_tune.md" > "$res/gemms_tune.log" 2>&1
 echo "gemms tune rc $?"; grep -v "^#" "$res/gemms.db"
 tar -C /tmp -czf "$final/s12c1.tar.gz" s12c1

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# (run as bench/s12/call5.sh from the repository root in the session; copied here next to its output)
 # Session 12, device call 5: llama_block peers at the session's final commit (plan and kernels
 # as session 11's: rope in the q|k|v projection's epilogue; both rmsnorms kept apart by the
 # planner's clock; specs/tuning/h200.db with the rope gemm's entries); build-dev from `bash bench/peers_prepare.sh` carried:
@@ -7,7 +8,7 @@
 #      torch cold-start processes);
 #   2. the per-launch profile and bubbles of every batch of the llama_block pack.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 final=${OUT:-/tmp}
 PEERS_DEVICE_BUILD=0 PEERS_BUDGET_S=400 bash bench/peers_device.sh llama --no-torch-cold

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# (run as bench/s12/call4.sh from the repository root in the session; copied here next to its output)
 # Session 12, device call 4: bert_layer peers at the session's final commit (the default plan:
 # the layernorm epilogue is built but the planner's clock keeps BERT's layernorms apart, so the
 # pack's kernels are session 10's); build-dev from `bash bench/peers_prepare.sh` carried:
@@ -7,7 +8,7 @@
 #      torch cold-start processes);
 #   2. the per-launch profile and bubbles of every batch of the bert_layer pack.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 final=${OUT:-/tmp}
 PEERS_DEVICE_BUILD=0 PEERS_BUDGET_S=420 bash bench/peers_device.sh bert --no-torch-cold

@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Session 12, device call 2: the layernorm epilogue launched as one cluster per row tile (call 1's
-# persistent grid of clusters of 6 ran at half speed) and bn 192 (clusters of 4) by default.
-# build-dev from `bash bench/peers_prepare.sh` carried:
-#   1. numerics against PyTorch: op_ln_gemm (bf16, f16) and bert_layer with gemm_ln=on;
+# (run as bench/s12/call3.sh from the repository root in the session; copied here next to its output)
+# Session 12, device call 3: the layernorm epilogue with each row's statistics combined by one
+# thread (one round trip of distributed shared memory per tile; call 2's made one per row and
+# step). build-dev from `bash bench/peers_prepare.sh` carried:
+#   1. numerics against PyTorch: op_ln_gemm (bf16, f16; a narrower copy with mw 2, bn 64) and
+#      bert_layer with gemm_ln=on (tuned, and forced bn 128);
 #   2. hkc tune of the layernorm gemms' launch classes (specs/tuning/bert_ln.yaml, gemm_ln=on);
 #   3. bert_layer: gemm_ln=on (tuned) against the default plan, whole graph interleaved (3
 #      rounds), then the per-launch profile of each, every batch;
-#   4. ncu of bert's ffn up + gelu at batch 128 (16384 x 3072 x 768) in two schedules:
-#      cooperative 128 x 256 (the tuned one) and ping-pong 64 x 256.
+#   4. ncu of the layernorm gemms at batch 128.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 final=${OUT:-/tmp}
-res=/tmp/s12c2
+res=/tmp/s12c3
 mkdir -p "$res"
 sed 's/^dtype: bf16/dtype: f16/; s/^name: op_ln_gemm/name: op_ln_gemm_f16/' tests/specs/op_ln_gemm.yaml > /tmp/op_ln_gemm_f16.yaml
 check() { # name spec options...
@@ -53,11 +54,11 @@ for b in 1 8 32 128; do
     echo "$v b$b: $(grep -E 'ln|sum of|bubbles' "$res/profile_${v}_b$b.txt" | tr -s ' ' | tr '\n' ' ' | cut -c1-500)"
   done
 done
-for cfg in pp=0,mw=1,bn=256,st=4,sk=1,cm=1,ts=1 pp=1,mw=1,bn=256,st=5,sk=1,cm=1,ts=0; do
-  build-dev/hkc build bench/s12/bert_gemms.yaml -o /tmp/g.hkpack --target sm_90a -q --kernel-option "gemm_tma_cfg=$cfg"
-  timeout 150 ncu --clock-control none -k regex:gelu -c 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
-    --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
-    build-dev/hkc run /tmp/g.hkpack --batch 128 --random-params --runs 1 --warmup 0 > "$res/ncu_gelu_$cfg.txt" 2>&1
-  echo "ncu $cfg rc $?: $(grep -E 'Duration|Issue Slots Busy|Compute \(SM\) Throughput|Executed Ipc Active' "$res/ncu_gelu_$cfg.txt" | tr -s ' ' | tr '\n' ' ')"
-done
-tar -C /tmp -czf "$final/s12c2.tar.gz" s12c2
+sed 's/n1: 768, n2: 320/n1: 256, n2: 512/; s/^name: op_ln_gemm/name: op_ln_gemm_narrow/' tests/specs/op_ln_gemm.yaml \
+  > /tmp/op_ln_gemm_narrow.yaml
+check narrow_mw2 /tmp/op_ln_gemm_narrow.yaml --kernel-option gemm_tma_cfg=pp=0,mw=2,bn=64,st=4,sk=1,cm=1,ts=0
+timeout 120 ncu --clock-control none -k regex:ln768 -c 2 --section SpeedOfLight --section WarpStateStats --section LaunchStats \
+  --section Occupancy --section SchedulerStats build-dev/hkc run /tmp/b_ln.hkpack --batch 128 --random-params --runs 1 --warmup 0 \
+  > "$res/ncu_ln_b128.txt" 2>&1
+echo "ncu ln rc $?: $(grep -E 'Duration|Issue Slots Busy|Compute \(SM\) Throughput|Achieved Occupancy' "$res/ncu_ln_b128.txt" | tr -s ' ' | tr '\n' ' ')"
+tar -C /tmp -czf "$final/s12c3.tar.gz" s12c3
