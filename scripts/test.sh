@@ -5,8 +5,9 @@
 # libFuzzer targets built and each run briefly from its corpus.
 #
 # The sanitizer pass skips the tests labeled `toolchain` (tests/CMakeLists.txt: the kernel
-# matrices, whose time is spent inside nvrtc/hiprtc, which ASan cannot instrument; they ran
-# in the release pass) and says so. Both passes share one compile cache and one cache of
+# matrices, whose time is spent inside nvrtc/hiprtc, which ASan cannot instrument) and
+# `python` (the importers' end-to-end tests, whose time is spent in python); they ran in the
+# release pass, and it says so. Both passes share one compile cache and one cache of
 # NumPy reference outputs (build/test-cache), so the sanitizer pass re-checks hkc's own code
 # without paying again for the vendor compilers and the float64 references. Tests that must
 # compile cold (gpu_targets, repro) set their own cache directories.
@@ -56,9 +57,9 @@ if [ "${HK_SKIP_SANITIZE:-0}" != 1 ]; then
   echo "== ASan + UBSan build + tests (clang, with libFuzzer targets)"
   CC=clang cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DHK_SANITIZE=ON -DHK_FUZZ=ON >/dev/null
   cmake --build build-asan -j"$jobs"
-  skipped=$(ctest --test-dir build-asan -N -L toolchain | sed -n 's/^ *Test *#[0-9]*: //p' | tr '\n' ' ')
-  echo "note: not run under ASan (toolchain tests: their time is in nvrtc/hiprtc; they ran in the release pass above): $skipped"
-  ctest --test-dir build-asan --output-on-failure -j"$test_jobs" -LE toolchain # sanitizer options: tests/CMakeLists.txt
+  skipped=$(ctest --test-dir build-asan -N -L 'toolchain|python' | sed -n 's/^ *Test *#[0-9]*: //p' | tr '\n' ' ')
+  echo "note: not run under ASan (their time is in nvrtc/hiprtc or in python; they ran in the release pass above): $skipped"
+  ctest --test-dir build-asan --output-on-failure -j"$test_jobs" -LE 'toolchain|python' # sanitizer options: tests/CMakeLists.txt
   elapsed
   secs=${HK_FUZZ_SECONDS:-12}
   pids=()

@@ -190,7 +190,7 @@ typedef struct hkc_kernel_options {
   hkc_switch_t gemm_norm;   /* rmsnorm folded into the GEMM reading it (fusion), where every target has
                                such a kernel: auto = where the clock says it pays, on = always,
                                off = never */
-  hkc_switch_t gemm_ln;     /* layernorm in the epilogue of the GEMM whose output it reads (fusion),
+  hkc_switch_t gemm_ln;     /* a layernorm or rmsnorm in the epilogue of the GEMM whose output it reads (fusion),
                                where every target has such a kernel: auto = where the clock says it
                                pays, on = always, off = never */
   int ew_exact_act;         /* 1: 16-bit gelu/silu/ewchain through erff/expf (elementwise_vec16 x=1) */

@@ -203,9 +203,9 @@ static int emit_instance(hkc_strbuf_t *sb, const hkc_kernel_out_t *k, const char
                 key->rope ? 1 : 0, key->rope ? key->head_dim : 2);
   hkc_sb_printf(sb, "#define HK_NORM_A %d\n#define HK_NORM_ARG %u\n", key->norm_a ? 1 : 0,
                 hkc_gemm_norm_arg(key->dual, key->rope));
-  hkc_sb_printf(sb, "#define HK_NORM_C %d\n", key->norm_c ? 1 : 0);
+  hkc_sb_printf(sb, "#define HK_NORM_C %d\n", key->norm_c); /* 2: an rmsnorm */
   hkc_sb_printf(sb, "#define HK_HAS_ADD %d\n", key->has_add ? 1 : 0);
-  hkc_sb_printf(sb, "#define HK_HAS_SUM %d\n", key->has_add && key->has_sum ? 1 : 0);
+  hkc_sb_printf(sb, "#define HK_HAS_SUM %d\n", (key->has_add || key->norm_c) && key->has_sum ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_ATTN_LENGTHS %d\n#define HK_ATTN_MASK %d\n", key->has_lengths ? 1 : 0,
                 key->has_mask ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_BINOP(x, y) ((x) %c (y))\n", key->op == HK_OP_MUL ? '*' : '+');

@@ -150,7 +150,8 @@ static double gemm_epilogue_instr(const hkc_node_t *nd) {
   if (nd->n_in == 3) per += 1;
   if (nd->rope) per += op_instr(HK_OP_ROPE);
   if (nd->norm_a) per += 1; /* the row's scale (A's transform: hkc_launch_seconds) */
-  if (nd->norm_c) per += INSTR_BASE + op_instr(HK_OP_LAYERNORM); /* the tile read back, normalised, stored */
+  if (nd->norm_c) /* the tile read back, normalised, stored */
+    per += INSTR_BASE + op_instr(nd->norm_c == HKC_NORM_C_RMSNORM ? HK_OP_RMSNORM : HK_OP_LAYERNORM);
   return per;
 }
 

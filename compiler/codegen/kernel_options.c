@@ -58,7 +58,7 @@ static const kopt_t k_opts[] = {
      "the host): auto where the fusion planner's clock says it pays (small GEMMs: every column tile transforms "
      "A again), on wherever a kernel has it; off: every rmsnorm a kernel of its own"},
     {"gemm_ln", "HKC_GEMM_LN", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
-     "auto|on|off: a layernorm in the epilogue of the GEMM whose output it normalises, a cluster of blocks "
+     "auto|on|off: a layernorm or rmsnorm in the epilogue of the GEMM whose output it normalises, a cluster of blocks "
      "sharing each row's statistics through distributed shared memory (gemm_tma on sm_90a, the host); auto: "
      "where the clock says it pays, on: wherever every target has such a kernel, off: never"},
     {"ew_exact_act", "HKC_EW_EXACT_ACT", KOPT_BOOL, 0, NULL, NULL, 0, NULL,

@@ -59,6 +59,9 @@ typedef struct hkc_tensor {
 #define HKC_MAX_NODE_IN 5      /* ewchain: up to 5 operands */
 #define HKC_EW_PROGRAM_MAX 32  /* ewchain program text incl. NUL */
 
+/* hkc_node_t.norm_c: the norm a gemm's epilogue ends with (fusion) */
+enum { HKC_NORM_C_LAYERNORM = 1, HKC_NORM_C_RMSNORM = 2 };
+
 typedef struct hkc_node {
   char *name;
   hk_op_t op;
@@ -77,7 +80,8 @@ typedef struct hkc_node {
                        norm_c: both */
   int add_in;       /* layernorm/rmsnorm (fused residual add): normalises in[0] + add_in,
                        same shape; HKC_NONE when absent */
-  int sum_out;      /* with add_in: also stores in[0] + add_in here; HKC_NONE when absent */
+  int sum_out;      /* with add_in: also stores in[0] + add_in here; a gemm with norm_c: also stores
+                       h (the normalised values' input) here; HKC_NONE when absent */
   int lengths;      /* attention: i32 [B] key lengths (keys j >= lengths[b] masked); HKC_NONE when absent */
   int mask;         /* attention: additive mask [B, 1 or heads, S, Skv] added to the scaled scores;
                        HKC_NONE when absent */
@@ -88,9 +92,10 @@ typedef struct hkc_node {
   int norm_a;       /* gemm (fusion only): A is rmsnorm(in[0]) with `gamma` and `eps` (a folded
                        rmsnorm: the kernel scales A's k tiles by gamma and its rows' sums by
                        rsqrt(mean(in[0]^2) + eps)); any epilogue */
-  int norm_c;       /* gemm (fusion only): out = layernorm(act(A @ B + bias) * mul + residual), rounded
-                       to the dtype before it is normalised, with `gamma`, `beta` and `eps` over the
-                       last dim (a layernorm node's, folded into the epilogue); no dual, rope, norm_a */
+  int norm_c;       /* gemm (fusion only): out = norm(h), h = act(A @ B + bias) * mul + residual rounded
+                       to the dtype before it is normalised, over the last dim with `gamma` (and
+                       `beta`) and `eps` (a norm node's, folded into the epilogue): HKC_NORM_C_LAYERNORM
+                       or HKC_NORM_C_RMSNORM; with sum_out, h is stored there too; no dual, rope, norm_a */
   int rope;         /* gemm (fusion only): a rope node's rotation applied last in the epilogue:
                        out = rope(A @ B + bias), with the rope's heads, kv_heads, packed, theta
                        and pos_offset below (no act, mul, residual or dual) */
@@ -153,10 +158,10 @@ typedef struct hkc_spec {
                             kernel that folds one: the planner model's kernel_ok) */
   int fusion_norm_blocked; /* set by fusion: fusion_no_norm or kernel_ok kept an rmsnorm apart */
   int fusion_norm_always; /* fold an rmsnorm wherever a kernel has it, without asking the clock */
-  int fusion_no_ln;      /* keep every layernorm out of the gemm epilogue before it (as when a target
+  int fusion_no_ln;      /* keep every norm out of the gemm epilogue before it (as when a target
                             has no such kernel: the planner model's kernel_ok) */
-  int fusion_ln_blocked; /* set by fusion: fusion_no_ln or kernel_ok kept a layernorm apart */
-  int fusion_ln_always;  /* take a layernorm into the gemm epilogue wherever a kernel has it, without
+  int fusion_ln_blocked; /* set by fusion: fusion_no_ln or kernel_ok kept a norm apart */
+  int fusion_ln_always;  /* take a norm into the gemm epilogue wherever a kernel has it, without
                             asking the clock */
   char *fusion_apart;    /* set by auto fusion: the legal steps its clock refused, "a + b (form)"
                             joined by "; " in the order weighed (NULL: none); the plan is every

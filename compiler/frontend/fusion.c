@@ -14,8 +14,9 @@
  *   rope epilogue   a gemm (+ bias) then a rope of its output -> the gemm with rope set;
  *   norm into gemm  (auto only) an rmsnorm whose output is only a gemm's A -> the gemm with
  *                   norm_a: it normalises the norm's input as its A tiles arrive;
- *   layernorm epilogue (auto only) a layernorm of a gemm's (fused) output, which nothing
- *                   else reads -> the gemm with norm_c: its epilogue normalises whole rows.
+ *   norm epilogue   (auto only) a layernorm or rmsnorm of a gemm's (fused) output -> the
+ *                   gemm with norm_c: its epilogue normalises whole rows (and stores the
+ *                   output it normalised too, as sum_out, when something else reads it).
  * The last three only where every target of the build has such a kernel (the model's
  * kernel_ok).
  *
@@ -389,27 +390,31 @@ static int norm_fold_build(const fuse_ctx_t *f, int nm_slot, hkc_node_t *out, in
   return 0;
 }
 
-/* ---- layernorm in the epilogue of the gemm before it -------------------------------------------- */
-/* layernorm slot nm (no fused add) whose input is the output of gemm slot *g_slot and of
- * nothing else: one gemm whose epilogue ends with the layernorm (frontend.h, norm_c).
- * 0 with *out, -1 when the pattern does not hold. */
+/* ---- a norm in the epilogue of the gemm before it ---------------------------------------------- */
+/* layernorm or rmsnorm slot nm (no fused add) whose input is the output of gemm slot *g_slot:
+ * one gemm whose epilogue ends with the norm (frontend.h, norm_c); the gemm's output stays
+ * stored (sum_out) when something else reads it or it is a graph output (a pre-norm layer's
+ * residual stream). 0 with *out, -1 when the pattern does not hold. */
 static int ln_epilogue_build(const fuse_ctx_t *f, int nm_slot, hkc_node_t *out, int *g_slot) {
   const hkc_tensor_t *T = f->spec->tensors;
   const hkc_node_t *nm = &f->slot[nm_slot];
-  if (nm->op != HK_OP_LAYERNORM || nm->add_in != HKC_NONE || nm->sum_out != HKC_NONE || nm->n_fused > 1 ||
-      nm->gamma == HKC_NONE || nm->beta == HKC_NONE)
+  const int ln = nm->op == HK_OP_LAYERNORM;
+  if ((!ln && nm->op != HK_OP_RMSNORM) || nm->add_in != HKC_NONE || nm->sum_out != HKC_NONE || nm->n_fused > 1 ||
+      nm->gamma == HKC_NONE || (ln && nm->beta == HKC_NONE))
     return -1;
   const int t = nm->in[0], g = f->producer[t];
-  if (g < 0 || !f->alive[g] || sole_reader(f, t) != nm_slot || T[t].role == HK_ROLE_OUTPUT) return -1;
+  if (g < 0 || !f->alive[g]) return -1;
   const hkc_node_t *gm = &f->slot[g];
   if (gm->op != HK_OP_GEMM || gm->n_in == 3 || gm->rope || gm->norm_a || gm->norm_c) return -1;
   if (!same_shape(&T[t], &T[nm->out]) || T[t].dtype != T[nm->out].dtype) return -1;
+  const int keep = T[t].role == HK_ROLE_OUTPUT || f->reads[t] != 1 || sole_reader(f, t) != nm_slot;
   hkc_node_t n = *gm;
   n.out = nm->out;
+  n.sum_out = keep ? t : HKC_NONE;
   n.gamma = nm->gamma;
-  n.beta = nm->beta;
+  n.beta = ln ? nm->beta : HKC_NONE;
   n.eps = nm->eps;
-  n.norm_c = 1;
+  n.norm_c = ln ? HKC_NORM_C_LAYERNORM : HKC_NORM_C_RMSNORM;
   *out = n;
   *g_slot = g;
   return 0;
@@ -755,10 +760,11 @@ static int auto_fuse(fuse_ctx_t *f, int *members) {
     members[0] = (int)i, members[1] = g;
     if (commit(f, members, 2, fused, f->anchor[g]) != 0) return -1;
   }
-  /* 2c. a layernorm into the epilogue of the gemm whose output it normalises (after the
-   * gemm's chain: the layernorm reads the residual sum); where every target has such a kernel */
+  /* 2c. a norm into the epilogue of the gemm whose output it normalises (after the gemm's
+   * chain: the norm reads the residual sum; after the rmsnorm folded into the next gemm,
+   * which takes priority); where every target has such a kernel */
   for (size_t i = 0; i < f->n; i++) {
-    if (!f->alive[i] || f->slot[i].op != HK_OP_LAYERNORM) continue;
+    if (!f->alive[i] || !is_norm(f->slot[i].op)) continue;
     hkc_node_t fused;
     int g;
     if (ln_epilogue_build(f, (int)i, &fused, &g) != 0) continue;
@@ -768,7 +774,7 @@ static int auto_fuse(fuse_ctx_t *f, int *members) {
     }
     const int pay = f->spec->fusion_ln_always ? 1
                                               : pays(f, &f->slot[g], node_label(&f->slot[g]), &f->slot[i], &fused,
-                                                     "layernorm epilogue");
+                                                     "norm epilogue");
     if (pay < 0) return -1;
     if (!pay) continue;
     members[0] = g, members[1] = (int)i;

@@ -148,17 +148,21 @@ int hkc_lower_node_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batc
       push_tensor(&l, (int)at, nd->gamma);
       push_f32(&l, (int)at + 1, nd->eps);
     }
-    if (nd->norm_c) { /* layernorm epilogue (fusion): gamma, beta [N] */
+    if (nd->norm_c) { /* norm epilogue (fusion): gamma (and a layernorm's beta) [N], the kept sum */
+      const int ln = nd->norm_c == HKC_NORM_C_LAYERNORM;
       const hkc_tensor_t *g = nd->gamma != HKC_NONE ? &spec->tensors[nd->gamma] : NULL;
       const hkc_tensor_t *be = nd->beta != HKC_NONE ? &spec->tensors[nd->beta] : NULL;
-      if (!g || !be || g->rank != 1 || be->rank != 1 || tensor_dim(g, 0, batch) != n || tensor_dim(be, 0, batch) != n ||
-          n > INT32_MAX || nd->n_in == 3 || nd->rope || nd->norm_a)
+      if ((nd->norm_c != HKC_NORM_C_LAYERNORM && nd->norm_c != HKC_NORM_C_RMSNORM) || !g || g->rank != 1 ||
+          tensor_dim(g, 0, batch) != n || (ln && (!be || be->rank != 1 || tensor_dim(be, 0, batch) != n)) ||
+          (!ln && be) || n > INT32_MAX || nd->n_in == 3 || nd->rope || nd->norm_a)
         break;
-      out_key->norm_c = 1;
+      out_key->norm_c = nd->norm_c;
       out_key->norm_cols = (int)n;
+      out_key->has_sum = nd->sum_out != HKC_NONE;
       push_tensor(&l, HKC_GEMM_ARG_LN_GAMMA, nd->gamma);
-      push_tensor(&l, HKC_GEMM_ARG_LN_BETA, nd->beta);
+      push_tensor(&l, HKC_GEMM_ARG_LN_BETA, ln ? nd->beta : HKC_NONE);
       push_f32(&l, HKC_GEMM_ARG_LN_EPS, nd->eps);
+      push_tensor(&l, HKC_GEMM_ARG_LN_SUM, nd->sum_out);
       assert(l.n == HKC_GEMM_N_ARGS_LN);
     }
     out_key->align = align_of((int64_t[]){k, n}, 2);
@@ -342,7 +346,7 @@ static const char *key_act_name(hk_act_t a) {
   return (unsigned)a < sizeof names / sizeof names[0] ? names[a] : NULL;
 }
 
-/* "hk_<op>_<dtype>[_<program>][_<act>][_bias][_mul|_dual|_rope][_res][_nrm][_ln<cols>][_tb][_add][_sum][_len][_mask][_a<align>][_d<dh>]":
+/* "hk_<op>_<dtype>[_<program>][_<act>][_bias][_mul|_dual|_rope][_res][_nrm][_ln<cols>|_rms<cols>][_tb][_add][_sum][_len][_mask][_a<align>][_d<dh>]":
  * a C identifier, one per distinct key (no flag name is a suffix of an act name; an
  * ewchain program is [a-z0-9] only and comes right after the dtype; out-of-range enums
  * print as numbers). */
@@ -378,7 +382,7 @@ void hkc_kernel_key_name(const hkc_kernel_key_t *key, char *out, size_t size) {
     snprintf(tune, sizeof tune, "_t%08x", (unsigned)(hkc_hash64(both, (size_t)n) & 0xffffffffu));
   }
   char ln[24] = "";
-  if (key->norm_c) snprintf(ln, sizeof ln, "_ln%d", key->norm_cols);
+  if (key->norm_c) snprintf(ln, sizeof ln, "_%s%d", key->norm_c == HKC_NORM_C_RMSNORM ? "rms" : "ln", key->norm_cols);
   snprintf(out, size, "hk_%s_%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s", op, dt, program, key->act != HK_ACT_NONE ? "_" : "",
            key->act != HK_ACT_NONE ? act : "", key->has_bias ? "_bias" : "",
            key->dual ? "_dual" : key->has_mul ? "_mul" : key->rope ? "_rope" : "",
@@ -390,7 +394,7 @@ int hkc_kernel_key_equal(const hkc_kernel_key_t *a, const hkc_kernel_key_t *b) {
   int align_a = a->align > 1 ? a->align : 1, align_b = b->align > 1 ? b->align : 1;
   return a->op == b->op && a->dtype == b->dtype && a->act == b->act && !a->trans_b == !b->trans_b &&
          !a->has_bias == !b->has_bias && !a->has_residual == !b->has_residual && !a->has_mul == !b->has_mul && !a->dual == !b->dual &&
-         !a->rope == !b->rope && !a->norm_a == !b->norm_a && !a->norm_c == !b->norm_c &&
+         !a->rope == !b->rope && !a->norm_a == !b->norm_a && a->norm_c == b->norm_c &&
          (!a->norm_c || a->norm_cols == b->norm_cols) &&
          !a->has_add == !b->has_add && !a->has_sum == !b->has_sum && !a->has_lengths == !b->has_lengths &&
          !a->has_mask == !b->has_mask &&

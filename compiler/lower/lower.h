@@ -44,9 +44,10 @@ void hkc_node_cost_of(const hkc_spec_t *spec, const hkc_node_t *node, int64_t ba
               position row % seq + pos_offset, as the rope op rotates them)
              a folded rmsnorm (norm_a), after those: T gamma [K], F eps (A @ B becomes
               rmsnorm(A) @ B: (A * gamma) @ B, row i scaled by rsqrt(mean(A[i]^2) + eps))
-             a layernorm epilogue (norm_c; none of the above): T gamma [N], T beta [N], F eps
-              (C = layernorm(h) over each row of N = the key's norm_cols columns, h the plain
-              epilogue's result rounded to the dtype, as a layernorm node would read it)
+             a norm epilogue (norm_c; none of the above): T gamma [N], T beta [N] (NULL for an
+              rmsnorm), F eps, T sum (NULL unless has_sum) (C = layernorm(h) or rmsnorm(h) over
+              each row of N = the key's norm_cols columns, h the plain epilogue's result rounded
+              to the dtype, as a norm node would read it; with has_sum h is stored in sum too)
  *   add, mul  T a, T b, T out, I n, I na, I nb     (a[i % na] op b[i % nb], i < n)
  *   relu, gelu, silu, gelu_tanh, tanh   T x, T out, I n
  *   layernorm T x, T gamma, T beta, T out, I rows, I cols, F eps, T add, T sum
@@ -83,8 +84,9 @@ enum hkc_gemm_arg {
   /* a rope gemm's rotation (key.rope; never dual): four arguments more */
   HKC_GEMM_ARG_ROPE_SEQ = HKC_GEMM_N_ARGS, HKC_GEMM_ARG_ROPE_COLS, HKC_GEMM_ARG_ROPE_POS0, HKC_GEMM_ARG_ROPE_THETA,
   HKC_GEMM_N_ARGS_ROPE,
-  /* a layernorm epilogue (key.norm_c; never dual, rope or norm_a): three arguments more */
-  HKC_GEMM_ARG_LN_GAMMA = HKC_GEMM_N_ARGS, HKC_GEMM_ARG_LN_BETA, HKC_GEMM_ARG_LN_EPS, HKC_GEMM_N_ARGS_LN
+  /* a norm epilogue (key.norm_c; never dual, rope or norm_a): four arguments more */
+  HKC_GEMM_ARG_LN_GAMMA = HKC_GEMM_N_ARGS, HKC_GEMM_ARG_LN_BETA, HKC_GEMM_ARG_LN_EPS, HKC_GEMM_ARG_LN_SUM,
+  HKC_GEMM_N_ARGS_LN
 };
 /* A folded rmsnorm's two arguments (gamma, eps) follow the dual's or the rope's, if any. */
 static inline uint32_t hkc_gemm_norm_arg(int dual, int rope) {
@@ -151,10 +153,12 @@ typedef struct hkc_kernel_key {
                            arguments HKC_GEMM_ARG_ROPE_*) */
   int norm_a;           /* gemm: a folded rmsnorm of A (fusion's; arguments gamma, eps at
                            hkc_gemm_norm_arg) */
-  int norm_c;           /* gemm: a layernorm epilogue over rows of norm_cols (= N) columns
-                           (fusion's; arguments HKC_GEMM_ARG_LN_*) */
+  int norm_c;           /* gemm: a norm epilogue (HKC_NORM_C_LAYERNORM / _RMSNORM) over rows of
+                           norm_cols (= N) columns (fusion's; arguments HKC_GEMM_ARG_LN_*; has_sum:
+                           the un-normalised result is stored too) */
   int norm_cols;
-  int has_add, has_sum; /* layernorm/rmsnorm: fused residual add / also store the sum;
+  int has_add, has_sum; /* layernorm/rmsnorm: fused residual add / also store the sum (a gemm with
+                           norm_c: its un-normalised result);
                            embedding: has_add = a position table is added */
   int has_lengths, has_mask; /* attention: per-batch key lengths / an additive mask (the
                                 masked ABI: HKC_ATTENTION_MASKED_N_ARGS arguments) */

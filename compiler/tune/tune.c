@@ -88,7 +88,7 @@ void hkc_tune_signature(const hkc_kernel_key_t *key, hkc_tune_shape_t shape, cha
            key->has_bias ? " bias" : "", key->act != HK_ACT_NONE ? " act=" : "",
            key->act != HK_ACT_NONE ? hkc_act_name(key->act) : "", key->has_residual ? " res" : "",
            key->has_mul ? " mul" : "", key->dual ? " dual" : "", rope, key->norm_a ? " norm" : "",
-           key->norm_c ? " ln" : "");
+           key->norm_c == HKC_NORM_C_RMSNORM ? " rms" : key->norm_c ? " ln" : "");
 }
 
 int hkc_tune_units(const hkc_gpu_arch_t *arch, int host_threads) {

@@ -154,13 +154,14 @@ static const char *check_signature(const char *sig) {
     if (!tok || strncmp(tok, dims[d], 2) != 0 || parse_int(tok + 2, 1, LONG_MAX / 2, &v) != 0)
       return "m=<rows> n=<cols> k=<depth> after the dtype";
   }
-  /* flags: tb, bias, act=<name>, res, mul, dual, rope=d<head_dim>, norm, ln -- each at most once, in this order */
-  static const char *const flags[] = {"tb", "bias", "act=", "res", "mul", "dual", "rope=d", "norm", "ln"};
+  /* flags: tb, bias, act=<name>, res, mul, dual, rope=d<head_dim>, norm, ln, rms -- each at most once, in this order */
+  static const char *const flags[] = {"tb", "bias", "act=", "res", "mul", "dual", "rope=d", "norm", "ln", "rms"};
   int next = 0;
   while ((tok = strtok_r(NULL, " ", &save))) {
     int f = next;
-    while (f < 9 && (f == 2 || f == 6 ? strncmp(tok, flags[f], strlen(flags[f])) != 0 : strcmp(tok, flags[f]) != 0)) f++;
-    if (f == 9) return "flags among tb, bias, act=<activation>, res, mul, dual, rope=d<head_dim>, norm, ln, in this order";
+    while (f < 10 && (f == 2 || f == 6 ? strncmp(tok, flags[f], strlen(flags[f])) != 0 : strcmp(tok, flags[f]) != 0)) f++;
+    if (f == 10)
+      return "flags among tb, bias, act=<activation>, res, mul, dual, rope=d<head_dim>, norm, ln, rms, in this order";
     long dh;
     if (f == 6 && (parse_int(tok + 6, 2, HKC_ROPE_EPILOGUE_MAX_DH, &dh) != 0 || dh % 2 != 0))
       return "rope=d<head_dim>: an even head_dim";

@@ -35,16 +35,18 @@
  * multiplies its accumulators (both sets, dual) by its rows' scales before the epilogue.
  * Needs every k tile of a row in one block: no split-K, no stream-K.
  *
- * HK_NORM_C (fusion's layernorm epilogue): C = layernorm(h) over rows of HK_NORM_C_N (= N)
- * columns, h = act(A @ B + bias) * mul + residual rounded to 16 bits (as a layernorm node reads
- * it), with the arguments gamma [N], beta [N] and eps after mul. The HK_LN_CLUSTER = N /
+ * HK_NORM_C (fusion's norm epilogue; 1 layernorm, 2 rmsnorm): C = norm(h) over rows of
+ * HK_NORM_C_N (= N) columns, h = act(A @ B + bias) * mul + residual rounded to 16 bits (as a
+ * norm node reads it), with the arguments gamma [N], beta [N] (layernorm) and eps after mul,
+ * then sum: with HK_HAS_SUM h is stored there (the residual stream a pre-norm layer keeps),
+ * else in C before it is normalised over itself. The HK_LN_CLUSTER = N /
  * HK_TILE_N blocks of a cluster take the column tiles of one row tile (cluster rank = column
  * tile; clusters stride over row tiles -- the variant launches one cluster per row tile: a
  * persistent grid of clusters would outnumber those the GPCs hold at once and leave the rest
  * for a second wave), cooperative schedule only. Each consumer warpgroup
  * stores h through the plain epilogue, reads its rows of it back (16 bytes per lane, whole
  * lanes per row: HK_TILE_N 64, 128, 192 -- 24 of 32 lanes -- or 256), and writes each row's mean and centred sum of
- * squares over its columns to shared memory (stats: [2][HK_BM_STAGE] float2, by row tile
+ * squares (an rmsnorm: its sum of squares) over its columns to shared memory (stats: [2][HK_BM_STAGE] float2, by row tile
  * parity); after a cluster barrier every thread combines the cluster's pairs for its rows
  * from distributed shared memory (Chan et al.'s pairwise formula: no cancellation between
  * blocks), normalises its values and stores them over h (hk_tma_ln). Every thread of every
@@ -84,7 +86,8 @@
  *   flags   stream-K only: 2 u32, each consumer's "last piece" answer (hk_tma_sk_finish)
  *   rope    HK_ROPE only: 3 HK_ROPE_DH / 2 f32, the rope's per-column constants
  *   norm    HK_NORM_A only: rscale[2][HK_BM_STAGE] f32, the rows' norm scales (per consumer)
- *   stats   HK_NORM_C only: [2][HK_BM_STAGE] float2, the rows' (mean, centred sum of squares)
+ *   stats   HK_NORM_C only: [2][HK_BM_STAGE] float2, the rows' (mean, centred sum of squares);
+ *           an rmsnorm's (sum of squares, 0)
  * TMA writes exactly the layout the wgmma descriptors read (row r of a box at r * 128
  * bytes, 16-byte chunk j at j ^ (r & 7)), as gemm_wgmma_ws's cp.async copies do by hand.
  *
@@ -122,6 +125,12 @@
 /* Epilogue reads issued before the last wait_group: where there are some (gemm_epilogue_wgmma.h's
  * hk_epi_in) and the registers are not taken by split-K's or stream-K's reduction. */
 #define HK_TMA_EPI_EARLY (HK_SPLITK == 1 && !HK_STREAMK && (HK_HAS_RESIDUAL || (HK_HAS_BIAS && !HK_EPI_PRE)))
+/* Where the plain epilogue stores h: a norm epilogue's sum when it keeps one, else C. */
+#if HK_NORM_C && HK_HAS_SUM
+#define HK_TMA_H ln_sum
+#else
+#define HK_TMA_H C
+#endif
 #if HK_TMA_STORE
 #define HK_TMA_C_MAP (&tm_c)
 #else
@@ -368,12 +377,12 @@ HK_DEVICE float2 hk_cluster_ld2(unsigned addr, unsigned rank) {
 #define HK_LN_R (32 / HK_LN_L)
 #define HK_LN_STEPS (16 * HK_MW / HK_LN_R)
 #define HK_LN_CH (HK_LN_STEPS < 8 ? HK_LN_STEPS : 8)
-HK_DEVICE void hk_tma_ln(HK_T *C, const HK_T *gamma, const HK_T *beta, float eps, float2 *stats, int srow0,
-                         float *E, int bar, long long row0, long long n0, long long M, long long N, int lt) {
+HK_DEVICE void hk_tma_ln(HK_T *C, const HK_T *H, const HK_T *gamma, const HK_T *beta, float eps, float2 *stats,
+                         int srow0, float *E, int bar, long long row0, long long n0, long long M, long long N, int lt) {
   const int warp = lt >> 5, lane = lt & 31, sub = lane / HK_LN_L, col = n0 + 8 * (lane % HK_LN_L);
   const bool holds = lane % HK_LN_L < HK_TILE_N / 8; /* bn 192: lanes 24.. hold nothing */
   uint4 v[HK_LN_STEPS];
-  const HK_T *const c_base = C + col;
+  const HK_T *const c_base = H + col; /* h: in sum (HK_HAS_SUM) or in C */
 #pragma unroll
   for (int s = 0; s < HK_LN_STEPS; s++) {
     const long long row = row0 + 16 * HK_MW * warp + HK_LN_R * s + sub;
@@ -395,10 +404,11 @@ HK_DEVICE void hk_tma_ln(HK_T *C, const HK_T *gamma, const HK_T *beta, float eps
 #pragma unroll
     for (int o = HK_LN_L / 2; o > 0; o >>= 1)
 #pragma unroll
-      for (int c = 0; c < HK_LN_CH; c++) mean[c] += __shfl_xor_sync(0xffffffffu, mean[c], o);
+      for (int c = 0; c < HK_LN_CH; c++)
+        if (HK_NORM_C != 2) mean[c] += __shfl_xor_sync(0xffffffffu, mean[c], o);
 #pragma unroll
     for (int c = 0; c < HK_LN_CH; c++) {
-      mean[c] *= 1.0f / (float)HK_TILE_N;
+      mean[c] = HK_NORM_C == 2 ? 0.0f : mean[c] * (1.0f / (float)HK_TILE_N); /* an rmsnorm: squares about 0 */
       const unsigned w[4] = {v[s0 + c].x, v[s0 + c].y, v[s0 + c].z, v[s0 + c].w};
       float q = 0.0f;
 #pragma unroll
@@ -430,7 +440,7 @@ HK_DEVICE void hk_tma_ln(HK_T *C, const HK_T *gamma, const HK_T *beta, float eps
     float mu = 0.0f;
 #pragma unroll
     for (int k = 0; k < HK_LN_CLUSTER; k++) mu += p[k].x;
-    mu *= 1.0f / (float)HK_LN_CLUSTER; /* equal counts: the mean of the blocks' means */
+    mu *= 1.0f / (float)HK_LN_CLUSTER; /* equal counts: the mean of the blocks' means (an rmsnorm's: 0) */
     float ss = 0.0f, dd = 0.0f;
 #pragma unroll
     for (int k = 0; k < HK_LN_CLUSTER; k++) {
@@ -443,7 +453,7 @@ HK_DEVICE void hk_tma_ln(HK_T *C, const HK_T *gamma, const HK_T *beta, float eps
   hk_named_sync(bar, 128);
   /* gamma and beta of this lane's 8 columns, packed (unpacked per use: registers) */
   const uint4 gw = holds ? *(const uint4 *)(gamma + col) : make_uint4(0u, 0u, 0u, 0u), /* N % 8 == 0 */
-      bw = holds ? *(const uint4 *)(beta + col) : make_uint4(0u, 0u, 0u, 0u);
+      bw = holds && HK_NORM_C != 2 ? *(const uint4 *)(beta + col) : make_uint4(0u, 0u, 0u, 0u);
   const unsigned gs[4] = {gw.x, gw.y, gw.z, gw.w}, bs[4] = {bw.x, bw.y, bw.z, bw.w};
 #pragma unroll
   for (int s = 0; s < HK_LN_STEPS; s++) {
@@ -456,8 +466,13 @@ HK_DEVICE void hk_tma_ln(HK_T *C, const HK_T *gamma, const HK_T *beta, float eps
 #pragma unroll
     for (int e = 0; e < 4; e++) {
       const float lo = HK_LOAD((unsigned short)(w[e] & 0xffffu)), hi = HK_LOAD((unsigned short)(w[e] >> 16));
+#if HK_NORM_C == 2 /* rmsnorm: x rstd gamma (no mean, no beta) */
+      y[e] = HK_PACK(lo * rstd * HK_LOAD((unsigned short)(gs[e] & 0xffffu)),
+                     hi * rstd * HK_LOAD((unsigned short)(gs[e] >> 16)));
+#else
       y[e] = HK_PACK((lo - mu) * rstd * HK_LOAD((unsigned short)(gs[e] & 0xffffu)) + HK_LOAD((unsigned short)(bs[e] & 0xffffu)),
                      (hi - mu) * rstd * HK_LOAD((unsigned short)(gs[e] >> 16)) + HK_LOAD((unsigned short)(bs[e] >> 16)));
+#endif
     }
     if (holds && row < M) *(uint4 *)(C + row * N + col) = make_uint4(y[0], y[1], y[2], y[3]);
   }
@@ -564,7 +579,7 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
         const HK_T *norm_gamma, float norm_eps,
 #endif
 #if HK_NORM_C
-        const HK_T *ln_gamma, const HK_T *ln_beta, float ln_eps,
+        const HK_T *ln_gamma, const HK_T *ln_beta, float ln_eps, HK_T *ln_sum,
 #endif
         const __grid_constant__ hk_tmap_t tm_a, const __grid_constant__ hk_tmap_t tm_b
 #if HK_DUAL
@@ -950,17 +965,17 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #pragma unroll
         for (int w = 0; w < HK_MW; w++)
 #if HK_TMA_EPI_EARLY
-          hk_wgmma_epilogue_from(acc[w], E, row0 + 64 * w, n0, M, N, bias, residual, mul, C, lt, 1 + cw,
+          hk_wgmma_epilogue_from(acc[w], E, row0 + 64 * w, n0, M, N, bias, residual, mul, HK_TMA_H, lt, 1 + cw,
                                  w == 0 ? first : hk_epi_fetch(row0 + 64 * w, n0, 0, M, N, bias, residual, mul, lt),
                                  HK_TMA_C_MAP, S);
 #else
-          hk_wgmma_epilogue_from(acc[w], E, row0 + 64 * w, n0, M, N, bias, residual, mul, C, lt, 1 + cw,
+          hk_wgmma_epilogue_from(acc[w], E, row0 + 64 * w, n0, M, N, bias, residual, mul, HK_TMA_H, lt, 1 + cw,
                                  hk_epi_fetch(row0 + 64 * w, n0, 0, M, N, bias, residual, mul, lt), HK_TMA_C_MAP, S);
 #endif
       }
 #if HK_NORM_C
-      hk_tma_ln(C, ln_gamma, ln_beta, ln_eps, ln_stats + (local & 1) * HK_BM_STAGE, cw * HK_MW * 64, E, 1 + cw, row0, n0,
-                M, N, lt);
+      hk_tma_ln(C, HK_TMA_H, ln_gamma, ln_beta, ln_eps, ln_stats + (local & 1) * HK_BM_STAGE, cw * HK_MW * 64, E, 1 + cw,
+                row0, n0, M, N, lt);
 #endif
 #if HK_SPLITK > 1
       hk_cluster_sync();

@@ -18,10 +18,11 @@
  * rmsnorm(A): each element is taken as A * gamma rounded to T (as the GPU kernel stores it in
  * its A tiles) and each row's sums are scaled by 1 / sqrt(mean(A^2) + eps) (f32, as
  * templates/host/rmsnorm.c), before the bias.
- * HK_NORM_C (fusion's layernorm epilogue; args[9..11] = T gamma [N], T beta [N], F eps): a
- * block is a row tile over every column tile, and once its rows are stored (rounded to T, as
- * a layernorm node would read them) they are normalised in place as templates/host/layernorm.c
- * does. */
+ * HK_NORM_C (fusion's norm epilogue, 1 layernorm / 2 rmsnorm; args[9..12] = T gamma [N],
+ * T beta [N] or NULL, F eps, T sum or NULL): a block is a row tile over every column tile, and
+ * once its rows are stored (rounded to T, as a norm node would read them; in sum with
+ * HK_HAS_SUM, else in C) they are normalised into C as templates/host/layernorm.c and
+ * rmsnorm.c do. */
 HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_end) {
   const HK_T *A = (const HK_T *)hk_arg_ptr(args, 0);
   const HK_T *B = (const HK_T *)hk_arg_ptr(args, 1);
@@ -59,6 +60,7 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
 #if HK_NORM_C /* a block: a row tile, all of its column tiles (codegen_host.c's launch) */
   const HK_T *ln_gamma = (const HK_T *)hk_arg_ptr(args, 9), *ln_beta = (const HK_T *)hk_arg_ptr(args, 10);
   const float ln_eps = hk_arg_f32(args, 11);
+  HK_T *const H = HK_HAS_SUM ? (HK_T *)hk_arg_ptr(args, 12) : C; /* where h is stored */
   const int64_t tiles_per_block = col_tiles;
 #else
   const int64_t tiles_per_block = 1;
@@ -161,7 +163,11 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
     }
 #endif
     for (int64_t i = 0; i < mb; i++) {
+#if HK_NORM_C
+      HK_T *c_row = H + (i0 + i) * N + j0;
+#else
       HK_T *c_row = C + (i0 + i) * N + j0;
+#endif
 #if HK_HAS_RESIDUAL
       const HK_T *r_row = residual + (i0 + i) * N + j0;
 #endif
@@ -188,21 +194,28 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
       }
     }
 #if HK_NORM_C
-    if (sub == tiles_per_block - 1) /* the block's rows are whole: normalise them in place */
+    if (sub == tiles_per_block - 1) /* the block's rows are whole: normalise them into C */
       for (int64_t i = 0; i < mb; i++) {
-        HK_T *c_row = C + (i0 + i) * N;
-        const float shift = HK_LOAD(c_row[0]);
-        float lane[8] = {0};
-        for (int64_t c = 0; c < N; c++) lane[c & 7] += HK_LOAD(c_row[c]) - shift;
-        const float mean = shift + hk_sum8(lane) / (float)N;
+        const HK_T *h_row = H + (i0 + i) * N;
+        HK_T *y_row = C + (i0 + i) * N;
+        float lane[8] = {0}, mean = 0.0f;
+#if HK_NORM_C == 1
+        const float shift = HK_LOAD(h_row[0]);
+        for (int64_t c = 0; c < N; c++) lane[c & 7] += HK_LOAD(h_row[c]) - shift;
+        mean = shift + hk_sum8(lane) / (float)N;
         memset(lane, 0, sizeof lane);
+#endif
         for (int64_t c = 0; c < N; c++) {
-          const float d = HK_LOAD(c_row[c]) - mean;
+          const float d = HK_LOAD(h_row[c]) - mean;
           lane[c & 7] += d * d;
         }
         const float rstd = 1.0f / sqrtf(hk_sum8(lane) / (float)N + ln_eps);
         for (int64_t c = 0; c < N; c++)
-          c_row[c] = HK_STORE((HK_LOAD(c_row[c]) - mean) * rstd * HK_LOAD(ln_gamma[c]) + HK_LOAD(ln_beta[c]));
+#if HK_NORM_C == 1
+          y_row[c] = HK_STORE((HK_LOAD(h_row[c]) - mean) * rstd * HK_LOAD(ln_gamma[c]) + HK_LOAD(ln_beta[c]));
+#else
+          y_row[c] = HK_STORE(HK_LOAD(h_row[c]) * rstd * HK_LOAD(ln_gamma[c]));
+#endif
       }
 #endif
   }

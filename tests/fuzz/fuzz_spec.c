@@ -30,7 +30,7 @@ static void check_invariants(const hkc_spec_t *s) {
           nd->pos_offset < 0 || !(nd->theta > 0))
         abort();
     }
-    if (nd->sum_out != HKC_NONE && (nd->add_in == HKC_NONE || nd->sum_out < 0 ||
+    if (nd->sum_out != HKC_NONE && ((nd->add_in == HKC_NONE && !nd->norm_c) || nd->sum_out < 0 ||
                                     (size_t)nd->sum_out >= s->n_tensors || s->tensors[nd->sum_out].producer != (int)j))
       abort();
     if (nd->n_fused < 1 || (nd->n_fused > 1) != (nd->fused_names != NULL)) abort();

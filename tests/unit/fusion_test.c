@@ -62,7 +62,7 @@ static void check_consistent(const hkc_spec_t *s) {
       if (writer[w[k]] >= 0) fail_msg("tensor %s written twice", s->tensors[w[k]].name);
       writer[w[k]] = (int)j;
     }
-    if (n->sum_out != HKC_NONE) assert_true(n->add_in != HKC_NONE);
+    if (n->sum_out != HKC_NONE) assert_true(n->add_in != HKC_NONE || n->norm_c);
     int n_commas = 0;
     if (n->fused_names)
       for (const char *p = n->fused_names; *p; p++) n_commas += *p == ',';
@@ -176,15 +176,17 @@ static double **interpret(const hkc_spec_t *s, int64_t batch) {
           y[i * N + c] = acc;
         }
       if (nd->rope) rope_rows(nd, out, y, n);
-      if (nd->norm_c) /* a layernorm epilogue: each row of N normalised */
+      if (nd->norm_c) /* a norm epilogue: each row of N normalised (h kept in sum_out) */
         for (int64_t i = 0; i < M; i++) {
+          const int ln = nd->norm_c == HKC_NORM_C_LAYERNORM;
           double mean = 0, var = 0;
-          for (int64_t c = 0; c < N; c++) mean += y[i * N + c];
+          if (nd->sum_out != HKC_NONE) memcpy(v[nd->sum_out] + i * N, y + i * N, (size_t)N * sizeof *y);
+          for (int64_t c = 0; c < N && ln; c++) mean += y[i * N + c];
           mean /= (double)N;
           for (int64_t c = 0; c < N; c++) var += (y[i * N + c] - mean) * (y[i * N + c] - mean);
           const double rstd = 1 / sqrt(var / (double)N + nd->eps);
           for (int64_t c = 0; c < N; c++)
-            y[i * N + c] = (y[i * N + c] - mean) * rstd * v[nd->gamma][c] + v[nd->beta][c];
+            y[i * N + c] = (y[i * N + c] - mean) * rstd * v[nd->gamma][c] + (ln ? v[nd->beta][c] : 0);
         }
       if (A != v[nd->in[0]]) free(A);
       break;
@@ -415,12 +417,41 @@ static void test_auto_llama_swiglu(void **state) {
   expect_same_function(ref, s, 3);
   hkc_spec_destroy(s);
 
-  /* without the fold (a target without such a kernel: fusion_no_norm) */
+  /* without the fold (a target without such a kernel: fusion_no_norm), but with norm
+   * epilogues: the ffn norm joins o's epilogue (o + r1 + n2), which also keeps the residual
+   * stream h for down's residual (sum_out); n1 reads an input: apart */
   s = hk_test_spec_parse(k_llama);
   s->fusion_no_norm = 1;
   hk_test_spec_fuse(s, HKC_FUSION_AUTO);
   check_consistent(s);
-  assert_true(s->fusion_norm_blocked);
+  {
+    const hkc_node_t *on = N(s, "o,r1,n2");
+    assert_int_equal(on->norm_c, HKC_NORM_C_RMSNORM);
+    assert_int_equal(on->out, hk_test_tensor(s, "hn"));
+    assert_int_equal(on->sum_out, hk_test_tensor(s, "h"));
+    assert_int_equal(on->gamma, hk_test_tensor(s, "g2"));
+    assert_int_equal(on->beta, HKC_NONE);
+    assert_int_equal(N(s, "down,r2")->residual, hk_test_tensor(s, "h"));
+    hkc_kernel_key_t key;
+    hkc_arg_t args[HKC_MAX_ARGS];
+    assert_int_equal(hkc_lower_node(s, (size_t)(on - s->nodes), 3, &key, args), HKC_GEMM_N_ARGS_LN);
+    assert_true(key.norm_c == HKC_NORM_C_RMSNORM && key.has_sum && key.has_residual && key.norm_cols == 8);
+    assert_int_equal(args[HKC_GEMM_ARG_LN_BETA].kind, HK_ARG_NULL);
+    assert_int_equal(args[HKC_GEMM_ARG_LN_SUM].i, hk_test_tensor(s, "h"));
+    char name[96];
+    hkc_kernel_key_name(&key, name, sizeof name);
+    assert_string_equal(name, "hk_gemm_f16_res_rms8_sum_a8");
+    expect_same_function(ref, s, 1);
+    expect_same_function(ref, s, 3);
+  }
+  hkc_spec_destroy(s);
+  /* neither (fusion_no_ln as well) */
+  s = hk_test_spec_parse(k_llama);
+  s->fusion_no_norm = 1;
+  s->fusion_no_ln = 1;
+  hk_test_spec_fuse(s, HKC_FUSION_AUTO);
+  check_consistent(s);
+  assert_true(s->fusion_norm_blocked && s->fusion_ln_blocked);
   assert_int_equal(s->n_nodes, 7);
   /* gate + silu + mul by up's product over the same A: one dual gemm, up's output gone */
   const hkc_node_t *gate = N(s, "up,gate,sg,glu");
@@ -458,6 +489,7 @@ static void test_auto_llama_swiglu(void **state) {
   s = hk_test_spec_parse(k_llama);
   s->fusion_no_dual = 1;
   s->fusion_no_norm = 1;
+  s->fusion_no_ln = 1;
   hk_test_spec_fuse(s, HKC_FUSION_AUTO);
   check_consistent(s);
   assert_int_equal(s->n_nodes, 8);
@@ -960,7 +992,8 @@ static void test_random_same_function(void **state) {
       const hkc_node_t *nd = &s->nodes[j];
       kinds_seen |= (nd->op == HK_OP_EWCHAIN) << 0 | (nd->sum_out != HKC_NONE) << 1 | (nd->mul != HKC_NONE) << 2 |
                     (nd->add_in != HKC_NONE && nd->sum_out == HKC_NONE) << 3 | (nd->residual != HKC_NONE) << 4 |
-                    nd->norm_c << 5;
+                    (nd->norm_c == HKC_NORM_C_LAYERNORM) << 5 | (nd->norm_c == HKC_NORM_C_RMSNORM) << 6 |
+                    (nd->norm_c && nd->sum_out != HKC_NONE) << 7;
       hkc_kernel_key_t key;
       hkc_arg_t args[HKC_MAX_ARGS];
       if (hkc_lower_node(s, j, 2, &key, args) < 0) fail_msg("node %zu does not lower:\n%s", j, text);
@@ -972,7 +1005,7 @@ static void test_random_same_function(void **state) {
   }
   /* the generator must actually exercise every fused form */
   assert_true(fused_total > 80);
-  assert_int_equal(kinds_seen, 63);
+  assert_int_equal(kinds_seen, 255);
 }
 
 int main(void) {
