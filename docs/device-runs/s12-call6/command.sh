@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# (run as bench/s12/call6.sh from the repository root in the session; copied here next to its output)
 # Session 12, device call 6: the rmsnorm form of the norm epilogue (a pre-norm layer's o_proj +
 # residual + ffn norm: the gemm stores the residual stream h and rmsnorm(h)); build-dev from
 # `bash bench/peers_prepare.sh` carried:
@@ -10,7 +11,7 @@
 #      holds; 14 heads of 64, 2 kv heads, ffn 4864), gemm_ln=on against the default plan: numerics,
 #      whole graph interleaved (2 rounds), per-launch profiles, every batch.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 final=${OUT:-/tmp}
 res=/tmp/s12c6
