@@ -700,6 +700,33 @@ static int grow_chain(fuse_ctx_t *f, int head, hkc_node_t *state, absorb_fn_t ab
   return n;
 }
 
+/* One pass of a two-node form of a norm and a gemm over every norm slot: build makes the
+ * fused node and names the gemm's slot (-1: no such pair); norm_first: the norm precedes the
+ * gemm (folded into its A) rather than follows it (its epilogue). A target without such a
+ * kernel, or `no`, keeps the pair apart and sets *blocked; `always` takes every pair without
+ * asking the clock. 0, -1 on OOM. */
+typedef int (*norm_form_fn_t)(const fuse_ctx_t *, int, hkc_node_t *, int *);
+static int norm_form_pass(fuse_ctx_t *f, int *members, norm_form_fn_t build, int norm_first, int no, int always,
+                          int *blocked, const char *form) {
+  for (size_t i = 0; i < f->n; i++) {
+    if (!f->alive[i] || !is_norm(f->slot[i].op)) continue;
+    hkc_node_t fused;
+    int g;
+    if (build(f, (int)i, &fused, &g) != 0) continue;
+    if (no || !targets_have_kernel(f, &fused)) {
+      *blocked = 1;
+      continue;
+    }
+    const int a = norm_first ? (int)i : g, b = norm_first ? g : (int)i;
+    const int pay = always ? 1 : pays(f, &f->slot[a], node_label(&f->slot[a]), &f->slot[b], &fused, form);
+    if (pay < 0) return -1;
+    if (!pay) continue;
+    members[0] = a, members[1] = b;
+    if (commit(f, members, 2, fused, f->anchor[g]) != 0) return -1;
+  }
+  return 0;
+}
+
 static int auto_fuse(fuse_ctx_t *f, int *members) {
   /* 1. gemm epilogues (a chain committed here took its slot's place and stopped for good:
    * not grown again) */
@@ -742,44 +769,18 @@ static int auto_fuse(fuse_ctx_t *f, int *members) {
     if (commit(f, members, 2, fused, f->anchor[i]) != 0) return -1;
   }
   /* 2b. rmsnorm folded into the gemm that reads it (after the dual gemm: SwiGLU's two
-   * gemms read the norm as one); where every target has such a kernel */
-  for (size_t i = 0; i < f->n; i++) {
-    if (!f->alive[i] || f->slot[i].op != HK_OP_RMSNORM) continue;
-    hkc_node_t fused;
-    int g;
-    if (norm_fold_build(f, (int)i, &fused, &g) != 0) continue;
-    if (f->spec->fusion_no_norm || !targets_have_kernel(f, &fused)) { /* recorded (provenance fusion_norm=off) */
-      f->spec->fusion_norm_blocked = 1;
-      continue;
-    }
-    const int pay = f->spec->fusion_norm_always ? 1
-                                                : pays(f, &f->slot[i], node_label(&f->slot[i]), &f->slot[g], &fused,
-                                                       "norm into gemm");
-    if (pay < 0) return -1;
-    if (!pay) continue;
-    members[0] = (int)i, members[1] = g;
-    if (commit(f, members, 2, fused, f->anchor[g]) != 0) return -1;
-  }
+   * gemms read the norm as one); where every target has such a kernel (provenance
+   * fusion_norm=off records a refusal) */
+  hkc_spec_t *s = f->spec;
+  if (norm_form_pass(f, members, norm_fold_build, 1, s->fusion_no_norm, s->fusion_norm_always, &s->fusion_norm_blocked,
+                     "norm into gemm") != 0)
+    return -1;
   /* 2c. a norm into the epilogue of the gemm whose output it normalises (after the gemm's
    * chain: the norm reads the residual sum; after the rmsnorm folded into the next gemm,
-   * which takes priority); where every target has such a kernel */
-  for (size_t i = 0; i < f->n; i++) {
-    if (!f->alive[i] || !is_norm(f->slot[i].op)) continue;
-    hkc_node_t fused;
-    int g;
-    if (ln_epilogue_build(f, (int)i, &fused, &g) != 0) continue;
-    if (f->spec->fusion_no_ln || !targets_have_kernel(f, &fused)) { /* recorded (provenance fusion_ln=off) */
-      f->spec->fusion_ln_blocked = 1;
-      continue;
-    }
-    const int pay = f->spec->fusion_ln_always ? 1
-                                              : pays(f, &f->slot[g], node_label(&f->slot[g]), &f->slot[i], &fused,
-                                                     "norm epilogue");
-    if (pay < 0) return -1;
-    if (!pay) continue;
-    members[0] = g, members[1] = (int)i;
-    if (commit(f, members, 2, fused, f->anchor[g]) != 0) return -1;
-  }
+   * which takes priority); where every target has such a kernel (fusion_ln=off) */
+  if (norm_form_pass(f, members, ln_epilogue_build, 0, s->fusion_no_ln, s->fusion_ln_always, &s->fusion_ln_blocked,
+                     "norm epilogue") != 0)
+    return -1;
   /* 3. element-wise chains */
   for (size_t i = 0; i < f->n; i++) {
     if (!f->alive[i] || !is_elementwise(f->slot[i].op) || f->slot[i].n_fused > 1) continue;
