@@ -285,7 +285,7 @@ static int64_t ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) 
 
 /* What a block is, per op (grid.x = number of blocks; block = {1,1,1}):
  *   gemm        a tile of HOST_GEMM_BM rows x HOST_GEMM_BN columns (a tuned key: its own);
- *               a layernorm epilogue's (norm_c): a row tile, all of its columns
+ *               a norm epilogue's (norm_c): a row tile, all of its columns
  *   add..silu, ewchain   a chunk of HOST_EW_CHUNK elements
  *   norms, softmax   one row
  *   attention   one query row of one (batch, head)

@@ -794,7 +794,7 @@ int hkc_build(const hkc_build_options_t *options) {
     len += snprintf(provenance + len, cap - (size_t)len, "fusion_rope=off\n");
   if (len > 0 && (size_t)len < cap && spec->fusion_norm_blocked) /* a target without a folded rmsnorm kept it apart */
     len += snprintf(provenance + len, cap - (size_t)len, "fusion_norm=off\n");
-  if (len > 0 && (size_t)len < cap && spec->fusion_ln_blocked) /* a target without a layernorm epilogue kept it apart */
+  if (len > 0 && (size_t)len < cap && spec->fusion_ln_blocked) /* a target without a norm epilogue kept it apart */
     len += snprintf(provenance + len, cap - (size_t)len, "fusion_ln=off\n");
   /* auto's clock refused legal steps (only then: other packs keep their bytes); equal lines,
    * equal plans -- what hkc merge compares */

@@ -123,7 +123,7 @@ static int prov_compare(const hk_pack_view_t *va, const prov_t *a, const char *n
                           ? "a target without a dual gemm kernel keeps SwiGLU as two gemms for every target of a "
                             "build; build each part with --merge-targets LIST naming all the targets"
                       : line_starts(l, "fusion_rope=") || line_starts(l, "fusion_norm=") || line_starts(l, "fusion_ln=")
-                          ? "a target without a rope epilogue, a folded rmsnorm or a layernorm epilogue keeps those nodes apart for every "
+                          ? "a target without a rope epilogue, a folded rmsnorm or a norm epilogue keeps those nodes apart for every "
                             "target of a build; build each part with --merge-targets LIST naming all the targets"
                           : "build every target with the same hkc, spec and options";
     const char *what = fusion ? "fused" : "built";

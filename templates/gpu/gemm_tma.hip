@@ -162,7 +162,7 @@
 #if HK_PINGPONG || HK_SPLITK > 1 || HK_CM > 1 || HK_STREAMK || HK_TMA_STORE || HK_DUAL || HK_ROPE || HK_NORM_A || \
     (HK_TILE_N % 64 != 0) || HK_NORM_C_N % HK_TILE_N != 0 ||                                                       \
     HK_LN_CLUSTER < 1 || HK_LN_CLUSTER > 8
-#error "gemm_tma: a layernorm epilogue needs the cooperative schedule, plain loads and stores, and N in 1..8 tiles of 64, 128, 192 or 256"
+#error "gemm_tma: a norm epilogue needs the cooperative schedule, plain loads and stores, and N in 1..8 tiles of 64, 128, 192 or 256"
 #endif
 #endif
 #if HK_ROPE && (HK_DUAL || HK_ROPE_DH % 16 != 0 || HK_TILE_N % HK_ROPE_DH != 0)
@@ -366,9 +366,10 @@ HK_DEVICE float2 hk_cluster_ld2(unsigned addr, unsigned rank) {
   return v;
 }
 
-/* The layernorm epilogue of one consumer warpgroup (HK_NORM_C, above): rows row0 .. row0 +
- * 64 HK_MW - 1 of C, columns n0 .. n0 + HK_TILE_N - 1, which its plain epilogue has stored
- * (that ends with the warpgroup's named barrier: the stores come before the loads here).
+/* The norm epilogue of one consumer warpgroup (HK_NORM_C, above): rows row0 .. row0 +
+ * 64 HK_MW - 1, columns n0 .. n0 + HK_TILE_N - 1 of h, which its plain epilogue has stored in
+ * H (the kept sum, or C; that epilogue ends with the warpgroup's named barrier: the stores come
+ * before the loads here); the normalised rows go to C.
  * Warp w takes rows 16 HK_MW w .., HK_LN_R rows per step, HK_LN_L lanes per row, the first
  * HK_TILE_N / 8 of which hold 8 columns each (bn 192: 24 of 32 lanes; the others hold
  * nothing). stats: this tile's buffer; srow0: the warpgroup's first row in it; E, bar: the
@@ -623,7 +624,7 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
    * 2 i + 1 of the same column tile (hk_tma_tile counts row-tile pairs; a pair's second tile
    * past M computes zeros that the epilogue masks) and share B: each loads half of the B
    * tile into both blocks' rings. */
-  /* A layernorm epilogue's cluster takes whole rows: its blocks' column tiles by rank, so the
+  /* A norm epilogue's cluster takes whole rows: its blocks' column tiles by rank, so the
    * work is row tiles only (tiles_n 1; n0 = rank x HK_TILE_N below). */
   const int tiles_m = (int)((M + HK_BM_STAGE * HK_CM - 1) / (HK_BM_STAGE * HK_CM)),
             tiles_n = HK_NORM_C ? 1 : (int)((N + HK_TILE_N - 1) / HK_TILE_N);

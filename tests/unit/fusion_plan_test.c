@@ -326,7 +326,7 @@ static void test_h200_verdicts(void **state) {
   s = plan_on("host,sm_120", BERT("[32, 128]"));
   assert_null(find(s, "up,act"));
   hkc_spec_destroy(s);
-  s = plan_on("sm_90a", BERT("[32, 128]")); /* the gelu pays, the layernorm epilogue does not */
+  s = plan_on("sm_90a", BERT("[32, 128]")); /* the gelu pays, the norm epilogue does not */
   assert_non_null(find(s, "up,act"));
   assert_null(find(s, "down,res,ln"));
   assert_string_equal(s->fusion_apart, "down,res + ln (norm epilogue)");

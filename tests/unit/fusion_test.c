@@ -317,7 +317,7 @@ static void test_auto_bert(void **state) {
   (void)state;
   hkc_spec_t *s = hk_test_spec_parse(k_bert);
   size_t tensors_before = s->n_tensors;
-  s->fusion_no_ln = 1; /* as a build with a target that has no layernorm epilogue (test_auto_ln below) */
+  s->fusion_no_ln = 1; /* as a build with a target without a norm epilogue (the form: test_auto_llama_swiglu) */
   hk_test_spec_fuse(s, HKC_FUSION_AUTO);
   check_consistent(s);
   assert_true(s->fusion_ln_blocked);

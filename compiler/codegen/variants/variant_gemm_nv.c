@@ -550,7 +550,7 @@ static uint32_t tma_shared(const hkc_kernel_key_t *key, const tma_cfg_t *c) {
                     (key->norm_a ? 2 * tma_rows(c) * 4 : 0) + (key->norm_c ? 2 * tma_rows(c) * 8 : 0) + 1024);
 }
 
-/* A layernorm epilogue (norm_c): the blocks of a cluster (at most the portable 8) take the
+/* A norm epilogue (norm_c): the blocks of a cluster (at most the portable 8) take the
  * column tiles of one row tile, so the row's statistics meet in distributed shared memory;
  * the tile is read back 16 bytes per lane (bn 64, 128 or 192; the template takes 256 too,
  * but this machine's ptxas spills 8-16 bytes of it with 168 registers, as it does of 128
@@ -566,7 +566,7 @@ static int tma_ln_cluster(const hkc_kernel_key_t *key, const tma_cfg_t *c) {
 
 /* The default: 128 x 256 cooperative, 4 stages; a dual gemm (two accumulator sets) 128 x 128;
  * a rope gemm the widest bn of whole heads (head_dim dividing it; none: bn 256, illegal); a
- * layernorm epilogue the first of bn 192, 128, 64 whose tiles its rows split into at most 8
+ * norm epilogue the first of bn 192, 128, 64 whose tiles its rows split into at most 8
  * (clusters of 4 for BERT's 768: whole GPCs), none: bn 256, illegal; 5 stages
  * (TMA_LN_STAGES). */
 static tma_cfg_t tma_default(const hkc_kernel_key_t *key) {
@@ -602,7 +602,7 @@ static int tma_legal(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, co
   /* rope: each tile holds whole heads, so both columns of a pair are in one thread's fragments */
   if (key->rope && (key->dual || key->head_dim <= 0 || key->head_dim % 16 != 0 || c->bn % key->head_dim != 0))
     return 0;
-  /* layernorm epilogue: the cooperative schedule (every consumer in each row tile's cluster
+  /* norm epilogue: the cooperative schedule (every consumer in each row tile's cluster
    * barrier), whole rows over a cluster of plain blocks, C stored by the threads (read back) */
   if (key->norm_c) {
     const int cl = tma_ln_cluster(key, c);
@@ -777,7 +777,7 @@ static void tma_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, 
    * tiles; at most one of the two is > 1) takes one unit of work: units x cluster blocks, a
    * multiple of the cluster size; persistent (at most the SMs) without split-K or a layernorm
    * epilogue (TMA_LN_MAX_CLUSTER says why). The kernel strides over units beyond the grid. */
-  const int ln = tma_ln_cluster(key, &c); /* a layernorm epilogue: a cluster per row tile */
+  const int ln = tma_ln_cluster(key, &c); /* a norm epilogue: a cluster per row tile */
   const int cluster = ln ? ln : c.splitk * c.cm;
   int64_t units = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_M), (int64_t)tma_rows(&c) * c.cm);
   if (!ln) units *= hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_N), c.bn);
@@ -843,7 +843,7 @@ const hkc_variant_t hkc_variant_gemm_tma = {
              "bytes (rows = 128 mw for pp 0, 64 mw for pp 1) + 16 KiB epilogue + barriers + 1 KiB of shared memory "
              "within the block limit; sk > 1: mw bn <= 128 (the reduction's registers) and the ring holds rows x bn f32 "
              "partial sums; cm 1 or 2 (2: clusters of two blocks on adjacent row tiles sharing B by TMA multicast; sk 1); "
-             "dual gemms: mw bn <= 128, sk 1, cm 1, skm 0; rope gemms: bn a multiple of head_dim; folded norms: sk 1, skm 0; layernorm epilogues: pp 0, bn 64, 128 or 192 dividing N into at most 8 (the cluster), sk 1, cm 1, ts 0, skm 0; ts 0 or 1 (1: C leaves by TMA stores through 16 KiB of "
+             "dual gemms: mw bn <= 128, sk 1, cm 1, skm 0; rope gemms: bn a multiple of head_dim; folded norms: sk 1, skm 0; norm epilogues: pp 0, bn 64, 128 or 192 dividing N into at most 8 (the cluster), sk 1, cm 1, ts 0, skm 0; ts 0 or 1 (1: C leaves by TMA stores through 16 KiB of "
              "output buffers; 0 when absent); skm 0..64 (> 0: stream-K, at least skm k tiles per block; sk 1, cm 1, "
              "mw bn <= 128; optional, 0 when absent)",
 };
