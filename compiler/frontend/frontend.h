@@ -44,8 +44,8 @@ static inline int hkc_dim_equal(hkc_dim_t a, hkc_dim_t b) { return a.mul == b.mu
 /* ---- the IR ------------------------------------------------------------------ */
 typedef struct hkc_tensor {
   char *name;
-  hk_role_t role;       /* INPUT, OUTPUT (graph output), PARAM, INTERMEDIATE */
-  hk_dtype_t dtype;
+  hk_role_t role;       /* INPUT, OUTPUT (graph output), PARAM, INTERMEDIATE, STATE (`state:`) */
+  hk_dtype_t dtype;     /* the spec's; I32 for i32 inputs and argmax outputs */
   uint32_t rank;        /* 1..HK_MAX_RANK */
   hkc_dim_t dims[HK_MAX_RANK];
   int producer;         /* node index, -1 for inputs/params */
@@ -58,6 +58,14 @@ typedef struct hkc_tensor {
 #define HKC_NONE (-1)
 #define HKC_MAX_NODE_IN 5      /* ewchain: up to 5 operands */
 #define HKC_EW_PROGRAM_MAX 32  /* ewchain program text incl. NUL */
+
+/* hkc_node_t.rope_scaling: how a rope rewrites its frequencies inv_freq[j] = theta^(-2j/dh)
+ * (Hugging Face's rope_scaling / rope_parameters, computed in f32 as transformers does):
+ *   LINEAR   inv_freq / factor
+ *   LLAMA3   wavelength w = 2 pi / inv_freq; w < original_max / high_freq: kept; w >
+ *            original_max / low_freq: inv_freq / factor; between: (1 - s) inv_freq / factor +
+ *            s inv_freq with s = (original_max / w - low_freq) / (high_freq - low_freq) */
+enum { HKC_ROPE_SCALING_NONE = 0, HKC_ROPE_SCALING_LINEAR = 1, HKC_ROPE_SCALING_LLAMA3 = 2 };
 
 /* hkc_node_t.norm_c: the norm a gemm's epilogue ends with (fusion) */
 enum { HKC_NORM_C_LAYERNORM = 1, HKC_NORM_C_RMSNORM = 2 };
@@ -110,6 +118,20 @@ typedef struct hkc_node {
   float scale;      /* attention: default 1/sqrt(dh) */
   float theta;      /* rope: base, default 10000 */
   int64_t pos_offset; /* rope: position of the first sequence row, default 0 */
+  /* Generation (token rows: the symbolic batch counts the step's tokens; docs/SPEC.md "Generation") */
+  int ctx;          /* rope, embedding, kv_append, kv_attention: i32 [T] tensor, per token row the
+                       number of cache positions it sees incl. its own (position = ctx - 1; 0 marks
+                       a padding token); HKC_NONE when absent */
+  int slot;         /* kv_append, kv_attention: i32 [T] tensor, the cache slot (sequence) of each
+                       token row; HKC_NONE when absent */
+  int k_cache, v_cache; /* kv_append, kv_attention: STATE tensors [layers, slots, max_seq,
+                       kv_heads*dh]; HKC_NONE when absent */
+  int layer;        /* kv_append, kv_attention: index into the caches' first dim, default 0 */
+  int window;       /* kv_attention: sliding window (keys [ctx - window, ctx)); 0 = none */
+  int rope_scaling; /* rope: HKC_ROPE_SCALING_* (default none) */
+  float rope_factor, rope_low_freq, rope_high_freq; /* rope scaling: factor; llama3's
+                       low_freq_factor, high_freq_factor */
+  int64_t rope_original_max; /* llama3: original_max_position_embeddings */
   /* ewchain: the program, see hkc_kernel_key_t.program; steps[i] = op letter, operand */
   char program[HKC_EW_PROGRAM_MAX];
   /* Fusion: the spec nodes this node computes, comma-separated ("fc2,res"); NULL for an

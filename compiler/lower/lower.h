@@ -65,6 +65,28 @@ void hkc_node_cost_of(const hkc_spec_t *spec, const hkc_node_t *node, int64_t ba
  *   embedding T table, T ids (i32), T pos, T out, I tokens, I seq, I vocab, I hidden
  *             (out[t] = table[clamp(ids[t], 0, vocab-1)] + pos[t % seq], pos NULL unless
  *              has_add; t < tokens, rows of `hidden` elements)
+ *             with has_ctx (embedding's ctx:): then T ctx (i32 [tokens]); the position row is
+ *              clamp(ctx[t] - 1, 0, max_pos - 1), I max_pos; pos rows are read as [max_pos, hidden]
+ *   rope      with has_ctx (rope's ctx:): then T ctx (i32 [rows]): row r at position
+ *              max(ctx[r] - 1, 0) (seq and pos_offset unused); with rope_scaling != 0 (key):
+ *              then F factor, F low_freq, F high_freq, F original_max (frontend.h,
+ *              HKC_ROPE_SCALING_*). Both may be given; ctx comes first.
+ *   kv_append T qkv, T k_cache, T v_cache, T ctx (i32), T slot (i32), T out, I rows, I heads,
+ *             I kv_heads, I dh, I layer, I slots, I max_seq
+ *             (qkv [rows, (heads + 2 kv_heads) dh]; caches [layers, slots, max_seq, kv_heads dh];
+ *              row t with 1 <= ctx[t] <= max_seq and 0 <= slot[t] < slots stores its k and v
+ *              heads at cache[layer, slot[t], ctx[t] - 1]; any other row stores nothing;
+ *              out[t] = the q heads of row t)
+ *   kv_attention T q, T k_cache, T v_cache, T ctx (i32), T slot (i32), T out, I rows, I heads,
+ *             I kv_heads, I dh, I layer, I slots, I max_seq, I window, F scale
+ *             (q [rows, heads dh]; row t (valid as in kv_append) attends to the keys
+ *              [max(0, ctx[t] - window), ctx[t]) of cache[layer, slot[t]] (window 0: from 0);
+ *              q head h reads kv head h / (heads / kv_heads); an invalid row outputs zeros)
+ *   take_rows T x, T rows (i32), T out, I x_rows, I n_out, I width
+ *             (out[r] = x[rows[r]] for 0 <= rows[r] < x_rows, else zeros; x [x_rows, width])
+ *   argmax    T x, T out (i32), I rows, I cols
+ *             (out[r] = the first index of row r's largest value; NaN never wins; 0 when the
+ *              row has no number)
  *   ewchain   T out, I n, then per operand j = 0 .. n_in-1: T in_j, I n_j
  *             (out[i] = program over in_j[i % n_j], i < n)
  * lower.c produces exactly these. A GPU variant may append arguments of its own after them
@@ -131,6 +153,31 @@ enum hkc_embedding_arg {
   HKC_EMBEDDING_ARG_TOKENS, HKC_EMBEDDING_ARG_SEQ, HKC_EMBEDDING_ARG_VOCAB, HKC_EMBEDDING_ARG_HIDDEN,
   HKC_EMBEDDING_N_ARGS
 };
+/* embedding with has_ctx: two arguments more */
+enum { HKC_EMBEDDING_ARG_CTX = HKC_EMBEDDING_N_ARGS, HKC_EMBEDDING_ARG_MAX_POS, HKC_EMBEDDING_N_ARGS_CTX };
+/* rope: the optional tails, each present per the key (has_ctx, then rope_scaling); their first
+ * index is hkc_rope_ctx_arg / hkc_rope_scaling_arg */
+enum { HKC_ROPE_SCALING_ARG_FACTOR, HKC_ROPE_SCALING_ARG_LOW, HKC_ROPE_SCALING_ARG_HIGH, HKC_ROPE_SCALING_ARG_ORIG,
+       HKC_ROPE_SCALING_N_ARGS };
+static inline uint32_t hkc_rope_ctx_arg(void) { return (uint32_t)HKC_ROPE_N_ARGS; }
+static inline uint32_t hkc_rope_scaling_arg(int has_ctx) { return (uint32_t)HKC_ROPE_N_ARGS + (has_ctx ? 1u : 0u); }
+enum hkc_kv_append_arg {
+  HKC_KV_APPEND_ARG_QKV, HKC_KV_APPEND_ARG_K_CACHE, HKC_KV_APPEND_ARG_V_CACHE, HKC_KV_APPEND_ARG_CTX,
+  HKC_KV_APPEND_ARG_SLOT, HKC_KV_APPEND_ARG_OUT, HKC_KV_APPEND_ARG_ROWS, HKC_KV_APPEND_ARG_HEADS,
+  HKC_KV_APPEND_ARG_KV_HEADS, HKC_KV_APPEND_ARG_DH, HKC_KV_APPEND_ARG_LAYER, HKC_KV_APPEND_ARG_SLOTS,
+  HKC_KV_APPEND_ARG_MAX_SEQ, HKC_KV_APPEND_N_ARGS
+};
+enum hkc_kv_attention_arg {
+  HKC_KV_ATTENTION_ARG_Q, HKC_KV_ATTENTION_ARG_K_CACHE, HKC_KV_ATTENTION_ARG_V_CACHE, HKC_KV_ATTENTION_ARG_CTX,
+  HKC_KV_ATTENTION_ARG_SLOT, HKC_KV_ATTENTION_ARG_OUT, HKC_KV_ATTENTION_ARG_ROWS, HKC_KV_ATTENTION_ARG_HEADS,
+  HKC_KV_ATTENTION_ARG_KV_HEADS, HKC_KV_ATTENTION_ARG_DH, HKC_KV_ATTENTION_ARG_LAYER, HKC_KV_ATTENTION_ARG_SLOTS,
+  HKC_KV_ATTENTION_ARG_MAX_SEQ, HKC_KV_ATTENTION_ARG_WINDOW, HKC_KV_ATTENTION_ARG_SCALE, HKC_KV_ATTENTION_N_ARGS
+};
+enum hkc_take_rows_arg {
+  HKC_TAKE_ROWS_ARG_X, HKC_TAKE_ROWS_ARG_ROWS, HKC_TAKE_ROWS_ARG_OUT, HKC_TAKE_ROWS_ARG_X_ROWS,
+  HKC_TAKE_ROWS_ARG_N_OUT, HKC_TAKE_ROWS_ARG_WIDTH, HKC_TAKE_ROWS_N_ARGS
+};
+enum hkc_argmax_arg { HKC_ARGMAX_ARG_X, HKC_ARGMAX_ARG_OUT, HKC_ARGMAX_ARG_ROWS, HKC_ARGMAX_ARG_COLS, HKC_ARGMAX_N_ARGS };
 enum hkc_ewchain_arg { HKC_EWCHAIN_ARG_OUT, HKC_EWCHAIN_ARG_N, HKC_EWCHAIN_ARG_OPERANDS };
 /* ewchain operand j (0 .. n_in-1): its tensor and its element count */
 #define HKC_EWCHAIN_ARG_IN(j) (HKC_EWCHAIN_ARG_OPERANDS + 2 * (j))
@@ -162,6 +209,8 @@ typedef struct hkc_kernel_key {
                            embedding: has_add = a position table is added */
   int has_lengths, has_mask; /* attention: per-batch key lengths / an additive mask (the
                                 masked ABI: HKC_ATTENTION_MASKED_N_ARGS arguments) */
+  int has_ctx;          /* rope, embedding: positions from an i32 ctx tensor (lower.h's ABI tails) */
+  int rope_scaling;     /* rope: HKC_ROPE_SCALING_* (frontend.h); nonzero adds its four arguments */
   /* ewchain: the element-wise program, a C-identifier-safe string of steps applied to
    * v = in0[i % n0]: a<j> v += in_j, m<j> v *= in_j (operand j in 1..4, element i % n_j),
    * r relu, g gelu, s silu, t gelu_tanh. E.g. "a1gm2" = gelu(in0 + in1) * in2. "" else. */

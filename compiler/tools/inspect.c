@@ -20,7 +20,7 @@
 #include "util/util.h"
 
 static const char *const k_target_kinds[] = {"host", "hip", "cuda"};
-static const char *const k_roles[] = {"input", "output", "param", "intermediate"};
+static const char *const k_roles[] = {"input", "output", "param", "intermediate", "state"};
 
 static void print_dim(FILE *out, const hk_dim_rec_t *d) {
   if (d->mul == 0) fprintf(out, "%lld", (long long)d->add);

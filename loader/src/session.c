@@ -376,7 +376,7 @@ static hk_status_t app_build(hk_session_t *s) {
     hk_app_tensor_t *at = &s->app[k++];
     at->tensor = i;
     at->info.name = hk_pack_string(v, tr->name);
-    at->info.role = (hk_tensor_role_t)tr->role; /* INPUT/OUTPUT/PARAM share numbers */
+    at->info.role = (hk_tensor_role_t)tr->role; /* INPUT/OUTPUT/PARAM/STATE share numbers */
     at->info.element_type = (hk_element_type_t)tr->dtype;
     at->info.rank = tr->rank;
     at->batched = tensor_batched(tr);
@@ -409,6 +409,26 @@ static hk_status_t app_bind_pack_weights(hk_session_t *s) {
     HK_RETURN_IF_ERROR(be->mem_copy(s->module, dst, src, (size_t)rec->size, HK_COPY_HOST_TO_DEVICE));
   }
   return HK_OK;
+}
+
+/* Allocates every STATE tensor (format 1.5: a KV cache) in the session's device memory and
+ * zeroes it: state lives as long as the session (or until the application binds its own
+ * buffer), is shared by every bucket's graph and keeps what a run wrote for the next. State
+ * never depends on batch (verify), so a batch change leaves it bound. Errors: OUT_OF_MEMORY,
+ * DRIVER (allocations made so far stay owned and are freed by hk_session_destroy). */
+static hk_status_t app_alloc_state(hk_session_t *s) {
+  const hk_backend_t *be = s->module->backend;
+  bool zeroed = false;
+  for (uint32_t i = 0; i < s->app_count; i++) {
+    hk_app_tensor_t *at = &s->app[i];
+    if (at->info.role != HK_TENSOR_STATE) continue;
+    void *dst = NULL;
+    HK_RETURN_IF_ERROR(be->mem_alloc(s->module, at->info.bytes, &dst));
+    at->data = at->owned = dst;
+    HK_RETURN_IF_ERROR(be->zero_async(s->module, dst, at->info.bytes, NULL));
+    zeroed = true;
+  }
+  return zeroed ? be->synchronize(s->module, NULL) : HK_OK;
 }
 
 /* ---- bucket states ------------------------------------------------------------------------- */
@@ -719,6 +739,7 @@ static hk_status_t session_create(hk_pack_t *pack, const hk_session_options_t *c
   hk_status_t st = app_build(s);
   if (st == HK_OK) st = app_set_batch(s, options->batch);
   if (st == HK_OK && !options->no_pack_weights) st = app_bind_pack_weights(s);
+  if (st == HK_OK) st = app_alloc_state(s);
   if (st == HK_OK) st = bucket_build(s, bucket, options->batch < v->manifest->batch_sizes[bucket]);
   if (st != HK_OK) {
     hk_session_destroy(s);
@@ -915,6 +936,9 @@ hk_status_t hk_session_bind_many(hk_session_t *s, uint32_t n, const uint32_t *in
   session_leave(s);
   return HK_OK;
 }
+
+hk_pack_t *hk_session_pack(const hk_session_t *s) { return s->pack; }
+const hk_allocator_t *hk_session_allocator(const hk_session_t *s) { return s->allocator; }
 
 void hk_session_note_error(hk_session_t *s) { hk_error_copy(s->error, sizeof s->error); }
 

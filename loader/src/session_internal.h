@@ -41,6 +41,10 @@ bool hk_session_binds_in_place(const hk_session_t *session, const void *bytes);
  * (nothing bound). */
 hk_status_t hk_session_bind_many(hk_session_t *session, uint32_t n, const uint32_t *index, void *const *data,
                                  const bool *owned);
+/* ---- for generate.c ---- */
+/* The pack a session runs and the allocator its memory comes from (the pack's). */
+hk_pack_t *hk_session_pack(const hk_session_t *session);
+const hk_allocator_t *hk_session_allocator(const hk_session_t *session);
 /* Copies this thread's last error into the session's own message (hk_session_error). */
 void hk_session_note_error(hk_session_t *session);
 

@@ -426,6 +426,15 @@ static hk_status_t verify_tensors(const hk_pack_view_t *v) {
     CHECK(r->dtype < HK_DTYPE_COUNT_, "tensor %u (%s): unknown dtype %u", i, name, r->dtype);
     CHECK(r->rank >= 1 && r->rank <= HK_MAX_RANK, "tensor %u (%s): rank %u is outside 1..%u", i, name, r->rank,
           HK_MAX_RANK);
+    /* i32 is an input's (ids, lengths) or an argmax output's type, never a param's or state's */
+    CHECK(r->dtype != HK_DTYPE_I32 || r->role == HK_ROLE_INPUT || r->role == HK_ROLE_OUTPUT ||
+              r->role == HK_ROLE_INTERMEDIATE,
+          "tensor %u (%s): an i32 %s", i, name, r->role == HK_ROLE_PARAM ? "param" : "state tensor");
+    if (r->role == HK_ROLE_STATE) {
+      bool batched = false;
+      for (uint32_t d = 0; d < r->rank && d < HK_MAX_RANK; d++) batched |= r->dims[d].mul != 0;
+      CHECK(!batched, "tensor %u (%s): a state tensor whose shape depends on batch", i, name);
+    }
     for (uint32_t b = 0; b < v->manifest->batch_count; b++)
       CHECK(hk_tensor_shape(r, v->manifest->batch_sizes[b], NULL, NULL),
             "tensor %u (%s): a dimension is <= 0 or its size overflows at batch %llu", i, name,

@@ -17,13 +17,13 @@ carrying .status, .status_name and .message (hk_last_error()'s text). A pack and
 are used by one thread at a time (hkrt.h, "Threads"). The library is found as _lib.py says
 (HKRT_LIBRARY, next to the package, the linker's paths, a source checkout's build tree).
 """
-from ._pack import Pack, Session, TensorInfo, LaunchProfile, Signature, public_key
+from ._pack import Pack, Session, Generator, TensorInfo, LaunchProfile, Signature, public_key
 from ._lib import HK_PUBLIC_KEY_BYTES
 from .errors import (Error, InvalidArgument, NotFound, Corrupt, UnsupportedVersion, Unavailable, OutOfMemory,
                      IOFailure, NoCompatibleTarget, DriverError, FailedPrecondition, InternalError, Busy,
                      Untrusted)
 
-__all__ = ["Pack", "Session", "TensorInfo", "LaunchProfile", "Signature", "public_key", "HK_PUBLIC_KEY_BYTES",
+__all__ = ["Pack", "Session", "Generator", "TensorInfo", "LaunchProfile", "Signature", "public_key", "HK_PUBLIC_KEY_BYTES",
            "Error", "InvalidArgument", "NotFound", "Corrupt", "UnsupportedVersion", "Unavailable", "OutOfMemory",
            "IOFailure", "NoCompatibleTarget", "DriverError", "FailedPrecondition", "InternalError", "Busy",
            "Untrusted", "load_library", "version"]

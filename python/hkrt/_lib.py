@@ -97,6 +97,17 @@ _PROTOTYPES = {
     "hk_weights_destroy": (None, [_vp]),
     "hk_weights_find": (_status, [_vp, _cp, ctypes.POINTER(_u32)]),
     "hk_session_bind_weights": (_status, [_vp, _vp, ctypes.POINTER(BindWeightsOptionsC), ctypes.POINTER(_u32)]),
+    "hk_generator_create": (_status, [_vp, ctypes.POINTER(_vp)]),
+    "hk_generator_destroy": (None, [_vp]),
+    "hk_generator_slots": (_u32, [_vp]),
+    "hk_generator_max_seq": (_u32, [_vp]),
+    "hk_generator_vocab": (_u32, [_vp]),
+    "hk_generator_max_step": (_u32, [_vp]),
+    "hk_generator_length": (_u32, [_vp, _u32]),
+    "hk_generator_reset": (_status, [_vp, _u32]),
+    "hk_generator_append": (_status, [_vp, _u32, ctypes.POINTER(_u32), ctypes.POINTER(ctypes.POINTER(ctypes.c_int32)),
+                                      ctypes.POINTER(_u32), ctypes.POINTER(ctypes.c_int32)]),
+    "hk_generator_logits": (_status, [_vp, _u32, ctypes.POINTER(ctypes.c_float), _sz]),
 }
 
 

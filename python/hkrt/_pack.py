@@ -19,7 +19,7 @@ Signature = collections.namedtuple("Signature", "state key_id")
 Signature.__doc__ = """The pack's signature as the open found it: state "none", "valid" (verifies, key not
 trusted), "trusted" or "invalid" (metadata-only opens); key_id, 16 hex digits ("" when unsigned)."""
 
-_ROLES = {0: "input", 1: "output", 2: "param"}
+_ROLES = {0: "input", 1: "output", 2: "param", 4: "state"}
 _DTYPES = {0: "float32", 1: "float16", 2: "bfloat16", 3: "int32"}
 _LAUNCH_MODES = {"auto": 0, "graph": 1, "stream": 2}
 _SIGNATURES = {0: "none", 1: "valid", 2: "trusted", 3: "invalid"}
@@ -445,6 +445,38 @@ class Session:
     def pdl_count(self):
         return self._lib.hk_session_pdl_count(self._handle())
 
+    # ---- generation
+    def generator(self):
+        """A Generator over this session (a generation pack: docs/GENERATE.md). It binds the
+        pack's step inputs and outputs itself; close it before the session."""
+        return Generator(self)
+
+    def generate(self, prompts, max_new_tokens=32, stop=()):
+        """Greedy generation: prefills every prompt (a list of id sequences -- lists, 1-D NumPy
+        arrays or tensors -- or a 2-D array, one prompt per row), each in its own cache slot,
+        then decodes one token per sequence per step until max_new_tokens, a `stop` id (kept in
+        the output) or the cache's max_seq. Returns one list of new ids per prompt. Errors:
+        hkrt.InvalidArgument (more prompts than slots, a prompt past max_seq or with ids outside
+        the vocabulary), hkrt.FailedPrecondition (not a generation pack)."""
+        if max_new_tokens < 1:
+            raise invalid("max_new_tokens must be at least 1, not %r" % max_new_tokens)
+        seqs = [[int(t) for t in (p.tolist() if hasattr(p, "tolist") else p)] for p in prompts]
+        stop = set(int(t) for t in stop)
+        with Generator(self) as gen:
+            for i in range(len(seqs)):
+                gen.reset(i)
+            nxt = gen.append(list(range(len(seqs))), seqs)
+            out = [[t] for t in nxt]
+            live = [i for i in range(len(seqs))
+                    if not (max_new_tokens <= 1 or out[i][-1] in stop or gen.length(i) >= gen.max_seq)]
+            while live:
+                nxt = gen.append(live, [[out[i][-1]] for i in live])
+                for i, t in zip(live, nxt):
+                    out[i].append(t)
+                live = [i for i in live
+                        if not (len(out[i]) >= max_new_tokens or out[i][-1] in stop or gen.length(i) >= gen.max_seq)]
+        return out
+
     # ---- profiling
     def profile(self, repeats=20, stream=None):
         """Times every launch of the current bucket's graph alone (median of `repeats`, after a
@@ -465,4 +497,74 @@ class Session:
             _check(self._lib, self._lib.hk_session_launch_info(h, i, ctypes.byref(c)))
             nodes = tuple(x for x in (_str(c.nodes) or "").split(",") if x)
             out.append(LaunchProfile(_str(c.kernel), nodes, us[i]))
+        return out
+
+
+class Generator:
+    """Prefill and decode steps over a generation pack's KV caches (hk_generator_t; hkrt.h and
+    docs/GENERATE.md). Each of the pack's `slots` cache slots holds one sequence; append()
+    adds tokens to some of them in as few steps as the pack's buckets allow and returns the
+    next id of each. Made by Session.generator(); close() (or a with block) frees it."""
+
+    def __init__(self, session):
+        self._session, self._lib = session, session._lib
+        handle = ctypes.c_void_p()
+        _check(self._lib, self._lib.hk_generator_create(session._handle(), ctypes.byref(handle)))
+        self._h = handle.value
+        self.slots = self._lib.hk_generator_slots(self._h)
+        self.max_seq = self._lib.hk_generator_max_seq(self._h)
+        self.vocab = self._lib.hk_generator_vocab(self._h)
+        self.max_step = self._lib.hk_generator_max_step(self._h)
+
+    def _handle(self):
+        if not self._h:
+            raise make(10, "the generator is closed")
+        return self._h
+
+    def close(self):
+        if self._h:
+            self._lib.hk_generator_destroy(self._h)
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def length(self, slot):
+        """Tokens the slot's cache holds."""
+        return self._lib.hk_generator_length(self._handle(), slot)
+
+    def reset(self, slot):
+        """Starts a new sequence in `slot` (the others keep theirs)."""
+        _check(self._lib, self._lib.hk_generator_reset(self._handle(), slot))
+
+    def append(self, slots, tokens):
+        """Appends tokens[i] (a sequence of ids) to the sequence in slots[i]; returns the next
+        id of each (hk_generator_append)."""
+        n = len(slots)
+        if n != len(tokens):
+            raise invalid("%d slots but %d token lists" % (n, len(tokens)))
+        arrays = [(ctypes.c_int32 * max(len(t), 1))(*[int(x) for x in t]) for t in tokens]
+        ptrs = (ctypes.POINTER(ctypes.c_int32) * max(n, 1))(
+            *[ctypes.cast(a, ctypes.POINTER(ctypes.c_int32)) for a in arrays])
+        c_slots = (ctypes.c_uint32 * max(n, 1))(*slots)
+        counts = (ctypes.c_uint32 * max(n, 1))(*[len(t) for t in tokens])
+        out = (ctypes.c_int32 * max(n, 1))()
+        _check(self._lib, self._lib.hk_generator_append(self._handle(), n, c_slots, ptrs, counts, out))
+        return [out[i] for i in range(n)]
+
+    def logits(self, index):
+        """The logits behind the last append's out id `index`, as a float32 NumPy array."""
+        np = _numpy()
+        out = np.empty(self.vocab, dtype=np.float32)
+        _check(self._lib, self._lib.hk_generator_logits(
+            self._handle(), index, out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), out.size))
         return out

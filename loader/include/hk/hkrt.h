@@ -106,7 +106,9 @@ typedef enum hk_status {
 } hk_status_t;
 
 typedef enum hk_tensor_role {
-  HK_TENSOR_INPUT = 0, HK_TENSOR_OUTPUT = 1, HK_TENSOR_PARAM = 2
+  HK_TENSOR_INPUT = 0, HK_TENSOR_OUTPUT = 1, HK_TENSOR_PARAM = 2,
+  HK_TENSOR_STATE = 4 /* format 1.5: persists across runs (a KV cache); the session allocates it,
+                         zeroed, when it is created; binding another buffer replaces it */
 } hk_tensor_role_t;
 
 typedef enum hk_element_type {
@@ -439,6 +441,61 @@ HK_API hk_status_t hk_session_copy(hk_session_t *session, void *dst, const void 
 /* Waits for the work submitted to stream (NULL: the default stream) to finish. NULL session:
  * INVALID_ARGUMENT. */
 HK_API hk_status_t hk_session_synchronize(hk_session_t *session, void *stream);
+
+/* ---- generation: prefill and decode over KV caches (docs/GENERATE.md) -----------------------
+ * A generator drives a session of a generation pack: i32 inputs ids [batch], ctx [batch],
+ * slot [batch] and rows [slots], the i32 output next [slots], state tensors (the KV caches)
+ * [layers, slots, max_seq, width], optionally the output logits [slots, vocab]; `hkc import hf
+ * --generate` writes such specs. Each of the pack's `slots` cache slots holds one sequence;
+ * the generator keeps each slot's length (the tokens its cache holds).
+ *
+ *   hk_generator_t *g;  hk_generator_create(session, &g);       binds rows, next, logits
+ *   hk_generator_append(g, 2, (uint32_t[]){0, 1}, prompts, lengths, next);   prefill two prompts
+ *   hk_generator_append(g, 2, (uint32_t[]){0, 1}, (const int32_t *[]){&next[0], &next[1]},
+ *                       (uint32_t[]){1, 1}, next);                          one decode step
+ *   hk_generator_reset(g, 1);                                   slot 1 takes a new sequence
+ *   hk_generator_destroy(g);  (before hk_session_destroy)
+ *
+ * Threads: a generator belongs to its session: the session's rule (one thread at a time)
+ * covers both. While a generator exists, the application must not bind the generator's
+ * inputs and outputs nor change the session's batch itself. */
+typedef struct hk_generator hk_generator_t;
+/* Errors: FAILED_PRECONDITION (not a generation pack: the message names what is missing),
+ * OUT_OF_MEMORY, DRIVER; NULL arguments: INVALID_ARGUMENT. */
+HK_API hk_status_t hk_generator_create(hk_session_t *session, hk_generator_t **out_generator);
+/* Frees the generator's buffers (the session's memory): call it before hk_session_destroy.
+ * NULL: nothing. */
+HK_API void hk_generator_destroy(hk_generator_t *generator);
+/* The pack's slots, max_seq (positions a slot's cache holds), vocab (0 without a logits
+ * output), the largest step in tokens (the largest bucket: a longer append runs in several
+ * steps), the graph runs so far, and a slot's length; 0 for a NULL generator (or slot out of
+ * range). */
+HK_API uint32_t hk_generator_slots(const hk_generator_t *generator);
+HK_API uint32_t hk_generator_max_seq(const hk_generator_t *generator);
+HK_API uint32_t hk_generator_vocab(const hk_generator_t *generator);
+HK_API uint32_t hk_generator_max_step(const hk_generator_t *generator);
+HK_API uint64_t hk_generator_steps(const hk_generator_t *generator);
+HK_API uint32_t hk_generator_length(const hk_generator_t *generator, uint32_t slot);
+/* Appends counts[i] tokens (tokens[i]) to the sequence of slots[i] for i < n, at positions
+ * length .. length + counts[i] - 1 of that slot, in as few steps as the buckets allow (a
+ * prefill is an append of the prompt, a decode step an append of one token per sequence),
+ * and stores in out_next[i] the id the pack's output `next` gives after sequence i's last
+ * token (greedy: the argmax of its logits). The slots' lengths grow by counts[i].
+ * Errors, before anything runs: INVALID_ARGUMENT for n outside 1 .. slots, a slot out of
+ * range or given twice, a count of 0, a sequence that would pass max_seq (the message says
+ * by how much), a token outside 0 .. vocab-1 (when the pack has logits); DRIVER (and the
+ * session's errors) when a step fails, after which the call's slots are reset (length 0). */
+HK_API hk_status_t hk_generator_append(hk_generator_t *generator, uint32_t n, const uint32_t *slots,
+                                       const int32_t *const *tokens, const uint32_t *counts, int32_t *out_next);
+/* Sets a slot's length to 0: its next append starts a new sequence (the other slots keep
+ * theirs: continuous batching). Errors: INVALID_ARGUMENT (NULL, slot out of range). */
+HK_API hk_status_t hk_generator_reset(hk_generator_t *generator, uint32_t slot);
+/* Copies the logits that gave out_next[index] of the last append (f16/bf16 widened to float)
+ * into out[count], count = vocab: those of the append's last step (an append longer than
+ * hk_generator_max_step runs in several; a sequence that ended in an earlier one reads
+ * zeros), valid until the next append.
+ * Errors: FAILED_PRECONDITION (no logits output), INVALID_ARGUMENT, DRIVER. */
+HK_API hk_status_t hk_generator_logits(hk_generator_t *generator, uint32_t index, float *out, size_t count);
 
 
 /* ---- weights: safetensors checkpoints --------------------------------------------------------

@@ -39,8 +39,9 @@ extern "C" {
  * node flags (HK_NODE_FLAG_PDL); 3: SCRATCH and SEMAPHORE arguments, graph semaphore_count,
  * PTX_INDEX and PTX sections (optional: PTX of CUDA targets); 4: PARTS section (optional: the
  * checkpoint tensors a param concatenates), WEIGHTS_INDEX and WEIGHTS sections (optional:
- * params stored in the pack) */
-#define HK_PACK_VERSION_MINOR 4
+ * params stored in the pack); 5: role STATE (tensors that persist across runs: KV caches), ops
+ * kv_append, kv_attention, take_rows and argmax, i32 node outputs (argmax) */
+#define HK_PACK_VERSION_MINOR 5
 #define HK_PACK_ENDIAN_TAG 0x01020304u
 #define HK_SECTION_ALIGN 64u
 
@@ -170,6 +171,10 @@ typedef enum hk_op {
   HK_OP_GELU_TANH = 12, /* gelu, tanh approximation (torch's approximate="tanh") */
   HK_OP_TANH = 13,
   HK_OP_EMBEDDING = 14, /* rows of a table by i32 ids, plus optional position rows */
+  HK_OP_KV_APPEND = 15,  /* (1.5) a packed q|k|v's k and v rows into a KV cache (state), q out */
+  HK_OP_KV_ATTENTION = 16, /* (1.5) one query row per token over its slot's cached keys */
+  HK_OP_TAKE_ROWS = 17,  /* (1.5) rows of a matrix by i32 row indices (zeros where out of range) */
+  HK_OP_ARGMAX = 18,     /* (1.5) i32 index of each row's largest value */
   HK_OP_COUNT_
 } hk_op_t;
 
@@ -185,7 +190,10 @@ typedef enum hk_act {
 } hk_act_t;
 
 typedef enum hk_role {
-  HK_ROLE_INPUT = 0, HK_ROLE_OUTPUT = 1, HK_ROLE_PARAM = 2, HK_ROLE_INTERMEDIATE = 3, HK_ROLE_COUNT_
+  HK_ROLE_INPUT = 0, HK_ROLE_OUTPUT = 1, HK_ROLE_PARAM = 2, HK_ROLE_INTERMEDIATE = 3,
+  HK_ROLE_STATE = 4, /* (1.5) persists across runs (a KV cache): owned by the session, zeroed when
+                        created, shared by every bucket; not depending on batch */
+  HK_ROLE_COUNT_
 } hk_role_t;
 
 typedef enum hk_target_kind {
