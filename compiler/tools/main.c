@@ -1698,7 +1698,26 @@ static int cmd_generate(int argc, char **argv) {
            tok_s);
   }
   rc = 0;
-  if (profile && res.steps && print_profile(session, (uint32_t)repeats, median * 1e3, json) != 0) rc = 1;
+  if (profile && res.steps) { /* the last decode step's graph again: the same writes, the same cache */
+    double graph[64];
+    for (int r = 0; r < 64 && rc == 0; r++) {
+      const double t0 = now_ms();
+      if (hk_session_run(session, NULL) != HK_OK || hk_session_synchronize(session, NULL) != HK_OK) {
+        fprintf(stderr, "hkc generate: %s\n", hk_last_error());
+        rc = 1;
+      }
+      graph[r] = now_ms() - t0;
+    }
+    qsort(graph, 64, sizeof *graph, cmp_double);
+    if (rc == 0 && !quiet)
+      printf("decode step: %.3f ms (inputs copied in, graph replay, ids copied out); the graph replay alone %.3f ms: "
+             "%.3f ms of host work per step\n", median, graph[32], median - graph[32]);
+    if (rc == 0 && json) {
+      cJSON_AddNumberToObject(json, "graph_ms", graph[32]);
+      cJSON_AddNumberToObject(json, "host_ms_per_step", median - graph[32]);
+    }
+    if (rc == 0 && print_profile(session, (uint32_t)repeats, graph[32] * 1e3, json) != 0) rc = 1;
+  }
   if (json && hkc_json_end(json, stdout) != 0) rc = 1;
   json = NULL;
 done:

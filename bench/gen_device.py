@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""GPU half of the generation check and benchmark (the CPU half, bench/gen_prepare.sh, builds
+build-dev/ and one pack per config in build-dev/gen/).
+
+    python3 bench/gen_device.py check          # greedy tokens against Hugging Face generate
+    python3 bench/gen_device.py bench          # ms/token and time to first token, against HF
+
+check: for each config in bench/gen_configs/, a Hugging Face model built from the config with
+random weights (torch.manual_seed(0), the config's own initializer), bf16, saved with
+save_pretrained; 4 prompts of different lengths (random ids); Hugging Face greedy generate
+(use_cache=True) per prompt against one `hkc generate` call that prefills and decodes all four
+batched. Where the tokens differ, the step and Hugging Face's logit margin there (its top-1 logit
+minus the logit of hkc's token) say whether it is a bf16 near-tie.
+
+bench (Llama-3.2-1B): ms per decode step at batch B and context C for hkc (`hkc generate`, the
+median step, wall clock) and Hugging Face generate with the static cache (transformers compiles
+the decoding step itself): ms/token = (t(N2) - t(N1)) / (N2 - N1), after a warm-up of both; time
+to first token for prompts of 128 and 1024 tokens; the weight-read floor: (weight bytes + KV
+bytes read per step) / the device-to-device copy bandwidth measured in the same run.
+Environment: GEN_POINTS ("1x1024,8x1024,32x1024,1x128,1x4096"), GEN_MODELS (config names).
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HKC = os.path.join(ROOT, "build-dev", "hkc")
+GEN = os.path.join(ROOT, "build-dev", "gen")
+OUT = os.environ.get("OUT", "/tmp")
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def hf_model(name):
+    from transformers import AutoConfig, AutoModelForCausalLM
+    cfg_path = os.path.join(ROOT, "bench", "gen_configs", name + ".json")
+    with open(cfg_path) as f:
+        cfg = json.load(f)
+    config = AutoConfig.for_model(**cfg)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.bfloat16).cuda().eval()
+    model.generation_config.pad_token_id = 0
+    path = "/tmp/gen_%s" % name
+    if not os.path.exists(os.path.join(path, "model.safetensors")):
+        model.save_pretrained(path, safe_serialization=True)
+    return model, cfg, os.path.join(path, "model.safetensors")
+
+
+def hkc_generate(name, weights, prompts, n, extra=()):
+    files = []
+    for i, p in enumerate(prompts):
+        f = "/tmp/gen_prompt_%s_%d.npy" % (name, i)
+        np.save(f, np.asarray(p, dtype=np.int32))
+        files += ["--ids", f]
+    cmd = [HKC, "generate", os.path.join(GEN, name + ".hkpack"), "--weights", weights, "--weights-map",
+           os.path.join(GEN, name + ".map"), "-n", str(n), "--json"] + files + list(extra)
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("hkc generate failed (%d): %s" % (r.returncode, r.stderr[-2000:]))
+    return json.loads(r.stdout)
+
+
+def check(names):
+    rows = []
+    for name in names:
+        model, cfg, weights = hf_model(name)
+        rng = np.random.default_rng(1)
+        lens = [5, 17, 64, 200]
+        prompts = [rng.integers(0, cfg["vocab_size"], size=L).tolist() for L in lens]
+        n = 32
+        hf = []
+        for p in prompts:
+            ids = torch.tensor([p], device="cuda")
+            with torch.no_grad():
+                g = model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False, use_cache=True,
+                                   output_scores=True, return_dict_in_generate=True)
+            hf.append((g.sequences[0, len(p):].tolist(), [s[0].float().cpu() for s in g.scores]))
+        res = hkc_generate(name, weights, prompts, n)
+        for i, p in enumerate(prompts):
+            ours, (theirs, scores) = res["outputs"][i], hf[i]
+            same = 0
+            while same < min(len(ours), len(theirs)) and ours[same] == theirs[same]:
+                same += 1
+            note = ""
+            if same < n:
+                s = scores[same]
+                top = torch.topk(s, 2)
+                note = ("diverge at step %d: HF top-1 %d (%.4f), hkc %d (HF logit %.4f): margin %.4f, HF top-2 gap %.4f"
+                        % (same, theirs[same], top.values[0].item(), ours[same], s[ours[same]].item(),
+                           top.values[0].item() - s[ours[same]].item(), (top.values[0] - top.values[1]).item()))
+            rows.append((name, len(p), same, n, note))
+            log("%-16s prompt %4d: %2d/%d tokens equal %s" % (name, len(p), same, n, note))
+        del model
+        torch.cuda.empty_cache()
+    return rows
+
+
+def copy_bandwidth():
+    x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    y = torch.empty_like(x)
+    for _ in range(3):
+        y.copy_(x)
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(20):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        y.copy_(x)
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b))
+    ms = sorted(ts)[len(ts) // 2]
+    return 2 * x.numel() / (ms * 1e-3)
+
+
+def hf_ms_per_token(model, batch, ctx, vocab):
+    ids = torch.randint(0, vocab, (batch, ctx), device="cuda")
+    def gen(n):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        with torch.no_grad():
+            model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False, cache_implementation="static")
+        torch.cuda.synchronize()
+        return time.perf_counter() - t
+    n1, n2 = 16, 48
+    for _ in range(2):
+        gen(n1), gen(n2)
+    t1 = sorted(gen(n1) for _ in range(3))[1]
+    t2 = sorted(gen(n2) for _ in range(3))[1]
+    ttft = sorted(gen(1) for _ in range(3))[1]
+    return (t2 - t1) / (n2 - n1) * 1e3, ttft * 1e3
+
+
+def bench(name="llama-3.2-1b"):
+    points = [tuple(int(v) for v in p.split("x")) for p in
+              os.environ.get("GEN_POINTS", "1x1024,8x1024,32x1024,1x128,1x4096").split(",")]
+    model, cfg, weights = hf_model(name)
+    bw = copy_bandwidth()
+    params = sum(p.numel() for p in model.parameters())  # tied: the table once
+    kv_width = cfg["num_key_value_heads"] * cfg.get("head_dim", cfg["hidden_size"] // cfg["num_attention_heads"])
+    log("copy bandwidth %.3f TB/s; %s: %.3f B params (%.1f MB bf16)" % (bw / 1e12, name, params / 1e9, params * 2e-6))
+    rows = []
+    for batch, ctx in points:
+        kv = batch * cfg["num_hidden_layers"] * 2 * ctx * kv_width * 2
+        floor = (params * 2 + kv) / bw * 1e3
+        rng = np.random.default_rng(batch * 100003 + ctx)
+        prompts = [rng.integers(0, cfg["vocab_size"], size=ctx).tolist() for _ in range(batch)]
+        r = hkc_generate(name, weights, prompts, 33)
+        ours, ttft = r["ms_per_token"], r["ttft_ms"]
+        try:
+            theirs, hf_ttft = hf_ms_per_token(model, batch, ctx, cfg["vocab_size"])
+        except Exception as e:  # a configuration HF cannot compile is reported, not fatal
+            log("HF failed at b%d ctx%d: %s" % (batch, ctx, str(e)[:300]))
+            theirs, hf_ttft = float("nan"), float("nan")
+        rows.append(dict(batch=batch, ctx=ctx, hkc_ms=ours, hf_ms=theirs, floor_ms=floor, hkc_ttft_ms=ttft,
+                         hf_ttft_ms=hf_ttft))
+        log("b%-3d ctx %-5d hkc %.3f ms/token (%.2fx floor, %.2fx HF)  HF static %.3f  floor %.3f | TTFT hkc %.1f HF %.1f ms"
+            % (batch, ctx, ours, ours / floor, ours / theirs, theirs, floor, ttft, hf_ttft))
+    with open(os.path.join(OUT, "gen_bench.json"), "w") as f:
+        json.dump(dict(copy_bw=bw, rows=rows, device=torch.cuda.get_device_name()), f, indent=1)
+    return rows
+
+
+if __name__ == "__main__":
+    what = sys.argv[1] if len(sys.argv) > 1 else "check"
+    models = os.environ.get("GEN_MODELS", "llama-3.2-1b,qwen2.5-0.5b,tinyllama-1.1b").split(",")
+    log("device:", torch.cuda.get_device_name())
+    if what in ("check", "all"):
+        check(models)
+    if what in ("bench", "all"):
+        bench()

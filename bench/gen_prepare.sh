@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# CPU half of the generation check and benchmark (the GPU half is bench/gen_device.py):
+# build-dev/ as tests/device/prepare.sh configures it (static libyaml and zstd, vendor
+# libraries dlopen'ed), then for each config in bench/gen_configs/ a generation spec
+# (`hkc import hf --generate`), its weights name map and a pack for HK_GPU_TARGET (sm_90a)
+# in build-dev/gen/. Knobs: GEN_MAX_SEQ (4224: context 4096 + the decoded tokens), GEN_SLOTS (32),
+# HK_JOBS (2).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DHKC_BUILD_TESTS=ON >/dev/null
+cmake --build build-dev -j"${HK_JOBS:-2}" --target hkc hkrt
+bash scripts/carry_libs.sh build-dev
+mkdir -p build-dev/gen
+for cfg in bench/gen_configs/*.json; do
+  name=$(basename "$cfg" .json)
+  max_seq=${GEN_MAX_SEQ:-4224}
+  [ "$name" = tinyllama-1.1b ] && max_seq=2048 # its max_position_embeddings
+  build-dev/hkc import hf "$cfg" --generate --max-seq "$max_seq" --slots "${GEN_SLOTS:-32}" \
+    --token-buckets 1,2,4,8,16,32,64,128,256,512,1024 --dtype bf16 \
+    -o "build-dev/gen/$name.yaml" --weights-map-out "build-dev/gen/$name.map" -q
+  build-dev/hkc build "build-dev/gen/$name.yaml" -o "build-dev/gen/$name.hkpack" --target "${HK_GPU_TARGET:-sm_90a}" \
+    --tuning-db specs/tuning/h200.db -q
+done
+git rev-parse HEAD > build-dev/gen/commit.txt
+ls -la build-dev/gen
