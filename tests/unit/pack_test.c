@@ -444,7 +444,11 @@ static void p_kernel_target(uint8_t *b, size_t n) { krn(b)[1].target = 1; }
 static void p_tensor_rank0(uint8_t *b, size_t n) { tns(b)[0].rank = 0; }
 static void p_tensor_rank7(uint8_t *b, size_t n) { tns(b)[0].rank = 7; }
 static void p_tensor_dtype(uint8_t *b, size_t n) { tns(b)[1].dtype = 5; }
-static void p_tensor_role(uint8_t *b, size_t n) { tns(b)[1].role = 4; }
+static void p_tensor_role(uint8_t *b, size_t n) { tns(b)[1].role = 5; }
+/* format 1.5: a STATE tensor (a KV cache) never depends on batch, and is never i32 (nor is a param) */
+static void p_tensor_state_batched(uint8_t *b, size_t n) { tns(b)[0].role = HK_ROLE_STATE; }
+static void p_tensor_state_i32(uint8_t *b, size_t n) { tns(b)[1].role = HK_ROLE_STATE, tns(b)[1].dtype = HK_DTYPE_I32; }
+static void p_tensor_param_i32(uint8_t *b, size_t n) { tns(b)[1].role = HK_ROLE_PARAM, tns(b)[1].dtype = HK_DTYPE_I32; }
 static void p_tensor_dim(uint8_t *b, size_t n) { tns(b)[0].dims[0].mul = -1; }
 static void p_tensor_overflow(uint8_t *b, size_t n) { tns(b)[0].dims[1].add = INT64_MAX / 2; }
 static void p_graph_batch(uint8_t *b, size_t n) { grf(b)[1].batch = 9; }
@@ -652,7 +656,10 @@ static void test_patched_records(void **ts) {
   PATCHED(p_tensor_rank0, HK_STATUS_CORRUPT, "rank 0");
   PATCHED(p_tensor_rank7, HK_STATUS_CORRUPT, "rank 7");
   PATCHED(p_tensor_dtype, HK_STATUS_CORRUPT, "unknown dtype 5");
-  PATCHED(p_tensor_role, HK_STATUS_CORRUPT, "unknown role 4");
+  PATCHED(p_tensor_role, HK_STATUS_CORRUPT, "unknown role 5");
+  PATCHED(p_tensor_state_batched, HK_STATUS_CORRUPT, "a state tensor whose shape depends on batch");
+  PATCHED(p_tensor_state_i32, HK_STATUS_CORRUPT, "an i32 state tensor");
+  PATCHED(p_tensor_param_i32, HK_STATUS_CORRUPT, "an i32 param");
   PATCHED(p_tensor_dim, HK_STATUS_CORRUPT, "dimension is <= 0");
   PATCHED(p_tensor_overflow, HK_STATUS_CORRUPT, "overflows");
   PATCHED(p_graph_batch, HK_STATUS_CORRUPT, "not its graph for batch 8");
@@ -944,7 +951,7 @@ static void p_minor2(uint8_t *b, size_t n) { hdr(b)->version_minor = 2; }
 static void test_older_minor(void **ts) {
   state_t *st = *ts;
   assert_int_equal(hdr(st->pack)->version_minor, HK_PACK_VERSION_MINOR);
-  assert_int_equal(HK_PACK_VERSION_MINOR, 4);
+  assert_int_equal(HK_PACK_VERSION_MINOR, 5);
   PATCHED(p_minor0, HK_OK, NULL);
   PATCHED(p_minor1, HK_OK, NULL);
   PATCHED(p_minor2, HK_OK, NULL);
@@ -1076,7 +1083,7 @@ static void test_parts_roundtrip(void **ts) {
   hk_pack_t *pack;
   assert_int_equal(hk_test_open_memory(buf, size, NULL, &pack), HK_OK);
   const hk_pack_view_t *v = hk_pack_view(pack);
-  assert_int_equal(v->header->version_minor, 4);
+  assert_int_equal(v->header->version_minor, HK_PACK_VERSION_MINOR);
   assert_int_equal(v->section_count, hdr(st->pack)->section_count + 1);
   const hk_section_t *last = &v->sections[v->section_count - 1];
   assert_int_equal(last->kind, HK_SECTION_PARTS);
@@ -1483,7 +1490,7 @@ static void test_weights_roundtrip(void **ts) {
   assert_int_equal(hk_test_open_memory(buf, size, NULL, &pack), HK_OK);
   assert_int_equal(hk_pack_weight_count(pack), 1);
   const hk_pack_view_t *v = hk_pack_view(pack);
-  assert_int_equal(v->header->version_minor, 4);
+  assert_int_equal(v->header->version_minor, HK_PACK_VERSION_MINOR);
   assert_int_equal(v->weight_count, 1);
   assert_int_equal(v->weight_recs[0].tensor, 1); /* w */
   assert_int_equal(v->weight_recs[0].offset, 0);
