@@ -127,6 +127,10 @@ static const char *host_template_path(hk_op_t op) {
   case HK_OP_ROPE: return "host/rope.c";
   case HK_OP_EMBEDDING: return "host/embedding.c";
   case HK_OP_EWCHAIN: return "host/ewchain.c";
+  case HK_OP_KV_APPEND: return "host/kv_append.c";
+  case HK_OP_KV_ATTENTION: return "host/kv_attention.c";
+  case HK_OP_TAKE_ROWS: return "host/take_rows.c";
+  case HK_OP_ARGMAX: return "host/argmax.c";
   default: return NULL;
   }
 }
@@ -145,7 +149,7 @@ static const char *const k_instance_macros[] = {
     "HK_NAME",  "HK_T",       "HK_LOAD",    "HK_STORE",  "HK_ACT",    "HK_TRANS_B",    "HK_HAS_BIAS",
     "HK_HAS_RESIDUAL", "HK_HAS_MUL", "HK_HAS_ADD", "HK_HAS_SUM", "HK_BINOP", "HK_UNARY", "HK_EW_NIN",
     "HK_EW_PROGRAM", "HK_ATTN_LENGTHS", "HK_ATTN_MASK", "HK_DUAL", "HK_ROPE", "HK_ROPE_DH", "HK_NORM_A",
-    "HK_NORM_ARG", "HK_NORM_C",
+    "HK_NORM_ARG", "HK_NORM_C", "HK_HAS_CTX", "HK_ROPE_SCALING", "HK_ROPE_SCALING_ARG",
 };
 
 /* An ewchain program (hkc_kernel_key_t.program) as C statements on the f32 value v,
@@ -208,6 +212,8 @@ static int emit_instance(hkc_strbuf_t *sb, const hkc_kernel_out_t *k, const char
   hkc_sb_printf(sb, "#define HK_HAS_SUM %d\n", (key->has_add || key->norm_c) && key->has_sum ? 1 : 0);
   hkc_sb_printf(sb, "#define HK_ATTN_LENGTHS %d\n#define HK_ATTN_MASK %d\n", key->has_lengths ? 1 : 0,
                 key->has_mask ? 1 : 0);
+  hkc_sb_printf(sb, "#define HK_HAS_CTX %d\n#define HK_ROPE_SCALING %d\n#define HK_ROPE_SCALING_ARG %u\n",
+                key->has_ctx ? 1 : 0, key->rope_scaling, hkc_rope_scaling_arg(key->has_ctx));
   hkc_sb_printf(sb, "#define HK_BINOP(x, y) ((x) %c (y))\n", key->op == HK_OP_MUL ? '*' : '+');
   hkc_sb_printf(sb, "#define HK_UNARY(x) %s(x)\n", key->op == HK_OP_TANH ? "tanhf" : host_act_fn(unary));
   if (key->op == HK_OP_EWCHAIN) {
@@ -290,6 +296,8 @@ static int64_t ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) 
  *   norms, softmax   one row
  *   attention   one query row of one (batch, head)
  *   rope        one row (all heads)
+ *   embedding, kv_append, take_rows, argmax   one row (a token's, an output row)
+ *   kv_attention   one token row of one head: block = row * heads + head
  * Never less than 1 block; kernels ignore blocks past the end. */
 void hkc_host_launch_dims(const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
                           uint32_t out_grid[3], uint32_t out_block[3]) {
@@ -319,6 +327,12 @@ void hkc_host_launch_dims(const hkc_kernel_key_t *key, const hkc_arg_t *args, ui
     break;
   case HK_OP_ROPE: blocks = arg_i64(args, n_args, HKC_ROPE_ARG_ROWS); break;
   case HK_OP_EMBEDDING: blocks = arg_i64(args, n_args, HKC_EMBEDDING_ARG_TOKENS); break;
+  case HK_OP_KV_APPEND: blocks = arg_i64(args, n_args, HKC_KV_APPEND_ARG_ROWS); break;
+  case HK_OP_KV_ATTENTION:
+    blocks = arg_i64(args, n_args, HKC_KV_ATTENTION_ARG_ROWS) * arg_i64(args, n_args, HKC_KV_ATTENTION_ARG_HEADS);
+    break;
+  case HK_OP_TAKE_ROWS: blocks = arg_i64(args, n_args, HKC_TAKE_ROWS_ARG_N_OUT); break;
+  case HK_OP_ARGMAX: blocks = arg_i64(args, n_args, HKC_ARGMAX_ARG_ROWS); break;
   default: break;
   }
   if (blocks < 1) blocks = 1;

@@ -101,6 +101,8 @@ static double op_instr(hk_op_t op) {
   case HK_OP_RMSNORM: return 8;
   case HK_OP_SOFTMAX: return 10;
   case HK_OP_ROPE: return 8; /* two loads of the pair, the angle's sin/cos, two FMAs */
+  case HK_OP_KV_APPEND:
+  case HK_OP_TAKE_ROWS: return 1; /* copies (an index to read) */
   default: return 2;
   }
 }
@@ -188,7 +190,11 @@ double hkc_launch_seconds(const hkc_gpu_arch_t *arch, const hkc_spec_t *spec, co
       if (waves * tile_s > body) body = waves * tile_s;
     }
   } else {
-    const double issue = elems * node_instr(nd) / lanes;
+    /* kv_attention and argmax work per element read (cost.c's FLOPs: a key's FMAs, a compare),
+     * the others per element written */
+    const int per_read = nd->op == HK_OP_KV_ATTENTION || nd->op == HK_OP_ARGMAX;
+    const double issue = per_read ? (double)c.flops * (nd->op == HK_OP_KV_ATTENTION ? 0.5 : 1.0) / lanes
+                                  : elems * node_instr(nd) / lanes;
     if (issue > body) body = issue;
   }
   return launch + body + epilogue;

@@ -118,7 +118,7 @@ typedef struct hkc_node {
   float scale;      /* attention: default 1/sqrt(dh) */
   float theta;      /* rope: base, default 10000 */
   int64_t pos_offset; /* rope: position of the first sequence row, default 0 */
-  /* Generation (token rows: the symbolic batch counts the step's tokens; docs/SPEC.md "Generation") */
+  /* Generation (token rows: the symbolic batch counts the step's tokens; docs/GENERATE.md) */
   int ctx;          /* rope, embedding, kv_append, kv_attention: i32 [T] tensor, per token row the
                        number of cache positions it sees incl. its own (position = ctx - 1; 0 marks
                        a padding token); HKC_NONE when absent */
@@ -166,7 +166,7 @@ typedef struct hkc_spec {
   int n_batch;
   hkc_named_dim_t *dims; size_t n_dims;
   char **targets; size_t n_targets;          /* default targets, as written */
-  hkc_tensor_t *tensors; size_t n_tensors;   /* inputs, params, then node outputs */
+  hkc_tensor_t *tensors; size_t n_tensors;   /* inputs, params, state, then node outputs */
   hkc_node_t *nodes; size_t n_nodes;         /* topological order (producers first) */
   int *outputs; size_t n_outputs;            /* tensor indices, role OUTPUT */
   hkc_fusion_mode_t fusion;

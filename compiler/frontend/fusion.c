@@ -11,7 +11,8 @@
  *   dual gemm       (auto only) act(A @ Bg + bias) * (A @ Bu) + residual: a gemm whose fused
  *                   mul is another gemm's plain product over the same A (SwiGLU's gate and
  *                   up projections) -> one gemm node with in = {A, Bg, Bu}.
- *   rope epilogue   a gemm (+ bias) then a rope of its output -> the gemm with rope set;
+ *   rope epilogue   a gemm (+ bias) then a rope of its output (positions row % seq + offset,
+ *                   unscaled: no ctx, no scaling) -> the gemm with rope set;
  *   norm into gemm  (auto only) an rmsnorm whose output is only a gemm's A -> the gemm with
  *                   norm_a: it normalises the norm's input as its A tiles arrive;
  *   norm epilogue   (auto only) a layernorm or rmsnorm of a gemm's (fused) output -> the
@@ -43,8 +44,9 @@
 
 /* Reasons are one sentence; the group's names are printed apart from them. */
 #define FUSE_WHY 384
-/* The most tensors one node reads: ewchain operands, or gemm A, B, B2, bias, residual, mul, gamma. */
-#define FUSE_MAX_READS (HKC_MAX_NODE_IN + 9)
+/* The most tensors one node reads: its inputs (ewchain's operands, gemm's A, B, B2) and the
+ * attribute tensors node_reads lists. */
+#define FUSE_MAX_READS (HKC_MAX_NODE_IN + 13)
 
 typedef struct fuse_ctx {
   hkc_spec_t *spec;
@@ -64,7 +66,9 @@ typedef struct fuse_ctx {
 static size_t node_reads(const hkc_node_t *n, int out[FUSE_MAX_READS]) {
   size_t k = 0;
   for (int i = 0; i < n->n_in; i++) out[k++] = n->in[i];
-  const int extra[] = {n->bias, n->residual, n->mul, n->gamma, n->beta, n->add_in, n->lengths, n->mask, n->pos};
+  const int extra[] = {n->bias, n->residual, n->mul, n->gamma,   n->beta,    n->add_in, n->lengths,
+                       n->mask, n->pos,      n->ctx, n->slot,    n->k_cache, n->v_cache};
+  _Static_assert(HKC_MAX_NODE_IN + sizeof extra / sizeof extra[0] <= FUSE_MAX_READS, "FUSE_MAX_READS");
   for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
     if (extra[i] != HKC_NONE) out[k++] = extra[i];
   return k;
@@ -215,6 +219,12 @@ static int rope_absorb(const fuse_ctx_t *f, hkc_node_t *g, int c_slot, char *why
   const char *after = latest_stage(g, 1);
   if (g->n_in != 2) {
     why_set(why, "a rope cannot be fused into the dual gemm '%s'", g->name);
+    return -1;
+  }
+  if (c->ctx != HKC_NONE || c->rope_scaling != HKC_ROPE_SCALING_NONE) {
+    why_set(why, "rope '%s' has %s, which a gemm's rope epilogue does not take (its positions are row %% seq + "
+                 "offset, its frequencies unscaled)",
+            c->name, c->ctx != HKC_NONE ? "positions from ctx" : "scaled frequencies");
     return -1;
   }
   if (after) {
@@ -976,8 +986,9 @@ static int rewrite_spec(fuse_ctx_t *f) {
     *nd = f->slot[order[j]];
     keep_name[f->anchor[order[j]]] = 1;
     for (int i = 0; i < nd->n_in; i++) remap(&nd->in[i], map);
-    int *fields[] = {&nd->bias,   &nd->residual, &nd->mul,  &nd->gamma, &nd->beta, &nd->add_in,
-                     &nd->sum_out, &nd->lengths,  &nd->mask, &nd->pos,   &nd->out};
+    int *fields[] = {&nd->bias, &nd->residual, &nd->mul, &nd->gamma, &nd->beta,    &nd->add_in,  &nd->sum_out,
+                     &nd->lengths, &nd->mask,  &nd->pos, &nd->ctx,   &nd->slot,    &nd->k_cache, &nd->v_cache,
+                     &nd->out};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) remap(fields[i], map);
     s->tensors[nd->out].producer = (int)j;
     if (nd->sum_out != HKC_NONE) s->tensors[nd->sum_out].producer = (int)j;

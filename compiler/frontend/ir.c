@@ -85,6 +85,8 @@ const char *hkc_op_name(hk_op_t op) {
       [HK_OP_LAYERNORM] = "layernorm", [HK_OP_RMSNORM] = "rmsnorm", [HK_OP_SOFTMAX] = "softmax",
       [HK_OP_ATTENTION] = "attention", [HK_OP_ROPE] = "rope",       [HK_OP_EWCHAIN] = "ewchain",
       [HK_OP_GELU_TANH] = "gelu_tanh", [HK_OP_TANH] = "tanh",  [HK_OP_EMBEDDING] = "embedding",
+      [HK_OP_KV_APPEND] = "kv_append", [HK_OP_KV_ATTENTION] = "kv_attention", [HK_OP_TAKE_ROWS] = "take_rows",
+      [HK_OP_ARGMAX] = "argmax",
   };
   return (unsigned)op < HK_OP_COUNT_ ? names[op] : "?";
 }

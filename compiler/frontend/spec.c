@@ -5,8 +5,8 @@
  * each with its 1-based line:col; aliases, several documents and deep nesting are
  * refused there. Then the tree is checked against the schema (docs/SPEC.md) in a
  * fixed order -- version, name, dtype, batch sizes, batch policy, dims, targets, inputs,
- * params, graph, outputs, fusion -- so that dims exist before shapes use them. Graph nodes may
- * be written in any order: they are sorted topologically (producers first, written
+ * params, state, graph, outputs, fusion -- so that dims exist before shapes use them. Graph
+ * nodes may be written in any order: they are sorted topologically (producers first, written
  * order kept where possible) before shapes are inferred. The first problem is
  * reported as FILE:LINE:COL and parsing stops. */
 #include <assert.h>
@@ -307,7 +307,7 @@ static int parse_name(const ynode_t *n, const char *what, const char **out) {
 /* Sorts a map's pairs into slots by key. Keys outside `valid` (or outside `mask`, a
  * bit per valid index) are "unknown key" errors naming the valid keys; a key given
  * twice is a "duplicate key" error. values[i] / keys[i] stay NULL for absent keys. */
-static int map_collect(const ynode_t *map, const char *const *valid, size_t n_valid, uint32_t mask,
+static int map_collect(const ynode_t *map, const char *const *valid, size_t n_valid, uint64_t mask,
                        const char *context, const ynode_t **keys, const ynode_t **values) {
   for (size_t i = 0; i < n_valid; i++) keys[i] = values[i] = NULL;
   for (size_t p = 0; p + 1 < map->n; p += 2) {
@@ -374,9 +374,13 @@ static int shape_equal(const hkc_dim_t *a, uint32_t ra, const hkc_dim_t *b, uint
 }
 
 /* ---- the builder ---------------------------------------------------------------------------- */
-enum { REF_IN0, REF_IN1, REF_IN2, REF_BIAS, REF_RESIDUAL, REF_MUL, REF_GAMMA, REF_BETA, REF_LENGTHS, REF_MASK, REF_POS, REF_COUNT };
+enum {
+  REF_IN0, REF_IN1, REF_IN2, REF_BIAS, REF_RESIDUAL, REF_MUL, REF_GAMMA, REF_BETA, REF_LENGTHS, REF_MASK, REF_POS,
+  REF_CTX, REF_SLOT, REF_K_CACHE, REF_V_CACHE, REF_COUNT
+};
 static const char *const ref_names[REF_COUNT] = {"in",    "in",   "in",      "bias", "residual", "mul",
-                                                 "gamma", "beta", "lengths", "mask", "pos"};
+                                                 "gamma", "beta", "lengths", "mask", "pos",      "ctx",
+                                                 "slot",  "k_cache", "v_cache"};
 
 /* A graph node between parsing and sorting: names not yet resolved. */
 typedef struct pnode {
@@ -648,8 +652,8 @@ static int parse_parts(const ynode_t *v, const char *name, hkc_tensor_t *t) {
 }
 
 /* One declaration's value: a shape list, or {shape: [...], dtype: T, parts: [...]} where T is
- * the spec's dtype or, for an input, i32 (token ids, sequence lengths), and parts (params only)
- * the checkpoint tensors the param concatenates along axis 0. */
+ * the spec's dtype or, for an input, i32 (token ids, sequence lengths, ctx, slot), and parts
+ * (params only) the checkpoint tensors the param concatenates along axis 0. */
 static int parse_decl(spec_ctx_t *c, const ynode_t *v, const char *name, hk_role_t role, hkc_tensor_t *t) {
   if (v->kind != Y_MAP) return parse_shape(c, v, name, t);
   static const char *const keys[] = {"shape", "dtype", "parts"};
@@ -681,8 +685,9 @@ static int parse_decl(spec_ctx_t *c, const ynode_t *v, const char *name, hk_role
   if (expect_kind(val[1], Y_SCALAR, "a dtype", "dtype") != 0) return -1;
   if (!strcmp(val[1]->text, "i32")) {
     if (role != HK_ROLE_INPUT) {
-      hkc_error(val[1]->loc, "tensor '%s': only inputs may be i32 (ids, lengths); params have the spec's dtype %s",
-                name, hkc_dtype_name(c->spec->dtype));
+      hkc_error(val[1]->loc,
+                "tensor '%s': only inputs may be i32 (ids, lengths, ctx, slot); %s have the spec's dtype %s", name,
+                role == HK_ROLE_STATE ? "state tensors" : "params", hkc_dtype_name(c->spec->dtype));
       return -1;
     }
     t->dtype = HK_DTYPE_I32;
@@ -728,7 +733,21 @@ static int check_part_names(spec_ctx_t *c, const ynode_t *params) {
   return rc;
 }
 
-/* inputs / params: name -> shape, or name -> {shape, dtype[, parts]}. */
+/* A state tensor persists across runs of every batch size: its shape must not depend on batch. */
+static int check_state_shape(const hkc_tensor_t *t) {
+  char sh[HKC_SHAPE_STR];
+  for (uint32_t d = 0; d < t->rank; d++)
+    if (t->dims[d].mul != 0) {
+      hkc_error(t->loc,
+                "tensor '%s' %s: a state tensor must not depend on batch (dimension %u does): it persists across runs "
+                "of every batch size (docs/GENERATE.md)",
+                t->name, tensor_shape_str(t, sh), d);
+      return -1;
+    }
+  return 0;
+}
+
+/* inputs / params / state: name -> shape, or name -> {shape, dtype[, parts]}. */
 static int parse_decls(spec_ctx_t *c, const ynode_t *n, const char *what, hk_role_t role) {
   if (expect_kind(n, Y_MAP, "a map of tensor names to shapes", what) != 0) return -1;
   if (role == HK_ROLE_INPUT && n->n == 0) {
@@ -741,6 +760,7 @@ static int parse_decls(spec_ctx_t *c, const ynode_t *n, const char *what, hk_rol
     int t = add_tensor(c, name, role, n->kids[p]->loc);
     if (t < 0) return -1;
     if (parse_decl(c, n->kids[p + 1], name, role, &c->spec->tensors[t]) != 0) return -1;
+    if (role == HK_ROLE_STATE && check_state_shape(&c->spec->tensors[t]) != 0) return -1;
   }
   return role == HK_ROLE_PARAM ? check_part_names(c, n) : 0;
 }
@@ -762,18 +782,25 @@ static int parse_count(spec_ctx_t *c, const ynode_t *n, const char *what, int64_
 enum {
   NK_NAME, NK_OP, NK_IN, NK_OUT, NK_BIAS, NK_RESIDUAL, NK_ACT, NK_TRANS_B, NK_GAMMA, NK_BETA, NK_EPS,
   NK_HEADS, NK_KV_HEADS, NK_CAUSAL, NK_SCALE, NK_THETA, NK_OFFSET, NK_MUL, NK_LENGTHS, NK_MASK, NK_POS, NK_PACKED,
-  NK_COUNT
+  NK_CTX, NK_SLOT, NK_K_CACHE, NK_V_CACHE, NK_LAYER, NK_WINDOW, NK_SCALING, NK_FACTOR, NK_LOW_FREQ, NK_HIGH_FREQ,
+  NK_ORIGINAL_MAX, NK_COUNT
 };
 static const char *const node_keys[NK_COUNT] = {"name",  "op",   "in",  "out",   "bias",     "residual",
                                                 "act",   "trans_b", "gamma", "beta", "eps", "heads",
                                                 "kv_heads", "causal", "scale", "theta", "offset", "mul",
-                                                "lengths", "mask", "pos", "packed"};
-#define NKB(k) (1u << (k))
+                                                "lengths", "mask", "pos", "packed", "ctx", "slot",
+                                                "k_cache", "v_cache", "layer", "window", "scaling", "factor",
+                                                "low_freq_factor", "high_freq_factor", "original_max"};
+_Static_assert(NK_COUNT <= 64, "map_collect's mask has a bit per key");
+#define NKB(k) (UINT64_C(1) << (k))
 #define NK_COMMON (NKB(NK_NAME) | NKB(NK_OP) | NKB(NK_IN) | NKB(NK_OUT))
+#define NK_ROPE_SCALING (NKB(NK_SCALING) | NKB(NK_FACTOR) | NKB(NK_LOW_FREQ) | NKB(NK_HIGH_FREQ) | NKB(NK_ORIGINAL_MAX))
+/* kv_append's keys, all but layer and kv_heads required; kv_attention adds scale and window */
+#define NK_KV (NKB(NK_HEADS) | NKB(NK_K_CACHE) | NKB(NK_V_CACHE) | NKB(NK_CTX) | NKB(NK_SLOT))
 
 /* Keys each op accepts, and how many inputs `in` takes (min..max). */
 static const struct op_info {
-  uint32_t keys, required;
+  uint64_t keys, required;
   int min_in, max_in;
 } op_info[HK_OP_COUNT_] = {
     [HK_OP_GEMM] = {NK_COMMON | NKB(NK_BIAS) | NKB(NK_RESIDUAL) | NKB(NK_MUL) | NKB(NK_ACT) | NKB(NK_TRANS_B),
@@ -785,7 +812,7 @@ static const struct op_info {
     [HK_OP_SILU] = {NK_COMMON, NK_COMMON, 1, 1},
     [HK_OP_GELU_TANH] = {NK_COMMON, NK_COMMON, 1, 1},
     [HK_OP_TANH] = {NK_COMMON, NK_COMMON, 1, 1},
-    [HK_OP_EMBEDDING] = {NK_COMMON | NKB(NK_POS), NK_COMMON, 2, 2},
+    [HK_OP_EMBEDDING] = {NK_COMMON | NKB(NK_POS) | NKB(NK_CTX), NK_COMMON, 2, 2},
     [HK_OP_LAYERNORM] = {NK_COMMON | NKB(NK_GAMMA) | NKB(NK_BETA) | NKB(NK_EPS), NK_COMMON | NKB(NK_GAMMA) | NKB(NK_BETA),
                          1, 1},
     [HK_OP_RMSNORM] = {NK_COMMON | NKB(NK_GAMMA) | NKB(NK_EPS), NK_COMMON | NKB(NK_GAMMA), 1, 1},
@@ -793,9 +820,111 @@ static const struct op_info {
     [HK_OP_ATTENTION] = {NK_COMMON | NKB(NK_HEADS) | NKB(NK_KV_HEADS) | NKB(NK_CAUSAL) | NKB(NK_SCALE) |
                              NKB(NK_LENGTHS) | NKB(NK_MASK),
                          NK_COMMON | NKB(NK_HEADS), 1, 3},
-    [HK_OP_ROPE] = {NK_COMMON | NKB(NK_HEADS) | NKB(NK_KV_HEADS) | NKB(NK_THETA) | NKB(NK_OFFSET) | NKB(NK_PACKED),
+    [HK_OP_ROPE] = {NK_COMMON | NKB(NK_HEADS) | NKB(NK_KV_HEADS) | NKB(NK_THETA) | NKB(NK_OFFSET) | NKB(NK_PACKED) |
+                        NKB(NK_CTX) | NK_ROPE_SCALING,
                     NK_COMMON | NKB(NK_HEADS), 1, 1},
+    [HK_OP_KV_APPEND] = {NK_COMMON | NK_KV | NKB(NK_KV_HEADS) | NKB(NK_LAYER), NK_COMMON | NK_KV, 1, 1},
+    [HK_OP_KV_ATTENTION] = {NK_COMMON | NK_KV | NKB(NK_KV_HEADS) | NKB(NK_LAYER) | NKB(NK_SCALE) | NKB(NK_WINDOW),
+                            NK_COMMON | NK_KV, 1, 1},
+    [HK_OP_TAKE_ROWS] = {NK_COMMON, NK_COMMON, 2, 2},
+    [HK_OP_ARGMAX] = {NK_COMMON, NK_COMMON, 1, 1},
 };
+
+/* heads and kv_heads (default heads), which must divide heads. */
+static int parse_heads(spec_ctx_t *c, const ynode_t *const *v, const char *nm, hkc_node_t *nd) {
+  int64_t h, kvh;
+  if (parse_count(c, v[NK_HEADS], "heads", &h) != 0) return -1;
+  kvh = h;
+  if (v[NK_KV_HEADS] && parse_count(c, v[NK_KV_HEADS], "kv_heads", &kvh) != 0) return -1;
+  if (h % kvh != 0) {
+    hkc_error(v[NK_KV_HEADS]->loc, "node '%s': kv_heads (%lld) must divide heads (%lld)", nm, (long long)kvh,
+              (long long)h);
+    return -1;
+  }
+  nd->heads = (int)h;
+  nd->kv_heads = (int)kvh;
+  return 0;
+}
+
+/* A number that must be > 0 (rope scaling's factors). */
+static int parse_positive(const ynode_t *n, const char *what, const char *nm, float *out) {
+  if (parse_float(n, what, out) != 0) return -1;
+  if (!(*out > 0)) {
+    hkc_error(n->loc, "node '%s': '%s' must be positive, got %g", nm, what, (double)*out);
+    return -1;
+  }
+  return 0;
+}
+
+/* rope's `scaling: none | linear | llama3` and its numbers (Hugging Face's rope_scaling):
+ * linear takes `factor` > 0; llama3 also 0 < `low_freq_factor` < `high_freq_factor` and the
+ * integer `original_max` (original_max_position_embeddings). A kind's numbers are required
+ * with it and refused without it. */
+static int parse_rope_scaling(const ynode_t *const *v, const char *nm, hkc_node_t *nd) {
+  static const char *const kinds[] = {[HKC_ROPE_SCALING_NONE] = "none", [HKC_ROPE_SCALING_LINEAR] = "linear",
+                                      [HKC_ROPE_SCALING_LLAMA3] = "llama3"};
+  static const int llama3_keys[] = {NK_LOW_FREQ, NK_HIGH_FREQ, NK_ORIGINAL_MAX};
+  nd->rope_scaling = HKC_ROPE_SCALING_NONE;
+  if (v[NK_SCALING]) {
+    if (expect_kind(v[NK_SCALING], Y_SCALAR, "none, linear or llama3", "scaling") != 0) return -1;
+    int kind = -1;
+    for (int k = 0; k < 3; k++)
+      if (!strcmp(v[NK_SCALING]->text, kinds[k])) kind = k;
+    if (kind < 0) {
+      hkc_error(v[NK_SCALING]->loc, "node '%s': unknown rope scaling '%.64s' (expected none, linear or llama3)", nm,
+                v[NK_SCALING]->text);
+      return -1;
+    }
+    nd->rope_scaling = kind;
+  }
+  const int llama3 = nd->rope_scaling == HKC_ROPE_SCALING_LLAMA3;
+  if (v[NK_FACTOR] && nd->rope_scaling == HKC_ROPE_SCALING_NONE) {
+    hkc_error(v[NK_FACTOR]->loc, "node '%s': 'factor' is valid only with 'scaling: linear' or 'scaling: llama3'", nm);
+    return -1;
+  }
+  int missing = nd->rope_scaling != HKC_ROPE_SCALING_NONE && !v[NK_FACTOR];
+  for (size_t i = 0; i < 3; i++) {
+    const int k = llama3_keys[i];
+    if (v[k] && !llama3) {
+      hkc_error(v[k]->loc, "node '%s': '%s' is valid only with 'scaling: llama3'", nm, node_keys[k]);
+      return -1;
+    }
+    missing |= llama3 && !v[k];
+  }
+  if (missing) {
+    hkc_error(v[NK_SCALING]->loc, "node '%s': 'scaling: %s' needs %s", nm, kinds[nd->rope_scaling],
+              llama3 ? "'factor', 'low_freq_factor', 'high_freq_factor' and 'original_max'" : "'factor'");
+    return -1;
+  }
+  if (nd->rope_scaling == HKC_ROPE_SCALING_NONE) return 0;
+  if (parse_positive(v[NK_FACTOR], "factor", nm, &nd->rope_factor) != 0) return -1;
+  if (!llama3) return 0;
+  if (parse_positive(v[NK_LOW_FREQ], "low_freq_factor", nm, &nd->rope_low_freq) != 0 ||
+      parse_float(v[NK_HIGH_FREQ], "high_freq_factor", &nd->rope_high_freq) != 0)
+    return -1;
+  if (!(nd->rope_high_freq > nd->rope_low_freq)) {
+    hkc_error(v[NK_HIGH_FREQ]->loc, "node '%s': 'high_freq_factor' (%g) must be greater than 'low_freq_factor' (%g)",
+              nm, (double)nd->rope_high_freq, (double)nd->rope_low_freq);
+    return -1;
+  }
+  return parse_int(v[NK_ORIGINAL_MAX], "original_max", 1, HKC_SPEC_MAX_ROPE_POSITIONS, &nd->rope_original_max);
+}
+
+/* kv_append / kv_attention: heads, kv_heads, layer (default 0; the caches' layers are
+ * checked with their shapes), and kv_attention's scale and window. */
+static int parse_kv_attrs(spec_ctx_t *c, const ynode_t *const *v, const char *nm, hkc_node_t *nd) {
+  int64_t layer = 0, window = 0;
+  if (parse_heads(c, v, nm, nd) != 0) return -1;
+  if (v[NK_LAYER] && parse_int(v[NK_LAYER], "layer", 0, INT32_MAX, &layer) != 0) return -1;
+  if (v[NK_WINDOW] && parse_int(v[NK_WINDOW], "window", 1, INT32_MAX, &window) != 0) return -1;
+  nd->layer = (int)layer;
+  nd->window = (int)window;
+  if (v[NK_SCALE]) {
+    if (parse_float(v[NK_SCALE], "scale", &nd->scale) != 0) return -1;
+    nd->has_scale = 1;
+  }
+  return 0;
+}
 
 /* Parses one node map: keys, attributes and tensor names (unresolved). */
 static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
@@ -803,7 +932,7 @@ static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
   pn->map = map;
   hkc_node_t *nd = &pn->node;
   nd->bias = nd->residual = nd->mul = nd->gamma = nd->beta = nd->add_in = nd->sum_out = nd->out = HKC_NONE;
-  nd->lengths = nd->mask = nd->pos = HKC_NONE;
+  nd->lengths = nd->mask = nd->pos = nd->ctx = nd->slot = nd->k_cache = nd->v_cache = HKC_NONE;
   for (int i = 0; i < HKC_MAX_NODE_IN; i++) nd->in[i] = HKC_NONE;
   nd->n_fused = 1;
   nd->theta = 10000.0f;
@@ -831,7 +960,7 @@ static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
   if (op < 0) {
     hkc_error(opv->loc,
               "unknown op '%.64s' (ops: gemm, add, mul, relu, gelu, silu, gelu_tanh, tanh, layernorm, rmsnorm, softmax, "
-              "attention, rope, embedding)",
+              "attention, rope, embedding, kv_append, kv_attention, take_rows, argmax)",
               opv->text);
     return -1;
   }
@@ -879,7 +1008,8 @@ static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
   pn->out = v[NK_OUT];
   static const int ref_keys[][2] = {
       {NK_BIAS, REF_BIAS}, {NK_RESIDUAL, REF_RESIDUAL}, {NK_MUL, REF_MUL},     {NK_GAMMA, REF_GAMMA},
-      {NK_BETA, REF_BETA}, {NK_LENGTHS, REF_LENGTHS},   {NK_MASK, REF_MASK}, {NK_POS, REF_POS}};
+      {NK_BETA, REF_BETA}, {NK_LENGTHS, REF_LENGTHS},   {NK_MASK, REF_MASK}, {NK_POS, REF_POS},
+      {NK_CTX, REF_CTX},   {NK_SLOT, REF_SLOT},         {NK_K_CACHE, REF_K_CACHE}, {NK_V_CACHE, REF_V_CACHE}};
   for (size_t i = 0; i < sizeof ref_keys / sizeof ref_keys[0]; i++) {
     const ynode_t *r = v[ref_keys[i][0]];
     if (!r) continue;
@@ -910,18 +1040,13 @@ static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
       }
     }
   }
+  if (nd->op == HK_OP_KV_APPEND || nd->op == HK_OP_KV_ATTENTION) return parse_kv_attrs(c, v, nm, nd);
+  if (nd->op == HK_OP_EMBEDDING && v[NK_CTX] && !v[NK_POS]) {
+    hkc_error(v[NK_CTX]->loc, "node '%s': 'ctx' is valid only with 'pos' (it picks each token's position row)", nm);
+    return -1;
+  }
   if (nd->op == HK_OP_ATTENTION) {
-    int64_t h, kvh;
-    if (parse_count(c, v[NK_HEADS], "heads", &h) != 0) return -1;
-    kvh = h;
-    if (v[NK_KV_HEADS] && parse_count(c, v[NK_KV_HEADS], "kv_heads", &kvh) != 0) return -1;
-    if (h % kvh != 0) {
-      hkc_error(v[NK_KV_HEADS]->loc, "node '%s': kv_heads (%lld) must divide heads (%lld)", nm, (long long)kvh,
-                (long long)h);
-      return -1;
-    }
-    nd->heads = (int)h;
-    nd->kv_heads = (int)kvh;
+    if (parse_heads(c, v, nm, nd) != 0) return -1;
     if (v[NK_CAUSAL] && parse_bool(v[NK_CAUSAL], "causal", &nd->causal) != 0) return -1;
     if (v[NK_SCALE]) {
       if (parse_float(v[NK_SCALE], "scale", &nd->scale) != 0) return -1;
@@ -929,9 +1054,6 @@ static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
     }
   }
   if (nd->op == HK_OP_ROPE) {
-    int64_t h, kvh;
-    if (parse_count(c, v[NK_HEADS], "heads", &h) != 0) return -1;
-    nd->heads = (int)h;
     if (v[NK_PACKED] && parse_bool(v[NK_PACKED], "packed", &nd->packed) != 0) return -1;
     if (v[NK_KV_HEADS] && !nd->packed) {
       hkc_error(v[NK_KV_HEADS]->loc,
@@ -939,16 +1061,8 @@ static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
                 "separate k heads takes heads: kv_heads)", nm);
       return -1;
     }
-    if (nd->packed) {
-      kvh = h;
-      if (v[NK_KV_HEADS] && parse_count(c, v[NK_KV_HEADS], "kv_heads", &kvh) != 0) return -1;
-      if (h % kvh != 0) {
-        hkc_error(v[NK_KV_HEADS]->loc, "node '%s': kv_heads (%lld) must divide heads (%lld)", nm, (long long)kvh,
-                  (long long)h);
-        return -1;
-      }
-      nd->kv_heads = (int)kvh;
-    }
+    if (parse_heads(c, v, nm, nd) != 0) return -1;
+    if (!nd->packed) nd->kv_heads = 0;
     if (v[NK_THETA]) {
       if (parse_float(v[NK_THETA], "theta", &nd->theta) != 0) return -1;
       if (!(nd->theta > 0)) {
@@ -956,9 +1070,14 @@ static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
         return -1;
       }
     }
+    if (v[NK_OFFSET] && v[NK_CTX]) {
+      hkc_error(v[NK_OFFSET]->loc, "node '%s': 'offset' is not valid with 'ctx' (row t is at position ctx[t] - 1)", nm);
+      return -1;
+    }
     if (v[NK_OFFSET] &&
         parse_int(v[NK_OFFSET], "offset", 0, HKC_SPEC_MAX_ROPE_POSITIONS - 1, &nd->pos_offset) != 0)
       return -1;
+    if (parse_rope_scaling(v, nm, nd) != 0) return -1;
   }
   return 0;
 }
@@ -1204,9 +1323,21 @@ static int infer_attention(spec_ctx_t *c, const pnode_t *pn, hkc_node_t *nd, hkc
   return 0;
 }
 
-/* embedding: ids [..., seq] (i32, checked by check_i32), table [vocab, hidden] and the
- * optional position table pos [max_pos, hidden] with max_pos >= seq, neither depending on
- * batch; output ids' shape + [hidden]. */
+/* An i32 index tensor (ctx, slot: checked by check_refs) of reference r must have the shape
+ * want (rank want_rank): one entry per row of `of`. */
+static int check_index_shape(const pnode_t *pn, const hkc_node_t *nd, int r, const hkc_tensor_t *t,
+                             const hkc_dim_t *want, uint32_t want_rank, const hkc_tensor_t *of) {
+  char s1[HKC_SHAPE_STR], s2[HKC_SHAPE_STR], s3[HKC_SHAPE_STR];
+  if (shape_equal(t->dims, t->rank, want, want_rank)) return 0;
+  hkc_error(pn->ref[r]->loc, "node '%s': %s '%s' is %s, expected %s (one per row of '%s' %s)", nd->name, ref_names[r],
+            t->name, tensor_shape_str(t, s1), shape_str(want, want_rank, s2), of->name, tensor_shape_str(of, s3));
+  return -1;
+}
+
+/* embedding: ids [..., seq] (i32, checked by check_refs), table [vocab, hidden] and the
+ * optional position table pos [max_pos, hidden], neither depending on batch; output ids'
+ * shape + [hidden]. Without ctx, row s of pos is added at sequence position s, so max_pos >=
+ * seq; with ctx (shaped like ids) the row is clamp(ctx - 1, 0, max_pos - 1), any max_pos. */
 static int infer_embedding(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd, hkc_tensor_t *out) {
   const hkc_tensor_t *T = c->spec->tensors, *ids = &T[nd->in[0]], *table = &T[nd->in[1]];
   const char *nm = nd->name;
@@ -1221,7 +1352,17 @@ static int infer_embedding(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *n
               nm, table->name, tensor_shape_str(table, s1));
     return -1;
   }
-  if (nd->pos != HKC_NONE) {
+  if (nd->ctx != HKC_NONE && check_index_shape(pn, nd, REF_CTX, &T[nd->ctx], ids->dims, ids->rank, ids) != 0)
+    return -1;
+  if (nd->pos != HKC_NONE && nd->ctx != HKC_NONE) {
+    const hkc_tensor_t *pos = &T[nd->pos];
+    if (pos->rank != 2 || pos->dims[0].mul != 0 || !hkc_dim_equal(pos->dims[1], table->dims[1])) {
+      hkc_error(pn->ref[REF_POS]->loc,
+                "node '%s': position table '%s' is %s, expected [max_pos, %lld] not depending on batch", nm,
+                pos->name, tensor_shape_str(pos, s1), (long long)table->dims[1].add);
+      return -1;
+    }
+  } else if (nd->pos != HKC_NONE) {
     const hkc_tensor_t *pos = &T[nd->pos];
     const hkc_dim_t seq = ids->dims[ids->rank - 1];
     if (pos->rank != 2 || pos->dims[0].mul != 0 || !hkc_dim_equal(pos->dims[1], table->dims[1]) || seq.mul != 0 ||
@@ -1248,9 +1389,12 @@ static const ynode_t *map_value(const ynode_t *map, const char *key) {
 }
 
 /* rope: x [..., seq, heads*head_dim] with an even head_dim; output shaped like x. The
- * sequence and feature dims must not depend on batch: positions restart every seq rows. */
+ * sequence and feature dims must not depend on batch: positions restart every seq rows.
+ * With ctx (an i32 tensor shaped like x without its last dim: a position per row) there is
+ * no sequence dim, only the feature dim must not depend on batch. */
 static int infer_rope(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd, hkc_tensor_t *out) {
   const hkc_tensor_t *x = &c->spec->tensors[nd->in[0]];
+  const int has_ctx = nd->ctx != HKC_NONE;
   const hkc_loc_t at = pn->ref[REF_IN0]->loc;
   const char *nm = nd->name;
   char s1[HKC_SHAPE_STR];
@@ -1260,7 +1404,12 @@ static int infer_rope(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd, hk
     return -1;
   }
   hkc_dim_t seq = x->dims[x->rank - 2], width = x->dims[x->rank - 1];
-  if (width.mul != 0 || seq.mul != 0) {
+  if (has_ctx && width.mul != 0) {
+    hkc_error(at, "node '%s': rope input '%s' %s: its last dim (heads*head_dim) must not depend on batch", nm, x->name,
+              tensor_shape_str(x, s1));
+    return -1;
+  }
+  if (!has_ctx && (width.mul != 0 || seq.mul != 0)) {
     hkc_error(at,
               "node '%s': rope input '%s' %s: its last two dims (seq, heads*head_dim) must not depend on batch "
               "(positions restart every seq rows; write [batch, seq, heads*head_dim])",
@@ -1289,7 +1438,9 @@ static int infer_rope(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd, hk
               (long long)all, (long long)dh);
     return -1;
   }
-  if (nd->pos_offset > HKC_SPEC_MAX_ROPE_POSITIONS - seq.add) {
+  if (has_ctx) {
+    if (check_index_shape(pn, nd, REF_CTX, &c->spec->tensors[nd->ctx], x->dims, x->rank - 1, x) != 0) return -1;
+  } else if (nd->pos_offset > HKC_SPEC_MAX_ROPE_POSITIONS - seq.add) {
     const ynode_t *off = map_value(pn->map, "offset");
     hkc_error(off ? off->loc : at,
               "node '%s': rope positions reach offset + seq = %lld + %lld, above 2^24 (f32 positions)", nm,
@@ -1301,7 +1452,138 @@ static int infer_rope(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd, hk
   return 0;
 }
 
-/* Infers the output shape of one node whose inputs all have shapes. */
+/* kv_append / kv_attention: x must be a 2-D row tensor [rows, width] (one token per row) whose
+ * width does not depend on batch; layout describes that width in the message. */
+static int check_token_rows(const pnode_t *pn, const hkc_node_t *nd, const hkc_tensor_t *x, const char *layout) {
+  char s1[HKC_SHAPE_STR];
+  if (x->rank == 2 && x->dims[1].mul == 0) return 0;
+  hkc_error(pn->ref[REF_IN0]->loc,
+            "node '%s': %s input '%s' is %s, expected 2-D [rows, %s] (one token per row; the last dim must not "
+            "depend on batch)",
+            nd->name, hkc_op_name(nd->op), x->name, tensor_shape_str(x, s1), layout);
+  return -1;
+}
+
+/* The KV caches of kv_append / kv_attention (state tensors, checked by check_refs): k_cache
+ * [layers, slots, max_seq, width] and v_cache of the same shape, with layer < layers; ctx and
+ * slot one per row of x. */
+static int check_caches(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd, const hkc_tensor_t *x) {
+  const hkc_tensor_t *T = c->spec->tensors, *k = &T[nd->k_cache], *v = &T[nd->v_cache];
+  const char *nm = nd->name;
+  char s1[HKC_SHAPE_STR], s2[HKC_SHAPE_STR];
+  if (k->rank != 4) {
+    hkc_error(pn->ref[REF_K_CACHE]->loc,
+              "node '%s': k_cache '%s' is %s, expected 4-D [layers, slots, max_seq, kv_heads*head_dim]", nm, k->name,
+              tensor_shape_str(k, s1));
+    return -1;
+  }
+  if (!shape_equal(k->dims, k->rank, v->dims, v->rank)) {
+    hkc_error(pn->ref[REF_V_CACHE]->loc, "node '%s': v_cache '%s' %s and k_cache '%s' %s must have the same shape", nm,
+              v->name, tensor_shape_str(v, s1), k->name, tensor_shape_str(k, s2));
+    return -1;
+  }
+  if (nd->layer >= k->dims[0].add) {
+    const ynode_t *at = map_value(pn->map, "layer");
+    hkc_error(at ? at->loc : nd->loc, "node '%s': layer %d is out of range: k_cache '%s' %s holds %lld layers", nm,
+              nd->layer, k->name, tensor_shape_str(k, s1), (long long)k->dims[0].add);
+    return -1;
+  }
+  if (check_index_shape(pn, nd, REF_CTX, &T[nd->ctx], x->dims, 1, x) != 0) return -1;
+  return check_index_shape(pn, nd, REF_SLOT, &T[nd->slot], x->dims, 1, x);
+}
+
+/* kv_append: qkv [rows, (heads + 2*kv_heads)*dh] with dh even and caches of width
+ * kv_heads*dh; output the q heads [rows, heads*dh]. */
+static int infer_kv_append(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd, hkc_tensor_t *out) {
+  const hkc_tensor_t *x = &c->spec->tensors[nd->in[0]], *k = &c->spec->tensors[nd->k_cache];
+  const char *nm = nd->name;
+  char s1[HKC_SHAPE_STR], s2[HKC_SHAPE_STR];
+  if (check_token_rows(pn, nd, x, "(heads + 2*kv_heads)*head_dim") != 0) return -1;
+  const int64_t all = (int64_t)nd->heads + 2 * (int64_t)nd->kv_heads, width = x->dims[1].add;
+  if (width % all != 0 || width / all % 2 != 0) {
+    hkc_error(pn->ref[REF_IN0]->loc,
+              "node '%s': kv_append input '%s' %s: last dim %lld must be (heads + 2*kv_heads) = %lld heads of an even "
+              "head_dim (q | k | v along the last axis, as rope pairs them)",
+              nm, x->name, tensor_shape_str(x, s1), (long long)width, (long long)all);
+    return -1;
+  }
+  const int64_t dh = width / all;
+  if (check_caches(c, pn, nd, x) != 0) return -1;
+  if (!hkc_dim_equal(k->dims[3], (hkc_dim_t){0, nd->kv_heads * dh})) {
+    hkc_error(pn->ref[REF_K_CACHE]->loc,
+              "node '%s': k_cache '%s' is %s, its last dim must be kv_heads*head_dim = %d*%lld (qkv '%s' is %s)", nm,
+              k->name, tensor_shape_str(k, s1), nd->kv_heads, (long long)dh, x->name, tensor_shape_str(x, s2));
+    return -1;
+  }
+  out->rank = 2;
+  out->dims[0] = x->dims[0];
+  out->dims[1] = (hkc_dim_t){0, nd->heads * dh};
+  return 0;
+}
+
+/* kv_attention: q [rows, heads*dh] with dh the caches' width / kv_heads; output shaped like q.
+ * scale defaults to 1/sqrt(dh). */
+static int infer_kv_attention(spec_ctx_t *c, const pnode_t *pn, hkc_node_t *nd, hkc_tensor_t *out) {
+  const hkc_tensor_t *q = &c->spec->tensors[nd->in[0]], *k = &c->spec->tensors[nd->k_cache];
+  const char *nm = nd->name;
+  char s1[HKC_SHAPE_STR], s2[HKC_SHAPE_STR];
+  if (check_token_rows(pn, nd, q, "heads*head_dim") != 0 || check_caches(c, pn, nd, q) != 0) return -1;
+  const int64_t width = k->dims[3].add;
+  if (width % nd->kv_heads != 0) {
+    hkc_error(pn->ref[REF_K_CACHE]->loc, "node '%s': k_cache '%s' %s: last dim %lld is not divisible by kv_heads = %d",
+              nm, k->name, tensor_shape_str(k, s1), (long long)width, nd->kv_heads);
+    return -1;
+  }
+  const int64_t dh = width / nd->kv_heads;
+  if (q->dims[1].add != nd->heads * dh) {
+    hkc_error(pn->ref[REF_IN0]->loc,
+              "node '%s': q '%s' is %s, its last dim must be heads*head_dim = %d*%lld (head_dim: the last dim of "
+              "k_cache '%s' %s over kv_heads = %d)",
+              nm, q->name, tensor_shape_str(q, s1), nd->heads, (long long)dh, k->name, tensor_shape_str(k, s2),
+              nd->kv_heads);
+    return -1;
+  }
+  *out = (hkc_tensor_t){.rank = 2};
+  memcpy(out->dims, q->dims, sizeof q->dims);
+  if (!nd->has_scale) nd->scale = (float)(1.0 / sqrt((double)dh));
+  return 0;
+}
+
+/* take_rows: x [n, width], rows (i32) [r] -> [r, width]. */
+static int infer_take_rows(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd, hkc_tensor_t *out) {
+  const hkc_tensor_t *x = &c->spec->tensors[nd->in[0]], *rows = &c->spec->tensors[nd->in[1]];
+  char s1[HKC_SHAPE_STR];
+  if (x->rank != 2) {
+    hkc_error(pn->ref[REF_IN0]->loc, "node '%s': take_rows input '%s' is %s, expected 2-D [rows, width]", nd->name,
+              x->name, tensor_shape_str(x, s1));
+    return -1;
+  }
+  if (rows->rank != 1) {
+    hkc_error(pn->ref[REF_IN1]->loc, "node '%s': row indices '%s' are %s, expected 1-D [n] (the rows to take)",
+              nd->name, rows->name, tensor_shape_str(rows, s1));
+    return -1;
+  }
+  out->rank = 2;
+  out->dims[0] = rows->dims[0];
+  out->dims[1] = x->dims[1];
+  return 0;
+}
+
+/* argmax: x [..., n] -> i32 [...] (an index per row). */
+static int infer_argmax(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd, hkc_tensor_t *out) {
+  const hkc_tensor_t *x = &c->spec->tensors[nd->in[0]];
+  char s1[HKC_SHAPE_STR];
+  if (x->rank < 2) {
+    hkc_error(pn->ref[REF_IN0]->loc,
+              "node '%s': argmax input '%s' is %s, expected rank >= 2 ([..., n]: an index per row)", nd->name,
+              x->name, tensor_shape_str(x, s1));
+    return -1;
+  }
+  out->rank = x->rank - 1;
+  memcpy(out->dims, x->dims, sizeof(hkc_dim_t) * out->rank);
+  return 0;
+}
+
 /* The tensor a node's reference r names after resolution (HKC_NONE when absent). */
 static int ref_tensor(const hkc_node_t *nd, int r) {
   switch (r) {
@@ -1316,27 +1598,45 @@ static int ref_tensor(const hkc_node_t *nd, int r) {
   case REF_LENGTHS: return nd->lengths;
   case REF_MASK: return nd->mask;
   case REF_POS: return nd->pos;
+  case REF_CTX: return nd->ctx;
+  case REF_SLOT: return nd->slot;
+  case REF_K_CACHE: return nd->k_cache;
+  case REF_V_CACHE: return nd->v_cache;
   default: return HKC_NONE;
   }
 }
 
 /* Whether reference r of an op takes an i32 tensor (and only then). */
 static int i32_slot(hk_op_t op, int r) {
-  return (op == HK_OP_ATTENTION && r == REF_LENGTHS) || (op == HK_OP_EMBEDDING && r == REF_IN0);
+  return (op == HK_OP_ATTENTION && r == REF_LENGTHS) || (op == HK_OP_EMBEDDING && r == REF_IN0) || r == REF_CTX ||
+         r == REF_SLOT || (op == HK_OP_TAKE_ROWS && r == REF_IN1);
 }
 
-/* i32 tensors go where an op takes them and nowhere else. */
-static int check_i32(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd) {
+/* i32 tensors go where an op takes them and nowhere else; state tensors (the KV caches) are
+ * read only as kv_append's and kv_attention's k_cache and v_cache, which take nothing else. */
+static int check_refs(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd) {
   const hkc_tensor_t *T = c->spec->tensors;
   for (int r = 0; r < REF_COUNT; r++) {
     int t = pn->ref[r] ? ref_tensor(nd, r) : HKC_NONE;
     if (t == HKC_NONE) continue;
+    const int cache = r == REF_K_CACHE || r == REF_V_CACHE, state = T[t].role == HK_ROLE_STATE;
+    if (cache != state) {
+      if (state)
+        hkc_error(pn->ref[r]->loc,
+                  "node '%s': '%s' is a state tensor, which op '%s' cannot take in '%s' (state tensors are KV caches: "
+                  "only kv_append and kv_attention read them, as k_cache and v_cache)",
+                  nd->name, T[t].name, hkc_op_name(nd->op), ref_names[r]);
+      else
+        hkc_error(pn->ref[r]->loc, "node '%s': %s '%s' must be a state tensor (declare the KV caches under 'state:')",
+                  nd->name, ref_names[r], T[t].name);
+      return -1;
+    }
     int want = i32_slot(nd->op, r), is = T[t].dtype == HK_DTYPE_I32;
     if (want == is) continue;
     if (is)
       hkc_error(pn->ref[r]->loc,
-                "node '%s': '%s' is an i32 tensor, which op '%s' cannot take in '%s' (i32 inputs go to attention's "
-                "'lengths' and embedding's ids)",
+                "node '%s': '%s' is an i32 tensor, which op '%s' cannot take in '%s' (i32 tensors go to attention's "
+                "'lengths', embedding's ids, 'ctx', 'slot' and take_rows' row indices)",
                 nd->name, T[t].name, hkc_op_name(nd->op), ref_names[r]);
     else
       hkc_error(pn->ref[r]->loc, "node '%s': '%s' must be an i32 tensor (declare it {shape: [...], dtype: i32}), got %s",
@@ -1346,10 +1646,11 @@ static int check_i32(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd) {
   return 0;
 }
 
+/* Infers the output shape (and dtype) of one node whose inputs all have shapes. */
 static int infer_node(spec_ctx_t *c, const pnode_t *pn, hkc_node_t *nd) {
   hkc_tensor_t *T = c->spec->tensors, shape = {0};
   char s1[HKC_SHAPE_STR], s2[HKC_SHAPE_STR];
-  if (check_i32(c, pn, nd) != 0) return -1;
+  if (check_refs(c, pn, nd) != 0) return -1;
   switch (nd->op) {
   case HK_OP_GEMM:
     if (infer_gemm(c, pn, nd, &shape) != 0) return -1;
@@ -1378,12 +1679,25 @@ static int infer_node(spec_ctx_t *c, const pnode_t *pn, hkc_node_t *nd) {
   case HK_OP_EMBEDDING:
     if (infer_embedding(c, pn, nd, &shape) != 0) return -1;
     break;
+  case HK_OP_KV_APPEND:
+    if (infer_kv_append(c, pn, nd, &shape) != 0) return -1;
+    break;
+  case HK_OP_KV_ATTENTION:
+    if (infer_kv_attention(c, pn, nd, &shape) != 0) return -1;
+    break;
+  case HK_OP_TAKE_ROWS:
+    if (infer_take_rows(c, pn, nd, &shape) != 0) return -1;
+    break;
+  case HK_OP_ARGMAX:
+    if (infer_argmax(c, pn, nd, &shape) != 0) return -1;
+    break;
   default: /* relu, gelu, silu, gelu_tanh, tanh, softmax: shape kept */
     shape.rank = T[nd->in[0]].rank;
     memcpy(shape.dims, T[nd->in[0]].dims, sizeof shape.dims);
     break;
   }
   hkc_tensor_t *o = &T[nd->out];
+  if (nd->op == HK_OP_ARGMAX) o->dtype = HK_DTYPE_I32; /* the only node output that is not the spec's dtype */
   o->rank = shape.rank;
   memcpy(o->dims, shape.dims, sizeof o->dims);
   return 0;
@@ -1481,6 +1795,10 @@ static int parse_graph(spec_ctx_t *c, const ynode_t *g) {
     nd->lengths = val[REF_LENGTHS];
     nd->mask = val[REF_MASK];
     nd->pos = val[REF_POS];
+    nd->ctx = val[REF_CTX];
+    nd->slot = val[REF_SLOT];
+    nd->k_cache = val[REF_K_CACHE];
+    nd->v_cache = val[REF_V_CACHE];
   }
   free(out_of);
   for (size_t i = 0; i < c->n_pn; i++)
@@ -1511,9 +1829,11 @@ static int parse_outputs(spec_ctx_t *c, const ynode_t *n) {
       hkc_error(o->loc, "output '%s' is never produced (no node has out: %s)", name, name);
       return -1;
     }
-    if (s->tensors[t].role == HK_ROLE_INPUT || s->tensors[t].role == HK_ROLE_PARAM) {
-      hkc_error(o->loc, "%s '%s' cannot be a graph output (outputs are written by nodes)",
-                s->tensors[t].role == HK_ROLE_INPUT ? "graph input" : "param", name);
+    const hk_role_t role = s->tensors[t].role;
+    if (role == HK_ROLE_INPUT || role == HK_ROLE_PARAM || role == HK_ROLE_STATE) {
+      hkc_error(o->loc, "%s '%s' cannot be a graph output (outputs are written by nodes%s)",
+                role == HK_ROLE_INPUT ? "graph input" : role == HK_ROLE_PARAM ? "param" : "state tensor", name,
+                role == HK_ROLE_STATE ? "; state persists in the session, which the application may bind" : "");
       return -1;
     }
     if (s->tensors[t].role == HK_ROLE_OUTPUT) {
@@ -1633,8 +1953,9 @@ static int check_tensors(spec_ctx_t *c) {
   for (size_t j = 0; j < s->n_nodes; j++) {
     const hkc_node_t *nd = &s->nodes[j];
     for (int k = 0; k < nd->n_in; k++) used[nd->in[k]] = 1;
-    int extra[8] = {nd->bias, nd->residual, nd->mul, nd->gamma, nd->beta, nd->lengths, nd->mask, nd->pos};
-    for (int k = 0; k < 8; k++)
+    const int extra[] = {nd->bias, nd->residual, nd->mul, nd->gamma, nd->beta, nd->lengths,
+                         nd->mask, nd->pos,      nd->ctx, nd->slot,  nd->k_cache, nd->v_cache};
+    for (size_t k = 0; k < sizeof extra / sizeof extra[0]; k++)
       if (extra[k] != HKC_NONE) used[extra[k]] = 1;
   }
   for (size_t i = 0; i < s->n_tensors; i++)
@@ -1653,7 +1974,7 @@ static int check_tensors(spec_ctx_t *c) {
  *  - `{var}` (default `{i}`) in any scalar of params and body becomes k;
  *  - a layer-local name -- a body node's name or out, a key of params -- becomes the name
  *    with `{var}` replaced, or NAME_k when it has no `{var}`; body references to it (in, bias,
- *    residual, mul, gamma, beta) are renamed the same way;
+ *    residual, mul, gamma, beta, ..., every key that names a tensor) are renamed the same way;
  *  - the repeat's `in` names the layer's input: the outer tensor for layer 0, the previous
  *    layer's output after; its `out` names the layer's output: OUT_k, and OUT for the last layer.
  * Each copy keeps the locations of the body, so an error inside a copy points at the body;
@@ -1800,7 +2121,8 @@ static ynode_t *body_node_copy(const repeat_t *r, const ynode_t *map, long k) {
       for (size_t i = 0; i < v->n && rc == 0; i++) rc = repeat_ref(r, v->kids[i], k);
     } else if (!strcmp(kt, "in") || !strcmp(kt, "bias") || !strcmp(kt, "residual") || !strcmp(kt, "mul") ||
                !strcmp(kt, "gamma") || !strcmp(kt, "beta") || !strcmp(kt, "lengths") || !strcmp(kt, "mask") ||
-               !strcmp(kt, "pos")) { /* every attribute that names a tensor */
+               !strcmp(kt, "pos") || !strcmp(kt, "ctx") || !strcmp(kt, "slot") || !strcmp(kt, "k_cache") ||
+               !strcmp(kt, "v_cache")) { /* every attribute that names a tensor */
       rc = repeat_ref(r, v, k);
     } else {
       ynode_t *s = ynode_copy(r, v, k, 0); /* `{var}` replaced in attribute values too */
@@ -2032,12 +2354,12 @@ done:
 
 /* ---- entry points ------------------------------------------------------------------------------------ */
 enum {
-  K_HKC, K_NAME, K_DTYPE, K_BATCH, K_BATCH_POLICY, K_DIMS, K_TARGETS, K_INPUTS, K_PARAMS, K_GRAPH, K_OUTPUTS,
-  K_FUSION, K_COUNT
+  K_HKC, K_NAME, K_DTYPE, K_BATCH, K_BATCH_POLICY, K_DIMS, K_TARGETS, K_INPUTS, K_PARAMS, K_STATE, K_GRAPH,
+  K_OUTPUTS, K_FUSION, K_COUNT
 };
 static const char *const top_keys[K_COUNT] = {"hkc",    "name",    "dtype",  "batch_sizes", "batch_policy",
-                                              "dims",   "targets", "inputs", "params",      "graph",
-                                              "outputs", "fusion"};
+                                              "dims",   "targets", "inputs", "params",      "state",
+                                              "graph",  "outputs", "fusion"};
 #define TOP_REQUIRED ((1u << K_HKC) | (1u << K_NAME) | (1u << K_BATCH) | (1u << K_INPUTS) | (1u << K_GRAPH) | (1u << K_OUTPUTS))
 
 static int spec_build(spec_ctx_t *c, const ynode_t *root) {
@@ -2070,8 +2392,9 @@ static int spec_build(spec_ctx_t *c, const ynode_t *root) {
     case K_DIMS: rc = v[K_DIMS] ? parse_dims(c, v[K_DIMS]) : 0; break;
     case K_TARGETS: rc = parse_targets(c, v[K_TARGETS]); break;
     case K_INPUTS: rc = parse_decls(c, v[K_INPUTS], "inputs", HK_ROLE_INPUT); break;
-    case K_PARAMS:
-      rc = v[K_PARAMS] ? parse_decls(c, v[K_PARAMS], "params", HK_ROLE_PARAM) : 0;
+    case K_PARAMS: rc = v[K_PARAMS] ? parse_decls(c, v[K_PARAMS], "params", HK_ROLE_PARAM) : 0; break;
+    case K_STATE:
+      rc = v[K_STATE] ? parse_decls(c, v[K_STATE], "state", HK_ROLE_STATE) : 0;
       c->n_decl = c->spec->n_tensors;
       break;
     case K_GRAPH: rc = parse_graph(c, v[K_GRAPH]); break;

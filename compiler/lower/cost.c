@@ -14,6 +14,14 @@
  * fused and unfused forms of the same work add up to the same number. A gemm's epilogue
  * (bias, activation, mul, residual: one each per output element) is counted with its
  * matrix work and the whole node is marked `matrix`.
+ *
+ * The KV caches (state) hold every layer, slot and position, of which one launch touches a
+ * few rows: kv_append counts the k and v rows it writes; kv_attention the keys and values it
+ * may read, as if every row saw a full window (max_seq, or `window` keys) of its slot and the
+ * step's rows spread over min(rows, slots) slots -- the distinct bytes at most, since the rows of
+ * one sequence share its keys; its FLOPs (QK and PV, 4*dh per key and head) assume the same full
+ * window. Actual ctx values are run-time data, so both are bounds, not estimates. take_rows
+ * reads only the rows it takes.
  */
 #include <string.h>
 
@@ -56,6 +64,24 @@ static uint64_t program_steps(const char *program) {
   return steps;
 }
 
+/* kv_append's and kv_attention's cache traffic and kv_attention's FLOPs (see the top). */
+static void kv_cost(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch, hkc_cost_t *out) {
+  if (nd->k_cache < 0 || nd->in[0] < 0 || nd->kv_heads <= 0) return;
+  const hkc_tensor_t *kc = &spec->tensors[nd->k_cache], *x = &spec->tensors[nd->in[0]];
+  if (kc->rank != 4 || x->rank < 1) return;
+  const int64_t rows = dim_at(x, 0, batch), slots = dim_at(kc, 1, batch), max_seq = dim_at(kc, 2, batch);
+  const int64_t width = dim_at(kc, 3, batch), dh = width / nd->kv_heads;
+  if (rows <= 0 || slots <= 0 || max_seq <= 0 || width <= 0) return;
+  const uint64_t row_bytes = 2 * (uint64_t)width * hkc_dtype_size(kc->dtype); /* a k row and a v row */
+  if (nd->op == HK_OP_KV_APPEND) {
+    out->bytes += (uint64_t)rows * row_bytes;
+    return;
+  }
+  const int64_t keys = nd->window > 0 && nd->window < max_seq ? nd->window : max_seq;
+  out->bytes += (uint64_t)(rows < slots ? rows : slots) * (uint64_t)keys * row_bytes;
+  out->flops = 4 * (uint64_t)rows * (uint64_t)nd->heads * (uint64_t)keys * (uint64_t)dh;
+}
+
 /* See lower.h. Pure: reads the spec, writes *out. */
 void hkc_node_cost(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_cost_t *out) {
   hkc_node_cost_of(spec, &spec->nodes[node], batch, out);
@@ -64,9 +90,11 @@ void hkc_node_cost(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_cost_
 void hkc_node_cost_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch, hkc_cost_t *out) {
   memset(out, 0, sizeof *out);
 
-  /* Traffic: the distinct tensors read, then those written. */
-  int reads[HKC_MAX_NODE_IN + 9], n_reads = 0;
-  for (int i = 0; i < nd->n_in && i < HKC_MAX_NODE_IN; i++) set_add(reads, &n_reads, nd->in[i]);
+  /* Traffic: the distinct tensors read, then those written (the caches and take_rows' x:
+   * below). */
+  int reads[HKC_MAX_NODE_IN + 11], n_reads = 0;
+  for (int i = 0; i < nd->n_in && i < HKC_MAX_NODE_IN; i++)
+    if (nd->op != HK_OP_TAKE_ROWS || i != 0) set_add(reads, &n_reads, nd->in[i]);
   set_add(reads, &n_reads, nd->bias);
   set_add(reads, &n_reads, nd->residual);
   set_add(reads, &n_reads, nd->mul);
@@ -76,6 +104,8 @@ void hkc_node_cost_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batc
   set_add(reads, &n_reads, nd->lengths);
   set_add(reads, &n_reads, nd->mask);
   set_add(reads, &n_reads, nd->pos);
+  set_add(reads, &n_reads, nd->ctx);
+  set_add(reads, &n_reads, nd->slot);
   int writes[2], n_writes = 0;
   set_add(writes, &n_writes, nd->out);
   set_add(writes, &n_writes, nd->sum_out);
@@ -130,6 +160,10 @@ void hkc_node_cost_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batc
       out->flops = COST_ROPE * n_out;
     break;
   case HK_OP_EMBEDDING: out->flops = nd->pos != HKC_NONE ? n_out : 0; break;
+  case HK_OP_KV_APPEND:
+  case HK_OP_KV_ATTENTION: kv_cost(spec, nd, batch, out); break;
+  case HK_OP_TAKE_ROWS: out->bytes += tensor_bytes(spec, nd->out, batch); break; /* the rows taken */
+  case HK_OP_ARGMAX: out->flops = elems(spec, nd->in[0], batch); break;        /* a compare per element */
   case HK_OP_EWCHAIN: out->flops = program_steps(nd->program) * n_out; break;
   case HK_OP_ADD:
   case HK_OP_MUL:

@@ -75,6 +75,50 @@ static void push_f32(arg_list_t *l, int at, float v) {
   l->args[l->n++] = (hkc_arg_t){.kind = HK_ARG_F32, .f = v};
 }
 
+/* kv_append and kv_attention share their first 13 arguments (lower.h): the row tensor, the
+ * caches [layers, slots, max_seq, kv_heads*dh], ctx, slot, out and the sizes; kv_attention
+ * adds window (0: none) and scale. dh comes from the caches' width. n_args, or -1 when the
+ * node's shapes are not the parser's (a hand-built IR). */
+static int lower_kv(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch, hkc_kernel_key_t *out_key,
+                    arg_list_t *l) {
+  const hkc_tensor_t *T = spec->tensors, *x = &T[nd->in[0]];
+  const int append = nd->op == HK_OP_KV_APPEND;
+  if (nd->k_cache == HKC_NONE || nd->v_cache == HKC_NONE || nd->ctx == HKC_NONE || nd->slot == HKC_NONE) return -1;
+  const hkc_tensor_t *kc = &T[nd->k_cache];
+  const int64_t heads = nd->heads, kv_heads = nd->kv_heads, width = last_dim(kc, batch);
+  if (kc->rank != 4 || x->rank != 2 || heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0 || width % kv_heads != 0)
+    return -1;
+  const int64_t dh = width / kv_heads, rows = tensor_dim(x, 0, batch);
+  if (last_dim(x, batch) != (append ? heads + 2 * kv_heads : heads) * dh || nd->layer < 0 ||
+      nd->layer >= tensor_dim(kc, 0, batch) || dh > INT32_MAX)
+    return -1;
+  /* the two layouts agree up to max_seq (lower.h) */
+  _Static_assert((int)HKC_KV_APPEND_ARG_MAX_SEQ == (int)HKC_KV_ATTENTION_ARG_MAX_SEQ, "shared kv argument prefix");
+  push_tensor(l, HKC_KV_APPEND_ARG_QKV, nd->in[0]);
+  push_tensor(l, HKC_KV_APPEND_ARG_K_CACHE, nd->k_cache);
+  push_tensor(l, HKC_KV_APPEND_ARG_V_CACHE, nd->v_cache);
+  push_tensor(l, HKC_KV_APPEND_ARG_CTX, nd->ctx);
+  push_tensor(l, HKC_KV_APPEND_ARG_SLOT, nd->slot);
+  push_tensor(l, HKC_KV_APPEND_ARG_OUT, nd->out);
+  push_i64(l, HKC_KV_APPEND_ARG_ROWS, rows);
+  push_i64(l, HKC_KV_APPEND_ARG_HEADS, heads);
+  push_i64(l, HKC_KV_APPEND_ARG_KV_HEADS, kv_heads);
+  push_i64(l, HKC_KV_APPEND_ARG_DH, dh);
+  push_i64(l, HKC_KV_APPEND_ARG_LAYER, nd->layer);
+  push_i64(l, HKC_KV_APPEND_ARG_SLOTS, tensor_dim(kc, 1, batch));
+  push_i64(l, HKC_KV_APPEND_ARG_MAX_SEQ, tensor_dim(kc, 2, batch));
+  assert(l->n == HKC_KV_APPEND_N_ARGS);
+  if (!append) {
+    push_i64(l, HKC_KV_ATTENTION_ARG_WINDOW, nd->window);
+    push_f32(l, HKC_KV_ATTENTION_ARG_SCALE, nd->has_scale ? nd->scale : (float)(1.0 / sqrt((double)dh)));
+    assert(l->n == HKC_KV_ATTENTION_N_ARGS);
+  }
+  /* row strides and column offsets in elements: the q | k | v heads, the caches' rows */
+  out_key->align = align_of((int64_t[]){last_dim(x, batch), heads * dh, width, dh}, 4);
+  out_key->head_dim = (int)dh;
+  return l->n;
+}
+
 /* Returns the number of arguments, or -1 (reported at the node) for a node whose
  * sizes cannot be lowered. The key's flags that an op does not use stay zero, so
  * equal kernels get equal keys. */
@@ -91,10 +135,10 @@ int hkc_lower_node_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batc
   memset(out_key, 0, sizeof *out_key);
   memset(out_args, 0, sizeof(hkc_arg_t) * HKC_MAX_ARGS);
   out_key->op = nd->op;
-  out_key->dtype = out->dtype;
+  out_key->dtype = nd->op == HK_OP_ARGMAX ? x->dtype : out->dtype; /* argmax writes i32: keyed by what it reads */
   out_key->act = HK_ACT_NONE;
-  const int operands[] = {nd->out,  nd->bias,    nd->residual, nd->mul, nd->gamma,
-                          nd->beta, nd->add_in, nd->lengths,  nd->mask, nd->pos};
+  const int operands[] = {nd->out,  nd->bias,   nd->residual, nd->mul,  nd->gamma, nd->beta,   nd->add_in,
+                          nd->lengths, nd->mask, nd->pos,   nd->ctx,  nd->slot,  nd->k_cache, nd->v_cache};
   for (int i = -HKC_MAX_NODE_IN; i < (int)(sizeof operands / sizeof *operands); i++) {
     const int t = i < 0 ? (HKC_MAX_NODE_IN + i < nd->n_in ? nd->in[HKC_MAX_NODE_IN + i] : HKC_NONE) : operands[i];
     if (t == HKC_NONE || t < 0 || (size_t)t >= spec->n_tensors) continue;
@@ -296,6 +340,13 @@ int hkc_lower_node_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batc
     push_i64(&l, HKC_EMBEDDING_ARG_HIDDEN, hidden);
     assert(l.n == HKC_EMBEDDING_N_ARGS);
     out_key->has_add = nd->pos != HKC_NONE;
+    if (nd->ctx != HKC_NONE) { /* positions from ctx: the position table's rows are all reachable */
+      if (nd->pos == HKC_NONE) break;
+      out_key->has_ctx = 1;
+      push_tensor(&l, HKC_EMBEDDING_ARG_CTX, nd->ctx);
+      push_i64(&l, HKC_EMBEDDING_ARG_MAX_POS, tensor_dim(&spec->tensors[nd->pos], 0, batch));
+      assert(l.n == HKC_EMBEDDING_N_ARGS_CTX);
+    }
     out_key->align = align_of((int64_t[]){hidden}, 1);
     return l.n;
   }
@@ -306,20 +357,64 @@ int hkc_lower_node_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batc
     const int64_t width = last_dim(x, batch), pass = nd->packed ? nd->kv_heads : 0, heads = nd->heads + pass;
     if (nd->heads <= 0 || pass < 0 || x->rank < 2 || width % (heads + pass) != 0 || width / (heads + pass) % 2 != 0)
       break;
-    int64_t dh = width / (heads + pass), seq = tensor_dim(x, x->rank - 2, batch);
-    if (seq <= 0) break;
+    /* with ctx, positions come from it: seq 1 and offset 0 are placeholders the kernels ignore */
+    const int has_ctx = nd->ctx != HKC_NONE;
+    int64_t dh = width / (heads + pass), seq = has_ctx ? 1 : tensor_dim(x, x->rank - 2, batch);
+    if (seq <= 0 || (unsigned)nd->rope_scaling > HKC_ROPE_SCALING_LLAMA3) break;
     push_tensor(&l, HKC_ROPE_ARG_X, nd->in[0]);
     push_tensor(&l, HKC_ROPE_ARG_OUT, nd->out);
     push_i64(&l, HKC_ROPE_ARG_ROWS, tensor_elems(x, batch) / width);
     push_i64(&l, HKC_ROPE_ARG_SEQ, seq);
     push_i64(&l, HKC_ROPE_ARG_HEADS, heads);
     push_i64(&l, HKC_ROPE_ARG_DH, dh);
-    push_i64(&l, HKC_ROPE_ARG_POS_OFFSET, nd->pos_offset);
+    push_i64(&l, HKC_ROPE_ARG_POS_OFFSET, has_ctx ? 0 : nd->pos_offset);
     push_f32(&l, HKC_ROPE_ARG_THETA, nd->theta);
     push_i64(&l, HKC_ROPE_ARG_PASS_HEADS, pass);
     assert(l.n == HKC_ROPE_N_ARGS);
+    out_key->has_ctx = has_ctx;
+    if (has_ctx) push_tensor(&l, (int)hkc_rope_ctx_arg(), nd->ctx);
+    out_key->rope_scaling = nd->rope_scaling;
+    if (nd->rope_scaling != HKC_ROPE_SCALING_NONE) { /* llama3's numbers; a linear one's are 0 */
+      const int at = (int)hkc_rope_scaling_arg(has_ctx), l3 = nd->rope_scaling == HKC_ROPE_SCALING_LLAMA3;
+      push_f32(&l, at + HKC_ROPE_SCALING_ARG_FACTOR, nd->rope_factor);
+      push_f32(&l, at + HKC_ROPE_SCALING_ARG_LOW, l3 ? nd->rope_low_freq : 0.0f);
+      push_f32(&l, at + HKC_ROPE_SCALING_ARG_HIGH, l3 ? nd->rope_high_freq : 0.0f);
+      push_f32(&l, at + HKC_ROPE_SCALING_ARG_ORIG, l3 ? (float)nd->rope_original_max : 0.0f);
+    }
     out_key->align = align_of((int64_t[]){width, dh, dh / 2}, 3);
     out_key->head_dim = dh <= INT32_MAX ? (int)dh : 0;
+    return l.n;
+  }
+  case HK_OP_KV_APPEND:
+  case HK_OP_KV_ATTENTION: {
+    const int n = lower_kv(spec, nd, batch, out_key, &l);
+    if (n < 0) break;
+    return n;
+  }
+  case HK_OP_TAKE_ROWS: {
+    /* x [x_rows, width], rows (i32) [n_out] -> out [n_out, width] */
+    const int64_t width = last_dim(x, batch);
+    if (x->rank != 2 || width <= 0) break;
+    push_tensor(&l, HKC_TAKE_ROWS_ARG_X, nd->in[0]);
+    push_tensor(&l, HKC_TAKE_ROWS_ARG_ROWS, nd->in[1]);
+    push_tensor(&l, HKC_TAKE_ROWS_ARG_OUT, nd->out);
+    push_i64(&l, HKC_TAKE_ROWS_ARG_X_ROWS, tensor_dim(x, 0, batch));
+    push_i64(&l, HKC_TAKE_ROWS_ARG_N_OUT, tensor_elems(&spec->tensors[nd->in[1]], batch));
+    push_i64(&l, HKC_TAKE_ROWS_ARG_WIDTH, width);
+    assert(l.n == HKC_TAKE_ROWS_N_ARGS);
+    out_key->align = align_of(&width, 1);
+    return l.n;
+  }
+  case HK_OP_ARGMAX: {
+    /* x [.., cols] -> out (i32) [..]: rows flattened */
+    const int64_t cols = last_dim(x, batch);
+    if (cols <= 0 || x->rank < 2) break;
+    push_tensor(&l, HKC_ARGMAX_ARG_X, nd->in[0]);
+    push_tensor(&l, HKC_ARGMAX_ARG_OUT, nd->out);
+    push_i64(&l, HKC_ARGMAX_ARG_ROWS, tensor_elems(x, batch) / cols);
+    push_i64(&l, HKC_ARGMAX_ARG_COLS, cols);
+    assert(l.n == HKC_ARGMAX_N_ARGS);
+    out_key->align = align_of(&cols, 1);
     return l.n;
   }
   default: break;
@@ -332,7 +427,8 @@ int hkc_lower_node_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batc
 static const char *key_op_name(hk_op_t op) {
   static const char *const names[] = {"gemm",      "add",     "mul",     "relu",      "gelu", "silu",
                                       "layernorm", "rmsnorm", "softmax", "attention", "rope", "ewchain",
-                                      "gelu_tanh", "tanh",    "embedding"};
+                                      "gelu_tanh", "tanh",    "embedding", "kv_append", "kv_attention",
+                                      "take_rows", "argmax"};
   return (unsigned)op < sizeof names / sizeof names[0] ? names[op] : NULL;
 }
 
@@ -346,7 +442,7 @@ static const char *key_act_name(hk_act_t a) {
   return (unsigned)a < sizeof names / sizeof names[0] ? names[a] : NULL;
 }
 
-/* "hk_<op>_<dtype>[_<program>][_<act>][_bias][_mul|_dual|_rope][_res][_nrm][_ln<cols>|_rms<cols>][_tb][_add][_sum][_len][_mask][_a<align>][_d<dh>]":
+/* "hk_<op>_<dtype>[_<program>][_<act>][_bias][_mul|_dual|_rope][_res][_nrm][_ln<cols>|_rms<cols>][_tb][_add][_sum][_len][_mask][_ctx][_lin|_l3][_a<align>][_d<dh>]":
  * a C identifier, one per distinct key (no flag name is a suffix of an act name; an
  * ewchain program is [a-z0-9] only and comes right after the dtype; out-of-range enums
  * print as numbers). */
@@ -383,11 +479,16 @@ void hkc_kernel_key_name(const hkc_kernel_key_t *key, char *out, size_t size) {
   }
   char ln[24] = "";
   if (key->norm_c) snprintf(ln, sizeof ln, "_%s%d", key->norm_c == HKC_NORM_C_RMSNORM ? "rms" : "ln", key->norm_cols);
-  snprintf(out, size, "hk_%s_%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s", op, dt, program, key->act != HK_ACT_NONE ? "_" : "",
+  char scaling[16] = "";
+  if (key->rope_scaling == HKC_ROPE_SCALING_LINEAR) snprintf(scaling, sizeof scaling, "_lin");
+  else if (key->rope_scaling == HKC_ROPE_SCALING_LLAMA3) snprintf(scaling, sizeof scaling, "_l3");
+  else if (key->rope_scaling) snprintf(scaling, sizeof scaling, "_sc%d", key->rope_scaling);
+  snprintf(out, size, "hk_%s_%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s", op, dt, program, key->act != HK_ACT_NONE ? "_" : "",
            key->act != HK_ACT_NONE ? act : "", key->has_bias ? "_bias" : "",
            key->dual ? "_dual" : key->has_mul ? "_mul" : key->rope ? "_rope" : "",
            key->has_residual ? "_res" : "", key->norm_a ? "_nrm" : "", ln, key->trans_b ? "_tb" : "", key->has_add ? "_add" : "",
-           key->has_sum ? "_sum" : "", key->has_lengths ? "_len" : "", key->has_mask ? "_mask" : "", shape, tune);
+           key->has_sum ? "_sum" : "", key->has_lengths ? "_len" : "", key->has_mask ? "_mask" : "",
+           key->has_ctx ? "_ctx" : "", scaling, shape, tune);
 }
 
 int hkc_kernel_key_equal(const hkc_kernel_key_t *a, const hkc_kernel_key_t *b) {
@@ -397,7 +498,7 @@ int hkc_kernel_key_equal(const hkc_kernel_key_t *a, const hkc_kernel_key_t *b) {
          !a->rope == !b->rope && !a->norm_a == !b->norm_a && a->norm_c == b->norm_c &&
          (!a->norm_c || a->norm_cols == b->norm_cols) &&
          !a->has_add == !b->has_add && !a->has_sum == !b->has_sum && !a->has_lengths == !b->has_lengths &&
-         !a->has_mask == !b->has_mask &&
+         !a->has_mask == !b->has_mask && !a->has_ctx == !b->has_ctx && a->rope_scaling == b->rope_scaling &&
          strncmp(a->program, b->program, HKC_EW_PROGRAM_MAX) == 0 && align_a == align_b &&
          a->head_dim == b->head_dim && strncmp(a->variant, b->variant, HKC_TUNE_VARIANT_MAX) == 0 &&
          strncmp(a->tune, b->tune, HKC_TUNE_MAX) == 0;

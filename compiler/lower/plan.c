@@ -4,8 +4,11 @@
  *
  * Every intermediate tensor lives from the node that produces it to the last node
  * that reads it (node indices in the spec's topological order). A node reads its
- * inputs, bias, residual, mul, gamma, beta, add_in, lengths, mask and pos, and writes `out` and, for a norm
- * with a fused residual add, also `sum_out`. A node's scratch (hkc_node_workspace_t: a split
+ * inputs, bias, residual, mul, gamma, beta, add_in, lengths, mask, pos, ctx, slot and KV
+ * caches, and writes `out` and, for a norm with a fused residual add, also `sum_out`;
+ * kv_append also writes its KV caches. Those are state tensors: bound to the session like
+ * params, never in the arena, but their reads and writes order the nodes like any other
+ * tensor's. A node's scratch (hkc_node_workspace_t: a split
  * GEMM's partial sums) lives during that node only. Byte ranges whose lifetimes overlap get
  * disjoint ranges of one workspace arena; the others may share. Placement is greedy: largest
  * first, each at the lowest aligned offset free of every already placed range that is alive
@@ -30,25 +33,31 @@ typedef struct {
   uint64_t offset;     /* out */
 } interval_t;
 
-/* Most tensors one node touches: ewchain's 5 operands, or gemm's A, B, bias, residual,
- * mul; plus the optional attribute tensors. */
-#define PLAN_MAX_READS (HKC_MAX_NODE_IN + 9)
+/* Most tensors one node reads: ewchain's 5 operands, or gemm's A, B, bias, residual,
+ * mul; plus the optional attribute tensors (node_reads). */
+#define PLAN_MAX_READS (HKC_MAX_NODE_IN + 13)
+/* Most tensors one node writes: out, and sum_out or (kv_append) the two caches. */
+#define PLAN_MAX_WRITES 3
 
 /* The tensors node n reads, into out; returns the count. */
 static size_t node_reads(const hkc_node_t *n, int out[PLAN_MAX_READS]) {
   size_t k = 0;
   for (int i = 0; i < n->n_in && i < HKC_MAX_NODE_IN; i++) out[k++] = n->in[i];
-  const int extra[] = {n->bias, n->residual, n->mul, n->gamma, n->beta, n->add_in, n->lengths, n->mask, n->pos};
+  const int extra[] = {n->bias, n->residual, n->mul, n->gamma,   n->beta,    n->add_in, n->lengths,
+                       n->mask, n->pos,      n->ctx, n->slot,    n->k_cache, n->v_cache};
+  _Static_assert(HKC_MAX_NODE_IN + sizeof extra / sizeof extra[0] <= PLAN_MAX_READS, "PLAN_MAX_READS");
   for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
     if (extra[i] != HKC_NONE) out[k++] = extra[i];
   return k;
 }
 
-/* The tensors node n writes: out, and sum_out when set. */
-static size_t node_writes(const hkc_node_t *n, int out[2]) {
+/* The tensors node n writes: out, sum_out when set, and kv_append's caches. */
+static size_t node_writes(const hkc_node_t *n, int out[PLAN_MAX_WRITES]) {
   size_t k = 0;
   out[k++] = n->out;
   if (n->sum_out != HKC_NONE) out[k++] = n->sum_out;
+  if (n->op == HK_OP_KV_APPEND) out[k++] = n->k_cache, out[k++] = n->v_cache;
+  assert(k <= PLAN_MAX_WRITES);
   return k;
 }
 
@@ -216,8 +225,8 @@ static size_t read_spans(const hkc_spec_t *spec, int64_t batch, const uint64_t *
 
 /* The spans node j writes: its outputs, and its scratch (into out; returns the count). */
 static size_t write_spans(const hkc_spec_t *spec, int64_t batch, const uint64_t *offsets,
-                          const hkc_node_workspace_t *nodes, size_t j, span_t out[3]) {
-  int ts[2];
+                          const hkc_node_workspace_t *nodes, size_t j, span_t out[PLAN_MAX_WRITES + 1]) {
+  int ts[PLAN_MAX_WRITES];
   size_t n = node_writes(&spec->nodes[j], ts);
   for (size_t w = 0; w < n; w++) out[w] = tensor_span(spec, batch, offsets, ts[w]);
   if (nodes && nodes[j].scratch_bytes) out[n++] = (span_t){-1, nodes[j].scratch_offset, nodes[j].scratch_bytes};
@@ -236,7 +245,7 @@ static int any_alias(const span_t *a, size_t na, const span_t *b, size_t nb) {
  * where the plan reuses bytes (scratch included). */
 static int node_conflicts(const hkc_spec_t *spec, int64_t batch, const uint64_t *offsets,
                           const hkc_node_workspace_t *nodes, size_t i, size_t j) {
-  span_t ri[PLAN_MAX_READS], rj[PLAN_MAX_READS], wi[3], wj[3];
+  span_t ri[PLAN_MAX_READS], rj[PLAN_MAX_READS], wi[PLAN_MAX_WRITES + 1], wj[PLAN_MAX_WRITES + 1];
   const size_t nri = read_spans(spec, batch, offsets, i, ri), nrj = read_spans(spec, batch, offsets, j, rj);
   const size_t nwi = write_spans(spec, batch, offsets, nodes, i, wi);
   const size_t nwj = write_spans(spec, batch, offsets, nodes, j, wj);

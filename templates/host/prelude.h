@@ -107,12 +107,37 @@ static inline float hk_sum8(const float *l) {
 
 static inline int64_t hk_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/* Rope (rotate-half, Hugging Face Llama): cos and sin of the angle of pair j of a head of dh
- * at position pos, with inv_freq = 1 / theta^(2j/dh) and the angle rounded to f32 as Hugging
- * Face computes them (templates/host/rope.c, and gemm.c's rope epilogue). */
-static inline void hk_rope_cos_sin(float pos, int64_t j, int64_t dh, float theta, float *cs, float *sn) {
-  const float inv_freq = 1.0f / powf(theta, (float)(2 * j) / (float)dh);
+/* Rope (rotate-half, Hugging Face Llama): the inverse frequency of pair j of a head of dh,
+ * 1 / theta^(2j/dh), in f32 as Hugging Face computes it. */
+static inline float hk_rope_inv_freq(int64_t j, int64_t dh, float theta) {
+  return 1.0f / powf(theta, (float)(2 * j) / (float)dh);
+}
+
+/* cos and sin of the angle pos * inv_freq, rounded to f32 as Hugging Face computes it. */
+static inline void hk_rope_cos_sin_at(float pos, float inv_freq, float *cs, float *sn) {
   const float angle = pos * inv_freq;
   *cs = cosf(angle);
   *sn = sinf(angle);
+}
+
+/* The same at pair j's unscaled frequency (templates/host/rope.c, and gemm.c's rope epilogue). */
+static inline void hk_rope_cos_sin(float pos, int64_t j, int64_t dh, float theta, float *cs, float *sn) {
+  hk_rope_cos_sin_at(pos, hk_rope_inv_freq(j, dh, theta), cs, sn);
+}
+
+/* inv_freq rewritten by a rope scaling (frontend.h HKC_ROPE_SCALING_*: 1 linear, 2 llama3), in
+ * f32 step by step as transformers' _compute_linear_scaling_rope_parameters and
+ * _compute_llama3_parameters compute it: a Python scalar over a tensor is the tensor's
+ * reciprocal times the scalar, and the bounds orig / low, orig / high and the divisor
+ * high - low are Python doubles rounded to f32. linear divides by factor; llama3 keeps
+ * wavelengths below orig / high, divides those above orig / low by factor and blends the
+ * ones between. */
+static inline float hk_rope_scale_inv_freq(float inv, int kind, float factor, float low, float high, float orig) {
+  if (kind == 1) return inv / factor;
+  if (kind != 2) return inv;
+  const float wavelen = (1.0f / inv) * 6.28318548f; /* 2 pi in f32 */
+  if (wavelen < (float)((double)orig / (double)high)) return inv;
+  if (wavelen > (float)((double)orig / (double)low)) return inv / factor;
+  const float s = ((1.0f / wavelen) * orig - low) / (float)((double)high - (double)low);
+  return (1.0f - s) * inv / factor + s * inv;
 }

@@ -41,15 +41,16 @@ static const hkc_node_t *N(const hkc_spec_t *s, const char *label) {
 static size_t node_reads(const hkc_node_t *n, int out[16]) {
   size_t k = 0;
   for (int i = 0; i < n->n_in; i++) out[k++] = n->in[i];
-  const int extra[] = {n->bias, n->residual, n->mul, n->gamma, n->beta, n->add_in};
-  for (size_t i = 0; i < 6; i++)
+  const int extra[] = {n->bias, n->residual, n->mul,  n->gamma,   n->beta,
+                       n->add_in, n->ctx,   n->slot, n->k_cache, n->v_cache};
+  for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
     if (extra[i] != HKC_NONE) out[k++] = extra[i];
   return k;
 }
 
 /* Every invariant of a (fused) spec: indices in range, one writer per node-written
  * tensor and `producer` naming it, producers before readers, outputs keep their role,
- * inputs/params unproduced, n_fused matching fused_names. */
+ * inputs/params/state unproduced, n_fused matching fused_names. */
 static void check_consistent(const hkc_spec_t *s) {
   int *writer = malloc((s->n_tensors + 1) * sizeof *writer);
   for (size_t t = 0; t < s->n_tensors; t++) writer[t] = -1;
@@ -75,14 +76,14 @@ static void check_consistent(const hkc_spec_t *s) {
     for (size_t k = 0; k < nr; k++) {
       assert_true(r[k] >= 0 && (size_t)r[k] < s->n_tensors);
       const hkc_tensor_t *t = &s->tensors[r[k]];
-      if (t->role == HK_ROLE_INPUT || t->role == HK_ROLE_PARAM) continue;
+      if (t->role == HK_ROLE_INPUT || t->role == HK_ROLE_PARAM || t->role == HK_ROLE_STATE) continue;
       if (writer[r[k]] < 0 || (size_t)writer[r[k]] >= j)
         fail_msg("node %zu reads %s before it is written", j, t->name);
     }
   }
   for (size_t t = 0; t < s->n_tensors; t++) {
     const hkc_tensor_t *x = &s->tensors[t];
-    if (x->role == HK_ROLE_INPUT || x->role == HK_ROLE_PARAM) {
+    if (x->role == HK_ROLE_INPUT || x->role == HK_ROLE_PARAM || x->role == HK_ROLE_STATE) {
       assert_int_equal(x->producer, HKC_NONE);
       assert_int_equal(writer[t], -1);
     } else {
@@ -1008,6 +1009,70 @@ static void test_random_same_function(void **state) {
   assert_int_equal(kinds_seen, 255);
 }
 
+/* ---- generation: the cache ops run alone; a rope with ctx or scaling stays out of the gemm ----- */
+static void test_generation_apart(void **state) {
+  (void)state;
+  static const char text[] = HEADER
+      "inputs: {x: [batch, h], ctx: {shape: [batch], dtype: i32}, x3: [batch, s, h]}\n"
+      "params: {w: [h, 64], b: [64]}\n"
+      "state: {kc: [1, 2, 8, 16], vc: [1, 2, 8, 16]}\n"
+      "graph:\n"
+      "  - {name: g, op: gemm, in: [x, w], out: g0}\n"
+      "  - {name: gb, op: add, in: [g0, b], out: g1}\n"
+      "  - {name: m, op: argmax, in: [x], out: sl}\n"
+      "  - {name: r, op: rope, in: [g1], heads: 2, kv_heads: 1, packed: true, ctx: ctx, out: g2}\n"
+      "  - {name: a, op: kv_append, in: [g2], heads: 2, kv_heads: 1, k_cache: kc, v_cache: vc, ctx: ctx, slot: sl, "
+      "out: q}\n"
+      "  - {name: t, op: kv_attention, in: [q], heads: 2, kv_heads: 1, k_cache: kc, v_cache: vc, ctx: ctx, slot: sl, "
+      "out: o}\n"
+      "  - {name: act, op: relu, in: [o], out: y}\n"
+      "  - {name: p, op: gemm, in: [x3, w], out: s0}\n"
+      "  - {name: sr, op: rope, in: [s0], heads: 4, scaling: linear, factor: 2, out: ys}\n"
+      "outputs: [y, ys]\n";
+  hkc_spec_t *s = hk_test_spec_parse(text);
+  hk_test_spec_fuse(s, -1);
+  check_consistent(s);
+  /* only the bias joins its gemm: the ropes, the cache ops and the relu after them stay */
+  assert_int_equal(s->n_nodes, 8);
+  assert_true(N(s, "g,gb")->bias != HKC_NONE && !N(s, "g,gb")->rope);
+  assert_false(N(s, "p")->rope);
+  assert_int_equal(N(s, "r")->op, HK_OP_ROPE);
+  assert_int_equal(N(s, "sr")->rope_scaling, HKC_ROPE_SCALING_LINEAR);
+  assert_int_equal(N(s, "act")->op, HK_OP_RELU);
+  assert_false(s->fusion_rope_blocked); /* not a target's limit */
+  /* the eliminated g0 came before sl: every tensor field was renumbered */
+  const hkc_node_t *a = N(s, "a"), *t = N(s, "t");
+  assert_int_equal(a->slot, hk_test_tensor(s, "sl"));
+  assert_int_equal(t->slot, hk_test_tensor(s, "sl"));
+  assert_int_equal(a->ctx, hk_test_tensor(s, "ctx"));
+  assert_int_equal(N(s, "r")->ctx, hk_test_tensor(s, "ctx"));
+  assert_int_equal(a->k_cache, hk_test_tensor(s, "kc"));
+  assert_int_equal(t->v_cache, hk_test_tensor(s, "vc"));
+  assert_int_equal(a->in[0], hk_test_tensor(s, "g2"));
+  assert_int_equal(t->in[0], hk_test_tensor(s, "q"));
+  hkc_spec_destroy(s);
+
+  static const struct {
+    const char *groups, *w1;
+  } cases[] = {
+      {"[[g, gb, r]]", "node 'r': rope 'r' has positions from ctx, which a gemm's rope epilogue does not take"},
+      {"[[p, sr]]", "node 'sr': rope 'sr' has scaled frequencies, which a gemm's rope epilogue does not take"},
+      {"[[t, act]]", "node 't': op 'kv_attention' cannot be fused with other nodes"},
+      {"[[r, a]]", "node 'a': op 'kv_append' cannot be fused with other nodes"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char text2[4096];
+    snprintf(text2, sizeof text2, "%sfusion:\n  groups: %s\n", text, cases[i].groups);
+    s = hk_test_spec_parse(text2);
+    hkc_diag_capture(diag, sizeof diag);
+    int rc = hkc_fuse(s, -1);
+    hkc_diag_capture(NULL, 0);
+    if (rc != -1 || strncmp(diag, "t.yaml:21:12: ", 14) != 0 || !strstr(diag, cases[i].w1))
+      fail_msg("groups %s: expected t.yaml:21:12 '%s', got rc %d:\n%s", cases[i].groups, cases[i].w1, rc, diag);
+    hkc_spec_destroy(s);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_auto_bert),
@@ -1021,6 +1086,7 @@ int main(void) {
       cmocka_unit_test(test_group_errors_more),
       cmocka_unit_test(test_groups_ok),
       cmocka_unit_test(test_random_same_function),
+      cmocka_unit_test(test_generation_apart),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -70,7 +70,8 @@ static const char *const k_programs[] = {"r", "a1", "m1ra2", "a1gm2m3a4", "st", 
 
 static const hk_op_t k_plain_ops[] = {HK_OP_ADD,       HK_OP_MUL,     HK_OP_RELU,    HK_OP_GELU,     HK_OP_SILU,
                                       HK_OP_LAYERNORM, HK_OP_RMSNORM, HK_OP_SOFTMAX, HK_OP_ATTENTION, HK_OP_ROPE,
-                                      HK_OP_GELU_TANH, HK_OP_TANH, HK_OP_EMBEDDING};
+                                      HK_OP_GELU_TANH, HK_OP_TANH, HK_OP_EMBEDDING, HK_OP_KV_APPEND,
+                                      HK_OP_KV_ATTENTION, HK_OP_TAKE_ROWS, HK_OP_ARGMAX};
 
 static double now_s(void) {
   struct timespec ts;
@@ -91,6 +92,9 @@ static int setup(void **state) {
     for (size_t o = 0; o < sizeof k_plain_ops / sizeof k_plain_ops[0]; o++)
       add_key((hkc_kernel_key_t){.op = k_plain_ops[o], .dtype = k_dtypes[d]});
     add_key((hkc_kernel_key_t){.op = HK_OP_EMBEDDING, .dtype = k_dtypes[d], .has_add = 1});
+    add_key((hkc_kernel_key_t){.op = HK_OP_EMBEDDING, .dtype = k_dtypes[d], .has_add = 1, .has_ctx = 1});
+    for (int f = 1; f < 6; f++) /* rope: positions from ctx and/or a scaling (f = 0 is the plain one) */
+      add_key((hkc_kernel_key_t){.op = HK_OP_ROPE, .dtype = k_dtypes[d], .has_ctx = f & 1, .rope_scaling = f >> 1});
     for (int lm = 1; lm < 4; lm++)
       add_key((hkc_kernel_key_t){.op = HK_OP_ATTENTION, .dtype = k_dtypes[d], .has_lengths = lm & 1,
                                  .has_mask = lm >> 1});
@@ -303,7 +307,8 @@ static size_t count_unwritten(const buf_t *out) {
  * block 0 alone writes some but not all of it (block_end honoured), then the last
  * block alone writes more but, with three or more blocks, not the rest (block_begin
  * honoured). The middle blocks then run as uneven ranges in reverse order (blocks
- * are independent); empty and past-the-end ranges must write nothing (guard). */
+ * are independent); empty and past-the-end ranges must write nothing (guard). out NULL
+ * (an output that is not a float buf_t): the same ranges, the caller checks the writes. */
 static void run(const hkc_kernel_key_t *key, call_t *c, const buf_t *out) {
   kernel_fn_t fn = lookup(key);
   uint32_t grid[3], block[3];
@@ -313,7 +318,9 @@ static void run(const hkc_kernel_key_t *key, call_t *c, const buf_t *out) {
   assert_int_equal(grid[2], 1);
   const uint32_t n = grid[0];
   fn(c->args, 0, 1);
-  if (n >= 2) {
+  if (n >= 2 && !out) {
+    fn(c->args, n - 1, n);
+  } else if (n >= 2) {
     size_t u1 = count_unwritten(out);
     if (u1 == 0 || u1 == out->n) fail_msg("block 0 of %u wrote %zu of %zu elements", n, out->n - u1, out->n);
     fn(c->args, n - 1, n);
@@ -960,6 +967,374 @@ static void test_rope(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) rope_case(dt, &cases[i], &rng);
 }
 
+/* ---- generation: rope and embedding positions from ctx, rope scaling -------------------------- */
+/* The position of row r with ctx (the op's max(ctx - 1, 0)), in the test's own words. */
+static int64_t ctx_position(int32_t ctx) { return ctx >= 1 ? (int64_t)ctx - 1 : 0; }
+
+/* Pair j's inverse frequency after a scaling (sc: factor, low_freq, high_freq, original_max),
+ * from Hugging Face's formulas (_compute_linear_scaling_rope_parameters,
+ * _compute_llama3_parameters) in double, rounded to f32 as the op computes in f32; the
+ * unscaled one with libm's powf as rope_case takes it. */
+static float ref_inv_freq(int64_t j, int64_t dh, float theta, int scaling, const float sc[4]) {
+  const float inv = 1.0f / powf(theta, (float)(2 * j) / (float)dh);
+  if (scaling == HKC_ROPE_SCALING_LINEAR) return (float)((double)inv / sc[0]);
+  if (scaling != HKC_ROPE_SCALING_LLAMA3) return inv;
+  const double factor = sc[0], low = sc[1], high = sc[2], orig = sc[3], wavelen = 2 * M_PI / inv;
+  if (wavelen < orig / high) return inv; /* high frequencies kept */
+  if (wavelen > orig / low) return (float)(inv / factor);
+  const double smooth = (orig / wavelen - low) / (high - low);
+  return (float)((1 - smooth) * inv / factor + smooth * inv);
+}
+
+typedef struct rope_gen_case {
+  int64_t rows, seq, heads, pass, dh, offset; /* seq, offset: without ctx */
+  float theta;
+  int has_ctx, scaling;
+} rope_gen_case_t;
+
+static void rope_gen_case(int dt, const rope_gen_case_t *t, hk_test_rng_t *rng) {
+  static const float sc[4] = {32.0f, 1.0f, 4.0f, 8192.0f}; /* Llama 3.1/3.2's rope_scaling */
+  const float *scale = t->scaling == HKC_ROPE_SCALING_LINEAR ? (const float[4]){8.0f, 0, 0, 0} : sc;
+  const int64_t width = (t->heads + t->pass) * t->dh, half = t->dh / 2;
+  const size_t n = (size_t)(t->rows * width);
+  buf_t x = buf_random(dt, n, rng, -2, 2), out = buf_poisoned(dt, n);
+  int32_t *ctx = malloc(sizeof(int32_t) * (size_t)t->rows);
+  static const int32_t picks[] = {0, 1, 2, 17, 2048, 4096, 8191, 9000, 40000, -7, INT32_MIN, 130000};
+  for (int64_t r = 0; r < t->rows; r++) ctx[r] = picks[r % (int64_t)(sizeof picks / sizeof picks[0])];
+  double *ref = malloc(sizeof(double) * n), *mag = malloc(sizeof(double) * n);
+  for (int64_t r = 0; r < t->rows; r++) {
+    const float pos = (float)(t->has_ctx ? ctx_position(ctx[r]) : r % t->seq + t->offset);
+    for (int64_t i = t->heads * t->dh; i < width; i++) {
+      ref[r * width + i] = x.val[r * width + i];
+      mag[r * width + i] = 0;
+    }
+    for (int64_t j = 0; j < half; j++) {
+      const double angle = (float)(pos * ref_inv_freq(j, t->dh, t->theta, t->scaling, scale));
+      const double c = cos(angle), sn = sin(angle);
+      for (int64_t h = 0; h < t->heads; h++) {
+        const size_t i1 = (size_t)(r * width + h * t->dh + j), i2 = i1 + (size_t)half;
+        ref[i1] = x.val[i1] * c - x.val[i2] * sn;
+        ref[i2] = x.val[i2] * c + x.val[i1] * sn;
+        mag[i1] = mag[i2] = fabs(x.val[i1]) + fabs(x.val[i2]);
+      }
+    }
+  }
+  hkc_kernel_key_t key = {.op = HK_OP_ROPE, .dtype = k_dtypes[dt], .has_ctx = t->has_ctx, .rope_scaling = t->scaling};
+  call_t c = {0};
+  arg_tensor(&c, &x);
+  arg_tensor(&c, &out);
+  const int64_t ints[] = {t->rows, t->has_ctx ? 1 : t->seq, t->heads, t->dh, t->has_ctx ? 0 : t->offset};
+  for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) arg_i64(&c, ints[i]);
+  arg_f32(&c, t->theta);
+  arg_i64(&c, t->pass);
+  if (t->has_ctx) arg_ptr(&c, ctx);
+  if (t->scaling) {
+    const int l3 = t->scaling == HKC_ROPE_SCALING_LLAMA3;
+    arg_f32(&c, scale[0]);
+    for (int i = 1; i < HKC_ROPE_SCALING_N_ARGS; i++) arg_f32(&c, l3 ? scale[i] : 0); /* linear: zeros */
+  }
+  assert_int_equal(c.n, HKC_ROPE_N_ARGS + (t->has_ctx ? 1 : 0) + (t->scaling ? HKC_ROPE_SCALING_N_ARGS : 0));
+  run(&key, &c, &out);
+  char what[160];
+  snprintf(what, sizeof what, "rope rows=%lld heads=%lld+%lld dh=%lld theta=%g ctx=%d scaling=%d", (long long)t->rows,
+           (long long)t->heads, (long long)t->pass, (long long)t->dh, (double)t->theta, t->has_ctx, t->scaling);
+  check(what, &out, ref, mag, 0);
+  free(ctx), free(ref), free(mag);
+  buf_free(&x), buf_free(&out);
+}
+
+static void test_rope_ctx_scaling(void **state) {
+  (void)state;
+  /* the reference's llama3 frequencies against values worked out by hand from Hugging Face's
+   * formulas (theta 500000, head_dim 64, factor 32, low 1, high 4, original 8192): pair 10
+   * (wavelength 379) is kept, pair 16 (wavelength 4443) blended with smooth 0.281283, pair 31
+   * (wavelength 2.08e6) divided by 32 */
+  static const float sc[4] = {32.0f, 1.0f, 4.0f, 8192.0f};
+  const int l3 = HKC_ROPE_SCALING_LLAMA3;
+  assert_true(fabs(ref_inv_freq(10, 64, 500000.0f, l3, sc) / 0.016560440080994446 - 1) < 1e-6);
+  assert_true(fabs(ref_inv_freq(16, 64, 500000.0f, l3, sc) / 0.00042955679655936815 - 1) < 1e-6);
+  assert_true(fabs(ref_inv_freq(31, 64, 500000.0f, l3, sc) / 9.418306725434909e-08 - 1) < 1e-6);
+  static const rope_gen_case_t cases[] = {
+      {24, 0, 2 + 1, 1, 64, 0, 500000.0f, 1, HKC_ROPE_SCALING_LLAMA3}, /* packed GQA, ctx: Llama 3.2 */
+      {12, 0, 3, 0, 6, 0, 10000.0f, 1, HKC_ROPE_SCALING_NONE},          /* ctx only, dh/2 = 3 */
+      {2 * 37, 37, 2, 0, 128, 5, 500000.0f, 0, HKC_ROPE_SCALING_LLAMA3}, /* scaling with seq and offset */
+      {2 * 5, 5, 2, 0, 260, 0, 10000.0f, 0, HKC_ROPE_SCALING_LINEAR},   /* three frequency chunks */
+      {13, 0, 4, 2, 16, 0, 10000.0f, 1, HKC_ROPE_SCALING_LINEAR},       /* ctx and linear */
+  };
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 10);
+  for (int dt = 0; dt < N_DTYPES; dt++)
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) rope_gen_case(dt, &cases[i], &rng);
+}
+
+/* embedding with ctx: the position row is clamp(ctx - 1, 0, max_pos - 1), whatever seq is */
+static void test_embedding_ctx(void **state) {
+  (void)state;
+  /* tokens, vocab, hidden, max_pos */
+  static const int64_t cases[][4] = {{13, 11, 37, 9}, {1, 3, 5, 1}, {40, 50, 300, 64}};
+  static const int32_t picks[] = {0, 1, 2, 9, 10, 64, 65, -3, INT32_MAX, INT32_MIN, 5, 33};
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 11);
+  for (int dt = 0; dt < N_DTYPES; dt++)
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+      const int64_t T = cases[ci][0], V = cases[ci][1], H = cases[ci][2], P = cases[ci][3];
+      buf_t table = buf_random(dt, (size_t)(V * H), &rng, -2, 2), pos = buf_random(dt, (size_t)(P * H), &rng, -2, 2);
+      buf_t out = buf_poisoned(dt, (size_t)(T * H));
+      int32_t *ids = malloc(sizeof(int32_t) * (size_t)T), *ctx = malloc(sizeof(int32_t) * (size_t)T);
+      double *ref = malloc(sizeof(double) * (size_t)(T * H)), *mag = malloc(sizeof(double) * (size_t)(T * H));
+      for (int64_t t = 0; t < T; t++) {
+        ids[t] = (int32_t)floor(hk_test_uniform(&rng, 0, (double)V));
+        ctx[t] = picks[t % (int64_t)(sizeof picks / sizeof picks[0])];
+        const int64_t p = ctx[t] <= 1 ? 0 : (int64_t)ctx[t] - 1 >= P ? P - 1 : (int64_t)ctx[t] - 1;
+        for (int64_t d = 0; d < H; d++) {
+          ref[t * H + d] = table.val[ids[t] * H + d] + pos.val[p * H + d];
+          mag[t * H + d] = fabs(table.val[ids[t] * H + d]) + fabs(pos.val[p * H + d]);
+        }
+      }
+      hkc_kernel_key_t key = {.op = HK_OP_EMBEDDING, .dtype = k_dtypes[dt], .has_add = 1, .has_ctx = 1};
+      call_t c = {0};
+      arg_tensor(&c, &table);
+      arg_ptr(&c, ids);
+      arg_tensor(&c, &pos);
+      arg_tensor(&c, &out);
+      arg_i64(&c, T), arg_i64(&c, 1), arg_i64(&c, V), arg_i64(&c, H); /* seq 1: unused with ctx */
+      arg_ptr(&c, ctx);
+      arg_i64(&c, P);
+      assert_int_equal(c.n, HKC_EMBEDDING_N_ARGS_CTX);
+      run(&key, &c, &out);
+      char what[128];
+      snprintf(what, sizeof what, "embedding ctx tokens=%lld vocab=%lld hidden=%lld max_pos=%lld", (long long)T,
+               (long long)V, (long long)H, (long long)P);
+      check(what, &out, ref, mag, 0);
+      free(ids), free(ctx), free(ref), free(mag);
+      buf_free(&table), buf_free(&pos), buf_free(&out);
+    }
+}
+
+/* ---- generation: the KV-cache ops ---------------------------------------------------------------- */
+typedef struct kv_case {
+  int64_t heads, kv_heads, dh, layers, slots, max_seq, layer, window;
+  float scale; /* 0: 1/sqrt(dh) */
+  int n_rows;
+  int32_t ctx[12], slot[12]; /* per row; invalid ones: ctx 0 or > max_seq, slot < 0 or >= slots */
+} kv_case_t;
+
+static int kv_row_valid(const kv_case_t *t, int r) {
+  return t->ctx[r] >= 1 && t->ctx[r] <= t->max_seq && t->slot[r] >= 0 && t->slot[r] < t->slots;
+}
+
+static size_t kv_cache_elems(const kv_case_t *t) {
+  return (size_t)(t->layers * t->slots * t->max_seq * t->kv_heads * t->dh);
+}
+
+/* The offset of cache row (layer, slot, position), in elements. */
+static size_t kv_at(const kv_case_t *t, int64_t slot, int64_t pos) {
+  return (size_t)(((t->layer * t->slots + slot) * t->max_seq + pos) * t->kv_heads * t->dh);
+}
+
+/* kv_append: the q heads out (every row), the k and v heads into the caches at (layer, slot,
+ * ctx - 1) for valid rows; every other cache element (other rows, other layers, the guard)
+ * keeps its bits. */
+static void kv_append_case(int dt, const kv_case_t *t, hk_test_rng_t *rng) {
+  const int64_t R = t->n_rows, q_cols = t->heads * t->dh, kv_cols = t->kv_heads * t->dh;
+  const int64_t width = q_cols + 2 * kv_cols;
+  const size_t es = esize(dt), n_cache = kv_cache_elems(t);
+  buf_t qkv = buf_random(dt, (size_t)(R * width), rng, -2, 2), out = buf_poisoned(dt, (size_t)(R * q_cols));
+  buf_t kc = buf_random(dt, n_cache, rng, -1, 1), vc = buf_random(dt, n_cache, rng, -1, 1);
+  char *want_k = malloc((n_cache + GUARD) * es), *want_v = malloc((n_cache + GUARD) * es);
+  memcpy(want_k, kc.data, (n_cache + GUARD) * es);
+  memcpy(want_v, vc.data, (n_cache + GUARD) * es);
+  for (int r = 0; r < R; r++) {
+    if (!kv_row_valid(t, r)) continue;
+    const size_t at = kv_at(t, t->slot[r], t->ctx[r] - 1) * es, row = (size_t)(r * width) * es;
+    memcpy(want_k + at, (const char *)qkv.data + row + (size_t)q_cols * es, (size_t)kv_cols * es);
+    memcpy(want_v + at, (const char *)qkv.data + row + (size_t)(q_cols + kv_cols) * es, (size_t)kv_cols * es);
+  }
+  hkc_kernel_key_t key = {.op = HK_OP_KV_APPEND, .dtype = k_dtypes[dt]};
+  call_t c = {0};
+  arg_tensor(&c, &qkv), arg_tensor(&c, &kc), arg_tensor(&c, &vc);
+  arg_ptr(&c, (void *)t->ctx), arg_ptr(&c, (void *)t->slot);
+  arg_tensor(&c, &out);
+  const int64_t ints[] = {R, t->heads, t->kv_heads, t->dh, t->layer, t->slots, t->max_seq};
+  for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) arg_i64(&c, ints[i]);
+  assert_int_equal(c.n, HKC_KV_APPEND_N_ARGS);
+  run(&key, &c, &out);
+  for (int r = 0; r < R; r++)
+    if (memcmp((const char *)out.data + (size_t)(r * q_cols) * es, (const char *)qkv.data + (size_t)(r * width) * es,
+               (size_t)q_cols * es))
+      fail_msg("kv_append [%s]: row %d: the q heads are not an exact copy", k_dtype_names[dt], r);
+  for (size_t i = 0; i < (n_cache + GUARD) * es; i++)
+    if (((const char *)kc.data)[i] != want_k[i] || ((const char *)vc.data)[i] != want_v[i])
+      fail_msg("kv_append [%s] heads=%lld/%lld dh=%lld: cache byte %zu differs from the expected write",
+               k_dtype_names[dt], (long long)t->heads, (long long)t->kv_heads, (long long)t->dh, i);
+  free(want_k), free(want_v);
+  buf_free(&qkv), buf_free(&out), buf_free(&kc), buf_free(&vc);
+}
+
+/* kv_attention against a double-precision reference over the caches as given; invalid rows
+ * must be exact zeros. */
+static void kv_attention_case(int dt, const kv_case_t *t, hk_test_rng_t *rng) {
+  const int64_t R = t->n_rows, H = t->heads, dh = t->dh, kv_cols = t->kv_heads * dh, group = H / t->kv_heads;
+  const float scale = t->scale != 0 ? t->scale : (float)(1 / sqrt((double)dh));
+  const size_t n_cache = kv_cache_elems(t), n_out = (size_t)(R * H * dh);
+  buf_t q = buf_random(dt, n_out, rng, -1, 1), out = buf_poisoned(dt, n_out);
+  buf_t kc = buf_random(dt, n_cache, rng, -1, 1), vc = buf_random(dt, n_cache, rng, -1, 1);
+  double *ref = calloc(n_out, sizeof(double)), *mag = calloc(n_out, sizeof(double));
+  double *p = malloc(sizeof(double) * (size_t)t->max_seq);
+  for (int r = 0; r < R; r++) {
+    if (!kv_row_valid(t, r)) continue; /* zeros */
+    const int64_t n = t->ctx[r], first = t->window > 0 && n > t->window ? n - t->window : 0;
+    for (int64_t h = 0; h < H; h++) {
+      const double *qr = q.val + (r * H + h) * dh;
+      const size_t base = kv_at(t, t->slot[r], 0) + (size_t)(h / group * dh);
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = first; j < n; j++) {
+        double dot = 0;
+        for (int64_t d = 0; d < dh; d++) dot += qr[d] * kc.val[base + (size_t)(j * kv_cols + d)];
+        mx = fmax(mx, p[j] = dot * scale);
+      }
+      for (int64_t j = first; j < n; j++) sum += (p[j] = exp(p[j] - mx));
+      for (int64_t d = 0; d < dh; d++) {
+        double o = 0, m = 0;
+        for (int64_t j = first; j < n; j++) {
+          const double v = vc.val[base + (size_t)(j * kv_cols + d)];
+          o += p[j] * v;
+          m += p[j] * fabs(v);
+        }
+        ref[(r * H + h) * dh + d] = o / sum;
+        mag[(r * H + h) * dh + d] = m / sum;
+      }
+    }
+  }
+  hkc_kernel_key_t key = {.op = HK_OP_KV_ATTENTION, .dtype = k_dtypes[dt]};
+  call_t c = {0};
+  arg_tensor(&c, &q), arg_tensor(&c, &kc), arg_tensor(&c, &vc);
+  arg_ptr(&c, (void *)t->ctx), arg_ptr(&c, (void *)t->slot);
+  arg_tensor(&c, &out);
+  const int64_t ints[] = {R, H, t->kv_heads, dh, t->layer, t->slots, t->max_seq, t->window};
+  for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) arg_i64(&c, ints[i]);
+  arg_f32(&c, scale);
+  assert_int_equal(c.n, HKC_KV_ATTENTION_N_ARGS);
+  run(&key, &c, &out);
+  char what[160];
+  snprintf(what, sizeof what, "kv_attention heads=%lld/%lld dh=%lld max_seq=%lld window=%lld rows=%lld", (long long)H,
+           (long long)t->kv_heads, (long long)dh, (long long)t->max_seq, (long long)t->window, (long long)R);
+  check(what, &out, ref, mag, 1e-2);
+  for (int r = 0; r < R; r++)
+    for (int64_t i = 0; !kv_row_valid(t, r) && i < H * dh; i++)
+      if (buf_get(&out, (size_t)(r * H * dh + i)) != 0.0)
+        fail_msg("%s [%s]: invalid row %d (ctx %d, slot %d) is not zeros", what, k_dtype_names[dt], r, t->ctx[r],
+                 t->slot[r]);
+  free(ref), free(mag), free(p);
+  buf_free(&q), buf_free(&out), buf_free(&kc), buf_free(&vc);
+}
+
+static const kv_case_t k_kv_cases[] = {
+    /* GQA 4/2, two layers (the second written/read), keys in two chunks of 64: a cache filled to
+     * max_seq (ctx 77 in slot 2), a first token, padding (ctx 0), ctx past max_seq, slots out of range */
+    {4, 2, 16, 2, 3, 77, 1, 0, 0, 9, {1, 5, 77, 0, 78, 30, 40, 12, 60}, {0, 1, 2, 1, 0, -1, 3, 2, 0}},
+    /* a sliding window of 10 keys around its edge, explicit scale */
+    {2, 1, 8, 1, 2, 100, 0, 10, 0.3f, 8, {1, 9, 10, 11, 100, 50, INT32_MAX, -5}, {0, 1, 0, 1, 1, 0, 0, 1}},
+    /* dh 300: the output columns in two chunks; INT32_MIN slot */
+    {2, 2, 300, 1, 2, 5, 0, 0, 0, 3, {5, 3, 2}, {1, 0, INT32_MIN}},
+    /* multi-query 8/1 with a window wider than a chunk */
+    {8, 1, 64, 3, 2, 130, 2, 70, 0, 5, {130, 70, 71, 2, 129}, {1, 0, 1, 0, 0}},
+};
+
+static void test_kv_append(void **state) {
+  (void)state;
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 12);
+  for (int dt = 0; dt < N_DTYPES; dt++)
+    for (size_t i = 0; i < sizeof k_kv_cases / sizeof k_kv_cases[0]; i++) kv_append_case(dt, &k_kv_cases[i], &rng);
+}
+
+static void test_kv_attention(void **state) {
+  (void)state;
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 13);
+  for (int dt = 0; dt < N_DTYPES; dt++)
+    for (size_t i = 0; i < sizeof k_kv_cases / sizeof k_kv_cases[0]; i++) kv_attention_case(dt, &k_kv_cases[i], &rng);
+}
+
+/* take_rows: exact copies of the rows taken, zeros for indices outside 0 .. x_rows-1 */
+static void test_take_rows(void **state) {
+  (void)state;
+  static const int32_t picks[] = {3, 0, -1, 6, 7, INT32_MIN, 2, 2, INT32_MAX};
+  static const int64_t cases[][2] = {{7, 37}, {1, 1}, {7, 300}}; /* x_rows, width */
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 14);
+  for (int dt = 0; dt < N_DTYPES; dt++)
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+      const int64_t N = cases[ci][0], W = cases[ci][1], R = sizeof picks / sizeof picks[0];
+      buf_t x = buf_random(dt, (size_t)(N * W), &rng, -2, 2), out = buf_poisoned(dt, (size_t)(R * W));
+      double *ref = malloc(sizeof(double) * (size_t)(R * W));
+      for (int64_t r = 0; r < R; r++)
+        for (int64_t d = 0; d < W; d++) ref[r * W + d] = picks[r] >= 0 && picks[r] < N ? x.val[picks[r] * W + d] : 0;
+      hkc_kernel_key_t key = {.op = HK_OP_TAKE_ROWS, .dtype = k_dtypes[dt]};
+      call_t c = {0};
+      arg_tensor(&c, &x);
+      arg_ptr(&c, (void *)picks);
+      arg_tensor(&c, &out);
+      arg_i64(&c, N), arg_i64(&c, R), arg_i64(&c, W);
+      assert_int_equal(c.n, HKC_TAKE_ROWS_N_ARGS);
+      run(&key, &c, &out);
+      for (int64_t i = 0; i < R * W; i++)
+        if (buf_get(&out, (size_t)i) != ref[i]) /* copies: exact */
+          fail_msg("take_rows [%s] x_rows=%lld width=%lld: element %lld = %g, expected %g", k_dtype_names[dt],
+                   (long long)N, (long long)W, (long long)i, buf_get(&out, (size_t)i), ref[i]);
+      size_t worst;
+      assert_true(max_error(&out, ref, NULL, 1, &worst) == 0); /* the guard */
+      free(ref);
+      buf_free(&x), buf_free(&out);
+    }
+}
+
+/* argmax: the first index of each row's largest value; ties, NaN (never wins), an all-NaN row
+ * (0), infinities; the i32 output poisoned first. */
+static void test_argmax(void **state) {
+  (void)state;
+  static const int64_t cases[][2] = {{9, 37}, {3, 1}, {6, 1000}}; /* rows, cols */
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 15);
+  for (int dt = 0; dt < N_DTYPES; dt++)
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+      const int64_t R = cases[ci][0], C = cases[ci][1];
+      buf_t x = buf_random(dt, (size_t)(R * C), &rng, -4, 4);
+      for (int64_t r = 0; r < R; r++) { /* row r % 5: 0 plain, 1 a tie, 2 NaN first, 3 all NaN, 4 infinities */
+        const size_t row = (size_t)(r * C);
+        if (r % 5 == 1 && C > 2) buf_set(&x, row + (size_t)C / 3, 9), buf_set(&x, row + (size_t)C - 1, 9);
+        if (r % 5 == 2) buf_set(&x, row, NAN);
+        if (r % 5 == 3)
+          for (int64_t i = 0; i < C; i++) buf_set(&x, row + (size_t)i, NAN);
+        if (r % 5 == 4) buf_set(&x, row, -INFINITY), buf_set(&x, row + (size_t)C / 2, INFINITY);
+      }
+      int32_t *out = malloc(sizeof(int32_t) * (size_t)(R + GUARD));
+      for (int64_t i = 0; i < R + GUARD; i++) out[i] = INT32_MIN;
+      hkc_kernel_key_t key = {.op = HK_OP_ARGMAX, .dtype = k_dtypes[dt]};
+      call_t c = {0};
+      arg_tensor(&c, &x);
+      arg_ptr(&c, out);
+      arg_i64(&c, R), arg_i64(&c, C);
+      assert_int_equal(c.n, HKC_ARGMAX_N_ARGS);
+      run(&key, &c, NULL);
+      for (int64_t r = 0; r < R; r++) {
+        int64_t want = -1;
+        for (int64_t i = 0; i < C; i++) {
+          const double v = x.val[r * C + i];
+          if (!isnan(v) && (want < 0 || v > x.val[r * C + want])) want = i;
+        }
+        if (out[r] != (want < 0 ? 0 : want))
+          fail_msg("argmax [%s] rows=%lld cols=%lld: row %lld gave %d, expected %lld", k_dtype_names[dt], (long long)R,
+                   (long long)C, (long long)r, out[r], (long long)(want < 0 ? 0 : want));
+      }
+      for (int64_t i = R; i < R + GUARD; i++)
+        if (out[i] != INT32_MIN) fail_msg("argmax wrote past the end of its output");
+      free(out);
+      buf_free(&x);
+    }
+}
+
 /* The checker must fail a wrong result: gelu output against a relu reference. */
 static void test_checker_catches_errors(void **state) {
   (void)state;
@@ -1147,7 +1522,7 @@ static hkc_node_t *add_node(hkc_spec_t *s, const char *name, hk_op_t op, int in0
   n->in[1] = n->in[2] = HKC_NONE;
   n->n_in = 1;
   n->bias = n->residual = n->mul = n->gamma = n->beta = n->add_in = n->sum_out = HKC_NONE;
-  n->lengths = n->mask = n->pos = HKC_NONE;
+  n->lengths = n->mask = n->pos = n->ctx = n->slot = n->k_cache = n->v_cache = HKC_NONE;
   n->n_fused = 1;
   n->out = out;
   n->eps = 1e-5f;
@@ -1311,6 +1686,108 @@ static void test_lower_rope(void **state) {
   assert_non_null(strstr(diag, "node 'r2': cannot lower"));
 }
 
+/* The generation ops' layouts (lower.h), rope and embedding with ctx, rope scaling. */
+static void test_lower_generation(void **state) {
+  (void)state;
+  enum { H = 2, KV = 1, DH = 16 };
+  hkc_tensor_t tensors[20];
+  hkc_node_t nodes[8];
+  hkc_spec_t s = {.dtype = HK_DTYPE_F16, .tensors = tensors, .nodes = nodes};
+  int qkv = add_tensor(&s, "qkv", HK_ROLE_INPUT, 2, BATCH, D((H + 2 * KV) * DH), D(0));
+  int ctx = add_tensor(&s, "ctx", HK_ROLE_INPUT, 1, BATCH, D(0), D(0));
+  int slot = add_tensor(&s, "slot", HK_ROLE_INPUT, 1, BATCH, D(0), D(0));
+  int rows = add_tensor(&s, "rows", HK_ROLE_INPUT, 1, D(3), D(0), D(0));
+  int ids = add_tensor(&s, "ids", HK_ROLE_INPUT, 1, BATCH, D(0), D(0));
+  int table = add_tensor(&s, "table", HK_ROLE_PARAM, 2, D(11), D(6), D(0));
+  int pos = add_tensor(&s, "pos", HK_ROLE_PARAM, 2, D(4), D(6), D(0));
+  int kc = add_tensor(&s, "kc", HK_ROLE_STATE, 4, D(2), D(3), D(8));
+  int vc = add_tensor(&s, "vc", HK_ROLE_STATE, 4, D(2), D(3), D(8));
+  tensors[kc].dims[3] = tensors[vc].dims[3] = D(KV * DH);
+  int q = add_tensor(&s, "q", HK_ROLE_INTERMEDIATE, 2, BATCH, D(H * DH), D(0));
+  int o = add_tensor(&s, "o", HK_ROLE_INTERMEDIATE, 2, BATCH, D(H * DH), D(0));
+  int last = add_tensor(&s, "last", HK_ROLE_OUTPUT, 2, D(3), D(H * DH), D(0));
+  int next = add_tensor(&s, "next", HK_ROLE_OUTPUT, 1, D(3), D(0), D(0));
+  int rot = add_tensor(&s, "rot", HK_ROLE_OUTPUT, 2, BATCH, D((H + 2 * KV) * DH), D(0));
+  int e = add_tensor(&s, "e", HK_ROLE_OUTPUT, 2, BATCH, D(6), D(0));
+  const int i32[] = {ctx, slot, rows, ids, next};
+  for (size_t i = 0; i < sizeof i32 / sizeof i32[0]; i++) tensors[i32[i]].dtype = HK_DTYPE_I32;
+  hkc_node_t *ap = add_node(&s, "ap", HK_OP_KV_APPEND, qkv, q);
+  ap->heads = H, ap->kv_heads = KV, ap->k_cache = kc, ap->v_cache = vc, ap->ctx = ctx, ap->slot = slot, ap->layer = 1;
+  hkc_node_t *at = add_node(&s, "at", HK_OP_KV_ATTENTION, q, o);
+  *at = *ap;
+  at->name = "at", at->op = HK_OP_KV_ATTENTION, at->in[0] = q, at->out = o, at->window = 4;
+  hkc_node_t *tr = add_node(&s, "tr", HK_OP_TAKE_ROWS, o, last);
+  tr->in[1] = rows, tr->n_in = 2;
+  add_node(&s, "am", HK_OP_ARGMAX, last, next);
+  hkc_node_t *rp = add_node(&s, "rp", HK_OP_ROPE, qkv, rot);
+  rp->heads = H, rp->kv_heads = KV, rp->packed = 1, rp->ctx = ctx, rp->theta = 500000.0f;
+  rp->rope_scaling = HKC_ROPE_SCALING_LLAMA3, rp->rope_factor = 32, rp->rope_low_freq = 1, rp->rope_high_freq = 4;
+  rp->rope_original_max = 8192;
+  hkc_node_t *em = add_node(&s, "em", HK_OP_EMBEDDING, ids, e);
+  em->in[1] = table, em->n_in = 2, em->pos = pos, em->ctx = ctx;
+
+  hkc_kernel_key_t key;
+  hkc_arg_t args[HKC_MAX_ARGS];
+  char name[96];
+  const int64_t B = 5;
+  assert_int_equal(hkc_lower_node(&s, 0, B, &key, args), HKC_KV_APPEND_N_ARGS);
+  const int kv_tensors[] = {qkv, kc, vc, ctx, slot, q};
+  for (int i = 0; i < 6; i++) expect_tensor(&args[i], kv_tensors[i]);
+  expect_ints(args, HKC_KV_APPEND_ARG_ROWS, (int64_t[]){B, H, KV, DH, 1, 3, 8}, 7, "kv_append");
+  assert_int_equal(key.head_dim, DH);
+  hkc_kernel_key_name(&key, name, sizeof name);
+  assert_string_equal(name, "hk_kv_append_f16_a8_d16");
+  assert_int_equal(hkc_lower_node(&s, 1, B, &key, args), HKC_KV_ATTENTION_N_ARGS);
+  expect_tensor(&args[HKC_KV_ATTENTION_ARG_Q], q), expect_tensor(&args[HKC_KV_ATTENTION_ARG_OUT], o);
+  expect_ints(args, HKC_KV_ATTENTION_ARG_ROWS, (int64_t[]){B, H, KV, DH, 1, 3, 8, 4}, 8, "kv_attention");
+  assert_true(args[HKC_KV_ATTENTION_ARG_SCALE].kind == HK_ARG_F32 && args[HKC_KV_ATTENTION_ARG_SCALE].f == 0.25f);
+  hkc_kernel_key_name(&key, name, sizeof name);
+  assert_string_equal(name, "hk_kv_attention_f16_a8_d16");
+  assert_int_equal(hkc_lower_node(&s, 2, B, &key, args), HKC_TAKE_ROWS_N_ARGS);
+  expect_tensor(&args[0], o), expect_tensor(&args[1], rows), expect_tensor(&args[2], last);
+  expect_ints(args, HKC_TAKE_ROWS_ARG_X_ROWS, (int64_t[]){B, 3, H * DH}, 3, "take_rows");
+  assert_int_equal(hkc_lower_node(&s, 3, B, &key, args), HKC_ARGMAX_N_ARGS);
+  assert_int_equal(key.dtype, HK_DTYPE_F16); /* what it reads; it writes i32 */
+  expect_ints(args, HKC_ARGMAX_ARG_ROWS, (int64_t[]){3, H * DH}, 2, "argmax");
+  hkc_kernel_key_name(&key, name, sizeof name);
+  assert_string_equal(name, "hk_argmax_f16_a8");
+  /* rope: ctx then the four scaling numbers after the plain layout; seq 1 and offset 0 */
+  assert_int_equal(hkc_lower_node(&s, 4, B, &key, args), HKC_ROPE_N_ARGS + 1 + HKC_ROPE_SCALING_N_ARGS);
+  assert_true(key.has_ctx && key.rope_scaling == HKC_ROPE_SCALING_LLAMA3);
+  expect_ints(args, HKC_ROPE_ARG_ROWS, (int64_t[]){B, 1, H + KV, DH, 0}, 5, "rope");
+  expect_tensor(&args[hkc_rope_ctx_arg()], ctx);
+  const uint32_t at_sc = hkc_rope_scaling_arg(1);
+  const float want_sc[] = {32, 1, 4, 8192};
+  for (int i = 0; i < HKC_ROPE_SCALING_N_ARGS; i++)
+    assert_true(args[at_sc + (uint32_t)i].kind == HK_ARG_F32 && args[at_sc + (uint32_t)i].f == want_sc[i]);
+  hkc_kernel_key_name(&key, name, sizeof name);
+  assert_string_equal(name, "hk_rope_f16_ctx_l3_a8_d16");
+  /* without ctx: x [batch, 7, width], linear scaling (its llama3 numbers passed as zeros) */
+  rp->ctx = HKC_NONE, rp->rope_scaling = HKC_ROPE_SCALING_LINEAR;
+  for (int i = 0; i < 2; i++) {
+    hkc_tensor_t *t = &tensors[i ? rot : qkv];
+    t->rank = 3, t->dims[2] = t->dims[1], t->dims[1] = D(7);
+  }
+  assert_int_equal(hkc_lower_node(&s, 4, B, &key, args), HKC_ROPE_N_ARGS + HKC_ROPE_SCALING_N_ARGS);
+  assert_true(args[hkc_rope_scaling_arg(0)].f == 32 && args[hkc_rope_scaling_arg(0) + 1].f == 0);
+  hkc_kernel_key_name(&key, name, sizeof name);
+  assert_string_equal(name, "hk_rope_f16_lin_a8_d16");
+  /* embedding: ctx and max_pos after the plain layout */
+  assert_int_equal(hkc_lower_node(&s, 5, B, &key, args), HKC_EMBEDDING_N_ARGS_CTX);
+  expect_tensor(&args[HKC_EMBEDDING_ARG_CTX], ctx);
+  expect_ints(args, HKC_EMBEDDING_ARG_MAX_POS, (int64_t[]){4}, 1, "embedding max_pos");
+  assert_true(key.has_add && key.has_ctx);
+  hkc_kernel_key_name(&key, name, sizeof name);
+  assert_string_equal(name, "hk_embedding_f16_add_ctx_a2");
+  /* a layer past the caches' (a hand-built IR the parser would refuse) is reported */
+  ap->layer = 2;
+  char diag[512];
+  hkc_diag_capture(diag, sizeof diag);
+  assert_int_equal(hkc_lower_node(&s, 0, 1, &key, args), -1);
+  hkc_diag_capture(NULL, 0);
+  assert_non_null(strstr(diag, "node 'ap': cannot lower"));
+}
+
 static int is_identifier(const char *s) {
   if (!(isalpha((unsigned char)s[0]) || s[0] == '_')) return 0;
   for (; *s; s++)
@@ -1320,7 +1797,11 @@ static int is_identifier(const char *s) {
 
 static void test_key_names_unique(void **state) {
   (void)state;
-  enum { NPROG = 4, MAXK = HK_OP_COUNT_ * HK_DTYPE_FLOAT_COUNT * HK_ACT_COUNT_ * 48 + NPROG * HK_DTYPE_FLOAT_COUNT };
+  enum {
+    NPROG = 4,
+    NGEN = 6, /* rope with ctx and/or scaling, embedding with ctx */
+    MAXK = HK_OP_COUNT_ * HK_DTYPE_FLOAT_COUNT * HK_ACT_COUNT_ * 48 + (NPROG + NGEN) * HK_DTYPE_FLOAT_COUNT
+  };
   static hkc_kernel_key_t keys[MAXK];
   static char names[MAXK][96];
   size_t n = 0;
@@ -1340,6 +1821,16 @@ static void test_key_names_unique(void **state) {
     for (int dt = 0; dt < HK_DTYPE_FLOAT_COUNT; dt++) {
       keys[n] = (hkc_kernel_key_t){.op = HK_OP_EWCHAIN, .dtype = (hk_dtype_t)dt};
       snprintf(keys[n].program, sizeof keys[n].program, "%s", programs[p]);
+      hkc_kernel_key_name(&keys[n], names[n], sizeof names[n]);
+      if (!is_identifier(names[n])) fail_msg("bad name '%s'", names[n]);
+      n++;
+    }
+  for (int dt = 0; dt < HK_DTYPE_FLOAT_COUNT; dt++) /* rope with ctx and/or a scaling; embedding with ctx */
+    for (int g = 0; g < NGEN; g++) {
+      keys[n] = g < NGEN - 1 ? (hkc_kernel_key_t){.op = HK_OP_ROPE, .dtype = (hk_dtype_t)dt, .has_ctx = (g + 1) & 1,
+                                                  .rope_scaling = (g + 1) >> 1}
+                             : (hkc_kernel_key_t){.op = HK_OP_EMBEDDING, .dtype = (hk_dtype_t)dt, .has_add = 1,
+                                                  .has_ctx = 1};
       hkc_kernel_key_name(&keys[n], names[n], sizeof names[n]);
       if (!is_identifier(names[n])) fail_msg("bad name '%s'", names[n]);
       n++;
@@ -1371,6 +1862,12 @@ static void test_key_names_unique(void **state) {
   assert_string_equal(name, "hk_ewchain_f16_a1gm2_a8");
   hkc_kernel_key_name(&(hkc_kernel_key_t){.op = HK_OP_ROPE, .dtype = HK_DTYPE_F32}, name, sizeof name);
   assert_string_equal(name, "hk_rope_f32");
+  hkc_kernel_key_name(&(hkc_kernel_key_t){.op = HK_OP_ROPE, .dtype = HK_DTYPE_BF16, .has_ctx = 1, .rope_scaling = 2},
+                      name, sizeof name);
+  assert_string_equal(name, "hk_rope_bf16_ctx_l3");
+  hkc_kernel_key_name(&(hkc_kernel_key_t){.op = HK_OP_KV_ATTENTION, .dtype = HK_DTYPE_BF16, .align = 8, .head_dim = 64},
+                      name, sizeof name);
+  assert_string_equal(name, "hk_kv_attention_bf16_a8_d64");
 }
 
 static void test_host_target_name(void **state) {
@@ -1390,6 +1887,7 @@ int main(void) {
       cmocka_unit_test(test_key_names_unique),
       cmocka_unit_test(test_lower_bert_like),
       cmocka_unit_test(test_lower_rope),
+      cmocka_unit_test(test_lower_generation),
       cmocka_unit_test(test_host_target_name),
       cmocka_unit_test(test_conversions),
       cmocka_unit_test(test_checker_catches_errors),
@@ -1404,6 +1902,12 @@ int main(void) {
       cmocka_unit_test(test_attention),
       cmocka_unit_test(test_rope),
       cmocka_unit_test(test_embedding),
+      cmocka_unit_test(test_rope_ctx_scaling),
+      cmocka_unit_test(test_embedding_ctx),
+      cmocka_unit_test(test_kv_append),
+      cmocka_unit_test(test_kv_attention),
+      cmocka_unit_test(test_take_rows),
+      cmocka_unit_test(test_argmax),
       cmocka_unit_test(test_templates_build_warning_free),
       cmocka_unit_test(test_rtc_deterministic_and_errors),
   };

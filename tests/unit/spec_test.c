@@ -1079,6 +1079,328 @@ static void test_parts(void **state) {
 }
 #undef P
 
+/* ---- generation: state, the KV-cache ops, take_rows, argmax, rope/embedding ctx ---------------
+ * Lines 1-5 of these specs, then `state` on line 6, "graph:" on 7, nodes from line 8. */
+#define GEN_HEAD                                                                                            \
+  "hkc: 1\nname: g\nbatch_sizes: [1, 8]\ndims: {l: 2, s: 3, m: 16}\n"                                        \
+  "inputs: {qkv: [batch, 32], x3: [batch, 2, 32], f1: [8], ctx: {shape: [batch], dtype: i32}, "            \
+  "slot: {shape: [batch], dtype: i32}, rows: {shape: [s], dtype: i32}, c2: {shape: [batch, 2], dtype: i32}}\n"
+#define GEN_STATE "state: {kc: [l, s, m, 8], vc: [l, s, m, 8]}\n"
+#define GEN(state, graph, outputs) GEN_HEAD state "graph:\n" graph "outputs: " outputs "\n"
+#define KV_KEYS "heads: 2, kv_heads: 1, k_cache: kc, v_cache: vc, ctx: ctx, slot: slot"
+#define KVA(in, keys) "  - {name: a, op: kv_append, in: [" in "], " keys ", out: q}\n"
+#define KVT(in, keys) "  - {name: b, op: kv_attention, in: [" in "], " keys ", out: o}\n"
+#define APPEND(extra) KVA("qkv", KV_KEYS extra)
+#define ATTEND(in, extra) KVT(in, KV_KEYS extra)
+
+static void test_state(void **state) {
+  (void)state;
+  hkc_spec_t *s = parse(GEN("state: {kc: [l, s, m, 8], vc: {shape: [l, s, m, 8], dtype: f32}}\n",
+                            APPEND("") ATTEND("q", ""), "[o]"));
+  if (!s) fail_msg("%s", diag);
+  /* inputs, then state, then node outputs */
+  assert_int_equal(hkc_tensor_find(s, "kc"), 7);
+  assert_int_equal(hkc_tensor_find(s, "vc"), 8);
+  assert_int_equal(hkc_tensor_find(s, "q"), 9);
+  const hkc_tensor_t *kc = tensor(s, "kc");
+  assert_int_equal(kc->role, HK_ROLE_STATE);
+  assert_int_equal(tensor(s, "vc")->role, HK_ROLE_STATE);
+  assert_int_equal(kc->dtype, HK_DTYPE_F32);
+  assert_int_equal(kc->producer, HKC_NONE);
+  assert_int_equal(kc->rank, 4);
+  assert_int_equal(dim_at(kc, 0, 8), 2);
+  assert_int_equal(dim_at(kc, 2, 8), 16);
+  assert_int_equal(kc->loc.line, 6);
+  assert_null(strstr(diag, "tensor 'kc' is never used"));
+  hkc_spec_destroy(s);
+  /* a state tensor no node reads warns like an unused param */
+  s = parse(GEN("state: {kc: [l, s, m, 8], vc: [l, s, m, 8], spare: [4]}\n", APPEND(""), "[q]"));
+  if (!s) fail_msg("%s", diag);
+  assert_non_null(strstr(diag, "warning: tensor 'spare' is never used"));
+  hkc_spec_destroy(s);
+
+  expect_error_on(GEN("state: {kc: [batch, s, m, 8], vc: [l, s, m, 8]}\n", APPEND(""), "[q]"), 6, "kc",
+                  "tensor 'kc' [batch, 3, 16, 8]: a state tensor must not depend on batch (dimension 0 does)", NULL);
+  expect_error_on(GEN("state: {kc: {shape: [l, s, m, 8], dtype: i32}, vc: [l, s, m, 8]}\n", APPEND(""), "[q]"), 6,
+                  "i32", "tensor 'kc': only inputs may be i32", "state tensors have the spec's dtype f32");
+  expect_error_on(GEN("state: {kc: {shape: [l, s, m, 8], dtype: f16}, vc: [l, s, m, 8]}\n", APPEND(""), "[q]"), 6,
+                  "f16", "tensor 'kc': dtype 'f16' (expected the spec's dtype f32", NULL);
+  expect_error_on(GEN("state: {kc: {shape: [l, s, m, 8], parts: [a.b]}, vc: [l, s, m, 8]}\n", APPEND(""), "[q]"), 6,
+                  "parts", "tensor 'kc': only params may have 'parts'", NULL);
+  expect_error_on(GEN("state: [kc]\n", APPEND(""), "[q]"), 6, "[kc]",
+                  "expected a map of tensor names to shapes for 'state'", NULL);
+  expect_error_on(GEN("state: {qkv: [4]}\n", APPEND(""), "[q]"), 6, "qkv", "duplicate tensor name 'qkv'", NULL);
+  expect_error_on(GEN(GEN_STATE, APPEND(""), "[q, kc]"), 9, "kc", "state tensor 'kc' cannot be a graph output", NULL);
+  /* state goes only to kv_append's and kv_attention's caches, which take only state */
+  expect_error_on(GEN(GEN_STATE, "  - {name: r, op: relu, in: [kc], out: y}\n", "[y]"), 8, "kc]",
+                  "node 'r': 'kc' is a state tensor, which op 'relu' cannot take in 'in'", "only kv_append and kv_attention");
+  expect_error_on(GEN(GEN_STATE, KVA("qkv", "heads: 2, kv_heads: 1, k_cache: qkv, v_cache: vc, ctx: ctx, slot: slot"),
+                      "[q]"),
+                  8, "k_cache: |qkv", "node 'a': k_cache 'qkv' must be a state tensor", "under 'state:'");
+  expect_error_on(GEN(GEN_STATE, KVA("qkv", "heads: 2, k_cache: kc, v_cache: vc, ctx: ctx"), "[q]"), 8, "{",
+                  "node 'a': missing required key 'slot'", NULL);
+}
+
+static void test_kv_ops(void **state) {
+  (void)state;
+  hkc_spec_t *s = parse(GEN(GEN_STATE,
+                APPEND("") ATTEND("q", ", layer: 1, window: 4, scale: 0.5")
+                "  - {name: b2, op: kv_attention, in: [q], " KV_KEYS ", out: o2}\n",
+                "[o, o2]"));
+  if (!s) fail_msg("%s", diag);
+  const hkc_node_t *a = &s->nodes[0], *b = &s->nodes[1], *b2 = &s->nodes[2];
+  assert_int_equal(a->op, HK_OP_KV_APPEND);
+  assert_int_equal(a->heads, 2);
+  assert_int_equal(a->kv_heads, 1);
+  assert_int_equal(a->layer, 0); /* default */
+  assert_int_equal(a->k_cache, hkc_tensor_find(s, "kc"));
+  assert_int_equal(a->v_cache, hkc_tensor_find(s, "vc"));
+  assert_int_equal(a->ctx, hkc_tensor_find(s, "ctx"));
+  assert_int_equal(a->slot, hkc_tensor_find(s, "slot"));
+  const hkc_tensor_t *q = tensor(s, "q"), *o = tensor(s, "o");
+  assert_int_equal(q->rank, 2);
+  assert_true(q->dims[0].mul == 1 && q->dims[0].add == 0);
+  assert_int_equal(dim_at(q, 1, 1), 16); /* the q heads: 2 of 8 */
+  assert_int_equal(b->op, HK_OP_KV_ATTENTION);
+  assert_int_equal(b->layer, 1);
+  assert_int_equal(b->window, 4);
+  assert_true(b->has_scale && b->scale == 0.5f);
+  assert_int_equal(b2->window, 0);
+  assert_false(b2->has_scale);
+  assert_true(fabsf(b2->scale - 1.0f / sqrtf(8.0f)) < 1e-7f); /* 1/sqrt(head_dim) */
+  assert_int_equal(o->rank, 2);
+  assert_int_equal(dim_at(o, 1, 1), 16);
+  hkc_spec_destroy(s);
+  /* kv_heads defaults to heads: 2 + 2*2 = 6 heads, which do not divide the 32 columns */
+  expect_error_on(GEN(GEN_STATE, KVA("qkv", "heads: 2, k_cache: kc, v_cache: vc, ctx: ctx, slot: slot"), "[q]"), 8,
+                  "qkv]", "kv_append input 'qkv' [batch, 32]: last dim 32 must be (heads + 2*kv_heads) = 6 heads",
+                  NULL);
+
+  /* kv_append */
+  expect_error_on(GEN(GEN_STATE, KVA("x3", KV_KEYS), "[q]"), 8, "x3]",
+                  "node 'a': kv_append input 'x3' is [batch, 2, 32], expected 2-D [rows, (heads + 2*kv_heads)*head_dim]",
+                  NULL);
+  expect_error_on(GEN(GEN_STATE, KVA("qkv", "heads: 30, kv_heads: 1, k_cache: kc, v_cache: vc, ctx: ctx, slot: slot"),
+                      "[q]"),
+                  8, "qkv]", "last dim 32 must be (heads + 2*kv_heads) = 32 heads of an even head_dim", NULL);
+  expect_error_on(GEN(GEN_STATE, KVA("qkv", "heads: 2, kv_heads: 3, k_cache: kc, v_cache: vc, ctx: ctx, slot: slot"),
+                      "[q]"),
+                  8, "kv_heads: |3", "node 'a': kv_heads (3) must divide heads (2)", NULL);
+  expect_error_on(GEN("state: {kc: [l, s, 128], vc: [l, s, 128]}\n", APPEND(""), "[q]"), 8, "k_cache: |kc",
+                  "node 'a': k_cache 'kc' is [2, 3, 128], expected 4-D [layers, slots, max_seq, kv_heads*head_dim]",
+                  NULL);
+  expect_error_on(GEN("state: {kc: [l, s, m, 8], vc: [l, s, 8, 8]}\n", APPEND(""), "[q]"), 8, "v_cache: |vc",
+                  "node 'a': v_cache 'vc' [2, 3, 8, 8] and k_cache 'kc' [2, 3, 16, 8] must have the same shape", NULL);
+  expect_error_on(GEN(GEN_STATE, APPEND(", layer: 2"), "[q]"), 8, "layer: |2",
+                  "node 'a': layer 2 is out of range: k_cache 'kc' [2, 3, 16, 8] holds 2 layers", NULL);
+  expect_error_on(GEN(GEN_STATE, APPEND(", layer: -1"), "[q]"), 8, "-1", "'layer' must be between 0 and", NULL);
+  expect_error_on(GEN("state: {kc: [l, s, m, 16], vc: [l, s, m, 16]}\n", APPEND(""), "[q]"), 8, "k_cache: |kc",
+                  "node 'a': k_cache 'kc' is [2, 3, 16, 16], its last dim must be kv_heads*head_dim = 1*8", NULL);
+  expect_error_on(GEN(GEN_STATE, KVA("qkv", "heads: 2, kv_heads: 1, k_cache: kc, v_cache: vc, ctx: c2, slot: slot"),
+                      "[q]"),
+                  8, "ctx: |c2", "node 'a': ctx 'c2' is [batch, 2], expected [batch] (one per row of 'qkv' [batch, 32])",
+                  NULL);
+  expect_error_on(GEN(GEN_STATE, KVA("qkv", "heads: 2, kv_heads: 1, k_cache: kc, v_cache: vc, ctx: qkv, slot: slot"),
+                      "[q]"),
+                  8, "ctx: |qkv", "node 'a': 'qkv' must be an i32 tensor", NULL);
+  expect_error_on(GEN(GEN_STATE, KVA("qkv", "heads: 2, kv_heads: 1, k_cache: kc, v_cache: vc, ctx: ctx, slot: rows"),
+                      "[q]"),
+                  8, "slot: |rows", "node 'a': slot 'rows' is [3], expected [batch]", NULL);
+  expect_error_on(GEN(GEN_STATE, APPEND(", window: 4"), "[q]"), 8, "window", "unknown key 'window' for op 'kv_append'",
+                  "layer");
+  /* kv_attention */
+  expect_error_on(GEN(GEN_STATE, APPEND("") ATTEND("qkv", ""), "[o]"), 9, "qkv]",
+                  "node 'b': q 'qkv' is [batch, 32], its last dim must be heads*head_dim = 2*8", NULL);
+  expect_error_on(GEN(GEN_STATE, APPEND("") ATTEND("x3", ""), "[o]"), 9, "x3]",
+                  "node 'b': kv_attention input 'x3' is [batch, 2, 32], expected 2-D [rows, heads*head_dim]", NULL);
+  expect_error_on(GEN(GEN_STATE, APPEND("")
+                      KVT("q", "heads: 3, kv_heads: 3, k_cache: kc, v_cache: vc, ctx: ctx, slot: slot"), "[o]"),
+                  9, "k_cache: |kc", "node 'b': k_cache 'kc' [2, 3, 16, 8]: last dim 8 is not divisible by kv_heads = 3",
+                  NULL);
+  expect_error_on(GEN(GEN_STATE, APPEND("") ATTEND("q", ", window: 0"), "[o]"), 9, "window: |0",
+                  "'window' must be between 1 and 2147483647, got 0", NULL);
+  expect_error_on(GEN(GEN_STATE, APPEND("") ATTEND("q", ", scale: x"), "[o]"), 9, "scale: |x",
+                  "expected a finite number for 'scale'", NULL);
+}
+
+static void test_take_rows_argmax(void **state) {
+  (void)state;
+  hkc_spec_t *s = parse(GEN(GEN_STATE,
+                            APPEND("") ATTEND("q", "")
+                            "  - {name: t, op: take_rows, in: [o, rows], out: last}\n"
+                            "  - {name: m, op: argmax, in: [last], out: next}\n"
+                            "  - {name: m2, op: argmax, in: [x3], out: pick}\n",
+                            "[last, next, pick]"));
+  if (!s) fail_msg("%s", diag);
+  const hkc_tensor_t *last = tensor(s, "last"), *next = tensor(s, "next"), *pick = tensor(s, "pick");
+  assert_int_equal(last->dtype, HK_DTYPE_F32);
+  assert_int_equal(last->rank, 2);
+  assert_int_equal(dim_at(last, 0, 8), 3); /* [slots, width]: no batch */
+  assert_int_equal(dim_at(last, 1, 8), 16);
+  assert_int_equal(next->dtype, HK_DTYPE_I32); /* argmax: the one node output of dtype i32 */
+  assert_int_equal(next->role, HK_ROLE_OUTPUT);
+  assert_int_equal(next->rank, 1);
+  assert_int_equal(dim_at(next, 0, 8), 3);
+  assert_int_equal(pick->dtype, HK_DTYPE_I32); /* [batch, 2]: padded like any i32 tensor */
+  assert_int_equal(pick->rank, 2);
+  assert_int_equal(s->batch_policy, HK_BATCH_POLICY_REC_PAD);
+  hkc_spec_destroy(s);
+  /* an i32 node output goes where i32 is taken: argmax's [batch] as kv_append's slot */
+  s = parse(GEN(GEN_STATE, "  - {name: m, op: argmax, in: [qkv], out: sl}\n"
+                KVA("qkv", "heads: 2, kv_heads: 1, k_cache: kc, v_cache: vc, ctx: ctx, slot: sl"), "[q]"));
+  if (!s) fail_msg("%s", diag);
+  assert_int_equal(tensor(s, "sl")->dtype, HK_DTYPE_I32);
+  assert_int_equal(tensor(s, "sl")->rank, 1); /* [batch] i32: allowed under pad */
+  assert_int_equal(s->nodes[1].slot, hkc_tensor_find(s, "sl"));
+  hkc_spec_destroy(s);
+
+  expect_error_on(GEN("state: {}\n", "  - {name: t, op: take_rows, in: [qkv, qkv], out: y}\n", "[y]"), 8, "qkv]",
+                  "node 't': 'qkv' must be an i32 tensor", NULL);
+  expect_error_on(GEN("state: {}\n", "  - {name: t, op: take_rows, in: [x3, rows], out: y}\n", "[y]"), 8, "x3,",
+                  "node 't': take_rows input 'x3' is [batch, 2, 32], expected 2-D [rows, width]", NULL);
+  expect_error_on(GEN("state: {}\n", "  - {name: t, op: take_rows, in: [qkv, c2], out: y}\n", "[y]"), 8, "c2]",
+                  "node 't': row indices 'c2' are [batch, 2], expected 1-D [n]", NULL);
+  expect_error_on(GEN("state: {}\n", "  - {name: t, op: take_rows, in: [rows], out: y}\n", "[y]"), 8, "[rows]",
+                  "op 'take_rows' takes 2 inputs in 'in', got 1", NULL);
+  expect_error_on(GEN("state: {}\n", "  - {name: m, op: argmax, in: [f1], out: y}\n", "[y]"), 8, "f1]",
+                  "node 'm': argmax input 'f1' is [8], expected rank >= 2", NULL);
+  expect_error_on(GEN("state: {}\n", "  - {name: m, op: argmax, in: [ctx], out: y}\n", "[y]"), 8, "ctx]",
+                  "node 'm': 'ctx' is an i32 tensor, which op 'argmax' cannot take in 'in'", NULL);
+  expect_error_on(GEN("state: {}\n",
+                      "  - {name: m, op: argmax, in: [qkv], out: n}\n  - {name: z, op: add, in: [qkv, n], out: y}\n",
+                      "[y]"),
+                  9, "n]", "node 'z': 'n' is an i32 tensor, which op 'add' cannot take in 'in'", NULL);
+  expect_error_on(GEN("state: {}\n", "  - {name: m, op: argmax, in: [qkv], heads: 2, out: y}\n", "[y]"), 8, "heads",
+                  "unknown key 'heads' for op 'argmax'", NULL);
+}
+
+/* rope and embedding with positions from ctx; rope scaling */
+static void test_ctx_positions_and_scaling(void **state) {
+  (void)state;
+#define ROPE(in, keys) GEN("state: {}\n", "  - {name: r, op: rope, in: [" in "], " keys ", out: y}\n", "[y]")
+  hkc_spec_t *s = parse(ROPE("qkv", "heads: 2, kv_heads: 1, packed: true, ctx: ctx"));
+  if (!s) fail_msg("%s", diag);
+  assert_int_equal(s->nodes[0].ctx, hkc_tensor_find(s, "ctx"));
+  assert_int_equal(s->nodes[0].rope_scaling, HKC_ROPE_SCALING_NONE);
+  assert_int_equal(tensor(s, "y")->rank, 2); /* [batch, width]: no sequence dim with ctx */
+  hkc_spec_destroy(s);
+  s = parse(ROPE("x3", "heads: 4, ctx: c2, scaling: linear, factor: 8.0"));
+  if (!s) fail_msg("%s", diag);
+  assert_int_equal(s->nodes[0].ctx, hkc_tensor_find(s, "c2"));
+  assert_int_equal(s->nodes[0].rope_scaling, HKC_ROPE_SCALING_LINEAR);
+  assert_true(s->nodes[0].rope_factor == 8.0f);
+  hkc_spec_destroy(s);
+  s = parse(ROPE("x3", "heads: 4, theta: 500000.0, scaling: llama3, factor: 32, low_freq_factor: 1, "
+                       "high_freq_factor: 4, original_max: 8192"));
+  if (!s) fail_msg("%s", diag);
+  const hkc_node_t *nd = &s->nodes[0];
+  assert_int_equal(nd->ctx, HKC_NONE);
+  assert_int_equal(nd->rope_scaling, HKC_ROPE_SCALING_LLAMA3);
+  assert_true(nd->rope_factor == 32.0f && nd->rope_low_freq == 1.0f && nd->rope_high_freq == 4.0f);
+  assert_int_equal(nd->rope_original_max, 8192);
+  hkc_spec_destroy(s);
+  s = parse(ROPE("x3", "heads: 4, scaling: none"));
+  if (!s) fail_msg("%s", diag);
+  assert_int_equal(s->nodes[0].rope_scaling, HKC_ROPE_SCALING_NONE);
+  hkc_spec_destroy(s);
+
+  expect_error_on(ROPE("x3", "heads: 4, ctx: ctx"), 8, "ctx: |ctx",
+                  "node 'r': ctx 'ctx' is [batch], expected [batch, 2] (one per row of 'x3' [batch, 2, 32])", NULL);
+  expect_error_on(ROPE("qkv", "heads: 4, ctx: ctx, offset: 3"), 8, "offset: |3",
+                  "node 'r': 'offset' is not valid with 'ctx'", NULL);
+  expect_error_on(ROPE("qkv", "heads: 4, ctx: qkv"), 8, "ctx: |qkv", "node 'r': 'qkv' must be an i32 tensor", NULL);
+  expect_error_on(ROPE("qkv", "heads: 4"), 8, "qkv]", "must not depend on batch", NULL); /* no ctx: [batch, seq, ..] */
+  expect_error_on(ROPE("x3", "heads: 4, scaling: yarn, factor: 2"), 8, "yarn",
+                  "node 'r': unknown rope scaling 'yarn' (expected none, linear or llama3)", NULL);
+  expect_error_on(ROPE("x3", "heads: 4, factor: 2.0"), 8, "factor: |2.0",
+                  "node 'r': 'factor' is valid only with 'scaling: linear' or 'scaling: llama3'", NULL);
+  expect_error_on(ROPE("x3", "heads: 4, scaling: none, factor: 2.0"), 8, "factor: |2.0", "'factor' is valid only",
+                  NULL);
+  expect_error_on(ROPE("x3", "heads: 4, scaling: linear, factor: 2, low_freq_factor: 1"), 8, "low_freq_factor: |1",
+                  "node 'r': 'low_freq_factor' is valid only with 'scaling: llama3'", NULL);
+  expect_error_on(ROPE("x3", "heads: 4, scaling: linear"), 8, "linear", "node 'r': 'scaling: linear' needs 'factor'",
+                  NULL);
+  expect_error_on(ROPE("x3", "heads: 4, scaling: llama3, factor: 8, low_freq_factor: 1, high_freq_factor: 4"), 8,
+                  "llama3", "'scaling: llama3' needs 'factor', 'low_freq_factor', 'high_freq_factor' and 'original_max'",
+                  NULL);
+  expect_error_on(ROPE("x3", "heads: 4, scaling: linear, factor: 0"), 8, "factor: |0",
+                  "node 'r': 'factor' must be positive, got 0", NULL);
+  expect_error_on(ROPE("x3", "heads: 4, scaling: linear, factor: .nan"), 8, ".nan",
+                  "expected a finite number for 'factor'", NULL);
+  expect_error_on(ROPE("x3", "heads: 4, scaling: llama3, factor: 8, low_freq_factor: 0, high_freq_factor: 4, "
+                             "original_max: 8192"),
+                  8, "low_freq_factor: |0", "'low_freq_factor' must be positive", NULL);
+  expect_error_on(ROPE("x3", "heads: 4, scaling: llama3, factor: 8, low_freq_factor: 1, high_freq_factor: 1, "
+                             "original_max: 8192"),
+                  8, "high_freq_factor: |1", "'high_freq_factor' (1) must be greater than 'low_freq_factor' (1)", NULL);
+  expect_error_on(ROPE("x3", "heads: 4, scaling: llama3, factor: 8, low_freq_factor: 1, high_freq_factor: 4, "
+                             "original_max: 0"),
+                  8, "original_max: |0", "'original_max' must be between 1 and 16777216, got 0", NULL);
+  expect_error_on(ROPE("x3", "heads: 4, scaling: llama3, factor: 8, low_freq_factor: 1, high_freq_factor: 4, "
+                             "original_max: 2.5"),
+                  8, "2.5", "expected an integer for 'original_max'", NULL);
+#undef ROPE
+
+  /* embedding: ctx picks the position row (any max_pos), only with pos, shaped like ids */
+  s = parse(I32HEAD "inputs: {ids: {shape: [batch], dtype: i32}, c: {shape: [batch], dtype: i32}}\n"
+                    "params: {t: [11, 6], p: [4, 6]}\n"
+                    "graph:\n  - {name: e, op: embedding, in: [ids, t], pos: p, ctx: c, out: y}\noutputs: [y]\n");
+  if (!s) fail_msg("%s", diag);
+  assert_int_equal(s->nodes[0].ctx, hkc_tensor_find(s, "c"));
+  assert_int_equal(tensor(s, "y")->rank, 2);
+  hkc_spec_destroy(s);
+  expect_error_on(I32HEAD "inputs: {ids: {shape: [batch], dtype: i32}, c: {shape: [batch], dtype: i32}}\n"
+                          "params: {t: [11, 6], p: [4, 6]}\n"
+                          "graph:\n  - {name: e, op: embedding, in: [ids, t], ctx: c, out: y}\noutputs: [y]\n",
+                  8, "c,", "node 'e': 'ctx' is valid only with 'pos'", NULL);
+  expect_error_on(I32HEAD "inputs: {ids: {shape: [batch, s], dtype: i32}, c: {shape: [batch], dtype: i32}}\n"
+                          "params: {t: [11, 6], p: [4, 6]}\n"
+                          "graph:\n  - {name: e, op: embedding, in: [ids, t], pos: p, ctx: c, out: y}\noutputs: [y]\n",
+                  8, "ctx: |c", "node 'e': ctx 'c' is [batch], expected [batch, 5] (one per row of 'ids' [batch, 5])",
+                  NULL);
+  expect_error_on(I32HEAD "inputs: {ids: {shape: [batch], dtype: i32}, c: {shape: [batch], dtype: i32}}\n"
+                          "params: {t: [11, 6], p: [4, 7]}\n"
+                          "graph:\n  - {name: e, op: embedding, in: [ids, t], pos: p, ctx: c, out: y}\noutputs: [y]\n",
+                  8, "pos: |p", "node 'e': position table 'p' is [4, 7], expected [max_pos, 6] not depending on batch",
+                  NULL);
+  expect_error_on(I32HEAD "inputs: {ids: {shape: [batch], dtype: i32}}\nparams: {t: [11, 6], p: [4, 6]}\n"
+                          "graph:\n  - {name: e, op: embedding, in: [ids, t], pos: p, out: y}\noutputs: [y]\n",
+                  8, "pos: |p", "position table 'p' is [4, 6], expected [max_pos, 6] with max_pos >= the sequence length",
+                  NULL);
+}
+
+/* A repeat body's cache ops: k_cache, v_cache, ctx and slot name top-level tensors (kept as
+ * written), and `layer: "{i}"` is the layer number. */
+static void test_repeat_kv(void **state) {
+  (void)state;
+  hkc_spec_t *s = parse(GEN(GEN_STATE,
+                            "  - repeat:\n"
+                            "      count: l\n"
+                            "      in: qkv\n"
+                            "      out: h\n"
+                            "      params: {w: [16, 32]}\n"
+                            "      body:\n"
+                            "        - " "{name: a, op: kv_append, in: [qkv], " KV_KEYS ", layer: \"{i}\", out: q}\n"
+                            "        - " "{name: b, op: kv_attention, in: [q], " KV_KEYS ", layer: \"{i}\", out: o}\n"
+                            "        - {name: p, op: gemm, in: [o, w], out: h}\n",
+                            "[h]"));
+  if (!s) fail_msg("%s", diag);
+  assert_int_equal(s->n_nodes, 6);
+  for (int k = 0; k < 2; k++) {
+    const hkc_node_t *a = &s->nodes[3 * k], *b = &s->nodes[3 * k + 1];
+    assert_int_equal(a->op, HK_OP_KV_APPEND);
+    assert_int_equal(b->op, HK_OP_KV_ATTENTION);
+    assert_int_equal(a->layer, k);
+    assert_int_equal(b->layer, k);
+    assert_int_equal(a->k_cache, hkc_tensor_find(s, "kc"));
+    assert_int_equal(b->v_cache, hkc_tensor_find(s, "vc"));
+    assert_int_equal(a->ctx, hkc_tensor_find(s, "ctx"));
+    assert_int_equal(b->slot, hkc_tensor_find(s, "slot"));
+  }
+  assert_int_equal(s->nodes[4].in[0], hkc_tensor_find(s, "q_1"));
+  hkc_spec_destroy(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mlp_spec),
@@ -1111,6 +1433,11 @@ int main(void) {
       cmocka_unit_test(test_repeat_expansion),
       cmocka_unit_test(test_repeat_errors),
       cmocka_unit_test(test_parts),
+      cmocka_unit_test(test_state),
+      cmocka_unit_test(test_kv_ops),
+      cmocka_unit_test(test_take_rows_argmax),
+      cmocka_unit_test(test_ctx_positions_and_scaling),
+      cmocka_unit_test(test_repeat_kv),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
