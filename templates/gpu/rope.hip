@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rope: rotary position embedding, rotate-half form (Hugging Face Llama), as
- * the host kernel. x [rows, heads*dh]; row r is at position p = r % seq + pos_offset;
- * for each head and j < dh/2: inv_freq = theta^(-2j/dh), angle = p * inv_freq (f32, as
- * HF's f32 inv_freq and position product), x1 = x[j], x2 = x[j + dh/2] (inside the head),
+ * the host kernel. x [rows, heads*dh]; row r is at position p = r % seq + pos_offset
+ * (HK_HAS_CTX: p = max(ctx[r] - 1, 0), seq and pos_offset unused); for each head and
+ * j < dh/2: inv_freq = theta^(-2j/dh) (HK_ROPE_SCALING: then rewritten, rope_scaled_freq),
+ * angle = p * inv_freq (f32, as HF's f32 inv_freq and position product), x1 = x[j],
+ * x2 = x[j + dh/2] (inside the head),
  *   out[j] = x1 cos - x2 sin,   out[j + dh/2] = x2 cos + x1 sin.
  * Args: T x, T out, I rows, I seq, I heads, I dh, I pos_offset, F theta, I pass_heads: a row
  * holds heads + pass_heads heads, the last pass_heads copied unchanged (a packed q|k|v:
  * heads = the q and k heads, which share the angles, pass_heads = the v heads; 0 for a
- * plain rope). dh is even (the compiler checks). inv_freq by the accurate powf (nvrtc and
+ * plain rope); then with HK_HAS_CTX const int *ctx [rows], then with HK_ROPE_SCALING
+ * F factor, F low_freq, F high_freq, F original_max (lower.h's tails, in that order).
+ * dh is even (the compiler checks). inv_freq by the accurate powf (nvrtc and
  * hiprtc run without fast math); sin and cos of the f32 angle by hk_rope_sincos (common.h:
  * ~1 ulp, no local memory, the same code on both vendors). Each thread reads and then writes
  * only its own elements, so out may alias x.
@@ -33,6 +37,69 @@
 #ifndef HK_ROPE_UNITS
 #define HK_ROPE_UNITS 132
 #endif
+#ifndef HK_HAS_CTX
+#define HK_HAS_CTX 0
+#endif
+#ifndef HK_ROPE_SCALING
+#define HK_ROPE_SCALING 0 /* HKC_ROPE_SCALING_*: 0 none, 1 linear, 2 llama3 */
+#endif
+
+/* The frequency rewrite's arguments (HK_ROPE_SCALING; unused without it). */
+struct rope_scaling {
+  float factor, low_freq, high_freq, original_max;
+};
+
+/* A product Hugging Face's f32 torch code rounds on its own: never contracted into an fma
+ * (nvrtc contracts a * b + c by default; clang is told not to where this is used). */
+#ifdef __CUDACC_RTC__
+#define ROPE_MUL(a, b) __fmul_rn(a, b)
+#else
+#define ROPE_MUL(a, b) ((a) * (b))
+#endif
+
+/* A pair's inv_freq rewritten as HK_ROPE_SCALING says (frontend.h's
+ * HKC_ROPE_SCALING_*), in f32 step by step as transformers computes it on the CPU:
+ *   linear  inv / factor
+ *   llama3  (_compute_llama3_parameters) wavelength w = 2 pi / inv, which torch evaluates as
+ *           reciprocal(inv) * f32(2 pi); the bounds original_max / low_freq and / high_freq are
+ *           Python doubles compared in f32; w < the high bound: inv; w > the low bound:
+ *           inv / factor; between, s = (original_max / w - low_freq) / (high_freq - low_freq)
+ *           (original_max / w again as reciprocal(w) * original_max, the divisor a double)
+ *           and (1 - s) inv / factor + s inv. */
+HK_DEVICE float rope_scaled_freq(float inv, const rope_scaling &sc) {
+#if HK_ROPE_SCALING == 2 && !defined(__CUDACC_RTC__)
+#pragma clang fp contract(off)
+#endif
+#if HK_ROPE_SCALING == 1
+  return inv / sc.factor;
+#elif HK_ROPE_SCALING == 2
+  const float w = ROPE_MUL(1.0f / inv, 6.28318530717958648f);
+  const float high_w = (float)((double)sc.original_max / (double)sc.high_freq);
+  const float low_w = (float)((double)sc.original_max / (double)sc.low_freq);
+  if (w < high_w) return inv;
+  if (w > low_w) return inv / sc.factor;
+  const float s = (ROPE_MUL(1.0f / w, sc.original_max) - sc.low_freq) /
+                  (float)((double)sc.high_freq - (double)sc.low_freq);
+  return ROPE_MUL(1.0f - s, inv) / sc.factor + ROPE_MUL(s, inv);
+#else
+  (void)sc;
+  return inv;
+#endif
+}
+
+/* Row r's position: max(ctx[r] - 1, 0) with HK_HAS_CTX (a padding row, ctx 0, is rotated as
+ * position 0; nothing uses its result), else r % seq + pos_offset. */
+template <typename I>
+HK_DEVICE float rope_position(const int *ctx, I r, I seq, long long pos_offset) {
+#if HK_HAS_CTX
+  (void)seq, (void)pos_offset;
+  const int c = ctx[r];
+  return (float)(c > 1 ? c - 1 : 0);
+#else
+  (void)ctx;
+  return (float)((long long)(r % seq) + pos_offset);
+#endif
+}
 
 struct __attribute__((aligned(HK_ROPE_VEC * sizeof(HK_T)))) rope_vec {
   HK_T e[HK_ROPE_VEC];
@@ -68,13 +135,14 @@ HK_DEVICE void rope_store(HK_T *p, const float (&f)[V]) {
  * depend on (position, j) only, so their sin and cos are computed once for the item's heads;
  * every head's x1 / x2 loads are issued before any math (HK_ROPE_HEADS x 2 loads in flight). */
 template <int V, typename I>
-HK_DEVICE void rope_item(const HK_T *x, HK_T *out, I r, I j0, I h0, I hend, I seq, long long pos_offset, I half,
-                         I ld, float theta) {
+HK_DEVICE void rope_item(const HK_T *x, HK_T *out, const int *ctx, I r, I j0, I h0, I hend, I seq,
+                         long long pos_offset, I half, I ld, float theta, const rope_scaling &sc) {
   const float dh = (float)(2 * half);
-  const float p = (float)((long long)(r % seq) + pos_offset);
+  const float p = rope_position<I>(ctx, r, seq, pos_offset);
   float sn[V], cs[V];
 #pragma unroll
-  for (int i = 0; i < V; i++) hk_rope_sincos(p * powf(theta, -(float)(2 * (j0 + i)) / dh), &sn[i], &cs[i]);
+  for (int i = 0; i < V; i++)
+    hk_rope_sincos(p * rope_scaled_freq(powf(theta, -(float)(2 * (j0 + i)) / dh), sc), &sn[i], &cs[i]);
   float x1[HK_ROPE_HEADS][V], x2[HK_ROPE_HEADS][V];
   const long long row = (long long)r * ld;
 #pragma unroll
@@ -130,8 +198,8 @@ HK_DEVICE int rope_group(long long rows, long long heads, long long per_head) {
 /* Items, row-major: row r, head group g (gh heads), pair vector j (half / V per head); the
  * grid strides over them (32-bit index arithmetic when they fit), then over the copy items. */
 template <int V, typename I>
-HK_DEVICE void rope_run(const HK_T *x, HK_T *out, I rows, I seq, I heads, I pass, I half, long long pos_offset,
-                        float theta, I gh) {
+HK_DEVICE void rope_run(const HK_T *x, HK_T *out, const int *ctx, I rows, I seq, I heads, I pass, I half,
+                        long long pos_offset, float theta, const rope_scaling &sc, I gh) {
   const I per_head = half / V, groups = (heads + gh - 1) / gh;
   const I per_row = groups * per_head, total = rows * per_row, ld = (heads + pass) * 2 * half;
   const I step = (I)HK_NBLOCKS * (I)HK_THREADS;
@@ -139,30 +207,47 @@ HK_DEVICE void rope_run(const HK_T *x, HK_T *out, I rows, I seq, I heads, I pass
     const I r = t / per_row, q = t - r * per_row;
     const I g = q / per_head, j0 = (q - g * per_head) * V;
     const I h0 = g * gh, hend = h0 + gh < heads ? h0 + gh : heads;
-    rope_item<V, I>(x, out, r, j0, h0, hend, seq, pos_offset, half, ld, theta);
+    rope_item<V, I>(x, out, ctx, r, j0, h0, hend, seq, pos_offset, half, ld, theta, sc);
   }
   if (pass > 0) rope_copy<V, I>(x, out, rows, heads, pass, half, ld);
 }
 
 template <int V>
-HK_DEVICE void rope_dispatch(const HK_T *x, HK_T *out, long long rows, long long seq, long long heads, long long pass,
-                             long long half, long long pos_offset, float theta) {
+HK_DEVICE void rope_dispatch(const HK_T *x, HK_T *out, const int *ctx, long long rows, long long seq, long long heads,
+                             long long pass, long long half, long long pos_offset, float theta,
+                             const rope_scaling &sc) {
   const int gh = rope_group(rows, heads, half / V);
   const long long total = rows * ((heads + gh - 1) / gh + pass) * (half / V); /* rotation and copy items */
   /* 32-bit items when every index (and the grid stride past the last) fits */
   if (total + (long long)HK_NBLOCKS * HK_THREADS < 2147483647LL && (heads + pass) * 2 * half < 2147483647LL)
-    rope_run<V, int>(x, out, (int)rows, (int)seq, (int)heads, (int)pass, (int)half, pos_offset, theta, gh);
+    rope_run<V, int>(x, out, ctx, (int)rows, (int)seq, (int)heads, (int)pass, (int)half, pos_offset, theta, sc, gh);
   else
-    rope_run<V, long long>(x, out, rows, seq, heads, pass, half, pos_offset, theta, (long long)gh);
+    rope_run<V, long long>(x, out, ctx, rows, seq, heads, pass, half, pos_offset, theta, sc, (long long)gh);
 }
 
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)
 HK_NAME(const HK_T *x, HK_T *out, long long rows, long long seq, long long heads, long long dh, long long pos_offset,
-        float theta, long long pass_heads) {
+        float theta, long long pass_heads
+#if HK_HAS_CTX
+        , const int *ctx
+#endif
+#if HK_ROPE_SCALING
+        , float factor, float low_freq, float high_freq, float original_max
+#endif
+) {
+#if !HK_HAS_CTX
+  const int *ctx = nullptr;
+#endif
+#if HK_ROPE_SCALING
+  const rope_scaling sc = {factor, low_freq, high_freq, original_max};
+#else
+  const rope_scaling sc = {1.0f, 1.0f, 1.0f, 1.0f};
+#endif
   const long long half = dh / 2;
-  if (rows <= 0 || seq <= 0 || heads <= 0 || half <= 0 || pass_heads < 0) return;
+  /* positions from ctx need no seq */
+  if (rows <= 0 || (!HK_HAS_CTX && seq <= 0) || heads <= 0 || half <= 0 || pass_heads < 0) return;
   if (half % HK_ROPE_VEC == 0)
-    rope_dispatch<HK_ROPE_VEC>(x, out, rows, seq, heads, pass_heads, half, pos_offset, theta);
+    rope_dispatch<HK_ROPE_VEC>(x, out, ctx, rows, seq, heads, pass_heads, half, pos_offset, theta, sc);
   else
-    rope_dispatch<1>(x, out, rows, seq, heads, pass_heads, half, pos_offset, theta);
+    rope_dispatch<1>(x, out, ctx, rows, seq, heads, pass_heads, half, pos_offset, theta, sc);
 }

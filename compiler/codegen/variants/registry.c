@@ -17,7 +17,9 @@ extern const hkc_variant_t hkc_variant_gemm_mfma, hkc_variant_gemm_mfma_pp,
 extern const hkc_variant_t hkc_variant_simple_gemm, hkc_variant_simple_binary, hkc_variant_simple_unary,
     hkc_variant_simple_layernorm, hkc_variant_simple_rmsnorm, hkc_variant_simple_softmax,
     hkc_variant_simple_attention, hkc_variant_simple_rope, hkc_variant_simple_ewchain,
-    hkc_variant_simple_embedding; /* variant_simple.c */
+    hkc_variant_simple_embedding, hkc_variant_simple_kv_append, hkc_variant_simple_kv_attention,
+    hkc_variant_simple_take_rows, hkc_variant_simple_argmax; /* variant_simple.c */
+extern const hkc_variant_t hkc_variant_kv_attention_warp; /* variant_kv_nv.c */
 extern const hkc_variant_t hkc_variant_host_gemm, hkc_variant_host; /* variant_host.c */
 
 static const hkc_variant_t *const k_variants[] = {
@@ -33,6 +35,7 @@ static const hkc_variant_t *const k_variants[] = {
     &hkc_variant_gemm_mfma_pp, /* AMD CDNA, 8-wave ping-pong: chosen by tuning (kernel option gemm_mfma_pp) */
     &hkc_variant_attention_mfma,
     &hkc_variant_attention_mfma_pp, /* AMD CDNA, 8-wave ping-pong: kernel option attn_mfma_pp=on */
+    &hkc_variant_kv_attention_warp, /* NVIDIA, f16/bf16, head_dim 64/128: split over the keys */
     &hkc_variant_rows_vec16,  /* both vendors */
     &hkc_variant_elementwise_vec16,
     /* GPU targets, last: the simple kernels, one per template (every valid key of its ops) */
@@ -46,6 +49,10 @@ static const hkc_variant_t *const k_variants[] = {
     &hkc_variant_simple_rope,
     &hkc_variant_simple_ewchain,
     &hkc_variant_simple_embedding,
+    &hkc_variant_simple_kv_append,
+    &hkc_variant_simple_kv_attention,
+    &hkc_variant_simple_take_rows,
+    &hkc_variant_simple_argmax,
     /* the host target: the GEMM (tunable), then every other op */
     &hkc_variant_host_gemm,
     &hkc_variant_host,

@@ -725,8 +725,12 @@ static int tma_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
   return n;
 }
 
+/* Its rope epilogue rotates row r at position r % seq + pos_offset with theta's own
+ * frequencies: a rope with positions from ctx or rewritten frequencies (the rope op's tails,
+ * has_ctx / rope_scaling) stays a rope kernel. */
 static int tma_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
-  return gemm_nv_key_ok(arch, key) && arch->matrix == HKC_MATRIX_WGMMA;
+  return gemm_nv_key_ok(arch, key) && arch->matrix == HKC_MATRIX_WGMMA &&
+         !(key->rope && (key->has_ctx || key->rope_scaling));
 }
 
 static void tma_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {

@@ -8,7 +8,8 @@
  * launches cannot disagree. They are safe values for every arch (blocks are multiples of 64
  * threads, static shared memory below 48 KiB, no spills). Block size = max_block of the
  * kernel (its __launch_bounds__): gemm 256, element-wise (and ewchain) 256, norms and
- * softmax 256, attention 128, rope 256. */
+ * softmax 256, attention 128, rope 256, embedding 128, kv_append 256, kv_attention 128,
+ * take_rows 256, argmax 256. */
 #include <stdio.h>
 #include <string.h>
 
@@ -22,6 +23,7 @@ typedef struct simple_params {
   int gemm_tx;                   /* gemm: threads along N (HK_GEMM_TX) */
   int ew_items;                  /* element-wise: elements per thread the grid is sized for */
   int attn_bq, attn_bkv, attn_dc; /* attention: query rows, keys per tile, head-dim chunk */
+  int kv_rd, kv_dc;              /* kv_attention: output columns per thread, q's staged chunk */
 } simple_params_t;
 
 static const simple_params_t k_gemm = {.threads = 256, .tile_m = 64, .tile_n = 64, .tile_k = 16, .gemm_tx = 16};
@@ -33,6 +35,11 @@ static const simple_params_t k_attention = {.threads = 128, .attn_bq = 16, .attn
 static const simple_params_t k_rope = {.threads = 256};
 /* embedding: one token's row per block, threads over the hidden dim */
 static const simple_params_t k_embedding = {.threads = 128};
+/* kv_append, take_rows: HK_THREADS columns of one row per block, one element per thread */
+static const simple_params_t k_row_chunk = {.threads = 256};
+/* kv_attention: one (row, q head) per block, key tiles of HK_THREADS; head dims up to
+ * threads x kv_rd (256) in one pass over the keys, q staged whole up to kv_dc columns */
+static const simple_params_t k_kv_attention = {.threads = 128, .kv_rd = 2, .kv_dc = 256};
 #define SIMPLE_ROPE_VEC 4
 #define SIMPLE_ROPE_BLOCKS_PER_CU 16
 #define SIMPLE_ROPE_HEADS 8 /* heads per item at most (a power of two): one sin / cos for all */
@@ -57,11 +64,16 @@ static const simple_params_t *simple_params(hk_op_t op) {
   case HK_OP_RMSNORM:
   case HK_OP_SOFTMAX: return &k_row;
   case HK_OP_ATTENTION: return &k_attention;
+  case HK_OP_KV_APPEND:
+  case HK_OP_TAKE_ROWS: return &k_row_chunk;
+  case HK_OP_KV_ATTENTION: return &k_kv_attention;
+  case HK_OP_ARGMAX: return &k_row;
   default: return NULL;
   }
 }
 
-/* HK_THREADS and the op's tile sizes. */
+/* HK_THREADS, the op's tile sizes, and the ABI tails a key adds (rope, embedding: HK_HAS_CTX;
+ * rope: HK_ROPE_SCALING, HKC_ROPE_SCALING_*). */
 static void simple_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
   (void)arch;
   const simple_params_t *p = simple_params(key->op);
@@ -76,8 +88,15 @@ static void simple_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
     snprintf(out + len, size - len, "#define HK_ATTN_BQ %d\n#define HK_ATTN_BKV %d\n#define HK_ATTN_DC %d\n", p->attn_bq,
              p->attn_bkv, p->attn_dc);
   else if (key->op == HK_OP_ROPE)
-    snprintf(out + len, size - len, "#define HK_ROPE_VEC %d\n#define HK_ROPE_HEADS %d\n#define HK_ROPE_UNITS %d\n",
-             SIMPLE_ROPE_VEC, SIMPLE_ROPE_HEADS, arch->compute_units ? arch->compute_units : 80);
+    snprintf(out + len, size - len,
+             "#define HK_ROPE_VEC %d\n#define HK_ROPE_HEADS %d\n#define HK_ROPE_UNITS %d\n#define HK_HAS_CTX %d\n"
+             "#define HK_ROPE_SCALING %d\n",
+             SIMPLE_ROPE_VEC, SIMPLE_ROPE_HEADS, arch->compute_units ? arch->compute_units : 80, key->has_ctx ? 1 : 0,
+             key->rope_scaling);
+  else if (key->op == HK_OP_EMBEDDING)
+    snprintf(out + len, size - len, "#define HK_HAS_CTX %d\n", key->has_ctx ? 1 : 0);
+  else if (key->op == HK_OP_KV_ATTENTION)
+    snprintf(out + len, size - len, "#define HK_KV_RD %d\n#define HK_KV_DC %d\n", p->kv_rd, p->kv_dc);
 }
 
 /* Blocks are 1-D (block.x = HK_THREADS of the op) and so is the grid (grid.x only: y and
@@ -86,6 +105,10 @@ static void simple_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
  *   add..silu, ewchain   HK_THREADS * ew_items elements (grid-stride loop inside)
  *   norms, softmax   one row
  *   embedding   one token's row (HK_THREADS threads over the hidden dim)
+ *   kv_append, take_rows   HK_THREADS columns of one (output) row, a thread an element:
+ *               rows x ceil(width / HK_THREADS) blocks
+ *   kv_attention   one (token row, q head): rows x heads blocks
+ *   argmax      one row
  *   attention   HK_ATTN_BQ query rows of one (batch, head)
  *   rope        HK_THREADS items (HK_ROPE_VEC pairs of HK_ROPE_HEADS heads of a row; then of one
  *               copied head), grid-stride beyond SIMPLE_ROPE_BLOCKS_PER_CU blocks per CU (rope.hip)
@@ -123,6 +146,22 @@ static void simple_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
     blocks = hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_EWCHAIN_ARG_N), (int64_t)p->threads * p->ew_items);
     break;
   case HK_OP_EMBEDDING: blocks = hkc_variant_arg_i64(args, n_args, HKC_EMBEDDING_ARG_TOKENS); break;
+  case HK_OP_KV_APPEND: {
+    const int64_t width = (hkc_variant_arg_i64(args, n_args, HKC_KV_APPEND_ARG_HEADS) +
+                           2 * hkc_variant_arg_i64(args, n_args, HKC_KV_APPEND_ARG_KV_HEADS)) *
+                          hkc_variant_arg_i64(args, n_args, HKC_KV_APPEND_ARG_DH);
+    blocks = hkc_variant_arg_i64(args, n_args, HKC_KV_APPEND_ARG_ROWS) * hkc_variant_ceil_div(width, p->threads);
+    break;
+  }
+  case HK_OP_KV_ATTENTION:
+    blocks = hkc_variant_arg_i64(args, n_args, HKC_KV_ATTENTION_ARG_ROWS) *
+             hkc_variant_arg_i64(args, n_args, HKC_KV_ATTENTION_ARG_HEADS);
+    break;
+  case HK_OP_TAKE_ROWS:
+    blocks = hkc_variant_arg_i64(args, n_args, HKC_TAKE_ROWS_ARG_N_OUT) *
+             hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_TAKE_ROWS_ARG_WIDTH), p->threads);
+    break;
+  case HK_OP_ARGMAX: blocks = hkc_variant_arg_i64(args, n_args, HKC_ARGMAX_ARG_ROWS); break;
   case HK_OP_ROPE: {
     /* items (row, group of SIMPLE_ROPE_HEADS heads, vector of pairs) over HK_THREADS threads,
      * at most SIMPLE_ROPE_BLOCKS_PER_CU blocks per CU (the grid strides; templates/gpu/rope.hip) */
@@ -176,6 +215,12 @@ SIMPLE_ENTRY(simple_layernorm, "gpu/layernorm.hip", op == HK_OP_LAYERNORM);
 SIMPLE_ENTRY(simple_rmsnorm, "gpu/rmsnorm.hip", op == HK_OP_RMSNORM);
 SIMPLE_ENTRY(simple_softmax, "gpu/softmax.hip", op == HK_OP_SOFTMAX);
 SIMPLE_ENTRY(simple_attention, "gpu/attention.hip", op == HK_OP_ATTENTION);
-SIMPLE_ENTRY(simple_rope, "gpu/rope.hip", op == HK_OP_ROPE);
+SIMPLE_ENTRY(simple_rope, "gpu/rope.hip",
+             op == HK_OP_ROPE && key->rope_scaling >= HKC_ROPE_SCALING_NONE &&
+                 key->rope_scaling <= HKC_ROPE_SCALING_LLAMA3);
 SIMPLE_ENTRY(simple_ewchain, "gpu/ewchain.hip", op == HK_OP_EWCHAIN);
 SIMPLE_ENTRY(simple_embedding, "gpu/embedding.hip", op == HK_OP_EMBEDDING);
+SIMPLE_ENTRY(simple_kv_append, "gpu/kv_append.hip", op == HK_OP_KV_APPEND);
+SIMPLE_ENTRY(simple_kv_attention, "gpu/kv_attention.hip", op == HK_OP_KV_ATTENTION);
+SIMPLE_ENTRY(simple_take_rows, "gpu/take_rows.hip", op == HK_OP_TAKE_ROWS);
+SIMPLE_ENTRY(simple_argmax, "gpu/argmax.hip", op == HK_OP_ARGMAX);

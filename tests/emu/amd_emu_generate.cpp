@@ -1,0 +1,471 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * tests/emu/amd_emu_generate.cpp -- runs one generated simple kernel of text generation
+ * (docs/GENERATE.md: kv_append, kv_attention, take_rows, argmax, and rope / embedding with
+ * their ctx and scaling tails) on the CPU through amd_emu.h, against a reference on random
+ * inputs with the edge cases lower.h names (padding rows, ctx and slot out of range, rows
+ * out of range, NaN, ties).
+ *
+ *   clang++ -std=c++17 -O1 -DHK_EMU_OP=<hk_op_t> -DHK_EMU_SOURCE='"kernel.hip"' amd_emu_generate.cpp
+ *   ./a.out GRID THREADS SEED SIZES...
+ *
+ * SIZES per op (HK_EMU_OP):
+ *   15 kv_append     ROWS HEADS KV_HEADS DH LAYERS SLOTS MAX_SEQ LAYER
+ *   16 kv_attention  ROWS HEADS KV_HEADS DH LAYERS SLOTS MAX_SEQ LAYER WINDOW
+ *   17 take_rows     X_ROWS N_OUT WIDTH
+ *   18 argmax        ROWS COLS
+ *   10 rope          ROWS HEADS PASS_HEADS DH SEQ POS_OFFSET (ctx and scaling: the source's
+ *                    HK_HAS_CTX and HK_ROPE_SCALING)
+ *   14 embedding     TOKENS VOCAB HIDDEN MAX_POS (positions: HK_HAS_ADD; ctx: HK_HAS_CTX)
+ * Every output (and each cache) is guarded on both sides; outputs start poisoned. Copies
+ * (kv_append, take_rows, embedding) must match bit for bit; kv_attention matches a double
+ * reference within the dtype's rounding; rope matches a reference that computes the
+ * frequencies and angles in f32 as Hugging Face does (the documented formula, written apart
+ * from the kernel's) and the rotation in double. Exit 0 when everything matches, 1 otherwise
+ * with the first mismatches printed.
+ */
+#include "amd_emu.h"
+#include HK_EMU_SOURCE
+
+#include <vector>
+
+#define HK_EMU_STR1(x) #x
+#define HK_EMU_STR(x) HK_EMU_STR1(x)
+
+static uint64_t rng_state;
+static double uniform(void) { /* xorshift64*, in [-1, 1) */
+  rng_state ^= rng_state >> 12;
+  rng_state ^= rng_state << 25;
+  rng_state ^= rng_state >> 27;
+  return (double)((rng_state * 2685821657736338717ull) >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+}
+static long long below(long long n) { /* uniform in [0, n) */
+  const long long v = (long long)((uniform() + 1.0) / 2.0 * (double)n);
+  return v < n ? v : n - 1;
+}
+
+/* A tensor of n elements with `guard` elements on each side (64 unless said), all bytes 0xa5
+ * at first (not a value any kernel writes: NaN in f16, bf16 and f32). */
+template <typename E>
+struct guarded {
+  size_t guard;
+  std::vector<E> v;
+  explicit guarded(size_t n, size_t g = 64) : guard(g), v(n + 2 * g) { memset(v.data(), 0xa5, v.size() * sizeof(E)); }
+  E *data() { return v.data() + guard; }
+  E &operator[](size_t i) { return v[guard + i]; }
+  size_t size() const { return v.size() - 2 * guard; }
+  int guards_intact() const {
+    const unsigned char *b = (const unsigned char *)v.data();
+    const size_t g = guard * sizeof(E), all = v.size() * sizeof(E);
+    for (size_t i = 0; i < g; i++)
+      if (b[i] != 0xa5 || b[all - 1 - i] != 0xa5) return 0;
+    return 1;
+  }
+};
+static void random_fill(HK_T *p, size_t n) {
+  for (size_t i = 0; i < n; i++) p[i] = HK_STORE((float)uniform());
+}
+static int same_bits(const void *a, const void *b, size_t n) { return memcmp(a, b, n) == 0; }
+
+/* The dtype's rounding unit: 2^-k for the smallest k at which 1 + 2^-k rounds to 1, doubled. */
+static double rounding_unit(void) {
+  for (int k = 1; k < 40; k++)
+    if (HK_LOAD(HK_STORE((float)(1.0 + ldexp(1.0, -k)))) == 1.0f) return ldexp(1.0, -(k - 1));
+  return 1e-7;
+}
+
+static long long bad;
+static void mismatch(const char *what, long long i, double got, double want) {
+  if (bad++ < 8) fprintf(stderr, "%s[%lld] = %.9g, want %.9g\n", what, i, got, want);
+}
+
+/* the launch of main's arguments: blocks one after another, lanes in a seeded order */
+static unsigned g_grid, g_threads;
+static uint64_t g_seed;
+static void run(hk_emu_body_t body, void *ctx) { hk_emu_launch(g_grid, g_threads, g_seed, body, ctx); }
+
+#if HK_EMU_OP == 15 || HK_EMU_OP == 16
+/* ctx and slot of rows: row 0 a padding row (ctx 0), row 1 the last position, row 2 past it
+ * in the last slot, row 3 a negative ctx in slot 0, row 4 a negative slot, row 5 a slot past
+ * the last: a kernel that took one of the invalid rows would write just outside the layer's
+ * slots (another layer's rows, which no row writes, or the caches' guards). The rest valid at
+ * random, their (slot, position) pairs distinct (unique_pairs: two rows never write one cache
+ * row, as the generator never makes them). */
+static void cache_rows(long long rows, long long slots, long long max_seq, int unique_pairs, std::vector<int> &ctx,
+                       std::vector<int> &slot) {
+  ctx.assign((size_t)rows, 0);
+  slot.assign((size_t)rows, 0);
+  std::vector<char> used((size_t)(slots * max_seq), 0);
+  for (long long t = 0; t < rows; t++) {
+    long long c = 1 + below(max_seq), s = below(slots);
+    switch (t) {
+    case 0: c = 0; break;
+    case 1: c = max_seq; break;
+    case 2: c = max_seq + 1, s = slots - 1; break;
+    case 3: c = -3, s = 0; break;
+    case 4: s = -1; break;
+    case 5: s = slots; break;
+    default:
+      for (int tries = 0; unique_pairs && used[(size_t)(s * max_seq + c - 1)] && tries < 1000; tries++)
+        c = 1 + below(max_seq), s = below(slots);
+      break;
+    }
+    if (c >= 1 && c <= max_seq && s >= 0 && s < slots) {
+      if (unique_pairs && used[(size_t)(s * max_seq + c - 1)]) c = 0; /* no free pair: a padding row */
+      else used[(size_t)(s * max_seq + c - 1)] = 1;
+    }
+    ctx[(size_t)t] = (int)c;
+    slot[(size_t)t] = (int)s;
+  }
+}
+static int row_valid(long long c, long long s, long long slots, long long max_seq) {
+  return c >= 1 && c <= max_seq && s >= 0 && s < slots;
+}
+#endif
+
+#if HK_EMU_OP == 15 /* ---- kv_append ------------------------------------------------------- */
+struct op_args {
+  const HK_T *qkv;
+  HK_T *k, *v;
+  const int *ctx, *slot;
+  HK_T *out;
+  long long rows, heads, kv_heads, dh, layer, slots, max_seq;
+};
+static void body(void *p) {
+  const op_args *a = (const op_args *)p;
+  HK_NAME(a->qkv, a->k, a->v, a->ctx, a->slot, a->out, a->rows, a->heads, a->kv_heads, a->dh, a->layer, a->slots,
+          a->max_seq);
+}
+static int test(char **sz, int n) {
+  if (n != 8) return 2;
+  const long long R = atoll(sz[0]), H = atoll(sz[1]), KH = atoll(sz[2]), D = atoll(sz[3]), L = atoll(sz[4]),
+                  S = atoll(sz[5]), M = atoll(sz[6]), layer = atoll(sz[7]);
+  const long long width = (H + 2 * KH) * D, kvw = KH * D;
+  std::vector<HK_T> qkv((size_t)(R * width));
+  random_fill(qkv.data(), qkv.size());
+  std::vector<int> ctx, slot;
+  cache_rows(R, S, M, 1, ctx, slot);
+  /* guards as long as a slot and then some: the stray writes an invalid row would make */
+  const size_t cache = (size_t)(L * S * M * kvw), cache_guard = (size_t)((M + 8) * kvw);
+  guarded<HK_T> kc(cache, cache_guard), vc(cache, cache_guard), out((size_t)(R * H * D));
+  random_fill(kc.data(), kc.size());
+  random_fill(vc.data(), vc.size());
+  const std::vector<HK_T> k0(kc.data(), kc.data() + kc.size()), v0(vc.data(), vc.data() + vc.size());
+  op_args a = {qkv.data(), kc.data(), vc.data(), ctx.data(), slot.data(), out.data(), R, H, KH, D, layer, S, M};
+  run(body, &a);
+  std::vector<HK_T> k1 = k0, v1 = v0; /* what the caches must hold after */
+  for (long long t = 0; t < R; t++) {
+    if (!same_bits(&out[(size_t)(t * H * D)], &qkv[(size_t)(t * width)], (size_t)(H * D) * sizeof(HK_T)))
+      mismatch("out row", t, 0, 0);
+    if (!row_valid(ctx[(size_t)t], slot[(size_t)t], S, M)) continue;
+    const size_t at = (size_t)(((layer * S + slot[(size_t)t]) * M + ctx[(size_t)t] - 1) * kvw);
+    memcpy(&k1[at], &qkv[(size_t)(t * width + H * D)], (size_t)kvw * sizeof(HK_T));
+    memcpy(&v1[at], &qkv[(size_t)(t * width + H * D + kvw)], (size_t)kvw * sizeof(HK_T));
+  }
+  for (size_t i = 0; i < k1.size(); i++) {
+    if (!same_bits(&kc[i], &k1[i], sizeof(HK_T))) mismatch("k_cache", (long long)i, HK_LOAD(kc[i]), HK_LOAD(k1[i]));
+    if (!same_bits(&vc[i], &v1[i], sizeof(HK_T))) mismatch("v_cache", (long long)i, HK_LOAD(vc[i]), HK_LOAD(v1[i]));
+  }
+  if (!kc.guards_intact() || !vc.guards_intact() || !out.guards_intact()) mismatch("guards", 0, 0, 1);
+  printf("rows %lld heads %lld/%lld dh %lld layer %lld/%lld slots %lld max_seq %lld", R, H, KH, D, layer, L, S, M);
+  return 0;
+}
+
+#elif HK_EMU_OP == 16 /* ---- kv_attention -------------------------------------------------- */
+struct op_args {
+  const HK_T *q, *k, *v;
+  const int *ctx, *slot;
+  HK_T *out;
+  long long rows, heads, kv_heads, dh, layer, slots, max_seq, window;
+  float scale;
+};
+static void body(void *p) {
+  const op_args *a = (const op_args *)p;
+  HK_NAME(a->q, a->k, a->v, a->ctx, a->slot, a->out, a->rows, a->heads, a->kv_heads, a->dh, a->layer, a->slots,
+          a->max_seq, a->window, a->scale);
+}
+static int test(char **sz, int n) {
+  if (n != 9) return 2;
+  const long long R = atoll(sz[0]), H = atoll(sz[1]), KH = atoll(sz[2]), D = atoll(sz[3]), L = atoll(sz[4]),
+                  S = atoll(sz[5]), M = atoll(sz[6]), layer = atoll(sz[7]), W = atoll(sz[8]);
+  const long long kvw = KH * D;
+  std::vector<HK_T> q((size_t)(R * H * D)), kc((size_t)(L * S * M * kvw)), vc((size_t)(L * S * M * kvw));
+  random_fill(q.data(), q.size());
+  random_fill(kc.data(), kc.size());
+  random_fill(vc.data(), vc.size());
+  std::vector<int> ctx, slot;
+  cache_rows(R, S, M, 0, ctx, slot);
+  guarded<HK_T> out((size_t)(R * H * D));
+  const float scale = (float)(2.0 / sqrt((double)D)); /* scores spread: the softmax is not flat */
+  op_args a = {q.data(), kc.data(), vc.data(), ctx.data(), slot.data(), out.data(), R, H, KH, D, layer, S, M, W,
+               scale};
+  run(body, &a);
+  const double unit = rounding_unit();
+  const long long group = H / KH;
+  std::vector<double> p((size_t)M);
+  for (long long t = 0; t < R; t++)
+    for (long long h = 0; h < H; h++) {
+      const long long c = ctx[(size_t)t], s = slot[(size_t)t];
+      const int valid = row_valid(c, s, S, M);
+      const long long lo = valid ? (W > 0 && c > W ? c - W : 0) : 0, hi = valid ? c : 0;
+      const size_t base = (size_t)((layer * S + (valid ? s : 0)) * M * kvw + h / group * D);
+      double mx = -INFINITY, l = 0;
+      for (long long j = lo; j < hi; j++) {
+        double d = 0;
+        for (long long e = 0; e < D; e++)
+          d += (double)HK_LOAD(q[(size_t)((t * H + h) * D + e)]) * HK_LOAD(kc[base + (size_t)(j * kvw + e)]);
+        p[(size_t)j] = d * scale;
+        mx = p[(size_t)j] > mx ? p[(size_t)j] : mx;
+      }
+      for (long long j = lo; j < hi; j++) l += (p[(size_t)j] = exp(p[(size_t)j] - mx));
+      for (long long e = 0; e < D; e++) {
+        double o = 0;
+        for (long long j = lo; j < hi; j++) o += p[(size_t)j] * HK_LOAD(vc[base + (size_t)(j * kvw + e)]);
+        const double want = hi > lo ? o / l : 0.0;
+        const size_t i = (size_t)((t * H + h) * D + e);
+        const double got = HK_LOAD(out[i]);
+        if (!(fabs(got - want) <= unit * fabs(want) + 4e-5)) mismatch("out", (long long)i, got, want);
+      }
+    }
+  if (!out.guards_intact()) mismatch("guards", 0, 0, 1);
+  printf("rows %lld heads %lld/%lld dh %lld layer %lld/%lld slots %lld max_seq %lld window %lld", R, H, KH, D, layer,
+         L, S, M, W);
+  return 0;
+}
+
+#elif HK_EMU_OP == 17 /* ---- take_rows ----------------------------------------------------- */
+struct op_args {
+  const HK_T *x;
+  const int *rows;
+  HK_T *out;
+  long long x_rows, n_out, width;
+};
+static void body(void *p) {
+  const op_args *a = (const op_args *)p;
+  HK_NAME(a->x, a->rows, a->out, a->x_rows, a->n_out, a->width);
+}
+static int test(char **sz, int n) {
+  if (n != 3) return 2;
+  const long long X = atoll(sz[0]), N = atoll(sz[1]), W = atoll(sz[2]);
+  std::vector<HK_T> x((size_t)(X * W));
+  random_fill(x.data(), x.size());
+  std::vector<int> rows((size_t)N);
+  for (long long r = 0; r < N; r++) /* out of range both ways, the last row, then any */
+    rows[(size_t)r] = r == 0 ? -1 : r == 1 ? (int)X : r == 2 ? (int)X - 1 : (int)below(X);
+  guarded<HK_T> out((size_t)(N * W));
+  op_args a = {x.data(), rows.data(), out.data(), X, N, W};
+  run(body, &a);
+  const HK_T zero = HK_STORE(0.0f);
+  for (long long r = 0; r < N; r++)
+    for (long long c = 0; c < W; c++) {
+      const long long src = rows[(size_t)r];
+      const HK_T want = src >= 0 && src < X ? x[(size_t)(src * W + c)] : zero;
+      const size_t i = (size_t)(r * W + c);
+      if (!same_bits(&out[i], &want, sizeof(HK_T))) mismatch("out", (long long)i, HK_LOAD(out[i]), HK_LOAD(want));
+    }
+  if (!out.guards_intact()) mismatch("guards", 0, 0, 1);
+  printf("x_rows %lld n_out %lld width %lld", X, N, W);
+  return 0;
+}
+
+#elif HK_EMU_OP == 18 /* ---- argmax -------------------------------------------------------- */
+struct op_args {
+  const HK_T *x;
+  int *out;
+  long long rows, cols;
+};
+static void body(void *p) {
+  const op_args *a = (const op_args *)p;
+  HK_NAME(a->x, a->out, a->rows, a->cols);
+}
+/* Rows: 0 all NaN, 1 its largest value twice (the first index wins), 2 NaN first and
+ * a NaN after the largest, 3 all -inf, 4 +inf after a NaN, 5 the largest value last, the rest
+ * random (16-bit rounding makes ties). */
+static int test(char **sz, int n) {
+  if (n != 2) return 2;
+  const long long R = atoll(sz[0]), C = atoll(sz[1]);
+  std::vector<HK_T> x((size_t)(R * C));
+  random_fill(x.data(), x.size());
+  const HK_T nan = HK_STORE(NAN), big = HK_STORE(7.0f), ninf = HK_STORE(-INFINITY), pinf = HK_STORE(INFINITY);
+  for (long long r = 0; r < R && r < 6; r++) {
+    HK_T *xr = &x[(size_t)(r * C)];
+    switch (r) {
+    case 0: for (long long c = 0; c < C; c++) xr[c] = nan; break;
+    case 1: xr[C / 3] = xr[C - 1 - C / 5] = big; break;
+    case 2: xr[0] = nan, xr[C / 2] = big, xr[C - 1] = nan; break;
+    case 3: for (long long c = 0; c < C; c++) xr[c] = ninf; break;
+    case 4: xr[C / 4] = nan, xr[C / 2] = pinf; break;
+    default: xr[C - 1] = big; break;
+    }
+  }
+  guarded<int> out((size_t)R);
+  op_args a = {x.data(), out.data(), R, C};
+  run(body, &a);
+  for (long long r = 0; r < R; r++) {
+    long long want = -1;
+    float best = 0;
+    for (long long c = 0; c < C; c++) {
+      const float v = HK_LOAD(x[(size_t)(r * C + c)]);
+      if (v == v && (want < 0 || v > best)) best = v, want = c;
+    }
+    if (want < 0) want = 0;
+    if (out[(size_t)r] != want) mismatch("out", r, out[(size_t)r], (double)want);
+  }
+  if (!out.guards_intact()) mismatch("guards", 0, 0, 1);
+  printf("rows %lld cols %lld", R, C);
+  return 0;
+}
+
+#elif HK_EMU_OP == 10 /* ---- rope ---------------------------------------------------------- */
+struct op_args {
+  const HK_T *x;
+  HK_T *out;
+  long long rows, seq, heads, dh, pos_offset;
+  float theta;
+  long long pass;
+  const int *ctx;
+  float factor, low, high, orig;
+};
+static void body(void *p) {
+  const op_args *a = (const op_args *)p;
+  HK_NAME(a->x, a->out, a->rows, a->seq, a->heads, a->dh, a->pos_offset, a->theta, a->pass
+#if HK_HAS_CTX
+          , a->ctx
+#endif
+#if HK_ROPE_SCALING
+          , a->factor, a->low, a->high, a->orig
+#endif
+  );
+}
+/* Pair j's frequency as transformers computes it in f32 (modeling_rope_utils: the default
+ * inv_freq, then _compute_linear_scaling_rope_parameters' inv_freq / factor or
+ * _compute_llama3_parameters' bands); torch evaluates 2 pi / x and c / x as reciprocal(x) * c,
+ * and compares with Python doubles rounded to f32. The default inv_freq is the kernel's own
+ * expression (the same libm here). */
+static float hf_inv_freq(float theta, long long j, long long dh, float factor, float low, float high, float orig) {
+  const float inv = powf(theta, -(float)(2 * j) / (float)dh);
+  if (HK_ROPE_SCALING == 1) return inv / factor;
+  if (HK_ROPE_SCALING != 2) return inv;
+  volatile float w = 1.0f / inv; /* volatile: each f32 step rounded, as torch's kernels do */
+  w = w * (float)6.283185307179586; /* f32(2 pi) */
+  const float low_wavelen = (float)((double)orig / low), high_wavelen = (float)((double)orig / high);
+  const float llama = w > low_wavelen ? inv / factor : inv;
+  volatile float smooth = 1.0f / w;
+  smooth = smooth * orig;
+  smooth = smooth - low;
+  smooth = smooth / (float)((double)high - (double)low);
+  volatile float a = 1.0f - smooth;
+  a = a * llama;
+  a = a / factor;
+  volatile float b = smooth * llama;
+  const float smoothed = a + b;
+  const int medium = !(w < high_wavelen) && !(w > low_wavelen);
+  return medium ? smoothed : llama;
+}
+static int test(char **sz, int n) {
+  if (n != 6) return 2;
+  const long long R = atoll(sz[0]), H = atoll(sz[1]), P = atoll(sz[2]), D = atoll(sz[3]), SEQ = atoll(sz[4]),
+                  OFF = atoll(sz[5]);
+  const long long ld = (H + P) * D, half = D / 2;
+  /* Llama 3's constants at a small original length, so positions cross every band */
+  const float theta = 500000.0f, factor = HK_ROPE_SCALING == 1 ? 4.0f : 8.0f, low = 1.0f, high = 4.0f,
+              orig = 512.0f;
+  std::vector<HK_T> x((size_t)(R * ld));
+  random_fill(x.data(), x.size());
+  std::vector<int> ctx((size_t)R);
+  for (long long r = 0; r < R; r++) ctx[(size_t)r] = r == 0 ? 0 : r == 1 ? 1 : r == 2 ? -4 : (int)below(8192);
+  guarded<HK_T> out((size_t)(R * ld));
+  op_args a = {x.data(), out.data(), R, SEQ, H, D, OFF, theta, P, ctx.data(), factor, low, high, orig};
+  run(body, &a);
+  const double unit = rounding_unit();
+  for (long long r = 0; r < R; r++) {
+    const long long pos = HK_HAS_CTX ? (ctx[(size_t)r] > 1 ? ctx[(size_t)r] - 1 : 0) : r % SEQ + OFF;
+    for (long long h = 0; h < H + P; h++)
+      for (long long j = 0; j < half; j++) {
+        const size_t i1 = (size_t)(r * ld + h * D + j), i2 = i1 + (size_t)half;
+        const double x1 = HK_LOAD(x[i1]), x2 = HK_LOAD(x[i2]);
+        double w1 = x1, w2 = x2;
+        if (h < H) {
+          const float angle = (float)pos * hf_inv_freq(theta, j, D, factor, low, high, orig);
+          w1 = x1 * cos((double)angle) - x2 * sin((double)angle);
+          w2 = x2 * cos((double)angle) + x1 * sin((double)angle);
+        }
+        const double g1 = HK_LOAD(out[i1]), g2 = HK_LOAD(out[i2]);
+        /* the output's rounding, and sin / cos to a few f32 ulp of the reduced angle */
+        if (!(fabs(g1 - w1) <= unit * fabs(w1) + 2e-6)) mismatch("out", (long long)i1, g1, w1);
+        if (!(fabs(g2 - w2) <= unit * fabs(w2) + 2e-6)) mismatch("out", (long long)i2, g2, w2);
+      }
+  }
+  if (!out.guards_intact()) mismatch("guards", 0, 0, 1);
+  printf("rows %lld heads %lld+%lld dh %lld ctx %d scaling %d", R, H, P, D, HK_HAS_CTX, HK_ROPE_SCALING);
+  return 0;
+}
+
+#elif HK_EMU_OP == 14 /* ---- embedding ----------------------------------------------------- */
+struct op_args {
+  const HK_T *table;
+  const int *ids;
+  const HK_T *pos;
+  HK_T *out;
+  long long tokens, seq, vocab, hidden;
+  const int *ctx;
+  long long max_pos;
+};
+static void body(void *p) {
+  const op_args *a = (const op_args *)p;
+  HK_NAME(a->table, a->ids, a->pos, a->out, a->tokens, a->seq, a->vocab, a->hidden
+#if HK_HAS_CTX
+          , a->ctx, a->max_pos
+#endif
+  );
+}
+static int test(char **sz, int n) {
+  if (n != 4) return 2;
+  const long long T = atoll(sz[0]), V = atoll(sz[1]), E = atoll(sz[2]), MP = atoll(sz[3]);
+  std::vector<HK_T> table((size_t)(V * E)), pos((size_t)(MP * E));
+  random_fill(table.data(), table.size());
+  random_fill(pos.data(), pos.size());
+  std::vector<int> ids((size_t)T), ctx((size_t)T);
+  for (long long t = 0; t < T; t++) {
+    ids[(size_t)t] = t == 0 ? -2 : t == 1 ? (int)V : (int)below(V);
+    ctx[(size_t)t] = t == 0 ? 0 : t == 1 ? (int)MP + 5 : t == 2 ? (int)MP : t == 3 ? -7 : (int)(1 + below(MP));
+  }
+  guarded<HK_T> out((size_t)(T * E));
+  const long long seq = 3; /* positions t % seq without ctx */
+  op_args a = {table.data(), ids.data(), HK_HAS_ADD ? pos.data() : NULL, out.data(), T, seq, V, E, ctx.data(), MP};
+  run(body, &a);
+  for (long long t = 0; t < T; t++) {
+    const long long id = ids[(size_t)t] < 0 ? 0 : ids[(size_t)t] >= V ? V - 1 : ids[(size_t)t];
+    const long long c = (long long)ctx[(size_t)t] - 1;
+    const long long prow = HK_HAS_CTX ? (c < 0 ? 0 : c >= MP ? MP - 1 : c) : t % seq;
+    for (long long e = 0; e < E; e++) {
+      const HK_T tv = table[(size_t)(id * E + e)];
+      const HK_T want = HK_HAS_ADD ? HK_STORE(HK_LOAD(tv) + HK_LOAD(pos[(size_t)(prow * E + e)])) : tv;
+      const size_t i = (size_t)(t * E + e);
+      if (!same_bits(&out[i], &want, sizeof(HK_T))) mismatch("out", (long long)i, HK_LOAD(out[i]), HK_LOAD(want));
+    }
+  }
+  if (!out.guards_intact()) mismatch("guards", 0, 0, 1);
+  printf("tokens %lld vocab %lld hidden %lld max_pos %lld add %d ctx %d", T, V, E, MP, HK_HAS_ADD, HK_HAS_CTX);
+  return 0;
+}
+#else
+#error "HK_EMU_OP: an op this harness does not run"
+#endif
+
+int main(int argc, char **argv) {
+  if (argc < 4) {
+    fprintf(stderr, "usage: %s GRID THREADS SEED SIZES...\n", argv[0]);
+    return 2;
+  }
+  g_grid = (unsigned)atoi(argv[1]);
+  g_threads = (unsigned)atoi(argv[2]);
+  g_seed = (uint64_t)atoll(argv[3]);
+  rng_state = g_seed * 0x9E3779B97F4A7C15ull + 1;
+  if (test(argv + 4, argc - 4) == 2) {
+    fprintf(stderr, "%s: wrong number of sizes for op %d\n", argv[0], HK_EMU_OP);
+    return 2;
+  }
+  printf(" %s grid %u x %u: %lld bad\n", HK_EMU_STR(HK_NAME), g_grid, g_threads, bad);
+  return bad ? 1 : 0;
+}

@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The simple GPU kernels of text generation (docs/GENERATE.md) on the CPU: kv_append,
+ * kv_attention, take_rows, argmax, and rope / embedding with their ctx and scaling tails, as
+ * hkc_codegen_gpu writes them for gfx90a, compiled with clang++ against tests/emu/amd_emu.h
+ * (a coroutine per lane, blocks one after another) and run by tests/emu/amd_emu_generate.cpp
+ * on odd shapes against a reference: padding rows, ctx and slot out of range in both
+ * directions, a sliding window, GQA, head dims beyond one output pass, rows out of range,
+ * NaN and ties, positions in every llama3 band. Outputs and caches are poisoned and guarded:
+ * a write outside them, or an output left unwritten, fails. The grid is smaller than the
+ * launch's where it can be, so the grid-stride loops run too. This checks index arithmetic
+ * and semantics, not timing. Skipped, saying why, without clang++; the nvrtc and hiprtc
+ * builds of the same kernels are gpu_codegen_test's. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "variant.h"
+#include "hkc.h"
+#include "test_util.h"
+
+static char *g_dir;
+
+static int setup(void **state) {
+  (void)state;
+  g_dir = hk_test_tmpdir();
+  return g_dir ? 0 : -1;
+}
+static int teardown(void **state) {
+  (void)state;
+  char cmd[4200], out[256];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+  hk_test_run(cmd, out, sizeof out);
+  free(g_dir);
+  return 0;
+}
+
+static int have_clang(void) {
+  char out[512];
+  if (hk_test_run("clang++ --version", out, sizeof out) == 0) return 1;
+  printf("[ SKIP     ] clang++ not found: the generation kernels are not emulated (%s)\n", out);
+  return 0;
+}
+
+#define MAX_SIZES 10
+
+/* A case: the key (op, dtype, tails) and the harness's sizes for the op (amd_emu_generate.cpp). */
+typedef struct gen_case {
+  hk_op_t op;
+  hk_dtype_t dtype;
+  int has_ctx, scaling, has_add;
+  int n_sizes;
+  long long sizes[MAX_SIZES];
+} gen_case_t;
+
+#define TENSOR(v) ((hkc_arg_t){.kind = HK_ARG_TENSOR, .i = (v)})
+#define I64(v) ((hkc_arg_t){.kind = HK_ARG_I64, .i = (v)})
+#define F32(v) ((hkc_arg_t){.kind = HK_ARG_F32, .f = (v)})
+
+/* The case's arguments in the kernel ABI (lower.h), for its launch. */
+static uint32_t case_args(const gen_case_t *c, hkc_arg_t *a) {
+  const long long *s = c->sizes;
+  switch (c->op) {
+  case HK_OP_KV_APPEND: { /* rows heads kv_heads dh layers slots max_seq layer */
+    const hkc_arg_t v[] = {TENSOR(0), TENSOR(1), TENSOR(2), TENSOR(3), TENSOR(4), TENSOR(5), I64(s[0]),
+                           I64(s[1]),  I64(s[2]),  I64(s[3]),  I64(s[7]),  I64(s[5]),  I64(s[6])};
+    memcpy(a, v, sizeof v);
+    return HKC_KV_APPEND_N_ARGS;
+  }
+  case HK_OP_KV_ATTENTION: { /* ... window */
+    const hkc_arg_t v[] = {TENSOR(0), TENSOR(1), TENSOR(2), TENSOR(3), TENSOR(4), TENSOR(5), I64(s[0]), I64(s[1]),
+                           I64(s[2]),  I64(s[3]),  I64(s[7]),  I64(s[5]),  I64(s[6]),  I64(s[8]),  F32(0.125f)};
+    memcpy(a, v, sizeof v);
+    return HKC_KV_ATTENTION_N_ARGS;
+  }
+  case HK_OP_TAKE_ROWS: { /* x_rows n_out width */
+    const hkc_arg_t v[] = {TENSOR(0), TENSOR(1), TENSOR(2), I64(s[0]), I64(s[1]), I64(s[2])};
+    memcpy(a, v, sizeof v);
+    return HKC_TAKE_ROWS_N_ARGS;
+  }
+  case HK_OP_ARGMAX: { /* rows cols */
+    const hkc_arg_t v[] = {TENSOR(0), TENSOR(1), I64(s[0]), I64(s[1])};
+    memcpy(a, v, sizeof v);
+    return HKC_ARGMAX_N_ARGS;
+  }
+  case HK_OP_ROPE: { /* rows heads pass_heads dh seq pos_offset; then the tails */
+    const hkc_arg_t v[] = {TENSOR(0), TENSOR(1), I64(s[0]), I64(s[4]), I64(s[1]),
+                           I64(s[3]), I64(s[5]), F32(500000.0f), I64(s[2])};
+    memcpy(a, v, sizeof v);
+    uint32_t n = HKC_ROPE_N_ARGS;
+    if (c->has_ctx) a[n++] = TENSOR(2);
+    for (int i = 0; c->scaling && i < HKC_ROPE_SCALING_N_ARGS; i++) a[n++] = F32(1.0f);
+    return n;
+  }
+  default: { /* embedding: tokens vocab hidden max_pos */
+    const hkc_arg_t v[] = {TENSOR(0), TENSOR(1), TENSOR(2), TENSOR(3), I64(s[0]),
+                           I64(3),    I64(s[1]), I64(s[2]), TENSOR(4), I64(s[3])};
+    memcpy(a, v, sizeof v);
+    return c->has_ctx ? HKC_EMBEDDING_N_ARGS_CTX : HKC_EMBEDDING_N_ARGS;
+  }
+  }
+}
+
+/* Generates the case's kernel for gfx90a, compiles it with the harness and runs it. */
+static void emulate(const gen_case_t *c, int seed) {
+  const hkc_gpu_arch_t *a = hk_test_arch("gfx90a");
+  hkc_kernel_out_t k;
+  memset(&k, 0, sizeof k);
+  k.key = (hkc_kernel_key_t){.op = c->op, .dtype = c->dtype, .has_ctx = c->has_ctx, .rope_scaling = c->scaling,
+                             .has_add = c->has_add};
+  assert_string_equal(hkc_variant_for(a, &k.key)->name, "simple");
+  hk_test_kernel_name(&k);
+  char *src = hkc_codegen_gpu(a, &k);
+  assert_non_null(src);
+  char path[4200], exe[4200], cmd[18000], out[8192];
+  snprintf(path, sizeof path, "%s/g%d.hip", g_dir, seed);
+  snprintf(exe, sizeof exe, "%s/g%d", g_dir, seed);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  assert_true(fputs(src, f) >= 0);
+  assert_int_equal(fclose(f), 0);
+  free(src);
+  hkc_arg_t args[HKC_MAX_ARGS];
+  const uint32_t n_args = case_args(c, args);
+  uint32_t grid[3], block[3], shared;
+  hkc_gpu_launch_dims(a, &k.key, args, n_args, grid, block, &shared);
+  char emu_dir[4200]; /* hk_test_source_path's buffer is static */
+  snprintf(emu_dir, sizeof emu_dir, "%s", hk_test_source_path("tests/emu"));
+  snprintf(cmd, sizeof cmd,
+           "clang++ -std=c++17 -O1 -w -I'%s' -DHK_EMU_OP=%d -DHK_EMU_SOURCE='\"%s\"' '%s/amd_emu_generate.cpp' -o '%s'",
+           emu_dir, (int)c->op, path, emu_dir, exe);
+  if (hk_test_run(cmd, out, sizeof out) != 0) fail_msg("%s\n%s", cmd, out);
+  const uint32_t blocks = grid[0] > 2 ? grid[0] / 2 + 1 : grid[0]; /* the grid-stride loop too */
+  int len = snprintf(cmd, sizeof cmd, "'%s' %u %u %d", exe, blocks, block[0], seed);
+  for (int i = 0; i < c->n_sizes; i++) len += snprintf(cmd + len, sizeof cmd - (size_t)len, " %lld", c->sizes[i]);
+  const int rc = hk_test_run(cmd, out, sizeof out);
+  printf("[ info     ] %s: %s", k.name, out);
+  if (rc != 0) fail_msg("%s: exit %d", cmd, rc);
+}
+
+#define BF16 HK_DTYPE_BF16
+#define F16 HK_DTYPE_F16
+
+/* kv_append: q|k|v rows wider than a block (two column chunks), GQA, a layer > 0; every
+ * invalid kind of row. */
+static void test_kv_append(void **state) {
+  (void)state;
+  if (!have_clang()) skip();
+  static const gen_case_t cases[] = {
+      {HK_OP_KV_APPEND, BF16, 0, 0, 0, 8, {9, 4, 2, 40, 2, 3, 5, 1}},
+      {HK_OP_KV_APPEND, F16, 0, 0, 0, 8, {7, 3, 1, 100, 1, 2, 8, 0}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 1);
+}
+
+/* kv_attention: several key tiles, GQA 2 and 1, a sliding window, a head dim beyond one
+ * output pass (300: q restaged per chunk, scores recomputed), a layer > 0. */
+static void test_kv_attention(void **state) {
+  (void)state;
+  if (!have_clang()) skip();
+  static const gen_case_t cases[] = {
+      {HK_OP_KV_ATTENTION, F16, 0, 0, 0, 9, {8, 4, 2, 40, 2, 3, 300, 1, 0}},
+      {HK_OP_KV_ATTENTION, BF16, 0, 0, 0, 9, {7, 2, 1, 64, 1, 2, 200, 0, 150}},
+      {HK_OP_KV_ATTENTION, BF16, 0, 0, 0, 9, {6, 2, 2, 300, 1, 2, 140, 0, 0}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 101);
+}
+
+/* take_rows (rows out of range both ways) and argmax (NaN, ties, -inf, +inf; fewer columns
+ * than threads). */
+static void test_take_rows_argmax(void **state) {
+  (void)state;
+  if (!have_clang()) skip();
+  static const gen_case_t cases[] = {
+      {HK_OP_TAKE_ROWS, F16, 0, 0, 0, 3, {5, 7, 300}},
+      {HK_OP_ARGMAX, BF16, 0, 0, 0, 2, {9, 1000}},
+      {HK_OP_ARGMAX, F16, 0, 0, 0, 2, {7, 3}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 201);
+}
+
+/* rope with ctx and llama3 (a packed q|k|v's copied v head), linear without ctx (row % seq +
+ * offset), ctx alone at a head dim of 6 (one pair per item); embedding with ctx, with and
+ * without positions. */
+static void test_rope_embedding_tails(void **state) {
+  (void)state;
+  if (!have_clang()) skip();
+  static const gen_case_t cases[] = {
+      {HK_OP_ROPE, BF16, 1, HKC_ROPE_SCALING_LLAMA3, 0, 6, {9, 3, 1, 64, 1, 0}},
+      {HK_OP_ROPE, F16, 0, HKC_ROPE_SCALING_LINEAR, 0, 6, {6, 2, 0, 128, 4, 100}},
+      {HK_OP_ROPE, F16, 1, 0, 0, 6, {5, 2, 1, 6, 1, 0}},
+      {HK_OP_EMBEDDING, BF16, 1, 0, 1, 4, {9, 11, 70, 6}},
+      {HK_OP_EMBEDDING, F16, 1, 0, 0, 4, {5, 7, 33, 4}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 301);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_kv_append),
+      cmocka_unit_test(test_kv_attention),
+      cmocka_unit_test(test_take_rows_argmax),
+      cmocka_unit_test(test_rope_embedding_tails),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
