@@ -5,6 +5,9 @@
     hkc import hf config.json -o model.yaml [--weights-map-out model.map] [--layers N]
                   [--seq N] [--batch-sizes 1,8] [--dtype f32|f16|bf16] [--prefix P]
                   [--name NAME] [--targets LIST] [--embeddings] [--padding-mask] [-q]
+    hkc import hf config.json --generate -o gen.yaml [--weights-map-out gen.map] [--max-seq N]
+                  [--slots N] [--token-buckets LIST] [--layers N] [--dtype ...] [--prefix P]
+                  [--name NAME] [--targets LIST] [-q]
 
 `hf` reads a Hugging Face config.json of a BERT (model_type bert), GPT-2 (gpt2) or Llama-family
 (llama, mistral, qwen2) model and writes
@@ -29,6 +32,16 @@ or the MLP) and a sliding window, which is full causal attention when it is at l
 (accepted then; refused otherwise: hkc's attention has no window).
 What the spec leaves out (pooler, LM heads) is said in notes; what hkc cannot express -- rope
 scaling, relative position embeddings, cross-attention -- is refused with an error naming it.
+
+`hf --generate` (GPT-2 and the Llama family; docs/GENERATE.md) writes a generation spec instead:
+the batch counts token rows (i32 inputs ids, ctx, slot [batch] and rows [slots]; the buckets are
+--token-buckets), the KV caches are `state:` tensors [layers, slots, max_seq, kv width], each
+layer's attention is a kv_append (its k and v into the caches) and a kv_attention over them (a
+sliding window where the model has one), rope and GPT-2's position embeddings read ctx, and
+after the layers take_rows picks each sequence's last token row, the final norm, the LM head
+(the tied embedding table or lm_head.weight) gives `logits` [slots, vocab] and argmax `next`.
+Rope scaling llama3 and linear are written as the rope's `scaling:`; dynamic only where it is
+the identity (--max-seq within the original positions).
 
 Only the standard library is used. Exit status: 0 written, 1 unsupported or bad input, 2 usage.
 """
@@ -143,7 +156,7 @@ def add_embeddings(m, cfg, kind):
 
 
 
-def build_bert(cfg, layers, prefix):
+def build_bert(cfg, layers, prefix, generate=False):
     hidden, heads, ffn = need(cfg, "hidden_size", "num_attention_heads", "intermediate_size")
     if cfg.get("position_embedding_type", "absolute") != "absolute":
         raise Unsupported("position_embedding_type '%s' (relative position scores in attention) is not expressible "
@@ -187,7 +200,7 @@ def build_bert(cfg, layers, prefix):
     return m
 
 
-def build_gpt2(cfg, layers, prefix):
+def build_gpt2(cfg, layers, prefix, generate=False):
     hidden, heads = need(cfg, "n_embd", "n_head")
     ffn = cfg.get("n_inner") or 4 * hidden
     if cfg.get("scale_attn_by_inverse_layer_idx"):
@@ -274,7 +287,7 @@ def check_windows(cfg, kind, layers, seq):
     return "sliding_window %s >= --seq %d: the same as full causal attention" % (", ".join(map(str, used)), seq)
 
 
-def build_llama(cfg, layers, prefix, kind="llama"):
+def build_llama(cfg, layers, prefix, kind="llama", generate=False):
     hidden, heads, ffn = need(cfg, "hidden_size", "num_attention_heads", "intermediate_size")
     kv_default, qkv_fixed, o_fixed, mlp_fixed = LLAMA_FAMILY[kind]
     kv_heads = cfg.get("num_key_value_heads", kv_default) or heads
@@ -282,10 +295,11 @@ def build_llama(cfg, layers, prefix, kind="llama"):
     if heads % kv_heads:
         raise Unsupported("num_key_value_heads %d does not divide num_attention_heads %d" % (kv_heads, heads))
     # rope: `rope_theta` + `rope_scaling` (transformers 4.x) or `rope_parameters` (newer configs:
-    # {"rope_type": ..., "rope_theta": ...}); only the default (unscaled) type is computable
+    # {"rope_type": ..., "rope_theta": ...}); only the default (unscaled) type is computable here
+    # (--generate writes llama3 and linear scaling on the rope: gen_rope_scaling)
     rp = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else None
     for key, rs in (("rope_scaling", cfg.get("rope_scaling")), ("rope_parameters", rp)):
-        if rs and rs.get("rope_type", rs.get("type", "default")) != "default":
+        if not generate and rs and rs.get("rope_type", rs.get("type", "default")) != "default":
             raise Unsupported("%s %s is not supported (hkc's rope op computes the plain inv_freq = "
                               "1/theta^(2j/dh))" % (key, json.dumps(rs, sort_keys=True)))
     if head_dim % 2:
@@ -348,9 +362,198 @@ def build_llama(cfg, layers, prefix, kind="llama"):
     return m
 
 
+# --generate (docs/GENERATE.md)
+GEN_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]  # --token-buckets default: tokens per step
+MAX_BUCKETS = 16  # a spec's batch_sizes (HK_MAX_BATCH_BUCKETS)
+BYTES = {"f32": 4, "f16": 2, "bf16": 2}
+
+
+def rope_scaling_of(cfg):
+    """The config's rope scaling, (key, dict), from `rope_scaling` (transformers 4.x) or
+    `rope_parameters` (newer configs), when its type is not "default"; else (None, None)."""
+    for key in ("rope_scaling", "rope_parameters"):
+        rs = cfg.get(key)
+        if isinstance(rs, dict) and rs.get("rope_type", rs.get("type", "default")) != "default":
+            return key, rs
+    return None, None
+
+
+def gen_rope_scaling(cfg, max_seq):
+    """The rope node's scaling keys for the config's rope scaling, and a note ("" for none).
+    llama3 and linear rewrite the frequencies as transformers does (the rope op's `scaling:`);
+    dynamic (NTK) changes theta only for sequences longer than the original positions, so it is
+    the plain rope when --max-seq is within them and refused otherwise; other types are refused."""
+    key, rs = rope_scaling_of(cfg)
+    if rs is None:
+        return {}, ""
+    kind = rs.get("rope_type", rs.get("type"))
+    desc = "%s %s" % (key, json.dumps(rs, sort_keys=True))
+
+    def val(k):
+        v = rs.get(k)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+            raise Unsupported("%s: rope type '%s' needs a positive '%s'" % (desc, kind, k))
+        return v
+
+    if kind == "llama3":
+        lo, hi = val("low_freq_factor"), val("high_freq_factor")
+        if hi <= lo:
+            raise Unsupported("%s: high_freq_factor must be larger than low_freq_factor" % desc)
+        keys = dict(scaling="llama3", factor=num(val("factor")), low_freq_factor=num(lo), high_freq_factor=num(hi),
+                    original_max=str(int(val("original_max_position_embeddings"))))
+        return keys, ("rope scaling llama3 (factor %s, low_freq_factor %s, high_freq_factor %s, original_max %s): "
+                      "the rope's scaling" % (keys["factor"], keys["low_freq_factor"], keys["high_freq_factor"],
+                                               keys["original_max"]))
+    if kind == "linear":
+        keys = dict(scaling="linear", factor=num(val("factor")))
+        return keys, "rope scaling linear (factor %s): the rope's scaling" % keys["factor"]
+    if kind == "dynamic":
+        orig = rs.get("original_max_position_embeddings") or cfg.get("max_position_embeddings")
+        if not isinstance(orig, int) or orig <= 0:
+            raise Unsupported("%s: no original_max_position_embeddings or max_position_embeddings" % desc)
+        if max_seq > orig:
+            raise Unsupported("%s: dynamic scaling rescales theta for sequences longer than %d positions, which "
+                              "--max-seq %d allows (hkc's rope has no dynamic scaling); import with --max-seq %d "
+                              "or less" % (desc, orig, max_seq, orig))
+        return {}, ("rope scaling dynamic is the identity up to %d positions (>= --max-seq %d): the plain rope"
+                    % (orig, max_seq))
+    raise Unsupported("%s: rope type '%s' is not supported (hkc's rope scales as llama3 or linear; dynamic only "
+                      "when --max-seq is within the original positions)" % (desc, kind))
+
+
+def gen_window(cfg, kind, layers, max_seq):
+    """The kv_attention window of every layer (one value: the repeat's body is the same for all
+    layers) or None, and a note. A window >= max_seq sees every key the cache holds: none."""
+    wins = [sliding_window(cfg, kind, i) for i in range(layers)]
+    short = sorted({w for w in wins if w is not None and w < max_seq})
+    used = sorted({w for w in wins if w is not None})
+    if not short:
+        return None, ("sliding_window %s >= --max-seq %d: the same as full causal attention"
+                      % (", ".join(map(str, used)), max_seq) if used else "")
+    if len(short) == 1 and all(w == short[0] for w in wins):
+        return short[0], "sliding_window %d on every layer: kv_attention's window" % short[0]
+    eff = [w if w is not None and w < max_seq else None for w in wins]
+    on = [i for i, w in enumerate(eff) if w is not None]
+    off = [i for i, w in enumerate(eff) if w is None]
+    same = next(i for i, w in enumerate(eff) if w != eff[0])  # the leading layers that agree
+    raise Unsupported("sliding_window %s on layer%s %s but not on layer%s %s: the repeat's layers share one body, "
+                      "so every layer must have the same window (or none shorter than --max-seq %d); import with "
+                      "--max-seq %d or less, or --layers %d"
+                      % ("/".join(map(str, short)), "s" if len(on) > 1 else "", ", ".join(map(str, on)),
+                         "s" if len(off) > 1 else "", ", ".join(map(str, off)) or "-", max_seq, min(short), same))
+
+
+def make_generate(m, cfg, kind, a, dtype):
+    """Rewrites the layers' model (a builder's) into a generation model over token rows
+    (docs/GENERATE.md): embeddings from ids (GPT-2's positions from ctx), each attention as
+    kv_append + kv_attention on the state caches, rope at the rows' ctx positions, then
+    take_rows, the final norm, the LM head and argmax. Returns the notes."""
+    vocab = need(cfg, "vocab_size")[0]
+    d = m.dims
+    del d["seq"]
+    if kind == "gpt2":
+        if d["hidden"] % d["heads"]:
+            raise Unsupported("n_embd %d is not a multiple of n_head %d" % (d["hidden"], d["heads"]))
+        d["head_dim"] = d["hidden"] // d["heads"]
+        kv = "heads"
+        kv_n = d["heads"]
+        rope_keys, rope_note, window, win_note = {}, "", None, ""
+    else:
+        kv = "kv_heads"
+        kv_n = d["kv_heads"]
+        rope_keys, rope_note = gen_rope_scaling(cfg, a.max_seq)
+        window, win_note = gen_window(cfg, kind, m.layers, a.max_seq)
+    d.update(vocab=vocab, slots=a.slots, max_seq=a.max_seq)
+    width = "%s*head_dim" % kv
+    m.state = [(n, ["layers", "slots", "max_seq", width]) for n in ("k_cache", "v_cache")]
+    if kind == "gpt2":
+        d["max_pos"] = need(cfg, "n_positions")[0]
+        m.pp("wte", ["vocab", "hidden"], "wte.weight")
+        m.pp("wpe", ["max_pos", "hidden"], "wpe.weight")
+        m.pre = [dict(name="emb", op="embedding", **{"in": ["ids", "wte"]}, pos="wpe", ctx="ctx", out="x")]
+        table, table_ck = "wte", "wte.weight"
+    else:
+        m.pp("embed", ["vocab", "hidden"], "embed_tokens.weight")
+        m.pre = [dict(name="emb", op="embedding", **{"in": ["ids", "embed"]}, out="x")]
+        table, table_ck = "embed", "embed_tokens.weight"
+    body = []
+    for node in m.body:
+        node = dict(node)
+        node["in"] = ["ctx_out" if t == "ctx" else t for t in node["in"]]  # attention's output: ctx is an input now
+        out = node.pop("out")
+        if node["op"] == "rope":
+            node["ctx"] = "ctx"
+            node.update(rope_keys)
+        if node["op"] == "attention":
+            cache = dict(heads=node["heads"], kv_heads=node.get("kv_heads", node["heads"]), k_cache="k_cache",
+                         v_cache="v_cache", layer='"{i}"', ctx="ctx", slot="slot")
+            body.append(dict(name="kv_append", op="kv_append", **{"in": node["in"]}, **cache, out="q"))
+            att, node = node, dict(name=node["name"], op="kv_attention", **{"in": ["q"]}, **cache)
+            if "scale" in att:  # GPT-2's scale_attn_weights false
+                node["scale"] = att["scale"]
+            if window is not None:
+                node["window"] = str(window)
+            out = "ctx_out"
+        node["out"] = out
+        body.append(node)
+    m.body = body
+    # After the layers: the last token row of each slot (rows), then the final norm (row-wise:
+    # on the slots' rows only), the LM head and the greedy id.
+    norm = dict(m.final[0])
+    norm["in"], norm["out"] = ["last"], "last_n"
+    tied = cfg.get("tie_word_embeddings", kind == "gpt2")  # GPT2Config: True; the Llama family: False
+    head = table
+    if not tied:
+        head = "lm_head_w"
+        m.final_params.append((head, ["vocab", "hidden"], "lm_head.weight"))  # outside the model's prefix
+    m.final = [dict(name="take_last", op="take_rows", **{"in": ["y", "rows"]}, out="last"), norm,
+               dict(name="lm_head", op="gemm", **{"in": ["last_n", head]}, trans_b=True, out="logits"),
+               dict(name="next_id", op="argmax", **{"in": ["logits"]}, out="next")]
+    m.out = "next, logits"
+    dh = d["head_dim"]
+    per_slot = m.layers * 2 * a.max_seq * kv_n * dh * BYTES[dtype]
+    notes = ["token rows: i32 inputs ids, ctx and slot [batch] (each token of a step: its id, the cache positions "
+             "it sees with itself -- 0 marks a padding row -- and its cache slot) and rows [slots] (the token row "
+             "each slot's logits come from); batch_sizes are tokens per step (docs/GENERATE.md)",
+             "KV caches: state k_cache and v_cache [layers, slots, max_seq, %s] = [%d, %d, %d, %d] (%.2f MiB per "
+             "slot in %s)" % (width, m.layers, a.slots, a.max_seq, kv_n * dh, per_slot / 2.0 ** 20, dtype),
+             "LM head: %s" % ("the token embeddings %s (tie_word_embeddings)" % (m.prefix + table_ck) if tied
+                              else "lm_head.weight (tie_word_embeddings false)")]
+    notes += [n for n in (rope_note, win_note) if n]
+    return notes
+
+
+def gen_spec_text(m, a, config_path, dtype, notes):
+    lines = ["# Written by `hkc import hf %s --generate` from a Hugging Face %s config: %d layer(s)."
+             % (os.path.basename(config_path), m.kind, m.layers)]
+    lines += ["# Note: " + n for n in notes]
+    lines += ["# Weights: bind the checkpoint with its name map (hkc generate PACK --weights F.safetensors "
+              "--weights-map MAP --ids PROMPT.npy -n N).", "hkc: 1", "name: %s" % a.name, "dtype: %s" % dtype,
+              "batch_sizes: [%s]" % ", ".join(str(b) for b in a.token_buckets)]
+    dims = dict(m.dims, layers=m.layers)
+    lines.append("dims: {" + ", ".join("%s: %d" % (k, v) for k, v in dims.items()) + "}")
+    if a.targets:
+        lines.append("targets: [%s]" % ", ".join(a.targets))
+    lines += ["inputs:",
+              "  ids: {shape: [batch], dtype: i32}    # token id of each row",
+              "  ctx: {shape: [batch], dtype: i32}    # cache positions the row sees, its own included (0: padding)",
+              "  slot: {shape: [batch], dtype: i32}   # cache slot (sequence) of each row",
+              "  rows: {shape: [slots], dtype: i32}   # per slot: the row whose logits and next id it returns",
+              "state:"]
+    lines += ["  %s: [%s]" % (n, ", ".join(s)) for n, s in m.state]
+    lines.append("params:")
+    lines += ["  %s: [%s]" % (n, ", ".join(s)) for n, s, _ in m.pre_params + m.final_params]
+    lines.append("graph:")
+    lines += ["  - " + flow(n) for n in m.pre]
+    lines += repeat_lines(m)
+    lines += ["  - " + flow(n) for n in m.final]
+    lines += ["outputs: [%s]" % m.out, "fusion: auto", ""]
+    return "\n".join(lines)
+
+
 BUILDERS = {"bert": (build_bert, "bert."), "gpt2": (build_gpt2, "transformer."), "llama": (build_llama, "model."),
-            "mistral": (lambda c, n, p: build_llama(c, n, p, "mistral"), "model."),
-            "qwen2": (lambda c, n, p: build_llama(c, n, p, "qwen2"), "model.")}
+            "mistral": (lambda c, n, p, **kw: build_llama(c, n, p, "mistral", **kw), "model."),
+            "qwen2": (lambda c, n, p, **kw: build_llama(c, n, p, "qwen2", **kw), "model.")}
 LAYER_KEYS = {"bert": "num_hidden_layers", "gpt2": "n_layer", "llama": "num_hidden_layers",
               "mistral": "num_hidden_layers", "qwen2": "num_hidden_layers"}
 
@@ -391,7 +594,15 @@ def spec_text(m, a, config_path, dtype):
         lines += ["  %s: [%s]" % (n, ", ".join(s)) for n, s, _ in m.pre_params + m.final_params]
     lines.append("graph:")
     lines += ["  - " + flow(n) for n in m.pre]
-    lines += ["  - repeat:", "      count: layers", "      in: x", "      out: y", "      params:"]
+    lines += repeat_lines(m)
+    lines += ["  - " + flow(n) for n in m.final]
+    lines += ["outputs: [%s]" % m.out, "fusion: auto", ""]
+    return "\n".join(lines)
+
+
+def repeat_lines(m):
+    """The graph's `repeat:` entry: the layer's params (checkpoint parts with {i}) and body."""
+    lines = ["  - repeat:", "      count: layers", "      in: x", "      out: y", "      params:"]
     for n, s, ck in m.layer_params:
         if isinstance(ck, list):  # parts: the layer number is the repeat's {i}
             parts = ", ".join('"%s"' % c.format(k="{i}") for c in ck)
@@ -400,9 +611,7 @@ def spec_text(m, a, config_path, dtype):
             lines.append("        %s: [%s]" % (n, ", ".join(s)))
     lines.append("      body:")
     lines += ["        - " + flow(n) for n in m.body]
-    lines += ["  - " + flow(n) for n in m.final]
-    lines += ["outputs: [%s]" % m.out, "fusion: auto", ""]
-    return "\n".join(lines)
+    return lines
 
 
 def map_text(m, a):
@@ -457,8 +666,8 @@ def import_hf(argv):
     p.add_argument("-o", "--output", required=True, help="the spec to write (YAML)")
     p.add_argument("--weights-map-out", help="the name map to write (default: the output with .map for .yaml)")
     p.add_argument("--layers", type=positive, help="build only the first N layers (default: all)")
-    p.add_argument("--seq", type=positive, default=128, help="sequence length (default 128)")
-    p.add_argument("--batch-sizes", type=batch_list, default=[1], help="batch sizes, e.g. 1,8 (default 1)")
+    p.add_argument("--seq", type=positive, help="sequence length (default 128)")
+    p.add_argument("--batch-sizes", type=batch_list, help="batch sizes, e.g. 1,8 (default 1)")
     p.add_argument("--dtype", choices=("f32", "f16", "bf16"), help="default: the config's torch_dtype, else f32")
     p.add_argument("--prefix", help="checkpoint name prefix (default: bert. / transformer. / model.; '' for none)")
     p.add_argument("--name", help="the spec's name (default: the model type)")
@@ -469,8 +678,36 @@ def import_hf(argv):
     p.add_argument("--padding-mask", action="store_true",
                    help="an i32 input lengths [batch]: keys at positions >= lengths[b] are masked (right padding; "
                         "Hugging Face's attention_mask with lengths[b] leading ones)")
+    g = p.add_argument_group("generation (docs/GENERATE.md)")
+    g.add_argument("--generate", action="store_true",
+                   help="a generation spec (GPT-2, Llama, Mistral, Qwen2): token rows, KV caches as state, the LM "
+                        "head and argmax, for hkc generate; instead of --seq, --batch-sizes, --embeddings and "
+                        "--padding-mask")
+    g.add_argument("--max-seq", type=positive,
+                   help="positions each cache slot holds (default: the model's positions, at most 2048)")
+    g.add_argument("--slots", type=positive, help="cache slots: sequences generated at once (default 8)")
+    g.add_argument("--token-buckets", type=batch_list,
+                   help="tokens per step that have a graph: the batch sizes (default %s)"
+                        % ",".join(map(str, GEN_BUCKETS)))
     p.add_argument("-q", "--quiet", action="store_true", help="no notes on stderr")
     a = p.parse_args(argv)
+    a.seq_given, a.batch_given = a.seq is not None, a.batch_sizes is not None
+    gen_only = [o for o, v in (("--max-seq", a.max_seq), ("--slots", a.slots), ("--token-buckets", a.token_buckets))
+                if v is not None]
+    if a.generate:
+        clash = [o for o, v in (("--seq", a.seq_given), ("--batch-sizes", a.batch_given),
+                                ("--embeddings", a.embeddings), ("--padding-mask", a.padding_mask)) if v]
+        if clash:
+            p.error("%s: not with --generate (its batch counts token rows: --token-buckets, --max-seq)"
+                    % ", ".join(clash))
+        a.slots = a.slots or 8
+        a.token_buckets = sorted(set(a.token_buckets or GEN_BUCKETS))
+        if len(a.token_buckets) > MAX_BUCKETS:
+            p.error("--token-buckets: %d sizes, a spec has at most %d" % (len(a.token_buckets), MAX_BUCKETS))
+    elif gen_only:
+        p.error("%s: only with --generate" % ", ".join(gen_only))
+    a.seq = a.seq or 128
+    a.batch_sizes = a.batch_sizes or [1]
     try:
         with open(a.config) as f:
             cfg = json.load(f)
@@ -486,6 +723,7 @@ def import_hf(argv):
               % (PROG, a.config, kind, ", ".join(sorted(BUILDERS))), file=sys.stderr)
         return 1
     build, prefix = BUILDERS[kind]
+    dtype = a.dtype or DTYPES.get(cfg.get("torch_dtype"), "f32")
     try:
         n_layers = need(cfg, LAYER_KEYS[kind])[0]
         if a.layers is not None:
@@ -493,10 +731,20 @@ def import_hf(argv):
                 raise Unsupported("--layers %d: the model has %d" % (a.layers, n_layers))
             n_layers = a.layers
         max_pos = cfg.get("max_position_embeddings", cfg.get("n_positions"))
-        if max_pos and a.seq > max_pos:
+        if a.generate:
+            if kind == "bert":
+                raise Unsupported("--generate needs a decoder (a causal LM: gpt2, llama, mistral, qwen2); BERT is "
+                                  "an encoder")
+            if a.max_seq is None:
+                a.max_seq = min(max_pos, 2048) if max_pos else 2048
+            if max_pos and a.max_seq > max_pos:
+                raise Unsupported("--max-seq %d is longer than the model's %d positions" % (a.max_seq, max_pos))
+        elif max_pos and a.seq > max_pos:
             raise Unsupported("--seq %d is longer than the model's %d positions" % (a.seq, max_pos))
-        m = build(cfg, n_layers, prefix if a.prefix is None else a.prefix)
-        if kind in LLAMA_FAMILY:
+        m = build(cfg, n_layers, prefix if a.prefix is None else a.prefix, generate=a.generate)
+        if a.generate:
+            gen_notes = make_generate(m, cfg, kind, a, dtype)
+        elif kind in LLAMA_FAMILY:
             note = check_windows(cfg, kind, n_layers, a.seq)
             m.rest_note += ("; " + note) if note else ""
     except Unsupported as e:
@@ -508,20 +756,27 @@ def import_hf(argv):
         for node in m.body:
             if node.get("op") == "attention":
                 node["lengths"] = "lengths"
-    dtype = a.dtype or DTYPES.get(cfg.get("torch_dtype"), "f32")
     a.name = a.name or kind
     a.targets = [t for t in a.targets.split(",") if t] if a.targets else []
     map_path = a.weights_map_out
     if not map_path:
         base = a.output[:-5] if a.output.endswith(".yaml") else a.output
         map_path = base + ".map"
-    write_atomic(a.output, spec_text(m, a, a.config, dtype))
+    if a.generate:
+        notes = gen_notes
+        text = gen_spec_text(m, a, a.config, dtype, notes)
+        what = "%s, %d layers, %s, generation: %d slots of %d positions" % (kind, n_layers, dtype, a.slots, a.max_seq)
+    else:
+        notes = m.notes(a.embeddings, a.padding_mask)
+        text = spec_text(m, a, a.config, dtype)
+        what = "%s, %d layers, %s" % (kind, n_layers, dtype)
+    write_atomic(a.output, text)
     write_atomic(map_path, map_text(m, a))
     if not a.quiet:
-        for n in m.notes(a.embeddings, a.padding_mask):
+        for n in notes:
             print("%s: note: %s" % (PROG, n), file=sys.stderr)
-        print("wrote %s (%s, %d layers, %s) and %s (%d names)"
-              % (a.output, kind, n_layers, dtype, map_path,
+        print("wrote %s (%s) and %s (%d names)"
+              % (a.output, what, map_path,
                  n_layers * sum(not isinstance(ck, list) for _, _, ck in m.layer_params) + len(m.final_params)
                  + len(m.pre_params)))
     return 0
