@@ -61,6 +61,9 @@ static const kopt_t k_opts[] = {
      "auto|on|off: a layernorm or rmsnorm in the epilogue of the GEMM whose output it normalises, a cluster of blocks "
      "sharing each row's statistics through distributed shared memory (gemm_tma on sm_90a, the host); auto: "
      "where the clock says it pays, on: wherever every target has such a kernel, off: never"},
+    {"gemm_skinny", "HKC_GEMM_SKINNY", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
+     "auto|on|off: gemm_skinny on sm_90a, GEMMs of a few rows of A that stream B at the memory's bandwidth "
+     "(decode steps): auto for the launches of M <= 8 it serves, on for M <= 64, off never"},
     {"ew_exact_act", "HKC_EW_EXACT_ACT", KOPT_BOOL, 0, NULL, NULL, 0, NULL,
      "0|1: 16-bit gelu/silu/ewchain through erff/expf"},
     {"attn_kvs", "HKC_ATTN_KVS", KOPT_INT, 0, NULL, NULL, 0, NULL,
@@ -139,6 +142,7 @@ static hkc_switch_t *switch_field(hkc_kernel_options_t *o, const char *name) {
   if (strcmp(name, "gemm_rope") == 0) return &o->gemm_rope;
   if (strcmp(name, "gemm_norm") == 0) return &o->gemm_norm;
   if (strcmp(name, "gemm_ln") == 0) return &o->gemm_ln;
+  if (strcmp(name, "gemm_skinny") == 0) return &o->gemm_skinny;
   return &o->attn_wgmma;
 }
 
@@ -153,6 +157,7 @@ static hkc_switch_t switch_value(const hkc_kernel_options_t *o, const char *name
   if (strcmp(name, "gemm_rope") == 0) return o->gemm_rope;
   if (strcmp(name, "gemm_norm") == 0) return o->gemm_norm;
   if (strcmp(name, "gemm_ln") == 0) return o->gemm_ln;
+  if (strcmp(name, "gemm_skinny") == 0) return o->gemm_skinny;
   return o->attn_wgmma;
 }
 

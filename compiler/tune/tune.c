@@ -556,6 +556,36 @@ static int options_choose(const hkc_tuner_t *tuner, const char *target, const hk
   return r == 2 || (r == 1 && !l->tunable);
 }
 
+/* gemm_skinny for the few-row GEMMs of decode steps (variant_skinny_nv.c): a launch of M <= 8
+ * rows of A (64 with gemm_skinny=on) reads all of B for a few rows of output, so its time is
+ * the read of B at the memory's bandwidth, which gemm_skinny's stream of 16-byte loads from
+ * every SM reaches and the tensor-core tiles (one block per 64-128 columns, a few dozen
+ * blocks for a decode step's projections) do not. Before the database and the model, which
+ * rank tile configurations of the tensor-core variants; mb = the smallest of 1, 2, 4, 8 that
+ * is >= M (larger M: passes of 8 rows). 1 when it chose. */
+static int skinny_choose(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *arch, hkc_tune_launch_t *l) {
+  const hkc_switch_t s = o ? o->gemm_skinny : HKC_SWITCH_AUTO;
+  if (!arch || s == HKC_SWITCH_OFF || l->key.op != HK_OP_GEMM || l->shape.m < 1 ||
+      l->shape.m > (s == HKC_SWITCH_ON ? 64 : 8))
+    return 0;
+  const hkc_variant_t *const *list = hkc_variant_list();
+  const hkc_variant_t *v = NULL;
+  for (size_t i = 0; list[i] && !v; i++)
+    if (strcmp(list[i]->name, "gemm_skinny") == 0) v = list[i];
+  hkc_kernel_key_t key = l->key;
+  key.variant[0] = key.tune[0] = '\0';
+  if (!v || !hkc_variant_serves(v, arch, &key) || (o && !hkc_kernel_options_allow(o, arch, v, &key))) return 0;
+  const int mb = l->shape.m <= 1 ? 1 : l->shape.m <= 2 ? 2 : l->shape.m <= 4 ? 4 : 8;
+  char params[16];
+  snprintf(params, sizeof params, "mb=%d", mb);
+  hkc_tile_cfg_t cfg;
+  if (v->tune_parse(arch, &key, params, &cfg) != 0) return 0;
+  l->key = key;
+  hkc_tune_apply(arch, &l->key, &cfg);
+  l->source = HKC_TUNE_SRC_MODEL;
+  return 1;
+}
+
 int hkc_tuner_choose(hkc_tuner_t *tuner, const char *target, const hkc_gpu_arch_t *arch, hkc_tune_launch_t *launches,
                      size_t n) {
   const char *db_target = arch ? arch->name : hkc_host_target_name();
@@ -580,6 +610,7 @@ int hkc_tuner_choose(hkc_tuner_t *tuner, const char *target, const hkc_gpu_arch_
       break;
     }
     if (fixed || !l->tunable) continue;
+    if (skinny_choose(tuner->options, arch, l)) continue;
     if (tuner->db) {
       char sig[160];
       int exact = 0;

@@ -51,6 +51,11 @@ HK_NAME(const HK_T *q, const HK_T *k_cache, const HK_T *v_cache, const int *ctx,
   __shared__ float oacc[HK_KVA_WARPS][HK_KVA_GROUP][HK_HEAD_DIM];
   __shared__ int last;
   (void)dh;
+#if __CUDA_ARCH__ >= 900
+  /* the launch after this one (the output projection, a PDL launch) may start its weight
+   * prefetch now; it waits for this launch to complete before it reads anything we write */
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
   const int warp = HK_TID / 32, lane = HK_TID % 32;
   const int group = (int)(heads / kv_heads);
   const int rounds = (group + HK_KVA_GROUP - 1) / HK_KVA_GROUP;

@@ -238,6 +238,66 @@ static void test_nvrtc_sm90a_fused(void **state) {
   free(jobs);
 }
 
+/* gemm_skinny (the tuner's choice for GEMMs of M <= 8 on sm_90a): each epilogue form it serves
+ * -- plain, bias + gelu, residual, multiplier, the dual SwiGLU form, a folded rmsnorm alone
+ * and with the dual form -- at mb 1 and 8 in bf16, and plain f16: every compile succeeds
+ * without spills; the registry never picks it for an untuned key; keys it cannot serve
+ * (B [K, N], a rope epilogue, sm_80) are refused. */
+static void test_nvrtc_gemm_skinny(void **state) {
+  (void)state;
+  const hkc_variant_t *sk = NULL;
+  for (const hkc_variant_t *const *l = hkc_variant_list(); *l; l++)
+    if (strcmp((*l)->name, "gemm_skinny") == 0) sk = *l;
+  assert_non_null(sk);
+  const hkc_gpu_arch_t *a90 = hk_test_arch("sm_90a");
+  hkc_kernel_key_t probe = {.op = HK_OP_GEMM, .dtype = HK_DTYPE_BF16, .trans_b = 1, .align = 8};
+  assert_true(hkc_variant_serves(sk, a90, &probe));
+  assert_ptr_not_equal(hkc_variant_for(a90, &probe), sk);
+  hkc_kernel_key_t no = probe;
+  no.trans_b = 0;
+  assert_false(hkc_variant_serves(sk, a90, &no));
+  no = probe;
+  no.rope = 1, no.head_dim = 64;
+  assert_false(hkc_variant_serves(sk, a90, &no));
+  assert_false(hkc_variant_serves(sk, hk_test_arch("sm_80"), &probe));
+  HK_TEST_NEED_NVRTC();
+  static const struct {
+    hk_act_t act;
+    int bias, residual, mul, dual, norm_a;
+  } forms[] = {{HK_ACT_NONE, 0, 0, 0, 0, 0}, {HK_ACT_GELU, 1, 0, 0, 0, 0}, {HK_ACT_NONE, 0, 1, 0, 0, 0},
+               {HK_ACT_NONE, 0, 0, 1, 0, 0}, {HK_ACT_SILU, 0, 0, 0, 1, 0}, {HK_ACT_NONE, 0, 0, 0, 0, 1},
+               {HK_ACT_SILU, 0, 1, 0, 1, 1}};
+  enum { N_FORMS = sizeof forms / sizeof forms[0] };
+  hk_test_compile_job_t jobs[2 * N_FORMS + 1];
+  size_t n = 0;
+  for (int mb = 1; mb <= 8; mb += 7)
+    for (size_t f = 0; f < N_FORMS; f++) {
+      memset(&jobs[n], 0, sizeof jobs[n]);
+      hkc_kernel_key_t k = probe;
+      k.act = forms[f].act, k.has_bias = forms[f].bias, k.has_residual = forms[f].residual;
+      k.has_mul = forms[f].mul, k.dual = forms[f].dual, k.norm_a = forms[f].norm_a;
+      hkc_tile_cfg_t cfg;
+      char params[16];
+      snprintf(params, sizeof params, "mb=%d", mb);
+      assert_int_equal(sk->tune_parse(a90, &k, params, &cfg), 0);
+      hkc_tune_apply(a90, &k, &cfg);
+      assert_ptr_equal(hkc_variant_for(a90, &k), sk);
+      jobs[n].arch = a90;
+      jobs[n].kernel.key = k;
+      hk_test_kernel_name(&jobs[n++].kernel);
+    }
+  memset(&jobs[n], 0, sizeof jobs[n]);
+  jobs[n].arch = a90;
+  jobs[n].kernel.key = jobs[0].kernel.key;
+  jobs[n].kernel.key.dtype = HK_DTYPE_F16;
+  hk_test_kernel_name(&jobs[n++].kernel);
+  compile_all(jobs, n, hkc_nvrtc_compile, N_THREADS);
+  for (size_t i = 0; i < n; i++)
+    printf("[ info     ] sm_90a %-40s regs %u\n", jobs[i].kernel.name, jobs[i].regs);
+  hkc_tile_cfg_t cfg;
+  assert_int_equal(sk->tune_parse(a90, &probe, "mb=3", &cfg), -1);
+}
+
 /* The generation keys (generation_keys) in f16 and bf16 for one arch: every
  * compile succeeds without scratch; registers printed. */
 static void compile_generation(const char *arch, hk_test_compile_fn compile, int n_threads) {
@@ -666,6 +726,7 @@ int main(void) {
       cmocka_unit_test(test_nvrtc_reports_errors),
       cmocka_unit_test(test_nvrtc_every_variant),
       cmocka_unit_test(test_nvrtc_sm90a_fused),
+      cmocka_unit_test(test_nvrtc_gemm_skinny),
       cmocka_unit_test(test_hiprtc_every_variant),
       cmocka_unit_test(test_nvrtc_generation),
       cmocka_unit_test(test_hiprtc_generation),

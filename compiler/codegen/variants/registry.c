@@ -18,8 +18,9 @@ extern const hkc_variant_t hkc_variant_simple_gemm, hkc_variant_simple_binary, h
     hkc_variant_simple_layernorm, hkc_variant_simple_rmsnorm, hkc_variant_simple_softmax,
     hkc_variant_simple_attention, hkc_variant_simple_rope, hkc_variant_simple_ewchain,
     hkc_variant_simple_embedding, hkc_variant_simple_kv_append, hkc_variant_simple_kv_attention,
-    hkc_variant_simple_take_rows, hkc_variant_simple_argmax; /* variant_simple.c */
+    hkc_variant_simple_take_rows, hkc_variant_simple_argmax, hkc_variant_simple_sample; /* variant_simple.c */
 extern const hkc_variant_t hkc_variant_kv_attention_warp; /* variant_kv_nv.c */
+extern const hkc_variant_t hkc_variant_gemm_skinny;       /* variant_skinny_nv.c */
 extern const hkc_variant_t hkc_variant_host_gemm, hkc_variant_host; /* variant_host.c */
 
 static const hkc_variant_t *const k_variants[] = {
@@ -28,6 +29,7 @@ static const hkc_variant_t *const k_variants[] = {
     &hkc_variant_gemm_wgmma_ws, /* NVIDIA sm_90a, warp-specialized, cp.async loads */
     &hkc_variant_gemm_wgmma,  /* NVIDIA sm_90a (kernel option gemm_ws=off) */
     &hkc_variant_gemm_mma,    /* NVIDIA sm_80+ */
+    &hkc_variant_gemm_skinny, /* NVIDIA sm_90a, never first: the tuner names it for M <= 8 (gemm_skinny) */
     &hkc_variant_attention_tma,   /* NVIDIA sm_90a, TMA + warp-specialized (attn_tma=off: the two below) */
     &hkc_variant_attention_wgmma, /* NVIDIA sm_90a; head_dim 128 (64: attn_wgmma=on) */
     &hkc_variant_attention_mma,
@@ -53,6 +55,7 @@ static const hkc_variant_t *const k_variants[] = {
     &hkc_variant_simple_kv_attention,
     &hkc_variant_simple_take_rows,
     &hkc_variant_simple_argmax,
+    &hkc_variant_simple_sample,
     /* the host target: the GEMM (tunable), then every other op */
     &hkc_variant_host_gemm,
     &hkc_variant_host,

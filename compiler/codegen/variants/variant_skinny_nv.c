@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* gemm_skinny (templates/gpu/gemm_skinny.hip): GEMMs of a few rows of A on NVIDIA sm_90a --
+ * the decode steps of text generation, M = the step's token rows -- that stream B ([N, K], the
+ * checkpoints' layout) at the memory's bandwidth on every SM. f16/bf16, align 8, every
+ * epilogue but rope and the norm epilogue (bias, activation, multiplier, residual, the dual
+ * SwiGLU form, a folded rmsnorm of A).
+ *
+ * Never the registry's pick for a key: the tuner names it for the launches of M <= 8 that it
+ * serves (tune.c, hkc_tune_skinny), whose time is the read of B; the tensor-core variants
+ * keep every other launch. Kernel option gemm_skinny: off never, on for every M <= 64 it
+ * serves. Parameters: "mb=R" (rows of A per warp pass: 1, 2, 4 or 8, the smallest power of
+ * two >= M; larger M takes several passes). */
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
+#include "codegen/variants/variant.h"
+#include "lower/lower.h"
+
+#define SK_WARPS 4 /* warps per block: several blocks per SM, loads of many warps in flight */
+#define SK_NW 2    /* columns (rows of B) per warp */
+#define SK_U 4     /* 16-byte loads per B row in flight per lane */
+
+static const char *const k_sk_names[] = {"mb"};
+
+static int sk_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  return arch->kind == HK_TARGET_CUDA && arch->matrix == HKC_MATRIX_WGMMA && key->op == HK_OP_GEMM && key->trans_b &&
+         (key->dtype == HK_DTYPE_F16 || key->dtype == HK_DTYPE_BF16) && key->align >= 8 && key->align % 8 == 0 &&
+         !key->rope && !key->norm_c;
+}
+
+/* The key's mb (its tune string when it names this variant; else 8). */
+static int sk_mb(const hkc_kernel_key_t *key) {
+  int mb = 8;
+  if (strncmp(key->variant, "gemm_skinny", HKC_TUNE_VARIANT_MAX) == 0 && key->tune[0] &&
+      hkc_tune_params_parse(key->tune, k_sk_names, 1, &mb) != 0)
+    mb = 8;
+  return mb;
+}
+
+static int sk_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params,
+                         hkc_tile_cfg_t *out) {
+  (void)arch, (void)key;
+  int mb = 8;
+  if (params[0] && hkc_tune_params_parse(params, k_sk_names, 1, &mb) != 0) return -1;
+  if (mb != 1 && mb != 2 && mb != 4 && mb != 8) return -1;
+  memset(out, 0, sizeof *out);
+  snprintf(out->variant, sizeof out->variant, "gemm_skinny");
+  snprintf(out->tune, sizeof out->tune, "mb=%d", mb);
+  out->bm = mb;
+  out->bn = SK_WARPS * SK_NW;
+  out->bk = 256 * SK_U;
+  out->threads = 32 * SK_WARPS;
+  out->inflight = SK_U;
+  return 0;
+}
+
+static void sk_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
+  (void)arch;
+  snprintf(out, size, "#define HK_THREADS %d\n#define HK_SK_WARPS %d\n#define HK_SK_NW %d\n#define HK_SK_U %d\n"
+           "#define HK_SK_MB %d\n", 32 * SK_WARPS, SK_WARPS, SK_NW, SK_U, sk_mb(key));
+}
+
+static void sk_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
+                      uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
+  (void)arch;
+  const int64_t m = hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_M), n = hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_N);
+  const int64_t warps = hkc_variant_ceil_div(n, SK_NW) * hkc_variant_ceil_div(m, sk_mb(key));
+  hkc_variant_launch_1d(hkc_variant_ceil_div(warps, SK_WARPS), 32 * SK_WARPS, 0, out_grid, out_block, out_shared);
+}
+
+const hkc_variant_t hkc_variant_gemm_skinny = {
+    .name = "gemm_skinny",
+    .template_path = "gpu/gemm_skinny.hip",
+    .applies = sk_applies,
+    .defines = sk_defines,
+    .launch = sk_launch,
+    /* every thread executes griddepcontrol.wait before it reads A or writes C; before it, only
+     * L2 prefetches of B (a param) */
+    .pdl = 1,
+    .norm_a = 1,
+    .tune_parse = sk_tune_parse,
+    .params = k_sk_names,
+    .n_params = 1,
+    .rules = "mb 1, 2, 4 or 8 (rows of A per warp pass)",
+};
