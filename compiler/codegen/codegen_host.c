@@ -131,6 +131,7 @@ static const char *host_template_path(hk_op_t op) {
   case HK_OP_KV_ATTENTION: return "host/kv_attention.c";
   case HK_OP_TAKE_ROWS: return "host/take_rows.c";
   case HK_OP_ARGMAX: return "host/argmax.c";
+  case HK_OP_SAMPLE: return "host/sample.c";
   default: return NULL;
   }
 }
@@ -296,7 +297,7 @@ static int64_t ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) 
  *   norms, softmax   one row
  *   attention   one query row of one (batch, head)
  *   rope        one row (all heads)
- *   embedding, kv_append, take_rows, argmax   one row (a token's, an output row)
+ *   embedding, kv_append, take_rows, argmax, sample   one row (a token's, an output row)
  *   kv_attention   one token row of one head: block = row * heads + head
  * Never less than 1 block; kernels ignore blocks past the end. */
 void hkc_host_launch_dims(const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
@@ -333,6 +334,7 @@ void hkc_host_launch_dims(const hkc_kernel_key_t *key, const hkc_arg_t *args, ui
     break;
   case HK_OP_TAKE_ROWS: blocks = arg_i64(args, n_args, HKC_TAKE_ROWS_ARG_N_OUT); break;
   case HK_OP_ARGMAX: blocks = arg_i64(args, n_args, HKC_ARGMAX_ARG_ROWS); break;
+  case HK_OP_SAMPLE: blocks = arg_i64(args, n_args, HKC_SAMPLE_ARG_ROWS); break;
   default: break;
   }
   if (blocks < 1) blocks = 1;

@@ -190,9 +190,9 @@ double hkc_launch_seconds(const hkc_gpu_arch_t *arch, const hkc_spec_t *spec, co
       if (waves * tile_s > body) body = waves * tile_s;
     }
   } else {
-    /* kv_attention and argmax work per element read (cost.c's FLOPs: a key's FMAs, a compare),
-     * the others per element written */
-    const int per_read = nd->op == HK_OP_KV_ATTENTION || nd->op == HK_OP_ARGMAX;
+    /* kv_attention, argmax and sample work per element read (cost.c's FLOPs: a key's FMAs, a
+     * compare, a logit's passes), the others per element written */
+    const int per_read = nd->op == HK_OP_KV_ATTENTION || nd->op == HK_OP_ARGMAX || nd->op == HK_OP_SAMPLE;
     const double issue = per_read ? (double)c.flops * (nd->op == HK_OP_KV_ATTENTION ? 0.5 : 1.0) / lanes
                                   : elems * node_instr(nd) / lanes;
     if (issue > body) body = issue;

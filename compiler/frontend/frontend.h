@@ -45,7 +45,7 @@ static inline int hkc_dim_equal(hkc_dim_t a, hkc_dim_t b) { return a.mul == b.mu
 typedef struct hkc_tensor {
   char *name;
   hk_role_t role;       /* INPUT, OUTPUT (graph output), PARAM, INTERMEDIATE, STATE (`state:`) */
-  hk_dtype_t dtype;     /* the spec's; I32 for i32 inputs and argmax outputs */
+  hk_dtype_t dtype;     /* the spec's; I32 for i32 inputs and argmax / sample outputs */
   uint32_t rank;        /* 1..HK_MAX_RANK */
   hkc_dim_t dims[HK_MAX_RANK];
   int producer;         /* node index, -1 for inputs/params */
@@ -78,7 +78,8 @@ typedef struct hkc_node {
                        A, B, B2 -- out = act(A @ B + bias) * (A @ B2) + residual, no mul);
                        add/mul: a,b; unary/norm/softmax/
                        rope: x; attention: q,k,v, or one packed qkv (n_in == 1); ewchain: the
-                       operands its program reads (in[0] is loaded first) */
+                       operands its program reads (in[0] is loaded first); take_rows: x, rows;
+                       argmax: x; sample: x, params (i32 [R, 4]) */
   int n_in;
   int bias;         /* gemm: [N]; HKC_NONE when absent */
   int residual;     /* gemm: shaped like out; HKC_NONE when absent */

@@ -828,6 +828,7 @@ static const struct op_info {
                             NK_COMMON | NK_KV, 1, 1},
     [HK_OP_TAKE_ROWS] = {NK_COMMON, NK_COMMON, 2, 2},
     [HK_OP_ARGMAX] = {NK_COMMON, NK_COMMON, 1, 1},
+    [HK_OP_SAMPLE] = {NK_COMMON, NK_COMMON, 2, 2},
 };
 
 /* heads and kv_heads (default heads), which must divide heads. */
@@ -960,7 +961,7 @@ static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
   if (op < 0) {
     hkc_error(opv->loc,
               "unknown op '%.64s' (ops: gemm, add, mul, relu, gelu, silu, gelu_tanh, tanh, layernorm, rmsnorm, softmax, "
-              "attention, rope, embedding, kv_append, kv_attention, take_rows, argmax)",
+              "attention, rope, embedding, kv_append, kv_attention, take_rows, argmax, sample)",
               opv->text);
     return -1;
   }
@@ -1584,6 +1585,31 @@ static int infer_argmax(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd, 
   return 0;
 }
 
+/* sample: x [R, n] logits, params (i32) [R, 4] -> i32 [R] (an index drawn per row). R may
+ * depend on batch, n may not (and is an int32: the index); params' rows must be x's. */
+static int infer_sample(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd, hkc_tensor_t *out) {
+  const hkc_tensor_t *x = &c->spec->tensors[nd->in[0]], *p = &c->spec->tensors[nd->in[1]];
+  char s1[HKC_SHAPE_STR], s2[HKC_SHAPE_STR];
+  if (x->rank != 2 || x->dims[1].mul != 0 || x->dims[1].add > INT32_MAX) {
+    hkc_error(pn->ref[REF_IN0]->loc,
+              "node '%s': sample input '%s' is %s, expected 2-D [rows, n] (a row of n logits; n not depending on "
+              "batch, at most 2^31 - 1)",
+              nd->name, x->name, tensor_shape_str(x, s1));
+    return -1;
+  }
+  if (p->rank != 2 || !hkc_dim_equal(p->dims[0], x->dims[0]) ||
+      !hkc_dim_equal(p->dims[1], (hkc_dim_t){0, HK_SAMPLE_PARAMS})) {
+    hkc_error(pn->ref[REF_IN1]->loc,
+              "node '%s': sample params '%s' are %s, expected [rows, 4] with the rows of '%s' %s (per row: seed, "
+              "top_k, temperature and top_p as f32 bits)",
+              nd->name, p->name, tensor_shape_str(p, s1), x->name, tensor_shape_str(x, s2));
+    return -1;
+  }
+  out->rank = 1;
+  out->dims[0] = x->dims[0];
+  return 0;
+}
+
 /* The tensor a node's reference r names after resolution (HKC_NONE when absent). */
 static int ref_tensor(const hkc_node_t *nd, int r) {
   switch (r) {
@@ -1609,7 +1635,7 @@ static int ref_tensor(const hkc_node_t *nd, int r) {
 /* Whether reference r of an op takes an i32 tensor (and only then). */
 static int i32_slot(hk_op_t op, int r) {
   return (op == HK_OP_ATTENTION && r == REF_LENGTHS) || (op == HK_OP_EMBEDDING && r == REF_IN0) || r == REF_CTX ||
-         r == REF_SLOT || (op == HK_OP_TAKE_ROWS && r == REF_IN1);
+         r == REF_SLOT || ((op == HK_OP_TAKE_ROWS || op == HK_OP_SAMPLE) && r == REF_IN1);
 }
 
 /* i32 tensors go where an op takes them and nowhere else; state tensors (the KV caches) are
@@ -1636,7 +1662,7 @@ static int check_refs(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd) {
     if (is)
       hkc_error(pn->ref[r]->loc,
                 "node '%s': '%s' is an i32 tensor, which op '%s' cannot take in '%s' (i32 tensors go to attention's "
-                "'lengths', embedding's ids, 'ctx', 'slot' and take_rows' row indices)",
+                "'lengths', embedding's ids, 'ctx', 'slot', take_rows' row indices and sample's params)",
                 nd->name, T[t].name, hkc_op_name(nd->op), ref_names[r]);
     else
       hkc_error(pn->ref[r]->loc, "node '%s': '%s' must be an i32 tensor (declare it {shape: [...], dtype: i32}), got %s",
@@ -1691,13 +1717,17 @@ static int infer_node(spec_ctx_t *c, const pnode_t *pn, hkc_node_t *nd) {
   case HK_OP_ARGMAX:
     if (infer_argmax(c, pn, nd, &shape) != 0) return -1;
     break;
+  case HK_OP_SAMPLE:
+    if (infer_sample(c, pn, nd, &shape) != 0) return -1;
+    break;
   default: /* relu, gelu, silu, gelu_tanh, tanh, softmax: shape kept */
     shape.rank = T[nd->in[0]].rank;
     memcpy(shape.dims, T[nd->in[0]].dims, sizeof shape.dims);
     break;
   }
   hkc_tensor_t *o = &T[nd->out];
-  if (nd->op == HK_OP_ARGMAX) o->dtype = HK_DTYPE_I32; /* the only node output that is not the spec's dtype */
+  if (nd->op == HK_OP_ARGMAX || nd->op == HK_OP_SAMPLE)
+    o->dtype = HK_DTYPE_I32; /* the only node outputs that are not of the spec's dtype */
   o->rank = shape.rank;
   memcpy(o->dims, shape.dims, sizeof o->dims);
   return 0;

@@ -34,6 +34,9 @@
 #define COST_NORM_ADD 1  /* the fused residual add of a norm (add_in) */
 #define COST_SOFTMAX 5   /* max, subtract, exp, sum, scale by 1/sum */
 #define COST_ROPE 3      /* x*cos + rotate_half(x)*sin */
+/* sample, per logit: its divide and key in each of the up to 9 passes of the radix selects and
+ * the draw, an exp (the top-p masses), the hash and two logs (the Gumbel noise) */
+#define COST_SAMPLE 16
 
 static int64_t dim_at(const hkc_tensor_t *t, uint32_t d, int64_t batch) {
   return d < t->rank ? hkc_dim_value(t->dims[d], batch) : 1;
@@ -164,6 +167,7 @@ void hkc_node_cost_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batc
   case HK_OP_KV_ATTENTION: kv_cost(spec, nd, batch, out); break;
   case HK_OP_TAKE_ROWS: out->bytes += tensor_bytes(spec, nd->out, batch); break; /* the rows taken */
   case HK_OP_ARGMAX: out->flops = elems(spec, nd->in[0], batch); break;        /* a compare per element */
+  case HK_OP_SAMPLE: out->flops = COST_SAMPLE * elems(spec, nd->in[0], batch); break;
   case HK_OP_EWCHAIN: out->flops = program_steps(nd->program) * n_out; break;
   case HK_OP_ADD:
   case HK_OP_MUL:

@@ -135,7 +135,8 @@ int hkc_lower_node_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batc
   memset(out_key, 0, sizeof *out_key);
   memset(out_args, 0, sizeof(hkc_arg_t) * HKC_MAX_ARGS);
   out_key->op = nd->op;
-  out_key->dtype = nd->op == HK_OP_ARGMAX ? x->dtype : out->dtype; /* argmax writes i32: keyed by what it reads */
+  /* argmax and sample write i32: keyed by what they read */
+  out_key->dtype = nd->op == HK_OP_ARGMAX || nd->op == HK_OP_SAMPLE ? x->dtype : out->dtype;
   out_key->act = HK_ACT_NONE;
   const int operands[] = {nd->out,  nd->bias,   nd->residual, nd->mul,  nd->gamma, nd->beta,   nd->add_in,
                           nd->lengths, nd->mask, nd->pos,   nd->ctx,  nd->slot,  nd->k_cache, nd->v_cache};
@@ -417,6 +418,19 @@ int hkc_lower_node_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batc
     out_key->align = align_of(&cols, 1);
     return l.n;
   }
+  case HK_OP_SAMPLE: {
+    /* x [rows, cols], params (i32) [rows, 4] -> out (i32) [rows]; an index is an int32 */
+    const int64_t cols = last_dim(x, batch), rows = tensor_dim(x, 0, batch);
+    if (cols <= 0 || cols > INT32_MAX || x->rank != 2) break;
+    push_tensor(&l, HKC_SAMPLE_ARG_X, nd->in[0]);
+    push_tensor(&l, HKC_SAMPLE_ARG_PARAMS, nd->in[1]);
+    push_tensor(&l, HKC_SAMPLE_ARG_OUT, nd->out);
+    push_i64(&l, HKC_SAMPLE_ARG_ROWS, rows);
+    push_i64(&l, HKC_SAMPLE_ARG_COLS, cols);
+    assert(l.n == HKC_SAMPLE_N_ARGS);
+    out_key->align = align_of(&cols, 1);
+    return l.n;
+  }
   default: break;
   }
   hkc_error(nd->loc, "node '%s': cannot lower op %d at batch %lld (bad sizes)", nd->name ? nd->name : "?",
@@ -428,7 +442,7 @@ static const char *key_op_name(hk_op_t op) {
   static const char *const names[] = {"gemm",      "add",     "mul",     "relu",      "gelu", "silu",
                                       "layernorm", "rmsnorm", "softmax", "attention", "rope", "ewchain",
                                       "gelu_tanh", "tanh",    "embedding", "kv_append", "kv_attention",
-                                      "take_rows", "argmax"};
+                                      "take_rows", "argmax", "sample"};
   return (unsigned)op < sizeof names / sizeof names[0] ? names[op] : NULL;
 }
 

@@ -87,6 +87,26 @@ void hkc_node_cost_of(const hkc_spec_t *spec, const hkc_node_t *node, int64_t ba
  *   argmax    T x, T out (i32), I rows, I cols
  *             (out[r] = the first index of row r's largest value; NaN never wins; 0 when the
  *              row has no number)
+ *   sample    T x, T params (i32), T out (i32), I rows, I cols
+ *             (x [rows, cols] logits; params [rows, 4] = {seed, top_k, temperature, top_p},
+ *              the last two as IEEE f32 bits (HK_SAMPLE_* in hk/pack_format.h); out[r] = an
+ *              index of row r drawn as docs/GENERATE.md "sample" defines it, on every target:
+ *              - temperature T not a finite number > 0, or top_k == 1: argmax's index;
+ *              - else z_j = f32(x_j) / T in f32; a NaN z is never a candidate; key(z) = z's
+ *                bits with the sign bit flipped for z >= +0, all bits flipped for z <= -0 (an
+ *                order-preserving uint32); k = top_k, every number when k <= 0 or k >= cols;
+ *                tau_k = the k-th largest key (0 when k >= the count of numbers), S_k = {j :
+ *                key_j >= tau_k} (ties at tau_k all in: S_k may hold more than k);
+ *              - m = max z; w_j = expf(z_j - m), 1 where z_j == m (an infinite m too); W_j =
+ *                (uint64)(w_j * 2^32); Wk = the sum of W_j over S_k (exact: below 2^63);
+ *              - p = top_p, 1 when NaN, <= 0 or >= 1; p < 1: P = max(1, (uint64)((double)p *
+ *                (double)Wk)), tau_p = the largest key v of S_k with sum(W_j : j in S_k,
+ *                key_j >= v) >= P; p == 1: tau_p = tau_k; S = {j : key_j >= max(tau_k, tau_p)};
+ *              - h_j = the top 23 bits of splitmix64((uint64)(uint32)seed << 32 | j), u_j =
+ *                (h_j + 0.5) / 2^23 (exact in f32, inside (0, 1)), g_j = -logf(-logf(u_j));
+ *                out[r] = the j of S with the largest z_j + g_j, the smallest j of equal ones
+ *                (Gumbel-max: j with probability exp(z_j) / sum over S of exp(z));
+ *              - a row without a number (all NaN): 0)
  *   ewchain   T out, I n, then per operand j = 0 .. n_in-1: T in_j, I n_j
  *             (out[i] = program over in_j[i % n_j], i < n)
  * lower.c produces exactly these. A GPU variant may append arguments of its own after them
@@ -178,6 +198,10 @@ enum hkc_take_rows_arg {
   HKC_TAKE_ROWS_ARG_N_OUT, HKC_TAKE_ROWS_ARG_WIDTH, HKC_TAKE_ROWS_N_ARGS
 };
 enum hkc_argmax_arg { HKC_ARGMAX_ARG_X, HKC_ARGMAX_ARG_OUT, HKC_ARGMAX_ARG_ROWS, HKC_ARGMAX_ARG_COLS, HKC_ARGMAX_N_ARGS };
+enum hkc_sample_arg {
+  HKC_SAMPLE_ARG_X, HKC_SAMPLE_ARG_PARAMS, HKC_SAMPLE_ARG_OUT, HKC_SAMPLE_ARG_ROWS, HKC_SAMPLE_ARG_COLS,
+  HKC_SAMPLE_N_ARGS
+};
 enum hkc_ewchain_arg { HKC_EWCHAIN_ARG_OUT, HKC_EWCHAIN_ARG_N, HKC_EWCHAIN_ARG_OPERANDS };
 /* ewchain operand j (0 .. n_in-1): its tensor and its element count */
 #define HKC_EWCHAIN_ARG_IN(j) (HKC_EWCHAIN_ARG_OPERANDS + 2 * (j))

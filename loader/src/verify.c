@@ -426,7 +426,8 @@ static hk_status_t verify_tensors(const hk_pack_view_t *v) {
     CHECK(r->dtype < HK_DTYPE_COUNT_, "tensor %u (%s): unknown dtype %u", i, name, r->dtype);
     CHECK(r->rank >= 1 && r->rank <= HK_MAX_RANK, "tensor %u (%s): rank %u is outside 1..%u", i, name, r->rank,
           HK_MAX_RANK);
-    /* i32 is an input's (ids, lengths) or an argmax output's type, never a param's or state's */
+    /* i32 is an input's (ids, lengths, sample's params) or an argmax or sample output's type,
+     * never a param's or state's */
     CHECK(r->dtype != HK_DTYPE_I32 || r->role == HK_ROLE_INPUT || r->role == HK_ROLE_OUTPUT ||
               r->role == HK_ROLE_INTERMEDIATE,
           "tensor %u (%s): an i32 %s", i, name, r->role == HK_ROLE_PARAM ? "param" : "state tensor");

@@ -7,6 +7,7 @@
  *   - threadIdx/blockIdx/blockDim/gridDim, __syncthreads and s_barrier: a barrier of the block;
  *   - MFMA 32x32x8 f16 / bf16_1k and gfx908's 32x32x4 bf16: wave collectives computing the
  *     operand and result layouts that tile_amd.h documents (from AMD's ISA guides);
+ *   - atomicAdd (64-bit, shared memory): a plain add, atomic since lanes switch only at barriers;
  *   - readfirstlane: lane 0's value, and an error unless every lane passed the same value
  *     (the kernels only use it on values that must be wave-uniform); __shfl_xor over the wave;
  *   - raw buffer loads and buffer loads into LDS (buffer_load_dword ... lds): out-of-range
@@ -100,6 +101,13 @@ static inline unsigned __float_as_uint(float f) {
   unsigned u;
   memcpy(&u, &f, 4);
   return u;
+}
+/* atomicAdd on shared memory (sample's histograms): lanes switch only at barriers, so a plain
+ * read-modify-write is atomic here */
+static inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) {
+  const unsigned long long old = *p;
+  *p = old + v;
+  return old;
 }
 #define HK_PIN_DEF(x) ((void)0)
 #define HK_PIN_USE(x) ((void)0)

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tests/emu/amd_emu_generate.cpp -- runs one generated simple kernel of text generation
- * (docs/GENERATE.md: kv_append, kv_attention, take_rows, argmax, and rope / embedding with
- * their ctx and scaling tails) on the CPU through amd_emu.h, against a reference on random
- * inputs with the edge cases lower.h names (padding rows, ctx and slot out of range, rows
- * out of range, NaN, ties).
+ * (docs/GENERATE.md: kv_append, kv_attention, take_rows, argmax, sample, and rope / embedding
+ * with their ctx and scaling tails) on the CPU through amd_emu.h, against a reference on
+ * random inputs with the edge cases lower.h names (padding rows, ctx and slot out of range,
+ * rows out of range, NaN, ties).
  *
  *   clang++ -std=c++17 -O1 -DHK_EMU_OP=<hk_op_t> -DHK_EMU_SOURCE='"kernel.hip"' amd_emu_generate.cpp
  *   ./a.out GRID THREADS SEED SIZES...
@@ -14,15 +14,17 @@
  *   16 kv_attention  ROWS HEADS KV_HEADS DH LAYERS SLOTS MAX_SEQ LAYER WINDOW
  *   17 take_rows     X_ROWS N_OUT WIDTH
  *   18 argmax        ROWS COLS
+ *   19 sample        ROWS COLS
  *   10 rope          ROWS HEADS PASS_HEADS DH SEQ POS_OFFSET (ctx and scaling: the source's
  *                    HK_HAS_CTX and HK_ROPE_SCALING)
  *   14 embedding     TOKENS VOCAB HIDDEN MAX_POS (positions: HK_HAS_ADD; ctx: HK_HAS_CTX)
  * Every output (and each cache) is guarded on both sides; outputs start poisoned. Copies
  * (kv_append, take_rows, embedding) must match bit for bit; kv_attention matches a double
- * reference within the dtype's rounding; rope matches a reference that computes the
- * frequencies and angles in f32 as Hugging Face does (the documented formula, written apart
- * from the kernel's) and the rotation in double. Exit 0 when everything matches, 1 otherwise
- * with the first mismatches printed.
+ * reference within the dtype's rounding; sample draws exactly the index of a reference that
+ * sorts the keys instead of selecting them by radix (the same libm, so the same floats); rope
+ * matches a reference that computes the frequencies and angles in f32 as Hugging Face does
+ * (the documented formula, written apart from the kernel's) and the rotation in double. Exit 0
+ * when everything matches, 1 otherwise with the first mismatches printed.
  */
 #include "amd_emu.h"
 #include HK_EMU_SOURCE
@@ -309,6 +311,142 @@ static int test(char **sz, int n) {
       if (v == v && (want < 0 || v > best)) best = v, want = c;
     }
     if (want < 0) want = 0;
+    if (out[(size_t)r] != want) mismatch("out", r, out[(size_t)r], (double)want);
+  }
+  if (!out.guards_intact()) mismatch("guards", 0, 0, 1);
+  printf("rows %lld cols %lld", R, C);
+  return 0;
+}
+
+#elif HK_EMU_OP == 19 /* ---- sample -------------------------------------------------------- */
+#include <algorithm>
+struct op_args {
+  const HK_T *x;
+  const int *params;
+  int *out;
+  long long rows, cols;
+};
+static void body(void *p) {
+  const op_args *a = (const op_args *)p;
+  HK_NAME(a->x, a->params, a->out, a->rows, a->cols);
+}
+static unsigned ref_key(float z) {
+  unsigned u;
+  memcpy(&u, &z, 4);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+/* The definition of lower.h, written apart from the kernel: the keys sorted (not radix
+ * selects), tau_k by rank, tau_p by walking the distinct keys from the top. */
+static int ref_sample(const HK_T *xr, long long n, const int *pr) {
+  float t, p;
+  memcpy(&t, &pr[2], 4);
+  memcpy(&p, &pr[3], 4);
+  const int seed = pr[0], top_k = pr[1];
+  long long at = -1;
+  if (!(t > 0.0f && t < INFINITY) || top_k == 1) { /* argmax */
+    for (long long j = 0; j < n; j++) {
+      const float v = HK_LOAD(xr[j]);
+      if (v == v && (at < 0 || v > HK_LOAD(xr[at]))) at = j;
+    }
+    return at < 0 ? 0 : (int)at;
+  }
+  std::vector<float> z((size_t)n);
+  std::vector<std::pair<unsigned, long long>> keys; /* (key, j) of the numbers, sorted by key below */
+  float m = -INFINITY;
+  for (long long j = 0; j < n; j++) {
+    z[(size_t)j] = HK_LOAD(xr[j]) / t;
+    if (z[(size_t)j] != z[(size_t)j]) continue;
+    keys.push_back({ref_key(z[(size_t)j]), j});
+    if (keys.size() == 1 || z[(size_t)j] > m) m = z[(size_t)j];
+  }
+  if (keys.empty()) return 0;
+  typedef std::pair<unsigned, long long> key_at;
+  std::stable_sort(keys.begin(), keys.end(), [](const key_at &a, const key_at &b) { return a.first > b.first; });
+  const long long count = (long long)keys.size();
+  const unsigned tau_k = top_k > 0 && top_k < count ? keys[(size_t)top_k - 1].first : 0u;
+  unsigned tau = tau_k;
+  if (p > 0.0f && p < 1.0f) {
+    auto mass = [&](long long j) {
+      const float w = z[(size_t)j] == m ? 1.0f : expf(z[(size_t)j] - m);
+      return (unsigned long long)(w * 4294967296.0f);
+    };
+    unsigned long long wk = 0, run = 0;
+    for (const auto &k : keys)
+      if (k.first >= tau_k) wk += mass(k.second);
+    unsigned long long want = (unsigned long long)((double)p * (double)wk);
+    if (want < 1) want = 1;
+    for (size_t i = 0; i < keys.size(); i++) {
+      run += mass(keys[i].second);
+      if (run >= want && (i + 1 == keys.size() || keys[i + 1].first != keys[i].first)) {
+        tau = keys[i].first;
+        break;
+      }
+    }
+  }
+  float best = 0.0f;
+  for (long long j = 0; j < n; j++) {
+    if (z[(size_t)j] != z[(size_t)j] || ref_key(z[(size_t)j]) < tau) continue;
+    const unsigned long long v = ((unsigned long long)(unsigned)seed << 32) | (unsigned long long)j;
+    unsigned long long h = v + 0x9e3779b97f4a7c15ull;
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+    h = (h ^ (h >> 31)) >> 41;
+    const float u = ((float)h + 0.5f) / 8388608.0f;
+    const float s = z[(size_t)j] + -logf(-logf(u));
+    if (at < 0 || s > best) best = s, at = j;
+  }
+  return (int)at;
+}
+/* Rows (cycling past 16): logits of a bell of spread ~2 with 16-bit ties; row 0 all NaN, 1
+ * NaN at every third column, 2 -inf but one, 3 a tie at the top_k-th value, 9 its largest value
+ * twice (a greedy row: the first wins), 13 +inf twice (drawn: the first wins); the params take
+ * top_k alone, top_p alone, both (where the nucleus of S_k is smaller than S_k), k beyond the
+ * numbers, p at both ends, a tiny temperature, and each greedy form (top_k 1, T 0, NaN, inf). */
+static int test(char **sz, int n) {
+  if (n != 2) return 2;
+  const long long R = atoll(sz[0]), C = atoll(sz[1]);
+  enum { KINDS = 16 };
+  static const struct {
+    long long k; /* C + k - 1000 for k >= 999 */
+    float t, p;
+  } rows[KINDS] = {{0, 1.0f, 1.0f},   {5, 2.0f, 0.5f},     {50, 0.7f, 0.5f},   {5, 1.0f, 1.0f},
+                   {0, 1.0f, 0.9f},   {2, 1.5f, 0.99f},    {1000, 1.0f, NAN},  {999, 0.5f, 0.05f},
+                   {1, 1.0f, 0.9f},   {40, 0.0f, 1.0f},    {-1, NAN, 0.5f},    {50, 1e-3f, 0.7f},
+                   {7, INFINITY, 1.0f}, {0, 0.6f, 0.0f},   {10, 3.0f, 0.3f},   {5, 2.0f, 0.5f}};
+  std::vector<HK_T> x((size_t)(R * C));
+  for (size_t i = 0; i < x.size(); i++) x[i] = HK_STORE((float)(2.0 * (uniform() + uniform() + uniform())));
+  std::vector<int> params((size_t)(R * 4));
+  for (long long r = 0; r < R; r++) {
+    int *pr = &params[(size_t)(r * 4)];
+    const long long k = rows[r % KINDS].k >= 999 ? C + rows[r % KINDS].k - 1000 : rows[r % KINDS].k;
+    pr[0] = (int)(uint32_t)((uniform() + 1.0) * 2147483648.0);
+    pr[1] = (int)k;
+    memcpy(&pr[2], &rows[r % KINDS].t, 4);
+    memcpy(&pr[3], &rows[r % KINDS].p, 4);
+    HK_T *xr = &x[(size_t)(r * C)];
+    if (r == 0)
+      for (long long c = 0; c < C; c++) xr[c] = HK_STORE(NAN);
+    if (r == 1)
+      for (long long c = 0; c < C; c += 3) xr[c] = HK_STORE(NAN);
+    if (r == 2)
+      for (long long c = 0; c < C; c++) xr[c] = HK_STORE(c == C / 2 ? 0.5f : -INFINITY);
+    if (r == 3 && C > 8) { /* the 6th largest value becomes the 5th's */
+      std::vector<float> sorted((size_t)C);
+      for (long long c = 0; c < C; c++) sorted[(size_t)c] = HK_LOAD(xr[c]);
+      std::sort(sorted.begin(), sorted.end(), [](float a, float b) { return a > b; });
+      for (long long c = 0; c < C; c++)
+        if (HK_LOAD(xr[c]) == sorted[5]) xr[c] = HK_STORE(sorted[4]);
+    }
+    if (r == 9 || r == 13) { /* twice the largest value (+inf in row 13), in two threads' columns */
+      const HK_T big = HK_STORE(r == 9 ? 100.0f : INFINITY);
+      xr[C / 4] = xr[C - 1 - C / 5] = big;
+    }
+  }
+  guarded<int> out((size_t)R);
+  op_args a = {x.data(), params.data(), out.data(), R, C};
+  run(body, &a);
+  for (long long r = 0; r < R; r++) {
+    const int want = ref_sample(&x[(size_t)(r * C)], C, &params[(size_t)(r * 4)]);
     if (out[(size_t)r] != want) mismatch("out", r, out[(size_t)r], (double)want);
   }
   if (!out.guards_intact()) mismatch("guards", 0, 0, 1);

@@ -1009,11 +1009,12 @@ static void test_random_same_function(void **state) {
   assert_int_equal(kinds_seen, 255);
 }
 
-/* ---- generation: the cache ops run alone; a rope with ctx or scaling stays out of the gemm ----- */
+/* ---- generation: the cache ops and sample run alone; a rope with ctx or scaling stays out of the gemm */
 static void test_generation_apart(void **state) {
   (void)state;
   static const char text[] = HEADER
-      "inputs: {x: [batch, h], ctx: {shape: [batch], dtype: i32}, x3: [batch, s, h]}\n"
+      "inputs: {x: [batch, h], ctx: {shape: [batch], dtype: i32}, x3: [batch, s, h],\n"
+      "         sp: {shape: [batch, 4], dtype: i32}}\n"
       "params: {w: [h, 64], b: [64]}\n"
       "state: {kc: [1, 2, 8, 16], vc: [1, 2, 8, 16]}\n"
       "graph:\n"
@@ -1026,14 +1027,15 @@ static void test_generation_apart(void **state) {
       "  - {name: t, op: kv_attention, in: [q], heads: 2, kv_heads: 1, k_cache: kc, v_cache: vc, ctx: ctx, slot: sl, "
       "out: o}\n"
       "  - {name: act, op: relu, in: [o], out: y}\n"
+      "  - {name: sm, op: sample, in: [y, sp], out: tok}\n"
       "  - {name: p, op: gemm, in: [x3, w], out: s0}\n"
       "  - {name: sr, op: rope, in: [s0], heads: 4, scaling: linear, factor: 2, out: ys}\n"
-      "outputs: [y, ys]\n";
+      "outputs: [y, ys, tok]\n";
   hkc_spec_t *s = hk_test_spec_parse(text);
   hk_test_spec_fuse(s, -1);
   check_consistent(s);
-  /* only the bias joins its gemm: the ropes, the cache ops and the relu after them stay */
-  assert_int_equal(s->n_nodes, 8);
+  /* only the bias joins its gemm: the ropes, the cache ops, the relu after them and sample stay */
+  assert_int_equal(s->n_nodes, 9);
   assert_true(N(s, "g,gb")->bias != HKC_NONE && !N(s, "g,gb")->rope);
   assert_false(N(s, "p")->rope);
   assert_int_equal(N(s, "r")->op, HK_OP_ROPE);
@@ -1050,6 +1052,9 @@ static void test_generation_apart(void **state) {
   assert_int_equal(t->v_cache, hk_test_tensor(s, "vc"));
   assert_int_equal(a->in[0], hk_test_tensor(s, "g2"));
   assert_int_equal(t->in[0], hk_test_tensor(s, "q"));
+  assert_int_equal(N(s, "sm")->op, HK_OP_SAMPLE);
+  assert_int_equal(N(s, "sm")->in[0], hk_test_tensor(s, "y"));
+  assert_int_equal(N(s, "sm")->in[1], hk_test_tensor(s, "sp"));
   hkc_spec_destroy(s);
 
   static const struct {
@@ -1058,6 +1063,7 @@ static void test_generation_apart(void **state) {
       {"[[g, gb, r]]", "node 'r': rope 'r' has positions from ctx, which a gemm's rope epilogue does not take"},
       {"[[p, sr]]", "node 'sr': rope 'sr' has scaled frequencies, which a gemm's rope epilogue does not take"},
       {"[[t, act]]", "node 't': op 'kv_attention' cannot be fused with other nodes"},
+      {"[[act, sm]]", "node 'sm': op 'sample' cannot be fused with other nodes"},
       {"[[r, a]]", "node 'a': op 'kv_append' cannot be fused with other nodes"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -1067,8 +1073,8 @@ static void test_generation_apart(void **state) {
     hkc_diag_capture(diag, sizeof diag);
     int rc = hkc_fuse(s, -1);
     hkc_diag_capture(NULL, 0);
-    if (rc != -1 || strncmp(diag, "t.yaml:21:12: ", 14) != 0 || !strstr(diag, cases[i].w1))
-      fail_msg("groups %s: expected t.yaml:21:12 '%s', got rc %d:\n%s", cases[i].groups, cases[i].w1, rc, diag);
+    if (rc != -1 || strncmp(diag, "t.yaml:23:12: ", 14) != 0 || !strstr(diag, cases[i].w1))
+      fail_msg("groups %s: expected t.yaml:23:12 '%s', got rc %d:\n%s", cases[i].groups, cases[i].w1, rc, diag);
     hkc_spec_destroy(s);
   }
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The simple GPU kernels of text generation (docs/GENERATE.md) on the CPU: kv_append,
- * kv_attention, take_rows, argmax, and rope / embedding with their ctx and scaling tails, as
- * hkc_codegen_gpu writes them for gfx90a, compiled with clang++ against tests/emu/amd_emu.h
+ * kv_attention, take_rows, argmax, sample, and rope / embedding with their ctx and scaling
+ * tails, as hkc_codegen_gpu writes them for gfx90a, compiled with clang++ against tests/emu/amd_emu.h
  * (a coroutine per lane, blocks one after another) and run by tests/emu/amd_emu_generate.cpp
  * on odd shapes against a reference: padding rows, ctx and slot out of range in both
  * directions, a sliding window, GQA, head dims beyond one output pass, rows out of range,
@@ -87,6 +87,11 @@ static uint32_t case_args(const gen_case_t *c, hkc_arg_t *a) {
     const hkc_arg_t v[] = {TENSOR(0), TENSOR(1), I64(s[0]), I64(s[1])};
     memcpy(a, v, sizeof v);
     return HKC_ARGMAX_N_ARGS;
+  }
+  case HK_OP_SAMPLE: { /* rows cols */
+    const hkc_arg_t v[] = {TENSOR(0), TENSOR(1), TENSOR(2), I64(s[0]), I64(s[1])};
+    memcpy(a, v, sizeof v);
+    return HKC_SAMPLE_N_ARGS;
   }
   case HK_OP_ROPE: { /* rows heads pass_heads dh seq pos_offset; then the tails */
     const hkc_arg_t v[] = {TENSOR(0), TENSOR(1), I64(s[0]), I64(s[4]), I64(s[1]),
@@ -184,6 +189,21 @@ static void test_take_rows_argmax(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 201);
 }
 
+/* sample against a reference that sorts the keys (amd_emu_generate.cpp): the greedy forms and
+ * their ties, top_k (a tie at the k-th value; k beyond the numbers), top_p, both, NaN, -inf,
+ * +inf twice, an all-NaN row; a vocabulary of 1000 over 256 threads (two rows per block: the
+ * grid-stride loop), and 37 columns (fewer than a block's threads). The same libm on both
+ * sides, so the ids must be equal. */
+static void test_sample(void **state) {
+  (void)state;
+  if (!have_clang()) skip();
+  static const gen_case_t cases[] = {
+      {HK_OP_SAMPLE, BF16, 0, 0, 0, 2, {32, 1000}},
+      {HK_OP_SAMPLE, F16, 0, 0, 0, 2, {16, 37}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 401);
+}
+
 /* rope with ctx and llama3 (a packed q|k|v's copied v head), linear without ctx (row % seq +
  * offset), ctx alone at a head dim of 6 (one pair per item); embedding with ctx, with and
  * without positions. */
@@ -205,6 +225,7 @@ int main(void) {
       cmocka_unit_test(test_kv_append),
       cmocka_unit_test(test_kv_attention),
       cmocka_unit_test(test_take_rows_argmax),
+      cmocka_unit_test(test_sample),
       cmocka_unit_test(test_rope_embedding_tails),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -3,8 +3,8 @@
  * hkc_codegen_gpu and compiled by nvrtc (sm_90, sm_80; the new fused keys also
  * sm_90a) and hiprtc (gfx90a, gfx908, gfx1030) when those toolchains load
  * (cmocka skip() otherwise); the generation kernels (kv_append, kv_attention,
- * take_rows, argmax, and rope / embedding with their ctx and scaling tails) on
- * sm_90 and gfx90a in f16 and bf16. Each compile must succeed, yield an ELF
+ * take_rows, argmax, sample, and rope / embedding with their ctx and scaling tails)
+ * on sm_90 and gfx90a in f16 and bf16. Each compile must succeed, yield an ELF
  * code object, report registers and use no scratch (spills) at the default tile
  * sizes. Also: launch dimensions cover odd shapes, sources are deterministic
  * and include no headers, unknown ops and malformed ewchain programs are
@@ -92,9 +92,10 @@ static size_t all_variants(hk_dtype_t dtype, hkc_kernel_out_t *out) {
 }
 
 /* The generation keys of one dtype (docs/GENERATE.md): the four cache and row
- * ops, rope with positions from ctx, with each frequency rewrite and with both,
- * embedding with ctx (with and without a position table). Returns the count. */
-#define N_GENERATION_KEYS 11
+ * ops and sample, rope with positions from ctx, with each frequency rewrite and
+ * with both, embedding with ctx (with and without a position table). Returns the
+ * count. */
+#define N_GENERATION_KEYS 12
 static size_t generation_keys(hk_dtype_t dtype, hkc_kernel_out_t *out) {
   static const struct {
     hk_op_t op;
@@ -104,6 +105,7 @@ static size_t generation_keys(hk_dtype_t dtype, hkc_kernel_out_t *out) {
       {HK_OP_KV_ATTENTION, 0, 0, 0, 0, 0},
       {HK_OP_TAKE_ROWS, 0, 0, 0, 0, 0},
       {HK_OP_ARGMAX, 0, 0, 0, 0, 0},
+      {HK_OP_SAMPLE, 0, 0, 0, 0, 0},
       {HK_OP_ROPE, 1, 0, 0, 0, 0},
       {HK_OP_ROPE, 0, HKC_ROPE_SCALING_LINEAR, 0, 0, 0},
       {HK_OP_ROPE, 1, HKC_ROPE_SCALING_LLAMA3, 0, 0, 0},
@@ -702,8 +704,8 @@ static void test_launch_dims_cover_odd_shapes(void **state) {
     assert_true(split == 8 || tiles * split >= 2 * 132);
     assert_int_equal(threads, 256);
   }
-  /* take_rows: a block per HK_THREADS columns of an output row; argmax: one per
-   * row */
+  /* take_rows: a block per HK_THREADS columns of an output row; argmax and sample: one per
+   * row (sample: at least 256 threads, a thread per bin of its radix selects) */
   static const long long tr[][2] = {{1, 1}, {8, 2048}, {3, 257}, {5, 128256}};
   for (size_t s = 0; s < sizeof tr / sizeof tr[0]; s++) {
     const long long n_out = tr[s][0], width = tr[s][1];
@@ -715,6 +717,11 @@ static void test_launch_dims_cover_odd_shapes(void **state) {
     hkc_arg_t m[4] = {TENSOR(0), TENSOR(1), I64(n_out), I64(width)};
     launch(&key, m, 4, grid, block, &threads);
     assert_int_equal(grid[0], n_out);
+    key.op = HK_OP_SAMPLE;
+    hkc_arg_t sp[5] = {TENSOR(0), TENSOR(1), TENSOR(2), I64(n_out), I64(width)};
+    launch(&key, sp, 5, grid, block, &threads);
+    assert_int_equal(grid[0], n_out);
+    assert_true(threads >= 256);
   }
 }
 

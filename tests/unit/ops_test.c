@@ -71,7 +71,7 @@ static const char *const k_programs[] = {"r", "a1", "m1ra2", "a1gm2m3a4", "st", 
 static const hk_op_t k_plain_ops[] = {HK_OP_ADD,       HK_OP_MUL,     HK_OP_RELU,    HK_OP_GELU,     HK_OP_SILU,
                                       HK_OP_LAYERNORM, HK_OP_RMSNORM, HK_OP_SOFTMAX, HK_OP_ATTENTION, HK_OP_ROPE,
                                       HK_OP_GELU_TANH, HK_OP_TANH, HK_OP_EMBEDDING, HK_OP_KV_APPEND,
-                                      HK_OP_KV_ATTENTION, HK_OP_TAKE_ROWS, HK_OP_ARGMAX};
+                                      HK_OP_KV_ATTENTION, HK_OP_TAKE_ROWS, HK_OP_ARGMAX, HK_OP_SAMPLE};
 
 static double now_s(void) {
   struct timespec ts;
@@ -1335,6 +1335,330 @@ static void test_argmax(void **state) {
     }
 }
 
+/* ---- sample ----------------------------------------------------------------------------------
+ * The draw's definition is in lower.h; the expectations below are computed here from the
+ * stored logits (sorting, double-precision softmax), never from the kernel's radix passes. */
+
+/* One row's params: seed, top_k, then the temperature and top_p as f32 bits. */
+static void sample_params(int32_t *p, int32_t seed, int32_t top_k, float temperature, float top_p) {
+  p[HK_SAMPLE_SEED] = seed;
+  p[HK_SAMPLE_TOP_K] = top_k;
+  memcpy(&p[HK_SAMPLE_TEMPERATURE], &temperature, sizeof temperature);
+  memcpy(&p[HK_SAMPLE_TOP_P], &top_p, sizeof top_p);
+}
+
+/* Runs the sample kernel of x's dtype over x [R, C] with params [R, 4] into out [R] (poisoned
+ * first, and a guard after it); every index must be in 0 .. C-1. */
+static void sample_call(const buf_t *x, const int32_t *params, int64_t R, int64_t C, int32_t *out) {
+  for (int64_t i = 0; i < R + GUARD; i++) out[i] = INT32_MIN;
+  hkc_kernel_key_t key = {.op = HK_OP_SAMPLE, .dtype = k_dtypes[x->dt]};
+  call_t c = {0};
+  arg_tensor(&c, x);
+  arg_ptr(&c, (void *)params);
+  arg_ptr(&c, out);
+  arg_i64(&c, R), arg_i64(&c, C);
+  assert_int_equal(c.n, HKC_SAMPLE_N_ARGS);
+  run(&key, &c, NULL);
+  for (int64_t r = 0; r < R; r++)
+    if (out[r] < 0 || out[r] >= C)
+      fail_msg("sample [%s] rows=%lld cols=%lld: row %lld gave %d", k_dtype_names[x->dt], (long long)R, (long long)C,
+               (long long)r, out[r]);
+  for (int64_t i = R; i < R + GUARD; i++)
+    if (out[i] != INT32_MIN) fail_msg("sample wrote past the end of its output");
+}
+
+/* z = x / T as the definition rounds it (f32) */
+static float sample_z(double x, float t) { return (float)x / t; }
+
+static int cmp_float_desc(const void *a, const void *b) {
+  const float x = *(const float *)a, y = *(const float *)b;
+  return (x < y) - (x > y);
+}
+
+/* The candidates S of one row of n logits (doubles as stored), by sorting: S_k = the numbers
+ * >= the k-th largest z (ties in; all of them for k <= 0 or k >= their count), then, for
+ * 0 < p < 1, the largest z of S_k from which down the softmax mass (in double) reaches p of
+ * S_k's, ties in. NaN is never a candidate. Marks in_s[j]; returns |S|. */
+static int64_t sample_ref_set(const double *x, int64_t n, int32_t top_k, float t, float p, int *in_s) {
+  float *z = malloc(sizeof(float) * (size_t)n);
+  int64_t count = 0;
+  float m = -INFINITY;
+  for (int64_t j = 0; j < n; j++) {
+    const float v = sample_z(x[j], t);
+    if (v == v) z[count++] = v, m = fmaxf(m, v);
+  }
+  qsort(z, (size_t)count, sizeof *z, cmp_float_desc);
+  float lo = count ? z[count - 1] : 0;
+  if (top_k > 0 && top_k < count) lo = z[top_k - 1];
+  if (p > 0 && p < 1) {
+    double total = 0, run = 0;
+    for (int64_t i = 0; i < count && z[i] >= lo; i++) total += exp((double)z[i] - m);
+    for (int64_t i = 0; i < count && z[i] >= lo; i++) {
+      run += exp((double)z[i] - m);
+      if (run >= p * total && (i + 1 == count || z[i + 1] != z[i])) { /* the whole tie group */
+        lo = z[i];
+        break;
+      }
+    }
+  }
+  int64_t size = 0;
+  for (int64_t j = 0; j < n; j++) {
+    const float v = sample_z(x[j], t);
+    in_s[j] = v == v && v >= lo;
+    size += in_s[j];
+  }
+  free(z);
+  return size;
+}
+
+/* The greedy rows: a temperature that is not a finite positive number, or top_k 1, give
+ * argmax's index (the first of the largest; NaN never wins; 0 without a number), whatever
+ * the other params say. Rows as test_argmax's: ties, NaN first, all NaN, infinities. */
+static void test_sample_greedy(void **state) {
+  (void)state;
+  static const int64_t cols[] = {1, 7, 1000};
+  const float temps[] = {0.0f, -1.0f, NAN, INFINITY, -INFINITY, 1.0f, 0.7f};
+  enum { R = 14 };
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 31);
+  int32_t params[R * 4], *out = malloc(sizeof(int32_t) * (R + GUARD));
+  for (int dt = 0; dt < N_DTYPES; dt++)
+    for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++) {
+      const int64_t C = cols[ci];
+      buf_t x = buf_random(dt, (size_t)(R * C), &rng, -4, 4);
+      for (int64_t r = 0; r < R; r++) {
+        const size_t row = (size_t)(r * C);
+        if (r % 5 == 1 && C > 2) buf_set(&x, row + (size_t)C / 3, 9), buf_set(&x, row + (size_t)C - 1, 9);
+        if (r % 5 == 2) buf_set(&x, row, NAN);
+        if (r % 5 == 3)
+          for (int64_t i = 0; i < C; i++) buf_set(&x, row + (size_t)i, NAN);
+        if (r % 5 == 4) buf_set(&x, row, -INFINITY), buf_set(&x, row + (size_t)C / 2, INFINITY);
+        /* rows 0..4: each greedy temperature, top_k other than 1; rows 5..13: top_k 1 at every
+         * temperature (rows 5, 6, 12, 13 sampling ones), top_p 0.5 or 1 */
+        const float t = temps[r % 7];
+        const int32_t k = r >= 5 ? 1 : (int32_t)(r * 7) - 3;
+        sample_params(&params[r * 4], (int32_t)(r * 7919 + 1), k, t, r % 2 ? 0.5f : 1.0f);
+      }
+      sample_call(&x, params, R, C, out);
+      for (int64_t r = 0; r < R; r++) {
+        int64_t want = -1;
+        for (int64_t i = 0; i < C; i++) {
+          const double v = x.val[r * C + i];
+          if (!isnan(v) && (want < 0 || v > x.val[r * C + want])) want = i;
+        }
+        if (out[r] != (want < 0 ? 0 : want))
+          fail_msg("sample greedy [%s] cols=%lld: row %lld gave %d, expected argmax %lld", k_dtype_names[dt],
+                   (long long)C, (long long)r, out[r], (long long)(want < 0 ? 0 : want));
+      }
+      buf_free(&x);
+    }
+  free(out);
+}
+
+/* Draws `seeds` times (one row each, seeds 1000 + i) from one row of logits with the given
+ * params; counts[j] gets how often j came. Fails on an index outside the reference's S. */
+static void sample_draws(int dt, const double *row, int64_t C, int32_t top_k, float t, float p, int seeds,
+                         int64_t *counts, const char *what) {
+  buf_t x = buf_new(dt, (size_t)(seeds * C));
+  for (int s = 0; s < seeds; s++)
+    for (int64_t j = 0; j < C; j++) buf_set(&x, (size_t)(s * C + j), row[j]);
+  int32_t *params = malloc(sizeof(int32_t) * 4 * (size_t)seeds);
+  int32_t *out = malloc(sizeof(int32_t) * (size_t)(seeds + GUARD));
+  int *in_s = malloc(sizeof(int) * (size_t)C);
+  for (int s = 0; s < seeds; s++) sample_params(&params[s * 4], 1000 + s, top_k, t, p);
+  sample_call(&x, params, seeds, C, out);
+  sample_ref_set(x.val, C, top_k, t, p, in_s);
+  memset(counts, 0, sizeof(int64_t) * (size_t)C);
+  for (int s = 0; s < seeds; s++) {
+    if (!in_s[out[s]])
+      fail_msg("sample %s [%s]: seed %d drew %d (logit %g), outside the candidates", what, k_dtype_names[dt],
+               1000 + s, out[s], x.val[out[s]]);
+    counts[out[s]]++;
+  }
+  /* the same seed on the same logits draws the same index, whatever the row */
+  for (int s = 0; s < seeds; s++) params[s * 4] = 1000 + seeds - 1 - s;
+  int32_t *again = malloc(sizeof(int32_t) * (size_t)(seeds + GUARD));
+  sample_call(&x, params, seeds, C, again);
+  for (int s = 0; s < seeds; s++)
+    if (again[s] != out[seeds - 1 - s])
+      fail_msg("sample %s [%s]: seed %d drew %d in row %d but %d in row %d", what, k_dtype_names[dt], 1000 + s,
+               out[s], s, again[seeds - 1 - s], seeds - 1 - s);
+  free(again), free(in_s), free(params), free(out);
+  buf_free(&x);
+}
+
+/* Every candidate of S but -inf (chance 0) must come in the draws (the cases keep each one's
+ * chance high). Returns |S|. */
+static int64_t expect_all_drawn(const double *row, int64_t C, int32_t top_k, float t, float p, const int64_t *counts,
+                                int dt, const char *what) {
+  int *in_s = malloc(sizeof(int) * (size_t)C);
+  buf_t x = buf_new(dt, (size_t)C);
+  for (int64_t j = 0; j < C; j++) buf_set(&x, (size_t)j, row[j]);
+  const int64_t size = sample_ref_set(x.val, C, top_k, t, p, in_s);
+  for (int64_t j = 0; j < C; j++)
+    if (in_s[j] && counts[j] == 0 && x.val[j] != -INFINITY)
+      fail_msg("sample %s [%s]: candidate %lld (logit %g, one of %lld) never drawn", what, k_dtype_names[dt],
+               (long long)j, x.val[j], (long long)size);
+  free(in_s);
+  buf_free(&x);
+  return size;
+}
+
+/* top_k: only the k largest logits come, and each of them does; a tie at the k-th value lets
+ * both in; k <= 0 or >= n: every logit. */
+static void test_sample_top_k(void **state) {
+  (void)state;
+  enum { C = 37, SEEDS = 400 };
+  static const int32_t ks[] = {5, 5, 0, -2, 1000, 36};
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 32);
+  double row[C];
+  int64_t counts[C];
+  for (int dt = 0; dt < N_DTYPES; dt++)
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+      /* narrow logits: every candidate has a fair chance (>= 1/3 of the mean) */
+      for (int64_t j = 0; j < C; j++) row[j] = hk_test_uniform(&rng, 0.5, 1.0);
+      if (i == 1) { /* the 5th and 6th largest equal */
+        int64_t order[C];
+        for (int64_t j = 0; j < C; j++) order[j] = j;
+        for (int64_t a = 0; a < 6; a++) /* partial selection sort, descending */
+          for (int64_t b = a + 1; b < C; b++)
+            if (row[order[b]] > row[order[a]]) {
+              const int64_t s = order[a];
+              order[a] = order[b], order[b] = s;
+            }
+        row[order[5]] = row[order[4]];
+      }
+      char what[64];
+      snprintf(what, sizeof what, "top_k=%d%s", ks[i], i == 1 ? " (tie at the k-th)" : "");
+      const float t = i % 2 ? 0.8f : 1.0f;
+      sample_draws(dt, row, C, ks[i], t, 1.0f, SEEDS, counts, what);
+      const int64_t size = expect_all_drawn(row, C, ks[i], t, 1.0f, counts, dt, what);
+      /* S holds the k largest, more only where 16-bit rounding or the tie above makes ties */
+      const int64_t k = ks[i] <= 0 || ks[i] >= C ? C : ks[i] + (i == 1);
+      if (size < k || (dt == 0 && size != k))
+        fail_msg("sample %s [%s]: the reference keeps %lld, expected %lld", what, k_dtype_names[dt], (long long)size,
+                 (long long)k);
+    }
+}
+
+/* top_p: softmax masses 0.5, 0.3, 0.15, 0.04 and five of 0.002 (scrambled; T = 2 on twice the
+ * log-masses): p = 0.45 keeps the top one, 0.75 two, 0.9 three, 0.97 four; with top_k 3, p =
+ * 0.6 of the top three's 0.95 keeps two; p = 1, NaN or <= 0: no nucleus. */
+static void test_sample_top_p(void **state) {
+  (void)state;
+  enum { C = 9, SEEDS = 400 };
+  static const double mass[C] = {0.15, 0.002, 0.002, 0.5, 0.002, 0.04, 0.002, 0.3, 0.002};
+  static const struct {
+    int32_t k;
+    float p;
+    int size; /* |S| */
+  } cases[] = {{0, 0.45f, 1}, {0, 0.75f, 2}, {0, 0.9f, 3}, {0, 0.97f, 4}, {3, 0.6f, 2},
+               {0, 1.0f, 9}, {0, NAN, 9},    {0, 0.0f, 9}, {0, -0.5f, 9}, {4, 2.0f, 4}};
+  double row[C];
+  int64_t counts[C];
+  for (int64_t j = 0; j < C; j++) row[j] = 2.0 * log(mass[j]);
+  for (int dt = 0; dt < N_DTYPES; dt++)
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+      char what[64];
+      snprintf(what, sizeof what, "top_p=%g top_k=%d", (double)cases[i].p, cases[i].k);
+      int in_s[C];
+      buf_t x = buf_new(dt, C);
+      for (int64_t j = 0; j < C; j++) buf_set(&x, (size_t)j, row[j]);
+      const int64_t size = sample_ref_set(x.val, C, cases[i].k, 2.0f, cases[i].p, in_s);
+      buf_free(&x);
+      if (size != cases[i].size) fail_msg("sample %s: the reference keeps %lld, not %d", what, (long long)size,
+                                          cases[i].size);
+      sample_draws(dt, row, C, cases[i].k, 2.0f, cases[i].p, cases[i].size > 4 ? SEEDS * 2 : SEEDS, counts, what);
+      if (cases[i].size <= 4) expect_all_drawn(row, C, cases[i].k, 2.0f, cases[i].p, counts, dt, what);
+      for (int64_t j = 0; j < C; j++) /* no nucleus: the masses of 0.04 and more all come, not only the top */
+        if (cases[i].size == C && mass[j] >= 0.04 && counts[j] == 0)
+          fail_msg("sample %s [%s]: index %lld (mass %g) never drawn", what, k_dtype_names[dt], (long long)j, mass[j]);
+    }
+}
+
+/* The draw's distribution: over 4000 seeds each index comes about N softmax(z)_j times (S's
+ * softmax: all of the row, then the top 3), within 5 standard deviations and one draw. */
+static void test_sample_distribution(void **state) {
+  (void)state;
+  enum { C = 5, SEEDS = 4000 };
+  static const double row[C] = {1.2, 0.4, -0.3, -1.1, 2.0};
+  static const struct {
+    int32_t k;
+    float t;
+  } cases[] = {{0, 1.0f}, {0, 0.5f}, {3, 1.0f}};
+  int64_t counts[C];
+  for (int dt = 0; dt < N_DTYPES; dt++)
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+      char what[64];
+      snprintf(what, sizeof what, "distribution T=%g top_k=%d", (double)cases[i].t, cases[i].k);
+      sample_draws(dt, row, C, cases[i].k, cases[i].t, 1.0f, SEEDS, counts, what);
+      buf_t x = buf_new(dt, C);
+      for (int64_t j = 0; j < C; j++) buf_set(&x, (size_t)j, row[j]);
+      int in_s[C];
+      sample_ref_set(x.val, C, cases[i].k, cases[i].t, 1.0f, in_s);
+      double sum = 0, prob[C];
+      for (int64_t j = 0; j < C; j++) sum += (prob[j] = in_s[j] ? exp((double)sample_z(x.val[j], cases[i].t)) : 0);
+      int64_t distinct = 0;
+      for (int64_t j = 0; j < C; j++) {
+        const double want = SEEDS * prob[j] / sum, sd = sqrt(want * (1 - prob[j] / sum));
+        if (fabs((double)counts[j] - want) > 5 * sd + 1)
+          fail_msg("sample %s [%s]: index %lld drawn %lld times in %d, expected %.1f +- %.1f", what,
+                   k_dtype_names[dt], (long long)j, (long long)counts[j], SEEDS, want, sd);
+        distinct += counts[j] > 0;
+      }
+      if (distinct < 2) fail_msg("sample %s: different seeds never draw different indices", what);
+      buf_free(&x);
+    }
+}
+
+/* NaN logits are never drawn (nor counted in top_k: k between the numbers' count and n keeps
+ * every number); -inf never beats a number; a row of -inf draws its first; +inf always wins;
+ * a row without a number gives 0; a single column gives 0. */
+static void test_sample_nan_inf(void **state) {
+  (void)state;
+  enum { C = 50, SEEDS = 800 };
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 33);
+  double row[C];
+  int64_t counts[C];
+  for (int dt = 0; dt < N_DTYPES; dt++) {
+    for (int64_t j = 0; j < C; j++) row[j] = j % 5 == 1 ? NAN : j == 7 ? -INFINITY : hk_test_uniform(&rng, -0.3, 0.3);
+    static const struct {
+      int32_t k;
+      float p;
+    } cases[] = {{0, 1.0f}, {3, 1.0f}, {45, 1.0f}, {0, 0.8f}, {45, 0.5f}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+      char what[64];
+      snprintf(what, sizeof what, "with NaN top_k=%d top_p=%g", cases[i].k, (double)cases[i].p);
+      sample_draws(dt, row, C, cases[i].k, 1.0f, cases[i].p, SEEDS, counts, what);
+      for (int64_t j = 0; j < C; j++)
+        if (counts[j] && (isnan(row[j]) || isinf(row[j]))) fail_msg("sample %s: drew %lld", what, (long long)j);
+      if (cases[i].k == 45 && cases[i].p == 1.0f) expect_all_drawn(row, C, 45, 1.0f, 1.0f, counts, dt, what);
+    }
+    /* rows: [NaN, -inf, -inf, NaN] -> 1; [1, +inf, 2, +inf] -> 1; all NaN -> 0; [x] -> 0 */
+    static const double special[3][4] = {
+        {NAN, -INFINITY, -INFINITY, NAN}, {1, INFINITY, 2, INFINITY}, {NAN, NAN, NAN, NAN}};
+    buf_t x = buf_new(dt, 12);
+    int32_t params[3 * 4], out[3 + GUARD];
+    for (int r = 0; r < 3; r++) {
+      for (int j = 0; j < 4; j++) buf_set(&x, (size_t)(r * 4 + j), special[r][j]);
+      sample_params(&params[r * 4], r + 5, r == 1 ? 2 : 0, 1.0f, 0.9f);
+    }
+    for (int seed = 0; seed < 20; seed++) {
+      for (int r = 0; r < 3; r++) params[r * 4] = seed * 3 + r;
+      sample_call(&x, params, 3, 4, out);
+      if (out[0] != 1 || out[1] != 1 || out[2] != 0)
+        fail_msg("sample [%s] seed %d: -inf row %d, +inf row %d, NaN row %d (expected 1, 1, 0)", k_dtype_names[dt],
+                 seed, out[0], out[1], out[2]);
+      sample_call(&x, params, 3, 1, out); /* one column: 0 whatever it holds */
+      if (out[0] != 0 || out[1] != 0 || out[2] != 0)
+        fail_msg("sample [%s]: a single column did not give 0", k_dtype_names[dt]);
+    }
+    buf_free(&x);
+  }
+}
+
 /* The checker must fail a wrong result: gelu output against a relu reference. */
 static void test_checker_catches_errors(void **state) {
   (void)state;
@@ -1709,7 +2033,9 @@ static void test_lower_generation(void **state) {
   int next = add_tensor(&s, "next", HK_ROLE_OUTPUT, 1, D(3), D(0), D(0));
   int rot = add_tensor(&s, "rot", HK_ROLE_OUTPUT, 2, BATCH, D((H + 2 * KV) * DH), D(0));
   int e = add_tensor(&s, "e", HK_ROLE_OUTPUT, 2, BATCH, D(6), D(0));
-  const int i32[] = {ctx, slot, rows, ids, next};
+  int sp_params = add_tensor(&s, "sp_params", HK_ROLE_INPUT, 2, D(3), D(4), D(0));
+  int pick = add_tensor(&s, "pick", HK_ROLE_OUTPUT, 1, D(3), D(0), D(0));
+  const int i32[] = {ctx, slot, rows, ids, next, sp_params, pick};
   for (size_t i = 0; i < sizeof i32 / sizeof i32[0]; i++) tensors[i32[i]].dtype = HK_DTYPE_I32;
   hkc_node_t *ap = add_node(&s, "ap", HK_OP_KV_APPEND, qkv, q);
   ap->heads = H, ap->kv_heads = KV, ap->k_cache = kc, ap->v_cache = vc, ap->ctx = ctx, ap->slot = slot, ap->layer = 1;
@@ -1725,6 +2051,8 @@ static void test_lower_generation(void **state) {
   rp->rope_original_max = 8192;
   hkc_node_t *em = add_node(&s, "em", HK_OP_EMBEDDING, ids, e);
   em->in[1] = table, em->n_in = 2, em->pos = pos, em->ctx = ctx;
+  hkc_node_t *sp = add_node(&s, "sp", HK_OP_SAMPLE, last, pick);
+  sp->in[1] = sp_params, sp->n_in = 2;
 
   hkc_kernel_key_t key;
   hkc_arg_t args[HKC_MAX_ARGS];
@@ -1751,6 +2079,13 @@ static void test_lower_generation(void **state) {
   expect_ints(args, HKC_ARGMAX_ARG_ROWS, (int64_t[]){3, H * DH}, 2, "argmax");
   hkc_kernel_key_name(&key, name, sizeof name);
   assert_string_equal(name, "hk_argmax_f16_a8");
+  assert_int_equal(hkc_lower_node(&s, 6, B, &key, args), HKC_SAMPLE_N_ARGS);
+  assert_int_equal(key.dtype, HK_DTYPE_F16); /* what it reads; it writes i32 */
+  expect_tensor(&args[HKC_SAMPLE_ARG_X], last), expect_tensor(&args[HKC_SAMPLE_ARG_PARAMS], sp_params);
+  expect_tensor(&args[HKC_SAMPLE_ARG_OUT], pick);
+  expect_ints(args, HKC_SAMPLE_ARG_ROWS, (int64_t[]){3, H * DH}, 2, "sample");
+  hkc_kernel_key_name(&key, name, sizeof name);
+  assert_string_equal(name, "hk_sample_f16_a8");
   /* rope: ctx then the four scaling numbers after the plain layout; seq 1 and offset 0 */
   assert_int_equal(hkc_lower_node(&s, 4, B, &key, args), HKC_ROPE_N_ARGS + 1 + HKC_ROPE_SCALING_N_ARGS);
   assert_true(key.has_ctx && key.rope_scaling == HKC_ROPE_SCALING_LLAMA3);
@@ -1908,6 +2243,11 @@ int main(void) {
       cmocka_unit_test(test_kv_attention),
       cmocka_unit_test(test_take_rows),
       cmocka_unit_test(test_argmax),
+      cmocka_unit_test(test_sample_greedy),
+      cmocka_unit_test(test_sample_top_k),
+      cmocka_unit_test(test_sample_top_p),
+      cmocka_unit_test(test_sample_distribution),
+      cmocka_unit_test(test_sample_nan_inf),
       cmocka_unit_test(test_templates_build_warning_free),
       cmocka_unit_test(test_rtc_deterministic_and_errors),
   };

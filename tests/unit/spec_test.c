@@ -1274,6 +1274,61 @@ static void test_take_rows_argmax(void **state) {
                   "unknown key 'heads' for op 'argmax'", NULL);
 }
 
+/* sample: logits x [R, n] and i32 params [R, 4] (seed, top_k, temperature, top_p) -> i32 [R]:
+ * R with batch or fixed; the params' shape, dtype and rows, x's rank and dtype, checked at the
+ * reference. Lines 1-5 of these specs, "graph:" on 6, nodes from line 7. */
+#define SAMPLE_HEAD                                                                                          \
+  "hkc: 1\nname: g\nbatch_sizes: [1, 8]\ndims: {s: 3}\n"                                                    \
+  "inputs: {x: [batch, 50], xs: [s, 50], x3: [batch, 2, 50], f4: [batch, 4], sp: {shape: [batch, 4], "      \
+  "dtype: i32}, ss: {shape: [s, 4], dtype: i32}, s3: {shape: [batch, 3], dtype: i32}, s1: {shape: [batch], " \
+  "dtype: i32}}\n"
+#define SAMPLE(graph, outputs) SAMPLE_HEAD "graph:\n" graph "outputs: " outputs "\n"
+#define SAMPLE_NODE(x, params) "  - {name: d, op: sample, in: [" x ", " params "], out: tok}\n"
+
+static void test_sample(void **state) {
+  (void)state;
+  hkc_spec_t *s = parse(SAMPLE(SAMPLE_NODE("x", "sp") "  - {name: e, op: sample, in: [xs, ss], out: tok2}\n",
+                               "[tok, tok2]"));
+  if (!s) fail_msg("%s", diag);
+  const hkc_tensor_t *tok = tensor(s, "tok"), *tok2 = tensor(s, "tok2");
+  assert_int_equal(tok->dtype, HK_DTYPE_I32); /* like argmax's: an i32 node output */
+  assert_int_equal(tok->role, HK_ROLE_OUTPUT);
+  assert_int_equal(tok->rank, 1);
+  assert_int_equal(dim_at(tok, 0, 8), 8); /* [batch] */
+  assert_int_equal(tok2->rank, 1);
+  assert_int_equal(dim_at(tok2, 0, 8), 3); /* [s]: no batch */
+  const hkc_node_t *d = &s->nodes[0];
+  assert_int_equal(d->op, HK_OP_SAMPLE);
+  assert_int_equal(d->n_in, 2);
+  assert_int_equal(d->in[0], hkc_tensor_find(s, "x"));
+  assert_int_equal(d->in[1], hkc_tensor_find(s, "sp"));
+  assert_string_equal(hkc_op_name(HK_OP_SAMPLE), "sample");
+  hkc_spec_destroy(s);
+
+  expect_error_on(SAMPLE(SAMPLE_NODE("x", "f4"), "[tok]"), 7, "f4]",
+                  "node 'd': 'f4' must be an i32 tensor (declare it {shape: [...], dtype: i32}), got f32", NULL);
+  expect_error_on(SAMPLE(SAMPLE_NODE("sp", "sp"), "[tok]"), 7, "sp,",
+                  "node 'd': 'sp' is an i32 tensor, which op 'sample' cannot take in 'in'", "sample's params");
+  expect_error_on(SAMPLE(SAMPLE_NODE("x", "s3"), "[tok]"), 7, "s3]",
+                  "node 'd': sample params 's3' are [batch, 3], expected [rows, 4] with the rows of 'x' [batch, 50]",
+                  "seed, top_k, temperature and top_p");
+  expect_error_on(SAMPLE(SAMPLE_NODE("x", "s1"), "[tok]"), 7, "s1]",
+                  "node 'd': sample params 's1' are [batch], expected [rows, 4]", NULL);
+  expect_error_on(SAMPLE(SAMPLE_NODE("x", "ss"), "[tok]"), 7, "ss]",
+                  "node 'd': sample params 'ss' are [3, 4], expected [rows, 4] with the rows of 'x' [batch, 50]", NULL);
+  expect_error_on(SAMPLE(SAMPLE_NODE("x3", "sp"), "[tok]"), 7, "x3,",
+                  "node 'd': sample input 'x3' is [batch, 2, 50], expected 2-D [rows, n]", NULL);
+  expect_error_on(SAMPLE("  - {name: d, op: sample, in: [x], out: tok}\n", "[tok]"), 7, "[x]",
+                  "op 'sample' takes 2 inputs in 'in', got 1", NULL);
+  expect_error_on(SAMPLE("  - {name: d, op: sample, in: [x, sp], top_k: 5, out: tok}\n", "[tok]"), 7, "top_k",
+                  "unknown key 'top_k' for op 'sample'", NULL);
+  expect_error_on(SAMPLE("  - {name: d, op: sampler, in: [x, sp], out: tok}\n", "[tok]"), 7, "sampler",
+                  "unknown op 'sampler'", "take_rows, argmax, sample)");
+  /* the drawn index is i32: where a float goes, it is refused */
+  expect_error_on(SAMPLE(SAMPLE_NODE("x", "sp") "  - {name: z, op: relu, in: [tok], out: y}\n", "[y]"), 8, "tok]",
+                  "node 'z': 'tok' is an i32 tensor, which op 'relu' cannot take in 'in'", NULL);
+}
+
 /* rope and embedding with positions from ctx; rope scaling */
 static void test_ctx_positions_and_scaling(void **state) {
   (void)state;
@@ -1436,6 +1491,7 @@ int main(void) {
       cmocka_unit_test(test_state),
       cmocka_unit_test(test_kv_ops),
       cmocka_unit_test(test_take_rows_argmax),
+      cmocka_unit_test(test_sample),
       cmocka_unit_test(test_ctx_positions_and_scaling),
       cmocka_unit_test(test_repeat_kv),
   };

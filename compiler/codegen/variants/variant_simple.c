@@ -9,7 +9,7 @@
  * threads, static shared memory below 48 KiB, no spills). Block size = max_block of the
  * kernel (its __launch_bounds__): gemm 256, element-wise (and ewchain) 256, norms and
  * softmax 256, attention 128, rope 256, embedding 128, kv_append 256, kv_attention 128,
- * take_rows 256, argmax 256. */
+ * take_rows 256, argmax 256, sample 256 (its radix selects scan 256 bins, a thread a bin). */
 #include <stdio.h>
 #include <string.h>
 
@@ -67,7 +67,8 @@ static const simple_params_t *simple_params(hk_op_t op) {
   case HK_OP_KV_APPEND:
   case HK_OP_TAKE_ROWS: return &k_row_chunk;
   case HK_OP_KV_ATTENTION: return &k_kv_attention;
-  case HK_OP_ARGMAX: return &k_row;
+  case HK_OP_ARGMAX:
+  case HK_OP_SAMPLE: return &k_row;
   default: return NULL;
   }
 }
@@ -108,7 +109,7 @@ static void simple_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
  *   kv_append, take_rows   HK_THREADS columns of one (output) row, a thread an element:
  *               rows x ceil(width / HK_THREADS) blocks
  *   kv_attention   one (token row, q head): rows x heads blocks
- *   argmax      one row
+ *   argmax, sample   one row
  *   attention   HK_ATTN_BQ query rows of one (batch, head)
  *   rope        HK_THREADS items (HK_ROPE_VEC pairs of HK_ROPE_HEADS heads of a row; then of one
  *               copied head), grid-stride beyond SIMPLE_ROPE_BLOCKS_PER_CU blocks per CU (rope.hip)
@@ -162,6 +163,7 @@ static void simple_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
              hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_TAKE_ROWS_ARG_WIDTH), p->threads);
     break;
   case HK_OP_ARGMAX: blocks = hkc_variant_arg_i64(args, n_args, HKC_ARGMAX_ARG_ROWS); break;
+  case HK_OP_SAMPLE: blocks = hkc_variant_arg_i64(args, n_args, HKC_SAMPLE_ARG_ROWS); break;
   case HK_OP_ROPE: {
     /* items (row, group of SIMPLE_ROPE_HEADS heads, vector of pairs) over HK_THREADS threads,
      * at most SIMPLE_ROPE_BLOCKS_PER_CU blocks per CU (the grid strides; templates/gpu/rope.hip) */
@@ -224,3 +226,4 @@ SIMPLE_ENTRY(simple_kv_append, "gpu/kv_append.hip", op == HK_OP_KV_APPEND);
 SIMPLE_ENTRY(simple_kv_attention, "gpu/kv_attention.hip", op == HK_OP_KV_ATTENTION);
 SIMPLE_ENTRY(simple_take_rows, "gpu/take_rows.hip", op == HK_OP_TAKE_ROWS);
 SIMPLE_ENTRY(simple_argmax, "gpu/argmax.hip", op == HK_OP_ARGMAX);
+SIMPLE_ENTRY(simple_sample, "gpu/sample.hip", op == HK_OP_SAMPLE);

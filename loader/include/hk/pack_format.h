@@ -40,7 +40,7 @@ extern "C" {
  * PTX_INDEX and PTX sections (optional: PTX of CUDA targets); 4: PARTS section (optional: the
  * checkpoint tensors a param concatenates), WEIGHTS_INDEX and WEIGHTS sections (optional:
  * params stored in the pack); 5: role STATE (tensors that persist across runs: KV caches), ops
- * kv_append, kv_attention, take_rows and argmax, i32 node outputs (argmax) */
+ * kv_append, kv_attention, take_rows, argmax and sample, i32 node outputs (argmax, sample) */
 #define HK_PACK_VERSION_MINOR 5
 #define HK_PACK_ENDIAN_TAG 0x01020304u
 #define HK_SECTION_ALIGN 64u
@@ -175,8 +175,14 @@ typedef enum hk_op {
   HK_OP_KV_ATTENTION = 16, /* (1.5) one query row per token over its slot's cached keys */
   HK_OP_TAKE_ROWS = 17,  /* (1.5) rows of a matrix by i32 row indices (zeros where out of range) */
   HK_OP_ARGMAX = 18,     /* (1.5) i32 index of each row's largest value */
+  HK_OP_SAMPLE = 19,     /* (1.5) i32 index drawn per row: seeded top-k / top-p / temperature */
   HK_OP_COUNT_
 } hk_op_t;
+
+/* A row of HK_OP_SAMPLE's i32 params [rows, HK_SAMPLE_PARAMS], the numbers an application
+ * (the generator) fills per step: the seed, top_k, and the temperature and top_p as IEEE f32
+ * bits (docs/GENERATE.md, "sample"). */
+enum { HK_SAMPLE_SEED = 0, HK_SAMPLE_TOP_K = 1, HK_SAMPLE_TEMPERATURE = 2, HK_SAMPLE_TOP_P = 3, HK_SAMPLE_PARAMS = 4 };
 
 /* What a session does with a batch that is not a bucket (manifest.batch_policy). */
 typedef enum hk_batch_policy_rec {
