@@ -39,7 +39,8 @@ the batch counts token rows (i32 inputs ids, ctx, slot [batch] and rows [slots];
 layer's attention is a kv_append (its k and v into the caches) and a kv_attention over them (a
 sliding window where the model has one), rope and GPT-2's position embeddings read ctx, and
 after the layers take_rows picks each sequence's last token row, the final norm, the LM head
-(the tied embedding table or lm_head.weight) gives `logits` [slots, vocab] and argmax `next`.
+(the tied embedding table or lm_head.weight) gives `logits` [slots, vocab] and `next`, the id the
+device picks from them (`sample`: greedy, or drawn with each slot's sampling settings).
 Rope scaling llama3 and linear are written as the rope's `scaling:`; dynamic only where it is
 the identity (--max-seq within the original positions).
 
@@ -447,7 +448,7 @@ def make_generate(m, cfg, kind, a, dtype):
     """Rewrites the layers' model (a builder's) into a generation model over token rows
     (docs/GENERATE.md): embeddings from ids (GPT-2's positions from ctx), each attention as
     kv_append + kv_attention on the state caches, rope at the rows' ctx positions, then
-    take_rows, the final norm, the LM head and argmax. Returns the notes."""
+    take_rows, the final norm, the LM head and sample. Returns the notes."""
     vocab = need(cfg, "vocab_size")[0]
     d = m.dims
     del d["seq"]
@@ -498,7 +499,7 @@ def make_generate(m, cfg, kind, a, dtype):
         body.append(node)
     m.body = body
     # After the layers: the last token row of each slot (rows), then the final norm (row-wise:
-    # on the slots' rows only), the LM head and the greedy id.
+    # on the slots' rows only), the LM head and the next id (greedy or sampled: the sampling input).
     norm = dict(m.final[0])
     norm["in"], norm["out"] = ["last"], "last_n"
     tied = cfg.get("tie_word_embeddings", kind == "gpt2")  # GPT2Config: True; the Llama family: False
@@ -508,7 +509,7 @@ def make_generate(m, cfg, kind, a, dtype):
         m.final_params.append((head, ["vocab", "hidden"], "lm_head.weight"))  # outside the model's prefix
     m.final = [dict(name="take_last", op="take_rows", **{"in": ["y", "rows"]}, out="last"), norm,
                dict(name="lm_head", op="gemm", **{"in": ["last_n", head]}, trans_b=True, out="logits"),
-               dict(name="next_id", op="argmax", **{"in": ["logits"]}, out="next")]
+               dict(name="next_id", op="sample", **{"in": ["logits", "sampling"]}, out="next")]
     m.out = "next, logits"
     dh = d["head_dim"]
     per_slot = m.layers * 2 * a.max_seq * kv_n * dh * BYTES[dtype]
@@ -539,6 +540,7 @@ def gen_spec_text(m, a, config_path, dtype, notes):
               "  ctx: {shape: [batch], dtype: i32}    # cache positions the row sees, its own included (0: padding)",
               "  slot: {shape: [batch], dtype: i32}   # cache slot (sequence) of each row",
               "  rows: {shape: [slots], dtype: i32}   # per slot: the row whose logits and next id it returns",
+              "  sampling: {shape: [slots, 4], dtype: i32}  # per slot: seed, top_k, temperature, top_p (f32 bits)",
               "state:"]
     lines += ["  %s: [%s]" % (n, ", ".join(s)) for n, s in m.state]
     lines.append("params:")
@@ -681,7 +683,7 @@ def import_hf(argv):
     g = p.add_argument_group("generation (docs/GENERATE.md)")
     g.add_argument("--generate", action="store_true",
                    help="a generation spec (GPT-2, Llama, Mistral, Qwen2): token rows, KV caches as state, the LM "
-                        "head and argmax, for hkc generate; instead of --seq, --batch-sizes, --embeddings and "
+                        "head and the on-device sampler, for hkc generate; instead of --seq, --batch-sizes, --embeddings and "
                         "--padding-mask")
     g.add_argument("--max-seq", type=positive,
                    help="positions each cache slot holds (default: the model's positions, at most 2048)")

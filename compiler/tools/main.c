@@ -322,7 +322,7 @@ enum {
   OPT_HOST_THREADS, OPT_CACHE_MAX_SIZE, OPT_MERGE, OPT_REPORT, OPT_TOP, OPT_RUNS, OPT_WARMUP, OPT_DRY_RUN,
   OPT_BATCH, OPT_SEED, OPT_INPUT, OPT_PARAM, OPT_SAVE_OUTPUTS, OPT_REPEATS, OPT_TRUST, OPT_WEIGHTS,
   OPT_WEIGHTS_MAP, OPT_PROFILE, OPT_PREFER_PTX, OPT_REQUIRE_SIGNATURE, OPT_ALLOW_UNSIGNED_NATIVE,
-  OPT_RANDOM_PARAMS, OPT_PLAN, OPT_DISASM, OPT_KEY, OPT_NO_PROBE, OPT_IDS, OPT_STOP,
+  OPT_RANDOM_PARAMS, OPT_PLAN, OPT_DISASM, OPT_KEY, OPT_NO_PROBE, OPT_IDS, OPT_STOP, OPT_TEMPERATURE, OPT_TOP_K, OPT_TOP_P, OPT_SAMPLE_SEED,
 };
 
 /* AMD toolchain calls run in worker processes, this binary re-executed (rtc_worker.h says
@@ -1394,7 +1394,8 @@ static const char k_generate_usage[] =
     "Generates text with a generation pack (hkc import hf --generate; docs/GENERATE.md):\n"
     "prefills every prompt in one call (each in its own KV-cache slot, batched into as few\n"
     "steps as the pack's token buckets allow), then decodes one token per sequence per step,\n"
-    "greedily (the pack's argmax), until N new tokens, a --stop id or the cache's max_seq.\n"
+    "greedily (or drawn on the device: --temperature), until N new tokens, a --stop id or the\n"
+    "cache's max_seq.\n"
     "Prints each prompt's new ids, the time to the first token (the prefill), the decode\n"
     "time per step (median) and tokens per second. Times are wall-clock on this machine and\n"
     "include the copies of each step's inputs and ids (what an application would see).\n"
@@ -1405,6 +1406,11 @@ static const char k_generate_usage[] =
     "                         slots prompts in all\n"
     "  -n, --max-new-tokens N new tokens per prompt (default 32), the first from the prefill\n"
     "  --stop ID              a token id that ends a sequence (kept in its output; repeatable)\n"
+    "  --temperature T        > 0: sample from softmax(logits / T) on the device (default 0:\n"
+    "                         greedy); with --top-k K (0: all, default) and --top-p P (the\n"
+    "                         smallest set of the top tokens holding P of the probability;\n"
+    "                         default 1) and --sample-seed S (default 0; prompt i draws with\n"
+    "                         S + i): the same seed gives the same tokens\n"
     "  --target T, --weights FILE, --weights-map MAP, --random-params, --seed S, --trust KEY.pub,\n"
     "  --require-signature, --allow-unsigned-native, --no-pdl, --prefer-ptx\n"
     "                         as hkc run (every param must be given unless --random-params)\n"
@@ -1578,7 +1584,9 @@ static int cmd_generate(int argc, char **argv) {
       {"no-pdl", no_argument, NULL, OPT_NO_PDL}, {"prefer-ptx", no_argument, NULL, OPT_PREFER_PTX},
       {"require-signature", no_argument, NULL, OPT_REQUIRE_SIGNATURE},
       {"allow-unsigned-native", no_argument, NULL, OPT_ALLOW_UNSIGNED_NATIVE},
-      {"random-params", no_argument, NULL, OPT_RANDOM_PARAMS}, JSON_LONG_OPTION, COMMON_LONG_OPTIONS,
+      {"random-params", no_argument, NULL, OPT_RANDOM_PARAMS}, {"temperature", required_argument, NULL, OPT_TEMPERATURE},
+      {"top-k", required_argument, NULL, OPT_TOP_K}, {"top-p", required_argument, NULL, OPT_TOP_P},
+      {"sample-seed", required_argument, NULL, OPT_SAMPLE_SEED}, JSON_LONG_OPTION, COMMON_LONG_OPTIONS,
       {NULL, 0, NULL, 0}};
   hkc_cli_t cli;
   hkc_cli_init(&cli, "generate", "hkc generate PACK --ids PROMPT.npy [-n N] [options]", help_generate, 1);
@@ -1586,7 +1594,8 @@ static int cmd_generate(int argc, char **argv) {
   const char *id_paths[256];
   int n_ids = 0, n_stop = 0, c;
   int32_t stop[64];
-  long long max_new = 32, seed = 1, repeats = 20, v64;
+  long long max_new = 32, seed = 1, repeats = 20, v64, top_k = 0, sample_seed = 0;
+  double temperature = 0, top_p = 1;
   int profile = 0, no_pdl = 0, prefer_ptx = 0, require_signature = 0, allow_unsigned_native = 0, random_params = 0;
   trust_opts_t trust = {0};
   while ((c = hkc_cli_next(&cli, argc, argv, "t:n:", longopts)) != -1) {
@@ -1606,6 +1615,19 @@ static int cmd_generate(int argc, char **argv) {
       break;
     case OPT_SEED: if (hkc_cli_count(&cli, "--seed", v, 0, INT64_MAX, &seed)) return cli.rc; break;
     case OPT_REPEATS: if (hkc_cli_count(&cli, "--repeats", v, 1, 100000, &repeats)) return cli.rc; break;
+    case OPT_TOP_K: if (hkc_cli_count(&cli, "--top-k", v, 0, INT32_MAX, &top_k)) return cli.rc; break;
+    case OPT_SAMPLE_SEED: if (hkc_cli_count(&cli, "--sample-seed", v, 0, UINT32_MAX, &sample_seed)) return cli.rc; break;
+    case OPT_TEMPERATURE:
+    case OPT_TOP_P: {
+      char *end = NULL;
+      const double x = strtod(v, &end);
+      const int is_p = c == OPT_TOP_P;
+      if (!*v || *end || !(x >= 0) || x > (is_p ? 1.0 : 1e6))
+        return hkc_cli_usage(&cli, "%s %s: a number in %s", is_p ? "--top-p" : "--temperature", v,
+                             is_p ? "[0, 1]" : "[0, 1e6]"), 2;
+      *(is_p ? &top_p : &temperature) = x;
+      break;
+    }
     case OPT_PROFILE: profile = 1; break;
     case OPT_NO_PDL: no_pdl = 1; break;
     case OPT_PREFER_PTX: prefer_ptx = 1; break;
@@ -1660,6 +1682,14 @@ static int cmd_generate(int argc, char **argv) {
     goto done;
   }
   if (prompts_read(id_paths, n_ids, hk_generator_slots(gen), &prompts) != 0) goto done;
+  for (uint32_t i = 0; i < prompts.n && temperature > 0; i++) {
+    const hk_sampling_t sp = {.temperature = (float)temperature, .top_k = (int32_t)top_k, .top_p = (float)top_p,
+                              .seed = (uint32_t)((uint64_t)sample_seed + i)};
+    if (hk_generator_set_sampling(gen, i, &sp) != HK_OK) {
+      fprintf(stderr, "hkc generate: %s\n", hk_last_error());
+      goto done;
+    }
+  }
   if (generate_all(gen, &prompts, (uint32_t)max_new, stop, n_stop, &res) != 0) goto done;
 
   double *sorted = calloc(res.steps ? res.steps : 1, sizeof *sorted), decode_ms = 0;

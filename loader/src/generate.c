@@ -12,7 +12,9 @@
  * and reads the next ids back.
  *
  * One device buffer holds the four i32 inputs, each in its own region of `region` bytes:
- * ids | ctx | slot | rows. A step writes the host mirror, copies it to the device in one
+ * ids | ctx | slot | rows, and where the pack samples on the device, the input sampling
+ * [slots, 4] after them (per output row: a seed for this token, top_k, and the bits of the
+ * temperature and top_p). A step writes the host mirror, copies it to the device in one
  * copy, runs the graph and copies `next` back: no other host work per token. The inputs stay
  * bound at the same addresses for every bucket, so after each bucket's first step its graph
  * replays without updating any node.
@@ -43,6 +45,8 @@ struct hk_generator {
   void *logits_device;       /* [slots, vocab] of the pack's dtype, or NULL */
   hk_element_type_t logits_type;
   uint64_t bound_bucket;     /* the bucket whose token inputs are bound (0: none yet) */
+  int has_sampling;          /* the pack has the input sampling [slots, 4] */
+  hk_sampling_t *sampling;   /* per slot (temperature 0: greedy) */
   uint64_t steps;            /* graph runs so far */
 };
 
@@ -83,6 +87,10 @@ static hk_status_t read_interface(hk_generator_t *g) {
     g->max_seq = (uint32_t)t.dims[2];
   }
   HK_FAIL_IF(!g->max_seq, HK_STATUS_FAILED_PRECONDITION, "not a generation pack: it has no state (KV cache) tensor");
+  g->has_sampling = find_tensor(s, "sampling", &t);
+  HK_FAIL_IF(g->has_sampling && (t.role != HK_TENSOR_INPUT || t.element_type != HK_ELEMENT_I32 || t.rank != 2 ||
+                                 t.dims[0] != g->slots || t.dims[1] != 4),
+             HK_STATUS_FAILED_PRECONDITION, "generation pack: 'sampling' is not an i32 input [%u slots, 4]", g->slots);
   g->vocab = 0;
   if (find_tensor(s, "logits", &t)) {
     HK_FAIL_IF(t.role != HK_TENSOR_OUTPUT || t.rank != 2 || t.dims[0] != g->slots || t.dims[1] < 1 ||
@@ -100,13 +108,18 @@ static hk_status_t alloc_buffers(hk_generator_t *g) {
   const uint64_t most = g->buckets[g->bucket_count - 1];
   uint64_t region = (most > g->slots ? most : g->slots) * sizeof(int32_t);
   region = (region + 255) & ~(uint64_t)255;
-  HK_FAIL_IF(region > SIZE_MAX / IN_COUNT, HK_STATUS_OUT_OF_MEMORY, "generation buffers too large");
-  g->region = (size_t)region;
-  g->host = hk_calloc(g->allocator, IN_COUNT, g->region);
+  HK_FAIL_IF(region > SIZE_MAX / (IN_COUNT + 4), HK_STATUS_OUT_OF_MEMORY, "generation buffers too large");
+  g->region = (size_t)region; /* the sampling region, [slots, 4], is 4 regions: region >= slots * 4 bytes */
+  g->host = hk_calloc(g->allocator, IN_COUNT + 4, g->region);
+  g->sampling = hk_calloc(g->allocator, g->slots, sizeof *g->sampling);
   g->next_host = hk_calloc(g->allocator, g->slots, sizeof(int32_t));
   g->length = hk_calloc(g->allocator, g->slots, sizeof(uint32_t));
-  HK_FAIL_IF(!g->host || !g->next_host || !g->length, HK_STATUS_OUT_OF_MEMORY, "out of memory creating a generator");
-  HK_RETURN_IF_ERROR(hk_session_alloc(s, IN_COUNT * g->region, &g->device));
+  HK_FAIL_IF(!g->host || !g->next_host || !g->length || !g->sampling, HK_STATUS_OUT_OF_MEMORY,
+             "out of memory creating a generator");
+  HK_RETURN_IF_ERROR(hk_session_alloc(s, (IN_COUNT + 4) * g->region, &g->device));
+  if (g->has_sampling)
+    HK_RETURN_IF_ERROR(hk_session_bind(s, "sampling", (char *)g->device + IN_COUNT * g->region,
+                                       (size_t)g->slots * 4 * sizeof(int32_t)));
   HK_RETURN_IF_ERROR(hk_session_alloc(s, g->slots * sizeof(int32_t), &g->next_device));
   HK_RETURN_IF_ERROR(hk_session_bind(s, "rows", (char *)g->device + IN_ROWS * g->region, g->slots * sizeof(int32_t)));
   HK_RETURN_IF_ERROR(hk_session_bind(s, "next", g->next_device, g->slots * sizeof(int32_t)));
@@ -152,6 +165,7 @@ HK_API void hk_generator_destroy(hk_generator_t *g) {
   hk_free(g->allocator, g->host);
   hk_free(g->allocator, g->next_host);
   hk_free(g->allocator, g->length);
+  hk_free(g->allocator, g->sampling);
   hk_free(g->allocator, g);
 }
 
@@ -176,6 +190,31 @@ HK_API hk_status_t hk_generator_reset(hk_generator_t *g, uint32_t slot) {
   return HK_OK;
 }
 
+HK_API hk_status_t hk_generator_set_sampling(hk_generator_t *g, uint32_t slot, const hk_sampling_t *sampling) {
+  HK_FAIL_IF(!g, HK_STATUS_INVALID_ARGUMENT, "generator is NULL");
+  HK_FAIL_IF(slot >= g->slots, HK_STATUS_INVALID_ARGUMENT, "slot %u is out of range (the pack has %u slots)", slot,
+             g->slots);
+  const hk_sampling_t greedy = {0};
+  const hk_sampling_t *p = sampling ? sampling : &greedy;
+  HK_FAIL_IF(p->temperature != p->temperature || p->top_p != p->top_p || p->top_k < 0, HK_STATUS_INVALID_ARGUMENT,
+             "slot %u: temperature and top_p must be numbers and top_k >= 0", slot);
+  HK_FAIL_IF(!g->has_sampling && p->temperature > 0 && p->top_k != 1, HK_STATUS_FAILED_PRECONDITION,
+             "the pack decodes greedily (its output 'next' is an argmax; no input 'sampling'): import it with `hkc "
+             "import hf --generate` of hkc 0.2 or later to sample");
+  g->sampling[slot] = *p;
+  return HK_OK;
+}
+
+/* A 32-bit mix of a slot's seed and the position of the token it draws (splitmix64's
+ * finaliser): the draw's noise depends on nothing else. */
+static int32_t draw_seed(uint32_t seed, uint32_t position) {
+  uint64_t z = ((uint64_t)seed << 32 | position) + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return (int32_t)(uint32_t)z;
+}
+
 /* Runs one step of `tokens` rows already written into the host mirror (rows set too): pads
  * to the smallest bucket that holds them with ctx = 0 rows, copies the inputs in, runs, and
  * copies `next` back. */
@@ -194,7 +233,8 @@ static hk_status_t run_step(hk_generator_t *g, uint32_t tokens) {
                                          (size_t)bucket * sizeof(int32_t)));
     g->bound_bucket = bucket;
   }
-  HK_RETURN_IF_ERROR(hk_session_copy(s, g->device, g->host, IN_COUNT * g->region, HK_COPY_HOST_TO_DEVICE));
+  HK_RETURN_IF_ERROR(hk_session_copy(s, g->device, g->host, (size_t)(IN_COUNT + (g->has_sampling ? 4 : 0)) * g->region,
+                                     HK_COPY_HOST_TO_DEVICE));
   HK_RETURN_IF_ERROR(hk_session_run(s, NULL));
   HK_RETURN_IF_ERROR(
       hk_session_copy(s, g->next_host, g->next_device, g->slots * sizeof(int32_t), HK_COPY_DEVICE_TO_HOST));
@@ -253,6 +293,15 @@ HK_API hk_status_t hk_generator_append(hk_generator_t *g, uint32_t n, const uint
       done += take;
       if (done == counts[seq]) {
         rows[seq] = (int32_t)(t - 1);
+        if (g->has_sampling) { /* output row seq draws the token at position length[sl] */
+          const hk_sampling_t *p = &g->sampling[sl];
+          int32_t *row = g->host + IN_COUNT * (g->region / 4) + 4 * (size_t)seq;
+          float f[2] = {p->temperature, p->top_p};
+          row[0] = draw_seed(p->seed, g->length[sl]);
+          row[1] = p->top_k;
+          memcpy(&row[2], &f[0], 4);
+          memcpy(&row[3], &f[1], 4);
+        }
         seq++;
         done = 0;
       }

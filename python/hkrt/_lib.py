@@ -52,6 +52,12 @@ class PackOpenOptionsC(ctypes.Structure):  # hk_pack_open_options_t
                 ("max_code_bytes", _u64)]
 
 
+class SamplingC(ctypes.Structure):
+    """hk_sampling_t (hkrt.h)."""
+    _fields_ = [("temperature", ctypes.c_float), ("top_k", ctypes.c_int32), ("top_p", ctypes.c_float),
+                ("seed", ctypes.c_uint32)]
+
+
 class LaunchInfoC(ctypes.Structure):  # hk_launch_info_t
     _fields_ = [("kernel", _cp), ("nodes", _cp), ("bytes", _u64), ("flops", _u64), ("matrix", _int)]
 
@@ -108,6 +114,7 @@ _PROTOTYPES = {
     "hk_generator_append": (_status, [_vp, _u32, ctypes.POINTER(_u32), ctypes.POINTER(ctypes.POINTER(ctypes.c_int32)),
                                       ctypes.POINTER(_u32), ctypes.POINTER(ctypes.c_int32)]),
     "hk_generator_logits": (_status, [_vp, _u32, ctypes.POINTER(ctypes.c_float), _sz]),
+    "hk_generator_set_sampling": (_status, [_vp, _u32, ctypes.POINTER(SamplingC)]),
 }
 
 

@@ -451,13 +451,15 @@ class Session:
         pack's step inputs and outputs itself; close it before the session."""
         return Generator(self)
 
-    def generate(self, prompts, max_new_tokens=32, stop=()):
-        """Greedy generation: prefills every prompt (a list of id sequences -- lists, 1-D NumPy
-        arrays or tensors -- or a 2-D array, one prompt per row), each in its own cache slot,
-        then decodes one token per sequence per step until max_new_tokens, a `stop` id (kept in
-        the output) or the cache's max_seq. Returns one list of new ids per prompt. Errors:
-        hkrt.InvalidArgument (more prompts than slots, a prompt past max_seq or with ids outside
-        the vocabulary), hkrt.FailedPrecondition (not a generation pack)."""
+    def generate(self, prompts, max_new_tokens=32, stop=(), temperature=0.0, top_k=0, top_p=1.0, seed=0):
+        """Generation: prefills every prompt (a list of id sequences -- lists, 1-D NumPy arrays
+        or tensors -- or a 2-D array, one prompt per row), each in its own cache slot, then
+        decodes one token per sequence per step until max_new_tokens, a `stop` id (kept in the
+        output) or the cache's max_seq. Greedy by default; temperature > 0 samples on the device
+        (top_k, top_p, seed: Generator.set_sampling; prompt i draws with seed + i). Returns one
+        list of new ids per prompt. Errors: hkrt.InvalidArgument (more prompts than slots, a
+        prompt past max_seq or with ids outside the vocabulary), hkrt.FailedPrecondition (not a
+        generation pack; sampling asked of a pack that decodes greedily)."""
         if max_new_tokens < 1:
             raise invalid("max_new_tokens must be at least 1, not %r" % max_new_tokens)
         seqs = [[int(t) for t in (p.tolist() if hasattr(p, "tolist") else p)] for p in prompts]
@@ -465,6 +467,7 @@ class Session:
         with Generator(self) as gen:
             for i in range(len(seqs)):
                 gen.reset(i)
+                gen.set_sampling(i, temperature, top_k, top_p, (int(seed) + i) & 0xffffffff)
             nxt = gen.append(list(range(len(seqs))), seqs)
             out = [[t] for t in nxt]
             live = [i for i in range(len(seqs))
@@ -560,6 +563,14 @@ class Generator:
         out = (ctypes.c_int32 * max(n, 1))()
         _check(self._lib, self._lib.hk_generator_append(self._handle(), n, c_slots, ptrs, counts, out))
         return [out[i] for i in range(n)]
+
+    def set_sampling(self, slot, temperature=0.0, top_k=0, top_p=1.0, seed=0):
+        """How `slot` draws its next tokens (hk_generator_set_sampling): temperature <= 0 or
+        top_k == 1 greedy; else softmax(logits / temperature) over the top_k largest (0: all)
+        and the smallest set of them holding top_p of the probability, drawn on the device with
+        noise from (seed, position)."""
+        c = _lib.SamplingC(float(temperature), int(top_k), float(top_p), int(seed) & 0xffffffff)
+        _check(self._lib, self._lib.hk_generator_set_sampling(self._handle(), slot, ctypes.byref(c)))
 
     def logits(self, index):
         """The logits behind the last append's out id `index`, as a float32 NumPy array."""

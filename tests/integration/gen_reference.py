@@ -483,7 +483,8 @@ class Emulator:
 
     def run(self, ids, ctx, slot, rows):
         t = dict(self.t, **self.state)
-        t.update(ids=np.asarray(ids), ctx=np.asarray(ctx), slot=np.asarray(slot), rows=np.asarray(rows))
+        t.update(ids=np.asarray(ids), ctx=np.asarray(ctx), slot=np.asarray(slot), rows=np.asarray(rows),
+                 sampling=np.zeros((self.slots, 4), np.int32))  # greedy: temperature 0
         for node in self.graph:
             t[node["out"]] = self.op(node, t)
         return [t[o] for o in self.outputs]
@@ -528,6 +529,12 @@ class Emulator:
             ok = (r >= 0) & (r < len(x))
             return np.where(ok[:, None], x[np.where(ok, r, 0)], 0.0)
         if op == "argmax":
+            return np.argmax(x, -1)
+        if op == "sample":  # greedy only (temperature <= 0 or top_k 1): the argmax
+            p = t[nd["in"][1]]
+            temp = p[:, 2].astype(np.int32).view(np.float32)
+            if not np.all((temp <= 0) | (p[:, 1] == 1)):
+                raise ValueError("emulate: sample with temperature > 0 is not emulated")
             return np.argmax(x, -1)
         raise ValueError("emulate: op %r is not emulated" % op)
 

@@ -99,7 +99,7 @@ for m in llama qwen2 mistral gpt2; do
     grep -Fq "op: kv_append, in: [qkv" "$y" && grep -Fq 'layer: "{i}", ctx: ctx, slot: slot, out: q}' "$y" &&
     grep -Fq "op: kv_attention, in: [q]," "$y" && grep -Fq "in: [ctx_out, o_w]" "$y" &&
     grep -Fq "{name: take_last, op: take_rows, in: [y, rows], out: last}" "$y" &&
-    grep -Fq "op: gemm, in: [last_n, " "$y" && grep -Fq "{name: next_id, op: argmax, in: [logits], out: next}" "$y" &&
+    grep -Fq "op: gemm, in: [last_n, " "$y" && grep -Fq "{name: next_id, op: sample, in: [logits, sampling], out: next}" "$y" &&
     grep -Fqx "outputs: [next, logits]" "$y" || fail "$m.yaml: $(cat "$y")"
   "$PY" "$ref" weights "$cfg" "$work/$m.safetensors" > /dev/null
   "$PY" "$ref" greedy "$cfg" "$work/$m.safetensors" "${batch[@]}" -n $N --json > "$work/$m.ref.json"
@@ -152,6 +152,54 @@ gen chunk "$work/chunk.hkpack" "$work/chunk.map" "$work/llama.safetensors" "$wor
 same "llama hkc generate, buckets 1,2,8 (chunked prefill)" "$work/chunk.out.json" "$work/llama.ref.json"
 "$PY" -c "import json, sys; s = json.load(open(sys.argv[1]))['prefill_steps']; sys.exit(0 if s == 6 else 1)" \
   "$work/chunk.out.json" || fail "43 prompt tokens in buckets of 8: not 6 prefill steps: $(cat "$work/chunk.out.json")"
+
+# Sampling on the device (the sample op; docs/GENERATE.md): a seed gives the same ids whatever
+# the batch (prompt i draws with seed + i, and each draw's noise depends on its position only),
+# top_k 1 is greedy, top_k 3 keeps every draw among the 3 largest logits of its step (the
+# reference's logits of the sampled sequence), and temperature 0.9 leaves the greedy ids.
+gen s1 "$work/llama.hkpack" "$work/llama.map" "$work/llama.safetensors" "$work/s1.json" "${batch[@]}" \
+  --temperature 0.9 --top-k 3 --sample-seed 11
+gen s2 "$work/llama.hkpack" "$work/llama.map" "$work/llama.safetensors" "$work/s2.json" "${batch[@]}" \
+  --temperature 0.9 --top-k 3 --sample-seed 11
+gen s3 "$work/llama.hkpack" "$work/llama.map" "$work/llama.safetensors" "$work/s3.json" --ids "$work/p11.npy" \
+  --temperature 0.9 --top-k 3 --sample-seed 12
+gen s4 "$work/llama.hkpack" "$work/llama.map" "$work/llama.safetensors" "$work/s4.json" "${batch[@]}" \
+  --temperature 0.9 --top-k 1 --sample-seed 5
+"$PY" - "$work" "$cfgs/llama.json" "$work/llama.safetensors" "$ref" <<'EOF' || fail "sampling"
+import importlib.util, json, sys
+import numpy as np
+work, cfg_path, weights, ref_path = sys.argv[1:5]
+spec = importlib.util.spec_from_file_location("gen_reference", ref_path)
+ref = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ref)
+def outs(name):
+    text = open("%s/%s.json" % (work, name)).read()
+    return json.loads(text[text.index("{"):])["outputs"]
+s1, s2, s3, s4 = outs("s1"), outs("s2"), outs("s3"), outs("s4")
+greedy = json.load(open(work + "/llama.ref.json"))["outputs"]
+bad = []
+if s1 != s2:
+    bad.append("the same seed gave %s, then %s" % (s1, s2))
+if s3[0] != s1[1]:  # prompt 1 of the batch draws with seed 11 + 1 = 12, as prompt 0 alone with 12
+    bad.append("seed 12 alone %s, prompt 1 of the batch with seed 11 + 1 %s" % (s3[0], s1[1]))
+if s4 != greedy:
+    bad.append("top_k 1 %s, greedy %s" % (s4, greedy))
+if s1 == greedy:
+    bad.append("temperature 0.9 gave the greedy ids %s" % s1)
+cfg, w = ref.load_config(cfg_path), ref.read_safetensors(weights)
+prompts = [np.load("%s/p%d.npy" % (work, n)).tolist() for n in (3, 11, 29)]
+for p, seq in zip(prompts, s1):
+    for k, tok in enumerate(seq):
+        row = ref.logits(cfg, w, p + seq[:k])[-1]
+        top3 = np.argsort(-row, kind="stable")[:3]
+        if tok not in top3:
+            bad.append("prompt of %d, step %d: %d is not among the top 3 %s" % (len(p), k, tok, top3.tolist()))
+for b in bad:
+    print("FAIL " + b)
+if not bad:
+    print("ok   sampling: seed 11 %s; deterministic, per-prompt seeds, top_k 1 = greedy, top_k 3 respected" % s1)
+sys.exit(1 if bad else 0)
+EOF
 
 # --stop ID: prompt 0's sequence ends at the first ID it produces, which it keeps (as Hugging
 # Face's generate keeps its eos); the others at theirs, if any.

@@ -480,7 +480,8 @@ HK_API uint32_t hk_generator_length(const hk_generator_t *generator, uint32_t sl
  * length .. length + counts[i] - 1 of that slot, in as few steps as the buckets allow (a
  * prefill is an append of the prompt, a decode step an append of one token per sequence),
  * and stores in out_next[i] the id the pack's output `next` gives after sequence i's last
- * token (greedy: the argmax of its logits). The slots' lengths grow by counts[i].
+ * token (the slot's sampling: hk_generator_set_sampling; greedy, the argmax of its logits, by
+ * default). The slots' lengths grow by counts[i].
  * Errors, before anything runs: INVALID_ARGUMENT for n outside 1 .. slots, a slot out of
  * range or given twice, a count of 0, a sequence that would pass max_seq (the message says
  * by how much), a token outside 0 .. vocab-1 (when the pack has logits); DRIVER (and the
@@ -496,6 +497,23 @@ HK_API hk_status_t hk_generator_reset(hk_generator_t *generator, uint32_t slot);
  * zeros), valid until the next append.
  * Errors: FAILED_PRECONDITION (no logits output), INVALID_ARGUMENT, DRIVER. */
 HK_API hk_status_t hk_generator_logits(hk_generator_t *generator, uint32_t index, float *out, size_t count);
+/* How a slot picks its next token, on the device (the pack's `sample` op; docs/GENERATE.md):
+ * temperature <= 0 (the default) or top_k == 1: greedy, the argmax; else a draw from
+ * softmax(logits / temperature) restricted to the top_k largest (0: all) and then to the
+ * smallest set of them holding top_p of their probability (1: all), by the Gumbel-max trick
+ * with noise from a counter-based hash of (seed, the token's position): the same seed, prompt
+ * and settings give the same tokens whatever else the step holds. */
+typedef struct hk_sampling {
+  float temperature;
+  int32_t top_k;
+  float top_p;
+  uint32_t seed;
+} hk_sampling_t;
+/* Sets slot's sampling (NULL: greedy) for its next appends; hk_generator_reset keeps it.
+ * Errors: INVALID_ARGUMENT (NULL generator, slot out of range, temperature or top_p not a
+ * number, top_k < 0); FAILED_PRECONDITION for settings other than greedy on a pack without
+ * an i32 input 'sampling' [slots, 4] (one that decodes with argmax). */
+HK_API hk_status_t hk_generator_set_sampling(hk_generator_t *generator, uint32_t slot, const hk_sampling_t *sampling);
 
 
 /* ---- weights: safetensors checkpoints --------------------------------------------------------

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# One device call of the generation check and benchmark (after bench/gen_prepare.sh on the CPU
+# machine, with build-dev/ carried): kv_append + kv_attention against NumPy, greedy tokens
+# against Hugging Face, the decode step's per-launch profile (Llama-3.2-1B, batch 1, context
+# 1024), then ms/token and time to first token against Hugging Face at GEN_POINTS. Logs in
+# $OUT (default /tmp/gen-out). Each stage has a time limit (seconds: GEN_T_KV, GEN_T_CHECK,
+# GEN_T_BENCH) so the whole call ends inside one device command.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/gen-out}
+mkdir -p "$out"
+export LD_LIBRARY_PATH=$PWD/build-dev PYTHONPATH=$PWD/python HKRT_LIBRARY=$PWD/build-dev/libhkrt.so PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+python3 -c "import transformers, torch; print('transformers', transformers.__version__, 'torch', torch.__version__)"
+timeout "${GEN_T_KV:-120}" python3 tests/device/kv_attention_check.py build-dev/hkc sm_90a 2>&1 | tee "$out/kv_check.log"
+timeout "${GEN_T_CHECK:-200}" python3 bench/gen_device.py check 2>&1 | tee "$out/gen_check.log"
+python3 -c "import numpy as np; np.save('/tmp/p1024.npy', np.random.default_rng(0).integers(0, 128000, size=1024).astype(np.int32))"
+timeout 60 build-dev/hkc generate build-dev/gen/llama-3.2-1b.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \
+  --weights-map build-dev/gen/llama-3.2-1b.map --ids /tmp/p1024.npy -n 64 --profile > "$out/profile_b1.log" 2>&1
+head -60 "$out/profile_b1.log"
+timeout "${GEN_T_BENCH:-300}" python3 bench/gen_device.py bench 2>&1 | tee "$out/bench.log"
