@@ -19,4 +19,12 @@ python3 -c "import numpy as np; np.save('/tmp/p1024.npy', np.random.default_rng(
 timeout 60 build-dev/hkc generate build-dev/gen/llama-3.2-1b.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \
   --weights-map build-dev/gen/llama-3.2-1b.map --ids /tmp/p1024.npy -n 64 --profile > "$out/profile_b1.log" 2>&1
 head -60 "$out/profile_b1.log"
+# sampling on the device: the same seed twice gives the same ids; the time per step beside greedy's
+for i in 1 2; do
+  timeout 60 build-dev/hkc generate build-dev/gen/llama-3.2-1b.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \
+    --weights-map build-dev/gen/llama-3.2-1b.map --ids /tmp/p1024.npy -n 32 --temperature 0.8 --top-k 50 --top-p 0.9 \
+    --sample-seed 3 > "$out/sample_$i.log" 2>&1
+done
+cat "$out/sample_1.log"; cmp -s "$out/sample_1.log" "$out/sample_2.log" && echo "sampling: same seed, same output" ||
+  { echo "sampling: runs differ"; cat "$out/sample_2.log"; }
 timeout "${GEN_T_BENCH:-300}" python3 bench/gen_device.py bench 2>&1 | tee "$out/bench.log"
