@@ -193,8 +193,10 @@ typedef struct hkc_kernel_options {
   hkc_switch_t gemm_ln;     /* a layernorm or rmsnorm in the epilogue of the GEMM whose output it reads (fusion),
                                where every target has such a kernel: auto = where the clock says it
                                pays, on = always, off = never */
-  hkc_switch_t gemm_skinny; /* gemm_skinny on sm_90a (few-row GEMMs streaming B): auto = the launches of
-                               M <= 8 it serves, on = M <= 64, off = never */
+  hkc_switch_t gemm_skinny; /* gemm_skinny on sm_90a (few-row GEMMs streaming B): on = the launches of
+                               M <= 8 it serves; auto/off = never (not yet run on a GPU) */
+  hkc_switch_t kv_warp;     /* kv_attention_warp on NVIDIA (split over the keys): on = where it serves the
+                               key; auto/off = the portable kv_attention (not yet run on a GPU) */
   int ew_exact_act;         /* 1: 16-bit gelu/silu/ewchain through erff/expf (elementwise_vec16 x=1) */
   int attn_kvs;             /* > 0: attention through attention_mma with this many KV pieces (split-KV;
                                1: unsplit) wherever attention_mma serves the key -- on sm_90a instead of

@@ -63,7 +63,11 @@ static const kopt_t k_opts[] = {
      "where the clock says it pays, on: wherever every target has such a kernel, off: never"},
     {"gemm_skinny", "HKC_GEMM_SKINNY", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: gemm_skinny on sm_90a, GEMMs of a few rows of A that stream B at the memory's bandwidth "
-     "(decode steps): auto for the launches of M <= 8 it serves, on for M <= 64, off never"},
+     "(decode steps): on for the launches of M <= 8 it serves; auto, off: never (opt-in until it has run on a GPU)"},
+    {"kv_warp", "HKC_KV_WARP", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
+     "auto|on|off: kv_attention_warp on NVIDIA (f16/bf16, head_dim 64/128: a block per row, kv head and piece "
+     "of the keys, split over the keys for decode steps); auto, off: the portable kv_attention (opt-in until it "
+     "has run on a GPU)"},
     {"ew_exact_act", "HKC_EW_EXACT_ACT", KOPT_BOOL, 0, NULL, NULL, 0, NULL,
      "0|1: 16-bit gelu/silu/ewchain through erff/expf"},
     {"attn_kvs", "HKC_ATTN_KVS", KOPT_INT, 0, NULL, NULL, 0, NULL,
@@ -143,6 +147,7 @@ static hkc_switch_t *switch_field(hkc_kernel_options_t *o, const char *name) {
   if (strcmp(name, "gemm_norm") == 0) return &o->gemm_norm;
   if (strcmp(name, "gemm_ln") == 0) return &o->gemm_ln;
   if (strcmp(name, "gemm_skinny") == 0) return &o->gemm_skinny;
+  if (strcmp(name, "kv_warp") == 0) return &o->kv_warp;
   return &o->attn_wgmma;
 }
 
@@ -158,6 +163,7 @@ static hkc_switch_t switch_value(const hkc_kernel_options_t *o, const char *name
   if (strcmp(name, "gemm_norm") == 0) return o->gemm_norm;
   if (strcmp(name, "gemm_ln") == 0) return o->gemm_ln;
   if (strcmp(name, "gemm_skinny") == 0) return o->gemm_skinny;
+  if (strcmp(name, "kv_warp") == 0) return o->kv_warp;
   return o->attn_wgmma;
 }
 

@@ -556,17 +556,16 @@ static int options_choose(const hkc_tuner_t *tuner, const char *target, const hk
   return r == 2 || (r == 1 && !l->tunable);
 }
 
-/* gemm_skinny for the few-row GEMMs of decode steps (variant_skinny_nv.c): a launch of M <= 8
- * rows of A (64 with gemm_skinny=on) reads all of B for a few rows of output, so its time is
+/* gemm_skinny for the few-row GEMMs of decode steps (variant_skinny_nv.c), with gemm_skinny=on
+ * (opt-in until it has run on a GPU): a launch of M <= 8 rows of A reads all of B for a few
+ * rows of output, so its time is
  * the read of B at the memory's bandwidth, which gemm_skinny's stream of 16-byte loads from
  * every SM reaches and the tensor-core tiles (one block per 64-128 columns, a few dozen
  * blocks for a decode step's projections) do not. Before the database and the model, which
  * rank tile configurations of the tensor-core variants; mb = the smallest of 1, 2, 4, 8 that
  * is >= M (larger M: passes of 8 rows). 1 when it chose. */
 static int skinny_choose(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *arch, hkc_tune_launch_t *l) {
-  const hkc_switch_t s = o ? o->gemm_skinny : HKC_SWITCH_AUTO;
-  if (!arch || s == HKC_SWITCH_OFF || l->key.op != HK_OP_GEMM || l->shape.m < 1 ||
-      l->shape.m > (s == HKC_SWITCH_ON ? 64 : 8))
+  if (!arch || !o || o->gemm_skinny != HKC_SWITCH_ON || l->key.op != HK_OP_GEMM || l->shape.m < 1 || l->shape.m > 8)
     return 0;
   const hkc_variant_t *const *list = hkc_variant_list();
   const hkc_variant_t *v = NULL;

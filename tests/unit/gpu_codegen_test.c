@@ -124,6 +124,8 @@ static size_t generation_keys(hk_dtype_t dtype, hkc_kernel_out_t *out) {
                                     .has_add = keys[i].has_add,
                                     .align = keys[i].align,
                                     .head_dim = keys[i].head_dim};
+    if (keys[i].align == 8 && keys[i].op == HK_OP_KV_ATTENTION) /* opt-in: kv_warp=on names it */
+      snprintf(out[i].key.variant, sizeof out[i].key.variant, "kv_attention_warp");
     hk_test_kernel_name(&out[i]);
   }
   return N_GENERATION_KEYS;
@@ -698,6 +700,11 @@ static void test_launch_dims_cover_odd_shapes(void **state) {
     if (dh != 64 && dh != 128)
       continue;
     key.align = 8, key.head_dim = (int)dh;
+    /* opt-in: the portable kernel by default, kv_attention_warp under kv_warp=on (named in the key) */
+    const hkc_kernel_options_t warp_on = {.kv_warp = HKC_SWITCH_ON};
+    assert_string_equal(hkc_variant_for(hk_test_arch("sm_90"), &key)->name, "simple");
+    assert_string_equal(hkc_variant_for_options(hk_test_arch("sm_90"), &warp_on, &key)->name, "kv_attention_warp");
+    snprintf(key.variant, sizeof key.variant, "kv_attention_warp");
     launch(&key, a, 15, grid, block, &threads);
     const long long tiles = rows * kv_heads * ((heads / kv_heads + 7) / 8), split = grid[0] / tiles;
     assert_true(grid[0] % tiles == 0 && split >= 1 && split <= 8);

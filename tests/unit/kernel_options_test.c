@@ -158,7 +158,7 @@ static void test_parse(void **state) {
     if (!strcmp(name, "gemm_ln")) ln = !strcmp(env, "HKC_GEMM_LN");
     n++;
   }
-  assert_int_equal(n, 27);
+  assert_int_equal(n, 28);
   assert_true(tma && tma_cfg && attn_tma && attn_tma_cfg && attn_kvs && rope && norm && ln);
   /* attn_kvs: 0..16, in the provenance text when set */
   hkc_kernel_options_t kv = {0};

@@ -6,7 +6,8 @@
  * the cache at the width of the group (the portable kernel reads it once per q head), and a
  * decode step's few rows split their keys into pieces (flash-decoding) so that every SM
  * streams; prefill rows, many, take one piece each. Other keys (f32, other head dims, AMD)
- * keep the portable kernel. */
+ * keep the portable kernel, and so does every key unless the kernel option kv_warp=on (opt-in
+ * until it has run on a GPU: registry.c). */
 #include <stdio.h>
 
 #include "codegen/codegen.h"

@@ -5,10 +5,10 @@
  * epilogue but rope and the norm epilogue (bias, activation, multiplier, residual, the dual
  * SwiGLU form, a folded rmsnorm of A).
  *
- * Never the registry's pick for a key: the tuner names it for the launches of M <= 8 that it
- * serves (tune.c, hkc_tune_skinny), whose time is the read of B; the tensor-core variants
- * keep every other launch. Kernel option gemm_skinny: off never, on for every M <= 64 it
- * serves. Parameters: "mb=R" (rows of A per warp pass: 1, 2, 4 or 8, the smallest power of
+ * Never the registry's pick for a key: with the kernel option gemm_skinny=on (opt-in until it
+ * has run on a GPU) the tuner names it for the launches of M <= 8 that it serves (tune.c,
+ * skinny_choose), whose time is the read of B; the tensor-core variants keep every other
+ * launch. Parameters: "mb=R" (rows of A per warp pass: 1, 2, 4 or 8, the smallest power of
  * two >= M; larger M takes several passes). */
 #include <stdio.h>
 #include <string.h>
