@@ -19,6 +19,9 @@ python3 -c "import numpy as np; np.save('/tmp/p1024.npy', np.random.default_rng(
 timeout 60 build-dev/hkc generate build-dev/gen/llama-3.2-1b.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \
   --weights-map build-dev/gen/llama-3.2-1b.map --ids /tmp/p1024.npy -n 64 --profile > "$out/profile_b1.log" 2>&1
 head -60 "$out/profile_b1.log"
+timeout 60 build-dev/hkc generate build-dev/gen/llama-3.2-1b-fast.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \
+  --weights-map build-dev/gen/llama-3.2-1b.map --ids /tmp/p1024.npy -n 64 --profile > "$out/profile_b1_fast.log" 2>&1
+head -60 "$out/profile_b1_fast.log"
 # sampling on the device: the same seed twice gives the same ids; the time per step beside greedy's
 for i in 1 2; do
   timeout 60 build-dev/hkc generate build-dev/gen/llama-3.2-1b.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \

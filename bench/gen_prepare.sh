@@ -4,8 +4,9 @@
 # build-dev/ as tests/device/prepare.sh configures it (static libyaml and zstd, vendor
 # libraries dlopen'ed), then for each config in bench/gen_configs/ a generation spec
 # (`hkc import hf --generate`), its weights name map and a pack for HK_GPU_TARGET (sm_90a)
-# in build-dev/gen/. Knobs: GEN_MAX_SEQ (4224: context 4096 + the decoded tokens), GEN_SLOTS (32),
-# HK_JOBS (2).
+# in build-dev/gen/, and for Llama-3.2-1B a second pack with the opt-in decode kernels
+# (gemm_skinny=on, kv_warp=on: llama-3.2-1b-fast.hkpack) for an A/B in the same call.
+# Knobs: GEN_MAX_SEQ (4224: context 4096 + the decoded tokens), GEN_SLOTS (32), HK_JOBS (2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DHKC_BUILD_TESTS=ON >/dev/null
@@ -22,5 +23,9 @@ for cfg in bench/gen_configs/*.json; do
   build-dev/hkc build "build-dev/gen/$name.yaml" -o "build-dev/gen/$name.hkpack" --target "${HK_GPU_TARGET:-sm_90a}" \
     --tuning-db specs/tuning/h200.db -q
 done
+build-dev/hkc build build-dev/gen/llama-3.2-1b.yaml -o build-dev/gen/llama-3.2-1b-fast.hkpack \
+  --target "${HK_GPU_TARGET:-sm_90a}" --tuning-db specs/tuning/h200.db --kernel-option gemm_skinny=on \
+  --kernel-option kv_warp=on -q
+cp build-dev/gen/llama-3.2-1b.map build-dev/gen/llama-3.2-1b-fast.map
 git rev-parse HEAD > build-dev/gen/commit.txt
 ls -la build-dev/gen
