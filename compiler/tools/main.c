@@ -345,14 +345,20 @@ static int start_workers(int jobs, int timeout_s) {
 /* ---- kernel options ------------------------------------------------------------------------ */
 /* The kernel options' lines of `hkc build --help`. */
 static void print_build_usage(void) {
-  char list[4096] = "";
-  size_t at = 0;
+  hkc_strbuf_t list = {0}; /* grows with the table: every option's line, however long */
   const char *name, *env, *help;
-  for (size_t i = 0; hkc_kernel_options_describe(i, &name, &env, &help) && at < sizeof list; i++) {
-    int n = snprintf(list + at, sizeof list - at, "                           %s (%s): %s\n", name, env, help);
-    at += n > 0 ? (size_t)n : 0;
+  for (size_t i = 0; hkc_kernel_options_describe(i, &name, &env, &help); i++) {
+    static const char indent[] = "                           ";
+    hkc_sb_append(&list, indent, sizeof indent - 1);
+    hkc_sb_append(&list, name, strlen(name));
+    hkc_sb_append(&list, " (", 2);
+    hkc_sb_append(&list, env, strlen(env));
+    hkc_sb_append(&list, "): ", 3);
+    hkc_sb_append(&list, help, strlen(help));
+    hkc_sb_append(&list, "\n", 1);
   }
-  printf(k_build_usage, list);
+  printf(k_build_usage, list.data && !list.failed ? list.data : "(out of memory listing the kernel options)\n");
+  free(list.data);
   fputs(k_common_help, stdout);
 }
 

@@ -52,6 +52,16 @@ set -e
 "$HKC" build --help > "$work/help.txt" # (no pipe into grep -q: SIGPIPE under pipefail)
 grep -q "gemm_ws_cfg (HKC_GEMM_WS_CFG)" "$work/help.txt" && grep -q "gemm_tma (HKC_GEMM_TMA)" "$work/help.txt" \
   && grep -q "gemm_tma_cfg (HKC_GEMM_TMA_CFG)" "$work/help.txt" && ok "--help lists the options and their variables" || bad "--help"
+# every option of the table (compiler/codegen/kernel_options.c), each "name (VARIABLE): " line, and
+# the text after the list: the help is not cut off however long the table grows
+missing=""
+while read -r name env; do
+  grep -q "^ *$name ($env): " "$work/help.txt" || missing="$missing $name"
+done < <(sed -n 's/^ *{"\([a-z0-9_]*\)", "\(HKC_[A-Z0-9_]*\)".*/\1 \2/p' "$HK_SOURCE_DIR/compiler/codegen/kernel_options.c")
+n_opts=$(grep -c '^ *{"[a-z0-9_]*", "HKC_' "$HK_SOURCE_DIR/compiler/codegen/kernel_options.c")
+[ -z "$missing" ] && [ "$n_opts" -ge 28 ] && grep -q "^docs/CLI.md). Options take their value" "$work/help.txt" &&
+  ok "build --help: all $n_opts kernel options, and the common options after them" ||
+  bad "build --help lacks:$missing (of $n_opts), or is cut off: $(tail -c 300 "$work/help.txt")"
 
 # ---- --no-pdl (a build option beside the kernel options): provenance pdl=off only when given;
 # host launches are never marked for programmatic dependent launch ------------------------------
