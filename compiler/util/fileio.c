@@ -44,10 +44,35 @@ static void set_err(char *err, size_t size, const char *path, const char *what, 
 
 int hkc_output_check(const char *path, char *err, size_t err_size) {
   struct stat st;
-  if (lstat(path, &st) != 0) {
-    if (errno == ENOENT) return 0;
-    set_err(err, err_size, path, "cannot stat it", errno);
+  if (strcmp(path, "-") == 0) { /* not a file named "-": standard output is no place for a pack */
+    if (err && err_size) snprintf(err, err_size, "cannot write to standard output (-): give a file name");
+    errno = EINVAL;
     return -1;
+  }
+  if (lstat(path, &st) != 0) {
+    if (errno != ENOENT && errno != ENOTDIR) {
+      set_err(err, err_size, path, "cannot stat it", errno);
+      return -1;
+    }
+    /* absent: its directory must exist and be writable (said now, not after the work) */
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    const int rc = stat(dir, &st), e = errno;
+    if (rc != 0 || !S_ISDIR(st.st_mode)) {
+      if (err && err_size)
+        snprintf(err, err_size, "cannot write %s: its directory %s %s", path, dir,
+                 rc == 0 ? "is not a directory" : e == ENOENT ? "does not exist" : hkc_strerror(e));
+      errno = rc == 0 ? ENOTDIR : e;
+      return -1;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+      set_err(err, err_size, path, "its directory is not writable", errno);
+      return -1;
+    }
+    return 0;
   }
   if (S_ISREG(st.st_mode)) return 0;
   if (err && err_size)

@@ -348,6 +348,18 @@ PATH=$(dirname "$HKC"):$PATH
   [[ " $(complete_words hkc build x.yaml --target h) " == *" host "* ]] && [[ " $(complete_words hkc run --fo) " != *" --fusion "* ]] \
   && ok "bash completion: commands, options per command, targets" || bad "bash completion: '$(complete_words hkc bu)' '$(complete_words hkc cache "")' '$(complete_words hkc build --ta)'"
 
+# Outputs checked before the work: a directory that does not exist, and "-" (no file named "-")
+set +e
+"$HKC" build "$HK_SOURCE_DIR/specs/mlp.yaml" -o "$work/nodir/q.hkpack" --target host > "$work/nodir.txt" 2>&1
+r1=$?
+(cd "$work" && "$HKC" build "$HK_SOURCE_DIR/specs/mlp.yaml" -o - --target host > "$work/dash.txt" 2>&1)
+r2=$?
+set -e
+[ $r1 = 1 ] && grep -q "its directory $work/nodir does not exist" "$work/nodir.txt" && ! grep -q "compil" "$work/nodir.txt" &&
+  [ $r2 = 1 ] && grep -q "cannot write to standard output" "$work/dash.txt" && [ ! -e "$work/-" ] &&
+  ok "build -o: a missing directory and '-' refused before compiling" ||
+  bad "build -o checks: $r1 $(cat "$work/nodir.txt") / $r2 $(cat "$work/dash.txt")"
+
 python3 "$work/check.py" "$work/checks.tsv" || fail=1
 
 if [ $fail -ne 0 ]; then

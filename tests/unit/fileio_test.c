@@ -255,6 +255,22 @@ static void test_outputs_regular_files_and_umask(void **state) {
   unlink(path);
   assert_int_equal(hkc_output_check("/dev/null", g_diag, sizeof g_diag), -1);
   assert_non_null(strstr(g_diag, "(a device)"));
+  /* before any work: "-" (no file named "-"), a directory that does not exist or is a file */
+  assert_int_equal(hkc_output_check("-", g_diag, sizeof g_diag), -1);
+  assert_non_null(strstr(g_diag, "standard output"));
+  snprintf(path, sizeof path, "%s/nodir/q.hkpack", dir);
+  assert_int_equal(hkc_output_check(path, g_diag, sizeof g_diag), -1);
+  assert_non_null(strstr(g_diag, "/nodir does not exist"));
+  snprintf(path, sizeof path, "%s/plain", dir);
+  assert_int_equal(write_npy(path), 0);
+  snprintf(path, sizeof path, "%s/plain/q.hkpack", dir);
+  assert_int_equal(hkc_output_check(path, g_diag, sizeof g_diag), -1);
+  assert_non_null(strstr(g_diag, "/plain is not a directory"));
+  snprintf(path, sizeof path, "%s/plain", dir);
+  unlink(path);
+  snprintf(path, sizeof path, "%s/new.hkpack", dir);
+  assert_int_equal(hkc_output_check(path, g_diag, sizeof g_diag), 0);
+  assert_int_equal(hkc_output_check("relative-new.hkpack", g_diag, sizeof g_diag), 0);
 
   mode_t old = umask(027);
   snprintf(path, sizeof path, "%s/m.npy", dir);
