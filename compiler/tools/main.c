@@ -295,7 +295,7 @@ static const char k_merge_usage[] =
     "  -q           no summary on stdout\n";
 
 static const char k_targets_usage[] =
-    "usage: hkc targets [--json]\n"
+    "usage: hkc targets [--json] [--no-probe]\n"
     "\n"
     "Probes the installed toolchains and prints which targets this machine can build:\n"
     "host (the C compiler), AMD ISAs (comgr's list, each checked by compiling a test\n"
@@ -2024,6 +2024,15 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], HKC_WORKER_ARG) == 0) _exit(hkc_amd_worker_main()); /* no atexit, no leak report */
   if (argc < 2) {
     fputs("usage: hkc <command> [options]\ntry 'hkc --help'\n", stderr);
+    return 2;
+  }
+  if (strcmp(argv[1], "help") == 0 && argc == 3) { /* hkc help CMD: CMD's own help */
+    for (size_t i = 0; i < sizeof k_commands / sizeof *k_commands; i++)
+      if (strcmp(argv[2], k_commands[i].name) == 0) {
+        char *sub[] = {argv[2], "--help", NULL};
+        return k_commands[i].run(2, sub);
+      }
+    fprintf(stderr, "hkc help: unknown command '%s'\ntry 'hkc --help'\n", argv[2]);
     return 2;
   }
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {

@@ -348,6 +348,12 @@ PATH=$(dirname "$HKC"):$PATH
   [[ " $(complete_words hkc build x.yaml --target h) " == *" host "* ]] && [[ " $(complete_words hkc run --fo) " != *" --fusion "* ]] \
   && ok "bash completion: commands, options per command, targets" || bad "bash completion: '$(complete_words hkc bu)' '$(complete_words hkc cache "")' '$(complete_words hkc build --ta)'"
 
+# hkc help CMD is CMD's help; targets' usage line names --no-probe
+"$HKC" help build > "$work/help_build.txt" && "$HKC" targets --help > "$work/help_targets.txt" &&
+  head -1 "$work/help_build.txt" | grep -q "^usage: hkc build SPEC" &&
+  head -1 "$work/help_targets.txt" | grep -q -- "--no-probe" && ok "hkc help build; targets usage names --no-probe" ||
+  bad "help: $(head -2 "$work/help_build.txt") / $(head -1 "$work/help_targets.txt")"
+
 # Outputs checked before the work: a directory that does not exist, and "-" (no file named "-")
 set +e
 "$HKC" build "$HK_SOURCE_DIR/specs/mlp.yaml" -o "$work/nodir/q.hkpack" --target host > "$work/nodir.txt" 2>&1
