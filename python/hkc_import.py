@@ -786,7 +786,9 @@ def import_hf(argv):
 
 def main(argv):
     if len(argv) < 1 or argv[0] in ("-h", "--help"):
-        print("usage: hkc import hf CONFIG.json -o SPEC.yaml [options]   (hkc import hf --help: the options)",
+        print("usage: hkc import hf CONFIG.json -o SPEC.yaml [options]      a Hugging Face config.json\n"
+              "       hkc import onnx MODEL.onnx -o SPEC.yaml [options]    an ONNX model\n"
+              "(hkc import hf --help, hkc import onnx --help: the options)",
               file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
     if argv[0] != "hf":

@@ -1753,9 +1753,9 @@ def pin_dims(model, seq, dims):
 
 
 class ArgParser(argparse.ArgumentParser):
-    def error(self, message):  # one line and exit status 1, as every other error
-        print("error: %s (see --help)" % message, file=sys.stderr)
-        sys.exit(1)
+    def error(self, message):  # one line and exit status 2, a usage error (docs/CLI.md), as hf's
+        print("%s: error: %s (see --help)" % (self.prog, message), file=sys.stderr)
+        sys.exit(2)
 
 
 def main(argv):

@@ -182,4 +182,13 @@ refused "$(sed 's/"gelu_new"/"quick_gelu"/' "$work/gpt2.json")" "activation_func
 grep -q "longer than the model's 64 positions" "$work/bad.txt" || fail "--seq: $(cat "$work/bad.txt")"
 "$HKC" import tflite m.tflite > "$work/bad.txt" 2>&1 && fail "import tflite accepted"
 grep -q "unknown format 'tflite'" "$work/bad.txt" || fail "import tflite: $(cat "$work/bad.txt")"
+# without a format: both formats' usage, exit status 2; a bad option is a usage error (2) for both
+set +e
+"$HKC" import > "$work/none.txt" 2>&1; r0=$?
+"$HKC" import hf --bogus > /dev/null 2>&1; r1=$?
+"$HKC" import onnx --bogus > "$work/onnx_bogus.txt" 2>&1; r2=$?
+set -e
+[ $r0 = 2 ] && grep -q "hkc import hf CONFIG.json" "$work/none.txt" && grep -q "hkc import onnx MODEL.onnx" "$work/none.txt" &&
+  [ $r1 = 2 ] && [ $r2 = 2 ] && grep -q "^hkc import onnx: error: " "$work/onnx_bogus.txt" ||
+  fail "usage: import $r0 ($(cat "$work/none.txt")), hf --bogus $r1, onnx --bogus $r2 ($(cat "$work/onnx_bogus.txt"))"
 echo "import_hf: ok"
