@@ -2468,11 +2468,48 @@ int hkc_spec_parse(const char *path, const char *data, size_t size, hkc_spec_t *
  * would only delay the error). */
 #define HKC_SPEC_MAX_BYTES ((size_t)16 << 20)
 
+/* "-": the spec from standard input, at most HKC_SPEC_MAX_BYTES (errors name it "<stdin>"). */
+static int read_stdin(char **out_data, size_t *out_size) {
+  size_t cap = 1 << 16, size = 0;
+  char *data = malloc(cap + 1);
+  while (data) {
+    if (size == cap) {
+      if (cap >= HKC_SPEC_MAX_BYTES) {
+        free(data);
+        errno = EFBIG;
+        return -1;
+      }
+      char *grown = realloc(data, 2 * cap + 1);
+      if (!grown) break;
+      data = grown;
+      cap *= 2;
+    }
+    const size_t n = fread(data + size, 1, cap - size, stdin);
+    size += n;
+    if (n == 0) {
+      if (ferror(stdin)) {
+        free(data);
+        errno = EIO;
+        return -1;
+      }
+      data[size] = '\0';
+      *out_data = data;
+      *out_size = size;
+      return 0;
+    }
+  }
+  free(data);
+  errno = ENOMEM;
+  return -1;
+}
+
 int hkc_spec_load(const char *path, hkc_spec_t **out_spec) {
   *out_spec = NULL;
   char *data;
   size_t size;
-  if (hkc_read_file_max(path, HKC_SPEC_MAX_BYTES, &data, &size) != 0) {
+  const int from_stdin = strcmp(path, "-") == 0;
+  if (from_stdin) path = "<stdin>";
+  if ((from_stdin ? read_stdin(&data, &size) : hkc_read_file_max(path, HKC_SPEC_MAX_BYTES, &data, &size)) != 0) {
     hkc_error((hkc_loc_t){path, 0, 0}, "%s", hkc_strerror(errno));
     return -1;
   }

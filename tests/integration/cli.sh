@@ -354,6 +354,14 @@ PATH=$(dirname "$HKC"):$PATH
   head -1 "$work/help_targets.txt" | grep -q -- "--no-probe" && ok "hkc help build; targets usage names --no-probe" ||
   bad "help: $(head -2 "$work/help_build.txt") / $(head -1 "$work/help_targets.txt")"
 
+# A spec on standard input ("-"): the same pack as from the file; its errors name <stdin>
+"$HKC" build - -o "$work/stdin.hkpack" --target host -q < "$HK_SOURCE_DIR/specs/mlp.yaml" &&
+  "$HKC" build "$HK_SOURCE_DIR/specs/mlp.yaml" -o "$work/file.hkpack" --target host -q &&
+  cmp -s "$work/stdin.hkpack" "$work/file.hkpack" &&
+  ! printf 'hkc: 1\nname: [\n' | "$HKC" build - -o "$work/bad.hkpack" > "$work/stdin_bad.txt" 2>&1 &&
+  grep -q "^<stdin>:3:1: YAML syntax error" "$work/stdin_bad.txt" && ok "build -: the spec from standard input" ||
+  bad "build -: $(cat "$work/stdin_bad.txt")"
+
 # Outputs checked before the work: a directory that does not exist, and "-" (no file named "-")
 set +e
 "$HKC" build "$HK_SOURCE_DIR/specs/mlp.yaml" -o "$work/nodir/q.hkpack" --target host > "$work/nodir.txt" 2>&1
