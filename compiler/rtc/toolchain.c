@@ -29,7 +29,7 @@ const hkc_toolchain_t *hkc_toolchain_for_arch(const hkc_gpu_arch_t *arch) {
 void hkc_toolchain_known_targets(char *out, size_t size) {
   size_t n;
   const hkc_gpu_arch_t *list = hkc_gpu_arch_list(&n);
-  int len = snprintf(out, size, "host");
+  int len = snprintf(out, size, "host (= %s)", hkc_host_target_name()); /* both spellings are accepted */
   for (size_t i = 0; i < n && len > 0 && (size_t)len < size; i++)
     len += snprintf(out + len, size - (size_t)len, ", %s", list[i].name);
 }

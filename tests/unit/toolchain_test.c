@@ -50,7 +50,7 @@ static void expect_unknown(const char *name, const char *want) {
   char why[1024] = "";
   assert_null(hkc_toolchain_for_target(name, &arch, why, sizeof why));
   assert_null(arch);
-  if (!strstr(why, want) || !strstr(why, "hkc knows: host, ")) fail_msg("%s: unclear message: %s", name, why);
+  if (!strstr(why, want) || !strstr(why, "hkc knows: host (= host-")) fail_msg("%s: unclear message: %s", name, why);
   /* why may be NULL */
   assert_null(hkc_toolchain_for_target(name, &arch, NULL, 0));
 }
