@@ -259,10 +259,18 @@ int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY
       print_bytes(out, gr->workspace_bytes);
       if (gr->semaphore_count) fprintf(out, ", %u semaphore(s)", gr->semaphore_count);
       fprintf(out, "\n");
+      /* columns as wide as the graph's longest node name (fused nodes: "a,b,c") and kernel name */
+      int w_node = 14, w_kernel = 36;
       for (uint32_t n = 0; n < gr->node_count; n++) {
         const hk_node_rec_t *nr = &v->nodes[gr->node_first + n];
-        fprintf(out, "    #%-3u %-14s %-36s grid [%u,%u,%u] block [%u,%u,%u] after [", n,
-                hk_pack_string(v, nr->name), hk_pack_string(v, v->kernels[nr->kernel].name), nr->grid[0],
+        const size_t ln = strlen(hk_pack_string(v, nr->name)), lk = strlen(hk_pack_string(v, v->kernels[nr->kernel].name));
+        if (ln > (size_t)w_node) w_node = ln < 200 ? (int)ln : 200;
+        if (lk > (size_t)w_kernel) w_kernel = lk < 200 ? (int)lk : 200;
+      }
+      for (uint32_t n = 0; n < gr->node_count; n++) {
+        const hk_node_rec_t *nr = &v->nodes[gr->node_first + n];
+        fprintf(out, "    #%-3u %-*s %-*s grid [%u,%u,%u] block [%u,%u,%u] after [", n, w_node,
+                hk_pack_string(v, nr->name), w_kernel, hk_pack_string(v, v->kernels[nr->kernel].name), nr->grid[0],
                 nr->grid[1], nr->grid[2], nr->block[0], nr->block[1], nr->block[2]);
         for (uint32_t d = 0; d < nr->dep_count; d++) fprintf(out, "%s%u", d ? "," : "", v->deps[nr->dep_first + d]);
         /* pdl: may start while its dependencies finish (HK_NODE_FLAG_PDL) */

@@ -362,6 +362,14 @@ PATH=$(dirname "$HKC"):$PATH
   grep -q "^<stdin>:3:1: YAML syntax error" "$work/stdin_bad.txt" && ok "build -: the spec from standard input" ||
   bad "build -: $(cat "$work/stdin_bad.txt")"
 
+# inspect's graph table: the kernel column starts at one place on every node line of a graph,
+# however long a fused node's name ("o_proj,attn_res,ffn_norm")
+"$HKC" build "$HK_SOURCE_DIR/specs/llama_block.yaml" -o "$work/lb.hkpack" --target host -q &&
+  "$HKC" inspect "$work/lb.hkpack" > "$work/lb.txt" &&
+  awk '/^  graph /{g++} /^    #[0-9]/{c = index($0, " hk_"); if (!(g in col)) col[g] = c; else if (col[g] != c) bad = 1;
+       if (index($0, ",") && index($0, ",") < c) fused = 1} END {exit !(fused && !bad)}' "$work/lb.txt" &&
+  ok "inspect: node and kernel columns aligned with fused node names" || bad "inspect columns: $(grep '^    #' "$work/lb.txt" | head -8)"
+
 # Outputs checked before the work: a directory that does not exist, and "-" (no file named "-")
 set +e
 "$HKC" build "$HK_SOURCE_DIR/specs/mlp.yaml" -o "$work/nodir/q.hkpack" --target host > "$work/nodir.txt" 2>&1
