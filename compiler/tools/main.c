@@ -309,11 +309,14 @@ static const char k_targets_usage[] =
 #define COMMON_LONG_OPTIONS                                                                          \
   {"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'}
 #define JSON_LONG_OPTION {"json", no_argument, NULL, HKC_OPT_JSON}
-static const char k_common_help[] =
-    "\n"
-    "common options: -q, --quiet (less output), -v, --verbose (more: progress per kernel),\n"
-    "-h, --help; --json on build, inspect, run, targets and tune (one JSON document on stdout,\n"
-    "docs/CLI.md). Options take their value as `--opt VALUE` or `--opt=VALUE`.\n";
+/* The help's last lines: the options every command takes, and -v / --json where the command
+ * has them (docs/CLI.md, "Conventions"). */
+static void print_common_help(int verbose, int json) {
+  printf("\ncommon options: -q/--quiet, -h/--help%s%s.\n"
+         "Options take their value as `--opt VALUE` or `--opt=VALUE`.\n",
+         verbose ? ", -v/--verbose (a line per compiled kernel)" : "",
+         json ? ", --json (one document on stdout: docs/CLI.md)" : "");
+}
 
 /* Long-only options of the commands: getopt_long's values above the short options'. */
 enum {
@@ -359,7 +362,7 @@ static void print_build_usage(void) {
   }
   printf(k_build_usage, list.data && !list.failed ? list.data : "(out of memory listing the kernel options)\n");
   free(list.data);
-  fputs(k_common_help, stdout);
+  print_common_help(1, 1);
 }
 
 /* HK_HOST_THREADS (the loader's variable) as the default of --host-threads; 0 if unset or
@@ -666,7 +669,7 @@ static int cmd_build(int argc, char **argv) {
 /* ---- tune ------------------------------------------------------------------------------- */
 static void help_tune(void) {
   fputs(k_tune_usage, stdout);
-  fputs(k_common_help, stdout);
+  print_common_help(0, 1);
 }
 
 static int cmd_tune(int argc, char **argv) {
@@ -1081,7 +1084,7 @@ static int check_params_given(hk_session_t *session, const named_file_t *files, 
 
 static void help_run(void) {
   fputs(k_run_usage, stdout);
-  fputs(k_common_help, stdout);
+  print_common_help(0, 1);
 }
 
 /* hkc run; *files_out holds the --input/--param list (grown here, freed by cmd_run). */
@@ -1426,7 +1429,10 @@ static const char k_generate_usage[] =
     "  --json                 the result as one JSON document on stdout\n"
     "  -q, --quiet            print nothing but errors\n";
 
-static void help_generate(void) { fputs(k_generate_usage, stdout); }
+static void help_generate(void) {
+  fputs(k_generate_usage, stdout);
+  print_common_help(0, 1);
+}
 
 /* The prompts of --ids files: each 1-D file one prompt, each row of a 2-D one another. */
 typedef struct prompts {
@@ -1776,7 +1782,7 @@ done:
 /* ---- inspect ---------------------------------------------------------------------------- */
 static void help_inspect(void) {
   fputs(k_inspect_usage, stdout);
-  fputs(k_common_help, stdout);
+  print_common_help(0, 1);
 }
 
 static int cmd_inspect(int argc, char **argv) {
@@ -1858,7 +1864,7 @@ static int sign_file(const char *in_path, const char *key_path, const char *out_
 
 static void help_keygen(void) {
   fputs(k_keygen_usage, stdout);
-  fputs(k_common_help, stdout);
+  print_common_help(0, 0);
 }
 
 static int cmd_keygen(int argc, char **argv) {
@@ -1879,7 +1885,7 @@ static int cmd_keygen(int argc, char **argv) {
 
 static void help_sign(void) {
   fputs(k_sign_usage, stdout);
-  fputs(k_common_help, stdout);
+  print_common_help(0, 0);
 }
 
 static int cmd_sign(int argc, char **argv) {
@@ -1904,7 +1910,7 @@ static int cmd_sign(int argc, char **argv) {
 /* ---- merge ---------------------------------------------------------------------------------- */
 static void help_merge(void) {
   fputs(k_merge_usage, stdout);
-  fputs(k_common_help, stdout);
+  print_common_help(0, 0);
 }
 
 /* The inputs are untrusted: opened through the verifying reader, metadata only (no code is
@@ -1975,7 +1981,7 @@ done:
 /* ---- targets -------------------------------------------------------------------------------- */
 static void help_targets(void) {
   fputs(k_targets_usage, stdout);
-  fputs(k_common_help, stdout);
+  print_common_help(0, 1);
 }
 
 static int cmd_targets(int argc, char **argv) {

@@ -370,6 +370,16 @@ PATH=$(dirname "$HKC"):$PATH
        if (index($0, ",") && index($0, ",") < c) fused = 1} END {exit !(fused && !bad)}' "$work/lb.txt" &&
   ok "inspect: node and kernel columns aligned with fused node names" || bad "inspect columns: $(grep '^    #' "$work/lb.txt" | head -8)"
 
+# Each command's help footer names -v and --json only where the command has them
+"$HKC" keygen --help > "$work/h_keygen.txt" && "$HKC" inspect --help > "$work/h_inspect.txt" &&
+  "$HKC" build --help > "$work/h_build.txt" &&
+  grep -q "^common options:" "$work/h_keygen.txt" && ! grep "^common options:" "$work/h_keygen.txt" | grep -q -- "--verbose\|--json" &&
+  grep "^common options:" "$work/h_inspect.txt" | grep -q -- "--json" &&
+  ! grep "^common options:" "$work/h_inspect.txt" | grep -q -- "--verbose" &&
+  grep "^common options:" "$work/h_build.txt" | grep -q -- "--verbose.*--json" &&
+  ok "help footers: -v and --json where the command has them" ||
+  bad "help footers: $(grep -h '^common options:' "$work"/h_*.txt)"
+
 # Outputs checked before the work: a directory that does not exist, and "-" (no file named "-")
 set +e
 "$HKC" build "$HK_SOURCE_DIR/specs/mlp.yaml" -o "$work/nodir/q.hkpack" --target host > "$work/nodir.txt" 2>&1

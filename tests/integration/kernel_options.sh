@@ -59,7 +59,7 @@ while read -r name env; do
   grep -q "^ *$name ($env): " "$work/help.txt" || missing="$missing $name"
 done < <(sed -n 's/^ *{"\([a-z0-9_]*\)", "\(HKC_[A-Z0-9_]*\)".*/\1 \2/p' "$HK_SOURCE_DIR/compiler/codegen/kernel_options.c")
 n_opts=$(grep -c '^ *{"[a-z0-9_]*", "HKC_' "$HK_SOURCE_DIR/compiler/codegen/kernel_options.c")
-[ -z "$missing" ] && [ "$n_opts" -ge 28 ] && grep -q "^docs/CLI.md). Options take their value" "$work/help.txt" &&
+[ -z "$missing" ] && [ "$n_opts" -ge 28 ] && grep -q "^Options take their value as" "$work/help.txt" &&
   ok "build --help: all $n_opts kernel options, and the common options after them" ||
   bad "build --help lacks:$missing (of $n_opts), or is cut off: $(tail -c 300 "$work/help.txt")"
 
