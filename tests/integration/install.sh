@@ -84,6 +84,15 @@ mkdir "$work/pc"
 PKG_CONFIG_PATH="$libdir/pkgconfig" make -s -C "$HK_SOURCE_DIR/examples/consumer-pkgconfig" O="$work/pc" \
   > "$work/pc.log" 2>&1 || fail "pkg-config consumer: $(cat "$work/pc.log")"
 "$work/pc/consumer" "$work/pc/elementwise.hkpack" || fail "consumer (pkg-config --libs hkrt)"
+# --cflags names hkrt's own include folder only; --libs alone (no LD_LIBRARY_PATH, no -rpath of
+# the consumer's) finds libhkrt.so.N in this non-system prefix
+cflags=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags hkrt)
+read -r -a cflag_words <<<"$cflags"
+[ ${#cflag_words[@]} = 1 ] && [[ ${cflag_words[0]} == -I* ]] &&
+  [ "$(cd "${cflag_words[0]#-I}" && pwd -P)" = "$(cd "$prefix/include" && pwd -P)" ] ||
+  fail "pkg-config --cflags hkrt: '$cflags', expected only -I of $prefix/include"
+(unset LD_LIBRARY_PATH; "$work/pc/consumer" "$work/pc/elementwise.hkpack" > /dev/null) ||
+  fail "the pkg-config consumer does not run without LD_LIBRARY_PATH"
 "$work/pc/consumer_static" "$work/pc/elementwise.hkpack" || fail "consumer_static (pkg-config --static)"
 grep -q hkrt <<<"$(needed "$work/pc/consumer_static")" && fail "pkg-config consumer_static loads libhkrt.so"
 
