@@ -32,7 +32,12 @@ import re
 import struct
 import sys
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # one line, as every other error (docs/IMPORT.md), not a traceback
+    sys.stderr.write("hkc import onnx: NumPy is needed and %s cannot import it (Debian: apt install "
+                     "python3-numpy; or set HKC_PYTHON to an interpreter that has it)\n" % sys.executable)
+    sys.exit(1)
 
 B0, B1 = 2, 3  # the two batch sizes the constant folding runs with
 MASK_PROBE_ALL = 64  # up to this seq a padding mask is probed with every length; beyond, 16 of them
@@ -1628,7 +1633,7 @@ class Importer:
                 return "[" + ", ".join(v) + "]"
             return str(v)
 
-        lines = ["# Imported from ONNX by tools/hkc_import_onnx.py (docs/IMPORT.md).",
+        lines = ["# Imported from ONNX by hkc import onnx (python/hkc_import_onnx.py; docs/IMPORT.md).",
                  "# Params are the ONNX initializers (names sanitized; the weights file's",
                  "# __metadata__ maps each to its ONNX name).",
                  "hkc: 1", "name: %s" % name, "dtype: %s" % dtype,

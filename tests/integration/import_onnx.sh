@@ -20,6 +20,23 @@
 set -euo pipefail
 : "${HKC:?}" "${HK_SOURCE_DIR:?}"
 PY=${HK_PYTHON:-/usr/bin/python3}
+# Without NumPy (a numpy package that fails to import, first on the path): one line, exit 1, no
+# traceback -- checked whether or not torch and onnx are here.
+nonp=$(mktemp -d)
+mkdir "$nonp/numpy" && echo 'raise ImportError("no numpy here")' > "$nonp/numpy/__init__.py"
+set +e
+PYTHONPATH=$nonp HKC_PYTHON=$PY "$HKC" import onnx "$nonp/m.onnx" -o "$nonp/m.yaml" --weights-out "$nonp/w.st" \
+  > "$nonp/out.txt" 2>&1
+rc=$?
+set -e
+if [ $rc != 1 ] || grep -q Traceback "$nonp/out.txt" || [ "$(wc -l < "$nonp/out.txt")" != 1 ] ||
+  ! grep -q "^hkc import onnx: NumPy is needed" "$nonp/out.txt"; then
+  echo "FAIL without NumPy: exit $rc: $(cat "$nonp/out.txt")"
+  rm -rf "$nonp"
+  exit 1
+fi
+echo "ok   without NumPy: one line, exit 1"
+rm -rf "$nonp"
 if ! "$PY" -c "import torch, onnx" > /dev/null 2>&1; then
   echo "SKIPPED: $PY cannot import torch and onnx (set HK_PYTHON to a python that can)"
   exit 77
