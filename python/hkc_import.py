@@ -524,6 +524,21 @@ def make_generate(m, cfg, kind, a, dtype):
     return notes
 
 
+def spec_tail(m, always_params=False):
+    """A spec's lines from `params:` on: the params outside the layers (the section only when
+    there are some, or always_params: a generation spec's), the graph -- pre, the repeat, final --
+    the outputs and the fusion."""
+    lines = []
+    if always_params or m.pre_params or m.final_params:
+        lines.append("params:")
+        lines += ["  %s: [%s]" % (n, ", ".join(s)) for n, s, _ in m.pre_params + m.final_params]
+    lines.append("graph:")
+    lines += ["  - " + flow(n) for n in m.pre]
+    lines += repeat_lines(m)
+    lines += ["  - " + flow(n) for n in m.final]
+    return lines + ["outputs: [%s]" % m.out, "fusion: auto", ""]
+
+
 def gen_spec_text(m, a, config_path, dtype, notes):
     lines = ["# Written by `hkc import hf %s --generate` from a Hugging Face %s config: %d layer(s)."
              % (os.path.basename(config_path), m.kind, m.layers)]
@@ -543,14 +558,7 @@ def gen_spec_text(m, a, config_path, dtype, notes):
               "  sampling: {shape: [slots, 4], dtype: i32}  # per slot: seed, top_k, temperature, top_p (f32 bits)",
               "state:"]
     lines += ["  %s: [%s]" % (n, ", ".join(s)) for n, s in m.state]
-    lines.append("params:")
-    lines += ["  %s: [%s]" % (n, ", ".join(s)) for n, s, _ in m.pre_params + m.final_params]
-    lines.append("graph:")
-    lines += ["  - " + flow(n) for n in m.pre]
-    lines += repeat_lines(m)
-    lines += ["  - " + flow(n) for n in m.final]
-    lines += ["outputs: [%s]" % m.out, "fusion: auto", ""]
-    return "\n".join(lines)
+    return "\n".join(lines + spec_tail(m, always_params=True))
 
 
 BUILDERS = {"bert": (build_bert, "bert."), "gpt2": (build_gpt2, "transformer."), "llama": (build_llama, "model."),
@@ -591,15 +599,7 @@ def spec_text(m, a, config_path, dtype):
         lines.append("  x: [batch, seq, hidden]")
     if a.padding_mask:
         lines.append("  lengths: {shape: [batch], dtype: i32}")
-    if m.pre_params or m.final_params:
-        lines.append("params:")
-        lines += ["  %s: [%s]" % (n, ", ".join(s)) for n, s, _ in m.pre_params + m.final_params]
-    lines.append("graph:")
-    lines += ["  - " + flow(n) for n in m.pre]
-    lines += repeat_lines(m)
-    lines += ["  - " + flow(n) for n in m.final]
-    lines += ["outputs: [%s]" % m.out, "fusion: auto", ""]
-    return "\n".join(lines)
+    return "\n".join(lines + spec_tail(m))
 
 
 def repeat_lines(m):

@@ -608,16 +608,16 @@ class Emulator:
     def append(self, seqs, margins=None):
         """Appends seqs {slot: [ids]} (a prefill or a decode step) in steps of at most the
         largest bucket; returns {slot: next id after its last token}."""
-        todo = [(s, i, tok) for s, toks in seqs.items() for i, tok in enumerate(toks)]
+        rows_all = [(s, i, tok) for s, toks in seqs.items() for i, tok in enumerate(toks)]
         for s, toks in seqs.items():
             if self.lengths[s] + len(toks) > self.max_seq:
                 raise ValueError("slot %d: %d + %d tokens pass max_seq %d" % (s, self.lengths[s], len(toks),
                                                                                self.max_seq))
         nxt, big = {}, self.buckets[-1]
         self.steps = 0
-        for at in range(0, len(todo), big):
+        for at in range(0, len(rows_all), big):
             self.steps += 1
-            chunk = todo[at:at + big]
+            chunk = rows_all[at:at + big]
             n = next(b for b in self.buckets if b >= len(chunk))
             ids, ctx, slot = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
             rows = np.full(self.slots, -1, np.int64)
