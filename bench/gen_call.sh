@@ -31,3 +31,14 @@ done
 cat "$out/sample_1.log"; cmp -s <(grep '^prompt' "$out/sample_1.log") <(grep '^prompt' "$out/sample_2.log") && echo "sampling: same seed, same output" ||
   { echo "sampling: runs differ"; cat "$out/sample_2.log"; }
 timeout "${GEN_T_BENCH:-300}" python3 bench/gen_device.py bench 2>&1 | tee "$out/bench.log"
+# the decode step's kernels under Nsight Compute (prompt 1024, one decode step after the prefill;
+# the decode kernels are the last launches): time, DRAM bytes and bandwidth share per kernel
+if command -v ncu >/dev/null && [ "${GEN_T_NCU:-150}" -gt 0 ]; then
+  for p in llama-3.2-1b llama-3.2-1b-fast; do
+    timeout "${GEN_T_NCU:-150}" ncu --clock-control none --csv --metrics \
+      gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__grid_size,launch__block_size,launch__registers_per_thread \
+      build-dev/hkc generate build-dev/gen/$p.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \
+      --weights-map build-dev/gen/llama-3.2-1b.map --ids /tmp/p1024.npy -n 2 > "$out/ncu_$p.csv" 2>&1
+    echo "ncu $p: rc $? $(grep -c gpu__time_duration "$out/ncu_$p.csv") kernel rows"
+  done
+fi
