@@ -42,3 +42,7 @@ if command -v ncu >/dev/null && [ "${GEN_T_NCU:-150}" -gt 0 ]; then
     echo "ncu $p: rc $? $(grep -c gpu__time_duration "$out/ncu_$p.csv") kernel rows"
   done
 fi
+# at most 8 files come back from a device call: the logs travel as one archive
+if [ -n "${GEN_PACK_LOGS:-1}" ] && [ "${GEN_PACK_LOGS:-1}" != 0 ]; then
+  tar czf /tmp/gen-logs.tgz -C "$out" . && find "$out" -mindepth 1 -delete && mv /tmp/gen-logs.tgz "$out/"
+fi
