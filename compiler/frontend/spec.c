@@ -397,16 +397,20 @@ typedef struct spec_ctx {
   size_t n_decl; /* inputs + params: tensors[0, n_decl) */
   pnode_t *pn;
   size_t n_pn;
+  /* name lookups in constant time: a 16384-node graph would otherwise spend minutes comparing
+   * every name with every other (keys borrowed from the tensors and the YAML tree) */
+  hkc_names_t tensor_names; /* tensor name -> index in spec->tensors */
+  hkc_names_t node_names;   /* graph node name -> pnode index */
+  hkc_names_t out_names;    /* node output name -> pnode index */
 } spec_ctx_t;
 
 static int add_tensor(spec_ctx_t *c, const char *name, hk_role_t role, hkc_loc_t loc) {
   hkc_spec_t *s = c->spec;
-  for (size_t i = 0; i < s->n_tensors; i++) {
-    if (!strcmp(s->tensors[i].name, name)) {
-      hkc_error(loc, "duplicate tensor name '%s' (first declared at %d:%d)", name, s->tensors[i].loc.line,
-                s->tensors[i].loc.col);
-      return -1;
-    }
+  const int dup = hkc_names_get(&c->tensor_names, name);
+  if (dup >= 0) {
+    hkc_error(loc, "duplicate tensor name '%s' (first declared at %d:%d)", name, s->tensors[dup].loc.line,
+              s->tensors[dup].loc.col);
+    return -1;
   }
   if (s->n_tensors >= HK_MAX_TENSORS) {
     hkc_error(loc, "too many tensors (at most %u)", HK_MAX_TENSORS);
@@ -419,7 +423,9 @@ static int add_tensor(spec_ctx_t *c, const char *name, hk_role_t role, hkc_loc_t
   hkc_tensor_t *t = &s->tensors[s->n_tensors];
   memset(t, 0, sizeof *t);
   t->name = hkc_strdup(name);
-  if (!t->name) {
+  if (!t->name || hkc_names_put(&c->tensor_names, t->name, (int)s->n_tensors) != 0) {
+    free(t->name);
+    t->name = NULL;
     hkc_error(loc, "out of memory");
     return -1;
   }
@@ -1085,10 +1091,10 @@ static int parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
 
 /* Resolves a tensor name to a declared tensor (>= 0) or a node output (-(k+2)). */
 static int resolve_ref(spec_ctx_t *c, const char *name, int *out) {
-  for (size_t i = 0; i < c->n_decl; i++)
-    if (!strcmp(c->spec->tensors[i].name, name)) return *out = (int)i, 0;
-  for (size_t k = 0; k < c->n_pn; k++)
-    if (!strcmp(c->pn[k].out->text, name)) return *out = -(int)k - 2, 0;
+  const int t = hkc_names_get(&c->tensor_names, name); /* only the declarations so far */
+  if (t >= 0 && (size_t)t < c->n_decl) return *out = t, 0;
+  const int k = hkc_names_get(&c->out_names, name);
+  if (k >= 0) return *out = -k - 2, 0;
   return -1;
 }
 
@@ -1752,28 +1758,28 @@ static int parse_graph(spec_ctx_t *c, const ynode_t *g) {
   for (size_t j = 0; j < g->n; j++) {
     pnode_t *pn = &c->pn[j];
     if (parse_node(c, g->kids[j], pn) != 0) goto done;
-    for (size_t k = 0; k < j; k++) {
-      if (!strcmp(c->pn[k].name->text, pn->name->text)) {
-        hkc_error(pn->name->loc, "duplicate node name '%s' (first at %d:%d)", pn->name->text, c->pn[k].name->loc.line,
-                  c->pn[k].name->loc.col);
-        goto done;
-      }
+    const int k = hkc_names_get(&c->node_names, pn->name->text);
+    if (k >= 0) {
+      hkc_error(pn->name->loc, "duplicate node name '%s' (first at %d:%d)", pn->name->text, c->pn[k].name->loc.line,
+                c->pn[k].name->loc.col);
+      goto done;
     }
     /* Output names are new tensors: unique among declarations and earlier outputs. */
-    for (size_t i = 0; i < c->n_decl; i++) {
-      if (!strcmp(s->tensors[i].name, pn->out->text)) {
-        hkc_error(pn->out->loc, "duplicate tensor name '%s': node '%s' writes a tensor already declared at %d:%d",
-                  pn->out->text, pn->name->text, s->tensors[i].loc.line, s->tensors[i].loc.col);
-        goto done;
-      }
+    const int i = hkc_names_get(&c->tensor_names, pn->out->text);
+    if (i >= 0) {
+      hkc_error(pn->out->loc, "duplicate tensor name '%s': node '%s' writes a tensor already declared at %d:%d",
+                pn->out->text, pn->name->text, s->tensors[i].loc.line, s->tensors[i].loc.col);
+      goto done;
     }
-    for (size_t k = 0; k < j; k++) {
-      if (!strcmp(c->pn[k].out->text, pn->out->text)) {
-        hkc_error(pn->out->loc, "duplicate tensor name '%s': also written by node '%s' at %d:%d", pn->out->text,
-                  c->pn[k].name->text, c->pn[k].out->loc.line, c->pn[k].out->loc.col);
-        goto done;
-      }
+    const int w = hkc_names_get(&c->out_names, pn->out->text);
+    if (w >= 0) {
+      hkc_error(pn->out->loc, "duplicate tensor name '%s': also written by node '%s' at %d:%d", pn->out->text,
+                c->pn[w].name->text, c->pn[w].out->loc.line, c->pn[w].out->loc.col);
+      goto done;
     }
+    if (hkc_names_put(&c->node_names, pn->name->text, (int)j) != 0 ||
+        hkc_names_put(&c->out_names, pn->out->text, (int)j) != 0)
+      goto oom;
     c->n_pn = j + 1;
   }
   for (size_t j = 0; j < c->n_pn; j++) {
@@ -2455,6 +2461,9 @@ int hkc_spec_parse(const char *path, const char *data, size_t size, hkc_spec_t *
   if (rc == 0) rc = spec_build(&c, root);
   ynode_free(root);
   free(c.pn);
+  hkc_names_free(&c.tensor_names);
+  hkc_names_free(&c.node_names);
+  hkc_names_free(&c.out_names);
   if (rc != 0 && hkc_error_count() == errors_before) hkc_error((hkc_loc_t){path, 0, 0}, "out of memory");
   if (rc != 0) {
     hkc_spec_destroy(spec);

@@ -207,13 +207,6 @@ static span_t tensor_span(const hkc_spec_t *spec, int64_t batch, const uint64_t 
   return (span_t){t, offsets[t], (uint64_t)hkc_tensor_elems(tensor, batch) * hkc_dtype_size(tensor->dtype)};
 }
 
-/* Whether spans a and b may touch the same bytes under the plan. */
-static int spans_alias(const span_t *a, const span_t *b) {
-  if (a->tensor >= 0 && a->tensor == b->tensor) return 1;
-  if (a->offset == HK_PLACEMENT_NONE || b->offset == HK_PLACEMENT_NONE) return 0;
-  return a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
-}
-
 /* The spans node j reads (into out; returns the count). */
 static size_t read_spans(const hkc_spec_t *spec, int64_t batch, const uint64_t *offsets, size_t j,
                          span_t out[PLAN_MAX_READS]) {
@@ -233,68 +226,193 @@ static size_t write_spans(const hkc_spec_t *spec, int64_t batch, const uint64_t 
   return n;
 }
 
-/* Whether some span of a aliases some span of b. */
-static int any_alias(const span_t *a, size_t na, const span_t *b, size_t nb) {
-  for (size_t x = 0; x < na; x++)
-    for (size_t y = 0; y < nb; y++)
-      if (spans_alias(&a[x], &b[y])) return 1;
+/* Largest graph for which implied edges are removed (the ancestor bitsets take
+ * n*n/8 bytes: 32 MiB here). Larger graphs keep every edge found, which is still correct. */
+#define HKC_REDUCE_MAX_NODES 16384
+
+/* Dependency planning, near-linear in the graph (a chain of 16384 nodes whose intermediates
+ * share a few arena slots plans in well under a second; comparing every pair of nodes, and
+ * then every pair of a node's conflicts, took minutes).
+ *
+ * Two spans touch the same bytes when they are the same tensor, or when both lie in the arena
+ * and their byte ranges overlap (a bound tensor has no offset: it is told apart by its index
+ * only). So nodes access "resources": each tensor, and each elementary segment of the arena
+ * (the arena cut at every span's first and end byte, so that two arena spans overlap exactly
+ * when they share a segment). Per resource the scan keeps its last writer and its readers
+ * since that write. Node j's candidates: the last writer of everything it reads or writes,
+ * and the readers since of everything it writes. Every other earlier node that conflicts with
+ * j is an ancestor of a candidate (a writer or reader before the last write is waited for by
+ * that write), so the candidates not implied by another candidate -- found from the largest
+ * index down against the union of the kept ones' ancestor sets -- are exactly the conflicts
+ * not implied by another conflict: the edges the plain pairwise definition keeps. */
+typedef struct {
+  int32_t writer;   /* last node that wrote it, or -1 */
+  uint32_t readers; /* its readers since that write: a chain in the reader pool, UINT32_MAX when none */
+} resource_t;
+
+typedef struct {
+  uint32_t node, next;
+} reader_t;
+
+typedef struct {
+  const hkc_spec_t *spec;
+  size_t n_tensors, n_bounds;
+  uint64_t *bounds;     /* sorted distinct arena span boundaries: segment k is [bounds[k], bounds[k+1]) */
+  resource_t *res;      /* n_tensors tensors, then the segments */
+  reader_t *pool;
+  size_t pool_len, pool_cap;
+  uint32_t *cand;       /* node j's candidates */
+  size_t n_cand, cand_cap;
+  uint32_t *mark;       /* mark[i] == j + 1: i is already a candidate of j */
+} deps_scan_t;
+
+static int cmp_u64(const void *pa, const void *pb) {
+  const uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
+  return a < b ? -1 : a > b;
+}
+
+static int cmp_u32_desc(const void *pa, const void *pb) {
+  const uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+  return a > b ? -1 : a < b;
+}
+
+/* The first segment at or after byte x (the index of the first boundary >= x). */
+static size_t segment_at(const deps_scan_t *d, uint64_t x) {
+  size_t lo = 0, hi = d->n_bounds;
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (d->bounds[mid] < x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* The resources of a span, as [first, end) of the segment range plus its tensor (-1: none). */
+static void span_resources(const deps_scan_t *d, const span_t *sp, size_t *first, size_t *end) {
+  *first = *end = 0;
+  if (sp->offset == HK_PLACEMENT_NONE || sp->bytes == 0) return;
+  *first = segment_at(d, sp->offset);
+  *end = segment_at(d, sp->offset + sp->bytes); /* both bounds are in the table */
+}
+
+static int add_cand(deps_scan_t *d, size_t j, int32_t i) {
+  if (i < 0 || d->mark[i] == j + 1) return 0;
+  d->mark[i] = (uint32_t)(j + 1);
+  if (hkc_reserve((void **)&d->cand, &d->cand_cap, d->n_cand + 1, sizeof *d->cand) != 0) return -1;
+  d->cand[d->n_cand++] = (uint32_t)i;
   return 0;
 }
 
-/* Raw dependencies of node j on earlier node i: read-after-write, and write-after-read/write
- * where the plan reuses bytes (scratch included). */
-static int node_conflicts(const hkc_spec_t *spec, int64_t batch, const uint64_t *offsets,
-                          const hkc_node_workspace_t *nodes, size_t i, size_t j) {
-  span_t ri[PLAN_MAX_READS], rj[PLAN_MAX_READS], wi[PLAN_MAX_WRITES + 1], wj[PLAN_MAX_WRITES + 1];
-  const size_t nri = read_spans(spec, batch, offsets, i, ri), nrj = read_spans(spec, batch, offsets, j, rj);
-  const size_t nwi = write_spans(spec, batch, offsets, nodes, i, wi);
-  const size_t nwj = write_spans(spec, batch, offsets, nodes, j, wj);
-  return any_alias(rj, nrj, wi, nwi) || any_alias(wj, nwj, ri, nri) || any_alias(wj, nwj, wi, nwi);
+/* Candidates of node j from one resource: its last writer, and for a write its readers. */
+static int resource_cands(deps_scan_t *d, size_t j, resource_t *r, int write) {
+  if (add_cand(d, j, r->writer) != 0) return -1;
+  for (uint32_t k = write ? r->readers : UINT32_MAX; k != UINT32_MAX; k = d->pool[k].next)
+    if (add_cand(d, j, (int32_t)d->pool[k].node) != 0) return -1;
+  return 0;
 }
 
-/* Largest graph for which implied edges are removed (the ancestor bitsets take
- * n*n/8 bytes: 32 MiB here). Larger graphs keep every edge, which is still correct. */
-#define HKC_REDUCE_MAX_NODES 16384
+/* Records node j's access to one resource (after its candidates are taken). */
+static int resource_touch(deps_scan_t *d, size_t j, resource_t *r, int write) {
+  if (write) {
+    r->writer = (int32_t)j;
+    r->readers = UINT32_MAX;
+    return 0;
+  }
+  if (r->readers != UINT32_MAX && d->pool[r->readers].node == j) return 0; /* read twice */
+  if (hkc_reserve((void **)&d->pool, &d->pool_cap, d->pool_len + 1, sizeof *d->pool) != 0) return -1;
+  d->pool[d->pool_len] = (reader_t){(uint32_t)j, r->readers};
+  r->readers = (uint32_t)d->pool_len++;
+  return 0;
+}
+
+/* Applies fn (resource_cands or resource_touch) to every resource of spans sp[0, n). */
+static int spans_visit(deps_scan_t *d, size_t j, const span_t *sp, size_t n, int write,
+                       int (*fn)(deps_scan_t *, size_t, resource_t *, int)) {
+  for (size_t x = 0; x < n; x++) {
+    if (sp[x].tensor >= 0 && fn(d, j, &d->res[sp[x].tensor], write) != 0) return -1;
+    size_t first, end;
+    span_resources(d, &sp[x], &first, &end);
+    for (size_t k = first; k < end; k++)
+      if (fn(d, j, &d->res[d->n_tensors + k], write) != 0) return -1;
+  }
+  return 0;
+}
+
+/* The sorted distinct boundaries of every arena span of the graph. 0 / -1 (OOM). */
+static int collect_bounds(deps_scan_t *d, int64_t batch, const uint64_t *offsets, const hkc_node_workspace_t *nodes) {
+  size_t cap = 0, n = 0;
+  for (size_t j = 0; j < d->spec->n_nodes; j++) {
+    span_t sp[PLAN_MAX_READS + PLAN_MAX_WRITES + 1];
+    size_t ns = read_spans(d->spec, batch, offsets, j, sp);
+    ns += write_spans(d->spec, batch, offsets, nodes, j, sp + ns);
+    for (size_t x = 0; x < ns; x++) {
+      if (sp[x].offset == HK_PLACEMENT_NONE || sp[x].bytes == 0) continue;
+      if (hkc_reserve((void **)&d->bounds, &cap, n + 2, sizeof *d->bounds) != 0) return -1;
+      d->bounds[n++] = sp[x].offset;
+      d->bounds[n++] = sp[x].offset + sp[x].bytes;
+    }
+  }
+  if (n > 1) qsort(d->bounds, n, sizeof *d->bounds, cmp_u64);
+  size_t u = 0;
+  for (size_t k = 0; k < n; k++)
+    if (u == 0 || d->bounds[u - 1] != d->bounds[k]) d->bounds[u++] = d->bounds[k];
+  d->n_bounds = u;
+  return 0;
+}
 
 int hkc_plan_deps(const hkc_spec_t *spec, int64_t batch, const uint64_t *offsets, const hkc_node_workspace_t *nodes,
                   hkc_deps_t *out) {
-  size_t n = spec->n_nodes;
+  const size_t n = spec->n_nodes, words = (n + 63) / 64;
   memset(out, 0, sizeof *out);
-  out->start = calloc(n + 1, sizeof *out->start);
+  deps_scan_t d = {.spec = spec, .n_tensors = spec->n_tensors};
   size_t cap = 0, len = 0;
-  size_t words = (n + 63) / 64;
   uint64_t *anc = n <= HKC_REDUCE_MAX_NODES ? calloc(n * words + 1, sizeof *anc) : NULL;
-  uint32_t *direct = malloc((n ? n : 1) * sizeof *direct);
-  if (!out->start || !direct || (n <= HKC_REDUCE_MAX_NODES && !anc)) goto oom;
+  out->start = calloc(n + 1, sizeof *out->start);
+  d.mark = calloc(n ? n : 1, sizeof *d.mark);
+  if (!out->start || !d.mark || (n <= HKC_REDUCE_MAX_NODES && !anc) || collect_bounds(&d, batch, offsets, nodes) != 0)
+    goto oom;
+  const size_t n_res = d.n_tensors + (d.n_bounds ? d.n_bounds - 1 : 0);
+  if (!(d.res = malloc((n_res ? n_res : 1) * sizeof *d.res))) goto oom;
+  for (size_t r = 0; r < n_res; r++) d.res[r] = (resource_t){-1, UINT32_MAX};
   for (size_t j = 0; j < n; j++) {
-    size_t nd = 0;
-    for (size_t i = 0; i < j; i++)
-      if (node_conflicts(spec, batch, offsets, nodes, i, j)) direct[nd++] = (uint32_t)i;
-    out->start[j] = (uint32_t)len;
-    for (size_t a = 0; a < nd; a++) {
-      int redundant = 0;
-      if (anc) /* implied when another direct dependency already waits for it */
-        for (size_t b = 0; b < nd && !redundant; b++)
-          redundant = b != a && (anc[direct[b] * words + direct[a] / 64] >> (direct[a] % 64)) & 1;
-      if (redundant) continue;
-      if (hkc_reserve((void **)&out->list, &cap, len + 1, sizeof *out->list) != 0) goto oom;
-      out->list[len++] = direct[a];
-    }
-    if (anc)
-      for (size_t a = 0; a < nd; a++) {
+    span_t rs[PLAN_MAX_READS], ws[PLAN_MAX_WRITES + 1];
+    const size_t nr = read_spans(spec, batch, offsets, j, rs), nw = write_spans(spec, batch, offsets, nodes, j, ws);
+    d.n_cand = 0;
+    if (spans_visit(&d, j, rs, nr, 0, resource_cands) != 0 || spans_visit(&d, j, ws, nw, 1, resource_cands) != 0 ||
+        spans_visit(&d, j, rs, nr, 0, resource_touch) != 0 || spans_visit(&d, j, ws, nw, 1, resource_touch) != 0)
+      goto oom;
+    if (d.n_cand > 1) qsort(d.cand, d.n_cand, sizeof *d.cand, cmp_u32_desc);
+    size_t kept = 0; /* d.cand[0, kept): the candidates no other one implies, largest first */
+    for (size_t c = 0; c < d.n_cand; c++) {
+      const uint32_t a = d.cand[c];
+      if (anc) {
         uint64_t *dst = &anc[j * words];
-        const uint64_t *src = &anc[direct[a] * words];
-        for (size_t w = 0; w < words; w++) dst[w] |= src[w];
-        dst[direct[a] / 64] |= 1ull << (direct[a] % 64);
+        if ((dst[a / 64] >> (a % 64)) & 1) continue; /* an ancestor of a kept candidate */
+        const uint64_t *src = &anc[(size_t)a * words];
+        for (size_t w = 0; w <= a / 64; w++) dst[w] |= src[w]; /* a's ancestors are below a */
+        dst[a / 64] |= 1ull << (a % 64);
       }
+      d.cand[kept++] = a;
+    }
+    out->start[j] = (uint32_t)len;
+    if (hkc_reserve((void **)&out->list, &cap, len + kept, sizeof *out->list) != 0) goto oom;
+    while (kept > 0) out->list[len++] = d.cand[--kept]; /* in ascending order */
   }
   out->start[n] = (uint32_t)len;
   free(anc);
-  free(direct);
+  free(d.bounds);
+  free(d.res);
+  free(d.pool);
+  free(d.cand);
+  free(d.mark);
   return 0;
 oom:
   free(anc);
-  free(direct);
+  free(d.bounds);
+  free(d.res);
+  free(d.pool);
+  free(d.cand);
+  free(d.mark);
   hkc_deps_free(out);
   return -1;
 }

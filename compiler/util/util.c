@@ -82,6 +82,56 @@ char *hkc_strdup(const char *s) {
 
 uint64_t hkc_hash64(const void *data, size_t size) { return XXH3_64bits(data, size); }
 
+/* The slot of key in a table of cap slots (cap a power of two, at most half full): its own, or
+ * the empty one where it would go. */
+static size_t names_slot(const char **keys, size_t cap, const char *key) {
+  size_t i = (size_t)hkc_hash64(key, strlen(key)) & (cap - 1);
+  while (keys[i] && strcmp(keys[i], key) != 0) i = (i + 1) & (cap - 1);
+  return i;
+}
+
+int hkc_names_put(hkc_names_t *names, const char *key, int value) {
+  if (2 * (names->n + 1) > names->cap) { /* at most half full: short probes */
+    const size_t cap = names->cap ? 2 * names->cap : 64;
+    const char **keys = calloc(cap, sizeof *keys);
+    int *values = malloc(cap * sizeof *values);
+    if (!keys || !values) {
+      free(keys);
+      free(values);
+      return -1;
+    }
+    for (size_t i = 0; i < names->cap; i++)
+      if (names->keys[i]) {
+        const size_t k = names_slot(keys, cap, names->keys[i]);
+        keys[k] = names->keys[i];
+        values[k] = names->values[i];
+      }
+    free(names->keys);
+    free(names->values);
+    names->keys = keys;
+    names->values = values;
+    names->cap = cap;
+  }
+  const size_t k = names_slot(names->keys, names->cap, key);
+  if (names->keys[k]) return 0;
+  names->keys[k] = key;
+  names->values[k] = value;
+  names->n++;
+  return 0;
+}
+
+int hkc_names_get(const hkc_names_t *names, const char *key) {
+  if (!names->cap) return -1;
+  const size_t k = names_slot(names->keys, names->cap, key);
+  return names->keys[k] ? names->values[k] : -1;
+}
+
+void hkc_names_free(hkc_names_t *names) {
+  free(names->keys);
+  free(names->values);
+  memset(names, 0, sizeof *names);
+}
+
 void hkc_sb_append(hkc_strbuf_t *sb, const char *text, size_t n) {
   if (sb->failed) return;
   if (hkc_reserve((void **)&sb->data, &sb->cap, sb->len + n + 1, 1) != 0) {

@@ -61,6 +61,19 @@ void hkc_sb_printf(hkc_strbuf_t *sb, const char *fmt, ...) __attribute__((format
 
 /* XXH3-64 of bytes. */
 uint64_t hkc_hash64(const void *data, size_t size);
+/* Names to indices in constant time (a graph of 16384 nodes looks each name up several
+ * times): an open-addressing hash table over borrowed keys, which must outlive it and not
+ * change. Zero-initialised means empty; hkc_names_free releases it. */
+typedef struct hkc_names {
+  const char **keys;
+  int *values;
+  size_t cap, n; /* cap: a power of two, or 0 */
+} hkc_names_t;
+/* Adds key -> value (value >= 0); a key already present keeps its value. 0 / -1 (OOM). */
+int hkc_names_put(hkc_names_t *names, const char *key, int value);
+/* The value of key, or -1 when absent. */
+int hkc_names_get(const hkc_names_t *names, const char *key);
+void hkc_names_free(hkc_names_t *names);
 /* A file under templates/, embedded at build time (path relative to templates/,
  * e.g. "host/gemm.c"), or read from $HKC_TEMPLATE_DIR/<path> when that variable is set
  * and the file exists there. NULL when absent. Thread-safe. */
