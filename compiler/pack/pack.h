@@ -117,8 +117,12 @@ int hkc_pack_write_bytes(const void *data, size_t size, const char *path);
 /* Creates a key pair: `path` (the secret key, mode 0600) and `path`.pub (the public key).
  * Refuses to replace either file. Prints the key id on stdout unless quiet. Returns 0 / -1. */
 int hkc_key_generate(const char *path, int quiet);
-/* Reads a secret key file written by hkc_key_generate. Returns 0 / -1 (reported). */
+/* Reads a secret key file written by hkc_key_generate (a regular file: hkc_read_file), warning
+ * when others may read it. Returns 0 / -1 (reported). */
 int hkc_key_load(const char *path, uint8_t out_seed[HKC_KEY_SEED_BYTES]);
+/* The secret key in text (size bytes, untrusted; label names it in the message): the prefix,
+ * 64 hex digits, then only blanks. 0, or -1 (reported; out_seed zeroed). */
+int hkc_key_parse(const char *label, const char *text, size_t size, uint8_t out_seed[HKC_KEY_SEED_BYTES]);
 /* The key id (16 hex digits and a NUL; docs/FORMAT.md) of a secret key's public half. */
 #define HKC_KEY_ID_HEX_BYTES 17
 void hkc_key_id(const uint8_t seed[HKC_KEY_SEED_BYTES], char out_hex[HKC_KEY_ID_HEX_BYTES]);

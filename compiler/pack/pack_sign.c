@@ -33,7 +33,7 @@ static const char k_public_prefix[] = "hk-ed25519-public "; /* hk_public_key_par
 static int write_new_file(const char *path, mode_t mode, const char *text) {
   int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
   if (fd < 0) {
-    hkc_error(NOLOC, "cannot create %s: %s%s", path, strerror(errno),
+    hkc_error(NOLOC, "cannot create %s: %s%s", path, hkc_strerror(errno),
               errno == EEXIST ? " (a key is never overwritten; remove it or choose another name)" : "");
     return -1;
   }
@@ -41,7 +41,7 @@ static int write_new_file(const char *path, mode_t mode, const char *text) {
   int ok = fchmod(fd, mode) == 0 && write(fd, text, n) == (ssize_t)n && fsync(fd) == 0;
   ok = (close(fd) == 0) && ok;
   if (!ok) {
-    hkc_error(NOLOC, "cannot write %s: %s", path, strerror(errno));
+    hkc_error(NOLOC, "cannot write %s: %s", path, hkc_strerror(errno));
     unlink(path);
     return -1;
   }
@@ -87,31 +87,37 @@ int hkc_key_generate(const char *path, int quiet) {
   return 0;
 }
 
-int hkc_key_load(const char *path, uint8_t out_seed[HKC_KEY_SEED_BYTES]) {
-  char *text = NULL;
-  size_t size = 0;
-  if (hkc_read_file(path, &text, &size) != 0) {
-    hkc_error(NOLOC, "cannot read the secret key %s: %s", path, strerror(errno));
-    return -1;
-  }
+int hkc_key_parse(const char *label, const char *text, size_t size, uint8_t out_seed[HKC_KEY_SEED_BYTES]) {
   const size_t plen = sizeof k_secret_prefix - 1, hlen = 2 * HKC_KEY_SEED_BYTES;
   size_t got = 0, end = plen + hlen;
   int ok = size >= end && memcmp(text, k_secret_prefix, plen) == 0 &&
            sodium_hex2bin(out_seed, HKC_KEY_SEED_BYTES, text + plen, hlen, NULL, &got, NULL) == 0 &&
            got == HKC_KEY_SEED_BYTES;
   for (size_t i = end; ok && i < size; i++) ok = strchr(" \t\r\n", text[i]) && text[i];
-  sodium_memzero(text, size);
-  free(text);
   if (!ok) {
-    hkc_error(NOLOC, "%s is not an hkc secret key (expected \"%s<64 hex digits>\", from hkc keygen)", path,
+    sodium_memzero(out_seed, HKC_KEY_SEED_BYTES);
+    hkc_error(NOLOC, "%s is not an hkc secret key (expected \"%s<64 hex digits>\", from hkc keygen)", label,
               k_secret_prefix);
     return -1;
   }
-  struct stat st;
-  if (stat(path, &st) == 0 && (st.st_mode & 077))
+  return 0;
+}
+
+int hkc_key_load(const char *path, uint8_t out_seed[HKC_KEY_SEED_BYTES]) {
+  char *text = NULL;
+  size_t size = 0;
+  struct stat st; /* of the file read, not of whatever the path names later */
+  if (hkc_read_file_stat(path, HKC_READ_MAX, &text, &size, &st) != 0) {
+    hkc_error(NOLOC, "cannot read the secret key %s: %s", path, hkc_strerror(errno));
+    return -1;
+  }
+  const int rc = hkc_key_parse(path, text, size, out_seed);
+  sodium_memzero(text, size);
+  free(text);
+  if (rc == 0 && (st.st_mode & 077))
     fprintf(stderr, "hkc: warning: secret key %s is readable by others (mode %03o); chmod 600 it\n", path,
             (unsigned)(st.st_mode & 0777));
-  return 0;
+  return rc;
 }
 
 void hkc_key_id(const uint8_t seed[HKC_KEY_SEED_BYTES], char out_hex[HKC_KEY_ID_HEX_BYTES]) {

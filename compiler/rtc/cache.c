@@ -94,7 +94,7 @@ static int mkdir_p(const char *path) {
 static int dir_private(const char *path) {
   struct stat st;
   if (stat(path, &st) != 0) {
-    hkc_warning((hkc_loc_t){0}, "compile cache %s: %s; building without it", path, strerror(errno));
+    hkc_warning((hkc_loc_t){0}, "compile cache %s: %s; building without it", path, hkc_strerror(errno));
     return 0;
   }
   if (st.st_uid != geteuid()) {
@@ -129,7 +129,7 @@ hkc_cache_t *hkc_cache_open(const char *dir) {
   }
   while (n > 1 && path[n - 1] == '/') path[--n] = '\0';
   if (mkdir_p(path) != 0) {
-    hkc_warning((hkc_loc_t){0}, "compile cache %s: cannot create it: %s; building without it", path, strerror(errno));
+    hkc_warning((hkc_loc_t){0}, "compile cache %s: cannot create it: %s; building without it", path, hkc_strerror(errno));
     return NULL;
   }
   if (!dir_private(path)) return NULL;
@@ -137,7 +137,7 @@ hkc_cache_t *hkc_cache_open(const char *dir) {
   snprintf(probe, sizeof probe, "%s/.probe.XXXXXX", path);
   int fd = mkstemp(probe);
   if (fd < 0) {
-    hkc_warning((hkc_loc_t){0}, "compile cache %s: not writable: %s; building without it", path, strerror(errno));
+    hkc_warning((hkc_loc_t){0}, "compile cache %s: not writable: %s; building without it", path, hkc_strerror(errno));
     return NULL;
   }
   close(fd);

@@ -127,7 +127,7 @@ int hkc_rtc_host_compile(const char *source, void **out_code, size_t *out_size, 
   }
   if (!mkdtemp(dir)) {
     hkc_error((hkc_loc_t){0}, "host compile: cannot create a temporary directory under %s: %s", base,
-              strerror(errno));
+              hkc_strerror(errno));
     return -1;
   }
 
@@ -146,7 +146,7 @@ int hkc_rtc_host_compile(const char *source, void **out_code, size_t *out_size, 
 
   snprintf(path, sizeof path, "%s/in.c", dir);
   if (write_file(path, source, strlen(source)) != 0) {
-    hkc_error((hkc_loc_t){0}, "host compile: cannot write %s: %s", path, strerror(errno));
+    hkc_error((hkc_loc_t){0}, "host compile: cannot write %s: %s", path, hkc_strerror(errno));
     goto done;
   }
   snprintf(prefix_map, sizeof prefix_map, "-ffile-prefix-map=%s=.", dir);
@@ -182,7 +182,7 @@ int hkc_rtc_host_compile(const char *source, void **out_code, size_t *out_size, 
   size_t code_size = 0;
   snprintf(path, sizeof path, "%s/out.so", dir);
   if (hkc_read_file(path, &code, &code_size) != 0) {
-    hkc_error((hkc_loc_t){0}, "host compile: cannot read the compiled object: %s", strerror(errno));
+    hkc_error((hkc_loc_t){0}, "host compile: cannot read the compiled object: %s", hkc_strerror(errno));
     goto done;
   }
   *out_code = code;

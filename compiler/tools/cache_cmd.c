@@ -64,7 +64,7 @@ int hkc_cmd_cache(int argc, char **argv) {
     if (have_max) return hkc_cli_usage(&cli, "--max-size goes with clean"), 2;
     hkc_cache_stats_t st;
     if (hkc_cache_stats(dir, &st) != 0) {
-      fprintf(stderr, "hkc cache: %s: %s\n", dir, strerror(errno));
+      fprintf(stderr, "hkc cache: %s: %s\n", dir, hkc_strerror(errno));
       return 1;
     }
     if (cli.json) {
@@ -88,7 +88,7 @@ int hkc_cmd_cache(int argc, char **argv) {
     if (cli.json) return hkc_cli_usage(&cli, "--json goes with stats"), 2;
     hkc_cache_stats_t removed;
     const int rc = hkc_cache_trim(dir, have_max ? max : 0, &removed);
-    if (rc != 0) fprintf(stderr, "hkc cache: %s: %s\n", dir, strerror(errno));
+    if (rc != 0) fprintf(stderr, "hkc cache: %s: %s\n", dir, hkc_strerror(errno));
     if (!cli.quiet)
       printf("removed %llu entr%s (%llu bytes) from %s\n", (unsigned long long)removed.entries,
              removed.entries == 1 ? "y" : "ies", (unsigned long long)removed.bytes, dir);

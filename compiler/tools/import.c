@@ -21,7 +21,7 @@ int hkc_tool_import(int argc, char **argv) {
   char exe[PATH_MAX], script[PATH_MAX + 16];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) {
-    fprintf(stderr, "hkc import: cannot find the hkc binary's folder (/proc/self/exe): %s\n", strerror(errno));
+    fprintf(stderr, "hkc import: cannot find the hkc binary's folder (/proc/self/exe): %s\n", hkc_strerror(errno));
     return 1;
   }
   exe[n] = '\0';
@@ -51,6 +51,6 @@ int hkc_tool_import(int argc, char **argv) {
   fflush(NULL);
   execvp(py, args);
   fprintf(stderr, "hkc import: cannot run %s (%s): the importers need Python 3 (set HKC_PYTHON to choose one)\n",
-          py, strerror(errno));
+          py, hkc_strerror(errno));
   return 1;
 }

@@ -514,7 +514,7 @@ int hkc_public_key_load(const char *path, uint8_t out_key[HK_PUBLIC_KEY_BYTES]) 
   char *text = NULL;
   size_t size = 0;
   if (hkc_read_file(path, &text, &size) != 0) {
-    fprintf(stderr, "hkc: cannot read the public key %s: %s\n", path, strerror(errno));
+    fprintf(stderr, "hkc: cannot read the public key %s: %s\n", path, hkc_strerror(errno));
     return -1;
   }
   hk_status_t st = hk_public_key_parse(text, size, out_key);

@@ -507,14 +507,10 @@ static int build_weights_open(const char *path, const char *map_path, build_weig
                     "run --weights reads .npz)\n", path);
     return -1;
   }
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
   struct stat st;
-  const char *why = fd < 0 || fstat(fd, &st) != 0 ? strerror(errno)
-                    : !S_ISREG(st.st_mode)           ? "not a regular file"
-                                                     : NULL;
-  if (why) {
-    fprintf(stderr, "hkc build: --weights %s: %s\n", path, why);
-    if (fd >= 0) close(fd);
+  int fd = hkc_open_input(path, UINT64_MAX, &st); /* never blocks on a FIFO; regular files only */
+  if (fd < 0) {
+    fprintf(stderr, "hkc build: --weights %s: %s\n", path, hkc_strerror(errno));
     return -1;
   }
   hk_status_t hs;
@@ -980,10 +976,12 @@ static int add_trusted_key(const char *cmd, trust_opts_t *t, const char *path) {
 static hkc_weights_format_t weights_file_format(const char *path) {
   unsigned char head[16];
   size_t n = 0;
-  FILE *f = hkc_input_check(path, UINT64_MAX) == 0 ? fopen(path, "rb") : NULL; /* never a FIFO */
-  if (!f) return hkc_weights_format(head, 0, path) == HKC_WEIGHTS_NPZ ? HKC_WEIGHTS_NPZ : HKC_WEIGHTS_SAFETENSORS;
-  n = fread(head, 1, sizeof head, f);
-  fclose(f);
+  const int fd = hkc_open_input(path, UINT64_MAX, NULL); /* never a FIFO */
+  if (fd < 0) return hkc_weights_format(head, 0, path) == HKC_WEIGHTS_NPZ ? HKC_WEIGHTS_NPZ : HKC_WEIGHTS_SAFETENSORS;
+  ssize_t got;
+  while (n < sizeof head && ((got = read(fd, head + n, sizeof head - n)) > 0 || (got < 0 && errno == EINTR)))
+    if (got > 0) n += (size_t)got;
+  close(fd);
   return hkc_weights_format(head, n, path);
 }
 
@@ -1848,7 +1846,7 @@ static int sign_file(const char *in_path, const char *key_path, const char *out_
   hk_pack_destroy(check);
   /* hkc_read_file's buffer comes from malloc: aligned for the records. */
   if (hkc_read_file(in_path, &data, &size) != 0) {
-    fprintf(stderr, "hkc sign: cannot read %s: %s\n", in_path, strerror(errno));
+    fprintf(stderr, "hkc sign: cannot read %s: %s\n", in_path, hkc_strerror(errno));
   } else if (hkc_pack_sign_memory(data, size, seed, &signed_data, &signed_size) == 0 &&
              hkc_pack_write_bytes(signed_data, signed_size, out_path) == 0) {
     char id[HKC_KEY_ID_HEX_BYTES];

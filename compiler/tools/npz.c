@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zip.h>
 
 #include <cjson/cJSON.h>
@@ -164,27 +165,32 @@ static int npz_open_source(const char *label, zip_source_t *src, int zip_magic, 
 
 int hkc_npz_open_file(const char *path, hkc_npz_t **out) {
   *out = NULL;
-  if (hkc_input_check(path, UINT64_MAX) != 0) { /* a FIFO or device: refused, never read */
+  const int fd = hkc_open_input(path, UINT64_MAX, NULL); /* a FIFO or device: refused, never read */
+  if (fd < 0) {
     hkc_error((hkc_loc_t){path, 0, 0}, "%s", hkc_strerror(errno));
     return -1;
   }
   unsigned char head[16]; /* hkc_weights_format reads up to 9 bytes */
-  size_t n = 0;
-  FILE *f = fopen(path, "rb");
-  if (f) {
-    n = fread(head, 1, sizeof head, f);
-    fclose(f);
-  }
-  if (f && n == 0) { /* libzip would take it for an archive without members */
-    hkc_error((hkc_loc_t){path, 0, 0}, "empty file (not a zip archive)");
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    hkc_error((hkc_loc_t){path, 0, 0}, "%s", hkc_strerror(errno));
+    close(fd);
     return -1;
   }
+  const size_t n = fread(head, 1, sizeof head, f);
+  if (n == 0) { /* libzip would take it for an archive without members */
+    hkc_error((hkc_loc_t){path, 0, 0}, "empty file (not a zip archive)");
+    fclose(f);
+    return -1;
+  }
+  rewind(f);
   zip_error_t ze;
   zip_error_init(&ze);
-  zip_source_t *src = zip_source_file_create(path, 0, -1, &ze);
+  zip_source_t *src = zip_source_filep_create(f, 0, -1, &ze); /* reads the descriptor opened above */
   if (!src) {
     hkc_error((hkc_loc_t){path, 0, 0}, "%s", zip_error_strerror(&ze));
     zip_error_fini(&ze);
+    fclose(f);
     return -1;
   }
   zip_error_fini(&ze);

@@ -444,7 +444,9 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
   hkc_kernel_out_t *kouts = NULL;
   size_t n_items = 0;
   hkc_tune_db_t db = {0};
-  FILE *report = NULL;
+  FILE *report = NULL; /* an in-memory stream, written to report_path at the end (atomically) */
+  char *report_text = NULL;
+  size_t report_size = 0;
   cJSON *json = NULL, *jlaunches = NULL; /* --json: the document (docs/CLI.md, "tune") */
   int rc = -1;
   const int top = o->top > 0 ? o->top : TUNE_DEFAULT_TOP;
@@ -709,10 +711,7 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
 
   /* 4. the database and the table */
   if (hkc_tune_db_write(&db, o->out_path) != 0) goto done;
-  if (o->report_path && !(report = fopen(o->report_path, "w"))) {
-    hkc_error((hkc_loc_t){0}, "tune: cannot write %s", o->report_path);
-    goto done;
-  }
+  if (o->report_path && !(report = open_memstream(&report_text, &report_size))) goto oom;
   double log_model = 0, log_default = 0;
   int n_model = 0, n_default = 0;
   for (size_t c = 0; c < n_classes; c++) {
@@ -743,6 +742,17 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
                "over %d launch(es); default / best: %.1f%% over %d\n",
             n_model ? 100.0 * exp(log_model / n_model) : 0.0, n_model, n_default ? 100.0 * exp(log_default / n_default) : 0.0,
             n_default);
+  }
+  if (report) {
+    char msg[4200];
+    const int bad = fclose(report) != 0;
+    report = NULL;
+    if (bad) goto oom;
+    const hkc_chunk_t chunk = {report_text, report_size};
+    if (hkc_file_replace(o->report_path, &chunk, 1, 0666, msg, sizeof msg) != 0) {
+      hkc_error((hkc_loc_t){0}, "tune: %s", msg);
+      goto done;
+    }
   }
   if (json) {
     cJSON_AddStringToObject(json, "output", o->out_path);
@@ -782,6 +792,7 @@ oom:
 done:
   cJSON_Delete(json);
   if (report) fclose(report);
+  free(report_text);
   for (size_t k = 0; k < n_items; k++) hkc_rtc_result_free(&items[k].result);
   free(items);
   free(kouts);

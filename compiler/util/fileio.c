@@ -11,7 +11,9 @@
  * short; whatever fails, the temporary is removed and the destination keeps its bytes.
  *
  * Reads: regular files only (a device or FIFO would be read until memory runs out, or
- * block), at most a cap the caller names.
+ * block), at most a cap the caller names. Every input is opened by hkc_open_input: without
+ * blocking, then judged by fstat of the descriptor it reads (no window between a check and
+ * the open).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,8 +36,28 @@ static const hkc_io_ops_t *g_ops = &k_system_ops;
 void hkc_io_set_ops(const hkc_io_ops_t *ops) { g_ops = ops ? ops : &k_system_ops; }
 
 const char *hkc_strerror(int err) {
-  if (err == HKC_ENOTREG) return "not a regular file";
-  return strerror(err);
+  switch (err) {
+  case HKC_ENOTREG: return "not a regular file (a socket or another special file)";
+  case HKC_ENOTREG_FIFO: return "not a regular file (a FIFO)";
+  case HKC_ENOTREG_DEVICE: return "not a regular file (a device)";
+  default: break;
+  }
+  static _Thread_local char buf[64];
+  /* strerror_r (GNU): its own text, or a static one for values it knows; "Unknown error N" else */
+  const char *s = strerror_r(err, buf, sizeof buf);
+  if (strncmp(s, "Unknown error", 13) == 0) {
+    snprintf(buf, sizeof buf, "unexpected error code %d", err);
+    return buf;
+  }
+  return s;
+}
+
+/* The errno for a file that is not regular (mode from stat). */
+static int not_regular_errno(mode_t mode) {
+  if (S_ISDIR(mode)) return EISDIR;
+  if (S_ISFIFO(mode)) return HKC_ENOTREG_FIFO;
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return HKC_ENOTREG_DEVICE;
+  return HKC_ENOTREG;
 }
 
 static void set_err(char *err, size_t size, const char *path, const char *what, int e) {
@@ -194,23 +216,36 @@ int hkc_file_replace(const char *path, const hkc_chunk_t *chunks, size_t n, unsi
   return hkc_file_commit(tmp, path, err, err_size);
 }
 
-int hkc_read_file_max(const char *path, size_t max, char **out_data, size_t *out_size) {
-  *out_data = NULL;
-  *out_size = 0;
+int hkc_open_input(const char *path, uint64_t max, struct stat *out_st) {
   /* O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below */
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return -1;
   struct stat st;
-  int e = 0;
+  int e = 0, flags;
   if (fstat(fd, &st) != 0) e = errno;
-  else if (!S_ISREG(st.st_mode)) e = S_ISDIR(st.st_mode) ? EISDIR : HKC_ENOTREG;
+  else if (!S_ISREG(st.st_mode)) e = not_regular_errno(st.st_mode);
   else if ((uint64_t)st.st_size > max) e = EFBIG;
-  char *buf = NULL;
-  size_t len = 0, cap = 0;
-  if (!e) { /* one byte over st_size and the NUL: a file that does not grow is read in one buffer */
-    cap = (size_t)st.st_size + 2;
-    if (!(buf = malloc(cap))) e = ENOMEM;
+  else if ((flags = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) e = errno;
+  if (e) {
+    close(fd);
+    errno = e;
+    return -1;
   }
+  if (out_st) *out_st = st;
+  return fd;
+}
+
+int hkc_read_file_stat(const char *path, size_t max, char **out_data, size_t *out_size, struct stat *out_st) {
+  *out_data = NULL;
+  *out_size = 0;
+  struct stat st;
+  int fd = hkc_open_input(path, max, &st);
+  if (fd < 0) return -1;
+  int e = 0;
+  /* one byte over st_size and the NUL: a file that does not grow is read in one buffer */
+  size_t len = 0, cap = (size_t)st.st_size + 2;
+  char *buf = malloc(cap);
+  if (!buf) e = ENOMEM;
   while (!e) { /* read to the end, not to st_size: the file may grow, but never past max */
     if (len + 1 == cap) {
       if (len > max) {
@@ -242,13 +277,18 @@ int hkc_read_file_max(const char *path, size_t max, char **out_data, size_t *out
   buf[len] = '\0';
   *out_data = buf;
   *out_size = len;
+  if (out_st) *out_st = st;
   return 0;
+}
+
+int hkc_read_file_max(const char *path, size_t max, char **out_data, size_t *out_size) {
+  return hkc_read_file_stat(path, max, out_data, out_size, NULL);
 }
 
 int hkc_input_check(const char *path, uint64_t max) {
   struct stat st;
   if (stat(path, &st) != 0) return -1;
-  if (!S_ISREG(st.st_mode)) errno = S_ISDIR(st.st_mode) ? EISDIR : HKC_ENOTREG;
+  if (!S_ISREG(st.st_mode)) errno = not_regular_errno(st.st_mode);
   else if ((uint64_t)st.st_size > max) errno = EFBIG;
   else return 0;
   return -1;

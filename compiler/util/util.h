@@ -83,20 +83,35 @@ const char *hkc_template(const char *path, size_t *out_size);
  * Inputs are regular files below a size cap; outputs replace only regular files, all at
  * once (a temporary file next to the destination, fsync, rename), with the umask deciding
  * their mode. */
-/* errno beyond the system's: the path is a device, FIFO or socket (directories: EISDIR).
- * hkc_strerror names it. */
-#define HKC_ENOTREG 0x4b43
+/* errno values beyond the system's: the path is not a regular file. hkc_strerror names them
+ * ("not a regular file (a FIFO)"); a directory is EISDIR. */
+#define HKC_ENOTREG 0x4b43        /* a socket or another special file */
+#define HKC_ENOTREG_FIFO 0x4b44   /* a FIFO (named pipe) */
+#define HKC_ENOTREG_DEVICE 0x4b45 /* a character or block device */
+/* The text of an errno value, never "Unknown error N": hkc's own values above by name, a value
+ * the C library does not know as "unexpected error code N". Thread-safe. */
 const char *hkc_strerror(int err);
 /* The cap of hkc_read_file: larger files are no input of hkc's (specs, tuning databases,
  * cache entries, test inputs are far below it). */
 #define HKC_READ_MAX ((size_t)1 << 30)
-/* Reads a whole regular file of at most max bytes into a NUL-terminated malloc'd buffer.
- * 0 / -1 with errno: the open's, EISDIR, HKC_ENOTREG (not a regular file: never read, so
- * /dev/zero fails at once), EFBIG (over max), ENOMEM. */
+/* Opens an input file for reading, without blocking: O_RDONLY | O_NONBLOCK | O_CLOEXEC (a FIFO
+ * opens at once, whether or not a writer exists), then fstat on the descriptor, so what is
+ * checked is what is read: a regular file (links followed) of at most max bytes, else refused.
+ * O_NONBLOCK is then cleared. The descriptor, with its stat in *out_st (may be NULL), or -1
+ * with errno: the open's, EISDIR, HKC_ENOTREG_FIFO / _DEVICE / HKC_ENOTREG, EFBIG (over max). */
+struct stat;
+int hkc_open_input(const char *path, uint64_t max, struct stat *out_st);
+/* Reads a whole regular file of at most max bytes into a NUL-terminated malloc'd buffer,
+ * through hkc_open_input (a device or FIFO is never read, so /dev/zero fails at once).
+ * 0 / -1 with errno: hkc_open_input's, ENOMEM. */
 int hkc_read_file_max(const char *path, size_t max, char **out_data, size_t *out_size);
 int hkc_read_file(const char *path, char **out_data, size_t *out_size); /* max HKC_READ_MAX */
-/* The checks of hkc_read_file_max for a file another reader opens (packs, through libhkrt):
- * a regular file (links followed) of at most max bytes. 0 / -1 with errno as above. */
+/* hkc_read_file_max with the file's stat (of the descriptor read) in *out_st: the caller
+ * judges who owns what it read (the compile cache). */
+int hkc_read_file_stat(const char *path, size_t max, char **out_data, size_t *out_size, struct stat *out_st);
+/* The checks of hkc_open_input for a file another reader opens (packs, through libhkrt),
+ * without opening it: a regular file (links followed) of at most max bytes. 0 / -1 with errno
+ * as above. */
 int hkc_input_check(const char *path, uint64_t max);
 
 /* Whether path may be written: absent, or a regular file. -1 with the reason in err ("cannot

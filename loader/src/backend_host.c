@@ -201,13 +201,13 @@ static hk_status_t open_object(const char *target_name, const void *code, size_t
     snprintf(tmp, sizeof tmp, "%s/hk-host-code.XXXXXX", P_tmpdir);
     fd = mkstemp(tmp);
     HK_FAIL_IF(fd < 0, HK_STATUS_IO, "target %s: cannot create a file for the code object: %s", target_name,
-               strerror(errno));
+               hk_errno_text(errno));
   }
   if (write_all(fd, code, size) != 0) {
     int e = errno;
     close(fd);
     if (tmp[0]) unlink(tmp);
-    return HK_ERROR(HK_STATUS_IO, "target %s: cannot write the code object: %s", target_name, strerror(e));
+    return HK_ERROR(HK_STATUS_IO, "target %s: cannot write the code object: %s", target_name, hk_errno_text(e));
   }
   snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
   void *dl = dlopen(tmp[0] ? tmp : path, RTLD_NOW | RTLD_LOCAL);

@@ -190,27 +190,18 @@ HK_API hk_status_t hk_pack_open_file_ex(const char *path, const hk_pack_open_opt
   HK_FAIL_IF(!path, HK_STATUS_INVALID_ARGUMENT, "path is NULL");
   hk_pack_open_options_t o;
   HK_RETURN_IF_ERROR(read_open_options(options, &o));
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  HK_FAIL_IF(fd < 0, HK_STATUS_IO, "cannot open %s: %s", path, strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int e = errno;
-    close(fd);
-    return HK_ERROR(HK_STATUS_IO, "cannot stat %s: %s", path, strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return HK_ERROR(HK_STATUS_IO, "cannot open %s: not a regular file", path);
-  }
-  if ((uint64_t)st.st_size > SIZE_MAX) {
+  int fd;
+  uint64_t file_size;
+  HK_RETURN_IF_ERROR(hk_file_open_input(path, &fd, &file_size)); /* never blocks on a FIFO */
+  if (file_size > SIZE_MAX) {
     close(fd);
     return HK_ERROR(HK_STATUS_IO, "cannot open %s: too large for this address space", path);
   }
   hk_pack_t *p = NULL;
   hk_status_t s = pack_new(o.allocator, &p);
-  if (s == HK_OK) s = read_owned(p, fd, (size_t)st.st_size, path);
+  if (s == HK_OK) s = read_owned(p, fd, (size_t)file_size, path);
   close(fd);
-  if (s == HK_OK) s = open_bytes(p, p->copy, (size_t)st.st_size, &o, out_pack);
+  if (s == HK_OK) s = open_bytes(p, p->copy, (size_t)file_size, &o, out_pack);
   else hk_pack_destroy(p);
   if (s != HK_OK) hk_error_prefix(path);
   return s;

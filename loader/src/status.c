@@ -98,7 +98,7 @@ hk_status_t hk_read_exact(int fd, void *dst, size_t size, const char *path) {
   for (size_t got = 0; got < size;) {
     ssize_t n = read(fd, (char *)dst + got, size - got);
     if (n < 0 && errno == EINTR) continue;
-    HK_FAIL_IF(n < 0, HK_STATUS_IO, "cannot read %s: %s", path, strerror(errno));
+    HK_FAIL_IF(n < 0, HK_STATUS_IO, "cannot read %s: %s", path, hk_errno_text(errno));
     HK_FAIL_IF(n == 0, HK_STATUS_IO, "cannot read %s: it shrank while being read (%zu of %zu bytes)", path, got,
                size);
     got += (size_t)n;

@@ -34,4 +34,15 @@ void hk_free(const hk_allocator_t *allocator, void *ptr);
  * early is an HK_STATUS_IO naming path (the pack and weights readers). */
 hk_status_t hk_read_exact(int fd, void *dst, size_t size, const char *path);
 
+/* ---- files (file.c) ---- */
+/* Opens path for reading without blocking (O_NONBLOCK | O_CLOEXEC: a FIFO opens at once),
+ * refuses it unless fstat of that descriptor says it is a regular file, then clears
+ * O_NONBLOCK. *out_fd (the caller closes it) and *out_size, or HK_STATUS_IO with the message
+ * "cannot open PATH: not a regular file (a FIFO)" (a directory, a device, a socket), or the
+ * open's own reason. */
+hk_status_t hk_file_open_input(const char *path, int *out_fd, uint64_t *out_size);
+/* The text of an errno value; never "Unknown error N" (an unknown value is "unexpected error
+ * code N"). Thread-safe. */
+const char *hk_errno_text(int err);
+
 #endif /* HK_UTIL_INTERNAL_H */

@@ -342,13 +342,11 @@ HK_API hk_status_t hk_weights_open_memory(const void *data, size_t size, const h
 
 /* Reads the file into w->block so that its data section starts HK_WEIGHTS_DATA_ALIGN-aligned
  * (when the header length is sane; parse() judges it), and parses it. */
-static hk_status_t open_fd(hk_weights_t *w, int fd, const char *path, const hk_weights_open_options_t *o) {
-  struct stat sb;
-  HK_FAIL_IF(fstat(fd, &sb) != 0, HK_STATUS_IO, "cannot stat %s: %s", path, strerror(errno));
-  HK_FAIL_IF(!S_ISREG(sb.st_mode), HK_STATUS_IO, "cannot open %s: not a regular file", path);
-  HK_FAIL_IF((uint64_t)sb.st_size > SIZE_MAX - HK_WEIGHTS_DATA_ALIGN, HK_STATUS_IO,
+static hk_status_t open_fd(hk_weights_t *w, int fd, uint64_t file_size, const char *path,
+                           const hk_weights_open_options_t *o) {
+  HK_FAIL_IF(file_size > SIZE_MAX - HK_WEIGHTS_DATA_ALIGN, HK_STATUS_IO,
              "cannot open %s: too large for this address space", path);
-  size_t size = (size_t)sb.st_size;
+  size_t size = (size_t)file_size;
   uint8_t head[8] = {0};
   size_t head_n = size < 8 ? size : 8;
   HK_RETURN_IF_ERROR(hk_read_exact(fd, head, head_n, path));
@@ -372,11 +370,12 @@ HK_API hk_status_t hk_weights_open_file(const char *path, const hk_weights_open_
   HK_FAIL_IF(!path, HK_STATUS_INVALID_ARGUMENT, "path is NULL");
   hk_weights_open_options_t o;
   HK_RETURN_IF_ERROR(read_options(options, &o));
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  HK_FAIL_IF(fd < 0, HK_STATUS_IO, "cannot open %s: %s", path, strerror(errno));
+  int fd;
+  uint64_t file_size;
+  HK_RETURN_IF_ERROR(hk_file_open_input(path, &fd, &file_size)); /* never blocks on a FIFO */
   hk_weights_t *w = NULL;
   hk_status_t st = weights_new(&o, &w);
-  if (st == HK_OK) st = open_fd(w, fd, path, &o);
+  if (st == HK_OK) st = open_fd(w, fd, file_size, path, &o);
   close(fd);
   if (st != HK_OK) {
     hk_weights_destroy(w);

@@ -297,8 +297,13 @@ static void test_inputs_regular_and_capped(void **state) {
   char *data;
   size_t size;
   assert_int_equal(hkc_read_file("/dev/zero", &data, &size), -1);
-  assert_int_equal(errno, HKC_ENOTREG);
-  assert_string_equal(hkc_strerror(HKC_ENOTREG), "not a regular file");
+  assert_int_equal(errno, HKC_ENOTREG_DEVICE);
+  assert_string_equal(hkc_strerror(HKC_ENOTREG_DEVICE), "not a regular file (a device)");
+  assert_string_equal(hkc_strerror(HKC_ENOTREG_FIFO), "not a regular file (a FIFO)");
+  assert_non_null(strstr(hkc_strerror(HKC_ENOTREG), "not a regular file"));
+  /* never the C library's "Unknown error N" */
+  assert_string_equal(hkc_strerror(0x7fff), "unexpected error code 32767");
+  assert_string_equal(hkc_strerror(ENOENT), strerror(ENOENT));
   assert_null(data);
   char *dir = hk_test_tmpdir(), path[4200];
   assert_int_equal(hkc_read_file(dir, &data, &size), -1);
@@ -306,7 +311,9 @@ static void test_inputs_regular_and_capped(void **state) {
   snprintf(path, sizeof path, "%s/fifo", dir);
   assert_int_equal(mkfifo(path, 0600), 0);
   assert_int_equal(hkc_read_file(path, &data, &size), -1); /* and does not block */
-  assert_int_equal(errno, HKC_ENOTREG);
+  assert_int_equal(errno, HKC_ENOTREG_FIFO);
+  assert_int_equal(hkc_open_input(path, UINT64_MAX, NULL), -1);
+  assert_int_equal(errno, HKC_ENOTREG_FIFO);
   unlink(path);
   snprintf(path, sizeof path, "%s/f", dir);
   FILE *f = fopen(path, "w");
@@ -318,13 +325,23 @@ static void test_inputs_regular_and_capped(void **state) {
   assert_int_equal(size, 10);
   assert_string_equal(data, "0123456789");
   free(data);
+  /* a regular file's descriptor comes back blocking, close-on-exec, with its stat */
+  struct stat st;
+  int fd = hkc_open_input(path, 10, &st);
+  assert_true(fd >= 0);
+  assert_int_equal(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
+  assert_int_not_equal(fcntl(fd, F_GETFD) & FD_CLOEXEC, 0);
+  assert_int_equal(st.st_size, 10);
+  close(fd);
+  assert_int_equal(hkc_open_input(path, 9, NULL), -1);
+  assert_int_equal(errno, EFBIG);
   unlink(path);
   /* the spec loader: a clear error, at once */
   char diag[1024];
   hkc_diag_capture(diag, sizeof diag);
   hkc_spec_t *spec = NULL;
   assert_int_equal(hkc_spec_load("/dev/zero", &spec), -1);
-  assert_non_null(strstr(diag, "/dev/zero: not a regular file"));
+  assert_non_null(strstr(diag, "/dev/zero: not a regular file (a device)"));
   hkc_diag_capture(NULL, 0);
   rmdir(dir);
   free(dir);
