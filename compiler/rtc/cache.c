@@ -13,7 +13,11 @@
  * recorded request to match it, so an entry copied under another key's name -- with the
  * key field rewritten and the checksum recomputed -- is still a miss (it records the other
  * request). The checksum is not a signature: the directory's permissions (hkc_cache_open)
- * keep other users from writing entries at all. Writers create a unique temporary file in the
+ * keep other users from writing entries at all, and an entry is used only when the file read
+ * is this user's and writable by no one else (entry_private), which an entry planted before
+ * the directory was locked down, or copied in with another owner, is not. Entries are written
+ * with mode 0644 whatever the umask allows beyond it (0666 under umask 002 would make every
+ * entry group-writable, and so never used). Writers create a unique temporary file in the
  * cache directory and rename it over the entry: readers see the old entry, the new one
  * or none, never a half-written one, even with concurrent builds.
  *
@@ -25,6 +29,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -44,6 +49,7 @@
 /* An entry larger than this is not ours (the biggest code objects are a few MB). */
 #define CACHE_MAX_PAYLOAD ((uint64_t)1 << 30)
 #define CACHE_DIR_MAX 4000                 /* the cache directory's path */
+#define CACHE_ENTRY_MODE 0644              /* never writable by group or others (entry_private) */
 #define CACHE_PATH_MAX (CACHE_DIR_MAX + 64) /* a file in it: "/<key>.hkcc.tmp.XXXXXX" */
 
 typedef struct cache_header {
@@ -61,6 +67,8 @@ typedef struct cache_header {
 struct hkc_cache {
   char dir[CACHE_DIR_MAX];
   hkc_remote_cache_t *remote; /* NULL: none (or it failed at open) */
+  int verbose;                /* hkc_cache_set_verbose */
+  atomic_int foreign_said;    /* an entry not used for its owner or mode was reported */
 };
 
 /* mkdir -p path with mode 0700 for what it creates. 0 / -1 (errno). */
@@ -147,6 +155,27 @@ hkc_cache_t *hkc_cache_open(const char *dir) {
   memcpy(c->dir, path, (size_t)n + 1);
   c->remote = hkc_remote_cache_open(hkc_env_cache_url(), hkc_env_cache_timeout_ms()); /* NULL: none, or warned */
   return c;
+}
+
+void hkc_cache_set_verbose(hkc_cache_t *cache, int verbose) {
+  if (cache) cache->verbose = verbose;
+}
+
+/* Whether a file in the cache directory is one this user wrote and no one else can change:
+ * owned by this user and not writable by group or others, as the directory itself must be. */
+static int entry_private(const struct stat *st) {
+  return st->st_uid == geteuid() && !(st->st_mode & (S_IWGRP | S_IWOTH));
+}
+
+/* Says once per cache (with -v) that an entry was not used for its owner or mode. */
+static void say_foreign(hkc_cache_t *cache, const char *path, const struct stat *st) {
+  if (!cache->verbose || atomic_exchange(&cache->foreign_said, 1)) return;
+  if (st->st_uid != geteuid())
+    hkc_warning((hkc_loc_t){0}, "compile cache entry %s is owned by uid %u, not by this user (uid %u): not used, "
+                "compiling (said once)", path, (unsigned)st->st_uid, (unsigned)geteuid());
+  else
+    hkc_warning((hkc_loc_t){0}, "compile cache entry %s is writable by %s (mode %03o): not used, compiling (said once)",
+                path, (st->st_mode & S_IWOTH) ? "others" : "its group", (unsigned)(st->st_mode & 0777));
 }
 
 void hkc_cache_close(hkc_cache_t *cache) {
@@ -251,11 +280,18 @@ int hkc_cache_get(hkc_cache_t *cache, const hkc_cache_request_t *request, hkc_rt
   char *data = NULL;
   size_t size = 0;
   cache_header_t h;
+  struct stat st; /* of the file read */
   /* absent: a plain miss; no entry is near the cap (a device or FIFO here is refused) */
-  if (hkc_read_file_max(path, sizeof h + blob_size + 2 * CACHE_MAX_PAYLOAD, &data, &size) != 0) {
+  if (hkc_read_file_stat(path, sizeof h + blob_size + 2 * CACHE_MAX_PAYLOAD, &data, &size, &st) != 0) {
     int rc = cache->remote ? remote_get(cache, key, blob, blob_size, path, out) : -1;
     free(blob);
     return rc;
+  }
+  if (!entry_private(&st)) { /* not ours alone: a miss, and the put after the compile replaces it */
+    say_foreign(cache, path, &st);
+    free(data);
+    free(blob);
+    return -1;
   }
   int ok = entry_ok(data, size, key, blob, blob_size, &h);
   if (!ok) {
@@ -287,7 +323,7 @@ static int remote_get(hkc_cache_t *cache, const char *key, const char *blob, siz
     return -1;
   }
   const hkc_chunk_t chunk = {data, size};
-  (void)hkc_file_replace(path, &chunk, 1, 0666, NULL, 0); /* best effort, as put */
+  (void)hkc_file_replace(path, &chunk, 1, CACHE_ENTRY_MODE, NULL, 0); /* best effort, as put */
   return entry_result(data, &h, out) == 0 ? 1 : -1;
 }
 
@@ -362,7 +398,7 @@ void hkc_cache_put(hkc_cache_t *cache, const hkc_cache_request_t *request, const
   char path[CACHE_PATH_MAX];
   snprintf(path, sizeof path, "%s/%.32s.hkcc", cache->dir, key);
   hkc_chunk_t chunks[2] = {{&h, sizeof h}, {buf, payload}};
-  (void)hkc_file_replace(path, chunks, 2, 0666, NULL, 0); /* best effort: a failure leaves no entry */
+  (void)hkc_file_replace(path, chunks, 2, CACHE_ENTRY_MODE, NULL, 0); /* best effort: a failure leaves no entry */
   if (cache->remote) {
     char rkey[64];
     remote_key(key, rkey);
@@ -403,7 +439,10 @@ static int older_first(const void *a, const void *b) {
 
 /* Lists the directory: complete entries into *out_entries (malloc'd, *n_entries), and either
  * counts temporary files into stats or, with remove_tmp, removes those older than
- * HKC_CACHE_TMP_AGE_S. *dfd_out: the open directory (the caller closes it), -1 when missing. */
+ * HKC_CACHE_TMP_AGE_S. With remove_tmp (cleaning) the directory must be this user's (else -1,
+ * EPERM: nothing is removed in another user's directory), and files that are not this
+ * user's alone (entry_private: entries a build would not use) are neither listed nor removed.
+ * *dfd_out: the open directory (the caller closes it), -1 when missing. */
 static int scan_dir(const char *dir, int remove_tmp, cache_file_t **out_entries, size_t *n_entries,
                     hkc_cache_stats_t *stats, int *dfd_out) {
   *out_entries = NULL;
@@ -416,6 +455,15 @@ static int scan_dir(const char *dir, int remove_tmp, cache_file_t **out_entries,
   }
   int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return errno == ENOENT ? 0 : -1;
+  if (remove_tmp) { /* cleaning: only in this user's own directory */
+    struct stat dst;
+    const int e = fstat(dfd, &dst) != 0 ? errno : dst.st_uid != geteuid() ? EPERM : 0;
+    if (e) {
+      close(dfd);
+      errno = e;
+      return -1;
+    }
+  }
   int dup_fd = dup(dfd);
   DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
   if (!d) {
@@ -432,6 +480,7 @@ static int scan_dir(const char *dir, int remove_tmp, cache_file_t **out_entries,
     const int kind = file_kind(e->d_name);
     struct stat st;
     if (!kind || fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (remove_tmp && !entry_private(&st)) continue; /* not ours alone: never touched */
     if (kind == 2) {
       if (remove_tmp && now - st.st_mtime >= HKC_CACHE_TMP_AGE_S) {
         if (unlinkat(dfd, e->d_name, 0) == 0) stats->temporary++, stats->temporary_bytes += (uint64_t)st.st_size;

@@ -101,6 +101,7 @@ hkc_compile_pool_t *hkc_compile_pool_start(hkc_compile_item_t *items, size_t n, 
   pthread_mutex_init(&pool->print_lock, NULL);
   if (n && !no_cache) {
     pool->cache = hkc_cache_open(cache_dir); /* NULL: it warned why */
+    hkc_cache_set_verbose(pool->cache, progress == HKC_PROGRESS_VERBOSE);
   }
   int want = jobs > 0 ? jobs : default_jobs();
   if (want > HKC_MAX_JOBS) want = HKC_MAX_JOBS;

@@ -94,9 +94,13 @@ void hkc_cache_key(const char *source, const char *options, const char *target, 
 typedef struct hkc_cache_request {
   const char *source, *options, *target, *toolchain;
 } hkc_cache_request_t;
+/* With verbose, a miss for an entry that is not this user's alone (below) is said once, on
+ * stderr (hkc build -v). */
+void hkc_cache_set_verbose(hkc_cache_t *cache, int verbose);
 /* 0 on a hit in the directory, 1 on a hit in the shared cache (HKC_CACHE_URL: cache_remote.h;
  * the entry, checked as a local one, is now in the directory too) -- result filled, owned by
- * the caller -- and -1 on a miss. */
+ * the caller -- and -1 on a miss. An entry file that another user owns, or that group or others
+ * may write, is a miss (compiled again, then replaced): whoever can write it chooses the code. */
 int hkc_cache_get(hkc_cache_t *cache, const hkc_cache_request_t *request, hkc_rtc_result_t *out);
 /* Stores the entry in the directory and, with a shared cache, there too. Best effort. */
 void hkc_cache_put(hkc_cache_t *cache, const hkc_cache_request_t *request, const hkc_rtc_result_t *result);
@@ -116,8 +120,9 @@ int hkc_cache_stats(const char *dir, hkc_cache_stats_t *out);
  * (UINT64_MAX: none removed, 0: all), and temporary files older than HKC_CACHE_TMP_AGE_S.
  * Each entry is one file removed by one unlink, so a concurrent hkc sees it whole or not at
  * all (a reader that has it open still reads it whole); only regular files with the cache's
- * names are touched. out_removed (may be NULL): what was removed. 0 / -1 (errno set; what
- * could be removed was). */
+ * names that are this user's alone (owned, not writable by group or others: those hkc_cache_get
+ * would use) are touched, and nothing in a directory another user owns (-1, EPERM).
+ * out_removed (may be NULL): what was removed. 0 / -1 (errno set; what could be removed was). */
 int hkc_cache_trim(const char *dir, uint64_t max_bytes, hkc_cache_stats_t *out_removed);
 
 /* ---- the host C compiler (rtc_host.c) ---------------------------------------------------------- */

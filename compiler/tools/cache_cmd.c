@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -28,7 +29,9 @@ static const char k_cache_usage[] =
     "  --json                stats: one JSON document on stdout (docs/CLI.md)\n"
     "\n"
     "Safe beside running builds: an entry is one file, removed whole; temporary files younger\n"
-    "than a minute (a writer at work) are left. `hkc build --cache-max-size SIZE` or\n"
+    "than a minute (a writer at work) are left. Only this user's own files are removed (owned\n"
+    "by this user and not writable by group or others, as builds require of the entries they\n"
+    "use), and nothing in a directory another user owns. `hkc build --cache-max-size SIZE` or\n"
     "HKC_CACHE_MAX_SIZE=SIZE cap the cache after every build.\n";
 
 static void help_cache(void) { fputs(k_cache_usage, stdout); }
@@ -88,7 +91,11 @@ int hkc_cmd_cache(int argc, char **argv) {
     if (cli.json) return hkc_cli_usage(&cli, "--json goes with stats"), 2;
     hkc_cache_stats_t removed;
     const int rc = hkc_cache_trim(dir, have_max ? max : 0, &removed);
-    if (rc != 0) fprintf(stderr, "hkc cache: %s: %s\n", dir, hkc_strerror(errno));
+    if (rc != 0 && errno == EPERM)
+      fprintf(stderr, "hkc cache: %s is not owned by this user (uid %u): nothing removed there\n", dir,
+              (unsigned)geteuid());
+    else if (rc != 0)
+      fprintf(stderr, "hkc cache: %s: %s\n", dir, hkc_strerror(errno));
     if (!cli.quiet)
       printf("removed %llu entr%s (%llu bytes) from %s\n", (unsigned long long)removed.entries,
              removed.entries == 1 ? "y" : "ies", (unsigned long long)removed.bytes, dir);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The compile cache: round trips, misses, corrupt entries, unusable directories. */
+#include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -186,8 +187,8 @@ static void forge(const char *path, const char *key_hex) {
 }
 
 /* An entry copied under another key's name is a miss (the key is echoed inside), and so
- * is one whose key field is rewritten too, with the checksum recomputed (issue 17): the
- * entry records its request, which is not the reader's. */
+ * is one whose key field is rewritten too, with the checksum recomputed: the entry records
+ * its request, which is not the reader's. */
 static void test_wrong_key_echo(void **state) {
   char *dir = hk_test_tmpdir();
   hkc_cache_t *c = hkc_cache_open(dir);
@@ -389,6 +390,8 @@ static void test_stats_trim(void **state) {
   write_small(young, "x", 1);
   write_small(old, "xy", 2);
   write_small(foreign, "mine", 4);
+  assert_int_equal(chmod(young, 0644), 0); /* a writer's, whatever this process's umask */
+  assert_int_equal(chmod(old, 0644), 0);
   age(old, 2 * HKC_CACHE_TMP_AGE_S);
   assert_int_equal(hkc_cache_stats(dir, &st), 0);
   assert_int_equal(st.temporary, 2);
@@ -425,8 +428,138 @@ static void test_stats_trim(void **state) {
   free(dir);
 }
 
+/* The nobody account, for entries of another user (the tests run as root, who can chown). */
+#define NOBODY 65534
+
+/* An entry file writable by group or others is a miss (whoever can write it chooses the code
+ * a build packs), said once with verbose; the put after the compile replaces it with this
+ * user's own, mode 0644 whatever the umask, which is a hit again. */
+static void test_entry_mode(void **state) {
+  char *dir = hk_test_tmpdir(), diag[2048];
+  hkc_cache_t *c = hkc_cache_open(dir);
+  assert_non_null(c);
+  hkc_cache_set_verbose(c, 1);
+  const hkc_cache_request_t key[1] = {{"mode", "", "gfx90a", "t"}};
+  char *path = entry_path(dir, key);
+  const mode_t old_umask = umask(002); /* group-writable files by default: entries must not be */
+  hkc_rtc_result_t in = sample(), out;
+  hkc_cache_put(c, key, &in);
+  struct stat st;
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0644);
+  assert_int_equal(st.st_uid, geteuid());
+  assert_int_equal(hkc_cache_get(c, key, &out), 0);
+  hkc_rtc_result_free(&out);
+  hkc_diag_capture(diag, sizeof diag);
+  const mode_t bad[] = {0666, 0664, 0646, 0620};
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(chmod(path, bad[i]), 0);
+    assert_int_equal(hkc_cache_get(c, key, &out), -1);
+    assert_null(out.code);
+    assert_int_equal(access(path, F_OK), 0); /* left for the put to replace */
+  }
+  assert_non_null(strstr(diag, "is writable by others (mode 666): not used, compiling"));
+  assert_null(strchr(strchr(diag, '\n') + 1, '\n')); /* said once */
+  hkc_diag_capture(NULL, 0);
+  hkc_cache_put(c, key, &in); /* the recompiled entry replaces it */
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0644);
+  assert_int_equal(hkc_cache_get(c, key, &out), 0);
+  hkc_rtc_result_free(&out);
+  umask(old_umask);
+  hkc_rtc_result_free(&in);
+  free(path);
+  hkc_cache_close(c);
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+  free(dir);
+}
+
+/* An entry another user owns, in this user's private directory (planted before it was made
+ * private, or copied in), is a miss even when its bytes are a valid entry for the request;
+ * hkc cache clean leaves it, and removes nothing in a directory another user owns. Needs
+ * root (chown). */
+static void test_entry_foreign_owner(void **state) {
+  if (geteuid() != 0) {
+    printf("SKIP: not root: entries of another user cannot be made here (chown needs root)\n");
+    skip();
+  }
+  char *dir = hk_test_tmpdir(), diag[2048];
+  hkc_cache_t *c = hkc_cache_open(dir);
+  assert_non_null(c);
+  hkc_cache_set_verbose(c, 1);
+  const hkc_cache_request_t key[1] = {{"foreign", "", "gfx90a", "t"}}, mine[1] = {{"mine", "", "gfx90a", "t"}};
+  char *path = entry_path(dir, key), *mine_path = entry_path(dir, mine);
+  hkc_rtc_result_t in = sample(), out;
+  hkc_cache_put(c, key, &in);
+  hkc_cache_put(c, mine, &in);
+  assert_int_equal(hkc_cache_get(c, key, &out), 0); /* a valid entry */
+  hkc_rtc_result_free(&out);
+  assert_int_equal(chown(path, NOBODY, NOBODY), 0);
+  assert_int_equal(chmod(path, 0644), 0);
+  hkc_diag_capture(diag, sizeof diag);
+  assert_int_equal(hkc_cache_get(c, key, &out), -1);
+  assert_null(out.code);
+  char want[128];
+  snprintf(want, sizeof want, "is owned by uid %u, not by this user (uid 0): not used, compiling", NOBODY);
+  assert_non_null(strstr(diag, want));
+  hkc_diag_capture(NULL, 0);
+  /* clean: this user's entry goes, the other's stays */
+  hkc_cache_stats_t removed;
+  assert_int_equal(hkc_cache_trim(dir, 0, &removed), 0);
+  assert_int_equal(removed.entries, 1);
+  assert_int_not_equal(access(mine_path, F_OK), 0);
+  assert_int_equal(access(path, F_OK), 0);
+  /* and nothing in a directory another user owns */
+  hkc_cache_put(c, mine, &in);
+  assert_int_equal(chown(dir, NOBODY, NOBODY), 0);
+  errno = 0;
+  assert_int_equal(hkc_cache_trim(dir, 0, &removed), -1);
+  assert_int_equal(errno, EPERM);
+  assert_int_equal(removed.entries, 0);
+  assert_int_equal(access(mine_path, F_OK), 0);
+  assert_int_equal(access(path, F_OK), 0);
+  hkc_rtc_result_free(&in);
+  free(path);
+  free(mine_path);
+  hkc_cache_close(c);
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+  free(dir);
+}
+
+/* hkc cache clean skips what a build would not use: an entry group or others may write. */
+static void test_trim_skips_writable(void **state) {
+  char *dir = hk_test_tmpdir();
+  hkc_cache_t *c = hkc_cache_open(dir);
+  assert_non_null(c);
+  const hkc_cache_request_t a[1] = {{"a", "", "gfx90a", "t"}}, b[1] = {{"b", "", "gfx90a", "t"}};
+  hkc_rtc_result_t in = sample();
+  hkc_cache_put(c, a, &in);
+  hkc_cache_put(c, b, &in);
+  char *pa = entry_path(dir, a), *pb = entry_path(dir, b);
+  assert_int_equal(chmod(pb, 0664), 0);
+  hkc_cache_stats_t removed;
+  assert_int_equal(hkc_cache_trim(dir, 0, &removed), 0);
+  assert_int_equal(removed.entries, 1);
+  assert_int_not_equal(access(pa, F_OK), 0);
+  assert_int_equal(access(pb, F_OK), 0);
+  hkc_rtc_result_free(&in);
+  free(pa);
+  free(pb);
+  hkc_cache_close(c);
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+  free(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_entry_mode),    cmocka_unit_test(test_entry_foreign_owner),
+      cmocka_unit_test(test_trim_skips_writable),
       cmocka_unit_test(test_key),           cmocka_unit_test(test_round_trip),
       cmocka_unit_test(test_corrupt),       cmocka_unit_test(test_wrong_key_echo),
       cmocka_unit_test(test_unusable_dir),  cmocka_unit_test(test_concurrent),
