@@ -105,6 +105,15 @@ static ynode_t *ynode_new(ykind_t kind, hkc_loc_t loc) {
   return n;
 }
 
+/* Whether s holds a control byte (0x01..0x1f, 0x7f): YAML's quoted escapes ("\e", "\x1b",
+ * "\n") make them, and no spec value has a use for one; every later message that quotes a
+ * spec string may then print it as it is. */
+static int has_control(const char *s) {
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+    if (*p < 0x20 || *p == 0x7f) return 1;
+  return 0;
+}
+
 /* Parses the bytes into a tree. *out_root is NULL for an empty document. 0 / -1
  * (reported). The caller frees the tree. */
 static int yaml_tree_build(const char *file, const char *data, size_t size, ynode_t **out_root) {
@@ -136,12 +145,18 @@ static int yaml_tree_build(const char *file, const char *data, size_t size, ynod
       }
       break;
     case YAML_ALIAS_EVENT:
-      hkc_error(loc, "YAML aliases (*%s) are not supported in a spec", (const char *)ev.data.alias.anchor);
+      hkc_error(loc, "YAML aliases (*%s) are not supported in a spec", hkc_escaped((const char *)ev.data.alias.anchor));
       bad = 1;
       break;
     case YAML_SCALAR_EVENT:
       if (memchr(ev.data.scalar.value, 0, ev.data.scalar.length)) {
         hkc_error(loc, "NUL character in a string");
+        bad = 1;
+        break;
+      }
+      if (has_control((const char *)ev.data.scalar.value)) { /* "\e[2J" in quotes: never echoed raw */
+        hkc_error(loc, "control character in the string \"%s\" (spec strings are names, numbers and expressions)",
+                  hkc_escaped((const char *)ev.data.scalar.value));
         bad = 1;
         break;
       }

@@ -113,7 +113,7 @@ static int check_map(const hkc_spec_t *spec, const hk_weights_t *w, const hk_wei
     const long t = find_tensor(spec, names[m].tensor);
     uint32_t wi;
     if (t < 0) {
-      hkc_error(NOLOC, "--weights-map: %s is no tensor of spec %s", names[m].tensor, spec->name);
+      hkc_error(NOLOC, "--weights-map: %s is no tensor of spec %s", hkc_escaped(names[m].tensor), spec->name);
       bad = 1;
     } else if (spec->tensors[t].role != HK_ROLE_PARAM) {
       hkc_error(NOLOC, "--weights-map: %s is not a param of spec %s (only params are stored)", names[m].tensor,
@@ -121,7 +121,7 @@ static int check_map(const hkc_spec_t *spec, const hk_weights_t *w, const hk_wei
       bad = 1;
     } else if (hk_weights_find(w, names[m].weights, &wi) != HK_OK) {
       hkc_error(NOLOC, "--weights-map: param %s maps to \"%s\", which %s does not have", names[m].tensor,
-                names[m].weights, label);
+                hkc_escaped(names[m].weights), label);
       bad = 1;
     }
   }

@@ -86,15 +86,13 @@ static hk_pack_t *open_for_tools(const char *path, const uint8_t (*trusted)[HK_P
   return hkc_tool_open_pack("inspect", path, &o, &pack) == HK_OK ? pack : NULL;
 }
 
-/* Text from the pack that verify does not restrict (provenance): bytes outside printable
- * ASCII are written as \xNN, so an ESC sequence never reaches the terminal raw. (Names are
- * restricted to safe characters by verify and printed as they are.) */
+/* Text from the pack that verify does not restrict (provenance), escaped (hkc_escape_into):
+ * an ESC sequence never reaches the terminal raw. (Names are restricted to safe characters by
+ * verify, and still printed through hkc_escaped.) */
 static void print_escaped(FILE *out, const char *p, size_t len) {
-  for (size_t i = 0; i < len; i++) {
-    unsigned char c = (unsigned char)p[i];
-    if (c >= 0x20 && c < 0x7f && c != '\\') fputc(c, out);
-    else fprintf(out, "\\x%02x", c);
-  }
+  char *buf = malloc(len * 4 + 1);
+  if (buf) fputs(hkc_escape_into(p, len, buf, len * 4 + 1), out);
+  free(buf);
 }
 
 static const hk_section_t *code_section(const hk_pack_view_t *v, const hk_target_rec_t *t) {
@@ -159,7 +157,7 @@ static void print_kernel_table(FILE *out, const hk_pack_view_t *v, const hk_targ
             "scratch", "wave", "block", occ_unit, "occup%", "params");
   for (uint32_t k = tr->kernel_first; k < tr->kernel_first + tr->kernel_count; k++) {
     const hk_kernel_rec_t *kr = &v->kernels[k];
-    const char *name = hk_pack_string(v, kr->name), *params = hk_pack_string(v, kr->params);
+    const char *name = hkc_escaped(hk_pack_string(v, kr->name)), *params = hkc_escaped(hk_pack_string(v, kr->params));
     const char *spills = kr->scratch_bytes ? "  SPILLS" : "";
     char pct[16] = "-";
     const double percent = kernel_occupancy_pct(v, tr, kr);
@@ -193,7 +191,7 @@ int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY
   if (!pack) return -1;
   const hk_pack_view_t *v = hk_pack_view(pack);
   const hk_manifest_t *m = v->manifest;
-  fprintf(out, "pack %s: %s\n", path, hk_pack_string(v, m->name));
+  fprintf(out, "pack %s: %s\n", path, hkc_escaped(hk_pack_string(v, m->name)));
   fprintf(out, "  format %u.%u, %llu bytes, %u sections, spec hash %016llx, dtype %s\n", v->header->version_major,
           v->header->version_minor, (unsigned long long)v->size, v->section_count,
           (unsigned long long)m->spec_hash, hk_dtype_label(m->dtype));
@@ -212,7 +210,7 @@ int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY
   for (uint32_t t = 0; t < v->target_count; t++) {
     const hk_target_rec_t *tr = &v->targets[t];
     const hk_section_t *cs = code_section(v, tr);
-    fprintf(out, "  %-16s %-5s %u kernel(s), code ", hk_pack_string(v, tr->name), k_target_kinds[tr->kind],
+    fprintf(out, "  %-16s %-5s %u kernel(s), code ", hkc_escaped(hk_pack_string(v, tr->name)), k_target_kinds[tr->kind],
             tr->kernel_count);
     print_bytes(out, cs->raw_size);
     fprintf(out, " (");
@@ -235,7 +233,8 @@ int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY
   fprintf(out, "\ntensors:\n");
   for (uint32_t i = 0; i < v->tensor_count; i++) {
     const hk_tensor_rec_t *tr = &v->tensors[i];
-    fprintf(out, "  %-20s %-12s %-4s [", hk_pack_string(v, tr->name), k_roles[tr->role], hk_dtype_label(tr->dtype));
+    fprintf(out, "  %-20s %-12s %-4s [", hkc_escaped(hk_pack_string(v, tr->name)), k_roles[tr->role],
+            hk_dtype_label(tr->dtype));
     for (uint32_t d = 0; d < tr->rank; d++) {
       if (d) fprintf(out, ", ");
       print_dim(out, &tr->dims[d]);
@@ -244,17 +243,17 @@ int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY
     uint32_t first, count; /* PARTS (format 1.4): what the param concatenates */
     hk_pack_tensor_parts(v, i, &first, &count);
     for (uint32_t p = 0; p < count; p++)
-      fprintf(out, "%s%s", p ? " | " : "  parts: ", hk_pack_string(v, v->parts[first + p].name));
+      fprintf(out, "%s%s", p ? " | " : "  parts: ", hkc_escaped(hk_pack_string(v, v->parts[first + p].name)));
     fprintf(out, "\n");
   }
 
   for (uint32_t t = 0; t < v->target_count; t++) {
     const hk_target_rec_t *tr = &v->targets[t];
-    fprintf(out, "\nkernels for %s:\n", hk_pack_string(v, tr->name));
+    fprintf(out, "\nkernels for %s:\n", hkc_escaped(hk_pack_string(v, tr->name)));
     print_kernel_table(out, v, tr);
     for (uint32_t g = tr->graph_first; g < tr->graph_first + tr->graph_count; g++) {
       const hk_graph_rec_t *gr = &v->graphs[g];
-      fprintf(out, "\n  graph %s, batch %llu: %u node(s), workspace ", hk_pack_string(v, tr->name),
+      fprintf(out, "\n  graph %s, batch %llu: %u node(s), workspace ", hkc_escaped(hk_pack_string(v, tr->name)),
               (unsigned long long)gr->batch, gr->node_count);
       print_bytes(out, gr->workspace_bytes);
       if (gr->semaphore_count) fprintf(out, ", %u semaphore(s)", gr->semaphore_count);
@@ -270,7 +269,8 @@ int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY
       for (uint32_t n = 0; n < gr->node_count; n++) {
         const hk_node_rec_t *nr = &v->nodes[gr->node_first + n];
         fprintf(out, "    #%-3u %-*s %-*s grid [%u,%u,%u] block [%u,%u,%u] after [", n, w_node,
-                hk_pack_string(v, nr->name), w_kernel, hk_pack_string(v, v->kernels[nr->kernel].name), nr->grid[0],
+                hkc_escaped(hk_pack_string(v, nr->name)), w_kernel,
+                hkc_escaped(hk_pack_string(v, v->kernels[nr->kernel].name)), nr->grid[0],
                 nr->grid[1], nr->grid[2], nr->block[0], nr->block[1], nr->block[2]);
         for (uint32_t d = 0; d < nr->dep_count; d++) fprintf(out, "%s%u", d ? "," : "", v->deps[nr->dep_first + d]);
         /* pdl: may start while its dependencies finish (HK_NODE_FLAG_PDL) */
@@ -408,8 +408,9 @@ static void plan_bucket(FILE *out, const hk_pack_view_t *v, uint32_t gi, const p
     const hk_node_rec_t *nr = &v->nodes[g->node_first + j];
     const hk_plan_node_rec_t *pn = &v->plan_nodes[g->node_first + j];
     int is_matrix = (pn->flags & HK_PLAN_MATRIX) != 0;
-    fprintf(out, "  %3u  %-*s  %-*s  %14llu  %12.6f  %s  %s", j, w_nodes, hk_pack_string(v, nr->name), w_kernel,
-            hk_pack_string(v, v->kernels[nr->kernel].name), (unsigned long long)pn->bytes, (double)pn->flops * 1e-9,
+    fprintf(out, "  %3u  %-*s  %-*s  %14llu  %12.6f  %s  %s", j, w_nodes, hkc_escaped(hk_pack_string(v, nr->name)),
+            w_kernel, hkc_escaped(hk_pack_string(v, v->kernels[nr->kernel].name)), (unsigned long long)pn->bytes,
+            (double)pn->flops * 1e-9,
             is_matrix ? "M" : " ", "|         ");
     for (size_t c = 0; c < n_cols; c++) {
       double f = launch_floor_us(cols[c].arch, pn->bytes, is_matrix ? pn->flops : 0);
@@ -537,14 +538,7 @@ static cJSON *json_dim(const hk_dim_rec_t *d) {
 static cJSON *json_escaped(const char *p, size_t len) {
   char *buf = malloc(len * 4 + 1);
   if (!buf) return cJSON_CreateNull();
-  size_t o = 0;
-  for (size_t i = 0; i < len; i++) {
-    unsigned char c = (unsigned char)p[i];
-    if (c >= 0x20 && c < 0x7f && c != '\\') buf[o++] = (char)c;
-    else o += (size_t)snprintf(buf + o, 5, "\\x%02x", c);
-  }
-  buf[o] = '\0';
-  cJSON *s = cJSON_CreateString(buf);
+  cJSON *s = cJSON_CreateString(hkc_escape_into(p, len, buf, len * 4 + 1));
   free(buf);
   return s;
 }

@@ -174,18 +174,9 @@ int hkc_npy_parse(const char *name, const unsigned char *b, size_t size, hkc_npy
   else if (strcmp(d.descr, "<i4") == 0) kind = -4;
   else if (strcmp(d.descr, "<i8") == 0) kind = -8;
   else {
-    /* the descr as the file has it (at most 15 characters: parse_quoted), quotes and
-     * unprintable bytes escaped, so the message never shows a stray quote */
-    char shown[sizeof d.descr * 4];
-    size_t o = 0;
-    for (const char *c = d.descr; *c; c++) {
-      unsigned char u = (unsigned char)*c;
-      if (u >= 0x20 && u < 0x7f && u != '\'' && u != '"' && u != '\\') shown[o++] = (char)u;
-      else o += (size_t)snprintf(shown + o, sizeof shown - o, "\\x%02x", u);
-    }
-    shown[o] = '\0';
+    /* the descr as the file has it (at most 15 characters: parse_quoted), escaped */
     hkc_error(loc, "unsupported .npy dtype %s (expected <f2, <f4, <f8, <i4 or <i8: little-endian float16, float32, "
-              "float64, int32 or int64)", shown);
+              "float64, int32 or int64)", hkc_escaped(d.descr));
     goto done;
   }
   esize = (size_t)(kind < 0 ? -kind : kind);

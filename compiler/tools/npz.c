@@ -46,21 +46,6 @@ struct hkc_npz {
   npz_member_t *members; /* sorted by name (hkc_npz_find) */
 };
 
-/* A name as messages show it: printable ASCII kept, other bytes \xNN, at most ~80 shown. */
-static void shown_name(const char *raw, char *out, size_t size) {
-  size_t o = 0;
-  for (const unsigned char *p = (const unsigned char *)raw; *p && o + 8 < size; p++) {
-    if (o > 80) {
-      memcpy(out + o, "...", 3);
-      o += 3;
-      break;
-    }
-    if (*p >= 0x20 && *p < 0x7f && *p != '"' && *p != '\\') out[o++] = (char)*p;
-    else o += (size_t)snprintf(out + o, size - o, "\\x%02x", *p);
-  }
-  out[o] = '\0';
-}
-
 /* 1 when raw is "STEM.npy" with STEM 1..NPZ_MAX_NAME bytes of 0x21-0x7e (the safetensors
  * rule for tensor names: docs/WEIGHTS.md), so a member name is a valid checkpoint name. */
 static int member_name_ok(const char *raw) {
@@ -134,10 +119,8 @@ static int npz_open_source(const char *label, zip_source_t *src, int zip_magic, 
   for (zip_int64_t i = 0; i < n; i++) {
     const char *raw = zip_get_name(npz->zip, (zip_uint64_t)i, ZIP_FL_ENC_RAW);
     if (!raw || !member_name_ok(raw)) {
-      char shown[128];
-      shown_name(raw ? raw : "", shown, sizeof shown);
       hkc_error(loc, "member \"%s\" is not a .npy member (an .npz holds NAME.npy files only; NAME: 1 to %u "
-                     "printable ASCII characters, no spaces)", shown, NPZ_MAX_NAME);
+                     "printable ASCII characters, no spaces)", hkc_escaped(raw), NPZ_MAX_NAME);
       hkc_npz_destroy(npz);
       return -1;
     }

@@ -59,7 +59,7 @@ int hkc_weights_map_parse(const char *name, const char *text, size_t size, hkc_w
     }
     for (uint32_t i = 0; i < out->count; i++)
       if (strcmp(out->names[i].tensor, tensor) == 0) {
-        fprintf(stderr, "%s:%u: %s is mapped twice\n", name, line_no, tensor);
+        fprintf(stderr, "%s:%u: %s is mapped twice\n", name, line_no, hkc_escaped(tensor));
         goto fail;
       }
     if (out->count == cap) {

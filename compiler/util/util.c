@@ -82,6 +82,37 @@ char *hkc_strdup(const char *s) {
 
 uint64_t hkc_hash64(const void *data, size_t size) { return XXH3_64bits(data, size); }
 
+/* Bytes one byte of text takes escaped: 1, or 4 for \xNN. */
+static size_t escaped_width(unsigned char c) { return c >= 0x20 && c < 0x7f && c != '\\' ? 1 : 4; }
+
+char *hkc_escape_into(const char *s, size_t len, char *out, size_t size) {
+  if (!size) return out;
+  size_t total = 0;
+  for (size_t i = 0; i < len; i++) total += escaped_width((unsigned char)s[i]);
+  const size_t room = total + 1 <= size ? size : size > 4 ? size - 3 : 1; /* cut: "..." after */
+  size_t o = 0;
+  for (size_t i = 0; i < len; i++) {
+    const unsigned char c = (unsigned char)s[i];
+    if (o + escaped_width(c) + 1 > room) break; /* whole pieces only: never half an \xNN */
+    if (escaped_width(c) == 1) out[o++] = (char)c;
+    else o += (size_t)snprintf(out + o, size - o, "\\x%02x", c);
+  }
+  if (total + 1 > size && size > 4) {
+    memcpy(out + o, "...", 3);
+    o += 3;
+  }
+  out[o] = '\0';
+  return out;
+}
+
+const char *hkc_escaped(const char *s) {
+  static _Thread_local char bufs[8][HKC_ESCAPED_MAX + 1];
+  static _Thread_local unsigned next;
+  char *out = bufs[next++ % 8];
+  if (!s) s = "";
+  return hkc_escape_into(s, strlen(s), out, HKC_ESCAPED_MAX + 1);
+}
+
 /* The slot of key in a table of cap slots (cap a power of two, at most half full): its own, or
  * the empty one where it would go. */
 static size_t names_slot(const char **keys, size_t cap, const char *key) {

@@ -79,6 +79,21 @@ void hkc_names_free(hkc_names_t *names);
  * and the file exists there. NULL when absent. Thread-safe. */
 const char *hkc_template(const char *path, size_t *out_size);
 
+/* ---- text from files in messages (util.c) -------------------------------------------------
+ * Bytes a file holds (checkpoint and map names, spec strings, a pack's provenance) reach
+ * terminals and logs only escaped: printable ASCII as it is, every other byte (control bytes,
+ * DEL, bytes >= 0x80) and the backslash as \xNN, so an escape sequence, a bell or a forged line
+ * never arrives raw, and what was there can still be read. The one escaping of hkc's messages. */
+/* Escapes len bytes of s into out (size bytes, NUL-terminated); what does not fit is cut, and
+ * then out ends in "...". Returns out. */
+char *hkc_escape_into(const char *s, size_t len, char *out, size_t size);
+/* The longest text hkc_escaped returns (a longer one is cut, ending in "..."). */
+#define HKC_ESCAPED_MAX 512
+/* hkc_escape_into of a NUL-terminated string (NULL: "") into one of 8 thread-local buffers
+ * used in turn, so one message may show up to 8 names: for printf arguments only (the text
+ * is overwritten 8 calls later). */
+const char *hkc_escaped(const char *s);
+
 /* ---- files (fileio.c) --------------------------------------------------------------------
  * Inputs are regular files below a size cap; outputs replace only regular files, all at
  * once (a temporary file next to the destination, fsync, rename), with the umask deciding

@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_customMem: zstd allocates through our allocator */
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 #include <zstd.h>
 #include <zstd_errors.h>
 
@@ -135,6 +137,38 @@ static hk_status_t apply_trust(hk_pack_t *p, const hk_pack_open_options_t *o) {
   return HK_OK;
 }
 
+/* Tensor names are unique: applications and hkc find tensors by name (hk_session_bind_weights,
+ * hkc run --input NAME=, --save-outputs DIR/NAME.npy), so a second tensor of one name would be
+ * unreachable, or overwrite the first's file. A hash table of tensor indices (through the
+ * pack's allocator) keeps the check linear for the HK_MAX_TENSORS a pack may hold. Names are
+ * verified strings (hk_pack_verify) by now. */
+static hk_status_t check_tensor_names(hk_pack_t *p) {
+  const hk_pack_view_t *v = &p->view;
+  const uint32_t n = v->tensor_count;
+  if (n < 2) return HK_OK;
+  size_t cap = 1;
+  while (cap < 2 * (size_t)n) cap *= 2;
+  uint32_t *slot = hk_alloc(&p->allocator, cap * sizeof *slot); /* tensor index + 1; 0: empty */
+  HK_FAIL_IF(!slot, HK_STATUS_OUT_OF_MEMORY, "out of memory checking %u tensor names", n);
+  memset(slot, 0, cap * sizeof *slot);
+  hk_status_t st = HK_OK;
+  for (uint32_t i = 0; i < n && st == HK_OK; i++) {
+    const char *name = hk_pack_string(v, v->tensors[i].name);
+    size_t k = (size_t)XXH3_64bits(name, strlen(name)) & (cap - 1);
+    for (; slot[k]; k = (k + 1) & (cap - 1)) {
+      const uint32_t other = slot[k] - 1;
+      if (strcmp(hk_pack_string(v, v->tensors[other].name), name) == 0) {
+        st = HK_ERROR(HK_STATUS_CORRUPT, "tensors %u and %u have the same name \"%s\" (tensor names are unique)",
+                      other, i, name);
+        break;
+      }
+    }
+    slot[k] = i + 1;
+  }
+  hk_free(&p->allocator, slot);
+  return st;
+}
+
 /* Verifies bytes[0, size) (8-byte aligned, owned by p or the caller) and applies the policy;
  * destroys p on failure. */
 static hk_status_t open_bytes(hk_pack_t *p, const void *bytes, size_t size, const hk_pack_open_options_t *o,
@@ -142,6 +176,7 @@ static hk_status_t open_bytes(hk_pack_t *p, const void *bytes, size_t size, cons
   hk_pack_limits_t limits;
   hk_pack_limits_from(o, &limits);
   hk_status_t st = hk_pack_verify(bytes, size, &limits, &p->view);
+  if (st == HK_OK) st = check_tensor_names(p);
   if (st == HK_OK) st = apply_trust(p, o);
   if (st != HK_OK) {
     hk_pack_destroy(p);

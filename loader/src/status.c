@@ -35,11 +35,21 @@ HK_API const char *hk_status_string(hk_status_t status) {
 
 HK_API const char *hk_last_error(void) { return tls_error; }
 
-/* Messages quote bytes from untrusted files (names, paths) and end up on terminals and in
- * logs: a control byte (an ESC sequence, a newline that forges a log line) becomes '?'. */
-static void sanitize(char *msg) {
-  for (unsigned char *p = (unsigned char *)msg; *p; p++)
-    if (*p < 0x20 || *p == 0x7f) *p = '?';
+/* The one escaping of libhkrt's messages. They quote bytes from untrusted files (names in a
+ * checkpoint, map entries, paths) and end up on terminals and in logs: every control byte (an
+ * ESC sequence, a newline that forges a log line, DEL) is written as \xNN, so the message shows
+ * what the file holds and a terminal acts on none of it. In place, cut to the buffer (size
+ * bytes with the NUL). */
+static void escape_message(char *msg, size_t size) {
+  char tmp[HK_ERROR_MAX];
+  size_t o = 0;
+  for (const unsigned char *p = (const unsigned char *)msg; *p && o + 1 < sizeof tmp; p++) {
+    if (*p >= 0x20 && *p != 0x7f) tmp[o++] = (char)*p;
+    else if (o + 5 < sizeof tmp) o += (size_t)snprintf(tmp + o, sizeof tmp - o, "\\x%02x", *p);
+    else break;
+  }
+  tmp[o] = '\0';
+  snprintf(msg, size, "%s", tmp);
 }
 
 hk_status_t hk_error_set_at(hk_status_t code, const char *file, int line, const char *fmt, ...) {
@@ -47,7 +57,7 @@ hk_status_t hk_error_set_at(hk_status_t code, const char *file, int line, const 
   va_start(ap, fmt);
   int n = vsnprintf(tls_error, sizeof tls_error, fmt, ap);
   va_end(ap);
-  sanitize(tls_error);
+  escape_message(tls_error, sizeof tls_error);
 #ifndef NDEBUG
   if (n >= 0 && (size_t)n < sizeof tls_error) {
     const char *base = strrchr(file, '/');
@@ -65,7 +75,7 @@ void hk_error_prefix(const char *prefix) {
   char tmp[HK_ERROR_MAX];
   if (snprintf(tmp, sizeof tmp, "%s: %s", prefix, tls_error) < 0) return; /* truncation is fine */
   memcpy(tls_error, tmp, sizeof tls_error);
-  sanitize(tls_error);
+  escape_message(tls_error, sizeof tls_error);
 }
 
 void hk_error_copy(char *dst, size_t size) {

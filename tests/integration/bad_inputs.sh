@@ -37,7 +37,7 @@ case_spec() {
   fi
 }
 
-# invalid UTF-8 and control characters: FILE:LINE:COL like every other spec error (issue 17)
+# invalid UTF-8 and control characters: FILE:LINE:COL like every other spec error
 case_spec invalid_utf8 'invalid trailing UTF-8 octet' < <(printf '%s\n# caf\xc3\x28\n' "$base")
 case_spec control_char 'control characters' < <(printf '%s\noutputs: [y\x01]\n' "$base")
 
@@ -145,6 +145,35 @@ case_spec yaml_syntax 'yaml|YAML|syntax|mapping|scan|parse|flow' <<EOF
 hkc: 1
 name: [unclosed
 EOF
+# control bytes that YAML's quoted escapes make ("\e[2J", "\n"): refused, shown escaped, never raw
+case_spec control_escape 'control character in the string "a\\x1b\[2Jb\\x0a"' <<'EOF'
+hkc: 1
+name: t
+dtype: f32
+batch_sizes: [1]
+dims: {d: 8}
+inputs: {x: [batch, d]}
+graph:
+  - {name: "a\e[2Jb\n", op: relu, in: [x], out: y}
+outputs: [y]
+EOF
+if grep -q $'\033' <<<"$msg"; then echo "FAIL control_escape: a raw ESC in the message"; fail=1; fi
+
+# a weights map's names are file text too: shown escaped (the map is read before the weights)
+map_case() { # NAME MAP-TEXT EXPECTED
+  printf "$2" > "$work/esc.map"
+  set +e
+  msg=$("$HKC" build "$HK_SOURCE_DIR/tests/specs/op_elementwise.yaml" --target host -o "$work/map.hkpack" \
+    --weights "$work/absent.safetensors" --weights-map "$work/esc.map" 2>&1); rc=$?
+  set -e
+  if [ $rc -ne 1 ] || ! grep -Fq "$3" <<<"$msg" || grep -q $'\033' <<<"$msg"; then
+    echo "FAIL $1: exit $rc: $msg"; fail=1
+  else
+    echo "ok   $1: $(head -n1 <<<"$msg")"
+  fi
+}
+map_case map_names 'w \033[2Jx\nw y\n' "esc.map:2: w is mapped twice"
+map_case map_names_escaped 'w\033[2J x\nw\033[2J y\n' 'esc.map:2: w\x1b[2J is mapped twice'
 
 # A missing file: a message naming the file, no output.
 set +e

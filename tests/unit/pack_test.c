@@ -544,6 +544,65 @@ static void test_issue17_records(void **ts) {
   for (const char *p = hk_last_error(); *p; p++) assert_true((unsigned char)*p >= 0x20 && *p != 0x7f);
 }
 
+/* ---- names from the file in messages, and unique tensor names ---------------------------- */
+/* put_str7 for a string only a tensor will name: the kernels' "bcast=w" params first moved to
+ * "c=1.5" (kernels are verified before tensors, and would fail first). */
+static uint32_t put_tensor_str7(uint8_t *b, const char text[8]) {
+  const uint32_t ref = str_ref(b, "bcast=w"), other = str_ref(b, "c=1.5");
+  const uint64_t n_kernels = sec(b, HK_SECTION_KERNELS)->raw_size / sizeof(hk_kernel_rec_t);
+  for (uint64_t k = 0; k < n_kernels; k++)
+    if (krn(b)[k].params == ref) krn(b)[k].params = other;
+  return put_str7(b, text);
+}
+static void p_tensor_escape(uint8_t *b, size_t n) { tns(b)[3].name = put_tensor_str7(b, "\x1b[2Jy_a"); }
+static void p_tensor_dup_ref(uint8_t *b, size_t n) { tns(b)[3].name = tns(b)[2].name; }
+/* two refs, one text: the string "y" written a second time in STRINGS */
+static void p_tensor_dup_text(uint8_t *b, size_t n) { tns(b)[2].name = put_tensor_str7(b, "y\0\0\0\0\0\0"); }
+
+/* The patched pack in a file, through the real `hkc inspect` and `hkc run`: exit 1 (not a
+ * crash) with a message holding needle, and no control byte in anything printed. */
+static void expect_cli_refuses(state_t *st, patch_fn patch, const char *needle) {
+  uint8_t *buf = fx_copy(st->pack, st->size);
+  patch(buf, st->size);
+  hk_test_refix(buf, st->size);
+  char *dir = hk_test_tmpdir(), path[4200], cmd[8500], out[8192];
+  snprintf(path, sizeof path, "%s/patched.hkpack", dir);
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(buf, 1, st->size, f), st->size);
+  fclose(f);
+  const char *hkc = getenv("HKC_BIN");
+  if (!hkc) fail_msg("HKC_BIN is not set (ctest sets it)");
+  for (int run = 0; run < 2; run++) {
+    snprintf(cmd, sizeof cmd, "'%s' %s '%s'", hkc, run ? "run --allow-unsigned-native" : "inspect", path);
+    const int rc = hk_test_run(cmd, out, sizeof out);
+    if (rc != 1 || !strstr(out, needle)) fail_msg("%s: exit %d, expected 1 and \"%s\": %s", cmd, rc, needle, out);
+    for (const unsigned char *p = (const unsigned char *)out; *p; p++)
+      if ((*p < 0x20 && *p != '\n') || *p == 0x7f) fail_msg("%s printed control byte 0x%02x: %s", cmd, *p, out);
+  }
+  unlink(path);
+  rmdir(dir);
+  free(dir);
+  free(buf);
+}
+
+static void test_names_from_the_file(void **ts) {
+  state_t *st = *ts;
+  /* an ESC sequence in a tensor name: refused, the byte shown as hex, never raw */
+  PATCHED(p_tensor_escape, HK_STATUS_CORRUPT, "tensor 3: name byte 0 is 0x1b");
+  for (const char *p = hk_last_error(); *p; p++) assert_true((unsigned char)*p >= 0x20 && *p != 0x7f);
+  expect_cli_refuses(st, p_tensor_escape, "tensor 3: name byte 0 is 0x1b");
+  /* two tensors of one name, by one string ref or by two */
+  PATCHED(p_tensor_dup_ref, HK_STATUS_CORRUPT, "tensors 2 and 3 have the same name \"t\" (tensor names are unique)");
+  PATCHED(p_tensor_dup_text, HK_STATUS_CORRUPT, "tensors 2 and 3 have the same name \"y\"");
+  expect_cli_refuses(st, p_tensor_dup_text, "tensors 2 and 3 have the same name \"y\"");
+  /* every message escapes what it quotes: a path with an ESC sequence and a newline */
+  hk_pack_t *pack;
+  assert_int_equal(hk_pack_open_file("/nonexistent/\x1b[2J\nx\x7f", NULL, &pack), HK_STATUS_IO);
+  if (!strstr(hk_last_error(), "cannot open /nonexistent/\\x1b[2J\\x0ax\\x7f: No such file or directory"))
+    fail_msg("message not escaped: %s", hk_last_error());
+}
+
 /* Limits: node and dep counts from the open options; a code object's decompressed size in
  * proportion to its stored size by default (a 37 KB pack decompressed 1 GiB before failing). */
 static void test_issue17_limits(void **ts) {
@@ -1716,6 +1775,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_issue17_records, setup, teardown),
       cmocka_unit_test_setup_teardown(test_issue17_limits, setup, teardown),
       cmocka_unit_test_setup_teardown(test_issue17_inspect, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_names_from_the_file, setup, teardown),
       cmocka_unit_test_setup_teardown(test_plan_absent, setup, teardown),
       cmocka_unit_test_setup_teardown(test_plan_roundtrip, setup, teardown),
       cmocka_unit_test_setup_teardown(test_plan_corrupt, setup, teardown),
