@@ -15,6 +15,11 @@
  * at the same time. That is the classic offline "interval colouring by size" heuristic; it
  * is within a small factor of optimal on layer graphs and deterministic. Semaphore counters
  * are not reused: each node's come after the previous nodes' (a few per GEMM tile).
+ *
+ * Dependencies follow from the plan: a node waits for the earlier nodes whose bytes it reads,
+ * or whose bytes (read or written) it overwrites, less those another wait already implies.
+ * They are found by one scan that keeps, per tensor and per arena segment, the last writer and
+ * the readers since (hkc_plan_deps), not by comparing every pair of nodes.
  */
 #include <assert.h>
 #include <stdlib.h>
@@ -287,7 +292,8 @@ static size_t segment_at(const deps_scan_t *d, uint64_t x) {
   return lo;
 }
 
-/* The resources of a span, as [first, end) of the segment range plus its tensor (-1: none). */
+/* The arena segments a span covers, [*first, *end): none for a bound tensor or an empty span
+ * (its tensor is a resource of its own, spans_visit). */
 static void span_resources(const deps_scan_t *d, const span_t *sp, size_t *first, size_t *end) {
   *first = *end = 0;
   if (sp->offset == HK_PLACEMENT_NONE || sp->bytes == 0) return;
