@@ -684,7 +684,7 @@ static int tma_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
 }
 
 /* The space (about 55, default first): the tile shapes that won somewhere on the H200
- * (docs/BENCHMARKS.md, GEMM issue) with the ring depths that matter -- deep rings for the
+ * (docs/BENCHMARKS.md, "GEMM") with the ring depths that matter -- deep rings for the
  * narrow tiles, whose k loops are latency-bound on short K -- split-K 2/4/8 for the narrow
  * ping-pong tiles and 128 x 128 (small M, long K), multicast pairs (cm 2) for a few
  * persistent shapes, TMA stores of C on the wide ones, stream-K on six tiles. Entries illegal
