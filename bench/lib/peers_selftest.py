@@ -211,7 +211,8 @@ def test_dry_run(tmp, build):
             return
     common = ["--dry-run", "--hkrt", lib, "--hkc", hkc, "--cold-bin", cold, "--cold-runs", "2"]
     peers = [sys.executable, os.path.join(HERE, "peers.py")]
-    env = dict(os.environ, HKC_CACHE_DIR=os.path.join(tmp, "cache"))
+    # the compile cache the caller set (scripts/test.sh: the one every test shares), else a fresh one
+    env = dict(os.environ, HKC_CACHE_DIR=os.environ.get("HKC_CACHE_DIR") or os.path.join(tmp, "cache"))
 
     llama = os.path.join(tmp, "llama_small.yaml")
     pack = os.path.join(tmp, "llama_small.hkpack")
