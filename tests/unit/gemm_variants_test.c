@@ -8,8 +8,8 @@
  * launches cover odd shapes with shared memory within the arch's limit and no less than
  * the template's stages need -- for gemm_tma: a persistent grid within the SMs (cm = 2:
  * whole clusters), a cluster of sk blocks per tile for split-K, and exactly the two tensor
- * maps the template reads. Kernels do not run here (no GPU); bench/gemm_check.md says how
- * numerics and speed are checked on the H200. */
+ * maps the template reads. Kernels do not run here (no GPU); `bench/run.py gemm` checks
+ * numerics and speed on the H200 (docs/BENCHMARKS.md, "GEMM"). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>

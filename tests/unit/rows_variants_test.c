@@ -8,7 +8,7 @@
  *    does not load
  *  - launch dims cover odd rows and cols (checked against the macros in the generated
  *    source, so a drift between launch and template fails here)
- * No kernel runs here: numerics and speed are checked on a device (bench/rows). */
+ * No kernel runs here: numerics and speed are checked on a device (bench/run.py rows). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
