@@ -4,7 +4,8 @@
 # build's libhkrt and the shared libraries it loads (libcjson) inside it, written by
 # scripts/build_wheel.py with the standard library only. `pip install build/hkrt-*.whl` gives
 # a package that needs no HKRT_LIBRARY (docs/PYTHON.md); tests/integration/python.sh installs
-# it into a fresh venv. HKC_PYTHON_WHEEL=OFF leaves it out of the default build.
+# it into a fresh venv. HKC_PYTHON_WHEEL=OFF leaves it out of the default build, as do
+# sanitizer builds (HK_SANITIZE, HK_FUZZ).
 find_program(HKC_PYTHON3 NAMES python3 DOC "python3 that writes the hkrt wheel (scripts/build_wheel.py)")
 option(HKC_PYTHON_WHEEL "Build the hkrt wheel (build/hkrt-*.whl) with the default target" ON)
 if(NOT HKC_PYTHON3)
@@ -19,7 +20,8 @@ if(NOT hkrt_wheel_rc EQUAL 0 OR hkrt_wheel_name STREQUAL "")
 endif()
 set(HKRT_WHEEL ${PROJECT_BINARY_DIR}/${hkrt_wheel_name})
 file(GLOB hkrt_py_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/python/hkrt/*.py)
-if(HKC_PYTHON_WHEEL)
+# A sanitizer build's libhkrt cannot load into python without its runtime: no wheel by default.
+if(HKC_PYTHON_WHEEL AND NOT HK_SANITIZE AND NOT HK_FUZZ)
   set(hkrt_wheel_all ALL)
 endif()
 add_custom_command(
