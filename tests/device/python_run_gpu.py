@@ -12,7 +12,7 @@ the environment names a library, and that machine has no libcjson of its own):
 
   python3 tests/device/python_run_gpu.py ELEMENTWISE.hkpack ROWS_BF16.hkpack GPU_TARGET
 (packs of tests/specs/op_elementwise.yaml and op_rows_aligned_bf16.yaml for host + GPU_TARGET).
-Exits 1 on any failure."""
+Exits 1 on any failure. Written without device time: not yet run on a GPU."""
 import os
 import sys
 
