@@ -19,8 +19,8 @@
  *           multiplier, residual) does not overlap the matrix work and runs at the GEMM's
  *           occupancy: EPILOGUE_SHARE of the lane rate. Measured on the H200: bert's ffn
  *           up at batch 128 (16384 x 3072) takes ~57 us longer with bias and gelu in its
- *           epilogue (docs/BENCHMARKS.md "Session 9"; the degree-9 gelu of then), and a
- *           gelu kernel of its own costs about as much (session 10: whole graphs within 2%
+ *           epilogue (docs/BENCHMARKS.md, 2026-12-02; the degree-9 gelu used then), and a
+ *           gelu kernel of its own costs about as much (the same day: whole graphs within 2%
  *           either way at batch 32 and 128, the fused form 3-5 us faster at 1 and 8).
  *
  * It ranks forms of the same work; it is not a predictor of absolute times (hkc run
@@ -38,7 +38,7 @@
 #define EPILOGUE_SHARE 0.66
 /* A folded rmsnorm (norm_a): lane-instructions per A element per column tile of NORM_A_TILE
  * (unpack, square-accumulate, gamma, pack, the 16-byte loads and stores shared), not
- * overlapped with the MMAs. Measured on the H200 (session 11, docs/BENCHMARKS.md): Llama's
+ * overlapped with the MMAs. Measured on the H200 (2026-12-02, docs/BENCHMARKS.md): Llama's
  * dual SwiGLU gemm with the ffn norm folded 3782 us against 2533 us unfolded at 8192 x
  * 14336 x 4096 (this term: ~1.1 ms), the q|k|v projection 788 against 558 us. */
 #define NORM_A_INSTR 6.0
@@ -48,7 +48,8 @@
  * the blocks run in waves of LN_RESIDENT of the SMs (the GPCs hold whole clusters only: 30
  * clusters of 4 = 120 of the H200's 132 SMs, ncu), each tile's main loop at the GEMMs' matrix
  * share of one SM plus LN_TILE_S that nothing overlaps (pipeline fill, the epilogue, the
- * read-back, the cluster barrier, the statistics). Fitted on the H200 (session 12, call 3):
+ * read-back, the cluster barrier, the statistics). Fitted on the H200 (2026-12-02, logs in
+ * docs/device-runs/s12-call3/):
  * bert's out_proj + ln1 12.5 / 24.6 / 85.2 us and ffn_down + ln2 22.7 / 47.1 / 170.4 us at
  * batch 1 / 32 / 128, against 12.9 / 22.8 / 64.0 and 15.1 / 39.3 / 137.4 us apart. */
 #define LN_TILE_M 128.0

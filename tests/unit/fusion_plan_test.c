@@ -280,7 +280,7 @@ static double report_ratio(const char *report, const char *pair, int b) {
 static void test_h200_verdicts(void **state) {
   (void)state;
   /* the build's clock on sm_90a: every epilogue pays at every batch, launches dominating at
-   * the small ones; gelu in the ffn up epilogue is the close call at batch 128 (session 10
+   * the small ones; gelu in the ffn up epilogue is the close call at batch 128 (the H200
    * measured the two forms of bert_layer within 2% of each other at 32 and 128) */
   char *buf = NULL;
   size_t size = 0;
@@ -297,7 +297,7 @@ static void test_h200_verdicts(void **state) {
   assert_non_null(find(s, "down,res"));
   assert_int_equal(s->n_nodes, 3);
   /* the layernorm epilogue: whole rows per cluster of 4 blocks (768 = 4 x 192), a tile per
-   * block and no split of K -- slower at every batch on the H200 (session 12: 1.2-1.5x at
+   * block and no split of K -- slower at every batch on the H200 (2026-12-02: 1.2-1.5x at
    * batch 1, 32 and 128 alone), most at batch 1, where few tiles leave the SMs idle */
   const double ln1 = report_ratio(buf, "down,res + ln", 1), ln32 = report_ratio(buf, "down,res + ln", 32),
                ln128 = report_ratio(buf, "down,res + ln", 128);
@@ -428,7 +428,7 @@ static void test_rope_norm_targets(void **state) {
   assert_true(h->nodes[0].rope && h->nodes[0].norm_a);
   hkc_spec_destroy(h);
   /* on Llama's sizes the clock keeps both norms apart on sm_90a (measured 1.4x slower folded,
-   * docs/BENCHMARKS.md "Session 11") */
+   * docs/BENCHMARKS.md, 2026-12-02) */
   h = plan_on("sm_90a", "hkc: 1\nname: t\ndtype: bf16\nbatch_sizes: [1, 16]\ndims: {s: 512, h: 4096}\n"
                         "inputs: {x: [batch, s, h]}\nparams: {g: [h], w: [h, 6144]}\ngraph:\n"
                         "  - {name: n, op: rmsnorm, in: [x], gamma: g, out: xn}\n"
