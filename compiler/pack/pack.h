@@ -135,7 +135,7 @@ int hkc_pack_sign_memory(const void *data, size_t size, const uint8_t seed[HKC_K
  * Returns 0 / -1 (reported). */
 int hkc_pack_sign_in_place(void *data, size_t size, const uint8_t seed[HKC_KEY_SEED_BYTES]);
 
-/* ---- merging (pack_merge.c; README, "CI fan-out") -------------------------------------------- */
+/* ---- merging (pack_merge.c; docs/CLI.md, "hkc merge") ---------------------------------------- */
 /* Combines verified packs of one spec built for different targets into the pack one build of
  * all their targets writes (same bytes): targets in input order, the inputs' provenance
  * lines that are not per target (hkc version, spec hash, fusion, tuning, kernel options, ...)

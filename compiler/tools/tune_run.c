@@ -50,7 +50,7 @@
 #define TUNE_SAMPLE_SECONDS 1e-3 /* a sample's length: launch overhead amortized, noise averaged */
 #define TUNE_MAX_REPS 1000
 /* A candidate that has not finished its runs after this long hangs (the slowest launch of
- * the issue's shapes takes ~2 ms; a candidate's runs ~50 of them): stop with its name
+ * the bundled specs' shapes takes ~2 ms; a candidate's runs ~50 of them): stop with its name
  * instead of waiting for the machine's limit. The database written so far stays. */
 #define TUNE_WATCHDOG_SECONDS 120
 

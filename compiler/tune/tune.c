@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Tuning (issue 7, docs/TUNING.md): candidate spaces, the static pruning and ranking of
+ * Tuning (docs/TUNING.md): candidate spaces, the static pruning and ranking of
  * candidates, and the per-launch choice a build makes.
  *
  * A build chooses per launch (spec node x batch bucket), because the best tile depends on

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * compiler/tune/tune.h -- choosing kernel parameters (issue 7, docs/TUNING.md).
+ * compiler/tune/tune.h -- choosing kernel parameters (docs/TUNING.md).
  *
  *   tune.c        candidate spaces, the per-launch choice the build makes (database,
  *                 then the model, then the defaults)

@@ -37,7 +37,7 @@ case_spec() {
   fi
 }
 
-# invalid UTF-8 and control characters: FILE:LINE:COL like every other spec error (issue 17)
+# invalid UTF-8 and control characters: FILE:LINE:COL like every other spec error
 case_spec invalid_utf8 'invalid trailing UTF-8 octet' < <(printf '%s\n# caf\xc3\x28\n' "$base")
 case_spec control_char 'control characters' < <(printf '%s\noutputs: [y\x01]\n' "$base")
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The command line (issue 20, item 4; docs/CLI.md): every --json document parsed by python3's
+# The command line (docs/CLI.md): every --json document parsed by python3's
 # json module and checked key by key (types and values against what the human report and the
 # files say), --opt=value forms, the short usage line and exit status 2 of usage errors,
 # progress lines on a non-terminal stderr (none with -q), -q/-v on every command, inspect's

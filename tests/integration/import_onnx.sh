@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The ONNX importer (`hkc import onnx`: python/hkc_import_onnx.py, issue 19, docs/IMPORT.md): small torch
+# The ONNX importer (`hkc import onnx`: python/hkc_import_onnx.py, docs/IMPORT.md): small torch
 # modules written here -- a BERT-style post-norm layer (erf gelu), a GPT-2-style pre-norm block
 # (fused qkv + Split, causal attention through a masked_fill buffer, tanh gelu), a Llama-style
 # block (rmsnorm, rotary, grouped-query causal attention, SwiGLU), a mixed one (fused qkv with

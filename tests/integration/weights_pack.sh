@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Self-contained packs (issue 19): `hkc build --weights FILE.safetensors [--weights-map MAP]`
+# Self-contained packs (docs/WEIGHTS.md): `hkc build --weights FILE.safetensors [--weights-map MAP]`
 # stores every param in the pack (format 1.4, WEIGHTS_INDEX + WEIGHTS). Checked here on a host
 # pack of tests/specs/op_gemm.yaml (bf16 params of odd sizes):
 #  - inspect (text and --json) shows the stored params and their bytes;

@@ -186,7 +186,7 @@ static void forge(const char *path, const char *key_hex) {
 }
 
 /* An entry copied under another key's name is a miss (the key is echoed inside), and so
- * is one whose key field is rewritten too, with the checksum recomputed (issue 17): the
+ * is one whose key field is rewritten too, with the checksum recomputed: the
  * entry records its request, which is not the reader's. */
 static void test_wrong_key_echo(void **state) {
   char *dir = hk_test_tmpdir();

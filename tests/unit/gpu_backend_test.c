@@ -297,7 +297,7 @@ static void test_image_check(void **ts) {
   assert_true(hk_gpu_image_ok(bundle, sizeof bundle, true, 0, &why));
   assert_false(hk_gpu_image_ok(bundle, sizeof bundle, false, 0, &why));
 
-  /* The object's machine must be the target's (issue 17: only bounds were checked). */
+  /* The object's machine must be the target's (not only its bounds). */
   elf[60] = 1;
   elf[18] = (uint8_t)HK_EM_AMDGPU;
   assert_true(hk_gpu_image_ok(elf, sizeof elf, true, HK_EM_AMDGPU, &why));

@@ -517,8 +517,8 @@ static void test_bad_code_object(void **ts) {
   free(bytes);
 }
 
-/* The host object's ELF headers are checked before the dynamic loader sees it (issue 17: a
- * truncated object segfaulted inside it): a complete ELF64 shared object of this machine
+/* The host object's ELF headers are checked before the dynamic loader sees it (a
+ * truncated object would crash inside it): a complete ELF64 shared object of this machine
  * that defines every kernel in .dynsym. Each variant: a CORRUPT naming what is wrong. */
 static void expect_host_object(state_t *st, const uint8_t *code, size_t size, const char *needle) {
   st->fx.targets[0].code = (void *)code;

@@ -477,7 +477,7 @@ static void p_code_raw_flag(uint8_t *b, size_t n) { sec(b, HK_SECTION_CODE)->fla
 
 static uint8_t *write_with_plan(state_t *st, size_t *out_size);
 
-/* ---- issue 17: every record checked once, kernel ranges bounded by their own target, names,
+/* ---- verification: every record checked once, kernel ranges bounded by their own target, names,
  * frame checksums, limits ----------------------------------------------------------------- */
 /* Offset in STRINGS of the string `text` (the fixture's strings are distinct). */
 static uint32_t str_ref(uint8_t *b, const char *text) {
@@ -522,7 +522,7 @@ static void p_frame_no_checksum(uint8_t *b, size_t n) {
   memset(b + s->offset + s->size, 0, 4);
 }
 
-static void test_issue17_records(void **ts) {
+static void test_verify_records(void **ts) {
   state_t *st = *ts;
   PATCHED(p_node_unreferenced, HK_STATUS_CORRUPT, "graphs reference 7 of 8 nodes");
   PATCHED(p_kernel_range_foreign, HK_STATUS_CORRUPT, "kernel 0 in its kernel range belongs to target 0");
@@ -546,7 +546,7 @@ static void test_issue17_records(void **ts) {
 
 /* Limits: node and dep counts from the open options; a code object's decompressed size in
  * proportion to its stored size by default (a 37 KB pack decompressed 1 GiB before failing). */
-static void test_issue17_limits(void **ts) {
+static void test_verify_limits(void **ts) {
   state_t *st = *ts;
   hk_pack_t *pack;
   /* the fixture has a host target: its own unsigned code (hkrt.h, trust) */
@@ -588,7 +588,7 @@ static void test_issue17_limits(void **ts) {
 /* hkc inspect: provenance (free text) is printed with its control bytes escaped, and the
  * disassembly path refuses a code object that is not one for its target before a
  * disassembler reads it (the fixture's sm_90 code is plain text). */
-static void test_issue17_inspect(void **ts) {
+static void test_verify_inspect(void **ts) {
   state_t *st = *ts;
   st->fx.in.provenance = "hkc=test\nnote=\x1b]0;pwned\x07\x1b[2J\n";
   char *dir = hk_test_tmpdir(), path[4200];
@@ -1448,9 +1448,9 @@ static void test_open_arguments(void **ts) {
   assert_string_equal(hk_status_string((hk_status_t)99), "UNKNOWN_STATUS");
 }
 
-/* Seeds of issue 17's findings (checksums left stale: the harness fixes them up), from a
- * fresh fixture with PLAN, so every record kind the findings touch is in the corpus. */
-static int write_issue17_corpus(const char *dir) {
+/* Seeds of the verifier's hardening cases (checksums left stale: the harness fixes them up), from a
+ * fresh fixture with PLAN, so every record kind the cases touch is in the corpus. */
+static int write_verify_corpus(const char *dir) {
   static const struct { const char *name; patch_fn patch; } seeds[] = {
       {"unreferenced_node_plan", p_node_unreferenced}, {"kernel_range_foreign", p_kernel_range_foreign},
       {"deps_shared", p_dep_shared},                   {"tensor_name_path", p_tensor_path},
@@ -1697,7 +1697,7 @@ static int write_corpus(const char *dir) {
   }
   free(parts);
   teardown((void **)&st);
-  return write_issue17_corpus(dir);
+  return write_verify_corpus(dir);
 }
 
 int main(void) {
@@ -1713,9 +1713,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_flip_every_byte, setup, teardown),
       cmocka_unit_test_setup_teardown(test_flip_messages, setup, teardown),
       cmocka_unit_test_setup_teardown(test_patched_records, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_issue17_records, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_issue17_limits, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_issue17_inspect, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_verify_records, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_verify_limits, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_verify_inspect, setup, teardown),
       cmocka_unit_test_setup_teardown(test_plan_absent, setup, teardown),
       cmocka_unit_test_setup_teardown(test_plan_roundtrip, setup, teardown),
       cmocka_unit_test_setup_teardown(test_plan_corrupt, setup, teardown),

@@ -188,7 +188,7 @@ static void test_spaces(void **state) {
   assert_int_equal(hkc_tune_candidates(hk_test_arch("sm_90a"), &(hkc_kernel_key_t){.op = HK_OP_LAYERNORM,
                                                                             .dtype = HK_DTYPE_BF16, .align = 8}, c, 4), 4);
   assert_string_equal(c[0].variant, "rows_vec16");
-  assert_string_equal(c[0].tune, "t=256,c=4,tg=4,mb=4,pf=0,g=4"); /* the default (session 9's sweep) */
+  assert_string_equal(c[0].tune, "t=256,c=4,tg=4,mb=4,pf=0,g=4"); /* the default (H200, 2026-12-02) */
   assert_string_equal(c[2].tune, "t=256,c=8,tg=8,mb=3,pf=0,g=3"); /* the previous one, an alternative */
   assert_true(c[0].is_default && !c[1].is_default);
   hkc_tune_shape_t shape;

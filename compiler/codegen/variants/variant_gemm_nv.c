@@ -556,7 +556,7 @@ static uint32_t tma_shared(const hkc_kernel_key_t *key, const tma_cfg_t *c) {
  * but this machine's ptxas spills 8-16 bytes of it with 168 registers, as it does of 128
  * with 4 stages, bias, gelu and residual -- not of 5: the default's). Rows of up to 1536
  * columns. One cluster per row tile, not a persistent grid: the GPCs hold fewer clusters at
- * once than SMs / cluster (on the H200, session 12: clusters of 6 ran in two waves, twice
+ * once than SMs / cluster (on the H200, 2026-12-02: clusters of 6 ran in two waves, twice
  * as slow), and a grid of them all lets the hardware fill each GPC as clusters finish. */
 #define TMA_LN_MAX_CLUSTER 8
 #define TMA_LN_STAGES 5
