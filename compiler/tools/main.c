@@ -136,10 +136,13 @@ static const char k_build_usage[] =
     "                         clean --max-size; default $HKC_CACHE_MAX_SIZE, else no cap)\n"
     "  --json                 a summary of the build as one JSON document on stdout (docs/CLI.md)\n"
     "  -q, --quiet            no summary, no progress\n"
-    "  -v, --verbose          progress: a line per kernel compiled\n"
+    "  -v, --verbose          progress: a line per item done (tuning candidate, kernel, host\n"
+    "                         unit, pack)\n"
     "\n"
-    "Progress goes to stderr: one line rewritten in place on a terminal, a few plain lines\n"
-    "otherwise (a log, a pipe).\n"
+    "Progress goes to stderr, by phase (the tuner's candidate compiles per target, each\n"
+    "target's kernel compiles, the host unit, the pack), each with its total: on a terminal\n"
+    "one line \"[done/total] phase: item\" rewritten in place; otherwise (a log, a pipe) a\n"
+    "plain line per phase and the summary.\n"
     "\n"
     "environment: the HKC_* variables above map onto their kernel options (boolean ones: set\n"
     "and not 0 = 1; flags win over them); HKC_CACHE_DIR: the compile cache; HKC_CACHE_MAX_SIZE:\n"
@@ -314,7 +317,7 @@ static const char k_targets_usage[] =
 static void print_common_help(int verbose, int json) {
   printf("\ncommon options: -q/--quiet, -h/--help%s%s.\n"
          "Options take their value as `--opt VALUE` or `--opt=VALUE`.\n",
-         verbose ? ", -v/--verbose (a line per compiled kernel)" : "",
+         verbose ? ", -v/--verbose (a progress line per item done)" : "",
          json ? ", --json (one document on stdout: docs/CLI.md)" : "");
 }
 
@@ -450,10 +453,18 @@ static int build_json(const hkc_build_options_t *opt, const hkc_build_stats_t *s
   cJSON_AddNumberToObject(k, "gpu", (double)stats->gpu_kernels);
   cJSON_AddNumberToObject(k, "cached", (double)stats->cached);
   cJSON_AddNumberToObject(k, "shared_cached", (double)stats->shared_cached);
-  cJSON_AddNumberToObject(k, "compiled", (double)(stats->gpu_kernels - stats->cached));
+  cJSON_AddNumberToObject(k, "from_tuning", (double)stats->from_tuning);
+  cJSON_AddNumberToObject(k, "compiled", (double)stats->compiled);
   cJSON_AddNumberToObject(k, "ptx_compiles", (double)stats->ptx_compiles);
   cJSON_AddNumberToObject(k, "ptx_cached", (double)stats->ptx_cached);
   cJSON_AddNumberToObject(k, "threads", stats->threads);
+  cJSON *tu = cJSON_AddObjectToObject(root, "tuning");
+  cJSON_AddNumberToObject(tu, "candidates", (double)stats->tune_compiles);
+  cJSON_AddNumberToObject(tu, "cached", (double)stats->tune_cached);
+  cJSON_AddNumberToObject(tu, "shared_cached", (double)stats->tune_shared_cached);
+  cJSON_AddNumberToObject(tu, "compiled", (double)(stats->tune_compiles - stats->tune_cached - stats->tune_failed));
+  cJSON_AddNumberToObject(tu, "failed", (double)stats->tune_failed);
+  cJSON_AddNumberToObject(tu, "threads", stats->tune_threads);
   cJSON *targets = cJSON_AddArrayToObject(root, "targets");
   for (uint32_t t = 0; t < v->target_count; t++) {
     const hk_target_rec_t *tr = &v->targets[t];
