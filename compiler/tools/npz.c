@@ -482,3 +482,15 @@ hkc_weights_format_t hkc_weights_format(const unsigned char *head, size_t n, con
   if (path && ends_with(path, ".safetensors")) return HKC_WEIGHTS_SAFETENSORS;
   return HKC_WEIGHTS_UNKNOWN;
 }
+
+/* The format of a --weights file from its first bytes (hkc_weights_format); a file that
+ * cannot be read here is left to the reader its extension names, which says why. */
+hkc_weights_format_t hkc_weights_file_format(const char *path) {
+  unsigned char head[16];
+  size_t n = 0;
+  FILE *f = hkc_input_check(path, UINT64_MAX) == 0 ? fopen(path, "rb") : NULL; /* never a FIFO */
+  if (!f) return hkc_weights_format(head, 0, path) == HKC_WEIGHTS_NPZ ? HKC_WEIGHTS_NPZ : HKC_WEIGHTS_SAFETENSORS;
+  n = fread(head, 1, sizeof head, f);
+  fclose(f);
+  return hkc_weights_format(head, n, path);
+}

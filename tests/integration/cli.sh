@@ -272,7 +272,7 @@ gpu_build() { # gpu_build TARGET OUT [ARGS...]
 }
 if [[ " $avail " == *" sm_90 "* ]]; then
   gpu_build sm_90 "$work/nv.hkpack" -v --no-ptx > /dev/null 2> "$work/nv.err"
-  grep -Eq "^\[1/1\] hk_relu_f32[a-z0-9_]* sm_90" "$work/nv.err" && ok "-v: a progress line per kernel" || bad "-v: $(cat "$work/nv.err")"
+  grep -Eq "^\[1/1\] compile sm_90: hk_relu_f32[a-z0-9_]*( \(cached\)| \(shared cache\))?$" "$work/nv.err" && ok "-v: a progress line per kernel" || bad "-v: $(cat "$work/nv.err")"
   "$HKC" inspect "$work/nv.hkpack" > "$work/nv.txt"
   head=$(awk '/^kernels for sm_90/{getline; print; exit}' "$work/nv.txt")
   [ "$(echo $head | cut -d' ' -f1-8)" = "name regs shared local warp block blocks/SM occup%" ] && ok "inspect: NVIDIA columns: $(echo $head)" \
