@@ -10,8 +10,9 @@
 #  - examples/consumer-subdir: add_subdirectory(hkc), which must build without tests.
 # Also: the installed Python package (lib/python3/dist-packages/hkrt) loads the installed libhkrt
 # with no HKRT_LIBRARY or LD_LIBRARY_PATH and runs a host pack through Session.run
-# (tests/python/run_check.py, with NumPy), and the package pip-installed on its own finds the
-# prefix's libhkrt through the hkc on PATH.
+# (tests/python/run_check.py, with NumPy), the package pip-installed on its own finds the
+# prefix's libhkrt through the hkc on PATH, and the installed importers run (hkc import hf;
+# hkc import onnx when NumPy and onnx are there).
 # Sanitizer builds skip (exit 77): their libraries need the sanitizer runtime in every consumer;
 # the release pass runs this test.
 set -euo pipefail
@@ -53,6 +54,28 @@ printf '%s\n' '{"model_type": "llama", "hidden_size": 16, "num_hidden_layers": 2
 HKC_PYTHON=${HK_PYTHON:-/usr/bin/python3} "$prefix/bin/hkc" import hf "$work/config.json" -o "$work/imported.yaml" \
   --seq 16 -q || fail "installed hkc import hf"
 grep -q "^  - repeat:" "$work/imported.yaml" && [ -s "$work/imported.map" ] || fail "installed hkc import hf wrote nothing"
+# `hkc import onnx`: bin/hkc-import-onnx, the entry point, finds its package (share/hkc/python/hkc_onnx) by
+# its path relative to bin/ -- checked on a one-Gemm model written with the onnx package (without it: a note)
+[ -x "$prefix/bin/hkc-import-onnx" ] && [ -f "$prefix/share/hkc/python/hkc_onnx/cli.py" ] \
+  || fail "bin/hkc-import-onnx or share/hkc/python/hkc_onnx not installed"
+pyo=${HK_PYTHON:-/usr/bin/python3}
+if "$pyo" -c "import numpy, onnx" > /dev/null 2>&1; then
+  "$pyo" - "$work/gemm.onnx" <<'EOF'
+import sys
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper, save
+w = numpy_helper.from_array(np.ones((8, 4), np.float32), "w")
+g = helper.make_graph([helper.make_node("Gemm", ["x", "w"], ["y"], transB=1)], "g",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])], [w])
+save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+EOF
+  (cd / && HKC_PYTHON=$pyo "$prefix/bin/hkc" import onnx "$work/gemm.onnx" -o "$work/gemm.yaml" \
+    --weights-out "$work/gemm.safetensors" > "$work/onnx.log" 2>&1) || fail "installed hkc import onnx: $(cat "$work/onnx.log")"
+  grep -q "op: gemm, in: \[x, w\], trans_b: true" "$work/gemm.yaml" || fail "installed hkc import onnx wrote no gemm"
+else
+  echo "note: $pyo cannot import numpy and onnx; the installed hkc import onnx is not run"
+fi
 
 # ---- the Python package (python/hkrt) finds the installed libhkrt by its relative path
 py=${HK_PYTHON:-/usr/bin/python3}
