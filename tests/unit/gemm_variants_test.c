@@ -154,7 +154,7 @@ static void test_nvrtc_variants(void **state) {
           assert_string_equal(hkc_variant_for(j->arch, &j->kernel.key)->name, k_targets[a].variant);
         }
   printf("[ info     ] %zu variant compiles%s\n", n, full ? "" : " (HKC_TEST_FULL=1 compiles every epilogue)");
-  hk_test_compile_all(jobs, n, hkc_nvrtc_compile, 2, HK_TEST_COMPILE_NO_WARNINGS);
+  hk_test_compile_all(jobs, n, hkc_nvrtc_compile, 2, HK_TEST_COMPILE_NO_WARNINGS | HK_TEST_COMPILE_SAMPLED);
   const int failures = hk_test_compile_failures(jobs, n);
   uint32_t max_regs[N_TARGETS] = {0};
   for (size_t i = 0; i < n; i++)

@@ -198,7 +198,7 @@ static int compile_all(const char *const *archs, size_t n_archs, hk_test_compile
       for (size_t i = 0; i < nk; i++)
         jobs[n++] = (hk_test_compile_job_t){.arch = hk_test_arch(archs[a]), .kernel = ks[i]};
     }
-  hk_test_compile_all(jobs, n, compile, n_threads, HK_TEST_COMPILE_ELF);
+  hk_test_compile_all(jobs, n, compile, n_threads, HK_TEST_COMPILE_ELF | HK_TEST_COMPILE_SAMPLED);
   for (size_t i = 0; i < n; i++)
     printf("[ info     ] %-36s %-8s regs %3u scratch %u shared %u\n", jobs[i].kernel.name, jobs[i].arch->name,
            jobs[i].regs, jobs[i].scratch, jobs[i].shared);
