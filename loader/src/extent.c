@@ -32,7 +32,7 @@
 /* A layout is a string of "K:name" tokens, one per argument, separated by spaces. K says what
  * the argument must be: T a tensor of the pack's element type, t the same or a null pointer,
  * J an i32 tensor, j the same or a null pointer, I an integer, F a float. */
-#define MAX_TAILS 8
+#define MAX_TAILS 8 /* the most optional tails an op has: gemm's 7 (none, dual, rope, norms ...) */
 
 typedef struct op_layout {
   const char *name;                 /* the op, for messages */
