@@ -27,6 +27,9 @@ typedef struct hkc_launch {
   uint32_t n_deps;
   int pdl;                 /* 1: programmatic dependent launch (HK_NODE_FLAG_PDL; CUDA targets
                               only, the writer refuses it elsewhere) */
+  const uint64_t *extents; /* n_args launch extents (format 1.6, EXTENTS), borrowed: hkc merge
+                              passes an input's record; NULL: the writer computes them from the
+                              kernel's key (lower.h, hkc_launch_extents) */
 } hkc_launch_t;
 
 typedef struct hkc_graph_out {
