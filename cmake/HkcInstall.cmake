@@ -2,6 +2,8 @@
 # Install rules (HKC_INSTALL): `cmake --install build --prefix P` gives
 #   P/bin/hkc, P/bin/hkc-import, P/bin/hkc-import-onnx (the importer scripts `hkc import hf|onnx`
 #   runs: python/hkc_import.py, python/hkc_import_onnx.py)
+#   P/share/hkc/python/hkc_onnx/ (the ONNX importer's package, python/hkc_onnx/, which
+#     bin/hkc-import-onnx finds by its path relative to bin/)
 #   P/lib/libhkrt.so.<version> (+ the SONAME and development links), P/lib/libhkrt.a
 #   P/include/hk/hkrt.h (the API), P/include/hk/pack_format.h (the artifact format)
 #   P/lib/cmake/hkrt/: hkrtConfig.cmake, hkrtConfigVersion.cmake, the targets, HkcPack.cmake
@@ -23,7 +25,21 @@ install(TARGETS hkrt hkc EXPORT hkrtTargets
 # (hkrtConfig.cmake), the shared one nothing.
 # The importer script (`hkc import`), next to hkc, where the binary looks for it.
 install(PROGRAMS ${PROJECT_SOURCE_DIR}/python/hkc_import.py DESTINATION ${CMAKE_INSTALL_BINDIR} RENAME hkc-import)
-install(PROGRAMS ${PROJECT_SOURCE_DIR}/python/hkc_import_onnx.py DESTINATION ${CMAKE_INSTALL_BINDIR} RENAME hkc-import-onnx)
+# The ONNX importer: its package under share/hkc/python (private to hkc, not on Python's path), and
+# the entry point with that folder written in relative to bin/ (absolute when either folder is).
+set(HKC_ONNX_INSTALL_DIR ${CMAKE_INSTALL_DATADIR}/hkc/python)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/hkc_onnx DESTINATION ${HKC_ONNX_INSTALL_DIR}
+        FILES_MATCHING PATTERN "*.py" PATTERN __pycache__ EXCLUDE)
+if(IS_ABSOLUTE "${CMAKE_INSTALL_BINDIR}" OR IS_ABSOLUTE "${HKC_ONNX_INSTALL_DIR}")
+  set(HKC_ONNX_PKGDIR "${HKC_ONNX_INSTALL_DIR}")
+  if(NOT IS_ABSOLUTE "${HKC_ONNX_PKGDIR}")
+    set(HKC_ONNX_PKGDIR "${CMAKE_INSTALL_PREFIX}/${HKC_ONNX_PKGDIR}")
+  endif()
+else()
+  file(RELATIVE_PATH HKC_ONNX_PKGDIR "/prefix/${CMAKE_INSTALL_BINDIR}" "/prefix/${HKC_ONNX_INSTALL_DIR}")
+endif()
+configure_file(${PROJECT_SOURCE_DIR}/python/hkc_import_onnx.py ${PROJECT_BINARY_DIR}/package/hkc-import-onnx @ONLY)
+install(PROGRAMS ${PROJECT_BINARY_DIR}/package/hkc-import-onnx DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS hkrt_static EXPORT hkrtStaticTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/loader/include/hk DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.h")

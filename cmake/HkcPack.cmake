@@ -17,7 +17,7 @@
 #
 # Trust: a pack with host code is unsigned unless SIGN_KEY is given; libhkrt opens such a pack
 # only with hk_pack_open_options_t.allow_unsigned_native_code = 1, or when the key's public
-# half is among the open's trusted_keys (README, "Embedding libhkrt").
+# half is among the open's trusted_keys (docs/EMBEDDING.md, "Trust").
 include_guard(GLOBAL)
 
 function(hkc_add_pack)

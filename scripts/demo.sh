@@ -3,7 +3,7 @@
 # The main job, end to end on the CPU: build hkc, compile specs/bert_layer.yaml for the
 # host target into a pack signed with a throwaway key (build/demo.key, made once), inspect
 # it, and run it at batch 8 through libhkrt, trusting that key (a pack with host code is
-# refused unless a trusted key signed it: README, "Embedding").
+# refused unless a trusted key signed it: docs/EMBEDDING.md, "Trust").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh

@@ -9,6 +9,8 @@
 #   tests: redis-server (the shared compile cache's tests start their own; without it they
 #          skip visibly) libcmocka-dev clang (sanitizers, libFuzzer) python3-numpy python3-yaml (reference;
 #          libopenblas0-pthread makes its float64 matmuls ~7x faster than the reference BLAS)
+#          python3-pip python3-venv (tests/integration/python.sh installs the hkrt wheel into a
+#          fresh venv with pip, and pip-installs ./python; without them it says what it skipped)
 #   AMD targets (hiprtc + comgr, dlopen'ed; ROCm 5.2 from Debian): libamdhip64-5 (+ -dev)
 #     libamd-comgr2 rocm-device-libs libhiprtc-builtins5
 #   NVIDIA targets: nvrtc from the CUDA toolkit (/usr/local/cuda or $HKC_CUDA_PATH); not
@@ -21,6 +23,7 @@ if [ "${1:-}" = models ]; then
   pkgs=(python3-torch python3-onnx)
 else
   pkgs=(cmake gcc clang libclang-rt-dev make pkg-config libsodium-dev libcjson-dev libzip-dev libyaml-dev libzstd-dev libxxhash-dev libhiredis-dev redis-server libcmocka-dev python3-numpy python3-yaml libopenblas0-pthread
+        python3-pip python3-venv
         libamdhip64-5 libamdhip64-dev libamd-comgr2 libamd-comgr-dev rocm-device-libs libhiprtc-builtins5)
 fi
 missing=()

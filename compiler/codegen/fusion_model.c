@@ -19,8 +19,8 @@
  *           multiplier, residual) does not overlap the matrix work and runs at the GEMM's
  *           occupancy: EPILOGUE_SHARE of the lane rate. Measured on the H200: bert's ffn
  *           up at batch 128 (16384 x 3072) takes ~57 us longer with bias and gelu in its
- *           epilogue (docs/BENCHMARKS.md "Session 9"; the degree-9 gelu of then), and a
- *           gelu kernel of its own costs about as much (session 10: whole graphs within 2%
+ *           epilogue (docs/BENCHMARKS.md "GEMM"; the degree-9 gelu of then), and a
+ *           gelu kernel of its own costs about as much (2026-12-02: whole graphs within 2%
  *           either way at batch 32 and 128, the fused form 3-5 us faster at 1 and 8).
  *
  * It ranks forms of the same work; it is not a predictor of absolute times (hkc run
@@ -38,7 +38,7 @@
 #define EPILOGUE_SHARE 0.66
 /* A folded rmsnorm (norm_a): lane-instructions per A element per column tile of NORM_A_TILE
  * (unpack, square-accumulate, gamma, pack, the 16-byte loads and stores shared), not
- * overlapped with the MMAs. Measured on the H200 (session 11, docs/BENCHMARKS.md): Llama's
+ * overlapped with the MMAs. Measured on the H200 (docs/BENCHMARKS.md "Tuning"): Llama's
  * dual SwiGLU gemm with the ffn norm folded 3782 us against 2533 us unfolded at 8192 x
  * 14336 x 4096 (this term: ~1.1 ms), the q|k|v projection 788 against 558 us. */
 #define NORM_A_INSTR 6.0

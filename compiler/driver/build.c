@@ -330,9 +330,30 @@ static double now_seconds(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* What the compiles of a build did: the summary's counts (build_summary). */
+typedef struct build_counts {
+  size_t gpu_kernels;      /* GPU kernels of the pack = from_tuning + cached + compiled */
+  size_t from_tuning;      /* the model's compile of the kernel, taken (hkc_tuner_take) */
+  size_t cached;           /* from the compile cache by the build's pool */
+  size_t shared_cached;    /* of those: from the shared cache (HKC_CACHE_URL) */
+  size_t compiled;         /* compiled by the build's pool */
+  size_t ptx, ptx_cached;  /* PTX compiles (ptx - ptx_cached compiled) */
+  int threads;             /* threads of the build's pool (0: it had nothing to do) */
+} build_counts_t;
+
+/* Frees a compile_all's arrays (results included: the pool's and those taken from the tuner). */
+static void jobs_free(compile_job_t *jobs, size_t n_jobs, target_plan_t **owners, target_plan_t **ptx_owners) {
+  for (size_t j = 0; jobs && j < n_jobs; j++) hkc_rtc_result_free(&jobs[j].result);
+  free(jobs);
+  free(owners);
+  free(ptx_owners);
+}
+
 /* Compiles every target's kernels: GPU kernels on the pool (except those the tuner already
- * compiled), the host TU (one_unit) meanwhile. */
-static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_options_t *options, hkc_tuner_t *tuner) {
+ * compiled), the host TU (one_unit) meanwhile, each target a progress phase ("compile
+ * sm_90a", "ptx sm_90", "compile host") begun before anything compiles. Fills *counts. */
+static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_options_t *options, hkc_tuner_t *tuner,
+                       hkc_reporter_t *progress, build_counts_t *counts) {
   size_t n_jobs = 0, n_ptx = 0;
   for (size_t p = 0; p < n_plans; p++)
     if (!one_unit(&plans[p])) {
@@ -344,21 +365,36 @@ static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_opt
   target_plan_t **owners = calloc(n_jobs ? n_jobs : 1, sizeof *owners);
   target_plan_t **ptx_owners = calloc(n_jobs ? n_jobs : 1, sizeof *ptx_owners);
   if (!jobs || !owners || !ptx_owners) {
-    free(jobs);
-    free(owners);
-    free(ptx_owners);
+    jobs_free(jobs, 0, owners, ptx_owners);
     return -1;
   }
+  memset(counts, 0, sizeof *counts);
   size_t j = 0;
-  for (size_t p = 0; p < n_plans; p++)
-    if (!one_unit(&plans[p]))
-      for (size_t k = 0; k < plans[p].out.n_kernels; k++) {
-        owners[j] = &plans[p];
-        jobs[j] = (compile_job_t){.target = plans[p].name, .arch = plans[p].arch, .kernel = &plans[p].out.kernels[k]};
-        if (hkc_tuner_take(tuner, plans[p].name, jobs[j].kernel, &jobs[j].result, &jobs[j].cached)) jobs[j].rc = 0;
-        else jobs[j].rc = 1; /* to compile */
-        j++;
+  for (size_t p = 0; p < n_plans; p++) {
+    if (one_unit(&plans[p])) continue;
+    const size_t first = j;
+    size_t taken = 0;
+    for (size_t k = 0; k < plans[p].out.n_kernels; k++) {
+      owners[j] = &plans[p];
+      jobs[j] = (compile_job_t){.target = plans[p].name, .arch = plans[p].arch, .kernel = &plans[p].out.kernels[k]};
+      if (hkc_tuner_take(tuner, plans[p].name, jobs[j].kernel, &jobs[j].result, &jobs[j].cached)) {
+        jobs[j].rc = 0;
+        jobs[j].cached = 0; /* the tuner's compile, counted where it happened */
+        taken++;
+      } else {
+        jobs[j].rc = 1; /* to compile */
       }
+      j++;
+    }
+    char phase[80];
+    snprintf(phase, sizeof phase, "compile %s", plans[p].name);
+    const int id = hkc_reporter_begin(progress, phase, plans[p].out.n_kernels - taken,
+                                      "kernel(s) to compile (%zu in the pack, %zu of them from tuning)",
+                                      plans[p].out.n_kernels, taken);
+    for (size_t i = first; i < j; i++) jobs[i].phase = id;
+    counts->gpu_kernels += plans[p].out.n_kernels;
+    counts->from_tuning += taken;
+  }
   /* PTX: the same kernels for the virtual architecture, on copies of the kernel records
    * (the pool writes source_hash into its job's kernel; two jobs must not share one) */
   for (size_t p = 0; p < n_plans; p++) {
@@ -366,15 +402,17 @@ static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_opt
     if (one_unit(plan) || !plan->ptx_arch[0]) continue;
     plan->ptx_kernels = calloc(plan->out.n_kernels ? plan->out.n_kernels : 1, sizeof *plan->ptx_kernels);
     if (!plan->ptx_kernels) {
-      free(jobs);
-      free(owners);
-      free(ptx_owners);
+      jobs_free(jobs, n_jobs, owners, ptx_owners);
       return -1;
     }
+    char phase[80];
+    snprintf(phase, sizeof phase, "ptx %s", plan->name);
+    const int id = hkc_reporter_begin(progress, phase, plan->out.n_kernels, "kernel(s) to compile to %s", plan->ptx_arch);
     for (size_t k = 0; k < plan->out.n_kernels; k++) {
       plan->ptx_kernels[k] = plan->out.kernels[k];
       ptx_owners[j] = plan;
-      jobs[j++] = (compile_job_t){.target = plan->ptx_arch, .arch = plan->arch, .kernel = &plan->ptx_kernels[k], .rc = 1};
+      jobs[j++] = (compile_job_t){
+          .target = plan->ptx_arch, .arch = plan->arch, .kernel = &plan->ptx_kernels[k], .rc = 1, .phase = id};
     }
   }
   /* the pool compiles the rest: moved to the front, in order */
@@ -383,84 +421,109 @@ static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_opt
     if (jobs[j].rc == 1) n_pending++;
   compile_job_t *pending = calloc(n_pending ? n_pending : 1, sizeof *pending);
   if (!pending) {
-    free(jobs);
-    free(owners);
-    free(ptx_owners);
+    jobs_free(jobs, n_jobs, owners, ptx_owners);
     return -1;
   }
   for (size_t i = 0, t = 0; i < n_jobs; i++)
     if (jobs[i].rc == 1) pending[t++] = jobs[i];
-  if (options->progress >= HKC_PROGRESS_LINES && n_pending)
-    fprintf(stderr, "hkc build: compiling %zu GPU kernel(s)%s\n", n_pending, n_ptx ? " (PTX included)" : "");
+  int unit_phase[HK_MAX_TARGETS];
+  for (size_t p = 0; p < n_plans && p < HK_MAX_TARGETS; p++)
+    if (one_unit(&plans[p])) {
+      char phase[80];
+      snprintf(phase, sizeof phase, "compile %s", plans[p].name);
+      unit_phase[p] = hkc_reporter_begin(progress, phase, 1, "unit of %zu kernel(s)", plans[p].out.n_kernels);
+    }
   hkc_compile_pool_t *pool =
-      hkc_compile_pool_start(pending, n_pending, options->jobs, options->no_cache, options->cache_dir, options->progress);
+      hkc_compile_pool_start(pending, n_pending, options->jobs, options->no_cache, options->cache_dir, progress);
   if (!pool) {
-    for (j = 0; j < n_jobs; j++) hkc_rtc_result_free(&jobs[j].result);
     free(pending);
-    free(jobs);
-    free(owners);
-    free(ptx_owners);
+    jobs_free(jobs, n_jobs, owners, ptx_owners);
     return -1;
   }
 
   int rc = 0;
   for (size_t p = 0; p < n_plans; p++) {
     if (!one_unit(&plans[p])) continue;
-    if (options->progress >= HKC_PROGRESS_LINES)
-      fprintf(stderr, "hkc build: compiling %zu kernel(s) for %s as one unit\n", plans[p].out.n_kernels, plans[p].name);
-    if (compile_unit(&plans[p]) != 0) rc = -1;
+    const int unit_rc = compile_unit(&plans[p]);
+    if (unit_rc != 0) rc = -1;
+    hkc_reporter_item(progress, p < HK_MAX_TARGETS ? unit_phase[p] : -1, "%zu kernel(s) as one unit%s",
+                      plans[p].out.n_kernels, unit_rc ? " (failed)" : "");
   }
-  const int started = hkc_compile_pool_finish(pool);
+  counts->threads = hkc_compile_pool_finish(pool);
   for (size_t i = 0, t = 0; i < n_jobs; i++)
     if (jobs[i].rc == 1) jobs[i] = pending[t++];
   free(pending);
 
-  size_t cached = 0, shared = 0, ptx_cached = 0;
   for (j = 0; j < n_jobs; j++) {
     compile_job_t *job = &jobs[j];
-    if (ptx_owners[j]) ptx_cached += job->cached != 0;
-    else cached += job->cached != 0, shared += job->cached == 2;
+    if (ptx_owners[j]) {
+      counts->ptx++;
+      counts->ptx_cached += job->cached != 0;
+    } else {
+      counts->cached += job->cached != 0;
+      counts->shared_cached += job->cached == 2;
+    }
     if (job->rc != 0) {
       hkc_error((hkc_loc_t){0}, "kernel %s (op %s) for %s did not compile:\n%s", job->kernel->name,
                 hkc_op_name(job->kernel->key.op), job->target, job->result.log ? job->result.log : "(no log)");
       rc = -1;
     }
   }
+  counts->compiled = counts->gpu_kernels - counts->from_tuning - counts->cached;
   for (size_t p = 0; rc == 0 && p < n_plans; p++)
     if (!one_unit(&plans[p]) && (assemble_gpu(&plans[p], jobs, owners, n_jobs) != 0 ||
                                  (plans[p].ptx_arch[0] && assemble_ptx(&plans[p], jobs, ptx_owners, n_jobs) != 0))) {
       hkc_error((hkc_loc_t){0}, "out of memory assembling target %s", plans[p].name);
       rc = -1;
     }
-  if (options->out_stats) {
-    options->out_stats->gpu_kernels = n_jobs - n_ptx;
-    options->out_stats->cached = cached;
-    options->out_stats->shared_cached = shared;
-    options->out_stats->ptx_compiles = n_ptx;
-    options->out_stats->ptx_cached = ptx_cached;
-    options->out_stats->threads = n_pending ? (started ? started : 1) : 0;
-  }
-  if (n_jobs && options->progress >= HKC_PROGRESS_LINES)
-    fprintf(stderr, "hkc build: %zu GPU kernel(s) ready, %zu from the cache, %zu compiled on %d thread(s)\n",
-            n_jobs - n_ptx, cached, n_jobs - n_ptx - cached, started ? started : 1);
-  if (n_jobs && !options->quiet) {
-    /* the count of GPU kernels leaves the PTX compiles out: they have a line of their own */
-    printf("compiled %zu GPU kernel(s) on %d thread(s), %zu from the cache", n_jobs - n_ptx, started ? started : 1,
-           cached);
-    if (hkc_env_cache_url() && !options->no_cache) printf(" (%zu from the shared cache)", shared);
-    printf("\n");
-    for (size_t p = 0; n_ptx && p < n_plans; p++)
-      if (plans[p].ptx_arch[0])
-        printf("PTX (%s) of %s: %zu kernel(s) stored for JIT on newer GPUs\n", plans[p].ptx_arch, plans[p].name,
-               plans[p].out.n_kernels);
-    if (n_ptx) printf("PTX: %zu compile(s), %zu from the cache\n", n_ptx, ptx_cached);
-  }
-  for (j = 0; j < n_jobs; j++) hkc_rtc_result_free(&jobs[j].result);
-  free(jobs);
-  free(owners);
-  free(ptx_owners);
+  jobs_free(jobs, n_jobs, owners, ptx_owners);
   return rc;
 }
+
+/* The summary of a build's compiles: each line through emit (stdout, or a progress note).
+ * The GPU kernels of the pack, then the tuner's candidate compiles, then the PTX; every
+ * line's parts add up to its total. Nothing when nothing was compiled for a GPU. */
+static void build_summary(const target_plan_t *plans, size_t n_plans, const build_counts_t *c,
+                          const hkc_tune_stats_t *tuning, int show_shared, void (*emit)(void *, const char *),
+                          void *arg) {
+  char line[512];
+  int len;
+  if (c->gpu_kernels) {
+    len = snprintf(line, sizeof line, "compiled %zu GPU kernel(s)", c->gpu_kernels);
+    if (c->threads) len += snprintf(line + len, sizeof line - (size_t)len, " on %d thread(s)", c->threads);
+    len += snprintf(line + len, sizeof line - (size_t)len, ", %zu from the cache", c->cached);
+    if (show_shared) len += snprintf(line + len, sizeof line - (size_t)len, " (%zu from the shared cache)", c->shared_cached);
+    snprintf(line + len, sizeof line - (size_t)len, ", %zu from tuning, %zu compiled", c->from_tuning, c->compiled);
+    emit(arg, line);
+  }
+  if (tuning->compiles) {
+    len = snprintf(line, sizeof line, "tuning: %zu candidate kernel(s) on %d thread(s), %zu from the cache",
+                   tuning->compiles, tuning->threads, tuning->cached);
+    if (show_shared)
+      len += snprintf(line + len, sizeof line - (size_t)len, " (%zu from the shared cache)", tuning->shared_cached);
+    snprintf(line + len, sizeof line - (size_t)len, ", %zu compiled, %zu failed; %zu kept in the pack",
+             tuning->compiles - tuning->cached - tuning->failed, tuning->failed, c->from_tuning);
+    emit(arg, line);
+  }
+  for (size_t p = 0; c->ptx && p < n_plans; p++)
+    if (plans[p].ptx_arch[0]) {
+      snprintf(line, sizeof line, "PTX (%s) of %s: %zu kernel(s) stored for JIT on newer GPUs", plans[p].ptx_arch,
+               plans[p].name, plans[p].out.n_kernels);
+      emit(arg, line);
+    }
+  if (c->ptx) {
+    snprintf(line, sizeof line, "PTX: %zu compile(s), %zu from the cache, %zu compiled", c->ptx, c->ptx_cached,
+             c->ptx - c->ptx_cached);
+    emit(arg, line);
+  }
+}
+
+static void emit_stdout(void *arg, const char *line) {
+  (void)arg;
+  printf("%s\n", line);
+}
+
+static void emit_note(void *arg, const char *line) { hkc_reporter_note(arg, "%s", line); }
 
 /* ---- targets ---------------------------------------------------------------------------------- */
 /* Splits the comma-separated list (or the spec's targets) into validated plans, and checks
@@ -700,6 +763,9 @@ int hkc_build(const hkc_build_options_t *options) {
   unfused_costs(spec, unfused);
   target_plan_t *plans = NULL;
   size_t n_plans = 0;
+  build_counts_t counts = {0};
+  hkc_tune_stats_t tuning = {0};
+  hkc_reporter_t *progress = hkc_reporter_create(options->progress, "hkc build");
   hkc_target_out_t *outs = NULL;
   char *provenance = NULL;
   hkc_weight_in_t *weights = NULL;
@@ -715,6 +781,7 @@ int hkc_build(const hkc_build_options_t *options) {
                            options->cache_dir);
   if (!tuner) goto fail;
   hkc_tuner_set_options(tuner, options->kernel_options, options->host_threads);
+  hkc_tuner_set_progress(tuner, progress);
   if (resolve_targets(spec, options->targets, &plans, &n_plans) != 0) goto done;
   if (choose_ptx(plans, n_plans, options->ptx, options->merge_targets) != 0) goto done;
   /* ---- fusion: everything below sees the fused spec, planned for every target of the build
@@ -735,10 +802,12 @@ int hkc_build(const hkc_build_options_t *options) {
                              options->weights_label ? options->weights_label : "the weights", &weights,
                              &n_weights) != 0)
     goto done;
-  if (options->progress >= HKC_PROGRESS_LINES) {
-    fprintf(stderr, "hkc build: %s: %zu target(s) (", spec->name, n_plans);
-    for (size_t i = 0; i < n_plans; i++) fprintf(stderr, "%s%s", i ? ", " : "", plans[i].name);
-    fprintf(stderr, "), %d batch size(s), %zu node(s) after fusion\n", spec->n_batch, spec->n_nodes);
+  if (hkc_reporter_mode(progress) >= HKC_PROGRESS_LINES) {
+    char names[HK_MAX_TARGETS * 40] = "";
+    for (size_t i = 0, len = 0; i < n_plans && len < sizeof names; i++)
+      len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", i ? ", " : "", plans[i].name);
+    hkc_reporter_note(progress, "%s: %zu target(s) (%s), %d batch size(s), %zu node(s) after fusion", spec->name,
+                      n_plans, names, spec->n_batch, spec->n_nodes);
   }
   for (size_t i = 0; i < n_plans; i++) {
     target_plan_t *p = &plans[i];
@@ -747,7 +816,8 @@ int hkc_build(const hkc_build_options_t *options) {
     if (!p->node_kernel) goto fail;
     if (collect_kernels(spec, p, tuner) != 0) goto done;
   }
-  if (compile_all(plans, n_plans, options, tuner) != 0) goto done;
+  if (compile_all(plans, n_plans, options, tuner, progress, &counts) != 0) goto done;
+  tuning = hkc_tuner_stats(tuner);
   for (size_t i = 0; i < n_plans; i++) {
     hkc_target_out_t *t = &plans[i].out;
     t->graphs = calloc((size_t)spec->n_batch, sizeof *t->graphs);
@@ -821,11 +891,34 @@ int hkc_build(const hkc_build_options_t *options) {
                       .sign_seed = options->sign_seed,
                       .weights = weights,
                       .n_weights = n_weights};
+  const int pack_phase = hkc_reporter_begin(progress, "pack", 1, "file (%zu target(s), zstd level %d)", n_plans,
+                                            options->compression_level ? options->compression_level : 19);
   if (hkc_pack_write(&in, options->out_path) != 0) goto done;
-  if (options->out_stats) options->out_stats->seconds = now_seconds() - t0;
-  if (options->progress >= HKC_PROGRESS_LINES)
-    fprintf(stderr, "hkc build: wrote %s in %.2f s\n", options->out_path, now_seconds() - t0);
+  hkc_reporter_item(progress, pack_phase, "%s", options->out_path);
+  if (options->out_stats) {
+    hkc_build_stats_t *st = options->out_stats;
+    st->seconds = now_seconds() - t0;
+    st->gpu_kernels = counts.gpu_kernels;
+    st->from_tuning = counts.from_tuning;
+    st->cached = counts.cached;
+    st->shared_cached = counts.shared_cached;
+    st->compiled = counts.compiled;
+    st->ptx_compiles = counts.ptx;
+    st->ptx_cached = counts.ptx_cached;
+    st->threads = counts.threads;
+    st->tune_compiles = tuning.compiles;
+    st->tune_cached = tuning.cached;
+    st->tune_shared_cached = tuning.shared_cached;
+    st->tune_failed = tuning.failed;
+    st->tune_threads = tuning.threads;
+  }
+  const int show_shared = hkc_env_cache_url() && !options->no_cache;
+  build_summary(plans, n_plans, &counts, &tuning, show_shared, emit_note, progress);
+  hkc_reporter_note(progress, "wrote %s in %.2f s", options->out_path, now_seconds() - t0);
+  hkc_reporter_destroy(progress); /* its line leaves the terminal before the summary */
+  progress = NULL;
   if (!options->quiet) {
+    build_summary(plans, n_plans, &counts, &tuning, show_shared, emit_stdout, NULL);
     printf("wrote %s: %zu target(s), %d batch size(s)\n", options->out_path, n_plans, spec->n_batch);
     for (size_t i = 0; i < n_plans; i++) {
       const hkc_target_out_t *t = &plans[i].out;
@@ -852,6 +945,7 @@ done:
   free(outs);
   free(provenance);
   hkc_tuner_destroy(tuner);
+  hkc_reporter_destroy(progress);
   hkc_tune_db_free(&db);
   hkc_spec_destroy(spec);
   return rc;

@@ -62,12 +62,20 @@ typedef struct hkc_build_options {
 
 /* What a build did, beyond the pack itself (hkc build --json reads the rest from the pack). */
 typedef struct hkc_build_stats {
-  size_t gpu_kernels;     /* GPU kernels of the pack (the same kernel on two targets counts twice) */
-  size_t cached;          /* of them: taken from the compile cache (or compiled by the tuner) */
+  size_t gpu_kernels;     /* GPU kernels of the pack (the same kernel on two targets counts twice)
+                             = from_tuning + cached + compiled */
+  size_t from_tuning;     /* of them: the tuner's compile of the kernel (counted in tune_*) */
+  size_t cached;          /* of them: from the compile cache */
   size_t shared_cached;   /* of those: from the shared cache (HKC_CACHE_URL) */
+  size_t compiled;        /* of them: compiled by the build */
   size_t ptx_compiles;    /* PTX compiles (docs/FORMAT.md, "PTX") */
   size_t ptx_cached;
-  int threads;            /* compile threads used */
+  int threads;            /* threads the build's kernel and PTX compiles ran on (0: none to do) */
+  size_t tune_compiles;   /* the tuner's candidate kernels over every target */
+  size_t tune_cached;     /* of them: from the compile cache */
+  size_t tune_shared_cached; /* of those: from the shared cache */
+  size_t tune_failed;     /* of them: did not compile (dropped) */
+  int tune_threads;       /* the most threads one target's candidate compiles ran on */
   double seconds;         /* wall time of the whole build */
 } hkc_build_stats_t;
 

@@ -2,7 +2,8 @@
 /*
  * compiler/frontend/frontend.h -- the spec and its IR.
  *
- *   spec.c      YAML -> hkc_spec_t (validated IR, shapes inferred, nodes in topological order)
+ *   spec.c      YAML -> hkc_spec_t (validated IR, shapes inferred, nodes in topological order);
+ *               its steps in spec_yaml.c, spec_repeat.c, spec_node.c, spec_check.c (spec_internal.h)
  *   dimexpr.c   shape arithmetic over dims and the symbolic `batch`
  *   ir.c        names and sizes of IR values (dtypes, ops, tensors)
  *   fusion.c    the fusion plan: rewrites the IR, groups of nodes -> one node

@@ -51,9 +51,7 @@ static int align_of(const int64_t *values, int n) {
     while (a > 1 && values[i] % a != 0) a /= 2;
   return a;
 }
-/* Operands an ewchain program reads (1 + its largest operand number), or -1 when it is
- * malformed (see hkc_kernel_key_t.program). */
-static int ew_program_operands(const char *p) {
+int hkc_ew_program_operands(const char *p) {
   size_t len = strnlen(p, HKC_EW_PROGRAM_MAX);
   int nin = 1;
   if (len == 0 || len >= HKC_EW_PROGRAM_MAX) return -1;
@@ -268,7 +266,7 @@ int hkc_lower_node_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batc
   }
   case HK_OP_EWCHAIN: {
     /* out[i] = program over in_j[i % n_j]; the program names operands 1..n_in-1. */
-    if (nd->n_in < 1 || nd->n_in > HKC_MAX_NODE_IN || ew_program_operands(nd->program) != nd->n_in) break;
+    if (nd->n_in < 1 || nd->n_in > HKC_MAX_NODE_IN || hkc_ew_program_operands(nd->program) != nd->n_in) break;
     int64_t lasts[HKC_MAX_NODE_IN + 1];
     push_tensor(&l, HKC_EWCHAIN_ARG_OUT, nd->out);
     push_i64(&l, HKC_EWCHAIN_ARG_N, tensor_elems(out, batch));

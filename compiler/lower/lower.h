@@ -5,6 +5,7 @@
  *
  *   cost.c    bytes and FLOPs per node (inspect --plan, rooflines)
  *   lower.c   node -> kernel key + argument list
+ *   extent.c  the bytes a launch touches of each tensor argument (the pack's EXTENTS)
  *   plan.c    memory plan (liveness -> one workspace arena) and graph dependencies
  *
  * Uses frontend/ and util/.
@@ -272,6 +273,21 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
  * planner's candidates). */
 int hkc_lower_node_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch, hkc_kernel_key_t *out_key,
                       hkc_arg_t out_args[HKC_MAX_ARGS]);
+/* Operands an ewchain program reads (1 + its largest operand number), or -1 when it is
+ * malformed (see hkc_kernel_key_t.program). */
+int hkc_ew_program_operands(const char *program);
+
+/* Launch extents (extent.c; format 1.6, pack_format.h "Launch extents"): for a launch of the
+ * kernel of `key` with args[0, n_args) -- the op ABI's as lower.c makes them, then the
+ * variant's TMA tensor maps, then its scratch and semaphores -- out_bytes[i] = the bytes the
+ * kernel may read or write of the tensor argument i points at (elements x the key's dtype,
+ * x 4 for the ABI's i32 tensors), 0 for every argument that is not a tensor. Returns 0, or -1
+ * when the arguments are not those the key's ABI takes (an argument of another kind, a size
+ * below 1, a count that differs). libhkrt derives the same numbers from the arguments alone
+ * (loader/src/extent.c); the pack writer stores these and checks them against the tensors. */
+int hkc_launch_extents(const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
+                       uint64_t out_bytes[HKC_MAX_ARGS]);
+
 /* Canonical symbol name for a key: "hk_<op>_<dtype>[_<flags>]". Writes at most size bytes. */
 void hkc_kernel_key_name(const hkc_kernel_key_t *key, char *out, size_t size);
 int hkc_kernel_key_equal(const hkc_kernel_key_t *a, const hkc_kernel_key_t *b);

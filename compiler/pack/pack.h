@@ -27,6 +27,9 @@ typedef struct hkc_launch {
   uint32_t n_deps;
   int pdl;                 /* 1: programmatic dependent launch (HK_NODE_FLAG_PDL; CUDA targets
                               only, the writer refuses it elsewhere) */
+  const uint64_t *extents; /* n_args launch extents (format 1.6, EXTENTS), borrowed: hkc merge
+                              passes an input's record; NULL: the writer computes them from the
+                              kernel's key (lower.h, hkc_launch_extents) */
 } hkc_launch_t;
 
 typedef struct hkc_graph_out {
@@ -139,7 +142,7 @@ int hkc_pack_sign_memory(const void *data, size_t size, const uint8_t seed[HKC_K
  * Returns 0 / -1 (reported). */
 int hkc_pack_sign_in_place(void *data, size_t size, const uint8_t seed[HKC_KEY_SEED_BYTES]);
 
-/* ---- merging (pack_merge.c; README, "CI fan-out") -------------------------------------------- */
+/* ---- merging (pack_merge.c; docs/CLI.md, "hkc merge") ---------------------------------------- */
 /* Combines verified packs of one spec built for different targets into the pack one build of
  * all their targets writes (same bytes): targets in input order, the inputs' provenance
  * lines that are not per target (hkc version, spec hash, fusion, tuning, kernel options, ...)

@@ -367,6 +367,7 @@ static int read_target(const hk_pack_view_t *v, uint32_t t, const prov_t *prov, 
           arg->i = (int64_t)ar->value;
         }
       }
+      l->extents = v->extents ? v->extents + nr->arg_first : NULL; /* format 1.6: always there */
       l->n_deps = nr->dep_count;
       l->deps = calloc(nr->dep_count + 1, sizeof *l->deps);
       if (!l->deps) goto oom;

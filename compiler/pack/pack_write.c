@@ -6,7 +6,8 @@
  * docs/FORMAT.md. Output is deterministic: the same input gives the same bytes
  * (no timestamps; every padding byte is zero; strings deduplicated in first-use
  * order; zstd at a fixed level). Before returning, the writer runs the loader's
- * own verifier over the result, so an artifact hkc writes is one libhkrt accepts.
+ * own verifier and its launch-extent check over the result, so an artifact hkc writes is one
+ * libhkrt accepts.
  */
 #include <assert.h>
 #include <errno.h>
@@ -30,7 +31,8 @@
 
 #define HKC_PACK_DEFAULT_LEVEL 19
 /* Table sections, in file order; CODE sections (one per target) follow, then PLAN when
- * the input has costs, PTX_INDEX and PTX, PARTS, WEIGHTS_INDEX and WEIGHTS, and SIGNATURE when signed. */
+ * the input has costs, PTX_INDEX and PTX, PARTS, WEIGHTS_INDEX and WEIGHTS, EXTENTS, and
+ * SIGNATURE when signed. */
 #define HKC_TABLE_SECTIONS 11
 
 static const hkc_loc_t NOLOC = {0};
@@ -120,6 +122,7 @@ typedef struct builder {
   uint64_t weights_size;        /* the WEIGHTS payload */
   hk_part_rec_t *parts; /* PARTS: the params' parts, tensor by tensor; NULL: none */
   size_t n_parts;
+  uint64_t *extents;    /* EXTENTS: one per ARGS record */
 } builder_t;
 
 static void builder_free(builder_t *b) {
@@ -146,6 +149,7 @@ static void builder_free(builder_t *b) {
   free(b->ptx_recs);
   free(b->weight_recs);
   free(b->parts);
+  free(b->extents);
 }
 
 static int name_ok(const char *what, const char *name) {
@@ -361,6 +365,58 @@ static int build_weights(builder_t *b) {
     return -1;
   }
   b->weights_size = end;
+  return 0;
+}
+
+/* EXTENTS (format 1.6), parallel to ARGS: for each tensor argument the bytes its launch may
+ * touch of the tensor (lower.h, hkc_launch_extents, from the kernel's key; hkc merge passes an
+ * input's record), at least one element and at most the tensor's size at the graph's batch; 0
+ * for every other argument. A launch that would overrun a tensor is a compiler bug, refused
+ * here rather than by libhkrt at run time. */
+static int build_extents(builder_t *b) {
+  const hkc_pack_in_t *in = b->in;
+  const hkc_spec_t *spec = in->spec;
+  b->extents = calloc(b->n_args + 1, sizeof *b->extents);
+  if (!b->extents) {
+    hkc_error(NOLOC, "cannot write the artifact: out of memory");
+    return -1;
+  }
+  size_t at = 0;
+  for (size_t t = 0; t < in->n_targets; t++) {
+    const hkc_target_out_t *to = &in->targets[t];
+    for (size_t g = 0; g < to->n_graphs; g++) {
+      const hkc_graph_out_t *go = &to->graphs[g];
+      for (size_t j = 0; j < go->n_launches; j++) {
+        const hkc_launch_t *l = &go->launches[j];
+        const hkc_kernel_out_t *k = &to->kernels[l->kernel];
+        uint64_t *ext = &b->extents[at];
+        at += l->n_args;
+        if (l->extents) {
+          memcpy(ext, l->extents, l->n_args * sizeof *ext);
+        } else if (hkc_launch_extents(&k->key, l->args, l->n_args, ext) != 0) {
+          hkc_error(NOLOC, "cannot write the artifact: target %s batch %lld launch %zu (%s, kernel %s): its %u "
+                    "arguments are not those the kernel's op takes (lower.h's argument layouts)", to->name,
+                    (long long)go->batch, j, l->node_name, k->name, l->n_args);
+          return -1;
+        }
+        for (uint32_t a = 0; a < l->n_args; a++) {
+          const hkc_arg_t *arg = &l->args[a];
+          const hkc_tensor_t *tensor = arg->kind == HK_ARG_TENSOR ? &spec->tensors[arg->i] : NULL;
+          const int64_t elems = tensor ? hkc_tensor_elems(tensor, go->batch) : 0; /* -1: overflows */
+          uint64_t size = 0;
+          if (elems > 0 && __builtin_mul_overflow((uint64_t)elems, (uint64_t)hkc_dtype_size(tensor->dtype), &size))
+            size = 0;
+          if (tensor ? ext[a] == 0 || ext[a] > size : ext[a] != 0) {
+            hkc_error(NOLOC, "cannot write the artifact: target %s batch %lld launch %zu (%s, kernel %s) argument %u "
+                      "may touch %llu bytes of %s%s (%llu bytes)", to->name, (long long)go->batch, j, l->node_name,
+                      k->name, a, (unsigned long long)ext[a], tensor ? "tensor " : "an argument that is not a tensor",
+                      tensor ? tensor->name : "", (unsigned long long)size);
+            return -1;
+          }
+        }
+      }
+    }
+  }
   return 0;
 }
 
@@ -657,8 +713,8 @@ static int assemble(builder_t *b, void **out_data, size_t *out_size) {
   size_t n_ptx = 0;
   for (size_t t = 0; t < in->n_targets; t++) n_ptx += b->ptx[t] != NULL;
   size_t n_sections = HKC_TABLE_SECTIONS + in->n_targets + (b->has_plan ? 1 : 0) + (n_ptx ? 1 + n_ptx : 0) +
-                      (b->n_parts ? 1 : 0) + (b->weight_recs ? 2 : 0) + (in->sign_seed ? 1 : 0);
-  payload_t pl[HKC_TABLE_SECTIONS + HK_MAX_TARGETS + 1 + 1 + HK_MAX_TARGETS + 1 + 2 + 1];
+                      (b->n_parts ? 1 : 0) + (b->weight_recs ? 2 : 0) + 1 + (in->sign_seed ? 1 : 0);
+  payload_t pl[HKC_TABLE_SECTIONS + HK_MAX_TARGETS + 1 + 1 + HK_MAX_TARGETS + 1 + 2 + 1 + 1];
   const payload_t tables[HKC_TABLE_SECTIONS] = {
       {HK_SECTION_STRINGS, 0, UINT32_MAX, b->strings.data, b->strings.len, 0},
       {HK_SECTION_MANIFEST, 0, UINT32_MAX, &b->manifest, sizeof b->manifest, 0},
@@ -701,6 +757,9 @@ static int assemble(builder_t *b, void **out_data, size_t *out_size) {
     pl[at_pl++] = (payload_t){HK_SECTION_WEIGHTS, HK_SECTION_FLAG_OPTIONAL, UINT32_MAX, NULL,
                               (size_t)b->weights_size, b->weights_size};
   }
+  const size_t extents_bytes = b->n_args * sizeof *b->extents; /* after everything a 1.5 reader knows */
+  pl[at_pl++] = (payload_t){HK_SECTION_EXTENTS, HK_SECTION_FLAG_OPTIONAL, UINT32_MAX, b->extents, extents_bytes,
+                            extents_bytes};
   static const hk_signature_rec_t no_signature; /* filled in place by hkc_pack_sign_in_place */
   if (in->sign_seed) /* last, where hkc sign appends it: the same bytes as build, then sign */
     pl[at_pl++] = (payload_t){HK_SECTION_SIGNATURE, HK_SECTION_FLAG_OPTIONAL, UINT32_MAX, &no_signature,
@@ -759,6 +818,19 @@ static int assemble(builder_t *b, void **out_data, size_t *out_size) {
   return 0;
 }
 
+/* Whether libhkrt accepts every launch of the written pack (hk_graph_check_extents: the
+ * extents it derives from the arguments alone fit the tensors and equal the EXTENTS record);
+ * reported when not. */
+static int extents_accepted(const hk_pack_view_t *view) {
+  for (uint32_t g = 0; g < view->graph_count; g++) {
+    if (hk_graph_check_extents(view, g) != HK_OK) {
+      hkc_error(NOLOC, "cannot write the artifact: libhkrt would refuse it: %s", hk_last_error());
+      return 0;
+    }
+  }
+  return 1;
+}
+
 int hkc_pack_write_memory(const hkc_pack_in_t *in, void **out_data, size_t *out_size) {
   *out_data = NULL;
   *out_size = 0;
@@ -772,14 +844,17 @@ int hkc_pack_write_memory(const hkc_pack_in_t *in, void **out_data, size_t *out_
     hkc_error(NOLOC, "cannot write the artifact: no input");
     return -1;
   }
-  if (validate_and_count(&b) == 0 && build_tables(&b) == 0 && build_plan(&b) == 0 && build_weights(&b) == 0 &&
-      build_provenance(&b) == 0 && compress_code(&b) == 0 && assemble(&b, &data, &size) == 0) {
+  if (validate_and_count(&b) == 0 && build_tables(&b) == 0 && build_extents(&b) == 0 && build_plan(&b) == 0 &&
+      build_weights(&b) == 0 && build_provenance(&b) == 0 && compress_code(&b) == 0 &&
+      assemble(&b, &data, &size) == 0) {
     hk_pack_view_t view;
     /* The format's own limits: a loader's default limits (proportionate to the file) are a
      * policy of the app that opens the pack, which its open options can change. */
     const hk_pack_limits_t format = {HK_MAX_CODE_BYTES, HK_MAX_NODES, HK_MAX_DEPS};
     if (hk_pack_verify(data, size, &format, &view) != HK_OK) {
       hkc_error(NOLOC, "cannot write the artifact: the result does not verify: %s", hk_last_error());
+      free(data);
+    } else if (!extents_accepted(&view)) { /* libhkrt's own derivation agrees with the record */
       free(data);
     } else if (in->sign_seed) { /* in place: a pack of weights is not copied again */
       rc = hkc_pack_sign_in_place(data, size, in->sign_seed);

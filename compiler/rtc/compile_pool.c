@@ -4,8 +4,8 @@
  * content-addressed compile cache, through the kernel's toolchain entry (toolchain.h). nvrtc
  * compiles on the thread; hiprtc is not safe on threads, so the AMD entry's compile goes to
  * one of the worker processes (rtc_worker.h). The runtime compilers never print; the pool
- * prints only its progress line. Used by the build (every kernel of every GPU target) and by
- * the tuner (its top candidates).
+ * counts each finished item in its phase of the caller's progress reporter (util.h). Used by
+ * the build (every kernel of every GPU target) and by the tuner (its top candidates).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -28,10 +28,8 @@ struct hkc_compile_pool {
   hkc_compile_item_t *jobs;
   size_t n_jobs;
   atomic_size_t next;
-  atomic_size_t done;
   hkc_cache_t *cache;
-  int progress;  /* hkc_progress_t: TTY [done/total] rewritten in place; VERBOSE a line per kernel */
-  pthread_mutex_t print_lock;
+  hkc_reporter_t *progress; /* borrowed; NULL: nothing shown */
   pthread_t threads[HKC_MAX_JOBS];
   int started;
 };
@@ -70,16 +68,11 @@ static void *worker(void *arg) {
     if (i >= pool->n_jobs) return NULL;
     hkc_compile_item_t *job = &pool->jobs[i];
     run_job(pool, job);
-    size_t done = atomic_fetch_add(&pool->done, 1) + 1;
-    if (pool->progress == HKC_PROGRESS_TTY || pool->progress == HKC_PROGRESS_VERBOSE) {
-      pthread_mutex_lock(&pool->print_lock);
-      fprintf(stderr, "%s[%zu/%zu] %s %s%s%s", pool->progress == HKC_PROGRESS_TTY ? "\r\033[K" : "", done,
-              pool->n_jobs, job->kernel->name, job->target,
-              job->cached == 2 ? " (shared cache)" : job->cached ? " (cached)" : "",
-              pool->progress == HKC_PROGRESS_VERBOSE ? "\n" : "");
-      fflush(stderr);
-      pthread_mutex_unlock(&pool->print_lock);
-    }
+    hkc_reporter_item(pool->progress, job->phase, "%s%s", job->kernel->name,
+                      job->rc != 0              ? " (failed)"
+                      : job->cached == 2        ? " (shared cache)"
+                      : job->cached             ? " (cached)"
+                                                : "");
   }
 }
 
@@ -89,19 +82,16 @@ static int default_jobs(void) {
 }
 
 hkc_compile_pool_t *hkc_compile_pool_start(hkc_compile_item_t *items, size_t n, int jobs, int no_cache,
-                                           const char *cache_dir, int progress) {
+                                           const char *cache_dir, hkc_reporter_t *progress) {
   hkc_compile_pool_t *pool = calloc(1, sizeof *pool);
   if (!pool) return NULL;
   pool->jobs = items;
   pool->n_jobs = n;
-  /* the in-place line only on a terminal (callers that pass 1 for "progress" get it there) */
-  pool->progress = progress == HKC_PROGRESS_TTY && !isatty(2) ? HKC_PROGRESS_OFF : progress;
+  pool->progress = progress;
   atomic_init(&pool->next, 0);
-  atomic_init(&pool->done, 0);
-  pthread_mutex_init(&pool->print_lock, NULL);
   if (n && !no_cache) {
     pool->cache = hkc_cache_open(cache_dir); /* NULL: it warned why */
-    hkc_cache_set_verbose(pool->cache, progress == HKC_PROGRESS_VERBOSE);
+    hkc_cache_set_verbose(pool->cache, hkc_reporter_mode(progress) == HKC_PROGRESS_VERBOSE);
   }
   int want = jobs > 0 ? jobs : default_jobs();
   if (want > HKC_MAX_JOBS) want = HKC_MAX_JOBS;
@@ -115,25 +105,26 @@ int hkc_compile_pool_finish(hkc_compile_pool_t *pool) {
   if (!pool) return 0;
   if (pool->n_jobs && pool->started == 0) worker(pool); /* no threads: compile here */
   for (int i = 0; i < pool->started; i++) pthread_join(pool->threads[i], NULL);
-  if (pool->progress == HKC_PROGRESS_TTY && pool->n_jobs) fprintf(stderr, "\r\033[K");
   hkc_cache_close(pool->cache);
-  pthread_mutex_destroy(&pool->print_lock);
-  const int started = pool->started;
+  const int threads = pool->n_jobs ? (pool->started ? pool->started : 1) : 0;
   free(pool);
-  return started;
+  return threads;
 }
 
 size_t hkc_compile_gpu_items(hkc_compile_item_t *items, size_t n, int jobs, int no_cache, const char *cache_dir,
-                             int progress) {
+                             hkc_reporter_t *progress, int *out_threads) {
   hkc_compile_pool_t *pool = hkc_compile_pool_start(items, n, jobs, no_cache, cache_dir, progress);
+  if (out_threads) *out_threads = 0;
   if (!pool) { /* out of memory: every item fails with a log saying so */
     for (size_t i = 0; i < n; i++) {
       items[i].rc = -1;
       if (!items[i].result.log) items[i].result.log = hkc_strdup("out of memory starting the compile pool");
+      hkc_reporter_item(progress, items[i].phase, "%s (failed)", items[i].kernel->name);
     }
     return n;
   }
-  hkc_compile_pool_finish(pool);
+  const int threads = hkc_compile_pool_finish(pool);
+  if (out_threads) *out_threads = threads;
   size_t failed = 0;
   for (size_t i = 0; i < n; i++) failed += items[i].rc != 0;
   return failed;

@@ -145,20 +145,24 @@ struct hkc_compile_item {
   int rc;                          /* 0 compiled, -1 failed (result.log says why) */
   int cached;                      /* out: 0 compiled, 1 from the cache directory, 2 from the
                                       shared cache (HKC_CACHE_URL) */
+  int phase;                       /* in: the progress phase this item counts in
+                                      (hkc_reporter_begin's id; unused without a reporter) */
 };
 /* Compiles GPU kernels on a pool of `jobs` threads (0: cores) through the compile cache
- * (unless no_cache). Results land in items[i] whatever the completion order. progress
- * (hkc_progress_t): HKC_PROGRESS_TTY "[done/total]" rewritten on stderr when it is a terminal,
- * HKC_PROGRESS_VERBOSE one line per kernel, else nothing. Returns the number of failures. */
+ * (unless no_cache). Results land in items[i] whatever the completion order. Each finished
+ * item, compiled, from the cache or failed, counts in its phase of progress (util.h; NULL:
+ * nothing shown). Returns the number of failures; *out_threads (NULL: not wanted) the
+ * number of threads that compiled (0 when n is 0). */
 size_t hkc_compile_gpu_items(hkc_compile_item_t *items, size_t n, int jobs, int no_cache, const char *cache_dir,
-                             int progress);
+                             hkc_reporter_t *progress, int *out_threads);
 /* The same in two steps, so that the caller can work meanwhile (the build compiles the host
  * target): start returns at once with the threads compiling (NULL on OOM: nothing started);
  * finish waits for every item (compiling on the calling thread when no thread started),
- * frees the pool and returns the number of threads that ran. */
+ * frees the pool and returns the number of threads that compiled (the calling thread counts
+ * as one when it did; 0 for no items). */
 typedef struct hkc_compile_pool hkc_compile_pool_t;
 hkc_compile_pool_t *hkc_compile_pool_start(hkc_compile_item_t *items, size_t n, int jobs, int no_cache,
-                                           const char *cache_dir, int progress);
+                                           const char *cache_dir, hkc_reporter_t *progress);
 int hkc_compile_pool_finish(hkc_compile_pool_t *pool);
 
 #endif /* HKC_RTC_H */

@@ -2,7 +2,9 @@
 /*
  * The option parsing every hkc command shares (tools.h, "the command line"): getopt_long
  * with the options each command takes plus the common ones (-q, -v, -h, --json), usage
- * errors as one short line, and JSON written to stdout through cJSON.
+ * errors as one short line, and JSON written to stdout through cJSON; then what several
+ * commands do alike (tools.h, "the commands"): the help's footer, the AMD compile workers,
+ * the kernel options and the compile cache's cap of build and tune.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -14,6 +16,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "rtc/rtc.h"
+#include "rtc/rtc_worker.h"
 #include "tools/tools.h"
 #include "util/util.h"
 
@@ -142,4 +146,78 @@ int hkc_cli_size(const char *text, uint64_t *out) {
   if (*end || (shift && v > (UINT64_MAX >> shift))) return -1;
   *out = (uint64_t)v << shift;
   return 0;
+}
+
+/* ---- what several commands do alike ---------------------------------------------------------- */
+/* The help's last lines: the options every command takes, and -v / --json where the command
+ * has them (docs/CLI.md, "Conventions"). */
+void hkc_cli_common_help(int verbose, int json) {
+  printf("\ncommon options: -q/--quiet, -h/--help%s%s.\n"
+         "Options take their value as `--opt VALUE` or `--opt=VALUE`.\n",
+         verbose ? ", -v/--verbose (a progress line per item done)" : "",
+         json ? ", --json (one document on stdout: docs/CLI.md)" : "");
+}
+
+/* AMD toolchain calls run in worker processes, this binary re-executed (rtc_worker.h says
+ * why); at most `jobs` of them (0: one per core), started when the first call needs one. */
+int hkc_cli_start_workers(int jobs, int timeout_s) {
+  if (jobs <= 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    jobs = n > 0 ? (int)n : 1;
+  }
+  if (hkc_amd_workers_start("/proc/self/exe", jobs, timeout_s) != 0) {
+    fprintf(stderr, "hkc: out of memory starting the compile workers\n");
+    return -1;
+  }
+  return 0;
+}
+
+/* HK_HOST_THREADS (the loader's variable) as the default of --host-threads; 0 if unset or
+ * not a positive count (the loader reports a bad value when it runs). */
+int hkc_cli_host_threads_env(void) {
+  const char *e = getenv("HK_HOST_THREADS");
+  char *end;
+  long n = e && *e ? strtol(e, &end, 10) : 0;
+  return e && *e && !*end && n > 0 && n < 1 << 20 ? (int)n : 0;
+}
+
+/* --kernel-option VALUE and --host-threads N, shared by build and tune (c: getopt's value).
+ * 0, or -1 after a usage error. */
+int hkc_cli_kernel_option(hkc_cli_t *cli, int c, const char *v, hkc_kernel_options_t *ko, int *host_threads) {
+  if (c == OPT_HOST_THREADS) {
+    long long n;
+    if (hkc_cli_count(cli, "--host-threads", v, 1, 1 << 20, &n) != 0) return -1;
+    *host_threads = (int)n;
+    return 0;
+  }
+  char err[1024];
+  if (hkc_kernel_options_set_arg(ko, v, err, sizeof err) != 0) {
+    hkc_cli_usage(cli, "--kernel-option %s", err);
+    return -1;
+  }
+  return 0;
+}
+
+/* The compile cache's size cap: --cache-max-size SIZE, else $HKC_CACHE_MAX_SIZE (hkc cache
+ * clean --max-size after the command). 0, or -1 after a usage error; *out UINT64_MAX: none. */
+int hkc_cli_cache_cap_env(hkc_cli_t *cli, uint64_t *out) {
+  *out = UINT64_MAX;
+  const char *e = getenv("HKC_CACHE_MAX_SIZE");
+  if (e && *e && hkc_cli_size(e, out) != 0) {
+    hkc_cli_usage(cli, "HKC_CACHE_MAX_SIZE is '%s'; expected a size such as 500M or 2G", e);
+    return -1;
+  }
+  return 0;
+}
+
+/* Applies the cap after a command that wrote to the cache. Never changes the exit status. */
+void hkc_cli_apply_cache_cap(const hkc_cli_t *cli, uint64_t cap) {
+  if (cap == UINT64_MAX) return;
+  hkc_cache_stats_t removed;
+  if (hkc_cache_trim(NULL, cap, &removed) != 0)
+    fprintf(stderr, "hkc %s: warning: compile cache size cap: %s\n", cli->cmd, strerror(errno));
+  else if (cli->verbose && removed.entries)
+    fprintf(stderr, "hkc %s: compile cache over its cap: removed %llu entr%s (%llu bytes)\n", cli->cmd,
+            (unsigned long long)removed.entries, removed.entries == 1 ? "y" : "ies",
+            (unsigned long long)removed.bytes);
 }

@@ -524,6 +524,17 @@ int hkc_public_key_load(const char *path, uint8_t out_key[HK_PUBLIC_KEY_BYTES]) 
   return st == HK_OK ? 0 : -1;
 }
 
+/* Reads one --trust value into t. 0, or 2 (usage error, printed). */
+int hkc_trusted_key_add(const char *cmd, hkc_trust_opts_t *t, const char *path) {
+  if (t->n >= HKC_MAX_TRUSTED_KEYS) {
+    fprintf(stderr, "hkc %s: at most %d --trust keys\n", cmd, HKC_MAX_TRUSTED_KEYS);
+    return 2;
+  }
+  if (hkc_public_key_load(path, t->keys[t->n]) != 0) return 2;
+  t->n++;
+  return 0;
+}
+
 /* ---- inspect --json (docs/CLI.md, "inspect") ------------------------------------------------- */
 /* A dimension: a number when fixed, else its text ("batch", "2*batch+1"). */
 static cJSON *json_dim(const hk_dim_rec_t *d) {

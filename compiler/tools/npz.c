@@ -471,3 +471,17 @@ hkc_weights_format_t hkc_weights_format(const unsigned char *head, size_t n, con
   if (path && ends_with(path, ".safetensors")) return HKC_WEIGHTS_SAFETENSORS;
   return HKC_WEIGHTS_UNKNOWN;
 }
+
+/* The format of a --weights file from its first bytes (hkc_weights_format); a file that
+ * cannot be read here is left to the reader its extension names, which says why. */
+hkc_weights_format_t hkc_weights_file_format(const char *path) {
+  unsigned char head[16];
+  size_t n = 0;
+  const int fd = hkc_open_input(path, UINT64_MAX, NULL); /* never a FIFO */
+  if (fd < 0) return hkc_weights_format(head, 0, path) == HKC_WEIGHTS_NPZ ? HKC_WEIGHTS_NPZ : HKC_WEIGHTS_SAFETENSORS;
+  ssize_t got;
+  while (n < sizeof head && ((got = read(fd, head + n, sizeof head - n)) > 0 || (got < 0 && errno == EINTR)))
+    if (got > 0) n += (size_t)got;
+  close(fd);
+  return hkc_weights_format(head, n, path);
+}

@@ -2,8 +2,18 @@
 /*
  * compiler/tools/tools.h -- the commands of the hkc binary that are more than a build.
  *
- *   main.c       the CLI (not in hkc_core): the command table, one cmd_* per command
- *   cli.c        option parsing shared by the commands (getopt_long), JSON output
+ *   main.c       the CLI (not in hkc_core): the general usage, the command table, dispatch
+ *   cli.c        option parsing shared by the commands (getopt_long), JSON output, and what
+ *                several commands do alike (their help's footer, the compile workers, ...)
+ *   cmd_build.c  `hkc build` (the build itself: driver/build.c)
+ *   cmd_tune.c   `hkc tune`'s options
+ *   cmd_run.c    `hkc run`
+ *   cmd_generate.c  `hkc generate`
+ *   run_common.c what run and generate share: tensors from files or a seeded generator,
+ *                session options, --weights, the --profile table
+ *   cmd_inspect.c, cmd_targets.c  `hkc inspect`, `hkc targets`: their options
+ *   cmd_sign.c   `hkc keygen`, `hkc sign`
+ *   cmd_merge.c  `hkc merge`
  *   cache_cmd.c  `hkc cache stats | clean`
  *   inspect.c    `hkc inspect`: report, --plan, --disasm of a verified artifact
  *   probe.c      `hkc targets`: what this machine's toolchains build
@@ -70,8 +80,65 @@ struct cJSON *hkc_json_begin(const char *command);
 /* Writes the document to out (one JSON value and a newline) and frees it. 0 / -1. */
 int hkc_json_end(struct cJSON *root, FILE *out);
 
-/* `hkc cache` (cache_cmd.c): argv[0] = "cache", as every command of main.c's table. */
+/* ---- the commands (cmd_*.c) and what they share (cli.c, run_common.c) ----------------------- */
+/* Each command takes its arguments with argv[0] = its name ("build") and returns the exit
+ * status: 0, 1 (failed) or 2 (usage error). */
+int hkc_cmd_build(int argc, char **argv);
+int hkc_cmd_tune(int argc, char **argv);
+int hkc_cmd_run(int argc, char **argv);
+int hkc_cmd_generate(int argc, char **argv);
+int hkc_cmd_inspect(int argc, char **argv);
+int hkc_cmd_targets(int argc, char **argv);
+int hkc_cmd_keygen(int argc, char **argv);
+int hkc_cmd_sign(int argc, char **argv);
+int hkc_cmd_merge(int argc, char **argv);
+/* `hkc cache` (cache_cmd.c). */
 int hkc_cmd_cache(int argc, char **argv);
+
+/* The options of every command (hkc_cli_next takes -q, -v, -h and --json). */
+#define COMMON_LONG_OPTIONS                                                                          \
+  {"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'}
+#define JSON_LONG_OPTION {"json", no_argument, NULL, HKC_OPT_JSON}
+
+/* Long-only options of the commands: getopt_long's values above the short options'. */
+enum {
+  OPT_TUNE = HKC_OPT_BASE, OPT_TUNING_DB, OPT_TUNE_VERIFY, OPT_MERGE_TARGETS, OPT_ZSTD_LEVEL, OPT_COMPILE_TIMEOUT,
+  OPT_NO_CACHE, OPT_WERROR_SPILLS, OPT_NO_PDL, OPT_NO_PTX, OPT_PTX, OPT_SIGN, OPT_FUSION, OPT_FUSION_REPORT, OPT_KERNEL_OPTION,
+  OPT_HOST_THREADS, OPT_CACHE_MAX_SIZE, OPT_MERGE, OPT_REPORT, OPT_TOP, OPT_RUNS, OPT_WARMUP, OPT_DRY_RUN,
+  OPT_BATCH, OPT_SEED, OPT_INPUT, OPT_PARAM, OPT_SAVE_OUTPUTS, OPT_REPEATS, OPT_TRUST, OPT_WEIGHTS,
+  OPT_WEIGHTS_MAP, OPT_PROFILE, OPT_PREFER_PTX, OPT_REQUIRE_SIGNATURE, OPT_ALLOW_UNSIGNED_NATIVE,
+  OPT_RANDOM_PARAMS, OPT_PLAN, OPT_DISASM, OPT_KEY, OPT_NO_PROBE, OPT_IDS, OPT_STOP, OPT_TEMPERATURE, OPT_TOP_K, OPT_TOP_P, OPT_SAMPLE_SEED,
+};
+
+/* The AMD compile workers' limit per compile, seconds (hkc build --compile-timeout). */
+#define HKC_DEFAULT_COMPILE_TIMEOUT_S 600
+
+/* One NAME=FILE of hkc run's --input / --param. */
+typedef struct {
+  const char *name;
+  const char *path;
+} hkc_named_file_t;
+
+/* The help's footer: the options every command takes, and -v / --json where it has them. */
+void hkc_cli_common_help(int verbose, int json);
+/* Starts the AMD compile workers: at most jobs (0: one per core), each compile limited to
+ * timeout_s. 0 / -1 (printed). */
+int hkc_cli_start_workers(int jobs, int timeout_s);
+int hkc_cli_host_threads_env(void);
+int hkc_cli_kernel_option(hkc_cli_t *cli, int c, const char *v, hkc_kernel_options_t *ko, int *host_threads);
+int hkc_cli_cache_cap_env(hkc_cli_t *cli, uint64_t *out);
+void hkc_cli_apply_cache_cap(const hkc_cli_t *cli, uint64_t cap);
+
+/* run_common.c (hkc run and hkc generate; each function's contract is beside it) */
+size_t hkc_run_info_count(const hk_tensor_info_t *info);
+void hkc_run_format_shape(const hk_tensor_info_t *info, char *out, size_t size);
+int hkc_run_fill_tensor(const hk_tensor_info_t *info, void *buf, const char *npy_path, uint64_t seed);
+double hkc_run_now_ms(void);
+int hkc_run_cmp_double(const void *a, const void *b);
+const char *hkc_run_find_named(const hkc_named_file_t *files, int n, const char *name);
+int hkc_run_print_profile(hk_session_t *session, uint32_t repeats, double graph_us, struct cJSON *json);
+int hkc_run_options_from_env(hk_session_options_t *so);
+int hkc_run_check_params_given(hk_session_t *session, const hkc_named_file_t *files, int n_files, int random_params);
 
 /* ---- hkc import (import.c) -------------------------------------------------------------------- */
 /* Runs `hkc-import ARGS...` (python/hkc_import.py, installed next to this binary) with
@@ -88,6 +155,14 @@ int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY
                         FILE *out);
 /* Reads a public key file (KEY.pub, hkc keygen) into out_key. 0 / -1 (error printed). */
 int hkc_public_key_load(const char *path, uint8_t out_key[HK_PUBLIC_KEY_BYTES]);
+/* The trust options of run and inspect: --trust KEY.pub (repeatable). */
+#define HKC_MAX_TRUSTED_KEYS 16
+typedef struct hkc_trust_opts {
+  uint8_t keys[HKC_MAX_TRUSTED_KEYS][HK_PUBLIC_KEY_BYTES];
+  uint32_t n;
+} hkc_trust_opts_t;
+/* Reads one --trust value (hkc run, generate, inspect) into t. 0, or 2 (usage error, printed). */
+int hkc_trusted_key_add(const char *cmd, hkc_trust_opts_t *t, const char *path);
 /* `--plan`: per batch bucket (batch 0: all; else that bucket), the launches of one target
  * (target NULL: the first GPU target, else the first) with their nodes, kernel, estimated
  * bytes and FLOPs from the PLAN section, and the roofline floor on MI250X, MI300X, H200
@@ -230,5 +305,11 @@ int hkc_npz_checkpoint(hkc_npz_t *npz, hk_session_t *session, const hkc_weights_
  * decides (.npz, .safetensors: the reader's own error then says what is wrong), else neither. */
 typedef enum { HKC_WEIGHTS_UNKNOWN, HKC_WEIGHTS_SAFETENSORS, HKC_WEIGHTS_NPZ } hkc_weights_format_t;
 hkc_weights_format_t hkc_weights_format(const unsigned char *head, size_t n, const char *path);
+/* The same from the file's first bytes (npz.c); a file that cannot be read is left to the
+ * reader its extension names, which then says why. */
+hkc_weights_format_t hkc_weights_file_format(const char *path);
+/* hkc run / generate --weights FILE [--weights-map MAP] bound to the session (run_common.c). */
+int hkc_run_bind_weights_file(hk_session_t *session, const char *path, const char *map_path, hk_weights_t **out_weights,
+                              void **out_image, hkc_weights_map_t *map, int quiet, struct cJSON *json);
 
 #endif /* HKC_TOOLS_H */

@@ -50,7 +50,7 @@
 #define TUNE_SAMPLE_SECONDS 1e-3 /* a sample's length: launch overhead amortized, noise averaged */
 #define TUNE_MAX_REPS 1000
 /* A candidate that has not finished its runs after this long hangs (the slowest launch of
- * the issue's shapes takes ~2 ms; a candidate's runs ~50 of them): stop with its name
+ * the bundled specs' shapes takes ~2 ms; a candidate's runs ~50 of them): stop with its name
  * instead of waiting for the machine's limit. The database written so far stays. */
 #define TUNE_WATCHDOG_SECONDS 120
 
@@ -403,7 +403,7 @@ static int runnable(const hkc_tune_run_options_t *o, const hkc_spec_t *spec, con
   kernel.key = tc->cands[0].key;
   hkc_kernel_key_name(&kernel.key, kernel.name, sizeof kernel.name);
   hkc_compile_item_t item = {.target = o->target, .arch = arch, .kernel = &kernel};
-  if (hkc_compile_gpu_items(&item, 1, 1, o->no_cache, o->cache_dir, 0) != 0) {
+  if (hkc_compile_gpu_items(&item, 1, 1, o->no_cache, o->cache_dir, NULL, NULL) != 0) {
     hkc_error((hkc_loc_t){0}, "tune: %s did not compile for %s:\n%s", kernel.name, o->target,
               item.result.log ? item.result.log : "(no log)");
     hkc_rtc_result_free(&item.result);
@@ -536,7 +536,14 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
       }
     if (!o->quiet) fprintf(stderr, "hkc tune: compiling %zu candidate kernel(s)\n", n_items);
     double t0 = now_s();
-    size_t failed = hkc_compile_gpu_items(items, n_items, o->jobs, o->no_cache, o->cache_dir, !o->quiet);
+    /* on a terminal, "[done/total] compile TARGET: kernel" rewritten in place */
+    hkc_reporter_t *progress = hkc_reporter_create(o->quiet ? HKC_PROGRESS_OFF : HKC_PROGRESS_TTY, "hkc tune");
+    char phase[80];
+    snprintf(phase, sizeof phase, "compile %s", o->target);
+    const int id = hkc_reporter_begin(progress, phase, n_items, "candidate kernel(s)");
+    for (size_t k = 0; k < n_items; k++) items[k].phase = id;
+    size_t failed = hkc_compile_gpu_items(items, n_items, o->jobs, o->no_cache, o->cache_dir, progress, NULL);
+    hkc_reporter_destroy(progress);
     if (!o->quiet)
       fprintf(stderr, "hkc tune: compiled in %.1f s, %zu failed (dropped)\n", now_s() - t0, failed);
     for (size_t c = 0; c < n_classes; c++)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Tuning (issue 7, docs/TUNING.md): candidate spaces, the static pruning and ranking of
+ * Tuning (docs/TUNING.md): candidate spaces, the static pruning and ranking of
  * candidates, and the per-launch choice a build makes.
  *
  * A build chooses per launch (spec node x batch bucket), because the best tile depends on
@@ -335,6 +335,8 @@ struct hkc_tuner {
   size_t n_warned, cap_warned;
   kept_code_t *kept;               /* the model's compiles, for the build to take */
   size_t n_kept, cap_kept;
+  hkc_reporter_t *progress;        /* borrowed; NULL: nothing shown */
+  hkc_tune_stats_t stats;
 };
 
 hkc_tuner_t *hkc_tuner_create(hkc_tune_mode_t mode, const hkc_tune_db_t *db, int verify, int jobs, int no_cache,
@@ -353,6 +355,13 @@ hkc_tuner_t *hkc_tuner_create(hkc_tune_mode_t mode, const hkc_tune_db_t *db, int
 void hkc_tuner_set_options(hkc_tuner_t *tuner, const hkc_kernel_options_t *options, int host_threads) {
   tuner->options = options;
   tuner->host_threads = host_threads;
+}
+
+void hkc_tuner_set_progress(hkc_tuner_t *tuner, hkc_reporter_t *progress) { tuner->progress = progress; }
+
+hkc_tune_stats_t hkc_tuner_stats(const hkc_tuner_t *tuner) {
+  const hkc_tune_stats_t none = {0};
+  return tuner ? tuner->stats : none;
 }
 
 void hkc_tuner_destroy(hkc_tuner_t *tuner) {
@@ -446,7 +455,22 @@ static int model_choose(hkc_tuner_t *tuner, const char *target, const hkc_gpu_ar
       items[k] = (hkc_compile_item_t){.target = target, .arch = arch, .kernel = &kouts[k]};
       n_items++;
     }
-  if (n_items) hkc_compile_gpu_items(items, n_items, tuner->jobs, tuner->no_cache, tuner->cache_dir, 0);
+  if (n_items) {
+    char phase[80];
+    snprintf(phase, sizeof phase, "tune %s", target);
+    const int id = hkc_reporter_begin(tuner->progress, phase, n_items, "candidate kernel(s) to compile (the model's top %d for each of %zu launch class(es))",
+                                      tuner->verify, n_classes);
+    for (size_t k = 0; k < n_items; k++) items[k].phase = id;
+    int threads = 0;
+    hkc_compile_gpu_items(items, n_items, tuner->jobs, tuner->no_cache, tuner->cache_dir, tuner->progress, &threads);
+    tuner->stats.compiles += n_items;
+    for (size_t k = 0; k < n_items; k++) {
+      tuner->stats.cached += items[k].cached != 0;
+      tuner->stats.shared_cached += items[k].cached == 2;
+      tuner->stats.failed += items[k].rc != 0;
+    }
+    if (threads > tuner->stats.threads) tuner->stats.threads = threads;
+  }
   for (size_t c = 0; c < n_classes; c++) {
     model_class_t *mc = &classes[c];
     const int top = mc->n_order < tuner->verify ? mc->n_order : tuner->verify;

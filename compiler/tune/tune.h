@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * compiler/tune/tune.h -- choosing kernel parameters (issue 7, docs/TUNING.md).
+ * compiler/tune/tune.h -- choosing kernel parameters (docs/TUNING.md).
  *
  *   tune.c        candidate spaces, the per-launch choice the build makes (database,
  *                 then the model, then the defaults)
@@ -188,6 +188,18 @@ typedef struct hkc_tune_launch {
  * an unusable entry is a warning), then the mode. 0 / -1 (reported). */
 int hkc_tuner_choose(hkc_tuner_t *tuner, const char *target, const hkc_gpu_arch_t *arch, hkc_tune_launch_t *launches,
                      size_t n);
+
+/* Where the model's candidate compiles are counted (util.h: one phase per target, "tune
+ * TARGET"; borrowed until destroy; NULL: not shown). */
+void hkc_tuner_set_progress(hkc_tuner_t *tuner, hkc_reporter_t *progress);
+/* What the model compiled so far, over every target: candidate kernels (each distinct key
+ * once per target); of them from the compile cache (shared_cached: of those, from
+ * HKC_CACHE_URL) and failed (dropped); the most compile threads one target's compiles ran on. */
+typedef struct hkc_tune_stats {
+  size_t compiles, cached, shared_cached, failed;
+  int threads;
+} hkc_tune_stats_t;
+hkc_tune_stats_t hkc_tuner_stats(const hkc_tuner_t *tuner);
 
 /* The build takes the model's compile of a kernel it needs (same target and key) instead
  * of compiling it again: 1 (out_result moved to the caller, source_hash set) or 0. */

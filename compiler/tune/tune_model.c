@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The analytical model (issue 7): estimates the time of one GEMM launch for a tile
+ * The analytical model: estimates the time of one GEMM launch for a tile
  * configuration on a target of the target table, so that candidates can be ranked without
  * a GPU (every gfx target, and sm_* targets on a build machine). docs/TUNING.md explains
  * it with a worked example.

@@ -14,6 +14,14 @@
 static char *g_capture;      /* NULL: print to stderr */
 static size_t g_capture_size;
 static int g_errors;
+static void (*g_before)(void *), (*g_after)(void *); /* hkc_diag_set_hooks */
+static void *g_hook_arg;
+
+void hkc_diag_set_hooks(void (*before)(void *), void (*after)(void *), void *arg) {
+  g_before = before;
+  g_after = after;
+  g_hook_arg = arg;
+}
 
 static void diag_emit(const char *kind, hkc_loc_t loc, const char *fmt, va_list ap) {
   char msg[2048];
@@ -30,7 +38,9 @@ static void diag_emit(const char *kind, hkc_loc_t loc, const char *fmt, va_list 
     size_t used = strlen(g_capture);
     if (used + 1 < g_capture_size) snprintf(g_capture + used, g_capture_size - used, "%s\n", msg);
   } else {
+    if (g_before) g_before(g_hook_arg);
     fprintf(stderr, "%s\n", msg);
+    if (g_after) g_after(g_hook_arg);
   }
 }
 

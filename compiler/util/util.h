@@ -3,9 +3,10 @@
  * compiler/util/util.h -- what every stage uses: diagnostics, growable arrays and strings,
  * hashing, the embedded templates, whole-file reads, float16/bfloat16 conversions.
  *
- *   util.c   diagnostics, allocation and string helpers, hashing, templates
- *   fileio.c whole-file reads and atomic writes, through a replaceable write layer
- *   half.c   float16 / bfloat16 <-> float32
+ *   util.c     diagnostics, allocation and string helpers, hashing, templates
+ *   progress.c the progress of long commands on stderr
+ *   fileio.c   whole-file reads and atomic writes, through a replaceable write layer
+ *   half.c     float16 / bfloat16 <-> float32
  *
  * The lowest stage: it includes no other stage's header.
  */
@@ -36,14 +37,47 @@ void hkc_diag_capture(char *buf, size_t size);
 /* Number of errors reported since the last reset. */
 int hkc_error_count(void);
 void hkc_error_reset(void);
-/* How a long stage (the build's compiles) reports progress on stderr; the command line
- * chooses from -q, -v and whether stderr is a terminal. */
+/* Calls before(arg) ahead of every diagnostic printed to stderr and after(arg) once it is
+ * out (a progress line on a terminal clears itself and holds its lock meanwhile: progress.c).
+ * NULL removes them. Not thread-safe: set before starting work. */
+void hkc_diag_set_hooks(void (*before)(void *), void (*after)(void *), void *arg);
+
+/* ---- progress (progress.c) --------------------------------------------------------------------
+ * What a long command (hkc build, hkc tune) reports on stderr while it works. The work is
+ * split into phases ("tune sm_90a", "compile sm_90a", "compile host", "pack"), each begun
+ * with its number of items before any of them is done, so that every count is known when it
+ * is shown; items are counted as they finish, from any thread. The command line chooses the
+ * mode from -q, -v and whether stderr is a terminal. */
 typedef enum hkc_progress {
   HKC_PROGRESS_OFF = 0,     /* nothing */
-  HKC_PROGRESS_TTY = 1,     /* one status line rewritten in place (only when stderr is a terminal) */
-  HKC_PROGRESS_LINES = 2,   /* a few plain lines per build (stderr is a file or a pipe) */
-  HKC_PROGRESS_VERBOSE = 3, /* plain lines, one per compiled kernel too */
+  HKC_PROGRESS_TTY = 1,     /* one line "[done/total] phase: item" rewritten in place, cut to the
+                               terminal's width (only when stderr is a terminal, else OFF) */
+  HKC_PROGRESS_LINES = 2,   /* plain lines: a phase's total when it begins, the notes (stderr
+                               is a file or a pipe) */
+  HKC_PROGRESS_VERBOSE = 3, /* LINES, plus "[done/total] phase: item" for every item */
 } hkc_progress_t;
+typedef struct hkc_reporter hkc_reporter_t;
+/* A reporter in mode (hkc_progress_t) whose plain lines start with "WHO: " (who is copied).
+ * Every function below takes NULL (no reporter: nothing printed), which is also what create
+ * returns for OFF or when out of memory. In TTY mode diagnostics clear the line first. */
+hkc_reporter_t *hkc_reporter_create(int mode, const char *who);
+/* Clears the line on a terminal and frees the reporter. */
+void hkc_reporter_destroy(hkc_reporter_t *r);
+/* Begins a phase of total items (name: at most 63 bytes, copied). LINES and VERBOSE print
+ * "WHO: NAME: TOTAL WHAT" (what: a printf format, e.g. "kernel(s) (2 from the cache)"); TTY
+ * shows "[0/TOTAL] NAME" unless total is 0. Returns the phase's id for hkc_reporter_item (any
+ * number on NULL or out of memory: items of an unknown phase are not shown). Phases may run
+ * at the same time. Thread-safe. */
+int hkc_reporter_begin(hkc_reporter_t *r, const char *name, size_t total, const char *what, ...)
+    __attribute__((format(printf, 4, 5)));
+/* One item of the phase done: "[DONE/TOTAL] NAME: ITEM" (item: a printf format), a line of
+ * its own in VERBOSE, the line rewritten in TTY. A phase never counts past its total.
+ * Thread-safe. */
+void hkc_reporter_item(hkc_reporter_t *r, int phase, const char *item, ...) __attribute__((format(printf, 3, 4)));
+/* A plain line "WHO: TEXT" in LINES and VERBOSE (summaries); nothing in TTY. Thread-safe. */
+void hkc_reporter_note(hkc_reporter_t *r, const char *text, ...) __attribute__((format(printf, 2, 3)));
+/* The reporter's mode (HKC_PROGRESS_OFF for NULL). */
+int hkc_reporter_mode(const hkc_reporter_t *r);
 
 /* Growable-array helper: ensures *items has room for need elements. 0 / -1 on OOM. */
 int hkc_reserve(void **items, size_t *cap, size_t need, size_t elem_size);

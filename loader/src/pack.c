@@ -32,8 +32,9 @@ struct hk_pack {
                                  memory; NULL over aligned caller memory */
   hk_signature_t signature;   /* state TRUSTED when the policy found its key trusted */
   bool metadata_only;         /* hk_pack_open_options_t.metadata_only: never load code */
-  pthread_mutex_t lock;       /* guards modules[] */
+  pthread_mutex_t lock;       /* guards modules[] and extents_checked[] */
   hk_module_t *modules[HK_MAX_TARGETS]; /* per target, a list: one module per device */
+  bool extents_checked[HK_MAX_TARGETS]; /* the target's launches fit their tensors (target_extents) */
   pthread_mutex_t error_lock; /* guards error: failing sessions of several threads write it */
   char error[HK_ERROR_MAX];
 };
@@ -465,6 +466,18 @@ hk_status_t hk_pack_module_on(hk_pack_t *pack, uint32_t target, int device, hk_m
   return hk_pack_module_code_on(pack, target, device, false, out_module);
 }
 
+/* Every launch of every graph of `target` fits the tensors it touches (hk_graph_check_extents):
+ * checked before the target's code first loads, once per pack and target (pack->lock held).
+ * Errors: CORRUPT, naming the launch. */
+static hk_status_t target_extents(hk_pack_t *pack, uint32_t target) {
+  if (pack->extents_checked[target]) return HK_OK;
+  const hk_target_rec_t *t = &pack->view.targets[target];
+  for (uint32_t i = 0; i < t->graph_count; i++)
+    HK_RETURN_IF_ERROR(hk_graph_check_extents(&pack->view, t->graph_first + i));
+  pack->extents_checked[target] = true;
+  return HK_OK;
+}
+
 hk_status_t hk_pack_module_code_on(hk_pack_t *pack, uint32_t target, int device, bool ptx,
                                    hk_module_t **out_module) {
   const hk_pack_view_t *v = &pack->view;
@@ -475,6 +488,8 @@ hk_status_t hk_pack_module_code_on(hk_pack_t *pack, uint32_t target, int device,
   if (!m && pack->metadata_only) {
     /* The open's policy was not applied: this pack's code must never load. */
     st = HK_ERROR(HK_STATUS_FAILED_PRECONDITION, "the pack was opened for metadata only; no code is loaded");
+  } else if (!m && (st = target_extents(pack, target)) != HK_OK) {
+    /* a launch overruns a tensor: its code never loads */
   } else if (!m) {
     const hk_backend_t *b = hk_backend_for_kind((hk_target_kind_t)v->targets[target].kind);
     if (!b) {

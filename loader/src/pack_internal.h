@@ -21,7 +21,10 @@
  *   - PLAN, when present, holds exactly one record per graph and per node, each node's
  *     fused_nodes >= 1 and only known flags;
  *   - stored weights (1.4), when present: one record per stored param, ascending, each range
- *     inside WEIGHTS, HK_WEIGHTS_ALIGN-aligned, of exactly the param's byte size.
+ *     inside WEIGHTS, HK_WEIGHTS_ALIGN-aligned, of exactly the param's byte size;
+ *   - EXTENTS (1.6), present in every file of 1.6 or later: one entry per ARGS record, 0 for
+ *     every argument that is not a tensor. Whether a launch's arguments fit its tensors is not
+ *     verify's: hk_graph_check_extents checks it before a target's code loads.
  *
  * Tools (hkc inspect) open a pack with hk_pack_open_file() and read it through
  * hk_pack_view(); the view lives as long as the pack. Nothing here allocates
@@ -76,6 +79,9 @@ typedef struct hk_pack_view {
   /* The optional PARTS (format 1.4): part_count records grouped by tensor; NULL when none. */
   const hk_part_rec_t *parts;
   uint32_t part_count;
+  /* EXTENTS (format 1.6; every file of 1.6 or later has one): arg_count entries parallel to ARGS,
+   * 0 for every argument that is not a tensor; NULL in older files. */
+  const uint64_t *extents;
 } hk_pack_view_t;
 
 /* The limits verify applies, resolved from hk_pack_open_options_t (0 there: the default). */
@@ -97,6 +103,20 @@ hk_status_t hk_pack_verify(const void *data, size_t size, const hk_pack_limits_t
 /* The parts of tensor `tensor` (pack_format.h, hk_part_rec_t): records [*out_first, +*out_count)
  * of view->parts, in concatenation order; *out_count 0 when it has none. */
 void hk_pack_tensor_parts(const hk_pack_view_t *view, uint32_t tensor, uint32_t *out_first, uint32_t *out_count);
+
+/* Launch extents (extent.c; pack_format.h, "Launch extents"): the bytes launch `local` (graph-local)
+ * of graph `graph` may touch of the tensor each of its arguments points at, derived from the
+ * launch's own arguments by its op's argument layout (lower.h's), in out_bytes[0, arg_count):
+ * 0 for an argument that is not a tensor. Errors: CORRUPT, naming the graph, the launch (node,
+ * kernel, op) and the argument, when the arguments do not follow the layout, a size is out of
+ * range or a tensor is not of the layout's element type. */
+hk_status_t hk_launch_extents(const hk_pack_view_t *view, uint32_t graph, uint32_t local,
+                              uint64_t out_bytes[HK_MAX_ARGS_PER_NODE]);
+/* Every launch of graph `graph`: its extents (hk_launch_extents) fit each tensor at the graph's
+ * batch and equal the pack's EXTENTS record where the pack has one (format 1.6). Errors:
+ * CORRUPT, naming the launch, the argument, the tensor and both numbers. Work in proportion to
+ * the graph's arguments; no allocation. */
+hk_status_t hk_graph_check_extents(const hk_pack_view_t *view, uint32_t graph);
 
 /* The verified view of an open pack (borrowed). */
 const hk_pack_view_t *hk_pack_view(const hk_pack_t *pack);

@@ -7,10 +7,10 @@
  * flags, checksum), required sections, record sizes and counts, then every record:
  * string refs, enums, index ranges, shapes, node flags and TMA tensor map arguments (format
  * 1.2), scratch and semaphore arguments (1.3), placements, code frame sizes, the optional
- * PLAN section's size, flags and reserved fields, and the optional PARTS records and stored
- * weights (1.4). Every record is checked whether a graph references it or not, and each once
- * (ranges tile their tables), so the work is proportionate to the file, under the open
- * options' limits.
+ * PLAN section's size, flags and reserved fields, the optional PARTS records and stored
+ * weights (1.4), and the EXTENTS section (1.6). Every record is checked whether a graph
+ * references it or not, and each once (ranges tile their tables), so the work is
+ * proportionate to the file, under the open options' limits.
  * Names are restricted to safe characters: they reach terminals, logs and file names.
  * The first problem found is reported as CORRUPT (or UNSUPPORTED_VERSION) with what
  * and where.
@@ -34,6 +34,7 @@
 static const char *section_kind_name(uint32_t kind) {
   if (kind == HK_SECTION_WEIGHTS_INDEX) return "WEIGHTS_INDEX";
   if (kind == HK_SECTION_WEIGHTS) return "WEIGHTS";
+  if (kind == HK_SECTION_EXTENTS) return "EXTENTS";
   static const char *const names[] = {"?", "STRINGS", "MANIFEST", "TARGETS", "KERNELS", "TENSORS", "GRAPHS",
                                       "NODES", "ARGS", "DEPS", "PLACEMENTS", "PROVENANCE", "CODE", "PLAN",
                                       "SIGNATURE", "PTX_INDEX", "PTX", "PARTS"};
@@ -237,6 +238,7 @@ static hk_status_t map_tables(hk_pack_view_t *v, const hk_pack_limits_t *lim) {
     if (s->kind == HK_SECTION_PTX || s->kind == HK_SECTION_PTX_INDEX) continue; /* verify_ptx */
     if (s->kind == HK_SECTION_WEIGHTS || s->kind == HK_SECTION_WEIGHTS_INDEX) continue; /* verify_weights */
     if (s->kind == HK_SECTION_PARTS) continue;                                  /* verify_parts */
+    if (s->kind == HK_SECTION_EXTENTS) continue;                                /* verify_extents */
     if (s->kind == 0 || s->kind > HK_SECTION_CODE) {
       CHECK(s->flags & HK_SECTION_FLAG_OPTIONAL,
             "section %u has unknown kind %u and is not flagged optional (written by a newer hkc?)", i, s->kind);
@@ -818,6 +820,40 @@ static hk_status_t verify_parts(hk_pack_view_t *v) {
   return HK_OK;
 }
 
+/* EXTENTS (format 1.6; pack_format.h, "Launch extents"): in every file of 1.6 or later exactly
+ * one section, flags exactly OPTIONAL (a 1.5 reader skips it), uncompressed, no target, one
+ * uint64 per ARGS record, 0 for every argument that is not a tensor (a tensor's is checked
+ * against the launch by hk_graph_check_extents). Older files may not have one. Fills the view's
+ * extents. */
+static hk_status_t verify_extents(hk_pack_view_t *v) {
+  const hk_section_t *sec = NULL;
+  uint32_t at = 0;
+  for (uint32_t i = 0; i < v->section_count; i++) {
+    const hk_section_t *s = &v->sections[i];
+    if (s->kind != HK_SECTION_EXTENTS) continue;
+    CHECK(sec == NULL, "section EXTENTS appears more than once (sections %u and %u)", at, i);
+    CHECK(s->flags == HK_SECTION_FLAG_OPTIONAL && s->raw_size == s->size,
+          "section %u (EXTENTS): must be stored uncompressed and flagged optional (flags 0x%x)", i, s->flags);
+    CHECK(s->target == UINT32_MAX, "section %u (EXTENTS): target field must be 0xffffffff", i);
+    CHECK(s->size == (uint64_t)v->arg_count * sizeof(uint64_t),
+          "section %u (EXTENTS): size %llu, expected %llu (8 bytes for each of the %u arguments)", i,
+          (unsigned long long)s->size, (unsigned long long)v->arg_count * sizeof(uint64_t), v->arg_count);
+    sec = s;
+    at = i;
+  }
+  CHECK(sec != NULL || v->header->version_minor < HK_PACK_MINOR_EXTENTS,
+        "required section EXTENTS is missing (a format 1.%u file records its launches' extents)",
+        v->header->version_minor);
+  if (!sec) return HK_OK;
+  const uint64_t *ext = (const uint64_t *)(v->base + sec->offset);
+  for (uint32_t a = 0; a < v->arg_count; a++)
+    CHECK(v->args[a].kind == HK_ARG_TENSOR || ext[a] == 0,
+          "EXTENTS entry %u is %llu, but argument %u is not a tensor (its entry is 0)", a, (unsigned long long)ext[a],
+          a);
+  v->extents = ext;
+  return HK_OK;
+}
+
 void hk_pack_tensor_parts(const hk_pack_view_t *v, uint32_t tensor, uint32_t *out_first, uint32_t *out_count) {
   uint32_t lo = 0, hi = v->part_count; /* first record with .tensor >= tensor */
   while (lo < hi) {
@@ -850,6 +886,7 @@ hk_status_t hk_pack_verify(const void *data, size_t size, const hk_pack_limits_t
   HK_RETURN_IF_ERROR(verify_ptx(&v, limits));
   HK_RETURN_IF_ERROR(verify_weights(&v));
   HK_RETURN_IF_ERROR(verify_parts(&v));
+  HK_RETURN_IF_ERROR(verify_extents(&v));
   *out_view = v;
   return HK_OK;
 }

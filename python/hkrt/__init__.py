@@ -1,21 +1,26 @@
 # SPDX-License-Identifier: Apache-2.0
 """hkrt: Python bindings of libhkrt, the runtime that replays .hkpack artifacts built by hkc.
 
-Pure Python over ctypes; the C API is loader/include/hk/hkrt.h and this module follows it:
+Pure Python over ctypes; the C API is loader/include/hk/hkrt.h and this module follows it
+(docs/PYTHON.md is the guide):
 
     import numpy as np, hkrt
     with hkrt.Pack.open("model.hkpack", trusted_keys=["key.pub"]) as pack:
-        with pack.session(batch=8) as sess:
+        with pack.session() as sess:
+            y = sess.run(x=x)["y"]             # binds, picks the batch from x, runs, returns outputs
             for t in sess.tensors:             # TensorInfo(name, role, dtype, shape, bytes)
                 ...
-            sess.bind("x", x)                  # host target: NumPy; GPU targets: torch/CuPy/DLPack
+            sess.bind("x", x)                  # or step by step; GPU targets: torch/CuPy/DLPack
             sess.run()
             y = sess.outputs()["y"]            # host target: every output, as NumPy arrays
 
+bfloat16: float32 arrays are converted (round to nearest even); outputs are
+ml_dtypes.bfloat16 arrays when ml_dtypes imports, else uint16 arrays of the raw bits.
 Every failure raises hkrt.Error (a subclass per status: hkrt.NotFound, hkrt.Untrusted, ...)
 carrying .status, .status_name and .message (hk_last_error()'s text). A pack and its sessions
 are used by one thread at a time (hkrt.h, "Threads"). The library is found as _lib.py says
-(HKRT_LIBRARY, next to the package, the linker's paths, a source checkout's build tree).
+(load_library(path) or HKRT_LIBRARY, the wheel's hkrt/_libs/, the cmake --install prefix, the
+linker's paths, the prefix of the hkc on PATH, a source checkout's build tree).
 """
 from ._pack import Pack, Session, Generator, TensorInfo, LaunchProfile, Signature, public_key
 from ._lib import HK_PUBLIC_KEY_BYTES

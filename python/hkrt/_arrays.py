@@ -9,8 +9,74 @@ from .errors import invalid
 ALIGNMENT = 16  # hk_session_bind's required alignment of a bound address
 
 # TensorInfo.dtype -> accepted NumPy dtype names. NumPy has no bfloat16: bf16 tensors take
-# uint16 arrays holding the raw bits, or ml_dtypes.bfloat16 arrays.
+# uint16 arrays holding the raw bits, ml_dtypes.bfloat16 arrays, or float32 arrays (converted).
 _NUMPY = {"float32": ("float32",), "float16": ("float16",), "bfloat16": ("uint16", "bfloat16"), "int32": ("int32",)}
+_UNSET = object()
+_bf16 = _UNSET  # np.dtype(ml_dtypes.bfloat16), or None without ml_dtypes; looked up once
+
+
+def bf16_dtype(np):
+    """NumPy's dtype for ml_dtypes.bfloat16 when ml_dtypes imports, else None (then bf16 data
+    is uint16 arrays of the raw bits). Looked up on first use, once per process."""
+    global _bf16
+    if _bf16 is _UNSET:
+        try:
+            import ml_dtypes
+            _bf16 = np.dtype(ml_dtypes.bfloat16)
+        except Exception:  # ImportError, or a broken install: behave as without it
+            _bf16 = None
+    return _bf16
+
+
+def _is_bf16(np, dtype):
+    """Whether an array's dtype holds bfloat16 values (ml_dtypes.bfloat16 or a dtype named so)."""
+    bf = bf16_dtype(np)
+    return dtype.name == "bfloat16" or (bf is not None and dtype == bf)
+
+
+def host_dtype(np, dtype_name):
+    """The NumPy dtype the session allocates for a tensor's dtype: bfloat16 tensors get
+    ml_dtypes.bfloat16 when ml_dtypes imports, else uint16 (the raw bits)."""
+    if dtype_name == "bfloat16":
+        bf = bf16_dtype(np)
+        return bf if bf is not None else np.dtype(np.uint16)
+    return np.dtype(dtype_name)
+
+
+def f32_to_bf16_bits(np, a):
+    """float32 values -> bfloat16 bits (uint16), rounding to nearest, ties to even (as
+    ml_dtypes and torch do); infinities stay infinite, a NaN stays a (quiet) NaN."""
+    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    bits = ((u + (((u >> 16) & 1) + 0x7FFF)) >> 16).astype(np.uint16)
+    nan = (u & 0x7FFFFFFF) > 0x7F800000
+    if nan.any():
+        bits[nan] = ((u[nan] >> 16) | 0x0040).astype(np.uint16)
+    return bits
+
+
+def bf16_bits_to_f32(np, bits):
+    """bfloat16 bits (uint16) -> float32 values (exact)."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def stage_in(np, staging, array):
+    """Fills a staged tensor's aligned buffer from the caller's array (before a run), converting
+    float32 to bfloat16 where the buffer holds bf16 bits."""
+    if array.dtype == np.float32 and staging.dtype != np.float32:
+        staging.view(np.uint16)[...] = f32_to_bf16_bits(np, array)
+    else:
+        np.copyto(staging, array)
+
+
+def stage_out(np, array, staging):
+    """Copies a staged output's buffer into the caller's array (after a run), converting
+    bfloat16 bits to float32 where the caller bound a float32 array to a bf16 tensor."""
+    if array.dtype == np.float32 and staging.dtype != np.float32:
+        array[...] = bf16_bits_to_f32(np, staging.view(np.uint16))
+    else:
+        np.copyto(array, staging)
+
+
 # TensorInfo.dtype -> accepted __cuda_array_interface__ typestrs (little-endian only).
 _TYPESTR = {"float32": ("<f4",), "float16": ("<f2",), "bfloat16": ("<u2", "<i2", "<V2"), "int32": ("<i4",)}
 # DLPack: (type code, bits) -> TensorInfo.dtype (kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4)
@@ -32,14 +98,23 @@ def _check_shape(info, shape):
 def host_array(np, info, array):
     """Checks a NumPy array for a host-target tensor. Returns (array_to_bind, staged): the
     array itself when it is C-contiguous and 16-byte aligned (and writable, for outputs), else
-    a fresh aligned copy that the caller must keep in sync (staged=True)."""
+    a fresh aligned buffer that the caller must keep in sync (staged=True) with stage_in /
+    stage_out. A float32 array for a bfloat16 tensor is always staged: the buffer holds the
+    bf16 bits (inputs and params converted before each run, outputs widened after it)."""
     if not isinstance(array, np.ndarray):
         raise invalid("%s: the host target binds NumPy arrays, got %s" % (_where(info), type(array).__name__))
-    if array.dtype.name not in _NUMPY[info.dtype] or not array.dtype.isnative:
-        raise invalid("%s: got dtype %s (accepted: %s)" % (_where(info), array.dtype, ", ".join(_NUMPY[info.dtype])))
+    bf16 = info.dtype == "bfloat16"
+    convert = bf16 and array.dtype == np.float32
+    if not (convert or (array.dtype.name in _NUMPY[info.dtype] and array.dtype.isnative)
+            or (bf16 and _is_bf16(np, array.dtype))):
+        accepted = _NUMPY[info.dtype] if not bf16 else ("uint16 (the raw bits)", "ml_dtypes.bfloat16",
+                                                       "float32 (converted)")
+        raise invalid("%s: got dtype %s (accepted: %s)" % (_where(info), array.dtype, ", ".join(accepted)))
     _check_shape(info, array.shape)
     if info.role == "output" and not array.flags.writeable:
         raise invalid("%s: the output array is read-only" % _where(info))
+    if convert:
+        return aligned_empty(np, array.shape, np.uint16), True
     if array.flags.c_contiguous and array.ctypes.data % ALIGNMENT == 0:
         return array, False
     return aligned_empty(np, array.shape, array.dtype), True

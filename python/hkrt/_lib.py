@@ -2,16 +2,24 @@
 """Finding libhkrt and declaring its C functions (loader/include/hk/hkrt.h) for ctypes.
 
 The library is looked for, first match wins:
-  1. the path given to hkrt.load_library(path), or the environment variable HKRT_LIBRARY;
-  2. next to the package: a libhkrt.so* inside the package folder, then the library folder of
-     the install prefix (`cmake --install` writes its relative path into _install_paths.py);
-  3. ctypes.util.find_library("hkrt") (the system's linker paths, ldconfig);
-  4. the build trees of a source checkout (build/, build-dev/ beside python/), for development.
+  1. the path given to hkrt.load_library(path), or the environment variable HKRT_LIBRARY
+     (when set, nothing else is tried);
+  2. inside the package: hkrt/_libs/libhkrt.so.N, the copy a wheel carries (scripts/build_wheel.py;
+     the other libraries in _libs/, libhkrt's own dependencies, are loaded first), then a
+     libhkrt.so* in the package folder itself;
+  3. the install prefix the package was installed into by `cmake --install` (P/lib/python3/
+     dist-packages/hkrt -> P/lib/libhkrt.so.N: the relative path is in _install_paths.py);
+  4. ctypes.util.find_library("hkrt") (the system's linker paths, ldconfig);
+  5. the prefix of the `hkc` found on PATH (P/bin/hkc -> P/lib*/libhkrt.so.N), for a package
+     pip-installed apart from an installed hkc;
+  6. the build trees of a source checkout (build/, build-dev/ beside python/), for development.
+hkrt.Unavailable, raised when none loads, names every path tried and why it failed.
 """
 import ctypes
 import ctypes.util
 import glob
 import os
+import shutil
 import threading
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -118,21 +126,65 @@ _PROTOTYPES = {
 }
 
 
+def _prefix_libraries(prefix):
+    """libhkrt.so.N in an install prefix's library folders (lib, lib64, lib/<multiarch>)."""
+    found = glob.glob(os.path.join(prefix, "lib*", "libhkrt.so.[0-9]*")) + \
+        glob.glob(os.path.join(prefix, "lib", "*", "libhkrt.so.[0-9]*"))
+    return sorted(found, key=lambda p: (len(os.path.basename(p)), p))[:1]  # the SONAME link first
+
+
 def _candidates():
-    """(where, path) pairs in lookup order, after load_library's argument and HKRT_LIBRARY."""
-    out = [("next to the package", p) for p in sorted(glob.glob(os.path.join(_HERE, "libhkrt.so*")))]
+    """(where, path, folder of dependencies to load first or None) in lookup order, after
+    load_library's argument and HKRT_LIBRARY."""
+    libs = os.path.join(_HERE, "_libs")
+    out = [("the wheel's copy", p, libs) for p in sorted(glob.glob(os.path.join(libs, "libhkrt.so*")))]
+    out += [("next to the package", p, None) for p in sorted(glob.glob(os.path.join(_HERE, "libhkrt.so*")))]
     try:
         from . import _install_paths  # written by `cmake --install` only
-        out.append(("the install prefix", os.path.normpath(os.path.join(_HERE, _install_paths.LIBRARY))))
+        out.append(("the install prefix", os.path.normpath(os.path.join(_HERE, _install_paths.LIBRARY)), None))
     except ImportError:
         pass
     found = ctypes.util.find_library("hkrt")
     if found:
-        out.append(("ctypes.util.find_library", found))
+        out.append(("ctypes.util.find_library", found, None))
+    hkc = shutil.which("hkc")
+    if hkc:
+        prefixes = []
+        for exe in (hkc, os.path.realpath(hkc)):
+            p = os.path.dirname(os.path.dirname(os.path.abspath(exe)))
+            if p not in prefixes:
+                prefixes.append(p)
+        for p in prefixes:
+            out += [("the prefix of %s" % hkc, lib, None) for lib in _prefix_libraries(p)]
     root = os.path.dirname(os.path.dirname(_HERE))  # the source checkout, when run from python/
     for build in ("build", "build-dev"):
-        out.append(("the build tree", os.path.join(root, build, "libhkrt.so")))
+        out.append(("the build tree", os.path.join(root, build, "libhkrt.so"), None))
     return out
+
+
+_preloaded = []  # the wheel's dependency libraries, loaded before its libhkrt (kept alive)
+
+
+def _preload(folder):
+    """Loads every shared library in `folder` but libhkrt itself, so that libhkrt's NEEDED
+    entries resolve to them by SONAME (the wheel carries them; its libhkrt has no rpath).
+    Retries while some load: a library may need another one of the folder loaded first.
+    Returns the errors of those that never loaded."""
+    todo = sorted(f for f in os.listdir(folder) if ".so" in f and not f.startswith("libhkrt.so"))
+    errors = {}
+    while todo:
+        left = []
+        for f in todo:
+            try:
+                _preloaded.append(ctypes.CDLL(os.path.join(folder, f)))
+                errors.pop(f, None)
+            except OSError as e:
+                errors[f] = str(e)
+                left.append(f)
+        if len(left) == len(todo):
+            break
+        todo = left
+    return errors
 
 
 def _declare(lib):
@@ -155,11 +207,14 @@ def load(path=None):
             return _loaded
         explicit = path or os.environ.get("HKRT_LIBRARY")
         tried = []
-        cands = [("HKRT_LIBRARY" if not path else "load_library()", explicit)] if explicit else _candidates()
-        for where, cand in cands:
+        cands = [("HKRT_LIBRARY" if not path else "load_library()", explicit, None)] if explicit else _candidates()
+        for where, cand, deps in cands:
             if os.sep in cand and not os.path.exists(cand):
                 tried.append("%s (%s): no such file" % (cand, where))
                 continue
+            if deps is not None:
+                for f, e in sorted(_preload(deps).items()):
+                    tried.append("%s (%s, loaded before libhkrt): %s" % (os.path.join(deps, f), where, e))
             try:
                 lib = _declare(ctypes.CDLL(cand))
             except (OSError, AttributeError) as e:

@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """hkrt.Pack and hkrt.Session: hk_pack_t and hk_session_t (loader/include/hk/hkrt.h)."""
 import collections
+import collections.abc
 import ctypes
 import os
 import weakref
 
 from . import _arrays, _lib
-from .errors import make, invalid
+from .errors import Error, make, invalid
 
 TensorInfo = collections.namedtuple("TensorInfo", "name role dtype shape bytes")
 TensorInfo.__doc__ = """A session's tensor: name; role "input", "output" or "param"; dtype "float32",
@@ -80,6 +81,21 @@ def _stream_handle(stream):
         raise invalid("a stream is None, an int handle, or an object with .cuda_stream / .ptr, not %s"
                       % type(stream).__name__)
     return ctypes.c_void_p(stream) if stream else None
+
+
+def _shape_of(obj):
+    """The shape of an array-like bound to a tensor (NumPy, torch, CuPy, or an object with
+    __cuda_array_interface__), as a tuple of ints; None when it has none to read."""
+    shape = getattr(obj, "shape", None)
+    if shape is None:
+        try:
+            shape = obj.__cuda_array_interface__["shape"]
+        except (AttributeError, TypeError, KeyError):
+            return None
+    try:
+        return tuple(int(d) for d in shape)
+    except (TypeError, ValueError):
+        return None
 
 
 class Pack:
@@ -221,6 +237,8 @@ class Session:
         self.target = _str(self._lib.hk_session_target(handle))
         self._host = self.target.startswith("host")
         self._bound = {}  # name -> (caller's object, staging array or None, keepalive)
+        self._owned = set()   # host outputs bound to arrays the session allocated (_prepare)
+        self._handed = set()  # of those, the ones run(inputs) returned: replaced before the next run
         self._infos = None
         self._weights = []  # hk_weights_t handles whose bytes a host session may use in place
 
@@ -277,10 +295,13 @@ class Session:
     def bind(self, name, array):
         """Binds the buffer of `array` to the tensor `name` (rebinding is allowed).
 
-        Host target: a NumPy array of the tensor's shape and dtype (bfloat16 tensors: uint16
-        arrays of the raw bits, or ml_dtypes.bfloat16). An array that is not C-contiguous or not
-        16-byte aligned is staged: an aligned copy is bound, filled from the array before each
-        run (inputs, params) or copied back into it after each run (outputs).
+        Host target: a NumPy array of the tensor's shape and dtype. bfloat16 tensors take
+        ml_dtypes.bfloat16 arrays, uint16 arrays of the raw bits, or float32 arrays: those are
+        converted (rounded to nearest, ties to even) into a bf16 copy before each run, or, bound
+        to a bf16 output, receive its values widened to float32 after each run. An array that is
+        not C-contiguous or not 16-byte aligned is staged: an aligned copy is bound, filled from
+        the array before each run (inputs, params) or copied back into it after each run
+        (outputs).
         GPU targets: an object with __cuda_array_interface__ (torch CUDA tensors, CuPy) or DLPack
         (__dlpack__, __dlpack_device__) on the session's device, C-contiguous, of the tensor's
         shape and dtype (bfloat16: a bf16 or 16-bit integer type).
@@ -298,6 +319,8 @@ class Session:
             staging = None
         _check(self._lib, self._lib.hk_session_bind(h, name.encode(), ctypes.c_void_p(addr), info.bytes))
         self._bound[name] = (array, staging, keep)
+        self._owned.discard(name)
+        self._handed.discard(name)
 
     def parts(self, name):
         """The checkpoint tensors a param declared with `parts:` concatenates, in order ([] for
@@ -356,19 +379,23 @@ class Session:
 
     # ---- runs
     def _prepare(self):
-        """Host target: binds a session-owned array to every unbound output and fills staged
-        inputs and params from the caller's arrays."""
+        """Host target: binds a session-allocated array to every unbound output (and a fresh one
+        to each output whose array run(inputs) returned), and fills staged inputs and params
+        from the caller's arrays."""
         if not self._host:
             return
         np = _numpy()
-        for t in self.tensors:
-            if t.role == "output" and t.name not in self._bound:
-                dtype = np.float32 if t.dtype == "float32" else np.float16 if t.dtype == "float16" else np.uint16
-                self.bind(t.name, _arrays.aligned_empty(np, t.shape, dtype))
+        self._allocate_outputs(np, replace_handed=True)
         roles = {t.name: t.role for t in self.tensors}
         for name, (array, staging, _) in self._bound.items():
             if staging is not None and roles[name] != "output":
-                np.copyto(staging, array)
+                _arrays.stage_in(np, staging, array)
+
+    def _allocate_outputs(self, np, replace_handed):
+        for t in self.tensors:
+            if t.role == "output" and (t.name not in self._bound or (replace_handed and t.name in self._handed)):
+                self.bind(t.name, _arrays.aligned_empty(np, t.shape, _arrays.host_dtype(np, t.dtype)))
+                self._owned.add(t.name)
 
     def _finish(self):
         if not self._host:
@@ -377,29 +404,120 @@ class Session:
         roles = {t.name: t.role for t in self.tensors}
         for name, (array, staging, _) in self._bound.items():
             if staging is not None and roles[name] == "output":
-                np.copyto(array, staging)
+                _arrays.stage_out(np, array, staging)
 
-    def run(self, stream=None):
-        """Runs the whole graph once (hk_session_run). Host target: returns when the outputs are
-        written; outputs nobody bound go to arrays the session owns (outputs() returns them).
-        GPU targets: queued on `stream` (None: the default stream; an int handle, a
-        torch.cuda.Stream or a cupy stream). Errors: hkrt.FailedPrecondition (a tensor unbound,
-        named), hkrt.DriverError."""
+    def _fit_batch(self, given):
+        """Before run(inputs) binds them: makes the session's batch the one the given inputs'
+        shapes ask for. The batch stays when every given input already has its tensor's shape;
+        else each distinct leading dimension of a mismatching input is tried (as the N of
+        `hkc run --batch N`) until one gives every given input its shape. When none does, the
+        batch is left at the first one the pack accepts, so that bind() names the tensor whose
+        shape is wrong; a batch the pack refuses raises set_batch's hkrt.NotFound (the message
+        lists the buckets)."""
+        infos = {t.name: t for t in self.tensors}
+        shapes = {}
+        for name, obj in given.items():
+            info = infos.get(name)
+            shape = _shape_of(obj)
+            if info is not None and info.role == "input" and shape is not None:
+                shapes[name] = shape
+
+        def fits():
+            return all(shape == infos[name].shape for name, shape in shapes.items())
+
+        if fits():
+            return
+        candidates = []
+        for name, shape in shapes.items():
+            want = infos[name].shape
+            if shape != want and len(shape) == len(want) and shape and int(shape[0]) >= 1 \
+                    and int(shape[0]) not in candidates:
+                candidates.append(int(shape[0]))
+        first, refused = None, None
+        for b in candidates:
+            try:
+                self.set_batch(b)
+            except Error as e:
+                if e.status != 2:  # NOT_FOUND: the pack has no such batch; try the next
+                    raise
+                refused = refused or e
+                continue
+            infos = {t.name: t for t in self.tensors}
+            if fits():
+                return
+            first = b if first is None else first
+        if first is not None:
+            self.set_batch(first)
+        elif refused is not None:
+            raise refused
+
+    def run(self, inputs=None, /, stream=None, **named):
+        """Runs the whole graph once (hk_session_run).
+
+        run() or run(stream=...): runs with the tensors bound so far and returns None. Host
+        target: returns when the outputs are written; outputs nobody bound go to arrays the
+        session allocates (outputs() returns them). GPU targets: queued on `stream` (None: the
+        default stream; an int handle, a torch.cuda.Stream or a cupy stream; also accepted as
+        the first positional argument, as before).
+
+        run({"x": x, ...}) or run(x=x, ...): binds the given tensors (inputs, and params or
+        outputs too, as bind() takes them), runs, and returns {name: array} of every output,
+        as ONNX Runtime's InferenceSession.run returns its outputs. The batch follows the
+        inputs: it stays when they fit the session's current batch, else it becomes their
+        leading dimension (as `hkc run --batch N`; any N up to the largest bucket under the
+        pack's pad policy, a bucket under exact) -- call set_batch() first for a pack whose
+        batch is not the inputs' leading dimension. Host target: the outputs the caller bound
+        are returned as those arrays, written in place; the others are fresh arrays that the
+        session never writes again (bfloat16 ones are ml_dtypes.bfloat16 arrays when ml_dtypes
+        imports, else uint16 arrays of the raw bits). GPU targets: the objects bound to the
+        outputs (every output must be bound, here or with bind()), valid once `stream` gets
+        there. The dict form takes any tensor name, also ones that are not Python identifiers
+        or that clash with `stream`. Tensors bound here stay bound for later runs; a batch
+        change unbinds the batch-dependent ones (set_batch).
+
+        Errors: hkrt.FailedPrecondition (a tensor unbound, named), hkrt.InvalidArgument (a
+        given array's shape or dtype, named), hkrt.NotFound (no such tensor; a batch the pack
+        has no bucket for), hkrt.DriverError."""
+        if inputs is not None and not isinstance(inputs, collections.abc.Mapping):
+            if stream is not None:
+                raise invalid("run() takes a dict of inputs or a stream as its first argument, and "
+                              "stream= was given too")
+            inputs, stream = None, inputs  # run(stream), the positional form of before
         h = self._handle()
+        given = None
+        if inputs is not None or named:
+            given = dict(inputs or {})
+            for name, obj in named.items():
+                if name in given:
+                    raise invalid("tensor '%s' given twice (in the dict and as a keyword)" % name)
+                given[name] = obj
+            self._fit_batch(given)
+            for name, obj in given.items():
+                self.bind(name, obj)
         self._prepare()
         _check(self._lib, self._lib.hk_session_run(h, _stream_handle(stream)))
         self._finish()
+        if given is None:
+            return None
+        out = {}
+        for t in self.tensors:
+            if t.role == "output" and t.name in self._bound:
+                out[t.name] = self._bound[t.name][0]
+                if t.name in self._owned:
+                    self._handed.add(t.name)
+        return out
 
     def outputs(self, copy=True):
         """Host target: {name: NumPy array} of every output as the last run wrote it, copies
-        unless copy=False (then the bound arrays themselves, overwritten by the next run).
-        Outputs the caller did not bind are allocated by the session; bfloat16 ones are uint16
-        arrays of the raw bits."""
+        unless copy=False (then the bound arrays themselves, overwritten by the next run unless
+        run(inputs) returned them). Outputs the caller did not bind are allocated by the
+        session; bfloat16 ones are ml_dtypes.bfloat16 arrays when ml_dtypes imports, else
+        uint16 arrays of the raw bits."""
         if not self._host:
             raise make(10, "outputs() is for the host target; session target is %s (read the bound "
                        "device tensors instead)" % self.target)
         self._handle()
-        self._prepare()
+        self._allocate_outputs(_numpy(), replace_handed=False)
         out = {}
         for t in self.tensors:
             if t.role == "output":
@@ -424,6 +542,8 @@ class Session:
         for t in self.tensors:
             if before[t.name].shape != t.shape:
                 self._bound.pop(t.name, None)
+                self._owned.discard(t.name)
+                self._handed.discard(t.name)
 
     @property
     def batch(self):

@@ -22,12 +22,12 @@ HK_DEVICE float hk_act_silu(float x) { return x / (1.0f + expf(-x)); }
  * here in log2 units with the 1/2 folded into the constant term: h = Phi(-|x|) = t *
  * exp2(-x^2 log2e / 2 + P2(t)), Phi(x) = x < 0 ? h : 1 - h. P2 is a degree-5 minimax fit
  * of (ln(erfcx(z) / t) - ln 2) log2e over t in (0, 1] (every z; least squares reweighted
- * toward minimax, fitted for hkc in session 10): its error is
+ * toward minimax, fitted for hkc): its error is
  * an error of the exponent, so h keeps a relative error below 5.1e-5 everywhere, the far
  * negative tail included (no cancellation, unlike 0.5x(1 + erff(x/sqrt 2))). Max relative
  * error of the result 5.7e-5 in f32 (tests/unit/act16_test.c checks < 1e-4 on the CPU),
  * ~9x below a f16 half-ulp, ~35x below bf16's. ~16 operations (2 of them MUFU: rcp, ex2)
- * against ~31 for erff and ~20 for the degree-9 fit used before (session 10, on the H200:
+ * against ~31 for erff and ~20 for the degree-9 fit used before (on the H200, 2026-12-02:
  * bert's ffn up with bias and gelu in its epilogue 53.1 -> 49.8 us at 4096 rows, 206.1 ->
  * 200.5 us at 16384; docs/BENCHMARKS.md): gelu on 16-bit data is issue-bound otherwise
  * (element-wise kernels; the GEMM epilogue, where it is most of the work). inf -> inf,

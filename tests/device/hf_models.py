@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Hugging Face modules against hkc on the GPU (issue 19, "proof on real model code").
+"""Hugging Face modules against hkc on the GPU (proof on real model code).
 
     python3 tests/device/hf_models.py HKC DIR OUT
 
@@ -158,7 +158,7 @@ for name, masked in (("bert", 0), ("gpt2", 0), ("llama", 0), ("bert", 1), ("gpt2
     m16 = model.to("cuda", torch.bfloat16)
     # Module.to(bfloat16) also rounds the rotary inv_freq buffers to bf16 (positions x 2^-9 of
     # angle error), which from_pretrained(torch_dtype=...) does not do: keep them float32, as the
-    # module computed them (session 7's first run compared against bf16-rounded frequencies)
+    # module computed them (a first run on 2026-12-02 compared against bf16-rounded frequencies)
     for n, b in rope_f32.items():
         owner = m16.get_submodule(n.rsplit(".", 1)[0]) if "." in n else m16
         owner.register_buffer(n.rsplit(".", 1)[-1], b.to("cuda"), persistent=False)

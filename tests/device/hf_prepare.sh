@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# CPU-machine half of the Hugging Face check (issue 19, "proof on real model code"): the
+# CPU-machine half of the Hugging Face check (proof on real model code): the
 # configurations in tests/device/hf/ (a 2-layer BERT at bert-base sizes, one GPT-2 block at
 # GPT-2 small sizes, one Llama-3-8B decoder layer) imported with `hkc import hf` and built for
 # sm_90a into build-dev/hf/. tests/device/hf_models.py then builds the transformers modules
 # from the same configurations on the H200 and compares.
-#   bash tests/device/hf_prepare.sh      # here (after tests/device/prepare.sh or bench/*_prepare.sh)
+#   bash tests/device/hf_prepare.sh      # here (after tests/device/prepare.sh or bench/run.py ... --prepare)
 #   bash tests/device/hf_device.sh       # on the H200, build-dev carried
 set -euo pipefail
 cd "$(dirname "$0")/../.."

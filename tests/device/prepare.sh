@@ -15,6 +15,6 @@ for spec in specs/*.yaml tests/specs/*.yaml; do
     ${HK_BUILD_FLAGS---tuning-db specs/tuning/h200.db} # HK_BUILD_FLAGS="--tune default": untuned kernels
 done
 mkdir -p build-dev/bench
-bash bench/chain.sh 200 build-dev/bench/chain200.yaml
+bash bench/lib/chain.sh 200 build-dev/bench/chain200.yaml
 build-dev/hkc build build-dev/bench/chain200.yaml -o build-dev/bench/chain200.hkpack --target "${HK_GPU_TARGET:-sm_90}" -q
 ls -la build-dev/packs build-dev/bench

@@ -20,8 +20,8 @@ prepare)
   for s in op_elementwise op_rows_aligned_bf16; do
     build-dev/hkc build "tests/specs/$s.yaml" -o "build-dev/pycheck/$s.hkpack" --target "host,$target" -q
   done
-  python3 bench/gemm_bars.py prepare --only "$gemm_only"
-  python3 bench/attn_bars.py prepare --only "$attn_only"
+  python3 bench/lib/gemm_bars.py prepare --only "$gemm_only"
+  python3 bench/lib/attn_bars.py prepare --only "$attn_only"
   ;;
 run)
   export LD_LIBRARY_PATH=$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -30,11 +30,11 @@ run)
   echo "== tests/device/python_gpu.py ($target)"
   PYTHONPATH=python python3 tests/device/python_gpu.py build-dev/pycheck/op_elementwise.hkpack \
     build-dev/pycheck/op_rows_aligned_bf16.hkpack "$target" || rc=1
-  echo "== bench/gemm_bars.py run --only $gemm_only"
-  python3 bench/gemm_bars.py run --only "$gemm_only" --reps 10 || rc=1
-  echo "== bench/attn_bars.py numerics + timing --only $attn_only"
-  python3 bench/attn_bars.py numerics --only "$attn_only" || rc=1
-  python3 bench/attn_bars.py timing --only "$attn_only" --reps 10 || rc=1
+  echo "== bench/lib/gemm_bars.py run --only $gemm_only"
+  python3 bench/lib/gemm_bars.py run --only "$gemm_only" --reps 10 || rc=1
+  echo "== bench/lib/attn_bars.py numerics + timing --only $attn_only"
+  python3 bench/lib/attn_bars.py numerics --only "$attn_only" || rc=1
+  python3 bench/lib/attn_bars.py timing --only "$attn_only" --reps 10 || rc=1
   echo "python_check: exit $rc"
   exit $rc
   ;;

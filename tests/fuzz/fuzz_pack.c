@@ -7,7 +7,8 @@
  * mutated records reach verify's deeper checks (ranges, indices, enums, shapes).
  * When a pack opens, every accessor and every record of the verified view (node flags,
  * scratch and semaphore ranges, the optional PLAN section's records, PARTS and the stored
- * weights' bytes included) is walked,
+ * weights' bytes included) is walked, every graph's launch extents are checked (refused with
+ * a message, or each fits its tensor and agrees with the EXTENTS record),
  * and code sections are decompressed (small ones only), so ASan proves that what
  * verify accepted is safe to read. Code objects are never loaded: that would run
  * fuzzed machine code.
@@ -21,6 +22,7 @@
 #include "../unit/pack_refix.h"
 #include "hk/hkrt.h"
 #include "pack_internal.h"
+#include "status_internal.h" /* hk_error_clear */
 
 /* Decompressing a declared-huge object would only test malloc. */
 #define FUZZ_MAX_CODE (4u << 20)
@@ -79,6 +81,26 @@ static void walk(hk_pack_t *pack) {
         if (v->deps[n->dep_first + d] >= j) abort(); /* verified */
     }
     for (uint32_t i = 0; i < v->tensor_count; i++) sink += v->placements[gr->placement_first + i];
+    /* launch extents: refused as CORRUPT with a message, or every tensor argument's fits */
+    hk_error_clear();
+    const hk_status_t ext = hk_graph_check_extents(v, g);
+    if (ext != HK_OK && (ext != HK_STATUS_CORRUPT || hk_last_error()[0] == '\0')) abort();
+    for (uint32_t j = 0; ext == HK_OK && j < gr->node_count; j++) {
+      const hk_node_rec_t *n = &v->nodes[gr->node_first + j];
+      uint64_t bytes[HK_MAX_ARGS_PER_NODE], size = 0;
+      if (hk_launch_extents(v, g, j, bytes) != HK_OK) abort(); /* what the check derived */
+      for (uint32_t a = 0; a < n->arg_count; a++) {
+        const hk_arg_rec_t *arg = &v->args[n->arg_first + a];
+        if (arg->kind != HK_ARG_TENSOR) {
+          if (bytes[a] != 0) abort();
+          continue;
+        }
+        if (!hk_tensor_shape(&v->tensors[arg->value], gr->batch, NULL, &size) || bytes[a] > size ||
+            (v->extents && v->extents[n->arg_first + a] != bytes[a]))
+          abort();
+        sink += bytes[a];
+      }
+    }
   }
   for (uint32_t i = 0; i < v->tensor_count; i++) { /* PARTS (format 1.4) */
     uint32_t first, count;

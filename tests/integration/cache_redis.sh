@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The compile cache's shared second level (HKC_CACHE_URL, README "Shared compile cache"),
+# The compile cache's shared second level (HKC_CACHE_URL, docs/CLI.md, "the shared compile cache"),
 # against a redis-server this test starts on a free port and stops: two builds with separate
 # cache directories share compiled kernels (the second compiles nothing: every kernel from the
 # shared cache, the same pack bytes); a garbage remote entry is refused with a warning and

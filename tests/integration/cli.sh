@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The command line (issue 20, item 4; docs/CLI.md): every --json document parsed by python3's
+# The command line (docs/CLI.md): every --json document parsed by python3's
 # json module and checked key by key (types and values against what the human report and the
 # files say), --opt=value forms, the short usage line and exit status 2 of usage errors,
 # progress lines on a non-terminal stderr (none with -q), -q/-v on every command, inspect's
@@ -272,7 +272,7 @@ gpu_build() { # gpu_build TARGET OUT [ARGS...]
 }
 if [[ " $avail " == *" sm_90 "* ]]; then
   gpu_build sm_90 "$work/nv.hkpack" -v --no-ptx > /dev/null 2> "$work/nv.err"
-  grep -Eq "^\[1/1\] hk_relu_f32[a-z0-9_]* sm_90" "$work/nv.err" && ok "-v: a progress line per kernel" || bad "-v: $(cat "$work/nv.err")"
+  grep -Eq "^\[1/1\] compile sm_90: hk_relu_f32[a-z0-9_]*( \(cached\)| \(shared cache\))?$" "$work/nv.err" && ok "-v: a progress line per kernel" || bad "-v: $(cat "$work/nv.err")"
   "$HKC" inspect "$work/nv.hkpack" > "$work/nv.txt"
   head=$(awk '/^kernels for sm_90/{getline; print; exit}' "$work/nv.txt")
   [ "$(echo $head | cut -d' ' -f1-8)" = "name regs shared local warp block blocks/SM occup%" ] && ok "inspect: NVIDIA columns: $(echo $head)" \

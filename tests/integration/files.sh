@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# hkc's files through the real binary: inputs must be regular files (a device or FIFO fails
-# at once, naming what it is, for every file argument of every command), outputs replace only
-# regular files (the node stays what it was), the umask decides output modes, and
-# --save-outputs writes all outputs or none.
+# hkc's files through the real binary (docs/CLI.md, "Conventions"): inputs must be regular
+# files (a device or FIFO fails at once, naming what it is, for every file argument of every
+# command), outputs replace only regular files (the node stays what it was), the umask decides
+# output modes, and --save-outputs writes all outputs or none.
 set -euo pipefail
 : "${HKC:?}" "${HK_SOURCE_DIR:?}"
 work=$(mktemp -d)

@@ -8,7 +8,11 @@
 #    hkrt::hkrt and hkrt::hkrt_static; the pack is rebuilt when the spec changes, not otherwise;
 #  - examples/consumer-pkgconfig: `pkg-config --cflags --libs hkrt` (and --static with libhkrt.a);
 #  - examples/consumer-subdir: add_subdirectory(hkc), which must build without tests.
-# Also: the installed Python package (lib/python3/dist-packages/hkrt) loads the installed libhkrt.
+# Also: the installed Python package (lib/python3/dist-packages/hkrt) loads the installed libhkrt
+# with no HKRT_LIBRARY or LD_LIBRARY_PATH and runs a host pack through Session.run
+# (tests/python/run_check.py, with NumPy), the package pip-installed on its own finds the
+# prefix's libhkrt through the hkc on PATH, and the installed importers run (hkc import hf;
+# hkc import onnx when NumPy and onnx are there).
 # Sanitizer builds skip (exit 77): their libraries need the sanitizer runtime in every consumer;
 # the release pass runs this test.
 set -euo pipefail
@@ -50,6 +54,28 @@ printf '%s\n' '{"model_type": "llama", "hidden_size": 16, "num_hidden_layers": 2
 HKC_PYTHON=${HK_PYTHON:-/usr/bin/python3} "$prefix/bin/hkc" import hf "$work/config.json" -o "$work/imported.yaml" \
   --seq 16 -q || fail "installed hkc import hf"
 grep -q "^  - repeat:" "$work/imported.yaml" && [ -s "$work/imported.map" ] || fail "installed hkc import hf wrote nothing"
+# `hkc import onnx`: bin/hkc-import-onnx, the entry point, finds its package (share/hkc/python/hkc_onnx) by
+# its path relative to bin/ -- checked on a one-Gemm model written with the onnx package (without it: a note)
+[ -x "$prefix/bin/hkc-import-onnx" ] && [ -f "$prefix/share/hkc/python/hkc_onnx/cli.py" ] \
+  || fail "bin/hkc-import-onnx or share/hkc/python/hkc_onnx not installed"
+pyo=${HK_PYTHON:-/usr/bin/python3}
+if "$pyo" -c "import numpy, onnx" > /dev/null 2>&1; then
+  "$pyo" - "$work/gemm.onnx" <<'EOF'
+import sys
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper, save
+w = numpy_helper.from_array(np.ones((8, 4), np.float32), "w")
+g = helper.make_graph([helper.make_node("Gemm", ["x", "w"], ["y"], transB=1)], "g",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])], [w])
+save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+EOF
+  (cd / && HKC_PYTHON=$pyo "$prefix/bin/hkc" import onnx "$work/gemm.onnx" -o "$work/gemm.yaml" \
+    --weights-out "$work/gemm.safetensors" > "$work/onnx.log" 2>&1) || fail "installed hkc import onnx: $(cat "$work/onnx.log")"
+  grep -q "op: gemm, in: \[x, w\], trans_b: true" "$work/gemm.yaml" || fail "installed hkc import onnx wrote no gemm"
+else
+  echo "note: $pyo cannot import numpy and onnx; the installed hkc import onnx is not run"
+fi
 
 # ---- the Python package (python/hkrt) finds the installed libhkrt by its relative path
 py=${HK_PYTHON:-/usr/bin/python3}
@@ -59,6 +85,33 @@ if [ -x "$py" ]; then
         "import hkrt; print(hkrt.load_library()); print(hkrt.version())") || fail "import hkrt from the prefix: $got"
   [[ "$(head -n 1 <<<"$got")" == "$libdir/$soname" ]] || fail "installed hkrt loaded $(head -n 1 <<<"$got"), not $libdir/$soname"
   [ "$(tail -n 1 <<<"$got")" = "$version" ] || fail "hkrt.version() $(tail -n 1 <<<"$got"), want $version"
+  "$prefix/bin/hkc" build "$HK_SOURCE_DIR/tests/specs/op_elementwise.yaml" -o "$work/py.hkpack" --target host -q
+  if "$py" -c "import numpy" 2>/dev/null; then
+    # a host pack through Session.run(**inputs) against a float64 reference, from the prefix
+    (cd / && env -u HKRT_LIBRARY -u LD_LIBRARY_PATH PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$prefix/lib/python3/dist-packages" \
+      "$py" "$HK_SOURCE_DIR/tests/python/run_check.py" "$work/py.hkpack" "$libdir") > "$work/py.log" 2>&1 ||
+      fail "Session.run with the installed hkrt: $(cat "$work/py.log")"
+  else
+    echo "note: no NumPy for $py; the installed package's Session.run is not checked"
+  fi
+  # the package pip-installed on its own (no _install_paths.py) finds the prefix through the
+  # hkc on PATH (P/bin/hkc -> P/lib/libhkrt.so.N), unless the linker's paths have a libhkrt
+  if "$py" -m pip --version > /dev/null 2>&1; then
+    cp -r "$HK_SOURCE_DIR/python" "$work/pysrc"
+    rm -rf "$work/pysrc/build" "$work/pysrc"/*.egg-info
+    "$py" -m pip install -q --no-build-isolation --no-deps --no-index --disable-pip-version-check \
+      --root-user-action=ignore --target "$work/pure" "$work/pysrc" > "$work/pip.log" 2>&1 ||
+      fail "pip install ./python: $(cat "$work/pip.log")"
+    if [ -n "$("$py" -c "import ctypes.util; print(ctypes.util.find_library('hkrt') or '')")" ]; then
+      echo "note: this machine's linker paths have a libhkrt; the lookup through the hkc on PATH is not checked"
+    else
+      got=$(cd / && env -u HKRT_LIBRARY -u LD_LIBRARY_PATH PATH="$prefix/bin:/usr/bin:/bin" PYTHONPATH="$work/pure" \
+            "$py" -c "import hkrt; print(hkrt.load_library())" 2>&1) || fail "pip-installed hkrt with hkc on PATH: $got"
+      [ "$got" = "$libdir/$soname" ] || fail "pip-installed hkrt with $prefix/bin on PATH loaded $got, not $libdir/$soname"
+    fi
+  else
+    echo "note: no pip for $py; the pip-installed package's lookup through PATH is not checked"
+  fi
 else
   echo "note: no $py; the installed Python package is not checked"
 fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# hkc merge (README, "CI fan-out"): packs of one spec built one target at a time merge into
+# hkc merge (docs/CLI.md, "hkc merge and the CI fan-out"): packs of one spec built one target at a time merge into
 # the same bytes (cmp) as one build of all the targets, unsigned and with --sign; a spec with
 # SwiGLU needs --merge-targets on the parts, and so does a plan auto fusion decides
 # differently per target (fusion_apart=); mismatched inputs (another spec, other build

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Independent reference for hkc packs: reads a spec with PyYAML, draws random inputs
 and params with NumPy, runs `hkc run` on them, and compares every output with a NumPy
-float64 evaluation of the spec's ops (DESIGN.md "Op semantics").
+float64 evaluation of the spec's ops (docs/SPEC.md, "Graph nodes").
 
 Each op's result is rounded to the spec dtype, as stored tensors are, so the
 comparison measures kernel error rather than the dtype's storage rounding.

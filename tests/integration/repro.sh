@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Reproducible builds (issue 7): the same spec, flags, toolchain and tuning database give a
+# Reproducible builds (docs/TUNING.md): the same spec, flags, toolchain and tuning database give a
 # byte-identical pack -- whatever the paths of the spec, the output and $TMPDIR, the number
 # of compile threads (-j1 / -j2), and whether kernels come from the compile cache or not.
 # The host target always; GPU targets when their toolchain is installed (no GPU needed).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# hkc run --weights (issue 19): a safetensors checkpoint written here by hand (struct + json,
+# hkc run --weights (docs/WEIGHTS.md): a safetensors checkpoint written here by hand (struct + json,
 # NumPy only) binds the params of a host pack through libhkrt, a name map renames two of
 # them, and the outputs are byte-identical to the same run with every param given as .npy.
 # Then the refusals: unbound params (each named) unless --random-params, a shape or dtype

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# hkc run --weights FILE.npz (issue 19): specs/mlp.yaml's params written by numpy.savez
+# hkc run --weights FILE.npz (docs/WEIGHTS.md): specs/mlp.yaml's params written by numpy.savez
 # (stored) and numpy.savez_compressed (deflated), in f64, f32 and f16, bind through libzip and
 # the .npy reader of --param: the outputs are byte-identical to the run with every param given
 # as .npy, and match a float64 NumPy reference. The same for a bf16 build of the spec (the

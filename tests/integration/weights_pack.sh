@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Self-contained packs (issue 19): `hkc build --weights FILE.safetensors [--weights-map MAP]`
+# Self-contained packs (docs/WEIGHTS.md): `hkc build --weights FILE.safetensors [--weights-map MAP]`
 # stores every param in the pack (format 1.4, WEIGHTS_INDEX + WEIGHTS). Checked here on a host
 # pack of tests/specs/op_gemm.yaml (bf16 params of odd sizes):
 #  - inspect (text and --json) shows the stored params and their bytes;
@@ -82,7 +82,7 @@ cmp -s "$work/json.hkpack" "$work/self.hkpack" && "$PY" -c 'import json,sys; d=j
 
 # ---- inspect ----
 "$HKC" inspect "$work/self.hkpack" > "$work/inspect.txt"
-grep -q "format 1\.5," "$work/inspect.txt" && grep -q "weights: 5 param(s), .* stored" "$work/inspect.txt" \
+grep -q "format 1\.6," "$work/inspect.txt" && grep -q "weights: 5 param(s), .* stored" "$work/inspect.txt" \
   && [ "$(grep -c ' stored$' "$work/inspect.txt")" -eq 5 ] \
   && ok "inspect: $(grep 'weights:' "$work/inspect.txt" | xargs)" || { bad "inspect"; cat "$work/inspect.txt"; }
 "$HKC" inspect "$work/plain.hkpack" | grep -q "weights: none stored" && ok "inspect of a weight-less pack" \

@@ -2,7 +2,10 @@
 """The hkrt Python package (python/hkrt) on a host pack of tests/specs/op_elementwise.yaml:
 opening (file, bytes), the trust policy (hkrt.Untrusted; a pack signed with hkc keygen/sign),
 tensor metadata, bind checks, runs against an independent float64 NumPy reference (random
-inputs, outputs poisoned first), set_batch, profile, and the errors' statuses and messages.
+inputs, outputs poisoned first), set_batch, profile, and the errors' statuses and messages;
+Session.run(inputs) (binding, the batch from the inputs, the outputs returned); bf16 from
+NumPy with and without ml_dtypes (a bf16 pack); weights (safetensors, parts, a self-contained
+pack); Session.generate against `hkc generate` (an imported generation pack).
 
 Needs HKC (the hkc binary) and libhkrt where hkrt finds it (tests/integration/python.sh sets
 HKRT_LIBRARY). Run: python3 -m unittest tests/python/test_hkrt.py"""
@@ -367,10 +370,6 @@ class TestSession(unittest.TestCase):
             self.pack.name
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 PARTS_SPEC = """hkc: 1
 name: pw
 dtype: f32
@@ -472,3 +471,255 @@ class TestWeights(unittest.TestCase):
                 self.assertFalse(s.is_bound("w"))
                 with self.assertRaises(hkrt.FailedPrecondition):
                     self.run_x(s)
+
+
+class TestRunInputs(unittest.TestCase):
+    """Session.run(inputs): binds, picks the batch from the inputs' leading dimension, runs and
+    returns every output; the run() of before (no inputs, a positional stream) still works."""
+
+    def setUp(self):
+        self.pack = open_pack()
+        self.sess = self.pack.session(batch=1)
+
+    def tearDown(self):
+        self.pack.close()
+
+    def check(self, out, inp, batch, what):
+        ref = inp.ref()
+        self.assertEqual(set(out), set(ref), what)
+        for name, got in out.items():
+            self.assertEqual(got.shape, (batch, S, C), "%s %s" % (what, name))
+            assert_close(self, got, ref[name], "%s %s" % (what, name))
+
+    def test_keywords_dict_and_batches(self):
+        inp1 = Inputs(1, seed=21)
+        out1 = self.sess.run(x=inp1.x, z=inp1.z, row=inp1.row, one=inp1.one)
+        self.check(out1, inp1, 1, "batch 1")
+        kept = {n: a.copy() for n, a in out1.items()}
+        for batch, bucket in ((5, 5), (3, 5), (1, 1)):  # a bucket, padded, back: the batch follows the inputs
+            inp = Inputs(batch, seed=30 + batch)
+            inp.row, inp.one = inp1.row, inp1.one    # params stay bound from the first call
+            out = self.sess.run({"x": inp.x, "z": inp.z})
+            self.assertEqual((self.sess.batch, self.sess.bucket), (batch, bucket))
+            self.check(out, inp, batch, "batch %d" % batch)
+        for name, a in out1.items():  # later runs never write into arrays run() returned
+            np.testing.assert_array_equal(a, kept[name], name)
+        # the run() of before: returns None, the outputs are read with outputs()
+        inp = Inputs(1, seed=40)
+        inp.bind(self.sess, outputs=False)
+        self.assertIsNone(self.sess.run())
+        self.assertIsNone(self.sess.run(None))
+        self.assertIsNone(self.sess.run(0))          # a stream handle, positionally (host: ignored)
+        self.assertIsNone(self.sess.run(stream=None))
+        self.check(self.sess.outputs(), inp, 1, "run() then outputs()")
+
+    def test_outputs_the_caller_bound(self):
+        inp = Inputs(1, seed=22)
+        mine = np.full((1, S, C), np.nan, np.float32)
+        self.sess.bind("y_gelu", mine)
+        out = self.sess.run(x=inp.x, z=inp.z, row=inp.row, one=inp.one)
+        self.assertIs(out["y_gelu"], mine)           # written in place, returned as is
+        self.check(out, inp, 1, "bound output")
+        inp5 = Inputs(5, seed=23)
+        mine5 = np.full((5, S, C), np.nan, np.float32)  # outputs may be given too
+        out = self.sess.run(x=inp5.x, z=inp5.z, row=inp5.row, one=inp5.one, y_relu=mine5)
+        self.assertIs(out["y_relu"], mine5)
+        self.check(out, inp5, 5, "output given to run()")
+
+    def test_run_errors(self):
+        inp = Inputs(1, seed=24)
+        with self.assertRaises(hkrt.NotFound) as cm:
+            self.sess.run(x=inp.x, nope=inp.x)
+        self.assertIn("'nope'", cm.exception.message)
+        with self.assertRaises(hkrt.NotFound) as cm:  # past the largest bucket
+            self.sess.run(x=np.zeros((6, S, C), np.float32))
+        self.assertIn("5", cm.exception.message)
+        with self.assertRaises(hkrt.InvalidArgument) as cm:  # the batch fits, another dim does not
+            self.sess.run(x=inp.x, z=np.zeros((1, S, C - 1), np.float32))
+        self.assertIn("'z'", cm.exception.message)
+        with self.assertRaises(hkrt.InvalidArgument) as cm:
+            self.sess.run({"x": inp.x}, x=inp.x)
+        self.assertIn("twice", cm.exception.message)
+        with self.assertRaises(hkrt.FailedPrecondition) as cm:  # z, row, one unbound: libhkrt names one
+            self.sess.run(x=inp.x)
+        self.assertIn("unbound", cm.exception.message)
+        self.pack.close()
+        with self.assertRaises(hkrt.FailedPrecondition):
+            self.sess.run(x=inp.x)
+
+
+BF16_SPEC = """hkc: 1
+name: eb
+dtype: bf16
+batch_sizes: [1, 4]
+inputs: {x: [batch, 3, 40]}
+params: {g: [40]}
+graph:
+  - {name: m, op: mul, in: [x, g], out: t}
+  - {name: r, op: relu, in: [t], out: y}
+outputs: [y]
+"""
+
+
+def bf16_round(a):
+    """float32 -> the nearest bfloat16 (ties to even), as float32: an independent formulation."""
+    a = np.asarray(a, np.float32)
+    u = a.view(np.uint32).astype(np.uint64)
+    low, hi = u & 0xFFFF, u >> 16
+    up = (low > 0x8000) | ((low == 0x8000) & ((hi & 1) == 1))
+    return ((hi + up) << 16).astype(np.uint32).view(np.float32)
+
+
+class TestBfloat16(unittest.TestCase):
+    """bf16 tensors from NumPy: float32 arrays converted (round to nearest even), uint16 raw
+    bits, float32 arrays bound to bf16 outputs; outputs the session allocates are uint16 bits
+    without ml_dtypes and ml_dtypes.bfloat16 arrays with it (checked with a stand-in module,
+    and with the real one where it is installed)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.spec = os.path.join(F["dir"], "eb.yaml")
+        with open(cls.spec, "w") as f:
+            f.write(BF16_SPEC)
+        cls.pack = os.path.join(F["dir"], "eb.hkpack")
+        subprocess.run([os.environ["HKC"], "build", cls.spec, "-o", cls.pack, "--target", "host", "-q"], check=True)
+        rng = np.random.default_rng(5)
+        cls.x = rng.standard_normal((3, 3, 40)).astype(np.float32)
+        cls.g = rng.uniform(-2, 2, 40).astype(np.float32)
+        cls.want = bf16_round(np.maximum(bf16_round(cls.x) * bf16_round(cls.g), 0))
+
+    def setUp(self):
+        from hkrt import _arrays
+        self.arrays = _arrays
+        self.saved = (sys.modules.get("ml_dtypes", "absent"), _arrays._bf16)
+
+    def tearDown(self):
+        module, cached = self.saved
+        if module == "absent":
+            sys.modules.pop("ml_dtypes", None)
+        else:
+            sys.modules["ml_dtypes"] = module
+        self.arrays._bf16 = cached
+
+    def use_ml_dtypes(self, module):
+        """module: a module to import as ml_dtypes, or None for 'not installed'."""
+        sys.modules["ml_dtypes"] = module
+        self.arrays._bf16 = self.arrays._UNSET
+
+    def bits(self, a):
+        return np.asarray(a).view(np.uint16)
+
+    def check_y(self, y_bits):
+        got = self.arrays.bf16_bits_to_f32(np, y_bits)
+        self.assertTrue(np.abs(got).max() > 0, "all zeros")
+        # the kernel computes in float32 and rounds once: within one bf16 step of the reference
+        np.testing.assert_allclose(got, self.want, rtol=2.0 ** -7, atol=1e-30)
+
+    def test_rounding(self):
+        f = np.array([1 + 2 ** -8, 1 + 3 * 2 ** -8, -(1 + 2 ** -8 + 2 ** -20), np.finfo(np.float32).max, -0.0, np.inf, -np.inf,
+                      1e-40, 65504.0], np.float32)
+        want = [0x3F80, 0x3F82, 0xBF81, 0x7F80, 0x8000, 0x7F80, 0xFF80, 0x0001, 0x4780]
+        self.assertEqual(self.arrays.f32_to_bf16_bits(np, f).tolist(), want)
+        nan = self.arrays.f32_to_bf16_bits(np, np.array([np.nan, -np.nan], np.float32))
+        self.assertTrue(np.isnan(self.arrays.bf16_bits_to_f32(np, nan)).all())
+        r = np.random.default_rng(3).standard_normal(10000).astype(np.float32) * 100
+        np.testing.assert_array_equal(self.arrays.bf16_bits_to_f32(np, self.arrays.f32_to_bf16_bits(np, r)),
+                                      bf16_round(r))
+
+    def test_without_ml_dtypes(self):
+        self.use_ml_dtypes(None)  # import ml_dtypes raises ImportError
+        with hkrt.Pack.open(self.pack, allow_unsigned_native_code=True) as p, p.session() as s:
+            out = s.run(x=self.x, g=self.g)  # float32 in: converted
+            self.assertEqual((s.batch, s.bucket), (3, 4))
+            self.assertEqual(out["y"].dtype, np.uint16)  # the raw bits, as before ml_dtypes support
+            self.check_y(out["y"])
+            self.assertEqual(s.outputs()["y"].dtype, np.uint16)
+            bits_x = self.arrays.f32_to_bf16_bits(np, self.x)  # uint16 bits in: bound as they are
+            out = s.run(x=bits_x)
+            np.testing.assert_array_equal(self.bits(out["y"]), self.arrays.f32_to_bf16_bits(np, self.want))
+            y32 = np.full((3, 3, 40), np.nan, np.float32)  # a float32 array bound to a bf16 output
+            s.bind("y", y32)
+            self.assertIs(s.run(x=self.x)["y"], y32)
+            np.testing.assert_array_equal(y32, self.want)
+            with self.assertRaises(hkrt.InvalidArgument) as cm:
+                s.run(x=self.x.astype(np.float64))
+            self.assertIn("float32 (converted)", cm.exception.message)
+
+    def test_with_ml_dtypes_stand_in(self):
+        # a stand-in for ml_dtypes: a distinct 2-byte NumPy dtype (a one-field record) plays
+        # bfloat16; what hkrt does with it (allocate, accept, view as bits) is all it needs
+        import types
+        fake = types.ModuleType("ml_dtypes")
+        fake.bfloat16 = np.dtype([("bf16", "<u2")])
+        self.use_ml_dtypes(fake)
+        with hkrt.Pack.open(self.pack, allow_unsigned_native_code=True) as p, p.session() as s:
+            out = s.run(x=self.x, g=self.g)
+            self.assertEqual(out["y"].dtype, fake.bfloat16)
+            self.check_y(self.bits(out["y"]))
+            self.assertEqual(s.outputs()["y"].dtype, fake.bfloat16)
+            xb = self.arrays.f32_to_bf16_bits(np, self.x).view(fake.bfloat16)  # inputs of that dtype
+            np.testing.assert_array_equal(self.bits(s.run(x=xb)["y"]), self.bits(out["y"]))
+            wide = np.zeros((3, 3, 80), np.uint16).view(fake.bfloat16)  # a strided one: staged
+            wide[:, :, ::2] = xb
+            np.testing.assert_array_equal(self.bits(s.run(x=wide[:, :, ::2])["y"]), self.bits(out["y"]))
+
+    def test_with_ml_dtypes(self):
+        try:
+            import ml_dtypes
+        except ImportError:
+            self.skipTest("ml_dtypes is not installed (Debian 12 has no python3-ml-dtypes): the stand-in "
+                          "test covers hkrt's side")
+        self.use_ml_dtypes(ml_dtypes)
+        with hkrt.Pack.open(self.pack, allow_unsigned_native_code=True) as p, p.session() as s:
+            out = s.run(x=self.x, g=self.g.astype(ml_dtypes.bfloat16))
+            self.assertEqual(out["y"].dtype, np.dtype(ml_dtypes.bfloat16))
+            np.testing.assert_allclose(out["y"].astype(np.float32), self.want, rtol=2.0 ** -7, atol=1e-30)
+            np.testing.assert_array_equal(self.bits(self.x.astype(ml_dtypes.bfloat16)),
+                                          self.arrays.f32_to_bf16_bits(np, self.x))
+
+
+class TestGenerate(unittest.TestCase):
+    """Session.generate on a generation pack (hkc import hf --generate of the llama config of
+    tests/integration/gen_configs, weights from gen_reference.py, bound by bind_weights with
+    the importer's name map): the same ids as `hkc generate`, greedy and sampled."""
+
+    def test_generate_matches_hkc(self):
+        import json
+        d, hkc = F["dir"], os.environ["HKC"]
+        integ = os.path.join(HERE, "..", "integration")
+        cfg = os.path.join(integ, "gen_configs", "llama.json")
+        spec, mp = os.path.join(d, "gen.yaml"), os.path.join(d, "gen.map")
+        st, pack = os.path.join(d, "gen.safetensors"), os.path.join(d, "gen.hkpack")
+        env = dict(os.environ, HKC_PYTHON=sys.executable)
+        subprocess.run([hkc, "import", "hf", cfg, "--generate", "--max-seq", "64", "--slots", "4", "--token-buckets",
+                        "1,4,16,64", "--dtype", "f32", "--targets", "host", "-o", spec, "--weights-map-out", mp, "-q"],
+                       check=True, env=env, capture_output=True)
+        subprocess.run([sys.executable, os.path.join(integ, "gen_reference.py"), "weights", cfg, st], check=True,
+                       capture_output=True)
+        subprocess.run([hkc, "build", spec, "-o", pack, "--target", "host", "-q"], check=True)
+        prompts = [[5, 17, 42], [1, 2]]
+        ids = []
+        for i, p in enumerate(prompts):
+            ids += ["--ids", os.path.join(d, "p%d.npy" % i)]
+            np.save(ids[-1], np.array(p, np.int32))
+        names = {}
+        with open(mp) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) == 2 and not line.startswith("#"):
+                    names[parts[0]] = parts[1]
+        for sampling in ([], ["--temperature", "0.8", "--top-k", "20", "--sample-seed", "3"]):
+            want = json.loads(subprocess.run([hkc, "generate", pack, "--weights", st, "--weights-map", mp, *ids, "-n", "8",
+                                              "--allow-unsigned-native", "--json", *sampling], check=True,
+                                             capture_output=True, text=True).stdout)["outputs"]
+            kw = {"temperature": 0.8, "top_k": 20, "seed": 3} if sampling else {}
+            with hkrt.Pack.open(pack, allow_unsigned_native_code=True) as p, p.session() as s:
+                self.assertEqual(s.bind_weights(st, names=names, all_params=True),
+                                 len([t for t in s.tensors if t.role == "param"]))
+                got = s.generate(prompts, max_new_tokens=8, **kw)
+            self.assertEqual(got, want, "sampling %s" % (sampling or "greedy"))
+            self.assertEqual([len(g) for g in got], [8, 8])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -697,7 +697,7 @@ static void test_split_nvrtc(void **state) {
           hk_test_kernel_name(&jobs[n++].kernel);
         }
   assert_true(n <= sizeof jobs / sizeof jobs[0]);
-  hk_test_compile_all(jobs, n, hkc_nvrtc_compile, 2, HK_TEST_COMPILE_NO_WARNINGS);
+  hk_test_compile_all(jobs, n, hkc_nvrtc_compile, 2, HK_TEST_COMPILE_NO_WARNINGS | HK_TEST_COMPILE_SAMPLED);
   int failures = hk_test_compile_failures(jobs, n);
   for (size_t i = 0; i < n; i++) {
     char *src = hkc_codegen_gpu(jobs[i].arch, &jobs[i].kernel);
@@ -846,7 +846,7 @@ static void test_gqa_pack_nvrtc(void **state) {
         hk_test_kernel_name(&jobs[n++].kernel);
       }
   assert_true(n <= sizeof jobs / sizeof jobs[0]);
-  hk_test_compile_all(jobs, n, hkc_nvrtc_compile, 2, HK_TEST_COMPILE_NO_WARNINGS);
+  hk_test_compile_all(jobs, n, hkc_nvrtc_compile, 2, HK_TEST_COMPILE_NO_WARNINGS | HK_TEST_COMPILE_SAMPLED);
   int failures = hk_test_compile_failures(jobs, n);
   for (size_t i = 0; i < n; i++) {
     char *src = hkc_codegen_gpu(jobs[i].arch, &jobs[i].kernel);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The compiler's files (util.h, "files"; issue 17): every writer -- the pack writer, the
+/* The compiler's files (util.h, "files"): every writer -- the pack writer, the
  * tuning database, the compile cache, the .npy writer and its all-or-nothing sets -- runs
  * under an injected write layer that fails each write, fsync and rename in turn and that
  * writes short; after a failure no temporary file remains, the previous file keeps its

@@ -428,7 +428,7 @@ static void test_rope_norm_targets(void **state) {
   assert_true(h->nodes[0].rope && h->nodes[0].norm_a);
   hkc_spec_destroy(h);
   /* on Llama's sizes the clock keeps both norms apart on sm_90a (measured 1.4x slower folded,
-   * docs/BENCHMARKS.md "Session 11") */
+   * docs/BENCHMARKS.md "Tuning", tried and not kept) */
   h = plan_on("sm_90a", "hkc: 1\nname: t\ndtype: bf16\nbatch_sizes: [1, 16]\ndims: {s: 512, h: 4096}\n"
                         "inputs: {x: [batch, s, h]}\nparams: {g: [h], w: [h, 6144]}\ngraph:\n"
                         "  - {name: n, op: rmsnorm, in: [x], gamma: g, out: xn}\n"

@@ -8,8 +8,8 @@
  * launches cover odd shapes with shared memory within the arch's limit and no less than
  * the template's stages need -- for gemm_tma: a persistent grid within the SMs (cm = 2:
  * whole clusters), a cluster of sk blocks per tile for split-K, and exactly the two tensor
- * maps the template reads. Kernels do not run here (no GPU); bench/gemm_check.md says how
- * numerics and speed are checked on the H200. */
+ * maps the template reads. Kernels do not run here (no GPU); `bench/run.py gemm` checks
+ * numerics and speed on the H200 (docs/BENCHMARKS.md, "GEMM"). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -154,7 +154,7 @@ static void test_nvrtc_variants(void **state) {
           assert_string_equal(hkc_variant_for(j->arch, &j->kernel.key)->name, k_targets[a].variant);
         }
   printf("[ info     ] %zu variant compiles%s\n", n, full ? "" : " (HKC_TEST_FULL=1 compiles every epilogue)");
-  hk_test_compile_all(jobs, n, hkc_nvrtc_compile, 2, HK_TEST_COMPILE_NO_WARNINGS);
+  hk_test_compile_all(jobs, n, hkc_nvrtc_compile, 2, HK_TEST_COMPILE_NO_WARNINGS | HK_TEST_COMPILE_SAMPLED);
   const int failures = hk_test_compile_failures(jobs, n);
   uint32_t max_regs[N_TARGETS] = {0};
   for (size_t i = 0; i < n; i++)

@@ -9,8 +9,9 @@
  * driver errors, padded batches: staging zeroed and copied on the run's stream around the
  * graph launch; CUDA's v1 graph calls; TMA tensor map arguments: encoded from the bound,
  * staging and workspace addresses, the kernel parameter pointing at the map, re-encoded and
- * refreshed after a bind, a driver without the encoder refused at create); (d) a real
- * device, skipped unless one is present. */
+ * refreshed after a bind, a driver without the encoder refused at create; launch extents: a
+ * launch whose arguments overrun a tensor refused before its code reaches the driver); (d) a
+ * real device, skipped unless one is present. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,6 +29,7 @@
 #include "hk/hkrt.h"
 #include "pack_fixture.h"
 #include "pack_internal.h"
+#include "pack_refix.h"
 #include "session_internal.h"
 #include "test_util.h"
 
@@ -297,7 +299,7 @@ static void test_image_check(void **ts) {
   assert_true(hk_gpu_image_ok(bundle, sizeof bundle, true, 0, &why));
   assert_false(hk_gpu_image_ok(bundle, sizeof bundle, false, 0, &why));
 
-  /* The object's machine must be the target's (issue 17: only bounds were checked). */
+  /* The object's machine must be the target's (not only its bounds). */
   elf[60] = 1;
   elf[18] = (uint8_t)HK_EM_AMDGPU;
   assert_true(hk_gpu_image_ok(elf, sizeof elf, true, HK_EM_AMDGPU, &why));
@@ -1402,6 +1404,70 @@ static void shared_object(void **ts, const vendor_t *v) {
 }
 FOR_BOTH_VENDORS(shared_object)
 
+/* Launch extents (format 1.6): the vendor's target alone in a pack whose bytes `forge` changed
+ * (node indices 0 and 1: the launches of its batch-2 graph), checksums fixed up, so that it
+ * opens (well formed) and only the launch check can refuse it. */
+static hk_pack_t *open_forged(state_t *st, const vendor_t *v, void (*forge)(uint8_t *buf)) {
+  hk_pack_destroy(st->pack);
+  free(st->bytes);
+  st->pack = NULL;
+  st->fx.in.targets = &st->targets[v->first];
+  st->fx.in.n_targets = 1;
+  size_t size;
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &st->bytes, &size), 0);
+  forge(st->bytes);
+  hk_test_refix(st->bytes, size);
+  assert_int_equal(hk_test_open_memory(st->bytes, size, NULL, &st->pack), HK_OK);
+  return st->pack;
+}
+
+/* mul (launch 1 of the batch-2 graph) writes its 200 floats into w, a 100-float param */
+static void forge_out_into_param(uint8_t *b) {
+  hk_arg_rec_t *args = fx_payload(b, HK_SECTION_ARGS);
+  const hk_node_rec_t *nodes = fx_payload(b, HK_SECTION_NODES);
+  args[nodes[1].arg_first + 2].value = 1;
+}
+
+/* add (launch 0) claims 65536 rows of x and t in 4096 blocks, the record forged to agree */
+static void forge_rows(uint8_t *b) {
+  hk_arg_rec_t *args = fx_payload(b, HK_SECTION_ARGS);
+  hk_node_rec_t *nodes = fx_payload(b, HK_SECTION_NODES);
+  uint64_t *ext = fx_payload(b, HK_SECTION_EXTENTS);
+  nodes[0].grid[0] = 4096;
+  args[nodes[0].arg_first + 3].value = 65536;
+  ext[nodes[0].arg_first] = ext[nodes[0].arg_first + 2] = 65536ull * FX_COLS * sizeof(float);
+}
+
+/* A GPU pack whose launch would write past a tensor in device memory opens, but no session of
+ * its target is created (CORRUPT, naming the launch, the argument, the tensor and both sizes)
+ * and its code is never handed to the driver. */
+static void forged_launch(void **ts, const vendor_t *v) {
+  state_t *st = *ts;
+  v->install();
+  hk_session_t *s = (hk_session_t *)1;
+  hk_pack_t *pack = open_forged(st, v, forge_out_into_param);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .target = v->target), &s), HK_STATUS_CORRUPT);
+  assert_null(s);
+  char want[256];
+  snprintf(want, sizeof want, "graph 0 (target %s, batch 2) launch 1 (node mul, kernel hk_test_mul, op mul): "
+           "argument 2 (out) may touch 800 bytes of tensor w, which has 400 bytes at batch 2", v->target);
+  assert_contains(hk_pack_error(pack), want);
+  assert_int_equal(F.loads, 0); /* refused before the code reached the driver */
+  assert_int_equal(F.allocs, 0);
+  /* and again: a refusal is not cached as a success */
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 8, .target = v->target), &s), HK_STATUS_CORRUPT);
+  assert_int_equal(F.loads, 0);
+
+  v->install();
+  pack = open_forged(st, v, forge_rows);
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .target = v->target), &s), HK_STATUS_CORRUPT);
+  snprintf(want, sizeof want, "launch 0 (node add, kernel hk_test_addc, op rmsnorm): argument 0 (x) may touch "
+           "26214400 bytes of tensor x, which has 800 bytes at batch 2");
+  assert_contains(hk_pack_error(pack), want);
+  assert_int_equal(F.loads, 0);
+}
+FOR_BOTH_VENDORS(forged_launch)
+
 /* CUDA drivers before 12 have only the v1 node-parameter calls: the same graph through
  * cuGraphAddKernelNode, cuGraphInstantiate_v2 and cuGraphExecKernelNodeSetParams. */
 static void test_fake_cuda_v1_graph_api(void **ts) {
@@ -1446,7 +1512,7 @@ static hk_pack_t *open_tmap_pack(state_t *st, bool with_encoder) {
   fx_add_tmap(&st->fx, 0, TMAP_X);
   fx_add_tmap(&st->fx, 1, TMAP_T);
   st->targets[0].graphs = st->fx.graphs_cuda; /* the sm_90 target, copied by setup */
-  F.tmap_arg = 4;                             /* after hk_test_addc's four ABI arguments */
+  F.tmap_arg = 8;                             /* after hk_test_addc's eight ABI arguments */
   return open_pack(st, 0, 1);
 }
 
@@ -1899,6 +1965,7 @@ int main(void) {
       BOTH(profile),
       BOTH(errors),
       BOTH(shared_object),
+      BOTH(forged_launch),
       BOTH(padded_session),
       cmocka_unit_test_setup_teardown(test_fake_cuda_v1_graph_api, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fake_cuda_tmap_graph, setup, teardown),

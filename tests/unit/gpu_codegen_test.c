@@ -137,7 +137,7 @@ static size_t generation_keys(hk_dtype_t dtype, hkc_kernel_out_t *out) {
 /* Compiles every job (the code objects must be ELF); then asserts (on this thread)
  * success, registers > 0, no scratch. */
 static void compile_all(hk_test_compile_job_t *jobs, size_t n_jobs, hk_test_compile_fn compile, int n_threads) {
-  hk_test_compile_all(jobs, n_jobs, compile, n_threads, HK_TEST_COMPILE_ELF);
+  hk_test_compile_all(jobs, n_jobs, compile, n_threads, HK_TEST_COMPILE_ELF | HK_TEST_COMPILE_SAMPLED);
   assert_int_equal(hk_test_compile_failures(jobs, n_jobs), 0);
 }
 

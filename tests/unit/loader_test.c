@@ -5,7 +5,8 @@
  * buckets runs padded (against the double reference, and bit for bit against a pack built
  * for exactly that batch through hkc_build), bucket states are built lazily and reused,
  * the exact policy and unpaddable layouts refuse, and allocation failures on the lazy
- * paths leave a session that still works. */
+ * paths leave a session that still works. Launch extents: a pack whose launch would overrun
+ * a tensor opens but gets no session of its target. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -517,8 +518,8 @@ static void test_bad_code_object(void **ts) {
   free(bytes);
 }
 
-/* The host object's ELF headers are checked before the dynamic loader sees it (issue 17: a
- * truncated object segfaulted inside it): a complete ELF64 shared object of this machine
+/* The host object's ELF headers are checked before the dynamic loader sees it (a
+ * truncated object would crash inside it): a complete ELF64 shared object of this machine
  * that defines every kernel in .dynsym. Each variant: a CORRUPT naming what is wrong. */
 static void expect_host_object(state_t *st, const uint8_t *code, size_t size, const char *needle) {
   st->fx.targets[0].code = (void *)code;
@@ -677,6 +678,86 @@ static void test_workspace_args(void **ts) {
   }
   hk_pack_destroy(pack);
   free(bytes);
+}
+
+/* ---- launch extents (format 1.6) ------------------------------------------------------------
+ * The fixture's pack with bytes changed and the checksums fixed up: it opens (well formed), and
+ * only the launch check stands between it and a run that writes past its tensors. Node 0 and 1
+ * are the host target's batch-2 launches (add, mul), node 5 the sm_90 target's batch-2 mul. */
+typedef enum forgery {
+  FORGE_ROWS,          /* add claims 65536 rows of x and t, in 4096 blocks */
+  FORGE_ROWS_RECORD,   /* the same, with the EXTENTS record forged to agree */
+  FORGE_OUT_PARAM,     /* mul writes its 200 floats into w, a 100-float param */
+  FORGE_CUDA_OUT,      /* the sm_90 target's mul does: not the host target's business */
+  FORGE_OLD_ROWS,      /* FORGE_ROWS in a format 1.5 pack, which has no EXTENTS record */
+  FORGE_OLD,           /* an unforged format 1.5 pack */
+} forgery_t;
+
+static hk_pack_t *open_forged(state_t *st, forgery_t how, uint8_t **out_bytes) {
+  uint8_t *b = fx_copy(st->pack_bytes, st->pack_size);
+  hk_node_rec_t *nodes = fx_payload(b, HK_SECTION_NODES);
+  hk_arg_rec_t *args = fx_payload(b, HK_SECTION_ARGS);
+  uint64_t *ext = fx_payload(b, HK_SECTION_EXTENTS);
+  const uint64_t rows_bytes = 65536ull * FX_COLS * sizeof(float);
+  if (how == FORGE_ROWS || how == FORGE_ROWS_RECORD || how == FORGE_OLD_ROWS) {
+    nodes[0].grid[0] = 4096;
+    args[nodes[0].arg_first + 3].value = 65536;
+  }
+  if (how == FORGE_ROWS_RECORD) ext[nodes[0].arg_first] = ext[nodes[0].arg_first + 2] = rows_bytes;
+  if (how == FORGE_OUT_PARAM) args[nodes[1].arg_first + 2].value = 1;
+  if (how == FORGE_CUDA_OUT) args[nodes[5].arg_first + 2].value = 1;
+  if (how == FORGE_OLD_ROWS || how == FORGE_OLD) { /* what a 1.5 reader sees: EXTENTS as an unknown section */
+    ((hk_pack_header_t *)b)->version_minor = 5;
+    fx_section(b, fx_find_section(b, HK_SECTION_EXTENTS))->kind = 99;
+  }
+  hk_test_refix(b, st->pack_size);
+  hk_pack_t *pack = NULL;
+  assert_int_equal(hk_test_open_memory(b, st->pack_size, NULL, &pack), HK_OK);
+  *out_bytes = b;
+  return pack;
+}
+
+static void expect_refused(state_t *st, forgery_t how, const char *message) {
+  uint8_t *bytes;
+  hk_pack_t *pack = open_forged(st, how, &bytes);
+  hk_session_t *s = (hk_session_t *)1;
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .target = FX_HOST), &s), HK_STATUS_CORRUPT);
+  assert_null(s);
+  if (!strstr(hk_pack_error(pack), message)) fail_msg("\"%s\" does not contain \"%s\"", hk_pack_error(pack), message);
+  /* every bucket's graph is checked at once: batch 8's session is refused as well */
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 8, .target = FX_HOST), &s), HK_STATUS_CORRUPT);
+  hk_pack_destroy(pack);
+  free(bytes);
+}
+
+static void expect_runs(state_t *st, forgery_t how) {
+  uint8_t *bytes;
+  hk_pack_t *pack = open_forged(st, how, &bytes);
+  hk_session_t *s = NULL;
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .target = FX_HOST), &s), HK_OK);
+  run_and_check(s, 2, 91);
+  hk_session_destroy(s);
+  hk_pack_destroy(pack);
+  free(bytes);
+}
+
+static void test_forged_launch_refused(void **ts) {
+  state_t *st = *ts;
+  NEED_CC(st);
+  const char *add = "graph 0 (target " FX_HOST ", batch 2) launch 0 (node add, kernel hk_test_addc, op rmsnorm): ";
+  char want[512];
+  snprintf(want, sizeof want, "%sargument 0 (x): the pack's EXTENTS record says 800 bytes, the launch's arguments "
+           "give 26214400 (the record and the arguments disagree)", add);
+  expect_refused(st, FORGE_ROWS, want);
+  snprintf(want, sizeof want, "%sargument 0 (x) may touch 26214400 bytes of tensor x, which has 800 bytes at batch 2",
+           add);
+  expect_refused(st, FORGE_ROWS_RECORD, want);
+  expect_refused(st, FORGE_OLD_ROWS, want); /* a 1.5 pack: the record is missing, the check is not */
+  expect_refused(st, FORGE_OUT_PARAM, "graph 0 (target " FX_HOST ", batch 2) launch 1 (node mul, kernel hk_test_mul, "
+                                      "op mul): argument 2 (out) may touch 800 bytes of tensor w, which has 400 bytes "
+                                      "at batch 2");
+  expect_runs(st, FORGE_CUDA_OUT); /* each target's graphs are checked before its own code loads */
+  expect_runs(st, FORGE_OLD);      /* packs before format 1.6 still run */
 }
 
 static void test_open_file_and_run(void **ts) {
@@ -1208,6 +1289,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_pad_matches_exact_pack, setup, teardown),
       cmocka_unit_test_setup_teardown(test_allocation_failures_padded, setup, teardown),
       cmocka_unit_test_setup_teardown(test_workspace_args, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_forged_launch_refused, setup, teardown),
   };
   const char *filter = getenv("HK_TEST_FILTER"); /* e.g. "test_pad_*": run only those */
   if (filter && *filter) cmocka_set_test_filter(filter);

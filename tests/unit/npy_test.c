@@ -152,7 +152,7 @@ static void test_malformed(void **state) {
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (-3,), }", 0, "shape"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1), }", 4, "dimensions"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, 99999999999), }", 4, "large"},
-      /* strict (issue 17): a word that starts like False is not False; 'shape' is found only
+      /* strict: a word that starts like False is not False; 'shape' is found only
        * as a key, never inside another value; nothing but padding after the dict */
       {"{'descr': '<f4', 'fortran_order': Falsey, 'shape': (3,), }", 12, "True or False"},
       {"{'descr': '<f4', 'fortran_order': False, 'x': \"'shape': (3,)\", }", 12, "unknown or repeated key"},

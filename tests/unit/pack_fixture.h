@@ -3,8 +3,11 @@
  * A small pipeline built by hand for the pack and loader tests:
  *   tensors  x: input f32 [batch, 100]   w: param f32 [100]
  *            t: intermediate f32 [batch, 100] (workspace)   y: output f32 [batch, 100]
- *   launch 0 hk_test_addc(x, t, n, 1.5f)          t = x + 1.5
- *   launch 1 hk_test_mul(t, w, NULL, y, n, 100)   y = t * w[i % 100]   (depends on 0)
+ *   launch 0 hk_test_addc(x, w, t, batch, 100, 1.5f, NULL, NULL)   t = x + 1.5
+ *   launch 1 hk_test_mul(t, w, y, n, n, 100)      y = t * w[i % 100]   (depends on 0)
+ * The kernels take the argument layouts of the ops they are filed under (lower.h: rmsnorm's
+ * x, gamma, out, rows, cols, eps, add, sum; mul's a, b, out, n, na, nb), which libhkrt checks
+ * against the tensors before it loads code (launch extents); what they compute is their own.
  * at batch sizes 2 and 8 (fx_set_batches: others, up to FX_MAX_GRAPHS), for the host
  * target of this machine and (optionally) a fake "sm_90" target whose code is arbitrary
  * bytes; fx_add_plan adds cost figures (a PLAN section), fx_add_tmap TMA tensor map
@@ -37,25 +40,24 @@ static const char fx_kernel_source[] =
     "#include <stdint.h>\n"
     "#define BS 64\n"
     "void hk_test_addc(void *const *args, uint32_t b0, uint32_t b1) {\n"
-    "  const float *x = *(float *const *)args[0]; float *y = *(float *const *)args[1];\n"
-    "  int64_t n = *(const int64_t *)args[2]; float c = *(const float *)args[3];\n"
+    "  const float *x = *(float *const *)args[0]; float *y = *(float *const *)args[2];\n"
+    "  int64_t n = *(const int64_t *)args[3] * *(const int64_t *)args[4]; float c = *(const float *)args[5];\n"
     "  for (int64_t i = (int64_t)b0 * BS; i < (int64_t)b1 * BS && i < n; i++) y[i] = x[i] + c;\n"
     "}\n"
     "void hk_test_mul(void *const *args, uint32_t b0, uint32_t b1) {\n"
     "  const float *a = *(float *const *)args[0], *w = *(float *const *)args[1];\n"
-    "  const float *bias = *(float *const *)args[2]; float *y = *(float *const *)args[3];\n"
-    "  int64_t n = *(const int64_t *)args[4], nw = *(const int64_t *)args[5];\n"
-    "  for (int64_t i = (int64_t)b0 * BS; i < (int64_t)b1 * BS && i < n; i++)\n"
-    "    y[i] = a[i] * w[i % nw] + (bias ? bias[i % nw] : 0.0f);\n"
+    "  float *y = *(float *const *)args[2];\n"
+    "  int64_t n = *(const int64_t *)args[3], na = *(const int64_t *)args[4], nw = *(const int64_t *)args[5];\n"
+    "  for (int64_t i = (int64_t)b0 * BS; i < (int64_t)b1 * BS && i < n; i++) y[i] = a[i % na] * w[i % nw];\n"
     "}\n"
     /* hk_test_mul through scratch (args[6]: n floats of its own) with two semaphores (args[7]):
      * the block range starting at 0 finds both at zero (else it poisons y[0]), moves one and
      * puts it back, as a split kernel does */
     "void hk_test_mul_ws(void *const *args, uint32_t b0, uint32_t b1) {\n"
     "  const float *a = *(float *const *)args[0], *w = *(float *const *)args[1];\n"
-    "  float *y = *(float *const *)args[3], *part = *(float *const *)args[6];\n"
+    "  float *y = *(float *const *)args[2], *part = *(float *const *)args[6];\n"
     "  uint32_t *sem = *(uint32_t *const *)args[7];\n"
-    "  int64_t n = *(const int64_t *)args[4], nw = *(const int64_t *)args[5];\n"
+    "  int64_t n = *(const int64_t *)args[3], nw = *(const int64_t *)args[5];\n"
     "  const int clean = b0 != 0 || (sem[0] == 0 && sem[1] == 0);\n"
     "  if (b0 == 0) sem[1]++;\n"
     "  for (int64_t i = (int64_t)b0 * BS; i < (int64_t)b1 * BS && i < n; i++) part[i] = a[i] * w[i % nw];\n"
@@ -112,20 +114,24 @@ static inline void fx_fill_graphs(fx_t *fx) {
     l0->grid[0] = blocks;
     l0->grid[1] = l0->grid[2] = 1;
     l0->block[0] = l0->block[1] = l0->block[2] = 1;
-    l0->args[0] = (hkc_arg_t){HK_ARG_TENSOR, 0, 0};
-    l0->args[1] = (hkc_arg_t){HK_ARG_TENSOR, 2, 0};
-    l0->args[2] = (hkc_arg_t){HK_ARG_I64, n, 0};
-    l0->args[3] = (hkc_arg_t){HK_ARG_F32, 0, 1.5f};
-    l0->n_args = 4;
+    l0->args[0] = (hkc_arg_t){HK_ARG_TENSOR, 0, 0};     /* x */
+    l0->args[1] = (hkc_arg_t){HK_ARG_TENSOR, 1, 0};     /* gamma: w */
+    l0->args[2] = (hkc_arg_t){HK_ARG_TENSOR, 2, 0};     /* out: t */
+    l0->args[3] = (hkc_arg_t){HK_ARG_I64, batch, 0};    /* rows */
+    l0->args[4] = (hkc_arg_t){HK_ARG_I64, FX_COLS, 0};  /* cols */
+    l0->args[5] = (hkc_arg_t){HK_ARG_F32, 0, 1.5f};     /* eps: the constant added */
+    l0->args[6] = (hkc_arg_t){HK_ARG_NULL, 0, 0};       /* add */
+    l0->args[7] = (hkc_arg_t){HK_ARG_NULL, 0, 0};       /* sum */
+    l0->n_args = 8;
     *l1 = *l0;
     l1->kernel = 1;
     l1->node_name = "mul";
-    l1->args[0] = (hkc_arg_t){HK_ARG_TENSOR, 2, 0};
-    l1->args[1] = (hkc_arg_t){HK_ARG_TENSOR, 1, 0};
-    l1->args[2] = (hkc_arg_t){HK_ARG_NULL, 0, 0};
-    l1->args[3] = (hkc_arg_t){HK_ARG_TENSOR, 3, 0};
-    l1->args[4] = (hkc_arg_t){HK_ARG_I64, n, 0};
-    l1->args[5] = (hkc_arg_t){HK_ARG_I64, FX_COLS, 0};
+    l1->args[0] = (hkc_arg_t){HK_ARG_TENSOR, 2, 0};     /* a: t */
+    l1->args[1] = (hkc_arg_t){HK_ARG_TENSOR, 1, 0};     /* b: w */
+    l1->args[2] = (hkc_arg_t){HK_ARG_TENSOR, 3, 0};     /* out: y */
+    l1->args[3] = (hkc_arg_t){HK_ARG_I64, n, 0};        /* n */
+    l1->args[4] = (hkc_arg_t){HK_ARG_I64, n, 0};        /* na */
+    l1->args[5] = (hkc_arg_t){HK_ARG_I64, FX_COLS, 0};  /* nb */
     l1->n_args = 6;
     l1->deps = &fx->dep0;
     l1->n_deps = 1;
@@ -160,7 +166,7 @@ static inline void fx_init(fx_t *fx, const void *host_code, size_t host_size, in
   s->hash = 0x1234abcdull;
 
   snprintf(fx->kernels[0].name, sizeof fx->kernels[0].name, "hk_test_addc");
-  fx->kernels[0].key.op = HK_OP_ADD;
+  fx->kernels[0].key.op = HK_OP_RMSNORM; /* its argument layout (what it computes is x + eps) */
   snprintf(fx->kernels[0].params, sizeof fx->kernels[0].params, "c=1.5");
   snprintf(fx->kernels[1].name, sizeof fx->kernels[1].name, "hk_test_mul");
   fx->kernels[1].key.op = HK_OP_MUL;

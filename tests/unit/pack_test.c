@@ -93,10 +93,10 @@ static void test_roundtrip_memory(void **ts) {
   assert_int_equal(v->tensor_count, 4);
   assert_int_equal(v->graph_count, 4);
   assert_int_equal(v->node_count, 8);
-  assert_int_equal(v->arg_count, 40);
+  assert_int_equal(v->arg_count, 56);
   assert_int_equal(v->dep_count, 4);
   assert_int_equal(v->placement_count, 16);
-  assert_int_equal(v->section_count, 13);
+  assert_int_equal(v->section_count, 14);
   assert_int_equal(v->manifest->spec_hash, 0x1234abcdull);
   assert_int_equal(v->manifest->batch_policy, HK_BATCH_POLICY_REC_PAD);
   assert_int_equal(hk_pack_batch_policy(pack), HK_BATCH_POLICY_PAD);
@@ -110,10 +110,12 @@ static void test_roundtrip_memory(void **ts) {
   assert_int_equal(v->tensors[2].role, HK_ROLE_INTERMEDIATE);
   assert_int_equal(v->tensors[0].dims[1].add, FX_COLS);
   const hk_arg_rec_t *a = &v->args[v->nodes[0].arg_first];
-  assert_int_equal(a[2].kind, HK_ARG_I64);
-  assert_int_equal(a[2].value, 200);
+  assert_int_equal(a[3].kind, HK_ARG_I64);
+  assert_int_equal(a[3].value, 2);
+  assert_int_equal(a[4].value, FX_COLS);
+  assert_int_equal(a[6].kind, HK_ARG_NULL);
   float f;
-  uint32_t bits = (uint32_t)a[3].value;
+  uint32_t bits = (uint32_t)a[5].value;
   memcpy(&f, &bits, 4);
   assert_true(f == 1.5f);
   assert_int_equal(v->deps[v->nodes[1].dep_first], 0);
@@ -459,7 +461,9 @@ static void p_node_kernel_other(uint8_t *b, size_t n) { nod(b)[0].kernel = 2; }
 static void p_node_grid(uint8_t *b, size_t n) { nod(b)[0].grid[1] = 2; }
 static void p_node_grid0(uint8_t *b, size_t n) { nod(b)[0].grid[0] = 0; }
 static void p_node_args(uint8_t *b, size_t n) { nod(b)[0].arg_count = 65; }
-static void p_node_arg_range(uint8_t *b, size_t n) { nod(b)[7].arg_first = 38; }
+static void p_node_arg_range(uint8_t *b, size_t n) { /* 6 arguments from 2 before the end of ARGS */
+  nod(b)[7].arg_first = (uint32_t)(sec(b, HK_SECTION_ARGS)->size / sizeof(hk_arg_rec_t)) - 2;
+}
 static void p_node_dep_range(uint8_t *b, size_t n) { nod(b)[1].dep_first = 0xffffffffu; }
 static void p_node_name(uint8_t *b, size_t n) { nod(b)[1].name = 0xfffffff0u; }
 static void p_arg_kind(uint8_t *b, size_t n) { arg(b)[1].kind = 9; }
@@ -477,7 +481,7 @@ static void p_code_raw_flag(uint8_t *b, size_t n) { sec(b, HK_SECTION_CODE)->fla
 
 static uint8_t *write_with_plan(state_t *st, size_t *out_size);
 
-/* ---- issue 17: every record checked once, kernel ranges bounded by their own target, names,
+/* ---- verification: every record checked once, kernel ranges bounded by their own target, names,
  * frame checksums, limits ----------------------------------------------------------------- */
 /* Offset in STRINGS of the string `text` (the fixture's strings are distinct). */
 static uint32_t str_ref(uint8_t *b, const char *text) {
@@ -522,11 +526,11 @@ static void p_frame_no_checksum(uint8_t *b, size_t n) {
   memset(b + s->offset + s->size, 0, 4);
 }
 
-static void test_issue17_records(void **ts) {
+static void test_verify_records(void **ts) {
   state_t *st = *ts;
   PATCHED(p_node_unreferenced, HK_STATUS_CORRUPT, "graphs reference 7 of 8 nodes");
   PATCHED(p_kernel_range_foreign, HK_STATUS_CORRUPT, "kernel 0 in its kernel range belongs to target 0");
-  PATCHED(p_dep_shared, HK_STATUS_CORRUPT, "node 3: args at 14 and deps at 0, expected 14 and 1");
+  PATCHED(p_dep_shared, HK_STATUS_CORRUPT, "node 3: args at 22 and deps at 0, expected 22 and 1");
   PATCHED(p_args_shared, HK_STATUS_CORRUPT, "node 2: args at 0");
   PATCHED(p_tensor_path, HK_STATUS_CORRUPT, "tensor 3: name byte 2 is 0x2f");
   PATCHED(p_tensor_dot, HK_STATUS_CORRUPT, "starts with '.'");
@@ -605,7 +609,7 @@ static void test_names_from_the_file(void **ts) {
 
 /* Limits: node and dep counts from the open options; a code object's decompressed size in
  * proportion to its stored size by default (a 37 KB pack decompressed 1 GiB before failing). */
-static void test_issue17_limits(void **ts) {
+static void test_verify_limits(void **ts) {
   state_t *st = *ts;
   hk_pack_t *pack;
   /* the fixture has a host target: its own unsigned code (hkrt.h, trust) */
@@ -647,7 +651,7 @@ static void test_issue17_limits(void **ts) {
 /* hkc inspect: provenance (free text) is printed with its control bytes escaped, and the
  * disassembly path refuses a code object that is not one for its target before a
  * disassembler reads it (the fixture's sm_90 code is plain text). */
-static void test_issue17_inspect(void **ts) {
+static void test_verify_inspect(void **ts) {
   state_t *st = *ts;
   st->fx.in.provenance = "hkc=test\nnote=\x1b]0;pwned\x07\x1b[2J\n";
   char *dir = hk_test_tmpdir(), path[4200];
@@ -778,7 +782,7 @@ static void test_plan_roundtrip(void **ts) {
   hk_pack_t *pack;
   assert_int_equal(hk_test_open_memory(buf, size, NULL, &pack), HK_OK);
   const hk_pack_view_t *v = hk_pack_view(pack);
-  assert_int_equal(v->section_count, 14);
+  assert_int_equal(v->section_count, 15);
   const hk_section_t *ps = &v->sections[13];
   assert_int_equal(ps->kind, HK_SECTION_PLAN);
   assert_int_equal(ps->flags, HK_SECTION_FLAG_OPTIONAL);
@@ -909,15 +913,15 @@ static void test_tmap_roundtrip(void **ts) {
   const hk_pack_view_t *v = hk_pack_view(pack);
   assert_int_equal(v->header->version_major, 1);
   assert_int_equal(v->header->version_minor, HK_PACK_VERSION_MINOR);
-  assert_int_equal(v->arg_count, 40 + 4); /* one more argument per sm_90 launch */
+  assert_int_equal(v->arg_count, 56 + 4); /* one more argument per sm_90 launch */
   for (uint32_t g = 0; g < v->graph_count; g++) {
     const hk_graph_rec_t *gr = &v->graphs[g];
     int cuda = v->targets[gr->target].kind == HK_TARGET_CUDA;
     const hk_node_rec_t *n0 = &v->nodes[gr->node_first], *n1 = n0 + 1;
-    assert_int_equal(n0->arg_count, cuda ? 5 : 4);
+    assert_int_equal(n0->arg_count, cuda ? 9 : 8);
     assert_int_equal(n1->arg_count, cuda ? 7 : 6);
     if (!cuda) continue;
-    const hk_arg_rec_t *a0 = &v->args[n0->arg_first + 4], *a1 = &v->args[n1->arg_first + 6];
+    const hk_arg_rec_t *a0 = &v->args[n0->arg_first + 8], *a1 = &v->args[n1->arg_first + 6];
     assert_int_equal(a0->kind, HK_ARG_TMAP);
     assert_int_equal(a0->value, TMAP_X);
     assert_int_equal(hk_tmap_tensor(a0->value), 0);
@@ -941,7 +945,7 @@ static void test_tmap_roundtrip(void **ts) {
   FILE *out = open_memstream(&text, &text_size);
   assert_int_equal(hkc_inspect(path, out), 0);
   fclose(out);
-  const char *line = "      tensor maps: arg 4 tmap(x, box 32x2, swz128)\n";
+  const char *line = "      tensor maps: arg 8 tmap(x, box 32x2, swz128)\n";
   const char *first = strstr(text, line);
   if (!first) fail_msg("no \"%s\" in:\n%s", line, text);
   assert_non_null(strstr(text, "      tensor maps: arg 6 tmap(t, box 4x256, none)\n"));
@@ -984,18 +988,18 @@ static void test_tmap_corrupt(void **ts) {
   size_t size;
   uint8_t *buf = write_with_tmaps(st, &size);
 #define TMAP_PATCHED(fn, needle) expect_patched_in(buf, size, fn, HK_STATUS_CORRUPT, needle, __LINE__)
-  TMAP_PATCHED(p_tmap_tensor, "graph 2 node 4 (add) arg 4: tensor map of tensor index 77 out of range (4 tensors)");
-  TMAP_PATCHED(p_tmap_inner0, "graph 2 node 4 (add) arg 4: tensor map of x has box 0x2 (inner x outer); each must "
+  TMAP_PATCHED(p_tmap_tensor, "graph 2 node 4 (add) arg 8: tensor map of tensor index 77 out of range (4 tensors)");
+  TMAP_PATCHED(p_tmap_inner0, "graph 2 node 4 (add) arg 8: tensor map of x has box 0x2 (inner x outer); each must "
                               "be 1..256");
   TMAP_PATCHED(p_tmap_outer, "tensor map of x has box 32x300");
-  TMAP_PATCHED(p_tmap_reserved, "graph 2 node 4 (add) arg 4: tensor map reserved bits are set");
+  TMAP_PATCHED(p_tmap_reserved, "graph 2 node 4 (add) arg 8: tensor map reserved bits are set");
   TMAP_PATCHED(p_tmap_host, "graph 0 node 0 (add) arg 1: a TMA tensor map argument in a graph of target " FX_HOST
                             ", which is not a CUDA target");
   TMAP_PATCHED(p_tmap_box16, "tensor map of x: box inner 3 x 4 bytes is not a multiple of 16 bytes");
   TMAP_PATCHED(p_tmap_span, "tensor map of x: box inner 32 x 4 bytes exceeds the 32-byte swizzle span");
   TMAP_PATCHED(p_tmap_stride16, "tensor map of x: row stride 101 x 4 bytes is not a multiple of 16 bytes below 2^40");
   TMAP_PATCHED(p_tmap_stride40, "row stride 274877906944 x 4 bytes is not a multiple of 16 bytes below 2^40");
-  TMAP_PATCHED(p_tmap_rows, "graph 3 node 6 (add) arg 4: tensor map of x: matrix [8589934592, 100] at batch 8 "
+  TMAP_PATCHED(p_tmap_rows, "graph 3 node 6 (add) arg 8: tensor map of x: matrix [8589934592, 100] at batch 8 "
                             "exceeds TMA's 2^32 elements per dim");
   TMAP_PATCHED(p_tmap_cols, "matrix [2, 4294967300] at batch 2 exceeds TMA's 2^32 elements per dim");
 #undef TMAP_PATCHED
@@ -1010,7 +1014,7 @@ static void p_minor2(uint8_t *b, size_t n) { hdr(b)->version_minor = 2; }
 static void test_older_minor(void **ts) {
   state_t *st = *ts;
   assert_int_equal(hdr(st->pack)->version_minor, HK_PACK_VERSION_MINOR);
-  assert_int_equal(HK_PACK_VERSION_MINOR, 5);
+  assert_int_equal(HK_PACK_VERSION_MINOR, 6);
   PATCHED(p_minor0, HK_OK, NULL);
   PATCHED(p_minor1, HK_OK, NULL);
   PATCHED(p_minor2, HK_OK, NULL);
@@ -1052,12 +1056,13 @@ static void test_ptx_roundtrip(void **ts) {
   assert_int_equal(v->ptx_first[1], 0);
   assert_int_equal(v->ptx_recs[0].kernel, v->targets[1].kernel_first);
   assert_int_equal(v->ptx_recs[1].offset, PTX1_AT);
-  uint32_t n_plain = hdr(st->pack)->section_count;
+  uint32_t n_plain = hdr(st->pack)->section_count; /* the last one EXTENTS (format 1.6) */
   assert_int_equal(v->section_count, n_plain + 2);
-  for (uint32_t i = n_plain; i < v->section_count; i++) {
+  for (uint32_t i = n_plain - 1; i < v->section_count - 1; i++) {
     assert_true(v->sections[i].flags & HK_SECTION_FLAG_OPTIONAL);
     assert_true(v->sections[i].kind == HK_SECTION_PTX_INDEX || v->sections[i].kind == HK_SECTION_PTX);
   }
+  assert_int_equal(v->sections[v->section_count - 1].kind, HK_SECTION_EXTENTS);
   void *text;
   size_t text_size;
   assert_int_equal(hk_pack_ptx_load(v, 1, NULL, &text, &text_size), HK_OK);
@@ -1144,7 +1149,7 @@ static void test_parts_roundtrip(void **ts) {
   const hk_pack_view_t *v = hk_pack_view(pack);
   assert_int_equal(v->header->version_minor, HK_PACK_VERSION_MINOR);
   assert_int_equal(v->section_count, hdr(st->pack)->section_count + 1);
-  const hk_section_t *last = &v->sections[v->section_count - 1];
+  const hk_section_t *last = &v->sections[v->section_count - 2]; /* before EXTENTS (format 1.6) */
   assert_int_equal(last->kind, HK_SECTION_PARTS);
   assert_int_equal(last->flags, HK_SECTION_FLAG_OPTIONAL);
   assert_int_equal(v->part_count, 2);
@@ -1234,15 +1239,15 @@ static void test_tmap_writer_rejects(void **ts) {
   hkc_launch_t *l = &st->fx.launches[0][0];
   l->args[l->n_args++] = (hkc_arg_t){HK_ARG_TMAP, (int64_t)TMAP_X, 0};
   assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &n), -1);
-  assert_non_null(strstr(st->diag, "cannot write the artifact: target " FX_HOST " batch 2 launch 0 arg 4 is a TMA "
+  assert_non_null(strstr(st->diag, "cannot write the artifact: target " FX_HOST " batch 2 launch 0 arg 8 is a TMA "
                                    "tensor map the format does not allow: tensor maps are for CUDA targets only"));
   l->n_args--;
   /* a box whose row exceeds the swizzle span, on the sm_90 target */
   fx_add_tmap(&st->fx, 0, hk_tmap_pack(0, 64, 2, HK_TMAP_SWIZZLE_128B));
   assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &n), -1);
-  assert_non_null(strstr(st->diag, "target sm_90 batch 2 launch 0 arg 4 is a TMA tensor map the format does not "
+  assert_non_null(strstr(st->diag, "target sm_90 batch 2 launch 0 arg 8 is a TMA tensor map the format does not "
                                    "allow: its box inner row is not a multiple of 16 bytes within the swizzle span"));
-  st->fx.launches_cuda[0][0].args[4].i = (int64_t)hk_tmap_pack(9, 32, 2, 0);
+  st->fx.launches_cuda[0][0].args[8].i = (int64_t)hk_tmap_pack(9, 32, 2, 0);
   assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &n), -1);
   assert_non_null(strstr(st->diag, "its tensor index is out of range"));
   assert_null(data);
@@ -1447,6 +1452,7 @@ static void p_sem_host(uint8_t *b, size_t n) { /* a host graph without counters 
 static void p_ws_host(uint8_t *b, size_t n) { /* scratch within a host graph's workspace is fine */
   arg(b)[1].kind = HK_ARG_SCRATCH;
   arg(b)[1].value = hk_scratch_pack(0, 4);
+  ((uint64_t *)fx_payload(b, HK_SECTION_EXTENTS))[1] = 0; /* as for every argument but a tensor */
 }
 
 /* FORMAT.md's rules for scratch and semaphore arguments and the graphs' counters. */
@@ -1492,6 +1498,182 @@ static void test_workspace_writer_rejects(void **ts) {
   assert_null(data);
 }
 
+/* ---- launch extents (format 1.6) ------------------------------------------------------------
+ * Nodes 0, 1: the host target's batch-2 launches (add: rmsnorm's layout, args [0, 8); mul, args
+ * [8, 14)); node 5: the sm_90 target's batch-2 mul (graph 2). */
+static uint64_t *ext(uint8_t *b) { return fx_payload(b, HK_SECTION_EXTENTS); }
+#define ROWS_BYTES (65536ull * FX_COLS * sizeof(float))
+static void p_ext_rows(uint8_t *b, size_t n) { /* 65536 rows of a 2-row tensor, in 4096 blocks */
+  nod(b)[0].grid[0] = 4096;
+  arg(b)[3].value = 65536;
+}
+static void p_ext_rows_record(uint8_t *b, size_t n) { /* ... and a record that agrees */
+  p_ext_rows(b, n);
+  ext(b)[0] = ext(b)[2] = ROWS_BYTES;
+}
+static void p_ext_out_param(uint8_t *b, size_t n) { arg(b)[8 + 2].value = 1; } /* mul's out: w */
+static void p_ext_cuda(uint8_t *b, size_t n) { arg(b)[nod(b)[5].arg_first + 2].value = 1; }
+static void p_ext_kind(uint8_t *b, size_t n) { arg(b)[3].kind = HK_ARG_F32; }
+static void p_ext_null(uint8_t *b, size_t n) { /* x, a required tensor, becomes a null pointer */
+  arg(b)[0].kind = HK_ARG_NULL;
+  arg(b)[0].value = 0;
+  ext(b)[0] = 0;
+}
+static void p_ext_count(uint8_t *b, size_t n) { /* add's last argument becomes mul's first */
+  nod(b)[0].arg_count = 7;
+  nod(b)[1].arg_first = 7;
+  nod(b)[1].arg_count = 7;
+}
+static void p_ext_zero(uint8_t *b, size_t n) { arg(b)[3].value = 0; }
+static void p_ext_negative(uint8_t *b, size_t n) { arg(b)[8 + 5].value = (uint64_t)-100; } /* mul's nb */
+static void p_ext_dtype(uint8_t *b, size_t n) { tns(b)[1].dtype = HK_DTYPE_F16; }
+static void p_ext_overflow(uint8_t *b, size_t n) { /* rows x cols wraps around 2^64 */
+  arg(b)[3].value = 1ull << 40;
+  arg(b)[4].value = 1ull << 40;
+}
+static void p_ext_old(uint8_t *b, size_t n) { /* format 1.5: no EXTENTS (a 1.5 reader skips it) */
+  hdr(b)->version_minor = 5;
+  sec(b, HK_SECTION_EXTENTS)->kind = 99;
+}
+static void p_ext_old_rows(uint8_t *b, size_t n) { p_ext_old(b, n), p_ext_rows(b, n); }
+/* format-level damage, refused by verify at open */
+static void p_ext_missing(uint8_t *b, size_t n) { sec(b, HK_SECTION_EXTENTS)->kind = 99; }
+static void p_ext_not_tensor(uint8_t *b, size_t n) { ext(b)[3] = 8; }
+static void p_ext_size(uint8_t *b, size_t n) { sec(b, HK_SECTION_EXTENTS)->size -= 8, sec(b, HK_SECTION_EXTENTS)->raw_size -= 8; }
+static void p_ext_flags(uint8_t *b, size_t n) { sec(b, HK_SECTION_EXTENTS)->flags = 0; }
+static void p_ext_target(uint8_t *b, size_t n) { sec(b, HK_SECTION_EXTENTS)->target = 0; }
+
+/* Opens the fixture patched by `patch` (checksums fixed up; it must open) and checks the launch
+ * extents of every graph: HK_OK, or the first failure with its message in hk_last_error() and
+ * its graph in *out_graph. */
+static hk_status_t extents_after(const uint8_t *pack, size_t size, patch_fn patch, uint32_t *out_graph) {
+  uint8_t *buf = fx_copy(pack, size);
+  if (patch) patch(buf, size);
+  hk_test_refix(buf, size);
+  hk_pack_t *p = NULL;
+  if (hk_test_open_memory(buf, size, NULL, &p) != HK_OK) fail_msg("the patched pack does not open: %s", hk_last_error());
+  const hk_pack_view_t *v = hk_pack_view(p);
+  hk_status_t s = HK_OK;
+  for (uint32_t g = 0; g < v->graph_count && s == HK_OK; g++) {
+    s = hk_graph_check_extents(v, g);
+    *out_graph = g;
+  }
+  hk_pack_destroy(p);
+  free(buf);
+  return s;
+}
+
+static void expect_extents(const uint8_t *pack, size_t size, patch_fn patch, uint32_t graph, const char *needle,
+                           int line) {
+  uint32_t g = UINT32_MAX;
+  hk_status_t s = extents_after(pack, size, patch, &g);
+  if (s != HK_STATUS_CORRUPT || g != graph || !strstr(hk_last_error(), needle))
+    fail_msg("line %d: expected CORRUPT in graph %u containing \"%s\", got %s in graph %u: %s", line, graph, needle,
+             hk_status_string(s), g, hk_last_error());
+}
+#define EXTENTS_REFUSED(fn, graph, needle) expect_extents(st->pack, st->size, fn, graph, needle, __LINE__)
+
+/* What hkc records is what libhkrt derives from the arguments: elements x 4 bytes of each
+ * tensor a launch touches, 0 for the rest; every graph of the fixture passes. */
+static void test_extents_roundtrip(void **ts) {
+  state_t *st = *ts;
+  hk_pack_t *pack;
+  assert_int_equal(hk_test_open_memory(st->pack, st->size, NULL, &pack), HK_OK);
+  const hk_pack_view_t *v = hk_pack_view(pack);
+  assert_int_equal(v->header->version_minor, 6);
+  assert_non_null(v->extents);
+  const hk_section_t *es = &v->sections[v->section_count - 1];
+  assert_int_equal(es->kind, HK_SECTION_EXTENTS);
+  assert_int_equal(es->flags, HK_SECTION_FLAG_OPTIONAL);
+  assert_int_equal(es->size, v->arg_count * sizeof(uint64_t));
+  for (uint32_t g = 0; g < v->graph_count; g++) {
+    assert_int_equal(hk_graph_check_extents(v, g), HK_OK);
+    const uint64_t rows = v->graphs[g].batch, t = rows * FX_COLS * 4; /* x, t, y: [batch, 100] f32 */
+    const uint64_t add[8] = {t, FX_COLS * 4, t, 0, 0, 0, 0, 0}, mul[6] = {t, FX_COLS * 4, t, 0, 0, 0};
+    for (uint32_t j = 0; j < 2; j++) {
+      const hk_node_rec_t *nr = &v->nodes[v->graphs[g].node_first + j];
+      uint64_t derived[HK_MAX_ARGS_PER_NODE];
+      assert_int_equal(hk_launch_extents(v, g, j, derived), HK_OK);
+      for (uint32_t a = 0; a < nr->arg_count; a++) {
+        assert_int_equal(derived[a], j ? mul[a] : add[a]);
+        assert_int_equal(v->extents[nr->arg_first + a], derived[a]);
+      }
+    }
+  }
+  hk_pack_destroy(pack);
+  uint32_t g;
+  assert_int_equal(extents_after(st->pack, st->size, p_ext_old, &g), HK_OK); /* a 1.5 pack: derived only */
+}
+
+/* A launch whose arguments would overrun a tensor opens (verify checks the layout, and these
+ * bytes are well formed), and libhkrt's check refuses it naming the graph, the launch, the
+ * argument, the tensor and both numbers -- for the host target and for the GPU one alike. */
+static void test_extents_forged(void **ts) {
+  state_t *st = *ts;
+  const char *add = "graph 0 (target " FX_HOST ", batch 2) launch 0 (node add, kernel hk_test_addc, op rmsnorm): ";
+  char want[512];
+  snprintf(want, sizeof want, "%sargument 0 (x): the pack's EXTENTS record says 800 bytes, the launch's arguments "
+           "give 26214400 (the record and the arguments disagree)", add);
+  EXTENTS_REFUSED(p_ext_rows, 0, want);
+  snprintf(want, sizeof want, "%sargument 0 (x) may touch 26214400 bytes of tensor x, which has 800 bytes at batch 2",
+           add);
+  EXTENTS_REFUSED(p_ext_rows_record, 0, want);
+  EXTENTS_REFUSED(p_ext_old_rows, 0, want); /* no record in a 1.5 pack: the derivation alone */
+  EXTENTS_REFUSED(p_ext_out_param, 0, "launch 1 (node mul, kernel hk_test_mul, op mul): argument 2 (out) may touch "
+                                      "800 bytes of tensor w, which has 400 bytes at batch 2");
+  EXTENTS_REFUSED(p_ext_cuda, 2, "graph 2 (target sm_90, batch 2) launch 1 (node mul, kernel hk_test_mul, op mul): "
+                                 "argument 2 (out) may touch 800 bytes of tensor w, which has 400 bytes at batch 2");
+  EXTENTS_REFUSED(p_ext_kind, 0, "argument 3 (rows) is a float, where the rmsnorm argument layout has an integer");
+  EXTENTS_REFUSED(p_ext_null, 0, "argument 0 (x) is a null pointer, where the rmsnorm argument layout has a tensor");
+  EXTENTS_REFUSED(p_ext_count, 0, "7 argument(s) (7 before the variant's tensor maps, scratch and semaphores) do not "
+                                  "follow the rmsnorm argument layout");
+  EXTENTS_REFUSED(p_ext_zero, 0, "argument 3 (rows) is 0; the rmsnorm argument layout needs at least 1");
+  EXTENTS_REFUSED(p_ext_negative, 0, "launch 1 (node mul, kernel hk_test_mul, op mul): argument 5 (nb) is -100");
+  EXTENTS_REFUSED(p_ext_dtype, 0, "argument 1 (gamma) is tensor w of dtype f16; the rmsnorm argument layout reads "
+                                  "f32 there (the pack's element type)");
+  EXTENTS_REFUSED(p_ext_overflow, 0, "argument 0 (x): the pack's EXTENTS record says 800 bytes, the launch's "
+                                     "arguments give 18446744073709551615");
+  PATCHED(p_ext_missing, HK_STATUS_CORRUPT, "required section EXTENTS is missing (a format 1.6 file records its "
+                                            "launches' extents)");
+  PATCHED(p_ext_not_tensor, HK_STATUS_CORRUPT, "EXTENTS entry 3 is 8, but argument 3 is not a tensor");
+  PATCHED(p_ext_size, HK_STATUS_CORRUPT, "(EXTENTS): size 440, expected 448 (8 bytes for each of the 56 arguments)");
+  PATCHED(p_ext_flags, HK_STATUS_CORRUPT, "(EXTENTS): must be stored uncompressed and flagged optional");
+  PATCHED(p_ext_target, HK_STATUS_CORRUPT, "(EXTENTS): target field must be 0xffffffff");
+}
+
+/* hkc refuses to write what libhkrt would refuse: a launch whose extent exceeds its tensor,
+ * arguments that are not those of the kernel's op, and a record (hkc merge's) that disagrees
+ * with the arguments. */
+static void test_extents_writer_rejects(void **ts) {
+  state_t *st = *ts;
+  void *data = NULL;
+  size_t n;
+  hkc_launch_t *mul = &st->fx.launches[0][1];
+  mul->args[2].i = 1; /* out: w */
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &n), -1);
+  assert_non_null(strstr(st->diag, "cannot write the artifact: target " FX_HOST " batch 2 launch 1 (mul, kernel "
+                                   "hk_test_mul) argument 2 may touch 800 bytes of tensor w (400 bytes)"));
+  mul->args[2].i = 3;
+  mul->args[4].kind = HK_ARG_F32;
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &n), -1);
+  assert_non_null(strstr(st->diag, "launch 1 (mul, kernel hk_test_mul): its 6 arguments are not those the kernel's "
+                                   "op takes"));
+  mul->args[4].kind = HK_ARG_I64;
+  const uint64_t wrong[6] = {800, 400, 796, 0, 0, 0}; /* fits y, but mul's arguments say 800 bytes */
+  mul->extents = wrong;
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &n), -1);
+  assert_non_null(strstr(st->diag, "cannot write the artifact: libhkrt would refuse it: graph 0 (target " FX_HOST
+                                   ", batch 2) launch 1 (node mul, kernel hk_test_mul, op mul): argument 2 (out): the "
+                                   "pack's EXTENTS record says 796 bytes, the launch's arguments give 800"));
+  assert_null(data);
+  const uint64_t right[6] = {800, 400, 800, 0, 0, 0};
+  mul->extents = right; /* a record that agrees (hkc merge's copy of an input's) is written as given */
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &n), 0);
+  assert_int_equal(n, st->size);
+  assert_memory_equal(data, st->pack, n);
+  free(data);
+}
+
 static void test_open_arguments(void **ts) {
   state_t *st = *ts;
   hk_pack_t *pack = (hk_pack_t *)1;
@@ -1507,9 +1689,9 @@ static void test_open_arguments(void **ts) {
   assert_string_equal(hk_status_string((hk_status_t)99), "UNKNOWN_STATUS");
 }
 
-/* Seeds of issue 17's findings (checksums left stale: the harness fixes them up), from a
- * fresh fixture with PLAN, so every record kind the findings touch is in the corpus. */
-static int write_issue17_corpus(const char *dir) {
+/* Seeds of the verifier's hardening cases (checksums left stale: the harness fixes them up), from a
+ * fresh fixture with PLAN, so every record kind the cases touch is in the corpus. */
+static int write_verify_corpus(const char *dir) {
   static const struct { const char *name; patch_fn patch; } seeds[] = {
       {"unreferenced_node_plan", p_node_unreferenced}, {"kernel_range_foreign", p_kernel_range_foreign},
       {"deps_shared", p_dep_shared},                   {"tensor_name_path", p_tensor_path},
@@ -1642,6 +1824,34 @@ static void test_weights_writer_rejects(void **ts) {
   assert_null(data);
 }
 
+/* Seeds of launch extents (format 1.6; checksums left stale: the harness fixes them up): a
+ * valid pack, and launches that open but that the check refuses. */
+static int write_extents_corpus(const char *dir) {
+  static const struct { const char *name; patch_fn patch; } seeds[] = {
+      {"extents_valid", NULL},
+      {"extents_rows_over", p_ext_rows_record},
+      {"extents_record_disagrees", p_ext_rows},
+      {"extents_out_into_param", p_ext_out_param},
+      {"extents_sm90_out", p_ext_cuda},
+      {"extents_layout_kind", p_ext_kind},
+      {"extents_old_rows", p_ext_old_rows},
+  };
+  state_t *st;
+  if (setup((void **)&st) != 0) return 1;
+  for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
+    uint8_t *b = fx_copy(st->pack, st->size);
+    if (seeds[i].patch) seeds[i].patch(b, st->size);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, seeds[i].name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(b, 1, st->size, f) != st->size) return 1;
+    fclose(f);
+    free(b);
+  }
+  teardown((void **)&st);
+  return 0;
+}
+
 /* Seed corpus for tests/fuzz/fuzz_pack: valid packs and damaged variants, written to
  * $HK_WRITE_FUZZ_CORPUS instead of running the tests. */
 static int write_corpus(const char *dir) {
@@ -1756,7 +1966,7 @@ static int write_corpus(const char *dir) {
   }
   free(parts);
   teardown((void **)&st);
-  return write_issue17_corpus(dir);
+  return write_verify_corpus(dir) || write_extents_corpus(dir);
 }
 
 int main(void) {
@@ -1772,9 +1982,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_flip_every_byte, setup, teardown),
       cmocka_unit_test_setup_teardown(test_flip_messages, setup, teardown),
       cmocka_unit_test_setup_teardown(test_patched_records, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_issue17_records, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_issue17_limits, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_issue17_inspect, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_verify_records, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_verify_limits, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_verify_inspect, setup, teardown),
       cmocka_unit_test_setup_teardown(test_names_from_the_file, setup, teardown),
       cmocka_unit_test_setup_teardown(test_plan_absent, setup, teardown),
       cmocka_unit_test_setup_teardown(test_plan_roundtrip, setup, teardown),
@@ -1799,6 +2009,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_workspace_roundtrip, setup, teardown),
       cmocka_unit_test_setup_teardown(test_workspace_corrupt, setup, teardown),
       cmocka_unit_test_setup_teardown(test_workspace_writer_rejects, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_extents_roundtrip, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_extents_forged, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_extents_writer_rejects, setup, teardown),
       cmocka_unit_test_setup_teardown(test_open_arguments, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,7 +8,7 @@
  *    does not load
  *  - launch dims cover odd rows and cols (checked against the macros in the generated
  *    source, so a drift between launch and template fails here)
- * No kernel runs here: numerics and speed are checked on a device (bench/rows). */
+ * No kernel runs here: numerics and speed are checked on a device (bench/run.py rows). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -198,7 +198,7 @@ static int compile_all(const char *const *archs, size_t n_archs, hk_test_compile
       for (size_t i = 0; i < nk; i++)
         jobs[n++] = (hk_test_compile_job_t){.arch = hk_test_arch(archs[a]), .kernel = ks[i]};
     }
-  hk_test_compile_all(jobs, n, compile, n_threads, HK_TEST_COMPILE_ELF);
+  hk_test_compile_all(jobs, n, compile, n_threads, HK_TEST_COMPILE_ELF | HK_TEST_COMPILE_SAMPLED);
   for (size_t i = 0; i < n; i++)
     printf("[ info     ] %-36s %-8s regs %3u scratch %u shared %u\n", jobs[i].kernel.name, jobs[i].arch->name,
            jobs[i].regs, jobs[i].scratch, jobs[i].shared);

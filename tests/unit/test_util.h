@@ -97,6 +97,7 @@ typedef struct hk_test_compile_job {
   const hkc_gpu_arch_t *arch;
   hkc_kernel_out_t kernel;
   int ok;                         /* generated, compiled, and passed the flags' checks */
+  int sampled_out;                /* HK_TEST_COMPILE_SAMPLED: generated, not compiled (ok is 1) */
   uint32_t regs, scratch, shared; /* as the toolchain reports them (also when not ok) */
   char error[600];                /* why not ok */
 } hk_test_compile_job_t;
@@ -107,7 +108,17 @@ enum {
   HK_TEST_COMPILE_NO_WARNINGS = 2, /* a "warning" in the compiler's log fails the job */
   HK_TEST_COMPILE_NO_WGMMA_SERIAL = 4, /* ptxas's note that it serialized wgmmas (C7510..C7520, "info"
                                           lines, not warnings) fails the job */
+  HK_TEST_COMPILE_SAMPLED = 8,     /* a matrix the test suite samples: see hk_test_sampled_out */
 };
+
+/* The kernel matrices' two sets. HKC_TEST_FULL set (not "0"): every compile of every matrix (the
+ * release set, docs/TESTING.md). Otherwise (CI, every change) each matrix keeps its hand-picked
+ * representative jobs, and those compiled with HK_TEST_COMPILE_SAMPLED are sampled further: a job
+ * is compiled when a hash of its target, kernel name and generated source is 0 modulo
+ * HKC_TEST_SAMPLE (default 2; 1 compiles them all). Every job is still generated; the sample is
+ * the same from run to run and moves only when the kernel's source changes. */
+int hk_test_full(void);
+int hk_test_sampled_out(const char *arch, const char *kernel_name, const char *source);
 
 /* The most threads one pool starts (callers ask for the build machines' 2 cores). */
 #define HK_TEST_COMPILE_MAX_THREADS 8

@@ -188,7 +188,7 @@ static void test_spaces(void **state) {
   assert_int_equal(hkc_tune_candidates(hk_test_arch("sm_90a"), &(hkc_kernel_key_t){.op = HK_OP_LAYERNORM,
                                                                             .dtype = HK_DTYPE_BF16, .align = 8}, c, 4), 4);
   assert_string_equal(c[0].variant, "rows_vec16");
-  assert_string_equal(c[0].tune, "t=256,c=4,tg=4,mb=4,pf=0,g=4"); /* the default (session 9's sweep) */
+  assert_string_equal(c[0].tune, "t=256,c=4,tg=4,mb=4,pf=0,g=4"); /* the default (H200, 2026-12-02) */
   assert_string_equal(c[2].tune, "t=256,c=8,tg=8,mb=3,pf=0,g=3"); /* the previous one, an alternative */
   assert_true(c[0].is_default && !c[1].is_default);
   hkc_tune_shape_t shape;
@@ -492,7 +492,7 @@ static void test_model(void **state) {
   int n;
   /* large shapes: 128-row gemm_tma tiles with the widest wgmma N (192 or 256), persistent,
    * no split-K, compute-bound, at a rate close to what gemm_tma 128x256 measured on the H200
-   * (docs/device-runs/s4-gemm: 680-740 TFLOP/s at 8192^3 bf16; the model's efficiency 0.75) */
+   * (docs/device-runs/2026-12-01-gemm-tma: 680-740 TFLOP/s at 8192^3 bf16; the model's efficiency 0.75) */
   int p = model_pick(h200, key, (hkc_tune_shape_t){.m = 8192, .n = 14336, .k = 4096}, c, &n);
   printf("[ info     ] sm_90a 8192x14336x4096: %s %s\n", c[p].cfg.variant, c[p].cfg.tune);
   assert_string_equal(c[p].cfg.variant, "gemm_tma");

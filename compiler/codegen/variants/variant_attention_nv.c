@@ -360,7 +360,7 @@ static int attn_wg_tune_space(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t
 }
 
 static int attn_wg_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
-  /* Measured on the H200 (2026-11-30, docs/device-runs/final/sweeps.log; numerics: awg.log):
+  /* Measured on the H200 (2026-11-30, docs/device-runs/2026-11-30-ops-final/; numerics: awg.log):
    * correct on every odd case, faster than attention_mma at dh 128 on every benchmark case
    * (seq 4096: 325 vs 263 TFLOP/s full, 307 vs 247 causal), mixed at dh 64 (slower at seq
    * 1024). So: default for dh 128 (registry.c); dh 64 when named (kernel option

@@ -556,7 +556,7 @@ static uint32_t tma_shared(const hkc_kernel_key_t *key, const tma_cfg_t *c) {
  * but this machine's ptxas spills 8-16 bytes of it with 168 registers, as it does of 128
  * with 4 stages, bias, gelu and residual -- not of 5: the default's). Rows of up to 1536
  * columns. One cluster per row tile, not a persistent grid: the GPCs hold fewer clusters at
- * once than SMs / cluster (on the H200, session 12: clusters of 6 ran in two waves, twice
+ * once than SMs / cluster (on the H200, 2026-12-02: clusters of 6 ran in two waves, twice
  * as slow), and a grid of them all lets the hardware fill each GPC as clusters finish. */
 #define TMA_LN_MAX_CLUSTER 8
 #define TMA_LN_STAGES 5
@@ -648,7 +648,7 @@ static tma_cfg_t tma_cfg(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
 }
 
 /* Model figures. Efficiency by the wgmma N, from the H200 runs of bench/gemm_bars.py
- * (docs/device-runs/s4-gemm/): 256: 0.75 -- cooperative 128x256, 4 stages, 747 TFLOP/s at
+ * (docs/device-runs/2026-12-01-gemm-tma/): 256: 0.75 -- cooperative 128x256, 4 stages, 747 TFLOP/s at
  * 4096^3 bf16 = 0.755 of the 989 TFLOP/s peak (512 tiles, 0.97 of the last round used);
  * 192: 0.68 -- 128x192 at 4096x768x3072, 644 TFLOP/s with 128 tiles on 132 SMs; 128: 0.65 --
  * 128x128, 6 stages at 512x4096x4096, 629 TFLOP/s with 128 tiles; 96 and 64: 0.55 and 0.50,
@@ -684,7 +684,7 @@ static int tma_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
 }
 
 /* The space (about 55, default first): the tile shapes that won somewhere on the H200
- * (docs/BENCHMARKS.md, GEMM issue) with the ring depths that matter -- deep rings for the
+ * (docs/BENCHMARKS.md, "GEMM") with the ring depths that matter -- deep rings for the
  * narrow tiles, whose k loops are latency-bound on short K -- split-K 2/4/8 for the narrow
  * ping-pong tiles and 128 x 128 (small M, long K), multicast pairs (cm 2) for a few
  * persistent shapes, TMA stores of C on the wide ones, stream-K on six tiles. Entries illegal

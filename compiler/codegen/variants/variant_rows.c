@@ -57,12 +57,12 @@ static int ew_cfg_ok(const ew_cfg_t *e) {
 
 /* Defaults. NVIDIA 16-bit rows: up to 4 vectors per lane (768 bf16 = 96 vectors: 32 lanes
  * per row; 4096 bf16: 128 lanes), no prefetch, 4 blocks per SM, a persistent grid of 4
- * blocks per SM -- measured on the H200 in session 9 (docs/device-runs/s9-call5/sweep.log:
+ * blocks per SM -- measured on the H200 (docs/device-runs/2026-12-02-rows-sweep/sweep.log:
  * seven configurations, the norms of bert_layer at 128-16384 rows of 768 and llama_block
  * at 512-8192 rows of 4096, alone and in the whole graphs): bert's layernorm 17.4 / 6.7 /
  * 6.1 / 5.6 us at batch 128 / 32 / 8 / 1 against 19.8 / 9.1 / 6.8 / 6.6 for the previous
  * "256,8,8,3,0,3" (which the 2026-11-30 sweep at 4096 columns had chosen: layernorm 3.47
- * vs 3.07 TB/s, softmax 3.23 vs 2.32, rmsnorm 3.51 vs 3.36, docs/device-runs/final/
+ * vs 3.07 TB/s, softmax 3.23 vs 2.32, rmsnorm 3.51 vs 3.36, docs/device-runs/2026-11-30-ops-final/
  * sweeps.log), llama's rmsnorm at 8192 x 4096 41.1 against 49.5 us, no launch slower by
  * more than 1 us. More lanes per row put more rows' loads in flight per SM on short rows.
  * NVIDIA f32: 32 vectors per lane (4096 f32:

@@ -243,7 +243,9 @@ HK_API const char *hk_last_error(void);
  *    allow_unsigned_native_code is set;
  *  - with require_signature, any pack not signed by one of trusted_keys is refused.
  * "Signed by a trusted key" means: the signature verifies and its public key is byte-equal to
- * one of trusted_keys. */
+ * one of trusted_keys. The checks of a pack's bytes (verification at open) and of its launches'
+ * extents (hk_session_create) catch damage and compiler bugs, not intent: they are no substitute
+ * for this policy. */
 #define HK_PUBLIC_KEY_BYTES 32 /* an Ed25519 public key */
 
 /* Options of hk_pack_open_file_ex / hk_pack_open_memory_ex. NULL options: every field zero.
@@ -337,6 +339,16 @@ HK_API hk_status_t hk_pack_select_target(hk_pack_t *pack, const char *requested,
 /* Loads the chosen target's code, allocates the workspace for options->batch, and binds the
  * params the pack stores (hk_pack_weight_count; unless options->no_pack_weights): on the host
  * target in place, so the pack must outlive the session, as it must anyway.
+ * Before a target's code first loads (once per pack and target), every launch of its graphs,
+ * one per batch bucket, is checked against the tensors it touches: from the launch's own
+ * arguments (rows, columns, strides, ...) by its op's argument layout, the bytes it may read
+ * or write of each tensor must fit that tensor at the bucket's batch and, in packs of format
+ * 1.6 or later, equal what hkc recorded (docs/FORMAT.md, "Launch extents"). A launch that
+ * would overrun a tensor is CORRUPT, naming the graph, the launch (node, kernel, op), the
+ * argument, the tensor and both sizes, and the code is not loaded. This is a robustness check
+ * against damaged or miscompiled packs, not the security boundary: a pack's code runs in this
+ * process or on its device with the application's memory, and which packs may run at all is
+ * decided by signatures and the open options' trust policy ("packs: opening and trust").
  * Errors: NOT_FOUND (batch or target), NO_COMPATIBLE_TARGET, UNAVAILABLE, CORRUPT, DRIVER,
  * FAILED_PRECONDITION (the pack was opened metadata_only). NULL pack, options or out_session:
  * INVALID_ARGUMENT (the options are required: they carry the batch). */

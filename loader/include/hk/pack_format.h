@@ -40,8 +40,11 @@ extern "C" {
  * PTX_INDEX and PTX sections (optional: PTX of CUDA targets); 4: PARTS section (optional: the
  * checkpoint tensors a param concatenates), WEIGHTS_INDEX and WEIGHTS sections (optional:
  * params stored in the pack); 5: role STATE (tensors that persist across runs: KV caches), ops
- * kv_append, kv_attention, take_rows, argmax and sample, i32 node outputs (argmax, sample) */
-#define HK_PACK_VERSION_MINOR 5
+ * kv_append, kv_attention, take_rows, argmax and sample, i32 node outputs (argmax, sample); 6: EXTENTS
+ * section (the bytes each launch touches of its tensor arguments; optional for readers before 1.6,
+ * required in files of 1.6 and later) */
+#define HK_PACK_VERSION_MINOR 6
+#define HK_PACK_MINOR_EXTENTS 6 /* the first minor version whose files carry an EXTENTS section */
 #define HK_PACK_ENDIAN_TAG 0x01020304u
 #define HK_SECTION_ALIGN 64u
 
@@ -116,6 +119,9 @@ typedef enum hk_section_kind {
                                 params' bytes, each at a multiple of HK_WEIGHTS_ALIGN */
   HK_SECTION_PARTS = 17,     /* optional (1.4), at most one, uncompressed: hk_part_rec_t[], the
                                 checkpoint tensors params concatenate (hk_part_rec_t) */
+  HK_SECTION_EXTENTS = 20,   /* (1.6) flagged optional (a 1.5 reader skips it), exactly one in a file of
+                                1.6 or later, uncompressed: uint64_t[arg_count], parallel to ARGS (below,
+                                "Launch extents") */
 } hk_section_kind_t;
 
 #define HK_SECTION_FLAG_ZSTD 0x1u     /* payload is one zstd frame of raw_size bytes */
@@ -178,6 +184,15 @@ typedef enum hk_op {
   HK_OP_SAMPLE = 19,     /* (1.5) i32 index drawn per row: seeded top-k / top-p / temperature */
   HK_OP_COUNT_
 } hk_op_t;
+
+/* Launch extents (format 1.6; docs/FORMAT.md, "EXTENTS"): for each ARGS record, the bytes the
+ * launch may read or write from the start of the tensor a TENSOR argument points at, as hkc
+ * computed them from the kernel's key and the launch's arguments (compiler/lower/extent.c); 0 for
+ * every other kind of argument (a NULL pointer, a scalar; TMAP, SCRATCH and SEMAPHORE arguments
+ * are bounded by their own rules). libhkrt derives the same numbers from the launch's arguments
+ * alone, by the op's argument layout (loader/src/extent.c), requires the two to agree and each to
+ * fit its tensor at the graph's batch, before it loads a target's code. A robustness check
+ * against damaged or miscompiled packs: what a pack may run is decided by its signature. */
 
 /* A row of HK_OP_SAMPLE's i32 params [rows, HK_SAMPLE_PARAMS], the numbers an application
  * (the generator) fills per step: the seed, top_k, and the temperature and top_p as IEEE f32

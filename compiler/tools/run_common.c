@@ -1,0 +1,317 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What `hkc run` and `hkc generate` share (tools.h): tensors filled from .npy files or a seeded
+ * generator, the session options of the environment, --weights checkpoints, the --profile table.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "codegen/codegen.h"
+#include "hk/hkrt.h"
+#include "tools/tools.h"
+#include "util/util.h"
+
+/* hkc_load_elem / hkc_store_elem take either enum: the values must agree. */
+_Static_assert(HK_ELEMENT_F32 == (int)HK_DTYPE_F32 && HK_ELEMENT_F16 == (int)HK_DTYPE_F16 &&
+                   HK_ELEMENT_BF16 == (int)HK_DTYPE_BF16 && HK_ELEMENT_I32 == (int)HK_DTYPE_I32,
+               "hk_element_type_t and hk_dtype_t differ");
+
+size_t hkc_run_info_count(const hk_tensor_info_t *info) {
+  size_t n = 1;
+  for (uint32_t d = 0; d < info->rank; d++) n *= (size_t)info->dims[d];
+  return n;
+}
+
+void hkc_run_format_shape(const hk_tensor_info_t *info, char *out, size_t size) {
+  int n = snprintf(out, size, "[");
+  for (uint32_t d = 0; d < info->rank && n > 0 && (size_t)n < size; d++)
+    n += snprintf(out + n, size - (size_t)n, "%s%lld", d ? ", " : "", (long long)info->dims[d]);
+  if (n > 0 && (size_t)n < size) snprintf(out + n, size - (size_t)n, "]");
+}
+
+/* Fills a tensor from a .npy file (exact shape; an i32 tensor needs an integer file) or
+ * from the seeded generator (i32: integers in [0, HKC_RUN_RANDOM_I32)). */
+#define HKC_RUN_RANDOM_I32 100 /* random ids and lengths: small, kernels clamp them anyway */
+int hkc_run_fill_tensor(const hk_tensor_info_t *info, void *buf, const char *npy_path, uint64_t seed) {
+  size_t n = hkc_run_info_count(info);
+  if (npy_path) {
+    hkc_npy_t npy;
+    if (hkc_npy_read(npy_path, &npy) != 0) return -1;
+    int same = npy.rank == info->rank;
+    for (uint32_t d = 0; same && d < info->rank; d++) same = npy.dims[d] == info->dims[d];
+    if (!same) {
+      char want[128];
+      hkc_run_format_shape(info, want, sizeof want);
+      fprintf(stderr, "hkc run: %s: shape does not match tensor %s %s\n", npy_path, info->name, want);
+      hkc_npy_free(&npy);
+      return -1;
+    }
+    if (info->element_type == HK_ELEMENT_I32) {
+      if (!npy.ints) {
+        fprintf(stderr, "hkc run: %s: tensor %s is i32: give an integer .npy (int32 or int64)\n", npy_path, info->name);
+        hkc_npy_free(&npy);
+        return -1;
+      }
+      memcpy(buf, npy.ints, n * sizeof(int32_t));
+      hkc_npy_free(&npy);
+      return 0;
+    }
+    for (size_t i = 0; i < n; i++) hkc_store_elem(buf, (int)info->element_type, i, npy.data[i]);
+    hkc_npy_free(&npy);
+    return 0;
+  }
+  uint64_t s = seed ^ hkc_hash64(info->name, strlen(info->name));
+  double scale = 1.0;
+  if (info->role == HK_TENSOR_PARAM && info->rank >= 2) scale = 1.0 / sqrt((double)info->dims[0]);
+  if (info->element_type == HK_ELEMENT_I32) {
+    for (size_t i = 0; i < n; i++) ((int32_t *)buf)[i] = (int32_t)(hkc_splitmix64(&s) % HKC_RUN_RANDOM_I32);
+    return 0;
+  }
+  for (size_t i = 0; i < n; i++) hkc_store_elem(buf, (int)info->element_type, i, (float)hkc_uniform_pm(&s, scale));
+  return 0;
+}
+
+double hkc_run_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+int hkc_run_cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+const char *hkc_run_find_named(const hkc_named_file_t *files, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(files[i].name, name) == 0) return files[i].path;
+  return NULL;
+}
+
+/* --profile: every launch timed alone (hk_session_profile) beside its roofline floor on
+ * the session's target when the target table knows it; printed, or with json (hkc run
+ * --json's document) added to it as "profile". 0 / -1 (error printed). */
+int hkc_run_print_profile(hk_session_t *session, uint32_t repeats, double graph_us, cJSON *json) {
+  uint32_t n = hk_session_launch_count(session);
+  double *us = calloc(n ? n : 1, sizeof *us);
+  if (!us) return -1;
+  if (hk_session_profile(session, NULL, repeats, us) != HK_OK) {
+    fprintf(stderr, "hkc run: --profile: %s\n", hk_last_error());
+    free(us);
+    return -1;
+  }
+  const hkc_gpu_arch_t *arch = hkc_gpu_arch_find(hk_session_target(session)); /* NULL on host */
+  int w_nodes = 5, w_kernel = 6;
+  for (uint32_t i = 0; i < n; i++) {
+    hk_launch_info_t li;
+    hk_session_launch_info(session, i, &li);
+    if ((int)strlen(li.nodes) > w_nodes) w_nodes = (int)strlen(li.nodes);
+    if ((int)strlen(li.kernel) > w_kernel) w_kernel = (int)strlen(li.kernel);
+  }
+  cJSON *jp = NULL, *jl = NULL;
+  if (json) {
+    jp = cJSON_AddObjectToObject(json, "profile");
+    cJSON_AddNumberToObject(jp, "repeats", repeats);
+    if (arch) cJSON_AddStringToObject(jp, "floor_target", arch->name);
+    else cJSON_AddNullToObject(jp, "floor_target");
+    jl = cJSON_AddArrayToObject(jp, "launches");
+  } else {
+    printf("profile: each launch alone, median of %u pass(es) after one warm-up pass", repeats);
+    if (arch)
+      printf("; floor on %s (%s: %.1f GB/s, %.1f TFLOP/s f16 matrix)\n", arch->name, arch->product, arch->hbm_gbps,
+             arch->matrix_tflops_f16);
+    else
+      printf("; no floor (%s is not a GPU target of hkc's table)\n", hk_session_target(session));
+    printf("  %3s  %-*s  %-*s  %11s  %10s  %9s  %8s  %7s\n", "#", w_nodes, "nodes", w_kernel, "kernel", "median us",
+           "floor us", "GB/s", "TFLOP/s", "floor%");
+  }
+  double total = 0, total_floor = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    hk_launch_info_t li;
+    hk_session_launch_info(session, i, &li);
+    char floor_s[16] = "-", pct_s[16] = "-", gbs[16] = "-", tfs[16] = "-";
+    double fl = -1;
+    if (li.bytes) snprintf(gbs, sizeof gbs, "%.1f", (double)li.bytes / us[i] * 1e-3);
+    if (li.flops) snprintf(tfs, sizeof tfs, "%.2f", (double)li.flops / us[i] * 1e-6);
+    if (arch && li.bytes) {
+      double mem = (double)li.bytes / (arch->hbm_gbps * 1e3);
+      double math = li.matrix ? (double)li.flops / (arch->matrix_tflops_f16 * 1e6) : 0.0;
+      fl = mem > math ? mem : math;
+      total_floor += fl;
+      snprintf(floor_s, sizeof floor_s, "%.3f", fl);
+      snprintf(pct_s, sizeof pct_s, "%.0f%%", fl / us[i] * 100.0);
+    }
+    total += us[i];
+    if (jl) {
+      cJSON *j = cJSON_CreateObject();
+      cJSON_AddItemToArray(jl, j);
+      cJSON_AddNumberToObject(j, "index", i);
+      cJSON_AddStringToObject(j, "nodes", li.nodes);
+      cJSON_AddStringToObject(j, "kernel", li.kernel);
+      cJSON_AddNumberToObject(j, "median_us", us[i]);
+      if (fl >= 0) cJSON_AddNumberToObject(j, "floor_us", fl);
+      else cJSON_AddNullToObject(j, "floor_us");
+      cJSON_AddNumberToObject(j, "bytes", (double)li.bytes);
+      cJSON_AddNumberToObject(j, "flops", (double)li.flops);
+      cJSON_AddBoolToObject(j, "matrix", li.matrix != 0);
+    } else {
+      printf("  %3u  %-*s  %-*s  %11.3f  %10s  %9s  %8s  %7s\n", i, w_nodes, li.nodes, w_kernel, li.kernel, us[i],
+             floor_s, gbs, tfs, pct_s);
+    }
+  }
+  if (jp) {
+    cJSON_AddNumberToObject(jp, "sum_us", total);
+    if (total_floor > 0) cJSON_AddNumberToObject(jp, "floor_sum_us", total_floor);
+    else cJSON_AddNullToObject(jp, "floor_sum_us");
+    cJSON_AddNumberToObject(jp, "graph_us", graph_us);
+    free(us);
+    return 0;
+  }
+  printf("  sum of launches %.3f us", total);
+  if (total_floor > 0) printf(", floor %.3f us (%.0f%% of floor)", total_floor, total_floor / total * 100.0);
+  printf("; whole graph (hk_session_run, median) %.3f us\n", graph_us);
+  /* the bubbles: the graph's time that no launch accounts for (launch gaps, prologues
+   * waiting on their predecessor); negative when launches overlap (PDL) */
+  printf("  bubbles: whole graph - sum of launches = %.3f us (%.0f%% of the graph)\n", graph_us - total,
+         graph_us > 0 ? (graph_us - total) / graph_us * 100.0 : 0.0);
+  printf("  floor%%: floor / measured (100%% = at the roofline). GB/s and TFLOP/s: the compiler's bytes and\n"
+         "  FLOPs over the measured time.\n");
+  free(us);
+  return 0;
+}
+
+/* The documented environment variables of hkc run as session options: HK_LAUNCH
+ * (auto|graph|stream) and HK_HOST_THREADS (a thread count, 0 = the online CPUs). 0, or -1
+ * with the problem printed. */
+int hkc_run_options_from_env(hk_session_options_t *so) {
+  const char *e = getenv("HK_LAUNCH");
+  if (e && *e) {
+    if (strcmp(e, "auto") == 0) so->launch_mode = HK_LAUNCH_MODE_AUTO;
+    else if (strcmp(e, "graph") == 0) so->launch_mode = HK_LAUNCH_MODE_GRAPH;
+    else if (strcmp(e, "stream") == 0) so->launch_mode = HK_LAUNCH_MODE_STREAM;
+    else {
+      fprintf(stderr, "hkc run: HK_LAUNCH is '%s'; expected auto, graph or stream\n", e);
+      return -1;
+    }
+  }
+  e = getenv("HK_HOST_THREADS");
+  if (e && *e) {
+    char *end;
+    long long n = strtoll(e, &end, 10);
+    if (*end || n < 0 || n > UINT32_MAX) {
+      fprintf(stderr, "hkc run: HK_HOST_THREADS is '%s'; expected a thread count (0: the online CPUs)\n", e);
+      return -1;
+    }
+    so->host_threads = (uint32_t)n;
+  }
+  e = getenv("HK_PREFER_PTX");
+  if (e && *e) {
+    if (strcmp(e, "0") != 0 && strcmp(e, "1") != 0) {
+      fprintf(stderr, "hkc run: HK_PREFER_PTX is '%s'; expected 0 or 1\n", e);
+      return -1;
+    }
+    so->prefer_ptx = e[0] == '1';
+  }
+  return 0;
+}
+
+/* An .npz for --weights: the members the session's params take, as a safetensors image in
+ * *out_image (freed by the caller after the weights) opened as *out_weights; *out_members:
+ * the archive's member count. 0 / -1 (printed). */
+static int open_npz_weights(hk_session_t *session, const char *path, const hkc_weights_map_t *map,
+                            hk_weights_t **out_weights, void **out_image, uint32_t *out_members) {
+  hkc_npz_t *npz;
+  if (hkc_npz_open_file(path, &npz) != 0) return -1;
+  size_t size;
+  int rc = hkc_npz_checkpoint(npz, session, map, out_image, &size);
+  *out_members = hkc_npz_count(npz);
+  hkc_npz_destroy(npz);
+  if (rc != 0) return -1;
+  if (hk_weights_open_memory(*out_image, size, NULL, out_weights) != HK_OK) {
+    fprintf(stderr, "hkc run: --weights %s: %s\n", path, hk_last_error());
+    return -1;
+  }
+  return 0;
+}
+
+/* --weights FILE [--weights-map MAP]: opens the checkpoint (safetensors, or an .npz: the
+ * format told by content) and binds every param it gives (hk_session_bind_weights).
+ * *out_weights, *out_image (an .npz's members as safetensors) and *map stay with the caller,
+ * who destroys the weights after the session and the image after the weights. 0, or -1 with
+ * the problem printed. */
+int hkc_run_bind_weights_file(hk_session_t *session, const char *path, const char *map_path, hk_weights_t **out_weights,
+                              void **out_image, hkc_weights_map_t *map, int quiet, cJSON *json) {
+  if (map_path && hkc_weights_map_read(map_path, map) != 0) {
+    fprintf(stderr, "hkc run: no usable --weights-map\n");
+    return -1;
+  }
+  const hkc_weights_format_t format = hkc_weights_file_format(path);
+  uint32_t file_tensors = 0;
+  if (format == HKC_WEIGHTS_NPZ) {
+    if (open_npz_weights(session, path, map, out_weights, out_image, &file_tensors) != 0) return -1;
+  } else if (format == HKC_WEIGHTS_SAFETENSORS) {
+    if (hk_weights_open_file(path, NULL, out_weights) != HK_OK) {
+      fprintf(stderr, "hkc run: --weights: %s\n", hk_last_error());
+      return -1;
+    }
+    file_tensors = hk_weights_count(*out_weights);
+  } else {
+    fprintf(stderr, "hkc run: --weights %s: neither a safetensors checkpoint (a u64 header length, then a JSON "
+                    "object) nor an .npz archive (a zip of NAME.npy files, starting PK\\3\\4)\n", path);
+    return -1;
+  }
+  hk_bind_weights_options_t bo = {.struct_size = sizeof bo, .names = map->names, .name_count = map->count};
+  uint32_t bound = 0, params = 0;
+  if (hk_session_bind_weights(session, *out_weights, &bo, &bound) != HK_OK) {
+    fprintf(stderr, "hkc run: --weights %s: %s\n", path, hk_last_error());
+    return -1;
+  }
+  for (uint32_t t = 0; t < hk_session_tensor_count(session); t++) {
+    hk_tensor_info_t info;
+    hk_session_tensor_info(session, t, &info);
+    params += info.role == HK_TENSOR_PARAM;
+  }
+  if (json) {
+    cJSON *jw = cJSON_AddObjectToObject(json, "weights");
+    cJSON_AddStringToObject(jw, "path", path);
+    cJSON_AddNumberToObject(jw, "bound", bound);
+    cJSON_AddNumberToObject(jw, "params", params);
+    cJSON_AddNumberToObject(jw, "tensors", file_tensors);
+    cJSON_AddStringToObject(jw, "format", format == HKC_WEIGHTS_NPZ ? "npz" : "safetensors");
+  } else if (!quiet) {
+    printf("weights: %u of %u param(s) bound from %s (%u tensor(s) in the file)\n", bound, params, path,
+           file_tensors);
+  }
+  return 0;
+}
+
+/* Refuses (-1, printed) when a param is neither bound (--weights) nor given (--param), naming
+ * every one, unless random_params. */
+int hkc_run_check_params_given(hk_session_t *session, const hkc_named_file_t *files, int n_files, int random_params) {
+  if (random_params) return 0;
+  uint32_t missing = 0;
+  for (uint32_t t = 0; t < hk_session_tensor_count(session); t++) {
+    hk_tensor_info_t info;
+    hk_session_tensor_info(session, t, &info);
+    if (info.role != HK_TENSOR_PARAM || hk_session_tensor_bound(session, t) ||
+        hkc_run_find_named(files, n_files, info.name))
+      continue;
+    char shape[128];
+    hkc_run_format_shape(&info, shape, sizeof shape);
+    if (!missing++) fprintf(stderr, "hkc run: these params are not given:\n");
+    fprintf(stderr, "  %s %s", info.name, shape);
+    const char *part; /* a param made of parts: the checkpoint tensors that would give it */
+    for (uint32_t p = 0; (part = hk_session_tensor_part(session, t, p)) != NULL; p++)
+      fprintf(stderr, "%s%s", p ? " | " : " (or its parts, all of: ", part);
+    fprintf(stderr, "%s\n", hk_session_tensor_part(session, t, 0) ? ")" : "");
+  }
+  if (!missing) return 0;
+  fprintf(stderr, "hkc run: %u param(s) unbound: give them with --weights FILE.safetensors|FILE.npz or --param "
+                  "NAME=FILE.npy, or pass --random-params to run on seeded random values\n", missing);
+  return -1;
+}
