@@ -3,13 +3,22 @@
 #
 #   hkc_add_pack(NAME model SPEC model.yaml OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/model.hkpack
 #                [TARGETS host sm_90a ...] [TUNING_DB tuned.db ...] [SIGN_KEY key.sec]
+#                [WEIGHTS model.safetensors [WEIGHTS_MAP names.txt]]
 #                [OPTIONS --fusion auto ...] [ALL])
 #
 # Adds a custom command that runs `hkc build SPEC -o OUTPUT --target T1,T2 [--tuning-db DB]...
-# [--sign KEY] OPTIONS...` and a custom target NAME that depends on OUTPUT (ALL: built by
-# default). The pack is rebuilt when the spec, a tuning database, the signing key or hkc
-# itself changes. Relative SPEC, TUNING_DB and SIGN_KEY paths are read from the calling
-# directory's source dir, a relative OUTPUT lies in its binary dir.
+# [--sign KEY] [--weights W [--weights-map M]] OPTIONS...` and a custom target NAME that
+# depends on OUTPUT (ALL: built by default). The pack is rebuilt when the spec, a tuning
+# database, the signing key, the weights, the name map or hkc itself changes. Relative SPEC,
+# TUNING_DB, SIGN_KEY, WEIGHTS and WEIGHTS_MAP paths are read from the calling directory's
+# source dir, a relative OUTPUT lies in its binary dir.
+#
+# WEIGHTS: a safetensors checkpoint stored in the pack (a self-contained pack, docs/WEIGHTS.md:
+# every param of the spec, converted to the spec's dtype when the checkpoint's float dtype
+# differs); WEIGHTS_MAP: the name map (pack name, checkpoint name per line) of hkc build
+# --weights-map, only with WEIGHTS. Give them here, not as OPTIONS --weights: hkc would resolve
+# such a path against the build directory, and a changed checkpoint would not rebuild the pack
+# (OPTIONS --weights and --weights-map are refused, saying so).
 #
 # hkc is HKC_EXECUTABLE, a target or a path the caller may set; unset, the target hkrt::hkc:
 # imported from an installed package (find_package(hkrt)), or hkc's own build inside
@@ -21,7 +30,8 @@
 include_guard(GLOBAL)
 
 function(hkc_add_pack)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "ALL" "NAME;SPEC;OUTPUT;SIGN_KEY" "TARGETS;TUNING_DB;OPTIONS")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "ALL" "NAME;SPEC;OUTPUT;SIGN_KEY;WEIGHTS;WEIGHTS_MAP"
+                        "TARGETS;TUNING_DB;OPTIONS")
   foreach(required NAME SPEC OUTPUT)
     if(NOT arg_${required})
       message(FATAL_ERROR "hkc_add_pack: ${required} is required")
@@ -30,6 +40,16 @@ function(hkc_add_pack)
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "hkc_add_pack: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
   endif()
+  if(arg_WEIGHTS_MAP AND NOT arg_WEIGHTS)
+    message(FATAL_ERROR "hkc_add_pack: WEIGHTS_MAP names checkpoint tensors: it needs WEIGHTS")
+  endif()
+  foreach(option IN LISTS arg_OPTIONS)
+    if(option MATCHES "^--weights(-map)?(=|$)")
+      message(FATAL_ERROR "hkc_add_pack(${arg_NAME}): give the checkpoint as WEIGHTS (and its name map as "
+                          "WEIGHTS_MAP), not OPTIONS ${option}: those paths are read from this source dir and "
+                          "a change to the files rebuilds the pack")
+    endif()
+  endforeach()
   if(NOT HKC_EXECUTABLE AND TARGET hkrt::hkc)
     set(HKC_EXECUTABLE hkrt::hkc) # add_subdirectory: the variable stays in hkc's own scope
   endif()
@@ -73,6 +93,16 @@ function(hkc_add_pack)
     get_filename_component(key "${arg_SIGN_KEY}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
     list(APPEND command --sign "${key}")
     list(APPEND depends "${key}")
+  endif()
+  if(arg_WEIGHTS)
+    get_filename_component(weights "${arg_WEIGHTS}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+    list(APPEND command --weights "${weights}")
+    list(APPEND depends "${weights}")
+  endif()
+  if(arg_WEIGHTS_MAP)
+    get_filename_component(weights_map "${arg_WEIGHTS_MAP}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+    list(APPEND command --weights-map "${weights_map}")
+    list(APPEND depends "${weights_map}")
   endif()
   list(APPEND command ${arg_OPTIONS})
 

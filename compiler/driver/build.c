@@ -799,8 +799,8 @@ int hkc_build(const hkc_build_options_t *options) {
   /* stored weights: matched to the fused spec's tensor table (the pack's), before compiling */
   if (options->weights &&
       hkc_pack_weights_match(spec, options->weights, options->weights_names, options->n_weights_names,
-                             options->weights_label ? options->weights_label : "the weights", &weights,
-                             &n_weights) != 0)
+                             options->weights_label ? options->weights_label : "the weights",
+                             options->progress != HKC_PROGRESS_OFF ? stderr : NULL, &weights, &n_weights) != 0)
     goto done;
   if (hkc_reporter_mode(progress) >= HKC_PROGRESS_LINES) {
     char names[HK_MAX_TARGETS * 40] = "";

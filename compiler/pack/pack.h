@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "codegen/codegen.h"
 
@@ -72,7 +73,8 @@ typedef struct hkc_target_out {
 /* ---- stored weights (format 1.4; pack_weights.c) ------------------------------------------ */
 /* The bytes of one param stored in the pack (WEIGHTS): spec tensor `tensor` (a PARAM whose
  * dims do not depend on batch), `bytes` bytes (its size) at data, borrowed -- or, for a param
- * assembled from its `parts:`, owned: data == owned, freed by hkc_pack_weights_free. */
+ * assembled from its `parts:` or converted from another dtype, owned: data == owned, freed by
+ * hkc_pack_weights_free. */
 typedef struct hkc_weight_in {
   uint32_t tensor;
   const void *data;
@@ -83,13 +85,17 @@ typedef struct hkc_weight_in {
 struct hk_weights;            /* libhkrt's safetensors checkpoint (hk/hkrt.h) */
 struct hk_weights_name;
 /* Every param of spec takes the checkpoint tensor its name map entry (names[n_names]) names,
- * else the one of its own name, of exactly its dtype and shape: *out (malloc'd, ascending by
- * tensor; data borrowed from w) gets one entry per param. Inputs are never stored. Refuses
- * (reported, naming every missing param, each mismatch with both shapes, a map entry naming a
- * tensor that is no param or a checkpoint tensor the file lacks, a param whose shape depends
- * on batch) with -1; `label` names the file in messages. */
+ * else the one of its own name, of exactly its shape and of its dtype -- or of another float
+ * dtype, converted (round to nearest even, as libhkrt binds) -- else its parts: *out (malloc'd,
+ * ascending by tensor; data borrowed from w unless converted or assembled) gets one entry per
+ * param. Inputs are never stored. Refuses (reported, naming every missing param, each mismatch
+ * with both shapes, a map entry naming a tensor that is no param or a checkpoint tensor the
+ * file lacks, a param whose shape depends on batch, a value that would overflow to infinity in
+ * the param's dtype) with -1; `label` names the file in messages. The conversions are noted on
+ * `notes` in one line ("hkc build: weights: converting 147 tensors of LABEL from F32 to BF16");
+ * NULL: not noted. */
 int hkc_pack_weights_match(const hkc_spec_t *spec, const struct hk_weights *w, const struct hk_weights_name *names,
-                           size_t n_names, const char *label, hkc_weight_in_t **out, size_t *out_n);
+                           size_t n_names, const char *label, FILE *notes, hkc_weight_in_t **out, size_t *out_n);
 /* Frees a list hkc_pack_weights_match returned (and the bytes it assembled). NULL: nothing. */
 void hkc_pack_weights_free(hkc_weight_in_t *list, size_t n);
 

@@ -220,8 +220,8 @@ const char *hkc_env_template_dir(void); /* NULL when unset */
 const char *hkc_env_cache_url(void);    /* NULL when unset */
 int hkc_env_cache_timeout_ms(void);     /* 0 when unset: the default */
 
-/* ---- element conversion (half.c) ---------------------------------------------------- */
-uint16_t hkc_f32_to_f16(float f);   /* round to nearest even; overflow -> inf */
+/* ---- element conversion (half.c: libhkrt's, loader/src/convert.c) ----------------------- */
+uint16_t hkc_f32_to_f16(float f);   /* round to nearest even; overflow (|f| >= 65520) -> inf */
 float hkc_f16_to_f32(uint16_t h);
 uint16_t hkc_f32_to_bf16(float f);  /* round to nearest even */
 float hkc_bf16_to_f32(uint16_t h);

@@ -23,6 +23,7 @@
 
 #include "hk/hkrt.h"
 #include "hk/pack_format.h"
+#include "convert_internal.h"
 #include "session_internal.h"
 #include "status_internal.h"
 #include "util_internal.h"
@@ -316,23 +317,6 @@ HK_API hk_status_t hk_generator_append(hk_generator_t *g, uint32_t n, const uint
   return st;
 }
 
-/* f16 / bf16 bits to float */
-static float half_to_float(uint16_t h) {
-  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0x1f) bits = sign | 0x7f800000u | man << 13;
-  else if (exp) bits = sign | (exp + 112) << 23 | man << 13;
-  else if (!man) bits = sign;
-  else { /* subnormal: normalise */
-    uint32_t e = 113, m = man;
-    while (!(m & 0x400u)) m <<= 1, e--;
-    bits = sign | e << 23 | (m & 0x3ffu) << 13;
-  }
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
 HK_API hk_status_t hk_generator_logits(hk_generator_t *g, uint32_t index, float *out, size_t count) {
   HK_FAIL_IF(!g || !out, HK_STATUS_INVALID_ARGUMENT, "generator and out must not be NULL");
   HK_FAIL_IF(!g->vocab, HK_STATUS_FAILED_PRECONDITION, "the pack has no 'logits' output");
@@ -343,20 +327,7 @@ HK_API hk_status_t hk_generator_logits(hk_generator_t *g, uint32_t index, float 
   HK_FAIL_IF(!row, HK_STATUS_OUT_OF_MEMORY, "out of memory reading logits");
   hk_status_t st = hk_session_copy(g->session, row, (char *)g->logits_device + (size_t)index * g->vocab * esize,
                                    g->vocab * esize, HK_COPY_DEVICE_TO_HOST);
-  for (uint32_t j = 0; j < g->vocab && st == HK_OK; j++) {
-    if (esize == 4) {
-      memcpy(&out[j], row + 4 * j, 4);
-      continue;
-    }
-    uint16_t h;
-    memcpy(&h, row + 2 * j, 2);
-    if (g->logits_type == HK_ELEMENT_BF16) {
-      uint32_t bits = (uint32_t)h << 16;
-      memcpy(&out[j], &bits, 4);
-    } else {
-      out[j] = half_to_float(h);
-    }
-  }
+  if (st == HK_OK) hk_convert(out, HK_ELEMENT_F32, row, g->logits_type, g->vocab); /* f16 / bf16: exact */
   hk_free(g->allocator, row);
   return st;
 }

@@ -247,6 +247,10 @@ const void *hk_session_debug_staging(const hk_session_t *s, const char *name) {
   return NULL;
 }
 
+const void *hk_session_debug_bound(const hk_session_t *s, uint32_t index) {
+  return index < s->app_count ? s->app[index].data : NULL;
+}
+
 /* "f16 [8,128,192]" */
 static void describe_shape(const hk_tensor_info_t *info, char *out, size_t size) {
   int n = snprintf(out, size, "%s [", hk_dtype_label(info->element_type));

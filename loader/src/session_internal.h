@@ -24,6 +24,9 @@ const uint32_t *hk_session_debug_semaphores(const hk_session_t *session);
 /* The bucket-sized staging buffer of application tensor `name` in the current bucket's
  * state, where padded runs copy its rows; NULL when there is none. */
 const void *hk_session_debug_staging(const hk_session_t *session, const char *name);
+/* The buffer bound to application tensor `index` (hk_session_tensor_info's index): the
+ * weights' own bytes, a session-owned copy or the caller's; NULL when none or out of range. */
+const void *hk_session_debug_bound(const hk_session_t *session, uint32_t index);
 
 /* Claims (hold) or releases the session as a state-changing call would, so a test can
  * check the BUSY answer without racing threads. Claiming returns false when it was held. */

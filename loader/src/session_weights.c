@@ -14,17 +14,38 @@
  * (unmapped) name is the concatenation of its parts along axis 0: when the file holds all of
  * them, each is checked against the param (dtype, trailing dims, rows summing to dim 0) and
  * copied at its row offset into one buffer the session owns.
+ *
+ * A float tensor (or part) of another float dtype than the session's is converted
+ * (convert.c: round to nearest even) into memory the session owns, through a staging buffer of
+ * at most HK_CONVERT_CHUNK bytes that each hk_session_copy empties: a GPU session never holds
+ * a converted copy of the whole checkpoint on the host. Values that would overflow to infinity
+ * are found in the checking pass, so a refusal still binds nothing.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "convert_internal.h"
 #include "pack_internal.h" /* hk_dtype_label */
 #include "session_internal.h"
 #include "status_internal.h"
 #include "util_internal.h"
 #include "weights_internal.h"
 
-#define HK_BIND_WEIGHTS_FLAGS (HK_BIND_WEIGHTS_INPUTS | HK_BIND_WEIGHTS_ALL_PARAMS | HK_BIND_WEIGHTS_COPY)
+#define HK_BIND_WEIGHTS_FLAGS \
+  (HK_BIND_WEIGHTS_INPUTS | HK_BIND_WEIGHTS_ALL_PARAMS | HK_BIND_WEIGHTS_COPY | HK_BIND_WEIGHTS_EXACT_DTYPE)
+/* sizeof the options before reserved0, log and log_user (libhkrt 0.1; 24 on 64-bit hosts):
+ * still accepted. */
+#define HK_BIND_WEIGHTS_OPTIONS_V0_SIZE                                                                          \
+  ((uint32_t)((offsetof(hk_bind_weights_options_t, name_count) + sizeof(uint32_t) + _Alignof(void *) - 1) / \
+              _Alignof(void *) * _Alignof(void *)))
+/* Converted elements go through a staging buffer of this size on their way to the session. */
+#define HK_CONVERT_CHUNK ((size_t)1 << 20)
+
+/* Conversions of one call, counted by (checkpoint dtype, session dtype) for the note. */
+typedef struct {
+  uint32_t count[3][3]; /* [from][to], hk_element_type_t's float values */
+} conversions_t;
 
 /* "F32 [768,768]" / "f32 [768,768]" */
 static void shape_text(const char *dtype, uint32_t rank, const int64_t *dims, char *out, size_t size) {
@@ -95,19 +116,50 @@ static hk_status_t check_options(const hk_session_t *s, const hk_bind_weights_op
   return HK_OK;
 }
 
-/* dtype and shape of file tensor wi equal the session's (safetensors I32 for an i32 tensor;
- * the float types share their numbers). Errors: INVALID_ARGUMENT. */
-static hk_status_t check_match(const hk_tensor_info_t *info, const hk_weights_tensor_info_t *wi) {
-  bool same = (info->element_type == HK_ELEMENT_I32 ? wi->dtype == HK_WEIGHTS_I32
-                                                    : (uint32_t)wi->dtype == (uint32_t)info->element_type) &&
-              wi->rank == info->rank;
+/* Whether file dtype `dtype` binds to session element type `type`: the same (safetensors I32
+ * for an i32 tensor; the float types share their numbers), or -- unless `exact` -- both
+ * float types, converted. */
+static bool dtype_binds(hk_weights_dtype_t dtype, hk_element_type_t type, bool exact) {
+  if (type == HK_ELEMENT_I32) return dtype == HK_WEIGHTS_I32;
+  if ((uint32_t)dtype == (uint32_t)type) return true;
+  return !exact && dtype <= HK_WEIGHTS_BF16 && hk_convert_supported((hk_element_type_t)dtype, type);
+}
+
+/* " (HK_BIND_WEIGHTS_EXACT_DTYPE: no conversion)" when that refused a float tensor. */
+static const char *exact_note(hk_weights_dtype_t dtype, hk_element_type_t type, bool exact) {
+  return exact && !dtype_binds(dtype, type, true) && dtype_binds(dtype, type, false)
+             ? " (HK_BIND_WEIGHTS_EXACT_DTYPE: no conversion)"
+             : "";
+}
+
+/* A converted file tensor wi (`what` names it: "the weights' tensor \"m.w\"", "part 1
+ * \"m.b\"") must hold no finite value that becomes infinite in the session's dtype, and is
+ * counted in *conv. Errors: INVALID_ARGUMENT naming the tensor, the element and its value. */
+static hk_status_t check_conversion(const hk_tensor_info_t *info, const hk_weights_tensor_info_t *wi,
+                                    const char *what, conversions_t *conv) {
+  if (info->element_type == HK_ELEMENT_I32 || (uint32_t)wi->dtype == (uint32_t)info->element_type) return HK_OK;
+  const hk_element_type_t from = (hk_element_type_t)wi->dtype, to = info->element_type;
+  const size_t count = wi->bytes / (from == HK_ELEMENT_F32 ? 4 : 2);
+  const size_t at = hk_convert_find_overflow(wi->data, from, to, count);
+  HK_FAIL_IF(at < count, HK_STATUS_INVALID_ARGUMENT,
+             "tensor %s: %s (%s) holds %.9g at element %zu, beyond the largest finite %s (%s): converting it would "
+             "make it infinite, so it is refused (scale or clip the checkpoint, or use a pack of a wider dtype)",
+             info->name, what, wi->dtype_name, (double)hk_convert_load(wi->data, from, at), at,
+             hk_dtype_label(to), to == HK_ELEMENT_F16 ? "65504" : "3.3895e38");
+  conv->count[from][to]++;
+  return HK_OK;
+}
+
+/* dtype and shape of file tensor wi match the session's (dtype_binds). Errors: INVALID_ARGUMENT. */
+static hk_status_t check_match(const hk_tensor_info_t *info, const hk_weights_tensor_info_t *wi, bool exact) {
+  bool same = dtype_binds(wi->dtype, info->element_type, exact) && wi->rank == info->rank;
   for (uint32_t d = 0; same && d < info->rank; d++) same = wi->dims[d] == info->dims[d];
   if (same) return HK_OK;
   char want[160], got[160];
   shape_text(hk_dtype_label(info->element_type), info->rank, info->dims, want, sizeof want);
   shape_text(wi->dtype_name, wi->rank, wi->dims, got, sizeof got);
-  return HK_ERROR(HK_STATUS_INVALID_ARGUMENT, "tensor %s: the session expects %s, the weights' tensor \"%s\" is %s",
-                  info->name, want, wi->name, got);
+  return HK_ERROR(HK_STATUS_INVALID_ARGUMENT, "tensor %s: the session expects %s, the weights' tensor \"%s\" is %s%s",
+                  info->name, want, wi->name, got, exact_note(wi->dtype, info->element_type, exact));
 }
 
 /* Appends `name` (and a note) to the missing list, "..." once it is full. */
@@ -121,10 +173,12 @@ static void note_missing(char *missing, size_t size, size_t *used, const char *n
 
 /* Session tensor `index` (info) from its parts: *out_found when the file holds every part (else
  * *out_missing names the first part it lacks), each checked against the param: the param's
- * dtype and rank, its dims but the first, rows summing to its dim 0. Errors: INVALID_ARGUMENT
- * naming the param, the part and what was expected. */
+ * dtype (or another float dtype, unless `exact`: converted, no value overflowing, counted in
+ * *conv) and rank, its dims but the first, rows summing to its dim 0. Errors: INVALID_ARGUMENT
+ * naming the param, the part and what was expected (or the value that would overflow). */
 static hk_status_t check_parts(const hk_session_t *s, const hk_weights_t *w, uint32_t index,
-                               const hk_tensor_info_t *info, bool *out_found, const char **out_missing) {
+                               const hk_tensor_info_t *info, bool exact, bool *out_found, const char **out_missing,
+                               conversions_t *conv) {
   *out_found = false;
   *out_missing = NULL;
   const char *part;
@@ -144,7 +198,7 @@ static hk_status_t check_parts(const hk_session_t *s, const hk_weights_t *w, uin
     hk_weights_tensor_info_t wi;
     (void)hk_weights_find(w, part, &wi_index);
     (void)hk_weights_tensor_info(w, wi_index, &wi);
-    bool same = info->element_type != HK_ELEMENT_I32 && (uint32_t)wi.dtype == (uint32_t)info->element_type &&
+    bool same = info->element_type != HK_ELEMENT_I32 && dtype_binds(wi.dtype, info->element_type, exact) &&
                 wi.rank == info->rank && wi.rank >= 1 && wi.dims[0] >= 1;
     for (uint32_t d = 1; same && d < info->rank; d++) same = wi.dims[d] == info->dims[d];
     if (!same) {
@@ -156,10 +210,12 @@ static hk_status_t check_parts(const hk_session_t *s, const hk_weights_t *w, uin
       if (n > 0 && (size_t)n < sizeof rows_of) snprintf(rows_of + n, sizeof rows_of - (size_t)n, "]");
       return HK_ERROR(HK_STATUS_INVALID_ARGUMENT,
                       "tensor %s: the session expects %s, concatenated from its parts along axis 0, so each part "
-                      "must be %s; part %u \"%s\" is %s", info->name, want, rows_of, p, part, got);
+                      "must be %s; part %u \"%s\" is %s%s", info->name, want, rows_of, p, part, got,
+                      exact_note(wi.dtype, info->element_type, exact));
     }
     rows += wi.dims[0]; /* each at most 2^53, at most HK_MAX_PARTS of them: no overflow */
   }
+  conversions_t parts_conv = {0}; /* counted only once every part is checked */
   if (rows != info->dims[0]) {
     char list[400] = "";
     size_t used = 0;
@@ -176,13 +232,50 @@ static hk_status_t check_parts(const hk_session_t *s, const hk_weights_t *w, uin
                     "tensor %s: the session expects %s, but the rows of its parts sum to %lld, not %lld (%s)",
                     info->name, want, (long long)rows, (long long)info->dims[0], list);
   }
+  for (uint32_t p = 0; (part = hk_session_tensor_part(s, index, p)) != NULL; p++) {
+    uint32_t wi_index;
+    hk_weights_tensor_info_t wi;
+    (void)hk_weights_find(w, part, &wi_index);
+    (void)hk_weights_tensor_info(w, wi_index, &wi);
+    char what[1100];
+    snprintf(what, sizeof what, "part %u \"%s\"", p, part);
+    HK_RETURN_IF_ERROR(check_conversion(info, &wi, what, &parts_conv));
+  }
+  for (int f = 0; f < 3; f++)
+    for (int t = 0; t < 3; t++) conv->count[f][t] += parts_conv.count[f][t];
   *out_found = true;
   return HK_OK;
 }
 
-/* Copies the parts of session tensor `index` into dst (the tensor's bytes, the session's
- * memory), each at its row offset. */
-static hk_status_t copy_parts(hk_session_t *s, const hk_weights_t *w, uint32_t index, uint8_t *dst) {
+/* Copies file tensor wi into dst (session memory) as element type `to`: as it is, or
+ * converted through *staging (HK_CONVERT_CHUNK bytes from allocator a, allocated on first use,
+ * the caller frees it), one chunk per copy. Sets *out_bytes to the bytes written. */
+static hk_status_t copy_tensor(hk_session_t *s, const hk_allocator_t *a, const hk_weights_tensor_info_t *wi,
+                               hk_element_type_t to, uint8_t *dst, void **staging, size_t *out_bytes) {
+  if (to == HK_ELEMENT_I32 || (uint32_t)wi->dtype == (uint32_t)to) { /* I32 for an i32 tensor: as it is */
+    *out_bytes = wi->bytes;
+    return hk_session_copy(s, dst, wi->data, wi->bytes, HK_COPY_HOST_TO_DEVICE);
+  }
+  const hk_element_type_t from = (hk_element_type_t)wi->dtype;
+  const size_t in_size = from == HK_ELEMENT_F32 ? 4 : 2, out_size = to == HK_ELEMENT_F32 ? 4 : 2;
+  const size_t count = wi->bytes / in_size, chunk = HK_CONVERT_CHUNK / out_size;
+  *out_bytes = count * out_size;
+  if (!*staging && count) {
+    *staging = hk_alloc(a, HK_CONVERT_CHUNK);
+    HK_FAIL_IF(!*staging, HK_STATUS_OUT_OF_MEMORY, "out of memory converting weights");
+  }
+  for (size_t i = 0; i < count; i += chunk) {
+    const size_t n = count - i < chunk ? count - i : chunk;
+    hk_convert(*staging, to, (const uint8_t *)wi->data + i * in_size, from, n);
+    HK_RETURN_IF_ERROR(hk_session_copy(s, dst + i * out_size, *staging, n * out_size, HK_COPY_HOST_TO_DEVICE));
+  }
+  return HK_OK;
+}
+
+/* Copies the parts of session tensor `index` (info) into dst (the tensor's bytes, the
+ * session's memory), each at its row offset, converted to the tensor's dtype where needed. */
+static hk_status_t copy_parts(hk_session_t *s, const hk_weights_t *w, uint32_t index, const hk_tensor_info_t *info,
+                              uint8_t *dst, void **staging) {
   const char *part;
   size_t at = 0;
   for (uint32_t p = 0; (part = hk_session_tensor_part(s, index, p)) != NULL; p++) {
@@ -190,10 +283,32 @@ static hk_status_t copy_parts(hk_session_t *s, const hk_weights_t *w, uint32_t i
     hk_weights_tensor_info_t wi;
     (void)hk_weights_find(w, part, &wi_index); /* check_parts found it */
     (void)hk_weights_tensor_info(w, wi_index, &wi);
-    HK_RETURN_IF_ERROR(hk_session_copy(s, dst + at, wi.data, wi.bytes, HK_COPY_HOST_TO_DEVICE));
-    at += wi.bytes;
+    size_t written;
+    HK_RETURN_IF_ERROR(copy_tensor(s, hk_weights_allocator(w), &wi, info->element_type, dst + at, staging, &written));
+    at += written;
   }
   return HK_OK;
+}
+
+/* The note of the conversions, once: "weights: converting 147 tensors from F32 to BF16[, 3
+ * from F16 to BF16]". */
+static void note_conversions(const hk_bind_weights_options_t *o, const conversions_t *conv) {
+  static const char *const names[3] = {"F32", "F16", "BF16"};
+  char line[256];
+  size_t used = 0;
+  for (int f = 0; f < 3; f++)
+    for (int t = 0; t < 3; t++) {
+      const uint32_t n = conv->count[f][t];
+      if (!n || used + 64 > sizeof line) continue;
+      if (used)
+        used += (size_t)snprintf(line + used, sizeof line - used, ", %u from %s to %s", n, names[f], names[t]);
+      else
+        used = (size_t)snprintf(line, sizeof line, "weights: converting %u tensor%s from %s to %s", n,
+                                n == 1 ? "" : "s", names[f], names[t]);
+    }
+  if (!used) return;
+  if (o->log) o->log(o->log_user, line);
+  else fprintf(stderr, "%s\n", line);
 }
 
 /* The buffers: plan[k] (session tensor idx[k], file tensor src[k]) gets data[k]. */
@@ -207,6 +322,9 @@ static hk_status_t bind_weights(hk_session_t *s, const hk_weights_t *w, const hk
   bool *owned = hk_calloc(a, n ? n : 1, sizeof *owned);
   uint32_t count = 0;
   hk_status_t st = HK_OK;
+  const bool exact = (o->flags & HK_BIND_WEIGHTS_EXACT_DTYPE) != 0;
+  conversions_t conv = {0};
+  void *staging = NULL;
   char missing[600] = "";
   size_t missing_used = 0;
   if (!idx || !src || !data || !owned) st = HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "out of memory binding weights");
@@ -220,7 +338,7 @@ static hk_status_t bind_weights(hk_session_t *s, const hk_weights_t *w, const hk
     if (st != HK_OK) break;
     if (!found && info.role == HK_TENSOR_PARAM && hk_session_tensor_part(s, t, 0)) {
       const char *lacks;
-      st = check_parts(s, w, t, &info, &found, &lacks);
+      st = check_parts(s, w, t, &info, exact, &found, &lacks, &conv);
       if (st != HK_OK) break;
       if (!found) {
         note_missing(missing, sizeof missing, &missing_used, info.name, lacks);
@@ -236,12 +354,18 @@ static hk_status_t bind_weights(hk_session_t *s, const hk_weights_t *w, const hk
     }
     hk_weights_tensor_info_t wi;
     (void)hk_weights_tensor_info(w, wi_index, &wi);
-    st = check_match(&info, &wi);
+    st = check_match(&info, &wi, exact);
+    if (st == HK_OK) {
+      char what[1100];
+      snprintf(what, sizeof what, "the weights' tensor \"%s\"", wi.name);
+      st = check_conversion(&info, &wi, what, &conv);
+    }
     idx[count] = t;
     src[count++] = wi_index;
   }
   if (st == HK_OK && (o->flags & HK_BIND_WEIGHTS_ALL_PARAMS) && missing[0])
     st = HK_ERROR(HK_STATUS_NOT_FOUND, "the weights lack param(s) %s", missing);
+  if (st == HK_OK) note_conversions(o, &conv);
   for (uint32_t k = 0; k < count && st == HK_OK; k++) {
     if (src[k] == UINT32_MAX) { /* one buffer the session owns, filled part by part */
       hk_tensor_info_t info;
@@ -249,20 +373,24 @@ static hk_status_t bind_weights(hk_session_t *s, const hk_weights_t *w, const hk
       st = hk_session_alloc(s, info.bytes ? info.bytes : 1, &data[k]);
       if (st == HK_OK) {
         owned[k] = true;
-        st = copy_parts(s, w, idx[k], data[k]);
+        st = copy_parts(s, w, idx[k], &info, data[k], &staging);
       }
       continue;
     }
     hk_weights_tensor_info_t wi;
+    hk_tensor_info_t info;
     (void)hk_weights_tensor_info(w, src[k], &wi);
-    if (!(o->flags & HK_BIND_WEIGHTS_COPY) && hk_session_binds_in_place(s, wi.data)) {
+    (void)hk_session_tensor_info(s, idx[k], &info);
+    const bool converted = (uint32_t)wi.dtype != (uint32_t)info.element_type && info.element_type != HK_ELEMENT_I32;
+    if (!converted && !(o->flags & HK_BIND_WEIGHTS_COPY) && hk_session_binds_in_place(s, wi.data)) {
       data[k] = (void *)(uintptr_t)wi.data; /* the session only reads params (and inputs) */
       continue;
     }
-    st = hk_session_alloc(s, wi.bytes ? wi.bytes : 1, &data[k]);
+    st = hk_session_alloc(s, info.bytes ? info.bytes : 1, &data[k]);
     if (st == HK_OK) {
       owned[k] = true;
-      st = hk_session_copy(s, data[k], wi.data, wi.bytes, HK_COPY_HOST_TO_DEVICE);
+      size_t written;
+      st = copy_tensor(s, a, &wi, info.element_type, data[k], &staging, &written);
     }
   }
   if (st == HK_OK) st = hk_session_bind_many(s, count, idx, data, owned);
@@ -276,6 +404,7 @@ static hk_status_t bind_weights(hk_session_t *s, const hk_weights_t *w, const hk
   hk_free(a, src);
   hk_free(a, data);
   hk_free(a, owned);
+  hk_free(a, staging);
   return st;
 }
 
@@ -285,10 +414,11 @@ HK_API hk_status_t hk_session_bind_weights(hk_session_t *session, const hk_weigh
   HK_FAIL_IF(!session || !weights, HK_STATUS_INVALID_ARGUMENT, "session and weights must not be NULL");
   hk_bind_weights_options_t o = {.struct_size = sizeof o};
   if (options) {
-    HK_FAIL_IF(options->struct_size != sizeof *options, HK_STATUS_INVALID_ARGUMENT,
-               "bind weights options: struct_size %u is not sizeof(hk_bind_weights_options_t) (%zu)",
-               options->struct_size, sizeof *options);
-    o = *options;
+    HK_FAIL_IF(options->struct_size != sizeof *options && options->struct_size != HK_BIND_WEIGHTS_OPTIONS_V0_SIZE,
+               HK_STATUS_INVALID_ARGUMENT,
+               "bind weights options: struct_size %u is neither sizeof(hk_bind_weights_options_t) (%zu) nor %u "
+               "(libhkrt 0.1's)", options->struct_size, sizeof *options, HK_BIND_WEIGHTS_OPTIONS_V0_SIZE);
+    memcpy(&o, options, options->struct_size); /* an older caller's: the fields after it stay zero */
   }
   hk_status_t st = bind_weights(session, weights, &o, out_bound);
   if (st != HK_OK && st != HK_STATUS_BUSY) hk_session_note_error(session);

@@ -6,6 +6,11 @@
 # against a double-precision reference (examples/consumer-cmake/main.c):
 #  - examples/consumer-cmake: find_package(hkrt CONFIG) + hkc_add_pack, linked with
 #    hkrt::hkrt and hkrt::hkrt_static; the pack is rebuilt when the spec changes, not otherwise;
+#  - a project written here, built out of its source tree: hkc_add_pack(... WEIGHTS
+#    weights/w.safetensors WEIGHTS_MAP weights/names.txt), relative to its source dir, stores the
+#    weights (the pack's outputs equal a weight-less pack's run with --weights); a changed
+#    checkpoint or map rebuilds the pack, which then holds the new weights; OPTIONS --weights is
+#    refused at configure time;
 #  - examples/consumer-pkgconfig: `pkg-config --cflags --libs hkrt` (and --static with libhkrt.a);
 #  - examples/consumer-subdir: add_subdirectory(hkc), which must build without tests.
 # Also: the installed Python package (lib/python3/dist-packages/hkrt) loads the installed libhkrt
@@ -131,6 +136,74 @@ sed -i 's/batch_sizes: \[1, 5\]/batch_sizes: [1, 5, 8]/' "$work/spec.yaml"
 "$cmake" --build "$work/cm" > "$work/cm3.log" 2>&1 || fail "rebuild: $(cat "$work/cm3.log")"
 grep -q "3 batch size" "$work/cm3.log" || fail "a changed spec did not rebuild the pack: $(cat "$work/cm3.log")"
 "$work/cm/consumer" "$work/cm/elementwise.hkpack" > /dev/null || fail "consumer on the rebuilt pack"
+
+# ---- hkc_add_pack(WEIGHTS, WEIGHTS_MAP): paths from the source dir, a changed file rebuilds
+if [ -x "$py" ] && "$py" -c 'import numpy' 2>/dev/null; then
+  mkdir -p "$work/wsrc/weights"
+  cp "$HK_SOURCE_DIR/tests/specs/op_elementwise.yaml" "$work/wsrc/spec.yaml" # f32 params row [1001], one [1]
+  cat > "$work/wsrc/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.20)
+project(hkrt_weights_consumer LANGUAGES C)
+find_package(hkrt CONFIG REQUIRED)
+hkc_add_pack(NAME weighted SPEC spec.yaml TARGETS host WEIGHTS weights/w.safetensors WEIGHTS_MAP weights/names.txt
+             OUTPUT weighted.hkpack ALL)
+CMAKE
+  write_weights() { # write_weights SCALE: row = linspace(-1, 1) * SCALE as model.row (F32), one (F16: converted)
+    "$py" - "$work/wsrc/weights/w.safetensors" "$1" <<'PY'
+import json, struct, sys
+import numpy as np
+t = {"model.row": np.linspace(-1, 1, 1001, dtype="<f4") * np.float32(sys.argv[2]), "one": np.array([0.5], "<f2")}
+h, at, blob = {}, 0, b""
+for n, a in t.items():
+    h[n] = {"dtype": "F32" if a.dtype == np.float32 else "F16", "shape": list(a.shape),
+            "data_offsets": [at, at + a.nbytes]}
+    at += a.nbytes; blob += a.tobytes()
+j = json.dumps(h).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(j)) + j + blob)
+PY
+  }
+  write_weights 1
+  printf 'row model.row\n' > "$work/wsrc/weights/names.txt"
+  "$prefix/bin/hkc" build "$work/wsrc/spec.yaml" --target host -o "$work/bare.hkpack" -q
+  wrun() { "$prefix/bin/hkc" run --allow-unsigned-native "$@" --batch 5 --runs 1 --warmup 0 > /dev/null; }
+  same_as_checkpoint() { # the pack's outputs = the weight-less pack's, bound to the checkpoint at run time
+    rm -rf "$work/wout" "$work/wref"
+    wrun "$work/wb/weighted.hkpack" --save-outputs "$work/wout" &&
+      wrun "$work/bare.hkpack" --weights "$work/wsrc/weights/w.safetensors" \
+        --weights-map "$work/wsrc/weights/names.txt" --save-outputs "$work/wref" 2> /dev/null || return 1
+    for y in y_relu y_gelu y_silu; do cmp -s "$work/wout/$y.npy" "$work/wref/$y.npy" || return 1; done
+  }
+  # configured from another directory than the source dir: relative paths must not follow it
+  (cd "$work" && "$cmake" -S wsrc -B wb -DCMAKE_PREFIX_PATH="$prefix" > "$work/wb.log" 2>&1) ||
+    fail "configure (WEIGHTS): $(cat "$work/wb.log")"
+  "$cmake" --build "$work/wb" > "$work/wb.log" 2>&1 || fail "build (WEIGHTS): $(cat "$work/wb.log")"
+  grep -q "converting 1 tensor of $work/wsrc/weights/w.safetensors from F16 to F32" "$work/wb.log" ||
+    fail "hkc_add_pack WEIGHTS: no conversion note naming the source dir's file: $(cat "$work/wb.log")"
+  "$prefix/bin/hkc" inspect "$work/wb/weighted.hkpack" | grep -q "weights: 2 param(s)" || fail "the pack stores no weights"
+  same_as_checkpoint || fail "the pack's outputs are not those of its checkpoint"
+  "$cmake" --build "$work/wb" > "$work/wb2.log" 2>&1
+  grep -q "hkc build" "$work/wb2.log" && fail "the weighted pack was rebuilt with nothing changed"
+  cp "$work/wb/weighted.hkpack" "$work/weighted-1.hkpack"
+  touch -d '-1 minute' "$work/wb/weighted.hkpack" # older than the new checkpoint, whatever the clock's resolution
+  write_weights 3
+  "$cmake" --build "$work/wb" > "$work/wb3.log" 2>&1 || fail "rebuild (WEIGHTS): $(cat "$work/wb3.log")"
+  grep -q "hkc build" "$work/wb3.log" || fail "a changed checkpoint did not rebuild the pack: $(cat "$work/wb3.log")"
+  cmp -s "$work/wb/weighted.hkpack" "$work/weighted-1.hkpack" && fail "the rebuilt pack holds the old weights"
+  same_as_checkpoint || fail "the rebuilt pack's outputs are not those of the new checkpoint"
+  touch -d '-1 minute' "$work/wb/weighted.hkpack"
+  printf '# pack name, checkpoint name\nrow model.row\n' > "$work/wsrc/weights/names.txt"
+  "$cmake" --build "$work/wb" > "$work/wb4.log" 2>&1 || fail "rebuild (WEIGHTS_MAP): $(cat "$work/wb4.log")"
+  grep -q "hkc build" "$work/wb4.log" || fail "a changed name map did not rebuild the pack: $(cat "$work/wb4.log")"
+  sed -i 's|WEIGHTS weights/w.safetensors WEIGHTS_MAP weights/names.txt|OPTIONS --weights weights/w.safetensors|' \
+    "$work/wsrc/CMakeLists.txt"
+  grep -q "OPTIONS --weights" "$work/wsrc/CMakeLists.txt" || fail "the test's edit of CMakeLists.txt did not apply"
+  if "$cmake" -S "$work/wsrc" -B "$work/wb5" -DCMAKE_PREFIX_PATH="$prefix" > "$work/wb5.log" 2>&1 ||
+     ! grep -q "give the checkpoint as WEIGHTS" "$work/wb5.log"; then
+    fail "OPTIONS --weights was not refused: $(cat "$work/wb5.log")"
+  fi
+else
+  echo "note: no NumPy for $py; hkc_add_pack's WEIGHTS are not checked"
+fi
 
 # ---- pkg-config, shared and static
 mkdir "$work/pc"

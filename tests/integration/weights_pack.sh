@@ -13,8 +13,11 @@
 #  - hkc merge of parts built with the same --weights equals one build of all the targets
 #    (host + sm_90 of op_elementwise.yaml, when nvrtc is here), and parts with other weights
 #    are refused;
-#  - at build time a missing param, a wrong shape, a bad name map or an .npz is an error that
-#    names the problem, and no pack is written.
+#  - an F32 checkpoint of the same values builds the same pack bytes as the BF16 checkpoint
+#    NumPy rounded (hkc build converts with libhkrt's rounding, saying so once on stderr), and
+#    parts of F16 / F32 likewise; a value beyond bf16's range is refused, named;
+#  - at build time a missing param, a wrong shape, an integer dtype, a bad name map or an .npz
+#    is an error that names the problem, and no pack is written.
 set -euo pipefail
 : "${HKC:?}" "${HK_SOURCE_DIR:?}"
 work=$(mktemp -d)
@@ -43,18 +46,25 @@ def write_st(path, tensors):
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
-def checkpoint(seed, rename):
+def checkpoint(seed, rename, dtype="BF16"):
     rng = np.random.default_rng(seed)
     out = {"extra.step": ("I32", [2], np.array([7, 8], "<i4").tobytes())}
     for name, shp in shapes.items():
-        bits = bf16_bits(rng.uniform(-1, 1, size=shp).astype(np.float32))
-        out[rename.get(name, name)] = ("BF16", shp, bits.tobytes())
+        x = rng.uniform(-1, 1, size=shp).astype(np.float32)
+        bits = bf16_bits(x)
+        out[rename.get(name, name)] = ("BF16", shp, bits.tobytes()) if dtype == "BF16" else ("F32", shp, x.astype("<f4").tobytes())
         if seed == 7:  # the other values also as a .npy, for --param
             np.save("%s/%s.npy" % (work, name), (bits.astype(np.uint32) << 16).view(np.float32))
     return out
 
 renamed = checkpoint(19, {"w": "model.w", "wt": "model.wt"})
 write_st(work + "/model.safetensors", renamed)
+# the same values in F32: hkc build rounds them to the pack's bf16
+f32 = checkpoint(19, {"w": "model.w", "wt": "model.wt"}, "F32")
+write_st(work + "/f32.safetensors", f32)
+big = dict(f32); wt = np.frombuffer(f32["model.wt"][2], "<f4").copy(); wt[100] = -3.4e38
+big["model.wt"] = ("F32", [77, 45], wt.tobytes())
+write_st(work + "/overflow.safetensors", big)
 with open(work + "/map.txt", "w") as f:
     f.write("# pack name   checkpoint name\nw  model.w\nwt model.wt\n")
 write_st(work + "/other.safetensors", checkpoint(7, {}))  # other values, own names
@@ -62,7 +72,7 @@ missing = dict(renamed); del missing["wv"]; del missing["b"]
 write_st(work + "/missing.safetensors", missing)
 bad_shape = dict(renamed); bad_shape["model.w"] = ("BF16", [77, 45], renamed["model.w"][2])
 write_st(work + "/bad_shape.safetensors", bad_shape)
-bad_dtype = dict(renamed); bad_dtype["b"] = ("F16", [77], renamed["b"][2])
+bad_dtype = dict(renamed); bad_dtype["b"] = ("I32", [77], np.zeros(77, "<i4").tobytes())
 write_st(work + "/bad_dtype.safetensors", bad_dtype)
 with open(work + "/input_map.txt", "w") as f:
     f.write("x model.w\n")
@@ -79,6 +89,18 @@ grep -q "weights *5 param(s)" "$work/build.txt" && ok "build --weights: $(grep w
   --weights-map "$work/map.txt" --json > "$work/build.json"
 cmp -s "$work/json.hkpack" "$work/self.hkpack" && "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["weights"]["params"] == 5' \
   "$work/build.json" && ok "build --json: weights, and the same bytes again" || bad "build --json / determinism"
+
+# ---- conversion: an F32 checkpoint, the same pack bytes as the BF16 one NumPy rounded ----
+"$HKC" build "$spec" --target host -o "$work/f32.hkpack" --weights "$work/f32.safetensors" \
+  --weights-map "$work/map.txt" > "$work/f32.txt" 2> "$work/f32.err" || { bad "build --weights f32"; cat "$work/f32.err"; }
+[ "$(grep -c "weights: converting" "$work/f32.err")" = 1 ] &&
+  grep -q "^hkc build: weights: converting 5 tensors of .*f32.safetensors from F32 to BF16$" "$work/f32.err" &&
+  ok "build from F32: $(grep converting "$work/f32.err")" || { bad "build from F32: the note"; cat "$work/f32.err"; }
+cmp -s "$work/f32.hkpack" "$work/self.hkpack" && ok "build from F32: the pack of the BF16 checkpoint, byte for byte" \
+  || bad "build from F32: the pack differs from the BF16 checkpoint's"
+"$HKC" build "$spec" --target host -o "$work/quiet.hkpack" --weights "$work/f32.safetensors" \
+  --weights-map "$work/map.txt" -q > "$work/quiet.txt" 2>&1 && [ ! -s "$work/quiet.txt" ] \
+  && ok "build from F32 -q: no note" || { bad "build -q printed"; cat "$work/quiet.txt"; }
 
 # ---- inspect ----
 "$HKC" inspect "$work/self.hkpack" > "$work/inspect.txt"
@@ -227,6 +249,18 @@ t = {"p.q": rng.uniform(-1, 1, (30, 45)), "p.k": rng.uniform(-1, 1, (40, 45)), "
 st(work + "/parts.safetensors", t)
 bad = dict(t); bad["p.v"] = rng.uniform(-1, 1, (8, 45))
 st(work + "/parts_rows.safetensors", bad)
+# the same parts as F32 (their bf16 values: exact) and F16 (bf16 values with 8 significant bits:
+# exact in f16 too, within its range): converted, they are the BF16 checkpoint's bytes
+def trunc(a):
+    return ((a.astype(np.float32).view(np.uint32) >> 16) << 16).view(np.float32)
+h, at, blob = {}, 0, b""
+for i, (n, a) in enumerate(t.items()):
+    v = trunc(a)
+    raw = v.astype("<f2").tobytes() if i % 2 else v.astype("<f4").tobytes()
+    h[n] = {"dtype": "F16" if i % 2 else "F32", "shape": list(a.shape), "data_offsets": [at, at + len(raw)]}
+    at += len(raw); blob += raw
+j = json.dumps(h).encode()
+open(work + "/parts_mixed.safetensors", "wb").write(struct.pack("<Q", len(j)) + j + blob)
 EOF
 "$HKC" build "$work/parts.yaml" --target host -o "$work/parts_plain.hkpack" -q
 "$HKC" build "$work/parts.yaml" --target host -o "$work/parts_self.hkpack" -q --weights "$work/parts.safetensors"
@@ -235,6 +269,9 @@ run "$work/parts_self.hkpack" --save-outputs "$work/ps" > /dev/null \
   && cmp -s "$work/ps/y.npy" "$work/pp/y.npy" \
   && ok "parts: the stored param assembled from its parts gives the bytes of binding the parts at run time" \
   || bad "parts: build --weights with a parts param"
+"$HKC" build "$work/parts.yaml" --target host -o "$work/parts_mixed.hkpack" -q --weights "$work/parts_mixed.safetensors" \
+  && cmp -s "$work/parts_mixed.hkpack" "$work/parts_self.hkpack" \
+  && ok "parts of F32 and F16: converted, the pack of the BF16 parts" || bad "parts of F32 and F16"
 rm -f "$work/no.hkpack"
 expect_fail "parts whose rows do not add up" 'param w: its 3 parts in .*parts_rows.safetensors have 78 rows together, the param has 77' \
   "$HKC" build "$work/parts.yaml" --target host -o "$work/no.hkpack" -q --weights "$work/parts_rows.safetensors"
@@ -252,8 +289,11 @@ refuse "missing params" 'missing.safetensors lacks 2 param\(s\) of spec op_gemm:
 refuse "without the map" 'lacks 2 param\(s\) of spec op_gemm: w, wt' --weights "$work/model.safetensors"
 refuse "wrong shape" 'param w: the spec says bf16 \[45,77\], .*bad_shape.safetensors.s tensor "model.w" is BF16 \[77,45\]' \
   --weights "$work/bad_shape.safetensors" --weights-map "$work/map.txt"
-refuse "wrong dtype" 'param b: the spec says bf16 \[77\], .* is F16 \[77\]' \
+refuse "wrong dtype" 'param b: the spec says bf16 \[77\], .* is I32 \[77\]' \
   --weights "$work/bad_dtype.safetensors" --weights-map "$work/map.txt"
+refuse "a value beyond bf16's range" \
+  'param wt: tensor "model.wt" of .*overflow.safetensors \(F32\) holds -3\.[0-9]+e\+38 at element 100, beyond the largest finite bf16' \
+  --weights "$work/overflow.safetensors" --weights-map "$work/map.txt"
 refuse "a map entry naming an input" 'x is not a param of spec op_gemm' \
   --weights "$work/model.safetensors" --weights-map "$work/input_map.txt"
 "$PY" -c 'import numpy as np, sys; np.savez(sys.argv[1], w=np.zeros((45, 77), np.float32))' "$work/w.npz"

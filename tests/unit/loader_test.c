@@ -128,6 +128,9 @@ static void test_version(void **ts) {
   assert_int_equal(sscanf(hk_version(), "%u.%u.%u", &major, &minor, &patch), 3);
   assert_int_equal(hk_version_number(), major * 10000 + minor * 100 + patch);
   assert_true(minor < 100 && patch < 100);
+  /* the SONAME's number (tests/abi checks the built library's): from 1.0 on, MAJOR */
+  assert_true(HKRT_VERSION_MAJOR == 0 || HKRT_SOVERSION == HKRT_VERSION_MAJOR);
+  assert_true(HKRT_SOVERSION >= 1); /* 0.2.0 broke 0.1.0's libhkrt.so.0 (docs/ABI.md) */
 }
 
 static void test_run_two_batches(void **ts) {

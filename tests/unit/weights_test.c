@@ -5,7 +5,17 @@
  * session of the test fixture (param w f32 [100]): in place or copied, name maps, dtype and
  * shape mismatches named, nothing bound on failure, numerics through a real run; a param made of
  * parts (format 1.4) bound from its separate checkpoint tensors, mismatches refused. Also the
- * name map files of hkc run --weights-map (compiler/tools/weights_map.c). */
+ * name map files of hkc run --weights-map (compiler/tools/weights_map.c).
+ *
+ * Conversions (loader/src/convert.c, which hkc shares): f32 -> f16 / bf16 on random bit
+ * patterns (NaN, inf, subnormals, every exponent), on values near the formats' ranges and on
+ * exact ties, f16 <-> bf16 and the widenings on every code, all against a reference computed
+ * here in double from the formats' definitions (value of a code = m * 2^e; the nearest code
+ * by search, ties to the even code); the overflow check's threshold. Binding a checkpoint of
+ * another dtype: f16 / bf16 widened for the f32 fixture (a real run), f32 / f16 narrowed for
+ * a bf16 or f16 param (the bound bytes against the reference), parts of mixed dtypes, the
+ * note through the log callback (once, with the counts), a value that would overflow refused
+ * naming the element, HK_BIND_WEIGHTS_EXACT_DTYPE, and the options of libhkrt 0.1's size. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,8 +28,10 @@
 
 #include <cmocka.h>
 
+#include "convert_internal.h"
 #include "hk/hkrt.h"
 #include "pack_fixture.h"
+#include "session_internal.h"
 #include "test_util.h"
 #include "tools/tools.h"
 
@@ -179,6 +191,160 @@ static void test_malformed(void **ts) {
   expect_open("{\"__metadata__\": {\"k\": 1}}", 0, HK_STATUS_CORRUPT, "value is not a string");
   expect_open("{\"__metadata__\": [], \"x\": 1}", 0, HK_STATUS_CORRUPT, "\"__metadata__\" is not a JSON object");
   expect_open("{\"__metadata__\": {}, \"__metadata__\": {}}", 0, HK_STATUS_CORRUPT, "appears twice");
+}
+
+/* ---- conversions, against a reference in double ---- */
+/* The value of a code from the format's definition: f16 (5 exponent bits, 10 fraction bits,
+ * bias 15), bf16 (8, 7, bias 127). */
+static double ref_f16_value(uint16_t h) {
+  const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  const double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+static double ref_bf16_value(uint16_t h) {
+  const int e = (h >> 7) & 0xff, m = h & 0x7f;
+  const double v = e == 0 ? ldexp(m, -133) : e == 255 ? (m ? NAN : INFINITY) : ldexp(128 + m, e - 134);
+  return (h & 0x8000) ? -v : v;
+}
+
+typedef struct {
+  double (*value)(uint16_t);
+  uint16_t max_code; /* the largest finite positive code; the next one is inf */
+  double beyond;     /* where the next code would be if the exponent went on: 2^16, 2^128 */
+} ref_format_t;
+
+static const ref_format_t REF_F16 = {ref_f16_value, 0x7bff, 65536.0};
+static const ref_format_t REF_BF16 = {ref_bf16_value, 0x7f7f, 0x1p128};
+
+/* The code of finite x under round to nearest, ties to even: the largest code k at or below
+ * |x| (binary search: values grow with codes), then k or k + 1 by distance (both differences
+ * are exact: Sterbenz), max_code + 1 being inf. */
+static uint16_t ref_round(const ref_format_t *f, double x) {
+  const double a = fabs(x);
+  uint32_t lo = 0, hi = f->max_code;
+  while (lo < hi) {
+    const uint32_t mid = (lo + hi + 1) / 2;
+    if (f->value((uint16_t)mid) <= a) lo = mid;
+    else hi = mid - 1;
+  }
+  const double below = f->value((uint16_t)lo), above = lo == f->max_code ? f->beyond : f->value((uint16_t)(lo + 1));
+  uint32_t k = lo;
+  if (a - below > above - a || (a - below == above - a && (lo & 1))) k = lo + 1;
+  return (uint16_t)((signbit(x) ? 0x8000u : 0) | k);
+}
+
+static float bits_to_f32(uint32_t x) {
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+/* f32 -> f16 and bf16 of f against the reference (NaN: a NaN of the same sign). */
+static void check_narrow(float f) {
+  const uint16_t h = hk_f32_to_f16(f), b = hk_f32_to_bf16(f);
+  if (isnan(f)) {
+    if (!isnan(ref_f16_value(h)) || !isnan(ref_bf16_value(b)) || !!(h & 0x8000) != !!signbit(f) ||
+        !!(b & 0x8000) != !!signbit(f))
+      fail_msg("NaN %08x: f16 %04x bf16 %04x", (unsigned)((union { float f; uint32_t u; }){f}).u, h, b);
+    return;
+  }
+  const uint16_t want_h = isinf(f) ? (uint16_t)(signbit(f) ? 0xfc00 : 0x7c00) : ref_round(&REF_F16, f);
+  const uint16_t want_b = isinf(f) ? (uint16_t)(signbit(f) ? 0xff80 : 0x7f80) : ref_round(&REF_BF16, f);
+  if (h != want_h || b != want_b)
+    fail_msg("%a: f16 %04x (want %04x), bf16 %04x (want %04x)", (double)f, h, want_h, b, want_b);
+}
+
+static void test_convert_f32(void **ts) {
+  (void)ts;
+  hk_test_rng_t r;
+  hk_test_rng_seed(&r, 41);
+  /* random bit patterns: every exponent, subnormals, inf, NaN */
+  for (int i = 0; i < 200000; i++) check_narrow(bits_to_f32((uint32_t)hk_test_uniform(&r, 0, 4294967296.0)));
+  /* values around f16's range (2^-26 .. 2^17) with random fractions */
+  for (int i = 0; i < 200000; i++) {
+    const int e = (int)hk_test_uniform(&r, -26, 18);
+    check_narrow((float)ldexp(hk_test_uniform(&r, 1, 2), e) * (i & 1 ? -1.0f : 1.0f));
+  }
+  /* exact ties and near-ties between neighbouring codes (both formats' midpoints are floats) */
+  for (int i = 0; i < 100000; i++) {
+    const uint16_t k = (uint16_t)hk_test_uniform(&r, 0, 0x7bff);
+    const float mid = (float)((ref_f16_value(k) + ref_f16_value((uint16_t)(k + 1))) / 2);
+    check_narrow(mid);
+    check_narrow(nextafterf(mid, 0));
+    check_narrow(nextafterf(mid, INFINITY));
+    const uint16_t kb = (uint16_t)hk_test_uniform(&r, 0, 0x7f7f);
+    const float mid_b = (float)((ref_bf16_value(kb) + ref_bf16_value((uint16_t)(kb + 1))) / 2);
+    check_narrow(-mid_b);
+    check_narrow(nextafterf(mid_b, 0));
+  }
+  /* the edges, spelled out */
+  const float edges[] = {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, -65520.0f, 65536.0f, 0x1p-24f, 0x1p-25f,
+                         0x1.000002p-25f, 0x1.8p-24f, 0x1p-14f, 0x1.ff8p-15f, 0x1p-126f, 0x1p-149f, 3.4028235e38f,
+                         0x1.fep127f, 0x1.ffp127f, 0x1.fefffep127f, INFINITY, -INFINITY, NAN, -NAN};
+  for (size_t i = 0; i < sizeof edges / sizeof *edges; i++) check_narrow(edges[i]);
+  assert_int_equal(hk_f32_to_f16(65519.99f), 0x7bff); /* rounds down to the largest finite */
+  assert_int_equal(hk_f32_to_f16(65520.0f), 0x7c00);  /* the tie goes to the even code: inf */
+  assert_int_equal(hk_f32_to_f16(0x1p-25f), 0x0000);  /* half the smallest subnormal: to even, zero */
+  assert_int_equal(hk_f32_to_f16(-0x1.000002p-25f), 0x8001);
+  assert_int_equal(hk_f32_to_bf16(0x1p-149f), 0x0000); /* f32's smallest subnormal */
+  assert_int_equal(hk_f32_to_bf16(0x1p-133f), 0x0001); /* bf16's */
+  assert_int_equal(hk_f32_to_bf16(0x1.ffp127f), 0x7f80);
+  assert_int_equal(hk_f32_to_bf16(0x1.fefffep127f), 0x7f7f);
+}
+
+static void test_convert_codes(void **ts) {
+  (void)ts;
+  for (uint32_t c = 0; c < 0x10000; c++) {
+    const uint16_t h = (uint16_t)c;
+    const double vh = ref_f16_value(h), vb = ref_bf16_value(h);
+    /* widening is exact */
+    const float fh = hk_f16_to_f32(h), fb = hk_bf16_to_f32(h);
+    if (isnan(vh) ? !isnan(fh) : (double)fh != vh || !signbit(fh) != !signbit(vh))
+      fail_msg("f16 %04x -> %a", h, (double)fh);
+    if (isnan(vb) ? !isnan(fb) : (double)fb != vb || !signbit(fb) != !signbit(vb))
+      fail_msg("bf16 %04x -> %a", h, (double)fb);
+    /* f16 -> bf16 and bf16 -> f16 through hk_convert: one rounding of the exact value */
+    uint16_t to_b, to_h;
+    hk_convert(&to_b, HK_ELEMENT_BF16, &h, HK_ELEMENT_F16, 1);
+    hk_convert(&to_h, HK_ELEMENT_F16, &h, HK_ELEMENT_BF16, 1);
+    if (isnan(vh)) assert_true(isnan(ref_bf16_value(to_b)));
+    else if (to_b != (isinf(vh) ? (uint16_t)(h & 0x8000 ? 0xff80 : 0x7f80) : ref_round(&REF_BF16, vh)))
+      fail_msg("f16 %04x -> bf16 %04x, want %04x", h, to_b, ref_round(&REF_BF16, vh));
+    if (isnan(vb)) assert_true(isnan(ref_f16_value(to_h)));
+    else if (to_h != (isinf(vb) ? (uint16_t)(h & 0x8000 ? 0xfc00 : 0x7c00) : ref_round(&REF_F16, vb)))
+      fail_msg("bf16 %04x -> f16 %04x, want %04x", h, to_h, ref_round(&REF_F16, vb));
+  }
+}
+
+static void test_convert_overflow(void **ts) {
+  (void)ts;
+  float f32[6] = {1.0f, -65504.0f, 65519.99f, NAN, INFINITY, -70000.0f};
+  assert_int_equal(hk_convert_find_overflow(f32, HK_ELEMENT_F32, HK_ELEMENT_F16, 6), 5); /* inf, NaN: not overflow */
+  assert_int_equal(hk_convert_find_overflow(f32, HK_ELEMENT_F32, HK_ELEMENT_F16, 5), 5);
+  assert_int_equal(hk_convert_find_overflow(f32, HK_ELEMENT_F32, HK_ELEMENT_BF16, 6), 6);
+  f32[0] = 65520.0f;
+  assert_int_equal(hk_convert_find_overflow(f32, HK_ELEMENT_F32, HK_ELEMENT_F16, 6), 0);
+  f32[0] = -0x1.ffp127f;
+  assert_int_equal(hk_convert_find_overflow(f32, HK_ELEMENT_F32, HK_ELEMENT_BF16, 6), 0);
+  const uint16_t bf[3] = {0x3f80, 0x477f /* 65280 */, 0x4780 /* 65536 */};
+  assert_int_equal(hk_convert_find_overflow(bf, HK_ELEMENT_BF16, HK_ELEMENT_F16, 2), 2);
+  assert_int_equal(hk_convert_find_overflow(bf, HK_ELEMENT_BF16, HK_ELEMENT_F16, 3), 2);
+  assert_int_equal(hk_convert_find_overflow(bf, HK_ELEMENT_BF16, HK_ELEMENT_F32, 3), 3); /* widening never */
+  const uint16_t h[1] = {0x7bff};
+  assert_int_equal(hk_convert_find_overflow(h, HK_ELEMENT_F16, HK_ELEMENT_BF16, 1), 1);
+  assert_true(hk_convert_supported(HK_ELEMENT_F16, HK_ELEMENT_BF16));
+  assert_false(hk_convert_supported(HK_ELEMENT_I32, HK_ELEMENT_F32));
+  /* unaligned source and destination */
+  uint8_t src[1 + 4 * 3], dst[1 + 2 * 3];
+  const float vals[3] = {1.5f, -2.25f, 0x1p-20f};
+  memcpy(src + 1, vals, sizeof vals);
+  hk_convert(dst + 1, HK_ELEMENT_BF16, src + 1, HK_ELEMENT_F32, 3);
+  for (int i = 0; i < 3; i++) {
+    uint16_t b;
+    memcpy(&b, dst + 1 + 2 * i, 2);
+    assert_int_equal(b, ref_round(&REF_BF16, vals[i]));
+  }
 }
 
 /* ---- binding to a host session of the fixture (x input [batch,100], w param f32 [100]) ---- */
@@ -371,9 +537,9 @@ static void test_bind_mismatch(void **ts) {
   NEED_CC();
   float wv[FX_COLS + 1] = {0};
   uint16_t hv[FX_COLS] = {0};
-  hk_weights_t *w = one_tensor("w", "F16", "[100]", hv, sizeof hv, 0);
+  hk_weights_t *w = one_tensor("w", "I16", "[100]", hv, sizeof hv, 0);
   assert_int_equal(hk_session_bind_weights(st->s, w, NULL, NULL), HK_STATUS_INVALID_ARGUMENT);
-  assert_non_null(strstr(hk_last_error(), "tensor w: the session expects f32 [100], the weights' tensor \"w\" is F16 [100]"));
+  assert_non_null(strstr(hk_last_error(), "tensor w: the session expects f32 [100], the weights' tensor \"w\" is I16 [100]"));
   assert_non_null(strstr(hk_session_error(st->s), "expects f32 [100]"));
   hk_weights_destroy(w);
   w = one_tensor("w", "F32", "[101]", wv, sizeof wv, 0);
@@ -401,6 +567,255 @@ static void test_bind_mismatch(void **ts) {
   assert_non_null(strstr(hk_last_error(), "expects f32 [8,100]"));
   assert_false(hk_session_tensor_bound(NULL, 0));
   assert_false(hk_session_tensor_bound(st->s, 99));
+  hk_weights_destroy(w);
+}
+
+static hk_weights_t *tensors_file(uint32_t n, const char *const *names, const char *const *dtypes,
+                                  const char *const *shapes, const size_t *bytes, const void *src);
+
+/* The notes of hk_session_bind_weights (options.log). */
+typedef struct {
+  int count;
+  char last[512];
+} log_t;
+
+static void log_line(void *user, const char *message) {
+  log_t *l = user;
+  l->count++;
+  snprintf(l->last, sizeof l->last, "%s", message);
+}
+
+/* f16 / bf16 checkpoints for the f32 fixture: widened (exactly) into session memory */
+static void test_bind_widen(void **ts) {
+  state_t *st = *ts;
+  NEED_CC();
+  float wv[FX_COLS], want[FX_COLS];
+  uint16_t hv[FX_COLS];
+  hk_test_rng_t r;
+  hk_test_rng_seed(&r, 13);
+  for (int i = 0; i < FX_COLS; i++) wv[i] = (float)hk_test_uniform(&r, 0.5, 2);
+  for (int i = 0; i < FX_COLS; i++) hv[i] = hk_test_f32_to_bf16(wv[i]), want[i] = hk_test_bf16_to_f32(hv[i]);
+  const uint32_t wi = tensor_index(st->s, "w");
+
+  hk_weights_t *w = one_tensor("w", "BF16", "[100]", hv, sizeof hv, 0);
+  log_t log = {0};
+  hk_bind_weights_options_t o = {.struct_size = sizeof o, .log = log_line, .log_user = &log};
+  uint32_t bound = 9;
+  assert_int_equal(hk_session_bind_weights(st->s, w, &o, &bound), HK_OK);
+  assert_int_equal(bound, 1);
+  assert_int_equal(log.count, 1);
+  assert_string_equal(log.last, "weights: converting 1 tensor from BF16 to F32");
+  hk_weights_tensor_info_t info;
+  assert_int_equal(hk_weights_tensor_info(w, 0, &info), HK_OK);
+  assert_ptr_not_equal(hk_session_debug_bound(st->s, wi), info.data); /* a converted copy */
+  hk_weights_destroy(w); /* the session owns it: the weights may go */
+  run_and_check(st->s, want);
+
+  /* f16, through options of libhkrt 0.1's size: log and log_user are not read (the note goes
+   * to stderr) */
+  for (int i = 0; i < FX_COLS; i++) hv[i] = hk_test_f32_to_f16(wv[i]), want[i] = hk_test_f16_to_f32(hv[i]);
+  w = one_tensor("w", "F16", "[100]", hv, sizeof hv, 4);
+  log.count = 0;
+  o.struct_size = (uint32_t)offsetof(hk_bind_weights_options_t, reserved0) + 4;
+  assert_int_equal(o.struct_size, 24);
+  o.flags = HK_BIND_WEIGHTS_ALL_PARAMS;
+  assert_int_equal(hk_session_bind_weights(st->s, w, &o, &bound), HK_OK);
+  assert_int_equal(log.count, 0);
+  hk_weights_destroy(w);
+  run_and_check(st->s, want);
+
+  /* the same dtype: nothing converted, nothing noted, bound in place */
+  w = one_tensor("w", "F32", "[100]", wv, sizeof wv, 0);
+  o = (hk_bind_weights_options_t){.struct_size = sizeof o, .log = log_line, .log_user = &log};
+  assert_int_equal(hk_session_bind_weights(st->s, w, &o, &bound), HK_OK);
+  assert_int_equal(log.count, 0);
+  assert_int_equal(hk_weights_tensor_info(w, 0, &info), HK_OK);
+  assert_ptr_equal(hk_session_debug_bound(st->s, wi), info.data);
+  run_and_check(st->s, wv);
+  hk_weights_destroy(w);
+
+  /* refusals: EXACT_DTYPE, integer and f64 tensors, an options size of neither layout */
+  w = one_tensor("w", "F16", "[100]", hv, sizeof hv, 0);
+  o = (hk_bind_weights_options_t){.struct_size = sizeof o, .flags = HK_BIND_WEIGHTS_EXACT_DTYPE};
+  assert_int_equal(hk_session_bind_weights(st->s, w, &o, &bound), HK_STATUS_INVALID_ARGUMENT);
+  assert_non_null(strstr(hk_last_error(), "the session expects f32 [100], the weights' tensor \"w\" is F16 [100] "
+                                          "(HK_BIND_WEIGHTS_EXACT_DTYPE: no conversion)"));
+  o.struct_size = 32;
+  assert_int_equal(hk_session_bind_weights(st->s, w, &o, &bound), HK_STATUS_INVALID_ARGUMENT);
+  assert_non_null(strstr(hk_last_error(), "struct_size 32 is neither"));
+  hk_weights_destroy(w);
+  int32_t iv[FX_COLS] = {0};
+  w = one_tensor("w", "I32", "[100]", iv, sizeof iv, 0);
+  assert_int_equal(hk_session_bind_weights(st->s, w, NULL, &bound), HK_STATUS_INVALID_ARGUMENT);
+  assert_non_null(strstr(hk_last_error(), "expects f32 [100], the weights' tensor \"w\" is I32 [100]"));
+  hk_weights_destroy(w);
+  double dv[FX_COLS] = {0};
+  w = one_tensor("w", "F64", "[100]", dv, sizeof dv, 0);
+  assert_int_equal(hk_session_bind_weights(st->s, w, NULL, &bound), HK_STATUS_INVALID_ARGUMENT);
+  assert_non_null(strstr(hk_last_error(), "is F64 [100]"));
+  hk_weights_destroy(w);
+}
+
+/* The fixture with w of another dtype (bound and read back, not run: the kernels read f32). */
+static int setup_dtype(void **ts, hk_dtype_t dtype) {
+  state_t *st = calloc(1, sizeof *st);
+  *ts = st;
+  if (!g_code) return 0;
+  fx_init(&st->fx, g_code, g_code_size, 0);
+  st->fx.tensors[1].dtype = dtype;
+  if (hkc_pack_write_memory(&st->fx.in, &st->pack_bytes, &st->pack_size) != 0) return -1;
+  if (hk_test_open_memory(st->pack_bytes, st->pack_size, NULL, &st->pack) != HK_OK) return -1;
+  if (hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 2), &st->s) != HK_OK) return -1;
+  return 0;
+}
+static int setup_bf16(void **ts) { return setup_dtype(ts, HK_DTYPE_BF16); }
+static int setup_f16(void **ts) { return setup_dtype(ts, HK_DTYPE_F16); }
+
+/* w's bound bytes against the reference rounding of each checkpoint value */
+static void expect_bound(hk_session_t *s, const ref_format_t *f, const double *values) {
+  const uint16_t *got = hk_session_debug_bound(s, tensor_index(s, "w"));
+  assert_non_null(got);
+  for (int i = 0; i < FX_COLS; i++) {
+    if (isnan(values[i])) {
+      assert_true(isnan(f->value(got[i])));
+      continue;
+    }
+    const uint16_t want = isinf(values[i]) ? (uint16_t)(f->max_code + 1 + (values[i] < 0 ? 0x8000 : 0))
+                                           : ref_round(f, values[i]);
+    if (got[i] != want) fail_msg("element %d (%a): bound %04x, want %04x", i, values[i], got[i], want);
+  }
+}
+
+/* f32 and f16 checkpoints for a bf16 param: rounded to nearest even, specials kept */
+static void test_bind_narrow_bf16(void **ts) {
+  state_t *st = *ts;
+  NEED_CC();
+  float fv[FX_COLS];
+  double values[FX_COLS];
+  hk_test_rng_t r;
+  hk_test_rng_seed(&r, 17);
+  for (int i = 0; i < FX_COLS; i++)
+    fv[i] = (float)ldexp(hk_test_uniform(&r, -2, 2), (int)hk_test_uniform(&r, -140, 120));
+  const float specials[] = {NAN, -INFINITY, INFINITY, -0.0f, 0x1p-149f, 0x1.fefffep127f, -3.39e38f, 1.00390625f};
+  memcpy(fv, specials, sizeof specials);
+  for (int i = 0; i < FX_COLS; i++) values[i] = fv[i];
+  hk_weights_t *w = one_tensor("w", "F32", "[100]", fv, sizeof fv, 0);
+  log_t log = {0};
+  hk_bind_weights_options_t o = {.struct_size = sizeof o, .log = log_line, .log_user = &log};
+  uint32_t bound = 0;
+  assert_int_equal(hk_session_bind_weights(st->s, w, &o, &bound), HK_OK);
+  assert_int_equal(bound, 1);
+  assert_string_equal(log.last, "weights: converting 1 tensor from F32 to BF16");
+  hk_weights_destroy(w);
+  expect_bound(st->s, &REF_BF16, values);
+
+  /* f16 -> bf16, every value rounded once; and x (f32) from f16 too: two conversions, one note */
+  uint16_t hv[FX_COLS], xv[2 * FX_COLS];
+  for (int i = 0; i < FX_COLS; i++) hv[i] = (uint16_t)hk_test_uniform(&r, 0, 65536), values[i] = ref_f16_value(hv[i]);
+  for (int i = 0; i < 2 * FX_COLS; i++) xv[i] = 0x3c00;
+  uint8_t both[sizeof hv + sizeof xv];
+  memcpy(both, hv, sizeof hv);
+  memcpy(both + sizeof hv, xv, sizeof xv);
+  w = tensors_file(2, (const char *[]){"w", "x"}, (const char *[]){"F16", "F16"}, (const char *[]){"[100]", "[2, 100]"},
+                   (size_t[]){sizeof hv, sizeof xv}, both);
+  o.flags = HK_BIND_WEIGHTS_INPUTS;
+  log.count = 0;
+  assert_int_equal(hk_session_bind_weights(st->s, w, &o, &bound), HK_OK);
+  assert_int_equal(bound, 2);
+  assert_int_equal(log.count, 1);
+  assert_string_equal(log.last, "weights: converting 1 tensor from F16 to F32, 1 from F16 to BF16");
+  hk_weights_destroy(w);
+  expect_bound(st->s, &REF_BF16, values);
+  const float *x = hk_session_debug_bound(st->s, tensor_index(st->s, "x"));
+  for (int i = 0; i < 2 * FX_COLS; i++) assert_true(x[i] == 1.0f);
+}
+
+/* f32 and bf16 checkpoints for an f16 param: a value that would overflow is refused, naming it */
+static void test_bind_narrow_f16(void **ts) {
+  state_t *st = *ts;
+  NEED_CC();
+  float fv[FX_COLS];
+  double values[FX_COLS];
+  hk_test_rng_t r;
+  hk_test_rng_seed(&r, 23);
+  for (int i = 0; i < FX_COLS; i++) fv[i] = (float)ldexp(hk_test_uniform(&r, -2, 2), (int)hk_test_uniform(&r, -28, 15));
+  const float specials[] = {65504.0f, -65519.99f, 0x1p-25f, 0x1.000002p-25f, 0x1p-30f, NAN, -INFINITY};
+  memcpy(fv, specials, sizeof specials);
+  for (int i = 0; i < FX_COLS; i++) values[i] = fv[i];
+  hk_weights_t *w = one_tensor("w", "F32", "[100]", fv, sizeof fv, 0);
+  log_t log = {0};
+  hk_bind_weights_options_t o = {.struct_size = sizeof o, .log = log_line, .log_user = &log};
+  assert_int_equal(hk_session_bind_weights(st->s, w, &o, NULL), HK_OK);
+  assert_string_equal(log.last, "weights: converting 1 tensor from F32 to F16");
+  hk_weights_destroy(w);
+  expect_bound(st->s, &REF_F16, values);
+
+  fv[37] = 70000.0f; /* overflows f16: refused, nothing bound, nothing noted */
+  w = one_tensor("w", "F32", "[100]", fv, sizeof fv, 0);
+  log.count = 0;
+  const void *before = hk_session_debug_bound(st->s, tensor_index(st->s, "w"));
+  assert_int_equal(hk_session_bind_weights(st->s, w, &o, NULL), HK_STATUS_INVALID_ARGUMENT);
+  assert_non_null(strstr(hk_last_error(), "tensor w: the weights' tensor \"w\" (F32) holds 70000 at element 37, "
+                                          "beyond the largest finite f16 (65504)"));
+  assert_int_equal(log.count, 0);
+  assert_ptr_equal(hk_session_debug_bound(st->s, tensor_index(st->s, "w")), before);
+  hk_weights_destroy(w);
+  fv[37] = 65520.0f; /* the first value that rounds to inf */
+  w = one_tensor("w", "F32", "[100]", fv, sizeof fv, 0);
+  assert_int_equal(hk_session_bind_weights(st->s, w, &o, NULL), HK_STATUS_INVALID_ARGUMENT);
+  assert_non_null(strstr(hk_last_error(), "holds 65520 at element 37"));
+  hk_weights_destroy(w);
+  uint16_t bv[FX_COLS];
+  for (int i = 0; i < FX_COLS; i++) bv[i] = 0x3f80; /* 1.0 */
+  bv[99] = 0xc780;                                  /* -65536 */
+  w = one_tensor("w", "BF16", "[100]", bv, sizeof bv, 0);
+  assert_int_equal(hk_session_bind_weights(st->s, w, &o, NULL), HK_STATUS_INVALID_ARGUMENT);
+  assert_non_null(strstr(hk_last_error(), "(BF16) holds -65536 at element 99"));
+  hk_weights_destroy(w);
+}
+
+/* An i32 input (x of the fixture as i32): I32 binds as it is, in place or copied, never
+ * converted; a float tensor for it is refused. */
+static int setup_x_i32(void **ts) {
+  state_t *st = calloc(1, sizeof *st);
+  *ts = st;
+  if (!g_code) return 0;
+  fx_init(&st->fx, g_code, g_code_size, 0);
+  st->fx.tensors[0].dtype = HK_DTYPE_I32;
+  if (hkc_pack_write_memory(&st->fx.in, &st->pack_bytes, &st->pack_size) != 0) return -1;
+  if (hk_test_open_memory(st->pack_bytes, st->pack_size, NULL, &st->pack) != HK_OK) return -1;
+  if (hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 2), &st->s) != HK_OK) return -1;
+  return 0;
+}
+
+static void test_bind_i32_input(void **ts) {
+  state_t *st = *ts;
+  NEED_CC();
+  int32_t iv[2 * FX_COLS];
+  for (int i = 0; i < 2 * FX_COLS; i++) iv[i] = 70000 * (i - 100); /* no float dtype holds these */
+  const uint32_t xi = tensor_index(st->s, "x");
+  log_t log = {0};
+  for (size_t lead = 0; lead <= 4; lead += 4)
+    for (uint32_t copy = 0; copy <= HK_BIND_WEIGHTS_COPY; copy += HK_BIND_WEIGHTS_COPY) {
+      hk_weights_t *w = one_tensor("x", "I32", "[2, 100]", iv, sizeof iv, lead);
+      hk_bind_weights_options_t o = {.struct_size = sizeof o, .flags = HK_BIND_WEIGHTS_INPUTS | copy,
+                                     .log = log_line, .log_user = &log};
+      uint32_t bound = 0;
+      assert_int_equal(hk_session_bind_weights(st->s, w, &o, &bound), HK_OK);
+      assert_int_equal(bound, 1);
+      hk_weights_tensor_info_t info;
+      assert_int_equal(hk_weights_tensor_info(w, lead ? 1 : 0, &info), HK_OK);
+      const void *got = hk_session_debug_bound(st->s, xi);
+      assert_true((got == info.data) == (lead == 0 && copy == 0)); /* in place only aligned, without COPY */
+      assert_memory_equal(got, iv, sizeof iv);
+      hk_weights_destroy(w);
+    }
+  assert_int_equal(log.count, 0); /* nothing converted */
+  float fv[2 * FX_COLS] = {0};
+  hk_weights_t *w = one_tensor("x", "F32", "[2, 100]", fv, sizeof fv, 0);
+  hk_bind_weights_options_t o = {.struct_size = sizeof o, .flags = HK_BIND_WEIGHTS_INPUTS};
+  assert_int_equal(hk_session_bind_weights(st->s, w, &o, NULL), HK_STATUS_INVALID_ARGUMENT);
+  assert_non_null(strstr(hk_last_error(), "expects i32 [2,100], the weights' tensor \"x\" is F32 [2,100]"));
   hk_weights_destroy(w);
 }
 
@@ -493,8 +908,14 @@ static void test_bind_parts(void **ts) {
                     tensors_file(4, names, (const char *[]){"F32", "F32", "F16", "F32"},
                                  (const char *[]){"[2, 100]", "[30]", "[50]", "[20]"}, (size_t[]){x_bytes, 120, 100, 80},
                                  v),
-                    HK_BIND_WEIGHTS_INPUTS, HK_STATUS_INVALID_ARGUMENT, "tensor w: the session expects f32 [100]",
-                    "each part must be f32 [ROWS]; part 1 \"m.b\" is F16 [50]");
+                    HK_BIND_WEIGHTS_INPUTS | HK_BIND_WEIGHTS_EXACT_DTYPE, HK_STATUS_INVALID_ARGUMENT,
+                    "tensor w: the session expects f32 [100]",
+                    "each part must be f32 [ROWS]; part 1 \"m.b\" is F16 [50] "
+                    "(HK_BIND_WEIGHTS_EXACT_DTYPE: no conversion)");
+  expect_bind_error(st->s,
+                    tensors_file(3, names + 1, (const char *[]){"F32", "I32", "F32"},
+                                 (const char *[]){"[30]", "[50]", "[20]"}, (size_t[]){120, 200, 80}, parts),
+                    0, HK_STATUS_INVALID_ARGUMENT, "part 1 \"m.b\" is I32 [50]", NULL);
   expect_bind_error(st->s,
                     tensors_file(3, names + 1, f32, (const char *[]){"[30]", "[1, 50]", "[20]"},
                                  (size_t[]){120, 200, 80}, parts),
@@ -515,6 +936,34 @@ static void test_bind_parts(void **ts) {
   assert_true(hk_session_tensor_bound(st->s, wi));
   hk_weights_destroy(w);
   run_and_check(st->s, parts);
+
+  /* parts of three dtypes: each converted (exactly: f16 and bf16 widen) at its row offset */
+  {
+    uint8_t mixed[30 * 4 + 50 * 2 + 20 * 2];
+    float want[FX_COLS];
+    memcpy(mixed, parts, 30 * 4);
+    memcpy(want, parts, 30 * 4);
+    for (int i = 0; i < 50; i++) {
+      const uint16_t h = hk_test_f32_to_f16(parts[30 + i]);
+      memcpy(mixed + 120 + 2 * i, &h, 2);
+      want[30 + i] = hk_test_f16_to_f32(h);
+    }
+    for (int i = 0; i < 20; i++) {
+      const uint16_t b = hk_test_f32_to_bf16(parts[80 + i]);
+      memcpy(mixed + 220 + 2 * i, &b, 2);
+      want[80 + i] = hk_test_bf16_to_f32(b);
+    }
+    w = tensors_file(3, names + 1, (const char *[]){"F32", "F16", "BF16"}, (const char *[]){"[30]", "[50]", "[20]"},
+                     (size_t[]){120, 100, 40}, mixed);
+    log_t log = {0};
+    o = (hk_bind_weights_options_t){.struct_size = sizeof o, .log = log_line, .log_user = &log};
+    assert_int_equal(hk_session_bind_weights(st->s, w, &o, &bound), HK_OK);
+    assert_int_equal(bound, 1);
+    assert_int_equal(log.count, 1);
+    assert_string_equal(log.last, "weights: converting 1 tensor from F16 to F32, 1 from BF16 to F32");
+    hk_weights_destroy(w);
+    run_and_check(st->s, want);
+  }
 
   /* the name map does not apply to parts: an entry for one says so */
   w = tensors_file(3, names + 1, f32, (const char *[]){"[30]", "[50]", "[20]"}, (size_t[]){120, 200, 80}, parts);
@@ -570,10 +1019,17 @@ static void test_map_file(void **ts) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_convert_f32),
+      cmocka_unit_test(test_convert_codes),
+      cmocka_unit_test(test_convert_overflow),
       cmocka_unit_test(test_valid),
       cmocka_unit_test(test_malformed),
       cmocka_unit_test_setup_teardown(test_bind, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bind_mismatch, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bind_widen, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bind_narrow_bf16, setup_bf16, teardown),
+      cmocka_unit_test_setup_teardown(test_bind_narrow_f16, setup_f16, teardown),
+      cmocka_unit_test_setup_teardown(test_bind_i32_input, setup_x_i32, teardown),
       cmocka_unit_test_setup_teardown(test_bind_parts, setup_parts, teardown),
       cmocka_unit_test(test_map_file),
   };

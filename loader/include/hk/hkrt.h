@@ -83,6 +83,11 @@ extern "C" {
 #define HKRT_VERSION_STR(x) HKRT_VERSION_STR_(x)
 #define HKRT_VERSION_STRING \
   HKRT_VERSION_STR(HKRT_VERSION_MAJOR) "." HKRT_VERSION_STR(HKRT_VERSION_MINOR) "." HKRT_VERSION_STR(HKRT_VERSION_PATCH)
+/* The N of the shared library's SONAME, libhkrt.so.N: bumped with every release that breaks
+ * programs built against the previous one (docs/ABI.md, "The SONAME"); from 1.0 on, MAJOR.
+ * CMake reads it from here too; tests/abi checks the header against the reference dump of the
+ * last release of this SONAME, and the built library's SONAME against this line. */
+#define HKRT_SOVERSION 1
 
 /* Status codes. Pinned: never renumbered, only appended. */
 typedef enum hk_status {
@@ -166,7 +171,8 @@ typedef enum hk_launch_mode {
  *                                 below the end of `device`, or above this header's
  *                                 sizeof, is INVALID_ARGUMENT (built against a newer hkrt.h).
  * Fields not read take their zero defaults. Binaries built before struct_size existed
- * (libhkrt 0.1.0 headers) must be rebuilt: the field moved the others. */
+ * (libhkrt 0.1.0 headers) must be rebuilt: the field moved the others, and the SONAME went
+ * from libhkrt.so.0 to libhkrt.so.1 for it (HKRT_SOVERSION), so such a binary does not load. */
 typedef struct hk_session_options {
   uint32_t struct_size;      /* sizeof(hk_session_options_t), or 0 (see above) */
   uint64_t batch;            /* 1 .. the largest bucket under pad; a bucket under exact */
@@ -622,10 +628,13 @@ typedef struct hk_weights_name {
                                          param (the message names the missing ones) */
 #define HK_BIND_WEIGHTS_COPY 4u       /* host target: always copy into session memory, never bind
                                          the weights' own bytes (GPU targets always copy) */
+#define HK_BIND_WEIGHTS_EXACT_DTYPE 8u /* no conversion: a tensor whose dtype differs from the
+                                         session's is INVALID_ARGUMENT (as before libhkrt 0.2) */
 
 /* Options of hk_session_bind_weights. NULL options: every field zero. struct_size:
- * sizeof(hk_bind_weights_options_t) (as above, the struct may grow at its end); other values
- * are INVALID_ARGUMENT. */
+ * sizeof(hk_bind_weights_options_t), or the size of the layout that ended with name_count (24
+ * on 64-bit hosts; libhkrt 0.1: the fields after it read as zero); other values are
+ * INVALID_ARGUMENT. */
 typedef struct hk_bind_weights_options {
   uint32_t struct_size;              /* sizeof(hk_bind_weights_options_t) */
   uint32_t flags;                    /* HK_BIND_WEIGHTS_* */
@@ -637,21 +646,38 @@ typedef struct hk_bind_weights_options {
                                         (else INVALID_ARGUMENT; NOT_FOUND when there is none)
                                         and a tensor of the file (NOT_FOUND); several entries
                                         may name the same file tensor */
+  uint32_t reserved0;                /* zero: the tail padding of the layout that ended with
+                                        name_count (24 bytes on 64-bit hosts), never read */
+  /* ---- read when struct_size covers them ---- */
+  void (*log)(void *log_user, const char *message); /* notes of the call, one line each without
+                                        a newline: "weights: converting 147 tensors from F32 to
+                                        BF16" once, when tensors are converted. NULL: written to
+                                        stderr (a function that does nothing silences them) */
+  void *log_user;                    /* passed to log */
 } hk_bind_weights_options_t;
 
 /* Binds every param (with HK_BIND_WEIGHTS_INPUTS: and input) of the session that the weights
- * provide, after checking all of them: nothing is bound unless every one matches (dtype and
- * shape exactly equal to hk_session_tensor_info's at the current batch).
+ * provide, after checking all of them: nothing is bound unless every one matches (shape
+ * exactly equal to hk_session_tensor_info's at the current batch; dtype equal, or converted).
+ * Conversion: a float tensor (F32, F16, BF16) of another float dtype than the session's is
+ * converted to it, rounding to nearest even (f16 <-> bf16 rounded once, through f32, which
+ * holds both exactly), into memory the session owns (on every target); NaN and inf stay NaN
+ * and inf, values below the target's smallest subnormal become signed zeros. A finite value
+ * that would round to infinity (f16: magnitude 65520 or more; bf16: 3.3961e38 or more) is
+ * INVALID_ARGUMENT, naming the tensor, the element and its value. The call notes how many
+ * tensors it converts through options->log (NULL: stderr), once. HK_BIND_WEIGHTS_EXACT_DTYPE
+ * refuses instead of converting; integer tensors are never converted.
  * Parts (hk_session_tensor_part): a param with parts whose own name the weights lack and the
  * name map does not map is bound from its parts when the weights hold every one of them (part
  * names are checkpoint names, looked up as written: the name map does not apply to them): each
- * part of the param's dtype, with the param's trailing dims, the parts' rows summing to the
- * param's dim 0; they are copied, at their row offsets, into one buffer the session owns (on
- * every target). A param with some of its parts missing is not provided (left as it was; with
- * HK_BIND_WEIGHTS_ALL_PARAMS NOT_FOUND names the missing part).
+ * part of the param's dtype (or converted to it, as above), with the param's trailing dims, the
+ * parts' rows summing to the param's dim 0; they are copied, at their row offsets, into one
+ * buffer the session owns (on every target). A param with some of its parts missing is not
+ * provided (left as it was; with HK_BIND_WEIGHTS_ALL_PARAMS NOT_FOUND names the missing part).
  * Memory and lifetime:
- *  - host target: a tensor whose bytes are 16-byte aligned is bound in place (no copy): the
- *    weights must then outlive the session, or that tensor's rebinding (hk_session_bind).
+ *  - host target: a tensor whose bytes are 16-byte aligned (and not converted) is bound in
+ *    place (no copy): the weights must then outlive the session, or that tensor's rebinding
+ *    (hk_session_bind).
  *    Unaligned tensors, and all with HK_BIND_WEIGHTS_COPY, are copied into memory the
  *    session owns;
  *  - GPU targets: each tensor is copied into device memory the session owns
@@ -661,9 +687,10 @@ typedef struct hk_bind_weights_options {
  * unbound as for any other buffer; bind the weights again.
  * *out_bound (out_bound may be NULL): the tensors bound.
  * Errors: INVALID_ARGUMENT (dtype or shape mismatch, naming the tensor (and the part), what the
- * session expects and what the file holds; bad options), NOT_FOUND (a name map entry naming no
- * tensor; HK_BIND_WEIGHTS_ALL_PARAMS with a param missing), OUT_OF_MEMORY, DRIVER, BUSY. NULL
- * session or weights: INVALID_ARGUMENT; NULL options: defaults. */
+ * session expects and what the file holds; a value that overflows the session's dtype; bad
+ * options), NOT_FOUND (a name map entry naming no tensor; HK_BIND_WEIGHTS_ALL_PARAMS with a
+ * param missing), OUT_OF_MEMORY, DRIVER, BUSY. NULL session or weights: INVALID_ARGUMENT; NULL
+ * options: defaults. */
 HK_API hk_status_t hk_session_bind_weights(hk_session_t *session, const hk_weights_t *weights,
                                            const hk_bind_weights_options_t *options, uint32_t *out_bound);
 /* 1 when the session's tensor `index` (as in hk_session_tensor_info) has a buffer bound at
