@@ -120,6 +120,18 @@ int hkc_pack_write_bytes(const void *data, size_t size, const char *path);
 /* Creates a key pair: `path` (the secret key, mode 0600) and `path`.pub (the public key).
  * Refuses to replace either file. Prints the key id on stdout unless quiet. Returns 0 / -1. */
 int hkc_key_generate(const char *path, int quiet);
+/* Creates the secret key file `path` (mode 0600) holding a new random key, exclusively and
+ * whole: the key is written to a temporary file next to path, then linked to it, so that of
+ * concurrent creators one wins and the others find its complete key. *out_created: 1 when
+ * this call created it, 0 when path existed (nothing is written then). The public half is not
+ * written (hkc_key_write_public). 0 / -1 (reported). */
+int hkc_key_create_exclusive(const char *path, int *out_created);
+/* The Ed25519 public key of a secret key's seed. */
+#define HKC_KEY_PUBLIC_BYTES 32 /* an Ed25519 public key: hkrt.h, HK_PUBLIC_KEY_BYTES */
+void hkc_key_public(const uint8_t seed[HKC_KEY_SEED_BYTES], uint8_t out_key[HKC_KEY_PUBLIC_BYTES]);
+/* Writes the public key file (what hkc keygen writes as KEY.pub) of seed to path, atomically
+ * (a temporary file renamed over it), mode 0644. 0 / -1 (reported). */
+int hkc_key_write_public(const char *path, const uint8_t seed[HKC_KEY_SEED_BYTES]);
 /* Reads a secret key file written by hkc_key_generate (a regular file: hkc_read_file), warning
  * when others may read it. Returns 0 / -1 (reported). */
 int hkc_key_load(const char *path, uint8_t out_seed[HKC_KEY_SEED_BYTES]);
