@@ -156,15 +156,18 @@ int hkc_pack_sign_in_place(void *data, size_t size, const uint8_t seed[HKC_KEY_S
 
 /* ---- merging (pack_merge.c; docs/CLI.md, "hkc merge") ---------------------------------------- */
 /* Combines verified packs of one spec built for different targets into the pack one build of
- * all their targets writes (same bytes): targets in input order, the inputs' provenance
- * lines that are not per target (hkc version, spec hash, fusion, tuning, kernel options, ...)
- * once, per-target lines and code as they are. Refuses (reported, naming both inputs and what
- * differs) inputs of another format version, spec, tensor table, batch buckets or build
- * options, a target found twice, and more targets than the format holds. Input signatures
- * are not carried over; sign_seed (NULL: unsigned) signs the result. `views` are borrowed
- * (hk_pack_view of packs opened by the caller), `names` label them in messages.
- * Returns 0 / -1. */
+ * all their targets writes: targets in input order, the inputs' provenance lines that are not
+ * per target (hkc version, spec hash, fusion, tuning, kernel options, ...) once, per-target
+ * lines and code as they are; with notes (NULL: none; n one-line texts, the caller's word on
+ * each input: its signature), one "merge.input.<i>=targets A,B; <notes[i]>" line per input
+ * after the target lines -- with notes NULL the bytes are exactly one build's. The inputs'
+ * own "merge." lines are dropped. Refuses (reported, naming both inputs and what differs)
+ * inputs of another format version, spec, tensor table, batch buckets or build options, a
+ * target found twice, and more targets than the format holds. Input signatures are not
+ * carried over (whether to trust an input is the caller's decision); sign_seed (NULL:
+ * unsigned) signs the result. `views` are borrowed (hk_pack_view of packs opened by the
+ * caller), `names` label them in messages. Returns 0 / -1. */
 int hkc_pack_merge_memory(const hk_pack_view_t *const *views, const char *const *names, size_t n,
-                          const uint8_t *sign_seed, void **out_data, size_t *out_size);
+                          const char *const *notes, const uint8_t *sign_seed, void **out_data, size_t *out_size);
 
 #endif /* HKC_PACK_H */
