@@ -8,6 +8,7 @@
 # GEN_T_BENCH) so the whole call ends inside one device command.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+export HKC_KEY=${HKC_KEY:-$PWD/build-dev/signing.key} # packs built on one machine run on the other: both trust this key (docs/CLI.md, "Signing")
 out=${OUT:-/tmp/gen-out}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$PWD/build-dev PYTHONPATH=$PWD/python HKRT_LIBRARY=$PWD/build-dev/libhkrt.so PYTHONUNBUFFERED=1

@@ -9,6 +9,7 @@
 # Knobs: GEN_MAX_SEQ (4224: context 4096 + the decoded tokens), GEN_SLOTS (32), HK_JOBS (2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export HKC_KEY=${HKC_KEY:-$PWD/build-dev/signing.key} # packs built on one machine run on the other: both trust this key (docs/CLI.md, "Signing")
 cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DHKC_BUILD_TESTS=ON >/dev/null
 cmake --build build-dev -j"${HK_JOBS:-2}" --target hkc hkrt
 bash scripts/carry_libs.sh build-dev

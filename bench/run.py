@@ -30,6 +30,10 @@ LIB = os.path.join("bench", "lib")
 DEV = "build-dev"
 HKC = os.path.join(DEV, "hkc")
 TUNING_DB = "specs/tuning/h200.db"
+# Packs built by a CPU half run in the device half, on another machine with another user key:
+# both sign with and trust a key carried in build-dev/ (docs/CLI.md, "Signing"), which every
+# command below inherits.
+os.environ.setdefault("HKC_KEY", os.path.join(ROOT, DEV, "signing.key"))
 LAYERS = {"bert": "bert_layer", "llama": "llama_block"}
 
 

@@ -7,7 +7,7 @@
 #                [OPTIONS --fusion auto ...] [ALL])
 #
 # Adds a custom command that runs `hkc build SPEC -o OUTPUT --target T1,T2 [--tuning-db DB]...
-# [--sign KEY] [--weights W [--weights-map M]] OPTIONS...` and a custom target NAME that
+# [--sign KEY | --no-sign] [--weights W [--weights-map M]] OPTIONS...` and a custom target NAME that
 # depends on OUTPUT (ALL: built by default). The pack is rebuilt when the spec, a tuning
 # database, the signing key, the weights, the name map or hkc itself changes. Relative SPEC,
 # TUNING_DB, SIGN_KEY, WEIGHTS and WEIGHTS_MAP paths are read from the calling directory's
@@ -24,9 +24,10 @@
 # imported from an installed package (find_package(hkrt)), or hkc's own build inside
 # add_subdirectory / FetchContent.
 #
-# Trust: a pack with host code is unsigned unless SIGN_KEY is given; libhkrt opens such a pack
-# only with hk_pack_open_options_t.allow_unsigned_native_code = 1, or when the key's public
-# half is among the open's trusted_keys (docs/EMBEDDING.md, "Trust").
+# Trust: the pack is unsigned unless SIGN_KEY is given (--no-sign: a CMake build never signs
+# with, or creates, the key in the builder's home that a plain `hkc build` uses); libhkrt opens
+# an unsigned pack only with hk_pack_open_options_t.allow_unsigned_code = 1, and a signed one
+# when the key's public half is among the open's trusted_keys (docs/EMBEDDING.md, "Trust").
 include_guard(GLOBAL)
 
 function(hkc_add_pack)
@@ -93,6 +94,8 @@ function(hkc_add_pack)
     get_filename_component(key "${arg_SIGN_KEY}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
     list(APPEND command --sign "${key}")
     list(APPEND depends "${key}")
+  else()
+    list(APPEND command --no-sign)
   endif()
   if(arg_WEIGHTS)
     get_filename_component(weights "${arg_WEIGHTS}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")

@@ -5,7 +5,7 @@
  *
  *   cc run_pack.c -Iloader/include -Lbuild -lhkrt -o run_pack
  *   ./run_pack model.hkpack 8 KEY.pub         (trust packs signed by this key: hkc keygen)
- *   ./run_pack model.hkpack 8 --allow-unsigned-native   (a pack with host code you built)
+ *   ./run_pack model.hkpack 8 --allow-unsigned   (an unsigned pack you built yourself)
  *
  * Inputs and params here are filled with a fixed pattern; a real application binds
  * its own buffers (device memory for GPU targets).
@@ -58,11 +58,12 @@ static float get(const void *buf, const hk_tensor_info_t *info, size_t i) {
   return f;
 }
 
-/* The trust of the open: the signer's public key (a KEY.pub file), or, for a pack with host
- * code that no trusted key signed, the explicit opt-in. 0 / -1. */
+/* The trust of the open: the signer's public key (a KEY.pub file), or, for a pack that no
+ * trusted key signed (its host or GPU code runs with this process's memory), the explicit
+ * opt-in (--allow-unsigned-native, its older spelling, too). 0 / -1. */
 static int trust_from_arg(const char *arg, uint8_t key[HK_PUBLIC_KEY_BYTES], hk_pack_open_options_t *o) {
-  if (strcmp(arg, "--allow-unsigned-native") == 0) {
-    o->allow_unsigned_native_code = 1;
+  if (strcmp(arg, "--allow-unsigned") == 0 || strcmp(arg, "--allow-unsigned-native") == 0) {
+    o->allow_unsigned_code = 1;
     return 0;
   }
   char text[256];
@@ -80,7 +81,7 @@ static int trust_from_arg(const char *arg, uint8_t key[HK_PUBLIC_KEY_BYTES], hk_
 
 int main(int argc, char **argv) {
   if (argc != 3 && argc != 4) {
-    fprintf(stderr, "usage: %s PACK BATCH [KEY.pub | --allow-unsigned-native]\n", argv[0]);
+    fprintf(stderr, "usage: %s PACK BATCH [KEY.pub | --allow-unsigned]\n", argv[0]);
     return 2;
   }
   hk_pack_t *pack = NULL;

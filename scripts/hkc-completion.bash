@@ -52,17 +52,17 @@ _hkc() {
   case $cmd in
     build) opts="-o --output -t --target --ptx --no-ptx --merge-targets -j --jobs --compile-timeout --no-cache
       --Werror-spills --no-pdl --fusion --fusion-report --tune --tuning-db --tune-verify --zstd-level --kernel-option
-      --host-threads --sign --weights --weights-map --cache-max-size --json" ;;
+      --host-threads --sign --no-sign --weights --weights-map --cache-max-size --json" ;;
     run) opts="-t --target --batch --seed --input --param --weights --weights-map --random-params --save-outputs
-      --runs --warmup --profile --repeats --no-pdl --prefer-ptx --trust --require-signature
-      --allow-unsigned-native --json" ;;
+      --runs --warmup --profile --repeats --no-pdl --prefer-ptx --trust --no-user-key --require-signature
+      --allow-unsigned --allow-unsigned-native --json" ;;
     tune) opts="-t --target -o --output --top --runs --warmup --report -j --jobs --no-cache --dry-run --merge
       --kernel-option --host-threads --cache-max-size --json" ;;
     inspect) opts="--json --trust --plan --batch --disasm -t --target" ;;
     targets) opts="--json --no-probe" ;;
     keygen) opts="-o --output" ;;
     sign) opts="--key -o --output" ;;
-    merge) opts="-o --output --sign" ;;
+    merge) opts="-o --output --sign --no-sign --trust --no-user-key --allow-unsigned-inputs" ;;
     cache)
       case " ${COMP_WORDS[*]} " in
         *" stats "*) opts="--json" ;;

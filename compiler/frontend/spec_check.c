@@ -666,8 +666,8 @@ int hkc_spec_check_tensors(spec_ctx_t *c) {
     const hkc_tensor_t *t = &s->tensors[i];
     int64_t elems = hkc_tensor_elems(t, max_batch);
     char sh[HKC_SHAPE_STR];
-    if (elems < 0 || elems > HKC_SPEC_MAX_TENSOR_BYTES / (int64_t)hkc_dtype_size(t->dtype)) {
-      hkc_error(t->loc, "tensor '%s' %s is too large at batch %lld (limit %lld bytes)", t->name,
+    if (elems < 0 || elems >= HKC_SPEC_MAX_TENSOR_BYTES / (int64_t)hkc_dtype_size(t->dtype)) {
+      hkc_error(t->loc, "tensor '%s' %s is too large at batch %lld (its bytes must stay below %lld, 2^48)", t->name,
                 tensor_shape_str(t, sh), (long long)max_batch, (long long)HKC_SPEC_MAX_TENSOR_BYTES);
       return -1;
     }

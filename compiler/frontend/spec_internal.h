@@ -30,9 +30,10 @@
 #define HKC_SPEC_MAX_NODES 16384u
 /* Batch sizes end up in launch dimensions (uint32). */
 #define HKC_SPEC_MAX_BATCH INT32_MAX
-/* One tensor's bytes at the largest batch size: far above any device memory, low
- * enough that later stages can add and align sizes without overflow. */
-#define HKC_SPEC_MAX_TENSOR_BYTES (INT64_C(1) << 48)
+/* One tensor's bytes at the largest batch size stay below this: far above any device memory,
+ * low enough that later stages can add and align sizes without overflow; the pack format's
+ * bound (pack_format.h), which libhkrt checks again. */
+#define HKC_SPEC_MAX_TENSOR_BYTES ((int64_t)HK_MAX_TENSOR_BYTES)
 /* hkc_target_out_t.name holds 64 bytes. */
 #define HKC_SPEC_MAX_TARGET_LEN 63u
 #define HKC_SPEC_DEFAULT_EPS 1e-5f

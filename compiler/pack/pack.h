@@ -126,6 +126,18 @@ int hkc_pack_write_bytes(const void *data, size_t size, const char *path);
 /* Creates a key pair: `path` (the secret key, mode 0600) and `path`.pub (the public key).
  * Refuses to replace either file. Prints the key id on stdout unless quiet. Returns 0 / -1. */
 int hkc_key_generate(const char *path, int quiet);
+/* Creates the secret key file `path` (mode 0600) holding a new random key, exclusively and
+ * whole: the key is written to a temporary file next to path, then linked to it, so that of
+ * concurrent creators one wins and the others find its complete key. *out_created: 1 when
+ * this call created it, 0 when path existed (nothing is written then). The public half is not
+ * written (hkc_key_write_public). 0 / -1 (reported). */
+int hkc_key_create_exclusive(const char *path, int *out_created);
+/* The Ed25519 public key of a secret key's seed. */
+#define HKC_KEY_PUBLIC_BYTES 32 /* an Ed25519 public key: hkrt.h, HK_PUBLIC_KEY_BYTES */
+void hkc_key_public(const uint8_t seed[HKC_KEY_SEED_BYTES], uint8_t out_key[HKC_KEY_PUBLIC_BYTES]);
+/* Writes the public key file (what hkc keygen writes as KEY.pub) of seed to path, atomically
+ * (a temporary file renamed over it), mode 0644. 0 / -1 (reported). */
+int hkc_key_write_public(const char *path, const uint8_t seed[HKC_KEY_SEED_BYTES]);
 /* Reads a secret key file written by hkc_key_generate (a regular file: hkc_read_file), warning
  * when others may read it. Returns 0 / -1 (reported). */
 int hkc_key_load(const char *path, uint8_t out_seed[HKC_KEY_SEED_BYTES]);
@@ -150,15 +162,18 @@ int hkc_pack_sign_in_place(void *data, size_t size, const uint8_t seed[HKC_KEY_S
 
 /* ---- merging (pack_merge.c; docs/CLI.md, "hkc merge") ---------------------------------------- */
 /* Combines verified packs of one spec built for different targets into the pack one build of
- * all their targets writes (same bytes): targets in input order, the inputs' provenance
- * lines that are not per target (hkc version, spec hash, fusion, tuning, kernel options, ...)
- * once, per-target lines and code as they are. Refuses (reported, naming both inputs and what
- * differs) inputs of another format version, spec, tensor table, batch buckets or build
- * options, a target found twice, and more targets than the format holds. Input signatures
- * are not carried over; sign_seed (NULL: unsigned) signs the result. `views` are borrowed
- * (hk_pack_view of packs opened by the caller), `names` label them in messages.
- * Returns 0 / -1. */
+ * all their targets writes: targets in input order, the inputs' provenance lines that are not
+ * per target (hkc version, spec hash, fusion, tuning, kernel options, ...) once, per-target
+ * lines and code as they are; with notes (NULL: none; n one-line texts, the caller's word on
+ * each input: its signature), one "merge.input.<i>=targets A,B; <notes[i]>" line per input
+ * after the target lines -- with notes NULL the bytes are exactly one build's. The inputs'
+ * own "merge." lines are dropped. Refuses (reported, naming both inputs and what differs)
+ * inputs of another format version, spec, tensor table, batch buckets or build options, a
+ * target found twice, and more targets than the format holds. Input signatures are not
+ * carried over (whether to trust an input is the caller's decision); sign_seed (NULL:
+ * unsigned) signs the result. `views` are borrowed (hk_pack_view of packs opened by the
+ * caller), `names` label them in messages. Returns 0 / -1. */
 int hkc_pack_merge_memory(const hk_pack_view_t *const *views, const char *const *names, size_t n,
-                          const uint8_t *sign_seed, void **out_data, size_t *out_size);
+                          const char *const *notes, const uint8_t *sign_seed, void **out_data, size_t *out_size);
 
 #endif /* HKC_PACK_H */

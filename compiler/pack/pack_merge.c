@@ -11,7 +11,11 @@
  * the writer appends one `toolchain.<name>=` line per target. Nothing records the time, a path
  * or the target list elsewhere. So the merge reads each verified input back into the writer's
  * structs, keeps each target's zstd frame as it is (the writer compressed it at the level in
- * provenance), requires the shared provenance lines to be equal, and writes again.
+ * provenance), requires the shared provenance lines to be equal, and writes again -- adding
+ * one `merge.input.<i>=` line per input after the target lines (which targets it gave and its
+ * signature, as the caller describes it), so that the merged pack says whose code it holds.
+ * An input's own `merge.` lines (it was merged itself) are not carried: its signature, which
+ * the new line records, vouches for them.
  *
  * The inputs are untrusted: they come verified (hk_pack_verify through hk_pack_open_file_ex),
  * every code payload is decompressed once here so a damaged frame is refused, and the result
@@ -74,8 +78,11 @@ static int is_target_line(const hk_pack_view_t *v, const line_t *l, const char *
   return 0;
 }
 
+/* "merge.*": what a merge recorded about its inputs (hkc_pack_merge_memory). */
+static int is_merge_line(const line_t *l) { return l->len > 6 && memcmp(l->p, "merge.", 6) == 0; }
+
 static int is_shared_line(const hk_pack_view_t *v, const line_t *l) {
-  return !is_target_line(v, l, "target") && !is_target_line(v, l, "toolchain");
+  return !is_target_line(v, l, "target") && !is_target_line(v, l, "toolchain") && !is_merge_line(l);
 }
 
 /* The key of a provenance line ("fusion" of "fusion=auto"), for messages. */
@@ -419,10 +426,16 @@ static int read_spec(const hk_pack_view_t *v, hkc_spec_t *s) {
 }
 
 /* Provenance of the merged pack: the shared lines (equal in every input), then each input's
- * target lines in input order, as one build of all the targets writes them. */
-static int build_provenance(const hk_pack_view_t *const *views, const prov_t *provs, size_t n, char **out) {
+ * target lines in input order, as one build of all the targets writes them, then per input
+ * "merge.input.<i>=targets <name>,...; <notes[i]>". */
+static int build_provenance(const hk_pack_view_t *const *views, const prov_t *provs, size_t n,
+                            const char *const *notes, char **out) {
   size_t cap = 1;
-  for (size_t i = 0; i < n; i++) cap += views[i]->provenance_size + 1;
+  for (size_t i = 0; i < n; i++) {
+    cap += views[i]->provenance_size + 1 + 64 + (notes ? strlen(notes[i]) : 0);
+    for (uint32_t t = 0; t < views[i]->target_count; t++)
+      cap += strlen(hk_pack_string(views[i], views[i]->targets[t].name)) + 1;
+  }
   char *p = malloc(cap), *at = p;
   if (!p) return -1;
   for (size_t i = 0; i < provs[0].n; i++) {
@@ -440,13 +453,19 @@ static int build_provenance(const hk_pack_view_t *const *views, const prov_t *pr
       at += l->len;
       *at++ = '\n';
     }
+  for (size_t k = 0; notes && k < n; k++) {
+    at += sprintf(at, "merge.input.%zu=targets ", k);
+    for (uint32_t t = 0; t < views[k]->target_count; t++)
+      at += sprintf(at, "%s%s", t ? "," : "", hk_pack_string(views[k], views[k]->targets[t].name));
+    at += sprintf(at, "; %s\n", notes[k]);
+  }
   *at = '\0';
   *out = p;
   return 0;
 }
 
 int hkc_pack_merge_memory(const hk_pack_view_t *const *views, const char *const *names, size_t n,
-                          const uint8_t *sign_seed, void **out_data, size_t *out_size) {
+                          const char *const *notes, const uint8_t *sign_seed, void **out_data, size_t *out_size) {
   *out_data = NULL;
   *out_size = 0;
   merge_t m;
@@ -501,7 +520,12 @@ int hkc_pack_merge_memory(const hk_pack_view_t *const *views, const char *const 
   for (size_t i = 0; i < n; i++)
     for (uint32_t t = 0; t < views[i]->target_count; t++, at++)
       if (read_target(views[i], t, &provs[i], names[i], &m.targets[at], &m.raw_code[at]) != 0) goto done;
-  if (build_provenance(views, provs, n, &m.provenance) != 0) goto oom;
+  for (size_t i = 0; notes && i < n; i++)
+    if (strchr(notes[i], '\n')) {
+      hkc_error(NOLOC, "cannot merge: the note on %s holds a newline", names[i]);
+      goto done;
+    }
+  if (build_provenance(views, provs, n, notes, &m.provenance) != 0) goto oom;
   const uint32_t n_weights = views[0]->weight_count; /* equal in every input (same_spec) */
   m.weights = calloc(n_weights ? n_weights : 1, sizeof *m.weights);
   if (!m.weights) goto oom;

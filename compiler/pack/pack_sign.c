@@ -24,6 +24,7 @@
 #include "util/util.h"
 
 _Static_assert(HKC_KEY_SEED_BYTES == crypto_sign_SEEDBYTES, "Ed25519 seed size");
+_Static_assert(HKC_KEY_PUBLIC_BYTES == crypto_sign_PUBLICKEYBYTES && HKC_KEY_PUBLIC_BYTES == HK_PUBLIC_KEY_BYTES, "Ed25519 public key size");
 
 static const hkc_loc_t NOLOC = {0};
 static const char k_secret_prefix[] = "hk-ed25519-secret ";
@@ -84,6 +85,59 @@ int hkc_key_generate(const char *path, int quiet) {
     return -1;
   }
   if (!quiet) printf("wrote %s (secret, mode 0600) and %s; key id %s\n", path, pub_path, id);
+  return 0;
+}
+
+int hkc_key_create_exclusive(const char *path, int *out_created) {
+  *out_created = 0;
+  if (!hk_crypto_init()) {
+    hkc_error(NOLOC, "cannot create the key %s: libsodium failed to initialize", path);
+    return -1;
+  }
+  uint8_t seed[crypto_sign_SEEDBYTES];
+  char seed_hex[2 * sizeof seed + 1], text[160], err[4200];
+  randombytes_buf(seed, sizeof seed);
+  sodium_bin2hex(seed_hex, sizeof seed_hex, seed, sizeof seed);
+  snprintf(text, sizeof text, "%s%s\n", k_secret_prefix, seed_hex);
+  const hkc_chunk_t chunk = {text, strlen(text)};
+  char *tmp = NULL;
+  int rc = hkc_file_stage(path, &chunk, 1, 0600, &tmp, err, sizeof err);
+  sodium_memzero(text, sizeof text);
+  sodium_memzero(seed_hex, sizeof seed_hex);
+  sodium_memzero(seed, sizeof seed);
+  if (rc != 0) {
+    hkc_error(NOLOC, "cannot create the key %s: %s", path, err);
+    return -1;
+  }
+  /* link, unlike rename, never replaces: of two processes creating the key at once one wins,
+   * and the other finds a whole key (written and fsynced before the link) */
+  if (link(tmp, path) == 0) {
+    *out_created = 1;
+  } else if (errno != EEXIST) {
+    hkc_error(NOLOC, "cannot create the key %s: %s", path, hkc_strerror(errno));
+    rc = -1;
+  }
+  hkc_file_discard(tmp);
+  return rc;
+}
+
+void hkc_key_public(const uint8_t seed[HKC_KEY_SEED_BYTES], uint8_t out_key[HKC_KEY_PUBLIC_BYTES]) {
+  uint8_t sk[crypto_sign_SECRETKEYBYTES];
+  crypto_sign_seed_keypair(out_key, sk, seed);
+  sodium_memzero(sk, sizeof sk);
+}
+
+int hkc_key_write_public(const char *path, const uint8_t seed[HKC_KEY_SEED_BYTES]) {
+  uint8_t pk[HK_PUBLIC_KEY_BYTES];
+  hkc_key_public(seed, pk);
+  char pk_hex[2 * sizeof pk + 1], text[160], err[4200];
+  sodium_bin2hex(pk_hex, sizeof pk_hex, pk, sizeof pk);
+  snprintf(text, sizeof text, "%s%s\n", k_public_prefix, pk_hex);
+  const hkc_chunk_t chunk = {text, strlen(text)};
+  if (hkc_file_replace(path, &chunk, 1, 0644, err, sizeof err) != 0) {
+    hkc_error(NOLOC, "cannot write the public key %s: %s", path, err);
+    return -1;
+  }
   return 0;
 }
 

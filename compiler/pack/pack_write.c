@@ -227,8 +227,18 @@ static int validate_and_count(builder_t *b) {
   for (size_t t = 0; t < in->n_targets; t++)
     for (size_t g = 0; g < in->targets[t].n_graphs; g++)
       if (!in->targets[t].graphs[g].costs || !in->targets[t].graphs[g].fused_counts) b->has_plan = 0;
-  for (size_t i = 0; i < spec->n_tensors; i++)
-    if (!name_ok("tensor", spec->tensors[i].name)) return -1;
+  for (size_t i = 0; i < spec->n_tensors; i++) {
+    const hkc_tensor_t *t = &spec->tensors[i];
+    if (!name_ok("tensor", t->name)) return -1;
+    for (int g = 0; g < spec->n_batch; g++) { /* the format's bound, which the loader checks */
+      const int64_t elems = hkc_tensor_elems(t, spec->batch_sizes[g]);
+      if (elems < 0 || (uint64_t)elems >= HK_MAX_TENSOR_BYTES / hkc_dtype_size(t->dtype)) {
+        hkc_error(NOLOC, "cannot write the artifact: tensor %s is 2^48 bytes or more at batch %lld (or a dim is not "
+                  "positive)", t->name, (long long)spec->batch_sizes[g]);
+        return -1;
+      }
+    }
+  }
   for (size_t t = 0; t < in->n_targets; t++) {
     const hkc_target_out_t *to = &in->targets[t];
     if (!to->name[0] || (to->code_size && !to->code && !to->code_zstd) || (size_t)to->code_size > HK_MAX_CODE_BYTES) {
@@ -254,6 +264,11 @@ static int validate_and_count(builder_t *b) {
       if (go->batch != spec->batch_sizes[g] || (spec->n_tensors && !go->placements)) {
         hkc_error(NOLOC, "cannot write the artifact: target %s graph %zu is for batch %lld, expected %lld", to->name,
                   g, (long long)go->batch, (long long)spec->batch_sizes[g]);
+        return -1;
+      }
+      if (go->workspace_bytes >= HK_MAX_TENSOR_BYTES) {
+        hkc_error(NOLOC, "cannot write the artifact: target %s batch %lld needs a workspace of %llu bytes, 2^48 or "
+                  "more", to->name, (long long)go->batch, (unsigned long long)go->workspace_bytes);
         return -1;
       }
       if (go->semaphore_count > HK_MAX_SEMAPHORES) {

@@ -89,7 +89,9 @@ static const char k_build_usage[] =
     "  --host-threads N       host target: the CPU threads tuning-database entries are matched\n"
     "                         for (default: $HK_HOST_THREADS, else the online CPUs)\n"
     "  --sign KEY             sign the artifact with the secret key KEY (hkc keygen; the same\n"
-    "                         as hkc sign after the build)\n"
+    "                         as hkc sign after the build) instead of your own key\n"
+    "  --no-sign              write an unsigned artifact (it runs only where unsigned code is\n"
+    "                         allowed: hkc run --allow-unsigned, allow_unsigned_code)\n"
     "  --cache-max-size SIZE  after the build, remove the compile cache's least recently used\n"
     "                         entries until it holds at most SIZE (500M, 2G, ...; as hkc cache\n"
     "                         clean --max-size; default $HKC_CACHE_MAX_SIZE, else no cap)\n"
@@ -97,6 +99,11 @@ static const char k_build_usage[] =
     "  -q, --quiet            no summary, no progress\n"
     "  -v, --verbose          progress: a line per item done (tuning candidate, kernel, host\n"
     "                         unit, pack)\n"
+    "\n"
+    "Signing: by default the artifact is signed with your own key ($HKC_KEY, else\n"
+    "$XDG_CONFIG_HOME/hkc/key, else ~/.config/hkc/key; created on first use, mode 0600), which\n"
+    "hkc run, hkc generate and the Python package trust; an application trusts the keys it\n"
+    "names (docs/CLI.md, \"Signing\").\n"
     "\n"
     "Progress goes to stderr, by phase (the tuner's candidate compiles per target, each\n"
     "target's kernel compiles, the host unit, the pack), each with its total: on a terminal\n"
@@ -267,6 +274,7 @@ int hkc_cmd_build(int argc, char **argv) {
       {"no-cache", no_argument, NULL, OPT_NO_CACHE}, {"Werror-spills", no_argument, NULL, OPT_WERROR_SPILLS},
       {"no-pdl", no_argument, NULL, OPT_NO_PDL}, {"no-ptx", no_argument, NULL, OPT_NO_PTX},
       {"ptx", required_argument, NULL, OPT_PTX}, {"sign", required_argument, NULL, OPT_SIGN},
+      {"no-sign", no_argument, NULL, OPT_NO_SIGN},
       {"fusion", required_argument, NULL, OPT_FUSION}, {"fusion-report", no_argument, NULL, OPT_FUSION_REPORT},
       {"kernel-option", required_argument, NULL, OPT_KERNEL_OPTION},
       {"host-threads", required_argument, NULL, OPT_HOST_THREADS},
@@ -287,7 +295,7 @@ int hkc_cmd_build(int argc, char **argv) {
   const char *dbs[64], *sign_key = NULL, *weights_path = NULL, *map_path = NULL;
   size_t n_dbs = 0;
   long long v;
-  int c;
+  int c, no_sign = 0;
   while ((c = hkc_cli_next(&cli, argc, argv, "o:t:j:", longopts)) != -1) {
     switch (c) {
     case HKC_CLI_STOP: return cli.rc;
@@ -334,6 +342,7 @@ int hkc_cmd_build(int argc, char **argv) {
     case OPT_NO_PTX: opt.ptx = ""; break;
     case OPT_PTX: opt.ptx = optarg; break;
     case OPT_SIGN: sign_key = optarg; break;
+    case OPT_NO_SIGN: no_sign = 1; break;
     case OPT_WEIGHTS: weights_path = optarg; break;
     case OPT_WEIGHTS_MAP: map_path = optarg; break;
     case OPT_FUSION:
@@ -350,6 +359,7 @@ int hkc_cmd_build(int argc, char **argv) {
   if (!opt.spec_path || !opt.out_path)
     return hkc_cli_usage(&cli, "%s", !opt.spec_path ? "no spec given" : "no output given (-o OUT)"), 2;
   if (map_path && !weights_path) return hkc_cli_usage(&cli, "--weights-map needs --weights"), 2;
+  if (sign_key && no_sign) return hkc_cli_usage(&cli, "--sign KEY and --no-sign exclude each other"), 2;
   /* the checkpoint and its name map, before compiling: a bad file fails at once */
   build_weights_t bw = {0};
   if (weights_path && build_weights_open(weights_path, map_path, &bw) != 0) {
@@ -361,8 +371,8 @@ int hkc_cmd_build(int argc, char **argv) {
   opt.n_weights_names = bw.map.count;
   opt.weights_label = weights_path;
   uint8_t seed[HKC_KEY_SEED_BYTES];
-  if (sign_key) { /* before compiling: a bad key fails at once */
-    if (hkc_key_load(sign_key, seed) != 0) {
+  if (!no_sign) { /* before compiling: a bad key fails at once */
+    if ((sign_key ? hkc_key_load(sign_key, seed) : hkc_user_key_load("build", cli.quiet, seed)) != 0) {
       build_weights_close(&bw);
       return 1;
     }

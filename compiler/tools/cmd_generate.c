@@ -37,7 +37,8 @@ static const char k_generate_usage[] =
     "                         default 1) and --sample-seed S (default 0; prompt i draws with\n"
     "                         S + i): the same seed gives the same tokens\n"
     "  --target T, --weights FILE, --weights-map MAP, --random-params, --seed S, --trust KEY.pub,\n"
-    "  --require-signature, --allow-unsigned-native, --no-pdl, --prefer-ptx\n"
+    "  --no-user-key, --require-signature, --allow-unsigned (--allow-unsigned-native), --no-pdl,\n"
+    "  --prefer-ptx\n"
     "                         as hkc run (every param must be given unless --random-params)\n"
     "  --profile              then time every launch of the decode step's graph alone beside\n"
     "                         its floor, as hkc run --profile\n"
@@ -209,6 +210,7 @@ int hkc_cmd_generate(int argc, char **argv) {
       {"no-pdl", no_argument, NULL, OPT_NO_PDL}, {"prefer-ptx", no_argument, NULL, OPT_PREFER_PTX},
       {"require-signature", no_argument, NULL, OPT_REQUIRE_SIGNATURE},
       {"allow-unsigned-native", no_argument, NULL, OPT_ALLOW_UNSIGNED_NATIVE},
+      {"allow-unsigned", no_argument, NULL, OPT_ALLOW_UNSIGNED}, {"no-user-key", no_argument, NULL, OPT_NO_USER_KEY},
       {"random-params", no_argument, NULL, OPT_RANDOM_PARAMS}, {"temperature", required_argument, NULL, OPT_TEMPERATURE},
       {"top-k", required_argument, NULL, OPT_TOP_K}, {"top-p", required_argument, NULL, OPT_TOP_P},
       {"sample-seed", required_argument, NULL, OPT_SAMPLE_SEED}, JSON_LONG_OPTION, COMMON_LONG_OPTIONS,
@@ -221,7 +223,8 @@ int hkc_cmd_generate(int argc, char **argv) {
   int32_t stop[64];
   long long max_new = 32, seed = 1, repeats = 20, v64, top_k = 0, sample_seed = 0;
   double temperature = 0, top_p = 1;
-  int profile = 0, no_pdl = 0, prefer_ptx = 0, require_signature = 0, allow_unsigned_native = 0, random_params = 0;
+  int profile = 0, no_pdl = 0, prefer_ptx = 0, require_signature = 0, allow_unsigned = 0, random_params = 0;
+  int user_key = 1;
   hkc_trust_opts_t trust = {0};
   while ((c = hkc_cli_next(&cli, argc, argv, "t:n:", longopts)) != -1) {
     const char *v = optarg;
@@ -257,7 +260,9 @@ int hkc_cmd_generate(int argc, char **argv) {
     case OPT_NO_PDL: no_pdl = 1; break;
     case OPT_PREFER_PTX: prefer_ptx = 1; break;
     case OPT_REQUIRE_SIGNATURE: require_signature = 1; break;
-    case OPT_ALLOW_UNSIGNED_NATIVE: allow_unsigned_native = 1; break;
+    case OPT_ALLOW_UNSIGNED_NATIVE:
+    case OPT_ALLOW_UNSIGNED: allow_unsigned = 1; break;
+    case OPT_NO_USER_KEY: user_key = 0; break;
     case OPT_RANDOM_PARAMS: random_params = 1; break;
     case OPT_TRUST: if (hkc_trusted_key_add("generate", &trust, v)) return 2; break;
     case OPT_WEIGHTS: weights_path = v; break;
@@ -283,9 +288,10 @@ int hkc_cmd_generate(int argc, char **argv) {
   prompts_t prompts = {0};
   gen_result_t res = {0};
   cJSON *json = NULL;
+  if (user_key) hkc_user_key_trust("generate", &trust);
   hk_pack_open_options_t oo = {.struct_size = sizeof oo, .trusted_keys = (const uint8_t(*)[HK_PUBLIC_KEY_BYTES])trust.keys,
                                 .trusted_key_count = trust.n, .require_signature = (uint32_t)require_signature,
-                                .allow_unsigned_native_code = (uint32_t)allow_unsigned_native};
+                                .allow_unsigned_code = (uint32_t)allow_unsigned};
   if (hkc_tool_open_pack("generate", pack_path, &oo, &pack) != HK_OK) return 1;
   hk_session_options_t so = {.struct_size = sizeof so, .batch = hk_pack_batch_size(pack, 0), .target = target,
                              .no_pdl = (uint32_t)no_pdl};

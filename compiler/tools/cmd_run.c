@@ -65,13 +65,17 @@ static const char k_run_usage[] =
     "                         its cubins (session option prefer_ptx; also HK_PREFER_PTX=1); hkc\n"
     "                         run says which code it chose\n"
     "  --trust KEY.pub        trust packs signed by this key (repeatable, up to 16)\n"
+    "  --no-user-key          do not trust your own key (only the --trust keys)\n"
     "  --require-signature    refuse a pack that is not signed by a trusted key\n"
-    "  --allow-unsigned-native\n"
-    "                         run a pack with host code that no trusted key signed (its code\n"
-    "                         runs in this process: only for packs you built yourself)\n"
+    "  --allow-unsigned       run a pack that no trusted key signed (its host code runs in this\n"
+    "                         process, its GPU code on the device with this process's device\n"
+    "                         memory: only for packs you built yourself);\n"
+    "                         --allow-unsigned-native is its older name\n"
     "\n"
-    "A pack with host code is refused unless signed by a --trust key or --allow-unsigned-native\n"
-    "is given; a pack whose signature does not verify is always refused (README, Embedding).\n"
+    "A pack (host or GPU code) is refused unless signed by a trusted key -- a --trust key, or\n"
+    "your own key, with which hkc build signs (docs/CLI.md, \"Signing\") -- or --allow-unsigned\n"
+    "is given; a pack whose signature does not verify is always refused (docs/EMBEDDING.md,\n"
+    "Trust).\n"
     "\n"
     "environment:\n"
     "  HK_LAUNCH=auto|graph|stream  GPU targets: replay one CUDA/HIP graph per run when the\n"
@@ -99,13 +103,15 @@ static int run_command(int argc, char **argv, hkc_named_file_t **files_out) {
       {"prefer-ptx", no_argument, NULL, OPT_PREFER_PTX},
       {"require-signature", no_argument, NULL, OPT_REQUIRE_SIGNATURE},
       {"allow-unsigned-native", no_argument, NULL, OPT_ALLOW_UNSIGNED_NATIVE},
+      {"allow-unsigned", no_argument, NULL, OPT_ALLOW_UNSIGNED}, {"no-user-key", no_argument, NULL, OPT_NO_USER_KEY},
       {"random-params", no_argument, NULL, OPT_RANDOM_PARAMS}, JSON_LONG_OPTION, COMMON_LONG_OPTIONS,
       {NULL, 0, NULL, 0}};
   hkc_cli_t cli;
   hkc_cli_init(&cli, "run", "hkc run PACK [options]", help_run, 1);
   const char *pack_path = NULL, *target = NULL, *save_dir = NULL, *weights_path = NULL, *map_path = NULL;
   long long batch = 0, seed = 1, runs = 10, warmup = 2, repeats = 20;
-  int profile = 0, no_pdl = 0, prefer_ptx = 0, require_signature = 0, allow_unsigned_native = 0, random_params = 0;
+  int profile = 0, no_pdl = 0, prefer_ptx = 0, require_signature = 0, allow_unsigned = 0, random_params = 0;
+  int user_key = 1;
   hkc_trust_opts_t trust = {0};
   hkc_named_file_t *files = NULL; /* --input / --param, as many as given (*files_out) */
   int n_files = 0, cap_files = 0, c;
@@ -123,7 +129,9 @@ static int run_command(int argc, char **argv, hkc_named_file_t **files_out) {
     case OPT_NO_PDL: no_pdl = 1; break;
     case OPT_PREFER_PTX: prefer_ptx = 1; break;
     case OPT_REQUIRE_SIGNATURE: require_signature = 1; break;
-    case OPT_ALLOW_UNSIGNED_NATIVE: allow_unsigned_native = 1; break;
+    case OPT_ALLOW_UNSIGNED_NATIVE:
+    case OPT_ALLOW_UNSIGNED: allow_unsigned = 1; break;
+    case OPT_NO_USER_KEY: user_key = 0; break;
     case OPT_RANDOM_PARAMS: random_params = 1; break;
     case OPT_TRUST: if (hkc_trusted_key_add("run", &trust, v)) return 2; break;
     case OPT_SAVE_OUTPUTS: save_dir = v; break;
@@ -168,9 +176,10 @@ static int run_command(int argc, char **argv, hkc_named_file_t **files_out) {
   hk_weights_t *weights = NULL;
   void *weights_image = NULL; /* an .npz's params as safetensors: the memory under weights */
   hkc_weights_map_t map = {0};
+  if (user_key) hkc_user_key_trust("run", &trust);
   hk_pack_open_options_t oo = {.struct_size = sizeof oo, .trusted_keys = (const uint8_t(*)[HK_PUBLIC_KEY_BYTES])trust.keys,
                                 .trusted_key_count = trust.n, .require_signature = (uint32_t)require_signature,
-                                .allow_unsigned_native_code = (uint32_t)allow_unsigned_native};
+                                .allow_unsigned_code = (uint32_t)allow_unsigned};
   hk_status_t st = hkc_tool_open_pack("run", pack_path, &oo, &pack);
   if (st != HK_OK) {
     cJSON_Delete(json);

@@ -20,18 +20,21 @@ static const char k_keygen_usage[] =
     "take. Prints the key id (16 hex digits, as hkc inspect shows it). Never overwrites a file.\n";
 
 static const char k_sign_usage[] =
-    "usage: hkc sign PACK --key KEY [-o OUT] [-q]\n"
+    "usage: hkc sign PACK [--key KEY] [-o OUT] [-q]\n"
     "\n"
-    "Signs PACK with the secret key KEY (hkc keygen): adds a SIGNATURE section (replacing an\n"
-    "existing one) covering every other byte of the pack, and writes the result atomically to\n"
-    "OUT (default: PACK itself). docs/FORMAT.md, Signatures.\n";
+    "Signs PACK with the secret key KEY (hkc keygen), by default your own key (the one hkc build\n"
+    "signs with, created on first use: docs/CLI.md, \"Signing\"): adds a SIGNATURE section\n"
+    "(replacing an existing one) covering every other byte of the pack, and writes the result\n"
+    "atomically to OUT (default: PACK itself). docs/FORMAT.md, Signatures. A pack built before\n"
+    "hkc signed by default runs again after `hkc sign PACK`.\n";
 
 /* ---- keygen, sign --------------------------------------------------------------------------- */
-/* Signs the artifact at in_path and writes it atomically to out_path (may equal in_path).
- * Prints the key id unless quiet. 0 / -1 (reported). */
+/* Signs the artifact at in_path with the key at key_path (NULL: the user's key) and writes it
+ * atomically to out_path (may equal in_path). Prints the key id unless quiet. 0 / -1
+ * (reported). */
 static int sign_file(const char *in_path, const char *key_path, const char *out_path, int quiet) {
   uint8_t seed[HKC_KEY_SEED_BYTES];
-  if (hkc_key_load(key_path, seed) != 0) return -1;
+  if ((key_path ? hkc_key_load(key_path, seed) : hkc_user_key_load("sign", quiet, seed)) != 0) return -1;
   char *data = NULL;
   size_t size = 0;
   void *signed_data = NULL;
@@ -91,7 +94,7 @@ int hkc_cmd_sign(int argc, char **argv) {
                                            {"output", required_argument, NULL, 'o'}, COMMON_LONG_OPTIONS,
                                            {NULL, 0, NULL, 0}};
   hkc_cli_t cli;
-  hkc_cli_init(&cli, "sign", "hkc sign PACK --key KEY [-o OUT] [-q]", help_sign, 0);
+  hkc_cli_init(&cli, "sign", "hkc sign PACK [--key KEY] [-o OUT] [-q]", help_sign, 0);
   const char *pack = NULL, *key = NULL, *out = NULL;
   int c;
   while ((c = hkc_cli_next(&cli, argc, argv, "o:", longopts)) != -1) {
@@ -101,6 +104,6 @@ int hkc_cmd_sign(int argc, char **argv) {
   }
   if (optind < argc) pack = argv[optind++];
   if (optind < argc) return hkc_cli_usage(&cli, "unexpected argument %s", argv[optind]), 2;
-  if (!pack || !key) return hkc_cli_usage(&cli, "%s", !pack ? "no pack given" : "no key given (--key KEY)"), 2;
+  if (!pack) return hkc_cli_usage(&cli, "no pack given"), 2;
   return sign_file(pack, key, out ? out : pack, cli.quiet) == 0 ? 0 : 1;
 }

@@ -8,7 +8,7 @@
  *   hkc inspect PACK [--disasm KERNEL | --plan [--batch N]]
  *   hkc run PACK [--target T] [--batch N] [--seed S] [--input NAME=FILE.npy] [--weights FILE.safetensors|FILE.npz]
  *           [--random-params] [--profile] ...
- *   hkc keygen -o KEY | hkc sign PACK --key KEY [-o OUT]
+ *   hkc keygen -o KEY | hkc sign PACK [--key KEY] [-o OUT]
  *   hkc merge PACK PACK... -o OUT [--sign KEY]
  *
  * One file per command (cmd_build.c, cmd_run.c, ...; tools.h lists them); this one holds the
@@ -38,7 +38,7 @@ static const char k_usage[] =
     "  tune SPEC --target T -o DB          measure kernel configurations, write a tuning database\n"
     "  targets                             what the installed toolchains can build\n"
     "  keygen -o KEY                       create a signing key pair (KEY, KEY.pub)\n"
-    "  sign PACK --key KEY [-o OUT]        sign a pack (libhkrt's trust policy: README, Embedding)\n"
+    "  sign PACK [--key KEY] [-o OUT]      sign a pack (default: your key; docs/CLI.md, Signing)\n"
     "  merge PACK... -o OUT [--sign KEY]   one pack from packs of one spec built per target\n"
     "  cache stats | clean [--max-size N]  the compile cache: its size; empty it or cap it\n"
     "  import hf CONFIG.json -o SPEC       a spec and weights name map from a Hugging Face config\n"

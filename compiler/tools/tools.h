@@ -14,6 +14,7 @@
  *   cmd_inspect.c, cmd_targets.c  `hkc inspect`, `hkc targets`: their options
  *   cmd_sign.c   `hkc keygen`, `hkc sign`
  *   cmd_merge.c  `hkc merge`
+ *   user_key.c   the user's signing key: where it lives, created on first use, trusted by default
  *   cache_cmd.c  `hkc cache stats | clean`
  *   inspect.c    `hkc inspect`: report, --plan, --disasm of a verified artifact
  *   probe.c      `hkc targets`: what this machine's toolchains build
@@ -36,6 +37,7 @@
 #include "codegen/codegen.h"
 #include "hk/hkrt.h"
 #include "hk/pack_format.h"
+#include "pack/pack.h"
 #include "util/util.h"
 
 /* ---- the command line (cli.c) ----------------------------------------------------------------- */
@@ -108,6 +110,7 @@ enum {
   OPT_BATCH, OPT_SEED, OPT_INPUT, OPT_PARAM, OPT_SAVE_OUTPUTS, OPT_REPEATS, OPT_TRUST, OPT_WEIGHTS,
   OPT_WEIGHTS_MAP, OPT_PROFILE, OPT_PREFER_PTX, OPT_REQUIRE_SIGNATURE, OPT_ALLOW_UNSIGNED_NATIVE,
   OPT_RANDOM_PARAMS, OPT_PLAN, OPT_DISASM, OPT_KEY, OPT_NO_PROBE, OPT_IDS, OPT_STOP, OPT_TEMPERATURE, OPT_TOP_K, OPT_TOP_P, OPT_SAMPLE_SEED,
+  OPT_NO_SIGN, OPT_ALLOW_UNSIGNED, OPT_ALLOW_UNSIGNED_INPUTS, OPT_NO_USER_KEY,
 };
 
 /* The AMD compile workers' limit per compile, seconds (hkc build --compile-timeout). */
@@ -155,14 +158,32 @@ int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY
                         FILE *out);
 /* Reads a public key file (KEY.pub, hkc keygen) into out_key. 0 / -1 (error printed). */
 int hkc_public_key_load(const char *path, uint8_t out_key[HK_PUBLIC_KEY_BYTES]);
-/* The trust options of run and inspect: --trust KEY.pub (repeatable). */
+/* The trust options of run, generate, merge and inspect: --trust KEY.pub (repeatable), and one
+ * slot more for the user's own key (user_key.c). */
 #define HKC_MAX_TRUSTED_KEYS 16
 typedef struct hkc_trust_opts {
-  uint8_t keys[HKC_MAX_TRUSTED_KEYS][HK_PUBLIC_KEY_BYTES];
+  uint8_t keys[HKC_MAX_TRUSTED_KEYS + 1][HK_PUBLIC_KEY_BYTES];
   uint32_t n;
 } hkc_trust_opts_t;
-/* Reads one --trust value (hkc run, generate, inspect) into t. 0, or 2 (usage error, printed). */
+/* Reads one --trust value (hkc run, generate, merge, inspect) into t. 0, or 2 (usage error,
+ * printed). */
 int hkc_trusted_key_add(const char *cmd, hkc_trust_opts_t *t, const char *path);
+
+/* ---- the user's signing key (user_key.c; docs/CLI.md, "Signing") ------------------------------ */
+/* Where the user's secret key lives: $HKC_KEY, else $XDG_CONFIG_HOME/hkc/key, else
+ * $HOME/.config/hkc/key (only absolute XDG_CONFIG_HOME and HOME count); its public half is the
+ * same path with ".pub". *out_explicit: 1 when HKC_KEY named it. 0, or -1 when no variable
+ * names a place (or the path is too long). */
+int hkc_user_key_path(char *out, size_t size, int *out_explicit);
+/* The user's secret key for signing (hkc build, hkc merge), created on first use (with its
+ * directory, mode 0700, unless HKC_KEY named it; the key mode 0600, exclusively: concurrent
+ * first uses agree on one key) and its public half written when it is missing or not this
+ * key's. Says on stderr that it created the key, unless quiet. 0 / -1 (printed, naming what
+ * to do: --sign KEY, --no-sign, HKC_KEY). The caller wipes the seed. */
+int hkc_user_key_load(const char *cmd, int quiet, uint8_t out_seed[HKC_KEY_SEED_BYTES]);
+/* Adds the user's public key to t when there is one (hkc run, generate, merge trust it besides
+ * --trust); no key is not an error, and a malformed one is a warning (printed). 0. */
+int hkc_user_key_trust(const char *cmd, hkc_trust_opts_t *t);
 /* `--plan`: per batch bucket (batch 0: all; else that bucket), the launches of one target
  * (target NULL: the first GPU target, else the first) with their nodes, kernel, estimated
  * bytes and FLOPs from the PLAN section, and the roofline floor on MI250X, MI300X, H200

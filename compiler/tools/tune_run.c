@@ -54,10 +54,10 @@
  * instead of waiting for the machine's limit. The database written so far stays. */
 #define TUNE_WATCHDOG_SECONDS 120
 
-/* The candidate packs are built by this process a moment before they run: their host code is
- * hkc's own, so the trust policy's signature would add nothing (hkrt.h). */
+/* The candidate packs are built in this process's memory a moment before they run: their code
+ * (host or GPU) is hkc's own, so the trust policy's signature would add nothing (hkrt.h). */
 static const hk_pack_open_options_t k_own_pack = {.struct_size = sizeof(hk_pack_open_options_t),
-                                                  .allow_unsigned_native_code = 1};
+                                                  .allow_unsigned_code = 1};
 
 static char g_watch_label[256]; /* the candidate running, for the watchdog's message */
 

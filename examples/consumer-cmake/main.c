@@ -70,8 +70,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "libhkrt %s, header %s\n", hk_version(), HKRT_VERSION_STRING);
     return 1;
   }
-  /* A pack with host code that we built ourselves, unsigned: opened by explicit opt-in. */
-  hk_pack_open_options_t po = {.struct_size = sizeof po, .allow_unsigned_native_code = 1};
+  /* A pack that we built ourselves, unsigned: opened by explicit opt-in. */
+  hk_pack_open_options_t po = {.struct_size = sizeof po, .allow_unsigned_code = 1};
   hk_pack_t *pack = NULL;
   hk_session_t *s = NULL;
   if (hk_pack_open_file_ex(argv[1], &po, &pack) != HK_OK) {

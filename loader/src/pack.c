@@ -101,16 +101,17 @@ static hk_status_t read_open_options(const hk_pack_open_options_t *options, hk_p
   HK_FAIL_IF(out->trusted_key_count && !out->trusted_keys, HK_STATUS_INVALID_ARGUMENT,
              "open options: trusted_keys is NULL but trusted_key_count is %u", out->trusted_key_count);
   HK_FAIL_IF(out->require_signature > 1 || out->allow_unsigned_native_code > 1 || out->metadata_only > 1 ||
-                 out->reserved0 != 0,
-             HK_STATUS_INVALID_ARGUMENT, "open options: flags are 0 or 1 and reserved0 is zero");
+                 out->allow_unsigned_code > 1 || out->reserved0 != 0 || out->reserved1 != 0,
+             HK_STATUS_INVALID_ARGUMENT, "open options: flags are 0 or 1 and reserved0 and reserved1 are zero");
   return HK_OK;
 }
 
-/* The first host target of the pack, or NULL: a host code object runs in this process. */
-static const char *native_target(const hk_pack_view_t *v) {
+/* The target the policy's message names: the first host target (its code would run in this
+ * process), else the first target (a GPU's). A verified pack has at least one. */
+static const hk_target_rec_t *code_target(const hk_pack_view_t *v) {
   for (uint32_t t = 0; t < v->target_count; t++)
-    if (v->targets[t].kind == HK_TARGET_HOST) return hk_pack_string(v, v->targets[t].name);
-  return NULL;
+    if (v->targets[t].kind == HK_TARGET_HOST) return &v->targets[t];
+  return &v->targets[0];
 }
 
 /* Checks the signature and applies the policy of hkrt.h ("packs: opening and trust"). */
@@ -129,13 +130,16 @@ static hk_status_t apply_trust(hk_pack_t *p, const hk_pack_open_options_t *o) {
     snprintf(who, sizeof who, "it is signed by key %s, which is not trusted", sig->key_id);
   HK_FAIL_IF(o->require_signature, HK_STATUS_UNTRUSTED,
              "a signature by a trusted key is required and %s (pass the signer's public key as trusted)", who);
-  const char *native = native_target(&p->view);
-  HK_FAIL_IF(native && !o->allow_unsigned_native_code, HK_STATUS_UNTRUSTED,
-             "the pack carries native host code (target %s), which would run in this process, and %s; %s, or "
-             "allow unsigned native code (allow_unsigned_native_code, hkc run --allow-unsigned-native)", native, who,
-             sig->state == HK_SIGNATURE_VALID ? "trust its key (hkc run --trust KEY.pub)"
-                                              : "sign it (hkc sign) and trust the key (hkc run --trust KEY.pub)");
-  return HK_OK;
+  if (o->allow_unsigned_code || o->allow_unsigned_native_code) return HK_OK; /* the two names, one opt-in */
+  const hk_target_rec_t *t = code_target(&p->view);
+  const int host = t->kind == HK_TARGET_HOST;
+  return HK_ERROR(HK_STATUS_UNTRUSTED,
+                  "the pack carries %s code (target %s), which would run %s, and %s; %s, or allow unsigned code "
+                  "(allow_unsigned_code, hkc run --allow-unsigned)",
+                  host ? "native host" : "GPU", hk_pack_string(&p->view, t->name),
+                  host ? "in this process" : "on the device with access to this process's device memory", who,
+                  sig->state == HK_SIGNATURE_VALID ? "trust its key (hkc run --trust KEY.pub)"
+                                                   : "sign it (hkc sign) and trust the key (hkc run --trust KEY.pub)");
 }
 
 /* Tensor names are unique: applications and hkc find tensors by name (hk_session_bind_weights,

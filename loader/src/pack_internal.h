@@ -133,8 +133,8 @@ static inline uint64_t hk_dtype_bytes(uint32_t dtype) {
 const char *hk_dtype_label(uint32_t dtype); /* "f32" | "f16" | "bf16" | "?" */
 
 /* Resolves a tensor's dims at `batch` (value = mul*batch + add) and its byte size.
- * False when a dim is <= 0 or anything overflows (verify guarantees true for every
- * tensor at every manifest batch size). */
+ * False when a dim is <= 0, anything overflows or the size is HK_MAX_TENSOR_BYTES or more
+ * (verify guarantees true for every tensor at every manifest batch size). */
 bool hk_tensor_shape(const hk_tensor_rec_t *tensor, uint64_t batch, int64_t out_dims[HK_MAX_RANK],
                      uint64_t *out_bytes);
 

@@ -64,7 +64,7 @@ bool hk_tensor_shape(const hk_tensor_rec_t *tensor, uint64_t batch, int64_t out_
     if (!hk_mul_u64(bytes, (uint64_t)v, &bytes)) return false;
     if (out_dims) out_dims[d] = v;
   }
-  if (bytes > (uint64_t)INT64_MAX || bytes > SIZE_MAX) return false;
+  if (bytes >= HK_MAX_TENSOR_BYTES || bytes > SIZE_MAX) return false;
   if (out_bytes) *out_bytes = bytes;
   return true;
 }
@@ -440,7 +440,7 @@ static hk_status_t verify_tensors(const hk_pack_view_t *v) {
     }
     for (uint32_t b = 0; b < v->manifest->batch_count; b++)
       CHECK(hk_tensor_shape(r, v->manifest->batch_sizes[b], NULL, NULL),
-            "tensor %u (%s): a dimension is <= 0 or its size overflows at batch %llu", i, name,
+            "tensor %u (%s): a dimension is <= 0, or its size overflows or is 2^48 bytes or more, at batch %llu", i, name,
             (unsigned long long)v->manifest->batch_sizes[b]);
   }
   return HK_OK;
@@ -581,6 +581,8 @@ static hk_status_t verify_graphs(const hk_pack_view_t *v) {
           "graph %u: not in the graph range of its target %u", gi, g->target);
     CHECK(g->semaphore_count <= HK_MAX_SEMAPHORES, "graph %u: %u semaphores exceed the limit %u", gi,
           g->semaphore_count, HK_MAX_SEMAPHORES);
+    CHECK(g->workspace_bytes < HK_MAX_TENSOR_BYTES, "graph %u: workspace_bytes %llu is 2^48 or more", gi,
+          (unsigned long long)g->workspace_bytes);
     HK_RETURN_IF_ERROR(check_range(g->node_first, g->node_count, v->node_count, "graph", gi, "NODES"));
     CHECK(g->node_first == at.node, "graph %u: nodes at %u, expected %llu (each graph's follow the previous graph's)",
           gi, g->node_first, (unsigned long long)at.node);

@@ -5,7 +5,7 @@ Pure Python over ctypes; the C API is loader/include/hk/hkrt.h and this module f
 (docs/PYTHON.md is the guide):
 
     import numpy as np, hkrt
-    with hkrt.Pack.open("model.hkpack", trusted_keys=["key.pub"]) as pack:
+    with hkrt.Pack.open("model.hkpack", trusted_keys=["key.pub"]) as pack:   # and your own key
         with pack.session() as sess:
             y = sess.run(x=x)["y"]             # binds, picks the batch from x, runs, returns outputs
             for t in sess.tensors:             # TensorInfo(name, role, dtype, shape, bytes)
@@ -22,17 +22,19 @@ are used by one thread at a time (hkrt.h, "Threads"). The library is found as _l
 (load_library(path) or HKRT_LIBRARY, the wheel's hkrt/_libs/, the cmake --install prefix, the
 linker's paths, the prefix of the hkc on PATH, a source checkout's build tree).
 """
-from ._pack import Pack, Session, Generator, TensorInfo, LaunchProfile, Signature, public_key
+from ._pack import (Pack, Session, Generator, TensorInfo, LaunchProfile, Signature, public_key, user_key_path,
+                    user_public_key)
 from ._lib import HK_PUBLIC_KEY_BYTES
 from .errors import (Error, InvalidArgument, NotFound, Corrupt, UnsupportedVersion, Unavailable, OutOfMemory,
                      IOFailure, NoCompatibleTarget, DriverError, FailedPrecondition, InternalError, Busy,
                      Untrusted)
 
-__all__ = ["Pack", "Session", "Generator", "TensorInfo", "LaunchProfile", "Signature", "public_key", "HK_PUBLIC_KEY_BYTES",
+__all__ = ["Pack", "Session", "Generator", "TensorInfo", "LaunchProfile", "Signature", "public_key", "user_key_path",
+           "user_public_key", "HK_PUBLIC_KEY_BYTES",
            "Error", "InvalidArgument", "NotFound", "Corrupt", "UnsupportedVersion", "Unavailable", "OutOfMemory",
            "IOFailure", "NoCompatibleTarget", "DriverError", "FailedPrecondition", "InternalError", "Busy",
            "Untrusted", "load_library", "version"]
-__version__ = "0.2.0"  # the libhkrt version these bindings were written with (hkrt.h HKRT_VERSION_*)
+__version__ = "0.3.0"  # the libhkrt version these bindings were written with (hkrt.h HKRT_VERSION_*)
 
 
 def load_library(path=None):

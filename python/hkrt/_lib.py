@@ -57,7 +57,7 @@ class PackOpenOptionsC(ctypes.Structure):  # hk_pack_open_options_t
     _fields_ = [("struct_size", _u32), ("require_signature", _u32), ("allocator", _vp),
                 ("trusted_keys", _vp), ("trusted_key_count", _u32), ("allow_unsigned_native_code", _u32),
                 ("metadata_only", _u32), ("reserved0", _u32), ("max_nodes", _u32), ("max_deps", _u32),
-                ("max_code_bytes", _u64)]
+                ("max_code_bytes", _u64), ("allow_unsigned_code", _u32), ("reserved1", _u32)]
 
 
 class SamplingC(ctypes.Structure):

@@ -59,6 +59,36 @@ def public_key(key):
     return out.raw
 
 
+def user_key_path():
+    """Where the user's secret signing key lives, as hkc finds it (docs/CLI.md, "Signing"):
+    $HKC_KEY, else $XDG_CONFIG_HOME/hkc/key, else ~/.config/hkc/key (only absolute
+    XDG_CONFIG_HOME and HOME count); its public half is this path + ".pub". None when no
+    variable names a place."""
+    key = os.environ.get("HKC_KEY", "")
+    if key:
+        return key
+    for var, rel in (("XDG_CONFIG_HOME", "hkc/key"), ("HOME", ".config/hkc/key")):
+        base = os.environ.get(var, "")
+        if base.startswith("/"):
+            return os.path.join(base, rel)
+    return None
+
+
+def user_public_key():
+    """The user's public key (32 bytes) from user_key_path() + ".pub", which hkc build writes
+    when it creates the key; None when there is none. A file that is not a public key is
+    warned about (warnings.warn) and not used."""
+    path = user_key_path()
+    if path is None or not os.path.exists(path + ".pub"):
+        return None
+    try:
+        return public_key(path + ".pub")
+    except Error as e:
+        import warnings
+        warnings.warn("hkrt: your public key %s.pub is not used: %s" % (path, e.message))
+        return None
+
+
 def _numpy():
     try:
         import numpy
@@ -108,20 +138,28 @@ class Pack:
 
     @classmethod
     def open(cls, source, trusted_keys=(), allow_unsigned_native_code=False, require_signature=False,
-             metadata_only=False):
+             metadata_only=False, allow_unsigned_code=False, trust_user_key=True):
         """Opens and verifies a pack: `source` is a path (str, os.PathLike) or the pack's bytes
         (bytes, bytearray, memoryview; copied unless bytes, so later changes cannot reach the
-        pack). trusted_keys: public keys as public_key() takes them. The trust policy is libhkrt's:
-        a pack with host code needs a trusted signature or allow_unsigned_native_code=True, else
-        hkrt.Untrusted. Other errors: hkrt.IOFailure, hkrt.Corrupt, hkrt.UnsupportedVersion."""
+        pack). trusted_keys: public keys as public_key() takes them; trust_user_key: trust the
+        user's own key too (the one hkc build signs with: user_public_key()). The trust policy is
+        libhkrt's: a pack (host or GPU code) needs a signature by a trusted key or
+        allow_unsigned_code=True (allow_unsigned_native_code, its older name, is the same), else
+        hkrt.Untrusted; metadata_only=True opens any pack that verifies, for reading only.
+        Other errors: hkrt.IOFailure, hkrt.Corrupt, hkrt.UnsupportedVersion."""
         lib = _lib.load()[0]
-        keys = b"".join(public_key(k) for k in trusted_keys)
+        keys = [public_key(k) for k in trusted_keys]
+        user = user_public_key() if trust_user_key else None
+        if user is not None and user not in keys:
+            keys.append(user)
+        keys = b"".join(keys)
         key_buf = ctypes.create_string_buffer(keys, len(keys)) if keys else None
         opts = _lib.PackOpenOptionsC(struct_size=ctypes.sizeof(_lib.PackOpenOptionsC),
                                      require_signature=int(bool(require_signature)),
                                      trusted_keys=ctypes.cast(key_buf, ctypes.c_void_p) if keys else None,
                                      trusted_key_count=len(keys) // _lib.HK_PUBLIC_KEY_BYTES,
                                      allow_unsigned_native_code=int(bool(allow_unsigned_native_code)),
+                                     allow_unsigned_code=int(bool(allow_unsigned_code)),
                                      metadata_only=int(bool(metadata_only)))
         handle = ctypes.c_void_p()
         keep = None

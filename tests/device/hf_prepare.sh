@@ -9,6 +9,7 @@
 #   bash tests/device/hf_device.sh       # on the H200, build-dev carried
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+export HKC_KEY=${HKC_KEY:-$PWD/build-dev/signing.key} # packs built on one machine run on the other: both trust this key (docs/CLI.md, "Signing")
 [ -x build-dev/hkc ] || { cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release >/dev/null; cmake --build build-dev -j"$(nproc)" --target hkc hkrt; }
 bash scripts/carry_libs.sh build-dev
 mkdir -p build-dev/hf

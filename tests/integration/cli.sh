@@ -34,7 +34,7 @@ EOF
 
 # check.py KIND FILE [ARGS...]: parses one JSON document and checks it; prints what failed.
 cat > "$work/check.py" <<'EOF'
-import json, sys
+import json, re, sys
 
 def check(kind, path, args):
     d = json.load(open(path))
@@ -54,6 +54,7 @@ def check(kind, path, args):
         for k, t in [("spec", STR), ("output", STR), ("name", STR), ("bytes", INT), ("signed", BOOL), ("seconds", NUM),
                      ("batch_sizes", LIST), ("kernels", OBJ), ("targets", LIST)]: typed(d, k, t, "build")
         need(d["bytes"] == pack_bytes, f"bytes {d['bytes']} != file size {pack_bytes}")
+        need(d["signed"] is True, "signed: hkc build signs with the user's key by default")
         need(d["batch_sizes"] == batches, f"batch_sizes {d['batch_sizes']} != spec {batches}")
         for k in ["gpu", "cached", "shared_cached", "compiled", "ptx_compiles", "ptx_cached", "threads"]:
             typed(d["kernels"], k, INT, "build.kernels")
@@ -73,7 +74,9 @@ def check(kind, path, args):
                      ("tensors", LIST), ("provenance", LIST)]: typed(d, k, t, "inspect")
         need(d["bytes"] == pack_bytes, "bytes")
         need(len(d["spec_hash"]) == 16, "spec_hash: 16 hex digits")
-        need(d["signature"] == {"state": "none", "key_id": None, "trusted": None}, f"signature {d['signature']}")
+        sig = d["signature"]  # hkc build signs with the user's key (the tests' own); no --trust: trusted is null
+        need(sig["state"] == "verified" and re.fullmatch("[0-9a-f]{16}", sig["key_id"] or "") and sig["trusted"] is None,
+             f"signature {sig}")
         need(any(p.startswith("hkc_version=") for p in d["provenance"]), "provenance lines")
         t = d["targets"][0]
         for k, ty in [("name", STR), ("kind", STR), ("features", STR), ("code_bytes", INT), ("code_stored_bytes", INT),

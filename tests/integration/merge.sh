@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # hkc merge (docs/CLI.md, "hkc merge and the CI fan-out"): packs of one spec built one target at a time merge into
-# the same bytes (cmp) as one build of all the targets, unsigned and with --sign; a spec with
-# SwiGLU needs --merge-targets on the parts, and so does a plan auto fusion decides
-# differently per target (fusion_apart=); mismatched inputs (another spec, other build
-# options, another fusion, a target twice, a damaged or truncated pack) are refused with a
-# message naming what differs, and no output is left behind. GPU targets whose toolchain this
-# machine lacks are skipped visibly (host always runs). Params made of parts are kept.
+# the pack one build of all the targets writes (the same sections byte for byte but the
+# signature and the merge's own provenance lines: lib/pack_same.py), signed with the user's key
+# or --sign, or --no-sign; a spec with SwiGLU needs --merge-targets on the parts, and so does a
+# plan auto fusion decides differently per target (fusion_apart=); mismatched inputs (another
+# spec, other build options, another fusion, a target twice, a damaged or truncated pack) are
+# refused with a message naming what differs, and no output is left behind. GPU targets whose
+# toolchain this machine lacks are skipped visibly (host always runs). Params made of parts are
+# kept. Trust: a signed merge refuses an input no trusted key signed (an unsigned part, or one
+# signed by a key not trusted) -- else anyone who supplies a part gets their code signed --
+# unless --trust names its signer or --allow-unsigned-inputs; the provenance records each
+# input's targets and signer (hkc inspect --json).
 set -euo pipefail
 : "${HKC:?}" "${HK_SOURCE_DIR:?}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+same() { python3 "$HK_SOURCE_DIR/tests/integration/lib/pack_same.py" "$@"; }
 fail() { echo "FAIL: $*"; exit 1; }
 ok() { echo "ok   $*"; }
 # expect_refused WANT ARGS...: hkc exits 1, says WANT, and writes no $work/bad.hkpack
@@ -40,7 +46,7 @@ for t in $list; do
 done
 "$HKC" build "$spec" --target "$targets" -o "$work/all.hkpack" -q
 "$HKC" merge "${parts[@]}" -o "$work/merged.hkpack" > "$work/merge.txt"
-cmp "$work/merged.hkpack" "$work/all.hkpack" || fail "merged pack differs from the build of $targets"
+same "$work/merged.hkpack" "$work/all.hkpack" || fail "merged pack differs from the build of $targets"
 ok "merge of ${#parts[@]} parts == build --target $targets ($(stat -c %s "$work/all.hkpack") bytes)"
 "$HKC" inspect "$work/merged.hkpack" > /dev/null || fail "inspect of the merged pack"
 "$HKC" run --random-params "$work/merged.hkpack" --batch 2 --runs 1 --warmup 0 --allow-unsigned-native > /dev/null ||
@@ -67,25 +73,87 @@ for t in $list; do
 done
 "$HKC" build "$work/parts.yaml" --target "$targets" -o "$work/pp-all.hkpack" -q
 "$HKC" merge "${pparts[@]}" -o "$work/pp-merged.hkpack" -q
-cmp "$work/pp-merged.hkpack" "$work/pp-all.hkpack" || fail "merged pack with parts differs from the build of $targets"
+same "$work/pp-merged.hkpack" "$work/pp-all.hkpack" || fail "merged pack with parts differs from the build of $targets"
 "$HKC" inspect "$work/pp-merged.hkpack" > "$work/pp.txt"
 grep -q "parts: m.q.weight | m.k.weight | m.v.weight" "$work/pp.txt" || fail "parts lost in the merge: $(cat "$work/pp.txt")"
 ok "a pack with parts merges to the build of $targets, parts kept"
 
-# 2. signed: inputs' signatures dropped; --sign == build --sign
+# 2. signatures. The parts above are signed with the user's key (hkc build's default; the
+# tests keep it in the build tree), which merge signs with and trusts by default.
+uid=$("$HKC" inspect "${parts[0]}" | sed -n 's/^ *signature: ed25519 key \([0-9a-f]\{16\}\) verified.*/\1/p')
+[ -n "$uid" ] || fail "the parts are not signed with the user key: $("$HKC" inspect "${parts[0]}" | grep signature)"
+grep -q "signed by key $uid" "$work/merge.txt" || fail "merge summary: $(cat "$work/merge.txt")"
+# provenance: one line per input, with its targets and signer (inspect --json shows it)
+"$HKC" inspect --json "$work/merged.hkpack" > "$work/merged.json"
+names=() # the parts' target names, as the pack spells them
+for t in $list; do [ "$t" = host ] && names+=("host-$(uname -m)") || names+=("$t"); done
+python3 - "$work/merged.json" "$uid" "${names[@]}" <<'PY' || fail "merge provenance: $(grep merge "$work/merged.json")"
+import json, sys
+merge = [l for l in json.load(open(sys.argv[1]))["provenance"] if l.startswith("merge.")]
+want = ["merge.input.%d=targets %s; signed by key %s, trusted" % (i, t, sys.argv[2]) for i, t in enumerate(sys.argv[3:])]
+sys.exit(0 if merge == want else 1)
+PY
+ok "provenance records each input's targets and signer (key $uid, trusted)"
 "$HKC" keygen -o "$work/k" -q
-"$HKC" sign "${parts[0]}" --key "$work/k" -o "$work/signed-part.hkpack" -q
-"$HKC" build "$spec" --target "$targets" -o "$work/all-signed.hkpack" -q --sign "$work/k"
-"$HKC" merge "$work/signed-part.hkpack" "${parts[@]:1}" -o "$work/m-signed.hkpack" -q --sign "$work/k"
-cmp "$work/m-signed.hkpack" "$work/all-signed.hkpack" || fail "merge --sign differs from build --sign"
-"$HKC" merge "$work/signed-part.hkpack" "${parts[@]:1}" -o "$work/m-unsigned.hkpack" 2> "$work/note.txt" > /dev/null
-grep -q "does not keep the signature" "$work/note.txt" || fail "no note about the dropped signature"
-cmp "$work/m-unsigned.hkpack" "$work/all.hkpack" || fail "merge of a signed part without --sign is not the unsigned pack"
-# (into a file, not a pipe: grep -q stops reading at its match, and pipefail would then count
-# inspect's SIGPIPE as a failure)
-"$HKC" inspect "$work/m-unsigned.hkpack" > "$work/m-unsigned.txt" || fail "inspect of the merged pack"
-grep -q "signature: none" "$work/m-unsigned.txt" || fail "input signature carried over: $(grep signature "$work/m-unsigned.txt")"
-ok "signatures: input dropped (noted), --sign == build --sign"
+"$HKC" keygen -o "$work/other" -q
+kid=$("$HKC" sign "${parts[0]}" --key "$work/k" -o "$work/k-part.hkpack" | sed -n 's/.*with key \([0-9a-f]*\) .*/\1/p')
+"$HKC" build "$spec" --target "$targets" -o "$work/all-k.hkpack" -q --sign "$work/k"
+"$HKC" merge "${parts[@]}" -o "$work/m-k.hkpack" -q --sign "$work/k"
+same "$work/m-k.hkpack" "$work/all-k.hkpack" || fail "merge --sign differs from build --sign"
+"$HKC" inspect "$work/m-k.hkpack" --trust "$work/k.pub" > "$work/m-k.txt"
+grep -q "key $kid verified, trusted" "$work/m-k.txt" || fail "merge --sign: $(grep signature "$work/m-k.txt")"
+"$HKC" run --random-params "$work/m-k.hkpack" --no-user-key --trust "$work/k.pub" --batch 2 --runs 1 --warmup 0 \
+  > /dev/null || fail "the --sign merged pack does not run under --trust k.pub"
+ok "signatures: each input's checked, the merged pack signed by --sign KEY == build --sign KEY"
+
+# 2b. laundering: an unsigned host part (its code would run in the process of whoever trusts
+# the release key) merged with --sign release.key is refused, and so is a part signed by a key
+# not trusted; nothing is written.
+if [ ${#parts[@]} -ge 2 ]; then
+  "$HKC" build "$spec" --target host --merge-targets "$targets" -o "$work/u-host.hkpack" -q --no-sign
+  "$HKC" sign "$work/u-host.hkpack" --key "$work/other" -o "$work/o-host.hkpack" -q
+  oid=$("$HKC" inspect "$work/o-host.hkpack" | sed -n 's/^ *signature: ed25519 key \([0-9a-f]\{16\}\) .*/\1/p')
+  expect_refused "u-host.hkpack carries code (target host-.*) and is not signed" \
+    merge "$work/u-host.hkpack" "${parts[@]:1}" -o "$work/bad.hkpack" --sign "$work/k"
+  expect_refused "is signed by key $oid, which is not trusted" \
+    merge "$work/o-host.hkpack" "${parts[@]:1}" -o "$work/bad.hkpack" --sign "$work/k"
+  expect_refused "not signed" merge "$work/u-host.hkpack" "${parts[@]:1}" -o "$work/bad.hkpack" # the user key signs too
+  expect_refused "signed by key $uid, which is not trusted" \
+    merge "${parts[@]}" -o "$work/bad.hkpack" --sign "$work/k" --no-user-key
+  # the signer trusted by name: merges, and says so
+  "$HKC" merge "$work/o-host.hkpack" "${parts[@]:1}" -o "$work/m-o.hkpack" -q --sign "$work/k" --trust "$work/other.pub"
+  "$HKC" inspect --json "$work/m-o.hkpack" > "$work/m-o.json"
+  grep -q "merge.input.0=targets host-[a-z0-9_]*; signed by key $oid, trusted" "$work/m-o.json" ||
+    fail "--trust other.pub: $(grep merge "$work/m-o.json")"
+  # --allow-unsigned-inputs: merges over the unsigned part, recorded in the provenance
+  "$HKC" merge "$work/u-host.hkpack" "${parts[@]:1}" -o "$work/m-u.hkpack" --sign "$work/k" \
+    --allow-unsigned-inputs > /dev/null 2> "$work/m-u.err"
+  grep -q "warning: .*u-host.hkpack: unsigned (allowed by --allow-unsigned-inputs)" "$work/m-u.err" ||
+    fail "no warning for the allowed unsigned input: $(cat "$work/m-u.err")"
+  "$HKC" inspect --json "$work/m-u.hkpack" > "$work/m-u.json"
+  grep -q "merge.input.0=targets host-[a-z0-9_]*; unsigned (allowed by --allow-unsigned-inputs)" "$work/m-u.json" &&
+    grep -q "merge.input.1=targets [a-z0-9_]*; signed by key $uid, trusted" "$work/m-u.json" ||
+    fail "--allow-unsigned-inputs not recorded: $(grep merge "$work/m-u.json")"
+  same "$work/m-u.hkpack" "$work/all-k.hkpack" || fail "--allow-unsigned-inputs: the merged pack differs"
+  # --no-sign: nothing is vouched for, so the inputs need no trusted signature; the result
+  # does not run without the opt-in
+  "$HKC" merge "$work/u-host.hkpack" "${parts[@]:1}" -o "$work/m-n.hkpack" -q --no-sign
+  "$HKC" inspect "$work/m-n.hkpack" > "$work/m-n.txt"
+  grep -q "signature: none" "$work/m-n.txt" && grep -q "merge.input.0=targets host-[a-z0-9_]*; unsigned$" "$work/m-n.txt" ||
+    fail "--no-sign: $(grep "signature\|merge" "$work/m-n.txt")"
+  expect_refused "not signed" run "$work/m-n.hkpack" --batch 2 --runs 1
+  ok "laundering refused (unsigned part, part of an untrusted key); --trust, --allow-unsigned-inputs, --no-sign"
+else
+  echo "SKIPPED (laundering): one target only ($targets)"
+fi
+# a merged pack merges again: its own merge lines are replaced by the new merge's
+if [ ${#parts[@]} -ge 3 ]; then
+  "$HKC" merge "${parts[0]}" "${parts[1]}" -o "$work/m01.hkpack" -q
+  "$HKC" merge "$work/m01.hkpack" "${parts[@]:2}" -o "$work/m01-2.hkpack" -q
+  same "$work/m01-2.hkpack" "$work/all.hkpack" || fail "a merged pack merged again differs"
+  [ "$("$HKC" inspect "$work/m01-2.hkpack" | grep -c "merge.input")" = 2 ] || fail "merge of a merge: merge lines"
+  ok "a merged pack merges again"
+fi
 
 # 3. refusals
 small=$HK_SOURCE_DIR/tests/specs/op_elementwise.yaml
@@ -135,7 +203,7 @@ YAML
     echo "note: sm_90a and sm_120 plan ffn_gelu alike: nothing to refuse"
   fi
   "$HKC" merge "$work/ffn-sm_90a.hkpack" "$work/ffn-sm_120.hkpack" -o "$work/ffn-merged.hkpack" -q
-  cmp -s "$work/ffn-merged.hkpack" "$work/ffn-all.hkpack" && ok "auto fusion with --merge-targets: merged == one build" ||
+  same "$work/ffn-merged.hkpack" "$work/ffn-all.hkpack" && ok "auto fusion with --merge-targets: merged == one build" ||
     fail "ffn_gelu: merged parts differ from one build of sm_90a,sm_120"
 fi
 head -c 3000 "${parts[0]}" > "$work/truncated.hkpack"

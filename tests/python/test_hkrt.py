@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The hkrt Python package (python/hkrt) on a host pack of tests/specs/op_elementwise.yaml:
-opening (file, bytes), the trust policy (hkrt.Untrusted; a pack signed with hkc keygen/sign),
+opening (file, bytes), the trust policy (hkrt.Untrusted; a pack signed with hkc keygen/sign;
+the user's own key, with which hkc build signs, trusted by default; allow_unsigned_code),
 tensor metadata, bind checks, runs against an independent float64 NumPy reference (random
 inputs, outputs poisoned first), set_batch, profile, and the errors' statuses and messages;
 Session.run(inputs) (binding, the batch from the inputs, the outputs returned); bf16 from
@@ -40,7 +41,9 @@ def setUpModule():
         return subprocess.run([hkc, *args], check=True, capture_output=True, text=True).stdout
 
     F["pack"] = os.path.join(d, "e.hkpack")
-    hkc_run("build", SPEC, "-o", F["pack"], "--target", "host", "-q")
+    hkc_run("build", SPEC, "-o", F["pack"], "--target", "host", "-q", "--no-sign")
+    F["user"] = os.path.join(d, "u.hkpack")  # signed with the user's key (the tests' own, in the build tree)
+    hkc_run("build", SPEC, "-o", F["user"], "--target", "host", "-q")
     out = hkc_run("keygen", "-o", os.path.join(d, "k"))
     F["key_id"] = re.search(r"key id ([0-9a-f]{16})", out).group(1)
     hkc_run("keygen", "-o", os.path.join(d, "other"), "-q")
@@ -189,6 +192,44 @@ class TestOpen(unittest.TestCase):
         self.assertEqual(len(hkrt.public_key(F["pub"])), hkrt.HK_PUBLIC_KEY_BYTES)
         with self.assertRaises(hkrt.InvalidArgument):
             hkrt.public_key(b"hk-ed25519-public 1234")
+
+    def test_user_key(self):
+        path = hkrt.user_key_path()
+        self.assertTrue(path and os.path.exists(path + ".pub"), "hkc build made no user key at %s" % path)
+        if os.environ.get("XDG_CONFIG_HOME", "").startswith("/") and not os.environ.get("HKC_KEY"):
+            self.assertEqual(path, os.path.join(os.environ["XDG_CONFIG_HOME"], "hkc", "key"))
+        self.assertEqual(hkrt.user_public_key(), hkrt.public_key(path + ".pub"))
+        with hkrt.Pack.open(F["user"]) as pack:  # trusted by default, no argument
+            self.assertEqual(pack.signature.state, "trusted")
+            with pack.session() as sess:
+                inp = Inputs(1, seed=6)
+                inp.bind(sess)
+                sess.run()
+                assert_close(self, inp.outs["y_relu"], inp.ref()["y_relu"], "y_relu")
+        with self.assertRaises(hkrt.Untrusted) as cm:
+            hkrt.Pack.open(F["user"], trust_user_key=False)
+        self.assertIn("not trusted", cm.exception.message)
+        with self.assertRaises(hkrt.Untrusted):  # the user key vouches only for what it signed
+            hkrt.Pack.open(F["pack"])
+        old = os.environ.get("HKC_KEY")
+        try:  # HKC_KEY moves it, as for hkc
+            os.environ["HKC_KEY"] = os.path.join(F["dir"], "k")
+            self.assertEqual(hkrt.user_public_key(), hkrt.public_key(F["pub"]))
+            with hkrt.Pack.open(F["signed"]) as pack:
+                self.assertEqual(pack.signature, hkrt.Signature("trusted", F["key_id"]))
+            os.environ["HKC_KEY"] = os.path.join(F["dir"], "absent")
+            self.assertIsNone(hkrt.user_public_key())
+        finally:
+            if old is None:
+                os.environ.pop("HKC_KEY", None)
+            else:
+                os.environ["HKC_KEY"] = old
+
+    def test_allow_unsigned_code(self):
+        with hkrt.Pack.open(F["pack"], allow_unsigned_code=True) as pack:
+            self.assertEqual(pack.signature, hkrt.Signature("none", ""))
+        with self.assertRaises(hkrt.Untrusted):
+            hkrt.Pack.open(F["pack"], allow_unsigned_code=True, require_signature=True)
 
     def test_open_errors(self):
         with self.assertRaises(hkrt.IOFailure) as cm:

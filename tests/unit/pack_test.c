@@ -305,6 +305,16 @@ static void test_writer_rejects_bad_input(void **ts) {
   st->fx.graphs[1].batch = 9;
   assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &size), -1);
   st->fx.graphs[1].batch = 8;
+
+  /* the format's 2^48 bound on a tensor's bytes and a workspace (w is [100] f32) */
+  st->fx.tensors[1].dims[0].add = INT64_C(1) << 46;
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &size), -1);
+  assert_non_null(strstr(st->diag, "tensor w is 2^48 bytes or more at batch 2"));
+  st->fx.tensors[1].dims[0].add = FX_COLS;
+  st->fx.graphs[1].workspace_bytes = UINT64_C(1) << 48;
+  assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &size), -1);
+  assert_non_null(strstr(st->diag, "batch 8 needs a workspace of 281474976710656 bytes, 2^48 or more"));
+  st->fx.graphs[1].workspace_bytes = (uint64_t)((8 * FX_COLS * 4 + 255) / 256 * 256);
   assert_int_equal(hkc_pack_write_memory(&st->fx.in, &data, &size), 0);
   free(data);
 }
@@ -453,6 +463,11 @@ static void p_tensor_state_i32(uint8_t *b, size_t n) { tns(b)[1].role = HK_ROLE_
 static void p_tensor_param_i32(uint8_t *b, size_t n) { tns(b)[1].role = HK_ROLE_PARAM, tns(b)[1].dtype = HK_DTYPE_I32; }
 static void p_tensor_dim(uint8_t *b, size_t n) { tns(b)[0].dims[0].mul = -1; }
 static void p_tensor_overflow(uint8_t *b, size_t n) { tns(b)[0].dims[1].add = INT64_MAX / 2; }
+/* the bound FORMAT.md states: a tensor's bytes and a workspace below 2^48 (w is [100] f32) */
+static void p_tensor_2e48(uint8_t *b, size_t n) { tns(b)[1].dims[0].add = INT64_C(1) << 46; }
+static void p_tensor_below_2e48(uint8_t *b, size_t n) { tns(b)[1].dims[0].add = (INT64_C(1) << 46) - 1; }
+static void p_workspace_2e48(uint8_t *b, size_t n) { grf(b)[1].workspace_bytes = UINT64_C(1) << 48; }
+static void p_workspace_below_2e48(uint8_t *b, size_t n) { grf(b)[1].workspace_bytes = (UINT64_C(1) << 48) - 1; }
 static void p_graph_batch(uint8_t *b, size_t n) { grf(b)[1].batch = 9; }
 static void p_graph_nodes(uint8_t *b, size_t n) { grf(b)[0].node_count = 100; }
 static void p_graph_placements(uint8_t *b, size_t n) { grf(b)[3].placement_first = 14; }
@@ -725,6 +740,11 @@ static void test_patched_records(void **ts) {
   PATCHED(p_tensor_param_i32, HK_STATUS_CORRUPT, "an i32 param");
   PATCHED(p_tensor_dim, HK_STATUS_CORRUPT, "dimension is <= 0");
   PATCHED(p_tensor_overflow, HK_STATUS_CORRUPT, "overflows");
+  PATCHED(p_tensor_2e48, HK_STATUS_CORRUPT, "tensor 1 (w): a dimension is <= 0, or its size overflows or is 2^48 "
+                                            "bytes or more, at batch 2");
+  PATCHED(p_tensor_below_2e48, HK_OK, NULL);
+  PATCHED(p_workspace_2e48, HK_STATUS_CORRUPT, "graph 1: workspace_bytes 281474976710656 is 2^48 or more");
+  PATCHED(p_workspace_below_2e48, HK_OK, NULL);
   PATCHED(p_graph_batch, HK_STATUS_CORRUPT, "not its graph for batch 8");
   PATCHED(p_graph_nodes, HK_STATUS_CORRUPT, "outside NODES");
   PATCHED(p_graph_placements, HK_STATUS_CORRUPT, "outside PLACEMENTS");

@@ -264,6 +264,74 @@ static void test_policy(void **ts) {
   free(signed_data);
 }
 
+/* A pack of the fixture's sm_90 target alone (GPU code only, a fake code object: nothing here
+ * loads it), unsigned or signed with `seed`. */
+static uint8_t *write_gpu_pack(const uint8_t *seed, size_t *out_size) {
+  fx_t fx;
+  fx_init(&fx, NULL, 0, 1);
+  fx.in.targets = &fx.targets[1];
+  fx.in.n_targets = 1;
+  fx.in.sign_seed = seed;
+  void *data = NULL;
+  assert_int_equal(hkc_pack_write_memory(&fx.in, &data, out_size), 0);
+  return data;
+}
+
+/* GPU code is code: a pack without host code needs a trusted signature or the opt-in too. */
+static void test_gpu_code_needs_trust(void **ts) {
+  (void)ts;
+  size_t size, signed_size;
+  uint8_t *data = write_gpu_pack(NULL, &size), *signed_data = write_gpu_pack(k_seed_a, &signed_size);
+  uint8_t pk_a[HK_PUBLIC_KEY_BYTES], pk_b[HK_PUBLIC_KEY_BYTES];
+  public_key(k_seed_a, pk_a);
+  public_key(k_seed_b, pk_b);
+  hk_pack_t *pack = NULL;
+  /* Unsigned: refused by default and by the legacy open, naming the GPU target and the way out. */
+  assert_int_equal(open_with(data, size, NULL, 0, 0, &pack), HK_STATUS_UNTRUSTED);
+  assert_null(pack);
+  assert_non_null(strstr(hk_last_error(), "GPU code (target sm_90)"));
+  assert_non_null(strstr(hk_last_error(), "allow_unsigned_code"));
+  assert_int_equal(hk_pack_open_memory(data, size, NULL, &pack), HK_STATUS_UNTRUSTED);
+  /* A key that did not sign it changes nothing. */
+  assert_int_equal(open_with(data, size, pk_a, 0, 0, &pack), HK_STATUS_UNTRUSTED);
+  /* The opt-in, by its name and by its older name. */
+  hk_pack_open_options_t o = {.struct_size = sizeof o, .allow_unsigned_code = 1};
+  assert_int_equal(hk_pack_open_memory_ex(data, size, &o, &pack), HK_OK);
+  assert_int_equal(hk_pack_signature(pack, NULL), HK_SIGNATURE_NONE);
+  hk_pack_destroy(pack);
+  assert_int_equal(open_with(data, size, NULL, 0, 1, &pack), HK_OK);
+  hk_pack_destroy(pack);
+  /* A caller built against the layout before allow_unsigned_code: the field lies past its
+   * struct_size and reads as zero, whatever the bytes there hold. */
+  o.struct_size = (uint32_t)offsetof(hk_pack_open_options_t, allow_unsigned_code);
+  assert_int_equal(hk_pack_open_memory_ex(data, size, &o, &pack), HK_STATUS_UNTRUSTED);
+  /* require_signature wins over the opt-in. */
+  o = (hk_pack_open_options_t){.struct_size = sizeof o, .allow_unsigned_code = 1, .require_signature = 1};
+  assert_int_equal(hk_pack_open_memory_ex(data, size, &o, &pack), HK_STATUS_UNTRUSTED);
+  assert_non_null(strstr(hk_last_error(), "not signed"));
+  /* Signed: trusted key opens; another key is refused, unless the opt-in. */
+  assert_int_equal(open_with(signed_data, signed_size, pk_a, 1, 0, &pack), HK_OK);
+  assert_int_equal(hk_pack_signature(pack, NULL), HK_SIGNATURE_TRUSTED);
+  hk_pack_destroy(pack);
+  assert_int_equal(open_with(signed_data, signed_size, pk_b, 0, 0, &pack), HK_STATUS_UNTRUSTED);
+  assert_non_null(strstr(hk_last_error(), "not trusted"));
+  o = (hk_pack_open_options_t){.struct_size = sizeof o, .allow_unsigned_code = 1,
+                               .trusted_keys = (const uint8_t(*)[HK_PUBLIC_KEY_BYTES])pk_b, .trusted_key_count = 1};
+  assert_int_equal(hk_pack_open_memory_ex(signed_data, signed_size, &o, &pack), HK_OK);
+  assert_int_equal(hk_pack_signature(pack, NULL), HK_SIGNATURE_VALID);
+  hk_pack_destroy(pack);
+  /* Metadata only opens it; bad flag values are refused. */
+  o = (hk_pack_open_options_t){.struct_size = sizeof o, .metadata_only = 1};
+  assert_int_equal(hk_pack_open_memory_ex(data, size, &o, &pack), HK_OK);
+  hk_pack_destroy(pack);
+  o = (hk_pack_open_options_t){.struct_size = sizeof o, .allow_unsigned_code = 2};
+  assert_int_equal(hk_pack_open_memory_ex(data, size, &o, &pack), HK_STATUS_INVALID_ARGUMENT);
+  o = (hk_pack_open_options_t){.struct_size = sizeof o, .allow_unsigned_code = 1, .reserved1 = 1};
+  assert_int_equal(hk_pack_open_memory_ex(data, size, &o, &pack), HK_STATUS_INVALID_ARGUMENT);
+  free(data);
+  free(signed_data);
+}
+
 /* Key files: hk_public_key_parse reads what hkc_key_generate writes. */
 static void test_key_files(void **ts) {
   (void)ts;
@@ -389,7 +457,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_signed_round_trip),      cmocka_unit_test(test_tamper_after_sign),
       cmocka_unit_test(test_weights_signed),
-      cmocka_unit_test(test_policy),                 cmocka_unit_test(test_key_files),
+      cmocka_unit_test(test_policy),                 cmocka_unit_test(test_gpu_code_needs_trust),
+      cmocka_unit_test(test_key_files),
       cmocka_unit_test(test_constructor_needs_trust), cmocka_unit_test(test_file_changes_after_open),
       cmocka_unit_test(test_write_corpus),
   };

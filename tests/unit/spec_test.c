@@ -610,6 +610,10 @@ static void test_bad_dims(void **state) {
   expect_error_on(HEAD3 "inputs: {x: [1,2,3,4,5,6,7]}\n" TAIL_X, 4, "[1", "must have 1 to 6 dims, got 7", NULL);
   expect_error_on(HEAD3 "inputs: {x: [batch*1000000000, 1000000000]}\n" TAIL_X, 4, "x", "too large at batch 1",
                   NULL);
+  /* below 2^48 bytes, as docs/SPEC.md says: 2^46 f32 elements are refused, one fewer are not */
+  expect_error_on(HEAD3 "inputs: {x: [batch*65536, 1073741824]}\n" TAIL_X, 4, "x", "too large at batch 1",
+                  "must stay below 281474976710656");
+  hkc_spec_destroy(hk_test_spec_parse(HEAD3 "inputs: {x: [batch, 70368744177663]}\n" TAIL_X));
 }
 
 static void test_bad_values(void **state) {

@@ -336,11 +336,11 @@ int hk_test_compile_failures(const hk_test_compile_job_t *jobs, size_t n_jobs) {
 }
 
 hk_status_t hk_test_open_memory(const void *data, size_t size, const hk_allocator_t *allocator, hk_pack_t **out_pack) {
-  hk_pack_open_options_t o = {.struct_size = sizeof o, .allocator = allocator, .allow_unsigned_native_code = 1};
+  hk_pack_open_options_t o = {.struct_size = sizeof o, .allocator = allocator, .allow_unsigned_code = 1};
   return hk_pack_open_memory_ex(data, size, &o, out_pack);
 }
 
 hk_status_t hk_test_open_file(const char *path, const hk_allocator_t *allocator, hk_pack_t **out_pack) {
-  hk_pack_open_options_t o = {.struct_size = sizeof o, .allocator = allocator, .allow_unsigned_native_code = 1};
+  hk_pack_open_options_t o = {.struct_size = sizeof o, .allocator = allocator, .allow_unsigned_code = 1};
   return hk_pack_open_file_ex(path, &o, out_pack);
 }

@@ -35,8 +35,8 @@ const char *hk_test_source_path(const char *rel);
  * calls then run in this process, one at a time). */
 int hk_test_start_amd_workers(int n);
 
-/* hk_pack_open_memory / _file for packs the tests build themselves: allow_unsigned_native_code
- * (their host code comes from the fixture; the trust policy has its own tests, sign_test.c). */
+/* hk_pack_open_memory / _file for packs the tests build themselves: allow_unsigned_code
+ * (their code comes from the fixture; the trust policy has its own tests, sign_test.c). */
 hk_status_t hk_test_open_memory(const void *data, size_t size, const hk_allocator_t *allocator, hk_pack_t **out_pack);
 hk_status_t hk_test_open_file(const char *path, const hk_allocator_t *allocator, hk_pack_t **out_pack);
 

@@ -76,7 +76,7 @@ extern "C" {
  * the package's version files. The macros say which header a program was compiled with;
  * hk_version() / hk_version_number() which library it runs with. */
 #define HKRT_VERSION_MAJOR 0
-#define HKRT_VERSION_MINOR 2
+#define HKRT_VERSION_MINOR 3
 #define HKRT_VERSION_PATCH 0
 #define HKRT_VERSION_NUMBER (HKRT_VERSION_MAJOR * 10000 + HKRT_VERSION_MINOR * 100 + HKRT_VERSION_PATCH)
 #define HKRT_VERSION_STR_(x) #x
@@ -241,17 +241,25 @@ HK_API const char *hk_last_error(void);
 /* ---- packs: opening and trust ------------------------------------------------------------
  * Opening a pack for code is executing it: a host target's code object is a shared object that
  * runs in this process (its ELF constructors included) when a session of that target is
- * created, and GPU code runs on the device with access to the process's device memory. A pack
- * may carry an Ed25519 signature over every other byte of it (hkc sign, hkc build --sign;
+ * created, and a GPU target's code runs on the device with access to the device memory the
+ * process shares with it (a forged kernel can write anywhere there). Every pack carries code
+ * (at least one target). A pack may carry an Ed25519 signature over every other byte of it
+ * (hkc build signs with the user's key by default, hkc sign, hkc build --sign;
  * docs/FORMAT.md, "Signatures"). The policy, applied at open (UNTRUSTED names the reason):
  *  - a signature that does not verify is always refused (a metadata-only open reports it);
- *  - a pack with a host target is refused unless signed by one of trusted_keys, or
- *    allow_unsigned_native_code is set;
- *  - with require_signature, any pack not signed by one of trusted_keys is refused.
+ *  - a pack, host or GPU, is refused unless signed by one of trusted_keys, or
+ *    allow_unsigned_code is set (allow_unsigned_native_code, its older name, is the same);
+ *  - with require_signature, any pack not signed by one of trusted_keys is refused, whatever
+ *    the allow flags say;
+ *  - metadata_only opens any pack that verifies: no code of it can ever load.
  * "Signed by a trusted key" means: the signature verifies and its public key is byte-equal to
- * one of trusted_keys. The checks of a pack's bytes (verification at open) and of its launches'
- * extents (hk_session_create) catch damage and compiler bugs, not intent: they are no substitute
- * for this policy. */
+ * one of trusted_keys. libhkrt trusts only the keys the application names (no user key, no
+ * environment variable). The checks of a pack's bytes (verification at open) and of its
+ * launches' extents (hk_session_create) catch damage and compiler bugs, not intent: they are
+ * no substitute for this policy.
+ * libhkrt 0.2 and earlier opened unsigned packs without host code by default; from 0.3 such
+ * packs need a signature too (hkc sign PACK --key KEY, the application trusting KEY.pub) or
+ * the opt-in (docs/EMBEDDING.md, "Trust"; docs/ABI.md, 0.3.0). */
 #define HK_PUBLIC_KEY_BYTES 32 /* an Ed25519 public key */
 
 /* Options of hk_pack_open_file_ex / hk_pack_open_memory_ex. NULL options: every field zero.
@@ -266,9 +274,11 @@ typedef struct hk_pack_open_options {
                                         (hk_public_key_parse reads a KEY.pub); NULL: none, and
                                         then trusted_key_count must be 0. Copied at open */
   uint32_t trusted_key_count;
-  uint32_t allow_unsigned_native_code; /* 1: a pack with host code opens without a trusted
-                                        signature (a signature that does not verify is still
-                                        refused). 0 (default): refused, UNTRUSTED */
+  uint32_t allow_unsigned_native_code; /* the older name of allow_unsigned_code, with the same
+                                        effect: 1 lets any pack open without a trusted
+                                        signature. It once covered host code only, when GPU
+                                        code needed no signature; host code being the greater
+                                        risk, accepting it unsigned accepts GPU code too */
   uint32_t metadata_only;            /* 1: for tools that read the pack and never run it
                                         (hkc inspect): no trust rule but the signature's is
                                         checked, an invalid signature is reported by
@@ -283,6 +293,12 @@ typedef struct hk_pack_open_options {
   uint32_t max_deps;                 /* dependency entries of all nodes together; 0: 64 Mi */
   uint64_t max_code_bytes;           /* a target's decompressed code object; 0: 128 x its compressed size
                                         + 1 MiB, and at most 1 GiB (the format's limit, never exceeded) */
+  uint32_t allow_unsigned_code;      /* 1: a pack that no trusted key signed opens for execution (host
+                                        code runs in this process, GPU code on the device): only for
+                                        packs the application built itself. A signature that does
+                                        not verify is still refused, and require_signature wins.
+                                        0 (default): refused, UNTRUSTED */
+  uint32_t reserved1;                /* zero */
 } hk_pack_open_options_t;
 
 /* Reads the whole file into memory the pack owns and verifies all of it (sizes, offsets,
@@ -298,7 +314,8 @@ HK_API hk_status_t hk_pack_open_file_ex(const char *path, const hk_pack_open_opt
 HK_API hk_status_t hk_pack_open_memory_ex(const void *data, size_t size, const hk_pack_open_options_t *options,
                                           hk_pack_t **out_pack);
 /* hk_pack_open_file_ex / _memory_ex with default options but the allocator (NULL: libc): no
- * trusted key, so a pack with host code is refused (UNTRUSTED). */
+ * trusted key, so every pack is refused (UNTRUSTED) but by a metadata-only open of the _ex
+ * functions: these two are for packs whose trust the application does not decide. */
 HK_API hk_status_t hk_pack_open_file(const char *path, const hk_allocator_t *allocator,
                                      hk_pack_t **out_pack);
 HK_API hk_status_t hk_pack_open_memory(const void *data, size_t size, const hk_allocator_t *allocator,

@@ -69,6 +69,10 @@ extern "C" {
                                           and biases: 192); bounds verify's pairwise name checks */
 #define HK_MAX_SEMAPHORES (1u << 24)   /* counters per graph (64 MiB): split GEMMs use one per
                                           output tile, and a model's GEMMs have far fewer */
+#define HK_MAX_TENSOR_BYTES (1ull << 48) /* a tensor's bytes at any manifest batch size, and a
+                                          graph's workspace_bytes, are below this (256 TiB: no
+                                          device holds more; the spec's limit, docs/SPEC.md), so
+                                          offset + size sums never overflow */
 
 /* Default limits proportionate to the file (the open options may set others). A compressed
  * code object may declare at most HK_CODE_RATIO_MAX times its stored size plus
