@@ -11,7 +11,8 @@ untimed ones:
   bert   specs/bert_layer.yaml in f32 at --batch (default 8): hkc's host pack against the same layer
          written with torch ops (linear, attention as softmax(q k^T / sqrt(d)) v, layernorm, exact
          gelu) in eager mode
-hkc runs twice: with its default GEMM path (OpenBLAS bound at run time where libopenblas.so.0 is
+Contenders alternate in --rounds rounds (a change of load hits them alike); each figure is the
+median of the rounds' medians. hkc runs twice: with its default GEMM path (OpenBLAS bound at run time where libopenblas.so.0 is
 installed) and with HK_HOST_BLAS=off (the C loops). The 1-minute load average is printed beside
 each figure: on a shared machine, compare figures taken at similar loads.
 
@@ -23,6 +24,7 @@ import json
 import os
 import re
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -136,8 +138,9 @@ def hkc_run(hkc, pack, batch, args, blas):
     env = dict(os.environ, HK_HOST_THREADS=str(args.threads), HK_HOST_BLAS="auto" if blas else "off")
     cmd = [hkc, "run", pack, "--allow-unsigned-native", "--random-params", "--batch", str(batch), "--runs",
            str(args.runs), "--warmup", str(args.warmup)]
-    print("+ HK_HOST_THREADS=%d HK_HOST_BLAS=%s %s" % (args.threads, env["HK_HOST_BLAS"],
-                                                      " ".join(shlex.quote(c) for c in cmd)), flush=True)
+    if args.verbose:
+        print("+ HK_HOST_THREADS=%d HK_HOST_BLAS=%s %s" % (args.threads, env["HK_HOST_BLAS"],
+                                                          " ".join(shlex.quote(c) for c in cmd)), flush=True)
     p = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
         sys.stderr.write(p.stderr)
@@ -157,35 +160,58 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build", help="the build folder holding hkc (default: build)")
     ap.add_argument("--threads", type=int, default=2, help="threads of every contender (default 2)")
-    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--runs", type=int, default=30, help="timed runs of each contender, over all rounds")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--batch", type=int, default=8, help="bert_layer's batch (default 8)")
     ap.add_argument("--only", choices=["gemm", "bert"], help="one of the two measurements")
     ap.add_argument("--json", help="also write the figures here")
+    ap.add_argument("-v", "--verbose", action="store_true", help="echo every hkc run")
     args = ap.parse_args()
     hkc = os.path.abspath(os.path.join(ROOT, args.build, "hkc"))
     if not os.access(hkc, os.X_OK):
         sys.exit("host.py: %s is missing (build first: cmake --build %s)" % (hkc, args.build))
     rows = []
+    load_before = load()
 
-    def record(what, who, r):
-        r = dict(r or {"median_ms": None}, what=what, who=who, load=load())
-        rows.append(r)
-        fig = "failed" if r["median_ms"] is None else "median %8.2f ms  min %8.2f ms" % (r["median_ms"], r["min_ms"])
-        print("%-5s %-28s %s  (load %.2f)" % (what, who, fig, r["load"]), flush=True)
+    def measure(what, contenders):
+        """Runs the contenders (name, fn) in --rounds interleaved rounds, so that a change of the
+        machine's load hits them alike; reports the median of the rounds' medians and the least min."""
+        got = {name: [] for name, _ in contenders}
+        for _ in range(args.rounds):
+            for name, fn in contenders:
+                r = fn()
+                if r:
+                    got[name].append(dict(r, load=load()))
+        for name, _ in contenders:
+            rs = got[name]
+            if not rs:
+                print("%-5s %-28s failed" % (what, name), flush=True)
+                continue
+            row = dict(rs[-1], what=what, who=name, median_ms=statistics.median(r["median_ms"] for r in rs),
+                       min_ms=min(r["min_ms"] for r in rs), load=statistics.mean(r["load"] for r in rs),
+                       rounds=[r["median_ms"] for r in rs])
+            rows.append(row)
+            print("%-5s %-28s median %8.2f ms  min %8.2f ms  (load %.2f; round medians %s)"
+                  % (what, name, row["median_ms"], row["min_ms"], row["load"],
+                     " ".join("%.1f" % v for v in row["rounds"])), flush=True)
+            if row.get("host_gemm_detail"):
+                print("      host gemm: %s" % row["host_gemm_detail"])
+            if row.get("blas"):
+                print("      numpy's BLAS: %s" % ", ".join(row["blas"]))
 
+    per = max(1, args.runs // args.rounds)
+    quiet = dict(vars(args), runs=per)
+    qa = argparse.Namespace(**quiet)
     with tempfile.TemporaryDirectory(prefix="hk-host-bench-") as tmp:
         if args.only in (None, "gemm"):
             pack = os.path.join(tmp, "gemm.hkpack")
             hkc_build(hkc, GEMM_SPEC, pack)
-            r = hkc_run(hkc, pack, 1, args, True)
-            record("gemm", "hkc host (%s)" % ((r or {}).get("host_gemm") or "default"), r)
-            record("gemm", "hkc host (C loops)", hkc_run(hkc, pack, 1, args, False))
-            r = child(NUMPY_GEMM, [args.runs, args.warmup], {"OPENBLAS_NUM_THREADS": str(args.threads)})
-            record("gemm", "numpy", r)
-            if r:
-                print("      numpy's BLAS: %s" % ", ".join(r["blas"]))
-            record("gemm", "torch eager", child(TORCH_GEMM, [args.runs, args.warmup, args.threads]))
+            measure("gemm", [
+                ("hkc host (default)", lambda: hkc_run(hkc, pack, 1, qa, True)),
+                ("hkc host (C loops)", lambda: hkc_run(hkc, pack, 1, qa, False)),
+                ("numpy", lambda: child(NUMPY_GEMM, [per, args.warmup], {"OPENBLAS_NUM_THREADS": str(args.threads)})),
+                ("torch eager", lambda: child(TORCH_GEMM, [per, args.warmup, args.threads]))])
         if args.only in (None, "bert"):
             with open(os.path.join(ROOT, "specs", "bert_layer.yaml")) as f:
                 text = f.read()
@@ -193,13 +219,14 @@ def main():
             text = text.replace("batch_sizes: [1, 8, 32, 128]", "batch_sizes: [%d]" % args.batch)
             pack = os.path.join(tmp, "bert_f32.hkpack")
             hkc_build(hkc, text, pack)
-            r = hkc_run(hkc, pack, args.batch, args, True)
-            record("bert", "hkc host (%s)" % ((r or {}).get("host_gemm") or "default"), r)
-            record("bert", "hkc host (C loops)", hkc_run(hkc, pack, args.batch, args, False))
-            record("bert", "torch eager", child(TORCH_BERT, [args.runs, args.warmup, args.threads, args.batch]))
+            measure("bert", [
+                ("hkc host (default)", lambda: hkc_run(hkc, pack, args.batch, qa, True)),
+                ("hkc host (C loops)", lambda: hkc_run(hkc, pack, args.batch, qa, False)),
+                ("torch eager", lambda: child(TORCH_BERT, [per, args.warmup, args.threads, args.batch]))])
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"threads": args.threads, "runs": args.runs, "warmup": args.warmup, "batch": args.batch,
+            json.dump({"threads": args.threads, "runs": args.runs, "rounds": args.rounds, "warmup": args.warmup,
+                       "batch": args.batch, "load_before": load_before,
                        "rows": rows}, f, indent=1)
 
 
