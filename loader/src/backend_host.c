@@ -17,7 +17,9 @@
  * points through the object's optional export hk_host_set_blas, on every thread that runs
  * its launches; the f32 GEMM kernels then take their products from sgemm, each thread over
  * the rows of its blocks, with OpenBLAS itself single-threaded. Objects without the export
- * (built before it) and sessions without OpenBLAS run the C loops.
+ * (built before it) and sessions without OpenBLAS run the C loops. The C loops' results do not
+ * depend on the thread count; through OpenBLAS, whose kernels follow the shape of each call (a
+ * thread's rows), the last bits of the sums may.
  */
 #include <dlfcn.h>
 #include <errno.h>

@@ -220,7 +220,9 @@ typedef struct hk_session_options {
                                 their C loops; 1: the C loops always. A session that uses OpenBLAS
                                 sets its thread count to 1 (openblas_set_num_threads, process-wide):
                                 the session's own threads (host_threads) share the GEMM, each
-                                calling sgemm on its rows. Other values are INVALID_ARGUMENT.
+                                calling sgemm on its rows; the last bits of the sums may then
+                                change with host_threads and the batch bucket (the C loops give
+                                the same bits for any). Other values are INVALID_ARGUMENT.
                                 hk_session_host_blas says what runs. GPU targets ignore it */
 } hk_session_options_t;
 
