@@ -8,7 +8,8 @@
 #     libzip-dev (.npz archives for hkc run --weights; linked into hkc only)
 #   tests: redis-server (the shared compile cache's tests start their own; without it they
 #          skip visibly) libcmocka-dev clang (sanitizers, libFuzzer) python3-numpy python3-yaml (reference;
-#          libopenblas0-pthread makes its float64 matmuls ~7x faster than the reference BLAS)
+#          libopenblas0-pthread makes its float64 matmuls ~7x faster than the reference BLAS; libhkrt
+#          dlopens it (libopenblas.so.0, never linked) for the host target's f32 GEMMs)
 #          python3-pip python3-venv (tests/integration/python.sh installs the hkrt wheel into a
 #          fresh venv with pip, and pip-installs ./python; without them it says what it skipped)
 #   AMD targets (hiprtc + comgr, dlopen'ed; ROCm 5.2 from Debian): libamdhip64-5 (+ -dev)

@@ -83,6 +83,9 @@ static const char k_run_usage[] =
     "                         (auto, the default); insist on the graph (graph: an error when it\n"
     "                         cannot be built); or launch kernel by kernel (stream)\n"
     "  HK_HOST_THREADS=N      host target: threads sharing each launch (default: the online CPUs)\n"
+    "  HK_HOST_BLAS=auto|off  host target: f32 GEMM products from OpenBLAS (libopenblas.so.0) where\n"
+    "                         it is installed (auto, the default), or from hkc's C loops (off);\n"
+    "                         hkc run says which\n"
     "  HK_PREFER_PTX=0|1      1: as --prefer-ptx\n";
 
 static void help_run(void) {
@@ -208,6 +211,9 @@ static int run_command(int argc, char **argv, hkc_named_file_t **files_out) {
   else if (!quiet)
     printf("code: %s of target %s\n", strcmp(code_kind, "sass") == 0 ? "SASS" : "code object",
            hk_session_target(session));
+  const char *blas_reason = "", *blas = hk_session_host_blas(session, &blas_reason);
+  if (!quiet && strncmp(hk_session_target(session), "host", 4) == 0)
+    printf("host gemm: %s%s%s\n", blas[0] ? blas : "C loops", blas_reason[0] ? ": " : "", blas_reason);
   const char *fallback = "";
   const int graph = strcmp(hk_session_launch_mode(session, &fallback), "graph") == 0;
   if (fallback[0])

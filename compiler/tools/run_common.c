@@ -186,8 +186,8 @@ int hkc_run_print_profile(hk_session_t *session, uint32_t repeats, double graph_
 }
 
 /* The documented environment variables of hkc run as session options: HK_LAUNCH
- * (auto|graph|stream) and HK_HOST_THREADS (a thread count, 0 = the online CPUs). 0, or -1
- * with the problem printed. */
+ * (auto|graph|stream), HK_HOST_THREADS (a thread count, 0 = the online CPUs), HK_HOST_BLAS
+ * (auto|off) and HK_PREFER_PTX (0|1). 0, or -1 with the problem printed. */
 int hkc_run_options_from_env(hk_session_options_t *so) {
   const char *e = getenv("HK_LAUNCH");
   if (e && *e) {
@@ -208,6 +208,14 @@ int hkc_run_options_from_env(hk_session_options_t *so) {
       return -1;
     }
     so->host_threads = (uint32_t)n;
+  }
+  e = getenv("HK_HOST_BLAS");
+  if (e && *e) {
+    if (strcmp(e, "auto") != 0 && strcmp(e, "off") != 0) {
+      fprintf(stderr, "hkc run: HK_HOST_BLAS is '%s'; expected auto or off\n", e);
+      return -1;
+    }
+    so->host_blas = strcmp(e, "off") == 0;
   }
   e = getenv("HK_PREFER_PTX");
   if (e && *e) {

@@ -87,6 +87,11 @@ typedef struct hk_backend_session {
    * launches that go as programmatic dependents of the kernel before them; 0 when none
    * (hk_session_pdl_count). */
   uint32_t pdl_count;
+  /* Set by the host backend's session_prepare (static strings; "" elsewhere, never NULL): the
+   * BLAS that computes the GEMM products ("" for the C loops), and why the C loops run
+   * (hk_session_host_blas). */
+  const char *host_blas;
+  const char *host_blas_reason;
 } hk_backend_session_t;
 
 struct hk_backend {

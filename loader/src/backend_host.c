@@ -11,6 +11,15 @@
  * calling thread and the session's worker threads (hk_session_options_t.host_threads,
  * default: the online CPUs); the next launch starts when every block of this one is done. Blocks are
  * independent, so results do not depend on the number of threads.
+ *
+ * BLAS: where OpenBLAS is installed (libopenblas.so.0, dlopen'ed once per process, never
+ * linked), a session (unless options.host_blas) hands the code object a table of its entry
+ * points through the object's optional export hk_host_set_blas, on every thread that runs
+ * its launches; the f32 GEMM kernels then take their products from sgemm, each thread over
+ * the rows of its blocks, with OpenBLAS itself single-threaded. Objects without the export
+ * (built before it) and sessions without OpenBLAS run the C loops. The C loops' results do not
+ * depend on the thread count; through OpenBLAS, whose kernels follow the shape of each call (a
+ * thread's rows), the last bits of the sums may.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -42,12 +51,77 @@
 
 typedef void (*hk_host_kernel_fn)(void *const *args, uint32_t block_begin, uint32_t block_end);
 
+/* The table a code object receives (templates/host/prelude.h declares the same layout; it
+ * grows at its end, struct_size saying how far it is filled). */
+typedef struct hk_host_blas {
+  uint32_t struct_size;
+  uint32_t reserved;
+  void (*sgemm)(int order, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                const float *b, int ldb, float beta, float *c, int ldc); /* cblas_sgemm */
+} hk_host_blas_t;
+typedef void (*hk_host_set_blas_fn)(const hk_host_blas_t *blas);
+
 typedef struct host_module {
   hk_module_t base;
   void *dl;
   int fd;                 /* the memfd the object was loaded from, open while it is loaded, else -1 */
   hk_host_kernel_fn *fns; /* base.kernel_count entries */
+  hk_host_set_blas_fn set_blas; /* the object's hk_host_set_blas, NULL when it has none */
 } host_module_t;
+
+/* ---- OpenBLAS, bound at run time --------------------------------------------------------------- */
+#define HK_OPENBLAS_LIB "libopenblas.so.0"
+#define HK_OPENBLAS_PACKAGE "libopenblas0-pthread"
+
+/* (required, return type, name, parameters) of each symbol used. */
+#define HK_OPENBLAS_SYMBOLS(X)                                                                              \
+  X(1, void, cblas_sgemm,                                                                                 \
+    (int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *, int))   \
+  X(1, void, openblas_set_num_threads, (int))                                                             \
+  X(0, char *, openblas_get_config, (void))
+
+static struct {
+  pthread_once_t once;
+#define HK_OPENBLAS_MEMBER(req, ret, name, params) ret(*name) params;
+  HK_OPENBLAS_SYMBOLS(HK_OPENBLAS_MEMBER)
+#undef HK_OPENBLAS_MEMBER
+  hk_host_blas_t table;
+  const char *about; /* hk_session_host_blas: what runs, "" when the library is unusable */
+  const char *why;   /* why not, "" when usable */
+  char about_buf[192], why_buf[320];
+} g_openblas = {.once = PTHREAD_ONCE_INIT};
+
+/* pthread_once body: dlopens OpenBLAS and resolves its symbols into g_openblas (the library
+ * stays loaded for the life of the process: its threads may outlive any session). */
+static void openblas_load(void) {
+  g_openblas.about = "";
+  g_openblas.why = g_openblas.why_buf;
+  void *dl = dlopen(HK_OPENBLAS_LIB, RTLD_NOW | RTLD_LOCAL);
+  if (!dl) {
+    snprintf(g_openblas.why_buf, sizeof g_openblas.why_buf,
+             "%s not found (Debian/Ubuntu package %s): the host GEMMs run their C loops", HK_OPENBLAS_LIB,
+             HK_OPENBLAS_PACKAGE);
+    return;
+  }
+  void *sym;
+#define HK_OPENBLAS_RESOLVE(req, ret, name, params)                                                      \
+  sym = dlsym(dl, #name);                                                                              \
+  if (!sym && (req)) {                                                                                 \
+    snprintf(g_openblas.why_buf, sizeof g_openblas.why_buf, "%s lacks %s: the host GEMMs run their C loops", \
+             HK_OPENBLAS_LIB, #name);                                                                  \
+    dlclose(dl);                                                                                       \
+    return;                                                                                            \
+  }                                                                                                    \
+  memcpy(&g_openblas.name, &sym, sizeof sym);
+  HK_OPENBLAS_SYMBOLS(HK_OPENBLAS_RESOLVE)
+#undef HK_OPENBLAS_RESOLVE
+  const char *config = g_openblas.openblas_get_config ? g_openblas.openblas_get_config() : NULL;
+  snprintf(g_openblas.about_buf, sizeof g_openblas.about_buf, "%s (%s)", config && config[0] ? config : "OpenBLAS",
+           HK_OPENBLAS_LIB);
+  g_openblas.table = (hk_host_blas_t){.struct_size = sizeof(hk_host_blas_t), .sgemm = g_openblas.cblas_sgemm};
+  g_openblas.about = g_openblas.about_buf;
+  g_openblas.why = "";
+}
 
 /* Most threads a host session starts: beyond this, launches of layer-sized graphs have
  * too few blocks per thread to gain. */
@@ -58,6 +132,8 @@ typedef struct host_module {
  * generation), works on it too, and waits until `busy` helpers have finished it. */
 typedef struct host_pool {
   pthread_t threads[HK_HOST_MAX_THREADS];
+  hk_host_set_blas_fn set_blas; /* set before the threads start; each helper passes it blas once */
+  const hk_host_blas_t *blas;
   uint32_t n_threads;        /* helpers, not counting the caller */
   pthread_mutex_t lock;
   pthread_cond_t start, finished;
@@ -74,6 +150,7 @@ typedef struct host_session {
   hk_backend_session_t base;
   void *workspace_raw; /* unaligned allocation behind base.workspace */
   host_pool_t *pool;   /* NULL: single-threaded */
+  const hk_host_blas_t *blas; /* what the object's threads get; NULL: the C loops */
 } host_session_t;
 
 static void pool_work(host_pool_t *p) {
@@ -87,6 +164,7 @@ static void pool_work(host_pool_t *p) {
 static void *pool_main(void *arg) {
   host_pool_t *p = arg;
   uint64_t seen = 0;
+  if (p->set_blas) p->set_blas(p->blas); /* this thread's table for the session's life */
   pthread_mutex_lock(&p->lock);
   for (;;) {
     while (!p->quit && p->generation == seen) pthread_cond_wait(&p->start, &p->lock);
@@ -122,14 +200,17 @@ static uint32_t host_thread_count(uint32_t requested) {
   return (uint32_t)n;
 }
 
-/* A pool of n-1 helpers in *out; *out stays NULL when n is 1 or no thread can be started
- * (the session then runs single-threaded, which is always correct). Errors: OUT_OF_MEMORY
- * from the allocator. */
-static hk_status_t pool_start(uint32_t n, const hk_allocator_t *a, host_pool_t **out) {
+/* A pool of n-1 helpers in *out, each of which passes blas to set_blas (when not NULL) as it
+ * starts; *out stays NULL when n is 1 or no thread can be started (the session then runs
+ * single-threaded, which is always correct). Errors: OUT_OF_MEMORY from the allocator. */
+static hk_status_t pool_start(uint32_t n, const hk_allocator_t *a, hk_host_set_blas_fn set_blas,
+                              const hk_host_blas_t *blas, host_pool_t **out) {
   *out = NULL;
   if (n <= 1) return HK_OK;
   host_pool_t *p = hk_calloc(a, 1, sizeof *p);
   HK_FAIL_IF(!p, HK_STATUS_OUT_OF_MEMORY, "out of memory creating the host session's thread pool");
+  p->set_blas = set_blas;
+  p->blas = blas;
   pthread_mutex_init(&p->lock, NULL);
   pthread_cond_init(&p->start, NULL);
   pthread_cond_init(&p->finished, NULL);
@@ -281,6 +362,8 @@ static hk_status_t host_module_load(const hk_pack_view_t *view, uint32_t target,
     /* POSIX guarantees a data pointer from dlsym converts to a function pointer. */
     memcpy(&m->fns[k], &sym, sizeof sym);
   }
+  void *set_blas = dlsym(m->dl, "hk_host_set_blas"); /* optional: objects built before it lack it */
+  if (set_blas) memcpy(&m->set_blas, &set_blas, sizeof set_blas);
   *out_module = &m->base;
   return HK_OK;
 fail:
@@ -319,7 +402,24 @@ static hk_status_t host_session_prepare(hk_module_t *module, const hk_session_op
     uintptr_t p = ((uintptr_t)s->workspace_raw + HK_HOST_WORKSPACE_ALIGN - 1) & ~(uintptr_t)(HK_HOST_WORKSPACE_ALIGN - 1);
     s->base.workspace = (void *)p;
   }
-  hk_status_t st = pool_start(host_thread_count(options->host_threads), a, &s->pool);
+  const host_module_t *m = (const host_module_t *)module;
+  s->base.host_blas = "";
+  if (options->host_blas) {
+    s->base.host_blas_reason = "the session's option host_blas is 1";
+  } else if (!m->set_blas) {
+    s->base.host_blas_reason = "the pack's host code predates BLAS binding (rebuild it with this hkc)";
+  } else {
+    pthread_once(&g_openblas.once, openblas_load);
+    s->base.host_blas_reason = g_openblas.why;
+    if (g_openblas.about[0]) {
+      /* each of the session's threads calls sgemm on its own rows: OpenBLAS threads would
+       * only compete with them */
+      g_openblas.openblas_set_num_threads(1);
+      s->blas = &g_openblas.table;
+      s->base.host_blas = g_openblas.about;
+    }
+  }
+  hk_status_t st = pool_start(host_thread_count(options->host_threads), a, m->set_blas, s->blas, &s->pool);
   if (st != HK_OK) {
     hk_free(a, s->workspace_raw);
     hk_free(a, s);
@@ -340,8 +440,15 @@ static void host_launch(hk_backend_session_t *session, uint32_t i) {
     m->fns[l->kernel]((void *const *)l->args, 0, l->grid[0]);
 }
 
+/* Gives the calling thread the session's BLAS table (it may have run another session's). */
+static void host_bind_blas(hk_backend_session_t *session) {
+  const host_module_t *m = (const host_module_t *)session->module;
+  if (m->set_blas) m->set_blas(((host_session_t *)session)->blas);
+}
+
 static hk_status_t host_run(hk_backend_session_t *session, void *stream) {
   (void)stream;
+  host_bind_blas(session);
   for (uint32_t i = 0; i < session->launch_count; i++) host_launch(session, i);
   return HK_OK;
 }
@@ -355,6 +462,7 @@ static double host_now_us(void) {
 /* Launches run synchronously here: the monotonic clock around each one times it alone. */
 static hk_status_t host_profile(hk_backend_session_t *session, void *stream, uint32_t passes, double *out_us) {
   (void)stream;
+  host_bind_blas(session);
   for (uint32_t p = 0; p < passes; p++)
     for (uint32_t i = 0; i < session->launch_count; i++) {
       double t0 = host_now_us();

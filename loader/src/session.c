@@ -199,6 +199,14 @@ HK_API hk_code_kind_t hk_session_code_kind(const hk_session_t *s) {
   return s && s->module->ptx ? HK_CODE_PTX : HK_CODE_NATIVE;
 }
 
+HK_API const char *hk_session_host_blas(const hk_session_t *s, const char **out_reason) {
+  if (out_reason) *out_reason = "";
+  if (!s) return "";
+  const hk_backend_session_t *b = s->buckets[s->last_built]->backend; /* create built one */
+  if (out_reason && b->host_blas_reason) *out_reason = b->host_blas_reason;
+  return b->host_blas ? b->host_blas : ""; /* GPU backends leave them NULL */
+}
+
 HK_API uint32_t hk_session_pdl_count(const hk_session_t *s) {
   return s ? s->buckets[s->last_built]->backend->pdl_count : 0; /* create built one */
 }
@@ -683,6 +691,11 @@ _Static_assert(offsetof(hk_session_options_t, prefer_ptx) >= OPTIONS_SIZE_NO_PDL
    _Alignof(hk_session_options_t) * _Alignof(hk_session_options_t))
 _Static_assert(offsetof(hk_session_options_t, no_pack_weights) >= OPTIONS_SIZE_PREFER_PTX,
                "no_pack_weights must lie past the end of the previous hk_session_options_t layout");
+#define OPTIONS_SIZE_NO_PACK_WEIGHTS                                                              \
+  ((offsetof(hk_session_options_t, no_pack_weights) + sizeof(uint32_t) + _Alignof(hk_session_options_t) - 1) / \
+   _Alignof(hk_session_options_t) * _Alignof(hk_session_options_t))
+_Static_assert(offsetof(hk_session_options_t, host_blas) >= OPTIONS_SIZE_NO_PACK_WEIGHTS,
+               "host_blas must lie past the end of the previous hk_session_options_t layout");
 
 /* Copies the fields of *in that its struct_size covers into *out and gives the others
  * their defaults (hkrt.h: struct_size 0 is the first layout, batch/target/device), then
@@ -703,6 +716,7 @@ static hk_status_t options_read(const hk_session_options_t *in, hk_session_optio
   if (OPTION_SET(size, no_pdl)) out->no_pdl = in->no_pdl; /* reserved0 is never read */
   if (OPTION_SET(size, prefer_ptx)) out->prefer_ptx = in->prefer_ptx; /* nor reserved1 */
   if (OPTION_SET(size, no_pack_weights)) out->no_pack_weights = in->no_pack_weights; /* nor reserved2 */
+  if (OPTION_SET(size, host_blas)) out->host_blas = in->host_blas; /* nor reserved3 */
   HK_FAIL_IF(out->device < 0, HK_STATUS_INVALID_ARGUMENT, "device ordinal %d is negative", out->device);
   HK_FAIL_IF(out->launch_mode != HK_LAUNCH_MODE_AUTO && out->launch_mode != HK_LAUNCH_MODE_GRAPH &&
                  out->launch_mode != HK_LAUNCH_MODE_STREAM,
@@ -712,6 +726,7 @@ static hk_status_t options_read(const hk_session_options_t *in, hk_session_optio
   HK_FAIL_IF(out->prefer_ptx > 1, HK_STATUS_INVALID_ARGUMENT, "prefer_ptx %u is not 0 or 1", out->prefer_ptx);
   HK_FAIL_IF(out->no_pack_weights > 1, HK_STATUS_INVALID_ARGUMENT, "no_pack_weights %u is not 0 or 1",
              out->no_pack_weights);
+  HK_FAIL_IF(out->host_blas > 1, HK_STATUS_INVALID_ARGUMENT, "host_blas %u is not 0 or 1", out->host_blas);
   return HK_OK;
 }
 

@@ -22,7 +22,43 @@
  * T beta [N] or NULL, F eps, T sum or NULL): a block is a row tile over every column tile, and
  * once its rows are stored (rounded to T, as a norm node would read them; in sum with
  * HK_HAS_SUM, else in C) they are normalised into C as templates/host/layernorm.c and
- * rmsnorm.c do. */
+ * rmsnorm.c do.
+ * BLAS (prelude.h's hk_blas, set by libhkrt where OpenBLAS is installed): an f32 gemm without a
+ * dual, rope or folded-norm form takes the product from sgemm instead of the loops below, over
+ * the largest spans its block range covers (whole row tiles merged into one call), then applies
+ * the same epilogue to the f32 sums in place, in one pass over each span. Only the order of the
+ * f32 additions changes. The loops run when C overlaps an operand or the sizes exceed int. */
+#define HK_GEMM_CAT2(a, b) a##b
+#define HK_GEMM_CAT(a, b) HK_GEMM_CAT2(a, b)
+#if HK_NORM_C
+/* Rows [i0, i0 + mb) of H, stored and whole, normalised into C (layernorm.c / rmsnorm.c). */
+static void HK_GEMM_CAT(HK_NAME, _norm_rows)(const HK_T *H, HK_T *C, int64_t i0, int64_t mb, int64_t N,
+                                             const HK_T *ln_gamma, const HK_T *ln_beta, float ln_eps) {
+  (void)ln_beta;
+  for (int64_t i = 0; i < mb; i++) {
+    const HK_T *h_row = H + (i0 + i) * N;
+    HK_T *y_row = C + (i0 + i) * N;
+    float lane[8] = {0}, mean = 0.0f;
+#if HK_NORM_C == 1
+    const float shift = HK_LOAD(h_row[0]);
+    for (int64_t c = 0; c < N; c++) lane[c & 7] += HK_LOAD(h_row[c]) - shift;
+    mean = shift + hk_sum8(lane) / (float)N;
+    memset(lane, 0, sizeof lane);
+#endif
+    for (int64_t c = 0; c < N; c++) {
+      const float d = HK_LOAD(h_row[c]) - mean;
+      lane[c & 7] += d * d;
+    }
+    const float rstd = 1.0f / sqrtf(hk_sum8(lane) / (float)N + ln_eps);
+    for (int64_t c = 0; c < N; c++)
+#if HK_NORM_C == 1
+      y_row[c] = HK_STORE((HK_LOAD(h_row[c]) - mean) * rstd * HK_LOAD(ln_gamma[c]) + HK_LOAD(ln_beta[c]));
+#else
+      y_row[c] = HK_STORE(HK_LOAD(h_row[c]) * rstd * HK_LOAD(ln_gamma[c]));
+#endif
+  }
+}
+#endif
 HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_end) {
   const HK_T *A = (const HK_T *)hk_arg_ptr(args, 0);
   const HK_T *B = (const HK_T *)hk_arg_ptr(args, 1);
@@ -66,6 +102,104 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
   const int64_t tiles_per_block = 1;
 #endif
   const int64_t n_blocks = (M + HK_GEMM_BM - 1) / HK_GEMM_BM * col_tiles / tiles_per_block;
+#if !HK_DUAL && !HK_ROPE && !HK_NORM_A
+  {
+#if HK_NORM_C
+    float *const D = (float *)(void *)H; /* where sgemm and the epilogue write */
+#else
+    float *const D = (float *)(void *)C;
+#endif
+    const size_t mn = (size_t)M * (size_t)N * sizeof(float);
+    if (sizeof(HK_T) == sizeof(float) && hk_blas && hk_blas_fits(M, N, K) &&
+        !hk_overlaps(D, mn, A, (size_t)M * (size_t)K * sizeof(float)) &&
+        !hk_overlaps(D, mn, B, (size_t)K * (size_t)N * sizeof(float))
+#if HK_HAS_BIAS
+        && !hk_overlaps(D, mn, bias, (size_t)N * sizeof(float))
+#endif
+#if HK_HAS_RESIDUAL
+        && !hk_overlaps(D, mn, residual, mn)
+#endif
+#if HK_HAS_MUL
+        && !hk_overlaps(D, mn, mul, mn)
+#endif
+    ) {
+      const float *const Af = (const float *)(const void *)A, *const Bf = (const float *)(const void *)B;
+      const int64_t b_end = hk_min_i64((int64_t)block_end, n_blocks);
+      const int64_t t1 = b_end * tiles_per_block;
+      /* spans of tiles in row-tile-major order: whole row tiles merged, else part of one */
+      for (int64_t t = (int64_t)block_begin * tiles_per_block; t < t1;) {
+        const int64_t r = t / col_tiles, c = t % col_tiles;
+        int64_t rows = HK_GEMM_BM, c_end;
+        if (c == 0 && t1 - t >= col_tiles) {
+          rows = (t1 - t) / col_tiles * HK_GEMM_BM;
+          c_end = col_tiles;
+          t += rows / HK_GEMM_BM * col_tiles;
+        } else {
+          c_end = hk_min_i64(col_tiles, c + (t1 - t));
+          t += c_end - c;
+        }
+        const int64_t i0 = r * HK_GEMM_BM, j0 = c * HK_GEMM_BN;
+        const int64_t mb = hk_min_i64(rows, M - i0), nb = hk_min_i64(c_end * HK_GEMM_BN, N) - j0;
+        float *const d = D + i0 * N + j0;
+        hk_blas->sgemm(101, 111, HK_TRANS_B ? 112 : 111, (int)mb, (int)nb, (int)K, 1.0f, Af + i0 * K, (int)K,
+                       HK_TRANS_B ? Bf + j0 * K : Bf + j0, (int)(HK_TRANS_B ? K : N), 0.0f, d, (int)N);
+        /* the epilogue on the f32 sums, in place; chunks of 64 columns for the vectorizer */
+        for (int64_t i = 0; i < mb; i++) {
+          float *restrict d_row = d + i * N;
+#if HK_HAS_BIAS
+          const float *restrict b_row = (const float *)(const void *)bias + j0;
+#endif
+#if HK_HAS_RESIDUAL
+          const float *restrict r_row = (const float *)(const void *)residual + (i0 + i) * N + j0;
+#endif
+#if HK_HAS_MUL
+          const float *restrict m_row = (const float *)(const void *)mul + (i0 + i) * N + j0;
+#endif
+#define HK_GEMM_EPI(jj)                                                                                  \
+  do {                                                                                                   \
+    float v = d_row[jj];                                                                                 \
+    HK_GEMM_EPI_BIAS(jj);                                                                                \
+    v = HK_ACT(v);                                                                                       \
+    HK_GEMM_EPI_MUL(jj);                                                                                 \
+    HK_GEMM_EPI_RES(jj);                                                                                 \
+    d_row[jj] = v;                                                                                       \
+  } while (0)
+#if HK_HAS_BIAS
+#define HK_GEMM_EPI_BIAS(jj) v += b_row[jj]
+#else
+#define HK_GEMM_EPI_BIAS(jj) (void)0
+#endif
+#if HK_HAS_MUL
+#define HK_GEMM_EPI_MUL(jj) v *= m_row[jj]
+#else
+#define HK_GEMM_EPI_MUL(jj) (void)0
+#endif
+#if HK_HAS_RESIDUAL
+#define HK_GEMM_EPI_RES(jj) v += r_row[jj]
+#else
+#define HK_GEMM_EPI_RES(jj) (void)0
+#endif
+          int64_t j = 0;
+          for (; j + 64 <= nb; j += 64)
+            for (int jj = 0; jj < 64; jj++) HK_GEMM_EPI(j + jj);
+          for (; j < nb; j++) HK_GEMM_EPI(j);
+#undef HK_GEMM_EPI
+#undef HK_GEMM_EPI_BIAS
+#undef HK_GEMM_EPI_MUL
+#undef HK_GEMM_EPI_RES
+        }
+      }
+#if HK_NORM_C /* a block is a row tile with all of its columns: every span was whole rows */
+      if (b_end > (int64_t)block_begin) {
+        const int64_t i0 = (int64_t)block_begin * HK_GEMM_BM;
+        HK_GEMM_CAT(HK_NAME, _norm_rows)(H, C, i0, hk_min_i64(b_end * HK_GEMM_BM, M) - i0, N, ln_gamma, ln_beta,
+                                         ln_eps);
+      }
+#endif
+      return;
+    }
+  }
+#endif
   float acc[HK_GEMM_BM][HK_GEMM_BN];
   float panel[HK_GEMM_BK][HK_GEMM_BN];
 
@@ -195,29 +329,10 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
     }
 #if HK_NORM_C
     if (sub == tiles_per_block - 1) /* the block's rows are whole: normalise them into C */
-      for (int64_t i = 0; i < mb; i++) {
-        const HK_T *h_row = H + (i0 + i) * N;
-        HK_T *y_row = C + (i0 + i) * N;
-        float lane[8] = {0}, mean = 0.0f;
-#if HK_NORM_C == 1
-        const float shift = HK_LOAD(h_row[0]);
-        for (int64_t c = 0; c < N; c++) lane[c & 7] += HK_LOAD(h_row[c]) - shift;
-        mean = shift + hk_sum8(lane) / (float)N;
-        memset(lane, 0, sizeof lane);
-#endif
-        for (int64_t c = 0; c < N; c++) {
-          const float d = HK_LOAD(h_row[c]) - mean;
-          lane[c & 7] += d * d;
-        }
-        const float rstd = 1.0f / sqrtf(hk_sum8(lane) / (float)N + ln_eps);
-        for (int64_t c = 0; c < N; c++)
-#if HK_NORM_C == 1
-          y_row[c] = HK_STORE((HK_LOAD(h_row[c]) - mean) * rstd * HK_LOAD(ln_gamma[c]) + HK_LOAD(ln_beta[c]));
-#else
-          y_row[c] = HK_STORE(HK_LOAD(h_row[c]) * rstd * HK_LOAD(ln_gamma[c]));
-#endif
-      }
+      HK_GEMM_CAT(HK_NAME, _norm_rows)(H, C, i0, mb, N, ln_gamma, ln_beta, ln_eps);
 #endif
   }
 }
 #undef HK_A_LOAD
+#undef HK_GEMM_CAT
+#undef HK_GEMM_CAT2

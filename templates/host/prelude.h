@@ -20,6 +20,7 @@
  * compiler support for _Float16 is needed. All arithmetic is in f32.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -29,6 +30,39 @@
 #endif
 
 #define HK_KERNEL __attribute__((visibility("default")))
+
+/* ---- BLAS, bound at run time (optional) ---------------------------------------------
+ * libhkrt dlopens OpenBLAS where it is installed and, on every thread that runs a launch of a
+ * session using it, hands the object this table through hk_host_set_blas (NULL: the C loops
+ * run). The layout is libhkrt's hk_host_blas_t (loader/src/backend_host.c); it grows at its
+ * end, and struct_size says which entries the loader filled. A loader that predates this
+ * export never calls it: the C loops run. */
+typedef struct hk_host_blas {
+  uint32_t struct_size;
+  uint32_t reserved;
+  /* cblas_sgemm: C = alpha * op(A) @ op(B) + beta * C; order 101 = row-major, trans 111 = no,
+   * 112 = transposed; called with OpenBLAS single-threaded, from the session's threads */
+  void (*sgemm)(int order, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                const float *b, int ldb, float beta, float *c, int ldc);
+} hk_host_blas_t;
+
+static _Thread_local const hk_host_blas_t *hk_blas; /* this thread's table, or NULL */
+
+HK_KERNEL void hk_host_set_blas(const hk_host_blas_t *blas) {
+  hk_blas = blas && blas->struct_size >= offsetof(hk_host_blas_t, sgemm) + sizeof blas->sgemm && blas->sgemm ? blas
+                                                                                                          : NULL;
+}
+
+/* Whether a GEMM of these sizes fits cblas's int arguments (lda/ldb/ldc up to K and N). */
+static inline int hk_blas_fits(int64_t M, int64_t N, int64_t K) {
+  return M >= 1 && N >= 1 && K >= 1 && M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX;
+}
+
+/* Whether the byte ranges [a, a + na) and [b, b + nb) overlap (NULL never does). */
+static inline int hk_overlaps(const void *a, size_t na, const void *b, size_t nb) {
+  const uintptr_t pa = (uintptr_t)a, pb = (uintptr_t)b;
+  return a && b && pa < pb + nb && pb < pa + na;
+}
 
 /* ---- arguments ------------------------------------------------------------------ */
 static inline void *hk_arg_ptr(void *const *args, int i) { return *(void *const *)args[i]; }

@@ -372,6 +372,26 @@ static void test_session_options(void **ts) {
   hk_session_destroy(s);
   assert_int_equal(hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 2, .no_pdl = 1), &s), HK_OK);
   hk_session_destroy(s);
+  /* host_blas: 0 or 1; not read from a caller whose struct ends before it. The fixture's object
+   * has no hk_host_set_blas (hand-written, like objects built before the binding): C loops. */
+  assert_int_equal(hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 2, .host_blas = 2), &s),
+                   HK_STATUS_INVALID_ARGUMENT);
+  assert_non_null(strstr(hk_last_error(), "host_blas 2 is not 0 or 1"));
+  const uint32_t before_blas = (uint32_t)offsetof(hk_session_options_t, host_blas);
+  assert_true(before_blas >= offsetof(hk_session_options_t, no_pack_weights) + sizeof(uint32_t));
+  assert_int_equal(hk_session_create(st->pack, &(hk_session_options_t){.struct_size = before_blas, .batch = 2,
+                                                                      .reserved3 = 0xdead, .host_blas = 7}, &s), HK_OK);
+  const char *why = NULL;
+  assert_string_equal(hk_session_host_blas(s, &why), "");
+  assert_non_null(strstr(why, "predates BLAS binding"));
+  hk_session_destroy(s);
+  assert_int_equal(hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 2, .host_blas = 1), &s), HK_OK);
+  assert_string_equal(hk_session_host_blas(s, &why), "");
+  assert_string_equal(why, "the session's option host_blas is 1");
+  run_and_check(s, 2, 7);
+  hk_session_destroy(s);
+  assert_string_equal(hk_session_host_blas(NULL, &why), "");
+  assert_string_equal(why, "");
 
   for (uint32_t threads = 1; threads <= 3; threads += 2) {
     assert_int_equal(hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = 8, .host_threads = threads,
@@ -1067,7 +1087,9 @@ static float *run_pipeline(hk_session_t *s, uint64_t seed, size_t *out_bytes) {
 }
 
 /* Batch 5 on buckets [1, 8, 32] (padded to 8) equals, bit for bit, the same inputs through
- * a pack built for exactly batch 5: the same kernels on the same real rows. */
+ * a pack built for exactly batch 5: the same kernels on the same real rows. The GEMMs run
+ * their C loops (host_blas = 1), whose rows do not depend on the row count; through OpenBLAS,
+ * which picks its kernels by a call's shape, the two agree within f32 rounding (checked last). */
 static void test_pad_matches_exact_pack(void **ts) {
   NEED_CC(*ts);
   char *dir = hk_test_tmpdir();
@@ -1075,8 +1097,8 @@ static void test_pad_matches_exact_pack(void **ts) {
   hk_pack_t *buckets = build_spec_pack(dir, "buckets", "[1, 8, 32]");
   hk_pack_t *exact = build_spec_pack(dir, "exact5", "[5]");
   hk_session_t *sp, *se;
-  assert_int_equal(hk_session_create(buckets, HK_TEST_OPTIONS(.batch = 5), &sp), HK_OK);
-  assert_int_equal(hk_session_create(exact, HK_TEST_OPTIONS(.batch = 5), &se), HK_OK);
+  assert_int_equal(hk_session_create(buckets, HK_TEST_OPTIONS(.batch = 5, .host_blas = 1), &sp), HK_OK);
+  assert_int_equal(hk_session_create(exact, HK_TEST_OPTIONS(.batch = 5, .host_blas = 1), &se), HK_OK);
   assert_int_equal(hk_session_bucket(sp), 8);
   assert_int_equal(hk_session_bucket(se), 5);
   size_t bp, be;
@@ -1097,9 +1119,19 @@ static void test_pad_matches_exact_pack(void **ts) {
   assert_int_equal(hk_session_debug_builds(sp), 2);
   free(again);
   free(padded);
-  free(ref);
   hk_session_destroy(sp);
   hk_session_destroy(se);
+  /* the default GEMM path (OpenBLAS where installed), padded, against the C loops' exact run */
+  assert_int_equal(hk_session_create(buckets, HK_TEST_OPTIONS(.batch = 5), &sp), HK_OK);
+  padded = run_pipeline(sp, 3, &b2);
+  assert_int_equal(b2, be);
+  for (size_t i = 0; i < be / 4; i++)
+    if (!(fabsf(padded[i] - ref[i]) <= 1e-5f * (fabsf(ref[i]) + 1.0f)))
+      fail_msg("output float %zu: %.9g padded (%s), %.9g exact (C loops)", i, padded[i],
+               hk_session_host_blas(sp, NULL)[0] ? "OpenBLAS" : "C loops", ref[i]);
+  free(padded);
+  free(ref);
+  hk_session_destroy(sp);
   hk_pack_destroy(buckets);
   hk_pack_destroy(exact);
   remove(dir);

@@ -159,6 +159,12 @@ static int teardown(void **state) {
   return 0;
 }
 
+static void *sym(const char *name) {
+  void *s = dlsym(g_ops.dl, name);
+  assert_non_null(s);
+  return s;
+}
+
 static kernel_fn_t lookup(const hkc_kernel_key_t *key) {
   char name[96];
   hkc_kernel_key_name(key, name, sizeof name);
@@ -428,6 +434,82 @@ static void test_gemm_mul(void **state) {
       for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         gemm_case_mul(dt, (hk_act_t)k_mul_cases[m][0], k_mul_cases[m][1], k_mul_cases[m][2], k_mul_cases[m][3], 1,
                       shapes[s][0], shapes[s][1], shapes[s][2], &rng);
+}
+
+/* ---- gemm through a BLAS: prelude.h's hk_host_set_blas ------------------------------------- */
+typedef void (*sgemm_fn_t)(int, int, int, int, int, int, float, const float *, int, const float *, int, float,
+                           float *, int);
+typedef struct blas_table { /* prelude.h's hk_host_blas_t */
+  uint32_t struct_size, reserved;
+  sgemm_fn_t sgemm;
+} blas_table_t;
+static sgemm_fn_t g_cblas_sgemm;
+static int g_sgemm_calls;
+
+static void counting_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                           const float *b, int ldb, float beta, float *c, int ldc) {
+  g_sgemm_calls++;
+  g_cblas_sgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/* Every gemm epilogue form (act x trans_b x bias x residual, and the mul cases) on odd shapes,
+ * in f32 with OpenBLAS's sgemm handed to the object and without it, against the double
+ * reference; run() calls uneven block ranges, so both merged row spans and single tiles reach
+ * sgemm. A counting sgemm proves which path ran: every f32 case calls it, f16 and bf16 never
+ * do (their loops are kept). Skipped when libopenblas.so.0 is not installed. */
+static void test_gemm_blas(void **state) {
+  (void)state;
+  void *ob = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+  if (!ob) {
+    fprintf(stderr, "SKIP gemm through OpenBLAS: libopenblas.so.0 is not installed (libopenblas0-pthread)\n");
+    skip();
+  }
+  void *p = dlsym(ob, "cblas_sgemm"), *q = dlsym(ob, "openblas_set_num_threads");
+  assert_non_null(p);
+  assert_non_null(q);
+  memcpy(&g_cblas_sgemm, &p, sizeof p);
+  void (*set_threads)(int);
+  memcpy(&set_threads, &q, sizeof q);
+  set_threads(1);
+  void (*set_blas)(const blas_table_t *);
+  void *sb = sym("hk_host_set_blas");
+  memcpy(&set_blas, &sb, sizeof sb);
+  const blas_table_t table = {sizeof table, 0, counting_sgemm};
+  static const int64_t shapes[][3] = {{1, 1, 1}, {7, 13, 5}, {5, 9, 1}, {37, 300, 203}, {70, 530, 45}, {33, 513, 97}};
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 21);
+  for (int with = 1; with >= 0; with--) {
+    set_blas(with ? &table : NULL);
+    for (int act = 0; act < HK_ACT_COUNT_; act++)
+      for (int flags = 0; flags < 8; flags++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+          const int before = g_sgemm_calls;
+          gemm_case(0, (hk_act_t)act, flags & 1, (flags >> 1) & 1, (flags >> 2) & 1, shapes[s][0], shapes[s][1],
+                    shapes[s][2], &rng);
+          if (with ? g_sgemm_calls == before : g_sgemm_calls != before)
+            fail_msg("gemm %lldx%lldx%lld act=%d flags=%d: sgemm called %d times %s the table",
+                     (long long)shapes[s][0], (long long)shapes[s][1], (long long)shapes[s][2], act, flags,
+                     g_sgemm_calls - before, with ? "with" : "without");
+        }
+    for (size_t m = 0; m < sizeof k_mul_cases / sizeof k_mul_cases[0]; m++)
+      for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int before = g_sgemm_calls;
+        gemm_case_mul(0, (hk_act_t)k_mul_cases[m][0], k_mul_cases[m][1], k_mul_cases[m][2], k_mul_cases[m][3], 1,
+                      shapes[s][0], shapes[s][1], shapes[s][2], &rng);
+        assert_true(with ? g_sgemm_calls > before : g_sgemm_calls == before);
+      }
+  }
+  set_blas(&table); /* 16-bit types keep their loops */
+  const int before = g_sgemm_calls;
+  for (int dt = 1; dt < N_DTYPES; dt++) gemm_case(dt, HK_ACT_GELU, 1, 1, 1, 37, 300, 203, &rng);
+  assert_int_equal(g_sgemm_calls, before);
+  set_blas(NULL);
+  /* a table too short for sgemm is not taken */
+  const blas_table_t short_table = {sizeof(uint32_t) * 2, 0, counting_sgemm};
+  set_blas(&short_table);
+  gemm_case(0, HK_ACT_NONE, 0, 1, 0, 37, 300, 203, &rng);
+  assert_int_equal(g_sgemm_calls, before);
+  set_blas(NULL);
 }
 
 /* ---- element-wise chains ------------------------------------------------------------------ */
@@ -1689,11 +1771,6 @@ static void test_checker_catches_errors(void **state) {
 typedef void (*to16_fn_t)(const float *, uint16_t *, size_t);
 typedef void (*from16_fn_t)(const uint16_t *, float *, size_t);
 
-static void *sym(const char *name) {
-  void *s = dlsym(g_ops.dl, name);
-  assert_non_null(s);
-  return s;
-}
 
 static int same_float(float a, float b) {
   if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
@@ -2228,6 +2305,7 @@ int main(void) {
       cmocka_unit_test(test_checker_catches_errors),
       cmocka_unit_test(test_gemm),
       cmocka_unit_test(test_gemm_mul),
+      cmocka_unit_test(test_gemm_blas),
       cmocka_unit_test(test_ewchain),
       cmocka_unit_test(test_norms_add),
       cmocka_unit_test(test_binary),

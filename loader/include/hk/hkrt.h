@@ -217,6 +217,19 @@ typedef struct hk_session_options {
                                 binds every param. Other values are INVALID_ARGUMENT. Binding a
                                 param by hand (hk_session_bind, hk_session_bind_weights)
                                 replaces the pack's, and frees the session's copy */
+  uint32_t reserved3;        /* never read: the tail padding of the layout that ended with
+                                no_pack_weights (64 bytes on 64-bit hosts), kept so that host_blas
+                                lies past it */
+  uint32_t host_blas;        /* host target: 0: the f32 GEMMs take their products from OpenBLAS
+                                (libopenblas.so.0, dlopen'ed once per process, never linked) where
+                                it is installed and the pack's host code takes it, else from
+                                their C loops; 1: the C loops always. A session that uses OpenBLAS
+                                sets its thread count to 1 (openblas_set_num_threads, process-wide):
+                                the session's own threads (host_threads) share the GEMM, each
+                                calling sgemm on its rows; the last bits of the sums may then
+                                change with host_threads and the batch bucket (the C loops give
+                                the same bits for any). Other values are INVALID_ARGUMENT.
+                                hk_session_host_blas says what runs. GPU targets ignore it */
 } hk_session_options_t;
 
 /* The code a session runs (hk_session_code_kind). */
@@ -403,6 +416,12 @@ HK_API uint32_t hk_session_pdl_count(const hk_session_t *session);
 /* Which code of its target the session runs (hk_session_options_t.prefer_ptx); HK_CODE_NATIVE
  * for a NULL session. */
 HK_API hk_code_kind_t hk_session_code_kind(const hk_session_t *session);
+/* What computes the host target's GEMM products (hk_session_options_t.host_blas): the BLAS
+ * ("OpenBLAS 0.3.21 ... (libopenblas.so.0)") when the session uses one, else "" (the C loops,
+ * a GPU target, or a NULL session). *out_reason (out_reason may be NULL): why a host session
+ * runs the C loops ("libopenblas.so.0 not found ...", "host_blas = 1", "the pack's host code
+ * predates BLAS binding"), "" otherwise. Both strings are static or borrowed from the session. */
+HK_API const char *hk_session_host_blas(const hk_session_t *session, const char **out_reason);
 
 /* Application-visible tensors (inputs, outputs, params), shapes resolved for the batch.
  * The count is 0 for a NULL session; NULL session or out_info: INVALID_ARGUMENT. */
