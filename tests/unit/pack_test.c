@@ -618,7 +618,8 @@ static void test_names_from_the_file(void **ts) {
   /* every message escapes what it quotes: a path with an ESC sequence and a newline */
   hk_pack_t *pack;
   assert_int_equal(hk_pack_open_file("/nonexistent/\x1b[2J\nx\x7f", NULL, &pack), HK_STATUS_IO);
-  if (!strstr(hk_last_error(), "cannot open /nonexistent/\\x1b[2J\\x0ax\\x7f: No such file or directory"))
+  /* (debug builds end the message with the failing line, which may cut the strerror text) */
+  if (!strstr(hk_last_error(), "cannot open /nonexistent/\\x1b[2J\\x0ax\\x7f: No such file"))
     fail_msg("message not escaped: %s", hk_last_error());
 }
 
