@@ -3,16 +3,16 @@
 # (run as bench/s8/call4.sh from the repository root in the session; copied here next to its output)
 # Session 8, device call 4 (build-dev carried; bench/skv_prepare.sh): split-KV and grouped-query
 # row packing (attention_mma kvs / gp) numerics and timing against SDPA, and the harness on
-# repeat_layers (sm_90a). Output in $OUT/s8-call4.tar.gz.
+# repeat_layers (sm_90a). Output in $OUT/device-run.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 final=${OUT:-/tmp}
-out=/tmp/s8-call4
+out=/tmp/device-run
 mkdir -p "$out"
 start=$(date +%s)
 t() { echo "[$(( $(date +%s) - start )) s] $*"; }
-finish() { tar -C /tmp -czf "$final/s8-call4.tar.gz" s8-call4; t "done"; }
+finish() { tar -C /tmp -czf "$final/device-run.tar.gz" device-run; t "done"; }
 trap finish EXIT
 t "split-KV + gp"
 OUT=$out/skv DEVICE_BUDGET_S=205 bash bench/skv_device.sh > "$out/skv.out" 2>&1; echo "skv rc $?"

@@ -6,12 +6,12 @@
 # five cases below): split-KV attention (bench/skv_device.sh), the Hugging Face check again
 # (BERT's q|k|v now one gemm over `parts:`; self-contained packs built here with hkc build
 # --weights), op_attention128 in the harness (its decode nodes now split), the whole-layer
-# per-launch profiles (issue 16: graph time against the sum of the launches), and ncu of the
-# attention cases below their bars (issue 15).
+# per-launch profiles (graph time against the sum of the launches), and ncu of the
+# attention cases below their bars.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-out=${OUT:-/tmp/s8-call2}
+out=${OUT:-/tmp/device-run}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 start=$(date +%s)

@@ -8,7 +8,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-out=${OUT:-/tmp/s8-call1}
+out=${OUT:-/tmp/device-run}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 start=$(date +%s)

@@ -7,9 +7,9 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 final=${OUT:-/tmp}
-out=/tmp/s8-call5
+out=/tmp/device-run
 mkdir -p "$out"
-trap 'tar -C /tmp -czf "$final/s8-call5.tar.gz" s8-call5' EXIT
+trap 'tar -C /tmp -czf "$final/device-run.tar.gz" device-run' EXIT
 for c in 128x768x768 128x2304x768 1024x768x768 1024x2304x768 1024x768x3072 512x1024x4096; do
   timeout -s KILL 25 /usr/local/cuda/bin/ncu --clock-control none --section SpeedOfLight \
     --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,lts__t_bytes.sum,dram__bytes.sum \

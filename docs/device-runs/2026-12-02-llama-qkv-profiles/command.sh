@@ -7,17 +7,17 @@
 # change): the Llama HF check with the packed form, the harness on the packs with rope and
 # the sm_90a packs call 1 did not reach, split-KV numerics again (the > 48 KiB opt-in fix),
 # hkc tune of the new q|k|v GEMM, llama_block before/after, the whole-layer profiles. All
-# output in $OUT/s8-call3.tar.gz (the device tool returns few files).
+# output in $OUT/device-run.tar.gz (the device tool returns few files).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 final=${OUT:-/tmp}
-out=/tmp/s8-call3
+out=/tmp/device-run
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 start=$(date +%s)
 t() { echo "[$(( $(date +%s) - start )) s] $*"; }
-finish() { tar -C /tmp -czf "$final/s8-call3.tar.gz" s8-call3; t "done"; }
+finish() { tar -C /tmp -czf "$final/device-run.tar.gz" device-run; t "done"; }
 trap finish EXIT
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
 t "hf llama (packed q|k|v)"

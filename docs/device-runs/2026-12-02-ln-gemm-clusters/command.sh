@@ -55,7 +55,7 @@ for b in 1 8 32 128; do
   done
 done
 for cfg in pp=0,mw=1,bn=256,st=4,sk=1,cm=1,ts=1 pp=1,mw=1,bn=256,st=5,sk=1,cm=1,ts=0; do
-  build-dev/hkc build docs/device-runs/s12-call1/bert_gemms.yaml -o /tmp/g.hkpack --target sm_90a -q --kernel-option "gemm_tma_cfg=$cfg"
+  build-dev/hkc build docs/device-runs/2026-12-02-ln-gemm-clusters/bert_gemms.yaml -o /tmp/g.hkpack --target sm_90a -q --kernel-option "gemm_tma_cfg=$cfg"
   timeout 150 ncu --clock-control none -k regex:gelu -c 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
     --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
     build-dev/hkc run /tmp/g.hkpack --batch 128 --random-params --runs 1 --warmup 0 > "$res/ncu_gelu_$cfg.txt" 2>&1

@@ -66,7 +66,7 @@ for b in 1 8 32 128; do
   done
 done
 # every gemm_tma candidate of bert's large gemms at batch 32 and 128 (what limits batch 128)
-timeout 240 build-dev/hkc tune docs/device-runs/s12-call1/bert_gemms.yaml -t sm_90a -o "$res/gemms.db" --top 60 \
+timeout 240 build-dev/hkc tune docs/device-runs/2026-12-02-ln-gemm-clusters/bert_gemms.yaml -t sm_90a -o "$res/gemms.db" --top 60 \
   --report "$res/gemms_tune.md" > "$res/gemms_tune.log" 2>&1
 echo "gemms tune rc $?"; grep -v "^#" "$res/gemms.db"
 tar -C /tmp -czf "$final/s12c1.tar.gz" s12c1

@@ -23,7 +23,7 @@ for b in $batches; do
   echo "$name b$b profile rc $? $(grep -E 'sum of launches|bubbles' "$prof/profile_${name}_b$b.txt" | tr '\n' ' ')"
 done
 if [ "$part" = bert ] && [ -f build-dev/s9/rows_small.hkpack ]; then
-  # issue 16 item 2: the row kernels at 128 and 1024 rows against their floor plus a launch,
+  # the row kernels at 128 and 1024 rows against their floor plus a launch,
   # the launch measured the same way on a relu over 8 elements (build-dev/s9/*.yaml)
   for b in 1 8; do
     timeout 40 build-dev/hkc run build-dev/s9/rows_small.hkpack --batch "$b" --random-params --runs 200 --warmup 20 \

@@ -3,7 +3,7 @@
 # (run as bench/s12/call4.sh from the repository root in the session; copied here next to its output)
 # Session 12, device call 4: bert_layer peers at the session's final commit (the default plan:
 # the layernorm epilogue is built but the planner's clock keeps BERT's layernorms apart, so the
-# pack's kernels are session 10's); build-dev from `bash bench/peers_prepare.sh` carried:
+# pack's kernels are the earlier run's); build-dev from `bash bench/peers_prepare.sh` carried:
 #   1. bert_layer peers, every system (bench/peers_device.sh, no device-side build timing, no
 #      torch cold-start processes);
 #   2. the per-launch profile and bubbles of every batch of the bert_layer pack.

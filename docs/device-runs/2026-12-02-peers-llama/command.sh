@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # (run as bench/s12/call5.sh from the repository root in the session; copied here next to its output)
 # Session 12, device call 5: llama_block peers at the session's final commit (plan and kernels
-# as session 11's: rope in the q|k|v projection's epilogue; both rmsnorms kept apart by the
+# as the earlier run's: rope in the q|k|v projection's epilogue; both rmsnorms kept apart by the
 # planner's clock; specs/tuning/h200.db with the rope gemm's entries); build-dev from `bash bench/peers_prepare.sh` carried:
 #   1. llama_block peers, every system (bench/peers_device.sh, no device-side build timing, no
 #      torch cold-start processes);

@@ -8,16 +8,16 @@
 #   2. hkc tune of bert_layer and llama_block's GEMM launches for sm_90a with a wider top
 #      (the ping-pong candidates the model ranks below 12 get measured; llama's dual GEMM at
 #      batch 4 and 16 had no entry).
-# Output: $OUT/s9-call1.tar.gz.
+# Output: $OUT/device-run.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH="$PWD/build-dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 final=${OUT:-/tmp}
-out=/tmp/s9-call1
+out=/tmp/device-run
 mkdir -p "$out"
 start=$(date +%s)
 t() { echo "[$(( $(date +%s) - start )) s] $*"; }
-finish() { tar -C /tmp -czf "$final/s9-call1.tar.gz" s9-call1; t "done"; }
+finish() { tar -C /tmp -czf "$final/device-run.tar.gz" device-run; t "done"; }
 trap finish EXIT
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
 t "prefetch A/B"
