@@ -15,7 +15,8 @@ enum {
   HOST_GEMM_BN = 256,     /* columns per GEMM block: f32 accumulator row of 1 KiB */
   HOST_GEMM_BK = 32,      /* K step: B panel of BK x BN floats (32 KiB) stays in L1/L2 */
   HOST_EW_CHUNK = 16384,  /* elements per element-wise block: amortizes the call */
-  HOST_ATTN_KB = 64,      /* keys per online-softmax step */
+  HOST_ATTN_QT = 32,      /* query rows per attention block */
+  HOST_ATTN_KB = 128,     /* keys per online-softmax step */
   HOST_ATTN_DC = 256,     /* head-dim columns accumulated at once (every common dh) */
   HOST_ROPE_JC = 64,      /* rope frequencies whose cos/sin are staged at once (dh 128) */
 };
@@ -256,7 +257,7 @@ char *hkc_codegen_host(const hkc_kernel_out_t *kernels, size_t n_kernels) {
             HOST_GEMM_BN, HOST_GEMM_BK);
   hkc_sb_printf(&sb, "#define HK_EW_CHUNK %d\n#define HK_ATTN_KB %d\n#define HK_ATTN_DC %d\n", HOST_EW_CHUNK,
             HOST_ATTN_KB, HOST_ATTN_DC);
-  hkc_sb_printf(&sb, "#define HK_ROPE_JC %d\n", HOST_ROPE_JC);
+  hkc_sb_printf(&sb, "#define HK_ROPE_JC %d\n#define HK_ATTN_QT %d\n", HOST_ROPE_JC, HOST_ATTN_QT);
   hkc_sb_append(&sb, prelude, prelude_size);
 
   for (size_t i = 0; i < n_kernels; i++) {
@@ -295,7 +296,7 @@ static int64_t ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) 
  *               a norm epilogue's (norm_c): a row tile, all of its columns
  *   add..silu, ewchain   a chunk of HOST_EW_CHUNK elements
  *   norms, softmax   one row
- *   attention   one query row of one (batch, head)
+ *   attention   a tile of HOST_ATTN_QT query rows of one (batch, head)
  *   rope        one row (all heads)
  *   embedding, kv_append, take_rows, argmax, sample   one row (a token's, an output row)
  *   kv_attention   one token row of one head: block = row * heads + head
@@ -324,7 +325,7 @@ void hkc_host_launch_dims(const hkc_kernel_key_t *key, const hkc_arg_t *args, ui
   case HK_OP_SOFTMAX: blocks = arg_i64(args, n_args, HKC_SOFTMAX_ARG_ROWS); break;
   case HK_OP_ATTENTION:
     blocks = arg_i64(args, n_args, HKC_ATTENTION_ARG_BATCH) * arg_i64(args, n_args, HKC_ATTENTION_ARG_HEADS) *
-             arg_i64(args, n_args, HKC_ATTENTION_ARG_SEQ_Q);
+             ceil_div(arg_i64(args, n_args, HKC_ATTENTION_ARG_SEQ_Q), HOST_ATTN_QT);
     break;
   case HK_OP_ROPE: blocks = arg_i64(args, n_args, HKC_ROPE_ARG_ROWS); break;
   case HK_OP_EMBEDDING: blocks = arg_i64(args, n_args, HKC_EMBEDDING_ARG_TOKENS); break;

@@ -23,11 +23,14 @@
  * once its rows are stored (rounded to T, as a norm node would read them; in sum with
  * HK_HAS_SUM, else in C) they are normalised into C as templates/host/layernorm.c and
  * rmsnorm.c do.
- * BLAS (prelude.h's hk_blas, set by libhkrt where OpenBLAS is installed): an f32 gemm without a
+ * BLAS (prelude.h's hk_blas, set by libhkrt where OpenBLAS is installed): a gemm without a
  * dual, rope or folded-norm form takes the product from sgemm instead of the loops below, over
  * the largest spans its block range covers (whole row tiles merged into one call), then applies
- * the same epilogue to the f32 sums in place, in one pass over each span. Only the order of the
- * f32 additions changes. The loops run when C overlaps an operand or the sizes exceed int. */
+ * the same epilogue to the f32 sums, in one pass over each span: in place in C for f32; for f16
+ * and bf16, the operands are converted to f32 copies first (A by HK_GEMM_LP_RB rows, B by
+ * HK_GEMM_LP_NC columns, on the heap) and the sums are rounded once into C. Only the order of
+ * the f32 additions changes. The loops run when C overlaps an operand, the sizes exceed int or
+ * the copies cannot be allocated. */
 #define HK_GEMM_CAT2(a, b) a##b
 #define HK_GEMM_CAT(a, b) HK_GEMM_CAT2(a, b)
 #if HK_NORM_C
@@ -58,6 +61,94 @@ static void HK_GEMM_CAT(HK_NAME, _norm_rows)(const HK_T *H, HK_T *C, int64_t i0,
 #endif
   }
 }
+#endif
+#if !HK_DUAL && !HK_ROPE && !HK_NORM_A
+/* dst[0, n) = src[0, n) in f32 (chunks of 16 for the vectorizer) */
+#define HK_GEMM_LOAD_ROW(dst, src, n)                                                                      \
+  do {                                                                                                     \
+    int64_t q_ = 0;                                                                                        \
+    for (; q_ + 16 <= (n); q_ += 16)                                                                       \
+      for (int t_ = 0; t_ < 16; t_++) (dst)[q_ + t_] = HK_LOAD((src)[q_ + t_]);                            \
+    for (; q_ < (n); q_++) (dst)[q_] = HK_LOAD((src)[q_]);                                                 \
+  } while (0)
+/* The BLAS path of a 16-bit GEMM over rows [i0, i0 + mb) and columns [j0, j0 + nb): B's columns
+ * in chunks of HK_GEMM_LP_NC converted to f32 in bf ([K][nc], or [nc][K] when HK_TRANS_B), A's
+ * rows in chunks of HK_GEMM_LP_RB in af, their product by sgemm into df, then the epilogue on
+ * those f32 sums, rounded once into D (C, or the sum a norm epilogue reads). */
+__attribute__((unused)) static void HK_GEMM_CAT(HK_NAME, _lowp_span)(void *const *args, HK_T *D, int64_t i0, int64_t j0, int64_t mb,
+                                             int64_t nb, int64_t N, int64_t K, float *restrict bf,
+                                             float *restrict af, float *restrict df) {
+  const HK_T *const A = (const HK_T *)hk_arg_ptr(args, 0), *const B = (const HK_T *)hk_arg_ptr(args, 1);
+#if HK_HAS_BIAS
+  const HK_T *const bias = (const HK_T *)hk_arg_ptr(args, 2);
+#endif
+#if HK_HAS_RESIDUAL
+  const HK_T *const residual = (const HK_T *)hk_arg_ptr(args, 3);
+#endif
+#if HK_HAS_MUL
+  const HK_T *const mul = (const HK_T *)hk_arg_ptr(args, 8);
+#endif
+  for (int64_t c0 = 0; c0 < nb; c0 += HK_GEMM_LP_NC) {
+    const int64_t nc = hk_min_i64(HK_GEMM_LP_NC, nb - c0), jc = j0 + c0;
+#if HK_TRANS_B
+    for (int64_t j = 0; j < nc; j++) HK_GEMM_LOAD_ROW(bf + j * K, B + (jc + j) * K, K);
+#else
+    for (int64_t k = 0; k < K; k++) HK_GEMM_LOAD_ROW(bf + k * nc, B + k * N + jc, nc);
+#endif
+    for (int64_t r0 = 0; r0 < mb; r0 += HK_GEMM_LP_RB) {
+      const int64_t rb = hk_min_i64(HK_GEMM_LP_RB, mb - r0), ir = i0 + r0;
+      for (int64_t i = 0; i < rb; i++) HK_GEMM_LOAD_ROW(af + i * K, A + (ir + i) * K, K);
+      hk_blas->sgemm(101, 111, HK_TRANS_B ? 112 : 111, (int)rb, (int)nc, (int)K, 1.0f, af, (int)K, bf,
+                     (int)(HK_TRANS_B ? K : nc), 0.0f, df, (int)nc);
+      for (int64_t i = 0; i < rb; i++) {
+        const float *restrict s_row = df + i * nc;
+        HK_T *restrict o_row = D + (ir + i) * N + jc;
+#if HK_HAS_BIAS
+        const HK_T *restrict b_row = bias + jc;
+#endif
+#if HK_HAS_RESIDUAL
+        const HK_T *restrict r_row = residual + (ir + i) * N + jc;
+#endif
+#if HK_HAS_MUL
+        const HK_T *restrict m_row = mul + (ir + i) * N + jc;
+#endif
+#define HK_GEMM_EPI(jj)                                                                                  \
+  do {                                                                                                   \
+    float v = s_row[jj];                                                                                 \
+    HK_GEMM_EPI_BIAS(jj);                                                                                \
+    v = HK_ACT(v);                                                                                       \
+    HK_GEMM_EPI_MUL(jj);                                                                                 \
+    HK_GEMM_EPI_RES(jj);                                                                                 \
+    o_row[jj] = HK_STORE(v);                                                                             \
+  } while (0)
+#if HK_HAS_BIAS
+#define HK_GEMM_EPI_BIAS(jj) v += HK_LOAD(b_row[jj])
+#else
+#define HK_GEMM_EPI_BIAS(jj) (void)0
+#endif
+#if HK_HAS_MUL
+#define HK_GEMM_EPI_MUL(jj) v *= HK_LOAD(m_row[jj])
+#else
+#define HK_GEMM_EPI_MUL(jj) (void)0
+#endif
+#if HK_HAS_RESIDUAL
+#define HK_GEMM_EPI_RES(jj) v += HK_LOAD(r_row[jj])
+#else
+#define HK_GEMM_EPI_RES(jj) (void)0
+#endif
+        int64_t j = 0;
+        for (; j + 64 <= nc; j += 64)
+          for (int jj = 0; jj < 64; jj++) HK_GEMM_EPI(j + jj);
+        for (; j < nc; j++) HK_GEMM_EPI(j);
+#undef HK_GEMM_EPI
+#undef HK_GEMM_EPI_BIAS
+#undef HK_GEMM_EPI_MUL
+#undef HK_GEMM_EPI_RES
+      }
+    }
+  }
+}
+#undef HK_GEMM_LOAD_ROW
 #endif
 HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_end) {
   const HK_T *A = (const HK_T *)hk_arg_ptr(args, 0);
@@ -109,12 +200,19 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
 #else
     float *const D = (float *)(void *)C;
 #endif
-    const size_t mn = (size_t)M * (size_t)N * sizeof(float);
-    if (sizeof(HK_T) == sizeof(float) && hk_blas && hk_blas_fits(M, N, K) &&
-        !hk_overlaps(D, mn, A, (size_t)M * (size_t)K * sizeof(float)) &&
-        !hk_overlaps(D, mn, B, (size_t)K * (size_t)N * sizeof(float))
+    const size_t mn = (size_t)M * (size_t)N * sizeof(HK_T);
+    /* 16- and 32-bit types: f32 copies of a span's operands, made here (HK_GEMM_LP_RB rows of A,
+     * HK_GEMM_LP_NC columns of B and their f32 sums at a time) */
+    const int lowp = sizeof(HK_T) != sizeof(float);
+    const int64_t lp_nc = hk_min_i64(N, HK_GEMM_LP_NC), lp_rb = hk_min_i64(M, HK_GEMM_LP_RB);
+    float *const lp = lowp && hk_blas && hk_blas_fits(M, N, K) ? (float *)malloc(
+        ((size_t)K * (size_t)lp_nc + (size_t)lp_rb * (size_t)K + (size_t)lp_rb * (size_t)lp_nc) * sizeof(float))
+                                                                : NULL;
+    if (hk_blas && hk_blas_fits(M, N, K) && (!lowp || lp) &&
+        !hk_overlaps(D, mn, A, (size_t)M * (size_t)K * sizeof(HK_T)) &&
+        !hk_overlaps(D, mn, B, (size_t)K * (size_t)N * sizeof(HK_T))
 #if HK_HAS_BIAS
-        && !hk_overlaps(D, mn, bias, (size_t)N * sizeof(float))
+        && !hk_overlaps(D, mn, bias, (size_t)N * sizeof(HK_T))
 #endif
 #if HK_HAS_RESIDUAL
         && !hk_overlaps(D, mn, residual, mn)
@@ -140,6 +238,12 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
         }
         const int64_t i0 = r * HK_GEMM_BM, j0 = c * HK_GEMM_BN;
         const int64_t mb = hk_min_i64(rows, M - i0), nb = hk_min_i64(c_end * HK_GEMM_BN, N) - j0;
+        if (lowp) {
+          HK_GEMM_CAT(HK_NAME, _lowp_span)(args, (HK_T *)(void *)D, i0, j0, mb, nb, N, K, lp,
+                                           lp + (size_t)K * (size_t)lp_nc,
+                                           lp + (size_t)K * (size_t)lp_nc + (size_t)lp_rb * (size_t)K);
+          continue;
+        }
         float *const d = D + i0 * N + j0;
         hk_blas->sgemm(101, 111, HK_TRANS_B ? 112 : 111, (int)mb, (int)nb, (int)K, 1.0f, Af + i0 * K, (int)K,
                        HK_TRANS_B ? Bf + j0 * K : Bf + j0, (int)(HK_TRANS_B ? K : N), 0.0f, d, (int)N);
@@ -196,8 +300,10 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
                                          ln_eps);
       }
 #endif
+      free(lp);
       return;
     }
+    free(lp); /* NULL, or the operands overlap C: the loops below */
   }
 #endif
   float acc[HK_GEMM_BM][HK_GEMM_BN];

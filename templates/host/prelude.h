@@ -3,7 +3,7 @@
  * templates/host/prelude.h -- shared helpers of the host (CPU fallback) kernels.
  *
  * The code generator emits, in this order: the block-size constants (HK_GEMM_BM,
- * HK_GEMM_BN, HK_GEMM_BK, HK_EW_CHUNK, HK_ATTN_KB, HK_ATTN_DC, HK_ROPE_JC), this prelude once,
+ * HK_GEMM_BN, HK_GEMM_BK, HK_EW_CHUNK, HK_ATTN_KB, HK_ATTN_DC, HK_ROPE_JC, HK_ATTN_QT), this prelude once,
  * then for each kernel the parameter macros followed by one template from
  * templates/host/<op>.c, and #undef's of those macros. Everything here is static
  * inline so many kernel instances share one translation unit.
@@ -22,10 +22,11 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if !defined(HK_GEMM_BM) || !defined(HK_GEMM_BN) || !defined(HK_GEMM_BK) || !defined(HK_EW_CHUNK) || \
-    !defined(HK_ATTN_KB) || !defined(HK_ATTN_DC) || !defined(HK_ROPE_JC)
+    !defined(HK_ATTN_KB) || !defined(HK_ATTN_DC) || !defined(HK_ROPE_JC) || !defined(HK_ATTN_QT)
 #error "block-size constants must be defined by the code generator before the prelude"
 #endif
 
@@ -52,6 +53,11 @@ HK_KERNEL void hk_host_set_blas(const hk_host_blas_t *blas) {
   hk_blas = blas && blas->struct_size >= offsetof(hk_host_blas_t, sgemm) + sizeof blas->sgemm && blas->sgemm ? blas
                                                                                                           : NULL;
 }
+
+/* A 16-bit GEMM through sgemm converts its operands to f32 copies of at most this many rows of
+ * A and columns of B at a time (templates/host/gemm.c). */
+#define HK_GEMM_LP_RB 256
+#define HK_GEMM_LP_NC 1024
 
 /* Whether a GEMM of these sizes fits cblas's int arguments (lda/ldb/ldc up to K and N). */
 static inline int hk_blas_fits(int64_t M, int64_t N, int64_t K) {
@@ -174,4 +180,49 @@ static inline float hk_rope_scale_inv_freq(float inv, int kind, float factor, fl
   if (wavelen > (float)((double)orig / (double)low)) return inv / factor;
   const float s = ((1.0f / wavelen) * orig - low) / (float)((double)high - (double)low);
   return (1.0f - s) * inv / factor + s * inv;
+}
+
+/* ---- small f32 matrix products (templates/host/attention.c) -----------------------------------
+ * Row-major, leading dimensions in elements; M, N and K within int. Through sgemm where the
+ * thread has hk_blas, else loops in fixed-width chunks (vectorized at -O2) whose sums are in a
+ * fixed order. */
+/* C[M][N] = A[M][K] B[N][K]^T */
+static inline void hk_mm_nt(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                            int64_t ldb, float *C, int64_t ldc) {
+  if (hk_blas && hk_blas_fits(lda, ldb, ldc)) {
+    hk_blas->sgemm(101, 111, 112, (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb, 0.0f, C, (int)ldc);
+    return;
+  }
+  for (int64_t i = 0; i < M; i++) {
+    const float *restrict a = A + i * lda;
+    for (int64_t j = 0; j < N; j++) {
+      const float *restrict b = B + j * ldb;
+      float lane[8] = {0};
+      int64_t k = 0;
+      for (; k + 8 <= K; k += 8)
+        for (int t = 0; t < 8; t++) lane[t] += a[k + t] * b[k + t];
+      for (; k < K; k++) lane[k & 7] += a[k] * b[k];
+      C[i * ldc + j] = hk_sum8(lane);
+    }
+  }
+}
+
+/* C[M][N] += A[M][K] B[K][N] */
+static inline void hk_mm_nn_acc(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                                int64_t ldb, float *C, int64_t ldc) {
+  if (hk_blas && hk_blas_fits(lda, ldb, ldc)) {
+    hk_blas->sgemm(101, 111, 111, (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb, 1.0f, C, (int)ldc);
+    return;
+  }
+  for (int64_t i = 0; i < M; i++) {
+    float *restrict c = C + i * ldc;
+    for (int64_t k = 0; k < K; k++) {
+      const float a = A[i * lda + k];
+      const float *restrict b = B + k * ldb;
+      int64_t j = 0;
+      for (; j + 16 <= N; j += 16)
+        for (int t = 0; t < 16; t++) c[j + t] += a * b[j + t];
+      for (; j < N; j++) c[j] += a * b[j];
+    }
+  }
 }

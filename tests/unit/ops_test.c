@@ -114,12 +114,29 @@ static int setup(void **state) {
   }
   char *src = hkc_codegen_host(g_ops.kernels, g_ops.n_kernels);
   if (!src) return -1;
-  size_t n = strlen(src);
-  g_ops.source = malloc(n + sizeof k_conv_source);
+  /* The masked attention kernels once more, named hkt_attn_noheap_DTYPE, compiled where malloc
+   * returns NULL: their row-by-row fallback (templates/host/attention.c). */
+  hkc_kernel_out_t noheap[N_DTYPES];
+  memset(noheap, 0, sizeof noheap);
+  for (int d = 0; d < N_DTYPES; d++) {
+    noheap[d].key = (hkc_kernel_key_t){.op = HK_OP_ATTENTION, .dtype = k_dtypes[d], .has_lengths = 1, .has_mask = 1};
+    snprintf(noheap[d].name, sizeof noheap[d].name, "hkt_attn_noheap_%s", k_dtype_names[d]);
+  }
+  char *nh_src = hkc_codegen_host(noheap, N_DTYPES);
+  const char *nh = nh_src ? strstr(nh_src, "/* ---- hkt_attn_noheap_") : NULL;
+  if (!nh) return -1;
+  static const char nh_on[] = "\n#define malloc(n) ((void)(n), (void *)0)\n", nh_off[] = "#undef malloc\n";
+  size_t n = strlen(src), n_nh = strlen(nh);
+  g_ops.source = malloc(n + sizeof nh_on + n_nh + sizeof nh_off + sizeof k_conv_source);
   if (!g_ops.source) return -1;
-  memcpy(g_ops.source, src, n);
-  memcpy(g_ops.source + n, k_conv_source, sizeof k_conv_source);
+  char *w = g_ops.source;
+  memcpy(w, src, n), w += n;
+  memcpy(w, nh_on, sizeof nh_on - 1), w += sizeof nh_on - 1;
+  memcpy(w, nh, n_nh), w += n_nh;
+  memcpy(w, nh_off, sizeof nh_off - 1), w += sizeof nh_off - 1;
+  memcpy(w, k_conv_source, sizeof k_conv_source);
   free(src);
+  free(nh_src);
 
   void *code = NULL;
   size_t size = 0;
@@ -165,9 +182,12 @@ static void *sym(const char *name) {
   return s;
 }
 
+static const char *g_lookup_name; /* when set, lookup() returns this kernel whatever the key */
+
 static kernel_fn_t lookup(const hkc_kernel_key_t *key) {
   char name[96];
   hkc_kernel_key_name(key, name, sizeof name);
+  if (g_lookup_name) snprintf(name, sizeof name, "%s", g_lookup_name);
   void *sym = dlsym(g_ops.dl, name);
   if (!sym) fail_msg("kernel %s is not exported by the compiled object", name);
   kernel_fn_t fn;
@@ -453,10 +473,11 @@ static void counting_sgemm(int order, int ta, int tb, int m, int n, int k, float
 }
 
 /* Every gemm epilogue form (act x trans_b x bias x residual, and the mul cases) on odd shapes,
- * in f32 with OpenBLAS's sgemm handed to the object and without it, against the double
- * reference; run() calls uneven block ranges, so both merged row spans and single tiles reach
- * sgemm. A counting sgemm proves which path ran: every f32 case calls it, f16 and bf16 never
- * do (their loops are kept). Skipped when libopenblas.so.0 is not installed. */
+ * in f32 with OpenBLAS's sgemm handed to the object and without it, and f16 / bf16 through it
+ * (f32 copies of the operands), against the double reference; run() calls uneven block
+ * ranges, so both merged row spans and single tiles reach sgemm. A counting sgemm proves which
+ * path ran: every case with the table calls it, none without. Skipped when libopenblas.so.0
+ * is not installed. */
 static void test_gemm_blas(void **state) {
   (void)state;
   void *ob = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
@@ -499,11 +520,28 @@ static void test_gemm_blas(void **state) {
         assert_true(with ? g_sgemm_calls > before : g_sgemm_calls == before);
       }
   }
-  set_blas(&table); /* 16-bit types keep their loops */
-  const int before = g_sgemm_calls;
-  for (int dt = 1; dt < N_DTYPES; dt++) gemm_case(dt, HK_ACT_GELU, 1, 1, 1, 37, 300, 203, &rng);
-  assert_int_equal(g_sgemm_calls, before);
+  set_blas(&table); /* 16-bit types through f32 copies of their operands */
+  for (int dt = 1; dt < N_DTYPES; dt++)
+    for (int flags = 0; flags < 8; flags++)
+      for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int before16 = g_sgemm_calls;
+        gemm_case(dt, flags & 1 ? HK_ACT_GELU : HK_ACT_SILU, flags & 1, (flags >> 1) & 1, (flags >> 2) & 1,
+                  shapes[s][0], shapes[s][1], shapes[s][2], &rng);
+        if (g_sgemm_calls == before16)
+          fail_msg("%s gemm %lldx%lldx%lld flags=%d: sgemm not called", k_dtype_names[dt], (long long)shapes[s][0],
+                   (long long)shapes[s][1], (long long)shapes[s][2], flags);
+      }
+  for (int dt = 1; dt < N_DTYPES; dt++)
+    for (size_t m = 0; m < sizeof k_mul_cases / sizeof k_mul_cases[0]; m++) {
+      const int before16 = g_sgemm_calls;
+      gemm_case_mul(dt, (hk_act_t)k_mul_cases[m][0], k_mul_cases[m][1], k_mul_cases[m][2], k_mul_cases[m][3], 1, 37,
+                    300, 203, &rng);
+      assert_true(g_sgemm_calls > before16);
+    }
+  /* more columns than one converted chunk of B (prelude.h's HK_GEMM_LP_NC), both B layouts */
+  for (int tb = 0; tb < 2; tb++) gemm_case(2, HK_ACT_NONE, tb, 1, 1, 19, 1100, 33, &rng);
   set_blas(NULL);
+  const int before = g_sgemm_calls;
   /* a table too short for sgemm is not taken */
   const blas_table_t short_table = {sizeof(uint32_t) * 2, 0, counting_sgemm};
   set_blas(&short_table);
@@ -926,6 +964,56 @@ static void test_attention(void **state) {
   hk_test_rng_seed(&rng, 6);
   for (int dt = 0; dt < N_DTYPES; dt++)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) attention_case(dt, &cases[i], &rng);
+}
+
+/* The attention cases through OpenBLAS's sgemm (counted: every dtype must call it), and through
+ * the row-by-row fallback that runs when the kernel's heap allocation fails (the noheap
+ * instances; sgemm never called). Skipped without libopenblas.so.0. */
+static void test_attention_blas(void **state) {
+  (void)state;
+  static const attn_case_t cases[] = {
+      {2, 77, 77, 2, 2, 8, 0, 0, 0, 1, 0, 0},   {1, 77, 77, 4, 2, 64, 1, 0, 0, 1, 0, 0},
+      {2, 1, 1, 4, 1, 8, 1, 0, 0, 1, 0, 0},     {1, 5, 300, 4, 1, 64, 1, 0, 0, 1, 0, 0},
+      {1, 77, 13, 2, 1, 16, 1, 0, 0, 1, 0, 0},  {2, 33, 33, 4, 2, 16, 1, 1, 0, 1, 0, 0},
+      {1, 3, 130, 2, 2, 300, 0, 0, 0, 1, 0, 0}, {1, 70, 270, 2, 1, 32, 1, 0, 0, 6, 0, 0},
+      {5, 37, 37, 2, 1, 16, 1, 1, 0, 1, 1, 0},  {3, 21, 140, 2, 2, 8, 1, 0, 0, 1, 1, 1},
+  };
+  void *ob = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+  if (!ob) {
+    fprintf(stderr, "SKIP attention through OpenBLAS: libopenblas.so.0 is not installed (libopenblas0-pthread)\n");
+    skip();
+  }
+  void *p = dlsym(ob, "cblas_sgemm");
+  assert_non_null(p);
+  memcpy(&g_cblas_sgemm, &p, sizeof p);
+  void (*set_blas)(const blas_table_t *);
+  void *sb = sym("hk_host_set_blas");
+  memcpy(&set_blas, &sb, sizeof sb);
+  const blas_table_t table = {sizeof table, 0, counting_sgemm};
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 16);
+  set_blas(&table);
+  for (int dt = 0; dt < N_DTYPES; dt++)
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+      const int before = g_sgemm_calls;
+      attention_case(dt, &cases[i], &rng);
+      if (g_sgemm_calls == before) fail_msg("%s attention case %zu: sgemm not called", k_dtype_names[dt], i);
+    }
+  for (int dt = 0; dt < N_DTYPES; dt++) {
+    char name[64];
+    snprintf(name, sizeof name, "hkt_attn_noheap_%s", k_dtype_names[dt]);
+    g_lookup_name = name;
+    const int before = g_sgemm_calls;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+      attn_case_t c = cases[i];
+      c.lengths = 1;                             /* the noheap instances take the masked ABI */
+      c.mask_heads = i % 2 ? (int)c.heads : 0;
+      attention_case(dt, &c, &rng);
+    }
+    g_lookup_name = NULL;
+    assert_int_equal(g_sgemm_calls, before);
+  }
+  set_blas(NULL);
 }
 
 /* ---- embedding -------------------------------------------------------------------------------- */
@@ -2313,6 +2401,7 @@ int main(void) {
       cmocka_unit_test(test_norms),
       cmocka_unit_test(test_softmax),
       cmocka_unit_test(test_attention),
+      cmocka_unit_test(test_attention_blas),
       cmocka_unit_test(test_rope),
       cmocka_unit_test(test_embedding),
       cmocka_unit_test(test_rope_ctx_scaling),
