@@ -236,6 +236,9 @@ static int emit_instance(hkc_strbuf_t *sb, const hkc_kernel_out_t *k, const char
   hkc_sb_append(sb, text, size);
   if (size && text[size - 1] != '\n') hkc_sb_append(sb, "\n", 1);
   host_gemm_macros(sb, key, 1);
+  /* A GEMM's chunk of blocks converts its operands once (templates/host/gemm.c): one chunk per
+   * thread (the loader's hint, backend_host.c) keeps that to once per thread. */
+  if (key->op == HK_OP_GEMM) hkc_sb_printf(sb, "HK_KERNEL const uint32_t %s__chunks = 1;\n", k->name);
   for (size_t i = 0; i < sizeof k_instance_macros / sizeof k_instance_macros[0]; i++)
     hkc_sb_printf(sb, "#undef %s\n", k_instance_macros[i]);
   return 0;

@@ -152,6 +152,10 @@ int hkc_rtc_host_compile(const char *source, void **out_code, size_t *out_size, 
   snprintf(prefix_map, sizeof prefix_map, "-ffile-prefix-map=%s=.", dir);
   int n = cc_n;
   argv[n++] = "-O2";
+  /* Kernels never read the floating-point exception flags: selects between values that may
+   * raise them (prelude.h's hk_exp, hk_erf1p) become vector blends instead of branches. The
+   * results are the same IEEE values. */
+  argv[n++] = "-fno-trapping-math";
   argv[n++] = "-std=c11";
   argv[n++] = "-shared";
   argv[n++] = "-fPIC";

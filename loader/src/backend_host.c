@@ -7,9 +7,10 @@
  *   void NAME(void *const *args, uint32_t block_begin, uint32_t block_end);
  * args[i] points at argument i's value (a void* for tensors and NULL args, an int64_t,
  * a float); the kernel processes blocks [block_begin, block_end) of grid.x.
- * Launches run in stored order. A launch's blocks are shared out in chunks between the
- * calling thread and the session's worker threads (hk_session_options_t.host_threads,
- * default: the online CPUs); the next launch starts when every block of this one is done. Blocks are
+ * Launches run in stored order. A launch's blocks are shared out in chunks (4 per thread, or
+ * the kernel's optional KERNEL__chunks) between the calling thread and the session's worker
+ * threads (hk_session_options_t.host_threads, default: the online CPUs); the next launch
+ * starts when every block of this one is done. Blocks are
  * independent, so results do not depend on the number of threads.
  *
  * BLAS: where OpenBLAS is installed (libopenblas.so.0, dlopen'ed once per process, never
@@ -66,6 +67,7 @@ typedef struct host_module {
   void *dl;
   int fd;                 /* the memfd the object was loaded from, open while it is loaded, else -1 */
   hk_host_kernel_fn *fns; /* base.kernel_count entries */
+  uint8_t *chunks;        /* per kernel: chunks per thread its launches are cut into */
   hk_host_set_blas_fn set_blas; /* the object's hk_host_set_blas, NULL when it has none */
 } host_module_t;
 
@@ -125,8 +127,11 @@ static void openblas_load(void) {
 
 /* Most threads a host session starts: beyond this, launches of layer-sized graphs have
  * too few blocks per thread to gain. */
-/* Chunks per thread a launch is cut into, so uneven blocks (causal attention) balance. */
+/* Chunks per thread a launch is cut into, so uneven blocks (causal attention) balance; a kernel
+ * may ask for another number through the optional export KERNEL__chunks (a const uint32_t):
+ * hkc's GEMMs ask for 1, as each chunk of theirs converts its operands once (prelude.h). */
 #define HK_HOST_CHUNKS_PER_THREAD 4
+#define HK_HOST_SYMBOL_MAX 256 /* KERNEL__chunks: longer names take the default */
 
 /* Worker threads of one session. The caller publishes a launch under `lock` (a new
  * generation), works on it too, and waits until `busy` helpers have finished it. */
@@ -228,8 +233,8 @@ static hk_status_t pool_start(uint32_t n, const hk_allocator_t *a, hk_host_set_b
 }
 
 /* Runs blocks [0, grid) of one launch on the pool and the calling thread. */
-static void pool_run(host_pool_t *p, hk_host_kernel_fn fn, void *const *args, uint32_t grid) {
-  uint32_t pieces = (p->n_threads + 1) * HK_HOST_CHUNKS_PER_THREAD;
+static void pool_run(host_pool_t *p, hk_host_kernel_fn fn, void *const *args, uint32_t grid, uint32_t chunks) {
+  uint32_t pieces = (p->n_threads + 1) * chunks;
   pthread_mutex_lock(&p->lock);
   p->fn = fn;
   p->args = args;
@@ -325,6 +330,7 @@ static void host_module_unload(hk_module_t *module) {
   if (m->dl) dlclose(m->dl);
   if (m->fd >= 0) close(m->fd);
   hk_free(module->allocator, m->fns);
+  hk_free(module->allocator, m->chunks);
   hk_free(module->allocator, m);
 }
 
@@ -342,8 +348,9 @@ static hk_status_t host_module_load(const hk_pack_view_t *view, uint32_t target,
   m->base.kernel_count = t->kernel_count;
   m->fd = -1;
   m->fns = hk_calloc(allocator, t->kernel_count ? t->kernel_count : 1, sizeof *m->fns);
+  m->chunks = hk_calloc(allocator, t->kernel_count ? t->kernel_count : 1, sizeof *m->chunks);
   hk_status_t st = HK_OK;
-  if (!m->fns) {
+  if (!m->fns || !m->chunks) {
     st = HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "out of memory loading target %s", tname);
     goto fail;
   }
@@ -361,6 +368,13 @@ static hk_status_t host_module_load(const hk_pack_view_t *view, uint32_t target,
     }
     /* POSIX guarantees a data pointer from dlsym converts to a function pointer. */
     memcpy(&m->fns[k], &sym, sizeof sym);
+    /* optional: KERNEL__chunks, the chunks per thread the kernel's launches want (1..64) */
+    char cname[HK_HOST_SYMBOL_MAX];
+    m->chunks[k] = HK_HOST_CHUNKS_PER_THREAD;
+    if (snprintf(cname, sizeof cname, "%s__chunks", kname) < (int)sizeof cname) {
+      const uint32_t *hint = (const uint32_t *)dlsym(m->dl, cname);
+      if (hint && *hint >= 1 && *hint <= 64) m->chunks[k] = (uint8_t)*hint;
+    }
   }
   void *set_blas = dlsym(m->dl, "hk_host_set_blas"); /* optional: objects built before it lack it */
   if (set_blas) memcpy(&m->set_blas, &set_blas, sizeof set_blas);
@@ -435,7 +449,7 @@ static void host_launch(hk_backend_session_t *session, uint32_t i) {
   host_pool_t *pool = ((host_session_t *)session)->pool;
   const hk_launch_desc_t *l = &session->launches[i];
   if (pool && l->grid[0] > 1)
-    pool_run(pool, m->fns[l->kernel], (void *const *)l->args, l->grid[0]);
+    pool_run(pool, m->fns[l->kernel], (void *const *)l->args, l->grid[0], m->chunks[l->kernel]);
   else
     m->fns[l->kernel]((void *const *)l->args, 0, l->grid[0]);
 }

@@ -62,13 +62,13 @@ static void HK_ATTN_CAT(HK_NAME, _row)(const HK_T *qr, const HK_T *kb, const HK_
         cm = fmaxf(cm, s[jj]);
       }
       if (cm > m) { /* new running max: rescale what was accumulated so far */
-        const float r = expf(m - cm);
+        const float r = hk_exp(m - cm);
         l *= r;
         for (int64_t d = 0; d < dc; d++) acc[d] *= r;
         m = cm;
       }
       for (int64_t jj = 0; jj < jb; jj++) {
-        const float p = m == -INFINITY ? 0.0f : expf(s[jj] - m); /* nothing unmasked yet */
+        const float p = m == -INFINITY ? 0.0f : hk_exp(s[jj] - m); /* nothing unmasked yet */
         const HK_T *vr = vb + (j0 + jj) * ld_kv + d0;
         l += p;
         for (int64_t d = 0; d < dc; d++) acc[d] += p * HK_LOAD(vr[d]);
@@ -123,6 +123,7 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
   float *sc = NULL, *m = NULL, *l = NULL, *o = NULL, *qf = NULL, *kf = NULL, *vf = NULL;
   if (work) {
     sc = work;
+    memset(sc, 0, (size_t)HK_ATTN_QT * HK_ATTN_KB * sizeof(float)); /* every score finite before its first use */
     m = sc + HK_ATTN_QT * HK_ATTN_KB;
     l = m + HK_ATTN_QT;
     o = l + HK_ATTN_QT;
@@ -185,32 +186,41 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
       hk_mm_nt(qt, jb, dh, qs, ldqs, ks, ldkv, sc, HK_ATTN_KB); /* S = Q K^T */
       for (int64_t i = 0; i < qt; i++) {
         float *restrict s = sc + i * HK_ATTN_KB;
-        /* keys of row i: [0, limit) */
+        /* keys of row i: [0, limit); the row's scores past them (and past jb: stale but finite)
+         * become -inf, so that the loops below run over all HK_ATTN_KB columns */
         const int64_t limit = causal ? hk_min_i64(kv_len, i0 + i + 1) : kv_len;
         const int64_t live = hk_min_i64(jb, limit - j0); /* may be <= 0 */
-        float cm = -INFINITY;
-        for (int64_t j = 0; j < jb; j++) {
-          float x = s[j] * scale;
+        for (int j = 0; j < HK_ATTN_KB; j++) s[j] = j < live ? s[j] * scale : -INFINITY;
 #if HK_ATTN_MASK
-          if (mt) x += HK_LOAD(mt[i * seq_kv + j0 + j]);
+        if (mt)
+          for (int64_t j = 0; j < live; j++) s[j] += HK_LOAD(mt[i * seq_kv + j0 + j]);
 #endif
-          s[j] = j < live ? x : -INFINITY;
-          cm = fmaxf(cm, s[j]);
-        }
+        float lane[8];
+        for (int t = 0; t < 8; t++) lane[t] = -INFINITY;
+        for (int j = 0; j < HK_ATTN_KB; j += 8)
+          for (int t = 0; t < 8; t++) lane[t] = s[j + t] > lane[t] ? s[j + t] : lane[t]; /* NaN: skipped */
+        float cm = lane[0];
+        for (int t = 1; t < 8; t++) cm = lane[t] > cm ? lane[t] : cm;
         float *restrict orow = o + i * dh;
         if (cm > m[i]) { /* new running max: rescale the row's output so far */
-          const float r = expf(m[i] - cm);
+          const float r = hk_exp(m[i] - cm);
           l[i] *= r;
           for (int64_t d = 0; d < dh; d++) orow[d] *= r;
           m[i] = cm;
         }
-        float sum = 0.0f;
-        for (int64_t j = 0; j < jb; j++) {
-          const float p = m[i] == -INFINITY ? 0.0f : expf(s[j] - m[i]); /* nothing unmasked yet */
-          s[j] = p;
-          sum += p;
+        if (m[i] == -INFINITY) { /* nothing unmasked yet */
+          memset(s, 0, HK_ATTN_KB * sizeof(float));
+          continue;
         }
-        l[i] += sum;
+        const float mi = m[i];
+        for (int t = 0; t < 8; t++) lane[t] = 0.0f;
+        for (int j = 0; j < HK_ATTN_KB; j += 8)
+          for (int t = 0; t < 8; t++) {
+            const float p = hk_exp(s[j + t] - mi);
+            s[j + t] = p;
+            lane[t] += p;
+          }
+        l[i] += hk_sum8(lane);
       }
       hk_mm_nn_acc(qt, dh, jb, sc, HK_ATTN_KB, vs, ldkv, o, dh); /* O += P V */
     }

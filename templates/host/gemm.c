@@ -23,14 +23,14 @@
  * once its rows are stored (rounded to T, as a norm node would read them; in sum with
  * HK_HAS_SUM, else in C) they are normalised into C as templates/host/layernorm.c and
  * rmsnorm.c do.
- * BLAS (prelude.h's hk_blas, set by libhkrt where OpenBLAS is installed): a gemm without a
- * dual, rope or folded-norm form takes the product from sgemm instead of the loops below, over
- * the largest spans its block range covers (whole row tiles merged into one call), then applies
- * the same epilogue to the f32 sums, in one pass over each span: in place in C for f32; for f16
- * and bf16, the operands are converted to f32 copies first (A by HK_GEMM_LP_RB rows, B by
- * HK_GEMM_LP_NC columns, on the heap) and the sums are rounded once into C. Only the order of
- * the f32 additions changes. The loops run when C overlaps an operand, the sizes exceed int or
- * the copies cannot be allocated. */
+ * BLAS (prelude.h's hk_blas, set by libhkrt where OpenBLAS is installed): the products come from
+ * sgemm instead of the loops below, over the largest spans a block range covers (whole row tiles
+ * merged into one call), and the same epilogue runs on the f32 sums. An f32 plain gemm (no dual,
+ * rope or folded norm) writes its sums into C and finishes them in place; every other form
+ * (_span) works on f32 copies made per span (A by HK_GEMM_LP_RB rows when 16-bit or normed,
+ * B and B2 by HK_GEMM_NC columns when 16-bit) and f32 sums, rounded once into C. Only the order
+ * of the f32 additions changes. The loops run when C overlaps an operand, the sizes exceed int
+ * or the copies cannot be allocated. */
 #define HK_GEMM_CAT2(a, b) a##b
 #define HK_GEMM_CAT(a, b) HK_GEMM_CAT2(a, b)
 #if HK_NORM_C
@@ -62,7 +62,7 @@ static void HK_GEMM_CAT(HK_NAME, _norm_rows)(const HK_T *H, HK_T *C, int64_t i0,
   }
 }
 #endif
-#if !HK_DUAL && !HK_ROPE && !HK_NORM_A
+/* ---- the BLAS path (prelude.h's hk_blas) ---------------------------------------------------- */
 /* dst[0, n) = src[0, n) in f32 (chunks of 16 for the vectorizer) */
 #define HK_GEMM_LOAD_ROW(dst, src, n)                                                                      \
   do {                                                                                                     \
@@ -71,97 +71,190 @@ static void HK_GEMM_CAT(HK_NAME, _norm_rows)(const HK_T *H, HK_T *C, int64_t i0,
       for (int t_ = 0; t_ < 16; t_++) (dst)[q_ + t_] = HK_LOAD((src)[q_ + t_]);                            \
     for (; q_ < (n); q_++) (dst)[q_] = HK_LOAD((src)[q_]);                                                 \
   } while (0)
-/* The BLAS path of a 16-bit GEMM over rows [i0, i0 + mb) and columns [j0, j0 + nb): B's columns
- * in chunks of HK_GEMM_LP_NC converted to f32 in bf ([K][nc], or [nc][K] when HK_TRANS_B), A's
- * rows in chunks of HK_GEMM_LP_RB in af, their product by sgemm into df, then the epilogue on
- * those f32 sums, rounded once into D (C, or the sum a norm epilogue reads). */
-__attribute__((unused)) static void HK_GEMM_CAT(HK_NAME, _lowp_span)(void *const *args, HK_T *D, int64_t i0, int64_t j0, int64_t mb,
-                                             int64_t nb, int64_t N, int64_t K, float *restrict bf,
-                                             float *restrict af, float *restrict df) {
-  const HK_T *const A = (const HK_T *)hk_arg_ptr(args, 0), *const B = (const HK_T *)hk_arg_ptr(args, 1);
-#if HK_HAS_BIAS
-  const HK_T *const bias = (const HK_T *)hk_arg_ptr(args, 2);
-#endif
-#if HK_HAS_RESIDUAL
-  const HK_T *const residual = (const HK_T *)hk_arg_ptr(args, 3);
-#endif
-#if HK_HAS_MUL
-  const HK_T *const mul = (const HK_T *)hk_arg_ptr(args, 8);
-#endif
-  for (int64_t c0 = 0; c0 < nb; c0 += HK_GEMM_LP_NC) {
-    const int64_t nc = hk_min_i64(HK_GEMM_LP_NC, nb - c0), jc = j0 + c0;
-#if HK_TRANS_B
-    for (int64_t j = 0; j < nc; j++) HK_GEMM_LOAD_ROW(bf + j * K, B + (jc + j) * K, K);
+/* The element-wise epilogue of the plain form on f32 sums s: bias, act, mul, residual, rounded
+ * into o (o may be s itself: f32 in place). One call per 64 columns, its loop alone in the
+ * function, so that -O2 vectorizes it; n < 64 for a tail. */
+#define HK_GEMM_EPI_BODY(o, s, b, r, m, j)                                                               \
+  do {                                                                                                   \
+    float v_ = (s)[j];                                                                                   \
+    if (HK_HAS_BIAS && !HK_ROPE) v_ += HK_LOAD((b)[j]); /* a rope gemm's bias is in s */              \
+    v_ = HK_ACT(v_);                                                                                     \
+    if (HK_HAS_MUL) v_ *= HK_LOAD((m)[j]);                                                               \
+    if (HK_HAS_RESIDUAL) v_ += HK_LOAD((r)[j]);                                                          \
+    (o)[j] = HK_STORE(v_);                                                                               \
+  } while (0)
+__attribute__((noinline, unused)) static void HK_GEMM_CAT(HK_NAME, _epi64)(HK_T *restrict o, const float *restrict s,
+                                                                          const HK_T *restrict b,
+                                                                          const HK_T *restrict r,
+                                                                          const HK_T *restrict m) {
+  for (int j = 0; j < 64; j++) HK_GEMM_EPI_BODY(o, s, b, r, m, j);
+}
+__attribute__((noinline, unused)) static void HK_GEMM_CAT(HK_NAME, _epi64_inplace)(float *restrict d,
+                                                                                  const HK_T *restrict b,
+                                                                                  const HK_T *restrict r,
+                                                                                  const HK_T *restrict m) {
+  for (int j = 0; j < 64; j++) HK_GEMM_EPI_BODY(d, d, b, r, m, j);
+}
+/* One row of n columns: o[j] = epilogue(s[j]); o == s for f32 in place */
+static void HK_GEMM_CAT(HK_NAME, _epi_row)(HK_T *o, const float *s, const HK_T *b, const HK_T *r, const HK_T *m,
+                                           int64_t n) {
+  int64_t j = 0;
+  if ((const void *)o == (const void *)s)
+    for (; j + 64 <= n; j += 64)
+      HK_GEMM_CAT(HK_NAME, _epi64_inplace)((float *)(void *)o + j, b ? b + j : NULL, r ? r + j : NULL,
+                                           m ? m + j : NULL);
+  else
+    for (; j + 64 <= n; j += 64)
+      HK_GEMM_CAT(HK_NAME, _epi64)(o + j, s + j, b ? b + j : NULL, r ? r + j : NULL, m ? m + j : NULL);
+  for (; j < n; j++) HK_GEMM_EPI_BODY(o, s, b, r, m, j);
+}
+#undef HK_GEMM_EPI_BODY
+
+/* Column chunk of a span: HK_GEMM_LP_NC columns, whole heads for a rope epilogue. */
+#if HK_ROPE
+#define HK_GEMM_NC (HK_GEMM_LP_NC / HK_ROPE_DH > 0 ? HK_GEMM_LP_NC / HK_ROPE_DH * HK_ROPE_DH : HK_ROPE_DH)
 #else
-    for (int64_t k = 0; k < K; k++) HK_GEMM_LOAD_ROW(bf + k * nc, B + k * N + jc, nc);
+#define HK_GEMM_NC HK_GEMM_LP_NC
 #endif
+/* Whether a span takes f32 copies of A's rows: 16-bit types, and a folded norm (A * gamma) */
+#define HK_GEMM_COPY_A (sizeof(HK_T) != sizeof(float) || HK_NORM_A)
+#define HK_GEMM_COPY_B (sizeof(HK_T) != sizeof(float))
+
+/* Rows [i0, i0 + mb) x columns [j0, j0 + nb) of C (D: C, or the sum a norm epilogue reads)
+ * through sgemm, for every form but f32 plain (which the kernel runs in place): B's columns in
+ * chunks of HK_GEMM_NC, as f32 copies in bf (and B2's in bf2) when 16-bit ([K][nc], or [nc][K]
+ * when HK_TRANS_B); A's rows in chunks of HK_GEMM_LP_RB, as f32 copies in af when 16-bit or
+ * normed (A * gamma rounded to T, the row scales in rs); the products into df (and df2); then
+ * the epilogue on those f32 sums, rounded once into D. */
+__attribute__((unused)) static void HK_GEMM_CAT(HK_NAME, _span)(void *const *args, HK_T *D, int64_t i0, int64_t j0,
+                                                                int64_t mb, int64_t nb, int64_t N, int64_t K,
+                                                                float *bf, float *bf2, float *af, float *df,
+                                                                float *df2, float *rs) {
+  const HK_T *const A = (const HK_T *)hk_arg_ptr(args, 0), *const B = (const HK_T *)hk_arg_ptr(args, 1);
+  const HK_T *const bias = HK_HAS_BIAS ? (const HK_T *)hk_arg_ptr(args, 2) : NULL;
+  const HK_T *const residual = HK_HAS_RESIDUAL ? (const HK_T *)hk_arg_ptr(args, 3) : NULL;
+  const HK_T *const mul = HK_HAS_MUL ? (const HK_T *)hk_arg_ptr(args, 8) : NULL;
+  (void)bf2, (void)df2, (void)rs;
+#if HK_DUAL
+  const HK_T *const B2 = (const HK_T *)hk_arg_ptr(args, 9);
+#endif
+#if HK_NORM_A
+  const HK_T *const gamma = (const HK_T *)hk_arg_ptr(args, HK_NORM_ARG);
+  const float eps = hk_arg_f32(args, HK_NORM_ARG + 1);
+#endif
+#if HK_ROPE
+  const int64_t rope_seq = hk_arg_i64(args, 9), rope_cols = hk_arg_i64(args, 10), rope_pos0 = hk_arg_i64(args, 11);
+  const float rope_theta = hk_arg_f32(args, 12);
+#endif
+  for (int64_t c0 = 0; c0 < nb; c0 += HK_GEMM_NC) {
+    const int64_t nc = hk_min_i64(HK_GEMM_NC, nb - c0), jc = j0 + c0;
+    /* the chunk's B (and B2) as sgemm reads it: copies, or in place */
+    const float *bs = (const float *)(const void *)(HK_TRANS_B ? B + jc * K : B + jc);
+    int ldb = (int)(HK_TRANS_B ? K : N);
+#if HK_DUAL
+    const float *bs2 = (const float *)(const void *)(HK_TRANS_B ? B2 + jc * K : B2 + jc);
+#endif
+    if (HK_GEMM_COPY_B) {
+#if HK_TRANS_B
+      for (int64_t j = 0; j < nc; j++) HK_GEMM_LOAD_ROW(bf + j * K, B + (jc + j) * K, K);
+#if HK_DUAL
+      for (int64_t j = 0; j < nc; j++) HK_GEMM_LOAD_ROW(bf2 + j * K, B2 + (jc + j) * K, K);
+#endif
+#else
+      for (int64_t k = 0; k < K; k++) HK_GEMM_LOAD_ROW(bf + k * nc, B + k * N + jc, nc);
+#if HK_DUAL
+      for (int64_t k = 0; k < K; k++) HK_GEMM_LOAD_ROW(bf2 + k * nc, B2 + k * N + jc, nc);
+#endif
+#endif
+      bs = bf;
+      ldb = (int)(HK_TRANS_B ? K : nc);
+#if HK_DUAL
+      bs2 = bf2;
+#endif
+    }
     for (int64_t r0 = 0; r0 < mb; r0 += HK_GEMM_LP_RB) {
       const int64_t rb = hk_min_i64(HK_GEMM_LP_RB, mb - r0), ir = i0 + r0;
-      for (int64_t i = 0; i < rb; i++) HK_GEMM_LOAD_ROW(af + i * K, A + (ir + i) * K, K);
-      hk_blas->sgemm(101, 111, HK_TRANS_B ? 112 : 111, (int)rb, (int)nc, (int)K, 1.0f, af, (int)K, bf,
-                     (int)(HK_TRANS_B ? K : nc), 0.0f, df, (int)nc);
+      const float *as = (const float *)(const void *)(A + ir * K);
+      if (HK_GEMM_COPY_A) {
+        for (int64_t i = 0; i < rb; i++) {
+          const HK_T *a_row = A + (ir + i) * K;
+          float *restrict f_row = af + i * K;
+#if HK_NORM_A /* the row's scale from A as stored; its elements as A * gamma rounded to T */
+          float lane[8] = {0};
+          for (int64_t k = 0; k < K; k++) {
+            const float v = HK_LOAD(a_row[k]);
+            lane[k & 7] += v * v;
+          }
+          rs[i] = 1.0f / sqrtf(hk_sum8(lane) / (float)K + eps);
+          for (int64_t k = 0; k < K; k++) f_row[k] = HK_LOAD(HK_STORE(HK_LOAD(a_row[k]) * HK_LOAD(gamma[k])));
+#else
+          HK_GEMM_LOAD_ROW(f_row, a_row, K);
+#endif
+        }
+        as = af;
+      }
+      hk_blas->sgemm(101, 111, HK_TRANS_B ? 112 : 111, (int)rb, (int)nc, (int)K, 1.0f, as, (int)K, bs, ldb, 0.0f, df,
+                     (int)nc);
+#if HK_DUAL
+      hk_blas->sgemm(101, 111, HK_TRANS_B ? 112 : 111, (int)rb, (int)nc, (int)K, 1.0f, as, (int)K, bs2, ldb, 0.0f,
+                     df2, (int)nc);
+#endif
       for (int64_t i = 0; i < rb; i++) {
-        const float *restrict s_row = df + i * nc;
-        HK_T *restrict o_row = D + (ir + i) * N + jc;
-#if HK_HAS_BIAS
-        const HK_T *restrict b_row = bias + jc;
+        float *restrict s_row = df + i * nc;
+        HK_T *o_row = D + (ir + i) * N + jc;
+#if HK_NORM_A
+        for (int64_t j = 0; j < nc; j++) s_row[j] *= rs[i];
 #endif
-#if HK_HAS_RESIDUAL
-        const HK_T *restrict r_row = residual + (ir + i) * N + jc;
+#if HK_DUAL /* act(A B + bias) * (A B2), then mul and residual */
+        float *restrict s2_row = df2 + i * nc;
+#if HK_NORM_A
+        for (int64_t j = 0; j < nc; j++) s2_row[j] *= rs[i];
 #endif
-#if HK_HAS_MUL
-        const HK_T *restrict m_row = mul + (ir + i) * N + jc;
-#endif
-#define HK_GEMM_EPI(jj)                                                                                  \
-  do {                                                                                                   \
-    float v = s_row[jj];                                                                                 \
-    HK_GEMM_EPI_BIAS(jj);                                                                                \
-    v = HK_ACT(v);                                                                                       \
-    HK_GEMM_EPI_MUL(jj);                                                                                 \
-    HK_GEMM_EPI_RES(jj);                                                                                 \
-    o_row[jj] = HK_STORE(v);                                                                             \
-  } while (0)
-#if HK_HAS_BIAS
-#define HK_GEMM_EPI_BIAS(jj) v += HK_LOAD(b_row[jj])
+        for (int64_t j = 0; j < nc; j++) {
+          float v = s_row[j];
+          if (HK_HAS_BIAS) v += HK_LOAD(bias[jc + j]);
+          v = HK_ACT(v) * s2_row[j];
+          if (HK_HAS_MUL) v *= HK_LOAD(mul[(ir + i) * N + jc + j]);
+          if (HK_HAS_RESIDUAL) v += HK_LOAD(residual[(ir + i) * N + jc + j]);
+          o_row[j] = HK_STORE(v);
+        }
 #else
-#define HK_GEMM_EPI_BIAS(jj) (void)0
-#endif
-#if HK_HAS_MUL
-#define HK_GEMM_EPI_MUL(jj) v *= HK_LOAD(m_row[jj])
+#if HK_ROPE /* bias, then each rotated head's pairs (j, j + dh/2) at the row's position */
+        if (HK_HAS_BIAS)
+          for (int64_t j = 0; j < nc; j++) s_row[j] += HK_LOAD(bias[jc + j]);
+        if (jc < rope_cols) {
+          const float pos = (float)((ir + i) % rope_seq + rope_pos0);
+          for (int j = 0; j < HK_ROPE_DH / 2; j++) {
+            float cs, sn;
+            hk_rope_cos_sin(pos, j, HK_ROPE_DH, rope_theta, &cs, &sn);
+            for (int64_t h0 = 0; h0 + HK_ROPE_DH <= nc && jc + h0 < rope_cols; h0 += HK_ROPE_DH) {
+              const float x1 = s_row[h0 + j], x2 = s_row[h0 + j + HK_ROPE_DH / 2];
+              s_row[h0 + j] = x1 * cs - x2 * sn;
+              s_row[h0 + j + HK_ROPE_DH / 2] = x2 * cs + x1 * sn;
+            }
+          }
+        }
+        HK_GEMM_CAT(HK_NAME, _epi_row)(o_row, s_row, NULL, residual ? residual + (ir + i) * N + jc : NULL,
+                                       mul ? mul + (ir + i) * N + jc : NULL, nc);
 #else
-#define HK_GEMM_EPI_MUL(jj) (void)0
+        HK_GEMM_CAT(HK_NAME, _epi_row)(o_row, s_row, bias ? bias + jc : NULL,
+                                       residual ? residual + (ir + i) * N + jc : NULL,
+                                       mul ? mul + (ir + i) * N + jc : NULL, nc);
 #endif
-#if HK_HAS_RESIDUAL
-#define HK_GEMM_EPI_RES(jj) v += HK_LOAD(r_row[jj])
-#else
-#define HK_GEMM_EPI_RES(jj) (void)0
 #endif
-        int64_t j = 0;
-        for (; j + 64 <= nc; j += 64)
-          for (int jj = 0; jj < 64; jj++) HK_GEMM_EPI(j + jj);
-        for (; j < nc; j++) HK_GEMM_EPI(j);
-#undef HK_GEMM_EPI
-#undef HK_GEMM_EPI_BIAS
-#undef HK_GEMM_EPI_MUL
-#undef HK_GEMM_EPI_RES
       }
     }
   }
 }
 #undef HK_GEMM_LOAD_ROW
-#endif
+
 HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_end) {
   const HK_T *A = (const HK_T *)hk_arg_ptr(args, 0);
   const HK_T *B = (const HK_T *)hk_arg_ptr(args, 1);
-#if HK_HAS_BIAS
-  const HK_T *bias = (const HK_T *)hk_arg_ptr(args, 2);
-#endif
-#if HK_HAS_RESIDUAL
-  const HK_T *residual = (const HK_T *)hk_arg_ptr(args, 3);
-#endif
-#if HK_HAS_MUL
-  const HK_T *mul = (const HK_T *)hk_arg_ptr(args, 8);
-#endif
+  const HK_T *bias = HK_HAS_BIAS ? (const HK_T *)hk_arg_ptr(args, 2) : NULL;
+  const HK_T *residual = HK_HAS_RESIDUAL ? (const HK_T *)hk_arg_ptr(args, 3) : NULL;
+  const HK_T *mul = HK_HAS_MUL ? (const HK_T *)hk_arg_ptr(args, 8) : NULL;
+  (void)bias, (void)residual, (void)mul;
   HK_T *C = (HK_T *)hk_arg_ptr(args, 4);
 #if HK_DUAL
   const HK_T *B2 = (const HK_T *)hk_arg_ptr(args, 9);
@@ -193,24 +286,30 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
   const int64_t tiles_per_block = 1;
 #endif
   const int64_t n_blocks = (M + HK_GEMM_BM - 1) / HK_GEMM_BM * col_tiles / tiles_per_block;
-#if !HK_DUAL && !HK_ROPE && !HK_NORM_A
   {
 #if HK_NORM_C
-    float *const D = (float *)(void *)H; /* where sgemm and the epilogue write */
+    HK_T *const D = H; /* where sgemm and the epilogue write */
 #else
-    float *const D = (float *)(void *)C;
+    HK_T *const D = C;
 #endif
     const size_t mn = (size_t)M * (size_t)N * sizeof(HK_T);
-    /* 16- and 32-bit types: f32 copies of a span's operands, made here (HK_GEMM_LP_RB rows of A,
-     * HK_GEMM_LP_NC columns of B and their f32 sums at a time) */
-    const int lowp = sizeof(HK_T) != sizeof(float);
-    const int64_t lp_nc = hk_min_i64(N, HK_GEMM_LP_NC), lp_rb = hk_min_i64(M, HK_GEMM_LP_RB);
-    float *const lp = lowp && hk_blas && hk_blas_fits(M, N, K) ? (float *)malloc(
-        ((size_t)K * (size_t)lp_nc + (size_t)lp_rb * (size_t)K + (size_t)lp_rb * (size_t)lp_nc) * sizeof(float))
-                                                                : NULL;
-    if (hk_blas && hk_blas_fits(M, N, K) && (!lowp || lp) &&
-        !hk_overlaps(D, mn, A, (size_t)M * (size_t)K * sizeof(HK_T)) &&
+    /* f32 plain: sgemm straight into D, the epilogue in place; every other form through _span,
+     * with its f32 copies and sums in work */
+    const int plain32 = sizeof(HK_T) == sizeof(float) && !HK_DUAL && !HK_ROPE && !HK_NORM_A;
+    const int fits = hk_blas && hk_blas_fits(M, N, K);
+    const size_t nc = (size_t)hk_min_i64(N, HK_GEMM_NC), rb = (size_t)hk_min_i64(M, HK_GEMM_LP_RB);
+    const size_t n_b = HK_GEMM_COPY_B ? (size_t)K * nc : 0, n_a = HK_GEMM_COPY_A ? rb * (size_t)K : 0;
+    const size_t n_d = rb * nc, n_bd = HK_DUAL ? n_b : 0, n_dd = HK_DUAL ? n_d : 0, n_r = HK_NORM_A ? rb : 0;
+    float *const work =
+        fits && !plain32 ? (float *)malloc((n_b + n_bd + n_a + n_d + n_dd + n_r + 1) * sizeof(float)) : NULL;
+    if (fits && (plain32 || work) && !hk_overlaps(D, mn, A, (size_t)M * (size_t)K * sizeof(HK_T)) &&
         !hk_overlaps(D, mn, B, (size_t)K * (size_t)N * sizeof(HK_T))
+#if HK_DUAL
+        && !hk_overlaps(D, mn, B2, (size_t)K * (size_t)N * sizeof(HK_T))
+#endif
+#if HK_NORM_A
+        && !hk_overlaps(D, mn, norm_gamma, (size_t)K * sizeof(HK_T))
+#endif
 #if HK_HAS_BIAS
         && !hk_overlaps(D, mn, bias, (size_t)N * sizeof(HK_T))
 #endif
@@ -221,7 +320,9 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
         && !hk_overlaps(D, mn, mul, mn)
 #endif
     ) {
-      const float *const Af = (const float *)(const void *)A, *const Bf = (const float *)(const void *)B;
+      float *const bf = work, *const bf2 = work ? bf + n_b : NULL, *const af = work ? bf2 + n_bd : NULL;
+      float *const df = work ? af + n_a : NULL, *const df2 = work ? df + n_d : NULL;
+      float *const rs = work ? df2 + n_dd : NULL;
       const int64_t b_end = hk_min_i64((int64_t)block_end, n_blocks);
       const int64_t t1 = b_end * tiles_per_block;
       /* spans of tiles in row-tile-major order: whole row tiles merged, else part of one */
@@ -238,60 +339,19 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
         }
         const int64_t i0 = r * HK_GEMM_BM, j0 = c * HK_GEMM_BN;
         const int64_t mb = hk_min_i64(rows, M - i0), nb = hk_min_i64(c_end * HK_GEMM_BN, N) - j0;
-        if (lowp) {
-          HK_GEMM_CAT(HK_NAME, _lowp_span)(args, (HK_T *)(void *)D, i0, j0, mb, nb, N, K, lp,
-                                           lp + (size_t)K * (size_t)lp_nc,
-                                           lp + (size_t)K * (size_t)lp_nc + (size_t)lp_rb * (size_t)K);
+        if (!plain32) {
+          HK_GEMM_CAT(HK_NAME, _span)(args, D, i0, j0, mb, nb, N, K, bf, bf2, af, df, df2, rs);
           continue;
         }
-        float *const d = D + i0 * N + j0;
-        hk_blas->sgemm(101, 111, HK_TRANS_B ? 112 : 111, (int)mb, (int)nb, (int)K, 1.0f, Af + i0 * K, (int)K,
-                       HK_TRANS_B ? Bf + j0 * K : Bf + j0, (int)(HK_TRANS_B ? K : N), 0.0f, d, (int)N);
-        /* the epilogue on the f32 sums, in place; chunks of 64 columns for the vectorizer */
-        for (int64_t i = 0; i < mb; i++) {
-          float *restrict d_row = d + i * N;
-#if HK_HAS_BIAS
-          const float *restrict b_row = (const float *)(const void *)bias + j0;
-#endif
-#if HK_HAS_RESIDUAL
-          const float *restrict r_row = (const float *)(const void *)residual + (i0 + i) * N + j0;
-#endif
-#if HK_HAS_MUL
-          const float *restrict m_row = (const float *)(const void *)mul + (i0 + i) * N + j0;
-#endif
-#define HK_GEMM_EPI(jj)                                                                                  \
-  do {                                                                                                   \
-    float v = d_row[jj];                                                                                 \
-    HK_GEMM_EPI_BIAS(jj);                                                                                \
-    v = HK_ACT(v);                                                                                       \
-    HK_GEMM_EPI_MUL(jj);                                                                                 \
-    HK_GEMM_EPI_RES(jj);                                                                                 \
-    d_row[jj] = v;                                                                                       \
-  } while (0)
-#if HK_HAS_BIAS
-#define HK_GEMM_EPI_BIAS(jj) v += b_row[jj]
-#else
-#define HK_GEMM_EPI_BIAS(jj) (void)0
-#endif
-#if HK_HAS_MUL
-#define HK_GEMM_EPI_MUL(jj) v *= m_row[jj]
-#else
-#define HK_GEMM_EPI_MUL(jj) (void)0
-#endif
-#if HK_HAS_RESIDUAL
-#define HK_GEMM_EPI_RES(jj) v += r_row[jj]
-#else
-#define HK_GEMM_EPI_RES(jj) (void)0
-#endif
-          int64_t j = 0;
-          for (; j + 64 <= nb; j += 64)
-            for (int jj = 0; jj < 64; jj++) HK_GEMM_EPI(j + jj);
-          for (; j < nb; j++) HK_GEMM_EPI(j);
-#undef HK_GEMM_EPI
-#undef HK_GEMM_EPI_BIAS
-#undef HK_GEMM_EPI_MUL
-#undef HK_GEMM_EPI_RES
-        }
+        float *const d = (float *)(void *)(D + i0 * N + j0);
+        hk_blas->sgemm(101, 111, HK_TRANS_B ? 112 : 111, (int)mb, (int)nb, (int)K, 1.0f,
+                       (const float *)(const void *)(A + i0 * K), (int)K,
+                       (const float *)(const void *)(HK_TRANS_B ? B + j0 * K : B + j0), (int)(HK_TRANS_B ? K : N),
+                       0.0f, d, (int)N);
+        for (int64_t i = 0; i < mb; i++) /* the epilogue on the f32 sums, in place */
+          HK_GEMM_CAT(HK_NAME, _epi_row)((HK_T *)(void *)(d + i * N), d + i * N, HK_HAS_BIAS ? bias + j0 : NULL,
+                                         HK_HAS_RESIDUAL ? residual + (i0 + i) * N + j0 : NULL,
+                                         HK_HAS_MUL ? mul + (i0 + i) * N + j0 : NULL, nb);
       }
 #if HK_NORM_C /* a block is a row tile with all of its columns: every span was whole rows */
       if (b_end > (int64_t)block_begin) {
@@ -300,12 +360,11 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
                                          ln_eps);
       }
 #endif
-      free(lp);
+      free(work);
       return;
     }
-    free(lp); /* NULL, or the operands overlap C: the loops below */
+    free(work); /* none, or the operands overlap C: the loops below */
   }
-#endif
   float acc[HK_GEMM_BM][HK_GEMM_BN];
   float panel[HK_GEMM_BK][HK_GEMM_BN];
 

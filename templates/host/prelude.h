@@ -13,7 +13,9 @@
  * args[i] points to argument i, like CUDA kernelParams: for a tensor, to a void*
  * holding the buffer address (NULL for an absent optional tensor); for I64, to an
  * int64_t; for F32, to a float. A call processes blocks [block_begin, block_end)
- * of grid.x; blocks are independent and may run concurrently on other threads.
+ * of grid.x; blocks are independent and may run concurrently on other threads. A launch's
+ * blocks are cut into 4 chunks per thread, or into the number an optional export
+ * `const uint32_t NAME__chunks` (1..64) asks for (GEMMs: 1).
  *
  * Storage types: f32 is float; f16 and bf16 are uint16_t bit patterns converted
  * here with round-to-nearest-even (subnormals, infinities and NaN handled), so no
@@ -31,6 +33,8 @@
 #endif
 
 #define HK_KERNEL __attribute__((visibility("default")))
+/* for the math below: inlined into the loops that call it, so that they vectorize */
+#define HK_ALWAYS_INLINE static inline __attribute__((always_inline))
 
 /* ---- BLAS, bound at run time (optional) ---------------------------------------------
  * libhkrt dlopens OpenBLAS where it is installed and, on every thread that runs a launch of a
@@ -130,15 +134,73 @@ static inline uint16_t hk_f32_to_bf16(float f) {
   return (uint16_t)(u >> 16);
 }
 
+/* ---- exp and erf without libm ------------------------------------------------------------
+ * Selects only, no branches and no calls, so loops over arrays of them vectorize at -O2, and
+ * the same bits on every machine whatever its C library. Checked against double precision by
+ * tests/unit/ops_test.c (test_math). */
+
+/* exp(x): x = n ln2 + r with |r| <= ln2 / 2 (ln2 in two parts, so n ln2 is exact), e^r by its
+ * Taylor polynomial of degree 7, times 2^(n-1) * 2 (n - 1 stays a normal exponent). Within
+ * 2 ulp for x in [-86.5, 88.72]; 0 below (exp < 2.7e-38 there), inf above, NaN kept. */
+HK_ALWAYS_INLINE float hk_exp(float x) {
+  const float lo = -86.5f, hi = 88.7228394f;
+  float xc = x < lo ? lo : x;
+  xc = xc > hi ? hi : xc; /* NaN fails both tests and stays NaN */
+  const float shifter = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+  const float t = xc * 1.44269504f + shifter, fn = t - shifter;
+  const int32_t n = (int32_t)(hk_f32_bits(t) - hk_f32_bits(shifter));
+  const float r = (xc - fn * 0.693145751953125f) - fn * 1.42860677e-06f;
+  float p = 1.98412698e-04f; /* 1/7! */
+  p = p * r + 1.38888889e-03f;
+  p = p * r + 8.33333333e-03f;
+  p = p * r + 4.16666667e-02f;
+  p = p * r + 1.66666667e-01f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const float y = p * hk_bits_f32((uint32_t)(n + 126) << 23) * 2.0f;
+  return x < lo ? 0.0f : x > hi ? INFINITY : y;
+}
+
+/* 1 + erf(x), without cancellation for negative x: |x| < 0.84: 1 + x P(x^2); else
+ * erfc(|x|) = exp(-x^2) R(1 / (1 + |x|)), and 1 + erf(x) = erfc(-x) = erfc(|x|) for x < 0,
+ * 2 - erfc(x) for x > 0. P and R are least-squares fits (in f32) of erf(x)/x on x^2 in
+ * [0, 0.84^2] and of erfc(x) e^(x^2) on 1/(1+x) for x in [0.84, 9.2]. Relative error within
+ * 7e-7 up to |x| = 4 (beyond, erfc < 1.6e-8 and the rounding of x^2 grows it to 4e-6). */
+HK_ALWAYS_INLINE float hk_erf1p(float x) {
+  const float a = fabsf(x), z = x * x, v = 1.0f / (1.0f + a);
+  float p = 8.917121158e-05f;
+  p = p * z - 8.260552422e-04f;
+  p = p * z + 5.210520234e-03f;
+  p = p * z - 2.686290257e-02f;
+  p = p * z + 1.128375381e-01f;
+  p = p * z - 3.761263788e-01f;
+  p = p * z + 1.128379226e+00f;
+  float r = -2.807424784e+00f;
+  r = r * v + 9.456356049e+00f;
+  r = r * v - 1.309159756e+01f;
+  r = r * v + 8.819298744e+00f;
+  r = r * v - 2.139851332e+00f;
+  r = r * v - 3.587222695e-01f;
+  r = r * v - 3.184122741e-01f;
+  r = r * v + 2.839920819e-01f;
+  r = r * v + 5.641956925e-01f;
+  r = r * v + 5.641838312e-01f;
+  r = r * v + 1.983636508e-07f;
+  const float erfc_a = hk_exp(-z) * r;
+  return a < 0.84f ? 1.0f + x * p : x < 0.0f ? erfc_a : 2.0f - erfc_a;
+}
+
 /* ---- activations (DESIGN "Op semantics") ------------------------------------------- */
 static inline float hk_act_none(float x) { return x; }
 static inline float hk_act_relu(float x) { return x > 0.0f ? x : 0.0f; }
 /* Exact erf form, torch.nn.functional.gelu's default. */
-static inline float hk_act_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
-static inline float hk_act_gelu_tanh(float x) {
-  return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+HK_ALWAYS_INLINE float hk_act_gelu(float x) { return 0.5f * x * hk_erf1p(x * 0.70710678118654752f); }
+/* 0.5 x (1 + tanh(y)) = x / (1 + e^(-2y)), y = sqrt(2/pi) (x + 0.044715 x^3) */
+HK_ALWAYS_INLINE float hk_act_gelu_tanh(float x) {
+  return x / (1.0f + hk_exp(-1.59576912160573072f * (x + 0.044715f * x * x * x)));
 }
-static inline float hk_act_silu(float x) { return x / (1.0f + expf(-x)); }
+HK_ALWAYS_INLINE float hk_act_silu(float x) { return x / (1.0f + hk_exp(-x)); }
 
 /* Pairwise sum of 8 partial sums (the lanes of a reduction). */
 static inline float hk_sum8(const float *l) {

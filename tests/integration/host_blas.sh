@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The host target's GEMMs through OpenBLAS and through the C loops: tests/specs/host_blas.yaml
-# (every f32 epilogue form, odd shapes) built for the host and run by reference.py (NumPy
-# float64) with HK_HOST_BLAS=auto on 1 thread (whole row tiles merged into one sgemm) and on 3
-# (blocks shared out one by one), and with HK_HOST_BLAS=off; `hkc run` must name the path it
-# takes; a bad HK_HOST_BLAS is refused. Where libopenblas.so.0 is missing, the C loops are
-# checked, `hkc run` must say why, and the test exits 77 (skipped).
+# (every gemm form, odd shapes) built for the host and run by reference.py (NumPy float64) with
+# HK_HOST_BLAS=auto on 1 thread (whole row tiles merged into one sgemm) and on 3 (blocks shared
+# out one by one), and with HK_HOST_BLAS=off; then the same spec in f16 and bf16 (f32 copies of
+# the operands on the BLAS path) both ways. `hkc run` must name the path it takes; a bad
+# HK_HOST_BLAS is refused. Where libopenblas.so.0 is missing, the C loops are checked, `hkc run`
+# must say why, and the test exits 77 (skipped).
 set -euo pipefail
 : "${HKC:?}" "${HK_SOURCE_DIR:?}"
 PY=${HK_PYTHON:-/usr/bin/python3}
@@ -25,18 +26,24 @@ gemm_line() {
     --runs 1 --warmup 0 | grep '^host gemm: ' || true
 }
 
-# check MODE THREADS BATCH: reference.py on the pack, every output within f32 bounds
+# check MODE THREADS BATCH [DTYPE]: reference.py on the pack (hb, or hb-DTYPE built from the
+# spec in DTYPE), every output within the dtype's bounds
 check() {
-  local dir=$work/$1-$2-$3
-  if HK_HOST_BLAS=$1 HK_HOST_THREADS=$2 "$PY" "$REF" "$HKC" "$work/hb.hkpack" "$spec" "$3" "$dir" > "$dir.log" 2>&1
+  local pack=$work/hb.hkpack s=$spec dir=$work/$1-$2-$3-${4:-f32}
+  if [ -n "${4:-}" ]; then pack=$work/hb-$4.hkpack s=$work/hb-$4.yaml; fi
+  if HK_HOST_BLAS=$1 HK_HOST_THREADS=$2 "$PY" "$REF" "$HKC" "$pack" "$s" "$3" "$dir" > "$dir.log" 2>&1
   then
-    echo "ok   HK_HOST_BLAS=$1 HK_HOST_THREADS=$2 batch $3 matches reference.py"
+    echo "ok   ${4:-f32} HK_HOST_BLAS=$1 HK_HOST_THREADS=$2 batch $3 matches reference.py"
   else
     sed 's/^/     /' "$dir.log"
-    echo "FAIL HK_HOST_BLAS=$1 HK_HOST_THREADS=$2 batch $3 against reference.py"
+    echo "FAIL ${4:-f32} HK_HOST_BLAS=$1 HK_HOST_THREADS=$2 batch $3 against reference.py"
     fail=1
   fi
 }
+for dt in f16 bf16; do
+  sed "s/^dtype: f32$/dtype: $dt/" "$spec" > "$work/hb-$dt.yaml"
+  "$HKC" build "$work/hb-$dt.yaml" -o "$work/hb-$dt.hkpack" --target host -q
+done
 
 line=$(gemm_line off 2)
 case "$line" in
@@ -67,6 +74,7 @@ else
 fi
 
 for b in 1 3; do check off 2 "$b"; done
+for dt in f16 bf16; do check off 2 3 "$dt"; done
 if [ "$have_blas" = 0 ]; then
   [ "$fail" = 0 ] || exit 1
   echo "SKIP the OpenBLAS path: libopenblas.so.0 is not installed (Debian/Ubuntu: libopenblas0-pthread)"
@@ -75,4 +83,5 @@ fi
 check auto 2 1
 check auto 1 3
 check auto 3 3
+for dt in f16 bf16; do check auto 3 3 "$dt"; done
 exit "$fail"

@@ -43,7 +43,11 @@ static const char k_conv_source[] =
     "HK_KERNEL void hkt_from_f16(const uint16_t *in, float *out, size_t n) {\n"
     "  for (size_t i = 0; i < n; i++) out[i] = hk_f16_to_f32(in[i]);\n}\n"
     "HK_KERNEL void hkt_from_bf16(const uint16_t *in, float *out, size_t n) {\n"
-    "  for (size_t i = 0; i < n; i++) out[i] = hk_bf16_to_f32(in[i]);\n}\n";
+    "  for (size_t i = 0; i < n; i++) out[i] = hk_bf16_to_f32(in[i]);\n}\n"
+    "HK_KERNEL void hkt_exp(const float *in, float *out, size_t n) {\n"
+    "  for (size_t i = 0; i < n; i++) out[i] = hk_exp(in[i]);\n}\n"
+    "HK_KERNEL void hkt_erf1p(const float *in, float *out, size_t n) {\n"
+    "  for (size_t i = 0; i < n; i++) out[i] = hk_erf1p(in[i]);\n}\n";
 
 static struct {
   hkc_kernel_out_t *kernels;
@@ -1865,6 +1869,60 @@ static int same_float(float a, float b) {
   return memcmp(&a, &b, sizeof a) == 0;
 }
 
+/* prelude.h's hk_exp and hk_erf1p against double precision: every 1/64 of the range plus random
+ * points, the ends of the ranges and the special values; the bounds are the ones prelude.h
+ * documents. */
+typedef void (*math_fn_t)(const float *, float *, size_t);
+static void test_math(void **state) {
+  (void)state;
+  math_fn_t f_exp, f_erf1p;
+  void *p = sym("hkt_exp"), *q = sym("hkt_erf1p");
+  memcpy(&f_exp, &p, sizeof p);
+  memcpy(&f_erf1p, &q, sizeof q);
+  enum { N = 40000 };
+  static float x[N], y[N];
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 31);
+  /* exp: within 2 ulp on [-86.5, 88.72] */
+  size_t n = 0;
+  for (int i = -86 * 64; i <= 88 * 64 && n < N / 2; i++) x[n++] = (float)i / 64.0f;
+  while (n < N) x[n++] = (float)hk_test_uniform(&rng, -86.5, 88.7);
+  f_exp(x, y, N);
+  double worst = 0;
+  for (size_t i = 0; i < N; i++) {
+    const double ref = exp((double)x[i]), err = fabs((double)y[i] - ref) / ref;
+    if (err > worst) worst = err;
+    if (err > 2.4e-7) fail_msg("hk_exp(%.9g) = %.9g, exp = %.9g: relative error %.3g", x[i], y[i], ref, err);
+  }
+  fprintf(stderr, "[ math ] hk_exp: worst relative error %.3g (%.2f ulp)\n", worst, worst / 0x1p-24);
+  const float special[] = {-86.5f, 88.72f, -86.6f, -200.0f, -INFINITY, 88.73f, 1000.0f, INFINITY, NAN, 0.0f};
+  float ys[sizeof special / sizeof special[0]];
+  f_exp(special, ys, sizeof special / sizeof special[0]);
+  assert_true(fabs(ys[0] / exp(-86.5) - 1) < 2.4e-7);
+  assert_true(fabs(ys[1] / exp((double)88.72f) - 1) < 2.4e-7 && isfinite(ys[1]));
+  for (int i = 2; i < 5; i++) assert_true(ys[i] == 0.0f);
+  for (int i = 5; i < 8; i++) assert_true(isinf(ys[i]) && ys[i] > 0);
+  assert_true(isnan(ys[8]));
+  assert_true(ys[9] == 1.0f);
+  /* 1 + erf: 7e-7 to |x| = 4, 4e-6 beyond */
+  n = 0;
+  for (int i = -9 * 256; i <= 9 * 256 && n < N / 2; i++) x[n++] = (float)i / 256.0f;
+  while (n < N) x[n++] = (float)hk_test_uniform(&rng, -9, 9);
+  f_erf1p(x, y, N);
+  worst = 0;
+  for (size_t i = 0; i < N; i++) {
+    const double a = fabs((double)x[i]), ref = x[i] < 0 ? erfc(a) : 1 + erf(a);
+    const double err = fabs((double)y[i] - ref) / ref, bound = a <= 4 ? 7e-7 : 4e-6;
+    if (a <= 4 && err > worst) worst = err;
+    if (err > bound) fail_msg("hk_erf1p(%.9g) = %.9g, 1 + erf = %.9g: relative error %.3g", x[i], y[i], ref, err);
+  }
+  fprintf(stderr, "[ math ] hk_erf1p: worst relative error %.3g for |x| <= 4\n", worst);
+  const float se[] = {-INFINITY, INFINITY, NAN, 0.0f, -30.0f, 30.0f};
+  float ye[sizeof se / sizeof se[0]];
+  f_erf1p(se, ye, sizeof se / sizeof se[0]);
+  assert_true(ye[0] == 0.0f && ye[1] == 2.0f && isnan(ye[2]) && ye[3] == 1.0f && ye[4] == 0.0f && ye[5] == 2.0f);
+}
+
 static void test_conversions(void **state) {
   (void)state;
   to16_fn_t to_f16, to_bf16;
@@ -2390,6 +2448,7 @@ int main(void) {
       cmocka_unit_test(test_lower_generation),
       cmocka_unit_test(test_host_target_name),
       cmocka_unit_test(test_conversions),
+      cmocka_unit_test(test_math),
       cmocka_unit_test(test_checker_catches_errors),
       cmocka_unit_test(test_gemm),
       cmocka_unit_test(test_gemm_mul),
