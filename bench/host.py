@@ -2,19 +2,26 @@
 # SPDX-License-Identifier: Apache-2.0
 """The host target (CPU) against NumPy/OpenBLAS and PyTorch eager, on the same thread count.
 
-    bench/host.py [--build build] [--threads 2] [--runs 30] [--warmup 5] [--json FILE]
+    bench/host.py [--build build] [--threads 2] [--runs 30] [--rounds 3] [--warmup 5]
+                  [--dtypes f32,bf16] [--batches 1,8,32] [--only gemm|bert|llama] [--json FILE]
 
-Measures, each in its own process and each as the median of --runs timed runs after --warmup
+Measures, each in its own process and each as the median of the timed runs after --warmup
 untimed ones:
-  gemm   f32 C[1024, 3072] = A[1024, 768] @ B[768, 3072]: hkc's host pack (a one-gemm spec, `hkc run`
-         with HK_HOST_THREADS), NumPy (OPENBLAS_NUM_THREADS), PyTorch eager (torch.set_num_threads)
-  bert   specs/bert_layer.yaml in f32 at --batch (default 8): hkc's host pack against the same layer
-         written with torch ops (linear, attention as softmax(q k^T / sqrt(d)) v, layernorm, exact
-         gelu) in eager mode
+  gemm   C[1024, 3072] = A[1024, 768] @ B[768, 3072]: hkc's host pack (a one-gemm spec, `hkc run`
+         with HK_HOST_THREADS) in each of --dtypes, NumPy f32 (OPENBLAS_NUM_THREADS), PyTorch
+         eager f32 (torch.set_num_threads)
+  bert   specs/bert_layer.yaml at each of --batches, hkc's pack in each of --dtypes, against the
+         same layer written with torch ops (linear, attention as softmax(q k^T / sqrt(d)) v,
+         layernorm, exact gelu) in eager mode, f32
+  llama  specs/llama_block.yaml at reduced dims (seq 128, hidden 1024, 8 heads over 2 kv heads
+         of 128, ffn 2816) at batch 1 and 4, hkc in each of --dtypes, against the same block in
+         eager torch f32 (rmsnorm, one qkv linear, rotate-half rope, causal grouped-query
+         attention, SwiGLU)
 Contenders alternate in --rounds rounds (a change of load hits them alike); each figure is the
-median of the rounds' medians. hkc runs twice: with its default GEMM path (OpenBLAS bound at run time where libopenblas.so.0 is
-installed) and with HK_HOST_BLAS=off (the C loops). The 1-minute load average is printed beside
-each figure: on a shared machine, compare figures taken at similar loads.
+median of the rounds' medians. hkc's f32 packs run twice: with the default GEMM path (OpenBLAS
+bound at run time where libopenblas.so.0 is installed) and with HK_HOST_BLAS=off (the C
+loops). The 1-minute load average is printed beside each figure: on a shared machine, compare
+figures taken at similar loads.
 
 Needs /usr/bin/python3 with NumPy (Debian python3-numpy, whose BLAS is libopenblas0-pthread) and
 torch (python3-torch; without it the torch rows say so), and a build of hkc (--build).
@@ -36,7 +43,7 @@ M, N, K = 1024, 3072, 768
 
 GEMM_SPEC = """hkc: 1
 name: host_gemm_bench
-dtype: f32
+dtype: DTYPE
 batch_sizes: [1]
 dims: {m: %d, n: %d, k: %d}
 targets: [host]
@@ -110,6 +117,44 @@ res["torch"] = torch.__version__; res["threads"] = torch.get_num_threads()
 print(json.dumps(res))
 """
 
+# specs/llama_block.yaml's graph at reduced dims, eager torch, f32: Hugging Face's Llama layer
+# (rmsnorm in f32, rotate-half rope at positions 0.., causal grouped-query attention, SwiGLU).
+LLAMA_DIMS = {"seq": 128, "hidden": 1024, "heads": 8, "kv_heads": 2, "head_dim": 128, "ffn": 2816}
+TORCH_LLAMA = TIMER + """
+import math, sys, torch
+import torch.nn.functional as F
+runs, warmup, threads, batch = (int(v) for v in sys.argv[1:5])
+torch.set_num_threads(threads)
+seq, hidden, heads, kvh, dh, ffn = %(seq)d, %(hidden)d, %(heads)d, %(kv_heads)d, %(head_dim)d, %(ffn)d
+g = torch.Generator().manual_seed(1)
+def r(*shape, s=0.05): return (torch.rand(*shape, generator=g) * 2 - 1) * s
+x = r(batch, seq, hidden, s=1.0)
+g_attn, g_ffn = 1 + r(hidden), 1 + r(hidden)
+w_qkv, w_o = r(hidden, (heads + 2 * kvh) * dh), r(heads * dh, hidden)
+w_gate, w_up, w_down = r(hidden, ffn), r(hidden, ffn), r(ffn, hidden)
+inv = 1.0 / (500000.0 ** (torch.arange(0, dh, 2).float() / dh))
+ang = torch.outer(torch.arange(seq).float(), inv)
+cos, sin = torch.cat([ang, ang], -1).cos(), torch.cat([ang, ang], -1).sin()
+mask = torch.full((seq, seq), float("-inf")).triu(1)
+def rms(v, w): return v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + 1e-5) * w
+def rot(t): return torch.cat([-t[..., dh // 2:], t[..., :dh // 2]], -1)
+def block(x):
+    qkv = rms(x, g_attn) @ w_qkv
+    q = qkv[..., :heads * dh].view(batch, seq, heads, dh).transpose(1, 2)
+    k = qkv[..., heads * dh:(heads + kvh) * dh].view(batch, seq, kvh, dh).transpose(1, 2)
+    v = qkv[..., (heads + kvh) * dh:].view(batch, seq, kvh, dh).transpose(1, 2)
+    q, k = q * cos + rot(q) * sin, k * cos + rot(k) * sin
+    k, v = k.repeat_interleave(heads // kvh, 1), v.repeat_interleave(heads // kvh, 1)
+    p = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(dh) + mask, -1)
+    h = x + (p @ v).transpose(1, 2).reshape(batch, seq, heads * dh) @ w_o
+    n2 = rms(h, g_ffn)
+    return h + (F.silu(n2 @ w_gate) * (n2 @ w_up)) @ w_down
+with torch.no_grad():
+    res = timeit(lambda: block(x), runs, warmup)
+res["torch"] = torch.__version__; res["threads"] = torch.get_num_threads()
+print(json.dumps(res))
+""" % LLAMA_DIMS
+
 
 def load():
     return os.getloadavg()[0]
@@ -163,8 +208,9 @@ def main():
     ap.add_argument("--runs", type=int, default=30, help="timed runs of each contender, over all rounds")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--batch", type=int, default=8, help="bert_layer's batch (default 8)")
-    ap.add_argument("--only", choices=["gemm", "bert"], help="one of the two measurements")
+    ap.add_argument("--batches", default="1,8,32", help="bert_layer's batches (default 1,8,32)")
+    ap.add_argument("--dtypes", default="f32,bf16", help="hkc's pack dtypes (default f32,bf16)")
+    ap.add_argument("--only", choices=["gemm", "bert", "llama"], help="one of the measurements")
     ap.add_argument("--json", help="also write the figures here")
     ap.add_argument("-v", "--verbose", action="store_true", help="echo every hkc run")
     args = ap.parse_args()
@@ -186,13 +232,13 @@ def main():
         for name, _ in contenders:
             rs = got[name]
             if not rs:
-                print("%-5s %-28s failed" % (what, name), flush=True)
+                print("%-9s %-28s failed" % (what, name), flush=True)
                 continue
             row = dict(rs[-1], what=what, who=name, median_ms=statistics.median(r["median_ms"] for r in rs),
                        min_ms=min(r["min_ms"] for r in rs), load=statistics.mean(r["load"] for r in rs),
                        rounds=[r["median_ms"] for r in rs])
             rows.append(row)
-            print("%-5s %-28s median %8.2f ms  min %8.2f ms  (load %.2f; round medians %s)"
+            print("%-9s %-28s median %8.2f ms  min %8.2f ms  (load %.2f; round medians %s)"
                   % (what, name, row["median_ms"], row["min_ms"], row["load"],
                      " ".join("%.1f" % v for v in row["rounds"])), flush=True)
             if row.get("host_gemm_detail"):
@@ -203,30 +249,55 @@ def main():
     per = max(1, args.runs // args.rounds)
     quiet = dict(vars(args), runs=per)
     qa = argparse.Namespace(**quiet)
+    dtypes = [d for d in args.dtypes.split(",") if d]
+    batches = [int(b) for b in args.batches.split(",") if b]
+
+    def hkc_rows(pack, batch):
+        """hkc's contenders for one pack: f32 packs also with the C loops."""
+        rows = [("hkc host %s (default)" % pack[1], lambda: hkc_run(hkc, pack[0], batch, qa, True))]
+        if pack[1] == "f32":
+            rows.append(("hkc host f32 (C loops)", lambda: hkc_run(hkc, pack[0], batch, qa, False)))
+        return rows
+
     with tempfile.TemporaryDirectory(prefix="hk-host-bench-") as tmp:
         if args.only in (None, "gemm"):
-            pack = os.path.join(tmp, "gemm.hkpack")
-            hkc_build(hkc, GEMM_SPEC, pack)
-            measure("gemm", [
-                ("hkc host (default)", lambda: hkc_run(hkc, pack, 1, qa, True)),
-                ("hkc host (C loops)", lambda: hkc_run(hkc, pack, 1, qa, False)),
-                ("numpy", lambda: child(NUMPY_GEMM, [per, args.warmup], {"OPENBLAS_NUM_THREADS": str(args.threads)})),
-                ("torch eager", lambda: child(TORCH_GEMM, [per, args.warmup, args.threads]))])
+            packs = []
+            for dt in dtypes:
+                packs.append((os.path.join(tmp, "gemm_%s.hkpack" % dt), dt))
+                hkc_build(hkc, GEMM_SPEC.replace("DTYPE", dt), packs[-1][0])
+            measure("gemm", [row for p in packs for row in hkc_rows(p, 1)] + [
+                ("numpy f32", lambda: child(NUMPY_GEMM, [per, args.warmup], {"OPENBLAS_NUM_THREADS": str(args.threads)})),
+                ("torch eager f32", lambda: child(TORCH_GEMM, [per, args.warmup, args.threads]))])
         if args.only in (None, "bert"):
             with open(os.path.join(ROOT, "specs", "bert_layer.yaml")) as f:
                 text = f.read()
-            text = text.replace("dtype: bf16", "dtype: f32").replace("targets: [host, sm_90]", "targets: [host]")
-            text = text.replace("batch_sizes: [1, 8, 32, 128]", "batch_sizes: [%d]" % args.batch)
-            pack = os.path.join(tmp, "bert_f32.hkpack")
-            hkc_build(hkc, text, pack)
-            measure("bert", [
-                ("hkc host (default)", lambda: hkc_run(hkc, pack, args.batch, qa, True)),
-                ("hkc host (C loops)", lambda: hkc_run(hkc, pack, args.batch, qa, False)),
-                ("torch eager", lambda: child(TORCH_BERT, [per, args.warmup, args.threads, args.batch]))])
+            text = text.replace("targets: [host, sm_90]", "targets: [host]")
+            text = text.replace("batch_sizes: [1, 8, 32, 128]", "batch_sizes: [%s]" % ", ".join(map(str, batches)))
+            packs = []
+            for dt in dtypes:
+                packs.append((os.path.join(tmp, "bert_%s.hkpack" % dt), dt))
+                hkc_build(hkc, text.replace("dtype: bf16", "dtype: " + dt), packs[-1][0])
+            for b in batches:
+                measure("bert b%d" % b, [row for p in packs for row in hkc_rows(p, b)] + [
+                    ("torch eager f32", lambda b=b: child(TORCH_BERT, [per, args.warmup, args.threads, b]))])
+        if args.only in (None, "llama"):
+            with open(os.path.join(ROOT, "specs", "llama_block.yaml")) as f:
+                text = f.read()
+            text = text.replace("targets: [host, sm_90]", "targets: [host]")
+            text = text.replace("batch_sizes: [1, 4, 16]", "batch_sizes: [1, 4]")
+            text = re.sub(r"^dims: .*$", "dims: {%s}" % ", ".join("%s: %d" % kv for kv in LLAMA_DIMS.items()), text,
+                          flags=re.M)
+            packs = []
+            for dt in dtypes:
+                packs.append((os.path.join(tmp, "llama_%s.hkpack" % dt), dt))
+                hkc_build(hkc, text.replace("dtype: bf16", "dtype: " + dt), packs[-1][0])
+            for b in (1, 4):
+                measure("llama b%d" % b, [row for p in packs for row in hkc_rows(p, b)] + [
+                    ("torch eager f32", lambda b=b: child(TORCH_LLAMA, [per, args.warmup, args.threads, b]))])
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"threads": args.threads, "runs": args.runs, "rounds": args.rounds, "warmup": args.warmup,
-                       "batch": args.batch, "load_before": load_before,
+                       "batches": batches, "dtypes": dtypes, "load_before": load_before,
                        "rows": rows}, f, indent=1)
 
 
