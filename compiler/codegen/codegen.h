@@ -36,8 +36,17 @@ typedef struct hkc_kernel_out {
 } hkc_kernel_out_t;
 
 /* Host code generation: the full C translation unit for the given kernels (prelude
- * + one function per kernel, named kernels[i].name). Caller frees. NULL on OOM. */
+ * + one function per kernel, named kernels[i].name, and where hkc_host_variants_enabled() each
+ * one's AVX2 variant, named kernels[i].name HKC_HOST_VARIANT_SUFFIX). Caller frees. NULL on
+ * OOM. */
 char *hkc_codegen_host(const hkc_kernel_out_t *kernels, size_t n_kernels);
+/* The same with the variants chosen by the caller (0: none). */
+char *hkc_codegen_host_variants(const hkc_kernel_out_t *kernels, size_t n_kernels, int variants);
+/* Whether host builds carry the AVX2 variants: on x86-64, unless $HKC_HOST_VARIANTS=baseline. */
+int hkc_host_variants_enabled(void);
+/* The suffix of a kernel's AVX2 variant in a host code object (libhkrt's backend_host.c looks
+ * for it). */
+#define HKC_HOST_VARIANT_SUFFIX "__avx2"
 /* Launch dimensions of a host kernel for the given args (grid.x = independent blocks). */
 void hkc_host_launch_dims(const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
                           uint32_t out_grid[3], uint32_t out_block[3]);

@@ -183,7 +183,9 @@ bad:
   return -1;
 }
 
-static int emit_instance(hkc_strbuf_t *sb, const hkc_kernel_out_t *k, const char *text, size_t size) {
+/* One kernel instance named k->name + suffix (a variant's: HKC_HOST_VARIANT_SUFFIX). */
+static int emit_instance(hkc_strbuf_t *sb, const hkc_kernel_out_t *k, const char *text, size_t size,
+                         const char *suffix) {
   const hkc_kernel_key_t *key = &k->key;
   static const char *const types[] = {"float", "uint16_t", "uint16_t"};
   static const char *const loads[] = {"hk_f32_load", "hk_f16_to_f32", "hk_bf16_to_f32"};
@@ -195,8 +197,8 @@ static int emit_instance(hkc_strbuf_t *sb, const hkc_kernel_out_t *k, const char
                    : key->op == HK_OP_GELU_TANH ? HK_ACT_GELU_TANH
                                                 : HK_ACT_NONE;
 
-  hkc_sb_printf(sb, "\n/* ---- %s ---- */\n", k->name);
-  hkc_sb_printf(sb, "#define HK_NAME %s\n", k->name);
+  hkc_sb_printf(sb, "\n/* ---- %s%s ---- */\n", k->name, suffix);
+  hkc_sb_printf(sb, "#define HK_NAME %s%s\n", k->name, suffix);
   hkc_sb_printf(sb, "#define HK_T %s\n", types[t]);
   hkc_sb_printf(sb, "#define HK_LOAD(x) %s(x)\n", loads[t]);
   hkc_sb_printf(sb, "#define HK_STORE(x) %s(x)\n", stores[t]);
@@ -236,18 +238,41 @@ static int emit_instance(hkc_strbuf_t *sb, const hkc_kernel_out_t *k, const char
   hkc_sb_append(sb, text, size);
   if (size && text[size - 1] != '\n') hkc_sb_append(sb, "\n", 1);
   host_gemm_macros(sb, key, 1);
-  /* A GEMM's chunk of blocks converts its operands once (templates/host/gemm.c): one chunk per
-   * thread (the loader's hint, backend_host.c) keeps that to once per thread. */
-  if (key->op == HK_OP_GEMM) hkc_sb_printf(sb, "HK_KERNEL const uint32_t %s__chunks = 1;\n", k->name);
+  /* A GEMM that converts its operands to f32 copies (16-bit types, a folded norm) does so once
+   * per chunk of blocks (templates/host/gemm.c): one chunk per thread (the loader's hint,
+   * backend_host.c) keeps that to once per thread. */
+  if (key->op == HK_OP_GEMM && (key->dtype != HK_DTYPE_F32 || key->norm_a) && !suffix[0])
+    hkc_sb_printf(sb, "HK_KERNEL const uint32_t %s__chunks = 1;\n", k->name);
   for (size_t i = 0; i < sizeof k_instance_macros / sizeof k_instance_macros[0]; i++)
     hkc_sb_printf(sb, "#undef %s\n", k_instance_macros[i]);
   return 0;
 }
 
+/* Emits every kernel's instance (a repeated name once) with the given name suffix. */
+static int emit_all(hkc_strbuf_t *sb, const hkc_kernel_out_t *kernels, size_t n_kernels, const char *suffix) {
+  for (size_t i = 0; i < n_kernels; i++) {
+    int seen = 0;
+    for (size_t j = 0; j < i && !seen; j++) seen = strcmp(kernels[j].name, kernels[i].name) == 0;
+    if (seen) continue;
+    const char *path = host_template_path(kernels[i].key.op);
+    size_t size = 0;
+    const char *text = path ? hkc_template(path, &size) : NULL;
+    if (!text) {
+      hkc_error((hkc_loc_t){0}, "host codegen: no host template for kernel %s (op %d)", kernels[i].name,
+                (int)kernels[i].key.op);
+      return -1;
+    }
+    if (emit_instance(sb, &kernels[i], text, size, suffix) != 0) return -1;
+  }
+  return 0;
+}
+
 /* Emits the block-size constants, the prelude, then one instance per kernel in the
- * given order (a repeated name is emitted once). NULL on OOM or a missing template
- * (reported through hkc_error). */
-char *hkc_codegen_host(const hkc_kernel_out_t *kernels, size_t n_kernels) {
+ * given order (a repeated name is emitted once); on x86-64 with GCC, every instance once more
+ * as its AVX2 variant (HKC_HOST_VARIANT_SUFFIX, compiled for AVX2 + FMA, which libhkrt picks on
+ * a CPU that has both) unless variants is 0. NULL on OOM or a missing template (reported
+ * through hkc_error). */
+char *hkc_codegen_host_variants(const hkc_kernel_out_t *kernels, size_t n_kernels, int variants) {
   hkc_strbuf_t sb = {0};
   size_t prelude_size = 0;
   const char *prelude = hkc_template("host/prelude.h", &prelude_size);
@@ -263,29 +288,41 @@ char *hkc_codegen_host(const hkc_kernel_out_t *kernels, size_t n_kernels) {
   hkc_sb_printf(&sb, "#define HK_ROPE_JC %d\n#define HK_ATTN_QT %d\n", HOST_ROPE_JC, HOST_ATTN_QT);
   hkc_sb_append(&sb, prelude, prelude_size);
 
-  for (size_t i = 0; i < n_kernels; i++) {
-    int seen = 0;
-    for (size_t j = 0; j < i && !seen; j++) seen = strcmp(kernels[j].name, kernels[i].name) == 0;
-    if (seen) continue;
-    const char *path = host_template_path(kernels[i].key.op);
-    size_t size = 0;
-    const char *text = path ? hkc_template(path, &size) : NULL;
-    if (!text) {
-      hkc_error((hkc_loc_t){0}, "host codegen: no host template for kernel %s (op %d)", kernels[i].name,
-                (int)kernels[i].key.op);
+  if (emit_all(&sb, kernels, n_kernels, "") != 0) {
+    free(sb.data);
+    return NULL;
+  }
+  if (variants) {
+    /* Only the ISA changes: -std=c11 keeps a * b + c two roundings (no contraction into FMA),
+     * and every sum is in the same order, so a variant computes the same bits as its baseline. */
+    hkc_sb_printf(&sb, "\n/* ---- AVX2 variants ---- */\n#if defined(__x86_64__) && defined(__GNUC__) && "
+                       "!defined(__clang__)\n#pragma GCC push_options\n#pragma GCC target(\"avx2,fma\")\n");
+    if (emit_all(&sb, kernels, n_kernels, HKC_HOST_VARIANT_SUFFIX) != 0) {
       free(sb.data);
       return NULL;
     }
-    if (emit_instance(&sb, &kernels[i], text, size) != 0) {
-      free(sb.data);
-      return NULL;
-    }
+    hkc_sb_printf(&sb, "#pragma GCC pop_options\n#endif\n");
   }
   if (sb.failed) {
     free(sb.data);
     return NULL;
   }
   return sb.data;
+}
+
+char *hkc_codegen_host(const hkc_kernel_out_t *kernels, size_t n_kernels) {
+  return hkc_codegen_host_variants(kernels, n_kernels, hkc_host_variants_enabled());
+}
+
+/* Whether host builds emit the AVX2 variants: x86-64 builds, unless $HKC_HOST_VARIANTS is
+ * "baseline" (docs/CLI.md). */
+int hkc_host_variants_enabled(void) {
+#if defined(__x86_64__) || defined(_M_X64)
+  const char *e = getenv("HKC_HOST_VARIANTS");
+  return !(e && strcmp(e, "baseline") == 0);
+#else
+  return 0;
+#endif
 }
 
 static int64_t arg_i64(const hkc_arg_t *args, uint32_t n_args, uint32_t i) {

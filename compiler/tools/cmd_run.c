@@ -212,8 +212,10 @@ static int run_command(int argc, char **argv, hkc_named_file_t **files_out) {
     printf("code: %s of target %s\n", strcmp(code_kind, "sass") == 0 ? "SASS" : "code object",
            hk_session_target(session));
   const char *blas_reason = "", *blas = hk_session_host_blas(session, &blas_reason);
-  if (!quiet && strncmp(hk_session_target(session), "host", 4) == 0)
+  if (!quiet && strncmp(hk_session_target(session), "host", 4) == 0) {
     printf("host gemm: %s%s%s\n", blas[0] ? blas : "C loops", blas_reason[0] ? ": " : "", blas_reason);
+    printf("host isa: %s\n", hk_session_host_isa(session));
+  }
   const char *fallback = "";
   const int graph = strcmp(hk_session_launch_mode(session, &fallback), "graph") == 0;
   if (fallback[0])

@@ -130,6 +130,25 @@ static void print_signature(const hk_pack_t *pack, uint32_t n_trusted, FILE *out
   fprintf(out, "\n");
 }
 
+/* A host target's instruction-set variants: "baseline", and "avx2" where its code object
+ * defines every kernel's AVX2 twin (HKC_HOST_VARIANT_SUFFIX: hkc build on x86-64; libhkrt runs
+ * them on a CPU with AVX2 and FMA). NULL when the code cannot be read. */
+static const char *host_variants(const hk_pack_view_t *v, uint32_t t) {
+  const hk_target_rec_t *tr = &v->targets[t];
+  void *code = NULL;
+  size_t size = 0;
+  if (hk_pack_code_load(v, t, NULL, &code, &size) != HK_OK) return NULL;
+  int all = tr->kernel_count > 0;
+  for (uint32_t k = tr->kernel_first; all && k < tr->kernel_first + tr->kernel_count; k++) {
+    char name[512];
+    all = snprintf(name, sizeof name, "%s" HKC_HOST_VARIANT_SUFFIX, hk_pack_string(v, v->kernels[k].name)) <
+              (int)sizeof name &&
+          hk_elf_defines_function(code, size, name);
+  }
+  free(code);
+  return all ? "baseline, avx2" : "baseline";
+}
+
 /* A kernel's occupancy in percent on its target (-1: unknown, the host). */
 static double kernel_occupancy_pct(const hk_pack_view_t *v, const hk_target_rec_t *tr, const hk_kernel_rec_t *kr) {
   const hkc_gpu_arch_t *arch = tr->kind == HK_TARGET_HOST ? NULL : hkc_gpu_arch_find(hk_pack_string(v, tr->name));
@@ -226,6 +245,9 @@ int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY
       fprintf(out, " stored)");
     } else if (tr->kind == HK_TARGET_CUDA) {
       fprintf(out, "; no PTX");
+    } else if (tr->kind == HK_TARGET_HOST) {
+      const char *isa = host_variants(v, t);
+      fprintf(out, "; isa %s", isa ? isa : "unknown (the code object does not decompress)");
     }
     fprintf(out, "\n");
   }
@@ -649,6 +671,13 @@ int hkc_inspect_json(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY_BY
       cJSON_AddNumberToObject(jp, "stored_bytes", (double)ps->size);
     } else {
       cJSON_AddNullToObject(jt, "ptx");
+    }
+    if (tr->kind == HK_TARGET_HOST) { /* "baseline, avx2" -> ["baseline", "avx2"] */
+      const char *isa = host_variants(v, t);
+      cJSON *ji = isa ? cJSON_AddArrayToObject(jt, "isa") : NULL;
+      if (ji) cJSON_AddItemToArray(ji, cJSON_CreateString("baseline"));
+      if (ji && strstr(isa, "avx2")) cJSON_AddItemToArray(ji, cJSON_CreateString("avx2"));
+      if (!isa) cJSON_AddNullToObject(jt, "isa");
     }
     cJSON *kernels = cJSON_AddArrayToObject(jt, "kernels");
     for (uint32_t k = tr->kernel_first; k < tr->kernel_first + tr->kernel_count; k++)

@@ -92,6 +92,9 @@ typedef struct hk_backend_session {
    * (hk_session_host_blas). */
   const char *host_blas;
   const char *host_blas_reason;
+  /* Set by the host backend: the instruction set of the code it runs, "avx2" or "baseline"
+   * (hk_session_host_isa; NULL elsewhere). */
+  const char *host_isa;
 } hk_backend_session_t;
 
 struct hk_backend {

@@ -68,6 +68,7 @@ typedef struct host_module {
   int fd;                 /* the memfd the object was loaded from, open while it is loaded, else -1 */
   hk_host_kernel_fn *fns; /* base.kernel_count entries */
   uint8_t *chunks;        /* per kernel: chunks per thread its launches are cut into */
+  const char *isa;        /* the functions in fns: "avx2" (the variants) or "baseline" */
   hk_host_set_blas_fn set_blas; /* the object's hk_host_set_blas, NULL when it has none */
 } host_module_t;
 
@@ -129,9 +130,32 @@ static void openblas_load(void) {
  * too few blocks per thread to gain. */
 /* Chunks per thread a launch is cut into, so uneven blocks (causal attention) balance; a kernel
  * may ask for another number through the optional export KERNEL__chunks (a const uint32_t):
- * hkc's GEMMs ask for 1, as each chunk of theirs converts its operands once (prelude.h). */
+ * hkc's 16-bit and normed GEMMs ask for 1, as each chunk of theirs converts its operands once
+ * (templates/host/gemm.c). */
 #define HK_HOST_CHUNKS_PER_THREAD 4
 #define HK_HOST_SYMBOL_MAX 256 /* KERNEL__chunks: longer names take the default */
+#define HK_HOST_VARIANT_SUFFIX "__avx2" /* hkc's HKC_HOST_VARIANT_SUFFIX */
+
+/* Whether this CPU (and its OS: the AVX state saved) runs AVX2 and FMA code. */
+static int host_cpu_avx2(void) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return 0;
+#endif
+}
+
+/* Whether the object has the AVX2 variant of every kernel of target t. */
+static int host_has_variants(void *dl, const hk_pack_view_t *view, const hk_target_rec_t *t) {
+  for (uint32_t k = 0; k < t->kernel_count; k++) {
+    char vname[HK_HOST_SYMBOL_MAX];
+    const char *kname = hk_pack_string(view, view->kernels[t->kernel_first + k].name);
+    if (snprintf(vname, sizeof vname, "%s" HK_HOST_VARIANT_SUFFIX, kname) >= (int)sizeof vname || !dlsym(dl, vname))
+      return 0;
+  }
+  return t->kernel_count > 0;
+}
 
 /* Worker threads of one session. The caller publishes a launch under `lock` (a new
  * generation), works on it too, and waits until `busy` helpers have finished it. */
@@ -358,9 +382,17 @@ static hk_status_t host_module_load(const hk_pack_view_t *view, uint32_t target,
   if (st != HK_OK) goto fail;
   st = open_object(tname, code, code_size, &m->dl, &m->fd);
   if (st != HK_OK) goto fail;
+  /* the AVX2 variants (hkc's HKC_HOST_VARIANT_SUFFIX) on a CPU that runs them, where the object
+   * has one for every kernel; else the baseline functions */
+  const int avx2 = host_cpu_avx2() && host_has_variants(m->dl, view, t);
+  m->isa = avx2 ? "avx2" : "baseline";
   for (uint32_t k = 0; k < t->kernel_count; k++) {
     const char *kname = hk_pack_string(view, view->kernels[t->kernel_first + k].name);
-    void *sym = dlsym(m->dl, kname);
+    char vname[HK_HOST_SYMBOL_MAX];
+    void *sym = avx2 && snprintf(vname, sizeof vname, "%s" HK_HOST_VARIANT_SUFFIX, kname) < (int)sizeof vname
+                    ? dlsym(m->dl, vname)
+                    : NULL;
+    if (!sym) sym = dlsym(m->dl, kname);
     if (!sym) {
       st = HK_ERROR(HK_STATUS_CORRUPT, "target %s: kernel symbol \"%s\" is missing from the code object", tname,
                     kname);
@@ -417,6 +449,7 @@ static hk_status_t host_session_prepare(hk_module_t *module, const hk_session_op
     s->base.workspace = (void *)p;
   }
   const host_module_t *m = (const host_module_t *)module;
+  s->base.host_isa = m->isa;
   s->base.host_blas = "";
   if (options->host_blas) {
     s->base.host_blas_reason = "the session's option host_blas is 1";

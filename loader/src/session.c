@@ -207,6 +207,12 @@ HK_API const char *hk_session_host_blas(const hk_session_t *s, const char **out_
   return b->host_blas ? b->host_blas : ""; /* GPU backends leave them NULL */
 }
 
+HK_API const char *hk_session_host_isa(const hk_session_t *s) {
+  if (!s) return "";
+  const char *isa = s->buckets[s->last_built]->backend->host_isa; /* create built one */
+  return isa ? isa : "";
+}
+
 HK_API uint32_t hk_session_pdl_count(const hk_session_t *s) {
   return s ? s->buckets[s->last_built]->backend->pdl_count : 0; /* create built one */
 }

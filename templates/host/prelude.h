@@ -15,7 +15,7 @@
  * int64_t; for F32, to a float. A call processes blocks [block_begin, block_end)
  * of grid.x; blocks are independent and may run concurrently on other threads. A launch's
  * blocks are cut into 4 chunks per thread, or into the number an optional export
- * `const uint32_t NAME__chunks` (1..64) asks for (GEMMs: 1).
+ * `const uint32_t NAME__chunks` (1..64) asks for (GEMMs that convert their operands: 1).
  *
  * Storage types: f32 is float; f16 and bf16 are uint16_t bit patterns converted
  * here with round-to-nearest-even (subnormals, infinities and NaN handled), so no

@@ -116,7 +116,7 @@ static int setup(void **state) {
       add_key(key);
     }
   }
-  char *src = hkc_codegen_host(g_ops.kernels, g_ops.n_kernels);
+  char *src = hkc_codegen_host_variants(g_ops.kernels, g_ops.n_kernels, 0); /* variants: test_host_variants */
   if (!src) return -1;
   /* The masked attention kernels once more, named hkt_attn_noheap_DTYPE, compiled where malloc
    * returns NULL: their row-by-row fallback (templates/host/attention.c). */
@@ -126,7 +126,7 @@ static int setup(void **state) {
     noheap[d].key = (hkc_kernel_key_t){.op = HK_OP_ATTENTION, .dtype = k_dtypes[d], .has_lengths = 1, .has_mask = 1};
     snprintf(noheap[d].name, sizeof noheap[d].name, "hkt_attn_noheap_%s", k_dtype_names[d]);
   }
-  char *nh_src = hkc_codegen_host(noheap, N_DTYPES);
+  char *nh_src = hkc_codegen_host_variants(noheap, N_DTYPES, 0);
   const char *nh = nh_src ? strstr(nh_src, "/* ---- hkt_attn_noheap_") : NULL;
   if (!nh) return -1;
   static const char nh_on[] = "\n#define malloc(n) ((void)(n), (void *)0)\n", nh_off[] = "#undef malloc\n";
@@ -186,13 +186,17 @@ static void *sym(const char *name) {
   return s;
 }
 
-static const char *g_lookup_name; /* when set, lookup() returns this kernel whatever the key */
+static const char *g_lookup_name;     /* when set, lookup() returns this kernel whatever the key */
+static void *g_lookup_dl;              /* when set, lookup() looks in this object instead */
+static const char *g_lookup_suffix = ""; /* appended to the kernel's name (a variant's) */
 
 static kernel_fn_t lookup(const hkc_kernel_key_t *key) {
-  char name[96];
+  char name[128];
   hkc_kernel_key_name(key, name, sizeof name);
   if (g_lookup_name) snprintf(name, sizeof name, "%s", g_lookup_name);
-  void *sym = dlsym(g_ops.dl, name);
+  size_t len = strlen(name);
+  snprintf(name + len, sizeof name - len, "%s", g_lookup_suffix);
+  void *sym = dlsym(g_lookup_dl ? g_lookup_dl : g_ops.dl, name);
   if (!sym) fail_msg("kernel %s is not exported by the compiled object", name);
   kernel_fn_t fn;
   memcpy(&fn, &sym, sizeof fn);
@@ -280,8 +284,25 @@ static double max_error(const buf_t *out, const double *ref, const double *mag, 
   return worst;
 }
 
+/* When set, check() appends the bytes of every output it checks here (test_host_variants). */
+typedef struct capture {
+  unsigned char *data;
+  size_t len, cap;
+} capture_t;
+static capture_t *g_capture;
+
 static void check(const char *what, const buf_t *out, const double *ref, const double *mag, double floor) {
   size_t i;
+  if (g_capture) {
+    const size_t n = out->n * esize(out->dt);
+    if (g_capture->len + n > g_capture->cap) {
+      g_capture->cap = 2 * (g_capture->len + n);
+      g_capture->data = realloc(g_capture->data, g_capture->cap);
+      assert_non_null(g_capture->data);
+    }
+    memcpy(g_capture->data + g_capture->len, out->data, n);
+    g_capture->len += n;
+  }
   double e = max_error(out, ref, mag, floor, &i);
   if (getenv("HK_OPS_VERBOSE")) fprintf(stderr, "  %-70s [%s] worst %.3f x tol\n", what, k_dtype_names[out->dt], e);
   if (!(e <= 1.0))
@@ -1018,6 +1039,86 @@ static void test_attention_blas(void **state) {
     assert_int_equal(g_sgemm_calls, before);
   }
   set_blas(NULL);
+}
+
+/* The AVX2 variants (hkc_codegen_host_variants: every kernel once more under
+ * HKC_HOST_VARIANT_SUFFIX, compiled for AVX2 + FMA): a set of gemm, attention, norm and softmax
+ * kernels in f32 and bf16 with their variants, checked against the double references through the
+ * variant symbols, and bit for bit against the baseline symbols of the same object on the same
+ * inputs (the variants change the ISA, not the arithmetic). Skipped on a CPU without AVX2 and
+ * FMA. */
+static void run_variant_cases(const char *suffix, hk_test_rng_t *rng) {
+  static const attn_case_t attn[] = {{2, 77, 77, 4, 2, 64, 1, 0, 0, 1, 0, 0}, {5, 37, 37, 2, 1, 16, 1, 1, 0, 1, 1, 0}};
+  g_lookup_suffix = suffix;
+  for (int dt = 0; dt < N_DTYPES; dt += 2) { /* f32, bf16 */
+    for (int act = 0; act < HK_ACT_COUNT_; act++) gemm_case(dt, (hk_act_t)act, act & 1, 1, act & 2 ? 1 : 0, 37, 300, 203, rng);
+    for (size_t i = 0; i < sizeof attn / sizeof attn[0]; i++) attention_case(dt, &attn[i], rng);
+  }
+  g_lookup_suffix = "";
+}
+
+static void test_host_variants(void **state) {
+  (void)state;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    fprintf(stderr, "SKIP the AVX2 variants: this CPU lacks AVX2 or FMA\n");
+    skip();
+  }
+#else
+  fprintf(stderr, "SKIP the AVX2 variants: not an x86-64 build\n");
+  skip();
+#endif
+  hkc_kernel_out_t ks[2 * HK_ACT_COUNT_ * 2 + 8];
+  size_t n = 0;
+  memset(ks, 0, sizeof ks);
+  for (int dt = 0; dt < N_DTYPES; dt += 2) {
+    for (int act = 0; act < HK_ACT_COUNT_; act++)
+      ks[n++].key = (hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = k_dtypes[dt], .act = (hk_act_t)act, .trans_b = act & 1,
+                                       .has_bias = 1, .has_residual = act & 2 ? 1 : 0};
+    ks[n++].key = (hkc_kernel_key_t){.op = HK_OP_ATTENTION, .dtype = k_dtypes[dt]};
+    ks[n++].key = (hkc_kernel_key_t){.op = HK_OP_ATTENTION, .dtype = k_dtypes[dt], .has_lengths = 1};
+  }
+  for (size_t i = 0; i < n; i++) hkc_kernel_key_name(&ks[i].key, ks[i].name, sizeof ks[i].name);
+  char *src = hkc_codegen_host_variants(ks, n, 1);
+  assert_non_null(src);
+  assert_non_null(strstr(src, "#pragma GCC target(\"avx2,fma\")"));
+  void *code = NULL;
+  size_t size = 0;
+  char version[160], path[4096];
+  assert_int_equal(hkc_rtc_host_compile(src, &code, &size, version, sizeof version), 0);
+  free(src);
+  snprintf(path, sizeof path, "%s/variants.so", g_ops.dir);
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(code, 1, size, f), size);
+  assert_int_equal(fclose(f), 0);
+  free(code);
+  void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  unlink(path);
+  assert_non_null(dl);
+  for (size_t i = 0; i < n; i++) {
+    char vname[128];
+    snprintf(vname, sizeof vname, "%.96s" HKC_HOST_VARIANT_SUFFIX, ks[i].name);
+    if (!dlsym(dl, ks[i].name) || !dlsym(dl, vname)) fail_msg("%s or %s missing from the object", ks[i].name, vname);
+  }
+  capture_t base = {0}, var = {0};
+  g_lookup_dl = dl;
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 41);
+  g_capture = &base;
+  run_variant_cases("", &rng);
+  hk_test_rng_seed(&rng, 41);
+  g_capture = &var;
+  run_variant_cases(HKC_HOST_VARIANT_SUFFIX, &rng);
+  g_capture = NULL;
+  g_lookup_dl = NULL;
+  assert_true(base.len > 0);
+  assert_int_equal(base.len, var.len);
+  if (memcmp(base.data, var.data, base.len) != 0) fail_msg("the AVX2 variants' outputs differ from the baseline's");
+  free(base.data);
+  free(var.data);
+  dlclose(dl);
 }
 
 /* ---- embedding -------------------------------------------------------------------------------- */
@@ -2461,6 +2562,7 @@ int main(void) {
       cmocka_unit_test(test_softmax),
       cmocka_unit_test(test_attention),
       cmocka_unit_test(test_attention_blas),
+      cmocka_unit_test(test_host_variants),
       cmocka_unit_test(test_rope),
       cmocka_unit_test(test_embedding),
       cmocka_unit_test(test_rope_ctx_scaling),

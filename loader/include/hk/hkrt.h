@@ -423,6 +423,12 @@ HK_API hk_code_kind_t hk_session_code_kind(const hk_session_t *session);
  * predates BLAS binding"), "" otherwise. Both strings are static or borrowed from the session. */
 HK_API const char *hk_session_host_blas(const hk_session_t *session, const char **out_reason);
 
+/* The instruction set of the host code a session runs: "avx2" where the pack's host code
+ * object carries hkc's AVX2 + FMA variants (hkc build on x86-64, by default) and this CPU runs
+ * them, else "baseline" (x86-64 SSE2, or the build's own -march elsewhere); the variants give
+ * the same results as the baseline, only faster. "" for GPU targets and a NULL session. */
+HK_API const char *hk_session_host_isa(const hk_session_t *session);
+
 /* Application-visible tensors (inputs, outputs, params), shapes resolved for the batch.
  * The count is 0 for a NULL session; NULL session or out_info: INVALID_ARGUMENT. */
 HK_API uint32_t hk_session_tensor_count(const hk_session_t *session);
