@@ -556,14 +556,18 @@ static int resolve_targets(const hkc_spec_t *spec, const char *list, target_plan
   }
   for (size_t i = 0; plans && i < n; i++) {
     plans[i].name = names[i];
-    plans[i].tc = hkc_toolchain_for_target(names[i], &plans[i].arch, NULL, 0);
+    char why[2048] = "";
+    plans[i].tc = hkc_toolchain_for_target(names[i], &plans[i].arch, why, sizeof why);
     /* "host" and "host-x86_64" are one target: a toolchain without target table rows has one */
     for (size_t j = 0; j < i; j++)
       if (plans[i].tc && plans[i].tc == plans[j].tc && (strcmp(names[i], names[j]) == 0 || !plans[i].arch)) {
         hkc_error((hkc_loc_t){0}, "target %s given twice", names[i]);
         rc = -1;
       }
-    if (!plans[i].tc) {
+    if (!plans[i].tc && strncmp(names[i], "host-", 5) == 0 && why[0]) {
+      hkc_error((hkc_loc_t){0}, "%s", why); /* another CPU's host target: why it is not built */
+      rc = -1;
+    } else if (!plans[i].tc) {
       hkc_error((hkc_loc_t){0}, "unknown target %s (hkc knows: %s; `hkc targets` shows what this machine builds)",
                 names[i], known);
       rc = -1;

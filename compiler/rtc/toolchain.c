@@ -40,6 +40,18 @@ const hkc_toolchain_t *hkc_toolchain_for_target(const char *target, const hkc_gp
   if (!target) target = "";
   if (strcmp(target, "host") == 0 || strcmp(target, hkc_host_target_name()) == 0)
     return hkc_toolchain_for_kind(HK_TARGET_HOST);
+  if (strncmp(target, "host-", 5) == 0) { /* another CPU's host target: no cross-building yet */
+    if (why && why_size) {
+      char known[1024];
+      hkc_toolchain_known_targets(known, sizeof known);
+      snprintf(why, why_size,
+               "target %s: the host target is built for the machine hkc runs on (%s), with its C compiler; "
+               "cross-building host code for %s is not supported: run `hkc build --target host` on an %s "
+               "machine and merge the packs (hkc merge) (hkc knows: %s)",
+               target, hkc_host_target_name(), target + 5, target + 5, known);
+    }
+    return NULL;
+  }
   const hkc_gpu_arch_t *arch = hkc_gpu_arch_find(target);
   const hkc_toolchain_t *tc = arch ? hkc_toolchain_for_arch(arch) : NULL;
   /* features follow the first ':' and only some toolchains take them ("gfx90a:xnack-") */

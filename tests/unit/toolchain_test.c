@@ -61,6 +61,10 @@ static void test_unknown_names_fail_clearly(void **state) {
   expect_unknown(NULL, "unknown target  (");
   expect_unknown("hostile", "unknown target hostile (");
   expect_unknown("sm_90:xnack-", "sm_90 targets take no ISA features");
+  /* another CPU's host target: refused, saying why and what to do */
+  const char *other = strcmp(hkc_host_target_name(), "host-aarch64") == 0 ? "host-x86_64" : "host-aarch64";
+  expect_unknown(other, "cross-building host code for");
+  expect_unknown(other, "run `hkc build --target host` on a");
   char known[1024];
   hkc_toolchain_known_targets(known, sizeof known);
   size_t n;
