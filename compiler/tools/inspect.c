@@ -132,12 +132,18 @@ static void print_signature(const hk_pack_t *pack, uint32_t n_trusted, FILE *out
 
 /* A host target's instruction-set variants: "baseline", and "avx2" where its code object
  * defines every kernel's AVX2 twin (HKC_HOST_VARIANT_SUFFIX: hkc build on x86-64; libhkrt runs
- * them on a CPU with AVX2 and FMA). NULL when the code cannot be read. */
+ * them on a CPU with AVX2 and FMA). NULL when the code does not decompress or is not a valid
+ * shared object for its CPU. */
 static const char *host_variants(const hk_pack_view_t *v, uint32_t t) {
   const hk_target_rec_t *tr = &v->targets[t];
   void *code = NULL;
   size_t size = 0;
   if (hk_pack_code_load(v, t, NULL, &code, &size) != HK_OK) return NULL;
+  const char *bad = NULL; /* read its symbols only once it checks out, as the loader would */
+  if (!hk_elf_image_ok(code, size, hk_elf_host_machine(hk_pack_string(v, tr->name)), HK_ET_DYN, &bad)) {
+    free(code);
+    return NULL;
+  }
   int all = tr->kernel_count > 0;
   for (uint32_t k = tr->kernel_first; all && k < tr->kernel_first + tr->kernel_count; k++) {
     char name[512];
@@ -247,7 +253,7 @@ int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY
       fprintf(out, "; no PTX");
     } else if (tr->kind == HK_TARGET_HOST) {
       const char *isa = host_variants(v, t);
-      fprintf(out, "; isa %s", isa ? isa : "unknown (the code object does not decompress)");
+      fprintf(out, "; isa %s", isa ? isa : "unknown (the code object is not a valid shared object)");
     }
     fprintf(out, "\n");
   }

@@ -20,9 +20,20 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
   const int64_t begin = (int64_t)block_begin * HK_EW_CHUNK;
   const int64_t end = hk_min_i64((int64_t)block_end * HK_EW_CHUNK, n);
   if (begin >= end) return;
-  if (full) {
+  if (full) { /* chunks of 16 staged in a local array, as prelude.h's HK_MAP16 (vectorized) */
 #define HK_EW_X(j) HK_LOAD(in[j][i])
-    for (int64_t i = begin; i < end; i++) {
+    int64_t i0 = begin;
+    for (; i0 + 16 <= end; i0 += 16) {
+      float vv[16];
+      for (int t = 0; t < 16; t++) {
+        const int64_t i = i0 + t;
+        float v = HK_EW_X(0);
+        HK_EW_PROGRAM
+        vv[t] = v;
+      }
+      for (int t = 0; t < 16; t++) out[i0 + t] = HK_STORE(vv[t]);
+    }
+    for (int64_t i = i0; i < end; i++) {
       float v = HK_EW_X(0);
       HK_EW_PROGRAM
       out[i] = HK_STORE(v);

@@ -31,20 +31,16 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
      * not with its magnitude. 8 partial sums: shorter rounding chains, more ILP. */
     const float shift = HK_ROW(0);
     float lane[8] = {0};
-    for (int64_t c = 0; c < cols; c++) lane[c & 7] += HK_ROW(c) - shift;
+    HK_LANES8(lane, c, cols, HK_ROW(c) - shift);
     const float mean = shift + hk_sum8(lane) / (float)cols;
     memset(lane, 0, sizeof lane);
-    for (int64_t c = 0; c < cols; c++) {
-      const float d = HK_ROW(c) - mean;
-      lane[c & 7] += d * d;
-    }
+    HK_LANES8(lane, c, cols, (HK_ROW(c) - mean) * (HK_ROW(c) - mean));
     const float rstd = 1.0f / sqrtf(hk_sum8(lane) / (float)cols + eps);
 #if HK_HAS_SUM
     HK_T *sr = sum + r * cols;
     for (int64_t c = 0; c < cols; c++) sr[c] = HK_STORE(HK_ROW(c));
 #endif
-    for (int64_t c = 0; c < cols; c++)
-      yr[c] = HK_STORE((HK_ROW(c) - mean) * rstd * HK_LOAD(gamma[c]) + HK_LOAD(beta[c]));
+    HK_MAP16(yr, c, 0, cols, (HK_ROW(c) - mean) * rstd * HK_LOAD(gamma[c]) + HK_LOAD(beta[c]));
   }
 #undef HK_ROW
 }

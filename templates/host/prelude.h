@@ -244,6 +244,38 @@ static inline float hk_rope_scale_inv_freq(float inv, int kind, float factor, fl
   return (1.0f - s) * inv / factor + s * inv;
 }
 
+/* ---- loops that -O2 vectorizes -------------------------------------------------------------
+ * GCC's -O2 vectorizes a loop only when its trip count is a known multiple of the vector width
+ * and nothing it stores may alias what it loads (no runtime checks). HK_MAP16 runs
+ * dst[i] = HK_STORE(EXPR) for i in [b, e), EXPR an f32 expression of i: in chunks of 16 whose
+ * values go to a local array first (a constant trip count; the loads and the stores in separate
+ * loops, so dst may alias the inputs), then a scalar tail. Every element's arithmetic is the
+ * scalar loop's. */
+#define HK_MAP16(dst, i, b, e, EXPR)                                                                \
+  do {                                                                                              \
+    int64_t i##0_ = (b);                                                                            \
+    for (; i##0_ + 16 <= (e); i##0_ += 16) {                                                        \
+      float v16_[16];                                                                               \
+      for (int t16_ = 0; t16_ < 16; t16_++) {                                                       \
+        const int64_t i = i##0_ + t16_;                                                             \
+        v16_[t16_] = (EXPR);                                                                        \
+      }                                                                                             \
+      for (int t16_ = 0; t16_ < 16; t16_++) (dst)[i##0_ + t16_] = HK_STORE(v16_[t16_]);             \
+    }                                                                                               \
+    for (int64_t i = i##0_; i < (e); i++) (dst)[i] = HK_STORE(EXPR);                                \
+  } while (0)
+/* lane[i & 7] += EXPR for i in [0, n), in the same order, in chunks of 8 (vectorized) */
+#define HK_LANES8(lane, i, n, EXPR)                                                                 \
+  do {                                                                                              \
+    int64_t i##0_ = 0;                                                                              \
+    for (; i##0_ + 8 <= (n); i##0_ += 8)                                                            \
+      for (int t8_ = 0; t8_ < 8; t8_++) {                                                           \
+        const int64_t i = i##0_ + t8_;                                                              \
+        (lane)[t8_] += (EXPR);                                                                      \
+      }                                                                                             \
+    for (int64_t i = i##0_; i < (n); i++) (lane)[i & 7] += (EXPR);                                  \
+  } while (0)
+
 /* ---- small f32 matrix products (templates/host/attention.c) -----------------------------------
  * Row-major, leading dimensions in elements; M, N and K within int. Through sgemm where the
  * thread has hk_blas, else loops in fixed-width chunks (vectorized at -O2) whose sums are in a

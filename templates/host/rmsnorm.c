@@ -26,16 +26,13 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
 #endif
     HK_T *yr = out + r * cols;
     float lane[8] = {0}; /* 8 partial sums: shorter rounding chains, more ILP */
-    for (int64_t c = 0; c < cols; c++) {
-      const float v = HK_ROW(c);
-      lane[c & 7] += v * v;
-    }
+    HK_LANES8(lane, c, cols, HK_ROW(c) * HK_ROW(c));
     const float rstd = 1.0f / sqrtf(hk_sum8(lane) / (float)cols + eps);
 #if HK_HAS_SUM
     HK_T *sr = sum + r * cols;
     for (int64_t c = 0; c < cols; c++) sr[c] = HK_STORE(HK_ROW(c));
 #endif
-    for (int64_t c = 0; c < cols; c++) yr[c] = HK_STORE(HK_ROW(c) * rstd * HK_LOAD(gamma[c]));
+    HK_MAP16(yr, c, 0, cols, HK_ROW(c) * rstd * HK_LOAD(gamma[c]));
   }
 #undef HK_ROW
 }

@@ -7,5 +7,5 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
   const int64_t n = hk_arg_i64(args, 2);
   const int64_t begin = (int64_t)block_begin * HK_EW_CHUNK;
   const int64_t end = hk_min_i64((int64_t)block_end * HK_EW_CHUNK, n);
-  for (int64_t i = begin; i < end; i++) out[i] = HK_STORE(HK_UNARY(HK_LOAD(x[i])));
+  HK_MAP16(out, i, begin, end, HK_UNARY(HK_LOAD(x[i])));
 }
