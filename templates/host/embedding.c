@@ -30,7 +30,7 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
     const int64_t p_row = t % seq;
 #endif
     const HK_T *p = pos + p_row * hidden;
-    for (int64_t d = 0; d < hidden; d++) o[d] = HK_STORE(HK_LOAD(row[d]) + HK_LOAD(p[d]));
+    HK_MAP16(o, d, 0, hidden, HK_LOAD(row[d]) + HK_LOAD(p[d]));
 #else
     (void)seq;
     for (int64_t d = 0; d < hidden; d++) o[d] = row[d];

@@ -199,8 +199,10 @@ static void check_pp_disassembly(const char *arch_name, const char *kname, const
     fail_msg("%s for %s: copies drained before the memory phase's barrier", kname, arch_name);
 }
 
-/* Generates and compiles key for arch; checks the variant's static properties. */
-static void compile_checked(const char *arch_name, hkc_kernel_key_t key, const char *want_variant) {
+/* Generates and compiles key for arch; checks the variant's static properties. sampled: one of a
+ * matrix's jobs beyond its representative, compiled only when hk_test_sampled_out keeps it (every
+ * one with HKC_TEST_FULL; docs/TESTING.md); its source is generated and checked either way. */
+static void compile_checked_s(const char *arch_name, hkc_kernel_key_t key, const char *want_variant, int sampled) {
   const hkc_gpu_arch_t *a = hk_test_arch(arch_name);
   hkc_kernel_out_t k;
   memset(&k, 0, sizeof k);
@@ -212,6 +214,12 @@ static void compile_checked(const char *arch_name, hkc_kernel_key_t key, const c
             pp = mfma && (!strcmp(want_variant, "gemm_mfma_pp") || !strcmp(want_variant, "attention_mfma_pp"));
   assert_true((strstr(src, "templates/gpu/tile_amd.h") != NULL) == mfma);
   assert_string_equal(hk_test_variant_name(arch_name, key), mfma ? want_variant : "simple");
+  if (sampled && hk_test_sampled_out(arch_name, k.name, src)) {
+    printf("[ info     ] %-8s %-30s %-13s %-20s sampled out (generated, not compiled)\n", arch_name, k.name,
+           want_variant ? want_variant : "simple", key.tune[0] ? key.tune : "(default)");
+    free(src);
+    return;
+  }
   hkc_rtc_result_t r;
   int rc = hkc_hiprtc_compile(src, k.name, arch_name, &r);
   if (rc != 0) print_message("%s for %s did not compile:\n%s\n", k.name, arch_name, r.log ? r.log : "(no log)");
@@ -283,6 +291,10 @@ static void compile_checked(const char *arch_name, hkc_kernel_key_t key, const c
   hkc_rtc_result_free(&r);
 }
 
+static void compile_checked(const char *arch_name, hkc_kernel_key_t key, const char *want_variant) {
+  compile_checked_s(arch_name, key, want_variant, 0);
+}
+
 /* mul: the epilogue multiply act(acc + bias) * mul (+ residual), the SwiGLU gate */
 static const struct {
   hk_act_t act;
@@ -305,7 +317,7 @@ static void gemm_on(const char *arch_name, int only_bf16) {
       hkc_kernel_key_t key = gemm_key((hk_dtype_t)dt, k_epilogues[e].act, k_epilogues[e].bias, k_epilogues[e].res,
                                       k_epilogues[e].tb, 8);
       key.has_mul = k_epilogues[e].mul;
-      compile_checked(arch_name, key, "gemm_mfma");
+      compile_checked_s(arch_name, key, "gemm_mfma", e > 0); /* the first epilogue of each dtype always */
     }
 }
 static void attention_on(const char *arch_name) {
@@ -331,13 +343,13 @@ static void gemm_space_on(const char *arch_name, int heavy_only) {
     const int pp = !strcmp(c[i].variant, "gemm_mfma_pp");
     hkc_kernel_key_t key = heavy;
     hkc_tune_apply(a, &key, &c[i]);
-    compile_checked(arch_name, key, c[i].variant);
+    compile_checked_s(arch_name, key, c[i].variant, i > 0); /* the first configuration always */
     if (!pp) continue;
     pp_configs++;
     if (heavy_only && !test_full()) continue; /* gfx908: the heavy key alone (HKC_TEST_FULL: both) */
     key = light;
     hkc_tune_apply(a, &key, &c[i]);
-    compile_checked(arch_name, key, c[i].variant);
+    compile_checked_s(arch_name, key, c[i].variant, pp_configs > 1); /* the first pp configuration always */
   }
   assert_true(pp_configs >= 7); /* 8 tiles on gfx90a, 7 on gfx908 */
   free(c);

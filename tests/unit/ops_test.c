@@ -529,6 +529,7 @@ static void test_gemm_blas(void **state) {
     for (int act = 0; act < HK_ACT_COUNT_; act++)
       for (int flags = 0; flags < 8; flags++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+          if (!with && (act || s % 2 == 0)) continue; /* the C loops: test_gemm's; here only that sgemm stays out */
           const int before = g_sgemm_calls;
           gemm_case(0, (hk_act_t)act, flags & 1, (flags >> 1) & 1, (flags >> 2) & 1, shapes[s][0], shapes[s][1],
                     shapes[s][2], &rng);
@@ -545,10 +546,10 @@ static void test_gemm_blas(void **state) {
         assert_true(with ? g_sgemm_calls > before : g_sgemm_calls == before);
       }
   }
-  set_blas(&table); /* 16-bit types through f32 copies of their operands */
+  set_blas(&table); /* 16-bit types through f32 copies of their operands (the odd shapes) */
   for (int dt = 1; dt < N_DTYPES; dt++)
     for (int flags = 0; flags < 8; flags++)
-      for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+      for (size_t s = 1; s < sizeof shapes / sizeof shapes[0]; s += 2) {
         const int before16 = g_sgemm_calls;
         gemm_case(dt, flags & 1 ? HK_ACT_GELU : HK_ACT_SILU, flags & 1, (flags >> 1) & 1, (flags >> 2) & 1,
                   shapes[s][0], shapes[s][1], shapes[s][2], &rng);
