@@ -5,7 +5,8 @@
 # libFuzzer targets built and each run briefly from its corpus.
 #
 # The sanitizer pass skips the tests labeled `toolchain` (tests/CMakeLists.txt: the kernel
-# matrices, whose time is spent inside nvrtc/hiprtc, which ASan cannot instrument) and
+# matrices, whose time is spent inside nvrtc/hiprtc or the host C compiler and in code they
+# built, which ASan does not instrument) and
 # `python` (the importers' end-to-end tests, whose time is spent in python); they ran in the
 # release pass, and it says so. Both passes share one compile cache and one cache of
 # NumPy reference outputs (build/test-cache), so the sanitizer pass re-checks hkc's own code

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The host target's AVX2 variants: tests/specs/host_blas.yaml and tests/specs/op_attention128.yaml
-# (every gemm form, attention) built for the host with the variants (the default on x86-64) and
+# The host target's AVX2 variants: tests/specs/llama_small.yaml (rmsnorm folded into the qkv,
+# gate/up and rope gemms, causal grouped-query attention, SwiGLU, residuals; ops_test checks
+# every gemm epilogue's variant) built for the host with the variants (the default on x86-64) and
 # with HKC_HOST_VARIANTS=baseline; `hkc inspect` lists "isa baseline, avx2" and "isa baseline";
 # `hkc run` says "host isa: avx2" on a CPU with AVX2 and FMA (else "baseline") and "baseline" for
 # the baseline pack; reference.py checks both packs' outputs, which must be the same bits (the
@@ -21,7 +22,7 @@ fi
 cpu_isa=baseline
 grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && cpu_isa=avx2
 
-for s in host_blas op_attention128; do
+for s in llama_small; do
   spec=$HK_SOURCE_DIR/tests/specs/$s.yaml
   sed 's/^targets:.*/targets: [host]/' "$spec" > "$work/$s.yaml"
   env -u HKC_HOST_VARIANTS "$HKC" build "$work/$s.yaml" -o "$work/$s-var.hkpack" --target host -q
