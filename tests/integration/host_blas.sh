@@ -40,7 +40,11 @@ check() {
     fail=1
   fi
 }
-for dt in f16 bf16; do
+# the 16-bit packs: their kernels differ, hkc's side does not -- not again under the sanitizers
+# (HK_SANITIZED=1), whose instrumentation never reaches the kernels
+dtypes="f16 bf16"
+[ "${HK_SANITIZED:-0}" = 1 ] && dtypes=""
+for dt in $dtypes; do
   sed "s/^dtype: f32$/dtype: $dt/" "$spec" > "$work/hb-$dt.yaml"
   "$HKC" build "$work/hb-$dt.yaml" -o "$work/hb-$dt.hkpack" --target host -q
 done
@@ -74,7 +78,7 @@ else
 fi
 
 for b in 1 3; do check off 2 "$b"; done
-for dt in f16 bf16; do check off 2 3 "$dt"; done
+for dt in $dtypes; do check off 2 3 "$dt"; done
 if [ "$have_blas" = 0 ]; then
   [ "$fail" = 0 ] || exit 1
   echo "SKIP the OpenBLAS path: libopenblas.so.0 is not installed (Debian/Ubuntu: libopenblas0-pthread)"
@@ -83,5 +87,5 @@ fi
 check auto 2 1
 check auto 1 3
 check auto 3 3
-for dt in f16 bf16; do check auto 3 3 "$dt"; done
+for dt in $dtypes; do check auto 3 3 "$dt"; done
 exit "$fail"

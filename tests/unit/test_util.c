@@ -237,7 +237,7 @@ static uint64_t fnv1a(uint64_t h, const char *s) {
 int hk_test_sampled_out(const char *arch, const char *kernel_name, const char *source) {
   if (hk_test_full()) return 0;
   const char *env = getenv("HKC_TEST_SAMPLE");
-  const long div = env && *env ? strtol(env, NULL, 10) : 8;
+  const long div = env && *env ? strtol(env, NULL, 10) : 16;
   if (div <= 1) return 0;
   const uint64_t h = fnv1a(fnv1a(fnv1a(14695981039346656037ull, arch), kernel_name), source);
   return (h >> 17) % (uint64_t)div != 0;

@@ -115,7 +115,7 @@ enum {
  * release set, docs/TESTING.md). Otherwise (CI, every change) each matrix keeps its hand-picked
  * representative jobs, and those compiled with HK_TEST_COMPILE_SAMPLED are sampled further: a job
  * is compiled when a hash of its target, kernel name and generated source is 0 modulo
- * HKC_TEST_SAMPLE (default 8, a subset of what any divisor of 8 keeps; 1 compiles them all). Every job is still generated; the sample is
+ * HKC_TEST_SAMPLE (default 16, a subset of what any divisor of 16 keeps; 1 compiles them all). Every job is still generated; the sample is
  * the same from run to run and moves only when the kernel's source changes. */
 int hk_test_full(void);
 int hk_test_sampled_out(const char *arch, const char *kernel_name, const char *source);
