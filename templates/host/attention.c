@@ -82,14 +82,7 @@ static void HK_ATTN_CAT(HK_NAME, _row)(const HK_T *qr, const HK_T *kb, const HK_
 /* rows x dh elements of src (row stride ld) as f32 into dst (row stride dh) */
 static void HK_ATTN_CAT(HK_NAME, _load)(float *restrict dst, const HK_T *restrict src, int64_t rows, int64_t dh,
                                         int64_t ld) {
-  for (int64_t r = 0; r < rows; r++) {
-    const HK_T *restrict s = src + r * ld;
-    float *restrict d = dst + r * dh;
-    int64_t c = 0;
-    for (; c + 16 <= dh; c += 16)
-      for (int t = 0; t < 16; t++) d[c + t] = HK_LOAD(s[c + t]);
-    for (; c < dh; c++) d[c] = HK_LOAD(s[c]);
-  }
+  for (int64_t r = 0; r < rows; r++) HK_LOAD_ROW16(dst + r * dh, src + r * ld, dh);
 }
 
 HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_end) {

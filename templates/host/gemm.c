@@ -63,14 +63,6 @@ static void HK_GEMM_CAT(HK_NAME, _norm_rows)(const HK_T *H, HK_T *C, int64_t i0,
 }
 #endif
 /* ---- the BLAS path (prelude.h's hk_blas) ---------------------------------------------------- */
-/* dst[0, n) = src[0, n) in f32 (chunks of 16 for the vectorizer) */
-#define HK_GEMM_LOAD_ROW(dst, src, n)                                                                      \
-  do {                                                                                                     \
-    int64_t q_ = 0;                                                                                        \
-    for (; q_ + 16 <= (n); q_ += 16)                                                                       \
-      for (int t_ = 0; t_ < 16; t_++) (dst)[q_ + t_] = HK_LOAD((src)[q_ + t_]);                            \
-    for (; q_ < (n); q_++) (dst)[q_] = HK_LOAD((src)[q_]);                                                 \
-  } while (0)
 /* The element-wise epilogue of the plain form on f32 sums s: bias, act, mul, residual, rounded
  * into o (o may be s itself: f32 in place). One call per 64 columns, its loop alone in the
  * function, so that -O2 vectorizes it; n < 64 for a tail. */
@@ -156,14 +148,14 @@ __attribute__((unused)) static void HK_GEMM_CAT(HK_NAME, _span)(void *const *arg
 #endif
     if (HK_GEMM_COPY_B) {
 #if HK_TRANS_B
-      for (int64_t j = 0; j < nc; j++) HK_GEMM_LOAD_ROW(bf + j * K, B + (jc + j) * K, K);
+      for (int64_t j = 0; j < nc; j++) HK_LOAD_ROW16(bf + j * K, B + (jc + j) * K, K);
 #if HK_DUAL
-      for (int64_t j = 0; j < nc; j++) HK_GEMM_LOAD_ROW(bf2 + j * K, B2 + (jc + j) * K, K);
+      for (int64_t j = 0; j < nc; j++) HK_LOAD_ROW16(bf2 + j * K, B2 + (jc + j) * K, K);
 #endif
 #else
-      for (int64_t k = 0; k < K; k++) HK_GEMM_LOAD_ROW(bf + k * nc, B + k * N + jc, nc);
+      for (int64_t k = 0; k < K; k++) HK_LOAD_ROW16(bf + k * nc, B + k * N + jc, nc);
 #if HK_DUAL
-      for (int64_t k = 0; k < K; k++) HK_GEMM_LOAD_ROW(bf2 + k * nc, B2 + k * N + jc, nc);
+      for (int64_t k = 0; k < K; k++) HK_LOAD_ROW16(bf2 + k * nc, B2 + k * N + jc, nc);
 #endif
 #endif
       bs = bf;
@@ -188,7 +180,7 @@ __attribute__((unused)) static void HK_GEMM_CAT(HK_NAME, _span)(void *const *arg
           rs[i] = 1.0f / sqrtf(hk_sum8(lane) / (float)K + eps);
           for (int64_t k = 0; k < K; k++) f_row[k] = HK_LOAD(HK_STORE(HK_LOAD(a_row[k]) * HK_LOAD(gamma[k])));
 #else
-          HK_GEMM_LOAD_ROW(f_row, a_row, K);
+          HK_LOAD_ROW16(f_row, a_row, K);
 #endif
         }
         as = af;
@@ -246,7 +238,6 @@ __attribute__((unused)) static void HK_GEMM_CAT(HK_NAME, _span)(void *const *arg
     }
   }
 }
-#undef HK_GEMM_LOAD_ROW
 
 HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_end) {
   const HK_T *A = (const HK_T *)hk_arg_ptr(args, 0);

@@ -264,6 +264,14 @@ static inline float hk_rope_scale_inv_freq(float inv, int kind, float factor, fl
     }                                                                                               \
     for (int64_t i = i##0_; i < (e); i++) (dst)[i] = HK_STORE(EXPR);                                \
   } while (0)
+/* dst[0, n) = HK_LOAD(src[0, n)): a row of the kernel's type as f32, in chunks of 16 (vectorized) */
+#define HK_LOAD_ROW16(dst, src, n)                                                                  \
+  do {                                                                                              \
+    int64_t q16_ = 0;                                                                               \
+    for (; q16_ + 16 <= (n); q16_ += 16)                                                            \
+      for (int t16_ = 0; t16_ < 16; t16_++) (dst)[q16_ + t16_] = HK_LOAD((src)[q16_ + t16_]);       \
+    for (; q16_ < (n); q16_++) (dst)[q16_] = HK_LOAD((src)[q16_]);                                  \
+  } while (0)
 /* lane[i & 7] += EXPR for i in [0, n), in the same order, in chunks of 8 (vectorized) */
 #define HK_LANES8(lane, i, n, EXPR)                                                                 \
   do {                                                                                              \
