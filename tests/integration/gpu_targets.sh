@@ -25,7 +25,7 @@ expect_fail() { # expect_fail DESCRIPTION REGEX PACK COMMAND...: must fail, matc
   fi
 }
 
-"$HKC" targets > "$work/targets.txt"
+"$HKC" targets --no-probe > "$work/targets.txt"
 cat "$work/targets.txt"
 have_amd=1; grep -q "^AMD (gfx):     unavailable" "$work/targets.txt" && have_amd=0
 have_nv=1; grep -q "^NVIDIA (sm):   unavailable" "$work/targets.txt" && have_nv=0
@@ -139,12 +139,16 @@ if [ $have_nv -eq 1 ]; then
   fi
   for spec in "${specs[@]}"; do
     name=$(basename "$spec" .yaml)
+    [ "$name" = bert_layer ] && continue # below, for sm_80 and sm_90a
     check "$name for sm_90 (cubins, no GPU needed)" "$HKC" build "$spec" -o "$work/$name.sm90.hkpack" --target host,sm_90
   done
-  "$HKC" inspect "$work/bert_layer.sm90.hkpack" > "$work/inspect.txt"
-  # NVIDIA columns: name regs shared local warp block blocks/SM occup% params
-  awk '/^kernels for sm_90/{on=1;next} /^kernels for/{on=0} on && /^  hk_/{n++; if ($2<=0 || $5!=32 || $8 !~ /%$/) bad++} END{exit !(n>0 && bad==0)}' \
-    "$work/inspect.txt" && echo "ok   sm_90 kernels: registers > 0, warp 32, occupancy shown" || { echo "FAIL sm_90 resources"; fail=1; }
   check "bert_layer for sm_80 and sm_90a" "$HKC" build "$bert" -o "$work/b80.hkpack" --target sm_80,sm_90a
+  "$HKC" inspect "$work/b80.hkpack" > "$work/inspect.txt"
+  # NVIDIA columns: name regs shared local warp block blocks/SM occup% params
+  for t in sm_80 sm_90a; do
+    awk -v t="$t" '$0 == "kernels for " t ":" {on=1;next} /^kernels for/{on=0}
+      on && /^  hk_/{n++; if ($2<=0 || $5!=32 || $8 !~ /%$/) bad++} END{exit !(n>0 && bad==0)}' "$work/inspect.txt" \
+      && echo "ok   $t kernels: registers > 0, warp 32, occupancy shown" || { echo "FAIL $t resources"; fail=1; }
+  done
 fi
 exit $fail

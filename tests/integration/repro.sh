@@ -31,9 +31,9 @@ grep -aEq "20[0-9][0-9]-[01][0-9]-[0-3][0-9]" "$work/h1.hkpack" && { echo "FAIL 
 "$HKC" inspect "$work/h1.hkpack" > "$work/h1.txt" && grep -q "^  tuning_db=" "$work/h1.txt" && echo "ok   the database's hash is recorded" || { echo "FAIL no tuning_db"; fail=1; }
 
 # ---- GPU targets ------------------------------------------------------------------------------------------
-"$HKC" targets > "$work/targets.txt"
+"$HKC" targets --no-probe > "$work/targets.txt"
 gpu=""
-grep -q "^NVIDIA (sm):   unavailable" "$work/targets.txt" || gpu="sm_90a,sm_80"
+grep -q "^NVIDIA (sm):   unavailable" "$work/targets.txt" || gpu="sm_90a"
 grep -q "^AMD (gfx):     unavailable" "$work/targets.txt" || gpu="${gpu:+$gpu,}gfx90a"
 if [ -z "$gpu" ]; then
   echo "SKIPPED (GPU part): neither nvrtc nor hiprtc installed"

@@ -93,7 +93,7 @@ echo "ok   HKC_KEY; eight first uses at once make one key"
 
 # GPU code is code: an unsigned sm_90a pack is refused at open (before any device is needed);
 # the user key's signature or --allow-unsigned passes the open (the run itself then needs the GPU).
-if "$HKC" targets | grep -q "^NVIDIA (sm):   unavailable"; then
+if "$HKC" targets --no-probe | grep -q "^NVIDIA (sm):   unavailable"; then
   echo "SKIPPED (GPU-only pack): nvrtc unavailable"
 else
   "$HKC" build "$spec" -o "$work/gpu-u.hkpack" --target sm_90a -q --no-sign

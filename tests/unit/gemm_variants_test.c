@@ -176,7 +176,8 @@ static void test_nvrtc_variants(void **state) {
  * and gemm_wgmma_ws with BN 128 (gemm_tma=off, gemm_ws_cfg), plain and full epilogues (bias,
  * residual and mul, gelu), both B layouts; gemm_tma (gemm_tma_cfg) in the configurations
  * below, each with the plain epilogue in f16 and the full one in bf16 (gelu for [K][N] B,
- * silu for trans_b), both B layouts where legal. The options set the key as the tuner does. */
+ * silu for trans_b), both B layouts where legal. The options set the key as the tuner does.
+ * Each configuration's first job always, its others in the sampled set (hk_test_sampled_out). */
 static const struct {
   const char *options, *variant, *cfg; /* cfg: gemm_tma's canonical configuration */
   int tb_only;                         /* bn 96: trans_b keys only (B tile = one K-major box) */
@@ -239,6 +240,7 @@ static void test_nvrtc_sm90a_configurations(void **state) {
         hk_test_compile_job_t *j = &jobs[n];
         config_of[n++] = c;
         j->arch = arch;
+        j->always = n == 1 || config_of[n - 2] != c; /* each configuration's first job; the rest sampled */
         j->kernel.key = key_with(arch, k_configs[c].options, key);
         hk_test_kernel_name(&j->kernel);
         assert_string_equal(hkc_variant_for(arch, &j->kernel.key)->name, k_configs[c].variant);
@@ -248,10 +250,11 @@ static void test_nvrtc_sm90a_configurations(void **state) {
           assert_string_equal(j->kernel.key.variant, is_default ? "" : "gemm_tma");
         }
       }
-  hk_test_compile_all(jobs, n, hkc_nvrtc_compile, 2, HK_TEST_COMPILE_NO_WARNINGS);
+  hk_test_compile_all(jobs, n, hkc_nvrtc_compile, 2, HK_TEST_COMPILE_NO_WARNINGS | HK_TEST_COMPILE_SAMPLED);
   int failures = 0;
   for (size_t i = 0; i < n; i++) {
     const hk_test_compile_job_t *j = &jobs[i];
+    if (j->sampled_out) continue;
     const char *cfg = k_configs[config_of[i]].cfg;
     printf("[ info     ] %s %s: regs %u, scratch %u%s%s\n", k_configs[config_of[i]].options, j->kernel.name, j->regs,
            j->scratch, j->ok ? "" : ", ", j->ok ? "" : j->error);
@@ -809,7 +812,8 @@ static void test_mma_split(void **state) {
 /* Every new configuration compiles without spills or warnings: gemm_mma split-K (the nine of
  * its space) on sm_80 and sm_90, gemm_tma stream-K (its space's, and the two mw = 2 tiles) on
  * sm_90a; each with the full epilogue (bias, gelu, residual, mul) in bf16 with trans_b, the
- * first of each target also with the plain one in f16 and [K][N] B (the other B layout). */
+ * first of each target also with the plain one in f16 and [K][N] B (the other B layout). Each
+ * target's first two jobs always, the others in the sampled set (hk_test_sampled_out). */
 static void test_nvrtc_split_configs(void **state) {
   (void)state;
   HK_TEST_NEED_NVRTC();
@@ -843,8 +847,9 @@ static void test_nvrtc_split_configs(void **state) {
       j->kernel.key = key_with(j->arch, cfgs[c].options, key);
       assert_true(strstr(j->kernel.key.tune, ",sk=") || strstr(j->kernel.key.tune, ",skm="));
       hk_test_kernel_name(&j->kernel);
+      j->always = !full || c == 0 || strcmp(cfgs[c].arch, cfgs[c - 1].arch) != 0; /* each target's first two */
     }
-  hk_test_compile_all(jobs, n, hkc_nvrtc_compile, 2, HK_TEST_COMPILE_NO_WARNINGS);
+  hk_test_compile_all(jobs, n, hkc_nvrtc_compile, 2, HK_TEST_COMPILE_NO_WARNINGS | HK_TEST_COMPILE_SAMPLED);
   int failures = hk_test_compile_failures(jobs, n);
   for (size_t i = 0; i < n; i++) {
     printf("[ info     ] %s %s: regs %u, scratch %u\n", jobs[i].arch->name, jobs[i].kernel.key.tune, jobs[i].regs,

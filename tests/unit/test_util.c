@@ -250,7 +250,7 @@ void hk_test_compile_one(hk_test_compile_job_t *j, hk_test_compile_fn compile, u
     snprintf(j->error, sizeof j->error, "codegen failed");
     return;
   }
-  if ((flags & HK_TEST_COMPILE_SAMPLED) && hk_test_sampled_out(j->arch->name, j->kernel.name, src)) {
+  if ((flags & HK_TEST_COMPILE_SAMPLED) && !j->always && hk_test_sampled_out(j->arch->name, j->kernel.name, src)) {
     j->sampled_out = j->ok = 1; /* generated (the codegen is checked for every job), not compiled */
     free(src);
     return;

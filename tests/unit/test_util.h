@@ -97,6 +97,7 @@ typedef struct hk_test_compile_job {
   const hkc_gpu_arch_t *arch;
   hkc_kernel_out_t kernel;
   int ok;                         /* generated, compiled, and passed the flags' checks */
+  int always;                     /* a representative job: HK_TEST_COMPILE_SAMPLED compiles it */
   int sampled_out;                /* HK_TEST_COMPILE_SAMPLED: generated, not compiled (ok is 1) */
   uint32_t regs, scratch, shared; /* as the toolchain reports them (also when not ok) */
   char error[600];                /* why not ok */
@@ -113,7 +114,8 @@ enum {
 
 /* The kernel matrices' two sets. HKC_TEST_FULL set (not "0"): every compile of every matrix (the
  * release set, docs/TESTING.md). Otherwise (CI, every change) each matrix keeps its hand-picked
- * representative jobs, and those compiled with HK_TEST_COMPILE_SAMPLED are sampled further: a job
+ * representative jobs, and those compiled with HK_TEST_COMPILE_SAMPLED are sampled further (but for
+ * the ones marked `always`, a matrix's defaults and the configurations it exists for): a job
  * is compiled when a hash of its target, kernel name and generated source is 0 modulo
  * HKC_TEST_SAMPLE (default 16, a subset of what any divisor of 16 keeps; 1 compiles them all). Every job is still generated; the sample is
  * the same from run to run and moves only when the kernel's source changes. */
