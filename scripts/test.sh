@@ -48,7 +48,7 @@ elapsed
 echo "== ThreadSanitizer: libhkrt sessions on many threads (clang -fsanitize=thread)"
 mkdir -p build-tsan
 clang -std=gnu11 -fsanitize=thread -g -O1 -D_GNU_SOURCE -DHK_BUILDING_LIBRARY -Iloader/include -Iloader/src \
-  loader/src/*.c tests/concurrency/sessions_mt.c $(pkg-config --cflags --libs libsodium libcjson) -lzstd -ldl -lpthread \
+  loader/src/*.c tests/concurrency/sessions_mt.c $(pkg-config --cflags --libs libsodium libcjson) -lzstd -ldl -lpthread -lm \
   -o build-tsan/sessions_mt
 TSAN_OPTIONS="halt_on_error=1 exitcode=66" HKC=build/hkc HK_SOURCE_DIR=$PWD HK_SESSIONS_MT=build-tsan/sessions_mt \
   bash tests/integration/concurrency.sh

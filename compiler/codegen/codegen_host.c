@@ -133,6 +133,7 @@ static const char *host_template_path(hk_op_t op) {
   case HK_OP_TAKE_ROWS: return "host/take_rows.c";
   case HK_OP_ARGMAX: return "host/argmax.c";
   case HK_OP_SAMPLE: return "host/sample.c";
+  case HK_OP_DEQUANT: return "host/dequant.c";
   default: return NULL;
   }
 }
@@ -151,7 +152,7 @@ static const char *const k_instance_macros[] = {
     "HK_NAME",  "HK_T",       "HK_LOAD",    "HK_STORE",  "HK_ACT",    "HK_TRANS_B",    "HK_HAS_BIAS",
     "HK_HAS_RESIDUAL", "HK_HAS_MUL", "HK_HAS_ADD", "HK_HAS_SUM", "HK_BINOP", "HK_UNARY", "HK_EW_NIN",
     "HK_EW_PROGRAM", "HK_ATTN_LENGTHS", "HK_ATTN_MASK", "HK_DUAL", "HK_ROPE", "HK_ROPE_DH", "HK_NORM_A",
-    "HK_NORM_ARG", "HK_NORM_C", "HK_HAS_CTX", "HK_ROPE_SCALING", "HK_ROPE_SCALING_ARG",
+    "HK_NORM_ARG", "HK_NORM_C", "HK_HAS_CTX", "HK_ROPE_SCALING", "HK_ROPE_SCALING_ARG", "HK_DQ_FP8",
 };
 
 /* An ewchain program (hkc_kernel_key_t.program) as C statements on the f32 value v,
@@ -220,6 +221,7 @@ static int emit_instance(hkc_strbuf_t *sb, const hkc_kernel_out_t *k, const char
                 key->has_ctx ? 1 : 0, key->rope_scaling, hkc_rope_scaling_arg(key->has_ctx));
   hkc_sb_printf(sb, "#define HK_BINOP(x, y) ((x) %c (y))\n", key->op == HK_OP_MUL ? '*' : '+');
   hkc_sb_printf(sb, "#define HK_UNARY(x) %s(x)\n", key->op == HK_OP_TANH ? "tanhf" : host_act_fn(unary));
+  hkc_sb_printf(sb, "#define HK_DQ_FP8 %d\n", key->op == HK_OP_DEQUANT && !strcmp(key->program, "e4m3"));
   if (key->op == HK_OP_EWCHAIN) {
     hkc_strbuf_t code = {0};
     int nin = 1;
@@ -338,7 +340,7 @@ static int64_t ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) 
  *   norms, softmax   one row
  *   attention   a tile of HOST_ATTN_QT query rows of one (batch, head)
  *   rope        one row (all heads)
- *   embedding, kv_append, take_rows, argmax, sample   one row (a token's, an output row)
+ *   embedding, kv_append, take_rows, argmax, sample, dequant   one row (a token's, an output row)
  *   kv_attention   one token row of one head: block = row * heads + head
  * Never less than 1 block; kernels ignore blocks past the end. */
 void hkc_host_launch_dims(const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
@@ -376,6 +378,7 @@ void hkc_host_launch_dims(const hkc_kernel_key_t *key, const hkc_arg_t *args, ui
   case HK_OP_TAKE_ROWS: blocks = arg_i64(args, n_args, HKC_TAKE_ROWS_ARG_N_OUT); break;
   case HK_OP_ARGMAX: blocks = arg_i64(args, n_args, HKC_ARGMAX_ARG_ROWS); break;
   case HK_OP_SAMPLE: blocks = arg_i64(args, n_args, HKC_SAMPLE_ARG_ROWS); break;
+  case HK_OP_DEQUANT: blocks = arg_i64(args, n_args, HKC_DEQUANT_ARG_ROWS); break;
   default: break;
   }
   if (blocks < 1) blocks = 1;

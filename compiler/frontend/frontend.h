@@ -46,7 +46,8 @@ static inline int hkc_dim_equal(hkc_dim_t a, hkc_dim_t b) { return a.mul == b.mu
 typedef struct hkc_tensor {
   char *name;
   hk_role_t role;       /* INPUT, OUTPUT (graph output), PARAM, INTERMEDIATE, STATE (`state:`) */
-  hk_dtype_t dtype;     /* the spec's; I32 for i32 inputs and argmax / sample outputs */
+  hk_dtype_t dtype;     /* the spec's; I32 for i32 inputs and argmax / sample outputs; I8 or
+                           FP8_E4M3 for quantized params, F32 for their scales */
   uint32_t rank;        /* 1..HK_MAX_RANK */
   hkc_dim_t dims[HK_MAX_RANK];
   int producer;         /* node index, -1 for inputs/params */
@@ -54,7 +55,13 @@ typedef struct hkc_tensor {
   char **parts;         /* params only: the checkpoint tensors it concatenates along axis 0, in
                            order (`parts:`; pack PARTS section); NULL when n_parts is 0 */
   uint32_t n_parts;     /* 0..HK_MAX_PARTS */
+  int scale;            /* a quantized (I8, FP8_E4M3) param: the f32 param of its scales
+                           [scale_rows, scale_cols]; HKC_NONE otherwise */
+  int64_t block[2];     /* a quantized param [rows, cols]: element (r, c) is scaled by
+                           scale[r / block[0]][c / block[1]] */
 } hkc_tensor_t;
+/* Whether a tensor's dtype is one of the 8-bit types of quantized params. */
+static inline int hkc_dtype_quantized(hk_dtype_t d) { return d == HK_DTYPE_I8 || d == HK_DTYPE_FP8_E4M3; }
 
 #define HKC_NONE (-1)
 #define HKC_MAX_NODE_IN 5      /* ewchain: up to 5 operands */
@@ -80,7 +87,9 @@ typedef struct hkc_node {
                        add/mul: a,b; unary/norm/softmax/
                        rope: x; attention: q,k,v, or one packed qkv (n_in == 1); ewchain: the
                        operands its program reads (in[0] is loaded first); take_rows: x, rows;
-                       argmax: x; sample: x, params (i32 [R, 4]) */
+                       argmax: x; sample: x, params (i32 [R, 4]); dequant (made by the
+                       frontend for a gemm's quantized B): the quantized param, whose
+                       hkc_tensor_t.scale and .block give its scales */
   int n_in;
   int bias;         /* gemm: [N]; HKC_NONE when absent */
   int residual;     /* gemm: shaped like out; HKC_NONE when absent */
@@ -244,7 +253,7 @@ int hkc_fuse_planned(hkc_spec_t *spec, int mode, const hkc_fuse_model_t *model);
 /* ---- IR helpers (ir.c) ------------------------------------------------------------------- */
 int64_t hkc_tensor_elems(const hkc_tensor_t *t, int64_t batch);
 size_t hkc_dtype_size(hk_dtype_t dtype);
-const char *hkc_dtype_name(hk_dtype_t dtype); /* "f32" | "f16" | "bf16" */
+const char *hkc_dtype_name(hk_dtype_t dtype); /* "f32" | "f16" | "bf16" | "i32" | "int8" | "fp8_e4m3" */
 const char *hkc_op_name(hk_op_t op);
 const char *hkc_act_name(hk_act_t act);
 

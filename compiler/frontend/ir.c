@@ -64,6 +64,8 @@ size_t hkc_dtype_size(hk_dtype_t dtype) {
   case HK_DTYPE_F16: return 2;
   case HK_DTYPE_BF16: return 2;
   case HK_DTYPE_I32: return 4;
+  case HK_DTYPE_I8:
+  case HK_DTYPE_FP8_E4M3: return 1;
   default: return 0;
   }
 }
@@ -74,6 +76,8 @@ const char *hkc_dtype_name(hk_dtype_t dtype) {
   case HK_DTYPE_F16: return "f16";
   case HK_DTYPE_BF16: return "bf16";
   case HK_DTYPE_I32: return "i32";
+  case HK_DTYPE_I8: return "int8";
+  case HK_DTYPE_FP8_E4M3: return "fp8_e4m3";
   default: return "?";
   }
 }
@@ -86,7 +90,7 @@ const char *hkc_op_name(hk_op_t op) {
       [HK_OP_ATTENTION] = "attention", [HK_OP_ROPE] = "rope",       [HK_OP_EWCHAIN] = "ewchain",
       [HK_OP_GELU_TANH] = "gelu_tanh", [HK_OP_TANH] = "tanh",  [HK_OP_EMBEDDING] = "embedding",
       [HK_OP_KV_APPEND] = "kv_append", [HK_OP_KV_ATTENTION] = "kv_attention", [HK_OP_TAKE_ROWS] = "take_rows",
-      [HK_OP_ARGMAX] = "argmax",       [HK_OP_SAMPLE] = "sample",
+      [HK_OP_ARGMAX] = "argmax",       [HK_OP_SAMPLE] = "sample",   [HK_OP_DEQUANT] = "dequant",
   };
   return (unsigned)op < HK_OP_COUNT_ ? names[op] : "?";
 }

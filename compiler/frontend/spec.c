@@ -51,6 +51,7 @@ static int add_tensor(spec_ctx_t *c, const char *name, hk_role_t role, hkc_loc_t
   t->role = role;
   t->dtype = s->dtype;
   t->producer = HKC_NONE;
+  t->scale = HKC_NONE;
   t->loc = loc;
   return (int)(s->n_tensors - 1);
 }
@@ -275,13 +276,27 @@ static int parse_parts(const ynode_t *v, const char *name, hkc_tensor_t *t) {
   return 0;
 }
 
-/* One declaration's value: a shape list, or {shape: [...], dtype: T, parts: [...]} where T is
- * the spec's dtype or, for an input, i32 (token ids, sequence lengths, ctx, slot), and parts
+/* A quantized param's `block: [rows, cols]`: two positive integers into t->block. */
+static int parse_block(const ynode_t *v, const char *name, hkc_tensor_t *t) {
+  if (hkc_spec_expect_kind(v, Y_SEQ, "a list [rows, cols]", "block") != 0) return -1;
+  if (v->n != 2) {
+    hkc_error(v->loc, "tensor '%s': 'block' is [rows, cols] (two integers), got %zu values", name, v->n);
+    return -1;
+  }
+  for (int i = 0; i < 2; i++)
+    if (hkc_spec_parse_int(v->kids[i], "block", 1, INT32_MAX, &t->block[i]) != 0) return -1;
+  return 0;
+}
+
+/* One declaration's value: a shape list, or {shape: [...], dtype: T, parts: [...], scale: S,
+ * block: [r, c]} where T is the spec's dtype or, for an input, i32 (token ids, sequence lengths,
+ * ctx, slot), for a param int8 or fp8_e4m3 (quantized: with `scale` naming the f32 param of its
+ * scales, checked by check_scales, and optionally `block`) or f32 (such a scale param); parts
  * (params only) the checkpoint tensors the param concatenates along axis 0. */
 static int parse_decl(spec_ctx_t *c, const ynode_t *v, const char *name, hk_role_t role, hkc_tensor_t *t) {
   if (v->kind != Y_MAP) return parse_shape(c, v, name, t);
-  static const char *const keys[] = {"shape", "dtype", "parts"};
-  const ynode_t *k[3], *val[3];
+  static const char *const keys[] = {"shape", "dtype", "parts", "scale", "block"};
+  const ynode_t *k[5], *val[5];
   char context[300];
   snprintf(context, sizeof context, " for tensor '%s'", name);
   for (size_t p = 0; role != HK_ROLE_PARAM && p + 1 < v->n; p += 2)
@@ -290,7 +305,7 @@ static int parse_decl(spec_ctx_t *c, const ynode_t *v, const char *name, hk_role
                 "tensor '%s': only params may have 'parts' (the checkpoint tensors a param is bound from)", name);
       return -1;
     }
-  if (hkc_spec_map_collect(v, keys, 3, role == HK_ROLE_PARAM ? 7u : 3u, context, k, val) != 0) return -1;
+  if (hkc_spec_map_collect(v, keys, 5, role == HK_ROLE_PARAM ? 31u : 3u, context, k, val) != 0) return -1;
   if (!val[0]) {
     hkc_error(v->loc, "tensor '%s': missing required key 'shape'", name);
     return -1;
@@ -305,8 +320,31 @@ static int parse_decl(spec_ctx_t *c, const ynode_t *v, const char *name, hk_role
       }
     if (parse_parts(val[2], name, t) != 0) return -1;
   }
+  if (val[1] && hkc_spec_expect_kind(val[1], Y_SCALAR, "a dtype", "dtype") != 0) return -1;
+  const int quantized = val[1] && (!strcmp(val[1]->text, "int8") || !strcmp(val[1]->text, "fp8_e4m3"));
+  if ((val[3] || val[4]) && !quantized) {
+    hkc_error((val[3] ? val[3] : val[4])->loc, "tensor '%s': '%s' belongs to a quantized param (dtype int8 or fp8_e4m3)",
+              name, val[3] ? "scale" : "block");
+    return -1;
+  }
   if (!val[1]) return 0;
-  if (hkc_spec_expect_kind(val[1], Y_SCALAR, "a dtype", "dtype") != 0) return -1;
+  if (role == HK_ROLE_PARAM && (quantized || !strcmp(val[1]->text, "f32"))) {
+    if (quantized) {
+      if (!val[3]) {
+        hkc_error(val[1]->loc, "tensor '%s': dtype %s needs 'scale: <the f32 param of its scales>'", name, val[1]->text);
+        return -1;
+      }
+      if (val[2]) {
+        hkc_error(val[2]->loc, "tensor '%s': a quantized param cannot have 'parts'", name);
+        return -1;
+      }
+      if (val[4] && parse_block(val[4], name, t) != 0) return -1;
+      t->dtype = !strcmp(val[1]->text, "int8") ? HK_DTYPE_I8 : HK_DTYPE_FP8_E4M3;
+    } else {
+      t->dtype = HK_DTYPE_F32; /* the spec's, or a quantized param's scales: check_scales */
+    }
+    return 0;
+  }
   if (!strcmp(val[1]->text, "i32")) {
     if (role != HK_ROLE_INPUT) {
       hkc_error(val[1]->loc,
@@ -316,8 +354,10 @@ static int parse_decl(spec_ctx_t *c, const ynode_t *v, const char *name, hk_role
     }
     t->dtype = HK_DTYPE_I32;
   } else if (strcmp(val[1]->text, hkc_dtype_name(c->spec->dtype)) != 0) {
-    hkc_error(val[1]->loc, "tensor '%s': dtype '%.64s' (expected the spec's dtype %s, or i32 for an input)", name,
-              val[1]->text, hkc_dtype_name(c->spec->dtype));
+    hkc_error(val[1]->loc,
+              "tensor '%s': dtype '%.64s' (expected the spec's dtype %s, i32 for an input, int8 or fp8_e4m3 for a "
+              "quantized param, f32 for its scales)",
+              name, val[1]->text, hkc_dtype_name(c->spec->dtype));
     return -1;
   }
   return 0;
@@ -356,7 +396,74 @@ static int check_part_names(spec_ctx_t *c, const ynode_t *params) {
   return rc;
 }
 
-/* inputs / params / state: name -> shape, or name -> {shape, dtype[, parts]}. */
+/* The quantized params' scales: `scale` names an f32 param [scale_rows, scale_cols] (or [1]: one
+ * scale) that covers the param [rows, cols] in blocks -- `block`, or by default rows / scale_rows
+ * x cols / scale_cols, which must then divide -- with ceil(rows / block rows) = scale_rows and
+ * likewise for the columns. An f32 param in a 16-bit spec must be some quantized param's scales. */
+static int check_scales(spec_ctx_t *c, const ynode_t *params) {
+  hkc_spec_t *s = c->spec;
+  for (size_t p = 0; p + 1 < params->n; p += 2) {
+    const ynode_t *v = params->kids[p + 1];
+    const ynode_t *sv = v->kind == Y_MAP ? hkc_spec_map_value(v, "scale") : NULL;
+    const int ti = hkc_tensor_find(s, params->kids[p]->text);
+    if (!sv || ti < 0) continue;
+    hkc_tensor_t *t = &s->tensors[ti];
+    char sh[HKC_SHAPE_STR], ssh[HKC_SHAPE_STR];
+    if (hkc_spec_expect_kind(sv, Y_SCALAR, "the name of an f32 param", "scale") != 0) return -1;
+    const int si = hkc_tensor_find(s, sv->text);
+    if (si < 0 || s->tensors[si].role != HK_ROLE_PARAM || s->tensors[si].dtype != HK_DTYPE_F32) {
+      hkc_error(sv->loc, "tensor '%s': scale '%.64s' is not an f32 param (declare it {shape: [...], dtype: f32})",
+                t->name, sv->text);
+      return -1;
+    }
+    const hkc_tensor_t *sc = &s->tensors[si];
+    if (t->rank != 2 || t->dims[0].mul || t->dims[1].mul) {
+      hkc_error(t->loc, "tensor '%s' %s: a quantized param is a matrix [rows, cols] that does not depend on batch",
+                t->name, hkc_tensor_shape_str(t, sh));
+      return -1;
+    }
+    const int64_t rows = t->dims[0].add, cols = t->dims[1].add;
+    int64_t srows = 1, scols = 1;
+    if (sc->rank == 2 && !sc->dims[0].mul && !sc->dims[1].mul) srows = sc->dims[0].add, scols = sc->dims[1].add;
+    else if (!(sc->rank == 1 && !sc->dims[0].mul && sc->dims[0].add == 1)) {
+      hkc_error(sv->loc, "tensor '%s': scale '%s' is %s; expected [scale_rows, scale_cols] not depending on batch, or [1]",
+                t->name, sc->name, hkc_tensor_shape_str(sc, ssh));
+      return -1;
+    }
+    if (!t->block[0]) {
+      if (rows % srows || cols % scols) {
+        hkc_error(sv->loc,
+                  "tensor '%s' %s: its scales '%s' %s do not divide it evenly; say the block each scale covers with "
+                  "'block: [rows, cols]'",
+                  t->name, hkc_tensor_shape_str(t, sh), sc->name, hkc_tensor_shape_str(sc, ssh));
+        return -1;
+      }
+      t->block[0] = rows / srows, t->block[1] = cols / scols;
+    }
+    if ((rows + t->block[0] - 1) / t->block[0] != srows || (cols + t->block[1] - 1) / t->block[1] != scols) {
+      hkc_error(sv->loc, "tensor '%s' %s in blocks of %lld x %lld needs %lld x %lld scales; '%s' is %s", t->name,
+                hkc_tensor_shape_str(t, sh), (long long)t->block[0], (long long)t->block[1],
+                (long long)((rows + t->block[0] - 1) / t->block[0]), (long long)((cols + t->block[1] - 1) / t->block[1]),
+                sc->name, hkc_tensor_shape_str(sc, ssh));
+      return -1;
+    }
+    t->scale = si;
+  }
+  for (size_t i = 0; s->dtype != HK_DTYPE_F32 && i < s->n_tensors; i++) {
+    const hkc_tensor_t *t = &s->tensors[i];
+    if (t->role != HK_ROLE_PARAM || t->dtype != HK_DTYPE_F32) continue;
+    int is_scale = 0;
+    for (size_t j = 0; j < s->n_tensors && !is_scale; j++) is_scale = s->tensors[j].scale == (int)i;
+    if (!is_scale) {
+      hkc_error(t->loc, "tensor '%s': an f32 param in a %s spec must be the scales of a quantized param (its 'scale:')",
+                t->name, hkc_dtype_name(s->dtype));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* inputs / params / state: name -> shape, or name -> {shape, dtype[, parts | scale, block]}. */
 static int parse_decls(spec_ctx_t *c, const ynode_t *n, const char *what, hk_role_t role) {
   if (hkc_spec_expect_kind(n, Y_MAP, "a map of tensor names to shapes", what) != 0) return -1;
   if (role == HK_ROLE_INPUT && n->n == 0) {
@@ -371,7 +478,7 @@ static int parse_decls(spec_ctx_t *c, const ynode_t *n, const char *what, hk_rol
     if (parse_decl(c, n->kids[p + 1], name, role, &c->spec->tensors[t]) != 0) return -1;
     if (role == HK_ROLE_STATE && hkc_spec_check_state_shape(&c->spec->tensors[t]) != 0) return -1;
   }
-  return role == HK_ROLE_PARAM ? check_part_names(c, n) : 0;
+  return role == HK_ROLE_PARAM ? (check_part_names(c, n) == 0 && check_scales(c, n) == 0 ? 0 : -1) : 0;
 }
 
 /* ---- the graph ------------------------------------------------------------------------------------- */
@@ -590,6 +697,96 @@ static const char *const top_keys[K_COUNT] = {"hkc",    "name",    "dtype",  "ba
                                               "graph",  "outputs", "fusion"};
 #define TOP_REQUIRED ((1u << K_HKC) | (1u << K_NAME) | (1u << K_BATCH) | (1u << K_INPUTS) | (1u << K_GRAPH) | (1u << K_OUTPUTS))
 
+/* A gemm whose B is a quantized param reads it through a dequant node placed just before the
+ * first gemm that does: `<param>_dequant`, a tensor of the spec's dtype (the arena holds it from
+ * that node to its last reader, so a layer's weights at a time, not the model's). The nodes are
+ * rebuilt in one pass; the producers and the fusion groups follow their nodes' new indices. */
+static int insert_dequant(spec_ctx_t *c) {
+  hkc_spec_t *s = c->spec;
+  const size_t n_old = s->n_nodes, first_dq = s->n_tensors; /* the copies' tensors come after the others */
+  int *dq_of = malloc(s->n_tensors * sizeof *dq_of), *moved = malloc((n_old ? n_old : 1) * sizeof *moved);
+  size_t adds = 0;
+  int rc = -1;
+  if (!dq_of || !moved) goto oom;
+  for (size_t i = 0; i < s->n_tensors; i++) dq_of[i] = HKC_NONE;
+  for (size_t j = 0; j < n_old; j++) { /* the dequantized copies, in first-use order */
+    const hkc_node_t *nd = &s->nodes[j];
+    if (nd->op != HK_OP_GEMM || !hkc_dtype_quantized(s->tensors[nd->in[1]].dtype) || dq_of[nd->in[1]] != HKC_NONE)
+      continue;
+    const hkc_tensor_t *q = &s->tensors[nd->in[1]];
+    char name[HK_MAX_NAME_LEN + 16];
+    snprintf(name, sizeof name, "%s_dequant", q->name);
+    const int taken = hkc_tensor_find(s, name);
+    if (taken >= 0) {
+      hkc_error(s->tensors[taken].loc, "tensor '%s': the name is taken by the dequantized copy of param '%s'; rename it",
+                name, q->name);
+      goto done;
+    }
+    for (size_t k = 0; k < n_old; k++)
+      if (!strcmp(s->nodes[k].name, name)) {
+        hkc_error(s->nodes[k].loc, "node '%s': the name is taken by the dequant node of param '%s'; rename it", name,
+                  q->name);
+        goto done;
+      }
+    const int q_index = nd->in[1], dq = add_tensor(c, name, HK_ROLE_INTERMEDIATE, q->loc);
+    if (dq < 0) goto done;
+    s->tensors[dq].rank = s->tensors[q_index].rank;
+    memcpy(s->tensors[dq].dims, s->tensors[q_index].dims, sizeof s->tensors[dq].dims);
+    int *grown = realloc(dq_of, s->n_tensors * sizeof *dq_of);
+    if (!grown) goto oom;
+    dq_of = grown;
+    dq_of[dq] = HKC_NONE;
+    dq_of[q_index] = dq;
+    adds++;
+  }
+  if (!adds) {
+    rc = 0;
+    goto done;
+  }
+  hkc_node_t *nodes = calloc(n_old + adds, sizeof *nodes);
+  if (!nodes) goto oom;
+  size_t at = 0;
+  for (size_t j = 0; j < n_old; j++) {
+    hkc_node_t *nd = &s->nodes[j];
+    const int q = nd->op == HK_OP_GEMM ? nd->in[1] : HKC_NONE;
+    if (q != HKC_NONE && dq_of[q] != HKC_NONE && s->tensors[dq_of[q]].producer == HKC_NONE) {
+      hkc_node_t *dn = &nodes[at];
+      dn->bias = dn->residual = dn->mul = dn->gamma = dn->beta = dn->add_in = dn->sum_out = HKC_NONE;
+      dn->lengths = dn->mask = dn->pos = dn->ctx = dn->slot = dn->k_cache = dn->v_cache = HKC_NONE;
+      for (int i = 0; i < HKC_MAX_NODE_IN; i++) dn->in[i] = HKC_NONE;
+      if (!(dn->name = hkc_strdup(s->tensors[dq_of[q]].name))) {
+        free(nodes);
+        goto oom;
+      }
+      dn->op = HK_OP_DEQUANT;
+      dn->loc = nd->loc;
+      dn->in[0] = q;
+      dn->n_in = 1;
+      dn->n_fused = 1;
+      dn->out = dq_of[q];
+      s->tensors[dq_of[q]].producer = (int)at++;
+    }
+    if (q != HKC_NONE && dq_of[q] != HKC_NONE) nd->in[1] = dq_of[q];
+    moved[j] = (int)at;
+    nodes[at++] = *nd;
+  }
+  for (size_t i = 0; i < first_dq; i++)
+    if (s->tensors[i].producer != HKC_NONE) s->tensors[i].producer = moved[s->tensors[i].producer];
+  for (size_t g = 0; g < s->n_groups; g++)
+    for (size_t k = 0; k < s->group_sizes[g]; k++) s->groups[g][k] = moved[s->groups[g][k]];
+  free(s->nodes);
+  s->nodes = nodes;
+  s->n_nodes = at;
+  rc = 0;
+  goto done;
+oom:
+  hkc_error((hkc_loc_t){c->file, 0, 0}, "out of memory");
+done:
+  free(dq_of);
+  free(moved);
+  return rc;
+}
+
 static int spec_build(spec_ctx_t *c, const ynode_t *root) {
   if (!root) {
     hkc_error((hkc_loc_t){c->file, 0, 0}, "empty spec (expected a map with keys hkc, name, batch_sizes, inputs, graph, "
@@ -632,7 +829,7 @@ static int spec_build(spec_ctx_t *c, const ynode_t *root) {
     }
     if (rc != 0) return -1;
   }
-  return hkc_spec_check_tensors(c);
+  return hkc_spec_check_tensors(c) == 0 && insert_dequant(c) == 0 ? 0 : -1;
 }
 
 /* Contract in frontend.h. Every error is reported before returning -1; nothing is kept. */

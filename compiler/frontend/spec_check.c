@@ -21,7 +21,6 @@ static size_t dim_print(hkc_dim_t d, char *out, size_t size) {
 }
 
 /* "[batch, 128, 768]" into a caller buffer (HKC_SHAPE_STR bytes). */
-#define HKC_SHAPE_STR 192
 static const char *shape_str(const hkc_dim_t *dims, uint32_t rank, char *buf) {
   size_t len = 0;
   buf[len++] = '[';
@@ -34,7 +33,8 @@ static const char *shape_str(const hkc_dim_t *dims, uint32_t rank, char *buf) {
   return buf;
 }
 
-static const char *tensor_shape_str(const hkc_tensor_t *t, char *buf) { return shape_str(t->dims, t->rank, buf); }
+const char *hkc_tensor_shape_str(const hkc_tensor_t *t, char *buf) { return shape_str(t->dims, t->rank, buf); }
+#define tensor_shape_str hkc_tensor_shape_str
 
 static int shape_equal(const hkc_dim_t *a, uint32_t ra, const hkc_dim_t *b, uint32_t rb) {
   if (ra != rb) return 0;
@@ -566,6 +566,20 @@ static int check_refs(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd) {
                   nd->name, hkc_spec_ref_names[r], T[t].name);
       return -1;
     }
+    if (hkc_dtype_quantized(T[t].dtype) && !(nd->op == HK_OP_GEMM && r == REF_IN1)) {
+      hkc_error(pn->ref[r]->loc,
+                "node '%s': '%s' is a quantized (%s) param, which op '%s' cannot take in '%s' (a quantized param is a "
+                "gemm's B)",
+                nd->name, T[t].name, hkc_dtype_name(T[t].dtype), hkc_op_name(nd->op), hkc_spec_ref_names[r]);
+      return -1;
+    }
+    if (T[t].dtype == HK_DTYPE_F32 && c->spec->dtype != HK_DTYPE_F32) {
+      hkc_error(pn->ref[r]->loc,
+                "node '%s': '%s' is an f32 param, the scales of a quantized param, which no node reads (its param's "
+                "gemm applies them)",
+                nd->name, T[t].name);
+      return -1;
+    }
     int want = i32_slot(nd->op, r), is = T[t].dtype == HK_DTYPE_I32;
     if (want == is) continue;
     if (is)
@@ -691,6 +705,8 @@ int hkc_spec_check_tensors(spec_ctx_t *c) {
     for (size_t k = 0; k < sizeof extra / sizeof extra[0]; k++)
       if (extra[k] != HKC_NONE) used[extra[k]] = 1;
   }
+  for (size_t i = 0; i < s->n_tensors; i++) /* a used quantized param's scales: its gemm reads them */
+    if (used[i] && s->tensors[i].scale != HKC_NONE) used[s->tensors[i].scale] = 1;
   for (size_t i = 0; i < s->n_tensors; i++)
     if (!used[i] && s->tensors[i].role != HK_ROLE_OUTPUT)
       hkc_warning(s->tensors[i].loc, "tensor '%s' is never used%s", s->tensors[i].name,

@@ -107,6 +107,9 @@ int hkc_spec_topo_sort(spec_ctx_t *c, size_t *order);
 
 /* ---- checks (spec_check.c) ----------------------------------------------------------------- */
 int hkc_spec_check_state_shape(const hkc_tensor_t *t);
+/* "[batch, 128, 768]" into a caller buffer of HKC_SHAPE_STR bytes; returns it. */
+#define HKC_SHAPE_STR 192
+const char *hkc_tensor_shape_str(const hkc_tensor_t *t, char *buf);
 int hkc_spec_infer_node(spec_ctx_t *c, const pnode_t *pn, hkc_node_t *nd);
 int hkc_spec_check_tensors(spec_ctx_t *c);
 

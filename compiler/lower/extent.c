@@ -21,7 +21,8 @@ typedef struct ext {
   uint32_t n;   /* the op ABI's arguments */
   int ok;       /* every argument read was of the kind the key implies */
   uint64_t *elems;
-  uint8_t *i32; /* 1: the argument is an i32 tensor */
+  uint8_t *esize; /* bytes per element of a tensor argument not of the key's dtype (i32: 4, the
+                     dequant's q: 1, scales: 4); 0: the key's */
 } ext_t;
 
 /* Saturating: a count that does not fit is UINT64_MAX, which no tensor holds. */
@@ -53,10 +54,11 @@ static void touch(ext_t *e, uint32_t i, uint64_t elems, int optional) {
   if (e->args[i].kind == HK_ARG_TENSOR) e->elems[i] = elems;
 }
 
-static void touch_i32(ext_t *e, uint32_t i, uint64_t elems, int optional) {
+static void touch_sized(ext_t *e, uint32_t i, uint64_t elems, int optional, uint8_t esize) {
   touch(e, i, elems, optional);
-  if (i < e->n) e->i32[i] = 1;
+  if (i < e->n) e->esize[i] = esize;
 }
+static void touch_i32(ext_t *e, uint32_t i, uint64_t elems, int optional) { touch_sized(e, i, elems, optional, 4); }
 
 static uint32_t gemm(const hkc_kernel_key_t *key, ext_t *e) {
   const uint64_t m = size_arg(e, HKC_GEMM_ARG_M, 1), n = size_arg(e, HKC_GEMM_ARG_N, 1),
@@ -218,6 +220,17 @@ static uint32_t take_rows(ext_t *e) {
   return HKC_TAKE_ROWS_N_ARGS;
 }
 
+static uint32_t dequant(ext_t *e) {
+  const uint64_t rows = size_arg(e, HKC_DEQUANT_ARG_ROWS, 1), cols = size_arg(e, HKC_DEQUANT_ARG_COLS, 1),
+                 srows = size_arg(e, HKC_DEQUANT_ARG_SCALE_ROWS, 1), scols = size_arg(e, HKC_DEQUANT_ARG_SCALE_COLS, 1),
+                 brows = size_arg(e, HKC_DEQUANT_ARG_BLOCK_ROWS, 1), bcols = size_arg(e, HKC_DEQUANT_ARG_BLOCK_COLS, 1);
+  if ((rows - 1) / brows >= srows || (cols - 1) / bcols >= scols) e->ok = 0;
+  touch_sized(e, HKC_DEQUANT_ARG_Q, mul(rows, cols), 0, 1);
+  touch_sized(e, HKC_DEQUANT_ARG_SCALE, mul(srows, scols), 0, 4);
+  touch(e, HKC_DEQUANT_ARG_OUT, mul(rows, cols), 0);
+  return HKC_DEQUANT_N_ARGS;
+}
+
 static uint32_t argmax(ext_t *e) {
   const uint64_t rows = size_arg(e, HKC_ARGMAX_ARG_ROWS, 1), cols = size_arg(e, HKC_ARGMAX_ARG_COLS, 1);
   touch(e, HKC_ARGMAX_ARG_X, mul(rows, cols), 0);
@@ -237,13 +250,13 @@ static uint32_t sample(ext_t *e) {
 int hkc_launch_extents(const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
                        uint64_t out_bytes[HKC_MAX_ARGS]) {
   uint64_t elems[HKC_MAX_ARGS] = {0};
-  uint8_t i32[HKC_MAX_ARGS] = {0};
+  uint8_t esizes[HKC_MAX_ARGS] = {0};
   /* the variant's arguments follow the ABI's: tensor maps, then scratch and semaphores */
   uint32_t n = n_args;
   if (n > HKC_MAX_ARGS) return -1;
   if (n >= 2 && args[n - 2].kind == HK_ARG_SCRATCH && args[n - 1].kind == HK_ARG_SEMAPHORE) n -= 2;
   while (n > 0 && args[n - 1].kind == HK_ARG_TMAP) n--;
-  ext_t e = {args, n, 1, elems, i32};
+  ext_t e = {args, n, 1, elems, esizes};
   uint32_t abi = 0;
   switch (key->op) {
   case HK_OP_GEMM: abi = gemm(key, &e); break;
@@ -266,11 +279,12 @@ int hkc_launch_extents(const hkc_kernel_key_t *key, const hkc_arg_t *args, uint3
   case HK_OP_TAKE_ROWS: abi = take_rows(&e); break;
   case HK_OP_ARGMAX: abi = argmax(&e); break;
   case HK_OP_SAMPLE: abi = sample(&e); break;
+  case HK_OP_DEQUANT: abi = dequant(&e); break;
   default: return -1;
   }
   if (!e.ok || abi != n) return -1;
   const uint64_t esize = key->dtype == HK_DTYPE_F32 ? 4 : 2;
   for (uint32_t a = 0; a < n_args; a++)
-    out_bytes[a] = a < n && args[a].kind == HK_ARG_TENSOR ? mul(elems[a], i32[a] ? 4 : esize) : 0;
+    out_bytes[a] = a < n && args[a].kind == HK_ARG_TENSOR ? mul(elems[a], esizes[a] ? esizes[a] : esize) : 0;
   return 0;
 }

@@ -404,6 +404,26 @@ int hkc_lower_node_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batc
     out_key->align = align_of(&width, 1);
     return l.n;
   }
+  case HK_OP_DEQUANT: {
+    /* q [rows, cols] (8-bit), its scales (f32) -> out [rows, cols] of the spec's dtype */
+    const int64_t rows = tensor_dim(x, 0, batch), cols = last_dim(x, batch);
+    if (x->rank != 2 || x->scale == HKC_NONE || rows <= 0 || cols <= 0 || x->block[0] <= 0 || x->block[1] <= 0) break;
+    const hkc_tensor_t *sc = &spec->tensors[x->scale];
+    const int64_t scols = sc->rank == 2 ? last_dim(sc, batch) : 1, srows = tensor_elems(sc, batch) / scols;
+    push_tensor(&l, HKC_DEQUANT_ARG_Q, nd->in[0]);
+    push_tensor(&l, HKC_DEQUANT_ARG_SCALE, x->scale);
+    push_tensor(&l, HKC_DEQUANT_ARG_OUT, nd->out);
+    push_i64(&l, HKC_DEQUANT_ARG_ROWS, rows);
+    push_i64(&l, HKC_DEQUANT_ARG_COLS, cols);
+    push_i64(&l, HKC_DEQUANT_ARG_SCALE_ROWS, srows);
+    push_i64(&l, HKC_DEQUANT_ARG_SCALE_COLS, scols);
+    push_i64(&l, HKC_DEQUANT_ARG_BLOCK_ROWS, x->block[0]);
+    push_i64(&l, HKC_DEQUANT_ARG_BLOCK_COLS, x->block[1]);
+    assert(l.n == HKC_DEQUANT_N_ARGS);
+    snprintf(out_key->program, sizeof out_key->program, "%s", x->dtype == HK_DTYPE_I8 ? "i8" : "e4m3");
+    out_key->align = align_of(&cols, 1);
+    return l.n;
+  }
   case HK_OP_ARGMAX: {
     /* x [.., cols] -> out (i32) [..]: rows flattened */
     const int64_t cols = last_dim(x, batch);
@@ -440,7 +460,7 @@ static const char *key_op_name(hk_op_t op) {
   static const char *const names[] = {"gemm",      "add",     "mul",     "relu",      "gelu", "silu",
                                       "layernorm", "rmsnorm", "softmax", "attention", "rope", "ewchain",
                                       "gelu_tanh", "tanh",    "embedding", "kv_append", "kv_attention",
-                                      "take_rows", "argmax", "sample"};
+                                      "take_rows", "argmax", "sample", "dequant"};
   return (unsigned)op < sizeof names / sizeof names[0] ? names[op] : NULL;
 }
 

@@ -83,6 +83,10 @@ void hkc_node_cost_of(const hkc_spec_t *spec, const hkc_node_t *node, int64_t ba
  *             (q [rows, heads dh]; row t (valid as in kv_append) attends to the keys
  *              [max(0, ctx[t] - window), ctx[t]) of cache[layer, slot[t]] (window 0: from 0);
  *              q head h reads kv head h / (heads / kv_heads); an invalid row outputs zeros)
+ *   dequant   T q (int8 or fp8_e4m3, the key's program: "i8" / "e4m3"), T scale (f32), T out,
+ *             I rows, I cols, I scale_rows, I scale_cols, I block_rows, I block_cols
+ *             (out[r][c] = q[r][c] * scale[r / block_rows][c / block_cols]; q, out [rows, cols],
+ *              scale [scale_rows, scale_cols])
  *   take_rows T x, T rows (i32), T out, I x_rows, I n_out, I width
  *             (out[r] = x[rows[r]] for 0 <= rows[r] < x_rows, else zeros; x [x_rows, width])
  *   argmax    T x, T out (i32), I rows, I cols
@@ -198,6 +202,11 @@ enum hkc_take_rows_arg {
   HKC_TAKE_ROWS_ARG_X, HKC_TAKE_ROWS_ARG_ROWS, HKC_TAKE_ROWS_ARG_OUT, HKC_TAKE_ROWS_ARG_X_ROWS,
   HKC_TAKE_ROWS_ARG_N_OUT, HKC_TAKE_ROWS_ARG_WIDTH, HKC_TAKE_ROWS_N_ARGS
 };
+enum hkc_dequant_arg {
+  HKC_DEQUANT_ARG_Q, HKC_DEQUANT_ARG_SCALE, HKC_DEQUANT_ARG_OUT, HKC_DEQUANT_ARG_ROWS, HKC_DEQUANT_ARG_COLS,
+  HKC_DEQUANT_ARG_SCALE_ROWS, HKC_DEQUANT_ARG_SCALE_COLS, HKC_DEQUANT_ARG_BLOCK_ROWS, HKC_DEQUANT_ARG_BLOCK_COLS,
+  HKC_DEQUANT_N_ARGS
+};
 enum hkc_argmax_arg { HKC_ARGMAX_ARG_X, HKC_ARGMAX_ARG_OUT, HKC_ARGMAX_ARG_ROWS, HKC_ARGMAX_ARG_COLS, HKC_ARGMAX_N_ARGS };
 enum hkc_sample_arg {
   HKC_SAMPLE_ARG_X, HKC_SAMPLE_ARG_PARAMS, HKC_SAMPLE_ARG_OUT, HKC_SAMPLE_ARG_ROWS, HKC_SAMPLE_ARG_COLS,
@@ -238,7 +247,8 @@ typedef struct hkc_kernel_key {
   int rope_scaling;     /* rope: HKC_ROPE_SCALING_* (frontend.h); nonzero adds its four arguments */
   /* ewchain: the element-wise program, a C-identifier-safe string of steps applied to
    * v = in0[i % n0]: a<j> v += in_j, m<j> v *= in_j (operand j in 1..4, element i % n_j),
-   * r relu, g gelu, s silu, t gelu_tanh. E.g. "a1gm2" = gelu(in0 + in1) * in2. "" else. */
+   * r relu, g gelu, s silu, t gelu_tanh. E.g. "a1gm2" = gelu(in0 + in1) * in2. dequant: the
+   * quantized type, "i8" (int8) or "e4m3" (fp8_e4m3). "" else. */
   char program[HKC_EW_PROGRAM_MAX];
   /* Shape facts fixed at build time (the same at every batch size) that let a GPU target
    * pick a specialised kernel. align: the largest of 8, 4, 2, 1 elements dividing every

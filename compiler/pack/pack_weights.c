@@ -42,14 +42,15 @@ static void shape_text(hkc_strbuf_t *sb, const char *dtype, uint32_t rank, const
   hkc_sb_printf(sb, "]");
 }
 
-static const char *dtype_name(hk_dtype_t d) {
-  return d == HK_DTYPE_F32 ? "f32" : d == HK_DTYPE_F16 ? "f16" : d == HK_DTYPE_BF16 ? "bf16" : "i32";
-}
+static const char *dtype_name(hk_dtype_t d) { return hkc_dtype_name(d); }
 
 /* Whether checkpoint dtype `dtype` gives param dtype `type`: the same (safetensors I32 for
- * i32; the float dtypes share their numbers), or both float types (converted). */
+ * i32, I8 for int8, F8_E4M3 for fp8_e4m3; the float dtypes share their numbers), or both float
+ * types (converted). */
 static int dtype_binds(hk_weights_dtype_t dtype, hk_dtype_t type) {
   if (type == HK_DTYPE_I32) return dtype == HK_WEIGHTS_I32;
+  if (type == HK_DTYPE_I8) return dtype == HK_WEIGHTS_I8;
+  if (type == HK_DTYPE_FP8_E4M3) return dtype == HK_WEIGHTS_F8_E4M3;
   return dtype <= HK_WEIGHTS_BF16 && hk_convert_supported((hk_element_type_t)dtype, (hk_element_type_t)type);
 }
 
@@ -65,7 +66,8 @@ static int same_shape(const hkc_tensor_t *t, const hk_weights_tensor_info_t *wi)
  * file. -1 reported when a finite value would become infinite. */
 static int convert_into(const hkc_tensor_t *t, const hk_weights_tensor_info_t *wi, const char *what,
                         const char *label, void *dst, conversions_t *conv) {
-  if (t->dtype == HK_DTYPE_I32 || (uint32_t)wi->dtype == (uint32_t)t->dtype) { /* nothing to convert */
+  if (t->dtype == HK_DTYPE_I32 || hkc_dtype_quantized(t->dtype) || (uint32_t)wi->dtype == (uint32_t)t->dtype) {
+    /* nothing to convert (dtype_binds: the same type) */
     if (wi->bytes) memcpy(dst, wi->data, wi->bytes);
     return 0;
   }
@@ -87,7 +89,7 @@ static int convert_into(const hkc_tensor_t *t, const hk_weights_tensor_info_t *w
 
 /* Bytes of checkpoint tensor wi once in param t's dtype. */
 static uint64_t converted_bytes(const hkc_tensor_t *t, const hk_weights_tensor_info_t *wi) {
-  if (t->dtype == HK_DTYPE_I32) return wi->bytes;
+  if (t->dtype == HK_DTYPE_I32 || hkc_dtype_quantized(t->dtype)) return wi->bytes;
   const uint64_t in = wi->dtype == HK_WEIGHTS_F32 ? 4 : 2, out = t->dtype == HK_DTYPE_F32 ? 4 : 2;
   return wi->bytes / in * out;
 }

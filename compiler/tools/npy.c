@@ -80,8 +80,8 @@ static int parse_shape(const char **p, npy_dict_t *d) {
 static int parse_value(const char **p, const char *key, npy_dict_t *d) {
   if (strcmp(key, "descr") == 0 && !d->descr[0]) {
     if (parse_quoted(p, d->descr, sizeof d->descr) == 0 && d->descr[0]) return 0;
-    return d->why = "unsupported .npy dtype (expected <f2, <f4, <f8, <i4 or <i8: little-endian float16, float32, "
-                    "float64, int32 or int64)", -1;
+    return d->why = "unsupported .npy dtype (expected <f2, <f4, <f8, <i4, <i8, |i1 or |u1: little-endian float16, "
+                    "float32, float64, int32, int64, int8 or uint8)", -1;
   }
   if (strcmp(key, "fortran_order") == 0 && d->fortran < 0) {
     size_t n = 0;
@@ -162,7 +162,8 @@ int hkc_npy_parse(const char *name, const unsigned char *b, size_t size, hkc_npy
   }
   int rc = -1;
   npy_dict_t d;
-  int kind = 0; /* 2, 4, 8 = float width; -4, -8 = integer width */
+  int kind = 0; /* 2, 4, 8 = float width; -1, -4, -8 = signed integer width; 1 = uint8 (kind 1 is
+                   never a float: there is no 1-byte float .npy dtype) */
   size_t esize = 0, count = 1;
   if (parse_dict(hdr, &d) != 0) {
     hkc_error(loc, "%s", d.why);
@@ -173,12 +174,15 @@ int hkc_npy_parse(const char *name, const unsigned char *b, size_t size, hkc_npy
   else if (strcmp(d.descr, "<f2") == 0) kind = 2;
   else if (strcmp(d.descr, "<i4") == 0) kind = -4;
   else if (strcmp(d.descr, "<i8") == 0) kind = -8;
+  else if (strcmp(d.descr, "|i1") == 0) kind = -1;
+  else if (strcmp(d.descr, "|u1") == 0) kind = 1;
   else {
     /* the descr as the file has it (at most 15 characters: parse_quoted), escaped */
-    hkc_error(loc, "unsupported .npy dtype %s (expected <f2, <f4, <f8, <i4 or <i8: little-endian float16, float32, "
-              "float64, int32 or int64)", hkc_escaped(d.descr));
+    hkc_error(loc, "unsupported .npy dtype %s (expected <f2, <f4, <f8, <i4, <i8, |i1 or |u1: little-endian float16, "
+              "float32, float64, int32, int64, int8 or uint8)", hkc_escaped(d.descr));
     goto done;
   }
+  const int integer = kind < 0 || kind == 1;
   esize = (size_t)(kind < 0 ? -kind : kind);
   if (d.fortran) {
     hkc_error(loc, "Fortran-ordered .npy arrays are not supported (save with C order)");
@@ -202,11 +206,13 @@ int hkc_npy_parse(const char *name, const unsigned char *b, size_t size, hkc_npy
   out->data = malloc(count ? count * sizeof(float) : 1);
   if (!out->data) goto done;
   const unsigned char *src = b + data_off;
-  if (kind < 0 && !(out->ints = malloc(count ? count * sizeof(int32_t) : 1))) goto done;
+  if (integer && !(out->ints = malloc(count ? count * sizeof(int32_t) : 1))) goto done;
   for (size_t i = 0; i < count; i++) {
-    if (kind < 0) {
+    if (integer) {
       int64_t v;
-      if (kind == -4) {
+      if (kind == -1) v = (int8_t)src[i];
+      else if (kind == 1) v = src[i];
+      else if (kind == -4) {
         int32_t v32;
         memcpy(&v32, src + 4 * i, 4);
         v = v32;

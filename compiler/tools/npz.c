@@ -311,7 +311,7 @@ typedef struct npz_part {
   size_t offset;      /* in the image's data section */
 } npz_part_t;
 
-static const char *const k_st_dtype[] = {"F32", "F16", "BF16"}; /* by hk_element_type_t */
+static const char *const k_st_dtype[] = {"F32", "F16", "BF16", "I32", "I8", "F8_E4M3"}; /* by hk_element_type_t */
 
 /* "[2, 3]" */
 static void dims_text(uint32_t rank, const int64_t *dims, char *out, size_t size) {
@@ -416,7 +416,7 @@ int hkc_npz_checkpoint(hkc_npz_t *npz, hk_session_t *session, const hkc_weights_
         dims_text(info.rank, info.dims, b, sizeof b);
         hkc_error(loc, "member %s.npy is taken by tensors %s (%s %s) and %s (%s %s): one member binds tensors of one "
                   "dtype and shape", want, p->param, k_st_dtype[p->type], a, info.name,
-                  (unsigned)info.element_type <= HK_ELEMENT_BF16 ? k_st_dtype[info.element_type] : "?", b);
+                  (unsigned)info.element_type <= HK_ELEMENT_FP8_E4M3 ? k_st_dtype[info.element_type] : "?", b);
         goto done;
       }
       continue;

@@ -18,7 +18,8 @@
 
 /* hkc_load_elem / hkc_store_elem take either enum: the values must agree. */
 _Static_assert(HK_ELEMENT_F32 == (int)HK_DTYPE_F32 && HK_ELEMENT_F16 == (int)HK_DTYPE_F16 &&
-                   HK_ELEMENT_BF16 == (int)HK_DTYPE_BF16 && HK_ELEMENT_I32 == (int)HK_DTYPE_I32,
+                   HK_ELEMENT_BF16 == (int)HK_DTYPE_BF16 && HK_ELEMENT_I32 == (int)HK_DTYPE_I32 &&
+                   HK_ELEMENT_I8 == (int)HK_DTYPE_I8 && HK_ELEMENT_FP8_E4M3 == (int)HK_DTYPE_FP8_E4M3,
                "hk_element_type_t and hk_dtype_t differ");
 
 size_t hkc_run_info_count(const hk_tensor_info_t *info) {
@@ -34,8 +35,10 @@ void hkc_run_format_shape(const hk_tensor_info_t *info, char *out, size_t size) 
   if (n > 0 && (size_t)n < size) snprintf(out + n, size - (size_t)n, "]");
 }
 
-/* Fills a tensor from a .npy file (exact shape; an i32 tensor needs an integer file) or
- * from the seeded generator (i32: integers in [0, HKC_RUN_RANDOM_I32)). */
+/* Fills a tensor from a .npy file (exact shape; an i32 tensor needs an integer file, an int8
+ * one an integer file of values in -128..127; an fp8_e4m3 one takes floats, rounded, or uint8
+ * bit patterns) or from the seeded generator (i32: integers in [0, HKC_RUN_RANDOM_I32); int8:
+ * -127..127; fp8_e4m3: the float draw, rounded). */
 #define HKC_RUN_RANDOM_I32 100 /* random ids and lengths: small, kernels clamp them anyway */
 int hkc_run_fill_tensor(const hk_tensor_info_t *info, void *buf, const char *npy_path, uint64_t seed) {
   size_t n = hkc_run_info_count(info);
@@ -61,6 +64,25 @@ int hkc_run_fill_tensor(const hk_tensor_info_t *info, void *buf, const char *npy
       hkc_npy_free(&npy);
       return 0;
     }
+    if (info->element_type == HK_ELEMENT_I8 || (info->element_type == HK_ELEMENT_FP8_E4M3 && npy.ints)) {
+      const int i8 = info->element_type == HK_ELEMENT_I8;
+      for (size_t i = 0; npy.ints && i < n; i++)
+        if (i8 ? npy.ints[i] < -128 || npy.ints[i] > 127 : npy.ints[i] < 0 || npy.ints[i] > 255) {
+          fprintf(stderr, "hkc run: %s: element %zu is %d, outside %s (tensor %s is %s)\n", npy_path, i, (int)npy.ints[i],
+                  i8 ? "-128..127" : "0..255, an fp8 bit pattern", info->name, i8 ? "int8" : "fp8_e4m3");
+          hkc_npy_free(&npy);
+          return -1;
+        }
+      if (!npy.ints) {
+        fprintf(stderr, "hkc run: %s: tensor %s is int8: give an integer .npy (int8, int32 or int64)\n", npy_path,
+                info->name);
+        hkc_npy_free(&npy);
+        return -1;
+      }
+      for (size_t i = 0; i < n; i++) ((uint8_t *)buf)[i] = (uint8_t)npy.ints[i];
+      hkc_npy_free(&npy);
+      return 0;
+    }
     for (size_t i = 0; i < n; i++) hkc_store_elem(buf, (int)info->element_type, i, npy.data[i]);
     hkc_npy_free(&npy);
     return 0;
@@ -70,6 +92,10 @@ int hkc_run_fill_tensor(const hk_tensor_info_t *info, void *buf, const char *npy
   if (info->role == HK_TENSOR_PARAM && info->rank >= 2) scale = 1.0 / sqrt((double)info->dims[0]);
   if (info->element_type == HK_ELEMENT_I32) {
     for (size_t i = 0; i < n; i++) ((int32_t *)buf)[i] = (int32_t)(hkc_splitmix64(&s) % HKC_RUN_RANDOM_I32);
+    return 0;
+  }
+  if (info->element_type == HK_ELEMENT_I8) {
+    for (size_t i = 0; i < n; i++) ((int8_t *)buf)[i] = (int8_t)((int)(hkc_splitmix64(&s) % 255) - 127);
     return 0;
   }
   for (size_t i = 0; i < n; i++) hkc_store_elem(buf, (int)info->element_type, i, (float)hkc_uniform_pm(&s, scale));

@@ -241,13 +241,13 @@ hk_status_t hkc_tool_open_pack(const char *tool, const char *path, const hk_pack
                                hk_pack_t **out_pack);
 
 /* ---- .npy files (npy.c; hkc run) ------------------------------------------------------------ */
-/* An array read from NumPy's .npy format (little-endian f2, f4, f8, i4 or i8; C order). */
+/* An array read from NumPy's .npy format (little-endian f2, f4, f8, i4 or i8, or i1 / u1; C order). */
 typedef struct hkc_npy {
   uint32_t rank;
   int64_t dims[HK_MAX_RANK];
   size_t count;
   float *data;    /* owned; converted to f32 */
-  int32_t *ints;  /* owned; the exact values of an integer file (i8 values must fit in int32),
+  int32_t *ints;  /* owned; the exact values of an integer file (int64 values must fit in int32),
                      NULL for a float file */
 } hkc_npy_t;
 /* Largest .npy header dict read (NumPy itself caps headers far below this). */

@@ -14,11 +14,15 @@ uint16_t hkc_f32_to_f16(float f) { return hk_f32_to_f16(f); }
 float hkc_f16_to_f32(uint16_t h) { return hk_f16_to_f32(h); }
 uint16_t hkc_f32_to_bf16(float f) { return hk_f32_to_bf16(f); }
 float hkc_bf16_to_f32(uint16_t h) { return hk_bf16_to_f32(h); }
+uint8_t hkc_f32_to_fp8_e4m3(float f) { return hk_f32_to_fp8_e4m3(f); }
+float hkc_fp8_e4m3_to_f32(uint8_t b) { return hk_fp8_e4m3_to_f32(b); }
 
 float hkc_load_elem(const void *buf, int type, size_t i) {
   if (type == 0) return ((const float *)buf)[i];
   if (type == 1) return hkc_f16_to_f32(((const uint16_t *)buf)[i]);
   if (type == 3) return (float)((const int32_t *)buf)[i]; /* i32 */
+  if (type == 4) return (float)((const int8_t *)buf)[i]; /* int8 */
+  if (type == 5) return hkc_fp8_e4m3_to_f32(((const uint8_t *)buf)[i]);
   return hkc_bf16_to_f32(((const uint16_t *)buf)[i]);
 }
 
@@ -26,6 +30,8 @@ void hkc_store_elem(void *buf, int type, size_t i, float v) {
   if (type == 0) ((float *)buf)[i] = v;
   else if (type == 1) ((uint16_t *)buf)[i] = hkc_f32_to_f16(v);
   else if (type == 3) ((int32_t *)buf)[i] = v >= 2147483520.0f ? INT32_MAX : v <= -2147483648.0f ? INT32_MIN : (int32_t)lrintf(v);
+  else if (type == 4) ((int8_t *)buf)[i] = v >= 127.0f ? 127 : v <= -128.0f ? -128 : (int8_t)lrintf(v);
+  else if (type == 5) ((uint8_t *)buf)[i] = hkc_f32_to_fp8_e4m3(v);
   else ((uint16_t *)buf)[i] = hkc_f32_to_bf16(v);
 }
 

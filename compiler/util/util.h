@@ -225,7 +225,10 @@ uint16_t hkc_f32_to_f16(float f);   /* round to nearest even; overflow (|f| >= 6
 float hkc_f16_to_f32(uint16_t h);
 uint16_t hkc_f32_to_bf16(float f);  /* round to nearest even */
 float hkc_bf16_to_f32(uint16_t h);
-/* Element i of a buffer of element type `type` (0 f32, 1 f16, 2 bf16, 3 i32: hk_dtype_t and the
+uint8_t hkc_f32_to_fp8_e4m3(float f); /* nearest even, saturating to +-448 (convert_internal.h) */
+float hkc_fp8_e4m3_to_f32(uint8_t b);
+/* Element i of a buffer of element type `type` (0 f32, 1 f16, 2 bf16, 3 i32, 4 int8 (stored
+ * rounded and clamped to -128..127), 5 fp8_e4m3: hk_dtype_t and the
  * loader's hk_element_type_t share these values) as f32 / stored from f32 (rounded). */
 float hkc_load_elem(const void *buf, int type, size_t i);
 void hkc_store_elem(void *buf, int type, size_t i, float v);

@@ -4,6 +4,7 @@
  * (convert_internal.h). Bit manipulation only: no dependence on the FPU's rounding mode,
  * flush-to-zero or the host's half-precision support.
  */
+#include <math.h>
 #include <string.h>
 
 #include "convert_internal.h"
@@ -62,6 +63,30 @@ uint16_t hk_f32_to_bf16(float f) {
 }
 
 float hk_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+
+/* e4m3fn: value (8 + m) 2^(e - 10) for exponent field e in 1..15, m 2^-9 for e = 0 (subnormal);
+ * S.1111.111 is NaN. Both directions are exact in float. */
+float hk_fp8_e4m3_to_f32(uint8_t b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  const float a = e == 15 && m == 7 ? NAN : e == 0 ? ldexpf((float)m, -9) : ldexpf((float)(8 + m), e - 10);
+  return b & 0x80 ? -a : a;
+}
+
+uint8_t hk_f32_to_fp8_e4m3(float f) {
+  if (isnan(f)) return 0x7f;
+  const uint8_t sign = signbit(f) ? 0x80 : 0;
+  const float a = fabsf(f);
+  if (a >= 448.0f) return sign | 0x7e; /* saturates: the largest finite value */
+  if (a < 0x1p-6f) /* subnormal: m 2^-9, m = 8 rounding up is the smallest normal's bits (0x08) */
+    return sign | (uint8_t)rintf(a * 512.0f);
+  int ex;
+  (void)frexpf(a, &ex);                 /* a = fr 2^ex, fr in [0.5, 1): 8 <= a 2^(4 - ex) < 16 */
+  int q = (int)rintf(ldexpf(a, 4 - ex)); /* 8..16, to nearest even (the default rounding mode) */
+  int e = ex + 6;                       /* 1..15 */
+  if (q == 16) q = 8, e++;
+  if (e > 15 || (e == 15 && q > 14)) return sign | 0x7e; /* rounded past 448 */
+  return sign | (uint8_t)(e << 3 | (q - 8));
+}
 
 static bool is_float(hk_element_type_t t) {
   return t == HK_ELEMENT_F32 || t == HK_ELEMENT_F16 || t == HK_ELEMENT_BF16;

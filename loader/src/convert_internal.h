@@ -26,6 +26,11 @@ float hk_f16_to_f32(uint16_t h); /* exact */
  * quiet NaN with its sign and top payload bits. */
 uint16_t hk_f32_to_bf16(float f);
 float hk_bf16_to_f32(uint16_t h); /* exact */
+/* float8 e4m3fn (HK_ELEMENT_FP8_E4M3): 4 exponent bits of bias 7, 3 mantissa bits, no infinities,
+ * S.1111.111 NaN; largest finite 448, smallest subnormal 2^-9. To fp8: round to nearest even,
+ * magnitudes from 448 up (infinity included) saturate to +-448, NaN becomes 0x7f. */
+uint8_t hk_f32_to_fp8_e4m3(float f);
+float hk_fp8_e4m3_to_f32(uint8_t b); /* exact */
 
 /* Whether elements of type `from` convert to `to`: both f32, f16 or bf16 (the same type too). */
 bool hk_convert_supported(hk_element_type_t from, hk_element_type_t to);

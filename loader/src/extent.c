@@ -31,7 +31,9 @@
 
 /* A layout is a string of "K:name" tokens, one per argument, separated by spaces. K says what
  * the argument must be: T a tensor of the pack's element type, t the same or a null pointer,
- * J an i32 tensor, j the same or a null pointer, I an integer, F a float. */
+ * J an i32 tensor, j the same or a null pointer, Q an 8-bit tensor (int8 or fp8_e4m3: the kernel's
+ * key, which the pack does not describe, says which; both are one byte, so the extents agree), S
+ * an f32 tensor, I an integer, F a float. */
 #define MAX_TAILS 8 /* the most optional tails an op has: gemm's 7 (none, dual, rope, norms ...) */
 
 typedef struct op_layout {
@@ -79,6 +81,8 @@ static const op_layout_t k_layouts[HK_OP_COUNT_] = {
     [HK_OP_TAKE_ROWS] = {"take_rows", "T:x J:rows T:out I:x_rows I:n_out I:width", {NULL}},
     [HK_OP_ARGMAX] = {"argmax", "T:x J:out I:rows I:cols", {NULL}},
     [HK_OP_SAMPLE] = {"sample", "T:x J:params J:out I:rows I:cols", {NULL}},
+    [HK_OP_DEQUANT] = {"dequant", "Q:q S:scale T:out I:rows I:cols I:scale_rows I:scale_cols I:block_rows I:block_cols",
+                       {NULL}},
 };
 
 /* One launch being checked. */
@@ -136,6 +140,8 @@ static const char *slot_label(char k) {
   case 't': return "a tensor or a null pointer";
   case 'J': return "an i32 tensor";
   case 'j': return "an i32 tensor or a null pointer";
+  case 'Q': return "an 8-bit tensor";
+  case 'S': return "an f32 tensor";
   case 'I': return "an integer";
   default: return "a float";
   }
@@ -144,7 +150,9 @@ static const char *slot_label(char k) {
 static bool slot_accepts(char k, uint32_t kind) {
   switch (k) {
   case 'T':
-  case 'J': return kind == HK_ARG_TENSOR;
+  case 'J':
+  case 'Q':
+  case 'S': return kind == HK_ARG_TENSOR;
   case 't':
   case 'j': return kind == HK_ARG_TENSOR || kind == HK_ARG_NULL;
   case 'I': return kind == HK_ARG_I64;
@@ -369,6 +377,17 @@ static hk_status_t extents_sample(launch_t *L) {
   touch(L, 0, mul(U(3), U(4))), touch(L, 1, mul(U(3), HK_SAMPLE_PARAMS)), touch(L, 2, U(3));
   return HK_OK;
 }
+/* element (r, c) of q [rows, cols] is scaled by scale[(r / block_rows) * scale_cols + c / block_cols] */
+static hk_status_t extents_dequant(launch_t *L) {
+  for (uint32_t a = 3; a <= 8; a++) NEED(a, 1);
+  if ((U(3) - 1) / U(7) >= U(5) || (U(4) - 1) / U(8) >= U(6))
+    LAUNCH_FAIL(L, "blocks of %llu x %llu over %llu x %llu elements need more scales than the %llu x %llu given",
+                (unsigned long long)U(7), (unsigned long long)U(8), (unsigned long long)U(3), (unsigned long long)U(4),
+                (unsigned long long)U(5), (unsigned long long)U(6));
+  const uint64_t n = mul(U(3), U(4));
+  touch(L, 0, n), touch(L, 1, mul(U(5), U(6))), touch(L, 2, n);
+  return HK_OK;
+}
 #undef NEED
 #undef U
 
@@ -394,6 +413,7 @@ static hk_status_t extents_of(launch_t *L, uint32_t op) {
   case HK_OP_TAKE_ROWS: return extents_take_rows(L);
   case HK_OP_ARGMAX: return extents_argmax(L);
   case HK_OP_SAMPLE: return extents_sample(L);
+  case HK_OP_DEQUANT: return extents_dequant(L);
   case HK_OP_COUNT_: break;
   }
   return HK_OK; /* excluded by verify */
@@ -421,12 +441,19 @@ static hk_status_t launch_derive(launch_t *L, uint64_t out_bytes[HK_MAX_ARGS_PER
     out_bytes[a] = 0;
     if (a >= L->n || L->args[a].kind != HK_ARG_TENSOR) continue;
     const bool i32 = L->kinds[a] == 'J' || L->kinds[a] == 'j';
-    const uint32_t want = i32 ? HK_DTYPE_I32 : v->manifest->dtype;
+    const uint32_t want = i32 ? HK_DTYPE_I32 : L->kinds[a] == 'S' ? HK_DTYPE_F32 : v->manifest->dtype;
     const hk_tensor_rec_t *t = &v->tensors[L->args[a].value]; /* in range: verified */
+    if (L->kinds[a] == 'Q') {
+      if (t->dtype != HK_DTYPE_I8 && t->dtype != HK_DTYPE_FP8_E4M3)
+        LAUNCH_FAIL(L, "argument %u (%.*s) is tensor %s of dtype %s; the %s argument layout reads int8 or fp8_e4m3 there",
+                    a, L->names_len[a], L->names[a], hk_pack_string(v, t->name), hk_dtype_label(t->dtype), L->op->name);
+      out_bytes[a] = L->elems[a];
+      continue;
+    }
     if (t->dtype != want)
       LAUNCH_FAIL(L, "argument %u (%.*s) is tensor %s of dtype %s; the %s argument layout reads %s there%s", a,
                   L->names_len[a], L->names[a], hk_pack_string(v, t->name), hk_dtype_label(t->dtype), L->op->name,
-                  hk_dtype_label(want), i32 ? "" : " (the pack's element type)");
+                  hk_dtype_label(want), i32 || L->kinds[a] == 'S' ? "" : " (the pack's element type)");
     out_bytes[a] = mul(L->elems[a], hk_dtype_bytes(want));
   }
   return HK_OK;

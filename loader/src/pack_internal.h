@@ -128,9 +128,9 @@ static inline const char *hk_pack_string(const hk_pack_view_t *view, uint32_t re
 
 /* Size in bytes of one element of a verified dtype. */
 static inline uint64_t hk_dtype_bytes(uint32_t dtype) {
-  return dtype == HK_DTYPE_F32 || dtype == HK_DTYPE_I32 ? 4 : 2;
+  return dtype == HK_DTYPE_F32 || dtype == HK_DTYPE_I32 ? 4 : dtype == HK_DTYPE_I8 || dtype == HK_DTYPE_FP8_E4M3 ? 1 : 2;
 }
-const char *hk_dtype_label(uint32_t dtype); /* "f32" | "f16" | "bf16" | "?" */
+const char *hk_dtype_label(uint32_t dtype); /* "f32" | "f16" | "bf16" | "i32" | "int8" | "fp8_e4m3" | "?" */
 
 /* Resolves a tensor's dims at `batch` (value = mul*batch + add) and its byte size.
  * False when a dim is <= 0, anything overflows or the size is HK_MAX_TENSOR_BYTES or more

@@ -117,10 +117,12 @@ static hk_status_t check_options(const hk_session_t *s, const hk_bind_weights_op
 }
 
 /* Whether file dtype `dtype` binds to session element type `type`: the same (safetensors I32
- * for an i32 tensor; the float types share their numbers), or -- unless `exact` -- both
- * float types, converted. */
+ * for an i32 tensor, I8 for an int8 param, F8_E4M3 for an fp8_e4m3 one; the float types share
+ * their numbers), or -- unless `exact` -- both float types, converted. */
 static bool dtype_binds(hk_weights_dtype_t dtype, hk_element_type_t type, bool exact) {
   if (type == HK_ELEMENT_I32) return dtype == HK_WEIGHTS_I32;
+  if (type == HK_ELEMENT_I8) return dtype == HK_WEIGHTS_I8;
+  if (type == HK_ELEMENT_FP8_E4M3) return dtype == HK_WEIGHTS_F8_E4M3;
   if ((uint32_t)dtype == (uint32_t)type) return true;
   return !exact && dtype <= HK_WEIGHTS_BF16 && hk_convert_supported((hk_element_type_t)dtype, type);
 }
@@ -252,7 +254,8 @@ static hk_status_t check_parts(const hk_session_t *s, const hk_weights_t *w, uin
  * the caller frees it), one chunk per copy. Sets *out_bytes to the bytes written. */
 static hk_status_t copy_tensor(hk_session_t *s, const hk_allocator_t *a, const hk_weights_tensor_info_t *wi,
                                hk_element_type_t to, uint8_t *dst, void **staging, size_t *out_bytes) {
-  if (to == HK_ELEMENT_I32 || (uint32_t)wi->dtype == (uint32_t)to) { /* I32 for an i32 tensor: as it is */
+  if (to == HK_ELEMENT_I32 || to == HK_ELEMENT_I8 || to == HK_ELEMENT_FP8_E4M3 || (uint32_t)wi->dtype == (uint32_t)to) {
+    /* the same type (I32, I8, F8_E4M3 for those tensors: dtype_binds): as it is */
     *out_bytes = wi->bytes;
     return hk_session_copy(s, dst, wi->data, wi->bytes, HK_COPY_HOST_TO_DEVICE);
   }

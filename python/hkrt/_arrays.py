@@ -10,7 +10,8 @@ ALIGNMENT = 16  # hk_session_bind's required alignment of a bound address
 
 # TensorInfo.dtype -> accepted NumPy dtype names. NumPy has no bfloat16: bf16 tensors take
 # uint16 arrays holding the raw bits, ml_dtypes.bfloat16 arrays, or float32 arrays (converted).
-_NUMPY = {"float32": ("float32",), "float16": ("float16",), "bfloat16": ("uint16", "bfloat16"), "int32": ("int32",)}
+_NUMPY = {"float32": ("float32",), "float16": ("float16",), "bfloat16": ("uint16", "bfloat16"), "int32": ("int32",),
+          "int8": ("int8",), "float8_e4m3fn": ("uint8", "float8_e4m3fn")}  # fp8: the raw bits, or ml_dtypes' type
 _UNSET = object()
 _bf16 = _UNSET  # np.dtype(ml_dtypes.bfloat16), or None without ml_dtypes; looked up once
 
@@ -40,6 +41,8 @@ def host_dtype(np, dtype_name):
     if dtype_name == "bfloat16":
         bf = bf16_dtype(np)
         return bf if bf is not None else np.dtype(np.uint16)
+    if dtype_name == "float8_e4m3fn":  # quantized params: their bit patterns
+        return np.dtype(np.uint8)
     return np.dtype(dtype_name)
 
 
@@ -78,10 +81,11 @@ def stage_out(np, array, staging):
 
 
 # TensorInfo.dtype -> accepted __cuda_array_interface__ typestrs (little-endian only).
-_TYPESTR = {"float32": ("<f4",), "float16": ("<f2",), "bfloat16": ("<u2", "<i2", "<V2"), "int32": ("<i4",)}
+_TYPESTR = {"float32": ("<f4",), "float16": ("<f2",), "bfloat16": ("<u2", "<i2", "<V2"), "int32": ("<i4",),
+            "int8": ("|i1",), "float8_e4m3fn": ("|u1", "|V1")}
 # DLPack: (type code, bits) -> TensorInfo.dtype (kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4)
 _DLTYPE = {(2, 32): "float32", (2, 16): "float16", (4, 16): "bfloat16", (1, 16): "bfloat16", (0, 16): "bfloat16",
-           (0, 32): "int32"}
+           (0, 32): "int32", (0, 8): "int8", (1, 8): "float8_e4m3fn"}
 _DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED, _DL_ROCM = 1, 2, 3, 13, 10
 _DL_DEVICE_NAMES = {1: "cpu", 2: "cuda", 3: "cuda_host", 10: "rocm", 13: "cuda_managed"}
 

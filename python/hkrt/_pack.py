@@ -21,7 +21,7 @@ Signature.__doc__ = """The pack's signature as the open found it: state "none", 
 trusted), "trusted" or "invalid" (metadata-only opens); key_id, 16 hex digits ("" when unsigned)."""
 
 _ROLES = {0: "input", 1: "output", 2: "param", 4: "state"}
-_DTYPES = {0: "float32", 1: "float16", 2: "bfloat16", 3: "int32"}
+_DTYPES = {0: "float32", 1: "float16", 2: "bfloat16", 3: "int32", 4: "int8", 5: "float8_e4m3fn"}
 _LAUNCH_MODES = {"auto": 0, "graph": 1, "stream": 2}
 _SIGNATURES = {0: "none", 1: "valid", 2: "trusted", 3: "invalid"}
 

@@ -126,6 +126,15 @@ static inline uint16_t hk_f32_to_f16(float f) {
 }
 
 static inline float hk_bf16_to_f32(uint16_t h) { return hk_bits_f32((uint32_t)h << 16); }
+/* float8 e4m3fn: (8 + m) 2^(e - 10) for exponent field e in 1..15, m 2^-9 for e = 0; S.1111.111 is
+ * NaN. Built as float bits: a normal's exponent is rebiased (e - 7 + 127), a subnormal is the
+ * integer m times 2^-9. */
+static inline float hk_fp8_e4m3_to_f32(uint8_t b) {
+  const uint32_t e = (b >> 3) & 15u, m = b & 7u, sign = (uint32_t)(b & 0x80u) << 24;
+  if (e == 15u && m == 7u) return hk_bits_f32(sign | 0x7fc00000u);
+  if (e == 0u) return hk_bits_f32(sign | hk_f32_bits((float)m * 0x1p-9f));
+  return hk_bits_f32(sign | (e + 120u) << 23 | m << 20);
+}
 
 static inline uint16_t hk_f32_to_bf16(float f) {
   uint32_t u = hk_f32_bits(f);

@@ -18,8 +18,11 @@
  *   10 rope          ROWS HEADS PASS_HEADS DH SEQ POS_OFFSET (ctx and scaling: the source's
  *                    HK_HAS_CTX and HK_ROPE_SCALING)
  *   14 embedding     TOKENS VOCAB HIDDEN MAX_POS (positions: HK_HAS_ADD; ctx: HK_HAS_CTX)
+ *   20 dequant       ROWS COLS SCALE_ROWS SCALE_COLS BLOCK_ROWS BLOCK_COLS (int8 or fp8_e4m3:
+ *                    the source's HK_DQ_FP8)
  * Every output (and each cache) is guarded on both sides; outputs start poisoned. Copies
- * (kv_append, take_rows, embedding) must match bit for bit; kv_attention matches a double
+ * (kv_append, take_rows, embedding) and dequant (an exact product rounded once on both sides)
+ * must match bit for bit; kv_attention matches a double
  * reference within the dtype's rounding; sample draws exactly the index of a reference that
  * sorts the keys instead of selecting them by radix (the same libm, so the same floats); rope
  * matches a reference that computes the frequencies and angles in f32 as Hugging Face does
@@ -585,6 +588,50 @@ static int test(char **sz, int n) {
   }
   if (!out.guards_intact()) mismatch("guards", 0, 0, 1);
   printf("tokens %lld vocab %lld hidden %lld max_pos %lld add %d ctx %d", T, V, E, MP, HK_HAS_ADD, HK_HAS_CTX);
+  return 0;
+}
+#elif HK_EMU_OP == 20 /* ---- dequant ------------------------------------------------------- */
+struct op_args {
+  const unsigned char *q;
+  const float *scale;
+  HK_T *out;
+  long long rows, cols, srows, scols, brows, bcols;
+};
+static void body(void *p) {
+  const op_args *a = (const op_args *)p;
+  HK_NAME(a->q, a->scale, a->out, a->rows, a->cols, a->srows, a->scols, a->brows, a->bcols);
+}
+/* the stored byte's value: two's complement, or e4m3fn (8 + m) 2^(e - 10), m 2^-9 (e = 0) */
+static double q_value(unsigned char b) {
+  if (!HK_DQ_FP8) return (double)(signed char)b;
+  const int e = (b >> 3) & 15, m = b & 7;
+  const double a = e ? ldexp(8 + m, e - 10) : ldexp(m, -9);
+  return b & 0x80 ? -a : a;
+}
+static int test(char **sz, int n) {
+  if (n != 6) return 2;
+  const long long R = atoll(sz[0]), C = atoll(sz[1]), SR = atoll(sz[2]), SC = atoll(sz[3]), BR = atoll(sz[4]),
+                  BC = atoll(sz[5]);
+  std::vector<unsigned char> q((size_t)(R * C));
+  for (size_t i = 0; i < q.size(); i++) { /* every code but fp8's NaNs; the extremes first */
+    unsigned char b = i == 0 ? 0x7e : i == 1 ? 0xfe : i == 2 ? 0x01 : i == 3 ? 0x80 : (unsigned char)below(256);
+    if (HK_DQ_FP8 && (b & 0x7f) == 0x7f) b = 0x7e;
+    q[i] = b;
+  }
+  std::vector<float> s((size_t)(SR * SC));
+  for (size_t i = 0; i < s.size(); i++) s[i] = (float)(uniform() * 0.01);
+  guarded<HK_T> out((size_t)(R * C));
+  op_args a = {q.data(), s.data(), out.data(), R, C, SR, SC, BR, BC};
+  run(body, &a);
+  for (long long r = 0; r < R; r++)
+    for (long long c = 0; c < C; c++) {
+      const size_t i = (size_t)(r * C + c);
+      const HK_T want = HK_STORE((float)(q_value(q[i]) * (double)s[(size_t)(r / BR * SC + c / BC)]));
+      if (!same_bits(&out[i], &want, sizeof(HK_T))) mismatch("out", (long long)i, HK_LOAD(out[i]), HK_LOAD(want));
+    }
+  if (!out.guards_intact()) mismatch("guards", 0, 0, 1);
+  printf("%s %lld x %lld, scales %lld x %lld, blocks %lld x %lld", HK_DQ_FP8 ? "fp8_e4m3" : "int8", R, C, SR, SC, BR,
+         BC);
   return 0;
 }
 #else

@@ -45,6 +45,49 @@ def round_to(x, dtype):
     return to_bf16(x)
 
 
+def fp8_e4m3_table():
+    """The 256 values of float8 e4m3fn by bit pattern: (8 + m) 2^(e - 10) for exponent field
+    e in 1..15, m 2^-9 for e = 0; S.1111.111 is NaN."""
+    vals = np.empty(256)
+    for b in range(256):
+        e, m = (b >> 3) & 15, b & 7
+        v = math.nan if (e == 15 and m == 7) else (m * 2.0 ** -9 if e == 0 else (8 + m) * 2.0 ** (e - 10))
+        vals[b] = -v if b & 0x80 else v
+    return vals
+
+
+FP8 = fp8_e4m3_table()
+FP8_FINITE = np.where(np.isfinite(FP8))[0].astype(np.uint8)
+
+
+def quantized_params(spec, dims, batch, rng):
+    """{name: (raw array written for hkc, dequantized float64)} for the params of dtype int8 and
+    fp8_e4m3, and {scale name: its f32 values}. Element (r, c) is q[r, c] * scale[r // br, c // bc]
+    with the block (br, bc) given, or rows / scale_rows x cols / scale_cols (docs/SPEC.md)."""
+    decls = spec.get("params") or {}
+    raw, scales = {}, {}
+    for name, decl in decls.items():
+        if not isinstance(decl, dict) or decl.get("dtype") not in ("int8", "fp8_e4m3"):
+            continue
+        rows, cols = [eval_dim(d, dims, batch) for d in decl["shape"]]
+        sdecl = decls[decl["scale"]]
+        sshape = [eval_dim(d, dims, batch) for d in sdecl["shape"]]
+        srows, scols = (sshape + [1])[:2] if len(sshape) == 2 else (1, 1)
+        br, bc = decl.get("block") or (rows // srows, cols // scols)
+        if decl["dtype"] == "int8":
+            q = rng.integers(-127, 128, size=(rows, cols)).astype(np.int8)
+            qf, unit = q.astype(np.float64), 127.0
+        else:
+            q = rng.choice(FP8_FINITE, size=(rows, cols)).astype(np.uint8)  # any finite code: +-448 .. 2^-9
+            qf, unit = FP8[q], 448.0
+        s = (rng.uniform(0.5, 1.5, size=sshape) / (unit * math.sqrt(rows))).astype(np.float32)
+        s2 = s.astype(np.float64).reshape(srows, scols)
+        full = s2[np.arange(rows)[:, None] // br, np.arange(cols)[None, :] // bc]
+        raw[name] = (q, qf * full)
+        scales[decl["scale"]] = s
+    return raw, scales
+
+
 def eval_dim(expr, dims, batch):
     if isinstance(expr, int):
         return expr
@@ -260,7 +303,7 @@ def expand_repeats(spec):
 
 
 def write_npy(path, arr):
-    np.save(path, arr if arr.dtype == np.int32 else arr.astype(np.float32))
+    np.save(path, arr if arr.dtype in (np.int32, np.int8, np.uint8) else arr.astype(np.float32))
 
 
 def decl_shape(spec, name):
@@ -336,6 +379,7 @@ def main():
            "--save-outputs", os.path.join(work, "out")]
     if target:
         cmd += ["--target", target]
+    quant, quant_scales = quantized_params(spec, dims, batch, np.random.default_rng(seed + 1))
     for kind in ("inputs", "params"):
         for name, decl in (spec.get(kind) or {}).items():
             shape = decl["shape"] if isinstance(decl, dict) else decl
@@ -343,11 +387,14 @@ def main():
             scale = 1.0
             if kind == "params" and len(shp) >= 2:
                 scale = 1 / math.sqrt(shp[0])
-            if isinstance(decl, dict) and decl.get("dtype") == "i32":
-                x = i32_input(name, spec, shp, dims, batch, rng)
+            if name in quant:  # the raw 8-bit values for hkc; the gemm reads its dequant node's copy
+                x, t[name] = quant[name][0], round_to(quant[name][1], dtype)
+            elif name in quant_scales:
+                x = t[name] = quant_scales[name]
+            elif isinstance(decl, dict) and decl.get("dtype") == "i32":
+                x = t[name] = i32_input(name, spec, shp, dims, batch, rng)
             else:
-                x = round_to(rng.uniform(-1, 1, size=shp) * scale, dtype)
-            t[name] = x
+                x = t[name] = round_to(rng.uniform(-1, 1, size=shp) * scale, dtype)
             path = os.path.join(work, name + ".npy")
             write_npy(path, x)
             cmd += ["--input" if kind == "inputs" else "--param", "%s=%s" % (name, path)]

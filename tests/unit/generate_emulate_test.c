@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The simple GPU kernels of text generation (docs/GENERATE.md) on the CPU: kv_append,
  * kv_attention, take_rows, argmax, sample, and rope / embedding with their ctx and scaling
- * tails, as hkc_codegen_gpu writes them for gfx90a, compiled with clang++ against tests/emu/amd_emu.h
+ * tails, and dequant (quantized weights), as hkc_codegen_gpu writes them for gfx90a, compiled with clang++ against tests/emu/amd_emu.h
  * (a coroutine per lane, blocks one after another) and run by tests/emu/amd_emu_generate.cpp
  * on odd shapes against a reference: padding rows, ctx and slot out of range in both
  * directions, a sliding window, GQA, head dims beyond one output pass, rows out of range,
@@ -83,6 +83,11 @@ static uint32_t case_args(const gen_case_t *c, hkc_arg_t *a) {
     memcpy(a, v, sizeof v);
     return HKC_TAKE_ROWS_N_ARGS;
   }
+  case HK_OP_DEQUANT: { /* rows cols scale_rows scale_cols block_rows block_cols */
+    const hkc_arg_t v[] = {TENSOR(0), TENSOR(1), TENSOR(2), I64(s[0]), I64(s[1]), I64(s[2]), I64(s[3]), I64(s[4]), I64(s[5])};
+    memcpy(a, v, sizeof v);
+    return HKC_DEQUANT_N_ARGS;
+  }
   case HK_OP_ARGMAX: { /* rows cols */
     const hkc_arg_t v[] = {TENSOR(0), TENSOR(1), I64(s[0]), I64(s[1])};
     memcpy(a, v, sizeof v);
@@ -111,13 +116,15 @@ static uint32_t case_args(const gen_case_t *c, hkc_arg_t *a) {
   }
 }
 
-/* Generates the case's kernel for gfx90a, compiles it with the harness and runs it. */
-static void emulate(const gen_case_t *c, int seed) {
+/* Generates the case's kernel for gfx90a (with key.program `program`: dequant's "i8" or "e4m3";
+ * NULL for the other ops), compiles it with the harness and runs it. */
+static void emulate_program(const gen_case_t *c, int seed, const char *program) {
   const hkc_gpu_arch_t *a = hk_test_arch("gfx90a");
   hkc_kernel_out_t k;
   memset(&k, 0, sizeof k);
   k.key = (hkc_kernel_key_t){.op = c->op, .dtype = c->dtype, .has_ctx = c->has_ctx, .rope_scaling = c->scaling,
                              .has_add = c->has_add};
+  if (program) snprintf(k.key.program, sizeof k.key.program, "%s", program);
   assert_string_equal(hkc_variant_for(a, &k.key)->name, "simple");
   hk_test_kernel_name(&k);
   char *src = hkc_codegen_gpu(a, &k);
@@ -147,6 +154,8 @@ static void emulate(const gen_case_t *c, int seed) {
   printf("[ info     ] %s: %s", k.name, out);
   if (rc != 0) fail_msg("%s: exit %d", cmd, rc);
 }
+
+static void emulate(const gen_case_t *c, int seed) { emulate_program(c, seed, NULL); }
 
 #define BF16 HK_DTYPE_BF16
 #define F16 HK_DTYPE_F16
@@ -189,6 +198,22 @@ static void test_take_rows_argmax(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 201);
 }
 
+/* dequant (quantized weights: docs/SPEC.md): int8 and fp8_e4m3, per column, per row, in blocks
+ * with partial blocks at both edges, one scale; rows wider than a block's threads; every fp8
+ * code but NaN, the largest and smallest first. */
+static void test_dequant(void **state) {
+  (void)state;
+  if (!have_clang()) skip();
+  static const gen_case_t cases[] = {
+      {HK_OP_DEQUANT, BF16, 0, 0, 0, 6, {37, 300, 1, 300, 37, 1}},
+      {HK_OP_DEQUANT, F16, 0, 0, 0, 6, {45, 70, 45, 1, 1, 70}},
+      {HK_OP_DEQUANT, BF16, 0, 0, 0, 6, {77, 300, 3, 3, 32, 128}},
+      {HK_OP_DEQUANT, HK_DTYPE_F32, 0, 0, 0, 6, {9, 13, 1, 1, 9, 13}},
+  };
+  static const char *const programs[] = {"i8", "e4m3", "e4m3", "i8"};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate_program(&cases[i], (int)i + 301, programs[i]);
+}
+
 /* sample against a reference that sorts the keys (amd_emu_generate.cpp): the greedy forms and
  * their ties, top_k (a tie at the k-th value; k beyond the numbers), top_p, both, NaN, -inf,
  * +inf twice, an all-NaN row; a vocabulary of 1000 over 256 threads (two rows per block: the
@@ -226,6 +251,7 @@ int main(void) {
       cmocka_unit_test(test_kv_attention),
       cmocka_unit_test(test_take_rows_argmax),
       cmocka_unit_test(test_sample),
+      cmocka_unit_test(test_dequant),
       cmocka_unit_test(test_rope_embedding_tails),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -44,6 +44,57 @@ static void test_conversions_exhaustive(void **state) {
   assert_int_equal(hkc_f32_to_f16(1e6f), 0x7c00);
 }
 
+/* float8 e4m3fn against this test's own model: value (8 + m) 2^(e - 10) (e >= 1) or m 2^-9,
+ * encoding the nearest finite code by search (ties to the even mantissa), saturating at 448. */
+static double fp8_model(int b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  if (e == 15 && m == 7) return NAN;
+  const double a = e ? ldexp(8 + m, e - 10) : ldexp(m, -9);
+  return b & 0x80 ? -a : a;
+}
+
+static int fp8_model_encode(float f) {
+  if (isnan(f)) return 0x7f;
+  int best = 0;
+  const double a = fabs((double)f);
+  for (int b = 0; b < 0x7f; b++) { /* the non-negative finite codes, in increasing value */
+    const double d = fabs(fp8_model(b) - a), db = fabs(fp8_model(best) - a);
+    if (d < db || (d == db && (b & 1) == 0)) best = b;
+  }
+  return (signbit(f) ? 0x80 : 0) | best;
+}
+
+static void test_fp8_e4m3(void **state) {
+  (void)state;
+  for (int b = 0; b < 256; b++) {
+    const float v = hkc_fp8_e4m3_to_f32((uint8_t)b);
+    const double want = fp8_model(b);
+    if (isnan(want)) {
+      assert_true(isnan(v));
+      continue;
+    }
+    if ((double)v != want || (signbit(v) != 0) != ((b & 0x80) != 0)) fail_msg("fp8 %02x: %g, want %g", b, v, want);
+    if (hkc_f32_to_fp8_e4m3(v) != b) fail_msg("fp8 %02x: round trip gives %02x", b, hkc_f32_to_fp8_e4m3(v));
+  }
+  hk_test_rng_t rng;
+  hk_test_rng_seed(&rng, 5);
+  for (int i = 0; i < 100000; i++) { /* magnitudes from below the smallest subnormal to past 448 */
+    const float f = (float)(hk_test_uniform(&rng, -1, 1) * pow(2.0, hk_test_uniform(&rng, -12, 10)));
+    if (hkc_f32_to_fp8_e4m3(f) != fp8_model_encode(f))
+      fail_msg("f32->fp8 %a: %02x, want %02x", f, hkc_f32_to_fp8_e4m3(f), fp8_model_encode(f));
+  }
+  /* ties to even, subnormal ties, the subnormal-normal edge, saturation, NaN */
+  assert_int_equal(hkc_f32_to_fp8_e4m3(1.0625f), 0x38);     /* between 1 (m 0) and 1.125 (m 1) */
+  assert_int_equal(hkc_f32_to_fp8_e4m3(1.1875f), 0x3a);     /* between m 1 and m 2 */
+  assert_int_equal(hkc_f32_to_fp8_e4m3(0x1p-10f), 0x00);    /* half the smallest subnormal */
+  assert_int_equal(hkc_f32_to_fp8_e4m3(0x3p-10f), 0x02);    /* 1.5 subnormal steps */
+  assert_int_equal(hkc_f32_to_fp8_e4m3(0xfp-10f), 0x08);    /* 7.5 steps: the smallest normal */
+  assert_int_equal(hkc_f32_to_fp8_e4m3(464.0f), 0x7e);      /* past 448: saturates */
+  assert_int_equal(hkc_f32_to_fp8_e4m3(-INFINITY), 0xfe);
+  assert_int_equal(hkc_f32_to_fp8_e4m3(NAN), 0x7f);
+  assert_int_equal(hkc_f32_to_fp8_e4m3(-0.0f), 0x80);
+}
+
 static void test_round_trip(void **state) {
   (void)state;
   char *dir = hk_test_tmpdir();
@@ -123,6 +174,20 @@ static void test_integers(void **state) {
   assert_int_equal(parse_bytes(buf, n + sizeof v8, &npy), -1);
   assert_non_null(strstr(diag, "element 1 = 2147483648 does not fit in int32"));
   assert_null(npy.ints);
+  /* int8 and uint8 (quantized params' values and fp8 bit patterns) */
+  const int8_t v1[3] = {-128, 0, 127};
+  n = make_npy(buf, "{'descr': '|i1', 'fortran_order': False, 'shape': (3,), }", 0);
+  memcpy(buf + n, v1, sizeof v1);
+  assert_int_equal(parse_bytes(buf, n + sizeof v1, &npy), 0);
+  for (int i = 0; i < 3; i++) assert_int_equal(npy.ints[i], v1[i]);
+  hkc_npy_free(&npy);
+  const uint8_t u1[2] = {0x7e, 0xff};
+  n = make_npy(buf, "{'descr': '|u1', 'fortran_order': False, 'shape': (2,), }", 0);
+  memcpy(buf + n, u1, sizeof u1);
+  assert_int_equal(parse_bytes(buf, n + sizeof u1, &npy), 0);
+  assert_int_equal(npy.ints[0], 0x7e);
+  assert_int_equal(npy.ints[1], 0xff);
+  hkc_npy_free(&npy);
   /* a float file has no ints */
   n = make_npy(buf, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", 8);
   assert_int_equal(parse_bytes(buf, n, &npy), 0);
@@ -183,6 +248,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conversions_exhaustive),
       cmocka_unit_test(test_round_trip),
+      cmocka_unit_test(test_fp8_e4m3),
       cmocka_unit_test(test_malformed),
       cmocka_unit_test(test_integers),
   };

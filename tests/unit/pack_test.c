@@ -455,7 +455,8 @@ static void p_kernel_op(uint8_t *b, size_t n) { krn(b)[1].op = 99; }
 static void p_kernel_target(uint8_t *b, size_t n) { krn(b)[1].target = 1; }
 static void p_tensor_rank0(uint8_t *b, size_t n) { tns(b)[0].rank = 0; }
 static void p_tensor_rank7(uint8_t *b, size_t n) { tns(b)[0].rank = 7; }
-static void p_tensor_dtype(uint8_t *b, size_t n) { tns(b)[1].dtype = 5; }
+static void p_tensor_dtype(uint8_t *b, size_t n) { tns(b)[1].dtype = 6; }
+static void p_tensor_input_i8(uint8_t *b, size_t n) { tns(b)[0].dtype = HK_DTYPE_I8; }
 static void p_tensor_role(uint8_t *b, size_t n) { tns(b)[1].role = 5; }
 /* format 1.5: a STATE tensor (a KV cache) never depends on batch, and is never i32 (nor is a param) */
 static void p_tensor_state_batched(uint8_t *b, size_t n) { tns(b)[0].role = HK_ROLE_STATE; }
@@ -737,7 +738,8 @@ static void test_patched_records(void **ts) {
   PATCHED(p_kernel_target, HK_STATUS_CORRUPT, "belongs to target 1");
   PATCHED(p_tensor_rank0, HK_STATUS_CORRUPT, "rank 0");
   PATCHED(p_tensor_rank7, HK_STATUS_CORRUPT, "rank 7");
-  PATCHED(p_tensor_dtype, HK_STATUS_CORRUPT, "unknown dtype 5");
+  PATCHED(p_tensor_dtype, HK_STATUS_CORRUPT, "unknown dtype 6");
+  PATCHED(p_tensor_input_i8, HK_STATUS_CORRUPT, "tensor 0 (x): an 8-bit (int8) tensor that is not a param");
   PATCHED(p_tensor_role, HK_STATUS_CORRUPT, "unknown role 5");
   PATCHED(p_tensor_state_batched, HK_STATUS_CORRUPT, "a state tensor whose shape depends on batch");
   PATCHED(p_tensor_state_i32, HK_STATUS_CORRUPT, "an i32 state tensor");
@@ -1038,7 +1040,7 @@ static void p_minor2(uint8_t *b, size_t n) { hdr(b)->version_minor = 2; }
 static void test_older_minor(void **ts) {
   state_t *st = *ts;
   assert_int_equal(hdr(st->pack)->version_minor, HK_PACK_VERSION_MINOR);
-  assert_int_equal(HK_PACK_VERSION_MINOR, 6);
+  assert_int_equal(HK_PACK_VERSION_MINOR, 7);
   PATCHED(p_minor0, HK_OK, NULL);
   PATCHED(p_minor1, HK_OK, NULL);
   PATCHED(p_minor2, HK_OK, NULL);
@@ -1604,7 +1606,7 @@ static void test_extents_roundtrip(void **ts) {
   hk_pack_t *pack;
   assert_int_equal(hk_test_open_memory(st->pack, st->size, NULL, &pack), HK_OK);
   const hk_pack_view_t *v = hk_pack_view(pack);
-  assert_int_equal(v->header->version_minor, 6);
+  assert_int_equal(v->header->version_minor, 7);
   assert_non_null(v->extents);
   const hk_section_t *es = &v->sections[v->section_count - 1];
   assert_int_equal(es->kind, HK_SECTION_EXTENTS);
@@ -1657,7 +1659,7 @@ static void test_extents_forged(void **ts) {
                                   "f32 there (the pack's element type)");
   EXTENTS_REFUSED(p_ext_overflow, 0, "argument 0 (x): the pack's EXTENTS record says 800 bytes, the launch's "
                                      "arguments give 18446744073709551615");
-  PATCHED(p_ext_missing, HK_STATUS_CORRUPT, "required section EXTENTS is missing (a format 1.6 file records its "
+  PATCHED(p_ext_missing, HK_STATUS_CORRUPT, "required section EXTENTS is missing (a format 1.7 file records its "
                                             "launches' extents)");
   PATCHED(p_ext_not_tensor, HK_STATUS_CORRUPT, "EXTENTS entry 3 is 8, but argument 3 is not a tensor");
   PATCHED(p_ext_size, HK_STATUS_CORRUPT, "(EXTENTS): size 440, expected 448 (8 bytes for each of the 56 arguments)");

@@ -707,6 +707,82 @@ static void test_outputs(void **state) {
                   "param 'w' cannot be a graph output", NULL);
 }
 
+/* Quantized params: int8 / fp8_e4m3 with f32 scales, blocks, a dequant node per param before
+ * its first gemm (the graph's node indices, producers and groups follow), and the errors. */
+#define QHEAD "hkc: 1\nname: t\ndtype: bf16\nbatch_sizes: [1, 3]\ndims: {k: 80, n: 72}\ninputs: {x: [batch, k]}\n"
+#define QGRAPH "graph:\n  - {name: r, op: relu, in: [x], out: xr}\n  - {name: g, op: gemm, in: [xr, w], out: y}\n" \
+               "  - {name: h, op: gemm, in: [xr, w], out: z}\noutputs: [y, z]\n"
+static void test_quantized_params(void **state) {
+  (void)state;
+  hkc_spec_t *s = parse(QHEAD "params:\n  w: {shape: [k, n], dtype: fp8_e4m3, scale: ws, block: [32, 32]}\n"
+                              "  ws: {shape: [3, 3], dtype: f32}\n" QGRAPH
+                              "fusion: {groups: [[g], [h]]}\n");
+  assert_non_null(s);
+  const hkc_tensor_t *w = tensor(s, "w"), *dq = tensor(s, "w_dequant");
+  assert_int_equal(w->dtype, HK_DTYPE_FP8_E4M3);
+  assert_int_equal(w->scale, hkc_tensor_find(s, "ws"));
+  assert_int_equal(tensor(s, "ws")->dtype, HK_DTYPE_F32);
+  assert_int_equal(w->block[0], 32);
+  assert_int_equal(w->block[1], 32);
+  assert_int_equal(dq->dtype, HK_DTYPE_BF16);
+  assert_int_equal(dq->role, HK_ROLE_INTERMEDIATE);
+  /* r, then the dequant node just before g, then g and h (both read the one copy) */
+  assert_int_equal(s->n_nodes, 4);
+  assert_string_equal(s->nodes[0].name, "r");
+  assert_int_equal(s->nodes[1].op, HK_OP_DEQUANT);
+  assert_int_equal(s->nodes[1].in[0], hkc_tensor_find(s, "w"));
+  assert_int_equal(s->nodes[1].out, hkc_tensor_find(s, "w_dequant"));
+  assert_int_equal(dq->producer, 1);
+  for (int j = 2; j < 4; j++) {
+    assert_int_equal(s->nodes[j].in[1], hkc_tensor_find(s, "w_dequant"));
+    assert_int_equal(tensor(s, j == 2 ? "y" : "z")->producer, j);
+  }
+  assert_int_equal(tensor(s, "xr")->producer, 0);
+  assert_int_equal(s->n_groups, 2);
+  assert_int_equal(s->groups[0][0], 2);
+  assert_int_equal(s->groups[1][0], 3);
+  hkc_spec_destroy(s);
+  /* default blocks: rows / scale_rows x cols / scale_cols; one scale */
+  s = parse(QHEAD "params:\n  w: {shape: [k, n], dtype: int8, scale: ws}\n  ws: {shape: [1, n], dtype: f32}\n" QGRAPH);
+  assert_non_null(s);
+  assert_int_equal(tensor(s, "w")->block[0], 80);
+  assert_int_equal(tensor(s, "w")->block[1], 1);
+  hkc_spec_destroy(s);
+  s = parse(QHEAD "params:\n  w: {shape: [k, n], dtype: int8, scale: ws}\n  ws: {shape: [1], dtype: f32}\n" QGRAPH);
+  assert_non_null(s);
+  assert_int_equal(tensor(s, "w")->block[0], 80);
+  assert_int_equal(tensor(s, "w")->block[1], 72);
+  hkc_spec_destroy(s);
+  /* errors */
+  expect_error_on(QHEAD "params:\n  w: {shape: [k, n], dtype: int8}\n" QGRAPH, 8, "int8",
+                  "tensor 'w': dtype int8 needs 'scale: <the f32 param of its scales>'", NULL);
+  expect_error_on(QHEAD "params:\n  w: {shape: [k, n], dtype: int8, scale: v}\n  v: [n]\n" QGRAPH, 8, "v}",
+                  "tensor 'w': scale 'v' is not an f32 param", NULL);
+  expect_error_on(QHEAD "params:\n  w: {shape: [k, n], dtype: int8, scale: ws}\n  ws: {shape: [7, n], dtype: f32}\n"
+                  QGRAPH, 8, "ws}", "its scales 'ws' [7, 72] do not divide it evenly", "'block: [rows, cols]'");
+  expect_error_on(QHEAD "params:\n  w: {shape: [k, n], dtype: int8, scale: ws, block: [32, 32]}\n"
+                  "  ws: {shape: [2, 3], dtype: f32}\n" QGRAPH, 8, "ws,",
+                  "tensor 'w' [80, 72] in blocks of 32 x 32 needs 3 x 3 scales; 'ws' is [2, 3]", NULL);
+  expect_error_on(QHEAD "params:\n  w: {shape: [k, n], dtype: int8, scale: ws}\n  ws: {shape: [n], dtype: f32}\n"
+                  QGRAPH, 8, "ws}", "expected [scale_rows, scale_cols] not depending on batch, or [1]", NULL);
+  expect_error_on(QHEAD "params:\n  w: {shape: [k, n], scale: ws}\n  ws: {shape: [1], dtype: f32}\n" QGRAPH, 8,
+                  "ws}", "tensor 'w': 'scale' belongs to a quantized param", NULL);
+  expect_error_on(QHEAD "params:\n  w: {shape: [k, n], dtype: int8, scale: ws}\n  ws: {shape: [1], dtype: f32}\n"
+                  "  u: {shape: [n], dtype: f32}\n" QGRAPH, 10, "u",
+                  "tensor 'u': an f32 param in a bf16 spec must be the scales of a quantized param", NULL);
+  expect_error_on(QHEAD "params:\n  w: {shape: [k, n], dtype: int8, scale: ws}\n  ws: {shape: [1], dtype: f32}\n"
+                  "graph:\n  - {name: r, op: relu, in: [w], out: y}\noutputs: [y]\n", 11, "w]",
+                  "node 'r': 'w' is a quantized (int8) param, which op 'relu' cannot take in 'in'", NULL);
+  expect_error_on(QHEAD "params:\n  w: {shape: [k, n], dtype: int8, scale: ws}\n  ws: {shape: [1], dtype: f32}\n"
+                  "graph:\n  - {name: g, op: gemm, in: [x, ws], out: y}\noutputs: [y]\n", 11, "ws]",
+                  "node 'g': 'ws' is an f32 param, the scales of a quantized param, which no node reads", NULL);
+  expect_error_on(QHEAD "params:\n  w: {shape: [batch, n], dtype: int8, scale: ws}\n  ws: {shape: [1], dtype: f32}\n"
+                  QGRAPH, 8, "w:", "a quantized param is a matrix [rows, cols] that does not depend on batch", NULL);
+  expect_error_on(QHEAD "params:\n  w: {shape: [k, n], dtype: int8, scale: ws}\n  ws: {shape: [1], dtype: f32}\n"
+                  "graph:\n  - {name: g, op: gemm, in: [x, w], out: w_dequant}\noutputs: [w_dequant]\n", 11, "w_dequant}",
+                  "tensor 'w_dequant': the name is taken by the dequantized copy of param 'w'", NULL);
+}
+
 /* Per-tensor dtype: {shape, dtype} declarations, i32 inputs only where an op takes them. */
 #define I32HEAD "hkc: 1\nname: t\nbatch_sizes: [1, 3]\ndims: {s: 5}\n"
 static void test_i32_inputs(void **state) {
@@ -728,7 +804,7 @@ static void test_i32_inputs(void **state) {
                   6, "i32", "tensor 'p': only inputs may be i32", NULL);
   expect_error_on(I32HEAD "inputs: {x: {shape: [batch, s], dtype: f16}}\n"
                           "graph:\n  - {name: a, op: relu, in: [x], out: y}\noutputs: [y]\n",
-                  5, "f16", "tensor 'x': dtype 'f16' (expected the spec's dtype f32, or i32 for an input)", NULL);
+                  5, "f16", "tensor 'x': dtype 'f16' (expected the spec's dtype f32, i32 for an input", NULL);
   expect_error_on(I32HEAD "inputs: {x: {dtype: i32}}\ngraph:\n  - {name: a, op: relu, in: [x], out: y}\noutputs: [y]\n",
                   5, "{dtype", "tensor 'x': missing required key 'shape'", NULL);
   /* embedding: i32 ids, [vocab, hidden] table, positions covering the sequence */
@@ -1483,6 +1559,7 @@ int main(void) {
       cmocka_unit_test(test_empty_graph),
       cmocka_unit_test(test_outputs),
       cmocka_unit_test(test_i32_inputs),
+      cmocka_unit_test(test_quantized_params),
       cmocka_unit_test(test_unused_tensor_warning),
       cmocka_unit_test(test_fusion_groups),
       cmocka_unit_test(test_gemm_mul_and_group_locations),

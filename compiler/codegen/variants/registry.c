@@ -18,7 +18,8 @@ extern const hkc_variant_t hkc_variant_simple_gemm, hkc_variant_simple_binary, h
     hkc_variant_simple_layernorm, hkc_variant_simple_rmsnorm, hkc_variant_simple_softmax,
     hkc_variant_simple_attention, hkc_variant_simple_rope, hkc_variant_simple_ewchain,
     hkc_variant_simple_embedding, hkc_variant_simple_kv_append, hkc_variant_simple_kv_attention,
-    hkc_variant_simple_take_rows, hkc_variant_simple_argmax, hkc_variant_simple_sample; /* variant_simple.c */
+    hkc_variant_simple_take_rows, hkc_variant_simple_argmax, hkc_variant_simple_sample,
+    hkc_variant_simple_dequant; /* variant_simple.c */
 extern const hkc_variant_t hkc_variant_kv_attention_warp; /* variant_kv_nv.c */
 extern const hkc_variant_t hkc_variant_gemm_skinny;       /* variant_skinny_nv.c */
 extern const hkc_variant_t hkc_variant_host_gemm, hkc_variant_host; /* variant_host.c */
@@ -54,6 +55,7 @@ static const hkc_variant_t *const k_variants[] = {
     &hkc_variant_simple_kv_append,
     &hkc_variant_simple_kv_attention,
     &hkc_variant_simple_take_rows,
+    &hkc_variant_simple_dequant,
     &hkc_variant_simple_argmax,
     &hkc_variant_simple_sample,
     /* the host target: the GEMM (tunable), then every other op */

@@ -65,7 +65,8 @@ static const simple_params_t *simple_params(hk_op_t op) {
   case HK_OP_SOFTMAX: return &k_row;
   case HK_OP_ATTENTION: return &k_attention;
   case HK_OP_KV_APPEND:
-  case HK_OP_TAKE_ROWS: return &k_row_chunk;
+  case HK_OP_TAKE_ROWS:
+  case HK_OP_DEQUANT: return &k_row_chunk;
   case HK_OP_KV_ATTENTION: return &k_kv_attention;
   case HK_OP_ARGMAX:
   case HK_OP_SAMPLE: return &k_row;
@@ -98,6 +99,8 @@ static void simple_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
     snprintf(out + len, size - len, "#define HK_HAS_CTX %d\n", key->has_ctx ? 1 : 0);
   else if (key->op == HK_OP_KV_ATTENTION)
     snprintf(out + len, size - len, "#define HK_KV_RD %d\n#define HK_KV_DC %d\n", p->kv_rd, p->kv_dc);
+  else if (key->op == HK_OP_DEQUANT)
+    snprintf(out + len, size - len, "#define HK_DQ_FP8 %d\n", !strcmp(key->program, "e4m3"));
 }
 
 /* Blocks are 1-D (block.x = HK_THREADS of the op) and so is the grid (grid.x only: y and
@@ -106,7 +109,7 @@ static void simple_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
  *   add..silu, ewchain   HK_THREADS * ew_items elements (grid-stride loop inside)
  *   norms, softmax   one row
  *   embedding   one token's row (HK_THREADS threads over the hidden dim)
- *   kv_append, take_rows   HK_THREADS columns of one (output) row, a thread an element:
+ *   kv_append, take_rows, dequant   HK_THREADS columns of one (output) row, a thread an element:
  *               rows x ceil(width / HK_THREADS) blocks
  *   kv_attention   one (token row, q head): rows x heads blocks
  *   argmax, sample   one row
@@ -161,6 +164,10 @@ static void simple_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
   case HK_OP_TAKE_ROWS:
     blocks = hkc_variant_arg_i64(args, n_args, HKC_TAKE_ROWS_ARG_N_OUT) *
              hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_TAKE_ROWS_ARG_WIDTH), p->threads);
+    break;
+  case HK_OP_DEQUANT:
+    blocks = hkc_variant_arg_i64(args, n_args, HKC_DEQUANT_ARG_ROWS) *
+             hkc_variant_ceil_div(hkc_variant_arg_i64(args, n_args, HKC_DEQUANT_ARG_COLS), p->threads);
     break;
   case HK_OP_ARGMAX: blocks = hkc_variant_arg_i64(args, n_args, HKC_ARGMAX_ARG_ROWS); break;
   case HK_OP_SAMPLE: blocks = hkc_variant_arg_i64(args, n_args, HKC_SAMPLE_ARG_ROWS); break;
@@ -227,3 +234,4 @@ SIMPLE_ENTRY(simple_kv_attention, "gpu/kv_attention.hip", op == HK_OP_KV_ATTENTI
 SIMPLE_ENTRY(simple_take_rows, "gpu/take_rows.hip", op == HK_OP_TAKE_ROWS);
 SIMPLE_ENTRY(simple_argmax, "gpu/argmax.hip", op == HK_OP_ARGMAX);
 SIMPLE_ENTRY(simple_sample, "gpu/sample.hip", op == HK_OP_SAMPLE);
+SIMPLE_ENTRY(simple_dequant, "gpu/dequant.hip", op == HK_OP_DEQUANT);

@@ -118,7 +118,9 @@ typedef enum hk_tensor_role {
 
 typedef enum hk_element_type {
   HK_ELEMENT_F32 = 0, HK_ELEMENT_F16 = 1, HK_ELEMENT_BF16 = 2,
-  HK_ELEMENT_I32 = 3 /* int32 inputs: token ids, sequence lengths (pack format 1.3 tensor records) */
+  HK_ELEMENT_I32 = 3, /* int32 inputs: token ids, sequence lengths (pack format 1.3 tensor records) */
+  HK_ELEMENT_I8 = 4,  /* 8-bit integer params (quantized weights, pack format 1.7) */
+  HK_ELEMENT_FP8_E4M3 = 5 /* float8 e4m3fn params (quantized weights, pack format 1.7), one byte each */
 } hk_element_type_t;
 
 #define HK_TENSOR_MAX_RANK 6

@@ -42,8 +42,9 @@ extern "C" {
  * params stored in the pack); 5: role STATE (tensors that persist across runs: KV caches), ops
  * kv_append, kv_attention, take_rows, argmax and sample, i32 node outputs (argmax, sample); 6: EXTENTS
  * section (the bytes each launch touches of its tensor arguments; optional for readers before 1.6,
- * required in files of 1.6 and later) */
-#define HK_PACK_VERSION_MINOR 6
+ * required in files of 1.6 and later); 7: 8-bit params (dtypes i8 and fp8_e4m3) and f32 params
+ * in a 16-bit pack (their scales), op dequant */
+#define HK_PACK_VERSION_MINOR 7
 #define HK_PACK_MINOR_EXTENTS 6 /* the first minor version whose files carry an EXTENTS section */
 #define HK_PACK_ENDIAN_TAG 0x01020304u
 #define HK_SECTION_ALIGN 64u
@@ -167,6 +168,9 @@ typedef struct hk_signature_rec {
 typedef enum hk_dtype {
   HK_DTYPE_F32 = 0, HK_DTYPE_F16 = 1, HK_DTYPE_BF16 = 2,
   HK_DTYPE_I32 = 3, /* tensor records only (ids, lengths): never a manifest's or a kernel's element type */
+  HK_DTYPE_I8 = 4,       /* (1.7) params only: 8-bit integer weights, read by dequant */
+  HK_DTYPE_FP8_E4M3 = 5, /* (1.7) params only: float8 e4m3fn weights (1 sign, 4 exponent bits of bias 7,
+                            3 mantissa bits; no infinities, S.1111.111 is NaN), read by dequant */
   HK_DTYPE_COUNT_
 } hk_dtype_t;
 /* The element types a manifest (the spec's dtype) and a kernel key may have: f32, f16, bf16. */
@@ -186,6 +190,7 @@ typedef enum hk_op {
   HK_OP_TAKE_ROWS = 17,  /* (1.5) rows of a matrix by i32 row indices (zeros where out of range) */
   HK_OP_ARGMAX = 18,     /* (1.5) i32 index of each row's largest value */
   HK_OP_SAMPLE = 19,     /* (1.5) i32 index drawn per row: seeded top-k / top-p / temperature */
+  HK_OP_DEQUANT = 20,    /* (1.7) an 8-bit param times its f32 scales, in the manifest's dtype */
   HK_OP_COUNT_
 } hk_op_t;
 
