@@ -96,6 +96,8 @@ class Model:
         self.pre_params, self.pre, self.pre_inputs = [], [], []  # --embeddings: token ids -> x
         self.out = "y"
         self.input_note, self.rest_note, self.causal = "", "", False  # notes() puts them in words
+        self.linear = set()  # layer params that are nn.Linear weights [out, in]: --quantize's
+        self.quantize = None  # --quantize: int8 or fp8_e4m3
 
     def notes(self, embeddings, padding):
         """What the spec does not cover or assumes, for stderr and the spec's header."""
@@ -112,10 +114,27 @@ class Model:
                     % (" beyond the causal one" if self.causal else ""))
         return [first, mask, self.rest_note]
 
-    def lp(self, name, shape, ckpt):
-        """A per-layer param; ckpt is its checkpoint name, or a list of the names of its parts."""
+    def lp(self, name, shape, ckpt, linear=False):
+        """A per-layer param; ckpt is its checkpoint name, or a list of the names of its parts;
+        linear: an nn.Linear weight [out, in] (--quantize makes it 8-bit with per-row scales)."""
         ckpt = [self.prefix + c for c in ckpt] if isinstance(ckpt, list) else self.prefix + ckpt
         self.layer_params.append((name, shape, ckpt))
+        if linear:
+            self.linear.add(name)
+
+    def layer_params_out(self):
+        """The layer's params as the spec declares them: (name, shape, checkpoint, dtype, scale).
+        Under --quantize each linear weight is 8-bit with an f32 scale per output row, `<name>_s`
+        [out, 1], bound from `<checkpoint name>_scale` (compressed-tensors' weight_scale)."""
+        out = []
+        for n, s, ck in self.layer_params:
+            if self.quantize and n in self.linear:
+                out.append((n, s, ck, self.quantize, n + "_s"))
+                sck = [c + "_scale" for c in ck] if isinstance(ck, list) else ck + "_scale"
+                out.append((n + "_s", [s[0], "1"], sck, "f32", None))
+            else:
+                out.append((n, s, ck, None, None))
+        return out
 
     def fp(self, name, shape, ckpt):
         self.final_params.append((name, shape, self.prefix + ckpt))
@@ -321,15 +340,15 @@ def build_llama(cfg, layers, prefix, kind="llama", generate=False):
     # rotates its q and k heads (the same angles) and passes v on; attention reads it packed.
     qkv = [L + "self_attn.%s_proj" % n for n in "qkv"]
     width = "(heads+2*kv_heads)*head_dim"
-    m.lp("qkv_w", [width, "hidden"], [c + ".weight" for c in qkv])
+    m.lp("qkv_w", [width, "hidden"], [c + ".weight" for c in qkv], linear=True)
     if qbias:
         m.lp("qkv_b", [width], [c + ".bias" for c in qkv])
-    m.lp("o_w", ["hidden", "heads*head_dim"], L + "self_attn.o_proj.weight")
+    m.lp("o_w", ["hidden", "heads*head_dim"], L + "self_attn.o_proj.weight", linear=True)
     if obias:
         m.lp("o_b", ["hidden"], L + "self_attn.o_proj.bias")
     m.lp("ffn_g", ["hidden"], L + "post_attention_layernorm.weight")
     for n, shp in (("gate", ["ffn", "hidden"]), ("up", ["ffn", "hidden"]), ("down", ["hidden", "ffn"])):
-        m.lp(n + "_w", shp, L + "mlp.%s_proj.weight" % n)
+        m.lp(n + "_w", shp, L + "mlp.%s_proj.weight" % n, linear=True)
         if mbias:
             m.lp(n + "_b", [shp[0]], L + "mlp.%s_proj.bias" % n)
 
@@ -605,10 +624,16 @@ def spec_text(m, a, config_path, dtype):
 def repeat_lines(m):
     """The graph's `repeat:` entry: the layer's params (checkpoint parts with {i}) and body."""
     lines = ["  - repeat:", "      count: layers", "      in: x", "      out: y", "      params:"]
-    for n, s, ck in m.layer_params:
+    for n, s, ck, dtype, scale in m.layer_params_out():
+        keys = ["shape: [%s]" % ", ".join(s)]
+        if dtype:
+            keys.append("dtype: %s" % dtype)
+        if scale:
+            keys.append("scale: %s" % scale)
         if isinstance(ck, list):  # parts: the layer number is the repeat's {i}
-            parts = ", ".join('"%s"' % c.format(k="{i}") for c in ck)
-            lines.append("        %s: {shape: [%s], parts: [%s]}" % (n, ", ".join(s), parts))
+            keys.append("parts: [%s]" % ", ".join('"%s"' % c.format(k="{i}") for c in ck))
+        if len(keys) > 1:
+            lines.append("        %s: {%s}" % (n, ", ".join(keys)))
         else:
             lines.append("        %s: [%s]" % (n, ", ".join(s)))
     lines.append("      body:")
@@ -619,9 +644,10 @@ def repeat_lines(m):
 def map_text(m, a):
     lines = ["# hkc weights name map (docs/WEIGHTS.md): spec param, checkpoint tensor.",
              "# Written by `hkc import hf` for %s (%d layers)." % (a.name, m.layers)]
-    width = max(len(n) for n, _, _ in m.layer_params) + 1 + len(str(m.layers - 1))
+    params = m.layer_params_out()
+    width = max(len(p[0]) for p in params) + 1 + len(str(m.layers - 1))
     for k in range(m.layers):
-        for n, _, ck in m.layer_params:
+        for n, _, ck, _, _ in params:
             if isinstance(ck, list):  # bound from its parts, named in the spec: no entry
                 continue
             lines.append("%-*s %s" % (width, "%s_%d" % (n, k), ck.format(k=k)))
@@ -680,6 +706,10 @@ def import_hf(argv):
     p.add_argument("--padding-mask", action="store_true",
                    help="an i32 input lengths [batch]: keys at positions >= lengths[b] are masked (right padding; "
                         "Hugging Face's attention_mask with lengths[b] leading ones)")
+    p.add_argument("--quantize", choices=("int8", "fp8_e4m3"),
+                   help="the layers' linear weights 8-bit with an f32 scale per output row, bound from the "
+                        "checkpoint's <name>_scale tensors (compressed-tensors' weight_scale; `hkc quantize` writes "
+                        "them from a float checkpoint); llama, mistral and qwen2 (docs/SPEC.md, \"Quantized params\")")
     g = p.add_argument_group("generation (docs/GENERATE.md)")
     g.add_argument("--generate", action="store_true",
                    help="a generation spec (GPT-2, Llama, Mistral, Qwen2): token rows, KV caches as state, the LM "
@@ -744,6 +774,10 @@ def import_hf(argv):
         elif max_pos and a.seq > max_pos:
             raise Unsupported("--seq %d is longer than the model's %d positions" % (a.seq, max_pos))
         m = build(cfg, n_layers, prefix if a.prefix is None else a.prefix, generate=a.generate)
+        if a.quantize and not m.linear:
+            raise Unsupported("--quantize: the %s importer has no quantizable linear weights (llama, mistral and "
+                              "qwen2 do)" % kind)
+        m.quantize = a.quantize
         if a.generate:
             gen_notes = make_generate(m, cfg, kind, a, dtype)
         elif kind in LLAMA_FAMILY:
@@ -779,7 +813,7 @@ def import_hf(argv):
             print("%s: note: %s" % (PROG, n), file=sys.stderr)
         print("wrote %s (%s) and %s (%d names)"
               % (a.output, what, map_path,
-                 n_layers * sum(not isinstance(ck, list) for _, _, ck in m.layer_params) + len(m.final_params)
+                 n_layers * sum(not isinstance(p[2], list) for p in m.layer_params_out()) + len(m.final_params)
                  + len(m.pre_params)))
     return 0
 

@@ -334,10 +334,6 @@ static int parse_decl(spec_ctx_t *c, const ynode_t *v, const char *name, hk_role
         hkc_error(val[1]->loc, "tensor '%s': dtype %s needs 'scale: <the f32 param of its scales>'", name, val[1]->text);
         return -1;
       }
-      if (val[2]) {
-        hkc_error(val[2]->loc, "tensor '%s': a quantized param cannot have 'parts'", name);
-        return -1;
-      }
       if (val[4] && parse_block(val[4], name, t) != 0) return -1;
       t->dtype = !strcmp(val[1]->text, "int8") ? HK_DTYPE_I8 : HK_DTYPE_FP8_E4M3;
     } else {
@@ -439,6 +435,13 @@ static int check_scales(spec_ctx_t *c, const ynode_t *params) {
         return -1;
       }
       t->block[0] = rows / srows, t->block[1] = cols / scols;
+    }
+    if (t->n_parts && t->block[0] != 1) { /* its parts' rows are not known here: a block may not straddle two */
+      hkc_error(sv->loc,
+                "tensor '%s': a quantized param made of parts takes a scale per row ([rows, 1] or [rows, cols / "
+                "block]), not blocks of %lld rows",
+                t->name, (long long)t->block[0]);
+      return -1;
     }
     if ((rows + t->block[0] - 1) / t->block[0] != srows || (cols + t->block[1] - 1) / t->block[1] != scols) {
       hkc_error(sv->loc, "tensor '%s' %s in blocks of %lld x %lld needs %lld x %lld scales; '%s' is %s", t->name,

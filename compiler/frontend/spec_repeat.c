@@ -17,7 +17,8 @@
  *  - `{var}` (default `{i}`) in any scalar of params and body becomes k;
  *  - a layer-local name -- a body node's name or out, a key of params -- becomes the name
  *    with `{var}` replaced, or NAME_k when it has no `{var}`; body references to it (in, bias,
- *    residual, mul, gamma, beta, ..., every key that names a tensor) are renamed the same way;
+ *    residual, mul, gamma, beta, ..., every key that names a tensor) are renamed the same way, and
+ *    so is a quantized param's `scale:` naming a param of the repeat;
  *  - the repeat's `in` names the layer's input: the outer tensor for layer 0, the previous
  *    layer's output after; its `out` names the layer's output: OUT_k, and OUT for the last layer.
  * Each copy keeps the locations of the body, so an error inside a copy points at the body;
@@ -370,6 +371,19 @@ int hkc_spec_repeat_expand(const char *file, ynode_t *root) {
         bad = !key || rename_local(&r, key, k) != 0 || !(val = ynode_copy(&r, r.params->kids[p + 1], k, 0));
         if (bad) {
           hkc_spec_ynode_free(key);
+          break;
+        }
+        const ynode_t *decl = r.params->kids[p + 1]; /* a quantized param's scale: one of the layer's params */
+        for (size_t q = 0; decl->kind == Y_MAP && q + 1 < decl->n && q + 1 < val->n && !bad; q += 2) {
+          const ynode_t *sk = decl->kids[q], *sv = decl->kids[q + 1];
+          if (sk->kind != Y_SCALAR || strcmp(sk->text, "scale") || sv->kind != Y_SCALAR) continue;
+          for (size_t i = 0; i < r.n_locals && !bad; i++)
+            if (!strcmp(sv->text, r.locals[i]))
+              bad = set_text(val->kids[q + 1], hkc_strdup(sv->text)) != 0 || rename_local(&r, val->kids[q + 1], k) != 0;
+        }
+        if (bad) {
+          hkc_spec_ynode_free(key);
+          hkc_spec_ynode_free(val);
           break;
         }
         bad = ynode_append(params, key) != 0 || ynode_append(params, val) != 0;

@@ -43,6 +43,7 @@ static const char k_usage[] =
     "  cache stats | clean [--max-size N]  the compile cache: its size; empty it or cap it\n"
     "  import hf CONFIG.json -o SPEC       a spec and weights name map from a Hugging Face config\n"
     "  import onnx MODEL.onnx -o SPEC --weights-out W.safetensors   a spec and its weights from ONNX\n"
+    "  quantize IN -o OUT --dtype int8|fp8_e4m3   a checkpoint's linear weights to 8 bits, with scales\n"
     "\n"
     "  hkc <command> --help   options of one command\n"
     "  hkc --version          versions of hkc and the artifact format\n"
@@ -67,6 +68,7 @@ static const command_t k_commands[] = {
     {"build", hkc_cmd_build},     {"run", hkc_cmd_run},       {"tune", hkc_cmd_tune}, {"inspect", hkc_cmd_inspect},
     {"targets", hkc_cmd_targets}, {"keygen", hkc_cmd_keygen}, {"sign", hkc_cmd_sign}, {"merge", hkc_cmd_merge},
     {"cache", hkc_cmd_cache},     {"import", cmd_import},     {"generate", hkc_cmd_generate},
+    {"quantize", hkc_cmd_quantize},
 };
 
 static int dispatch(int argc, char **argv) {

@@ -96,6 +96,7 @@ int hkc_cmd_sign(int argc, char **argv);
 int hkc_cmd_merge(int argc, char **argv);
 /* `hkc cache` (cache_cmd.c). */
 int hkc_cmd_cache(int argc, char **argv);
+int hkc_cmd_quantize(int argc, char **argv);
 
 /* The options of every command (hkc_cli_next takes -q, -v, -h and --json). */
 #define COMMON_LONG_OPTIONS                                                                          \
@@ -110,7 +111,7 @@ enum {
   OPT_BATCH, OPT_SEED, OPT_INPUT, OPT_PARAM, OPT_SAVE_OUTPUTS, OPT_REPEATS, OPT_TRUST, OPT_WEIGHTS,
   OPT_WEIGHTS_MAP, OPT_PROFILE, OPT_PREFER_PTX, OPT_REQUIRE_SIGNATURE, OPT_ALLOW_UNSIGNED_NATIVE,
   OPT_RANDOM_PARAMS, OPT_PLAN, OPT_DISASM, OPT_KEY, OPT_NO_PROBE, OPT_IDS, OPT_STOP, OPT_TEMPERATURE, OPT_TOP_K, OPT_TOP_P, OPT_SAMPLE_SEED,
-  OPT_NO_SIGN, OPT_ALLOW_UNSIGNED, OPT_ALLOW_UNSIGNED_INPUTS, OPT_NO_USER_KEY,
+  OPT_NO_SIGN, OPT_ALLOW_UNSIGNED, OPT_ALLOW_UNSIGNED_INPUTS, OPT_NO_USER_KEY, OPT_QUANT_DTYPE, OPT_MATCH, OPT_BLOCK,
 };
 
 /* The AMD compile workers' limit per compile, seconds (hkc build --compile-timeout). */

@@ -3,6 +3,7 @@
 """Checks a pack written by `hkc import hf` against the Hugging Face layer math, in NumPy.
 
 usage: hf_layers_ref.py HKC PACK CONFIG.json MAP WORKDIR [--batch N] [--seq N] [--swap-map A B]
+                        [--quantize int8|fp8_e4m3]
 
 Draws random weights in the checkpoint's own names and layouts (nn.Linear [out, in], GPT-2's
 Conv1D [in, out]), with a few tensors the spec does not use (embeddings), writes them as
@@ -15,7 +16,11 @@ attention_bias / mlp_bias; MistralDecoderLayer: the same without biases, with it
 window mask; Qwen2DecoderLayer: biases on q, k and v only, its sliding window on layers >=
 max_window_layers with use_sliding_window), independent of hkc's spec.
 --swap-map A B swaps the checkpoint names of pack params A and B in the map (a wrong binding:
-the comparison must then fail). Exit 0 when the output is within tolerance, 1 otherwise.
+the comparison must then fail). --quantize D (a pack from `hkc import hf --quantize D`): the
+random checkpoint goes through `hkc quantize --dtype D`; its 8-bit tensors and scales, read back
+here, must be within half a quantization step of the float weights (int8: scale / 2; fp8_e4m3:
+2^-4 relative, or half the subnormal step), and the reference evaluates the dequantized
+weights. Exit 0 when the output is within tolerance, 1 otherwise.
 """
 import json
 import math
@@ -40,6 +45,65 @@ def write_safetensors(path, tensors):
         f.write(len(text).to_bytes(8, "little"))
         f.write(text)
         f.write(b"".join(blobs))
+
+
+def fp8_table():
+    """float8 e4m3fn by bit pattern: (8 + m) 2^(e - 10), m 2^-9 for e = 0, S.1111.111 NaN."""
+    v = np.array([math.nan if (b & 0x7f) == 0x7f else
+                  ((8 + (b & 7)) * 2.0 ** (((b >> 3) & 15) - 10) if (b >> 3) & 15 else (b & 7) * 2.0 ** -9)
+                  for b in range(256)])
+    v[128:] *= -1
+    return v
+
+
+def read_safetensors(path):
+    """{name: (dtype, float64 array)} of a safetensors file (F32, I8, F8_E4M3: what hkc quantize writes)."""
+    data = open(path, "rb").read()
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + n])
+    out, base = {}, 8 + n
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        raw = data[base + e["data_offsets"][0]:base + e["data_offsets"][1]]
+        if e["dtype"] == "F32":
+            a = np.frombuffer(raw, dtype="<f4").astype(np.float64)
+        elif e["dtype"] == "I8":
+            a = np.frombuffer(raw, dtype=np.int8).astype(np.float64)
+        elif e["dtype"] == "F8_E4M3":
+            a = fp8_table()[np.frombuffer(raw, dtype=np.uint8)]
+        else:
+            raise ValueError("%s: dtype %s" % (name, e["dtype"]))
+        out[name] = (e["dtype"], a.reshape(e["shape"]))
+    return out
+
+
+def dequantized(hkc, w, path, qpath, dtype):
+    """Runs hkc quantize on path; returns {name: dequantized weights} of the tensors it quantized,
+    after checking each against its float weights; raises on a missing or wrong tensor."""
+    res = subprocess.run([hkc, "quantize", path, "-o", qpath, "--dtype", dtype], capture_output=True, text=True)
+    if res.returncode != 0:
+        raise ValueError("hkc quantize exited %d: %s" % (res.returncode, res.stderr))
+    q, deq = read_safetensors(qpath), {}
+    for name, (dt, s) in q.items():
+        if not name.endswith("_scale"):
+            continue
+        base = name[:-len("_scale")]
+        qdt, qv = q[base]
+        want = w[base].astype(np.float64)
+        if qdt != ("I8" if dtype == "int8" else "F8_E4M3") or s.shape != (want.shape[0], 1):
+            raise ValueError("%s: %s %s, scales %s" % (base, qdt, qv.shape, s.shape))
+        d = qv * s
+        if dtype == "int8":
+            bound = s / 2 * (1 + 1e-6)
+        else:
+            bound = np.maximum(np.abs(want) * 2.0 ** -4, s * 2.0 ** -10) * (1 + 1e-6)
+        if np.any(np.abs(d - want) > bound):
+            raise ValueError("%s: dequantized weights off by %.3g" % (base, np.max(np.abs(d - want))))
+        deq[base] = d
+    if not deq:
+        raise ValueError("hkc quantize wrote no scales")
+    return deq
 
 
 def write_npy(path, arr):
@@ -231,7 +295,7 @@ def main():
         return 2
     hkc, pack, cfg_path, map_path, work = args[:5]
     global LENGTHS
-    batch, seq, swap, padding, embeddings = 2, 8, None, False, False
+    batch, seq, swap, padding, embeddings, quantize = 2, 8, None, False, False, None
     rest = args[5:]
     while rest:
         if rest[0] == "--batch":
@@ -244,6 +308,8 @@ def main():
             padding, rest = True, rest[1:]
         elif rest[0] == "--embeddings":  # a pack from `hkc import hf --embeddings`: token ids in
             embeddings, rest = True, rest[1:]
+        elif rest[0] == "--quantize":
+            quantize, rest = rest[1], rest[2:]
         else:
             print("unknown argument", rest[0])
             return 2
@@ -268,6 +334,15 @@ def main():
         write_npy(os.path.join(work, "lengths.npy"), LENGTHS)
         extra = ["--input", "lengths=" + os.path.join(work, "lengths.npy")]
     write_safetensors(os.path.join(work, "model.safetensors"), w)
+    checkpoint = os.path.join(work, "model.safetensors")
+    deq = {}
+    if quantize:
+        try:
+            deq = dequantized(hkc, w, checkpoint, os.path.join(work, "model-q.safetensors"), quantize)
+        except ValueError as e:
+            print("FAIL: %s" % e)
+            return 1
+        checkpoint = os.path.join(work, "model-q.safetensors")
     write_npy(os.path.join(work, "x.npy"), x)
     if swap:
         lines = open(map_path).read().splitlines()
@@ -276,7 +351,7 @@ def main():
         map_path = os.path.join(work, "swapped.map")
         open(map_path, "w").write("".join("%s %s\n" % kv for kv in pairs.items()))
     model = {"bert": bert, "gpt2": gpt2, "llama": llama, "mistral": llama, "qwen2": llama}[cfg["model_type"]]
-    w64 = {k: v.astype(np.float64) for k, v in w.items()}
+    w64 = {k: deq[k] if k in deq else v.astype(np.float64) for k, v in w.items()}
     inputs = ["--input", "x=" + os.path.join(work, "x.npy")]
     if embeddings:  # token ids (a few out of range: clamped) -> the embeddings -> x
         kind, vocab = cfg["model_type"], cfg["vocab_size"]
@@ -302,7 +377,7 @@ def main():
     ref = model(cfg, w64, x64)
     out_dir = os.path.join(work, "out")
     cmd = [hkc, "run", "--allow-unsigned-native", pack, "--batch", str(batch), "--runs", "1", "--warmup", "0",
-           "--weights", os.path.join(work, "model.safetensors"), "--weights-map", map_path,
+           "--weights", checkpoint, "--weights-map", map_path,
            "--save-outputs", out_dir] + inputs + extra
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
@@ -321,7 +396,7 @@ def main():
     worst = np.max(np.abs(out - ref) / (1e-4 + 1e-4 * np.abs(ref)))
     good = bool(np.all(np.isfinite(out))) and rel <= 1e-5 and worst <= 1.0
     print("%s %s %s batch %d seq %d%s%s: rel-norm err %.3g (bound 1e-05), worst elem/bound %.3g"
-          % ("ok  " if good else "FAIL", cfg["model_type"], outs[0], batch, seq,
+          % ("ok  " if good else "FAIL", cfg["model_type"] + (" " + quantize if quantize else ""), outs[0], batch, seq,
              " lengths %s" % LENGTHS.tolist() if padding else "", " from token ids" if embeddings else "", rel, worst))
     return 0 if good else 1
 

@@ -117,6 +117,26 @@ grep -Fq '{name: qk_rope, op: rope, in: [qkv], heads: heads, kv_heads: kv_heads,
 grep -q "note: .*sliding_window 8 >= --seq 8: the same as full causal attention" "$work/mistral.import.txt" ||
   fail "mistral: no note on the sliding window: $(cat "$work/mistral.import.txt")"
 
+# --quantize: the linear weights 8-bit with a scale per row (q|k|v and its scales of parts), the
+# checkpoint through `hkc quantize`, the reference on the dequantized weights (hf_layers_ref.py
+# also checks them against the float weights); int8 on Llama with biases, fp8_e4m3 on Qwen2.
+for mq in llama_bias:int8 qwen2:fp8_e4m3; do
+  m=${mq%%:*} q=${mq#*:}
+  "$HKC" import hf "$work/$m.json" -o "$work/${m}_q.yaml" --weights-map-out "$work/${m}_q.map" --seq 8 \
+    --batch-sizes 1,2 --quantize "$q" -q
+  grep -Fq "qkv_w: {shape: [(heads+2*kv_heads)*head_dim, hidden], dtype: $q, scale: qkv_w_s, parts: [" "$work/${m}_q.yaml" &&
+    grep -Fq 'qkv_w_s: {shape: [(heads+2*kv_heads)*head_dim, 1], dtype: f32, parts: ["model.layers.{i}.self_attn.q_proj.weight_scale",' "$work/${m}_q.yaml" &&
+    grep -Eq '^down_w_s_1 +model\.layers\.1\.mlp\.down_proj\.weight_scale$' "$work/${m}_q.map" ||
+    fail "$m --quantize $q: $(cat "$work/${m}_q.yaml" "$work/${m}_q.map")"
+  "$HKC" build "$work/${m}_q.yaml" -o "$work/${m}_q.hkpack" --target host -q
+  "$HKC" inspect "$work/${m}_q.hkpack" | grep -q "hk_dequant_f32_" || fail "$m --quantize: no dequant kernel"
+  "$PY" "$ref" "$HKC" "$work/${m}_q.hkpack" "$work/$m.json" "$work/${m}_q.map" "$work/$m-q" --quantize "$q"
+done
+if "$HKC" import hf "$work/gpt2.json" -o "$work/gq.yaml" --seq 8 --quantize int8 > "$work/gq.txt" 2>&1; then
+  fail "gpt2 --quantize accepted"
+fi
+grep -q "the gpt2 importer has no quantizable linear weights" "$work/gq.txt" || fail "gpt2 --quantize: $(cat "$work/gq.txt")"
+
 # Can fail: layer 0's and layer 1's o projections swapped in the map.
 if "$PY" "$ref" "$HKC" "$work/llama.hkpack" "$work/llama.json" "$work/llama.map" "$work/swap" \
      --swap-map o_w_0 o_w_1 > "$work/swap.txt"; then

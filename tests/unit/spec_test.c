@@ -781,6 +781,16 @@ static void test_quantized_params(void **state) {
   expect_error_on(QHEAD "params:\n  w: {shape: [k, n], dtype: int8, scale: ws}\n  ws: {shape: [1], dtype: f32}\n"
                   "graph:\n  - {name: g, op: gemm, in: [x, w], out: w_dequant}\noutputs: [w_dequant]\n", 11, "w_dequant}",
                   "tensor 'w_dequant': the name is taken by the dequantized copy of param 'w'", NULL);
+  /* parts: scales per row only (a block may not straddle two parts) */
+  s = parse(QHEAD "params:\n  w: {shape: [k, n], dtype: int8, scale: ws, parts: [a, b]}\n"
+                  "  ws: {shape: [k, 1], dtype: f32, parts: [a_s, b_s]}\n" QGRAPH);
+  assert_non_null(s);
+  assert_int_equal(tensor(s, "w")->n_parts, 2);
+  assert_int_equal(tensor(s, "ws")->n_parts, 2);
+  hkc_spec_destroy(s);
+  expect_error_on(QHEAD "params:\n  w: {shape: [k, n], dtype: int8, scale: ws, parts: [a, b]}\n"
+                  "  ws: {shape: [10, 1], dtype: f32}\n" QGRAPH, 8, "ws,",
+                  "a quantized param made of parts takes a scale per row", "not blocks of 8 rows");
 }
 
 /* Per-tensor dtype: {shape, dtype} declarations, i32 inputs only where an op takes them. */

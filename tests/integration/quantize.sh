@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# `hkc quantize` on its own (import_hf.sh runs it end to end on imported Llama and Qwen2 layers):
+# blocks with partial edges in both dtypes, from F16 and BF16 as well as F32, checked in NumPy
+# (the scales are absmax / 127 or / 448 per block; q * scale within half a step of the weights);
+# tensors that do not match copied byte for byte; the errors (no --dtype, a bad --block, nothing
+# to quantize, a checkpoint quantized already, a non-finite weight, an output that is a
+# directory) leave no output.
+set -euo pipefail
+: "${HKC:?}" "${HK_SOURCE_DIR:?}"
+PY=${HK_PYTHON:-/usr/bin/python3}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+"$PY" -c "import numpy" 2>/dev/null || { echo "SKIPPED: no numpy for $PY"; exit 77; }
+
+"$PY" - "$work" <<'PYEOF'
+import json, sys
+import numpy as np
+work = sys.argv[1]
+rng = np.random.default_rng(5)
+def st(path, tensors):  # name -> (dtype, array of its storage type)
+    header, blobs, at = {"__metadata__": {"format": "pt"}}, [], 0
+    for name, (dt, a) in tensors.items():
+        b = np.ascontiguousarray(a).tobytes()
+        header[name] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [at, at + len(b)]}
+        blobs.append(b); at += len(b)
+    text = json.dumps(header).encode(); text += b" " * (-len(text) % 8)
+    open(path, "wb").write(len(text).to_bytes(8, "little") + text + b"".join(blobs))
+w = rng.standard_normal((70, 45)).astype(np.float32); w[3] = 0.0  # an all-zero row: scale 1
+bf = (rng.standard_normal((33, 40)).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+st(work + "/in.safetensors", {"a.q_proj.weight": ("F32", w), "b.up_proj.weight": ("BF16", bf),
+                              "c.down_proj.weight": ("F16", rng.standard_normal((9, 130)).astype(np.float16)),
+                              "norm.weight": ("F32", rng.standard_normal(45).astype(np.float32)),
+                              "e.v_proj.bias": ("F32", rng.standard_normal(45).astype(np.float32))})
+nan = w.copy(); nan[5, 7] = np.nan
+st(work + "/nan.safetensors", {"a.q_proj.weight": ("F32", nan)})
+st(work + "/scaled.safetensors", {"a.q_proj.weight": ("F32", w), "a.q_proj.weight_scale": ("F32", w[:, :1].copy())})
+PYEOF
+
+check() { # check DTYPE QMAX BLOCK|-: quantize in.safetensors and verify it in NumPy
+  local dt=$1 qmax=$2 block=$3 out=$work/out-$1-$3.safetensors
+  if [ "$block" = - ]; then "$HKC" quantize "$work/in.safetensors" -o "$out" --dtype "$dt" > "$work/q.txt"
+  else "$HKC" quantize "$work/in.safetensors" -o "$out" --dtype "$dt" --block "$block" > "$work/q.txt"; fi
+  grep -q "3 tensor(s) quantized to $dt" "$work/q.txt" || fail "$dt $block: $(cat "$work/q.txt")"
+  "$PY" - "$work/in.safetensors" "$out" "$dt" "$qmax" "$block" <<'PYEOF' || fail "$dt $block: numpy check"
+import json, sys
+import numpy as np
+def read(path):
+    d = open(path, "rb").read(); n = int.from_bytes(d[:8], "little"); h = json.loads(d[8:8 + n]); out = {}
+    for k, e in h.items():
+        if k == "__metadata__": continue
+        raw = d[8 + n + e["data_offsets"][0]:8 + n + e["data_offsets"][1]]
+        out[k] = (e["dtype"], raw, e["shape"])
+    return out
+def val(dt, raw, shape):
+    if dt == "F32": return np.frombuffer(raw, "<f4").astype(np.float64).reshape(shape)
+    if dt == "F16": return np.frombuffer(raw, "<f2").astype(np.float64).reshape(shape)
+    if dt == "BF16": return (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32).astype(np.float64).reshape(shape)
+    if dt == "I8": return np.frombuffer(raw, np.int8).astype(np.float64).reshape(shape)
+    t = np.array([np.nan if (b & 0x7f) == 0x7f else ((8 + (b & 7)) * 2.0 ** (((b >> 3) & 15) - 10) if (b >> 3) & 15
+                  else (b & 7) * 2.0 ** -9) * (-1 if b & 0x80 else 1) for b in range(256)])
+    return t[np.frombuffer(raw, np.uint8)].reshape(shape)
+src, out = read(sys.argv[1]), read(sys.argv[2])
+dt, qmax, block = sys.argv[3], float(sys.argv[4]), sys.argv[5]
+assert set(out) == set(src) | {k + "_scale" for k in src if k.endswith("_proj.weight")}, sorted(out)
+for k, (sdt, raw, shape) in src.items():
+    if not k.endswith("_proj.weight"):
+        assert out[k] == (sdt, raw, shape), k  # copied byte for byte
+        continue
+    w = val(sdt, raw, shape); rows, cols = shape
+    br, bc = (1, cols) if block == "-" else map(int, block.split(","))
+    qdt, qraw, qshape = out[k]; s = val(*out[k + "_scale"])
+    assert qdt == ("I8" if dt == "int8" else "F8_E4M3") and qshape == shape, (k, qdt, qshape)
+    assert s.shape == (-(-rows // br), -(-cols // bc)), (k, s.shape)
+    q = val(qdt, qraw, qshape)
+    full = s[np.arange(rows)[:, None] // br, np.arange(cols)[None, :] // bc]
+    for i in range(s.shape[0]):
+        for j in range(s.shape[1]):
+            amax = np.abs(w[i * br:(i + 1) * br, j * bc:(j + 1) * bc]).max()
+            want = amax / qmax if amax > 0 else 1.0
+            assert abs(s[i, j] - np.float32(want)) <= 1e-7 * want, (k, i, j, s[i, j], want)
+    d = q * full
+    bound = full / 2 if dt == "int8" else np.maximum(np.abs(w) * 2.0 ** -4, full * 2.0 ** -10)
+    assert np.all(np.abs(d - w) <= bound * (1 + 1e-6)), (k, np.max(np.abs(d - w) / bound))
+    if dt == "int8": assert np.abs(q).max() <= 127
+print("ok   %s block %s: %d tensors" % (dt, block, len(out)))
+PYEOF
+}
+check int8 127 -
+check fp8_e4m3 448 -
+check int8 127 32,16
+check fp8_e4m3 448 16,128
+
+expect_fail() { # expect_fail RC REGEX OUT COMMAND...
+  local rc=$1 want=$2 out=$3; shift 3
+  set +e; "$@" > "$work/e.txt" 2>&1; local got=$?; set -e
+  [ "$got" -eq "$rc" ] && grep -Eq -e "$want" "$work/e.txt" && [ ! -e "$out" ] || fail "$* (rc $got): $(cat "$work/e.txt")"
+  echo "ok   $(head -n1 "$work/e.txt" | cut -c1-150)"
+}
+expect_fail 2 "no --dtype given" "$work/x.safetensors" "$HKC" quantize "$work/in.safetensors" -o "$work/x.safetensors"
+expect_fail 2 "--block expects ROWS,COLS" "$work/x.safetensors" \
+  "$HKC" quantize "$work/in.safetensors" -o "$work/x.safetensors" --dtype int8 --block 0,4
+expect_fail 1 "no 2-D F32, F16 or BF16 tensor is named with .*\.nothing" "$work/x.safetensors" \
+  "$HKC" quantize "$work/in.safetensors" -o "$work/x.safetensors" --dtype int8 --match .nothing
+expect_fail 1 "already has a.q_proj.weight_scale" "$work/x.safetensors" \
+  "$HKC" quantize "$work/scaled.safetensors" -o "$work/x.safetensors" --dtype int8
+expect_fail 1 "no 2-D F32, F16 or BF16 tensor is named with _proj.weight" "$work/x.safetensors" \
+  "$HKC" quantize "$work/out-int8--.safetensors" -o "$work/x.safetensors" --dtype int8 # quantized already
+expect_fail 1 "a.q_proj.weight: element \[5, 7\] is nan" "$work/x.safetensors" \
+  "$HKC" quantize "$work/nan.safetensors" -o "$work/x.safetensors" --dtype fp8_e4m3
+mkdir "$work/dir.safetensors"
+set +e; "$HKC" quantize "$work/in.safetensors" -o "$work/dir.safetensors" --dtype int8 > "$work/e.txt" 2>&1; rc=$?; set -e
+[ $rc -eq 1 ] && [ -d "$work/dir.safetensors" ] || fail "output over a directory (rc $rc): $(cat "$work/e.txt")"
+echo "ok   an output that is a directory: $(head -n1 "$work/e.txt" | cut -c1-150)"
+echo "quantize: ok"
