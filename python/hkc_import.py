@@ -388,6 +388,43 @@ MAX_BUCKETS = 16  # a spec's batch_sizes (HK_MAX_BATCH_BUCKETS)
 BYTES = {"f32": 4, "f16": 2, "bf16": 2}
 
 
+def checkpoint_quantization(cfg):
+    """The 8-bit format a config's `quantization_config` declares, as --quantize takes it (int8 or
+    fp8_e4m3), None without one; Unsupported, naming what, for the formats hkc cannot express.
+    hkc reads compressed-tensors' weight-only view of per-channel 8-bit weights: every Linear's
+    `weight` (I8 or F8_E4M3) with `weight_scale` [out, 1]; the activations stay in the spec's
+    dtype whatever the config says of them."""
+    qc = cfg.get("quantization_config")
+    if not qc:
+        return None
+    if not isinstance(qc, dict):
+        raise Unsupported("quantization_config is not an object")
+    method = qc.get("quant_method")
+    if method != "compressed-tensors":
+        raise Unsupported("quantization_config quant_method %r is not supported (hkc reads compressed-tensors "
+                          "checkpoints of 8-bit weights with a scale per output channel)" % method)
+    groups = qc.get("config_groups") or {}
+    if len(groups) != 1:
+        raise Unsupported("quantization_config has %d config_groups (hkc reads one, for every Linear)" % len(groups))
+    group = next(iter(groups.values()))
+    w = group.get("weights") or {}
+    kind = (w.get("num_bits"), w.get("type"), w.get("strategy"))
+    dtype = {(8, "int", "channel"): "int8", (8, "float", "channel"): "fp8_e4m3"}.get(kind)
+    if dtype is None or w.get("symmetric") is False or w.get("dynamic"):
+        raise Unsupported("quantization_config weights %s are not supported (hkc reads 8-bit int or float weights, "
+                          "symmetric, static, strategy channel: a scale per output channel)"
+                          % json.dumps(w, sort_keys=True))
+    targets = group.get("targets") or []
+    if targets != ["Linear"]:
+        raise Unsupported("quantization_config targets %s (hkc reads a group whose targets are [\"Linear\"])"
+                          % json.dumps(targets))
+    ignore = [i for i in (qc.get("ignore") or []) if i != "lm_head"]
+    if ignore:
+        raise Unsupported("quantization_config ignores %s (hkc reads checkpoints whose every layer Linear is "
+                          "quantized; the LM head may be left out)" % json.dumps(ignore))
+    return dtype
+
+
 def rope_scaling_of(cfg):
     """The config's rope scaling, (key, dict), from `rope_scaling` (transformers 4.x) or
     `rope_parameters` (newer configs), when its type is not "default"; else (None, None)."""
@@ -709,7 +746,8 @@ def import_hf(argv):
     p.add_argument("--quantize", choices=("int8", "fp8_e4m3"),
                    help="the layers' linear weights 8-bit with an f32 scale per output row, bound from the "
                         "checkpoint's <name>_scale tensors (compressed-tensors' weight_scale; `hkc quantize` writes "
-                        "them from a float checkpoint); llama, mistral and qwen2 (docs/SPEC.md, \"Quantized params\")")
+                        "them from a float checkpoint); llama, mistral and qwen2 (docs/SPEC.md, \"Quantized params\"). "
+                        "The default for a config whose quantization_config declares such weights")
     g = p.add_argument_group("generation (docs/GENERATE.md)")
     g.add_argument("--generate", action="store_true",
                    help="a generation spec (GPT-2, Llama, Mistral, Qwen2): token rows, KV caches as state, the LM "
@@ -774,6 +812,11 @@ def import_hf(argv):
         elif max_pos and a.seq > max_pos:
             raise Unsupported("--seq %d is longer than the model's %d positions" % (a.seq, max_pos))
         m = build(cfg, n_layers, prefix if a.prefix is None else a.prefix, generate=a.generate)
+        stored = checkpoint_quantization(cfg)
+        if stored and a.quantize and a.quantize != stored:
+            raise Unsupported("--quantize %s: the checkpoint stores %s weights (quantization_config)"
+                              % (a.quantize, stored))
+        a.quantize = a.quantize or stored
         if a.quantize and not m.linear:
             raise Unsupported("--quantize: the %s importer has no quantizable linear weights (llama, mistral and "
                               "qwen2 do)" % kind)

@@ -132,6 +132,28 @@ for mq in llama_bias:int8 qwen2:fp8_e4m3; do
   "$HKC" inspect "$work/${m}_q.hkpack" | grep -q "hk_dequant_f32_" || fail "$m --quantize: no dequant kernel"
   "$PY" "$ref" "$HKC" "$work/${m}_q.hkpack" "$work/$m.json" "$work/${m}_q.map" "$work/$m-q" --quantize "$q"
 done
+# A config's quantization_config (compressed-tensors, 8-bit per channel) gives the same spec as
+# --quantize; the formats hkc cannot express are refused, naming the piece.
+qc='"quantization_config": {"quant_method": "compressed-tensors", "format": "float-quantized", "ignore": ["lm_head"], "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": true, "dynamic": false}, "input_activations": {"num_bits": 8, "type": "float", "strategy": "token", "dynamic": true}}}}'
+sed "s/^{/{$qc, /" "$work/qwen2.json" > "$work/qwen2_fp8.json"
+"$HKC" import hf "$work/qwen2_fp8.json" -o "$work/qwen2_cfg.yaml" --weights-map-out "$work/qwen2_cfg.map" --seq 8 \
+  --batch-sizes 1,2 -q || fail "import qwen2_fp8.json"
+diff <(grep -v '^#' "$work/qwen2_cfg.yaml") <(grep -v '^#' "$work/qwen2_q.yaml") > /dev/null &&
+  cmp -s <(grep -v '^#' "$work/qwen2_cfg.map") <(grep -v '^#' "$work/qwen2_q.map") ||
+  fail "quantization_config: not the --quantize fp8_e4m3 spec: $(diff "$work/qwen2_cfg.yaml" "$work/qwen2_q.yaml")"
+echo "ok   quantization_config (compressed-tensors fp8, per channel): the --quantize fp8_e4m3 spec"
+for bad in 's/"strategy": "channel"/"strategy": "tensor"/@@weights .* are not supported' \
+           's/"quant_method": "compressed-tensors"/"quant_method": "awq"/@@quant_method .awq. is not supported' \
+           's/"ignore": \["lm_head"\]/"ignore": ["lm_head", "re:.*down_proj"]/@@ignores \["re:.\*down_proj"\]'; do
+  sed "${bad%%@@*}" "$work/qwen2_fp8.json" > "$work/qbad.json"
+  if "$HKC" import hf "$work/qbad.json" -o "$work/qbad.yaml" --seq 8 > "$work/qbad.txt" 2>&1; then fail "accepted: ${bad%%@@*}"; fi
+  grep -Eq "quantization_config ${bad#*@@}" "$work/qbad.txt" || fail "${bad%%@@*}: $(cat "$work/qbad.txt")"
+  echo "ok   refused: $(cut -c1-160 "$work/qbad.txt")"
+done
+if "$HKC" import hf "$work/qwen2_fp8.json" -o "$work/qbad.yaml" --seq 8 --quantize int8 > "$work/qbad.txt" 2>&1; then
+  fail "--quantize int8 on an fp8 checkpoint accepted"
+fi
+grep -q "the checkpoint stores fp8_e4m3 weights" "$work/qbad.txt" || fail "--quantize mismatch: $(cat "$work/qbad.txt")"
 if "$HKC" import hf "$work/gpt2.json" -o "$work/gq.yaml" --seq 8 --quantize int8 > "$work/gq.txt" 2>&1; then
   fail "gpt2 --quantize accepted"
 fi
