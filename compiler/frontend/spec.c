@@ -413,16 +413,21 @@ static int check_scales(spec_ctx_t *c, const ynode_t *params) {
       return -1;
     }
     const hkc_tensor_t *sc = &s->tensors[si];
-    if (t->rank != 2 || t->dims[0].mul || t->dims[1].mul) {
-      hkc_error(t->loc, "tensor '%s' %s: a quantized param is a matrix [rows, cols] that does not depend on batch",
+    if (t->rank != 2 || t->dims[0].mul || t->dims[1].mul || t->dims[0].add < 1 || t->dims[1].add < 1) {
+      hkc_error(t->loc,
+                "tensor '%s' %s: a quantized param is a matrix [rows, cols] of positive sizes that do not depend on "
+                "batch",
                 t->name, hkc_tensor_shape_str(t, sh));
       return -1;
     }
     const int64_t rows = t->dims[0].add, cols = t->dims[1].add;
     int64_t srows = 1, scols = 1;
-    if (sc->rank == 2 && !sc->dims[0].mul && !sc->dims[1].mul) srows = sc->dims[0].add, scols = sc->dims[1].add;
+    if (sc->rank == 2 && !sc->dims[0].mul && !sc->dims[1].mul && sc->dims[0].add >= 1 && sc->dims[1].add >= 1)
+      srows = sc->dims[0].add, scols = sc->dims[1].add;
     else if (!(sc->rank == 1 && !sc->dims[0].mul && sc->dims[0].add == 1)) {
-      hkc_error(sv->loc, "tensor '%s': scale '%s' is %s; expected [scale_rows, scale_cols] not depending on batch, or [1]",
+      hkc_error(sv->loc,
+                "tensor '%s': scale '%s' is %s; expected [scale_rows, scale_cols] of positive sizes not depending on "
+                "batch, or [1]",
                 t->name, sc->name, hkc_tensor_shape_str(sc, ssh));
       return -1;
     }
@@ -443,11 +448,11 @@ static int check_scales(spec_ctx_t *c, const ynode_t *params) {
                 t->name, (long long)t->block[0]);
       return -1;
     }
-    if ((rows + t->block[0] - 1) / t->block[0] != srows || (cols + t->block[1] - 1) / t->block[1] != scols) {
+    const int64_t need_rows = (rows - 1) / t->block[0] + 1, need_cols = (cols - 1) / t->block[1] + 1; /* ceil, no overflow */
+    if (need_rows != srows || need_cols != scols) {
       hkc_error(sv->loc, "tensor '%s' %s in blocks of %lld x %lld needs %lld x %lld scales; '%s' is %s", t->name,
-                hkc_tensor_shape_str(t, sh), (long long)t->block[0], (long long)t->block[1],
-                (long long)((rows + t->block[0] - 1) / t->block[0]), (long long)((cols + t->block[1] - 1) / t->block[1]),
-                sc->name, hkc_tensor_shape_str(sc, ssh));
+                hkc_tensor_shape_str(t, sh), (long long)t->block[0], (long long)t->block[1], (long long)need_rows,
+                (long long)need_cols, sc->name, hkc_tensor_shape_str(sc, ssh));
       return -1;
     }
     t->scale = si;

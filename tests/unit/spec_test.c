@@ -764,7 +764,7 @@ static void test_quantized_params(void **state) {
                   "  ws: {shape: [2, 3], dtype: f32}\n" QGRAPH, 8, "ws,",
                   "tensor 'w' [80, 72] in blocks of 32 x 32 needs 3 x 3 scales; 'ws' is [2, 3]", NULL);
   expect_error_on(QHEAD "params:\n  w: {shape: [k, n], dtype: int8, scale: ws}\n  ws: {shape: [n], dtype: f32}\n"
-                  QGRAPH, 8, "ws}", "expected [scale_rows, scale_cols] not depending on batch, or [1]", NULL);
+                  QGRAPH, 8, "ws}", "expected [scale_rows, scale_cols] of positive sizes not depending on batch, or [1]", NULL);
   expect_error_on(QHEAD "params:\n  w: {shape: [k, n], scale: ws}\n  ws: {shape: [1], dtype: f32}\n" QGRAPH, 8,
                   "ws}", "tensor 'w': 'scale' belongs to a quantized param", NULL);
   expect_error_on(QHEAD "params:\n  w: {shape: [k, n], dtype: int8, scale: ws}\n  ws: {shape: [1], dtype: f32}\n"
@@ -777,10 +777,13 @@ static void test_quantized_params(void **state) {
                   "graph:\n  - {name: g, op: gemm, in: [x, ws], out: y}\noutputs: [y]\n", 11, "ws]",
                   "node 'g': 'ws' is an f32 param, the scales of a quantized param, which no node reads", NULL);
   expect_error_on(QHEAD "params:\n  w: {shape: [batch, n], dtype: int8, scale: ws}\n  ws: {shape: [1], dtype: f32}\n"
-                  QGRAPH, 8, "w:", "a quantized param is a matrix [rows, cols] that does not depend on batch", NULL);
+                  QGRAPH, 8, "w:", "a quantized param is a matrix [rows, cols] of positive sizes that do not depend on batch", NULL);
   expect_error_on(QHEAD "params:\n  w: {shape: [k, n], dtype: int8, scale: ws}\n  ws: {shape: [1], dtype: f32}\n"
                   "graph:\n  - {name: g, op: gemm, in: [x, w], out: w_dequant}\noutputs: [w_dequant]\n", 11, "w_dequant}",
                   "tensor 'w_dequant': the name is taken by the dequantized copy of param 'w'", NULL);
+  /* a huge quantized param: the block arithmetic does not overflow */
+  expect_error_on(QHEAD "params:\n  w: {shape: [9223372036854775807, n], dtype: int8, scale: ws, block: [2, 72]}\n"
+                  "  ws: {shape: [1], dtype: f32}\n" QGRAPH, 8, "ws,", "needs 4611686018427387904 x 1 scales", NULL);
   /* parts: scales per row only (a block may not straddle two parts) */
   s = parse(QHEAD "params:\n  w: {shape: [k, n], dtype: int8, scale: ws, parts: [a, b]}\n"
                   "  ws: {shape: [k, 1], dtype: f32, parts: [a_s, b_s]}\n" QGRAPH);
