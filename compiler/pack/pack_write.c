@@ -356,7 +356,7 @@ static int build_weights(builder_t *b) {
   for (size_t i = 0; i < in->n_weights; i++) {
     const hkc_weight_in_t *w = &in->weights[i];
     const hkc_tensor_t *t = w->tensor < spec->n_tensors ? &spec->tensors[w->tensor] : NULL;
-    uint64_t bytes = t ? (t->dtype == HK_DTYPE_F32 || t->dtype == HK_DTYPE_I32 ? 4 : 2) : 0;
+    uint64_t bytes = t ? hkc_dtype_size(t->dtype) : 0;
     int ok = t && t->role == HK_ROLE_PARAM && (i == 0 || w->tensor > in->weights[i - 1].tensor) && w->data;
     for (uint32_t d = 0; ok && d < t->rank; d++)
       ok = t->dims[d].mul == 0 && t->dims[d].add > 0 &&

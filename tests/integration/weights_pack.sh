@@ -303,4 +303,36 @@ refuse "an .npz" 'an .npz archive; hkc build stores safetensors checkpoints only
 set +e; msg=$("$HKC" build "$spec" -o "$work/no.hkpack" --weights-map "$work/map.txt" 2>&1); rc=$?; set -e
 [ $rc -eq 2 ] && grep -q "needs --weights" <<<"$msg" && ok "--weights-map alone: usage error" || bad "--weights-map alone: $rc $msg"
 
+# 8-bit weights stored in the pack (int8, fp8_e4m3; scales from F32 and BF16, converted): the same
+# outputs, bit for bit, as the plain pack bound to the checkpoint at run time.
+qspec=$HK_SOURCE_DIR/tests/specs/op_gemm_quant.yaml
+"$PY" - "$work/q.safetensors" <<'EOF'
+import json, sys
+import numpy as np
+rng = np.random.default_rng(1)
+k, n = 80, 72
+t = {"w_col": ("I8", rng.integers(-127, 128, (k, n)).astype(np.int8)),
+     "s_col": ("F32", (rng.uniform(0.5, 1.5, (1, n)) / 127 / 9).astype(np.float32)),
+     "w_row": ("F8_E4M3", rng.integers(0, 0x7e, (n, k)).astype(np.uint8)),
+     "s_row": ("BF16", np.full((n, 1), 0x3a80, np.uint16)),  # 2^-10 in bf16 bits
+     "w_blk": ("F8_E4M3", rng.integers(0, 0x7e, (k, n)).astype(np.uint8)), "s_blk": ("F32", np.full((3, 3), 1e-3, np.float32)),
+     "w_one": ("I8", rng.integers(-127, 128, (n, n)).astype(np.int8)), "s_one": ("F32", np.array([1e-3], np.float32)),
+     "b": ("F32", rng.uniform(-1, 1, n).astype(np.float32))}
+header, blobs, at = {"__metadata__": {"format": "pt"}}, [], 0
+for name, (dt, a) in t.items():
+    b = np.ascontiguousarray(a).tobytes()
+    header[name] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [at, at + len(b)]}
+    blobs.append(b); at += len(b)
+text = json.dumps(header).encode(); text += b" " * (-len(text) % 8)
+open(sys.argv[1], "wb").write(len(text).to_bytes(8, "little") + text + b"".join(blobs))
+EOF
+"$HKC" build "$qspec" --target host -o "$work/q_self.hkpack" --weights "$work/q.safetensors" -q
+"$HKC" build "$qspec" --target host -o "$work/q_plain.hkpack" -q
+"$HKC" run "$work/q_self.hkpack" --batch 3 --runs 1 --warmup 0 --save-outputs "$work/q1" > /dev/null
+"$HKC" run "$work/q_plain.hkpack" --batch 3 --runs 1 --warmup 0 --weights "$work/q.safetensors" --save-outputs "$work/q2" > /dev/null 2>&1
+same=1
+for o in y_blk y_one y_again; do cmp -s "$work/q1/$o.npy" "$work/q2/$o.npy" || same=0; done
+"$HKC" inspect "$work/q_self.hkpack" | grep -q "weights: 9 param(s), .* stored" && [ $same = 1 ] \
+  && ok "8-bit weights stored in the pack: the outputs of binding them at run time, bit for bit" || bad "8-bit weights stored"
+
 exit $fail
