@@ -129,7 +129,8 @@ for mq in llama_bias:int8 qwen2:fp8_e4m3; do
     grep -Eq '^down_w_s_1 +model\.layers\.1\.mlp\.down_proj\.weight_scale$' "$work/${m}_q.map" ||
     fail "$m --quantize $q: $(cat "$work/${m}_q.yaml" "$work/${m}_q.map")"
   "$HKC" build "$work/${m}_q.yaml" -o "$work/${m}_q.hkpack" --target host -q
-  "$HKC" inspect "$work/${m}_q.hkpack" | grep -q "hk_dequant_f32_" || fail "$m --quantize: no dequant kernel"
+  "$HKC" inspect "$work/${m}_q.hkpack" > "$work/${m}_q.inspect" # (no pipe into grep -q: SIGPIPE under pipefail)
+  grep -q "hk_dequant_f32_" "$work/${m}_q.inspect" || fail "$m --quantize: no dequant kernel"
   "$PY" "$ref" "$HKC" "$work/${m}_q.hkpack" "$work/$m.json" "$work/${m}_q.map" "$work/$m-q" --quantize "$q"
 done
 # A config's quantization_config (compressed-tensors, 8-bit per channel) gives the same spec as
