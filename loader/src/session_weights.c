@@ -139,7 +139,9 @@ static const char *exact_note(hk_weights_dtype_t dtype, hk_element_type_t type, 
  * counted in *conv. Errors: INVALID_ARGUMENT naming the tensor, the element and its value. */
 static hk_status_t check_conversion(const hk_tensor_info_t *info, const hk_weights_tensor_info_t *wi,
                                     const char *what, conversions_t *conv) {
-  if (info->element_type == HK_ELEMENT_I32 || (uint32_t)wi->dtype == (uint32_t)info->element_type) return HK_OK;
+  if (info->element_type == HK_ELEMENT_I32 || info->element_type == HK_ELEMENT_I8 ||
+      info->element_type == HK_ELEMENT_FP8_E4M3 || (uint32_t)wi->dtype == (uint32_t)info->element_type)
+    return HK_OK; /* bound as it is (dtype_binds) */
   const hk_element_type_t from = (hk_element_type_t)wi->dtype, to = info->element_type;
   const size_t count = wi->bytes / (from == HK_ELEMENT_F32 ? 4 : 2);
   const size_t at = hk_convert_find_overflow(wi->data, from, to, count);
