@@ -329,10 +329,13 @@ open(sys.argv[1], "wb").write(len(text).to_bytes(8, "little") + text + b"".join(
 EOF
 "$HKC" build "$qspec" --target host -o "$work/q_self.hkpack" --weights "$work/q.safetensors" -q
 "$HKC" build "$qspec" --target host -o "$work/q_plain.hkpack" -q
-"$HKC" run "$work/q_self.hkpack" --batch 3 --runs 1 --warmup 0 --save-outputs "$work/q1" > /dev/null
-"$HKC" run "$work/q_plain.hkpack" --batch 3 --runs 1 --warmup 0 --weights "$work/q.safetensors" --save-outputs "$work/q2" > /dev/null 2>&1
+for q in self plain; do
+  more=(); [ $q = plain ] && more=(--weights "$work/q.safetensors")
+  "$HKC" run "$work/q_$q.hkpack" --batch 3 --runs 1 --warmup 0 "${more[@]}" --save-outputs "$work/q_$q" > "$work/q_$q.txt" 2>&1 ||
+    { bad "hkc run of the 8-bit $q pack"; cat "$work/q_$q.txt"; exit 1; }
+done
 same=1
-for o in y_blk y_one y_again; do cmp -s "$work/q1/$o.npy" "$work/q2/$o.npy" || same=0; done
+for o in y_blk y_one y_again; do cmp -s "$work/q_self/$o.npy" "$work/q_plain/$o.npy" || same=0; done
 "$HKC" inspect "$work/q_self.hkpack" > "$work/q_self.txt" # (no pipe into grep -q: SIGPIPE under pipefail)
 grep -q "weights: 9 param(s), .* stored" "$work/q_self.txt" && [ $same = 1 ] \
   && ok "8-bit weights stored in the pack: the outputs of binding them at run time, bit for bit" || bad "8-bit weights stored"
