@@ -127,6 +127,14 @@ static bool dtype_binds(hk_weights_dtype_t dtype, hk_element_type_t type, bool e
   return !exact && dtype <= HK_WEIGHTS_BF16 && hk_convert_supported((hk_element_type_t)dtype, type);
 }
 
+/* Whether a file tensor of `dtype` that binds to `type` (dtype_binds) is copied as it is: the
+ * same type, or one only its own file dtype binds to (i32, int8, fp8_e4m3); otherwise both are
+ * float types and it is converted. */
+static bool binds_as_is(hk_weights_dtype_t dtype, hk_element_type_t type) {
+  return type == HK_ELEMENT_I32 || type == HK_ELEMENT_I8 || type == HK_ELEMENT_FP8_E4M3 ||
+         (uint32_t)dtype == (uint32_t)type;
+}
+
 /* " (HK_BIND_WEIGHTS_EXACT_DTYPE: no conversion)" when that refused a float tensor. */
 static const char *exact_note(hk_weights_dtype_t dtype, hk_element_type_t type, bool exact) {
   return exact && !dtype_binds(dtype, type, true) && dtype_binds(dtype, type, false)
@@ -139,9 +147,7 @@ static const char *exact_note(hk_weights_dtype_t dtype, hk_element_type_t type, 
  * counted in *conv. Errors: INVALID_ARGUMENT naming the tensor, the element and its value. */
 static hk_status_t check_conversion(const hk_tensor_info_t *info, const hk_weights_tensor_info_t *wi,
                                     const char *what, conversions_t *conv) {
-  if (info->element_type == HK_ELEMENT_I32 || info->element_type == HK_ELEMENT_I8 ||
-      info->element_type == HK_ELEMENT_FP8_E4M3 || (uint32_t)wi->dtype == (uint32_t)info->element_type)
-    return HK_OK; /* bound as it is (dtype_binds) */
+  if (binds_as_is(wi->dtype, info->element_type)) return HK_OK;
   const hk_element_type_t from = (hk_element_type_t)wi->dtype, to = info->element_type;
   const size_t count = wi->bytes / (from == HK_ELEMENT_F32 ? 4 : 2);
   const size_t at = hk_convert_find_overflow(wi->data, from, to, count);
@@ -256,8 +262,7 @@ static hk_status_t check_parts(const hk_session_t *s, const hk_weights_t *w, uin
  * the caller frees it), one chunk per copy. Sets *out_bytes to the bytes written. */
 static hk_status_t copy_tensor(hk_session_t *s, const hk_allocator_t *a, const hk_weights_tensor_info_t *wi,
                                hk_element_type_t to, uint8_t *dst, void **staging, size_t *out_bytes) {
-  if (to == HK_ELEMENT_I32 || to == HK_ELEMENT_I8 || to == HK_ELEMENT_FP8_E4M3 || (uint32_t)wi->dtype == (uint32_t)to) {
-    /* the same type (I32, I8, F8_E4M3 for those tensors: dtype_binds): as it is */
+  if (binds_as_is(wi->dtype, to)) {
     *out_bytes = wi->bytes;
     return hk_session_copy(s, dst, wi->data, wi->bytes, HK_COPY_HOST_TO_DEVICE);
   }
