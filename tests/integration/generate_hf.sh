@@ -124,28 +124,17 @@ for mq in llama:int8 qwen2:fp8_e4m3; do
     --quantize "$q" -o "$work/${m}_q.yaml" --weights-map-out "$work/${m}_q.map" -q
   "$HKC" quantize "$work/$m.safetensors" -o "$work/${m}_q.safetensors" --dtype "$q" -q
   "$PY" - "$work/${m}_q.safetensors" "$work/${m}_deq.safetensors" <<'EOF'
-import json, sys
+import os, sys
 import numpy as np
-d = open(sys.argv[1], "rb").read(); n = int.from_bytes(d[:8], "little"); h = json.loads(d[8:8 + n])
-fp8 = np.array([np.nan if (b & 0x7f) == 0x7f else ((8 + (b & 7)) * 2.0 ** (((b >> 3) & 15) - 10) if (b >> 3) & 15
-                else (b & 7) * 2.0 ** -9) * (-1 if b & 0x80 else 1) for b in range(256)])
-def arr(e):
-    raw = d[8 + n + e["data_offsets"][0]:8 + n + e["data_offsets"][1]]
-    a = {"F32": lambda: np.frombuffer(raw, "<f4").astype(np.float64), "I8": lambda: np.frombuffer(raw, np.int8).astype(np.float64),
-         "F8_E4M3": lambda: fp8[np.frombuffer(raw, np.uint8)]}[e["dtype"]]()
-    return a.reshape(e["shape"])
-out = {k: arr(e) for k, e in h.items() if k != "__metadata__" and not k.endswith("_scale")}
-n_q = 0
-for k in out:
-    if k + "_scale" in h:
-        out[k] = out[k] * arr(h[k + "_scale"]); n_q += 1
-assert n_q > 0
-header, blobs, at = {"__metadata__": {"format": "pt"}}, [], 0
-for k, a in out.items():
-    b = a.astype("<f4").tobytes(); header[k] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [at, at + len(b)]}
-    blobs.append(b); at += len(b)
-t = json.dumps(header).encode(); t += b" " * (-len(t) % 8)
-open(sys.argv[2], "wb").write(len(t).to_bytes(8, "little") + t + b"".join(blobs))
+sys.path.insert(0, os.environ["HK_SOURCE_DIR"] + "/tests/integration")
+import safetensors_io
+t = safetensors_io.read(sys.argv[1])
+out = {k: v for k, (_, v, _) in t.items() if not k.endswith("_scale")}
+scaled = [k for k in out if k + "_scale" in t]
+assert scaled
+for k in scaled:
+    out[k] = out[k] * t[k + "_scale"][1]
+safetensors_io.write(sys.argv[2], {k: ("F32", v.astype("<f4")) for k, v in out.items()})
 EOF
   "$PY" "$ref" greedy "$cfgs/$m.json" "$work/${m}_deq.safetensors" "${batch[@]}" -n $N --json > "$work/${m}_q.ref.json"
   "$HKC" build "$work/${m}_q.yaml" -o "$work/${m}_q.hkpack" --target host -q

@@ -30,6 +30,8 @@ import sys
 
 import numpy as np
 
+import safetensors_io  # beside this file
+
 
 def write_safetensors(path, tensors):
     header, blobs, at = {}, [], 0
@@ -47,44 +49,13 @@ def write_safetensors(path, tensors):
         f.write(b"".join(blobs))
 
 
-def fp8_table():
-    """float8 e4m3fn by bit pattern: (8 + m) 2^(e - 10), m 2^-9 for e = 0, S.1111.111 NaN."""
-    v = np.array([math.nan if (b & 0x7f) == 0x7f else
-                  ((8 + (b & 7)) * 2.0 ** (((b >> 3) & 15) - 10) if (b >> 3) & 15 else (b & 7) * 2.0 ** -9)
-                  for b in range(256)])
-    v[128:] *= -1
-    return v
-
-
-def read_safetensors(path):
-    """{name: (dtype, float64 array)} of a safetensors file (F32, I8, F8_E4M3: what hkc quantize writes)."""
-    data = open(path, "rb").read()
-    n = int.from_bytes(data[:8], "little")
-    header = json.loads(data[8:8 + n])
-    out, base = {}, 8 + n
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        raw = data[base + e["data_offsets"][0]:base + e["data_offsets"][1]]
-        if e["dtype"] == "F32":
-            a = np.frombuffer(raw, dtype="<f4").astype(np.float64)
-        elif e["dtype"] == "I8":
-            a = np.frombuffer(raw, dtype=np.int8).astype(np.float64)
-        elif e["dtype"] == "F8_E4M3":
-            a = fp8_table()[np.frombuffer(raw, dtype=np.uint8)]
-        else:
-            raise ValueError("%s: dtype %s" % (name, e["dtype"]))
-        out[name] = (e["dtype"], a.reshape(e["shape"]))
-    return out
-
-
 def dequantized(hkc, w, path, qpath, dtype):
     """Runs hkc quantize on path; returns {name: dequantized weights} of the tensors it quantized,
     after checking each against its float weights; raises on a missing or wrong tensor."""
     res = subprocess.run([hkc, "quantize", path, "-o", qpath, "--dtype", dtype], capture_output=True, text=True)
     if res.returncode != 0:
         raise ValueError("hkc quantize exited %d: %s" % (res.returncode, res.stderr))
-    q, deq = read_safetensors(qpath), {}
+    q, deq = {k: v[:2] for k, v in safetensors_io.read(qpath).items()}, {}
     for name, (dt, s) in q.items():
         if not name.endswith("_scale"):
             continue

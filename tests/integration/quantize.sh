@@ -15,18 +15,12 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$PY" -c "import numpy" 2>/dev/null || { echo "SKIPPED: no numpy for $PY"; exit 77; }
 
 "$PY" - "$work" <<'PYEOF'
-import json, sys
+import os, sys
 import numpy as np
+sys.path.insert(0, os.environ["HK_SOURCE_DIR"] + "/tests/integration")
+from safetensors_io import write as st
 work = sys.argv[1]
 rng = np.random.default_rng(5)
-def st(path, tensors):  # name -> (dtype, array of its storage type)
-    header, blobs, at = {"__metadata__": {"format": "pt"}}, [], 0
-    for name, (dt, a) in tensors.items():
-        b = np.ascontiguousarray(a).tobytes()
-        header[name] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [at, at + len(b)]}
-        blobs.append(b); at += len(b)
-    text = json.dumps(header).encode(); text += b" " * (-len(text) % 8)
-    open(path, "wb").write(len(text).to_bytes(8, "little") + text + b"".join(blobs))
 w = rng.standard_normal((70, 45)).astype(np.float32); w[3] = 0.0  # an all-zero row: scale 1
 bf = (rng.standard_normal((33, 40)).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
 st(work + "/in.safetensors", {"a.q_proj.weight": ("F32", w), "b.up_proj.weight": ("BF16", bf),
@@ -44,36 +38,22 @@ check() { # check DTYPE QMAX BLOCK|-: quantize in.safetensors and verify it in N
   else "$HKC" quantize "$work/in.safetensors" -o "$out" --dtype "$dt" --block "$block" > "$work/q.txt"; fi
   grep -q "3 tensor(s) quantized to $dt" "$work/q.txt" || fail "$dt $block: $(cat "$work/q.txt")"
   "$PY" - "$work/in.safetensors" "$out" "$dt" "$qmax" "$block" <<'PYEOF' || fail "$dt $block: numpy check"
-import json, sys
+import os, sys
 import numpy as np
-def read(path):
-    d = open(path, "rb").read(); n = int.from_bytes(d[:8], "little"); h = json.loads(d[8:8 + n]); out = {}
-    for k, e in h.items():
-        if k == "__metadata__": continue
-        raw = d[8 + n + e["data_offsets"][0]:8 + n + e["data_offsets"][1]]
-        out[k] = (e["dtype"], raw, e["shape"])
-    return out
-def val(dt, raw, shape):
-    if dt == "F32": return np.frombuffer(raw, "<f4").astype(np.float64).reshape(shape)
-    if dt == "F16": return np.frombuffer(raw, "<f2").astype(np.float64).reshape(shape)
-    if dt == "BF16": return (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32).astype(np.float64).reshape(shape)
-    if dt == "I8": return np.frombuffer(raw, np.int8).astype(np.float64).reshape(shape)
-    t = np.array([np.nan if (b & 0x7f) == 0x7f else ((8 + (b & 7)) * 2.0 ** (((b >> 3) & 15) - 10) if (b >> 3) & 15
-                  else (b & 7) * 2.0 ** -9) * (-1 if b & 0x80 else 1) for b in range(256)])
-    return t[np.frombuffer(raw, np.uint8)].reshape(shape)
+sys.path.insert(0, os.environ["HK_SOURCE_DIR"] + "/tests/integration")
+from safetensors_io import read
 src, out = read(sys.argv[1]), read(sys.argv[2])
 dt, qmax, block = sys.argv[3], float(sys.argv[4]), sys.argv[5]
 assert set(out) == set(src) | {k + "_scale" for k in src if k.endswith("_proj.weight")}, sorted(out)
-for k, (sdt, raw, shape) in src.items():
+for k, (sdt, w, raw) in src.items():
     if not k.endswith("_proj.weight"):
-        assert out[k] == (sdt, raw, shape), k  # copied byte for byte
+        assert out[k][0] == sdt and out[k][1].shape == w.shape and out[k][2] == raw, k  # copied byte for byte
         continue
-    w = val(sdt, raw, shape); rows, cols = shape
+    rows, cols = w.shape
     br, bc = (1, cols) if block == "-" else map(int, block.split(","))
-    qdt, qraw, qshape = out[k]; s = val(*out[k + "_scale"])
-    assert qdt == ("I8" if dt == "int8" else "F8_E4M3") and qshape == shape, (k, qdt, qshape)
+    qdt, q, _ = out[k]; s = out[k + "_scale"][1]
+    assert qdt == ("I8" if dt == "int8" else "F8_E4M3") and q.shape == w.shape, (k, qdt, q.shape)
     assert s.shape == (-(-rows // br), -(-cols // bc)), (k, s.shape)
-    q = val(qdt, qraw, qshape)
     full = s[np.arange(rows)[:, None] // br, np.arange(cols)[None, :] // bc]
     for i in range(s.shape[0]):
         for j in range(s.shape[1]):

@@ -308,24 +308,20 @@ set +e; msg=$("$HKC" build "$spec" -o "$work/no.hkpack" --weights-map "$work/map
 # outputs, bit for bit, as the plain pack bound to the checkpoint at run time.
 qspec=$HK_SOURCE_DIR/tests/specs/op_gemm_quant.yaml
 "$PY" - "$work/q.safetensors" <<'EOF'
-import json, sys
+import os, sys
 import numpy as np
+sys.path.insert(0, os.environ["HK_SOURCE_DIR"] + "/tests/integration")
+from safetensors_io import write
 rng = np.random.default_rng(1)
 k, n = 80, 72
-t = {"w_col": ("I8", rng.integers(-127, 128, (k, n)).astype(np.int8)),
-     "s_col": ("F32", (rng.uniform(0.5, 1.5, (1, n)) / 127 / 9).astype(np.float32)),
-     "w_row": ("F8_E4M3", rng.integers(0, 0x7e, (n, k)).astype(np.uint8)),
-     "s_row": ("BF16", np.full((n, 1), 0x3a80, np.uint16)),  # 2^-10 in bf16 bits
-     "w_blk": ("F8_E4M3", rng.integers(0, 0x7e, (k, n)).astype(np.uint8)), "s_blk": ("F32", np.full((3, 3), 1e-3, np.float32)),
-     "w_one": ("I8", rng.integers(-127, 128, (n, n)).astype(np.int8)), "s_one": ("F32", np.array([1e-3], np.float32)),
-     "b": ("F32", rng.uniform(-1, 1, n).astype(np.float32))}
-header, blobs, at = {"__metadata__": {"format": "pt"}}, [], 0
-for name, (dt, a) in t.items():
-    b = np.ascontiguousarray(a).tobytes()
-    header[name] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [at, at + len(b)]}
-    blobs.append(b); at += len(b)
-text = json.dumps(header).encode(); text += b" " * (-len(text) % 8)
-open(sys.argv[1], "wb").write(len(text).to_bytes(8, "little") + text + b"".join(blobs))
+write(sys.argv[1], {
+    "w_col": ("I8", rng.integers(-127, 128, (k, n)).astype(np.int8)),
+    "s_col": ("F32", (rng.uniform(0.5, 1.5, (1, n)) / 127 / 9).astype(np.float32)),
+    "w_row": ("F8_E4M3", rng.integers(0, 0x7e, (n, k)).astype(np.uint8)),
+    "s_row": ("BF16", np.full((n, 1), 0x3a80, np.uint16)),  # 2^-10 in bf16 bits
+    "w_blk": ("F8_E4M3", rng.integers(0, 0x7e, (k, n)).astype(np.uint8)), "s_blk": ("F32", np.full((3, 3), 1e-3, np.float32)),
+    "w_one": ("I8", rng.integers(-127, 128, (n, n)).astype(np.int8)), "s_one": ("F32", np.array([1e-3], np.float32)),
+    "b": ("F32", rng.uniform(-1, 1, n).astype(np.float32))})
 EOF
 "$HKC" build "$qspec" --target host -o "$work/q_self.hkpack" --weights "$work/q.safetensors" -q
 "$HKC" build "$qspec" --target host -o "$work/q_plain.hkpack" -q
