@@ -102,7 +102,9 @@ void hkc_fuse_model_init(hkc_fuse_model_t *model, const struct hkc_gpu_arch *con
  * dual gemm kernel (hkc_gpu_dual_gemm_ok), a rope or an rmsnorm stays a node of its own when
  * one has no gemm kernel that takes it in (hkc_gpu_fused_gemm_ok), and auto
  * weighs each step on the GPU targets' clocks (the host's only when it is alone); report as
- * the model's. What hkc build and hkc tune both call. 0 / -1 (reported). */
+ * the model's. Then each gemm reading a dequant node's copy gets its dequant_fold_rows (the
+ * kernel option gemm_quant; frontend.h). What hkc build and hkc tune both call. 0 / -1
+ * (reported). */
 int hkc_fuse_for_targets(hkc_spec_t *spec, int mode, const hkc_gpu_arch_t *const *archs, size_t n,
                          const struct hkc_kernel_options *options, FILE *report);
 
@@ -148,6 +150,9 @@ int hkc_gpu_dual_gemm_ok(const hkc_gpu_arch_t *arch);
  * of a form only some variants serve (a rope epilogue, a folded rmsnorm: variant.h's rope,
  * norm_a), under the kernel options o (NULL: the defaults): the fusion planner asks it for
  * every candidate of those forms on every target (fusion_model.c). */
+/* gemm_skinny serves launches of at most this many rows of A (decode steps; tune.c's
+ * skinny_choose), and so folds a dequant into those only. */
+#define HKC_GEMM_FEW_ROWS 8
 int hkc_gpu_fused_gemm_ok(const hkc_gpu_arch_t *arch, const struct hkc_kernel_options *o, const hkc_kernel_key_t *key);
 
 /* ---- kernel options (kernel_options.c) ------------------------------------------------------
@@ -204,6 +209,8 @@ typedef struct hkc_kernel_options {
                                pays, on = always, off = never */
   hkc_switch_t gemm_skinny; /* gemm_skinny on sm_90a (few-row GEMMs streaming B): on = the launches of
                                M <= 8 it serves; auto/off = never (not yet run on a GPU) */
+  hkc_switch_t gemm_quant;  /* gemms read 8-bit B themselves (dequant folded in): on = wherever every target
+                               has such a kernel, auto = host-only builds, off = never */
   hkc_switch_t kv_warp;     /* kv_attention_warp on NVIDIA (split over the keys): on = where it serves the
                                key; auto/off = the portable kv_attention (not yet run on a GPU) */
   int ew_exact_act;         /* 1: 16-bit gelu/silu/ewchain through erff/expf (elementwise_vec16 x=1) */

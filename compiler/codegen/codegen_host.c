@@ -153,6 +153,7 @@ static const char *const k_instance_macros[] = {
     "HK_HAS_RESIDUAL", "HK_HAS_MUL", "HK_HAS_ADD", "HK_HAS_SUM", "HK_BINOP", "HK_UNARY", "HK_EW_NIN",
     "HK_EW_PROGRAM", "HK_ATTN_LENGTHS", "HK_ATTN_MASK", "HK_DUAL", "HK_ROPE", "HK_ROPE_DH", "HK_NORM_A",
     "HK_NORM_ARG", "HK_NORM_C", "HK_HAS_CTX", "HK_ROPE_SCALING", "HK_ROPE_SCALING_ARG", "HK_DQ_FP8",
+    "HK_QB",    "HK_QB_ARG",
 };
 
 /* An ewchain program (hkc_kernel_key_t.program) as C statements on the f32 value v,
@@ -222,6 +223,8 @@ static int emit_instance(hkc_strbuf_t *sb, const hkc_kernel_out_t *k, const char
   hkc_sb_printf(sb, "#define HK_BINOP(x, y) ((x) %c (y))\n", key->op == HK_OP_MUL ? '*' : '+');
   hkc_sb_printf(sb, "#define HK_UNARY(x) %s(x)\n", key->op == HK_OP_TANH ? "tanhf" : host_act_fn(unary));
   hkc_sb_printf(sb, "#define HK_DQ_FP8 %d\n", key->op == HK_OP_DEQUANT && !strcmp(key->program, "e4m3"));
+  hkc_sb_printf(sb, "#define HK_QB %d\n#define HK_QB_ARG %u\n",
+                hkc_gemm_quant_b(key) == HK_DTYPE_I8 ? 1 : hkc_gemm_quant_b(key) ? 2 : 0, hkc_gemm_quant_arg(key));
   if (key->op == HK_OP_EWCHAIN) {
     hkc_strbuf_t code = {0};
     int nin = 1;
@@ -243,7 +246,7 @@ static int emit_instance(hkc_strbuf_t *sb, const hkc_kernel_out_t *k, const char
   /* A GEMM that converts its operands to f32 copies (16-bit types, a folded norm) does so once
    * per chunk of blocks (templates/host/gemm.c): one chunk per thread (the loader's hint,
    * backend_host.c) keeps that to once per thread. */
-  if (key->op == HK_OP_GEMM && (key->dtype != HK_DTYPE_F32 || key->norm_a) && !suffix[0])
+  if (key->op == HK_OP_GEMM && (key->dtype != HK_DTYPE_F32 || key->norm_a || hkc_gemm_quant_b(key)) && !suffix[0])
     hkc_sb_printf(sb, "HK_KERNEL const uint32_t %s__chunks = 1;\n", k->name);
   for (size_t i = 0; i < sizeof k_instance_macros / sizeof k_instance_macros[0]; i++)
     hkc_sb_printf(sb, "#undef %s\n", k_instance_macros[i]);

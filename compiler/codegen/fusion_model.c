@@ -215,6 +215,24 @@ static int model_kernel_ok(const hkc_fuse_model_t *m, size_t t, const hkc_spec_t
   return hkc_gpu_fused_gemm_ok((const hkc_gpu_arch_t *)m->targets[t], (const hkc_kernel_options_t *)m->options, &key);
 }
 
+/* The rows of A up to which gemm node nd can read its 8-bit B itself on every target (lower.h,
+ * hkc_gemm_folds_dequant): the host's GEMM at every M, gemm_skinny on sm_90a at M <= 8; 0 when
+ * nd reads no dequant node's copy or a target has no such kernel for its key. */
+static int64_t quant_fold_rows(const hkc_spec_t *spec, hkc_node_t *nd, const hkc_gpu_arch_t *const *archs, size_t n,
+                               const hkc_kernel_options_t *options) {
+  hkc_kernel_key_t key;
+  hkc_arg_t args[HKC_MAX_ARGS];
+  int64_t rows = INT64_MAX;
+  nd->dequant_fold_rows = INT64_MAX; /* the folded key, as lowering makes it */
+  if (spec->n_batch < 1 || !hkc_gemm_folds_dequant(spec, nd, spec->batch_sizes[0]) ||
+      hkc_lower_node_of(spec, nd, spec->batch_sizes[0], &key, args) < 0 || !hkc_gemm_quant_b(&key))
+    rows = 0;
+  for (size_t i = 0; i < n && rows > 0; i++)
+    if (archs[i]) rows = hkc_gpu_fused_gemm_ok(archs[i], options, &key) ? HKC_GEMM_FEW_ROWS : 0;
+  nd->dequant_fold_rows = 0;
+  return rows;
+}
+
 /* See codegen.h. */
 int hkc_fuse_for_targets(hkc_spec_t *spec, int mode, const hkc_gpu_arch_t *const *archs, size_t n,
                          const hkc_kernel_options_t *options, FILE *report) {
@@ -237,7 +255,13 @@ int hkc_fuse_for_targets(hkc_spec_t *spec, int mode, const hkc_gpu_arch_t *const
   hkc_fuse_model_init(&model, clock, names, n_clock, report);
   model.kernel_ok = model_kernel_ok;
   model.options = options;
-  return hkc_fuse_planned(spec, mode, &model);
+  if (hkc_fuse_planned(spec, mode, &model) != 0) return -1;
+  const hkc_switch_t quant = options ? options->gemm_quant : HKC_SWITCH_AUTO;
+  for (size_t j = 0; j < spec->n_nodes; j++)
+    spec->nodes[j].dequant_fold_rows =
+        quant == HKC_SWITCH_ON || (quant == HKC_SWITCH_AUTO && !gpus) ? quant_fold_rows(spec, &spec->nodes[j], archs, n, options)
+                                                                      : 0;
+  return 0;
 }
 
 void hkc_fuse_model_init(hkc_fuse_model_t *model, const hkc_gpu_arch_t *const *archs, const char *const *names,

@@ -64,6 +64,11 @@ static const kopt_t k_opts[] = {
     {"gemm_skinny", "HKC_GEMM_SKINNY", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: gemm_skinny on sm_90a, GEMMs of a few rows of A that stream B at the memory's bandwidth "
      "(decode steps): on for the launches of M <= 8 it serves; auto, off: never (opt-in until it has run on a GPU)"},
+    {"gemm_quant", "HKC_GEMM_QUANT", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
+     "auto|on|off: a gemm whose B is an 8-bit param reads the 8-bit bytes and their scales itself, "
+     "dequantizing as it loads, in the launches where a kernel of every target does (the host: every M; "
+     "gemm_skinny on sm_90a: M <= 8, decode steps), instead of after a dequant launch; auto: builds "
+     "for the host alone (opt-in on GPUs until it has run on one); off: never"},
     {"kv_warp", "HKC_KV_WARP", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: kv_attention_warp on NVIDIA (f16/bf16, head_dim 64/128: a block per row, kv head and piece "
      "of the keys, split over the keys for decode steps); auto, off: the portable kv_attention (opt-in until it "
@@ -147,6 +152,7 @@ static hkc_switch_t *switch_field(hkc_kernel_options_t *o, const char *name) {
   if (strcmp(name, "gemm_norm") == 0) return &o->gemm_norm;
   if (strcmp(name, "gemm_ln") == 0) return &o->gemm_ln;
   if (strcmp(name, "gemm_skinny") == 0) return &o->gemm_skinny;
+  if (strcmp(name, "gemm_quant") == 0) return &o->gemm_quant;
   if (strcmp(name, "kv_warp") == 0) return &o->kv_warp;
   return &o->attn_wgmma;
 }
@@ -163,6 +169,7 @@ static hkc_switch_t switch_value(const hkc_kernel_options_t *o, const char *name
   if (strcmp(name, "gemm_norm") == 0) return o->gemm_norm;
   if (strcmp(name, "gemm_ln") == 0) return o->gemm_ln;
   if (strcmp(name, "gemm_skinny") == 0) return o->gemm_skinny;
+  if (strcmp(name, "gemm_quant") == 0) return o->gemm_quant;
   if (strcmp(name, "kv_warp") == 0) return o->kv_warp;
   return o->attn_wgmma;
 }

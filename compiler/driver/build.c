@@ -8,6 +8,8 @@
  * cache, AMD compiles in worker processes). The host target's single translation unit
  * compiles on the main thread meanwhile. Diagnostics are reported from the main thread only.
  */
+#include <assert.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -87,22 +89,30 @@ static int collect_kernels(const hkc_spec_t *spec, target_plan_t *plan, hkc_tune
   size_t cap = 0;
   int rc = -1;
   if (!launches) return -1;
+  size_t n_tuned = 0; /* launches[0, n_tuned): the nodes with a launch in their bucket */
   for (size_t l = 0; l < n_launches; l++) {
     hkc_arg_t args[HKC_MAX_ARGS];
-    int n_args = hkc_lower_node(spec, l % spec->n_nodes, spec->batch_sizes[l / spec->n_nodes], &launches[l].key, args);
+    const size_t node = l % spec->n_nodes;
+    const int64_t batch = spec->batch_sizes[l / spec->n_nodes];
+    plan->node_kernel[l] = UINT32_MAX;
+    if (hkc_node_left_out(spec, node, batch)) continue;
+    hkc_tune_launch_t *tl = &launches[n_tuned++];
+    int n_args = hkc_lower_node(spec, node, batch, &tl->key, args);
     if (n_args < 0) goto done;
     if (t->kind == HK_TARGET_HOST) { /* one host kernel serves every shape (a rope gemm's tiles: its head_dim) */
-      launches[l].key.align = 0;
-      if (!launches[l].key.rope) launches[l].key.head_dim = 0;
+      tl->key.align = 0;
+      if (!tl->key.rope) tl->key.head_dim = 0;
     }
-    launches[l].tunable = hkc_tune_shape_of(plan->arch, &launches[l].key, args, (uint32_t)n_args, &launches[l].shape);
+    tl->tunable = hkc_tune_shape_of(plan->arch, &tl->key, args, (uint32_t)n_args, &tl->shape);
   }
-  if (hkc_tuner_choose(tuner, plan->name, plan->arch, launches, n_launches) != 0) goto done;
+  if (hkc_tuner_choose(tuner, plan->name, plan->arch, launches, n_tuned) != 0) goto done;
   sources = calloc(n_launches ? n_launches : 1, sizeof *sources);
   tunable = calloc(n_launches ? n_launches : 1, sizeof *tunable);
   if (!sources || !tunable) goto done;
-  for (size_t l = 0; l < n_launches; l++) {
-    const hkc_kernel_key_t *key = &launches[l].key;
+  for (size_t l = 0, tl = 0; l < n_launches; l++) {
+    if (hkc_node_left_out(spec, l % spec->n_nodes, spec->batch_sizes[l / spec->n_nodes])) continue;
+    const hkc_tune_launch_t *tuned = &launches[tl++];
+    const hkc_kernel_key_t *key = &tuned->key;
     size_t k = 0;
     while (k < t->n_kernels && !hkc_kernel_key_equal(&t->kernels[k].key, key)) k++;
     if (k == t->n_kernels) {
@@ -123,8 +133,8 @@ static int collect_kernels(const hkc_spec_t *spec, target_plan_t *plan, hkc_tune
       ko->wave_size = 1;
       t->n_kernels++;
     }
-    sources[k] |= 1u << launches[l].source;
-    tunable[k] |= launches[l].tunable;
+    sources[k] |= 1u << tuned->source;
+    tunable[k] |= tuned->tunable;
     plan->node_kernel[l] = (uint32_t)k;
   }
   for (size_t k = 0; k < t->n_kernels; k++) describe_tuning(plan, &t->kernels[k], tunable[k], sources[k]);
@@ -136,13 +146,16 @@ done:
   return rc;
 }
 
-/* Lowers every node of bucket `bucket` into g's launches: arguments (the op ABI's), kernel,
- * launch dimensions, cost, and the workspace its kernel needs (ws[i]: scratch and counters,
- * zero when none). */
+/* Lowers every node of bucket `bucket` that has a launch there (launch_of[i] < n_nodes: its
+ * index in g) into g's launches: arguments (the op ABI's), kernel, launch dimensions, cost, and
+ * the workspace its kernel needs (ws[i]: scratch and counters, zero when none). */
 static int lower_launches(const hkc_spec_t *spec, const target_plan_t *plan, int bucket, hkc_graph_out_t *g,
-                          hkc_node_workspace_t *ws) {
+                          const size_t *launch_of, hkc_node_workspace_t *ws) {
   for (size_t i = 0; i < spec->n_nodes; i++) {
-    hkc_launch_t *l = &g->launches[i];
+    memset(&ws[i], 0, sizeof ws[i]);
+    if (launch_of[i] >= spec->n_nodes) continue;
+    const size_t at = launch_of[i];
+    hkc_launch_t *l = &g->launches[at];
     hkc_kernel_key_t key;
     int n_args = hkc_lower_node(spec, i, g->batch, &key, l->args);
     if (n_args < 0) return -1;
@@ -152,11 +165,10 @@ static int lower_launches(const hkc_spec_t *spec, const target_plan_t *plan, int
     const hkc_node_t *node = &spec->nodes[i];
     l->node_name =
         node->fused_names && strlen(node->fused_names) <= HK_MAX_NAME_LEN ? node->fused_names : node->name;
-    hkc_node_cost(spec, i, g->batch, &g->costs[i]);
-    g->fused_counts[i] = node->n_fused > 0 ? node->n_fused : 1;
+    hkc_node_cost(spec, i, g->batch, &g->costs[at]);
+    g->fused_counts[at] = node->n_fused > 0 ? node->n_fused : 1;
     const hkc_kernel_key_t *kkey = &plan->out.kernels[l->kernel].key; /* with its tuning */
     plan->tc->launch_dims(plan->arch, kkey, l->args, l->n_args, l->grid, l->block, &l->shared_bytes);
-    memset(&ws[i], 0, sizeof ws[i]);
     if (plan->tc->launch_workspace) plan->tc->launch_workspace(plan->arch, kkey, l->args, l->n_args, &ws[i]);
   }
   return 0;
@@ -175,16 +187,25 @@ static int build_graph(const hkc_spec_t *spec, const target_plan_t *plan, int bu
   g->costs = calloc(spec->n_nodes ? spec->n_nodes : 1, sizeof *g->costs);
   g->fused_counts = calloc(spec->n_nodes ? spec->n_nodes : 1, sizeof *g->fused_counts);
   hkc_node_workspace_t *ws = calloc(spec->n_nodes ? spec->n_nodes : 1, sizeof *ws);
+  size_t *launch_of = calloc(spec->n_nodes ? spec->n_nodes : 1, sizeof *launch_of);
   hkc_deps_t deps = {0};
   int rc = -1;
-  if (!g->placements || !g->launches || !g->costs || !g->fused_counts || !ws) goto done;
-  g->n_launches = spec->n_nodes;
-  if (lower_launches(spec, plan, bucket, g, ws) != 0 ||
+  if (!g->placements || !g->launches || !g->costs || !g->fused_counts || !ws || !launch_of) goto done;
+  /* a node left out at this batch (a dequant that its gemms fold) has no launch; the others
+   * keep their order */
+  g->n_launches = 0;
+  for (size_t i = 0; i < spec->n_nodes; i++)
+    launch_of[i] = hkc_node_left_out(spec, i, g->batch) ? SIZE_MAX : g->n_launches++;
+  if (lower_launches(spec, plan, bucket, g, launch_of, ws) != 0 ||
       hkc_plan_memory(spec, g->batch, ws, g->placements, &g->workspace_bytes, &g->semaphore_count) != 0 ||
       hkc_plan_deps(spec, g->batch, g->placements, ws, &deps) != 0)
     goto done;
   for (size_t i = 0; i < spec->n_nodes; i++) {
-    hkc_launch_t *l = &g->launches[i];
+    if (launch_of[i] == SIZE_MAX) {
+      assert(deps.start[i + 1] == deps.start[i]); /* reads and writes nothing at this batch */
+      continue;
+    }
+    hkc_launch_t *l = &g->launches[launch_of[i]];
     const hkc_kernel_key_t *kkey = &plan->out.kernels[l->kernel].key;
     if (plan->tc->launch_args) /* the variant's extra arguments (TMA tensor maps) after the ABI's */
       l->n_args = plan->tc->launch_args(plan->arch, kkey, l->args, l->n_args, HKC_MAX_ARGS);
@@ -194,13 +215,18 @@ static int build_graph(const hkc_spec_t *spec, const target_plan_t *plan, int bu
     if (nd) {
       l->deps = malloc(nd * sizeof *l->deps);
       if (!l->deps) goto done;
-      memcpy(l->deps, &deps.list[deps.start[i]], nd * sizeof *l->deps);
+      for (uint32_t d = 0; d < nd; d++) { /* spec node -> launch index */
+        const size_t on = launch_of[deps.list[deps.start[i] + d]];
+        assert(on != SIZE_MAX);
+        l->deps[d] = (uint32_t)on;
+      }
       l->n_deps = nd;
     }
   }
   rc = 0;
 done:
   hkc_deps_free(&deps);
+  free(launch_of);
   free(ws);
   return rc;
 }

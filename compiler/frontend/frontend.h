@@ -119,6 +119,11 @@ typedef struct hkc_node {
                        out = rope(A @ B + bias), with the rope's heads, kv_heads, packed, theta
                        and pos_offset below (no act, mul, residual or dual) */
   int trans_b;      /* gemm: B stored [N, K] */
+  int64_t dequant_fold_rows; /* gemm whose B (and B2) are dequant nodes' copies: at the batch
+                       sizes where its rows of A are at most this many, it reads the 8-bit
+                       param and its scales itself and those dequant launches are left out
+                       (lower.h, hkc_gemm_folds_dequant); 0: never. Set by the build
+                       (hkc_fuse_for_targets) where every target has such a kernel */
   float eps;        /* norms; default 1e-5 */
   int heads;        /* attention; rope: heads in the last dim (dh = last / heads), or q heads when packed */
   int kv_heads;     /* attention, defaults to heads; packed rope: k (and v) heads, defaults to heads */

@@ -89,6 +89,20 @@ static uint32_t gemm(const hkc_kernel_key_t *key, ext_t *e) {
     touch(e, at, k, 0);
     end = at + 2;
   }
+  if (hkc_gemm_quant_b(key)) { /* 8-bit B (and B2), their f32 scales in blocks over B as stored */
+    const uint32_t at = end;
+    const uint64_t rows = size_arg(e, at + HKC_GEMM_QB_ROWS, 1), srows = size_arg(e, at + HKC_GEMM_QB_SCALE_ROWS, 1),
+                   scols = size_arg(e, at + HKC_GEMM_QB_SCALE_COLS, 1),
+                   brows = size_arg(e, at + HKC_GEMM_QB_BLOCK_ROWS, 1), bcols = size_arg(e, at + HKC_GEMM_QB_BLOCK_COLS, 1);
+    const uint64_t cols = rows == k ? n : k;
+    if ((rows != k && rows != n) || (rows - 1) / brows >= srows || (cols - 1) / bcols >= scols) e->ok = 0;
+    touch_sized(e, HKC_GEMM_ARG_B, mul(k, n), 0, 1);
+    if (key->dual) touch_sized(e, HKC_GEMM_ARG_B2, mul(k, n), 0, 1);
+    touch_sized(e, at + HKC_GEMM_QB_SCALE, mul(srows, scols), 0, 4);
+    touch_sized(e, at + HKC_GEMM_QB_SCALE2, mul(srows, scols), !key->dual, 4);
+    if (!key->dual && at + HKC_GEMM_QB_SCALE2 < e->n && e->args[at + HKC_GEMM_QB_SCALE2].kind != HK_ARG_NULL) e->ok = 0;
+    end = at + HKC_GEMM_QB_N_ARGS;
+  }
   return end;
 }
 

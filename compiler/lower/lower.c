@@ -117,6 +117,60 @@ static int lower_kv(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch,
   return l->n;
 }
 
+/* The dequant node whose copy tensor t is, or NULL. */
+static const hkc_node_t *dequant_of(const hkc_spec_t *spec, int t) {
+  if (t < 0 || (size_t)t >= spec->n_tensors) return NULL;
+  const int p = spec->tensors[t].producer;
+  if (p < 0 || (size_t)p >= spec->n_nodes || spec->nodes[p].op != HK_OP_DEQUANT) return NULL;
+  return &spec->nodes[p];
+}
+
+/* Two quantized params with the same type, scale shape and blocks. */
+static int same_quant(const hkc_spec_t *spec, const hkc_tensor_t *a, const hkc_tensor_t *b) {
+  if (a->dtype != b->dtype || a->scale == HKC_NONE || b->scale == HKC_NONE || a->block[0] != b->block[0] ||
+      a->block[1] != b->block[1])
+    return 0;
+  const hkc_tensor_t *sa = &spec->tensors[a->scale], *sb = &spec->tensors[b->scale];
+  if (sa->rank != sb->rank) return 0;
+  for (uint32_t d = 0; d < sa->rank; d++)
+    if (!hkc_dim_equal(sa->dims[d], sb->dims[d])) return 0;
+  return 1;
+}
+
+int hkc_gemm_folds_dequant(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch) {
+  if (nd->op != HK_OP_GEMM || nd->dequant_fold_rows <= 0 || nd->rope || nd->norm_c || nd->n_in < 2) return 0;
+  const hkc_node_t *dq = dequant_of(spec, nd->in[1]);
+  if (!dq) return 0;
+  const hkc_tensor_t *q = &spec->tensors[dq->in[0]];
+  if (nd->n_in == 3) {
+    const hkc_node_t *dq2 = dequant_of(spec, nd->in[2]);
+    if (!dq2 || !same_quant(spec, q, &spec->tensors[dq2->in[0]])) return 0;
+  }
+  const hkc_tensor_t *a = &spec->tensors[nd->in[0]];
+  const int64_t k = last_dim(a, batch);
+  if (q->rank != 2 || hkc_dim_value(q->dims[0], batch) > INT32_MAX || hkc_dim_value(q->dims[1], batch) > INT32_MAX)
+    return 0; /* the kernels index B's rows, columns and blocks in 32 bits */
+  return k > 0 && tensor_elems(a, batch) / k <= nd->dequant_fold_rows;
+}
+
+int hkc_node_left_out(const hkc_spec_t *spec, size_t node, int64_t batch) {
+  const hkc_node_t *dq = &spec->nodes[node];
+  if (dq->op != HK_OP_DEQUANT) return 0;
+  int readers = 0;
+  for (size_t j = node + 1; j < spec->n_nodes; j++) { /* readers come after their producer */
+    const hkc_node_t *nd = &spec->nodes[j];
+    int reads = 0, as_b = 0;
+    for (int i = 0; i < nd->n_in && i < HKC_MAX_NODE_IN; i++)
+      if (nd->in[i] == dq->out) reads++, as_b += nd->op == HK_OP_GEMM && (i == 1 || i == 2);
+    const int extra[] = {nd->bias, nd->residual, nd->mul, nd->gamma, nd->beta, nd->add_in};
+    for (size_t i = 0; i < sizeof extra / sizeof *extra; i++) reads += extra[i] == dq->out;
+    if (!reads) continue;
+    if (reads != as_b || !hkc_gemm_folds_dequant(spec, nd, batch)) return 0;
+    readers++;
+  }
+  return readers > 0;
+}
+
 /* Returns the number of arguments, or -1 (reported at the node) for a node whose
  * sizes cannot be lowered. The key's flags that an op does not use stay zero, so
  * equal kernels get equal keys. */
@@ -159,8 +213,11 @@ int hkc_lower_node_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batc
     out_key->has_bias = nd->bias != HKC_NONE;
     out_key->has_residual = nd->residual != HKC_NONE;
     out_key->has_mul = nd->mul != HKC_NONE;
+    /* folded dequant: B (and B2) are the 8-bit params the dequant nodes read */
+    const hkc_node_t *dq = hkc_gemm_folds_dequant(spec, nd, batch) ? dequant_of(spec, nd->in[1]) : NULL;
+    const hkc_node_t *dq2 = dq && nd->n_in == 3 ? dequant_of(spec, nd->in[2]) : NULL;
     push_tensor(&l, HKC_GEMM_ARG_A, nd->in[0]);
-    push_tensor(&l, HKC_GEMM_ARG_B, nd->in[1]);
+    push_tensor(&l, HKC_GEMM_ARG_B, dq ? dq->in[0] : nd->in[1]);
     push_tensor(&l, HKC_GEMM_ARG_BIAS, nd->bias);
     push_tensor(&l, HKC_GEMM_ARG_RESIDUAL, nd->residual);
     push_tensor(&l, HKC_GEMM_ARG_C, nd->out);
@@ -171,7 +228,7 @@ int hkc_lower_node_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batc
     assert(l.n == HKC_GEMM_N_ARGS);
     if (nd->n_in == 3) { /* dual gemm (fusion): B2 shaped like B */
       out_key->dual = 1;
-      push_tensor(&l, HKC_GEMM_ARG_B2, nd->in[2]);
+      push_tensor(&l, HKC_GEMM_ARG_B2, dq2 ? dq2->in[0] : nd->in[2]);
     } else if (nd->rope) { /* rope epilogue (fusion): out [.., seq, heads*dh] */
       const int64_t dh = hkc_rope_head_dim(nd, out), seq = out->rank >= 2 ? tensor_dim(out, out->rank - 2, batch) : 0;
       if (dh <= 0 || dh > INT32_MAX || seq <= 0) break;
@@ -207,6 +264,20 @@ int hkc_lower_node_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batc
       push_f32(&l, HKC_GEMM_ARG_LN_EPS, nd->eps);
       push_tensor(&l, HKC_GEMM_ARG_LN_SUM, nd->sum_out);
       assert(l.n == HKC_GEMM_N_ARGS_LN);
+    }
+    if (dq) { /* the scales and their layout (lower.h, enum hkc_gemm_quant_arg) */
+      const hkc_tensor_t *q = &spec->tensors[dq->in[0]], *sc = &spec->tensors[q->scale];
+      const int64_t scols = sc->rank == 2 ? last_dim(sc, batch) : 1, srows = tensor_elems(sc, batch) / scols;
+      const uint32_t at = hkc_gemm_quant_arg(out_key);
+      assert(at == (uint32_t)l.n);
+      push_tensor(&l, (int)at + HKC_GEMM_QB_SCALE, q->scale);
+      push_tensor(&l, (int)at + HKC_GEMM_QB_SCALE2, dq2 ? spec->tensors[dq2->in[0]].scale : HKC_NONE);
+      push_i64(&l, (int)at + HKC_GEMM_QB_ROWS, tensor_dim(q, 0, batch));
+      push_i64(&l, (int)at + HKC_GEMM_QB_SCALE_ROWS, srows);
+      push_i64(&l, (int)at + HKC_GEMM_QB_SCALE_COLS, scols);
+      push_i64(&l, (int)at + HKC_GEMM_QB_BLOCK_ROWS, q->block[0]);
+      push_i64(&l, (int)at + HKC_GEMM_QB_BLOCK_COLS, q->block[1]);
+      snprintf(out_key->program, sizeof out_key->program, "%s", q->dtype == HK_DTYPE_I8 ? "i8" : "e4m3");
     }
     out_key->align = align_of((int64_t[]){k, n}, 2);
     return l.n;

@@ -139,6 +139,17 @@ enum hkc_gemm_arg {
 static inline uint32_t hkc_gemm_norm_arg(int dual, int rope) {
   return (uint32_t)HKC_GEMM_N_ARGS + (dual ? 1u : rope ? 4u : 0u);
 }
+/* A gemm that reads 8-bit B itself (key.program "i8" or "e4m3": a dequant node folded into it at
+ * this batch size, hkc_gemm_folds_dequant) takes seven arguments more, after all the others: B's
+ * scales (f32), B2's (a dual gemm's; else NULL), B's stored rows (N with trans_b, else K), the
+ * scales' rows and columns and the block each covers. Element (r, c) of B as stored is
+ * q[r][c] * scale[r / block_rows][c / block_cols] rounded to the key's dtype -- exactly what the
+ * dequant node would have stored. */
+enum hkc_gemm_quant_arg {
+  HKC_GEMM_QB_SCALE, HKC_GEMM_QB_SCALE2, HKC_GEMM_QB_ROWS, HKC_GEMM_QB_SCALE_ROWS, HKC_GEMM_QB_SCALE_COLS,
+  HKC_GEMM_QB_BLOCK_ROWS, HKC_GEMM_QB_BLOCK_COLS, HKC_GEMM_QB_N_ARGS
+};
+
 enum hkc_binary_arg { /* add, mul */
   HKC_BINARY_ARG_A, HKC_BINARY_ARG_B, HKC_BINARY_ARG_OUT, HKC_BINARY_ARG_N, HKC_BINARY_ARG_NA, HKC_BINARY_ARG_NB,
   HKC_BINARY_N_ARGS
@@ -283,6 +294,26 @@ int hkc_lower_node(const hkc_spec_t *spec, size_t node, int64_t batch, hkc_kerne
  * planner's candidates). */
 int hkc_lower_node_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch, hkc_kernel_key_t *out_key,
                       hkc_arg_t out_args[HKC_MAX_ARGS]);
+/* The 8-bit type of a gemm key's B when the gemm reads it itself (HK_DTYPE_I8 or
+ * HK_DTYPE_FP8_E4M3, from key.program), 0 when B has the key's dtype. */
+static inline int hkc_gemm_quant_b(const hkc_kernel_key_t *key) {
+  if (key->op != HK_OP_GEMM) return 0;
+  return key->program[0] == 'i' ? HK_DTYPE_I8 : key->program[0] == 'e' ? HK_DTYPE_FP8_E4M3 : 0;
+}
+/* Where such a gemm's quantization arguments (enum hkc_gemm_quant_arg) start: after the dual's,
+ * rope's or norm epilogue's and a folded rmsnorm's. */
+static inline uint32_t hkc_gemm_quant_arg(const hkc_kernel_key_t *key) {
+  if (key->norm_c) return HKC_GEMM_N_ARGS_LN;
+  return hkc_gemm_norm_arg(key->dual, key->rope) + (key->norm_a ? 2u : 0u);
+}
+/* Whether gemm node nd reads its 8-bit B (and a dual's B2) and their scales itself at `batch`,
+ * instead of the copies dequant nodes make (frontend: insert_dequant): its B (and B2) are such
+ * copies (B2's scales shaped like B's), it has no rope or norm epilogue, and its rows of A are at
+ * most nd->dequant_fold_rows (the build sets that where every target has a kernel for it). */
+int hkc_gemm_folds_dequant(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch);
+/* Whether node `node` has no launch at `batch`: a dequant node whose every reader folds it. The
+ * memory plan and the dependencies leave it out too (its copy is then never made or read). */
+int hkc_node_left_out(const hkc_spec_t *spec, size_t node, int64_t batch);
 /* Operands an ewchain program reads (1 + its largest operand number), or -1 when it is
  * malformed (see hkc_kernel_key_t.program). */
 int hkc_ew_program_operands(const char *program);

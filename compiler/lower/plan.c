@@ -44,10 +44,16 @@ typedef struct {
 /* Most tensors one node writes: out, and sum_out or (kv_append) the two caches. */
 #define PLAN_MAX_WRITES 3
 
-/* The tensors node n reads, into out; returns the count. */
-static size_t node_reads(const hkc_node_t *n, int out[PLAN_MAX_READS]) {
+/* The tensors node j reads at `batch`, into out; returns the count. A node left out at this
+ * batch reads nothing; a gemm that folds its dequant nodes reads their 8-bit params instead of
+ * their copies (lower.h, hkc_node_left_out and hkc_gemm_folds_dequant). */
+static size_t node_reads(const hkc_spec_t *spec, size_t j, int64_t batch, int out[PLAN_MAX_READS]) {
+  const hkc_node_t *n = &spec->nodes[j];
   size_t k = 0;
-  for (int i = 0; i < n->n_in && i < HKC_MAX_NODE_IN; i++) out[k++] = n->in[i];
+  if (hkc_node_left_out(spec, j, batch)) return 0;
+  const int folds = hkc_gemm_folds_dequant(spec, n, batch);
+  for (int i = 0; i < n->n_in && i < HKC_MAX_NODE_IN; i++)
+    out[k++] = folds && (i == 1 || i == 2) ? spec->nodes[spec->tensors[n->in[i]].producer].in[0] : n->in[i];
   const int extra[] = {n->bias, n->residual, n->mul, n->gamma,   n->beta,    n->add_in, n->lengths,
                        n->mask, n->pos,      n->ctx, n->slot,    n->k_cache, n->v_cache};
   _Static_assert(HKC_MAX_NODE_IN + sizeof extra / sizeof extra[0] <= PLAN_MAX_READS, "PLAN_MAX_READS");
@@ -56,9 +62,12 @@ static size_t node_reads(const hkc_node_t *n, int out[PLAN_MAX_READS]) {
   return k;
 }
 
-/* The tensors node n writes: out, sum_out when set, and kv_append's caches. */
-static size_t node_writes(const hkc_node_t *n, int out[PLAN_MAX_WRITES]) {
+/* The tensors node j writes at `batch`: out, sum_out when set, and kv_append's caches (none
+ * when it is left out at this batch). */
+static size_t node_writes(const hkc_spec_t *spec, size_t j, int64_t batch, int out[PLAN_MAX_WRITES]) {
+  const hkc_node_t *n = &spec->nodes[j];
   size_t k = 0;
+  if (hkc_node_left_out(spec, j, batch)) return 0;
   out[k++] = n->out;
   if (n->sum_out != HKC_NONE) out[k++] = n->sum_out;
   if (n->op == HK_OP_KV_APPEND) out[k++] = n->k_cache, out[k++] = n->v_cache;
@@ -87,19 +96,20 @@ static size_t collect_intervals(const hkc_spec_t *spec, int64_t batch, const hkc
     const hkc_tensor_t *tensor = &spec->tensors[t];
     slot[t] = -1;
     if (tensor->role != HK_ROLE_INTERMEDIATE) continue;
+    if (tensor->producer >= 0 && hkc_node_left_out(spec, (size_t)tensor->producer, batch)) continue; /* never made */
     slot[t] = (int)n_iv;
     const uint64_t bytes = (uint64_t)hkc_tensor_elems(tensor, batch) * hkc_dtype_size(tensor->dtype);
     iv[n_iv++] = (interval_t){.tensor = (int)t, .first = SIZE_MAX, .last = 0, .bytes = align_up(bytes, HKC_ARENA_ALIGN)};
   }
   for (size_t j = 0; j < spec->n_nodes; j++) {
     int ts[PLAN_MAX_READS];
-    size_t n = node_writes(&spec->nodes[j], ts);
+    size_t n = node_writes(spec, j, batch, ts);
     for (size_t r = 0; r < n; r++) {
       interval_t *v = slot[ts[r]] >= 0 ? &iv[slot[ts[r]]] : NULL;
       if (v && v->first > j) v->first = j;
       if (v && v->last < j) v->last = j;
     }
-    n = node_reads(&spec->nodes[j], ts);
+    n = node_reads(spec, j, batch, ts);
     for (size_t r = 0; r < n; r++) {
       interval_t *v = slot[ts[r]] >= 0 ? &iv[slot[ts[r]]] : NULL;
       if (v && v->last < j) v->last = j;
@@ -216,7 +226,7 @@ static span_t tensor_span(const hkc_spec_t *spec, int64_t batch, const uint64_t 
 static size_t read_spans(const hkc_spec_t *spec, int64_t batch, const uint64_t *offsets, size_t j,
                          span_t out[PLAN_MAX_READS]) {
   int ts[PLAN_MAX_READS];
-  const size_t n = node_reads(&spec->nodes[j], ts);
+  const size_t n = node_reads(spec, j, batch, ts);
   for (size_t r = 0; r < n; r++) out[r] = tensor_span(spec, batch, offsets, ts[r]);
   return n;
 }
@@ -225,7 +235,7 @@ static size_t read_spans(const hkc_spec_t *spec, int64_t batch, const uint64_t *
 static size_t write_spans(const hkc_spec_t *spec, int64_t batch, const uint64_t *offsets,
                           const hkc_node_workspace_t *nodes, size_t j, span_t out[PLAN_MAX_WRITES + 1]) {
   int ts[PLAN_MAX_WRITES];
-  size_t n = node_writes(&spec->nodes[j], ts);
+  size_t n = node_writes(spec, j, batch, ts);
   for (size_t w = 0; w < n; w++) out[w] = tensor_span(spec, batch, offsets, ts[w]);
   if (nodes && nodes[j].scratch_bytes) out[n++] = (span_t){-1, nodes[j].scratch_offset, nodes[j].scratch_bytes};
   return n;

@@ -479,6 +479,7 @@ int hkc_tune_run(const hkc_tune_run_options_t *o) {
     for (size_t i = 0; i < spec->n_nodes; i++) {
       hkc_kernel_key_t key;
       hkc_arg_t args[HKC_MAX_ARGS];
+      if (hkc_node_left_out(spec, i, spec->batch_sizes[b])) continue; /* no launch (folded into its gemms) */
       int n_args = hkc_lower_node(spec, i, spec->batch_sizes[b], &key, args);
       if (n_args < 0) goto done;
       if (!arch) { /* as hkc build keys host kernels */

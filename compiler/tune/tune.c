@@ -581,7 +581,8 @@ static int options_choose(const hkc_tuner_t *tuner, const char *target, const hk
 }
 
 /* gemm_skinny for the few-row GEMMs of decode steps (variant_skinny_nv.c), with gemm_skinny=on
- * (opt-in until it has run on a GPU): a launch of M <= 8 rows of A reads all of B for a few
+ * (opt-in until it has run on a GPU) or for a gemm that reads 8-bit B itself: a launch of M <= 8
+ * rows of A reads all of B for a few
  * rows of output, so its time is
  * the read of B at the memory's bandwidth, which gemm_skinny's stream of 16-byte loads from
  * every SM reaches and the tensor-core tiles (one block per 64-128 columns, a few dozen
@@ -589,8 +590,10 @@ static int options_choose(const hkc_tuner_t *tuner, const char *target, const hk
  * rank tile configurations of the tensor-core variants; mb = the smallest of 1, 2, 4, 8 that
  * is >= M (larger M: passes of 8 rows). 1 when it chose. */
 static int skinny_choose(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *arch, hkc_tune_launch_t *l) {
-  if (!arch || !o || o->gemm_skinny != HKC_SWITCH_ON || l->key.op != HK_OP_GEMM || l->shape.m < 1 || l->shape.m > 8)
-    return 0;
+  /* a gemm that reads 8-bit B itself: gemm_skinny is its kernel on sm_90a (the build folds the
+   * dequant only there, hkc_fuse_for_targets), whatever gemm_skinny says */
+  const int on = (o && o->gemm_skinny == HKC_SWITCH_ON) || hkc_gemm_quant_b(&l->key);
+  if (!arch || !on || l->key.op != HK_OP_GEMM || l->shape.m < 1 || l->shape.m > HKC_GEMM_FEW_ROWS) return 0;
   const hkc_variant_t *const *list = hkc_variant_list();
   const hkc_variant_t *v = NULL;
   for (size_t i = 0; list[i] && !v; i++)

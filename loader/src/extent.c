@@ -33,7 +33,7 @@
  * the argument must be: T a tensor of the pack's element type, t the same or a null pointer,
  * J an i32 tensor, j the same or a null pointer, Q an 8-bit tensor (int8 or fp8_e4m3: the kernel's
  * key, which the pack does not describe, says which; both are one byte, so the extents agree), S
- * an f32 tensor, I an integer, F a float. */
+ * an f32 tensor, s the same or a null pointer, I an integer, F a float. */
 #define MAX_TAILS 8 /* the most optional tails an op has: gemm's 7 (none, dual, rope, norms ...) */
 
 typedef struct op_layout {
@@ -41,12 +41,15 @@ typedef struct op_layout {
   const char *base;                 /* what every launch of the op takes */
   const char *tails[MAX_TAILS];     /* what the key's flags may append: exactly one follows base
                                        (NULL-terminated; none: only base) */
+  const char *quant;                /* gemm: what may follow the tail when the kernel reads 8-bit
+                                       B (and B2) itself -- they are then Q, not T (format 1.8) */
 } op_layout_t;
 
 static const op_layout_t k_layouts[HK_OP_COUNT_] = {
     [HK_OP_GEMM] = {"gemm", "T:A T:B t:bias t:residual T:C I:M I:N I:K t:mul",
                     {"", "T:B2", "T:gamma F:eps", "T:B2 T:gamma F:eps", "I:seq I:rot_cols I:pos_offset F:theta",
-                     "I:seq I:rot_cols I:pos_offset F:theta T:gamma F:eps", "T:gamma t:beta F:eps t:sum"}},
+                     "I:seq I:rot_cols I:pos_offset F:theta T:gamma F:eps", "T:gamma t:beta F:eps t:sum"},
+                    "S:scale_b s:scale_b2 I:b_rows I:scale_rows I:scale_cols I:block_rows I:block_cols"},
     [HK_OP_ADD] = {"add", "T:a T:b T:out I:n I:na I:nb", {NULL}},
     [HK_OP_MUL] = {"mul", "T:a T:b T:out I:n I:na I:nb", {NULL}},
     [HK_OP_RELU] = {"relu", "T:x T:out I:n", {NULL}},
@@ -94,6 +97,7 @@ typedef struct launch {
   uint32_t n;                         /* those of the op's layout (the variant's extra ones excluded) */
   const op_layout_t *op;
   uint32_t tail;                      /* which of op->tails follows the base (0 without tails) */
+  bool quant;                         /* op->quant follows the tail */
   char kinds[HK_MAX_ARGS_PER_NODE];   /* the layout's K per argument (0 past n) */
   const char *names[HK_MAX_ARGS_PER_NODE]; /* and its name ("rows"), names_len[a] bytes */
   int names_len[HK_MAX_ARGS_PER_NODE];
@@ -142,6 +146,7 @@ static const char *slot_label(char k) {
   case 'j': return "an i32 tensor or a null pointer";
   case 'Q': return "an 8-bit tensor";
   case 'S': return "an f32 tensor";
+  case 's': return "an f32 tensor or a null pointer";
   case 'I': return "an integer";
   default: return "a float";
   }
@@ -154,7 +159,8 @@ static bool slot_accepts(char k, uint32_t kind) {
   case 'Q':
   case 'S': return kind == HK_ARG_TENSOR;
   case 't':
-  case 'j': return kind == HK_ARG_TENSOR || kind == HK_ARG_NULL;
+  case 'j':
+  case 's': return kind == HK_ARG_TENSOR || kind == HK_ARG_NULL;
   case 'I': return kind == HK_ARG_I64;
   default: return kind == HK_ARG_F32;
   }
@@ -180,18 +186,26 @@ static bool layout_take(launch_t *L, const char *text, uint32_t *at) {
   return true;
 }
 
-/* Matches L's arguments [0, n) against its op's base and one of its tails (the first that
- * fits; the tails of an op never fit the same arguments). Errors: CORRUPT naming the first
- * argument that does not fit the base layout, or the count. */
+/* Matches L's arguments [0, n) against its op's base, one of its tails and, for a gemm, the
+ * quantization arguments or none (the first that fits; no two fit the same arguments: each
+ * count or kind differs). With them, B (and a dual's B2) are 8-bit (Q). Errors: CORRUPT naming
+ * the first argument that does not fit the base layout, or the count. */
 static hk_status_t match_layout(launch_t *L) {
   const op_layout_t *op = L->op;
-  for (uint32_t t = 0; t == 0 || (t < MAX_TAILS && op->tails[t]); t++) {
-    uint32_t at = 0;
-    if (layout_take(L, op->base, &at) && layout_take(L, op->tails[t] ? op->tails[t] : "", &at) && at == L->n) {
-      L->tail = t;
-      return HK_OK;
+  for (uint32_t t = 0; t == 0 || (t < MAX_TAILS && op->tails[t]); t++)
+    for (int q = 0; q <= (op->quant != NULL); q++) {
+      uint32_t at = 0;
+      if (layout_take(L, op->base, &at) && layout_take(L, op->tails[t] ? op->tails[t] : "", &at) &&
+          layout_take(L, q ? op->quant : "", &at) && at == L->n) {
+        L->tail = t;
+        L->quant = q;
+        if (q) { /* gemm: B, and a dual's B2 (the tail that starts with it) */
+          L->kinds[1] = 'Q';
+          if (op->tails[t] && strncmp(op->tails[t], "T:B2", 4) == 0) L->kinds[9] = 'Q';
+        }
+        return HK_OK;
+      }
     }
-  }
   uint32_t at = 0; /* say where the base layout stops fitting */
   memset(L->kinds, 0, sizeof L->kinds);
   if (!layout_take(L, op->base, &at) && at < L->n)
@@ -253,6 +267,22 @@ static hk_status_t extents_gemm(launch_t *L) {
     break;
   case 6: touch(L, 9, n), touch(L, 10, n), touch(L, 12, mul(m, n)); break; /* norm epilogue */
   default: break;
+  }
+  if (L->quant) { /* scales [scale_rows, scale_cols] in blocks over B as stored ([b_rows, K * N / b_rows]) */
+    const uint32_t q = L->n - 7;
+    for (uint32_t a = q + 2; a < L->n; a++) NEED(a, 1);
+    const uint64_t rows = U(q + 2), cols = rows == k ? n : k;
+    if (rows != k && rows != n)
+      LAUNCH_FAIL(L, "argument %u (b_rows) is %llu, which is neither K (%llu) nor N (%llu)", q + 2,
+                  (unsigned long long)rows, (unsigned long long)k, (unsigned long long)n);
+    if ((rows - 1) / U(q + 5) >= U(q + 3) || (cols - 1) / U(q + 6) >= U(q + 4))
+      LAUNCH_FAIL(L, "blocks of %llu x %llu over %llu x %llu elements of B need more scales than the %llu x %llu given",
+                  (unsigned long long)U(q + 5), (unsigned long long)U(q + 6), (unsigned long long)rows,
+                  (unsigned long long)cols, (unsigned long long)U(q + 3), (unsigned long long)U(q + 4));
+    if (L->kinds[9] != 'Q' && L->args[q + 1].kind != HK_ARG_NULL)
+      LAUNCH_FAIL(L, "argument %u (scale_b2) is a tensor, but the gemm has no B2", q + 1);
+    touch(L, q, mul(U(q + 3), U(q + 4)));
+    touch(L, q + 1, mul(U(q + 3), U(q + 4)));
   }
   return HK_OK;
 }
@@ -441,7 +471,8 @@ static hk_status_t launch_derive(launch_t *L, uint64_t out_bytes[HK_MAX_ARGS_PER
     out_bytes[a] = 0;
     if (a >= L->n || L->args[a].kind != HK_ARG_TENSOR) continue;
     const bool i32 = L->kinds[a] == 'J' || L->kinds[a] == 'j';
-    const uint32_t want = i32 ? HK_DTYPE_I32 : L->kinds[a] == 'S' ? HK_DTYPE_F32 : v->manifest->dtype;
+    const bool f32 = L->kinds[a] == 'S' || L->kinds[a] == 's';
+    const uint32_t want = i32 ? HK_DTYPE_I32 : f32 ? HK_DTYPE_F32 : v->manifest->dtype;
     const hk_tensor_rec_t *t = &v->tensors[L->args[a].value]; /* in range: verified */
     if (L->kinds[a] == 'Q') {
       if (t->dtype != HK_DTYPE_I8 && t->dtype != HK_DTYPE_FP8_E4M3)
@@ -453,7 +484,7 @@ static hk_status_t launch_derive(launch_t *L, uint64_t out_bytes[HK_MAX_ARGS_PER
     if (t->dtype != want)
       LAUNCH_FAIL(L, "argument %u (%.*s) is tensor %s of dtype %s; the %s argument layout reads %s there%s", a,
                   L->names_len[a], L->names[a], hk_pack_string(v, t->name), hk_dtype_label(t->dtype), L->op->name,
-                  hk_dtype_label(want), i32 || L->kinds[a] == 'S' ? "" : " (the pack's element type)");
+                  hk_dtype_label(want), i32 || f32 ? "" : " (the pack's element type)");
     out_bytes[a] = mul(L->elems[a], hk_dtype_bytes(want));
   }
   return HK_OK;

@@ -565,6 +565,12 @@ static hk_status_t verify_node(const hk_pack_view_t *v, const hk_graph_rec_t *g,
     CHECK(arg->kind != HK_ARG_TENSOR || arg->value < v->tensor_count,
           "node %u arg %u: tensor index %llu out of range (%u tensors)", n, a, (unsigned long long)arg->value,
           v->tensor_count);
+    /* an intermediate without a placement in this graph (1.8: a dequant's copy where its gemms read
+     * the 8-bit param themselves) is one that no launch of the graph may touch */
+    CHECK(arg->kind != HK_ARG_TENSOR || v->tensors[arg->value].role != HK_ROLE_INTERMEDIATE ||
+              v->placements[g->placement_first + arg->value] != HK_PLACEMENT_NONE,
+          "node %u arg %u: intermediate tensor %llu (%s) has no placement in graph %u", n, a,
+          (unsigned long long)arg->value, hk_pack_string(v, v->tensors[arg->value].name), gi);
     if (arg->kind == HK_ARG_TMAP) HK_RETURN_IF_ERROR(verify_tmap(v, g, gi, n, a, arg->value));
     if (arg->kind == HK_ARG_SCRATCH) HK_RETURN_IF_ERROR(verify_scratch(v, g, gi, n, a, arg->value));
     if (arg->kind == HK_ARG_SEMAPHORE) HK_RETURN_IF_ERROR(verify_semaphore(v, g, gi, n, a, arg->value));
@@ -603,6 +609,7 @@ static hk_status_t verify_graphs(const hk_pack_view_t *v) {
               i, hk_pack_string(v, tr->name));
         continue;
       }
+      if (p == HK_PLACEMENT_NONE) continue; /* no launch of the graph touches it (verify_node) */
       uint64_t bytes = 0;
       (void)hk_tensor_shape(tr, g->batch, NULL, &bytes); /* true: verify_tensors checked every batch */
       CHECK(p % HK_SECTION_ALIGN == 0 && hk_range_ok(p, bytes, g->workspace_bytes),

@@ -19,9 +19,17 @@
  * Programmatic dependent launch: before griddepcontrol.wait a block only prefetches its B
  * rows into L2 (weights: nothing earlier writes them) and triggers its dependents; every
  * thread waits before it reads A or writes C.
+ * HK_QB (1 int8, 2 fp8_e4m3; a dequant folded into the gemm, lower.h): B (and B2) are 8-bit
+ * [N, K] with f32 scales in blocks; each element is taken as q * scale rounded to T, the value
+ * the dequant node would have stored, so the products are the unfolded pair's. A lane then reads
+ * 8 bytes (8 elements) of a B row per load, twice as many loads in flight (HK_SK_U is the
+ * variant's doubled): the same 8 elements of k per lane and step as the 16-bit kernel. The
+ * scale of a lane's 8 elements is read once per row when the scales are per row (scale_cols 1),
+ * else once per 8 elements (per element where a block boundary falls inside them).
  * Args: gemm's (T A [M, K], T B [N, K], T bias [N] or NULL, T residual [M, N] or NULL,
  *       T C [M, N], I M, I N, I K, T mul [M, N] or NULL), then T B2 (HK_DUAL), then
- *       T gamma [K], F eps (HK_NORM_A).
+ *       T gamma [K], F eps (HK_NORM_A), then (HK_QB) F32 scale, F32 scale2 or NULL, I b_rows,
+ *       I scale_rows, I scale_cols, I block_rows, I block_cols; B and B2 then 8-bit.
  * Grid: ceil(warps / HK_SK_WARPS) blocks of HK_SK_WARPS * 32 threads, warps = ceil(N /
  * HK_SK_NW) * ceil(M / HK_SK_MB). */
 #if !HK_TRANS_B || HK_ROPE || HK_NORM_C
@@ -31,6 +39,14 @@
 #error "gemm_skinny: a lane stores each output of a warp (HK_SK_MB * HK_SK_NW <= 32)"
 #endif
 #define SK_NB (1 + HK_DUAL) /* B matrices */
+#if HK_QB
+typedef unsigned char sk_b_t; /* B's elements as stored */
+typedef uint2 sk_load_t;      /* one load of a B row: 8 elements */
+#else
+typedef HK_T sk_b_t;
+typedef uint4 sk_load_t;
+#endif
+#define SK_LINE (128 / (int)sizeof(sk_b_t)) /* elements of B in a 128-byte line */
 
 HK_DEVICE uint4 hk_sk_ld_stream(const HK_T *p) { /* 16 bytes of a weight row, not kept in L1 */
   uint4 v;
@@ -39,6 +55,56 @@ HK_DEVICE uint4 hk_sk_ld_stream(const HK_T *p) { /* 16 bytes of a weight row, no
                : "l"(p));
   return v;
 }
+
+#if HK_QB
+HK_DEVICE uint2 hk_sk_ld_stream_q(const unsigned char *p) { /* 8 bytes of an 8-bit weight row, not kept in L1 */
+  uint2 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+}
+
+/* 8 elements of an 8-bit B row as T holds q * scale (as f32): sc[e] is element e's scale */
+HK_DEVICE void hk_sk_unpack_q(uint2 u, const float *sc, float *f) {
+  const unsigned w[2] = {u.x, u.y};
+#pragma unroll
+  for (int i = 0; i < 2; i++) {
+#if HK_QB == 2
+#pragma unroll
+    for (int h = 0; h < 2; h++) { /* two e4m3 -> two f16 (the upper byte to the upper half), exact */
+      const unsigned short pair = (unsigned short)(w[i] >> (16 * h));
+      unsigned int h2;
+      asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h2) : "h"(pair));
+      float lo, hi;
+      asm("cvt.f32.f16 %0, %1;\n" : "=f"(lo) : "h"((unsigned short)(h2 & 0xffffu)));
+      asm("cvt.f32.f16 %0, %1;\n" : "=f"(hi) : "h"((unsigned short)(h2 >> 16)));
+      f[4 * i + 2 * h] = lo;
+      f[4 * i + 2 * h + 1] = hi;
+    }
+#else
+#pragma unroll
+    for (int b = 0; b < 4; b++) f[4 * i + b] = (float)(signed char)(w[i] >> (8 * b));
+#endif
+  }
+#pragma unroll
+  for (int e = 0; e < 8; e++) f[e] = HK_LOAD(HK_STORE(f[e] * sc[e])); /* the dequant node's rounding */
+}
+
+/* The scales of elements [k, k + 8) of a row whose scales start at srow */
+HK_DEVICE void hk_sk_scales(const float *srow, long long scols, unsigned k, unsigned bcols, float *sc) {
+  if (scols == 1) {
+    const float s = __ldg(srow);
+#pragma unroll
+    for (int e = 0; e < 8; e++) sc[e] = s;
+  } else if (k / bcols == (k + 7u) / bcols) {
+    const float s = __ldg(srow + k / bcols);
+#pragma unroll
+    for (int e = 0; e < 8; e++) sc[e] = s;
+  } else {
+#pragma unroll
+    for (int e = 0; e < 8; e++) sc[e] = __ldg(srow + (k + (unsigned)e) / bcols);
+  }
+}
+#endif
 
 HK_DEVICE void hk_sk_unpack(uint4 u, float *f) {
   const unsigned w[4] = {u.x, u.y, u.z, u.w};
@@ -50,15 +116,23 @@ HK_DEVICE void hk_sk_unpack(uint4 u, float *f) {
 }
 
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)
-HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK_T *C, long long M, long long N,
+HK_NAME(const HK_T *A, const sk_b_t *B, const HK_T *bias, const HK_T *residual, HK_T *C, long long M, long long N,
         long long K, const HK_T *mul
 #if HK_DUAL
-        , const HK_T *B2
+        , const sk_b_t *B2
 #endif
 #if HK_NORM_A
         , const HK_T *norm_gamma, float norm_eps
 #endif
+#if HK_QB
+        , const float *qb_scale, const float *qb_scale2, long long qb_rows, long long qb_scale_rows,
+        long long qb_scale_cols, long long qb_block_rows, long long qb_block_cols
+#endif
         ) {
+#if HK_QB
+  (void)qb_rows, (void)qb_scale_rows;
+  const unsigned qb_bcols = (unsigned)qb_block_cols; /* K < 2^31: lower.h's fold rule */
+#endif
   const int warp = HK_TID / 32, lane = HK_TID % 32;
   const long long groups = (N + HK_SK_NW - 1) / HK_SK_NW, m_tiles = (M + HK_SK_MB - 1) / HK_SK_MB;
   const long long first = HK_BID * HK_SK_WARPS + warp, stride = HK_NBLOCKS * HK_SK_WARPS;
@@ -68,7 +142,7 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #pragma unroll
     for (int r = 0; r < HK_SK_NW; r++) {
       const long long n = n0 + r < N ? n0 + r : N - 1;
-      for (long long k = 64 * lane; k < K; k += 64 * 32) {
+      for (long long k = SK_LINE * lane; k < K; k += SK_LINE * 32) {
         asm volatile("prefetch.global.L2 [%0];\n" ::"l"(B + n * K + k));
 #if HK_DUAL
         asm volatile("prefetch.global.L2 [%0];\n" ::"l"(B2 + n * K + k));
@@ -81,13 +155,22 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
   for (long long w = first; w < groups * m_tiles; w += stride) {
     const long long n0 = w % groups * HK_SK_NW, m0 = w / groups * HK_SK_MB;
     const int mn = (int)hk_min_ll(HK_SK_MB, M - m0);
-    const HK_T *brow[SK_NB][HK_SK_NW]; /* rows past N read row N - 1; their sums are never stored */
+    const sk_b_t *brow[SK_NB][HK_SK_NW]; /* rows past N read row N - 1; their sums are never stored */
+#if HK_QB
+    const float *srow[SK_NB][HK_SK_NW]; /* the rows' scales */
+#endif
 #pragma unroll
     for (int r = 0; r < HK_SK_NW; r++) {
       const long long n = n0 + r < N ? n0 + r : N - 1;
       brow[0][r] = B + n * K;
 #if HK_DUAL
       brow[1][r] = B2 + n * K;
+#endif
+#if HK_QB
+      srow[0][r] = qb_scale + n / qb_block_rows * qb_scale_cols;
+#if HK_DUAL
+      srow[1][r] = qb_scale2 + n / qb_block_rows * qb_scale_cols;
+#endif
 #endif
     }
     float acc[SK_NB][HK_SK_MB][HK_SK_NW];
@@ -103,14 +186,18 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
     for (int m = 0; m < HK_SK_MB; m++) ss[m] = 0.0f;
 #endif
     for (long long k0 = 8 * lane; k0 < K; k0 += 256 * HK_SK_U) {
-      uint4 wv[SK_NB][HK_SK_NW][HK_SK_U];
+      sk_load_t wv[SK_NB][HK_SK_NW][HK_SK_U];
 #pragma unroll
       for (int u = 0; u < HK_SK_U; u++) /* every load of the step in flight first */
 #pragma unroll
         for (int b = 0; b < SK_NB; b++)
 #pragma unroll
           for (int r = 0; r < HK_SK_NW; r++)
+#if HK_QB
+            wv[b][r][u] = k0 + 256 * u < K ? hk_sk_ld_stream_q(brow[b][r] + k0 + 256 * u) : make_uint2(0u, 0u);
+#else
             wv[b][r][u] = k0 + 256 * u < K ? hk_sk_ld_stream(brow[b][r] + k0 + 256 * u) : make_uint4(0u, 0u, 0u, 0u);
+#endif
 #pragma unroll
       for (int u = 0; u < HK_SK_U; u++) {
         const long long k = k0 + 256 * u;
@@ -123,7 +210,15 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #pragma unroll
         for (int b = 0; b < SK_NB; b++)
 #pragma unroll
-          for (int r = 0; r < HK_SK_NW; r++) hk_sk_unpack(wv[b][r][u], wf[b][r]);
+          for (int r = 0; r < HK_SK_NW; r++) {
+#if HK_QB
+            float sc[8];
+            hk_sk_scales(srow[b][r], qb_scale_cols, (unsigned)k, qb_bcols, sc);
+            hk_sk_unpack_q(wv[b][r][u], sc, wf[b][r]);
+#else
+            hk_sk_unpack(wv[b][r][u], wf[b][r]);
+#endif
+          }
 #pragma unroll
         for (int m = 0; m < HK_SK_MB; m++) {
           if (m >= mn) break;

@@ -23,6 +23,11 @@
  * once its rows are stored (rounded to T, as a norm node would read them; in sum with
  * HK_HAS_SUM, else in C) they are normalised into C as templates/host/layernorm.c and
  * rmsnorm.c do.
+ * HK_QB (1 int8, 2 fp8_e4m3: a dequant folded into the gemm; args[HK_QB_ARG..] = S scale,
+ * S scale2 or NULL, I b_rows, I scale_rows, I scale_cols, I block_rows, I block_cols, lower.h):
+ * B (and B2) are 8-bit as stored, each element taken as q * scale rounded to T -- the value the
+ * dequant node would have stored, so the result is the unfolded pair's -- as B's panels and f32
+ * copies are made.
  * BLAS (prelude.h's hk_blas, set by libhkrt where OpenBLAS is installed): the products come from
  * sgemm instead of the loops below, over the largest spans a block range covers (whole row tiles
  * merged into one call), and the same epilogue runs on the f32 sums. An f32 plain gemm (no dual,
@@ -33,6 +38,33 @@
  * or the copies cannot be allocated. */
 #define HK_GEMM_CAT2(a, b) a##b
 #define HK_GEMM_CAT(a, b) HK_GEMM_CAT2(a, b)
+#if HK_QB
+/* Element (r, c) of 8-bit B as stored, as T would hold it (as f32) */
+static inline float HK_GEMM_CAT(HK_NAME, _qb_at)(const hk_qb_t *b, int64_t r, int64_t c) {
+  const uint8_t v = b->q[r * b->cols + c];
+  const float sc = b->s[(r / b->brows) * b->scols + c / b->bcols];
+  return HK_LOAD(HK_STORE((HK_QB == 2 ? hk_fp8_e4m3_to_f32(v) : (float)(int8_t)v) * sc));
+}
+/* dst[0, n) = row r of 8-bit B as stored, columns [c0, c0 + n), as T would hold them */
+__attribute__((unused)) static void HK_GEMM_CAT(HK_NAME, _qb_row)(float *dst, const hk_qb_t *b, int64_t r, int64_t c0,
+                                                                  int64_t n) {
+  const uint8_t *q = b->q + r * b->cols;
+  const float *s = b->s + (r / b->brows) * b->scols;
+  for (int64_t c = c0; c < c0 + n;) { /* one scale per column block */
+    const int64_t blk = c / b->bcols, end = hk_min_i64((blk + 1) * b->bcols, c0 + n);
+    const float sc = s[blk];
+    for (; c < end; c++) *dst++ = HK_LOAD(HK_STORE((HK_QB == 2 ? hk_fp8_e4m3_to_f32(q[c]) : (float)(int8_t)q[c]) * sc));
+  }
+}
+/* B's (which = 0) or B2's (1) view from the launch's arguments */
+static inline hk_qb_t HK_GEMM_CAT(HK_NAME, _qb)(void *const *args, int which) {
+  const int64_t rows = hk_arg_i64(args, HK_QB_ARG + 2);
+  const int64_t cols = hk_arg_i64(args, 6) * hk_arg_i64(args, 7) / rows; /* N K / rows */
+  return (hk_qb_t){(const uint8_t *)hk_arg_ptr(args, which ? 9 : 1), (const float *)hk_arg_ptr(args, HK_QB_ARG + which),
+                   cols, hk_arg_i64(args, HK_QB_ARG + 4), hk_arg_i64(args, HK_QB_ARG + 5),
+                   hk_arg_i64(args, HK_QB_ARG + 6)};
+}
+#endif
 #if HK_NORM_C
 /* Rows [i0, i0 + mb) of H, stored and whole, normalised into C (layernorm.c / rmsnorm.c). */
 static void HK_GEMM_CAT(HK_NAME, _norm_rows)(const HK_T *H, HK_T *C, int64_t i0, int64_t mb, int64_t N,
@@ -110,7 +142,7 @@ static void HK_GEMM_CAT(HK_NAME, _epi_row)(HK_T *o, const float *s, const HK_T *
 #endif
 /* Whether a span takes f32 copies of A's rows: 16-bit types, and a folded norm (A * gamma) */
 #define HK_GEMM_COPY_A (sizeof(HK_T) != sizeof(float) || HK_NORM_A)
-#define HK_GEMM_COPY_B (sizeof(HK_T) != sizeof(float))
+#define HK_GEMM_COPY_B (sizeof(HK_T) != sizeof(float) || HK_QB)
 
 /* Rows [i0, i0 + mb) x columns [j0, j0 + nb) of C (D: C, or the sum a norm epilogue reads)
  * through sgemm, for every form but f32 plain (which the kernel runs in place): B's columns in
@@ -147,7 +179,22 @@ __attribute__((unused)) static void HK_GEMM_CAT(HK_NAME, _span)(void *const *arg
     const float *bs2 = (const float *)(const void *)(HK_TRANS_B ? B2 + jc * K : B2 + jc);
 #endif
     if (HK_GEMM_COPY_B) {
+#if HK_QB
+      const hk_qb_t qb = HK_GEMM_CAT(HK_NAME, _qb)(args, 0);
 #if HK_TRANS_B
+      for (int64_t j = 0; j < nc; j++) HK_GEMM_CAT(HK_NAME, _qb_row)(bf + j * K, &qb, jc + j, 0, K);
+#else
+      for (int64_t k = 0; k < K; k++) HK_GEMM_CAT(HK_NAME, _qb_row)(bf + k * nc, &qb, k, jc, nc);
+#endif
+#if HK_DUAL
+      const hk_qb_t qb2 = HK_GEMM_CAT(HK_NAME, _qb)(args, 1);
+#if HK_TRANS_B
+      for (int64_t j = 0; j < nc; j++) HK_GEMM_CAT(HK_NAME, _qb_row)(bf2 + j * K, &qb2, jc + j, 0, K);
+#else
+      for (int64_t k = 0; k < K; k++) HK_GEMM_CAT(HK_NAME, _qb_row)(bf2 + k * nc, &qb2, k, jc, nc);
+#endif
+#endif
+#elif HK_TRANS_B
       for (int64_t j = 0; j < nc; j++) HK_LOAD_ROW16(bf + j * K, B + (jc + j) * K, K);
 #if HK_DUAL
       for (int64_t j = 0; j < nc; j++) HK_LOAD_ROW16(bf2 + j * K, B2 + (jc + j) * K, K);
@@ -286,7 +333,8 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
     const size_t mn = (size_t)M * (size_t)N * sizeof(HK_T);
     /* f32 plain: sgemm straight into D, the epilogue in place; every other form through _span,
      * with its f32 copies and sums in work */
-    const int plain32 = sizeof(HK_T) == sizeof(float) && !HK_DUAL && !HK_ROPE && !HK_NORM_A;
+    const int plain32 = sizeof(HK_T) == sizeof(float) && !HK_DUAL && !HK_ROPE && !HK_NORM_A && !HK_QB;
+    const size_t b_bytes = (size_t)K * (size_t)N * (HK_QB ? 1 : sizeof(HK_T));
     const int fits = hk_blas && hk_blas_fits(M, N, K);
     const size_t nc = (size_t)hk_min_i64(N, HK_GEMM_NC), rb = (size_t)hk_min_i64(M, HK_GEMM_LP_RB);
     const size_t n_b = HK_GEMM_COPY_B ? (size_t)K * nc : 0, n_a = HK_GEMM_COPY_A ? rb * (size_t)K : 0;
@@ -294,9 +342,9 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
     float *const work =
         fits && !plain32 ? (float *)malloc((n_b + n_bd + n_a + n_d + n_dd + n_r + 1) * sizeof(float)) : NULL;
     if (fits && (plain32 || work) && !hk_overlaps(D, mn, A, (size_t)M * (size_t)K * sizeof(HK_T)) &&
-        !hk_overlaps(D, mn, B, (size_t)K * (size_t)N * sizeof(HK_T))
+        !hk_overlaps(D, mn, B, b_bytes)
 #if HK_DUAL
-        && !hk_overlaps(D, mn, B2, (size_t)K * (size_t)N * sizeof(HK_T))
+        && !hk_overlaps(D, mn, B2, b_bytes)
 #endif
 #if HK_NORM_A
         && !hk_overlaps(D, mn, norm_gamma, (size_t)K * sizeof(HK_T))
@@ -386,7 +434,20 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
 
     for (int64_t k0 = 0; k0 < K; k0 += HK_GEMM_BK) {
       const int64_t kb = hk_min_i64(HK_GEMM_BK, K - k0);
+#if HK_QB
+#if HK_DUAL
+      const hk_qb_t qbp = HK_GEMM_CAT(HK_NAME, _qb)(args, pass);
+#else
+      const hk_qb_t qbp = HK_GEMM_CAT(HK_NAME, _qb)(args, 0);
+#endif
 #if HK_TRANS_B
+      for (int64_t j = 0; j < nb; j++)
+        for (int64_t kk = 0; kk < kb; kk++) panel[kk][j] = HK_GEMM_CAT(HK_NAME, _qb_at)(&qbp, j0 + j, k0 + kk);
+#else
+      for (int64_t kk = 0; kk < kb; kk++) HK_GEMM_CAT(HK_NAME, _qb_row)(panel[kk], &qbp, k0 + kk, j0, nb);
+#endif
+      (void)Bp;
+#elif HK_TRANS_B
       for (int64_t j = 0; j < nb; j++) {
         const HK_T *b_row = Bp + (j0 + j) * K + k0;
         if (kb == HK_GEMM_BK)

@@ -136,6 +136,15 @@ static inline float hk_fp8_e4m3_to_f32(uint8_t b) {
   return hk_bits_f32(sign | (e + 120u) << 23 | m << 20);
 }
 
+/* A gemm's 8-bit B as stored (lower.h, enum hkc_gemm_quant_arg): element (r, c) stands for
+ * q[r * cols + c] * s[(r / brows) * scols + c / bcols]; the gemm rounds that to its type, as a
+ * dequant node would have stored it. */
+typedef struct hk_qb {
+  const uint8_t *q;
+  const float *s;
+  int64_t cols, scols, brows, bcols;
+} hk_qb_t;
+
 static inline uint16_t hk_f32_to_bf16(float f) {
   uint32_t u = hk_f32_bits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */

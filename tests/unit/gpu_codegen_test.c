@@ -244,9 +244,10 @@ static void test_nvrtc_sm90a_fused(void **state) {
 
 /* gemm_skinny (the tuner's choice for GEMMs of M <= 8 on sm_90a): each epilogue form it serves
  * -- plain, bias + gelu, residual, multiplier, the dual SwiGLU form, a folded rmsnorm alone
- * and with the dual form -- at mb 1 and 8 in bf16, and plain f16: every compile succeeds
- * without spills; the registry never picks it for an untuned key; keys it cannot serve
- * (B [K, N], a rope epilogue, sm_80) are refused. */
+ * and with the dual form -- at mb 1 and 8 in bf16, plain f16, and 8-bit B (int8, fp8_e4m3:
+ * plain, dual, folded rmsnorm): every compile succeeds without spills; the registry never picks
+ * it for an untuned 16-bit key and always for an 8-bit one; keys it cannot serve (B [K, N], a
+ * rope epilogue, sm_80) are refused. */
 static void test_nvrtc_gemm_skinny(void **state) {
   (void)state;
   const hkc_variant_t *sk = NULL;
@@ -272,7 +273,23 @@ static void test_nvrtc_gemm_skinny(void **state) {
                {HK_ACT_NONE, 0, 0, 1, 0, 0}, {HK_ACT_SILU, 0, 0, 0, 1, 0}, {HK_ACT_NONE, 0, 0, 0, 0, 1},
                {HK_ACT_SILU, 0, 1, 0, 1, 1}};
   enum { N_FORMS = sizeof forms / sizeof forms[0] };
-  hk_test_compile_job_t jobs[2 * N_FORMS + 1];
+  /* 8-bit B (a folded dequant): the only sm_90a kernel of such a key is gemm_skinny, untuned too;
+   * no other GPU target has one (the build then keeps the dequant launch) */
+  hkc_kernel_key_t q8 = probe;
+  snprintf(q8.program, sizeof q8.program, "i8");
+  assert_int_equal(hkc_gemm_quant_b(&q8), HK_DTYPE_I8);
+  assert_ptr_equal(hkc_variant_for(a90, &q8), sk);
+  assert_null(hkc_variant_for(hk_test_arch("sm_80"), &q8));
+  assert_null(hkc_variant_for(hk_test_arch("gfx90a"), &q8));
+  hkc_kernel_key_t q8_nn = q8;
+  q8_nn.trans_b = 0;
+  assert_null(hkc_variant_for(a90, &q8_nn));
+  static const struct {
+    const char *program;
+    int mb, dual, norm_a;
+  } quant[] = {{"i8", 1, 0, 0}, {"i8", 8, 1, 1}, {"e4m3", 1, 0, 0}, {"e4m3", 4, 1, 0}, {"e4m3", 8, 0, 1}};
+  enum { N_QUANT = sizeof quant / sizeof quant[0] };
+  hk_test_compile_job_t jobs[2 * N_FORMS + 1 + N_QUANT];
   size_t n = 0;
   for (int mb = 1; mb <= 8; mb += 7)
     for (size_t f = 0; f < N_FORMS; f++) {
@@ -295,6 +312,22 @@ static void test_nvrtc_gemm_skinny(void **state) {
   jobs[n].kernel.key = jobs[0].kernel.key;
   jobs[n].kernel.key.dtype = HK_DTYPE_F16;
   hk_test_kernel_name(&jobs[n++].kernel);
+  for (size_t f = 0; f < N_QUANT; f++) {
+    memset(&jobs[n], 0, sizeof jobs[n]);
+    hkc_kernel_key_t k = probe;
+    snprintf(k.program, sizeof k.program, "%s", quant[f].program);
+    k.dual = quant[f].dual, k.norm_a = quant[f].norm_a, k.act = quant[f].dual ? HK_ACT_SILU : HK_ACT_NONE;
+    hkc_tile_cfg_t cfg;
+    char params[16];
+    snprintf(params, sizeof params, "mb=%d", quant[f].mb);
+    assert_int_equal(sk->tune_parse(a90, &k, params, &cfg), 0);
+    hkc_tune_apply(a90, &k, &cfg);
+    assert_ptr_equal(hkc_variant_for(a90, &k), sk);
+    jobs[n].arch = a90;
+    jobs[n].always = 1; /* new code: every 8-bit form compiles on every run */
+    jobs[n].kernel.key = k;
+    hk_test_kernel_name(&jobs[n++].kernel);
+  }
   compile_all(jobs, n, hkc_nvrtc_compile, N_THREADS);
   for (size_t i = 0; i < n; i++)
     printf("[ info     ] sm_90a %-40s regs %u\n", jobs[i].kernel.name, jobs[i].regs);

@@ -1659,7 +1659,7 @@ static void test_extents_forged(void **ts) {
                                   "f32 there (the pack's element type)");
   EXTENTS_REFUSED(p_ext_overflow, 0, "argument 0 (x): the pack's EXTENTS record says 800 bytes, the launch's "
                                      "arguments give 18446744073709551615");
-  PATCHED(p_ext_missing, HK_STATUS_CORRUPT, "required section EXTENTS is missing (a format 1.7 file records its "
+  PATCHED(p_ext_missing, HK_STATUS_CORRUPT, "required section EXTENTS is missing (a format 1.8 file records its "
                                             "launches' extents)");
   PATCHED(p_ext_not_tensor, HK_STATUS_CORRUPT, "EXTENTS entry 3 is 8, but argument 3 is not a tensor");
   PATCHED(p_ext_size, HK_STATUS_CORRUPT, "(EXTENTS): size 440, expected 448 (8 bytes for each of the 56 arguments)");

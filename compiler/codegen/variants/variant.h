@@ -79,6 +79,9 @@ typedef struct hkc_variant {
   int norm_a;
   /* 1: its gemm kernel normalises C's rows by a layernorm (key.norm_c); only such variants serve those keys. */
   int norm_c;
+  /* 1: its gemm kernel reads 8-bit B (and B2) and their scales itself (lower.h, hkc_gemm_quant_b);
+   * only such variants serve those keys. */
+  int quant_b;
   /* Tuning (codegen.h's hkc_tile_cfg_t; tune/ chooses; both NULL for a variant without
    * parameters). tune_space writes the legal configurations for key on arch (shared memory /
    * LDS, threads, registers within the arch's limits; this variant's default first) and
@@ -132,7 +135,7 @@ const hkc_variant_t *const *hkc_variant_list(void);
 /* Whether v serves the target of arch (NULL: the host) and accepts key there. */
 static inline int hkc_variant_serves(const hkc_variant_t *v, const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
   return (arch ? !v->host : v->host) && (!key->rope || v->rope) && (!key->norm_a || v->norm_a) &&
-         (!key->norm_c || v->norm_c) && v->applies(arch, key);
+         (!key->norm_c || v->norm_c) && (!hkc_gemm_quant_b(key) || v->quant_b) && v->applies(arch, key);
 }
 
 /* Helpers for variants. */

@@ -32,6 +32,7 @@ const hkc_variant_t hkc_variant_host_gemm = {
     .rope = 1,
     .norm_a = 1,
     .norm_c = 1,
+    .quant_b = 1,
     .applies = host_gemm_applies,
     .tune_space = host_gemm_space,
     .tune_parse = host_gemm_parse,

@@ -5,11 +5,13 @@
  * epilogue but rope and the norm epilogue (bias, activation, multiplier, residual, the dual
  * SwiGLU form, a folded rmsnorm of A).
  *
- * Never the registry's pick for a key: with the kernel option gemm_skinny=on (opt-in until it
- * has run on a GPU) the tuner names it for the launches of M <= 8 that it serves (tune.c,
+ * Never the registry's pick for a 16-bit key: with the kernel option gemm_skinny=on (opt-in until
+ * it has run on a GPU) the tuner names it for the launches of M <= 8 that it serves (tune.c,
  * skinny_choose), whose time is the read of B; the tensor-core variants keep every other
- * launch. Parameters: "mb=R" (rows of A per warp pass: 1, 2, 4 or 8, the smallest power of
- * two >= M; larger M takes several passes). */
+ * launch. The only sm_90a kernel of a gemm that reads 8-bit B itself (a folded dequant, lower.h:
+ * half the bytes of the 16-bit read; the build folds only the launches of M <= 8 that it serves).
+ * Parameters: "mb=R" (rows of A per warp pass: 1, 2, 4 or 8, the smallest power of two >= M;
+ * larger M takes several passes). */
 #include <stdio.h>
 #include <string.h>
 
@@ -19,7 +21,7 @@
 
 #define SK_WARPS 4 /* warps per block: several blocks per SM, loads of many warps in flight */
 #define SK_NW 2    /* columns (rows of B) per warp */
-#define SK_U 4     /* 16-byte loads per B row in flight per lane */
+#define SK_U 4     /* 16-byte loads per B row in flight per lane (8-bit B: twice as many 8-byte loads) */
 
 static const char *const k_sk_names[] = {"mb"};
 
@@ -58,7 +60,7 @@ static int sk_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
 static void sk_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
   (void)arch;
   snprintf(out, size, "#define HK_THREADS %d\n#define HK_SK_WARPS %d\n#define HK_SK_NW %d\n#define HK_SK_U %d\n"
-           "#define HK_SK_MB %d\n", 32 * SK_WARPS, SK_WARPS, SK_NW, SK_U, sk_mb(key));
+           "#define HK_SK_MB %d\n", 32 * SK_WARPS, SK_WARPS, SK_NW, hkc_gemm_quant_b(key) ? 2 * SK_U : SK_U, sk_mb(key));
 }
 
 static void sk_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
@@ -79,6 +81,7 @@ const hkc_variant_t hkc_variant_gemm_skinny = {
      * L2 prefetches of B (a param) */
     .pdl = 1,
     .norm_a = 1,
+    .quant_b = 1,
     .tune_parse = sk_tune_parse,
     .params = k_sk_names,
     .n_params = 1,

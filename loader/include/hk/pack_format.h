@@ -43,8 +43,9 @@ extern "C" {
  * kv_append, kv_attention, take_rows, argmax and sample, i32 node outputs (argmax, sample); 6: EXTENTS
  * section (the bytes each launch touches of its tensor arguments; optional for readers before 1.6,
  * required in files of 1.6 and later); 7: 8-bit params (dtypes i8 and fp8_e4m3) and f32 params
- * in a 16-bit pack (their scales), op dequant */
-#define HK_PACK_VERSION_MINOR 7
+ * in a 16-bit pack (their scales), op dequant; 8: gemm launches that read 8-bit B (and B2) themselves
+ * (a dequant folded into them: seven arguments more, their scales and blocks) */
+#define HK_PACK_VERSION_MINOR 8
 #define HK_PACK_MINOR_EXTENTS 6 /* the first minor version whose files carry an EXTENTS section */
 #define HK_PACK_ENDIAN_TAG 0x01020304u
 #define HK_SECTION_ALIGN 64u
