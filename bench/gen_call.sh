@@ -23,6 +23,22 @@ head -60 "$out/profile_b1.log"
 timeout 60 build-dev/hkc generate build-dev/gen/llama-3.2-1b-fast.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \
   --weights-map build-dev/gen/llama-3.2-1b.map --ids /tmp/p1024.npy -n 64 --profile > "$out/profile_b1_fast.log" 2>&1
 head -60 "$out/profile_b1_fast.log"
+# 8-bit weights: the checkpoint quantized here (int8, per output channel); the folded pack (its
+# decode gemms read the 8-bit bytes: gemm_skinny) against the unfolded one (dequant launches, the
+# same products) -- the same greedy ids expected -- then its decode step beside the bf16 packs'
+if [ -f build-dev/gen/llama-3.2-1b-q8.hkpack ]; then
+  timeout 120 build-dev/hkc quantize /tmp/gen_llama-3.2-1b/model.safetensors -o /tmp/gen_llama-3.2-1b/model_q8.safetensors \
+    --dtype int8 -q
+  for p in llama-3.2-1b-q8 llama-3.2-1b-q8-unfolded; do
+    timeout 60 build-dev/hkc generate build-dev/gen/$p.hkpack --weights /tmp/gen_llama-3.2-1b/model_q8.safetensors \
+      --weights-map build-dev/gen/llama-3.2-1b-q8.map --ids /tmp/p1024.npy -n 64 --profile > "$out/profile_b1_$p.log" 2>&1
+    echo "== $p (rc $?)"; head -60 "$out/profile_b1_$p.log"
+  done
+  grep '^prompt' "$out/profile_b1_llama-3.2-1b-q8.log" > /tmp/q8_ids.txt
+  grep '^prompt' "$out/profile_b1_llama-3.2-1b-q8-unfolded.log" > /tmp/q8u_ids.txt
+  cmp -s /tmp/q8_ids.txt /tmp/q8u_ids.txt && [ -s /tmp/q8_ids.txt ] && echo "8-bit: folded and unfolded packs, same ids" ||
+    { echo "8-bit: folded and unfolded ids differ"; cat /tmp/q8_ids.txt /tmp/q8u_ids.txt; }
+fi
 # sampling on the device: the same seed twice gives the same ids; the time per step beside greedy's
 for i in 1 2; do
   timeout 60 build-dev/hkc generate build-dev/gen/llama-3.2-1b.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \

@@ -5,7 +5,8 @@
 # libraries dlopen'ed), then for each config in bench/gen_configs/ a generation spec
 # (`hkc import hf --generate`), its weights name map and a pack for HK_GPU_TARGET (sm_90a)
 # in build-dev/gen/, and for Llama-3.2-1B a second pack with the opt-in decode kernels
-# (gemm_skinny=on, kv_warp=on: llama-3.2-1b-fast.hkpack) for an A/B in the same call.
+# (gemm_skinny=on, kv_warp=on: llama-3.2-1b-fast.hkpack) for an A/B in the same call, and two
+# with int8 weights (below).
 # Knobs: GEN_MAX_SEQ (4224: context 4096 + the decoded tokens), GEN_SLOTS (32), HK_JOBS (2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,5 +29,17 @@ build-dev/hkc build build-dev/gen/llama-3.2-1b.yaml -o build-dev/gen/llama-3.2-1
   --target "${HK_GPU_TARGET:-sm_90a}" --tuning-db specs/tuning/h200.db --kernel-option gemm_skinny=on \
   --kernel-option kv_warp=on -q
 cp build-dev/gen/llama-3.2-1b.map build-dev/gen/llama-3.2-1b-fast.map
+# 8-bit weights (int8, per output channel): llama-3.2-1b-q8 reads them in its decode steps' gemms
+# (gemm_quant=on: gemm_skinny at M <= 8), llama-3.2-1b-q8-unfolded through dequant launches
+# (gemm_quant=off) -- the same numbers in another order, the check of the folded kernels
+build-dev/hkc import hf bench/gen_configs/llama-3.2-1b.json --generate --max-seq "${GEN_MAX_SEQ:-4224}" \
+  --slots "${GEN_SLOTS:-32}" --token-buckets 1,2,4,8,16,32,64,128,256,512,1024 --dtype bf16 --quantize int8 \
+  -o build-dev/gen/llama-3.2-1b-q8.yaml --weights-map-out build-dev/gen/llama-3.2-1b-q8.map -q
+for fold in on off; do
+  name=llama-3.2-1b-q8; [ "$fold" = off ] && name=llama-3.2-1b-q8-unfolded
+  build-dev/hkc build build-dev/gen/llama-3.2-1b-q8.yaml -o "build-dev/gen/$name.hkpack" --target "${HK_GPU_TARGET:-sm_90a}" \
+    --tuning-db specs/tuning/h200.db --kernel-option gemm_skinny=on --kernel-option kv_warp=on \
+    --kernel-option gemm_quant=$fold -q
+done
 git rev-parse HEAD > build-dev/gen/commit.txt
 ls -la build-dev/gen
