@@ -98,6 +98,8 @@ class Model:
         self.input_note, self.rest_note, self.causal = "", "", False  # notes() puts them in words
         self.linear = set()  # layer params that are nn.Linear weights [out, in]: --quantize's
         self.quantize = None  # --quantize: int8 or fp8_e4m3
+        self.quantize_head = False  # the LM head 8-bit too (generation specs)
+        self.final_quant = {}  # final param -> (dtype, scale param or None): the 8-bit head's
 
     def notes(self, embeddings, padding):
         """What the spec does not cover or assumes, for stderr and the spec's header."""
@@ -425,6 +427,19 @@ def checkpoint_quantization(cfg):
     return dtype
 
 
+def head_quantized(cfg):
+    """Whether a quantized checkpoint's LM head is 8-bit too (compressed-tensors quantizes every Linear
+    its ignore list leaves, lm_head included); Unsupported for a tied head quantized (there is no
+    lm_head.weight to bind)."""
+    qc = cfg.get("quantization_config") or {}
+    if "lm_head" in (qc.get("ignore") or []):
+        return False
+    if cfg.get("tie_word_embeddings", False):
+        raise Unsupported("quantization_config quantizes the LM head, which is tied to the embeddings "
+                          "(tie_word_embeddings): hkc reads an 8-bit lm_head.weight of its own")
+    return True
+
+
 def rope_scaling_of(cfg):
     """The config's rope scaling, (key, dict), from `rope_scaling` (transformers 4.x) or
     `rope_parameters` (newer configs), when its type is not "default"; else (None, None)."""
@@ -560,9 +575,13 @@ def make_generate(m, cfg, kind, a, dtype):
     norm["in"], norm["out"] = ["last"], "last_n"
     tied = cfg.get("tie_word_embeddings", kind == "gpt2")  # GPT2Config: True; the Llama family: False
     head = table
-    if not tied:
-        head = "lm_head_w"
-        m.final_params.append((head, ["vocab", "hidden"], "lm_head.weight"))  # outside the model's prefix
+    if not tied or m.quantize_head:
+        head = "lm_head_w"  # outside the model's prefix; 8-bit: tied too, `hkc quantize` writes it
+        m.final_params.append((head, ["vocab", "hidden"], "lm_head.weight"))
+        if m.quantize_head:
+            m.final_quant[head] = (m.quantize, head + "_s")
+            m.final_params.append((head + "_s", ["vocab", "1"], "lm_head.weight_scale"))
+            m.final_quant[head + "_s"] = ("f32", None)
     m.final = [dict(name="take_last", op="take_rows", **{"in": ["y", "rows"]}, out="last"), norm,
                dict(name="lm_head", op="gemm", **{"in": ["last_n", head]}, trans_b=True, out="logits"),
                dict(name="next_id", op="sample", **{"in": ["logits", "sampling"]}, out="next")]
@@ -574,7 +593,10 @@ def make_generate(m, cfg, kind, a, dtype):
              "each slot's logits come from); batch_sizes are tokens per step (docs/GENERATE.md)",
              "KV caches: state k_cache and v_cache [layers, slots, max_seq, %s] = [%d, %d, %d, %d] (%.2f MiB per "
              "slot in %s)" % (width, m.layers, a.slots, a.max_seq, kv_n * dh, per_slot / 2.0 ** 20, dtype),
-             "LM head: %s" % ("the token embeddings %s (tie_word_embeddings)" % (m.prefix + table_ck) if tied
+             "LM head: %s" % ("lm_head.weight, %s with a scale per row%s" % (
+                                  m.quantize, " (the tied table's quantized copy: `hkc quantize` writes it)"
+                                  if tied else "") if m.quantize_head
+                              else "the token embeddings %s (tie_word_embeddings)" % (m.prefix + table_ck) if tied
                               else "lm_head.weight (tie_word_embeddings false)")]
     notes += [n for n in (rope_note, win_note) if n]
     return notes
@@ -587,7 +609,13 @@ def spec_tail(m, always_params=False):
     lines = []
     if always_params or m.pre_params or m.final_params:
         lines.append("params:")
-        lines += ["  %s: [%s]" % (n, ", ".join(s)) for n, s, _ in m.pre_params + m.final_params]
+        for n, s, _ in m.pre_params + m.final_params:
+            if n in m.final_quant:  # an 8-bit LM head and its scales
+                dtype, scale = m.final_quant[n]
+                lines.append("  %s: {shape: [%s], dtype: %s%s}" % (n, ", ".join(s), dtype,
+                                                                  ", scale: %s" % scale if scale else ""))
+            else:
+                lines.append("  %s: [%s]" % (n, ", ".join(s)))
     lines.append("graph:")
     lines += ["  - " + flow(n) for n in m.pre]
     lines += repeat_lines(m)
@@ -821,6 +849,9 @@ def import_hf(argv):
             raise Unsupported("--quantize: the %s importer has no quantizable linear weights (llama, mistral and "
                               "qwen2 do)" % kind)
         m.quantize = a.quantize
+        # the LM head: 8-bit under --quantize (`hkc quantize` writes lm_head.weight, for tied
+        # embeddings a copy of the table); a checkpoint's own only where its config quantizes it
+        m.quantize_head = bool(a.quantize) and a.generate and (not stored or head_quantized(cfg))
         if a.generate:
             gen_notes = make_generate(m, cfg, kind, a, dtype)
         elif kind in LLAMA_FAMILY:

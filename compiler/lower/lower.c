@@ -138,7 +138,7 @@ static int same_quant(const hkc_spec_t *spec, const hkc_tensor_t *a, const hkc_t
 }
 
 int hkc_gemm_folds_dequant(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch) {
-  if (nd->op != HK_OP_GEMM || nd->dequant_fold_rows <= 0 || nd->rope || nd->norm_c || nd->n_in < 2) return 0;
+  if (nd->op != HK_OP_GEMM || nd->dequant_fold_rows <= 0 || nd->n_in < 2) return 0;
   const hkc_node_t *dq = dequant_of(spec, nd->in[1]);
   if (!dq) return 0;
   const hkc_tensor_t *q = &spec->tensors[dq->in[0]];

@@ -308,8 +308,8 @@ static inline uint32_t hkc_gemm_quant_arg(const hkc_kernel_key_t *key) {
 }
 /* Whether gemm node nd reads its 8-bit B (and a dual's B2) and their scales itself at `batch`,
  * instead of the copies dequant nodes make (frontend: insert_dequant): its B (and B2) are such
- * copies (B2's scales shaped like B's), it has no rope or norm epilogue, and its rows of A are at
- * most nd->dequant_fold_rows (the build sets that where every target has a kernel for it). */
+ * copies (B2's scales shaped like B's; B's rows and columns below 2^31), and its rows of A are at
+ * most nd->dequant_fold_rows (the build sets that where every target has a kernel for its key). */
 int hkc_gemm_folds_dequant(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch);
 /* Whether node `node` has no launch at `batch`: a dequant node whose every reader folds it. The
  * memory plan and the dependencies leave it out too (its copy is then never made or read). */

@@ -25,14 +25,17 @@
 
 static const char k_usage[] =
     "usage: hkc quantize IN.safetensors -o OUT.safetensors --dtype int8|fp8_e4m3 [--match SUFFIX]...\n"
-    "                    [--block ROWS,COLS] [-q]\n"
+    "                    [--block ROWS,COLS] [--no-lm-head] [-q]\n"
     "\n"
     "Writes OUT, a copy of the checkpoint IN whose 2-D float tensors (F32, F16, BF16) named with one\n"
     "of the --match suffixes (default _proj.weight: the q, k, v, o, gate, up and down projections\n"
     "of Llama, Mistral and Qwen2) are quantized to --dtype, each with its f32 scales as\n"
     "<name>_scale: absmax / 127 (int8) or absmax / 448 (fp8_e4m3) per row of the [out, in]\n"
-    "weight, or per ROWS x COLS block with --block (blocks at the edges may be partial). What a\n"
-    "spec from `hkc import hf --quantize DTYPE` binds (docs/SPEC.md, \"Quantized params\").\n";
+    "weight, or per ROWS x COLS block with --block (blocks at the edges may be partial). The LM\n"
+    "head too: lm_head.weight, or where the checkpoint has none (tied embeddings) a quantized copy of\n"
+    "model.embed_tokens.weight written as lm_head.weight, the float table kept for the embedding;\n"
+    "--no-lm-head leaves it as it is. What a spec from `hkc import hf --quantize DTYPE` binds\n"
+    "(docs/SPEC.md, \"Quantized params\").\n";
 
 #define QUANT_MAX_MATCH 16
 
@@ -41,7 +44,11 @@ typedef struct quant_opts {
   const char *match[QUANT_MAX_MATCH];
   int n_match;
   int64_t block_rows, block_cols; /* 0: per row (1 x cols) */
+  int lm_head;                    /* also the LM head (lm_head.weight, or the tied table's copy) */
 } quant_opts_t;
+
+#define QUANT_HEAD "lm_head.weight"
+#define QUANT_TIED_TABLE "model.embed_tokens.weight" /* the head of tied Llama-family checkpoints */
 
 /* One tensor of the output: its name, dtype and shape for the header, and its bytes. */
 typedef struct out_tensor {
@@ -59,10 +66,15 @@ static int ends_with(const char *s, const char *suffix) {
   return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
+/* A 2-D float tensor (what quantizes). */
+static int float_matrix(const hk_weights_tensor_info_t *wi) {
+  return wi->rank == 2 && wi->dims[0] >= 1 && wi->dims[1] >= 1 &&
+         (wi->dtype == HK_WEIGHTS_F32 || wi->dtype == HK_WEIGHTS_F16 || wi->dtype == HK_WEIGHTS_BF16);
+}
+
 static int selected(const quant_opts_t *o, const hk_weights_tensor_info_t *wi) {
-  if (wi->rank != 2 || wi->dims[0] < 1 || wi->dims[1] < 1 ||
-      (wi->dtype != HK_WEIGHTS_F32 && wi->dtype != HK_WEIGHTS_F16 && wi->dtype != HK_WEIGHTS_BF16))
-    return 0;
+  if (!float_matrix(wi)) return 0;
+  if (o->lm_head && strcmp(wi->name, QUANT_HEAD) == 0) return 1;
   for (int i = 0; i < o->n_match; i++)
     if (ends_with(wi->name, o->match[i])) return 1;
   return 0;
@@ -137,6 +149,42 @@ static char *header_json(const out_tensor_t *t, size_t n, const quant_opts_t *o,
   return out;
 }
 
+/* out[0], out[1] = wi quantized under the name `name`, and its scales `<name>_scale`. 0, or -1
+ * (reported; whatever out[] holds is freed by the caller). */
+static int add_quantized(const hk_weights_t *w, const char *in_path, const quant_opts_t *o,
+                         const hk_weights_tensor_info_t *wi, const char *name, out_tensor_t *out) {
+  char *scale_name = malloc(strlen(name) + sizeof "_scale");
+  if (!scale_name) {
+    fprintf(stderr, "hkc quantize: out of memory\n");
+    return -1;
+  }
+  sprintf(scale_name, "%s_scale", name);
+  uint32_t clash;
+  if (hk_weights_find(w, scale_name, &clash) == HK_OK) {
+    fprintf(stderr, "hkc quantize: %s: the checkpoint already has %s (is it quantized already?)\n", in_path,
+            scale_name);
+    free(scale_name);
+    return -1;
+  }
+  const int64_t rows = wi->dims[0], cols = wi->dims[1];
+  const int64_t br = o->block_rows ? o->block_rows : 1, bc = o->block_rows ? o->block_cols : cols;
+  const int64_t srows = (rows + br - 1) / br, scols = (cols + bc - 1) / bc;
+  out_tensor_t *qt = &out[0], *st = &out[1];
+  *qt = (out_tensor_t){.name = hkc_strdup(name), .dtype = o->dtype == HK_DTYPE_I8 ? "I8" : "F8_E4M3", .rank = 2,
+                       .dims = {rows, cols}, .bytes = (size_t)(rows * cols)};
+  *st = (out_tensor_t){.name = scale_name, .dtype = "F32", .rank = 2, .dims = {srows, scols},
+                       .bytes = (size_t)(srows * scols) * sizeof(float)};
+  qt->owned = malloc(qt->bytes);
+  st->owned = malloc(st->bytes);
+  if (!qt->name || !qt->owned || !st->owned) {
+    fprintf(stderr, "hkc quantize: out of memory\n");
+    return -1;
+  }
+  qt->data = qt->owned;
+  st->data = st->owned;
+  return quantize_tensor(o, wi, qt->owned, st->owned, br, bc, scols);
+}
+
 static int quantize_file(const char *in_path, const char *out_path, const quant_opts_t *o, int quiet) {
   hk_weights_t *w = NULL;
   if (hk_weights_open_file(in_path, NULL, &w) != HK_OK) {
@@ -144,8 +192,8 @@ static int quantize_file(const char *in_path, const char *out_path, const quant_
     return -1;
   }
   const uint32_t n_in = hk_weights_count(w);
-  out_tensor_t *t = calloc((size_t)n_in * 2 + 1, sizeof *t);
-  size_t n = 0, n_quant = 0, bytes_in = 0, bytes_out = 0;
+  out_tensor_t *t = calloc((size_t)n_in * 2 + 3, sizeof *t);
+  size_t n = 0, n_quant = 0, n_tied = 0, bytes_in = 0, bytes_out = 0;
   int rc = -1;
   if (!t) goto oom;
   for (uint32_t i = 0; i < n_in; i++) {
@@ -160,32 +208,24 @@ static int quantize_file(const char *in_path, const char *out_path, const quant_
       bytes_out += t[n++].bytes;
       continue;
     }
-    char *scale_name = malloc(strlen(wi.name) + sizeof "_scale");
-    if (!scale_name) goto oom;
-    sprintf(scale_name, "%s_scale", wi.name);
-    uint32_t clash;
-    if (hk_weights_find(w, scale_name, &clash) == HK_OK) {
-      fprintf(stderr, "hkc quantize: %s: the checkpoint already has %s (is it quantized already?)\n", in_path,
-              scale_name);
-      free(scale_name);
-      goto done;
-    }
-    const int64_t rows = wi.dims[0], cols = wi.dims[1];
-    const int64_t br = o->block_rows ? o->block_rows : 1, bc = o->block_rows ? o->block_cols : cols;
-    const int64_t srows = (rows + br - 1) / br, scols = (cols + bc - 1) / bc;
-    out_tensor_t *qt = &t[n++], *st = &t[n++];
-    *qt = (out_tensor_t){.name = hkc_strdup(wi.name), .dtype = o->dtype == HK_DTYPE_I8 ? "I8" : "F8_E4M3", .rank = 2,
-                         .dims = {rows, cols}, .bytes = (size_t)(rows * cols)};
-    *st = (out_tensor_t){.name = scale_name, .dtype = "F32", .rank = 2, .dims = {srows, scols},
-                         .bytes = (size_t)(srows * scols) * sizeof(float)};
-    qt->owned = malloc(qt->bytes);
-    st->owned = malloc(st->bytes);
-    if (!qt->name || !st->name || !qt->owned || !st->owned) goto oom;
-    qt->data = qt->owned;
-    st->data = st->owned;
-    if (quantize_tensor(o, &wi, qt->owned, st->owned, br, bc, scols) != 0) goto done;
-    bytes_out += qt->bytes + st->bytes;
+    const int r = add_quantized(w, in_path, o, &wi, wi.name, &t[n]);
+    n += 2;
+    if (r != 0) goto fail;
+    bytes_out += t[n - 2].bytes + t[n - 1].bytes;
     n_quant++;
+  }
+  uint32_t at;
+  if (o->lm_head && hk_weights_find(w, QUANT_HEAD, &at) != HK_OK && hk_weights_find(w, QUANT_TIED_TABLE, &at) == HK_OK) {
+    hk_weights_tensor_info_t wi; /* tied embeddings: the head's own quantized copy of the table */
+    (void)hk_weights_tensor_info(w, at, &wi);
+    if (float_matrix(&wi)) {
+      const int r = add_quantized(w, in_path, o, &wi, QUANT_HEAD, &t[n]);
+      n += 2;
+      if (r != 0) goto fail;
+      bytes_out += t[n - 2].bytes + t[n - 1].bytes;
+      n_quant++;
+      n_tied = 1;
+    }
   }
   if (n_quant == 0) {
     fprintf(stderr, "hkc quantize: %s: no 2-D F32, F16 or BF16 tensor is named with", in_path);
@@ -212,8 +252,9 @@ static int quantize_file(const char *in_path, const char *out_path, const quant_
   } else {
     rc = 0;
     if (!quiet)
-      printf("wrote %s: %zu tensor(s) quantized to %s (%s), %zu copied; %.1f MB -> %.1f MB\n", out_path, n_quant,
-             hkc_dtype_name(o->dtype), o->block_rows ? "blocks" : "a scale per row", n - 2 * n_quant, bytes_in / 1e6,
+      printf("wrote %s: %zu tensor(s) quantized to %s (%s%s), %zu copied; %.1f MB -> %.1f MB\n", out_path, n_quant,
+             hkc_dtype_name(o->dtype), o->block_rows ? "blocks" : "a scale per row",
+             n_tied ? "; " QUANT_HEAD " from the tied " QUANT_TIED_TABLE : "", n - 2 * n_quant, bytes_in / 1e6,
              bytes_out / 1e6);
   }
   free(chunks);
@@ -221,6 +262,8 @@ static int quantize_file(const char *in_path, const char *out_path, const quant_
   goto done;
 oom:
   fprintf(stderr, "hkc quantize: out of memory\n");
+  goto done;
+fail: /* reported */
 done:
   for (size_t i = 0; t && i < n; i++) {
     free(t[i].name);
@@ -241,11 +284,12 @@ int hkc_cmd_quantize(int argc, char **argv) {
                                            {"dtype", required_argument, NULL, OPT_QUANT_DTYPE},
                                            {"match", required_argument, NULL, OPT_MATCH},
                                            {"block", required_argument, NULL, OPT_BLOCK},
+                                           {"no-lm-head", no_argument, NULL, OPT_NO_LM_HEAD},
                                            COMMON_LONG_OPTIONS,
                                            {NULL, 0, NULL, 0}};
   hkc_cli_t cli;
   hkc_cli_init(&cli, "quantize", "hkc quantize IN.safetensors -o OUT.safetensors --dtype int8|fp8_e4m3", help, 0);
-  quant_opts_t o = {.dtype = HK_DTYPE_COUNT_};
+  quant_opts_t o = {.dtype = HK_DTYPE_COUNT_, .lm_head = 1};
   const char *in = NULL, *out = NULL;
   int c;
   while ((c = hkc_cli_next(&cli, argc, argv, "o:", longopts)) != -1) {
@@ -258,6 +302,8 @@ int hkc_cmd_quantize(int argc, char **argv) {
       if (o.n_match == QUANT_MAX_MATCH) return hkc_cli_usage(&cli, "at most %d --match suffixes", QUANT_MAX_MATCH), 2;
       if (!*optarg) return hkc_cli_usage(&cli, "--match expects a non-empty name suffix"), 2;
       o.match[o.n_match++] = optarg;
+    } else if (c == OPT_NO_LM_HEAD) {
+      o.lm_head = 0;
     } else if (c == OPT_BLOCK) {
       char *end;
       errno = 0;

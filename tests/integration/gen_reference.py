@@ -309,7 +309,9 @@ def logits_llama(cfg, w, ids):
         h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
         x = x + lin(act(hidden_act, lin(h, p + "mlp.gate_proj")) * lin(h, p + "mlp.up_proj"), p + "mlp.down_proj")
     x = rms_norm(x, w["model.norm.weight"], eps)
-    head = w["model.embed_tokens.weight"] if tied(cfg) else w["lm_head.weight"]
+    # a tied model's head is the table, unless the checkpoint has a head of its own (an 8-bit
+    # checkpoint from `hkc quantize` keeps the float table and adds the head's quantized copy)
+    head = w["model.embed_tokens.weight"] if tied(cfg) and "lm_head.weight" not in w else w["lm_head.weight"]
     return x @ head.T
 
 

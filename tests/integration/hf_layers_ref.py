@@ -52,7 +52,9 @@ def write_safetensors(path, tensors):
 def dequantized(hkc, w, path, qpath, dtype):
     """Runs hkc quantize on path; returns {name: dequantized weights} of the tensors it quantized,
     after checking each against its float weights; raises on a missing or wrong tensor."""
-    res = subprocess.run([hkc, "quantize", path, "-o", qpath, "--dtype", dtype], capture_output=True, text=True)
+    # the layers' spec has no LM head: --no-lm-head (quantize.sh checks the head's copy)
+    res = subprocess.run([hkc, "quantize", path, "-o", qpath, "--dtype", dtype, "--no-lm-head"], capture_output=True,
+                         text=True)
     if res.returncode != 0:
         raise ValueError("hkc quantize exited %d: %s" % (res.returncode, res.stderr))
     q, deq = {k: v[:2] for k, v in safetensors_io.read(qpath).items()}, {}

@@ -130,7 +130,10 @@ for mq in llama_bias:int8 qwen2:fp8_e4m3; do
     fail "$m --quantize $q: $(cat "$work/${m}_q.yaml" "$work/${m}_q.map")"
   "$HKC" build "$work/${m}_q.yaml" -o "$work/${m}_q.hkpack" --target host -q
   "$HKC" inspect "$work/${m}_q.hkpack" > "$work/${m}_q.inspect" # (no pipe into grep -q: SIGPIPE under pipefail)
-  grep -q "hk_dequant_f32_" "$work/${m}_q.inspect" || fail "$m --quantize: no dequant kernel"
+  # a host-only build: every gemm reads its 8-bit weights itself (gemm_quant auto), no dequant launch
+  qk=i8; [ "$q" = fp8_e4m3 ] && qk=e4m3
+  grep -q "hk_gemm_f32_${qk}_" "$work/${m}_q.inspect" && ! grep -q "hk_dequant_" "$work/${m}_q.inspect" ||
+    fail "$m --quantize: not the folded 8-bit gemms: $(cat "$work/${m}_q.inspect")"
   "$PY" "$ref" "$HKC" "$work/${m}_q.hkpack" "$work/$m.json" "$work/${m}_q.map" "$work/$m-q" --quantize "$q"
 done
 # A config's quantization_config (compressed-tensors, 8-bit per channel) gives the same spec as

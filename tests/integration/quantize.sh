@@ -72,6 +72,47 @@ check fp8_e4m3 448 -
 check int8 127 32,16
 check fp8_e4m3 448 16,128
 
+# The LM head: lm_head.weight quantized in place; a tied checkpoint (no lm_head.weight) gets the
+# table's quantized copy as lm_head.weight, the float table kept; --no-lm-head leaves both float.
+"$PY" - "$work" <<'PYEOF'
+import os, sys
+import numpy as np
+sys.path.insert(0, os.environ["HK_SOURCE_DIR"] + "/tests/integration")
+from safetensors_io import write as st
+rng = np.random.default_rng(7)
+p = rng.standard_normal((12, 10)).astype(np.float32)
+emb = rng.standard_normal((50, 12)).astype(np.float32)
+st(sys.argv[1] + "/tied.safetensors", {"model.layers.0.mlp.up_proj.weight": ("F32", p),
+                                       "model.embed_tokens.weight": ("F32", emb)})
+st(sys.argv[1] + "/untied.safetensors", {"model.layers.0.mlp.up_proj.weight": ("F32", p),
+                                         "model.embed_tokens.weight": ("F32", emb), "lm_head.weight": ("F32", emb + 1)})
+PYEOF
+for what in tied untied tied-no; do
+  src=${what%-no}; extra=(); [ "$what" = tied-no ] && extra=(--no-lm-head)
+  "$HKC" quantize "$work/$src.safetensors" -o "$work/h-$what.safetensors" --dtype int8 "${extra[@]}" > "$work/q.txt"
+  "$PY" - "$work/$src.safetensors" "$work/h-$what.safetensors" "$what" <<'PYEOF' || fail "LM head ($what): $(cat "$work/q.txt")"
+import os, sys
+import numpy as np
+sys.path.insert(0, os.environ["HK_SOURCE_DIR"] + "/tests/integration")
+from safetensors_io import read
+src, out, what = read(sys.argv[1]), read(sys.argv[2]), sys.argv[3]
+emb = "model.embed_tokens.weight"
+assert out[emb][0] == "F32" and out[emb][2] == src[emb][2], "the table is copied as it is"
+if what == "tied-no":
+    assert "lm_head.weight" not in out and "lm_head.weight_scale" not in out, sorted(out)
+else:
+    w = src["lm_head.weight"][1] if what == "untied" else src[emb][1]
+    dt, q, _ = out["lm_head.weight"]
+    s = out["lm_head.weight_scale"][1]
+    assert dt == "I8" and q.shape == w.shape and s.shape == (w.shape[0], 1), (dt, q.shape, s.shape)
+    assert np.allclose(s[:, 0], np.abs(w).max(axis=1) / 127, rtol=1e-6)
+    assert np.all(np.abs(q * s - w) <= s / 2 * (1 + 1e-6))
+print("ok   LM head (%s): %s" % (what, sorted(out)))
+PYEOF
+done
+"$HKC" quantize "$work/tied.safetensors" -o "$work/h2.safetensors" --dtype int8 > "$work/q.txt" # says so
+grep -q "lm_head.weight from the tied model.embed_tokens.weight" "$work/q.txt" || fail "tied head: $(cat "$work/q.txt")"
+
 expect_fail() { # expect_fail RC REGEX OUT COMMAND...
   local rc=$1 want=$2 out=$3; shift 3
   set +e; "$@" > "$work/e.txt" 2>&1; local got=$?; set -e
