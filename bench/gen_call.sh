@@ -29,9 +29,11 @@ head -60 "$out/profile_b1_fast.log"
 if [ -f build-dev/gen/llama-3.2-1b-q8.hkpack ]; then
   timeout 120 build-dev/hkc quantize /tmp/gen_llama-3.2-1b/model.safetensors -o /tmp/gen_llama-3.2-1b/model_q8.safetensors \
     --dtype int8 -q
-  for p in llama-3.2-1b-q8 llama-3.2-1b-q8-unfolded; do
-    timeout 60 build-dev/hkc generate build-dev/gen/$p.hkpack --weights /tmp/gen_llama-3.2-1b/model_q8.safetensors \
-      --weights-map build-dev/gen/llama-3.2-1b-q8.map --ids /tmp/p1024.npy -n 64 --profile > "$out/profile_b1_$p.log" 2>&1
+  for p in llama-3.2-1b-q8 llama-3.2-1b-q8-unfolded llama-3.2-1b-s8-fast; do
+    w=/tmp/gen_llama-3.2-1b/model_q8.safetensors map=build-dev/gen/llama-3.2-1b-q8.map
+    [ $p = llama-3.2-1b-s8-fast ] && w=/tmp/gen_llama-3.2-1b/model.safetensors map=build-dev/gen/llama-3.2-1b-s8.map
+    timeout 60 build-dev/hkc generate build-dev/gen/$p.hkpack --weights $w --weights-map $map --ids /tmp/p1024.npy -n 64 \
+      --profile > "$out/profile_b1_$p.log" 2>&1
     echo "== $p (rc $?)"; head -60 "$out/profile_b1_$p.log"
   done
   grep '^prompt' "$out/profile_b1_llama-3.2-1b-q8.log" > /tmp/q8_ids.txt

@@ -29,15 +29,21 @@ build-dev/hkc build build-dev/gen/llama-3.2-1b.yaml -o build-dev/gen/llama-3.2-1
   --target "${HK_GPU_TARGET:-sm_90a}" --tuning-db specs/tuning/h200.db --kernel-option gemm_skinny=on \
   --kernel-option kv_warp=on -q
 cp build-dev/gen/llama-3.2-1b.map build-dev/gen/llama-3.2-1b-fast.map
-# 8-bit weights (int8, per output channel): llama-3.2-1b-q8 reads them in its decode steps' gemms
-# (gemm_quant=on: gemm_skinny at M <= 8), llama-3.2-1b-q8-unfolded through dequant launches
-# (gemm_quant=off) -- the same numbers in another order, the check of the folded kernels
-build-dev/hkc import hf bench/gen_configs/llama-3.2-1b.json --generate --max-seq "${GEN_MAX_SEQ:-4224}" \
-  --slots "${GEN_SLOTS:-32}" --token-buckets 1,2,4,8,16,32,64,128,256,512,1024 --dtype bf16 --quantize int8 \
+# 8-bit weights (int8, per output channel, the LM head too), 8 slots: the LM head's gemm has a row
+# per slot, and gemm_skinny reads 8-bit B for at most 8 rows. llama-3.2-1b-q8 reads the 8-bit
+# weights in its decode steps' gemms (gemm_quant=on), llama-3.2-1b-q8-unfolded through dequant
+# launches (gemm_quant=off: the same numbers in another order, the check of the folded kernels);
+# llama-3.2-1b-s8-fast is the bf16 pack of the same 8 slots to time them against.
+qflags=(--generate --max-seq "${GEN_MAX_SEQ:-4224}" --slots 8 --token-buckets 1,2,4,8,16,32,64,128,256,512,1024 --dtype bf16)
+build-dev/hkc import hf bench/gen_configs/llama-3.2-1b.json "${qflags[@]}" --quantize int8 \
   -o build-dev/gen/llama-3.2-1b-q8.yaml --weights-map-out build-dev/gen/llama-3.2-1b-q8.map -q
-for fold in on off; do
-  name=llama-3.2-1b-q8; [ "$fold" = off ] && name=llama-3.2-1b-q8-unfolded
-  build-dev/hkc build build-dev/gen/llama-3.2-1b-q8.yaml -o "build-dev/gen/$name.hkpack" --target "${HK_GPU_TARGET:-sm_90a}" \
+build-dev/hkc import hf bench/gen_configs/llama-3.2-1b.json "${qflags[@]}" \
+  -o build-dev/gen/llama-3.2-1b-s8.yaml --weights-map-out build-dev/gen/llama-3.2-1b-s8.map -q
+for name in llama-3.2-1b-q8 llama-3.2-1b-q8-unfolded llama-3.2-1b-s8-fast; do
+  spec=build-dev/gen/llama-3.2-1b-q8.yaml fold=on
+  [ "$name" = llama-3.2-1b-q8-unfolded ] && fold=off
+  [ "$name" = llama-3.2-1b-s8-fast ] && spec=build-dev/gen/llama-3.2-1b-s8.yaml
+  build-dev/hkc build "$spec" -o "build-dev/gen/$name.hkpack" --target "${HK_GPU_TARGET:-sm_90a}" \
     --tuning-db specs/tuning/h200.db --kernel-option gemm_skinny=on --kernel-option kv_warp=on \
     --kernel-option gemm_quant=$fold -q
 done
