@@ -587,12 +587,13 @@ def make_generate(m, cfg, kind, a, dtype):
                dict(name="next_id", op="sample", **{"in": ["logits", "sampling"]}, out="next")]
     m.out = "next, logits"
     dh = d["head_dim"]
-    per_slot = m.layers * 2 * a.max_seq * kv_n * dh * BYTES[dtype]
+    kv_dtype = a.kv_cache or dtype
+    per_slot = m.layers * 2 * a.max_seq * kv_n * dh * (1 if a.kv_cache else BYTES[dtype])
     notes = ["token rows: i32 inputs ids, ctx and slot [batch] (each token of a step: its id, the cache positions "
              "it sees with itself -- 0 marks a padding row -- and its cache slot) and rows [slots] (the token row "
              "each slot's logits come from); batch_sizes are tokens per step (docs/GENERATE.md)",
              "KV caches: state k_cache and v_cache [layers, slots, max_seq, %s] = [%d, %d, %d, %d] (%.2f MiB per "
-             "slot in %s)" % (width, m.layers, a.slots, a.max_seq, kv_n * dh, per_slot / 2.0 ** 20, dtype),
+             "slot in %s)" % (width, m.layers, a.slots, a.max_seq, kv_n * dh, per_slot / 2.0 ** 20, kv_dtype),
              "LM head: %s" % ("lm_head.weight, %s with a scale per row%s" % (
                                   m.quantize, " (the tied table's quantized copy: `hkc quantize` writes it)"
                                   if tied else "") if m.quantize_head
@@ -641,7 +642,10 @@ def gen_spec_text(m, a, config_path, dtype, notes):
               "  rows: {shape: [slots], dtype: i32}   # per slot: the row whose logits and next id it returns",
               "  sampling: {shape: [slots, 4], dtype: i32}  # per slot: seed, top_k, temperature, top_p (f32 bits)",
               "state:"]
-    lines += ["  %s: [%s]" % (n, ", ".join(s)) for n, s in m.state]
+    if a.kv_cache:  # each k and v element rounded to e4m3 as kv_append stores it
+        lines += ["  %s: {shape: [%s], dtype: %s}" % (n, ", ".join(s), a.kv_cache) for n, s in m.state]
+    else:
+        lines += ["  %s: [%s]" % (n, ", ".join(s)) for n, s in m.state]
     return "\n".join(lines + spec_tail(m, always_params=True))
 
 
@@ -784,14 +788,17 @@ def import_hf(argv):
     g.add_argument("--max-seq", type=positive,
                    help="positions each cache slot holds (default: the model's positions, at most 2048)")
     g.add_argument("--slots", type=positive, help="cache slots: sequences generated at once (default 8)")
+    g.add_argument("--kv-cache", choices=("fp8_e4m3",),
+                   help="the KV caches in fp8_e4m3 (each k and v element rounded to e4m3 as it is stored: half the "
+                        "bytes of bf16; default: the spec's dtype)")
     g.add_argument("--token-buckets", type=batch_list,
                    help="tokens per step that have a graph: the batch sizes (default %s)"
                         % ",".join(map(str, GEN_BUCKETS)))
     p.add_argument("-q", "--quiet", action="store_true", help="no notes on stderr")
     a = p.parse_args(argv)
     a.seq_given, a.batch_given = a.seq is not None, a.batch_sizes is not None
-    gen_only = [o for o, v in (("--max-seq", a.max_seq), ("--slots", a.slots), ("--token-buckets", a.token_buckets))
-                if v is not None]
+    gen_only = [o for o, v in (("--max-seq", a.max_seq), ("--slots", a.slots), ("--token-buckets", a.token_buckets),
+                               ("--kv-cache", a.kv_cache)) if v is not None]
     if a.generate:
         clash = [o for o, v in (("--seq", a.seq_given), ("--batch-sizes", a.batch_given),
                                 ("--embeddings", a.embeddings), ("--padding-mask", a.padding_mask)) if v]

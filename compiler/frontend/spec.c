@@ -341,6 +341,10 @@ static int parse_decl(spec_ctx_t *c, const ynode_t *v, const char *name, hk_role
     }
     return 0;
   }
+  if (role == HK_ROLE_STATE && !strcmp(val[1]->text, "fp8_e4m3")) { /* an FP8 KV cache */
+    t->dtype = HK_DTYPE_FP8_E4M3;
+    return 0;
+  }
   if (!strcmp(val[1]->text, "i32")) {
     if (role != HK_ROLE_INPUT) {
       hkc_error(val[1]->loc,
@@ -352,7 +356,7 @@ static int parse_decl(spec_ctx_t *c, const ynode_t *v, const char *name, hk_role
   } else if (strcmp(val[1]->text, hkc_dtype_name(c->spec->dtype)) != 0) {
     hkc_error(val[1]->loc,
               "tensor '%s': dtype '%.64s' (expected the spec's dtype %s, i32 for an input, int8 or fp8_e4m3 for a "
-              "quantized param, f32 for its scales)",
+              "quantized param, f32 for its scales, fp8_e4m3 for a state tensor: an FP8 KV cache)",
               name, val[1]->text, hkc_dtype_name(c->spec->dtype));
     return -1;
   }

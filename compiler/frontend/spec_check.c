@@ -375,8 +375,8 @@ static int check_token_rows(const pnode_t *pn, const hkc_node_t *nd, const hkc_t
 }
 
 /* The KV caches of kv_append / kv_attention (state tensors, checked by check_refs): k_cache
- * [layers, slots, max_seq, width] and v_cache of the same shape, with layer < layers; ctx and
- * slot one per row of x. */
+ * [layers, slots, max_seq, width] and v_cache of the same shape and dtype (the spec's, or both
+ * fp8_e4m3), with layer < layers; ctx and slot one per row of x. */
 static int check_caches(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd, const hkc_tensor_t *x) {
   const hkc_tensor_t *T = c->spec->tensors, *k = &T[nd->k_cache], *v = &T[nd->v_cache];
   const char *nm = nd->name;
@@ -390,6 +390,11 @@ static int check_caches(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd, 
   if (!shape_equal(k->dims, k->rank, v->dims, v->rank)) {
     hkc_error(pn->ref[REF_V_CACHE]->loc, "node '%s': v_cache '%s' %s and k_cache '%s' %s must have the same shape", nm,
               v->name, tensor_shape_str(v, s1), k->name, tensor_shape_str(k, s2));
+    return -1;
+  }
+  if (k->dtype != v->dtype) { /* the spec's dtype, or both FP8 */
+    hkc_error(pn->ref[REF_V_CACHE]->loc, "node '%s': v_cache '%s' is %s and k_cache '%s' %s: the caches share a dtype", nm,
+              v->name, hkc_dtype_name(v->dtype), k->name, hkc_dtype_name(k->dtype));
     return -1;
   }
   if (nd->layer >= k->dims[0].add) {
@@ -566,7 +571,7 @@ static int check_refs(spec_ctx_t *c, const pnode_t *pn, const hkc_node_t *nd) {
                   nd->name, hkc_spec_ref_names[r], T[t].name);
       return -1;
     }
-    if (hkc_dtype_quantized(T[t].dtype) && !(nd->op == HK_OP_GEMM && r == REF_IN1)) {
+    if (hkc_dtype_quantized(T[t].dtype) && !state && !(nd->op == HK_OP_GEMM && r == REF_IN1)) {
       hkc_error(pn->ref[r]->loc,
                 "node '%s': '%s' is a quantized (%s) param, which op '%s' cannot take in '%s' (a quantized param is a "
                 "gemm's B)",

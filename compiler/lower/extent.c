@@ -206,8 +206,9 @@ static uint32_t embedding(const hkc_kernel_key_t *key, ext_t *e) {
   return HKC_EMBEDDING_N_ARGS_CTX;
 }
 
-static uint32_t kv(hk_op_t op, ext_t *e) {
-  const int append = op == HK_OP_KV_APPEND;
+static uint32_t kv(const hkc_kernel_key_t *key, ext_t *e) {
+  const int append = key->op == HK_OP_KV_APPEND;
+  const uint8_t cache_esize = hkc_kv_fp8(key) ? 1 : 0; /* FP8 caches: a byte each; else the key's */
   const uint64_t rows = size_arg(e, HKC_KV_APPEND_ARG_ROWS, 1), heads = size_arg(e, HKC_KV_APPEND_ARG_HEADS, 1),
                  kv_heads = size_arg(e, HKC_KV_APPEND_ARG_KV_HEADS, 1), dh = size_arg(e, HKC_KV_APPEND_ARG_DH, 1),
                  layer = size_arg(e, HKC_KV_APPEND_ARG_LAYER, 0), slots = size_arg(e, HKC_KV_APPEND_ARG_SLOTS, 1),
@@ -217,8 +218,8 @@ static uint32_t kv(hk_op_t op, ext_t *e) {
   /* caches [layers, slots, max_seq, kv_heads dh]: the launch reaches layer `layer` */
   const uint64_t cache = mul(mul(layer + 1, slots), mul(max_seq, mul(kv_heads, dh)));
   touch(e, HKC_KV_APPEND_ARG_QKV, mul(rows, mul(append ? add(heads, mul(2, kv_heads)) : heads, dh)), 0);
-  touch(e, HKC_KV_APPEND_ARG_K_CACHE, cache, 0);
-  touch(e, HKC_KV_APPEND_ARG_V_CACHE, cache, 0);
+  touch_sized(e, HKC_KV_APPEND_ARG_K_CACHE, cache, 0, cache_esize);
+  touch_sized(e, HKC_KV_APPEND_ARG_V_CACHE, cache, 0, cache_esize);
   touch_i32(e, HKC_KV_APPEND_ARG_CTX, rows, 0);
   touch_i32(e, HKC_KV_APPEND_ARG_SLOT, rows, 0);
   touch(e, HKC_KV_APPEND_ARG_OUT, mul(rows, mul(heads, dh)), 0);
@@ -289,7 +290,7 @@ int hkc_launch_extents(const hkc_kernel_key_t *key, const hkc_arg_t *args, uint3
   case HK_OP_EWCHAIN: abi = ewchain(key, &e); break;
   case HK_OP_EMBEDDING: abi = embedding(key, &e); break;
   case HK_OP_KV_APPEND:
-  case HK_OP_KV_ATTENTION: abi = kv(key->op, &e); break;
+  case HK_OP_KV_ATTENTION: abi = kv(key, &e); break;
   case HK_OP_TAKE_ROWS: abi = take_rows(&e); break;
   case HK_OP_ARGMAX: abi = argmax(&e); break;
   case HK_OP_SAMPLE: abi = sample(&e); break;

@@ -114,6 +114,7 @@ static int lower_kv(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch,
   /* row strides and column offsets in elements: the q | k | v heads, the caches' rows */
   out_key->align = align_of((int64_t[]){last_dim(x, batch), heads * dh, width, dh}, 4);
   out_key->head_dim = (int)dh;
+  if (kc->dtype == HK_DTYPE_FP8_E4M3) snprintf(out_key->program, sizeof out_key->program, "e4m3"); /* FP8 caches */
   return l->n;
 }
 

@@ -314,6 +314,12 @@ int hkc_gemm_folds_dequant(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t
 /* Whether node `node` has no launch at `batch`: a dequant node whose every reader folds it. The
  * memory plan and the dependencies leave it out too (its copy is then never made or read). */
 int hkc_node_left_out(const hkc_spec_t *spec, size_t node, int64_t batch);
+/* Whether a kv_append / kv_attention key's KV caches are fp8_e4m3 (key.program "e4m3"): kv_append
+ * stores each k and v element rounded to e4m3 (to nearest even, saturating at +-448),
+ * kv_attention reads them back exactly; else the caches have the key's dtype. */
+static inline int hkc_kv_fp8(const hkc_kernel_key_t *key) {
+  return (key->op == HK_OP_KV_APPEND || key->op == HK_OP_KV_ATTENTION) && key->program[0] == 'e';
+}
 /* Operands an ewchain program reads (1 + its largest operand number), or -1 when it is
  * malformed (see hkc_kernel_key_t.program). */
 int hkc_ew_program_operands(const char *program);

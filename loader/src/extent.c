@@ -33,7 +33,8 @@
  * the argument must be: T a tensor of the pack's element type, t the same or a null pointer,
  * J an i32 tensor, j the same or a null pointer, Q an 8-bit tensor (int8 or fp8_e4m3: the kernel's
  * key, which the pack does not describe, says which; both are one byte, so the extents agree), S
- * an f32 tensor, s the same or a null pointer, I an integer, F a float. */
+ * an f32 tensor, s the same or a null pointer, K a KV cache (the pack's element type, or
+ * fp8_e4m3: one byte an element; both caches of a launch alike), I an integer, F a float. */
 #define MAX_TAILS 8 /* the most optional tails an op has: gemm's 7 (none, dual, rope, norms ...) */
 
 typedef struct op_layout {
@@ -74,11 +75,11 @@ static const op_layout_t k_layouts[HK_OP_COUNT_] = {
     [HK_OP_EMBEDDING] = {"embedding", "T:table J:ids t:pos T:out I:tokens I:seq I:vocab I:hidden",
                          {"", "J:ctx I:max_pos"}},
     [HK_OP_KV_APPEND] = {"kv_append",
-                         "T:qkv T:k_cache T:v_cache J:ctx J:slot T:out I:rows I:heads I:kv_heads I:dh I:layer I:slots "
+                         "T:qkv K:k_cache K:v_cache J:ctx J:slot T:out I:rows I:heads I:kv_heads I:dh I:layer I:slots "
                          "I:max_seq",
                          {NULL}},
     [HK_OP_KV_ATTENTION] = {"kv_attention",
-                            "T:q T:k_cache T:v_cache J:ctx J:slot T:out I:rows I:heads I:kv_heads I:dh I:layer "
+                            "T:q K:k_cache K:v_cache J:ctx J:slot T:out I:rows I:heads I:kv_heads I:dh I:layer "
                             "I:slots I:max_seq I:window F:scale",
                             {NULL}},
     [HK_OP_TAKE_ROWS] = {"take_rows", "T:x J:rows T:out I:x_rows I:n_out I:width", {NULL}},
@@ -147,6 +148,7 @@ static const char *slot_label(char k) {
   case 'Q': return "an 8-bit tensor";
   case 'S': return "an f32 tensor";
   case 's': return "an f32 tensor or a null pointer";
+  case 'K': return "a KV cache tensor";
   case 'I': return "an integer";
   default: return "a float";
   }
@@ -157,7 +159,8 @@ static bool slot_accepts(char k, uint32_t kind) {
   case 'T':
   case 'J':
   case 'Q':
-  case 'S': return kind == HK_ARG_TENSOR;
+  case 'S':
+  case 'K': return kind == HK_ARG_TENSOR;
   case 't':
   case 'j':
   case 's': return kind == HK_ARG_TENSOR || kind == HK_ARG_NULL;
@@ -474,6 +477,16 @@ static hk_status_t launch_derive(launch_t *L, uint64_t out_bytes[HK_MAX_ARGS_PER
     const bool f32 = L->kinds[a] == 'S' || L->kinds[a] == 's';
     const uint32_t want = i32 ? HK_DTYPE_I32 : f32 ? HK_DTYPE_F32 : v->manifest->dtype;
     const hk_tensor_rec_t *t = &v->tensors[L->args[a].value]; /* in range: verified */
+    if (L->kinds[a] == 'K' && t->dtype == HK_DTYPE_FP8_E4M3) { /* an FP8 KV cache, both alike */
+      const uint32_t other = a == 1 ? 2 : 1;
+      if (v->tensors[L->args[other].value].dtype != HK_DTYPE_FP8_E4M3)
+        LAUNCH_FAIL(L, "argument %u (%.*s) is tensor %s of dtype fp8_e4m3, argument %u tensor %s of dtype %s: the KV "
+                    "caches share a dtype", a, L->names_len[a], L->names[a], hk_pack_string(v, t->name), other,
+                    hk_pack_string(v, v->tensors[L->args[other].value].name),
+                    hk_dtype_label(v->tensors[L->args[other].value].dtype));
+      out_bytes[a] = L->elems[a];
+      continue;
+    }
     if (L->kinds[a] == 'Q') {
       if (t->dtype != HK_DTYPE_I8 && t->dtype != HK_DTYPE_FP8_E4M3)
         LAUNCH_FAIL(L, "argument %u (%.*s) is tensor %s of dtype %s; the %s argument layout reads int8 or fp8_e4m3 there",

@@ -435,9 +435,12 @@ static hk_status_t verify_tensors(const hk_pack_view_t *v) {
     CHECK(r->dtype != HK_DTYPE_I32 || r->role == HK_ROLE_INPUT || r->role == HK_ROLE_OUTPUT ||
               r->role == HK_ROLE_INTERMEDIATE,
           "tensor %u (%s): an i32 %s", i, name, r->role == HK_ROLE_PARAM ? "param" : "state tensor");
-    /* the 8-bit types are params' only (quantized weights, read by dequant) */
-    CHECK((r->dtype != HK_DTYPE_I8 && r->dtype != HK_DTYPE_FP8_E4M3) || r->role == HK_ROLE_PARAM,
-          "tensor %u (%s): an 8-bit (%s) tensor that is not a param", i, name, hk_dtype_label(r->dtype));
+    /* the 8-bit types are params' (quantized weights) and, fp8_e4m3, state tensors' (1.8: FP8 KV
+     * caches) only */
+    CHECK((r->dtype != HK_DTYPE_I8 && r->dtype != HK_DTYPE_FP8_E4M3) || r->role == HK_ROLE_PARAM ||
+              (r->dtype == HK_DTYPE_FP8_E4M3 && r->role == HK_ROLE_STATE),
+          "tensor %u (%s): an 8-bit (%s) tensor that is not a param%s", i, name, hk_dtype_label(r->dtype),
+          r->dtype == HK_DTYPE_FP8_E4M3 ? " or a state tensor" : "");
     if (r->role == HK_ROLE_STATE) {
       bool batched = false;
       for (uint32_t d = 0; d < r->rank && d < HK_MAX_RANK; d++) batched |= r->dims[d].mul != 0;

@@ -114,3 +114,24 @@ HK_DEVICE void hk_rope_sincos(float a, float *out_s, float *out_c) {
   *out_s = s;
   *out_c = c;
 }
+
+/* ---- float8 e4m3fn (quantized weights, FP8 KV caches) ----------------------------------------
+ * Value (8 + m) 2^(e - 10) for exponent field e in 1..15, m 2^-9 for e = 0; S.1111.111 is NaN;
+ * no infinities. The same conversions as templates/host/prelude.h's and libhkrt's. */
+HK_DEVICE float hk_fp8_e4m3_to_f32(unsigned int b) {
+  const unsigned int e = (b >> 3) & 15u, m = b & 7u;
+  const float a = e == 15u && m == 7u ? __int_as_float(0x7fc00000) : e == 0u ? (float)m * 0x1p-9f
+                                                                             : __int_as_float((int)((e + 120u) << 23 | m << 20));
+  return b & 0x80u ? -a : a;
+}
+/* To nearest even, saturating at +-448 (infinities too); NaN stays NaN. */
+HK_DEVICE unsigned char hk_f32_to_fp8_e4m3(float f) {
+  const unsigned int u = __float_as_uint(f), sign = (u >> 24) & 0x80u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return (unsigned char)(sign | 0x7fu);  /* NaN */
+  if (a >= 0x43e00000u) return (unsigned char)(sign | 0x7eu); /* >= 448: the largest finite */
+  if (a < 0x3c800000u) /* below 2^-6: a subnormal m 2^-9 (m = 8 is the smallest normal's bits) */
+    return (unsigned char)(sign | (unsigned int)rintf(__uint_as_float(a) * 512.0f));
+  const unsigned int r = (a + 0x7ffffu + ((a >> 20) & 1u)) >> 20; /* exponent and 3 mantissa bits, rounded */
+  const unsigned int v = r - (120u << 3);                          /* rebiased: 127 - 7 */
+  return (unsigned char)(sign | (v > 0x7eu ? 0x7eu : v));
+}

@@ -5,14 +5,7 @@
  * I scale_rows, I scale_cols, I block_rows, I block_cols. A block is HK_THREADS consecutive
  * columns of one row (blocks row-major: row, column chunk; grid-stride beyond grid.x), a thread
  * one element. */
-/* float8 e4m3fn: (8 + m) 2^(e - 10) for exponent field e in 1..15, m 2^-9 for e = 0; S.1111.111
- * is NaN. */
-__device__ __forceinline__ float hk_dq_fp8_e4m3(unsigned int b) {
-  const unsigned int e = (b >> 3) & 15u, m = b & 7u;
-  const float a = e == 15u && m == 7u ? __int_as_float(0x7fc00000) : e == 0u ? (float)m * 0x1p-9f
-                                                                             : __int_as_float((int)((e + 120u) << 23 | m << 20));
-  return b & 0x80u ? -a : a;
-}
+/* fp8_e4m3 values: common.h's hk_fp8_e4m3_to_f32 */
 
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)
 HK_NAME(const unsigned char *q, const float *scale, HK_T *out, long long rows, long long cols, long long scale_rows,
@@ -24,7 +17,7 @@ HK_NAME(const unsigned char *q, const float *scale, HK_T *out, long long rows, l
     if (c >= cols) continue;
     const float s = scale[r / block_rows * scale_cols + c / block_cols];
 #if HK_DQ_FP8
-    out[r * cols + c] = HK_STORE(hk_dq_fp8_e4m3(q[r * cols + c]) * s);
+    out[r * cols + c] = HK_STORE(hk_fp8_e4m3_to_f32(q[r * cols + c]) * s);
 #else
     out[r * cols + c] = HK_STORE((float)(signed char)q[r * cols + c] * s);
 #endif

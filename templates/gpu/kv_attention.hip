@@ -24,8 +24,16 @@
 #error "kv_attention: HK_THREADS must be a multiple of HK_RED_GROUP, at most HK_RED_GROUP^2 (common.h's reductions)"
 #endif
 
+#if HK_KV_FP8 /* fp8_e4m3 caches (unsigned char), read back exactly (common.h) */
+typedef unsigned char kv_t;
+#define KV_LOAD(x) hk_fp8_e4m3_to_f32(x)
+#else
+typedef HK_T kv_t;
+#define KV_LOAD(x) HK_LOAD(x)
+#endif
+
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)
-HK_NAME(const HK_T *q, const HK_T *k_cache, const HK_T *v_cache, const int *ctx, const int *slot, HK_T *out,
+HK_NAME(const HK_T *q, const kv_t *k_cache, const kv_t *v_cache, const int *ctx, const int *slot, HK_T *out,
         long long rows, long long heads, long long kv_heads, long long dh, long long layer, long long slots,
         long long max_seq, long long window, float scale) {
   HK_SHARED float qs[HK_KV_DC];
@@ -45,7 +53,7 @@ HK_NAME(const HK_T *q, const HK_T *k_cache, const HK_T *v_cache, const int *ctx,
     }
     const long long lo = window > 0 && n > window ? n - window : 0;
     const long long base = (layer * slots + s) * max_seq * ld + h / group * dh;
-    const HK_T *kb = k_cache + base, *vb = v_cache + base;
+    const kv_t *kb = k_cache + base, *vb = v_cache + base;
     for (long long o0 = 0; o0 < dh; o0 += KV_OC) {
       float acc[HK_KV_RD];
 #pragma unroll
@@ -63,8 +71,8 @@ HK_NAME(const HK_T *q, const HK_T *k_cache, const HK_T *v_cache, const int *ctx,
             HK_SYNC();
           }
           if (j < n) {
-            const HK_T *kr = kb + j * ld + d0;
-            for (int c = 0; c < dc; c++) sc += qs[c] * HK_LOAD(kr[c]);
+            const kv_t *kr = kb + j * ld + d0;
+            for (int c = 0; c < dc; c++) sc += qs[c] * KV_LOAD(kr[c]);
           }
         }
         sc = j < n ? sc * scale : -hk_inf();
@@ -84,11 +92,11 @@ HK_NAME(const HK_T *q, const HK_T *k_cache, const HK_T *v_cache, const int *ctx,
         for (int r = 0; r < HK_KV_RD; r++) acc[r] *= alpha;
         for (int i = 0; i < nk; i++) {
           const float pi = ps[i];
-          const HK_T *vr = vb + (j0 + i) * ld + o0;
+          const kv_t *vr = vb + (j0 + i) * ld + o0;
 #pragma unroll
           for (int r = 0; r < HK_KV_RD; r++) {
             const long long d = tid + r * HK_THREADS;
-            if (o0 + d < dh) acc[r] += pi * HK_LOAD(vr[d]);
+            if (o0 + d < dh) acc[r] += pi * KV_LOAD(vr[d]);
           }
         }
         HK_SYNC(); /* ps is rewritten by the next tile */

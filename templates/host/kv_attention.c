@@ -6,14 +6,22 @@
  * kv head h / (heads / kv_heads): out = softmax(q k^T * scale) v in f32, one rounding. An
  * invalid row outputs zeros; nothing outside the caches is read.
  * Args: T q, T k_cache, T v_cache, I32 ctx, I32 slot, T out, I rows, I heads, I kv_heads,
- * I dh, I layer, I slots, I max_seq, I window, F scale.
+ * I dh, I layer, I slots, I max_seq, I window, F scale (HK_KV_FP8: the caches fp8_e4m3,
+ * uint8_t, read back exactly).
  * A block is one row of one head: block = t * heads + h. Softmax is online over chunks of
  * HK_ATTN_KB keys (one rescale per chunk), output columns in chunks of HK_ATTN_DC (scores
  * recomputed per chunk only when dh > DC), as templates/host/attention.c. */
 HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_end) {
+#if HK_KV_FP8
+  typedef uint8_t kv_t;
+#define HK_KV_LOAD(x) hk_fp8_e4m3_to_f32(x)
+#else
+  typedef HK_T kv_t;
+#define HK_KV_LOAD(x) HK_LOAD(x)
+#endif
   const HK_T *q = (const HK_T *)hk_arg_ptr(args, 0);
-  const HK_T *k_cache = (const HK_T *)hk_arg_ptr(args, 1);
-  const HK_T *v_cache = (const HK_T *)hk_arg_ptr(args, 2);
+  const kv_t *k_cache = (const kv_t *)hk_arg_ptr(args, 1);
+  const kv_t *v_cache = (const kv_t *)hk_arg_ptr(args, 2);
   const int32_t *ctx = (const int32_t *)hk_arg_ptr(args, 3);
   const int32_t *slot = (const int32_t *)hk_arg_ptr(args, 4);
   HK_T *out = (HK_T *)hk_arg_ptr(args, 5);
@@ -35,7 +43,7 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
     }
     const int64_t first = window > 0 && n > window ? n - window : 0;
     const int64_t base = (layer * slots + sl) * max_seq * kv_cols + h / group * dh;
-    const HK_T *kb = k_cache + base, *vb = v_cache + base;
+    const kv_t *kb = k_cache + base, *vb = v_cache + base;
     if (q_buffered)
       for (int64_t d = 0; d < dh; d++) qf[d] = HK_LOAD(qr[d]);
 
@@ -47,12 +55,12 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
         const int64_t jb = hk_min_i64(HK_ATTN_KB, n - j0);
         float cm = -INFINITY;
         for (int64_t jj = 0; jj < jb; jj++) {
-          const HK_T *kr = kb + (j0 + jj) * kv_cols;
+          const kv_t *kr = kb + (j0 + jj) * kv_cols;
           float dot = 0.0f;
           if (q_buffered)
-            for (int64_t d = 0; d < dh; d++) dot += qf[d] * HK_LOAD(kr[d]);
+            for (int64_t d = 0; d < dh; d++) dot += qf[d] * HK_KV_LOAD(kr[d]);
           else
-            for (int64_t d = 0; d < dh; d++) dot += HK_LOAD(qr[d]) * HK_LOAD(kr[d]);
+            for (int64_t d = 0; d < dh; d++) dot += HK_LOAD(qr[d]) * HK_KV_LOAD(kr[d]);
           s[jj] = dot * scale;
           cm = fmaxf(cm, s[jj]);
         }
@@ -64,9 +72,9 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
         }
         for (int64_t jj = 0; jj < jb; jj++) {
           const float p = expf(s[jj] - m);
-          const HK_T *vr = vb + (j0 + jj) * kv_cols + d0;
+          const kv_t *vr = vb + (j0 + jj) * kv_cols + d0;
           l += p;
-          for (int64_t d = 0; d < dc; d++) acc[d] += p * HK_LOAD(vr[d]);
+          for (int64_t d = 0; d < dc; d++) acc[d] += p * HK_KV_LOAD(vr[d]);
         }
       }
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
@@ -74,3 +82,4 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
     }
   }
 }
+#undef HK_KV_LOAD

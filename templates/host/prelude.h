@@ -136,6 +136,23 @@ static inline float hk_fp8_e4m3_to_f32(uint8_t b) {
   return hk_bits_f32(sign | (e + 120u) << 23 | m << 20);
 }
 
+/* f32 to float8 e4m3fn, to nearest even, saturating at +-448 (no infinities; NaN stays NaN):
+ * what an FP8 KV cache stores (kv_append); the same rounding as libhkrt's conversion. */
+static inline uint8_t hk_f32_to_fp8_e4m3(float f) {
+  if (f != f) return 0x7f;
+  const uint8_t sign = signbit(f) ? 0x80 : 0;
+  const float a = fabsf(f);
+  if (a >= 448.0f) return sign | 0x7e;
+  if (a < 0x1p-6f) return sign | (uint8_t)rintf(a * 512.0f); /* subnormal m 2^-9; 8 is the smallest normal */
+  int ex;
+  (void)frexpf(a, &ex);                  /* a = fr 2^ex, fr in [0.5, 1): 8 <= a 2^(4 - ex) < 16 */
+  int q = (int)rintf(ldexpf(a, 4 - ex)); /* 8..16 */
+  int e = ex + 6;                        /* 1..15 */
+  if (q == 16) q = 8, e++;
+  if (e > 15 || (e == 15 && q > 14)) return sign | 0x7e;
+  return sign | (uint8_t)(e << 3 | (q - 8));
+}
+
 /* A gemm's 8-bit B as stored (lower.h, enum hkc_gemm_quant_arg): element (r, c) stands for
  * q[r * cols + c] * s[(r / brows) * scols + c / bcols]; the gemm rounds that to its type, as a
  * dequant node would have stored it. */

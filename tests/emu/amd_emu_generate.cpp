@@ -20,6 +20,9 @@
  *   14 embedding     TOKENS VOCAB HIDDEN MAX_POS (positions: HK_HAS_ADD; ctx: HK_HAS_CTX)
  *   20 dequant       ROWS COLS SCALE_ROWS SCALE_COLS BLOCK_ROWS BLOCK_COLS (int8 or fp8_e4m3:
  *                    the source's HK_DQ_FP8)
+ * kv_append and kv_attention with the source's HK_KV_FP8: fp8_e4m3 caches (one byte an
+ * element), kv_append's stores checked bit for bit against a nearest-value search over the 256
+ * codes (ties to the even code), kv_attention's reads against a table decode.
  * Every output (and each cache) is guarded on both sides; outputs start poisoned. Copies
  * (kv_append, take_rows, embedding) and dequant (an exact product rounded once on both sides)
  * must match bit for bit; kv_attention matches a double
@@ -89,6 +92,39 @@ static unsigned g_grid, g_threads;
 static uint64_t g_seed;
 static void run(hk_emu_body_t body, void *ctx) { hk_emu_launch(g_grid, g_threads, g_seed, body, ctx); }
 
+#if (HK_EMU_OP == 15 || HK_EMU_OP == 16) && HK_KV_FP8
+/* fp8_e4m3 written apart from the kernel's bit arithmetic: code -> value from the format's
+ * definition, value -> code the nearest finite code (ties: the even one), saturating at 448. */
+typedef unsigned char kv_elem;
+static double fp8_value(unsigned b) {
+  const unsigned e = (b >> 3) & 15u, m = b & 7u;
+  const double a = e == 15 && m == 7 ? NAN : e == 0 ? ldexp((double)m, -9) : ldexp(8.0 + m, (int)e - 10);
+  return b & 0x80u ? -a : a;
+}
+static unsigned char fp8_nearest(double x) {
+  const double a = fabs(x) > 448 ? 448 : fabs(x);
+  unsigned best = 0;
+  double bd = INFINITY;
+  for (unsigned b = 0; b < 0x7fu; b++) { /* the finite non-negative codes, ascending */
+    const double d = fabs(fp8_value(b) - a);
+    if (d < bd || (d == bd && (b & 1u) == 0)) best = b, bd = d; /* a tie: the even code */
+  }
+  return (unsigned char)((signbit(x) ? 0x80u : 0u) | best);
+}
+static double kv_load(kv_elem e) { return fp8_value(e); }
+static void kv_fill(kv_elem *p, size_t n) { /* every finite code, NaN excluded */
+  for (size_t i = 0; i < n; i++) {
+    unsigned b = (unsigned)below(256);
+    if ((b & 0x7fu) == 0x7fu) b ^= 1u;
+    p[i] = (kv_elem)b;
+  }
+}
+#elif HK_EMU_OP == 15 || HK_EMU_OP == 16
+typedef HK_T kv_elem;
+static double kv_load(kv_elem e) { return HK_LOAD(e); }
+static void kv_fill(kv_elem *p, size_t n) { random_fill(p, n); }
+#endif
+
 #if HK_EMU_OP == 15 || HK_EMU_OP == 16
 /* ctx and slot of rows: row 0 a padding row (ctx 0), row 1 the last position, row 2 past it
  * in the last slot, row 3 a negative ctx in slot 0, row 4 a negative slot, row 5 a slot past
@@ -131,7 +167,7 @@ static int row_valid(long long c, long long s, long long slots, long long max_se
 #if HK_EMU_OP == 15 /* ---- kv_append ------------------------------------------------------- */
 struct op_args {
   const HK_T *qkv;
-  HK_T *k, *v;
+  kv_elem *k, *v;
   const int *ctx, *slot;
   HK_T *out;
   long long rows, heads, kv_heads, dh, layer, slots, max_seq;
@@ -152,33 +188,43 @@ static int test(char **sz, int n) {
   cache_rows(R, S, M, 1, ctx, slot);
   /* guards as long as a slot and then some: the stray writes an invalid row would make */
   const size_t cache = (size_t)(L * S * M * kvw), cache_guard = (size_t)((M + 8) * kvw);
-  guarded<HK_T> kc(cache, cache_guard), vc(cache, cache_guard), out((size_t)(R * H * D));
-  random_fill(kc.data(), kc.size());
-  random_fill(vc.data(), vc.size());
-  const std::vector<HK_T> k0(kc.data(), kc.data() + kc.size()), v0(vc.data(), vc.data() + vc.size());
+  guarded<kv_elem> kc(cache, cache_guard), vc(cache, cache_guard);
+  guarded<HK_T> out((size_t)(R * H * D));
+  kv_fill(kc.data(), kc.size());
+  kv_fill(vc.data(), vc.size());
+  const std::vector<kv_elem> k0(kc.data(), kc.data() + kc.size()), v0(vc.data(), vc.data() + vc.size());
   op_args a = {qkv.data(), kc.data(), vc.data(), ctx.data(), slot.data(), out.data(), R, H, KH, D, layer, S, M};
   run(body, &a);
-  std::vector<HK_T> k1 = k0, v1 = v0; /* what the caches must hold after */
+  std::vector<kv_elem> k1 = k0, v1 = v0; /* what the caches must hold after */
   for (long long t = 0; t < R; t++) {
     if (!same_bits(&out[(size_t)(t * H * D)], &qkv[(size_t)(t * width)], (size_t)(H * D) * sizeof(HK_T)))
       mismatch("out row", t, 0, 0);
     if (!row_valid(ctx[(size_t)t], slot[(size_t)t], S, M)) continue;
     const size_t at = (size_t)(((layer * S + slot[(size_t)t]) * M + ctx[(size_t)t] - 1) * kvw);
+#if HK_KV_FP8
+    for (long long c = 0; c < kvw; c++) {
+      k1[at + (size_t)c] = fp8_nearest(HK_LOAD(qkv[(size_t)(t * width + H * D + c)]));
+      v1[at + (size_t)c] = fp8_nearest(HK_LOAD(qkv[(size_t)(t * width + H * D + kvw + c)]));
+    }
+#else
     memcpy(&k1[at], &qkv[(size_t)(t * width + H * D)], (size_t)kvw * sizeof(HK_T));
     memcpy(&v1[at], &qkv[(size_t)(t * width + H * D + kvw)], (size_t)kvw * sizeof(HK_T));
+#endif
   }
   for (size_t i = 0; i < k1.size(); i++) {
-    if (!same_bits(&kc[i], &k1[i], sizeof(HK_T))) mismatch("k_cache", (long long)i, HK_LOAD(kc[i]), HK_LOAD(k1[i]));
-    if (!same_bits(&vc[i], &v1[i], sizeof(HK_T))) mismatch("v_cache", (long long)i, HK_LOAD(vc[i]), HK_LOAD(v1[i]));
+    if (!same_bits(&kc[i], &k1[i], sizeof(kv_elem))) mismatch("k_cache", (long long)i, kv_load(kc[i]), kv_load(k1[i]));
+    if (!same_bits(&vc[i], &v1[i], sizeof(kv_elem))) mismatch("v_cache", (long long)i, kv_load(vc[i]), kv_load(v1[i]));
   }
   if (!kc.guards_intact() || !vc.guards_intact() || !out.guards_intact()) mismatch("guards", 0, 0, 1);
-  printf("rows %lld heads %lld/%lld dh %lld layer %lld/%lld slots %lld max_seq %lld", R, H, KH, D, layer, L, S, M);
+  printf("rows %lld heads %lld/%lld dh %lld layer %lld/%lld slots %lld max_seq %lld%s", R, H, KH, D, layer, L, S, M,
+         HK_KV_FP8 ? " fp8 caches" : "");
   return 0;
 }
 
 #elif HK_EMU_OP == 16 /* ---- kv_attention -------------------------------------------------- */
 struct op_args {
-  const HK_T *q, *k, *v;
+  const HK_T *q;
+  const kv_elem *k, *v;
   const int *ctx, *slot;
   HK_T *out;
   long long rows, heads, kv_heads, dh, layer, slots, max_seq, window;
@@ -194,10 +240,11 @@ static int test(char **sz, int n) {
   const long long R = atoll(sz[0]), H = atoll(sz[1]), KH = atoll(sz[2]), D = atoll(sz[3]), L = atoll(sz[4]),
                   S = atoll(sz[5]), M = atoll(sz[6]), layer = atoll(sz[7]), W = atoll(sz[8]);
   const long long kvw = KH * D;
-  std::vector<HK_T> q((size_t)(R * H * D)), kc((size_t)(L * S * M * kvw)), vc((size_t)(L * S * M * kvw));
+  std::vector<HK_T> q((size_t)(R * H * D));
+  std::vector<kv_elem> kc((size_t)(L * S * M * kvw)), vc((size_t)(L * S * M * kvw));
   random_fill(q.data(), q.size());
-  random_fill(kc.data(), kc.size());
-  random_fill(vc.data(), vc.size());
+  kv_fill(kc.data(), kc.size());
+  kv_fill(vc.data(), vc.size());
   std::vector<int> ctx, slot;
   cache_rows(R, S, M, 0, ctx, slot);
   guarded<HK_T> out((size_t)(R * H * D));
@@ -218,14 +265,14 @@ static int test(char **sz, int n) {
       for (long long j = lo; j < hi; j++) {
         double d = 0;
         for (long long e = 0; e < D; e++)
-          d += (double)HK_LOAD(q[(size_t)((t * H + h) * D + e)]) * HK_LOAD(kc[base + (size_t)(j * kvw + e)]);
+          d += (double)HK_LOAD(q[(size_t)((t * H + h) * D + e)]) * kv_load(kc[base + (size_t)(j * kvw + e)]);
         p[(size_t)j] = d * scale;
         mx = p[(size_t)j] > mx ? p[(size_t)j] : mx;
       }
       for (long long j = lo; j < hi; j++) l += (p[(size_t)j] = exp(p[(size_t)j] - mx));
       for (long long e = 0; e < D; e++) {
         double o = 0;
-        for (long long j = lo; j < hi; j++) o += p[(size_t)j] * HK_LOAD(vc[base + (size_t)(j * kvw + e)]);
+        for (long long j = lo; j < hi; j++) o += p[(size_t)j] * kv_load(vc[base + (size_t)(j * kvw + e)]);
         const double want = hi > lo ? o / l : 0.0;
         const size_t i = (size_t)((t * H + h) * D + e);
         const double got = HK_LOAD(out[i]);
@@ -233,8 +280,8 @@ static int test(char **sz, int n) {
       }
     }
   if (!out.guards_intact()) mismatch("guards", 0, 0, 1);
-  printf("rows %lld heads %lld/%lld dh %lld layer %lld/%lld slots %lld max_seq %lld window %lld", R, H, KH, D, layer,
-         L, S, M, W);
+  printf("rows %lld heads %lld/%lld dh %lld layer %lld/%lld slots %lld max_seq %lld window %lld%s", R, H, KH, D, layer,
+         L, S, M, W, HK_KV_FP8 ? " fp8 caches" : "");
   return 0;
 }
 

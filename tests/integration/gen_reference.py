@@ -449,6 +449,15 @@ def read_map(path):
     return pairs
 
 
+def round_fp8(x):
+    """x rounded to float8 e4m3fn as an FP8 KV cache stores it: the 3-bit mantissa of its binade
+    (2^-9 steps below 2^-6), to nearest even, saturating at +-448."""
+    a = np.abs(np.asarray(x, np.float64))
+    e = np.floor(np.log2(np.maximum(a, 2.0 ** -10)))
+    step = 2.0 ** (np.maximum(e, -6) - 3)
+    return np.sign(x) * np.minimum(np.rint(a / step) * step, 448.0)
+
+
 class Emulator:
     """A generation spec's graph in float64 with its state caches, driven like libhkrt's
     generator: per step the token rows of the sequences (ids, ctx, slot), rows [slots], padded
@@ -474,7 +483,12 @@ class Emulator:
             if a.shape != shape:
                 raise ValueError("param %s: checkpoint shape %s, spec %s" % (n, a.shape, shape))
             self.t[n] = a
-        self.state = {n: np.zeros(tuple(dim_value(d, self.dims) for d in s)) for n, s in spec["state"].items()}
+        self.state, self.fp8_state = {}, set()
+        for n, decl in spec["state"].items():  # [shape] or {shape, dtype}: fp8_e4m3 caches round what they store
+            shape = decl["shape"] if isinstance(decl, dict) else decl
+            self.state[n] = np.zeros(tuple(dim_value(d, self.dims) for d in shape))
+            if isinstance(decl, dict) and decl.get("dtype") == "fp8_e4m3":
+                self.fp8_state.add(n)
         self.slots = dim_value("slots", self.dims)
         self.max_seq = dim_value("max_seq", self.dims)
         self.lengths = [0] * self.slots
@@ -578,11 +592,13 @@ class Emulator:
         h, kv, dh = self.heads(nd, x.shape[-1])
         layer = int(nd.get("layer", 0))
         kc, vc = self.state[nd["k_cache"]], self.state[nd["v_cache"]]
+        fp8 = nd["k_cache"] in self.fp8_state
         ctx, slot = t[nd["ctx"]], t[nd["slot"]]
         for r in range(len(x)):
             if self.valid(ctx[r], slot[r]):
-                kc[layer, slot[r], ctx[r] - 1] = x[r, h * dh:(h + kv) * dh]
-                vc[layer, slot[r], ctx[r] - 1] = x[r, (h + kv) * dh:]
+                k, v = x[r, h * dh:(h + kv) * dh], x[r, (h + kv) * dh:]
+                kc[layer, slot[r], ctx[r] - 1] = round_fp8(k) if fp8 else k
+                vc[layer, slot[r], ctx[r] - 1] = round_fp8(v) if fp8 else v
         return x[:, :h * dh].copy()
 
     def kv_attention(self, nd, q, t):

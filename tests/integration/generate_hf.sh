@@ -142,6 +142,30 @@ EOF
   same "$m --quantize $q hkc generate (3, 11, 29 tokens, batched)" "$work/${m}_q.out.json" "$work/${m}_q.ref.json"
 done
 
+# FP8 KV caches (--kv-cache fp8_e4m3): each k and v element is rounded to e4m3 as it is stored;
+# hkc generate's ids equal the spec's emulation, which rounds the same way (Llama: grouped-query;
+# prompts batched, and the 52-token one whose prefill runs in chunks that read the FP8 caches).
+if [ $emulate = 1 ]; then
+  m=llama
+  "$HKC" import hf "$cfgs/$m.json" --generate --max-seq 64 --slots 4 --token-buckets 1,4,16,64 --dtype f32 --targets host \
+    --kv-cache fp8_e4m3 -o "$work/${m}_kv8.yaml" --weights-map-out "$work/${m}_kv8.map" -q
+  grep -Fq "  k_cache: {shape: [layers, slots, max_seq, kv_heads*head_dim], dtype: fp8_e4m3}" "$work/${m}_kv8.yaml" ||
+    fail "--kv-cache fp8_e4m3: $(cat "$work/${m}_kv8.yaml")"
+  "$HKC" build "$work/${m}_kv8.yaml" -o "$work/${m}_kv8.hkpack" --target host -q
+  "$HKC" inspect "$work/${m}_kv8.hkpack" > "$work/${m}_kv8.inspect"
+  grep -Eq "k_cache +state +fp8_e4m3 \[2, 4, 64, " "$work/${m}_kv8.inspect" && grep -q "hk_kv_attention_f32_e4m3" "$work/${m}_kv8.inspect" ||
+    fail "--kv-cache fp8_e4m3 pack: $(cat "$work/${m}_kv8.inspect")"
+  for set in batch long; do
+    if [ $set = batch ]; then ids=("${batch[@]}"); else ids=("${long[@]}"); fi
+    "$PY" "$ref" emulate "$work/${m}_kv8.yaml" "$work/${m}_kv8.map" "$work/$m.safetensors" "${ids[@]}" -n $N --json \
+      > "$work/${m}_kv8.$set.emu.json"
+    gen "$m kv8" "$work/${m}_kv8.hkpack" "$work/${m}_kv8.map" "$work/$m.safetensors" "$work/${m}_kv8.$set.json" "${ids[@]}"
+    same "$m --kv-cache fp8_e4m3 hkc generate ($set)" "$work/${m}_kv8.$set.json" "$work/${m}_kv8.$set.emu.json"
+  done
+else
+  echo "note: no PyYAML: the FP8 KV cache check (against the emulation) is skipped"
+fi
+
 # Model-specific spec pieces: llama3 scaling on the rope, Qwen2's q|k|v bias, Mistral's window
 # and untied head, GPT-2's positions from ctx.
 grep -Fq "ctx: ctx, scaling: llama3, factor: 8.0, low_freq_factor: 1.0, high_freq_factor: 4.0, original_max: 64, out: qkv_rot}" "$work/llama.yaml" &&

@@ -157,8 +157,24 @@ static void emulate_program(const gen_case_t *c, int seed, const char *program) 
 
 static void emulate(const gen_case_t *c, int seed) { emulate_program(c, seed, NULL); }
 
+
 #define BF16 HK_DTYPE_BF16
 #define F16 HK_DTYPE_F16
+
+/* kv_append and kv_attention with fp8_e4m3 caches (key.program "e4m3": --kv-cache fp8_e4m3):
+ * the stores rounded as a nearest-code search says, the reads decoded exactly; GQA, a layer > 0,
+ * a window, a head dim beyond one output pass. */
+static void test_kv_fp8(void **state) {
+  (void)state;
+  if (!have_clang()) skip();
+  static const gen_case_t cases[] = {
+      {HK_OP_KV_APPEND, BF16, 0, 0, 0, 8, {9, 4, 2, 40, 2, 3, 5, 1}},
+      {HK_OP_KV_APPEND, F16, 0, 0, 0, 8, {7, 3, 1, 100, 1, 2, 8, 0}},
+      {HK_OP_KV_ATTENTION, BF16, 0, 0, 0, 9, {8, 4, 2, 40, 2, 3, 300, 1, 0}},
+      {HK_OP_KV_ATTENTION, F16, 0, 0, 0, 9, {6, 2, 2, 300, 1, 2, 140, 0, 70}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate_program(&cases[i], (int)i + 401, "e4m3");
+}
 
 /* kv_append: q|k|v rows wider than a block (two column chunks), GQA, a layer > 0; every
  * invalid kind of row. */
@@ -252,6 +268,7 @@ int main(void) {
       cmocka_unit_test(test_take_rows_argmax),
       cmocka_unit_test(test_sample),
       cmocka_unit_test(test_dequant),
+      cmocka_unit_test(test_kv_fp8),
       cmocka_unit_test(test_rope_embedding_tails),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

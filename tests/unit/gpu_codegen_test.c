@@ -95,25 +95,28 @@ static size_t all_variants(hk_dtype_t dtype, hkc_kernel_out_t *out) {
  * ops and sample, rope with positions from ctx, with each frequency rewrite and
  * with both, embedding with ctx (with and without a position table). Returns the
  * count. */
-#define N_GENERATION_KEYS 12
+#define N_GENERATION_KEYS 14
 static size_t generation_keys(hk_dtype_t dtype, hkc_kernel_out_t *out) {
   static const struct {
     hk_op_t op;
-    int has_ctx, scaling, has_add, align, head_dim;
+    int has_ctx, scaling, has_add, align, head_dim, kv_fp8;
   } keys[N_GENERATION_KEYS] = {
-      {HK_OP_KV_APPEND, 0, 0, 0, 0, 0},
-      {HK_OP_KV_ATTENTION, 0, 0, 0, 0, 0},
-      {HK_OP_TAKE_ROWS, 0, 0, 0, 0, 0},
-      {HK_OP_ARGMAX, 0, 0, 0, 0, 0},
-      {HK_OP_SAMPLE, 0, 0, 0, 0, 0},
-      {HK_OP_ROPE, 1, 0, 0, 0, 0},
-      {HK_OP_ROPE, 0, HKC_ROPE_SCALING_LINEAR, 0, 0, 0},
-      {HK_OP_ROPE, 1, HKC_ROPE_SCALING_LLAMA3, 0, 0, 0},
-      {HK_OP_EMBEDDING, 1, 0, 1, 0, 0},
-      {HK_OP_EMBEDDING, 1, 0, 0, 0, 0},
+      {HK_OP_KV_APPEND, 0, 0, 0, 0, 0, 0},
+      {HK_OP_KV_ATTENTION, 0, 0, 0, 0, 0, 0},
+      {HK_OP_TAKE_ROWS, 0, 0, 0, 0, 0, 0},
+      {HK_OP_ARGMAX, 0, 0, 0, 0, 0, 0},
+      {HK_OP_SAMPLE, 0, 0, 0, 0, 0, 0},
+      {HK_OP_ROPE, 1, 0, 0, 0, 0, 0},
+      {HK_OP_ROPE, 0, HKC_ROPE_SCALING_LINEAR, 0, 0, 0, 0},
+      {HK_OP_ROPE, 1, HKC_ROPE_SCALING_LLAMA3, 0, 0, 0, 0},
+      {HK_OP_EMBEDDING, 1, 0, 1, 0, 0, 0},
+      {HK_OP_EMBEDDING, 1, 0, 0, 0, 0, 0},
       /* kv_attention_warp (NVIDIA; the portable kernel on AMD) */
-      {HK_OP_KV_ATTENTION, 0, 0, 0, 8, 64},
-      {HK_OP_KV_ATTENTION, 0, 0, 0, 8, 128},
+      {HK_OP_KV_ATTENTION, 0, 0, 0, 8, 64, 0},
+      {HK_OP_KV_ATTENTION, 0, 0, 0, 8, 128, 0},
+      /* fp8_e4m3 KV caches (the portable kernels: kv_attention_warp does not read them) */
+      {HK_OP_KV_APPEND, 0, 0, 0, 8, 64, 1},
+      {HK_OP_KV_ATTENTION, 0, 0, 0, 8, 64, 1},
   };
   for (size_t i = 0; i < N_GENERATION_KEYS; i++) {
     memset(&out[i], 0, sizeof out[i]);
@@ -124,7 +127,8 @@ static size_t generation_keys(hk_dtype_t dtype, hkc_kernel_out_t *out) {
                                     .has_add = keys[i].has_add,
                                     .align = keys[i].align,
                                     .head_dim = keys[i].head_dim};
-    if (keys[i].align == 8 && keys[i].op == HK_OP_KV_ATTENTION) /* opt-in: kv_warp=on names it */
+    if (keys[i].kv_fp8) snprintf(out[i].key.program, sizeof out[i].key.program, "e4m3");
+    else if (keys[i].align == 8 && keys[i].op == HK_OP_KV_ATTENTION) /* opt-in: kv_warp=on names it */
       snprintf(out[i].key.variant, sizeof out[i].key.variant, "kv_attention_warp");
     hk_test_kernel_name(&out[i]);
   }
@@ -351,6 +355,7 @@ static void compile_generation(const char *arch, hk_test_compile_fn compile, int
     for (size_t i = 0; i < nv; i++) {
       memset(&jobs[n], 0, sizeof jobs[n]);
       jobs[n].arch = hk_test_arch(arch);
+      jobs[n].always = hkc_kv_fp8(&v[i].key); /* the FP8 KV cache forms compile on every run */
       jobs[n++].kernel = v[i];
     }
   }

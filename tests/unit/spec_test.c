@@ -1218,6 +1218,25 @@ static void test_state(void **state) {
                   "i32", "tensor 'kc': only inputs may be i32", "state tensors have the spec's dtype f32");
   expect_error_on(GEN("state: {kc: {shape: [l, s, m, 8], dtype: f16}, vc: [l, s, m, 8]}\n", APPEND(""), "[q]"), 6,
                   "f16", "tensor 'kc': dtype 'f16' (expected the spec's dtype f32", NULL);
+  /* FP8 KV caches: fp8_e4m3 state, both caches alike; int8 is a param's only */
+  s = parse(GEN("state: {kc: {shape: [l, s, m, 8], dtype: fp8_e4m3}, vc: {shape: [l, s, m, 8], dtype: fp8_e4m3}}\n",
+                APPEND("") ATTEND("q", ""), "[o]"));
+  if (!s) fail_msg("%s", diag);
+  assert_int_equal(tensor(s, "kc")->dtype, HK_DTYPE_FP8_E4M3);
+  {
+    hkc_kernel_key_t key;
+    hkc_arg_t args[HKC_MAX_ARGS];
+    for (size_t j = 0; j < 2; j++) { /* kv_append and kv_attention keys say so */
+      assert_true(hkc_lower_node(s, j, 8, &key, args) > 0);
+      assert_true(hkc_kv_fp8(&key));
+    }
+  }
+  hkc_spec_destroy(s);
+  expect_error_on(GEN("state: {kc: {shape: [l, s, m, 8], dtype: fp8_e4m3}, vc: [l, s, m, 8]}\n", APPEND(""), "[q]"), 8,
+                  "v_cache: |vc", "node 'a': v_cache 'vc' is f32 and k_cache 'kc' fp8_e4m3: the caches share a dtype",
+                  NULL);
+  expect_error_on(GEN("state: {kc: {shape: [l, s, m, 8], dtype: int8}, vc: [l, s, m, 8]}\n", APPEND(""), "[q]"), 6,
+                  "int8", "tensor 'kc': dtype 'int8' (expected the spec's dtype f32", "fp8_e4m3 for a state tensor");
   expect_error_on(GEN("state: {kc: {shape: [l, s, m, 8], parts: [a.b]}, vc: [l, s, m, 8]}\n", APPEND(""), "[q]"), 6,
                   "parts", "tensor 'kc': only params may have 'parts'", NULL);
   expect_error_on(GEN("state: [kc]\n", APPEND(""), "[q]"), 6, "[kc]",

@@ -19,7 +19,7 @@
 #define KVA_MAX_SPLIT 32 /* pieces per tile, at most */
 
 static int kva_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
-  return arch->kind == HK_TARGET_CUDA && arch->wave_size == 32 && key->op == HK_OP_KV_ATTENTION &&
+  return arch->kind == HK_TARGET_CUDA && arch->wave_size == 32 && key->op == HK_OP_KV_ATTENTION && !hkc_kv_fp8(key) &&
          (key->dtype == HK_DTYPE_F16 || key->dtype == HK_DTYPE_BF16) && key->align >= 8 &&
          (key->head_dim == 64 || key->head_dim == 128);
 }
