@@ -7,11 +7,16 @@ each weight as q * scale rounded to bf16), no GPU needed.
     python3 bench/quant_accuracy.py [--configs llama-3.2-1b,qwen2.5-0.5b,tinyllama-1.1b]
                                     [--tokens 32] [--work DIR] [--hkc build/hkc]
 
-Per config of bench/gen_configs/: seeded random weights (tests/integration/gen_reference.py's
-initializer -- the configs have no trained checkpoint here -- written as BF16), then
-`hkc quantize` to int8 and to fp8_e4m3 (a scale per output row, the LM head too), and four
-generation specs from `hkc import hf --generate` (bf16; --quantize int8; --quantize fp8_e4m3;
-bf16 with --kv-cache fp8_e4m3), built for the host. For each mode against bf16:
+Per config of bench/gen_configs/: seeded random weights (the configs have no trained checkpoint
+here), written as BF16: --init hf (the default) as Hugging Face initializes a model from its
+config -- every Linear and Embedding weight normal(0, initializer_range), norm gains 1, biases
+0 -- the weights bench/gen_device.py's GPU check generates from; --init wide
+tests/integration/gen_reference.py's larger matrices (normal * 2 / sqrt(fan_in)), whose deep
+models are chaotic (the bf16 pack differs from the f32 one by ~15% in its logits); then
+`hkc quantize` to int8 and to fp8_e4m3 (a scale per output row, the LM head too), and five
+generation specs from `hkc import hf --generate` (bf16; f32, which says how much the model
+amplifies a rounding the size of bf16's; --quantize int8; --quantize fp8_e4m3; bf16 with
+--kv-cache fp8_e4m3), built for the host. For each mode against bf16:
   - logits: one prefill of a 32-token prompt (`hkc run`, batch 32), the last token's logits:
     relative error ||q - b|| / ||b|| and the largest element error over the largest |b|;
   - greedy: four prompts (8, 16, 24 and 32 tokens) decoded --tokens steps in one `hkc
@@ -33,8 +38,11 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 import gen_reference  # noqa: E402  (the seeded initializer)
 import safetensors_io  # noqa: E402
 
-MODES = [("bf16", [], "w"), ("int8", ["--quantize", "int8"], "w_int8"),
-         ("fp8_e4m3", ["--quantize", "fp8_e4m3"], "w_fp8"), ("kv fp8_e4m3", ["--kv-cache", "fp8_e4m3"], "w")]
+# (mode, import flags, checkpoint, dtype); the first is the baseline; "f32" (the f32 pack against the
+# bf16 one) says how much this model amplifies a rounding the size of bf16's
+MODES = [("bf16", [], "w", "bf16"), ("f32", [], "w", "f32"), ("int8", ["--quantize", "int8"], "w_int8", "bf16"),
+         ("fp8_e4m3", ["--quantize", "fp8_e4m3"], "w_fp8", "bf16"),
+         ("kv fp8_e4m3", ["--kv-cache", "fp8_e4m3"], "w", "bf16")]
 PROMPT_LENS = (8, 16, 24, 32)
 
 
@@ -51,12 +59,26 @@ def to_bf16(a):
     return ((u + 0x7fff + ((u >> 16) & 1)) >> 16).astype(np.uint16)
 
 
-def weights(cfg_path, out):
+def hf_init(cfg, seed):
+    """Weights as a Hugging Face model initializes itself from a config: Linear and Embedding
+    weights normal(0, initializer_range), the norms' gains 1, biases 0."""
+    rng = np.random.default_rng(seed)
+    std = cfg.get("initializer_range", 0.02)
+    w = {}
+    for name, shp in gen_reference.checkpoint_shapes(cfg).items():
+        if len(shp) == 1:
+            w[name] = np.ones(shp, np.float32) if name.endswith("norm.weight") else np.zeros(shp, np.float32)
+        else:
+            w[name] = rng.standard_normal(shp, dtype=np.float32) * np.float32(std)
+    return w
+
+
+def weights(cfg_path, out, init):
     if os.path.exists(out):
         return
     cfg = gen_reference.load_config(cfg_path)
     t0 = time.time()
-    w = gen_reference.random_weights(cfg, seed=0)
+    w = hf_init(cfg, 0) if init == "hf" else gen_reference.random_weights(cfg, seed=0)
     safetensors_io.write(out, {k: ("BF16", to_bf16(v)) for k, v in w.items()})
     print("  weights %s: %.1f s" % (os.path.basename(out), time.time() - t0), file=sys.stderr)
 
@@ -67,6 +89,7 @@ def main():
     p.add_argument("--tokens", type=int, default=32)
     p.add_argument("--work", default="/tmp/hkc-quant-accuracy")
     p.add_argument("--hkc", default=os.path.join(ROOT, "build", "hkc"))
+    p.add_argument("--init", choices=("hf", "wide"), default="hf")
     a = p.parse_args()
     os.makedirs(a.work, exist_ok=True)
     hkc = a.hkc
@@ -75,12 +98,12 @@ def main():
     for name in a.configs.split(","):
         cfg_path = os.path.join(ROOT, "bench", "gen_configs", name + ".json")
         vocab = json.load(open(cfg_path))["vocab_size"]
-        d = os.path.join(a.work, name)
+        d = os.path.join(a.work, a.init, name)
         os.makedirs(d, exist_ok=True)
         ck = {"w": os.path.join(d, "w.safetensors"), "w_int8": os.path.join(d, "w_int8.safetensors"),
               "w_fp8": os.path.join(d, "w_fp8.safetensors")}
         print("%s:" % name, file=sys.stderr)
-        weights(cfg_path, ck["w"])
+        weights(cfg_path, ck["w"], a.init)
         for key, dt in (("w_int8", "int8"), ("w_fp8", "fp8_e4m3")):
             if not os.path.exists(ck[key]):
                 run([hkc, "quantize", ck["w"], "-o", ck[key], "--dtype", dt, "-q"])
@@ -97,11 +120,11 @@ def main():
         for k, v in inp.items():
             np.save(os.path.join(d, "in_%s.npy" % k), v)
         base_logits, base_ids = None, None
-        for mode, flags, wkey in MODES:
+        for mode, flags, wkey, dtype in MODES:
             tag = mode.replace(" ", "_")
             spec, mp, pack = (os.path.join(d, "%s.%s" % (tag, e)) for e in ("yaml", "map", "hkpack"))
             run([hkc, "import", "hf", cfg_path, "--generate", "--max-seq", "128", "--slots", "4", "--token-buckets",
-                 "1,4,16,32", "--dtype", "bf16", "--targets", "host", "-o", spec, "--weights-map-out", mp, "-q"] + flags)
+                 "1,4,16,32", "--dtype", dtype, "--targets", "host", "-o", spec, "--weights-map-out", mp, "-q"] + flags)
             run([hkc, "build", spec, "-o", pack, "-q"])
             t0 = time.time()
             out = os.path.join(d, "out_" + tag)

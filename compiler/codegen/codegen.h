@@ -211,6 +211,8 @@ typedef struct hkc_kernel_options {
                                M <= 8 it serves; auto/off = never (not yet run on a GPU) */
   hkc_switch_t gemm_quant;  /* gemms read 8-bit B themselves (dequant folded in): on = wherever every target
                                has such a kernel, auto = host-only builds, off = never */
+  hkc_switch_t gemm_fp8;    /* gemms of fp8_e4m3 weights multiply in FP8 (A quantized per row): on = where
+                               every target has such a kernel (the host), auto/off = weight-only */
   hkc_switch_t kv_warp;     /* kv_attention_warp on NVIDIA (split over the keys): on = where it serves the
                                key; auto/off = the portable kv_attention (not yet run on a GPU) */
   int ew_exact_act;         /* 1: 16-bit gelu/silu/ewchain through erff/expf (elementwise_vec16 x=1) */

@@ -261,6 +261,24 @@ int hkc_fuse_for_targets(hkc_spec_t *spec, int mode, const hkc_gpu_arch_t *const
     spec->nodes[j].dequant_fold_rows =
         quant == HKC_SWITCH_ON || (quant == HKC_SWITCH_AUTO && !gpus) ? quant_fold_rows(spec, &spec->nodes[j], archs, n, options)
                                                                       : 0;
+  /* gemm_fp8=on: the gemms of fp8_e4m3 weights with a scale per output channel or tensor
+   * multiply in FP8 (their A quantized per row), at every batch size; only the host has such a
+   * kernel yet */
+  const hkc_switch_t fp8 = options ? options->gemm_fp8 : HKC_SWITCH_AUTO;
+  for (size_t j = 0; fp8 == HKC_SWITCH_ON && j < spec->n_nodes; j++) {
+    hkc_node_t *nd = &spec->nodes[j];
+    nd->fp8_act = 0;
+    if (!hkc_gemm_fp8_eligible(spec, nd)) continue;
+    for (size_t i = 0; i < n; i++)
+      if (archs[i]) {
+        hkc_error(nd->loc, "node '%s': gemm_fp8=on: target %s has no FP8 gemm kernel yet (the host has one); build "
+                  "for the host alone, or leave gemm_fp8 off (8-bit weights then multiply in the spec's dtype)",
+                  nd->name ? nd->name : "?", archs[i]->name);
+        return -1;
+      }
+    nd->fp8_act = 1;
+    nd->dequant_fold_rows = INT64_MAX;
+  }
   return 0;
 }
 

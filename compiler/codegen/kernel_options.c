@@ -69,6 +69,11 @@ static const kopt_t k_opts[] = {
      "dequantizing as it loads, in the launches where a kernel of every target does (the host: every M; "
      "gemm_skinny on sm_90a: M <= 8, decode steps), instead of after a dequant launch; auto: builds "
      "for the host alone (opt-in on GPUs until it has run on one); off: never"},
+    {"gemm_fp8", "HKC_GEMM_FP8", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
+     "auto|on|off: the gemms of fp8_e4m3 weights (a scale per output channel or tensor) multiply in FP8, "
+     "their A quantized per row to fp8 (absmax / 448), at every batch size; on: where every target has such "
+     "a kernel (the host; an error naming the target otherwise); auto, off: weight-only (A stays in the spec's "
+     "dtype)"},
     {"kv_warp", "HKC_KV_WARP", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: kv_attention_warp on NVIDIA (f16/bf16, head_dim 64/128: a block per row, kv head and piece "
      "of the keys, split over the keys for decode steps); auto, off: the portable kv_attention (opt-in until it "
@@ -153,6 +158,7 @@ static hkc_switch_t *switch_field(hkc_kernel_options_t *o, const char *name) {
   if (strcmp(name, "gemm_ln") == 0) return &o->gemm_ln;
   if (strcmp(name, "gemm_skinny") == 0) return &o->gemm_skinny;
   if (strcmp(name, "gemm_quant") == 0) return &o->gemm_quant;
+  if (strcmp(name, "gemm_fp8") == 0) return &o->gemm_fp8;
   if (strcmp(name, "kv_warp") == 0) return &o->kv_warp;
   return &o->attn_wgmma;
 }
@@ -170,6 +176,7 @@ static hkc_switch_t switch_value(const hkc_kernel_options_t *o, const char *name
   if (strcmp(name, "gemm_ln") == 0) return o->gemm_ln;
   if (strcmp(name, "gemm_skinny") == 0) return o->gemm_skinny;
   if (strcmp(name, "gemm_quant") == 0) return o->gemm_quant;
+  if (strcmp(name, "gemm_fp8") == 0) return o->gemm_fp8;
   if (strcmp(name, "kv_warp") == 0) return o->kv_warp;
   return o->attn_wgmma;
 }

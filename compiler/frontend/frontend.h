@@ -124,6 +124,9 @@ typedef struct hkc_node {
                        param and its scales itself and those dequant launches are left out
                        (lower.h, hkc_gemm_folds_dequant); 0: never. Set by the build
                        (hkc_fuse_for_targets) where every target has such a kernel */
+  int fp8_act;      /* gemm of fp8_e4m3 B (read as stored at every batch size): A quantized per
+                       row to fp8 too, the product in FP8 (lower.h, hkc_gemm_fp8_act); set by the
+                       build under the kernel option gemm_fp8 */
   float eps;        /* norms; default 1e-5 */
   int heads;        /* attention; rope: heads in the last dim (dh = last / heads), or q heads when packed */
   int kv_heads;     /* attention, defaults to heads; packed rope: k (and v) heads, defaults to heads */

@@ -151,7 +151,22 @@ int hkc_gemm_folds_dequant(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t
   const int64_t k = last_dim(a, batch);
   if (q->rank != 2 || hkc_dim_value(q->dims[0], batch) > INT32_MAX || hkc_dim_value(q->dims[1], batch) > INT32_MAX)
     return 0; /* the kernels index B's rows, columns and blocks in 32 bits */
+  if (nd->fp8_act) return 1; /* the FP8 product reads B as stored at every batch size */
   return k > 0 && tensor_elems(a, batch) / k <= nd->dequant_fold_rows;
+}
+
+int hkc_gemm_fp8_eligible(const hkc_spec_t *spec, const hkc_node_t *nd) {
+  if (nd->op != HK_OP_GEMM || nd->n_in < 2) return 0;
+  for (int i = 1; i < nd->n_in && i <= 2; i++) {
+    const hkc_node_t *dq = dequant_of(spec, nd->in[i]);
+    if (!dq) return 0;
+    const hkc_tensor_t *q = &spec->tensors[dq->in[0]];
+    if (q->dtype != HK_DTYPE_FP8_E4M3 || q->scale == HKC_NONE || q->rank != 2) return 0;
+    /* K runs along B's columns with trans_b, else along its rows: one block must span it */
+    const hkc_dim_t kdim = q->dims[nd->trans_b ? 1 : 0];
+    if (kdim.mul != 0 || q->block[nd->trans_b ? 1 : 0] < kdim.add) return 0;
+  }
+  return 1;
 }
 
 int hkc_node_left_out(const hkc_spec_t *spec, size_t node, int64_t batch) {
@@ -278,7 +293,8 @@ int hkc_lower_node_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batc
       push_i64(&l, (int)at + HKC_GEMM_QB_SCALE_COLS, scols);
       push_i64(&l, (int)at + HKC_GEMM_QB_BLOCK_ROWS, q->block[0]);
       push_i64(&l, (int)at + HKC_GEMM_QB_BLOCK_COLS, q->block[1]);
-      snprintf(out_key->program, sizeof out_key->program, "%s", q->dtype == HK_DTYPE_I8 ? "i8" : "e4m3");
+      snprintf(out_key->program, sizeof out_key->program, "%s",
+               q->dtype == HK_DTYPE_I8 ? "i8" : nd->fp8_act ? "e4m3a" : "e4m3");
     }
     out_key->align = align_of((int64_t[]){k, n}, 2);
     return l.n;

@@ -300,6 +300,13 @@ static inline int hkc_gemm_quant_b(const hkc_kernel_key_t *key) {
   if (key->op != HK_OP_GEMM) return 0;
   return key->program[0] == 'i' ? HK_DTYPE_I8 : key->program[0] == 'e' ? HK_DTYPE_FP8_E4M3 : 0;
 }
+/* Whether a gemm key computes in FP8 (key.program "e4m3a", the kernel option gemm_fp8): B
+ * fp8_e4m3 read as stored, A quantized per row to fp8_e4m3 with its scale absmax / 448, the
+ * f32 sums of the products scaled by both (templates/host/gemm.c has the exact rule). Its
+ * arguments are those of a gemm that reads 8-bit B (enum hkc_gemm_quant_arg). */
+static inline int hkc_gemm_fp8_act(const hkc_kernel_key_t *key) {
+  return key->op == HK_OP_GEMM && key->program[0] == 'e' && key->program[4] == 'a';
+}
 /* Where such a gemm's quantization arguments (enum hkc_gemm_quant_arg) start: after the dual's,
  * rope's or norm epilogue's and a folded rmsnorm's. */
 static inline uint32_t hkc_gemm_quant_arg(const hkc_kernel_key_t *key) {
@@ -311,6 +318,10 @@ static inline uint32_t hkc_gemm_quant_arg(const hkc_kernel_key_t *key) {
  * copies (B2's scales shaped like B's; B's rows and columns below 2^31), and its rows of A are at
  * most nd->dequant_fold_rows (the build sets that where every target has a kernel for its key). */
 int hkc_gemm_folds_dequant(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch);
+/* Whether gemm node nd can compute in FP8 (hkc_gemm_fp8_act): its B (and a dual's B2) are dequant
+ * copies of fp8_e4m3 params whose scales do not vary along K (per output channel or per
+ * tensor). */
+int hkc_gemm_fp8_eligible(const hkc_spec_t *spec, const hkc_node_t *nd);
 /* Whether node `node` has no launch at `batch`: a dequant node whose every reader folds it. The
  * memory plan and the dependencies leave it out too (its copy is then never made or read). */
 int hkc_node_left_out(const hkc_spec_t *spec, size_t node, int64_t batch);

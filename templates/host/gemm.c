@@ -28,6 +28,12 @@
  * B (and B2) are 8-bit as stored, each element taken as q * scale rounded to T -- the value the
  * dequant node would have stored, so the result is the unfolded pair's -- as B's panels and f32
  * copies are made.
+ * HK_QA (with HK_QB 2: the FP8 product, the kernel option gemm_fp8): each row of A (after a
+ * folded rmsnorm's gamma, before its row scale) is quantized to fp8_e4m3 with its own scale
+ * sa = absmax / 448 (1 for a zero row), q = e4m3(a / sa) to nearest even; B's 8-bit values are
+ * taken as they are; the f32 sums of q_a * q_b (each product exact) are scaled by sa and B's
+ * scale for the column (constant along K: per output channel or per tensor, lowering's rule)
+ * before the epilogue.
  * BLAS (prelude.h's hk_blas, set by libhkrt where OpenBLAS is installed): the products come from
  * sgemm instead of the loops below, over the largest spans a block range covers (whole row tiles
  * merged into one call), and the same epilogue runs on the f32 sums. An f32 plain gemm (no dual,
@@ -56,6 +62,29 @@ __attribute__((unused)) static void HK_GEMM_CAT(HK_NAME, _qb_row)(float *dst, co
     for (; c < end; c++) *dst++ = HK_LOAD(HK_STORE((HK_QB == 2 ? hk_fp8_e4m3_to_f32(q[c]) : (float)(int8_t)q[c]) * sc));
   }
 }
+#if HK_QA
+/* B's scale for output column n (its scales do not vary along K) */
+static inline float HK_GEMM_CAT(HK_NAME, _qb_col_scale)(const hk_qb_t *b, int64_t n) {
+  return HK_TRANS_B ? b->s[(n / b->brows) * b->scols] : b->s[n / b->bcols];
+}
+/* dst[0, n) = row r of 8-bit B as stored, columns [c0, c0 + n): the 8-bit values, unscaled */
+static void HK_GEMM_CAT(HK_NAME, _qb_row_raw)(float *dst, const hk_qb_t *b, int64_t r, int64_t c0, int64_t n) {
+  const uint8_t *q = b->q + r * b->cols + c0;
+  for (int64_t c = 0; c < n; c++) dst[c] = HK_QB == 2 ? hk_fp8_e4m3_to_f32(q[c]) : (float)(int8_t)q[c];
+}
+/* Quantizes the row f[0, k) to fp8_e4m3 in place (the values it stands for, unscaled); returns
+ * its scale absmax / 448 (1 for a zero row) */
+static float HK_GEMM_CAT(HK_NAME, _qa_row)(float *f, int64_t k) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < k; i++) amax = fmaxf(amax, fabsf(f[i]));
+  const float s = amax > 0.0f ? amax / 448.0f : 1.0f;
+  for (int64_t i = 0; i < k; i++) f[i] = hk_fp8_e4m3_to_f32(hk_f32_to_fp8_e4m3(f[i] / s));
+  return s;
+}
+#define HK_QB_ROW HK_GEMM_CAT(HK_NAME, _qb_row_raw)
+#else
+#define HK_QB_ROW HK_GEMM_CAT(HK_NAME, _qb_row)
+#endif
 /* B's (which = 0) or B2's (1) view from the launch's arguments */
 static inline hk_qb_t HK_GEMM_CAT(HK_NAME, _qb)(void *const *args, int which) {
   const int64_t rows = hk_arg_i64(args, HK_QB_ARG + 2);
@@ -141,7 +170,7 @@ static void HK_GEMM_CAT(HK_NAME, _epi_row)(HK_T *o, const float *s, const HK_T *
 #define HK_GEMM_NC HK_GEMM_LP_NC
 #endif
 /* Whether a span takes f32 copies of A's rows: 16-bit types, and a folded norm (A * gamma) */
-#define HK_GEMM_COPY_A (sizeof(HK_T) != sizeof(float) || HK_NORM_A)
+#define HK_GEMM_COPY_A (sizeof(HK_T) != sizeof(float) || HK_NORM_A || HK_QA)
 #define HK_GEMM_COPY_B (sizeof(HK_T) != sizeof(float) || HK_QB)
 
 /* Rows [i0, i0 + mb) x columns [j0, j0 + nb) of C (D: C, or the sum a norm epilogue reads)
@@ -182,16 +211,16 @@ __attribute__((unused)) static void HK_GEMM_CAT(HK_NAME, _span)(void *const *arg
 #if HK_QB
       const hk_qb_t qb = HK_GEMM_CAT(HK_NAME, _qb)(args, 0);
 #if HK_TRANS_B
-      for (int64_t j = 0; j < nc; j++) HK_GEMM_CAT(HK_NAME, _qb_row)(bf + j * K, &qb, jc + j, 0, K);
+      for (int64_t j = 0; j < nc; j++) HK_QB_ROW(bf + j * K, &qb, jc + j, 0, K);
 #else
-      for (int64_t k = 0; k < K; k++) HK_GEMM_CAT(HK_NAME, _qb_row)(bf + k * nc, &qb, k, jc, nc);
+      for (int64_t k = 0; k < K; k++) HK_QB_ROW(bf + k * nc, &qb, k, jc, nc);
 #endif
 #if HK_DUAL
       const hk_qb_t qb2 = HK_GEMM_CAT(HK_NAME, _qb)(args, 1);
 #if HK_TRANS_B
-      for (int64_t j = 0; j < nc; j++) HK_GEMM_CAT(HK_NAME, _qb_row)(bf2 + j * K, &qb2, jc + j, 0, K);
+      for (int64_t j = 0; j < nc; j++) HK_QB_ROW(bf2 + j * K, &qb2, jc + j, 0, K);
 #else
-      for (int64_t k = 0; k < K; k++) HK_GEMM_CAT(HK_NAME, _qb_row)(bf2 + k * nc, &qb2, k, jc, nc);
+      for (int64_t k = 0; k < K; k++) HK_QB_ROW(bf2 + k * nc, &qb2, k, jc, nc);
 #endif
 #endif
 #elif HK_TRANS_B
@@ -229,6 +258,9 @@ __attribute__((unused)) static void HK_GEMM_CAT(HK_NAME, _span)(void *const *arg
 #else
           HK_LOAD_ROW16(f_row, a_row, K);
 #endif
+#if HK_QA
+          rs[HK_GEMM_LP_RB + i] = HK_GEMM_CAT(HK_NAME, _qa_row)(f_row, K);
+#endif
         }
         as = af;
       }
@@ -241,11 +273,24 @@ __attribute__((unused)) static void HK_GEMM_CAT(HK_NAME, _span)(void *const *arg
       for (int64_t i = 0; i < rb; i++) {
         float *restrict s_row = df + i * nc;
         HK_T *o_row = D + (ir + i) * N + jc;
+#if HK_QA /* the FP8 sums times A's row scale and B's column scales */
+        {
+          const hk_qb_t qs = HK_GEMM_CAT(HK_NAME, _qb)(args, 0);
+          for (int64_t j = 0; j < nc; j++) s_row[j] *= rs[HK_GEMM_LP_RB + i] * HK_GEMM_CAT(HK_NAME, _qb_col_scale)(&qs, jc + j);
+        }
+#endif
 #if HK_NORM_A
         for (int64_t j = 0; j < nc; j++) s_row[j] *= rs[i];
 #endif
 #if HK_DUAL /* act(A B + bias) * (A B2), then mul and residual */
         float *restrict s2_row = df2 + i * nc;
+#if HK_QA
+        {
+          const hk_qb_t qs2 = HK_GEMM_CAT(HK_NAME, _qb)(args, 1);
+          for (int64_t j = 0; j < nc; j++)
+            s2_row[j] *= rs[HK_GEMM_LP_RB + i] * HK_GEMM_CAT(HK_NAME, _qb_col_scale)(&qs2, jc + j);
+        }
+#endif
 #if HK_NORM_A
         for (int64_t j = 0; j < nc; j++) s2_row[j] *= rs[i];
 #endif
@@ -338,7 +383,7 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
     const int fits = hk_blas && hk_blas_fits(M, N, K);
     const size_t nc = (size_t)hk_min_i64(N, HK_GEMM_NC), rb = (size_t)hk_min_i64(M, HK_GEMM_LP_RB);
     const size_t n_b = HK_GEMM_COPY_B ? (size_t)K * nc : 0, n_a = HK_GEMM_COPY_A ? rb * (size_t)K : 0;
-    const size_t n_d = rb * nc, n_bd = HK_DUAL ? n_b : 0, n_dd = HK_DUAL ? n_d : 0, n_r = HK_NORM_A ? rb : 0;
+    const size_t n_d = rb * nc, n_bd = HK_DUAL ? n_b : 0, n_dd = HK_DUAL ? n_d : 0, n_r = HK_QA ? 2 * (size_t)HK_GEMM_LP_RB : HK_NORM_A ? rb : 0;
     float *const work =
         fits && !plain32 ? (float *)malloc((n_b + n_bd + n_a + n_d + n_dd + n_r + 1) * sizeof(float)) : NULL;
     if (fits && (plain32 || work) && !hk_overlaps(D, mn, A, (size_t)M * (size_t)K * sizeof(HK_T)) &&
@@ -423,6 +468,15 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
       rscale[i] = 1.0f / sqrtf(hk_sum8(lane) / (float)K + norm_eps);
     }
 #endif
+#if HK_QA /* each row's fp8 scale: absmax / 448 of A as the product reads it */
+    float qsa[HK_GEMM_BM];
+    for (int64_t i = 0; i < mb; i++) {
+      const HK_T *a_row = A + (i0 + i) * K;
+      float amax = 0.0f;
+      for (int64_t k = 0; k < K; k++) amax = fmaxf(amax, fabsf(HK_A_LOAD(a_row[k], k)));
+      qsa[i] = amax > 0.0f ? amax / 448.0f : 1.0f;
+    }
+#endif
 #if HK_DUAL
     for (int pass = 0; pass < 2; pass++) {
     const HK_T *const Bp = pass ? B2 : B;
@@ -440,11 +494,17 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
 #else
       const hk_qb_t qbp = HK_GEMM_CAT(HK_NAME, _qb)(args, 0);
 #endif
-#if HK_TRANS_B
+#if HK_TRANS_B && HK_QA
+      for (int64_t j = 0; j < nb; j++)
+        for (int64_t kk = 0; kk < kb; kk++) {
+          const uint8_t v = qbp.q[(j0 + j) * qbp.cols + k0 + kk];
+          panel[kk][j] = HK_QB == 2 ? hk_fp8_e4m3_to_f32(v) : (float)(int8_t)v;
+        }
+#elif HK_TRANS_B
       for (int64_t j = 0; j < nb; j++)
         for (int64_t kk = 0; kk < kb; kk++) panel[kk][j] = HK_GEMM_CAT(HK_NAME, _qb_at)(&qbp, j0 + j, k0 + kk);
 #else
-      for (int64_t kk = 0; kk < kb; kk++) HK_GEMM_CAT(HK_NAME, _qb_row)(panel[kk], &qbp, k0 + kk, j0, nb);
+      for (int64_t kk = 0; kk < kb; kk++) HK_QB_ROW(panel[kk], &qbp, k0 + kk, j0, nb);
 #endif
       (void)Bp;
 #elif HK_TRANS_B
@@ -468,7 +528,11 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
         const HK_T *a_row = A + (i0 + i) * K + k0;
         float *c = acc[i];
         for (int64_t kk = 0; kk < kb; kk++) {
+#if HK_QA
+          const float a = hk_fp8_e4m3_to_f32(hk_f32_to_fp8_e4m3(HK_A_LOAD(a_row[kk], k0 + kk) / qsa[i]));
+#else
           const float a = HK_A_LOAD(a_row[kk], k0 + kk);
+#endif
           const float *b = panel[kk];
           if (nb == HK_GEMM_BN) /* constant trip count: vectorized even by -O2's cheap model */
             for (int j = 0; j < HK_GEMM_BN; j++) c[j] += a * b[j];
@@ -477,6 +541,17 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
         }
       }
     }
+#if HK_QA /* the FP8 sums times A's row scale and B's column scales */
+    {
+#if HK_DUAL
+      const hk_qb_t qs = HK_GEMM_CAT(HK_NAME, _qb)(args, pass);
+#else
+      const hk_qb_t qs = HK_GEMM_CAT(HK_NAME, _qb)(args, 0);
+#endif
+      for (int64_t i = 0; i < mb; i++)
+        for (int64_t j = 0; j < nb; j++) acc[i][j] *= qsa[i] * HK_GEMM_CAT(HK_NAME, _qb_col_scale)(&qs, j0 + j);
+    }
+#endif
 #if HK_NORM_A
     for (int64_t i = 0; i < mb; i++)
       for (int64_t j = 0; j < nb; j++) acc[i][j] *= rscale[i];
@@ -553,3 +628,4 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
 #undef HK_A_LOAD
 #undef HK_GEMM_CAT
 #undef HK_GEMM_CAT2
+#undef HK_QB_ROW

@@ -159,7 +159,7 @@ static void test_parse(void **state) {
     if (!strcmp(name, "gemm_quant")) quant = !strcmp(env, "HKC_GEMM_QUANT");
     n++;
   }
-  assert_int_equal(n, 29);
+  assert_int_equal(n, 30);
   assert_true(tma && tma_cfg && attn_tma && attn_tma_cfg && attn_kvs && rope && norm && ln && quant);
   /* attn_kvs: 0..16, in the provenance text when set */
   hkc_kernel_options_t kv = {0};

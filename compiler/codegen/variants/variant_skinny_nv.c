@@ -28,7 +28,7 @@ static const char *const k_sk_names[] = {"mb"};
 static int sk_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
   return arch->kind == HK_TARGET_CUDA && arch->matrix == HKC_MATRIX_WGMMA && key->op == HK_OP_GEMM && key->trans_b &&
          (key->dtype == HK_DTYPE_F16 || key->dtype == HK_DTYPE_BF16) && key->align >= 8 && key->align % 8 == 0 &&
-         !key->rope && !key->norm_c;
+         !key->rope && !key->norm_c && !hkc_gemm_fp8_act(key);
 }
 
 /* The key's mb (its tune string when it names this variant; else 8). */
