@@ -13,10 +13,11 @@ config -- every Linear and Embedding weight normal(0, initializer_range), norm g
 0 -- the weights bench/gen_device.py's GPU check generates from; --init wide
 tests/integration/gen_reference.py's larger matrices (normal * 2 / sqrt(fan_in)), whose deep
 models are chaotic (the bf16 pack differs from the f32 one by ~15% in its logits); then
-`hkc quantize` to int8 and to fp8_e4m3 (a scale per output row, the LM head too), and five
+`hkc quantize` to int8 and to fp8_e4m3 (a scale per output row, the LM head too), and six
 generation specs from `hkc import hf --generate` (bf16; f32, which says how much the model
-amplifies a rounding the size of bf16's; --quantize int8; --quantize fp8_e4m3; bf16 with
---kv-cache fp8_e4m3), built for the host. For each mode against bf16:
+amplifies a rounding the size of bf16's; --quantize int8; --quantize fp8_e4m3, weight-only and
+with the FP8 product, `hkc build --kernel-option gemm_fp8=on`; bf16 with --kv-cache fp8_e4m3),
+built for the host. For each mode against bf16:
   - logits: one prefill of a 32-token prompt (`hkc run`, batch 32), the last token's logits:
     relative error ||q - b|| / ||b|| and the largest element error over the largest |b|;
   - greedy: four prompts (8, 16, 24 and 32 tokens) decoded --tokens steps in one `hkc
@@ -38,11 +39,13 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 import gen_reference  # noqa: E402  (the seeded initializer)
 import safetensors_io  # noqa: E402
 
-# (mode, import flags, checkpoint, dtype); the first is the baseline; "f32" (the f32 pack against the
-# bf16 one) says how much this model amplifies a rounding the size of bf16's
-MODES = [("bf16", [], "w", "bf16"), ("f32", [], "w", "f32"), ("int8", ["--quantize", "int8"], "w_int8", "bf16"),
-         ("fp8_e4m3", ["--quantize", "fp8_e4m3"], "w_fp8", "bf16"),
-         ("kv fp8_e4m3", ["--kv-cache", "fp8_e4m3"], "w", "bf16")]
+# (mode, import flags, checkpoint, dtype, build flags); the first is the baseline; "f32" (the f32
+# pack against the bf16 one) says how much this model amplifies a rounding the size of bf16's
+MODES = [("bf16", [], "w", "bf16", []), ("f32", [], "w", "f32", []),
+         ("int8", ["--quantize", "int8"], "w_int8", "bf16", []),
+         ("fp8_e4m3", ["--quantize", "fp8_e4m3"], "w_fp8", "bf16", []),
+         ("fp8_e4m3 W8A8", ["--quantize", "fp8_e4m3"], "w_fp8", "bf16", ["--kernel-option", "gemm_fp8=on"]),
+         ("kv fp8_e4m3", ["--kv-cache", "fp8_e4m3"], "w", "bf16", [])]
 PROMPT_LENS = (8, 16, 24, 32)
 
 
@@ -90,6 +93,7 @@ def main():
     p.add_argument("--work", default="/tmp/hkc-quant-accuracy")
     p.add_argument("--hkc", default=os.path.join(ROOT, "build", "hkc"))
     p.add_argument("--init", choices=("hf", "wide"), default="hf")
+    p.add_argument("--modes", help="the modes to compare with bf16, comma-separated (default: all)")
     a = p.parse_args()
     os.makedirs(a.work, exist_ok=True)
     hkc = a.hkc
@@ -120,12 +124,14 @@ def main():
         for k, v in inp.items():
             np.save(os.path.join(d, "in_%s.npy" % k), v)
         base_logits, base_ids = None, None
-        for mode, flags, wkey, dtype in MODES:
+        for mode, flags, wkey, dtype, bflags in MODES:
+            if mode != "bf16" and a.modes and mode not in a.modes.split(","):
+                continue
             tag = mode.replace(" ", "_")
             spec, mp, pack = (os.path.join(d, "%s.%s" % (tag, e)) for e in ("yaml", "map", "hkpack"))
             run([hkc, "import", "hf", cfg_path, "--generate", "--max-seq", "128", "--slots", "4", "--token-buckets",
                  "1,4,16,32", "--dtype", dtype, "--targets", "host", "-o", spec, "--weights-map-out", mp, "-q"] + flags)
-            run([hkc, "build", spec, "-o", pack, "-q"])
+            run([hkc, "build", spec, "-o", pack, "-q"] + bflags)
             t0 = time.time()
             out = os.path.join(d, "out_" + tag)
             run([hkc, "run", pack, "--batch", str(T), "--weights", ck[wkey], "--weights-map", mp, "--runs", "1",
