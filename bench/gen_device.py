@@ -5,6 +5,7 @@ build-dev/ and one pack per config in build-dev/gen/).
 
     python3 bench/gen_device.py check          # greedy tokens against Hugging Face generate
     python3 bench/gen_device.py bench          # ms/token and time to first token, against HF
+    python3 bench/gen_device.py weights        # only the Llama-3.2-1B checkpoint (random weights)
 
 check: for each config in bench/gen_configs/, a Hugging Face model built from the config with
 random weights (torch.manual_seed(0), the config's own initializer), bf16, saved with
@@ -190,3 +191,5 @@ if __name__ == "__main__":
         check(models)
     if what in ("bench", "all"):
         bench()
+    if what == "weights":  # only the Llama-3.2-1B checkpoint the profiles bind (no check)
+        hf_model("llama-3.2-1b")
