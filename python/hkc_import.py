@@ -603,6 +603,21 @@ def make_generate(m, cfg, kind, a, dtype):
     return notes
 
 
+# Megatron-style splits: the gemms that read the layer's input split their output columns over the
+# ranks, the ones that end a block (o, down) their K rows, summed by an all_reduce (docs/SPEC.md,
+# "Tensor parallelism"). The LM head splits the vocabulary.
+SHARDS = {"qkv_proj": "column", "gate_proj": "column", "up_proj": "column", "lm_head": "column",
+          "o_proj": "row", "down_proj": "row"}
+
+
+def mark_shards(m):
+    for node in m.body + m.final:
+        if node.get("op") == "gemm" and node.get("name") in SHARDS:
+            out = node.pop("out")
+            node["shard"] = SHARDS[node["name"]]
+            node["out"] = out
+
+
 def spec_tail(m, always_params=False):
     """A spec's lines from `params:` on: the params outside the layers (the section only when
     there are some, or always_params: a generation spec's), the graph -- pre, the repeat, final --
@@ -621,7 +636,10 @@ def spec_tail(m, always_params=False):
     lines += ["  - " + flow(n) for n in m.pre]
     lines += repeat_lines(m)
     lines += ["  - " + flow(n) for n in m.final]
-    return lines + ["outputs: [%s]" % m.out, "fusion: auto", ""]
+    lines += ["outputs: [%s]" % m.out, "fusion: auto"]
+    if getattr(m, "tensor_parallel", None):
+        lines.append("parallel: {tensor: %d}" % m.tensor_parallel)
+    return lines + [""]
 
 
 def gen_spec_text(m, a, config_path, dtype, notes):
@@ -794,6 +812,10 @@ def import_hf(argv):
     g.add_argument("--token-buckets", type=batch_list,
                    help="tokens per step that have a graph: the batch sizes (default %s)"
                         % ",".join(map(str, GEN_BUCKETS)))
+    p.add_argument("--tensor-parallel", type=positive, metavar="N",
+                   help="mark the projections for tensor parallelism (q|k|v, gate, up and the LM head split by "
+                        "output column, o and down by row) and write parallel: {tensor: N}; any N builds with "
+                        "`hkc build --tensor-parallel`")
     p.add_argument("-q", "--quiet", action="store_true", help="no notes on stderr")
     a = p.parse_args(argv)
     a.seq_given, a.batch_given = a.seq is not None, a.batch_sizes is not None
@@ -873,6 +895,9 @@ def import_hf(argv):
         for node in m.body:
             if node.get("op") == "attention":
                 node["lengths"] = "lengths"
+    if a.tensor_parallel:
+        mark_shards(m)
+        m.tensor_parallel = a.tensor_parallel
     a.name = a.name or kind
     a.targets = [t for t in a.targets.split(",") if t] if a.targets else []
     map_path = a.weights_map_out

@@ -259,7 +259,7 @@ static int emit_all(hkc_strbuf_t *sb, const hkc_kernel_out_t *kernels, size_t n_
   for (size_t i = 0; i < n_kernels; i++) {
     int seen = 0;
     for (size_t j = 0; j < i && !seen; j++) seen = strcmp(kernels[j].name, kernels[i].name) == 0;
-    if (seen) continue;
+    if (seen || hkc_op_collective(kernels[i].key.op)) continue; /* no code: the runtime's communicator */
     const char *path = host_template_path(kernels[i].key.op);
     size_t size = 0;
     const char *text = path ? hkc_template(path, &size) : NULL;

@@ -168,6 +168,11 @@ static int lower_launches(const hkc_spec_t *spec, const target_plan_t *plan, int
     hkc_node_cost(spec, i, g->batch, &g->costs[at]);
     g->fused_counts[at] = node->n_fused > 0 ? node->n_fused : 1;
     const hkc_kernel_key_t *kkey = &plan->out.kernels[l->kernel].key; /* with its tuning */
+    if (hkc_op_collective(kkey->op)) { /* the runtime's communicator: no grid */
+      l->grid[0] = l->grid[1] = l->grid[2] = l->block[0] = l->block[1] = l->block[2] = 1;
+      l->shared_bytes = 0;
+      continue;
+    }
     plan->tc->launch_dims(plan->arch, kkey, l->args, l->n_args, l->grid, l->block, &l->shared_bytes);
     if (plan->tc->launch_workspace) plan->tc->launch_workspace(plan->arch, kkey, l->args, l->n_args, &ws[i]);
   }
@@ -207,10 +212,10 @@ static int build_graph(const hkc_spec_t *spec, const target_plan_t *plan, int bu
     }
     hkc_launch_t *l = &g->launches[launch_of[i]];
     const hkc_kernel_key_t *kkey = &plan->out.kernels[l->kernel].key;
-    if (plan->tc->launch_args) /* the variant's extra arguments (TMA tensor maps) after the ABI's */
+    if (plan->tc->launch_args && !hkc_op_collective(kkey->op)) /* the variant's extra arguments (TMA tensor maps) after the ABI's */
       l->n_args = plan->tc->launch_args(plan->arch, kkey, l->args, l->n_args, HKC_MAX_ARGS);
     l->n_args = hkc_plan_workspace_args(&ws[i], l->args, l->n_args, HKC_MAX_ARGS);
-    l->pdl = !no_pdl && plan->tc->launch_pdl && plan->tc->launch_pdl(plan->arch, kkey);
+    l->pdl = !no_pdl && !hkc_op_collective(kkey->op) && plan->tc->launch_pdl && plan->tc->launch_pdl(plan->arch, kkey);
     uint32_t nd = deps.start[i + 1] - deps.start[i];
     if (nd) {
       l->deps = malloc(nd * sizeof *l->deps);
@@ -259,6 +264,7 @@ static int compile_unit(target_plan_t *plan) {
   hkc_rtc_result_free(&r);
   snprintf(t->toolchain, sizeof t->toolchain, "%s", plan->tc->version());
   for (size_t k = 0; k < t->n_kernels; k++) { /* one code object holds every kernel */
+    if (hkc_op_collective(t->kernels[k].key.op)) continue; /* no code (pack_format.h) */
     t->kernels[k].source_hash = source_hash;
     t->kernels[k].code_offset = 0;
     t->kernels[k].code_size = t->code_size;
@@ -279,6 +285,7 @@ static int assemble_gpu(target_plan_t *plan, compile_job_t *jobs, target_plan_t 
     if (owners[j] != plan) continue;
     const hkc_rtc_result_t *r = &jobs[j].result;
     hkc_kernel_out_t *k = jobs[j].kernel;
+    if (hkc_op_collective(k->key.op)) continue; /* no code: code_offset and code_size stay 0 */
     at = (at + HKC_CODE_ALIGN - 1) / HKC_CODE_ALIGN * HKC_CODE_ALIGN;
     memcpy((char *)t->code + at, r->code, r->code_size);
     k->code_offset = at;
@@ -310,6 +317,7 @@ static int assemble_ptx(target_plan_t *plan, compile_job_t *jobs, target_plan_t 
     if (ptx_owners[j] != plan) continue;
     const hkc_rtc_result_t *r = &jobs[j].result;
     hkc_kernel_out_t *k = &t->kernels[jobs[j].kernel - plan->ptx_kernels];
+    if (hkc_op_collective(k->key.op)) continue;
     at = (at + HKC_CODE_ALIGN - 1) / HKC_CODE_ALIGN * HKC_CODE_ALIGN;
     memcpy((char *)t->ptx + at, r->code, r->code_size);
     k->ptx_offset = at;
@@ -403,7 +411,10 @@ static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_opt
     for (size_t k = 0; k < plans[p].out.n_kernels; k++) {
       owners[j] = &plans[p];
       jobs[j] = (compile_job_t){.target = plans[p].name, .arch = plans[p].arch, .kernel = &plans[p].out.kernels[k]};
-      if (hkc_tuner_take(tuner, plans[p].name, jobs[j].kernel, &jobs[j].result, &jobs[j].cached)) {
+      if (hkc_op_collective(jobs[j].kernel->key.op)) { /* no code: nothing to compile */
+        jobs[j].rc = 0;
+        taken++;
+      } else if (hkc_tuner_take(tuner, plans[p].name, jobs[j].kernel, &jobs[j].result, &jobs[j].cached)) {
         jobs[j].rc = 0;
         jobs[j].cached = 0; /* the tuner's compile, counted where it happened */
         taken++;
@@ -437,8 +448,8 @@ static int compile_all(target_plan_t *plans, size_t n_plans, const hkc_build_opt
     for (size_t k = 0; k < plan->out.n_kernels; k++) {
       plan->ptx_kernels[k] = plan->out.kernels[k];
       ptx_owners[j] = plan;
-      jobs[j++] = (compile_job_t){
-          .target = plan->ptx_arch, .arch = plan->arch, .kernel = &plan->ptx_kernels[k], .rc = 1, .phase = id};
+      jobs[j++] = (compile_job_t){.target = plan->ptx_arch, .arch = plan->arch, .kernel = &plan->ptx_kernels[k],
+                                  .rc = hkc_op_collective(plan->ptx_kernels[k].key.op) ? 0 : 1, .phase = id};
     }
   }
   /* the pool compiles the rest: moved to the front, in order */
@@ -787,7 +798,12 @@ int hkc_build(const hkc_build_options_t *options) {
   }
   const double t0 = now_seconds();
   if (hkc_spec_load(options->spec_path, &spec) != 0) return -1;
-  /* Unfused accounting, on the spec exactly as loaded. */
+  /* tensor parallelism: from here on the IR is one rank's (frontend/shard.c) */
+  if (hkc_shard(spec, options->tensor_parallel ? options->tensor_parallel : spec->tensor_parallel) != 0) {
+    hkc_spec_destroy(spec);
+    return -1;
+  }
+  /* Unfused accounting, on the spec as one rank runs it before fusion. */
   hkc_cost_t unfused[HK_MAX_BATCH_BUCKETS];
   const uint32_t unfused_nodes = (uint32_t)spec->n_nodes;
   unfused_costs(spec, unfused);

@@ -27,6 +27,7 @@ typedef struct hkc_build_options {
   int no_cache;            /* bypass the compile cache */
   int werror_spills;       /* a kernel that spills to scratch/local memory is an error */
   int fusion;              /* -1: the spec's `fusion:`; else HKC_FUSION_AUTO / HKC_FUSION_NONE */
+  int tensor_parallel;     /* ranks to split the graph over (hkc_shard); 0: the spec's `parallel:` */
   const char *cache_dir;   /* NULL: hkc_cache_open's default */
   /* tuning (compiler/tune/tune.h): how kernel parameters are chosen for launches no database
    * entry covers (HKC_TUNE_MODEL, the default, or HKC_TUNE_DEFAULT), and the databases

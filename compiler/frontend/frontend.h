@@ -7,6 +7,7 @@
  *   dimexpr.c   shape arithmetic over dims and the symbolic `batch`
  *   ir.c        names and sizes of IR values (dtypes, ops, tensors)
  *   fusion.c    the fusion plan: rewrites the IR, groups of nodes -> one node
+ *   shard.c     tensor parallelism: the IR of one rank, collectives placed
  *
  * Uses util/ only.
  */
@@ -43,6 +44,18 @@ static inline int64_t hkc_dim_value(hkc_dim_t d, int64_t batch) { return d.mul *
 static inline int hkc_dim_equal(hkc_dim_t a, hkc_dim_t b) { return a.mul == b.mul && a.add == b.add; }
 
 /* ---- the IR ------------------------------------------------------------------ */
+/* How a PARAM or STATE tensor of one rank comes from the whole tensor (hk_shard_rec_t): along
+ * axis, segments of seg_size elements each, segment k cut into seg_parts[k] pieces of which rank
+ * r holds piece r * seg_parts[k] / ranks. n_seg 0: whole on every rank. */
+typedef struct hkc_shard {
+  int axis;
+  int n_seg;
+  int64_t seg_size[HK_MAX_SHARD_SEGMENTS];
+  int seg_parts[HK_MAX_SHARD_SEGMENTS];
+  int source;       /* the tensor whose checkpoint tensor this slices: itself, or (a `_shard` copy of
+                       a param also read whole) that param */
+} hkc_shard_t;
+
 typedef struct hkc_tensor {
   char *name;
   hk_role_t role;       /* INPUT, OUTPUT (graph output), PARAM, INTERMEDIATE, STATE (`state:`) */
@@ -59,11 +72,20 @@ typedef struct hkc_tensor {
                            [scale_rows, scale_cols]; HKC_NONE otherwise */
   int64_t block[2];     /* a quantized param [rows, cols]: element (r, c) is scaled by
                            scale[r / block[0]][c / block[1]] */
+  hkc_shard_t shard;    /* params and state under tensor parallelism: dims are one rank's (shard.c) */
 } hkc_tensor_t;
 /* Whether a tensor's dtype is one of the 8-bit types of quantized params. */
 static inline int hkc_dtype_quantized(hk_dtype_t d) { return d == HK_DTYPE_I8 || d == HK_DTYPE_FP8_E4M3; }
 
 #define HKC_NONE (-1)
+
+/* hkc_node_t.shard: a gemm under tensor parallelism (docs/SPEC.md, "Tensor parallelism").
+ * COLUMN: B's output columns are split over the ranks (each computes its N / ranks of C from the
+ * whole A); ROW: B's K rows are (each multiplies its columns of A, and an all_reduce sums the
+ * ranks' partial C). Unmarked gemms run whole on every rank. */
+enum { HKC_SHARD_NONE = 0, HKC_SHARD_COLUMN = 1, HKC_SHARD_ROW = 2 };
+
+
 #define HKC_MAX_NODE_IN 5      /* ewchain: up to 5 operands */
 #define HKC_EW_PROGRAM_MAX 32  /* ewchain program text incl. NUL */
 
@@ -127,6 +149,8 @@ typedef struct hkc_node {
   int fp8_act;      /* gemm of fp8_e4m3 B (read as stored at every batch size): A quantized per
                        row to fp8 too, the product in FP8 (lower.h, hkc_gemm_fp8_act); set by the
                        build under the kernel option gemm_fp8 */
+  int shard;        /* gemm: HKC_SHARD_* (`shard:`), how tensor parallelism splits it (shard.c) */
+  int ranks;        /* all_gather (made by shard.c): the ranks whose columns it puts side by side */
   float eps;        /* norms; default 1e-5 */
   int heads;        /* attention; rope: heads in the last dim (dh = last / heads), or q heads when packed */
   int kv_heads;     /* attention, defaults to heads; packed rope: k (and v) heads, defaults to heads */
@@ -211,6 +235,9 @@ typedef struct hkc_spec {
   int **groups; size_t *group_sizes; size_t n_groups; /* node indices, for GROUPS */
   hkc_loc_t *group_locs;  /* where each group is written (n_groups entries), for errors */
   uint64_t hash;         /* hkc_hash64 of the file bytes */
+  int tensor_parallel;   /* `parallel: {tensor: N}`: ranks the build splits the graph over (0 or 1:
+                            none); hkc_shard applies it */
+  int sharded_ranks;     /* set by hkc_shard: the ranks the IR is one of (0: whole) */
 } hkc_spec_t;
 
 /* Parses and validates a spec file. On any problem prints FILE:LINE:COL errors and
@@ -223,6 +250,20 @@ void hkc_spec_destroy(hkc_spec_t *spec);
 int hkc_tensor_find(const hkc_spec_t *spec, const char *name); /* index or HKC_NONE */
 /* Frees what a tensor owns (name, parts) and clears those fields. */
 void hkc_tensor_free(hkc_tensor_t *t);
+
+/* ---- tensor parallelism (shard.c) ----------------------------------------------------------
+ * Rewrites spec in place into the graph of one of `ranks` ranks (Megatron-style): column- and
+ * row-parallel gemms (node `shard:`) take their shards of B and bias, heads of rope, attention,
+ * kv_append and kv_attention are split (kv heads replicated when fewer than the ranks), KV caches
+ * are split by kv head, and collective nodes are placed where a tensor must be whole: an
+ * all_reduce after each row-parallel gemm (then its bias and residual), an all_gather where a
+ * split tensor meets an op that needs it whole or is a graph output. Params and state record
+ * their shard (hkc_tensor_t.shard). ranks <= 1: nothing changes. Every rank's graph is the same;
+ * only the shards of the params and state differ. Run before fusion and before any node is
+ * lowered. Errors (reported at the node): a split that does not divide, a gemm marked in a way
+ * the graph cannot run (a row-parallel gemm of whole A, a column-parallel gemm with a residual),
+ * 8-bit params in a split gemm. Returns 0 / -1. */
+int hkc_shard(hkc_spec_t *spec, int ranks);
 
 /* ---- fusion (fusion.c) ---------------------------------------------------------------------
  * Rewrites spec in place by its fusion plan (spec->fusion; mode >= 0 overrides it with

@@ -91,6 +91,7 @@ const char *hkc_op_name(hk_op_t op) {
       [HK_OP_GELU_TANH] = "gelu_tanh", [HK_OP_TANH] = "tanh",  [HK_OP_EMBEDDING] = "embedding",
       [HK_OP_KV_APPEND] = "kv_append", [HK_OP_KV_ATTENTION] = "kv_attention", [HK_OP_TAKE_ROWS] = "take_rows",
       [HK_OP_ARGMAX] = "argmax",       [HK_OP_SAMPLE] = "sample",   [HK_OP_DEQUANT] = "dequant",
+      [HK_OP_ALL_REDUCE] = "all_reduce", [HK_OP_ALL_GATHER] = "all_gather",
   };
   return (unsigned)op < HK_OP_COUNT_ ? names[op] : "?";
 }

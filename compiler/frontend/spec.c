@@ -151,6 +151,20 @@ static int parse_batch_policy(spec_ctx_t *c, const ynode_t *n) {
   return -1;
 }
 
+/* parallel: {tensor: N}, 1 <= N <= HK_MAX_TENSOR_RANKS: the ranks `hkc build` splits the graph
+ * over (hkc_shard; `hkc build --tensor-parallel` overrides it). */
+static int parse_parallel(spec_ctx_t *c, const ynode_t *n) {
+  if (hkc_spec_expect_kind(n, Y_MAP, "a map {tensor: N}", "parallel") != 0) return -1;
+  static const char *const keys[] = {"tensor"};
+  const ynode_t *k[1], *v[1];
+  if (hkc_spec_map_collect(n, keys, 1, 1u, "parallel", k, v) != 0) return -1;
+  if (!v[0]) return 0;
+  int64_t r;
+  if (hkc_spec_parse_int(v[0], "tensor", 1, HK_MAX_TENSOR_RANKS, &r) != 0) return -1;
+  c->spec->tensor_parallel = (int)r;
+  return 0;
+}
+
 /* dims: name -> positive integer, or an expression over the dims above it. */
 static int parse_dims(spec_ctx_t *c, const ynode_t *n) {
   hkc_spec_t *s = c->spec;
@@ -702,11 +716,11 @@ done:
 /* ---- entry points ------------------------------------------------------------------------------------ */
 enum {
   K_HKC, K_NAME, K_DTYPE, K_BATCH, K_BATCH_POLICY, K_DIMS, K_TARGETS, K_INPUTS, K_PARAMS, K_STATE, K_GRAPH,
-  K_OUTPUTS, K_FUSION, K_COUNT
+  K_OUTPUTS, K_FUSION, K_PARALLEL, K_COUNT
 };
 static const char *const top_keys[K_COUNT] = {"hkc",    "name",    "dtype",  "batch_sizes", "batch_policy",
                                               "dims",   "targets", "inputs", "params",      "state",
-                                              "graph",  "outputs", "fusion"};
+                                              "graph",  "outputs", "fusion",      "parallel"};
 #define TOP_REQUIRED ((1u << K_HKC) | (1u << K_NAME) | (1u << K_BATCH) | (1u << K_INPUTS) | (1u << K_GRAPH) | (1u << K_OUTPUTS))
 
 /* A gemm whose B is a quantized param reads it through a dequant node placed just before the
@@ -837,6 +851,7 @@ static int spec_build(spec_ctx_t *c, const ynode_t *root) {
     case K_GRAPH: rc = parse_graph(c, v[K_GRAPH]); break;
     case K_OUTPUTS: rc = parse_outputs(c, v[K_OUTPUTS]); break;
     case K_FUSION: rc = parse_fusion(c, v[K_FUSION]); break;
+    case K_PARALLEL: rc = v[K_PARALLEL] ? parse_parallel(c, v[K_PARALLEL]) : 0; break;
     default: break;
     }
     if (rc != 0) return -1;

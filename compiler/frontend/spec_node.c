@@ -27,14 +27,14 @@ enum {
   NK_NAME, NK_OP, NK_IN, NK_OUT, NK_BIAS, NK_RESIDUAL, NK_ACT, NK_TRANS_B, NK_GAMMA, NK_BETA, NK_EPS,
   NK_HEADS, NK_KV_HEADS, NK_CAUSAL, NK_SCALE, NK_THETA, NK_OFFSET, NK_MUL, NK_LENGTHS, NK_MASK, NK_POS, NK_PACKED,
   NK_CTX, NK_SLOT, NK_K_CACHE, NK_V_CACHE, NK_LAYER, NK_WINDOW, NK_SCALING, NK_FACTOR, NK_LOW_FREQ, NK_HIGH_FREQ,
-  NK_ORIGINAL_MAX, NK_COUNT
+  NK_ORIGINAL_MAX, NK_SHARD, NK_COUNT
 };
 static const char *const node_keys[NK_COUNT] = {"name",  "op",   "in",  "out",   "bias",     "residual",
                                                 "act",   "trans_b", "gamma", "beta", "eps", "heads",
                                                 "kv_heads", "causal", "scale", "theta", "offset", "mul",
                                                 "lengths", "mask", "pos", "packed", "ctx", "slot",
                                                 "k_cache", "v_cache", "layer", "window", "scaling", "factor",
-                                                "low_freq_factor", "high_freq_factor", "original_max"};
+                                                "low_freq_factor", "high_freq_factor", "original_max", "shard"};
 _Static_assert(NK_COUNT <= 64, "hkc_spec_map_collect's mask has a bit per key");
 #define NKB(k) (UINT64_C(1) << (k))
 #define NK_COMMON (NKB(NK_NAME) | NKB(NK_OP) | NKB(NK_IN) | NKB(NK_OUT))
@@ -47,7 +47,8 @@ static const struct op_info {
   uint64_t keys, required;
   int min_in, max_in;
 } op_info[HK_OP_COUNT_] = {
-    [HK_OP_GEMM] = {NK_COMMON | NKB(NK_BIAS) | NKB(NK_RESIDUAL) | NKB(NK_MUL) | NKB(NK_ACT) | NKB(NK_TRANS_B),
+    [HK_OP_GEMM] = {NK_COMMON | NKB(NK_BIAS) | NKB(NK_RESIDUAL) | NKB(NK_MUL) | NKB(NK_ACT) | NKB(NK_TRANS_B) |
+                        NKB(NK_SHARD),
                     NK_COMMON, 2, 2},
     [HK_OP_ADD] = {NK_COMMON, NK_COMMON, 2, 2},
     [HK_OP_MUL] = {NK_COMMON, NK_COMMON, 2, 2},
@@ -275,6 +276,16 @@ int hkc_spec_parse_node(spec_ctx_t *c, const ynode_t *map, pnode_t *pn) {
     nd->act = (hk_act_t)act;
   }
   if (v[NK_TRANS_B] && hkc_spec_parse_bool(v[NK_TRANS_B], "trans_b", &nd->trans_b) != 0) return -1;
+  if (v[NK_SHARD]) { /* tensor parallelism (shard.c): column | row | none */
+    if (hkc_spec_expect_kind(v[NK_SHARD], Y_SCALAR, "column, row or none", "shard") != 0) return -1;
+    const char *t = v[NK_SHARD]->text;
+    nd->shard = !strcmp(t, "column") ? HKC_SHARD_COLUMN : !strcmp(t, "row") ? HKC_SHARD_ROW
+                : !strcmp(t, "none") ? HKC_SHARD_NONE : -1;
+    if (nd->shard < 0) {
+      hkc_error(v[NK_SHARD]->loc, "node '%s': unknown shard '%.64s' (expected column, row or none)", nm, t);
+      return -1;
+    }
+  }
   if (nd->op == HK_OP_LAYERNORM || nd->op == HK_OP_RMSNORM) {
     nd->eps = HKC_SPEC_DEFAULT_EPS;
     if (v[NK_EPS]) {

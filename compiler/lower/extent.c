@@ -262,6 +262,22 @@ static uint32_t sample(ext_t *e) {
   return HKC_SAMPLE_N_ARGS;
 }
 
+static uint32_t all_reduce(ext_t *e) {
+  const uint64_t n = size_arg(e, HKC_ALL_REDUCE_ARG_N, 1);
+  touch(e, HKC_ALL_REDUCE_ARG_IN, n, 0);
+  touch(e, HKC_ALL_REDUCE_ARG_OUT, n, 0);
+  return HKC_ALL_REDUCE_N_ARGS;
+}
+
+static uint32_t all_gather(ext_t *e) {
+  const uint64_t rows = size_arg(e, HKC_ALL_GATHER_ARG_ROWS, 1), cols = size_arg(e, HKC_ALL_GATHER_ARG_COLS, 1),
+                 ranks = size_arg(e, HKC_ALL_GATHER_ARG_RANKS, 1);
+  if (ranks > HK_MAX_TENSOR_RANKS) e->ok = 0;
+  touch(e, HKC_ALL_GATHER_ARG_IN, mul(rows, cols), 0);
+  touch(e, HKC_ALL_GATHER_ARG_OUT, mul(mul(rows, cols), ranks), 0);
+  return HKC_ALL_GATHER_N_ARGS;
+}
+
 int hkc_launch_extents(const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
                        uint64_t out_bytes[HKC_MAX_ARGS]) {
   uint64_t elems[HKC_MAX_ARGS] = {0};
@@ -295,6 +311,8 @@ int hkc_launch_extents(const hkc_kernel_key_t *key, const hkc_arg_t *args, uint3
   case HK_OP_ARGMAX: abi = argmax(&e); break;
   case HK_OP_SAMPLE: abi = sample(&e); break;
   case HK_OP_DEQUANT: abi = dequant(&e); break;
+  case HK_OP_ALL_REDUCE: abi = all_reduce(&e); break;
+  case HK_OP_ALL_GATHER: abi = all_gather(&e); break;
   default: return -1;
   }
   if (!e.ok || abi != n) return -1;

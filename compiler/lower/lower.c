@@ -537,6 +537,28 @@ int hkc_lower_node_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batc
     out_key->align = align_of(&cols, 1);
     return l.n;
   }
+  case HK_OP_ALL_REDUCE: {
+    /* this rank's partial sums -> their sum over the ranks, the same shape */
+    const int64_t n = tensor_elems(x, batch);
+    if (n <= 0 || n != tensor_elems(&spec->tensors[nd->out], batch)) break;
+    push_tensor(&l, HKC_ALL_REDUCE_ARG_IN, nd->in[0]);
+    push_tensor(&l, HKC_ALL_REDUCE_ARG_OUT, nd->out);
+    push_i64(&l, HKC_ALL_REDUCE_ARG_N, n);
+    assert(l.n == HKC_ALL_REDUCE_N_ARGS);
+    return l.n;
+  }
+  case HK_OP_ALL_GATHER: {
+    /* x [.., cols] -> out [.., ranks * cols]: rows flattened */
+    const int64_t cols = last_dim(x, batch);
+    if (cols <= 0 || nd->ranks < 2 || last_dim(&spec->tensors[nd->out], batch) != cols * nd->ranks) break;
+    push_tensor(&l, HKC_ALL_GATHER_ARG_IN, nd->in[0]);
+    push_tensor(&l, HKC_ALL_GATHER_ARG_OUT, nd->out);
+    push_i64(&l, HKC_ALL_GATHER_ARG_ROWS, tensor_elems(x, batch) / cols);
+    push_i64(&l, HKC_ALL_GATHER_ARG_COLS, cols);
+    push_i64(&l, HKC_ALL_GATHER_ARG_RANKS, nd->ranks);
+    assert(l.n == HKC_ALL_GATHER_N_ARGS);
+    return l.n;
+  }
   default: break;
   }
   hkc_error(nd->loc, "node '%s': cannot lower op %d at batch %lld (bad sizes)", nd->name ? nd->name : "?",
@@ -548,7 +570,8 @@ static const char *key_op_name(hk_op_t op) {
   static const char *const names[] = {"gemm",      "add",     "mul",     "relu",      "gelu", "silu",
                                       "layernorm", "rmsnorm", "softmax", "attention", "rope", "ewchain",
                                       "gelu_tanh", "tanh",    "embedding", "kv_append", "kv_attention",
-                                      "take_rows", "argmax", "sample", "dequant"};
+                                      "take_rows", "argmax", "sample", "dequant", "all_reduce",
+                                      "all_gather"};
   return (unsigned)op < sizeof names / sizeof names[0] ? names[op] : NULL;
 }
 

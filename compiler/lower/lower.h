@@ -112,6 +112,10 @@ void hkc_node_cost_of(const hkc_spec_t *spec, const hkc_node_t *node, int64_t ba
  *                out[r] = the j of S with the largest z_j + g_j, the smallest j of equal ones
  *                (Gumbel-max: j with probability exp(z_j) / sum over S of exp(z));
  *              - a row without a number (all NaN): 0)
+ *   all_reduce T in, T out, I n                 (collective: out = the sum of every rank's in, n elements)
+ *   all_gather T in, T out, I rows, I cols, I ranks (collective: out [rows, ranks * cols], rank r's
+ *             in [rows, cols] at columns r * cols ..). Collectives have no code: the runtime runs
+ *             them through the session's communicator (hk/pack_format.h, "Tensor parallelism")
  *   ewchain   T out, I n, then per operand j = 0 .. n_in-1: T in_j, I n_j
  *             (out[i] = program over in_j[i % n_j], i < n)
  * lower.c produces exactly these. A GPU variant may append arguments of its own after them
@@ -223,6 +227,13 @@ enum hkc_sample_arg {
   HKC_SAMPLE_ARG_X, HKC_SAMPLE_ARG_PARAMS, HKC_SAMPLE_ARG_OUT, HKC_SAMPLE_ARG_ROWS, HKC_SAMPLE_ARG_COLS,
   HKC_SAMPLE_N_ARGS
 };
+enum hkc_all_reduce_arg { HKC_ALL_REDUCE_ARG_IN, HKC_ALL_REDUCE_ARG_OUT, HKC_ALL_REDUCE_ARG_N, HKC_ALL_REDUCE_N_ARGS };
+enum hkc_all_gather_arg {
+  HKC_ALL_GATHER_ARG_IN, HKC_ALL_GATHER_ARG_OUT, HKC_ALL_GATHER_ARG_ROWS, HKC_ALL_GATHER_ARG_COLS,
+  HKC_ALL_GATHER_ARG_RANKS, HKC_ALL_GATHER_N_ARGS
+};
+/* Whether an op is a collective: no code; the runtime's communicator runs it. */
+static inline int hkc_op_collective(hk_op_t op) { return op == HK_OP_ALL_REDUCE || op == HK_OP_ALL_GATHER; }
 enum hkc_ewchain_arg { HKC_EWCHAIN_ARG_OUT, HKC_EWCHAIN_ARG_N, HKC_EWCHAIN_ARG_OPERANDS };
 /* ewchain operand j (0 .. n_in-1): its tensor and its element count */
 #define HKC_EWCHAIN_ARG_IN(j) (HKC_EWCHAIN_ARG_OPERANDS + 2 * (j))

@@ -123,6 +123,8 @@ typedef struct builder {
   hk_part_rec_t *parts; /* PARTS: the params' parts, tensor by tensor; NULL: none */
   size_t n_parts;
   uint64_t *extents;    /* EXTENTS: one per ARGS record */
+  void *parallel;       /* PARALLEL: hk_parallel_rec_t, then its shard records; NULL: one rank */
+  size_t parallel_size;
 } builder_t;
 
 static void builder_free(builder_t *b) {
@@ -150,6 +152,7 @@ static void builder_free(builder_t *b) {
   free(b->weight_recs);
   free(b->parts);
   free(b->extents);
+  free(b->parallel);
 }
 
 static int name_ok(const char *what, const char *name) {
@@ -528,6 +531,33 @@ static int build_tables(builder_t *b) {
       at++;
     }
 
+  if (spec->sharded_ranks > 1) { /* PARALLEL: the ranks, then each sliced tensor's record */
+    size_t n_shards = 0;
+    for (size_t i = 0; i < spec->n_tensors; i++) n_shards += spec->tensors[i].shard.n_seg > 0;
+    b->parallel_size = sizeof(hk_parallel_rec_t) + n_shards * sizeof(hk_shard_rec_t);
+    if (!(b->parallel = calloc(1, b->parallel_size))) {
+      hkc_error(NOLOC, "cannot write the artifact: out of memory");
+      return -1;
+    }
+    hk_parallel_rec_t *pr = b->parallel;
+    pr->tensor_ranks = (uint32_t)spec->sharded_ranks;
+    pr->shard_count = (uint32_t)n_shards;
+    hk_shard_rec_t *sr = (hk_shard_rec_t *)(pr + 1);
+    for (size_t i = 0; i < spec->n_tensors; i++) {
+      const hkc_shard_t *sh = &spec->tensors[i].shard;
+      if (!sh->n_seg) continue;
+      sr->tensor = (uint32_t)i;
+      sr->axis = (uint32_t)sh->axis;
+      sr->segment_count = (uint32_t)sh->n_seg;
+      sr->source = (uint32_t)sh->source;
+      for (int k = 0; k < sh->n_seg; k++) {
+        sr->seg_size[k] = (uint64_t)sh->seg_size[k];
+        sr->seg_parts[k] = (uint32_t)sh->seg_parts[k];
+      }
+      sr++;
+    }
+  }
+
   size_t kernel_at = 0, graph_at = 0, node_at = 0, arg_at = 0, dep_at = 0, place_at = 0;
   for (size_t t = 0; t < nt; t++) {
     const hkc_target_out_t *to = &in->targets[t];
@@ -728,8 +758,9 @@ static int assemble(builder_t *b, void **out_data, size_t *out_size) {
   size_t n_ptx = 0;
   for (size_t t = 0; t < in->n_targets; t++) n_ptx += b->ptx[t] != NULL;
   size_t n_sections = HKC_TABLE_SECTIONS + in->n_targets + (b->has_plan ? 1 : 0) + (n_ptx ? 1 + n_ptx : 0) +
-                      (b->n_parts ? 1 : 0) + (b->weight_recs ? 2 : 0) + 1 + (in->sign_seed ? 1 : 0);
-  payload_t pl[HKC_TABLE_SECTIONS + HK_MAX_TARGETS + 1 + 1 + HK_MAX_TARGETS + 1 + 2 + 1 + 1];
+                      (b->n_parts ? 1 : 0) + (b->weight_recs ? 2 : 0) + 1 + (b->parallel ? 1 : 0) +
+                      (in->sign_seed ? 1 : 0);
+  payload_t pl[HKC_TABLE_SECTIONS + HK_MAX_TARGETS + 1 + 1 + HK_MAX_TARGETS + 1 + 2 + 1 + 1 + 1];
   const payload_t tables[HKC_TABLE_SECTIONS] = {
       {HK_SECTION_STRINGS, 0, UINT32_MAX, b->strings.data, b->strings.len, 0},
       {HK_SECTION_MANIFEST, 0, UINT32_MAX, &b->manifest, sizeof b->manifest, 0},
@@ -775,6 +806,8 @@ static int assemble(builder_t *b, void **out_data, size_t *out_size) {
   const size_t extents_bytes = b->n_args * sizeof *b->extents; /* after everything a 1.5 reader knows */
   pl[at_pl++] = (payload_t){HK_SECTION_EXTENTS, HK_SECTION_FLAG_OPTIONAL, UINT32_MAX, b->extents, extents_bytes,
                             extents_bytes};
+  if (b->parallel) /* required: a reader that skipped it would run one rank as the whole model */
+    pl[at_pl++] = (payload_t){HK_SECTION_PARALLEL, 0, UINT32_MAX, b->parallel, b->parallel_size, b->parallel_size};
   static const hk_signature_rec_t no_signature; /* filled in place by hkc_pack_sign_in_place */
   if (in->sign_seed) /* last, where hkc sign appends it: the same bytes as build, then sign */
     pl[at_pl++] = (payload_t){HK_SECTION_SIGNATURE, HK_SECTION_FLAG_OPTIONAL, UINT32_MAX, &no_signature,

@@ -630,6 +630,7 @@ int hkc_tuner_choose(hkc_tuner_t *tuner, const char *target, const hkc_gpu_arch_
     hkc_tune_launch_t *l = &launches[i];
     l->source = HKC_TUNE_SRC_DEFAULT;
     l->key.variant[0] = l->key.tune[0] = '\0';
+    if (hkc_op_collective(l->key.op)) continue; /* no kernel to tune: the runtime's communicator */
     const int fixed = options_choose(tuner, target, arch, l);
     if (fixed < 0) { /* reported: one error per build is enough (every launch of the variant has it) */
       bad_option = 1;

@@ -87,6 +87,8 @@ static const op_layout_t k_layouts[HK_OP_COUNT_] = {
     [HK_OP_SAMPLE] = {"sample", "T:x J:params J:out I:rows I:cols", {NULL}},
     [HK_OP_DEQUANT] = {"dequant", "Q:q S:scale T:out I:rows I:cols I:scale_rows I:scale_cols I:block_rows I:block_cols",
                        {NULL}},
+    [HK_OP_ALL_REDUCE] = {"all_reduce", "T:in T:out I:n", {NULL}},
+    [HK_OP_ALL_GATHER] = {"all_gather", "T:in T:out I:rows I:cols I:ranks", {NULL}},
 };
 
 /* One launch being checked. */
@@ -421,6 +423,20 @@ static hk_status_t extents_dequant(launch_t *L) {
   touch(L, 0, n), touch(L, 1, mul(U(5), U(6))), touch(L, 2, n);
   return HK_OK;
 }
+/* collectives: this rank's part; all_gather's out holds every rank's columns side by side */
+static hk_status_t extents_all_reduce(launch_t *L) {
+  NEED(2, 1);
+  touch(L, 0, U(2)), touch(L, 1, U(2));
+  return HK_OK;
+}
+static hk_status_t extents_all_gather(launch_t *L) {
+  NEED(2, 1); NEED(3, 1); NEED(4, 1);
+  if (ival(L, 4) > (int64_t)HK_MAX_TENSOR_RANKS)
+    LAUNCH_FAIL(L, "argument 4 (ranks) is %lld, more than the format's %u", (long long)ival(L, 4), HK_MAX_TENSOR_RANKS);
+  const uint64_t part = mul(U(2), U(3));
+  touch(L, 0, part), touch(L, 1, mul(part, U(4)));
+  return HK_OK;
+}
 #undef NEED
 #undef U
 
@@ -447,6 +463,8 @@ static hk_status_t extents_of(launch_t *L, uint32_t op) {
   case HK_OP_ARGMAX: return extents_argmax(L);
   case HK_OP_SAMPLE: return extents_sample(L);
   case HK_OP_DEQUANT: return extents_dequant(L);
+  case HK_OP_ALL_REDUCE: return extents_all_reduce(L);
+  case HK_OP_ALL_GATHER: return extents_all_gather(L);
   case HK_OP_COUNT_: break;
   }
   return HK_OK; /* excluded by verify */

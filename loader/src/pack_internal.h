@@ -82,7 +82,18 @@ typedef struct hk_pack_view {
   /* EXTENTS (format 1.6; every file of 1.6 or later has one): arg_count entries parallel to ARGS,
    * 0 for every argument that is not a tensor; NULL in older files. */
   const uint64_t *extents;
+  /* PARALLEL (format 1.9): the ranks (0 when the pack is whole: no section) and the shard
+   * records, ascending by tensor (shard_count; NULL when none). */
+  uint32_t tensor_ranks;
+  const hk_shard_rec_t *shards;
+  uint32_t shard_count;
 } hk_pack_view_t;
+
+/* Tensor `tensor`'s shard record (pack_format.h, hk_shard_rec_t), NULL when it is whole on every
+ * rank. */
+const hk_shard_rec_t *hk_pack_tensor_shard(const hk_pack_view_t *view, uint32_t tensor);
+/* Whether an op is a collective (a kernel record without code, run by the communicator). */
+static inline bool hk_op_collective(uint32_t op) { return op == HK_OP_ALL_REDUCE || op == HK_OP_ALL_GATHER; }
 
 /* The limits verify applies, resolved from hk_pack_open_options_t (0 there: the default). */
 typedef struct hk_pack_limits {

@@ -35,6 +35,7 @@ static const char *section_kind_name(uint32_t kind) {
   if (kind == HK_SECTION_WEIGHTS_INDEX) return "WEIGHTS_INDEX";
   if (kind == HK_SECTION_WEIGHTS) return "WEIGHTS";
   if (kind == HK_SECTION_EXTENTS) return "EXTENTS";
+  if (kind == HK_SECTION_PARALLEL) return "PARALLEL";
   static const char *const names[] = {"?", "STRINGS", "MANIFEST", "TARGETS", "KERNELS", "TENSORS", "GRAPHS",
                                       "NODES", "ARGS", "DEPS", "PLACEMENTS", "PROVENANCE", "CODE", "PLAN",
                                       "SIGNATURE", "PTX_INDEX", "PTX", "PARTS"};
@@ -241,6 +242,7 @@ static hk_status_t map_tables(hk_pack_view_t *v, const hk_pack_limits_t *lim) {
     if (s->kind == HK_SECTION_WEIGHTS || s->kind == HK_SECTION_WEIGHTS_INDEX) continue; /* verify_weights */
     if (s->kind == HK_SECTION_PARTS) continue;                                  /* verify_parts */
     if (s->kind == HK_SECTION_EXTENTS) continue;                                /* verify_extents */
+    if (s->kind == HK_SECTION_PARALLEL) continue;                               /* verify_parallel */
     if (s->kind == 0 || s->kind > HK_SECTION_CODE) {
       CHECK(s->flags & HK_SECTION_FLAG_OPTIONAL,
             "section %u has unknown kind %u and is not flagged optional (written by a newer hkc?)", i, s->kind);
@@ -412,6 +414,14 @@ static hk_status_t verify_kernels(const hk_pack_view_t *v) {
     const hk_target_rec_t *t = &v->targets[r->target];
     CHECK(k >= t->kernel_first && k - t->kernel_first < t->kernel_count,
           "kernel %u (%s): not in the kernel range of its target %u", k, hk_pack_string(v, r->name), r->target);
+    if (hk_op_collective(r->op)) { /* no code: the session's communicator runs it */
+      CHECK(r->code_offset == 0 && r->code_size == 0 && r->vgprs == 0 && r->agprs == 0 && r->sgprs == 0 &&
+                r->shared_bytes == 0 && r->scratch_bytes == 0,
+            "kernel %u (%s): a collective has no code and no resources", k, hk_pack_string(v, r->name));
+      CHECK(v->tensor_ranks > 1, "kernel %u (%s): a collective in a pack without a PARALLEL section", k,
+            hk_pack_string(v, r->name));
+      continue;
+    }
     uint64_t raw = v->sections[t->code_section].raw_size;
     CHECK(r->code_size > 0 && r->code_offset % 8 == 0 && r->code_offset <= raw && r->code_size <= raw - r->code_offset,
           "kernel %u (%s): code range [%llu, +%llu) is not inside its target's %llu code bytes", k,
@@ -871,6 +881,93 @@ static hk_status_t verify_extents(hk_pack_view_t *v) {
   return HK_OK;
 }
 
+/* PARALLEL (format 1.9; pack_format.h, "Tensor parallelism"): at most one section, flags 0 (a
+ * reader must know it), no target; tensor_ranks 2..HK_MAX_TENSOR_RANKS and exactly shard_count
+ * records after it, strictly ascending by tensor, each a PARAM or STATE not batched, with 1..3
+ * segments whose parts divide the ranks and their sizes, the rank's dim along axis their sum of
+ * pieces, and a source tensor of the same dtype and rank whose dims are the whole tensor's.
+ * Fills the view's tensor_ranks and shards. Runs before verify_kernels (a collective needs the
+ * section). */
+static hk_status_t verify_parallel(hk_pack_view_t *v) {
+  const hk_section_t *sec = NULL;
+  for (uint32_t i = 0; i < v->section_count; i++) {
+    const hk_section_t *s = &v->sections[i];
+    if (s->kind != HK_SECTION_PARALLEL) continue;
+    CHECK(sec == NULL, "section PARALLEL appears more than once (section %u)", i);
+    CHECK(s->flags == 0 && s->raw_size == s->size && s->target == UINT32_MAX,
+          "section %u (PARALLEL): must be stored uncompressed, not optional, with no target (flags 0x%x)", i, s->flags);
+    CHECK(s->size >= sizeof(hk_parallel_rec_t), "section %u (PARALLEL): %llu bytes, less than its header", i,
+          (unsigned long long)s->size);
+    sec = s;
+  }
+  if (!sec) return HK_OK;
+  const hk_parallel_rec_t *pr = (const hk_parallel_rec_t *)(v->base + sec->offset);
+  CHECK(pr->tensor_ranks >= 2 && pr->tensor_ranks <= HK_MAX_TENSOR_RANKS, "PARALLEL: tensor_ranks %u is outside 2..%u",
+        pr->tensor_ranks, HK_MAX_TENSOR_RANKS);
+  CHECK(pr->shard_count <= v->tensor_count &&
+            sec->size == sizeof *pr + (uint64_t)pr->shard_count * sizeof(hk_shard_rec_t),
+        "PARALLEL: %llu bytes do not hold its header and %u shard records (%u tensors)", (unsigned long long)sec->size,
+        pr->shard_count, v->tensor_count);
+  const hk_shard_rec_t *recs = (const hk_shard_rec_t *)(pr + 1);
+  for (uint32_t i = 0; i < pr->shard_count; i++) {
+    const hk_shard_rec_t *r = &recs[i];
+    CHECK(r->tensor < v->tensor_count && (i == 0 || r->tensor > recs[i - 1].tensor),
+          "PARALLEL record %u: tensor %u is out of range or does not ascend", i, r->tensor);
+    const hk_tensor_rec_t *t = &v->tensors[r->tensor];
+    const char *tname = hk_pack_string(v, t->name);
+    CHECK(t->role == HK_ROLE_PARAM || t->role == HK_ROLE_STATE, "PARALLEL record %u: tensor %s is not a param or state",
+          i, tname);
+    CHECK(r->axis < t->rank && r->segment_count >= 1 && r->segment_count <= HK_MAX_SHARD_SEGMENTS && r->reserved1 == 0,
+          "PARALLEL record %u (%s): axis %u or %u segments out of range", i, tname, r->axis, r->segment_count);
+    uint64_t local = 0, whole = 0;
+    for (uint32_t k = 0; k < HK_MAX_SHARD_SEGMENTS; k++) {
+      if (k >= r->segment_count) {
+        CHECK(r->seg_size[k] == 0 && r->seg_parts[k] == 0, "PARALLEL record %u (%s): segment %u past the count is not "
+              "zero", i, tname, k);
+        continue;
+      }
+      const uint32_t parts = r->seg_parts[k];
+      CHECK(parts >= 1 && pr->tensor_ranks % parts == 0 && r->seg_size[k] >= parts && r->seg_size[k] % parts == 0 &&
+                r->seg_size[k] <= HK_MAX_TENSOR_BYTES,
+            "PARALLEL record %u (%s): segment %u of %llu elements in %u pieces (pieces must divide the %u ranks and the "
+            "segment)", i, tname, k, (unsigned long long)r->seg_size[k], parts, pr->tensor_ranks);
+      local += r->seg_size[k] / parts;
+      whole += r->seg_size[k];
+    }
+    CHECK(t->dims[r->axis].mul == 0 && (uint64_t)t->dims[r->axis].add == local,
+          "PARALLEL record %u (%s): its dim %u is %lld, the segments' pieces sum to %llu", i, tname, r->axis,
+          (long long)t->dims[r->axis].add, (unsigned long long)local);
+    for (uint32_t d = 0; d < t->rank; d++)
+      CHECK(t->dims[d].mul == 0, "PARALLEL record %u (%s): a sliced tensor does not depend on batch", i, tname);
+    CHECK(r->source < v->tensor_count, "PARALLEL record %u (%s): source %u out of range", i, tname, r->source);
+    const hk_tensor_rec_t *src = &v->tensors[r->source];
+    if (r->source != r->tensor) {
+      CHECK(src->role == HK_ROLE_PARAM && t->role == HK_ROLE_PARAM && src->dtype == t->dtype && src->rank == t->rank,
+            "PARALLEL record %u (%s): source %s is not a param of its dtype and rank", i, tname,
+            hk_pack_string(v, src->name));
+      for (uint32_t d = 0; d < t->rank; d++)
+        CHECK(src->dims[d].mul == 0 && (uint64_t)src->dims[d].add == (d == r->axis ? whole : (uint64_t)t->dims[d].add),
+              "PARALLEL record %u (%s): source %s is not the whole tensor it slices", i, tname,
+              hk_pack_string(v, src->name));
+    }
+  }
+  v->tensor_ranks = pr->tensor_ranks;
+  v->shards = pr->shard_count ? recs : NULL;
+  v->shard_count = pr->shard_count;
+  return HK_OK;
+}
+
+const hk_shard_rec_t *hk_pack_tensor_shard(const hk_pack_view_t *v, uint32_t tensor) {
+  uint32_t lo = 0, hi = v->shard_count;
+  while (lo < hi) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if (v->shards[mid].tensor < tensor) lo = mid + 1;
+    else if (v->shards[mid].tensor > tensor) hi = mid;
+    else return &v->shards[mid];
+  }
+  return NULL;
+}
+
 void hk_pack_tensor_parts(const hk_pack_view_t *v, uint32_t tensor, uint32_t *out_first, uint32_t *out_count) {
   uint32_t lo = 0, hi = v->part_count; /* first record with .tensor >= tensor */
   while (lo < hi) {
@@ -896,8 +993,9 @@ hk_status_t hk_pack_verify(const void *data, size_t size, const hk_pack_limits_t
   HK_RETURN_IF_ERROR(map_tables(&v, limits));
   HK_RETURN_IF_ERROR(verify_manifest(&v));
   HK_RETURN_IF_ERROR(verify_targets(&v));
-  HK_RETURN_IF_ERROR(verify_kernels(&v));
   HK_RETURN_IF_ERROR(verify_tensors(&v));
+  HK_RETURN_IF_ERROR(verify_parallel(&v));
+  HK_RETURN_IF_ERROR(verify_kernels(&v));
   HK_RETURN_IF_ERROR(verify_graphs(&v));
   HK_RETURN_IF_ERROR(verify_plan(&v));
   HK_RETURN_IF_ERROR(verify_ptx(&v, limits));

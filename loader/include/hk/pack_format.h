@@ -44,8 +44,11 @@ extern "C" {
  * section (the bytes each launch touches of its tensor arguments; optional for readers before 1.6,
  * required in files of 1.6 and later); 7: 8-bit params (dtypes i8 and fp8_e4m3) and f32 params
  * in a 16-bit pack (their scales), op dequant; 8: gemm launches that read 8-bit B (and B2) themselves
- * (a dequant folded into them: seven arguments more, their scales and blocks) */
-#define HK_PACK_VERSION_MINOR 8
+ * (a dequant folded into them: seven arguments more, their scales and blocks); 9: tensor-parallel
+ * packs (PARALLEL section: each graph is one rank's, its params shards of the checkpoint's), ops
+ * all_reduce and all_gather (collectives: kernel records without code, run by the session's
+ * communicator) */
+#define HK_PACK_VERSION_MINOR 9
 #define HK_PACK_MINOR_EXTENTS 6 /* the first minor version whose files carry an EXTENTS section */
 #define HK_PACK_ENDIAN_TAG 0x01020304u
 #define HK_SECTION_ALIGN 64u
@@ -125,6 +128,10 @@ typedef enum hk_section_kind {
                                 params' bytes, each at a multiple of HK_WEIGHTS_ALIGN */
   HK_SECTION_PARTS = 17,     /* optional (1.4), at most one, uncompressed: hk_part_rec_t[], the
                                 checkpoint tensors params concatenate (hk_part_rec_t) */
+  HK_SECTION_PARALLEL = 21,  /* (1.9) at most one, required by readers (never flagged optional: a
+                                reader that skipped it would run one rank's graph as the whole
+                                model), uncompressed: hk_parallel_rec_t, then its shard_count
+                                hk_shard_rec_t (below, "Tensor parallelism") */
   HK_SECTION_EXTENTS = 20,   /* (1.6) flagged optional (a 1.5 reader skips it), exactly one in a file of
                                 1.6 or later, uncompressed: uint64_t[arg_count], parallel to ARGS (below,
                                 "Launch extents") */
@@ -192,6 +199,8 @@ typedef enum hk_op {
   HK_OP_ARGMAX = 18,     /* (1.5) i32 index of each row's largest value */
   HK_OP_SAMPLE = 19,     /* (1.5) i32 index drawn per row: seeded top-k / top-p / temperature */
   HK_OP_DEQUANT = 20,    /* (1.7) an 8-bit param times its f32 scales, in the manifest's dtype */
+  HK_OP_ALL_REDUCE = 21, /* (1.9) collective: the element-wise sum of every rank's input */
+  HK_OP_ALL_GATHER = 22, /* (1.9) collective: every rank's [rows, cols] side by side, [rows, ranks * cols] */
   HK_OP_COUNT_
 } hk_op_t;
 
@@ -481,6 +490,42 @@ typedef struct hk_plan_node_rec {
 } hk_plan_node_rec_t;
 #define HK_PLAN_MATRIX 0x1u
 
+/* Tensor parallelism (format 1.9; docs/FORMAT.md, "PARALLEL"). A pack built for tensor_ranks > 1
+ * ranks holds one rank's graphs: every rank runs the same launches on its own shard of the params
+ * and state, and the collective launches (ops HK_OP_ALL_REDUCE, HK_OP_ALL_GATHER) exchange data
+ * between the ranks through a communicator the application gives the session (NCCL on CUDA
+ * targets, RCCL on HIP, libhkrt's in-process group on the host). A collective's kernel record
+ * has no code (code_offset and code_size zero, every resource field zero); its name is
+ * "hk_all_reduce_<dtype>" or "hk_all_gather_<dtype>". Arguments:
+ *   all_reduce  T in, T out, I n            out[i] = sum over ranks r of in_r[i], i < n, in the
+ *                                           manifest's dtype (summed in f32 on the host, rank order)
+ *   all_gather  T in, T out, I rows, I cols out[i][r * cols + j] = in_r[i][j]
+ * A shard record says how a PARAM's or STATE's dims in TENSORS (rank r's) come from the whole
+ * tensor's: along `axis`, the whole tensor is segment_count segments of seg_size[k] elements,
+ * one after the other (a packed q | k | v weight: three); segment k is cut into seg_parts[k] equal
+ * pieces and rank r holds piece r * seg_parts[k] / tensor_ranks of each; seg_parts[k] is
+ * tensor_ranks, or a divisor of it when pieces are replicated (kv heads fewer than the ranks:
+ * tensor_ranks / seg_parts[k] ranks hold each). The rank's dim along axis is the sum of
+ * seg_size[k] / seg_parts[k]; its other dims are the whole tensor's. Tensors without a record are
+ * whole on every rank. Records are strictly ascending by tensor. */
+#define HK_MAX_SHARD_SEGMENTS 3u
+#define HK_MAX_TENSOR_RANKS 1024u
+typedef struct hk_parallel_rec {
+  uint32_t tensor_ranks;   /* 2..HK_MAX_TENSOR_RANKS */
+  uint32_t shard_count;    /* hk_shard_rec_t records that follow */
+} hk_parallel_rec_t;
+typedef struct hk_shard_rec {
+  uint32_t tensor;         /* a PARAM or STATE, not batched */
+  uint32_t axis;           /* < the tensor's rank */
+  uint32_t segment_count;  /* 1..HK_MAX_SHARD_SEGMENTS */
+  uint32_t source;         /* the tensor whose whole (checkpoint) tensor this is a shard of: itself,
+                              or a PARAM of the same whole dims that ranks read whole (tied
+                              embeddings: the LM head's slice of the token table) */
+  uint64_t seg_size[HK_MAX_SHARD_SEGMENTS];  /* whole-tensor elements along axis; zero past segment_count */
+  uint32_t seg_parts[HK_MAX_SHARD_SEGMENTS]; /* pieces (each divides seg_size); zero past segment_count */
+  uint32_t reserved1;      /* zero */
+} hk_shard_rec_t;
+
 /* Sizes are part of the format: a change here is a format change. */
 _Static_assert(sizeof(hk_pack_header_t) == 64, "header size");
 _Static_assert(sizeof(hk_section_t) == 48, "section entry size");
@@ -496,6 +541,8 @@ _Static_assert(sizeof(hk_part_rec_t) == 8, "part record size");
 _Static_assert(sizeof(hk_plan_graph_rec_t) == 24, "plan graph record size");
 _Static_assert(sizeof(hk_plan_node_rec_t) == 24, "plan node record size");
 _Static_assert(sizeof(hk_weight_rec_t) == 24, "weight record size");
+_Static_assert(sizeof(hk_parallel_rec_t) == 8, "parallel record size");
+_Static_assert(sizeof(hk_shard_rec_t) == 56, "shard record size");
 
 #ifdef __cplusplus
 }
