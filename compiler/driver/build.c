@@ -830,6 +830,18 @@ int hkc_build(const hkc_build_options_t *options) {
   hkc_tuner_set_progress(tuner, progress);
   if (resolve_targets(spec, options->targets, &plans, &n_plans) != 0) goto done;
   if (choose_ptx(plans, n_plans, options->ptx, options->merge_targets) != 0) goto done;
+  for (size_t i = 0; spec->sharded_ranks > 1 && i < n_plans; i++)
+    if (plans[i].arch) { /* a GPU target; docs/SPEC.md, "Tensor parallelism": what runs today */
+      hkc_error((hkc_loc_t){spec->path, 0, 0}, "target %s: tensor-parallel packs build for the host target only in "
+                "this version (its ranks are threads of one process); the CUDA and HIP collectives (NCCL, RCCL) are "
+                "not written yet", plans[i].name);
+      goto done;
+    }
+  if (spec->sharded_ranks > 1 && options->weights) {
+    hkc_error((hkc_loc_t){spec->path, 0, 0}, "--weights with --tensor-parallel: a pack stores one set of params, and "
+              "each rank binds its own shard; bind the checkpoint at run time (hkc run/generate --weights)");
+    goto done;
+  }
   /* ---- fusion: everything below sees the fused spec, planned for every target of the build
    * (with --merge-targets, of that list): codegen/fusion_model.c */
   const hkc_gpu_arch_t *fuse_archs[HK_MAX_TARGETS];

@@ -70,6 +70,10 @@ static const char k_build_usage[] =
     "  --fusion-report        auto's verdicts on stderr: per legal step it weighs, fused /\n"
     "                         apart time estimates per target and batch size (docs/SPEC.md,\n"
     "                         Fusion; nothing with --fusion none or explicit groups)\n"
+    "  --tensor-parallel N    split the graph over N ranks (overriding the spec's\n"
+    "                         `parallel:`): the gemms marked `shard:` take their slices,\n"
+    "                         collectives join them; the pack is one rank's graphs (docs/SPEC.md,\n"
+    "                         Tensor parallelism; host target only in this version)\n"
     "  --tune MODE            how kernel parameters (GEMM tiles, stages, ...) are chosen for\n"
     "                         launches no tuning database covers: model (default: the\n"
     "                         analytical model ranks the candidates, its top ones are compiled\n"
@@ -276,6 +280,7 @@ int hkc_cmd_build(int argc, char **argv) {
       {"ptx", required_argument, NULL, OPT_PTX}, {"sign", required_argument, NULL, OPT_SIGN},
       {"no-sign", no_argument, NULL, OPT_NO_SIGN},
       {"fusion", required_argument, NULL, OPT_FUSION}, {"fusion-report", no_argument, NULL, OPT_FUSION_REPORT},
+      {"tensor-parallel", required_argument, NULL, OPT_TENSOR_PARALLEL},
       {"kernel-option", required_argument, NULL, OPT_KERNEL_OPTION},
       {"host-threads", required_argument, NULL, OPT_HOST_THREADS},
       {"weights", required_argument, NULL, OPT_WEIGHTS}, {"weights-map", required_argument, NULL, OPT_WEIGHTS_MAP},
@@ -351,6 +356,12 @@ int hkc_cmd_build(int argc, char **argv) {
       else return hkc_cli_usage(&cli, "--fusion expects auto or none, got '%s'", optarg), cli.rc;
       break;
     case OPT_FUSION_REPORT: opt.fusion_report = 1; break;
+    case OPT_TENSOR_PARALLEL: {
+      long long tp;
+      if (hkc_cli_count(&cli, "--tensor-parallel", optarg, 1, HK_MAX_TENSOR_RANKS, &tp)) return cli.rc;
+      opt.tensor_parallel = (int)tp;
+      break;
+    }
     default: return hkc_cli_usage(&cli, "unhandled option"), cli.rc;
     }
   }

@@ -3,6 +3,7 @@
  * `hkc generate`: prefill and decode with a generation pack (docs/GENERATE.md).
  */
 #include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -200,6 +201,58 @@ done:
   return rc;
 }
 
+/* Tensor parallelism on the host (a pack of N ranks): ranks 1 .. N-1 are threads of this process
+ * that make the same calls as rank 0 (the main thread) on sessions of their own rank, sharing
+ * one host group; their ids are the same as rank 0's (every rank samples from the gathered
+ * logits), so only rank 0's are printed. A rank that fails aborts the group, which fails the
+ * others' next collective instead of leaving them waiting. */
+typedef struct rank_job {
+  hk_pack_t *pack;
+  hk_session_options_t so;
+  const char *weights_path, *map_path;
+  const prompts_t *prompts;
+  uint32_t max_new;
+  const int32_t *stop;
+  int n_stop;
+  const hk_sampling_t *sampling; /* per prompt; NULL: greedy */
+  int rc;
+  char error[512];
+} rank_job_t;
+
+static void *rank_main(void *arg) {
+  rank_job_t *j = arg;
+  hk_session_t *session = NULL;
+  hk_generator_t *gen = NULL;
+  hk_weights_t *weights = NULL;
+  void *image = NULL;
+  hkc_weights_map_t map = {0};
+  gen_result_t res = {0};
+  j->rc = 1;
+  if (hk_session_create(j->pack, &j->so, &session) != HK_OK) goto done;
+  if (j->weights_path &&
+      hkc_run_bind_weights_file(session, j->weights_path, j->map_path, &weights, &image, &map, 1, NULL) != 0)
+    goto done;
+  if (hk_generator_create(session, &gen) != HK_OK) goto done;
+  for (uint32_t i = 0; j->sampling && i < j->prompts->n; i++)
+    if (hk_generator_set_sampling(gen, i, &j->sampling[i]) != HK_OK) goto done;
+  if (generate_all(gen, j->prompts, j->max_new, j->stop, j->n_stop, &res) != 0) goto done;
+  j->rc = 0;
+done:
+  if (j->rc) {
+    snprintf(j->error, sizeof j->error, "%s", hk_last_error());
+    hk_host_group_abort(j->so.comm);
+  }
+  free(res.out);
+  free(res.count);
+  free(res.step_ms);
+  hk_generator_destroy(gen);
+  hk_session_destroy(session);
+  hk_weights_destroy(weights);
+  free(image);
+  hkc_weights_map_free(&map);
+  return NULL;
+}
+
 int hkc_cmd_generate(int argc, char **argv) {
   static const struct option longopts[] = {
       {"target", required_argument, NULL, 't'}, {"ids", required_argument, NULL, OPT_IDS},
@@ -288,6 +341,11 @@ int hkc_cmd_generate(int argc, char **argv) {
   prompts_t prompts = {0};
   gen_result_t res = {0};
   cJSON *json = NULL;
+  hk_host_group_t *group = NULL;
+  pthread_t threads[64];
+  rank_job_t *jobs = NULL;
+  uint32_t ranks = 1, started = 0;
+  hk_sampling_t *sampling = NULL;
   if (user_key) hkc_user_key_trust("generate", &trust);
   hk_pack_open_options_t oo = {.struct_size = sizeof oo, .trusted_keys = (const uint8_t(*)[HK_PUBLIC_KEY_BYTES])trust.keys,
                                 .trusted_key_count = trust.n, .require_signature = (uint32_t)require_signature,
@@ -300,6 +358,26 @@ int hkc_cmd_generate(int argc, char **argv) {
     goto done;
   }
   if (prefer_ptx) so.prefer_ptx = 1;
+  ranks = hk_pack_tensor_ranks(pack);
+  if (ranks > 1) { /* rank 0 here, the others on threads (rank_main) */
+    if (ranks > 1 + sizeof threads / sizeof *threads) {
+      fprintf(stderr, "hkc generate: the pack has %u tensor-parallel ranks; this command runs at most %zu\n", ranks,
+              1 + sizeof threads / sizeof *threads);
+      goto done;
+    }
+    if (profile || random_params) {
+      fprintf(stderr, "hkc generate: --%s: not with a tensor-parallel pack (%u ranks) yet\n",
+              profile ? "profile" : "random-params", ranks);
+      rc = 2;
+      goto done;
+    }
+    if (hk_host_group_create(ranks, 0, &group) != HK_OK) {
+      fprintf(stderr, "hkc generate: %s\n", hk_last_error());
+      goto done;
+    }
+    so.comm = group;
+    so.tensor_rank = 0;
+  }
   if (hk_session_create(pack, &so, &session) != HK_OK) {
     fprintf(stderr, "hkc generate: %s\n", hk_last_error());
     goto done;
@@ -314,15 +392,38 @@ int hkc_cmd_generate(int argc, char **argv) {
     goto done;
   }
   if (prompts_read(id_paths, n_ids, hk_generator_slots(gen), &prompts) != 0) goto done;
+  if (!(sampling = calloc(prompts.n ? prompts.n : 1, sizeof *sampling))) goto done;
   for (uint32_t i = 0; i < prompts.n && temperature > 0; i++) {
-    const hk_sampling_t sp = {.temperature = (float)temperature, .top_k = (int32_t)top_k, .top_p = (float)top_p,
-                              .seed = (uint32_t)((uint64_t)sample_seed + i)};
-    if (hk_generator_set_sampling(gen, i, &sp) != HK_OK) {
+    sampling[i] = (hk_sampling_t){.temperature = (float)temperature, .top_k = (int32_t)top_k, .top_p = (float)top_p,
+                                  .seed = (uint32_t)((uint64_t)sample_seed + i)};
+    if (hk_generator_set_sampling(gen, i, &sampling[i]) != HK_OK) {
       fprintf(stderr, "hkc generate: %s\n", hk_last_error());
       goto done;
     }
   }
-  if (generate_all(gen, &prompts, (uint32_t)max_new, stop, n_stop, &res) != 0) goto done;
+  if (ranks > 1) {
+    if (!(jobs = calloc(ranks, sizeof *jobs))) goto done;
+    for (uint32_t r = 1; r < ranks; r++) {
+      jobs[r] = (rank_job_t){.pack = pack, .so = so, .weights_path = weights_path, .map_path = map_path,
+                             .prompts = &prompts, .max_new = (uint32_t)max_new, .stop = stop, .n_stop = n_stop,
+                             .sampling = temperature > 0 ? sampling : NULL};
+      jobs[r].so.tensor_rank = r;
+      if (pthread_create(&threads[r - 1], NULL, rank_main, &jobs[r]) != 0) {
+        fprintf(stderr, "hkc generate: cannot start the thread of rank %u\n", r);
+        hk_host_group_abort(group);
+        goto done;
+      }
+      started++;
+    }
+  }
+  const int gen_rc = generate_all(gen, &prompts, (uint32_t)max_new, stop, n_stop, &res);
+  if (gen_rc != 0 && group) hk_host_group_abort(group);
+  for (; started > 0; started--) pthread_join(threads[started - 1], NULL);
+  for (uint32_t r = 1; r < ranks && jobs; r++)
+    if (jobs[r].rc) fprintf(stderr, "hkc generate: rank %u of %u: %s\n", r, ranks, jobs[r].error);
+  if (gen_rc != 0) goto done;
+  for (uint32_t r = 1; r < ranks && jobs; r++)
+    if (jobs[r].rc) goto done;
 
   double *sorted = calloc(res.steps ? res.steps : 1, sizeof *sorted), decode_ms = 0;
   if (!sorted) goto done;
@@ -383,6 +484,10 @@ int hkc_cmd_generate(int argc, char **argv) {
   if (json && hkc_json_end(json, stdout) != 0) rc = 1;
   json = NULL;
 done:
+  if (group) hk_host_group_abort(group); /* no-op after a clean run: every collective is over */
+  for (; started > 0; started--) pthread_join(threads[started - 1], NULL);
+  free(jobs);
+  free(sampling);
   free(res.out);
   free(res.count);
   free(res.step_ms);
@@ -394,6 +499,7 @@ done:
   hk_weights_destroy(weights);
   free(weights_image);
   hkc_weights_map_free(&map);
+  hk_host_group_destroy(group); /* after every session of it */
   hk_pack_destroy(pack);
   cJSON_Delete(json);
   return rc;

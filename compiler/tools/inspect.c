@@ -231,6 +231,9 @@ int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY
   } else {
     fprintf(out, "  weights: none stored (the application binds every param)\n");
   }
+  if (v->tensor_ranks > 1) /* format 1.9: one rank's graphs; sliced params and state marked below */
+    fprintf(out, "  tensor parallel: %u ranks (each runs these graphs on its slices of %u tensor(s), with a "
+            "communicator)\n", v->tensor_ranks, v->shard_count);
   fprintf(out, "\ntargets:\n");
   for (uint32_t t = 0; t < v->target_count; t++) {
     const hk_target_rec_t *tr = &v->targets[t];
@@ -272,6 +275,15 @@ int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY
     hk_pack_tensor_parts(v, i, &first, &count);
     for (uint32_t p = 0; p < count; p++)
       fprintf(out, "%s%s", p ? " | " : "  parts: ", hkc_escaped(hk_pack_string(v, v->parts[first + p].name)));
+    const hk_shard_rec_t *sh = hk_pack_tensor_shard(v, i);
+    if (sh) { /* format 1.9: "  slice: dim 0 of [64 | 32 | 32] by 2 | 2 | 2" (of a `_shard` copy: "of embed") */
+      fprintf(out, "  slice: dim %u of [", sh->axis);
+      for (uint32_t k = 0; k < sh->segment_count; k++)
+        fprintf(out, "%s%llu", k ? " | " : "", (unsigned long long)sh->seg_size[k]);
+      fprintf(out, "] by ");
+      for (uint32_t k = 0; k < sh->segment_count; k++) fprintf(out, "%s%u", k ? " | " : "", sh->seg_parts[k]);
+      if (sh->source != i) fprintf(out, " of %s", hkc_escaped(hk_pack_string(v, v->tensors[sh->source].name)));
+    }
     fprintf(out, "\n");
   }
 

@@ -52,6 +52,11 @@ typedef struct hk_launch_desc {
    * data, so a backend may launch it as a programmatic dependent of its predecessors (GPU
    * core: programmatic graph edges, or a programmatic stream launch). Ignoring it is correct. */
   bool pdl;
+  /* A collective (HK_OP_ALL_REDUCE, HK_OP_ALL_GATHER; 0: a kernel): no code, the backend runs it
+   * through the session's communicator (options comm, tensor_rank) on its arguments, in the
+   * pack's element type `dtype` (lower.h's argument layouts). */
+  uint32_t collective;
+  uint32_t dtype;
 } hk_launch_desc_t;
 
 /* What a TMA tensor map (HK_ARG_TMAP, pack_format.h) describes: the row-major matrix
@@ -135,6 +140,9 @@ struct hk_backend {
   hk_status_t (*session_prepare)(hk_module_t *module, const hk_session_options_t *options, uint64_t workspace_bytes,
                                  const hk_launch_desc_t *launches, uint32_t launch_count,
                                  hk_backend_session_t **out_session);
+  /* Whether the backend runs collective launches (hk_launch_desc_t.collective) through the
+   * session's communicator; false: a tensor-parallel pack's session is refused. */
+  bool collectives;
   /* Runs every launch in order. stream: backend stream or NULL. */
   hk_status_t (*run)(hk_backend_session_t *session, void *stream);
   void (*session_release)(hk_backend_session_t *session);

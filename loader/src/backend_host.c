@@ -35,6 +35,7 @@
 
 #include "backend.h"
 #include "image_internal.h"
+#include "host_group_internal.h"
 #include "status_internal.h"
 #include "util_internal.h"
 
@@ -151,6 +152,7 @@ static int host_has_variants(void *dl, const hk_pack_view_t *view, const hk_targ
   for (uint32_t k = 0; k < t->kernel_count; k++) {
     char vname[HK_HOST_SYMBOL_MAX];
     const char *kname = hk_pack_string(view, view->kernels[t->kernel_first + k].name);
+    if (hk_op_collective(view->kernels[t->kernel_first + k].op)) continue;
     if (snprintf(vname, sizeof vname, "%s" HK_HOST_VARIANT_SUFFIX, kname) >= (int)sizeof vname || !dlsym(dl, vname))
       return 0;
   }
@@ -180,6 +182,8 @@ typedef struct host_session {
   void *workspace_raw; /* unaligned allocation behind base.workspace */
   host_pool_t *pool;   /* NULL: single-threaded */
   const hk_host_blas_t *blas; /* what the object's threads get; NULL: the C loops */
+  hk_host_group_t *group;     /* tensor-parallel packs: the ranks' communicator (session.c checked it) */
+  uint32_t rank;
 } host_session_t;
 
 static void pool_work(host_pool_t *p) {
@@ -341,6 +345,7 @@ static hk_status_t check_object(const hk_pack_view_t *view, const hk_target_rec_
              HK_STATUS_CORRUPT, "target %s: the code object is not a shared object for %s: %s", tname, HK_HOST_ARCH,
              why);
   for (uint32_t k = 0; k < t->kernel_count; k++) {
+    if (hk_op_collective(view->kernels[t->kernel_first + k].op)) continue; /* no code */
     const char *kname = hk_pack_string(view, view->kernels[t->kernel_first + k].name);
     HK_FAIL_IF(!hk_elf_defines_function(code, code_size, kname), HK_STATUS_CORRUPT,
                "target %s: kernel symbol \"%s\" is missing from the code object's dynamic symbols", tname, kname);
@@ -387,6 +392,7 @@ static hk_status_t host_module_load(const hk_pack_view_t *view, uint32_t target,
   const int avx2 = host_cpu_avx2() && host_has_variants(m->dl, view, t);
   m->isa = avx2 ? "avx2" : "baseline";
   for (uint32_t k = 0; k < t->kernel_count; k++) {
+    if (hk_op_collective(view->kernels[t->kernel_first + k].op)) continue; /* fns[k] stays NULL: never called */
     const char *kname = hk_pack_string(view, view->kernels[t->kernel_first + k].name);
     char vname[HK_HOST_SYMBOL_MAX];
     void *sym = avx2 && snprintf(vname, sizeof vname, "%s" HK_HOST_VARIANT_SUFFIX, kname) < (int)sizeof vname
@@ -437,6 +443,8 @@ static hk_status_t host_session_prepare(hk_module_t *module, const hk_session_op
   s->base.launches = launches;
   s->base.launch_count = launch_count;
   s->base.workspace_bytes = workspace_bytes;
+  s->group = options->comm;
+  s->rank = options->tensor_rank;
   if (workspace_bytes > 0) {
     uint64_t total;
     if (!hk_add_u64(workspace_bytes, HK_HOST_WORKSPACE_ALIGN - 1, &total) || total > SIZE_MAX ||
@@ -476,15 +484,29 @@ static hk_status_t host_session_prepare(hk_module_t *module, const hk_session_op
   return HK_OK;
 }
 
-/* Runs launch i of the session to completion (on the pool when it has blocks to share). */
-static void host_launch(hk_backend_session_t *session, uint32_t i) {
+/* A collective launch: its arguments (lower.h's layouts) through the session's host group. */
+static hk_status_t host_collective(const host_session_t *s, const hk_launch_desc_t *l) {
+  void *const *a = l->args; /* a[i] points at the argument's value */
+  const void *in = *(void *const *)a[0];
+  void *out = *(void *const *)a[1];
+  if (l->collective == HK_OP_ALL_REDUCE)
+    return hk_host_group_all_reduce(s->group, s->rank, l->dtype, in, out, (uint64_t)*(const int64_t *)a[2]);
+  return hk_host_group_all_gather(s->group, s->rank, hk_dtype_bytes(l->dtype), in, out,
+                                  (uint64_t)*(const int64_t *)a[2], (uint64_t)*(const int64_t *)a[3]);
+}
+
+/* Runs launch i of the session to completion (on the pool when it has blocks to share). Errors:
+ * a collective's (DRIVER). */
+static hk_status_t host_launch(hk_backend_session_t *session, uint32_t i) {
   const host_module_t *m = (const host_module_t *)session->module;
   host_pool_t *pool = ((host_session_t *)session)->pool;
   const hk_launch_desc_t *l = &session->launches[i];
+  if (l->collective) return host_collective((const host_session_t *)session, l);
   if (pool && l->grid[0] > 1)
     pool_run(pool, m->fns[l->kernel], (void *const *)l->args, l->grid[0], m->chunks[l->kernel]);
   else
     m->fns[l->kernel]((void *const *)l->args, 0, l->grid[0]);
+  return HK_OK;
 }
 
 /* Gives the calling thread the session's BLAS table (it may have run another session's). */
@@ -496,7 +518,7 @@ static void host_bind_blas(hk_backend_session_t *session) {
 static hk_status_t host_run(hk_backend_session_t *session, void *stream) {
   (void)stream;
   host_bind_blas(session);
-  for (uint32_t i = 0; i < session->launch_count; i++) host_launch(session, i);
+  for (uint32_t i = 0; i < session->launch_count; i++) HK_RETURN_IF_ERROR(host_launch(session, i));
   return HK_OK;
 }
 
@@ -513,7 +535,7 @@ static hk_status_t host_profile(hk_backend_session_t *session, void *stream, uin
   for (uint32_t p = 0; p < passes; p++)
     for (uint32_t i = 0; i < session->launch_count; i++) {
       double t0 = host_now_us();
-      host_launch(session, i);
+      HK_RETURN_IF_ERROR(host_launch(session, i));
       out_us[(size_t)i * passes + p] = host_now_us() - t0;
     }
   return HK_OK;
@@ -571,6 +593,7 @@ const hk_backend_t hk_backend_host = {
     .module_load = host_module_load,
     .module_unload = host_module_unload,
     .session_prepare = host_session_prepare,
+    .collectives = true,
     .run = host_run,
     .session_release = host_session_release,
     .mem_alloc = host_mem_alloc,

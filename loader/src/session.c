@@ -53,6 +53,7 @@
 #include "backend.h"
 #include "pack_internal.h"
 #include "session_internal.h"
+#include "host_group_internal.h"
 #include "status_internal.h"
 #include "util_internal.h"
 
@@ -232,6 +233,19 @@ HK_API const char *hk_session_tensor_part(const hk_session_t *s, uint32_t index,
   uint32_t first, count;
   hk_pack_tensor_parts(s->view, s->app[index].tensor, &first, &count);
   return part < count ? hk_pack_string(s->view, s->view->parts[first + part].name) : NULL;
+}
+
+const hk_shard_rec_t *hk_session_tensor_shard(const hk_session_t *s, uint32_t index, uint32_t *out_rank,
+                                              uint32_t *out_ranks, uint32_t *out_source) {
+  if (index >= s->app_count || !s->view->shard_count) return NULL;
+  const hk_shard_rec_t *r = hk_pack_tensor_shard(s->view, s->app[index].tensor);
+  if (!r) return NULL;
+  *out_rank = s->options.tensor_rank;
+  *out_ranks = s->view->tensor_ranks;
+  *out_source = UINT32_MAX;
+  for (uint32_t i = 0; i < s->app_count; i++)
+    if (s->app[i].tensor == r->source) *out_source = i;
+  return r;
 }
 
 HK_API uint64_t hk_session_batch(const hk_session_t *s) { return s ? s->batch : 0; }
@@ -483,6 +497,9 @@ static void bucket_fill_launches(const hk_session_t *s, hk_bucket_t *b, const hk
     l->deps = v->deps + n->dep_first; /* graph-local, earlier nodes: verified */
     l->dep_count = n->dep_count;
     l->pdl = (n->flags & HK_NODE_FLAG_PDL) && !s->options.no_pdl; /* CUDA targets only: verified */
+    const uint32_t op = v->kernels[n->kernel].op;
+    l->collective = hk_op_collective(op) ? op : 0;
+    l->dtype = v->manifest->dtype;
     for (uint32_t i = 0; i < n->arg_count; i++, next++) {
       const hk_arg_rec_t *ar = &v->args[n->arg_first + i];
       hk_arg_slot_t *slot = &b->arg_slots[next];
@@ -697,6 +714,11 @@ _Static_assert(offsetof(hk_session_options_t, prefer_ptx) >= OPTIONS_SIZE_NO_PDL
    _Alignof(hk_session_options_t) * _Alignof(hk_session_options_t))
 _Static_assert(offsetof(hk_session_options_t, no_pack_weights) >= OPTIONS_SIZE_PREFER_PTX,
                "no_pack_weights must lie past the end of the previous hk_session_options_t layout");
+#define OPTIONS_SIZE_HOST_BLAS                                                                    \
+  ((offsetof(hk_session_options_t, host_blas) + sizeof(uint32_t) + _Alignof(hk_session_options_t) - 1) / \
+   _Alignof(hk_session_options_t) * _Alignof(hk_session_options_t))
+_Static_assert(offsetof(hk_session_options_t, comm) >= OPTIONS_SIZE_HOST_BLAS,
+               "comm must lie past the end of the previous hk_session_options_t layout");
 #define OPTIONS_SIZE_NO_PACK_WEIGHTS                                                              \
   ((offsetof(hk_session_options_t, no_pack_weights) + sizeof(uint32_t) + _Alignof(hk_session_options_t) - 1) / \
    _Alignof(hk_session_options_t) * _Alignof(hk_session_options_t))
@@ -723,6 +745,10 @@ static hk_status_t options_read(const hk_session_options_t *in, hk_session_optio
   if (OPTION_SET(size, prefer_ptx)) out->prefer_ptx = in->prefer_ptx; /* nor reserved1 */
   if (OPTION_SET(size, no_pack_weights)) out->no_pack_weights = in->no_pack_weights; /* nor reserved2 */
   if (OPTION_SET(size, host_blas)) out->host_blas = in->host_blas; /* nor reserved3 */
+  if (OPTION_SET(size, tensor_rank)) { /* nor reserved4 */
+    out->comm = in->comm;
+    out->tensor_rank = in->tensor_rank;
+  }
   HK_FAIL_IF(out->device < 0, HK_STATUS_INVALID_ARGUMENT, "device ordinal %d is negative", out->device);
   HK_FAIL_IF(out->launch_mode != HK_LAUNCH_MODE_AUTO && out->launch_mode != HK_LAUNCH_MODE_GRAPH &&
                  out->launch_mode != HK_LAUNCH_MODE_STREAM,
@@ -733,6 +759,26 @@ static hk_status_t options_read(const hk_session_options_t *in, hk_session_optio
   HK_FAIL_IF(out->no_pack_weights > 1, HK_STATUS_INVALID_ARGUMENT, "no_pack_weights %u is not 0 or 1",
              out->no_pack_weights);
   HK_FAIL_IF(out->host_blas > 1, HK_STATUS_INVALID_ARGUMENT, "host_blas %u is not 0 or 1", out->host_blas);
+  return HK_OK;
+}
+
+/* A tensor-parallel pack's session needs its rank and a communicator of the pack's ranks (on
+ * the host target a host group of that size). Errors: FAILED_PRECONDITION, INVALID_ARGUMENT. */
+static hk_status_t check_ranks(const hk_pack_view_t *v, const hk_module_t *module, const hk_session_options_t *o) {
+  const uint32_t ranks = v->tensor_ranks > 1 ? v->tensor_ranks : 1;
+  if (ranks == 1) return HK_OK;
+  HK_FAIL_IF(!o->comm, HK_STATUS_FAILED_PRECONDITION,
+             "the pack is one of %u tensor-parallel ranks: the session needs its rank and a communicator of the %u "
+             "(hk_session_options_t comm, tensor_rank; hkc run/generate --tensor-parallel)", ranks, ranks);
+  HK_FAIL_IF(o->tensor_rank >= ranks, HK_STATUS_INVALID_ARGUMENT, "tensor_rank %u: the pack has %u ranks (0 .. %u)",
+             o->tensor_rank, ranks, ranks - 1);
+  if (module->backend->kind == HK_TARGET_HOST)
+    HK_FAIL_IF(hk_host_group_ranks(o->comm) != ranks, HK_STATUS_INVALID_ARGUMENT,
+               "the host group has %u ranks; the pack has %u", hk_host_group_ranks(o->comm), ranks);
+  else
+    HK_FAIL_IF(!module->backend->collectives, HK_STATUS_UNAVAILABLE,
+               "the pack is one of %u tensor-parallel ranks, and the %s backend of this libhkrt runs no collectives",
+               ranks, module->backend->name);
   return HK_OK;
 }
 
@@ -749,6 +795,7 @@ static hk_status_t session_create(hk_pack_t *pack, const hk_session_options_t *c
   HK_RETURN_IF_ERROR(pick_bucket(v, options->batch, &bucket));
   hk_module_t *module;
   HK_RETURN_IF_ERROR(hk_pack_module_code_on(pack, target, options->device, ptx, &module));
+  HK_RETURN_IF_ERROR(check_ranks(v, module, options));
 
   const hk_allocator_t *a = hk_pack_allocator(pack);
   hk_session_t *s = hk_calloc(a, 1, sizeof *s);

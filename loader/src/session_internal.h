@@ -44,6 +44,11 @@ bool hk_session_binds_in_place(const hk_session_t *session, const void *bytes);
  * (nothing bound). */
 hk_status_t hk_session_bind_many(hk_session_t *session, uint32_t n, const uint32_t *index, void *const *data,
                                  const bool *owned);
+/* Tensor parallelism: the shard record of app tensor `index` (NULL: whole on every rank), the
+ * session's rank and the pack's ranks, and in *out_source the app index of the tensor whose
+ * whole (checkpoint) tensor it slices (itself, or the param a `_shard` copy comes from). */
+const hk_shard_rec_t *hk_session_tensor_shard(const hk_session_t *session, uint32_t index, uint32_t *out_rank,
+                                              uint32_t *out_ranks, uint32_t *out_source);
 /* ---- for generate.c ---- */
 /* The pack a session runs and the allocator its memory comes from (the pack's). */
 hk_pack_t *hk_session_pack(const hk_session_t *session);

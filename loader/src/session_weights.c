@@ -300,6 +300,46 @@ static hk_status_t copy_parts(hk_session_t *s, const hk_weights_t *w, uint32_t i
   return HK_OK;
 }
 
+/* A sliced param (tensor parallelism): its whole tensor's info (the dim along the shard's axis
+ * the segments' sum; the name the source's, whose checkpoint tensor it slices). */
+static hk_tensor_info_t whole_info(const hk_session_t *s, const hk_tensor_info_t *info, const hk_shard_rec_t *sh,
+                                   uint32_t source) {
+  hk_tensor_info_t whole = *info;
+  if (source != UINT32_MAX) {
+    hk_tensor_info_t src;
+    (void)hk_session_tensor_info(s, source, &src);
+    whole.name = src.name;
+  }
+  uint64_t along = 0;
+  for (uint32_t k = 0; k < sh->segment_count; k++) along += sh->seg_size[k];
+  whole.bytes = whole.bytes / (size_t)info->dims[sh->axis] * (size_t)along;
+  whole.dims[sh->axis] = (int64_t)along;
+  return whole;
+}
+
+/* Copies this rank's pieces of the whole tensor `whole` (session memory, the tensor's dtype) into
+ * dst (session memory of the rank's shape): per segment, piece rank * parts / ranks. */
+static hk_status_t copy_slice(hk_session_t *s, const hk_tensor_info_t *info, const hk_shard_rec_t *sh, uint32_t rank,
+                              uint32_t ranks, const uint8_t *whole, uint8_t *dst) {
+  size_t outer = 1, inner;
+  for (uint32_t d = 0; d < sh->axis; d++) outer *= (size_t)info->dims[d];
+  inner = info->bytes / outer / (size_t)info->dims[sh->axis]; /* bytes of one step along the axis */
+  size_t whole_along = 0;
+  for (uint32_t k = 0; k < sh->segment_count; k++) whole_along += (size_t)sh->seg_size[k];
+  const size_t local_along = (size_t)info->dims[sh->axis];
+  size_t woff = 0, loff = 0;
+  for (uint32_t k = 0; k < sh->segment_count; k++) {
+    const size_t piece = (size_t)(sh->seg_size[k] / sh->seg_parts[k]);
+    const size_t at = woff + (size_t)((uint64_t)rank * sh->seg_parts[k] / ranks) * piece;
+    for (size_t o = 0; o < outer; o++)
+      HK_RETURN_IF_ERROR(hk_session_copy(s, dst + (o * local_along + loff) * inner, whole + (o * whole_along + at) * inner,
+                                         piece * inner, HK_COPY_DEVICE_TO_DEVICE));
+    woff += (size_t)sh->seg_size[k];
+    loff += piece;
+  }
+  return HK_OK;
+}
+
 /* The note of the conversions, once: "weights: converting 147 tensors from F32 to BF16[, 3
  * from F16 to BF16]". */
 static void note_conversions(const hk_bind_weights_options_t *o, const conversions_t *conv) {
@@ -330,22 +370,63 @@ static hk_status_t bind_weights(hk_session_t *s, const hk_weights_t *w, const hk
   uint32_t *idx = hk_calloc(a, n ? n : 1, sizeof *idx), *src = hk_calloc(a, n ? n : 1, sizeof *src);
   void **data = hk_calloc(a, n ? n : 1, sizeof *data);
   bool *owned = hk_calloc(a, n ? n : 1, sizeof *owned);
+  uint32_t *sliced = hk_calloc(a, n ? n : 1, sizeof *sliced); /* per plan entry: the source of a slice, or UINT32_MAX */
   uint32_t count = 0;
+  for (uint32_t k = 0; sliced && k < n; k++) sliced[k] = UINT32_MAX;
   hk_status_t st = HK_OK;
   const bool exact = (o->flags & HK_BIND_WEIGHTS_EXACT_DTYPE) != 0;
   conversions_t conv = {0};
   void *staging = NULL;
   char missing[600] = "";
   size_t missing_used = 0;
-  if (!idx || !src || !data || !owned) st = HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "out of memory binding weights");
+  if (!idx || !src || !data || !owned || !sliced) st = HK_ERROR(HK_STATUS_OUT_OF_MEMORY, "out of memory binding weights");
   for (uint32_t t = 0; t < n && st == HK_OK; t++) {
     hk_tensor_info_t info;
     (void)hk_session_tensor_info(s, t, &info);
     if (!bindable(&info, o->flags)) continue;
     uint32_t wi_index;
     bool found;
+    uint32_t rank = 0, ranks = 1, source = UINT32_MAX;
+    const hk_shard_rec_t *sh = info.role == HK_TENSOR_PARAM ? hk_session_tensor_shard(s, t, &rank, &ranks, &source)
+                                                            : NULL;
     st = lookup(w, o, &info, &wi_index, &found);
     if (st != HK_OK) break;
+    if (sh && found) { /* the rank's own shard (a pre-split checkpoint) binds as it is */
+      hk_weights_tensor_info_t wi;
+      (void)hk_weights_tensor_info(w, wi_index, &wi);
+      found = check_match(&info, &wi, exact) == HK_OK;
+      hk_error_clear();
+    }
+    if (sh && !found) { /* the whole tensor (or its parts), sliced */
+      const hk_tensor_info_t whole = whole_info(s, &info, sh, source);
+      const uint32_t from = source != UINT32_MAX ? source : t;
+      st = lookup(w, o, &whole, &wi_index, &found);
+      if (st != HK_OK) break;
+      if (found) {
+        hk_weights_tensor_info_t wi;
+        (void)hk_weights_tensor_info(w, wi_index, &wi);
+        st = check_match(&whole, &wi, exact);
+        if (st == HK_OK) {
+          char what[1100];
+          snprintf(what, sizeof what, "the weights' tensor \"%s\"", wi.name);
+          st = check_conversion(&whole, &wi, what, &conv);
+        }
+        if (st != HK_OK) break;
+      } else if (hk_session_tensor_part(s, from, 0)) {
+        const char *lacks;
+        st = check_parts(s, w, from, &whole, exact, &found, &lacks, &conv);
+        if (st != HK_OK) break;
+        wi_index = UINT32_MAX;
+      }
+      if (!found) {
+        note_missing(missing, sizeof missing, &missing_used, info.name, NULL);
+        continue;
+      }
+      idx[count] = t;
+      sliced[count] = from;
+      src[count++] = wi_index;
+      continue;
+    }
     if (!found && info.role == HK_TENSOR_PARAM && hk_session_tensor_part(s, t, 0)) {
       const char *lacks;
       st = check_parts(s, w, t, &info, exact, &found, &lacks, &conv);
@@ -377,6 +458,32 @@ static hk_status_t bind_weights(hk_session_t *s, const hk_weights_t *w, const hk
     st = HK_ERROR(HK_STATUS_NOT_FOUND, "the weights lack param(s) %s", missing);
   if (st == HK_OK) note_conversions(o, &conv);
   for (uint32_t k = 0; k < count && st == HK_OK; k++) {
+    if (sliced[k] != UINT32_MAX) { /* the whole tensor in session memory, then the rank's pieces */
+      hk_tensor_info_t info;
+      uint32_t rank, ranks, source;
+      (void)hk_session_tensor_info(s, idx[k], &info);
+      const hk_shard_rec_t *sh = hk_session_tensor_shard(s, idx[k], &rank, &ranks, &source);
+      const hk_tensor_info_t whole = whole_info(s, &info, sh, source);
+      void *buf = NULL;
+      st = hk_session_alloc(s, whole.bytes ? whole.bytes : 1, &buf);
+      if (st == HK_OK) {
+        if (src[k] == UINT32_MAX) {
+          st = copy_parts(s, w, sliced[k], &whole, buf, &staging);
+        } else {
+          hk_weights_tensor_info_t wi;
+          size_t written;
+          (void)hk_weights_tensor_info(w, src[k], &wi);
+          st = copy_tensor(s, a, &wi, info.element_type, buf, &staging, &written);
+        }
+      }
+      if (st == HK_OK) st = hk_session_alloc(s, info.bytes ? info.bytes : 1, &data[k]);
+      if (st == HK_OK) {
+        owned[k] = true;
+        st = copy_slice(s, &info, sh, rank, ranks, buf, data[k]);
+      }
+      if (buf) hk_session_free(s, buf);
+      continue;
+    }
     if (src[k] == UINT32_MAX) { /* one buffer the session owns, filled part by part */
       hk_tensor_info_t info;
       (void)hk_session_tensor_info(s, idx[k], &info);
@@ -414,6 +521,7 @@ static hk_status_t bind_weights(hk_session_t *s, const hk_weights_t *w, const hk
   hk_free(a, src);
   hk_free(a, data);
   hk_free(a, owned);
+  hk_free(a, sliced);
   hk_free(a, staging);
   return st;
 }

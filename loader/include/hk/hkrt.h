@@ -232,7 +232,34 @@ typedef struct hk_session_options {
                                 change with host_threads and the batch bucket (the C loops give
                                 the same bits for any). Other values are INVALID_ARGUMENT.
                                 hk_session_host_blas says what runs. GPU targets ignore it */
+  uint32_t reserved4;        /* never read: the tail padding of the layout that ended with host_blas
+                                (72 bytes on 64-bit hosts), kept so that comm lies past it */
+  /* Tensor parallelism (a pack built with hkc build --tensor-parallel N; hk_pack_tensor_ranks):
+   * each of the N ranks is a session of its own, created with the same pack, its rank and one
+   * communicator shared by the N: on the host target an hk_host_group_t of N ranks (threads of
+   * this process); on CUDA targets the application's ncclComm_t of N ranks (this session's rank
+   * in it), on HIP targets its RCCL communicator. Every rank binds its shard of each sliced
+   * param (hk_session_bind_weights slices a whole checkpoint), runs the same calls in the same
+   * order, and the collectives in its graphs exchange data with the others. A pack of one rank
+   * ignores both; a pack of N > 1 ranks needs both (FAILED_PRECONDITION without a communicator,
+   * INVALID_ARGUMENT for a rank >= N or a host group of another size) */
+  void *comm;
+  uint32_t tensor_rank;      /* this session's rank, 0 .. N-1 */
 } hk_session_options_t;
+
+/* ---- tensor parallelism on the host: a group of ranks in one process ----------------------
+ * The communicator of host-target ranks that are threads of one process (hk_session_options_t
+ * comm). Collectives wait for every rank; one that waits longer than timeout_ms (0: 60000) for a
+ * rank that does not come fails with HK_STATUS_DRIVER on every rank and aborts the group (as
+ * hk_host_group_abort does: every later collective fails too), so a rank that fails or stops
+ * never leaves the others hanging. A group outlives the sessions that use it; destroy it after
+ * them. Sessions of one group may run at the same time on different threads (that is the
+ * point); each session still belongs to one thread at a time. */
+typedef struct hk_host_group hk_host_group_t;
+#define HK_HOST_GROUP_DEFAULT_TIMEOUT_MS 60000u
+HK_API hk_status_t hk_host_group_create(uint32_t ranks, uint32_t timeout_ms, hk_host_group_t **out_group);
+HK_API void hk_host_group_abort(hk_host_group_t *group);
+HK_API void hk_host_group_destroy(hk_host_group_t *group);
 
 /* The code a session runs (hk_session_code_kind). */
 typedef enum hk_code_kind {
@@ -368,6 +395,9 @@ HK_API hk_batch_policy_t hk_pack_batch_policy(const hk_pack_t *pack);
  * them when it is created (hk_session_options_t.no_pack_weights); 0 when the pack stores none
  * (the application binds every param) or for a NULL pack. */
 HK_API uint32_t hk_pack_weight_count(const hk_pack_t *pack);
+/* The ranks a tensor-parallel pack's graphs are one of (pack format 1.9, hkc build
+ * --tensor-parallel N): N; 1 for a whole pack or a NULL pack. */
+HK_API uint32_t hk_pack_tensor_ranks(const hk_pack_t *pack);
 /* Name of the target a session would pick on this machine (or error listing both sides).
  * requested: a target name, or NULL for the best one here. NULL pack or out_name:
  * INVALID_ARGUMENT. */

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Tensor parallelism on the host target (docs/SPEC.md, "Tensor parallelism"): tiny generation
+# configs of Llama (4 heads, 2 kv heads: at 4 ranks each kv head is shared by two ranks; tied
+# embeddings: the LM head slices a copy of the table), Qwen2 (q/k/v biases), GPT-2 (Conv1D
+# weights [in, out], biases on the row-parallel gemms: added after the all_reduce) and Mistral
+# (an untied LM head) are imported with --tensor-parallel, built over 2 and 4 ranks, and
+# `hkc generate` (one thread per rank, one host group) must give the same greedy ids as the whole
+# pack and as gen_reference.py's float64 NumPy model, from the same unsplit checkpoint (each rank
+# binds its slices). The pack's PARALLEL section and collectives are checked with inspect; a
+# session without a communicator, a split that does not divide and a GPU target are refused with
+# messages that say why. Skips (77) without NumPy.
+set -euo pipefail
+: "${HKC:?}" "${HK_SOURCE_DIR:?}"
+PY=${HK_PYTHON:-/usr/bin/python3}
+if ! "$PY" -c "import numpy" > /dev/null 2>&1; then
+  echo "SKIPPED: $PY cannot import numpy (python3-numpy; or set HK_PYTHON)"
+  exit 77
+fi
+export HKC_PYTHON=$PY
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export HKC_CACHE_DIR=${HKC_CACHE_DIR:-$work/cache}
+ref=$HK_SOURCE_DIR/tests/integration/gen_reference.py
+cfgs=$HK_SOURCE_DIR/tests/integration/gen_configs
+fail() { echo "FAIL: $*"; exit 1; }
+N=10
+
+"$PY" - "$work" <<'EOF'
+import sys
+import numpy as np
+rng = np.random.default_rng(5)
+for n in (3, 11, 29):
+    np.save("%s/p%d.npy" % (sys.argv[1], n), rng.integers(0, 200, size=n).astype(np.int32))
+EOF
+ids=(--ids "$work/p3.npy" --ids "$work/p11.npy" --ids "$work/p29.npy")
+
+# ids JSON: the outputs of a generate --json (or reference) file, one line
+outputs() { "$PY" -c "import json,sys; t=open(sys.argv[1]).read(); print(json.loads(t[t.index('{'):])['outputs'])" "$1"; }
+
+for mt in llama:2 llama:4 qwen2:2 gpt2:2 mistral:4; do
+  m=${mt%%:*} tp=${mt#*:}
+  imp=("$HKC" import hf "$cfgs/$m.json" --generate --max-seq 64 --slots 4 --token-buckets 1,4,16 --dtype f32
+       --targets host --weights-map-out "$work/$m.map" -q)
+  if [ ! -f "$work/$m.hkpack" ]; then
+    "${imp[@]}" -o "$work/$m.yaml"
+    "$HKC" build "$work/$m.yaml" -o "$work/$m.hkpack" --target host -q
+    "$PY" "$ref" weights "$cfgs/$m.json" "$work/$m.safetensors" > /dev/null
+    "$PY" "$ref" greedy "$cfgs/$m.json" "$work/$m.safetensors" "${ids[@]}" -n $N --json > "$work/$m.ref.json"
+    "$HKC" generate "$work/$m.hkpack" --weights "$work/$m.safetensors" --weights-map "$work/$m.map" "${ids[@]}" -n $N \
+      --json --allow-unsigned-native > "$work/$m.whole.json"
+  fi
+  "${imp[@]}" -o "$work/$m.tp.yaml" --tensor-parallel "$tp"
+  grep -Fq "shard: column, out: qkv}" "$work/$m.tp.yaml" && grep -Fq "shard: row, out: a}" "$work/$m.tp.yaml" &&
+    grep -Fqx "parallel: {tensor: $tp}" "$work/$m.tp.yaml" || fail "$m.tp.yaml: $(cat "$work/$m.tp.yaml")"
+  "$HKC" build "$work/$m.tp.yaml" -o "$work/$m.tp$tp.hkpack" --target host -q
+  "$HKC" inspect "$work/$m.tp$tp.hkpack" > "$work/$m.tp$tp.inspect.txt"
+  grep -Eq "hk_all_reduce_f32 +op=all_reduce" "$work/$m.tp$tp.inspect.txt" &&
+    grep -Eq "hk_all_gather_f32 +op=all_gather" "$work/$m.tp$tp.inspect.txt" &&
+    grep -Eq "tensor parallel: $tp ranks" "$work/$m.tp$tp.inspect.txt" ||
+    fail "inspect $m over $tp ranks: $(cat "$work/$m.tp$tp.inspect.txt")"
+  "$HKC" generate "$work/$m.tp$tp.hkpack" --weights "$work/$m.safetensors" --weights-map "$work/$m.map" "${ids[@]}" \
+    -n $N --json --allow-unsigned-native > "$work/$m.tp$tp.json" 2> "$work/$m.tp$tp.err" ||
+    fail "generate $m over $tp ranks: $(cat "$work/$m.tp$tp.err")"
+  got=$(outputs "$work/$m.tp$tp.json") whole=$(outputs "$work/$m.whole.json") want=$(outputs "$work/$m.ref.json")
+  [ "$whole" = "$want" ] || fail "$m whole pack: $whole, reference $want"
+  [ "$got" = "$want" ] || fail "$m over $tp ranks: $got, whole pack and reference $want"
+  echo "ok   $m over $tp ranks: the whole pack's and the reference's ids: $got"
+done
+
+# the split is in the pack: each rank's q|k|v weight holds its heads (llama over 2 ranks: 2 of 4
+# q heads and 1 of 2 kv heads of 16 -> 64 rows of 64), the caches half the kv width, the LM head
+# a copy of the table cut by vocabulary
+grep -Eq "^  qkv_w_0 +param +f32 +\[64, 64\]" "$work/llama.tp2.inspect.txt" &&
+  grep -Eq "^  k_cache +state +f32 +\[2, 4, 64, 16\]" "$work/llama.tp2.inspect.txt" &&
+  grep -Eq "^  embed_shard +param +f32 +\[100, 64\]" "$work/llama.tp2.inspect.txt" ||
+  fail "llama over 2 ranks: $(cat "$work/llama.tp2.inspect.txt")"
+
+# a tensor-parallel pack's session needs its communicator: hkc run has none to give
+set +e
+out=$("$HKC" run "$work/llama.tp2.hkpack" --random-params --allow-unsigned-native 2>&1)
+rc=$?
+set -e
+[ $rc -ne 0 ] && grep -Fq "one of 2 tensor-parallel ranks" <<< "$out" || fail "hkc run of a 2-rank pack (rc $rc): $out"
+# 3 ranks do not divide 4 heads; GPU targets are refused (no NCCL collectives yet)
+set +e
+out=$("$HKC" build "$work/llama.tp.yaml" --tensor-parallel 3 -o "$work/x.hkpack" --target host -q 2>&1)
+rc=$?
+out2=$("$HKC" build "$work/llama.tp.yaml" -o "$work/y.hkpack" --target sm_90a -q 2>&1)
+rc2=$?
+set -e
+[ $rc -ne 0 ] && grep -Fq "cannot be split over 3 ranks" <<< "$out" || fail "3 ranks (rc $rc): $out"
+[ $rc2 -ne 0 ] && grep -Fq "tensor-parallel packs build for the host target only" <<< "$out2" ||
+  fail "sm_90a (rc $rc2): $out2"
+[ ! -e "$work/x.hkpack" ] && [ ! -e "$work/y.hkpack" ] || fail "a refused build left a pack"
+echo "ok   refusals: no communicator, 3 ranks of 4 heads, a GPU target"
