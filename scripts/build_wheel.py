@@ -5,7 +5,7 @@
 installed hkc.
 
     python3 scripts/build_wheel.py --library build/libhkrt.so -o build
-    # -> build/hkrt-0.3.0-py3-none-linux_x86_64.whl
+    # -> build/hkrt-0.4.0-py3-none-linux_x86_64.whl
 
 (the default build does this: target python_wheel, cmake/HkcWheel.cmake). The wheel holds
   hkrt/*.py                    the package, as in python/hkrt (no _install_paths.py)

@@ -650,6 +650,7 @@ int hkc_inspect_json(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY_BY
   cJSON *batches = cJSON_AddArrayToObject(root, "batch_sizes");
   for (uint32_t b = 0; b < m->batch_count; b++) cJSON_AddItemToArray(batches, cJSON_CreateNumber((double)m->batch_sizes[b]));
   cJSON_AddStringToObject(root, "batch_policy", m->batch_policy == HK_BATCH_POLICY_REC_EXACT ? "exact" : "pad");
+  cJSON_AddNumberToObject(root, "tensor_ranks", v->tensor_ranks > 1 ? v->tensor_ranks : 1);
   const char *id;
   const hk_signature_state_t sig = hk_pack_signature(pack, &id);
   cJSON *js = cJSON_AddObjectToObject(root, "signature");
@@ -745,6 +746,17 @@ int hkc_inspect_json(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY_BY
       cJSON *parts = cJSON_AddArrayToObject(jt, "parts");
       for (uint32_t p = 0; p < count; p++)
         cJSON_AddItemToArray(parts, cJSON_CreateString(hk_pack_string(v, v->parts[first + p].name)));
+    }
+    const hk_shard_rec_t *sh = hk_pack_tensor_shard(v, i);
+    if (sh) { /* format 1.9: {"axis", "segments": [size...], "parts": [n...], "source"} */
+      cJSON *jslice = cJSON_AddObjectToObject(jt, "slice");
+      cJSON_AddNumberToObject(jslice, "axis", sh->axis);
+      cJSON *seg = cJSON_AddArrayToObject(jslice, "segments"), *pieces = cJSON_AddArrayToObject(jslice, "parts");
+      for (uint32_t k = 0; k < sh->segment_count; k++) {
+        cJSON_AddItemToArray(seg, cJSON_CreateNumber((double)sh->seg_size[k]));
+        cJSON_AddItemToArray(pieces, cJSON_CreateNumber(sh->seg_parts[k]));
+      }
+      cJSON_AddStringToObject(jslice, "source", hk_pack_string(v, v->tensors[sh->source].name));
     }
   }
 

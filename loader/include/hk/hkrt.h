@@ -76,7 +76,7 @@ extern "C" {
  * the package's version files. The macros say which header a program was compiled with;
  * hk_version() / hk_version_number() which library it runs with. */
 #define HKRT_VERSION_MAJOR 0
-#define HKRT_VERSION_MINOR 3
+#define HKRT_VERSION_MINOR 4
 #define HKRT_VERSION_PATCH 0
 #define HKRT_VERSION_NUMBER (HKRT_VERSION_MAJOR * 10000 + HKRT_VERSION_MINOR * 100 + HKRT_VERSION_PATCH)
 #define HKRT_VERSION_STR_(x) #x
