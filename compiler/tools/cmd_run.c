@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -94,6 +95,67 @@ static void help_run(void) {
 }
 
 /* hkc run; *files_out holds the --input/--param list (grown here, freed by hkc_cmd_run). */
+/* Tensor parallelism on the host (a pack of N ranks): ranks 1 .. N-1 are threads that make the
+ * same calls as rank 0 (the main thread) on sessions of their own rank, one host group between
+ * them: they bind --weights themselves and the same whole --input / --param buffers rank 0 filled
+ * (hk_session_bind_sliced takes each rank's slice), then run as many times as rank 0. The
+ * outputs are whole on every rank (gathered); rank 0's are reported. A rank that fails aborts
+ * the group, so the others fail instead of waiting. */
+typedef struct run_rank {
+  hk_pack_t *pack;
+  hk_session_options_t so;
+  const char *weights_path, *map_path;
+  void *const *whole;  /* per session tensor: rank 0's host buffer of the whole tensor, or NULL */
+  long long runs;
+  int rc;
+  char error[512];
+} run_rank_t;
+
+static void *run_rank_main(void *arg) {
+  run_rank_t *j = arg;
+  hk_session_t *session = NULL;
+  hk_weights_t *weights = NULL;
+  void *image = NULL;
+  hkc_weights_map_t map = {0};
+  void **outs = NULL;
+  uint32_t n = 0;
+  j->rc = 1;
+  if (hk_session_create(j->pack, &j->so, &session) != HK_OK) goto done;
+  if (j->weights_path && hkc_run_bind_weights_file(session, j->weights_path, j->map_path, &weights, &image, &map, 1,
+                                                   NULL) != 0)
+    goto done;
+  n = hk_session_tensor_count(session);
+  if (!(outs = calloc(n ? n : 1, sizeof *outs))) goto done;
+  for (uint32_t t = 0; t < n; t++) {
+    hk_tensor_info_t info;
+    hk_session_tensor_info(session, t, &info);
+    if (info.role == HK_TENSOR_OUTPUT) {
+      if (hk_session_alloc(session, info.bytes, &outs[t]) != HK_OK ||
+          hk_session_bind(session, info.name, outs[t], info.bytes) != HK_OK)
+        goto done;
+    } else if (j->whole[t]) {
+      hk_tensor_info_t whole;
+      hk_session_tensor_whole_info(session, t, &whole);
+      if (hk_session_bind_sliced(session, info.name, j->whole[t], whole.bytes) != HK_OK) goto done;
+    }
+  }
+  for (long long r = 0; r < j->runs; r++)
+    if (hk_session_run(session, NULL) != HK_OK || hk_session_synchronize(session, NULL) != HK_OK) goto done;
+  j->rc = 0;
+done:
+  if (j->rc) {
+    snprintf(j->error, sizeof j->error, "%s", hk_last_error());
+    hk_host_group_abort(j->so.comm);
+  }
+  for (uint32_t t = 0; outs && t < n; t++) hk_session_free(session, outs[t]);
+  free(outs);
+  hk_session_destroy(session);
+  hk_weights_destroy(weights);
+  free(image);
+  hkc_weights_map_free(&map);
+  return NULL;
+}
+
 static int run_command(int argc, char **argv, hkc_named_file_t **files_out) {
   static const struct option longopts[] = {
       {"target", required_argument, NULL, 't'}, {"batch", required_argument, NULL, OPT_BATCH},
@@ -179,6 +241,10 @@ static int run_command(int argc, char **argv, hkc_named_file_t **files_out) {
   hk_weights_t *weights = NULL;
   void *weights_image = NULL; /* an .npz's params as safetensors: the memory under weights */
   hkc_weights_map_t map = {0};
+  hk_host_group_t *group = NULL;
+  uint32_t ranks = 1, started = 0;
+  pthread_t threads[64];
+  run_rank_t *jobs = NULL;
   if (user_key) hkc_user_key_trust("run", &trust);
   hk_pack_open_options_t oo = {.struct_size = sizeof oo, .trusted_keys = (const uint8_t(*)[HK_PUBLIC_KEY_BYTES])trust.keys,
                                 .trusted_key_count = trust.n, .require_signature = (uint32_t)require_signature,
@@ -196,6 +262,20 @@ static int run_command(int argc, char **argv, hkc_named_file_t **files_out) {
     goto done;
   }
   if (prefer_ptx) so.prefer_ptx = 1;
+  ranks = hk_pack_tensor_ranks(pack);
+  if (ranks > 1) { /* rank 0 here, the others on threads (run_rank_main) */
+    if (ranks > 1 + sizeof threads / sizeof *threads || profile) {
+      fprintf(stderr, "hkc run: the pack has %u tensor-parallel ranks: %s\n", ranks,
+              profile ? "--profile does not run them yet" : "this command runs at most 65");
+      goto done;
+    }
+    if (hk_host_group_create(ranks, 0, &group) != HK_OK) {
+      fprintf(stderr, "hkc run: %s\n", hk_last_error());
+      goto done;
+    }
+    so.comm = group;
+    so.tensor_rank = 0;
+  }
   st = hk_session_create(pack, &so, &session);
   if (st != HK_OK) {
     fprintf(stderr, "hkc run: %s\n", hk_last_error());
@@ -262,8 +342,11 @@ static int run_command(int argc, char **argv, hkc_named_file_t **files_out) {
   device = calloc(n_tensors ? n_tensors : 1, sizeof *device);
   if (!buffers || !device) goto done;
   for (uint32_t t = 0; t < n_tensors; t++) {
-    hk_tensor_info_t info;
+    hk_tensor_info_t info, whole;
     hk_session_tensor_info(session, t, &info);
+    hk_session_tensor_whole_info(session, t, &whole);
+    const int sliced = whole.bytes != info.bytes; /* a rank's slice of a param: filled whole */
+    if (sliced) info = whole;
     buffers[t] = malloc(info.bytes ? info.bytes : 1);
     if (!buffers[t]) {
       fprintf(stderr, "hkc run: out of memory for tensor %s (%zu bytes)\n", info.name, info.bytes);
@@ -280,6 +363,13 @@ static int run_command(int argc, char **argv, hkc_named_file_t **files_out) {
     } else if (hkc_run_fill_tensor(&info, buffers[t], npy_path, (uint64_t)seed) != 0) {
       goto done;
     }
+    if (sliced) {
+      if (hk_session_bind_sliced(session, info.name, buffers[t], info.bytes) != HK_OK) {
+        fprintf(stderr, "hkc run: %s\n", hk_last_error());
+        goto done;
+      }
+      continue;
+    }
     if (hk_session_alloc(session, info.bytes, &device[t]) != HK_OK ||
         hk_session_copy(session, device[t], buffers[t], info.bytes, HK_COPY_HOST_TO_DEVICE) != HK_OK ||
         hk_session_bind(session, info.name, device[t], info.bytes) != HK_OK) {
@@ -288,6 +378,19 @@ static int run_command(int argc, char **argv, hkc_named_file_t **files_out) {
     }
   }
 
+  if (ranks > 1) {
+    if (!(jobs = calloc(ranks, sizeof *jobs))) goto done;
+    for (uint32_t r = 1; r < ranks; r++) {
+      jobs[r] = (run_rank_t){.pack = pack, .so = so, .weights_path = weights_path, .map_path = map_path,
+                             .whole = buffers, .runs = warmup + runs};
+      jobs[r].so.tensor_rank = r;
+      if (pthread_create(&threads[r - 1], NULL, run_rank_main, &jobs[r]) != 0) {
+        fprintf(stderr, "hkc run: cannot start the thread of rank %u\n", r);
+        goto done;
+      }
+      started++;
+    }
+  }
   double *times = calloc((size_t)runs, sizeof *times);
   if (!times) goto done;
   for (long long r = 0; r < warmup + runs; r++) {
@@ -302,6 +405,13 @@ static int run_command(int argc, char **argv, hkc_named_file_t **files_out) {
     }
     if (r >= warmup) times[r - warmup] = t1 - t0;
   }
+  for (; started > 0; started--) pthread_join(threads[started - 1], NULL);
+  for (uint32_t r = 1; r < ranks; r++)
+    if (jobs[r].rc) {
+      fprintf(stderr, "hkc run: rank %u of %u: %s\n", r, ranks, jobs[r].error);
+      free(times);
+      goto done;
+    }
   qsort(times, (size_t)runs, sizeof *times, hkc_run_cmp_double);
   uint64_t bucket = hk_session_bucket(session);
   if (json) {
@@ -390,6 +500,9 @@ static int run_command(int argc, char **argv, hkc_named_file_t **files_out) {
     json = NULL;
   }
 done:
+  if (group) hk_host_group_abort(group); /* after a clean run no collective is left: a no-op */
+  for (; started > 0; started--) pthread_join(threads[started - 1], NULL);
+  free(jobs);
   for (uint32_t t = 0; t < n_tensors; t++) {
     if (buffers) free(buffers[t]);
     if (device) hk_session_free(session, device[t]);
@@ -400,6 +513,7 @@ done:
   hk_weights_destroy(weights); /* after the session: host tensors may be bound in place */
   free(weights_image);          /* after the weights: they read it in place */
   hkc_weights_map_free(&map);
+  hk_host_group_destroy(group); /* after every session of it */
   hk_pack_destroy(pack);
   cJSON_Delete(json);
   return rc;

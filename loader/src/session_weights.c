@@ -320,7 +320,7 @@ static hk_tensor_info_t whole_info(const hk_session_t *s, const hk_tensor_info_t
 /* Copies this rank's pieces of the whole tensor `whole` (session memory, the tensor's dtype) into
  * dst (session memory of the rank's shape): per segment, piece rank * parts / ranks. */
 static hk_status_t copy_slice(hk_session_t *s, const hk_tensor_info_t *info, const hk_shard_rec_t *sh, uint32_t rank,
-                              uint32_t ranks, const uint8_t *whole, uint8_t *dst) {
+                              uint32_t ranks, const uint8_t *whole, uint8_t *dst, hk_copy_kind_t kind) {
   size_t outer = 1, inner;
   for (uint32_t d = 0; d < sh->axis; d++) outer *= (size_t)info->dims[d];
   inner = info->bytes / outer / (size_t)info->dims[sh->axis]; /* bytes of one step along the axis */
@@ -333,11 +333,43 @@ static hk_status_t copy_slice(hk_session_t *s, const hk_tensor_info_t *info, con
     const size_t at = woff + (size_t)((uint64_t)rank * sh->seg_parts[k] / ranks) * piece;
     for (size_t o = 0; o < outer; o++)
       HK_RETURN_IF_ERROR(hk_session_copy(s, dst + (o * local_along + loff) * inner, whole + (o * whole_along + at) * inner,
-                                         piece * inner, HK_COPY_DEVICE_TO_DEVICE));
+                                         piece * inner, kind));
     woff += (size_t)sh->seg_size[k];
     loff += piece;
   }
   return HK_OK;
+}
+
+HK_API hk_status_t hk_session_tensor_whole_info(const hk_session_t *s, uint32_t index, hk_tensor_info_t *out_info) {
+  HK_RETURN_IF_ERROR(hk_session_tensor_info(s, index, out_info)); /* checks s, index, out_info */
+  uint32_t rank, ranks, source;
+  const hk_shard_rec_t *sh = hk_session_tensor_shard(s, index, &rank, &ranks, &source);
+  if (sh) *out_info = whole_info(s, out_info, sh, UINT32_MAX);
+  return HK_OK;
+}
+
+HK_API hk_status_t hk_session_bind_sliced(hk_session_t *s, const char *name, const void *whole, size_t bytes) {
+  HK_FAIL_IF(!s || !name || !whole, HK_STATUS_INVALID_ARGUMENT, "session, name and whole must not be NULL");
+  uint32_t index = UINT32_MAX;
+  hk_tensor_info_t info, winfo;
+  for (uint32_t t = 0; t < hk_session_tensor_count(s) && index == UINT32_MAX; t++) {
+    (void)hk_session_tensor_info(s, t, &info);
+    if (strcmp(info.name, name) == 0) index = t;
+  }
+  HK_FAIL_IF(index == UINT32_MAX, HK_STATUS_NOT_FOUND, "the session has no tensor named %s", name);
+  (void)hk_session_tensor_whole_info(s, index, &winfo);
+  HK_FAIL_IF(bytes != winfo.bytes, HK_STATUS_INVALID_ARGUMENT, "tensor %s: the whole tensor has %zu bytes, got %zu",
+             name, winfo.bytes, bytes);
+  uint32_t rank = 0, ranks = 1, source;
+  const hk_shard_rec_t *sh = hk_session_tensor_shard(s, index, &rank, &ranks, &source);
+  void *data = NULL;
+  HK_RETURN_IF_ERROR(hk_session_alloc(s, info.bytes ? info.bytes : 1, &data));
+  hk_status_t st = sh ? copy_slice(s, &info, sh, rank, ranks, whole, data, HK_COPY_HOST_TO_DEVICE)
+                      : hk_session_copy(s, data, whole, bytes, HK_COPY_HOST_TO_DEVICE);
+  const bool owned = true;
+  if (st == HK_OK) st = hk_session_bind_many(s, 1, &index, &data, &owned);
+  if (st != HK_OK) hk_session_free(s, data);
+  return st;
 }
 
 /* The note of the conversions, once: "weights: converting 147 tensors from F32 to BF16[, 3
@@ -479,7 +511,7 @@ static hk_status_t bind_weights(hk_session_t *s, const hk_weights_t *w, const hk
       if (st == HK_OK) st = hk_session_alloc(s, info.bytes ? info.bytes : 1, &data[k]);
       if (st == HK_OK) {
         owned[k] = true;
-        st = copy_slice(s, &info, sh, rank, ranks, buf, data[k]);
+        st = copy_slice(s, &info, sh, rank, ranks, buf, data[k], HK_COPY_DEVICE_TO_DEVICE);
       }
       if (buf) hk_session_free(s, buf);
       continue;

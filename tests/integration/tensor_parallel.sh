@@ -7,9 +7,10 @@
 # (an untied LM head) are imported with --tensor-parallel, built over 2 and 4 ranks, and
 # `hkc generate` (one thread per rank, one host group) must give the same greedy ids as the whole
 # pack and as gen_reference.py's float64 NumPy model, from the same unsplit checkpoint (each rank
-# binds its slices). The pack's PARALLEL section and collectives are checked with inspect; a
-# session without a communicator, a split that does not divide and a GPU target are refused with
-# messages that say why. Skips (77) without NumPy.
+# binds its slices), and `hkc run` of one step the whole pack's logits. The pack's PARALLEL
+# section and collectives are checked with inspect; a session without a communicator (the
+# example app), a split that does not divide and a GPU target are refused with messages that say
+# why. Skips (77) without NumPy.
 set -euo pipefail
 : "${HKC:?}" "${HK_SOURCE_DIR:?}"
 PY=${HK_PYTHON:-/usr/bin/python3}
@@ -76,12 +77,41 @@ grep -Eq "^  qkv_w_0 +param +f32 +\[64, 64\]" "$work/llama.tp2.inspect.txt" &&
   grep -Eq "^  embed_shard +param +f32 +\[100, 64\]" "$work/llama.tp2.inspect.txt" ||
   fail "llama over 2 ranks: $(cat "$work/llama.tp2.inspect.txt")"
 
-# a tensor-parallel pack's session needs its communicator: hkc run has none to give
-set +e
-out=$("$HKC" run "$work/llama.tp2.hkpack" --random-params --allow-unsigned-native 2>&1)
-rc=$?
-set -e
-[ $rc -ne 0 ] && grep -Fq "one of 2 tensor-parallel ranks" <<< "$out" || fail "hkc run of a 2-rank pack (rc $rc): $out"
+# hkc run runs every rank too (threads, the same seeded inputs): one step of the 2-rank pack gives
+# the whole pack's logits (sums in another order: within f32 rounding)
+# (a step of 3 token rows: slot 0 at positions 1 and 2, slot 1 at position 1; slots 0 and 1 read
+# their last row, slots 2 and 3 none)
+"$PY" - "$work" <<'EOF2'
+import sys
+import numpy as np
+w = sys.argv[1]
+for name, v in (("ids", [17, 42, 99]), ("ctx", [1, 2, 1]), ("slot", [0, 0, 1]), ("rows", [1, 2, -1, -1])):
+    np.save("%s/in_%s.npy" % (w, name), np.array(v, np.int32))
+np.save("%s/in_sampling.npy" % w, np.zeros((4, 4), np.int32))
+EOF2
+for p in llama llama.tp2; do
+  "$HKC" run "$work/$p.hkpack" --batch 3 --weights "$work/llama.safetensors" --weights-map "$work/llama.map" --runs 1 \
+    --warmup 0 --save-outputs "$work/run.$p" --allow-unsigned-native -q \
+    $(for i in ids ctx slot rows sampling; do echo --input "$i=$work/in_$i.npy"; done) || fail "hkc run $p"
+done
+"$PY" - "$work/run.llama/logits.npy" "$work/run.llama.tp2/logits.npy" <<'EOF2' || fail "hkc run: logits differ"
+import sys
+import numpy as np
+a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
+err = np.abs(a - b).max() / max(np.abs(a).max(), 1e-30)
+print("ok   hkc run, llama over 2 ranks: logits %s, max |diff| / max |logit| %.2e" % (a.shape, err))
+sys.exit(0 if a.shape == b.shape and np.abs(a[:2]).min() > 0 and not a[2:].any() and err < 1e-5 else 1)
+EOF2
+# an application that gives a tensor-parallel pack's session no communicator is refused, naming
+# the ranks (the example app, when built)
+if [ -n "${HK_EXAMPLE:-}" ]; then
+  set +e
+  out=$("$HK_EXAMPLE" "$work/llama.tp2.hkpack" 1 --allow-unsigned-native 2>&1)
+  rc=$?
+  set -e
+  [ $rc -ne 0 ] && grep -Fq "one of 2 tensor-parallel ranks" <<< "$out" || fail "example app on a 2-rank pack (rc $rc): $out"
+  echo "ok   a session without a communicator: refused"
+fi
 # 3 ranks do not divide 4 heads; GPU targets are refused (no NCCL collectives yet)
 set +e
 out=$("$HKC" build "$work/llama.tp.yaml" --tensor-parallel 3 -o "$work/x.hkpack" --target host -q 2>&1)
@@ -93,4 +123,4 @@ set -e
 [ $rc2 -ne 0 ] && grep -Fq "tensor-parallel packs build for the host target only" <<< "$out2" ||
   fail "sm_90a (rc $rc2): $out2"
 [ ! -e "$work/x.hkpack" ] && [ ! -e "$work/y.hkpack" ] || fail "a refused build left a pack"
-echo "ok   refusals: no communicator, 3 ranks of 4 heads, a GPU target"
+echo "ok   refusals: 3 ranks of 4 heads, a GPU target"

@@ -478,6 +478,18 @@ HK_API const char *hk_session_tensor_part(const hk_session_t *session, uint32_t 
  * names), INVALID_ARGUMENT (size, alignment, a NULL session, name or data). */
 HK_API hk_status_t hk_session_bind(hk_session_t *session, const char *name, void *data, size_t bytes);
 
+/* Tensor parallelism (hk_pack_tensor_ranks > 1): a param or state tensor that each rank holds a
+ * slice of has, in hk_session_tensor_info, the rank's dims; hk_session_tensor_whole_info gives the
+ * whole tensor's (the same as hk_session_tensor_info for every other tensor and pack), and
+ * hk_session_bind_sliced binds the rank's slice of a whole tensor in host memory (`whole`, exactly
+ * the whole tensor's bytes, row-major, the tensor's element type): the session copies the slice
+ * into memory it owns, so `whole` may be freed on return. For a tensor that is not sliced it binds
+ * a copy of `whole`. hk_session_bind_weights slices a whole checkpoint itself. Errors: NOT_FOUND,
+ * INVALID_ARGUMENT (size, NULL), OUT_OF_MEMORY, DRIVER, BUSY. */
+HK_API hk_status_t hk_session_tensor_whole_info(const hk_session_t *session, uint32_t index,
+                                                hk_tensor_info_t *out_info);
+HK_API hk_status_t hk_session_bind_sliced(hk_session_t *session, const char *name, const void *whole, size_t bytes);
+
 /* Runs the whole graph once. stream: the backend's stream (CUstream/hipStream_t), or NULL for
  * the default stream. NULL session: INVALID_ARGUMENT.
  * For the host target it returns when results are written. Errors: FAILED_PRECONDITION
