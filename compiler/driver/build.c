@@ -337,12 +337,17 @@ static int finish_gpu_kernels(target_plan_t *plan, int werror_spills) {
       const hkc_launch_t *ln = &t->graphs[g].launches[l];
       uint32_t threads = ln->block[0] * ln->block[1] * ln->block[2];
       hkc_kernel_out_t *k = &t->kernels[ln->kernel];
+      if (hkc_op_collective(k->key.op)) continue; /* no code, no resources */
       if (threads > k->max_block) k->max_block = threads;
       uint32_t shared = ln->shared_bytes;
       if (shared > k->shared_bytes) k->shared_bytes = shared; /* dynamic shared memory counts too */
     }
   for (size_t i = 0; i < t->n_kernels; i++) {
     hkc_kernel_out_t *k = &t->kernels[i];
+    if (hkc_op_collective(k->key.op)) {
+      k->wave_size = 0;
+      continue;
+    }
     k->occupancy = hkc_occupancy(plan->arch, k, k->max_block, NULL, NULL);
     if (k->scratch_bytes) {
       if (werror_spills) {
@@ -830,13 +835,14 @@ int hkc_build(const hkc_build_options_t *options) {
   hkc_tuner_set_progress(tuner, progress);
   if (resolve_targets(spec, options->targets, &plans, &n_plans) != 0) goto done;
   if (choose_ptx(plans, n_plans, options->ptx, options->merge_targets) != 0) goto done;
-  for (size_t i = 0; spec->sharded_ranks > 1 && i < n_plans; i++)
-    if (plans[i].arch) { /* a GPU target; docs/SPEC.md, "Tensor parallelism": what runs today */
-      hkc_error((hkc_loc_t){spec->path, 0, 0}, "target %s: tensor-parallel packs build for the host target only in "
-                "this version (its ranks are threads of one process); the CUDA and HIP collectives (NCCL, RCCL) are "
-                "not written yet", plans[i].name);
+  for (size_t i = 0; spec->sharded_ranks > 1 && i < n_plans; i++) { /* docs/SPEC.md, "Tensor parallelism" */
+    if (plans[i].arch && strncmp(plans[i].name, "sm_", 3) != 0) {
+      hkc_error((hkc_loc_t){spec->path, 0, 0}, "target %s: tensor-parallel packs build for the host and CUDA targets in "
+                "this version; the HIP collectives (RCCL) are not written yet", plans[i].name);
       goto done;
     }
+    plans[i].ptx_arch[0] = '\0'; /* the collectives have no PTX: a tensor-parallel pack carries cubins only */
+  }
   if (spec->sharded_ranks > 1 && options->weights) {
     hkc_error((hkc_loc_t){spec->path, 0, 0}, "--weights with --tensor-parallel: a pack stores one set of params, and "
               "each rank binds its own shard; bind the checkpoint at run time (hkc run/generate --weights)");

@@ -57,6 +57,7 @@ typedef struct hk_launch_desc {
    * pack's element type `dtype` (lower.h's argument layouts). */
   uint32_t collective;
   uint32_t dtype;
+  uint32_t ranks;  /* a collective's: the pack's tensor_ranks */
 } hk_launch_desc_t;
 
 /* What a TMA tensor map (HK_ARG_TMAP, pack_format.h) describes: the row-major matrix

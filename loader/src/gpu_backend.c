@@ -125,12 +125,15 @@ static hk_status_t load_objects(hk_gpu_module_t *m, const hk_pack_view_t *v, uin
   const hk_gpu_ops_t *ops = m->ops;
   const hk_target_rec_t *t = &v->targets[target];
   uint32_t n = t->kernel_count;
+  uint32_t with_code = 0; /* collectives have no code (run by the communicator): no ref */
   for (uint32_t k = 0; k < n; k++) {
     const hk_kernel_rec_t *kr = &v->kernels[t->kernel_first + k];
+    if (hk_op_collective(kr->op)) continue;
     /* verify: a target with PTX has one record per kernel, in order, from ptx_first */
     const hk_ptx_rec_t *pr = ptx ? &v->ptx_recs[v->ptx_first[target] + k] : NULL;
-    refs[k] = pr ? (range_ref_t){pr->offset, pr->size, k} : (range_ref_t){kr->code_offset, kr->code_size, k};
+    refs[with_code++] = pr ? (range_ref_t){pr->offset, pr->size, k} : (range_ref_t){kr->code_offset, kr->code_size, k};
   }
+  n = with_code;
   qsort(refs, n, sizeof *refs, range_cmp);
   char prefix[HK_MAX_NAME_LEN * 2 + 64];
   for (uint32_t i = 0; i < n; i++) {
@@ -207,6 +210,12 @@ typedef struct gpu_session {
   bool refreshed;            /* node params hold the slot values of bind generation `generation` */
   uint64_t generation;
   unsigned pdl_support;      /* the driver's HK_GPU_PDL_* (0: every launch the ordinary way) */
+  /* tensor-parallel sessions (launches with collectives): the communicator, all_gather's staging
+   * memory, and the stream the graph is captured from (NULL: stream launches) */
+  void *comm;
+  uint32_t collectives;
+  void *staging;
+  void *capture_stream;
 } gpu_session_t;
 
 static const hk_gpu_module_t *session_module(const hk_backend_session_t *session) {
@@ -227,6 +236,18 @@ static bool stream_programmatic(const gpu_session_t *s, uint32_t i) {
 static bool graph_programmatic(const gpu_session_t *s, uint32_t i) {
   const hk_launch_desc_t *l = &s->base.launches[i];
   return l->pdl && l->dep_count > 0 && (s->pdl_support & HK_GPU_PDL_GRAPH);
+}
+
+/* Every launch on stream, in order: kernels (programmatic where allowed), collectives through
+ * the communicator. */
+static hk_status_t run_launches(gpu_session_t *s, void *stream) {
+  const hk_gpu_module_t *m = session_module(&s->base);
+  for (uint32_t i = 0; i < s->base.launch_count; i++) {
+    const hk_launch_desc_t *l = &s->base.launches[i];
+    HK_RETURN_IF_ERROR(l->collective ? m->ops->collective(s->comm, l, s->staging, stream)
+                                     : m->ops->launch(m->fns[l->kernel], l, stream_programmatic(s, i), stream));
+  }
+  return HK_OK;
 }
 
 static void destroy_graph(gpu_session_t *s) {
@@ -263,6 +284,28 @@ static hk_status_t build_graph(gpu_session_t *s, const hk_allocator_t *a) {
   return st;
 }
 
+/* A session with collectives: its graph recorded from its own stream (the launches as
+ * run_launches makes them), instantiated; with the slot values of the current bind generation.
+ * On failure nothing of the graph is left. */
+static hk_status_t capture_graph(gpu_session_t *s) {
+  const hk_gpu_ops_t *ops = session_module(&s->base)->ops;
+  destroy_graph(s);
+  hk_status_t st = HK_OK;
+  if (!s->capture_stream) st = ops->stream_create(&s->capture_stream);
+  if (st == HK_OK) st = ops->capture_begin(s->capture_stream);
+  if (st != HK_OK) return st;
+  st = run_launches(s, s->capture_stream);
+  void *graph = NULL;
+  const hk_status_t end = ops->capture_end(s->capture_stream, &graph); /* ends the capture whatever happened */
+  s->graph = graph;
+  if (st == HK_OK) st = end;
+  if (st == HK_OK) st = ops->graph_instantiate(s->graph, &s->exec);
+  if (st != HK_OK) destroy_graph(s);
+  s->refreshed = st == HK_OK;
+  s->generation = s->base.bind_generation;
+  return st;
+}
+
 /* The graph of a session that wants one (auto or graph mode). Auto mode falls back to
  * stream launches when the driver lacks the graph API or building the graph fails,
  * keeping the reason in base.graph_fallback; graph mode returns that error. Errors:
@@ -272,7 +315,7 @@ static hk_status_t graph_setup(gpu_session_t *s, const hk_session_options_t *opt
   const hk_allocator_t *a = s->base.module->allocator;
   s->nodes = hk_calloc(a, s->base.launch_count, sizeof *s->nodes);
   HK_FAIL_IF(!s->nodes, HK_STATUS_OUT_OF_MEMORY, "out of memory creating a %s session", ops->vendor);
-  hk_status_t st = build_graph(s, a);
+  hk_status_t st = s->collectives ? capture_graph(s) : build_graph(s, a);
   if (st == HK_OK) {
     s->base.graph = true;
     return HK_OK;
@@ -293,9 +336,38 @@ void hk_gpu_session_release(hk_backend_session_t *session) {
   const hk_allocator_t *a = session->module->allocator;
   (void)m->ops->enter(m);
   destroy_graph(s);
+  if (s->capture_stream) m->ops->stream_destroy(s->capture_stream);
+  if (s->staging) m->ops->mem_free(s->staging);
   if (session->workspace) m->ops->mem_free(session->workspace);
   hk_free(a, s->nodes);
   hk_free(a, s);
+}
+
+/* A session whose launches include collectives: the vendor runs them (UNAVAILABLE otherwise),
+ * its communicator matches the pack's ranks and the session's rank, and all_gather's staging
+ * memory ([ranks, rows, cols] of the largest one of more than one row) is allocated. */
+static hk_status_t collectives_setup(gpu_session_t *s, const hk_session_options_t *options) {
+  const hk_gpu_module_t *m = session_module(&s->base);
+  uint64_t staging = 0;
+  uint32_t ranks = 0;
+  for (uint32_t i = 0; i < s->base.launch_count; i++) {
+    const hk_launch_desc_t *l = &s->base.launches[i];
+    if (!l->collective) continue;
+    s->collectives++;
+    ranks = l->ranks;
+    if (l->collective != HK_OP_ALL_GATHER || *(const int64_t *)l->args[2] <= 1) continue;
+    const uint64_t bytes = (uint64_t)*(const int64_t *)l->args[2] * (uint64_t)*(const int64_t *)l->args[3] *
+                           (uint64_t)*(const int64_t *)l->args[4] * (l->dtype == HK_DTYPE_F32 ? 4u : 2u);
+    if (bytes > staging) staging = bytes; /* verified extents: each factor fits a tensor */
+  }
+  if (!s->collectives) return HK_OK;
+  HK_FAIL_IF(!m->ops->collective, HK_STATUS_UNAVAILABLE,
+             "the pack is one of %u tensor-parallel ranks, and this libhkrt runs no %s collectives", ranks,
+             m->ops->vendor);
+  s->comm = options->comm;
+  HK_RETURN_IF_ERROR(m->ops->comm_check(s->comm, options->tensor_rank, ranks));
+  if (staging) HK_RETURN_IF_ERROR(m->ops->mem_alloc((size_t)staging, &s->staging));
+  return HK_OK;
 }
 
 hk_status_t hk_gpu_session_prepare(hk_module_t *module, const hk_session_options_t *options, uint64_t workspace_bytes,
@@ -331,6 +403,7 @@ hk_status_t hk_gpu_session_prepare(hk_module_t *module, const hk_session_options
     }
   }
   s->pdl_support = ops->pdl_support ? ops->pdl_support() : 0;
+  if (st == HK_OK) st = collectives_setup(s, options);
   if (st == HK_OK && options->launch_mode != HK_LAUNCH_MODE_STREAM && launch_count > 0) st = graph_setup(s, options);
   if (st != HK_OK) {
     hk_gpu_session_release(&s->base);
@@ -346,6 +419,10 @@ hk_status_t hk_gpu_run(hk_backend_session_t *session, void *stream) {
   const hk_gpu_module_t *m = session_module(session);
   const hk_gpu_ops_t *ops = m->ops;
   HK_RETURN_IF_ERROR(ops->enter(m));
+  if (s->graph && s->collectives) { /* a captured graph: captured again after a bind */
+    if (!s->refreshed || s->generation != session->bind_generation) HK_RETURN_IF_ERROR(capture_graph(s));
+    return ops->graph_launch(s->exec, stream);
+  }
   if (s->graph) {
     if (!s->refreshed || s->generation != session->bind_generation) {
       /* The args arrays point at the session's slots: re-reading them picks up new bindings. */
@@ -359,11 +436,7 @@ hk_status_t hk_gpu_run(hk_backend_session_t *session, void *stream) {
     }
     return ops->graph_launch(s->exec, stream);
   }
-  for (uint32_t i = 0; i < session->launch_count; i++) {
-    const hk_launch_desc_t *l = &session->launches[i];
-    HK_RETURN_IF_ERROR(ops->launch(m->fns[l->kernel], l, stream_programmatic(s, i), stream));
-  }
-  return HK_OK;
+  return run_launches(s, stream);
 }
 
 /* ---- profiling ------------------------------------------------------------------------------ */
@@ -386,7 +459,10 @@ hk_status_t hk_gpu_profile(hk_backend_session_t *session, void *stream, uint32_t
     for (uint32_t i = 0; i < n && st == HK_OK; i++) {
       const hk_launch_desc_t *l = &session->launches[i];
       st = ops->event_record(ev[2 * i], stream);
-      if (st == HK_OK) st = ops->launch(m->fns[l->kernel], l, false, stream);
+      if (st == HK_OK)
+        st = l->collective ? ops->collective(((gpu_session_t *)session)->comm, l, ((gpu_session_t *)session)->staging,
+                                             stream)
+                           : ops->launch(m->fns[l->kernel], l, false, stream);
       if (st == HK_OK) st = ops->event_record(ev[2 * i + 1], stream);
     }
     if (st == HK_OK) st = ops->event_sync(ev[2 * n - 1]);

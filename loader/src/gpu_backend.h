@@ -108,6 +108,20 @@ struct hk_gpu_ops {
   void (*graph_exec_destroy)(void *exec);
   void (*graph_destroy)(void *graph);
 
+  /* Collectives (tensor-parallel sessions; NULL when the vendor has none, HIP today: such a
+   * session is refused). comm_check: the communicator (hk_session_options_t comm) has `ranks`
+   * ranks and is rank `rank`. collective: runs collective launch l (hk_launch_desc_t.collective)
+   * on stream through comm; staging is session memory of at least the session's all_gather
+   * bytes ([ranks, rows, cols] of its largest). A session with collectives records its graph by
+   * stream capture (capture_begin / capture_end on a stream of its own, stream_create), since
+   * a collective library's calls cannot be added as graph nodes. */
+  hk_status_t (*comm_check)(void *comm, uint32_t rank, uint32_t ranks);
+  hk_status_t (*collective)(void *comm, const hk_launch_desc_t *l, void *staging, void *stream);
+  hk_status_t (*stream_create)(void **out_stream);
+  void (*stream_destroy)(void *stream);
+  hk_status_t (*capture_begin)(void *stream);
+  hk_status_t (*capture_end)(void *stream, void **out_graph);
+
   /* Events (profiling). event_create: UNAVAILABLE, naming what, when the driver lacks the
    * event API. */
   hk_status_t (*event_create)(void **out_event);

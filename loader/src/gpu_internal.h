@@ -113,6 +113,54 @@ typedef struct hk_cu_launch_config {
   hk_cu_launch_attribute_t *attrs;
   unsigned int numAttrs;
 } hk_cu_launch_config_t;
+/* CUDA_MEMCPY2D (cuMemcpy2DAsync_v2): 128 bytes on 64-bit hosts; CUmemorytype DEVICE = 2.
+ * Checked against CUDA 13.0's cuda.h (tests/unit/cuda_abi_test.c compares it when the build
+ * finds a cuda.h). */
+#define HK_CU_MEMORYTYPE_DEVICE 2
+#define HK_CU_STREAM_NON_BLOCKING 1
+#define HK_CU_STREAM_CAPTURE_MODE_RELAXED 2
+typedef struct hk_cu_memcpy2d {
+  size_t srcXInBytes, srcY;
+  int srcMemoryType;
+  const void *srcHost;
+  hk_cu_deviceptr_t srcDevice;
+  void *srcArray;
+  size_t srcPitch;
+  size_t dstXInBytes, dstY;
+  int dstMemoryType;
+  void *dstHost;
+  hk_cu_deviceptr_t dstDevice;
+  void *dstArray;
+  size_t dstPitch;
+  size_t WidthInBytes, Height;
+} hk_cu_memcpy2d_t;
+
+/* ---- NCCL (libnccl.so.2), tensor-parallel sessions on CUDA targets --------------------------
+ * The application's communicator (hk_session_options_t comm: an ncclComm_t) runs the pack's
+ * collectives; libhkrt dlopens the library that made it (NCCL keeps one copy per process). The
+ * calls and values from NCCL 2.x's nccl.h (ncclDataType_t: ncclFloat16 6, ncclFloat32 7,
+ * ncclBfloat16 9; ncclRedOp_t ncclSum 0; ncclResult_t ncclSuccess 0, ncclInProgress 7). */
+typedef int hk_nccl_result_t;
+#define HK_NCCL_SYMBOL_MEMBER(member, symbol, alt, required, ret, params) ret(*member) params;
+#define HK_NCCL_FLOAT16 6
+#define HK_NCCL_FLOAT32 7
+#define HK_NCCL_BFLOAT16 9
+#define HK_NCCL_SUM 0
+#define HK_NCCL_SYMBOLS(X)                                                                                    \
+  X(ncclAllReduce, "ncclAllReduce", NULL, true, hk_nccl_result_t,                                            \
+    (const void *sendbuff, void *recvbuff, size_t count, int datatype, int op, void *comm, void *stream))     \
+  X(ncclAllGather, "ncclAllGather", NULL, true, hk_nccl_result_t,                                            \
+    (const void *sendbuff, void *recvbuff, size_t sendcount, int datatype, void *comm, void *stream))         \
+  X(ncclCommCount, "ncclCommCount", NULL, true, hk_nccl_result_t, (const void *comm, int *count))             \
+  X(ncclCommUserRank, "ncclCommUserRank", NULL, true, hk_nccl_result_t, (const void *comm, int *rank))        \
+  X(ncclGetErrorString, "ncclGetErrorString", NULL, true, const char *, (hk_nccl_result_t result))
+typedef struct hk_nccl_symbols {
+  HK_NCCL_SYMBOLS(HK_NCCL_SYMBOL_MEMBER)
+} hk_nccl_symbols_t;
+/* Makes tensor-parallel CUDA sessions use `table` instead of libnccl.so.2 (a fake in a test);
+ * NULL goes back to dlopen. Not thread-safe. */
+void hk_nccl_override_symbols(const hk_nccl_symbols_t *table);
+
 /* Graph edges (cuGraphAddDependencies_v2, CUDA 12.3+): CUgraphEdgeData, 8 bytes. A
  * programmatic edge leaves the upstream kernel node from its programmatic port (it fires
  * when every block of the upstream kernel has triggered launch_dependents or exited) and has
@@ -202,7 +250,17 @@ _Static_assert(offsetof(hk_cu_launch_attribute_t, value) == 8, "CUlaunchAttribut
     (const hk_cu_launch_config_t *config, hk_cu_function_t f, void **params, void **extra))               \
   X(cuGraphAddDependencies_v2, "cuGraphAddDependencies_v2", NULL, false, hk_cu_result_t,                 \
     (hk_cu_graph_t graph, const hk_cu_graph_node_t *from, const hk_cu_graph_node_t *to,                   \
-     const hk_cu_graph_edge_data_t *edgeData, size_t numDependencies))
+     const hk_cu_graph_edge_data_t *edgeData, size_t numDependencies))                                    \
+  /* tensor-parallel sessions: optional; their graph is captured from a stream of their own */          \
+  /* (NCCL calls cannot be added as nodes) and all_gather's columns are placed with 2D copies */          \
+  X(cuStreamCreate, "cuStreamCreate", NULL, false, hk_cu_result_t, (hk_cu_stream_t * stream, unsigned int flags)) \
+  X(cuStreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy", false, hk_cu_result_t, (hk_cu_stream_t stream))       \
+  X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", NULL, false, hk_cu_result_t,                        \
+    (hk_cu_stream_t stream, int mode))                                                                    \
+  X(cuStreamEndCapture, "cuStreamEndCapture", NULL, false, hk_cu_result_t,                               \
+    (hk_cu_stream_t stream, hk_cu_graph_t * graph))                                                       \
+  X(cuMemcpy2DAsync, "cuMemcpy2DAsync_v2", NULL, false, hk_cu_result_t,                                  \
+    (const hk_cu_memcpy2d_t *copy, hk_cu_stream_t stream))
 
 #define HK_GPU_SYMBOL_MEMBER(member, symbol, alt, required, ret, params) ret(*member) params;
 typedef struct hk_cuda_symbols {

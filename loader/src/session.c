@@ -500,6 +500,7 @@ static void bucket_fill_launches(const hk_session_t *s, hk_bucket_t *b, const hk
     const uint32_t op = v->kernels[n->kernel].op;
     l->collective = hk_op_collective(op) ? op : 0;
     l->dtype = v->manifest->dtype;
+    l->ranks = v->tensor_ranks;
     for (uint32_t i = 0; i < n->arg_count; i++, next++) {
       const hk_arg_rec_t *ar = &v->args[n->arg_first + i];
       hk_arg_slot_t *slot = &b->arg_slots[next];

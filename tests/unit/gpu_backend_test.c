@@ -92,6 +92,7 @@ static int teardown(void **ts) {
   hkc_diag_capture(NULL, 0);
   hk_cuda_override_symbols(NULL);
   hk_hip_override_symbols(NULL);
+  hk_nccl_override_symbols(NULL);
   free(st);
   return 0;
 }
@@ -1858,6 +1859,160 @@ static void test_fake_cuda_pdl_edge_error(void **ts) {
 }
 
 /* ---- (d) a real device ------------------------------------------------------------------------- */
+/* ---- tensor parallelism: collectives through a fake NCCL, graphs by stream capture ---------- */
+#define FAKE_COMM ((void *)(uintptr_t)0xC0)
+#define FAKE_CAPTURE_STREAM ((uintptr_t)0xCA)
+static struct {
+  int count, rank;          /* what the communicator says */
+  int reduces, gathers;
+  const void *send;
+  void *recv;
+  size_t n;
+  int dtype, op, launches_before;
+  void *comm, *stream;
+  int streams, stream_destroys, begins, ends, mode;
+  bool capturing;
+} N;
+static hk_nccl_result_t n_all_reduce(const void *send, void *recv, size_t n, int dtype, int op, void *comm,
+                                     void *stream) {
+  N.reduces++, N.send = send, N.recv = recv, N.n = n, N.dtype = dtype, N.op = op, N.comm = comm, N.stream = stream;
+  N.launches_before = F.kernel_launches;
+  return 0;
+}
+static hk_nccl_result_t n_all_gather(const void *send, void *recv, size_t n, int dtype, void *comm, void *stream) {
+  (void)send, (void)recv, (void)n, (void)dtype, (void)comm, (void)stream;
+  N.gathers++;
+  return 0;
+}
+static hk_nccl_result_t n_count(const void *comm, int *count) { return comm == FAKE_COMM ? (*count = N.count, 0) : 4; }
+static hk_nccl_result_t n_rank(const void *comm, int *rank) { return comm == FAKE_COMM ? (*rank = N.rank, 0) : 4; }
+static const char *n_error(hk_nccl_result_t r) { return r == 4 ? "invalid argument" : "?"; }
+static hk_cu_result_t f_cuStreamCreate(hk_cu_stream_t *s, unsigned flags) {
+  N.streams++;
+  *s = (hk_cu_stream_t)FAKE_CAPTURE_STREAM;
+  return flags == HK_CU_STREAM_NON_BLOCKING ? 0 : 1;
+}
+static hk_cu_result_t f_cuStreamDestroy(hk_cu_stream_t s) { return N.stream_destroys++, U(s) == FAKE_CAPTURE_STREAM ? 0 : 1; }
+static hk_cu_result_t f_cuStreamBeginCapture(hk_cu_stream_t s, int mode) {
+  N.begins++, N.mode = mode, N.capturing = true;
+  return U(s) == FAKE_CAPTURE_STREAM ? 0 : 1;
+}
+static hk_cu_result_t f_cuStreamEndCapture(hk_cu_stream_t s, hk_cu_graph_t *g) {
+  N.ends++, N.capturing = false;
+  *g = (hk_cu_graph_t)FAKE_GRAPH;
+  return U(s) == FAKE_CAPTURE_STREAM ? 0 : 1;
+}
+
+/* The sm_90 target of a 2-rank pack: add, mul, then an all_reduce of y into t (a kernel record
+ * without code), in every graph. */
+static hk_pack_t *open_tp_pack(state_t *st) {
+  install_fake_cuda();
+  g_cu_table.cuStreamCreate = f_cuStreamCreate;
+  g_cu_table.cuStreamDestroy = f_cuStreamDestroy;
+  g_cu_table.cuStreamBeginCapture = f_cuStreamBeginCapture;
+  g_cu_table.cuStreamEndCapture = f_cuStreamEndCapture;
+  hk_cuda_override_symbols(&g_cu_table);
+  memset(&N, 0, sizeof N);
+  N.count = 2;
+  N.rank = 1;
+  static const hk_nccl_symbols_t nccl = {.ncclAllReduce = n_all_reduce, .ncclAllGather = n_all_gather,
+                                         .ncclCommCount = n_count, .ncclCommUserRank = n_rank,
+                                         .ncclGetErrorString = n_error};
+  hk_nccl_override_symbols(&nccl);
+  static hkc_kernel_out_t kernels[3];
+  static hkc_launch_t launches[FX_MAX_GRAPHS][3];
+  static hkc_graph_out_t graphs[FX_MAX_GRAPHS];
+  static uint32_t dep1 = 1;
+  memcpy(kernels, st->fx.kernels_cuda, 2 * sizeof *kernels);
+  memset(&kernels[2], 0, sizeof kernels[2]);
+  snprintf(kernels[2].name, sizeof kernels[2].name, "hk_all_reduce_f32");
+  snprintf(kernels[2].params, sizeof kernels[2].params, "op=all_reduce");
+  kernels[2].key.op = HK_OP_ALL_REDUCE;
+  for (int g = 0; g < st->fx.spec.n_batch; g++) {
+    memcpy(launches[g], st->fx.launches[g], 2 * sizeof launches[g][0]);
+    hkc_launch_t *l = &launches[g][2];
+    memset(l, 0, sizeof *l);
+    l->kernel = 2;
+    l->node_name = "mul_all_reduce";
+    l->grid[0] = l->grid[1] = l->grid[2] = l->block[0] = l->block[1] = l->block[2] = 1;
+    l->args[0] = (hkc_arg_t){HK_ARG_TENSOR, 3, 0};                          /* in: y */
+    l->args[1] = (hkc_arg_t){HK_ARG_TENSOR, 2, 0};                          /* out: t */
+    l->args[2] = (hkc_arg_t){HK_ARG_I64, st->fx.spec.batch_sizes[g] * FX_COLS, 0}; /* n */
+    l->n_args = 3;
+    l->deps = &dep1;
+    l->n_deps = 1;
+    graphs[g] = st->fx.graphs[g];
+    graphs[g].launches = launches[g];
+    graphs[g].n_launches = 3;
+  }
+  st->targets[0].kernels = kernels;
+  st->targets[0].n_kernels = 3;
+  st->targets[0].graphs = graphs;
+  st->fx.spec.sharded_ranks = 2;
+  return open_pack(st, 0, 1);
+}
+
+/* A rank's session: refused without a communicator or with one of another rank; stream launches
+ * run the kernels, then ncclAllReduce of y into t on the run's stream; a graph is captured from
+ * the session's own stream (the all_reduce inside it) and captured again after a bind. */
+static void test_fake_cuda_collectives(void **ts) {
+  state_t *st = *ts;
+  hk_pack_t *pack = open_tp_pack(st);
+  assert_int_equal(hk_pack_tensor_ranks(pack), 2);
+  hk_session_t *s = NULL;
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_STATUS_FAILED_PRECONDITION);
+  assert_contains(hk_last_error(), "one of 2 tensor-parallel ranks");
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .comm = FAKE_COMM, .tensor_rank = 0), &s),
+                   HK_STATUS_INVALID_ARGUMENT);
+  assert_contains(hk_last_error(), "has 2 ranks and is rank 1; the session is rank 0");
+  assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .comm = FAKE_COMM, .tensor_rank = 2), &s),
+                   HK_STATUS_INVALID_ARGUMENT);
+
+  void *stream = (void *)(uintptr_t)0x777;
+  bufs_t b;
+  s = pdl_session(pack, HK_TEST_OPTIONS(.batch = 2, .launch_mode = HK_LAUNCH_MODE_STREAM, .comm = FAKE_COMM,
+                                        .tensor_rank = 1), &b, stream);
+  assert_launch_mode(s, "stream", NULL);
+  assert_int_equal(N.reduces, 1);
+  assert_int_equal(N.launches_before, 2); /* after add and mul */
+  assert_ptr_equal(N.send, b.y);
+  assert_ptr_equal(N.recv, hk_session_debug_arena(s)); /* t, placed at 0 */
+  assert_int_equal(N.n, 2 * FX_COLS);
+  assert_int_equal(N.dtype, HK_NCCL_FLOAT32);
+  assert_int_equal(N.op, HK_NCCL_SUM);
+  assert_ptr_equal(N.comm, FAKE_COMM);
+  assert_ptr_equal(N.stream, stream);
+  assert_int_equal(N.begins, 0);
+  close_session(s, &b);
+
+  memset(&N, 0, sizeof N);
+  N.count = 2, N.rank = 1;
+  s = pdl_session(pack, HK_TEST_OPTIONS(.batch = 2, .comm = FAKE_COMM, .tensor_rank = 1), &b, stream);
+  assert_launch_mode(s, "graph", NULL);
+  assert_int_equal(N.streams, 1);
+  assert_int_equal(N.mode, HK_CU_STREAM_CAPTURE_MODE_RELAXED);
+  assert_true(N.begins >= 1 && N.ends == N.begins && !N.capturing);
+  const int captures = N.begins; /* at create; the first run may capture again (bindings) */
+  assert_int_equal(N.reduces, captures);
+  assert_ptr_equal(N.stream, (void *)FAKE_CAPTURE_STREAM);
+  assert_ptr_equal(N.send, b.y);
+  assert_int_equal(F.graph_launches, 1);
+  assert_int_equal(hk_session_run(s, stream), HK_OK); /* no bind since: the same graph */
+  assert_int_equal(N.begins, captures);
+  assert_int_equal(F.graph_launches, 2);
+  void *y2 = NULL;
+  assert_int_equal(hk_session_alloc(s, 2 * FX_COLS * sizeof(float), &y2), HK_OK);
+  assert_int_equal(hk_session_bind(s, "y", y2, 2 * FX_COLS * sizeof(float)), HK_OK);
+  assert_int_equal(hk_session_run(s, stream), HK_OK); /* y moved: captured again, reading y2 */
+  assert_int_equal(N.begins, captures + 1);
+  assert_ptr_equal(N.send, y2);
+  assert_int_equal(F.graph_launches, 3);
+  hk_session_free(s, y2);
+  close_session(s, &b);
+  assert_int_equal(N.stream_destroys, 1);
+  assert_int_equal(F.frees, F.allocs);
+}
+
 static void test_real_cuda_device(void **ts) {
   (void)ts;
   hk_cuda_override_symbols(NULL);
@@ -1977,6 +2132,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_fake_cuda_pdl_option_off, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fake_cuda_pdl_profile, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fake_cuda_pdl_edge_error, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fake_cuda_collectives, setup, teardown),
       cmocka_unit_test_setup_teardown(test_real_cuda_device, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
