@@ -481,7 +481,7 @@ static void mark_whole_uses(shard_ctx_t *c) {
 }
 
 int hkc_shard(hkc_spec_t *spec, int ranks) {
-  if (ranks <= 1) return 0;
+  if (ranks < 1) return 0;
   if (spec->sharded_ranks) {
     hkc_error((hkc_loc_t){spec->path, 0, 0}, "the spec is already split over %d ranks", spec->sharded_ranks);
     return -1;

@@ -550,7 +550,7 @@ int hkc_lower_node_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batc
   case HK_OP_ALL_GATHER: {
     /* x [.., cols] -> out [.., ranks * cols]: rows flattened */
     const int64_t cols = last_dim(x, batch);
-    if (cols <= 0 || nd->ranks < 2 || last_dim(&spec->tensors[nd->out], batch) != cols * nd->ranks) break;
+    if (cols <= 0 || nd->ranks < 1 || last_dim(&spec->tensors[nd->out], batch) != cols * nd->ranks) break;
     push_tensor(&l, HKC_ALL_GATHER_ARG_IN, nd->in[0]);
     push_tensor(&l, HKC_ALL_GATHER_ARG_OUT, nd->out);
     push_i64(&l, HKC_ALL_GATHER_ARG_ROWS, tensor_elems(x, batch) / cols);

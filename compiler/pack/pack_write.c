@@ -531,7 +531,7 @@ static int build_tables(builder_t *b) {
       at++;
     }
 
-  if (spec->sharded_ranks > 1) { /* PARALLEL: the ranks, then each sliced tensor's record */
+  if (spec->sharded_ranks) { /* PARALLEL: the ranks, then each sliced tensor's record */
     size_t n_shards = 0;
     for (size_t i = 0; i < spec->n_tensors; i++) n_shards += spec->tensors[i].shard.n_seg > 0;
     b->parallel_size = sizeof(hk_parallel_rec_t) + n_shards * sizeof(hk_shard_rec_t);

@@ -215,6 +215,7 @@ typedef struct rank_job {
   const int32_t *stop;
   int n_stop;
   const hk_sampling_t *sampling; /* per prompt; NULL: greedy */
+  hkc_tp_t *tp;
   int rc;
   char error[512];
 } rank_job_t;
@@ -240,7 +241,7 @@ static void *rank_main(void *arg) {
 done:
   if (j->rc) {
     snprintf(j->error, sizeof j->error, "%s", hk_last_error());
-    hk_host_group_abort(j->so.comm);
+    hkc_tp_abort(j->tp);
   }
   free(res.out);
   free(res.count);
@@ -341,8 +342,8 @@ int hkc_cmd_generate(int argc, char **argv) {
   prompts_t prompts = {0};
   gen_result_t res = {0};
   cJSON *json = NULL;
-  hk_host_group_t *group = NULL;
-  pthread_t threads[64];
+  hkc_tp_t tp = {0};
+  pthread_t threads[HKC_TP_MAX_RANKS];
   rank_job_t *jobs = NULL;
   uint32_t ranks = 1, started = 0;
   hk_sampling_t *sampling = NULL;
@@ -359,24 +360,15 @@ int hkc_cmd_generate(int argc, char **argv) {
   }
   if (prefer_ptx) so.prefer_ptx = 1;
   ranks = hk_pack_tensor_ranks(pack);
-  if (ranks > 1) { /* rank 0 here, the others on threads (rank_main) */
-    if (ranks > 1 + sizeof threads / sizeof *threads) {
-      fprintf(stderr, "hkc generate: the pack has %u tensor-parallel ranks; this command runs at most %zu\n", ranks,
-              1 + sizeof threads / sizeof *threads);
-      goto done;
-    }
+  if (ranks >= 1) { /* rank 0 here, the others on threads (rank_main) */
     if (profile || random_params) {
       fprintf(stderr, "hkc generate: --%s: not with a tensor-parallel pack (%u ranks) yet\n",
               profile ? "profile" : "random-params", ranks);
       rc = 2;
       goto done;
     }
-    if (hk_host_group_create(ranks, 0, &group) != HK_OK) {
-      fprintf(stderr, "hkc generate: %s\n", hk_last_error());
-      goto done;
-    }
-    so.comm = group;
-    so.tensor_rank = 0;
+    if (hkc_tp_open(&tp, pack, target, "generate") != 0) goto done;
+    hkc_tp_options(&tp, 0, &so);
   }
   if (hk_session_create(pack, &so, &session) != HK_OK) {
     fprintf(stderr, "hkc generate: %s\n", hk_last_error());
@@ -407,17 +399,18 @@ int hkc_cmd_generate(int argc, char **argv) {
       jobs[r] = (rank_job_t){.pack = pack, .so = so, .weights_path = weights_path, .map_path = map_path,
                              .prompts = &prompts, .max_new = (uint32_t)max_new, .stop = stop, .n_stop = n_stop,
                              .sampling = temperature > 0 ? sampling : NULL};
-      jobs[r].so.tensor_rank = r;
+      hkc_tp_options(&tp, r, &jobs[r].so);
+      jobs[r].tp = &tp;
       if (pthread_create(&threads[r - 1], NULL, rank_main, &jobs[r]) != 0) {
         fprintf(stderr, "hkc generate: cannot start the thread of rank %u\n", r);
-        hk_host_group_abort(group);
+        hkc_tp_abort(&tp);
         goto done;
       }
       started++;
     }
   }
   const int gen_rc = generate_all(gen, &prompts, (uint32_t)max_new, stop, n_stop, &res);
-  if (gen_rc != 0 && group) hk_host_group_abort(group);
+  if (gen_rc != 0 && tp.ranks) hkc_tp_abort(&tp);
   for (; started > 0; started--) pthread_join(threads[started - 1], NULL);
   for (uint32_t r = 1; r < ranks && jobs; r++)
     if (jobs[r].rc) fprintf(stderr, "hkc generate: rank %u of %u: %s\n", r, ranks, jobs[r].error);
@@ -484,7 +477,7 @@ int hkc_cmd_generate(int argc, char **argv) {
   if (json && hkc_json_end(json, stdout) != 0) rc = 1;
   json = NULL;
 done:
-  if (group) hk_host_group_abort(group); /* no-op after a clean run: every collective is over */
+  if (started) hkc_tp_abort(&tp); /* the other ranks may wait in a collective: end them */
   for (; started > 0; started--) pthread_join(threads[started - 1], NULL);
   free(jobs);
   free(sampling);
@@ -499,7 +492,7 @@ done:
   hk_weights_destroy(weights);
   free(weights_image);
   hkc_weights_map_free(&map);
-  hk_host_group_destroy(group); /* after every session of it */
+  hkc_tp_close(&tp); /* after every session of it */
   hk_pack_destroy(pack);
   cJSON_Delete(json);
   return rc;

@@ -106,6 +106,7 @@ typedef struct run_rank {
   hk_session_options_t so;
   const char *weights_path, *map_path;
   void *const *whole;  /* per session tensor: rank 0's host buffer of the whole tensor, or NULL */
+  hkc_tp_t *tp;
   long long runs;
   int rc;
   char error[512];
@@ -145,7 +146,7 @@ static void *run_rank_main(void *arg) {
 done:
   if (j->rc) {
     snprintf(j->error, sizeof j->error, "%s", hk_last_error());
-    hk_host_group_abort(j->so.comm);
+    hkc_tp_abort(j->tp);
   }
   for (uint32_t t = 0; outs && t < n; t++) hk_session_free(session, outs[t]);
   free(outs);
@@ -241,9 +242,9 @@ static int run_command(int argc, char **argv, hkc_named_file_t **files_out) {
   hk_weights_t *weights = NULL;
   void *weights_image = NULL; /* an .npz's params as safetensors: the memory under weights */
   hkc_weights_map_t map = {0};
-  hk_host_group_t *group = NULL;
-  uint32_t ranks = 1, started = 0;
-  pthread_t threads[64];
+  hkc_tp_t tp = {0};
+  uint32_t ranks = 0, started = 0;
+  pthread_t threads[HKC_TP_MAX_RANKS];
   run_rank_t *jobs = NULL;
   if (user_key) hkc_user_key_trust("run", &trust);
   hk_pack_open_options_t oo = {.struct_size = sizeof oo, .trusted_keys = (const uint8_t(*)[HK_PUBLIC_KEY_BYTES])trust.keys,
@@ -263,18 +264,13 @@ static int run_command(int argc, char **argv, hkc_named_file_t **files_out) {
   }
   if (prefer_ptx) so.prefer_ptx = 1;
   ranks = hk_pack_tensor_ranks(pack);
-  if (ranks > 1) { /* rank 0 here, the others on threads (run_rank_main) */
-    if (ranks > 1 + sizeof threads / sizeof *threads || profile) {
-      fprintf(stderr, "hkc run: the pack has %u tensor-parallel ranks: %s\n", ranks,
-              profile ? "--profile does not run them yet" : "this command runs at most 65");
+  if (ranks >= 1) { /* rank 0 here, the others on threads (run_rank_main) */
+    if (profile) {
+      fprintf(stderr, "hkc run: the pack has %u tensor-parallel ranks: --profile does not run them yet\n", ranks);
       goto done;
     }
-    if (hk_host_group_create(ranks, 0, &group) != HK_OK) {
-      fprintf(stderr, "hkc run: %s\n", hk_last_error());
-      goto done;
-    }
-    so.comm = group;
-    so.tensor_rank = 0;
+    if (hkc_tp_open(&tp, pack, target, "run") != 0) goto done;
+    hkc_tp_options(&tp, 0, &so);
   }
   st = hk_session_create(pack, &so, &session);
   if (st != HK_OK) {
@@ -383,7 +379,8 @@ static int run_command(int argc, char **argv, hkc_named_file_t **files_out) {
     for (uint32_t r = 1; r < ranks; r++) {
       jobs[r] = (run_rank_t){.pack = pack, .so = so, .weights_path = weights_path, .map_path = map_path,
                              .whole = buffers, .runs = warmup + runs};
-      jobs[r].so.tensor_rank = r;
+      hkc_tp_options(&tp, r, &jobs[r].so);
+      jobs[r].tp = &tp;
       if (pthread_create(&threads[r - 1], NULL, run_rank_main, &jobs[r]) != 0) {
         fprintf(stderr, "hkc run: cannot start the thread of rank %u\n", r);
         goto done;
@@ -500,7 +497,7 @@ static int run_command(int argc, char **argv, hkc_named_file_t **files_out) {
     json = NULL;
   }
 done:
-  if (group) hk_host_group_abort(group); /* after a clean run no collective is left: a no-op */
+  if (started) hkc_tp_abort(&tp); /* the other ranks may wait in a collective: end them */
   for (; started > 0; started--) pthread_join(threads[started - 1], NULL);
   free(jobs);
   for (uint32_t t = 0; t < n_tensors; t++) {
@@ -513,7 +510,7 @@ done:
   hk_weights_destroy(weights); /* after the session: host tensors may be bound in place */
   free(weights_image);          /* after the weights: they read it in place */
   hkc_weights_map_free(&map);
-  hk_host_group_destroy(group); /* after every session of it */
+  hkc_tp_close(&tp); /* after every session of it */
   hk_pack_destroy(pack);
   cJSON_Delete(json);
   return rc;

@@ -231,7 +231,7 @@ int hkc_inspect_trusted(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY
   } else {
     fprintf(out, "  weights: none stored (the application binds every param)\n");
   }
-  if (v->tensor_ranks > 1) /* format 1.9: one rank's graphs; sliced params and state marked below */
+  if (v->tensor_ranks) /* format 1.9: one rank's graphs; sliced params and state marked below */
     fprintf(out, "  tensor parallel: %u ranks (each runs these graphs on its slices of %u tensor(s), with a "
             "communicator)\n", v->tensor_ranks, v->shard_count);
   fprintf(out, "\ntargets:\n");
@@ -650,7 +650,7 @@ int hkc_inspect_json(const char *path, const uint8_t (*trusted)[HK_PUBLIC_KEY_BY
   cJSON *batches = cJSON_AddArrayToObject(root, "batch_sizes");
   for (uint32_t b = 0; b < m->batch_count; b++) cJSON_AddItemToArray(batches, cJSON_CreateNumber((double)m->batch_sizes[b]));
   cJSON_AddStringToObject(root, "batch_policy", m->batch_policy == HK_BATCH_POLICY_REC_EXACT ? "exact" : "pad");
-  cJSON_AddNumberToObject(root, "tensor_ranks", v->tensor_ranks > 1 ? v->tensor_ranks : 1);
+  cJSON_AddNumberToObject(root, "tensor_ranks", v->tensor_ranks);
   const char *id;
   const hk_signature_state_t sig = hk_pack_signature(pack, &id);
   cJSON *js = cJSON_AddObjectToObject(root, "signature");

@@ -3,6 +3,7 @@
  * What `hkc run` and `hkc generate` share (tools.h): tensors filled from .npy files or a seeded
  * generator, the session options of the environment, --weights checkpoints, the --profile table.
  */
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -348,4 +349,88 @@ int hkc_run_check_params_given(hk_session_t *session, const hkc_named_file_t *fi
   fprintf(stderr, "hkc run: %u param(s) unbound: give them with --weights FILE.safetensors|FILE.npz or --param "
                   "NAME=FILE.npy, or pass --random-params to run on seeded random values\n", missing);
   return -1;
+}
+
+/* ---- tensor-parallel packs: the communicators of hkc run / generate ---------------------------- */
+typedef int (*nccl_init_all_fn)(void **comms, int ndev, const int *devlist);
+typedef int (*nccl_destroy_fn)(void *comm);
+typedef const char *(*nccl_error_fn)(int result);
+
+int hkc_tp_open(hkc_tp_t *tp, hk_pack_t *pack, const char *target, const char *cmd) {
+  memset(tp, 0, sizeof *tp);
+  tp->ranks = hk_pack_tensor_ranks(pack);
+  if (tp->ranks > HKC_TP_MAX_RANKS) {
+    fprintf(stderr, "hkc %s: the pack has %u tensor-parallel ranks; this command runs at most %d\n", cmd, tp->ranks,
+            HKC_TP_MAX_RANKS);
+    return -1;
+  }
+  const char *name = NULL;
+  if (hk_pack_select_target(pack, target, &name) != HK_OK) {
+    fprintf(stderr, "hkc %s: %s\n", cmd, hk_last_error());
+    return -1;
+  }
+  if (strncmp(name, "host", 4) == 0) {
+    if (hk_host_group_create(tp->ranks, 0, &tp->group) != HK_OK) {
+      fprintf(stderr, "hkc %s: %s\n", cmd, hk_last_error());
+      return -1;
+    }
+    for (uint32_t r = 0; r < tp->ranks; r++) tp->comm[r] = tp->group;
+    return 0;
+  }
+  if (strncmp(name, "sm_", 3) != 0) {
+    fprintf(stderr, "hkc %s: target %s: tensor-parallel packs run on the host and CUDA targets\n", cmd, name);
+    return -1;
+  }
+  tp->cuda = 1;
+  if (!(tp->nccl = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL))) {
+    fprintf(stderr, "hkc %s: the pack's %u ranks run their collectives through NCCL, and libnccl.so.2 cannot be "
+            "loaded: %s\n", cmd, tp->ranks, dlerror());
+    return -1;
+  }
+  nccl_init_all_fn init_all;
+  nccl_error_fn error;
+  void *sym = dlsym(tp->nccl, "ncclCommInitAll"), *esym = dlsym(tp->nccl, "ncclGetErrorString");
+  memcpy(&init_all, &sym, sizeof sym);
+  memcpy(&error, &esym, sizeof esym);
+  int devs[HKC_TP_MAX_RANKS];
+  for (uint32_t r = 0; r < tp->ranks; r++) devs[r] = (int)r;
+  const int rc = sym ? init_all(tp->comm, (int)tp->ranks, devs) : -1;
+  if (rc != 0) {
+    fprintf(stderr, "hkc %s: ncclCommInitAll over GPUs 0..%u failed: %s (the pack's %u ranks run on one GPU each)\n",
+            cmd, tp->ranks - 1, !sym ? "libnccl.so.2 lacks it" : error ? error(rc) : "?", tp->ranks);
+    memset(tp->comm, 0, sizeof tp->comm);
+    return -1;
+  }
+  return 0;
+}
+
+void hkc_tp_abort(hkc_tp_t *tp) {
+  if (tp->group) hk_host_group_abort(tp->group);
+  if (!tp->cuda || !tp->nccl) return;
+  void *sym = dlsym(tp->nccl, "ncclCommAbort");
+  nccl_destroy_fn abort_fn;
+  memcpy(&abort_fn, &sym, sizeof sym);
+  for (uint32_t r = 0; sym && r < tp->ranks; r++) { /* once per communicator, whichever thread comes first */
+    void *c = __atomic_exchange_n(&tp->comm[r], NULL, __ATOMIC_ACQ_REL);
+    if (c) (void)abort_fn(c);
+  }
+}
+
+void hkc_tp_close(hkc_tp_t *tp) {
+  hk_host_group_destroy(tp->group);
+  if (tp->nccl) {
+    void *sym = dlsym(tp->nccl, "ncclCommDestroy");
+    nccl_destroy_fn destroy;
+    memcpy(&destroy, &sym, sizeof sym);
+    for (uint32_t r = 0; sym && r < tp->ranks; r++)
+      if (tp->comm[r]) (void)destroy(tp->comm[r]);
+    dlclose(tp->nccl);
+  }
+  memset(tp, 0, sizeof *tp);
+}
+
+void hkc_tp_options(const hkc_tp_t *tp, uint32_t r, hk_session_options_t *so) {
+  so->comm = tp->comm[r];
+  so->tensor_rank = r;
+  if (tp->cuda) so->device = (int)r;
 }

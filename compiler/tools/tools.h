@@ -334,4 +334,24 @@ hkc_weights_format_t hkc_weights_file_format(const char *path);
 int hkc_run_bind_weights_file(hk_session_t *session, const char *path, const char *map_path, hk_weights_t **out_weights,
                               void **out_image, hkc_weights_map_t *map, int quiet, struct cJSON *json);
 
+/* hkc run / generate on a tensor-parallel pack (hk_pack_tensor_ranks N >= 1): one communicator
+ * per rank for the target a session would pick, rank r's session on device r. The host target:
+ * one hk_host_group_t of N ranks (comm[r] = the group); CUDA: ncclCommInitAll over devices
+ * 0 .. N-1 of libnccl.so.2 (dlopened; this machine needs N GPUs). abort makes every rank's
+ * waiting or later collective fail (a failing rank calls it). run_common.c. */
+#define HKC_TP_MAX_RANKS 64
+typedef struct hkc_tp {
+  uint32_t ranks;
+  int cuda;                       /* the ranks run on CUDA devices (else the host) */
+  hk_host_group_t *group;
+  void *comm[HKC_TP_MAX_RANKS];   /* hk_session_options_t comm of each rank */
+  void *nccl;                     /* dlopen handle */
+} hkc_tp_t;
+/* 0, or -1 with the reason printed (prefix "hkc CMD: "). */
+int hkc_tp_open(hkc_tp_t *tp, hk_pack_t *pack, const char *target, const char *cmd);
+void hkc_tp_abort(hkc_tp_t *tp);
+void hkc_tp_close(hkc_tp_t *tp); /* after every session of it */
+/* Fills rank r's communicator, rank and device into so. */
+void hkc_tp_options(const hkc_tp_t *tp, uint32_t r, hk_session_options_t *so);
+
 #endif /* HKC_TOOLS_H */

@@ -288,7 +288,7 @@ HK_API const char *hk_pack_target_name(const hk_pack_t *pack, uint32_t index) {
 HK_API uint32_t hk_pack_batch_count(const hk_pack_t *pack) { return pack ? pack->view.manifest->batch_count : 0; }
 HK_API uint32_t hk_pack_weight_count(const hk_pack_t *pack) { return pack ? pack->view.weight_count : 0; }
 HK_API uint32_t hk_pack_tensor_ranks(const hk_pack_t *pack) {
-  return pack && pack->view.tensor_ranks > 1 ? pack->view.tensor_ranks : 1;
+  return pack ? pack->view.tensor_ranks : 0;
 }
 HK_API uint64_t hk_pack_batch_size(const hk_pack_t *pack, uint32_t index) {
   if (index >= hk_pack_batch_count(pack)) return 0;

@@ -766,8 +766,8 @@ static hk_status_t options_read(const hk_session_options_t *in, hk_session_optio
 /* A tensor-parallel pack's session needs its rank and a communicator of the pack's ranks (on
  * the host target a host group of that size). Errors: FAILED_PRECONDITION, INVALID_ARGUMENT. */
 static hk_status_t check_ranks(const hk_pack_view_t *v, const hk_module_t *module, const hk_session_options_t *o) {
-  const uint32_t ranks = v->tensor_ranks > 1 ? v->tensor_ranks : 1;
-  if (ranks == 1) return HK_OK;
+  const uint32_t ranks = v->tensor_ranks;
+  if (ranks == 0) return HK_OK; /* a whole pack */
   HK_FAIL_IF(!o->comm, HK_STATUS_FAILED_PRECONDITION,
              "the pack is one of %u tensor-parallel ranks: the session needs its rank and a communicator of the %u "
              "(hk_session_options_t comm, tensor_rank; hkc run/generate --tensor-parallel)", ranks, ranks);

@@ -418,7 +418,7 @@ static hk_status_t verify_kernels(const hk_pack_view_t *v) {
       CHECK(r->code_offset == 0 && r->code_size == 0 && r->vgprs == 0 && r->agprs == 0 && r->sgprs == 0 &&
                 r->shared_bytes == 0 && r->scratch_bytes == 0,
             "kernel %u (%s): a collective has no code and no resources", k, hk_pack_string(v, r->name));
-      CHECK(v->tensor_ranks > 1, "kernel %u (%s): a collective in a pack without a PARALLEL section", k,
+      CHECK(v->tensor_ranks > 0, "kernel %u (%s): a collective in a pack without a PARALLEL section", k,
             hk_pack_string(v, r->name));
       continue;
     }
@@ -902,7 +902,7 @@ static hk_status_t verify_parallel(hk_pack_view_t *v) {
   }
   if (!sec) return HK_OK;
   const hk_parallel_rec_t *pr = (const hk_parallel_rec_t *)(v->base + sec->offset);
-  CHECK(pr->tensor_ranks >= 2 && pr->tensor_ranks <= HK_MAX_TENSOR_RANKS, "PARALLEL: tensor_ranks %u is outside 2..%u",
+  CHECK(pr->tensor_ranks >= 1 && pr->tensor_ranks <= HK_MAX_TENSOR_RANKS, "PARALLEL: tensor_ranks %u is outside 1..%u",
         pr->tensor_ranks, HK_MAX_TENSOR_RANKS);
   CHECK(pr->shard_count <= v->tensor_count &&
             sec->size == sizeof *pr + (uint64_t)pr->shard_count * sizeof(hk_shard_rec_t),

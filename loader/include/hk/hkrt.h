@@ -242,7 +242,8 @@ typedef struct hk_session_options {
    * param (hk_session_bind_weights slices a whole checkpoint), runs the same calls in the same
    * order, and the collectives in its graphs exchange data with the others. A pack of one rank
    * ignores both; a pack of N > 1 ranks needs both (FAILED_PRECONDITION without a communicator,
-   * INVALID_ARGUMENT for a rank >= N or a host group of another size) */
+   * INVALID_ARGUMENT for a rank >= N or a host group of another size). A pack built for one rank
+   * (--tensor-parallel 1) has collectives too, of one rank, and needs a communicator of one */
   void *comm;
   uint32_t tensor_rank;      /* this session's rank, 0 .. N-1 */
 } hk_session_options_t;
@@ -396,7 +397,8 @@ HK_API hk_batch_policy_t hk_pack_batch_policy(const hk_pack_t *pack);
  * (the application binds every param) or for a NULL pack. */
 HK_API uint32_t hk_pack_weight_count(const hk_pack_t *pack);
 /* The ranks a tensor-parallel pack's graphs are one of (pack format 1.9, hkc build
- * --tensor-parallel N): N; 1 for a whole pack or a NULL pack. */
+ * --tensor-parallel N): N >= 1 (every session of such a pack needs a communicator, even of one
+ * rank); 0 for a whole pack or a NULL pack. */
 HK_API uint32_t hk_pack_tensor_ranks(const hk_pack_t *pack);
 /* Name of the target a session would pick on this machine (or error listing both sides).
  * requested: a target name, or NULL for the best one here. NULL pack or out_name:

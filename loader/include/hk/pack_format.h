@@ -511,7 +511,8 @@ typedef struct hk_plan_node_rec {
 #define HK_MAX_SHARD_SEGMENTS 3u
 #define HK_MAX_TENSOR_RANKS 1024u
 typedef struct hk_parallel_rec {
-  uint32_t tensor_ranks;   /* 2..HK_MAX_TENSOR_RANKS */
+  uint32_t tensor_ranks;   /* 1..HK_MAX_TENSOR_RANKS (1: collectives of one rank, copies: a pack
+                              that exercises the communicator on one device) */
   uint32_t shard_count;    /* hk_shard_rec_t records that follow */
 } hk_parallel_rec_t;
 typedef struct hk_shard_rec {
