@@ -66,6 +66,30 @@ if command -v ncu >/dev/null && [ "${GEN_T_NCU:-150}" -gt 0 ]; then
     echo "ncu $p: rc $? $(grep -c gpu__time_duration "$out/ncu_$p.csv") kernel rows"
   done
 fi
+# tensor parallelism over one rank: NCCL (PyTorch's libnccl.so.2) with a communicator of this
+# GPU, the collectives inside the captured graph: the tiny Llama split equals its whole pack
+# token for token; Llama-3.2-1B split against whole, ms per decode step (the all_reduce copies)
+if [ "${GEN_T_TP:-0}" -gt 0 ] && [ -f build-dev/gen/tiny-tp1.hkpack ]; then
+  nccl=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null ||
+         dirname "$(find / -name 'libnccl.so.2' 2>/dev/null | head -1)")
+  echo "NCCL: $nccl"
+  export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$nccl
+  python3 tests/integration/gen_reference.py weights tests/integration/gen_configs/llama.json /tmp/tiny.safetensors > /dev/null
+  python3 -c "import numpy as np; [np.save('/tmp/t%d.npy' % n, np.random.default_rng(n).integers(0, 200, size=n).astype(np.int32)) for n in (3, 11, 29)]"
+  for p in tiny tiny-tp1; do
+    timeout "${GEN_T_TP}" build-dev/hkc generate build-dev/gen/$p.hkpack --weights /tmp/tiny.safetensors \
+      --weights-map build-dev/gen/tiny.map --ids /tmp/t3.npy --ids /tmp/t11.npy --ids /tmp/t29.npy -n 16 \
+      > "$out/tp_$p.log" 2>&1
+    echo "== $p (rc $?)"; cat "$out/tp_$p.log"
+  done
+  cmp -s <(grep '^prompt' "$out/tp_tiny.log") <(grep '^prompt' "$out/tp_tiny-tp1.log") && [ -s "$out/tp_tiny.log" ] &&
+    echo "tensor parallel (1 rank, NCCL): same ids as the whole pack" || echo "tensor parallel (1 rank, NCCL): ids differ"
+  for p in llama-3.2-1b llama-3.2-1b-tp1; do
+    timeout "${GEN_T_TP}" build-dev/hkc generate build-dev/gen/$p.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \
+      --weights-map build-dev/gen/llama-3.2-1b.map --ids /tmp/p1024.npy -n 64 > "$out/tp_$p.log" 2>&1
+    echo "== $p (rc $?)"; tail -3 "$out/tp_$p.log"
+  done
+fi
 # at most 8 files come back from a device call: the logs travel as one archive
 if [ -n "${GEN_PACK_LOGS:-1}" ] && [ "${GEN_PACK_LOGS:-1}" != 0 ]; then
   tar czf /tmp/gen-logs.tgz -C "$out" . && find "$out" -mindepth 1 -delete && mv /tmp/gen-logs.tgz "$out/"

@@ -47,5 +47,19 @@ for name in llama-3.2-1b-q8 llama-3.2-1b-q8-unfolded llama-3.2-1b-s8-fast; do
     --tuning-db specs/tuning/h200.db --kernel-option gemm_skinny=on --kernel-option kv_warp=on \
     --kernel-option gemm_quant=$fold -q
 done
+# Tensor parallelism over one rank (collectives that copy: NCCL with a communicator of one GPU,
+# inside the captured graph): the tiny Llama of the CI test (bf16) whole and split, and
+# Llama-3.2-1B split, to time against its whole pack (bench/gen_call.sh, GEN_T_TP).
+tiny=tests/integration/gen_configs/llama.json
+tflags=(--generate --max-seq 64 --slots 4 --token-buckets 1,4,16,64 --dtype bf16)
+build-dev/hkc import hf "$tiny" "${tflags[@]}" -o build-dev/gen/tiny.yaml --weights-map-out build-dev/gen/tiny.map -q
+build-dev/hkc import hf "$tiny" "${tflags[@]}" --tensor-parallel 1 -o build-dev/gen/tiny-tp1.yaml -q
+build-dev/hkc import hf bench/gen_configs/llama-3.2-1b.json --generate --max-seq "${GEN_MAX_SEQ:-4224}" \
+  --slots "${GEN_SLOTS:-32}" --token-buckets 1,2,4,8,16,32,64,128,256,512,1024 --dtype bf16 --tensor-parallel 1 \
+  -o build-dev/gen/llama-3.2-1b-tp1.yaml -q
+for name in tiny tiny-tp1 llama-3.2-1b-tp1; do
+  build-dev/hkc build "build-dev/gen/$name.yaml" -o "build-dev/gen/$name.hkpack" --target "${HK_GPU_TARGET:-sm_90a}" \
+    --tuning-db specs/tuning/h200.db -q
+done
 git rev-parse HEAD > build-dev/gen/commit.txt
 ls -la build-dev/gen
