@@ -555,7 +555,10 @@ int hkc_shard(hkc_spec_t *spec, int ranks) {
   spec->sharded_ranks = ranks;
   spec->tensor_parallel = ranks;
   rc = 0;
-done: /* on failure the spec keeps its nodes (the new list shares their names) */
+done: /* on failure the spec keeps its nodes: the new list shares their names, and owns only the
+       * names of the nodes made here (new_node: ranks set) */
+  for (size_t j = 0; rc != 0 && j < c.n_nodes; j++)
+    if (c.nodes[j].ranks) free(c.nodes[j].name);
   free(c.nodes);
   free(c.state);
   free(c.whole);

@@ -2,7 +2,8 @@
 /* libFuzzer target for the spec parser and the fusion plan: arbitrary bytes through
  * hkc_spec_parse, then hkc_fuse (the spec's own plan, and auto when that was not it),
  * then auto on the planner's clock for the H200 and the host (every estimate finite and
- * positive: the clock reads the spec's shapes).
+ * positive: the clock reads the spec's shapes), and the spec split over 2 tensor-parallel ranks
+ * (hkc_shard), then fused.
  * Diagnostics go to a buffer (not printed); a parsed and a fused spec are checked for
  * the invariants later stages rely on, then destroyed. */
 #include <stdint.h>
@@ -64,6 +65,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *names[2] = {"sm_90a", "host"};
     hkc_fuse_model_t model;
     hkc_fuse_model_init(&model, archs, names, 2, NULL);
+    /* tensor parallelism: the spec split over 2 ranks (frontend/shard.c), then fused */
+    if (hkc_spec_parse("fuzz.yaml", (const char *)data, size, &spec) == 0 && hkc_shard(spec, 2) == 0) {
+      check_invariants(spec);
+      for (size_t i = 0; i < spec->n_tensors; i++) { /* a slice's dim is its pieces' sum */
+        const hkc_shard_t *sh = &spec->tensors[i].shard;
+        int64_t local = 0;
+        for (int k = 0; k < sh->n_seg; k++) local += sh->seg_size[k] / sh->seg_parts[k];
+        if (sh->n_seg && (sh->axis < 0 || (uint32_t)sh->axis >= spec->tensors[i].rank ||
+                          spec->tensors[i].dims[sh->axis].add != local))
+          abort();
+      }
+      if (hkc_fuse(spec, HKC_FUSION_AUTO) == 0) check_invariants(spec);
+    }
+    hkc_spec_destroy(spec);
+    spec = NULL;
     if (hkc_spec_parse("fuzz.yaml", (const char *)data, size, &spec) == 0) {
       for (size_t j = 0; j < spec->n_nodes; j++)
         for (int b = 0; b < spec->n_batch; b++)
