@@ -101,7 +101,9 @@ static int prompts_read(const char *const *paths, int n_paths, uint32_t limit, p
   return 0;
 }
 
-/* Binds every param nothing bound yet to seeded random values (hkc run --random-params). */
+/* Binds every param nothing bound yet to seeded random values (hkc run --random-params). A
+ * tensor-parallel rank's sliced param: the whole tensor filled, the rank's slice bound (every
+ * rank fills the same whole tensor). */
 static int bind_random_params(hk_session_t *session, uint64_t seed, void ***owned, uint32_t *n_owned) {
   const uint32_t n = hk_session_tensor_count(session);
   *owned = calloc(n ? n : 1, sizeof **owned);
@@ -111,6 +113,19 @@ static int bind_random_params(hk_session_t *session, uint64_t seed, void ***owne
     hk_tensor_info_t info;
     hk_session_tensor_info(session, t, &info);
     if (info.role != HK_TENSOR_PARAM || hk_session_tensor_bound(session, t)) continue;
+    hk_tensor_info_t whole;
+    hk_session_tensor_whole_info(session, t, &whole);
+    if (whole.bytes != info.bytes) {
+      void *host = malloc(whole.bytes ? whole.bytes : 1);
+      int rc = host ? hkc_run_fill_tensor(&whole, host, NULL, seed) : -1;
+      if (rc == 0 && hk_session_bind_sliced(session, info.name, host, whole.bytes) != HK_OK) {
+        fprintf(stderr, "hkc generate: %s\n", hk_last_error());
+        rc = -1;
+      }
+      free(host);
+      if (rc != 0) return -1;
+      continue;
+    }
     void *host = malloc(info.bytes ? info.bytes : 1);
     int rc = host ? hkc_run_fill_tensor(&info, host, NULL, seed) : -1;
     if (rc == 0 && (hk_session_alloc(session, info.bytes, &(*owned)[t]) != HK_OK ||
@@ -216,6 +231,8 @@ typedef struct rank_job {
   int n_stop;
   const hk_sampling_t *sampling; /* per prompt; NULL: greedy */
   hkc_tp_t *tp;
+  int random_params;
+  uint64_t seed;
   int rc;
   char error[512];
 } rank_job_t;
@@ -228,11 +245,14 @@ static void *rank_main(void *arg) {
   void *image = NULL;
   hkc_weights_map_t map = {0};
   gen_result_t res = {0};
+  void **random_bufs = NULL;
+  uint32_t n_random = 0;
   j->rc = 1;
   if (hk_session_create(j->pack, &j->so, &session) != HK_OK) goto done;
   if (j->weights_path &&
       hkc_run_bind_weights_file(session, j->weights_path, j->map_path, &weights, &image, &map, 1, NULL) != 0)
     goto done;
+  if (j->random_params && bind_random_params(session, j->seed, &random_bufs, &n_random) != 0) goto done;
   if (hk_generator_create(session, &gen) != HK_OK) goto done;
   for (uint32_t i = 0; j->sampling && i < j->prompts->n; i++)
     if (hk_generator_set_sampling(gen, i, &j->sampling[i]) != HK_OK) goto done;
@@ -247,6 +267,8 @@ done:
   free(res.count);
   free(res.step_ms);
   hk_generator_destroy(gen);
+  for (uint32_t t = 0; t < n_random; t++) hk_session_free(session, random_bufs[t]);
+  free(random_bufs);
   hk_session_destroy(session);
   hk_weights_destroy(weights);
   free(image);
@@ -361,9 +383,8 @@ int hkc_cmd_generate(int argc, char **argv) {
   if (prefer_ptx) so.prefer_ptx = 1;
   ranks = hk_pack_tensor_ranks(pack);
   if (ranks >= 1) { /* rank 0 here, the others on threads (rank_main) */
-    if (profile || random_params) {
-      fprintf(stderr, "hkc generate: --%s: not with a tensor-parallel pack (%u ranks) yet\n",
-              profile ? "profile" : "random-params", ranks);
+    if (profile) {
+      fprintf(stderr, "hkc generate: --profile: not with a tensor-parallel pack (%u ranks) yet\n", ranks);
       rc = 2;
       goto done;
     }
@@ -398,7 +419,8 @@ int hkc_cmd_generate(int argc, char **argv) {
     for (uint32_t r = 1; r < ranks; r++) {
       jobs[r] = (rank_job_t){.pack = pack, .so = so, .weights_path = weights_path, .map_path = map_path,
                              .prompts = &prompts, .max_new = (uint32_t)max_new, .stop = stop, .n_stop = n_stop,
-                             .sampling = temperature > 0 ? sampling : NULL};
+                             .sampling = temperature > 0 ? sampling : NULL, .random_params = random_params,
+                             .seed = (uint64_t)seed};
       hkc_tp_options(&tp, r, &jobs[r].so);
       jobs[r].tp = &tp;
       if (pthread_create(&threads[r - 1], NULL, rank_main, &jobs[r]) != 0) {

@@ -342,6 +342,7 @@ static int run_command(int argc, char **argv, hkc_named_file_t **files_out) {
     hk_session_tensor_info(session, t, &info);
     hk_session_tensor_whole_info(session, t, &whole);
     const int sliced = whole.bytes != info.bytes; /* a rank's slice of a param: filled whole */
+    const char *bind_name = info.name; /* whole.name: a `_shard` copy's source, whose file and values it takes */
     if (sliced) info = whole;
     buffers[t] = malloc(info.bytes ? info.bytes : 1);
     if (!buffers[t]) {
@@ -360,7 +361,7 @@ static int run_command(int argc, char **argv, hkc_named_file_t **files_out) {
       goto done;
     }
     if (sliced) {
-      if (hk_session_bind_sliced(session, info.name, buffers[t], info.bytes) != HK_OK) {
+      if (hk_session_bind_sliced(session, bind_name, buffers[t], info.bytes) != HK_OK) {
         fprintf(stderr, "hkc run: %s\n", hk_last_error());
         goto done;
       }

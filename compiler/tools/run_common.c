@@ -331,10 +331,11 @@ int hkc_run_check_params_given(hk_session_t *session, const hkc_named_file_t *fi
   if (random_params) return 0;
   uint32_t missing = 0;
   for (uint32_t t = 0; t < hk_session_tensor_count(session); t++) {
-    hk_tensor_info_t info;
+    hk_tensor_info_t info, whole; /* a tensor-parallel `_shard` copy: given under its source's name */
     hk_session_tensor_info(session, t, &info);
+    hk_session_tensor_whole_info(session, t, &whole);
     if (info.role != HK_TENSOR_PARAM || hk_session_tensor_bound(session, t) ||
-        hkc_run_find_named(files, n_files, info.name))
+        hkc_run_find_named(files, n_files, info.name) || hkc_run_find_named(files, n_files, whole.name))
       continue;
     char shape[128];
     hkc_run_format_shape(&info, shape, sizeof shape);

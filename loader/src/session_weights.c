@@ -344,7 +344,7 @@ HK_API hk_status_t hk_session_tensor_whole_info(const hk_session_t *s, uint32_t 
   HK_RETURN_IF_ERROR(hk_session_tensor_info(s, index, out_info)); /* checks s, index, out_info */
   uint32_t rank, ranks, source;
   const hk_shard_rec_t *sh = hk_session_tensor_shard(s, index, &rank, &ranks, &source);
-  if (sh) *out_info = whole_info(s, out_info, sh, UINT32_MAX);
+  if (sh) *out_info = whole_info(s, out_info, sh, source == index ? UINT32_MAX : source);
   return HK_OK;
 }
 

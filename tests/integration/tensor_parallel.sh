@@ -70,6 +70,16 @@ for mt in llama:1 llama:2 llama:4 qwen2:2 gpt2:2 mistral:4; do
   echo "ok   $m over $tp ranks: the whole pack's and the reference's ids: $got"
 done
 
+# --random-params: every rank fills the whole params from the seed (a `_shard` copy under its
+# source's name) and binds its slice, so the split pack generates what the whole pack does
+for p in llama llama.tp4; do
+  "$HKC" generate "$work/$p.hkpack" --random-params "${ids[@]}" -n $N --json --allow-unsigned-native > "$work/rp.$p.json" ||
+    fail "generate --random-params $p"
+done
+[ "$(outputs "$work/rp.llama.json")" = "$(outputs "$work/rp.llama.tp4.json")" ] ||
+  fail "--random-params: $(outputs "$work/rp.llama.tp4.json") over 4 ranks, $(outputs "$work/rp.llama.json") whole"
+echo "ok   --random-params over 4 ranks: the whole pack's ids"
+
 # the split is in the pack: each rank's q|k|v weight holds its heads (llama over 2 ranks: 2 of 4
 # q heads and 1 of 2 kv heads of 16 -> 64 rows of 64), the caches half the kv width, the LM head
 # a copy of the table cut by vocabulary

@@ -482,7 +482,9 @@ HK_API hk_status_t hk_session_bind(hk_session_t *session, const char *name, void
 
 /* Tensor parallelism (hk_pack_tensor_ranks > 1): a param or state tensor that each rank holds a
  * slice of has, in hk_session_tensor_info, the rank's dims; hk_session_tensor_whole_info gives the
- * whole tensor's (the same as hk_session_tensor_info for every other tensor and pack), and
+ * whole tensor's (the same as hk_session_tensor_info for every other tensor and pack; for a
+ * `<param>_shard` copy, a slice of a param the ranks also read whole, the name is that param's:
+ * the whole tensor is the same), and
  * hk_session_bind_sliced binds the rank's slice of a whole tensor in host memory (`whole`, exactly
  * the whole tensor's bytes, row-major, the tensor's element type): the session copies the slice
  * into memory it owns, so `whole` may be freed on return. For a tensor that is not sliced it binds
