@@ -835,14 +835,8 @@ int hkc_build(const hkc_build_options_t *options) {
   hkc_tuner_set_progress(tuner, progress);
   if (resolve_targets(spec, options->targets, &plans, &n_plans) != 0) goto done;
   if (choose_ptx(plans, n_plans, options->ptx, options->merge_targets) != 0) goto done;
-  for (size_t i = 0; spec->sharded_ranks && i < n_plans; i++) { /* docs/SPEC.md, "Tensor parallelism" */
-    if (plans[i].arch && strncmp(plans[i].name, "sm_", 3) != 0) {
-      hkc_error((hkc_loc_t){spec->path, 0, 0}, "target %s: tensor-parallel packs build for the host and CUDA targets in "
-                "this version; the HIP collectives (RCCL) are not written yet", plans[i].name);
-      goto done;
-    }
+  for (size_t i = 0; spec->sharded_ranks && i < n_plans; i++) /* docs/SPEC.md, "Tensor parallelism" */
     plans[i].ptx_arch[0] = '\0'; /* the collectives have no PTX: a tensor-parallel pack carries cubins only */
-  }
   if (spec->sharded_ranks && options->weights) {
     hkc_error((hkc_loc_t){spec->path, 0, 0}, "--weights with --tensor-parallel: a pack stores one set of params, and "
               "each rank binds its own shard; bind the checkpoint at run time (hkc run/generate --weights)");

@@ -378,14 +378,12 @@ int hkc_tp_open(hkc_tp_t *tp, hk_pack_t *pack, const char *target, const char *c
     for (uint32_t r = 0; r < tp->ranks; r++) tp->comm[r] = tp->group;
     return 0;
   }
-  if (strncmp(name, "sm_", 3) != 0) {
-    fprintf(stderr, "hkc %s: target %s: tensor-parallel packs run on the host and CUDA targets\n", cmd, name);
-    return -1;
-  }
-  tp->cuda = 1;
-  if (!(tp->nccl = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL))) {
-    fprintf(stderr, "hkc %s: the pack's %u ranks run their collectives through NCCL, and libnccl.so.2 cannot be "
-            "loaded: %s\n", cmd, tp->ranks, dlerror());
+  tp->cuda = 1; /* a GPU target: NCCL on CUDA, RCCL (the same calls) on HIP */
+  const int hip = strncmp(name, "sm_", 3) != 0;
+  const char *lib = hip ? "librccl.so.1" : "libnccl.so.2";
+  if (!(tp->nccl = dlopen(lib, RTLD_NOW | RTLD_LOCAL))) {
+    fprintf(stderr, "hkc %s: the pack's %u ranks run their collectives through %s, and %s cannot be loaded: %s\n", cmd,
+            tp->ranks, hip ? "RCCL" : "NCCL", lib, dlerror());
     return -1;
   }
   nccl_init_all_fn init_all;

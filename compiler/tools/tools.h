@@ -336,13 +336,13 @@ int hkc_run_bind_weights_file(hk_session_t *session, const char *path, const cha
 
 /* hkc run / generate on a tensor-parallel pack (hk_pack_tensor_ranks N >= 1): one communicator
  * per rank for the target a session would pick, rank r's session on device r. The host target:
- * one hk_host_group_t of N ranks (comm[r] = the group); CUDA: ncclCommInitAll over devices
- * 0 .. N-1 of libnccl.so.2 (dlopened; this machine needs N GPUs). abort makes every rank's
+ * one hk_host_group_t of N ranks (comm[r] = the group); CUDA / HIP: ncclCommInitAll over devices
+ * 0 .. N-1 of libnccl.so.2 / librccl.so.1 (dlopened; this machine needs N GPUs). abort makes every rank's
  * waiting or later collective fail (a failing rank calls it). run_common.c. */
 #define HKC_TP_MAX_RANKS 64
 typedef struct hkc_tp {
   uint32_t ranks;
-  int cuda;                       /* the ranks run on CUDA devices (else the host) */
+  int cuda;                       /* the ranks run on GPUs (CUDA: NCCL; HIP: RCCL), else the host */
   hk_host_group_t *group;
   void *comm[HKC_TP_MAX_RANKS];   /* hk_session_options_t comm of each rank */
   void *nccl;                     /* dlopen handle */

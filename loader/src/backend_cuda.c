@@ -19,7 +19,6 @@
  * Contexts: every entry point makes the module's primary context current on the calling
  * thread (the runtime API does the same) and leaves it current.
  */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -442,112 +441,28 @@ static hk_status_t cuda_synchronize(void *stream) {
   return CU_CHECK(cuCtxSynchronize, ());
 }
 
-/* ---- collectives: NCCL (tensor-parallel sessions) ------------------------------------------- */
-static struct {
-  pthread_once_t once;
-  pthread_mutex_t lock;
-  hk_nccl_symbols_t sym;
-  bool loaded, overridden;
-  char reason[HK_GPU_REASON_MAX];
-} g_nccl = {PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER, {0}, false, false, ""};
-#define NCCL g_nccl.sym
-#define HK_NCCL_SYMBOL_ENTRY(member, symbol, alt, required, ret, params) \
-  {symbol, alt, required, offsetof(hk_nccl_symbols_t, member)},
-static const hk_gpu_symbol_t k_nccl_symbols[] = {HK_NCCL_SYMBOLS(HK_NCCL_SYMBOL_ENTRY)};
+/* ---- collectives: NCCL (tensor-parallel sessions; the library code is the core's) ------------- */
+static hk_ccl_t g_nccl = HK_CCL_INIT("libnccl.so.2", "NCCL");
 
-void hk_nccl_override_symbols(const hk_nccl_symbols_t *table) {
-  pthread_mutex_lock(&g_nccl.lock);
-  memset(&g_nccl.sym, 0, sizeof g_nccl.sym);
-  g_nccl.overridden = table != NULL;
-  g_nccl.loaded = table != NULL;
-  if (table) g_nccl.sym = *table;
-  pthread_mutex_unlock(&g_nccl.lock);
-}
+void hk_nccl_override_symbols(const hk_nccl_symbols_t *table) { hk_ccl_override(&g_nccl, table); }
 
-/* libnccl.so.2, once (the one the application's communicator came from: NCCL is one copy per
- * process). Errors: UNAVAILABLE naming what is missing. */
-static hk_status_t nccl_load(void) {
-  pthread_mutex_lock(&g_nccl.lock);
-  if (!g_nccl.loaded && !g_nccl.reason[0]) {
-    void *dl = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-    if (!dl) {
-      snprintf(g_nccl.reason, sizeof g_nccl.reason, "libnccl.so.2 cannot be loaded (%s): tensor-parallel CUDA "
-               "sessions run their collectives through NCCL (the library the application's communicator came "
-               "from)", dlerror());
-    } else {
-      bool ok = true;
-      for (size_t i = 0; ok && i < sizeof k_nccl_symbols / sizeof *k_nccl_symbols; i++) {
-        void *fn = dlsym(dl, k_nccl_symbols[i].symbol);
-        if (!fn) {
-          snprintf(g_nccl.reason, sizeof g_nccl.reason, "libnccl.so.2 lacks %s", k_nccl_symbols[i].symbol);
-          ok = false;
-        }
-        memcpy((char *)&g_nccl.sym + k_nccl_symbols[i].offset, &fn, sizeof fn);
-      }
-      g_nccl.loaded = ok;
-      if (!ok) memset(&g_nccl.sym, 0, sizeof g_nccl.sym);
-    }
-  }
-  const bool loaded = g_nccl.loaded;
-  pthread_mutex_unlock(&g_nccl.lock);
-  HK_FAIL_IF(!loaded, HK_STATUS_UNAVAILABLE, "%s", g_nccl.reason);
-  return HK_OK;
-}
-
-#define NCCL_CHECK(call, args)                                                                               \
-  do {                                                                                                         \
-    const hk_nccl_result_t r_ = NCCL.call args;                                                                \
-    HK_FAIL_IF(r_ != 0, HK_STATUS_DRIVER, "%s failed: %s (NCCL error %d)", #call,                           \
-               NCCL.ncclGetErrorString ? NCCL.ncclGetErrorString(r_) : "?", r_);                              \
-  } while (0)
-
-/* The communicator has the pack's ranks and this session's rank. Errors: UNAVAILABLE (no NCCL),
- * INVALID_ARGUMENT, DRIVER. */
 static hk_status_t cuda_comm_check(void *comm, uint32_t rank, uint32_t ranks) {
-  HK_RETURN_IF_ERROR(nccl_load());
-  int count = 0, user_rank = 0;
-  NCCL_CHECK(ncclCommCount, (comm, &count));
-  NCCL_CHECK(ncclCommUserRank, (comm, &user_rank));
-  HK_FAIL_IF(count != (int)ranks || user_rank != (int)rank, HK_STATUS_INVALID_ARGUMENT,
-             "the NCCL communicator has %d ranks and is rank %d; the session is rank %u of the pack's %u", count,
-             user_rank, rank, ranks);
-  return HK_OK;
+  return hk_ccl_comm_check(&g_nccl, comm, rank, ranks);
 }
 
-/* One collective launch (lower.h's layouts) on stream: all_reduce with ncclAllReduce (sum);
- * all_gather with ncclAllGather, straight into out when it has one row, else into staging
- * ([ranks, rows, cols]) and each rank's block then copied to its columns of out with one 2D copy. */
-static hk_status_t cuda_collective(void *comm, const hk_launch_desc_t *l, void *staging, void *stream) {
-  HK_RETURN_IF_ERROR(nccl_load());
-  const int dt = l->dtype == HK_DTYPE_F32 ? HK_NCCL_FLOAT32 : l->dtype == HK_DTYPE_F16 ? HK_NCCL_FLOAT16 : HK_NCCL_BFLOAT16;
-  const size_t es = l->dtype == HK_DTYPE_F32 ? 4 : 2;
-  const void *in = *(void *const *)l->args[0];
-  void *out = *(void *const *)l->args[1];
-  if (l->collective == HK_OP_ALL_REDUCE) {
-    NCCL_CHECK(ncclAllReduce, (in, out, (size_t)*(const int64_t *)l->args[2], dt, HK_NCCL_SUM, comm, stream));
-    return HK_OK;
-  }
-  const size_t rows = (size_t)*(const int64_t *)l->args[2], cols = (size_t)*(const int64_t *)l->args[3],
-               ranks = (size_t)*(const int64_t *)l->args[4];
-  if (rows == 1) {
-    NCCL_CHECK(ncclAllGather, (in, out, cols, dt, comm, stream));
-    return HK_OK;
-  }
-  NCCL_CHECK(ncclAllGather, (in, staging, rows * cols, dt, comm, stream));
+/* all_gather's columns: rank r's block [rows, cols] of staging to columns r * cols of out */
+static hk_status_t cuda_copy_2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                                void *stream) {
   HK_FAIL_IF(!CU.cuMemcpy2DAsync, HK_STATUS_UNAVAILABLE, "this CUDA driver lacks cuMemcpy2DAsync_v2, which an "
              "all_gather of more than one row needs");
-  for (size_t r = 0; r < ranks; r++) {
-    const hk_cu_memcpy2d_t c = {.srcMemoryType = HK_CU_MEMORYTYPE_DEVICE,
-                                .srcDevice = dptr((const char *)staging + r * rows * cols * es),
-                                .srcPitch = cols * es,
-                                .dstMemoryType = HK_CU_MEMORYTYPE_DEVICE,
-                                .dstDevice = dptr((char *)out + r * cols * es),
-                                .dstPitch = ranks * cols * es,
-                                .WidthInBytes = cols * es,
-                                .Height = rows};
-    HK_RETURN_IF_ERROR(CU_CHECK(cuMemcpy2DAsync, (&c, (hk_cu_stream_t)stream)));
-  }
-  return HK_OK;
+  const hk_cu_memcpy2d_t c = {.srcMemoryType = HK_CU_MEMORYTYPE_DEVICE, .srcDevice = dptr(src), .srcPitch = spitch,
+                              .dstMemoryType = HK_CU_MEMORYTYPE_DEVICE, .dstDevice = dptr(dst), .dstPitch = dpitch,
+                              .WidthInBytes = width, .Height = height};
+  return CU_CHECK(cuMemcpy2DAsync, (&c, (hk_cu_stream_t)stream));
+}
+
+static hk_status_t cuda_collective(void *comm, const hk_launch_desc_t *l, void *staging, void *stream) {
+  return hk_ccl_collective(&g_nccl, comm, l, staging, stream, cuda_copy_2d);
 }
 
 /* Stream capture: a tensor-parallel session's graph is recorded from a stream of its own. */

@@ -379,6 +379,48 @@ static hk_status_t hip_synchronize(void *stream) {
   return HIP_CHECK(hipDeviceSynchronize, ());
 }
 
+/* ---- collectives: RCCL (tensor-parallel sessions; the library code is the core's) ------------- */
+static hk_ccl_t g_rccl = HK_CCL_INIT("librccl.so.1", "RCCL");
+
+void hk_rccl_override_symbols(const hk_nccl_symbols_t *table) { hk_ccl_override(&g_rccl, table); }
+
+static hk_status_t hip_comm_check(void *comm, uint32_t rank, uint32_t ranks) {
+  return hk_ccl_comm_check(&g_rccl, comm, rank, ranks);
+}
+
+static hk_status_t hip_copy_2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                               void *stream) {
+  HK_FAIL_IF(!HIP.hipMemcpy2DAsync, HK_STATUS_UNAVAILABLE, "this HIP runtime lacks hipMemcpy2DAsync, which an "
+             "all_gather of more than one row needs");
+  return HIP_CHECK(hipMemcpy2DAsync, (dst, dpitch, src, spitch, width, height, HK_HIP_MEMCPY_DEVICE_TO_DEVICE,
+                                      (hk_hip_stream_t)stream));
+}
+
+static hk_status_t hip_collective(void *comm, const hk_launch_desc_t *l, void *staging, void *stream) {
+  return hk_ccl_collective(&g_rccl, comm, l, staging, stream, hip_copy_2d);
+}
+
+static hk_status_t hip_stream_create(void **out_stream) {
+  HK_FAIL_IF(!HIP.hipStreamCreateWithFlags || !HIP.hipStreamDestroy || !HIP.hipStreamBeginCapture ||
+                 !HIP.hipStreamEndCapture,
+             HK_STATUS_UNAVAILABLE, "this HIP runtime lacks stream capture (hipStreamCreateWithFlags, "
+             "hipStreamBeginCapture, hipStreamEndCapture), which a tensor-parallel session's graph needs");
+  hk_hip_stream_t st = NULL;
+  hk_status_t r = HIP_CHECK(hipStreamCreateWithFlags, (&st, HK_HIP_STREAM_NON_BLOCKING));
+  *out_stream = st;
+  return r;
+}
+static void hip_stream_destroy(void *stream) { (void)HIP.hipStreamDestroy((hk_hip_stream_t)stream); }
+static hk_status_t hip_capture_begin(void *stream) {
+  return HIP_CHECK(hipStreamBeginCapture, ((hk_hip_stream_t)stream, HK_HIP_STREAM_CAPTURE_MODE_RELAXED));
+}
+static hk_status_t hip_capture_end(void *stream, void **out_graph) {
+  hk_hip_graph_t g = NULL;
+  hk_status_t st = HIP_CHECK(hipStreamEndCapture, ((hk_hip_stream_t)stream, &g));
+  *out_graph = g;
+  return st;
+}
+
 /* ---- the tables ------------------------------------------------------------------------------ */
 static const hk_gpu_ops_t k_hip_ops = {
     .backend = &hk_backend_hip,
@@ -388,6 +430,12 @@ static const hk_gpu_ops_t k_hip_ops = {
     .allow_bundle = true,                   /* code objects may be clang offload bundles */
     .elf_machine = HK_EM_AMDGPU,
     .enter = device_enter,
+    .comm_check = hip_comm_check,
+    .collective = hip_collective,
+    .stream_create = hip_stream_create,
+    .stream_destroy = hip_stream_destroy,
+    .capture_begin = hip_capture_begin,
+    .capture_end = hip_capture_end,
     HK_GPU_OPS_ENTRIES(hip),
 };
 
@@ -398,4 +446,5 @@ static hk_status_t hip_module_load(const hk_pack_view_t *view, uint32_t target, 
   return hk_gpu_module_load(&k_hip_ops, view, target, device, allocator, code, false, out_module);
 }
 
-const hk_backend_t hk_backend_hip = {.name = "hip", .kind = HK_TARGET_HIP, HK_GPU_BACKEND_ENTRIES(hip)};
+const hk_backend_t hk_backend_hip = {.name = "hip", .kind = HK_TARGET_HIP, HK_GPU_BACKEND_ENTRIES(hip),
+                                     .collectives = true};

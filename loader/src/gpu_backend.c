@@ -527,3 +527,83 @@ hk_status_t hk_gpu_tensor_map_encode(hk_module_t *module, const hk_tmap_desc_t *
   HK_RETURN_IF_ERROR(m->ops->enter(m));
   return m->ops->tensor_map_encode(desc, data, out);
 }
+
+/* ---- collective libraries (NCCL, RCCL) ----------------------------------------------------------- */
+#define HK_CCL_SYMBOL_ENTRY(member, symbol, alt, required, ret, params) \
+  {symbol, alt, required, offsetof(hk_nccl_symbols_t, member)},
+static const hk_gpu_symbol_t k_ccl_symbols[] = {HK_NCCL_SYMBOLS(HK_CCL_SYMBOL_ENTRY)};
+
+void hk_ccl_override(hk_ccl_t *c, const hk_nccl_symbols_t *table) {
+  pthread_mutex_lock(&c->lock);
+  memset(&c->sym, 0, sizeof c->sym);
+  c->loaded = table != NULL;
+  c->reason[0] = '\0';
+  if (table) c->sym = *table;
+  pthread_mutex_unlock(&c->lock);
+}
+
+static hk_status_t ccl_load(hk_ccl_t *c) {
+  pthread_mutex_lock(&c->lock);
+  if (!c->loaded && !c->reason[0]) {
+    void *dl = dlopen(c->library, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+      snprintf(c->reason, sizeof c->reason, "%s cannot be loaded (%s): tensor-parallel sessions run their collectives "
+               "through %s, the library the application's communicator came from", c->library, dlerror(), c->name);
+    } else {
+      bool ok = true;
+      for (size_t i = 0; ok && i < sizeof k_ccl_symbols / sizeof *k_ccl_symbols; i++) {
+        void *fn = dlsym(dl, k_ccl_symbols[i].symbol);
+        if (!fn) snprintf(c->reason, sizeof c->reason, "%s lacks %s", c->library, k_ccl_symbols[i].symbol), ok = false;
+        memcpy((char *)&c->sym + k_ccl_symbols[i].offset, &fn, sizeof fn);
+      }
+      c->loaded = ok;
+      if (!ok) memset(&c->sym, 0, sizeof c->sym);
+    }
+  }
+  const bool loaded = c->loaded;
+  pthread_mutex_unlock(&c->lock);
+  HK_FAIL_IF(!loaded, HK_STATUS_UNAVAILABLE, "%s", c->reason);
+  return HK_OK;
+}
+
+#define CCL_CHECK(c, call, args)                                                                               \
+  do {                                                                                                         \
+    const hk_nccl_result_t r_ = (c)->sym.call args;                                                           \
+    HK_FAIL_IF(r_ != 0, HK_STATUS_DRIVER, "%s failed: %s (%s error %d)", #call,                              \
+               (c)->sym.ncclGetErrorString ? (c)->sym.ncclGetErrorString(r_) : "?", (c)->name, r_);           \
+  } while (0)
+
+hk_status_t hk_ccl_comm_check(hk_ccl_t *c, void *comm, uint32_t rank, uint32_t ranks) {
+  HK_RETURN_IF_ERROR(ccl_load(c));
+  int count = 0, user_rank = 0;
+  CCL_CHECK(c, ncclCommCount, (comm, &count));
+  CCL_CHECK(c, ncclCommUserRank, (comm, &user_rank));
+  HK_FAIL_IF(count != (int)ranks || user_rank != (int)rank, HK_STATUS_INVALID_ARGUMENT,
+             "the %s communicator has %d ranks and is rank %d; the session is rank %u of the pack's %u", c->name, count,
+             user_rank, rank, ranks);
+  return HK_OK;
+}
+
+hk_status_t hk_ccl_collective(hk_ccl_t *c, void *comm, const hk_launch_desc_t *l, void *staging, void *stream,
+                              hk_copy_2d_fn copy_2d) {
+  HK_RETURN_IF_ERROR(ccl_load(c));
+  const int dt = l->dtype == HK_DTYPE_F32 ? HK_NCCL_FLOAT32 : l->dtype == HK_DTYPE_F16 ? HK_NCCL_FLOAT16 : HK_NCCL_BFLOAT16;
+  const size_t es = l->dtype == HK_DTYPE_F32 ? 4 : 2;
+  const void *in = *(void *const *)l->args[0];
+  void *out = *(void *const *)l->args[1];
+  if (l->collective == HK_OP_ALL_REDUCE) {
+    CCL_CHECK(c, ncclAllReduce, (in, out, (size_t)*(const int64_t *)l->args[2], dt, HK_NCCL_SUM, comm, stream));
+    return HK_OK;
+  }
+  const size_t rows = (size_t)*(const int64_t *)l->args[2], cols = (size_t)*(const int64_t *)l->args[3],
+               ranks = (size_t)*(const int64_t *)l->args[4];
+  if (rows == 1) {
+    CCL_CHECK(c, ncclAllGather, (in, out, cols, dt, comm, stream));
+    return HK_OK;
+  }
+  CCL_CHECK(c, ncclAllGather, (in, staging, rows * cols, dt, comm, stream));
+  for (size_t r = 0; r < ranks; r++)
+    HK_RETURN_IF_ERROR(copy_2d((char *)out + r * cols * es, ranks * cols * es,
+                               (const char *)staging + r * rows * cols * es, cols * es, cols * es, rows, stream));
+  return HK_OK;
+}

@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "gpu_internal.h"
 
 typedef struct hk_gpu_ops hk_gpu_ops_t;
 typedef struct hk_gpu_driver hk_gpu_driver_t;
@@ -130,6 +131,29 @@ struct hk_gpu_ops {
   hk_status_t (*event_elapsed)(void *start, void *stop, float *out_ms);
   void (*event_destroy)(void *event);
 };
+
+/* A collective library of the NCCL API (NCCL on CUDA, RCCL on HIP: the same calls), dlopened
+ * on first use (the copy the application's communicator came from: one per process), or the
+ * table a test installed (hk_ccl_override). */
+typedef struct hk_ccl {
+  const char *library, *name; /* "libnccl.so.2", "NCCL" */
+  pthread_mutex_t lock;
+  hk_nccl_symbols_t sym;
+  bool loaded;
+  char reason[512];           /* why it cannot be loaded (then not tried again) */
+} hk_ccl_t;
+#define HK_CCL_INIT(library, name) {library, name, PTHREAD_MUTEX_INITIALIZER, {0}, false, ""}
+void hk_ccl_override(hk_ccl_t *c, const hk_nccl_symbols_t *table);
+/* The communicator has `ranks` ranks and is rank `rank`. Errors: UNAVAILABLE (no library),
+ * INVALID_ARGUMENT, DRIVER. */
+hk_status_t hk_ccl_comm_check(hk_ccl_t *c, void *comm, uint32_t rank, uint32_t ranks);
+/* Collective launch l (lower.h's layouts) on stream: all_reduce as one sum; all_gather straight
+ * into out when it has one row, else into staging ([ranks, rows, cols]) and each rank's block
+ * copied to its columns of out with the vendor's 2D copy. */
+typedef hk_status_t (*hk_copy_2d_fn)(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                                     size_t height, void *stream);
+hk_status_t hk_ccl_collective(hk_ccl_t *c, void *comm, const hk_launch_desc_t *l, void *staging, void *stream,
+                              hk_copy_2d_fn copy_2d);
 
 /* hk_gpu_ops_t.pdl_support bits: stream launches as programmatic dependents; programmatic
  * graph edges. */

@@ -160,6 +160,8 @@ typedef struct hk_nccl_symbols {
 /* Makes tensor-parallel CUDA sessions use `table` instead of libnccl.so.2 (a fake in a test);
  * NULL goes back to dlopen. Not thread-safe. */
 void hk_nccl_override_symbols(const hk_nccl_symbols_t *table);
+/* The same for tensor-parallel HIP sessions and librccl.so.1 (RCCL has NCCL's calls). */
+void hk_rccl_override_symbols(const hk_nccl_symbols_t *table);
 
 /* Graph edges (cuGraphAddDependencies_v2, CUDA 12.3+): CUgraphEdgeData, 8 bytes. A
  * programmatic edge leaves the upstream kernel node from its programmatic port (it fires
@@ -365,7 +367,19 @@ typedef struct hk_hip_kernel_node_params {
   X(hipEventSynchronize, "hipEventSynchronize", NULL, false, hk_hip_error_t, (hk_hip_event_t event))             \
   X(hipEventElapsedTime, "hipEventElapsedTime", NULL, false, hk_hip_error_t,                                     \
     (float *ms, hk_hip_event_t start, hk_hip_event_t stop))                                                    \
-  X(hipEventDestroy, "hipEventDestroy", NULL, false, hk_hip_error_t, (hk_hip_event_t event))
+  X(hipEventDestroy, "hipEventDestroy", NULL, false, hk_hip_error_t, (hk_hip_event_t event))                      \
+  /* tensor-parallel sessions: optional (stream capture; all_gather's 2D copies) */                          \
+  X(hipStreamCreateWithFlags, "hipStreamCreateWithFlags", NULL, false, hk_hip_error_t,                           \
+    (hk_hip_stream_t * stream, unsigned int flags))                                                            \
+  X(hipStreamDestroy, "hipStreamDestroy", NULL, false, hk_hip_error_t, (hk_hip_stream_t stream))                 \
+  X(hipStreamBeginCapture, "hipStreamBeginCapture", NULL, false, hk_hip_error_t, (hk_hip_stream_t stream, int mode)) \
+  X(hipStreamEndCapture, "hipStreamEndCapture", NULL, false, hk_hip_error_t,                                    \
+    (hk_hip_stream_t stream, hk_hip_graph_t * graph))                                                          \
+  X(hipMemcpy2DAsync, "hipMemcpy2DAsync", NULL, false, hk_hip_error_t,                                          \
+    (void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height, int kind,          \
+     hk_hip_stream_t stream))
+#define HK_HIP_STREAM_NON_BLOCKING 1
+#define HK_HIP_STREAM_CAPTURE_MODE_RELAXED 2
 
 typedef struct hk_hip_symbols {
   HK_HIP_SYMBOLS(HK_GPU_SYMBOL_MEMBER)

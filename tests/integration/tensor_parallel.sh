@@ -10,8 +10,8 @@
 # pack and as gen_reference.py's float64 NumPy model, from the same unsplit checkpoint (each rank
 # binds its slices), and `hkc run` of one step the whole pack's logits. The pack's PARALLEL
 # section and collectives are checked with inspect; a session without a communicator (the
-# example app), a split that does not divide and a HIP target are refused with messages that say
-# why. Skips (77) without NumPy.
+# example app), a split that does not divide and stored weights are refused with messages that
+# say why. Skips (77) without NumPy.
 set -euo pipefail
 : "${HKC:?}" "${HK_SOURCE_DIR:?}"
 PY=${HK_PYTHON:-/usr/bin/python3}
@@ -127,10 +127,11 @@ fi
 set +e
 out=$("$HKC" build "$work/llama.tp.yaml" --tensor-parallel 3 -o "$work/x.hkpack" --target host -q 2>&1)
 rc=$?
-out2=$("$HKC" build "$work/llama.tp.yaml" -o "$work/y.hkpack" --target gfx90a -q 2>&1)
+out2=$("$HKC" build "$work/llama.tp.yaml" -o "$work/y.hkpack" --target host --weights "$work/llama.safetensors" \
+  --weights-map "$work/llama.map" -q 2>&1)
 rc2=$?
 set -e
 [ $rc -ne 0 ] && grep -Fq "cannot be split over 3 ranks" <<< "$out" || fail "3 ranks (rc $rc): $out"
-[ $rc2 -ne 0 ] && grep -Fq "the HIP collectives (RCCL) are not written yet" <<< "$out2" || fail "gfx90a (rc $rc2): $out2"
+[ $rc2 -ne 0 ] && grep -Fq "each rank binds its own shard" <<< "$out2" || fail "--weights (rc $rc2): $out2"
 [ ! -e "$work/x.hkpack" ] && [ ! -e "$work/y.hkpack" ] || fail "a refused build left a pack"
-echo "ok   refusals: 3 ranks of 4 heads, a HIP target"
+echo "ok   refusals: 3 ranks of 4 heads, stored weights"

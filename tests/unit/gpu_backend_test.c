@@ -93,6 +93,7 @@ static int teardown(void **ts) {
   hk_cuda_override_symbols(NULL);
   hk_hip_override_symbols(NULL);
   hk_nccl_override_symbols(NULL);
+  hk_rccl_override_symbols(NULL);
   free(st);
   return 0;
 }
@@ -1903,22 +1904,42 @@ static hk_cu_result_t f_cuStreamEndCapture(hk_cu_stream_t s, hk_cu_graph_t *g) {
   return U(s) == FAKE_CAPTURE_STREAM ? 0 : 1;
 }
 
-/* The sm_90 target of a 2-rank pack: add, mul, then an all_reduce of y into t (a kernel record
- * without code), in every graph. */
-static hk_pack_t *open_tp_pack(state_t *st) {
-  install_fake_cuda();
-  g_cu_table.cuStreamCreate = f_cuStreamCreate;
-  g_cu_table.cuStreamDestroy = f_cuStreamDestroy;
-  g_cu_table.cuStreamBeginCapture = f_cuStreamBeginCapture;
-  g_cu_table.cuStreamEndCapture = f_cuStreamEndCapture;
-  hk_cuda_override_symbols(&g_cu_table);
+static hk_hip_error_t f_hipStreamCreateWithFlags(hk_hip_stream_t *s, unsigned flags) {
+  return f_cuStreamCreate((hk_cu_stream_t *)s, flags);
+}
+static hk_hip_error_t f_hipStreamDestroy(hk_hip_stream_t s) { return f_cuStreamDestroy((hk_cu_stream_t)s); }
+static hk_hip_error_t f_hipStreamBeginCapture(hk_hip_stream_t s, int mode) {
+  return f_cuStreamBeginCapture((hk_cu_stream_t)s, mode);
+}
+static hk_hip_error_t f_hipStreamEndCapture(hk_hip_stream_t s, hk_hip_graph_t *g) {
+  return f_cuStreamEndCapture((hk_cu_stream_t)s, (hk_cu_graph_t *)g);
+}
+
+/* vendor v's target of a 2-rank pack: add, mul, then an all_reduce of y into t (a kernel record
+ * without code), in every graph; the fake NCCL (CUDA) or RCCL (HIP) installed. */
+static hk_pack_t *open_tp_pack(state_t *st, const vendor_t *v) {
+  v->install();
+  if (v->cuda) {
+    g_cu_table.cuStreamCreate = f_cuStreamCreate;
+    g_cu_table.cuStreamDestroy = f_cuStreamDestroy;
+    g_cu_table.cuStreamBeginCapture = f_cuStreamBeginCapture;
+    g_cu_table.cuStreamEndCapture = f_cuStreamEndCapture;
+    hk_cuda_override_symbols(&g_cu_table);
+  } else {
+    g_hip_table.hipStreamCreateWithFlags = f_hipStreamCreateWithFlags;
+    g_hip_table.hipStreamDestroy = f_hipStreamDestroy;
+    g_hip_table.hipStreamBeginCapture = f_hipStreamBeginCapture;
+    g_hip_table.hipStreamEndCapture = f_hipStreamEndCapture;
+    hk_hip_override_symbols(&g_hip_table);
+  }
   memset(&N, 0, sizeof N);
   N.count = 2;
   N.rank = 1;
   static const hk_nccl_symbols_t nccl = {.ncclAllReduce = n_all_reduce, .ncclAllGather = n_all_gather,
                                          .ncclCommCount = n_count, .ncclCommUserRank = n_rank,
                                          .ncclGetErrorString = n_error};
-  hk_nccl_override_symbols(&nccl);
+  if (v->cuda) hk_nccl_override_symbols(&nccl);
+  else hk_rccl_override_symbols(&nccl);
   static hkc_kernel_out_t kernels[3];
   static hkc_launch_t launches[FX_MAX_GRAPHS][3];
   static hkc_graph_out_t graphs[FX_MAX_GRAPHS];
@@ -1945,26 +1966,27 @@ static hk_pack_t *open_tp_pack(state_t *st) {
     graphs[g].launches = launches[g];
     graphs[g].n_launches = 3;
   }
-  st->targets[0].kernels = kernels;
-  st->targets[0].n_kernels = 3;
-  st->targets[0].graphs = graphs;
+  st->targets[v->first].kernels = kernels;
+  st->targets[v->first].n_kernels = 3;
+  st->targets[v->first].graphs = graphs;
   st->fx.spec.sharded_ranks = 2;
-  return open_pack(st, 0, 1);
+  return open_pack(st, v->first, 1);
 }
 
 /* A rank's session: refused without a communicator or with one of another rank; stream launches
  * run the kernels, then ncclAllReduce of y into t on the run's stream; a graph is captured from
  * the session's own stream (the all_reduce inside it) and captured again after a bind. */
-static void test_fake_cuda_collectives(void **ts) {
+static void collectives(void **ts, const vendor_t *v) {
   state_t *st = *ts;
-  hk_pack_t *pack = open_tp_pack(st);
+  hk_pack_t *pack = open_tp_pack(st, v);
   assert_int_equal(hk_pack_tensor_ranks(pack), 2);
   hk_session_t *s = NULL;
   assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_STATUS_FAILED_PRECONDITION);
   assert_contains(hk_last_error(), "one of 2 tensor-parallel ranks");
   assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .comm = FAKE_COMM, .tensor_rank = 0), &s),
                    HK_STATUS_INVALID_ARGUMENT);
-  assert_contains(hk_last_error(), "has 2 ranks and is rank 1; the session is rank 0");
+  assert_contains(hk_last_error(), v->cuda ? "the NCCL communicator has 2 ranks and is rank 1; the session is rank 0"
+                                           : "the RCCL communicator has 2 ranks and is rank 1; the session is rank 0");
   assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2, .comm = FAKE_COMM, .tensor_rank = 2), &s),
                    HK_STATUS_INVALID_ARGUMENT);
 
@@ -2012,6 +2034,8 @@ static void test_fake_cuda_collectives(void **ts) {
   assert_int_equal(N.stream_destroys, 1);
   assert_int_equal(F.frees, F.allocs);
 }
+
+FOR_BOTH_VENDORS(collectives)
 
 static void test_real_cuda_device(void **ts) {
   (void)ts;
@@ -2132,7 +2156,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_fake_cuda_pdl_option_off, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fake_cuda_pdl_profile, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fake_cuda_pdl_edge_error, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_fake_cuda_collectives, setup, teardown),
+      BOTH(collectives),
       cmocka_unit_test_setup_teardown(test_real_cuda_device, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
