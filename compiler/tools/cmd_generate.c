@@ -233,6 +233,8 @@ typedef struct rank_job {
   hkc_tp_t *tp;
   int random_params;
   uint64_t seed;
+  int profile;       /* then, as rank 0 does: 64 replays of the last step and hk_session_profile */
+  uint32_t repeats;
   int rc;
   char error[512];
 } rank_job_t;
@@ -257,6 +259,15 @@ static void *rank_main(void *arg) {
   for (uint32_t i = 0; j->sampling && i < j->prompts->n; i++)
     if (hk_generator_set_sampling(gen, i, &j->sampling[i]) != HK_OK) goto done;
   if (generate_all(gen, j->prompts, j->max_new, j->stop, j->n_stop, &res) != 0) goto done;
+  if (j->profile && res.steps) {
+    for (int r = 0; r < 64; r++)
+      if (hk_session_run(session, NULL) != HK_OK || hk_session_synchronize(session, NULL) != HK_OK) goto done;
+    const uint32_t n = hk_session_launch_count(session);
+    double *us = calloc(n ? n : 1, sizeof *us);
+    const hk_status_t st = us ? hk_session_profile(session, NULL, j->repeats, us) : HK_STATUS_OUT_OF_MEMORY;
+    free(us);
+    if (st != HK_OK) goto done;
+  }
   j->rc = 0;
 done:
   if (j->rc) {
@@ -383,11 +394,6 @@ int hkc_cmd_generate(int argc, char **argv) {
   if (prefer_ptx) so.prefer_ptx = 1;
   ranks = hk_pack_tensor_ranks(pack);
   if (ranks >= 1) { /* rank 0 here, the others on threads (rank_main) */
-    if (profile) {
-      fprintf(stderr, "hkc generate: --profile: not with a tensor-parallel pack (%u ranks) yet\n", ranks);
-      rc = 2;
-      goto done;
-    }
     if (hkc_tp_open(&tp, pack, target, "generate") != 0) goto done;
     hkc_tp_options(&tp, 0, &so);
   }
@@ -420,7 +426,7 @@ int hkc_cmd_generate(int argc, char **argv) {
       jobs[r] = (rank_job_t){.pack = pack, .so = so, .weights_path = weights_path, .map_path = map_path,
                              .prompts = &prompts, .max_new = (uint32_t)max_new, .stop = stop, .n_stop = n_stop,
                              .sampling = temperature > 0 ? sampling : NULL, .random_params = random_params,
-                             .seed = (uint64_t)seed};
+                             .seed = (uint64_t)seed, .profile = profile, .repeats = (uint32_t)repeats};
       hkc_tp_options(&tp, r, &jobs[r].so);
       jobs[r].tp = &tp;
       if (pthread_create(&threads[r - 1], NULL, rank_main, &jobs[r]) != 0) {
@@ -432,13 +438,7 @@ int hkc_cmd_generate(int argc, char **argv) {
     }
   }
   const int gen_rc = generate_all(gen, &prompts, (uint32_t)max_new, stop, n_stop, &res);
-  if (gen_rc != 0 && tp.ranks) hkc_tp_abort(&tp);
-  for (; started > 0; started--) pthread_join(threads[started - 1], NULL);
-  for (uint32_t r = 1; r < ranks && jobs; r++)
-    if (jobs[r].rc) fprintf(stderr, "hkc generate: rank %u of %u: %s\n", r, ranks, jobs[r].error);
-  if (gen_rc != 0) goto done;
-  for (uint32_t r = 1; r < ranks && jobs; r++)
-    if (jobs[r].rc) goto done;
+  if (gen_rc != 0) goto done; /* done: the other ranks aborted and joined, their errors printed */
 
   double *sorted = calloc(res.steps ? res.steps : 1, sizeof *sorted), decode_ms = 0;
   if (!sorted) goto done;
@@ -496,11 +496,21 @@ int hkc_cmd_generate(int argc, char **argv) {
     }
     if (rc == 0 && hkc_run_print_profile(session, (uint32_t)repeats, graph[32] * 1e3, json) != 0) rc = 1;
   }
+  if (rc != 0 && started) hkc_tp_abort(&tp); /* the other ranks' runs and profile pair with ours */
+  for (; started > 0; started--) pthread_join(threads[started - 1], NULL);
+  for (uint32_t r = 1; r < ranks && jobs; r++)
+    if (jobs[r].rc) {
+      fprintf(stderr, "hkc generate: rank %u of %u: %s\n", r, ranks, jobs[r].error);
+      rc = 1;
+    }
   if (json && hkc_json_end(json, stdout) != 0) rc = 1;
   json = NULL;
 done:
   if (started) hkc_tp_abort(&tp); /* the other ranks may wait in a collective: end them */
   for (; started > 0; started--) pthread_join(threads[started - 1], NULL);
+  for (uint32_t r = 1; rc && r < ranks && jobs; r++)
+    if (jobs[r].rc && jobs[r].error[0]) fprintf(stderr, "hkc generate: rank %u of %u: %s\n", r, ranks, jobs[r].error),
+                                         jobs[r].error[0] = '\0';
   free(jobs);
   free(sampling);
   free(res.out);

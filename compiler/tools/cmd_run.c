@@ -108,6 +108,7 @@ typedef struct run_rank {
   void *const *whole;  /* per session tensor: rank 0's host buffer of the whole tensor, or NULL */
   hkc_tp_t *tp;
   long long runs;
+  uint32_t profile_repeats; /* then hk_session_profile, as rank 0 does (0: no --profile) */
   int rc;
   char error[512];
 } run_rank_t;
@@ -142,6 +143,13 @@ static void *run_rank_main(void *arg) {
   }
   for (long long r = 0; r < j->runs; r++)
     if (hk_session_run(session, NULL) != HK_OK || hk_session_synchronize(session, NULL) != HK_OK) goto done;
+  if (j->profile_repeats) {
+    const uint32_t nl = hk_session_launch_count(session);
+    double *us = calloc(nl ? nl : 1, sizeof *us);
+    const hk_status_t st = us ? hk_session_profile(session, NULL, j->profile_repeats, us) : HK_STATUS_OUT_OF_MEMORY;
+    free(us);
+    if (st != HK_OK) goto done;
+  }
   j->rc = 0;
 done:
   if (j->rc) {
@@ -265,10 +273,6 @@ static int run_command(int argc, char **argv, hkc_named_file_t **files_out) {
   if (prefer_ptx) so.prefer_ptx = 1;
   ranks = hk_pack_tensor_ranks(pack);
   if (ranks >= 1) { /* rank 0 here, the others on threads (run_rank_main) */
-    if (profile) {
-      fprintf(stderr, "hkc run: the pack has %u tensor-parallel ranks: --profile does not run them yet\n", ranks);
-      goto done;
-    }
     if (hkc_tp_open(&tp, pack, target, "run") != 0) goto done;
     hkc_tp_options(&tp, 0, &so);
   }
@@ -379,7 +383,8 @@ static int run_command(int argc, char **argv, hkc_named_file_t **files_out) {
     if (!(jobs = calloc(ranks, sizeof *jobs))) goto done;
     for (uint32_t r = 1; r < ranks; r++) {
       jobs[r] = (run_rank_t){.pack = pack, .so = so, .weights_path = weights_path, .map_path = map_path,
-                             .whole = buffers, .runs = warmup + runs};
+                             .whole = buffers, .runs = warmup + runs,
+                             .profile_repeats = profile ? (uint32_t)repeats : 0};
       hkc_tp_options(&tp, r, &jobs[r].so);
       jobs[r].tp = &tp;
       if (pthread_create(&threads[r - 1], NULL, run_rank_main, &jobs[r]) != 0) {
@@ -403,13 +408,6 @@ static int run_command(int argc, char **argv, hkc_named_file_t **files_out) {
     }
     if (r >= warmup) times[r - warmup] = t1 - t0;
   }
-  for (; started > 0; started--) pthread_join(threads[started - 1], NULL);
-  for (uint32_t r = 1; r < ranks; r++)
-    if (jobs[r].rc) {
-      fprintf(stderr, "hkc run: rank %u of %u: %s\n", r, ranks, jobs[r].error);
-      free(times);
-      goto done;
-    }
   qsort(times, (size_t)runs, sizeof *times, hkc_run_cmp_double);
   uint64_t bucket = hk_session_bucket(session);
   if (json) {
@@ -428,6 +426,12 @@ static int run_command(int argc, char **argv, hkc_named_file_t **files_out) {
   free(times);
   if (profile && hkc_run_print_profile(session, (uint32_t)repeats, graph_us, json) != 0) goto done;
   if (json && !profile) cJSON_AddNullToObject(json, "profile");
+  for (; started > 0; started--) pthread_join(threads[started - 1], NULL); /* their runs and profile pair with ours */
+  for (uint32_t r = 1; r < ranks; r++)
+    if (jobs[r].rc) {
+      fprintf(stderr, "hkc run: rank %u of %u: %s\n", r, ranks, jobs[r].error);
+      goto done;
+    }
 
   if (save_dir && mkdir(save_dir, 0777) != 0 && errno != EEXIST) {
     fprintf(stderr, "hkc run: cannot create %s: %s\n", save_dir, strerror(errno));

@@ -191,8 +191,17 @@ int hkc_run_print_profile(hk_session_t *session, uint32_t repeats, double graph_
              floor_s, gbs, tfs, pct_s);
     }
   }
+  double coll_us = 0; /* tensor parallelism: the collectives' share (their time includes waiting for the other
+                         ranks to arrive) */
+  uint32_t n_coll = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    hk_launch_info_t li;
+    hk_session_launch_info(session, i, &li);
+    if (!strncmp(li.kernel, "hk_all_reduce_", 14) || !strncmp(li.kernel, "hk_all_gather_", 14)) coll_us += us[i], n_coll++;
+  }
   if (jp) {
     cJSON_AddNumberToObject(jp, "sum_us", total);
+    if (n_coll) cJSON_AddNumberToObject(jp, "collectives_us", coll_us);
     if (total_floor > 0) cJSON_AddNumberToObject(jp, "floor_sum_us", total_floor);
     else cJSON_AddNullToObject(jp, "floor_sum_us");
     cJSON_AddNumberToObject(jp, "graph_us", graph_us);
@@ -206,6 +215,9 @@ int hkc_run_print_profile(hk_session_t *session, uint32_t repeats, double graph_
    * waiting on their predecessor); negative when launches overlap (PDL) */
   printf("  bubbles: whole graph - sum of launches = %.3f us (%.0f%% of the graph)\n", graph_us - total,
          graph_us > 0 ? (graph_us - total) / graph_us * 100.0 : 0.0);
+  if (n_coll)
+    printf("  collectives: %u launch(es), %.3f us (%.0f%% of the sum of launches; each timed alone, waiting for the "
+           "other ranks included)\n", n_coll, coll_us, total > 0 ? coll_us / total * 100.0 : 0.0);
   printf("  floor%%: floor / measured (100%% = at the roofline). GB/s and TFLOP/s: the compiler's bytes and\n"
          "  FLOPs over the measured time.\n");
   free(us);

@@ -80,6 +80,13 @@ done
   fail "--random-params: $(outputs "$work/rp.llama.tp4.json") over 4 ranks, $(outputs "$work/rp.llama.json") whole"
 echo "ok   --random-params over 4 ranks: the whole pack's ids"
 
+# --profile over 2 ranks: every rank profiles in step; rank 0's launches, the collectives' share
+"$HKC" generate "$work/llama.tp2.hkpack" --random-params "${ids[@]}" -n 4 --profile --allow-unsigned-native \
+  > "$work/prof.txt" 2>&1 || fail "generate --profile over 2 ranks: $(cat "$work/prof.txt")"
+grep -Eq "hk_all_reduce_f32" "$work/prof.txt" && grep -Eq "^  collectives: 5 launch\(es\)" "$work/prof.txt" ||
+  fail "generate --profile over 2 ranks: $(cat "$work/prof.txt")"
+echo "ok   --profile over 2 ranks: $(grep '^  collectives:' "$work/prof.txt" | xargs)"
+
 # the split is in the pack: each rank's q|k|v weight holds its heads (llama over 2 ranks: 2 of 4
 # q heads and 1 of 2 kv heads of 16 -> 64 rows of 64), the caches half the kv width, the LM head
 # a copy of the table cut by vocabulary
