@@ -44,6 +44,9 @@ typedef struct shard_ctx {
   int *whole;        /* per tensor: its WHOLE copy made by an all_gather, HKC_NONE */
   int *used_whole;   /* per tensor: some node reads it whole (params: then a slice is a copy) */
   int *slice;        /* per param: the param holding its slice (itself or its `_shard` copy), HKC_NONE */
+  int *dq_param;     /* per tensor: a split gemm's dequantized B: the 8-bit param it copies (sliced along
+                        dq_axis by lay[t]), HKC_NONE */
+  int *dq_axis;
   hkc_node_t *nodes; /* the new list */
   size_t n_nodes, cap_nodes;
 } shard_ctx_t;
@@ -101,7 +104,11 @@ static int add_tensor(shard_ctx_t *c, const char *name, int like, hk_role_t role
   if (uw) c->used_whole = uw;
   sl = uw ? realloc(c->slice, n * sizeof *sl) : NULL;
   if (sl) c->slice = sl;
-  layout_t *ly = sl ? realloc(c->lay, n * sizeof *ly) : NULL;
+  int *dp = sl ? realloc(c->dq_param, n * sizeof *dp) : NULL, *da;
+  if (dp) c->dq_param = dp;
+  da = dp ? realloc(c->dq_axis, n * sizeof *da) : NULL;
+  if (da) c->dq_axis = da;
+  layout_t *ly = da ? realloc(c->lay, n * sizeof *ly) : NULL;
   if (!ly) return oom(c);
   c->lay = ly;
   hkc_tensor_t *t = &s->tensors[n - 1];
@@ -114,6 +121,7 @@ static int add_tensor(shard_ctx_t *c, const char *name, int like, hk_role_t role
   t->n_parts = 0;
   memset(&t->shard, 0, sizeof t->shard);
   c->state[n - 1] = WHOLE, c->whole[n - 1] = HKC_NONE, c->used_whole[n - 1] = 0, c->slice[n - 1] = HKC_NONE;
+  c->dq_param[n - 1] = HKC_NONE, c->dq_axis[n - 1] = 0;
   memset(&c->lay[n - 1], 0, sizeof c->lay[n - 1]);
   s->n_tensors = n;
   return (int)(n - 1);
@@ -181,6 +189,67 @@ static int whole_of(shard_ctx_t *c, int *t, const hkc_node_t *at) {
   return 0;
 }
 
+static int slice_tensor(shard_ctx_t *c, int p, int axis, const layout_t *l, const hkc_node_t *at);
+static int column_layout(shard_ctx_t *c, size_t j, int64_t n, layout_t *out);
+
+/* An 8-bit param q just sliced along axis by layout l: its scales [rows / block rows, cols / block
+ * cols] follow, by blocks (a block along axis that spans the whole dim: the scales are whole on
+ * every rank, one per row or column they do not split). Every piece must be whole blocks. */
+static int slice_scale(shard_ctx_t *c, int q, int axis, const layout_t *l, const hkc_node_t *at) {
+  hkc_spec_t *s = c->s;
+  const int64_t block = s->tensors[q].block[axis];
+  if (block >= layout_whole(l)) return 0; /* one scale across the axis: every rank's */
+  layout_t sl = *l;
+  for (int k = 0; k < l->n_seg; k++) {
+    if (block <= 0 || (l->size[k] / l->parts[k]) % block != 0) {
+      hkc_error(at->loc, "node '%s': param '%s' has a scale per %lld elements along axis %d, and its pieces of %lld "
+                "do not hold whole blocks", at->name, s->tensors[q].name, (long long)block, axis,
+                (long long)(l->size[k] / l->parts[k]));
+      return -1;
+    }
+    sl.size[k] = l->size[k] / block;
+  }
+  const int sc = s->tensors[q].scale;
+  if (s->tensors[sc].rank != 2) return 0; /* [1]: one scale for the tensor */
+  const int held = slice_tensor(c, sc, axis, &sl, at);
+  if (held < 0) return -1;
+  s->tensors[q].scale = held;
+  return 0;
+}
+
+/* A dequant node whose copy a split gemm reads as B: the 8-bit param (and its scales) sliced as
+ * that gemm would slice B, the copy shaped like the slice (dq_param, dq_axis and lay record how).
+ * Every gemm that reads the copy must split the same way (slice_b checks). 1: done; 0: no split
+ * gemm reads it (a node like any other); -1 (reported). */
+static int shard_dequant(shard_ctx_t *c, size_t j, hkc_node_t *nd) {
+  hkc_spec_t *s = c->s;
+  for (size_t k = j + 1; k < s->n_nodes; k++) {
+    const hkc_node_t *g = &s->nodes[k];
+    if (g->op != HK_OP_GEMM || g->n_in < 2 || g->in[1] != nd->out) continue;
+    if (g->shard == HKC_SHARD_NONE) return 0;
+    const hkc_tensor_t *q = &s->tensors[nd->in[0]];
+    const int n_axis = g->trans_b ? 0 : 1, axis = g->shard == HKC_SHARD_COLUMN ? n_axis : 1 - n_axis;
+    layout_t l;
+    if (q->rank != 2) return 0;
+    if (g->shard == HKC_SHARD_COLUMN) {
+      if (column_layout(c, k, q->dims[n_axis].add, &l) != 0) return -1;
+    } else {
+      if (c->state[g->in[0]] != SPLIT) return 0; /* shard_gemm reports it */
+      l = c->lay[g->in[0]];
+    }
+    const int held = slice_tensor(c, nd->in[0], axis, &l, g);
+    if (held < 0) return -1;
+    nd->in[0] = held;
+    hkc_tensor_t *copy = &s->tensors[nd->out];
+    copy->dims[axis].add = layout_local(&l);
+    c->dq_param[nd->out] = held;
+    c->dq_axis[nd->out] = axis;
+    c->lay[nd->out] = l;
+    return push_node(c, nd) ? 1 : -1;
+  }
+  return 0;
+}
+
 /* Sets param or state p's shard along axis to layout l (its dim there must be l's whole; the
  * dim becomes the rank's). A param that is also read whole, or already sliced another way, is
  * sliced as its `_shard` copy. Returns the tensor that holds the slice, or -1 (reported). */
@@ -190,12 +259,6 @@ static int slice_tensor(shard_ctx_t *c, int p, int axis, const layout_t *l, cons
   if (t->role != HK_ROLE_PARAM && t->role != HK_ROLE_STATE) {
     hkc_error(at->loc, "node '%s': tensor parallelism slices '%s', which is not a param or state (a %s split gemm "
               "reads its B and bias from params)", at->name, t->name, at->shard == HKC_SHARD_ROW ? "row" : "column");
-    return -1;
-  }
-  if (hkc_dtype_quantized(t->dtype) || t->scale != HKC_NONE) {
-    hkc_error(at->loc, "node '%s': param '%s' is %s; tensor parallelism does not slice 8-bit params and their "
-              "scales yet (build it unquantized, or without --tensor-parallel)", at->name, t->name,
-              hkc_dtype_name(t->dtype));
     return -1;
   }
   const hkc_shard_t want = {.axis = axis,
@@ -240,7 +303,20 @@ static int slice_tensor(shard_ctx_t *c, int p, int axis, const layout_t *l, cons
   h->shard = want;
   h->dims[axis].add = layout_local(l);
   c->slice[p] = holder;
+  if (h->scale != HKC_NONE && slice_scale(c, holder, axis, l, at) != 0) return -1;
   return holder;
+}
+
+/* A split gemm's B: its param sliced along axis by l, or (an 8-bit param's dequantized copy) the
+ * copy its dequant node made of the slice, which must have been sliced the same way. */
+static int slice_b(shard_ctx_t *c, int b, int axis, const layout_t *l, const hkc_node_t *at) {
+  if (c->dq_param[b] == HKC_NONE) return slice_tensor(c, b, axis, l, at);
+  if (c->dq_axis[b] != axis || !layout_equal(&c->lay[b], l)) {
+    hkc_error(at->loc, "node '%s': its 8-bit B '%s' is read by gemms split in different ways; give each its own param",
+              at->name, c->s->tensors[b].name);
+    return -1;
+  }
+  return b;
 }
 
 /* The layout of a column-parallel gemm's C from what reads it: a packed q | k | v (rope packed,
@@ -319,9 +395,10 @@ static int split_output(shard_ctx_t *c, hkc_node_t *nd, const layout_t *l) {
 static int shard_gemm(shard_ctx_t *c, size_t j, hkc_node_t *nd) {
   hkc_spec_t *s = c->s;
   const int B = nd->in[1];
-  if (B != HKC_NONE && s->tensors[B].producer != HKC_NONE && nd->shard != HKC_SHARD_NONE) {
-    hkc_error(nd->loc, "node '%s': its B '%s' is made by a node (8-bit params are read through a dequant); tensor "
-              "parallelism splits gemms of param B only", nd->name, s->tensors[B].name);
+  if (B != HKC_NONE && s->tensors[B].producer != HKC_NONE && c->dq_param[B] == HKC_NONE &&
+      nd->shard != HKC_SHARD_NONE) {
+    hkc_error(nd->loc, "node '%s': its B '%s' is made by a node; tensor parallelism splits gemms of param B (or of an "
+              "8-bit param's dequantized copy) only", nd->name, s->tensors[B].name);
     return -1;
   }
   const hkc_tensor_t *b = &s->tensors[B];
@@ -334,8 +411,9 @@ static int shard_gemm(shard_ctx_t *c, size_t j, hkc_node_t *nd) {
       return -1;
     }
     layout_t l;
-    if (b->rank != 2 || column_layout(c, j, b->dims[n_axis].add, &l) != 0) return -1;
-    if ((nd->in[1] = slice_tensor(c, B, n_axis, &l, nd)) < 0) return -1;
+    const int64_t n = c->dq_param[B] != HKC_NONE ? layout_whole(&c->lay[B]) : b->dims[n_axis].add;
+    if (b->rank != 2 || column_layout(c, j, n, &l) != 0) return -1;
+    if ((nd->in[1] = slice_b(c, B, n_axis, &l, nd)) < 0) return -1;
     if (nd->bias != HKC_NONE && (nd->bias = slice_tensor(c, nd->bias, s->tensors[nd->bias].rank - 1, &l, nd)) < 0)
       return -1;
     return split_output(c, nd, &l);
@@ -353,7 +431,7 @@ static int shard_gemm(shard_ctx_t *c, size_t j, hkc_node_t *nd) {
       return -1;
     }
     layout_t l = c->lay[a];
-    if (b->rank != 2 || (nd->in[1] = slice_tensor(c, B, k_axis, &l, nd)) < 0) return -1;
+    if (b->rank != 2 || (nd->in[1] = slice_b(c, B, k_axis, &l, nd)) < 0) return -1;
     const int out = nd->out, bias = nd->bias, residual = nd->residual;
     char name[HK_MAX_NAME_LEN + 24];
     snprintf(name, sizeof name, "%s_partial", s->tensors[out].name);
@@ -475,7 +553,8 @@ static void mark_whole_uses(shard_ctx_t *c) {
       const int t = *refs[k];
       const int sliced = nd.op == HK_OP_GEMM && nd.shard != HKC_SHARD_NONE && (refs[k] == &nd.in[1] || refs[k] == &nd.bias);
       const int cache = refs[k] == &nd.k_cache || refs[k] == &nd.v_cache;
-      if (!sliced && !cache) c->used_whole[t] = 1;
+      const int dequant = nd.op == HK_OP_DEQUANT; /* shard_dequant: sliced with its gemm's B */
+      if (!sliced && !cache && !dequant) c->used_whole[t] = 1;
     }
   }
 }
@@ -502,13 +581,15 @@ int hkc_shard(hkc_spec_t *spec, int ranks) {
   c.whole = malloc(n * sizeof *c.whole);
   c.used_whole = calloc(n, sizeof *c.used_whole);
   c.slice = malloc(n * sizeof *c.slice);
+  c.dq_param = malloc(n * sizeof *c.dq_param);
+  c.dq_axis = calloc(n, sizeof *c.dq_axis);
   c.lay = calloc(n, sizeof *c.lay);
   int rc = -1, marked = 0;
-  if (!c.state || !c.whole || !c.used_whole || !c.slice || !c.lay) {
+  if (!c.state || !c.whole || !c.used_whole || !c.slice || !c.lay || !c.dq_param || !c.dq_axis) {
     oom(&c);
     goto done;
   }
-  for (size_t t = 0; t < spec->n_tensors; t++) c.whole[t] = c.slice[t] = HKC_NONE;
+  for (size_t t = 0; t < spec->n_tensors; t++) c.whole[t] = c.slice[t] = c.dq_param[t] = HKC_NONE;
   mark_whole_uses(&c);
   for (size_t j = 0; j < spec->n_nodes; j++) {
     hkc_node_t nd = spec->nodes[j];
@@ -527,6 +608,7 @@ int hkc_shard(hkc_spec_t *spec, int ranks) {
     case HK_OP_SILU:
     case HK_OP_GELU_TANH:
     case HK_OP_TANH: r = shard_elementwise(&c, &nd); break;
+    case HK_OP_DEQUANT: r = shard_dequant(&c, j, &nd) == 1 ? 0 : -2; break;
     case HK_OP_TAKE_ROWS:
       r = c.state[nd.in[0]] == SPLIT && c.lay[nd.in[0]].n_seg == 1 ? split_output(&c, &nd, &c.lay[nd.in[0]]) : -2;
       break;
@@ -564,6 +646,8 @@ done: /* on failure the spec keeps its nodes: the new list shares their names, a
   free(c.whole);
   free(c.used_whole);
   free(c.slice);
+  free(c.dq_param);
+  free(c.dq_axis);
   free(c.lay);
   return rc;
 }

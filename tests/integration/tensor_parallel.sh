@@ -70,6 +70,24 @@ for mt in llama:1 llama:2 llama:4 qwen2:2 gpt2:2 mistral:4; do
   echo "ok   $m over $tp ranks: the whole pack's and the reference's ids: $got"
 done
 
+# 8-bit weights split too (the int8 / fp8_e4m3 params and their per-row scales sliced with their
+# gemm's B): the quantized checkpoint over 2 ranks gives the whole quantized pack's ids
+for mq in llama:int8 qwen2:fp8_e4m3; do
+  m=${mq%%:*} q=${mq#*:}
+  "$HKC" import hf "$cfgs/$m.json" --generate --max-seq 64 --slots 4 --token-buckets 1,4,16 --dtype f32 --targets host \
+    --quantize "$q" --tensor-parallel 2 -o "$work/${m}_q.yaml" --weights-map-out "$work/${m}_q.map" -q
+  "$HKC" quantize "$work/$m.safetensors" -o "$work/${m}_q.safetensors" --dtype "$q" -q
+  grep -v '^parallel:' "$work/${m}_q.yaml" > "$work/${m}_q1.yaml"
+  for p in "${m}_q1" "${m}_q"; do
+    "$HKC" build "$work/$p.yaml" -o "$work/$p.hkpack" --target host -q
+    "$HKC" generate "$work/$p.hkpack" --weights "$work/${m}_q.safetensors" --weights-map "$work/${m}_q.map" "${ids[@]}" \
+      -n $N --json --allow-unsigned-native > "$work/$p.json" || fail "generate $p"
+  done
+  got=$(outputs "$work/${m}_q.json") want=$(outputs "$work/${m}_q1.json")
+  [ "$got" = "$want" ] && [ "$want" != "[]" ] || fail "$m $q over 2 ranks: $got, whole $want"
+  echo "ok   $m $q over 2 ranks: the whole quantized pack's ids"
+done
+
 # --random-params: every rank fills the whole params from the seed (a `_shard` copy under its
 # source's name) and binds its slice, so the split pack generates what the whole pack does
 for p in llama llama.tp4; do
