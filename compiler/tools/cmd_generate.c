@@ -251,8 +251,9 @@ static void *rank_main(void *arg) {
   uint32_t n_random = 0;
   j->rc = 1;
   if (hk_session_create(j->pack, &j->so, &session) != HK_OK) goto done;
-  if (j->weights_path &&
-      hkc_run_bind_weights_file(session, j->weights_path, j->map_path, &weights, &image, &map, 1, NULL) != 0)
+  char wbuf[4200];
+  const char *wpath = hkc_tp_rank_path(j->weights_path, j->so.tensor_rank, wbuf, sizeof wbuf);
+  if (wpath && hkc_run_bind_weights_file(session, wpath, j->map_path, &weights, &image, &map, 1, NULL) != 0)
     goto done;
   if (j->random_params && bind_random_params(session, j->seed, &random_bufs, &n_random) != 0) goto done;
   if (hk_generator_create(session, &gen) != HK_OK) goto done;
@@ -401,8 +402,9 @@ int hkc_cmd_generate(int argc, char **argv) {
     fprintf(stderr, "hkc generate: %s\n", hk_last_error());
     goto done;
   }
-  if (weights_path &&
-      hkc_run_bind_weights_file(session, weights_path, map_path, &weights, &weights_image, &map, 1, NULL) != 0)
+  char wbuf[4200];
+  const char *wpath = hkc_tp_rank_path(weights_path, 0, wbuf, sizeof wbuf); /* rank 0's, or the whole one */
+  if (wpath && hkc_run_bind_weights_file(session, wpath, map_path, &weights, &weights_image, &map, 1, NULL) != 0)
     goto done;
   if (hkc_run_check_params_given(session, NULL, 0, random_params) != 0) goto done;
   if (bind_random_params(session, (uint64_t)seed, &random_bufs, &n_random) != 0) goto done;

@@ -123,8 +123,9 @@ static void *run_rank_main(void *arg) {
   uint32_t n = 0;
   j->rc = 1;
   if (hk_session_create(j->pack, &j->so, &session) != HK_OK) goto done;
-  if (j->weights_path && hkc_run_bind_weights_file(session, j->weights_path, j->map_path, &weights, &image, &map, 1,
-                                                   NULL) != 0)
+  char wbuf[4200];
+  const char *wpath = hkc_tp_rank_path(j->weights_path, j->so.tensor_rank, wbuf, sizeof wbuf);
+  if (wpath && hkc_run_bind_weights_file(session, wpath, j->map_path, &weights, &image, &map, 1, NULL) != 0)
     goto done;
   n = hk_session_tensor_count(session);
   if (!(outs = calloc(n ? n : 1, sizeof *outs))) goto done;
@@ -333,8 +334,9 @@ static int run_command(int argc, char **argv, hkc_named_file_t **files_out) {
   if (pack_weights && !quiet)
     printf("weights: %u param(s) bound from the pack%s\n", pack_weights,
            weights_path || n_files ? " (--weights and --param bind over them)" : "");
-  if (weights_path &&
-      hkc_run_bind_weights_file(session, weights_path, map_path, &weights, &weights_image, &map, quiet, json) != 0)
+  char wbuf[4200];
+  const char *wpath = hkc_tp_rank_path(weights_path, 0, wbuf, sizeof wbuf); /* rank 0's, or the whole one */
+  if (wpath && hkc_run_bind_weights_file(session, wpath, map_path, &weights, &weights_image, &map, quiet, json) != 0)
     goto done;
   if (json && !weights_path) cJSON_AddNullToObject(json, "weights");
   if (hkc_run_check_params_given(session, files, n_files, random_params) != 0) goto done;

@@ -440,6 +440,13 @@ void hkc_tp_close(hkc_tp_t *tp) {
   memset(tp, 0, sizeof *tp);
 }
 
+const char *hkc_tp_rank_path(const char *path, uint32_t rank, char *buf, size_t size) {
+  const char *at = path ? strstr(path, "{rank}") : NULL;
+  if (!at) return path;
+  snprintf(buf, size, "%.*s%u%s", (int)(at - path), path, rank, at + 6);
+  return buf;
+}
+
 void hkc_tp_options(const hkc_tp_t *tp, uint32_t r, hk_session_options_t *so) {
   so->comm = tp->comm[r];
   so->tensor_rank = r;

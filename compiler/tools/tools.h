@@ -351,6 +351,9 @@ typedef struct hkc_tp {
 int hkc_tp_open(hkc_tp_t *tp, hk_pack_t *pack, const char *target, const char *cmd);
 void hkc_tp_abort(hkc_tp_t *tp);
 void hkc_tp_close(hkc_tp_t *tp); /* after every session of it */
+/* --weights of a tensor-parallel rank: `path` with "{rank}" replaced by the rank (a checkpoint
+ * split ahead of time, one file per rank), else path itself (every rank slices the whole one). */
+const char *hkc_tp_rank_path(const char *path, uint32_t rank, char *buf, size_t size);
 /* Fills rank r's communicator, rank and device into so. */
 void hkc_tp_options(const hkc_tp_t *tp, uint32_t r, hk_session_options_t *so);
 

@@ -88,6 +88,51 @@ for mq in llama:int8 qwen2:fp8_e4m3; do
   echo "ok   $m $q over 2 ranks: the whole quantized pack's ids"
 done
 
+# a checkpoint split ahead of time, one file per rank (--weights 'FILE-{rank}.safetensors'): each
+# param's slice under the name it binds by (the name map's, else its own), cut by the pack's own
+# slice records (hkc inspect --json); the same ids as from the whole checkpoint
+"$HKC" inspect --json "$work/llama.tp2.hkpack" > "$work/llama.tp2.json"
+"$PY" - "$work" <<'EOF2' || fail "writing the pre-split checkpoints"
+import json, os, sys
+import numpy as np
+sys.path.insert(0, os.environ["HK_SOURCE_DIR"] + "/tests/integration")
+import safetensors_io
+w = sys.argv[1]
+pack = json.load(open(w + "/llama.tp2.json"))
+ranks = pack["tensor_ranks"]
+names = dict(l.split() for l in open(w + "/llama.map") if l.strip() and not l.startswith("#"))
+whole = {k: v[1] for k, v in safetensors_io.read(w + "/llama.safetensors").items()}
+params = {t["name"]: t for t in pack["tensors"] if t["role"] == "param"}
+def whole_of(t):  # the whole tensor a param comes from: its checkpoint name, or its parts
+    if t["name"] in names:
+        return whole[names[t["name"]]]
+    if "parts" in t:
+        return np.concatenate([whole[p] for p in t["parts"]], axis=0)
+    return whole[t["name"]]
+for r in range(ranks):
+    out = {}
+    for name, t in params.items():
+        sl = t.get("slice")
+        src = params[sl["source"]] if sl else t
+        a = whole_of(src)
+        if sl:
+            pieces, at = [], 0
+            for size, parts in zip(sl["segments"], sl["parts"]):
+                piece = size // parts
+                k = r * parts // ranks
+                pieces.append(np.take(a, range(at + k * piece, at + (k + 1) * piece), axis=sl["axis"]))
+                at += size
+            a = np.concatenate(pieces, axis=sl["axis"])
+        assert list(a.shape) == t["shape"], (name, a.shape, t["shape"])
+        out[names.get(name, name)] = ("F32", a.astype("<f4"))
+    safetensors_io.write("%s/llama-%d.safetensors" % (w, r), out)
+EOF2
+"$HKC" generate "$work/llama.tp2.hkpack" --weights "$work/llama-{rank}.safetensors" --weights-map "$work/llama.map" \
+  "${ids[@]}" -n $N --json --allow-unsigned-native > "$work/presplit.json" || fail "generate from pre-split checkpoints"
+[ "$(outputs "$work/presplit.json")" = "$(outputs "$work/llama.whole.json")" ] ||
+  fail "pre-split: $(outputs "$work/presplit.json"), whole $(outputs "$work/llama.whole.json")"
+echo "ok   llama over 2 ranks from a checkpoint split ahead of time: the whole pack's ids"
+
 # --random-params: every rank fills the whole params from the seed (a `_shard` copy under its
 # source's name) and binds its slice, so the split pack generates what the whole pack does
 for p in llama llama.tp4; do
