@@ -133,6 +133,17 @@ EOF2
   fail "pre-split: $(outputs "$work/presplit.json"), whole $(outputs "$work/llama.whole.json")"
 echo "ok   llama over 2 ranks from a checkpoint split ahead of time: the whole pack's ids"
 
+# a rank that fails ends every rank: rank 1's file is missing, rank 0 must not wait for it (the
+# group is aborted), and the command fails naming rank 1
+cp "$work/llama-0.safetensors" "$work/half-0.safetensors"
+set +e
+out=$(timeout 60 "$HKC" generate "$work/llama.tp2.hkpack" --weights "$work/half-{rank}.safetensors" \
+  --weights-map "$work/llama.map" "${ids[@]}" -n $N --allow-unsigned-native 2>&1)
+rc=$?
+set -e
+[ $rc -eq 1 ] && grep -Fq "rank 1 of 2" <<< "$out" || fail "a failing rank (rc $rc): $out"
+echo "ok   a rank that fails: every rank ends, exit status 1"
+
 # --random-params: every rank fills the whole params from the seed (a `_shard` copy under its
 # source's name) and binds its slice, so the split pack generates what the whole pack does
 for p in llama llama.tp4; do
