@@ -260,15 +260,7 @@ static void *rank_main(void *arg) {
   for (uint32_t i = 0; j->sampling && i < j->prompts->n; i++)
     if (hk_generator_set_sampling(gen, i, &j->sampling[i]) != HK_OK) goto done;
   if (generate_all(gen, j->prompts, j->max_new, j->stop, j->n_stop, &res) != 0) goto done;
-  if (j->profile && res.steps) {
-    for (int r = 0; r < 64; r++)
-      if (hk_session_run(session, NULL) != HK_OK || hk_session_synchronize(session, NULL) != HK_OK) goto done;
-    const uint32_t n = hk_session_launch_count(session);
-    double *us = calloc(n ? n : 1, sizeof *us);
-    const hk_status_t st = us ? hk_session_profile(session, NULL, j->repeats, us) : HK_STATUS_OUT_OF_MEMORY;
-    free(us);
-    if (st != HK_OK) goto done;
-  }
+  if (j->profile && res.steps && hkc_tp_follow(session, 64, j->repeats) != 0) goto done;
   j->rc = 0;
 done:
   if (j->rc) {

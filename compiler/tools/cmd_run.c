@@ -142,15 +142,7 @@ static void *run_rank_main(void *arg) {
       if (hk_session_bind_sliced(session, info.name, j->whole[t], whole.bytes) != HK_OK) goto done;
     }
   }
-  for (long long r = 0; r < j->runs; r++)
-    if (hk_session_run(session, NULL) != HK_OK || hk_session_synchronize(session, NULL) != HK_OK) goto done;
-  if (j->profile_repeats) {
-    const uint32_t nl = hk_session_launch_count(session);
-    double *us = calloc(nl ? nl : 1, sizeof *us);
-    const hk_status_t st = us ? hk_session_profile(session, NULL, j->profile_repeats, us) : HK_STATUS_OUT_OF_MEMORY;
-    free(us);
-    if (st != HK_OK) goto done;
-  }
+  if (hkc_tp_follow(session, j->runs, j->profile_repeats) != 0) goto done;
   j->rc = 0;
 done:
   if (j->rc) {

@@ -447,6 +447,17 @@ const char *hkc_tp_rank_path(const char *path, uint32_t rank, char *buf, size_t 
   return buf;
 }
 
+int hkc_tp_follow(hk_session_t *session, long long runs, uint32_t repeats) {
+  for (long long r = 0; r < runs; r++)
+    if (hk_session_run(session, NULL) != HK_OK || hk_session_synchronize(session, NULL) != HK_OK) return -1;
+  if (!repeats) return 0;
+  const uint32_t n = hk_session_launch_count(session);
+  double *us = calloc(n ? n : 1, sizeof *us);
+  const hk_status_t st = us ? hk_session_profile(session, NULL, repeats, us) : HK_STATUS_OUT_OF_MEMORY;
+  free(us);
+  return st == HK_OK ? 0 : -1;
+}
+
 void hkc_tp_options(const hkc_tp_t *tp, uint32_t r, hk_session_options_t *so) {
   so->comm = tp->comm[r];
   so->tensor_rank = r;

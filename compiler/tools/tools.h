@@ -354,6 +354,10 @@ void hkc_tp_close(hkc_tp_t *tp); /* after every session of it */
 /* --weights of a tensor-parallel rank: `path` with "{rank}" replaced by the rank (a checkpoint
  * split ahead of time, one file per rank), else path itself (every rank slices the whole one). */
 const char *hkc_tp_rank_path(const char *path, uint32_t rank, char *buf, size_t size);
+/* What a rank other than 0 does after its own work, in step with rank 0: `runs` runs of its
+ * graph, then (repeats > 0) hk_session_profile over `repeats`, whose collectives pair with rank
+ * 0's. 0 / -1 (hk_last_error says why). */
+int hkc_tp_follow(hk_session_t *session, long long runs, uint32_t repeats);
 /* Fills rank r's communicator, rank and device into so. */
 void hkc_tp_options(const hkc_tp_t *tp, uint32_t r, hk_session_options_t *so);
 

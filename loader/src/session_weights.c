@@ -300,6 +300,16 @@ static hk_status_t copy_parts(hk_session_t *s, const hk_weights_t *w, uint32_t i
   return HK_OK;
 }
 
+/* Whether file tensor wi binds to a session tensor described by info (its dtype and shape, and a
+ * conversion that does not overflow, counted in conv). Errors: INVALID_ARGUMENT. */
+static hk_status_t check_file_tensor(const hk_tensor_info_t *info, const hk_weights_tensor_info_t *wi, bool exact,
+                                     conversions_t *conv) {
+  HK_RETURN_IF_ERROR(check_match(info, wi, exact));
+  char what[1100];
+  snprintf(what, sizeof what, "the weights' tensor \"%s\"", wi->name);
+  return check_conversion(info, wi, what, conv);
+}
+
 /* A sliced param (tensor parallelism): its whole tensor's info (the dim along the shard's axis
  * the segments' sum; the name the source's, whose checkpoint tensor it slices). */
 static hk_tensor_info_t whole_info(const hk_session_t *s, const hk_tensor_info_t *info, const hk_shard_rec_t *sh,
@@ -437,13 +447,7 @@ static hk_status_t bind_weights(hk_session_t *s, const hk_weights_t *w, const hk
       if (found) {
         hk_weights_tensor_info_t wi;
         (void)hk_weights_tensor_info(w, wi_index, &wi);
-        st = check_match(&whole, &wi, exact);
-        if (st == HK_OK) {
-          char what[1100];
-          snprintf(what, sizeof what, "the weights' tensor \"%s\"", wi.name);
-          st = check_conversion(&whole, &wi, what, &conv);
-        }
-        if (st != HK_OK) break;
+        if ((st = check_file_tensor(&whole, &wi, exact, &conv)) != HK_OK) break;
       } else if (hk_session_tensor_part(s, from, 0)) {
         const char *lacks;
         st = check_parts(s, w, from, &whole, exact, &found, &lacks, &conv);
@@ -477,12 +481,7 @@ static hk_status_t bind_weights(hk_session_t *s, const hk_weights_t *w, const hk
     }
     hk_weights_tensor_info_t wi;
     (void)hk_weights_tensor_info(w, wi_index, &wi);
-    st = check_match(&info, &wi, exact);
-    if (st == HK_OK) {
-      char what[1100];
-      snprintf(what, sizeof what, "the weights' tensor \"%s\"", wi.name);
-      st = check_conversion(&info, &wi, what, &conv);
-    }
+    st = check_file_tensor(&info, &wi, exact, &conv);
     idx[count] = t;
     src[count++] = wi_index;
   }
