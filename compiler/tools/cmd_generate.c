@@ -241,20 +241,14 @@ typedef struct rank_job {
 
 static void *rank_main(void *arg) {
   rank_job_t *j = arg;
-  hk_session_t *session = NULL;
+  hkc_tp_rank_t rank;
   hk_generator_t *gen = NULL;
-  hk_weights_t *weights = NULL;
-  void *image = NULL;
-  hkc_weights_map_t map = {0};
   gen_result_t res = {0};
   void **random_bufs = NULL;
   uint32_t n_random = 0;
   j->rc = 1;
-  if (hk_session_create(j->pack, &j->so, &session) != HK_OK) goto done;
-  char wbuf[4200];
-  const char *wpath = hkc_tp_rank_path(j->weights_path, j->so.tensor_rank, wbuf, sizeof wbuf);
-  if (wpath && hkc_run_bind_weights_file(session, wpath, j->map_path, &weights, &image, &map, 1, NULL) != 0)
-    goto done;
+  if (hkc_tp_rank_open(&rank, j->pack, &j->so, j->weights_path, j->map_path) != 0) goto done;
+  hk_session_t *session = rank.session;
   if (j->random_params && bind_random_params(session, j->seed, &random_bufs, &n_random) != 0) goto done;
   if (hk_generator_create(session, &gen) != HK_OK) goto done;
   for (uint32_t i = 0; j->sampling && i < j->prompts->n; i++)
@@ -263,20 +257,14 @@ static void *rank_main(void *arg) {
   if (j->profile && res.steps && hkc_tp_follow(session, 64, j->repeats) != 0) goto done;
   j->rc = 0;
 done:
-  if (j->rc) {
-    snprintf(j->error, sizeof j->error, "%s", hk_last_error());
-    hkc_tp_abort(j->tp);
-  }
+  if (j->rc) hkc_tp_rank_fail(j->tp, j->error, sizeof j->error);
   free(res.out);
   free(res.count);
   free(res.step_ms);
   hk_generator_destroy(gen);
-  for (uint32_t t = 0; t < n_random; t++) hk_session_free(session, random_bufs[t]);
+  for (uint32_t t = 0; t < n_random; t++) hk_session_free(rank.session, random_bufs[t]);
   free(random_bufs);
-  hk_session_destroy(session);
-  hk_weights_destroy(weights);
-  free(image);
-  hkc_weights_map_free(&map);
+  hkc_tp_rank_close(&rank);
   return NULL;
 }
 

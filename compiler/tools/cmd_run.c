@@ -115,18 +115,12 @@ typedef struct run_rank {
 
 static void *run_rank_main(void *arg) {
   run_rank_t *j = arg;
-  hk_session_t *session = NULL;
-  hk_weights_t *weights = NULL;
-  void *image = NULL;
-  hkc_weights_map_t map = {0};
+  hkc_tp_rank_t rank;
   void **outs = NULL;
   uint32_t n = 0;
   j->rc = 1;
-  if (hk_session_create(j->pack, &j->so, &session) != HK_OK) goto done;
-  char wbuf[4200];
-  const char *wpath = hkc_tp_rank_path(j->weights_path, j->so.tensor_rank, wbuf, sizeof wbuf);
-  if (wpath && hkc_run_bind_weights_file(session, wpath, j->map_path, &weights, &image, &map, 1, NULL) != 0)
-    goto done;
+  if (hkc_tp_rank_open(&rank, j->pack, &j->so, j->weights_path, j->map_path) != 0) goto done;
+  hk_session_t *session = rank.session;
   n = hk_session_tensor_count(session);
   if (!(outs = calloc(n ? n : 1, sizeof *outs))) goto done;
   for (uint32_t t = 0; t < n; t++) {
@@ -145,16 +139,10 @@ static void *run_rank_main(void *arg) {
   if (hkc_tp_follow(session, j->runs, j->profile_repeats) != 0) goto done;
   j->rc = 0;
 done:
-  if (j->rc) {
-    snprintf(j->error, sizeof j->error, "%s", hk_last_error());
-    hkc_tp_abort(j->tp);
-  }
-  for (uint32_t t = 0; outs && t < n; t++) hk_session_free(session, outs[t]);
+  if (j->rc) hkc_tp_rank_fail(j->tp, j->error, sizeof j->error);
+  for (uint32_t t = 0; outs && t < n; t++) hk_session_free(rank.session, outs[t]);
   free(outs);
-  hk_session_destroy(session);
-  hk_weights_destroy(weights);
-  free(image);
-  hkc_weights_map_free(&map);
+  hkc_tp_rank_close(&rank);
   return NULL;
 }
 

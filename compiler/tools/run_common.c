@@ -447,6 +447,30 @@ const char *hkc_tp_rank_path(const char *path, uint32_t rank, char *buf, size_t 
   return buf;
 }
 
+int hkc_tp_rank_open(hkc_tp_rank_t *r, hk_pack_t *pack, const hk_session_options_t *so, const char *weights_path,
+                     const char *map_path) {
+  memset(r, 0, sizeof *r);
+  if (hk_session_create(pack, so, &r->session) != HK_OK) return -1;
+  char buf[4200];
+  const char *path = hkc_tp_rank_path(weights_path, so->tensor_rank, buf, sizeof buf);
+  return path && hkc_run_bind_weights_file(r->session, path, map_path, &r->weights, &r->image, &r->map, 1, NULL) != 0
+             ? -1
+             : 0;
+}
+
+void hkc_tp_rank_close(hkc_tp_rank_t *r) {
+  hk_session_destroy(r->session);
+  hk_weights_destroy(r->weights); /* after the session: host tensors may be bound in place */
+  free(r->image);
+  hkc_weights_map_free(&r->map);
+  memset(r, 0, sizeof *r);
+}
+
+void hkc_tp_rank_fail(hkc_tp_t *tp, char *error, size_t size) {
+  snprintf(error, size, "%s", hk_last_error());
+  hkc_tp_abort(tp);
+}
+
 int hkc_tp_follow(hk_session_t *session, long long runs, uint32_t repeats) {
   for (long long r = 0; r < runs; r++)
     if (hk_session_run(session, NULL) != HK_OK || hk_session_synchronize(session, NULL) != HK_OK) return -1;

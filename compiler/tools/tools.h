@@ -354,6 +354,19 @@ void hkc_tp_close(hkc_tp_t *tp); /* after every session of it */
 /* --weights of a tensor-parallel rank: `path` with "{rank}" replaced by the rank (a checkpoint
  * split ahead of time, one file per rank), else path itself (every rank slices the whole one). */
 const char *hkc_tp_rank_path(const char *path, uint32_t rank, char *buf, size_t size);
+/* The session of a rank other than 0 and the --weights it binds (path with "{rank}" replaced:
+ * hkc_tp_rank_path). open: 0 / -1 (hk_last_error says why; close it anyway). fail: keeps the
+ * error in error[size] and aborts every rank's collectives (tp), for a rank thread that stops. */
+typedef struct hkc_tp_rank {
+  hk_session_t *session;
+  hk_weights_t *weights;
+  void *image;
+  hkc_weights_map_t map;
+} hkc_tp_rank_t;
+int hkc_tp_rank_open(hkc_tp_rank_t *r, hk_pack_t *pack, const hk_session_options_t *so, const char *weights_path,
+                     const char *map_path);
+void hkc_tp_rank_close(hkc_tp_rank_t *r);
+void hkc_tp_rank_fail(hkc_tp_t *tp, char *error, size_t size);
 /* What a rank other than 0 does after its own work, in step with rank 0: `runs` runs of its
  * graph, then (repeats > 0) hk_session_profile over `repeats`, whose collectives pair with rank
  * 0's. 0 / -1 (hk_last_error says why). */

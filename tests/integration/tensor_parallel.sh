@@ -12,19 +12,8 @@
 # example app), a split that does not divide and stored weights are refused with messages that
 # say why. Skips (77) without NumPy.
 set -euo pipefail
-: "${HKC:?}" "${HK_SOURCE_DIR:?}"
-PY=${HK_PYTHON:-/usr/bin/python3}
-if ! "$PY" -c "import numpy" > /dev/null 2>&1; then
-  echo "SKIPPED: $PY cannot import numpy (python3-numpy; or set HK_PYTHON)"
-  exit 77
-fi
-export HKC_PYTHON=$PY
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export HKC_CACHE_DIR=${HKC_CACHE_DIR:-$work/cache}
-ref=$HK_SOURCE_DIR/tests/integration/gen_reference.py
-cfgs=$HK_SOURCE_DIR/tests/integration/gen_configs
-fail() { echo "FAIL: $*"; exit 1; }
+: "${HK_SOURCE_DIR:?}"
+source "$HK_SOURCE_DIR/tests/integration/lib/generate.sh" # PY, work, ref, cfgs, fail (or exit 77)
 N=6
 
 "$PY" - "$work" <<'EOF'
