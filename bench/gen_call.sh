@@ -5,7 +5,8 @@
 # against Hugging Face, the decode step's per-launch profile (Llama-3.2-1B, batch 1, context
 # 1024), then ms/token and time to first token against Hugging Face at GEN_POINTS. Logs in
 # $OUT (default /tmp/gen-out). Each stage has a time limit (seconds: GEN_T_KV, GEN_T_CHECK,
-# GEN_T_BENCH; 0 skips the stage) so the whole call ends inside one device command.
+# GEN_T_BENCH; 0 skips the stage; GEN_Q8=0 skips the 8-bit packs) so the whole call ends inside one
+# device command.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export HKC_KEY=${HKC_KEY:-$PWD/build-dev/signing.key} # packs built on one machine run on the other: both trust this key (docs/CLI.md, "Signing")
@@ -25,13 +26,19 @@ python3 -c "import numpy as np; np.save('/tmp/p1024.npy', np.random.default_rng(
 timeout 60 build-dev/hkc generate build-dev/gen/llama-3.2-1b.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \
   --weights-map build-dev/gen/llama-3.2-1b.map --ids /tmp/p1024.npy -n 64 --profile > "$out/profile_b1.log" 2>&1
 head -60 "$out/profile_b1.log"
-timeout 60 build-dev/hkc generate build-dev/gen/llama-3.2-1b-fast.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \
-  --weights-map build-dev/gen/llama-3.2-1b.map --ids /tmp/p1024.npy -n 64 --profile > "$out/profile_b1_fast.log" 2>&1
-head -60 "$out/profile_b1_fast.log"
+timeout 60 build-dev/hkc generate build-dev/gen/llama-3.2-1b-base.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \
+  --weights-map build-dev/gen/llama-3.2-1b.map --ids /tmp/p1024.npy -n 64 --profile > "$out/profile_b1_base.log" 2>&1
+head -30 "$out/profile_b1_base.log"
+# the decode step at batch 8 (8 prompts of 1024 tokens, the pack's bucket of 8 rows)
+python3 -c "import numpy as np; [np.save('/tmp/p1024_%d.npy' % i, np.random.default_rng(10 + i).integers(0, 128000, size=1024).astype(np.int32)) for i in range(8)]"
+timeout 60 build-dev/hkc generate build-dev/gen/llama-3.2-1b.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \
+  --weights-map build-dev/gen/llama-3.2-1b.map $(for i in 0 1 2 3 4 5 6 7; do printf -- '--ids /tmp/p1024_%d.npy ' $i; done) \
+  -n 16 --profile > "$out/profile_b8.log" 2>&1
+grep -v '^prompt' "$out/profile_b8.log" | head -24
 # 8-bit weights: the checkpoint quantized here (int8, per output channel); the folded pack (its
 # decode gemms read the 8-bit bytes: gemm_skinny) against the unfolded one (dequant launches, the
 # same products) -- the same greedy ids expected -- then its decode step beside the bf16 packs'
-if [ -f build-dev/gen/llama-3.2-1b-q8.hkpack ]; then
+if [ "${GEN_Q8:-1}" != 0 ] && [ -f build-dev/gen/llama-3.2-1b-q8.hkpack ]; then
   timeout 120 build-dev/hkc quantize /tmp/gen_llama-3.2-1b/model.safetensors -o /tmp/gen_llama-3.2-1b/model_q8.safetensors \
     --dtype int8 -q
   for p in llama-3.2-1b-q8 llama-3.2-1b-q8-unfolded llama-3.2-1b-s8-fast; do
@@ -54,18 +61,31 @@ for i in 1 2; do
 done
 cat "$out/sample_1.log"; cmp -s <(grep '^prompt' "$out/sample_1.log") <(grep '^prompt' "$out/sample_2.log") && echo "sampling: same seed, same output" ||
   { echo "sampling: runs differ"; cat "$out/sample_2.log"; }
-[ "${GEN_T_BENCH:-300}" -gt 0 ] && timeout "${GEN_T_BENCH:-300}" python3 bench/gen_device.py bench 2>&1 | tee "$out/bench.log"
 # the decode step's kernels under Nsight Compute (prompt 1024, one decode step after the prefill;
 # the decode kernels are the last launches): time, DRAM bytes and bandwidth share per kernel
 if command -v ncu >/dev/null && [ "${GEN_T_NCU:-150}" -gt 0 ]; then
-  for p in llama-3.2-1b llama-3.2-1b-fast; do
+  for p in ${GEN_NCU_PACKS:-llama-3.2-1b llama-3.2-1b-base}; do
     timeout "${GEN_T_NCU:-150}" ncu --clock-control none --csv --metrics \
       gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__grid_size,launch__block_size,launch__registers_per_thread \
       build-dev/hkc generate build-dev/gen/$p.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \
       --weights-map build-dev/gen/llama-3.2-1b.map --ids /tmp/p1024.npy -n 2 > "$out/ncu_$p.csv" 2>&1
     echo "ncu $p: rc $? $(grep -c gpu__time_duration "$out/ncu_$p.csv") kernel rows"
   done
+  # one decode-step launch of each kind in detail (kernel:launches skipped -- a layer kernel's 16 or 17
+  # of the prefill; the skinny GEMMs, mb=1, run in decode steps only): throughput, memory, warp
+  # stalls, occupancy
+  for ks in ${GEN_NCU_DETAIL:-rope:17 kv_attention:17 gemm_bf16_res_tb_a8_t0be467e2:2 gemm_bf16_silu_dual_tb_a8_t0be467e2:1 gemm_bf16_nrm_tb_a8_t0be467e2:1 kv_append:17 rmsnorm:17}; do
+    k=${ks%:*}
+    timeout "${GEN_T_NCU_DETAIL:-30}" ncu --clock-control none --kernel-name "regex:$k" --launch-skip "${ks#*:}" --launch-count 1 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
+      --section LaunchStats build-dev/hkc generate build-dev/gen/llama-3.2-1b.hkpack \
+      --weights /tmp/gen_llama-3.2-1b/model.safetensors --weights-map build-dev/gen/llama-3.2-1b.map \
+      --ids /tmp/p1024.npy -n 2 > "$out/ncu_detail_$k.log" 2>&1
+    echo "ncu detail $k: rc $?"; grep -E "Duration|DRAM Throughput|Memory Throughput|Registers|Achieved Occupancy|Stall|Warp Cycles Per Issued" "$out/ncu_detail_$k.log" | head -12
+  done
 fi
+# decode ms/token and time to first token against Hugging Face (last: the stage that gets what time is left)
+[ "${GEN_T_BENCH:-300}" -gt 0 ] && timeout "${GEN_T_BENCH:-300}" python3 bench/gen_device.py bench 2>&1 | tee "$out/bench.log"
 # tensor parallelism over one rank: NCCL (PyTorch's libnccl.so.2) with a communicator of this
 # GPU, the collectives inside the captured graph: the tiny Llama split equals its whole pack
 # token for token; Llama-3.2-1B split against whole, ms per decode step (the all_reduce copies)

@@ -12,16 +12,19 @@ random weights (torch.manual_seed(0), the config's own initializer), bf16, saved
 save_pretrained; 4 prompts of different lengths (random ids); Hugging Face greedy generate
 (use_cache=True) per prompt against one `hkc generate` call that prefills and decodes all four
 batched. Where the tokens differ, the step and Hugging Face's logit margin there (its top-1 logit
-minus the logit of hkc's token) say whether it is a bf16 near-tie.
+minus the logit of hkc's token) say whether it is a bf16 near-tie; and every step's logits, hkc's
+and HF bf16's, are compared with an f32 copy of the HF model fed the same tokens (logits_drift):
+up to the divergence hkc's error must stay within twice HF bf16's own.
 
 bench (Llama-3.2-1B): ms per decode step at batch B and context C for hkc (`hkc generate`, the
 median step, wall clock) and Hugging Face generate with the static cache (transformers compiles
 the decoding step itself): ms/token = (t(N2) - t(N1)) / (N2 - N1), after a warm-up of both; time
 to first token for prompts of 128 and 1024 tokens; the weight-read floor: (weight bytes + KV
 bytes read per step) / the device-to-device copy bandwidth measured in the same run.
-The pack with the opt-in decode kernels (llama-3.2-1b-fast: gemm_skinny=on, kv_warp=on) is checked
-and timed beside the default one.
-Environment: GEN_POINTS ("1x1024,8x1024,32x1024,1x128,1x4096"), GEN_MODELS (pack names).
+The pack without the decode kernels (llama-3.2-1b-base: gemm_skinny=off, kv_warp=off) is timed
+beside the default one.
+Environment: GEN_POINTS ("1x1024,8x1024,32x1024,1x128,1x4096"), GEN_MODELS (pack names), GEN_BASE=0
+(the -base pack not timed).
 """
 import json
 import os
@@ -43,10 +46,10 @@ def log(*a):
 
 
 def hf_model(name):
-    """The Hugging Face model of config `name` ("NAME-fast": NAME's, for the pack with the opt-in
+    """The Hugging Face model of config `name` ("NAME-base": NAME's, for the pack without the
     decode kernels)."""
     from transformers import AutoConfig, AutoModelForCausalLM
-    name = name[:-len("-fast")] if name.endswith("-fast") else name
+    name = name[:-len("-base")] if name.endswith("-base") else name
     cfg_path = os.path.join(ROOT, "bench", "gen_configs", name + ".json")
     with open(cfg_path) as f:
         cfg = json.load(f)
@@ -87,9 +90,11 @@ def check(names):
             ids = torch.tensor([p], device="cuda")
             with torch.no_grad():
                 g = model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False, use_cache=True,
-                                   output_scores=True, return_dict_in_generate=True)
-            hf.append((g.sequences[0, len(p):].tolist(), [s[0].float().cpu() for s in g.scores]))
+                                   output_logits=True, return_dict_in_generate=True)
+            # raw logits (generate's scores carry min_new_tokens' -inf at the stop id)
+            hf.append((g.sequences[0, len(p):].tolist(), [s[0].float().cpu() for s in g.logits]))
         res = hkc_generate(name, weights, prompts, n)
+        drift = logits_drift(name, model, weights, prompts, [t for t, _ in hf], [sc for _, sc in hf])
         for i, p in enumerate(prompts):
             ours, (theirs, scores) = res["outputs"][i], hf[i]
             same = 0
@@ -102,11 +107,71 @@ def check(names):
                 note = ("diverge at step %d: HF top-1 %d (%.4f), hkc %d (HF logit %.4f): margin %.4f, HF top-2 gap %.4f"
                         % (same, theirs[same], top.values[0].item(), ours[same], s[ours[same]].item(),
                            top.values[0].item() - s[ours[same]].item(), (top.values[0] - top.values[1]).item()))
-            rows.append((name, len(p), same, n, note))
+            d = drift[i]
+            upto = max(d["hkc"][:same + 1])  # the steps both took with the same tokens, the divergence's included
+            ok = upto <= 2 * max(d["hf"][:same + 1]) + 1e-3
+            rows.append((name, len(p), same, n, note, upto))
             log("%-16s prompt %4d: %2d/%d tokens equal %s" % (name, len(p), same, n, note))
+            log("%-16s prompt %4d: logits vs f32, steps 0..%d: hkc %.4f, HF bf16 %.4f (max rel. L2); all %d steps "
+                "(HF's tokens fed): hkc %.4f, HF bf16 %.4f; hkc vs HF bf16 %.4f; f32 picks HF's token at the "
+                "divergence: %s -> %s"
+                % (name, len(p), min(same, n - 1), upto, max(d["hf"][:same + 1]), n, max(d["hkc"]), max(d["hf"]),
+                   max(d["hkc_hf"]), d["f32_pick"][same] if same < n else "-",
+                   "within bf16 bounds" if ok else "OUTSIDE bf16 bounds"))
         del model
         torch.cuda.empty_cache()
     return rows
+
+
+def logits_drift(name, model, weights, prompts, hf_tokens, hf_scores):
+    """Logits of every step against an f32 reference, with Hugging Face's tokens fed to both:
+    hkc's (hkrt Generator over the pack, the prompts batched in slots 0..3, then one token per
+    slot per step -- the tokens HF chose, so every step compares the same inputs, before and
+    after a divergence) and HF bf16 generate's scores, each as ||x - f32|| / ||f32|| per step,
+    where f32 is one forward pass of an f32 copy of the HF model over prompt + HF's tokens.
+    "Within bf16 bounds": hkc's error at most twice HF bf16's own (+1e-3). Also, per step,
+    whether the f32 logits rank HF's token above hkc's greedy pick (f32_pick: "HF", "hkc",
+    "same")."""
+    import copy
+    import hkrt
+    ref = copy.deepcopy(model).float()
+    names = {}
+    with open(os.path.join(GEN, name + ".map")) as f:
+        for line in f:
+            if line.strip() and not line.startswith("#"):
+                a, b = line.split()[:2]
+                names[a] = b
+    out = []
+    with hkrt.Pack.open(os.path.join(GEN, name + ".hkpack")) as pack:
+        sess = pack.session()
+        sess.bind_weights(weights, names=names)
+        with sess.generator() as gen:
+            k = len(prompts)
+            for i in range(k):
+                gen.reset(i)
+            picks = [gen.append(list(range(k)), [list(p) for p in prompts])]
+            steps = [[gen.logits(i) for i in range(k)]]
+            for s in range(len(hf_tokens[0]) - 1):
+                picks.append(gen.append(list(range(k)), [[hf_tokens[i][s]] for i in range(k)]))
+                steps.append([gen.logits(i) for i in range(k)])
+        sess.close()
+    for i, p in enumerate(prompts):
+        seq = torch.tensor([list(p) + hf_tokens[i]], device="cuda")
+        with torch.no_grad():
+            f32 = ref(seq).logits[0, len(p) - 1:len(p) - 1 + len(hf_tokens[i])].double().cpu()
+        d = dict(hkc=[], hf=[], hkc_hf=[], f32_pick=[])
+        for s in range(len(hf_tokens[i])):
+            r, ours, theirs = f32[s], torch.from_numpy(steps[s][i]).double(), hf_scores[i][s].double()
+            nr = r.norm().item()
+            d["hkc"].append((ours - r).norm().item() / nr)
+            d["hf"].append((theirs - r).norm().item() / nr)
+            d["hkc_hf"].append((ours - theirs).norm().item() / theirs.norm().item())
+            a, b = hf_tokens[i][s], picks[s][i]
+            d["f32_pick"].append("same" if a == b else ("HF" if r[a] > r[b] else ("hkc" if r[b] > r[a] else "tie")))
+        out.append(d)
+    del ref
+    torch.cuda.empty_cache()
+    return out
 
 
 def copy_bandwidth():
@@ -161,23 +226,25 @@ def bench(name="llama-3.2-1b"):
         prompts = [rng.integers(0, cfg["vocab_size"], size=ctx).tolist() for _ in range(batch)]
         r = hkc_generate(name, weights, prompts, 33)
         ours, ttft = r["ms_per_token"], r["ttft_ms"]
-        try:  # the opt-in decode kernels (gemm_skinny=on, kv_warp=on), when gen_prepare.sh built them
-            rf = hkc_generate(name + "-fast", weights, prompts, 33)
-            fast, fast_ttft = rf["ms_per_token"], rf["ttft_ms"]
+        try:  # without the decode kernels (gemm_skinny=off, kv_warp=off), when gen_prepare.sh built it
+            if os.environ.get("GEN_BASE", "1") == "0":
+                raise RuntimeError("not timed (GEN_BASE=0)")
+            rf = hkc_generate(name + "-base", weights, prompts, 33)
+            base, base_ttft = rf["ms_per_token"], rf["ttft_ms"]
         except Exception as e:
-            log("the -fast pack at b%d ctx%d: %s" % (batch, ctx, str(e)[:300]))
-            fast, fast_ttft = float("nan"), float("nan")
+            log("the -base pack at b%d ctx%d: %s" % (batch, ctx, str(e)[:300]))
+            base, base_ttft = float("nan"), float("nan")
         try:
             theirs, hf_ttft = hf_ms_per_token(model, batch, ctx, cfg["vocab_size"])
         except Exception as e:  # a configuration HF cannot compile is reported, not fatal
             log("HF failed at b%d ctx%d: %s" % (batch, ctx, str(e)[:300]))
             theirs, hf_ttft = float("nan"), float("nan")
-        rows.append(dict(batch=batch, ctx=ctx, hkc_ms=ours, hkc_fast_ms=fast, hf_ms=theirs, floor_ms=floor,
-                         hkc_ttft_ms=ttft, hkc_fast_ttft_ms=fast_ttft, hf_ttft_ms=hf_ttft))
-        log("b%-3d ctx %-5d hkc %.3f ms/token (%.2fx floor, %.2fx HF), opt-in kernels %.3f (%.2fx floor, %.2fx HF)  "
-            "HF static %.3f  floor %.3f | TTFT hkc %.1f HF %.1f ms"
-            % (batch, ctx, ours, ours / floor, ours / theirs, fast, fast / floor, fast / theirs, theirs, floor, ttft,
-               hf_ttft))
+        rows.append(dict(batch=batch, ctx=ctx, hkc_ms=ours, hkc_base_ms=base, hf_ms=theirs, floor_ms=floor,
+                         hkc_ttft_ms=ttft, hkc_base_ttft_ms=base_ttft, hf_ttft_ms=hf_ttft))
+        log("b%-3d ctx %-5d hkc %.3f ms/token (%.2fx floor, %.2fx HF), without the decode kernels %.3f (%.2fx HF)  "
+            "HF static %.3f  floor %.3f | TTFT hkc %.2f (%.2fx HF), base %.2f, HF %.2f ms"
+            % (batch, ctx, ours, ours / floor, ours / theirs, base, base / theirs, theirs, floor, ttft, ttft / hf_ttft,
+               base_ttft, hf_ttft))
     with open(os.path.join(OUT, "gen_bench.json"), "w") as f:
         json.dump(dict(copy_bw=bw, rows=rows, device=torch.cuda.get_device_name()), f, indent=1)
     return rows
@@ -185,7 +252,7 @@ def bench(name="llama-3.2-1b"):
 
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "check"
-    models = os.environ.get("GEN_MODELS", "llama-3.2-1b,llama-3.2-1b-fast,qwen2.5-0.5b,tinyllama-1.1b").split(",")
+    models = os.environ.get("GEN_MODELS", "llama-3.2-1b,qwen2.5-0.5b,tinyllama-1.1b").split(",")
     log("device:", torch.cuda.get_device_name())
     if what in ("check", "all"):
         check(models)

@@ -154,6 +154,9 @@ int hkc_gpu_dual_gemm_ok(const hkc_gpu_arch_t *arch);
  * skinny_choose), and so folds a dequant into those only. */
 #define HKC_GEMM_FEW_ROWS 8
 int hkc_gpu_fused_gemm_ok(const hkc_gpu_arch_t *arch, const struct hkc_kernel_options *o, const hkc_kernel_key_t *key);
+/* The token rows from which a kv_attention launch runs kv_attention_mma on NVIDIA (sm_80+):
+ * a prefill bucket; below, a decode step's rows, one per sequence, keep kv_attention_warp. */
+#define HKC_KV_MMA_MIN_ROWS 64
 
 /* ---- kernel options (kernel_options.c) ------------------------------------------------------
  * Inputs that change which GPU kernels a build makes, beyond the spec and the tuning: variant

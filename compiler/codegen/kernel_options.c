@@ -63,7 +63,7 @@ static const kopt_t k_opts[] = {
      "where the clock says it pays, on: wherever every target has such a kernel, off: never"},
     {"gemm_skinny", "HKC_GEMM_SKINNY", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: gemm_skinny on sm_90a, GEMMs of a few rows of A that stream B at the memory's bandwidth "
-     "(decode steps): on for the launches of M <= 8 it serves; auto, off: never (opt-in until it has run on a GPU)"},
+     "(decode steps): auto, on: for the launches of M <= 8 it serves; off: the tensor-core kernels there too"},
     {"gemm_quant", "HKC_GEMM_QUANT", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: a gemm whose B is an 8-bit param reads the 8-bit bytes and their scales itself, "
      "dequantizing as it loads, in the launches where a kernel of every target does (the host: every M; "
@@ -76,8 +76,7 @@ static const kopt_t k_opts[] = {
      "dtype)"},
     {"kv_warp", "HKC_KV_WARP", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: kv_attention_warp on NVIDIA (f16/bf16, head_dim 64/128: a block per row, kv head and piece "
-     "of the keys, split over the keys for decode steps); auto, off: the portable kv_attention (opt-in until it "
-     "has run on a GPU)"},
+     "of the keys, split over the keys for decode steps) where it serves the key; off: the portable kv_attention"},
     {"ew_exact_act", "HKC_EW_EXACT_ACT", KOPT_BOOL, 0, NULL, NULL, 0, NULL,
      "0|1: 16-bit gelu/silu/ewchain through erff/expf"},
     {"attn_kvs", "HKC_ATTN_KVS", KOPT_INT, 0, NULL, NULL, 0, NULL,

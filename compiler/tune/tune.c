@@ -54,6 +54,13 @@ int hkc_tune_shape_of(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, c
     out->causal = hkc_variant_arg_i64(args, n_args, HKC_ATTENTION_ARG_CAUSAL) != 0;
     return out->m > 0 && out->n > 0 && out->k > 0 && out->batch > 0 && out->heads > 0 && out->kv_heads > 0;
   }
+  if (key->op == HK_OP_KV_ATTENTION && n_args > HKC_KV_ATTENTION_ARG_KV_HEADS) {
+    /* not tunable; its rows and heads for kv_mma_choose */
+    out->m = hkc_variant_arg_i64(args, n_args, HKC_KV_ATTENTION_ARG_ROWS);
+    out->heads = hkc_variant_arg_i64(args, n_args, HKC_KV_ATTENTION_ARG_HEADS);
+    out->kv_heads = hkc_variant_arg_i64(args, n_args, HKC_KV_ATTENTION_ARG_KV_HEADS);
+    return 0;
+  }
   if (key->op != HK_OP_GEMM || n_args <= HKC_GEMM_ARG_K) return 0;
   out->m = args[HKC_GEMM_ARG_M].kind == HK_ARG_I64 ? args[HKC_GEMM_ARG_M].i : 0;
   out->n = args[HKC_GEMM_ARG_N].kind == HK_ARG_I64 ? args[HKC_GEMM_ARG_N].i : 0;
@@ -580,8 +587,8 @@ static int options_choose(const hkc_tuner_t *tuner, const char *target, const hk
   return r == 2 || (r == 1 && !l->tunable);
 }
 
-/* gemm_skinny for the few-row GEMMs of decode steps (variant_skinny_nv.c), with gemm_skinny=on
- * (opt-in until it has run on a GPU) or for a gemm that reads 8-bit B itself: a launch of M <= 8
+/* gemm_skinny for the few-row GEMMs of decode steps (variant_skinny_nv.c), unless
+ * gemm_skinny=off (a gemm that reads 8-bit B itself takes it whatever): a launch of M <= 8
  * rows of A reads all of B for a few
  * rows of output, so its time is
  * the read of B at the memory's bandwidth, which gemm_skinny's stream of 16-byte loads from
@@ -592,7 +599,7 @@ static int options_choose(const hkc_tuner_t *tuner, const char *target, const hk
 static int skinny_choose(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *arch, hkc_tune_launch_t *l) {
   /* a gemm that reads 8-bit B itself: gemm_skinny is its kernel on sm_90a (the build folds the
    * dequant only there, hkc_fuse_for_targets), whatever gemm_skinny says */
-  const int on = (o && o->gemm_skinny == HKC_SWITCH_ON) || hkc_gemm_quant_b(&l->key);
+  const int on = !(o && o->gemm_skinny == HKC_SWITCH_OFF) || hkc_gemm_quant_b(&l->key);
   if (!arch || !on || l->key.op != HK_OP_GEMM || l->shape.m < 1 || l->shape.m > HKC_GEMM_FEW_ROWS) return 0;
   const hkc_variant_t *const *list = hkc_variant_list();
   const hkc_variant_t *v = NULL;
@@ -608,6 +615,27 @@ static int skinny_choose(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *ar
   if (v->tune_parse(arch, &key, params, &cfg) != 0) return 0;
   l->key = key;
   hkc_tune_apply(arch, &l->key, &cfg);
+  l->source = HKC_TUNE_SRC_MODEL;
+  return 1;
+}
+
+/* kv_attention_mma (variant_kv_nv.c) for the kv_attention launches of at least
+ * HKC_KV_MMA_MIN_ROWS token rows -- prefill steps, whose rows are runs of consecutive positions
+ * of a sequence: a block shares each cached key among its rows on the tensor cores, where
+ * kv_attention_warp reads the keys once per row (and the portable kernel once per head). Fewer
+ * rows (decode steps: a row per sequence) keep kv_attention_warp's split over the keys; so does
+ * every launch under kv_warp=off (the portable kernel then). 1 when it chose. */
+static int kv_mma_choose(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *arch, hkc_tune_launch_t *l) {
+  if (!arch || l->key.op != HK_OP_KV_ATTENTION || l->shape.m < HKC_KV_MMA_MIN_ROWS) return 0;
+  const hkc_variant_t *const *list = hkc_variant_list();
+  const hkc_variant_t *v = NULL;
+  for (size_t i = 0; list[i] && !v; i++)
+    if (strcmp(list[i]->name, "kv_attention_mma") == 0) v = list[i];
+  hkc_kernel_key_t key = l->key;
+  snprintf(key.variant, sizeof key.variant, "kv_attention_mma");
+  key.tune[0] = '\0';
+  if (!v || !hkc_variant_serves(v, arch, &key) || (o && !hkc_kernel_options_allow(o, arch, v, &key))) return 0;
+  l->key = key;
   l->source = HKC_TUNE_SRC_MODEL;
   return 1;
 }
@@ -636,6 +664,7 @@ int hkc_tuner_choose(hkc_tuner_t *tuner, const char *target, const hkc_gpu_arch_
       bad_option = 1;
       break;
     }
+    if (!fixed && kv_mma_choose(tuner->options, arch, l)) continue;
     if (fixed || !l->tunable) continue;
     if (skinny_choose(tuner->options, arch, l)) continue;
     if (tuner->db) {

@@ -14,6 +14,7 @@ HK_DEVICE int argmax_better(float v, int i, float v2, int i2) {
 }
 
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS) HK_NAME(const HK_T *x, int *out, long long rows, long long cols) {
+  HK_PDL_ENTRY(); /* a pdl variant (variant_simple.c): nothing is touched before it */
   HK_SHARED float red_v[HK_RED_GROUP];
   HK_SHARED int red_i[HK_RED_GROUP];
   for (long long r = HK_BID; r < rows; r += HK_NBLOCKS) {

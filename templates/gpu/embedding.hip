@@ -16,6 +16,7 @@ HK_NAME(const HK_T *table, const int *ids, const HK_T *pos, HK_T *out, long long
         , const int *ctx, long long max_pos
 #endif
 ) {
+  HK_PDL_ENTRY(); /* a pdl variant (variant_simple.c): nothing is touched before it */
   for (long long t = HK_BID; t < tokens; t += HK_NBLOCKS) {
     const long long raw = ids[t];
     const long long id = raw < 0 ? 0 : raw >= vocab ? vocab - 1 : raw;

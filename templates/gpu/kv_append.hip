@@ -22,6 +22,7 @@ typedef HK_T kv_t;
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)
 HK_NAME(const HK_T *qkv, kv_t *k_cache, kv_t *v_cache, const int *ctx, const int *slot, HK_T *out, long long rows,
         long long heads, long long kv_heads, long long dh, long long layer, long long slots, long long max_seq) {
+  HK_PDL_ENTRY(); /* a pdl variant (variant_simple.c): nothing is touched before it */
   const long long q_cols = heads * dh, kv_cols = kv_heads * dh, width = q_cols + 2 * kv_cols;
   const long long chunks = (width + HK_THREADS - 1) / HK_THREADS;
   for (long long b = HK_BID; b < rows * chunks; b += HK_NBLOCKS) {

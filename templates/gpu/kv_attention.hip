@@ -36,6 +36,7 @@ HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)
 HK_NAME(const HK_T *q, const kv_t *k_cache, const kv_t *v_cache, const int *ctx, const int *slot, HK_T *out,
         long long rows, long long heads, long long kv_heads, long long dh, long long layer, long long slots,
         long long max_seq, long long window, float scale) {
+  HK_PDL_ENTRY(); /* a pdl variant (variant_simple.c): nothing is touched before it */
   HK_SHARED float qs[HK_KV_DC];
   HK_SHARED float ps[HK_THREADS];
   HK_SHARED float red[HK_RED_GROUP];

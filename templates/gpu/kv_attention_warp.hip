@@ -15,24 +15,28 @@
  * scores key base + i against every q head of the group (the key's row in 16-byte loads, q
  * from shared memory, scaled by scale * log2 e so the softmax runs in exp2), the warp keeps
  * a running max and sum per head (online softmax), puts its probabilities in shared memory,
- * and then every lane accumulates its HK_HEAD_DIM / 32 columns of each value row (the warp
- * reads a value row in one coalesced 2- or 4-byte-per-lane access). At the end the warps'
- * (max, sum, output) triples are combined in shared memory, in warp order (the same bits
- * every run). f32 throughout, one rounding to the dtype at the store.
+ * and then every lane accumulates its HK_HEAD_DIM / 32 columns of each value row (a warp reads
+ * a row in one coalesced access). A lane issues its key loads and then all 32 of the chunk's
+ * value loads before it does any arithmetic (the values do not depend on the scores): the
+ * chunk costs about one memory latency, not one per key. At the end the warps' (max, sum,
+ * output) triples are combined in shared memory, in warp order (the same bits every run). f32
+ * throughout, one rounding to the dtype at the store.
  * Split (> 1): each piece stores its unnormalised output and (max, sum) per head in the
  * launch's scratch `part` (HK_KVA_GROUP (HK_HEAD_DIM + 2) floats per unit) and arrives on the
  * tile's counter in `sem` (tile_nv.h, split GEMMs); the last piece merges every piece in
- * piece order (the same bits whichever arrives last). Pieces of an invalid row skip, piece 0
- * writing the zeros.
+ * piece order (the same bits whichever arrives last): the pieces' (max, sum) pairs into shared
+ * memory in one parallel load, their weights per head from there, then each output element
+ * as the weighted sum of the pieces' partials (loads unrolled, in flight together). Pieces of
+ * an invalid row skip, piece 0 writing the zeros.
  * Args: T q, T k_cache, T v_cache, I32 ctx, I32 slot, T out, I rows, I heads, I kv_heads, I dh,
  *       I layer, I slots, I max_seq, I window, F scale; then the workspace: float *part,
  *       unsigned *sem (one counter per tile, zero at the start and left at zero).
  * Grid: tiles * split blocks (tiles alone, grid-stride, when split is 1), HK_KVA_WARPS * 32 threads. */
 #define KVA_DPL (HK_HEAD_DIM / 32) /* value columns per lane */
 #define KVA_THREADS (HK_KVA_WARPS * 32)
+#define KVA_PART (HK_KVA_GROUP * (HK_HEAD_DIM + 2)) /* floats of one piece's partial */
 
-HK_DEVICE void kva_load8(const HK_T *p, float *f) { /* 8 contiguous elements, one 16-byte load */
-  const uint4 u = *(const uint4 *)p;
+HK_DEVICE void kva_unpack8(uint4 u, float *f) { /* 8 contiguous elements of one 16-byte load */
   const unsigned w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
   for (int i = 0; i < 4; i++) {
@@ -41,7 +45,25 @@ HK_DEVICE void kva_load8(const HK_T *p, float *f) { /* 8 contiguous elements, on
   }
 }
 
-HK_GLOBAL void HK_LAUNCH_BOUNDS(KVA_THREADS)
+#if KVA_DPL == 2
+typedef unsigned kva_v_t; /* a lane's columns of one value row */
+#else
+typedef uint2 kva_v_t;
+#endif
+
+HK_DEVICE void kva_unpack_v(kva_v_t v, float *f) {
+#if KVA_DPL == 2
+  f[0] = HK_LOAD((HK_T)(v & 0xffffu));
+  f[1] = HK_LOAD((HK_T)(v >> 16));
+#else
+  f[0] = HK_LOAD((HK_T)(v.x & 0xffffu));
+  f[1] = HK_LOAD((HK_T)(v.x >> 16));
+  f[2] = HK_LOAD((HK_T)(v.y & 0xffffu));
+  f[3] = HK_LOAD((HK_T)(v.y >> 16));
+#endif
+}
+
+HK_GLOBAL void __launch_bounds__(KVA_THREADS, 2) /* two blocks per SM: at most 128 registers */
 HK_NAME(const HK_T *q, const HK_T *k_cache, const HK_T *v_cache, const int *ctx, const int *slot, HK_T *out,
         long long rows, long long heads, long long kv_heads, long long dh, long long layer, long long slots,
         long long max_seq, long long window, float scale, float *part, unsigned *sem) {
@@ -49,13 +71,12 @@ HK_NAME(const HK_T *q, const HK_T *k_cache, const HK_T *v_cache, const int *ctx,
   __shared__ float ps[HK_KVA_WARPS][HK_KVA_GROUP][32];
   __shared__ float om[HK_KVA_WARPS][HK_KVA_GROUP], ol[HK_KVA_WARPS][HK_KVA_GROUP];
   __shared__ float oacc[HK_KVA_WARPS][HK_KVA_GROUP][HK_HEAD_DIM];
+  __shared__ float pm[HK_KVA_MAX_SPLIT][HK_KVA_GROUP], pl[HK_KVA_MAX_SPLIT][HK_KVA_GROUP], tot[HK_KVA_GROUP];
   __shared__ int last;
   (void)dh;
-#if __CUDA_ARCH__ >= 900
-  /* the launch after this one (the output projection, a PDL launch) may start its weight
-   * prefetch now; it waits for this launch to complete before it reads anything we write */
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
+  /* a pdl variant: waits for the launches before it, then lets the next one (the output
+   * projection, whose blocks prefetch their weights before they wait for this launch) start */
+  HK_PDL_ENTRY();
   const int warp = HK_TID / 32, lane = HK_TID % 32;
   const int group = (int)(heads / kv_heads);
   const int rounds = (group + HK_KVA_GROUP - 1) / HK_KVA_GROUP;
@@ -96,23 +117,38 @@ HK_NAME(const HK_T *q, const HK_T *k_cache, const HK_T *v_cache, const int *ctx,
     for (long long ch = cb + warp; ch < ce; ch += HK_KVA_WARPS) {
       const long long base = lo + ch * 32, j = base + lane;
       const bool valid = j < c;
+      const int n = (int)hk_min_ll(32, c - base); /* keys in this chunk, >= 1 */
       float sc[HK_KVA_GROUP];
 #pragma unroll
       for (int g = 0; g < HK_KVA_GROUP; g++) sc[g] = 0.0f;
+      uint4 kv[HK_HEAD_DIM / 8]; /* the key's row */
       if (valid) {
         const HK_T *kr = kb + j * kv_width;
-#pragma unroll 4
-        for (int d0 = 0; d0 < HK_HEAD_DIM; d0 += 8) {
+#pragma unroll
+        for (int d0 = 0; d0 < HK_HEAD_DIM / 8; d0++) kv[d0] = *(const uint4 *)(kr + 8 * d0);
+      }
+      /* the chunk's value rows; past the keys (jj >= n) the last key's row is read (written,
+       * finite) and weighted by p = 0. head_dim 64: in flight with the keys; 128: after the
+       * scores (both sets at once would not fit 128 registers) */
+      kva_v_t vv[32];
+#define KVA_LOAD_V()                                                                                                   \
+  _Pragma("unroll") for (int jj = 0; jj < 32; jj++) vv[jj] =                                                          \
+      *(const kva_v_t *)(vb + (base + (jj < n ? jj : n - 1)) * kv_width + lane * KVA_DPL)
+#if HK_HEAD_DIM == 64
+      KVA_LOAD_V();
+#endif
+      if (valid) {
+#pragma unroll
+        for (int d0 = 0; d0 < HK_HEAD_DIM / 8; d0++) {
           float kf[8];
-          kva_load8(kr + d0, kf);
+          kva_unpack8(kv[d0], kf);
 #pragma unroll
           for (int g = 0; g < HK_KVA_GROUP; g++)
             if (g < gn)
 #pragma unroll
-              for (int e = 0; e < 8; e++) sc[g] = fmaf(qs[g][d0 + e], kf[e], sc[g]);
+              for (int e = 0; e < 8; e++) sc[g] = fmaf(qs[g][8 * d0 + e], kf[e], sc[g]);
         }
       }
-      const int n = (int)hk_min_ll(32, c - base); /* keys in this chunk */
 #pragma unroll
       for (int g = 0; g < HK_KVA_GROUP; g++) {
         if (g >= gn) continue;
@@ -126,14 +162,16 @@ HK_NAME(const HK_T *q, const HK_T *k_cache, const HK_T *v_cache, const int *ctx,
         m[g] = mn;
 #pragma unroll
         for (int d = 0; d < KVA_DPL; d++) acc[g][d] *= corr;
-        ps[warp][g][lane] = p;
+        ps[warp][g][lane] = p; /* 0 past the chunk's keys */
       }
+#if HK_HEAD_DIM != 64
+      KVA_LOAD_V();
+#endif
       __syncwarp();
-      for (int jj = 0; jj < n; jj++) {
-        const HK_T *vr = vb + (base + jj) * kv_width + lane * KVA_DPL;
-        float vf[KVA_DPL];
 #pragma unroll
-        for (int d = 0; d < KVA_DPL; d++) vf[d] = HK_LOAD(vr[d]);
+      for (int jj = 0; jj < 32; jj++) {
+        float vf[KVA_DPL];
+        kva_unpack_v(vv[jj], vf);
 #pragma unroll
         for (int g = 0; g < HK_KVA_GROUP; g++) {
           if (g >= gn) continue;
@@ -153,7 +191,7 @@ HK_NAME(const HK_T *q, const HK_T *k_cache, const HK_T *v_cache, const int *ctx,
     }
     HK_SYNC();
     /* the block's warps combined in warp order: (max, sum, unnormalised output) per head */
-    float *const pu = part + u * (HK_KVA_GROUP * (HK_HEAD_DIM + 2)); /* this piece's partial */
+    float *const pu = part + u * KVA_PART; /* this piece's partial */
     for (int i = HK_TID; i < gn * HK_HEAD_DIM; i += KVA_THREADS) {
       const int g = i / HK_HEAD_DIM, d = i % HK_HEAD_DIM;
       float mx = -hk_inf();
@@ -177,22 +215,33 @@ HK_NAME(const HK_T *q, const HK_T *k_cache, const HK_T *v_cache, const int *ctx,
     if (HK_TID == 0) last = hk_split_arrive(sem + tile, (unsigned)split);
     HK_SYNC(); /* the flag is set; the loads below come after thread 0's acquire */
     if (!last) continue;
-    const float *const pt = part + tile * split * (HK_KVA_GROUP * (HK_HEAD_DIM + 2)); /* piece 0's */
+    const float *const pt = part + tile * split * KVA_PART; /* piece 0's */
+    const int ns = (int)split;
+    for (int i = HK_TID; i < ns * gn; i += KVA_THREADS) { /* every piece's (max, sum), at once */
+      const int p = i / gn, g = i % gn;
+      pm[p][g] = __ldcg(pt + p * KVA_PART + HK_KVA_GROUP * HK_HEAD_DIM + 2 * g);
+      pl[p][g] = __ldcg(pt + p * KVA_PART + HK_KVA_GROUP * HK_HEAD_DIM + 2 * g + 1);
+    }
+    HK_SYNC();
+    if (HK_TID < gn) { /* each piece's weight per head (0: a piece that saw no key), in piece order */
+      const int g = HK_TID;
+      float mx = -hk_inf();
+      for (int p = 0; p < ns; p++) mx = fmaxf(mx, pm[p][g]);
+      float sum = 0.0f;
+      for (int p = 0; p < ns; p++) {
+        const float f = pm[p][g] == -hk_inf() ? 0.0f : exp2f(pm[p][g] - mx);
+        pm[p][g] = f;
+        sum += pl[p][g] * f;
+      }
+      tot[g] = sum;
+    }
+    HK_SYNC();
     for (int i = HK_TID; i < gn * HK_HEAD_DIM; i += KVA_THREADS) {
       const int g = i / HK_HEAD_DIM;
-      float mx = -hk_inf();
-      for (long long p = 0; p < split; p++)
-        mx = fmaxf(mx, __ldcg(pt + p * (HK_KVA_GROUP * (HK_HEAD_DIM + 2)) + HK_KVA_GROUP * HK_HEAD_DIM + 2 * g));
-      float sum = 0.0f, val = 0.0f;
-      for (long long p = 0; p < split; p++) {
-        const float *const pp = pt + p * (HK_KVA_GROUP * (HK_HEAD_DIM + 2));
-        const float mp = __ldcg(pp + HK_KVA_GROUP * HK_HEAD_DIM + 2 * g);
-        if (mp == -hk_inf()) continue; /* a piece that saw no key */
-        const float f = exp2f(mp - mx);
-        sum += __ldcg(pp + HK_KVA_GROUP * HK_HEAD_DIM + 2 * g + 1) * f;
-        val += __ldcg(pp + i) * f;
-      }
-      og[i] = HK_STORE(sum > 0.0f ? val / sum : 0.0f);
+      float val = 0.0f;
+#pragma unroll 8
+      for (int p = 0; p < ns; p++) val += __ldcg(pt + p * KVA_PART + i) * pm[p][g];
+      og[i] = HK_STORE(tot[g] > 0.0f ? val / tot[g] : 0.0f);
     }
   }
 }

@@ -24,6 +24,16 @@
 #define HK_SHARED __shared__
 #define HK_LAUNCH_BOUNDS(n) __launch_bounds__(n, 1) /* min 1 block: ptxas may use up to 65536/n registers */
 #define HK_SYNC() __syncthreads()
+/* Programmatic dependent launch (sm_90 and later): the first statement of the kernels whose
+ * variant is marked pdl (codegen/variants/variant.h) and that touch nothing before it. It waits
+ * until the launches this one depends on have completed and their writes are visible (a no-op
+ * for an ordinary launch), then lets the next launch of the graph put its blocks on the SMs,
+ * where they wait in turn: a chain of small kernels pays the launch gap once, not per kernel. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define HK_PDL_ENTRY() asm volatile("griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;\n" ::: "memory")
+#else
+#define HK_PDL_ENTRY() ((void)0)
+#endif
 #define HK_TID ((int)threadIdx.x)
 #define HK_NTHREADS ((int)blockDim.x)
 #define HK_BID ((long long)blockIdx.x)

@@ -26,6 +26,7 @@
 #define HK_DEVICE_OUTLINED HK_DEVICE
 #define HK_SHARED __shared__
 #define HK_LAUNCH_BOUNDS(n) __launch_bounds__(n)
+#define HK_PDL_ENTRY() ((void)0) /* no programmatic dependent launch on AMD (prelude_cuda.h) */
 #define HK_SYNC() __syncthreads()
 #define HK_TID ((int)threadIdx.x)
 #define HK_NTHREADS ((int)blockDim.x)

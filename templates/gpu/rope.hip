@@ -235,6 +235,7 @@ HK_NAME(const HK_T *x, HK_T *out, long long rows, long long seq, long long heads
         , float factor, float low_freq, float high_freq, float original_max
 #endif
 ) {
+  HK_PDL_ENTRY(); /* a pdl variant (variant_simple.c): nothing is touched before it */
 #if !HK_HAS_CTX
   const int *ctx = nullptr;
 #endif

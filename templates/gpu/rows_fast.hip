@@ -461,6 +461,7 @@ HK_GLOBAL void HK_ROW_BOUNDS HK_NAME(const HK_T *x, HK_T *out, long long rows, l
 #else
 #error "rows_fast.hip: HK_ROW_OP must be 1, 2 or 3"
 #endif
+  HK_PDL_ENTRY(); /* rows_vec16 is a pdl variant: nothing is touched before it */
   HK_SHARED float red[2 * HK_THREADS / RF_W];
   const long long nvec = cols / HK_VEC;
   const int g = rf_group(nvec, rows);

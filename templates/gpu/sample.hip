@@ -22,6 +22,7 @@
  * bin): the bin where the running total first reaches the rank holds the selected key. */
 
 #define SAMPLE_BINS 256
+#define SAMPLE_ILP 8 /* greedy rows: loads of a thread in flight at once (a vocabulary is ~500 per thread) */
 #define SAMPLE_GROUPS (HK_THREADS / HK_RED_GROUP)
 static_assert(HK_THREADS >= SAMPLE_BINS && HK_THREADS % HK_RED_GROUP == 0, "sample: a thread per bin");
 
@@ -144,6 +145,7 @@ HK_DEVICE int sample_select(sample_shared *sm, unsigned long long *rank, float t
 
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)
 HK_NAME(const HK_T *x, const int *params, int *out, long long rows, long long cols) {
+  HK_PDL_ENTRY(); /* a pdl variant (variant_simple.c): nothing is touched before it */
   HK_SHARED sample_shared sm;
   const int g = HK_TID / HK_RED_GROUP;
   for (long long r = HK_BID; r < rows; r += HK_NBLOCKS) {
@@ -153,7 +155,19 @@ HK_NAME(const HK_T *x, const int *params, int *out, long long rows, long long co
     float best = 0.0f;
     int at = -1;
     if (!(t > 0.0f && t < hk_inf()) || top_k == 1) { /* greedy: argmax's rule */
-      for (long long c = HK_TID; c < cols; c += HK_THREADS) {
+      long long c = HK_TID;
+      for (; c + (SAMPLE_ILP - 1) * HK_THREADS < cols; c += SAMPLE_ILP * HK_THREADS) { /* the loads in flight together */
+        float v[SAMPLE_ILP];
+#pragma unroll
+        for (int i = 0; i < SAMPLE_ILP; i++) v[i] = HK_LOAD(xr[c + i * HK_THREADS]);
+#pragma unroll
+        for (int i = 0; i < SAMPLE_ILP; i++)
+          if (v[i] == v[i] && (at < 0 || v[i] > best)) {
+            best = v[i];
+            at = (int)(c + i * HK_THREADS);
+          }
+      }
+      for (; c < cols; c += HK_THREADS) {
         const float v = HK_LOAD(xr[c]);
         if (v == v && (at < 0 || v > best)) {
           best = v;

@@ -5,6 +5,7 @@
  * row, column chunk; grid-stride beyond grid.x), a thread one element, copied as stored. */
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)
 HK_NAME(const HK_T *x, const int *rows, HK_T *out, long long x_rows, long long n_out, long long width) {
+  HK_PDL_ENTRY(); /* a pdl variant (variant_simple.c): nothing is touched before it */
   const long long chunks = (width + HK_THREADS - 1) / HK_THREADS;
   for (long long b = HK_BID; b < n_out * chunks; b += HK_NBLOCKS) {
     const long long r = b / chunks, c = b % chunks * HK_THREADS + HK_TID;

@@ -15,7 +15,8 @@ persisting across runs and buckets:
 Every run's output is compared with the model (each valid row: softmax over keys
 [max(0, ctx - window), ctx) of its slot, grouped-query heads), every row; outputs are poisoned
 (NaN) before each run. Cases cover groups of 1, 4, 7, 8 and 16 q heads per kv head (16: two
-rounds of the kernel's 8), head_dim 64 and 128, and a sliding window.
+rounds of the kernel's 4), head_dim 64 and 128, and a sliding window; each case twice, with the
+default kernel (kv_attention_warp on NVIDIA) and the portable one (kv_warp=off).
 
   PYTHONPATH=python HKRT_LIBRARY=build-dev/libhkrt.so python3 tests/device/kv_attention_check.py \\
       build-dev/hkc sm_90a
@@ -117,13 +118,13 @@ def check(cond, what):
         failures.append(what)
 
 
-def run_case(work, heads, kv, dh, window):
-    name = "h%d_kv%d_d%d_w%d" % (heads, kv, dh, window)
+def run_case(work, heads, kv, dh, window, option):
+    name = "h%d_kv%d_d%d_w%d_%s" % (heads, kv, dh, window, option.replace("=", "_"))
     path = os.path.join(work, name + ".yaml")
     with open(path, "w") as f:
         f.write(spec(heads, kv, dh, window))
     pack = os.path.join(work, name + ".hkpack")
-    subprocess.run([HKC, "build", path, "-o", pack, "--target", TARGET, "-q"], check=True)
+    subprocess.run([HKC, "build", path, "-o", pack, "--target", TARGET, "--kernel-option", option, "-q"], check=True)
     model = Model(heads, kv, dh, window)
     rng = np.random.default_rng(heads * 1000 + kv * 10 + dh)
     dev = torch.device("cuda", 0)
@@ -173,8 +174,9 @@ def run_case(work, heads, kv, dh, window):
 
 def main():
     with tempfile.TemporaryDirectory() as work:
-        for case in CASES:
-            run_case(work, *case)
+        for option in ("kv_warp=auto", "kv_warp=off"):
+            for case in CASES:
+                run_case(work, *case, option)
     print("%d failure(s)" % len(failures))
     sys.exit(1 if failures else 0)
 

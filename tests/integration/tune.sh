@@ -148,8 +148,33 @@ spec=$HK_SOURCE_DIR/tests/specs/op_gemm_aligned_bf16.yaml
 if grep -q "^NVIDIA (sm):   unavailable" "$work/targets.txt"; then
   echo "SKIPPED (NVIDIA part): nvrtc unavailable"
 else
-  "$HKC" build "$spec" -o "$work/nv.hkpack" --target sm_90a -q
-  "$HKC" build "$spec" -o "$work/nv0.hkpack" --target sm_90a --tune default -q
+  # gemm_tma's tuning (gemm_skinny=off: the few-row launches too; by default they are gemm_skinny's)
+  "$HKC" build "$spec" -o "$work/sk.hkpack" --target sm_90a -q
+  "$HKC" inspect "$work/sk.hkpack" > "$work/sk.txt"
+  grep -E "^    #[0-9]+ +g_gemv_tb " "$work/sk.txt" > "$work/sk_gemv.txt" || true
+  k1=$(head -n1 "$work/sk_gemv.txt" | awk '{print $3}')
+  [ -n "$k1" ] && gemm_lines "$work/sk.txt" | grep -E "^  $k1 " | grep -q "kernel=gemm_skinny cfg=mb=1 src=model" \
+    && ok "sm_90a by default: the batch-1 launch of g_gemv_tb is gemm_skinny's" || { bad "gemm_skinny default"; cat "$work/sk.txt"; }
+  # kv_attention: kv_attention_mma for the launches of >= 64 token rows (prefill), kv_attention_warp below
+  # (decode steps); kv_warp=off: the portable kernel for both
+  sed -e 's/"hidden_size": 64/"hidden_size": 256/' -e 's/"head_dim": 16/"head_dim": 64/' \
+    "$HK_SOURCE_DIR/tests/integration/gen_configs/llama.json" > "$work/gen.json" # head_dim 64: the NVIDIA kernels'
+  "$HKC" import hf "$work/gen.json" --generate --max-seq 128 --slots 4 --token-buckets 1,64 --dtype bf16 \
+    -o "$work/gen.yaml" -q
+  for kv in auto off; do
+    "$HKC" build "$work/gen.yaml" -o "$work/gen_$kv.hkpack" --target sm_90a --kernel-option kv_warp=$kv -q
+    "$HKC" inspect "$work/gen_$kv.hkpack" > "$work/gen_$kv.txt"
+  done
+  kva() { # the kernel variant of kv_attention launch #$2's kernel in inspect output $1, per bucket
+    grep -E "^    #[0-9]+ +attn_0 " "$1" | awk '{print $3}' | while read -r k; do
+      grep -E "^  $k " "$1" | grep -o 'kernel=[a-z_]*'; done | tr '\n' ' '
+  }
+  [ "$(kva "$work/gen_auto.txt")" = "kernel=kv_attention_warp kernel=kv_attention_mma " ] &&
+    [ "$(kva "$work/gen_off.txt")" = "kernel=simple kernel=simple " ] &&
+    ok "sm_90a kv_attention: bucket 1 kv_attention_warp, bucket 64 kv_attention_mma; kv_warp=off: the portable kernel" ||
+    bad "kv_attention variants: $(kva "$work/gen_auto.txt")/ $(kva "$work/gen_off.txt")"
+  "$HKC" build "$spec" -o "$work/nv.hkpack" --target sm_90a --kernel-option gemm_skinny=off -q
+  "$HKC" build "$spec" -o "$work/nv0.hkpack" --target sm_90a --tune default --kernel-option gemm_skinny=off -q
   "$HKC" inspect "$work/nv.hkpack" > "$work/nv.txt"
   "$HKC" inspect "$work/nv0.hkpack" > "$work/nv0.txt"
   n_model=$(gemm_lines "$work/nv.txt" | grep -c "src=model" || true)
@@ -172,7 +197,7 @@ else
     || { bad "M = 77 choice"; gemm_lines "$work/nv.txt"; }
   nvrtc=$(grep -o "nvrtc [0-9.]*" "$work/targets.txt" | head -n1)
   echo "sm_90a | 132 | $nvrtc | gemm bf16 m=77 n=520 k=264 | gemm_mma | bm=64,bn=64,wm=2,wn=2,st=3 | 3.00 us" > "$work/nv.db"
-  "$HKC" build "$spec" -o "$work/nvdb.hkpack" --target sm_90a --tuning-db "$work/nv.db" -q
+  "$HKC" build "$spec" -o "$work/nvdb.hkpack" --target sm_90a --tuning-db "$work/nv.db" --kernel-option gemm_skinny=off -q
   "$HKC" inspect "$work/nvdb.hkpack" > "$work/nvdb.txt"
   k1=$(grep -E "^    #0 +g_plain " "$work/nvdb.txt" | head -n1 | awk '{print $3}')
   gemm_lines "$work/nvdb.txt" | grep -E "^  $k1 " | grep -q "kernel=gemm_mma cfg=bm=64,bn=64,wm=2,wn=2,st=3 src=db" \

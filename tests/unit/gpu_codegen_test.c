@@ -96,28 +96,31 @@ static size_t all_variants(hk_dtype_t dtype, hkc_kernel_out_t *out) {
  * ops and sample, rope with positions from ctx, with each frequency rewrite and
  * with both, embedding with ctx (with and without a position table). Returns the
  * count. */
-#define N_GENERATION_KEYS 14
+#define N_GENERATION_KEYS 16
 static size_t generation_keys(hk_dtype_t dtype, hkc_kernel_out_t *out) {
   static const struct {
     hk_op_t op;
-    int has_ctx, scaling, has_add, align, head_dim, kv_fp8;
+    int has_ctx, scaling, has_add, align, head_dim, kv_fp8, mma;
   } keys[N_GENERATION_KEYS] = {
-      {HK_OP_KV_APPEND, 0, 0, 0, 0, 0, 0},
-      {HK_OP_KV_ATTENTION, 0, 0, 0, 0, 0, 0},
-      {HK_OP_TAKE_ROWS, 0, 0, 0, 0, 0, 0},
-      {HK_OP_ARGMAX, 0, 0, 0, 0, 0, 0},
-      {HK_OP_SAMPLE, 0, 0, 0, 0, 0, 0},
-      {HK_OP_ROPE, 1, 0, 0, 0, 0, 0},
-      {HK_OP_ROPE, 0, HKC_ROPE_SCALING_LINEAR, 0, 0, 0, 0},
-      {HK_OP_ROPE, 1, HKC_ROPE_SCALING_LLAMA3, 0, 0, 0, 0},
-      {HK_OP_EMBEDDING, 1, 0, 1, 0, 0, 0},
-      {HK_OP_EMBEDDING, 1, 0, 0, 0, 0, 0},
+      {HK_OP_KV_APPEND, 0, 0, 0, 0, 0, 0, 0},
+      {HK_OP_KV_ATTENTION, 0, 0, 0, 0, 0, 0, 0},
+      {HK_OP_TAKE_ROWS, 0, 0, 0, 0, 0, 0, 0},
+      {HK_OP_ARGMAX, 0, 0, 0, 0, 0, 0, 0},
+      {HK_OP_SAMPLE, 0, 0, 0, 0, 0, 0, 0},
+      {HK_OP_ROPE, 1, 0, 0, 0, 0, 0, 0},
+      {HK_OP_ROPE, 0, HKC_ROPE_SCALING_LINEAR, 0, 0, 0, 0, 0},
+      {HK_OP_ROPE, 1, HKC_ROPE_SCALING_LLAMA3, 0, 0, 0, 0, 0},
+      {HK_OP_EMBEDDING, 1, 0, 1, 0, 0, 0, 0},
+      {HK_OP_EMBEDDING, 1, 0, 0, 0, 0, 0, 0},
       /* kv_attention_warp (NVIDIA; the portable kernel on AMD) */
-      {HK_OP_KV_ATTENTION, 0, 0, 0, 8, 64, 0},
-      {HK_OP_KV_ATTENTION, 0, 0, 0, 8, 128, 0},
+      {HK_OP_KV_ATTENTION, 0, 0, 0, 8, 64, 0, 0},
+      {HK_OP_KV_ATTENTION, 0, 0, 0, 8, 128, 0, 0},
       /* fp8_e4m3 KV caches (the portable kernels: kv_attention_warp does not read them) */
-      {HK_OP_KV_APPEND, 0, 0, 0, 8, 64, 1},
-      {HK_OP_KV_ATTENTION, 0, 0, 0, 8, 64, 1},
+      {HK_OP_KV_APPEND, 0, 0, 0, 8, 64, 1, 0},
+      {HK_OP_KV_ATTENTION, 0, 0, 0, 8, 64, 1, 0},
+      /* kv_attention_mma (NVIDIA sm_80+, the tuner's for prefill launches; the portable kernel on AMD) */
+      {HK_OP_KV_ATTENTION, 0, 0, 0, 8, 64, 0, 1},
+      {HK_OP_KV_ATTENTION, 0, 0, 0, 8, 128, 0, 1},
   };
   for (size_t i = 0; i < N_GENERATION_KEYS; i++) {
     memset(&out[i], 0, sizeof out[i]);
@@ -129,8 +132,8 @@ static size_t generation_keys(hk_dtype_t dtype, hkc_kernel_out_t *out) {
                                     .align = keys[i].align,
                                     .head_dim = keys[i].head_dim};
     if (keys[i].kv_fp8) snprintf(out[i].key.program, sizeof out[i].key.program, "e4m3");
-    else if (keys[i].align == 8 && keys[i].op == HK_OP_KV_ATTENTION) /* opt-in: kv_warp=on names it */
-      snprintf(out[i].key.variant, sizeof out[i].key.variant, "kv_attention_warp");
+    else if (keys[i].align == 8 && keys[i].op == HK_OP_KV_ATTENTION) /* kv_attention_warp / _mma, named in the key */
+      snprintf(out[i].key.variant, sizeof out[i].key.variant, keys[i].mma ? "kv_attention_mma" : "kv_attention_warp");
     hk_test_kernel_name(&out[i]);
   }
   return N_GENERATION_KEYS;
@@ -476,11 +479,30 @@ static void test_registry_every_key_resolves(void **state) {
       assert_non_null(v->defines);
       assert_non_null(v->launch);
     }
+    if (!v->host && v->pdl) { /* a PDL launch that touched earlier launches' data before waiting would race */
+      size_t size = 0;
+      const char *text = hkc_template(v->template_path, &size);
+      assert_non_null(text);
+      int waits = 0;
+      static const char *const marks[] = {"HK_PDL_ENTRY();", "griddepcontrol.wait", "hk_pdl_wait("};
+      for (size_t m = 0; m < sizeof marks / sizeof *marks; m++)
+        for (size_t i = 0; !waits && i + strlen(marks[m]) <= size; i++)
+          waits = memcmp(text + i, marks[m], strlen(marks[m])) == 0;
+      if (!waits) fail_msg("%s (%s) is marked pdl but its kernel never waits", v->name, v->template_path);
+    }
     if (v->tune_space) assert_non_null(v->tune_parse); /* the tuner and the database parse what it lists */
     if (v->params) assert_true(v->n_params > 0 && v->tune_parse && v->rules);
     if (v->portable && !v->host) assert_string_equal(v->name, "simple");
   }
   assert_true(seen_portable[0] && seen_portable[1]);
+  /* the decode step's small kernels are programmatic dependent launches on sm_90 and later only */
+  static const hk_op_t pdl_ops[] = {HK_OP_ROPE, HK_OP_KV_APPEND, HK_OP_KV_ATTENTION, HK_OP_RMSNORM, HK_OP_SAMPLE};
+  for (size_t i = 0; i < sizeof pdl_ops / sizeof *pdl_ops; i++) {
+    const hkc_kernel_key_t key = {.op = pdl_ops[i], .dtype = HK_DTYPE_BF16, .align = 8, .head_dim = 64};
+    assert_int_equal(hkc_gpu_launch_pdl(hk_test_arch("sm_90a"), &key), 1);
+    assert_int_equal(hkc_gpu_launch_pdl(hk_test_arch("sm_80"), &key), 0);
+    assert_int_equal(hkc_gpu_launch_pdl(hk_test_arch("gfx90a"), &key), 0);
+  }
   assert_true(list[n_list - 1]->host && list[n_list - 1]->portable);
 
   /* the tails: rope with ctx, linear, ctx and llama3; embedding with ctx, ctx
@@ -739,21 +761,30 @@ static void test_launch_dims_cover_odd_shapes(void **state) {
     launch(&key, a, 15, grid, block, &threads);
     assert_true((long long)grid[0] == rows * heads);
     /* kv_attention_warp (16-byte rows, head_dim 64 / 128): tiles (row, kv head,
-     * round of 8 q heads) times pieces of the keys, at least two blocks per SM
-     * where max_seq allows (2048 keys: 8 pieces of 256) */
+     * round of 4 q heads) times pieces of the keys, at least two blocks per SM
+     * where max_seq allows (2048 keys: at most 32 pieces of 64) */
     if (dh != 64 && dh != 128)
       continue;
     key.align = 8, key.head_dim = (int)dh;
-    /* opt-in: the portable kernel by default, kv_attention_warp under kv_warp=on (named in the key) */
-    const hkc_kernel_options_t warp_on = {.kv_warp = HKC_SWITCH_ON};
-    assert_string_equal(hkc_variant_for(hk_test_arch("sm_90"), &key)->name, "simple");
-    assert_string_equal(hkc_variant_for_options(hk_test_arch("sm_90"), &warp_on, &key)->name, "kv_attention_warp");
+    /* the default; kv_warp=off keeps the portable kernel */
+    const hkc_kernel_options_t warp_off = {.kv_warp = HKC_SWITCH_OFF};
+    assert_string_equal(hkc_variant_for(hk_test_arch("sm_90"), &key)->name, "kv_attention_warp");
+    assert_string_equal(hkc_variant_for_options(hk_test_arch("sm_90"), &warp_off, &key)->name, "simple");
     snprintf(key.variant, sizeof key.variant, "kv_attention_warp");
     launch(&key, a, 15, grid, block, &threads);
-    const long long tiles = rows * kv_heads * ((heads / kv_heads + 7) / 8), split = grid[0] / tiles;
-    assert_true(grid[0] % tiles == 0 && split >= 1 && split <= 8);
-    assert_true(split == 8 || tiles * split >= 2 * 132);
+    const long long tiles = rows * kv_heads * ((heads / kv_heads + 3) / 4), split = grid[0] / tiles;
+    assert_true(grid[0] % tiles == 0 && split >= 1 && split <= 32);
+    assert_true(split == 32 || tiles * split >= 2 * 132);
     assert_int_equal(threads, 256);
+    /* kv_attention_mma (named by the tuner for prefill launches): a block of 4 warps per (4 * 16 /
+     * g4 rows, kv head, round of 4 q heads), g4 = min(group, 4); never the registry's own pick */
+    snprintf(key.variant, sizeof key.variant, "kv_attention_mma");
+    launch(&key, a, 15, grid, block, &threads);
+    const long long group = heads / kv_heads, g4 = group < 4 ? group : 4, qr = 4 * (16 / g4);
+    assert_true((long long)grid[0] == (rows + qr - 1) / qr * kv_heads * ((group + 3) / 4));
+    assert_int_equal(threads, 128);
+    key.variant[0] = '\0';
+    assert_string_equal(hkc_variant_for(hk_test_arch("sm_90"), &key)->name, "kv_attention_warp");
   }
   /* take_rows: a block per HK_THREADS columns of an output row; argmax and sample: one per
    * row (sample: at least 256 threads, a thread per bin of its radix selects) */

@@ -20,7 +20,7 @@ extern const hkc_variant_t hkc_variant_simple_gemm, hkc_variant_simple_binary, h
     hkc_variant_simple_embedding, hkc_variant_simple_kv_append, hkc_variant_simple_kv_attention,
     hkc_variant_simple_take_rows, hkc_variant_simple_argmax, hkc_variant_simple_sample,
     hkc_variant_simple_dequant; /* variant_simple.c */
-extern const hkc_variant_t hkc_variant_kv_attention_warp; /* variant_kv_nv.c */
+extern const hkc_variant_t hkc_variant_kv_attention_warp, hkc_variant_kv_attention_mma; /* variant_kv_nv.c */
 extern const hkc_variant_t hkc_variant_gemm_skinny;       /* variant_skinny_nv.c */
 extern const hkc_variant_t hkc_variant_host_gemm, hkc_variant_host; /* variant_host.c */
 
@@ -30,7 +30,7 @@ static const hkc_variant_t *const k_variants[] = {
     &hkc_variant_gemm_wgmma_ws, /* NVIDIA sm_90a, warp-specialized, cp.async loads */
     &hkc_variant_gemm_wgmma,  /* NVIDIA sm_90a (kernel option gemm_ws=off) */
     &hkc_variant_gemm_mma,    /* NVIDIA sm_80+ */
-    &hkc_variant_gemm_skinny, /* NVIDIA sm_90a, never first: the tuner names it for M <= 8 (gemm_skinny=on) */
+    &hkc_variant_gemm_skinny, /* NVIDIA sm_90a, never first: the tuner names it for M <= 8 (gemm_skinny=off: never) */
     &hkc_variant_attention_tma,   /* NVIDIA sm_90a, TMA + warp-specialized (attn_tma=off: the two below) */
     &hkc_variant_attention_wgmma, /* NVIDIA sm_90a; head_dim 128 (64: attn_wgmma=on) */
     &hkc_variant_attention_mma,
@@ -38,7 +38,8 @@ static const hkc_variant_t *const k_variants[] = {
     &hkc_variant_gemm_mfma_pp, /* AMD CDNA, 8-wave ping-pong: chosen by tuning (kernel option gemm_mfma_pp) */
     &hkc_variant_attention_mfma,
     &hkc_variant_attention_mfma_pp, /* AMD CDNA, 8-wave ping-pong: kernel option attn_mfma_pp=on */
-    &hkc_variant_kv_attention_warp, /* NVIDIA, f16/bf16, head_dim 64/128, split over the keys (kv_warp=on) */
+    &hkc_variant_kv_attention_warp, /* NVIDIA, f16/bf16, head_dim 64/128, split over the keys (kv_warp=off: never) */
+    &hkc_variant_kv_attention_mma,  /* NVIDIA sm_80+, never first: the tuner names it for many rows (prefill) */
     &hkc_variant_rows_vec16,  /* both vendors */
     &hkc_variant_elementwise_vec16,
     /* GPU targets, last: the simple kernels, one per template (every valid key of its ops) */
@@ -74,9 +75,10 @@ int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_gpu_arch_t
     if (s == HKC_SWITCH_OFF) return 0;
     if (s != HKC_SWITCH_ON && key->head_dim != 128) return 0;
   }
-  /* kv_attention_warp: opt-in (kv_warp=on) until it has run on a GPU; the portable kernel (run in
-   * the AMD emulator against NumPy) is the default */
-  if (v == &hkc_variant_kv_attention_warp && !(o && o->kv_warp == HKC_SWITCH_ON)) return 0;
+  /* kv_attention_warp: the default where it serves the key; kv_warp=off keeps the portable kernel
+   * (run in the AMD emulator against NumPy) */
+  if ((v == &hkc_variant_kv_attention_warp || v == &hkc_variant_kv_attention_mma) && o && o->kv_warp == HKC_SWITCH_OFF)
+    return 0;
   /* attention_tma: the default where it serves the key (proven on the H200: docs/BENCHMARKS.md) */
   if (v == &hkc_variant_attention_tma && o && o->attn_tma == HKC_SWITCH_OFF) return 0;
   if (!o) return 1;

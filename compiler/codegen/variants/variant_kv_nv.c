@@ -6,16 +6,18 @@
  * the cache at the width of the group (the portable kernel reads it once per q head), and a
  * decode step's few rows split their keys into pieces (flash-decoding) so that every SM
  * streams; prefill rows, many, take one piece each. Other keys (f32, other head dims, AMD)
- * keep the portable kernel, and so does every key unless the kernel option kv_warp=on (opt-in
- * until it has run on a GPU: registry.c). */
+ * keep the portable kernel, and so does every key under the kernel option kv_warp=off
+ * (registry.c). */
 #include <stdio.h>
+#include <string.h>
 
 #include "codegen/codegen.h"
 #include "codegen/variants/variant.h"
 #include "lower/lower.h"
 
 #define KVA_WARPS 8      /* 256 threads: enough loads in flight on the few blocks of a decode step */
-#define KVA_GROUP 8      /* q heads per round: Llama/Mistral 4, Qwen2.5-0.5B 7, TinyLlama 8 */
+#define KVA_GROUP 4      /* q heads per round (Llama/Mistral 4; Qwen2.5-0.5B 7 and TinyLlama 8 take two
+                            rounds, reading their keys twice): 8 would not fit 128 registers */
 #define KVA_MAX_SPLIT 32 /* pieces per tile, at most */
 
 static int kva_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
@@ -41,14 +43,15 @@ static int64_t kva_tiles(const hkc_arg_t *args, uint32_t n_args) {
   return rows * kv_heads * hkc_variant_ceil_div(heads / kv_heads, KVA_GROUP);
 }
 
-/* Pieces per tile: enough blocks for two per SM, each piece at least one 32-key chunk per warp
- * of a full cache (at run time a shorter context gives each piece fewer chunks, none past
- * ctx). A prefill bucket has tiles enough: 1. */
+/* Pieces per tile: enough blocks for two per SM, each piece at least two 32-key chunks of a
+ * full cache. At run time a shorter context gives each piece fewer chunks (none past ctx): a
+ * decode step at a quarter of max_seq still has a warp streaming on every chunk, the idle
+ * warps of a block costing little. A prefill bucket has tiles enough: 1. */
 static int64_t kva_split(const hkc_gpu_arch_t *arch, const hkc_arg_t *args, uint32_t n_args) {
   const int64_t tiles = kva_tiles(args, n_args);
   const int64_t max_seq = hkc_variant_arg_i64(args, n_args, HKC_KV_ATTENTION_ARG_MAX_SEQ);
   int64_t split = hkc_variant_ceil_div(2 * (int64_t)(arch->compute_units ? arch->compute_units : 132), tiles);
-  const int64_t by_len = max_seq / (32 * KVA_WARPS);
+  const int64_t by_len = max_seq / 64;
   if (split > by_len) split = by_len;
   if (split > KVA_MAX_SPLIT) split = KVA_MAX_SPLIT;
   return split < 1 ? 1 : split;
@@ -83,4 +86,52 @@ const hkc_variant_t hkc_variant_kv_attention_warp = {
     .defines = kva_defines,
     .launch = kva_launch,
     .workspace = kva_workspace,
+    .pdl = 1, /* the kernel begins with HK_PDL_ENTRY() */
+};
+
+/* ---- kv_attention_mma (templates/gpu/kv_attention_mma.hip) ----------------------------------
+ * The launches of many token rows (prefill steps) on the tensor cores, sm_80 and later: a block
+ * of KVM_WARPS warps per (KVM_WARPS * 16 / g4 token rows, kv head, round of up to 4 q heads),
+ * g4 = min(heads / kv_heads, 4), each key and value loaded once into shared memory for all of
+ * them. Never the registry's pick: the tuner names it for the launches of at least
+ * HKC_KV_MMA_MIN_ROWS rows (tune.c, kv_mma_choose; kv_warp=off: never), the decode steps keep
+ * kv_attention_warp's split over the keys. No workspace. */
+#define KVM_WARPS 4
+
+static int kvm_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  return kva_applies(arch, key) && (arch->matrix == HKC_MATRIX_MMA_SYNC || arch->matrix == HKC_MATRIX_WGMMA) &&
+         strncmp(key->variant, "kv_attention_mma", HKC_TUNE_VARIANT_MAX) == 0;
+}
+
+static void kvm_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
+  (void)arch;
+  snprintf(out, size, "#define HK_THREADS %d\n#define HK_HEAD_DIM %d\n#define HK_KVM_BF16 %d\n", KVM_WARPS * 32,
+           key->head_dim, key->dtype == HK_DTYPE_BF16);
+}
+
+/* Tiles: (group of KVM_WARPS * 16 / g4 token rows, kv head, round of 4 q heads). */
+static void kvm_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
+                       uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
+  (void)arch, (void)key;
+  const int64_t rows = hkc_variant_arg_i64(args, n_args, HKC_KV_ATTENTION_ARG_ROWS);
+  const int64_t heads = hkc_variant_arg_i64(args, n_args, HKC_KV_ATTENTION_ARG_HEADS);
+  const int64_t kv_heads = hkc_variant_arg_i64(args, n_args, HKC_KV_ATTENTION_ARG_KV_HEADS);
+  int64_t tiles = 1;
+  if (rows >= 1 && kv_heads >= 1 && heads >= kv_heads) {
+    const int64_t group = heads / kv_heads, g4 = group < 4 ? group : 4;
+    tiles = hkc_variant_ceil_div(rows, KVM_WARPS * (16 / g4)) * kv_heads * hkc_variant_ceil_div(group, 4);
+  }
+  hkc_variant_launch_1d(tiles, KVM_WARPS * 32, 0, out_grid, out_block, out_shared);
+}
+
+static const char *const kvm_includes[] = {"gpu/tile_nv.h", NULL};
+
+const hkc_variant_t hkc_variant_kv_attention_mma = {
+    .name = "kv_attention_mma",
+    .template_path = "gpu/kv_attention_mma.hip",
+    .includes = kvm_includes,
+    .applies = kvm_applies,
+    .defines = kvm_defines,
+    .launch = kvm_launch,
+    .pdl = 1, /* the kernel begins with HK_PDL_ENTRY() */
 };

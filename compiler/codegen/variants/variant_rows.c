@@ -256,6 +256,7 @@ const hkc_variant_t hkc_variant_rows_vec16 = {
     .applies = rows_applies,
     .defines = rows_defines,
     .launch = rows_launch,
+    .pdl = 1, /* rows_fast.hip's kernel begins with HK_PDL_ENTRY() */
     .tune_space = rows_tune_space,
     .tune_parse = rows_tune_parse,
     .params = k_rows_names,

@@ -205,8 +205,9 @@ static int simple_key_ok(const hkc_kernel_key_t *key) {
   return (unsigned)key->dtype < HK_DTYPE_FLOAT_COUNT && (unsigned)key->act < HK_ACT_COUNT_;
 }
 
-/* One entry per template: its ops. */
-#define SIMPLE_ENTRY(ident, path, ops_test)                                                          \
+/* One entry per template: its ops; pdl 1 where the template's kernel begins with HK_PDL_ENTRY()
+ * (prelude_cuda.h: programmatic dependent launches on sm_90 and later, variant.h's pdl). */
+#define SIMPLE_ENTRY_PDL(ident, path, pdl_, ops_test)                                                \
   static int ident##_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {             \
     (void)arch;                                                                                      \
     const hk_op_t op = key->op;                                                                      \
@@ -214,24 +215,25 @@ static int simple_key_ok(const hkc_kernel_key_t *key) {
   }                                                                                                  \
   const hkc_variant_t hkc_variant_##ident = {                                                        \
       .name = "simple", .template_path = path, .portable = 1, .applies = ident##_applies,          \
-      .defines = simple_defines, .launch = simple_launch}
+      .defines = simple_defines, .launch = simple_launch, .pdl = pdl_}
+#define SIMPLE_ENTRY(ident, path, ops_test) SIMPLE_ENTRY_PDL(ident, path, 0, ops_test)
 
 SIMPLE_ENTRY(simple_gemm, "gpu/gemm.hip", op == HK_OP_GEMM);
 SIMPLE_ENTRY(simple_binary, "gpu/binary.hip", op == HK_OP_ADD || op == HK_OP_MUL);
 SIMPLE_ENTRY(simple_unary, "gpu/unary.hip", op == HK_OP_RELU || op == HK_OP_GELU || op == HK_OP_SILU ||
                                                       op == HK_OP_GELU_TANH || op == HK_OP_TANH);
 SIMPLE_ENTRY(simple_layernorm, "gpu/layernorm.hip", op == HK_OP_LAYERNORM);
-SIMPLE_ENTRY(simple_rmsnorm, "gpu/rmsnorm.hip", op == HK_OP_RMSNORM);
+SIMPLE_ENTRY_PDL(simple_rmsnorm, "gpu/rmsnorm.hip", 1, op == HK_OP_RMSNORM);
 SIMPLE_ENTRY(simple_softmax, "gpu/softmax.hip", op == HK_OP_SOFTMAX);
 SIMPLE_ENTRY(simple_attention, "gpu/attention.hip", op == HK_OP_ATTENTION);
-SIMPLE_ENTRY(simple_rope, "gpu/rope.hip",
+SIMPLE_ENTRY_PDL(simple_rope, "gpu/rope.hip", 1,
              op == HK_OP_ROPE && key->rope_scaling >= HKC_ROPE_SCALING_NONE &&
                  key->rope_scaling <= HKC_ROPE_SCALING_LLAMA3);
 SIMPLE_ENTRY(simple_ewchain, "gpu/ewchain.hip", op == HK_OP_EWCHAIN);
-SIMPLE_ENTRY(simple_embedding, "gpu/embedding.hip", op == HK_OP_EMBEDDING);
-SIMPLE_ENTRY(simple_kv_append, "gpu/kv_append.hip", op == HK_OP_KV_APPEND);
-SIMPLE_ENTRY(simple_kv_attention, "gpu/kv_attention.hip", op == HK_OP_KV_ATTENTION);
-SIMPLE_ENTRY(simple_take_rows, "gpu/take_rows.hip", op == HK_OP_TAKE_ROWS);
-SIMPLE_ENTRY(simple_argmax, "gpu/argmax.hip", op == HK_OP_ARGMAX);
-SIMPLE_ENTRY(simple_sample, "gpu/sample.hip", op == HK_OP_SAMPLE);
+SIMPLE_ENTRY_PDL(simple_embedding, "gpu/embedding.hip", 1, op == HK_OP_EMBEDDING);
+SIMPLE_ENTRY_PDL(simple_kv_append, "gpu/kv_append.hip", 1, op == HK_OP_KV_APPEND);
+SIMPLE_ENTRY_PDL(simple_kv_attention, "gpu/kv_attention.hip", 1, op == HK_OP_KV_ATTENTION);
+SIMPLE_ENTRY_PDL(simple_take_rows, "gpu/take_rows.hip", 1, op == HK_OP_TAKE_ROWS);
+SIMPLE_ENTRY_PDL(simple_argmax, "gpu/argmax.hip", 1, op == HK_OP_ARGMAX);
+SIMPLE_ENTRY_PDL(simple_sample, "gpu/sample.hip", 1, op == HK_OP_SAMPLE);
 SIMPLE_ENTRY(simple_dequant, "gpu/dequant.hip", op == HK_OP_DEQUANT);

@@ -5,10 +5,9 @@
  * epilogue but rope and the norm epilogue (bias, activation, multiplier, residual, the dual
  * SwiGLU form, a folded rmsnorm of A).
  *
- * Never the registry's pick for a 16-bit key: with the kernel option gemm_skinny=on (opt-in until
- * it has run on a GPU) the tuner names it for the launches of M <= 8 that it serves (tune.c,
- * skinny_choose), whose time is the read of B; the tensor-core variants keep every other
- * launch. The only sm_90a kernel of a gemm that reads 8-bit B itself (a folded dequant, lower.h:
+ * Never the registry's pick for a 16-bit key: the tuner names it for the launches of M <= 8 that
+ * it serves (tune.c, skinny_choose; not under the kernel option gemm_skinny=off), whose time is
+ * the read of B; the tensor-core variants keep every other launch. The only sm_90a kernel of a gemm that reads 8-bit B itself (a folded dequant, lower.h:
  * half the bytes of the 16-bit read; the build folds only the launches of M <= 8 that it serves).
  * Parameters: "mb=R" (rows of A per warp pass: 1, 2, 4 or 8, the smallest power of two >= M;
  * larger M takes several passes). */
@@ -21,7 +20,13 @@
 
 #define SK_WARPS 4 /* warps per block: several blocks per SM, loads of many warps in flight */
 #define SK_NW 2    /* columns (rows of B) per warp */
-#define SK_U 4     /* 16-byte loads per B row in flight per lane (8-bit B: twice as many 8-byte loads) */
+/* 16-byte loads per B row in flight per lane (8-bit B: twice as many 8-byte loads). A launch is
+ * bound by the bytes in flight per SM (~ bandwidth x latency / SMs, some 25-30 KB on an H100):
+ * a projection of N = 2048 has only ~8 warps per SM, which need 8 loads of each of their two
+ * rows in flight; a dual gemm reads two matrices, and 4 loads of each of its four rows give
+ * the same bytes. */
+#define SK_U 8
+#define SK_U_DUAL 4
 
 static const char *const k_sk_names[] = {"mb"};
 
@@ -40,9 +45,14 @@ static int sk_mb(const hkc_kernel_key_t *key) {
   return mb;
 }
 
+static int sk_u(const hkc_kernel_key_t *key) {
+  const int u = key->dual ? SK_U_DUAL : SK_U;
+  return hkc_gemm_quant_b(key) ? 2 * u : u;
+}
+
 static int sk_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params,
                          hkc_tile_cfg_t *out) {
-  (void)arch, (void)key;
+  (void)arch;
   int mb = 8;
   if (params[0] && hkc_tune_params_parse(params, k_sk_names, 1, &mb) != 0) return -1;
   if (mb != 1 && mb != 2 && mb != 4 && mb != 8) return -1;
@@ -51,16 +61,16 @@ static int sk_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
   snprintf(out->tune, sizeof out->tune, "mb=%d", mb);
   out->bm = mb;
   out->bn = SK_WARPS * SK_NW;
-  out->bk = 256 * SK_U;
+  out->bk = 256 * sk_u(key);
   out->threads = 32 * SK_WARPS;
-  out->inflight = SK_U;
+  out->inflight = sk_u(key);
   return 0;
 }
 
 static void sk_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
   (void)arch;
   snprintf(out, size, "#define HK_THREADS %d\n#define HK_SK_WARPS %d\n#define HK_SK_NW %d\n#define HK_SK_U %d\n"
-           "#define HK_SK_MB %d\n", 32 * SK_WARPS, SK_WARPS, SK_NW, hkc_gemm_quant_b(key) ? 2 * SK_U : SK_U, sk_mb(key));
+           "#define HK_SK_MB %d\n", 32 * SK_WARPS, SK_WARPS, SK_NW, sk_u(key), sk_mb(key));
 }
 
 static void sk_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
