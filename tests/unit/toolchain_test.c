@@ -110,7 +110,8 @@ static void test_entries_are_complete(void **state) {
 /* ---- programmatic dependent launch ------------------------------------------------------------
  * Only nvrtc marks launches (launch_pdl); a launch is marked exactly when its variant says
  * so, on CUDA targets of sm_90 and later only (griddepcontrol is sm_90 PTX); and a variant
- * may say so only when its source contains griddepcontrol.wait (necessary, not sufficient: a
+ * may say so only when its source contains griddepcontrol.wait or HK_PDL_ENTRY(); (the
+ * CUDA prelude's wait, checked here too) (necessary, not sufficient: a
  * marked kernel that does not wait before touching its predecessors' data races with them;
  * the device harness checks the numbers). */
 
@@ -127,13 +128,19 @@ static void test_launch_pdl(void **state) {
     assert_false((*v)->host);
     size_t size = 0;
     const char *text = (*v)->template_path ? hkc_template((*v)->template_path, &size) : NULL;
-    int waits = text && strstr(text, "griddepcontrol.wait"); /* in the template or a header before it */
+    /* in the template or a header before it */
+    int waits = text && (strstr(text, "griddepcontrol.wait") || strstr(text, "HK_PDL_ENTRY();"));
     for (const char *const *inc = (*v)->includes; inc && *inc && !waits; inc++)
       waits = (text = hkc_template(*inc, &size)) != NULL && strstr(text, "griddepcontrol.wait");
     if (!waits)
       fail_msg("variant %s has pdl = 1, but neither its template %s nor its includes contain griddepcontrol.wait",
                (*v)->name, (*v)->template_path ? (*v)->template_path : "(none)");
   }
+  size_t size = 0; /* HK_PDL_ENTRY() waits on sm_90 and later */
+  const char *prelude = hkc_template("gpu/prelude_cuda.h", &size);
+  assert_non_null(prelude);
+  const char *entry = strstr(prelude, "#define HK_PDL_ENTRY() asm volatile(\"griddepcontrol.wait;");
+  assert_non_null(entry);
   size_t n;
   const hkc_gpu_arch_t *list = hkc_gpu_arch_list(&n);
   int tma = 0;
