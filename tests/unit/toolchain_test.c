@@ -133,7 +133,8 @@ static void test_launch_pdl(void **state) {
     for (const char *const *inc = (*v)->includes; inc && *inc && !waits; inc++)
       waits = (text = hkc_template(*inc, &size)) != NULL && strstr(text, "griddepcontrol.wait");
     if (!waits)
-      fail_msg("variant %s has pdl = 1, but neither its template %s nor its includes wait (griddepcontrol.wait, HK_PDL_ENTRY())",
+      fail_msg("variant %s has pdl = 1, but neither its template %s nor its includes wait "
+               "(griddepcontrol.wait, HK_PDL_ENTRY())",
                (*v)->name, (*v)->template_path ? (*v)->template_path : "(none)");
   }
   size_t size = 0; /* HK_PDL_ENTRY() waits on sm_90 and later */
