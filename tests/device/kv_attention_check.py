@@ -16,7 +16,9 @@ Every run's output is compared with the model (each valid row: softmax over keys
 [max(0, ctx - window), ctx) of its slot, grouped-query heads), every row; outputs are poisoned
 (NaN) before each run. Cases cover groups of 1, 4, 7, 8 and 16 q heads per kv head (16: two
 rounds of the kernel's 4), head_dim 64 and 128, and a sliding window; each case twice, with the
-default kernel (kv_attention_warp on NVIDIA) and the portable one (kv_warp=off).
+default kernels (on NVIDIA kv_attention_mma for the prefill bucket, kv_attention_warp for the
+decode ones) and the portable one (kv_warp=off); KV_CHECK_OPTIONS (comma-separated kernel options,
+default "kv_warp=auto,kv_warp=off") picks others.
 
   PYTHONPATH=python HKRT_LIBRARY=build-dev/libhkrt.so python3 tests/device/kv_attention_check.py \\
       build-dev/hkc sm_90a
@@ -174,7 +176,7 @@ def run_case(work, heads, kv, dh, window, option):
 
 def main():
     with tempfile.TemporaryDirectory() as work:
-        for option in ("kv_warp=auto", "kv_warp=off"):
+        for option in os.environ.get("KV_CHECK_OPTIONS", "kv_warp=auto,kv_warp=off").split(","):
             for case in CASES:
                 run_case(work, *case, option)
     print("%d failure(s)" % len(failures))
