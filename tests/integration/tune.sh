@@ -165,13 +165,16 @@ else
     "$HKC" build "$work/gen.yaml" -o "$work/gen_$kv.hkpack" --target sm_90a --kernel-option kv_warp=$kv -q
     "$HKC" inspect "$work/gen_$kv.hkpack" > "$work/gen_$kv.txt"
   done
+  "$HKC" build "$work/gen.yaml" -o "$work/gen_nomma.hkpack" --target sm_90a --kernel-option kv_mma=off -q
+  "$HKC" inspect "$work/gen_nomma.hkpack" > "$work/gen_nomma.txt"
   kva() { # the kernel variant of kv_attention launch #$2's kernel in inspect output $1, per bucket
     grep -E "^    #[0-9]+ +attn_0 " "$1" | awk '{print $3}' | while read -r k; do
       grep -E "^  $k " "$1" | grep -o 'kernel=[a-z_]*'; done | tr '\n' ' '
   }
   [ "$(kva "$work/gen_auto.txt")" = "kernel=kv_attention_warp kernel=kv_attention_mma " ] &&
     [ "$(kva "$work/gen_off.txt")" = "kernel=simple kernel=simple " ] &&
-    ok "sm_90a kv_attention: bucket 1 kv_attention_warp, bucket 64 kv_attention_mma; kv_warp=off: the portable kernel" ||
+    [ "$(kva "$work/gen_nomma.txt")" = "kernel=kv_attention_warp kernel=kv_attention_warp " ] &&
+    ok "sm_90a kv_attention: bucket 1 kv_attention_warp, bucket 64 kv_attention_mma; kv_warp=off: the portable kernel; kv_mma=off: kv_attention_warp" ||
     bad "kv_attention variants: $(kva "$work/gen_auto.txt")/ $(kva "$work/gen_off.txt")"
   "$HKC" build "$spec" -o "$work/nv.hkpack" --target sm_90a --kernel-option gemm_skinny=off -q
   "$HKC" build "$spec" -o "$work/nv0.hkpack" --target sm_90a --tune default --kernel-option gemm_skinny=off -q

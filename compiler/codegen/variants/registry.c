@@ -79,6 +79,7 @@ int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_gpu_arch_t
    * (run in the AMD emulator against NumPy) */
   if ((v == &hkc_variant_kv_attention_warp || v == &hkc_variant_kv_attention_mma) && o && o->kv_warp == HKC_SWITCH_OFF)
     return 0;
+  if (v == &hkc_variant_kv_attention_mma && o && o->kv_mma == HKC_SWITCH_OFF) return 0;
   /* attention_tma: the default where it serves the key (proven on the H200: docs/BENCHMARKS.md) */
   if (v == &hkc_variant_attention_tma && o && o->attn_tma == HKC_SWITCH_OFF) return 0;
   if (!o) return 1;
