@@ -26,9 +26,9 @@ python3 -c "import numpy as np; np.save('/tmp/p1024.npy', np.random.default_rng(
 timeout 60 build-dev/hkc generate build-dev/gen/llama-3.2-1b.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \
   --weights-map build-dev/gen/llama-3.2-1b.map --ids /tmp/p1024.npy -n 64 --profile > "$out/profile_b1.log" 2>&1
 head -60 "$out/profile_b1.log"
-timeout 60 build-dev/hkc generate build-dev/gen/llama-3.2-1b-base.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \
-  --weights-map build-dev/gen/llama-3.2-1b.map --ids /tmp/p1024.npy -n 64 --profile > "$out/profile_b1_base.log" 2>&1
-head -30 "$out/profile_b1_base.log"
+timeout 60 build-dev/hkc generate build-dev/gen/llama-3.2-1b-fast.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \
+  --weights-map build-dev/gen/llama-3.2-1b.map --ids /tmp/p1024.npy -n 64 --profile > "$out/profile_b1_fast.log" 2>&1
+head -30 "$out/profile_b1_fast.log"
 # the decode step at batch 8 (8 prompts of 1024 tokens, the pack's bucket of 8 rows)
 python3 -c "import numpy as np; [np.save('/tmp/p1024_%d.npy' % i, np.random.default_rng(10 + i).integers(0, 128000, size=1024).astype(np.int32)) for i in range(8)]"
 timeout 60 build-dev/hkc generate build-dev/gen/llama-3.2-1b.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \
@@ -64,7 +64,7 @@ cat "$out/sample_1.log"; cmp -s <(grep '^prompt' "$out/sample_1.log") <(grep '^p
 # the decode step's kernels under Nsight Compute (prompt 1024, one decode step after the prefill;
 # the decode kernels are the last launches): time, DRAM bytes and bandwidth share per kernel
 if command -v ncu >/dev/null && [ "${GEN_T_NCU:-150}" -gt 0 ]; then
-  for p in ${GEN_NCU_PACKS:-llama-3.2-1b llama-3.2-1b-base}; do
+  for p in ${GEN_NCU_PACKS:-llama-3.2-1b llama-3.2-1b-fast}; do
     timeout "${GEN_T_NCU:-150}" ncu --clock-control none --csv --metrics \
       gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__grid_size,launch__block_size,launch__registers_per_thread \
       build-dev/hkc generate build-dev/gen/$p.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \

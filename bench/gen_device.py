@@ -21,10 +21,10 @@ median step, wall clock) and Hugging Face generate with the static cache (transf
 the decoding step itself): ms/token = (t(N2) - t(N1)) / (N2 - N1), after a warm-up of both; time
 to first token for prompts of 128 and 1024 tokens; the weight-read floor: (weight bytes + KV
 bytes read per step) / the device-to-device copy bandwidth measured in the same run.
-The pack without the decode kernels (llama-3.2-1b-base: gemm_skinny=off, kv_warp=off) is timed
-beside the default one.
-Environment: GEN_POINTS ("1x1024,8x1024,32x1024,1x128,1x4096"), GEN_MODELS (pack names), GEN_BASE=0
-(the -base pack not timed).
+The pack with the opt-in attention kernels (llama-3.2-1b-fast: kv_warp=on, kv_mma=on) is checked
+and timed beside the default one.
+Environment: GEN_POINTS ("1x1024,8x1024,32x1024,1x128,1x4096"), GEN_MODELS (pack names), GEN_FAST=0
+(the -fast pack not timed).
 """
 import json
 import os
@@ -46,10 +46,10 @@ def log(*a):
 
 
 def hf_model(name):
-    """The Hugging Face model of config `name` ("NAME-base": NAME's, for the pack without the
-    decode kernels)."""
+    """The Hugging Face model of config `name` ("NAME-fast": NAME's, for the pack with the opt-in
+    attention kernels)."""
     from transformers import AutoConfig, AutoModelForCausalLM
-    name = name[:-len("-base")] if name.endswith("-base") else name
+    name = name[:-len("-fast")] if name.endswith("-fast") else name
     cfg_path = os.path.join(ROOT, "bench", "gen_configs", name + ".json")
     with open(cfg_path) as f:
         cfg = json.load(f)
@@ -226,25 +226,25 @@ def bench(name="llama-3.2-1b"):
         prompts = [rng.integers(0, cfg["vocab_size"], size=ctx).tolist() for _ in range(batch)]
         r = hkc_generate(name, weights, prompts, 33)
         ours, ttft = r["ms_per_token"], r["ttft_ms"]
-        try:  # without the decode kernels (gemm_skinny=off, kv_warp=off), when gen_prepare.sh built it
-            if os.environ.get("GEN_BASE", "1") == "0":
-                raise RuntimeError("not timed (GEN_BASE=0)")
-            rf = hkc_generate(name + "-base", weights, prompts, 33)
-            base, base_ttft = rf["ms_per_token"], rf["ttft_ms"]
+        try:  # the opt-in attention kernels (kv_warp=on, kv_mma=on), when gen_prepare.sh built them
+            if os.environ.get("GEN_FAST", "1") == "0":
+                raise RuntimeError("not timed (GEN_FAST=0)")
+            rf = hkc_generate(name + "-fast", weights, prompts, 33)
+            fast, fast_ttft = rf["ms_per_token"], rf["ttft_ms"]
         except Exception as e:
-            log("the -base pack at b%d ctx%d: %s" % (batch, ctx, str(e)[:300]))
-            base, base_ttft = float("nan"), float("nan")
+            log("the -fast pack at b%d ctx%d: %s" % (batch, ctx, str(e)[:300]))
+            fast, fast_ttft = float("nan"), float("nan")
         try:
             theirs, hf_ttft = hf_ms_per_token(model, batch, ctx, cfg["vocab_size"])
         except Exception as e:  # a configuration HF cannot compile is reported, not fatal
             log("HF failed at b%d ctx%d: %s" % (batch, ctx, str(e)[:300]))
             theirs, hf_ttft = float("nan"), float("nan")
-        rows.append(dict(batch=batch, ctx=ctx, hkc_ms=ours, hkc_base_ms=base, hf_ms=theirs, floor_ms=floor,
-                         hkc_ttft_ms=ttft, hkc_base_ttft_ms=base_ttft, hf_ttft_ms=hf_ttft))
-        log("b%-3d ctx %-5d hkc %.3f ms/token (%.2fx floor, %.2fx HF), without the decode kernels %.3f (%.2fx HF)  "
-            "HF static %.3f  floor %.3f | TTFT hkc %.2f (%.2fx HF), base %.2f, HF %.2f ms"
-            % (batch, ctx, ours, ours / floor, ours / theirs, base, base / theirs, theirs, floor, ttft, ttft / hf_ttft,
-               base_ttft, hf_ttft))
+        rows.append(dict(batch=batch, ctx=ctx, hkc_ms=ours, hkc_fast_ms=fast, hf_ms=theirs, floor_ms=floor,
+                         hkc_ttft_ms=ttft, hkc_fast_ttft_ms=fast_ttft, hf_ttft_ms=hf_ttft))
+        log("b%-3d ctx %-5d hkc %.3f ms/token (%.2fx floor, %.2fx HF), opt-in attention kernels %.3f (%.2fx HF)  "
+            "HF static %.3f  floor %.3f | TTFT hkc %.2f (%.2fx HF), opt-in %.2f, HF %.2f ms"
+            % (batch, ctx, ours, ours / floor, ours / theirs, fast, fast / theirs, theirs, floor, ttft, ttft / hf_ttft,
+               fast_ttft, hf_ttft))
     with open(os.path.join(OUT, "gen_bench.json"), "w") as f:
         json.dump(dict(copy_bw=bw, rows=rows, device=torch.cuda.get_device_name()), f, indent=1)
     return rows
@@ -252,7 +252,7 @@ def bench(name="llama-3.2-1b"):
 
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "check"
-    models = os.environ.get("GEN_MODELS", "llama-3.2-1b,qwen2.5-0.5b,tinyllama-1.1b").split(",")
+    models = os.environ.get("GEN_MODELS", "llama-3.2-1b,llama-3.2-1b-fast,qwen2.5-0.5b,tinyllama-1.1b").split(",")
     log("device:", torch.cuda.get_device_name())
     if what in ("check", "all"):
         check(models)

@@ -622,11 +622,12 @@ static int skinny_choose(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *ar
 /* kv_attention_mma (variant_kv_nv.c) for the kv_attention launches of at least
  * HKC_KV_MMA_MIN_ROWS token rows -- prefill steps, whose rows are runs of consecutive positions
  * of a sequence: a block shares each cached key among its rows on the tensor cores, where
- * kv_attention_warp reads the keys once per row (and the portable kernel once per head). Fewer
- * rows (decode steps: a row per sequence) keep kv_attention_warp's split over the keys; so does
- * every launch under kv_warp=off (the portable kernel then). 1 when it chose. */
+ * kv_attention_warp reads the keys once per row (and the portable kernel once per head). With
+ * kv_mma=on (opt-in until it has run on a GPU). Fewer rows (decode steps: a row per sequence)
+ * keep the registry's kernel. 1 when it chose. */
 static int kv_mma_choose(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *arch, hkc_tune_launch_t *l) {
-  if (!arch || l->key.op != HK_OP_KV_ATTENTION || l->shape.m < HKC_KV_MMA_MIN_ROWS) return 0;
+  if (!arch || !o || o->kv_mma != HKC_SWITCH_ON || l->key.op != HK_OP_KV_ATTENTION || l->shape.m < HKC_KV_MMA_MIN_ROWS)
+    return 0;
   const hkc_variant_t *const *list = hkc_variant_list();
   const hkc_variant_t *v = NULL;
   for (size_t i = 0; list[i] && !v; i++)
@@ -664,7 +665,7 @@ int hkc_tuner_choose(hkc_tuner_t *tuner, const char *target, const hkc_gpu_arch_
       bad_option = 1;
       break;
     }
-    if (!fixed && kv_mma_choose(tuner->options, arch, l)) continue;
+    if (kv_mma_choose(tuner->options, arch, l)) continue; /* over kv_warp=on's naming of kv_attention_warp */
     if (fixed || !l->tunable) continue;
     if (skinny_choose(tuner->options, arch, l)) continue;
     if (tuner->db) {

@@ -16,9 +16,10 @@ Every run's output is compared with the model (each valid row: softmax over keys
 [max(0, ctx - window), ctx) of its slot, grouped-query heads), every row; outputs are poisoned
 (NaN) before each run. Cases cover groups of 1, 4, 7, 8 and 16 q heads per kv head (16: two
 rounds of the kernel's 4), head_dim 64 and 128, and a sliding window; each case twice, with the
-default kernels (on NVIDIA kv_attention_mma for the prefill bucket, kv_attention_warp for the
-decode ones) and the portable one (kv_warp=off); KV_CHECK_OPTIONS (comma-separated kernel options,
-default "kv_warp=auto,kv_warp=off") picks others.
+NVIDIA kernels (kv_warp=on+kv_mma=on: kv_attention_mma for the prefill bucket, kv_attention_warp
+for the decode ones) and with the portable one (the default); KV_CHECK_OPTIONS (comma-separated
+sets of kernel options, "+" joining the options of a set; default "kv_warp=on+kv_mma=on,kv_warp=auto")
+picks others.
 
   PYTHONPATH=python HKRT_LIBRARY=build-dev/libhkrt.so python3 tests/device/kv_attention_check.py \\
       build-dev/hkc sm_90a
@@ -121,12 +122,13 @@ def check(cond, what):
 
 
 def run_case(work, heads, kv, dh, window, option):
-    name = "h%d_kv%d_d%d_w%d_%s" % (heads, kv, dh, window, option.replace("=", "_"))
+    name = "h%d_kv%d_d%d_w%d_%s" % (heads, kv, dh, window, option.replace("=", "_").replace("+", "_"))
     path = os.path.join(work, name + ".yaml")
     with open(path, "w") as f:
         f.write(spec(heads, kv, dh, window))
     pack = os.path.join(work, name + ".hkpack")
-    subprocess.run([HKC, "build", path, "-o", pack, "--target", TARGET, "--kernel-option", option, "-q"], check=True)
+    opts = [a for o in option.split("+") for a in ("--kernel-option", o)]
+    subprocess.run([HKC, "build", path, "-o", pack, "--target", TARGET] + opts + ["-q"], check=True)
     model = Model(heads, kv, dh, window)
     rng = np.random.default_rng(heads * 1000 + kv * 10 + dh)
     dev = torch.device("cuda", 0)
@@ -176,7 +178,7 @@ def run_case(work, heads, kv, dh, window, option):
 
 def main():
     with tempfile.TemporaryDirectory() as work:
-        for option in os.environ.get("KV_CHECK_OPTIONS", "kv_warp=auto,kv_warp=off").split(","):
+        for option in os.environ.get("KV_CHECK_OPTIONS", "kv_warp=on+kv_mma=on,kv_warp=auto").split(","):
             for case in CASES:
                 run_case(work, *case, option)
     print("%d failure(s)" % len(failures))

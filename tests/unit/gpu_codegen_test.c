@@ -755,10 +755,10 @@ static void test_launch_dims_cover_odd_shapes(void **state) {
     if (dh != 64 && dh != 128)
       continue;
     key.align = 8, key.head_dim = (int)dh;
-    /* the default; kv_warp=off keeps the portable kernel */
-    const hkc_kernel_options_t warp_off = {.kv_warp = HKC_SWITCH_OFF};
-    assert_string_equal(hkc_variant_for(hk_test_arch("sm_90"), &key)->name, "kv_attention_warp");
-    assert_string_equal(hkc_variant_for_options(hk_test_arch("sm_90"), &warp_off, &key)->name, "simple");
+    /* opt-in: the portable kernel by default, kv_attention_warp under kv_warp=on (named in the key) */
+    const hkc_kernel_options_t warp_on = {.kv_warp = HKC_SWITCH_ON};
+    assert_string_equal(hkc_variant_for(hk_test_arch("sm_90"), &key)->name, "simple");
+    assert_string_equal(hkc_variant_for_options(hk_test_arch("sm_90"), &warp_on, &key)->name, "kv_attention_warp");
     snprintf(key.variant, sizeof key.variant, "kv_attention_warp");
     launch(&key, a, 15, grid, block, &threads);
     const long long tiles = rows * kv_heads * ((heads / kv_heads + 3) / 4), split = grid[0] / tiles;
@@ -773,7 +773,7 @@ static void test_launch_dims_cover_odd_shapes(void **state) {
     assert_true((long long)grid[0] == (rows + qr - 1) / qr * kv_heads * ((group + 3) / 4));
     assert_int_equal(threads, 128);
     key.variant[0] = '\0';
-    assert_string_equal(hkc_variant_for(hk_test_arch("sm_90"), &key)->name, "kv_attention_warp");
+    assert_string_equal(hkc_variant_for_options(hk_test_arch("sm_90"), &warp_on, &key)->name, "kv_attention_warp");
   }
   /* take_rows: a block per HK_THREADS columns of an output row; argmax and sample: one per
    * row (sample: at least 256 threads, a thread per bin of its radix selects) */
