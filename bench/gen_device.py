@@ -55,7 +55,7 @@ def hf_model(name):
         cfg = json.load(f)
     config = AutoConfig.for_model(**cfg)
     torch.manual_seed(0)
-    with torch.device("cuda"):  # initialized on the GPU: seconds, where the CPU takes a minute for 1B params
+    with torch.device("cuda"):  # weights initialized on the GPU, not the CPU
         model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.bfloat16).eval()
     model.generation_config.pad_token_id = 0
     path = "/tmp/gen_%s" % name
