@@ -111,6 +111,16 @@ int hkc_fuse_for_targets(hkc_spec_t *spec, int mode, const hkc_gpu_arch_t *const
 /* The entry for a target name; "gfx90a:xnack-" finds "gfx90a". NULL when unknown. */
 const hkc_gpu_arch_t *hkc_gpu_arch_find(const char *name);
 const hkc_gpu_arch_t *hkc_gpu_arch_list(size_t *out_count);
+/* A GPU part's datasheet figures, for roofline floors on the device a run found (the target
+ * table's figures are one part's per architecture: sm_90's are the H200's). */
+typedef struct hkc_gpu_part {
+  const char *product;     /* "H100 SXM" */
+  double hbm_gbps;         /* memory bandwidth, GB/s */
+  double matrix_tflops_f16;/* dense f16/bf16 matrix rate, TFLOP/s */
+} hkc_gpu_part_t;
+/* The part a driver's device name names ("NVIDIA H100 80GB HBM3" -> H100 SXM, "NVIDIA H100
+ * PCIe" -> H100 PCIe, "NVIDIA H200" -> H200 SXM); NULL when unknown (and for NULL / ""). */
+const hkc_gpu_part_t *hkc_gpu_part_for_device(const char *device_name);
 /* Occupancy of a kernel launched with block_threads threads per block: AMD waves per
  * SIMD, NVIDIA blocks per SM (limited by registers, SGPRs, LDS/shared memory, block
  * size and the wave/block caps). out_percent: resident waves/warps over the maximum.

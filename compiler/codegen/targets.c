@@ -157,6 +157,33 @@ const hkc_gpu_arch_t *hkc_gpu_arch_list(size_t *out_count) {
 }
 
 /* Exact name, or "gfx90a:xnack-" -> "gfx90a" (features follow the first ':'). */
+/* NVIDIA's datasheets (dense, no sparsity); the first entry whose every word the device name
+ * contains wins, so the specific forms come before the general one. */
+static const struct {
+  const char *words[3];
+  hkc_gpu_part_t part;
+} k_parts[] = {
+    {{"H100", "PCIe", NULL}, {"H100 PCIe", 2000.0, 756.0}},
+    {{"H100", "NVL", NULL}, {"H100 NVL", 3900.0, 835.0}},
+    {{"H100", NULL, NULL}, {"H100 SXM", 3350.0, 989.0}},
+    {{"H800", NULL, NULL}, {"H800 SXM", 3350.0, 989.0}},
+    {{"H200", "NVL", NULL}, {"H200 NVL", 4800.0, 835.0}},
+    {{"H200", NULL, NULL}, {"H200 SXM", 4800.0, 989.0}},
+    {{"A100", "80GB", "PCIe"}, {"A100 80GB PCIe", 1935.0, 312.0}},
+    {{"A100", "80GB", NULL}, {"A100 80GB SXM", 2039.0, 312.0}},
+    {{"A100", NULL, NULL}, {"A100 40GB", 1555.0, 312.0}},
+};
+
+const hkc_gpu_part_t *hkc_gpu_part_for_device(const char *device_name) {
+  if (!device_name || !device_name[0]) return NULL;
+  for (size_t i = 0; i < sizeof k_parts / sizeof *k_parts; i++) {
+    int all = 1;
+    for (size_t w = 0; w < 3 && k_parts[i].words[w] && all; w++) all = strstr(device_name, k_parts[i].words[w]) != NULL;
+    if (all) return &k_parts[i].part;
+  }
+  return NULL;
+}
+
 const hkc_gpu_arch_t *hkc_gpu_arch_find(const char *name) {
   if (!name) return NULL;
   size_t len = strcspn(name, ":");

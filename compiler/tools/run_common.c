@@ -120,9 +120,11 @@ const char *hkc_run_find_named(const hkc_named_file_t *files, int n, const char 
   return NULL;
 }
 
-/* --profile: every launch timed alone (hk_session_profile) beside its roofline floor on
- * the session's target when the target table knows it; printed, or with json (hkc run
- * --json's document) added to it as "profile". 0 / -1 (error printed). */
+/* --profile: every launch timed alone (hk_session_profile) beside its roofline floor: on the
+ * device the session runs on where its name is a known part (hkc_gpu_part_for_device: "NVIDIA
+ * H100 80GB HBM3" -> the H100 SXM's bandwidth and matrix rate), else on the target table's
+ * part for the session's target (sm_90: the H200's); printed, or with json (hkc run --json's
+ * document) added to it as "profile". 0 / -1 (error printed). */
 int hkc_run_print_profile(hk_session_t *session, uint32_t repeats, double graph_us, cJSON *json) {
   uint32_t n = hk_session_launch_count(session);
   double *us = calloc(n ? n : 1, sizeof *us);
@@ -133,6 +135,11 @@ int hkc_run_print_profile(hk_session_t *session, uint32_t repeats, double graph_
     return -1;
   }
   const hkc_gpu_arch_t *arch = hkc_gpu_arch_find(hk_session_target(session)); /* NULL on host */
+  const char *device = hk_session_device_name(session);
+  const hkc_gpu_part_t *part = arch ? hkc_gpu_part_for_device(device) : NULL;
+  const char *product = part ? part->product : arch ? arch->product : "";
+  const double hbm_gbps = part ? part->hbm_gbps : arch ? arch->hbm_gbps : 0.0;
+  const double matrix_tflops = part ? part->matrix_tflops_f16 : arch ? arch->matrix_tflops_f16 : 0.0;
   int w_nodes = 5, w_kernel = 6;
   for (uint32_t i = 0; i < n; i++) {
     hk_launch_info_t li;
@@ -144,14 +151,24 @@ int hkc_run_print_profile(hk_session_t *session, uint32_t repeats, double graph_
   if (json) {
     jp = cJSON_AddObjectToObject(json, "profile");
     cJSON_AddNumberToObject(jp, "repeats", repeats);
-    if (arch) cJSON_AddStringToObject(jp, "floor_target", arch->name);
-    else cJSON_AddNullToObject(jp, "floor_target");
+    if (arch) {
+      cJSON_AddStringToObject(jp, "floor_target", arch->name);
+      cJSON_AddStringToObject(jp, "floor_part", product); /* the figures' part: the device's, else the table's */
+      cJSON_AddNumberToObject(jp, "floor_gbps", hbm_gbps);
+      cJSON_AddNumberToObject(jp, "floor_matrix_tflops", matrix_tflops);
+    } else {
+      cJSON_AddNullToObject(jp, "floor_target");
+    }
+    cJSON_AddStringToObject(jp, "device", device);
     jl = cJSON_AddArrayToObject(jp, "launches");
   } else {
     printf("profile: each launch alone, median of %u pass(es) after one warm-up pass", repeats);
-    if (arch)
-      printf("; floor on %s (%s: %.1f GB/s, %.1f TFLOP/s f16 matrix)\n", arch->name, arch->product, arch->hbm_gbps,
-             arch->matrix_tflops_f16);
+    if (arch && part)
+      printf("; floor on %s (%s, an %s: %.1f GB/s, %.1f TFLOP/s f16 matrix)\n", arch->name, device, product, hbm_gbps,
+             matrix_tflops);
+    else if (arch)
+      printf("; floor on %s (%s: %.1f GB/s, %.1f TFLOP/s f16 matrix; the device, %s, is not a part hkc knows)\n",
+             arch->name, product, hbm_gbps, matrix_tflops, device[0] ? device : "unnamed");
     else
       printf("; no floor (%s is not a GPU target of hkc's table)\n", hk_session_target(session));
     printf("  %3s  %-*s  %-*s  %11s  %10s  %9s  %8s  %7s\n", "#", w_nodes, "nodes", w_kernel, "kernel", "median us",
@@ -166,8 +183,8 @@ int hkc_run_print_profile(hk_session_t *session, uint32_t repeats, double graph_
     if (li.bytes) snprintf(gbs, sizeof gbs, "%.1f", (double)li.bytes / us[i] * 1e-3);
     if (li.flops) snprintf(tfs, sizeof tfs, "%.2f", (double)li.flops / us[i] * 1e-6);
     if (arch && li.bytes) {
-      double mem = (double)li.bytes / (arch->hbm_gbps * 1e3);
-      double math = li.matrix ? (double)li.flops / (arch->matrix_tflops_f16 * 1e6) : 0.0;
+      double mem = (double)li.bytes / (hbm_gbps * 1e3);
+      double math = li.matrix ? (double)li.flops / (matrix_tflops * 1e6) : 0.0;
       fl = mem > math ? mem : math;
       total_floor += fl;
       snprintf(floor_s, sizeof floor_s, "%.3f", fl);

@@ -115,6 +115,9 @@ struct hk_backend {
   int (*runs_target)(const char *name, const char *features, int device);
   /* Names of the targets this machine runs, for error messages ("host-x86_64"). */
   void (*describe)(char *out, size_t size);
+  /* Optional: the name of GPU `device` as the driver reports it (static, or "" when unknown);
+   * NULL where the backend does not know names (hk_session_device_name says ""). */
+  const char *(*device_name)(int device);
   /* Why available() is false ("libcuda.so.1 not found ..."); "" when available. Borrowed,
    * static. */
   const char *(*unavailable_reason)(void);

@@ -152,6 +152,11 @@ static int cuda_runs_target(const char *name, const char *features, int device) 
   return hk_cuda_target_rank(name, features, d->major, d->minor);
 }
 
+static const char *cuda_device_name(int device) {
+  if (!cuda_available() || device < 0 || device >= g_cuda_driver.device_count) return "";
+  return g_cuda.devices[device].name;
+}
+
 /* "sm_90, sm_90a on device 0 (NVIDIA H200)"; for minor > 0: "sm_80..sm_86, sm_86a ...". */
 static void cuda_describe(char *out, size_t size) {
   out[0] = '\0';
@@ -525,4 +530,5 @@ static hk_status_t cuda_module_load_ptx(const hk_pack_view_t *view, uint32_t tar
 const hk_backend_t hk_backend_cuda = {.name = "cuda", .kind = HK_TARGET_CUDA, HK_GPU_BACKEND_ENTRIES(cuda),
                                       .collectives = true,
                                       .tensor_map_encode = hk_gpu_tensor_map_encode,
-                                      .runs_ptx = cuda_runs_ptx, .module_load_ptx = cuda_module_load_ptx};
+                                      .runs_ptx = cuda_runs_ptx, .module_load_ptx = cuda_module_load_ptx,
+                                      .device_name = cuda_device_name};

@@ -188,6 +188,13 @@ HK_API const char *hk_session_target(const hk_session_t *s) {
   return s ? hk_pack_string(s->view, s->view->targets[s->target].name) : "";
 }
 
+HK_API const char *hk_session_device_name(const hk_session_t *s) {
+  if (!s) return "";
+  const hk_backend_t *be = s->module->backend;
+  if (be->kind == HK_TARGET_HOST) return "host";
+  return be->device_name ? be->device_name(s->options.device) : "";
+}
+
 HK_API const char *hk_session_launch_mode(const hk_session_t *s, const char **out_reason) {
   if (out_reason) *out_reason = "";
   if (!s) return "";

@@ -91,6 +91,7 @@ _PROTOTYPES = {
     "hk_session_create": (_status, [_vp, ctypes.POINTER(SessionOptionsC), ctypes.POINTER(_vp)]),
     "hk_session_destroy": (None, [_vp]),
     "hk_session_target": (_cp, [_vp]),
+    "hk_session_device_name": (_cp, [_vp]),
     "hk_session_launch_mode": (_cp, [_vp, ctypes.POINTER(_cp)]),
     "hk_session_pdl_count": (_u32, [_vp]),
     "hk_session_tensor_count": (_u32, [_vp]),

@@ -273,6 +273,7 @@ class Session:
     def __init__(self, pack, handle, device):
         self._pack, self._lib, self._h, self._device = pack, pack._lib, handle, device
         self.target = _str(self._lib.hk_session_target(handle))
+        self.device_name = _str(self._lib.hk_session_device_name(handle))  # "NVIDIA H100 80GB HBM3", "host"
         self._host = self.target.startswith("host")
         self._bound = {}  # name -> (caller's object, staging array or None, keepalive)
         self._owned = set()   # host outputs bound to arrays the session allocated (_prepare)

@@ -118,7 +118,8 @@ def check(kind, path, args):
             need(o["nonfinite"] == 0 and isinstance(o["mean"], NUM) and o["max_abs"] >= 0, f"output {o['name']}")
             need(o["shape"][0] == d["batch"], "output shape starts with the batch")
         p = d["profile"]
-        need(isinstance(p, dict) and p["floor_target"] is None and len(p["launches"]) > 0, "profile")
+        need(isinstance(p, dict) and p["floor_target"] is None and p["device"] == "host" and len(p["launches"]) > 0,
+             "profile")
         for l in p["launches"]:
             need(l["median_us"] > 0 and l["floor_us"] is None and isinstance(l["matrix"], bool), f"launch {l}")
     elif kind == "targets":

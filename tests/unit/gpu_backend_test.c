@@ -1067,6 +1067,8 @@ static void graph_session(void **ts, const vendor_t *v) {
   hk_session_t *s;
   assert_int_equal(hk_session_create(pack, HK_TEST_OPTIONS(.batch = 2), &s), HK_OK);
   assert_string_equal(hk_session_target(s), v->target);
+  /* the device's name as the driver gives it (the fake CUDA driver's; HIP's: none) */
+  assert_string_equal(hk_session_device_name(s), v->cuda ? "Fake H200" : "");
   assert_launch_mode(s, "graph", NULL);
   assert_int_equal(hk_session_pdl_count(s), 0); /* no launch is marked PDL */
   if (v->cuda) assert_int_equal(F.retains, 1);

@@ -141,6 +141,7 @@ static void test_run_two_batches(void **ts) {
     hk_session_t *s;
     assert_int_equal(hk_session_create(st->pack, HK_TEST_OPTIONS(.batch = (uint64_t)batch), &s), HK_OK);
     assert_string_equal(hk_session_target(s), FX_HOST);
+    assert_string_equal(hk_session_device_name(s), "host");
     assert_int_equal(hk_session_tensor_count(s), 3); /* x, w, y: not the intermediate */
     hk_tensor_info_t info;
     assert_int_equal(hk_session_tensor_info(s, 0, &info), HK_OK);
@@ -1234,6 +1235,7 @@ static void test_null_objects(void **ts) {
   hk_session_destroy(NULL);
   assert_string_equal(hk_session_error(NULL), "");
   assert_string_equal(hk_session_target(NULL), "");
+  assert_string_equal(hk_session_device_name(NULL), "");
   const char *reason = "poison";
   assert_string_equal(hk_session_launch_mode(NULL, &reason), "");
   assert_string_equal(reason, "");

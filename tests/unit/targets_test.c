@@ -148,9 +148,30 @@ static void test_occupancy(void **state) {
   assert_int_equal(hkc_occupancy(hkc_gpu_arch_find("gfx90a"), &k, 0, NULL, NULL), 0);
 }
 
+/* The parts behind the drivers' device names: the specific forms before the general one. */
+static void test_parts(void **state) {
+  (void)state;
+  static const struct {
+    const char *device, *product;
+    double gbps;
+  } cases[] = {{"NVIDIA H100 80GB HBM3", "H100 SXM", 3350.0}, {"NVIDIA H100 PCIe", "H100 PCIe", 2000.0},
+               {"NVIDIA H100 NVL", "H100 NVL", 3900.0},       {"NVIDIA H200", "H200 SXM", 4800.0},
+               {"NVIDIA A100-SXM4-80GB", "A100 80GB SXM", 2039.0}, {"NVIDIA A100 80GB PCIe", "A100 80GB PCIe", 1935.0}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    const hkc_gpu_part_t *p = hkc_gpu_part_for_device(cases[i].device);
+    assert_non_null(p);
+    assert_string_equal(p->product, cases[i].product);
+    assert_true(p->hbm_gbps == cases[i].gbps && p->matrix_tflops_f16 > 0);
+  }
+  assert_null(hkc_gpu_part_for_device("Fake GPU"));
+  assert_null(hkc_gpu_part_for_device(""));
+  assert_null(hkc_gpu_part_for_device(NULL));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_find),
+      cmocka_unit_test(test_parts),
       cmocka_unit_test(test_list),
       cmocka_unit_test(test_occupancy),
   };

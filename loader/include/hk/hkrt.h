@@ -77,7 +77,7 @@ extern "C" {
  * hk_version() / hk_version_number() which library it runs with. */
 #define HKRT_VERSION_MAJOR 0
 #define HKRT_VERSION_MINOR 4
-#define HKRT_VERSION_PATCH 0
+#define HKRT_VERSION_PATCH 1
 #define HKRT_VERSION_NUMBER (HKRT_VERSION_MAJOR * 10000 + HKRT_VERSION_MINOR * 100 + HKRT_VERSION_PATCH)
 #define HKRT_VERSION_STR_(x) #x
 #define HKRT_VERSION_STR(x) HKRT_VERSION_STR_(x)
@@ -429,6 +429,10 @@ HK_API void hk_session_destroy(hk_session_t *session);
 /* The session's last failure message, and the name of the target it runs; "" for NULL. */
 HK_API const char *hk_session_error(const hk_session_t *session);
 HK_API const char *hk_session_target(const hk_session_t *session);
+/* (0.4.1) The name of the device the session runs on, as its driver reports it ("NVIDIA H100
+ * 80GB HBM3"); "host" for the host target; "" for NULL or where the driver does not say (HIP).
+ * Static for the life of the process. */
+HK_API const char *hk_session_device_name(const hk_session_t *session);
 /* How runs launch the kernels of the batch bucket whose state was built last (create builds
  * the first; a run after hk_session_set_batch may build another): "graph" (one GPU graph
  * replay) or "stream" (one launch per kernel: asked for with HK_LAUNCH_MODE_STREAM, the
