@@ -264,6 +264,7 @@ class TestSession(unittest.TestCase):
         self.assertEqual(sorted(self.sess.tensors), sorted(want))
         self.assertEqual(self.sess.tensor("row"), want[2])
         self.assertTrue(self.sess.target.startswith("host-"))
+        self.assertEqual(self.sess.device_name, "host")
         self.assertEqual((self.sess.batch, self.sess.bucket), (1, 1))
         self.assertEqual(self.sess.launch_mode[0], "stream")
 
