@@ -17,7 +17,8 @@
  * only its own elements, so out may alias x.
  *
  * Work split. An item is V consecutive pairs j0 .. j0+V-1 (V = HK_ROPE_VEC when dh/2 is a
- * multiple of it: 8-byte (16-bit) or 16-byte (f32) loads of x1 and of x2; else V = 1) of
+ * multiple of it and the items at V would fill a wave of HK_ROPE_UNITS blocks: 8-byte (16-bit)
+ * or 16-byte (f32) loads of x1 and of x2; else V = 1) of
  * up to HK_ROPE_HEADS heads of one row (fewer when there are too few items to give every SM
  * a block: rope_group): the angles depend on the position and j only, so each
  * item computes V sines and cosines (and inverse frequencies) once for its heads, then
@@ -247,7 +248,11 @@ HK_NAME(const HK_T *x, HK_T *out, long long rows, long long seq, long long heads
   const long long half = dh / 2;
   /* positions from ctx need no seq */
   if (rows <= 0 || (!HK_HAS_CTX && seq <= 0) || heads <= 0 || half <= 0 || pass_heads < 0) return;
-  if (half % HK_ROPE_VEC == 0)
+  /* V pairs a thread where dh/2 allows and there are items for a wave of every SM at V; fewer
+   * (a decode step's few rows): a pair a thread, so that each thread's one pass runs a quarter
+   * of the vector path's instructions (sin, cos and the frequency are unrolled per pair, and
+   * such a launch runs them once, from a cold instruction cache) over four times the threads */
+  if (half % HK_ROPE_VEC == 0 && rows * heads * (half / HK_ROPE_VEC) >= (long long)HK_ROPE_UNITS * HK_THREADS)
     rope_dispatch<HK_ROPE_VEC>(x, out, ctx, rows, seq, heads, pass_heads, half, pos_offset, theta, sc);
   else
     rope_dispatch<1>(x, out, ctx, rows, seq, heads, pass_heads, half, pos_offset, theta, sc);

@@ -246,7 +246,8 @@ static void test_sample(void **state) {
 }
 
 /* rope with ctx and llama3 (a packed q|k|v's copied v head), linear without ctx (row % seq +
- * offset), ctx alone at a head dim of 6 (one pair per item); embedding with ctx, with and
+ * offset), ctx alone at a head dim of 6 (one pair per item) -- few rows: a pair a thread --
+ * and enough rows for vectors of 4 pairs a thread (ctx, llama3); embedding with ctx, with and
  * without positions. */
 static void test_rope_embedding_tails(void **state) {
   (void)state;
@@ -255,6 +256,7 @@ static void test_rope_embedding_tails(void **state) {
       {HK_OP_ROPE, BF16, 1, HKC_ROPE_SCALING_LLAMA3, 0, 6, {9, 3, 1, 64, 1, 0}},
       {HK_OP_ROPE, F16, 0, HKC_ROPE_SCALING_LINEAR, 0, 6, {6, 2, 0, 128, 4, 100}},
       {HK_OP_ROPE, F16, 1, 0, 0, 6, {5, 2, 1, 6, 1, 0}},
+      {HK_OP_ROPE, BF16, 1, HKC_ROPE_SCALING_LLAMA3, 0, 6, {1024, 8, 2, 64, 1, 0}},
       {HK_OP_EMBEDDING, BF16, 1, 0, 1, 4, {9, 11, 70, 6}},
       {HK_OP_EMBEDDING, F16, 1, 0, 0, 4, {5, 7, 33, 4}},
   };

@@ -708,7 +708,9 @@ static void test_launch_dims_cover_odd_shapes(void **state) {
     const long long rope_vec = hk_test_source_macro(src, "HK_ROPE_VEC");
     long long per_item = hk_test_source_macro(src, "HK_ROPE_HEADS");
     const long long units = hk_test_source_macro(src, "HK_ROPE_UNITS");
-    const long long vec = (dh / 2) % rope_vec == 0 ? rope_vec : 1;
+    /* vectors of pairs where dh/2 allows and they fill a wave of the SMs; else a pair a thread */
+    const long long vec =
+        (dh / 2) % rope_vec == 0 && rows * heads * (dh / 2 / rope_vec) >= units * threads ? rope_vec : 1;
     free(src);
     assert_true(per_item >= 1 && units == 132);
     /* fewer heads per item while the items would not give every SM a block (rope_group) */

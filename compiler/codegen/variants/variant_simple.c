@@ -178,8 +178,12 @@ static void simple_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
                   heads = hkc_variant_arg_i64(args, n_args, HKC_ROPE_ARG_HEADS),
                   dh = hkc_variant_arg_i64(args, n_args, HKC_ROPE_ARG_DH),
                   pass = hkc_variant_arg_i64(args, n_args, HKC_ROPE_ARG_PASS_HEADS);
-    const int64_t half = dh / 2, vec = half % SIMPLE_ROPE_VEC == 0 ? SIMPLE_ROPE_VEC : 1;
     const int64_t units = arch->compute_units ? arch->compute_units : 80;
+    /* rope.hip's V: vectors of pairs where dh/2 allows and they fill a wave, else a pair a thread */
+    const int64_t half = dh / 2,
+                  vec = half % SIMPLE_ROPE_VEC == 0 && rows * heads * (half / SIMPLE_ROPE_VEC) >= units * p->threads
+                            ? SIMPLE_ROPE_VEC
+                            : 1;
     int64_t gh = SIMPLE_ROPE_HEADS; /* rope.hip's rope_group */
     while (gh > 1 && rows * hkc_variant_ceil_div(heads, gh) * (half / vec) < units * p->threads) gh >>= 1;
     /* rotation items, then the copy items of the pass heads (one head's vector of pairs each) */
