@@ -250,8 +250,8 @@ HK_NAME(const HK_T *x, HK_T *out, long long rows, long long seq, long long heads
   if (rows <= 0 || (!HK_HAS_CTX && seq <= 0) || heads <= 0 || half <= 0 || pass_heads < 0) return;
   /* V pairs a thread where dh/2 allows and there are items for a wave of every SM at V; fewer
    * (a decode step's few rows): a pair a thread, so that each thread's one pass runs a quarter
-   * of the vector path's instructions (sin, cos and the frequency are unrolled per pair, and
-   * such a launch runs them once, from a cold instruction cache) over four times the threads */
+   * of the vector path's instructions (sin, cos and the frequency are unrolled per pair) over
+   * four times the threads */
   if (half % HK_ROPE_VEC == 0 && rows * heads * (half / HK_ROPE_VEC) >= (long long)HK_ROPE_UNITS * HK_THREADS)
     rope_dispatch<HK_ROPE_VEC>(x, out, ctx, rows, seq, heads, pass_heads, half, pos_offset, theta, sc);
   else
