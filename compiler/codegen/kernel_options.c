@@ -131,13 +131,6 @@ static const kopt_t k_opts[] = {
 /* Longest list of parameters a configuration has (rows_vec16: 6). */
 #define KOPT_MAX_PARAMS 8
 
-static const hkc_variant_t *variant_named(const char *name) {
-  const hkc_variant_t *const *list = hkc_variant_list();
-  for (size_t i = 0; list[i]; i++)
-    if (strcmp(list[i]->name, name) == 0) return list[i];
-  return NULL;
-}
-
 int hkc_kernel_options_describe(size_t i, const char **out_name, const char **out_env, const char **out_help) {
   if (i >= N_OPTS) {
     *out_name = *out_env = *out_help = NULL;
@@ -216,7 +209,7 @@ static int fill_value(const kopt_t *k, const hkc_variant_t *v, int j) {
 
 /* value ("bn=128,st=5" or "128,5") -> the variant's canonical string in out. */
 static int parse_cfg(const kopt_t *k, const char *value, char *out, size_t size, char *err, size_t err_size) {
-  const hkc_variant_t *v = variant_named(k->variant);
+  const hkc_variant_t *v = hkc_variant_named(k->variant);
   if (!v || !v->params || v->n_params > KOPT_MAX_PARAMS) {
     snprintf(err, err_size, "%s: variant %s has no parameters", k->name, k->variant);
     return -1;

@@ -601,10 +601,7 @@ static int skinny_choose(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *ar
    * dequant only there, hkc_fuse_for_targets), whatever gemm_skinny says */
   const int on = !(o && o->gemm_skinny == HKC_SWITCH_OFF) || hkc_gemm_quant_b(&l->key);
   if (!arch || !on || l->key.op != HK_OP_GEMM || l->shape.m < 1 || l->shape.m > HKC_GEMM_FEW_ROWS) return 0;
-  const hkc_variant_t *const *list = hkc_variant_list();
-  const hkc_variant_t *v = NULL;
-  for (size_t i = 0; list[i] && !v; i++)
-    if (strcmp(list[i]->name, "gemm_skinny") == 0) v = list[i];
+  const hkc_variant_t *v = hkc_variant_named("gemm_skinny");
   hkc_kernel_key_t key = l->key;
   key.variant[0] = key.tune[0] = '\0';
   if (!v || !hkc_variant_serves(v, arch, &key) || (o && !hkc_kernel_options_allow(o, arch, v, &key))) return 0;
@@ -628,10 +625,7 @@ static int skinny_choose(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *ar
 static int kv_mma_choose(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *arch, hkc_tune_launch_t *l) {
   if (!arch || !o || o->kv_mma != HKC_SWITCH_ON || l->key.op != HK_OP_KV_ATTENTION || l->shape.m < HKC_KV_MMA_MIN_ROWS)
     return 0;
-  const hkc_variant_t *const *list = hkc_variant_list();
-  const hkc_variant_t *v = NULL;
-  for (size_t i = 0; list[i] && !v; i++)
-    if (strcmp(list[i]->name, "kv_attention_mma") == 0) v = list[i];
+  const hkc_variant_t *v = hkc_variant_named("kv_attention_mma");
   hkc_kernel_key_t key = l->key;
   snprintf(key.variant, sizeof key.variant, "kv_attention_mma");
   key.tune[0] = '\0';

@@ -67,6 +67,12 @@ static const hkc_variant_t *const k_variants[] = {
 
 const hkc_variant_t *const *hkc_variant_list(void) { return k_variants; }
 
+const hkc_variant_t *hkc_variant_named(const char *name) {
+  for (size_t i = 0; k_variants[i]; i++)
+    if (strcmp(k_variants[i]->name, name) == 0) return k_variants[i];
+  return NULL;
+}
+
 int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *arch, const hkc_variant_t *v,
                              const hkc_kernel_key_t *key) {
   if (v->portable) return 1; /* what every key falls back to */

@@ -132,6 +132,9 @@ int hkc_kernel_options_force(const hkc_kernel_options_t *o, const char *target, 
 /* The registry, NULL-terminated, in order of preference (tune.c enumerates it): the GPU
  * entries, then the host's. */
 const hkc_variant_t *const *hkc_variant_list(void);
+/* The registry's first entry named `name` (a specialised variant's name is its own; "simple"
+ * names one entry per template); NULL when none is. */
+const hkc_variant_t *hkc_variant_named(const char *name);
 /* Whether v serves the target of arch (NULL: the host) and accepts key there. */
 static inline int hkc_variant_serves(const hkc_variant_t *v, const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
   return (arch ? !v->host : v->host) && (!key->rope || v->rope) && (!key->norm_a || v->norm_a) &&
