@@ -71,10 +71,12 @@ if command -v ncu >/dev/null && [ "${GEN_T_NCU:-150}" -gt 0 ]; then
       --weights-map build-dev/gen/llama-3.2-1b.map --ids /tmp/p1024.npy -n 2 > "$out/ncu_$p.csv" 2>&1
     echo "ncu $p: rc $? $(grep -c gpu__time_duration "$out/ncu_$p.csv") kernel rows"
   done
-  # one decode-step launch of each kind in detail, the -fast pack (kernel:launches skipped -- a layer kernel's 16 or 17
-  # of the prefill; the skinny GEMMs, mb=1, run in decode steps only): throughput, memory, warp
-  # stalls, occupancy
-  for ks in ${GEN_NCU_DETAIL:-rope:17 kv_attention:17 gemm_bf16_res_tb_a8_t0be467e2:2 gemm_bf16_silu_dual_tb_a8_t0be467e2:1 gemm_bf16_nrm_tb_a8_t0be467e2:1 kv_append:17 rmsnorm:17}; do
+  # one decode-step launch of each kind in detail, the -fast pack (kernel:launches skipped -- a
+  # layer kernel's 16 or 17 of the prefill; the skinny GEMMs, mb=1, run in decode steps only):
+  # throughput, memory, warp stalls, occupancy
+  detail="rope:17 kv_attention:17 gemm_bf16_res_tb_a8_t0be467e2:2 gemm_bf16_silu_dual_tb_a8_t0be467e2:1"
+  detail+=" gemm_bf16_nrm_tb_a8_t0be467e2:1 kv_append:17 rmsnorm:17"
+  for ks in ${GEN_NCU_DETAIL:-$detail}; do
     k=${ks%:*}
     timeout "${GEN_T_NCU_DETAIL:-30}" ncu --clock-control none --kernel-name "regex:$k" --launch-skip "${ks#*:}" --launch-count 1 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
