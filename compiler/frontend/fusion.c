@@ -60,7 +60,15 @@ typedef struct fuse_ctx {
   int *reader;            /* tensor -> a slot that reads it (exact when reads == 1, checked) */
   int *producer;          /* tensor -> slot writing it (out or sum_out), -1 for inputs/params */
   unsigned char *dead;    /* tensor eliminated */
+  int64_t decode_rows;    /* a generation graph's decode steps run buckets of at most this many
+                             rows (its cache slots: decode_rows_of); 0 for any other graph */
 } fuse_ctx_t;
+
+/* In a generation graph (KV caches) a prompt's prefill runs once and then every generated token
+ * is a decode step of at most one row per cache slot: the planner weighs each bucket of at
+ * most that many rows FUSE_DECODE_WEIGHT times a prefill bucket (a reply of 32 or more tokens
+ * per prompt is the common case; the weight is that count, not a measurement). */
+#define FUSE_DECODE_WEIGHT 32.0
 
 /* ---- small helpers ---------------------------------------------------------------------- */
 static size_t node_reads(const hkc_node_t *n, int out[FUSE_MAX_READS]) {
@@ -615,15 +623,27 @@ static int commit(fuse_ctx_t *f, const int *members, size_t n_members, hkc_node_
 }
 
 /* ---- auto ---------------------------------------------------------------------------------------- */
-/* The mean over targets and batch buckets of t(fused) / (t(a) + t(b)) on the model's clock;
- * samples that are not finite and positive count for nothing (1 when none is). With
+/* The rows of a generation graph's decode steps: the slots (dim 1) of the first KV cache a
+ * node writes or reads; 0 when no node has one. */
+static int64_t decode_rows_of(const hkc_spec_t *s) {
+  for (size_t i = 0; i < s->n_nodes; i++) {
+    const int kc = s->nodes[i].k_cache;
+    if (kc != HKC_NONE && s->tensors[kc].rank >= 2 && s->tensors[kc].dims[1].mul == 0)
+      return s->tensors[kc].dims[1].add;
+  }
+  return 0;
+}
+
+/* The mean over targets and batch buckets of t(fused) / (t(a) + t(b)) on the model's clock,
+ * a decode step's bucket weighing FUSE_DECODE_WEIGHT (generation graphs); samples that are
+ * not finite and positive count for nothing (1 when none is). With
  * `report`, also writes each sample: " sm_90a b1 0.65 (3.8/5.9 us) ...". */
 static double mean_ratio(const fuse_ctx_t *f, const hkc_node_t *a, const hkc_node_t *b, const hkc_node_t *fused,
                          FILE *report) {
   const hkc_fuse_model_t *m = f->model;
   const hkc_spec_t *s = f->spec;
-  double sum = 0.0;
-  size_t count = 0;
+  const int64_t decode_rows = f->decode_rows;
+  double sum = 0.0, count = 0.0;
   for (size_t t = 0; t < m->n_targets; t++) {
     if (report) fprintf(report, " %s", m->names ? m->names[t] : "?");
     for (int bi = 0; bi < s->n_batch; bi++) {
@@ -631,14 +651,15 @@ static double mean_ratio(const fuse_ctx_t *f, const hkc_node_t *a, const hkc_nod
       const double apart = m->seconds(m, t, s, a, batch) + m->seconds(m, t, s, b, batch);
       const double one = m->seconds(m, t, s, fused, batch);
       const int valid = apart > 0.0 && one > 0.0 && apart < HUGE_VAL && one < HUGE_VAL;
-      if (valid) sum += one / apart, count++;
+      const double w = batch <= decode_rows ? FUSE_DECODE_WEIGHT : 1.0;
+      if (valid) sum += w * one / apart, count += w;
       if (report && valid)
         fprintf(report, " b%lld %.2f (%.1f/%.1f us)", (long long)batch, one / apart, one * 1e6, apart * 1e6);
       else if (report)
         fprintf(report, " b%lld -", (long long)batch);
     }
   }
-  return count ? sum / (double)count : 1.0;
+  return count > 0.0 ? sum / count : 1.0;
 }
 
 /* Whether one launch of `fused` instead of the launches of a (labelled a_label: a chain
@@ -1041,7 +1062,7 @@ int hkc_fuse_planned(hkc_spec_t *spec, int mode, const hkc_fuse_model_t *model) 
   }
   free(spec->fusion_apart); /* auto's refusals of this run only */
   spec->fusion_apart = NULL;
-  fuse_ctx_t f = {.spec = spec, .model = model, .n = spec->n_nodes};
+  fuse_ctx_t f = {.spec = spec, .model = model, .n = spec->n_nodes, .decode_rows = decode_rows_of(spec)};
   size_t nt = spec->n_tensors ? spec->n_tensors : 1;
   f.slot = malloc(f.n * sizeof *f.slot);
   f.alive = malloc(f.n);
