@@ -226,12 +226,10 @@ typedef struct hkc_kernel_options {
                                has such a kernel, auto = host-only builds, off = never */
   hkc_switch_t gemm_fp8;    /* gemms of fp8_e4m3 weights multiply in FP8 (A quantized per row): on = where
                                every target has such a kernel (the host), auto/off = weight-only */
-  hkc_switch_t kv_warp;     /* kv_attention_warp on NVIDIA (split over the keys): on = where it serves the
-                               key; auto/off = the portable kv_attention (its current form not yet run on
-                               a GPU) */
+  hkc_switch_t kv_warp;     /* kv_attention_warp on NVIDIA (split over the keys): auto/on = where it serves
+                               the key; off = the portable kv_attention */
   hkc_switch_t kv_mma;      /* kv_attention_mma for the kv_attention launches of >= HKC_KV_MMA_MIN_ROWS
-                               token rows (NVIDIA sm_80+): on = where it serves; auto/off = never (not yet
-                               run on a GPU) */
+                               token rows (NVIDIA sm_80+): auto/on = where it serves; off = never */
   int ew_exact_act;         /* 1: 16-bit gelu/silu/ewchain through erff/expf (elementwise_vec16 x=1) */
   int attn_kvs;             /* > 0: attention through attention_mma with this many KV pieces (split-KV;
                                1: unsplit) wherever attention_mma serves the key -- on sm_90a instead of

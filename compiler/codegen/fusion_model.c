@@ -136,6 +136,7 @@ static double node_instr(const hkc_node_t *nd) {
     return sum;
   }
   double per = INSTR_BASE + op_instr(nd->op);
+  if (nd->op == HK_OP_KV_APPEND && nd->rope) per += op_instr(HK_OP_ROPE); /* a folded rope */
   if ((nd->op == HK_OP_LAYERNORM || nd->op == HK_OP_RMSNORM) && nd->add_in != HKC_NONE)
     per += 1 + INSTR_OPERAND + (nd->sum_out != HKC_NONE ? 1 : 0);
   return per;

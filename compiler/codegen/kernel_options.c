@@ -76,12 +76,12 @@ static const kopt_t k_opts[] = {
      "dtype)"},
     {"kv_warp", "HKC_KV_WARP", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: kv_attention_warp on NVIDIA (f16/bf16, head_dim 64/128: a block per row, kv head and piece "
-     "of the keys, split over the keys for decode steps) where it serves the key; auto, off: the portable "
-     "kv_attention (opt-in until its current form has run on a GPU)"},
+     "of the keys, split over the keys for decode steps) where it serves the key; off: the portable "
+     "kv_attention"},
     {"kv_mma", "HKC_KV_MMA", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: kv_attention_mma on NVIDIA sm_80+ for the kv_attention launches of 64 or more token rows "
-     "(prefill: tensor cores, a block per 16 to 64 rows sharing each cached key): on where it serves the key; "
-     "auto, off: the kernel the other launches get (opt-in until it has run on a GPU)"},
+     "(prefill: tensor cores, a block per 16 to 64 rows sharing each cached key) where it serves the key; "
+     "off: the kernel the other launches get"},
     {"ew_exact_act", "HKC_EW_EXACT_ACT", KOPT_BOOL, 0, NULL, NULL, 0, NULL,
      "0|1: 16-bit gelu/silu/ewchain through erff/expf"},
     {"attn_kvs", "HKC_ATTN_KVS", KOPT_INT, 0, NULL, NULL, 0, NULL,

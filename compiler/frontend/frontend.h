@@ -139,7 +139,9 @@ typedef struct hkc_node {
                        or HKC_NORM_C_RMSNORM; with sum_out, h is stored there too; no dual, rope, norm_a */
   int rope;         /* gemm (fusion only): a rope node's rotation applied last in the epilogue:
                        out = rope(A @ B + bias), with the rope's heads, kv_heads, packed, theta
-                       and pos_offset below (no act, mul, residual or dual) */
+                       and pos_offset below (no act, mul, residual or dual); kv_append (fusion
+                       only): its q and k heads rotated at positions ctx - 1 (a packed rope's,
+                       with theta and rope_scaling below) before they are stored */
   int trans_b;      /* gemm: B stored [N, K] */
   int64_t dequant_fold_rows; /* gemm whose B (and B2) are dequant nodes' copies: at the batch
                        sizes where its rows of A are at most this many, it reads the 8-bit

@@ -18,6 +18,9 @@
  *   norm epilogue   (auto only) a layernorm or rmsnorm of a gemm's (fused) output -> the
  *                   gemm with norm_c: its epilogue normalises whole rows (and stores the
  *                   output it normalised too, as sum_out, when something else reads it).
+ *   rope + append   a packed rope with ctx whose output only a kv_append of the same ctx reads
+ *                   -> the kv_append with rope set: it rotates the q and k heads as it moves
+ *                   them (every target has the kernel).
  * The last three only where every target of the build has such a kernel (the model's
  * kernel_ok).
  *
@@ -405,6 +408,41 @@ static int norm_fold_build(const fuse_ctx_t *f, int nm_slot, hkc_node_t *out, in
   n.norm_a = 1;
   *out = n;
   *g_slot = g;
+  return 0;
+}
+
+/* ---- a decode step's rope folded into the kv_append after it ------------------------------------- */
+/* kv_append slot app whose q|k|v input is the output of a packed rope with the same ctx (positions
+ * ctx - 1), heads and kv_heads, read by nothing else: one kv_append that rotates the q and k heads
+ * as it moves them (frontend.h, rope on kv_append). 0 with *out and *rope_slot, -1 with why when
+ * the pattern does not hold. */
+static int rope_append_build(const fuse_ctx_t *f, int app_slot, hkc_node_t *out, int *rope_slot, char *why) {
+  const hkc_tensor_t *T = f->spec->tensors;
+  const hkc_node_t *app = &f->slot[app_slot];
+  why_set(why, "only a packed rope with ctx, read by nothing else, joins the kv_append after it");
+  if (app->op != HK_OP_KV_APPEND || app->rope || app->n_fused > 1 || app->k_cache == HKC_NONE) return -1;
+  const int t = app->in[0], r = f->producer[t];
+  if (r < 0 || !f->alive[r] || sole_reader(f, t) != app_slot || T[t].role == HK_ROLE_OUTPUT) return -1;
+  const hkc_node_t *rp = &f->slot[r];
+  if (rp->op != HK_OP_ROPE || rp->n_fused > 1 || !rp->packed || rp->ctx == HKC_NONE || rp->ctx != app->ctx ||
+      rp->heads != app->heads || rp->kv_heads != app->kv_heads || rp->pos_offset != 0)
+    return -1;
+  const hkc_tensor_t *kc = &T[app->k_cache];
+  const int64_t dh = hkc_rope_head_dim(rp, &T[t]);
+  if (dh <= 0 || dh % 2 != 0 || kc->rank != 4 || kc->dims[3].mul != 0 || kc->dims[3].add != dh * app->kv_heads ||
+      T[rp->in[0]].dtype != T[t].dtype || !same_shape(&T[rp->in[0]], &T[t]))
+    return -1;
+  hkc_node_t n = *app;
+  n.in[0] = rp->in[0];
+  n.rope = 1;
+  n.theta = rp->theta;
+  n.rope_scaling = rp->rope_scaling;
+  n.rope_factor = rp->rope_factor;
+  n.rope_low_freq = rp->rope_low_freq;
+  n.rope_high_freq = rp->rope_high_freq;
+  n.rope_original_max = rp->rope_original_max;
+  *out = n;
+  *rope_slot = r;
   return 0;
 }
 
@@ -812,6 +850,20 @@ static int auto_fuse(fuse_ctx_t *f, int *members) {
   if (norm_form_pass(f, members, ln_epilogue_build, 0, s->fusion_no_ln, s->fusion_ln_always, &s->fusion_ln_blocked,
                      "norm epilogue") != 0)
     return -1;
+  /* 2d. a decode step's rope into the kv_append that moves its output (the rope's own launch
+   * and a pass over the q|k|v rows saved) */
+  for (size_t i = 0; i < f->n; i++) {
+    if (!f->alive[i] || f->slot[i].op != HK_OP_KV_APPEND) continue;
+    hkc_node_t fused;
+    int r;
+    char why[FUSE_WHY];
+    if (rope_append_build(f, (int)i, &fused, &r, why) != 0) continue;
+    const int ok = pays(f, &f->slot[r], node_label(&f->slot[r]), &f->slot[i], &fused, "rope + append");
+    if (ok < 0) return -1;
+    if (!ok) continue;
+    members[0] = r, members[1] = (int)i;
+    if (commit(f, members, 2, fused, f->anchor[i]) != 0) return -1;
+  }
   /* 3. element-wise chains */
   for (size_t i = 0; i < f->n; i++) {
     if (!f->alive[i] || !is_elementwise(f->slot[i].op) || f->slot[i].n_fused > 1) continue;
@@ -833,6 +885,18 @@ static int group_build(const fuse_ctx_t *f, const int *m, size_t k, hkc_node_t *
                        char *why) {
   const hkc_node_t *S = f->slot;
   int gemm = -1, norm = -1;
+  if (k == 2 && S[m[0]].op == HK_OP_ROPE && S[m[1]].op == HK_OP_KV_APPEND) { /* rope + append */
+    int r = -1;
+    *bad = m[1];
+    if (rope_append_build(f, m[1], out, &r, why) != 0) return -1;
+    if (r != m[0]) {
+      *bad = m[0];
+      why_set(why, "the kv_append does not read this rope's output");
+      return -1;
+    }
+    *anchor = f->anchor[m[1]];
+    return 0;
+  }
   for (size_t i = 0; i < k; i++) {
     const hkc_node_t *n = &S[m[i]];
     *bad = m[i];

@@ -78,6 +78,8 @@ static void kv_cost(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch,
   const uint64_t row_bytes = 2 * (uint64_t)width * hkc_dtype_size(kc->dtype); /* a k row and a v row */
   if (nd->op == HK_OP_KV_APPEND) {
     out->bytes += (uint64_t)rows * row_bytes;
+    if (nd->rope) /* a folded rope turns the q and k heads */
+      out->flops = COST_ROPE * (uint64_t)rows * (uint64_t)(nd->heads + nd->kv_heads) * (uint64_t)dh;
     return;
   }
   const int64_t keys = nd->window > 0 && nd->window < max_seq ? nd->window : max_seq;

@@ -223,7 +223,10 @@ static uint32_t kv(const hkc_kernel_key_t *key, ext_t *e) {
   touch_i32(e, HKC_KV_APPEND_ARG_CTX, rows, 0);
   touch_i32(e, HKC_KV_APPEND_ARG_SLOT, rows, 0);
   touch(e, HKC_KV_APPEND_ARG_OUT, mul(rows, mul(heads, dh)), 0);
-  return append ? HKC_KV_APPEND_N_ARGS : HKC_KV_ATTENTION_N_ARGS;
+  if (!append) return HKC_KV_ATTENTION_N_ARGS;
+  if (!key->rope) return HKC_KV_APPEND_N_ARGS;
+  if (dh % 2 != 0) e->ok = 0; /* a folded rope: theta, then a scaled rope's four numbers */
+  return HKC_KV_APPEND_ROPE_N_ARGS + (key->rope_scaling ? (uint32_t)HKC_ROPE_SCALING_N_ARGS : 0u);
 }
 
 static uint32_t take_rows(ext_t *e) {

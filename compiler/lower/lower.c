@@ -106,6 +106,19 @@ static int lower_kv(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch,
   push_i64(l, HKC_KV_APPEND_ARG_SLOTS, tensor_dim(kc, 1, batch));
   push_i64(l, HKC_KV_APPEND_ARG_MAX_SEQ, tensor_dim(kc, 2, batch));
   assert(l->n == HKC_KV_APPEND_N_ARGS);
+  if (append && nd->rope) { /* rope + append: the q and k heads rotated at ctx - 1 */
+    if (dh % 2 != 0 || (unsigned)nd->rope_scaling > HKC_ROPE_SCALING_LLAMA3) return -1;
+    push_f32(l, HKC_KV_APPEND_ARG_THETA, nd->theta);
+    out_key->rope = 1;
+    out_key->rope_scaling = nd->rope_scaling;
+    if (nd->rope_scaling != HKC_ROPE_SCALING_NONE) { /* as the rope's tail: llama3's numbers, a linear one's 0 */
+      const int at = HKC_KV_APPEND_ROPE_N_ARGS, l3 = nd->rope_scaling == HKC_ROPE_SCALING_LLAMA3;
+      push_f32(l, at + HKC_ROPE_SCALING_ARG_FACTOR, nd->rope_factor);
+      push_f32(l, at + HKC_ROPE_SCALING_ARG_LOW, l3 ? nd->rope_low_freq : 0.0f);
+      push_f32(l, at + HKC_ROPE_SCALING_ARG_HIGH, l3 ? nd->rope_high_freq : 0.0f);
+      push_f32(l, at + HKC_ROPE_SCALING_ARG_ORIG, l3 ? (float)nd->rope_original_max : 0.0f);
+    }
+  }
   if (!append) {
     push_i64(l, HKC_KV_ATTENTION_ARG_WINDOW, nd->window);
     push_f32(l, HKC_KV_ATTENTION_ARG_SCALE, nd->has_scale ? nd->scale : (float)(1.0 / sqrt((double)dh)));

@@ -619,11 +619,12 @@ static int skinny_choose(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *ar
 /* kv_attention_mma (variant_kv_nv.c) for the kv_attention launches of at least
  * HKC_KV_MMA_MIN_ROWS token rows -- prefill steps, whose rows are runs of consecutive positions
  * of a sequence: a block shares each cached key among its rows on the tensor cores, where
- * kv_attention_warp reads the keys once per row (and the portable kernel once per head). With
- * kv_mma=on (opt-in until it has run on a GPU). Fewer rows (decode steps: a row per sequence)
- * keep the registry's kernel. 1 when it chose. */
+ * kv_attention_warp reads the keys once per row (and the portable kernel once per head); not
+ * with kv_mma=off. Fewer rows (decode steps: a row per sequence) keep the registry's kernel.
+ * 1 when it chose. */
 static int kv_mma_choose(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *arch, hkc_tune_launch_t *l) {
-  if (!arch || !o || o->kv_mma != HKC_SWITCH_ON || l->key.op != HK_OP_KV_ATTENTION || l->shape.m < HKC_KV_MMA_MIN_ROWS)
+  if (!arch || (o && o->kv_mma == HKC_SWITCH_OFF) || l->key.op != HK_OP_KV_ATTENTION ||
+      l->shape.m < HKC_KV_MMA_MIN_ROWS)
     return 0;
   const hkc_variant_t *v = hkc_variant_named("kv_attention_mma");
   hkc_kernel_key_t key = l->key;
@@ -659,7 +660,7 @@ int hkc_tuner_choose(hkc_tuner_t *tuner, const char *target, const hkc_gpu_arch_
       bad_option = 1;
       break;
     }
-    if (kv_mma_choose(tuner->options, arch, l)) continue; /* over kv_warp=on's naming of kv_attention_warp */
+    if (kv_mma_choose(tuner->options, arch, l)) continue; /* over kv_warp's kv_attention_warp */
     if (fixed || !l->tunable) continue;
     if (skinny_choose(tuner->options, arch, l)) continue;
     if (tuner->db) {

@@ -77,7 +77,7 @@ static const op_layout_t k_layouts[HK_OP_COUNT_] = {
     [HK_OP_KV_APPEND] = {"kv_append",
                          "T:qkv K:k_cache K:v_cache J:ctx J:slot T:out I:rows I:heads I:kv_heads I:dh I:layer I:slots "
                          "I:max_seq",
-                         {NULL}},
+                         {"", "F:theta", "F:theta F:factor F:low_freq F:high_freq F:original_max"}}, /* rope (1.10) */
     [HK_OP_KV_ATTENTION] = {"kv_attention",
                             "T:q K:k_cache K:v_cache J:ctx J:slot T:out I:rows I:heads I:kv_heads I:dh I:layer "
                             "I:slots I:max_seq I:window F:scale",
@@ -385,6 +385,8 @@ static hk_status_t extents_kv(launch_t *L, bool append) {
   if (heads % kv_heads != 0)
     LAUNCH_FAIL(L, "argument 8 (kv_heads) is %llu, which does not divide heads (%llu)", (unsigned long long)kv_heads,
                 (unsigned long long)heads);
+  if (append && L->tail > 0 && dh % 2 != 0) /* a rope: element j of a head pairs with j + dh / 2 */
+    LAUNCH_FAIL(L, "argument 9 (dh) is %llu, not even, and the launch rotates its heads", (unsigned long long)dh);
   /* caches [layers, slots, max_seq, kv_heads dh]: the launch reaches layer `layer` */
   const uint64_t cache = mul(mul(add(U(10), 1), U(11)), mul(U(12), mul(kv_heads, dh)));
   touch(L, 0, mul(rows, mul(append ? add(heads, mul(2, kv_heads)) : heads, dh)));

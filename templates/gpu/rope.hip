@@ -2,7 +2,7 @@
 /* rope: rotary position embedding, rotate-half form (Hugging Face Llama), as
  * the host kernel. x [rows, heads*dh]; row r is at position p = r % seq + pos_offset
  * (HK_HAS_CTX: p = max(ctx[r] - 1, 0), seq and pos_offset unused); for each head and
- * j < dh/2: inv_freq = theta^(-2j/dh) (HK_ROPE_SCALING: then rewritten, rope_scaled_freq),
+ * j < dh/2: inv_freq = theta^(-2j/dh) (HK_ROPE_SCALING: then rewritten; rope_freq.h, emitted before this),
  * angle = p * inv_freq (f32, as HF's f32 inv_freq and position product), x1 = x[j],
  * x2 = x[j + dh/2] (inside the head),
  *   out[j] = x1 cos - x2 sin,   out[j + dh/2] = x2 cos + x1 sin.
@@ -41,53 +41,6 @@
 #ifndef HK_HAS_CTX
 #define HK_HAS_CTX 0
 #endif
-#ifndef HK_ROPE_SCALING
-#define HK_ROPE_SCALING 0 /* HKC_ROPE_SCALING_*: 0 none, 1 linear, 2 llama3 */
-#endif
-
-/* The frequency rewrite's arguments (HK_ROPE_SCALING; unused without it). */
-struct rope_scaling {
-  float factor, low_freq, high_freq, original_max;
-};
-
-/* A product Hugging Face's f32 torch code rounds on its own: never contracted into an fma
- * (nvrtc contracts a * b + c by default; clang is told not to where this is used). */
-#ifdef __CUDACC_RTC__
-#define ROPE_MUL(a, b) __fmul_rn(a, b)
-#else
-#define ROPE_MUL(a, b) ((a) * (b))
-#endif
-
-/* A pair's inv_freq rewritten as HK_ROPE_SCALING says (frontend.h's
- * HKC_ROPE_SCALING_*), in f32 step by step as transformers computes it on the CPU:
- *   linear  inv / factor
- *   llama3  (_compute_llama3_parameters) wavelength w = 2 pi / inv, which torch evaluates as
- *           reciprocal(inv) * f32(2 pi); the bounds original_max / low_freq and / high_freq are
- *           Python doubles compared in f32; w < the high bound: inv; w > the low bound:
- *           inv / factor; between, s = (original_max / w - low_freq) / (high_freq - low_freq)
- *           (original_max / w again as reciprocal(w) * original_max, the divisor a double)
- *           and (1 - s) inv / factor + s inv. */
-HK_DEVICE float rope_scaled_freq(float inv, const rope_scaling &sc) {
-#if HK_ROPE_SCALING == 2 && !defined(__CUDACC_RTC__)
-#pragma clang fp contract(off)
-#endif
-#if HK_ROPE_SCALING == 1
-  return inv / sc.factor;
-#elif HK_ROPE_SCALING == 2
-  const float w = ROPE_MUL(1.0f / inv, 6.28318530717958648f);
-  const float high_w = (float)((double)sc.original_max / (double)sc.high_freq);
-  const float low_w = (float)((double)sc.original_max / (double)sc.low_freq);
-  if (w < high_w) return inv;
-  if (w > low_w) return inv / sc.factor;
-  const float s = (ROPE_MUL(1.0f / w, sc.original_max) - sc.low_freq) /
-                  (float)((double)sc.high_freq - (double)sc.low_freq);
-  return ROPE_MUL(1.0f - s, inv) / sc.factor + ROPE_MUL(s, inv);
-#else
-  (void)sc;
-  return inv;
-#endif
-}
-
 /* Row r's position: max(ctx[r] - 1, 0) with HK_HAS_CTX (a padding row, ctx 0, is rotated as
  * position 0; nothing uses its result), else r % seq + pos_offset. */
 template <typename I>
@@ -138,12 +91,11 @@ HK_DEVICE void rope_store(HK_T *p, const float (&f)[V]) {
 template <int V, typename I>
 HK_DEVICE void rope_item(const HK_T *x, HK_T *out, const int *ctx, I r, I j0, I h0, I hend, I seq,
                          long long pos_offset, I half, I ld, float theta, const rope_scaling &sc) {
-  const float dh = (float)(2 * half);
   const float p = rope_position<I>(ctx, r, seq, pos_offset);
   float sn[V], cs[V];
 #pragma unroll
   for (int i = 0; i < V; i++)
-    hk_rope_sincos(p * rope_scaled_freq(powf(theta, -(float)(2 * (j0 + i)) / dh), sc), &sn[i], &cs[i]);
+    rope_angle(p, (long long)(j0 + i), 2 * (long long)half, theta, sc, &sn[i], &cs[i]);
   float x1[HK_ROPE_HEADS][V], x2[HK_ROPE_HEADS][V];
   const long long row = (long long)r * ld;
 #pragma unroll

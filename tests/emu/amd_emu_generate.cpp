@@ -164,6 +164,47 @@ static int row_valid(long long c, long long s, long long slots, long long max_se
 }
 #endif
 
+#if HK_EMU_OP == 10 || HK_EMU_OP == 15
+#ifndef HK_ROPE_SCALING
+#define HK_ROPE_SCALING 0
+#endif
+/* Pair j's frequency as transformers computes it in f32 (modeling_rope_utils: the default
+ * inv_freq, then _compute_linear_scaling_rope_parameters' inv_freq / factor or
+ * _compute_llama3_parameters' bands); torch evaluates 2 pi / x and c / x as reciprocal(x) * c,
+ * and compares with Python doubles rounded to f32. The default inv_freq is the kernel's own
+ * expression (the same libm here). */
+static float hf_inv_freq(float theta, long long j, long long dh, float factor, float low, float high, float orig) {
+  const float inv = powf(theta, -(float)(2 * j) / (float)dh);
+  if (HK_ROPE_SCALING == 1) return inv / factor;
+  if (HK_ROPE_SCALING != 2) return inv;
+  volatile float w = 1.0f / inv; /* volatile: each f32 step rounded, as torch's kernels do */
+  w = w * (float)6.283185307179586; /* f32(2 pi) */
+  const float low_wavelen = (float)((double)orig / low), high_wavelen = (float)((double)orig / high);
+  const float llama = w > low_wavelen ? inv / factor : inv;
+  volatile float smooth = 1.0f / w;
+  smooth = smooth * orig;
+  smooth = smooth - low;
+  smooth = smooth / (float)((double)high - (double)low);
+  volatile float a = 1.0f - smooth;
+  a = a * llama;
+  a = a / factor;
+  volatile float b = smooth * llama;
+  const float smoothed = a + b;
+  const int medium = !(w < high_wavelen) && !(w > low_wavelen);
+  return medium ? smoothed : llama;
+}
+/* Llama 3's constants at a small original length, so that positions cross every band */
+static const float k_theta = 500000.0f, k_factor = HK_ROPE_SCALING == 1 ? 4.0f : 8.0f, k_low = 1.0f, k_high = 4.0f,
+                   k_orig = 512.0f;
+/* A rotated pair at position pos in double: (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin), the
+ * angle in f32 as Hugging Face's */
+static void hf_rotate(long long pos, long long j, long long dh, double x1, double x2, double *w1, double *w2) {
+  const float angle = (float)pos * hf_inv_freq(k_theta, j, dh, k_factor, k_low, k_high, k_orig);
+  *w1 = x1 * cos((double)angle) - x2 * sin((double)angle);
+  *w2 = x2 * cos((double)angle) + x1 * sin((double)angle);
+}
+#endif
+
 #if HK_EMU_OP == 15 /* ---- kv_append ------------------------------------------------------- */
 struct op_args {
   const HK_T *qkv;
@@ -175,8 +216,25 @@ struct op_args {
 static void body(void *p) {
   const op_args *a = (const op_args *)p;
   HK_NAME(a->qkv, a->k, a->v, a->ctx, a->slot, a->out, a->rows, a->heads, a->kv_heads, a->dh, a->layer, a->slots,
-          a->max_seq);
+          a->max_seq
+#if HK_ROPE
+          , k_theta
+#if HK_ROPE_SCALING
+          , k_factor, k_low, k_high, k_orig
+#endif
+#endif
+  );
 }
+#if HK_ROPE
+/* A rotated element (rope + append) against hf_rotate's double, within the output's rounding
+ * and a few f32 ulp of sin / cos (the rope test's bound); FP8 caches within half a code's step
+ * of that value (the cache holds the rotated T value rounded to e4m3). */
+static int near(double got, double want, int fp8) {
+  const double unit = rounding_unit();
+  if (!fp8) return fabs(got - want) <= unit * fabs(want) + 2e-6;
+  return fabs(got - want) <= (unit + 0.0625) * fabs(want) + 0x1p-9;
+}
+#endif
 static int test(char **sz, int n) {
   if (n != 8) return 2;
   const long long R = atoll(sz[0]), H = atoll(sz[1]), KH = atoll(sz[2]), D = atoll(sz[3]), L = atoll(sz[4]),
@@ -196,11 +254,36 @@ static int test(char **sz, int n) {
   op_args a = {qkv.data(), kc.data(), vc.data(), ctx.data(), slot.data(), out.data(), R, H, KH, D, layer, S, M};
   run(body, &a);
   std::vector<kv_elem> k1 = k0, v1 = v0; /* what the caches must hold after */
+#if HK_ROPE
+  std::vector<char> k_turned(k1.size(), 0); /* cache elements checked against a rotation */
+  std::vector<double> k_want(k1.size(), 0.0);
+#endif
   for (long long t = 0; t < R; t++) {
+#if HK_ROPE /* the q and k heads rotated at max(ctx - 1, 0) */
+    const long long pos = ctx[(size_t)t] > 1 ? ctx[(size_t)t] - 1 : 0, half = D / 2;
+    std::vector<double> rot((size_t)((H + KH) * D));
+    for (long long h = 0; h < H + KH; h++)
+      for (long long j = 0; j < half; j++) {
+        const size_t i1 = (size_t)(t * width + h * D + j);
+        hf_rotate(pos, j, D, HK_LOAD(qkv[i1]), HK_LOAD(qkv[i1 + (size_t)half]), &rot[(size_t)(h * D + j)],
+                  &rot[(size_t)(h * D + j + half)]);
+      }
+    for (long long c = 0; c < H * D; c++) {
+      const double g = HK_LOAD(out[(size_t)(t * H * D + c)]);
+      if (!near(g, rot[(size_t)c], 0)) mismatch("out (rotated q)", t * H * D + c, g, rot[(size_t)c]);
+    }
+#else
     if (!same_bits(&out[(size_t)(t * H * D)], &qkv[(size_t)(t * width)], (size_t)(H * D) * sizeof(HK_T)))
       mismatch("out row", t, 0, 0);
+#endif
     if (!row_valid(ctx[(size_t)t], slot[(size_t)t], S, M)) continue;
     const size_t at = (size_t)(((layer * S + slot[(size_t)t]) * M + ctx[(size_t)t] - 1) * kvw);
+#if HK_ROPE
+    for (long long c = 0; c < kvw; c++) {
+      k_turned[at + (size_t)c] = 1;
+      k_want[at + (size_t)c] = rot[(size_t)(H * D + c)];
+    }
+#endif
 #if HK_KV_FP8
     for (long long c = 0; c < kvw; c++) {
       k1[at + (size_t)c] = fp8_nearest(HK_LOAD(qkv[(size_t)(t * width + H * D + c)]));
@@ -212,12 +295,17 @@ static int test(char **sz, int n) {
 #endif
   }
   for (size_t i = 0; i < k1.size(); i++) {
+#if HK_ROPE
+    if (k_turned[i]) {
+      if (!near(kv_load(kc[i]), k_want[i], HK_KV_FP8)) mismatch("k_cache (rotated)", (long long)i, kv_load(kc[i]), k_want[i]);
+    } else
+#endif
     if (!same_bits(&kc[i], &k1[i], sizeof(kv_elem))) mismatch("k_cache", (long long)i, kv_load(kc[i]), kv_load(k1[i]));
     if (!same_bits(&vc[i], &v1[i], sizeof(kv_elem))) mismatch("v_cache", (long long)i, kv_load(vc[i]), kv_load(v1[i]));
   }
   if (!kc.guards_intact() || !vc.guards_intact() || !out.guards_intact()) mismatch("guards", 0, 0, 1);
-  printf("rows %lld heads %lld/%lld dh %lld layer %lld/%lld slots %lld max_seq %lld%s", R, H, KH, D, layer, L, S, M,
-         HK_KV_FP8 ? " fp8 caches" : "");
+  printf("rows %lld heads %lld/%lld dh %lld layer %lld/%lld slots %lld max_seq %lld%s vec %d rope %d scaling %d", R, H,
+         KH, D, layer, L, S, M, HK_KV_FP8 ? " fp8 caches" : "", HK_KV_VEC, HK_ROPE, HK_ROPE_SCALING);
   return 0;
 }
 
@@ -525,39 +613,12 @@ static void body(void *p) {
 #endif
   );
 }
-/* Pair j's frequency as transformers computes it in f32 (modeling_rope_utils: the default
- * inv_freq, then _compute_linear_scaling_rope_parameters' inv_freq / factor or
- * _compute_llama3_parameters' bands); torch evaluates 2 pi / x and c / x as reciprocal(x) * c,
- * and compares with Python doubles rounded to f32. The default inv_freq is the kernel's own
- * expression (the same libm here). */
-static float hf_inv_freq(float theta, long long j, long long dh, float factor, float low, float high, float orig) {
-  const float inv = powf(theta, -(float)(2 * j) / (float)dh);
-  if (HK_ROPE_SCALING == 1) return inv / factor;
-  if (HK_ROPE_SCALING != 2) return inv;
-  volatile float w = 1.0f / inv; /* volatile: each f32 step rounded, as torch's kernels do */
-  w = w * (float)6.283185307179586; /* f32(2 pi) */
-  const float low_wavelen = (float)((double)orig / low), high_wavelen = (float)((double)orig / high);
-  const float llama = w > low_wavelen ? inv / factor : inv;
-  volatile float smooth = 1.0f / w;
-  smooth = smooth * orig;
-  smooth = smooth - low;
-  smooth = smooth / (float)((double)high - (double)low);
-  volatile float a = 1.0f - smooth;
-  a = a * llama;
-  a = a / factor;
-  volatile float b = smooth * llama;
-  const float smoothed = a + b;
-  const int medium = !(w < high_wavelen) && !(w > low_wavelen);
-  return medium ? smoothed : llama;
-}
 static int test(char **sz, int n) {
   if (n != 6) return 2;
   const long long R = atoll(sz[0]), H = atoll(sz[1]), P = atoll(sz[2]), D = atoll(sz[3]), SEQ = atoll(sz[4]),
                   OFF = atoll(sz[5]);
   const long long ld = (H + P) * D, half = D / 2;
-  /* Llama 3's constants at a small original length, so positions cross every band */
-  const float theta = 500000.0f, factor = HK_ROPE_SCALING == 1 ? 4.0f : 8.0f, low = 1.0f, high = 4.0f,
-              orig = 512.0f;
+  const float theta = k_theta, factor = k_factor, low = k_low, high = k_high, orig = k_orig;
   std::vector<HK_T> x((size_t)(R * ld));
   random_fill(x.data(), x.size());
   std::vector<int> ctx((size_t)R);

@@ -155,27 +155,32 @@ else
   k1=$(head -n1 "$work/sk_gemv.txt" | awk '{print $3}')
   [ -n "$k1" ] && gemm_lines "$work/sk.txt" | grep -E "^  $k1 " | grep -q "kernel=gemm_skinny cfg=mb=1 src=model" \
     && ok "sm_90a by default: the batch-1 launch of g_gemv_tb is gemm_skinny's" || { bad "gemm_skinny default"; cat "$work/sk.txt"; }
-  # kv_attention (opt-in kernels): kv_warp=on kv_mma=on: kv_attention_mma for the launches of >= 64
-  # token rows (prefill), kv_attention_warp below (decode steps); kv_warp=on alone: kv_attention_warp
-  # for both; by default the portable kernel for both
+  # kv_attention: by default kv_attention_mma for the launches of >= 64 token rows (prefill) and
+  # kv_attention_warp below (decode steps); kv_mma=off: kv_attention_warp for both; kv_warp=off
+  # kv_mma=off: the portable kernel for both
   sed -e 's/"hidden_size": 64/"hidden_size": 256/' -e 's/"head_dim": 16/"head_dim": 64/' \
     "$HK_SOURCE_DIR/tests/integration/gen_configs/llama.json" > "$work/gen.json" # head_dim 64: the NVIDIA kernels'
   "$HKC" import hf "$work/gen.json" --generate --max-seq 128 --slots 4 --token-buckets 1,64 --dtype bf16 \
     -o "$work/gen.yaml" -q
-  "$HKC" build "$work/gen.yaml" -o "$work/gen_on.hkpack" --target sm_90a --kernel-option kv_warp=on \
-    --kernel-option kv_mma=on -q
-  "$HKC" build "$work/gen.yaml" -o "$work/gen_warp.hkpack" --target sm_90a --kernel-option kv_warp=on -q
   "$HKC" build "$work/gen.yaml" -o "$work/gen_default.hkpack" --target sm_90a -q
-  for kv in on warp default; do "$HKC" inspect "$work/gen_$kv.hkpack" > "$work/gen_$kv.txt"; done
+  "$HKC" build "$work/gen.yaml" -o "$work/gen_warp.hkpack" --target sm_90a --kernel-option kv_mma=off -q
+  "$HKC" build "$work/gen.yaml" -o "$work/gen_off.hkpack" --target sm_90a --kernel-option kv_warp=off \
+    --kernel-option kv_mma=off -q
+  for kv in default warp off; do "$HKC" inspect "$work/gen_$kv.hkpack" > "$work/gen_$kv.txt"; done
   kva() { # the kernel variant of kv_attention launch #$2's kernel in inspect output $1, per bucket
     grep -E "^    #[0-9]+ +attn_0 " "$1" | awk '{print $3}' | while read -r k; do
       grep -E "^  $k " "$1" | grep -o 'kernel=[a-z_]*'; done | tr '\n' ' '
   }
-  [ "$(kva "$work/gen_on.txt")" = "kernel=kv_attention_warp kernel=kv_attention_mma " ] &&
+  [ "$(kva "$work/gen_default.txt")" = "kernel=kv_attention_warp kernel=kv_attention_mma " ] &&
     [ "$(kva "$work/gen_warp.txt")" = "kernel=kv_attention_warp kernel=kv_attention_warp " ] &&
-    [ "$(kva "$work/gen_default.txt")" = "kernel=simple kernel=simple " ] &&
-    ok "sm_90a kv_attention: kv_warp=on kv_mma=on: bucket 1 kv_attention_warp, bucket 64 kv_attention_mma; kv_warp=on: kv_attention_warp; default: the portable kernel" ||
-    bad "kv_attention variants: $(kva "$work/gen_on.txt")/ $(kva "$work/gen_warp.txt")/ $(kva "$work/gen_default.txt")"
+    [ "$(kva "$work/gen_off.txt")" = "kernel=simple kernel=simple " ] &&
+    ok "sm_90a kv_attention: default: bucket 1 kv_attention_warp, bucket 64 kv_attention_mma; kv_mma=off: kv_attention_warp; both off: the portable kernel" ||
+    bad "kv_attention variants: $(kva "$work/gen_default.txt")/ $(kva "$work/gen_warp.txt")/ $(kva "$work/gen_off.txt")"
+  # a decode step's rope rides in its kv_append (fusion's rope + append): no rope launch is left
+  grep -qE "^    #[0-9]+ +qk_rope_0,kv_append_0 +hk_kv_append_bf16_rope_l3_a8_d64 " "$work/gen_default.txt" &&
+    ! grep -qE "^  hk_rope_" "$work/gen_default.txt" &&
+    ok "sm_90a: the rope folded into kv_append (hk_kv_append_bf16_rope_l3_a8_d64, no rope kernel)" ||
+    { bad "rope + append"; grep -E "rope|kv_append" "$work/gen_default.txt"; }
   "$HKC" build "$spec" -o "$work/nv.hkpack" --target sm_90a --kernel-option gemm_skinny=off -q
   "$HKC" build "$spec" -o "$work/nv0.hkpack" --target sm_90a --tune default --kernel-option gemm_skinny=off -q
   "$HKC" inspect "$work/nv.hkpack" > "$work/nv.txt"

@@ -1034,23 +1034,30 @@ static void test_generation_apart(void **state) {
   hkc_spec_t *s = hk_test_spec_parse(text);
   hk_test_spec_fuse(s, -1);
   check_consistent(s);
-  /* only the bias joins its gemm: the ropes, the cache ops, the relu after them and sample stay */
-  assert_int_equal(s->n_nodes, 9);
+  /* the bias joins its gemm and the packed rope with ctx the kv_append after it: the other
+   * rope, the cache read, the relu after it and sample stay */
+  assert_int_equal(s->n_nodes, 8);
   assert_true(N(s, "g,gb")->bias != HKC_NONE && !N(s, "g,gb")->rope);
   assert_false(N(s, "p")->rope);
-  assert_int_equal(N(s, "r")->op, HK_OP_ROPE);
+  int ropes = 0;
+  for (size_t i = 0; i < s->n_nodes; i++) ropes += s->nodes[i].op == HK_OP_ROPE;
+  assert_int_equal(ropes, 1); /* sr; r is no node of its own */
+  const hkc_node_t *a = N(s, "r,a"), *t = N(s, "t");
+  assert_int_equal(a->op, HK_OP_KV_APPEND);
+  assert_true(a->rope);
+  assert_true(a->theta == 10000.0f); /* the rope's default, carried over */
+  assert_int_equal(a->rope_scaling, HKC_ROPE_SCALING_NONE);
+  assert_int_equal(a->in[0], hk_test_tensor(s, "g1")); /* the rope's input: g2 is gone */
+  assert_int_equal(hkc_tensor_find(s, "g2"), HKC_NONE);
   assert_int_equal(N(s, "sr")->rope_scaling, HKC_ROPE_SCALING_LINEAR);
   assert_int_equal(N(s, "act")->op, HK_OP_RELU);
   assert_false(s->fusion_rope_blocked); /* not a target's limit */
   /* the eliminated g0 came before sl: every tensor field was renumbered */
-  const hkc_node_t *a = N(s, "a"), *t = N(s, "t");
   assert_int_equal(a->slot, hk_test_tensor(s, "sl"));
   assert_int_equal(t->slot, hk_test_tensor(s, "sl"));
   assert_int_equal(a->ctx, hk_test_tensor(s, "ctx"));
-  assert_int_equal(N(s, "r")->ctx, hk_test_tensor(s, "ctx"));
   assert_int_equal(a->k_cache, hk_test_tensor(s, "kc"));
   assert_int_equal(t->v_cache, hk_test_tensor(s, "vc"));
-  assert_int_equal(a->in[0], hk_test_tensor(s, "g2"));
   assert_int_equal(t->in[0], hk_test_tensor(s, "q"));
   assert_int_equal(N(s, "sm")->op, HK_OP_SAMPLE);
   assert_int_equal(N(s, "sm")->in[0], hk_test_tensor(s, "y"));
@@ -1064,7 +1071,7 @@ static void test_generation_apart(void **state) {
       {"[[p, sr]]", "node 'sr': rope 'sr' has scaled frequencies, which a gemm's rope epilogue does not take"},
       {"[[t, act]]", "node 't': op 'kv_attention' cannot be fused with other nodes"},
       {"[[act, sm]]", "node 'sm': op 'sample' cannot be fused with other nodes"},
-      {"[[r, a]]", "node 'a': op 'kv_append' cannot be fused with other nodes"},
+      {"[[a, t]]", "node 'a': op 'kv_append' cannot be fused with other nodes"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char text2[4096];

@@ -56,6 +56,7 @@ typedef struct gen_case {
   int has_ctx, scaling, has_add;
   int n_sizes;
   long long sizes[MAX_SIZES];
+  int rope, align; /* kv_append: a folded rope (key.rope, its scaling `scaling`); key.align (8: vectors) */
 } gen_case_t;
 
 #define TENSOR(v) ((hkc_arg_t){.kind = HK_ARG_TENSOR, .i = (v)})
@@ -70,7 +71,10 @@ static uint32_t case_args(const gen_case_t *c, hkc_arg_t *a) {
     const hkc_arg_t v[] = {TENSOR(0), TENSOR(1), TENSOR(2), TENSOR(3), TENSOR(4), TENSOR(5), I64(s[0]),
                            I64(s[1]),  I64(s[2]),  I64(s[3]),  I64(s[7]),  I64(s[5]),  I64(s[6])};
     memcpy(a, v, sizeof v);
-    return HKC_KV_APPEND_N_ARGS;
+    uint32_t n = HKC_KV_APPEND_N_ARGS;
+    if (c->rope) a[n++] = F32(500000.0f); /* theta, then a scaled rope's four (the harness passes its own) */
+    for (int i = 0; c->rope && c->scaling && i < HKC_ROPE_SCALING_N_ARGS; i++) a[n++] = F32(1.0f);
+    return n;
   }
   case HK_OP_KV_ATTENTION: { /* ... window */
     const hkc_arg_t v[] = {TENSOR(0), TENSOR(1), TENSOR(2), TENSOR(3), TENSOR(4), TENSOR(5), I64(s[0]), I64(s[1]),
@@ -123,7 +127,7 @@ static void emulate_program(const gen_case_t *c, int seed, const char *program) 
   hkc_kernel_out_t k;
   memset(&k, 0, sizeof k);
   k.key = (hkc_kernel_key_t){.op = c->op, .dtype = c->dtype, .has_ctx = c->has_ctx, .rope_scaling = c->scaling,
-                             .has_add = c->has_add};
+                             .has_add = c->has_add, .rope = c->rope, .align = c->align};
   if (program) snprintf(k.key.program, sizeof k.key.program, "%s", program);
   assert_string_equal(hkc_variant_for(a, &k.key)->name, "simple");
   hk_test_kernel_name(&k);
@@ -168,22 +172,32 @@ static void test_kv_fp8(void **state) {
   (void)state;
   if (!have_clang()) skip();
   static const gen_case_t cases[] = {
-      {HK_OP_KV_APPEND, BF16, 0, 0, 0, 8, {9, 4, 2, 40, 2, 3, 5, 1}},
-      {HK_OP_KV_APPEND, F16, 0, 0, 0, 8, {7, 3, 1, 100, 1, 2, 8, 0}},
-      {HK_OP_KV_ATTENTION, BF16, 0, 0, 0, 9, {8, 4, 2, 40, 2, 3, 300, 1, 0}},
-      {HK_OP_KV_ATTENTION, F16, 0, 0, 0, 9, {6, 2, 2, 300, 1, 2, 140, 0, 70}},
+      {HK_OP_KV_APPEND, BF16, 0, 0, 0, 8, {9, 4, 2, 40, 2, 3, 5, 1}, 0, 0},
+      {HK_OP_KV_APPEND, F16, 0, 0, 0, 8, {7, 3, 1, 100, 1, 2, 8, 0}, 0, 0},
+      {HK_OP_KV_APPEND, BF16, 0, HKC_ROPE_SCALING_LLAMA3, 0, 8, {9, 4, 2, 64, 2, 3, 300, 1}, 1, 8},
+      {HK_OP_KV_ATTENTION, BF16, 0, 0, 0, 9, {8, 4, 2, 40, 2, 3, 300, 1, 0}, 0, 0},
+      {HK_OP_KV_ATTENTION, F16, 0, 0, 0, 9, {6, 2, 2, 300, 1, 2, 140, 0, 70}, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate_program(&cases[i], (int)i + 401, "e4m3");
 }
 
 /* kv_append: q|k|v rows wider than a block (two column chunks), GQA, a layer > 0; every
- * invalid kind of row. */
+ * invalid kind of row; a thread an element (align 1) and 8 (align 8: 16-byte vectors). With a
+ * folded rope (rope + append): llama3, linear and plain angles at positions up to 299 against
+ * Hugging Face's formula in double; halves of a multiple of 8 (vector partners) and not (20:
+ * each partner loaded alone), a tiny head (dh 6), angles from shared memory and (dh / 2 = 136
+ * > the block's 128 threads) each thread's own; fp8_e4m3 caches. */
 static void test_kv_append(void **state) {
   (void)state;
   if (!have_clang()) skip();
   static const gen_case_t cases[] = {
-      {HK_OP_KV_APPEND, BF16, 0, 0, 0, 8, {9, 4, 2, 40, 2, 3, 5, 1}},
-      {HK_OP_KV_APPEND, F16, 0, 0, 0, 8, {7, 3, 1, 100, 1, 2, 8, 0}},
+      {HK_OP_KV_APPEND, BF16, 0, 0, 0, 8, {9, 4, 2, 40, 2, 3, 5, 1}, 0, 0},
+      {HK_OP_KV_APPEND, F16, 0, 0, 0, 8, {7, 3, 1, 100, 1, 2, 8, 0}, 0, 0},
+      {HK_OP_KV_APPEND, BF16, 0, 0, 0, 8, {9, 4, 2, 64, 2, 3, 5, 1}, 0, 8},
+      {HK_OP_KV_APPEND, BF16, 0, HKC_ROPE_SCALING_LLAMA3, 0, 8, {9, 8, 2, 64, 2, 3, 300, 1}, 1, 8},
+      {HK_OP_KV_APPEND, F16, 0, 0, 0, 8, {7, 3, 1, 40, 1, 2, 300, 0}, 1, 8},
+      {HK_OP_KV_APPEND, BF16, 0, HKC_ROPE_SCALING_LINEAR, 0, 8, {6, 2, 1, 6, 1, 2, 9, 0}, 1, 0},
+      {HK_OP_KV_APPEND, F16, 0, 0, 0, 8, {7, 2, 1, 272, 1, 2, 200, 0}, 1, 8},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 1);
 }
@@ -194,9 +208,9 @@ static void test_kv_attention(void **state) {
   (void)state;
   if (!have_clang()) skip();
   static const gen_case_t cases[] = {
-      {HK_OP_KV_ATTENTION, F16, 0, 0, 0, 9, {8, 4, 2, 40, 2, 3, 300, 1, 0}},
-      {HK_OP_KV_ATTENTION, BF16, 0, 0, 0, 9, {7, 2, 1, 64, 1, 2, 200, 0, 150}},
-      {HK_OP_KV_ATTENTION, BF16, 0, 0, 0, 9, {6, 2, 2, 300, 1, 2, 140, 0, 0}},
+      {HK_OP_KV_ATTENTION, F16, 0, 0, 0, 9, {8, 4, 2, 40, 2, 3, 300, 1, 0}, 0, 0},
+      {HK_OP_KV_ATTENTION, BF16, 0, 0, 0, 9, {7, 2, 1, 64, 1, 2, 200, 0, 150}, 0, 0},
+      {HK_OP_KV_ATTENTION, BF16, 0, 0, 0, 9, {6, 2, 2, 300, 1, 2, 140, 0, 0}, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 101);
 }
@@ -207,9 +221,9 @@ static void test_take_rows_argmax(void **state) {
   (void)state;
   if (!have_clang()) skip();
   static const gen_case_t cases[] = {
-      {HK_OP_TAKE_ROWS, F16, 0, 0, 0, 3, {5, 7, 300}},
-      {HK_OP_ARGMAX, BF16, 0, 0, 0, 2, {9, 1000}},
-      {HK_OP_ARGMAX, F16, 0, 0, 0, 2, {7, 3}},
+      {HK_OP_TAKE_ROWS, F16, 0, 0, 0, 3, {5, 7, 300}, 0, 0},
+      {HK_OP_ARGMAX, BF16, 0, 0, 0, 2, {9, 1000}, 0, 0},
+      {HK_OP_ARGMAX, F16, 0, 0, 0, 2, {7, 3}, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 201);
 }
@@ -221,10 +235,10 @@ static void test_dequant(void **state) {
   (void)state;
   if (!have_clang()) skip();
   static const gen_case_t cases[] = {
-      {HK_OP_DEQUANT, BF16, 0, 0, 0, 6, {37, 300, 1, 300, 37, 1}},
-      {HK_OP_DEQUANT, F16, 0, 0, 0, 6, {45, 70, 45, 1, 1, 70}},
-      {HK_OP_DEQUANT, BF16, 0, 0, 0, 6, {77, 300, 3, 3, 32, 128}},
-      {HK_OP_DEQUANT, HK_DTYPE_F32, 0, 0, 0, 6, {9, 13, 1, 1, 9, 13}},
+      {HK_OP_DEQUANT, BF16, 0, 0, 0, 6, {37, 300, 1, 300, 37, 1}, 0, 0},
+      {HK_OP_DEQUANT, F16, 0, 0, 0, 6, {45, 70, 45, 1, 1, 70}, 0, 0},
+      {HK_OP_DEQUANT, BF16, 0, 0, 0, 6, {77, 300, 3, 3, 32, 128}, 0, 0},
+      {HK_OP_DEQUANT, HK_DTYPE_F32, 0, 0, 0, 6, {9, 13, 1, 1, 9, 13}, 0, 0},
   };
   static const char *const programs[] = {"i8", "e4m3", "e4m3", "i8"};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate_program(&cases[i], (int)i + 301, programs[i]);
@@ -239,8 +253,8 @@ static void test_sample(void **state) {
   (void)state;
   if (!have_clang()) skip();
   static const gen_case_t cases[] = {
-      {HK_OP_SAMPLE, BF16, 0, 0, 0, 2, {32, 1000}},
-      {HK_OP_SAMPLE, F16, 0, 0, 0, 2, {16, 37}},
+      {HK_OP_SAMPLE, BF16, 0, 0, 0, 2, {32, 1000}, 0, 0},
+      {HK_OP_SAMPLE, F16, 0, 0, 0, 2, {16, 37}, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 401);
 }
@@ -253,12 +267,12 @@ static void test_rope_embedding_tails(void **state) {
   (void)state;
   if (!have_clang()) skip();
   static const gen_case_t cases[] = {
-      {HK_OP_ROPE, BF16, 1, HKC_ROPE_SCALING_LLAMA3, 0, 6, {9, 3, 1, 64, 1, 0}},
-      {HK_OP_ROPE, F16, 0, HKC_ROPE_SCALING_LINEAR, 0, 6, {6, 2, 0, 128, 4, 100}},
-      {HK_OP_ROPE, F16, 1, 0, 0, 6, {5, 2, 1, 6, 1, 0}},
-      {HK_OP_ROPE, BF16, 1, HKC_ROPE_SCALING_LLAMA3, 0, 6, {1024, 8, 2, 64, 1, 0}},
-      {HK_OP_EMBEDDING, BF16, 1, 0, 1, 4, {9, 11, 70, 6}},
-      {HK_OP_EMBEDDING, F16, 1, 0, 0, 4, {5, 7, 33, 4}},
+      {HK_OP_ROPE, BF16, 1, HKC_ROPE_SCALING_LLAMA3, 0, 6, {9, 3, 1, 64, 1, 0}, 0, 0},
+      {HK_OP_ROPE, F16, 0, HKC_ROPE_SCALING_LINEAR, 0, 6, {6, 2, 0, 128, 4, 100}, 0, 0},
+      {HK_OP_ROPE, F16, 1, 0, 0, 6, {5, 2, 1, 6, 1, 0}, 0, 0},
+      {HK_OP_ROPE, BF16, 1, HKC_ROPE_SCALING_LLAMA3, 0, 6, {1024, 8, 2, 64, 1, 0}, 0, 0},
+      {HK_OP_EMBEDDING, BF16, 1, 0, 1, 4, {9, 11, 70, 6}, 0, 0},
+      {HK_OP_EMBEDDING, F16, 1, 0, 0, 4, {5, 7, 33, 4}, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 301);
 }

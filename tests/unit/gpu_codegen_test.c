@@ -757,9 +757,10 @@ static void test_launch_dims_cover_odd_shapes(void **state) {
     if (dh != 64 && dh != 128)
       continue;
     key.align = 8, key.head_dim = (int)dh;
-    /* opt-in: the portable kernel by default, kv_attention_warp under kv_warp=on (named in the key) */
-    const hkc_kernel_options_t warp_on = {.kv_warp = HKC_SWITCH_ON};
-    assert_string_equal(hkc_variant_for(hk_test_arch("sm_90"), &key)->name, "simple");
+    /* kv_attention_warp by default, the portable kernel under kv_warp=off */
+    const hkc_kernel_options_t warp_on = {.kv_warp = HKC_SWITCH_ON}, warp_off = {.kv_warp = HKC_SWITCH_OFF};
+    assert_string_equal(hkc_variant_for(hk_test_arch("sm_90"), &key)->name, "kv_attention_warp");
+    assert_string_equal(hkc_variant_for_options(hk_test_arch("sm_90"), &warp_off, &key)->name, "simple");
     assert_string_equal(hkc_variant_for_options(hk_test_arch("sm_90"), &warp_on, &key)->name, "kv_attention_warp");
     snprintf(key.variant, sizeof key.variant, "kv_attention_warp");
     launch(&key, a, 15, grid, block, &threads);

@@ -6,9 +6,8 @@
  * the cache at the width of the group (the portable kernel reads it once per q head), and a
  * decode step's few rows split their keys into pieces (flash-decoding) so that every SM
  * streams; prefill rows, many, take one piece each. Other keys (f32, other head dims, AMD)
- * keep the portable kernel, and so does every key unless the kernel option kv_warp=on (opt-in
- * until this form -- value loads of a chunk issued together, a parallel merge -- has run on a
- * GPU: registry.c). */
+ * keep the portable kernel, and so does every key under the kernel option kv_warp=off
+ * (registry.c). Checked against the portable kernel on the H100 (tests/device/kv_attention_check.py). */
 #include <stdio.h>
 #include <string.h>
 
@@ -94,9 +93,9 @@ const hkc_variant_t hkc_variant_kv_attention_warp = {
  * The launches of many token rows (prefill steps) on the tensor cores, sm_80 and later: a block
  * of KVM_WARPS warps per (KVM_WARPS * 16 / g4 token rows, kv head, round of up to 4 q heads),
  * g4 = min(heads / kv_heads, 4), each key and value loaded once into shared memory for all of
- * them. Never the registry's pick: under the kernel option kv_mma=on (opt-in until it has run on
- * a GPU) the tuner names it for the launches of at least HKC_KV_MMA_MIN_ROWS rows (tune.c,
- * kv_mma_choose); the decode steps keep the registry's kernel. No workspace. */
+ * them. Never the registry's pick: unless the kernel option kv_mma=off the tuner names it for the
+ * launches of at least HKC_KV_MMA_MIN_ROWS rows (tune.c, kv_mma_choose); the decode steps keep
+ * the registry's kernel. No workspace. */
 #define KVM_WARPS 4
 
 static int kvm_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {

@@ -8,7 +8,7 @@
  * launches cannot disagree. They are safe values for every arch (blocks are multiples of 64
  * threads, static shared memory below 48 KiB, no spills). Block size = max_block of the
  * kernel (its __launch_bounds__): gemm 256, element-wise (and ewchain) 256, norms and
- * softmax 256, attention 128, rope 256, embedding 128, kv_append 256, kv_attention 128,
+ * softmax 256, attention 128, rope 256, embedding 128, kv_append 128, kv_attention 128,
  * take_rows 256, argmax 256, sample 256 (its radix selects scan 256 bins, a thread a bin). */
 #include <stdio.h>
 #include <string.h>
@@ -35,8 +35,13 @@ static const simple_params_t k_attention = {.threads = 128, .attn_bq = 16, .attn
 static const simple_params_t k_rope = {.threads = 256};
 /* embedding: one token's row per block, threads over the hidden dim */
 static const simple_params_t k_embedding = {.threads = 128};
-/* kv_append, take_rows: HK_THREADS columns of one row per block, one element per thread */
+/* take_rows, dequant: HK_THREADS columns of one row per block, one element per thread */
 static const simple_params_t k_row_chunk = {.threads = 256};
+/* kv_append: HK_THREADS x SIMPLE_KV_VEC columns of one row per block where the key's rows and
+ * heads allow 16-byte vectors (align 8: a Llama q|k|v row of 3072 is three blocks), else
+ * HK_THREADS columns */
+static const simple_params_t k_kv_append = {.threads = 128};
+#define SIMPLE_KV_VEC(key) ((key)->align >= 8 ? 8 : 1)
 /* kv_attention: one (row, q head) per block, key tiles of HK_THREADS; head dims up to
  * threads x kv_rd (256) in one pass over the keys, q staged whole up to kv_dc columns */
 static const simple_params_t k_kv_attention = {.threads = 128, .kv_rd = 2, .kv_dc = 256};
@@ -64,7 +69,7 @@ static const simple_params_t *simple_params(hk_op_t op) {
   case HK_OP_RMSNORM:
   case HK_OP_SOFTMAX: return &k_row;
   case HK_OP_ATTENTION: return &k_attention;
-  case HK_OP_KV_APPEND:
+  case HK_OP_KV_APPEND: return &k_kv_append;
   case HK_OP_TAKE_ROWS:
   case HK_OP_DEQUANT: return &k_row_chunk;
   case HK_OP_KV_ATTENTION: return &k_kv_attention;
@@ -97,6 +102,9 @@ static void simple_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
              key->rope_scaling);
   else if (key->op == HK_OP_EMBEDDING)
     snprintf(out + len, size - len, "#define HK_HAS_CTX %d\n", key->has_ctx ? 1 : 0);
+  else if (key->op == HK_OP_KV_APPEND) /* HK_ROPE (a folded rope) is codegen's */
+    snprintf(out + len, size - len, "#define HK_KV_VEC %d\n#define HK_ROPE_SCALING %d\n", SIMPLE_KV_VEC(key),
+             key->rope_scaling);
   else if (key->op == HK_OP_KV_ATTENTION)
     snprintf(out + len, size - len, "#define HK_KV_RD %d\n#define HK_KV_DC %d\n", p->kv_rd, p->kv_dc);
   else if (key->op == HK_OP_DEQUANT)
@@ -109,8 +117,10 @@ static void simple_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
  *   add..silu, ewchain   HK_THREADS * ew_items elements (grid-stride loop inside)
  *   norms, softmax   one row
  *   embedding   one token's row (HK_THREADS threads over the hidden dim)
- *   kv_append, take_rows, dequant   HK_THREADS columns of one (output) row, a thread an element:
+ *   take_rows, dequant   HK_THREADS columns of one (output) row, a thread an element:
  *               rows x ceil(width / HK_THREADS) blocks
+ *   kv_append   HK_THREADS x HK_KV_VEC columns of one row, a thread HK_KV_VEC elements:
+ *               rows x ceil(width / (HK_THREADS x HK_KV_VEC)) blocks
  *   kv_attention   one (token row, q head): rows x heads blocks
  *   argmax, sample   one row
  *   attention   HK_ATTN_BQ query rows of one (batch, head)
@@ -154,7 +164,8 @@ static void simple_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
     const int64_t width = (hkc_variant_arg_i64(args, n_args, HKC_KV_APPEND_ARG_HEADS) +
                            2 * hkc_variant_arg_i64(args, n_args, HKC_KV_APPEND_ARG_KV_HEADS)) *
                           hkc_variant_arg_i64(args, n_args, HKC_KV_APPEND_ARG_DH);
-    blocks = hkc_variant_arg_i64(args, n_args, HKC_KV_APPEND_ARG_ROWS) * hkc_variant_ceil_div(width, p->threads);
+    blocks = hkc_variant_arg_i64(args, n_args, HKC_KV_APPEND_ARG_ROWS) *
+             hkc_variant_ceil_div(width, (int64_t)p->threads * SIMPLE_KV_VEC(key));
     break;
   }
   case HK_OP_KV_ATTENTION:
@@ -211,7 +222,7 @@ static int simple_key_ok(const hkc_kernel_key_t *key) {
 
 /* One entry per template: its ops; pdl 1 where the template's kernel begins with HK_PDL_ENTRY()
  * (prelude_cuda.h: programmatic dependent launches on sm_90 and later, variant.h's pdl). */
-#define SIMPLE_ENTRY_PDL(ident, path, pdl_, ops_test)                                                \
+#define SIMPLE_ENTRY_INC(ident, path, pdl_, includes_, rope_, ops_test)                             \
   static int ident##_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {             \
     (void)arch;                                                                                      \
     const hk_op_t op = key->op;                                                                      \
@@ -219,8 +230,12 @@ static int simple_key_ok(const hkc_kernel_key_t *key) {
   }                                                                                                  \
   const hkc_variant_t hkc_variant_##ident = {                                                        \
       .name = "simple", .template_path = path, .portable = 1, .applies = ident##_applies,          \
-      .defines = simple_defines, .launch = simple_launch, .pdl = pdl_}
+      .defines = simple_defines, .launch = simple_launch, .pdl = pdl_, .includes = includes_, .rope = rope_}
+#define SIMPLE_ENTRY_PDL(ident, path, pdl_, ops_test) SIMPLE_ENTRY_INC(ident, path, pdl_, NULL, 0, ops_test)
 #define SIMPLE_ENTRY(ident, path, ops_test) SIMPLE_ENTRY_PDL(ident, path, 0, ops_test)
+
+/* a rope's angles (rope, and kv_append with a rope folded in) */
+static const char *const k_rope_includes[] = {"gpu/rope_freq.h", NULL};
 
 SIMPLE_ENTRY(simple_gemm, "gpu/gemm.hip", op == HK_OP_GEMM);
 SIMPLE_ENTRY(simple_binary, "gpu/binary.hip", op == HK_OP_ADD || op == HK_OP_MUL);
@@ -230,12 +245,14 @@ SIMPLE_ENTRY(simple_layernorm, "gpu/layernorm.hip", op == HK_OP_LAYERNORM);
 SIMPLE_ENTRY_PDL(simple_rmsnorm, "gpu/rmsnorm.hip", 1, op == HK_OP_RMSNORM);
 SIMPLE_ENTRY(simple_softmax, "gpu/softmax.hip", op == HK_OP_SOFTMAX);
 SIMPLE_ENTRY(simple_attention, "gpu/attention.hip", op == HK_OP_ATTENTION);
-SIMPLE_ENTRY_PDL(simple_rope, "gpu/rope.hip", 1,
-             op == HK_OP_ROPE && key->rope_scaling >= HKC_ROPE_SCALING_NONE &&
-                 key->rope_scaling <= HKC_ROPE_SCALING_LLAMA3);
+SIMPLE_ENTRY_INC(simple_rope, "gpu/rope.hip", 1, k_rope_includes, 0,
+                 op == HK_OP_ROPE && key->rope_scaling >= HKC_ROPE_SCALING_NONE &&
+                     key->rope_scaling <= HKC_ROPE_SCALING_LLAMA3);
 SIMPLE_ENTRY(simple_ewchain, "gpu/ewchain.hip", op == HK_OP_EWCHAIN);
 SIMPLE_ENTRY_PDL(simple_embedding, "gpu/embedding.hip", 1, op == HK_OP_EMBEDDING);
-SIMPLE_ENTRY_PDL(simple_kv_append, "gpu/kv_append.hip", 1, op == HK_OP_KV_APPEND);
+SIMPLE_ENTRY_INC(simple_kv_append, "gpu/kv_append.hip", 1, k_rope_includes, 1, /* rope: a folded one */
+                 op == HK_OP_KV_APPEND && key->rope_scaling >= HKC_ROPE_SCALING_NONE &&
+                     key->rope_scaling <= HKC_ROPE_SCALING_LLAMA3);
 SIMPLE_ENTRY_PDL(simple_kv_attention, "gpu/kv_attention.hip", 1, op == HK_OP_KV_ATTENTION);
 SIMPLE_ENTRY_PDL(simple_take_rows, "gpu/take_rows.hip", 1, op == HK_OP_TAKE_ROWS);
 SIMPLE_ENTRY_PDL(simple_argmax, "gpu/argmax.hip", 1, op == HK_OP_ARGMAX);

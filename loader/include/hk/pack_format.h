@@ -47,8 +47,9 @@ extern "C" {
  * (a dequant folded into them: seven arguments more, their scales and blocks); 9: tensor-parallel
  * packs (PARALLEL section: each graph is one rank's, its params shards of the checkpoint's), ops
  * all_reduce and all_gather (collectives: kernel records without code, run by the session's
- * communicator) */
-#define HK_PACK_VERSION_MINOR 9
+ * communicator); 10: kv_append launches that rotate their q and k heads (a rope folded into them:
+ * theta, and with a scaled rope its four numbers, appended) */
+#define HK_PACK_VERSION_MINOR 10
 #define HK_PACK_MINOR_EXTENTS 6 /* the first minor version whose files carry an EXTENTS section */
 #define HK_PACK_ENDIAN_TAG 0x01020304u
 #define HK_SECTION_ALIGN 64u
