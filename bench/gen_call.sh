@@ -26,15 +26,19 @@ python3 -c "import numpy as np; np.save('/tmp/p1024.npy', np.random.default_rng(
 timeout 60 build-dev/hkc generate build-dev/gen/llama-3.2-1b.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \
   --weights-map build-dev/gen/llama-3.2-1b.map --ids /tmp/p1024.npy -n 64 --profile > "$out/profile_b1.log" 2>&1
 head -60 "$out/profile_b1.log"
-timeout 60 build-dev/hkc generate build-dev/gen/llama-3.2-1b-fast.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \
-  --weights-map build-dev/gen/llama-3.2-1b.map --ids /tmp/p1024.npy -n 64 --profile > "$out/profile_b1_fast.log" 2>&1
-head -30 "$out/profile_b1_fast.log"
+timeout 60 build-dev/hkc generate build-dev/gen/llama-3.2-1b-alt.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \
+  --weights-map build-dev/gen/llama-3.2-1b.map --ids /tmp/p1024.npy -n 64 --profile > "$out/profile_b1_alt.log" 2>&1
+head -30 "$out/profile_b1_alt.log"
 # the decode step at batch 8 (8 prompts of 1024 tokens, the pack's bucket of 8 rows)
 python3 -c "import numpy as np; [np.save('/tmp/p1024_%d.npy' % i, np.random.default_rng(10 + i).integers(0, 128000, size=1024).astype(np.int32)) for i in range(8)]"
 timeout 60 build-dev/hkc generate build-dev/gen/llama-3.2-1b.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \
   --weights-map build-dev/gen/llama-3.2-1b.map $(for i in 0 1 2 3 4 5 6 7; do printf -- '--ids /tmp/p1024_%d.npy ' $i; done) \
   -n 16 --profile > "$out/profile_b8.log" 2>&1
 grep -v '^prompt' "$out/profile_b8.log" | head -24
+timeout 60 build-dev/hkc generate build-dev/gen/llama-3.2-1b-alt.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \
+  --weights-map build-dev/gen/llama-3.2-1b.map $(for i in 0 1 2 3 4 5 6 7; do printf -- '--ids /tmp/p1024_%d.npy ' $i; done) \
+  -n 16 --profile > "$out/profile_b8_alt.log" 2>&1
+grep -v '^prompt' "$out/profile_b8_alt.log" | head -24
 # 8-bit weights: the checkpoint quantized here (int8, per output channel); the folded pack (its
 # decode gemms read the 8-bit bytes: gemm_skinny) against the unfolded one (dequant launches, the
 # same products) -- the same greedy ids expected -- then its decode step beside the bf16 packs'
@@ -64,23 +68,23 @@ cat "$out/sample_1.log"; cmp -s <(grep '^prompt' "$out/sample_1.log") <(grep '^p
 # the decode step's kernels under Nsight Compute (prompt 1024, one decode step after the prefill;
 # the decode kernels are the last launches): time, DRAM bytes and bandwidth share per kernel
 if command -v ncu >/dev/null && [ "${GEN_T_NCU:-150}" -gt 0 ]; then
-  for p in ${GEN_NCU_PACKS:-llama-3.2-1b llama-3.2-1b-fast}; do
+  for p in ${GEN_NCU_PACKS:-llama-3.2-1b llama-3.2-1b-alt}; do
     timeout "${GEN_T_NCU:-150}" ncu --clock-control none --csv --metrics \
       gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__grid_size,launch__block_size,launch__registers_per_thread \
       build-dev/hkc generate build-dev/gen/$p.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \
       --weights-map build-dev/gen/llama-3.2-1b.map --ids /tmp/p1024.npy -n 2 > "$out/ncu_$p.csv" 2>&1
     echo "ncu $p: rc $? $(grep -c gpu__time_duration "$out/ncu_$p.csv") kernel rows"
   done
-  # one decode-step launch of each kind in detail, the -fast pack (kernel:launches skipped -- a
-  # layer kernel's 16 or 17 of the prefill; the skinny GEMMs, mb=1, run in decode steps only):
-  # throughput, memory, warp stalls, occupancy
-  detail="rope:17 kv_attention:17 gemm_bf16_res_tb_a8_t0be467e2:2 gemm_bf16_silu_dual_tb_a8_t0be467e2:1"
-  detail+=" gemm_bf16_nrm_tb_a8_t0be467e2:1 kv_append:17 rmsnorm:17"
+  # one decode-step launch of each kind in detail, the pack GEN_NCU_DETAIL_PACK (default
+  # llama-3.2-1b; kernel:launches skipped -- a layer kernel's 16 of the prefill; the skinny GEMMs,
+  # mb=1, run in decode steps only): throughput, memory, warp stalls, occupancy
+  detail="kv_attention:17 gemm_bf16_res_tb_a8_t0be467e2:2 gemm_bf16_silu_dual_nrm_tb_a8_t0be467e2:1"
+  detail+=" gemm_bf16_nrm_tb_a8_t0be467e2:1 kv_append:17"
   for ks in ${GEN_NCU_DETAIL:-$detail}; do
     k=${ks%:*}
     timeout "${GEN_T_NCU_DETAIL:-30}" ncu --clock-control none --kernel-name "regex:$k" --launch-skip "${ks#*:}" --launch-count 1 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
-      --section LaunchStats build-dev/hkc generate build-dev/gen/llama-3.2-1b-fast.hkpack \
+      --section LaunchStats build-dev/hkc generate build-dev/gen/${GEN_NCU_DETAIL_PACK:-llama-3.2-1b}.hkpack \
       --weights /tmp/gen_llama-3.2-1b/model.safetensors --weights-map build-dev/gen/llama-3.2-1b.map \
       --ids /tmp/p1024.npy -n 2 > "$out/ncu_detail_$k.log" 2>&1
     echo "ncu detail $k: rc $?"; grep -E "Duration|DRAM Throughput|Memory Throughput|Registers|Achieved Occupancy|Stall|Warp Cycles Per Issued" "$out/ncu_detail_$k.log" | head -12

@@ -21,10 +21,10 @@ median step, wall clock) and Hugging Face generate with the static cache (transf
 the decoding step itself): ms/token = (t(N2) - t(N1)) / (N2 - N1), after a warm-up of both; time
 to first token for prompts of 128 and 1024 tokens; the weight-read floor: (weight bytes + KV
 bytes read per step) / the device-to-device copy bandwidth measured in the same run.
-The pack with the opt-in attention kernels (llama-3.2-1b-fast: kv_warp=on, kv_mma=on) is checked
-and timed beside the default one.
+The A/B pack (llama-3.2-1b-alt: the kernel options of build-dev/gen/alt-options.txt, which
+bench/gen_prepare.sh wrote) is checked and timed beside the default one.
 Environment: GEN_POINTS ("1x1024,8x1024,32x1024,1x128,1x4096"), GEN_MODELS (pack names), GEN_FAST=0
-(the -fast pack not timed).
+(the -alt pack not timed).
 """
 import json
 import os
@@ -45,11 +45,19 @@ def log(*a):
     print(*a, flush=True)
 
 
+def alt_options():
+    """The kernel options of the A/B pack (bench/gen_prepare.sh's GEN_ALT_OPTIONS)."""
+    try:
+        with open(os.path.join(ROOT, "build-dev", "gen", "alt-options.txt")) as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
 def hf_model(name):
-    """The Hugging Face model of config `name` ("NAME-fast": NAME's, for the pack with the opt-in
-    attention kernels)."""
+    """The Hugging Face model of config `name` ("NAME-alt": NAME's, for the A/B pack)."""
     from transformers import AutoConfig, AutoModelForCausalLM
-    name = name[:-len("-fast")] if name.endswith("-fast") else name
+    name = name[:-len("-alt")] if name.endswith("-alt") else name
     cfg_path = os.path.join(ROOT, "bench", "gen_configs", name + ".json")
     with open(cfg_path) as f:
         cfg = json.load(f)
@@ -227,13 +235,13 @@ def bench(name="llama-3.2-1b"):
         prompts = [rng.integers(0, cfg["vocab_size"], size=ctx).tolist() for _ in range(batch)]
         r = hkc_generate(name, weights, prompts, 33)
         ours, ttft = r["ms_per_token"], r["ttft_ms"]
-        try:  # the opt-in attention kernels (kv_warp=on, kv_mma=on), when gen_prepare.sh built them
+        try:  # the A/B pack, when gen_prepare.sh built it
             if os.environ.get("GEN_FAST", "1") == "0":
                 raise RuntimeError("not timed (GEN_FAST=0)")
-            rf = hkc_generate(name + "-fast", weights, prompts, 33)
+            rf = hkc_generate(name + "-alt", weights, prompts, 33)
             fast, fast_ttft = rf["ms_per_token"], rf["ttft_ms"]
         except Exception as e:
-            log("the -fast pack at b%d ctx%d: %s" % (batch, ctx, str(e)[:300]))
+            log("the -alt pack at b%d ctx%d: %s" % (batch, ctx, str(e)[:300]))
             fast, fast_ttft = float("nan"), float("nan")
         try:
             theirs, hf_ttft = hf_ms_per_token(model, batch, ctx, cfg["vocab_size"])
@@ -242,10 +250,10 @@ def bench(name="llama-3.2-1b"):
             theirs, hf_ttft = float("nan"), float("nan")
         rows.append(dict(batch=batch, ctx=ctx, hkc_ms=ours, hkc_fast_ms=fast, hf_ms=theirs, floor_ms=floor,
                          hkc_ttft_ms=ttft, hkc_fast_ttft_ms=fast_ttft, hf_ttft_ms=hf_ttft))
-        log("b%-3d ctx %-5d hkc %.3f ms/token (%.2fx floor, %.2fx HF), opt-in attention kernels %.3f (%.2fx HF)  "
-            "HF static %.3f  floor %.3f | TTFT hkc %.2f (%.2fx HF), opt-in %.2f, HF %.2f ms"
-            % (batch, ctx, ours, ours / floor, ours / theirs, fast, fast / theirs, theirs, floor, ttft, ttft / hf_ttft,
-               fast_ttft, hf_ttft))
+        log("b%-3d ctx %-5d hkc %.3f ms/token (%.2fx floor, %.2fx HF), alt (%s) %.3f (%.2fx HF)  "
+            "HF static %.3f  floor %.3f | TTFT hkc %.2f (%.2fx HF), alt %.2f, HF %.2f ms"
+            % (batch, ctx, ours, ours / floor, ours / theirs, alt_options(), fast, fast / theirs, theirs, floor, ttft,
+               ttft / hf_ttft, fast_ttft, hf_ttft))
     with open(os.path.join(OUT, "gen_bench.json"), "w") as f:
         json.dump(dict(copy_bw=bw, rows=rows, device=torch.cuda.get_device_name()), f, indent=1)
     return rows
@@ -253,7 +261,7 @@ def bench(name="llama-3.2-1b"):
 
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "check"
-    models = os.environ.get("GEN_MODELS", "llama-3.2-1b,llama-3.2-1b-fast,qwen2.5-0.5b,tinyllama-1.1b").split(",")
+    models = os.environ.get("GEN_MODELS", "llama-3.2-1b,llama-3.2-1b-alt,qwen2.5-0.5b,tinyllama-1.1b").split(",")
     log("device:", torch.cuda.get_device_name())
     if what in ("check", "all"):
         check(models)

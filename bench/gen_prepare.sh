@@ -4,9 +4,9 @@
 # build-dev/ as tests/device/prepare.sh configures it (static libyaml and zstd, vendor
 # libraries dlopen'ed), then for each config in bench/gen_configs/ a generation spec
 # (`hkc import hf --generate`), its weights name map and a pack for HK_GPU_TARGET (sm_90a)
-# in build-dev/gen/, and for Llama-3.2-1B a second pack with the opt-in attention kernels (kv_warp=on
-# for decode steps, kv_mma=on for prefill: llama-3.2-1b-fast.hkpack) for an A/B in the same call,
-# and two with int8 weights (below).
+# in build-dev/gen/, and for Llama-3.2-1B a second pack built with the kernel options GEN_ALT_OPTIONS
+# (default "gemm_skinny=off": the tensor-core gemms at the few-row buckets too; space-separated
+# NAME=VALUE) for an A/B in the same call (llama-3.2-1b-alt.hkpack), and two with int8 weights (below).
 # Knobs: GEN_MAX_SEQ (4224: context 4096 + the decoded tokens), GEN_SLOTS (32), HK_JOBS (2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,10 +25,12 @@ for cfg in bench/gen_configs/*.json; do
   build-dev/hkc build "build-dev/gen/$name.yaml" -o "build-dev/gen/$name.hkpack" --target "${HK_GPU_TARGET:-sm_90a}" \
     --tuning-db specs/tuning/h200.db -q
 done
-build-dev/hkc build build-dev/gen/llama-3.2-1b.yaml -o build-dev/gen/llama-3.2-1b-fast.hkpack \
-  --target "${HK_GPU_TARGET:-sm_90a}" --tuning-db specs/tuning/h200.db --kernel-option kv_warp=on \
-  --kernel-option kv_mma=on -q
-cp build-dev/gen/llama-3.2-1b.map build-dev/gen/llama-3.2-1b-fast.map
+alt=()
+for o in ${GEN_ALT_OPTIONS:-gemm_skinny=off}; do alt+=(--kernel-option "$o"); done
+build-dev/hkc build build-dev/gen/llama-3.2-1b.yaml -o build-dev/gen/llama-3.2-1b-alt.hkpack \
+  --target "${HK_GPU_TARGET:-sm_90a}" --tuning-db specs/tuning/h200.db "${alt[@]}" -q
+echo "${GEN_ALT_OPTIONS:-gemm_skinny=off}" > build-dev/gen/alt-options.txt
+cp build-dev/gen/llama-3.2-1b.map build-dev/gen/llama-3.2-1b-alt.map
 rm -f build-dev/gen/llama-3.2-1b-base.*
 # 8-bit weights (int8, per output channel, the LM head too), 8 slots: the LM head's gemm has a row
 # per slot, and gemm_skinny reads 8-bit B for at most 8 rows. llama-3.2-1b-q8 reads the 8-bit
