@@ -63,7 +63,8 @@ static const kopt_t k_opts[] = {
      "where the clock says it pays, on: wherever every target has such a kernel, off: never"},
     {"gemm_skinny", "HKC_GEMM_SKINNY", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: gemm_skinny on sm_90a, GEMMs of a few rows of A that stream B at the memory's bandwidth "
-     "(decode steps): auto, on: for the launches of M <= 8 it serves; off: the tensor-core kernels there too"},
+     "(decode steps): auto: for the launches of one row it serves (a 16-bit B; an 8-bit B read by the gemm "
+     "itself: M <= 8); on: M <= 8; off: the tensor-core kernels there too"},
     {"gemm_quant", "HKC_GEMM_QUANT", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: a gemm whose B is an 8-bit param reads the 8-bit bytes and their scales itself, "
      "dequantizing as it loads, in the launches where a kernel of every target does (the host: every M; "

@@ -63,15 +63,15 @@ typedef struct fuse_ctx {
   int *reader;            /* tensor -> a slot that reads it (exact when reads == 1, checked) */
   int *producer;          /* tensor -> slot writing it (out or sum_out), -1 for inputs/params */
   unsigned char *dead;    /* tensor eliminated */
-  int64_t decode_rows;    /* a generation graph's decode steps run buckets of at most this many
-                             rows (its cache slots: decode_rows_of); 0 for any other graph */
+  int generation;         /* a generation graph (KV caches): every bucket must pay (above) */
 } fuse_ctx_t;
 
-/* In a generation graph (KV caches) a prompt's prefill runs once and then every generated token
- * is a decode step of at most one row per cache slot: the planner weighs each bucket of at
- * most that many rows FUSE_DECODE_WEIGHT times a prefill bucket (a reply of 32 or more tokens
- * per prompt is the common case; the weight is that count, not a measurement). */
-#define FUSE_DECODE_WEIGHT 32.0
+/* In a generation graph (KV caches) both a prompt's prefill (the time to its first token) and
+ * each decode step are latency a user waits on, and one plan serves both: there a step pays only
+ * where it pays at every batch size (the worst fused / apart decides). The H100 measured the mean's
+ * choice there (an rmsnorm folded into each gemm that reads it: fused / apart 0.72-0.90 at a decode
+ * step, 1.33-1.46 at a 1024-token prefill) at 1.19x the time to first token of the unfused plan
+ * for 32 prompts of 1024 tokens (docs/BENCHMARKS.md, "Generation"). */
 
 /* ---- small helpers ---------------------------------------------------------------------- */
 static size_t node_reads(const hkc_node_t *n, int out[FUSE_MAX_READS]) {
@@ -661,27 +661,22 @@ static int commit(fuse_ctx_t *f, const int *members, size_t n_members, hkc_node_
 }
 
 /* ---- auto ---------------------------------------------------------------------------------------- */
-/* The rows of a generation graph's decode steps: the slots (dim 1) of the first KV cache a
- * node writes or reads; 0 when no node has one. */
-static int64_t decode_rows_of(const hkc_spec_t *s) {
-  for (size_t i = 0; i < s->n_nodes; i++) {
-    const int kc = s->nodes[i].k_cache;
-    if (kc != HKC_NONE && s->tensors[kc].rank >= 2 && s->tensors[kc].dims[1].mul == 0)
-      return s->tensors[kc].dims[1].add;
-  }
+/* Whether the graph is a generation graph: a node reads or writes a KV cache. */
+static int is_generation(const hkc_spec_t *s) {
+  for (size_t i = 0; i < s->n_nodes; i++)
+    if (s->nodes[i].k_cache != HKC_NONE) return 1;
   return 0;
 }
 
-/* The mean over targets and batch buckets of t(fused) / (t(a) + t(b)) on the model's clock,
- * a decode step's bucket weighing FUSE_DECODE_WEIGHT (generation graphs); samples that are
- * not finite and positive count for nothing (1 when none is). With
+/* The mean over targets and batch buckets of t(fused) / (t(a) + t(b)) on the model's clock (a
+ * generation graph: the largest of them); samples that are not finite and positive count for
+ * nothing (1 when none is). With
  * `report`, also writes each sample: " sm_90a b1 0.65 (3.8/5.9 us) ...". */
 static double mean_ratio(const fuse_ctx_t *f, const hkc_node_t *a, const hkc_node_t *b, const hkc_node_t *fused,
                          FILE *report) {
   const hkc_fuse_model_t *m = f->model;
   const hkc_spec_t *s = f->spec;
-  const int64_t decode_rows = f->decode_rows;
-  double sum = 0.0, count = 0.0;
+  double sum = 0.0, count = 0.0, worst = 0.0;
   for (size_t t = 0; t < m->n_targets; t++) {
     if (report) fprintf(report, " %s", m->names ? m->names[t] : "?");
     for (int bi = 0; bi < s->n_batch; bi++) {
@@ -689,15 +684,15 @@ static double mean_ratio(const fuse_ctx_t *f, const hkc_node_t *a, const hkc_nod
       const double apart = m->seconds(m, t, s, a, batch) + m->seconds(m, t, s, b, batch);
       const double one = m->seconds(m, t, s, fused, batch);
       const int valid = apart > 0.0 && one > 0.0 && apart < HUGE_VAL && one < HUGE_VAL;
-      const double w = batch <= decode_rows ? FUSE_DECODE_WEIGHT : 1.0;
-      if (valid) sum += w * one / apart, count += w;
+      if (valid) sum += one / apart, count += 1.0, worst = one / apart > worst ? one / apart : worst;
       if (report && valid)
         fprintf(report, " b%lld %.2f (%.1f/%.1f us)", (long long)batch, one / apart, one * 1e6, apart * 1e6);
       else if (report)
         fprintf(report, " b%lld -", (long long)batch);
     }
   }
-  return count > 0.0 ? sum / count : 1.0;
+  if (count == 0.0) return 1.0;
+  return f->generation ? worst : sum / count;
 }
 
 /* Whether one launch of `fused` instead of the launches of a (labelled a_label: a chain
@@ -714,7 +709,7 @@ static int pays(const fuse_ctx_t *f, const hkc_node_t *a, const char *a_label, c
     fprintf(m->report, "fusion: %s %s + %s (%s): fused/apart", yes ? "fuse" : "keep apart", a_label, node_label(b),
             form);
     mean_ratio(f, a, b, fused, m->report);
-    fprintf(m->report, "; mean %.3f\n", mean);
+    fprintf(m->report, "; %s %.3f\n", f->generation ? "worst" : "mean", mean);
   }
   if (!yes) {
     hkc_spec_t *s = f->spec;
@@ -1126,7 +1121,7 @@ int hkc_fuse_planned(hkc_spec_t *spec, int mode, const hkc_fuse_model_t *model) 
   }
   free(spec->fusion_apart); /* auto's refusals of this run only */
   spec->fusion_apart = NULL;
-  fuse_ctx_t f = {.spec = spec, .model = model, .n = spec->n_nodes, .decode_rows = decode_rows_of(spec)};
+  fuse_ctx_t f = {.spec = spec, .model = model, .n = spec->n_nodes, .generation = is_generation(spec)};
   size_t nt = spec->n_tensors ? spec->n_tensors : 1;
   f.slot = malloc(f.n * sizeof *f.slot);
   f.alive = malloc(f.n);

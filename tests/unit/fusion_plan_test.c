@@ -97,10 +97,9 @@ static void test_fake_clock(void **state) {
   hkc_spec_destroy(s);
 }
 
-/* A generation graph (KV caches of 1 slot here): the decode steps' buckets (at most a row per
- * slot) weigh 32 times a prefill bucket, so the same ratios that keep a plain graph apart
- * fuse this one. */
-static void test_fake_clock_decode_weight(void **state) {
+/* A generation graph (KV caches): a step pays only where it pays at every batch size, so ratios
+ * whose mean fuses a plain graph keep this one apart. */
+static void test_fake_clock_generation(void **state) {
   (void)state;
   static const char text[] = "hkc: 1\nname: t\ndtype: bf16\nbatch_sizes: [1, 3]\n"
                              "inputs:\n  x: [batch, 8]\n  ctx: {shape: [batch], dtype: i32}\n"
@@ -116,15 +115,19 @@ static void test_fake_clock_decode_weight(void **state) {
                              "v_cache: v_cache, ctx: ctx, slot: slot, out: o}\n"
                              "  - {name: out, op: gemm, in: [o, w2], out: y}\n"
                              "outputs: [y]\n";
-  fake_t f = {0.8, 1.6, 0}; /* ratios 0.9 (batch 1, a decode bucket) and 1.3: weighed 0.912, fused */
+  fake_t f = {0.4, 1.2, 0}; /* ratios 0.7 (batch 1) and 1.1 (batch 3): the worst 1.1, apart */
   hkc_spec_t *s = plan_with(&f, text, NULL);
-  assert_non_null(find(s, "up,act"));
-  hkc_spec_destroy(s);
-  f = (fake_t){0.8, 1.6, 0}; /* the same ratios without the caches (k_mlp): mean 1.1, apart */
-  s = plan_with(&f, k_mlp, NULL);
   assert_null(find(s, "up,act"));
   hkc_spec_destroy(s);
-  f = (fake_t){1.2, 0.0, 0}; /* 1.1 at the decode bucket, 0.5 at 3: weighed 1.08, apart */
+  f = (fake_t){0.4, 1.2, 0}; /* the same ratios without the caches (k_mlp): mean 0.9, fused */
+  s = plan_with(&f, k_mlp, NULL);
+  assert_non_null(find(s, "up,act"));
+  hkc_spec_destroy(s);
+  f = (fake_t){0.8, 1.0, 0}; /* 0.9 and 1.0: pays at both, fused */
+  s = plan_with(&f, text, NULL);
+  assert_non_null(find(s, "up,act"));
+  hkc_spec_destroy(s);
+  f = (fake_t){1.2, 0.0, 0}; /* 1.1 at batch 1, 0.5 at 3: apart */
   s = plan_with(&f, text, NULL);
   assert_null(find(s, "up,act"));
   hkc_spec_destroy(s);
@@ -507,7 +510,7 @@ static void test_rope_norm_targets(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fake_clock),
-    cmocka_unit_test(test_fake_clock_decode_weight),
+    cmocka_unit_test(test_fake_clock_generation),
       cmocka_unit_test(test_fake_clock_chain_stops),
       cmocka_unit_test(test_fake_clock_two_targets),
       cmocka_unit_test(test_clock_ignored_by_groups_and_none),
