@@ -148,6 +148,10 @@ typedef struct hkc_node {
                        param and its scales itself and those dequant launches are left out
                        (lower.h, hkc_gemm_folds_dequant); 0: never. Set by the build
                        (hkc_fuse_for_targets) where every target has such a kernel */
+  int64_t norm_fold_rows; /* gemm (a generation graph's fusion planner): its A is a plain rmsnorm's
+                       output; at the batch sizes where its rows of A are at most this many it
+                       normalises A itself (as norm_a, from the norm's input, gamma and eps) and
+                       the norm's launch is left out (lower.h, hkc_gemm_folded_norm); 0: never */
   int fp8_act;      /* gemm of fp8_e4m3 B (read as stored at every batch size): A quantized per
                        row to fp8 too, the product in FP8 (lower.h, hkc_gemm_fp8_act); set by the
                        build under the kernel option gemm_fp8 */

@@ -770,6 +770,28 @@ static int grow_chain(fuse_ctx_t *f, int head, hkc_node_t *state, absorb_fn_t ab
  * kernel, or `no`, keeps the pair apart and sets *blocked; `always` takes every pair without
  * asking the clock. 0, -1 on OOM. */
 typedef int (*norm_form_fn_t)(const fuse_ctx_t *, int, hkc_node_t *, int *);
+/* A generation graph's norm fold refused for the plan as a whole (it does not pay at every
+ * bucket): the rows of A up to which it pays at every bucket and on every target, which the
+ * gemm then takes as norm_fold_rows (lowering folds the norm at those buckets only); 0 when it
+ * pays at none. Buckets ascend (the spec's batch_sizes). */
+static int64_t fold_rows(const fuse_ctx_t *f, const hkc_node_t *a, const hkc_node_t *b, const hkc_node_t *fused) {
+  const hkc_fuse_model_t *m = f->model;
+  const hkc_spec_t *s = f->spec;
+  const hkc_tensor_t *x = &s->tensors[b->in[0]];
+  int64_t rows = 0;
+  for (int bi = 0; bi < s->n_batch; bi++) {
+    const int64_t batch = s->batch_sizes[bi];
+    for (size_t t = 0; t < m->n_targets; t++) {
+      const double apart = m->seconds(m, t, s, a, batch) + m->seconds(m, t, s, b, batch);
+      const double one = m->seconds(m, t, s, fused, batch);
+      if (!(apart > 0.0 && one > 0.0 && apart < HUGE_VAL && one < HUGE_VAL) || one > apart) return rows;
+    }
+    const int64_t k = x->rank ? hkc_dim_value(x->dims[x->rank - 1], batch) : 0;
+    if (k > 0) rows = hkc_tensor_elems(x, batch) / k;
+  }
+  return rows;
+}
+
 static int norm_form_pass(fuse_ctx_t *f, int *members, norm_form_fn_t build, int norm_first, int no, int always,
                           int *blocked, const char *form) {
   for (size_t i = 0; i < f->n; i++) {
@@ -784,6 +806,14 @@ static int norm_form_pass(fuse_ctx_t *f, int *members, norm_form_fn_t build, int
     const int a = norm_first ? (int)i : g, b = norm_first ? g : (int)i;
     const int pay = always ? 1 : pays(f, &f->slot[a], node_label(&f->slot[a]), &f->slot[b], &fused, form);
     if (pay < 0) return -1;
+    if (!pay && f->generation && norm_first && f->model && f->model->n_targets) {
+      /* the buckets where it pays fold it at lowering (frontend.h, norm_fold_rows) */
+      const int64_t rows = fold_rows(f, &f->slot[a], &f->slot[b], &fused);
+      f->slot[b].norm_fold_rows = rows;
+      if (rows > 0 && f->model->report)
+        fprintf(f->model->report, "fusion: fold %s into %s at the buckets of <= %lld rows (lowering)\n",
+                node_label(&f->slot[a]), node_label(&f->slot[b]), (long long)rows);
+    }
     if (!pay) continue;
     members[0] = a, members[1] = b;
     if (commit(f, members, 2, fused, f->anchor[g]) != 0) return -1;

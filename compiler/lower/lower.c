@@ -182,8 +182,41 @@ int hkc_gemm_fp8_eligible(const hkc_spec_t *spec, const hkc_node_t *nd) {
   return 1;
 }
 
+const hkc_node_t *hkc_gemm_folded_norm(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch) {
+  if (nd->op != HK_OP_GEMM || nd->norm_fold_rows <= 0 || nd->norm_a || nd->n_in < 2) return NULL;
+  const int a = nd->in[0];
+  if (a < 0 || (size_t)a >= spec->n_tensors) return NULL;
+  const int p = spec->tensors[a].producer;
+  if (p < 0 || (size_t)p >= spec->n_nodes) return NULL;
+  const hkc_node_t *nm = &spec->nodes[p];
+  if (nm->op != HK_OP_RMSNORM || nm->add_in != HKC_NONE || nm->sum_out != HKC_NONE || nm->gamma == HKC_NONE)
+    return NULL;
+  const int64_t k = last_dim(&spec->tensors[a], batch);
+  return k > 0 && tensor_elems(&spec->tensors[a], batch) / k <= nd->norm_fold_rows ? nm : NULL;
+}
+
+/* Whether rmsnorm node `node` is left out at `batch`: every reader of its output is a gemm that
+ * reads it as A only and folds it there, and the output is no graph output. */
+static int norm_left_out(const hkc_spec_t *spec, size_t node, int64_t batch) {
+  const hkc_node_t *nm = &spec->nodes[node];
+  if (spec->tensors[nm->out].role == HK_ROLE_OUTPUT) return 0;
+  int readers = 0;
+  for (size_t j = node + 1; j < spec->n_nodes; j++) { /* readers come after their producer */
+    const hkc_node_t *nd = &spec->nodes[j];
+    int reads = 0;
+    for (int i = 0; i < nd->n_in && i < HKC_MAX_NODE_IN; i++) reads += nd->in[i] == nm->out;
+    const int extra[] = {nd->bias, nd->residual, nd->mul, nd->gamma, nd->beta, nd->add_in};
+    for (size_t i = 0; i < sizeof extra / sizeof *extra; i++) reads += extra[i] == nm->out;
+    if (!reads) continue;
+    if (reads != 1 || nd->in[0] != nm->out || hkc_gemm_folded_norm(spec, nd, batch) != nm) return 0;
+    readers++;
+  }
+  return readers > 0;
+}
+
 int hkc_node_left_out(const hkc_spec_t *spec, size_t node, int64_t batch) {
   const hkc_node_t *dq = &spec->nodes[node];
+  if (dq->op == HK_OP_RMSNORM) return norm_left_out(spec, node, batch);
   if (dq->op != HK_OP_DEQUANT) return 0;
   int readers = 0;
   for (size_t j = node + 1; j < spec->n_nodes; j++) { /* readers come after their producer */
@@ -245,7 +278,9 @@ int hkc_lower_node_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batc
     /* folded dequant: B (and B2) are the 8-bit params the dequant nodes read */
     const hkc_node_t *dq = hkc_gemm_folds_dequant(spec, nd, batch) ? dequant_of(spec, nd->in[1]) : NULL;
     const hkc_node_t *dq2 = dq && nd->n_in == 3 ? dequant_of(spec, nd->in[2]) : NULL;
-    push_tensor(&l, HKC_GEMM_ARG_A, nd->in[0]);
+    /* an rmsnorm folded at this batch: A is the norm's input, normalised as norm_a does */
+    const hkc_node_t *nm = hkc_gemm_folded_norm(spec, nd, batch);
+    push_tensor(&l, HKC_GEMM_ARG_A, nm ? nm->in[0] : nd->in[0]);
     push_tensor(&l, HKC_GEMM_ARG_B, dq ? dq->in[0] : nd->in[1]);
     push_tensor(&l, HKC_GEMM_ARG_BIAS, nd->bias);
     push_tensor(&l, HKC_GEMM_ARG_RESIDUAL, nd->residual);
@@ -269,13 +304,14 @@ int hkc_lower_node_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batc
       push_f32(&l, HKC_GEMM_ARG_ROPE_THETA, nd->theta);
       assert(l.n == HKC_GEMM_N_ARGS_ROPE);
     }
-    if (nd->norm_a) { /* folded rmsnorm (fusion): gamma [K] */
-      const hkc_tensor_t *g = nd->gamma != HKC_NONE ? &spec->tensors[nd->gamma] : NULL;
+    if (nd->norm_a || nm) { /* folded rmsnorm (fusion, or this batch's fold): gamma [K] */
+      const int gamma = nm ? nm->gamma : nd->gamma;
+      const hkc_tensor_t *g = gamma != HKC_NONE ? &spec->tensors[gamma] : NULL;
       if (!g || g->rank != 1 || tensor_dim(g, 0, batch) != k) break;
       out_key->norm_a = 1;
       const uint32_t at = hkc_gemm_norm_arg(out_key->dual, out_key->rope);
-      push_tensor(&l, (int)at, nd->gamma);
-      push_f32(&l, (int)at + 1, nd->eps);
+      push_tensor(&l, (int)at, gamma);
+      push_f32(&l, (int)at + 1, nm ? nm->eps : nd->eps);
     }
     if (nd->norm_c) { /* norm epilogue (fusion): gamma (and a layernorm's beta) [N], the kept sum */
       const int ln = nd->norm_c == HKC_NORM_C_LAYERNORM;

@@ -336,8 +336,14 @@ int hkc_gemm_folds_dequant(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t
  * copies of fp8_e4m3 params whose scales do not vary along K (per output channel or per
  * tensor). */
 int hkc_gemm_fp8_eligible(const hkc_spec_t *spec, const hkc_node_t *nd);
-/* Whether node `node` has no launch at `batch`: a dequant node whose every reader folds it. The
- * memory plan and the dependencies leave it out too (its copy is then never made or read). */
+/* The rmsnorm node whose work gemm node nd does at `batch` (NULL: none): nd has norm_fold_rows,
+ * its rows of A at this batch are at most that many, and its A is the output of an rmsnorm
+ * without a fused add; it then reads the norm's input, gamma and eps as a gemm with norm_a does. */
+const hkc_node_t *hkc_gemm_folded_norm(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch);
+/* Whether node `node` has no launch at `batch`: a dequant node whose every reader folds it, or
+ * an rmsnorm whose every reader is a gemm that folds it (hkc_gemm_folded_norm) and whose output
+ * is no graph output. The memory plan and the dependencies leave it out too (its output is then
+ * never made or read). */
 int hkc_node_left_out(const hkc_spec_t *spec, size_t node, int64_t batch);
 /* Whether a kv_append / kv_attention key's KV caches are fp8_e4m3 (key.program "e4m3"): kv_append
  * stores each k and v element rounded to e4m3 (to nearest even, saturating at +-448),

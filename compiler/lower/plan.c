@@ -40,20 +40,25 @@ typedef struct {
 
 /* Most tensors one node reads: ewchain's 5 operands, or gemm's A, B, bias, residual,
  * mul; plus the optional attribute tensors (node_reads). */
-#define PLAN_MAX_READS (HKC_MAX_NODE_IN + 13)
+#define PLAN_MAX_READS (HKC_MAX_NODE_IN + 14) /* + a folded norm's gamma */
 /* Most tensors one node writes: out, and sum_out or (kv_append) the two caches. */
 #define PLAN_MAX_WRITES 3
 
 /* The tensors node j reads at `batch`, into out; returns the count. A node left out at this
  * batch reads nothing; a gemm that folds its dequant nodes reads their 8-bit params instead of
- * their copies (lower.h, hkc_node_left_out and hkc_gemm_folds_dequant). */
+ * their copies, one that folds an rmsnorm the norm's input and gamma instead of its output
+ * (lower.h, hkc_node_left_out, hkc_gemm_folds_dequant and hkc_gemm_folded_norm). */
 static size_t node_reads(const hkc_spec_t *spec, size_t j, int64_t batch, int out[PLAN_MAX_READS]) {
   const hkc_node_t *n = &spec->nodes[j];
   size_t k = 0;
   if (hkc_node_left_out(spec, j, batch)) return 0;
   const int folds = hkc_gemm_folds_dequant(spec, n, batch);
+  const hkc_node_t *nm = hkc_gemm_folded_norm(spec, n, batch);
   for (int i = 0; i < n->n_in && i < HKC_MAX_NODE_IN; i++)
-    out[k++] = folds && (i == 1 || i == 2) ? spec->nodes[spec->tensors[n->in[i]].producer].in[0] : n->in[i];
+    out[k++] = folds && (i == 1 || i == 2) ? spec->nodes[spec->tensors[n->in[i]].producer].in[0]
+               : nm && i == 0              ? nm->in[0]
+                                           : n->in[i];
+  if (nm) out[k++] = nm->gamma; /* n->gamma is unset: a gemm with norm_fold_rows has no norm_a */
   const int extra[] = {n->bias, n->residual, n->mul, n->gamma,   n->beta,    n->add_in, n->lengths,
                        n->mask, n->pos,      n->ctx, n->slot,    n->k_cache, n->v_cache};
   _Static_assert(HKC_MAX_NODE_IN + sizeof extra / sizeof extra[0] <= PLAN_MAX_READS, "PLAN_MAX_READS");

@@ -133,6 +133,56 @@ static void test_fake_clock_generation(void **state) {
   hkc_spec_destroy(s);
 }
 
+/* A clock on which a gemm with a folded rmsnorm costs 1.5 at batch 1 and 2.5 at 3 (apart: 2). */
+static double fold_seconds(const hkc_fuse_model_t *m, size_t t, const hkc_spec_t *spec, const hkc_node_t *node,
+                           int64_t batch) {
+  (void)m, (void)t, (void)spec;
+  return node->op == HK_OP_GEMM && node->norm_a ? (batch == 1 ? 1.5 : 2.5) : 1.0;
+}
+
+/* A generation graph's norm fold that pays at batch 1 only: refused for the plan, the gemm folds it
+ * at the buckets of at most 1 row (norm_fold_rows, lowering); a plain graph folds it (mean 1.0). */
+static void test_norm_fold_rows(void **state) {
+  (void)state;
+  static const char gen[] = "hkc: 1\nname: t\ndtype: bf16\nbatch_sizes: [1, 3]\n"
+                            "inputs:\n  x: [batch, 8]\n  ctx: {shape: [batch], dtype: i32}\n"
+                            "  slot: {shape: [batch], dtype: i32}\n"
+                            "state:\n  k_cache: [1, 1, 16, 8]\n  v_cache: [1, 1, 16, 8]\n"
+                            "params: {g: [8], w1: [24, 8]}\n"
+                            "graph:\n"
+                            "  - {name: nm, op: rmsnorm, in: [x], gamma: g, out: n}\n"
+                            "  - {name: up, op: gemm, in: [n, w1], trans_b: true, out: u}\n"
+                            "  - {name: app, op: kv_append, in: [u], heads: 1, kv_heads: 1, k_cache: k_cache, "
+                            "v_cache: v_cache, ctx: ctx, slot: slot, out: q}\n"
+                            "  - {name: att, op: kv_attention, in: [q], heads: 1, kv_heads: 1, k_cache: k_cache, "
+                            "v_cache: v_cache, ctx: ctx, slot: slot, out: y}\n"
+                            "outputs: [y]\n";
+  const void *targets[1] = {NULL};
+  hkc_fuse_model_t m = {.seconds = fold_seconds, .targets = targets, .n_targets = 1};
+  hkc_spec_t *s = hk_test_spec_parse(gen);
+  assert_int_equal(hkc_fuse_planned(s, -1, &m), 0);
+  assert_non_null(find(s, "nm"));
+  const hkc_node_t *up = find(s, "up");
+  assert_non_null(up);
+  assert_false(up->norm_a);
+  assert_int_equal(up->norm_fold_rows, 1);
+  hkc_spec_destroy(s);
+  /* the same graph without its caches: the mean (0.75 and 1.25) folds it for every bucket */
+  static const char plain[] = "hkc: 1\nname: t\ndtype: bf16\nbatch_sizes: [1, 3]\n"
+                              "inputs: {x: [batch, 8]}\nparams: {g: [8], w1: [24, 8]}\n"
+                              "graph:\n"
+                              "  - {name: nm, op: rmsnorm, in: [x], gamma: g, out: n}\n"
+                              "  - {name: up, op: gemm, in: [n, w1], trans_b: true, out: y}\n"
+                              "outputs: [y]\n";
+  s = hk_test_spec_parse(plain);
+  assert_int_equal(hkc_fuse_planned(s, -1, &m), 0);
+  up = find(s, "nm,up");
+  assert_non_null(up);
+  assert_true(up->norm_a);
+  assert_int_equal(up->norm_fold_rows, 0);
+  hkc_spec_destroy(s);
+}
+
 /* A chain is weighed step by step: a step that does not pay ends it. */
 static void test_fake_clock_chain_stops(void **state) {
   (void)state;
@@ -511,6 +561,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fake_clock),
     cmocka_unit_test(test_fake_clock_generation),
+    cmocka_unit_test(test_norm_fold_rows),
       cmocka_unit_test(test_fake_clock_chain_stops),
       cmocka_unit_test(test_fake_clock_two_targets),
       cmocka_unit_test(test_clock_ignored_by_groups_and_none),

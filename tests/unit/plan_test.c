@@ -521,6 +521,80 @@ static void test_sum_out_lifetime(void **state) {
   hkc_spec_destroy(s);
 }
 
+/* A gemm with norm_fold_rows (a generation graph's planner: frontend.h): at the buckets of at most
+ * that many rows it reads the rmsnorm's input with norm_a (gamma, eps), the norm has no launch, its
+ * output is never placed, and the gemm depends on the norm's producer, not the norm; above it,
+ * the two launches as written. A norm with another reader still runs. */
+static void test_norm_fold_rows(void **state) {
+  (void)state;
+  static const char text[] = "hkc: 1\nname: t\ndtype: bf16\nbatch_sizes: [1, 3]\n"
+                             "inputs: {x: [batch, 64]}\nparams: {g: [64], w: [32, 64]}\n"
+                             "graph:\n"
+                             "  - {name: pre, op: relu, in: [x], out: h}\n"
+                             "  - {name: nm, op: rmsnorm, in: [h], gamma: g, eps: 1.0e-6, out: n}\n"
+                             "  - {name: mm, op: gemm, in: [n, w], trans_b: true, out: y0}\n"
+                             "  - {name: post, op: relu, in: [y0], out: y}\n"
+                             "outputs: [y]\n";
+  for (int other = 0; other < 2; other++) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", text);
+    if (other) /* n read by something else too */
+      snprintf(buf, sizeof buf, "%s%s", text, "  - {name: side, op: relu, in: [n], out: z}\n");
+    if (other) { /* outputs last */
+      char *o = strstr(buf, "outputs: [y]\n");
+      memmove(o, o + strlen("outputs: [y]\n"), strlen(o + strlen("outputs: [y]\n")) + 1);
+      strcat(buf, "outputs: [y, z]\n");
+    }
+    hkc_spec_t *s = hk_test_spec_parse(buf);
+    size_t inm = 0, imm = 0;
+    for (size_t j = 0; j < s->n_nodes; j++) {
+      if (!strcmp(s->nodes[j].name, "nm")) inm = j;
+      if (!strcmp(s->nodes[j].name, "mm")) imm = j;
+    }
+    s->nodes[imm].norm_fold_rows = 2;
+    const int x = hkc_tensor_find(s, "h"), n = hkc_tensor_find(s, "n"), g = hkc_tensor_find(s, "g");
+    assert_ptr_equal(hkc_gemm_folded_norm(s, &s->nodes[imm], 1), &s->nodes[inm]);
+    assert_null(hkc_gemm_folded_norm(s, &s->nodes[imm], 3)); /* 3 rows > 2 */
+    assert_int_equal(hkc_node_left_out(s, inm, 1), !other);
+    assert_int_equal(hkc_node_left_out(s, inm, 3), 0);
+    hkc_kernel_key_t key;
+    hkc_arg_t args[HKC_MAX_ARGS];
+    assert_true(hkc_lower_node(s, imm, 1, &key, args) > 0);
+    assert_true(key.norm_a);
+    assert_int_equal(args[HKC_GEMM_ARG_A].i, x);
+    const uint32_t at = hkc_gemm_norm_arg(0, 0);
+    assert_int_equal(args[at].kind, HK_ARG_TENSOR);
+    assert_int_equal(args[at].i, g);
+    assert_true(fabsf(args[at + 1].f - 1.0e-6f) < 1e-12f);
+    assert_true(hkc_lower_node(s, imm, 3, &key, args) > 0);
+    assert_false(key.norm_a);
+    assert_int_equal(args[HKC_GEMM_ARG_A].i, n);
+    uint64_t *off = calloc(s->n_tensors, sizeof *off), arena;
+    uint32_t counters = 0;
+    assert_int_equal(hkc_plan_memory(s, 1, NULL, off, &arena, &counters), 0);
+    assert_true(other ? off[n] != HK_PLACEMENT_NONE : off[n] == HK_PLACEMENT_NONE);
+    hkc_deps_t deps;
+    assert_int_equal(hkc_plan_deps(s, 1, off, NULL, &deps), 0);
+    int on_pre = 0, on_norm = 0;
+    for (uint32_t d = deps.start[imm]; d < deps.start[imm + 1]; d++) {
+      on_pre += deps.list[d] == 0; /* pre writes h, which the folded gemm reads */
+      on_norm += deps.list[d] == (uint32_t)inm;
+    }
+    assert_true(on_pre && !on_norm);
+    if (!other) assert_int_equal(deps.start[inm + 1], deps.start[inm]); /* no launch, no edges */
+    hkc_deps_free(&deps);
+    assert_int_equal(hkc_plan_memory(s, 3, NULL, off, &arena, &counters), 0);
+    assert_true(off[n] != HK_PLACEMENT_NONE);
+    assert_int_equal(hkc_plan_deps(s, 3, off, NULL, &deps), 0);
+    on_norm = 0;
+    for (uint32_t d = deps.start[imm]; d < deps.start[imm + 1]; d++) on_norm += deps.list[d] == (uint32_t)inm;
+    assert_true(on_norm);
+    hkc_deps_free(&deps);
+    free(off);
+    hkc_spec_destroy(s);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_chain_reuses_memory),
@@ -530,6 +604,7 @@ int main(void) {
       cmocka_unit_test(test_sum_out_lifetime),
       cmocka_unit_test(test_random_workspace),
       cmocka_unit_test(test_scratch_shares_and_orders),
+      cmocka_unit_test(test_norm_fold_rows),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
