@@ -163,6 +163,8 @@ int hkc_gpu_dual_gemm_ok(const hkc_gpu_arch_t *arch);
 /* gemm_skinny serves launches of at most this many rows of A (decode steps; tune.c's
  * skinny_choose), and so folds a dequant into those only. */
 #define HKC_GEMM_FEW_ROWS 8
+/* ... and by default (gemm_skinny=auto) those of at most this many rows of a 16-bit B (tune.c) */
+#define HKC_GEMM_SKINNY_AUTO_ROWS 1
 int hkc_gpu_fused_gemm_ok(const hkc_gpu_arch_t *arch, const struct hkc_kernel_options *o, const hkc_kernel_key_t *key);
 /* The token rows from which a kv_attention launch runs kv_attention_mma on NVIDIA (sm_80+):
  * a prefill bucket; below, a decode step's rows, one per sequence, keep kv_attention_warp. */

@@ -283,10 +283,25 @@ int hkc_fuse_for_targets(hkc_spec_t *spec, int mode, const hkc_gpu_arch_t *const
   return 0;
 }
 
+/* A folded rmsnorm's measured range (hkc_fuse_model_t.norm_fold_rows). On sm_90a the H200 ran
+ * Llama-3.2-1B's decode step (2026-12-07, each launch alone) with the norms folded into the
+ * one-row gemm_skinny launches 4 us faster per pair than apart, but folded into the tensor-core
+ * gemms of 8 rows 4-6 us slower (q|k|v 26.7 us against 5.3 + 17.7; the SwiGLU pair 34.7 against
+ * 5.5 + 23.4): up to gemm_skinny's rows (none with gemm_skinny=off). The host folds wherever its
+ * clock says; other GPUs, not measured: nowhere. */
+static int64_t model_norm_fold_rows(const hkc_fuse_model_t *m, size_t t) {
+  const hkc_gpu_arch_t *arch = (const hkc_gpu_arch_t *)m->targets[t];
+  if (!arch) return INT64_MAX;
+  const hkc_kernel_options_t *o = (const hkc_kernel_options_t *)m->options;
+  if (arch->matrix != HKC_MATRIX_WGMMA || (o && o->gemm_skinny == HKC_SWITCH_OFF)) return 0;
+  return o && o->gemm_skinny == HKC_SWITCH_ON ? HKC_GEMM_FEW_ROWS : HKC_GEMM_SKINNY_AUTO_ROWS;
+}
+
 void hkc_fuse_model_init(hkc_fuse_model_t *model, const hkc_gpu_arch_t *const *archs, const char *const *names,
                          size_t n, FILE *report) {
   memset(model, 0, sizeof *model);
   model->seconds = model_seconds;
+  model->norm_fold_rows = model_norm_fold_rows;
   model->targets = (const void *const *)archs;
   model->names = names;
   model->n_targets = n;

@@ -298,6 +298,10 @@ typedef struct hkc_fuse_model {
    * a no keeps the nodes apart (spec->fusion_rope_blocked, fusion_norm_blocked). */
   int (*kernel_ok)(const struct hkc_fuse_model *model, size_t t, const hkc_spec_t *spec, const hkc_node_t *gemm);
   const void *options;        /* what kernel_ok reads besides the target (the build: its kernel options) */
+  /* The most rows of A at which target t's gemm with a folded rmsnorm (norm_a) has run as fast as
+   * the norm and the gemm apart: a generation graph folds a norm per bucket (norm_fold_rows) only
+   * up to it, whatever the clock says; NULL: no cap. */
+  int64_t (*norm_fold_rows)(const struct hkc_fuse_model *model, size_t t);
 } hkc_fuse_model_t;
 
 /* hkc_fuse with a planner: `auto` fuses what pays on model's clock (NULL model, or no

@@ -770,15 +770,39 @@ static int grow_chain(fuse_ctx_t *f, int head, hkc_node_t *state, absorb_fn_t ab
  * kernel, or `no`, keeps the pair apart and sets *blocked; `always` takes every pair without
  * asking the clock. 0, -1 on OOM. */
 typedef int (*norm_form_fn_t)(const fuse_ctx_t *, int, hkc_node_t *, int *);
+/* The targets' measured range of a folded rmsnorm (hkc_fuse_model_t.norm_fold_rows): the least. */
+static int64_t fold_cap(const hkc_fuse_model_t *m) {
+  int64_t cap = INT64_MAX;
+  for (size_t t = 0; m->norm_fold_rows && t < m->n_targets; t++) {
+    const int64_t r = m->norm_fold_rows(m, t);
+    cap = r < cap ? r : cap;
+  }
+  return cap;
+}
+
+/* The most rows of A that gemm b reads at a bucket of the spec. */
+static int64_t max_rows(const hkc_spec_t *s, const hkc_node_t *b) {
+  const hkc_tensor_t *x = &s->tensors[b->in[0]];
+  int64_t most = 0;
+  for (int bi = 0; bi < s->n_batch; bi++) {
+    const int64_t k = x->rank ? hkc_dim_value(x->dims[x->rank - 1], s->batch_sizes[bi]) : 0;
+    const int64_t r = k > 0 ? hkc_tensor_elems(x, s->batch_sizes[bi]) / k : 0;
+    most = r > most ? r : most;
+  }
+  return most;
+}
+
 /* A generation graph's norm fold refused for the plan as a whole (it does not pay at every
- * bucket): the rows of A up to which it pays at every bucket and on every target, which the
- * gemm then takes as norm_fold_rows (lowering folds the norm at those buckets only); 0 when it
- * pays at none. Buckets ascend (the spec's batch_sizes). */
+ * bucket): the rows of A up to which it pays at every bucket and on every target, within the
+ * targets' measured range (the model's norm_fold_rows), which the gemm then takes as
+ * norm_fold_rows (lowering folds the norm at those buckets only); 0 when it pays at none.
+ * Buckets ascend (the spec's batch_sizes). */
 static int64_t fold_rows(const fuse_ctx_t *f, const hkc_node_t *a, const hkc_node_t *b, const hkc_node_t *fused) {
   const hkc_fuse_model_t *m = f->model;
   const hkc_spec_t *s = f->spec;
   const hkc_tensor_t *x = &s->tensors[b->in[0]];
   int64_t rows = 0;
+  const int64_t cap = fold_cap(m);
   for (int bi = 0; bi < s->n_batch; bi++) {
     const int64_t batch = s->batch_sizes[bi];
     for (size_t t = 0; t < m->n_targets; t++) {
@@ -787,7 +811,8 @@ static int64_t fold_rows(const fuse_ctx_t *f, const hkc_node_t *a, const hkc_nod
       if (!(apart > 0.0 && one > 0.0 && apart < HUGE_VAL && one < HUGE_VAL) || one > apart) return rows;
     }
     const int64_t k = x->rank ? hkc_dim_value(x->dims[x->rank - 1], batch) : 0;
-    if (k > 0) rows = hkc_tensor_elems(x, batch) / k;
+    if (k <= 0 || hkc_tensor_elems(x, batch) / k > cap) return rows;
+    rows = hkc_tensor_elems(x, batch) / k;
   }
   return rows;
 }
@@ -804,8 +829,11 @@ static int norm_form_pass(fuse_ctx_t *f, int *members, norm_form_fn_t build, int
       continue;
     }
     const int a = norm_first ? (int)i : g, b = norm_first ? g : (int)i;
-    const int pay = always ? 1 : pays(f, &f->slot[a], node_label(&f->slot[a]), &f->slot[b], &fused, form);
+    int pay = always ? 1 : pays(f, &f->slot[a], node_label(&f->slot[a]), &f->slot[b], &fused, form);
     if (pay < 0) return -1;
+    /* a generation graph folds for the whole plan only within the targets' measured range */
+    if (pay && !always && f->generation && norm_first && f->model && max_rows(f->spec, &f->slot[b]) > fold_cap(f->model))
+      pay = 0;
     if (!pay && f->generation && norm_first && f->model && f->model->n_targets) {
       /* the buckets where it pays fold it at lowering (frontend.h, norm_fold_rows) */
       const int64_t rows = fold_rows(f, &f->slot[a], &f->slot[b], &fused);

@@ -596,17 +596,16 @@ static int options_choose(const hkc_tuner_t *tuner, const char *target, const hk
  * blocks for a decode step's projections) do not. Before the database and the model, which
  * rank tile configurations of the tensor-core variants; mb = the smallest of 1, 2, 4, 8 that
  * is >= M (larger M: passes of 8 rows). Under auto a 16-bit B takes it at one row only
- * (SKINNY_AUTO_ROWS): the H100 ran Llama-3.2-1B's decode step (2026-12-07, docs/BENCHMARKS.md)
+ * (HKC_GEMM_SKINNY_AUTO_ROWS): the H100 ran Llama-3.2-1B's decode step (2026-12-07, docs/BENCHMARKS.md)
  * at 1.59 ms with it at batch 1 against 1.87 with the tensor-core kernels, but at 3.99 against
  * 2.06 ms at batch 8 and 2.58 against 2.01 at batch 4 (its mb = 4 and 8 forms read B at 0.4-0.9
  * TB/s). gemm_skinny=on: every M <= 8. 1 when it chose. */
-#define SKINNY_AUTO_ROWS 1
 static int skinny_choose(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *arch, hkc_tune_launch_t *l) {
   /* a gemm that reads 8-bit B itself: gemm_skinny is its kernel on sm_90a (the build folds the
    * dequant only there, hkc_fuse_for_targets), whatever gemm_skinny says */
   const int quant = hkc_gemm_quant_b(&l->key) != 0;
   const int on = !(o && o->gemm_skinny == HKC_SWITCH_OFF) || quant;
-  const int64_t rows = quant || (o && o->gemm_skinny == HKC_SWITCH_ON) ? HKC_GEMM_FEW_ROWS : SKINNY_AUTO_ROWS;
+  const int64_t rows = quant || (o && o->gemm_skinny == HKC_SWITCH_ON) ? HKC_GEMM_FEW_ROWS : HKC_GEMM_SKINNY_AUTO_ROWS;
   if (!arch || !on || l->key.op != HK_OP_GEMM || l->shape.m < 1 || l->shape.m > rows) return 0;
   const hkc_variant_t *v = hkc_variant_named("gemm_skinny");
   hkc_kernel_key_t key = l->key;

@@ -133,15 +133,21 @@ static void test_fake_clock_generation(void **state) {
   hkc_spec_destroy(s);
 }
 
-/* A clock on which a gemm with a folded rmsnorm costs 1.5 at batch 1 and 2.5 at 3 (apart: 2). */
+/* A clock on which a gemm with a folded rmsnorm costs 1.5 at batches 1 and 2 and 2.5 above
+ * (apart: 2). */
 static double fold_seconds(const hkc_fuse_model_t *m, size_t t, const hkc_spec_t *spec, const hkc_node_t *node,
                            int64_t batch) {
   (void)m, (void)t, (void)spec;
-  return node->op == HK_OP_GEMM && node->norm_a ? (batch == 1 ? 1.5 : 2.5) : 1.0;
+  return node->op == HK_OP_GEMM && node->norm_a ? (batch <= 2 ? 1.5 : 2.5) : 1.0;
+}
+static int64_t fold_cap_1(const hkc_fuse_model_t *m, size_t t) {
+  (void)m, (void)t;
+  return 1;
 }
 
-/* A generation graph's norm fold that pays at batch 1 only: refused for the plan, the gemm folds it
- * at the buckets of at most 1 row (norm_fold_rows, lowering); a plain graph folds it (mean 1.0). */
+/* A generation graph's norm fold that pays at the small buckets only: refused for the plan, the
+ * gemm folds it at the buckets up to the last that pays (norm_fold_rows, lowering), capped by the
+ * model's measured range; a plain graph folds it (mean 1.0). */
 static void test_norm_fold_rows(void **state) {
   (void)state;
   static const char gen[] = "hkc: 1\nname: t\ndtype: bf16\nbatch_sizes: [1, 3]\n"
@@ -167,6 +173,27 @@ static void test_norm_fold_rows(void **state) {
   assert_false(up->norm_a);
   assert_int_equal(up->norm_fold_rows, 1);
   hkc_spec_destroy(s);
+  /* buckets 1, 2, 3: it pays at 1 and 2 -- up to 2 rows; a target that has measured the fold at
+   * one row only (the model's norm_fold_rows) caps it there */
+  char gen3[2048];
+  snprintf(gen3, sizeof gen3, "%s", gen);
+  {
+    char *at = strstr(gen3, "batch_sizes: [1, 3]");
+    assert_non_null(at);
+    char rest[2048];
+    snprintf(rest, sizeof rest, "%s", at + strlen("batch_sizes: [1, 3]"));
+    snprintf(at, sizeof gen3 - (size_t)(at - gen3), "batch_sizes: [1, 2, 3]%s", rest);
+  }
+  s = hk_test_spec_parse(gen3);
+  assert_int_equal(hkc_fuse_planned(s, -1, &m), 0);
+  assert_int_equal(find(s, "up")->norm_fold_rows, 2);
+  hkc_spec_destroy(s);
+  m.norm_fold_rows = fold_cap_1;
+  s = hk_test_spec_parse(gen3);
+  assert_int_equal(hkc_fuse_planned(s, -1, &m), 0);
+  assert_int_equal(find(s, "up")->norm_fold_rows, 1);
+  hkc_spec_destroy(s);
+  m.norm_fold_rows = NULL;
   /* the same graph without its caches: the mean (0.75 and 1.25) folds it for every bucket */
   static const char plain[] = "hkc: 1\nname: t\ndtype: bf16\nbatch_sizes: [1, 3]\n"
                               "inputs: {x: [batch, 8]}\nparams: {g: [8], w1: [24, 8]}\n"
