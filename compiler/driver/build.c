@@ -46,7 +46,7 @@ static void target_out_free(hkc_target_out_t *t) {
   free(t->kernels);
   for (size_t g = 0; g < t->n_graphs; g++) {
     hkc_graph_out_t *graph = &t->graphs[g];
-    for (size_t l = 0; l < graph->n_launches; l++) free(graph->launches[l].deps);
+    for (size_t l = 0; l < graph->n_launches; l++) free(graph->launches[l].deps), free(graph->launches[l].owned_name);
     free(graph->launches);
     free(graph->placements);
     free(graph->costs);
@@ -167,6 +167,16 @@ static int lower_launches(const hkc_spec_t *spec, const target_plan_t *plan, int
         node->fused_names && strlen(node->fused_names) <= HK_MAX_NAME_LEN ? node->fused_names : node->name;
     hkc_node_cost(spec, i, g->batch, &g->costs[at]);
     g->fused_counts[at] = node->n_fused > 0 ? node->n_fused : 1;
+    /* an rmsnorm folded into this gemm at this bucket (norm_fold_rows): named for both */
+    const hkc_node_t *nm = hkc_gemm_folded_norm(spec, node, g->batch);
+    if (nm) {
+      const size_t len = strlen(nm->name) + 1 + strlen(l->node_name);
+      if (len <= HK_MAX_NAME_LEN && (l->owned_name = malloc(len + 1)) != NULL) {
+        snprintf(l->owned_name, len + 1, "%s,%s", nm->name, l->node_name);
+        l->node_name = l->owned_name;
+      }
+      g->fused_counts[at] += nm->n_fused > 0 ? nm->n_fused : 1;
+    }
     const hkc_kernel_key_t *kkey = &plan->out.kernels[l->kernel].key; /* with its tuning */
     if (hkc_op_collective(kkey->op)) { /* the runtime's communicator: no grid */
       l->grid[0] = l->grid[1] = l->grid[2] = l->block[0] = l->block[1] = l->block[2] = 1;

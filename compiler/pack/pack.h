@@ -20,7 +20,9 @@ typedef struct hk_pack_view hk_pack_view_t;
 /* ---- built targets ------------------------------------------------------------------------- */
 typedef struct hkc_launch {
   uint32_t kernel;         /* index into the target's kernels */
-  const char *node_name;   /* borrowed from the spec */
+  const char *node_name;   /* borrowed from the spec, or owned_name */
+  char *owned_name;        /* a name the build composed (an rmsnorm folded at this bucket:
+                              "norm,gemm"), freed with the launch; NULL otherwise */
   uint32_t grid[3], block[3], shared_bytes;
   hkc_arg_t args[HKC_MAX_ARGS];
   uint32_t n_args;

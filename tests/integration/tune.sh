@@ -186,10 +186,10 @@ else
     ok "sm_90a kv_attention: default: bucket 1 kv_attention_warp, bucket 64 kv_attention_mma; kv_mma=off: kv_attention_warp; both off: the portable kernel" ||
     bad "kv_attention variants: $(kva "$work/gen_default.txt")/ $(kva "$work/gen_warp.txt")/ $(kva "$work/gen_off.txt")"
   # the layer's rmsnorms fold into the gemms after them at the one-row bucket only (gemm_skinny's:
-  # norm_fold_rows), and run as launches of their own at 64 rows
+  # norm_fold_rows; the launch named for both), and run as launches of their own at 64 rows
   grep -A12 -E "^  graph sm_90a, batch 1:" "$work/gen_default.txt" > "$work/gen_b1.txt"
   grep -A12 -E "^  graph sm_90a, batch 64:" "$work/gen_default.txt" > "$work/gen_b64.txt"
-  grep -qE "^    #[0-9]+ +qkv_proj_0 +hk_gemm_bf16_nrm_tb_a8" "$work/gen_b1.txt" &&
+  grep -qE "^    #[0-9]+ +attn_norm_0,qkv_proj_0 +hk_gemm_bf16_nrm_tb_a8" "$work/gen_b1.txt" &&
     ! grep -qE "^    #[0-9]+ +attn_norm_0 " "$work/gen_b1.txt" &&
     grep -qE "^    #[0-9]+ +attn_norm_0 +hk_rmsnorm" "$work/gen_b64.txt" &&
     ok "sm_90a: attn_norm_0 folded into qkv_proj_0 at batch 1, a launch of its own at 64" ||
