@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The generation call's essentials for a short device window (after bench/gen_prepare.sh, with
-# build-dev/ carried), most important first, each stage with its own time limit: the opt-in
-# NVIDIA cache kernels against NumPy (kv_warp=on, kv_mma=on), the Llama-3.2-1B decode step's
-# per-launch profile (context 1024: the default pack at batch 1, the -alt pack at batch 1 and
-# 8), greedy tokens and logits against Hugging Face (GEN_MODELS, default llama-3.2-1b-alt), then
+# build-dev/ carried), most important first, each stage with its own time limit: the default
+# NVIDIA cache kernels against NumPy (kv_attention_warp, kv_attention_mma), the Llama-3.2-1B decode
+# step's per-launch profile (context 1024: the default pack at batch 1, the -alt pack -- built with
+# GEN_ALT_OPTIONS -- at batch 1 and 8), greedy tokens and logits against Hugging Face (GEN_MODELS,
+# default llama-3.2-1b-alt), then
 # ms/token and time to first token against Hugging Face (GEN_POINTS, default 1x1024,8x1024).
 # Logs in $OUT as one archive (gen-logs.tgz).
 set -uo pipefail
@@ -15,7 +16,7 @@ out=${OUT:-/tmp/gen-out}
 mkdir -p "$out/logs"
 log=$out/logs
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-KV_CHECK_OPTIONS=${KV_CHECK_OPTIONS:-kv_warp=on+kv_mma=on} timeout "${GEN_T_KV:-45}" \
+KV_CHECK_OPTIONS=${KV_CHECK_OPTIONS:-kv_warp=auto} timeout "${GEN_T_KV:-45}" \
   python3 tests/device/kv_attention_check.py build-dev/hkc sm_90a > "$log/kv_check.log" 2>&1
 echo "kv check: rc $?"; grep -E "^FAIL|failure" "$log/kv_check.log" | head -20
 timeout 90 python3 bench/gen_device.py weights > "$log/weights.log" 2>&1

@@ -16,9 +16,9 @@ Every run's output is compared with the model (each valid row: softmax over keys
 [max(0, ctx - window), ctx) of its slot, grouped-query heads), every row; outputs are poisoned
 (NaN) before each run. Cases cover groups of 1, 4, 7, 8 and 16 q heads per kv head (16: two
 rounds of the kernel's 4), head_dim 64 and 128, and a sliding window; each case twice, with the
-NVIDIA kernels (kv_warp=on+kv_mma=on: kv_attention_mma for the prefill bucket, kv_attention_warp
-for the decode ones) and with the portable one (the default); KV_CHECK_OPTIONS (comma-separated
-sets of kernel options, "+" joining the options of a set; default "kv_warp=on+kv_mma=on,kv_warp=auto")
+default NVIDIA kernels (kv_attention_mma for the prefill bucket, kv_attention_warp for the decode
+ones) and with the portable one (kv_warp=off+kv_mma=off); KV_CHECK_OPTIONS (comma-separated sets
+of kernel options, "+" joining the options of a set; default "kv_warp=auto,kv_warp=off+kv_mma=off")
 picks others.
 
   PYTHONPATH=python HKRT_LIBRARY=build-dev/libhkrt.so python3 tests/device/kv_attention_check.py \\
@@ -178,7 +178,7 @@ def run_case(work, heads, kv, dh, window, option):
 
 def main():
     with tempfile.TemporaryDirectory() as work:
-        for option in os.environ.get("KV_CHECK_OPTIONS", "kv_warp=on+kv_mma=on,kv_warp=auto").split(","):
+        for option in os.environ.get("KV_CHECK_OPTIONS", "kv_warp=auto,kv_warp=off+kv_mma=off").split(","):
             for case in CASES:
                 run_case(work, *case, option)
     print("%d failure(s)" % len(failures))
