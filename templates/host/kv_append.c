@@ -43,8 +43,10 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
     free(cs);
     return;
   }
+#endif
   for (int64_t t = block_begin; t < (int64_t)block_end && t < rows; t++) {
-    const HK_T *src = qkv + t * width;
+    const HK_T *row = qkv + t * width, *qk = row; /* the q and k heads as stored: qk, the v heads: row */
+#if HK_ROPE
     const float pos = (float)(ctx[t] > 1 ? (int64_t)ctx[t] - 1 : 0);
     for (int64_t j = 0; j < half; j++) {
 #if HK_ROPE_SCALING
@@ -57,42 +59,28 @@ HK_KERNEL void HK_NAME(void *const *args, uint32_t block_begin, uint32_t block_e
     for (int64_t h = 0; h < heads + kv_heads; h++)
       for (int64_t j = 0; j < half; j++) {
         const int64_t i1 = h * dh + j, i2 = i1 + half;
-        const float x1 = HK_LOAD(src[i1]), x2 = HK_LOAD(src[i2]);
+        const float x1 = HK_LOAD(row[i1]), x2 = HK_LOAD(row[i2]);
         rot[i1] = HK_STORE(x1 * cs[j] - x2 * sn[j]);
         rot[i2] = HK_STORE(x2 * cs[j] + x1 * sn[j]);
       }
-    memcpy(out + t * q_cols, rot, (size_t)q_cols * sizeof *rot);
+    qk = rot;
+#endif
+    memcpy(out + t * q_cols, qk, (size_t)q_cols * sizeof *qk);
     const int64_t pos_row = (int64_t)ctx[t] - 1, s = slot[t];
     if (pos_row < 0 || pos_row >= max_seq || s < 0 || s >= slots) continue;
     const int64_t at = ((layer * slots + s) * max_seq + pos_row) * kv_cols;
 #if HK_KV_FP8
     for (int64_t c = 0; c < kv_cols; c++) {
-      k_cache[at + c] = hk_f32_to_fp8_e4m3(HK_LOAD(rot[q_cols + c]));
-      v_cache[at + c] = hk_f32_to_fp8_e4m3(HK_LOAD(src[q_cols + kv_cols + c]));
-    }
-#else
-    memcpy(k_cache + at, rot + q_cols, (size_t)kv_cols * sizeof *rot);
-    memcpy(v_cache + at, src + q_cols + kv_cols, (size_t)kv_cols * sizeof *src);
-#endif
-  }
-  free(rot);
-  free(cs);
-#else
-  for (int64_t t = block_begin; t < (int64_t)block_end && t < rows; t++) {
-    const HK_T *row = qkv + t * width;
-    memcpy(out + t * q_cols, row, (size_t)q_cols * sizeof *row);
-    const int64_t pos = (int64_t)ctx[t] - 1, s = slot[t];
-    if (pos < 0 || pos >= max_seq || s < 0 || s >= slots) continue;
-    const int64_t at = ((layer * slots + s) * max_seq + pos) * kv_cols;
-#if HK_KV_FP8
-    for (int64_t c = 0; c < kv_cols; c++) {
-      k_cache[at + c] = hk_f32_to_fp8_e4m3(HK_LOAD(row[q_cols + c]));
+      k_cache[at + c] = hk_f32_to_fp8_e4m3(HK_LOAD(qk[q_cols + c]));
       v_cache[at + c] = hk_f32_to_fp8_e4m3(HK_LOAD(row[q_cols + kv_cols + c]));
     }
 #else
-    memcpy(k_cache + at, row + q_cols, (size_t)kv_cols * sizeof *row);
+    memcpy(k_cache + at, qk + q_cols, (size_t)kv_cols * sizeof *qk);
     memcpy(v_cache + at, row + q_cols + kv_cols, (size_t)kv_cols * sizeof *row);
 #endif
   }
+#if HK_ROPE
+  free(rot);
+  free(cs);
 #endif
 }
