@@ -527,6 +527,7 @@ static void test_sum_out_lifetime(void **state) {
  * the two launches as written. A norm with another reader still runs. */
 static void test_norm_fold_rows(void **state) {
   (void)state;
+  /* the graph, then (other = 1) a second reader of n, then the outputs */
   static const char text[] = "hkc: 1\nname: t\ndtype: bf16\nbatch_sizes: [1, 3]\n"
                              "inputs: {x: [batch, 64]}\nparams: {g: [64], w: [32, 64]}\n"
                              "graph:\n"
@@ -534,17 +535,11 @@ static void test_norm_fold_rows(void **state) {
                              "  - {name: nm, op: rmsnorm, in: [h], gamma: g, eps: 1.0e-6, out: n}\n"
                              "  - {name: mm, op: gemm, in: [n, w], trans_b: true, out: y0}\n"
                              "  - {name: post, op: relu, in: [y0], out: y}\n"
-                             "outputs: [y]\n";
+                             "%s";
   for (int other = 0; other < 2; other++) {
     char buf[1024];
-    snprintf(buf, sizeof buf, "%s", text);
-    if (other) /* n read by something else too */
-      snprintf(buf, sizeof buf, "%s%s", text, "  - {name: side, op: relu, in: [n], out: z}\n");
-    if (other) { /* outputs last */
-      char *o = strstr(buf, "outputs: [y]\n");
-      memmove(o, o + strlen("outputs: [y]\n"), strlen(o + strlen("outputs: [y]\n")) + 1);
-      strcat(buf, "outputs: [y, z]\n");
-    }
+    snprintf(buf, sizeof buf, text,
+             other ? "  - {name: side, op: relu, in: [n], out: z}\noutputs: [y, z]\n" : "outputs: [y]\n");
     hkc_spec_t *s = hk_test_spec_parse(buf);
     size_t inm = 0, imm = 0;
     for (size_t j = 0; j < s->n_nodes; j++) {
