@@ -66,13 +66,6 @@ typedef struct fuse_ctx {
   int generation;         /* a generation graph (KV caches): every bucket must pay (above) */
 } fuse_ctx_t;
 
-/* In a generation graph (KV caches) both a prompt's prefill (the time to its first token) and
- * each decode step are latency a user waits on, and one plan serves both: there a step pays only
- * where it pays at every batch size (the worst fused / apart decides). The H100 measured the mean's
- * choice there (an rmsnorm folded into each gemm that reads it: fused / apart 0.72-0.90 at a decode
- * step, 1.33-1.46 at a 1024-token prefill) at 1.19x the time to first token of the unfused plan
- * for 32 prompts of 1024 tokens (docs/BENCHMARKS.md, "Generation"). */
-
 /* ---- small helpers ---------------------------------------------------------------------- */
 static size_t node_reads(const hkc_node_t *n, int out[FUSE_MAX_READS]) {
   size_t k = 0;
@@ -661,11 +654,27 @@ static int commit(fuse_ctx_t *f, const int *members, size_t n_members, hkc_node_
 }
 
 /* ---- auto ---------------------------------------------------------------------------------------- */
-/* Whether the graph is a generation graph: a node reads or writes a KV cache. */
+/* Whether the graph is a generation graph: a node reads or writes a KV cache. There both a
+ * prompt's prefill (the time to its first token) and each decode step are latency a user waits
+ * on, and one plan serves both: a step pays only where it pays at every batch size (the worst
+ * fused / apart decides). The H100 measured the mean's choice there (an rmsnorm folded into each
+ * gemm that reads it: fused / apart 0.72-0.90 at a decode step, 1.33-1.46 at a 1024-token
+ * prefill) at 1.19x the time to first token of the unfused plan for 32 prompts of 1024 tokens
+ * (docs/BENCHMARKS.md, "Generation"). */
 static int is_generation(const hkc_spec_t *s) {
   for (size_t i = 0; i < s->n_nodes; i++)
     if (s->nodes[i].k_cache != HKC_NONE) return 1;
   return 0;
+}
+
+/* t(fused) / (t(a) + t(b)) on target t's clock at `batch`; NAN when a time is not finite and
+ * positive (the sample counts for nothing). */
+static double ratio_at(const fuse_ctx_t *f, const hkc_node_t *a, const hkc_node_t *b, const hkc_node_t *fused,
+                       size_t t, int64_t batch) {
+  const hkc_fuse_model_t *m = f->model;
+  const double apart = m->seconds(m, t, f->spec, a, batch) + m->seconds(m, t, f->spec, b, batch);
+  const double one = m->seconds(m, t, f->spec, fused, batch);
+  return apart > 0.0 && one > 0.0 && apart < HUGE_VAL && one < HUGE_VAL ? one / apart : NAN;
 }
 
 /* The mean over targets and batch buckets of t(fused) / (t(a) + t(b)) on the model's clock (a
@@ -681,12 +690,13 @@ static double mean_ratio(const fuse_ctx_t *f, const hkc_node_t *a, const hkc_nod
     if (report) fprintf(report, " %s", m->names ? m->names[t] : "?");
     for (int bi = 0; bi < s->n_batch; bi++) {
       const int64_t batch = s->batch_sizes[bi];
-      const double apart = m->seconds(m, t, s, a, batch) + m->seconds(m, t, s, b, batch);
-      const double one = m->seconds(m, t, s, fused, batch);
-      const int valid = apart > 0.0 && one > 0.0 && apart < HUGE_VAL && one < HUGE_VAL;
-      if (valid) sum += one / apart, count += 1.0, worst = one / apart > worst ? one / apart : worst;
-      if (report && valid)
-        fprintf(report, " b%lld %.2f (%.1f/%.1f us)", (long long)batch, one / apart, one * 1e6, apart * 1e6);
+      const double r = ratio_at(f, a, b, fused, t, batch);
+      const int valid = !isnan(r);
+      if (valid) sum += r, count += 1.0, worst = r > worst ? r : worst;
+      if (report && valid) {
+        const double one = m->seconds(m, t, s, fused, batch);
+        fprintf(report, " b%lld %.2f (%.1f/%.1f us)", (long long)batch, r, one * 1e6, one / r * 1e6);
+      }
       else if (report)
         fprintf(report, " b%lld -", (long long)batch);
     }
@@ -780,13 +790,18 @@ static int64_t fold_cap(const hkc_fuse_model_t *m) {
   return cap;
 }
 
+/* The rows of A that gemm b reads at `batch` (0 when A has no columns). */
+static int64_t rows_at(const hkc_spec_t *s, const hkc_node_t *b, int64_t batch) {
+  const hkc_tensor_t *x = &s->tensors[b->in[0]];
+  const int64_t k = x->rank ? hkc_dim_value(x->dims[x->rank - 1], batch) : 0;
+  return k > 0 ? hkc_tensor_elems(x, batch) / k : 0;
+}
+
 /* The most rows of A that gemm b reads at a bucket of the spec. */
 static int64_t max_rows(const hkc_spec_t *s, const hkc_node_t *b) {
-  const hkc_tensor_t *x = &s->tensors[b->in[0]];
   int64_t most = 0;
   for (int bi = 0; bi < s->n_batch; bi++) {
-    const int64_t k = x->rank ? hkc_dim_value(x->dims[x->rank - 1], s->batch_sizes[bi]) : 0;
-    const int64_t r = k > 0 ? hkc_tensor_elems(x, s->batch_sizes[bi]) / k : 0;
+    const int64_t r = rows_at(s, b, s->batch_sizes[bi]);
     most = r > most ? r : most;
   }
   return most;
@@ -798,21 +813,15 @@ static int64_t max_rows(const hkc_spec_t *s, const hkc_node_t *b) {
  * norm_fold_rows (lowering folds the norm at those buckets only); 0 when it pays at none.
  * Buckets ascend (the spec's batch_sizes). */
 static int64_t fold_rows(const fuse_ctx_t *f, const hkc_node_t *a, const hkc_node_t *b, const hkc_node_t *fused) {
-  const hkc_fuse_model_t *m = f->model;
   const hkc_spec_t *s = f->spec;
-  const hkc_tensor_t *x = &s->tensors[b->in[0]];
+  const int64_t cap = fold_cap(f->model);
   int64_t rows = 0;
-  const int64_t cap = fold_cap(m);
   for (int bi = 0; bi < s->n_batch; bi++) {
-    const int64_t batch = s->batch_sizes[bi];
-    for (size_t t = 0; t < m->n_targets; t++) {
-      const double apart = m->seconds(m, t, s, a, batch) + m->seconds(m, t, s, b, batch);
-      const double one = m->seconds(m, t, s, fused, batch);
-      if (!(apart > 0.0 && one > 0.0 && apart < HUGE_VAL && one < HUGE_VAL) || one > apart) return rows;
-    }
-    const int64_t k = x->rank ? hkc_dim_value(x->dims[x->rank - 1], batch) : 0;
-    if (k <= 0 || hkc_tensor_elems(x, batch) / k > cap) return rows;
-    rows = hkc_tensor_elems(x, batch) / k;
+    const int64_t batch = s->batch_sizes[bi], r = rows_at(s, b, batch);
+    if (r <= 0 || r > cap) return rows;
+    for (size_t t = 0; t < f->model->n_targets; t++)
+      if (!(ratio_at(f, a, b, fused, t, batch) <= 1.0)) return rows; /* NAN: not known to pay */
+    rows = r;
   }
   return rows;
 }
@@ -832,8 +841,12 @@ static int norm_form_pass(fuse_ctx_t *f, int *members, norm_form_fn_t build, int
     int pay = always ? 1 : pays(f, &f->slot[a], node_label(&f->slot[a]), &f->slot[b], &fused, form);
     if (pay < 0) return -1;
     /* a generation graph folds for the whole plan only within the targets' measured range */
-    if (pay && !always && f->generation && norm_first && f->model && max_rows(f->spec, &f->slot[b]) > fold_cap(f->model))
+    if (pay && !always && f->generation && norm_first && f->model && max_rows(f->spec, &f->slot[b]) > fold_cap(f->model)) {
       pay = 0;
+      if (f->model->report)
+        fprintf(f->model->report, "fusion: keep apart %s + %s (%s): its buckets pass the targets' measured range\n",
+                node_label(&f->slot[a]), node_label(&f->slot[b]), form);
+    }
     if (!pay && f->generation && norm_first && f->model && f->model->n_targets) {
       /* the buckets where it pays fold it at lowering (frontend.h, norm_fold_rows) */
       const int64_t rows = fold_rows(f, &f->slot[a], &f->slot[b], &fused);
