@@ -96,31 +96,34 @@ static size_t all_variants(hk_dtype_t dtype, hkc_kernel_out_t *out) {
  * ops and sample, rope with positions from ctx, with each frequency rewrite and
  * with both, embedding with ctx (with and without a position table). Returns the
  * count. */
-#define N_GENERATION_KEYS 16
+#define N_GENERATION_KEYS 18
 static size_t generation_keys(hk_dtype_t dtype, hkc_kernel_out_t *out) {
   static const struct {
     hk_op_t op;
-    int has_ctx, scaling, has_add, align, head_dim, kv_fp8, mma;
+    int has_ctx, scaling, has_add, align, head_dim, kv_fp8, mma, rope;
   } keys[N_GENERATION_KEYS] = {
-      {HK_OP_KV_APPEND, 0, 0, 0, 0, 0, 0, 0},
-      {HK_OP_KV_ATTENTION, 0, 0, 0, 0, 0, 0, 0},
-      {HK_OP_TAKE_ROWS, 0, 0, 0, 0, 0, 0, 0},
-      {HK_OP_ARGMAX, 0, 0, 0, 0, 0, 0, 0},
-      {HK_OP_SAMPLE, 0, 0, 0, 0, 0, 0, 0},
-      {HK_OP_ROPE, 1, 0, 0, 0, 0, 0, 0},
-      {HK_OP_ROPE, 0, HKC_ROPE_SCALING_LINEAR, 0, 0, 0, 0, 0},
-      {HK_OP_ROPE, 1, HKC_ROPE_SCALING_LLAMA3, 0, 0, 0, 0, 0},
-      {HK_OP_EMBEDDING, 1, 0, 1, 0, 0, 0, 0},
-      {HK_OP_EMBEDDING, 1, 0, 0, 0, 0, 0, 0},
+      {HK_OP_KV_APPEND, 0, 0, 0, 0, 0, 0, 0, 0},
+      {HK_OP_KV_ATTENTION, 0, 0, 0, 0, 0, 0, 0, 0},
+      {HK_OP_TAKE_ROWS, 0, 0, 0, 0, 0, 0, 0, 0},
+      {HK_OP_ARGMAX, 0, 0, 0, 0, 0, 0, 0, 0},
+      {HK_OP_SAMPLE, 0, 0, 0, 0, 0, 0, 0, 0},
+      {HK_OP_ROPE, 1, 0, 0, 0, 0, 0, 0, 0},
+      {HK_OP_ROPE, 0, HKC_ROPE_SCALING_LINEAR, 0, 0, 0, 0, 0, 0},
+      {HK_OP_ROPE, 1, HKC_ROPE_SCALING_LLAMA3, 0, 0, 0, 0, 0, 0},
+      {HK_OP_EMBEDDING, 1, 0, 1, 0, 0, 0, 0, 0},
+      {HK_OP_EMBEDDING, 1, 0, 0, 0, 0, 0, 0, 0},
       /* kv_attention_warp (NVIDIA; the portable kernel on AMD) */
-      {HK_OP_KV_ATTENTION, 0, 0, 0, 8, 64, 0, 0},
-      {HK_OP_KV_ATTENTION, 0, 0, 0, 8, 128, 0, 0},
+      {HK_OP_KV_ATTENTION, 0, 0, 0, 8, 64, 0, 0, 0},
+      {HK_OP_KV_ATTENTION, 0, 0, 0, 8, 128, 0, 0, 0},
       /* fp8_e4m3 KV caches (the portable kernels: kv_attention_warp does not read them) */
-      {HK_OP_KV_APPEND, 0, 0, 0, 8, 64, 1, 0},
-      {HK_OP_KV_ATTENTION, 0, 0, 0, 8, 64, 1, 0},
+      {HK_OP_KV_APPEND, 0, 0, 0, 8, 64, 1, 0, 0},
+      {HK_OP_KV_ATTENTION, 0, 0, 0, 8, 64, 1, 0, 0},
       /* kv_attention_mma (NVIDIA sm_80+, the tuner's for prefill launches; the portable kernel on AMD) */
-      {HK_OP_KV_ATTENTION, 0, 0, 0, 8, 64, 0, 1},
-      {HK_OP_KV_ATTENTION, 0, 0, 0, 8, 128, 0, 1},
+      {HK_OP_KV_ATTENTION, 0, 0, 0, 8, 64, 0, 1, 0},
+      {HK_OP_KV_ATTENTION, 0, 0, 0, 8, 128, 0, 1, 0},
+      /* kv_append with a folded rope: 16-byte vectors (align 8), and a thread an element */
+      {HK_OP_KV_APPEND, 0, HKC_ROPE_SCALING_LLAMA3, 0, 8, 64, 0, 0, 1},
+      {HK_OP_KV_APPEND, 0, HKC_ROPE_SCALING_LINEAR, 0, 0, 0, 0, 0, 1},
   };
   for (size_t i = 0; i < N_GENERATION_KEYS; i++) {
     memset(&out[i], 0, sizeof out[i]);
@@ -130,7 +133,8 @@ static size_t generation_keys(hk_dtype_t dtype, hkc_kernel_out_t *out) {
                                     .rope_scaling = keys[i].scaling,
                                     .has_add = keys[i].has_add,
                                     .align = keys[i].align,
-                                    .head_dim = keys[i].head_dim};
+                                    .head_dim = keys[i].head_dim,
+                                    .rope = keys[i].rope};
     if (keys[i].kv_fp8) snprintf(out[i].key.program, sizeof out[i].key.program, "e4m3");
     else if (keys[i].align == 8 && keys[i].op == HK_OP_KV_ATTENTION) /* kv_attention_warp / _mma, named in the key */
       snprintf(out[i].key.variant, sizeof out[i].key.variant, keys[i].mma ? "kv_attention_mma" : "kv_attention_warp");
