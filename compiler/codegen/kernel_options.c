@@ -65,6 +65,9 @@ static const kopt_t k_opts[] = {
      "auto|on|off: gemm_skinny on sm_90a, GEMMs of a few rows of A that stream B at the memory's bandwidth "
      "(decode steps): auto: for the launches of one row it serves (a 16-bit B; an 8-bit B read by the gemm "
      "itself: M <= 8); on: M <= 8; off: the tensor-core kernels there too"},
+    {"gemm_stream", "HKC_GEMM_STREAM", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
+     "auto|on|off: gemm_stream on sm_90a in gemm_skinny's place for a 16-bit B (the launches gemm_skinny takes: "
+     "B streamed into shared memory by the bulk copy engine, a ring of chunks per warp); off: gemm_skinny"},
     {"gemm_quant", "HKC_GEMM_QUANT", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: a gemm whose B is an 8-bit param reads the 8-bit bytes and their scales itself, "
      "dequantizing as it loads, in the launches where a kernel of every target does (the host: every M; "
@@ -155,6 +158,7 @@ static hkc_switch_t *switch_field(hkc_kernel_options_t *o, const char *name) {
   if (strcmp(name, "gemm_norm") == 0) return &o->gemm_norm;
   if (strcmp(name, "gemm_ln") == 0) return &o->gemm_ln;
   if (strcmp(name, "gemm_skinny") == 0) return &o->gemm_skinny;
+  if (strcmp(name, "gemm_stream") == 0) return &o->gemm_stream;
   if (strcmp(name, "gemm_quant") == 0) return &o->gemm_quant;
   if (strcmp(name, "gemm_fp8") == 0) return &o->gemm_fp8;
   if (strcmp(name, "kv_warp") == 0) return &o->kv_warp;
@@ -174,6 +178,7 @@ static hkc_switch_t switch_value(const hkc_kernel_options_t *o, const char *name
   if (strcmp(name, "gemm_norm") == 0) return o->gemm_norm;
   if (strcmp(name, "gemm_ln") == 0) return o->gemm_ln;
   if (strcmp(name, "gemm_skinny") == 0) return o->gemm_skinny;
+  if (strcmp(name, "gemm_stream") == 0) return o->gemm_stream;
   if (strcmp(name, "gemm_quant") == 0) return o->gemm_quant;
   if (strcmp(name, "gemm_fp8") == 0) return o->gemm_fp8;
   if (strcmp(name, "kv_warp") == 0) return o->kv_warp;

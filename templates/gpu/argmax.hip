@@ -2,8 +2,8 @@
 /* argmax: out[r] = the first index of row r's largest value (lower.h): NaN never wins, and a
  * row without a number (all NaN, or no columns) gives 0. Args: T x, int *out (i32), I rows,
  * I cols. A block is one row (grid-stride beyond grid.x): each thread keeps the best of its
- * strided columns (taking a value only when it is larger, so the first of equal values stays),
- * then the block reduces the (value, index) pairs: in groups of HK_RED_GROUP lanes with xor
+ * strided columns (row_best.h: 16-byte loads, several in flight; taking a value only when it is
+ * larger, so the first of equal values stays), then the block reduces the (value, index) pairs: in groups of HK_RED_GROUP lanes with xor
  * shuffles (the index travels as the bits of a float), then the groups' results through
  * shared memory, in group order. Ties go to the smaller index, so the result does not depend
  * on the order of the reduction. */
@@ -19,15 +19,9 @@ HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS) HK_NAME(const HK_T *x, int *out, lon
   HK_SHARED int red_i[HK_RED_GROUP];
   for (long long r = HK_BID; r < rows; r += HK_NBLOCKS) {
     const HK_T *xr = x + r * cols;
-    float best = 0.0f;
-    int at = -1;
-    for (long long c = HK_TID; c < cols; c += HK_THREADS) {
-      const float v = HK_LOAD(xr[c]);
-      if (v == v && (at < 0 || v > best)) {
-        best = v;
-        at = (int)c;
-      }
-    }
+    float best;
+    int at;
+    row_best_scan(xr, cols, &best, &at); /* row_best.h */
     for (int o = HK_RED_GROUP / 2; o > 0; o >>= 1) {
       const float v2 = hk_shfl_xor(best, o);
       const int i2 = (int)__float_as_uint(hk_shfl_xor(__uint_as_float((unsigned)at), o));

@@ -1,39 +1,41 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kv_attention on NVIDIA (warps of 32), f16/bf16, head_dim HK_HEAD_DIM = 64 or 128, rows
- * aligned to 8 elements: a block per (token row, kv head) computes the q heads that read
- * that kv head (the group: heads / kv_heads of them, HK_KVA_GROUP at a time), so each cached
- * key and value is read once per row (per HK_KVA_GROUP heads of a larger group). The semantics are
- * lower.h's (templates/gpu/kv_attention.hip is the portable form):
+ * aligned to 8 elements: the decode steps' kernel (kv_attention_mma takes prefill launches of
+ * many rows). A block per (token row, kv head, round of HK_KVA_GROUP q heads, piece of the
+ * keys) computes the q heads that read that kv head, so each cached key and value is read once
+ * per row (per round of a larger group). The semantics are lower.h's
+ * (templates/gpu/kv_attention.hip is the portable form):
  *   row t is valid when 1 <= ctx[t] <= max_seq and 0 <= slot[t] < slots; it attends to the
  *   keys [max(0, ctx - window), ctx) (window 0: from 0) of cache[layer, slot]; an invalid
  *   row writes zeros.
- * Units: (row, kv head, round of HK_KVA_GROUP q heads, piece): a tile (row, kv head, round)
- * splits its keys into `split` pieces of whole 32-key chunks (flash-decoding: a decode step
- * has a few rows, and without the split a few blocks would read the whole cache). split is
- * the launch's: gridDim.x / tiles, 1..HK_KVA_MAX_SPLIT (variant_kv_nv.c sizes the grid so).
- * Work: the block's HK_KVA_WARPS warps take chunks of 32 keys in turn. In a chunk, lane i
- * scores key base + i against every q head of the group (the key's row in 16-byte loads, q
- * from shared memory, scaled by scale * log2 e so the softmax runs in exp2), the warp keeps
- * a running max and sum per head (online softmax), puts its probabilities in shared memory,
- * and then every lane accumulates its HK_HEAD_DIM / 32 columns of each value row (a warp reads
- * a row in one coalesced access). A lane issues its key loads and then all 32 of the chunk's
- * value loads before it does any arithmetic (the values do not depend on the scores): the
- * chunk costs about one memory latency, not one per key. At the end the warps' (max, sum,
- * output) triples are combined in shared memory, in warp order (the same bits every run). f32
- * throughout, one rounding to the dtype at the store.
- * Split (> 1): each piece stores its unnormalised output and (max, sum) per head in the
+ * Pieces (flash-decoding: a decode step has a few rows, and without the split a few blocks
+ * would read the whole cache): the launch has `split` blocks per tile (row, kv head, round):
+ * gridDim.x / tiles, 1..HK_KVA_MAX_SPLIT (variant_kv_nv.c sizes the grid). At run time a
+ * tile's n keys go to pieces of `per` = max(HK_KVA_MIN_PIECE, n / split) keys (a whole number of
+ * batches): `used` = ceil(n / per) pieces read keys; the blocks of the others leave at once.
+ * Work: lane l of a warp reads elements [8 (l % LPK), + 8) of key l / LPK of each step (LPK =
+ * HK_HEAD_DIM / 8 lanes per key, KPW = 32 / LPK keys per step: 16-byte loads, a row per
+ * LPK lanes), its key row and value row at once; KVA_U steps (a batch of KPW * KVA_U keys) in
+ * flight before any arithmetic. Each lane holds its 8 elements of every q head of the round
+ * (scaled by scale * log2 e: the softmax runs in exp2); a score is the LPK lanes' partial dots
+ * met by xor shuffles. Each key group of a warp (lanes with the same l / LPK) keeps a running
+ * max, sum and output per head over its keys (online softmax, one correction per batch); the
+ * warps take the piece's batches in turn. At the end the key groups meet by shuffles, the
+ * warps in shared memory in warp order, f32 throughout, one rounding to the dtype at the store.
+ * Split (used > 1): each piece stores its unnormalised output and (max, sum) per head in the
  * launch's scratch `part` (HK_KVA_GROUP (HK_HEAD_DIM + 2) floats per unit) and arrives on the
- * tile's counter in `sem` (tile_nv.h, split GEMMs); the last piece merges every piece in
- * piece order (the same bits whichever arrives last): the pieces' (max, sum) pairs into shared
- * memory in one parallel load, their weights per head from there, then each output element
- * as the weighted sum of the pieces' partials (loads unrolled, in flight together). Pieces of
- * an invalid row skip, piece 0 writing the zeros.
+ * tile's counter in `sem` (tile_nv.h, split GEMMs; `used` arrivals); the last piece merges the
+ * pieces in piece order (the same bits whichever arrives last). Pieces of an invalid row skip,
+ * piece 0 writing the zeros.
  * Args: T q, T k_cache, T v_cache, I32 ctx, I32 slot, T out, I rows, I heads, I kv_heads, I dh,
  *       I layer, I slots, I max_seq, I window, F scale; then the workspace: float *part,
  *       unsigned *sem (one counter per tile, zero at the start and left at zero).
  * Grid: tiles * split blocks (tiles alone, grid-stride, when split is 1), HK_KVA_WARPS * 32 threads. */
-#define KVA_DPL (HK_HEAD_DIM / 32) /* value columns per lane */
 #define KVA_THREADS (HK_KVA_WARPS * 32)
+#define KVA_LPK (HK_HEAD_DIM / 8)   /* lanes per key */
+#define KVA_KPW (32 / KVA_LPK)      /* keys of a warp step */
+#define KVA_U 4                     /* steps in flight */
+#define KVA_BATCH (KVA_KPW * KVA_U) /* keys a warp reads at once */
 #define KVA_PART (HK_KVA_GROUP * (HK_HEAD_DIM + 2)) /* floats of one piece's partial */
 
 HK_DEVICE void kva_unpack8(uint4 u, float *f) { /* 8 contiguous elements of one 16-byte load */
@@ -45,30 +47,22 @@ HK_DEVICE void kva_unpack8(uint4 u, float *f) { /* 8 contiguous elements of one 
   }
 }
 
-#if KVA_DPL == 2
-typedef unsigned kva_v_t; /* a lane's columns of one value row */
-#else
-typedef uint2 kva_v_t;
-#endif
-
-HK_DEVICE void kva_unpack_v(kva_v_t v, float *f) {
-#if KVA_DPL == 2
-  f[0] = HK_LOAD((HK_T)(v & 0xffffu));
-  f[1] = HK_LOAD((HK_T)(v >> 16));
-#else
-  f[0] = HK_LOAD((HK_T)(v.x & 0xffffu));
-  f[1] = HK_LOAD((HK_T)(v.x >> 16));
-  f[2] = HK_LOAD((HK_T)(v.y & 0xffffu));
-  f[3] = HK_LOAD((HK_T)(v.y >> 16));
-#endif
+/* (m, l, acc) of another key group folded into this lane's: the same arithmetic on both
+ * lanes of a pair, so the pair ends with equal states */
+HK_DEVICE void kva_fold(float *m, float *l, float *acc, float mo, float lo_, const float *acco) {
+  const float mx = fmaxf(*m, mo);
+  if (mx == -hk_inf()) return; /* neither saw a key */
+  const float f = exp2f(*m - mx), fo = exp2f(mo - mx);
+  *l = *l * f + lo_ * fo;
+#pragma unroll
+  for (int d = 0; d < 8; d++) acc[d] = acc[d] * f + acco[d] * fo;
+  *m = mx;
 }
 
-HK_GLOBAL void __launch_bounds__(KVA_THREADS, 2) /* two blocks per SM: at most 128 registers */
+HK_GLOBAL void __launch_bounds__(KVA_THREADS, 3) /* three blocks per SM: at most 168 registers */
 HK_NAME(const HK_T *q, const HK_T *k_cache, const HK_T *v_cache, const int *ctx, const int *slot, HK_T *out,
         long long rows, long long heads, long long kv_heads, long long dh, long long layer, long long slots,
         long long max_seq, long long window, float scale, float *part, unsigned *sem) {
-  __shared__ float qs[HK_KVA_GROUP][HK_HEAD_DIM];
-  __shared__ float ps[HK_KVA_WARPS][HK_KVA_GROUP][32];
   __shared__ float om[HK_KVA_WARPS][HK_KVA_GROUP], ol[HK_KVA_WARPS][HK_KVA_GROUP];
   __shared__ float oacc[HK_KVA_WARPS][HK_KVA_GROUP][HK_HEAD_DIM];
   __shared__ float pm[HK_KVA_MAX_SPLIT][HK_KVA_GROUP], pl[HK_KVA_MAX_SPLIT][HK_KVA_GROUP], tot[HK_KVA_GROUP];
@@ -77,7 +71,7 @@ HK_NAME(const HK_T *q, const HK_T *k_cache, const HK_T *v_cache, const int *ctx,
   /* a pdl variant: waits for the launches before it, then lets the next one (the output
    * projection, whose blocks prefetch their weights before they wait for this launch) start */
   HK_PDL_ENTRY();
-  const int warp = HK_TID / 32, lane = HK_TID % 32;
+  const int warp = HK_TID / 32, lane = HK_TID % 32, kg = lane / KVA_LPK, dl = lane % KVA_LPK;
   const int group = (int)(heads / kv_heads);
   const int rounds = (group + HK_KVA_GROUP - 1) / HK_KVA_GROUP;
   const long long tiles = rows * kv_heads * rounds; /* (row, kv head, round): one counter each */
@@ -96,99 +90,97 @@ HK_NAME(const HK_T *q, const HK_T *k_cache, const HK_T *v_cache, const int *ctx,
         for (int i = HK_TID; i < gn * HK_HEAD_DIM; i += KVA_THREADS) og[i] = HK_STORE(0.0f);
       continue;
     }
-    const long long lo = window > 0 && c > window ? c - window : 0;
-    const long long chunks = (c - lo + 31) / 32; /* the piece's chunks of 32 keys: [cb, ce) */
-    const long long cb = chunks * piece / split, ce = chunks * (piece + 1) / split;
-    const HK_T *kb = k_cache + (layer * slots + s) * max_seq * kv_width + h * HK_HEAD_DIM;
-    const HK_T *vb = v_cache + (layer * slots + s) * max_seq * kv_width + h * HK_HEAD_DIM;
-    const HK_T *qr = q + t * heads * HK_HEAD_DIM + (h * group + g0) * HK_HEAD_DIM;
-    HK_SYNC(); /* the previous unit's combine has read the shared arrays */
-    for (int i = HK_TID; i < gn * HK_HEAD_DIM; i += KVA_THREADS)
-      qs[i / HK_HEAD_DIM][i % HK_HEAD_DIM] = HK_LOAD(qr[i]) * scale * 1.44269504088896341f;
-    HK_SYNC();
-    float m[HK_KVA_GROUP], l[HK_KVA_GROUP], acc[HK_KVA_GROUP][KVA_DPL];
+    const long long lo = window > 0 && c > window ? c - window : 0, n = c - lo;
+    long long per = (n + split - 1) / split;
+    if (per < HK_KVA_MIN_PIECE) per = HK_KVA_MIN_PIECE;
+    per = (per + KVA_BATCH - 1) / KVA_BATCH * KVA_BATCH;
+    const long long used = (n + per - 1) / per; /* pieces with keys: the arrivals the merge waits for */
+    if (piece >= used) continue;
+    const long long kb = lo + piece * per, ke = hk_min_ll(c, kb + per); /* this piece's keys [kb, ke) */
+    const HK_T *kc = k_cache + (layer * slots + s) * max_seq * kv_width + h * HK_HEAD_DIM + 8 * dl;
+    const HK_T *vc = v_cache + (layer * slots + s) * max_seq * kv_width + h * HK_HEAD_DIM + 8 * dl;
+    const HK_T *qr = q + t * heads * HK_HEAD_DIM + (h * group + g0) * HK_HEAD_DIM + 8 * dl;
+    float qf[HK_KVA_GROUP][8], m[HK_KVA_GROUP], l[HK_KVA_GROUP], acc[HK_KVA_GROUP][8];
 #pragma unroll
     for (int g = 0; g < HK_KVA_GROUP; g++) {
+      if (g < gn) {
+        kva_unpack8(*(const uint4 *)(qr + g * HK_HEAD_DIM), qf[g]);
+      } else {
+#pragma unroll
+        for (int d = 0; d < 8; d++) qf[g][d] = 0.0f;
+      }
+#pragma unroll
+      for (int d = 0; d < 8; d++) qf[g][d] *= scale * 1.44269504088896341f, acc[g][d] = 0.0f;
       m[g] = -hk_inf();
       l[g] = 0.0f;
-#pragma unroll
-      for (int d = 0; d < KVA_DPL; d++) acc[g][d] = 0.0f;
     }
-    for (long long ch = cb + warp; ch < ce; ch += HK_KVA_WARPS) {
-      const long long base = lo + ch * 32, j = base + lane;
-      const bool valid = j < c;
-      const int n = (int)hk_min_ll(32, c - base); /* keys in this chunk, >= 1 */
-      float sc[HK_KVA_GROUP];
+    for (long long b = kb + warp * KVA_BATCH; b < ke; b += HK_KVA_WARPS * KVA_BATCH) {
+      uint4 kv[KVA_U], vv[KVA_U];
+      bool valid[KVA_U];
 #pragma unroll
-      for (int g = 0; g < HK_KVA_GROUP; g++) sc[g] = 0.0f;
-      uint4 kv[HK_HEAD_DIM / 8]; /* the key's row */
-      if (valid) {
-        const HK_T *kr = kb + j * kv_width;
-#pragma unroll
-        for (int d0 = 0; d0 < HK_HEAD_DIM / 8; d0++) kv[d0] = *(const uint4 *)(kr + 8 * d0);
+      for (int i = 0; i < KVA_U; i++) { /* past the keys: the piece's last key (written, finite), weight 0 */
+        const long long j = b + i * KVA_KPW + kg;
+        valid[i] = j < ke;
+        const long long jr = valid[i] ? j : ke - 1;
+        kv[i] = *(const uint4 *)(kc + jr * kv_width);
+        vv[i] = *(const uint4 *)(vc + jr * kv_width);
       }
-      /* the chunk's value rows; past the keys (jj >= n) the last key's row is read (written,
-       * finite) and weighted by p = 0. head_dim 64: in flight with the keys; 128: after the
-       * scores (both sets at once would not fit 128 registers) */
-      kva_v_t vv[32];
-#define KVA_LOAD_V()                                                                                                   \
-  _Pragma("unroll") for (int jj = 0; jj < 32; jj++) vv[jj] =                                                          \
-      *(const kva_v_t *)(vb + (base + (jj < n ? jj : n - 1)) * kv_width + lane * KVA_DPL)
-#if HK_HEAD_DIM == 64
-      KVA_LOAD_V();
-#endif
-      if (valid) {
+      float sc[KVA_U][HK_KVA_GROUP];
 #pragma unroll
-        for (int d0 = 0; d0 < HK_HEAD_DIM / 8; d0++) {
-          float kf[8];
-          kva_unpack8(kv[d0], kf);
+      for (int i = 0; i < KVA_U; i++) {
+        float kf[8];
+        kva_unpack8(kv[i], kf);
 #pragma unroll
-          for (int g = 0; g < HK_KVA_GROUP; g++)
-            if (g < gn)
+        for (int g = 0; g < HK_KVA_GROUP; g++) {
+          float acc_s = 0.0f;
 #pragma unroll
-              for (int e = 0; e < 8; e++) sc[g] = fmaf(qs[g][8 * d0 + e], kf[e], sc[g]);
+          for (int d = 0; d < 8; d++) acc_s = fmaf(qf[g][d], kf[d], acc_s);
+#pragma unroll
+          for (int off = KVA_LPK / 2; off > 0; off >>= 1) acc_s += hk_shfl_xor(acc_s, off);
+          sc[i][g] = valid[i] ? acc_s : -hk_inf();
         }
       }
 #pragma unroll
       for (int g = 0; g < HK_KVA_GROUP; g++) {
-        if (g >= gn) continue;
-        float cm = valid ? sc[g] : -hk_inf();
-        for (int off = 16; off > 0; off >>= 1) cm = fmaxf(cm, hk_shfl_xor(cm, off));
-        const float mn = fmaxf(m[g], cm), corr = exp2f(m[g] - mn);
-        const float p = valid ? exp2f(sc[g] - mn) : 0.0f;
-        float ls = p;
-        for (int off = 16; off > 0; off >>= 1) ls += hk_shfl_xor(ls, off);
-        l[g] = l[g] * corr + ls;
-        m[g] = mn;
+        float mx = m[g];
 #pragma unroll
-        for (int d = 0; d < KVA_DPL; d++) acc[g][d] *= corr;
-        ps[warp][g][lane] = p; /* 0 past the chunk's keys */
-      }
-#if HK_HEAD_DIM != 64
-      KVA_LOAD_V();
-#endif
-      __syncwarp();
+        for (int i = 0; i < KVA_U; i++) mx = fmaxf(mx, sc[i][g]);
+        if (mx == -hk_inf()) continue; /* no key yet for this key group */
+        const float corr = exp2f(m[g] - mx);
+        l[g] *= corr;
 #pragma unroll
-      for (int jj = 0; jj < 32; jj++) {
-        float vf[KVA_DPL];
-        kva_unpack_v(vv[jj], vf);
+        for (int d = 0; d < 8; d++) acc[g][d] *= corr;
 #pragma unroll
-        for (int g = 0; g < HK_KVA_GROUP; g++) {
-          if (g >= gn) continue;
-          const float p = ps[warp][g][jj];
+        for (int i = 0; i < KVA_U; i++) {
+          const float p = exp2f(sc[i][g] - mx); /* 0 past the keys */
+          float vf[8];
+          kva_unpack8(vv[i], vf);
+          l[g] += p;
 #pragma unroll
-          for (int d = 0; d < KVA_DPL; d++) acc[g][d] = fmaf(p, vf[d], acc[g][d]);
+          for (int d = 0; d < 8; d++) acc[g][d] = fmaf(p, vf[d], acc[g][d]);
         }
+        m[g] = mx;
       }
-      __syncwarp();
     }
+    /* the warp's key groups meet (lanes dl, dl + LPK, ...), then lanes < LPK hold the warp's state */
 #pragma unroll
-    for (int g = 0; g < HK_KVA_GROUP; g++) {
-      if (g >= gn) continue;
-      if (lane == 0) om[warp][g] = m[g], ol[warp][g] = l[g];
+    for (int off = KVA_LPK; off < 32; off <<= 1)
 #pragma unroll
-      for (int d = 0; d < KVA_DPL; d++) oacc[warp][g][lane * KVA_DPL + d] = acc[g][d];
-    }
+      for (int g = 0; g < HK_KVA_GROUP; g++) {
+        float acco[8];
+#pragma unroll
+        for (int d = 0; d < 8; d++) acco[d] = hk_shfl_xor(acc[g][d], off);
+        const float mo = hk_shfl_xor(m[g], off), lo2 = hk_shfl_xor(l[g], off);
+        kva_fold(&m[g], &l[g], acc[g], mo, lo2, acco);
+      }
+    HK_SYNC(); /* the previous unit's combine has read the shared arrays */
+    if (lane < KVA_LPK)
+#pragma unroll
+      for (int g = 0; g < HK_KVA_GROUP; g++) {
+        if (lane == 0) om[warp][g] = m[g], ol[warp][g] = l[g];
+#pragma unroll
+        for (int d = 0; d < 8; d++) oacc[warp][g][8 * dl + d] = acc[g][d];
+      }
     HK_SYNC();
     /* the block's warps combined in warp order: (max, sum, unnormalised output) per head */
     float *const pu = part + u * KVA_PART; /* this piece's partial */
@@ -203,20 +195,20 @@ HK_NAME(const HK_T *q, const HK_T *k_cache, const HK_T *v_cache, const int *ctx,
         sum += ol[w][g] * f;
         val += oacc[w][g][d] * f;
       }
-      if (split == 1) {
+      if (used == 1) {
         og[i] = HK_STORE(sum > 0.0f ? val / sum : 0.0f);
       } else {
         __stcg(pu + i, val);
         if (d == 0) __stcg(pu + HK_KVA_GROUP * HK_HEAD_DIM + 2 * g, mx), __stcg(pu + HK_KVA_GROUP * HK_HEAD_DIM + 2 * g + 1, sum);
       }
     }
-    if (split == 1) continue;
+    if (used == 1) continue;
     HK_SYNC(); /* the piece's partial is stored */
-    if (HK_TID == 0) last = hk_split_arrive(sem + tile, (unsigned)split);
+    if (HK_TID == 0) last = hk_split_arrive(sem + tile, (unsigned)used);
     HK_SYNC(); /* the flag is set; the loads below come after thread 0's acquire */
     if (!last) continue;
     const float *const pt = part + tile * split * KVA_PART; /* piece 0's */
-    const int ns = (int)split;
+    const int ns = (int)used;
     for (int i = HK_TID; i < ns * gn; i += KVA_THREADS) { /* every piece's (max, sum), at once */
       const int p = i / gn, g = i % gn;
       pm[p][g] = __ldcg(pt + p * KVA_PART + HK_KVA_GROUP * HK_HEAD_DIM + 2 * g);

@@ -22,7 +22,6 @@
  * bin): the bin where the running total first reaches the rank holds the selected key. */
 
 #define SAMPLE_BINS 256
-#define SAMPLE_ILP 8 /* greedy rows: loads of a thread in flight at once (a vocabulary is ~500 per thread) */
 #define SAMPLE_GROUPS (HK_THREADS / HK_RED_GROUP)
 static_assert(HK_THREADS >= SAMPLE_BINS && HK_THREADS % HK_RED_GROUP == 0, "sample: a thread per bin");
 
@@ -155,25 +154,7 @@ HK_NAME(const HK_T *x, const int *params, int *out, long long rows, long long co
     float best = 0.0f;
     int at = -1;
     if (!(t > 0.0f && t < hk_inf()) || top_k == 1) { /* greedy: argmax's rule */
-      long long c = HK_TID;
-      for (; c + (SAMPLE_ILP - 1) * HK_THREADS < cols; c += SAMPLE_ILP * HK_THREADS) { /* the loads in flight together */
-        float v[SAMPLE_ILP];
-#pragma unroll
-        for (int i = 0; i < SAMPLE_ILP; i++) v[i] = HK_LOAD(xr[c + i * HK_THREADS]);
-#pragma unroll
-        for (int i = 0; i < SAMPLE_ILP; i++)
-          if (v[i] == v[i] && (at < 0 || v[i] > best)) {
-            best = v[i];
-            at = (int)(c + i * HK_THREADS);
-          }
-      }
-      for (; c < cols; c += HK_THREADS) {
-        const float v = HK_LOAD(xr[c]);
-        if (v == v && (at < 0 || v > best)) {
-          best = v;
-          at = (int)c;
-        }
-      }
+      row_best_scan(xr, cols, &best, &at); /* row_best.h */
       sample_block_best(&best, &at, &sm);
       if (HK_TID == 0) out[r] = at < 0 ? 0 : at;
       continue;

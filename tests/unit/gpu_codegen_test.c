@@ -347,6 +347,86 @@ static void test_nvrtc_gemm_skinny(void **state) {
   assert_int_equal(sk->tune_parse(a90, &probe, "mb=3", &cfg), -1);
 }
 
+/* gemm_stream (the tuner's choice in gemm_skinny's place for a 16-bit B): the keys it serves
+ * (gemm_skinny's without 8-bit B), never the registry's pick for an untuned key; its launch is
+ * a block of 4 warps per SM at most (fewer for a short N: a warp per row at least), 96 KB of
+ * rings; each epilogue form at mb 1 and 8 in bf16, and plain f16, compiles without spills. */
+static void test_nvrtc_gemm_stream(void **state) {
+  (void)state;
+  const hkc_variant_t *gs = hkc_variant_named("gemm_stream");
+  assert_non_null(gs);
+  const hkc_gpu_arch_t *a90 = hk_test_arch("sm_90a");
+  hkc_kernel_key_t probe = {.op = HK_OP_GEMM, .dtype = HK_DTYPE_BF16, .trans_b = 1, .align = 8};
+  assert_true(hkc_variant_serves(gs, a90, &probe));
+  assert_ptr_not_equal(hkc_variant_for(a90, &probe), gs);
+  hkc_kernel_key_t no = probe;
+  no.trans_b = 0;
+  assert_false(hkc_variant_serves(gs, a90, &no));
+  no = probe;
+  snprintf(no.program, sizeof no.program, "i8"); /* 8-bit B: gemm_skinny's alone */
+  assert_false(hkc_variant_serves(gs, a90, &no));
+  no = probe;
+  no.align = 4;
+  assert_false(hkc_variant_serves(gs, a90, &no));
+  assert_false(hkc_variant_serves(gs, hk_test_arch("sm_80"), &probe));
+  /* the launch: min(SMs, ceil(N / 4)) blocks of 128 threads, 4 rings of 24 KB */
+  static const long long shapes[][3] = {{1, 2048, 2048}, {1, 6, 64}, {8, 128256, 2048}, {3, 517, 1000}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+    for (int dual = 0; dual <= 1; dual++) {
+      hkc_kernel_key_t k = probe;
+      k.dual = dual, k.act = dual ? HK_ACT_SILU : HK_ACT_NONE;
+      hkc_tile_cfg_t cfg;
+      assert_int_equal(gs->tune_parse(a90, &k, "mb=1", &cfg), 0);
+      hkc_tune_apply(a90, &k, &cfg);
+      assert_ptr_equal(hkc_variant_for(a90, &k), gs);
+      const hkc_arg_t nul = {.kind = HK_ARG_NULL};
+      hkc_arg_t a[9] = {{.kind = HK_ARG_TENSOR, .i = 0}, {.kind = HK_ARG_TENSOR, .i = 1}, nul,
+                        nul, {.kind = HK_ARG_TENSOR, .i = 2}, {.kind = HK_ARG_I64, .i = shapes[i][0]},
+                        {.kind = HK_ARG_I64, .i = shapes[i][1]}, {.kind = HK_ARG_I64, .i = shapes[i][2]}, nul};
+      uint32_t grid[3], block[3], shared = 0;
+      hkc_gpu_launch_dims(a90, &k, a, 9, grid, block, &shared);
+      const long long want = (shapes[i][1] + 3) / 4 < 132 ? (shapes[i][1] + 3) / 4 : 132;
+      assert_int_equal(grid[0], want);
+      assert_int_equal(block[0], 128);
+      assert_int_equal(shared, 96 * 1024);
+    }
+  HK_TEST_NEED_NVRTC();
+  static const struct {
+    hk_act_t act;
+    int bias, residual, mul, dual, norm_a;
+  } forms[] = {{HK_ACT_NONE, 0, 0, 0, 0, 0}, {HK_ACT_GELU, 1, 0, 0, 0, 0}, {HK_ACT_NONE, 0, 1, 0, 0, 0},
+               {HK_ACT_NONE, 0, 0, 1, 0, 0}, {HK_ACT_SILU, 0, 0, 0, 1, 0}, {HK_ACT_NONE, 0, 0, 0, 0, 1},
+               {HK_ACT_SILU, 0, 1, 0, 1, 1}};
+  enum { N_FORMS = sizeof forms / sizeof forms[0] };
+  hk_test_compile_job_t jobs[2 * N_FORMS + 1];
+  size_t n = 0;
+  for (int mb = 1; mb <= 8; mb += 7)
+    for (size_t f = 0; f < N_FORMS; f++) {
+      memset(&jobs[n], 0, sizeof jobs[n]);
+      hkc_kernel_key_t k = probe;
+      k.act = forms[f].act, k.has_bias = forms[f].bias, k.has_residual = forms[f].residual;
+      k.has_mul = forms[f].mul, k.dual = forms[f].dual, k.norm_a = forms[f].norm_a;
+      hkc_tile_cfg_t cfg;
+      char params[16];
+      snprintf(params, sizeof params, "mb=%d", mb);
+      assert_int_equal(gs->tune_parse(a90, &k, params, &cfg), 0);
+      hkc_tune_apply(a90, &k, &cfg);
+      jobs[n].arch = a90;
+      jobs[n].kernel.key = k;
+      hk_test_kernel_name(&jobs[n++].kernel);
+    }
+  memset(&jobs[n], 0, sizeof jobs[n]);
+  jobs[n].arch = a90;
+  jobs[n].kernel.key = jobs[0].kernel.key;
+  jobs[n].kernel.key.dtype = HK_DTYPE_F16;
+  hk_test_kernel_name(&jobs[n++].kernel);
+  compile_all(jobs, n, hkc_nvrtc_compile, N_THREADS);
+  for (size_t i = 0; i < n; i++)
+    printf("[ info     ] sm_90a %-40s regs %u\n", jobs[i].kernel.name, jobs[i].regs);
+  hkc_tile_cfg_t cfg;
+  assert_int_equal(gs->tune_parse(a90, &probe, "mb=3", &cfg), -1);
+}
+
 /* The generation keys (generation_keys) in bf16 (and f16 with HKC_TEST_FULL) for one arch: every
  * compile succeeds without scratch; registers printed. */
 static void compile_generation(const char *arch, hk_test_compile_fn compile, int n_threads) {
@@ -771,7 +851,7 @@ static void test_launch_dims_cover_odd_shapes(void **state) {
     const long long tiles = rows * kv_heads * ((heads / kv_heads + 3) / 4), split = grid[0] / tiles;
     assert_true(grid[0] % tiles == 0 && split >= 1 && split <= 32);
     assert_true(split == 32 || tiles * split >= 2 * 132);
-    assert_int_equal(threads, 256);
+    assert_int_equal(threads, 128);
     /* kv_attention_mma (named by the tuner for prefill launches): a block of 4 warps per (4 * 16 /
      * g4 rows, kv head, round of 4 q heads), g4 = min(group, 4); never the registry's own pick */
     snprintf(key.variant, sizeof key.variant, "kv_attention_mma");
@@ -812,6 +892,7 @@ int main(void) {
       cmocka_unit_test(test_nvrtc_every_variant),
       cmocka_unit_test(test_nvrtc_sm90a_fused),
       cmocka_unit_test(test_nvrtc_gemm_skinny),
+      cmocka_unit_test(test_nvrtc_gemm_stream),
       cmocka_unit_test(test_hiprtc_every_variant),
       cmocka_unit_test(test_nvrtc_generation),
       cmocka_unit_test(test_hiprtc_generation),

@@ -145,7 +145,8 @@ static void test_parse(void **state) {
   /* every option is described, with its environment variable */
   const char *name, *env, *help;
   size_t n = 0;
-  int tma = 0, tma_cfg = 0, attn_tma = 0, attn_tma_cfg = 0, attn_kvs = 0, rope = 0, norm = 0, ln = 0, quant = 0, kv_mma = 0;
+  int tma = 0, tma_cfg = 0, attn_tma = 0, attn_tma_cfg = 0, attn_kvs = 0, rope = 0, norm = 0, ln = 0, quant = 0, kv_mma = 0,
+      stream = 0;
   while (hkc_kernel_options_describe(n, &name, &env, &help)) {
     assert_non_null(strstr(env, "HKC_"));
     if (!strcmp(name, "attn_kvs")) attn_kvs = !strcmp(env, "HKC_ATTN_KVS");
@@ -158,13 +159,16 @@ static void test_parse(void **state) {
     if (!strcmp(name, "gemm_ln")) ln = !strcmp(env, "HKC_GEMM_LN");
     if (!strcmp(name, "gemm_quant")) quant = !strcmp(env, "HKC_GEMM_QUANT");
     if (!strcmp(name, "kv_mma")) kv_mma = !strcmp(env, "HKC_KV_MMA");
+    if (!strcmp(name, "gemm_stream")) stream = !strcmp(env, "HKC_GEMM_STREAM");
     n++;
   }
-  assert_int_equal(n, 31);
-  assert_true(tma && tma_cfg && attn_tma && attn_tma_cfg && attn_kvs && rope && norm && ln && quant && kv_mma);
+  assert_int_equal(n, 32);
+  assert_true(tma && tma_cfg && attn_tma && attn_tma_cfg && attn_kvs && rope && norm && ln && quant && kv_mma && stream);
   hkc_kernel_options_t mma = {0}; /* a switch: off reaches the struct */
   set_ok(&mma, "kv_mma=off");
   assert_int_equal(mma.kv_mma, HKC_SWITCH_OFF);
+  set_ok(&mma, "gemm_stream=off");
+  assert_int_equal(mma.gemm_stream, HKC_SWITCH_OFF);
   /* attn_kvs: 0..16, in the provenance text when set */
   hkc_kernel_options_t kv = {0};
   set_ok(&kv, "attn_kvs=8");

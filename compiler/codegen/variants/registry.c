@@ -21,7 +21,7 @@ extern const hkc_variant_t hkc_variant_simple_gemm, hkc_variant_simple_binary, h
     hkc_variant_simple_take_rows, hkc_variant_simple_argmax, hkc_variant_simple_sample,
     hkc_variant_simple_dequant; /* variant_simple.c */
 extern const hkc_variant_t hkc_variant_kv_attention_warp, hkc_variant_kv_attention_mma; /* variant_kv_nv.c */
-extern const hkc_variant_t hkc_variant_gemm_skinny;       /* variant_skinny_nv.c */
+extern const hkc_variant_t hkc_variant_gemm_skinny, hkc_variant_gemm_stream; /* variant_skinny_nv.c */
 extern const hkc_variant_t hkc_variant_host_gemm, hkc_variant_host; /* variant_host.c */
 
 static const hkc_variant_t *const k_variants[] = {
@@ -31,6 +31,7 @@ static const hkc_variant_t *const k_variants[] = {
     &hkc_variant_gemm_wgmma,  /* NVIDIA sm_90a (kernel option gemm_ws=off) */
     &hkc_variant_gemm_mma,    /* NVIDIA sm_80+ */
     &hkc_variant_gemm_skinny, /* NVIDIA sm_90a, never first: the tuner names it for M <= 8 (gemm_skinny=off: never) */
+    &hkc_variant_gemm_stream, /* NVIDIA sm_90a, never first: gemm_skinny's launches of a 16-bit B (gemm_stream=off: not) */
     &hkc_variant_attention_tma,   /* NVIDIA sm_90a, TMA + warp-specialized (attn_tma=off: the two below) */
     &hkc_variant_attention_wgmma, /* NVIDIA sm_90a; head_dim 128 (64: attn_wgmma=on) */
     &hkc_variant_attention_mma,

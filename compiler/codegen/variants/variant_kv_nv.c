@@ -15,10 +15,11 @@
 #include "codegen/variants/variant.h"
 #include "lower/lower.h"
 
-#define KVA_WARPS 8      /* 256 threads: enough loads in flight on the few blocks of a decode step */
+#define KVA_WARPS 4      /* 128 threads, at most 128 registers: the next launch's blocks fit beside them */
 #define KVA_GROUP 4      /* q heads per round (Llama/Mistral 4; Qwen2.5-0.5B 7 and TinyLlama 8 take two
                             rounds, reading their keys twice): 8 would not fit 128 registers */
 #define KVA_MAX_SPLIT 32 /* pieces per tile, at most */
+#define KVA_MIN_PIECE 64 /* keys per piece, at least (fewer pieces at run time for short contexts) */
 
 static int kva_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
   return arch->kind == HK_TARGET_CUDA && arch->wave_size == 32 && key->op == HK_OP_KV_ATTENTION && !hkc_kv_fp8(key) &&
@@ -30,8 +31,8 @@ static void kva_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key,
   (void)arch;
   snprintf(out, size,
            "#define HK_THREADS %d\n#define HK_KVA_WARPS %d\n#define HK_KVA_GROUP %d\n#define HK_HEAD_DIM %d\n"
-           "#define HK_KVA_MAX_SPLIT %d\n",
-           KVA_WARPS * 32, KVA_WARPS, KVA_GROUP, key->head_dim, KVA_MAX_SPLIT);
+           "#define HK_KVA_MAX_SPLIT %d\n#define HK_KVA_MIN_PIECE %d\n",
+           KVA_WARPS * 32, KVA_WARPS, KVA_GROUP, key->head_dim, KVA_MAX_SPLIT, KVA_MIN_PIECE);
 }
 
 /* Tiles: (row, kv head, round of KVA_GROUP q heads). */
@@ -43,15 +44,14 @@ static int64_t kva_tiles(const hkc_arg_t *args, uint32_t n_args) {
   return rows * kv_heads * hkc_variant_ceil_div(heads / kv_heads, KVA_GROUP);
 }
 
-/* Pieces per tile: enough blocks for two per SM, each piece at least two 32-key chunks of a
- * full cache. At run time a shorter context gives each piece fewer chunks (none past ctx): a
- * decode step at a quarter of max_seq still has a warp streaming on every chunk, the idle
- * warps of a block costing little. A prefill bucket has tiles enough: 1. */
+/* Pieces per tile: enough blocks for two per SM, each piece at least KVA_MIN_PIECE keys of a
+ * full cache. At run time a shorter context uses fewer pieces of at least KVA_MIN_PIECE keys
+ * (the kernel's `used`; the other blocks leave at once). A prefill bucket has tiles enough: 1. */
 static int64_t kva_split(const hkc_gpu_arch_t *arch, const hkc_arg_t *args, uint32_t n_args) {
   const int64_t tiles = kva_tiles(args, n_args);
   const int64_t max_seq = hkc_variant_arg_i64(args, n_args, HKC_KV_ATTENTION_ARG_MAX_SEQ);
   int64_t split = hkc_variant_ceil_div(2 * (int64_t)(arch->compute_units ? arch->compute_units : 132), tiles);
-  const int64_t by_len = max_seq / 64;
+  const int64_t by_len = max_seq / KVA_MIN_PIECE;
   if (split > by_len) split = by_len;
   if (split > KVA_MAX_SPLIT) split = KVA_MAX_SPLIT;
   return split < 1 ? 1 : split;

@@ -107,6 +107,9 @@ static void simple_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
              key->rope_scaling);
   else if (key->op == HK_OP_KV_ATTENTION)
     snprintf(out + len, size - len, "#define HK_KV_RD %d\n#define HK_KV_DC %d\n", p->kv_rd, p->kv_dc);
+  else if (key->op == HK_OP_ARGMAX || key->op == HK_OP_SAMPLE) /* row_best.h: 16-byte loads where rows allow */
+    snprintf(out + len, size - len, "#define HK_ROW_VEC %d\n",
+             key->align > 0 && (size_t)key->align * hkc_dtype_size(key->dtype) >= 16 ? 16 / (int)hkc_dtype_size(key->dtype) : 1);
   else if (key->op == HK_OP_DEQUANT)
     snprintf(out + len, size - len, "#define HK_DQ_FP8 %d\n", !strcmp(key->program, "e4m3"));
 }
@@ -236,6 +239,8 @@ static int simple_key_ok(const hkc_kernel_key_t *key) {
 
 /* a rope's angles (rope, and kv_append with a rope folded in) */
 static const char *const k_rope_includes[] = {"gpu/rope_freq.h", NULL};
+/* argmax's scan of a row (argmax, and sample's greedy rows) */
+static const char *const k_row_best_includes[] = {"gpu/row_best.h", NULL};
 
 SIMPLE_ENTRY(simple_gemm, "gpu/gemm.hip", op == HK_OP_GEMM);
 SIMPLE_ENTRY(simple_binary, "gpu/binary.hip", op == HK_OP_ADD || op == HK_OP_MUL);
@@ -255,6 +260,6 @@ SIMPLE_ENTRY_INC(simple_kv_append, "gpu/kv_append.hip", 1, k_rope_includes, 1, /
                      key->rope_scaling <= HKC_ROPE_SCALING_LLAMA3);
 SIMPLE_ENTRY_PDL(simple_kv_attention, "gpu/kv_attention.hip", 1, op == HK_OP_KV_ATTENTION);
 SIMPLE_ENTRY_PDL(simple_take_rows, "gpu/take_rows.hip", 1, op == HK_OP_TAKE_ROWS);
-SIMPLE_ENTRY_PDL(simple_argmax, "gpu/argmax.hip", 1, op == HK_OP_ARGMAX);
-SIMPLE_ENTRY_PDL(simple_sample, "gpu/sample.hip", 1, op == HK_OP_SAMPLE);
+SIMPLE_ENTRY_INC(simple_argmax, "gpu/argmax.hip", 1, k_row_best_includes, 0, op == HK_OP_ARGMAX);
+SIMPLE_ENTRY_INC(simple_sample, "gpu/sample.hip", 1, k_row_best_includes, 0, op == HK_OP_SAMPLE);
 SIMPLE_ENTRY(simple_dequant, "gpu/dequant.hip", op == HK_OP_DEQUANT);

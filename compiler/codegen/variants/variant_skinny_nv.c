@@ -97,3 +97,79 @@ const hkc_variant_t hkc_variant_gemm_skinny = {
     .n_params = 1,
     .rules = "mb 1, 2, 4 or 8 (rows of A per warp pass)",
 };
+
+/* ---- gemm_stream (templates/gpu/gemm_stream.hip) ----------------------------------------------
+ * The same launches as gemm_skinny with a 16-bit B (tune.c names it in gemm_skinny's place
+ * unless gemm_stream=off), B streamed into shared memory by the bulk copy engine: a block of
+ * GS_WARPS warps per SM, each warp a contiguous range of B's rows and a ring of GS_STAGES
+ * chunks of GS_SEG elements per matrix (24 KB a warp: 96 KB a block, so the next launch's
+ * block fits beside it and prefetches while this one streams). Parameters: "mb" as
+ * gemm_skinny's. */
+#define GS_WARPS 4
+#define GS_SEG 2048                /* elements of a B row per chunk: 4 KB of bf16 */
+#define GS_RING_BYTES (24 * 1024)  /* a warp's ring */
+#define GS_PREFETCH (32 * 1024)    /* bytes of its rows a warp sends towards L2 before griddepcontrol.wait */
+
+static int gs_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  return sk_applies(arch, key) && !hkc_gemm_quant_b(key);
+}
+
+static int gs_stages(const hkc_kernel_key_t *key) {
+  return GS_RING_BYTES / ((key->dual ? 2 : 1) * GS_SEG * (int)hkc_dtype_size(key->dtype));
+}
+
+static int gs_mb(const hkc_kernel_key_t *key) {
+  int mb = 8;
+  if (strncmp(key->variant, "gemm_stream", HKC_TUNE_VARIANT_MAX) == 0 && key->tune[0] &&
+      hkc_tune_params_parse(key->tune, k_sk_names, 1, &mb) != 0)
+    mb = 8;
+  return mb;
+}
+
+static int gs_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params,
+                         hkc_tile_cfg_t *out) {
+  if (sk_tune_parse(arch, key, params, out) != 0) return -1;
+  snprintf(out->variant, sizeof out->variant, "gemm_stream");
+  out->bn = GS_WARPS;
+  out->bk = GS_SEG;
+  out->threads = 32 * GS_WARPS;
+  out->inflight = gs_stages(key);
+  return 0;
+}
+
+static void gs_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
+  (void)arch;
+  snprintf(out, size,
+           "#define HK_THREADS %d\n#define HK_GS_WARPS %d\n#define HK_GS_SEG %d\n#define HK_GS_STAGES %d\n"
+           "#define HK_GS_PREFETCH %d\n#define HK_SK_MB %d\n",
+           32 * GS_WARPS, GS_WARPS, GS_SEG, gs_stages(key), GS_PREFETCH, gs_mb(key));
+}
+
+static void gs_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
+                      uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
+  const int64_t n = hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_N);
+  int64_t blocks = hkc_variant_ceil_div(n, GS_WARPS);
+  const int64_t sms = arch->compute_units ? arch->compute_units : 132;
+  if (blocks > sms) blocks = sms;
+  const uint32_t ring = (uint32_t)(GS_WARPS * gs_stages(key) * (key->dual ? 2 : 1) * GS_SEG) *
+                        (uint32_t)hkc_dtype_size(key->dtype);
+  hkc_variant_launch_1d(blocks < 1 ? 1 : blocks, 32 * GS_WARPS, ring, out_grid, out_block, out_shared);
+}
+
+static const char *const gs_includes[] = {"gpu/tile_nv.h", NULL};
+
+const hkc_variant_t hkc_variant_gemm_stream = {
+    .name = "gemm_stream",
+    .template_path = "gpu/gemm_stream.hip",
+    .includes = gs_includes,
+    .applies = gs_applies,
+    .defines = gs_defines,
+    .launch = gs_launch,
+    /* before griddepcontrol.wait: its own mbarriers and L2 prefetches of B only */
+    .pdl = 1,
+    .norm_a = 1,
+    .tune_parse = gs_tune_parse,
+    .params = k_sk_names,
+    .n_params = 1,
+    .rules = "mb 1, 2, 4 or 8 (rows of A per pass over B)",
+};

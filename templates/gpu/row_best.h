@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* row_best.h: one thread's best (value, index) of its share of a row under argmax's rule (the
+ * first index of the largest value; NaN never taken; index -1: none) -- argmax.hip and
+ * sample.hip's greedy rows, before their block reduction. A thread takes HK_ROW_VEC
+ * consecutive elements per load (16 bytes where the key's alignment allows: variant_simple.c;
+ * else 1) and has HK_ROW_ILP loads in flight at once: a vocabulary row is ~128k elements for
+ * a block's few hundred threads, and the pass is bound by the bytes in flight. A thread
+ * visits its elements in increasing index and takes a value only when it is larger, so the
+ * first of equal values stays. */
+#define HK_ROW_ILP 8
+
+HK_DEVICE void row_best_take(float v, long long c, float *best, int *at) {
+  if (v == v && (*at < 0 || v > *best)) {
+    *best = v;
+    *at = (int)c;
+  }
+}
+
+#if HK_ROW_VEC > 1
+/* element j (a constant after unrolling) of a 16-byte load: 8 16-bit elements or 4 f32 */
+HK_DEVICE float row_best_elem(uint4 u, int j) {
+  const int per_word = HK_ROW_VEC / 4;
+  const int wi = j / per_word;
+  const unsigned w = wi == 0 ? u.x : wi == 1 ? u.y : wi == 2 ? u.z : u.w;
+#if HK_ROW_VEC == 8
+  return HK_LOAD((HK_T)((w >> (16 * (j % per_word))) & 0xffffu));
+#else
+  return HK_LOAD(__uint_as_float(w));
+#endif
+}
+#endif
+
+HK_DEVICE void row_best_scan(const HK_T *xr, long long cols, float *best, int *at) {
+  *best = 0.0f;
+  *at = -1;
+  long long c0 = 0; /* the scalar pass's first column */
+#if HK_ROW_VEC > 1
+  const long long nv = cols / HK_ROW_VEC; /* whole vectors; the rest in the scalar pass */
+  long long v = HK_TID;
+  for (; v + (HK_ROW_ILP - 1) * HK_THREADS < nv; v += HK_ROW_ILP * HK_THREADS) {
+    uint4 pk[HK_ROW_ILP];
+#pragma unroll
+    for (int i = 0; i < HK_ROW_ILP; i++) pk[i] = *(const uint4 *)(xr + (v + i * HK_THREADS) * HK_ROW_VEC);
+#pragma unroll
+    for (int i = 0; i < HK_ROW_ILP; i++)
+#pragma unroll
+      for (int j = 0; j < HK_ROW_VEC; j++)
+        row_best_take(row_best_elem(pk[i], j), (v + i * HK_THREADS) * HK_ROW_VEC + j, best, at);
+  }
+  for (; v < nv; v += HK_THREADS) {
+    const uint4 pk = *(const uint4 *)(xr + v * HK_ROW_VEC);
+#pragma unroll
+    for (int j = 0; j < HK_ROW_VEC; j++) row_best_take(row_best_elem(pk, j), v * HK_ROW_VEC + j, best, at);
+  }
+  c0 = nv * HK_ROW_VEC;
+#endif
+  long long c = c0 + HK_TID;
+  for (; c + (HK_ROW_ILP - 1) * HK_THREADS < cols; c += HK_ROW_ILP * HK_THREADS) {
+    float x[HK_ROW_ILP];
+#pragma unroll
+    for (int i = 0; i < HK_ROW_ILP; i++) x[i] = HK_LOAD(xr[c + i * HK_THREADS]);
+#pragma unroll
+    for (int i = 0; i < HK_ROW_ILP; i++) row_best_take(x[i], c + i * HK_THREADS, best, at);
+  }
+  for (; c < cols; c += HK_THREADS) row_best_take(HK_LOAD(xr[c]), c, best, at);
+}
