@@ -35,6 +35,8 @@
 #define HK_PDL_ENTRY() ((void)0)
 #endif
 #define HK_TID ((int)threadIdx.x)
+/* 16 bytes moved as one load or store (a copy's unit; the elements are the user's business) */
+typedef uint4 hk_v16_t;
 #define HK_NTHREADS ((int)blockDim.x)
 #define HK_BID ((long long)blockIdx.x)
 #define HK_NBLOCKS ((long long)gridDim.x)

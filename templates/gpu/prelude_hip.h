@@ -29,6 +29,8 @@
 #define HK_PDL_ENTRY() ((void)0) /* no programmatic dependent launch on AMD (prelude_cuda.h) */
 #define HK_SYNC() __syncthreads()
 #define HK_TID ((int)threadIdx.x)
+/* 16 bytes moved as one load or store (a copy's unit; the elements are the user's business) */
+typedef unsigned hk_v16_t __attribute__((ext_vector_type(4)));
 #define HK_NTHREADS ((int)blockDim.x)
 #define HK_BID ((long long)blockIdx.x)
 #define HK_NBLOCKS ((long long)gridDim.x)

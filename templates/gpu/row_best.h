@@ -17,17 +17,10 @@ HK_DEVICE void row_best_take(float v, long long c, float *best, int *at) {
 }
 
 #if HK_ROW_VEC > 1
-/* element j (a constant after unrolling) of a 16-byte load: 8 16-bit elements or 4 f32 */
-HK_DEVICE float row_best_elem(uint4 u, int j) {
-  const int per_word = HK_ROW_VEC / 4;
-  const int wi = j / per_word;
-  const unsigned w = wi == 0 ? u.x : wi == 1 ? u.y : wi == 2 ? u.z : u.w;
-#if HK_ROW_VEC == 8
-  return HK_LOAD((HK_T)((w >> (16 * (j % per_word))) & 0xffffu));
-#else
-  return HK_LOAD(__uint_as_float(w));
-#endif
-}
+/* HK_ROW_VEC elements in one 16-byte load */
+struct __attribute__((aligned(16))) row_vec {
+  HK_T e[HK_ROW_VEC];
+};
 #endif
 
 HK_DEVICE void row_best_scan(const HK_T *xr, long long cols, float *best, int *at) {
@@ -38,19 +31,19 @@ HK_DEVICE void row_best_scan(const HK_T *xr, long long cols, float *best, int *a
   const long long nv = cols / HK_ROW_VEC; /* whole vectors; the rest in the scalar pass */
   long long v = HK_TID;
   for (; v + (HK_ROW_ILP - 1) * HK_THREADS < nv; v += HK_ROW_ILP * HK_THREADS) {
-    uint4 pk[HK_ROW_ILP];
+    row_vec pk[HK_ROW_ILP];
 #pragma unroll
-    for (int i = 0; i < HK_ROW_ILP; i++) pk[i] = *(const uint4 *)(xr + (v + i * HK_THREADS) * HK_ROW_VEC);
+    for (int i = 0; i < HK_ROW_ILP; i++) pk[i] = *(const row_vec *)(xr + (v + i * HK_THREADS) * HK_ROW_VEC);
 #pragma unroll
     for (int i = 0; i < HK_ROW_ILP; i++)
 #pragma unroll
       for (int j = 0; j < HK_ROW_VEC; j++)
-        row_best_take(row_best_elem(pk[i], j), (v + i * HK_THREADS) * HK_ROW_VEC + j, best, at);
+        row_best_take(HK_LOAD(pk[i].e[j]), (v + i * HK_THREADS) * HK_ROW_VEC + j, best, at);
   }
   for (; v < nv; v += HK_THREADS) {
-    const uint4 pk = *(const uint4 *)(xr + v * HK_ROW_VEC);
+    const row_vec pk = *(const row_vec *)(xr + v * HK_ROW_VEC);
 #pragma unroll
-    for (int j = 0; j < HK_ROW_VEC; j++) row_best_take(row_best_elem(pk, j), v * HK_ROW_VEC + j, best, at);
+    for (int j = 0; j < HK_ROW_VEC; j++) row_best_take(HK_LOAD(pk.e[j]), v * HK_ROW_VEC + j, best, at);
   }
   c0 = nv * HK_ROW_VEC;
 #endif

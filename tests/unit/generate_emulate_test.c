@@ -224,6 +224,10 @@ static void test_take_rows_argmax(void **state) {
       {HK_OP_TAKE_ROWS, F16, 0, 0, 0, 3, {5, 7, 300}, 0, 0},
       {HK_OP_ARGMAX, BF16, 0, 0, 0, 2, {9, 1000}, 0, 0},
       {HK_OP_ARGMAX, F16, 0, 0, 0, 2, {7, 3}, 0, 0},
+      /* 16-byte loads (row_best.h): a tail of single vectors, then the loop of 8 in flight first */
+      {HK_OP_ARGMAX, BF16, 0, 0, 0, 2, {4, 1000}, 0, 8},
+      {HK_OP_ARGMAX, BF16, 0, 0, 0, 2, {3, 20008}, 0, 8},
+      {HK_OP_ARGMAX, HK_DTYPE_F32, 0, 0, 0, 2, {3, 9004}, 0, 4},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 201);
 }
@@ -255,6 +259,7 @@ static void test_sample(void **state) {
   static const gen_case_t cases[] = {
       {HK_OP_SAMPLE, BF16, 0, 0, 0, 2, {32, 1000}, 0, 0},
       {HK_OP_SAMPLE, F16, 0, 0, 0, 2, {16, 37}, 0, 0},
+      {HK_OP_SAMPLE, BF16, 0, 0, 0, 2, {16, 20008}, 0, 8}, /* greedy rows in 16-byte loads */
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 401);
 }
@@ -273,6 +278,10 @@ static void test_rope_embedding_tails(void **state) {
       {HK_OP_ROPE, BF16, 1, HKC_ROPE_SCALING_LLAMA3, 0, 6, {1024, 8, 2, 64, 1, 0}, 0, 0},
       {HK_OP_EMBEDDING, BF16, 1, 0, 1, 4, {9, 11, 70, 6}, 0, 0},
       {HK_OP_EMBEDDING, F16, 1, 0, 0, 4, {5, 7, 33, 4}, 0, 0},
+      /* 16-byte copies, 4 in flight a thread: one pass, then a pass with a partial tail */
+      {HK_OP_EMBEDDING, BF16, 1, 0, 0, 4, {3, 7, 64, 4}, 0, 8},
+      {HK_OP_EMBEDDING, BF16, 1, 0, 0, 4, {2, 5, 4104, 4}, 0, 8},
+      {HK_OP_EMBEDDING, BF16, 1, 0, 1, 4, {2, 5, 4104, 4}, 0, 8},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 301);
 }
