@@ -165,6 +165,10 @@ int hkc_gpu_dual_gemm_ok(const hkc_gpu_arch_t *arch);
 #define HKC_GEMM_FEW_ROWS 8
 /* ... and by default (gemm_skinny=auto) those of at most this many rows of a 16-bit B (tune.c) */
 #define HKC_GEMM_SKINNY_AUTO_ROWS 1
+/* gemm_stream stages A (its mb rows, mb the smallest of 1, 2, 4, 8 >= M) in shared memory: it
+ * takes gemm_skinny's launches of a 16-bit B whose A fits in this many bytes (tune.c). */
+#define HKC_GEMM_STREAM_A_BYTES (64 * 1024)
+int hkc_gemm_stream_fits(int64_t m, int64_t k);
 int hkc_gpu_fused_gemm_ok(const hkc_gpu_arch_t *arch, const struct hkc_kernel_options *o, const hkc_kernel_key_t *key);
 /* The token rows from which a kv_attention launch runs kv_attention_mma on NVIDIA (sm_80+):
  * a prefill bucket; below, a decode step's rows, one per sequence, keep kv_attention_warp. */

@@ -613,7 +613,8 @@ static int skinny_choose(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *ar
   if (!v || !hkc_variant_serves(v, arch, &key) || (o && !hkc_kernel_options_allow(o, arch, v, &key))) return 0;
   /* a 16-bit B: gemm_stream (the bulk copy engine's stream) in its place unless gemm_stream=off */
   const hkc_variant_t *stream = hkc_variant_named("gemm_stream");
-  if (stream && !(o && o->gemm_stream == HKC_SWITCH_OFF) && hkc_variant_serves(stream, arch, &key) &&
+  if (stream && !(o && o->gemm_stream == HKC_SWITCH_OFF) && hkc_gemm_stream_fits(l->shape.m, l->shape.k) &&
+      hkc_variant_serves(stream, arch, &key) &&
       !(o && !hkc_kernel_options_allow(o, arch, stream, &key)))
     v = stream;
   const int mb = l->shape.m <= 1 ? 1 : l->shape.m <= 2 ? 2 : l->shape.m <= 4 ? 4 : 8;

@@ -1,46 +1,55 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* gemm for a few rows of A (decode steps), NVIDIA sm_90a, f16/bf16, B stored [N, K]
- * (HK_TRANS_B), K % 8 == 0 (align 8), B 16-bit: the weight matrix streams into shared memory
- * through the bulk copy engine (cp.async.bulk, 1-D, completing on mbarriers), so the bytes in
- * flight cost no registers and the stream does not stop between rows or k steps.
+/* gemm for a few rows of A (decode steps: M <= 8), NVIDIA sm_90a, f16/bf16, B stored [N, K]
+ * (HK_TRANS_B), K % 8 == 0 (align 8), B 16-bit. A launch is bound by the read of B, and a
+ * kernel that multiplies on the CUDA cores spends some 30 instructions on each 16 bytes of B
+ * (converts, FMAs): at a few warps per SM that, not the memory, sets the time. Here B streams
+ * into shared memory through the bulk copy engine (cp.async.bulk, 1-D, completing on
+ * mbarriers: the bytes in flight cost no registers) and the tensor cores multiply it: one
+ * ldmatrix and one mma per 256 bytes of B.
  * Semantics: templates/gpu/gemm_skinny.hip's (C = act(A @ B + bias) * mul + residual; HK_DUAL:
- * act(A @ B + bias) * (A @ B2) + residual; HK_NORM_A: A is rmsnorm(A) with gamma [K] and eps),
- * f32 accumulation in the same order per lane, one rounding at the store.
+ * act(A @ B + bias) * (A @ B2) + residual; HK_NORM_A: A is rmsnorm(A) with gamma [K] and eps:
+ * each element of A times gamma rounded to 16 bits, each row's sums times rsqrt(mean(A row^2)
+ * + eps) before the epilogue), products exact and summed in f32, one rounding at the store.
  *
- * Work: a warp owns a contiguous range of B's rows (N split evenly over every warp of the
- * grid: one block of HK_GS_WARPS warps per SM) and walks chunks c = (m tile, row, k segment)
- * in that order; a chunk is HK_GS_SEG elements of the row (of B, then of B2 behind it in the
- * same stage). Each warp has its own ring of HK_GS_STAGES stages in dynamic shared memory and
- * one mbarrier per stage: lane 0 issues chunk c + HK_GS_STAGES into stage c % HK_GS_STAGES as
- * soon as the warp has read chunk c out of it, so every warp keeps HK_GS_STAGES chunks in
- * flight from its first wait to its last row. Lane l multiplies elements [8 l + 256 i, + 8)
- * of the chunk (16-byte shared loads, conflict-free) with A's matching 16 bytes (through L1:
- * every warp reads the same few rows); at a row's last chunk the lanes' sums meet by
- * butterfly shuffles and lane m stores output (m, n), its epilogue operands (bias, mul,
- * residual) loaded when the row began so their latency hides under the row's chunks.
- * B's copies carry an L2 evict-first hint: a weight is read once per step, and the lines the
- * next launch prefetched should stay.
+ * Work: a unit is 8 consecutive rows of B (of B and B2), the n side of an m16n8k16 mma whose m
+ * side holds A's M rows (the other rows zero); warps take units in turn (warp w of the grid:
+ * units w, w + warps, ...) and walk each unit's k in chunks of HK_GS_SEG. A chunk lands in a
+ * stage of the warp's own ring of HK_GS_STAGES (8 row copies per matrix, rows padded by 16
+ * bytes so ldmatrix's 8 rows fall in different banks), one mbarrier per stage: the warp keeps
+ * HK_GS_STAGES chunks in flight and refills a stage as soon as it has read it. A (M rows,
+ * normalised with HK_NORM_A) is staged once per block in shared memory (rows padded by 8
+ * elements: the fragment loads of 8 rows fall in different banks), zero beyond K up to a whole
+ * 32-element step; columns of a chunk's last step past K multiply zeros (their B registers
+ * cleared: shared memory there holds whatever was last copied).
+ * Lane l's accumulators c0, c1 are output (l / 4, n0 + 2 (l % 4) + {0, 1}) when l / 4 < M; its
+ * epilogue operands are loaded when the unit begins, so their latency hides under its chunks.
+ * Rows of a unit past N copy row N - 1 (finite) and store nothing. B's copies carry an L2
+ * evict-first hint (a weight is read once per step; the next launch's prefetched lines stay).
  * Programmatic dependent launch: before griddepcontrol.wait a warp only initialises its
- * mbarriers and prefetches the start of its rows into L2 (cp.async.bulk.prefetch, at most
- * HK_GS_PREFETCH bytes a warp: B may be an activation in a general graph, so its copies into
- * shared memory wait), then the block lets its dependents start.
+ * mbarriers and sends the start of its units' rows towards L2 (cp.async.bulk.prefetch, at most
+ * HK_GS_PREFETCH bytes: B may be an activation in a general graph, so its copies into shared
+ * memory wait), then the block lets its dependents start.
  * Args: gemm's (T A [M, K], T B [N, K], T bias [N] or NULL, T residual [M, N] or NULL,
  *       T C [M, N], I M, I N, I K, T mul [M, N] or NULL), then T B2 (HK_DUAL), then
- *       T gamma [K], F eps (HK_NORM_A).
- * Grid: min(SMs, ceil(N / HK_GS_WARPS)) blocks of HK_GS_WARPS * 32 threads, HK_GS_WARPS *
- * HK_GS_STAGES * (1 + HK_DUAL) * HK_GS_SEG * sizeof(T) bytes of dynamic shared memory. */
+ *       T gamma [K], F eps (HK_NORM_A). M <= HK_SK_MB <= 8.
+ * Grid: min(2 SMs, ceil(units / HK_GS_WARPS)) blocks of HK_GS_WARPS * 32 threads; dynamic shared
+ * memory: the rings, then A (variant_skinny_nv.c, gs_launch). */
 #if !HK_TRANS_B || HK_ROPE || HK_NORM_C || HK_QB
 #error "gemm_stream: 16-bit B stored [N, K], no rope or norm epilogue"
 #endif
-#if HK_SK_MB > 32 || HK_GS_SEG % 256 != 0
-#error "gemm_stream: a lane stores each output row of a warp (HK_SK_MB <= 32); segments of whole 256-element steps"
+#if HK_SK_MB > 8 || HK_GS_SEG % 32 != 0
+#error "gemm_stream: at most 8 rows of A (one mma's half); chunks of whole 32-element steps"
 #endif
-#define GS_NB (1 + HK_DUAL)                                         /* B matrices */
-#define GS_STAGE_BYTES (GS_NB * HK_GS_SEG * (int)sizeof(HK_T))      /* one chunk, B's then B2's */
-#define GS_STEPS (HK_GS_SEG / 256)                                  /* 16-byte vectors per lane per chunk */
+#if HK_GS_BF16
+#define GS_MMA hk_mma_16816_bf16
+#else
+#define GS_MMA hk_mma_16816_f16
+#endif
+#define GS_NB (1 + HK_DUAL)                                   /* B matrices */
+#define GS_ROW_BYTES (HK_GS_SEG * 2 + 16)                     /* a chunk's row in shared memory */
+#define GS_STAGE_BYTES (GS_NB * 8 * GS_ROW_BYTES)             /* a chunk: 8 rows of B, then of B2 */
+#define GS_RING_BYTES (HK_GS_STAGES * GS_STAGE_BYTES)         /* a warp's ring */
 
-/* `bytes` of global memory at src into shared memory at dst, completing on the mbarrier at bar
- * (whose expected transaction count the issuing thread raised), with L2 policy `policy`. */
 HK_DEVICE void hk_gs_bulk_load(unsigned dst, const void *src, unsigned bytes, unsigned bar,
                                unsigned long long policy) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n"
@@ -52,44 +61,38 @@ HK_DEVICE void hk_gs_prefetch_l2(const void *src, unsigned bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
 }
 
-HK_DEVICE void hk_gs_unpack(uint4 u, float *f) {
-  const unsigned w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    f[2 * i] = HK_LOAD((HK_T)(w[i] & 0xffffu));
-    f[2 * i + 1] = HK_LOAD((HK_T)(w[i] >> 16));
-  }
-}
-
-/* A warp's place in its walk over chunks (m tile, row, k segment), one step at a time (no
- * divisions in the loop). */
+/* A warp's place in its walk over chunks (unit, k segment), one step at a time. */
 typedef struct {
-  long long row, seg; /* row index in the warp's range, k segment */
-  int slot;           /* stage of the ring */
+  long long unit, seg; /* the unit (8 rows of B from 8 unit), its k segment */
+  int slot;            /* stage of the ring */
 } hk_gs_cursor_t;
 
-HK_DEVICE void hk_gs_next(hk_gs_cursor_t *p, long long rows, long long segs) {
-  if (++p->seg == segs) {
-    p->seg = 0;
-    if (++p->row == rows) p->row = 0; /* the next m tile */
-  }
+HK_DEVICE void hk_gs_next(hk_gs_cursor_t *p, long long warps, long long segs) {
+  if (++p->seg == segs) p->seg = 0, p->unit += warps;
   if (++p->slot == HK_GS_STAGES) p->slot = 0;
 }
 
-/* The chunk at cursor p of a warp whose rows begin at r0 into its stage of ring, completing on
- * the stage's mbarrier (bar0 + 8 slot). Lane 0 only. */
-HK_DEVICE void hk_gs_issue(unsigned ring, unsigned bar0, const hk_gs_cursor_t *p, long long r0, long long K,
-                           const HK_T *B, const HK_T *B2, unsigned long long policy) {
-  const long long n = r0 + p->row, k0 = p->seg * HK_GS_SEG;
-  const unsigned bytes = (unsigned)(hk_min_ll(HK_GS_SEG, K - k0) * (long long)sizeof(HK_T));
+/* The chunk at cursor p into its stage of ring (shared-window address), completing on the
+ * stage's mbarrier (bar0 + 8 slot). Every lane of the warp calls it: lane 0 raises the expected
+ * bytes, then lanes 0 .. 8 GS_NB - 1 copy a row each. */
+HK_DEVICE void hk_gs_issue(unsigned ring, unsigned bar0, const hk_gs_cursor_t *p, long long N, long long K,
+                           const HK_T *B, const HK_T *B2, unsigned long long policy, int lane) {
+  const long long k0 = p->seg * HK_GS_SEG;
+  const unsigned bytes = (unsigned)(hk_min_ll(HK_GS_SEG, K - k0) * 2);
   const unsigned dst = ring + (unsigned)p->slot * GS_STAGE_BYTES, bar = bar0 + 8u * (unsigned)p->slot;
-  hk_mbar_expect_tx(bar, bytes * GS_NB);
-  hk_gs_bulk_load(dst, B + n * K + k0, bytes, bar, policy);
+  if (lane == 0) hk_mbar_expect_tx(bar, bytes * 8u * GS_NB);
+  __syncwarp();
+  if (lane < 8 * GS_NB) {
+    const int r = lane % 8;
+    const long long n = hk_min_ll(p->unit * 8 + r, N - 1); /* past N: row N - 1, never stored */
 #if HK_DUAL
-  hk_gs_bulk_load(dst + HK_GS_SEG * (unsigned)sizeof(HK_T), B2 + n * K + k0, bytes, bar, policy);
+    const HK_T *src = (lane < 8 ? B : B2) + n * K + k0;
 #else
-  (void)B2;
+    (void)B2;
+    const HK_T *src = B + n * K + k0;
 #endif
+    hk_gs_bulk_load(dst + (unsigned)(lane * GS_ROW_BYTES), src, bytes, bar, policy);
+  }
 }
 
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)
@@ -102,153 +105,181 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
         , const HK_T *norm_gamma, float norm_eps
 #endif
         ) {
-  extern __shared__ __align__(128) unsigned char gs_ring[];
+  extern __shared__ __align__(128) unsigned char gs_smem[];
   __shared__ __align__(8) unsigned long long gs_full[HK_GS_WARPS][HK_GS_STAGES];
+#if HK_NORM_A
+  __shared__ float gs_ss[HK_SK_MB][HK_GS_WARPS]; /* a row's sum of squares, per warp */
+#endif
 #if !HK_DUAL
   const HK_T *const B2 = NULL;
 #endif
   const int warp = HK_TID / 32, lane = HK_TID % 32;
   const long long warps = HK_NBLOCKS * HK_GS_WARPS, gw = HK_BID * HK_GS_WARPS + warp;
-  const long long r0 = N * gw / warps, rows = N * (gw + 1) / warps - r0; /* this warp's rows of B */
-  const long long segs = (K + HK_GS_SEG - 1) / HK_GS_SEG, m_tiles = (M + HK_SK_MB - 1) / HK_SK_MB;
-  const long long chunks = rows * segs * m_tiles;
-  const unsigned ring = hk_smem_u32(gs_ring) + (unsigned)(warp * HK_GS_STAGES * GS_STAGE_BYTES);
+  const long long units = (N + 7) / 8, segs = (K + HK_GS_SEG - 1) / HK_GS_SEG;
+  const long long my_units = gw < units ? (units - gw + warps - 1) / warps : 0;
+  const long long chunks = my_units * segs;
+  const unsigned ring = hk_smem_u32(gs_smem) + (unsigned)(warp * GS_RING_BYTES);
   const unsigned bar0 = hk_smem_u32(&gs_full[warp][0]);
-  if (lane == 0 && rows > 0) {
+  const long long ka = (K + 31) / 32 * 32 + 8; /* A's row stride in shared memory */
+  HK_T *const as = (HK_T *)(gs_smem + HK_GS_WARPS * GS_RING_BYTES);
+  if (lane == 0 && chunks > 0) {
 #pragma unroll
     for (int s = 0; s < HK_GS_STAGES; s++) hk_mbar_init(bar0 + 8u * (unsigned)s, 1);
     hk_mbar_init_fence();
-    /* before the wait: the start of this warp's rows (contiguous: [r0, r0 + rows) x K) towards L2 */
-    const long long span = hk_min_ll(rows * K * (long long)sizeof(HK_T), HK_GS_PREFETCH / GS_NB);
-    for (long long o = 0; o < span; o += 16384) {
-      const unsigned bytes = (unsigned)hk_min_ll(16384, span - o);
-      hk_gs_prefetch_l2((const unsigned char *)(B + r0 * K) + o, bytes);
+    /* before the wait: the first units' rows (8 K contiguous elements each) towards L2 */
+    long long left = HK_GS_PREFETCH / GS_NB;
+    for (long long u = gw; u < units && left > 0; u += warps) {
+      const long long rows = hk_min_ll(8, N - u * 8);
+      for (long long o = 0; o < rows * K * 2 && left > 0; o += 16384, left -= 16384) {
+        const unsigned bytes = (unsigned)hk_min_ll(16384, rows * K * 2 - o);
+        hk_gs_prefetch_l2((const unsigned char *)(B + u * 8 * K) + o, bytes);
 #if HK_DUAL
-      hk_gs_prefetch_l2((const unsigned char *)(B2 + r0 * K) + o, bytes);
+        hk_gs_prefetch_l2((const unsigned char *)(B2 + u * 8 * K) + o, bytes);
 #endif
+      }
     }
   }
   __syncwarp();
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  if (rows <= 0) return;
   unsigned long long policy;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-  hk_gs_cursor_t ahead = {0, 0, 0}; /* lane 0: the next chunk to issue */
-  if (lane == 0)
-    for (long long c = 0; c < hk_min_ll(HK_GS_STAGES, chunks); c++) {
-      hk_gs_issue(ring, bar0, &ahead, r0, K, B, B2, policy);
-      hk_gs_next(&ahead, rows, segs);
-    }
-  float acc[GS_NB][HK_SK_MB];
+  hk_gs_cursor_t ahead = {gw, 0, 0}; /* the next chunk to issue */
+  for (long long c = 0; c < hk_min_ll(HK_GS_STAGES, chunks); c++) {
+    hk_gs_issue(ring, bar0, &ahead, N, K, B, B2, policy, lane);
+    hk_gs_next(&ahead, warps, segs);
+  }
+  /* A into shared memory, zero past K (and for rows past M), normalised with HK_NORM_A */
+  const int mn = (int)hk_min_ll(M, HK_SK_MB);
 #if HK_NORM_A
   float ss[HK_SK_MB];
+#pragma unroll
+  for (int m = 0; m < HK_SK_MB; m++) ss[m] = 0.0f;
 #endif
-  float ep_bias = 0.0f, ep_mul = 1.0f, ep_res = 0.0f; /* lane m's epilogue operands of output (m, n) */
-  hk_gs_cursor_t at = {0, 0, 0};                    /* the chunk read now */
-  long long m_next = 0; /* the m tile of the chunk read now */
-  unsigned phase = 0; /* of the stages' mbarriers in this pass over the ring */
-  for (long long c = 0; c < chunks; c++) {
-    const long long n = r0 + at.row, k0 = at.seg * HK_GS_SEG, s = at.seg, m0 = m_next;
-    const int mn = (int)hk_min_ll(HK_SK_MB, M - m0);
-    if (s == 0) { /* a row begins */
-#pragma unroll
-      for (int m = 0; m < HK_SK_MB; m++) {
-#pragma unroll
-        for (int b = 0; b < GS_NB; b++) acc[b][m] = 0.0f;
+  for (long long k = HK_TID; k < ka; k += HK_THREADS) {
 #if HK_NORM_A
-        ss[m] = 0.0f;
+    const float g = k < K ? HK_LOAD(norm_gamma[k]) : 0.0f;
 #endif
-      }
-      if (lane < mn) {
-#if HK_HAS_BIAS
-        ep_bias = HK_LOAD(bias[n]);
-#endif
-#if HK_HAS_MUL
-        ep_mul = HK_LOAD(mul[(m0 + lane) * N + n]);
-#endif
-#if HK_HAS_RESIDUAL
-        ep_res = HK_LOAD(residual[(m0 + lane) * N + n]);
-#endif
-      }
-    }
-    const int slot = at.slot;
-    hk_mbar_wait(bar0 + 8u * (unsigned)slot, phase);
-    const HK_T *const sb = (const HK_T *)(gs_ring + (warp * HK_GS_STAGES + slot) * GS_STAGE_BYTES);
-    const int len = (int)hk_min_ll(HK_GS_SEG, K - k0);
-#pragma unroll
-    for (int i = 0; i < GS_STEPS; i++) {
-      const int e = 8 * lane + 256 * i;
-      if (e >= len) break;
-      float wf[GS_NB][8];
-#pragma unroll
-      for (int b = 0; b < GS_NB; b++) hk_gs_unpack(*(const uint4 *)(sb + b * HK_GS_SEG + e), wf[b]);
-#if HK_NORM_A
-      float g[8];
-      hk_gs_unpack(__ldg((const uint4 *)(norm_gamma + k0 + e)), g);
-#endif
-#pragma unroll
-      for (int m = 0; m < HK_SK_MB; m++) {
-        if (m >= mn) break;
-        float a[8];
-        hk_gs_unpack(__ldg((const uint4 *)(A + (m0 + m) * K + k0 + e)), a);
-#if HK_NORM_A
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-          ss[m] = fmaf(a[j], a[j], ss[m]);
-          a[j] = HK_LOAD(HK_STORE(a[j] * g[j])); /* the norm's 16-bit output, before its row scale */
-        }
-#endif
-#pragma unroll
-        for (int b = 0; b < GS_NB; b++)
-#pragma unroll
-          for (int j = 0; j < 8; j++) acc[b][m] = fmaf(a[j], wf[b][j], acc[b][m]);
-      }
-    }
-    __syncwarp(); /* every lane has read the stage: lane 0 may refill it */
-    if (lane == 0 && c + HK_GS_STAGES < chunks) {
-      hk_gs_issue(ring, bar0, &ahead, r0, K, B, B2, policy);
-      hk_gs_next(&ahead, rows, segs);
-    }
-    hk_gs_next(&at, rows, segs);
-    if (at.slot == 0) phase ^= 1u;
-    if (at.seg != 0) continue; /* not the row's last chunk */
-    if (at.row == 0) m_next += HK_SK_MB; /* after this row: the next m tile */
-    /* the row's last chunk: every lane gets every sum (butterfly), in the same order on every lane */
-    float out = 0.0f, out2 = 0.0f;
 #pragma unroll
     for (int m = 0; m < HK_SK_MB; m++) {
+      float a = m < mn && k < K ? HK_LOAD(A[m * K + k]) : 0.0f;
 #if HK_NORM_A
-      for (int off = 16; off > 0; off >>= 1) ss[m] += hk_shfl_xor(ss[m], off);
-      const float scale = rsqrtf(ss[m] / (float)K + norm_eps);
+      ss[m] = fmaf(a, a, ss[m]);
+      a *= g;
 #endif
+      as[m * ka + k] = HK_STORE(a);
+    }
+  }
+#if HK_NORM_A
+#pragma unroll
+  for (int m = 0; m < HK_SK_MB; m++) {
+    for (int off = 16; off > 0; off >>= 1) ss[m] += hk_shfl_xor(ss[m], off);
+    if (lane == 0) gs_ss[m][warp] = ss[m];
+  }
+#endif
+  HK_SYNC();
+  const int g = lane / 4, q = lane % 4; /* the mma fragments' row and column pair */
+#if HK_NORM_A
+  float scale = 0.0f; /* of output row g */
+  if (g < HK_SK_MB) {
+    float t = 0.0f;
+    for (int w = 0; w < HK_GS_WARPS; w++) t += gs_ss[g][w];
+    scale = rsqrtf(t / (float)K + norm_eps);
+  }
+#endif
+  const HK_T *const arow = as + (g < HK_SK_MB ? g : 0) * ka + 2 * q; /* this lane's A fragment column */
+  const bool a_on = g < mn;
+  /* ldmatrix x4: lane l gives the address of row l % 8 of matrix l / 8 (k + 8 (l / 8)) */
+  const unsigned ld_off = (unsigned)((lane % 8) * GS_ROW_BYTES + (lane / 8) * 16);
+  float acc[GS_NB][4];
+  float ep_bias[2], ep_mul[2], ep_res[2];
+  hk_gs_cursor_t at = {gw, 0, 0};
+  unsigned phase = 0;
+  for (long long c = 0; c < chunks; c++) {
+    const long long n0 = at.unit * 8, k0 = at.seg * HK_GS_SEG;
+    if (at.seg == 0) { /* a unit begins */
+#pragma unroll
+      for (int b = 0; b < GS_NB; b++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[b][i] = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 2; j++) {
+        const long long n = n0 + 2 * q + j;
+        const bool on = a_on && n < N;
+        ep_bias[j] = 0.0f, ep_mul[j] = 1.0f, ep_res[j] = 0.0f;
+#if HK_HAS_BIAS
+        if (on) ep_bias[j] = HK_LOAD(bias[n]);
+#endif
+#if HK_HAS_MUL
+        if (on) ep_mul[j] = HK_LOAD(mul[g * N + n]);
+#endif
+#if HK_HAS_RESIDUAL
+        if (on) ep_res[j] = HK_LOAD(residual[g * N + n]);
+#endif
+        (void)on;
+      }
+    }
+    hk_mbar_wait(bar0 + 8u * (unsigned)at.slot, phase);
+    __syncwarp(); /* the lanes leave the wait's loop apart; ldmatrix and mma take them together */
+    const unsigned stage = hk_smem_u32(gs_smem) + (unsigned)(warp * GS_RING_BYTES + at.slot * GS_STAGE_BYTES);
+    const int len = (int)hk_min_ll(HK_GS_SEG, K - k0);
+    for (int kk = 0; kk < len; kk += 32) { /* two k16 steps: one ldmatrix x4 per matrix */
+      unsigned a[2][4];
+#pragma unroll
+      for (int s = 0; s < 2; s++) {
+        const HK_T *ap = arow + k0 + kk + 16 * s;
+        a[s][0] = a_on ? *(const unsigned *)ap : 0u;
+        a[s][2] = a_on ? *(const unsigned *)(ap + 8) : 0u;
+        a[s][1] = a[s][3] = 0u; /* rows 8..15 of the m side: none */
+      }
 #pragma unroll
       for (int b = 0; b < GS_NB; b++) {
-        for (int off = 16; off > 0; off >>= 1) acc[b][m] += hk_shfl_xor(acc[b][m], off);
-#if HK_NORM_A
-        acc[b][m] *= scale;
-#endif
+        unsigned r[4];
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(stage + (unsigned)(b * 8 * GS_ROW_BYTES + kk * 2) + ld_off));
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+          if (kk + 8 * j >= len) r[j] = 0u; /* past the chunk's columns: not copied */
+        const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+        GS_MMA(acc[b], a[0], b0);
+        GS_MMA(acc[b], a[1], b1);
       }
-      if (lane == m) out = acc[0][m], out2 = acc[GS_NB - 1][m];
     }
-    if (lane < mn) {
-      float v = out;
+    __syncwarp(); /* every lane has read the stage: it may be refilled */
+    if (c + HK_GS_STAGES < chunks) {
+      hk_gs_issue(ring, bar0, &ahead, N, K, B, B2, policy, lane);
+      hk_gs_next(&ahead, warps, segs);
+    }
+    hk_gs_next(&at, warps, segs);
+    if (at.slot == 0) phase ^= 1u;
+    if (at.seg != 0 || !a_on) continue; /* not the unit's last chunk, or no output row here */
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      const long long n = n0 + 2 * q + j;
+      if (n >= N) continue;
+      float v = acc[0][j];
+#if HK_NORM_A
+      v *= scale;
+#endif
 #if HK_HAS_BIAS
-      v += ep_bias;
+      v += ep_bias[j];
 #endif
       v = HK_ACT(v);
 #if HK_DUAL
-      v *= out2;
+#if HK_NORM_A
+      v *= acc[1][j] * scale;
 #else
-      (void)out2;
+      v *= acc[1][j];
+#endif
 #endif
 #if HK_HAS_MUL
-      v *= ep_mul;
+      v *= ep_mul[j];
 #endif
 #if HK_HAS_RESIDUAL
-      v += ep_res;
+      v += ep_res[j];
 #endif
-      C[(m0 + lane) * N + n] = HK_STORE(v);
+      C[g * N + n] = HK_STORE(v);
     }
   }
 }

@@ -348,9 +348,11 @@ static void test_nvrtc_gemm_skinny(void **state) {
 }
 
 /* gemm_stream (the tuner's choice in gemm_skinny's place for a 16-bit B): the keys it serves
- * (gemm_skinny's without 8-bit B), never the registry's pick for an untuned key; its launch is
- * a block of 4 warps per SM at most (fewer for a short N: a warp per row at least), 96 KB of
- * rings; each epilogue form at mb 1 and 8 in bf16, and plain f16, compiles without spills. */
+ * (gemm_skinny's without 8-bit B), never the registry's pick for an untuned key; the tuner's
+ * rule for where A fits; its launch: a warp per unit of 8 rows of B, blocks of 2 warps, at
+ * most two blocks per SM, the rings (32 KB a warp) then A's mb rows (K rounded up to 32, plus
+ * 8) in shared memory; each epilogue form at mb 1 and 8 in bf16, and plain f16, compiles
+ * without spills. */
 static void test_nvrtc_gemm_stream(void **state) {
   (void)state;
   const hkc_variant_t *gs = hkc_variant_named("gemm_stream");
@@ -369,26 +371,32 @@ static void test_nvrtc_gemm_stream(void **state) {
   no.align = 4;
   assert_false(hkc_variant_serves(gs, a90, &no));
   assert_false(hkc_variant_serves(gs, hk_test_arch("sm_80"), &probe));
-  /* the launch: min(SMs, ceil(N / 4)) blocks of 128 threads, 4 rings of 24 KB */
-  static const long long shapes[][3] = {{1, 2048, 2048}, {1, 6, 64}, {8, 128256, 2048}, {3, 517, 1000}};
+  assert_true(hkc_gemm_stream_fits(1, 8192) && hkc_gemm_stream_fits(1, 30000) && hkc_gemm_stream_fits(8, 4000));
+  assert_false(hkc_gemm_stream_fits(8, 8192) || hkc_gemm_stream_fits(9, 64) || hkc_gemm_stream_fits(0, 64));
+  static const long long shapes[][3] = {{1, 2048, 2048}, {1, 8, 64}, {8, 128256, 2048}, {3, 520, 1000}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
     for (int dual = 0; dual <= 1; dual++) {
       hkc_kernel_key_t k = probe;
       k.dual = dual, k.act = dual ? HK_ACT_SILU : HK_ACT_NONE;
+      const long long m = shapes[i][0], n = shapes[i][1], kk = shapes[i][2];
+      const int mb = m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8;
+      char params[16];
+      snprintf(params, sizeof params, "mb=%d", mb);
       hkc_tile_cfg_t cfg;
-      assert_int_equal(gs->tune_parse(a90, &k, "mb=1", &cfg), 0);
+      assert_int_equal(gs->tune_parse(a90, &k, params, &cfg), 0);
       hkc_tune_apply(a90, &k, &cfg);
       assert_ptr_equal(hkc_variant_for(a90, &k), gs);
       const hkc_arg_t nul = {.kind = HK_ARG_NULL};
       hkc_arg_t a[9] = {{.kind = HK_ARG_TENSOR, .i = 0}, {.kind = HK_ARG_TENSOR, .i = 1}, nul,
-                        nul, {.kind = HK_ARG_TENSOR, .i = 2}, {.kind = HK_ARG_I64, .i = shapes[i][0]},
-                        {.kind = HK_ARG_I64, .i = shapes[i][1]}, {.kind = HK_ARG_I64, .i = shapes[i][2]}, nul};
+                        nul, {.kind = HK_ARG_TENSOR, .i = 2}, {.kind = HK_ARG_I64, .i = m},
+                        {.kind = HK_ARG_I64, .i = n}, {.kind = HK_ARG_I64, .i = kk}, nul};
       uint32_t grid[3], block[3], shared = 0;
       hkc_gpu_launch_dims(a90, &k, a, 9, grid, block, &shared);
-      const long long want = (shapes[i][1] + 3) / 4 < 132 ? (shapes[i][1] + 3) / 4 : 132;
+      const long long units = (n + 7) / 8, want = (units + 1) / 2 < 264 ? (units + 1) / 2 : 264;
       assert_int_equal(grid[0], want);
-      assert_int_equal(block[0], 128);
-      assert_int_equal(shared, 96 * 1024);
+      assert_int_equal(block[0], 64);
+      const long long stage = (dual ? 2 : 1) * 8 * (256 * 2 + 16), rings = 2 * (32 * 1024 / stage) * stage;
+      assert_int_equal(shared, rings + mb * ((kk + 31) / 32 * 32 + 8) * 2);
     }
   HK_TEST_NEED_NVRTC();
   static const struct {

@@ -99,24 +99,24 @@ const hkc_variant_t hkc_variant_gemm_skinny = {
 };
 
 /* ---- gemm_stream (templates/gpu/gemm_stream.hip) ----------------------------------------------
- * The same launches as gemm_skinny with a 16-bit B (tune.c names it in gemm_skinny's place
- * unless gemm_stream=off), B streamed into shared memory by the bulk copy engine: a block of
- * GS_WARPS warps per SM, each warp a contiguous range of B's rows and a ring of GS_STAGES
- * chunks of GS_SEG elements per matrix (24 KB a warp: 96 KB a block, so the next launch's
- * block fits beside it and prefetches while this one streams). Parameters: "mb" as
- * gemm_skinny's. */
-#define GS_WARPS 4
-#define GS_SEG 2048                /* elements of a B row per chunk: 4 KB of bf16 */
-#define GS_RING_BYTES (24 * 1024)  /* a warp's ring */
-#define GS_PREFETCH (32 * 1024)    /* bytes of its rows a warp sends towards L2 before griddepcontrol.wait */
+ * The launches of gemm_skinny with a 16-bit B (tune.c names it in gemm_skinny's place unless
+ * gemm_stream=off, where A fits: hkc_gemm_stream_fits): B streamed into shared memory by the
+ * bulk copy engine and multiplied on the tensor cores (mma m16n8k16: a unit is 8 rows of B). A
+ * block of GS_WARPS warps, each with a ring of GS_RING_BYTES, at most two blocks per SM, so
+ * the next launch's block fits beside them and prefetches while these stream. Parameters: "mb"
+ * as gemm_skinny's (rows of A: 1, 2, 4 or 8; A is staged in shared memory for that many). */
+#define GS_WARPS 2
+#define GS_SEG 256                /* elements of a B row per chunk */
+#define GS_RING_BYTES (32 * 1024) /* a warp's ring: two blocks per SM and the next launch's beside them */
+#define GS_PREFETCH (32 * 1024)   /* bytes of its rows a warp sends towards L2 before griddepcontrol.wait */
 
 static int gs_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
   return sk_applies(arch, key) && !hkc_gemm_quant_b(key);
 }
 
-static int gs_stages(const hkc_kernel_key_t *key) {
-  return GS_RING_BYTES / ((key->dual ? 2 : 1) * GS_SEG * (int)hkc_dtype_size(key->dtype));
-}
+static int gs_stage_bytes(const hkc_kernel_key_t *key) { return (key->dual ? 2 : 1) * 8 * (GS_SEG * 2 + 16); }
+
+static int gs_stages(const hkc_kernel_key_t *key) { return GS_RING_BYTES / gs_stage_bytes(key); }
 
 static int gs_mb(const hkc_kernel_key_t *key) {
   int mb = 8;
@@ -126,11 +126,19 @@ static int gs_mb(const hkc_kernel_key_t *key) {
   return mb;
 }
 
+/* Bytes of shared memory for A: mb rows of K rounded up to a 32-element step, plus 8. */
+static int64_t gs_a_bytes(int64_t mb, int64_t k) { return mb * ((k + 31) / 32 * 32 + 8) * 2; }
+
+int hkc_gemm_stream_fits(int64_t m, int64_t k) {
+  const int mb = m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8;
+  return m >= 1 && m <= 8 && k >= 1 && gs_a_bytes(mb, k) <= HKC_GEMM_STREAM_A_BYTES;
+}
+
 static int gs_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params,
                          hkc_tile_cfg_t *out) {
   if (sk_tune_parse(arch, key, params, out) != 0) return -1;
   snprintf(out->variant, sizeof out->variant, "gemm_stream");
-  out->bn = GS_WARPS;
+  out->bn = 8 * GS_WARPS;
   out->bk = GS_SEG;
   out->threads = 32 * GS_WARPS;
   out->inflight = gs_stages(key);
@@ -141,19 +149,19 @@ static void gs_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, 
   (void)arch;
   snprintf(out, size,
            "#define HK_THREADS %d\n#define HK_GS_WARPS %d\n#define HK_GS_SEG %d\n#define HK_GS_STAGES %d\n"
-           "#define HK_GS_PREFETCH %d\n#define HK_SK_MB %d\n",
-           32 * GS_WARPS, GS_WARPS, GS_SEG, gs_stages(key), GS_PREFETCH, gs_mb(key));
+           "#define HK_GS_PREFETCH %d\n#define HK_SK_MB %d\n#define HK_GS_BF16 %d\n",
+           32 * GS_WARPS, GS_WARPS, GS_SEG, gs_stages(key), GS_PREFETCH, gs_mb(key), key->dtype == HK_DTYPE_BF16);
 }
 
 static void gs_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
                       uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
   const int64_t n = hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_N);
-  int64_t blocks = hkc_variant_ceil_div(n, GS_WARPS);
-  const int64_t sms = arch->compute_units ? arch->compute_units : 132;
-  if (blocks > sms) blocks = sms;
-  const uint32_t ring = (uint32_t)(GS_WARPS * gs_stages(key) * (key->dual ? 2 : 1) * GS_SEG) *
-                        (uint32_t)hkc_dtype_size(key->dtype);
-  hkc_variant_launch_1d(blocks < 1 ? 1 : blocks, 32 * GS_WARPS, ring, out_grid, out_block, out_shared);
+  const int64_t k = hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_K);
+  int64_t blocks = hkc_variant_ceil_div(hkc_variant_ceil_div(n, 8), GS_WARPS);
+  const int64_t cap = 2 * (int64_t)(arch->compute_units ? arch->compute_units : 132);
+  if (blocks > cap) blocks = cap;
+  const int64_t shared = (int64_t)GS_WARPS * gs_stages(key) * gs_stage_bytes(key) + gs_a_bytes(gs_mb(key), k);
+  hkc_variant_launch_1d(blocks < 1 ? 1 : blocks, 32 * GS_WARPS, (uint32_t)shared, out_grid, out_block, out_shared);
 }
 
 static const char *const gs_includes[] = {"gpu/tile_nv.h", NULL};
@@ -171,5 +179,5 @@ const hkc_variant_t hkc_variant_gemm_stream = {
     .tune_parse = gs_tune_parse,
     .params = k_sk_names,
     .n_params = 1,
-    .rules = "mb 1, 2, 4 or 8 (rows of A per pass over B)",
+    .rules = "mb 1, 2, 4 or 8 (rows of A)",
 };
