@@ -89,6 +89,17 @@ if command -v ncu >/dev/null && [ "${GEN_T_NCU:-150}" -gt 0 ]; then
       --ids /tmp/p1024.npy -n 2 > "$out/ncu_detail_$k.log" 2>&1
     echo "ncu detail $k: rc $?"; grep -E "Duration|DRAM Throughput|Memory Throughput|Registers|Achieved Occupancy|Stall|Warp Cycles Per Issued" "$out/ncu_detail_$k.log" | head -12
   done
+  # GEN_NCU_SOURCE ("regex:skip ..."): the hottest SASS lines of those launches by stall samples
+  for ks in ${GEN_NCU_SOURCE:-}; do
+    k=${ks%:*} rep=/tmp/ncu_src_$$
+    timeout "${GEN_T_NCU_DETAIL:-30}" ncu --clock-control none --kernel-name "regex:$k" --launch-skip "${ks#*:}" \
+      --launch-count 1 --section SourceCounters --section WarpStateStats --export "$rep" -f \
+      build-dev/hkc generate build-dev/gen/${GEN_NCU_DETAIL_PACK:-llama-3.2-1b}.hkpack \
+      --weights /tmp/gen_llama-3.2-1b/model.safetensors --weights-map build-dev/gen/llama-3.2-1b.map \
+      --ids /tmp/p1024.npy -n 2 > /dev/null 2>&1
+    ncu -i "$rep.ncu-rep" --page source --csv --print-source sass > "$out/ncu_source_${k//[^A-Za-z0-9_]/}.csv" 2>&1
+    echo "ncu source $k:"; python3 bench/lib/ncu_hot.py "$out/ncu_source_${k//[^A-Za-z0-9_]/}.csv" 25
+  done
 fi
 # decode ms/token and time to first token against Hugging Face (last: the stage that gets what time is left)
 [ "${GEN_T_BENCH:-300}" -gt 0 ] && timeout "${GEN_T_BENCH:-300}" python3 bench/gen_device.py bench 2>&1 | tee "$out/bench.log"

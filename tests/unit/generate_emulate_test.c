@@ -226,8 +226,8 @@ static void test_take_rows_argmax(void **state) {
       {HK_OP_ARGMAX, F16, 0, 0, 0, 2, {7, 3}, 0, 0},
       /* 16-byte loads (row_best.h): a tail of single vectors, then the loop of 8 in flight first */
       {HK_OP_ARGMAX, BF16, 0, 0, 0, 2, {4, 1000}, 0, 8},
-      {HK_OP_ARGMAX, BF16, 0, 0, 0, 2, {3, 20008}, 0, 8},
-      {HK_OP_ARGMAX, HK_DTYPE_F32, 0, 0, 0, 2, {3, 9004}, 0, 4},
+      {HK_OP_ARGMAX, BF16, 0, 0, 0, 2, {3, 40008}, 0, 8},
+      {HK_OP_ARGMAX, HK_DTYPE_F32, 0, 0, 0, 2, {3, 20004}, 0, 4},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 201);
 }
@@ -259,7 +259,7 @@ static void test_sample(void **state) {
   static const gen_case_t cases[] = {
       {HK_OP_SAMPLE, BF16, 0, 0, 0, 2, {32, 1000}, 0, 0},
       {HK_OP_SAMPLE, F16, 0, 0, 0, 2, {16, 37}, 0, 0},
-      {HK_OP_SAMPLE, BF16, 0, 0, 0, 2, {16, 20008}, 0, 8}, /* greedy rows in 16-byte loads */
+      {HK_OP_SAMPLE, BF16, 0, 0, 0, 2, {16, 40008}, 0, 8}, /* greedy rows in 16-byte loads */
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 401);
 }
