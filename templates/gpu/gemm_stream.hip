@@ -49,6 +49,7 @@
 #define GS_ROW_BYTES (HK_GS_SEG * 2 + 16)                     /* a chunk's row in shared memory */
 #define GS_STAGE_BYTES (GS_NB * 8 * GS_ROW_BYTES)             /* a chunk: 8 rows of B, then of B2 */
 #define GS_RING_BYTES (HK_GS_STAGES * GS_STAGE_BYTES)         /* a warp's ring */
+#define GS_AV 8                                               /* A's 16-byte loads in flight per thread */
 
 HK_DEVICE void hk_gs_bulk_load(unsigned dst, const void *src, unsigned bytes, unsigned bar,
                                unsigned long long policy) {
@@ -149,27 +150,53 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
     hk_gs_issue(ring, bar0, &ahead, N, K, B, B2, policy, lane);
     hk_gs_next(&ahead, warps, segs);
   }
-  /* A into shared memory, zero past K (and for rows past M), normalised with HK_NORM_A */
+  /* A into shared memory, zero past K (and for rows past M), normalised with HK_NORM_A: 16-byte
+   * vectors (K % 8 == 0: a vector is all inside K or all past it), GS_AV of a thread's loads in
+   * flight before it converts and stores (one at a time, each load would be a round trip) */
   const int mn = (int)hk_min_ll(M, HK_SK_MB);
 #if HK_NORM_A
   float ss[HK_SK_MB];
 #pragma unroll
   for (int m = 0; m < HK_SK_MB; m++) ss[m] = 0.0f;
 #endif
-  for (long long k = HK_TID; k < ka; k += HK_THREADS) {
+  const long long nv = ka / 8; /* vectors of an A row in shared memory */
+#pragma unroll
+  for (int m = 0; m < HK_SK_MB; m++)
+    for (long long v0 = HK_TID; v0 < nv; v0 += GS_AV * HK_THREADS) {
+      uint4 x[GS_AV];
 #if HK_NORM_A
-    const float g = k < K ? HK_LOAD(norm_gamma[k]) : 0.0f;
+      uint4 gv[GS_AV];
 #endif
 #pragma unroll
-    for (int m = 0; m < HK_SK_MB; m++) {
-      float a = m < mn && k < K ? HK_LOAD(A[m * K + k]) : 0.0f;
+      for (int i = 0; i < GS_AV; i++) {
+        const long long v = v0 + i * HK_THREADS;
+        const bool in = m < mn && v < nv && v * 8 < K;
+        x[i] = in ? __ldg((const uint4 *)(A + m * K + v * 8)) : make_uint4(0u, 0u, 0u, 0u);
 #if HK_NORM_A
-      ss[m] = fmaf(a, a, ss[m]);
-      a *= g;
+        gv[i] = in ? __ldg((const uint4 *)(norm_gamma + v * 8)) : make_uint4(0u, 0u, 0u, 0u);
 #endif
-      as[m * ka + k] = HK_STORE(a);
+      }
+#pragma unroll
+      for (int i = 0; i < GS_AV; i++) {
+        const long long v = v0 + i * HK_THREADS;
+        if (v >= nv) break;
+#if HK_NORM_A
+        unsigned w[4] = {x[i].x, x[i].y, x[i].z, x[i].w};
+        const unsigned gw4[4] = {gv[i].x, gv[i].y, gv[i].z, gv[i].w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          float lo = HK_LOAD((HK_T)(w[j] & 0xffffu)), hi = HK_LOAD((HK_T)(w[j] >> 16));
+          ss[m] = fmaf(lo, lo, ss[m]);
+          ss[m] = fmaf(hi, hi, ss[m]);
+          lo *= HK_LOAD((HK_T)(gw4[j] & 0xffffu));
+          hi *= HK_LOAD((HK_T)(gw4[j] >> 16));
+          w[j] = (unsigned)HK_STORE(lo) | ((unsigned)HK_STORE(hi) << 16);
+        }
+        x[i] = make_uint4(w[0], w[1], w[2], w[3]);
+#endif
+        *(uint4 *)(as + m * ka + v * 8) = x[i]; /* the 16-bit values as loaded (or normalised) */
+      }
     }
-  }
 #if HK_NORM_A
 #pragma unroll
   for (int m = 0; m < HK_SK_MB; m++) {
