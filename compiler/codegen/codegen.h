@@ -229,7 +229,8 @@ typedef struct hkc_kernel_options {
   hkc_switch_t gemm_skinny; /* gemm_skinny on sm_90a (few-row GEMMs streaming B): auto/on = the launches
                                of M <= 8 it serves; off = never */
   hkc_switch_t gemm_stream; /* gemm_stream in gemm_skinny's place for a 16-bit B (B through the bulk copy
-                               engine into shared memory): auto/on = yes; off = gemm_skinny */
+                               engine into shared memory, the tensor cores): on = yes; auto/off =
+                               gemm_skinny (measured slower on the whole, 2026-12-07) */
   hkc_switch_t gemm_quant;  /* gemms read 8-bit B themselves (dequant folded in): on = wherever every target
                                has such a kernel, auto = host-only builds, off = never */
   hkc_switch_t gemm_fp8;    /* gemms of fp8_e4m3 weights multiply in FP8 (A quantized per row): on = where

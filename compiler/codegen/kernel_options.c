@@ -66,8 +66,9 @@ static const kopt_t k_opts[] = {
      "(decode steps): auto: for the launches of one row it serves (a 16-bit B; an 8-bit B read by the gemm "
      "itself: M <= 8); on: M <= 8; off: the tensor-core kernels there too"},
     {"gemm_stream", "HKC_GEMM_STREAM", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
-     "auto|on|off: gemm_stream on sm_90a in gemm_skinny's place for a 16-bit B (the launches gemm_skinny takes: "
-     "B streamed into shared memory by the bulk copy engine, a ring of chunks per warp); off: gemm_skinny"},
+     "auto|on|off: on: gemm_stream on sm_90a in gemm_skinny's place for a 16-bit B (the launches gemm_skinny "
+     "takes: B streamed into shared memory by the bulk copy engine, multiplied on the tensor cores); auto, off: "
+     "gemm_skinny (the H100 measured gemm_stream slower on the whole decode step)"},
     {"gemm_quant", "HKC_GEMM_QUANT", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: a gemm whose B is an 8-bit param reads the 8-bit bytes and their scales itself, "
      "dequantizing as it loads, in the launches where a kernel of every target does (the host: every M; "

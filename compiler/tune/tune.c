@@ -611,9 +611,13 @@ static int skinny_choose(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *ar
   hkc_kernel_key_t key = l->key;
   key.variant[0] = key.tune[0] = '\0';
   if (!v || !hkc_variant_serves(v, arch, &key) || (o && !hkc_kernel_options_allow(o, arch, v, &key))) return 0;
-  /* a 16-bit B: gemm_stream (the bulk copy engine's stream) in its place unless gemm_stream=off */
+  /* a 16-bit B under gemm_stream=on: gemm_stream (the bulk copy engine's stream, the tensor cores)
+   * in its place. Opt-in: the H100 ran Llama-3.2-1B's batch-1 decode step (2026-12-07,
+   * docs/BENCHMARKS.md) at 1.850 ms with it against 1.497 with gemm_skinny -- faster at the SwiGLU
+   * pair (30.8 against 33.1 us), slower at q|k|v, o and down (18.3 / 12.9 / 34.4 against 14.0 /
+   * 9.1 / 21.5). */
   const hkc_variant_t *stream = hkc_variant_named("gemm_stream");
-  if (stream && !(o && o->gemm_stream == HKC_SWITCH_OFF) && hkc_gemm_stream_fits(l->shape.m, l->shape.k) &&
+  if (stream && o && o->gemm_stream == HKC_SWITCH_ON && hkc_gemm_stream_fits(l->shape.m, l->shape.k) &&
       hkc_variant_serves(stream, arch, &key) &&
       !(o && !hkc_kernel_options_allow(o, arch, stream, &key)))
     v = stream;

@@ -148,28 +148,33 @@ spec=$HK_SOURCE_DIR/tests/specs/op_gemm_aligned_bf16.yaml
 if grep -q "^NVIDIA (sm):   unavailable" "$work/targets.txt"; then
   echo "SKIPPED (NVIDIA part): nvrtc unavailable"
 else
-  # gemm_tma's tuning (gemm_skinny=off: the few-row launches too; by default they are gemm_stream's,
-  # gemm_skinny's under gemm_stream=off)
+  # gemm_tma's tuning (gemm_skinny=off: the few-row launches too; by default they are gemm_skinny's,
+  # gemm_stream's under gemm_stream=on)
   "$HKC" build "$spec" -o "$work/sk.hkpack" --target sm_90a -q
   "$HKC" inspect "$work/sk.hkpack" > "$work/sk.txt"
   grep -E "^    #[0-9]+ +g_gemv_tb " "$work/sk.txt" > "$work/sk_gemv.txt" || true
   k1=$(head -n1 "$work/sk_gemv.txt" | awk '{print $3}')
-  [ -n "$k1" ] && gemm_lines "$work/sk.txt" | grep -E "^  $k1 " | grep -q "kernel=gemm_stream cfg=mb=1 src=model" \
-    && ok "sm_90a by default: the batch-1 launch of g_gemv_tb is gemm_stream's" || { bad "gemm_stream default"; cat "$work/sk.txt"; }
-  "$HKC" build "$spec" -o "$work/sk_off.hkpack" --target sm_90a --kernel-option gemm_stream=off -q
-  "$HKC" inspect "$work/sk_off.hkpack" > "$work/sk_off.txt"
-  k1off=$(grep -E "^    #[0-9]+ +g_gemv_tb " "$work/sk_off.txt" | head -n1 | awk '{print $3}')
-  [ -n "$k1off" ] && gemm_lines "$work/sk_off.txt" | grep -E "^  $k1off " | grep -q "kernel=gemm_skinny cfg=mb=1 src=model" \
-    && ok "sm_90a, gemm_stream=off: the batch-1 launch of g_gemv_tb is gemm_skinny's" || { bad "gemm_stream=off"; cat "$work/sk_off.txt"; }
-  # its batch-3 launch (M = 3): a tensor-core kernel by default, gemm_stream (mb=4) under gemm_skinny=on
+  [ -n "$k1" ] && gemm_lines "$work/sk.txt" | grep -E "^  $k1 " | grep -q "kernel=gemm_skinny cfg=mb=1 src=model" \
+    && ok "sm_90a by default: the batch-1 launch of g_gemv_tb is gemm_skinny's" || { bad "gemm_skinny default"; cat "$work/sk.txt"; }
+  "$HKC" build "$spec" -o "$work/st_on.hkpack" --target sm_90a --kernel-option gemm_stream=on -q
+  "$HKC" inspect "$work/st_on.hkpack" > "$work/st_on.txt"
+  k1on=$(grep -E "^    #[0-9]+ +g_gemv_tb " "$work/st_on.txt" | head -n1 | awk '{print $3}')
+  [ -n "$k1on" ] && gemm_lines "$work/st_on.txt" | grep -E "^  $k1on " | grep -q "kernel=gemm_stream cfg=mb=1 src=model" \
+    && ok "sm_90a, gemm_stream=on: the batch-1 launch of g_gemv_tb is gemm_stream's" || { bad "gemm_stream=on"; cat "$work/st_on.txt"; }
+  # its batch-3 launch (M = 3): a tensor-core kernel by default, gemm_skinny (mb=4) under gemm_skinny=on,
+  # gemm_stream (mb=4) with gemm_stream=on too
   k3=$(sed -n 2p "$work/sk_gemv.txt" | awk '{print $3}')
   "$HKC" build "$spec" -o "$work/sk_on.hkpack" --target sm_90a --kernel-option gemm_skinny=on -q
   "$HKC" inspect "$work/sk_on.hkpack" > "$work/sk_on.txt"
   k3on=$(grep -E "^    #[0-9]+ +g_gemv_tb " "$work/sk_on.txt" | sed -n 2p | awk '{print $3}')
-  [ -n "$k3" ] && [ -n "$k3on" ] && ! gemm_lines "$work/sk.txt" | grep -E "^  $k3 " | grep -q "kernel=gemm_s" &&
-    gemm_lines "$work/sk_on.txt" | grep -E "^  $k3on " | grep -q "kernel=gemm_stream cfg=mb=4 src=model" &&
-    ok "sm_90a: the batch-3 launch of g_gemv_tb: a tensor-core kernel by default, gemm_stream mb=4 under gemm_skinny=on" ||
-    { bad "gemm_stream at M = 3"; grep g_gemv "$work/sk.txt" "$work/sk_on.txt"; }
+  "$HKC" build "$spec" -o "$work/st3.hkpack" --target sm_90a --kernel-option gemm_skinny=on --kernel-option gemm_stream=on -q
+  "$HKC" inspect "$work/st3.hkpack" > "$work/st3.txt"
+  k3st=$(grep -E "^    #[0-9]+ +g_gemv_tb " "$work/st3.txt" | sed -n 2p | awk '{print $3}')
+  [ -n "$k3" ] && [ -n "$k3on" ] && [ -n "$k3st" ] && ! gemm_lines "$work/sk.txt" | grep -E "^  $k3 " | grep -q "kernel=gemm_s" &&
+    gemm_lines "$work/sk_on.txt" | grep -E "^  $k3on " | grep -q "kernel=gemm_skinny cfg=mb=4 src=model" &&
+    gemm_lines "$work/st3.txt" | grep -E "^  $k3st " | grep -q "kernel=gemm_stream cfg=mb=4 src=model" &&
+    ok "sm_90a: the batch-3 launch of g_gemv_tb: a tensor-core kernel by default, gemm_skinny / gemm_stream mb=4 when on" ||
+    { bad "few-row kernels at M = 3"; grep g_gemv "$work/sk.txt" "$work/sk_on.txt" "$work/st3.txt"; }
   # kv_attention: by default kv_attention_mma for the launches of >= 64 token rows (prefill) and
   # kv_attention_warp below (decode steps); kv_mma=off: kv_attention_warp for both; kv_warp=off
   # kv_mma=off: the portable kernel for both

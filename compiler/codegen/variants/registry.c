@@ -31,7 +31,7 @@ static const hkc_variant_t *const k_variants[] = {
     &hkc_variant_gemm_wgmma,  /* NVIDIA sm_90a (kernel option gemm_ws=off) */
     &hkc_variant_gemm_mma,    /* NVIDIA sm_80+ */
     &hkc_variant_gemm_skinny, /* NVIDIA sm_90a, never first: the tuner names it for M <= 8 (gemm_skinny=off: never) */
-    &hkc_variant_gemm_stream, /* NVIDIA sm_90a, never first: gemm_skinny's launches of a 16-bit B (gemm_stream=off: not) */
+    &hkc_variant_gemm_stream, /* NVIDIA sm_90a, never first: gemm_skinny's launches of a 16-bit B under gemm_stream=on */
     &hkc_variant_attention_tma,   /* NVIDIA sm_90a, TMA + warp-specialized (attn_tma=off: the two below) */
     &hkc_variant_attention_wgmma, /* NVIDIA sm_90a; head_dim 128 (64: attn_wgmma=on) */
     &hkc_variant_attention_mma,

@@ -99,8 +99,8 @@ const hkc_variant_t hkc_variant_gemm_skinny = {
 };
 
 /* ---- gemm_stream (templates/gpu/gemm_stream.hip) ----------------------------------------------
- * The launches of gemm_skinny with a 16-bit B (tune.c names it in gemm_skinny's place unless
- * gemm_stream=off, where A fits: hkc_gemm_stream_fits): B streamed into shared memory by the
+ * The launches of gemm_skinny with a 16-bit B (tune.c names it in gemm_skinny's place under
+ * gemm_stream=on, where A fits: hkc_gemm_stream_fits; opt-in: measured slower on the whole): B streamed into shared memory by the
  * bulk copy engine and multiplied on the tensor cores (mma m16n8k16: a unit is 8 rows of B). A
  * block of GS_WARPS warps, each with a ring of GS_RING_BYTES, at most two blocks per SM, so
  * the next launch's block fits beside them and prefetches while these stream. Parameters: "mb"
