@@ -15,9 +15,11 @@
 #include "codegen/variants/variant.h"
 #include "lower/lower.h"
 
-#define KVA_WARPS 4      /* 128 threads, at most 128 registers: the next launch's blocks fit beside them */
+#define KVA_WARPS 4      /* 128 threads, three blocks per SM (at most 168 registers): the next launch's
+                            blocks fit beside them */
 #define KVA_GROUP 4      /* q heads per round (Llama/Mistral 4; Qwen2.5-0.5B 7 and TinyLlama 8 take two
-                            rounds, reading their keys twice): 8 would not fit 128 registers */
+                            rounds, reading their keys twice): 8 would double a lane's q elements and
+                            accumulators (32 + 32 registers at 4) */
 #define KVA_MAX_SPLIT 32 /* pieces per tile, at most */
 #define KVA_MIN_PIECE 64 /* keys per piece, at least (fewer pieces at run time for short contexts) */
 
