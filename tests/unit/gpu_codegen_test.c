@@ -254,6 +254,39 @@ static void test_nvrtc_sm90a_fused(void **state) {
   free(jobs);
 }
 
+/* The epilogue forms of the few-row GEMM kernels (gemm_skinny, gemm_stream) -- plain, bias +
+ * gelu, residual, multiplier, the dual SwiGLU form, a folded rmsnorm alone and with the dual
+ * form -- at mb 1 and 8 for variant v from key probe, as compile jobs at jobs (2 * FEW_ROW_FORMS of
+ * them), each key tuned to v and served by it. */
+enum { FEW_ROW_FORMS = 7 };
+static size_t few_row_form_jobs(const hkc_variant_t *v, const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *probe,
+                                hk_test_compile_job_t *jobs) {
+  static const struct {
+    hk_act_t act;
+    int bias, residual, mul, dual, norm_a;
+  } forms[FEW_ROW_FORMS] = {{HK_ACT_NONE, 0, 0, 0, 0, 0}, {HK_ACT_GELU, 1, 0, 0, 0, 0}, {HK_ACT_NONE, 0, 1, 0, 0, 0},
+                            {HK_ACT_NONE, 0, 0, 1, 0, 0}, {HK_ACT_SILU, 0, 0, 0, 1, 0}, {HK_ACT_NONE, 0, 0, 0, 0, 1},
+                            {HK_ACT_SILU, 0, 1, 0, 1, 1}};
+  size_t n = 0;
+  for (int mb = 1; mb <= 8; mb += 7)
+    for (size_t f = 0; f < FEW_ROW_FORMS; f++) {
+      memset(&jobs[n], 0, sizeof jobs[n]);
+      hkc_kernel_key_t k = *probe;
+      k.act = forms[f].act, k.has_bias = forms[f].bias, k.has_residual = forms[f].residual;
+      k.has_mul = forms[f].mul, k.dual = forms[f].dual, k.norm_a = forms[f].norm_a;
+      hkc_tile_cfg_t cfg;
+      char params[16];
+      snprintf(params, sizeof params, "mb=%d", mb);
+      assert_int_equal(v->tune_parse(arch, &k, params, &cfg), 0);
+      hkc_tune_apply(arch, &k, &cfg);
+      assert_ptr_equal(hkc_variant_for(arch, &k), v);
+      jobs[n].arch = arch;
+      jobs[n].kernel.key = k;
+      hk_test_kernel_name(&jobs[n++].kernel);
+    }
+  return n;
+}
+
 /* gemm_skinny (the tuner's choice for GEMMs of M <= 8 on sm_90a): each epilogue form it serves
  * -- plain, bias + gelu, residual, multiplier, the dual SwiGLU form, a folded rmsnorm alone
  * and with the dual form -- at mb 1 and 8 in bf16, plain f16, and 8-bit B (int8, fp8_e4m3:
@@ -278,13 +311,6 @@ static void test_nvrtc_gemm_skinny(void **state) {
   assert_false(hkc_variant_serves(sk, a90, &no));
   assert_false(hkc_variant_serves(sk, hk_test_arch("sm_80"), &probe));
   HK_TEST_NEED_NVRTC();
-  static const struct {
-    hk_act_t act;
-    int bias, residual, mul, dual, norm_a;
-  } forms[] = {{HK_ACT_NONE, 0, 0, 0, 0, 0}, {HK_ACT_GELU, 1, 0, 0, 0, 0}, {HK_ACT_NONE, 0, 1, 0, 0, 0},
-               {HK_ACT_NONE, 0, 0, 1, 0, 0}, {HK_ACT_SILU, 0, 0, 0, 1, 0}, {HK_ACT_NONE, 0, 0, 0, 0, 1},
-               {HK_ACT_SILU, 0, 1, 0, 1, 1}};
-  enum { N_FORMS = sizeof forms / sizeof forms[0] };
   /* 8-bit B (a folded dequant): the only sm_90a kernel of such a key is gemm_skinny, untuned too;
    * no other GPU target has one (the build then keeps the dequant launch) */
   hkc_kernel_key_t q8 = probe;
@@ -301,24 +327,8 @@ static void test_nvrtc_gemm_skinny(void **state) {
     int mb, dual, norm_a;
   } quant[] = {{"i8", 1, 0, 0}, {"i8", 8, 1, 1}, {"e4m3", 1, 0, 0}, {"e4m3", 4, 1, 0}, {"e4m3", 8, 0, 1}};
   enum { N_QUANT = sizeof quant / sizeof quant[0] };
-  hk_test_compile_job_t jobs[2 * N_FORMS + 1 + N_QUANT];
-  size_t n = 0;
-  for (int mb = 1; mb <= 8; mb += 7)
-    for (size_t f = 0; f < N_FORMS; f++) {
-      memset(&jobs[n], 0, sizeof jobs[n]);
-      hkc_kernel_key_t k = probe;
-      k.act = forms[f].act, k.has_bias = forms[f].bias, k.has_residual = forms[f].residual;
-      k.has_mul = forms[f].mul, k.dual = forms[f].dual, k.norm_a = forms[f].norm_a;
-      hkc_tile_cfg_t cfg;
-      char params[16];
-      snprintf(params, sizeof params, "mb=%d", mb);
-      assert_int_equal(sk->tune_parse(a90, &k, params, &cfg), 0);
-      hkc_tune_apply(a90, &k, &cfg);
-      assert_ptr_equal(hkc_variant_for(a90, &k), sk);
-      jobs[n].arch = a90;
-      jobs[n].kernel.key = k;
-      hk_test_kernel_name(&jobs[n++].kernel);
-    }
+  hk_test_compile_job_t jobs[2 * FEW_ROW_FORMS + 1 + N_QUANT];
+  size_t n = few_row_form_jobs(sk, a90, &probe, jobs);
   memset(&jobs[n], 0, sizeof jobs[n]);
   jobs[n].arch = a90;
   jobs[n].kernel.key = jobs[0].kernel.key;
@@ -399,30 +409,8 @@ static void test_nvrtc_gemm_stream(void **state) {
       assert_int_equal(shared, rings + mb * ((kk + 31) / 32 * 32 + 8) * 2);
     }
   HK_TEST_NEED_NVRTC();
-  static const struct {
-    hk_act_t act;
-    int bias, residual, mul, dual, norm_a;
-  } forms[] = {{HK_ACT_NONE, 0, 0, 0, 0, 0}, {HK_ACT_GELU, 1, 0, 0, 0, 0}, {HK_ACT_NONE, 0, 1, 0, 0, 0},
-               {HK_ACT_NONE, 0, 0, 1, 0, 0}, {HK_ACT_SILU, 0, 0, 0, 1, 0}, {HK_ACT_NONE, 0, 0, 0, 0, 1},
-               {HK_ACT_SILU, 0, 1, 0, 1, 1}};
-  enum { N_FORMS = sizeof forms / sizeof forms[0] };
-  hk_test_compile_job_t jobs[2 * N_FORMS + 1];
-  size_t n = 0;
-  for (int mb = 1; mb <= 8; mb += 7)
-    for (size_t f = 0; f < N_FORMS; f++) {
-      memset(&jobs[n], 0, sizeof jobs[n]);
-      hkc_kernel_key_t k = probe;
-      k.act = forms[f].act, k.has_bias = forms[f].bias, k.has_residual = forms[f].residual;
-      k.has_mul = forms[f].mul, k.dual = forms[f].dual, k.norm_a = forms[f].norm_a;
-      hkc_tile_cfg_t cfg;
-      char params[16];
-      snprintf(params, sizeof params, "mb=%d", mb);
-      assert_int_equal(gs->tune_parse(a90, &k, params, &cfg), 0);
-      hkc_tune_apply(a90, &k, &cfg);
-      jobs[n].arch = a90;
-      jobs[n].kernel.key = k;
-      hk_test_kernel_name(&jobs[n++].kernel);
-    }
+  hk_test_compile_job_t jobs[2 * FEW_ROW_FORMS + 1];
+  size_t n = few_row_form_jobs(gs, a90, &probe, jobs);
   memset(&jobs[n], 0, sizeof jobs[n]);
   jobs[n].arch = a90;
   jobs[n].kernel.key = jobs[0].kernel.key;

@@ -36,14 +36,17 @@ static int sk_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
          !key->rope && !key->norm_c && !hkc_gemm_fp8_act(key);
 }
 
-/* The key's mb (its tune string when it names this variant; else 8). */
-static int sk_mb(const hkc_kernel_key_t *key) {
+/* The key's mb: its tune string's when the key names `variant` (gemm_skinny or gemm_stream,
+ * which share the parameter); else 8. */
+static int few_rows_mb(const hkc_kernel_key_t *key, const char *variant) {
   int mb = 8;
-  if (strncmp(key->variant, "gemm_skinny", HKC_TUNE_VARIANT_MAX) == 0 && key->tune[0] &&
+  if (strncmp(key->variant, variant, HKC_TUNE_VARIANT_MAX) == 0 && key->tune[0] &&
       hkc_tune_params_parse(key->tune, k_sk_names, 1, &mb) != 0)
     mb = 8;
   return mb;
 }
+
+static int sk_mb(const hkc_kernel_key_t *key) { return few_rows_mb(key, "gemm_skinny"); }
 
 static int sk_u(const hkc_kernel_key_t *key) {
   const int u = key->dual ? SK_U_DUAL : SK_U;
@@ -118,13 +121,7 @@ static int gs_stage_bytes(const hkc_kernel_key_t *key) { return (key->dual ? 2 :
 
 static int gs_stages(const hkc_kernel_key_t *key) { return GS_RING_BYTES / gs_stage_bytes(key); }
 
-static int gs_mb(const hkc_kernel_key_t *key) {
-  int mb = 8;
-  if (strncmp(key->variant, "gemm_stream", HKC_TUNE_VARIANT_MAX) == 0 && key->tune[0] &&
-      hkc_tune_params_parse(key->tune, k_sk_names, 1, &mb) != 0)
-    mb = 8;
-  return mb;
-}
+static int gs_mb(const hkc_kernel_key_t *key) { return few_rows_mb(key, "gemm_stream"); }
 
 /* Bytes of shared memory for A: mb rows of K rounded up to a 32-element step, plus 8. */
 static int64_t gs_a_bytes(int64_t mb, int64_t k) { return mb * ((k + 31) / 32 * 32 + 8) * 2; }
