@@ -21,6 +21,9 @@
  * elements: the fragment loads of 8 rows fall in different banks), zero beyond K up to a whole
  * 32-element step; columns of a chunk's last step past K multiply zeros (their B registers
  * cleared: shared memory there holds whatever was last copied).
+ * A chunk's fragments are all loaded before its mmas, which alternate over GS_ACC accumulator
+ * sets (summed in a fixed order when the unit ends): a single chain would cost 16 mma latencies
+ * a chunk, and the ordered asm of ldmatrix would wait for each mma before the next load.
  * Lane l's accumulators c0, c1 are output (l / 4, n0 + 2 (l % 4) + {0, 1}) when l / 4 < M; its
  * epilogue operands are loaded when the unit begins, so their latency hides under its chunks.
  * Rows of a unit past N copy row N - 1 (finite) and store nothing. B's copies carry an L2
@@ -50,6 +53,8 @@
 #define GS_STAGE_BYTES (GS_NB * 8 * GS_ROW_BYTES)             /* a chunk: 8 rows of B, then of B2 */
 #define GS_RING_BYTES (HK_GS_STAGES * GS_STAGE_BYTES)         /* a warp's ring */
 #define GS_AV 8                                               /* A's 16-byte loads in flight per thread */
+#define GS_ITERS (HK_GS_SEG / 32)                             /* 32-column steps of a chunk */
+#define GS_ACC 4                                              /* independent accumulators per matrix */
 
 HK_DEVICE void hk_gs_bulk_load(unsigned dst, const void *src, unsigned bytes, unsigned bar,
                                unsigned long long policy) {
@@ -218,7 +223,7 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
   const bool a_on = g < mn;
   /* ldmatrix x4: lane l gives the address of row l % 8 of matrix l / 8 (k + 8 (l / 8)) */
   const unsigned ld_off = (unsigned)((lane % 8) * GS_ROW_BYTES + (lane / 8) * 16);
-  float acc[GS_NB][4];
+  float acc[GS_NB][GS_ACC][4]; /* summed in a fixed order at the unit's end */
   float ep_bias[2], ep_mul[2], ep_res[2];
   hk_gs_cursor_t at = {gw, 0, 0};
   unsigned phase = 0;
@@ -228,7 +233,9 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
 #pragma unroll
       for (int b = 0; b < GS_NB; b++)
 #pragma unroll
-        for (int i = 0; i < 4; i++) acc[b][i] = 0.0f;
+        for (int q2 = 0; q2 < GS_ACC; q2++)
+#pragma unroll
+          for (int i = 0; i < 4; i++) acc[b][q2][i] = 0.0f;
 #pragma unroll
       for (int j = 0; j < 2; j++) {
         const long long n = n0 + 2 * q + j;
@@ -250,27 +257,43 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
     __syncwarp(); /* the lanes leave the wait's loop apart; ldmatrix and mma take them together */
     const unsigned stage = hk_smem_u32(gs_smem) + (unsigned)(warp * GS_RING_BYTES + at.slot * GS_STAGE_BYTES);
     const int len = (int)hk_min_ll(HK_GS_SEG, K - k0);
-    for (int kk = 0; kk < len; kk += 32) { /* two k16 steps: one ldmatrix x4 per matrix */
-      unsigned a[2][4];
+    /* every fragment of the chunk first (ldmatrix and the A loads are ordered asm: interleaved
+     * with the mmas each would wait for the one before), then the mmas on GS_ACC independent
+     * accumulators (one chain through a single one is 16 mma latencies a chunk) */
+    unsigned af[GS_ITERS][2][2]; /* A's a0, a2 of the iteration's two k16 steps (a1 = a3 = 0: rows 8..15) */
+    unsigned bf[GS_NB][GS_ITERS][4];
 #pragma unroll
-      for (int s = 0; s < 2; s++) {
-        const HK_T *ap = arow + k0 + kk + 16 * s;
-        a[s][0] = a_on ? *(const unsigned *)ap : 0u;
-        a[s][2] = a_on ? *(const unsigned *)(ap + 8) : 0u;
-        a[s][1] = a[s][3] = 0u; /* rows 8..15 of the m side: none */
+    for (int it = 0; it < GS_ITERS; it++) {
+      const int kk = 32 * it;
+#pragma unroll
+      for (int s2 = 0; s2 < 2; s2++) {
+        const HK_T *ap = arow + k0 + kk + 16 * s2;
+        const bool on = a_on && kk < len;
+        af[it][s2][0] = on ? *(const unsigned *)ap : 0u;
+        af[it][s2][1] = on ? *(const unsigned *)(ap + 8) : 0u;
       }
 #pragma unroll
       for (int b = 0; b < GS_NB; b++) {
-        unsigned r[4];
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                     : "r"(stage + (unsigned)(b * 8 * GS_ROW_BYTES + kk * 2) + ld_off));
+        if (kk < len)
+          asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                       : "=r"(bf[b][it][0]), "=r"(bf[b][it][1]), "=r"(bf[b][it][2]), "=r"(bf[b][it][3])
+                       : "r"(stage + (unsigned)(b * 8 * GS_ROW_BYTES + kk * 2) + ld_off));
 #pragma unroll
         for (int j = 0; j < 4; j++)
-          if (kk + 8 * j >= len) r[j] = 0u; /* past the chunk's columns: not copied */
-        const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-        GS_MMA(acc[b], a[0], b0);
-        GS_MMA(acc[b], a[1], b1);
+          if (kk + 8 * j >= len) bf[b][it][j] = 0u; /* past the chunk's columns: not copied */
+      }
+    }
+#pragma unroll
+    for (int it = 0; it < GS_ITERS; it++) {
+      if (32 * it >= len) break;
+#pragma unroll
+      for (int s2 = 0; s2 < 2; s2++) {
+        const unsigned a[4] = {af[it][s2][0], 0u, af[it][s2][1], 0u};
+#pragma unroll
+        for (int b = 0; b < GS_NB; b++) {
+          const unsigned bb[2] = {bf[b][it][2 * s2], bf[b][it][2 * s2 + 1]};
+          GS_MMA(acc[b][(2 * it + s2) % GS_ACC], a, bb);
+        }
       }
     }
     __syncwarp(); /* every lane has read the stage: it may be refilled */
@@ -281,11 +304,21 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
     hk_gs_next(&at, warps, segs);
     if (at.slot == 0) phase ^= 1u;
     if (at.seg != 0 || !a_on) continue; /* not the unit's last chunk, or no output row here */
+    float sum[GS_NB][2]; /* c0, c1 of the accumulators, in a fixed order */
+#pragma unroll
+    for (int b = 0; b < GS_NB; b++)
+#pragma unroll
+      for (int j = 0; j < 2; j++) {
+        float t = acc[b][0][j];
+#pragma unroll
+        for (int q2 = 1; q2 < GS_ACC; q2++) t += acc[b][q2][j];
+        sum[b][j] = t;
+      }
 #pragma unroll
     for (int j = 0; j < 2; j++) {
       const long long n = n0 + 2 * q + j;
       if (n >= N) continue;
-      float v = acc[0][j];
+      float v = sum[0][j];
 #if HK_NORM_A
       v *= scale;
 #endif
@@ -295,9 +328,9 @@ HK_NAME(const HK_T *A, const HK_T *B, const HK_T *bias, const HK_T *residual, HK
       v = HK_ACT(v);
 #if HK_DUAL
 #if HK_NORM_A
-      v *= acc[1][j] * scale;
+      v *= sum[1][j] * scale;
 #else
-      v *= acc[1][j];
+      v *= sum[1][j];
 #endif
 #endif
 #if HK_HAS_MUL
