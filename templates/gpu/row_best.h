@@ -3,12 +3,10 @@
  * first index of the largest value; NaN never taken; index -1: none) -- argmax.hip and
  * sample.hip's greedy rows, before their block reduction. A thread takes HK_ROW_VEC
  * consecutive elements per load (16 bytes where the key's alignment allows: variant_simple.c;
- * else 1) and has HK_ROW_ILP_VEC such loads (HK_ROW_ILP single ones) in flight at once: a vocabulary row is ~128k elements for
- * a block's few hundred threads, and the pass is bound by the bytes in flight. A thread
- * visits its elements in increasing index and takes a value only when it is larger, so the
- * first of equal values stays. */
-#define HK_ROW_ILP 8      /* single elements in flight per thread */
-#define HK_ROW_ILP_VEC 16 /* 16-byte loads in flight per thread: 64 KB a block of 256 */
+ * else 1) and has HK_ROW_ILP loads in flight at once (a vocabulary row is ~128k elements for a
+ * block's few hundred threads). A thread visits its elements in increasing index and takes a
+ * value only when it is larger, so the first of equal values stays. */
+#define HK_ROW_ILP 8 /* loads in flight per thread (16 measured no faster on the H100, 2026-12-07) */
 
 HK_DEVICE void row_best_take(float v, long long c, float *best, int *at) {
   if (v == v && (*at < 0 || v > *best)) {
@@ -31,12 +29,12 @@ HK_DEVICE void row_best_scan(const HK_T *xr, long long cols, float *best, int *a
 #if HK_ROW_VEC > 1
   const long long nv = cols / HK_ROW_VEC; /* whole vectors; the rest in the scalar pass */
   long long v = HK_TID;
-  for (; v + (HK_ROW_ILP_VEC - 1) * HK_THREADS < nv; v += HK_ROW_ILP_VEC * HK_THREADS) {
-    row_vec pk[HK_ROW_ILP_VEC];
+  for (; v + (HK_ROW_ILP - 1) * HK_THREADS < nv; v += HK_ROW_ILP * HK_THREADS) {
+    row_vec pk[HK_ROW_ILP];
 #pragma unroll
-    for (int i = 0; i < HK_ROW_ILP_VEC; i++) pk[i] = *(const row_vec *)(xr + (v + i * HK_THREADS) * HK_ROW_VEC);
+    for (int i = 0; i < HK_ROW_ILP; i++) pk[i] = *(const row_vec *)(xr + (v + i * HK_THREADS) * HK_ROW_VEC);
 #pragma unroll
-    for (int i = 0; i < HK_ROW_ILP_VEC; i++)
+    for (int i = 0; i < HK_ROW_ILP; i++)
 #pragma unroll
       for (int j = 0; j < HK_ROW_VEC; j++)
         row_best_take(HK_LOAD(pk[i].e[j]), (v + i * HK_THREADS) * HK_ROW_VEC + j, best, at);

@@ -295,9 +295,7 @@ static size_t few_row_form_jobs(const hkc_variant_t *v, const hkc_gpu_arch_t *ar
  * rope epilogue, sm_80) are refused. */
 static void test_nvrtc_gemm_skinny(void **state) {
   (void)state;
-  const hkc_variant_t *sk = NULL;
-  for (const hkc_variant_t *const *l = hkc_variant_list(); *l; l++)
-    if (strcmp((*l)->name, "gemm_skinny") == 0) sk = *l;
+  const hkc_variant_t *sk = hkc_variant_named("gemm_skinny");
   assert_non_null(sk);
   const hkc_gpu_arch_t *a90 = hk_test_arch("sm_90a");
   hkc_kernel_key_t probe = {.op = HK_OP_GEMM, .dtype = HK_DTYPE_BF16, .trans_b = 1, .align = 8};
