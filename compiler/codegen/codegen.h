@@ -169,6 +169,11 @@ int hkc_gpu_dual_gemm_ok(const hkc_gpu_arch_t *arch);
  * takes gemm_skinny's launches of a 16-bit B whose A fits in this many bytes (tune.c). */
 #define HKC_GEMM_STREAM_A_BYTES (64 * 1024)
 int hkc_gemm_stream_fits(int64_t m, int64_t k);
+/* gemm_skinny's parameters for a launch of key with shape (m, n, k): mb from m, the others
+ * from `forced` (gemm_skinny_cfg's string; NULL or "": the shape's defaults). 0, or -1 when
+ * forced is not legal for key. variant_skinny_nv.c. */
+int hkc_gemm_skinny_params(const hkc_kernel_key_t *key, const char *forced, int64_t m, int64_t n, int64_t k, char *out,
+                           size_t size);
 int hkc_gpu_fused_gemm_ok(const hkc_gpu_arch_t *arch, const struct hkc_kernel_options *o, const hkc_kernel_key_t *key);
 /* The token rows from which a kv_attention launch runs kv_attention_mma on NVIDIA (sm_80+):
  * a prefill bucket; below, a decode step's rows, one per sequence, keep kv_attention_warp. */
@@ -201,6 +206,7 @@ typedef enum hkc_kopt_cfg {
   HKC_KOPT_EW_CFG,          /* elementwise_vec16 */
   HKC_KOPT_GEMM_MFMA_CFG,   /* gemm_mfma */
   HKC_KOPT_GEMM_MFMA_PP_CFG, /* gemm_mfma_pp */
+  HKC_KOPT_GEMM_SKINNY_CFG, /* gemm_skinny (all but mb, which each launch's M sets) */
   HKC_KOPT_N_CFG
 } hkc_kopt_cfg_t;
 

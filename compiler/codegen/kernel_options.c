@@ -124,6 +124,11 @@ static const kopt_t k_opts[] = {
      "gemm_mfma_pp tile: bm=,bn=,bk= or BM,BN,BK"},
     {"ew_cfg", "HKC_EW_CFG", KOPT_CFG, HKC_KOPT_EW_CFG, "elementwise_vec16", "t,u,mb,w", 4, "x=0",
      "elementwise_vec16: t=,u=,mb=,w=[,x=] or THREADS,UNROLL,MIN_BLOCKS,WAVES"},
+    {"gemm_skinny_cfg", "HKC_GEMM_SKINNY_CFG", KOPT_CFG, HKC_KOPT_GEMM_SKINNY_CFG, "gemm_skinny", "ks,u,nw,w", 1,
+     "mb=8,ks=1,u=0,nw=2,w=4",
+     "gemm_skinny: ks=,u=,nw=,w= or KSLICES[,U[,COLUMNS[,WARPS]]] -- warps sharing a unit's K, loads per B row in "
+     "flight (0: the default), columns per unit, warps per block; every launch gemm_skinny takes (mb follows each "
+     "launch's rows)"},
 };
 #define N_OPTS (sizeof k_opts / sizeof k_opts[0])
 

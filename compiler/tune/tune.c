@@ -599,7 +599,8 @@ static int options_choose(const hkc_tuner_t *tuner, const char *target, const hk
  * (HKC_GEMM_SKINNY_AUTO_ROWS): the H100 ran Llama-3.2-1B's decode step (2026-12-07, docs/BENCHMARKS.md)
  * at 1.59 ms with it at batch 1 against 1.87 with the tensor-core kernels, but at 3.99 against
  * 2.06 ms at batch 8 and 2.58 against 2.01 at batch 4 (its mb = 4 and 8 forms read B at 0.4-0.9
- * TB/s). gemm_skinny=on: every M <= 8. 1 when it chose. */
+ * TB/s). gemm_skinny=on: every M <= 8. Its other parameters: gemm_skinny_cfg's, else the shape's
+ * (hkc_gemm_skinny_params). 1 when it chose, -1 on an illegal gemm_skinny_cfg (reported). */
 static int skinny_choose(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *arch, hkc_tune_launch_t *l) {
   /* a gemm that reads 8-bit B itself: gemm_skinny is its kernel on sm_90a (the build folds the
    * dequant only there, hkc_fuse_for_targets), whatever gemm_skinny says */
@@ -621,9 +622,19 @@ static int skinny_choose(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *ar
       hkc_variant_serves(stream, arch, &key) &&
       !(o && !hkc_kernel_options_allow(o, arch, stream, &key)))
     v = stream;
-  const int mb = l->shape.m <= 1 ? 1 : l->shape.m <= 2 ? 2 : l->shape.m <= 4 ? 4 : 8;
-  char params[16];
-  snprintf(params, sizeof params, "mb=%d", mb);
+  char params[HKC_TUNE_MAX];
+  if (v == stream) {
+    snprintf(params, sizeof params, "mb=%d", l->shape.m <= 1 ? 1 : l->shape.m <= 2 ? 2 : l->shape.m <= 4 ? 4 : 8);
+  } else {
+    const char *forced = o ? o->cfg[HKC_KOPT_GEMM_SKINNY_CFG] : NULL;
+    if (hkc_gemm_skinny_params(&key, forced, l->shape.m, l->shape.n, l->shape.k, params, sizeof params) != 0) {
+      char kname[96];
+      hkc_kernel_key_name(&key, kname, sizeof kname);
+      hkc_error((hkc_loc_t){0}, "kernel option gemm_skinny_cfg=%s is not legal for kernel %s (gemm_skinny: %s)",
+                forced, kname, v->rules);
+      return -1;
+    }
+  }
   hkc_tile_cfg_t cfg;
   if (v->tune_parse(arch, &key, params, &cfg) != 0) return 0;
   l->key = key;
@@ -678,7 +689,12 @@ int hkc_tuner_choose(hkc_tuner_t *tuner, const char *target, const hkc_gpu_arch_
     }
     if (kv_mma_choose(tuner->options, arch, l)) continue; /* over kv_warp's kv_attention_warp */
     if (fixed || !l->tunable) continue;
-    if (skinny_choose(tuner->options, arch, l)) continue;
+    const int skinny = skinny_choose(tuner->options, arch, l);
+    if (skinny < 0) {
+      bad_option = 1;
+      break;
+    }
+    if (skinny) continue;
     if (tuner->db) {
       char sig[160];
       int exact = 0;

@@ -9,13 +9,16 @@
  * gamma [K] and eps -- each element of A times gamma, rounded to 16 bits as the norm's output
  * would be, and each row of sums times rsqrt(mean(A row^2) + eps) before the epilogue.
  *
- * Work: a warp owns HK_SK_NW consecutive columns (rows of B, and of B2) and HK_SK_MB rows of A
- * (an m tile; M > HK_SK_MB takes several). Lane l reads elements [8 l + 256 j, + 8) of each
- * of its B rows for j = 0, 1, ...: HK_SK_U such 16-byte loads per row in flight before it
- * uses them; A's matching 16 bytes come through L1 (every warp of the SM reads the same few
- * rows). The lanes' partial sums meet by butterfly shuffles; lane (m HK_SK_NW + r) stores
- * output (m, r). Warps are numbered column-group-major over the blocks (grid-stride beyond
- * the grid).
+ * Work: a unit is HK_SK_NW consecutive columns (rows of B, and of B2) and HK_SK_MB rows of A
+ * (an m tile; M > HK_SK_MB takes several), taken by HK_SK_KS warps of a block, each a slice of
+ * K: slice s reads the 256-element chunks s, s + HK_SK_KS, ... of the unit's rows. Lane l
+ * reads elements [8 l, + 8) of each chunk of each of its B rows, HK_SK_U chunks per row in
+ * flight before it uses them; A's matching 16 bytes come through L1 (every warp of the SM reads
+ * the same few rows). The lanes' partial sums meet by butterfly shuffles; with HK_SK_KS > 1 the
+ * slices' sums meet in shared memory, added in slice order by the unit's first warp. Lane
+ * (m HK_SK_NW + r) of that warp stores output (m, r). A block holds HK_SK_WARPS / HK_SK_KS
+ * units, numbered column-group-major over the blocks (grid-stride beyond the grid, a block's
+ * warps together: they meet at barriers).
  * Programmatic dependent launch: before griddepcontrol.wait a block only prefetches its B
  * rows into L2 (weights: nothing earlier writes them) and triggers its dependents; every
  * thread waits before it reads A or writes C.
@@ -30,15 +33,24 @@
  *       T C [M, N], I M, I N, I K, T mul [M, N] or NULL), then T B2 (HK_DUAL), then
  *       T gamma [K], F eps (HK_NORM_A), then (HK_QB) F32 scale, F32 scale2 or NULL, I b_rows,
  *       I scale_rows, I scale_cols, I block_rows, I block_cols; B and B2 then 8-bit.
- * Grid: ceil(warps / HK_SK_WARPS) blocks of HK_SK_WARPS * 32 threads, warps = ceil(N /
- * HK_SK_NW) * ceil(M / HK_SK_MB). */
+ * Grid: ceil(units / (HK_SK_WARPS / HK_SK_KS)) blocks of HK_SK_WARPS * 32 threads, units =
+ * ceil(N / HK_SK_NW) * ceil(M / HK_SK_MB). */
 #if !HK_TRANS_B || HK_ROPE || HK_NORM_C
 #error "gemm_skinny: B stored [N, K], no rope or norm epilogue"
 #endif
 #if HK_SK_MB * HK_SK_NW > 32
 #error "gemm_skinny: a lane stores each output of a warp (HK_SK_MB * HK_SK_NW <= 32)"
 #endif
-#define SK_NB (1 + HK_DUAL) /* B matrices */
+#ifndef HK_SK_KS
+#define HK_SK_KS 1
+#endif
+#if HK_SK_WARPS % HK_SK_KS != 0
+#error "gemm_skinny: a block's warps are whole units (HK_SK_WARPS % HK_SK_KS == 0)"
+#endif
+#define SK_NB (1 + HK_DUAL)                 /* B matrices */
+#define SK_UPB (HK_SK_WARPS / HK_SK_KS)     /* units per block */
+#define SK_STEP (256LL * HK_SK_KS)          /* elements of K between a lane's chunks */
+#define SK_SUMS (SK_NB * HK_SK_MB * HK_SK_NW) /* a unit's sums (and HK_SK_MB sums of squares, HK_NORM_A) */
 #if HK_QB
 typedef unsigned char sk_b_t; /* B's elements as stored */
 typedef uint2 sk_load_t;      /* one load of a B row: 8 elements */
@@ -133,16 +145,20 @@ HK_NAME(const HK_T *A, const sk_b_t *B, const HK_T *bias, const HK_T *residual, 
   (void)qb_rows, (void)qb_scale_rows;
   const unsigned qb_bcols = (unsigned)qb_block_cols; /* K < 2^31: lower.h's fold rule */
 #endif
-  const int warp = HK_TID / 32, lane = HK_TID % 32;
+  const int warp = HK_TID / 32, lane = HK_TID % 32, slice = warp % HK_SK_KS;
   const long long groups = (N + HK_SK_NW - 1) / HK_SK_NW, m_tiles = (M + HK_SK_MB - 1) / HK_SK_MB;
-  const long long first = HK_BID * HK_SK_WARPS + warp, stride = HK_NBLOCKS * HK_SK_WARPS;
-  /* before the wait: this warp's first B rows towards L2 (one 128-byte line per lane per step) */
-  if (first < groups * m_tiles) {
+  const long long units = groups * m_tiles, first = HK_BID * SK_UPB + warp / HK_SK_KS;
+#if HK_SK_KS > 1
+  __shared__ float sk_red[HK_SK_WARPS][SK_SUMS + HK_NORM_A * HK_SK_MB]; /* each slice's sums */
+#endif
+  /* before the wait: this warp's first B rows towards L2 (one 128-byte line per lane per step;
+   * the unit's slices take turns of 32 lines) */
+  if (first < units) {
     const long long n0 = first % groups * HK_SK_NW;
 #pragma unroll
     for (int r = 0; r < HK_SK_NW; r++) {
       const long long n = n0 + r < N ? n0 + r : N - 1;
-      for (long long k = SK_LINE * lane; k < K; k += SK_LINE * 32) {
+      for (long long k = SK_LINE * (lane + 32LL * slice); k < K; k += SK_LINE * 32LL * HK_SK_KS) {
         asm volatile("prefetch.global.L2 [%0];\n" ::"l"(B + n * K + k));
 #if HK_DUAL
         asm volatile("prefetch.global.L2 [%0];\n" ::"l"(B2 + n * K + k));
@@ -152,8 +168,10 @@ HK_NAME(const HK_T *A, const sk_b_t *B, const HK_T *bias, const HK_T *residual, 
   }
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  for (long long w = first; w < groups * m_tiles; w += stride) {
-    const long long n0 = w % groups * HK_SK_NW, m0 = w / groups * HK_SK_MB;
+  for (long long bu = HK_BID; bu * SK_UPB < units; bu += HK_NBLOCKS) { /* the same trips for a block's warps */
+    const long long w = bu * SK_UPB + warp / HK_SK_KS;
+    const bool active = w < units;
+    const long long n0 = (active ? w : 0) % groups * HK_SK_NW, m0 = (active ? w : 0) / groups * HK_SK_MB;
     const int mn = (int)hk_min_ll(HK_SK_MB, M - m0);
     const sk_b_t *brow[SK_NB][HK_SK_NW]; /* rows past N read row N - 1; their sums are never stored */
 #if HK_QB
@@ -185,7 +203,7 @@ HK_NAME(const HK_T *A, const sk_b_t *B, const HK_T *bias, const HK_T *residual, 
 #pragma unroll
     for (int m = 0; m < HK_SK_MB; m++) ss[m] = 0.0f;
 #endif
-    for (long long k0 = 8 * lane; k0 < K; k0 += 256 * HK_SK_U) {
+    for (long long k0 = 8 * lane + 256LL * slice; active && k0 < K; k0 += SK_STEP * HK_SK_U) {
       sk_load_t wv[SK_NB][HK_SK_NW][HK_SK_U];
 #pragma unroll
       for (int u = 0; u < HK_SK_U; u++) /* every load of the step in flight first */
@@ -194,13 +212,13 @@ HK_NAME(const HK_T *A, const sk_b_t *B, const HK_T *bias, const HK_T *residual, 
 #pragma unroll
           for (int r = 0; r < HK_SK_NW; r++)
 #if HK_QB
-            wv[b][r][u] = k0 + 256 * u < K ? hk_sk_ld_stream_q(brow[b][r] + k0 + 256 * u) : make_uint2(0u, 0u);
+            wv[b][r][u] = k0 + SK_STEP * u < K ? hk_sk_ld_stream_q(brow[b][r] + k0 + SK_STEP * u) : make_uint2(0u, 0u);
 #else
-            wv[b][r][u] = k0 + 256 * u < K ? hk_sk_ld_stream(brow[b][r] + k0 + 256 * u) : make_uint4(0u, 0u, 0u, 0u);
+            wv[b][r][u] = k0 + SK_STEP * u < K ? hk_sk_ld_stream(brow[b][r] + k0 + SK_STEP * u) : make_uint4(0u, 0u, 0u, 0u);
 #endif
 #pragma unroll
       for (int u = 0; u < HK_SK_U; u++) {
-        const long long k = k0 + 256 * u;
+        const long long k = k0 + SK_STEP * u;
         if (k >= K) break;
 #if HK_NORM_A
         float g[8];
@@ -245,18 +263,62 @@ HK_NAME(const HK_T *A, const sk_b_t *B, const HK_T *bias, const HK_T *residual, 
     for (int m = 0; m < HK_SK_MB; m++) {
 #if HK_NORM_A
       for (int off = 16; off > 0; off >>= 1) ss[m] += hk_shfl_xor(ss[m], off);
-      const float scale = rsqrtf(ss[m] / (float)K + norm_eps);
 #endif
 #pragma unroll
       for (int b = 0; b < SK_NB; b++)
 #pragma unroll
-        for (int r = 0; r < HK_SK_NW; r++) {
+        for (int r = 0; r < HK_SK_NW; r++)
           for (int off = 16; off > 0; off >>= 1) acc[b][m][r] += hk_shfl_xor(acc[b][m][r], off);
-#if HK_NORM_A
-          acc[b][m][r] *= scale;
-#endif
-        }
     }
+#if HK_SK_KS > 1
+    /* the slices' sums meet: each warp's to shared memory, the unit's first warp adds them in
+     * slice order (the same bits whichever warp finishes first) */
+    HK_SYNC(); /* the previous trip's sums are read */
+    if (lane == 0) {
+#pragma unroll
+      for (int m = 0; m < HK_SK_MB; m++) {
+#pragma unroll
+        for (int b = 0; b < SK_NB; b++)
+#pragma unroll
+          for (int r = 0; r < HK_SK_NW; r++) sk_red[warp][(b * HK_SK_MB + m) * HK_SK_NW + r] = acc[b][m][r];
+#if HK_NORM_A
+        sk_red[warp][SK_SUMS + m] = ss[m];
+#endif
+      }
+    }
+    HK_SYNC();
+    if (slice != 0 || !active) continue;
+#pragma unroll
+    for (int m = 0; m < HK_SK_MB; m++) {
+#pragma unroll
+      for (int b = 0; b < SK_NB; b++)
+#pragma unroll
+        for (int r = 0; r < HK_SK_NW; r++) {
+          float v = sk_red[warp][(b * HK_SK_MB + m) * HK_SK_NW + r];
+#pragma unroll
+          for (int s = 1; s < HK_SK_KS; s++) v += sk_red[warp + s][(b * HK_SK_MB + m) * HK_SK_NW + r];
+          acc[b][m][r] = v;
+        }
+#if HK_NORM_A
+      float v = sk_red[warp][SK_SUMS + m];
+#pragma unroll
+      for (int s = 1; s < HK_SK_KS; s++) v += sk_red[warp + s][SK_SUMS + m];
+      ss[m] = v;
+#endif
+    }
+#else
+    if (!active) continue;
+#endif
+#if HK_NORM_A
+#pragma unroll
+    for (int m = 0; m < HK_SK_MB; m++) {
+      const float scale = rsqrtf(ss[m] / (float)K + norm_eps);
+#pragma unroll
+      for (int b = 0; b < SK_NB; b++)
+#pragma unroll
+        for (int r = 0; r < HK_SK_NW; r++) acc[b][m][r] *= scale;
+    }
+#endif
 #pragma unroll
     for (int m = 0; m < HK_SK_MB; m++)
 #pragma unroll

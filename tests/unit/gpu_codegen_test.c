@@ -325,7 +325,15 @@ static void test_nvrtc_gemm_skinny(void **state) {
     int mb, dual, norm_a;
   } quant[] = {{"i8", 1, 0, 0}, {"i8", 8, 1, 1}, {"e4m3", 1, 0, 0}, {"e4m3", 4, 1, 0}, {"e4m3", 8, 0, 1}};
   enum { N_QUANT = sizeof quant / sizeof quant[0] };
-  hk_test_compile_job_t jobs[2 * FEW_ROW_FORMS + 1 + N_QUANT];
+  /* K split over warps (ks > 1, sums met in shared memory), other loads in flight, columns and
+   * block sizes: the forms with the most sums (dual + folded norm + residual at mb 8) among them */
+  static const struct {
+    const char *params;
+    int dual, norm_a, residual;
+  } split[] = {{"mb=1,ks=4", 0, 0, 1},          {"mb=1,ks=2,u=4", 1, 1, 0},       {"mb=8,ks=2", 1, 1, 1},
+               {"mb=1,ks=8,u=4,nw=2,w=8", 0, 1, 0}, {"mb=2,ks=4,u=16,nw=1,w=16", 0, 0, 1}, {"mb=4,ks=1,u=8,nw=4", 0, 0, 0}};
+  enum { N_SPLIT = sizeof split / sizeof split[0] };
+  hk_test_compile_job_t jobs[2 * FEW_ROW_FORMS + 1 + N_QUANT + N_SPLIT];
   size_t n = few_row_form_jobs(sk, a90, &probe, jobs);
   memset(&jobs[n], 0, sizeof jobs[n]);
   jobs[n].arch = a90;
@@ -348,11 +356,41 @@ static void test_nvrtc_gemm_skinny(void **state) {
     jobs[n].kernel.key = k;
     hk_test_kernel_name(&jobs[n++].kernel);
   }
+  for (size_t f = 0; f < N_SPLIT; f++) {
+    memset(&jobs[n], 0, sizeof jobs[n]);
+    hkc_kernel_key_t k = probe;
+    k.dual = split[f].dual, k.norm_a = split[f].norm_a, k.has_residual = split[f].residual;
+    k.act = split[f].dual ? HK_ACT_SILU : HK_ACT_NONE;
+    hkc_tile_cfg_t cfg;
+    assert_int_equal(sk->tune_parse(a90, &k, split[f].params, &cfg), 0);
+    assert_string_equal(cfg.tune, split[f].params); /* canonical as written */
+    hkc_tune_apply(a90, &k, &cfg);
+    assert_ptr_equal(hkc_variant_for(a90, &k), sk);
+    jobs[n].arch = a90;
+    jobs[n].kernel.key = k;
+    hk_test_kernel_name(&jobs[n++].kernel);
+  }
   compile_all(jobs, n, hkc_nvrtc_compile, N_THREADS);
   for (size_t i = 0; i < n; i++)
     printf("[ info     ] sm_90a %-40s regs %u\n", jobs[i].kernel.name, jobs[i].regs);
   hkc_tile_cfg_t cfg;
   assert_int_equal(sk->tune_parse(a90, &probe, "mb=3", &cfg), -1);
+  /* the optional parameters: defaults left out of the canonical string; illegal ones refused */
+  assert_int_equal(sk->tune_parse(a90, &probe, "mb=1,ks=1,u=0,nw=2,w=4", &cfg), 0);
+  assert_string_equal(cfg.tune, "mb=1");
+  assert_int_equal(sk->tune_parse(a90, &probe, "mb=2,ks=2,u=0,nw=2,w=4", &cfg), 0);
+  assert_string_equal(cfg.tune, "mb=2,ks=2");
+  static const char *const bad[] = {"mb=1,ks=3", "mb=1,ks=8" /* w 4 < ks */, "mb=1,ks=2,u=17", "mb=1,ks=1,u=0,nw=5",
+                                    "mb=8,ks=1,u=0,nw=8" /* mb nw > 32 */, "mb=1,ks=2,u=0,nw=2,w=3",
+                                    "mb=1,ks=1,u=16,nw=4" /* 64 loads in flight */, "mb=1,ks=1,u=0,nw=2,w=4,x=1"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) assert_int_equal(sk->tune_parse(a90, &probe, bad[i], &cfg), -1);
+  /* a launch's parameters: mb from M, the rest forced (gemm_skinny_cfg) or the defaults */
+  char params[HKC_TUNE_MAX];
+  assert_int_equal(hkc_gemm_skinny_params(&probe, NULL, 1, 2048, 8192, params, sizeof params), 0);
+  assert_int_equal(sk->tune_parse(a90, &probe, params, &cfg), 0);
+  assert_int_equal(hkc_gemm_skinny_params(&probe, "mb=8,ks=4", 3, 2048, 2048, params, sizeof params), 0);
+  assert_string_equal(params, "mb=4,ks=4");
+  assert_int_equal(hkc_gemm_skinny_params(&probe, "mb=8,ks=8", 1, 2048, 2048, params, sizeof params), -1);
 }
 
 /* gemm_stream (the tuner's choice in gemm_skinny's place for a 16-bit B): the keys it serves

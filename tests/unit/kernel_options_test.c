@@ -146,7 +146,7 @@ static void test_parse(void **state) {
   const char *name, *env, *help;
   size_t n = 0;
   int tma = 0, tma_cfg = 0, attn_tma = 0, attn_tma_cfg = 0, attn_kvs = 0, rope = 0, norm = 0, ln = 0, quant = 0, kv_mma = 0,
-      stream = 0;
+      stream = 0, skinny_cfg = 0;
   while (hkc_kernel_options_describe(n, &name, &env, &help)) {
     assert_non_null(strstr(env, "HKC_"));
     if (!strcmp(name, "attn_kvs")) attn_kvs = !strcmp(env, "HKC_ATTN_KVS");
@@ -160,10 +160,22 @@ static void test_parse(void **state) {
     if (!strcmp(name, "gemm_quant")) quant = !strcmp(env, "HKC_GEMM_QUANT");
     if (!strcmp(name, "kv_mma")) kv_mma = !strcmp(env, "HKC_KV_MMA");
     if (!strcmp(name, "gemm_stream")) stream = !strcmp(env, "HKC_GEMM_STREAM");
+    if (!strcmp(name, "gemm_skinny_cfg")) skinny_cfg = !strcmp(env, "HKC_GEMM_SKINNY_CFG");
     n++;
   }
-  assert_int_equal(n, 32);
-  assert_true(tma && tma_cfg && attn_tma && attn_tma_cfg && attn_kvs && rope && norm && ln && quant && kv_mma && stream);
+  assert_int_equal(n, 33);
+  assert_true(tma && tma_cfg && attn_tma && attn_tma_cfg && attn_kvs && rope && norm && ln && quant && kv_mma && stream &&
+              skinny_cfg);
+  /* gemm_skinny_cfg: named or positional (ks, u, nw, w); mb filled (each launch's M sets it),
+   * trailing defaults left out; the variant's rules refuse the rest */
+  hkc_kernel_options_t sk = {0};
+  set_ok(&sk, "gemm_skinny_cfg=ks=4");
+  assert_string_equal(sk.cfg[HKC_KOPT_GEMM_SKINNY_CFG], "mb=8,ks=4");
+  set_ok(&sk, "gemm_skinny_cfg=2,4,1,8");
+  assert_string_equal(sk.cfg[HKC_KOPT_GEMM_SKINNY_CFG], "mb=8,ks=2,u=4,nw=1,w=8");
+  hkc_kernel_options_format(&sk, text, sizeof text);
+  assert_string_equal(text, "gemm_skinny_cfg=mb=8,ks=2,u=4,nw=1,w=8");
+  set_bad("gemm_skinny_cfg=ks=2,x=1", "unknown parameter 'x' (gemm_skinny has: mb ks u nw w)");
   hkc_kernel_options_t mma = {0}; /* a switch: off reaches the struct */
   set_ok(&mma, "kv_mma=off");
   assert_int_equal(mma.kv_mma, HKC_SWITCH_OFF);

@@ -9,8 +9,11 @@
  * it serves (tune.c, skinny_choose; not under the kernel option gemm_skinny=off), whose time is
  * the read of B; the tensor-core variants keep every other launch. The only sm_90a kernel of a gemm that reads 8-bit B itself (a folded dequant, lower.h:
  * half the bytes of the 16-bit read; the build folds only the launches of M <= 8 that it serves).
- * Parameters: "mb=R" (rows of A per warp pass: 1, 2, 4 or 8, the smallest power of two >= M;
- * larger M takes several passes). */
+ * Parameters: "mb=R,ks=S,u=U,nw=C,w=W": rows of A per unit (1, 2, 4 or 8: the smallest power
+ * of two >= M; larger M takes several passes), warps sharing a unit's K (1, 2, 4, 8), 16-byte
+ * loads per B row in flight per lane (8-bit B: 8-byte; 0: the default), columns per unit (1
+ * to 4) and warps per block (a multiple of ks, at most 16). Only mb is required: the others at
+ * their defaults are left out of the canonical string. */
 #include <stdio.h>
 #include <string.h>
 
@@ -27,8 +30,14 @@
  * the same bytes. */
 #define SK_U 8
 #define SK_U_DUAL 4
+#define SK_MAX_LOADS 32 /* loads in flight per lane (B matrices x columns x u): 128 registers */
 
-static const char *const k_sk_names[] = {"mb"};
+static const char *const k_sk_names[] = {"mb", "ks", "u", "nw", "w"};
+static const char *const k_gs_names[] = {"mb"};
+
+typedef struct sk_cfg {
+  int mb, ks, u, nw, w; /* u 0: sk_u_default */
+} sk_cfg_t;
 
 static int sk_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
   return arch->kind == HK_TARGET_CUDA && arch->matrix == HKC_MATRIX_WGMMA && key->op == HK_OP_GEMM && key->trans_b &&
@@ -36,52 +45,97 @@ static int sk_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
          !key->rope && !key->norm_c && !hkc_gemm_fp8_act(key);
 }
 
-/* The key's mb: its tune string's when the key names `variant` (gemm_skinny or gemm_stream,
- * which share the parameter); else 8. */
-static int few_rows_mb(const hkc_kernel_key_t *key, const char *variant) {
-  int mb = 8;
-  if (strncmp(key->variant, variant, HKC_TUNE_VARIANT_MAX) == 0 && key->tune[0] &&
-      hkc_tune_params_parse(key->tune, k_sk_names, 1, &mb) != 0)
-    mb = 8;
-  return mb;
-}
-
-static int sk_mb(const hkc_kernel_key_t *key) { return few_rows_mb(key, "gemm_skinny"); }
-
-static int sk_u(const hkc_kernel_key_t *key) {
+static int sk_u_default(const hkc_kernel_key_t *key) {
   const int u = key->dual ? SK_U_DUAL : SK_U;
   return hkc_gemm_quant_b(key) ? 2 * u : u;
+}
+
+/* params -> cfg: "mb=R" and then any prefix of the optional ones, in order; -1 when not canonical
+ * or not legal for key */
+static int sk_parse(const hkc_kernel_key_t *key, const char *params, sk_cfg_t *c) {
+  int vals[5] = {8, 1, 0, SK_NW, SK_WARPS};
+  int n = 0;
+  if (params[0]) {
+    for (n = 5; n >= 1; n--)
+      if (hkc_tune_params_parse(params, k_sk_names, n, vals) == 0) break;
+    if (n < 1) return -1;
+  }
+  *c = (sk_cfg_t){vals[0], vals[1], vals[2], vals[3], vals[4]};
+  const int u = c->u ? c->u : sk_u_default(key);
+  const int loads = (key->dual ? 2 : 1) * c->nw * u;
+  if (c->mb != 1 && c->mb != 2 && c->mb != 4 && c->mb != 8) return -1;
+  if (c->ks != 1 && c->ks != 2 && c->ks != 4 && c->ks != 8) return -1;
+  if (c->nw < 1 || c->nw > 4 || c->mb * c->nw > 32 || u < 1 || u > 16 || loads > SK_MAX_LOADS) return -1;
+  if (c->w < c->ks || c->w > 16 || c->w % c->ks) return -1;
+  return 0;
+}
+
+/* The canonical string of c: trailing parameters at their defaults left out */
+static void sk_format(const sk_cfg_t *c, char *out, size_t size) {
+  const int vals[5] = {c->mb, c->ks, c->u, c->nw, c->w}, defaults[5] = {0, 1, 0, SK_NW, SK_WARPS};
+  int n = 5;
+  while (n > 1 && vals[n - 1] == defaults[n - 1]) n--;
+  size_t at = 0;
+  for (int j = 0; j < n && at < size; j++) {
+    const int len = snprintf(out + at, size - at, "%s%s=%d", j ? "," : "", k_sk_names[j], vals[j]);
+    at += len > 0 ? (size_t)len : 0;
+  }
+}
+
+/* The key's configuration: its tune string's when the key names `variant` (gemm_skinny), else
+ * the defaults at mb 8 */
+static sk_cfg_t sk_key_cfg(const hkc_kernel_key_t *key) {
+  sk_cfg_t c = {8, 1, 0, SK_NW, SK_WARPS};
+  if (strncmp(key->variant, "gemm_skinny", HKC_TUNE_VARIANT_MAX) == 0 && key->tune[0] && sk_parse(key, key->tune, &c) != 0)
+    c = (sk_cfg_t){8, 1, 0, SK_NW, SK_WARPS};
+  if (!c.u) c.u = sk_u_default(key);
+  return c;
+}
+
+int hkc_gemm_skinny_params(const hkc_kernel_key_t *key, const char *forced, int64_t m, int64_t n, int64_t k,
+                           char *out, size_t size) {
+  (void)n, (void)k;
+  sk_cfg_t c = {8, 1, 0, SK_NW, SK_WARPS};
+  if (forced && forced[0] && sk_parse(key, forced, &c) != 0) return -1;
+  c.mb = m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8;
+  sk_cfg_t check;
+  sk_format(&c, out, size);
+  return sk_parse(key, out, &check);
 }
 
 static int sk_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params,
                          hkc_tile_cfg_t *out) {
   (void)arch;
-  int mb = 8;
-  if (params[0] && hkc_tune_params_parse(params, k_sk_names, 1, &mb) != 0) return -1;
-  if (mb != 1 && mb != 2 && mb != 4 && mb != 8) return -1;
+  sk_cfg_t c;
+  if (sk_parse(key, params, &c) != 0) return -1;
   memset(out, 0, sizeof *out);
   snprintf(out->variant, sizeof out->variant, "gemm_skinny");
-  snprintf(out->tune, sizeof out->tune, "mb=%d", mb);
-  out->bm = mb;
-  out->bn = SK_WARPS * SK_NW;
-  out->bk = 256 * sk_u(key);
-  out->threads = 32 * SK_WARPS;
-  out->inflight = sk_u(key);
+  sk_format(&c, out->tune, sizeof out->tune);
+  const int u = c.u ? c.u : sk_u_default(key);
+  out->bm = c.mb;
+  out->bn = c.w / c.ks * c.nw;
+  out->bk = 256 * u * c.ks;
+  out->threads = 32 * c.w;
+  out->inflight = u;
   return 0;
 }
 
 static void sk_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
   (void)arch;
-  snprintf(out, size, "#define HK_THREADS %d\n#define HK_SK_WARPS %d\n#define HK_SK_NW %d\n#define HK_SK_U %d\n"
-           "#define HK_SK_MB %d\n", 32 * SK_WARPS, SK_WARPS, SK_NW, sk_u(key), sk_mb(key));
+  const sk_cfg_t c = sk_key_cfg(key);
+  snprintf(out, size,
+           "#define HK_THREADS %d\n#define HK_SK_WARPS %d\n#define HK_SK_NW %d\n#define HK_SK_U %d\n"
+           "#define HK_SK_MB %d\n#define HK_SK_KS %d\n",
+           32 * c.w, c.w, c.nw, c.u, c.mb, c.ks);
 }
 
 static void sk_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
                       uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
   (void)arch;
+  const sk_cfg_t c = sk_key_cfg(key);
   const int64_t m = hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_M), n = hkc_variant_arg_i64(args, n_args, HKC_GEMM_ARG_N);
-  const int64_t warps = hkc_variant_ceil_div(n, SK_NW) * hkc_variant_ceil_div(m, sk_mb(key));
-  hkc_variant_launch_1d(hkc_variant_ceil_div(warps, SK_WARPS), 32 * SK_WARPS, 0, out_grid, out_block, out_shared);
+  const int64_t units = hkc_variant_ceil_div(n, c.nw) * hkc_variant_ceil_div(m, c.mb);
+  hkc_variant_launch_1d(hkc_variant_ceil_div(units, c.w / c.ks), 32 * c.w, 0, out_grid, out_block, out_shared);
 }
 
 const hkc_variant_t hkc_variant_gemm_skinny = {
@@ -97,8 +151,11 @@ const hkc_variant_t hkc_variant_gemm_skinny = {
     .quant_b = 1,
     .tune_parse = sk_tune_parse,
     .params = k_sk_names,
-    .n_params = 1,
-    .rules = "mb 1, 2, 4 or 8 (rows of A per warp pass)",
+    .n_params = 5,
+    .n_required_params = 1,
+    .rules = "mb 1, 2, 4 or 8 (rows of A per unit); ks 1, 2, 4 or 8 (warps sharing a unit's K); u 0 (the "
+             "default) or 1..16 (loads per B row in flight); nw 1..4 (columns per unit, mb nw <= 32); w warps "
+             "per block, a multiple of ks, at most 16; at most 32 loads in flight a lane (u nw, twice for a dual)",
 };
 
 /* ---- gemm_stream (templates/gpu/gemm_stream.hip) ----------------------------------------------
@@ -121,7 +178,14 @@ static int gs_stage_bytes(const hkc_kernel_key_t *key) { return (key->dual ? 2 :
 
 static int gs_stages(const hkc_kernel_key_t *key) { return GS_RING_BYTES / gs_stage_bytes(key); }
 
-static int gs_mb(const hkc_kernel_key_t *key) { return few_rows_mb(key, "gemm_stream"); }
+/* The key's mb when it names gemm_stream, else 8 */
+static int gs_mb(const hkc_kernel_key_t *key) {
+  int mb = 8;
+  if (strncmp(key->variant, "gemm_stream", HKC_TUNE_VARIANT_MAX) == 0 && key->tune[0] &&
+      hkc_tune_params_parse(key->tune, k_gs_names, 1, &mb) != 0)
+    mb = 8;
+  return mb;
+}
 
 /* Bytes of shared memory for A: mb rows of K rounded up to a 32-element step, plus 8. */
 static int64_t gs_a_bytes(int64_t mb, int64_t k) { return mb * ((k + 31) / 32 * 32 + 8) * 2; }
@@ -133,6 +197,9 @@ int hkc_gemm_stream_fits(int64_t m, int64_t k) {
 
 static int gs_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params,
                          hkc_tile_cfg_t *out) {
+  int mb = 8;
+  if (params[0] && hkc_tune_params_parse(params, k_gs_names, 1, &mb) != 0) return -1;
+  if (mb != 1 && mb != 2 && mb != 4 && mb != 8) return -1;
   if (sk_tune_parse(arch, key, params, out) != 0) return -1;
   snprintf(out->variant, sizeof out->variant, "gemm_stream");
   out->bn = 8 * GS_WARPS;
@@ -174,7 +241,7 @@ const hkc_variant_t hkc_variant_gemm_stream = {
     .pdl = 1,
     .norm_a = 1,
     .tune_parse = gs_tune_parse,
-    .params = k_sk_names,
+    .params = k_gs_names,
     .n_params = 1,
     .rules = "mb 1, 2, 4 or 8 (rows of A)",
 };
