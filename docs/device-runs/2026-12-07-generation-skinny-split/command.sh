@@ -6,6 +6,8 @@
 #   for c in "" ks=2 ks=4 ks=8,u=2,nw=2,w=8 ks=2,u=16,nw=1,w=2; do
 #     hkc build tests/specs/op_gemm_few_rows.yaml -o build-dev/fr/$(echo ${c:-base} | tr ',=' '_-').hkpack \
 #       --target sm_90a --kernel-option gemm_skinny=on ${c:+--kernel-option gemm_skinny_cfg=$c}; done
+# old-pdl.hkpack: the default pack before kv_append let the attention on before its wait and the
+# attention prefetched its keys (the same commit otherwise).
 # then on the GPU machine (logs in $OUT):
 set -u
 export LD_LIBRARY_PATH=$PWD/build-dev HKC_KEY=$PWD/build-dev/signing.key PYTHONPATH=$PWD/python HKRT_LIBRARY=$PWD/build-dev/libhkrt.so
@@ -16,16 +18,18 @@ for p in ks-4 ks-8_u-2_nw-2_w-8 ks-2_u-16_nw-1_w-2 ks-2; do
     --gpu-target sm_90a > $out/fr_$p.log 2>&1
   echo "few rows $p: rc $? $(grep -c ' ok' $out/fr_$p.log) ok, $(grep -ci 'fail\|mismatch' $out/fr_$p.log) bad"
 done
+timeout 60 python3 tests/device/kv_attention_check.py build-dev/hkc sm_90a > $out/kv_check.log 2>&1
+echo "kv check: rc $?"; tail -3 $out/kv_check.log
 timeout 120 python3 bench/gen_device.py weights > $out/weights.log 2>&1 || tail -5 $out/weights.log
 python3 -c "import numpy as np; np.save('/tmp/p1024.npy', np.random.default_rng(0).integers(0, 128000, size=1024).astype(np.int32))"
-for p in llama-3.2-1b sw-ks-2 sw-ks-4 sw-ks-4_u-4 sw-ks-8_u-2_nw-2_w-8 sw-ks-2_u-8_nw-1 sw-ks-1_u-8_nw-2_w-8 llama-3.2-1b; do
+for p in llama-3.2-1b old-pdl sw-ks-2 sw-ks-4 sw-ks-4_u-4 sw-ks-8_u-2_nw-2_w-8 sw-ks-2_u-8_nw-1 sw-ks-1_u-8_nw-2_w-8 llama-3.2-1b; do
   timeout 40 build-dev/hkc generate build-dev/gen/$p.hkpack --weights /tmp/gen_llama-3.2-1b/model.safetensors \
     --weights-map build-dev/gen/llama-3.2-1b.map --ids /tmp/p1024.npy -n 64 --profile > $out/profile_b1_$p.log 2>&1
   echo "== $p: $(grep -m1 'graph replay alone' $out/profile_b1_$p.log)"
   grep -E '^ +[1-6] ' $out/profile_b1_$p.log
   grep -E 'sum of launches' $out/profile_b1_$p.log
 done
-for p in llama-3.2-1b sw-ks-4; do
+for p in llama-3.2-1b old-pdl sw-ks-4; do
   timeout 90 python3 bench/gen_trace.py build-dev/gen/$p.hkpack --steps 8 > $out/trace_b1_$p.log 2>&1
   echo "trace $p: rc $?"; head -12 $out/trace_b1_$p.log; sed -n '/^per kernel/,$p' $out/trace_b1_$p.log
 done
