@@ -123,10 +123,10 @@ def check(names):
             log("%-16s prompt %4d: %2d/%d tokens equal %s" % (name, len(p), same, n, note))
             log("%-16s prompt %4d: logits vs f32, steps 0..%d: hkc %.4f, HF bf16 %.4f (max rel. L2); all %d steps "
                 "(HF's tokens fed): hkc %.4f, HF bf16 %.4f; hkc vs HF bf16 %.4f; f32 picks HF's token at the "
-                "divergence: %s -> %s"
+                "divergence: %s -> %s; greedy picks not the argmax of hkc's logits: %d of %d"
                 % (name, len(p), min(same, n - 1), upto, max(d["hf"][:same + 1]), n, max(d["hkc"]), max(d["hf"]),
                    max(d["hkc_hf"]), d["f32_pick"][same] if same < n else "-",
-                   "within bf16 bounds" if ok else "OUTSIDE bf16 bounds"))
+                   "within bf16 bounds" if ok else "OUTSIDE bf16 bounds", d["argmax_bad"], n))
         del model
         torch.cuda.empty_cache()
     return rows
@@ -168,8 +168,11 @@ def logits_drift(name, model, weights, prompts, hf_tokens, hf_scores):
         seq = torch.tensor([list(p) + hf_tokens[i]], device="cuda")
         with torch.no_grad():
             f32 = ref(seq).logits[0, len(p) - 1:len(p) - 1 + len(hf_tokens[i])].double().cpu()
-        d = dict(hkc=[], hf=[], hkc_hf=[], f32_pick=[])
+        d = dict(hkc=[], hf=[], hkc_hf=[], f32_pick=[], argmax_bad=0)
         for s in range(len(hf_tokens[i])):
+            # the device's greedy pick is the first index of the largest of its own logits
+            lg = steps[s][i]
+            d["argmax_bad"] += int(picks[s][i] != int(np.argmax(lg)))
             r, ours, theirs = f32[s], torch.from_numpy(steps[s][i]).double(), hf_scores[i][s].double()
             nr = r.norm().item()
             d["hkc"].append((ours - r).norm().item() / nr)

@@ -2,7 +2,15 @@
 /* sample: out[r] = an index of row r drawn with its params {seed, top_k, temperature, top_p}
  * (lower.h gives the definition step by step; docs/GENERATE.md "sample"; templates/host/
  * sample.c is the same definition on the CPU). Args: T x, const int *params (i32 [rows, 4]),
- * int *out (i32), I rows, I cols.
+ * int *out (i32), I rows, I cols; with HK_SAMPLE_SPLIT > 1 (sample_split, variant_sample_nv.c)
+ * the launch workspace: float *part, unsigned *sem (one counter per row, zero at the start and
+ * left at zero).
+ *
+ * Greedy rows with HK_SAMPLE_SPLIT > 1: the row's columns in HK_SAMPLE_SPLIT pieces, a block
+ * each (a decode step has a few rows, and one block per row reads a vocabulary in many round
+ * trips); each piece's (value, index) to `part`, the last piece to arrive on the row's counter
+ * (tile_nv.h, hk_split_arrive) takes the best of them in piece order: argmax's rule, the same
+ * index whichever arrives last. A row that samples is drawn by its piece 0 as below.
  *
  * A block is one row (grid-stride beyond grid.x); HK_THREADS >= 256, a thread per bin of the
  * radix selects. Each pass reads the row again (from L2 at a vocabulary's size) and recomputes
@@ -21,6 +29,9 @@
  * which threads run. A select walks the bins from the top with a suffix scan (a thread per
  * bin): the bin where the running total first reaches the rank holds the selected key. */
 
+#ifndef HK_SAMPLE_SPLIT
+#define HK_SAMPLE_SPLIT 1
+#endif
 #define SAMPLE_BINS 256
 #define SAMPLE_GROUPS (HK_THREADS / HK_RED_GROUP)
 static_assert(HK_THREADS >= SAMPLE_BINS && HK_THREADS % HK_RED_GROUP == 0, "sample: a thread per bin");
@@ -143,22 +154,53 @@ HK_DEVICE int sample_select(sample_shared *sm, unsigned long long *rank, float t
 }
 
 HK_GLOBAL void HK_LAUNCH_BOUNDS(HK_THREADS)
-HK_NAME(const HK_T *x, const int *params, int *out, long long rows, long long cols) {
+HK_NAME(const HK_T *x, const int *params, int *out, long long rows, long long cols
+#if HK_SAMPLE_SPLIT > 1
+        , float *part, unsigned *sem
+#endif
+) {
   HK_PDL_ENTRY(); /* a pdl variant (variant_simple.c): nothing is touched before it */
   HK_SHARED sample_shared sm;
   const int g = HK_TID / HK_RED_GROUP;
-  for (long long r = HK_BID; r < rows; r += HK_NBLOCKS) {
+  /* a greedy row's piece: whole 16-byte vectors (row_best.h), the last piece the rest */
+  const long long chunk = ((cols + HK_SAMPLE_SPLIT - 1) / HK_SAMPLE_SPLIT + 7) / 8 * 8;
+  for (long long u = HK_BID; u < rows * HK_SAMPLE_SPLIT; u += HK_NBLOCKS) { /* (row, piece) */
+    const long long r = u / HK_SAMPLE_SPLIT, piece = u % HK_SAMPLE_SPLIT;
     const HK_T *xr = x + r * cols;
     const int seed = params[r * 4], top_k = params[r * 4 + 1];
     const float t = __uint_as_float((unsigned)params[r * 4 + 2]), top_p = __uint_as_float((unsigned)params[r * 4 + 3]);
     float best = 0.0f;
     int at = -1;
     if (!(t > 0.0f && t < hk_inf()) || top_k == 1) { /* greedy: argmax's rule */
+#if HK_SAMPLE_SPLIT > 1
+      const long long c0 = piece * chunk, c1 = hk_min_ll(cols, c0 + chunk);
+      if (c0 < c1) {
+        row_best_scan(xr + c0, c1 - c0, &best, &at); /* row_best.h */
+        if (at >= 0) at += (int)c0;
+      }
+      sample_block_best(&best, &at, &sm);
+      if (HK_TID != 0) continue; /* thread 0 holds the piece's best: it alone goes on */
+      float *pp = part + 2 * (r * HK_SAMPLE_SPLIT + piece);
+      __stcg(pp, best);
+      __stcg(pp + 1, __int_as_float(at));
+      if (!hk_split_arrive(sem + r, HK_SAMPLE_SPLIT)) continue;
+      best = 0.0f;
+      at = -1;
+      for (int q = 0; q < HK_SAMPLE_SPLIT; q++) { /* piece order: ranges in increasing index */
+        const float v2 = __ldcg(part + 2 * (r * HK_SAMPLE_SPLIT + q));
+        const int i2 = __float_as_int(__ldcg(part + 2 * (r * HK_SAMPLE_SPLIT + q) + 1));
+        if (sample_better(best, at, v2, i2)) best = v2, at = i2;
+      }
+      out[r] = at < 0 ? 0 : at;
+#else
+      (void)chunk, (void)piece;
       row_best_scan(xr, cols, &best, &at); /* row_best.h */
       sample_block_best(&best, &at, &sm);
       if (HK_TID == 0) out[r] = at < 0 ? 0 : at;
+#endif
       continue;
     }
+    if (piece != 0) continue; /* a row that samples: its piece 0 draws it */
     /* m, and the top byte of the keys when there is a top_k */
     const int by_k = top_k > 1 && top_k < cols;
     if (by_k) sample_clear(&sm);

@@ -22,6 +22,7 @@ extern const hkc_variant_t hkc_variant_simple_gemm, hkc_variant_simple_binary, h
     hkc_variant_simple_dequant; /* variant_simple.c */
 extern const hkc_variant_t hkc_variant_kv_attention_warp, hkc_variant_kv_attention_mma; /* variant_kv_nv.c */
 extern const hkc_variant_t hkc_variant_gemm_skinny, hkc_variant_gemm_stream; /* variant_skinny_nv.c */
+extern const hkc_variant_t hkc_variant_sample_split; /* variant_sample_nv.c */
 extern const hkc_variant_t hkc_variant_host_gemm, hkc_variant_host; /* variant_host.c */
 
 static const hkc_variant_t *const k_variants[] = {
@@ -41,6 +42,7 @@ static const hkc_variant_t *const k_variants[] = {
     &hkc_variant_attention_mfma_pp, /* AMD CDNA, 8-wave ping-pong: kernel option attn_mfma_pp=on */
     &hkc_variant_kv_attention_warp, /* NVIDIA, f16/bf16, head_dim 64/128, split over the keys (kv_warp=off: not) */
     &hkc_variant_kv_attention_mma,  /* NVIDIA sm_80+, never first: the tuner names it for many rows (kv_mma=off: not) */
+    &hkc_variant_sample_split,      /* NVIDIA: sample, greedy rows in pieces */
     &hkc_variant_rows_vec16,  /* both vendors */
     &hkc_variant_elementwise_vec16,
     /* GPU targets, last: the simple kernels, one per template (every valid key of its ops) */
