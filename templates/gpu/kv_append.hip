@@ -60,10 +60,7 @@ HK_NAME(const HK_T *qkv, kv_t *k_cache, kv_t *v_cache, const int *ctx, const int
 #endif
 #endif
 ) {
-  /* a pdl variant (variant_simple.c): nothing is touched before the wait. The next launch (the
-   * decode attention, which reads its cached keys towards L2 before it waits) goes on first. */
-  HK_PDL_TRIGGER();
-  HK_PDL_WAIT();
+  HK_PDL_ENTRY(); /* a pdl variant (variant_simple.c): nothing is touched before it */
   const long long q_cols = heads * dh, kv_cols = kv_heads * dh, width = q_cols + 2 * kv_cols;
   const long long per_block = (long long)HK_THREADS * HK_KV_VEC, chunks = (width + per_block - 1) / per_block;
 #if HK_ROPE

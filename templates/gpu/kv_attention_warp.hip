@@ -68,6 +68,9 @@ HK_NAME(const HK_T *q, const HK_T *k_cache, const HK_T *v_cache, const int *ctx,
   __shared__ float pm[HK_KVA_MAX_SPLIT][HK_KVA_GROUP], pl[HK_KVA_MAX_SPLIT][HK_KVA_GROUP], tot[HK_KVA_GROUP];
   __shared__ int last;
   (void)dh;
+  /* a pdl variant: waits for the launches before it, then lets the next one (the output
+   * projection, whose blocks prefetch their weights before they wait for this launch) start */
+  HK_PDL_ENTRY();
   const int warp = HK_TID / 32, lane = HK_TID % 32, kg = lane / KVA_LPK, dl = lane % KVA_LPK;
   const int group = (int)(heads / kv_heads);
   const int rounds = (group + HK_KVA_GROUP - 1) / HK_KVA_GROUP;
@@ -75,30 +78,6 @@ HK_NAME(const HK_T *q, const HK_T *k_cache, const HK_T *v_cache, const int *ctx,
   long long split = hk_min_ll(HK_KVA_MAX_SPLIT, (long long)HK_NBLOCKS / tiles);
   if (split < 1) split = 1; /* a grid clamped below tiles: grid-stride, no split */
   const long long kv_width = kv_heads * HK_HEAD_DIM;
-  /* a pdl variant. Before the wait, the keys and values of the block's first piece towards L2:
-   * ctx and slot are the step's inputs (no launch writes them) and the cache lines before the
-   * new key were written by earlier steps (the new one's line, written by the kv_append before
-   * this launch, is read after the wait, from L2, where that write went). Then the next launch
-   * (the output projection, which prefetches its weights) goes on, and this one waits. */
-  if (HK_BID < tiles * split) {
-    const long long tile = HK_BID / split, piece = HK_BID % split, t = tile / (kv_heads * rounds);
-    const long long h = tile / rounds % kv_heads, c = ctx[t], s = slot[t];
-    if (c >= 1 && c <= max_seq && s >= 0 && s < slots) {
-      const long long lo = window > 0 && c > window ? c - window : 0, n = c - lo;
-      long long per = (n + split - 1) / split;
-      if (per < HK_KVA_MIN_PIECE) per = HK_KVA_MIN_PIECE;
-      per = (per + KVA_BATCH - 1) / KVA_BATCH * KVA_BATCH;
-      const long long kb = lo + piece * per, ke = hk_min_ll(c, kb + per);
-      const long long base = ((layer * slots + s) * max_seq) * kv_width + h * HK_HEAD_DIM;
-      for (long long i = HK_TID; i < 2 * (ke - kb) * (HK_HEAD_DIM / 64); i += KVA_THREADS) { /* 128-byte lines */
-        const long long j = kb + i / (2 * (HK_HEAD_DIM / 64)), part = i % (HK_HEAD_DIM / 64);
-        const HK_T *src = (i / (HK_HEAD_DIM / 64)) % 2 ? v_cache : k_cache;
-        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(src + base + j * kv_width + 64 * part));
-      }
-    }
-  }
-  HK_PDL_TRIGGER();
-  HK_PDL_WAIT();
   for (long long u = HK_BID; u < tiles * split; u += HK_NBLOCKS) {
     const long long tile = u / split, piece = u % split;
     const long long t = tile / (kv_heads * rounds), h = tile / rounds % kv_heads;

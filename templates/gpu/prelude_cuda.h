@@ -31,14 +31,8 @@
  * where they wait in turn: a chain of small kernels pays the launch gap once, not per kernel. */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define HK_PDL_ENTRY() asm volatile("griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;\n" ::: "memory")
-/* The two halves apart, for kernels that do something before the wait (reads of what no launch
- * of the graph writes: params, the step's inputs) or let the next launch on before it */
-#define HK_PDL_TRIGGER() asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory")
-#define HK_PDL_WAIT() asm volatile("griddepcontrol.wait;\n" ::: "memory")
 #else
 #define HK_PDL_ENTRY() ((void)0)
-#define HK_PDL_TRIGGER() ((void)0)
-#define HK_PDL_WAIT() ((void)0)
 #endif
 #define HK_TID ((int)threadIdx.x)
 /* 16 bytes moved as one load or store (a copy's unit; the elements are the user's business) */

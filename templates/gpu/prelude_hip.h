@@ -27,8 +27,6 @@
 #define HK_SHARED __shared__
 #define HK_LAUNCH_BOUNDS(n) __launch_bounds__(n)
 #define HK_PDL_ENTRY() ((void)0) /* no programmatic dependent launch on AMD (prelude_cuda.h) */
-#define HK_PDL_TRIGGER() ((void)0)
-#define HK_PDL_WAIT() ((void)0)
 #define HK_SYNC() __syncthreads()
 #define HK_TID ((int)threadIdx.x)
 /* 16 bytes moved as one load or store (a copy's unit; the elements are the user's business) */

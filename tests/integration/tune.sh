@@ -154,7 +154,7 @@ else
   "$HKC" inspect "$work/sk.hkpack" > "$work/sk.txt"
   grep -E "^    #[0-9]+ +g_gemv_tb " "$work/sk.txt" > "$work/sk_gemv.txt" || true
   k1=$(head -n1 "$work/sk_gemv.txt" | awk '{print $3}')
-  [ -n "$k1" ] && gemm_lines "$work/sk.txt" | grep -E "^  $k1 " | grep -q "kernel=gemm_skinny cfg=mb=1 src=model" \
+  [ -n "$k1" ] && gemm_lines "$work/sk.txt" | grep -E "^  $k1 " | grep -q "kernel=gemm_skinny cfg=mb=1,ks=2 src=model" \
     && ok "sm_90a by default: the batch-1 launch of g_gemv_tb is gemm_skinny's" || { bad "gemm_skinny default"; cat "$work/sk.txt"; }
   "$HKC" build "$spec" -o "$work/st_on.hkpack" --target sm_90a --kernel-option gemm_stream=on -q
   "$HKC" inspect "$work/st_on.hkpack" > "$work/st_on.txt"
@@ -171,7 +171,7 @@ else
   "$HKC" inspect "$work/st3.hkpack" > "$work/st3.txt"
   k3st=$(grep -E "^    #[0-9]+ +g_gemv_tb " "$work/st3.txt" | sed -n 2p | awk '{print $3}')
   [ -n "$k3" ] && [ -n "$k3on" ] && [ -n "$k3st" ] && ! gemm_lines "$work/sk.txt" | grep -E "^  $k3 " | grep -q "kernel=gemm_s" &&
-    gemm_lines "$work/sk_on.txt" | grep -E "^  $k3on " | grep -q "kernel=gemm_skinny cfg=mb=4 src=model" &&
+    gemm_lines "$work/sk_on.txt" | grep -E "^  $k3on " | grep -q "kernel=gemm_skinny cfg=mb=4,ks=2 src=model" &&
     gemm_lines "$work/st3.txt" | grep -E "^  $k3st " | grep -q "kernel=gemm_stream cfg=mb=4 src=model" &&
     ok "sm_90a: the batch-3 launch of g_gemv_tb: a tensor-core kernel by default, gemm_skinny / gemm_stream mb=4 when on" ||
     { bad "few-row kernels at M = 3"; grep g_gemv "$work/sk.txt" "$work/sk_on.txt" "$work/st3.txt"; }

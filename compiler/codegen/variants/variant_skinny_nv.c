@@ -92,10 +92,16 @@ static sk_cfg_t sk_key_cfg(const hkc_kernel_key_t *key) {
   return c;
 }
 
+/* The defaults of a launch of K = k: K split over 2 warps (4 from K = 8192: at most 2 serial
+ * steps of loads a warp). The H100 ran Llama-3.2-1B's batch-1 decode step (2026-12-07,
+ * docs/BENCHMARKS.md) at 1.328 ms with ks = 2 everywhere against 1.505 without a split: twice
+ * the warps, each with half the serial steps, keep more of the read in flight. */
+static int sk_default_ks(int64_t k) { return k >= 8192 ? 4 : 2; }
+
 int hkc_gemm_skinny_params(const hkc_kernel_key_t *key, const char *forced, int64_t m, int64_t n, int64_t k,
                            char *out, size_t size) {
-  (void)n, (void)k;
-  sk_cfg_t c = {8, 1, 0, SK_NW, SK_WARPS};
+  (void)n;
+  sk_cfg_t c = {8, sk_default_ks(k), 0, SK_NW, SK_WARPS};
   if (forced && forced[0] && sk_parse(key, forced, &c) != 0) return -1;
   c.mb = m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8;
   sk_cfg_t check;
