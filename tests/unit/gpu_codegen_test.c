@@ -387,7 +387,7 @@ static void test_nvrtc_gemm_skinny(void **state) {
   /* a launch's parameters: mb from M, the rest forced (gemm_skinny_cfg) or the defaults */
   char params[HKC_TUNE_MAX];
   assert_int_equal(hkc_gemm_skinny_params(&probe, NULL, 1, 2048, 8192, params, sizeof params), 0);
-  assert_string_equal(params, "mb=1,ks=4"); /* K split over 4 warps from K = 8192, else 2 */
+  assert_string_equal(params, "mb=1,ks=2"); /* K split over 2 warps */
   assert_int_equal(sk->tune_parse(a90, &probe, params, &cfg), 0);
   assert_int_equal(hkc_gemm_skinny_params(&probe, NULL, 5, 2048, 2048, params, sizeof params), 0);
   assert_string_equal(params, "mb=8,ks=2");

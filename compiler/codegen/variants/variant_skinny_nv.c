@@ -92,11 +92,15 @@ static sk_cfg_t sk_key_cfg(const hkc_kernel_key_t *key) {
   return c;
 }
 
-/* The defaults of a launch of K = k: K split over 2 warps (4 from K = 8192: at most 2 serial
- * steps of loads a warp). The H100 ran Llama-3.2-1B's batch-1 decode step (2026-12-07,
- * docs/BENCHMARKS.md) at 1.328 ms with ks = 2 everywhere against 1.505 without a split: twice
- * the warps, each with half the serial steps, keep more of the read in flight. */
-static int sk_default_ks(int64_t k) { return k >= 8192 ? 4 : 2; }
+/* The defaults of a launch of K = k: K split over 2 warps. The H100 ran Llama-3.2-1B's batch-1
+ * decode step (2026-12-07, docs/BENCHMARKS.md, "Generation") at 1.328 ms with ks = 2 at every
+ * projection against 1.505 without a split, 1.364 with one column a unit and 1.451 with 8 warps
+ * a unit: twice the warps, each with half the serial steps of loads, keep more of the read in
+ * flight. */
+static int sk_default_ks(int64_t k) {
+  (void)k;
+  return 2;
+}
 
 int hkc_gemm_skinny_params(const hkc_kernel_key_t *key, const char *forced, int64_t m, int64_t n, int64_t k,
                            char *out, size_t size) {
