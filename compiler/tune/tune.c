@@ -639,7 +639,7 @@ static int skinny_choose(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *ar
   if (v->tune_parse(arch, &key, params, &cfg) != 0) return 0;
   l->key = key;
   hkc_tune_apply(arch, &l->key, &cfg);
-  l->source = HKC_TUNE_SRC_MODEL;
+  l->source = v != stream && o && o->cfg[HKC_KOPT_GEMM_SKINNY_CFG][0] ? HKC_TUNE_SRC_OPTION : HKC_TUNE_SRC_MODEL;
   return 1;
 }
 

@@ -156,6 +156,19 @@ else
   k1=$(head -n1 "$work/sk_gemv.txt" | awk '{print $3}')
   [ -n "$k1" ] && gemm_lines "$work/sk.txt" | grep -E "^  $k1 " | grep -q "kernel=gemm_skinny cfg=mb=1,ks=2 src=model" \
     && ok "sm_90a by default: the batch-1 launch of g_gemv_tb is gemm_skinny's" || { bad "gemm_skinny default"; cat "$work/sk.txt"; }
+  # gemm_skinny_cfg forces the split of every gemm_skinny launch (mb still from the launch's rows);
+  # an illegal one is an error and writes nothing
+  "$HKC" build "$spec" -o "$work/sk4.hkpack" --target sm_90a --kernel-option gemm_skinny_cfg=ks=4 -q
+  "$HKC" inspect "$work/sk4.hkpack" > "$work/sk4.txt"
+  k1f=$(grep -E "^    #[0-9]+ +g_gemv_tb " "$work/sk4.txt" | head -n1 | awk '{print $3}')
+  [ -n "$k1f" ] && gemm_lines "$work/sk4.txt" | grep -E "^  $k1f " | grep -q "kernel=gemm_skinny cfg=mb=1,ks=4 src=option" \
+    && ok "sm_90a, gemm_skinny_cfg=ks=4: the batch-1 launch of g_gemv_tb is split over 4 warps" || { bad "gemm_skinny_cfg"; cat "$work/sk4.txt"; }
+  if "$HKC" build "$spec" -o "$work/sk8.hkpack" --target sm_90a --kernel-option gemm_skinny_cfg=ks=8 -q 2> "$work/sk8.err" ||
+    [ -e "$work/sk8.hkpack" ] || ! grep -q "gemm_skinny_cfg=mb=8,ks=8 is not legal" "$work/sk8.err"; then
+    bad "gemm_skinny_cfg=ks=8 (4 warps a block) accepted or not explained"; cat "$work/sk8.err"
+  else
+    ok "sm_90a, gemm_skinny_cfg=ks=8 with 4 warps a block: refused, nothing written"
+  fi
   "$HKC" build "$spec" -o "$work/st_on.hkpack" --target sm_90a --kernel-option gemm_stream=on -q
   "$HKC" inspect "$work/st_on.hkpack" > "$work/st_on.txt"
   k1on=$(grep -E "^    #[0-9]+ +g_gemv_tb " "$work/st_on.txt" | head -n1 | awk '{print $3}')
