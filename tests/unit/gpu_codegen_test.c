@@ -391,6 +391,8 @@ static void test_nvrtc_gemm_skinny(void **state) {
   assert_int_equal(sk->tune_parse(a90, &probe, params, &cfg), 0);
   assert_int_equal(hkc_gemm_skinny_params(&probe, NULL, 5, 2048, 2048, params, sizeof params), 0);
   assert_string_equal(params, "mb=8,ks=2");
+  assert_int_equal(hkc_gemm_skinny_params(&q8, NULL, 1, 2048, 2048, params, sizeof params), 0);
+  assert_string_equal(params, "mb=1"); /* 8-bit B: no split by default */
   assert_int_equal(hkc_gemm_skinny_params(&probe, "mb=8,ks=4", 3, 2048, 2048, params, sizeof params), 0);
   assert_string_equal(params, "mb=4,ks=4");
   assert_int_equal(hkc_gemm_skinny_params(&probe, "mb=8,ks=8", 1, 2048, 2048, params, sizeof params), -1);

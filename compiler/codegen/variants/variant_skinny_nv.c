@@ -92,20 +92,18 @@ static sk_cfg_t sk_key_cfg(const hkc_kernel_key_t *key) {
   return c;
 }
 
-/* The defaults of a launch of K = k: K split over 2 warps. The H100 ran Llama-3.2-1B's batch-1
- * decode step (2026-12-07, docs/BENCHMARKS.md, "Generation") at 1.328 ms with ks = 2 at every
- * projection against 1.505 without a split, 1.364 with one column a unit and 1.451 with 8 warps
- * a unit: twice the warps, each with half the serial steps of loads, keep more of the read in
- * flight. */
-static int sk_default_ks(int64_t k) {
-  (void)k;
-  return 2;
-}
+/* The default split of key's launches: K over 2 warps for a 16-bit B. The H100 ran
+ * Llama-3.2-1B's batch-1 decode step (2026-12-07, docs/BENCHMARKS.md, "Generation") at 1.328 ms
+ * with ks = 2 at every projection against 1.505 without a split, 1.364 with one column a unit
+ * and 1.451 with 8 warps a unit: twice the warps, each with half the serial steps of loads, keep
+ * more of the read in flight. An 8-bit B keeps one warp a unit (its split has not run on a GPU). */
+static int sk_default_ks(const hkc_kernel_key_t *key) { return hkc_gemm_quant_b(key) ? 1 : 2; }
 
 int hkc_gemm_skinny_params(const hkc_kernel_key_t *key, const char *forced, int64_t m, int64_t n, int64_t k,
                            char *out, size_t size) {
   (void)n;
-  sk_cfg_t c = {8, sk_default_ks(k), 0, SK_NW, SK_WARPS};
+  (void)k;
+  sk_cfg_t c = {8, sk_default_ks(key), 0, SK_NW, SK_WARPS};
   if (forced && forced[0] && sk_parse(key, forced, &c) != 0) return -1;
   c.mb = m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8;
   sk_cfg_t check;
