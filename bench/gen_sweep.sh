@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# A short device call for the decode step's kernel options (after bench/gen_prepare.sh, with
-# build-dev/ carried): each pack of SWEEP (names in build-dev/gen/; default: the pack and three
+# A short GPU run for the decode step's kernel options (after bench/gen_prepare.sh, with
+# build-dev/ copied to the GPU machine): each pack of SWEEP (names in build-dev/gen/; default: the pack and three
 # gemm_skinny_cfg forms, built on the CPU machine as below) profiled at batch 1 x 1024, then
 # bench/gen_device.py bench at GEN_POINTS and check of GEN_MODELS in whatever time is left of
-# CALL_SECONDS (540). Logs in $OUT: sweep.log (each pack's graph replay and launches), profile_b1.log
+# RUN_SECONDS (540). Logs in $OUT: sweep.log (each pack's graph replay and launches), profile_b1.log
 # (the default pack's), bench.log, gen_check.log.
 #   GEN_ALT_OPTIONS="gemm_skinny_cfg=ks=1" bash bench/gen_prepare.sh
 #   for c in ks=1 ks=4 ks=2,u=4; do
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 export LD_LIBRARY_PATH=$PWD/build-dev HKC_KEY=$PWD/build-dev/signing.key PYTHONPATH=$PWD/python HKRT_LIBRARY=$PWD/build-dev/libhkrt.so
 export PYTHONUNBUFFERED=1
 out=${OUT:-/tmp/out}
-end=$(( $(date +%s) + ${CALL_SECONDS:-540} )) # each stage gets at most what is left of the call
+end=$(( $(date +%s) + ${RUN_SECONDS:-540} )) # each stage gets at most what is left of the run
 left() { local l=$(( end - $(date +%s) )); [ $l -lt $1 ] && echo $(( l > 5 ? l : 5 )) || echo $1; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 timeout 120 python3 bench/gen_device.py weights > $out/weights.log 2>&1 || tail -5 $out/weights.log

@@ -146,6 +146,12 @@ static inline int64_t hkc_variant_arg_i64(const hkc_arg_t *args, uint32_t n_args
   return i < n_args && args[i].kind == HK_ARG_I64 ? args[i].i : 0;
 }
 static inline int64_t hkc_variant_ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) / b; }
+/* Elements per 16-byte vector where key's rows are whole vectors at 16-byte offsets (its align),
+ * else 1: templates/gpu/row_best.h's HK_ROW_VEC (argmax, sample) and the embedding's copy. */
+static inline int hkc_variant_row_vec(const hkc_kernel_key_t *key) {
+  const size_t size = hkc_dtype_size(key->dtype);
+  return key->align > 0 && size > 0 && size <= 16 && (size_t)key->align * size >= 16 ? (int)(16 / size) : 1;
+}
 /* A TMA tensor map argument (HK_ARG_TMAP) of spec tensor `tensor` (an args[...].i of kind
  * TENSOR): boxes of box_inner elements along its last dim x box_outer rows, swizzle an
  * hk_tmap_swizzle_t (box 1..256; the inner row a multiple of 16 bytes within the swizzle's

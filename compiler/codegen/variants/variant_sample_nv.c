@@ -23,16 +23,10 @@ static int ss_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
   return arch->kind == HK_TARGET_CUDA && arch->wave_size == 32 && key->op == HK_OP_SAMPLE;
 }
 
-/* 16-byte loads where the key's rows are whole vectors at 16-byte offsets (row_best.h) */
-static int ss_row_vec(const hkc_kernel_key_t *key) {
-  const size_t size = hkc_dtype_size(key->dtype);
-  return key->align > 0 && size > 0 && size <= 16 && (size_t)key->align * size >= 16 ? (int)(16 / size) : 1;
-}
-
 static void ss_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
   (void)arch;
   snprintf(out, size, "#define HK_THREADS %d\n#define HK_ROW_VEC %d\n#define HK_SAMPLE_SPLIT %d\n", SS_THREADS,
-           ss_row_vec(key), SS_SPLIT);
+           hkc_variant_row_vec(key), SS_SPLIT);
 }
 
 static void ss_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,

@@ -81,13 +81,6 @@ static const simple_params_t *simple_params(hk_op_t op) {
 
 /* HK_THREADS, the op's tile sizes, and the ABI tails a key adds (rope, embedding: HK_HAS_CTX;
  * rope: HK_ROPE_SCALING, HKC_ROPE_SCALING_*). */
-/* Elements per 16-byte vector where the key's rows are whole vectors at 16-byte offsets (its
- * align), else 1: argmax's scan (row_best.h), the embedding's copy. */
-static int simple_row_vec(const hkc_kernel_key_t *key) {
-  const size_t size = hkc_dtype_size(key->dtype);
-  return key->align > 0 && size > 0 && size <= 16 && (size_t)key->align * size >= 16 ? (int)(16 / size) : 1;
-}
-
 static void simple_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
   (void)arch;
   const simple_params_t *p = simple_params(key->op);
@@ -109,14 +102,14 @@ static void simple_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
              key->rope_scaling);
   else if (key->op == HK_OP_EMBEDDING)
     snprintf(out + len, size - len, "#define HK_HAS_CTX %d\n#define HK_ROW_VEC %d\n", key->has_ctx ? 1 : 0,
-             simple_row_vec(key));
+             hkc_variant_row_vec(key));
   else if (key->op == HK_OP_KV_APPEND) /* HK_ROPE (a folded rope) is codegen's */
     snprintf(out + len, size - len, "#define HK_KV_VEC %d\n#define HK_ROPE_SCALING %d\n", SIMPLE_KV_VEC(key),
              key->rope_scaling);
   else if (key->op == HK_OP_KV_ATTENTION)
     snprintf(out + len, size - len, "#define HK_KV_RD %d\n#define HK_KV_DC %d\n", p->kv_rd, p->kv_dc);
   else if (key->op == HK_OP_ARGMAX || key->op == HK_OP_SAMPLE) /* row_best.h: 16-byte loads where rows allow */
-    snprintf(out + len, size - len, "#define HK_ROW_VEC %d\n", simple_row_vec(key));
+    snprintf(out + len, size - len, "#define HK_ROW_VEC %d\n", hkc_variant_row_vec(key));
   else if (key->op == HK_OP_DEQUANT)
     snprintf(out + len, size - len, "#define HK_DQ_FP8 %d\n", !strcmp(key->program, "e4m3"));
 }
