@@ -24,7 +24,8 @@ bytes read per step) / the device-to-device copy bandwidth measured in the same 
 The A/B pack (llama-3.2-1b-alt: the kernel options of build-dev/gen/alt-options.txt, which
 bench/gen_prepare.sh wrote) is checked and timed beside the default one.
 Environment: GEN_POINTS ("1x1024,8x1024,32x1024,1x128,1x4096"), GEN_MODELS (pack names), GEN_FAST=0
-(the -alt pack not timed).
+(the -alt pack not timed), GEN_CHECK_SINGLE=1 (check also runs each prompt alone: the batch-1
+decode graph, whose launches differ from the batched one's, against HF's tokens and the batch).
 """
 import json
 import os
@@ -127,6 +128,15 @@ def check(names):
                 % (name, len(p), min(same, n - 1), upto, max(d["hf"][:same + 1]), n, max(d["hkc"]), max(d["hf"]),
                    max(d["hkc_hf"]), d["f32_pick"][same] if same < n else "-",
                    "within bf16 bounds" if ok else "OUTSIDE bf16 bounds", d["argmax_bad"], n))
+        if os.environ.get("GEN_CHECK_SINGLE", "0") != "0":  # each prompt alone: the batch-1 decode graph
+            for i, p in enumerate(prompts):
+                ours = hkc_generate(name, weights, [p], n)["outputs"][0]
+                theirs, batched = hf[i][0], res["outputs"][i]
+                same = 0
+                while same < min(len(ours), len(theirs)) and ours[same] == theirs[same]:
+                    same += 1
+                log("%-16s prompt %4d alone (batch 1): %2d/%d tokens equal HF's; %s the batched run's"
+                    % (name, len(p), same, n, "the same as" if ours == batched else "NOT the same as"))
         del model
         torch.cuda.empty_cache()
     return rows

@@ -103,7 +103,8 @@ void hkc_fuse_model_init(hkc_fuse_model_t *model, const struct hkc_gpu_arch *con
  * one has no gemm kernel that takes it in (hkc_gpu_fused_gemm_ok), and auto
  * weighs each step on the GPU targets' clocks (the host's only when it is alone); report as
  * the model's. Then each gemm reading a dequant node's copy gets its dequant_fold_rows (the
- * kernel option gemm_quant; frontend.h). What hkc build and hkc tune both call. 0 / -1
+ * kernel option gemm_quant; frontend.h), and each kv_attention reading a kv_append's q heads
+ * its append_fold_rows (kv_fold). What hkc build and hkc tune both call. 0 / -1
  * (reported). */
 int hkc_fuse_for_targets(hkc_spec_t *spec, int mode, const hkc_gpu_arch_t *const *archs, size_t n,
                          const struct hkc_kernel_options *options, FILE *report);
@@ -245,6 +246,8 @@ typedef struct hkc_kernel_options {
                                the key; off = the portable kv_attention */
   hkc_switch_t kv_mma;      /* kv_attention_mma for the kv_attention launches of >= HKC_KV_MMA_MIN_ROWS
                                token rows (NVIDIA sm_80+): auto/on = where it serves; off = never */
+  hkc_switch_t kv_fold;     /* a kv_attention does the kv_append before it in the launches of one row:
+                               auto/on = where every target has such a kernel; off = never */
   int ew_exact_act;         /* 1: 16-bit gelu/silu/ewchain through erff/expf (elementwise_vec16 x=1) */
   int attn_kvs;             /* > 0: attention through attention_mma with this many KV pieces (split-KV;
                                1: unsplit) wherever attention_mma serves the key -- on sm_90a instead of

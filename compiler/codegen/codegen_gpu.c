@@ -136,6 +136,7 @@ char *hkc_codegen_gpu(const hkc_gpu_arch_t *arch, const hkc_kernel_out_t *kernel
                 key->rope ? 1 : 0, key->norm_a ? 1 : 0);
   if (key->rope) hkc_sb_printf(&sb, "#define HK_ROPE_DH %d\n", key->head_dim);
   hkc_sb_printf(&sb, "#define HK_KV_FP8 %d\n", hkc_kv_fp8(key)); /* fp8_e4m3 KV caches */
+  hkc_sb_printf(&sb, "#define HK_KV_APPEND %d\n", key->append ? 1 : 0); /* kv_attention: a kv_append folded in */
   hkc_sb_printf(&sb, "#define HK_QB %d\n", /* 8-bit B read by the gemm itself: 1 int8, 2 fp8_e4m3 */
                 hkc_gemm_quant_b(key) == HK_DTYPE_I8 ? 1 : hkc_gemm_quant_b(key) ? 2 : 0);
   hkc_sb_printf(&sb, "#define HK_NORM_C %d\n", key->norm_c); /* 2: an rmsnorm */

@@ -153,7 +153,7 @@ static const char *const k_instance_macros[] = {
     "HK_HAS_RESIDUAL", "HK_HAS_MUL", "HK_HAS_ADD", "HK_HAS_SUM", "HK_BINOP", "HK_UNARY", "HK_EW_NIN",
     "HK_EW_PROGRAM", "HK_ATTN_LENGTHS", "HK_ATTN_MASK", "HK_DUAL", "HK_ROPE", "HK_ROPE_DH", "HK_NORM_A",
     "HK_NORM_ARG", "HK_NORM_C", "HK_HAS_CTX", "HK_ROPE_SCALING", "HK_ROPE_SCALING_ARG", "HK_DQ_FP8",
-    "HK_QB",    "HK_QB_ARG",  "HK_KV_FP8", "HK_QA",
+    "HK_QB",    "HK_QB_ARG",  "HK_KV_FP8", "HK_QA", "HK_KV_APPEND",
 };
 
 /* An ewchain program (hkc_kernel_key_t.program) as C statements on the f32 value v,
@@ -224,6 +224,7 @@ static int emit_instance(hkc_strbuf_t *sb, const hkc_kernel_out_t *k, const char
   hkc_sb_printf(sb, "#define HK_UNARY(x) %s(x)\n", key->op == HK_OP_TANH ? "tanhf" : host_act_fn(unary));
   hkc_sb_printf(sb, "#define HK_DQ_FP8 %d\n", key->op == HK_OP_DEQUANT && !strcmp(key->program, "e4m3"));
   hkc_sb_printf(sb, "#define HK_KV_FP8 %d\n#define HK_QA %d\n", hkc_kv_fp8(key), hkc_gemm_fp8_act(key));
+  hkc_sb_printf(sb, "#define HK_KV_APPEND %d\n", key->append ? 1 : 0); /* kv_attention: a kv_append folded in */
   hkc_sb_printf(sb, "#define HK_QB %d\n#define HK_QB_ARG %u\n",
                 hkc_gemm_quant_b(key) == HK_DTYPE_I8 ? 1 : hkc_gemm_quant_b(key) ? 2 : 0, hkc_gemm_quant_arg(key));
   if (key->op == HK_OP_EWCHAIN) {

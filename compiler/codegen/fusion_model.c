@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
+#include "codegen/variants/variant.h"
 #include "lower/lower.h"
 
 #define LAUNCH_S 2.0e-6
@@ -234,6 +235,25 @@ static int64_t quant_fold_rows(const hkc_spec_t *spec, hkc_node_t *nd, const hkc
   return rows;
 }
 
+/* The rows up to which kv_attention node nd can do the kv_append before it itself on every target
+ * (lower.h, hkc_kv_folded_append): one -- a launch of one row has no other row whose slot it could
+ * read while that row appends (a prefill's rows share theirs) -- where the folded key has a kernel
+ * on every target (the host's; kv_attention_warp on NVIDIA, not under kv_warp=off; AMD's portable
+ * kernel has no such form); 0 when nd reads no such append, at one row in no bucket, or kv_fold=off. */
+static int64_t append_fold_rows(const hkc_spec_t *spec, hkc_node_t *nd, const hkc_gpu_arch_t *const *archs, size_t n,
+                                const hkc_kernel_options_t *options) {
+  if (nd->op != HK_OP_KV_ATTENTION || spec->n_batch < 1 || (options && options->kv_fold == HKC_SWITCH_OFF)) return 0;
+  hkc_kernel_key_t key;
+  hkc_arg_t args[HKC_MAX_ARGS];
+  const int64_t b0 = spec->batch_sizes[0]; /* the smallest bucket */
+  nd->append_fold_rows = 1;
+  int64_t rows = hkc_kv_folded_append(spec, nd, b0) && hkc_lower_node_of(spec, nd, b0, &key, args) >= 0 && key.append;
+  for (size_t i = 0; i < n && rows > 0; i++)
+    if (archs[i] && !hkc_variant_for_options(archs[i], options, &key)) rows = 0;
+  nd->append_fold_rows = 0;
+  return rows;
+}
+
 /* See codegen.h. */
 int hkc_fuse_for_targets(hkc_spec_t *spec, int mode, const hkc_gpu_arch_t *const *archs, size_t n,
                          const hkc_kernel_options_t *options, FILE *report) {
@@ -262,6 +282,8 @@ int hkc_fuse_for_targets(hkc_spec_t *spec, int mode, const hkc_gpu_arch_t *const
     spec->nodes[j].dequant_fold_rows =
         quant == HKC_SWITCH_ON || (quant == HKC_SWITCH_AUTO && !gpus) ? quant_fold_rows(spec, &spec->nodes[j], archs, n, options)
                                                                       : 0;
+  for (size_t j = 0; j < spec->n_nodes; j++)
+    spec->nodes[j].append_fold_rows = append_fold_rows(spec, &spec->nodes[j], archs, n, options);
   /* gemm_fp8=on: the gemms of fp8_e4m3 weights with a scale per output channel or tensor
    * multiply in FP8 (their A quantized per row), at every batch size; only the host has such a
    * kernel yet */

@@ -87,6 +87,10 @@ static const kopt_t k_opts[] = {
      "auto|on|off: kv_attention_mma on NVIDIA sm_80+ for the kv_attention launches of 64 or more token rows "
      "(prefill: tensor cores, a block per 16 to 64 rows sharing each cached key) where it serves the key; "
      "off: the kernel the other launches get"},
+    {"kv_fold", "HKC_KV_FOLD", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
+     "auto|on|off: a kv_attention does the kv_append before it (and its rope) in the launches of one token "
+     "row (a batch-1 decode step: one launch a layer fewer), where every target has such a kernel (the host; "
+     "kv_attention_warp on NVIDIA); off: the two launches apart"},
     {"ew_exact_act", "HKC_EW_EXACT_ACT", KOPT_BOOL, 0, NULL, NULL, 0, NULL,
      "0|1: 16-bit gelu/silu/ewchain through erff/expf"},
     {"attn_kvs", "HKC_ATTN_KVS", KOPT_INT, 0, NULL, NULL, 0, NULL,
@@ -169,6 +173,7 @@ static hkc_switch_t *switch_field(hkc_kernel_options_t *o, const char *name) {
   if (strcmp(name, "gemm_fp8") == 0) return &o->gemm_fp8;
   if (strcmp(name, "kv_warp") == 0) return &o->kv_warp;
   if (strcmp(name, "kv_mma") == 0) return &o->kv_mma;
+  if (strcmp(name, "kv_fold") == 0) return &o->kv_fold;
   return &o->attn_wgmma;
 }
 
@@ -189,6 +194,7 @@ static hkc_switch_t switch_value(const hkc_kernel_options_t *o, const char *name
   if (strcmp(name, "gemm_fp8") == 0) return o->gemm_fp8;
   if (strcmp(name, "kv_warp") == 0) return o->kv_warp;
   if (strcmp(name, "kv_mma") == 0) return o->kv_mma;
+  if (strcmp(name, "kv_fold") == 0) return o->kv_fold;
   return o->attn_wgmma;
 }
 

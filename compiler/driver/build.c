@@ -167,12 +167,15 @@ static int lower_launches(const hkc_spec_t *spec, const target_plan_t *plan, int
         node->fused_names && strlen(node->fused_names) <= HK_MAX_NAME_LEN ? node->fused_names : node->name;
     hkc_node_cost(spec, i, g->batch, &g->costs[at]);
     g->fused_counts[at] = node->n_fused > 0 ? node->n_fused : 1;
-    /* an rmsnorm folded into this gemm at this bucket (norm_fold_rows): named for both */
+    /* an rmsnorm folded into this gemm at this bucket (norm_fold_rows), or a kv_append into this
+     * kv_attention (append_fold_rows): named for both */
     const hkc_node_t *nm = hkc_gemm_folded_norm(spec, node, g->batch);
+    if (!nm) nm = hkc_kv_folded_append(spec, node, g->batch);
     if (nm) {
-      const size_t len = strlen(nm->name) + 1 + strlen(l->node_name);
+      const char *first = nm->fused_names && strlen(nm->fused_names) <= HK_MAX_NAME_LEN ? nm->fused_names : nm->name;
+      const size_t len = strlen(first) + 1 + strlen(l->node_name);
       if (len <= HK_MAX_NAME_LEN && (l->owned_name = malloc(len + 1)) != NULL) {
-        snprintf(l->owned_name, len + 1, "%s,%s", nm->name, l->node_name);
+        snprintf(l->owned_name, len + 1, "%s,%s", first, l->node_name);
         l->node_name = l->owned_name;
       }
       g->fused_counts[at] += nm->n_fused > 0 ? nm->n_fused : 1;

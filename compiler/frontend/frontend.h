@@ -152,6 +152,12 @@ typedef struct hkc_node {
                        output; at the batch sizes where its rows of A are at most this many it
                        normalises A itself (as norm_a, from the norm's input, gamma and eps) and
                        the norm's launch is left out (lower.h, hkc_gemm_folded_norm); 0: never */
+  int64_t append_fold_rows; /* kv_attention whose q is the output of a kv_append (of the same
+                       caches, ctx, slot, layer and heads) that nothing else reads: at the batch
+                       sizes where its rows are at most this many it takes the packed q|k|v rows
+                       and appends them itself (and the kv_append's rope), and the kv_append's
+                       launch is left out (lower.h, hkc_kv_folded_append); 0: never. Set by the
+                       build (hkc_fuse_for_targets) where every target has such a kernel */
   int fp8_act;      /* gemm of fp8_e4m3 B (read as stored at every batch size): A quantized per
                        row to fp8 too, the product in FP8 (lower.h, hkc_gemm_fp8_act); set by the
                        build under the kernel option gemm_fp8 */

@@ -85,6 +85,9 @@ static void kv_cost(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch,
   const int64_t keys = nd->window > 0 && nd->window < max_seq ? nd->window : max_seq;
   out->bytes += (uint64_t)(rows < slots ? rows : slots) * (uint64_t)keys * row_bytes;
   out->flops = 4 * (uint64_t)rows * (uint64_t)nd->heads * (uint64_t)keys * (uint64_t)dh;
+  const hkc_node_t *ap = hkc_kv_folded_append(spec, nd, batch); /* its rows written here too */
+  if (ap) out->bytes += (uint64_t)rows * row_bytes;
+  if (ap && ap->rope) out->flops += COST_ROPE * (uint64_t)rows * (uint64_t)(nd->heads + nd->kv_heads) * (uint64_t)dh;
 }
 
 /* See lower.h. Pure: reads the spec, writes *out. */

@@ -217,16 +217,18 @@ static uint32_t kv(const hkc_kernel_key_t *key, ext_t *e) {
   if (!append) size_arg(e, HKC_KV_ATTENTION_ARG_WINDOW, 0);
   /* caches [layers, slots, max_seq, kv_heads dh]: the launch reaches layer `layer` */
   const uint64_t cache = mul(mul(layer + 1, slots), mul(max_seq, mul(kv_heads, dh)));
-  touch(e, HKC_KV_APPEND_ARG_QKV, mul(rows, mul(append ? add(heads, mul(2, kv_heads)) : heads, dh)), 0);
+  const int packed = append || key->append; /* kv_append's rows, or a kv_attention that folds one in */
+  touch(e, HKC_KV_APPEND_ARG_QKV, mul(rows, mul(packed ? add(heads, mul(2, kv_heads)) : heads, dh)), 0);
   touch_sized(e, HKC_KV_APPEND_ARG_K_CACHE, cache, 0, cache_esize);
   touch_sized(e, HKC_KV_APPEND_ARG_V_CACHE, cache, 0, cache_esize);
   touch_i32(e, HKC_KV_APPEND_ARG_CTX, rows, 0);
   touch_i32(e, HKC_KV_APPEND_ARG_SLOT, rows, 0);
   touch(e, HKC_KV_APPEND_ARG_OUT, mul(rows, mul(heads, dh)), 0);
-  if (!append) return HKC_KV_ATTENTION_N_ARGS;
-  if (!key->rope) return HKC_KV_APPEND_N_ARGS;
+  if (!append && key->append) size_arg(e, HKC_KV_ATTENTION_ARG_APPEND, 1);
+  if (!key->rope) return append ? HKC_KV_APPEND_N_ARGS : key->append ? HKC_KV_ATTENTION_ARG_THETA : HKC_KV_ATTENTION_N_ARGS;
   if (dh % 2 != 0) e->ok = 0; /* a folded rope: theta, then a scaled rope's four numbers */
-  return HKC_KV_APPEND_ROPE_N_ARGS + (key->rope_scaling ? (uint32_t)HKC_ROPE_SCALING_N_ARGS : 0u);
+  return (append ? HKC_KV_APPEND_ROPE_N_ARGS : HKC_KV_ATTENTION_ROPE_N_ARGS) +
+         (key->rope_scaling ? (uint32_t)HKC_ROPE_SCALING_N_ARGS : 0u);
 }
 
 static uint32_t take_rows(ext_t *e) {

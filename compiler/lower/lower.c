@@ -77,22 +77,42 @@ static void push_f32(arg_list_t *l, int at, float v) {
  * caches [layers, slots, max_seq, kv_heads*dh], ctx, slot, out and the sizes; kv_attention
  * adds window (0: none) and scale. dh comes from the caches' width. n_args, or -1 when the
  * node's shapes are not the parser's (a hand-built IR). */
+/* A rope folded into a kv_append (rope node rn's numbers) as the launch's tail from `at`: F theta,
+ * then with rope_scaling its four (llama3's numbers, a linear one's 0). 0, or -1 when it cannot. */
+static int push_kv_rope(arg_list_t *l, int at, const hkc_node_t *rn, int64_t dh, hkc_kernel_key_t *out_key) {
+  if (dh % 2 != 0 || (unsigned)rn->rope_scaling > HKC_ROPE_SCALING_LLAMA3) return -1;
+  push_f32(l, at, rn->theta);
+  out_key->rope = 1;
+  out_key->rope_scaling = rn->rope_scaling;
+  if (rn->rope_scaling != HKC_ROPE_SCALING_NONE) {
+    const int l3 = rn->rope_scaling == HKC_ROPE_SCALING_LLAMA3;
+    push_f32(l, at + 1 + HKC_ROPE_SCALING_ARG_FACTOR, rn->rope_factor);
+    push_f32(l, at + 1 + HKC_ROPE_SCALING_ARG_LOW, l3 ? rn->rope_low_freq : 0.0f);
+    push_f32(l, at + 1 + HKC_ROPE_SCALING_ARG_HIGH, l3 ? rn->rope_high_freq : 0.0f);
+    push_f32(l, at + 1 + HKC_ROPE_SCALING_ARG_ORIG, l3 ? (float)rn->rope_original_max : 0.0f);
+  }
+  return 0;
+}
+
 static int lower_kv(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch, hkc_kernel_key_t *out_key,
                     arg_list_t *l) {
-  const hkc_tensor_t *T = spec->tensors, *x = &T[nd->in[0]];
   const int append = nd->op == HK_OP_KV_APPEND;
+  /* a kv_append folded into this kv_attention at this bucket: its q|k|v rows come in */
+  const hkc_node_t *ap = append ? NULL : hkc_kv_folded_append(spec, nd, batch);
+  const int row_tensor = ap ? ap->in[0] : nd->in[0], packed = append || ap;
+  const hkc_tensor_t *T = spec->tensors, *x = &T[row_tensor];
   if (nd->k_cache == HKC_NONE || nd->v_cache == HKC_NONE || nd->ctx == HKC_NONE || nd->slot == HKC_NONE) return -1;
   const hkc_tensor_t *kc = &T[nd->k_cache];
   const int64_t heads = nd->heads, kv_heads = nd->kv_heads, width = last_dim(kc, batch);
   if (kc->rank != 4 || x->rank != 2 || heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0 || width % kv_heads != 0)
     return -1;
   const int64_t dh = width / kv_heads, rows = tensor_dim(x, 0, batch);
-  if (last_dim(x, batch) != (append ? heads + 2 * kv_heads : heads) * dh || nd->layer < 0 ||
+  if (last_dim(x, batch) != (packed ? heads + 2 * kv_heads : heads) * dh || nd->layer < 0 ||
       nd->layer >= tensor_dim(kc, 0, batch) || dh > INT32_MAX)
     return -1;
   /* the two layouts agree up to max_seq (lower.h) */
   _Static_assert((int)HKC_KV_APPEND_ARG_MAX_SEQ == (int)HKC_KV_ATTENTION_ARG_MAX_SEQ, "shared kv argument prefix");
-  push_tensor(l, HKC_KV_APPEND_ARG_QKV, nd->in[0]);
+  push_tensor(l, HKC_KV_APPEND_ARG_QKV, row_tensor);
   push_tensor(l, HKC_KV_APPEND_ARG_K_CACHE, nd->k_cache);
   push_tensor(l, HKC_KV_APPEND_ARG_V_CACHE, nd->v_cache);
   push_tensor(l, HKC_KV_APPEND_ARG_CTX, nd->ctx);
@@ -106,23 +126,15 @@ static int lower_kv(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch,
   push_i64(l, HKC_KV_APPEND_ARG_SLOTS, tensor_dim(kc, 1, batch));
   push_i64(l, HKC_KV_APPEND_ARG_MAX_SEQ, tensor_dim(kc, 2, batch));
   assert(l->n == HKC_KV_APPEND_N_ARGS);
-  if (append && nd->rope) { /* rope + append: the q and k heads rotated at ctx - 1 */
-    if (dh % 2 != 0 || (unsigned)nd->rope_scaling > HKC_ROPE_SCALING_LLAMA3) return -1;
-    push_f32(l, HKC_KV_APPEND_ARG_THETA, nd->theta);
-    out_key->rope = 1;
-    out_key->rope_scaling = nd->rope_scaling;
-    if (nd->rope_scaling != HKC_ROPE_SCALING_NONE) { /* as the rope's tail: llama3's numbers, a linear one's 0 */
-      const int at = HKC_KV_APPEND_ROPE_N_ARGS, l3 = nd->rope_scaling == HKC_ROPE_SCALING_LLAMA3;
-      push_f32(l, at + HKC_ROPE_SCALING_ARG_FACTOR, nd->rope_factor);
-      push_f32(l, at + HKC_ROPE_SCALING_ARG_LOW, l3 ? nd->rope_low_freq : 0.0f);
-      push_f32(l, at + HKC_ROPE_SCALING_ARG_HIGH, l3 ? nd->rope_high_freq : 0.0f);
-      push_f32(l, at + HKC_ROPE_SCALING_ARG_ORIG, l3 ? (float)nd->rope_original_max : 0.0f);
-    }
-  }
+  /* rope + append: the q and k heads rotated at ctx - 1 */
+  if (append && nd->rope && push_kv_rope(l, HKC_KV_APPEND_ARG_THETA, nd, dh, out_key) != 0) return -1;
   if (!append) {
     push_i64(l, HKC_KV_ATTENTION_ARG_WINDOW, nd->window);
     push_f32(l, HKC_KV_ATTENTION_ARG_SCALE, nd->has_scale ? nd->scale : (float)(1.0 / sqrt((double)dh)));
     assert(l->n == HKC_KV_ATTENTION_N_ARGS);
+    out_key->append = ap != NULL;
+    if (ap) push_i64(l, HKC_KV_ATTENTION_ARG_APPEND, 1);
+    if (ap && ap->rope && push_kv_rope(l, HKC_KV_ATTENTION_ARG_THETA, ap, dh, out_key) != 0) return -1;
   }
   /* row strides and column offsets in elements: the q | k | v heads, the caches' rows */
   out_key->align = align_of((int64_t[]){last_dim(x, batch), heads * dh, width, dh}, 4);
@@ -195,6 +207,48 @@ const hkc_node_t *hkc_gemm_folded_norm(const hkc_spec_t *spec, const hkc_node_t 
   return k > 0 && tensor_elems(&spec->tensors[a], batch) / k <= nd->norm_fold_rows ? nm : NULL;
 }
 
+/* How many times node n reads tensor t (every operand and attribute tensor). */
+static int reads_of(const hkc_node_t *n, int t) {
+  int reads = 0;
+  for (int i = 0; i < n->n_in && i < HKC_MAX_NODE_IN; i++) reads += n->in[i] == t;
+  const int extra[] = {n->bias, n->residual, n->mul, n->gamma, n->beta,    n->add_in,  n->lengths,
+                       n->mask, n->pos,      n->ctx, n->slot,  n->k_cache, n->v_cache};
+  for (size_t i = 0; i < sizeof extra / sizeof *extra; i++) reads += extra[i] == t;
+  return reads;
+}
+
+const hkc_node_t *hkc_kv_folded_append(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch) {
+  if (nd->op != HK_OP_KV_ATTENTION || nd->append_fold_rows <= 0 || nd->n_in < 1) return NULL;
+  const int q = nd->in[0];
+  if (q < 0 || (size_t)q >= spec->n_tensors || spec->tensors[q].role == HK_ROLE_OUTPUT) return NULL;
+  const int p = spec->tensors[q].producer;
+  if (p < 0 || (size_t)p >= spec->n_nodes) return NULL;
+  const hkc_node_t *ap = &spec->nodes[p];
+  if (ap->op != HK_OP_KV_APPEND || ap->out != q || ap->sum_out != HKC_NONE || ap->n_in < 1 ||
+      ap->k_cache != nd->k_cache || ap->v_cache != nd->v_cache || ap->ctx != nd->ctx || ap->slot != nd->slot ||
+      ap->layer != nd->layer || ap->heads != nd->heads || ap->kv_heads != nd->kv_heads || ap->k_cache < 0 ||
+      ap->v_cache < 0 || ap->in[0] < 0 || (size_t)ap->in[0] >= spec->n_tensors)
+    return NULL;
+  const hk_dtype_t dt = spec->tensors[q].dtype;
+  if (spec->tensors[ap->k_cache].dtype != dt || spec->tensors[ap->v_cache].dtype != dt ||
+      spec->tensors[ap->in[0]].dtype != dt)
+    return NULL; /* FP8 caches stay apart */
+  int reads = 0; /* nd's one read as q, nothing else's */
+  for (size_t j = 0; j < spec->n_nodes; j++) reads += reads_of(&spec->nodes[j], q);
+  if (reads != 1 || reads_of(nd, q) != 1) return NULL;
+  const hkc_tensor_t *x = &spec->tensors[q];
+  return x->rank == 2 && tensor_dim(x, 0, batch) <= nd->append_fold_rows ? ap : NULL;
+}
+
+/* Whether kv_append node `node` is left out at `batch`: the kv_attention that reads its output
+ * folds it (hkc_kv_folded_append). */
+static int append_left_out(const hkc_spec_t *spec, size_t node, int64_t batch) {
+  const hkc_node_t *ap = &spec->nodes[node];
+  for (size_t j = node + 1; j < spec->n_nodes; j++) /* readers come after their producer */
+    if (reads_of(&spec->nodes[j], ap->out)) return hkc_kv_folded_append(spec, &spec->nodes[j], batch) == ap;
+  return 0;
+}
+
 /* Whether rmsnorm node `node` is left out at `batch`: every reader of its output is a gemm that
  * reads it as A only and folds it there, and the output is no graph output. */
 static int norm_left_out(const hkc_spec_t *spec, size_t node, int64_t batch) {
@@ -217,6 +271,7 @@ static int norm_left_out(const hkc_spec_t *spec, size_t node, int64_t batch) {
 int hkc_node_left_out(const hkc_spec_t *spec, size_t node, int64_t batch) {
   const hkc_node_t *dq = &spec->nodes[node];
   if (dq->op == HK_OP_RMSNORM) return norm_left_out(spec, node, batch);
+  if (dq->op == HK_OP_KV_APPEND) return append_left_out(spec, node, batch);
   if (dq->op != HK_OP_DEQUANT) return 0;
   int readers = 0;
   for (size_t j = node + 1; j < spec->n_nodes; j++) { /* readers come after their producer */
@@ -634,7 +689,7 @@ static const char *key_act_name(hk_act_t a) {
   return (unsigned)a < sizeof names / sizeof names[0] ? names[a] : NULL;
 }
 
-/* "hk_<op>_<dtype>[_<program>][_<act>][_bias][_mul|_dual|_rope][_res][_nrm][_ln<cols>|_rms<cols>][_tb][_add][_sum][_len][_mask][_ctx][_lin|_l3][_a<align>][_d<dh>]":
+/* "hk_<op>_<dtype>[_<program>][_<act>][_bias][_mul|_dual|_rope][_res][_nrm][_ln<cols>|_rms<cols>][_tb][_add][_sum][_len][_mask][_ctx][_app][_lin|_l3][_a<align>][_d<dh>]":
  * a C identifier, one per distinct key (no flag name is a suffix of an act name; an
  * ewchain program is [a-z0-9] only and comes right after the dtype; out-of-range enums
  * print as numbers). */
@@ -675,12 +730,12 @@ void hkc_kernel_key_name(const hkc_kernel_key_t *key, char *out, size_t size) {
   if (key->rope_scaling == HKC_ROPE_SCALING_LINEAR) snprintf(scaling, sizeof scaling, "_lin");
   else if (key->rope_scaling == HKC_ROPE_SCALING_LLAMA3) snprintf(scaling, sizeof scaling, "_l3");
   else if (key->rope_scaling) snprintf(scaling, sizeof scaling, "_sc%d", key->rope_scaling);
-  snprintf(out, size, "hk_%s_%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s", op, dt, program, key->act != HK_ACT_NONE ? "_" : "",
+  snprintf(out, size, "hk_%s_%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s", op, dt, program, key->act != HK_ACT_NONE ? "_" : "",
            key->act != HK_ACT_NONE ? act : "", key->has_bias ? "_bias" : "",
            key->dual ? "_dual" : key->has_mul ? "_mul" : key->rope ? "_rope" : "",
            key->has_residual ? "_res" : "", key->norm_a ? "_nrm" : "", ln, key->trans_b ? "_tb" : "", key->has_add ? "_add" : "",
            key->has_sum ? "_sum" : "", key->has_lengths ? "_len" : "", key->has_mask ? "_mask" : "",
-           key->has_ctx ? "_ctx" : "", scaling, shape, tune);
+           key->has_ctx ? "_ctx" : "", key->append ? "_app" : "", scaling, shape, tune);
 }
 
 int hkc_kernel_key_equal(const hkc_kernel_key_t *a, const hkc_kernel_key_t *b) {
@@ -690,7 +745,7 @@ int hkc_kernel_key_equal(const hkc_kernel_key_t *a, const hkc_kernel_key_t *b) {
          !a->rope == !b->rope && !a->norm_a == !b->norm_a && a->norm_c == b->norm_c &&
          (!a->norm_c || a->norm_cols == b->norm_cols) &&
          !a->has_add == !b->has_add && !a->has_sum == !b->has_sum && !a->has_lengths == !b->has_lengths &&
-         !a->has_mask == !b->has_mask && !a->has_ctx == !b->has_ctx && a->rope_scaling == b->rope_scaling &&
+         !a->has_mask == !b->has_mask && !a->has_ctx == !b->has_ctx && !a->append == !b->append && a->rope_scaling == b->rope_scaling &&
          strncmp(a->program, b->program, HKC_EW_PROGRAM_MAX) == 0 && align_a == align_b &&
          a->head_dim == b->head_dim && strncmp(a->variant, b->variant, HKC_TUNE_VARIANT_MAX) == 0 &&
          strncmp(a->tune, b->tune, HKC_TUNE_MAX) == 0;

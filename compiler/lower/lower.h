@@ -83,6 +83,11 @@ void hkc_node_cost_of(const hkc_spec_t *spec, const hkc_node_t *node, int64_t ba
  *             (q [rows, heads dh]; row t (valid as in kv_append) attends to the keys
  *              [max(0, ctx[t] - window), ctx[t]) of cache[layer, slot[t]] (window 0: from 0);
  *              q head h reads kv head h / (heads / kv_heads); an invalid row outputs zeros)
+ *             with append (a kv_append folded in at a bucket: hkc_kv_folded_append): q is that
+ *              kv_append's qkv [rows, (heads + 2 kv_heads) dh], then I append (1), and the
+ *              launch does the append first, as kv_append would (its rope too, with rope: then
+ *              F theta and the scaling's four as kv_append's tail), attending with the q heads
+ *              it would have output; the rows' slots must differ (the build folds at one row)
  *   dequant   T q (int8 or fp8_e4m3, the key's program: "i8" / "e4m3"), T scale (f32), T out,
  *             I rows, I cols, I scale_rows, I scale_cols, I block_rows, I block_cols
  *             (out[r][c] = q[r][c] * scale[r / block_rows][c / block_cols]; q, out [rows, cols],
@@ -216,6 +221,10 @@ enum hkc_kv_attention_arg {
   HKC_KV_ATTENTION_ARG_KV_HEADS, HKC_KV_ATTENTION_ARG_DH, HKC_KV_ATTENTION_ARG_LAYER, HKC_KV_ATTENTION_ARG_SLOTS,
   HKC_KV_ATTENTION_ARG_MAX_SEQ, HKC_KV_ATTENTION_ARG_WINDOW, HKC_KV_ATTENTION_ARG_SCALE, HKC_KV_ATTENTION_N_ARGS
 };
+/* kv_attention with a kv_append folded in (key append): I append (1: q is the packed q|k|v rows),
+ * then where that append's rope came along (key rope) F theta, and with rope_scaling the rope's
+ * four (HKC_ROPE_SCALING_ARG_*, from HKC_KV_ATTENTION_ROPE_N_ARGS) */
+enum { HKC_KV_ATTENTION_ARG_APPEND = HKC_KV_ATTENTION_N_ARGS, HKC_KV_ATTENTION_ARG_THETA, HKC_KV_ATTENTION_ROPE_N_ARGS };
 enum hkc_take_rows_arg {
   HKC_TAKE_ROWS_ARG_X, HKC_TAKE_ROWS_ARG_ROWS, HKC_TAKE_ROWS_ARG_OUT, HKC_TAKE_ROWS_ARG_X_ROWS,
   HKC_TAKE_ROWS_ARG_N_OUT, HKC_TAKE_ROWS_ARG_WIDTH, HKC_TAKE_ROWS_N_ARGS
@@ -269,6 +278,9 @@ typedef struct hkc_kernel_key {
   int has_lengths, has_mask; /* attention: per-batch key lengths / an additive mask (the
                                 masked ABI: HKC_ATTENTION_MASKED_N_ARGS arguments) */
   int has_ctx;          /* rope, embedding: positions from an i32 ctx tensor (lower.h's ABI tails) */
+  int append;           /* kv_attention: the kv_append before it folded in (its q argument the packed
+                           q|k|v rows; rope: that append's rope, arguments from
+                           HKC_KV_ATTENTION_ARG_THETA) */
   int rope_scaling;     /* rope: HKC_ROPE_SCALING_* (frontend.h); nonzero adds its four arguments */
   /* ewchain: the element-wise program, a C-identifier-safe string of steps applied to
    * v = in0[i % n0]: a<j> v += in_j, m<j> v *= in_j (operand j in 1..4, element i % n_j),
@@ -340,9 +352,15 @@ int hkc_gemm_fp8_eligible(const hkc_spec_t *spec, const hkc_node_t *nd);
  * its rows of A at this batch are at most that many, and its A is the output of an rmsnorm
  * without a fused add; it then reads the norm's input, gamma and eps as a gemm with norm_a does. */
 const hkc_node_t *hkc_gemm_folded_norm(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch);
-/* Whether node `node` has no launch at `batch`: a dequant node whose every reader folds it, or
- * an rmsnorm whose every reader is a gemm that folds it (hkc_gemm_folded_norm) and whose output
- * is no graph output. The memory plan and the dependencies leave it out too (its output is then
+/* The kv_append node whose work kv_attention node nd does at `batch` (NULL: none): nd has
+ * append_fold_rows, its rows at this batch are at most that many, its q is the output of a
+ * kv_append of the same caches, ctx, slot, layer, heads and kv_heads whose caches have the
+ * dtype of its rows, and nothing else reads that output, which is no graph output. nd then
+ * reads the kv_append's packed q|k|v rows (key.append, lower.h's kv_attention ABI). */
+const hkc_node_t *hkc_kv_folded_append(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batch);
+/* Whether node `node` has no launch at `batch`: a dequant node whose every reader folds it, an
+ * rmsnorm whose every reader is a gemm that folds it (hkc_gemm_folded_norm) and whose output
+ * is no graph output, or a kv_append that its kv_attention folds (hkc_kv_folded_append). The memory plan and the dependencies leave it out too (its output is then
  * never made or read). */
 int hkc_node_left_out(const hkc_spec_t *spec, size_t node, int64_t batch);
 /* Whether a kv_append / kv_attention key's KV caches are fp8_e4m3 (key.program "e4m3"): kv_append

@@ -46,17 +46,19 @@ typedef struct {
 
 /* The tensors node j reads at `batch`, into out; returns the count. A node left out at this
  * batch reads nothing; a gemm that folds its dequant nodes reads their 8-bit params instead of
- * their copies, one that folds an rmsnorm the norm's input and gamma instead of its output
- * (lower.h, hkc_node_left_out, hkc_gemm_folds_dequant and hkc_gemm_folded_norm). */
+ * their copies, one that folds an rmsnorm the norm's input and gamma instead of its output, a
+ * kv_attention that folds its kv_append that append's q|k|v rows instead of its q (lower.h,
+ * hkc_node_left_out, hkc_gemm_folds_dequant, hkc_gemm_folded_norm, hkc_kv_folded_append). */
 static size_t node_reads(const hkc_spec_t *spec, size_t j, int64_t batch, int out[PLAN_MAX_READS]) {
   const hkc_node_t *n = &spec->nodes[j];
   size_t k = 0;
   if (hkc_node_left_out(spec, j, batch)) return 0;
   const int folds = hkc_gemm_folds_dequant(spec, n, batch);
-  const hkc_node_t *nm = hkc_gemm_folded_norm(spec, n, batch);
+  const hkc_node_t *nm = hkc_gemm_folded_norm(spec, n, batch), *ap = hkc_kv_folded_append(spec, n, batch);
   for (int i = 0; i < n->n_in && i < HKC_MAX_NODE_IN; i++)
     out[k++] = folds && (i == 1 || i == 2) ? spec->nodes[spec->tensors[n->in[i]].producer].in[0]
                : nm && i == 0              ? nm->in[0]
+               : ap && i == 0              ? ap->in[0]
                                            : n->in[i];
   if (nm) out[k++] = nm->gamma; /* n->gamma is unset: a gemm with norm_fold_rows has no norm_a */
   const int extra[] = {n->bias, n->residual, n->mul, n->gamma,   n->beta,    n->add_in, n->lengths,
@@ -67,15 +69,15 @@ static size_t node_reads(const hkc_spec_t *spec, size_t j, int64_t batch, int ou
   return k;
 }
 
-/* The tensors node j writes at `batch`: out, sum_out when set, and kv_append's caches (none
- * when it is left out at this batch). */
+/* The tensors node j writes at `batch`: out, sum_out when set, and kv_append's caches, or a
+ * kv_attention's that folds its kv_append at this batch (none when it is left out). */
 static size_t node_writes(const hkc_spec_t *spec, size_t j, int64_t batch, int out[PLAN_MAX_WRITES]) {
   const hkc_node_t *n = &spec->nodes[j];
   size_t k = 0;
   if (hkc_node_left_out(spec, j, batch)) return 0;
   out[k++] = n->out;
   if (n->sum_out != HKC_NONE) out[k++] = n->sum_out;
-  if (n->op == HK_OP_KV_APPEND) out[k++] = n->k_cache, out[k++] = n->v_cache;
+  if (n->op == HK_OP_KV_APPEND || hkc_kv_folded_append(spec, n, batch)) out[k++] = n->k_cache, out[k++] = n->v_cache;
   assert(k <= PLAN_MAX_WRITES);
   return k;
 }

@@ -81,7 +81,8 @@ static const op_layout_t k_layouts[HK_OP_COUNT_] = {
     [HK_OP_KV_ATTENTION] = {"kv_attention",
                             "T:q K:k_cache K:v_cache J:ctx J:slot T:out I:rows I:heads I:kv_heads I:dh I:layer "
                             "I:slots I:max_seq I:window F:scale",
-                            {NULL}},
+                            {"", "I:append", "I:append F:theta", /* a kv_append folded in (1.11) */
+                             "I:append F:theta F:factor F:low_freq F:high_freq F:original_max"}},
     [HK_OP_TAKE_ROWS] = {"take_rows", "T:x J:rows T:out I:x_rows I:n_out I:width", {NULL}},
     [HK_OP_ARGMAX] = {"argmax", "T:x J:out I:rows I:cols", {NULL}},
     [HK_OP_SAMPLE] = {"sample", "T:x J:params J:out I:rows I:cols", {NULL}},
@@ -377,19 +378,25 @@ static hk_status_t extents_embedding(launch_t *L) {
   return HK_OK;
 }
 
-/* kv_append and kv_attention share their first 13 arguments. */
+/* kv_append and kv_attention share their first 13 arguments; a kv_attention with a tail has its
+ * kv_append folded in (I append = 1, then a rope's numbers). */
 static hk_status_t extents_kv(launch_t *L, bool append) {
   for (uint32_t a = 6; a <= 12; a++) NEED(a, a == 10 ? 0 : 1); /* rows .. max_seq; layer >= 0 */
   if (!append) NEED(13, 0);                                    /* window */
+  const bool packed = append || L->tail > 0; /* a kv_attention with its kv_append folded in reads q|k|v rows */
+  if (!append && L->tail > 0) {
+    NEED(15, 1);
+    if (U(15) != 1) LAUNCH_FAIL(L, "argument 15 (append) is %llu, not 1", (unsigned long long)U(15));
+  }
   const uint64_t rows = U(6), heads = U(7), kv_heads = U(8), dh = U(9);
   if (heads % kv_heads != 0)
     LAUNCH_FAIL(L, "argument 8 (kv_heads) is %llu, which does not divide heads (%llu)", (unsigned long long)kv_heads,
                 (unsigned long long)heads);
-  if (append && L->tail > 0 && dh % 2 != 0) /* a rope: element j of a head pairs with j + dh / 2 */
+  if ((append ? L->tail > 0 : L->tail > 1) && dh % 2 != 0) /* a rope: element j of a head pairs with j + dh / 2 */
     LAUNCH_FAIL(L, "argument 9 (dh) is %llu, not even, and the launch rotates its heads", (unsigned long long)dh);
   /* caches [layers, slots, max_seq, kv_heads dh]: the launch reaches layer `layer` */
   const uint64_t cache = mul(mul(add(U(10), 1), U(11)), mul(U(12), mul(kv_heads, dh)));
-  touch(L, 0, mul(rows, mul(append ? add(heads, mul(2, kv_heads)) : heads, dh)));
+  touch(L, 0, mul(rows, mul(packed ? add(heads, mul(2, kv_heads)) : heads, dh)));
   touch(L, 1, cache), touch(L, 2, cache), touch(L, 3, rows), touch(L, 4, rows);
   touch(L, 5, mul(rows, mul(heads, dh)));
   return HK_OK;

@@ -101,8 +101,8 @@ HK_NAME(const HK_T *qkv, kv_t *k_cache, kv_t *v_cache, const int *ctx, const int
         float sn, cs;
         if (table) sn = tab_sn[jp], cs = tab_cs[jp];
         else rope_angle(p, jp, dh, theta, sc, &sn, &cs);
-        /* rope.hip's o1 = x1 cos - x2 sin, o2 = x2 cos + x1 sin */
-        v.e[i] = HK_STORE(lo ? x * cs - y * sn : x * cs + y * sn);
+        /* rope.hip's o1 = x1 cos - x2 sin, o2 = x2 cos + x1 sin (rope_freq.h's one form) */
+        v.e[i] = HK_STORE(rope_turn(x, y, cs, sn, lo != 0));
       }
     }
 #endif

@@ -27,9 +27,19 @@
  * tile's counter in `sem` (tile_nv.h, split GEMMs; `used` arrivals); the last piece merges the
  * pieces in piece order (the same bits whichever arrives last). Pieces of an invalid row skip,
  * piece 0 writing the zeros.
+ * HK_KV_APPEND (a kv_append folded in, lower.h; the build folds it at one row only): q is the
+ * packed q|k|v rows [rows, (heads + 2 kv_heads) dh] and the launch appends them too. A lane
+ * turns its 8 elements of each q head and of its kv head's new key (row ctx - 1) by the rope
+ * (HK_ROPE: rope_freq.h's angles at ctx - 1, the partner element from lane dl ^ LPK / 2, each
+ * turned element rounded to T once, as kv_append stores it); the piece holding key ctx - 1
+ * takes it and its value from the row, not the caches, and piece 0 of the first round stores
+ * both in the caches (warp 0's first key group). No block reads a cache row that the launch
+ * writes, so the pieces need no order; two rows of one slot would (prefill: never folded).
  * Args: T q, T k_cache, T v_cache, I32 ctx, I32 slot, T out, I rows, I heads, I kv_heads, I dh,
- *       I layer, I slots, I max_seq, I window, F scale; then the workspace: float *part,
- *       unsigned *sem (one counter per tile, zero at the start and left at zero).
+ *       I layer, I slots, I max_seq, I window, F scale; with HK_KV_APPEND then I append (1),
+ *       and with HK_ROPE F theta (and with HK_ROPE_SCALING F factor, F low_freq, F high_freq, F original_max);
+ *       then the workspace: float *part, unsigned *sem (one counter per tile, zero at the start
+ *       and left at zero).
  * Grid: tiles * split blocks (tiles alone, grid-stride, when split is 1), HK_KVA_WARPS * 32 threads. */
 #define KVA_THREADS (HK_KVA_WARPS * 32)
 #define KVA_LPK (HK_HEAD_DIM / 8)   /* lanes per key */
@@ -59,10 +69,49 @@ HK_DEVICE void kva_fold(float *m, float *l, float *acc, float mo, float lo_, con
   *m = mx;
 }
 
+#if HK_KV_APPEND
+typedef HK_T kva_cache_t; /* the launch appends */
+#else
+typedef const HK_T kva_cache_t;
+#endif
+
+#if HK_KV_APPEND
+/* This lane's 8 elements [8 dl, + 8) of a head at p, as the append stores them: turned by the
+ * rope (HK_ROPE: angles sn, cs; the partner elements from lane dl ^ LPK / 2) and rounded to T */
+HK_DEVICE uint4 kva_turn8(uint4 raw, const float *sn, const float *cs, bool lo) {
+#if HK_ROPE
+  float x[8], y[8];
+  kva_unpack8(raw, x);
+#pragma unroll
+  for (int d = 0; d < 8; d++) y[d] = hk_shfl_xor(x[d], KVA_LPK / 2);
+  union {
+    uint4 u;
+    HK_T e[8];
+  } out;
+#pragma unroll
+  for (int d = 0; d < 8; d++) out.e[d] = HK_STORE(rope_turn(x[d], y[d], cs[d], sn[d], lo));
+  return out.u;
+#else
+  (void)sn, (void)cs, (void)lo;
+  return raw;
+#endif
+}
+#endif
+
 HK_GLOBAL void __launch_bounds__(KVA_THREADS, 3) /* three blocks per SM: at most 168 registers */
-HK_NAME(const HK_T *q, const HK_T *k_cache, const HK_T *v_cache, const int *ctx, const int *slot, HK_T *out,
+HK_NAME(const HK_T *q, kva_cache_t *k_cache, kva_cache_t *v_cache, const int *ctx, const int *slot, HK_T *out,
         long long rows, long long heads, long long kv_heads, long long dh, long long layer, long long slots,
-        long long max_seq, long long window, float scale, float *part, unsigned *sem) {
+        long long max_seq, long long window, float scale,
+#if HK_KV_APPEND
+        long long append, /* 1 */
+#endif
+#if HK_KV_APPEND && HK_ROPE
+        float theta,
+#if HK_ROPE_SCALING
+        float factor, float low_freq, float high_freq, float original_max,
+#endif
+#endif
+        float *part, unsigned *sem) {
   __shared__ float om[HK_KVA_WARPS][HK_KVA_GROUP], ol[HK_KVA_WARPS][HK_KVA_GROUP];
   __shared__ float oacc[HK_KVA_WARPS][HK_KVA_GROUP][HK_HEAD_DIM];
   __shared__ float pm[HK_KVA_MAX_SPLIT][HK_KVA_GROUP], pl[HK_KVA_MAX_SPLIT][HK_KVA_GROUP], tot[HK_KVA_GROUP];
@@ -78,6 +127,7 @@ HK_NAME(const HK_T *q, const HK_T *k_cache, const HK_T *v_cache, const int *ctx,
   long long split = hk_min_ll(HK_KVA_MAX_SPLIT, (long long)HK_NBLOCKS / tiles);
   if (split < 1) split = 1; /* a grid clamped below tiles: grid-stride, no split */
   const long long kv_width = kv_heads * HK_HEAD_DIM;
+  const long long q_width = (HK_KV_APPEND ? heads + 2 * kv_heads : heads) * HK_HEAD_DIM; /* q's rows */
   for (long long u = HK_BID; u < tiles * split; u += HK_NBLOCKS) {
     const long long tile = u / split, piece = u % split;
     const long long t = tile / (kv_heads * rounds), h = tile / rounds % kv_heads;
@@ -97,14 +147,39 @@ HK_NAME(const HK_T *q, const HK_T *k_cache, const HK_T *v_cache, const int *ctx,
     const long long used = (n + per - 1) / per; /* pieces with keys: the arrivals the merge waits for */
     if (piece >= used) continue;
     const long long kb = lo + piece * per, ke = hk_min_ll(c, kb + per); /* this piece's keys [kb, ke) */
-    const HK_T *kc = k_cache + (layer * slots + s) * max_seq * kv_width + h * HK_HEAD_DIM + 8 * dl;
-    const HK_T *vc = v_cache + (layer * slots + s) * max_seq * kv_width + h * HK_HEAD_DIM + 8 * dl;
-    const HK_T *qr = q + t * heads * HK_HEAD_DIM + (h * group + g0) * HK_HEAD_DIM + 8 * dl;
+    kva_cache_t *kc = k_cache + (layer * slots + s) * max_seq * kv_width + h * HK_HEAD_DIM + 8 * dl;
+    kva_cache_t *vc = v_cache + (layer * slots + s) * max_seq * kv_width + h * HK_HEAD_DIM + 8 * dl;
+    const HK_T *qr = q + t * q_width + (h * group + g0) * HK_HEAD_DIM + 8 * dl;
     float qf[HK_KVA_GROUP][8], m[HK_KVA_GROUP], l[HK_KVA_GROUP], acc[HK_KVA_GROUP][8];
+#if HK_KV_APPEND
+    /* the new key and value (row c - 1) as the append stores them, this lane's 8 elements */
+    float sn[8], cs[8];
+    const bool first_half = dl < KVA_LPK / 2; /* partner + dh / 2 */
+#if HK_ROPE
+#if HK_ROPE_SCALING
+    const rope_scaling sc = {factor, low_freq, high_freq, original_max};
+#else
+    const rope_scaling sc = {1.0f, 1.0f, 1.0f, 1.0f};
+#endif
+#pragma unroll
+    for (int d = 0; d < 8; d++)
+      rope_angle((float)(c - 1), (8 * dl + d) % (HK_HEAD_DIM / 2), HK_HEAD_DIM, theta, sc, &sn[d], &cs[d]);
+#endif
+    const HK_T *kn_row = q + t * q_width + heads * HK_HEAD_DIM + h * HK_HEAD_DIM + 8 * dl;
+    const uint4 kn = kva_turn8(*(const uint4 *)kn_row, sn, cs, first_half), vn = *(const uint4 *)(kn_row + kv_width);
+    if (piece == 0 && g0 == 0 && warp == 0 && kg == 0) { /* the kv head's append */
+      *(uint4 *)(kc + (c - 1) * kv_width) = kn;
+      *(uint4 *)(vc + (c - 1) * kv_width) = vn;
+    }
+#endif
 #pragma unroll
     for (int g = 0; g < HK_KVA_GROUP; g++) {
       if (g < gn) {
+#if HK_KV_APPEND
+        kva_unpack8(kva_turn8(*(const uint4 *)(qr + g * HK_HEAD_DIM), sn, cs, first_half), qf[g]);
+#else
         kva_unpack8(*(const uint4 *)(qr + g * HK_HEAD_DIM), qf[g]);
+#endif
       } else {
 #pragma unroll
         for (int d = 0; d < 8; d++) qf[g][d] = 0.0f;
@@ -122,6 +197,13 @@ HK_NAME(const HK_T *q, const HK_T *k_cache, const HK_T *v_cache, const int *ctx,
         const long long j = b + i * KVA_KPW + kg;
         valid[i] = j < ke;
         const long long jr = valid[i] ? j : ke - 1;
+#if HK_KV_APPEND
+        if (jr == c - 1) { /* the appended row: from the q|k|v row, not the caches */
+          kv[i] = kn;
+          vv[i] = vn;
+          continue;
+        }
+#endif
         kv[i] = *(const uint4 *)(kc + jr * kv_width);
         vv[i] = *(const uint4 *)(vc + jr * kv_width);
       }

@@ -51,6 +51,14 @@ HK_DEVICE float rope_scaled_freq(float inv, const rope_scaling &sc) {
 #endif
 }
 
+/* Element x of a head turned against its partner y (x + dh / 2 when lo, the first half; else
+ * x - dh / 2): x cos - y sin when lo, else x cos + y sin. One explicit form (no contraction left
+ * to the compiler), so every kernel that turns a row the way kv_append does gets its bits. */
+HK_DEVICE float rope_turn(float x, float y, float cs, float sn, bool lo) {
+  const float ys = ROPE_MUL(y, sn);
+  return fmaf(x, cs, lo ? -ys : ys);
+}
+
 /* The sine and cosine of pair j's angle at position p (a head of dh elements). */
 HK_DEVICE void rope_angle(float p, long long j, long long dh, float theta, const rope_scaling &sc, float *sn, float *cs) {
   hk_rope_sincos(p * rope_scaled_freq(powf(theta, -(float)(2 * j) / (float)dh), sc), sn, cs);

@@ -24,7 +24,7 @@ check "default: the build says which target stores PTX" "^PTX \(compute_86\) of 
 check "default: sm_86 (the newest without a suffix) has PTX" "^  sm_86 .*; PTX compute_86 " "$work/d.txt"
 check "default: sm_80 has none" "^  sm_80 .*; no PTX$" "$work/d.txt"
 check "default: sm_90a has none" "^  sm_90a .*; no PTX$" "$work/d.txt"
-check "format 1.10 (PTX since 1.3)" "format 1\.10," "$work/d.txt"
+check "format 1.11 (PTX since 1.3)" "format 1\.11," "$work/d.txt"
 check "provenance: sm_86's target line names its PTX" "target\.sm_86=sm_86 built with .*, PTX compute_86$" "$work/d.txt"
 
 "$HKC" build "$spec" --target sm_80,sm_90a --ptx sm_80,sm_90a -o "$work/l.hkpack" > /dev/null

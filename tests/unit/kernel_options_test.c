@@ -163,7 +163,7 @@ static void test_parse(void **state) {
     if (!strcmp(name, "gemm_skinny_cfg")) skinny_cfg = !strcmp(env, "HKC_GEMM_SKINNY_CFG");
     n++;
   }
-  assert_int_equal(n, 33);
+  assert_int_equal(n, 34);
   assert_true(tma && tma_cfg && attn_tma && attn_tma_cfg && attn_kvs && rope && norm && ln && quant && kv_mma && stream &&
               skinny_cfg);
   /* gemm_skinny_cfg: named or positional (ks, u, nw, w); mb filled (each launch's M sets it),
@@ -181,6 +181,8 @@ static void test_parse(void **state) {
   assert_int_equal(mma.kv_mma, HKC_SWITCH_OFF);
   set_ok(&mma, "gemm_stream=off");
   assert_int_equal(mma.gemm_stream, HKC_SWITCH_OFF);
+  set_ok(&mma, "kv_fold=off");
+  assert_int_equal(mma.kv_fold, HKC_SWITCH_OFF);
   /* attn_kvs: 0..16, in the provenance text when set */
   hkc_kernel_options_t kv = {0};
   set_ok(&kv, "attn_kvs=8");

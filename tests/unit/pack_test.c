@@ -1040,7 +1040,7 @@ static void p_minor2(uint8_t *b, size_t n) { hdr(b)->version_minor = 2; }
 static void test_older_minor(void **ts) {
   state_t *st = *ts;
   assert_int_equal(hdr(st->pack)->version_minor, HK_PACK_VERSION_MINOR);
-  assert_int_equal(HK_PACK_VERSION_MINOR, 10);
+  assert_int_equal(HK_PACK_VERSION_MINOR, 11);
   PATCHED(p_minor0, HK_OK, NULL);
   PATCHED(p_minor1, HK_OK, NULL);
   PATCHED(p_minor2, HK_OK, NULL);
@@ -1606,7 +1606,7 @@ static void test_extents_roundtrip(void **ts) {
   hk_pack_t *pack;
   assert_int_equal(hk_test_open_memory(st->pack, st->size, NULL, &pack), HK_OK);
   const hk_pack_view_t *v = hk_pack_view(pack);
-  assert_int_equal(v->header->version_minor, 10);
+  assert_int_equal(v->header->version_minor, 11);
   assert_non_null(v->extents);
   const hk_section_t *es = &v->sections[v->section_count - 1];
   assert_int_equal(es->kind, HK_SECTION_EXTENTS);
@@ -1659,7 +1659,7 @@ static void test_extents_forged(void **ts) {
                                   "f32 there (the pack's element type)");
   EXTENTS_REFUSED(p_ext_overflow, 0, "argument 0 (x): the pack's EXTENTS record says 800 bytes, the launch's "
                                      "arguments give 18446744073709551615");
-  PATCHED(p_ext_missing, HK_STATUS_CORRUPT, "required section EXTENTS is missing (a format 1.10 file records its "
+  PATCHED(p_ext_missing, HK_STATUS_CORRUPT, "required section EXTENTS is missing (a format 1.11 file records its "
                                             "launches' extents)");
   PATCHED(p_ext_not_tensor, HK_STATUS_CORRUPT, "EXTENTS entry 3 is 8, but argument 3 is not a tensor");
   PATCHED(p_ext_size, HK_STATUS_CORRUPT, "(EXTENTS): size 440, expected 448 (8 bytes for each of the 56 arguments)");

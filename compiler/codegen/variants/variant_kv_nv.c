@@ -26,15 +26,17 @@
 static int kva_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
   return arch->kind == HK_TARGET_CUDA && arch->wave_size == 32 && key->op == HK_OP_KV_ATTENTION && !hkc_kv_fp8(key) &&
          (key->dtype == HK_DTYPE_F16 || key->dtype == HK_DTYPE_BF16) && key->align >= 8 &&
-         (key->head_dim == 64 || key->head_dim == 128);
+         (key->head_dim == 64 || key->head_dim == 128) &&
+         (!key->rope || (key->append && key->rope_scaling >= HKC_ROPE_SCALING_NONE &&
+                         key->rope_scaling <= HKC_ROPE_SCALING_LLAMA3));
 }
 
 static void kva_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
   (void)arch;
   snprintf(out, size,
            "#define HK_THREADS %d\n#define HK_KVA_WARPS %d\n#define HK_KVA_GROUP %d\n#define HK_HEAD_DIM %d\n"
-           "#define HK_KVA_MAX_SPLIT %d\n#define HK_KVA_MIN_PIECE %d\n",
-           KVA_WARPS * 32, KVA_WARPS, KVA_GROUP, key->head_dim, KVA_MAX_SPLIT, KVA_MIN_PIECE);
+           "#define HK_KVA_MAX_SPLIT %d\n#define HK_KVA_MIN_PIECE %d\n#define HK_ROPE_SCALING %d\n",
+           KVA_WARPS * 32, KVA_WARPS, KVA_GROUP, key->head_dim, KVA_MAX_SPLIT, KVA_MIN_PIECE, key->rope_scaling);
 }
 
 /* Tiles: (row, kv head, round of KVA_GROUP q heads). */
@@ -78,7 +80,7 @@ static int kva_workspace(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
   return 1;
 }
 
-static const char *const kva_includes[] = {"gpu/tile_nv.h", NULL};
+static const char *const kva_includes[] = {"gpu/tile_nv.h", "gpu/rope_freq.h", NULL}; /* the rope of a folded append */
 
 const hkc_variant_t hkc_variant_kv_attention_warp = {
     .name = "kv_attention_warp",
@@ -88,7 +90,8 @@ const hkc_variant_t hkc_variant_kv_attention_warp = {
     .defines = kva_defines,
     .launch = kva_launch,
     .workspace = kva_workspace,
-    .pdl = 1, /* the kernel begins with HK_PDL_ENTRY() */
+    .pdl = 1,  /* the kernel begins with HK_PDL_ENTRY() */
+    .rope = 1, /* a kv_append folded in (key.append) brings its rope */
 };
 
 /* ---- kv_attention_mma (templates/gpu/kv_attention_mma.hip) ----------------------------------
@@ -101,7 +104,7 @@ const hkc_variant_t hkc_variant_kv_attention_warp = {
 #define KVM_WARPS 4
 
 static int kvm_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
-  return kva_applies(arch, key) && (arch->matrix == HKC_MATRIX_MMA_SYNC || arch->matrix == HKC_MATRIX_WGMMA) &&
+  return kva_applies(arch, key) && !key->append && (arch->matrix == HKC_MATRIX_MMA_SYNC || arch->matrix == HKC_MATRIX_WGMMA) &&
          strncmp(key->variant, "kv_attention_mma", HKC_TUNE_VARIANT_MAX) == 0;
 }
 

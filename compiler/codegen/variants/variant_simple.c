@@ -258,7 +258,7 @@ SIMPLE_ENTRY_PDL(simple_embedding, "gpu/embedding.hip", 1, op == HK_OP_EMBEDDING
 SIMPLE_ENTRY_INC(simple_kv_append, "gpu/kv_append.hip", 1, k_rope_includes, 1, /* rope: a folded one */
                  op == HK_OP_KV_APPEND && key->rope_scaling >= HKC_ROPE_SCALING_NONE &&
                      key->rope_scaling <= HKC_ROPE_SCALING_LLAMA3);
-SIMPLE_ENTRY_PDL(simple_kv_attention, "gpu/kv_attention.hip", 1, op == HK_OP_KV_ATTENTION);
+SIMPLE_ENTRY_PDL(simple_kv_attention, "gpu/kv_attention.hip", 1, op == HK_OP_KV_ATTENTION && !key->append);
 SIMPLE_ENTRY_PDL(simple_take_rows, "gpu/take_rows.hip", 1, op == HK_OP_TAKE_ROWS);
 SIMPLE_ENTRY_INC(simple_argmax, "gpu/argmax.hip", 1, k_row_best_includes, 0, op == HK_OP_ARGMAX);
 SIMPLE_ENTRY_INC(simple_sample, "gpu/sample.hip", 1, k_row_best_includes, 0, op == HK_OP_SAMPLE);

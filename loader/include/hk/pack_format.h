@@ -48,8 +48,10 @@ extern "C" {
  * packs (PARALLEL section: each graph is one rank's, its params shards of the checkpoint's), ops
  * all_reduce and all_gather (collectives: kernel records without code, run by the session's
  * communicator); 10: kv_append launches that rotate their q and k heads (a rope folded into them:
- * theta, and with a scaled rope its four numbers, appended) */
-#define HK_PACK_VERSION_MINOR 10
+ * theta, and with a scaled rope its four numbers, appended); 11: kv_attention launches that do the
+ * kv_append before them (folded in at a bucket of one row: q is the packed q|k|v rows, then
+ * I append = 1, and that append's rope numbers when it turns the heads) */
+#define HK_PACK_VERSION_MINOR 11
 #define HK_PACK_MINOR_EXTENTS 6 /* the first minor version whose files carry an EXTENTS section */
 #define HK_PACK_ENDIAN_TAG 0x01020304u
 #define HK_SECTION_ALIGN 64u
