@@ -34,7 +34,7 @@ __all__ = ["Pack", "Session", "Generator", "TensorInfo", "LaunchProfile", "Signa
            "Error", "InvalidArgument", "NotFound", "Corrupt", "UnsupportedVersion", "Unavailable", "OutOfMemory",
            "IOFailure", "NoCompatibleTarget", "DriverError", "FailedPrecondition", "InternalError", "Busy",
            "Untrusted", "load_library", "version"]
-__version__ = "0.4.2"  # the libhkrt version these bindings were written with (hkrt.h HKRT_VERSION_*)
+__version__ = "0.4.3"  # the libhkrt version these bindings were written with (hkrt.h HKRT_VERSION_*)
 
 
 def load_library(path=None):

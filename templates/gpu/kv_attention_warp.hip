@@ -76,14 +76,19 @@ typedef const HK_T kva_cache_t;
 #endif
 
 #if HK_KV_APPEND
-/* This lane's 8 elements [8 dl, + 8) of a head at p, as the append stores them: turned by the
- * rope (HK_ROPE: angles sn, cs; the partner elements from lane dl ^ LPK / 2) and rounded to T */
-HK_DEVICE uint4 kva_turn8(uint4 raw, const float *sn, const float *cs, bool lo) {
+/* Lane dl's 8 elements [8 dl, + 8) of a head, as the append stores them: turned by the rope
+ * (HK_ROPE: the angles of pair j at tab_sn[j], tab_cs[j]; the partner elements from lane
+ * dl ^ LPK / 2) and rounded to T */
+HK_DEVICE uint4 kva_turn8(uint4 raw, const float *tab_sn, const float *tab_cs, int dl) {
 #if HK_ROPE
-  float x[8], y[8];
+  const bool lo = dl < KVA_LPK / 2; /* the first half: the partner is + dh / 2 */
+  float x[8], y[8], sn[8], cs[8];
   kva_unpack8(raw, x);
 #pragma unroll
-  for (int d = 0; d < 8; d++) y[d] = hk_shfl_xor(x[d], KVA_LPK / 2);
+  for (int d = 0; d < 8; d++) {
+    y[d] = hk_shfl_xor(x[d], KVA_LPK / 2);
+    sn[d] = tab_sn[(8 * dl + d) % (HK_HEAD_DIM / 2)], cs[d] = tab_cs[(8 * dl + d) % (HK_HEAD_DIM / 2)];
+  }
   union {
     uint4 u;
     HK_T e[8];
@@ -92,9 +97,43 @@ HK_DEVICE uint4 kva_turn8(uint4 raw, const float *sn, const float *cs, bool lo) 
   for (int d = 0; d < 8; d++) out.e[d] = HK_STORE(rope_turn(x[d], y[d], cs[d], sn[d], lo));
   return out.u;
 #else
-  (void)sn, (void)cs, (void)lo;
+  (void)tab_sn, (void)tab_cs, (void)dl;
   return raw;
 #endif
+}
+#endif
+
+/* Unit u's tile (row t, kv head h, round from q head g0, gn heads of it), piece and keys [kb, ke)
+ * of its row's ctx c and slot s; live: the row is valid and the piece has keys (used of them). */
+struct kva_unit {
+  long long tile, piece, t, h, c, s, kb, ke, used;
+  int g0, gn;
+  bool valid, live;
+};
+
+HK_DEVICE kva_unit kva_unit_at(long long u, long long split, long long kv_heads, int group, int rounds,
+                               const int *ctx, const int *slot, long long slots, long long max_seq, long long window) {
+  kva_unit k;
+  k.tile = u / split, k.piece = u % split;
+  k.t = k.tile / (kv_heads * rounds), k.h = k.tile / rounds % kv_heads;
+  k.g0 = (int)(k.tile % rounds) * HK_KVA_GROUP;
+  k.gn = group - k.g0 < HK_KVA_GROUP ? group - k.g0 : HK_KVA_GROUP;
+  k.c = ctx[k.t], k.s = slot[k.t];
+  k.valid = k.c >= 1 && k.c <= max_seq && k.s >= 0 && k.s < slots;
+  const long long lo = window > 0 && k.c > window ? k.c - window : 0, n = k.c - lo;
+  long long per = (n + split - 1) / split;
+  if (per < HK_KVA_MIN_PIECE) per = HK_KVA_MIN_PIECE;
+  per = (per + KVA_BATCH - 1) / KVA_BATCH * KVA_BATCH;
+  k.used = k.valid ? (n + per - 1) / per : 0; /* pieces with keys: the arrivals the merge waits for */
+  k.live = k.valid && k.piece < k.used;
+  k.kb = lo + k.piece * per, k.ke = hk_min_ll(k.c, k.kb + per); /* this piece's keys [kb, ke) */
+  return k;
+}
+
+#if HK_KV_APPEND && HK_ROPE
+/* The angles of a head's dh / 2 pairs at position p into tab_sn, tab_cs: a pair a thread */
+HK_DEVICE void kva_angles(float p, float theta, const rope_scaling &sc, float *tab_sn, float *tab_cs) {
+  if (HK_TID < HK_HEAD_DIM / 2) rope_angle(p, HK_TID, HK_HEAD_DIM, theta, sc, &tab_sn[HK_TID], &tab_cs[HK_TID]);
 }
 #endif
 
@@ -117,9 +156,6 @@ HK_NAME(const HK_T *q, kva_cache_t *k_cache, kva_cache_t *v_cache, const int *ct
   __shared__ float pm[HK_KVA_MAX_SPLIT][HK_KVA_GROUP], pl[HK_KVA_MAX_SPLIT][HK_KVA_GROUP], tot[HK_KVA_GROUP];
   __shared__ int last;
   (void)dh;
-  /* a pdl variant: waits for the launches before it, then lets the next one (the output
-   * projection, whose blocks prefetch their weights before they wait for this launch) start */
-  HK_PDL_ENTRY();
   const int warp = HK_TID / 32, lane = HK_TID % 32, kg = lane / KVA_LPK, dl = lane % KVA_LPK;
   const int group = (int)(heads / kv_heads);
   const int rounds = (group + HK_KVA_GROUP - 1) / HK_KVA_GROUP;
@@ -128,45 +164,76 @@ HK_NAME(const HK_T *q, kva_cache_t *k_cache, kva_cache_t *v_cache, const int *ct
   if (split < 1) split = 1; /* a grid clamped below tiles: grid-stride, no split */
   const long long kv_width = kv_heads * HK_HEAD_DIM;
   const long long q_width = (HK_KV_APPEND ? heads + 2 * kv_heads : heads) * HK_HEAD_DIM; /* q's rows */
+#if HK_KV_APPEND
+  /* Before the wait, what no launch of this step writes: ctx and slot (inputs), the first unit's
+   * angles and its warp's first batch of cached keys and values (rows below ctx - 1, earlier
+   * steps'; row ctx - 1 comes from the q|k|v row after the wait) -- so the cache streams while
+   * the q|k|v gemm runs */
+  __shared__ float tab_sn[HK_HEAD_DIM / 2], tab_cs[HK_HEAD_DIM / 2]; /* the unit's angles */
+  /* the first batch: lane l's 16 bytes of step i at [k or v][warp][i][8 l] */
+  __shared__ __align__(16) HK_T pre_kv[2][HK_KVA_WARPS][KVA_U][32 * 8];
+#if HK_ROPE
+#if HK_ROPE_SCALING
+  const rope_scaling rsc = {factor, low_freq, high_freq, original_max};
+#else
+  const rope_scaling rsc = {1.0f, 1.0f, 1.0f, 1.0f};
+#endif
+#endif
+  const long long pre_u = HK_BID; /* whose angles and first batch the shared arrays hold, when pre_live */
+  bool pre_live = false;
+  if (pre_u < tiles * split) {
+    const kva_unit k = kva_unit_at(pre_u, split, kv_heads, group, rounds, ctx, slot, slots, max_seq, window);
+    pre_live = k.live;
+    if (k.live) {
+#if HK_ROPE
+      kva_angles((float)(k.c - 1), theta, rsc, tab_sn, tab_cs);
+#endif
+      const long long base = (layer * slots + k.s) * max_seq * kv_width + k.h * HK_HEAD_DIM + 8 * dl;
+#pragma unroll
+      for (int i = 0; i < KVA_U; i++) {
+        const long long j = k.kb + warp * KVA_BATCH + i * KVA_KPW + kg, jr = j < k.ke ? j : k.ke - 1;
+        const bool cached = jr != k.c - 1; /* row ctx - 1 comes after the wait (zeros here) */
+        hk_cp_async16(&pre_kv[0][warp][i][8 * lane], k_cache + base + jr * kv_width, cached);
+        hk_cp_async16(&pre_kv[1][warp][i][8 * lane], v_cache + base + jr * kv_width, cached);
+      }
+      hk_cp_async_commit();
+    }
+  }
+#endif
+  /* a pdl variant: waits for the launches before it, then lets the next one (the output
+   * projection, whose blocks prefetch their weights before they wait for this launch) start */
+  HK_PDL_ENTRY();
+#if HK_KV_APPEND
+  HK_SYNC(); /* the first unit's angles are in the table */
+#endif
   for (long long u = HK_BID; u < tiles * split; u += HK_NBLOCKS) {
-    const long long tile = u / split, piece = u % split;
-    const long long t = tile / (kv_heads * rounds), h = tile / rounds % kv_heads;
-    const int g0 = (int)(tile % rounds) * HK_KVA_GROUP;
-    const int gn = group - g0 < HK_KVA_GROUP ? group - g0 : HK_KVA_GROUP;
-    const long long c = ctx[t], s = slot[t];
+    const kva_unit k = kva_unit_at(u, split, kv_heads, group, rounds, ctx, slot, slots, max_seq, window);
+    const long long piece = k.piece, t = k.t, h = k.h, c = k.c, s = k.s, used = k.used, kb = k.kb, ke = k.ke;
+    const long long tile = k.tile;
+    const int g0 = k.g0, gn = k.gn;
     HK_T *og = out + t * heads * HK_HEAD_DIM + (h * group + g0) * HK_HEAD_DIM;
-    if (c < 1 || c > max_seq || s < 0 || s >= slots) { /* every piece skips; piece 0 writes the zeros */
+    if (!k.valid) { /* every piece skips; piece 0 writes the zeros */
       if (piece == 0)
         for (int i = HK_TID; i < gn * HK_HEAD_DIM; i += KVA_THREADS) og[i] = HK_STORE(0.0f);
       continue;
     }
-    const long long lo = window > 0 && c > window ? c - window : 0, n = c - lo;
-    long long per = (n + split - 1) / split;
-    if (per < HK_KVA_MIN_PIECE) per = HK_KVA_MIN_PIECE;
-    per = (per + KVA_BATCH - 1) / KVA_BATCH * KVA_BATCH;
-    const long long used = (n + per - 1) / per; /* pieces with keys: the arrivals the merge waits for */
-    if (piece >= used) continue;
-    const long long kb = lo + piece * per, ke = hk_min_ll(c, kb + per); /* this piece's keys [kb, ke) */
+    if (!k.live) continue;
     kva_cache_t *kc = k_cache + (layer * slots + s) * max_seq * kv_width + h * HK_HEAD_DIM + 8 * dl;
     kva_cache_t *vc = v_cache + (layer * slots + s) * max_seq * kv_width + h * HK_HEAD_DIM + 8 * dl;
     const HK_T *qr = q + t * q_width + (h * group + g0) * HK_HEAD_DIM + 8 * dl;
     float qf[HK_KVA_GROUP][8], m[HK_KVA_GROUP], l[HK_KVA_GROUP], acc[HK_KVA_GROUP][8];
 #if HK_KV_APPEND
     /* the new key and value (row c - 1) as the append stores them, this lane's 8 elements */
-    float sn[8], cs[8];
-    const bool first_half = dl < KVA_LPK / 2; /* partner + dh / 2 */
+    const bool pre = pre_live && u == pre_u; /* this unit's angles and first batch came before the wait */
 #if HK_ROPE
-#if HK_ROPE_SCALING
-    const rope_scaling sc = {factor, low_freq, high_freq, original_max};
-#else
-    const rope_scaling sc = {1.0f, 1.0f, 1.0f, 1.0f};
-#endif
-#pragma unroll
-    for (int d = 0; d < 8; d++)
-      rope_angle((float)(c - 1), (8 * dl + d) % (HK_HEAD_DIM / 2), HK_HEAD_DIM, theta, sc, &sn[d], &cs[d]);
+    if (!pre) { /* a unit beyond the grid (block-uniform: the barriers agree) */
+      HK_SYNC(); /* the previous unit's angles are used up */
+      kva_angles((float)(c - 1), theta, rsc, tab_sn, tab_cs);
+      HK_SYNC();
+    }
 #endif
     const HK_T *kn_row = q + t * q_width + heads * HK_HEAD_DIM + h * HK_HEAD_DIM + 8 * dl;
-    const uint4 kn = kva_turn8(*(const uint4 *)kn_row, sn, cs, first_half), vn = *(const uint4 *)(kn_row + kv_width);
+    const uint4 kn = kva_turn8(*(const uint4 *)kn_row, tab_sn, tab_cs, dl), vn = *(const uint4 *)(kn_row + kv_width);
     if (piece == 0 && g0 == 0 && warp == 0 && kg == 0) { /* the kv head's append */
       *(uint4 *)(kc + (c - 1) * kv_width) = kn;
       *(uint4 *)(vc + (c - 1) * kv_width) = vn;
@@ -176,7 +243,7 @@ HK_NAME(const HK_T *q, kva_cache_t *k_cache, kva_cache_t *v_cache, const int *ct
     for (int g = 0; g < HK_KVA_GROUP; g++) {
       if (g < gn) {
 #if HK_KV_APPEND
-        kva_unpack8(kva_turn8(*(const uint4 *)(qr + g * HK_HEAD_DIM), sn, cs, first_half), qf[g]);
+        kva_unpack8(kva_turn8(*(const uint4 *)(qr + g * HK_HEAD_DIM), tab_sn, tab_cs, dl), qf[g]);
 #else
         kva_unpack8(*(const uint4 *)(qr + g * HK_HEAD_DIM), qf[g]);
 #endif
@@ -201,6 +268,12 @@ HK_NAME(const HK_T *q, kva_cache_t *k_cache, kva_cache_t *v_cache, const int *ct
         if (jr == c - 1) { /* the appended row: from the q|k|v row, not the caches */
           kv[i] = kn;
           vv[i] = vn;
+          continue;
+        }
+        if (pre && b == kb + warp * KVA_BATCH) { /* copied before the wait (this lane's own bytes) */
+          HK_CP_ASYNC_WAIT(0);
+          kv[i] = *(const uint4 *)&pre_kv[0][warp][i][8 * lane];
+          vv[i] = *(const uint4 *)&pre_kv[1][warp][i][8 * lane];
           continue;
         }
 #endif

@@ -105,7 +105,7 @@ cmp -s "$work/f32.hkpack" "$work/self.hkpack" && ok "build from F32: the pack of
 
 # ---- inspect ----
 "$HKC" inspect "$work/self.hkpack" > "$work/inspect.txt"
-grep -q "format 1\.10," "$work/inspect.txt" && grep -q "weights: 5 param(s), .* stored" "$work/inspect.txt" \
+grep -q "format 1\.11," "$work/inspect.txt" && grep -q "weights: 5 param(s), .* stored" "$work/inspect.txt" \
   && [ "$(grep -c ' stored$' "$work/inspect.txt")" -eq 5 ] \
   && ok "inspect: $(grep 'weights:' "$work/inspect.txt" | xargs)" || { bad "inspect"; cat "$work/inspect.txt"; }
 "$HKC" inspect "$work/plain.hkpack" > "$work/plain.txt" # (no pipe into grep -q: SIGPIPE under pipefail)

@@ -590,6 +590,91 @@ static void test_norm_fold_rows(void **state) {
   }
 }
 
+/* A kv_attention with append_fold_rows (the build's: frontend.h): at the buckets of at most that
+ * many rows it takes the kv_append's packed q|k|v rows (I append = 1, then the append's rope
+ * numbers), the kv_append has no launch, its q heads are never placed, the attention writes the
+ * caches and depends on the q|k|v producer, not the append; above it, the two launches as
+ * written. A q with another reader keeps them apart at every bucket. */
+static void test_append_fold_rows(void **state) {
+  (void)state;
+  static const char text[] = "hkc: 1\nname: t\ndtype: bf16\nbatch_sizes: [1, 4]\n"
+                             "inputs: {x: [batch, 192], ctx: {shape: [batch], dtype: i32}, "
+                             "slot: {shape: [batch], dtype: i32}}\n"
+                             "state: {k_cache: [1, 2, 16, 32], v_cache: [1, 2, 16, 32]}\n"
+                             "graph:\n"
+                             "  - {name: pre, op: relu, in: [x], out: qkv}\n"
+                             "  - {name: app, op: kv_append, in: [qkv], heads: 4, kv_heads: 2, k_cache: k_cache, "
+                             "v_cache: v_cache, ctx: ctx, slot: slot, out: q}\n"
+                             "  - {name: att, op: kv_attention, in: [q], heads: 4, kv_heads: 2, k_cache: k_cache, "
+                             "v_cache: v_cache, ctx: ctx, slot: slot, out: o}\n"
+                             "%s"
+                             "fusion: none\n";
+  for (int other = 0; other < 2; other++) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, text,
+             other ? "  - {name: side, op: relu, in: [q], out: z}\noutputs: [o, z]\n" : "outputs: [o]\n");
+    hkc_spec_t *s = hk_test_spec_parse(buf);
+    size_t iapp = 0, iatt = 0;
+    for (size_t j = 0; j < s->n_nodes; j++) {
+      if (!strcmp(s->nodes[j].name, "app")) iapp = j;
+      if (!strcmp(s->nodes[j].name, "att")) iatt = j;
+    }
+    s->nodes[iatt].append_fold_rows = 1;
+    const int qkv = hkc_tensor_find(s, "qkv"), q = hkc_tensor_find(s, "q");
+    if (other) {
+      assert_null(hkc_kv_folded_append(s, &s->nodes[iatt], 1));
+      assert_int_equal(hkc_node_left_out(s, iapp, 1), 0);
+      hkc_spec_destroy(s);
+      continue;
+    }
+    assert_ptr_equal(hkc_kv_folded_append(s, &s->nodes[iatt], 1), &s->nodes[iapp]);
+    assert_null(hkc_kv_folded_append(s, &s->nodes[iatt], 4)); /* 4 rows > 1 */
+    assert_int_equal(hkc_node_left_out(s, iapp, 1), 1);
+    assert_int_equal(hkc_node_left_out(s, iapp, 4), 0);
+    hkc_kernel_key_t key;
+    hkc_arg_t args[HKC_MAX_ARGS];
+    assert_int_equal(hkc_lower_node(s, iatt, 1, &key, args), HKC_KV_ATTENTION_ARG_THETA);
+    assert_true(key.append && !key.rope);
+    assert_int_equal(args[HKC_KV_ATTENTION_ARG_Q].i, qkv);
+    assert_int_equal(args[HKC_KV_ATTENTION_ARG_APPEND].i, 1);
+    assert_int_equal(hkc_lower_node(s, iatt, 4, &key, args), HKC_KV_ATTENTION_N_ARGS);
+    assert_false(key.append);
+    assert_int_equal(args[HKC_KV_ATTENTION_ARG_Q].i, q);
+    /* the append's rope comes along: theta after the flag */
+    s->nodes[iapp].rope = 1;
+    s->nodes[iapp].theta = 500000.0f;
+    assert_int_equal(hkc_lower_node(s, iatt, 1, &key, args), HKC_KV_ATTENTION_ROPE_N_ARGS);
+    assert_true(key.append && key.rope);
+    assert_true(args[HKC_KV_ATTENTION_ARG_THETA].f == 500000.0f);
+    char name[128];
+    hkc_kernel_key_name(&key, name, sizeof name);
+    assert_non_null(strstr(name, "_rope_app"));
+    uint64_t *off = calloc(s->n_tensors, sizeof *off), arena;
+    uint32_t counters = 0;
+    assert_int_equal(hkc_plan_memory(s, 1, NULL, off, &arena, &counters), 0);
+    assert_true(off[q] == HK_PLACEMENT_NONE);
+    hkc_deps_t deps;
+    assert_int_equal(hkc_plan_deps(s, 1, off, NULL, &deps), 0);
+    int on_pre = 0, on_app = 0;
+    for (uint32_t d = deps.start[iatt]; d < deps.start[iatt + 1]; d++) {
+      on_pre += deps.list[d] == 0; /* pre writes qkv, which the folded attention reads */
+      on_app += deps.list[d] == (uint32_t)iapp;
+    }
+    assert_true(on_pre && !on_app);
+    assert_int_equal(deps.start[iapp + 1], deps.start[iapp]); /* no launch, no edges */
+    hkc_deps_free(&deps);
+    assert_int_equal(hkc_plan_memory(s, 4, NULL, off, &arena, &counters), 0);
+    assert_true(off[q] != HK_PLACEMENT_NONE);
+    assert_int_equal(hkc_plan_deps(s, 4, off, NULL, &deps), 0);
+    on_app = 0;
+    for (uint32_t d = deps.start[iatt]; d < deps.start[iatt + 1]; d++) on_app += deps.list[d] == (uint32_t)iapp;
+    assert_true(on_app);
+    hkc_deps_free(&deps);
+    free(off);
+    hkc_spec_destroy(s);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_chain_reuses_memory),
@@ -600,6 +685,7 @@ int main(void) {
       cmocka_unit_test(test_random_workspace),
       cmocka_unit_test(test_scratch_shares_and_orders),
       cmocka_unit_test(test_norm_fold_rows),
+      cmocka_unit_test(test_append_fold_rows),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

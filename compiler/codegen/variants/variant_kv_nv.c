@@ -28,7 +28,9 @@ static int kva_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) 
          (key->dtype == HK_DTYPE_F16 || key->dtype == HK_DTYPE_BF16) && key->align >= 8 &&
          (key->head_dim == 64 || key->head_dim == 128) &&
          (!key->rope || (key->append && key->rope_scaling >= HKC_ROPE_SCALING_NONE &&
-                         key->rope_scaling <= HKC_ROPE_SCALING_LLAMA3));
+                         key->rope_scaling <= HKC_ROPE_SCALING_LLAMA3)) &&
+         /* a folded append copies its first keys with cp.async before the wait: sm_80+ */
+         (!key->append || arch->matrix == HKC_MATRIX_MMA_SYNC || arch->matrix == HKC_MATRIX_WGMMA);
 }
 
 static void kva_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {

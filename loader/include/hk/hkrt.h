@@ -77,7 +77,7 @@ extern "C" {
  * hk_version() / hk_version_number() which library it runs with. */
 #define HKRT_VERSION_MAJOR 0
 #define HKRT_VERSION_MINOR 4
-#define HKRT_VERSION_PATCH 2
+#define HKRT_VERSION_PATCH 3
 #define HKRT_VERSION_NUMBER (HKRT_VERSION_MAJOR * 10000 + HKRT_VERSION_MINOR * 100 + HKRT_VERSION_PATCH)
 #define HKRT_VERSION_STR_(x) #x
 #define HKRT_VERSION_STR(x) HKRT_VERSION_STR_(x)
