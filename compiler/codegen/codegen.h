@@ -247,7 +247,8 @@ typedef struct hkc_kernel_options {
   hkc_switch_t kv_mma;      /* kv_attention_mma for the kv_attention launches of >= HKC_KV_MMA_MIN_ROWS
                                token rows (NVIDIA sm_80+): auto/on = where it serves; off = never */
   hkc_switch_t kv_fold;     /* a kv_attention does the kv_append before it in the launches of one row:
-                               auto/on = where every target has such a kernel; off = never */
+                               on = where every target has such a kernel, auto = host-only builds,
+                               off = never */
   int ew_exact_act;         /* 1: 16-bit gelu/silu/ewchain through erff/expf (elementwise_vec16 x=1) */
   int attn_kvs;             /* > 0: attention through attention_mma with this many KV pieces (split-KV;
                                1: unsplit) wherever attention_mma serves the key -- on sm_90a instead of

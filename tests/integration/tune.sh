@@ -189,17 +189,18 @@ else
     ok "sm_90a: the batch-3 launch of g_gemv_tb: a tensor-core kernel by default, gemm_skinny / gemm_stream mb=4 when on" ||
     { bad "few-row kernels at M = 3"; grep g_gemv "$work/sk.txt" "$work/sk_on.txt" "$work/st3.txt"; }
   # kv_attention: by default kv_attention_mma for the launches of >= 64 token rows (prefill) and
-  # kv_attention_warp below (decode steps; at one row with the kv_append folded in, named for
-  # both); kv_mma=off: kv_attention_warp for both; kv_warp=off kv_mma=off: the portable kernel for
-  # both, the append apart (the portable kernel has no folded form)
+  # kv_attention_warp below (decode steps); kv_fold=on: at one row with the kv_append folded in,
+  # named for both; kv_mma=off: kv_attention_warp for both; kv_warp=off kv_mma=off: the portable
+  # kernel for both, the append apart even under kv_fold=on (the portable kernel has no such form)
   sed -e 's/"hidden_size": 64/"hidden_size": 256/' -e 's/"head_dim": 16/"head_dim": 64/' \
     "$HK_SOURCE_DIR/tests/integration/gen_configs/llama.json" > "$work/gen.json" # head_dim 64: the NVIDIA kernels'
   "$HKC" import hf "$work/gen.json" --generate --max-seq 128 --slots 4 --token-buckets 1,64 --dtype bf16 \
     -o "$work/gen.yaml" -q
   "$HKC" build "$work/gen.yaml" -o "$work/gen_default.hkpack" --target sm_90a -q
-  "$HKC" build "$work/gen.yaml" -o "$work/gen_warp.hkpack" --target sm_90a --kernel-option kv_mma=off -q
+  "$HKC" build "$work/gen.yaml" -o "$work/gen_warp.hkpack" --target sm_90a --kernel-option kv_mma=off \
+    --kernel-option kv_fold=on -q
   "$HKC" build "$work/gen.yaml" -o "$work/gen_off.hkpack" --target sm_90a --kernel-option kv_warp=off \
-    --kernel-option kv_mma=off -q
+    --kernel-option kv_mma=off --kernel-option kv_fold=on -q
   for kv in default warp off; do "$HKC" inspect "$work/gen_$kv.hkpack" > "$work/gen_$kv.txt"; done
   kva() { # the kernel variant of kv_attention launch #$2's kernel in inspect output $1, per bucket
     grep -E "^    #[0-9]+ +([a-z_0-9]+,)*attn_0 " "$1" | awk '{print $3}' | while read -r k; do
@@ -208,9 +209,10 @@ else
   [ "$(kva "$work/gen_default.txt")" = "kernel=kv_attention_warp kernel=kv_attention_mma " ] &&
     [ "$(kva "$work/gen_warp.txt")" = "kernel=kv_attention_warp kernel=kv_attention_warp " ] &&
     [ "$(kva "$work/gen_off.txt")" = "kernel=simple kernel=simple " ] &&
-    [ "$(grep -cE "^    #[0-9]+ +qk_rope_0,kv_append_0,attn_0 " "$work/gen_default.txt")" = 1 ] &&
+    [ "$(grep -cE "^    #[0-9]+ +[a-z_0-9,]*kv_append_0,attn_0 " "$work/gen_default.txt")" = 0 ] &&
+    [ "$(grep -cE "^    #[0-9]+ +qk_rope_0,kv_append_0,attn_0 " "$work/gen_warp.txt")" = 1 ] &&
     [ "$(grep -cE "^    #[0-9]+ +[a-z_0-9,]*kv_append_0,attn_0 " "$work/gen_off.txt")" = 0 ] &&
-    ok "sm_90a kv_attention: default: bucket 1 kv_attention_warp with the append folded in, bucket 64 kv_attention_mma; kv_mma=off: kv_attention_warp; both off: the portable kernel" ||
+    ok "sm_90a kv_attention: default: bucket 1 kv_attention_warp, bucket 64 kv_attention_mma; kv_mma=off kv_fold=on: kv_attention_warp, the append folded in at bucket 1; both off: the portable kernel, the append apart" ||
     bad "kv_attention variants: $(kva "$work/gen_default.txt")/ $(kva "$work/gen_warp.txt")/ $(kva "$work/gen_off.txt")"
   # the layer's rmsnorms fold into the gemms after them at the one-row bucket only (gemm_skinny's:
   # norm_fold_rows; the launch named for both), and run as launches of their own at 64 rows

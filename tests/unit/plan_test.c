@@ -598,7 +598,7 @@ static void test_norm_fold_rows(void **state) {
 static void test_append_fold_rows(void **state) {
   (void)state;
   static const char text[] = "hkc: 1\nname: t\ndtype: bf16\nbatch_sizes: [1, 4]\n"
-                             "inputs: {x: [batch, 192], ctx: {shape: [batch], dtype: i32}, "
+                             "inputs: {x: [batch, 128], ctx: {shape: [batch], dtype: i32}, "
                              "slot: {shape: [batch], dtype: i32}}\n"
                              "state: {k_cache: [1, 2, 16, 32], v_cache: [1, 2, 16, 32]}\n"
                              "graph:\n"

@@ -24,11 +24,13 @@
 #define SK_WARPS 4 /* warps per block: several blocks per SM, loads of many warps in flight */
 #define SK_NW 2    /* columns (rows of B) per warp */
 /* 16-byte loads per B row in flight per lane (8-bit B: twice as many 8-byte loads). A launch is
- * bound by the bytes in flight per SM (~ bandwidth x latency / SMs, some 25-30 KB on an H100):
- * a projection of N = 2048 has only ~8 warps per SM, which need 8 loads of each of their two
- * rows in flight; a dual gemm reads two matrices, and 4 loads of each of its four rows give
- * the same bytes. */
-#define SK_U 8
+ * bound by the bytes in flight per SM (~ bandwidth x latency / SMs, some 25-30 KB on an H100).
+ * With K split over 2 warps (the default for a 16-bit B) 4 loads of each of a warp's two rows
+ * suffice: the H100 ran Llama-3.2-1B's batch-1 decode step (2026-12-07, docs/BENCHMARKS.md,
+ * "Generation", tenth run) 35 us faster with 4 than with 8 (the down projection, K = 8192, 19.4
+ * us alone against 20.5; at K = 2048 a slice has 4 chunks a row anyway); a dual gemm reads two
+ * matrices, 4 loads of each of its four rows. */
+#define SK_U 4
 #define SK_U_DUAL 4
 #define SK_MAX_LOADS 32 /* loads in flight per lane (B matrices x columns x u): 128 registers */
 
