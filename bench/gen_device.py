@@ -25,7 +25,8 @@ The A/B pack (llama-3.2-1b-alt: the kernel options of build-dev/gen/alt-options.
 bench/gen_prepare.sh wrote) is checked and timed beside the default one.
 Environment: GEN_POINTS ("1x1024,8x1024,32x1024,1x128,1x4096"), GEN_MODELS (pack names), GEN_FAST=0
 (the -alt pack not timed), GEN_CHECK_SINGLE=1 (check also runs each prompt alone: the batch-1
-decode graph, whose launches differ from the batched one's, against HF's tokens and the batch).
+decode graphs, whose launches differ from the batched ones' -- their tokens against HF's and the
+batch's, their logits against the f32 model under the same bf16 bound).
 """
 import json
 import os
@@ -129,24 +130,34 @@ def check(names):
                    max(d["hkc_hf"]), d["f32_pick"][same] if same < n else "-",
                    "within bf16 bounds" if ok else "OUTSIDE bf16 bounds", d["argmax_bad"], n))
         if os.environ.get("GEN_CHECK_SINGLE", "0") != "0":  # each prompt alone: the batch-1 decode graph
+            drift1 = logits_drift(name, model, weights, prompts, [t for t, _ in hf], [sc for _, sc in hf],
+                                  single=True)
             for i, p in enumerate(prompts):
                 ours = hkc_generate(name, weights, [p], n)["outputs"][0]
                 theirs, batched = hf[i][0], res["outputs"][i]
                 same = 0
                 while same < min(len(ours), len(theirs)) and ours[same] == theirs[same]:
                     same += 1
-                log("%-16s prompt %4d alone (batch 1): %2d/%d tokens equal HF's; %s the batched run's"
-                    % (name, len(p), same, n, "the same as" if ours == batched else "NOT the same as"))
+                d = drift1[i]
+                upto = max(d["hkc"][:same + 1])
+                ok = upto <= 2 * max(d["hf"][:same + 1]) + 1e-3
+                rows.append((name + " (batch 1)", len(p), same, n, "", upto))
+                log("%-16s prompt %4d alone (batch 1): %2d/%d tokens equal HF's (%s the batched run's); logits vs "
+                    "f32, steps 0..%d: hkc %.4f, HF bf16 %.4f -> %s; greedy picks not the argmax of hkc's logits: "
+                    "%d of %d" % (name, len(p), same, n, "the same as" if ours == batched else "not", min(same, n - 1),
+                                  upto, max(d["hf"][:same + 1]),
+                                  "within bf16 bounds" if ok else "OUTSIDE bf16 bounds", d["argmax_bad"], n))
         del model
         torch.cuda.empty_cache()
     return rows
 
 
-def logits_drift(name, model, weights, prompts, hf_tokens, hf_scores):
+def logits_drift(name, model, weights, prompts, hf_tokens, hf_scores, single=False):
     """Logits of every step against an f32 reference, with Hugging Face's tokens fed to both:
-    hkc's (hkrt Generator over the pack, the prompts batched in slots 0..3, then one token per
-    slot per step -- the tokens HF chose, so every step compares the same inputs, before and
-    after a divergence) and HF bf16 generate's scores, each as ||x - f32|| / ||f32|| per step,
+    hkc's (hkrt Generator over the pack, the prompts batched in slots 0..3 -- single: each alone
+    in slot 0, the batch-1 graphs -- then one token per slot per step: the tokens HF chose, so
+    every step compares the same inputs, before and after a divergence) and HF bf16 generate's
+    scores, each as ||x - f32|| / ||f32|| per step,
     where f32 is one forward pass of an f32 copy of the HF model over prompt + HF's tokens.
     "Within bf16 bounds": hkc's error at most twice HF bf16's own (+1e-3). Also, per step,
     whether the f32 logits rank HF's token above hkc's greedy pick (f32_pick: "HF", "hkc",
@@ -165,14 +176,21 @@ def logits_drift(name, model, weights, prompts, hf_tokens, hf_scores):
         sess = pack.session()
         sess.bind_weights(weights, names=names)
         with sess.generator() as gen:
-            k = len(prompts)
-            for i in range(k):
-                gen.reset(i)
-            picks = [gen.append(list(range(k)), [list(p) for p in prompts])]
-            steps = [[gen.logits(i) for i in range(k)]]
-            for s in range(len(hf_tokens[0]) - 1):
-                picks.append(gen.append(list(range(k)), [[hf_tokens[i][s]] for i in range(k)]))
-                steps.append([gen.logits(i) for i in range(k)])
+            # groups of prompts run together: all at once, or (single) one at a time in slot 0
+            groups = [[i] for i in range(len(prompts))] if single else [list(range(len(prompts)))]
+            n_steps = len(hf_tokens[0])
+            picks = [[None] * len(prompts) for _ in range(n_steps)]
+            steps = [[None] * len(prompts) for _ in range(n_steps)]
+            for grp in groups:
+                slots = list(range(len(grp)))
+                for j in slots:
+                    gen.reset(j)
+                got = gen.append(slots, [list(prompts[i]) for i in grp])
+                for s in range(n_steps):
+                    for j, i in enumerate(grp):
+                        picks[s][i], steps[s][i] = got[j], gen.logits(j)
+                    if s + 1 < n_steps:
+                        got = gen.append(slots, [[hf_tokens[i][s]] for i in grp])
         sess.close()
     for i, p in enumerate(prompts):
         seq = torch.tensor([list(p) + hf_tokens[i]], device="cuda")
