@@ -504,6 +504,46 @@ static void test_hiprtc_generation(void **state) {
   hkc_amd_workers_stop();
 }
 
+/* kv_attention with its kv_append folded in (key.append; the kernel option kv_fold): served by
+ * kv_attention_warp on NVIDIA sm_80+ only (it copies its first keys with cp.async before the
+ * wait), with and without the append's rope, and by no variant on AMD or sm_75 (the build then
+ * keeps the append apart); each form compiles on every run, without scratch. */
+static void test_nvrtc_kv_fold(void **state) {
+  (void)state;
+  static const struct {
+    hk_dtype_t dtype;
+    int head_dim, rope, scaling;
+  } forms[] = {{HK_DTYPE_BF16, 64, 1, HKC_ROPE_SCALING_LLAMA3},
+               {HK_DTYPE_F16, 128, 0, 0},
+               {HK_DTYPE_BF16, 128, 1, HKC_ROPE_SCALING_LINEAR},
+               {HK_DTYPE_F16, 64, 1, HKC_ROPE_SCALING_NONE}};
+  enum { N_FORMS = sizeof forms / sizeof forms[0] };
+  hk_test_compile_job_t jobs[N_FORMS];
+  for (size_t i = 0; i < N_FORMS; i++) {
+    hkc_kernel_out_t k;
+    memset(&k, 0, sizeof k);
+    k.key = (hkc_kernel_key_t){.op = HK_OP_KV_ATTENTION, .dtype = forms[i].dtype, .align = 8,
+                               .head_dim = forms[i].head_dim, .append = 1, .rope = forms[i].rope,
+                               .rope_scaling = forms[i].scaling};
+    const hkc_variant_t *v = hkc_variant_for(hk_test_arch("sm_90"), &k.key);
+    assert_non_null(v);
+    assert_string_equal(v->name, "kv_attention_warp");
+    assert_non_null(hkc_variant_for(hk_test_arch("sm_80"), &k.key));
+    assert_null(hkc_variant_for(hk_test_arch("sm_75"), &k.key));
+    assert_null(hkc_variant_for(hk_test_arch("gfx90a"), &k.key));
+    hk_test_kernel_name(&k);
+    assert_non_null(strstr(k.name, "_app"));
+    memset(&jobs[i], 0, sizeof jobs[i]);
+    jobs[i] = (hk_test_compile_job_t){.arch = hk_test_arch("sm_90"), .kernel = k, .always = 1};
+  }
+  HK_TEST_NEED_NVRTC();
+  compile_all(jobs, N_FORMS, hkc_nvrtc_compile, N_THREADS);
+  for (size_t i = 0; i < N_FORMS; i++) {
+    assert_int_equal(jobs[i].scratch, 0);
+    printf("[ info     ] sm_90 %-40s regs %u shared %u\n", jobs[i].kernel.name, jobs[i].regs, jobs[i].shared);
+  }
+}
+
 /* A compile error comes back as -1 with nvrtc's log naming the problem. */
 static void test_nvrtc_reports_errors(void **state) {
   (void)state;
@@ -939,6 +979,7 @@ int main(void) {
       cmocka_unit_test(test_nvrtc_gemm_stream),
       cmocka_unit_test(test_hiprtc_every_variant),
       cmocka_unit_test(test_nvrtc_generation),
+      cmocka_unit_test(test_nvrtc_kv_fold),
       cmocka_unit_test(test_hiprtc_generation),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
