@@ -238,8 +238,8 @@ static int64_t quant_fold_rows(const hkc_spec_t *spec, hkc_node_t *nd, const hkc
 /* The rows up to which kv_attention node nd can do the kv_append before it itself on every target
  * (lower.h, hkc_kv_folded_append): one -- a launch of one row has no other row whose slot it could
  * read while that row appends (a prefill's rows share theirs) -- where the folded key has a kernel
- * on every target (the host's; kv_attention_warp on NVIDIA sm_80+, not under kv_warp=off; AMD's
- * portable kernel has no such form); 0 when nd reads no such append, at one row in no bucket,
+ * on every target (the host's; kv_attention_warp on NVIDIA sm_80+, the portable kernel on the
+ * other GPUs); 0 when nd reads no such append, at one row in no bucket,
  * under kv_fold=off, or under auto in a build with a GPU target: the H100 ran the first form of
  * the folded kernel 37 us slower a batch-1 Llama-3.2-1B step than the two launches (2026-12-07,
  * docs/BENCHMARKS.md, "Generation"), and the form of now has not run on a GPU yet. */

@@ -90,7 +90,7 @@ static const kopt_t k_opts[] = {
     {"kv_fold", "HKC_KV_FOLD", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: a kv_attention does the kv_append before it (and its rope) in the launches of one token "
      "row (a batch-1 decode step: one launch a layer fewer), where every target has such a kernel (the host; "
-     "kv_attention_warp on NVIDIA sm_80+); auto: builds for the host alone (opt-in on GPUs until its form "
+     "kv_attention_warp on NVIDIA sm_80+, the portable kernel elsewhere); auto: builds for the host alone (opt-in on GPUs until its form "
      "of now has run faster on one); off: the two launches apart"},
     {"ew_exact_act", "HKC_EW_EXACT_ACT", KOPT_BOOL, 0, NULL, NULL, 0, NULL,
      "0|1: 16-bit gelu/silu/ewchain through erff/expf"},

@@ -164,7 +164,7 @@ static int row_valid(long long c, long long s, long long slots, long long max_se
 }
 #endif
 
-#if HK_EMU_OP == 10 || HK_EMU_OP == 15
+#if HK_EMU_OP == 10 || HK_EMU_OP == 15 || (HK_EMU_OP == 16 && HK_KV_APPEND)
 #ifndef HK_ROPE_SCALING
 #define HK_ROPE_SCALING 0
 #endif
@@ -306,6 +306,127 @@ static int test(char **sz, int n) {
   if (!kc.guards_intact() || !vc.guards_intact() || !out.guards_intact()) mismatch("guards", 0, 0, 1);
   printf("rows %lld heads %lld/%lld dh %lld layer %lld/%lld slots %lld max_seq %lld%s vec %d rope %d scaling %d", R, H,
          KH, D, layer, L, S, M, HK_KV_FP8 ? " fp8 caches" : "", HK_KV_VEC, HK_ROPE, HK_ROPE_SCALING);
+  return 0;
+}
+
+#elif HK_EMU_OP == 16 && HK_KV_APPEND /* ---- kv_attention with its kv_append folded in ---------- */
+struct op_args {
+  const HK_T *qkv;
+  kv_elem *k, *v;
+  const int *ctx, *slot;
+  HK_T *out;
+  long long rows, heads, kv_heads, dh, layer, slots, max_seq, window;
+  float scale;
+};
+static void body(void *p) {
+  const op_args *a = (const op_args *)p;
+  HK_NAME(a->qkv, a->k, a->v, a->ctx, a->slot, a->out, a->rows, a->heads, a->kv_heads, a->dh, a->layer, a->slots,
+          a->max_seq, a->window, a->scale, 1
+#if HK_ROPE
+          , k_theta
+#if HK_ROPE_SCALING
+          , k_factor, k_low, k_high, k_orig
+#endif
+#endif
+  );
+}
+/* The unfolded pair's result: each valid row's k and v heads appended at ctx - 1 (the k heads
+ * turned, HK_ROPE, at ctx - 1 as kv_append turns them), then each q head (turned and rounded
+ * to T, as kv_append outputs it) over the keys [max(0, ctx - window), ctx) of the caches as the
+ * launch left them, in double. The rows' slots differ (the fold's rule): a row whose slot an
+ * earlier valid row has becomes a padding row. Turned cache elements within the rounding of a
+ * rotation; every other cache element, bit for bit, unchanged or the row's v head. */
+static int test(char **sz, int n) {
+  if (n != 9) return 2;
+  const long long R = atoll(sz[0]), H = atoll(sz[1]), KH = atoll(sz[2]), D = atoll(sz[3]), L = atoll(sz[4]),
+                  S = atoll(sz[5]), M = atoll(sz[6]), layer = atoll(sz[7]), W = atoll(sz[8]);
+  const long long width = (H + 2 * KH) * D, kvw = KH * D, group = H / KH;
+  std::vector<HK_T> qkv((size_t)(R * width));
+  random_fill(qkv.data(), qkv.size());
+  std::vector<int> ctx, slot;
+  cache_rows(R, S, M, 1, ctx, slot);
+  std::vector<char> taken((size_t)S, 0);
+  for (long long t = 0; t < R; t++) {
+    if (!row_valid(ctx[(size_t)t], slot[(size_t)t], S, M)) continue;
+    if (taken[(size_t)slot[(size_t)t]]) ctx[(size_t)t] = 0;
+    else taken[(size_t)slot[(size_t)t]] = 1;
+  }
+  const size_t cache = (size_t)(L * S * M * kvw), cache_guard = (size_t)((M + 8) * kvw);
+  guarded<kv_elem> kc(cache, cache_guard), vc(cache, cache_guard);
+  guarded<HK_T> out((size_t)(R * H * D));
+  kv_fill(kc.data(), kc.size());
+  kv_fill(vc.data(), vc.size());
+  const std::vector<kv_elem> k0(kc.data(), kc.data() + kc.size()), v0(vc.data(), vc.data() + vc.size());
+  const float scale = (float)(2.0 / sqrt((double)D));
+  op_args a = {qkv.data(), kc.data(), vc.data(), ctx.data(), slot.data(), out.data(), R, H, KH, D, layer, S, M, W,
+               scale};
+  run(body, &a);
+  const double unit = rounding_unit();
+  std::vector<char> appended(k0.size(), 0);
+  std::vector<double> q_want((size_t)D), p((size_t)M);
+  for (long long t = 0; t < R; t++) {
+    const long long c = ctx[(size_t)t], s = slot[(size_t)t];
+    const int valid = row_valid(c, s, S, M);
+    const HK_T *row = &qkv[(size_t)(t * width)];
+    if (valid) { /* the append */
+      const size_t at = (size_t)(((layer * S + s) * M + c - 1) * kvw);
+      for (long long e = 0; e < kvw; e++) {
+        const long long hd = e / D, j = e % D, half = D / 2;
+        double want = HK_LOAD(row[H * D + e]);
+#if HK_ROPE
+        const long long jp = j < half ? j : j - half;
+        double w1, w2;
+        hf_rotate(c - 1, jp, D, HK_LOAD(row[H * D + hd * D + jp]), HK_LOAD(row[H * D + hd * D + jp + half]), &w1, &w2);
+        want = j < half ? w1 : w2;
+        if (!(fabs(kv_load(kc[at + (size_t)e]) - want) <= unit * fabs(want) + 2e-6))
+          mismatch("k_cache (appended, turned)", (long long)(at + (size_t)e), kv_load(kc[at + (size_t)e]), want);
+#else
+        (void)hd, (void)j, (void)half;
+        if (!same_bits(&kc[at + (size_t)e], &row[H * D + e], sizeof(HK_T)))
+          mismatch("k_cache (appended)", (long long)(at + (size_t)e), kv_load(kc[at + (size_t)e]), want);
+#endif
+        if (!same_bits(&vc[at + (size_t)e], &row[H * D + kvw + e], sizeof(HK_T)))
+          mismatch("v_cache (appended)", (long long)(at + (size_t)e), kv_load(vc[at + (size_t)e]), HK_LOAD(row[H * D + kvw + e]));
+        appended[at + (size_t)e] = 1;
+      }
+    }
+    for (long long h = 0; h < H; h++) {
+      for (long long e = 0; e < D; e++) { /* the q head as kv_append outputs it */
+        double w = HK_LOAD(row[h * D + e]);
+#if HK_ROPE
+        const long long half = D / 2, jp = e < half ? e : e - half;
+        double w1, w2;
+        hf_rotate(c > 1 ? c - 1 : 0, jp, D, HK_LOAD(row[h * D + jp]), HK_LOAD(row[h * D + jp + half]), &w1, &w2);
+        w = HK_LOAD(HK_STORE((float)(e < half ? w1 : w2)));
+#endif
+        q_want[(size_t)e] = w;
+      }
+      const long long lo = valid ? (W > 0 && c > W ? c - W : 0) : 0, hi = valid ? c : 0;
+      const size_t base = (size_t)((layer * S + (valid ? s : 0)) * M * kvw + h / group * D);
+      double mx = -INFINITY, l = 0;
+      for (long long j = lo; j < hi; j++) {
+        double d = 0;
+        for (long long e = 0; e < D; e++) d += q_want[(size_t)e] * kv_load(kc[base + (size_t)(j * kvw + e)]);
+        p[(size_t)j] = d * scale;
+        mx = p[(size_t)j] > mx ? p[(size_t)j] : mx;
+      }
+      for (long long j = lo; j < hi; j++) l += (p[(size_t)j] = exp(p[(size_t)j] - mx));
+      for (long long e = 0; e < D; e++) {
+        double o = 0;
+        for (long long j = lo; j < hi; j++) o += p[(size_t)j] * kv_load(vc[base + (size_t)(j * kvw + e)]);
+        const double want = hi > lo ? o / l : 0.0;
+        const size_t i = (size_t)((t * H + h) * D + e);
+        const double got = HK_LOAD(out[i]);
+        if (!(fabs(got - want) <= 2 * unit * fabs(want) + 4e-5)) mismatch("out", (long long)i, got, want);
+      }
+    }
+  }
+  for (size_t i = 0; i < k0.size(); i++) /* nothing else written */
+    if (!appended[i] && (!same_bits(&kc[i], &k0[i], sizeof(kv_elem)) || !same_bits(&vc[i], &v0[i], sizeof(kv_elem))))
+      mismatch("cache (not appended)", (long long)i, kv_load(kc[i]), kv_load(k0[i]));
+  if (!kc.guards_intact() || !vc.guards_intact() || !out.guards_intact()) mismatch("guards", 0, 0, 1);
+  printf("rows %lld heads %lld/%lld dh %lld layer %lld/%lld slots %lld max_seq %lld window %lld append rope %d scaling %d",
+         R, H, KH, D, layer, L, S, M, W, HK_ROPE, HK_ROPE_SCALING);
   return 0;
 }
 

@@ -57,6 +57,7 @@ typedef struct gen_case {
   int n_sizes;
   long long sizes[MAX_SIZES];
   int rope, align; /* kv_append: a folded rope (key.rope, its scaling `scaling`); key.align (8: vectors) */
+  int append;      /* kv_attention: its kv_append folded in (key.append; rope: that append's) */
 } gen_case_t;
 
 #define TENSOR(v) ((hkc_arg_t){.kind = HK_ARG_TENSOR, .i = (v)})
@@ -80,7 +81,11 @@ static uint32_t case_args(const gen_case_t *c, hkc_arg_t *a) {
     const hkc_arg_t v[] = {TENSOR(0), TENSOR(1), TENSOR(2), TENSOR(3), TENSOR(4), TENSOR(5), I64(s[0]), I64(s[1]),
                            I64(s[2]),  I64(s[3]),  I64(s[7]),  I64(s[5]),  I64(s[6]),  I64(s[8]),  F32(0.125f)};
     memcpy(a, v, sizeof v);
-    return HKC_KV_ATTENTION_N_ARGS;
+    uint32_t n = HKC_KV_ATTENTION_N_ARGS;
+    if (c->append) a[n++] = I64(1);
+    if (c->append && c->rope) a[n++] = F32(500000.0f); /* theta, then a scaled rope's four (the harness's own) */
+    for (int i = 0; c->append && c->rope && c->scaling && i < HKC_ROPE_SCALING_N_ARGS; i++) a[n++] = F32(1.0f);
+    return n;
   }
   case HK_OP_TAKE_ROWS: { /* x_rows n_out width */
     const hkc_arg_t v[] = {TENSOR(0), TENSOR(1), TENSOR(2), I64(s[0]), I64(s[1]), I64(s[2])};
@@ -127,7 +132,7 @@ static void emulate_program(const gen_case_t *c, int seed, const char *program) 
   hkc_kernel_out_t k;
   memset(&k, 0, sizeof k);
   k.key = (hkc_kernel_key_t){.op = c->op, .dtype = c->dtype, .has_ctx = c->has_ctx, .rope_scaling = c->scaling,
-                             .has_add = c->has_add, .rope = c->rope, .align = c->align};
+                             .has_add = c->has_add, .rope = c->rope, .align = c->align, .append = c->append};
   if (program) snprintf(k.key.program, sizeof k.key.program, "%s", program);
   assert_string_equal(hkc_variant_for(a, &k.key)->name, "simple");
   hk_test_kernel_name(&k);
@@ -172,11 +177,11 @@ static void test_kv_fp8(void **state) {
   (void)state;
   if (!have_clang()) skip();
   static const gen_case_t cases[] = {
-      {HK_OP_KV_APPEND, BF16, 0, 0, 0, 8, {9, 4, 2, 40, 2, 3, 5, 1}, 0, 0},
-      {HK_OP_KV_APPEND, F16, 0, 0, 0, 8, {7, 3, 1, 100, 1, 2, 8, 0}, 0, 0},
-      {HK_OP_KV_APPEND, BF16, 0, HKC_ROPE_SCALING_LLAMA3, 0, 8, {9, 4, 2, 64, 2, 3, 300, 1}, 1, 8},
-      {HK_OP_KV_ATTENTION, BF16, 0, 0, 0, 9, {8, 4, 2, 40, 2, 3, 300, 1, 0}, 0, 0},
-      {HK_OP_KV_ATTENTION, F16, 0, 0, 0, 9, {6, 2, 2, 300, 1, 2, 140, 0, 70}, 0, 0},
+      {HK_OP_KV_APPEND, BF16, 0, 0, 0, 8, {9, 4, 2, 40, 2, 3, 5, 1}, 0, 0, 0},
+      {HK_OP_KV_APPEND, F16, 0, 0, 0, 8, {7, 3, 1, 100, 1, 2, 8, 0}, 0, 0, 0},
+      {HK_OP_KV_APPEND, BF16, 0, HKC_ROPE_SCALING_LLAMA3, 0, 8, {9, 4, 2, 64, 2, 3, 300, 1}, 1, 8, 0},
+      {HK_OP_KV_ATTENTION, BF16, 0, 0, 0, 9, {8, 4, 2, 40, 2, 3, 300, 1, 0}, 0, 0, 0},
+      {HK_OP_KV_ATTENTION, F16, 0, 0, 0, 9, {6, 2, 2, 300, 1, 2, 140, 0, 70}, 0, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate_program(&cases[i], (int)i + 401, "e4m3");
 }
@@ -191,13 +196,13 @@ static void test_kv_append(void **state) {
   (void)state;
   if (!have_clang()) skip();
   static const gen_case_t cases[] = {
-      {HK_OP_KV_APPEND, BF16, 0, 0, 0, 8, {9, 4, 2, 40, 2, 3, 5, 1}, 0, 0},
-      {HK_OP_KV_APPEND, F16, 0, 0, 0, 8, {7, 3, 1, 100, 1, 2, 8, 0}, 0, 0},
-      {HK_OP_KV_APPEND, BF16, 0, 0, 0, 8, {9, 4, 2, 64, 2, 3, 5, 1}, 0, 8},
-      {HK_OP_KV_APPEND, BF16, 0, HKC_ROPE_SCALING_LLAMA3, 0, 8, {9, 8, 2, 64, 2, 3, 300, 1}, 1, 8},
-      {HK_OP_KV_APPEND, F16, 0, 0, 0, 8, {7, 3, 1, 40, 1, 2, 300, 0}, 1, 8},
-      {HK_OP_KV_APPEND, BF16, 0, HKC_ROPE_SCALING_LINEAR, 0, 8, {6, 2, 1, 6, 1, 2, 9, 0}, 1, 0},
-      {HK_OP_KV_APPEND, F16, 0, 0, 0, 8, {7, 2, 1, 272, 1, 2, 200, 0}, 1, 8},
+      {HK_OP_KV_APPEND, BF16, 0, 0, 0, 8, {9, 4, 2, 40, 2, 3, 5, 1}, 0, 0, 0},
+      {HK_OP_KV_APPEND, F16, 0, 0, 0, 8, {7, 3, 1, 100, 1, 2, 8, 0}, 0, 0, 0},
+      {HK_OP_KV_APPEND, BF16, 0, 0, 0, 8, {9, 4, 2, 64, 2, 3, 5, 1}, 0, 8, 0},
+      {HK_OP_KV_APPEND, BF16, 0, HKC_ROPE_SCALING_LLAMA3, 0, 8, {9, 8, 2, 64, 2, 3, 300, 1}, 1, 8, 0},
+      {HK_OP_KV_APPEND, F16, 0, 0, 0, 8, {7, 3, 1, 40, 1, 2, 300, 0}, 1, 8, 0},
+      {HK_OP_KV_APPEND, BF16, 0, HKC_ROPE_SCALING_LINEAR, 0, 8, {6, 2, 1, 6, 1, 2, 9, 0}, 1, 0, 0},
+      {HK_OP_KV_APPEND, F16, 0, 0, 0, 8, {7, 2, 1, 272, 1, 2, 200, 0}, 1, 8, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 1);
 }
@@ -208,11 +213,26 @@ static void test_kv_attention(void **state) {
   (void)state;
   if (!have_clang()) skip();
   static const gen_case_t cases[] = {
-      {HK_OP_KV_ATTENTION, F16, 0, 0, 0, 9, {8, 4, 2, 40, 2, 3, 300, 1, 0}, 0, 0},
-      {HK_OP_KV_ATTENTION, BF16, 0, 0, 0, 9, {7, 2, 1, 64, 1, 2, 200, 0, 150}, 0, 0},
-      {HK_OP_KV_ATTENTION, BF16, 0, 0, 0, 9, {6, 2, 2, 300, 1, 2, 140, 0, 0}, 0, 0},
+      {HK_OP_KV_ATTENTION, F16, 0, 0, 0, 9, {8, 4, 2, 40, 2, 3, 300, 1, 0}, 0, 0, 0},
+      {HK_OP_KV_ATTENTION, BF16, 0, 0, 0, 9, {7, 2, 1, 64, 1, 2, 200, 0, 150}, 0, 0, 0},
+      {HK_OP_KV_ATTENTION, BF16, 0, 0, 0, 9, {6, 2, 2, 300, 1, 2, 140, 0, 0}, 0, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 101);
+}
+
+/* kv_attention with its kv_append folded in (kv_fold: a row's append and attention in one
+ * launch, rows of distinct slots): the llama3 rope with GQA 2 and a layer > 0 (padding rows, a
+ * slot taken twice, ctx at max_seq); no rope, a head dim beyond one staged chunk (300: the new
+ * key restaged with q) and a sliding window; a linear rope without GQA. */
+static void test_kv_attention_append(void **state) {
+  (void)state;
+  if (!have_clang()) skip();
+  static const gen_case_t cases[] = {
+      {HK_OP_KV_ATTENTION, BF16, 0, HKC_ROPE_SCALING_LLAMA3, 0, 9, {8, 4, 2, 64, 2, 6, 300, 1, 0}, 1, 0, 1},
+      {HK_OP_KV_ATTENTION, F16, 0, 0, 0, 9, {6, 2, 1, 300, 1, 4, 140, 0, 100}, 0, 0, 1},
+      {HK_OP_KV_ATTENTION, BF16, 0, HKC_ROPE_SCALING_LINEAR, 0, 9, {5, 3, 3, 40, 1, 5, 200, 0, 0}, 1, 0, 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 111);
 }
 
 /* take_rows (rows out of range both ways) and argmax (NaN, ties, -inf, +inf; fewer columns
@@ -221,13 +241,13 @@ static void test_take_rows_argmax(void **state) {
   (void)state;
   if (!have_clang()) skip();
   static const gen_case_t cases[] = {
-      {HK_OP_TAKE_ROWS, F16, 0, 0, 0, 3, {5, 7, 300}, 0, 0},
-      {HK_OP_ARGMAX, BF16, 0, 0, 0, 2, {9, 1000}, 0, 0},
-      {HK_OP_ARGMAX, F16, 0, 0, 0, 2, {7, 3}, 0, 0},
+      {HK_OP_TAKE_ROWS, F16, 0, 0, 0, 3, {5, 7, 300}, 0, 0, 0},
+      {HK_OP_ARGMAX, BF16, 0, 0, 0, 2, {9, 1000}, 0, 0, 0},
+      {HK_OP_ARGMAX, F16, 0, 0, 0, 2, {7, 3}, 0, 0, 0},
       /* 16-byte loads (row_best.h): a tail of single vectors, then the loop of 8 in flight first */
-      {HK_OP_ARGMAX, BF16, 0, 0, 0, 2, {4, 1000}, 0, 8},
-      {HK_OP_ARGMAX, BF16, 0, 0, 0, 2, {3, 40008}, 0, 8},
-      {HK_OP_ARGMAX, HK_DTYPE_F32, 0, 0, 0, 2, {3, 20004}, 0, 4},
+      {HK_OP_ARGMAX, BF16, 0, 0, 0, 2, {4, 1000}, 0, 8, 0},
+      {HK_OP_ARGMAX, BF16, 0, 0, 0, 2, {3, 40008}, 0, 8, 0},
+      {HK_OP_ARGMAX, HK_DTYPE_F32, 0, 0, 0, 2, {3, 20004}, 0, 4, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 201);
 }
@@ -239,10 +259,10 @@ static void test_dequant(void **state) {
   (void)state;
   if (!have_clang()) skip();
   static const gen_case_t cases[] = {
-      {HK_OP_DEQUANT, BF16, 0, 0, 0, 6, {37, 300, 1, 300, 37, 1}, 0, 0},
-      {HK_OP_DEQUANT, F16, 0, 0, 0, 6, {45, 70, 45, 1, 1, 70}, 0, 0},
-      {HK_OP_DEQUANT, BF16, 0, 0, 0, 6, {77, 300, 3, 3, 32, 128}, 0, 0},
-      {HK_OP_DEQUANT, HK_DTYPE_F32, 0, 0, 0, 6, {9, 13, 1, 1, 9, 13}, 0, 0},
+      {HK_OP_DEQUANT, BF16, 0, 0, 0, 6, {37, 300, 1, 300, 37, 1}, 0, 0, 0},
+      {HK_OP_DEQUANT, F16, 0, 0, 0, 6, {45, 70, 45, 1, 1, 70}, 0, 0, 0},
+      {HK_OP_DEQUANT, BF16, 0, 0, 0, 6, {77, 300, 3, 3, 32, 128}, 0, 0, 0},
+      {HK_OP_DEQUANT, HK_DTYPE_F32, 0, 0, 0, 6, {9, 13, 1, 1, 9, 13}, 0, 0, 0},
   };
   static const char *const programs[] = {"i8", "e4m3", "e4m3", "i8"};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate_program(&cases[i], (int)i + 301, programs[i]);
@@ -257,9 +277,9 @@ static void test_sample(void **state) {
   (void)state;
   if (!have_clang()) skip();
   static const gen_case_t cases[] = {
-      {HK_OP_SAMPLE, BF16, 0, 0, 0, 2, {32, 1000}, 0, 0},
-      {HK_OP_SAMPLE, F16, 0, 0, 0, 2, {16, 37}, 0, 0},
-      {HK_OP_SAMPLE, BF16, 0, 0, 0, 2, {16, 40008}, 0, 8}, /* greedy rows in 16-byte loads */
+      {HK_OP_SAMPLE, BF16, 0, 0, 0, 2, {32, 1000}, 0, 0, 0},
+      {HK_OP_SAMPLE, F16, 0, 0, 0, 2, {16, 37}, 0, 0, 0},
+      {HK_OP_SAMPLE, BF16, 0, 0, 0, 2, {16, 40008}, 0, 8, 0}, /* greedy rows in 16-byte loads */
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 401);
 }
@@ -272,16 +292,16 @@ static void test_rope_embedding_tails(void **state) {
   (void)state;
   if (!have_clang()) skip();
   static const gen_case_t cases[] = {
-      {HK_OP_ROPE, BF16, 1, HKC_ROPE_SCALING_LLAMA3, 0, 6, {9, 3, 1, 64, 1, 0}, 0, 0},
-      {HK_OP_ROPE, F16, 0, HKC_ROPE_SCALING_LINEAR, 0, 6, {6, 2, 0, 128, 4, 100}, 0, 0},
-      {HK_OP_ROPE, F16, 1, 0, 0, 6, {5, 2, 1, 6, 1, 0}, 0, 0},
-      {HK_OP_ROPE, BF16, 1, HKC_ROPE_SCALING_LLAMA3, 0, 6, {1024, 8, 2, 64, 1, 0}, 0, 0},
-      {HK_OP_EMBEDDING, BF16, 1, 0, 1, 4, {9, 11, 70, 6}, 0, 0},
-      {HK_OP_EMBEDDING, F16, 1, 0, 0, 4, {5, 7, 33, 4}, 0, 0},
+      {HK_OP_ROPE, BF16, 1, HKC_ROPE_SCALING_LLAMA3, 0, 6, {9, 3, 1, 64, 1, 0}, 0, 0, 0},
+      {HK_OP_ROPE, F16, 0, HKC_ROPE_SCALING_LINEAR, 0, 6, {6, 2, 0, 128, 4, 100}, 0, 0, 0},
+      {HK_OP_ROPE, F16, 1, 0, 0, 6, {5, 2, 1, 6, 1, 0}, 0, 0, 0},
+      {HK_OP_ROPE, BF16, 1, HKC_ROPE_SCALING_LLAMA3, 0, 6, {1024, 8, 2, 64, 1, 0}, 0, 0, 0},
+      {HK_OP_EMBEDDING, BF16, 1, 0, 1, 4, {9, 11, 70, 6}, 0, 0, 0},
+      {HK_OP_EMBEDDING, F16, 1, 0, 0, 4, {5, 7, 33, 4}, 0, 0, 0},
       /* 16-byte copies, 4 in flight a thread: one pass, then a pass with a partial tail */
-      {HK_OP_EMBEDDING, BF16, 1, 0, 0, 4, {3, 7, 64, 4}, 0, 8},
-      {HK_OP_EMBEDDING, BF16, 1, 0, 0, 4, {2, 5, 4104, 4}, 0, 8},
-      {HK_OP_EMBEDDING, BF16, 1, 0, 1, 4, {2, 5, 4104, 4}, 0, 8},
+      {HK_OP_EMBEDDING, BF16, 1, 0, 0, 4, {3, 7, 64, 4}, 0, 8, 0},
+      {HK_OP_EMBEDDING, BF16, 1, 0, 0, 4, {2, 5, 4104, 4}, 0, 8, 0},
+      {HK_OP_EMBEDDING, BF16, 1, 0, 1, 4, {2, 5, 4104, 4}, 0, 8, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 301);
 }
@@ -290,6 +310,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_kv_append),
       cmocka_unit_test(test_kv_attention),
+      cmocka_unit_test(test_kv_attention_append),
       cmocka_unit_test(test_take_rows_argmax),
       cmocka_unit_test(test_sample),
       cmocka_unit_test(test_dequant),

@@ -106,8 +106,9 @@ static void simple_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *k
   else if (key->op == HK_OP_KV_APPEND) /* HK_ROPE (a folded rope) is codegen's */
     snprintf(out + len, size - len, "#define HK_KV_VEC %d\n#define HK_ROPE_SCALING %d\n", SIMPLE_KV_VEC(key),
              key->rope_scaling);
-  else if (key->op == HK_OP_KV_ATTENTION)
-    snprintf(out + len, size - len, "#define HK_KV_RD %d\n#define HK_KV_DC %d\n", p->kv_rd, p->kv_dc);
+  else if (key->op == HK_OP_KV_ATTENTION) /* HK_KV_APPEND and HK_ROPE (a folded append's) are codegen's */
+    snprintf(out + len, size - len, "#define HK_KV_RD %d\n#define HK_KV_DC %d\n#define HK_ROPE_SCALING %d\n", p->kv_rd,
+             p->kv_dc, key->rope_scaling);
   else if (key->op == HK_OP_ARGMAX || key->op == HK_OP_SAMPLE) /* row_best.h: 16-byte loads where rows allow */
     snprintf(out + len, size - len, "#define HK_ROW_VEC %d\n", hkc_variant_row_vec(key));
   else if (key->op == HK_OP_DEQUANT)
@@ -237,7 +238,7 @@ static int simple_key_ok(const hkc_kernel_key_t *key) {
 #define SIMPLE_ENTRY_PDL(ident, path, pdl_, ops_test) SIMPLE_ENTRY_INC(ident, path, pdl_, NULL, 0, ops_test)
 #define SIMPLE_ENTRY(ident, path, ops_test) SIMPLE_ENTRY_PDL(ident, path, 0, ops_test)
 
-/* a rope's angles (rope, and kv_append with a rope folded in) */
+/* a rope's angles (rope, kv_append with a rope folded in, kv_attention with such an append folded in) */
 static const char *const k_rope_includes[] = {"gpu/rope_freq.h", NULL};
 /* argmax's scan of a row (argmax, and sample's greedy rows) */
 static const char *const k_row_best_includes[] = {"gpu/row_best.h", NULL};
@@ -258,7 +259,10 @@ SIMPLE_ENTRY_PDL(simple_embedding, "gpu/embedding.hip", 1, op == HK_OP_EMBEDDING
 SIMPLE_ENTRY_INC(simple_kv_append, "gpu/kv_append.hip", 1, k_rope_includes, 1, /* rope: a folded one */
                  op == HK_OP_KV_APPEND && key->rope_scaling >= HKC_ROPE_SCALING_NONE &&
                      key->rope_scaling <= HKC_ROPE_SCALING_LLAMA3);
-SIMPLE_ENTRY_PDL(simple_kv_attention, "gpu/kv_attention.hip", 1, op == HK_OP_KV_ATTENTION && !key->append);
+SIMPLE_ENTRY_INC(simple_kv_attention, "gpu/kv_attention.hip", 1, k_rope_includes, 1, /* rope: a folded append's */
+                 op == HK_OP_KV_ATTENTION && (!key->append || (!hkc_kv_fp8(key) &&
+                                                               key->rope_scaling >= HKC_ROPE_SCALING_NONE &&
+                                                               key->rope_scaling <= HKC_ROPE_SCALING_LLAMA3)));
 SIMPLE_ENTRY_PDL(simple_take_rows, "gpu/take_rows.hip", 1, op == HK_OP_TAKE_ROWS);
 SIMPLE_ENTRY_INC(simple_argmax, "gpu/argmax.hip", 1, k_row_best_includes, 0, op == HK_OP_ARGMAX);
 SIMPLE_ENTRY_INC(simple_sample, "gpu/sample.hip", 1, k_row_best_includes, 0, op == HK_OP_SAMPLE);
