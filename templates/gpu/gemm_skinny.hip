@@ -75,7 +75,24 @@ HK_DEVICE uint2 hk_sk_ld_stream_q(const unsigned char *p) { /* 8 bytes of an 8-b
   return v;
 }
 
-/* 8 elements of an 8-bit B row as T holds q * scale (as f32): sc[e] is element e's scale */
+/* a and b rounded to T (to nearest even) and back: HK_LOAD(HK_STORE(x)) of each, the pair in one
+ * conversion (cvt.rn.{bf16,f16}x2.f32: its first source to the upper half) */
+HK_DEVICE void hk_sk_round2(float &a, float &b) {
+  unsigned p;
+#if HK_SK_BF16
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(p) : "f"(b), "f"(a));
+#else
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(p) : "f"(b), "f"(a));
+#endif
+  a = HK_LOAD((HK_T)(p & 0xffffu));
+  b = HK_LOAD((HK_T)(p >> 16));
+}
+
+/* 8 elements of an 8-bit B row as T holds q * scale (as f32): sc[e] is element e's scale.
+ * int8: byte q of a word becomes the f32 2^23 + (q + 128) by one byte permute (the word's signs
+ * flipped first: q + 128 in 0..255), exactly q after subtracting 2^23 + 128 -- the integer
+ * conversion unit (a quarter of the ALUs' rate) is not used; the products are rounded to T a
+ * pair at a time. The same values as (float)q * sc rounded to T one at a time. */
 HK_DEVICE void hk_sk_unpack_q(uint2 u, const float *sc, float *f) {
   const unsigned w[2] = {u.x, u.y};
 #pragma unroll
@@ -93,12 +110,16 @@ HK_DEVICE void hk_sk_unpack_q(uint2 u, const float *sc, float *f) {
       f[4 * i + 2 * h + 1] = hi;
     }
 #else
+    const unsigned x = w[i] ^ 0x80808080u; /* each byte q + 128 */
 #pragma unroll
-    for (int b = 0; b < 4; b++) f[4 * i + b] = (float)(signed char)(w[i] >> (8 * b));
+    for (int b = 0; b < 4; b++) f[4 * i + b] = __uint_as_float(__byte_perm(x, 0x4B000000u, 0x7440u | b)) - 8388736.0f;
 #endif
   }
 #pragma unroll
-  for (int e = 0; e < 8; e++) f[e] = HK_LOAD(HK_STORE(f[e] * sc[e])); /* the dequant node's rounding */
+  for (int e = 0; e < 8; e += 2) { /* the dequant node's rounding */
+    f[e] *= sc[e], f[e + 1] *= sc[e + 1];
+    hk_sk_round2(f[e], f[e + 1]);
+  }
 }
 
 /* The scales of elements [k, k + 8) of a row whose scales start at srow */

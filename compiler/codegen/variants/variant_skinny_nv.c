@@ -135,8 +135,8 @@ static void sk_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, 
   const sk_cfg_t c = sk_key_cfg(key);
   snprintf(out, size,
            "#define HK_THREADS %d\n#define HK_SK_WARPS %d\n#define HK_SK_NW %d\n#define HK_SK_U %d\n"
-           "#define HK_SK_MB %d\n#define HK_SK_KS %d\n",
-           32 * c.w, c.w, c.nw, c.u, c.mb, c.ks);
+           "#define HK_SK_MB %d\n#define HK_SK_KS %d\n#define HK_SK_BF16 %d\n",
+           32 * c.w, c.w, c.nw, c.u, c.mb, c.ks, key->dtype == HK_DTYPE_BF16);
 }
 
 static void sk_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args, uint32_t n_args,
