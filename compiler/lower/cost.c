@@ -21,7 +21,7 @@
  * step's rows spread over min(rows, slots) slots -- the distinct bytes at most, since the rows of
  * one sequence share its keys; its FLOPs (QK and PV, 4*dh per key and head) assume the same full
  * window. Actual ctx values are run-time data, so both are bounds, not estimates. take_rows
- * reads only the rows it takes.
+ * reads only the rows it takes, embedding a table row (and a position row) per token.
  */
 #include <string.h>
 
@@ -102,7 +102,7 @@ void hkc_node_cost_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batc
    * below). */
   int reads[HKC_MAX_NODE_IN + 11], n_reads = 0;
   for (int i = 0; i < nd->n_in && i < HKC_MAX_NODE_IN; i++)
-    if (nd->op != HK_OP_TAKE_ROWS || i != 0) set_add(reads, &n_reads, nd->in[i]);
+    if ((nd->op != HK_OP_TAKE_ROWS || i != 0) && (nd->op != HK_OP_EMBEDDING || i != 1)) set_add(reads, &n_reads, nd->in[i]);
   set_add(reads, &n_reads, nd->bias);
   set_add(reads, &n_reads, nd->residual);
   set_add(reads, &n_reads, nd->mul);
@@ -111,7 +111,7 @@ void hkc_node_cost_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batc
   set_add(reads, &n_reads, nd->add_in);
   set_add(reads, &n_reads, nd->lengths);
   set_add(reads, &n_reads, nd->mask);
-  set_add(reads, &n_reads, nd->pos);
+  if (nd->op != HK_OP_EMBEDDING) set_add(reads, &n_reads, nd->pos);
   set_add(reads, &n_reads, nd->ctx);
   set_add(reads, &n_reads, nd->slot);
   int writes[2], n_writes = 0;
@@ -167,7 +167,10 @@ void hkc_node_cost_of(const hkc_spec_t *spec, const hkc_node_t *nd, int64_t batc
     else
       out->flops = COST_ROPE * n_out;
     break;
-  case HK_OP_EMBEDDING: out->flops = nd->pos != HKC_NONE ? n_out : 0; break;
+  case HK_OP_EMBEDDING: /* a table row per token, and a position row with pos: the output's bytes each */
+    out->flops = nd->pos != HKC_NONE ? n_out : 0;
+    out->bytes += tensor_bytes(spec, nd->out, batch) * (nd->pos != HKC_NONE ? 2u : 1u);
+    break;
   case HK_OP_KV_APPEND:
   case HK_OP_KV_ATTENTION: kv_cost(spec, nd, batch, out); break;
   case HK_OP_TAKE_ROWS: out->bytes += tensor_bytes(spec, nd->out, batch); break; /* the rows taken */

@@ -165,6 +165,23 @@ static void test_norms_and_elementwise(void **ts) {
   hkc_spec_destroy(s);
 }
 
+/* embedding reads a table row per token (and a position row), not the tables: a decode step's
+ * 128k-row table counts the rows its tokens take */
+static void test_embedding_rows(void **ts) {
+  (void)ts;
+  hkc_spec_t *s = hk_test_spec_parse("hkc: 1\nname: e\ndtype: f32\nbatch_sizes: [4]\n"
+                                     "inputs: {ids: {shape: [batch, 8], dtype: i32}}\n"
+                                     "params: {table: [1000, 64], pos: [512, 64]}\n"
+                                     "graph:\n"
+                                     "  - {name: emb, op: embedding, in: [ids, table], out: y}\n"
+                                     "  - {name: embp, op: embedding, in: [ids, table], pos: pos, out: z}\n"
+                                     "outputs: [y, z]\n");
+  const uint64_t tokens = 4 * 8, rows = tokens * 64 * 4; /* 32 tokens of 64 f32 */
+  EXPECT_COST(cost(s, "emb", 4), 4 * tokens + rows + rows, 0, 0);
+  EXPECT_COST(cost(s, "embp", 4), 4 * tokens + 2 * rows + rows, tokens * 64, 0);
+  hkc_spec_destroy(s);
+}
+
 /* ---- the PLAN section end to end ------------------------------------------------------------ */
 static void test_plan_roundtrip(void **ts) {
   (void)ts;
@@ -246,6 +263,7 @@ int main(void) {
       cmocka_unit_test(test_gemm_bias_residual),
       cmocka_unit_test(test_attention),
       cmocka_unit_test(test_norms_and_elementwise),
+      cmocka_unit_test(test_embedding_rows),
       cmocka_unit_test(test_plan_roundtrip),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
