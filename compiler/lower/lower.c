@@ -257,10 +257,7 @@ static int norm_left_out(const hkc_spec_t *spec, size_t node, int64_t batch) {
   int readers = 0;
   for (size_t j = node + 1; j < spec->n_nodes; j++) { /* readers come after their producer */
     const hkc_node_t *nd = &spec->nodes[j];
-    int reads = 0;
-    for (int i = 0; i < nd->n_in && i < HKC_MAX_NODE_IN; i++) reads += nd->in[i] == nm->out;
-    const int extra[] = {nd->bias, nd->residual, nd->mul, nd->gamma, nd->beta, nd->add_in};
-    for (size_t i = 0; i < sizeof extra / sizeof *extra; i++) reads += extra[i] == nm->out;
+    const int reads = reads_of(nd, nm->out);
     if (!reads) continue;
     if (reads != 1 || nd->in[0] != nm->out || hkc_gemm_folded_norm(spec, nd, batch) != nm) return 0;
     readers++;

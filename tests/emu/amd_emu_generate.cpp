@@ -309,7 +309,31 @@ static int test(char **sz, int n) {
   return 0;
 }
 
-#elif HK_EMU_OP == 16 && HK_KV_APPEND /* ---- kv_attention with its kv_append folded in ---------- */
+#elif HK_EMU_OP == 16 /* ---- kv_attention (and with its kv_append folded in: HK_KV_APPEND) ---- */
+/* Head h of row t against a double reference: q (the head's dh values) over the keys [lo, hi) of
+ * the caches from element base (rows kvw apart), softmax(q k^T scale) v; out's head within
+ * `units` of the dtype's rounding (relative) + 4e-5. p: scratch of at least hi elements. */
+static void check_head(const double *q, const kv_elem *kc, const kv_elem *vc, size_t base, long long kvw, long long lo,
+                       long long hi, long long D, double scale, const HK_T *out, size_t at, double units, double *p) {
+  const double unit = rounding_unit();
+  double mx = -INFINITY, l = 0;
+  for (long long j = lo; j < hi; j++) {
+    double d = 0;
+    for (long long e = 0; e < D; e++) d += q[e] * kv_load(kc[base + (size_t)(j * kvw + e)]);
+    p[j] = d * scale;
+    mx = p[j] > mx ? p[j] : mx;
+  }
+  for (long long j = lo; j < hi; j++) l += (p[j] = exp(p[j] - mx));
+  for (long long e = 0; e < D; e++) {
+    double o = 0;
+    for (long long j = lo; j < hi; j++) o += p[j] * kv_load(vc[base + (size_t)(j * kvw + e)]);
+    const double want = hi > lo ? o / l : 0.0, got = HK_LOAD(out[at + (size_t)e]);
+    if (!(fabs(got - want) <= units * unit * fabs(want) + 4e-5)) mismatch("out", (long long)(at + (size_t)e), got, want);
+  }
+}
+
+#if HK_KV_APPEND
+
 struct op_args {
   const HK_T *qkv;
   kv_elem *k, *v;
@@ -403,22 +427,8 @@ static int test(char **sz, int n) {
       }
       const long long lo = valid ? (W > 0 && c > W ? c - W : 0) : 0, hi = valid ? c : 0;
       const size_t base = (size_t)((layer * S + (valid ? s : 0)) * M * kvw + h / group * D);
-      double mx = -INFINITY, l = 0;
-      for (long long j = lo; j < hi; j++) {
-        double d = 0;
-        for (long long e = 0; e < D; e++) d += q_want[(size_t)e] * kv_load(kc[base + (size_t)(j * kvw + e)]);
-        p[(size_t)j] = d * scale;
-        mx = p[(size_t)j] > mx ? p[(size_t)j] : mx;
-      }
-      for (long long j = lo; j < hi; j++) l += (p[(size_t)j] = exp(p[(size_t)j] - mx));
-      for (long long e = 0; e < D; e++) {
-        double o = 0;
-        for (long long j = lo; j < hi; j++) o += p[(size_t)j] * kv_load(vc[base + (size_t)(j * kvw + e)]);
-        const double want = hi > lo ? o / l : 0.0;
-        const size_t i = (size_t)((t * H + h) * D + e);
-        const double got = HK_LOAD(out[i]);
-        if (!(fabs(got - want) <= 2 * unit * fabs(want) + 4e-5)) mismatch("out", (long long)i, got, want);
-      }
+      check_head(q_want.data(), kc.data(), vc.data(), base, kvw, lo, hi, D, scale, out.data(), (size_t)((t * H + h) * D),
+                 2, p.data());
     }
   }
   for (size_t i = 0; i < k0.size(); i++) /* nothing else written */
@@ -430,7 +440,7 @@ static int test(char **sz, int n) {
   return 0;
 }
 
-#elif HK_EMU_OP == 16 /* ---- kv_attention -------------------------------------------------- */
+#else /* ---- kv_attention ------------------------------------------------------------------- */
 struct op_args {
   const HK_T *q;
   const kv_elem *k, *v;
@@ -461,38 +471,25 @@ static int test(char **sz, int n) {
   op_args a = {q.data(), kc.data(), vc.data(), ctx.data(), slot.data(), out.data(), R, H, KH, D, layer, S, M, W,
                scale};
   run(body, &a);
-  const double unit = rounding_unit();
   const long long group = H / KH;
-  std::vector<double> p((size_t)M);
+  std::vector<double> p((size_t)M), qd((size_t)D);
   for (long long t = 0; t < R; t++)
     for (long long h = 0; h < H; h++) {
       const long long c = ctx[(size_t)t], s = slot[(size_t)t];
       const int valid = row_valid(c, s, S, M);
       const long long lo = valid ? (W > 0 && c > W ? c - W : 0) : 0, hi = valid ? c : 0;
       const size_t base = (size_t)((layer * S + (valid ? s : 0)) * M * kvw + h / group * D);
-      double mx = -INFINITY, l = 0;
-      for (long long j = lo; j < hi; j++) {
-        double d = 0;
-        for (long long e = 0; e < D; e++)
-          d += (double)HK_LOAD(q[(size_t)((t * H + h) * D + e)]) * kv_load(kc[base + (size_t)(j * kvw + e)]);
-        p[(size_t)j] = d * scale;
-        mx = p[(size_t)j] > mx ? p[(size_t)j] : mx;
-      }
-      for (long long j = lo; j < hi; j++) l += (p[(size_t)j] = exp(p[(size_t)j] - mx));
-      for (long long e = 0; e < D; e++) {
-        double o = 0;
-        for (long long j = lo; j < hi; j++) o += p[(size_t)j] * kv_load(vc[base + (size_t)(j * kvw + e)]);
-        const double want = hi > lo ? o / l : 0.0;
-        const size_t i = (size_t)((t * H + h) * D + e);
-        const double got = HK_LOAD(out[i]);
-        if (!(fabs(got - want) <= unit * fabs(want) + 4e-5)) mismatch("out", (long long)i, got, want);
-      }
+      for (long long e = 0; e < D; e++) qd[(size_t)e] = HK_LOAD(q[(size_t)((t * H + h) * D + e)]);
+      check_head(qd.data(), kc.data(), vc.data(), base, kvw, lo, hi, D, scale, out.data(), (size_t)((t * H + h) * D), 1,
+                 p.data());
     }
   if (!out.guards_intact()) mismatch("guards", 0, 0, 1);
   printf("rows %lld heads %lld/%lld dh %lld layer %lld/%lld slots %lld max_seq %lld window %lld%s", R, H, KH, D, layer,
          L, S, M, W, HK_KV_FP8 ? " fp8 caches" : "");
   return 0;
 }
+
+#endif /* HK_KV_APPEND */
 
 #elif HK_EMU_OP == 17 /* ---- take_rows ----------------------------------------------------- */
 struct op_args {
