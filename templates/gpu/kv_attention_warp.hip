@@ -104,29 +104,32 @@ HK_DEVICE uint4 kva_turn8(uint4 raw, const float *tab_sn, const float *tab_cs, i
 #endif
 
 /* Unit u's tile (row t, kv head h, round from q head g0, gn heads of it), piece and keys [kb, ke)
- * of its row's ctx c and slot s; live: the row is valid and the piece has keys (used of them). */
+ * of its row's ctx c and slot s; live: the row is valid and the piece has keys (used of them).
+ * 32-bit arithmetic: units, rows, heads and positions are below 2^31 (the launch's grid, a
+ * bucket's rows, max_seq), and a 64-bit division is a long subroutine on the GPU -- this runs
+ * before the first load of every block. */
 struct kva_unit {
-  long long tile, piece, t, h, c, s, kb, ke, used;
+  int tile, piece, t, h, c, s, kb, ke, used;
   int g0, gn;
   bool valid, live;
 };
 
-HK_DEVICE kva_unit kva_unit_at(long long u, long long split, long long kv_heads, int group, int rounds,
-                               const int *ctx, const int *slot, long long slots, long long max_seq, long long window) {
+HK_DEVICE kva_unit kva_unit_at(int u, int split, int kv_heads, int group, int rounds, const int *ctx,
+                               const int *slot, long long slots, long long max_seq, long long window) {
   kva_unit k;
   k.tile = u / split, k.piece = u % split;
   k.t = k.tile / (kv_heads * rounds), k.h = k.tile / rounds % kv_heads;
-  k.g0 = (int)(k.tile % rounds) * HK_KVA_GROUP;
+  k.g0 = k.tile % rounds * HK_KVA_GROUP;
   k.gn = group - k.g0 < HK_KVA_GROUP ? group - k.g0 : HK_KVA_GROUP;
   k.c = ctx[k.t], k.s = slot[k.t];
   k.valid = k.c >= 1 && k.c <= max_seq && k.s >= 0 && k.s < slots;
-  const long long lo = window > 0 && k.c > window ? k.c - window : 0, n = k.c - lo;
-  long long per = (n + split - 1) / split;
+  const int lo = window > 0 && k.c > window ? k.c - (int)window : 0, n = k.valid ? k.c - lo : 0;
+  int per = (n + split - 1) / split;
   if (per < HK_KVA_MIN_PIECE) per = HK_KVA_MIN_PIECE;
   per = (per + KVA_BATCH - 1) / KVA_BATCH * KVA_BATCH;
   k.used = k.valid ? (n + per - 1) / per : 0; /* pieces with keys: the arrivals the merge waits for */
   k.live = k.valid && k.piece < k.used;
-  k.kb = lo + k.piece * per, k.ke = hk_min_ll(k.c, k.kb + per); /* this piece's keys [kb, ke) */
+  k.kb = lo + k.piece * per, k.ke = k.kb + per < k.c ? k.kb + per : k.c; /* this piece's keys [kb, ke) */
   return k;
 }
 
@@ -157,10 +160,11 @@ HK_NAME(const HK_T *q, kva_cache_t *k_cache, kva_cache_t *v_cache, const int *ct
   __shared__ int last;
   (void)dh;
   const int warp = HK_TID / 32, lane = HK_TID % 32, kg = lane / KVA_LPK, dl = lane % KVA_LPK;
-  const int group = (int)(heads / kv_heads);
+  const int group = (int)heads / (int)kv_heads;
   const int rounds = (group + HK_KVA_GROUP - 1) / HK_KVA_GROUP;
-  const long long tiles = rows * kv_heads * rounds; /* (row, kv head, round): one counter each */
-  long long split = hk_min_ll(HK_KVA_MAX_SPLIT, (long long)HK_NBLOCKS / tiles);
+  const int tiles = (int)rows * (int)kv_heads * rounds; /* (row, kv head, round): one counter each */
+  const int nblocks = (int)gridDim.x;
+  int split = nblocks / tiles < HK_KVA_MAX_SPLIT ? nblocks / tiles : HK_KVA_MAX_SPLIT;
   if (split < 1) split = 1; /* a grid clamped below tiles: grid-stride, no split */
   const long long kv_width = kv_heads * HK_HEAD_DIM;
   const long long q_width = (HK_KV_APPEND ? heads + 2 * kv_heads : heads) * HK_HEAD_DIM; /* q's rows */
@@ -179,7 +183,7 @@ HK_NAME(const HK_T *q, kva_cache_t *k_cache, kva_cache_t *v_cache, const int *ct
   const rope_scaling rsc = {1.0f, 1.0f, 1.0f, 1.0f};
 #endif
 #endif
-  const long long pre_u = HK_BID; /* whose angles and first batch the shared arrays hold, when pre_live */
+  const int pre_u = (int)blockIdx.x; /* whose angles and first batch the shared arrays hold, when pre_live */
   bool pre_live = false;
   if (pre_u < tiles * split) {
     const kva_unit k = kva_unit_at(pre_u, split, kv_heads, group, rounds, ctx, slot, slots, max_seq, window);
@@ -191,7 +195,7 @@ HK_NAME(const HK_T *q, kva_cache_t *k_cache, kva_cache_t *v_cache, const int *ct
       const long long base = (layer * slots + k.s) * max_seq * kv_width + k.h * HK_HEAD_DIM + 8 * dl;
 #pragma unroll
       for (int i = 0; i < KVA_U; i++) {
-        const long long j = k.kb + warp * KVA_BATCH + i * KVA_KPW + kg, jr = j < k.ke ? j : k.ke - 1;
+        const int j = k.kb + warp * KVA_BATCH + i * KVA_KPW + kg, jr = j < k.ke ? j : k.ke - 1;
         const bool cached = jr != k.c - 1; /* row ctx - 1 comes after the wait (zeros here) */
         hk_cp_async16(&pre_kv[0][warp][i][8 * lane], k_cache + base + jr * kv_width, cached);
         hk_cp_async16(&pre_kv[1][warp][i][8 * lane], v_cache + base + jr * kv_width, cached);
@@ -206,10 +210,10 @@ HK_NAME(const HK_T *q, kva_cache_t *k_cache, kva_cache_t *v_cache, const int *ct
 #if HK_KV_APPEND
   HK_SYNC(); /* the first unit's angles are in the table */
 #endif
-  for (long long u = HK_BID; u < tiles * split; u += HK_NBLOCKS) {
-    const kva_unit k = kva_unit_at(u, split, kv_heads, group, rounds, ctx, slot, slots, max_seq, window);
-    const long long piece = k.piece, t = k.t, h = k.h, c = k.c, s = k.s, used = k.used, kb = k.kb, ke = k.ke;
-    const long long tile = k.tile;
+  for (int u = (int)blockIdx.x; u < tiles * split; u += nblocks) {
+    const kva_unit k = kva_unit_at(u, split, (int)kv_heads, group, rounds, ctx, slot, slots, max_seq, window);
+    const int piece = k.piece, c = k.c, used = k.used, kb = k.kb, ke = k.ke;
+    const long long t = k.t, h = k.h, s = k.s, tile = k.tile; /* in 64-bit address arithmetic */
     const int g0 = k.g0, gn = k.gn;
     HK_T *og = out + t * heads * HK_HEAD_DIM + (h * group + g0) * HK_HEAD_DIM;
     if (!k.valid) { /* every piece skips; piece 0 writes the zeros */
@@ -256,14 +260,14 @@ HK_NAME(const HK_T *q, kva_cache_t *k_cache, kva_cache_t *v_cache, const int *ct
       m[g] = -hk_inf();
       l[g] = 0.0f;
     }
-    for (long long b = kb + warp * KVA_BATCH; b < ke; b += HK_KVA_WARPS * KVA_BATCH) {
+    for (int b = kb + warp * KVA_BATCH; b < ke; b += HK_KVA_WARPS * KVA_BATCH) {
       uint4 kv[KVA_U], vv[KVA_U];
       bool valid[KVA_U];
 #pragma unroll
       for (int i = 0; i < KVA_U; i++) { /* past the keys: the piece's last key (written, finite), weight 0 */
-        const long long j = b + i * KVA_KPW + kg;
+        const int j = b + i * KVA_KPW + kg;
         valid[i] = j < ke;
-        const long long jr = valid[i] ? j : ke - 1;
+        const int jr = valid[i] ? j : ke - 1;
 #if HK_KV_APPEND
         if (jr == c - 1) { /* the appended row: from the q|k|v row, not the caches */
           kv[i] = kn;
