@@ -208,6 +208,7 @@ typedef enum hkc_kopt_cfg {
   HKC_KOPT_GEMM_MFMA_CFG,   /* gemm_mfma */
   HKC_KOPT_GEMM_MFMA_PP_CFG, /* gemm_mfma_pp */
   HKC_KOPT_GEMM_SKINNY_CFG, /* gemm_skinny (all but mb, which each launch's M sets) */
+  HKC_KOPT_KV_WARP_CFG,     /* kv_attention_warp */
   HKC_KOPT_N_CFG
 } hkc_kopt_cfg_t;
 

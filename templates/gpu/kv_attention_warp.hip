@@ -140,7 +140,7 @@ HK_DEVICE void kva_angles(float p, float theta, const rope_scaling &sc, float *t
 }
 #endif
 
-HK_GLOBAL void __launch_bounds__(KVA_THREADS, 3) /* three blocks per SM: at most 168 registers */
+HK_GLOBAL void __launch_bounds__(KVA_THREADS, HK_KVA_MIN_BLOCKS) /* 4 warps: three blocks per SM, at most 168 registers */
 HK_NAME(const HK_T *q, kva_cache_t *k_cache, kva_cache_t *v_cache, const int *ctx, const int *slot, HK_T *out,
         long long rows, long long heads, long long kv_heads, long long dh, long long layer, long long slots,
         long long max_seq, long long window, float scale,

@@ -545,6 +545,70 @@ static void test_nvrtc_kv_fold(void **state) {
   }
 }
 
+/* kv_warp_cfg (the kernel option) forces kv_attention_warp's warps, piece and split: the forced
+ * form launches its warps and tiles x split blocks (Llama-3.2-1B's decode step: 8 kv heads of 4
+ * q heads, max_seq 4224 -- 32 pieces a tile by default, fewer where the pieces or the cap say
+ * so), illegal forms are refused by the variant's rules, and the forms compile (with the folded
+ * append, the largest shared arrays). */
+static void test_kv_warp_cfg(void **state) {
+  (void)state;
+  const hkc_gpu_arch_t *arch = hk_test_arch("sm_90");
+  hkc_kernel_key_t key = {.op = HK_OP_KV_ATTENTION, .dtype = HK_DTYPE_BF16, .align = 8, .head_dim = 64, .append = 1,
+                          .rope = 1, .rope_scaling = HKC_ROPE_SCALING_LLAMA3};
+  const hkc_variant_t *v = hkc_variant_named("kv_attention_warp");
+  assert_non_null(v);
+  assert_non_null(v->tune_parse);
+  hkc_arg_t args[HKC_KV_ATTENTION_N_ARGS];
+  memset(args, 0, sizeof args);
+  args[HKC_KV_ATTENTION_ARG_ROWS] = (hkc_arg_t){HK_ARG_I64, 1, 0};
+  args[HKC_KV_ATTENTION_ARG_HEADS] = (hkc_arg_t){HK_ARG_I64, 32, 0};
+  args[HKC_KV_ATTENTION_ARG_KV_HEADS] = (hkc_arg_t){HK_ARG_I64, 8, 0};
+  args[HKC_KV_ATTENTION_ARG_MAX_SEQ] = (hkc_arg_t){HK_ARG_I64, 4224, 0};
+  static const struct {
+    const char *params, *canonical;
+    uint32_t threads, blocks;
+  } forms[] = {{"", "", 128, 8 * 32},
+               {"w=2,p=32", "w=2,p=32", 64, 8 * 32},
+               {"w=8,p=128,s=16", "w=8,p=128,s=16", 256, 8 * 16},
+               {"w=4,p=64,s=32", "", 128, 8 * 32},
+               {"w=1,p=1024", "w=1,p=1024", 32, 8 * 4}}; /* 4224 / 1024 pieces */
+  enum { N_FORMS = sizeof forms / sizeof forms[0] };
+  hk_test_compile_job_t jobs[N_FORMS];
+  for (size_t i = 0; i < N_FORMS; i++) {
+    hkc_tile_cfg_t cfg;
+    assert_int_equal(v->tune_parse(arch, &key, forms[i].params, &cfg), 0);
+    assert_string_equal(cfg.tune, forms[i].canonical);
+    hkc_kernel_out_t k;
+    memset(&k, 0, sizeof k);
+    k.key = key;
+    snprintf(k.key.variant, sizeof k.key.variant, "kv_attention_warp");
+    snprintf(k.key.tune, sizeof k.key.tune, "%s", cfg.tune);
+    uint32_t grid[3], block[3], shared = 0;
+    v->launch(arch, &k.key, args, HKC_KV_ATTENTION_N_ARGS, grid, block, &shared);
+    assert_int_equal(block[0], forms[i].threads);
+    assert_int_equal(grid[0], forms[i].blocks);
+    hk_test_kernel_name(&k);
+    memset(&jobs[i], 0, sizeof jobs[i]);
+    jobs[i] = (hk_test_compile_job_t){.arch = arch, .kernel = k, .always = 1};
+  }
+  static const char *const bad[] = {"w=3", "p=24", "p=0", "s=0", "s=65", "p=2048", "s=4,w=2", "w=2,", "x=1"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    hkc_tile_cfg_t cfg;
+    assert_int_equal(v->tune_parse(arch, &key, bad[i], &cfg), -1);
+  }
+  hkc_kernel_key_t wide = key; /* head_dim 128, 8 warps and 64 pieces: more than 48 KiB of shared memory */
+  wide.head_dim = 128;
+  hkc_tile_cfg_t cfg;
+  assert_int_equal(v->tune_parse(arch, &wide, "w=8,p=64,s=64", &cfg), -1);
+  assert_int_equal(v->tune_parse(arch, &wide, "w=4,p=64,s=64", &cfg), 0);
+  HK_TEST_NEED_NVRTC();
+  compile_all(jobs, N_FORMS, hkc_nvrtc_compile, N_THREADS);
+  for (size_t i = 0; i < N_FORMS; i++) {
+    assert_int_equal(jobs[i].scratch, 0);
+    printf("[ info     ] sm_90 %-40s regs %u shared %u\n", jobs[i].kernel.name, jobs[i].regs, jobs[i].shared);
+  }
+}
+
 /* A compile error comes back as -1 with nvrtc's log naming the problem. */
 static void test_nvrtc_reports_errors(void **state) {
   (void)state;
@@ -981,6 +1045,7 @@ int main(void) {
       cmocka_unit_test(test_hiprtc_every_variant),
       cmocka_unit_test(test_nvrtc_generation),
       cmocka_unit_test(test_nvrtc_kv_fold),
+      cmocka_unit_test(test_kv_warp_cfg),
       cmocka_unit_test(test_hiprtc_generation),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -22,6 +22,76 @@
                             accumulators (32 + 32 registers at 4) */
 #define KVA_MAX_SPLIT 32 /* pieces per tile, at most */
 #define KVA_MIN_PIECE 64 /* keys per piece, at least (fewer pieces at run time for short contexts) */
+#define KVA_BATCH_KEYS 16 /* keys a warp reads at once (head_dim 64: 4 steps of 4; 128: 4 of 2, rounded) */
+
+/* Parameters (the kernel option kv_warp_cfg; no tuning space): "w=W,p=P,s=S" -- warps per block
+ * (1, 2, 4 or 8), keys per piece at least (a multiple of 16, 16..1024) and pieces per tile at most
+ * (1..64); every one optional, left out of the canonical string at its default. */
+static const char *const k_kva_names[] = {"w", "p", "s"};
+
+typedef struct kva_cfg {
+  int w, p, s;
+} kva_cfg_t;
+
+/* Static shared memory of a block (the template's arrays), bytes. */
+static int kva_shared_bytes(const hkc_kernel_key_t *key, const kva_cfg_t *c) {
+  int b = c->w * KVA_GROUP * (2 + key->head_dim) * 4 + c->s * KVA_GROUP * 2 * 4 + KVA_GROUP * 4 + 4;
+  if (key->append) b += key->head_dim * 4 + 2 * c->w * 4 * 32 * 8 * 2; /* angles; the first batch */
+  return b;
+}
+
+/* params -> cfg ("" the defaults): the names in order, each optional; -1 when not canonical or
+ * not legal for key */
+static int kva_parse(const hkc_kernel_key_t *key, const char *params, kva_cfg_t *c) {
+  *c = (kva_cfg_t){KVA_WARPS, KVA_MIN_PIECE, KVA_MAX_SPLIT};
+  if (params[0]) {
+    int vals[3], at = 0;
+    const char *p = params;
+    for (int j = 0; j < 3 && *p; j++) { /* each name at most once, in order */
+      const size_t len = strlen(k_kva_names[j]);
+      if (strncmp(p, k_kva_names[j], len) != 0 || p[len] != '=') continue;
+      char one[32];
+      const char *end = strchr(p, ',');
+      const size_t n = end ? (size_t)(end - p) : strlen(p);
+      if (n >= sizeof one) return -1;
+      memcpy(one, p, n);
+      one[n] = '\0';
+      if (hkc_tune_params_parse(one, &k_kva_names[j], 1, &vals[j]) != 0) return -1;
+      if (j == 0) c->w = vals[j];
+      if (j == 1) c->p = vals[j];
+      if (j == 2) c->s = vals[j];
+      at++;
+      p += n + (end ? 1 : 0);
+      if (end && !*p) return -1; /* a trailing comma */
+    }
+    if (*p || !at) return -1;
+  }
+  if (c->w != 1 && c->w != 2 && c->w != 4 && c->w != 8) return -1;
+  if (c->p < 16 || c->p > 1024 || c->p % KVA_BATCH_KEYS) return -1;
+  if (c->s < 1 || c->s > 64) return -1;
+  return kva_shared_bytes(key, c) <= 48 * 1024 ? 0 : -1; /* static shared memory */
+}
+
+/* The canonical string of c: parameters at their defaults left out */
+static void kva_format(const kva_cfg_t *c, char *out, size_t size) {
+  const int vals[3] = {c->w, c->p, c->s}, defaults[3] = {KVA_WARPS, KVA_MIN_PIECE, KVA_MAX_SPLIT};
+  size_t at = 0;
+  out[0] = '\0';
+  for (int j = 0; j < 3 && at < size; j++) {
+    if (vals[j] == defaults[j]) continue;
+    const int len = snprintf(out + at, size - at, "%s%s=%d", at ? "," : "", k_kva_names[j], vals[j]);
+    at += len > 0 ? (size_t)len : 0;
+  }
+}
+
+/* The key's configuration: its tune string's when the key names kv_attention_warp, else the defaults */
+static kva_cfg_t kva_key_cfg(const hkc_kernel_key_t *key) {
+  kva_cfg_t c = {KVA_WARPS, KVA_MIN_PIECE, KVA_MAX_SPLIT};
+  if (strncmp(key->variant, "kv_attention_warp", HKC_TUNE_VARIANT_MAX) == 0 && key->tune[0] &&
+      kva_parse(key, key->tune, &c) != 0)
+    c = (kva_cfg_t){KVA_WARPS, KVA_MIN_PIECE, KVA_MAX_SPLIT};
+  return c;
+}
 
 static int kva_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
   return arch->kind == HK_TARGET_CUDA && arch->wave_size == 32 && key->op == HK_OP_KV_ATTENTION && !hkc_kv_fp8(key) &&
@@ -35,10 +105,28 @@ static int kva_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) 
 
 static void kva_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
   (void)arch;
+  const kva_cfg_t c = kva_key_cfg(key);
+  /* registers: three blocks of four warps per SM (168 a thread); fewer warps, more blocks */
+  const int min_blocks = c.w >= 8 ? 1 : 12 / c.w > 8 ? 8 : 12 / c.w;
   snprintf(out, size,
            "#define HK_THREADS %d\n#define HK_KVA_WARPS %d\n#define HK_KVA_GROUP %d\n#define HK_HEAD_DIM %d\n"
-           "#define HK_KVA_MAX_SPLIT %d\n#define HK_KVA_MIN_PIECE %d\n#define HK_ROPE_SCALING %d\n",
-           KVA_WARPS * 32, KVA_WARPS, KVA_GROUP, key->head_dim, KVA_MAX_SPLIT, KVA_MIN_PIECE, key->rope_scaling);
+           "#define HK_KVA_MAX_SPLIT %d\n#define HK_KVA_MIN_PIECE %d\n#define HK_ROPE_SCALING %d\n"
+           "#define HK_KVA_MIN_BLOCKS %d\n",
+           c.w * 32, c.w, KVA_GROUP, key->head_dim, c.s, c.p, key->rope_scaling, min_blocks);
+}
+
+static int kva_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params,
+                          hkc_tile_cfg_t *out) {
+  (void)arch;
+  kva_cfg_t c;
+  if (kva_parse(key, params, &c) != 0) return -1;
+  memset(out, 0, sizeof *out);
+  snprintf(out->variant, sizeof out->variant, "kv_attention_warp");
+  kva_format(&c, out->tune, sizeof out->tune);
+  out->threads = 32 * c.w;
+  out->shared_bytes = (uint32_t)kva_shared_bytes(key, &c);
+  out->is_default = !out->tune[0];
+  return 0;
 }
 
 /* Tiles: (row, kv head, round of KVA_GROUP q heads). */
@@ -53,29 +141,30 @@ static int64_t kva_tiles(const hkc_arg_t *args, uint32_t n_args) {
 /* Pieces per tile: enough blocks for two per SM, each piece at least KVA_MIN_PIECE keys of a
  * full cache. At run time a shorter context uses fewer pieces of at least KVA_MIN_PIECE keys
  * (the kernel's `used`; the other blocks leave at once). A prefill bucket has tiles enough: 1. */
-static int64_t kva_split(const hkc_gpu_arch_t *arch, const hkc_arg_t *args, uint32_t n_args) {
+static int64_t kva_split(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
+                         uint32_t n_args) {
+  const kva_cfg_t c = kva_key_cfg(key);
   const int64_t tiles = kva_tiles(args, n_args);
   const int64_t max_seq = hkc_variant_arg_i64(args, n_args, HKC_KV_ATTENTION_ARG_MAX_SEQ);
   int64_t split = hkc_variant_ceil_div(2 * (int64_t)(arch->compute_units ? arch->compute_units : 132), tiles);
-  const int64_t by_len = max_seq / KVA_MIN_PIECE;
+  const int64_t by_len = max_seq / c.p;
   if (split > by_len) split = by_len;
-  if (split > KVA_MAX_SPLIT) split = KVA_MAX_SPLIT;
+  if (split > c.s) split = c.s;
   return split < 1 ? 1 : split;
 }
 
 /* tiles * split blocks: the kernel reads split back as gridDim.x / tiles. */
 static void kva_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
                        uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
-  (void)key;
-  hkc_variant_launch_1d(kva_tiles(args, n_args) * kva_split(arch, args, n_args), KVA_WARPS * 32, 0, out_grid,
-                        out_block, out_shared);
+  hkc_variant_launch_1d(kva_tiles(args, n_args) * kva_split(arch, key, args, n_args), kva_key_cfg(key).w * 32, 0,
+                        out_grid, out_block, out_shared);
 }
 
 /* Always a workspace (the kernel's parameters do not depend on the bucket): KVA_GROUP
  * (head_dim + 2) floats per unit when split > 1, one counter per tile. */
 static int kva_workspace(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
                          uint32_t n_args, hkc_node_workspace_t *out) {
-  const int64_t tiles = kva_tiles(args, n_args), split = kva_split(arch, args, n_args);
+  const int64_t tiles = kva_tiles(args, n_args), split = kva_split(arch, key, args, n_args);
   out->scratch_bytes =
       split > 1 ? (uint64_t)tiles * (uint64_t)split * KVA_GROUP * (uint64_t)(key->head_dim + 2) * 4u : 4u;
   out->counters = tiles < UINT32_MAX ? (uint32_t)tiles : UINT32_MAX; /* the plan refuses too many */
@@ -94,6 +183,12 @@ const hkc_variant_t hkc_variant_kv_attention_warp = {
     .workspace = kva_workspace,
     .pdl = 1,  /* the kernel begins with HK_PDL_ENTRY() */
     .rope = 1, /* a kv_append folded in (key.append) brings its rope */
+    .tune_parse = kva_tune_parse, /* kv_warp_cfg only: not tuned */
+    .params = k_kva_names,
+    .n_params = 3,
+    .n_required_params = 1, /* w; p and s at their defaults are left out */
+    .rules = "w (warps) 1, 2, 4 or 8; p (keys per piece, at least) a multiple of 16, 16..1024; s (pieces per "
+             "tile, at most) 1..64; at most 48 KiB of static shared memory",
 };
 
 /* ---- kv_attention_mma (templates/gpu/kv_attention_mma.hip) ----------------------------------
