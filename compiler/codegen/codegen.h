@@ -175,6 +175,9 @@ int hkc_gemm_stream_fits(int64_t m, int64_t k);
  * forced is not legal for key. variant_skinny_nv.c. */
 int hkc_gemm_skinny_params(const hkc_kernel_key_t *key, const char *forced, int64_t m, int64_t n, int64_t k, char *out,
                            size_t size);
+/* gemm_skinny_amd's parameters for a launch of m rows (variant_skinny_amd.c): its defaults at mb =
+ * the smallest of 1, 2, 4, 8 that is >= m (gemm_skinny_cfg is gemm_skinny's alone). 0 / -1. */
+int hkc_gemm_skinny_amd_params(int64_t m, char *out, size_t size);
 int hkc_gpu_fused_gemm_ok(const hkc_gpu_arch_t *arch, const struct hkc_kernel_options *o, const hkc_kernel_key_t *key);
 /* The token rows from which a kv_attention launch runs kv_attention_mma on NVIDIA (sm_80+):
  * a prefill bucket; below, a decode step's rows, one per sequence, keep kv_attention_warp. */

@@ -62,9 +62,9 @@ static const kopt_t k_opts[] = {
      "sharing each row's statistics through distributed shared memory (gemm_tma on sm_90a, the host); auto: "
      "where the clock says it pays, on: wherever every target has such a kernel, off: never"},
     {"gemm_skinny", "HKC_GEMM_SKINNY", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
-     "auto|on|off: gemm_skinny on sm_90a, GEMMs of a few rows of A that stream B at the memory's bandwidth "
-     "(decode steps): auto: for the launches of one row it serves (a 16-bit B; an 8-bit B read by the gemm "
-     "itself: M <= 8); on: M <= 8; off: the tensor-core kernels there too"},
+     "auto|on|off: gemm_skinny on sm_90a (gemm_skinny_amd on AMD CDNA), GEMMs of a few rows of A that stream "
+     "B at the memory's bandwidth (decode steps): auto: for the launches of one row it serves (a 16-bit B; an "
+     "8-bit B read by the gemm itself: M <= 8); on: M <= 8; off: the tensor-core kernels there too"},
     {"gemm_stream", "HKC_GEMM_STREAM", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: on: gemm_stream on sm_90a in gemm_skinny's place for a 16-bit B (the launches gemm_skinny "
      "takes: B streamed into shared memory by the bulk copy engine, multiplied on the tensor cores); auto, off: "

@@ -600,7 +600,9 @@ static int options_choose(const hkc_tuner_t *tuner, const char *target, const hk
  * at 1.59 ms with it at batch 1 against 1.87 with the tensor-core kernels, but at 3.99 against
  * 2.06 ms at batch 8 and 2.58 against 2.01 at batch 4 (its mb = 4 and 8 forms read B at 0.4-0.9
  * TB/s). gemm_skinny=on: every M <= 8. Its other parameters: gemm_skinny_cfg's, else the shape's
- * (hkc_gemm_skinny_params). 1 when it chose, -1 on an illegal gemm_skinny_cfg (reported). */
+ * (hkc_gemm_skinny_params). AMD CDNA targets take gemm_skinny_amd (the wave64 form) by the same
+ * rule, at its defaults (not measured on a GPU). 1 when it chose, -1 on an illegal gemm_skinny_cfg
+ * (reported). */
 static int skinny_choose(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *arch, hkc_tune_launch_t *l) {
   /* a gemm that reads 8-bit B itself: gemm_skinny is its kernel on sm_90a (the build folds the
    * dequant only there, hkc_fuse_for_targets), whatever gemm_skinny says */
@@ -608,7 +610,8 @@ static int skinny_choose(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *ar
   const int on = !(o && o->gemm_skinny == HKC_SWITCH_OFF) || quant;
   const int64_t rows = quant || (o && o->gemm_skinny == HKC_SWITCH_ON) ? HKC_GEMM_FEW_ROWS : HKC_GEMM_SKINNY_AUTO_ROWS;
   if (!arch || !on || l->key.op != HK_OP_GEMM || l->shape.m < 1 || l->shape.m > rows) return 0;
-  const hkc_variant_t *v = hkc_variant_named("gemm_skinny");
+  const int amd = arch->kind == HK_TARGET_HIP; /* gemm_skinny_amd: the wave64 form, its defaults */
+  const hkc_variant_t *v = hkc_variant_named(amd ? "gemm_skinny_amd" : "gemm_skinny");
   hkc_kernel_key_t key = l->key;
   key.variant[0] = key.tune[0] = '\0';
   if (!v || !hkc_variant_serves(v, arch, &key) || (o && !hkc_kernel_options_allow(o, arch, v, &key))) return 0;
@@ -625,6 +628,8 @@ static int skinny_choose(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *ar
   char params[HKC_TUNE_MAX];
   if (v == stream) {
     snprintf(params, sizeof params, "mb=%d", l->shape.m <= 1 ? 1 : l->shape.m <= 2 ? 2 : l->shape.m <= 4 ? 4 : 8);
+  } else if (amd) {
+    if (hkc_gemm_skinny_amd_params(l->shape.m, params, sizeof params) != 0) return 0;
   } else {
     const char *forced = o ? o->cfg[HKC_KOPT_GEMM_SKINNY_CFG] : NULL;
     if (hkc_gemm_skinny_params(&key, forced, l->shape.m, l->shape.n, l->shape.k, params, sizeof params) != 0) {
@@ -639,7 +644,7 @@ static int skinny_choose(const hkc_kernel_options_t *o, const hkc_gpu_arch_t *ar
   if (v->tune_parse(arch, &key, params, &cfg) != 0) return 0;
   l->key = key;
   hkc_tune_apply(arch, &l->key, &cfg);
-  l->source = v != stream && o && o->cfg[HKC_KOPT_GEMM_SKINNY_CFG][0] ? HKC_TUNE_SRC_OPTION : HKC_TUNE_SRC_MODEL;
+  l->source = v != stream && !amd && o && o->cfg[HKC_KOPT_GEMM_SKINNY_CFG][0] ? HKC_TUNE_SRC_OPTION : HKC_TUNE_SRC_MODEL;
   return 1;
 }
 

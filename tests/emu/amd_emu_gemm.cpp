@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/emu/amd_emu_gemm.cpp -- runs one generated AMD GEMM kernel (gemm_mfma.hip or
- * gemm_mfma_pp.hip, as hkc_codegen_gpu wrote it for a key and configuration) on the CPU
+ * tests/emu/amd_emu_gemm.cpp -- runs one generated AMD GEMM kernel (gemm_mfma.hip,
+ * gemm_mfma_pp.hip or gemm_skinny_amd.hip, as hkc_codegen_gpu wrote it for a key and
+ * configuration) on the CPU
  * through amd_emu.h, against a double-precision reference on random inputs.
  *
  *   clang++ -std=c++17 -O1 -DHK_EMU_SOURCE='"kernel.hip"' amd_emu_gemm.cpp
@@ -66,7 +67,8 @@ int main(int argc, char **argv) {
   hk_emu_launch(grid, threads, (uint64_t)atoll(argv[6]), kernel_body, &g);
 
   /* reference: double sums of the rounded inputs, then the epilogue in f32 as the kernels do */
-  const double unit = HK_MFMA_BF16 ? 1.0 / 256 : 1.0 / 2048; /* the output's rounding unit */
+  /* the output's rounding unit: bf16 (8 bits of significand) cannot hold 1 + 2^-9, f16 can */
+  const double unit = HK_STORE(1.0f + 1.0f / 512) == HK_STORE(1.0f) ? 1.0 / 256 : 1.0 / 2048;
   long long bad = 0;
   for (size_t i = 0; i < guard; i++)
     if (C[i] != poison || C[C.size() - 1 - i] != poison) bad++;

@@ -274,6 +274,22 @@ else
   n_model=$(gemm_lines "$work/amd.txt" | grep -c "kernel=gemm_mfma cfg=bm=[0-9]*,bn=[0-9]*,bk=[0-9]* src=model" || true)
   [ "$n_model" -ge 5 ] && ! gemm_lines "$work/amd.txt" | grep -q SPILLS \
     && ok "gfx90a: $n_model gemm_mfma kernels chosen by the model, none spills" || { bad "gfx90a model"; gemm_lines "$work/amd.txt"; }
+  # the few-row launches: gemm_skinny_amd (wave64) at one row, as gemm_skinny on sm_90a; up to 8
+  # rows under gemm_skinny=on; none under gemm_skinny=off
+  grep -E "^    #[0-9]+ +g_gemv_tb " "$work/amd.txt" > "$work/amd_gemv.txt" || true
+  a1=$(sed -n 1p "$work/amd_gemv.txt" | awk '{print $3}') a3=$(sed -n 2p "$work/amd_gemv.txt" | awk '{print $3}')
+  "$HKC" build "$spec" -o "$work/amd_on.hkpack" --target gfx90a --kernel-option gemm_skinny=on -q
+  "$HKC" inspect "$work/amd_on.hkpack" > "$work/amd_on.txt"
+  a3on=$(grep -E "^    #[0-9]+ +g_gemv_tb " "$work/amd_on.txt" | sed -n 2p | awk '{print $3}')
+  "$HKC" build "$spec" -o "$work/amd_off.hkpack" --target gfx90a --kernel-option gemm_skinny=off -q
+  "$HKC" inspect "$work/amd_off.hkpack" > "$work/amd_off.txt"
+  [ -n "$a1" ] && [ -n "$a3" ] && [ -n "$a3on" ] &&
+    gemm_lines "$work/amd.txt" | grep -E "^  $a1 " | grep -q "kernel=gemm_skinny_amd cfg=mb=1 src=model" &&
+    ! gemm_lines "$work/amd.txt" | grep -E "^  $a3 " | grep -q "kernel=gemm_skinny_amd" &&
+    gemm_lines "$work/amd_on.txt" | grep -E "^  $a3on " | grep -q "kernel=gemm_skinny_amd cfg=mb=4 src=model" &&
+    ! gemm_lines "$work/amd_off.txt" | grep -q "kernel=gemm_skinny_amd" &&
+    ok "gfx90a: the batch-1 launch of g_gemv_tb is gemm_skinny_amd's (batch 3: under gemm_skinny=on; =off: none)" ||
+    { bad "gemm_skinny_amd selection"; grep g_gemv "$work/amd.txt" "$work/amd_on.txt" "$work/amd_off.txt"; gemm_lines "$work/amd.txt"; }
   # the whole space compiled and ranked, no GPU needed (two of the spec's GEMMs, both B layouts:
   # every candidate is a hiprtc compile)
   sed -e 's/batch_sizes: \[1, 3\]/batch_sizes: [3]/' -e '/g_silu_res\|g_gemv/d' -e 's/outputs: .*/outputs: [y1, y2]/' \

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The AMD MFMA kernels' arithmetic on the CPU: generated sources of gemm_mfma_pp (every tile
  * width, both B layouts, f16, bf16 and gfx908's paired bf16 MFMAs, every epilogue piece), of
- * gemm_mfma, and of attention_mfma_pp and attention_mfma, compiled with clang++ against
+ * gemm_mfma and gemm_skinny_amd (wave64, few rows), and of attention_mfma_pp and attention_mfma,
+ * compiled with clang++ against
  * tests/emu/amd_emu.h (a lane per coroutine, MFMA, shuffles and the buffer / LDS-copy
  * instructions emulated from the ISA documents' layouts) and run on odd shapes against a
  * double-precision reference (tests/emu/amd_emu_gemm.cpp: C poisoned and guarded, reads outside
@@ -140,6 +141,23 @@ static void test_4wave(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 101);
 }
 
+/* gemm_skinny_amd (wave64, a few rows of A, B [N, K]): every mb, K split over waves, the
+ * column tail (N odd: a unit's second column past N), K tails that leave some lanes of a chunk
+ * past K (K % 512 != 0) and a K shorter than one chunk, M beyond one m tile (passes), every
+ * epilogue piece, more units than blocks (the grid-stride loop). */
+static void test_skinny(void **state) {
+  (void)state;
+  if (!have_clang()) skip();
+  static const emu_case_t cases[] = {
+      {"gfx90a", "gemm_skinny_amd", "mb=1", HK_DTYPE_BF16, 1, 0, 1, 0, HK_ACT_NONE, 1, 67, 2056},
+      {"gfx90a", "gemm_skinny_amd", "mb=1,ks=2", HK_DTYPE_BF16, 1, 1, 0, 1, HK_ACT_SILU, 1, 130, 1544},
+      {"gfx90a", "gemm_skinny_amd", "mb=2,ks=4,u=2,nw=1,w=8", HK_DTYPE_F16, 1, 1, 1, 0, HK_ACT_GELU, 2, 33, 4104},
+      {"gfx908", "gemm_skinny_amd", "mb=4,ks=1,u=1,nw=4", HK_DTYPE_BF16, 1, 0, 0, 0, HK_ACT_RELU, 3, 41, 40},
+      {"gfx90a", "gemm_skinny_amd", "mb=8,ks=2,u=8,nw=3", HK_DTYPE_F16, 1, 1, 1, 1, HK_ACT_GELU_TANH, 19, 50, 1032},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 201);
+}
+
 /* ---- attention ------------------------------------------------------------------------------
  * An attention case: the variant, key flags, a shape and the layout of the inputs. */
 typedef struct emu_attn_case {
@@ -229,6 +247,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pp),
       cmocka_unit_test(test_4wave),
+      cmocka_unit_test(test_skinny),
       cmocka_unit_test(test_attention_pp),
       cmocka_unit_test(test_attention_4wave),
   };

@@ -291,6 +291,89 @@ static void compile_checked_s(const char *arch_name, hkc_kernel_key_t key, const
   hkc_rtc_result_free(&r);
 }
 
+/* gemm_skinny_amd (the few-row GEMM, wave64): every m tile the tuner names (mb 1..8) with the
+ * heaviest epilogue, K split over 2 waves, f16 and bf16 -- compiled, no scratch, 16-byte global
+ * loads and no matrix instruction in the machine code, at least 2 waves per SIMD (its loads in
+ * flight come from many waves); selection: the registry never picks it (gemm_mfma serves its keys
+ * first), a key that names it gets it, the fused forms it does not serve keep gemm_mfma. */
+static void skinny_on(const char *arch_name) {
+  const hkc_gpu_arch_t *a = hk_test_arch(arch_name);
+  hkc_kernel_key_t plain = gemm_key(HK_DTYPE_BF16, HK_ACT_NONE, 0, 0, 1, 8);
+  assert_string_equal(hkc_variant_for(a, &plain)->name, "gemm_mfma");
+  snprintf(plain.variant, sizeof plain.variant, "gemm_skinny_amd");
+  assert_string_equal(hkc_variant_for(a, &plain)->name, "gemm_skinny_amd");
+  hkc_kernel_key_t nn = plain; /* B stored [K, N]: not served */
+  nn.trans_b = 0;
+  assert_string_not_equal(hkc_variant_for(a, &nn)->name, "gemm_skinny_amd");
+  static const char *const tunes[] = {"mb=1", "mb=2", "mb=4", "mb=8", "mb=1,ks=2"};
+  for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++)
+    for (size_t i = 0; i < sizeof tunes / sizeof *tunes; i++) {
+      hkc_kernel_out_t k;
+      memset(&k, 0, sizeof k);
+      k.key = gemm_key((hk_dtype_t)dt, HK_ACT_SILU, 1, 1, 1, 8);
+      k.key.has_mul = 1;
+      snprintf(k.key.variant, sizeof k.key.variant, "gemm_skinny_amd");
+      snprintf(k.key.tune, sizeof k.key.tune, "%s", tunes[i]);
+      hk_test_kernel_name(&k);
+      char *src = hkc_codegen_gpu(a, &k);
+      assert_non_null(src);
+      assert_non_null(strstr(src, "variant gemm_skinny_amd"));
+      hkc_rtc_result_t r;
+      const int rc = hkc_hiprtc_compile(src, k.name, arch_name, &r);
+      if (rc != 0) print_message("%s for %s did not compile:\n%s\n", k.name, arch_name, r.log ? r.log : "(no log)");
+      assert_int_equal(rc, 0);
+      free(src);
+      k.vgprs = r.vgprs;
+      k.agprs = r.agprs;
+      k.sgprs = r.sgprs;
+      k.shared_bytes = r.shared_bytes;
+      k.scratch_bytes = r.scratch_bytes;
+      k.wave_size = r.wave_size;
+      k.max_block = r.max_block;
+      uint32_t grid[3], block[3], dyn = 0;
+      hkc_arg_t args[8] = {{.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_TENSOR},
+                           {.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_I64, .i = 1},
+                           {.kind = HK_ARG_I64, .i = 3072},            {.kind = HK_ARG_I64, .i = 2048}};
+      hkc_gpu_launch_dims(a, &k.key, args, 8, grid, block, &dyn);
+      double pct = 0;
+      const char *limiter = "";
+      const uint32_t occ = hkc_occupancy(a, &k, block[0], &pct, &limiter);
+      printf("[ info     ] %-8s %-40s %-10s vgpr %3u sgpr %3u lds %4u scratch %u grid %u x %u occ %u waves/SIMD (%s)\n",
+             arch_name, k.name, tunes[i], r.vgprs, r.sgprs, r.shared_bytes, r.scratch_bytes, grid[0], block[0], occ,
+             limiter ? limiter : "-");
+      assert_int_equal(r.scratch_bytes, 0);
+      assert_int_equal(r.wave_size, 64);
+      assert_int_equal(block[0], 256);
+      assert_true(occ >= 2);
+      char *text = NULL;
+      char why[512];
+      assert_int_equal(hkc_comgr_disassemble(r.code, r.code_size, arch_name, &text, why, sizeof why), 0);
+      const char *dump = getenv("HK_TEST_DUMP"); /* a folder: each kernel's disassembly, for reading */
+      if (dump && *dump) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s.%s.s", dump, k.name, arch_name);
+        FILE *f = fopen(path, "w");
+        if (f) fputs(text, f), fclose(f);
+      }
+      assert_non_null(strstr(text, "global_load_dwordx4"));
+      assert_null(strstr(text, "v_mfma"));
+      assert_null(strstr(text, "scratch_"));
+      free(text);
+      hkc_rtc_result_free(&r);
+    }
+}
+
+static void test_skinny_gfx90a(void **state) {
+  (void)state;
+  HK_TEST_NEED_HIPRTC();
+  skinny_on("gfx90a");
+}
+static void test_skinny_gfx908(void **state) {
+  (void)state;
+  HK_TEST_NEED_HIPRTC();
+  skinny_on("gfx908");
+}
+
 static void compile_checked(const char *arch_name, hkc_kernel_key_t key, const char *want_variant) {
   compile_checked_s(arch_name, key, want_variant, 0);
 }
@@ -508,7 +591,8 @@ int main(void) {
       cmocka_unit_test(test_gemm_space_gfx942), cmocka_unit_test(test_attention_gfx90a),
       cmocka_unit_test(test_attention_gfx908),  cmocka_unit_test(test_gfx1030_simple),
       cmocka_unit_test(test_attn_pp_selection), cmocka_unit_test(test_attn_pp_gfx90a),
-      cmocka_unit_test(test_attn_pp_gfx908),
+      cmocka_unit_test(test_attn_pp_gfx908),    cmocka_unit_test(test_skinny_gfx90a),
+      cmocka_unit_test(test_skinny_gfx908),
   };
   const char *filter = getenv("HK_TEST_FILTER"); /* e.g. "test_attn_pp*": run only those */
   if (filter && *filter) cmocka_set_test_filter(filter);

@@ -22,6 +22,7 @@ extern const hkc_variant_t hkc_variant_simple_gemm, hkc_variant_simple_binary, h
     hkc_variant_simple_dequant; /* variant_simple.c */
 extern const hkc_variant_t hkc_variant_kv_attention_warp, hkc_variant_kv_attention_mma; /* variant_kv_nv.c */
 extern const hkc_variant_t hkc_variant_gemm_skinny, hkc_variant_gemm_stream; /* variant_skinny_nv.c */
+extern const hkc_variant_t hkc_variant_gemm_skinny_amd; /* variant_skinny_amd.c */
 extern const hkc_variant_t hkc_variant_sample_split; /* variant_sample_nv.c */
 extern const hkc_variant_t hkc_variant_host_gemm, hkc_variant_host; /* variant_host.c */
 
@@ -38,6 +39,7 @@ static const hkc_variant_t *const k_variants[] = {
     &hkc_variant_attention_mma,
     &hkc_variant_gemm_mfma,   /* AMD CDNA, 4 waves */
     &hkc_variant_gemm_mfma_pp, /* AMD CDNA, 8-wave ping-pong: chosen by tuning (kernel option gemm_mfma_pp) */
+    &hkc_variant_gemm_skinny_amd, /* AMD CDNA, never first: the tuner names it for few rows (gemm_skinny=off: never) */
     &hkc_variant_attention_mfma,
     &hkc_variant_attention_mfma_pp, /* AMD CDNA, 8-wave ping-pong: kernel option attn_mfma_pp=on */
     &hkc_variant_kv_attention_warp, /* NVIDIA, f16/bf16, head_dim 64/128, split over the keys (kv_warp=off: not) */
