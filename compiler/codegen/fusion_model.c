@@ -315,13 +315,17 @@ int hkc_fuse_for_targets(hkc_spec_t *spec, int mode, const hkc_gpu_arch_t *const
  * Llama-3.2-1B's decode step (2026-12-07, each launch alone) with the norms folded into the
  * one-row gemm_skinny launches 4 us faster per pair than apart, but folded into the tensor-core
  * gemms of 8 rows 4-6 us slower (q|k|v 26.7 us against 5.3 + 17.7; the SwiGLU pair 34.7 against
- * 5.5 + 23.4): up to gemm_skinny's rows (none with gemm_skinny=off). The host folds wherever its
- * clock says; other GPUs, not measured: nowhere. */
+ * 5.5 + 23.4): up to gemm_skinny's rows (none with gemm_skinny=off). AMD CDNA (wave64) folds
+ * by the same rule into gemm_skinny_amd (not measured: the launch it saves is the reason; the
+ * MFMA kernels have no folded norm, so never beyond the skinny rows). The host folds wherever its
+ * clock says; other GPUs: nowhere. */
 static int64_t model_norm_fold_rows(const hkc_fuse_model_t *m, size_t t) {
   const hkc_gpu_arch_t *arch = (const hkc_gpu_arch_t *)m->targets[t];
   if (!arch) return INT64_MAX;
   const hkc_kernel_options_t *o = (const hkc_kernel_options_t *)m->options;
-  if (arch->matrix != HKC_MATRIX_WGMMA || (o && o->gemm_skinny == HKC_SWITCH_OFF)) return 0;
+  const int amd_skinny = arch->kind == HK_TARGET_HIP && arch->matrix == HKC_MATRIX_MFMA &&
+                         (arch->wave_size == 0 || arch->wave_size == 64);
+  if ((arch->matrix != HKC_MATRIX_WGMMA && !amd_skinny) || (o && o->gemm_skinny == HKC_SWITCH_OFF)) return 0;
   return o && o->gemm_skinny == HKC_SWITCH_ON ? HKC_GEMM_FEW_ROWS : HKC_GEMM_SKINNY_AUTO_ROWS;
 }
 

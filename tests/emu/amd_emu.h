@@ -65,6 +65,7 @@ static hk_emu_dim3 blockDim, gridDim;
 #define __launch_bounds__(n)
 #define __shared__ static /* one block runs at a time: its threads share the function's statics */
 static inline float __fdividef(float a, float b) { return a / b; } /* the device's fast division (common.h) */
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); } /* the device's reciprocal square root (folded norms) */
 static inline float __int_as_float(int i) { return __builtin_bit_cast(float, i); }
 #if defined(__clang_major__) && __clang_major__ < 15
 /* clang 14 has no _Float16 on x86; __fp16 converts the same way, through these helpers */

@@ -21,15 +21,23 @@
 #define HK_EMU_STR1(x) #x
 #define HK_EMU_STR(x) HK_EMU_STR1(x)
 
+#ifndef HK_NORM_A
+#define HK_NORM_A 0
+#endif
 struct gemm_args {
   const HK_T *A, *B, *bias, *residual;
   HK_T *C;
   long long M, N, K;
-  const HK_T *mul;
+  const HK_T *mul, *gamma;
+  float eps;
 };
 static void kernel_body(void *p) {
   const gemm_args *g = (const gemm_args *)p;
+#if HK_NORM_A /* a folded rmsnorm of A (gemm_skinny_amd): gamma [K], eps */
+  HK_NAME(g->A, g->B, g->bias, g->residual, g->C, g->M, g->N, g->K, g->mul, g->gamma, g->eps);
+#else
   HK_NAME(g->A, g->B, g->bias, g->residual, g->C, g->M, g->N, g->K, g->mul);
+#endif
 }
 
 static uint64_t rng_state;
@@ -56,14 +64,15 @@ int main(int argc, char **argv) {
   hk_emu_late = atoi(argv[7]);
   const std::vector<HK_T> A = random_tensor((size_t)(M * K)), B = random_tensor((size_t)(K * N)),
                           bias = random_tensor((size_t)N), residual = random_tensor((size_t)(M * N)),
-                          mul = random_tensor((size_t)(M * N));
+                          mul = random_tensor((size_t)(M * N)), gamma = random_tensor((size_t)K);
+  const float eps = 1e-5f;
   const size_t guard = 64;
   const HK_T poison = (HK_T)0x7fff; /* NaN in f16 and bf16 */
   std::vector<HK_T> C((size_t)(M * N) + 2 * guard, poison);
   hk_emu_register(A.data(), A.size() * sizeof(HK_T));
   hk_emu_register(B.data(), B.size() * sizeof(HK_T));
   gemm_args g = {A.data(), B.data(), HK_HAS_BIAS ? bias.data() : NULL, HK_HAS_RESIDUAL ? residual.data() : NULL,
-                 C.data() + guard, M, N, K, HK_HAS_MUL ? mul.data() : NULL};
+                 C.data() + guard, M, N, K, HK_HAS_MUL ? mul.data() : NULL, gamma.data(), eps};
   hk_emu_launch(grid, threads, (uint64_t)atoll(argv[6]), kernel_body, &g);
 
   /* reference: double sums of the rounded inputs, then the epilogue in f32 as the kernels do */
@@ -73,13 +82,19 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < guard; i++)
     if (C[i] != poison || C[C.size() - 1 - i] != poison) bad++;
   if (bad) fprintf(stderr, "writes outside C\n");
-  for (long long m = 0; m < M; m++)
+  for (long long m = 0; m < M; m++) {
+    /* HK_NORM_A: A's row as the rmsnorm would store it (x gamma, 16-bit), its 1 / rms after the sums */
+    double ss = 0;
+    for (long long k = 0; k < K; k++) ss += (double)HK_LOAD(A[(size_t)(m * K + k)]) * HK_LOAD(A[(size_t)(m * K + k)]);
+    const double row_scale = HK_NORM_A ? 1.0 / sqrt(ss / (double)K + eps) : 1.0;
     for (long long n = 0; n < N; n++) {
       double s = 0;
       for (long long k = 0; k < K; k++) {
         const float b = HK_TRANS_B ? HK_LOAD(B[(size_t)(n * K + k)]) : HK_LOAD(B[(size_t)(k * N + n)]);
-        s += (double)HK_LOAD(A[(size_t)(m * K + k)]) * b;
+        const float a = HK_LOAD(A[(size_t)(m * K + k)]);
+        s += (double)(HK_NORM_A ? HK_LOAD(HK_STORE(a * HK_LOAD(gamma[(size_t)k]))) : a) * b;
       }
+      s *= row_scale;
       float v = HK_ACT((float)s + (HK_HAS_BIAS ? HK_LOAD(bias[(size_t)n]) : 0.0f));
       if (HK_HAS_MUL) v *= HK_LOAD(mul[(size_t)(m * N + n)]);
       if (HK_HAS_RESIDUAL) v += HK_LOAD(residual[(size_t)(m * N + n)]);
@@ -88,6 +103,7 @@ int main(int argc, char **argv) {
         if (bad++ < 5) fprintf(stderr, "C[%lld][%lld] = %g, want %g\n", m, n, got, v);
       }
     }
+  }
   printf("%s M=%lld N=%lld K=%lld grid %u x %u late=%d: %lld bad\n", HK_EMU_STR(HK_NAME), M, N, K, grid, threads,
          hk_emu_late, bad);
   return bad ? 1 : 0;

@@ -290,6 +290,25 @@ else
     ! gemm_lines "$work/amd_off.txt" | grep -q "kernel=gemm_skinny_amd" &&
     ok "gfx90a: the batch-1 launch of g_gemv_tb is gemm_skinny_amd's (batch 3: under gemm_skinny=on; =off: none)" ||
     { bad "gemm_skinny_amd selection"; grep g_gemv "$work/amd.txt" "$work/amd_on.txt" "$work/amd_off.txt"; gemm_lines "$work/amd.txt"; }
+  # a generation graph on gfx90a: attn_norm folds into the q|k|v gemm at the one-row bucket
+  # (gemm_skinny_amd with the norm), a launch of its own at 64 rows; gemm_skinny=off: nowhere
+  sed -e 's/"hidden_size": 64/"hidden_size": 256/' -e 's/"head_dim": 16/"head_dim": 64/' \
+    "$HK_SOURCE_DIR/tests/integration/gen_configs/llama.json" > "$work/amd_gen.json"
+  "$HKC" import hf "$work/amd_gen.json" --generate --max-seq 128 --slots 4 --token-buckets 1,64 --dtype bf16 \
+    -o "$work/amd_gen.yaml" -q
+  "$HKC" build "$work/amd_gen.yaml" -o "$work/amd_gen.hkpack" --target gfx90a -q
+  "$HKC" build "$work/amd_gen.yaml" -o "$work/amd_gen_off.hkpack" --target gfx90a --kernel-option gemm_skinny=off -q
+  "$HKC" inspect "$work/amd_gen.hkpack" > "$work/amd_gen.txt"
+  "$HKC" inspect "$work/amd_gen_off.hkpack" > "$work/amd_gen_off.txt"
+  grep -A12 -E "^  graph gfx90a, batch 1:" "$work/amd_gen.txt" > "$work/amd_gen_b1.txt"
+  grep -A12 -E "^  graph gfx90a, batch 64:" "$work/amd_gen.txt" > "$work/amd_gen_b64.txt"
+  kn=$(grep -E "^    #[0-9]+ +attn_norm_0,qkv_proj_0 " "$work/amd_gen_b1.txt" | awk '{print $3}')
+  [ -n "$kn" ] && gemm_lines "$work/amd_gen.txt" | grep -E "^  $kn " | grep -q "kernel=gemm_skinny_amd cfg=mb=1 src=model" &&
+    ! grep -qE "^    #[0-9]+ +attn_norm_0 " "$work/amd_gen_b1.txt" &&
+    grep -qE "^    #[0-9]+ +attn_norm_0 +hk_rmsnorm" "$work/amd_gen_b64.txt" &&
+    ! grep -qE "attn_norm_0,qkv_proj_0" "$work/amd_gen_off.txt" &&
+    ok "gfx90a: attn_norm_0 folded into qkv_proj_0 (gemm_skinny_amd) at batch 1, a launch of its own at 64 and under gemm_skinny=off" ||
+    { bad "gfx90a per-bucket norm fold"; cat "$work/amd_gen_b1.txt" "$work/amd_gen_b64.txt"; gemm_lines "$work/amd_gen.txt"; }
   # the whole space compiled and ranked, no GPU needed (two of the spec's GEMMs, both B layouts:
   # every candidate is a hiprtc compile)
   sed -e 's/batch_sizes: \[1, 3\]/batch_sizes: [3]/' -e '/g_silu_res\|g_gemv/d' -e 's/outputs: .*/outputs: [y1, y2]/' \

@@ -51,6 +51,7 @@ typedef struct emu_case {
   int trans_b, bias, residual, mul;
   hk_act_t act;
   long long m, n, k;
+  int norm_a; /* a folded rmsnorm of A (gemm_skinny_amd) */
 } emu_case_t;
 
 /* Writes the case's kernel source for the emulator: as hkc generates it, except that
@@ -61,7 +62,8 @@ static void write_source(const emu_case_t *c, const char *path, uint32_t *out_gr
   hkc_kernel_out_t k;
   memset(&k, 0, sizeof k);
   k.key = (hkc_kernel_key_t){.op = HK_OP_GEMM, .dtype = c->dtype, .act = c->act, .trans_b = c->trans_b,
-                             .has_bias = c->bias, .has_residual = c->residual, .has_mul = c->mul, .align = 8};
+                             .has_bias = c->bias, .has_residual = c->residual, .has_mul = c->mul, .align = 8,
+                             .norm_a = c->norm_a};
   snprintf(k.key.variant, sizeof k.key.variant, "%s", c->variant);
   snprintf(k.key.tune, sizeof k.key.tune, "%s", c->tune);
   assert_string_equal(hkc_variant_for(a, &k.key)->name, c->variant);
@@ -119,13 +121,13 @@ static void test_pp(void **state) {
   (void)state;
   if (!have_clang()) skip();
   static const emu_case_t cases[] = {
-      {"gfx90a", "gemm_mfma_pp", "", HK_DTYPE_F16, 1, 1, 1, 0, HK_ACT_GELU, 300, 264, 200},
-      {"gfx90a", "gemm_mfma_pp", "", HK_DTYPE_BF16, 0, 1, 0, 1, HK_ACT_SILU, 257, 392, 72},
-      {"gfx908", "gemm_mfma_pp", "", HK_DTYPE_BF16, 0, 0, 1, 0, HK_ACT_NONE, 130, 136, 40},
-      {"gfx908", "gemm_mfma_pp", "bm=128,bn=256,bk=32", HK_DTYPE_BF16, 1, 1, 0, 0, HK_ACT_RELU, 129, 520, 96},
-      {"gfx90a", "gemm_mfma_pp", "bm=128,bn=128,bk=64", HK_DTYPE_F16, 0, 1, 1, 1, HK_ACT_GELU_TANH, 1, 8, 8},
-      {"gfx90a", "gemm_mfma_pp", "bm=64,bn=128,bk=64", HK_DTYPE_BF16, 1, 0, 0, 0, HK_ACT_NONE, 65, 264, 136},
-      {"gfx90a", "gemm_mfma_pp", "bm=64,bn=256,bk=32", HK_DTYPE_F16, 0, 1, 0, 0, HK_ACT_NONE, 70, 300 / 8 * 8, 24},
+      {"gfx90a", "gemm_mfma_pp", "", HK_DTYPE_F16, 1, 1, 1, 0, HK_ACT_GELU, 300, 264, 200, 0},
+      {"gfx90a", "gemm_mfma_pp", "", HK_DTYPE_BF16, 0, 1, 0, 1, HK_ACT_SILU, 257, 392, 72, 0},
+      {"gfx908", "gemm_mfma_pp", "", HK_DTYPE_BF16, 0, 0, 1, 0, HK_ACT_NONE, 130, 136, 40, 0},
+      {"gfx908", "gemm_mfma_pp", "bm=128,bn=256,bk=32", HK_DTYPE_BF16, 1, 1, 0, 0, HK_ACT_RELU, 129, 520, 96, 0},
+      {"gfx90a", "gemm_mfma_pp", "bm=128,bn=128,bk=64", HK_DTYPE_F16, 0, 1, 1, 1, HK_ACT_GELU_TANH, 1, 8, 8, 0},
+      {"gfx90a", "gemm_mfma_pp", "bm=64,bn=128,bk=64", HK_DTYPE_BF16, 1, 0, 0, 0, HK_ACT_NONE, 65, 264, 136, 0},
+      {"gfx90a", "gemm_mfma_pp", "bm=64,bn=256,bk=32", HK_DTYPE_F16, 0, 1, 0, 0, HK_ACT_NONE, 70, 300 / 8 * 8, 24, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 1);
 }
@@ -135,8 +137,8 @@ static void test_4wave(void **state) {
   (void)state;
   if (!have_clang()) skip();
   static const emu_case_t cases[] = {
-      {"gfx90a", "gemm_mfma", "", HK_DTYPE_F16, 0, 1, 1, 0, HK_ACT_GELU, 300, 264, 200},
-      {"gfx908", "gemm_mfma", "bm=64,bn=256,bk=32", HK_DTYPE_BF16, 1, 0, 0, 1, HK_ACT_SILU, 70, 264, 40},
+      {"gfx90a", "gemm_mfma", "", HK_DTYPE_F16, 0, 1, 1, 0, HK_ACT_GELU, 300, 264, 200, 0},
+      {"gfx908", "gemm_mfma", "bm=64,bn=256,bk=32", HK_DTYPE_BF16, 1, 0, 0, 1, HK_ACT_SILU, 70, 264, 40, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 101);
 }
@@ -144,16 +146,19 @@ static void test_4wave(void **state) {
 /* gemm_skinny_amd (wave64, a few rows of A, B [N, K]): every mb, K split over waves, the
  * column tail (N odd: a unit's second column past N), K tails that leave some lanes of a chunk
  * past K (K % 512 != 0) and a K shorter than one chunk, M beyond one m tile (passes), every
- * epilogue piece, more units than blocks (the grid-stride loop). */
+ * epilogue piece, the folded rmsnorm, more units than blocks (the grid-stride loop). */
 static void test_skinny(void **state) {
   (void)state;
   if (!have_clang()) skip();
   static const emu_case_t cases[] = {
-      {"gfx90a", "gemm_skinny_amd", "mb=1", HK_DTYPE_BF16, 1, 0, 1, 0, HK_ACT_NONE, 1, 67, 2056},
-      {"gfx90a", "gemm_skinny_amd", "mb=1,ks=2", HK_DTYPE_BF16, 1, 1, 0, 1, HK_ACT_SILU, 1, 130, 1544},
-      {"gfx90a", "gemm_skinny_amd", "mb=2,ks=4,u=2,nw=1,w=8", HK_DTYPE_F16, 1, 1, 1, 0, HK_ACT_GELU, 2, 33, 4104},
-      {"gfx908", "gemm_skinny_amd", "mb=4,ks=1,u=1,nw=4", HK_DTYPE_BF16, 1, 0, 0, 0, HK_ACT_RELU, 3, 41, 40},
-      {"gfx90a", "gemm_skinny_amd", "mb=8,ks=2,u=8,nw=3", HK_DTYPE_F16, 1, 1, 1, 1, HK_ACT_GELU_TANH, 19, 50, 1032},
+      {"gfx90a", "gemm_skinny_amd", "mb=1", HK_DTYPE_BF16, 1, 0, 1, 0, HK_ACT_NONE, 1, 67, 2056, 0},
+      {"gfx90a", "gemm_skinny_amd", "mb=1,ks=2", HK_DTYPE_BF16, 1, 1, 0, 1, HK_ACT_SILU, 1, 130, 1544, 0},
+      {"gfx90a", "gemm_skinny_amd", "mb=2,ks=4,u=2,nw=1,w=8", HK_DTYPE_F16, 1, 1, 1, 0, HK_ACT_GELU, 2, 33, 4104, 0},
+      {"gfx908", "gemm_skinny_amd", "mb=4,ks=1,u=1,nw=4", HK_DTYPE_BF16, 1, 0, 0, 0, HK_ACT_RELU, 3, 41, 40, 0},
+      {"gfx90a", "gemm_skinny_amd", "mb=8,ks=2,u=8,nw=3", HK_DTYPE_F16, 1, 1, 1, 1, HK_ACT_GELU_TANH, 19, 50, 1032, 0},
+      /* the rmsnorm folded in (the one-row buckets' q|k|v and SwiGLU gemms): K split, a K tail */
+      {"gfx90a", "gemm_skinny_amd", "mb=1,ks=2", HK_DTYPE_BF16, 1, 0, 0, 0, HK_ACT_NONE, 1, 70, 2056, 1},
+      {"gfx908", "gemm_skinny_amd", "mb=2", HK_DTYPE_F16, 1, 1, 1, 1, HK_ACT_SILU, 2, 37, 1160, 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 201);
 }

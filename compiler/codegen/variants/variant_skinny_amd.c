@@ -2,9 +2,10 @@
 /* gemm_skinny_amd (templates/gpu/gemm_skinny_amd.hip): GEMMs of a few rows of A on AMD CDNA
  * (wave64 with matrix cores: gfx908, gfx90a, gfx942) -- the decode steps of text generation,
  * M = the step's token rows -- that stream B ([N, K], the checkpoints' layout) from every CU.
- * f16/bf16, align 8, the plain epilogues (bias, activation, multiplier, residual); the fused
- * forms gemm_skinny has on NVIDIA (a folded rmsnorm, the dual SwiGLU gemm, 8-bit B) are not
- * served, because AMD builds do not fuse those (their other launches would need MFMA forms).
+ * f16/bf16, align 8, the plain epilogues (bias, activation, multiplier, residual) and the
+ * rmsnorm folded into the one-row buckets' gemms (key.norm_a: fusion folds it per bucket, at the
+ * rows this kernel takes); the dual SwiGLU gemm and 8-bit B of gemm_skinny on NVIDIA are not
+ * served, because those fuse at every bucket (the prefill launches would need MFMA forms).
  *
  * Never the registry's pick (gemm_mfma serves every key it does, and comes first): the tuner
  * names it for the launches of few rows exactly as it names gemm_skinny on sm_90a (tune.c,
@@ -41,17 +42,19 @@ static int ska_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) 
   return arch->kind == HK_TARGET_HIP && arch->matrix == HKC_MATRIX_MFMA &&
          (arch->wave_size == 0 || arch->wave_size == 64) && key->op == HK_OP_GEMM && key->trans_b &&
          (key->dtype == HK_DTYPE_F16 || key->dtype == HK_DTYPE_BF16) && key->align >= 8 && key->align % 8 == 0 &&
-         !key->rope && !key->norm_c && !key->dual && !key->norm_a && !hkc_gemm_quant_b(key) && !hkc_gemm_fp8_act(key);
+         !key->rope && !key->norm_c && !key->dual && !hkc_gemm_quant_b(key) && !hkc_gemm_fp8_act(key);
 }
 
-/* params -> cfg: "mb=R" and then any prefix of the optional ones, in order; -1 when not canonical
- * or not legal */
+/* params -> cfg: "mb=R" and then any prefix of the optional ones, in order ("": the defaults at
+ * mb 8); -1 when not canonical or not legal */
 static int ska_parse(const char *params, ska_cfg_t *c) {
   int vals[5] = {8, SKA_KS, SKA_U, SKA_NW, SKA_WARPS};
-  int n;
-  for (n = 5; n >= 1; n--)
-    if (hkc_tune_params_parse(params, k_ska_names, n, vals) == 0) break;
-  if (n < 1) return -1;
+  int n = 0;
+  if (params[0]) {
+    for (n = 5; n >= 1; n--)
+      if (hkc_tune_params_parse(params, k_ska_names, n, vals) == 0) break;
+    if (n < 1) return -1;
+  }
   *c = (ska_cfg_t){vals[0], vals[1], vals[2], vals[3], vals[4]};
   if (c->mb != 1 && c->mb != 2 && c->mb != 4 && c->mb != 8) return -1;
   if (c->ks != 1 && c->ks != 2 && c->ks != 4 && c->ks != 8) return -1;
@@ -108,13 +111,18 @@ static int ska_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
   return 0;
 }
 
+/* A's 16-byte loads issued with B's, at most (4 VGPRs each): gfx908 has 256 VGPRs a lane, gfx90a
+ * and later 512 -- at 8 there the folded norm's mb=2 form needs 130, one wave per SIMD */
+static int ska_ahead(const hkc_gpu_arch_t *arch) {
+  return arch->name && strncmp(arch->name, "gfx908", 6) == 0 ? 4 : 8;
+}
+
 static void ska_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
-  (void)arch;
   const ska_cfg_t c = ska_key_cfg(key);
   snprintf(out, size,
            "#define HK_THREADS %d\n#define HK_SK_WARPS %d\n#define HK_SK_NW %d\n#define HK_SK_U %d\n"
-           "#define HK_SK_MB %d\n#define HK_SK_KS %d\n",
-           64 * c.w, c.w, c.nw, c.u, c.mb, c.ks);
+           "#define HK_SK_MB %d\n#define HK_SK_KS %d\n#define HK_SKA_AHEAD %d\n",
+           64 * c.w, c.w, c.nw, c.u, c.mb, c.ks, ska_ahead(arch));
 }
 
 static void ska_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
@@ -132,6 +140,7 @@ const hkc_variant_t hkc_variant_gemm_skinny_amd = {
     .applies = ska_applies,
     .defines = ska_defines,
     .launch = ska_launch,
+    .norm_a = 1, /* the folded rmsnorm of the one-row buckets (fusion_model.c, norm_fold_rows) */
     .tune_parse = ska_tune_parse,
     .params = k_ska_names,
     .n_params = 5,
