@@ -80,9 +80,9 @@ static const kopt_t k_opts[] = {
      "a kernel (the host; an error naming the target otherwise); auto, off: weight-only (A stays in the spec's "
      "dtype)"},
     {"kv_warp", "HKC_KV_WARP", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
-     "auto|on|off: kv_attention_warp on NVIDIA (f16/bf16, head_dim 64/128: a block per row, kv head and piece "
-     "of the keys, split over the keys for decode steps) where it serves the key; off: the portable "
-     "kv_attention"},
+     "auto|on|off: kv_attention_warp on NVIDIA, kv_attention_wave on AMD CDNA (f16/bf16, head_dim 64/128: a "
+     "block per row, kv head and piece of the keys, split over the keys for decode steps) where it serves the "
+     "key; off: the portable kv_attention"},
     {"kv_mma", "HKC_KV_MMA", KOPT_SWITCH, 0, NULL, NULL, 0, NULL,
      "auto|on|off: kv_attention_mma on NVIDIA sm_80+ for the kv_attention launches of 64 or more token rows "
      "(prefill: tensor cores, a block per 16 to 64 rows sharing each cached key) where it serves the key; "

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* kv_attention on NVIDIA (warps of 32), f16/bf16, head_dim HK_HEAD_DIM = 64 or 128, rows
- * aligned to 8 elements: the decode steps' kernel (kv_attention_mma takes prefill launches of
- * many rows). A block per (token row, kv head, round of HK_KVA_GROUP q heads, piece of the
+/* kv_attention on NVIDIA (warps of 32: kv_attention_warp) and AMD CDNA (waves of 64:
+ * kv_attention_wave, HK_KVA_AMD; no folded append), f16/bf16, head_dim HK_HEAD_DIM = 64 or 128,
+ * rows aligned to 8 elements: the decode steps' kernel (kv_attention_mma takes prefill launches
+ * of many rows on NVIDIA). "Warp" below is a wave on AMD, and 32 lanes its KVA_WAVE. A block per (token row, kv head, round of HK_KVA_GROUP q heads, piece of the
  * keys) computes the q heads that read that kv head, so each cached key and value is read once
  * per row (per round of a larger group). The semantics are lower.h's
  * (templates/gpu/kv_attention.hip is the portable form):
@@ -41,15 +42,47 @@
  *       then the workspace: float *part, unsigned *sem (one counter per tile, zero at the start
  *       and left at zero).
  * Grid: tiles * split blocks (tiles alone, grid-stride, when split is 1), HK_KVA_WARPS * 32 threads. */
-#define KVA_THREADS (HK_KVA_WARPS * 32)
-#define KVA_LPK (HK_HEAD_DIM / 8)   /* lanes per key */
-#define KVA_KPW (32 / KVA_LPK)      /* keys of a warp step */
+#ifndef HK_KVA_AMD
+#define HK_KVA_AMD 0 /* 1: AMD CDNA, waves of 64 (kv_attention_wave: variant_kv_nv.c) */
+#endif
+#if HK_KVA_AMD && HK_KV_APPEND
+#error "kv_attention_wave: no folded append (its first keys come by cp.async)"
+#endif
+#define KVA_WAVE HK_WAVE                  /* lanes of a warp (a wave on AMD) */
+#define KVA_THREADS (HK_KVA_WARPS * KVA_WAVE)
+#define KVA_LPK (HK_HEAD_DIM / 8)         /* lanes per key */
+#define KVA_KPW (KVA_WAVE / KVA_LPK)      /* keys of a warp step */
 #define KVA_U 4                     /* steps in flight */
 #define KVA_BATCH (KVA_KPW * KVA_U) /* keys a warp reads at once */
 #define KVA_PART (HK_KVA_GROUP * (HK_HEAD_DIM + 2)) /* floats of one piece's partial */
 
-HK_DEVICE void kva_unpack8(uint4 u, float *f) { /* 8 contiguous elements of one 16-byte load */
-  const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#if HK_KVA_AMD
+typedef hk_v16_t kva_v16_t; /* 16 bytes: an ext_vector of 4 words */
+HK_DEVICE unsigned kva_word(kva_v16_t u, int i) { return u[i]; }
+/* the pieces' partials: written and read past the CU's L1 (not coherent across CUs) */
+#define KVA_ST_PART(p, v) __builtin_nontemporal_store((v), (p))
+#define KVA_LD_PART(p) __builtin_nontemporal_load(p)
+/* A piece's arrival on its tile's counter (tile_nv.h's hk_split_arrive on NVIDIA): every thread
+ * of the block fenced its partial's stores (__threadfence) before the barrier that precedes this;
+ * the last arrival fences again before the block reads the others' partials, and sets the
+ * counter back to zero for the next launch. */
+HK_DEVICE int kva_arrive(unsigned *counter, unsigned arrivals) {
+  const unsigned prev = atomicAdd(counter, 1u);
+  if (prev + 1 != arrivals) return 0;
+  __threadfence();
+  atomicExch(counter, 0u);
+  return 1;
+}
+#else
+typedef uint4 kva_v16_t;
+HK_DEVICE unsigned kva_word(kva_v16_t u, int i) { return i == 0 ? u.x : i == 1 ? u.y : i == 2 ? u.z : u.w; }
+#define KVA_ST_PART(p, v) __stcg((p), (v))
+#define KVA_LD_PART(p) __ldcg(p)
+#define kva_arrive hk_split_arrive
+#endif
+
+HK_DEVICE void kva_unpack8(kva_v16_t u, float *f) { /* 8 contiguous elements of one 16-byte load */
+  const unsigned w[4] = {kva_word(u, 0), kva_word(u, 1), kva_word(u, 2), kva_word(u, 3)};
 #pragma unroll
   for (int i = 0; i < 4; i++) {
     f[2 * i] = HK_LOAD((HK_T)(w[i] & 0xffffu));
@@ -159,7 +192,7 @@ HK_NAME(const HK_T *q, kva_cache_t *k_cache, kva_cache_t *v_cache, const int *ct
   __shared__ float pm[HK_KVA_MAX_SPLIT][HK_KVA_GROUP], pl[HK_KVA_MAX_SPLIT][HK_KVA_GROUP], tot[HK_KVA_GROUP];
   __shared__ int last;
   (void)dh;
-  const int warp = HK_TID / 32, lane = HK_TID % 32, kg = lane / KVA_LPK, dl = lane % KVA_LPK;
+  const int warp = HK_TID / KVA_WAVE, lane = HK_TID % KVA_WAVE, kg = lane / KVA_LPK, dl = lane % KVA_LPK;
   const int group = (int)heads / (int)kv_heads;
   const int rounds = (group + HK_KVA_GROUP - 1) / HK_KVA_GROUP;
   const int tiles = (int)rows * (int)kv_heads * rounds; /* (row, kv head, round): one counter each */
@@ -175,7 +208,7 @@ HK_NAME(const HK_T *q, kva_cache_t *k_cache, kva_cache_t *v_cache, const int *ct
    * the q|k|v gemm runs */
   __shared__ float tab_sn[HK_HEAD_DIM / 2], tab_cs[HK_HEAD_DIM / 2]; /* the unit's angles */
   /* the first batch: lane l's 16 bytes of step i at [k or v][warp][i][8 l] */
-  __shared__ __align__(16) HK_T pre_kv[2][HK_KVA_WARPS][KVA_U][32 * 8];
+  __shared__ __align__(16) HK_T pre_kv[2][HK_KVA_WARPS][KVA_U][KVA_WAVE * 8];
 #if HK_ROPE
 #if HK_ROPE_SCALING
   const rope_scaling rsc = {factor, low_freq, high_freq, original_max};
@@ -249,7 +282,7 @@ HK_NAME(const HK_T *q, kva_cache_t *k_cache, kva_cache_t *v_cache, const int *ct
 #if HK_KV_APPEND
         kva_unpack8(kva_turn8(*(const uint4 *)(qr + g * HK_HEAD_DIM), tab_sn, tab_cs, dl), qf[g]);
 #else
-        kva_unpack8(*(const uint4 *)(qr + g * HK_HEAD_DIM), qf[g]);
+        kva_unpack8(*(const kva_v16_t *)(qr + g * HK_HEAD_DIM), qf[g]);
 #endif
       } else {
 #pragma unroll
@@ -261,7 +294,7 @@ HK_NAME(const HK_T *q, kva_cache_t *k_cache, kva_cache_t *v_cache, const int *ct
       l[g] = 0.0f;
     }
     for (int b = kb + warp * KVA_BATCH; b < ke; b += HK_KVA_WARPS * KVA_BATCH) {
-      uint4 kv[KVA_U], vv[KVA_U];
+      kva_v16_t kv[KVA_U], vv[KVA_U];
       bool valid[KVA_U];
 #pragma unroll
       for (int i = 0; i < KVA_U; i++) { /* past the keys: the piece's last key (written, finite), weight 0 */
@@ -281,8 +314,8 @@ HK_NAME(const HK_T *q, kva_cache_t *k_cache, kva_cache_t *v_cache, const int *ct
           continue;
         }
 #endif
-        kv[i] = *(const uint4 *)(kc + jr * kv_width);
-        vv[i] = *(const uint4 *)(vc + jr * kv_width);
+        kv[i] = *(const kva_v16_t *)(kc + jr * kv_width);
+        vv[i] = *(const kva_v16_t *)(vc + jr * kv_width);
       }
       float sc[KVA_U][HK_KVA_GROUP];
 #pragma unroll
@@ -323,7 +356,7 @@ HK_NAME(const HK_T *q, kva_cache_t *k_cache, kva_cache_t *v_cache, const int *ct
     }
     /* the warp's key groups meet (lanes dl, dl + LPK, ...), then lanes < LPK hold the warp's state */
 #pragma unroll
-    for (int off = KVA_LPK; off < 32; off <<= 1)
+    for (int off = KVA_LPK; off < KVA_WAVE; off <<= 1)
 #pragma unroll
       for (int g = 0; g < HK_KVA_GROUP; g++) {
         float acco[8];
@@ -357,21 +390,25 @@ HK_NAME(const HK_T *q, kva_cache_t *k_cache, kva_cache_t *v_cache, const int *ct
       if (used == 1) {
         og[i] = HK_STORE(sum > 0.0f ? val / sum : 0.0f);
       } else {
-        __stcg(pu + i, val);
-        if (d == 0) __stcg(pu + HK_KVA_GROUP * HK_HEAD_DIM + 2 * g, mx), __stcg(pu + HK_KVA_GROUP * HK_HEAD_DIM + 2 * g + 1, sum);
+        KVA_ST_PART(pu + i, val);
+        if (d == 0)
+          KVA_ST_PART(pu + HK_KVA_GROUP * HK_HEAD_DIM + 2 * g, mx), KVA_ST_PART(pu + HK_KVA_GROUP * HK_HEAD_DIM + 2 * g + 1, sum);
       }
     }
     if (used == 1) continue;
     HK_SYNC(); /* the piece's partial is stored */
-    if (HK_TID == 0) last = hk_split_arrive(sem + tile, (unsigned)used);
+#if HK_KVA_AMD
+    __threadfence(); /* this thread's partial stores, before the barrier and the arrival */
+#endif
+    if (HK_TID == 0) last = kva_arrive(sem + tile, (unsigned)used);
     HK_SYNC(); /* the flag is set; the loads below come after thread 0's acquire */
     if (!last) continue;
     const float *const pt = part + tile * split * KVA_PART; /* piece 0's */
     const int ns = (int)used;
     for (int i = HK_TID; i < ns * gn; i += KVA_THREADS) { /* every piece's (max, sum), at once */
       const int p = i / gn, g = i % gn;
-      pm[p][g] = __ldcg(pt + p * KVA_PART + HK_KVA_GROUP * HK_HEAD_DIM + 2 * g);
-      pl[p][g] = __ldcg(pt + p * KVA_PART + HK_KVA_GROUP * HK_HEAD_DIM + 2 * g + 1);
+      pm[p][g] = KVA_LD_PART(pt + p * KVA_PART + HK_KVA_GROUP * HK_HEAD_DIM + 2 * g);
+      pl[p][g] = KVA_LD_PART(pt + p * KVA_PART + HK_KVA_GROUP * HK_HEAD_DIM + 2 * g + 1);
     }
     HK_SYNC();
     if (HK_TID < gn) { /* each piece's weight per head (0: a piece that saw no key), in piece order */
@@ -391,7 +428,7 @@ HK_NAME(const HK_T *q, kva_cache_t *k_cache, kva_cache_t *v_cache, const int *ct
       const int g = i / HK_HEAD_DIM;
       float val = 0.0f;
 #pragma unroll 8
-      for (int p = 0; p < ns; p++) val += __ldcg(pt + p * KVA_PART + i) * pm[p][g];
+      for (int p = 0; p < ns; p++) val += KVA_LD_PART(pt + p * KVA_PART + i) * pm[p][g];
       og[i] = HK_STORE(tot[g] > 0.0f ? val / tot[g] : 0.0f);
     }
   }

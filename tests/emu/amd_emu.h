@@ -7,7 +7,9 @@
  *   - threadIdx/blockIdx/blockDim/gridDim, __syncthreads and s_barrier: a barrier of the block;
  *   - MFMA 32x32x8 f16 / bf16_1k and gfx908's 32x32x4 bf16: wave collectives computing the
  *     operand and result layouts that tile_amd.h documents (from AMD's ISA guides);
- *   - atomicAdd (64-bit, shared memory): a plain add, atomic since lanes switch only at barriers;
+ *   - atomicAdd (64-bit, shared memory; 32-bit, global counters), atomicExch: plain read-modify-
+ *     writes, atomic since lanes switch only at barriers and blocks run one after another;
+ *     __threadfence: nothing to order;
  *   - readfirstlane: lane 0's value, and an error unless every lane passed the same value
  *     (the kernels only use it on values that must be wave-uniform); __shfl_xor over the wave;
  *   - raw buffer loads and buffer loads into LDS (buffer_load_dword ... lds): out-of-range
@@ -62,7 +64,7 @@ static hk_emu_dim3 blockDim, gridDim;
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 #define __shared__ static /* one block runs at a time: its threads share the function's statics */
 static inline float __fdividef(float a, float b) { return a / b; } /* the device's fast division (common.h) */
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); } /* the device's reciprocal square root (folded norms) */
@@ -111,6 +113,19 @@ static inline unsigned long long atomicAdd(unsigned long long *p, unsigned long 
   *p = old + v;
   return old;
 }
+/* on global memory (split kernels' tile counters): blocks run one after another here, so the
+ * last block of a tile in launch order is the one that sees every arrival */
+static inline unsigned atomicAdd(unsigned *p, unsigned v) {
+  const unsigned old = *p;
+  *p = old + v;
+  return old;
+}
+static inline unsigned atomicExch(unsigned *p, unsigned v) {
+  const unsigned old = *p;
+  *p = v;
+  return old;
+}
+static inline void __threadfence(void) {} /* one block at a time: its stores are every block's */
 #define HK_PIN_DEF(x) ((void)0)
 #define HK_PIN_USE(x) ((void)0)
 

@@ -449,10 +449,22 @@ struct op_args {
   long long rows, heads, kv_heads, dh, layer, slots, max_seq, window;
   float scale;
 };
+#ifndef HK_KVA_WARPS
+#define HK_KVA_WARPS 0 /* the portable kernel: no workspace */
+#endif
+/* kv_attention_wave (HK_KVA_WARPS): the launch workspace -- a partial per block, a counter per
+ * tile (zero at the start, and the kernel leaves them at zero) */
+static std::vector<float> g_part;
+static std::vector<unsigned> g_sem;
 static void body(void *p) {
   const op_args *a = (const op_args *)p;
+#if HK_KVA_WARPS
+  HK_NAME(a->q, a->k, a->v, a->ctx, a->slot, a->out, a->rows, a->heads, a->kv_heads, a->dh, a->layer, a->slots,
+          a->max_seq, a->window, a->scale, g_part.data(), g_sem.data());
+#else
   HK_NAME(a->q, a->k, a->v, a->ctx, a->slot, a->out, a->rows, a->heads, a->kv_heads, a->dh, a->layer, a->slots,
           a->max_seq, a->window, a->scale);
+#endif
 }
 static int test(char **sz, int n) {
   if (n != 9) return 2;
@@ -470,7 +482,16 @@ static int test(char **sz, int n) {
   const float scale = (float)(2.0 / sqrt((double)D)); /* scores spread: the softmax is not flat */
   op_args a = {q.data(), kc.data(), vc.data(), ctx.data(), slot.data(), out.data(), R, H, KH, D, layer, S, M, W,
                scale};
+#if HK_KVA_WARPS
+  const long long tiles = R * KH * ((H / KH + HK_KVA_GROUP - 1) / HK_KVA_GROUP);
+  g_part.assign((size_t)g_grid * HK_KVA_GROUP * (size_t)(D + 2), NAN);
+  g_sem.assign((size_t)tiles, 0u);
+#endif
   run(body, &a);
+#if HK_KVA_WARPS
+  for (size_t i = 0; i < g_sem.size(); i++)
+    if (g_sem[i] != 0) mismatch("sem (left non-zero)", (long long)i, g_sem[i], 0);
+#endif
   const long long group = H / KH;
   std::vector<double> p((size_t)M), qd((size_t)D);
   for (long long t = 0; t < R; t++)

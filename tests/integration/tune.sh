@@ -309,6 +309,15 @@ else
     ! grep -qE "attn_norm_0,qkv_proj_0" "$work/amd_gen_off.txt" &&
     ok "gfx90a: attn_norm_0 folded into qkv_proj_0 (gemm_skinny_amd) at batch 1, a launch of its own at 64 and under gemm_skinny=off" ||
     { bad "gfx90a per-bucket norm fold"; cat "$work/amd_gen_b1.txt" "$work/amd_gen_b64.txt"; gemm_lines "$work/amd_gen.txt"; }
+  # its kv_attention launches (both buckets): kv_attention_wave; kv_warp=off: the portable kernel
+  "$HKC" build "$work/amd_gen.yaml" -o "$work/amd_gen_kvoff.hkpack" --target gfx90a --kernel-option kv_warp=off -q
+  "$HKC" inspect "$work/amd_gen_kvoff.hkpack" > "$work/amd_gen_kvoff.txt"
+  amd_kva() { grep -E "^    #[0-9]+ +attn_0 " "$1" | awk '{print $3}' | while read -r k; do
+      grep -E "^  $k " "$1" | grep -o 'kernel=[a-z_]*'; done | tr '\n' ' '; }
+  [ "$(amd_kva "$work/amd_gen.txt")" = "kernel=kv_attention_wave kernel=kv_attention_wave " ] &&
+    [ "$(amd_kva "$work/amd_gen_kvoff.txt")" = "kernel=simple kernel=simple " ] &&
+    ok "gfx90a kv_attention: kv_attention_wave at both buckets; kv_warp=off: the portable kernel" ||
+    bad "gfx90a kv_attention variants: $(amd_kva "$work/amd_gen.txt")/ $(amd_kva "$work/amd_gen_kvoff.txt")"
   # the whole space compiled and ranked, no GPU needed (two of the spec's GEMMs, both B layouts:
   # every candidate is a hiprtc compile)
   sed -e 's/batch_sizes: \[1, 3\]/batch_sizes: [3]/' -e '/g_silu_res\|g_gemv/d' -e 's/outputs: .*/outputs: [y1, y2]/' \

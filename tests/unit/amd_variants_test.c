@@ -371,6 +371,84 @@ static void skinny_on(const char *arch_name) {
     }
 }
 
+/* kv_attention_wave (AMD's decode attention, kv_attention_warp's template in waves of 64): the
+ * registry's pick for f16/bf16 caches of head_dim 64 and 128 on CDNA, not for the folded append,
+ * fp8 caches or other head dims (the portable kernel), nor under kv_warp=off; compiled for the four
+ * forms with no scratch, its LDS as the template declares, at least 2 waves per SIMD (gfx908, whose
+ * register file is half gfx90a's: 1). */
+static void kv_wave_on(const char *arch_name) {
+  const hkc_gpu_arch_t *a = hk_test_arch(arch_name);
+  hkc_kernel_key_t key = {.op = HK_OP_KV_ATTENTION, .dtype = HK_DTYPE_BF16, .align = 8, .head_dim = 64};
+  assert_string_equal(hkc_variant_for(a, &key)->name, "kv_attention_wave");
+  hkc_kernel_options_t off = {0};
+  off.kv_warp = HKC_SWITCH_OFF;
+  assert_string_equal(hkc_variant_for_options(a, &off, &key)->name, "simple");
+  hkc_kernel_key_t other = key;
+  other.append = 1;
+  assert_string_equal(hkc_variant_for(a, &other)->name, "simple");
+  other = key;
+  other.head_dim = 96;
+  assert_string_equal(hkc_variant_for(a, &other)->name, "simple");
+  assert_string_equal(hkc_variant_for(hk_test_arch("gfx1030"), &key)->name, "simple");
+  for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++)
+    for (int dh = 64; dh <= 128; dh += 64) {
+      hkc_kernel_out_t k;
+      memset(&k, 0, sizeof k);
+      k.key = key;
+      k.key.dtype = (hk_dtype_t)dt;
+      k.key.head_dim = dh;
+      hk_test_kernel_name(&k);
+      char *src = hkc_codegen_gpu(a, &k);
+      assert_non_null(src);
+      assert_non_null(strstr(src, "#define HK_KVA_AMD 1"));
+      hkc_rtc_result_t r;
+      const int rc = hkc_hiprtc_compile(src, k.name, arch_name, &r);
+      if (rc != 0) print_message("%s for %s did not compile:\n%s\n", k.name, arch_name, r.log ? r.log : "(no log)");
+      assert_int_equal(rc, 0);
+      free(src);
+      k.vgprs = r.vgprs;
+      k.agprs = r.agprs;
+      k.sgprs = r.sgprs;
+      k.shared_bytes = r.shared_bytes;
+      k.scratch_bytes = r.scratch_bytes;
+      k.wave_size = r.wave_size;
+      k.max_block = r.max_block;
+      hkc_arg_t args[HKC_KV_ATTENTION_N_ARGS];
+      memset(args, 0, sizeof args);
+      args[HKC_KV_ATTENTION_ARG_ROWS] = (hkc_arg_t){HK_ARG_I64, 1, 0};
+      args[HKC_KV_ATTENTION_ARG_HEADS] = (hkc_arg_t){HK_ARG_I64, 32, 0};
+      args[HKC_KV_ATTENTION_ARG_KV_HEADS] = (hkc_arg_t){HK_ARG_I64, 8, 0};
+      args[HKC_KV_ATTENTION_ARG_MAX_SEQ] = (hkc_arg_t){HK_ARG_I64, 4224, 0};
+      uint32_t grid[3], block[3], dyn = 0;
+      hkc_gpu_launch_dims(a, &k.key, args, HKC_KV_ATTENTION_N_ARGS, grid, block, &dyn);
+      double pct = 0;
+      const char *limiter = "";
+      const uint32_t occ = hkc_occupancy(a, &k, block[0], &pct, &limiter);
+      printf("[ info     ] %-8s %-32s vgpr %3u sgpr %3u lds %5u scratch %u grid %u x %u (batch 1, 8 kv heads) occ %u "
+             "waves/SIMD (%s)\n",
+             arch_name, k.name, r.vgprs, r.sgprs, r.shared_bytes, r.scratch_bytes, grid[0], block[0], occ,
+             limiter ? limiter : "-");
+      assert_int_equal(r.scratch_bytes, 0);
+      assert_int_equal(r.wave_size, 64);
+      assert_int_equal(block[0], 256);
+      /* om, ol, oacc per wave; pm, pl per piece; tot; last (kv_attention_warp.hip) */
+      assert_int_equal(r.shared_bytes, 4 * 4 * (2 + dh) * 4 + 32 * 4 * 2 * 4 + 4 * 4 + 4);
+      assert_true(occ >= (strcmp(arch_name, "gfx908") == 0 ? 1u : 2u)); /* gfx908: 256 VGPRs, 167 of them */
+      hkc_rtc_result_free(&r);
+    }
+}
+
+static void test_kv_wave_gfx90a(void **state) {
+  (void)state;
+  HK_TEST_NEED_HIPRTC();
+  kv_wave_on("gfx90a");
+}
+static void test_kv_wave_gfx908(void **state) {
+  (void)state;
+  HK_TEST_NEED_HIPRTC();
+  kv_wave_on("gfx908");
+}
+
 static void test_skinny_gfx90a(void **state) {
   (void)state;
   HK_TEST_NEED_HIPRTC();
@@ -600,7 +678,8 @@ int main(void) {
       cmocka_unit_test(test_attention_gfx908),  cmocka_unit_test(test_gfx1030_simple),
       cmocka_unit_test(test_attn_pp_selection), cmocka_unit_test(test_attn_pp_gfx90a),
       cmocka_unit_test(test_attn_pp_gfx908),    cmocka_unit_test(test_skinny_gfx90a),
-      cmocka_unit_test(test_skinny_gfx908),
+      cmocka_unit_test(test_skinny_gfx908),     cmocka_unit_test(test_kv_wave_gfx90a),
+      cmocka_unit_test(test_kv_wave_gfx908),
   };
   const char *filter = getenv("HK_TEST_FILTER"); /* e.g. "test_attn_pp*": run only those */
   if (filter && *filter) cmocka_set_test_filter(filter);

@@ -125,16 +125,17 @@ static uint32_t case_args(const gen_case_t *c, hkc_arg_t *a) {
   }
 }
 
-/* Generates the case's kernel for gfx90a (with key.program `program`: dequant's "i8" or "e4m3";
- * NULL for the other ops), compiles it with the harness and runs it. */
-static void emulate_program(const gen_case_t *c, int seed, const char *program) {
+/* Generates the case's kernel for gfx90a (key.program `program`, key.head_dim `head_dim`; the
+ * registry must pick `variant` for it), compiles it with the harness and runs it. */
+static void emulate_variant(const gen_case_t *c, int seed, const char *program, const char *variant, int head_dim) {
   const hkc_gpu_arch_t *a = hk_test_arch("gfx90a");
   hkc_kernel_out_t k;
   memset(&k, 0, sizeof k);
   k.key = (hkc_kernel_key_t){.op = c->op, .dtype = c->dtype, .has_ctx = c->has_ctx, .rope_scaling = c->scaling,
-                             .has_add = c->has_add, .rope = c->rope, .align = c->align, .append = c->append};
+                             .has_add = c->has_add, .rope = c->rope, .align = c->align, .append = c->append,
+                             .head_dim = head_dim};
   if (program) snprintf(k.key.program, sizeof k.key.program, "%s", program);
-  assert_string_equal(hkc_variant_for(a, &k.key)->name, "simple");
+  assert_string_equal(hkc_variant_for(a, &k.key)->name, variant);
   hk_test_kernel_name(&k);
   char *src = hkc_codegen_gpu(a, &k);
   assert_non_null(src);
@@ -164,6 +165,11 @@ static void emulate_program(const gen_case_t *c, int seed, const char *program) 
   if (rc != 0) fail_msg("%s: exit %d", cmd, rc);
 }
 
+/* The simple (portable) kernel of the case (with key.program `program`: dequant's "i8" or "e4m3";
+ * NULL for the other ops). */
+static void emulate_program(const gen_case_t *c, int seed, const char *program) {
+  emulate_variant(c, seed, program, "simple", 0);
+}
 static void emulate(const gen_case_t *c, int seed) { emulate_program(c, seed, NULL); }
 
 
@@ -218,6 +224,26 @@ static void test_kv_attention(void **state) {
       {HK_OP_KV_ATTENTION, BF16, 0, 0, 0, 9, {6, 2, 2, 300, 1, 2, 140, 0, 0}, 0, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 101);
+}
+
+/* kv_attention_wave (AMD CDNA's decode attention: kv_attention_warp's template in waves of 64,
+ * split over the keys, the pieces merged by the last to arrive): head_dim 64 and 128, GQA 4, 2
+ * and 1 (Qwen2.5-0.5B's 7 takes two rounds of q heads), contexts of up to 300 keys (several
+ * pieces of 64 and a tail), a sliding window, invalid rows (ctx 0, past max_seq, a slot out of
+ * range: zeros), a layer > 0, fewer blocks than the variant's grid; each checked against the
+ * double reference, the tile counters left at zero. */
+static void test_kv_attention_wave(void **state) {
+  (void)state;
+  if (!have_clang()) skip();
+  static const gen_case_t cases[] = {
+      {HK_OP_KV_ATTENTION, BF16, 0, 0, 0, 9, {8, 8, 2, 64, 2, 3, 300, 1, 0}, 0, 8, 0},
+      {HK_OP_KV_ATTENTION, F16, 0, 0, 0, 9, {7, 2, 1, 128, 1, 2, 260, 0, 150}, 0, 8, 0},
+      {HK_OP_KV_ATTENTION, BF16, 0, 0, 0, 9, {6, 14, 2, 64, 1, 2, 200, 0, 0}, 0, 8, 0},
+      {HK_OP_KV_ATTENTION, F16, 0, 0, 0, 9, {7, 3, 3, 128, 2, 4, 90, 1, 0}, 0, 8, 0},
+  };
+  static const int dh[] = {64, 128, 64, 128};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    emulate_variant(&cases[i], (int)i + 121, NULL, "kv_attention_wave", dh[i]);
 }
 
 /* kv_attention with its kv_append folded in (kv_fold: a row's append and attention in one
@@ -311,6 +337,7 @@ int main(void) {
       cmocka_unit_test(test_kv_append),
       cmocka_unit_test(test_kv_attention),
       cmocka_unit_test(test_kv_attention_append),
+      cmocka_unit_test(test_kv_attention_wave),
       cmocka_unit_test(test_take_rows_argmax),
       cmocka_unit_test(test_sample),
       cmocka_unit_test(test_dequant),

@@ -20,7 +20,8 @@ extern const hkc_variant_t hkc_variant_simple_gemm, hkc_variant_simple_binary, h
     hkc_variant_simple_embedding, hkc_variant_simple_kv_append, hkc_variant_simple_kv_attention,
     hkc_variant_simple_take_rows, hkc_variant_simple_argmax, hkc_variant_simple_sample,
     hkc_variant_simple_dequant; /* variant_simple.c */
-extern const hkc_variant_t hkc_variant_kv_attention_warp, hkc_variant_kv_attention_mma; /* variant_kv_nv.c */
+extern const hkc_variant_t hkc_variant_kv_attention_warp, hkc_variant_kv_attention_mma,
+    hkc_variant_kv_attention_wave; /* variant_kv_nv.c */
 extern const hkc_variant_t hkc_variant_gemm_skinny, hkc_variant_gemm_stream; /* variant_skinny_nv.c */
 extern const hkc_variant_t hkc_variant_gemm_skinny_amd; /* variant_skinny_amd.c */
 extern const hkc_variant_t hkc_variant_sample_split; /* variant_sample_nv.c */
@@ -44,6 +45,7 @@ static const hkc_variant_t *const k_variants[] = {
     &hkc_variant_attention_mfma_pp, /* AMD CDNA, 8-wave ping-pong: kernel option attn_mfma_pp=on */
     &hkc_variant_kv_attention_warp, /* NVIDIA, f16/bf16, head_dim 64/128, split over the keys (kv_warp=off: not) */
     &hkc_variant_kv_attention_mma,  /* NVIDIA sm_80+, never first: the tuner names it for many rows (kv_mma=off: not) */
+    &hkc_variant_kv_attention_wave, /* AMD CDNA: kv_attention_warp's template in waves of 64 (kv_warp=off: not) */
     &hkc_variant_sample_split,      /* NVIDIA: sample, greedy rows in pieces */
     &hkc_variant_rows_vec16,  /* both vendors */
     &hkc_variant_elementwise_vec16,
@@ -90,7 +92,8 @@ int hkc_kernel_options_allow(const hkc_kernel_options_t *o, const hkc_gpu_arch_t
    * kv_attention_mma only where the tuner names it (launches of many rows: kv_mma_choose) and
    * kv_mma is not off. Both checked against the portable kernel and Hugging Face on the H100
    * (tests/device/kv_attention_check.py, bench/gen_device.py check; docs/BENCHMARKS.md) */
-  if (v == &hkc_variant_kv_attention_warp && o && o->kv_warp == HKC_SWITCH_OFF) return 0;
+  if ((v == &hkc_variant_kv_attention_warp || v == &hkc_variant_kv_attention_wave) && o && o->kv_warp == HKC_SWITCH_OFF)
+    return 0;
   if (v == &hkc_variant_kv_attention_mma &&
       ((o && o->kv_mma == HKC_SWITCH_OFF) || strncmp(key->variant, "kv_attention_mma", HKC_TUNE_VARIANT_MAX) != 0))
     return 0;

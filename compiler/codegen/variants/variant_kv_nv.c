@@ -93,7 +93,7 @@ static kva_cfg_t kva_key_cfg(const hkc_kernel_key_t *key) {
   return c;
 }
 
-static int kva_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+static int kva_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) { /* NVIDIA */
   return arch->kind == HK_TARGET_CUDA && arch->wave_size == 32 && key->op == HK_OP_KV_ATTENTION && !hkc_kv_fp8(key) &&
          (key->dtype == HK_DTYPE_F16 || key->dtype == HK_DTYPE_BF16) && key->align >= 8 &&
          (key->head_dim == 64 || key->head_dim == 128) &&
@@ -103,16 +103,22 @@ static int kva_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) 
          (!key->append || arch->matrix == HKC_MATRIX_MMA_SYNC || arch->matrix == HKC_MATRIX_WGMMA);
 }
 
+/* Lanes of a warp: 32 on NVIDIA, a wave of 64 on AMD CDNA (kv_attention_wave). */
+static int kva_lanes(const hkc_gpu_arch_t *arch) {
+  return arch->wave_size ? (int)arch->wave_size : arch->kind == HK_TARGET_HIP ? 64 : 32;
+}
+
 static void kva_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
-  (void)arch;
   const kva_cfg_t c = kva_key_cfg(key);
-  /* registers: three blocks of four warps per SM (168 a thread); fewer warps, more blocks */
-  const int min_blocks = c.w >= 8 ? 1 : 12 / c.w > 8 ? 8 : 12 / c.w;
+  const int amd = arch->kind == HK_TARGET_HIP;
+  /* NVIDIA registers: three blocks of four warps per SM (168 a thread); fewer warps, more blocks.
+   * AMD's second bound is waves per SIMD at least: 1, no cap beyond the register file */
+  const int min_blocks = amd ? 1 : c.w >= 8 ? 1 : 12 / c.w > 8 ? 8 : 12 / c.w;
   snprintf(out, size,
            "#define HK_THREADS %d\n#define HK_KVA_WARPS %d\n#define HK_KVA_GROUP %d\n#define HK_HEAD_DIM %d\n"
            "#define HK_KVA_MAX_SPLIT %d\n#define HK_KVA_MIN_PIECE %d\n#define HK_ROPE_SCALING %d\n"
-           "#define HK_KVA_MIN_BLOCKS %d\n",
-           c.w * 32, c.w, KVA_GROUP, key->head_dim, c.s, c.p, key->rope_scaling, min_blocks);
+           "#define HK_KVA_MIN_BLOCKS %d\n#define HK_KVA_AMD %d\n",
+           c.w * kva_lanes(arch), c.w, KVA_GROUP, key->head_dim, c.s, c.p, key->rope_scaling, min_blocks, amd);
 }
 
 static int kva_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params,
@@ -156,8 +162,8 @@ static int64_t kva_split(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key
 /* tiles * split blocks: the kernel reads split back as gridDim.x / tiles. */
 static void kva_launch(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const hkc_arg_t *args,
                        uint32_t n_args, uint32_t out_grid[3], uint32_t out_block[3], uint32_t *out_shared) {
-  hkc_variant_launch_1d(kva_tiles(args, n_args) * kva_split(arch, key, args, n_args), kva_key_cfg(key).w * 32, 0,
-                        out_grid, out_block, out_shared);
+  hkc_variant_launch_1d(kva_tiles(args, n_args) * kva_split(arch, key, args, n_args),
+                        kva_key_cfg(key).w * kva_lanes(arch), 0, out_grid, out_block, out_shared);
 }
 
 /* Always a workspace (the kernel's parameters do not depend on the bucket): KVA_GROUP
@@ -189,6 +195,30 @@ const hkc_variant_t hkc_variant_kv_attention_warp = {
     .n_required_params = 1, /* w; p and s at their defaults are left out */
     .rules = "w (warps) 1, 2, 4 or 8; p (keys per piece, at least) a multiple of 16, 16..1024; s (pieces per "
              "tile, at most) 1..64; at most 48 KiB of static shared memory",
+};
+
+/* kv_attention_wave: the same template on AMD CDNA (waves of 64: a key is still 8 or 16 lanes of
+ * 16 bytes, a wave reads 8 or 4 keys a step), the decode steps' kv_attention there -- the
+ * portable kernel reads each cached key once per q head, a block per (row, head), no split. The
+ * pieces' partials bypass the CU's L1 (non-temporal stores and loads) and meet through an
+ * atomicAdd with __threadfence on both sides (the template's kva_arrive). Not the folded append
+ * (its first keys come by cp.async, an NVIDIA instruction): those keys keep the portable kernel.
+ * Checked in the AMD emulator against a double reference and statically (amd_variants_test);
+ * no AMD GPU has run it. */
+static int kvw_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  return arch->kind == HK_TARGET_HIP && arch->matrix == HKC_MATRIX_MFMA && (arch->wave_size == 0 || arch->wave_size == 64) &&
+         key->op == HK_OP_KV_ATTENTION && !hkc_kv_fp8(key) &&
+         (key->dtype == HK_DTYPE_F16 || key->dtype == HK_DTYPE_BF16) && key->align >= 8 &&
+         (key->head_dim == 64 || key->head_dim == 128) && !key->append && !key->rope;
+}
+
+const hkc_variant_t hkc_variant_kv_attention_wave = {
+    .name = "kv_attention_wave",
+    .template_path = "gpu/kv_attention_warp.hip",
+    .applies = kvw_applies,
+    .defines = kva_defines,
+    .launch = kva_launch,
+    .workspace = kva_workspace,
 };
 
 /* ---- kv_attention_mma (templates/gpu/kv_attention_mma.hip) ----------------------------------
