@@ -329,11 +329,18 @@ static int64_t model_norm_fold_rows(const hkc_fuse_model_t *m, size_t t) {
   return o && o->gemm_skinny == HKC_SWITCH_ON ? HKC_GEMM_FEW_ROWS : HKC_GEMM_SKINNY_AUTO_ROWS;
 }
 
+/* AMD CDNA: gemm_skinny_amd alone folds a norm, at the few rows it takes (hkc_fuse_model_t). */
+static int model_norm_fold_limited(const hkc_fuse_model_t *m, size_t t) {
+  const hkc_gpu_arch_t *arch = (const hkc_gpu_arch_t *)m->targets[t];
+  return arch && arch->kind == HK_TARGET_HIP;
+}
+
 void hkc_fuse_model_init(hkc_fuse_model_t *model, const hkc_gpu_arch_t *const *archs, const char *const *names,
                          size_t n, FILE *report) {
   memset(model, 0, sizeof *model);
   model->seconds = model_seconds;
   model->norm_fold_rows = model_norm_fold_rows;
+  model->norm_fold_limited = model_norm_fold_limited;
   model->targets = (const void *const *)archs;
   model->names = names;
   model->n_targets = n;

@@ -134,7 +134,7 @@ static const kopt_t k_opts[] = {
      "gemm_skinny: ks=,u=,nw=,w= or KSLICES[,U[,COLUMNS[,WARPS]]] -- warps sharing a unit's K, loads per B row in "
      "flight (0: the default), columns per unit, warps per block; every launch gemm_skinny takes (mb follows each "
      "launch's rows)"},
-    {"kv_warp_cfg", "HKC_KV_WARP_CFG", KOPT_CFG, HKC_KOPT_KV_WARP_CFG, "kv_attention_warp", "w,p,s", 1, "p=64,s=32",
+    {"kv_warp_cfg", "HKC_KV_WARP_CFG", KOPT_CFG, HKC_KOPT_KV_WARP_CFG, "kv_attention_warp", "w,p,s", 1, "w=4,p=64,s=32",
      "kv_attention_warp (decode attention over the KV cache): w=,p=,s= or WARPS[,PIECE[,SPLIT]] -- warps per "
      "block, keys per piece at least, pieces per tile at most"},
 };

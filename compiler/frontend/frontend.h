@@ -308,6 +308,11 @@ typedef struct hkc_fuse_model {
    * the norm and the gemm apart: a generation graph folds a norm per bucket (norm_fold_rows) only
    * up to it, whatever the clock says; NULL: no cap. */
   int64_t (*norm_fold_rows)(const struct hkc_fuse_model *model, size_t t);
+  /* 1 when target t has a gemm with a folded rmsnorm only for the few rows of norm_fold_rows (AMD:
+   * gemm_skinny_amd; its other gemms fold none): a norm then never folds for a whole plan -- a
+   * generation graph folds it per bucket within that range, any other graph keeps the pair apart,
+   * whatever the clock or gemm_norm=on say. NULL: no target is so limited. */
+  int (*norm_fold_limited)(const struct hkc_fuse_model *model, size_t t);
 } hkc_fuse_model_t;
 
 /* hkc_fuse with a planner: `auto` fuses what pays on model's clock (NULL model, or no

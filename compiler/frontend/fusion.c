@@ -790,6 +790,14 @@ static int64_t fold_cap(const hkc_fuse_model_t *m) {
   return cap;
 }
 
+/* Whether a target folds a norm only at the few rows of its norm_fold_rows (the model's
+ * norm_fold_limited). */
+static int fold_limited(const hkc_fuse_model_t *m) {
+  for (size_t t = 0; m->norm_fold_limited && t < m->n_targets; t++)
+    if (m->norm_fold_limited(m, t)) return 1;
+  return 0;
+}
+
 /* The rows of A that gemm b reads at `batch` (0 when A has no columns). */
 static int64_t rows_at(const hkc_spec_t *s, const hkc_node_t *b, int64_t batch) {
   const hkc_tensor_t *x = &s->tensors[b->in[0]];
@@ -840,6 +848,16 @@ static int norm_form_pass(fuse_ctx_t *f, int *members, norm_form_fn_t build, int
     const int a = norm_first ? (int)i : g, b = norm_first ? g : (int)i;
     int pay = always ? 1 : pays(f, &f->slot[a], node_label(&f->slot[a]), &f->slot[b], &fused, form);
     if (pay < 0) return -1;
+    /* a target whose folded-norm gemm serves a few rows only: never for the whole plan beyond them
+     * (a generation graph folds per bucket below; any other graph keeps the pair apart) */
+    if (pay && norm_first && f->model && fold_limited(f->model) &&
+        (!f->generation || max_rows(f->spec, &f->slot[b]) > fold_cap(f->model))) {
+      pay = 0;
+      if (!f->generation) *blocked = 1;
+      if (f->model->report)
+        fprintf(f->model->report, "fusion: keep apart %s + %s (%s): a target folds it at a few rows only%s\n",
+                node_label(&f->slot[a]), node_label(&f->slot[b]), form, f->generation ? " (per bucket, below)" : "");
+    }
     /* a generation graph folds for the whole plan only within the targets' measured range */
     if (pay && !always && f->generation && norm_first && f->model && max_rows(f->spec, &f->slot[b]) > fold_cap(f->model)) {
       pay = 0;

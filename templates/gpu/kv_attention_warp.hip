@@ -56,29 +56,13 @@
 #define KVA_BATCH (KVA_KPW * KVA_U) /* keys a warp reads at once */
 #define KVA_PART (HK_KVA_GROUP * (HK_HEAD_DIM + 2)) /* floats of one piece's partial */
 
+/* 16 bytes as 4 words; the split's partials and arrivals: tile_nv.h / split_amd.h */
 #if HK_KVA_AMD
-typedef hk_v16_t kva_v16_t; /* 16 bytes: an ext_vector of 4 words */
+typedef hk_v16_t kva_v16_t; /* an ext_vector */
 HK_DEVICE unsigned kva_word(kva_v16_t u, int i) { return u[i]; }
-/* the pieces' partials: written and read past the CU's L1 (not coherent across CUs) */
-#define KVA_ST_PART(p, v) __builtin_nontemporal_store((v), (p))
-#define KVA_LD_PART(p) __builtin_nontemporal_load(p)
-/* A piece's arrival on its tile's counter (tile_nv.h's hk_split_arrive on NVIDIA): every thread
- * of the block fenced its partial's stores (__threadfence) before the barrier that precedes this;
- * the last arrival fences again before the block reads the others' partials, and sets the
- * counter back to zero for the next launch. */
-HK_DEVICE int kva_arrive(unsigned *counter, unsigned arrivals) {
-  const unsigned prev = atomicAdd(counter, 1u);
-  if (prev + 1 != arrivals) return 0;
-  __threadfence();
-  atomicExch(counter, 0u);
-  return 1;
-}
 #else
 typedef uint4 kva_v16_t;
 HK_DEVICE unsigned kva_word(kva_v16_t u, int i) { return i == 0 ? u.x : i == 1 ? u.y : i == 2 ? u.z : u.w; }
-#define KVA_ST_PART(p, v) __stcg((p), (v))
-#define KVA_LD_PART(p) __ldcg(p)
-#define kva_arrive hk_split_arrive
 #endif
 
 HK_DEVICE void kva_unpack8(kva_v16_t u, float *f) { /* 8 contiguous elements of one 16-byte load */
@@ -167,9 +151,10 @@ HK_DEVICE kva_unit kva_unit_at(int u, int split, int kv_heads, int group, int ro
 }
 
 #if HK_KV_APPEND && HK_ROPE
-/* The angles of a head's dh / 2 pairs at position p into tab_sn, tab_cs: a pair a thread */
+/* The angles of a head's dh / 2 pairs at position p into tab_sn, tab_cs: a pair a thread (a
+ * block of one warp and dh 128 has fewer threads than pairs: those take two) */
 HK_DEVICE void kva_angles(float p, float theta, const rope_scaling &sc, float *tab_sn, float *tab_cs) {
-  if (HK_TID < HK_HEAD_DIM / 2) rope_angle(p, HK_TID, HK_HEAD_DIM, theta, sc, &tab_sn[HK_TID], &tab_cs[HK_TID]);
+  for (int j = HK_TID; j < HK_HEAD_DIM / 2; j += KVA_THREADS) rope_angle(p, j, HK_HEAD_DIM, theta, sc, &tab_sn[j], &tab_cs[j]);
 }
 #endif
 
@@ -390,25 +375,23 @@ HK_NAME(const HK_T *q, kva_cache_t *k_cache, kva_cache_t *v_cache, const int *ct
       if (used == 1) {
         og[i] = HK_STORE(sum > 0.0f ? val / sum : 0.0f);
       } else {
-        KVA_ST_PART(pu + i, val);
+        hk_st_part(pu + i, val);
         if (d == 0)
-          KVA_ST_PART(pu + HK_KVA_GROUP * HK_HEAD_DIM + 2 * g, mx), KVA_ST_PART(pu + HK_KVA_GROUP * HK_HEAD_DIM + 2 * g + 1, sum);
+          hk_st_part(pu + HK_KVA_GROUP * HK_HEAD_DIM + 2 * g, mx), hk_st_part(pu + HK_KVA_GROUP * HK_HEAD_DIM + 2 * g + 1, sum);
       }
     }
     if (used == 1) continue;
+    HK_SPLIT_PUBLISH(); /* this thread's partial stores, ordered before the barrier and the arrival */
     HK_SYNC(); /* the piece's partial is stored */
-#if HK_KVA_AMD
-    __threadfence(); /* this thread's partial stores, before the barrier and the arrival */
-#endif
-    if (HK_TID == 0) last = kva_arrive(sem + tile, (unsigned)used);
+    if (HK_TID == 0) last = hk_split_arrive(sem + tile, (unsigned)used);
     HK_SYNC(); /* the flag is set; the loads below come after thread 0's acquire */
     if (!last) continue;
     const float *const pt = part + tile * split * KVA_PART; /* piece 0's */
     const int ns = (int)used;
     for (int i = HK_TID; i < ns * gn; i += KVA_THREADS) { /* every piece's (max, sum), at once */
       const int p = i / gn, g = i % gn;
-      pm[p][g] = KVA_LD_PART(pt + p * KVA_PART + HK_KVA_GROUP * HK_HEAD_DIM + 2 * g);
-      pl[p][g] = KVA_LD_PART(pt + p * KVA_PART + HK_KVA_GROUP * HK_HEAD_DIM + 2 * g + 1);
+      pm[p][g] = hk_ld_part(pt + p * KVA_PART + HK_KVA_GROUP * HK_HEAD_DIM + 2 * g);
+      pl[p][g] = hk_ld_part(pt + p * KVA_PART + HK_KVA_GROUP * HK_HEAD_DIM + 2 * g + 1);
     }
     HK_SYNC();
     if (HK_TID < gn) { /* each piece's weight per head (0: a piece that saw no key), in piece order */
@@ -428,7 +411,7 @@ HK_NAME(const HK_T *q, kva_cache_t *k_cache, kva_cache_t *v_cache, const int *ct
       const int g = i / HK_HEAD_DIM;
       float val = 0.0f;
 #pragma unroll 8
-      for (int p = 0; p < ns; p++) val += KVA_LD_PART(pt + p * KVA_PART + i) * pm[p][g];
+      for (int p = 0; p < ns; p++) val += hk_ld_part(pt + p * KVA_PART + i) * pm[p][g];
       og[i] = HK_STORE(tot[g] > 0.0f ? val / tot[g] : 0.0f);
     }
   }

@@ -2,14 +2,15 @@
 /* sample: out[r] = an index of row r drawn with its params {seed, top_k, temperature, top_p}
  * (lower.h gives the definition step by step; docs/GENERATE.md "sample"; templates/host/
  * sample.c is the same definition on the CPU). Args: T x, const int *params (i32 [rows, 4]),
- * int *out (i32), I rows, I cols; with HK_SAMPLE_SPLIT > 1 (sample_split, variant_sample_nv.c)
+ * int *out (i32), I rows, I cols; with HK_SAMPLE_SPLIT > 1 (sample_split on NVIDIA, sample_split_wave
+ * on AMD CDNA: variant_sample_nv.c)
  * the launch workspace: float *part, unsigned *sem (one counter per row, zero at the start and
  * left at zero).
  *
  * Greedy rows with HK_SAMPLE_SPLIT > 1: the row's columns in HK_SAMPLE_SPLIT pieces, a block
  * each (a decode step has a few rows, and one block per row reads a vocabulary in many round
  * trips); each piece's (value, index) to `part`, the last piece to arrive on the row's counter
- * (tile_nv.h, hk_split_arrive) takes the best of them in piece order: argmax's rule, the same
+ * (hk_split_arrive: tile_nv.h, split_amd.h) takes the best of them in piece order: argmax's rule, the same
  * index whichever arrives last. A row that samples is drawn by its piece 0 as below.
  *
  * A block is one row (grid-stride beyond grid.x); HK_THREADS >= 256, a thread per bin of the
@@ -181,14 +182,14 @@ HK_NAME(const HK_T *x, const int *params, int *out, long long rows, long long co
       sample_block_best(&best, &at, &sm);
       if (HK_TID != 0) continue; /* thread 0 holds the piece's best: it alone goes on */
       float *pp = part + 2 * (r * HK_SAMPLE_SPLIT + piece);
-      __stcg(pp, best);
-      __stcg(pp + 1, __int_as_float(at));
+      hk_st_part(pp, best); /* tile_nv.h / split_amd.h: thread 0 stores, arrives and merges alone */
+      hk_st_part(pp + 1, __int_as_float(at));
       if (!hk_split_arrive(sem + r, HK_SAMPLE_SPLIT)) continue;
       best = 0.0f;
       at = -1;
       for (int q = 0; q < HK_SAMPLE_SPLIT; q++) { /* piece order: ranges in increasing index */
-        const float v2 = __ldcg(part + 2 * (r * HK_SAMPLE_SPLIT + q));
-        const int i2 = __float_as_int(__ldcg(part + 2 * (r * HK_SAMPLE_SPLIT + q) + 1));
+        const float v2 = hk_ld_part(part + 2 * (r * HK_SAMPLE_SPLIT + q));
+        const int i2 = __float_as_int(hk_ld_part(part + 2 * (r * HK_SAMPLE_SPLIT + q) + 1));
         if (sample_better(best, at, v2, i2)) best = v2, at = i2;
       }
       out[r] = at < 0 ? 0 : at;

@@ -121,6 +121,12 @@ HK_DEVICE float4 hk_ld_cg4(const float *p) {
                : "memory");
   return v;
 }
+/* One float of a partial each way (split kernels with scalar partials: kv_attention_warp, sample's
+ * greedy pieces): the same L2 path as hk_st_cg4 / hk_ld_cg4. HK_SPLIT_PUBLISH: nothing to do here
+ * (the barrier and the release of step 3 cover the block's stores); split_amd.h's fences. */
+#define HK_SPLIT_PUBLISH() ((void)0)
+HK_DEVICE void hk_st_part(float *p, float v) { __stcg(p, v); }
+HK_DEVICE float hk_ld_part(const float *p) { return __ldcg(p); }
 /* Step 3 above: 1 when this is the last of `arrivals` pieces (the counter is then 0 again). */
 HK_DEVICE int hk_split_arrive(unsigned *counter, unsigned arrivals) {
   unsigned prev;

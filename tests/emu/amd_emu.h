@@ -101,6 +101,11 @@ static inline float __uint_as_float(unsigned u) {
   memcpy(&f, &u, 4);
   return f;
 }
+static inline int __float_as_int(float f) {
+  int i;
+  memcpy(&i, &f, 4);
+  return i;
+}
 static inline unsigned __float_as_uint(float f) {
   unsigned u;
   memcpy(&u, &f, 4);

@@ -603,9 +603,20 @@ struct op_args {
   int *out;
   long long rows, cols;
 };
+#ifndef HK_SAMPLE_SPLIT
+#define HK_SAMPLE_SPLIT 1
+#endif
+/* sample_split_wave (HK_SAMPLE_SPLIT > 1): the launch workspace -- a (value, index) pair per
+ * piece, a counter per row (zero at the start; the kernel leaves them at zero) */
+static std::vector<float> g_part;
+static std::vector<unsigned> g_sem;
 static void body(void *p) {
   const op_args *a = (const op_args *)p;
+#if HK_SAMPLE_SPLIT > 1
+  HK_NAME(a->x, a->params, a->out, a->rows, a->cols, g_part.data(), g_sem.data());
+#else
   HK_NAME(a->x, a->params, a->out, a->rows, a->cols);
+#endif
 }
 static unsigned ref_key(float z) {
   unsigned u;
@@ -721,7 +732,15 @@ static int test(char **sz, int n) {
   }
   guarded<int> out((size_t)R);
   op_args a = {x.data(), params.data(), out.data(), R, C};
+#if HK_SAMPLE_SPLIT > 1
+  g_part.assign((size_t)(R * HK_SAMPLE_SPLIT * 2), NAN);
+  g_sem.assign((size_t)R, 0u);
+#endif
   run(body, &a);
+#if HK_SAMPLE_SPLIT > 1
+  for (size_t i = 0; i < g_sem.size(); i++)
+    if (g_sem[i] != 0) mismatch("sem (left non-zero)", (long long)i, g_sem[i], 0);
+#endif
   for (long long r = 0; r < R; r++) {
     const int want = ref_sample(&x[(size_t)(r * C)], C, &params[(size_t)(r * 4)]);
     if (out[(size_t)r] != want) mismatch("out", r, out[(size_t)r], (double)want);

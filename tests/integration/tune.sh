@@ -309,6 +309,31 @@ else
     ! grep -qE "attn_norm_0,qkv_proj_0" "$work/amd_gen_off.txt" &&
     ok "gfx90a: attn_norm_0 folded into qkv_proj_0 (gemm_skinny_amd) at batch 1, a launch of its own at 64 and under gemm_skinny=off" ||
     { bad "gfx90a per-bucket norm fold"; cat "$work/amd_gen_b1.txt" "$work/amd_gen_b64.txt"; gemm_lines "$work/amd_gen.txt"; }
+  # a graph that is not a generation graph never folds a norm on AMD (gemm_skinny_amd serves a
+  # few rows only; the MFMA gemms fold none), whatever the clock or gemm_norm=on say
+  cat > "$work/amd_ng.yaml" <<'SPEC'
+hkc: 1
+name: amd_ng
+dtype: bf16
+batch_sizes: [1, 64]
+dims: {k: 256, n: 200}
+inputs:
+  x: [batch, k]
+params:
+  ga: [k]
+  w1: [n, k]
+graph:
+  - {name: n1, op: rmsnorm, in: [x], gamma: ga, eps: 1.0e-5, out: x1}
+  - {name: g1, op: gemm, in: [x1, w1], trans_b: true, out: y1}
+outputs: [y1]
+SPEC
+  "$HKC" build "$work/amd_ng.yaml" -o "$work/amd_ng.hkpack" --target gfx90a --kernel-option gemm_norm=on \
+    --fusion-report > "$work/amd_ng.txt" 2>&1
+  "$HKC" inspect "$work/amd_ng.hkpack" >> "$work/amd_ng.txt"
+  grep -q "keep apart n1 + g1 (norm into gemm): a target folds it at a few rows only" "$work/amd_ng.txt" &&
+    ! grep -q "_nrm_" "$work/amd_ng.txt" &&
+    ok "gfx90a, not a generation graph: rmsnorm + gemm kept apart (gemm_norm=on too)" ||
+    { bad "gfx90a whole-plan norm fold"; cat "$work/amd_ng.txt"; }
   # its kv_attention launches (both buckets): kv_attention_wave; kv_warp=off: the portable kernel
   "$HKC" build "$work/amd_gen.yaml" -o "$work/amd_gen_kvoff.hkpack" --target gfx90a --kernel-option kv_warp=off -q
   "$HKC" inspect "$work/amd_gen_kvoff.hkpack" > "$work/amd_gen_kvoff.txt"

@@ -438,10 +438,46 @@ static void kv_wave_on(const char *arch_name) {
     }
 }
 
+/* sample_split_wave (AMD's sample: greedy rows in 8 pieces): the registry's pick on CDNA for
+ * every sample key, not on gfx1030 nor under simple_kernels; compiled in f16 and bf16 without
+ * scratch, 8 blocks a row. */
+static void sample_wave_on(const char *arch_name) {
+  const hkc_gpu_arch_t *a = hk_test_arch(arch_name);
+  const hkc_kernel_key_t key = {.op = HK_OP_SAMPLE, .dtype = HK_DTYPE_BF16, .align = 8};
+  assert_string_equal(hkc_variant_for(a, &key)->name, "sample_split_wave");
+  assert_string_equal(hkc_variant_for(hk_test_arch("gfx1030"), &key)->name, "simple");
+  for (int dt = HK_DTYPE_F16; dt <= HK_DTYPE_BF16; dt++) {
+    hkc_kernel_out_t k;
+    memset(&k, 0, sizeof k);
+    k.key = key;
+    k.key.dtype = (hk_dtype_t)dt;
+    hk_test_kernel_name(&k);
+    char *src = hkc_codegen_gpu(a, &k);
+    assert_non_null(src);
+    assert_non_null(strstr(src, "#define HK_SAMPLE_SPLIT 8"));
+    hkc_rtc_result_t r;
+    const int rc = hkc_hiprtc_compile(src, k.name, arch_name, &r);
+    if (rc != 0) print_message("%s for %s did not compile:\n%s\n", k.name, arch_name, r.log ? r.log : "(no log)");
+    assert_int_equal(rc, 0);
+    free(src);
+    hkc_arg_t args[HKC_SAMPLE_N_ARGS];
+    memset(args, 0, sizeof args);
+    args[HKC_SAMPLE_ARG_ROWS] = (hkc_arg_t){HK_ARG_I64, 3, 0};
+    uint32_t grid[3], block[3], dyn = 0;
+    hkc_gpu_launch_dims(a, &k.key, args, HKC_SAMPLE_N_ARGS, grid, block, &dyn);
+    printf("[ info     ] %-8s %-28s vgpr %3u sgpr %3u lds %5u scratch %u grid %u x %u (3 rows)\n", arch_name, k.name,
+           r.vgprs, r.sgprs, r.shared_bytes, r.scratch_bytes, grid[0], block[0]);
+    assert_int_equal(r.scratch_bytes, 0);
+    assert_int_equal(grid[0], 3 * 8);
+    hkc_rtc_result_free(&r);
+  }
+}
+
 static void test_kv_wave_gfx90a(void **state) {
   (void)state;
   HK_TEST_NEED_HIPRTC();
   kv_wave_on("gfx90a");
+  sample_wave_on("gfx90a");
 }
 static void test_kv_wave_gfx908(void **state) {
   (void)state;

@@ -126,8 +126,10 @@ static uint32_t case_args(const gen_case_t *c, hkc_arg_t *a) {
 }
 
 /* Generates the case's kernel for gfx90a (key.program `program`, key.head_dim `head_dim`; the
- * registry must pick `variant` for it), compiles it with the harness and runs it. */
-static void emulate_variant(const gen_case_t *c, int seed, const char *program, const char *variant, int head_dim) {
+ * registry must pick `variant` for it), compiles it with the harness and runs it with the
+ * variant's grid (full_grid) or about half of it. */
+static void emulate_variant(const gen_case_t *c, int seed, const char *program, const char *variant, int head_dim,
+                            int full_grid) {
   const hkc_gpu_arch_t *a = hk_test_arch("gfx90a");
   hkc_kernel_out_t k;
   memset(&k, 0, sizeof k);
@@ -135,6 +137,8 @@ static void emulate_variant(const gen_case_t *c, int seed, const char *program, 
                              .has_add = c->has_add, .rope = c->rope, .align = c->align, .append = c->append,
                              .head_dim = head_dim};
   if (program) snprintf(k.key.program, sizeof k.key.program, "%s", program);
+  if (!strcmp(variant, "simple")) /* the portable kernel, also where the registry has a specialised one */
+    snprintf(k.key.variant, sizeof k.key.variant, "simple");
   assert_string_equal(hkc_variant_for(a, &k.key)->name, variant);
   hk_test_kernel_name(&k);
   char *src = hkc_codegen_gpu(a, &k);
@@ -157,7 +161,8 @@ static void emulate_variant(const gen_case_t *c, int seed, const char *program, 
            "clang++ -std=c++17 -O1 -w -I'%s' -DHK_EMU_OP=%d -DHK_EMU_SOURCE='\"%s\"' '%s/amd_emu_generate.cpp' -o '%s'",
            emu_dir, (int)c->op, path, emu_dir, exe);
   if (hk_test_run(cmd, out, sizeof out) != 0) fail_msg("%s\n%s", cmd, out);
-  const uint32_t blocks = grid[0] > 2 ? grid[0] / 2 + 1 : grid[0]; /* the grid-stride loop too */
+  /* fewer blocks than the grid (the grid-stride loop too), or the variant's own (full_grid) */
+  const uint32_t blocks = full_grid || grid[0] <= 2 ? grid[0] : grid[0] / 2 + 1;
   int len = snprintf(cmd, sizeof cmd, "'%s' %u %u %d", exe, blocks, block[0], seed);
   for (int i = 0; i < c->n_sizes; i++) len += snprintf(cmd + len, sizeof cmd - (size_t)len, " %lld", c->sizes[i]);
   const int rc = hk_test_run(cmd, out, sizeof out);
@@ -168,7 +173,7 @@ static void emulate_variant(const gen_case_t *c, int seed, const char *program, 
 /* The simple (portable) kernel of the case (with key.program `program`: dequant's "i8" or "e4m3";
  * NULL for the other ops). */
 static void emulate_program(const gen_case_t *c, int seed, const char *program) {
-  emulate_variant(c, seed, program, "simple", 0);
+  emulate_variant(c, seed, program, "simple", 0, 0);
 }
 static void emulate(const gen_case_t *c, int seed) { emulate_program(c, seed, NULL); }
 
@@ -230,8 +235,10 @@ static void test_kv_attention(void **state) {
  * split over the keys, the pieces merged by the last to arrive): head_dim 64 and 128, GQA 4, 2
  * and 1 (Qwen2.5-0.5B's 7 takes two rounds of q heads), contexts of up to 300 keys (several
  * pieces of 64 and a tail), a sliding window, invalid rows (ctx 0, past max_seq, a slot out of
- * range: zeros), a layer > 0, fewer blocks than the variant's grid; each checked against the
- * double reference, the tile counters left at zero. */
+ * range: zeros), a layer > 0, with the variant's grid (up to 4 pieces a tile) and with fewer
+ * blocks (2 pieces, or none: grid-stride); each checked against the double reference, the tile
+ * counters left at zero. The emulator runs blocks one after another: the merge's memory ordering
+ * on a GPU is not what this checks (split_amd.h gives its argument). */
 static void test_kv_attention_wave(void **state) {
   (void)state;
   if (!have_clang()) skip();
@@ -243,7 +250,8 @@ static void test_kv_attention_wave(void **state) {
   };
   static const int dh[] = {64, 128, 64, 128};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-    emulate_variant(&cases[i], (int)i + 121, NULL, "kv_attention_wave", dh[i]);
+    for (int full = 0; full <= 1; full++) /* the variant's split (4 pieces of 300 keys), and fewer blocks */
+      emulate_variant(&cases[i], (int)i + 121 + 10 * full, NULL, "kv_attention_wave", dh[i], full);
 }
 
 /* kv_attention with its kv_append folded in (kv_fold: a row's append and attention in one
@@ -308,6 +316,11 @@ static void test_sample(void **state) {
       {HK_OP_SAMPLE, BF16, 0, 0, 0, 2, {16, 40008}, 0, 8, 0}, /* greedy rows in 16-byte loads */
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) emulate(&cases[i], (int)i + 401);
+  /* sample_split_wave (the registry's on AMD CDNA): greedy rows in 8 pieces, the last to arrive
+   * merging them in piece order (pieces past 37 columns empty), the sampled rows drawn by piece
+   * 0; the same ids, the row counters back at zero */
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    emulate_variant(&cases[i], (int)i + 411, NULL, "sample_split_wave", 0, 1);
 }
 
 /* rope with ctx and llama3 (a packed q|k|v's copied v head), linear without ctx (row % seq +

@@ -1005,8 +1005,8 @@ static void test_launch_dims_cover_odd_shapes(void **state) {
     assert_string_equal(hkc_variant_for_options(hk_test_arch("sm_90"), &warp_on, &key)->name, "kv_attention_warp");
   }
   /* take_rows: a block per HK_THREADS columns of an output row; argmax: one per row; sample on
-   * NVIDIA (sample_split): 8 per row, its greedy rows in pieces, on AMD one per row (at least
-   * 256 threads, a thread per bin of its radix selects) */
+   * NVIDIA (sample_split) and AMD CDNA (sample_split_wave): 8 per row, its greedy rows in pieces
+   * (at least 256 threads, a thread per bin of its radix selects); on gfx1030 one per row */
   static const long long tr[][2] = {{1, 1}, {8, 2048}, {3, 257}, {5, 128256}};
   for (size_t s = 0; s < sizeof tr / sizeof tr[0]; s++) {
     const long long n_out = tr[s][0], width = tr[s][1];
@@ -1026,9 +1026,12 @@ static void test_launch_dims_cover_odd_shapes(void **state) {
     assert_string_equal(hkc_variant_for(hk_test_arch("sm_90"), &key)->name, "sample_split");
     uint32_t shared = 0;
     hkc_gpu_launch_dims(hk_test_arch("gfx90a"), &key, sp, 5, grid, block, &shared);
-    assert_int_equal(grid[0], n_out);
+    assert_int_equal(grid[0], 8 * n_out);
     assert_true(block[0] >= 256);
-    assert_string_equal(hkc_variant_for(hk_test_arch("gfx90a"), &key)->name, "simple");
+    assert_string_equal(hkc_variant_for(hk_test_arch("gfx90a"), &key)->name, "sample_split_wave");
+    hkc_gpu_launch_dims(hk_test_arch("gfx1030"), &key, sp, 5, grid, block, &shared);
+    assert_int_equal(grid[0], n_out);
+    assert_string_equal(hkc_variant_for(hk_test_arch("gfx1030"), &key)->name, "simple");
   }
 }
 

@@ -176,13 +176,16 @@ static void test_parse(void **state) {
   hkc_kernel_options_format(&sk, text, sizeof text);
   assert_string_equal(text, "gemm_skinny_cfg=mb=8,ks=2,u=4,nw=1,w=8");
   set_bad("gemm_skinny_cfg=ks=2,x=1", "unknown parameter 'x' (gemm_skinny has: mb ks u nw w)");
-  /* kv_warp_cfg: named or positional (w, p, s); p and s filled, left out at their defaults */
+  /* kv_warp_cfg: named or positional (w, p, s); each filled at its default (the canonical string
+   * kv_attention_warp names, e.g. "p=32" for w=4, reads back), trailing defaults left out */
   hkc_kernel_options_t kw = {0};
   set_ok(&kw, "kv_warp_cfg=2");
   assert_string_equal(kw.cfg[HKC_KOPT_KV_WARP_CFG], "w=2");
   set_ok(&kw, "kv_warp_cfg=w=8,p=128,s=16");
   assert_string_equal(kw.cfg[HKC_KOPT_KV_WARP_CFG], "w=8,p=128,s=16");
-  set_bad("kv_warp_cfg=p=32", "missing w");
+  set_ok(&kw, "kv_warp_cfg=p=32");
+  assert_string_equal(kw.cfg[HKC_KOPT_KV_WARP_CFG], "w=4,p=32");
+  set_bad("kv_warp_cfg=w=2,q=1", "unknown parameter 'q'");
   hkc_kernel_options_t mma = {0}; /* a switch: off reaches the struct */
   set_ok(&mma, "kv_mma=off");
   assert_int_equal(mma.kv_mma, HKC_SWITCH_OFF);

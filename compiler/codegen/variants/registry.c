@@ -24,7 +24,7 @@ extern const hkc_variant_t hkc_variant_kv_attention_warp, hkc_variant_kv_attenti
     hkc_variant_kv_attention_wave; /* variant_kv_nv.c */
 extern const hkc_variant_t hkc_variant_gemm_skinny, hkc_variant_gemm_stream; /* variant_skinny_nv.c */
 extern const hkc_variant_t hkc_variant_gemm_skinny_amd; /* variant_skinny_amd.c */
-extern const hkc_variant_t hkc_variant_sample_split; /* variant_sample_nv.c */
+extern const hkc_variant_t hkc_variant_sample_split, hkc_variant_sample_split_wave; /* variant_sample_nv.c */
 extern const hkc_variant_t hkc_variant_host_gemm, hkc_variant_host; /* variant_host.c */
 
 static const hkc_variant_t *const k_variants[] = {
@@ -47,6 +47,7 @@ static const hkc_variant_t *const k_variants[] = {
     &hkc_variant_kv_attention_mma,  /* NVIDIA sm_80+, never first: the tuner names it for many rows (kv_mma=off: not) */
     &hkc_variant_kv_attention_wave, /* AMD CDNA: kv_attention_warp's template in waves of 64 (kv_warp=off: not) */
     &hkc_variant_sample_split,      /* NVIDIA: sample, greedy rows in pieces */
+    &hkc_variant_sample_split_wave, /* AMD CDNA: the same */
     &hkc_variant_rows_vec16,  /* both vendors */
     &hkc_variant_elementwise_vec16,
     /* GPU targets, last: the simple kernels, one per template (every valid key of its ops) */

@@ -201,7 +201,7 @@ const hkc_variant_t hkc_variant_kv_attention_warp = {
  * 16 bytes, a wave reads 8 or 4 keys a step), the decode steps' kv_attention there -- the
  * portable kernel reads each cached key once per q head, a block per (row, head), no split. The
  * pieces' partials bypass the CU's L1 (non-temporal stores and loads) and meet through an
- * atomicAdd with __threadfence on both sides (the template's kva_arrive). Not the folded append
+ * atomicAdd with fences on both sides (split_amd.h). Not the folded append
  * (its first keys come by cp.async, an NVIDIA instruction): those keys keep the portable kernel.
  * Checked in the AMD emulator against a double reference and statically (amd_variants_test);
  * no AMD GPU has run it. */
@@ -212,9 +212,12 @@ static int kvw_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) 
          (key->head_dim == 64 || key->head_dim == 128) && !key->append && !key->rope;
 }
 
+static const char *const kvw_includes[] = {"gpu/split_amd.h", NULL}; /* the split's protocol on AMD */
+
 const hkc_variant_t hkc_variant_kv_attention_wave = {
     .name = "kv_attention_wave",
     .template_path = "gpu/kv_attention_warp.hip",
+    .includes = kvw_includes,
     .applies = kvw_applies,
     .defines = kva_defines,
     .launch = kva_launch,

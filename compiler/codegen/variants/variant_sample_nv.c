@@ -7,8 +7,9 @@
  * arrive takes the best in piece order (the launch workspace: a (value, index) pair per piece,
  * a counter per row). A row that samples (temperature > 0, top_k != 1) is drawn by its first
  * piece's block as the portable kernel draws it. The same outputs as the portable kernel, bit
- * for bit: the greedy rule has one answer. Every NVIDIA key of the op; AMD keeps the portable
- * kernel. */
+ * for bit: the greedy rule has one answer. Every NVIDIA key of the op; sample_split_wave is the
+ * same on AMD CDNA (waves of 64; the split's protocol from split_amd.h), checked in the AMD
+ * emulator, not on a GPU. */
 #include <stdio.h>
 #include <string.h>
 
@@ -21,6 +22,10 @@
 
 static int ss_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
   return arch->kind == HK_TARGET_CUDA && arch->wave_size == 32 && key->op == HK_OP_SAMPLE;
+}
+static int ssw_applies(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key) {
+  return arch->kind == HK_TARGET_HIP && arch->matrix == HKC_MATRIX_MFMA && (arch->wave_size == 0 || arch->wave_size == 64) &&
+         key->op == HK_OP_SAMPLE;
 }
 
 static void ss_defines(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, char *out, size_t size) {
@@ -58,4 +63,16 @@ const hkc_variant_t hkc_variant_sample_split = {
     .launch = ss_launch,
     .workspace = ss_workspace,
     .pdl = 1, /* the kernel begins with HK_PDL_ENTRY() */
+};
+
+static const char *const ssw_includes[] = {"gpu/row_best.h", "gpu/split_amd.h", NULL};
+
+const hkc_variant_t hkc_variant_sample_split_wave = {
+    .name = "sample_split_wave",
+    .template_path = "gpu/sample.hip",
+    .includes = ssw_includes,
+    .applies = ssw_applies,
+    .defines = ss_defines,
+    .launch = ss_launch,
+    .workspace = ss_workspace,
 };

@@ -96,7 +96,6 @@ int hkc_gemm_skinny_amd_params(int64_t m, char *out, size_t size) {
 static int ska_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *key, const char *params,
                           hkc_tile_cfg_t *out) {
   (void)arch;
-  (void)key;
   ska_cfg_t c;
   if (ska_parse(params, &c) != 0) return -1;
   memset(out, 0, sizeof *out);
@@ -107,7 +106,7 @@ static int ska_tune_parse(const hkc_gpu_arch_t *arch, const hkc_kernel_key_t *ke
   out->bk = 512 * c.u * c.ks;
   out->threads = 64 * c.w;
   out->inflight = c.u;
-  out->shared_bytes = c.ks > 1 ? (uint32_t)(c.w * c.mb * c.nw * 4) : 0;
+  out->shared_bytes = c.ks > 1 ? (uint32_t)(c.w * (c.mb * c.nw + (key->norm_a ? c.mb : 0)) * 4) : 0; /* ska_red */
   return 0;
 }
 
