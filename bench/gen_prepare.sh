@@ -6,7 +6,8 @@
 # (`hkc import hf --generate`), its weights name map and a pack for HK_GPU_TARGET (sm_90a)
 # in build-dev/gen/, and for Llama-3.2-1B a second pack built with the kernel options GEN_ALT_OPTIONS
 # (default "gemm_skinny=off": the tensor-core gemms at the few-row buckets too; space-separated
-# NAME=VALUE) for an A/B in the same call (llama-3.2-1b-alt.hkpack), and two with int8 weights (below).
+# NAME=VALUE) for an A/B in the same call (llama-3.2-1b-alt.hkpack), the decode-attention splits
+# of GEN_KV_CFGS (below), and two with int8 weights (below).
 # Knobs: GEN_MAX_SEQ (4224: context 4096 + the decoded tokens), GEN_SLOTS (32), HK_JOBS (2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +31,14 @@ for o in ${GEN_ALT_OPTIONS:-gemm_skinny=off}; do alt+=(--kernel-option "$o"); do
 build-dev/hkc build build-dev/gen/llama-3.2-1b.yaml -o build-dev/gen/llama-3.2-1b-alt.hkpack \
   --target "${HK_GPU_TARGET:-sm_90a}" --tuning-db specs/tuning/h200.db "${alt[@]}" -q
 echo "${GEN_ALT_OPTIONS:-gemm_skinny=off}" > build-dev/gen/alt-options.txt
+# GEN_KV_CFGS (space-separated kv_warp_cfg values): Llama-3.2-1B packs with the folded append and
+# each forced decode-attention split, sw-f-<cfg>.hkpack (',' and '=' as '_' and '-'), for
+# bench/gen_sweep.sh's SWEEP
+for c in ${GEN_KV_CFGS:-}; do
+  build-dev/hkc build build-dev/gen/llama-3.2-1b.yaml -o "build-dev/gen/sw-f-$(echo "$c" | tr ',=' '_-').hkpack" \
+    --target "${HK_GPU_TARGET:-sm_90a}" --tuning-db specs/tuning/h200.db --kernel-option kv_fold=on \
+    --kernel-option "kv_warp_cfg=$c" -q
+done
 cp build-dev/gen/llama-3.2-1b.map build-dev/gen/llama-3.2-1b-alt.map
 rm -f build-dev/gen/llama-3.2-1b-base.*
 # 8-bit weights (int8, per output channel, the LM head too), 8 slots: the LM head's gemm has a row
