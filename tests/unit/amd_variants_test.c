@@ -34,6 +34,17 @@ static hkc_kernel_key_t attn_key(hk_dtype_t dt, int dh, int align) {
   return (hkc_kernel_key_t){.op = HK_OP_ATTENTION, .dtype = dt, .align = align, .head_dim = dh};
 }
 
+/* A compile's resources into the kernel record hkc_occupancy reads. */
+static void take_resources(hkc_kernel_out_t *k, const hkc_rtc_result_t *r) {
+  k->vgprs = r->vgprs;
+  k->agprs = r->agprs;
+  k->sgprs = r->sgprs;
+  k->shared_bytes = r->shared_bytes;
+  k->scratch_bytes = r->scratch_bytes;
+  k->wave_size = r->wave_size;
+  k->max_block = r->max_block;
+}
+
 /* ---- selection (no toolchain needed) ------------------------------------------------------ */
 static void test_selection(void **state) {
   (void)state;
@@ -235,13 +246,7 @@ static void compile_checked_s(const char *arch_name, hkc_kernel_key_t key, const
     }
     free(text);
   }
-  k.vgprs = r.vgprs;
-  k.agprs = r.agprs;
-  k.sgprs = r.sgprs;
-  k.shared_bytes = r.shared_bytes;
-  k.scratch_bytes = r.scratch_bytes;
-  k.wave_size = r.wave_size;
-  k.max_block = r.max_block;
+  take_resources(&k, &r);
   uint32_t grid[3], block[3], dyn = 0;
   hkc_arg_t none[1] = {{.kind = HK_ARG_I64, .i = 0}};
   hkc_gpu_launch_dims(a, &key, none, 0, grid, block, &dyn);
@@ -336,13 +341,7 @@ static void skinny_on(const char *arch_name) {
       if (rc != 0) print_message("%s for %s did not compile:\n%s\n", k.name, arch_name, r.log ? r.log : "(no log)");
       assert_int_equal(rc, 0);
       free(src);
-      k.vgprs = r.vgprs;
-      k.agprs = r.agprs;
-      k.sgprs = r.sgprs;
-      k.shared_bytes = r.shared_bytes;
-      k.scratch_bytes = r.scratch_bytes;
-      k.wave_size = r.wave_size;
-      k.max_block = r.max_block;
+      take_resources(&k, &r);
       uint32_t grid[3], block[3], dyn = 0;
       hkc_arg_t args[8] = {{.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_TENSOR},
                            {.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_TENSOR}, {.kind = HK_ARG_I64, .i = 1},
@@ -412,13 +411,7 @@ static void kv_wave_on(const char *arch_name) {
       if (rc != 0) print_message("%s for %s did not compile:\n%s\n", k.name, arch_name, r.log ? r.log : "(no log)");
       assert_int_equal(rc, 0);
       free(src);
-      k.vgprs = r.vgprs;
-      k.agprs = r.agprs;
-      k.sgprs = r.sgprs;
-      k.shared_bytes = r.shared_bytes;
-      k.scratch_bytes = r.scratch_bytes;
-      k.wave_size = r.wave_size;
-      k.max_block = r.max_block;
+      take_resources(&k, &r);
       hkc_arg_t args[HKC_KV_ATTENTION_N_ARGS];
       memset(args, 0, sizeof args);
       args[HKC_KV_ATTENTION_ARG_ROWS] = (hkc_arg_t){HK_ARG_I64, 1, 0};
