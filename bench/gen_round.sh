@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# One device call of the batch-1 decode work (after, on the CPU machine,
+# The batch-1 decode work as one command on the GPU machine (after, on the CPU machine,
 #   GEN_ALT_OPTIONS="kv_fold=on" GEN_KV_CFGS="w=2,p=32 w=1,p=16,s=64 w=8,p=128,s=16" bash bench/gen_prepare.sh
-# with build-dev/ carried), inside one 10-minute command:
+# with build-dev/ copied to the GPU machine), in about 9 minutes:
 #   1. tests/device/kv_attention_check.py with the folded append (warp and portable kernels);
 #   2. bench/gen_sweep.sh: the default pack, the folded one (-alt) and the forced splits (sw-f-*)
 #      at batch 1 x 1024 (graph replay, launches, greedy ids), the CUPTI traces of the first two,
@@ -10,7 +10,7 @@
 #      1x1024 and 8x1024;
 #   3. bench/gen_ncu.sh on the default pack (the decode step's launches, kv_attention and the
 #      gemms in detail and by SASS line).
-# Every log goes into $OUT/logs.tgz (a device call brings back at most 8 files).
+# Every log goes into one archive, $OUT/logs.tgz (default /tmp/gen-round/logs.tgz).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export LD_LIBRARY_PATH=$PWD/build-dev HKC_KEY=$PWD/build-dev/signing.key PYTHONPATH=$PWD/python
